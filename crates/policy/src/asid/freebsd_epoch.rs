@@ -1,0 +1,425 @@
+//! FreeBSD arm64 ASIDs with the epoch allocator (seed 000, `sys/arm64/arm64/pmap.c`,
+//! committed as r354286 in November 2019).
+//!
+//! # The algorithm
+//! User PTEs carry nG, so TLB entries are tagged with the pmap's ASID and survive
+//! a context switch. A set holds a bitmap of `1 << asid_bits` ASIDs, a cursor
+//! `asid_next`, an epoch and a spin lock; ASIDs 0 (kernel processes, `pmap0`) and
+//! 1 (EFI runtime services) are reserved. A pmap's *cookie* packs `(asid, epoch)`;
+//! a negative epoch marks a pmap whose ASID is never reallocated (`pmap0`), and
+//! `(-1, INT_MAX)` a new pmap that gets its ASID at its first activation.
+//!
+//! - `activate(p)`: if `p` is already `curpmap`, only a `DSB ISH` (an interrupted
+//!   thread may have issued a TLBI without its DSB). Otherwise set `curpmap`,
+//!   `DSB ISH` (the store must be visible before the epoch is read, so that a
+//!   concurrent reset sees it), and if `p`'s epoch is not current, `alloc(p)`.
+//!   Then write TTBR0 with the ASID; no invalidation.
+//! - `alloc(p)`: under the lock, return if `p`'s epoch became current meanwhile
+//!   (a reset on another CPU adopted it); search the bitmap from `asid_next` to
+//!   the end, then from 2 to `asid_next`; if full, `reset` and search from 2.
+//! - `reset`: `epoch += 1` (wrapping to 0 at `INT_MAX`), one broadcast
+//!   `TLBI VMALLE1IS` between `DSB ISHST` and `DSB ISH; ISB`, clear bits
+//!   `[2, size)`, then for every *other* CPU re-reserve the ASID of the pmap it is
+//!   running and stamp that pmap with the new epoch.
+//! - `release(p)`: clear `p`'s bit only if its cookie's epoch is current.
+//! - User invalidations are always broadcast: `TLBI VAE1IS` per page, `ASIDE1IS`
+//!   for the whole pmap; kernel ones `TLBI VAAE1IS`.
+//!
+//! # What is guaranteed
+//! No two pmaps running at the same time hold the same ASID in the current epoch,
+//! and an ASID is handed out again only after a reset flushed every TLB. The
+//! hazard that remains by design: the epoch counter can wrap, and a pmap idle for
+//! a whole cycle of epochs then matches the current epoch with a stale ASID (the
+//! commit message names it; `epoch_limit` makes it reachable for the checker).
+//!
+//! One deliberate reading of the kernel: `reset` does not restamp a pmap whose
+//! cookie has a negative (reserved) epoch, so `pmap0` keeps ASID 0 for good.
+
+use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
+use crate::policy::Policy;
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SpinLock};
+use crate::types::{Asid, MmId, VirtAddr};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The first ASID the allocator hands out; 0 and 1 are reserved.
+pub const ASID_FIRST_AVAILABLE: u32 = 2;
+/// The ASID of kernel processes (`pmap0`).
+pub const ASID_RESERVED_FOR_PID_0: i32 = 0;
+/// The largest epoch value plus one: epochs live in `[0, EPOCH_MAX)`.
+pub const EPOCH_MAX: i32 = i32::MAX;
+
+/// Returns the cookie for `(asid, epoch)`.
+pub const fn cookie(asid: i32, epoch: i32) -> u64 {
+    (asid as u32 as u64) | ((epoch as u32 as u64) << 32)
+}
+
+/// Returns the ASID of a cookie (-1 for none yet).
+pub const fn cookie_asid(c: u64) -> i32 {
+    c as u32 as i32
+}
+
+/// Returns the epoch of a cookie.
+pub const fn cookie_epoch(c: u64) -> i32 {
+    (c >> 32) as u32 as i32
+}
+
+/// The state under `asid_set_mutex`.
+struct AsidSet {
+    /// One bit per ASID: allocated in the current epoch.
+    map: Vec<u64>,
+    /// Where the next search starts.
+    next: u32,
+}
+
+impl AsidSet {
+    fn test(&self, a: u32) -> bool {
+        self.map[(a / 64) as usize] & (1 << (a % 64)) != 0
+    }
+    fn set(&mut self, a: u32) {
+        self.map[(a / 64) as usize] |= 1 << (a % 64);
+    }
+    fn clear(&mut self, a: u32) {
+        self.map[(a / 64) as usize] &= !(1 << (a % 64));
+    }
+    /// Returns the first clear bit in `[from, to)` (FreeBSD `bit_ffc_at`).
+    fn first_clear(&self, from: u32, to: u32) -> Option<u32> {
+        (from..to).find(|&a| !self.test(a))
+    }
+}
+
+/// The FreeBSD arm64 epoch ASID allocator and its pmap activation/invalidation.
+pub struct FreebsdEpoch {
+    asid_bits: u8,
+    size: u32,
+    /// Epochs wrap to 0 when they reach this value (`INT_MAX` in the kernel).
+    epoch_limit: i32,
+    set: SpinLock<AsidSet>,
+    /// `asid_epoch`: written under the lock, read without it in `activate`.
+    epoch: AtomicI32,
+    /// Per pmap slot: its cookie.
+    cookies: Vec<AtomicU64>,
+    /// Per CPU: the pmap in TTBR0 (`pc_curpmap`).
+    curpmap: Vec<AtomicU32>,
+}
+
+impl FreebsdEpoch {
+    /// Returns the allocator for `ncpus` CPUs, `max_mms` pmap slots and an ASID
+    /// width of `asid_bits` (8 or 16, from `ID_AA64MMFR0_EL1.ASIDBits`).
+    pub fn new(ncpus: usize, max_mms: usize, asid_bits: u8) -> Self {
+        Self::with_epoch_limit(ncpus, max_mms, asid_bits, EPOCH_MAX)
+    }
+
+    /// Returns the allocator with epochs wrapping at `epoch_limit` instead of
+    /// `INT_MAX`: a narrow epoch counter, for exposing the wrap hazard.
+    pub fn with_epoch_limit(ncpus: usize, max_mms: usize, asid_bits: u8, epoch_limit: i32) -> Self {
+        debug_assert!(asid_bits == 8 || asid_bits == 16);
+        debug_assert!(epoch_limit > 0);
+        let size = 1u32 << asid_bits;
+        let mut set = AsidSet { map: vec![0; size.div_ceil(64) as usize], next: ASID_FIRST_AVAILABLE };
+        set.set(0);
+        set.set(1);
+        let cookies: Vec<AtomicU64> = (0..max_mms.max(1)).map(|_| AtomicU64::new(cookie(-1, EPOCH_MAX))).collect();
+        // pmap0: reserved ASID, negative epoch, never reallocated.
+        cookies[0].store(cookie(ASID_RESERVED_FOR_PID_0, i32::MIN), Ordering::Relaxed);
+        FreebsdEpoch {
+            asid_bits,
+            size,
+            epoch_limit,
+            set: SpinLock::new(set),
+            epoch: AtomicI32::new(0),
+            cookies,
+            curpmap: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
+        }
+    }
+
+    /// Returns the cookie of the pmap in slot `mm`.
+    pub fn cookie_of(&self, mm: MmId) -> u64 {
+        // SeqCst: cookies are written by resets on other CPUs.
+        self.cookies[mm.index()].load(Ordering::SeqCst)
+    }
+
+    /// Returns the current epoch.
+    pub fn epoch(&self) -> i32 {
+        // SeqCst: pairs with the store in `reset`.
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Returns the hardware tag for a cookie's ASID field (an unallocated `-1`
+    /// becomes all ones, truncated to the ASID width as the TLBI operand is).
+    fn tag(&self, c: u64) -> Asid {
+        let raw = cookie_asid(c) as u32 & (self.size - 1);
+        Asid::new(raw, self.asid_bits).unwrap_or(Asid::ZERO)
+    }
+
+    /// `pmap_alloc_asid`.
+    fn alloc<H: Hw>(&self, hw: &H, mm: MmId) {
+        let mut set = self.set.lock();
+        // A reset on another CPU may have adopted this pmap while we waited.
+        if cookie_epoch(self.cookie_of(mm)) == self.epoch() {
+            return;
+        }
+        let mut asid = set.first_clear(set.next, self.size);
+        if asid.is_none() {
+            asid = set.first_clear(ASID_FIRST_AVAILABLE, set.next);
+        }
+        let asid = match asid {
+            Some(a) => a,
+            None => {
+                self.reset(hw, &mut set);
+                let a = set.first_clear(ASID_FIRST_AVAILABLE, self.size);
+                // Only CPUs other than this one keep ASIDs across a reset, and there
+                // are fewer CPUs than ASIDs.
+                a.expect("ASID set full right after a reset: more CPUs than ASIDs")
+            }
+        };
+        set.set(asid);
+        set.next = asid + 1;
+        // SeqCst: other CPUs' resets read and rewrite cookies.
+        self.cookies[mm.index()].store(cookie(asid as i32, self.epoch()), Ordering::SeqCst);
+    }
+
+    /// `pmap_reset_asid_set`: a new epoch, one broadcast flush, and re-reservation
+    /// of the ASIDs the other CPUs are running. Called with the lock held.
+    fn reset<H: Hw>(&self, hw: &H, set: &mut AsidSet) {
+        let mut epoch = self.epoch() + 1;
+        if epoch >= self.epoch_limit {
+            epoch = 0;
+        }
+        // SeqCst: the new epoch must be visible before curpmap of other CPUs is read,
+        // pairing with the curpmap store + DSB in `activate`.
+        self.epoch.store(epoch, Ordering::SeqCst);
+        hw.note(Note::AsidRollover);
+        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
+        hw.tlbi(Tlbi::All, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.barrier(Barrier::Isb);
+        for a in ASID_FIRST_AVAILABLE..self.size {
+            set.clear(a);
+        }
+        let me = hw.cpu().index();
+        for (cpu, cur) in self.curpmap.iter().enumerate() {
+            if cpu == me {
+                continue;
+            }
+            // SeqCst: pairs with the store in `activate` (see above).
+            let p = cur.load(Ordering::SeqCst) as usize;
+            let c = self.cookies[p].load(Ordering::SeqCst);
+            let asid = cookie_asid(c);
+            if asid == -1 || cookie_epoch(c) < 0 {
+                continue;
+            }
+            set.set(asid as u32);
+            self.cookies[p].store(cookie(asid, epoch), Ordering::SeqCst);
+        }
+    }
+
+    fn invalidate<H: Hw>(hw: &H, ops: impl Iterator<Item = Tlbi>) {
+        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
+        for op in ops {
+            hw.tlbi(op, Scope::Broadcast);
+        }
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.barrier(Barrier::Isb);
+    }
+}
+
+impl Policy for FreebsdEpoch {
+    fn mm_init(&self, mm: MmId) {
+        debug_assert!(!mm.is_kernel());
+        // SeqCst: published before the pmap is first activated anywhere.
+        self.cookies[mm.index()].store(cookie(-1, EPOCH_MAX), Ordering::SeqCst);
+    }
+
+    fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
+        let mut set = self.set.lock();
+        let c = self.cookie_of(mm);
+        if cookie_epoch(c) == self.epoch() {
+            let a = cookie_asid(c);
+            debug_assert!(a >= ASID_FIRST_AVAILABLE as i32 && (a as u32) < self.size);
+            set.clear(a as u32);
+        }
+        self.cookies[mm.index()].store(cookie(-1, EPOCH_MAX), Ordering::SeqCst);
+    }
+
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        let cur = &self.curpmap[hw.cpu().index()];
+        // SeqCst: see the store below; a same-pmap check needs no ordering of its own.
+        if cur.load(Ordering::SeqCst) == next.0 {
+            // A preempted thread may have issued a TLBI without its DSB.
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+            return;
+        }
+        // SeqCst: curpmap must be visible to a concurrent reset before we read the epoch.
+        cur.store(next.0, Ordering::SeqCst);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        let e = cookie_epoch(self.cookie_of(next));
+        if e >= 0 && e != self.epoch() {
+            self.alloc(hw, next);
+        }
+        let tag = self.tag(self.cookie_of(next));
+        hw.write_root(Root::Mm(next), tag, true);
+        hw.barrier(Barrier::Isb);
+    }
+
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        let asid = self.tag(self.cookie_of(mm));
+        Self::invalidate(hw, core::iter::once(Tlbi::Va { asid, va }));
+    }
+
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        let asid = self.tag(self.cookie_of(mm));
+        Self::invalidate(hw, (0..pages).map(|i| Tlbi::Va { asid, va: start.add_pages(i) }));
+    }
+
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        let asid = self.tag(self.cookie_of(mm));
+        Self::invalidate(hw, core::iter::once(Tlbi::Asid(asid)));
+    }
+
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        Self::invalidate(hw, (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::CpuId;
+    use std::cell::RefCell;
+
+    /// A CPU that records what the policy asked of it.
+    struct Rec {
+        cpu: u32,
+        ncpus: usize,
+        log: RefCell<Vec<String>>,
+    }
+
+    impl Rec {
+        fn new(cpu: u32, ncpus: usize) -> Self {
+            Rec { cpu, ncpus, log: RefCell::new(Vec::new()) }
+        }
+        fn take(&self) -> Vec<String> {
+            self.log.take()
+        }
+    }
+
+    impl Hw for Rec {
+        fn cpu(&self) -> CpuId {
+            CpuId(self.cpu)
+        }
+        fn ncpus(&self) -> usize {
+            self.ncpus
+        }
+        fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+            self.log.borrow_mut().push(format!("root {root:?} asid {asid} noflush {noflush}"));
+        }
+        fn tlbi(&self, op: Tlbi, scope: Scope) {
+            self.log.borrow_mut().push(format!("tlbi {op:?} {scope:?}"));
+        }
+        fn barrier(&self, _b: Barrier) {}
+        fn note(&self, n: Note) {
+            self.log.borrow_mut().push(format!("note {n:?}"));
+        }
+    }
+
+    fn asid_of(p: &FreebsdEpoch, mm: u32) -> i32 {
+        cookie_asid(p.cookie_of(MmId(mm)))
+    }
+
+    #[test]
+    fn first_activation_allocates_from_two_without_flushing() {
+        let p = FreebsdEpoch::new(1, 8, 8);
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(asid_of(&p, 1), 2);
+        assert_eq!(hw.take(), vec!["root Mm(MmId(1)) asid 2 noflush true"]);
+    }
+
+    #[test]
+    fn exhaustion_resets_epoch_with_one_broadcast_and_keeps_running_asids() {
+        // 8-bit ASIDs: 254 allocatable. CPU 1 keeps running mm 1 across the reset.
+        let p = FreebsdEpoch::new(2, 300, 8);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        for mm in 1..=254 {
+            p.mm_init(MmId(mm));
+        }
+        p.switch_mm(&cpu1, MmId(1));
+        for mm in 2..=254 {
+            p.switch_mm(&cpu0, MmId(mm));
+        }
+        assert_eq!(p.epoch(), 0);
+        cpu0.take();
+        p.mm_init(MmId(255));
+        p.switch_mm(&cpu0, MmId(255));
+        assert_eq!(p.epoch(), 1, "the 255th pmap needs a new epoch");
+        let log = cpu0.take();
+        assert_eq!(log[0], "note AsidRollover");
+        assert_eq!(log[1], "tlbi All Broadcast");
+        assert_eq!(log.iter().filter(|l| l.starts_with("tlbi")).count(), 1);
+        // mm 1 (running on cpu1) was re-reserved and stamped with the new epoch...
+        assert_eq!(cookie_epoch(p.cookie_of(MmId(1))), 1);
+        assert_eq!(asid_of(&p, 1), 2);
+        // ...so the new pmap cannot get ASID 2 and takes 3.
+        assert_eq!(asid_of(&p, 255), 3);
+        // mm 254 was running on cpu0 (the resetting CPU): not re-reserved.
+        assert_eq!(cookie_epoch(p.cookie_of(MmId(254))), 0);
+    }
+
+    #[test]
+    fn release_frees_only_a_current_epoch_asid() {
+        let p = FreebsdEpoch::new(1, 8, 8);
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        p.mm_release(&hw, MmId(1));
+        p.mm_init(MmId(2));
+        p.switch_mm(&hw, MmId(2));
+        // The cursor moved past 2, so 3 is taken even though 2 is free again.
+        assert_eq!(asid_of(&p, 2), 3);
+    }
+
+    #[test]
+    fn kernel_pmap_keeps_reserved_asid_zero() {
+        let p = FreebsdEpoch::new(2, 4, 8);
+        let hw = Rec::new(0, 2);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        assert_eq!(hw.take().last().unwrap(), "root Mm(MmId(0)) asid 0 noflush true");
+        assert_eq!(cookie_epoch(p.cookie_of(MmId::KERNEL)), i32::MIN);
+    }
+
+    #[test]
+    fn user_invalidations_broadcast_by_asid() {
+        let p = FreebsdEpoch::new(1, 4, 16);
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        p.flush_mm(&hw, MmId(1));
+        let asid = Asid::new(2, 16).unwrap();
+        assert_eq!(
+            hw.take(),
+            vec![
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid, va: VirtAddr(0x1000) }),
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(asid)),
+            ]
+        );
+    }
+
+    #[test]
+    fn narrow_epoch_wraps_to_zero() {
+        let p = FreebsdEpoch::with_epoch_limit(1, 600, 8, 2);
+        let hw = Rec::new(0, 1);
+        for mm in 1..=510 {
+            p.mm_init(MmId(mm));
+            p.switch_mm(&hw, MmId(mm));
+        }
+        // Two resets with a limit of 2: epoch 0 -> 1 -> 0.
+        assert_eq!(p.epoch(), 0);
+    }
+}

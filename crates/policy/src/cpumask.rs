@@ -1,0 +1,91 @@
+//! An atomic set of CPUs (a kernel `cpumask_t`), sized once for the machine.
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::types::CpuId;
+use alloc::vec::Vec;
+
+/// A fixed-size set of CPUs whose bits are set and cleared atomically.
+pub struct CpuMask {
+    words: Vec<AtomicU64>,
+    ncpus: usize,
+}
+
+impl CpuMask {
+    /// Returns an empty mask for `ncpus` CPUs.
+    pub fn new(ncpus: usize) -> Self {
+        let words = (0..ncpus.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+        CpuMask { words, ncpus }
+    }
+
+    /// Returns how many CPUs the mask can hold.
+    pub fn capacity(&self) -> usize {
+        self.ncpus
+    }
+
+    /// Sets `cpu`'s bit.
+    pub fn set(&self, cpu: CpuId) {
+        // SeqCst: callers use the mask as a flag another CPU reads after its own
+        // SeqCst operations (e.g. mm_cpumask set before tlb_gen is read).
+        self.words[cpu.index() / 64].fetch_or(1 << (cpu.index() % 64), Ordering::SeqCst);
+    }
+
+    /// Clears `cpu`'s bit.
+    pub fn clear(&self, cpu: CpuId) {
+        // SeqCst: as in `set`.
+        self.words[cpu.index() / 64].fetch_and(!(1 << (cpu.index() % 64)), Ordering::SeqCst);
+    }
+
+    /// Returns whether `cpu`'s bit is set.
+    pub fn test(&self, cpu: CpuId) -> bool {
+        // SeqCst: pairs with the SeqCst updates above.
+        self.words[cpu.index() / 64].load(Ordering::SeqCst) & (1 << (cpu.index() % 64)) != 0
+    }
+
+    /// Sets every CPU's bit.
+    pub fn set_all(&self) {
+        for (i, w) in self.words.iter().enumerate() {
+            let bits = (self.ncpus - i * 64).min(64);
+            let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            // SeqCst: as in `set`.
+            w.fetch_or(m, Ordering::SeqCst);
+        }
+    }
+
+    /// Clears every CPU's bit.
+    pub fn clear_all(&self) {
+        for w in &self.words {
+            // SeqCst: as in `set`.
+            w.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Calls `f` for each CPU whose bit is set, in increasing order.
+    pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
+        for (i, w) in self.words.iter().enumerate() {
+            // SeqCst: as in `set`.
+            let mut bits = w.load(Ordering::SeqCst);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                f(CpuId((i * 64 + b) as u32));
+                bits &= bits - 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_all_covers_exactly_ncpus() {
+        let m = CpuMask::new(70);
+        m.set_all();
+        let mut n = 0;
+        m.for_each(|_| n += 1);
+        assert_eq!(n, 70);
+        m.clear(CpuId(69));
+        assert!(!m.test(CpuId(69)));
+        assert!(m.test(CpuId(68)));
+    }
+}

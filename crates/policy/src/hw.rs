@@ -1,0 +1,104 @@
+//! The hardware interface: exactly what a kernel's arch layer can ask of a CPU.
+//!
+//! Every method acts on the *calling* CPU ([`Hw::cpu`]); the simulator gives each
+//! CPU its own implementation, a kernel would implement it with instructions.
+//! Costs and timing are the implementation's business: a policy only says what
+//! it does, never how long it takes.
+
+use crate::types::{Asid, CpuId, MmId, VirtAddr};
+
+/// What a TLB invalidation removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tlbi {
+    /// One page of one ASID, non-global entries only (arm64 `TLBI VAE1`, x86 `INVLPG`
+    /// in the current PCID or `INVPCID` type 0).
+    Va {
+        /// The tag whose entry goes.
+        asid: Asid,
+        /// The page.
+        va: VirtAddr,
+    },
+    /// One page in every ASID, global entries included (arm64 `TLBI VAAE1`).
+    VaAllAsids {
+        /// The page.
+        va: VirtAddr,
+    },
+    /// Every non-global entry of one ASID (arm64 `TLBI ASIDE1`, x86 `INVPCID` type 1).
+    Asid(Asid),
+    /// Every entry, global ones included (arm64 `TLBI VMALLE1`, x86 `INVPCID` type 2).
+    All,
+}
+
+/// Whether an invalidation stays on this CPU or reaches every CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// This CPU only (arm64 `TLBI ...` without `IS`).
+    Local,
+    /// Every CPU in the inner-shareable domain (arm64 `TLBI ...IS`): it travels the
+    /// interconnect and is complete only after a following `DSB ISH`.
+    Broadcast,
+}
+
+/// The shareability domain of a barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// This CPU only (`NSH`).
+    NonShareable,
+    /// Every CPU (`ISH`).
+    InnerShareable,
+}
+
+/// A barrier instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Barrier {
+    /// `DSB <domain>`: waits for earlier memory accesses and invalidations in the
+    /// domain to complete (the sync phase of a broadcast invalidation).
+    Dsb(Domain),
+    /// `DSB <domain>ST`: orders earlier stores (page-table writes) before later
+    /// invalidations.
+    DsbSt(Domain),
+    /// `ISB`: the instruction stream sees the new context (after a root write).
+    Isb,
+    /// A full memory barrier between ordinary accesses (Linux `smp_mb()`).
+    Full,
+}
+
+/// What the translation root points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// The page tables of an address space.
+    Mm(MmId),
+    /// The reserved empty table (arm64 `cpu_set_reserved_ttbr0`): no user
+    /// translation can be used or speculatively filled.
+    Reserved,
+}
+
+/// Events a policy reports so that the machine can count them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// The ASID space was exhausted and a new epoch / generation began.
+    AsidRollover,
+}
+
+/// The operations an arch layer has on the CPU it runs on.
+pub trait Hw {
+    /// Returns the CPU this code runs on.
+    fn cpu(&self) -> CpuId;
+
+    /// Returns the number of CPUs in the machine.
+    fn ncpus(&self) -> usize;
+
+    /// Writes the translation root (arm64 `TTBR0_EL1`, x86 `CR3`) with `asid`.
+    /// With `noflush` false, non-global entries of `asid` are dropped as the x86 CR3
+    /// write without `NOFLUSH` does; arm64 always writes with `noflush` true.
+    fn write_root(&self, root: Root, asid: Asid, noflush: bool);
+
+    /// Invalidates TLB entries on this CPU or, with [`Scope::Broadcast`], on all.
+    fn tlbi(&self, op: Tlbi, scope: Scope);
+
+    /// Executes a barrier.
+    fn barrier(&self, b: Barrier);
+
+    /// Reports an event for the machine's counters.
+    fn note(&self, note: Note);
+}

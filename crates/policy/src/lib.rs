@@ -1,0 +1,34 @@
+//! TLB-management policies, written the way a kernel's arch layer writes them.
+//!
+//! Every policy here is a faithful re-implementation of a mechanism from a real
+//! kernel (see `../shared/DESIGN.md` and the seed documents). Policies talk to the
+//! machine only through the [`Hw`] trait (what an arch layer can do: write the
+//! translation root, invalidate TLBs locally or by broadcast, send IPIs, issue
+//! barriers) and keep their shared state in the atomics facade [`sync`], so the
+//! simulator and the checker run the very same code.
+//!
+//! The crate is `no_std` (it uses `alloc` for per-CPU and per-address-space
+//! arrays sized once at construction); `std` is linked only for unit tests.
+//!
+//! Layout:
+//! - [`types`]: hardware facts as validated newtypes (`Asid`, `CpuId`, `MmId`, `VirtAddr`).
+//! - [`hw`]: the hardware interface policies are written against.
+//! - [`sync`]: the atomics facade and the spin lock.
+//! - [`cpumask`]: an atomic CPU set.
+//! - [`policy`]: the [`Policy`] trait the kernel calls into.
+//! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`).
+#![cfg_attr(not(test), no_std)]
+#![deny(missing_docs, unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+pub mod asid;
+pub mod cpumask;
+pub mod hw;
+pub mod policy;
+pub mod sync;
+pub mod types;
+
+pub use hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
+pub use policy::Policy;
+pub use types::{Asid, AsidTooBig, CpuId, MmId, VirtAddr};

@@ -1,0 +1,52 @@
+//! The interface between the (simulated or real) kernel and a TLB policy.
+//!
+//! The kernel calls a policy at the points where a real kernel calls its arch
+//! layer: when an address space is created or destroyed, on every context switch,
+//! and after every page-table change that removes or weakens a translation.
+//! Each flush call is the *dispatch* and *sync* of that change's shootdown: when
+//! it returns, no CPU may use the old translation any more (the oracle checks
+//! exactly that).
+
+use crate::hw::Hw;
+use crate::types::{MmId, VirtAddr};
+
+/// A TLB-management policy: ASID allocation, context switch and invalidation.
+///
+/// All methods take `&self` and run on the CPU `hw` stands for; shared state lives
+/// in [`crate::sync`] types so that concurrent calls from several CPUs are safe.
+pub trait Policy: Sync {
+    /// Returns whether user page-table entries are installed global (visible under
+    /// every ASID). Only the no-ASID baseline does this.
+    fn user_ptes_global(&self) -> bool {
+        false
+    }
+
+    /// Prepares the per-address-space state of a new address space in slot `mm`
+    /// (FreeBSD `pmap_pinit`, Linux `init_new_context`).
+    fn mm_init(&self, mm: MmId);
+
+    /// Releases the address space in slot `mm`: its last user is gone and its
+    /// translations have been torn down and flushed (FreeBSD `pmap_release`).
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId);
+
+    /// Makes `next` the address space of the calling CPU (FreeBSD `pmap_activate`,
+    /// Linux `switch_mm`). `next` may be [`MmId::KERNEL`] for kernel threads and idle.
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId);
+
+    /// Invalidates one user page of `mm` everywhere it may be cached, and returns
+    /// only when that is done.
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr);
+
+    /// Invalidates `pages` user pages of `mm` starting at `start`, everywhere.
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        for i in 0..pages {
+            self.flush_page(hw, mm, start.add_pages(i));
+        }
+    }
+
+    /// Invalidates every user translation of `mm`, everywhere.
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId);
+
+    /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64);
+}
