@@ -1,1 +1,306 @@
-fn main() {}
+//! `tlbkit`: measure and verify TLB-management policies.
+//!
+//! Subcommands (their names, flags and JSON fields are a contract other tools use):
+//! `list`, `run`, `reproduce`, `bench`. Exit codes: 0 success, 2 bad input,
+//! 3 violations found.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+use tlbkit_sim::claims::{self, CLAIMS};
+use tlbkit_sim::preset;
+use tlbkit_sim::registry::POLICIES;
+use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::workload::WORKLOADS;
+
+#[derive(Parser)]
+#[command(
+    name = "tlbkit",
+    version,
+    about = "Measure and verify operating-system TLB management policies"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List machines, policies and workloads.
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Run a workload under a policy on a simulated machine.
+    Run {
+        #[arg(long)]
+        machine: String,
+        #[arg(long, default_value_t = 1)]
+        cpus: usize,
+        #[arg(long)]
+        policy: String,
+        #[arg(long)]
+        workload: String,
+        /// A machine, kernel or workload parameter: key=value (repeatable).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also check that no CPU holds a stale entry under its running tag.
+        #[arg(long)]
+        strict: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Run every seed claim tlbkit models and compare with the seed's ratio.
+    Reproduce {
+        /// Only the claim with this id.
+        #[arg(long)]
+        only: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Measure the simulator's own speed on a fixed workload.
+    Bench {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match dispatch(cli.cmd) {
+        Ok(code) => ExitCode::from(code),
+        Err(msg) => {
+            eprintln!("tlbkit: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(cmd: Cmd) -> Result<u8, String> {
+    match cmd {
+        Cmd::List { format } => list(format),
+        Cmd::Run {
+            machine,
+            cpus,
+            policy,
+            workload,
+            sets,
+            seed,
+            strict,
+            format,
+        } => {
+            let spec = RunSpec {
+                machine,
+                cpus,
+                policy,
+                workload,
+                sets,
+                seed,
+                strict,
+            };
+            let out = run(&spec)?;
+            match format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+                ),
+                Format::Table => print_run(&out),
+            }
+            if out.violations_total > 0 {
+                eprintln!(
+                    "tlbkit: {} violation(s); replay with: {}",
+                    out.violations_total, out.replay
+                );
+                Ok(3)
+            } else {
+                Ok(0)
+            }
+        }
+        Cmd::Reproduce { only, format } => reproduce(only, format),
+        Cmd::Bench { format } => bench(format),
+    }
+}
+
+fn list(format: Format) -> Result<u8, String> {
+    let machines: Vec<(String, String)> = preset::all()
+        .into_iter()
+        .map(|p| (p.name.to_string(), p.description.to_string()))
+        .collect();
+    let policies: Vec<(String, String)> = POLICIES
+        .iter()
+        .map(|p| (p.name.to_string(), p.description.to_string()))
+        .collect();
+    let workloads: Vec<(String, String)> = WORKLOADS
+        .iter()
+        .map(|w| (w.name.to_string(), w.description.to_string()))
+        .collect();
+    if format == Format::Json {
+        let j = |v: &[(String, String)]| -> serde_json::Value {
+            v.iter()
+                .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+                .collect()
+        };
+        let doc = serde_json::json!({"machines": j(&machines), "policies": j(&policies), "workloads": j(&workloads)});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    let width = machines
+        .iter()
+        .chain(&policies)
+        .chain(&workloads)
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    for (title, rows) in [
+        ("machines", &machines),
+        ("policies", &policies),
+        ("workloads", &workloads),
+    ] {
+        println!("{title}:");
+        for (n, d) in rows {
+            println!("  {n:<width$}  {d}");
+        }
+    }
+    Ok(0)
+}
+
+fn print_run(out: &RunOutput) {
+    println!(
+        "{} on {} ({} CPU{}), policy {}, seed {}",
+        out.workload,
+        out.machine,
+        out.cpus,
+        if out.cpus == 1 { "" } else { "s" },
+        out.policy,
+        out.seed
+    );
+    let params: Vec<String> = out
+        .params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"')))
+        .collect();
+    println!("params: {}", params.join(" "));
+    println!("result:");
+    for (k, v) in &out.result {
+        println!("  {k:<24} {v:>14.4}");
+    }
+    println!("metrics:");
+    let m = serde_json::to_value(&out.metrics).unwrap_or_default();
+    if let Some(obj) = m.as_object() {
+        for (k, v) in obj {
+            let s = match v.as_f64() {
+                Some(f) if v.is_f64() => format!("{f:.1}"),
+                _ => v.to_string(),
+            };
+            println!("  {k:<24} {s:>14}");
+        }
+    }
+    if out.violations_total == 0 {
+        println!("violations: none");
+    } else {
+        println!(
+            "violations: {} (first {} shown)",
+            out.violations_total,
+            out.violations.len()
+        );
+        for v in &out.violations {
+            println!("  {v}");
+        }
+        println!("replay: {}", out.replay);
+    }
+}
+
+fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
+    let selected: Vec<_> = CLAIMS
+        .iter()
+        .filter(|c| only.as_deref().is_none_or(|o| o == c.id))
+        .collect();
+    if selected.is_empty() {
+        let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
+        return Err(format!(
+            "unknown claim '{}'; valid claims: {}",
+            only.unwrap_or_default(),
+            ids.join(", ")
+        ));
+    }
+    let mut results = Vec::new();
+    for c in selected {
+        results.push(claims::check(c, 1)?);
+    }
+    if format == Format::Json {
+        let doc = serde_json::json!({ "claims": results });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    println!(
+        "{:<16} {:<4} {:<14} {:<20} {:>10} {:>10} {:>10} {:>10}  verdict",
+        "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
+    );
+    for r in &results {
+        println!(
+            "{:<16} {:<4} {:<14} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
+            r.id,
+            r.seed,
+            r.baseline,
+            r.variant,
+            r.sim_baseline,
+            r.sim_variant,
+            r.seed_ratio,
+            r.sim_ratio,
+            r.verdict
+        );
+    }
+    Ok(0)
+}
+
+fn bench(format: Format) -> Result<u8, String> {
+    let spec = RunSpec {
+        machine: "cortex-a72".into(),
+        cpus: 4,
+        policy: "arm64-freebsd-asid".into(),
+        workload: "lat_ctx".into(),
+        sets: vec![
+            "procs=4".into(),
+            "size_kb=1024".into(),
+            "rounds=3000".into(),
+        ],
+        seed: 1,
+        strict: false,
+    };
+    let b = tlbkit_sim::run::bench(&spec)?;
+    let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
+    if format == Format::Json {
+        let doc =
+            serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("workload: {}", spec.command());
+        println!("translations_per_sec {tps:>16.0}");
+        println!("events_per_sec       {eps:>16.0}");
+        println!("wall_s               {wall:>16.3}");
+    }
+    Ok(0)
+}

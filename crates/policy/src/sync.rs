@@ -27,7 +27,10 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 impl<T> SpinLock<T> {
     /// Returns an unlocked lock holding `value`.
     pub const fn new(value: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Spins until the lock is taken and returns a guard that releases it on drop.

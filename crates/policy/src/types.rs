@@ -136,7 +136,10 @@ mod tests {
     fn asid_width_is_checked() {
         assert!(Asid::new(255, 8).is_ok());
         let err = Asid::new(256, 8).unwrap_err();
-        assert_eq!(err.to_string(), "ASID 256 does not fit in 8 bits (largest is 255)");
+        assert_eq!(
+            err.to_string(),
+            "ASID 256 does not fit in 8 bits (largest is 255)"
+        );
         assert!(Asid::new(65535, 16).is_ok());
     }
 }

@@ -1,1 +1,27 @@
-//! sim
+//! The tlbkit machine simulator: CPUs with ASID-tagged TLBs, page tables, an
+//! interconnect for broadcast invalidations, a small kernel, workloads, and the
+//! oracle that judges every translation.
+//!
+//! Layout (one concept per file):
+//! - [`preset`]: machines and their documented costs.
+//! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
+//! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation.
+//! - [`oracle`]: obligations and violations.
+//! - [`program`]: what simulated threads run.
+//! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
+//! - [`workload`]: the seeds' benchmarks as programs.
+//! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end.
+//! - [`claims`]: the seed claims `tlbkit reproduce` checks.
+
+pub mod claims;
+pub mod frames;
+pub mod machine;
+pub mod oracle;
+pub mod pagetable;
+pub mod preset;
+pub mod program;
+pub mod registry;
+pub mod run;
+pub mod sim;
+pub mod tlb;
+pub mod workload;

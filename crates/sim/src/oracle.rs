@@ -1,0 +1,233 @@
+//! The oracle: what counts as a stale translation, judged from ground truth the
+//! policies cannot see.
+//!
+//! A page-table change that removes or weakens a translation (unmap, write-protect,
+//! copy-on-write replacement, teardown) *opens an obligation*; the flush call the
+//! kernel makes for that change *discharges* it when it returns. In between, the
+//! old translation may still be used: that is the race window every kernel
+//! tolerates. After it, no CPU may use it. The properties, by name:
+//!
+//! - `no_stale_use`: a CPU uses a TLB entry filled before a change whose obligation
+//!   is discharged.
+//! - `no_asid_alias`: a CPU uses a user entry filled from another address space
+//!   (a reused ASID, or a global user entry from a previous address space).
+//! - `no_stale_held` (with `--strict`): a CPU merely *holds* such an entry under the
+//!   tag it is running with — speculation could use it at any moment. Checked after
+//!   every address-space switch and every discharge.
+//! - `no_reuse_while_mapped`: a frame is handed out again while an undischarged
+//!   obligation still covers a mapping of it.
+
+use serde::Serialize;
+use std::fmt;
+
+/// A property the oracle checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Property {
+    /// Use of a translation whose removal was flushed.
+    NoStaleUse,
+    /// Use of another address space's translation.
+    NoAsidAlias,
+    /// A stale or alien entry held under the running tag (strict mode).
+    NoStaleHeld,
+    /// A frame reused while a not-yet-flushed mapping of it may remain.
+    NoReuseWhileMapped,
+}
+
+impl Property {
+    /// Returns the property's name as the checker prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::NoStaleUse => "no_stale_use",
+            Property::NoAsidAlias => "no_asid_alias",
+            Property::NoStaleHeld => "no_stale_held",
+            Property::NoReuseWhileMapped => "no_reuse_while_mapped",
+        }
+    }
+}
+
+/// An open or discharged duty to invalidate.
+#[derive(Clone, Debug)]
+pub struct Obligation {
+    /// Address space (slot) of the change.
+    pub mm: u32,
+    /// Never-reused id of that address space.
+    pub mm_uid: u32,
+    /// First page of the change.
+    pub va: u64,
+    /// Pages covered.
+    pub pages: u64,
+    /// What changed ("munmap", "mprotect", "cow", ...).
+    pub change: &'static str,
+    /// The flush that discharges it ("flush_range", "flush_mm", ...).
+    pub flush: &'static str,
+    /// The change's sequence number (PTE version).
+    pub seq: u64,
+    /// CPU that made the change.
+    pub cpu: u32,
+    /// When it was opened, in cycles.
+    pub opened: u64,
+    /// When its flush returned, in cycles.
+    pub discharged: Option<u64>,
+}
+
+/// One violation, with everything needed to understand and replay it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    /// The property violated.
+    pub property: &'static str,
+    /// The CPU that used or held the translation.
+    pub cpu: u32,
+    /// When, in simulated nanoseconds.
+    pub time_ns: f64,
+    /// The virtual address.
+    pub va: String,
+    /// The address space running on that CPU.
+    pub mm: String,
+    /// What was wrong.
+    pub detail: String,
+    /// The PTE change that should no longer be visible, if one applies.
+    pub change: Option<String>,
+    /// The flush that should have covered it, if one applies.
+    pub flush: Option<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} on cpu{} at {:.3} us, va {} in {}: {}",
+            self.property,
+            self.cpu,
+            self.time_ns / 1000.0,
+            self.va,
+            self.mm,
+            self.detail
+        )?;
+        if let Some(c) = &self.change {
+            write!(f, "; change: {c}")?;
+        }
+        if let Some(fl) = &self.flush {
+            write!(f, "; flush that should have covered it: {fl}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The obligations and the violations found so far.
+pub struct Oracle {
+    /// Every obligation, by id (id 0 is a placeholder for "none").
+    pub obligations: Vec<Obligation>,
+    /// Violations, the first [`Oracle::KEEP`] in full.
+    pub violations: Vec<Violation>,
+    /// Violations found in all, kept or not.
+    pub count: u64,
+    /// Whether `no_stale_held` is checked.
+    pub strict: bool,
+    /// The change sequence counter (PTE versions).
+    pub seq: u64,
+}
+
+impl Oracle {
+    /// How many violations are kept in full.
+    pub const KEEP: usize = 64;
+
+    /// Returns an oracle with nothing open.
+    pub fn new(strict: bool) -> Self {
+        let none = Obligation {
+            mm: 0,
+            mm_uid: 0,
+            va: 0,
+            pages: 0,
+            change: "",
+            flush: "",
+            seq: 0,
+            cpu: 0,
+            opened: 0,
+            discharged: Some(0),
+        };
+        Oracle {
+            obligations: vec![none],
+            violations: Vec::new(),
+            count: 0,
+            strict,
+            seq: 1,
+        }
+    }
+
+    /// Returns the next change sequence number.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Opens an obligation and returns its id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        &mut self,
+        mm: u32,
+        mm_uid: u32,
+        va: u64,
+        pages: u64,
+        change: &'static str,
+        flush: &'static str,
+        seq: u64,
+        cpu: u32,
+        now: u64,
+    ) -> u32 {
+        self.obligations.push(Obligation {
+            mm,
+            mm_uid,
+            va,
+            pages,
+            change,
+            flush,
+            seq,
+            cpu,
+            opened: now,
+            discharged: None,
+        });
+        (self.obligations.len() - 1) as u32
+    }
+
+    /// Returns whether obligation `id` is discharged.
+    pub fn discharged(&self, id: u32) -> bool {
+        self.obligations[id as usize].discharged.is_some()
+    }
+
+    /// Describes the change of obligation `id`.
+    pub fn describe_change(&self, id: u32, cycles_per_ns: f64) -> String {
+        let o = &self.obligations[id as usize];
+        format!(
+            "{} of {} page(s) at {:#x} in mm{} (uid {}) by cpu{} at {:.3} us",
+            o.change,
+            o.pages,
+            o.va,
+            o.mm,
+            o.mm_uid,
+            o.cpu,
+            o.opened as f64 / cycles_per_ns / 1000.0
+        )
+    }
+
+    /// Describes the flush of obligation `id`.
+    pub fn describe_flush(&self, id: u32, cycles_per_ns: f64) -> String {
+        let o = &self.obligations[id as usize];
+        match o.discharged {
+            Some(t) => format!(
+                "{} returned at {:.3} us",
+                o.flush,
+                t as f64 / cycles_per_ns / 1000.0
+            ),
+            None => format!("{} (still in progress)", o.flush),
+        }
+    }
+
+    /// Records a violation.
+    pub fn report(&mut self, v: Violation) {
+        self.count += 1;
+        if self.violations.len() < Self::KEEP {
+            self.violations.push(v);
+        }
+    }
+}

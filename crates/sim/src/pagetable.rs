@@ -1,0 +1,294 @@
+//! Four-level page tables (arm64 4 KB granule / x86-64 4-level paging) for every
+//! address space, in one arena.
+//!
+//! Levels 0-2 are directory nodes of 512 descriptors; a level-2 descriptor is a
+//! table or a 2 MB block; level-3 tables hold 512 PTEs. PTEs live in a PTE arena
+//! in chunks of 512 so that a TLB entry can name its PTE by index ([`PteRef`]):
+//! that is how the oracle finds the ground truth of a cached translation in one
+//! load. Besides the architectural bits, each PTE carries a *version* (the global
+//! change sequence number of its last change) and the oracle's *floor* (the
+//! sequence number of the latest weakening change whose flush has returned).
+
+/// Shift of a 4 KB page.
+pub const SHIFT_4K: u32 = 12;
+/// Shift of a 2 MB block.
+pub const SHIFT_2M: u32 = 21;
+
+/// Index of a PTE in the arena.
+pub type PteRef = u32;
+
+/// PTE bit: the translation is valid.
+pub const P_VALID: u16 = 1;
+/// PTE bit: writes are allowed.
+pub const P_WRITE: u16 = 2;
+/// PTE bit: user-accessible (arm64 AP[1], x86 U/S).
+pub const P_USER: u16 = 4;
+/// PTE bit: global (arm64 nG clear, x86 G set).
+pub const P_GLOBAL: u16 = 8;
+/// PTE bit: accessed (arm64 AF, x86 A).
+pub const P_ACCESS: u16 = 16;
+/// PTE bit: dirty (arm64 DBM-managed, x86 D).
+pub const P_DIRTY: u16 = 32;
+/// PTE bit: a 2 MB block descriptor.
+pub const P_HUGE: u16 = 64;
+
+/// A page-table entry with its ground-truth bookkeeping.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pte {
+    /// Physical frame number.
+    pub pfn: u64,
+    /// `P_*` bits.
+    pub flags: u16,
+    /// Sequence number of the last change to this entry.
+    pub ver: u64,
+    /// Oracle: sequence number of the latest weakening change already flushed.
+    pub floor: u64,
+    /// Oracle: the obligation of that change.
+    pub floor_obl: u32,
+}
+
+impl Pte {
+    /// Returns whether the entry is valid.
+    pub fn valid(&self) -> bool {
+        self.flags & P_VALID != 0
+    }
+    /// Returns whether the entry allows writes.
+    pub fn writable(&self) -> bool {
+        self.flags & P_WRITE != 0
+    }
+}
+
+/// The result of a walk that found a valid descriptor chain.
+#[derive(Clone, Copy, Debug)]
+pub struct Walked {
+    /// The leaf PTE (or the block descriptor).
+    pub pte: PteRef,
+    /// Whether it is a 2 MB block.
+    pub huge: bool,
+    /// Table loads a cold walk needs (4 for a page, 3 for a block).
+    pub levels: u32,
+}
+
+const EMPTY: u32 = 0;
+const BLOCK: u32 = 1 << 31;
+
+/// Every address space's page tables.
+#[derive(Default)]
+pub struct PageTables {
+    dirs: Vec<[u32; 512]>,
+    free_dirs: Vec<u32>,
+    ptes: Vec<Pte>,
+    free_chunks: Vec<u32>,
+}
+
+#[inline]
+fn idx(va: u64, level: u32) -> usize {
+    ((va >> (39 - 9 * level)) & 511) as usize
+}
+
+impl PageTables {
+    /// Returns a fresh, empty level-0 table.
+    pub fn new_root(&mut self) -> u32 {
+        self.alloc_dir()
+    }
+
+    fn alloc_dir(&mut self) -> u32 {
+        if let Some(d) = self.free_dirs.pop() {
+            self.dirs[d as usize] = [EMPTY; 512];
+            d
+        } else {
+            self.dirs.push([EMPTY; 512]);
+            (self.dirs.len() - 1) as u32
+        }
+    }
+
+    fn alloc_chunk(&mut self) -> u32 {
+        if let Some(c) = self.free_chunks.pop() {
+            for p in &mut self.ptes[c as usize..c as usize + 512] {
+                *p = Pte::default();
+            }
+            c
+        } else {
+            let c = self.ptes.len() as u32;
+            self.ptes.resize(self.ptes.len() + 512, Pte::default());
+            c
+        }
+    }
+
+    /// Returns the PTE at `r`.
+    #[inline]
+    pub fn pte(&self, r: PteRef) -> &Pte {
+        &self.ptes[r as usize]
+    }
+
+    /// Returns the PTE at `r` for writing.
+    #[inline]
+    pub fn pte_mut(&mut self, r: PteRef) -> &mut Pte {
+        &mut self.ptes[r as usize]
+    }
+
+    /// Walks `root` for `va`; `None` when a table on the way is missing. The
+    /// returned PTE may still be invalid.
+    #[inline]
+    pub fn walk(&self, root: u32, va: u64) -> Option<Walked> {
+        let mut d = root;
+        for level in 0..3 {
+            let e = self.dirs[d as usize][idx(va, level)];
+            if e == EMPTY {
+                return None;
+            }
+            if e & BLOCK != 0 {
+                debug_assert_eq!(level, 2);
+                return Some(Walked {
+                    pte: (e & !BLOCK) - 1,
+                    huge: true,
+                    levels: 3,
+                });
+            }
+            if level == 2 {
+                return Some(Walked {
+                    pte: e - 1 + idx(va, 3) as u32,
+                    huge: false,
+                    levels: 4,
+                });
+            }
+            d = e - 1;
+        }
+        unreachable!()
+    }
+
+    /// Returns the leaf PTE slot for `va`, allocating missing tables.
+    pub fn ensure_leaf(&mut self, root: u32, va: u64) -> PteRef {
+        let mut d = root;
+        for level in 0..2 {
+            let i = idx(va, level);
+            let e = self.dirs[d as usize][i];
+            d = if e == EMPTY {
+                let n = self.alloc_dir();
+                self.dirs[d as usize][i] = n + 1;
+                n
+            } else {
+                e - 1
+            };
+        }
+        let i = idx(va, 2);
+        let e = self.dirs[d as usize][i];
+        debug_assert!(e & BLOCK == 0, "4 KB mapping inside a 2 MB block");
+        let chunk = if e == EMPTY {
+            let c = self.alloc_chunk();
+            self.dirs[d as usize][i] = c + 1;
+            c
+        } else {
+            e - 1
+        };
+        chunk + idx(va, 3) as u32
+    }
+
+    /// Returns the block descriptor slot for the 2 MB block containing `va`.
+    pub fn ensure_block(&mut self, root: u32, va: u64) -> PteRef {
+        let mut d = root;
+        for level in 0..2 {
+            let i = idx(va, level);
+            let e = self.dirs[d as usize][i];
+            d = if e == EMPTY {
+                let n = self.alloc_dir();
+                self.dirs[d as usize][i] = n + 1;
+                n
+            } else {
+                e - 1
+            };
+        }
+        let i = idx(va, 2);
+        let e = self.dirs[d as usize][i];
+        if e != EMPTY {
+            debug_assert!(e & BLOCK != 0, "2 MB block over a 4 KB table");
+            return (e & !BLOCK) - 1;
+        }
+        let c = self.alloc_chunk();
+        self.dirs[d as usize][i] = (c + 1) | BLOCK;
+        c
+    }
+
+    /// Calls `f(va, pte)` for every existing leaf slot of `pages` pages from `start`
+    /// (4 KB granularity; blocks are reported once, at their first page in range).
+    pub fn for_each_slot(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, PteRef)) {
+        let mut va = start;
+        let end = start + pages * 4096;
+        while va < end {
+            match self.walk(root, va) {
+                Some(w) if w.huge => {
+                    f(va, w.pte);
+                    va = ((va >> SHIFT_2M) + 1) << SHIFT_2M;
+                }
+                Some(w) => {
+                    f(va, w.pte);
+                    va += 4096;
+                }
+                None => va = ((va >> SHIFT_2M) + 1) << SHIFT_2M,
+            }
+        }
+    }
+
+    /// Frees every table of the tree under `root`, the root included.
+    pub fn free_tree(&mut self, root: u32) {
+        self.free_dir(root, 0);
+    }
+
+    fn free_dir(&mut self, d: u32, level: u32) {
+        for i in 0..512 {
+            let e = self.dirs[d as usize][i];
+            if e == EMPTY {
+                continue;
+            }
+            if level == 2 {
+                self.free_chunks.push((e & !BLOCK) - 1);
+            } else {
+                self.free_dir(e - 1, level + 1);
+            }
+        }
+        self.free_dirs.push(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_finds_what_ensure_leaf_made() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        assert!(pt.walk(root, 0x7f00_1234_5000).is_none());
+        let r = pt.ensure_leaf(root, 0x7f00_1234_5000);
+        pt.pte_mut(r).flags = P_VALID;
+        let w = pt.walk(root, 0x7f00_1234_5000).unwrap();
+        assert_eq!(w.pte, r);
+        assert_eq!(w.levels, 4);
+        assert!(!pt.pte(pt.walk(root, 0x7f00_1234_6000).unwrap().pte).valid());
+    }
+
+    #[test]
+    fn freed_tables_are_reused_clean() {
+        let mut pt = PageTables::default();
+        let a = pt.new_root();
+        let r = pt.ensure_leaf(a, 0x1000);
+        pt.pte_mut(r).flags = P_VALID;
+        pt.free_tree(a);
+        let b = pt.new_root();
+        assert_eq!(a, b);
+        let r2 = pt.ensure_leaf(b, 0x1000);
+        assert_eq!(r, r2);
+        assert!(!pt.pte(r2).valid());
+    }
+
+    #[test]
+    fn block_covers_two_megabytes() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        let b = pt.ensure_block(root, 0xffff_0000_0020_0000);
+        let w = pt.walk(root, 0xffff_0000_003f_f000).unwrap();
+        assert!(w.huge);
+        assert_eq!(w.pte, b);
+        assert_eq!(w.levels, 3);
+    }
+}

@@ -1,0 +1,208 @@
+//! Machine presets: topology, TLB geometry and costs, one table per machine.
+//!
+//! Every cost is in core cycles and carries its source or its reason, in the
+//! preset's own function. The long-form notes, with the measurements each figure
+//! is derived from, are in `docs/costs/<preset>.md`. Costs are per machine, never
+//! per claim: every workload and policy on a preset uses the same table.
+
+/// The instruction-set family, which decides the policies that can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// 64-bit Arm: TTBR0 with an ASID, `TLBI` with inner-shareable broadcast.
+    Arm64,
+    /// x86-64: CR3 with a PCID, `INVLPG`/`INVPCID`, IPIs for remote invalidation.
+    X86_64,
+}
+
+/// TLB and walk-cache geometry of one core.
+#[derive(Clone, Copy, Debug)]
+pub struct TlbGeometry {
+    /// L1 data TLB entries (fully associative).
+    pub l1d_entries: usize,
+    /// Unified L2 TLB entries.
+    pub l2_entries: usize,
+    /// Unified L2 TLB ways.
+    pub l2_ways: usize,
+    /// Page-walk cache entries (cached level-2 table descriptors).
+    pub pwc_entries: usize,
+}
+
+/// What each hardware operation costs, in cycles.
+#[derive(Clone, Copy, Debug)]
+pub struct Costs {
+    /// One ordinary load or store that hits the L1 data cache.
+    pub mem_access: u64,
+    /// Extra cycles of an L1 TLB miss that hits the L2 TLB.
+    pub tlb_l2_hit: u64,
+    /// One page-table load during a walk (the table line is in the cache hierarchy).
+    pub walk_level: u64,
+    /// Fixed overhead of starting a walk after an L2 TLB miss.
+    pub walk_start: u64,
+    /// A local TLBI by VA (`TLBI VAE1`/`VALE1`, `INVLPG`).
+    pub tlbi_local_va: u64,
+    /// A local TLBI of one ASID (`TLBI ASIDE1`, `INVPCID` type 1).
+    pub tlbi_local_asid: u64,
+    /// A local TLBI of everything (`TLBI VMALLE1`).
+    pub tlbi_local_all: u64,
+    /// Issuing one broadcast TLBI (`TLBI ...IS`) into the interconnect.
+    pub tlbi_bcast_issue: u64,
+    /// Interconnect latency of one DVM message to a CPU in the same socket, each way.
+    pub dvm_hop: u64,
+    /// Extra latency for a DVM message crossing a socket, each way.
+    pub dvm_cross_socket: u64,
+    /// Time a CPU takes to process one incoming invalidation message; a CPU
+    /// processes its incoming messages one at a time.
+    pub dvm_process: u64,
+    /// `DSB` (without waiting for outstanding broadcast invalidations).
+    pub dsb: u64,
+    /// `ISB`.
+    pub isb: u64,
+    /// A full memory barrier between ordinary accesses.
+    pub full_barrier: u64,
+    /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3`), without the ISB.
+    pub root_write: u64,
+    /// Exception entry (SVC, fault, IRQ) including register save.
+    pub exception_entry: u64,
+    /// Exception return (`ERET`) including register restore.
+    pub exception_exit: u64,
+    /// Sending an IPI (writing the interrupt controller's SGI/ICR register).
+    pub ipi_send: u64,
+    /// Delivering an IPI to a CPU in the same socket.
+    pub ipi_deliver: u64,
+    /// Extra IPI delivery latency across sockets.
+    pub ipi_cross_socket: u64,
+    /// Moving one cache line between cores in the same socket.
+    pub cacheline_transfer: u64,
+    /// Extra for a cache-line transfer across sockets.
+    pub cacheline_cross_socket: u64,
+    /// The kernel's software work in one system call besides entry and exit
+    /// (argument checks, file lookup), excluding the call's own body.
+    pub syscall_body: u64,
+    /// The kernel's software work of one pipe or eventfd read or write body.
+    pub pipe_op: u64,
+    /// The scheduler's software path of one context switch (dequeue, pick, save
+    /// and restore of thread state), excluding the address-space switch.
+    pub switch_path: u64,
+    /// Software path of a page fault besides entry/exit (VMA lookup, PTE install).
+    pub fault_path: u64,
+    /// Zeroing or copying one 4 KB page.
+    pub page_copy: u64,
+}
+
+/// A machine: topology, geometry, costs.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    /// The name used on the command line.
+    pub name: &'static str,
+    /// One line for `tlbkit list`.
+    pub description: &'static str,
+    /// Instruction-set family.
+    pub arch: Arch,
+    /// Clock frequency, to turn cycles into time.
+    pub freq_ghz: f64,
+    /// Cores in one socket; `--cpus` beyond this adds sockets of this size.
+    pub cores_per_socket: usize,
+    /// Cores on the real machine.
+    pub real_cores: usize,
+    /// The ASID widths the machine accepts; the first is the default.
+    pub asid_bits: &'static [u8],
+    /// TLB geometry.
+    pub tlb: TlbGeometry,
+    /// Costs.
+    pub costs: Costs,
+}
+
+/// Returns every preset.
+pub fn all() -> Vec<Preset> {
+    vec![cortex_a72()]
+}
+
+/// Returns the preset called `name`.
+pub fn by_name(name: &str) -> Option<Preset> {
+    all().into_iter().find(|p| p.name == name)
+}
+
+/// The seed-000 machine: an AWS EC2 a1 (Graviton 1) with 16 Cortex-A72 cores
+/// at 2.3 GHz in 4 clusters of 4, one socket. Notes: `docs/costs/cortex-a72.md`.
+pub fn cortex_a72() -> Preset {
+    Preset {
+        name: "cortex-a72",
+        description:
+            "AWS EC2 a1 (Graviton 1): 16 x Cortex-A72 @ 2.3 GHz, 8/16-bit ASIDs (seed 000)",
+        arch: Arch::Arm64,
+        // AWS a1 instance type page: "2.3 GHz"; lscpu of an a1.xlarge in sbc-bench results/2iFY.txt.
+        freq_ghz: 2.3,
+        cores_per_socket: 16,
+        real_cores: 16,
+        // ID_AA64MMFR0_EL1.ASIDBits: the A72 implements 16; 8 is kept for rollover studies.
+        asid_bits: &[16, 8],
+        tlb: TlbGeometry {
+            // Cortex-A72 TRM (100095) and its product page: 32-entry fully associative L1 DTLB.
+            l1d_entries: 32,
+            // Cortex-A72 TRM section 5.2.3: "1024-entry 4-way set-associative" L2 TLB.
+            l2_entries: 1024,
+            l2_ways: 4,
+            // Not published for the A72; A53/A55 TRMs give a 64-entry walk cache. Assumed equal.
+            pwc_entries: 64,
+        },
+        costs: Costs {
+            // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
+            mem_access: 4,
+            // Graviton 1 tinymembench: 4 KB vs huge pages at a 1 MiB block differ by 2.6 ns = 6 cycles.
+            tlb_l2_hit: 6,
+            // One page-table load hitting the cluster L2: ~21 cycles (tinymembench, 7.3 ns extra + L1).
+            walk_level: 21,
+            // Walk-unit start after an L2 TLB miss: not published; the 8 MiB tinymembench gap
+            // (~25 cycles for a walk-cache hit with the leaf in L2) less one 21-cycle load.
+            walk_start: 4,
+            // Local TLBIs need no interconnect traffic; no public figure, a few tens of cycles
+            // for the TLB RAM scan, more for the whole-ASID and whole-TLB forms.
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            // Issuing a DVM message is a store-like operation into the interconnect queue.
+            tlbi_bcast_issue: 10,
+            // The one public measurement of an uncontended TLBI IS + DSB ISH on an Arm server is
+            // ~805 cycles (0.35 us, Linux "arm64/mm: Elide TLB flush in certain pte protection
+            // transitions"). With issue (10), processing (40) and the DSB (20), two interconnect
+            // hops of 370 cycles give 810. Graviton 1's cross-cluster coherence is ~4x its
+            // ~50-cycle intra-cluster latency (AnandTech), so ~200 per hop is the floor of this.
+            dvm_hop: 370,
+            // One socket on the real machine; a second socket is assumed to add a CCIX-like hop.
+            dvm_cross_socket: 300,
+            // The receiving TLB's invalidation walk: the cost of a local whole-TLB scan.
+            dvm_process: 40,
+            // DSB/ISB drain the pipeline (~15 stages): no published A72 figure.
+            dsb: 20,
+            isb: 20,
+            full_barrier: 20,
+            // MSR to a translation register serialises; ~30-50 with its ISB (estimate).
+            root_write: 20,
+            // L4Re's measured SVC round trip: 138 cycles on A76, 230 on A53; the A72 lies between.
+            exception_entry: 90,
+            exception_exit: 90,
+            // GIC SGI: no public A72 figure; derived from the ThunderX2 IPI benchmark
+            // (~2.4 us delivery with the Linux call-function machinery) scaled to a single die.
+            ipi_send: 100,
+            ipi_deliver: 1000,
+            ipi_cross_socket: 500,
+            // Core-to-core: ~50 cycles inside a cluster, ~200 across (AnandTech's 4x remark).
+            cacheline_transfer: 200,
+            cacheline_cross_socket: 300,
+            // FreeBSD syscall dispatch (sys_* lookup, fget): a few hundred instructions.
+            syscall_body: 300,
+            // Pipe read/write body: uiomove of a word, pipe locks, selwakeup: estimate.
+            pipe_op: 600,
+            // FreeBSD sleepq + sched_switch + cpu_switch. No public A72 figure exists; this is
+            // calibrated once for the machine from seed 000's *after* measurement (2.908 us =
+            // 6688 cycles per switch) less the hardware costs this model adds to a switch.
+            // Every other cost above is independent of the seed, and the before/after
+            // difference comes from the TLB model alone.
+            switch_path: 5600,
+            // vm_fault: map lookup, page allocation, pmap_enter: estimate.
+            fault_path: 1500,
+            // Zeroing 4 KB with DC ZVA at ~16 bytes/cycle.
+            page_copy: 256,
+        },
+    }
+}

@@ -1,0 +1,486 @@
+//! One `tlbkit run`, end to end: check the request, build the machine and the
+//! policy, run the workload's phases, and collect metrics, result and violations.
+//!
+//! Every error here is the user's to fix (an unknown name, an impossible value),
+//! so each message says what was wrong and what would be accepted.
+
+use crate::oracle::Violation;
+use crate::preset::{self, Arch, Preset};
+use crate::registry::{self, POLICIES};
+use crate::sim::{Sim, SimConfig};
+use crate::workload::{self, Params, Phase, WORKLOADS};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tlbkit_policy::asid::{FreebsdEpoch, NoAsid};
+use tlbkit_policy::Policy;
+
+/// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
+pub const MAX_CPUS: usize = 4096;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// Machine preset name.
+    pub machine: String,
+    /// CPUs.
+    pub cpus: usize,
+    /// Policy name.
+    pub policy: String,
+    /// Workload name.
+    pub workload: String,
+    /// `--set key=value` pairs, in command-line order.
+    pub sets: Vec<String>,
+    /// Seed.
+    pub seed: u64,
+    /// Whether `no_stale_held` is checked.
+    pub strict: bool,
+}
+
+impl RunSpec {
+    /// Returns the command line that repeats this run.
+    pub fn command(&self) -> String {
+        let mut c = format!(
+            "tlbkit run --machine {} --cpus {} --policy {} --workload {}",
+            self.machine, self.cpus, self.policy, self.workload
+        );
+        for s in &self.sets {
+            c.push_str(&format!(" --set {s}"));
+        }
+        c.push_str(&format!(" --seed {}", self.seed));
+        if self.strict {
+            c.push_str(" --strict");
+        }
+        c
+    }
+}
+
+/// The metrics every run reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metrics {
+    /// Simulated time until the last CPU stopped, in nanoseconds.
+    pub sim_time_ns: f64,
+    /// Translations performed (user and kernel).
+    pub tlb_accesses: u64,
+    /// Translations that missed every TLB level (each needed a walk).
+    pub tlb_misses: u64,
+    /// Translations that missed the L1 TLB.
+    pub l1_tlb_misses: u64,
+    /// Page walks, speculative ones included.
+    pub page_walks: u64,
+    /// Speculative TLB fills.
+    pub spec_fills: u64,
+    /// Page faults.
+    pub page_faults: u64,
+    /// Local TLB invalidation operations.
+    pub local_invalidations: u64,
+    /// Broadcast TLB invalidation operations.
+    pub broadcast_invalidations: u64,
+    /// IPIs sent.
+    pub ipis_sent: u64,
+    /// Context switches.
+    pub context_switches: u64,
+    /// ASID rollovers (epoch resets, generation bumps).
+    pub asid_rollovers: u64,
+    /// Invalidations of a whole ASID or the whole TLB.
+    pub full_flushes: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Simulator events processed.
+    pub events: u64,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunOutput {
+    /// Machine preset.
+    pub machine: String,
+    /// CPUs.
+    pub cpus: usize,
+    /// Policy.
+    pub policy: String,
+    /// Workload.
+    pub workload: String,
+    /// Seed.
+    pub seed: u64,
+    /// Every parameter's effective value.
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// Metrics of the main phase.
+    pub metrics: Metrics,
+    /// The workload's result.
+    pub result: BTreeMap<String, f64>,
+    /// Violations (the first [`crate::oracle::Oracle::KEEP`] of each phase).
+    pub violations: Vec<Violation>,
+    /// Violations found in all.
+    pub violations_total: u64,
+    /// The command that replays this run.
+    pub replay: String,
+}
+
+/// Machine and kernel parameters, besides the workload's own.
+const MACHINE_KEYS: &[(&str, &str)] = &[
+    (
+        "asid_bits",
+        "ASID width in bits (the preset's supported widths)",
+    ),
+    (
+        "spec_rate",
+        "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)",
+    ),
+    (
+        "migration",
+        "on|off: let the scheduler move threads between CPUs (default off)",
+    ),
+    (
+        "slice_us",
+        "scheduler time slice in microseconds (default 4000)",
+    ),
+];
+
+/// The machine and kernel settings after `--set`.
+struct MachineParams {
+    asid_bits: u8,
+    spec_rate: f64,
+    migration: bool,
+    slice_us: f64,
+}
+
+fn valid_keys(wl: &workload::WorkloadDef) -> String {
+    let mut keys: Vec<&str> = MACHINE_KEYS.iter().map(|(k, _)| *k).collect();
+    keys.extend(wl.params.iter().map(|p| p.key));
+    keys.join(", ")
+}
+
+fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> String {
+    items.iter().map(name).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks a run request and returns the resolved preset, machine parameters and
+/// workload parameters.
+fn resolve(
+    spec: &RunSpec,
+) -> Result<
+    (
+        Preset,
+        &'static workload::WorkloadDef,
+        MachineParams,
+        Params,
+    ),
+    String,
+> {
+    let presets = preset::all();
+    let preset = preset::by_name(&spec.machine).ok_or_else(|| {
+        format!(
+            "unknown machine '{}'; valid machines: {}",
+            spec.machine,
+            names(&presets, |p| p.name)
+        )
+    })?;
+    let pol = registry::policy(&spec.policy).ok_or_else(|| {
+        format!(
+            "unknown policy '{}'; valid policies: {}",
+            spec.policy,
+            names(POLICIES, |p| p.name)
+        )
+    })?;
+    let wl = workload::by_name(&spec.workload).ok_or_else(|| {
+        format!(
+            "unknown workload '{}'; valid workloads: {}",
+            spec.workload,
+            names(WORKLOADS, |w| w.name)
+        )
+    })?;
+    if pol.arch != preset.arch {
+        let fits: Vec<&str> = POLICIES
+            .iter()
+            .filter(|p| p.arch == preset.arch)
+            .map(|p| p.name)
+            .collect();
+        return Err(format!(
+            "policy '{}' is for {} machines but '{}' is {}; policies that fit: {}",
+            pol.name,
+            arch_name(pol.arch),
+            preset.name,
+            arch_name(preset.arch),
+            fits.join(", ")
+        ));
+    }
+    if spec.cpus == 0 || spec.cpus > MAX_CPUS {
+        return Err(format!(
+            "--cpus {} is out of range: give 1 to {MAX_CPUS}",
+            spec.cpus
+        ));
+    }
+    let mut mp = MachineParams {
+        asid_bits: preset.asid_bits[0],
+        spec_rate: 0.02,
+        migration: false,
+        slice_us: 4000.0,
+    };
+    let mut params: Params = wl
+        .params
+        .iter()
+        .map(|p| (p.key.to_string(), p.default))
+        .collect();
+    for s in &spec.sets {
+        let (k, v) = s
+            .split_once('=')
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .ok_or_else(|| {
+                format!("malformed --set '{s}': expected key=value, e.g. --set asid_bits=8")
+            })?;
+        let num = |what: &str| -> Result<f64, String> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("--set {k}={v}: {what} must be a number"))
+        };
+        match k {
+            "asid_bits" => {
+                let b = num("asid_bits")?;
+                let fits: Vec<String> = preset.asid_bits.iter().map(|b| b.to_string()).collect();
+                if b.fract() != 0.0 || !preset.asid_bits.contains(&(b as u8)) || b > 16.0 {
+                    return Err(format!(
+                        "--set asid_bits={v} is not supported by {}: choose one of {}",
+                        preset.name,
+                        fits.join(", ")
+                    ));
+                }
+                mp.asid_bits = b as u8;
+            }
+            "spec_rate" => {
+                let r = num("spec_rate")?;
+                if !(0.0..=1.0).contains(&r) {
+                    return Err(format!("--set spec_rate={v} is out of range: give 0 to 1"));
+                }
+                mp.spec_rate = r;
+            }
+            "migration" => {
+                mp.migration = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--set migration={v}: give on or off")),
+                }
+            }
+            "slice_us" => {
+                let t = num("slice_us")?;
+                if !(1.0..=1e6).contains(&t) {
+                    return Err(format!(
+                        "--set slice_us={v} is out of range: give 1 to 1000000"
+                    ));
+                }
+                mp.slice_us = t;
+            }
+            _ => {
+                let Some(def) = wl.params.iter().find(|p| p.key == k) else {
+                    return Err(format!(
+                        "unknown parameter '{k}'; valid keys: {}",
+                        valid_keys(wl)
+                    ));
+                };
+                let x = num(k)?;
+                if x < def.min || x > def.max || x.fract() != 0.0 {
+                    return Err(format!(
+                        "--set {k}={v} is out of range: give a whole number from {} to {} ({})",
+                        def.min, def.max, def.doc
+                    ));
+                }
+                params.insert(k.to_string(), x);
+            }
+        }
+    }
+    Ok((preset, wl, mp, params))
+}
+
+fn arch_name(a: Arch) -> &'static str {
+    match a {
+        Arch::Arm64 => "arm64",
+        Arch::X86_64 => "x86-64",
+    }
+}
+
+/// The main phase's simulator state that outlives the run, and the rest.
+struct Outcome {
+    metrics: Metrics,
+    result: BTreeMap<String, f64>,
+    violations: Vec<Violation>,
+    total: u64,
+}
+
+fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
+    let s = sim.stats;
+    let h = sim.counters();
+    Metrics {
+        sim_time_ns: sim.end as f64 / sim.ghz(),
+        tlb_accesses: s.tlb_accesses,
+        tlb_misses: s.tlb_misses,
+        l1_tlb_misses: s.l1_tlb_misses,
+        page_walks: s.page_walks,
+        spec_fills: s.spec_fills,
+        page_faults: s.page_faults,
+        local_invalidations: h.local_invalidations,
+        broadcast_invalidations: h.broadcast_invalidations,
+        ipis_sent: h.ipis_sent,
+        context_switches: s.context_switches,
+        asid_rollovers: h.asid_rollovers,
+        full_flushes: h.full_flushes,
+        syscalls: s.syscalls,
+        events: s.events,
+    }
+}
+
+/// Runs a workload's phases under the policy `mk` builds; generic so that every
+/// policy gets a monomorphised simulator.
+pub fn run_phases<P: Policy>(
+    cfg: &SimConfig,
+    wl: &workload::WorkloadDef,
+    params: &Params,
+    mk: &dyn Fn() -> P,
+) -> Result<(Sim<P>, Option<Sim<P>>), String> {
+    let phase = |ph: Phase| -> Result<Sim<P>, String> {
+        let mut sim = Sim::new(cfg.clone(), mk());
+        workload::setup(wl.name, params, &mut sim, ph)?;
+        sim.run();
+        if let Some(e) = &sim.error {
+            return Err(format!("{} ({:?} phase): {e}", wl.name, ph));
+        }
+        Ok(sim)
+    };
+    let main = phase(Phase::Main)?;
+    let ovr = if wl.has_overhead {
+        Some(phase(Phase::Overhead)?)
+    } else {
+        None
+    };
+    Ok((main, ovr))
+}
+
+fn outcome<P: Policy>(
+    cfg: &SimConfig,
+    wl: &workload::WorkloadDef,
+    params: &Params,
+    mk: &dyn Fn() -> P,
+) -> Result<Outcome, String> {
+    let (main, ovr) = run_phases(cfg, wl, params, mk)?;
+    let result = workload::result(wl.name, params, &main, ovr.as_ref())?;
+    let mut violations = main.oracle.violations.clone();
+    let mut total = main.oracle.count;
+    if let Some(o) = &ovr {
+        violations.extend(o.oracle.violations.iter().cloned());
+        total += o.oracle.count;
+    }
+    Ok(Outcome {
+        metrics: metrics(&main),
+        result,
+        violations,
+        total,
+    })
+}
+
+/// Returns the simulator configuration for a resolved request.
+fn config(spec: &RunSpec, preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
+    SimConfig {
+        preset,
+        ncpus: spec.cpus,
+        seed: spec.seed,
+        strict: spec.strict,
+        spec_rate: mp.spec_rate,
+        migration: mp.migration,
+        slice_us: mp.slice_us,
+        asid_bits: mp.asid_bits,
+        max_mms,
+        max_events: 200_000_000,
+    }
+}
+
+/// Runs one request; `Err` is a message about bad input.
+pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
+    let (preset, wl, mp, params) = resolve(spec)?;
+    let max_mms = workload::max_mms(wl.name, &params);
+    let cfg = config(spec, preset, &mp, max_mms);
+    let n = spec.cpus;
+    let bits = mp.asid_bits;
+    let out = match spec.policy.as_str() {
+        "arm64-noasid" => outcome(&cfg, wl, &params, &|| NoAsid::new(n))?,
+        "arm64-freebsd-asid" => {
+            outcome(&cfg, wl, &params, &|| FreebsdEpoch::new(n, max_mms, bits))?
+        }
+        other => return Err(format!("policy '{other}' is registered but has no builder")),
+    };
+    let mut pv: BTreeMap<String, serde_json::Value> = params
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!(*v as i64)))
+        .collect();
+    pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
+    pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
+    pv.insert(
+        "migration".into(),
+        serde_json::json!(if mp.migration { "on" } else { "off" }),
+    );
+    pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
+    Ok(RunOutput {
+        machine: spec.machine.clone(),
+        cpus: spec.cpus,
+        policy: spec.policy.clone(),
+        workload: spec.workload.clone(),
+        seed: spec.seed,
+        params: pv,
+        metrics: out.metrics,
+        result: out.result,
+        violations: out.violations,
+        violations_total: out.total,
+        replay: spec.command(),
+    })
+}
+
+/// Returns the machine and kernel parameter keys with their meaning.
+pub fn machine_keys() -> &'static [(&'static str, &'static str)] {
+    MACHINE_KEYS
+}
+
+/// What `tlbkit bench` measures: one phase of a run, timed around `Sim::run`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BenchResult {
+    /// Simulated translations per wall-clock second.
+    pub translations_per_sec: f64,
+    /// Simulator events per wall-clock second.
+    pub events_per_sec: f64,
+    /// Wall-clock seconds of the timed phase.
+    pub wall_s: f64,
+}
+
+fn bench_typed<P: Policy>(
+    cfg: &SimConfig,
+    wl: &workload::WorkloadDef,
+    params: &Params,
+    p: P,
+) -> Result<BenchResult, String> {
+    let mut sim = Sim::new(cfg.clone(), p);
+    workload::setup(wl.name, params, &mut sim, Phase::Main)?;
+    let t = std::time::Instant::now();
+    sim.run();
+    let wall = t.elapsed().as_secs_f64().max(1e-9);
+    if let Some(e) = &sim.error {
+        return Err(e.clone());
+    }
+    Ok(BenchResult {
+        translations_per_sec: sim.stats.tlb_accesses as f64 / wall,
+        events_per_sec: sim.stats.events as f64 / wall,
+        wall_s: wall,
+    })
+}
+
+/// Times the main phase of `spec` (setup excluded).
+pub fn bench(spec: &RunSpec) -> Result<BenchResult, String> {
+    let (preset, wl, mp, params) = resolve(spec)?;
+    let max_mms = workload::max_mms(wl.name, &params);
+    let cfg = config(spec, preset, &mp, max_mms);
+    match spec.policy.as_str() {
+        "arm64-noasid" => bench_typed(&cfg, wl, &params, NoAsid::new(spec.cpus)),
+        _ => bench_typed(
+            &cfg,
+            wl,
+            &params,
+            FreebsdEpoch::new(spec.cpus, max_mms, mp.asid_bits),
+        ),
+    }
+}

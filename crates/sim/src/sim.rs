@@ -1,0 +1,1378 @@
+//! The simulated machine and kernel, and the discrete-event engine that runs them.
+//!
+//! [`Sim::step`] pops the earliest event — "CPU *c* is ready at time *t*" — and
+//! executes one operation of the thread on that CPU: a chunk of memory accesses
+//! (each a TLB lookup, a page walk on a miss, a page fault on an unmapped page),
+//! a computation, a system call, or a context switch. [`Sim::run`] loops `step`.
+//! Every random choice comes from one ChaCha8 generator seeded from the run's
+//! seed, and all state is in vectors indexed by id, so a seed gives one result.
+//!
+//! The kernel: processes own address spaces (slots reused like `mm_struct`s, each
+//! incarnation with a never-reused uid); threads sit on per-CPU FIFO run queues;
+//! a thread runs until it blocks, yields, exits or uses up its time slice.
+//! Migration is off unless `migration=on`, which balances wake-ups and lets idle
+//! CPUs pull work. An idle CPU switches to the kernel's address space, as
+//! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
+//! policy may keep the old one loaded). System calls: `mmap`, `munmap`,
+//! `mprotect`, `fork` (copy-on-write), `exit`, pipes with blocking reads.
+//! Pages are demand-allocated on first touch.
+//!
+//! Every page-table change that removes or weakens a translation hands back a
+//! [`PendingFlush`] that must be given to [`Sim::flush`]: the policy's flush runs,
+//! and when it returns the oracle discharges the change's obligation.
+//!
+//! Granularity: an operation is atomic in simulated time (another CPU's event
+//! that falls inside it sees its end state). Wake-ups do not preempt the running
+//! thread. The checker, not the simulator, explores finer interleavings.
+
+use crate::frames::Frames;
+use crate::machine::{boot_root, CpuHw, CpuState, HwCounters, Machine};
+use crate::oracle::{Oracle, Property, Violation};
+use crate::pagetable::*;
+use crate::preset::Preset;
+use crate::program::*;
+use crate::tlb::{Hit, Inval, Tlb, TlbEntry, F_GLOBAL, F_HUGE, F_WRITE};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use tlbkit_policy::{MmId, Policy, Root, VirtAddr};
+
+/// How the simulated machine and kernel are set up.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The machine.
+    pub preset: Preset,
+    /// CPUs.
+    pub ncpus: usize,
+    /// The seed of the one random generator.
+    pub seed: u64,
+    /// Whether `no_stale_held` is checked.
+    pub strict: bool,
+    /// Probability, per operation of a user thread, of one speculative TLB fill.
+    pub spec_rate: f64,
+    /// Whether threads may move between CPUs.
+    pub migration: bool,
+    /// Scheduler time slice in microseconds.
+    pub slice_us: f64,
+    /// ASID width.
+    pub asid_bits: u8,
+    /// Address-space slots the policy is sized for.
+    pub max_mms: usize,
+    /// Safety bound on events.
+    pub max_events: u64,
+}
+
+/// Event and behaviour counters of a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Translations looked up (user and kernel, not speculative).
+    pub tlb_accesses: u64,
+    /// Lookups that missed every TLB level and needed a walk.
+    pub tlb_misses: u64,
+    /// Lookups that missed the L1 TLB.
+    pub l1_tlb_misses: u64,
+    /// Page walks, speculative ones included.
+    pub page_walks: u64,
+    /// Speculative fills.
+    pub spec_fills: u64,
+    /// Page faults.
+    pub page_faults: u64,
+    /// Context switches (idle counted as a thread).
+    pub context_switches: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// A mapping of an address space.
+#[derive(Clone, Copy, Debug)]
+struct Vma {
+    start: u64,
+    pages: u64,
+    write: bool,
+}
+
+impl Vma {
+    fn end(&self) -> u64 {
+        self.start + self.pages * 4096
+    }
+}
+
+struct Mm {
+    uid: u32,
+    root: u32,
+    vmas: Vec<Vma>,
+    users: u32,
+    mmap_next: u64,
+    alive: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Runnable,
+    Running,
+    Blocked,
+    Dead,
+}
+
+struct Thread {
+    mm: MmId,
+    state: State,
+    cpu: usize,
+    prog: Box<dyn Program>,
+    ret: u64,
+    /// The rest of a touch that did not fit in one event.
+    pending: Option<(u64, u64, bool)>,
+    /// A pipe read to retry after a wake-up.
+    retry_read: Option<u32>,
+    kstack: u64,
+    tstruct: u64,
+}
+
+struct CpuSched {
+    cur: Option<usize>,
+    runq: VecDeque<usize>,
+    loaded: MmId,
+    slice_start: u64,
+    clock: u64,
+    armed: bool,
+    runq_page: u64,
+}
+
+struct Pipe {
+    count: u64,
+    waiters: VecDeque<usize>,
+    kva: u64,
+}
+
+/// What a flush must cover.
+#[derive(Clone, Copy, Debug)]
+enum FlushWhat {
+    Page(u64),
+    Range(u64, u64),
+    Mm,
+}
+
+/// A page-table change whose invalidation is still owed. Hand it to
+/// [`Sim::flush`]; dropping it would leave the obligation open forever.
+#[must_use = "a page-table change must be flushed"]
+pub struct PendingFlush {
+    obl: u32,
+    mm: MmId,
+    what: FlushWhat,
+    /// PTEs the change touched (their oracle floors rise at discharge).
+    changed: Vec<PteRef>,
+    /// Frames whose last mapping went; freed after the flush returns.
+    frames: Vec<u64>,
+}
+
+/// Offsets of the 2 MB kernel-text blocks that hold each path's code: system-call
+/// entry and dispatch, pipes and eventfd, the scheduler, the low-level switch.
+const KTEXT_ENTRY: u64 = 0;
+const KTEXT_IPC: u64 = 2 << 20;
+const KTEXT_SCHED: u64 = 4 << 20;
+const KTEXT_SWITCH: u64 = 6 << 20;
+
+/// Pages accessed per event before the CPU yields to the event queue.
+const TOUCH_CHUNK: u64 = 64;
+
+/// The simulated machine, its kernel, and the policy under test.
+pub struct Sim<P: Policy> {
+    /// The configuration.
+    pub cfg: SimConfig,
+    policy: P,
+    m: Machine,
+    pt: PageTables,
+    frames: Frames,
+    /// The oracle and its findings.
+    pub oracle: Oracle,
+    rng: ChaCha8Rng,
+    mms: Vec<Mm>,
+    free_slots: Vec<u32>,
+    next_uid: u32,
+    threads: Vec<Thread>,
+    sched: Vec<CpuSched>,
+    pipes: Vec<Pipe>,
+    events: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    ev_seq: u64,
+    kheap_next: u64,
+    ktext: u64,
+    live: usize,
+    /// Named timestamps recorded by `Op::Mark`, in cycles.
+    pub marks: Vec<(&'static str, u64)>,
+    /// Counters.
+    pub stats: Stats,
+    /// The first workload error (a segmentation fault, an impossible request).
+    pub error: Option<String>,
+    /// Latest time any CPU reached, in cycles.
+    pub end: u64,
+    /// Whether user PTEs are global (from the policy).
+    user_global: bool,
+}
+
+impl<P: Policy> Sim<P> {
+    /// Returns a booted machine: kernel page tables with the kernel text in 2 MB
+    /// blocks, a run queue per CPU, no processes.
+    pub fn new(cfg: SimConfig, policy: P) -> Self {
+        let g = cfg.preset.tlb;
+        let n = cfg.ncpus;
+        let m = Machine {
+            costs: cfg.preset.costs,
+            cpus: (0..n)
+                .map(|_| CpuState {
+                    tlb: Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries),
+                    root: boot_root(),
+                    asid: 0,
+                    sync_until: 0,
+                })
+                .collect(),
+            cores_per_socket: cfg.preset.cores_per_socket,
+            dvm_busy: vec![0; n],
+            counters: HwCounters::default(),
+        };
+        let mut pt = PageTables::default();
+        let kroot = pt.new_root();
+        let user_global = policy.user_ptes_global();
+        let mut sim = Sim {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            policy,
+            m,
+            pt,
+            frames: Frames::default(),
+            oracle: Oracle::new(false),
+            mms: vec![Mm {
+                uid: 0,
+                root: kroot,
+                vmas: Vec::new(),
+                users: 0,
+                mmap_next: 0,
+                alive: true,
+            }],
+            free_slots: Vec::new(),
+            next_uid: 1,
+            threads: Vec::new(),
+            sched: Vec::new(),
+            pipes: Vec::new(),
+            events: BinaryHeap::new(),
+            ev_seq: 0,
+            kheap_next: KERNEL_BASE + (1 << 30),
+            ktext: KERNEL_BASE,
+            live: 0,
+            marks: Vec::new(),
+            stats: Stats::default(),
+            error: None,
+            end: 0,
+            user_global,
+        };
+        sim.oracle.strict = sim.cfg.strict;
+        // Kernel text and data: 4 x 2 MB blocks, global.
+        for b in 0..4u64 {
+            let va = KERNEL_BASE + b * (2 << 20);
+            let r = sim.pt.ensure_block(kroot, va);
+            let pfn = sim.frames.alloc_contig(512);
+            *sim.pt.pte_mut(r) = Pte {
+                pfn,
+                flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS,
+                ver: 1,
+                floor: 0,
+                floor_obl: 0,
+            };
+        }
+        for _ in 0..n {
+            let page = sim.kalloc_page();
+            sim.sched.push(CpuSched {
+                cur: None,
+                runq: VecDeque::new(),
+                loaded: MmId::KERNEL,
+                slice_start: 0,
+                clock: 0,
+                armed: false,
+                runq_page: page,
+            });
+        }
+        sim
+    }
+
+    /// Returns the policy under test.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// Returns the hardware counters.
+    pub fn counters(&self) -> HwCounters {
+        self.m.counters
+    }
+
+    /// Returns cycles per nanosecond.
+    pub fn ghz(&self) -> f64 {
+        self.cfg.preset.freq_ghz
+    }
+
+    fn kalloc_page(&mut self) -> u64 {
+        let va = self.kheap_next;
+        self.kheap_next += 4096;
+        let (pfn, _) = self.frames.alloc();
+        let kroot = self.mms[0].root;
+        let r = self.pt.ensure_leaf(kroot, va);
+        let ver = self.oracle.next_seq();
+        *self.pt.pte_mut(r) = Pte {
+            pfn,
+            flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS,
+            ver,
+            floor: 0,
+            floor_obl: 0,
+        };
+        va
+    }
+
+    fn new_mm(&mut self) -> Option<MmId> {
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                if self.mms.len() >= self.cfg.max_mms {
+                    return None;
+                }
+                self.mms.push(Mm {
+                    uid: 0,
+                    root: 0,
+                    vmas: Vec::new(),
+                    users: 0,
+                    mmap_next: 0,
+                    alive: false,
+                });
+                (self.mms.len() - 1) as u32
+            }
+        };
+        let root = self.pt.new_root();
+        let uid = self.next_uid;
+        self.next_uid += 1;
+        self.mms[slot as usize] = Mm {
+            uid,
+            root,
+            vmas: Vec::new(),
+            users: 0,
+            mmap_next: MMAP_BASE,
+            alive: true,
+        };
+        let mm = MmId(slot);
+        self.policy.mm_init(mm);
+        Some(mm)
+    }
+
+    fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
+        let kstack = self.kalloc_page();
+        let tstruct = if self.threads.len() % 8 == 0 {
+            self.kalloc_page()
+        } else {
+            self.threads.last().unwrap().tstruct
+        };
+        self.threads.push(Thread {
+            mm,
+            state: State::Runnable,
+            cpu,
+            prog,
+            ret: 0,
+            pending: None,
+            retry_read: None,
+            kstack,
+            tstruct,
+        });
+        self.mms[mm.index()].users += 1;
+        self.live += 1;
+        self.threads.len() - 1
+    }
+
+    /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
+    fn least_loaded(&self) -> usize {
+        (0..self.sched.len())
+            .min_by_key(|&c| {
+                (
+                    self.sched[c].runq.len() + self.sched[c].cur.is_some() as usize,
+                    c,
+                )
+            })
+            .unwrap_or(0)
+    }
+
+    /// Starts a new process running `prog` with a text and a stack mapping, on
+    /// the least-loaded CPU; returns its thread id.
+    pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
+        let mm = self
+            .new_mm()
+            .ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        let m = &mut self.mms[mm.index()];
+        m.vmas.push(Vma {
+            start: TEXT_VA,
+            pages: TEXT_PAGES,
+            write: false,
+        });
+        m.vmas.push(Vma {
+            start: DATA_VA,
+            pages: DATA_PAGES,
+            write: true,
+        });
+        m.vmas.push(Vma {
+            start: STACK_VA,
+            pages: STACK_PAGES,
+            write: true,
+        });
+        let cpu = self.least_loaded();
+        let tid = self.new_thread(mm, prog, cpu);
+        self.enqueue(tid, cpu, 0, cpu);
+        Ok(tid)
+    }
+
+    fn arm(&mut self, cpu: usize, t: u64) {
+        if !self.sched[cpu].armed {
+            self.sched[cpu].armed = true;
+            self.ev_seq += 1;
+            self.events.push(Reverse((t, self.ev_seq, cpu as u32)));
+        }
+    }
+
+    fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
+        self.threads[tid].state = State::Runnable;
+        self.threads[tid].cpu = cpu;
+        self.sched[cpu].runq.push_back(tid);
+        if self.sched[cpu].cur.is_none() && !self.sched[cpu].armed {
+            let c = self.m.costs;
+            let mut t = now.max(self.sched[cpu].clock);
+            if cpu != from {
+                // Wake an idle CPU with a reschedule IPI.
+                self.m.counters.ipis_sent += 1;
+                t += c.ipi_send
+                    + c.ipi_deliver
+                    + if self.m.cross_socket(from, cpu) {
+                        c.ipi_cross_socket
+                    } else {
+                        0
+                    };
+            }
+            self.arm(cpu, t);
+        }
+    }
+
+    fn wake(&mut self, tid: usize, from: usize, now: u64) {
+        let cpu = if self.cfg.migration {
+            self.least_loaded()
+        } else {
+            self.threads[tid].cpu
+        };
+        self.enqueue(tid, cpu, now, from);
+    }
+
+    /// Returns whether events remain.
+    pub fn pending(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Advances the simulation by one event; returns false when none is left.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((t, _, cpu))) = self.events.pop() else {
+            return false;
+        };
+        self.stats.events += 1;
+        let cpu = cpu as usize;
+        self.sched[cpu].armed = false;
+        let now = t.max(self.sched[cpu].clock);
+        let now = self.run_cpu(cpu, now);
+        self.sched[cpu].clock = now;
+        self.end = self.end.max(now);
+        true
+    }
+
+    /// Runs until no event is left, the event bound is reached or an error occurs.
+    pub fn run(&mut self) {
+        while self.error.is_none() && self.stats.events < self.cfg.max_events && self.step() {}
+        if self.error.is_none() && self.stats.events >= self.cfg.max_events && self.pending() {
+            self.error = Some(format!(
+                "the run did not finish within {} events; lower the workload's size",
+                self.cfg.max_events
+            ));
+        }
+    }
+
+    fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
+        let Some(tid) = self.sched[cpu].cur else {
+            return self.schedule(cpu, None, now);
+        };
+        let slice = (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
+        if now - self.sched[cpu].slice_start >= slice && !self.sched[cpu].runq.is_empty() {
+            self.threads[tid].state = State::Runnable;
+            self.sched[cpu].runq.push_back(tid);
+            self.sched[cpu].cur = None;
+            return self.schedule(cpu, Some(tid), now);
+        }
+        let now = self.exec(cpu, tid, now);
+        if self.sched[cpu].cur == Some(tid) {
+            self.arm(cpu, now);
+            now
+        } else {
+            // The thread blocked, yielded or exited: pick the next one.
+            self.schedule(cpu, Some(tid), now)
+        }
+    }
+
+    /// Switches `cpu` (whose previous thread was `prev`) to its next runnable
+    /// thread, or to idle.
+    fn schedule(&mut self, cpu: usize, prev: Option<usize>, mut now: u64) -> u64 {
+        let mut next = self.sched[cpu].runq.pop_front();
+        if next.is_none() && self.cfg.migration {
+            next = self.steal(cpu);
+        }
+        let c = self.m.costs;
+        now += c.switch_path;
+        self.stats.context_switches += 1;
+        // The scheduler's code and the low-level switch code sit in their own
+        // 2 MB blocks of kernel text.
+        now = self.kaccess(cpu, self.ktext + KTEXT_SCHED, now);
+        now = self.kaccess(cpu, self.ktext + KTEXT_SWITCH, now);
+        let rq = self.sched[cpu].runq_page;
+        now = self.kaccess(cpu, rq, now);
+        if let Some(p) = prev {
+            now = self.kaccess(cpu, self.threads[p].tstruct, now);
+        }
+        let Some(next) = next else {
+            // Idle: the idle thread runs on the kernel's address space.
+            self.sched[cpu].cur = None;
+            return self.switch_mm(cpu, MmId::KERNEL, now);
+        };
+        now = self.kaccess(cpu, self.threads[next].tstruct, now);
+        now = self.kaccess(cpu, self.threads[next].kstack, now);
+        let mm = self.threads[next].mm;
+        now = self.switch_mm(cpu, mm, now);
+        let s = &mut self.sched[cpu];
+        s.cur = Some(next);
+        s.slice_start = now;
+        self.threads[next].state = State::Running;
+        self.threads[next].cpu = cpu;
+        self.arm(cpu, now);
+        now
+    }
+
+    /// Takes the last queued thread of the busiest other CPU.
+    fn steal(&mut self, cpu: usize) -> Option<usize> {
+        let victim = (0..self.sched.len())
+            .filter(|&c| c != cpu && !self.sched[c].runq.is_empty())
+            .max_by_key(|&c| (self.sched[c].runq.len(), Reverse(c)))?;
+        self.sched[victim].runq.pop_back()
+    }
+
+    fn switch_mm(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        self.policy.switch_mm(&hw, mm);
+        let now = hw.now();
+        self.sched[cpu].loaded = mm;
+        if self.oracle.strict {
+            self.strict_scan(cpu, now);
+        }
+        now
+    }
+
+    fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+        if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
+            self.spec_fill(cpu);
+        }
+        if let Some((va, pages, write)) = self.threads[tid].pending.take() {
+            return self.touch(cpu, tid, va, pages, write, now);
+        }
+        if let Some(p) = self.threads[tid].retry_read.take() {
+            return self.pipe_read(cpu, tid, p, now);
+        }
+        let ret = self.threads[tid].ret;
+        self.threads[tid].ret = 0;
+        let op = self.threads[tid].prog.next(ret);
+        match op {
+            Op::Touch { va, pages, write } => self.touch(cpu, tid, va, pages, write, now),
+            Op::Compute(c) => now + c,
+            Op::Mark(name) => {
+                self.marks.push((name, now));
+                now
+            }
+            Op::Exit => self.exit(cpu, tid, now),
+            Op::Sys(s) => {
+                let c = self.m.costs;
+                self.stats.syscalls += 1;
+                now += c.exception_entry + c.syscall_body;
+                now = self.kaccess(cpu, self.ktext + KTEXT_ENTRY, now);
+                now = self.kaccess(cpu, self.threads[tid].kstack, now);
+                now = self.syscall(cpu, tid, s, now);
+                now + c.exception_exit
+            }
+        }
+    }
+
+    fn touch(
+        &mut self,
+        cpu: usize,
+        tid: usize,
+        va: u64,
+        pages: u64,
+        write: bool,
+        mut now: u64,
+    ) -> u64 {
+        let n = pages.min(TOUCH_CHUNK);
+        for i in 0..n {
+            now = match self.access(cpu, va + i * 4096, write, now) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return now;
+                }
+            };
+        }
+        if pages > n {
+            self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
+        }
+        now
+    }
+
+    /// Returns the page-table root and uid of what `cpu` translates user addresses with.
+    #[inline]
+    fn user_root(&self, cpu: usize) -> Option<(u32, u32, MmId)> {
+        match self.m.cpus[cpu].root {
+            Root::Mm(mm) => {
+                let m = &self.mms[mm.index()];
+                Some((m.root, m.uid, mm))
+            }
+            Root::Reserved => None,
+        }
+    }
+
+    /// Judges a TLB hit against ground truth.
+    #[inline]
+    fn check_use(&mut self, cpu: usize, e: TlbEntry, va: u64, cur_uid: u32, now: u64) {
+        let kernel = va >= KERNEL_BASE;
+        if !kernel && e.mm_uid != cur_uid {
+            let mm = self.mm_name_of_uid(cur_uid);
+            let v = Violation {
+                property: Property::NoAsidAlias.name(),
+                cpu: cpu as u32,
+                time_ns: now as f64 / self.ghz(),
+                va: format!("{va:#x}"),
+                mm,
+                detail: format!(
+                    "used a {} entry (asid {}) filled from address space uid {} while running uid {}",
+                    if e.global() { "global" } else { "non-global" },
+                    e.asid,
+                    e.mm_uid,
+                    cur_uid
+                ),
+                change: None,
+                flush: None,
+            };
+            self.oracle.report(v);
+            return;
+        }
+        let p = *self.pt.pte(e.pte);
+        if e.ver < p.floor {
+            self.report_stale(Property::NoStaleUse, cpu, va, &e, p.floor_obl, cur_uid, now);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn report_stale(
+        &mut self,
+        prop: Property,
+        cpu: usize,
+        va: u64,
+        e: &TlbEntry,
+        obl: u32,
+        cur_uid: u32,
+        now: u64,
+    ) {
+        let g = self.ghz();
+        let v = Violation {
+            property: prop.name(),
+            cpu: cpu as u32,
+            time_ns: now as f64 / g,
+            va: format!("{va:#x}"),
+            mm: self.mm_name_of_uid(cur_uid),
+            detail: format!(
+                "{} entry (asid {}, frame {}) from PTE version {} predates a flushed change",
+                if prop == Property::NoStaleHeld {
+                    "holds an"
+                } else {
+                    "used an"
+                },
+                e.asid,
+                e.pfn,
+                e.ver
+            ),
+            change: Some(self.oracle.describe_change(obl, g)),
+            flush: Some(self.oracle.describe_flush(obl, g)),
+        };
+        self.oracle.report(v);
+    }
+
+    fn mm_name_of_uid(&self, uid: u32) -> String {
+        match self.mms.iter().position(|m| m.alive && m.uid == uid) {
+            Some(0) => "mm:kernel".to_string(),
+            Some(s) => format!("mm{s} (uid {uid})"),
+            None => format!("uid {uid}"),
+        }
+    }
+
+    /// Translates and performs one access by `cpu`; returns the time after it.
+    fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+        let c = self.m.costs;
+        let kernel = va >= KERNEL_BASE;
+        let (root, uid) = if kernel {
+            (self.mms[0].root, 0)
+        } else {
+            match self.user_root(cpu) {
+                Some((r, u, _)) => (r, u),
+                None => {
+                    return Err(format!(
+                        "cpu{cpu} accessed user address {va:#x} with the reserved root"
+                    ))
+                }
+            }
+        };
+        self.stats.tlb_accesses += 1;
+        now += c.mem_access;
+        for _attempt in 0..3 {
+            let asid = self.m.cpus[cpu].asid;
+            let hit = self.m.cpus[cpu].tlb.lookup(va, asid);
+            if let Some(h) = hit {
+                let e = *self.m.cpus[cpu].tlb.entry(h);
+                if matches!(h, Hit::L2(_)) {
+                    self.stats.l1_tlb_misses += 1;
+                    now += c.tlb_l2_hit;
+                }
+                self.check_use(cpu, e, va, uid, now);
+                if write && e.flags & F_WRITE == 0 {
+                    now = self.fault(cpu, va, write, now)?;
+                    continue;
+                }
+                return Ok(now);
+            }
+            self.stats.l1_tlb_misses += 1;
+            self.stats.tlb_misses += 1;
+            match self.walk_fill(cpu, root, uid, va, false, &mut now) {
+                Some(e) if !write || e.flags & F_WRITE != 0 => return Ok(now),
+                _ => now = self.fault(cpu, va, write, now)?,
+            }
+        }
+        Err(format!("cpu{cpu}: access to {va:#x} kept faulting"))
+    }
+
+    /// Walks `root` for `va` and fills the TLB if the PTE is valid.
+    fn walk_fill(
+        &mut self,
+        cpu: usize,
+        root: u32,
+        uid: u32,
+        va: u64,
+        spec: bool,
+        now: &mut u64,
+    ) -> Option<TlbEntry> {
+        let c = self.m.costs;
+        self.stats.page_walks += 1;
+        let kernel = va >= KERNEL_BASE;
+        let asid = self.m.cpus[cpu].asid;
+        let pwc_hit = self.m.cpus[cpu].tlb.pwc_lookup(va, asid, kernel);
+        let w = self.pt.walk(root, va);
+        let loads = match (w, pwc_hit) {
+            (Some(_), true) => 1,
+            (Some(w), false) => w.levels,
+            (None, _) => 2,
+        };
+        *now += c.walk_start + loads as u64 * c.walk_level;
+        let w = w?;
+        if !w.huge {
+            self.m.cpus[cpu].tlb.pwc_fill(va, asid, kernel);
+        }
+        let pte = self.pt.pte_mut(w.pte);
+        if !pte.valid() {
+            return None;
+        }
+        // The walker sets the access flag (hardware AF management).
+        pte.flags |= P_ACCESS;
+        let pte = *pte;
+        let mut flags = 0;
+        if pte.flags & P_GLOBAL != 0 {
+            flags |= F_GLOBAL;
+        }
+        if pte.writable() {
+            flags |= F_WRITE;
+        }
+        let shift = if w.huge {
+            flags |= F_HUGE;
+            SHIFT_2M
+        } else {
+            SHIFT_4K
+        };
+        let e = TlbEntry {
+            tag: va >> shift,
+            pfn: pte.pfn,
+            asid,
+            flags,
+            valid: true,
+            mm_uid: uid,
+            ver: pte.ver,
+            pte: w.pte,
+            ..Default::default()
+        };
+        self.m.cpus[cpu].tlb.fill(e, spec);
+        Some(e)
+    }
+
+    /// A kernel access (always mapped).
+    fn kaccess(&mut self, cpu: usize, va: u64, now: u64) -> u64 {
+        match self.access(cpu, va, false, now) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                now
+            }
+        }
+    }
+
+    /// The hardware fills the TLB from a random valid PTE of the current root.
+    fn spec_fill(&mut self, cpu: usize) {
+        let Some((root, uid, mm)) = self.user_root(cpu) else {
+            return;
+        };
+        if mm.is_kernel() {
+            return;
+        }
+        let n = self.mms[mm.index()].vmas.len();
+        if n == 0 {
+            return;
+        }
+        let v = self.mms[mm.index()].vmas[(self.rng.next_u64() % n as u64) as usize];
+        let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
+        let mut t = 0;
+        if self.walk_fill(cpu, root, uid, va, true, &mut t).is_some() {
+            self.stats.spec_fills += 1;
+        }
+    }
+
+    /// Returns a uniform random number in [0, 1) from the run's generator.
+    fn unit_random(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn vma_of(&self, mm: MmId, va: u64) -> Option<Vma> {
+        self.mms[mm.index()]
+            .vmas
+            .iter()
+            .copied()
+            .find(|v| v.start <= va && va < v.end())
+    }
+
+    fn new_pte(&mut self, pfn: u64, write: bool) -> Pte {
+        let mut flags = P_VALID | P_USER;
+        if write {
+            flags |= P_WRITE;
+        }
+        if self.user_global {
+            flags |= P_GLOBAL;
+        }
+        Pte {
+            pfn,
+            flags,
+            ver: self.oracle.next_seq(),
+            floor: 0,
+            floor_obl: 0,
+        }
+    }
+
+    fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
+        let (pfn, obl) = self.frames.alloc();
+        if obl != 0 && !self.oracle.discharged(obl) {
+            let g = self.ghz();
+            let v = Violation {
+                property: Property::NoReuseWhileMapped.name(),
+                cpu: cpu as u32,
+                time_ns: now as f64 / g,
+                va: "-".into(),
+                mm: "-".into(),
+                detail: format!("frame {pfn} handed out again while a TLB may still map it"),
+                change: Some(self.oracle.describe_change(obl, g)),
+                flush: Some(self.oracle.describe_flush(obl, g)),
+            };
+            self.oracle.report(v);
+        }
+        pfn
+    }
+
+    /// A user page fault: demand allocation, copy-on-write, or a stale read-only
+    /// entry after an upgrade.
+    fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+        let c = self.m.costs;
+        self.stats.page_faults += 1;
+        now += c.exception_entry + c.fault_path;
+        let Some((root, _, mm)) = self.user_root(cpu) else {
+            return Err(format!("cpu{cpu}: fault at {va:#x} without a user root"));
+        };
+        let vma = self
+            .vma_of(mm, va)
+            .ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
+        if write && !vma.write {
+            return Err(format!(
+                "segmentation fault: write to read-only {va:#x} in {mm}"
+            ));
+        }
+        let r = self.pt.ensure_leaf(root, va & !4095);
+        let pte = *self.pt.pte(r);
+        if !pte.valid() {
+            let pfn = self.alloc_frame(cpu, now);
+            now += c.page_copy;
+            *self.pt.pte_mut(r) = self.new_pte(pfn, vma.write);
+        } else if write && !pte.writable() {
+            if self.frames.refs(pte.pfn) > 1 {
+                // Copy-on-write: a new frame replaces the shared one.
+                let pfn = self.alloc_frame(cpu, now);
+                now += c.page_copy;
+                let new = self.new_pte(pfn, true);
+                let seq = new.ver;
+                *self.pt.pte_mut(r) = new;
+                let pf = self.open_flush(
+                    cpu,
+                    mm,
+                    FlushWhat::Page(va & !4095),
+                    "cow",
+                    seq,
+                    vec![r],
+                    vec![pte.pfn],
+                    now,
+                );
+                now = self.flush(cpu, pf, now);
+            } else {
+                let mut new = pte;
+                new.flags |= P_WRITE;
+                new.ver = self.oracle.next_seq();
+                *self.pt.pte_mut(r) = new;
+            }
+        } else {
+            // A stale, weaker entry: the PTE already allows the access.
+            self.m.cpus[cpu].tlb.invalidate(Inval::VaAll { va });
+            now += c.tlbi_local_va;
+        }
+        Ok(now + c.exception_exit)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open_flush(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        what: FlushWhat,
+        change: &'static str,
+        seq: u64,
+        changed: Vec<PteRef>,
+        frames: Vec<u64>,
+        now: u64,
+    ) -> PendingFlush {
+        let (va, pages, flush) = match what {
+            FlushWhat::Page(va) => (va, 1, "flush_page"),
+            FlushWhat::Range(va, p) => (va, p, "flush_range"),
+            FlushWhat::Mm => (0, 0, "flush_mm"),
+        };
+        let uid = self.mms[mm.index()].uid;
+        let obl = self
+            .oracle
+            .open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
+        PendingFlush {
+            obl,
+            mm,
+            what,
+            changed,
+            frames,
+        }
+    }
+
+    /// Runs the policy's flush for a change, discharges its obligation when the
+    /// flush returns, then frees the frames the change unmapped.
+    pub fn flush(&mut self, cpu: usize, pf: PendingFlush, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        match pf.what {
+            FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
+            FlushWhat::Range(va, n) => self.policy.flush_range(&hw, pf.mm, VirtAddr(va), n),
+            FlushWhat::Mm => self.policy.flush_mm(&hw, pf.mm),
+        }
+        let now = hw.now();
+        let seq = self.oracle.obligations[pf.obl as usize].seq;
+        self.oracle.obligations[pf.obl as usize].discharged = Some(now);
+        for r in &pf.changed {
+            let p = self.pt.pte_mut(*r);
+            if p.floor < seq {
+                p.floor = seq;
+                p.floor_obl = pf.obl;
+            }
+        }
+        for pfn in pf.frames {
+            self.frames.put(pfn, 0);
+        }
+        if self.oracle.strict {
+            for c in 0..self.m.cpus.len() {
+                self.strict_scan(c, now);
+            }
+        }
+        now
+    }
+
+    /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry
+    /// from another address space or one a flushed change superseded?
+    fn strict_scan(&mut self, cpu: usize, now: u64) {
+        let asid = self.m.cpus[cpu].asid;
+        let cur = self.user_root(cpu).map(|(_, uid, _)| uid);
+        let mut found: Vec<(TlbEntry, Option<u32>)> = Vec::new();
+        let pt = &self.pt;
+        self.m.cpus[cpu].tlb.for_each(|e| {
+            if !e.usable_under(asid) {
+                return;
+            }
+            let kernel = e.va() >= KERNEL_BASE;
+            if !kernel {
+                match cur {
+                    Some(u) if u != e.mm_uid => {
+                        found.push((*e, None));
+                        return;
+                    }
+                    None => return,
+                    _ => {}
+                }
+            }
+            let p = pt.pte(e.pte);
+            if e.ver < p.floor {
+                found.push((*e, Some(p.floor_obl)));
+            }
+        });
+        for (e, obl) in found {
+            let uid = cur.unwrap_or(0);
+            match obl {
+                Some(o) => self.report_stale(Property::NoStaleHeld, cpu, e.va(), &e, o, uid, now),
+                None => {
+                    let v = Violation {
+                        property: Property::NoStaleHeld.name(),
+                        cpu: cpu as u32,
+                        time_ns: now as f64 / self.ghz(),
+                        va: format!("{:#x}", e.va()),
+                        mm: self.mm_name_of_uid(uid),
+                        detail: format!(
+                            "holds an entry (asid {}) filled from address space uid {} under the running tag",
+                            e.asid, e.mm_uid
+                        ),
+                        change: None,
+                        flush: None,
+                    };
+                    self.oracle.report(v);
+                }
+            }
+        }
+    }
+
+    fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, mut now: u64) -> u64 {
+        let c = self.m.costs;
+        let mm = self.threads[tid].mm;
+        match s {
+            Sys::Mmap { pages, write } => {
+                let m = &mut self.mms[mm.index()];
+                let va = m.mmap_next;
+                m.mmap_next += (pages + 16) * 4096;
+                m.vmas.push(Vma {
+                    start: va,
+                    pages,
+                    write,
+                });
+                self.threads[tid].ret = va;
+                now + c.fault_path
+            }
+            Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
+            Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
+            Sys::Fork(child) => self.fork(cpu, tid, child, now),
+            Sys::Pipe => {
+                let kva = self.kalloc_page();
+                self.pipes.push(Pipe {
+                    count: 0,
+                    waiters: VecDeque::new(),
+                    kva,
+                });
+                self.threads[tid].ret = (self.pipes.len() - 1) as u32 as u64;
+                now + c.pipe_op
+            }
+            Sys::PipeWrite(p) => {
+                let Some(pipe) = self.pipes.get_mut(p as usize) else {
+                    self.error
+                        .get_or_insert(format!("write to unknown pipe {p}"));
+                    return now;
+                };
+                pipe.count += 1;
+                let kva = pipe.kva;
+                let waiter = pipe.waiters.pop_front();
+                now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+                now = self.kaccess(cpu, kva, now + c.pipe_op);
+                if let Some(w) = waiter {
+                    now = self.kaccess(cpu, self.threads[w].tstruct, now);
+                    self.wake(w, cpu, now);
+                }
+                now
+            }
+            Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
+            Sys::Yield => {
+                self.threads[tid].state = State::Runnable;
+                self.sched[cpu].runq.push_back(tid);
+                self.sched[cpu].cur = None;
+                now
+            }
+        }
+    }
+
+    fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
+        let c = self.m.costs;
+        let Some(pipe) = self.pipes.get_mut(p as usize) else {
+            self.error
+                .get_or_insert(format!("read from unknown pipe {p}"));
+            return now;
+        };
+        let kva = pipe.kva;
+        let now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+        let Some(pipe) = self.pipes.get_mut(p as usize) else {
+            return now;
+        };
+        if pipe.count > 0 {
+            pipe.count -= 1;
+            return self.kaccess(cpu, kva, now + c.pipe_op);
+        }
+        pipe.waiters.push_back(tid);
+        self.threads[tid].state = State::Blocked;
+        self.threads[tid].retry_read = Some(p);
+        self.sched[cpu].cur = None;
+        self.kaccess(cpu, kva, now + c.pipe_op)
+    }
+
+    /// Splits VMAs so that `[va, va + pages)` starts and ends on VMA boundaries.
+    fn split_vmas(&mut self, mm: MmId, va: u64, pages: u64) {
+        let end = va + pages * 4096;
+        let vmas = &mut self.mms[mm.index()].vmas;
+        let mut out = Vec::with_capacity(vmas.len() + 2);
+        for v in vmas.drain(..) {
+            let mut cuts = vec![v.start];
+            for x in [va, end] {
+                if v.start < x && x < v.end() {
+                    cuts.push(x);
+                }
+            }
+            cuts.push(v.end());
+            for w in cuts.windows(2) {
+                out.push(Vma {
+                    start: w[0],
+                    pages: (w[1] - w[0]) / 4096,
+                    write: v.write,
+                });
+            }
+        }
+        *vmas = out;
+    }
+
+    fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        self.split_vmas(mm, va, pages);
+        let end = va + pages * 4096;
+        self.mms[mm.index()]
+            .vmas
+            .retain(|v| v.end() <= va || v.start >= end);
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        let mut frames = Vec::new();
+        let pt = &mut self.pt;
+        let mut slots = Vec::new();
+        pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        for r in slots {
+            let p = pt.pte_mut(r);
+            if p.valid() {
+                frames.push(p.pfn);
+                p.flags = 0;
+                p.ver = seq;
+                changed.push(r);
+            }
+        }
+        let pf = self.open_flush(
+            cpu,
+            mm,
+            FlushWhat::Range(va, pages),
+            "munmap",
+            seq,
+            changed,
+            frames,
+            now,
+        );
+        self.flush(cpu, pf, now + self.m.costs.fault_path)
+    }
+
+    fn mprotect(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        va: u64,
+        pages: u64,
+        write: bool,
+        now: u64,
+    ) -> u64 {
+        self.split_vmas(mm, va, pages);
+        let end = va + pages * 4096;
+        for v in &mut self.mms[mm.index()].vmas {
+            if v.start >= va && v.end() <= end {
+                v.write = write;
+            }
+        }
+        let now = now + self.m.costs.fault_path;
+        if write {
+            // Upgrades need no invalidation: a stale read-only entry only faults.
+            return now;
+        }
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        let mut slots = Vec::new();
+        self.pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        for r in slots {
+            let p = self.pt.pte_mut(r);
+            if p.valid() && p.writable() {
+                p.flags &= !P_WRITE;
+                p.ver = seq;
+                changed.push(r);
+            }
+        }
+        let pf = self.open_flush(
+            cpu,
+            mm,
+            FlushWhat::Range(va, pages),
+            "mprotect",
+            seq,
+            changed,
+            Vec::new(),
+            now,
+        );
+        self.flush(cpu, pf, now)
+    }
+
+    fn fork(&mut self, cpu: usize, tid: usize, child: Box<dyn Program>, mut now: u64) -> u64 {
+        let c = self.m.costs;
+        let parent = self.threads[tid].mm;
+        let Some(cm) = self.new_mm() else {
+            self.error.get_or_insert(format!(
+                "fork: more than {} address spaces",
+                self.cfg.max_mms
+            ));
+            return now;
+        };
+        let vmas = self.mms[parent.index()].vmas.clone();
+        self.mms[cm.index()].vmas = vmas.clone();
+        self.mms[cm.index()].mmap_next = self.mms[parent.index()].mmap_next;
+        let (proot, croot) = (self.mms[parent.index()].root, self.mms[cm.index()].root);
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        for v in &vmas {
+            let mut slots = Vec::new();
+            self.pt
+                .for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
+            for (va, r) in slots {
+                let mut p = *self.pt.pte(r);
+                if !p.valid() {
+                    continue;
+                }
+                now += c.mem_access * 4;
+                if p.writable() {
+                    p.flags &= !P_WRITE;
+                    p.ver = seq;
+                    *self.pt.pte_mut(r) = p;
+                    changed.push(r);
+                }
+                self.frames.get(p.pfn);
+                let cr = self.pt.ensure_leaf(croot, va);
+                let mut cp = p;
+                cp.ver = seq;
+                cp.floor = 0;
+                cp.floor_obl = 0;
+                *self.pt.pte_mut(cr) = cp;
+            }
+        }
+        // Fork balancing places the child on the least-loaded CPU, as both
+        // kernels do; `migration` only governs moving threads afterwards.
+        let ccpu = self.least_loaded();
+        let ct = self.new_thread(cm, child, ccpu);
+        self.threads[tid].ret = ct as u64;
+        now += c.fault_path * 4;
+        let pf = self.open_flush(
+            cpu,
+            parent,
+            FlushWhat::Mm,
+            "fork-wrprotect",
+            seq,
+            changed,
+            Vec::new(),
+            now,
+        );
+        now = self.flush(cpu, pf, now);
+        self.enqueue(ct, ccpu, now, cpu);
+        now
+    }
+
+    fn exit(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+        let mm = self.threads[tid].mm;
+        self.threads[tid].state = State::Dead;
+        self.sched[cpu].cur = None;
+        self.live -= 1;
+        let m = &mut self.mms[mm.index()];
+        m.users -= 1;
+        if m.users > 0 {
+            return now;
+        }
+        // Last user: tear the address space down while it is still current here
+        // (FreeBSD pmap_remove_pages), switch away, then release it.
+        let root = m.root;
+        let vmas = std::mem::take(&mut m.vmas);
+        let seq = self.oracle.next_seq();
+        let mut frames = Vec::new();
+        for v in &vmas {
+            let mut slots = Vec::new();
+            self.pt
+                .for_each_slot(root, v.start, v.pages, |_, r| slots.push(r));
+            for r in slots {
+                let p = self.pt.pte_mut(r);
+                if p.valid() {
+                    frames.push(p.pfn);
+                    p.flags = 0;
+                    p.ver = seq;
+                    now += self.m.costs.mem_access;
+                }
+            }
+        }
+        let pf = self.open_flush(cpu, mm, FlushWhat::Mm, "exit", seq, Vec::new(), frames, now);
+        now = self.flush(cpu, pf, now);
+        now = self.switch_mm(cpu, MmId::KERNEL, now);
+        self.pt.free_tree(root);
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        self.policy.mm_release(&hw, mm);
+        now = hw.now();
+        self.mms[mm.index()].alive = false;
+        self.free_slots.push(mm.0);
+        now
+    }
+
+    /// Returns the number of threads not yet exited.
+    pub fn live_threads(&self) -> usize {
+        self.live
+    }
+
+    /// Returns the time of the latest mark called `name`, in cycles.
+    pub fn mark(&self, name: &str) -> Option<u64> {
+        self.marks
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+    }
+
+    /// Returns the ASID tag `cpu` runs with (for tests).
+    pub fn cpu_asid(&self, cpu: usize) -> u16 {
+        self.m.cpus[cpu].asid
+    }
+}

@@ -1,0 +1,407 @@
+//! One core's translation caches: a fully associative L1 data TLB, a set-associative
+//! unified L2 TLB and a page-walk cache, all with LRU replacement.
+//!
+//! Entries are tagged with an ASID and a global bit and come in two sizes (4 KB and
+//! 2 MB). Each entry also remembers *ground truth* the policies never see: the
+//! address space it was filled from (`mm_uid`, never reused) and the version of
+//! the PTE it was filled from. The oracle judges every use with those.
+
+use crate::pagetable::{PteRef, SHIFT_2M, SHIFT_4K};
+
+/// Entry flag: the entry is global (matches every ASID).
+pub const F_GLOBAL: u8 = 1;
+/// Entry flag: the translation allows writes.
+pub const F_WRITE: u8 = 2;
+/// Entry flag: the entry maps a 2 MB block.
+pub const F_HUGE: u8 = 4;
+
+/// A cached translation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlbEntry {
+    /// `va >> 12` for 4 KB entries, `va >> 21` for 2 MB entries.
+    pub tag: u64,
+    /// Physical frame number of the page (of the block's first page for 2 MB).
+    pub pfn: u64,
+    /// ASID the entry was filled under (ignored when global).
+    pub asid: u16,
+    /// `F_*` flags.
+    pub flags: u8,
+    /// Whether the slot holds an entry.
+    pub valid: bool,
+    /// Ground truth: which address space (by never-reused uid) it came from.
+    pub mm_uid: u32,
+    /// Ground truth: the version of the PTE it was filled from.
+    pub ver: u64,
+    /// Ground truth: where that PTE lives.
+    pub pte: PteRef,
+    /// LRU stamp (set by the TLB).
+    pub lru: u64,
+}
+
+impl TlbEntry {
+    /// Returns the page shift of the entry.
+    pub fn shift(&self) -> u32 {
+        if self.flags & F_HUGE != 0 {
+            SHIFT_2M
+        } else {
+            SHIFT_4K
+        }
+    }
+
+    /// Returns the first virtual address the entry covers.
+    pub fn va(&self) -> u64 {
+        self.tag << self.shift()
+    }
+
+    /// Returns whether the entry is global.
+    pub fn global(&self) -> bool {
+        self.flags & F_GLOBAL != 0
+    }
+
+    /// Returns whether the entry translates `va` under `asid`.
+    #[inline]
+    fn matches(&self, va: u64, asid: u16) -> bool {
+        self.valid
+            && self.tag == va >> self.shift()
+            && (self.flags & F_GLOBAL != 0 || self.asid == asid)
+    }
+
+    /// Returns whether the entry is usable by a CPU running `asid`.
+    pub fn usable_under(&self, asid: u16) -> bool {
+        self.valid && (self.global() || self.asid == asid)
+    }
+}
+
+/// A cached level-2 table descriptor: a walk for a VA under it needs one load.
+#[derive(Clone, Copy, Debug, Default)]
+struct PwcEntry {
+    valid: bool,
+    /// `va >> 21`.
+    key: u64,
+    asid: u16,
+    /// Kernel (TTBR1) walks are cached regardless of ASID.
+    global: bool,
+    lru: u64,
+}
+
+/// Where a lookup hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hit {
+    /// In the L1 TLB.
+    L1(usize),
+    /// In the L2 TLB (and was copied into the L1).
+    L2(usize),
+}
+
+/// What an invalidation removes, in the TLB's own terms.
+#[derive(Clone, Copy, Debug)]
+pub enum Inval {
+    /// Non-global entries of `asid` covering `va`.
+    Va { asid: u16, va: u64 },
+    /// Every entry covering `va`, global too.
+    VaAll { va: u64 },
+    /// Non-global entries of `asid`.
+    Asid(u16),
+    /// Everything.
+    All,
+}
+
+impl Inval {
+    fn removes(&self, e: &TlbEntry) -> bool {
+        match *self {
+            Inval::Va { asid, va } => !e.global() && e.asid == asid && e.tag == va >> e.shift(),
+            Inval::VaAll { va } => e.tag == va >> e.shift(),
+            Inval::Asid(a) => !e.global() && e.asid == a,
+            Inval::All => true,
+        }
+    }
+
+    fn removes_pwc(&self, p: &PwcEntry) -> bool {
+        match *self {
+            Inval::Va { asid, va } => !p.global && p.asid == asid && p.key == va >> SHIFT_2M,
+            Inval::VaAll { va } => p.key == va >> SHIFT_2M,
+            Inval::Asid(a) => !p.global && p.asid == a,
+            Inval::All => true,
+        }
+    }
+}
+
+/// One core's TLBs.
+pub struct Tlb {
+    l1: Vec<TlbEntry>,
+    /// Mirror of the L1's tags for a compact scan: `tag << 1 | huge`, or `u64::MAX`.
+    l1_keys: Vec<u64>,
+    /// Mirror of the L1's LRU stamps, for a compact victim search.
+    l1_lru: Vec<u64>,
+    l2: Vec<TlbEntry>,
+    l2_ways: usize,
+    l2_sets: usize,
+    pwc: Vec<PwcEntry>,
+    clock: u64,
+}
+
+impl Tlb {
+    /// Returns empty TLBs of the given geometry.
+    pub fn new(l1: usize, l2: usize, l2_ways: usize, pwc: usize) -> Self {
+        debug_assert!(l2 % l2_ways == 0);
+        Tlb {
+            l1: vec![TlbEntry::default(); l1],
+            l1_keys: vec![u64::MAX; l1],
+            l1_lru: vec![0; l1],
+            l2: vec![TlbEntry::default(); l2],
+            l2_ways,
+            l2_sets: l2 / l2_ways,
+            pwc: vec![PwcEntry::default(); pwc],
+            clock: 0,
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Looks `va` up under `asid`; an L2 hit is copied into the L1.
+    #[inline]
+    pub fn lookup(&mut self, va: u64, asid: u16) -> Option<Hit> {
+        let now = self.tick();
+        let k4 = (va >> SHIFT_4K) << 1;
+        let k2 = ((va >> SHIFT_2M) << 1) | 1;
+        for (i, &k) in self.l1_keys.iter().enumerate() {
+            if k == k4 || k == k2 {
+                let e = &self.l1[i];
+                if e.flags & F_GLOBAL != 0 || e.asid == asid {
+                    self.l1_lru[i] = now;
+                    return Some(Hit::L1(i));
+                }
+            }
+        }
+        for shift in [SHIFT_4K, SHIFT_2M] {
+            let set = ((va >> shift) as usize) % self.l2_sets;
+            let base = set * self.l2_ways;
+            for i in base..base + self.l2_ways {
+                let e = &mut self.l2[i];
+                if e.matches(va, asid) {
+                    e.lru = now;
+                    let copy = *e;
+                    self.insert_l1(copy);
+                    return Some(Hit::L2(i));
+                }
+            }
+        }
+        None
+    }
+
+    /// Returns the entry a hit refers to.
+    #[inline]
+    pub fn entry(&self, hit: Hit) -> &TlbEntry {
+        match hit {
+            Hit::L1(i) => &self.l1[i],
+            Hit::L2(i) => &self.l2[i],
+        }
+    }
+
+    fn insert_l1(&mut self, e: TlbEntry) {
+        let mut victim = 0;
+        let mut oldest = u64::MAX;
+        for (i, (&k, &l)) in self.l1_keys.iter().zip(self.l1_lru.iter()).enumerate() {
+            if k == u64::MAX {
+                victim = i;
+                break;
+            }
+            if l < oldest {
+                oldest = l;
+                victim = i;
+            }
+        }
+        self.set_l1(victim, e);
+    }
+
+    /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
+    pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
+        let now = self.tick();
+        e.valid = true;
+        e.lru = now;
+        let set = (e.tag as usize) % self.l2_sets;
+        let base = set * self.l2_ways;
+        let ways = &mut self.l2[base..base + self.l2_ways];
+        // Replace a duplicate of the same translation first, then the LRU way.
+        let same = ways.iter().position(|w| {
+            w.valid
+                && w.tag == e.tag
+                && w.flags & F_HUGE == e.flags & F_HUGE
+                && w.asid == e.asid
+                && w.global() == e.global()
+        });
+        let victim = same.unwrap_or_else(|| lru_victim(ways));
+        ways[victim] = e;
+        if !speculative {
+            if let Some(i) = self.l1.iter().position(|w| {
+                w.valid
+                    && w.tag == e.tag
+                    && w.flags & F_HUGE == e.flags & F_HUGE
+                    && w.asid == e.asid
+                    && w.global() == e.global()
+            }) {
+                self.set_l1(i, e);
+            } else {
+                self.insert_l1(e);
+            }
+        }
+    }
+
+    fn set_l1(&mut self, i: usize, e: TlbEntry) {
+        self.l1_keys[i] = if e.valid { key(&e) } else { u64::MAX };
+        self.l1_lru[i] = self.clock;
+        self.l1[i] = e;
+    }
+
+    /// Returns whether the walk cache holds the level-2 descriptor for `va`.
+    pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
+        let now = self.tick();
+        let key = va >> SHIFT_2M;
+        for p in &mut self.pwc {
+            if p.valid && p.key == key && p.global == global && (global || p.asid == asid) {
+                p.lru = now;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Caches the level-2 descriptor for `va`.
+    pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool) {
+        if self.pwc.is_empty() {
+            return;
+        }
+        let now = self.tick();
+        let victim = self
+            .pwc
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, p)| if p.valid { p.lru } else { 0 })
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        self.pwc[victim] = PwcEntry {
+            valid: true,
+            key: va >> SHIFT_2M,
+            asid,
+            global,
+            lru: now,
+        };
+    }
+
+    /// Removes what `op` names from every level; returns how many TLB entries went.
+    pub fn invalidate(&mut self, op: Inval) -> usize {
+        let mut n = 0;
+        for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
+            if e.valid && op.removes(e) {
+                e.valid = false;
+                *k = u64::MAX;
+                n += 1;
+            }
+        }
+        for e in self.l2.iter_mut() {
+            if e.valid && op.removes(e) {
+                e.valid = false;
+                n += 1;
+            }
+        }
+        for p in &mut self.pwc {
+            if p.valid && op.removes_pwc(p) {
+                p.valid = false;
+            }
+        }
+        n
+    }
+
+    /// Calls `f` for every valid entry of every level.
+    pub fn for_each(&self, mut f: impl FnMut(&TlbEntry)) {
+        for e in self.l1.iter().chain(self.l2.iter()) {
+            if e.valid {
+                f(e);
+            }
+        }
+    }
+}
+
+fn key(e: &TlbEntry) -> u64 {
+    (e.tag << 1) | (e.flags & F_HUGE != 0) as u64
+}
+
+fn lru_victim(ways: &[TlbEntry]) -> usize {
+    let mut best = 0;
+    let mut best_lru = u64::MAX;
+    for (i, w) in ways.iter().enumerate() {
+        if !w.valid {
+            return i;
+        }
+        if w.lru < best_lru {
+            best_lru = w.lru;
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(va: u64, asid: u16, flags: u8) -> TlbEntry {
+        let shift = if flags & F_HUGE != 0 {
+            SHIFT_2M
+        } else {
+            SHIFT_4K
+        };
+        TlbEntry {
+            tag: va >> shift,
+            pfn: 7,
+            asid,
+            flags,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn asid_tags_separate_address_spaces_and_global_matches_all() {
+        let mut t = Tlb::new(4, 16, 4, 4);
+        t.fill(entry(0x1000, 3, 0), false);
+        assert!(t.lookup(0x1000, 3).is_some());
+        assert!(t.lookup(0x1000, 4).is_none());
+        t.fill(entry(0x5000, 3, F_GLOBAL), false);
+        assert!(t.lookup(0x5000, 9).is_some());
+    }
+
+    #[test]
+    fn huge_entry_covers_its_block() {
+        let mut t = Tlb::new(4, 16, 4, 4);
+        t.fill(entry(0x20_0000, 1, F_HUGE), false);
+        assert!(t.lookup(0x3f_f000, 1).is_some());
+        assert!(t.lookup(0x40_0000, 1).is_none());
+    }
+
+    #[test]
+    fn invalidate_by_asid_keeps_globals_and_other_asids() {
+        let mut t = Tlb::new(4, 16, 4, 4);
+        t.fill(entry(0x1000, 1, 0), false);
+        t.fill(entry(0x2000, 2, 0), false);
+        t.fill(entry(0x3000, 1, F_GLOBAL), false);
+        // Each fill lands in the L1 and the L2.
+        assert_eq!(t.invalidate(Inval::Asid(1)), 2);
+        assert!(t.lookup(0x1000, 1).is_none());
+        assert!(t.lookup(0x2000, 2).is_some());
+        assert!(t.lookup(0x3000, 1).is_some());
+    }
+
+    #[test]
+    fn l1_evicts_least_recently_used_and_l2_refills_it() {
+        let mut t = Tlb::new(2, 16, 4, 4);
+        for va in [0x1000, 0x2000, 0x3000] {
+            t.fill(entry(va, 1, 0), false);
+        }
+        assert!(matches!(t.lookup(0x1000, 1), Some(Hit::L2(_))));
+        assert!(matches!(t.lookup(0x1000, 1), Some(Hit::L1(_))));
+    }
+}

@@ -1,0 +1,335 @@
+//! lmbench's `lat_ctx`: context-switch latency (seed 000's measurement).
+//!
+//! As in lmbench 3 (`src/lat_ctx.c`): `procs` processes form a ring of pipes and
+//! pass one token around it. Each process, on receiving the token, sums its own
+//! `size_kb` of data (lmbench's `sumit`), then writes the token to the next
+//! process's pipe and blocks reading its own. lmbench runs the ring once to warm
+//! it, then times whole rounds, and reports the time per hop *minus* the overhead
+//! it measures by doing the same pipe write, pipe read and summing in a single
+//! process, where no context switch happens. `us_per_switch` is that difference.
+//!
+//! Besides the data, each hop touches what the loop itself uses: a page of the
+//! program's text, a page of the C library's text (`read`/`write` wrappers), a
+//! page of data (libc's) and a page of stack. In the kernel it touches the
+//! system-call entry code, the pipe code, the scheduler and switch code (each in
+//! its own 2 MB text block), the pipes' kernel pages, the thread's kernel stack
+//! and the thread structures. So a TLB flush on the switch costs what it costs
+//! on the real machine: refills of user *and* kernel entries.
+
+use super::{ParamDef, Params, Phase, WorkloadDef};
+use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "lat_ctx",
+    description: "lmbench lat_ctx: a ring of processes passing a token through pipes (seed 000)",
+    params: &[
+        ParamDef {
+            key: "procs",
+            default: 20.0,
+            min: 2.0,
+            max: 4096.0,
+            doc: "processes in the ring",
+        },
+        ParamDef {
+            key: "size_kb",
+            default: 0.0,
+            min: 0.0,
+            max: 65536.0,
+            doc: "KB each process sums per hop",
+        },
+        ParamDef {
+            key: "rounds",
+            default: 50.0,
+            min: 3.0,
+            max: 100000.0,
+            doc: "times the token goes round the ring",
+        },
+    ],
+    has_overhead: true,
+    results: &["us_per_switch", "ring_us_per_hop", "overhead_us"],
+};
+
+/// Rounds run before timing starts.
+const WARMUP: u64 = 1;
+
+fn pages(p: &Params) -> u64 {
+    (p["size_kb"] as u64).div_ceil(4)
+}
+
+/// The work of one hop: lmbench's summing of the process's data, plus the text
+/// and stack pages the loop itself uses.
+fn hop_work(data: u64, pages: u64) -> Vec<Op> {
+    let mut ops = vec![
+        Op::Touch {
+            va: TEXT_VA,
+            pages: 1,
+            write: false,
+        },
+        Op::Touch {
+            va: TEXT_VA + LIBC_TEXT_PAGE * 4096,
+            pages: 1,
+            write: false,
+        },
+        Op::Touch {
+            va: DATA_VA,
+            pages: 1,
+            write: true,
+        },
+        Op::Touch {
+            va: STACK_VA,
+            pages: 1,
+            write: true,
+        },
+    ];
+    if pages > 0 {
+        ops.push(Op::Touch {
+            va: data,
+            pages,
+            write: false,
+        });
+    }
+    ops
+}
+
+/// One member of the ring; member 0 also creates the pipes and forks the rest.
+struct Member {
+    idx: usize,
+    procs: usize,
+    rounds: u64,
+    pages: u64,
+    pipes: Vec<u32>,
+    data: u64,
+    round: u64,
+    queue: Vec<Op>,
+    stage: Stage,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    MakePipes(bool),
+    Fork(usize),
+    Map,
+    Fill,
+    Start,
+    Read,
+    Work,
+    Done,
+}
+
+impl Member {
+    fn leader(procs: usize, rounds: u64, pages: u64) -> Self {
+        Member {
+            idx: 0,
+            procs,
+            rounds,
+            pages,
+            pipes: Vec::new(),
+            data: 0,
+            round: 0,
+            queue: Vec::new(),
+            stage: Stage::MakePipes(false),
+        }
+    }
+}
+
+impl Program for Member {
+    fn next(&mut self, ret: u64) -> Op {
+        loop {
+            if let Some(op) = self.queue.pop() {
+                return op;
+            }
+            match self.stage {
+                Stage::MakePipes(asked) => {
+                    if asked {
+                        self.pipes.push(ret as u32);
+                    }
+                    if self.pipes.len() < self.procs {
+                        self.stage = Stage::MakePipes(true);
+                        return Op::Sys(Sys::Pipe);
+                    }
+                    self.stage = Stage::Fork(1);
+                }
+                Stage::Fork(i) if i < self.procs => {
+                    self.stage = Stage::Fork(i + 1);
+                    let child = Member {
+                        idx: i,
+                        procs: self.procs,
+                        rounds: self.rounds,
+                        pages: self.pages,
+                        pipes: self.pipes.clone(),
+                        data: 0,
+                        round: 0,
+                        queue: Vec::new(),
+                        stage: Stage::Map,
+                    };
+                    return Op::Sys(Sys::Fork(Box::new(child)));
+                }
+                Stage::Fork(_) => self.stage = Stage::Map,
+                Stage::Map => {
+                    self.stage = Stage::Fill;
+                    if self.pages > 0 {
+                        return Op::Sys(Sys::Mmap {
+                            pages: self.pages,
+                            write: true,
+                        });
+                    }
+                }
+                Stage::Fill => {
+                    self.stage = Stage::Start;
+                    if self.pages > 0 {
+                        self.data = ret;
+                        return Op::Touch {
+                            va: self.data,
+                            pages: self.pages,
+                            write: true,
+                        };
+                    }
+                }
+                Stage::Start => {
+                    self.stage = Stage::Read;
+                    if self.idx == 0 {
+                        return Op::Sys(Sys::PipeWrite(self.pipes[1]));
+                    }
+                }
+                Stage::Read => {
+                    if self.round == self.rounds {
+                        self.stage = Stage::Done;
+                        continue;
+                    }
+                    self.stage = Stage::Work;
+                    return Op::Sys(Sys::PipeRead(self.pipes[self.idx]));
+                }
+                Stage::Work => {
+                    self.stage = Stage::Read;
+                    let last = self.round + 1 == self.rounds;
+                    let mut ops = Vec::new();
+                    if self.idx == 0 && self.round == WARMUP {
+                        ops.push(Op::Mark("start"));
+                    }
+                    if self.idx == 0 && last {
+                        ops.push(Op::Mark("end"));
+                    }
+                    ops.extend(hop_work(self.data, self.pages));
+                    if !(self.idx == 0 && last) {
+                        ops.push(Op::Sys(Sys::PipeWrite(
+                            self.pipes[(self.idx + 1) % self.procs],
+                        )));
+                    }
+                    self.round += 1;
+                    ops.reverse();
+                    self.queue = ops;
+                }
+                Stage::Done => return Op::Exit,
+            }
+        }
+    }
+}
+
+/// The overhead loop: one process writes its own pipe, reads it back and sums.
+struct Overhead {
+    hops: u64,
+    pages: u64,
+    data: u64,
+    pipe: u32,
+    step: u64,
+    queue: Vec<Op>,
+}
+
+impl Program for Overhead {
+    fn next(&mut self, ret: u64) -> Op {
+        if let Some(op) = self.queue.pop() {
+            return op;
+        }
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Pipe),
+            2 => {
+                self.pipe = ret as u32;
+                if self.pages > 0 {
+                    Op::Sys(Sys::Mmap {
+                        pages: self.pages,
+                        write: true,
+                    })
+                } else {
+                    Op::Compute(0)
+                }
+            }
+            3 => {
+                if self.pages > 0 {
+                    self.data = ret;
+                    Op::Touch {
+                        va: self.data,
+                        pages: self.pages,
+                        write: true,
+                    }
+                } else {
+                    Op::Compute(0)
+                }
+            }
+            s if s < 4 + self.hops => {
+                let mut ops = Vec::new();
+                if s == 4 + WARMUP {
+                    ops.push(Op::Mark("start"));
+                }
+                ops.push(Op::Sys(Sys::PipeWrite(self.pipe)));
+                ops.push(Op::Sys(Sys::PipeRead(self.pipe)));
+                ops.extend(hop_work(self.data, self.pages));
+                ops.reverse();
+                self.queue = ops;
+                self.next(0)
+            }
+            s if s == 4 + self.hops => Op::Mark("end"),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Starts the ring (main phase) or the single overhead process.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
+    let procs = p["procs"] as usize;
+    let rounds = p["rounds"] as u64;
+    match phase {
+        Phase::Main => sim.spawn(Box::new(Member::leader(procs, rounds, pages(p))))?,
+        Phase::Overhead => sim.spawn(Box::new(Overhead {
+            hops: (rounds * procs as u64).min(20_000) + WARMUP,
+            pages: pages(p),
+            data: 0,
+            pipe: 0,
+            step: 0,
+            queue: Vec::new(),
+        }))?,
+    };
+    Ok(())
+}
+
+fn per_hop<P: Policy>(sim: &Sim<P>, hops: u64) -> Result<f64, String> {
+    let (Some(s), Some(e)) = (sim.mark("start"), sim.mark("end")) else {
+        return Err("lat_ctx: the ring did not complete; no timing was recorded".into());
+    };
+    Ok((e - s) as f64 / hops as f64 / sim.ghz() / 1000.0)
+}
+
+/// Returns `us_per_switch` (per hop, less the overhead), `ring_us_per_hop` and
+/// `overhead_us`.
+pub fn result<P: Policy>(
+    p: &Params,
+    main: &Sim<P>,
+    overhead: Option<&Sim<P>>,
+) -> Result<BTreeMap<String, f64>, String> {
+    let procs = p["procs"] as u64;
+    let rounds = p["rounds"] as u64;
+    let ring = per_hop(main, (rounds - 1 - WARMUP) * procs)?;
+    let ovr = match overhead {
+        Some(o) => per_hop(o, (rounds * procs).min(20_000))?,
+        None => 0.0,
+    };
+    let mut r = BTreeMap::new();
+    r.insert("us_per_switch".to_string(), ring - ovr);
+    r.insert("ring_us_per_hop".to_string(), ring);
+    r.insert("overhead_us".to_string(), ovr);
+    Ok(r)
+}
