@@ -13,11 +13,7 @@ use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::workload::WORKLOADS;
 
 #[derive(Parser)]
-#[command(
-    name = "tlbkit",
-    version,
-    about = "Measure and verify operating-system TLB management policies"
-)]
+#[command(name = "tlbkit", version, about = "Measure and verify operating-system TLB management policies")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -93,38 +89,15 @@ fn main() -> ExitCode {
 fn dispatch(cmd: Cmd) -> Result<u8, String> {
     match cmd {
         Cmd::List { format } => list(format),
-        Cmd::Run {
-            machine,
-            cpus,
-            policy,
-            workload,
-            sets,
-            seed,
-            strict,
-            format,
-        } => {
-            let spec = RunSpec {
-                machine,
-                cpus,
-                policy,
-                workload,
-                sets,
-                seed,
-                strict,
-            };
+        Cmd::Run { machine, cpus, policy, workload, sets, seed, strict, format } => {
+            let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
             let out = run(&spec)?;
             match format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-                ),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?),
                 Format::Table => print_run(&out),
             }
             if out.violations_total > 0 {
-                eprintln!(
-                    "tlbkit: {} violation(s); replay with: {}",
-                    out.violations_total, out.replay
-                );
+                eprintln!("tlbkit: {} violation(s); replay with: {}", out.violations_total, out.replay);
                 Ok(3)
             } else {
                 Ok(0)
@@ -136,43 +109,22 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
 }
 
 fn list(format: Format) -> Result<u8, String> {
-    let machines: Vec<(String, String)> = preset::all()
-        .into_iter()
-        .map(|p| (p.name.to_string(), p.description.to_string()))
-        .collect();
-    let policies: Vec<(String, String)> = POLICIES
-        .iter()
-        .map(|p| (p.name.to_string(), p.description.to_string()))
-        .collect();
-    let workloads: Vec<(String, String)> = WORKLOADS
-        .iter()
-        .map(|w| (w.name.to_string(), w.description.to_string()))
-        .collect();
+    let machines: Vec<(String, String)> =
+        preset::all().into_iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    let policies: Vec<(String, String)> =
+        POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    let workloads: Vec<(String, String)> =
+        WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
     if format == Format::Json {
         let j = |v: &[(String, String)]| -> serde_json::Value {
-            v.iter()
-                .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
-                .collect()
+            v.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect()
         };
         let doc = serde_json::json!({"machines": j(&machines), "policies": j(&policies), "workloads": j(&workloads)});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    let width = machines
-        .iter()
-        .chain(&policies)
-        .chain(&workloads)
-        .map(|(n, _)| n.len())
-        .max()
-        .unwrap_or(0);
-    for (title, rows) in [
-        ("machines", &machines),
-        ("policies", &policies),
-        ("workloads", &workloads),
-    ] {
+    let width = machines.iter().chain(&policies).chain(&workloads).map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (title, rows) in [("machines", &machines), ("policies", &policies), ("workloads", &workloads)] {
         println!("{title}:");
         for (n, d) in rows {
             println!("  {n:<width$}  {d}");
@@ -191,11 +143,8 @@ fn print_run(out: &RunOutput) {
         out.policy,
         out.seed
     );
-    let params: Vec<String> = out
-        .params
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"')))
-        .collect();
+    let params: Vec<String> =
+        out.params.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
     println!("params: {}", params.join(" "));
     println!("result:");
     for (k, v) in &out.result {
@@ -215,11 +164,7 @@ fn print_run(out: &RunOutput) {
     if out.violations_total == 0 {
         println!("violations: none");
     } else {
-        println!(
-            "violations: {} (first {} shown)",
-            out.violations_total,
-            out.violations.len()
-        );
+        println!("violations: {} (first {} shown)", out.violations_total, out.violations.len());
         for v in &out.violations {
             println!("  {v}");
         }
@@ -228,17 +173,10 @@ fn print_run(out: &RunOutput) {
 }
 
 fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
-    let selected: Vec<_> = CLAIMS
-        .iter()
-        .filter(|c| only.as_deref().is_none_or(|o| o == c.id))
-        .collect();
+    let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
-        return Err(format!(
-            "unknown claim '{}'; valid claims: {}",
-            only.unwrap_or_default(),
-            ids.join(", ")
-        ));
+        return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")));
     }
     let mut results = Vec::new();
     for c in selected {
@@ -246,10 +184,7 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
     }
     if format == Format::Json {
         let doc = serde_json::json!({ "claims": results });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
     println!(
@@ -259,15 +194,7 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
     for r in &results {
         println!(
             "{:<16} {:<4} {:<14} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
-            r.id,
-            r.seed,
-            r.baseline,
-            r.variant,
-            r.sim_baseline,
-            r.sim_variant,
-            r.seed_ratio,
-            r.sim_ratio,
-            r.verdict
+            r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict
         );
     }
     Ok(0)
@@ -279,23 +206,15 @@ fn bench(format: Format) -> Result<u8, String> {
         cpus: 4,
         policy: "arm64-freebsd-asid".into(),
         workload: "lat_ctx".into(),
-        sets: vec![
-            "procs=4".into(),
-            "size_kb=1024".into(),
-            "rounds=3000".into(),
-        ],
+        sets: vec!["procs=4".into(), "size_kb=1024".into(), "rounds=3000".into()],
         seed: 1,
         strict: false,
     };
     let b = tlbkit_sim::run::bench(&spec)?;
     let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
     if format == Format::Json {
-        let doc =
-            serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        let doc = serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
     } else {
         println!("workload: {}", spec.command());
         println!("translations_per_sec {tps:>16.0}");

@@ -45,11 +45,7 @@ impl CpuMask {
     pub fn set_all(&self) {
         for (i, w) in self.words.iter().enumerate() {
             let bits = (self.ncpus - i * 64).min(64);
-            let m = if bits == 64 {
-                u64::MAX
-            } else {
-                (1u64 << bits) - 1
-            };
+            let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
             // SeqCst: as in `set`.
             w.fetch_or(m, Ordering::SeqCst);
         }

@@ -27,20 +27,13 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 impl<T> SpinLock<T> {
     /// Returns an unlocked lock holding `value`.
     pub const fn new(value: T) -> Self {
-        SpinLock {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
+        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
     }
 
     /// Spins until the lock is taken and returns a guard that releases it on drop.
     pub fn lock(&self) -> SpinGuard<'_, T> {
         // Acquire: everything the previous holder wrote before its release is visible.
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             core::hint::spin_loop();
         }
         SpinGuard { lock: self }

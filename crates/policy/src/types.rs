@@ -18,13 +18,7 @@ pub struct AsidTooBig {
 
 impl fmt::Display for AsidTooBig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ASID {} does not fit in {} bits (largest is {})",
-            self.value,
-            self.bits,
-            (1u32 << self.bits) - 1
-        )
+        write!(f, "ASID {} does not fit in {} bits (largest is {})", self.value, self.bits, (1u32 << self.bits) - 1)
     }
 }
 
@@ -136,10 +130,7 @@ mod tests {
     fn asid_width_is_checked() {
         assert!(Asid::new(255, 8).is_ok());
         let err = Asid::new(256, 8).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "ASID 256 does not fit in 8 bits (largest is 255)"
-        );
+        assert_eq!(err.to_string(), "ASID 256 does not fit in 8 bits (largest is 255)");
         assert!(Asid::new(65535, 16).is_ok());
     }
 }

@@ -112,10 +112,7 @@ pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
                 c.id, out.violations_total, out.replay
             ));
         }
-        out.result
-            .get(c.metric)
-            .copied()
-            .ok_or_else(|| format!("{}: no result {}", c.id, c.metric))
+        out.result.get(c.metric).copied().ok_or_else(|| format!("{}: no result {}", c.id, c.metric))
     };
     let b = value(c.baseline)?;
     let v = value(c.variant)?;

@@ -71,10 +71,7 @@ impl Machine {
 
     fn tlb_op(op: Tlbi) -> Inval {
         match op {
-            Tlbi::Va { asid, va } => Inval::Va {
-                asid: asid.get(),
-                va: va.0,
-            },
+            Tlbi::Va { asid, va } => Inval::Va { asid: asid.get(), va: va.0 },
             Tlbi::VaAllAsids { va } => Inval::VaAll { va: va.0 },
             Tlbi::Asid(a) => Inval::Asid(a.get()),
             Tlbi::All => Inval::All,
@@ -90,11 +87,7 @@ impl Machine {
             self.cpus[cpu].tlb.invalidate(op);
             // Every message, the issuer's own included, goes out to the interconnect
             // and its completion comes back through it (the DVM sync of DSB ISH).
-            let hop = if self.cross_socket(from, cpu) {
-                c.dvm_hop + c.dvm_cross_socket
-            } else {
-                c.dvm_hop
-            };
+            let hop = if self.cross_socket(from, cpu) { c.dvm_hop + c.dvm_cross_socket } else { c.dvm_hop };
             let start = (t + hop).max(self.dvm_busy[cpu]);
             let done = start + c.dvm_process;
             self.dvm_busy[cpu] = done;
@@ -114,11 +107,7 @@ pub struct CpuHw<'a> {
 impl<'a> CpuHw<'a> {
     /// Returns CPU `cpu`'s interface, its clock at `now` cycles.
     pub fn new(m: &'a mut Machine, cpu: usize, now: u64) -> Self {
-        CpuHw {
-            m: RefCell::new(m),
-            cpu,
-            now: Cell::new(now),
-        }
+        CpuHw { m: RefCell::new(m), cpu, now: Cell::new(now) }
     }
 
     /// Returns the CPU's clock after what was done through this interface.

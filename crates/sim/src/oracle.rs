@@ -146,13 +146,7 @@ impl Oracle {
             opened: 0,
             discharged: Some(0),
         };
-        Oracle {
-            obligations: vec![none],
-            violations: Vec::new(),
-            count: 0,
-            strict,
-            seq: 1,
-        }
+        Oracle { obligations: vec![none], violations: Vec::new(), count: 0, strict, seq: 1 }
     }
 
     /// Returns the next change sequence number.
@@ -214,11 +208,7 @@ impl Oracle {
     pub fn describe_flush(&self, id: u32, cycles_per_ns: f64) -> String {
         let o = &self.obligations[id as usize];
         match o.discharged {
-            Some(t) => format!(
-                "{} returned at {:.3} us",
-                o.flush,
-                t as f64 / cycles_per_ns / 1000.0
-            ),
+            Some(t) => format!("{} returned at {:.3} us", o.flush, t as f64 / cycles_per_ns / 1000.0),
             None => format!("{} (still in progress)", o.flush),
         }
     }

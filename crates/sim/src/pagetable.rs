@@ -139,18 +139,10 @@ impl PageTables {
             }
             if e & BLOCK != 0 {
                 debug_assert_eq!(level, 2);
-                return Some(Walked {
-                    pte: (e & !BLOCK) - 1,
-                    huge: true,
-                    levels: 3,
-                });
+                return Some(Walked { pte: (e & !BLOCK) - 1, huge: true, levels: 3 });
             }
             if level == 2 {
-                return Some(Walked {
-                    pte: e - 1 + idx(va, 3) as u32,
-                    huge: false,
-                    levels: 4,
-                });
+                return Some(Walked { pte: e - 1 + idx(va, 3) as u32, huge: false, levels: 4 });
             }
             d = e - 1;
         }

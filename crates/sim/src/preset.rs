@@ -127,8 +127,7 @@ pub fn by_name(name: &str) -> Option<Preset> {
 pub fn cortex_a72() -> Preset {
     Preset {
         name: "cortex-a72",
-        description:
-            "AWS EC2 a1 (Graviton 1): 16 x Cortex-A72 @ 2.3 GHz, 8/16-bit ASIDs (seed 000)",
+        description: "AWS EC2 a1 (Graviton 1): 16 x Cortex-A72 @ 2.3 GHz, 8/16-bit ASIDs (seed 000)",
         arch: Arch::Arm64,
         // AWS a1 instance type page: "2.3 GHz"; lscpu of an a1.xlarge in sbc-bench results/2iFY.txt.
         freq_ghz: 2.3,

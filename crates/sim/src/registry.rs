@@ -17,7 +17,8 @@ pub struct PolicyDef {
 pub const POLICIES: &[PolicyDef] = &[
     PolicyDef {
         name: "arm64-noasid",
-        description: "FreeBSD arm64 before seed 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
+        description:
+            "FreeBSD arm64 before seed 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
         arch: Arch::Arm64,
     },
     PolicyDef {

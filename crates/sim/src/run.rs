@@ -118,22 +118,10 @@ pub struct RunOutput {
 
 /// Machine and kernel parameters, besides the workload's own.
 const MACHINE_KEYS: &[(&str, &str)] = &[
-    (
-        "asid_bits",
-        "ASID width in bits (the preset's supported widths)",
-    ),
-    (
-        "spec_rate",
-        "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)",
-    ),
-    (
-        "migration",
-        "on|off: let the scheduler move threads between CPUs (default off)",
-    ),
-    (
-        "slice_us",
-        "scheduler time slice in microseconds (default 4000)",
-    ),
+    ("asid_bits", "ASID width in bits (the preset's supported widths)"),
+    ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
+    ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
+    ("slice_us", "scheduler time slice in microseconds (default 4000)"),
 ];
 
 /// The machine and kernel settings after `--set`.
@@ -156,45 +144,18 @@ fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> String {
 
 /// Checks a run request and returns the resolved preset, machine parameters and
 /// workload parameters.
-fn resolve(
-    spec: &RunSpec,
-) -> Result<
-    (
-        Preset,
-        &'static workload::WorkloadDef,
-        MachineParams,
-        Params,
-    ),
-    String,
-> {
+fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, MachineParams, Params), String> {
     let presets = preset::all();
     let preset = preset::by_name(&spec.machine).ok_or_else(|| {
-        format!(
-            "unknown machine '{}'; valid machines: {}",
-            spec.machine,
-            names(&presets, |p| p.name)
-        )
+        format!("unknown machine '{}'; valid machines: {}", spec.machine, names(&presets, |p| p.name))
     })?;
-    let pol = registry::policy(&spec.policy).ok_or_else(|| {
-        format!(
-            "unknown policy '{}'; valid policies: {}",
-            spec.policy,
-            names(POLICIES, |p| p.name)
-        )
-    })?;
+    let pol = registry::policy(&spec.policy)
+        .ok_or_else(|| format!("unknown policy '{}'; valid policies: {}", spec.policy, names(POLICIES, |p| p.name)))?;
     let wl = workload::by_name(&spec.workload).ok_or_else(|| {
-        format!(
-            "unknown workload '{}'; valid workloads: {}",
-            spec.workload,
-            names(WORKLOADS, |w| w.name)
-        )
+        format!("unknown workload '{}'; valid workloads: {}", spec.workload, names(WORKLOADS, |w| w.name))
     })?;
     if pol.arch != preset.arch {
-        let fits: Vec<&str> = POLICIES
-            .iter()
-            .filter(|p| p.arch == preset.arch)
-            .map(|p| p.name)
-            .collect();
+        let fits: Vec<&str> = POLICIES.iter().filter(|p| p.arch == preset.arch).map(|p| p.name).collect();
         return Err(format!(
             "policy '{}' is for {} machines but '{}' is {}; policies that fit: {}",
             pol.name,
@@ -205,29 +166,15 @@ fn resolve(
         ));
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
-        return Err(format!(
-            "--cpus {} is out of range: give 1 to {MAX_CPUS}",
-            spec.cpus
-        ));
+        return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
     }
-    let mut mp = MachineParams {
-        asid_bits: preset.asid_bits[0],
-        spec_rate: 0.02,
-        migration: false,
-        slice_us: 4000.0,
-    };
-    let mut params: Params = wl
-        .params
-        .iter()
-        .map(|p| (p.key.to_string(), p.default))
-        .collect();
+    let mut mp = MachineParams { asid_bits: preset.asid_bits[0], spec_rate: 0.02, migration: false, slice_us: 4000.0 };
+    let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     for s in &spec.sets {
         let (k, v) = s
             .split_once('=')
             .filter(|(k, v)| !k.is_empty() && !v.is_empty())
-            .ok_or_else(|| {
-                format!("malformed --set '{s}': expected key=value, e.g. --set asid_bits=8")
-            })?;
+            .ok_or_else(|| format!("malformed --set '{s}': expected key=value, e.g. --set asid_bits=8"))?;
         let num = |what: &str| -> Result<f64, String> {
             v.parse::<f64>()
                 .ok()
@@ -264,18 +211,13 @@ fn resolve(
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
-                    return Err(format!(
-                        "--set slice_us={v} is out of range: give 1 to 1000000"
-                    ));
+                    return Err(format!("--set slice_us={v} is out of range: give 1 to 1000000"));
                 }
                 mp.slice_us = t;
             }
             _ => {
                 let Some(def) = wl.params.iter().find(|p| p.key == k) else {
-                    return Err(format!(
-                        "unknown parameter '{k}'; valid keys: {}",
-                        valid_keys(wl)
-                    ));
+                    return Err(format!("unknown parameter '{k}'; valid keys: {}", valid_keys(wl)));
                 };
                 let x = num(k)?;
                 if x < def.min || x > def.max || x.fract() != 0.0 {
@@ -346,11 +288,7 @@ pub fn run_phases<P: Policy>(
         Ok(sim)
     };
     let main = phase(Phase::Main)?;
-    let ovr = if wl.has_overhead {
-        Some(phase(Phase::Overhead)?)
-    } else {
-        None
-    };
+    let ovr = if wl.has_overhead { Some(phase(Phase::Overhead)?) } else { None };
     Ok((main, ovr))
 }
 
@@ -368,12 +306,7 @@ fn outcome<P: Policy>(
         violations.extend(o.oracle.violations.iter().cloned());
         total += o.oracle.count;
     }
-    Ok(Outcome {
-        metrics: metrics(&main),
-        result,
-        violations,
-        total,
-    })
+    Ok(Outcome { metrics: metrics(&main), result, violations, total })
 }
 
 /// Returns the simulator configuration for a resolved request.
@@ -401,21 +334,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let bits = mp.asid_bits;
     let out = match spec.policy.as_str() {
         "arm64-noasid" => outcome(&cfg, wl, &params, &|| NoAsid::new(n))?,
-        "arm64-freebsd-asid" => {
-            outcome(&cfg, wl, &params, &|| FreebsdEpoch::new(n, max_mms, bits))?
-        }
+        "arm64-freebsd-asid" => outcome(&cfg, wl, &params, &|| FreebsdEpoch::new(n, max_mms, bits))?,
         other => return Err(format!("policy '{other}' is registered but has no builder")),
     };
-    let mut pv: BTreeMap<String, serde_json::Value> = params
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::json!(*v as i64)))
-        .collect();
+    let mut pv: BTreeMap<String, serde_json::Value> =
+        params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
-    pv.insert(
-        "migration".into(),
-        serde_json::json!(if mp.migration { "on" } else { "off" }),
-    );
+    pv.insert("migration".into(), serde_json::json!(if mp.migration { "on" } else { "off" }));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     Ok(RunOutput {
         machine: spec.machine.clone(),
@@ -476,11 +402,6 @@ pub fn bench(spec: &RunSpec) -> Result<BenchResult, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     match spec.policy.as_str() {
         "arm64-noasid" => bench_typed(&cfg, wl, &params, NoAsid::new(spec.cpus)),
-        _ => bench_typed(
-            &cfg,
-            wl,
-            &params,
-            FreebsdEpoch::new(spec.cpus, max_mms, mp.asid_bits),
-        ),
+        _ => bench_typed(&cfg, wl, &params, FreebsdEpoch::new(spec.cpus, max_mms, mp.asid_bits)),
     }
 }

@@ -243,14 +243,7 @@ impl<P: Policy> Sim<P> {
             pt,
             frames: Frames::default(),
             oracle: Oracle::new(false),
-            mms: vec![Mm {
-                uid: 0,
-                root: kroot,
-                vmas: Vec::new(),
-                users: 0,
-                mmap_next: 0,
-                alive: true,
-            }],
+            mms: vec![Mm { uid: 0, root: kroot, vmas: Vec::new(), users: 0, mmap_next: 0, alive: true }],
             free_slots: Vec::new(),
             next_uid: 1,
             threads: Vec::new(),
@@ -273,13 +266,8 @@ impl<P: Policy> Sim<P> {
             let va = KERNEL_BASE + b * (2 << 20);
             let r = sim.pt.ensure_block(kroot, va);
             let pfn = sim.frames.alloc_contig(512);
-            *sim.pt.pte_mut(r) = Pte {
-                pfn,
-                flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS,
-                ver: 1,
-                floor: 0,
-                floor_obl: 0,
-            };
+            *sim.pt.pte_mut(r) =
+                Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, floor: 0, floor_obl: 0 };
         }
         for _ in 0..n {
             let page = sim.kalloc_page();
@@ -318,13 +306,7 @@ impl<P: Policy> Sim<P> {
         let kroot = self.mms[0].root;
         let r = self.pt.ensure_leaf(kroot, va);
         let ver = self.oracle.next_seq();
-        *self.pt.pte_mut(r) = Pte {
-            pfn,
-            flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS,
-            ver,
-            floor: 0,
-            floor_obl: 0,
-        };
+        *self.pt.pte_mut(r) = Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS, ver, floor: 0, floor_obl: 0 };
         va
     }
 
@@ -335,28 +317,14 @@ impl<P: Policy> Sim<P> {
                 if self.mms.len() >= self.cfg.max_mms {
                     return None;
                 }
-                self.mms.push(Mm {
-                    uid: 0,
-                    root: 0,
-                    vmas: Vec::new(),
-                    users: 0,
-                    mmap_next: 0,
-                    alive: false,
-                });
+                self.mms.push(Mm { uid: 0, root: 0, vmas: Vec::new(), users: 0, mmap_next: 0, alive: false });
                 (self.mms.len() - 1) as u32
             }
         };
         let root = self.pt.new_root();
         let uid = self.next_uid;
         self.next_uid += 1;
-        self.mms[slot as usize] = Mm {
-            uid,
-            root,
-            vmas: Vec::new(),
-            users: 0,
-            mmap_next: MMAP_BASE,
-            alive: true,
-        };
+        self.mms[slot as usize] = Mm { uid, root, vmas: Vec::new(), users: 0, mmap_next: MMAP_BASE, alive: true };
         let mm = MmId(slot);
         self.policy.mm_init(mm);
         Some(mm)
@@ -364,7 +332,7 @@ impl<P: Policy> Sim<P> {
 
     fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
         let kstack = self.kalloc_page();
-        let tstruct = if self.threads.len() % 8 == 0 {
+        let tstruct = if self.threads.len().is_multiple_of(8) {
             self.kalloc_page()
         } else {
             self.threads.last().unwrap().tstruct
@@ -388,37 +356,18 @@ impl<P: Policy> Sim<P> {
     /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
     fn least_loaded(&self) -> usize {
         (0..self.sched.len())
-            .min_by_key(|&c| {
-                (
-                    self.sched[c].runq.len() + self.sched[c].cur.is_some() as usize,
-                    c,
-                )
-            })
+            .min_by_key(|&c| (self.sched[c].runq.len() + self.sched[c].cur.is_some() as usize, c))
             .unwrap_or(0)
     }
 
     /// Starts a new process running `prog` with a text and a stack mapping, on
     /// the least-loaded CPU; returns its thread id.
     pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
-        let mm = self
-            .new_mm()
-            .ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
         let m = &mut self.mms[mm.index()];
-        m.vmas.push(Vma {
-            start: TEXT_VA,
-            pages: TEXT_PAGES,
-            write: false,
-        });
-        m.vmas.push(Vma {
-            start: DATA_VA,
-            pages: DATA_PAGES,
-            write: true,
-        });
-        m.vmas.push(Vma {
-            start: STACK_VA,
-            pages: STACK_PAGES,
-            write: true,
-        });
+        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false });
+        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true });
+        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true });
         let cpu = self.least_loaded();
         let tid = self.new_thread(mm, prog, cpu);
         self.enqueue(tid, cpu, 0, cpu);
@@ -443,24 +392,14 @@ impl<P: Policy> Sim<P> {
             if cpu != from {
                 // Wake an idle CPU with a reschedule IPI.
                 self.m.counters.ipis_sent += 1;
-                t += c.ipi_send
-                    + c.ipi_deliver
-                    + if self.m.cross_socket(from, cpu) {
-                        c.ipi_cross_socket
-                    } else {
-                        0
-                    };
+                t += c.ipi_send + c.ipi_deliver + if self.m.cross_socket(from, cpu) { c.ipi_cross_socket } else { 0 };
             }
             self.arm(cpu, t);
         }
     }
 
     fn wake(&mut self, tid: usize, from: usize, now: u64) {
-        let cpu = if self.cfg.migration {
-            self.least_loaded()
-        } else {
-            self.threads[tid].cpu
-        };
+        let cpu = if self.cfg.migration { self.least_loaded() } else { self.threads[tid].cpu };
         self.enqueue(tid, cpu, now, from);
     }
 
@@ -605,15 +544,7 @@ impl<P: Policy> Sim<P> {
         }
     }
 
-    fn touch(
-        &mut self,
-        cpu: usize,
-        tid: usize,
-        va: u64,
-        pages: u64,
-        write: bool,
-        mut now: u64,
-    ) -> u64 {
+    fn touch(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, mut now: u64) -> u64 {
         let n = pages.min(TOUCH_CHUNK);
         for i in 0..n {
             now = match self.access(cpu, va + i * 4096, write, now) {
@@ -674,16 +605,7 @@ impl<P: Policy> Sim<P> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn report_stale(
-        &mut self,
-        prop: Property,
-        cpu: usize,
-        va: u64,
-        e: &TlbEntry,
-        obl: u32,
-        cur_uid: u32,
-        now: u64,
-    ) {
+    fn report_stale(&mut self, prop: Property, cpu: usize, va: u64, e: &TlbEntry, obl: u32, cur_uid: u32, now: u64) {
         let g = self.ghz();
         let v = Violation {
             property: prop.name(),
@@ -693,11 +615,7 @@ impl<P: Policy> Sim<P> {
             mm: self.mm_name_of_uid(cur_uid),
             detail: format!(
                 "{} entry (asid {}, frame {}) from PTE version {} predates a flushed change",
-                if prop == Property::NoStaleHeld {
-                    "holds an"
-                } else {
-                    "used an"
-                },
+                if prop == Property::NoStaleHeld { "holds an" } else { "used an" },
                 e.asid,
                 e.pfn,
                 e.ver
@@ -725,11 +643,7 @@ impl<P: Policy> Sim<P> {
         } else {
             match self.user_root(cpu) {
                 Some((r, u, _)) => (r, u),
-                None => {
-                    return Err(format!(
-                        "cpu{cpu} accessed user address {va:#x} with the reserved root"
-                    ))
-                }
+                None => return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root")),
             }
         };
         self.stats.tlb_accesses += 1;
@@ -761,15 +675,7 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Walks `root` for `va` and fills the TLB if the PTE is valid.
-    fn walk_fill(
-        &mut self,
-        cpu: usize,
-        root: u32,
-        uid: u32,
-        va: u64,
-        spec: bool,
-        now: &mut u64,
-    ) -> Option<TlbEntry> {
+    fn walk_fill(&mut self, cpu: usize, root: u32, uid: u32, va: u64, spec: bool, now: &mut u64) -> Option<TlbEntry> {
         let c = self.m.costs;
         self.stats.page_walks += 1;
         let kernel = va >= KERNEL_BASE;
@@ -858,11 +764,7 @@ impl<P: Policy> Sim<P> {
     }
 
     fn vma_of(&self, mm: MmId, va: u64) -> Option<Vma> {
-        self.mms[mm.index()]
-            .vmas
-            .iter()
-            .copied()
-            .find(|v| v.start <= va && va < v.end())
+        self.mms[mm.index()].vmas.iter().copied().find(|v| v.start <= va && va < v.end())
     }
 
     fn new_pte(&mut self, pfn: u64, write: bool) -> Pte {
@@ -873,13 +775,7 @@ impl<P: Policy> Sim<P> {
         if self.user_global {
             flags |= P_GLOBAL;
         }
-        Pte {
-            pfn,
-            flags,
-            ver: self.oracle.next_seq(),
-            floor: 0,
-            floor_obl: 0,
-        }
+        Pte { pfn, flags, ver: self.oracle.next_seq(), floor: 0, floor_obl: 0 }
     }
 
     fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
@@ -910,13 +806,9 @@ impl<P: Policy> Sim<P> {
         let Some((root, _, mm)) = self.user_root(cpu) else {
             return Err(format!("cpu{cpu}: fault at {va:#x} without a user root"));
         };
-        let vma = self
-            .vma_of(mm, va)
-            .ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
+        let vma = self.vma_of(mm, va).ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
         if write && !vma.write {
-            return Err(format!(
-                "segmentation fault: write to read-only {va:#x} in {mm}"
-            ));
+            return Err(format!("segmentation fault: write to read-only {va:#x} in {mm}"));
         }
         let r = self.pt.ensure_leaf(root, va & !4095);
         let pte = *self.pt.pte(r);
@@ -932,16 +824,7 @@ impl<P: Policy> Sim<P> {
                 let new = self.new_pte(pfn, true);
                 let seq = new.ver;
                 *self.pt.pte_mut(r) = new;
-                let pf = self.open_flush(
-                    cpu,
-                    mm,
-                    FlushWhat::Page(va & !4095),
-                    "cow",
-                    seq,
-                    vec![r],
-                    vec![pte.pfn],
-                    now,
-                );
+                let pf = self.open_flush(cpu, mm, FlushWhat::Page(va & !4095), "cow", seq, vec![r], vec![pte.pfn], now);
                 now = self.flush(cpu, pf, now);
             } else {
                 let mut new = pte;
@@ -975,16 +858,8 @@ impl<P: Policy> Sim<P> {
             FlushWhat::Mm => (0, 0, "flush_mm"),
         };
         let uid = self.mms[mm.index()].uid;
-        let obl = self
-            .oracle
-            .open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
-        PendingFlush {
-            obl,
-            mm,
-            what,
-            changed,
-            frames,
-        }
+        let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
+        PendingFlush { obl, mm, what, changed, frames }
     }
 
     /// Runs the policy's flush for a change, discharges its obligation when the
@@ -1076,11 +951,7 @@ impl<P: Policy> Sim<P> {
                 let m = &mut self.mms[mm.index()];
                 let va = m.mmap_next;
                 m.mmap_next += (pages + 16) * 4096;
-                m.vmas.push(Vma {
-                    start: va,
-                    pages,
-                    write,
-                });
+                m.vmas.push(Vma { start: va, pages, write });
                 self.threads[tid].ret = va;
                 now + c.fault_path
             }
@@ -1089,18 +960,13 @@ impl<P: Policy> Sim<P> {
             Sys::Fork(child) => self.fork(cpu, tid, child, now),
             Sys::Pipe => {
                 let kva = self.kalloc_page();
-                self.pipes.push(Pipe {
-                    count: 0,
-                    waiters: VecDeque::new(),
-                    kva,
-                });
+                self.pipes.push(Pipe { count: 0, waiters: VecDeque::new(), kva });
                 self.threads[tid].ret = (self.pipes.len() - 1) as u32 as u64;
                 now + c.pipe_op
             }
             Sys::PipeWrite(p) => {
                 let Some(pipe) = self.pipes.get_mut(p as usize) else {
-                    self.error
-                        .get_or_insert(format!("write to unknown pipe {p}"));
+                    self.error.get_or_insert(format!("write to unknown pipe {p}"));
                     return now;
                 };
                 pipe.count += 1;
@@ -1127,8 +993,7 @@ impl<P: Policy> Sim<P> {
     fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
         let c = self.m.costs;
         let Some(pipe) = self.pipes.get_mut(p as usize) else {
-            self.error
-                .get_or_insert(format!("read from unknown pipe {p}"));
+            self.error.get_or_insert(format!("read from unknown pipe {p}"));
             return now;
         };
         let kva = pipe.kva;
@@ -1161,11 +1026,7 @@ impl<P: Policy> Sim<P> {
             }
             cuts.push(v.end());
             for w in cuts.windows(2) {
-                out.push(Vma {
-                    start: w[0],
-                    pages: (w[1] - w[0]) / 4096,
-                    write: v.write,
-                });
+                out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, write: v.write });
             }
         }
         *vmas = out;
@@ -1174,9 +1035,7 @@ impl<P: Policy> Sim<P> {
     fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
-        self.mms[mm.index()]
-            .vmas
-            .retain(|v| v.end() <= va || v.start >= end);
+        self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
@@ -1193,28 +1052,11 @@ impl<P: Policy> Sim<P> {
                 changed.push(r);
             }
         }
-        let pf = self.open_flush(
-            cpu,
-            mm,
-            FlushWhat::Range(va, pages),
-            "munmap",
-            seq,
-            changed,
-            frames,
-            now,
-        );
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "munmap", seq, changed, frames, now);
         self.flush(cpu, pf, now + self.m.costs.fault_path)
     }
 
-    fn mprotect(
-        &mut self,
-        cpu: usize,
-        mm: MmId,
-        va: u64,
-        pages: u64,
-        write: bool,
-        now: u64,
-    ) -> u64 {
+    fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
         for v in &mut self.mms[mm.index()].vmas {
@@ -1240,16 +1082,7 @@ impl<P: Policy> Sim<P> {
                 changed.push(r);
             }
         }
-        let pf = self.open_flush(
-            cpu,
-            mm,
-            FlushWhat::Range(va, pages),
-            "mprotect",
-            seq,
-            changed,
-            Vec::new(),
-            now,
-        );
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, changed, Vec::new(), now);
         self.flush(cpu, pf, now)
     }
 
@@ -1257,10 +1090,7 @@ impl<P: Policy> Sim<P> {
         let c = self.m.costs;
         let parent = self.threads[tid].mm;
         let Some(cm) = self.new_mm() else {
-            self.error.get_or_insert(format!(
-                "fork: more than {} address spaces",
-                self.cfg.max_mms
-            ));
+            self.error.get_or_insert(format!("fork: more than {} address spaces", self.cfg.max_mms));
             return now;
         };
         let vmas = self.mms[parent.index()].vmas.clone();
@@ -1271,8 +1101,7 @@ impl<P: Policy> Sim<P> {
         let mut changed = Vec::new();
         for v in &vmas {
             let mut slots = Vec::new();
-            self.pt
-                .for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
+            self.pt.for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
             for (va, r) in slots {
                 let mut p = *self.pt.pte(r);
                 if !p.valid() {
@@ -1300,16 +1129,7 @@ impl<P: Policy> Sim<P> {
         let ct = self.new_thread(cm, child, ccpu);
         self.threads[tid].ret = ct as u64;
         now += c.fault_path * 4;
-        let pf = self.open_flush(
-            cpu,
-            parent,
-            FlushWhat::Mm,
-            "fork-wrprotect",
-            seq,
-            changed,
-            Vec::new(),
-            now,
-        );
+        let pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
         now = self.flush(cpu, pf, now);
         self.enqueue(ct, ccpu, now, cpu);
         now
@@ -1333,8 +1153,7 @@ impl<P: Policy> Sim<P> {
         let mut frames = Vec::new();
         for v in &vmas {
             let mut slots = Vec::new();
-            self.pt
-                .for_each_slot(root, v.start, v.pages, |_, r| slots.push(r));
+            self.pt.for_each_slot(root, v.start, v.pages, |_, r| slots.push(r));
             for r in slots {
                 let p = self.pt.pte_mut(r);
                 if p.valid() {
@@ -1364,11 +1183,7 @@ impl<P: Policy> Sim<P> {
 
     /// Returns the time of the latest mark called `name`, in cycles.
     pub fn mark(&self, name: &str) -> Option<u64> {
-        self.marks
-            .iter()
-            .rev()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| *t)
+        self.marks.iter().rev().find(|(n, _)| *n == name).map(|(_, t)| *t)
     }
 
     /// Returns the ASID tag `cpu` runs with (for tests).

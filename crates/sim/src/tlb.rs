@@ -58,14 +58,6 @@ impl TlbEntry {
         self.flags & F_GLOBAL != 0
     }
 
-    /// Returns whether the entry translates `va` under `asid`.
-    #[inline]
-    fn matches(&self, va: u64, asid: u16) -> bool {
-        self.valid
-            && self.tag == va >> self.shift()
-            && (self.flags & F_GLOBAL != 0 || self.asid == asid)
-    }
-
     /// Returns whether the entry is usable by a CPU running `asid`.
     pub fn usable_under(&self, asid: u16) -> bool {
         self.valid && (self.global() || self.asid == asid)
@@ -134,6 +126,8 @@ pub struct Tlb {
     /// Mirror of the L1's LRU stamps, for a compact victim search.
     l1_lru: Vec<u64>,
     l2: Vec<TlbEntry>,
+    /// Mirror of the L2's tags, as for the L1.
+    l2_keys: Vec<u64>,
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
@@ -143,12 +137,13 @@ pub struct Tlb {
 impl Tlb {
     /// Returns empty TLBs of the given geometry.
     pub fn new(l1: usize, l2: usize, l2_ways: usize, pwc: usize) -> Self {
-        debug_assert!(l2 % l2_ways == 0);
+        debug_assert!(l2.is_multiple_of(l2_ways));
         Tlb {
             l1: vec![TlbEntry::default(); l1],
             l1_keys: vec![u64::MAX; l1],
             l1_lru: vec![0; l1],
             l2: vec![TlbEntry::default(); l2],
+            l2_keys: vec![u64::MAX; l2],
             l2_ways,
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
@@ -177,16 +172,18 @@ impl Tlb {
                 }
             }
         }
-        for shift in [SHIFT_4K, SHIFT_2M] {
+        for (shift, k) in [(SHIFT_4K, k4), (SHIFT_2M, k2)] {
             let set = ((va >> shift) as usize) % self.l2_sets;
             let base = set * self.l2_ways;
             for i in base..base + self.l2_ways {
-                let e = &mut self.l2[i];
-                if e.matches(va, asid) {
-                    e.lru = now;
-                    let copy = *e;
-                    self.insert_l1(copy);
-                    return Some(Hit::L2(i));
+                if self.l2_keys[i] == k {
+                    let e = &mut self.l2[i];
+                    if e.flags & F_GLOBAL != 0 || e.asid == asid {
+                        e.lru = now;
+                        let copy = *e;
+                        self.insert_l1(copy);
+                        return Some(Hit::L2(i));
+                    }
                 }
             }
         }
@@ -234,8 +231,9 @@ impl Tlb {
                 && w.asid == e.asid
                 && w.global() == e.global()
         });
-        let victim = same.unwrap_or_else(|| lru_victim(ways));
-        ways[victim] = e;
+        let victim = base + same.unwrap_or_else(|| lru_victim(ways));
+        self.l2[victim] = e;
+        self.l2_keys[victim] = key(&e);
         if !speculative {
             if let Some(i) = self.l1.iter().position(|w| {
                 w.valid
@@ -283,13 +281,7 @@ impl Tlb {
             .min_by_key(|(_, p)| if p.valid { p.lru } else { 0 })
             .map(|(i, _)| i)
             .unwrap_or(0);
-        self.pwc[victim] = PwcEntry {
-            valid: true,
-            key: va >> SHIFT_2M,
-            asid,
-            global,
-            lru: now,
-        };
+        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now };
     }
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
@@ -302,9 +294,10 @@ impl Tlb {
                 n += 1;
             }
         }
-        for e in self.l2.iter_mut() {
+        for (e, k) in self.l2.iter_mut().zip(self.l2_keys.iter_mut()) {
             if e.valid && op.removes(e) {
                 e.valid = false;
+                *k = u64::MAX;
                 n += 1;
             }
         }
@@ -350,18 +343,8 @@ mod tests {
     use super::*;
 
     fn entry(va: u64, asid: u16, flags: u8) -> TlbEntry {
-        let shift = if flags & F_HUGE != 0 {
-            SHIFT_2M
-        } else {
-            SHIFT_4K
-        };
-        TlbEntry {
-            tag: va >> shift,
-            pfn: 7,
-            asid,
-            flags,
-            ..Default::default()
-        }
+        let shift = if flags & F_HUGE != 0 { SHIFT_2M } else { SHIFT_4K };
+        TlbEntry { tag: va >> shift, pfn: 7, asid, flags, ..Default::default() }
     }
 
     #[test]

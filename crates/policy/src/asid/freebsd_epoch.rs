@@ -116,15 +116,10 @@ impl FreebsdEpoch {
         debug_assert!(asid_bits == 8 || asid_bits == 16);
         debug_assert!(epoch_limit > 0);
         let size = 1u32 << asid_bits;
-        let mut set = AsidSet {
-            map: vec![0; size.div_ceil(64) as usize],
-            next: ASID_FIRST_AVAILABLE,
-        };
+        let mut set = AsidSet { map: vec![0; size.div_ceil(64) as usize], next: ASID_FIRST_AVAILABLE };
         set.set(0);
         set.set(1);
-        let cookies: Vec<AtomicU64> = (0..max_mms.max(1))
-            .map(|_| AtomicU64::new(cookie(-1, EPOCH_MAX)))
-            .collect();
+        let cookies: Vec<AtomicU64> = (0..max_mms.max(1)).map(|_| AtomicU64::new(cookie(-1, EPOCH_MAX))).collect();
         // pmap0: reserved ASID, negative epoch, never reallocated.
         cookies[0].store(cookie(ASID_RESERVED_FOR_PID_0, i32::MIN), Ordering::Relaxed);
         FreebsdEpoch {
@@ -274,13 +269,7 @@ impl Policy for FreebsdEpoch {
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         let asid = self.tag(self.cookie_of(mm));
-        Self::invalidate(
-            hw,
-            (0..pages).map(|i| Tlbi::Va {
-                asid,
-                va: start.add_pages(i),
-            }),
-        );
+        Self::invalidate(hw, (0..pages).map(|i| Tlbi::Va { asid, va: start.add_pages(i) }));
     }
 
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
@@ -289,12 +278,7 @@ impl Policy for FreebsdEpoch {
     }
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        Self::invalidate(
-            hw,
-            (0..pages).map(|i| Tlbi::VaAllAsids {
-                va: start.add_pages(i),
-            }),
-        );
+        Self::invalidate(hw, (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
     }
 }
 
@@ -313,11 +297,7 @@ mod tests {
 
     impl Rec {
         fn new(cpu: u32, ncpus: usize) -> Self {
-            Rec {
-                cpu,
-                ncpus,
-                log: RefCell::new(Vec::new()),
-            }
+            Rec { cpu, ncpus, log: RefCell::new(Vec::new()) }
         }
         fn take(&self) -> Vec<String> {
             self.log.take()
@@ -332,9 +312,7 @@ mod tests {
             self.ncpus
         }
         fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-            self.log
-                .borrow_mut()
-                .push(format!("root {root:?} asid {asid} noflush {noflush}"));
+            self.log.borrow_mut().push(format!("root {root:?} asid {asid} noflush {noflush}"));
         }
         fn tlbi(&self, op: Tlbi, scope: Scope) {
             self.log.borrow_mut().push(format!("tlbi {op:?} {scope:?}"));
@@ -410,10 +388,7 @@ mod tests {
         let hw = Rec::new(0, 2);
         p.switch_mm(&hw, MmId(1));
         p.switch_mm(&hw, MmId::KERNEL);
-        assert_eq!(
-            hw.take().last().unwrap(),
-            "root Mm(MmId(0)) asid 0 noflush true"
-        );
+        assert_eq!(hw.take().last().unwrap(), "root Mm(MmId(0)) asid 0 noflush true");
         assert_eq!(cookie_epoch(p.cookie_of(MmId::KERNEL)), i32::MIN);
     }
 
@@ -430,13 +405,7 @@ mod tests {
         assert_eq!(
             hw.take(),
             vec![
-                format!(
-                    "tlbi {:?} Broadcast",
-                    Tlbi::Va {
-                        asid,
-                        va: VirtAddr(0x1000)
-                    }
-                ),
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid, va: VirtAddr(0x1000) }),
                 format!("tlbi {:?} Broadcast", Tlbi::Asid(asid)),
             ]
         );

@@ -22,9 +22,7 @@ pub struct NoAsid {
 impl NoAsid {
     /// Returns the policy for a machine of `ncpus` CPUs, each starting on the kernel pmap.
     pub fn new(ncpus: usize) -> Self {
-        NoAsid {
-            curpmap: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
-        }
+        NoAsid { curpmap: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect() }
     }
 
     fn invalidate<H: Hw>(hw: &H, op: Tlbi) {
@@ -64,12 +62,7 @@ impl Policy for NoAsid {
     fn flush_range<H: Hw>(&self, hw: &H, _mm: MmId, start: VirtAddr, pages: u64) {
         hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
         for i in 0..pages {
-            hw.tlbi(
-                Tlbi::VaAllAsids {
-                    va: start.add_pages(i),
-                },
-                Scope::Broadcast,
-            );
+            hw.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Broadcast);
         }
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
         hw.barrier(Barrier::Isb);

@@ -27,27 +27,9 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_ctx",
     description: "lmbench lat_ctx: a ring of processes passing a token through pipes (seed 000)",
     params: &[
-        ParamDef {
-            key: "procs",
-            default: 20.0,
-            min: 2.0,
-            max: 4096.0,
-            doc: "processes in the ring",
-        },
-        ParamDef {
-            key: "size_kb",
-            default: 0.0,
-            min: 0.0,
-            max: 65536.0,
-            doc: "KB each process sums per hop",
-        },
-        ParamDef {
-            key: "rounds",
-            default: 50.0,
-            min: 3.0,
-            max: 100000.0,
-            doc: "times the token goes round the ring",
-        },
+        ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" },
+        ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" },
+        ParamDef { key: "rounds", default: 50.0, min: 3.0, max: 100000.0, doc: "times the token goes round the ring" },
     ],
     has_overhead: true,
     results: &["us_per_switch", "ring_us_per_hop", "overhead_us"],
@@ -64,33 +46,13 @@ fn pages(p: &Params) -> u64 {
 /// and stack pages the loop itself uses.
 fn hop_work(data: u64, pages: u64) -> Vec<Op> {
     let mut ops = vec![
-        Op::Touch {
-            va: TEXT_VA,
-            pages: 1,
-            write: false,
-        },
-        Op::Touch {
-            va: TEXT_VA + LIBC_TEXT_PAGE * 4096,
-            pages: 1,
-            write: false,
-        },
-        Op::Touch {
-            va: DATA_VA,
-            pages: 1,
-            write: true,
-        },
-        Op::Touch {
-            va: STACK_VA,
-            pages: 1,
-            write: true,
-        },
+        Op::Touch { va: TEXT_VA, pages: 1, write: false },
+        Op::Touch { va: TEXT_VA + LIBC_TEXT_PAGE * 4096, pages: 1, write: false },
+        Op::Touch { va: DATA_VA, pages: 1, write: true },
+        Op::Touch { va: STACK_VA, pages: 1, write: true },
     ];
     if pages > 0 {
-        ops.push(Op::Touch {
-            va: data,
-            pages,
-            write: false,
-        });
+        ops.push(Op::Touch { va: data, pages, write: false });
     }
     ops
 }
@@ -172,21 +134,14 @@ impl Program for Member {
                 Stage::Map => {
                     self.stage = Stage::Fill;
                     if self.pages > 0 {
-                        return Op::Sys(Sys::Mmap {
-                            pages: self.pages,
-                            write: true,
-                        });
+                        return Op::Sys(Sys::Mmap { pages: self.pages, write: true });
                     }
                 }
                 Stage::Fill => {
                     self.stage = Stage::Start;
                     if self.pages > 0 {
                         self.data = ret;
-                        return Op::Touch {
-                            va: self.data,
-                            pages: self.pages,
-                            write: true,
-                        };
+                        return Op::Touch { va: self.data, pages: self.pages, write: true };
                     }
                 }
                 Stage::Start => {
@@ -215,9 +170,7 @@ impl Program for Member {
                     }
                     ops.extend(hop_work(self.data, self.pages));
                     if !(self.idx == 0 && last) {
-                        ops.push(Op::Sys(Sys::PipeWrite(
-                            self.pipes[(self.idx + 1) % self.procs],
-                        )));
+                        ops.push(Op::Sys(Sys::PipeWrite(self.pipes[(self.idx + 1) % self.procs])));
                     }
                     self.round += 1;
                     ops.reverse();
@@ -250,10 +203,7 @@ impl Program for Overhead {
             2 => {
                 self.pipe = ret as u32;
                 if self.pages > 0 {
-                    Op::Sys(Sys::Mmap {
-                        pages: self.pages,
-                        write: true,
-                    })
+                    Op::Sys(Sys::Mmap { pages: self.pages, write: true })
                 } else {
                     Op::Compute(0)
                 }
@@ -261,11 +211,7 @@ impl Program for Overhead {
             3 => {
                 if self.pages > 0 {
                     self.data = ret;
-                    Op::Touch {
-                        va: self.data,
-                        pages: self.pages,
-                        write: true,
-                    }
+                    Op::Touch { va: self.data, pages: self.pages, write: true }
                 } else {
                     Op::Compute(0)
                 }

@@ -62,12 +62,7 @@ pub fn by_name(name: &str) -> Option<&'static WorkloadDef> {
 pub type Params = BTreeMap<String, f64>;
 
 /// Starts the processes of workload `name` for `phase`.
-pub fn setup<P: Policy>(
-    name: &str,
-    p: &Params,
-    sim: &mut Sim<P>,
-    phase: Phase,
-) -> Result<(), String> {
+pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
         _ => Err(format!("unknown workload {name}")),

@@ -1,0 +1,186 @@
+//! The oracle catches broken policies, and the real ones stay clean under stress.
+
+use tlbkit_policy::asid::FreebsdEpoch;
+use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};
+use tlbkit_sim::preset;
+use tlbkit_sim::program::{Op, Program, Sys, TEXT_VA};
+use tlbkit_sim::run::{run, RunSpec};
+use tlbkit_sim::sim::{Sim, SimConfig};
+
+fn config(ncpus: usize) -> SimConfig {
+    SimConfig {
+        preset: preset::cortex_a72(),
+        ncpus,
+        seed: 7,
+        strict: false,
+        spec_rate: 0.0,
+        migration: false,
+        slice_us: 4000.0,
+        asid_bits: 16,
+        max_mms: 16,
+        max_events: 1_000_000,
+    }
+}
+
+/// FreeBSD's epoch allocator with the invalidation after `munmap` left out.
+struct SkipsUnmapFlush(FreebsdEpoch);
+
+impl Policy for SkipsUnmapFlush {
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(hw, mm, va)
+    }
+    // munmap flushes by range: this is the flush it forgets.
+    fn flush_range<H: Hw>(&self, _hw: &H, _mm: MmId, _start: VirtAddr, _pages: u64) {}
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(hw, mm)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.0.flush_kernel_range(hw, start, pages)
+    }
+}
+
+/// Gives every address space ASID 5 and never invalidates on a switch.
+struct SameAsidForAll;
+
+impl Policy for SameAsidForAll {
+    fn mm_init(&self, _mm: MmId) {}
+    fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {}
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        hw.write_root(Root::Mm(next), Asid::new(5, 16).unwrap(), true);
+        hw.barrier(Barrier::Isb);
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, _mm: MmId, va: VirtAddr) {
+        hw.tlbi(Tlbi::Va { asid: Asid::new(5, 16).unwrap(), va }, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, _mm: MmId) {
+        hw.tlbi(Tlbi::Asid(Asid::new(5, 16).unwrap()), Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        for i in 0..pages {
+            hw.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Broadcast);
+        }
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+    }
+}
+
+/// Maps a page, touches it, unmaps it, and touches it again.
+struct UseAfterUnmap(u32, u64);
+
+impl Program for UseAfterUnmap {
+    fn next(&mut self, ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            2 => {
+                self.1 = ret;
+                Op::Touch { va: self.1, pages: 1, write: true }
+            }
+            3 => Op::Sys(Sys::Munmap { va: self.1, pages: 1 }),
+            4 => Op::Touch { va: self.1, pages: 1, write: false },
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn skipped_munmap_flush_is_caught_as_stale_use() {
+    let mut sim = Sim::new(config(1), SkipsUnmapFlush(FreebsdEpoch::new(1, 16, 16)));
+    sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
+    sim.run();
+    let v = &sim.oracle.violations;
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].property, "no_stale_use");
+    assert!(v[0].change.as_deref().unwrap().starts_with("munmap of 1 page(s)"), "{:?}", v[0].change);
+    assert!(v[0].flush.as_deref().unwrap().starts_with("flush_range returned"), "{:?}", v[0].flush);
+}
+
+#[test]
+fn correct_policy_faults_instead_of_using_the_unmapped_page() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
+    sim.run();
+    assert!(sim.oracle.violations.is_empty());
+    assert!(sim.error.as_deref().unwrap().starts_with("segmentation fault"), "{:?}", sim.error);
+}
+
+/// Touches its text, then yields, `n` times.
+struct TouchAndYield(u32);
+
+impl Program for TouchAndYield {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 % 2 {
+            _ if self.0 > 8 => Op::Exit,
+            1 => Op::Touch { va: TEXT_VA, pages: 1, write: false },
+            _ => Op::Sys(Sys::Yield),
+        }
+    }
+}
+
+#[test]
+fn one_asid_for_two_live_address_spaces_is_caught_as_alias() {
+    let mut sim = Sim::new(config(1), SameAsidForAll);
+    sim.spawn(Box::new(TouchAndYield(0))).unwrap();
+    sim.spawn(Box::new(TouchAndYield(0))).unwrap();
+    sim.run();
+    let v = &sim.oracle.violations;
+    assert!(!v.is_empty());
+    assert!(v.iter().all(|x| x.property == "no_asid_alias"), "{v:#?}");
+    assert_eq!(v[0].va, format!("{TEXT_VA:#x}"));
+}
+
+#[test]
+fn distinct_asids_keep_two_address_spaces_apart() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    sim.spawn(Box::new(TouchAndYield(0))).unwrap();
+    sim.spawn(Box::new(TouchAndYield(0))).unwrap();
+    sim.run();
+    assert!(sim.oracle.violations.is_empty());
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+}
+
+fn spec(policy: &str, cpus: usize, sets: &[&str], strict: bool) -> RunSpec {
+    RunSpec {
+        machine: "cortex-a72".into(),
+        cpus,
+        policy: policy.into(),
+        workload: "lat_ctx".into(),
+        sets: sets.iter().map(|s| s.to_string()).collect(),
+        seed: 3,
+        strict,
+    }
+}
+
+#[test]
+fn eight_bit_asids_roll_over_without_violations_even_strict() {
+    for (cpus, migration) in [(1, "off"), (4, "on")] {
+        let m = format!("migration={migration}");
+        let out = run(&spec(
+            "arm64-freebsd-asid",
+            cpus,
+            &["asid_bits=8", "procs=300", "rounds=4", "spec_rate=0.2", &m],
+            true,
+        ))
+        .unwrap();
+        assert!(out.metrics.asid_rollovers > 0, "cpus {cpus}: no rollover");
+        assert_eq!(out.violations_total, 0, "cpus {cpus}: {:#?}", out.violations);
+    }
+}
+
+#[test]
+fn noasid_baseline_is_clean_under_strict_with_migration() {
+    let out = run(&spec("arm64-noasid", 4, &["procs=12", "rounds=5", "migration=on", "spec_rate=0.2"], true)).unwrap();
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    assert!(out.metrics.broadcast_invalidations > 0);
+}

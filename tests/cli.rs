@@ -1,0 +1,132 @@
+//! The command line's contract: names, exit codes, JSON fields, determinism.
+
+use std::process::{Command, Output};
+
+fn tlbkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const RUN: &[&str] = &[
+    "run",
+    "--machine",
+    "cortex-a72",
+    "--cpus",
+    "2",
+    "--policy",
+    "arm64-freebsd-asid",
+    "--workload",
+    "lat_ctx",
+    "--set",
+    "procs=6",
+    "--set",
+    "rounds=5",
+    "--seed",
+    "42",
+    "--format",
+    "json",
+];
+
+#[test]
+fn same_seed_gives_byte_identical_json() {
+    let a = tlbkit(RUN);
+    let b = tlbkit(RUN);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout);
+    let j: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    for k in ["machine", "cpus", "policy", "workload", "seed", "params", "metrics", "result", "violations"] {
+        assert!(j.get(k).is_some(), "missing {k}");
+    }
+    for k in [
+        "sim_time_ns",
+        "tlb_accesses",
+        "tlb_misses",
+        "page_walks",
+        "local_invalidations",
+        "broadcast_invalidations",
+        "ipis_sent",
+        "context_switches",
+        "asid_rollovers",
+        "full_flushes",
+    ] {
+        assert!(j["metrics"].get(k).is_some(), "missing metric {k}");
+    }
+    assert!(j["result"]["us_per_switch"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_different_seed_changes_the_run() {
+    let mut other: Vec<&str> = RUN.to_vec();
+    let i = other.iter().position(|a| *a == "42").unwrap();
+    other[i] = "43";
+    let mut spec: Vec<&str> = other.clone();
+    spec.extend(["--set", "spec_rate=0.5"]);
+    let mut base: Vec<&str> = RUN.to_vec();
+    base.extend(["--set", "spec_rate=0.5"]);
+    assert_ne!(tlbkit(&base).stdout, tlbkit(&spec).stdout);
+}
+
+fn assert_bad_input(args: &[&str], needle: &str) {
+    let o = tlbkit(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+fn with(replace: &str, by: &str) -> Vec<String> {
+    let mut v: Vec<String> = RUN.iter().map(|s| s.to_string()).collect();
+    let i = v.iter().position(|a| a == replace).unwrap();
+    v[i] = by.to_string();
+    v
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(|s| s.as_str()).collect()
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    assert_bad_input(&refs(&with("cortex-a72", "vax")), "valid machines: cortex-a72");
+    assert_bad_input(&refs(&with("arm64-freebsd-asid", "magic")), "valid policies: arm64-noasid, arm64-freebsd-asid");
+    assert_bad_input(&refs(&with("lat_ctx", "nope")), "valid workloads: lat_ctx");
+    assert_bad_input(&refs(&with("2", "0")), "--cpus 0 is out of range");
+    assert_bad_input(&refs(&with("procs=6", "asid_bits=7")), "choose one of 16, 8");
+    assert_bad_input(&refs(&with("procs=6", "procs")), "malformed --set 'procs'");
+    assert_bad_input(&refs(&with("procs=6", "colour=blue")), "valid keys: asid_bits");
+    assert_bad_input(&refs(&with("procs=6", "procs=1")), "out of range");
+}
+
+#[test]
+fn list_json_has_the_contract_shape() {
+    let o = tlbkit(&["list", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["machines", "policies", "workloads"] {
+        let arr = j[k].as_array().unwrap();
+        assert!(!arr.is_empty());
+        assert!(arr.iter().all(|e| e["name"].is_string() && e["description"].is_string()));
+    }
+}
+
+#[test]
+fn seed000_latctx_is_reproduced() {
+    let o = tlbkit(&["reproduce", "--only", "seed000-latctx", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &j["claims"][0];
+    assert_eq!(c["id"], "seed000-latctx");
+    assert_eq!(c["baseline"], "arm64-noasid");
+    assert_eq!(c["variant"], "arm64-freebsd-asid");
+    assert!((c["seed_ratio"].as_f64().unwrap() - 2.908 / 3.584).abs() < 1e-9);
+    assert_eq!(c["verdict"], "reproduced", "{c}");
+}
+
+#[test]
+fn unknown_claim_lists_the_valid_ones() {
+    assert_bad_input(&["reproduce", "--only", "seed999"], "valid claims: seed000-latctx");
+}
