@@ -61,7 +61,7 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Measure the simulator's own speed on a fixed workload.
+    /// Measure the simulator's own speed on a fixed workload (median of 3 runs).
     Bench {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -206,11 +206,11 @@ fn bench(format: Format) -> Result<u8, String> {
         cpus: 4,
         policy: "arm64-freebsd-asid".into(),
         workload: "lat_ctx".into(),
-        sets: vec!["procs=4".into(), "size_kb=1024".into(), "rounds=3000".into()],
+        sets: vec!["procs=4".into(), "size_kb=1024".into(), "rounds=10000".into()],
         seed: 1,
         strict: false,
     };
-    let b = tlbkit_sim::run::bench(&spec)?;
+    let b = tlbkit_sim::run::bench(&spec, 3)?;
     let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
     if format == Format::Json {
         let doc = serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
