@@ -374,6 +374,26 @@ impl<P: Policy> Sim<P> {
         Ok(tid)
     }
 
+    /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's
+    /// address space (FreeBSD's `pmap0`, Linux's `init_mm`), so it can touch
+    /// kernel addresses only. Returns its thread id.
+    pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
+        let cpu = cpu.min(self.sched.len() - 1);
+        let tid = self.new_thread(MmId::KERNEL, prog, cpu);
+        self.enqueue(tid, cpu, 0, cpu);
+        tid
+    }
+
+    /// Allocates and maps one page of kernel memory; returns its address.
+    pub fn kernel_page(&mut self) -> u64 {
+        self.kalloc_page()
+    }
+
+    /// Returns the address space `cpu` last switched to.
+    pub fn loaded_mm(&self, cpu: usize) -> MmId {
+        self.sched[cpu].loaded
+    }
+
     fn arm(&mut self, cpu: usize, t: u64) {
         if !self.sched[cpu].armed {
             self.sched[cpu].armed = true;
@@ -662,12 +682,21 @@ impl<P: Policy> Sim<P> {
                     now = self.fault(cpu, va, write, now)?;
                     continue;
                 }
+                if write {
+                    // Hardware dirty-bit management (arm64 DBM, x86 D).
+                    self.pt.pte_mut(e.pte).flags |= P_DIRTY;
+                }
                 return Ok(now);
             }
             self.stats.l1_tlb_misses += 1;
             self.stats.tlb_misses += 1;
             match self.walk_fill(cpu, root, uid, va, false, &mut now) {
-                Some(e) if !write || e.flags & F_WRITE != 0 => return Ok(now),
+                Some(e) if !write || e.flags & F_WRITE != 0 => {
+                    if write {
+                        self.pt.pte_mut(e.pte).flags |= P_DIRTY;
+                    }
+                    return Ok(now);
+                }
                 _ => now = self.fault(cpu, va, write, now)?,
             }
         }
@@ -946,6 +975,10 @@ impl<P: Policy> Sim<P> {
     fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, mut now: u64) -> u64 {
         let c = self.m.costs;
         let mm = self.threads[tid].mm;
+        if mm.is_kernel() && matches!(s, Sys::Mmap { .. } | Sys::Munmap { .. } | Sys::Mprotect { .. } | Sys::Fork(_)) {
+            self.error.get_or_insert("a kernel thread has no user address space to map, unmap, protect or fork".into());
+            return now;
+        }
         match s {
             Sys::Mmap { pages, write } => {
                 let m = &mut self.mms[mm.index()];
@@ -1142,7 +1175,7 @@ impl<P: Policy> Sim<P> {
         self.live -= 1;
         let m = &mut self.mms[mm.index()];
         m.users -= 1;
-        if m.users > 0 {
+        if m.users > 0 || mm.is_kernel() {
             return now;
         }
         // Last user: tear the address space down while it is still current here

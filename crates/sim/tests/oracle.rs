@@ -184,3 +184,38 @@ fn noasid_baseline_is_clean_under_strict_with_migration() {
     assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
     assert!(out.metrics.broadcast_invalidations > 0);
 }
+
+/// A kernel thread: touches a kernel page and yields, a few times.
+struct KernelWorker(u32, u64);
+
+impl Program for KernelWorker {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            n if n > 6 => Op::Exit,
+            n if n % 2 == 1 => Op::Touch { va: self.1, pages: 1, write: true },
+            _ => Op::Sys(Sys::Yield),
+        }
+    }
+}
+
+#[test]
+fn kernel_thread_runs_on_the_kernel_address_space() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let page = sim.kernel_page();
+    sim.spawn(Box::new(TouchAndYield(0))).unwrap();
+    sim.spawn_kernel_thread(Box::new(KernelWorker(0, page)), 0);
+    // Run until the kernel thread is on the CPU: the loaded address space is the kernel's.
+    let mut saw_kernel = false;
+    let mut saw_user = false;
+    while sim.step() {
+        match sim.loaded_mm(0) {
+            m if m == MmId::KERNEL => saw_kernel = true,
+            _ => saw_user = true,
+        }
+    }
+    assert!(saw_kernel && saw_user);
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert!(sim.oracle.violations.is_empty());
+    assert_eq!(sim.live_threads(), 0);
+}
