@@ -149,8 +149,8 @@ impl PageTables {
         unreachable!()
     }
 
-    /// Returns the leaf PTE slot for `va`, allocating missing tables.
-    pub fn ensure_leaf(&mut self, root: u32, va: u64) -> PteRef {
+    /// Returns the level-2 directory covering `va`, allocating missing levels.
+    fn ensure_l2_dir(&mut self, root: u32, va: u64) -> u32 {
         let mut d = root;
         for level in 0..2 {
             let i = idx(va, level);
@@ -163,6 +163,12 @@ impl PageTables {
                 e - 1
             };
         }
+        d
+    }
+
+    /// Returns the leaf PTE slot for `va`, allocating missing tables.
+    pub fn ensure_leaf(&mut self, root: u32, va: u64) -> PteRef {
+        let d = self.ensure_l2_dir(root, va);
         let i = idx(va, 2);
         let e = self.dirs[d as usize][i];
         debug_assert!(e & BLOCK == 0, "4 KB mapping inside a 2 MB block");
@@ -178,18 +184,7 @@ impl PageTables {
 
     /// Returns the block descriptor slot for the 2 MB block containing `va`.
     pub fn ensure_block(&mut self, root: u32, va: u64) -> PteRef {
-        let mut d = root;
-        for level in 0..2 {
-            let i = idx(va, level);
-            let e = self.dirs[d as usize][i];
-            d = if e == EMPTY {
-                let n = self.alloc_dir();
-                self.dirs[d as usize][i] = n + 1;
-                n
-            } else {
-                e - 1
-            };
-        }
+        let d = self.ensure_l2_dir(root, va);
         let i = idx(va, 2);
         let e = self.dirs[d as usize][i];
         if e != EMPTY {
