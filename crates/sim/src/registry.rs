@@ -1,4 +1,5 @@
-//! Names: which machines, policies and workloads exist, and how to build a policy.
+//! Names: which policies exist and what they are for (machines are in `preset`,
+//! workloads in `workload`; `run` builds the policy a name stands for).
 
 use crate::preset::Arch;
 
