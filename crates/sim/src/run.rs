@@ -325,6 +325,24 @@ fn config(spec: &RunSpec, preset: Preset, mp: &MachineParams, max_mms: usize) ->
     }
 }
 
+/// Binds `$mk` to a builder of the policy called `$name` and evaluates `$body`
+/// with it: the one place a policy name becomes a concrete, monomorphised type.
+macro_rules! with_policy {
+    ($name:expr, $n:expr, $mms:expr, $bits:expr, $mk:ident => $body:expr) => {
+        match $name {
+            "arm64-noasid" => {
+                let $mk = || NoAsid::new($n);
+                $body
+            }
+            "arm64-freebsd-asid" => {
+                let $mk = || FreebsdEpoch::new($n, $mms, $bits);
+                $body
+            }
+            other => Err(format!("policy '{other}' is registered but has no builder")),
+        }
+    };
+}
+
 /// Runs one request; `Err` is a message about bad input.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let (preset, wl, mp, params) = resolve(spec)?;
@@ -332,11 +350,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     let n = spec.cpus;
     let bits = mp.asid_bits;
-    let out = match spec.policy.as_str() {
-        "arm64-noasid" => outcome(&cfg, wl, &params, &|| NoAsid::new(n))?,
-        "arm64-freebsd-asid" => outcome(&cfg, wl, &params, &|| FreebsdEpoch::new(n, max_mms, bits))?,
-        other => return Err(format!("policy '{other}' is registered but has no builder")),
-    };
+    let out = with_policy!(spec.policy.as_str(), n, max_mms, bits, mk => outcome(&cfg, wl, &params, &mk))?;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
@@ -403,10 +417,9 @@ pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
-        runs.push(match spec.policy.as_str() {
-            "arm64-noasid" => bench_typed(&cfg, wl, &params, NoAsid::new(spec.cpus))?,
-            _ => bench_typed(&cfg, wl, &params, FreebsdEpoch::new(spec.cpus, max_mms, mp.asid_bits))?,
-        });
+        runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp.asid_bits, mk => {
+            bench_typed(&cfg, wl, &params, mk())
+        })?);
     }
     runs.sort_by(|a, b| a.translations_per_sec.total_cmp(&b.translations_per_sec));
     Ok(runs[runs.len() / 2])

@@ -38,6 +38,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
 /// Rounds run before timing starts.
 const WARMUP: u64 = 1;
 
+/// Hops the overhead phase times (it needs no more than this to be stable).
+fn overhead_hops(p: &Params) -> u64 {
+    (p["rounds"] as u64 * p["procs"] as u64).min(20_000)
+}
+
 fn pages(p: &Params) -> u64 {
     (p["size_kb"] as u64).div_ceil(4)
 }
@@ -241,7 +246,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<()
     match phase {
         Phase::Main => sim.spawn(Box::new(Member::leader(procs, rounds, pages(p))))?,
         Phase::Overhead => sim.spawn(Box::new(Overhead {
-            hops: (rounds * procs as u64).min(20_000) + WARMUP,
+            hops: overhead_hops(p) + WARMUP,
             pages: pages(p),
             data: 0,
             pipe: 0,
@@ -270,7 +275,7 @@ pub fn result<P: Policy>(
     let rounds = p["rounds"] as u64;
     let ring = per_hop(main, (rounds - 1 - WARMUP) * procs)?;
     let ovr = match overhead {
-        Some(o) => per_hop(o, (rounds * procs).min(20_000))?,
+        Some(o) => per_hop(o, overhead_hops(p))?,
         None => 0.0,
     };
     let mut r = BTreeMap::new();
