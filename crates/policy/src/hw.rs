@@ -5,6 +5,7 @@
 //! Costs and timing are the implementation's business: a policy only says what
 //! it does, never how long it takes.
 
+use crate::cpumask::CpuMask;
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 
 /// What a TLB invalidation removes.
@@ -98,6 +99,15 @@ pub trait Hw {
 
     /// Executes a barrier.
     fn barrier(&self, b: Barrier);
+
+    /// Sends an IPI to every CPU in `targets` except the caller, runs `handler` on
+    /// each of them (inside the handler, [`Hw::cpu`] is that CPU and every operation
+    /// acts on it), and returns once every handler has returned: Linux
+    /// `smp_call_function_many(.., wait = true)` and `on_each_cpu_mask`.
+    ///
+    /// The caller's own CPU is never interrupted: a policy that also needs the
+    /// work done locally does it itself, as the kernels do.
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
 
     /// Reports an event for the machine's counters.
     fn note(&self, note: Note);

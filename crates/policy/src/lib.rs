@@ -27,8 +27,11 @@ pub mod cpumask;
 pub mod hw;
 pub mod policy;
 pub mod sync;
+#[cfg(test)]
+pub(crate) mod testhw;
 pub mod types;
 
 pub use hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 pub use policy::Policy;
-pub use types::{Asid, AsidTooBig, CpuId, MmId, VirtAddr};
+pub use cpumask::CpuMask;
+pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};

@@ -47,6 +47,42 @@ impl fmt::Display for Asid {
     }
 }
 
+/// An x86 process-context identifier: the 12-bit tag in CR3 bits 11:0 (Intel SDM
+/// vol. 3A, 4.10.1). Linux and FreeBSD use it as the [`Asid`] of the TLB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pcid(u16);
+
+/// The error for a PCID value that does not fit in 12 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcidTooBig(pub u16);
+
+impl fmt::Display for PcidTooBig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PCID {} does not fit in 12 bits (largest is 4095)", self.0)
+    }
+}
+
+impl Pcid {
+    /// Returns the PCID `value` if it fits in 12 bits.
+    pub const fn new(value: u16) -> Result<Pcid, PcidTooBig> {
+        if value < 4096 {
+            Ok(Pcid(value))
+        } else {
+            Err(PcidTooBig(value))
+        }
+    }
+
+    /// Returns the raw value.
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+
+    /// Returns the PCID as the tag the TLB uses.
+    pub const fn asid(self) -> Asid {
+        Asid(self.0)
+    }
+}
+
 /// A CPU number, `0..ncpus`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CpuId(pub u32);
@@ -132,5 +168,11 @@ mod tests {
         let err = Asid::new(256, 8).unwrap_err();
         assert_eq!(err.to_string(), "ASID 256 does not fit in 8 bits (largest is 255)");
         assert!(Asid::new(65535, 16).is_ok());
+    }
+
+    #[test]
+    fn pcid_is_twelve_bits() {
+        assert_eq!(Pcid::new(4095).unwrap().asid().get(), 4095);
+        assert_eq!(Pcid::new(4096).unwrap_err().to_string(), "PCID 4096 does not fit in 12 bits (largest is 4095)");
     }
 }

@@ -16,11 +16,21 @@
 //! CPUs broadcasting at the same time. A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
 //! last acknowledgement is back.
+//!
+//! # IPIs
+//! [`Hw::send_ipi`] costs the sender one interrupt-controller write per target.
+//! Each target takes the interrupt after the delivery latency (more across
+//! sockets) and once its previous handler is done, pays exception entry, the
+//! call-function dispatch (`ipi_handle`), the handler's own operations and
+//! exception exit; the sender then sees its completion flag after one cache-line
+//! transfer. A target that was running something loses that time (`stolen`,
+//! added to its current operation by the engine); an idle one is merely busy
+//! until the handler ends (`irq_until`).
 
 use crate::preset::Costs;
 use crate::tlb::{Inval, Tlb};
 use std::cell::{Cell, RefCell};
-use tlbkit_policy::{Asid, Barrier, CpuId, Domain, Hw, MmId, Note, Root, Scope, Tlbi};
+use tlbkit_policy::{Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Root, Scope, Tlbi};
 
 /// Counters of hardware events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,8 +43,10 @@ pub struct HwCounters {
     pub full_flushes: u64,
     /// ASID rollovers / epoch resets reported by the policy.
     pub asid_rollovers: u64,
-    /// IPIs sent.
+    /// IPIs sent (reschedule and TLB-flush IPIs).
     pub ipis_sent: u64,
+    /// IPI handlers run for policies (TLB shootdowns).
+    pub ipi_handlers: u64,
 }
 
 /// One CPU's translation state.
@@ -47,6 +59,21 @@ pub struct CpuState {
     pub asid: u16,
     /// When every broadcast invalidation this CPU issued is acknowledged.
     pub sync_until: u64,
+    /// When the CPU's current operation ends (kept by the engine).
+    pub busy_until: u64,
+    /// When the last IPI handler that interrupted this CPU returned.
+    pub irq_until: u64,
+    /// Cycles IPI handlers took from the operation the CPU was running.
+    pub stolen: u64,
+    /// Cycles this CPU spent in IPI handlers, in total.
+    pub irq_cycles: u64,
+}
+
+impl CpuState {
+    /// Returns a CPU with empty TLBs, its root on the kernel's tables.
+    pub fn new(tlb: Tlb) -> Self {
+        CpuState { tlb, root: boot_root(), asid: 0, sync_until: 0, busy_until: 0, irq_until: 0, stolen: 0, irq_cycles: 0 }
+    }
 }
 
 /// Hardware state shared by all CPUs.
@@ -100,14 +127,15 @@ impl Machine {
 /// The hardware interface of one CPU during one kernel operation.
 pub struct CpuHw<'a> {
     m: RefCell<&'a mut Machine>,
-    cpu: usize,
+    /// The CPU operations act on: the caller's, or an IPI target's inside a handler.
+    cpu: Cell<usize>,
     now: Cell<u64>,
 }
 
 impl<'a> CpuHw<'a> {
     /// Returns CPU `cpu`'s interface, its clock at `now` cycles.
     pub fn new(m: &'a mut Machine, cpu: usize, now: u64) -> Self {
-        CpuHw { m: RefCell::new(m), cpu, now: Cell::new(now) }
+        CpuHw { m: RefCell::new(m), cpu: Cell::new(cpu), now: Cell::new(now) }
     }
 
     /// Returns the CPU's clock after what was done through this interface.
@@ -122,7 +150,7 @@ impl<'a> CpuHw<'a> {
 
 impl Hw for CpuHw<'_> {
     fn cpu(&self) -> CpuId {
-        CpuId(self.cpu as u32)
+        CpuId(self.cpu.get() as u32)
     }
 
     fn ncpus(&self) -> usize {
@@ -131,14 +159,15 @@ impl Hw for CpuHw<'_> {
 
     fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
         let mut m = self.m.borrow_mut();
-        let cost = m.costs.root_write;
-        let st = &mut m.cpus[self.cpu];
+        let mut cost = m.costs.root_write;
+        let st = &mut m.cpus[self.cpu.get()];
         st.root = root;
         st.asid = asid.get();
         if !noflush {
             st.tlb.invalidate(Inval::Asid(asid.get()));
             m.counters.local_invalidations += 1;
             m.counters.full_flushes += 1;
+            cost += m.costs.root_write_flush;
         }
         drop(m);
         self.spend(cost);
@@ -155,7 +184,7 @@ impl Hw for CpuHw<'_> {
         match scope {
             Scope::Local => {
                 m.counters.local_invalidations += 1;
-                m.cpus[self.cpu].tlb.invalidate(inv);
+                m.cpus[self.cpu.get()].tlb.invalidate(inv);
                 let cost = match op {
                     Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } => c.tlbi_local_va,
                     Tlbi::Asid(_) => c.tlbi_local_asid,
@@ -167,8 +196,8 @@ impl Hw for CpuHw<'_> {
             Scope::Broadcast => {
                 m.counters.broadcast_invalidations += 1;
                 let t = self.now.get() + c.tlbi_bcast_issue;
-                let acked = m.broadcast(self.cpu, t, inv);
-                let st = &mut m.cpus[self.cpu];
+                let acked = m.broadcast(self.cpu.get(), t, inv);
+                let st = &mut m.cpus[self.cpu.get()];
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
                 self.spend(c.tlbi_bcast_issue);
@@ -181,7 +210,7 @@ impl Hw for CpuHw<'_> {
         let c = m.costs;
         match b {
             Barrier::Dsb(Domain::InnerShareable) => {
-                let until = m.cpus[self.cpu].sync_until;
+                let until = m.cpus[self.cpu.get()].sync_until;
                 drop(m);
                 self.now.set(self.now.get().max(until) + c.dsb);
             }
@@ -198,6 +227,47 @@ impl Hw for CpuHw<'_> {
                 self.spend(c.full_barrier);
             }
         }
+    }
+
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let me = self.cpu.get();
+        let c = self.m.borrow().costs;
+        let mut list = Vec::new();
+        targets.for_each(|t| {
+            if t.index() != me {
+                list.push(t.index());
+            }
+        });
+        let mut sent = self.now.get();
+        let mut done = sent;
+        for target in list {
+            sent += c.ipi_send;
+            let (arrive, ack) = {
+                let mut m = self.m.borrow_mut();
+                m.counters.ipis_sent += 1;
+                m.counters.ipi_handlers += 1;
+                let cross = m.cross_socket(me, target);
+                let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
+                let ack = c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
+                (arrive.max(m.cpus[target].irq_until), ack)
+            };
+            self.cpu.set(target);
+            self.now.set(arrive + c.exception_entry + c.ipi_handle);
+            handler(self);
+            let end = self.now.get() + c.exception_exit;
+            {
+                let mut m = self.m.borrow_mut();
+                let st = &mut m.cpus[target];
+                st.irq_until = end;
+                st.irq_cycles += end - arrive;
+                if st.busy_until > arrive {
+                    st.stolen += end - arrive;
+                }
+            }
+            done = done.max(end + ack);
+        }
+        self.cpu.set(me);
+        self.now.set(sent.max(done));
     }
 
     fn note(&self, note: Note) {

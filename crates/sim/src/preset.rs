@@ -59,8 +59,11 @@ pub struct Costs {
     pub isb: u64,
     /// A full memory barrier between ordinary accesses.
     pub full_barrier: u64,
-    /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3`), without the ISB.
+    /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3` with NOFLUSH), without the ISB.
     pub root_write: u64,
+    /// Extra cycles of a root write that flushes the tag's entries (x86 `MOV CR3`
+    /// without NOFLUSH); arm64 never writes the root that way.
+    pub root_write_flush: u64,
     /// Exception entry (SVC, fault, IRQ) including register save.
     pub exception_entry: u64,
     /// Exception return (`ERET`) including register restore.
@@ -69,6 +72,9 @@ pub struct Costs {
     pub ipi_send: u64,
     /// Delivering an IPI to a CPU in the same socket.
     pub ipi_deliver: u64,
+    /// The interrupted CPU's software work to dispatch a call-function IPI
+    /// (finding the request, calling the function, clearing the completion flag).
+    pub ipi_handle: u64,
     /// Extra IPI delivery latency across sockets.
     pub ipi_cross_socket: u64,
     /// Moving one cache line between cores in the same socket.
@@ -87,6 +93,12 @@ pub struct Costs {
     pub fault_path: u64,
     /// Zeroing or copying one 4 KB page.
     pub page_copy: u64,
+    /// Independent loads of one multi-page touch the out-of-order core overlaps
+    /// (fill buffers and L2 TLB ports): their L1/L2 TLB and cache latency is divided by this.
+    pub mlp: u64,
+    /// Page walks the core runs at once: the walk latency of a multi-page touch
+    /// is divided by this.
+    pub walkers: u64,
 }
 
 /// A machine: topology, geometry, costs.
@@ -177,6 +189,8 @@ pub fn cortex_a72() -> Preset {
             full_barrier: 20,
             // MSR to a translation register serialises; ~30-50 with its ISB (estimate).
             root_write: 20,
+            // Not used on arm64 (TTBR0 writes never flush); the local whole-ASID TLBI cost.
+            root_write_flush: 40,
             // L4Re's measured SVC round trip: 138 cycles on A76, 230 on A53; the A72 lies between.
             exception_entry: 90,
             exception_exit: 90,
@@ -184,6 +198,9 @@ pub fn cortex_a72() -> Preset {
             // (~2.4 us delivery with the Linux call-function machinery) scaled to a single die.
             ipi_send: 100,
             ipi_deliver: 1000,
+            // Linux generic_smp_call_function_single_interrupt: a llist walk and an
+            // indirect call; a few hundred instructions (estimate).
+            ipi_handle: 300,
             ipi_cross_socket: 500,
             // Core-to-core: ~50 cycles inside a cluster, ~200 across (AnandTech's 4x remark).
             cacheline_transfer: 200,
@@ -202,6 +219,10 @@ pub fn cortex_a72() -> Preset {
             fault_path: 1500,
             // Zeroing 4 KB with DC ZVA at ~16 bytes/cycle.
             page_copy: 256,
+            // The A72's overlap of independent TLB misses is not published: 1, no overlap.
+            // Seed 000's workloads touch one page at a time, which this never affects.
+            mlp: 1,
+            walkers: 1,
         },
     }
 }

@@ -26,7 +26,7 @@
 //! thread. The checker, not the simulator, explores finer interleavings.
 
 use crate::frames::Frames;
-use crate::machine::{boot_root, CpuHw, CpuState, HwCounters, Machine};
+use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
 use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
@@ -210,6 +210,9 @@ pub struct Sim<P: Policy> {
     pub end: u64,
     /// Whether user PTEs are global (from the policy).
     user_global: bool,
+    /// Cycles of demand walks and of page faults so far (to overlap walks in touches).
+    walk_cycles: u64,
+    fault_cycles: u64,
 }
 
 impl<P: Policy> Sim<P> {
@@ -221,12 +224,7 @@ impl<P: Policy> Sim<P> {
         let m = Machine {
             costs: cfg.preset.costs,
             cpus: (0..n)
-                .map(|_| CpuState {
-                    tlb: Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries),
-                    root: boot_root(),
-                    asid: 0,
-                    sync_until: 0,
-                })
+                .map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)))
                 .collect(),
             cores_per_socket: cfg.preset.cores_per_socket,
             dvm_busy: vec![0; n],
@@ -259,6 +257,8 @@ impl<P: Policy> Sim<P> {
             error: None,
             end: 0,
             user_global,
+            walk_cycles: 0,
+            fault_cycles: 0,
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -436,9 +436,12 @@ impl<P: Policy> Sim<P> {
         self.stats.events += 1;
         let cpu = cpu as usize;
         self.sched[cpu].armed = false;
-        let now = t.max(self.sched[cpu].clock);
+        // IPI handlers that interrupted the CPU's last operation made it longer.
+        let st = &mut self.m.cpus[cpu];
+        let now = (t.max(self.sched[cpu].clock) + std::mem::take(&mut st.stolen)).max(st.irq_until);
         let now = self.run_cpu(cpu, now);
         self.sched[cpu].clock = now;
+        self.m.cpus[cpu].busy_until = now;
         self.end = self.end.max(now);
         true
     }
@@ -564,8 +567,13 @@ impl<P: Policy> Sim<P> {
         }
     }
 
+    /// Touches `pages` consecutive pages. The loads of a multi-page touch are
+    /// independent, so the out-of-order core overlaps them: their cache and TLB
+    /// latency counts `1/mlp`, their walks `1/walkers`; page faults are serial.
     fn touch(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, mut now: u64) -> u64 {
         let n = pages.min(TOUCH_CHUNK);
+        let c = self.m.costs;
+        let (start, w0, f0) = (now, self.walk_cycles, self.fault_cycles);
         for i in 0..n {
             now = match self.access(cpu, va + i * 4096, write, now) {
                 Ok(t) => t,
@@ -574,6 +582,11 @@ impl<P: Policy> Sim<P> {
                     return now;
                 }
             };
+        }
+        if pages > 1 {
+            let (walk, fault) = (self.walk_cycles - w0, self.fault_cycles - f0);
+            let rest = now - start - walk - fault;
+            now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk.div_ceil(c.walkers.max(1));
         }
         if pages > n {
             self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
@@ -679,7 +692,7 @@ impl<P: Policy> Sim<P> {
                 }
                 self.check_use(cpu, e, va, uid, now);
                 if write && e.flags & F_WRITE == 0 {
-                    now = self.fault(cpu, va, write, now)?;
+                    now = self.timed_fault(cpu, va, write, now)?;
                     continue;
                 }
                 if write {
@@ -697,10 +710,19 @@ impl<P: Policy> Sim<P> {
                     }
                     return Ok(now);
                 }
-                _ => now = self.fault(cpu, va, write, now)?,
+                _ => now = self.timed_fault(cpu, va, write, now)?,
             }
         }
         Err(format!("cpu{cpu}: access to {va:#x} kept faulting"))
+    }
+
+    fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, String> {
+        let (w0, f0) = (self.walk_cycles, self.fault_cycles);
+        let t = self.fault(cpu, va, write, now)?;
+        // Walks inside the fault (none today) are part of its serial time.
+        self.walk_cycles = w0;
+        self.fault_cycles = f0 + (t - now);
+        Ok(t)
     }
 
     /// Walks `root` for `va` and fills the TLB if the PTE is valid.
@@ -716,7 +738,11 @@ impl<P: Policy> Sim<P> {
             (Some(w), false) => w.levels,
             (None, _) => 2,
         };
-        *now += c.walk_start + loads as u64 * c.walk_level;
+        let cost = c.walk_start + loads as u64 * c.walk_level;
+        *now += cost;
+        if !spec {
+            self.walk_cycles += cost;
+        }
         let w = w?;
         if !w.huge {
             self.m.cpus[cpu].tlb.pwc_fill(va, asid, kernel);

@@ -285,43 +285,7 @@ impl Policy for FreebsdEpoch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::CpuId;
-    use std::cell::RefCell;
-
-    /// A CPU that records what the policy asked of it.
-    struct Rec {
-        cpu: u32,
-        ncpus: usize,
-        log: RefCell<Vec<String>>,
-    }
-
-    impl Rec {
-        fn new(cpu: u32, ncpus: usize) -> Self {
-            Rec { cpu, ncpus, log: RefCell::new(Vec::new()) }
-        }
-        fn take(&self) -> Vec<String> {
-            self.log.take()
-        }
-    }
-
-    impl Hw for Rec {
-        fn cpu(&self) -> CpuId {
-            CpuId(self.cpu)
-        }
-        fn ncpus(&self) -> usize {
-            self.ncpus
-        }
-        fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-            self.log.borrow_mut().push(format!("root {root:?} asid {asid} noflush {noflush}"));
-        }
-        fn tlbi(&self, op: Tlbi, scope: Scope) {
-            self.log.borrow_mut().push(format!("tlbi {op:?} {scope:?}"));
-        }
-        fn barrier(&self, _b: Barrier) {}
-        fn note(&self, n: Note) {
-            self.log.borrow_mut().push(format!("note {n:?}"));
-        }
-    }
+    use crate::testhw::Rec;
 
     fn asid_of(p: &FreebsdEpoch, mm: u32) -> i32 {
         cookie_asid(p.cookie_of(MmId(mm)))

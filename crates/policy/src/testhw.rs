@@ -1,0 +1,77 @@
+//! A recording CPU for unit tests: every hardware operation a policy asks for is
+//! logged as one line, prefixed with the CPU that did it when that is not the
+//! CPU the test started on (an IPI handler's work).
+
+use crate::cpumask::CpuMask;
+use crate::hw::{Barrier, Hw, Note, Root, Scope, Tlbi};
+use crate::types::{Asid, CpuId};
+use std::cell::{Cell, RefCell};
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+/// A CPU that records what the policy asked of it.
+pub struct Rec {
+    home: u32,
+    cpu: Cell<u32>,
+    ncpus: usize,
+    log: RefCell<Vec<String>>,
+    /// Whether barriers are logged (most tests do not care about them).
+    pub barriers: bool,
+}
+
+impl Rec {
+    /// Returns CPU `cpu` of a machine of `ncpus`.
+    pub fn new(cpu: u32, ncpus: usize) -> Self {
+        Rec { home: cpu, cpu: Cell::new(cpu), ncpus, log: RefCell::new(Vec::new()), barriers: false }
+    }
+
+    /// Returns and clears the log.
+    pub fn take(&self) -> Vec<String> {
+        self.log.take()
+    }
+
+    fn push(&self, line: String) {
+        let cpu = self.cpu.get();
+        let line = if cpu == self.home { line } else { format!("cpu{cpu}: {line}") };
+        self.log.borrow_mut().push(line);
+    }
+}
+
+impl Hw for Rec {
+    fn cpu(&self) -> CpuId {
+        CpuId(self.cpu.get())
+    }
+    fn ncpus(&self) -> usize {
+        self.ncpus
+    }
+    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+        self.push(format!("root {root:?} asid {asid} noflush {noflush}"));
+    }
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        self.push(format!("tlbi {op:?} {scope:?}"));
+    }
+    fn barrier(&self, b: Barrier) {
+        if self.barriers {
+            self.push(format!("barrier {b:?}"));
+        }
+    }
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let me = self.cpu.get();
+        let mut list = Vec::new();
+        targets.for_each(|c| {
+            if c.0 != me {
+                list.push(c.0);
+            }
+        });
+        self.push(format!("ipi {list:?}"));
+        for c in list {
+            self.cpu.set(c);
+            handler(self);
+        }
+        self.cpu.set(me);
+    }
+    fn note(&self, n: Note) {
+        self.push(format!("note {n:?}"));
+    }
+}
