@@ -188,14 +188,27 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
         return Ok(0);
     }
     println!(
-        "{:<16} {:<4} {:<14} {:<20} {:>10} {:>10} {:>10} {:>10}  verdict",
+        "{:<20} {:<4} {:<16} {:<20} {:>10} {:>10} {:>10} {:>10}  verdict",
         "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
     );
     for r in &results {
         println!(
-            "{:<16} {:<4} {:<14} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
+            "{:<20} {:<4} {:<16} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
             r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict
         );
+        for k in &r.checks {
+            println!(
+                "{:<20} check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
+                "",
+                k.metric,
+                k.rule,
+                k.sim_baseline,
+                k.sim_variant,
+                k.seed_baseline,
+                k.seed_variant,
+                if k.passed { "holds" } else { "FAILS" }
+            );
+        }
     }
     Ok(0)
 }

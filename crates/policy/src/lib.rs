@@ -31,7 +31,7 @@ pub mod sync;
 pub(crate) mod testhw;
 pub mod types;
 
+pub use cpumask::CpuMask;
 pub use hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 pub use policy::Policy;
-pub use cpumask::CpuMask;
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};

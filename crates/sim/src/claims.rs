@@ -4,7 +4,10 @@
 //!
 //! Verdict rule: `reproduced` when the simulated ratio has the seed's direction and
 //! `|ln(sim) - ln(seed)| <= max(0.05, 0.35 * |ln(seed)|)`; `direction-only` when
-//! only the direction matches; otherwise `not-reproduced`.
+//! only the direction matches; otherwise `not-reproduced`. A claim may carry
+//! further checks on other results of the same runs (seed 002: TLB misses fall at
+//! least tenfold); the claim's verdict is the worst of its ratio's verdict and its
+//! checks', a failed check counting as `not-reproduced`.
 
 use crate::run::{run, RunSpec};
 use serde::Serialize;
@@ -36,23 +39,92 @@ pub struct Claim {
     pub seed_baseline: f64,
     /// The seed's variant figure.
     pub seed_variant: f64,
+    /// Further checks on the same runs.
+    pub also: &'static [Check],
+}
+
+/// A further check of a claim: the variant's `metric` is at most the baseline's
+/// divided by `falls_by`.
+#[derive(Clone, Copy, Debug)]
+pub struct Check {
+    /// The result key.
+    pub metric: &'static str,
+    /// The seed's baseline figure.
+    pub seed_baseline: f64,
+    /// The seed's variant figure.
+    pub seed_variant: f64,
+    /// The least factor by which the metric must fall.
+    pub falls_by: f64,
 }
 
 /// Every claim.
-pub const CLAIMS: &[Claim] = &[Claim {
-    id: "seed000-latctx",
-    seed: "000",
-    description: "lmbench lat_ctx 20 procs 0 KB on a Cortex-A72, 1 CPU: us per switch",
-    machine: "cortex-a72",
-    cpus: 1,
-    workload: "lat_ctx",
-    sets: &["procs=20", "size_kb=0"],
-    baseline: "arm64-noasid",
-    variant: "arm64-freebsd-asid",
-    metric: "us_per_switch",
-    seed_baseline: 3.584,
-    seed_variant: 2.908,
-}];
+pub const CLAIMS: &[Claim] = &[
+    Claim {
+        id: "seed000-latctx",
+        seed: "000",
+        description: "lmbench lat_ctx 20 procs 0 KB on a Cortex-A72, 1 CPU: us per switch",
+        machine: "cortex-a72",
+        cpus: 1,
+        workload: "lat_ctx",
+        sets: &["procs=20", "size_kb=0"],
+        baseline: "arm64-noasid",
+        variant: "arm64-freebsd-asid",
+        metric: "us_per_switch",
+        seed_baseline: 3.584,
+        seed_variant: 2.908,
+        also: &[],
+    },
+    Claim {
+        id: "seed002-pingpong",
+        seed: "002",
+        description: "eventfd ping-pong between two mms on one Skylake CPU: us per round trip",
+        machine: "skylake",
+        cpus: 1,
+        workload: "pingpong",
+        sets: &["pages=0", "rounds=2000"],
+        baseline: "x86-linux-nopcid",
+        variant: "x86-linux-pcid",
+        metric: "us_per_round",
+        seed_baseline: 1.33,
+        seed_variant: 1.22,
+        also: &[],
+    },
+    Claim {
+        id: "seed002-pingpong-512",
+        seed: "002",
+        description: "the same ping-pong touching 512 pages per turn: us per round trip and dTLB misses",
+        machine: "skylake",
+        cpus: 1,
+        workload: "pingpong",
+        sets: &["pages=512", "rounds=500"],
+        baseline: "x86-linux-nopcid",
+        variant: "x86-linux-pcid",
+        metric: "us_per_round",
+        seed_baseline: 6.2,
+        seed_variant: 1.8,
+        // dtlb_load_misses.miss_causes_a_walk: 207M without PCID, 11M with.
+        also: &[Check { metric: "tlb_misses_per_round", seed_baseline: 207e6, seed_variant: 11e6, falls_by: 10.0 }],
+    },
+];
+
+/// The outcome of a further check.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckResult {
+    /// The result key.
+    pub metric: String,
+    /// What must hold.
+    pub rule: String,
+    /// Seed's baseline figure.
+    pub seed_baseline: f64,
+    /// Seed's variant figure.
+    pub seed_variant: f64,
+    /// Simulated baseline value.
+    pub sim_baseline: f64,
+    /// Simulated variant value.
+    pub sim_variant: f64,
+    /// Whether it holds.
+    pub passed: bool,
+}
 
 /// The outcome of one claim.
 #[derive(Clone, Debug, Serialize)]
@@ -75,8 +147,18 @@ pub struct ClaimResult {
     pub sim_baseline: f64,
     /// Simulated variant value.
     pub sim_variant: f64,
+    /// Further checks.
+    pub checks: Vec<CheckResult>,
     /// `reproduced`, `direction-only` or `not-reproduced`.
     pub verdict: String,
+}
+
+fn rank(v: &str) -> u8 {
+    match v {
+        "reproduced" => 2,
+        "direction-only" => 1,
+        _ => 0,
+    }
 }
 
 /// Returns the verdict for a simulated ratio against the seed's.
@@ -104,7 +186,7 @@ pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
         seed,
         strict: false,
     };
-    let value = |policy: &str| -> Result<f64, String> {
+    let results = |policy: &str| -> Result<std::collections::BTreeMap<String, f64>, String> {
         let out = run(&spec(policy))?;
         if out.violations_total > 0 {
             return Err(format!(
@@ -112,12 +194,33 @@ pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
                 c.id, out.violations_total, out.replay
             ));
         }
-        out.result.get(c.metric).copied().ok_or_else(|| format!("{}: no result {}", c.id, c.metric))
+        Ok(out.result)
     };
-    let b = value(c.baseline)?;
-    let v = value(c.variant)?;
+    let (rb, rv) = (results(c.baseline)?, results(c.variant)?);
+    let get = |r: &std::collections::BTreeMap<String, f64>, k: &str| {
+        r.get(k).copied().ok_or_else(|| format!("{}: the workload reports no result {k}", c.id))
+    };
+    let (b, v) = (get(&rb, c.metric)?, get(&rv, c.metric)?);
     let seed_ratio = c.seed_variant / c.seed_baseline;
     let sim_ratio = v / b;
+    let mut verdict_now = verdict(seed_ratio, sim_ratio);
+    let mut checks = Vec::new();
+    for k in c.also {
+        let (cb, cv) = (get(&rb, k.metric)?, get(&rv, k.metric)?);
+        let passed = cv * k.falls_by <= cb;
+        if !passed && rank(verdict_now) > 0 {
+            verdict_now = "not-reproduced";
+        }
+        checks.push(CheckResult {
+            metric: k.metric.into(),
+            rule: format!("falls at least {}x", k.falls_by),
+            seed_baseline: k.seed_baseline,
+            seed_variant: k.seed_variant,
+            sim_baseline: cb,
+            sim_variant: cv,
+            passed,
+        });
+    }
     Ok(ClaimResult {
         id: c.id.into(),
         seed: c.seed.into(),
@@ -128,7 +231,8 @@ pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
         sim_ratio,
         sim_baseline: b,
         sim_variant: v,
-        verdict: verdict(seed_ratio, sim_ratio).into(),
+        checks,
+        verdict: verdict_now.into(),
     })
 }
 

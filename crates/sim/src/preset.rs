@@ -126,7 +126,7 @@ pub struct Preset {
 
 /// Returns every preset.
 pub fn all() -> Vec<Preset> {
-    vec![cortex_a72()]
+    vec![cortex_a72(), skylake()]
 }
 
 /// Returns the preset called `name`.
@@ -223,6 +223,82 @@ pub fn cortex_a72() -> Preset {
             // Seed 000's workloads touch one page at a time, which this never affects.
             mlp: 1,
             walkers: 1,
+        },
+    }
+}
+
+/// The seed-002 machine: a Skylake laptop at 2.3 GHz (turbo off), measured in a
+/// KVM guest. Notes: `docs/costs/skylake.md`.
+pub fn skylake() -> Preset {
+    Preset {
+        name: "skylake",
+        description: "Skylake laptop @ 2.3 GHz, 12-bit PCIDs, measured under KVM (seed 002)",
+        arch: Arch::X86_64,
+        // Seed 002: "a Skylake laptop at 2.3 GHz (turbo off ...)".
+        freq_ghz: 2.3,
+        // The seed names no part; a 4-core client die (one ring, one socket) is assumed.
+        cores_per_socket: 4,
+        real_cores: 4,
+        // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1). Linux uses 6 of them per CPU.
+        asid_bits: &[12],
+        tlb: TlbGeometry {
+            // Intel optimization manual, Skylake client TLB table: DTLB 64 entries (4-way) for
+            // 4 KB pages; modelled fully associative. STLB 1536 entries, 12-way, 4 KB and 2 MB.
+            l1d_entries: 64,
+            l2_entries: 1536,
+            l2_ways: 12,
+            // Paging-structure (PDE) cache: size not published; 32 assumed.
+            pwc_entries: 32,
+        },
+        costs: Costs {
+            // Intel optimization manual, Skylake client cache table: L1D fastest latency 4.
+            mem_access: 4,
+            // L1 DTLB miss that hits the STLB: ~9 cycles.
+            tlb_l2_hit: 9,
+            // A walk with the upper levels in the PDE cache is one paging-structure load; the
+            // page tables of the seed's loop fit in the L1D, so a load is an L1D hit (5 with
+            // the walker's address generation). The fixed part includes, under KVM, the EPT
+            // translation of the leaf table's guest-physical address (an EPT TLB hit).
+            walk_start: 10,
+            walk_level: 5,
+            // Single-socket client part: no DVM (x86 has no broadcast TLBI); unused.
+            tlbi_local_va: 100,
+            tlbi_local_asid: 150,
+            tlbi_local_all: 200,
+            tlbi_bcast_issue: 0,
+            dvm_hop: 0,
+            dvm_cross_socket: 0,
+            dvm_process: 0,
+            // x86 has no DSB/ISB: Linux's barriers compile to compiler barriers here.
+            dsb: 0,
+            isb: 0,
+            // MFENCE / a LOCKed instruction: ~30 cycles.
+            full_barrier: 30,
+            // MOV CR3 with NOFLUSH: serialising, ~200 cycles; the flushing form adds the
+            // cost of dropping the PCID's non-global entries and paging-structure caches.
+            root_write: 200,
+            root_write_flush: 100,
+            // SYSCALL/SYSRET before PTI (the seed predates it): ~70 cycles each way.
+            exception_entry: 70,
+            exception_exit: 70,
+            // x2APIC ICR write (WRMSR), delivery on one die, call-function dispatch.
+            ipi_send: 150,
+            ipi_deliver: 1000,
+            ipi_handle: 300,
+            ipi_cross_socket: 0,
+            // Core-to-core on the ring: ~40 ns? no: ~70 cycles on a client part.
+            cacheline_transfer: 100,
+            cacheline_cross_socket: 0,
+            syscall_body: 100,
+            pipe_op: 250,
+            // Calibrated once from seed 002's *after* figure (see docs/costs/skylake.md).
+            switch_path: 1000,
+            fault_path: 1500,
+            page_copy: 256,
+            // Skylake's L1D tracks ~12 outstanding line fills; independent touches overlap.
+            mlp: 10,
+            // Intel optimization manual (Skylake/Broadwell): two page walks in parallel.
+            walkers: 2,
         },
     }
 }

@@ -309,6 +309,12 @@ fn outcome<P: Policy>(
     Ok(Outcome { metrics: metrics(&main), result, violations, total })
 }
 
+/// Returns the address-space slots a run needs: the workload's, plus one per CPU
+/// for exited address spaces a lazy-TLB CPU still has loaded.
+fn mm_slots(wl: &workload::WorkloadDef, params: &Params, cpus: usize) -> usize {
+    workload::max_mms(wl.name, params) + cpus
+}
+
 /// Returns the simulator configuration for a resolved request.
 fn config(spec: &RunSpec, preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
     SimConfig {
@@ -346,7 +352,7 @@ macro_rules! with_policy {
 /// Runs one request; `Err` is a message about bad input.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let (preset, wl, mp, params) = resolve(spec)?;
-    let max_mms = workload::max_mms(wl.name, &params);
+    let max_mms = mm_slots(wl, &params, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let n = spec.cpus;
     let bits = mp.asid_bits;
@@ -413,7 +419,7 @@ fn bench_typed<P: Policy>(
 /// repetition with the median translation rate: the host is shared and noisy.
 pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
     let (preset, wl, mp, params) = resolve(spec)?;
-    let max_mms = workload::max_mms(wl.name, &params);
+    let max_mms = mm_slots(wl, &params, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {

@@ -200,8 +200,8 @@ pub struct Sim<P: Policy> {
     kheap_next: u64,
     ktext: u64,
     live: usize,
-    /// Named timestamps recorded by `Op::Mark`, in cycles.
-    pub marks: Vec<(&'static str, u64)>,
+    /// Named timestamps recorded by `Op::Mark`, in cycles, with the counters then.
+    pub marks: Vec<(&'static str, u64, Stats)>,
     /// Counters.
     pub stats: Stats,
     /// The first workload error (a segmentation fault, an impossible request).
@@ -213,6 +213,8 @@ pub struct Sim<P: Policy> {
     /// Cycles of demand walks and of page faults so far (to overlap walks in touches).
     walk_cycles: u64,
     fault_cycles: u64,
+    /// Exited address spaces some CPU's root may still point at.
+    zombies: Vec<MmId>,
 }
 
 impl<P: Policy> Sim<P> {
@@ -259,6 +261,7 @@ impl<P: Policy> Sim<P> {
             user_global,
             walk_cycles: 0,
             fault_cycles: 0,
+            zombies: Vec::new(),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -531,7 +534,11 @@ impl<P: Policy> Sim<P> {
         if self.oracle.strict {
             self.strict_scan(cpu, now);
         }
-        now
+        if self.zombies.is_empty() {
+            now
+        } else {
+            self.reap(cpu, now)
+        }
     }
 
     fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
@@ -551,7 +558,7 @@ impl<P: Policy> Sim<P> {
             Op::Touch { va, pages, write } => self.touch(cpu, tid, va, pages, write, now),
             Op::Compute(c) => now + c,
             Op::Mark(name) => {
-                self.marks.push((name, now));
+                self.marks.push((name, now, self.stats));
                 now
             }
             Op::Exit => self.exit(cpu, tid, now),
@@ -944,7 +951,12 @@ impl<P: Policy> Sim<P> {
                 self.strict_scan(c, now);
             }
         }
-        now
+        // A flush IPI may have moved a lazy CPU off an exited address space.
+        if self.zombies.is_empty() {
+            now
+        } else {
+            self.reap(cpu, now)
+        }
     }
 
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry
@@ -1225,13 +1237,31 @@ impl<P: Policy> Sim<P> {
         }
         let pf = self.open_flush(cpu, mm, FlushWhat::Mm, "exit", seq, Vec::new(), frames, now);
         now = self.flush(cpu, pf, now);
-        now = self.switch_mm(cpu, MmId::KERNEL, now);
-        self.pt.free_tree(root);
-        let hw = CpuHw::new(&mut self.m, cpu, now);
-        self.policy.mm_release(&hw, mm);
-        now = hw.now();
-        self.mms[mm.index()].alive = false;
-        self.free_slots.push(mm.0);
+        // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
+        // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
+        // `active_mm`) until no CPU's root points at it.
+        self.zombies.push(mm);
+        self.switch_mm(cpu, MmId::KERNEL, now)
+    }
+
+    /// Releases every exited address space no CPU's root still points at: frees
+    /// its page tables, lets the policy release it and frees its slot.
+    fn reap(&mut self, cpu: usize, mut now: u64) -> u64 {
+        let mut i = 0;
+        while i < self.zombies.len() {
+            let mm = self.zombies[i];
+            if self.m.cpus.iter().any(|c| c.root == Root::Mm(mm)) {
+                i += 1;
+                continue;
+            }
+            self.zombies.swap_remove(i);
+            self.pt.free_tree(self.mms[mm.index()].root);
+            let hw = CpuHw::new(&mut self.m, cpu, now);
+            self.policy.mm_release(&hw, mm);
+            now = hw.now();
+            self.mms[mm.index()].alive = false;
+            self.free_slots.push(mm.0);
+        }
         now
     }
 
@@ -1242,7 +1272,12 @@ impl<P: Policy> Sim<P> {
 
     /// Returns the time of the latest mark called `name`, in cycles.
     pub fn mark(&self, name: &str) -> Option<u64> {
-        self.marks.iter().rev().find(|(n, _)| *n == name).map(|(_, t)| *t)
+        self.marks.iter().rev().find(|(n, _, _)| *n == name).map(|(_, t, _)| *t)
+    }
+
+    /// Returns the counters as they were at the latest mark called `name`.
+    pub fn mark_stats(&self, name: &str) -> Option<Stats> {
+        self.marks.iter().rev().find(|(n, _, _)| *n == name).map(|(_, _, s)| *s)
     }
 
     /// Returns the ASID tag `cpu` runs with (for tests).

@@ -6,6 +6,7 @@
 //! *overhead* phase that is subtracted, as the original benchmark does.
 
 pub mod lat_ctx;
+pub mod pingpong;
 
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -51,7 +52,7 @@ pub struct WorkloadDef {
 }
 
 /// Every workload.
-pub const WORKLOADS: &[WorkloadDef] = &[lat_ctx::DEF];
+pub const WORKLOADS: &[WorkloadDef] = &[lat_ctx::DEF, pingpong::DEF];
 
 /// Returns the workload called `name`.
 pub fn by_name(name: &str) -> Option<&'static WorkloadDef> {
@@ -65,6 +66,7 @@ pub type Params = BTreeMap<String, f64>;
 pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
+        "pingpong" => pingpong::setup(p, sim, phase),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -78,6 +80,7 @@ pub fn result<P: Policy>(
 ) -> Result<BTreeMap<String, f64>, String> {
     match name {
         "lat_ctx" => lat_ctx::result(p, main, overhead),
+        "pingpong" => pingpong::result(p, main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -86,6 +89,7 @@ pub fn result<P: Policy>(
 pub fn max_mms(name: &str, p: &Params) -> usize {
     match name {
         "lat_ctx" => p["procs"] as usize + 8,
+        "pingpong" => 8,
         _ => 64,
     }
 }

@@ -1,0 +1,187 @@
+//! Ping-pong between two address spaces on one CPU (seed 002's benchmark).
+//!
+//! As in the seed: two processes wake each other through eventfds, so every
+//! round is two context switches between two different address spaces on the
+//! same CPU, and nothing else runs. A round is one round trip: process A touches
+//! its `pages` pages, signals B's eventfd and blocks reading its own; B wakes,
+//! touches its own `pages` pages, signals A and blocks. The pages are read, as
+//! the seed's were (it read the zero page to keep data-cache misses out).
+//!
+//! Besides the data, each turn touches what the loop itself uses: a page of the
+//! program's text, a page of the C library's text (the `read`/`write` wrappers)
+//! and a page of stack (the eventfd's 8-byte buffer). In the kernel it touches
+//! the system-call entry, the eventfd (IPC) code, the scheduler and switch code
+//! and the threads' kernel stacks and structures, all global mappings on x86.
+//!
+//! The simulated kernel's pipe is a counter with blocking reads, which is what an
+//! eventfd is; its body costs the preset's `pipe_op`.
+//!
+//! Results: `us_per_round` (one round trip), `tlb_misses_per_round` (lookups that
+//! missed every TLB level and walked: the seed's `dtlb_load_misses.miss_causes_a_walk`)
+//! and `l1_tlb_misses_per_round`.
+
+use super::{ParamDef, Params, Phase, WorkloadDef};
+use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "pingpong",
+    description: "two address spaces on one CPU waking each other through eventfds (seed 002)",
+    params: &[
+        ParamDef { key: "pages", default: 0.0, min: 0.0, max: 65536.0, doc: "4 KB pages each side touches per round" },
+        ParamDef { key: "rounds", default: 1000.0, min: 1.0, max: 10_000_000.0, doc: "timed round trips" },
+    ],
+    has_overhead: false,
+    results: &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
+};
+
+/// Untimed round trips first: page faults and cold TLBs stay out of the timing.
+const WARMUP: u64 = 3;
+
+/// Which side of the ping-pong a process is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// Creates the eventfds, forks B, times the rounds.
+    A,
+    /// Answers.
+    B,
+}
+
+struct Player {
+    side: Side,
+    pages: u64,
+    rounds: u64,
+    /// `efd[0]` wakes A, `efd[1]` wakes B.
+    efd: Vec<u32>,
+    data: u64,
+    step: u64,
+    round: u64,
+    queue: Vec<Op>,
+}
+
+impl Player {
+    /// The loop's own pages and the data, read once per turn.
+    fn turn(&self) -> Vec<Op> {
+        let mut ops = vec![
+            Op::Touch { va: TEXT_VA, pages: 1, write: false },
+            Op::Touch { va: TEXT_VA + LIBC_TEXT_PAGE * 4096, pages: 1, write: false },
+            Op::Touch { va: STACK_VA, pages: 1, write: true },
+        ];
+        if self.pages > 0 {
+            ops.push(Op::Touch { va: self.data, pages: self.pages, write: false });
+        }
+        ops
+    }
+
+    fn round_ops(&mut self) -> Vec<Op> {
+        let total = self.rounds + WARMUP;
+        let mut ops = Vec::new();
+        match self.side {
+            Side::A => {
+                if self.round == WARMUP {
+                    ops.push(Op::Mark("start"));
+                }
+                if self.round == total {
+                    ops.push(Op::Mark("end"));
+                    ops.push(Op::Exit);
+                    return ops;
+                }
+                ops.extend(self.turn());
+                ops.push(Op::Sys(Sys::PipeWrite(self.efd[1])));
+                ops.push(Op::Sys(Sys::PipeRead(self.efd[0])));
+            }
+            Side::B => {
+                if self.round == total {
+                    ops.push(Op::Exit);
+                    return ops;
+                }
+                ops.push(Op::Sys(Sys::PipeRead(self.efd[1])));
+                ops.extend(self.turn());
+                ops.push(Op::Sys(Sys::PipeWrite(self.efd[0])));
+            }
+        }
+        self.round += 1;
+        ops
+    }
+}
+
+impl Program for Player {
+    fn next(&mut self, ret: u64) -> Op {
+        loop {
+            if let Some(op) = self.queue.pop() {
+                return op;
+            }
+            self.step += 1;
+            let op = match (self.side, self.step) {
+                (Side::A, 1 | 2) => {
+                    if self.step == 2 {
+                        self.efd.push(ret as u32);
+                    }
+                    Op::Sys(Sys::Pipe)
+                }
+                (Side::A, 3) => {
+                    self.efd.push(ret as u32);
+                    let child = Player {
+                        side: Side::B,
+                        pages: self.pages,
+                        rounds: self.rounds,
+                        efd: self.efd.clone(),
+                        data: 0,
+                        step: 3,
+                        round: 0,
+                        queue: Vec::new(),
+                    };
+                    Op::Sys(Sys::Fork(Box::new(child)))
+                }
+                // Both sides map their own data after the fork, so it is not shared.
+                (_, 4) if self.pages > 0 => Op::Sys(Sys::Mmap { pages: self.pages, write: false }),
+                (_, 5) if self.pages > 0 => {
+                    self.data = ret;
+                    Op::Touch { va: self.data, pages: self.pages, write: false }
+                }
+                (_, s) if s <= 5 => continue,
+                _ => {
+                    let mut ops = self.round_ops();
+                    ops.reverse();
+                    self.queue = ops;
+                    continue;
+                }
+            };
+            return op;
+        }
+    }
+}
+
+/// Starts process A (which creates the eventfds and forks B).
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(), String> {
+    let a = Player {
+        side: Side::A,
+        pages: p["pages"] as u64,
+        rounds: p["rounds"] as u64,
+        efd: Vec::new(),
+        data: 0,
+        step: 0,
+        round: 0,
+        queue: Vec::new(),
+    };
+    sim.spawn(Box::new(a))?;
+    Ok(())
+}
+
+/// Returns `us_per_round`, `tlb_misses_per_round` and `l1_tlb_misses_per_round`.
+pub fn result<P: Policy>(p: &Params, main: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+    let rounds = p["rounds"];
+    let (Some(s), Some(e), Some(ss), Some(es)) =
+        (main.mark("start"), main.mark("end"), main.mark_stats("start"), main.mark_stats("end"))
+    else {
+        return Err("pingpong: the rounds did not complete; no timing was recorded".into());
+    };
+    let mut r = BTreeMap::new();
+    r.insert("us_per_round".to_string(), (e - s) as f64 / rounds / main.ghz() / 1000.0);
+    r.insert("tlb_misses_per_round".to_string(), (es.tlb_misses - ss.tlb_misses) as f64 / rounds);
+    r.insert("l1_tlb_misses_per_round".to_string(), (es.l1_tlb_misses - ss.l1_tlb_misses) as f64 / rounds);
+    Ok(r)
+}
