@@ -1,0 +1,778 @@
+//! Linux x86 PCIDs as a per-CPU cache of recently used address spaces (seed 002,
+//! `arch/x86/mm/tlb.c`, modelled on v5.4–v6.1: lazy TLB mode with `is_lazy`,
+//! `freed_tables`, the `new_tlb_gen <= local_tlb_gen` early exit of v5.18).
+//!
+//! # The algorithm
+//! No mm owns a PCID. Each CPU keeps `ctxs[TLB_NR_DYN_ASIDS]` (6) slots of
+//! `{ctx_id, tlb_gen}`: which mm's user entries may sit in the TLB under that slot's
+//! PCID, and the generation of that mm they are up to date with. An mm carries a
+//! `ctx_id` that is never reused (a fresh one on every `init_new_context`) and an
+//! atomic `tlb_gen` that every flush of it increments.
+//!
+//! - `choose_new_asid(next)`: a slot holding `next.ctx_id` is reused, flushing only
+//!   if its `tlb_gen` is behind `next.tlb_gen`; otherwise the slot at `next_asid` is
+//!   taken round-robin (wrapping at 6) and flushed. Without `X86_FEATURE_PCID` the
+//!   answer is always slot 0 with a flush, so every change of mm flushes the TLB.
+//! - `switch_mm_irqs_off(next)`: if `next` is already loaded, a CPU that was not
+//!   lazy has nothing to do, and a lazy one compares its slot's generation with
+//!   `next.tlb_gen` (after a full barrier) and flushes in place if it fell behind.
+//!   Otherwise it leaves the previous mm's `mm_cpumask`, joins `next`'s *before*
+//!   reading `next.tlb_gen`, chooses a slot and writes CR3 with the PCID, adding
+//!   `CR3_NOFLUSH` (bit 63) when the slot is up to date.
+//! - `enter_lazy_tlb` (a kernel thread or idle): only sets `is_lazy`; CR3 and
+//!   `loaded_mm` stay, and the CPU stays in the mm's `mm_cpumask`.
+//! - `flush_tlb_mm_range(mm, range, freed_tables)`: more than 33 pages
+//!   (`tlb_single_page_flush_ceiling`) become a full flush; `tlb_gen += 1` (a full
+//!   barrier); the flush function runs here if `mm` is loaded, and on the other CPUs
+//!   of `mm_cpumask` by IPI — only on those not lazy, unless page tables were freed
+//!   (a lazy CPU could otherwise walk freed tables speculatively).
+//! - `flush_tlb_func`: a lazy CPU switches to `init_mm` instead of flushing; a CPU
+//!   already at `new_tlb_gen` does nothing; per-page `INVLPG` only if this flush is
+//!   exactly the next generation and the latest (`new == local + 1 == mm.tlb_gen`),
+//!   else the whole PCID; either way the slot's generation becomes `mm.tlb_gen`.
+//! - Kernel ranges: `INVLPG` per page (kernel PTEs are global) on every CPU, or a
+//!   flush of everything including global entries above the ceiling.
+//!
+//! # What is guaranteed
+//! A CPU that is not lazy and has `mm` loaded is in `mm_cpumask(mm)` and receives
+//! every flush of `mm`; a lazy one misses flushes without freed tables and catches up
+//! through `tlb_gen` when it returns to `mm`. A slot's entries are used again only if
+//! its `ctx_id` matches, and `ctx_id`s are never reused, so a slot left behind by a
+//! dead mm never matches again and `mm_release` has nothing to do.
+//!
+//! # Deliberate readings
+//! - The PCID written is `kern_pcid(asid) = asid + 1` as in every kernel since v4.15
+//!   (PCID 0 stays for PCID-unaware code); without PCID the tag is 0.
+//! - The whole-PCID flush is modelled as `INVPCID` single-context ([`Tlbi::Asid`]);
+//!   the kernel reloads CR3 without `NOFLUSH`, which drops the same entries.
+//! - Whether `next` is the loaded mm is decided by slot *and* `ctx_id`. In Linux a
+//!   lazy CPU holds a reference to its `loaded_mm`, so an mm's memory is never reused
+//!   while some CPU still has it loaded; the simulator reuses a slot at once, so a
+//!   slot number alone would let a lazy CPU take a new mm for the dead one it holds.
+//! - The local flush runs before the IPIs are sent (v5.4–v5.17); since v5.18 they
+//!   overlap, which a blocking [`Hw::send_ipi`] cannot express anyway.
+//! - Not modelled: PTI (user PCIDs, `invalidate_other`), LAM, IBPB / L1D mitigations,
+//!   batched unmap flushes (`arch_tlbbatch_flush`), paravirt flushes.
+
+use crate::cpumask::CpuMask;
+use crate::hw::{Barrier, Hw, Root, Scope, Tlbi};
+use crate::policy::Policy;
+use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use alloc::vec::Vec;
+
+/// The number of PCID slots each CPU caches mms in.
+pub const TLB_NR_DYN_ASIDS: usize = 6;
+
+/// More pages than this in one flush become a flush of the whole address space (the
+/// kernel's default for the debugfs-tunable `tlb_single_page_flush_ceiling`).
+pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+
+/// The `ctx_id` of `init_mm` ([`MmId::KERNEL`]); user mms get 2, 3, ...
+pub const INIT_MM_CTX_ID: u64 = 1;
+
+/// A `new_tlb_gen` of 0 means "no generation" (batched flushes use it since
+/// 8f1d56f64f8d); the early exit must not compare it. No flush here produces it.
+const TLB_GENERATION_INVALID: u64 = 0;
+
+/// Returns the PCID the kernel writes into CR3 for slot `asid` (`kern_pcid`).
+fn kern_pcid(asid: u16) -> Pcid {
+    debug_assert!((asid as usize) < TLB_NR_DYN_ASIDS);
+    match Pcid::new(asid + 1) {
+        Ok(p) => p,
+        Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
+    }
+}
+
+/// What a flush covers: the kernel's `start`/`end`, with `end == TLB_FLUSH_ALL` as
+/// [`FlushExtent::All`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushExtent {
+    /// `pages` base pages from `start`.
+    Pages {
+        /// The first page.
+        start: VirtAddr,
+        /// How many pages.
+        pages: u64,
+    },
+    /// The whole address space.
+    All,
+}
+
+/// One flush request (`struct flush_tlb_info`), handed to every CPU that runs it.
+#[derive(Clone, Copy, Debug)]
+struct FlushTlbInfo {
+    mm: MmId,
+    extent: FlushExtent,
+    new_tlb_gen: u64,
+    freed_tables: bool,
+}
+
+/// One PCID slot of a CPU (`struct tlb_context`). Only its own CPU touches it.
+struct TlbContext {
+    ctx_id: AtomicU64,
+    tlb_gen: AtomicU64,
+}
+
+/// A CPU's TLB state (`cpu_tlbstate`, with `is_lazy` from `cpu_tlbstate_shared`).
+struct TlbState {
+    /// The mm whose page tables are in CR3 (slot number; see `ctxs` for identity).
+    loaded_mm: AtomicU32,
+    /// The slot CR3's PCID belongs to.
+    loaded_mm_asid: AtomicU32,
+    /// The slot the next mm without one takes.
+    next_asid: AtomicU32,
+    ctxs: [TlbContext; TLB_NR_DYN_ASIDS],
+    /// Running a kernel thread or idle on `loaded_mm`'s page tables. Read by other
+    /// CPUs deciding whom to interrupt.
+    is_lazy: AtomicBool,
+}
+
+/// The per-mm part (`mm->context` and `mm_cpumask`).
+struct MmContext {
+    ctx_id: AtomicU64,
+    tlb_gen: AtomicU64,
+    cpumask: CpuMask,
+}
+
+/// The Linux x86 TLB code: per-CPU PCID slots, lazy TLB mode and generation-tracked
+/// IPI shootdowns, with or without `X86_FEATURE_PCID`.
+pub struct LinuxX86 {
+    pcid: bool,
+    /// `last_mm_ctx_id`: the last `ctx_id` handed out.
+    last_mm_ctx_id: AtomicU64,
+    cpu_tlbstate: Vec<TlbState>,
+    mms: Vec<MmContext>,
+    /// Every CPU, for `on_each_cpu`.
+    all_cpus: CpuMask,
+}
+
+impl LinuxX86 {
+    /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots (slot 0
+    /// is `init_mm`), with PCIDs used if `pcid` (the seed's "patched") or every CR3
+    /// write that changes mm flushing (the seed's "patched, nopcid").
+    ///
+    /// Every CPU starts as after `initialize_tlbstate_and_flush`: `init_mm` loaded in
+    /// slot 0, `next_asid` 1.
+    pub fn new(ncpus: usize, max_mms: usize, pcid: bool) -> Self {
+        let cpu_tlbstate = (0..ncpus)
+            .map(|_| TlbState {
+                loaded_mm: AtomicU32::new(MmId::KERNEL.0),
+                loaded_mm_asid: AtomicU32::new(0),
+                next_asid: AtomicU32::new(1),
+                ctxs: core::array::from_fn(|asid| TlbContext {
+                    ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
+                    tlb_gen: AtomicU64::new(0),
+                }),
+                is_lazy: AtomicBool::new(false),
+            })
+            .collect();
+        let mms = (0..max_mms.max(1))
+            .map(|slot| MmContext {
+                ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
+                tlb_gen: AtomicU64::new(0),
+                cpumask: CpuMask::new(ncpus),
+            })
+            .collect();
+        let all_cpus = CpuMask::new(ncpus);
+        all_cpus.set_all();
+        LinuxX86 { pcid, last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID), cpu_tlbstate, mms, all_cpus }
+    }
+
+    /// Returns whether PCIDs are used (`X86_FEATURE_PCID`).
+    pub fn pcid(&self) -> bool {
+        self.pcid
+    }
+
+    /// Returns the mm whose page tables `cpu` has in CR3 (lazily or not).
+    pub fn loaded_mm(&self, cpu: CpuId) -> MmId {
+        // Relaxed: a report of another CPU's state, not a decision.
+        MmId(self.cpu_tlbstate[cpu.index()].loaded_mm.load(Ordering::Relaxed))
+    }
+
+    /// Returns the slot `cpu`'s CR3 uses (its PCID is this plus one when PCIDs are on).
+    pub fn loaded_mm_asid(&self, cpu: CpuId) -> u16 {
+        // Relaxed: a report, as in `loaded_mm`.
+        self.cpu_tlbstate[cpu.index()].loaded_mm_asid.load(Ordering::Relaxed) as u16
+    }
+
+    /// Returns whether `cpu` is in lazy TLB mode.
+    pub fn is_lazy(&self, cpu: CpuId) -> bool {
+        // SeqCst: as every access to `is_lazy` (see `switch_mm_irqs_off`).
+        self.cpu_tlbstate[cpu.index()].is_lazy.load(Ordering::SeqCst)
+    }
+
+    /// Returns `(ctx_id, tlb_gen)` of slot `asid` of `cpu`.
+    ///
+    /// # Panics
+    /// If `asid` is not below [`TLB_NR_DYN_ASIDS`].
+    pub fn slot(&self, cpu: CpuId, asid: usize) -> (u64, u64) {
+        let c = &self.cpu_tlbstate[cpu.index()].ctxs[asid];
+        // Relaxed: a report, as in `loaded_mm`.
+        (c.ctx_id.load(Ordering::Relaxed), c.tlb_gen.load(Ordering::Relaxed))
+    }
+
+    /// Returns the `ctx_id` of the mm in slot `mm`.
+    pub fn ctx_id(&self, mm: MmId) -> u64 {
+        // Relaxed: set in `mm_init` before the mm is published to any CPU, then constant.
+        self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
+    }
+
+    /// Returns the flush generation of `mm`.
+    pub fn tlb_gen(&self, mm: MmId) -> u64 {
+        // SeqCst: as every access to `tlb_gen` (see `flush_tlb_mm_range`).
+        self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
+    }
+
+    /// Returns whether `cpu` is in `mm_cpumask(mm)`.
+    pub fn in_mm_cpumask(&self, mm: MmId, cpu: CpuId) -> bool {
+        self.mms[mm.index()].cpumask.test(cpu)
+    }
+
+    /// Returns whether `cpu`'s loaded mm is `mm` — the same slot and the same
+    /// incarnation of it (the loaded slot always holds the loaded mm's `ctx_id`).
+    fn is_loaded(&self, st: &TlbState, mm: MmId) -> bool {
+        // Relaxed: only this CPU writes its own tlbstate.
+        let loaded = st.loaded_mm.load(Ordering::Relaxed);
+        let asid = st.loaded_mm_asid.load(Ordering::Relaxed) as usize;
+        loaded == mm.0 && st.ctxs[asid].ctx_id.load(Ordering::Relaxed) == self.ctx_id(mm)
+    }
+
+    /// Returns the TLB tag of slot `asid`: its PCID, or 0 without PCIDs (`build_cr3`).
+    fn tag(&self, asid: u16) -> Asid {
+        if self.pcid {
+            kern_pcid(asid).asid()
+        } else {
+            Asid::ZERO
+        }
+    }
+
+    /// Returns the slot for `next` on this CPU and whether it must be flushed
+    /// (`choose_new_asid`).
+    fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u16, bool) {
+        if !self.pcid {
+            return (0, true);
+        }
+        let ctx_id = self.ctx_id(next);
+        for (asid, slot) in st.ctxs.iter().enumerate() {
+            // Relaxed (all of `st` here): only this CPU reads or writes its slots.
+            if slot.ctx_id.load(Ordering::Relaxed) != ctx_id {
+                continue;
+            }
+            return (asid as u16, slot.tlb_gen.load(Ordering::Relaxed) < next_tlb_gen);
+        }
+        let mut asid = st.next_asid.fetch_add(1, Ordering::Relaxed);
+        if asid as usize >= TLB_NR_DYN_ASIDS {
+            asid = 0;
+            st.next_asid.store(1, Ordering::Relaxed);
+        }
+        (asid as u16, true)
+    }
+
+    /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); `next` may be
+    /// [`MmId::KERNEL`] for an explicit switch to `init_mm` (leaving lazy mode).
+    fn switch_mm_irqs_off<H: Hw>(&self, hw: &H, next: MmId) {
+        let cpu = hw.cpu();
+        let st = &self.cpu_tlbstate[cpu.index()];
+        // Relaxed: only this CPU writes loaded_mm and loaded_mm_asid.
+        let real_prev = MmId(st.loaded_mm.load(Ordering::Relaxed));
+        let prev_asid = st.loaded_mm_asid.load(Ordering::Relaxed) as u16;
+        // SeqCst: a flusher increments tlb_gen and then reads is_lazy; we clear
+        // is_lazy and then read tlb_gen. With both sides SeqCst, at least one of us
+        // sees the other, so the flush is done by its IPI or by us below.
+        let was_lazy = st.is_lazy.load(Ordering::SeqCst);
+        if was_lazy {
+            st.is_lazy.store(false, Ordering::SeqCst);
+        }
+
+        let next_tlb_gen;
+        let new_asid;
+        let need_flush;
+        if self.is_loaded(st, next) {
+            // Another thread of the same process, or back from a kernel thread.
+            if !was_lazy {
+                return;
+            }
+            // smp_mb(): pairs with the full barrier of the tlb_gen increment.
+            fence(Ordering::SeqCst);
+            hw.barrier(Barrier::Full);
+            next_tlb_gen = self.tlb_gen(next);
+            // Relaxed: this CPU's own slot.
+            if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
+                return;
+            }
+            // Flushes were skipped while lazy: catch up in the same slot.
+            new_asid = prev_asid;
+            need_flush = true;
+        } else {
+            // Stop receiving flushes for the previous mm (init_mm's mask is unused).
+            if !real_prev.is_kernel() {
+                self.mms[real_prev.index()].cpumask.clear(cpu);
+            }
+            // Start receiving flushes for next, then read its generation: a flusher
+            // that bumped tlb_gen after our read sees our bit (SeqCst mask update and
+            // SeqCst tlb_gen accesses on both sides), and one that bumped it before is
+            // covered by the generation we read.
+            if !next.is_kernel() {
+                self.mms[next.index()].cpumask.set(cpu);
+            }
+            next_tlb_gen = self.tlb_gen(next);
+            (new_asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+        }
+
+        let slot = &st.ctxs[new_asid as usize];
+        if need_flush {
+            // Relaxed: only this CPU reads or writes its slots.
+            slot.ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
+            slot.tlb_gen.store(next_tlb_gen, Ordering::Relaxed);
+        }
+        hw.write_root(Root::Mm(next), self.tag(new_asid), !need_flush);
+        // Relaxed: only this CPU writes them; CR3 is written first (it serializes).
+        st.loaded_mm.store(next.0, Ordering::Relaxed);
+        st.loaded_mm_asid.store(new_asid as u32, Ordering::Relaxed);
+    }
+
+    /// Notes that a kernel thread or idle runs on this CPU (`enter_lazy_tlb`): CR3
+    /// keeps the user mm, which stops receiving flushes without freed tables.
+    fn enter_lazy_tlb<H: Hw>(&self, hw: &H) {
+        let st = &self.cpu_tlbstate[hw.cpu().index()];
+        // Relaxed: only this CPU writes loaded_mm.
+        if st.loaded_mm.load(Ordering::Relaxed) == MmId::KERNEL.0 {
+            return;
+        }
+        // SeqCst: see `switch_mm_irqs_off`.
+        st.is_lazy.store(true, Ordering::SeqCst);
+    }
+
+    /// Brings this CPU's TLB up to date for `f` (`flush_tlb_func`), locally or in an
+    /// IPI handler.
+    fn flush_tlb_func<H: Hw>(&self, hw: &H, f: &FlushTlbInfo) {
+        let st = &self.cpu_tlbstate[hw.cpu().index()];
+        // Relaxed: this CPU's own state (the handler runs on the target CPU).
+        let loaded_mm = MmId(st.loaded_mm.load(Ordering::Relaxed));
+        let loaded_mm_asid = st.loaded_mm_asid.load(Ordering::Relaxed) as u16;
+        let local_tlb_gen = st.ctxs[loaded_mm_asid as usize].tlb_gen.load(Ordering::Relaxed);
+
+        // The CPU switched away after the flusher read mm_cpumask.
+        if !self.is_loaded(st, f.mm) || loaded_mm.is_kernel() {
+            return;
+        }
+        // SeqCst: see `switch_mm_irqs_off`.
+        if st.is_lazy.load(Ordering::SeqCst) {
+            // Only a freed-tables flush gets here: leave the mm rather than flush it.
+            self.switch_mm_irqs_off(hw, MmId::KERNEL);
+            return;
+        }
+        if f.new_tlb_gen != TLB_GENERATION_INVALID && f.new_tlb_gen <= local_tlb_gen {
+            // Already done by an earlier flush or switch.
+            return;
+        }
+        let mm_tlb_gen = self.tlb_gen(loaded_mm);
+        if local_tlb_gen == mm_tlb_gen {
+            return;
+        }
+        debug_assert!(local_tlb_gen < mm_tlb_gen && f.new_tlb_gen <= mm_tlb_gen);
+
+        let tag = self.tag(loaded_mm_asid);
+        match f.extent {
+            // Partial only if every generation before this one is done and none after
+            // it exists; anything else would skip or duplicate work.
+            FlushExtent::Pages { start, pages }
+                if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen =>
+            {
+                for i in 0..pages {
+                    hw.tlbi(Tlbi::Va { asid: tag, va: start.add_pages(i) }, Scope::Local);
+                }
+            }
+            _ => hw.tlbi(Tlbi::Asid(tag), Scope::Local),
+        }
+        // Relaxed: this CPU's own slot.
+        st.ctxs[loaded_mm_asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+    }
+
+    /// Invalidates `extent` of `mm` on every CPU that may cache it and returns when
+    /// that is done (`flush_tlb_mm_range`). `freed_tables` says page tables were
+    /// freed, so lazy CPUs must be interrupted too.
+    pub fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: FlushExtent, freed_tables: bool) {
+        let cpu = hw.cpu();
+        let extent = match extent {
+            FlushExtent::Pages { pages, .. } if pages > TLB_SINGLE_PAGE_FLUSH_CEILING => FlushExtent::All,
+            e => e,
+        };
+        // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the page-table change
+        // and the increment before the reads of mm_cpumask and is_lazy below.
+        let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let info = FlushTlbInfo { mm, extent, new_tlb_gen, freed_tables };
+
+        if self.is_loaded(&self.cpu_tlbstate[cpu.index()], mm) {
+            self.flush_tlb_func(hw, &info);
+        }
+
+        let targets = CpuMask::new(self.cpu_tlbstate.len());
+        let mut any = false;
+        self.mms[mm.index()].cpumask.for_each(|c| {
+            // tlb_is_not_lazy, unless freed page tables must reach lazy CPUs too.
+            if c != cpu && (info.freed_tables || !self.is_lazy(c)) {
+                targets.set(c);
+                any = true;
+            }
+        });
+        if any {
+            hw.send_ipi(&targets, |h| self.flush_tlb_func(h, &info));
+        }
+    }
+}
+
+impl Policy for LinuxX86 {
+    /// `init_new_context` and `mm_init_cpumask`: a fresh `ctx_id`, generation 0 and
+    /// an empty `mm_cpumask`.
+    fn mm_init(&self, mm: MmId) {
+        debug_assert!(!mm.is_kernel());
+        let m = &self.mms[mm.index()];
+        // Relaxed: RMWs of one atomic are totally ordered, which is all uniqueness needs.
+        let ctx_id = self.last_mm_ctx_id.fetch_add(1, Ordering::Relaxed) + 1;
+        // Relaxed: the mm is published to other CPUs (fork, wakeup) after this.
+        m.ctx_id.store(ctx_id, Ordering::Relaxed);
+        // SeqCst: as every access to `tlb_gen`.
+        m.tlb_gen.store(0, Ordering::SeqCst);
+        m.cpumask.clear_all();
+    }
+
+    /// Does nothing: the mm's slots on each CPU never match a new `ctx_id`.
+    fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {}
+
+    /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] (a kernel thread or idle)
+    /// is `enter_lazy_tlb` and leaves CR3 alone.
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        if next.is_kernel() {
+            self.enter_lazy_tlb(hw);
+        } else {
+            self.switch_mm_irqs_off(hw, next);
+        }
+    }
+
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
+    }
+
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
+    }
+
+    /// `flush_tlb_mm`: everything, with page tables freed.
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
+    }
+
+    /// `flush_tlb_kernel_range`: on every CPU, `INVLPG` per page (kernel PTEs are
+    /// global), or a flush of everything above the ceiling.
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        let flush = |h: &H| {
+            if full {
+                h.tlbi(Tlbi::All, Scope::Local);
+            } else {
+                for i in 0..pages {
+                    h.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
+                }
+            }
+        };
+        flush(hw);
+        if self.cpu_tlbstate.len() > 1 {
+            hw.send_ipi(&self.all_cpus, flush);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testhw::Rec;
+    use std::format;
+    use std::string::String;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Returns a policy with mms 1..=n initialised.
+    fn x86(ncpus: usize, n: u32, pcid: bool) -> LinuxX86 {
+        let p = LinuxX86::new(ncpus, n as usize + 1, pcid);
+        for mm in 1..=n {
+            p.mm_init(MmId(mm));
+        }
+        p
+    }
+
+    fn root(mm: u32, pcid: u16, noflush: bool) -> String {
+        format!("root Mm(MmId({mm})) asid {pcid} noflush {noflush}")
+    }
+
+    fn invlpg(pcid: u16, va: u64) -> String {
+        format!("tlbi Va {{ asid: Asid({pcid}), va: VirtAddr({va}) }} Local")
+    }
+
+    #[test]
+    fn boot_state_is_init_mm_in_slot_zero() {
+        let p = x86(2, 1, true);
+        assert_eq!(p.loaded_mm(CpuId(1)), MmId::KERNEL);
+        assert_eq!(p.loaded_mm_asid(CpuId(1)), 0);
+        assert_eq!(p.slot(CpuId(1), 0), (INIT_MM_CTX_ID, 0));
+        assert_eq!(p.slot(CpuId(1), 1), (0, 0));
+        assert_eq!(p.ctx_id(MmId(1)), 2, "user ctx_ids start after init_mm's");
+    }
+
+    #[test]
+    fn nopcid_flushes_on_every_mm_change() {
+        let p = x86(1, 2, false);
+        let hw = Rec::new(0, 1);
+        for mm in [1, 2, 1, 2] {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        assert_eq!(hw.take(), vec![root(1, 0, false), root(2, 0, false), root(1, 0, false), root(2, 0, false)]);
+        assert_eq!(p.slot(CpuId(0), 0), (p.ctx_id(MmId(2)), 0));
+    }
+
+    #[test]
+    fn choose_new_asid_reuses_slot_of_recent_mm_without_flush() {
+        let p = x86(1, 2, true);
+        let hw = Rec::new(0, 1);
+        for mm in [1, 2, 1] {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        // Slot 0 holds init_mm, so A takes slot 1 (PCID 2) and B slot 2 (PCID 3).
+        assert_eq!(hw.take(), vec![root(1, 2, false), root(2, 3, false), root(1, 2, true)]);
+        assert_eq!(p.loaded_mm_asid(CpuId(0)), 1);
+        assert_eq!(p.slot(CpuId(0), 1), (p.ctx_id(MmId(1)), 0));
+    }
+
+    #[test]
+    fn same_mm_switch_without_lazy_writes_no_cr3() {
+        let p = x86(1, 1, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn choose_new_asid_flushes_reused_slot_when_tlb_gen_is_behind() {
+        let p = x86(1, 2, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        hw.take();
+        // A is loaded nowhere: only its generation moves.
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        assert_eq!(hw.take(), Vec::<String>::new());
+        assert_eq!(p.tlb_gen(MmId(1)), 1);
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec![root(1, 2, false)]);
+        assert_eq!(p.slot(CpuId(0), 1), (p.ctx_id(MmId(1)), 1));
+    }
+
+    #[test]
+    fn seventh_mm_evicts_round_robin() {
+        let p = x86(1, 7, true);
+        let hw = Rec::new(0, 1);
+        for mm in 1..=7 {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        // Slots 1..=5, then the wrap takes slot 0 (init_mm's) and slot 1 (mm 1's).
+        let want: Vec<String> = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 1), (7, 2)]
+            .into_iter()
+            .map(|(mm, pcid)| root(mm, pcid, false))
+            .collect();
+        assert_eq!(hw.take(), want);
+        assert_eq!(p.slot(CpuId(0), 0).0, p.ctx_id(MmId(6)));
+        assert_eq!(p.slot(CpuId(0), 1).0, p.ctx_id(MmId(7)));
+        // mm 2 still owns slot 2 and reuses it; mm 1 was evicted and takes next_asid,
+        // which is 2 again, evicting mm 2.
+        p.switch_mm(&hw, MmId(2));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec![root(2, 3, true), root(1, 3, false)]);
+    }
+
+    #[test]
+    fn partial_flush_only_when_next_generation() {
+        let p = x86(1, 1, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        // local 0, new 1, mm 1: exactly the next generation.
+        p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
+        assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2, 0x2000)]);
+        assert_eq!(p.slot(CpuId(0), 1).1, 1);
+        // A late duplicate of generation 1 finds nothing to do.
+        let late = FlushTlbInfo {
+            mm: MmId(1),
+            extent: FlushExtent::Pages { start: VirtAddr(0x1000), pages: 1 },
+            new_tlb_gen: 1,
+            freed_tables: false,
+        };
+        p.flush_tlb_func(&hw, &late);
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn skipped_generation_falls_back_to_full_flush() {
+        let page = |gen| FlushTlbInfo {
+            mm: MmId(1),
+            extent: FlushExtent::Pages { start: VirtAddr(0x1000), pages: 1 },
+            new_tlb_gen: gen,
+            freed_tables: false,
+        };
+        // Generation 2's partial flush arrives before generation 1's: local 0, new 2.
+        let p = x86(1, 1, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.mms[1].tlb_gen.store(2, Ordering::SeqCst);
+        p.flush_tlb_func(&hw, &page(2));
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
+        assert_eq!(p.slot(CpuId(0), 1).1, 2);
+        p.flush_tlb_func(&hw, &page(1));
+        assert_eq!(hw.take(), Vec::<String>::new(), "generation 1 is covered by the full flush");
+
+        // Generation 1 arrives while 2 already exists: new == local + 1 but != mm.
+        let p = x86(1, 1, true);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.mms[1].tlb_gen.store(2, Ordering::SeqCst);
+        p.flush_tlb_func(&hw, &page(1));
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
+        assert_eq!(p.slot(CpuId(0), 1).1, 2);
+    }
+
+    #[test]
+    fn lazy_cpu_gets_no_ipi_and_catches_up_on_switch() {
+        let p = x86(2, 1, true);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        p.switch_mm(&cpu1, MmId(1));
+        p.switch_mm(&cpu1, MmId::KERNEL);
+        assert!(p.is_lazy(CpuId(1)));
+        assert_eq!(cpu1.take(), vec![root(1, 2, false)], "entering lazy mode keeps CR3");
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        p.flush_page(&cpu0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(cpu0.take(), vec![invlpg(2, 0x1000)]);
+        assert!(p.in_mm_cpumask(MmId(1), CpuId(1)), "a lazy CPU stays in mm_cpumask");
+        assert_eq!(p.slot(CpuId(1), 1).1, 0);
+        p.switch_mm(&cpu1, MmId(1));
+        assert_eq!(cpu1.take(), vec![root(1, 2, false)]);
+        assert_eq!(p.slot(CpuId(1), 1), (p.ctx_id(MmId(1)), 1));
+        assert!(!p.is_lazy(CpuId(1)));
+    }
+
+    #[test]
+    fn lazy_cpu_returning_to_up_to_date_mm_writes_no_cr3() {
+        let p = x86(1, 1, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec![root(1, 2, false)]);
+        assert!(!p.is_lazy(CpuId(0)));
+    }
+
+    #[test]
+    fn idle_on_init_mm_is_not_lazy() {
+        let p = x86(1, 0, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId::KERNEL);
+        assert!(!p.is_lazy(CpuId(0)));
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn freed_tables_ipi_reaches_lazy_cpus_which_switch_to_init_mm() {
+        let p = x86(2, 1, true);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        p.switch_mm(&cpu1, MmId(1));
+        p.switch_mm(&cpu1, MmId::KERNEL);
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        p.flush_mm(&cpu0, MmId(1));
+        // init_mm still owns slot 0 on cpu1 and is up to date: no flush needed there.
+        assert_eq!(
+            cpu0.take(),
+            vec!["tlbi Asid(Asid(2)) Local", "ipi [1]", "cpu1: root Mm(MmId(0)) asid 1 noflush true"]
+        );
+        assert_eq!(p.loaded_mm(CpuId(1)), MmId::KERNEL);
+        assert!(!p.is_lazy(CpuId(1)));
+        assert!(!p.in_mm_cpumask(MmId(1), CpuId(1)));
+        assert!(p.in_mm_cpumask(MmId(1), CpuId(0)));
+    }
+
+    #[test]
+    fn running_cpu_gets_ipi_and_flushes_its_own_pcid() {
+        let p = x86(2, 2, true);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        // cpu1 runs mm 1 in slot 2 (PCID 3), cpu0 in slot 1 (PCID 2).
+        p.switch_mm(&cpu1, MmId(2));
+        p.switch_mm(&cpu1, MmId(1));
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        p.flush_page(&cpu0, MmId(1), VirtAddr(0x3000));
+        assert_eq!(cpu0.take(), vec![invlpg(2, 0x3000), "ipi [1]".into(), format!("cpu1: {}", invlpg(3, 0x3000))]);
+        assert_eq!(p.slot(CpuId(1), 2), (p.ctx_id(MmId(1)), 1));
+    }
+
+    #[test]
+    fn ceiling_33_pages_turns_range_into_full_flush() {
+        let p = x86(1, 1, true);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0), 33);
+        let want: Vec<String> = (0..33).map(|i| invlpg(2, i * 4096)).collect();
+        assert_eq!(hw.take(), want);
+        p.flush_range(&hw, MmId(1), VirtAddr(0), 34);
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
+        assert_eq!(p.tlb_gen(MmId(1)), 2);
+    }
+
+    #[test]
+    fn kernel_range_flush_runs_on_every_cpu() {
+        let p = x86(2, 0, true);
+        let hw = Rec::new(0, 2);
+        p.flush_kernel_range(&hw, VirtAddr(0x5000), 1);
+        assert_eq!(
+            hw.take(),
+            vec![
+                "tlbi VaAllAsids { va: VirtAddr(20480) } Local",
+                "ipi [1]",
+                "cpu1: tlbi VaAllAsids { va: VirtAddr(20480) } Local"
+            ]
+        );
+        p.flush_kernel_range(&hw, VirtAddr(0x5000), 34);
+        assert_eq!(hw.take(), vec!["tlbi All Local", "ipi [1]", "cpu1: tlbi All Local"]);
+    }
+
+    #[test]
+    fn reused_slot_is_a_new_mm_even_while_a_lazy_cpu_holds_the_dead_one() {
+        let p = x86(2, 1, true);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        // The last thread of mm 1 exits on cpu0: flush, go lazy, release.
+        p.switch_mm(&cpu0, MmId(1));
+        p.flush_mm(&cpu0, MmId(1));
+        p.switch_mm(&cpu0, MmId::KERNEL);
+        p.mm_release(&cpu0, MmId(1));
+        assert_eq!(p.slot(CpuId(0), 1).1, 1);
+        // Slot 1 is reused; the new mm reaches generation 1 on cpu1 alone.
+        p.mm_init(MmId(1));
+        assert!(!p.in_mm_cpumask(MmId(1), CpuId(0)), "a new mm starts with an empty mm_cpumask");
+        p.switch_mm(&cpu1, MmId(1));
+        p.flush_page(&cpu1, MmId(1), VirtAddr(0x1000));
+        cpu0.take();
+        // cpu0 still has the dead mm loaded at generation 1: matching the slot number
+        // and generation must not let it skip the switch.
+        p.switch_mm(&cpu0, MmId(1));
+        assert_eq!(cpu0.take(), vec![root(1, 3, false)]);
+        assert_eq!(p.slot(CpuId(0), 2), (p.ctx_id(MmId(1)), 1));
+        assert_eq!(p.ctx_id(MmId(1)), 3);
+    }
+}
