@@ -102,14 +102,49 @@ fn bad_input_is_one_line_and_exit_2() {
 }
 
 #[test]
+fn asid_width_and_architecture_mismatches_name_what_fits() {
+    let mut a = with("procs=6", "asid_bits=12");
+    let i = a.iter().position(|x| x == "arm64-freebsd-asid").unwrap();
+    a[i] = "arm64-linux".into();
+    assert_bad_input(&refs(&a), "choose one of 16, 8");
+    assert_bad_input(
+        &refs(&with("arm64-freebsd-asid", "x86-linux-pcid")),
+        "policy 'x86-linux-pcid' is for x86-64 machines but 'cortex-a72' is arm64; policies that fit: arm64-",
+    );
+    assert_bad_input(&refs(&with("procs=6", "kpti=maybe")), "kpti=maybe: give on or off");
+}
+
+#[test]
 fn list_json_has_the_contract_shape() {
     let o = tlbkit(&["list", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names = |k: &str| -> Vec<String> {
+        j[k].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(names("machines").contains(&"skylake".to_string()));
+    assert!(names("workloads").contains(&"pingpong".to_string()));
+    for p in ["arm64-linux", "x86-linux-nopcid", "x86-linux-pcid"] {
+        assert!(names("policies").contains(&p.to_string()), "{p}");
+    }
     for k in ["machines", "policies", "workloads"] {
         let arr = j[k].as_array().unwrap();
         assert!(!arr.is_empty());
         assert!(arr.iter().all(|e| e["name"].is_string() && e["description"].is_string()));
+    }
+}
+
+#[test]
+fn seed002_claims_are_reproduced() {
+    for id in ["seed002-pingpong", "seed002-pingpong-512"] {
+        let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = &j["claims"][0];
+        assert_eq!(c["baseline"], "x86-linux-nopcid");
+        assert_eq!(c["variant"], "x86-linux-pcid");
+        assert_eq!(c["verdict"], "reproduced", "{c}");
+        assert!(c["checks"].as_array().unwrap().iter().all(|k| k["passed"] == true), "{c}");
     }
 }
 

@@ -228,7 +228,7 @@ pub fn cortex_a72() -> Preset {
 }
 
 /// The seed-002 machine: a Skylake laptop at 2.3 GHz (turbo off), measured in a
-/// KVM guest. Notes: `docs/costs/skylake.md`.
+/// KVM guest. Every figure's source or reason is in `docs/costs/skylake.md`.
 pub fn skylake() -> Preset {
     Preset {
         name: "skylake",
@@ -236,68 +236,73 @@ pub fn skylake() -> Preset {
         arch: Arch::X86_64,
         // Seed 002: "a Skylake laptop at 2.3 GHz (turbo off ...)".
         freq_ghz: 2.3,
-        // The seed names no part; a 4-core client die (one ring, one socket) is assumed.
-        cores_per_socket: 4,
-        real_cores: 4,
-        // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1). Linux uses 6 of them per CPU.
+        // The seed names no part; an i5-6200U-class dual core (2.3 GHz base) is assumed.
+        cores_per_socket: 2,
+        real_cores: 2,
+        // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1); Linux uses 6 dynamic ones per CPU.
         asid_bits: &[12],
         tlb: TlbGeometry {
-            // Intel optimization manual, Skylake client TLB table: DTLB 64 entries (4-way) for
-            // 4 KB pages; modelled fully associative. STLB 1536 entries, 12-way, 4 KB and 2 MB.
+            // Intel optimization manual table 2-15 (Skylake client): DTLB 64 entries, 4-way,
+            // modelled fully associative; STLB 1536 entries, 12-way, 4 KB and 2 MB (wikichip).
             l1d_entries: 64,
             l2_entries: 1536,
             l2_ways: 12,
-            // Paging-structure (PDE) cache: size not published; 32 assumed.
+            // PDE-cache size is not published: 32 assumed (seed 002's pages span one 2 MB region).
             pwc_entries: 32,
         },
         costs: Costs {
-            // Intel optimization manual, Skylake client cache table: L1D fastest latency 4.
+            // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
             mem_access: 4,
-            // L1 DTLB miss that hits the STLB: ~9 cycles.
-            tlb_l2_hit: 9,
-            // A walk with the upper levels in the PDE cache is one paging-structure load; the
-            // page tables of the seed's loop fit in the L1D, so a load is an L1D hit (5 with
-            // the walker's address generation). The fixed part includes, under KVM, the EPT
-            // translation of the leaf table's guest-physical address (an EPT TLB hit).
+            // STLB hit: 12-cycle L2 TLB load latency measured on Haswell less the 4-cycle L1D.
+            tlb_l2_hit: 8,
+            // A paging-structure load hitting the L2 (12, Intel manual); the walk's fixed part
+            // is an estimate that also holds, under KVM, the EPT translation of the leaf
+            // table's guest-physical address with EPT caches warm (2-D walks are not modelled).
             walk_start: 10,
-            walk_level: 5,
-            // Single-socket client part: no DVM (x86 has no broadcast TLBI); unused.
-            tlbi_local_va: 100,
-            tlbi_local_asid: 150,
-            tlbi_local_all: 200,
+            walk_level: 12,
+            // INVLPG ~100 ns (Dave Hansen, pre-Skylake Intel); INVPCID single-context: estimate;
+            // INVPCID all-contexts 376 ns on Andy Lutomirski's Skylake laptop.
+            tlbi_local_va: 230,
+            tlbi_local_asid: 400,
+            tlbi_local_all: 865,
+            // x86 has no broadcast invalidation: remote CPUs are reached by IPI.
             tlbi_bcast_issue: 0,
             dvm_hop: 0,
             dvm_cross_socket: 0,
             dvm_process: 0,
-            // x86 has no DSB/ISB: Linux's barriers compile to compiler barriers here.
+            // x86 has no DSB/ISB; MFENCE or a LOCKed instruction: estimate.
             dsb: 0,
             isb: 0,
-            // MFENCE / a LOCKed instruction: ~30 cycles.
             full_barrier: 30,
-            // MOV CR3 with NOFLUSH: serialising, ~200 cycles; the flushing form adds the
-            // cost of dropping the PCID's non-global entries and paging-structure caches.
-            root_write: 200,
+            // MOV CR3: estimates bounded by Ingo Molnar's 96-251 cycles for a flushing write.
+            root_write: 100,
             root_write_flush: 100,
-            // SYSCALL/SYSRET before PTI (the seed predates it): ~70 cycles each way.
-            exception_entry: 70,
-            exception_exit: 70,
-            // x2APIC ICR write (WRMSR), delivery on one die, call-function dispatch.
-            ipi_send: 150,
-            ipi_deliver: 1000,
-            ipi_handle: 300,
+            // SYSCALL entry / SYSRET exit before PTI (the seed predates it): estimates below the
+            // 191 ns getpid measured on Skylake-X.
+            exception_entry: 80,
+            exception_exit: 60,
+            // In a KVM guest an IPI exits to the host: estimates bounded by ~5 us measured guest IPIs.
+            ipi_send: 2000,
+            ipi_deliver: 2500,
+            ipi_handle: 400,
             ipi_cross_socket: 0,
-            // Core-to-core on the ring: ~40 ns? no: ~70 cycles on a client part.
+            // Core-to-core hand-off ~45 ns on an i7-6700K (Willy Tarreau's latency test).
             cacheline_transfer: 100,
             cacheline_cross_socket: 0,
-            syscall_body: 100,
-            pipe_op: 250,
-            // Calibrated once from seed 002's *after* figure (see docs/costs/skylake.md).
-            switch_path: 1000,
+            // Linux syscall dispatch, eventfd body, page fault, 4 KB clear: estimates.
+            syscall_body: 150,
+            pipe_op: 400,
+            // Linux schedule() + __switch_to besides switch_mm: no public figure for this machine;
+            // calibrated once from seed 002's *after* figure (1.22 us = 2806 cycles per turn of
+            // the PCID ping-pong) less the hardware costs this model adds to a turn. Every other
+            // figure is independent of the seed; the before/after difference comes from the
+            // TLB model alone.
+            switch_path: 847,
             fault_path: 1500,
             page_copy: 256,
-            // Skylake's L1D tracks ~12 outstanding line fills; independent touches overlap.
+            // Independent loads in flight (L1D fill buffers): estimate.
             mlp: 10,
-            // Intel optimization manual (Skylake/Broadwell): two page walks in parallel.
+            // Intel optimization manual (Skylake client): "two page walks in parallel".
             walkers: 2,
         },
     }

@@ -27,6 +27,23 @@ pub const POLICIES: &[PolicyDef] = &[
         description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI",
         arch: Arch::Arm64,
     },
+    PolicyDef {
+        name: "arm64-linux",
+        description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
+                      broadcast TLBI by ASID",
+        arch: Arch::Arm64,
+    },
+    PolicyDef {
+        name: "x86-linux-nopcid",
+        description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
+        arch: Arch::X86_64,
+    },
+    PolicyDef {
+        name: "x86-linux-pcid",
+        description: "Linux x86 PCID (seed 002 after): 6 per-CPU {ctx_id, tlb_gen} slots, CR3 NOFLUSH, lazy TLB, \
+                      IPI flushes",
+        arch: Arch::X86_64,
+    },
 ];
 
 /// Returns the policy called `name`.

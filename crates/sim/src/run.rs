@@ -11,7 +11,7 @@ use crate::sim::{Sim, SimConfig};
 use crate::workload::{self, Params, Phase, WORKLOADS};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tlbkit_policy::asid::{FreebsdEpoch, NoAsid};
+use tlbkit_policy::asid::{FreebsdEpoch, LinuxX86, NoAsid};
 use tlbkit_policy::Policy;
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -122,11 +122,13 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
     ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
     ("slice_us", "scheduler time slice in microseconds (default 4000)"),
+    ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
 ];
 
 /// The machine and kernel settings after `--set`.
 struct MachineParams {
     asid_bits: u8,
+    kpti: bool,
     spec_rate: f64,
     migration: bool,
     slice_us: f64,
@@ -168,7 +170,13 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
         return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
     }
-    let mut mp = MachineParams { asid_bits: preset.asid_bits[0], spec_rate: 0.02, migration: false, slice_us: 4000.0 };
+    let mut mp = MachineParams {
+        asid_bits: preset.asid_bits[0],
+        kpti: false,
+        spec_rate: 0.02,
+        migration: false,
+        slice_us: 4000.0,
+    };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     for s in &spec.sets {
         let (k, v) = s
@@ -200,6 +208,16 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                     return Err(format!("--set spec_rate={v} is out of range: give 0 to 1"));
                 }
                 mp.spec_rate = r;
+            }
+            "kpti" => {
+                mp.kpti = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--set kpti={v}: give on or off")),
+                };
+                if mp.kpti && pol.name != "arm64-linux" {
+                    return Err(format!("--set kpti=on applies to arm64-linux only, not {}", pol.name));
+                }
             }
             "migration" => {
                 mp.migration = match v {
@@ -334,14 +352,22 @@ fn config(spec: &RunSpec, preset: Preset, mp: &MachineParams, max_mms: usize) ->
 /// Binds `$mk` to a builder of the policy called `$name` and evaluates `$body`
 /// with it: the one place a policy name becomes a concrete, monomorphised type.
 macro_rules! with_policy {
-    ($name:expr, $n:expr, $mms:expr, $bits:expr, $mk:ident => $body:expr) => {
+    ($name:expr, $n:expr, $mms:expr, $mp:expr, $mk:ident => $body:expr) => {
         match $name {
             "arm64-noasid" => {
                 let $mk = || NoAsid::new($n);
                 $body
             }
             "arm64-freebsd-asid" => {
-                let $mk = || FreebsdEpoch::new($n, $mms, $bits);
+                let $mk = || FreebsdEpoch::new($n, $mms, $mp.asid_bits);
+                $body
+            }
+            "x86-linux-nopcid" => {
+                let $mk = || LinuxX86::new($n, $mms, false);
+                $body
+            }
+            "x86-linux-pcid" => {
+                let $mk = || LinuxX86::new($n, $mms, true);
                 $body
             }
             other => Err(format!("policy '{other}' is registered but has no builder")),
@@ -355,11 +381,13 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let max_mms = mm_slots(wl, &params, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let n = spec.cpus;
-    let bits = mp.asid_bits;
-    let out = with_policy!(spec.policy.as_str(), n, max_mms, bits, mk => outcome(&cfg, wl, &params, &mk))?;
+    let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &mk))?;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
+    if spec.policy == "arm64-linux" {
+        pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
+    }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), serde_json::json!(if mp.migration { "on" } else { "off" }));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
@@ -423,7 +451,7 @@ pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
-        runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp.asid_bits, mk => {
+        runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp, mk => {
             bench_typed(&cfg, wl, &params, mk())
         })?);
     }

@@ -219,3 +219,44 @@ fn kernel_thread_runs_on_the_kernel_address_space() {
     assert!(sim.oracle.violations.is_empty());
     assert_eq!(sim.live_threads(), 0);
 }
+
+#[test]
+fn arm64_linux_rolls_over_repeatedly_without_violations_even_strict() {
+    let out =
+        run(&spec("arm64-linux", 4, &["asid_bits=8", "procs=300", "rounds=4", "spec_rate=0.2", "migration=on"], true))
+            .unwrap();
+    assert!(out.metrics.asid_rollovers >= 2, "rollovers: {}", out.metrics.asid_rollovers);
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+}
+
+#[test]
+fn arm64_linux_kpti_rolls_over_without_violations_even_strict() {
+    let out = run(&spec(
+        "arm64-linux",
+        4,
+        &["asid_bits=8", "kpti=on", "procs=200", "rounds=3", "spec_rate=0.2", "migration=on"],
+        true,
+    ))
+    .unwrap();
+    assert!(out.metrics.asid_rollovers >= 2, "rollovers: {}", out.metrics.asid_rollovers);
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+}
+
+#[test]
+fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
+    let mut s = spec("x86-linux-pcid", 4, &["procs=40", "rounds=6", "spec_rate=0.2", "migration=on"], true);
+    s.machine = "skylake".into();
+    let out = run(&s).unwrap();
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    // Ten address spaces per CPU cycle through six slots: CR3 writes that flush.
+    assert!(out.metrics.full_flushes > out.metrics.context_switches / 4, "{:?}", out.metrics);
+    assert!(out.metrics.ipis_sent > 0, "fork and exit flush other CPUs by IPI: {:?}", out.metrics);
+}
+
+#[test]
+fn x86_nopcid_is_clean_even_strict() {
+    let mut s = spec("x86-linux-nopcid", 4, &["procs=12", "rounds=5", "spec_rate=0.2", "migration=on"], true);
+    s.machine = "skylake".into();
+    let out = run(&s).unwrap();
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+}
