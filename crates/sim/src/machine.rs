@@ -72,7 +72,16 @@ pub struct CpuState {
 impl CpuState {
     /// Returns a CPU with empty TLBs, its root on the kernel's tables.
     pub fn new(tlb: Tlb) -> Self {
-        CpuState { tlb, root: boot_root(), asid: 0, sync_until: 0, busy_until: 0, irq_until: 0, stolen: 0, irq_cycles: 0 }
+        CpuState {
+            tlb,
+            root: boot_root(),
+            asid: 0,
+            sync_until: 0,
+            busy_until: 0,
+            irq_until: 0,
+            stolen: 0,
+            irq_cycles: 0,
+        }
     }
 }
 
