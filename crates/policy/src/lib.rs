@@ -16,7 +16,8 @@
 //! - [`sync`]: the atomics facade and the spin lock.
 //! - [`cpumask`]: an atomic CPU set.
 //! - [`policy`]: the [`Policy`] trait the kernel calls into.
-//! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`).
+//! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`,
+//!   `linux_arm64`).
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -31,7 +32,7 @@ pub mod sync;
 pub(crate) mod testhw;
 pub mod types;
 
+pub use cpumask::CpuMask;
 pub use hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 pub use policy::Policy;
-pub use cpumask::CpuMask;
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};
