@@ -16,7 +16,8 @@
 //! - [`sync`]: the atomics facade and the spin lock.
 //! - [`cpumask`]: an atomic CPU set.
 //! - [`policy`]: the [`Policy`] trait the kernel calls into.
-//! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`, `linux_pcid`).
+//! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`,
+//!   `linux_arm64`, `linux_pcid`).
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 

@@ -11,7 +11,7 @@ use crate::sim::{Sim, SimConfig};
 use crate::workload::{self, Params, Phase, WORKLOADS};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tlbkit_policy::asid::{FreebsdEpoch, LinuxX86, NoAsid};
+use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::Policy;
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -362,6 +362,15 @@ macro_rules! with_policy {
                 let $mk = || FreebsdEpoch::new($n, $mms, $mp.asid_bits);
                 $body
             }
+            "arm64-linux" => match LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti) {
+                Err(e) => Err(e.to_string()),
+                Ok(_) => {
+                    let $mk = || {
+                        LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti).expect("the same configuration was accepted")
+                    };
+                    $body
+                }
+            },
             "x86-linux-nopcid" => {
                 let $mk = || LinuxX86::new($n, $mms, false);
                 $body

@@ -4,14 +4,19 @@
 //! - [`noasid`]: FreeBSD arm64 before seed 000 — one ASID, global user mappings,
 //!   a broadcast invalidation of everything on every address-space switch.
 //! - [`freebsd_epoch`]: FreeBSD arm64 after seed 000 — the epoch allocator.
+//! - [`linux_arm64`]: Linux arm64 (`arch/arm64/mm/context.c`) — the rollover
+//!   allocator: generations, per-CPU reserved ASIDs, a deferred local flush instead
+//!   of a broadcast on rollover, pinned ASIDs and KPTI pairs.
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
 
 pub mod freebsd_epoch;
+pub mod linux_arm64;
 pub mod linux_pcid;
 pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;
+pub use linux_arm64::LinuxArm64;
 pub use linux_pcid::LinuxX86;
 pub use noasid::NoAsid;

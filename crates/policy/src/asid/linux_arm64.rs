@@ -1,0 +1,983 @@
+//! Linux arm64 ASIDs with the rollover allocator (`arch/arm64/mm/context.c`) and the
+//! user-space invalidations of `arch/arm64/include/asm/tlbflush.h`, as in v5.11
+//! (pinned ASIDs) through v6.x.
+//!
+//! # The algorithm
+//! User PTEs carry nG, so TLB entries are tagged with the mm's ASID and survive a
+//! context switch. An mm's `context.id` packs `generation | asid`: the low
+//! `asid_bits` bits are the hardware ASID, the bits above are the generation it was
+//! allocated in (0 means "never allocated"). The global `asid_generation` starts at
+//! `1 << asid_bits` and steps by that much on every rollover, so it never wraps in
+//! practice and a stale id never matches again (no ABA).
+//!
+//! - `check_and_switch_context(mm)`, fast path without the lock: if this CPU's
+//!   `active_asids` entry is not 0, the mm's generation is current, and a
+//!   compare-and-exchange replaces the entry with the mm's id, just write TTBR0.
+//!   The exchange fails when a rollover zeroed the entry meanwhile (a8ffaaa060b8:
+//!   never overwrite a 0, or the rollover loses track of what this CPU runs).
+//! - Slow path under `cpu_asid_lock`: re-read the id; if its generation is stale,
+//!   `new_context`. If this CPU is in `tlb_flush_pending`, clear it and flush the
+//!   whole local TLB before running the new ASID. Record the id in `active_asids`.
+//! - `new_context(mm)`: an mm that had an ASID keeps its number in the current
+//!   generation if some CPU reserved it at the last rollover (every such reserved
+//!   entry is updated), if it is pinned, or if its bit is still free. Otherwise take
+//!   the next free bit from the cursor `cur_idx`; if there is none, bump the
+//!   generation, `flush_context`, and search again from 1.
+//! - `flush_context`: rebuild the bitmap from the pinned ASIDs and, for every CPU,
+//!   the ASID it runs (swapped out of `active_asids` for 0) or, if that was already
+//!   0, the one it reserved at the previous rollover; record those as
+//!   `reserved_asids` and mark every CPU in `tlb_flush_pending`. There is *no*
+//!   broadcast invalidation: each CPU flushes its own TLB locally when it next
+//!   takes the slow path.
+//! - Pinned ASIDs (`arm64_mm_context_get`/`_put`, added for devices that share an
+//!   mm's page tables): a refcount per mm and a `pinned_asid_map` that seeds the
+//!   bitmap on every rollover, at most `available - ncpus - 2` of them so that an
+//!   ASID is always free after a rollover.
+//! - KPTI: ASIDs come in pairs, the even one for the kernel's view of the mm and
+//!   `asid | 1` for user space. The odd bits are set in the bitmaps from the start,
+//!   so only even ASIDs are allocated, and every user invalidation is issued a
+//!   second time for `asid | 1` (`__tlbi_user`).
+//! - User invalidations are always broadcast: `TLBI VALE1IS` per page (modelled as
+//!   [`Tlbi::Va`]), `ASIDE1IS` for the whole mm, and a range of 512 pages or more
+//!   (`MAX_TLBI_OPS`, without FEAT_TLBIRANGE) becomes the whole-mm flush. The ASID is
+//!   read after the `DSB ISHST` (5e10f9887ed8): a CPU that gives the mm a new ASID
+//!   after that read walks the updated tables.
+//! - Kernel threads and idle keep the previous mm in TTBR0 (lazy TLB: arm64's
+//!   `enter_lazy_tlb` does nothing), and `switch_mm` does nothing when the next mm
+//!   is the one already loaded.
+//!
+//! # What is guaranteed
+//! Within a generation no two mms hold the same ASID number. A number goes to a
+//! different mm only in a later generation, and every CPU flushes its whole TLB
+//! locally at its first context switch after the rollover, before it runs an ASID
+//! of the new generation; until then it keeps running (or lazily holding) the mm it
+//! had, whose number stays reserved for that mm. Nothing is freed earlier: an
+//! exited mm's bit stays set until the next rollover.
+//!
+//! # Deliberate readings
+//! - The per-CPU lazily-loaded mm (the scheduler's `active_mm`) is tracked here
+//!   because the [`Policy`] interface passes only `next`. Linux keeps an exited mm
+//!   alive (`mmgrab`) while a CPU has it loaded lazily; slots here are reused, so
+//!   [`Policy::mm_init`] makes every CPU forget a lazily loaded previous occupant of
+//!   the slot, and the next switch to the new mm there is a real one.
+//! - With `kpti` false this models a kernel built without
+//!   `CONFIG_UNMAP_KERNEL_AT_EL0`: a kernel built with it pre-sets the odd bits at
+//!   boot even on CPUs that turn out not to need KPTI, so its first generation
+//!   allocates only even ASIDs.
+//! - TTBR0 is written with the even (kernel-view) ASID under KPTI, as
+//!   `cpu_do_switch_mm` does; the exception-return trampoline's switch to
+//!   `asid | 1` is not modelled. Neither are CNP, software PAN, branch-predictor
+//!   hardening nor FEAT_TLBIRANGE range operations.
+//! - The hardware ignores the ASID bits above an 8-bit width in TTBR0 and in TLBI
+//!   operands, where the kernel's `ASID(mm)` (`& 0xffff`) would leave generation
+//!   bits; the tag here is masked to the width.
+//! - A flush of an mm that never had an ASID (`context.id == 0`) skips the TLBI
+//!   and its completing `DSB ISH`: nothing was ever cached under it. The kernel
+//!   issues the TLBI with ASID 0. The `DSB ISHST` before the id is read stays.
+
+use crate::cpumask::CpuMask;
+use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
+use crate::policy::Policy;
+use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
+use crate::types::{Asid, CpuId, MmId, VirtAddr};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// The number of per-page TLBIs above which a range flush gives up
+/// (`MAX_TLBI_OPS`: `PTRS_PER_PTE` with 4 KB pages). A user range of this many
+/// pages or more becomes one whole-ASID flush; a kernel range of more than this
+/// many pages becomes `flush_tlb_all`.
+pub const MAX_TLBI_OPS: u64 = 512;
+
+/// A per-CPU `active_mm` value meaning "no mm we know of": set when the slot the
+/// CPU has lazily loaded is given to a new mm.
+const NO_MM: u32 = u32::MAX;
+
+/// The error for a machine the allocator cannot run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The ASID width is neither 8 nor 16 bits (`ID_AA64MMFR0_EL1.ASIDBits`).
+    AsidWidth(u8),
+    /// Fewer than `ncpus + 2` usable ASIDs: after a rollover every CPU may keep
+    /// one, ASID 0 is never allocated, and one more must be free to allocate
+    /// (the kernel's `WARN_ON` in `asids_update_limit`).
+    TooManyCpus {
+        /// The CPUs asked for.
+        ncpus: usize,
+        /// The usable ASIDs (half the space under KPTI).
+        available: u32,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ConfigError::AsidWidth(bits) => write!(f, "{bits}-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits"),
+            ConfigError::TooManyCpus { ncpus, available } => write!(
+                f,
+                "{ncpus} CPUs need at least {} usable ASIDs (one per CPU after a rollover, ASID 0 and one to \
+                 allocate), but only {available} are available",
+                ncpus + 2
+            ),
+        }
+    }
+}
+
+/// A fixed-size bitmap of ASID numbers (the kernel's `unsigned long *` bitmaps).
+struct Bitmap {
+    words: Vec<u64>,
+}
+
+impl Bitmap {
+    /// Returns an empty bitmap of `bits` bits (a multiple of 64).
+    fn new(bits: u32) -> Self {
+        Bitmap { words: vec![0; (bits / 64) as usize] }
+    }
+
+    fn test(&self, a: u32) -> bool {
+        self.words[(a / 64) as usize] & (1 << (a % 64)) != 0
+    }
+
+    fn set(&mut self, a: u32) {
+        self.words[(a / 64) as usize] |= 1 << (a % 64);
+    }
+
+    fn clear(&mut self, a: u32) {
+        self.words[(a / 64) as usize] &= !(1 << (a % 64));
+    }
+
+    /// Sets bit `a` and returns whether it was already set (`__test_and_set_bit`).
+    fn test_and_set(&mut self, a: u32) -> bool {
+        let was = self.test(a);
+        self.set(a);
+        was
+    }
+
+    /// Returns the first clear bit at or after `from` (`find_next_zero_bit`; the
+    /// kernel's "not found" is the bitmap size).
+    fn find_next_zero(&self, from: u32) -> Option<u32> {
+        let mut w = (from / 64) as usize;
+        let mut mask = !0u64 << (from % 64);
+        while w < self.words.len() {
+            let free = !self.words[w] & mask;
+            if free != 0 {
+                return Some(w as u32 * 64 + free.trailing_zeros());
+            }
+            mask = !0;
+            w += 1;
+        }
+        None
+    }
+
+    /// Overwrites the bitmap with every odd bit set (`set_kpti_asid_bits`: the odd
+    /// ASID of each pair is user space's, so only even ones are allocated).
+    fn set_kpti_asid_bits(&mut self) {
+        self.words.fill(0xaaaa_aaaa_aaaa_aaaa);
+    }
+
+    fn copy_from(&mut self, other: &Bitmap) {
+        self.words.copy_from_slice(&other.words);
+    }
+}
+
+/// The state under `cpu_asid_lock`.
+struct Allocator {
+    /// `asid_map`: one bit per ASID number taken in the current generation.
+    asid_map: Bitmap,
+    /// `cur_idx`: where the next search for a free ASID starts.
+    cur_idx: u32,
+    /// `reserved_asids`, per CPU: the id it was running at the last rollover.
+    reserved_asids: Vec<u64>,
+    /// `tlb_flush_pending`: CPUs that must flush their TLB locally before they run
+    /// an ASID of the current generation.
+    tlb_flush_pending: CpuMask,
+    /// `pinned_asid_map`: pinned ASID numbers (plus the odd bits under KPTI); the
+    /// bitmap starts from a copy of it at every rollover.
+    pinned_asid_map: Bitmap,
+    /// `nr_pinned_asids`: how many mms are pinned.
+    nr_pinned_asids: u32,
+}
+
+/// The Linux arm64 rollover ASID allocator and its user TLB invalidation.
+pub struct LinuxArm64 {
+    asid_bits: u8,
+    /// Whether the kernel is unmapped at EL0 (`arm64_kernel_unmapped_at_el0`).
+    kpti: bool,
+    /// `max_pinned_asids`.
+    max_pinned_asids: u32,
+    /// `asid_generation`: written under the lock, read without it on the fast path.
+    asid_generation: AtomicU64,
+    /// `cpu_asid_lock` and what it protects.
+    cpu_asid_lock: SpinLock<Allocator>,
+    /// `active_asids`, per CPU: the id it runs, or 0 once a rollover took note of it.
+    active_asids: Vec<AtomicU64>,
+    /// Per CPU: the mm whose tables are in TTBR0 (the scheduler's `active_mm`),
+    /// kept through kernel threads and idle.
+    active_mm: Vec<AtomicU32>,
+    /// Per mm slot: `context.id` (`generation | asid`, 0 before the first switch).
+    context_id: Vec<AtomicU64>,
+    /// Per mm slot: `context.pinned`, the pin refcount. Changed only under the lock.
+    pinned: Vec<AtomicU32>,
+}
+
+impl LinuxArm64 {
+    /// Returns the allocator for `ncpus` CPUs, `max_mms` mm slots, an ASID width
+    /// of `asid_bits` (8 or 16, from `ID_AA64MMFR0_EL1.ASIDBits`) and, with `kpti`,
+    /// the kernel unmapped at EL0 (ASIDs allocated in even/odd pairs).
+    ///
+    /// Fails when the width is not 8 or 16, or when there are too few usable ASIDs
+    /// for the CPUs (see [`ConfigError::TooManyCpus`]).
+    pub fn new(ncpus: usize, max_mms: usize, asid_bits: u8, kpti: bool) -> Result<Self, ConfigError> {
+        if asid_bits != 8 && asid_bits != 16 {
+            return Err(ConfigError::AsidWidth(asid_bits));
+        }
+        let num_user_asids = 1u32 << asid_bits;
+        let available = if kpti { num_user_asids / 2 } else { num_user_asids };
+        if (available as usize) < ncpus + 2 {
+            return Err(ConfigError::TooManyCpus { ncpus, available });
+        }
+        let mut asid_map = Bitmap::new(num_user_asids);
+        let mut pinned_asid_map = Bitmap::new(num_user_asids);
+        if kpti {
+            asid_map.set_kpti_asid_bits();
+            pinned_asid_map.set_kpti_asid_bits();
+        }
+        let alloc = Allocator {
+            asid_map,
+            cur_idx: 1,
+            reserved_asids: vec![0; ncpus],
+            tlb_flush_pending: CpuMask::new(ncpus),
+            pinned_asid_map,
+            nr_pinned_asids: 0,
+        };
+        let slots = max_mms.max(1);
+        Ok(LinuxArm64 {
+            asid_bits,
+            kpti,
+            max_pinned_asids: available - ncpus as u32 - 2,
+            asid_generation: AtomicU64::new(1 << asid_bits),
+            cpu_asid_lock: SpinLock::new(alloc),
+            active_asids: (0..ncpus).map(|_| AtomicU64::new(0)).collect(),
+            active_mm: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
+            context_id: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            pinned: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+        })
+    }
+
+    /// Returns the `context.id` (`generation | asid`) of the mm in slot `mm`, 0 if
+    /// it has not had an ASID yet.
+    pub fn context_id(&self, mm: MmId) -> u64 {
+        // Relaxed: a snapshot for observers; the allocator never relies on it.
+        self.context_id[mm.index()].load(Ordering::Relaxed)
+    }
+
+    /// Returns the hardware ASID the mm in slot `mm` is tagged with now (the
+    /// kernel's `ASID(mm)`).
+    pub fn asid_of(&self, mm: MmId) -> Asid {
+        self.tag(self.context_id(mm))
+    }
+
+    /// Returns the current `asid_generation` (a multiple of `1 << asid_bits`).
+    pub fn generation(&self) -> u64 {
+        // Relaxed: a snapshot for observers.
+        self.asid_generation.load(Ordering::Relaxed)
+    }
+
+    /// Returns `cpu`'s `active_asids` entry: the id it runs, or 0 after a rollover
+    /// until its next slow-path switch.
+    pub fn active_asid(&self, cpu: CpuId) -> u64 {
+        // Relaxed: a snapshot for observers.
+        self.active_asids[cpu.index()].load(Ordering::Relaxed)
+    }
+
+    /// Returns `cpu`'s `reserved_asids` entry, taking the lock.
+    pub fn reserved_asid(&self, cpu: CpuId) -> u64 {
+        self.cpu_asid_lock.lock().reserved_asids[cpu.index()]
+    }
+
+    /// Returns how many mms may be pinned at once (`max_pinned_asids`).
+    pub fn max_pinned_asids(&self) -> u32 {
+        self.max_pinned_asids
+    }
+
+    /// Pins the ASID of the mm in slot `mm` so that it survives rollovers, for a
+    /// device that shares the mm's page tables (`arm64_mm_context_get`), and returns
+    /// it (under KPTI the user ASID, `asid | 1`). Pins are counted: each needs an
+    /// [`LinuxArm64::unpin`].
+    ///
+    /// Returns `None` when [`LinuxArm64::max_pinned_asids`] mms are pinned already
+    /// and this one is not among them. Allocating an ASID for an mm whose
+    /// generation is stale may roll over, as a context switch may.
+    pub fn pin<H: Hw>(&self, hw: &H, mm: MmId) -> Option<Asid> {
+        debug_assert!(!mm.is_kernel());
+        let mut a = self.cpu_asid_lock.lock();
+        let slot = &self.context_id[mm.index()];
+        // Relaxed: the lock orders this read after every store to the id (all under it).
+        let mut asid = slot.load(Ordering::Relaxed);
+        let pinned = &self.pinned[mm.index()];
+        // Relaxed: the refcount changes only under the lock we hold.
+        let refs = pinned.load(Ordering::Relaxed);
+        if refs != 0 {
+            // Relaxed: as above.
+            pinned.store(refs + 1, Ordering::Relaxed);
+        } else {
+            if a.nr_pinned_asids >= self.max_pinned_asids {
+                return None;
+            }
+            if !self.asid_gen_match(asid) {
+                // One or more rollovers since the mm last had an ASID (or it never
+                // had one): keep its number if still possible, else take a new one.
+                asid = self.new_context(hw, &mut a, mm);
+                // Relaxed: readers without the lock tolerate a stale id (see the fast path).
+                slot.store(asid, Ordering::Relaxed);
+            }
+            a.nr_pinned_asids += 1;
+            let n = self.ctxid2asid(asid);
+            a.pinned_asid_map.set(n);
+            // Relaxed: as above.
+            pinned.store(1, Ordering::Relaxed);
+        }
+        drop(a);
+        let mut n = self.ctxid2asid(asid);
+        if self.kpti {
+            // The device works on user space: the odd ASID of the pair.
+            n |= 1;
+        }
+        Some(self.tag(u64::from(n)))
+    }
+
+    /// Drops one pin of the mm in slot `mm` (`arm64_mm_context_put`); the last one
+    /// lets its ASID go at the next rollover like any other.
+    pub fn unpin(&self, mm: MmId) {
+        // Relaxed: a pinned mm's ASID number never changes, so any id read names the right bit.
+        let asid = self.context_id[mm.index()].load(Ordering::Relaxed);
+        let mut a = self.cpu_asid_lock.lock();
+        let pinned = &self.pinned[mm.index()];
+        // Relaxed: the refcount changes only under the lock we hold.
+        let refs = pinned.load(Ordering::Relaxed);
+        debug_assert!(refs > 0, "unpin of {mm}, which is not pinned");
+        if refs == 0 {
+            return;
+        }
+        // Relaxed: as above.
+        pinned.store(refs - 1, Ordering::Relaxed);
+        if refs == 1 {
+            a.pinned_asid_map.clear(self.ctxid2asid(asid));
+            a.nr_pinned_asids -= 1;
+        }
+    }
+
+    /// Returns the ASID number of a context id (`ctxid2asid`).
+    fn ctxid2asid(&self, id: u64) -> u32 {
+        (id & ((1u64 << self.asid_bits) - 1)) as u32
+    }
+
+    /// Returns whether `id` belongs to the current generation (`asid_gen_match`).
+    fn asid_gen_match(&self, id: u64) -> bool {
+        // Relaxed: without the lock a stale generation is caught by the cmpxchg on
+        // active_asids (a rollover zeroes it first); under the lock, the lock orders it.
+        (id ^ self.asid_generation.load(Ordering::Relaxed)) >> self.asid_bits == 0
+    }
+
+    /// Returns the hardware tag for a context id: its low `asid_bits` bits.
+    fn tag(&self, id: u64) -> Asid {
+        // Masked to the width, so it always fits.
+        Asid::new(self.ctxid2asid(id), self.asid_bits).unwrap_or(Asid::ZERO)
+    }
+
+    /// `flush_context`: starts the bitmap of a new generation from the pinned ASIDs
+    /// and what each CPU runs, and queues a local flush on every CPU. Called with
+    /// the lock held, right after the generation was bumped.
+    fn flush_context<H: Hw>(&self, hw: &H, a: &mut Allocator) {
+        hw.note(Note::AsidRollover);
+        // set_reserved_asid_bits: the pinned map already carries the KPTI odd bits.
+        let Allocator { asid_map, pinned_asid_map, reserved_asids, .. } = a;
+        asid_map.copy_from(pinned_asid_map);
+        for (cpu, active) in self.active_asids.iter().enumerate() {
+            // Relaxed: RMWs on one location are totally ordered, so this either sees
+            // the CPU's fast-path cmpxchg (and reserves its id) or makes it fail.
+            let mut asid = active.swap(0, Ordering::Relaxed);
+            if asid == 0 {
+                // The CPU has not switched since the previous rollover: what it
+                // reserved then is the only record of the mm it still runs.
+                asid = reserved_asids[cpu];
+            }
+            asid_map.set(self.ctxid2asid(asid));
+            reserved_asids[cpu] = asid;
+        }
+        a.tlb_flush_pending.set_all();
+    }
+
+    /// `check_update_reserved_asid`: if some CPU reserved `asid` at the last
+    /// rollover, moves every such entry to `newasid` (all of them, or a later
+    /// rollover would miss a copy) and returns true.
+    fn check_update_reserved_asid(a: &mut Allocator, asid: u64, newasid: u64) -> bool {
+        let mut hit = false;
+        for r in a.reserved_asids.iter_mut().filter(|r| **r == asid) {
+            *r = newasid;
+            hit = true;
+        }
+        hit
+    }
+
+    /// `new_context`: returns the id `mm` gets in the current generation, rolling
+    /// over if the ASID space is exhausted. Called with the lock held.
+    fn new_context<H: Hw>(&self, hw: &H, a: &mut Allocator, mm: MmId) -> u64 {
+        // Relaxed: the lock orders these reads after every store to them (all under it).
+        let asid = self.context_id[mm.index()].load(Ordering::Relaxed);
+        let mut generation = self.asid_generation.load(Ordering::Relaxed);
+        if asid != 0 {
+            let n = self.ctxid2asid(asid);
+            let newasid = generation | u64::from(n);
+            // Still running somewhere through a rollover: keep it. Checked before
+            // the pin so that the reserved entries learn the new generation.
+            if Self::check_update_reserved_asid(a, asid, newasid) {
+                return newasid;
+            }
+            // Relaxed: the refcount changes only under the lock we hold.
+            if self.pinned[mm.index()].load(Ordering::Relaxed) != 0 {
+                return newasid;
+            }
+            // The old number is free in this generation: reuse it.
+            if !a.asid_map.test_and_set(n) {
+                return newasid;
+            }
+        }
+        let n = match a.asid_map.find_next_zero(a.cur_idx) {
+            Some(n) => n,
+            None => {
+                // Out of ASIDs: a new generation.
+                // Relaxed: readers without the lock also need their cmpxchg on
+                // active_asids to succeed, which flush_context's swap prevents.
+                generation =
+                    self.asid_generation.fetch_add(1 << self.asid_bits, Ordering::Relaxed) + (1 << self.asid_bits);
+                self.flush_context(hw, a);
+                // At most ncpus reserved and max_pinned_asids pinned numbers leave one free.
+                a.asid_map
+                    .find_next_zero(1)
+                    .expect("no free ASID after a rollover: the constructor's limits prevent this")
+            }
+        };
+        a.asid_map.set(n);
+        a.cur_idx = n;
+        generation | u64::from(n)
+    }
+
+    /// `check_and_switch_context`: makes sure `mm` has an ASID of the current
+    /// generation, then loads its tables and ASID into TTBR0.
+    fn check_and_switch_context<H: Hw>(&self, hw: &H, mm: MmId) {
+        let cpu = hw.cpu();
+        let active = &self.active_asids[cpu.index()];
+        let slot = &self.context_id[mm.index()];
+        // Relaxed: a stale id fails the generation check or is the one a concurrent
+        // rollover reserves for this CPU (see the cmpxchg).
+        let mut asid = slot.load(Ordering::Relaxed);
+        // Relaxed: only a rollover changes it behind our back (to 0), which the cmpxchg sees.
+        let old_active_asid = active.load(Ordering::Relaxed);
+        // Relaxed: RMWs on one location are totally ordered: either a rollover's swap
+        // comes later and reserves our id, or it came first and this fails (a8ffaaa060b8).
+        let fast = old_active_asid != 0
+            && self.asid_gen_match(asid)
+            && active.compare_exchange(old_active_asid, asid, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+        if !fast {
+            let mut a = self.cpu_asid_lock.lock();
+            // Relaxed: the lock orders this read after every store to the id (all under it).
+            asid = slot.load(Ordering::Relaxed);
+            if !self.asid_gen_match(asid) {
+                asid = self.new_context(hw, &mut a, mm);
+                // Relaxed: readers without the lock tolerate a stale id (see above).
+                slot.store(asid, Ordering::Relaxed);
+            }
+            if a.tlb_flush_pending.test(cpu) {
+                a.tlb_flush_pending.clear(cpu);
+                Self::local_flush_tlb_all(hw);
+            }
+            // Relaxed: read back by this CPU, and by rollovers under the lock we hold.
+            active.store(asid, Ordering::Relaxed);
+        }
+        // cpu_switch_mm: the number is the one now in context.id (a rollover since
+        // our read keeps it for this CPU).
+        hw.write_root(Root::Mm(mm), self.tag(asid), true);
+        hw.barrier(Barrier::Isb);
+    }
+
+    /// `local_flush_tlb_all`: this CPU's whole TLB, nothing broadcast.
+    fn local_flush_tlb_all<H: Hw>(hw: &H) {
+        hw.barrier(Barrier::DsbSt(Domain::NonShareable));
+        hw.tlbi(Tlbi::All, Scope::Local);
+        hw.barrier(Barrier::Dsb(Domain::NonShareable));
+        hw.barrier(Barrier::Isb);
+    }
+
+    /// Broadcasts `op` and, under KPTI, the same operation for the user ASID of
+    /// the pair (`__tlbi` then `__tlbi_user`).
+    fn tlbi_user<H: Hw>(&self, hw: &H, op: Tlbi) {
+        hw.tlbi(op, Scope::Broadcast);
+        if self.kpti {
+            let user = |asid: Asid| self.tag(u64::from(asid.get() | 1));
+            let twin = match op {
+                Tlbi::Va { asid, va } => Tlbi::Va { asid: user(asid), va },
+                Tlbi::Asid(asid) => Tlbi::Asid(user(asid)),
+                other => other,
+            };
+            hw.tlbi(twin, Scope::Broadcast);
+        }
+    }
+
+    /// Issues `DSB ISHST`, then reads the mm's id (after the barrier, 5e10f9887ed8)
+    /// and returns its tag, or `None` if the mm never had an ASID.
+    fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId) -> Option<Asid> {
+        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
+        // Relaxed: ordered after the page-table stores by the DSB ISHST above; a
+        // rollover that reassigns the number after this read keeps it for the mm
+        // on every CPU still running it, and any other CPU flushes locally first.
+        let id = self.context_id[mm.index()].load(Ordering::Relaxed);
+        (id != 0).then(|| self.tag(id))
+    }
+}
+
+impl Policy for LinuxArm64 {
+    fn mm_init(&self, mm: MmId) {
+        debug_assert!(!mm.is_kernel());
+        // init_new_context.
+        // Relaxed: the new mm reaches other CPUs through the kernel's own hand-off
+        // (fork, wake-up), which orders these stores before their reads.
+        self.context_id[mm.index()].store(0, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.pinned[mm.index()].store(0, Ordering::Relaxed);
+        // The slot's previous mm is gone; a CPU still holding it lazily must not
+        // take the new one for "already loaded".
+        for m in &self.active_mm {
+            // Relaxed: as above; only that CPU otherwise writes its entry.
+            let _ = m.compare_exchange(mm.0, NO_MM, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
+        // destroy_context is empty on arm64: the ASID's bit stays set until the next
+        // rollover, and the mm must have been unpinned.
+        // Relaxed: the refcount of a dead mm no longer changes.
+        debug_assert_eq!(self.pinned[mm.index()].load(Ordering::Relaxed), 0, "{mm} released while pinned");
+    }
+
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        if next.is_kernel() {
+            // Kernel thread or idle: enter_lazy_tlb does nothing, TTBR0 keeps prev.
+            return;
+        }
+        let loaded = &self.active_mm[hw.cpu().index()];
+        // Relaxed: this CPU's own entry (mm_init only retires a dead slot's value).
+        if loaded.load(Ordering::Relaxed) == next.0 {
+            // switch_mm with prev == next.
+            return;
+        }
+        self.check_and_switch_context(hw, next);
+        // Relaxed: as above.
+        loaded.store(next.0, Ordering::Relaxed);
+    }
+
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        if let Some(asid) = self.begin_user_flush(hw, mm) {
+            self.tlbi_user(hw, Tlbi::Va { asid, va });
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        }
+    }
+
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        if pages >= MAX_TLBI_OPS {
+            self.flush_mm(hw, mm);
+            return;
+        }
+        if let Some(asid) = self.begin_user_flush(hw, mm) {
+            for i in 0..pages {
+                self.tlbi_user(hw, Tlbi::Va { asid, va: start.add_pages(i) });
+            }
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        }
+    }
+
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        if let Some(asid) = self.begin_user_flush(hw, mm) {
+            self.tlbi_user(hw, Tlbi::Asid(asid));
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        }
+    }
+
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
+        if pages > MAX_TLBI_OPS {
+            // flush_tlb_all.
+            hw.tlbi(Tlbi::All, Scope::Broadcast);
+        } else {
+            for i in 0..pages {
+                hw.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Broadcast);
+            }
+        }
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.barrier(Barrier::Isb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testhw::Rec;
+
+    const GEN1: u64 = 1 << 8;
+    const GEN2: u64 = 2 << 8;
+
+    fn a8(n: u32) -> Asid {
+        Asid::new(n, 8).unwrap()
+    }
+
+    /// An 8-bit, 2-CPU machine on the verge of its first rollover: cpu1 runs mm 1
+    /// (ASID 1), cpu0 has run mms 2..=255 (ASIDs 2..=255) and still runs mm 255.
+    fn full_8bit() -> (LinuxArm64, Rec, Rec) {
+        let p = LinuxArm64::new(2, 400, 8, false).unwrap();
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        for mm in 1..=255 {
+            p.mm_init(MmId(mm));
+        }
+        p.switch_mm(&cpu1, MmId(1));
+        for mm in 2..=255 {
+            p.switch_mm(&cpu0, MmId(mm));
+        }
+        assert_eq!(p.context_id(MmId(255)), GEN1 | 255);
+        assert_eq!(p.generation(), GEN1);
+        cpu0.take();
+        cpu1.take();
+        (p, cpu0, cpu1)
+    }
+
+    #[test]
+    fn first_switch_allocates_asid_1_without_flushing() {
+        let p = LinuxArm64::new(1, 8, 8, false).unwrap();
+        let mut hw = Rec::new(0, 1);
+        hw.barriers = true;
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(p.context_id(MmId(1)), GEN1 | 1);
+        assert_eq!(p.active_asid(CpuId(0)), GEN1 | 1);
+        assert_eq!(hw.take(), vec!["root Mm(MmId(1)) asid 1 noflush true", "barrier Isb"]);
+    }
+
+    #[test]
+    fn fast_path_reuses_current_generation_asid_without_lock() {
+        let p = LinuxArm64::new(1, 8, 16, false).unwrap();
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.mm_init(MmId(2));
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        hw.take();
+        // A pending flush is only noticed under the lock: the fast path must skip it.
+        p.cpu_asid_lock.lock().tlb_flush_pending.set(CpuId(0));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["root Mm(MmId(1)) asid 1 noflush true"]);
+        assert_eq!(p.context_id(MmId(1)), (1 << 16) | 1);
+        assert_eq!(p.active_asid(CpuId(0)), (1 << 16) | 1);
+        assert!(p.cpu_asid_lock.lock().tlb_flush_pending.test(CpuId(0)), "the slow path was taken");
+        assert_eq!(p.cpu_asid_lock.lock().cur_idx, 2, "no allocation");
+    }
+
+    #[test]
+    fn rollover_keeps_reserved_asid() {
+        let (p, cpu0, _cpu1) = full_8bit();
+        p.mm_init(MmId(256));
+        p.switch_mm(&cpu0, MmId(256));
+        assert_eq!(p.generation(), GEN2);
+        // Both CPUs' running ids are reserved; the new mm takes the first other number.
+        assert_eq!(p.reserved_asid(CpuId(0)), GEN1 | 255);
+        assert_eq!(p.reserved_asid(CpuId(1)), GEN1 | 1);
+        assert_eq!(p.context_id(MmId(256)), GEN2 | 2);
+        cpu0.take();
+        // mm 1 (running on cpu1 through the rollover) now runs on cpu0 too: it keeps
+        // ASID 1 in the new generation and the reservation follows it.
+        p.switch_mm(&cpu0, MmId(1));
+        assert_eq!(p.context_id(MmId(1)), GEN2 | 1);
+        assert_eq!(p.reserved_asid(CpuId(1)), GEN2 | 1);
+        assert_eq!(cpu0.take(), vec!["root Mm(MmId(1)) asid 1 noflush true"]);
+    }
+
+    #[test]
+    fn rollover_keeps_free_old_asid_number() {
+        let (p, cpu0, _cpu1) = full_8bit();
+        p.mm_init(MmId(256));
+        p.switch_mm(&cpu0, MmId(256));
+        // mm 100 ran in generation 1 and nowhere at the rollover; 100 is still free.
+        p.switch_mm(&cpu0, MmId(100));
+        assert_eq!(p.context_id(MmId(100)), GEN2 | 100);
+        // mm 2's number went to mm 256, so it takes the next one from the cursor.
+        p.switch_mm(&cpu0, MmId(2));
+        assert_eq!(p.context_id(MmId(2)), GEN2 | 3);
+    }
+
+    #[test]
+    fn cpu_in_flush_pending_flushes_locally_before_new_generation_asid() {
+        let (p, mut cpu0, mut cpu1) = full_8bit();
+        cpu0.barriers = true;
+        cpu1.barriers = true;
+        p.mm_init(MmId(256));
+        p.switch_mm(&cpu0, MmId(256));
+        assert_eq!(
+            cpu0.take(),
+            vec![
+                "note AsidRollover",
+                "barrier DsbSt(NonShareable)",
+                "tlbi All Local",
+                "barrier Dsb(NonShareable)",
+                "barrier Isb",
+                "root Mm(MmId(256)) asid 2 noflush true",
+                "barrier Isb",
+            ]
+        );
+        // cpu1 has not switched since: its rollover flush is still pending, and it
+        // happens on cpu1, locally, before the first ASID of the new generation.
+        assert_eq!(cpu1.take(), Vec::<String>::new());
+        p.switch_mm(&cpu1, MmId(3));
+        assert_eq!(
+            cpu1.take(),
+            vec![
+                "barrier DsbSt(NonShareable)",
+                "tlbi All Local",
+                "barrier Dsb(NonShareable)",
+                "barrier Isb",
+                "root Mm(MmId(3)) asid 3 noflush true",
+                "barrier Isb",
+            ]
+        );
+        // Only once.
+        p.switch_mm(&cpu1, MmId(4));
+        assert_eq!(cpu1.take(), vec!["root Mm(MmId(4)) asid 4 noflush true", "barrier Isb"]);
+    }
+
+    #[test]
+    fn zero_active_asid_forces_slow_path_after_rollover() {
+        // a8ffaaa060b8: cpu1's active_asids entry was zeroed by cpu0's rollover; a
+        // switch to an mm of the current generation must not take the fast path
+        // (which would skip the pending flush and hide what cpu1 runs).
+        let (p, cpu0, cpu1) = full_8bit();
+        p.mm_init(MmId(256));
+        p.switch_mm(&cpu0, MmId(256));
+        assert_eq!(p.active_asid(CpuId(1)), 0);
+        p.switch_mm(&cpu1, MmId(256));
+        assert_eq!(cpu1.take(), vec!["tlbi All Local", "root Mm(MmId(256)) asid 2 noflush true"]);
+        assert_eq!(p.active_asid(CpuId(1)), GEN2 | 2);
+    }
+
+    #[test]
+    fn rollover_never_broadcasts() {
+        // One CPU, 8-bit ASIDs: 255 mms fit in the first generation, 254 in each
+        // later one (the running mm's number stays reserved), so 1000 new mms take
+        // 255 + 254 + 254 + 237: three rollovers.
+        let p = LinuxArm64::new(1, 1001, 8, false).unwrap();
+        let hw = Rec::new(0, 1);
+        let mut log = Vec::new();
+        for mm in 1..=1000 {
+            p.mm_init(MmId(mm));
+            p.switch_mm(&hw, MmId(mm));
+            p.flush_page(&hw, MmId(mm), VirtAddr(0x1000));
+            log.extend(hw.take());
+        }
+        assert_eq!(p.generation(), 4 << 8);
+        assert_eq!(log.iter().filter(|l| *l == "note AsidRollover").count(), 3);
+        assert_eq!(log.iter().filter(|l| *l == "tlbi All Local").count(), 3);
+        assert_eq!(log.iter().filter(|l| l.starts_with("tlbi All")).count(), 3);
+        // The only broadcasts are the 1000 page flushes.
+        assert_eq!(log.iter().filter(|l| l.ends_with("Broadcast")).count(), 1000);
+        assert!(log.iter().filter(|l| l.ends_with("Broadcast")).all(|l| l.starts_with("tlbi Va {")));
+        assert_eq!(p.context_id(MmId(1000)), (4 << 8) | 237);
+    }
+
+    #[test]
+    fn pinned_asid_survives_rollover() {
+        let p = LinuxArm64::new(1, 600, 8, false).unwrap();
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(p.pin(&hw, MmId(1)), Some(a8(1)));
+        for mm in 2..=256 {
+            p.mm_init(MmId(mm));
+            p.switch_mm(&hw, MmId(mm));
+        }
+        assert_eq!(p.generation(), GEN2);
+        // The rollover seeded the bitmap with the pinned ASID: mm 256 skips 1.
+        assert_eq!(p.context_id(MmId(256)), GEN2 | 2);
+        // mm 1 is neither running nor reserved, but keeps 1 because it is pinned.
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(p.context_id(MmId(1)), GEN2 | 1);
+        // No other mm of generation 2 gets 1.
+        for mm in 257..=508 {
+            p.mm_init(MmId(mm));
+            p.switch_mm(&hw, MmId(mm));
+            assert_ne!(p.context_id(MmId(mm)) & 0xff, 1, "mm {mm}");
+        }
+        assert_eq!(p.generation(), GEN2);
+        p.unpin(MmId(1));
+        assert_eq!(p.cpu_asid_lock.lock().nr_pinned_asids, 0);
+    }
+
+    #[test]
+    fn pin_limit_is_available_minus_cpus_minus_two() {
+        let p = LinuxArm64::new(4, 300, 8, false).unwrap();
+        let hw = Rec::new(0, 4);
+        assert_eq!(p.max_pinned_asids(), 256 - 4 - 2);
+        for mm in 1..=251 {
+            p.mm_init(MmId(mm));
+        }
+        for mm in 1..=250 {
+            // Pinning an mm that never ran allocates its ASID.
+            assert_eq!(p.pin(&hw, MmId(mm)), Some(a8(mm)), "mm {mm}");
+        }
+        assert_eq!(p.pin(&hw, MmId(251)), None);
+        // An mm already pinned only gains a reference.
+        assert_eq!(p.pin(&hw, MmId(7)), Some(a8(7)));
+        p.unpin(MmId(7));
+        assert_eq!(p.pin(&hw, MmId(251)), None, "mm 7 is still pinned once");
+        p.unpin(MmId(7));
+        assert_eq!(p.pin(&hw, MmId(251)), Some(a8(251)));
+        assert!(hw.take().is_empty(), "pinning switches nothing and flushes nothing");
+        let kpti = LinuxArm64::new(4, 8, 8, true).unwrap();
+        assert_eq!(kpti.max_pinned_asids(), 128 - 4 - 2);
+    }
+
+    #[test]
+    fn kpti_halves_the_asid_space_and_flushes_user_asid_too() {
+        let p = LinuxArm64::new(1, 200, 8, true).unwrap();
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["root Mm(MmId(1)) asid 2 noflush true"]);
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        p.flush_mm(&hw, MmId(1));
+        let va = VirtAddr(0x1000);
+        assert_eq!(
+            hw.take(),
+            vec![
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(2), va }),
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(3), va }),
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(a8(2))),
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(a8(3))),
+            ]
+        );
+        // Even ASIDs 2..=254: 127 mms per generation; the 128th rolls over.
+        for mm in 2..=127 {
+            p.mm_init(MmId(mm));
+            p.switch_mm(&hw, MmId(mm));
+            assert_eq!(p.context_id(MmId(mm)), GEN1 | (2 * mm as u64));
+        }
+        assert_eq!(p.generation(), GEN1);
+        p.mm_init(MmId(128));
+        p.switch_mm(&hw, MmId(128));
+        assert_eq!(p.generation(), GEN2);
+        // 254 is reserved for this CPU; the search restarts at the bottom.
+        assert_eq!(p.context_id(MmId(128)), GEN2 | 2);
+        assert_eq!(p.pin(&hw, MmId(128)), Some(a8(3)), "a pinned ASID is the user one");
+    }
+
+    #[test]
+    fn range_of_512_pages_becomes_one_asid_flush() {
+        let p = LinuxArm64::new(1, 4, 16, false).unwrap();
+        let mut hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        hw.barriers = true;
+        let asid = Asid::new(1, 16).unwrap();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x40_0000), 511);
+        let log = hw.take();
+        assert_eq!(log.len(), 511 + 2);
+        assert_eq!(log[0], "barrier DsbSt(InnerShareable)");
+        assert_eq!(log[1], format!("tlbi {:?} Broadcast", Tlbi::Va { asid, va: VirtAddr(0x40_0000) }));
+        assert_eq!(log[511], format!("tlbi {:?} Broadcast", Tlbi::Va { asid, va: VirtAddr(0x40_0000).add_pages(510) }));
+        assert_eq!(log[512], "barrier Dsb(InnerShareable)");
+        p.flush_range(&hw, MmId(1), VirtAddr(0x40_0000), 512);
+        assert_eq!(
+            hw.take(),
+            vec![
+                "barrier DsbSt(InnerShareable)".to_string(),
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(asid)),
+                "barrier Dsb(InnerShareable)".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_range_over_512_pages_flushes_everything() {
+        let p = LinuxArm64::new(1, 4, 16, false).unwrap();
+        let mut hw = Rec::new(0, 1);
+        hw.barriers = true;
+        p.flush_kernel_range(&hw, VirtAddr(0xffff_0000_0000_0000), 513);
+        assert_eq!(
+            hw.take(),
+            vec!["barrier DsbSt(InnerShareable)", "tlbi All Broadcast", "barrier Dsb(InnerShareable)", "barrier Isb"]
+        );
+        p.flush_kernel_range(&hw, VirtAddr(0xffff_0000_0000_0000), 512);
+        let log = hw.take();
+        assert_eq!(log.len(), 512 + 3);
+        assert_eq!(log.iter().filter(|l| l.starts_with("tlbi VaAllAsids") && l.ends_with("Broadcast")).count(), 512);
+    }
+
+    #[test]
+    fn switch_to_kernel_keeps_mm_loaded_lazily() {
+        let p = LinuxArm64::new(1, 4, 8, false).unwrap();
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.mm_init(MmId(2));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.switch_mm(&hw, MmId::KERNEL);
+        assert_eq!(hw.take(), Vec::<String>::new(), "TTBR0 keeps mm 1");
+        assert_eq!(p.active_asid(CpuId(0)), GEN1 | 1);
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), Vec::<String>::new(), "mm 1 is still loaded");
+        p.switch_mm(&hw, MmId::KERNEL);
+        p.switch_mm(&hw, MmId(2));
+        assert_eq!(hw.take(), vec!["root Mm(MmId(2)) asid 2 noflush true"]);
+    }
+
+    #[test]
+    fn reused_slot_is_switched_to_even_if_lazily_loaded() {
+        // Regression: the slot a CPU holds lazily is released and given to a new mm;
+        // "already loaded" would run the new mm on the dead one's ASID.
+        let p = LinuxArm64::new(1, 4, 8, false).unwrap();
+        let hw = Rec::new(0, 1);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        p.mm_release(&hw, MmId(1));
+        p.mm_init(MmId(1));
+        assert_eq!(p.context_id(MmId(1)), 0);
+        hw.take();
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["root Mm(MmId(1)) asid 2 noflush true"]);
+    }
+
+    #[test]
+    fn flush_of_mm_that_never_ran_issues_no_tlbi() {
+        let p = LinuxArm64::new(1, 4, 8, false).unwrap();
+        let mut hw = Rec::new(0, 1);
+        hw.barriers = true;
+        p.mm_init(MmId(1));
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 3);
+        p.flush_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["barrier DsbSt(InnerShareable)"; 3]);
+    }
+
+    #[test]
+    fn bad_asid_width_is_an_error() {
+        let err = LinuxArm64::new(1, 4, 12, false).err().unwrap();
+        assert_eq!(err, ConfigError::AsidWidth(12));
+        assert_eq!(err.to_string(), "12-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits");
+        let err = LinuxArm64::new(127, 4, 8, true).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "127 CPUs need at least 129 usable ASIDs (one per CPU after a rollover, ASID 0 and one to allocate), \
+             but only 128 are available"
+        );
+        assert!(LinuxArm64::new(126, 4, 8, true).is_ok());
+    }
+}
