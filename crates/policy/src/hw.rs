@@ -74,6 +74,30 @@ pub enum Root {
     Reserved,
 }
 
+/// How a CPU touches a shared variable's cache line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A load (a spin loop's poll included).
+    Read,
+    /// A plain store.
+    Write,
+    /// An atomic read-modify-write (`LOCK XADD`, `LDADD`, compare-and-exchange).
+    Rmw,
+}
+
+/// The three phases of a shootdown (STYLE.md: frames are freed only after sync).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Deciding what must be invalidated and where (publishing the request).
+    Issue,
+    /// Sending IPIs or broadcasts and invalidating locally.
+    Dispatch,
+    /// Waiting for every target to acknowledge; when it ends, TLBs are coherent.
+    Sync,
+    /// The shootdown is complete.
+    Done,
+}
+
 /// Events a policy reports so that the machine can count them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
@@ -108,6 +132,27 @@ pub trait Hw {
     /// The caller's own CPU is never interrupted: a policy that also needs the
     /// work done locally does it itself, as the kernels do.
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
+
+    /// Sends an IPI to every CPU in `targets` except the caller that runs `handler`
+    /// there, and returns without waiting (FreeBSD `ipi_selected`). The policy
+    /// learns of completion through shared memory it polls, accounting every
+    /// poll with [`Hw::shared`].
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
+
+    /// Accounts one access of kind `access` by this CPU to the cache line holding
+    /// the shared variable at `addr` (a policy passes its atomic's address). A real
+    /// kernel implements this as nothing: the access itself is the atomic
+    /// operation next to the call. The simulator charges cache-line transfers,
+    /// serialised per line, so contention on a shared counter costs what it costs.
+    ///
+    /// Account before testing the value: a spin loop is `loop { hw.shared(a,
+    /// Read); if done(a) { break } }`, so a poll that succeeds at once still pays
+    /// for fetching the line, and waits until the line's last writer is done.
+    fn shared(&self, addr: usize, access: Access);
+
+    /// Marks the start of a shootdown phase on this CPU, for the machine's
+    /// latency accounting and the checker's traces.
+    fn phase(&self, phase: Phase);
 
     /// Reports an event for the machine's counters.
     fn note(&self, note: Note);

@@ -33,6 +33,6 @@ pub(crate) mod testhw;
 pub mod types;
 
 pub use cpumask::CpuMask;
-pub use hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
+pub use hw::{Access, Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 pub use policy::Policy;
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};

@@ -3,7 +3,7 @@
 //! CPU the test started on (an IPI handler's work).
 
 use crate::cpumask::CpuMask;
-use crate::hw::{Barrier, Hw, Note, Root, Scope, Tlbi};
+use crate::hw::{Access, Barrier, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::types::{Asid, CpuId};
 use std::cell::{Cell, RefCell};
 use std::format;
@@ -18,12 +18,14 @@ pub struct Rec {
     log: RefCell<Vec<String>>,
     /// Whether barriers are logged (most tests do not care about them).
     pub barriers: bool,
+    /// Whether shared-line accesses and phases are logged.
+    pub coherence: bool,
 }
 
 impl Rec {
     /// Returns CPU `cpu` of a machine of `ncpus`.
     pub fn new(cpu: u32, ncpus: usize) -> Self {
-        Rec { home: cpu, cpu: Cell::new(cpu), ncpus, log: RefCell::new(Vec::new()), barriers: false }
+        Rec { home: cpu, cpu: Cell::new(cpu), ncpus, log: RefCell::new(Vec::new()), barriers: false, coherence: false }
     }
 
     /// Returns and clears the log.
@@ -70,6 +72,31 @@ impl Hw for Rec {
             handler(self);
         }
         self.cpu.set(me);
+    }
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let me = self.cpu.get();
+        let mut list = Vec::new();
+        targets.for_each(|c| {
+            if c.0 != me {
+                list.push(c.0);
+            }
+        });
+        self.push(format!("ipi async {list:?}"));
+        for c in list {
+            self.cpu.set(c);
+            handler(self);
+        }
+        self.cpu.set(me);
+    }
+    fn shared(&self, addr: usize, access: Access) {
+        if self.coherence {
+            self.push(format!("shared {addr:#x} {access:?}"));
+        }
+    }
+    fn phase(&self, phase: Phase) {
+        if self.coherence {
+            self.push(format!("phase {phase:?}"));
+        }
     }
     fn note(&self, n: Note) {
         self.push(format!("note {n:?}"));

@@ -26,11 +26,23 @@
 //! transfer. A target that was running something loses that time (`stolen`,
 //! added to its current operation by the engine); an idle one is merely busy
 //! until the handler ends (`irq_until`).
+//!
+//! # Coherence
+//! A policy's shared variables live in cache lines (by address, 64 bytes). Each
+//! line remembers its last writer, the CPUs that read it since, and when it is
+//! next free: a write or atomic by a CPU that does not hold the line alone, or a
+//! read by a CPU without a copy, waits for the line and moves it
+//! (`cacheline_transfer`, more across sockets), one transfer at a time per line.
+//! So a counter every IPI handler increments while the initiator polls it is a
+//! queue, and per-CPU flags are not. Time an IPI handler spends in TLB operations
+//! counts as *invalidating*, time in shared-line accesses as *synchronising*.
 
 use crate::preset::Costs;
 use crate::tlb::{Inval, Tlb};
 use std::cell::{Cell, RefCell};
-use tlbkit_policy::{Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Root, Scope, Tlbi};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi};
 
 /// Counters of hardware events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -47,6 +59,29 @@ pub struct HwCounters {
     pub ipis_sent: u64,
     /// IPI handlers run for policies (TLB shootdowns).
     pub ipi_handlers: u64,
+    /// Cycles IPI handlers spent in all (entry and exit included).
+    pub ipi_handler_cycles: u64,
+    /// Cycles IPI handlers spent in TLB invalidations and root writes.
+    pub ipi_invalidating_cycles: u64,
+    /// Cycles IPI handlers spent on shared cache lines (waiting and transfers).
+    pub ipi_sync_cycles: u64,
+    /// Shootdowns completed (a policy's `Phase::Issue` .. `Phase::Done`).
+    pub shootdowns: u64,
+    /// Cycles from issue to done, summed over shootdowns.
+    pub shootdown_cycles: u64,
+    /// Cache-line transfers.
+    pub line_transfers: u64,
+}
+
+/// One cache line of policy state.
+#[derive(Clone, Debug, Default)]
+struct Line {
+    /// When the line can next move.
+    free_at: u64,
+    /// The last CPU that wrote it, if any.
+    writer: Option<u32>,
+    /// CPUs that read it since the last write.
+    readers: Vec<u32>,
 }
 
 /// One CPU's translation state.
@@ -97,9 +132,52 @@ pub struct Machine {
     pub dvm_busy: Vec<u64>,
     /// Counters.
     pub counters: HwCounters,
+    /// Cache lines of policy state, by address / 64 (looked up, never iterated).
+    lines: HashMap<usize, Line, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>,
 }
 
 impl Machine {
+    /// Returns a machine of `cpus` with the given costs and topology.
+    pub fn new(costs: Costs, cpus: Vec<CpuState>, cores_per_socket: usize) -> Self {
+        let n = cpus.len();
+        Machine {
+            costs,
+            cpus,
+            cores_per_socket,
+            dvm_busy: vec![0; n],
+            counters: HwCounters::default(),
+            lines: HashMap::default(),
+        }
+    }
+
+    /// Performs `access` by `cpu` at `t` on the line holding `addr`; returns when it is done.
+    fn line_access(&mut self, cpu: usize, t: u64, addr: usize, access: Access) -> u64 {
+        let c = self.costs;
+        let cps = self.cores_per_socket;
+        let line = self.lines.entry(addr / 64).or_default();
+        let me = cpu as u32;
+        let hit = match access {
+            Access::Read => line.writer == Some(me) || line.readers.contains(&me),
+            Access::Write | Access::Rmw => line.writer == Some(me) && line.readers.iter().all(|&r| r == me),
+        };
+        if hit {
+            return t + c.mem_access;
+        }
+        let cross = line.writer.is_some_and(|w| w as usize / cps != cpu / cps);
+        let start = t.max(line.free_at);
+        let end = start + c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
+        line.free_at = end;
+        match access {
+            Access::Read => line.readers.push(me),
+            Access::Write | Access::Rmw => {
+                line.writer = Some(me);
+                line.readers.clear();
+            }
+        }
+        self.counters.line_transfers += 1;
+        end
+    }
+
     /// Returns whether CPUs `a` and `b` are on different sockets.
     pub fn cross_socket(&self, a: usize, b: usize) -> bool {
         a / self.cores_per_socket != b / self.cores_per_socket
@@ -139,12 +217,22 @@ pub struct CpuHw<'a> {
     /// The CPU operations act on: the caller's, or an IPI target's inside a handler.
     cpu: Cell<usize>,
     now: Cell<u64>,
+    /// Whether operations run inside an IPI handler (for the time split).
+    in_irq: Cell<bool>,
+    /// When this CPU's current shootdown was issued.
+    issued: Cell<Option<u64>>,
 }
 
 impl<'a> CpuHw<'a> {
     /// Returns CPU `cpu`'s interface, its clock at `now` cycles.
     pub fn new(m: &'a mut Machine, cpu: usize, now: u64) -> Self {
-        CpuHw { m: RefCell::new(m), cpu: Cell::new(cpu), now: Cell::new(now) }
+        CpuHw {
+            m: RefCell::new(m),
+            cpu: Cell::new(cpu),
+            now: Cell::new(now),
+            in_irq: Cell::new(false),
+            issued: Cell::new(None),
+        }
     }
 
     /// Returns the CPU's clock after what was done through this interface.
@@ -154,6 +242,60 @@ impl<'a> CpuHw<'a> {
 
     fn spend(&self, cycles: u64) {
         self.now.set(self.now.get() + cycles);
+    }
+
+    /// Spends `cycles` of TLB work, counted as invalidating inside a handler.
+    fn spend_tlb(&self, cycles: u64) {
+        if self.in_irq.get() {
+            self.m.borrow_mut().counters.ipi_invalidating_cycles += cycles;
+        }
+        self.spend(cycles);
+    }
+
+    /// Runs `handler` on each target as an IPI; returns (when the sender is done
+    /// sending, when the last completion flag is back).
+    fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) -> (u64, u64) {
+        let me = self.cpu.get();
+        let c = self.m.borrow().costs;
+        let mut list = Vec::new();
+        targets.for_each(|t| {
+            if t.index() != me {
+                list.push(t.index());
+            }
+        });
+        let mut sent = self.now.get();
+        let mut done = sent;
+        for target in list {
+            sent += c.ipi_send;
+            let (arrive, ack) = {
+                let mut m = self.m.borrow_mut();
+                m.counters.ipis_sent += 1;
+                m.counters.ipi_handlers += 1;
+                let cross = m.cross_socket(me, target);
+                let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
+                let ack = c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
+                (arrive.max(m.cpus[target].irq_until), ack)
+            };
+            self.cpu.set(target);
+            self.in_irq.set(true);
+            self.now.set(arrive + c.exception_entry + c.ipi_handle);
+            handler(self);
+            self.in_irq.set(false);
+            let end = self.now.get() + c.exception_exit;
+            {
+                let mut m = self.m.borrow_mut();
+                m.counters.ipi_handler_cycles += end - arrive;
+                let st = &mut m.cpus[target];
+                st.irq_until = end;
+                st.irq_cycles += end - arrive;
+                if st.busy_until > arrive {
+                    st.stolen += end - arrive;
+                }
+            }
+            done = done.max(end + ack);
+        }
+        self.cpu.set(me);
+        (sent, done)
     }
 }
 
@@ -179,7 +321,7 @@ impl Hw for CpuHw<'_> {
             cost += m.costs.root_write_flush;
         }
         drop(m);
-        self.spend(cost);
+        self.spend_tlb(cost);
     }
 
     fn tlbi(&self, op: Tlbi, scope: Scope) {
@@ -200,7 +342,7 @@ impl Hw for CpuHw<'_> {
                     Tlbi::All => c.tlbi_local_all,
                 };
                 drop(m);
-                self.spend(cost);
+                self.spend_tlb(cost);
             }
             Scope::Broadcast => {
                 m.counters.broadcast_invalidations += 1;
@@ -209,7 +351,7 @@ impl Hw for CpuHw<'_> {
                 let st = &mut m.cpus[self.cpu.get()];
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
-                self.spend(c.tlbi_bcast_issue);
+                self.spend_tlb(c.tlbi_bcast_issue);
             }
         }
     }
@@ -239,44 +381,36 @@ impl Hw for CpuHw<'_> {
     }
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let me = self.cpu.get();
-        let c = self.m.borrow().costs;
-        let mut list = Vec::new();
-        targets.for_each(|t| {
-            if t.index() != me {
-                list.push(t.index());
-            }
-        });
-        let mut sent = self.now.get();
-        let mut done = sent;
-        for target in list {
-            sent += c.ipi_send;
-            let (arrive, ack) = {
-                let mut m = self.m.borrow_mut();
-                m.counters.ipis_sent += 1;
-                m.counters.ipi_handlers += 1;
-                let cross = m.cross_socket(me, target);
-                let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
-                let ack = c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
-                (arrive.max(m.cpus[target].irq_until), ack)
-            };
-            self.cpu.set(target);
-            self.now.set(arrive + c.exception_entry + c.ipi_handle);
-            handler(self);
-            let end = self.now.get() + c.exception_exit;
-            {
-                let mut m = self.m.borrow_mut();
-                let st = &mut m.cpus[target];
-                st.irq_until = end;
-                st.irq_cycles += end - arrive;
-                if st.busy_until > arrive {
-                    st.stolen += end - arrive;
+        let (sent, done) = self.deliver(targets, handler);
+        self.now.set(sent.max(done));
+    }
+
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let (sent, _) = self.deliver(targets, handler);
+        self.now.set(sent);
+    }
+
+    fn shared(&self, addr: usize, access: Access) {
+        let t = self.now.get();
+        let end = self.m.borrow_mut().line_access(self.cpu.get(), t, addr, access);
+        if self.in_irq.get() {
+            self.m.borrow_mut().counters.ipi_sync_cycles += end - t;
+        }
+        self.now.set(end);
+    }
+
+    fn phase(&self, phase: Phase) {
+        match phase {
+            Phase::Issue => self.issued.set(Some(self.now.get())),
+            Phase::Dispatch | Phase::Sync => {}
+            Phase::Done => {
+                if let Some(t) = self.issued.take() {
+                    let mut m = self.m.borrow_mut();
+                    m.counters.shootdowns += 1;
+                    m.counters.shootdown_cycles += self.now.get() - t;
                 }
             }
-            done = done.max(end + ack);
         }
-        self.cpu.set(me);
-        self.now.set(sent.max(done));
     }
 
     fn note(&self, note: Note) {

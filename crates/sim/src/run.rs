@@ -77,6 +77,18 @@ pub struct Metrics {
     pub broadcast_invalidations: u64,
     /// IPIs sent.
     pub ipis_sent: u64,
+    /// Time IPI handlers ran, in nanoseconds, summed over CPUs.
+    pub ipi_handler_ns: f64,
+    /// Of that, time spent invalidating TLBs.
+    pub ipi_invalidating_ns: f64,
+    /// Of that, time spent synchronising on shared cache lines.
+    pub ipi_sync_ns: f64,
+    /// Shootdowns that reported their phases (issue .. done).
+    pub shootdowns: u64,
+    /// Their total latency from issue to done, in nanoseconds.
+    pub shootdown_ns: f64,
+    /// Cache-line transfers of policy state.
+    pub line_transfers: u64,
     /// Context switches.
     pub context_switches: u64,
     /// ASID rollovers (epoch resets, generation bumps).
@@ -280,6 +292,12 @@ fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
         local_invalidations: h.local_invalidations,
         broadcast_invalidations: h.broadcast_invalidations,
         ipis_sent: h.ipis_sent,
+        ipi_handler_ns: h.ipi_handler_cycles as f64 / sim.ghz(),
+        ipi_invalidating_ns: h.ipi_invalidating_cycles as f64 / sim.ghz(),
+        ipi_sync_ns: h.ipi_sync_cycles as f64 / sim.ghz(),
+        shootdowns: h.shootdowns,
+        shootdown_ns: h.shootdown_cycles as f64 / sim.ghz(),
+        line_transfers: h.line_transfers,
         context_switches: s.context_switches,
         asid_rollovers: h.asid_rollovers,
         full_flushes: h.full_flushes,

@@ -223,15 +223,8 @@ impl<P: Policy> Sim<P> {
     pub fn new(cfg: SimConfig, policy: P) -> Self {
         let g = cfg.preset.tlb;
         let n = cfg.ncpus;
-        let m = Machine {
-            costs: cfg.preset.costs,
-            cpus: (0..n)
-                .map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)))
-                .collect(),
-            cores_per_socket: cfg.preset.cores_per_socket,
-            dvm_busy: vec![0; n],
-            counters: HwCounters::default(),
-        };
+        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket);
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
