@@ -132,6 +132,16 @@ pub struct Tlb {
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
     clock: u64,
+    /// Valid non-global L1 and L2 entries per `asid % 256`: an invalidation of an
+    /// ASID this TLB holds nothing of skips the scan (a 4096-CPU broadcast mostly
+    /// reaches TLBs that never ran the address space).
+    by_asid: Vec<u32>,
+}
+
+/// Returns the `by_asid` bucket an entry counts in, if it counts.
+#[inline]
+fn bucket(e: &TlbEntry) -> Option<usize> {
+    (e.valid && e.flags & F_GLOBAL == 0).then_some(e.asid as usize & 255)
 }
 
 impl Tlb {
@@ -148,6 +158,7 @@ impl Tlb {
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
             clock: 0,
+            by_asid: vec![0; 256],
         }
     }
 
@@ -232,6 +243,8 @@ impl Tlb {
                 && w.global() == e.global()
         });
         let victim = base + same.unwrap_or_else(|| lru_victim(ways));
+        self.count(&self.l2[victim].clone(), false);
+        self.count(&e, true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
         if !speculative {
@@ -249,7 +262,20 @@ impl Tlb {
         }
     }
 
+    #[inline]
+    fn count(&mut self, e: &TlbEntry, add: bool) {
+        if let Some(b) = bucket(e) {
+            if add {
+                self.by_asid[b] += 1;
+            } else {
+                self.by_asid[b] -= 1;
+            }
+        }
+    }
+
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
+        self.count(&self.l1[i].clone(), false);
+        self.count(&e, true);
         self.l1_keys[i] = if e.valid { key(&e) } else { u64::MAX };
         self.l1_lru[i] = self.clock;
         self.l1[i] = e;
@@ -285,20 +311,44 @@ impl Tlb {
     }
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
+    ///
+    /// By-VA operations look only at the L1 and the two L2 sets the address maps
+    /// to (4 KB and 2 MB); by-ASID ones skip the TLB entirely when it holds no
+    /// entry of that ASID's bucket.
     pub fn invalidate(&mut self, op: Inval) -> usize {
         let mut n = 0;
-        for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
-            if e.valid && op.removes(e) {
-                e.valid = false;
-                *k = u64::MAX;
-                n += 1;
+        let skip_entries = match op {
+            Inval::Va { asid, .. } | Inval::Asid(asid) => self.by_asid[asid as usize & 255] == 0,
+            _ => false,
+        };
+        if !skip_entries {
+            for i in 0..self.l1.len() {
+                if self.l1[i].valid && op.removes(&self.l1[i]) {
+                    self.count(&self.l1[i].clone(), false);
+                    self.l1[i].valid = false;
+                    self.l1_keys[i] = u64::MAX;
+                    n += 1;
+                }
             }
-        }
-        for (e, k) in self.l2.iter_mut().zip(self.l2_keys.iter_mut()) {
-            if e.valid && op.removes(e) {
-                e.valid = false;
-                *k = u64::MAX;
-                n += 1;
+            let ranges: [Option<(usize, usize)>; 2] = match op {
+                Inval::Va { va, .. } | Inval::VaAll { va } => {
+                    let set = |shift: u32| {
+                        let b = ((va >> shift) as usize % self.l2_sets) * self.l2_ways;
+                        Some((b, b + self.l2_ways))
+                    };
+                    [set(SHIFT_4K), set(SHIFT_2M)]
+                }
+                Inval::Asid(_) | Inval::All => [Some((0, self.l2.len())), None],
+            };
+            for (lo, hi) in ranges.into_iter().flatten() {
+                for i in lo..hi {
+                    if self.l2[i].valid && op.removes(&self.l2[i]) {
+                        self.count(&self.l2[i].clone(), false);
+                        self.l2[i].valid = false;
+                        self.l2_keys[i] = u64::MAX;
+                        n += 1;
+                    }
+                }
             }
         }
         for p in &mut self.pwc {
@@ -355,6 +405,31 @@ mod tests {
         assert!(t.lookup(0x1000, 4).is_none());
         t.fill(entry(0x5000, 3, F_GLOBAL), false);
         assert!(t.lookup(0x5000, 9).is_some());
+    }
+
+    fn held(t: &Tlb) -> Vec<(u64, u16)> {
+        let mut v = Vec::new();
+        t.for_each(|e| v.push((e.va(), e.asid)));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn asid_bucket_counts_follow_fills_evictions_and_invalidations() {
+        // 2 L1 entries, one 2-way L2 set: fills evict, and 3 and 259 share a bucket.
+        let mut t = Tlb::new(2, 2, 2, 0);
+        t.fill(entry(0x1000, 3, 0), false);
+        t.fill(entry(0x2000, 259, 0), false);
+        t.fill(entry(0x3000, 3, 0), false);
+        assert_eq!(t.by_asid[3], 4, "L1 and L2 copies of the two live entries");
+        assert_eq!(t.invalidate(Inval::Asid(4)), 0);
+        t.invalidate(Inval::Asid(3));
+        assert_eq!(held(&t), vec![(0x2000, 259)]);
+        assert_eq!(t.by_asid[3], 2, "asid 259 in the L1 and the L2");
+        t.invalidate(Inval::Va { asid: 259, va: 0x2000 });
+        assert!(held(&t).is_empty());
+        assert_eq!(t.by_asid.iter().sum::<u32>(), 0);
     }
 
     #[test]
