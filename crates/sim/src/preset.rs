@@ -118,6 +118,10 @@ pub struct Preset {
     pub real_cores: usize,
     /// The ASID widths the machine accepts; the first is the default.
     pub asid_bits: &'static [u8],
+    /// The NUMA node counts the machine can be booted with (`--set numa=N`); the
+    /// first is the default. `cores_per_socket` is divided among the nodes, and a
+    /// message between nodes pays the cross-socket costs.
+    pub numa: &'static [usize],
     /// TLB geometry.
     pub tlb: TlbGeometry,
     /// Costs.
@@ -126,7 +130,7 @@ pub struct Preset {
 
 /// Returns every preset.
 pub fn all() -> Vec<Preset> {
-    vec![cortex_a72(), skylake()]
+    vec![cortex_a72(), skylake(), emag(), altra(), thunderx(), westmere()]
 }
 
 /// Returns the preset called `name`.
@@ -147,6 +151,7 @@ pub fn cortex_a72() -> Preset {
         real_cores: 16,
         // ID_AA64MMFR0_EL1.ASIDBits: the A72 implements 16; 8 is kept for rollover studies.
         asid_bits: &[16, 8],
+        numa: &[1],
         tlb: TlbGeometry {
             // Cortex-A72 TRM (100095) and its product page: 32-entry fully associative L1 DTLB.
             l1d_entries: 32,
@@ -241,6 +246,7 @@ pub fn skylake() -> Preset {
         real_cores: 2,
         // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1); Linux uses 6 dynamic ones per CPU.
         asid_bits: &[12],
+        numa: &[1],
         tlb: TlbGeometry {
             // Intel optimization manual table 2-15 (Skylake client): DTLB 64 entries, 4-way,
             // modelled fully associative; STLB 1536 entries, 12-way, 4 KB and 2 MB (wikichip).
@@ -304,6 +310,221 @@ pub fn skylake() -> Preset {
             mlp: 10,
             // Intel optimization manual (Skylake client): "two page walks in parallel".
             walkers: 2,
+        },
+    }
+}
+
+/// Seed 001's machine: a 32-core Ampere eMAG 8180 at 3.0 GHz, one node.
+/// Every figure's source or reason: `docs/costs/emag.md` (SRC / SRC-derived / EST there).
+pub fn emag() -> Preset {
+    Preset {
+        name: "emag",
+        description: "Ampere eMAG 8180: 32 cores @ 3.0 GHz, one NUMA node, 16-bit ASIDs (seed 001)",
+        arch: Arch::Arm64,
+        freq_ghz: 3.0,
+        cores_per_socket: 32,
+        real_cores: 32,
+        asid_bits: &[16, 8],
+        numa: &[1],
+        // Measured 48-entry L1 DTLB and 1024-entry L2 TLB (ways and walk cache assumed).
+        tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        costs: Costs {
+            mem_access: 5,
+            tlb_l2_hit: 6,
+            walk_level: 13,
+            walk_start: 5,
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            tlbi_bcast_issue: 10,
+            // Core-to-core ~70 ns on eMAG (AnandTech) for a one-way hop.
+            dvm_hop: 210,
+            dvm_cross_socket: 300,
+            // Derived from seed 001 and Arcangeli's remark that the broadcast engine runs
+            // "serially system wide": the stock mprotect-threaded run spends ~101.5 us per
+            // mprotect in broadcasts; read with 64 KB-page kernels (64 per-page TLBIs per
+            // 4 MB mprotect, 32 senders), ~150 cycles of serial work per message. The
+            // reading is stated in docs/costs/emag.md; it is the one seed-derived hardware cost.
+            dvm_process: 150,
+            dsb: 20,
+            isb: 20,
+            full_barrier: 20,
+            root_write: 20,
+            root_write_flush: 40,
+            exception_entry: 90,
+            exception_exit: 90,
+            ipi_send: 100,
+            ipi_deliver: 1000,
+            ipi_handle: 300,
+            ipi_cross_socket: 500,
+            cacheline_transfer: 210,
+            cacheline_cross_socket: 300,
+            syscall_body: 150,
+            pipe_op: 400,
+            // Linux's scheduler path: no eMAG figure; the cortex-a72 value scaled by the
+            // L1D-latency ratio would be arbitrary, so a Linux-typical 1.3 us / 3.0 GHz estimate.
+            switch_path: 4000,
+            fault_path: 1500,
+            page_copy: 256,
+            mlp: 4,
+            walkers: 1,
+        },
+    }
+}
+
+/// Seed 004's machine: an 80-core Ampere Altra (Neoverse N1) at 3.0 GHz, booted as
+/// one NUMA node (`numa=1`) or two (`numa=2`). Notes: `docs/costs/altra.md`.
+pub fn altra() -> Preset {
+    Preset {
+        name: "altra",
+        description: "Ampere Altra: 80 x Neoverse N1 @ 3.0 GHz, numa=1|2, 16-bit ASIDs (seed 004)",
+        arch: Arch::Arm64,
+        freq_ghz: 3.0,
+        cores_per_socket: 80,
+        real_cores: 80,
+        asid_bits: &[16, 8],
+        numa: &[1, 2],
+        // Neoverse N1 TRM: 48-entry L1 DTLB, 1280-entry 5-way L2 TLB (walk cache assumed).
+        tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1280, l2_ways: 5, pwc_entries: 64 },
+        costs: Costs {
+            mem_access: 4,
+            tlb_l2_hit: 3,
+            walk_level: 11,
+            walk_start: 5,
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            tlbi_bcast_issue: 10,
+            // ~0.35 us for TLBI IS + DSB ISH on an Arm server (as for cortex-a72).
+            dvm_hop: 490,
+            // Weak: from seed 004's numa=2 / numa=1 unfold costs (x4.3).
+            dvm_cross_socket: 1700,
+            dvm_process: 40,
+            dsb: 20,
+            isb: 20,
+            full_barrier: 20,
+            root_write: 20,
+            root_write_flush: 40,
+            exception_entry: 80,
+            exception_exit: 70,
+            ipi_send: 100,
+            ipi_deliver: 800,
+            ipi_handle: 300,
+            ipi_cross_socket: 500,
+            cacheline_transfer: 150,
+            cacheline_cross_socket: 1000,
+            syscall_body: 150,
+            pipe_op: 400,
+            // No seed figure to calibrate against yet: the emag estimate.
+            switch_path: 4000,
+            fault_path: 1500,
+            page_copy: 256,
+            mlp: 8,
+            // Neoverse N1: four page walks in flight.
+            walkers: 4,
+        },
+    }
+}
+
+/// A two-socket Cavium ThunderX (CN88xx): 2 x 48 cores at 2.0 GHz. Most figures
+/// are estimates; notes: `docs/costs/thunderx.md`.
+pub fn thunderx() -> Preset {
+    Preset {
+        name: "thunderx",
+        description: "Cavium ThunderX CN88xx: 2 sockets x 48 cores @ 2.0 GHz, 16-bit ASIDs",
+        arch: Arch::Arm64,
+        freq_ghz: 2.0,
+        cores_per_socket: 48,
+        real_cores: 96,
+        asid_bits: &[16, 8],
+        numa: &[1],
+        tlb: TlbGeometry { l1d_entries: 32, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        costs: Costs {
+            mem_access: 4,
+            tlb_l2_hit: 6,
+            walk_level: 40,
+            walk_start: 5,
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            tlbi_bcast_issue: 10,
+            dvm_hop: 300,
+            // CCPI between the sockets.
+            dvm_cross_socket: 1500,
+            dvm_process: 100,
+            dsb: 30,
+            isb: 20,
+            full_barrier: 30,
+            // Erratum 27456: every TTBR write is followed by IC IALLU; DSB NSH; ISB.
+            root_write: 200,
+            root_write_flush: 40,
+            exception_entry: 80,
+            exception_exit: 80,
+            ipi_send: 100,
+            ipi_deliver: 1500,
+            ipi_handle: 400,
+            ipi_cross_socket: 1000,
+            cacheline_transfer: 200,
+            cacheline_cross_socket: 600,
+            syscall_body: 200,
+            pipe_op: 500,
+            switch_path: 4000,
+            fault_path: 2000,
+            page_copy: 512,
+            mlp: 2,
+            walkers: 1,
+        },
+    }
+}
+
+/// Seed 003's machine: a Westmere file server, 2 sockets x 2 cores (the seed says
+/// "4 cores"; the split is assumed). Notes: `docs/costs/westmere.md`.
+pub fn westmere() -> Preset {
+    Preset {
+        name: "westmere",
+        description: "Intel Westmere (Xeon 5600 class) file server: 2 sockets x 2 cores @ 2.67 GHz (seed 003)",
+        arch: Arch::X86_64,
+        freq_ghz: 2.67,
+        cores_per_socket: 2,
+        real_cores: 4,
+        asid_bits: &[12],
+        numa: &[1],
+        // Nehalem/Westmere: 64-entry DTLB, 512-entry 4-way STLB.
+        tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
+        costs: Costs {
+            mem_access: 4,
+            tlb_l2_hit: 7,
+            walk_level: 10,
+            walk_start: 10,
+            // INVLPG ~50 cycles (seed 003's own figure).
+            tlbi_local_va: 50,
+            tlbi_local_asid: 150,
+            tlbi_local_all: 150,
+            tlbi_bcast_issue: 0,
+            dvm_hop: 0,
+            dvm_cross_socket: 0,
+            dvm_process: 0,
+            dsb: 0,
+            isb: 0,
+            full_barrier: 20,
+            root_write: 100,
+            root_write_flush: 100,
+            exception_entry: 100,
+            exception_exit: 80,
+            ipi_send: 150,
+            ipi_deliver: 1200,
+            ipi_handle: 300,
+            ipi_cross_socket: 200,
+            // Core-to-core ~37 ns on a socket, ~74 ns across QPI (dual X5650).
+            cacheline_transfer: 99,
+            cacheline_cross_socket: 99,
+            syscall_body: 300,
+            pipe_op: 600,
+            switch_path: 4000,
+            fault_path: 1500,
+            page_copy: 300,
+            mlp: 10,
+            walkers: 1,
         },
     }
 }

@@ -134,12 +134,14 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
     ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
     ("slice_us", "scheduler time slice in microseconds (default 4000)"),
+    ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
 ];
 
 /// The machine and kernel settings after `--set`.
 struct MachineParams {
     asid_bits: u8,
+    numa: usize,
     kpti: bool,
     spec_rate: f64,
     migration: bool,
@@ -184,6 +186,7 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
     }
     let mut mp = MachineParams {
         asid_bits: preset.asid_bits[0],
+        numa: preset.numa[0],
         kpti: false,
         spec_rate: 0.02,
         migration: false,
@@ -220,6 +223,18 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                     return Err(format!("--set spec_rate={v} is out of range: give 0 to 1"));
                 }
                 mp.spec_rate = r;
+            }
+            "numa" => {
+                let n = num("numa")?;
+                if n.fract() != 0.0 || !preset.numa.contains(&(n as usize)) {
+                    let fits: Vec<String> = preset.numa.iter().map(|n| n.to_string()).collect();
+                    return Err(format!(
+                        "--set numa={v} is not supported by {}: choose one of {}",
+                        preset.name,
+                        fits.join(", ")
+                    ));
+                }
+                mp.numa = n as usize;
             }
             "kpti" => {
                 mp.kpti = match v {
@@ -352,7 +367,9 @@ fn mm_slots(wl: &workload::WorkloadDef, params: &Params, cpus: usize) -> usize {
 }
 
 /// Returns the simulator configuration for a resolved request.
-fn config(spec: &RunSpec, preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
+fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
+    // Each NUMA node is a "socket" of the model: crossing it pays the cross-socket costs.
+    preset.cores_per_socket = (preset.cores_per_socket / mp.numa).max(1);
     SimConfig {
         preset,
         ncpus: spec.cpus,
@@ -412,6 +429,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
+    pv.insert("numa".into(), serde_json::json!(mp.numa));
     if spec.policy == "arm64-linux" {
         pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
     }
