@@ -17,7 +17,7 @@
 //! - [`cpumask`]: an atomic CPU set.
 //! - [`policy`]: the [`Policy`] trait the kernel calls into.
 //! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`,
-//!   `linux_arm64`, `linux_pcid`).
+//!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`).
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 

@@ -41,10 +41,19 @@
 //!   [`Tlbi::Va`]), `ASIDE1IS` for the whole mm, and a range of 512 pages or more
 //!   (`MAX_TLBI_OPS`, without FEAT_TLBIRANGE) becomes the whole-mm flush. The ASID is
 //!   read after the `DSB ISHST` (5e10f9887ed8): a CPU that gives the mm a new ASID
-//!   after that read walks the updated tables.
+//!   after that read walks the updated tables. Each user flush reports its
+//!   shootdown phases: issue at the start, dispatch before the TLBIs, sync before
+//!   the completing `DSB ISH`, done at the end.
 //! - Kernel threads and idle keep the previous mm in TTBR0 (lazy TLB: arm64's
 //!   `enter_lazy_tlb` does nothing), and `switch_mm` does nothing when the next mm
 //!   is the one already loaded.
+//!
+//! [`LinuxArm64::with_skip_broadcast`] builds the same allocator with Andrea
+//! Arcangeli's "arm64: tlb: skip tlbi broadcast" (seed 001) on top: user flushes
+//! stay local or vanish when no other CPU runs the mm, lazy CPUs drop to the
+//! reserved TTBR0, and a CPU flushes an ASID locally when it finds itself stale
+//! for it at switch-in. See [`super::linux_arm64_skipbcast`]. [`LinuxArm64::new`]
+//! is the stock kernel, unchanged by that mode.
 //!
 //! # What is guaranteed
 //! Within a generation no two mms hold the same ASID number. A number goes to a
@@ -75,8 +84,9 @@
 //!   and its completing `DSB ISH`: nothing was ever cached under it. The kernel
 //!   issues the TLBI with ASID 0. The `DSB ISHST` before the id is read stays.
 
+use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
 use crate::cpumask::CpuMask;
-use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
+use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
@@ -92,7 +102,7 @@ pub const MAX_TLBI_OPS: u64 = 512;
 
 /// A per-CPU `active_mm` value meaning "no mm we know of": set when the slot the
 /// CPU has lazily loaded is given to a new mm.
-const NO_MM: u32 = u32::MAX;
+pub(super) const NO_MM: u32 = u32::MAX;
 
 /// The error for a machine the allocator cannot run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,12 +223,16 @@ pub struct LinuxArm64 {
     /// `active_asids`, per CPU: the id it runs, or 0 once a rollover took note of it.
     active_asids: Vec<AtomicU64>,
     /// Per CPU: the mm whose tables are in TTBR0 (the scheduler's `active_mm`),
-    /// kept through kernel threads and idle.
-    active_mm: Vec<AtomicU32>,
+    /// kept through kernel threads and idle. With skip-broadcast a lazy CPU's TTBR0
+    /// holds the reserved table instead, but this stays the mm it was running.
+    pub(super) active_mm: Vec<AtomicU32>,
     /// Per mm slot: `context.id` (`generation | asid`, 0 before the first switch).
     context_id: Vec<AtomicU64>,
     /// Per mm slot: `context.pinned`, the pin refcount. Changed only under the lock.
     pinned: Vec<AtomicU32>,
+    /// The seed-001 state (`nr_active_mm`, the stale masks, `cpu_not_lazy_tlb`) when
+    /// built by [`LinuxArm64::with_skip_broadcast`]; `None` for the stock kernel.
+    pub(super) skip: Option<SkipBroadcast>,
 }
 
 impl LinuxArm64 {
@@ -229,6 +243,18 @@ impl LinuxArm64 {
     /// Fails when the width is not 8 or 16, or when there are too few usable ASIDs
     /// for the CPUs (see [`ConfigError::TooManyCpus`]).
     pub fn new(ncpus: usize, max_mms: usize, asid_bits: u8, kpti: bool) -> Result<Self, ConfigError> {
+        Self::build(ncpus, max_mms, asid_bits, kpti, false)
+    }
+
+    /// Returns the allocator as [`LinuxArm64::new`] does, with the seed-001
+    /// skip-broadcast state when `skip_broadcast` is set.
+    pub(super) fn build(
+        ncpus: usize,
+        max_mms: usize,
+        asid_bits: u8,
+        kpti: bool,
+        skip_broadcast: bool,
+    ) -> Result<Self, ConfigError> {
         if asid_bits != 8 && asid_bits != 16 {
             return Err(ConfigError::AsidWidth(asid_bits));
         }
@@ -262,6 +288,7 @@ impl LinuxArm64 {
             active_mm: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
             context_id: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             pinned: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            skip: skip_broadcast.then(|| SkipBroadcast::new(ncpus, slots)),
         })
     }
 
@@ -461,12 +488,19 @@ impl LinuxArm64 {
         };
         a.asid_map.set(n);
         a.cur_idx = n;
+        if let Some(skip) = &self.skip {
+            // A number taken afresh holds no entry on any CPU that may run it: either
+            // it was free all this generation, or this allocation rolled over and
+            // every CPU flushes locally before it runs the new generation.
+            skip.clear_stale_mask(hw, mm);
+        }
         generation | u64::from(n)
     }
 
     /// `check_and_switch_context`: makes sure `mm` has an ASID of the current
-    /// generation, then loads its tables and ASID into TTBR0.
-    fn check_and_switch_context<H: Hw>(&self, hw: &H, mm: MmId) {
+    /// generation, then loads its tables and ASID into TTBR0. With skip-broadcast,
+    /// first flushes the ASID locally if this CPU is marked stale for `mm`.
+    pub(super) fn check_and_switch_context<H: Hw>(&self, hw: &H, mm: MmId) {
         let cpu = hw.cpu();
         let active = &self.active_asids[cpu.index()];
         let slot = &self.context_id[mm.index()];
@@ -496,6 +530,12 @@ impl LinuxArm64 {
             // Relaxed: read back by this CPU, and by rollovers under the lock we hold.
             active.store(asid, Ordering::Relaxed);
         }
+        // switch_mm_fastpath.
+        if let Some(skip) = &self.skip {
+            if skip.take_stale_on_switch_in(hw, mm, cpu) {
+                self.local_flush_tlb_asid(hw, self.tag(asid));
+            }
+        }
         // cpu_switch_mm: the number is the one now in context.id (a rollover since
         // our read keeps it for this CPU).
         hw.write_root(Root::Mm(mm), self.tag(asid), true);
@@ -510,10 +550,18 @@ impl LinuxArm64 {
         hw.barrier(Barrier::Isb);
     }
 
-    /// Broadcasts `op` and, under KPTI, the same operation for the user ASID of
-    /// the pair (`__tlbi` then `__tlbi_user`).
-    fn tlbi_user<H: Hw>(&self, hw: &H, op: Tlbi) {
-        hw.tlbi(op, Scope::Broadcast);
+    /// `local_flush_tlb_asid` (added by seed 001): every entry of `asid` (and of its
+    /// user twin under KPTI) on this CPU only, nothing broadcast.
+    fn local_flush_tlb_asid<H: Hw>(&self, hw: &H, asid: Asid) {
+        hw.barrier(Barrier::DsbSt(Domain::NonShareable));
+        self.tlbi_user(hw, Tlbi::Asid(asid), Scope::Local);
+        hw.barrier(Barrier::Dsb(Domain::NonShareable));
+    }
+
+    /// Issues `op` with `scope` and, under KPTI, the same operation for the user
+    /// ASID of the pair (`__tlbi` then `__tlbi_user`).
+    fn tlbi_user<H: Hw>(&self, hw: &H, op: Tlbi, scope: Scope) {
+        hw.tlbi(op, scope);
         if self.kpti {
             let user = |asid: Asid| self.tag(u64::from(asid.get() | 1));
             let twin = match op {
@@ -521,19 +569,59 @@ impl LinuxArm64 {
                 Tlbi::Asid(asid) => Tlbi::Asid(user(asid)),
                 other => other,
             };
-            hw.tlbi(twin, Scope::Broadcast);
+            hw.tlbi(twin, scope);
         }
     }
 
-    /// Issues `DSB ISHST`, then reads the mm's id (after the barrier, 5e10f9887ed8)
-    /// and returns its tag, or `None` if the mm never had an ASID.
-    fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId) -> Option<Asid> {
-        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
-        // Relaxed: ordered after the page-table stores by the DSB ISHST above; a
-        // rollover that reassigns the number after this read keeps it for the mm
-        // on every CPU still running it, and any other CPU flushes locally first.
+    /// Returns where a user flush of `mm` must reach: everywhere for the stock
+    /// kernel; with skip-broadcast, what `tlb_flush_check` decides (`None`: nowhere).
+    fn flush_scope<H: Hw>(&self, hw: &H, mm: MmId) -> Option<Scope> {
+        if self.skip.is_none() {
+            return Some(Scope::Broadcast);
+        }
+        match self.tlb_flush_check(hw, mm) {
+            TlbFlushKind::No => None,
+            TlbFlushKind::Local => Some(Scope::Local),
+            TlbFlushKind::Broadcast => Some(Scope::Broadcast),
+        }
+    }
+
+    /// Issues `DSB ISHST` (`DSB NSHST` for a local flush), then reads the mm's id
+    /// (after the barrier, 5e10f9887ed8) and returns its tag, or `None` if the mm
+    /// never had an ASID.
+    fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId, scope: Scope) -> Option<Asid> {
+        hw.barrier(Barrier::DsbSt(domain(scope)));
+        // Relaxed: ordered after the page-table stores by the DSB above; a rollover
+        // that reassigns the number after this read keeps it for the mm on every
+        // CPU still running it, and any other CPU flushes locally first.
         let id = self.context_id[mm.index()].load(Ordering::Relaxed);
         (id != 0).then(|| self.tag(id))
+    }
+
+    /// Runs one user flush of `mm` with its shootdown phases: `ops` yields the TLBIs
+    /// for the mm's tag, issued where [`LinuxArm64::flush_scope`] says, and a `DSB`
+    /// of the same domain completes them.
+    fn user_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl FnOnce(Asid) -> I) {
+        hw.phase(Phase::Issue);
+        if let Some(scope) = self.flush_scope(hw, mm) {
+            if let Some(asid) = self.begin_user_flush(hw, mm, scope) {
+                hw.phase(Phase::Dispatch);
+                for op in ops(asid) {
+                    self.tlbi_user(hw, op, scope);
+                }
+                hw.phase(Phase::Sync);
+                hw.barrier(Barrier::Dsb(domain(scope)));
+            }
+        }
+        hw.phase(Phase::Done);
+    }
+}
+
+/// Returns the barrier domain that completes an invalidation of `scope`.
+fn domain(scope: Scope) -> Domain {
+    match scope {
+        Scope::Local => Domain::NonShareable,
+        Scope::Broadcast => Domain::InnerShareable,
     }
 }
 
@@ -552,6 +640,9 @@ impl Policy for LinuxArm64 {
             // Relaxed: as above; only that CPU otherwise writes its entry.
             let _ = m.compare_exchange(mm.0, NO_MM, Ordering::Relaxed, Ordering::Relaxed);
         }
+        if let Some(skip) = &self.skip {
+            skip.init_new_context(mm);
+        }
     }
 
     fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
@@ -559,9 +650,17 @@ impl Policy for LinuxArm64 {
         // rollover, and the mm must have been unpinned.
         // Relaxed: the refcount of a dead mm no longer changes.
         debug_assert_eq!(self.pinned[mm.index()].load(Ordering::Relaxed), 0, "{mm} released while pinned");
+        if let Some(skip) = &self.skip {
+            // Every CPU that ran it has switched away or gone lazy (dropping it).
+            debug_assert_eq!(skip.nr_active_mm(mm), 0, "{mm} released while active");
+        }
     }
 
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        if self.skip.is_some() {
+            self.switch_mm_skip_broadcast(hw, next);
+            return;
+        }
         if next.is_kernel() {
             // Kernel thread or idle: enter_lazy_tlb does nothing, TTBR0 keeps prev.
             return;
@@ -578,10 +677,7 @@ impl Policy for LinuxArm64 {
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        if let Some(asid) = self.begin_user_flush(hw, mm) {
-            self.tlbi_user(hw, Tlbi::Va { asid, va });
-            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        }
+        self.user_flush(hw, mm, |asid| core::iter::once(Tlbi::Va { asid, va }));
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
@@ -589,19 +685,11 @@ impl Policy for LinuxArm64 {
             self.flush_mm(hw, mm);
             return;
         }
-        if let Some(asid) = self.begin_user_flush(hw, mm) {
-            for i in 0..pages {
-                self.tlbi_user(hw, Tlbi::Va { asid, va: start.add_pages(i) });
-            }
-            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        }
+        self.user_flush(hw, mm, |asid| (0..pages).map(move |i| Tlbi::Va { asid, va: start.add_pages(i) }));
     }
 
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        if let Some(asid) = self.begin_user_flush(hw, mm) {
-            self.tlbi_user(hw, Tlbi::Asid(asid));
-            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        }
+        self.user_flush(hw, mm, |asid| core::iter::once(Tlbi::Asid(asid)));
     }
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
@@ -965,6 +1053,35 @@ mod tests {
         p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 3);
         p.flush_mm(&hw, MmId(1));
         assert_eq!(hw.take(), vec!["barrier DsbSt(InnerShareable)"; 3]);
+    }
+
+    #[test]
+    fn user_flushes_report_their_shootdown_phases() {
+        let p = LinuxArm64::new(1, 4, 8, false).unwrap();
+        let mut hw = Rec::new(0, 1);
+        hw.barriers = true;
+        hw.coherence = true;
+        p.mm_init(MmId(1));
+        p.mm_init(MmId(2));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
+        assert_eq!(
+            hw.take(),
+            vec![
+                "phase Issue".to_string(),
+                "barrier DsbSt(InnerShareable)".to_string(),
+                "phase Dispatch".to_string(),
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(1), va: VirtAddr(0x1000) }),
+                format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(1), va: VirtAddr(0x2000) }),
+                "phase Sync".to_string(),
+                "barrier Dsb(InnerShareable)".to_string(),
+                "phase Done".to_string(),
+            ]
+        );
+        // An mm that never had an ASID: nothing to dispatch or wait for.
+        p.flush_mm(&hw, MmId(2));
+        assert_eq!(hw.take(), vec!["phase Issue", "barrier DsbSt(InnerShareable)", "phase Done"]);
     }
 
     #[test]

@@ -7,16 +7,21 @@
 //! - [`linux_arm64`]: Linux arm64 (`arch/arm64/mm/context.c`) — the rollover
 //!   allocator: generations, per-CPU reserved ASIDs, a deferred local flush instead
 //!   of a broadcast on rollover, pinned ASIDs and KPTI pairs.
+//! - [`linux_arm64_skipbcast`]: seed 001 on top of it — `nr_active_mm` and a per-mm
+//!   stale mask let a user flush stay local (or vanish) when no other CPU runs the
+//!   mm; a stale CPU flushes the ASID locally at its next switch to it.
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
 
 pub mod freebsd_epoch;
 pub mod linux_arm64;
+pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
 pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;
 pub use linux_arm64::LinuxArm64;
+pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;
 pub use noasid::NoAsid;
