@@ -34,6 +34,12 @@ pub const POLICIES: &[PolicyDef] = &[
         arch: Arch::Arm64,
     },
     PolicyDef {
+        name: "arm64-linux-skipbcast",
+        description: "Linux arm64 + seed 001: skip the TLBI broadcast when the mm is active only here or nowhere \
+                      (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
+        arch: Arch::Arm64,
+    },
+    PolicyDef {
         name: "x86-linux-nopcid",
         description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
         arch: Arch::X86_64,

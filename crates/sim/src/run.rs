@@ -242,8 +242,8 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                     "off" => false,
                     _ => return Err(format!("--set kpti={v}: give on or off")),
                 };
-                if mp.kpti && pol.name != "arm64-linux" {
-                    return Err(format!("--set kpti=on applies to arm64-linux only, not {}", pol.name));
+                if mp.kpti && !pol.name.starts_with("arm64-linux") {
+                    return Err(format!("--set kpti=on applies to the arm64-linux policies only, not {}", pol.name));
                 }
             }
             "migration" => {
@@ -406,6 +406,16 @@ macro_rules! with_policy {
                     $body
                 }
             },
+            "arm64-linux-skipbcast" => match LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti) {
+                Err(e) => Err(e.to_string()),
+                Ok(_) => {
+                    let $mk = || {
+                        LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti)
+                            .expect("the same configuration was accepted")
+                    };
+                    $body
+                }
+            },
             "x86-linux-nopcid" => {
                 let $mk = || LinuxX86::new($n, $mms, false);
                 $body
@@ -430,7 +440,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
         params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
     pv.insert("numa".into(), serde_json::json!(mp.numa));
-    if spec.policy == "arm64-linux" {
+    if spec.policy.starts_with("arm64-linux") {
         pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
