@@ -17,7 +17,9 @@
 //! - [`cpumask`]: an atomic CPU set.
 //! - [`policy`]: the [`Policy`] trait the kernel calls into.
 //! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`,
-//!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`).
+//!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`, `freebsd_pcid`).
+//! - [`shootdown`]: IPI shootdown completion protocols (FreeBSD x86 `counter`,
+//!   `generation`, `scoreboard`), each in issue / dispatch / sync phases.
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -27,6 +29,7 @@ pub mod asid;
 pub mod cpumask;
 pub mod hw;
 pub mod policy;
+pub mod shootdown;
 pub mod sync;
 #[cfg(test)]
 pub(crate) mod testhw;

@@ -50,6 +50,22 @@ pub const POLICIES: &[PolicyDef] = &[
                       IPI flushes",
         arch: Arch::X86_64,
     },
+    PolicyDef {
+        name: "x86-freebsd-counter",
+        description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
+        arch: Arch::X86_64,
+    },
+    PolicyDef {
+        name: "x86-freebsd-gen",
+        description: "FreeBSD x86 after seed 003: handlers store the generation in their own per-CPU done flag",
+        arch: Arch::X86_64,
+    },
+    PolicyDef {
+        name: "x86-freebsd-scoreboard",
+        description: "FreeBSD x86 (2020 rework): lock-free per-initiator requests, target x initiator scoreboard, \
+                      ack before invalidate",
+        arch: Arch::X86_64,
+    },
 ];
 
 /// Returns the policy called `name`.

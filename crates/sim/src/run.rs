@@ -11,7 +11,8 @@ use crate::sim::{Sim, SimConfig};
 use crate::workload::{self, Params, Phase, WORKLOADS};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Policy;
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -416,6 +417,18 @@ macro_rules! with_policy {
                     $body
                 }
             },
+            "x86-freebsd-counter" => {
+                let $mk = || FreebsdX86::new($n, $mms, Completion::Counter);
+                $body
+            }
+            "x86-freebsd-gen" => {
+                let $mk = || FreebsdX86::new($n, $mms, Completion::Generation);
+                $body
+            }
+            "x86-freebsd-scoreboard" => {
+                let $mk = || FreebsdX86::new($n, $mms, Completion::Scoreboard);
+                $body
+            }
             "x86-linux-nopcid" => {
                 let $mk = || LinuxX86::new($n, $mms, false);
                 $body

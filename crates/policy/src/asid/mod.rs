@@ -13,14 +13,19 @@
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
+//! - [`freebsd_pcid`]: FreeBSD amd64 — per-pmap, per-CPU PCIDs with a per-CPU
+//!   generation, `pm_active` IPI shootdowns through a [`crate::shootdown`]
+//!   completion protocol (seed 003), `pm_gen` zeroing for inactive CPUs.
 
 pub mod freebsd_epoch;
+pub mod freebsd_pcid;
 pub mod linux_arm64;
 pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
 pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;
+pub use freebsd_pcid::FreebsdX86;
 pub use linux_arm64::LinuxArm64;
 pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;

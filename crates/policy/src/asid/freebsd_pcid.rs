@@ -1,0 +1,952 @@
+//! FreeBSD amd64's TLB layer: per-CPU PCIDs per pmap and IPI shootdowns
+//! (`sys/amd64/amd64/pmap.c`: `pmap_activate_sw`, `pmap_pcid_alloc`,
+//! `pmap_invalidate_page/range/all`), over one of the three completion protocols of
+//! [`crate::shootdown`] (seed 003 and its neighbours).
+//!
+//! # The algorithm
+//! A pmap does not own a PCID: it holds `pm_pcids[cpu] = {pm_pcid, pm_gen}` for
+//! every CPU, and each CPU hands out PCIDs from its own `pcid_next` within its own
+//! generation `pcid_gen`. PCID 0 (`PMAP_PCID_KERN`) belongs to `kernel_pmap`, PCIDs
+//! `1..PMAP_PCID_OVERMAX` (1 to 4095) to the rest.
+//!
+//! - `pmap_pcid_alloc(pmap, cpu)`: if `pm_gen` equals this CPU's `pcid_gen`, the
+//!   PCID is still this pmap's and its entries are current: reuse it, and load CR3
+//!   with `CR3_PCID_SAVE` (bit 63, NOFLUSH). Otherwise take `pcid_next`; when that
+//!   reaches 4096, start a new generation (`pcid_gen + 1`, skipping 0) and restart
+//!   from PCID 1. A new PCID is loaded *without* NOFLUSH, which drops whatever the
+//!   previous holder of that number left behind; that is the only flush a
+//!   generation change needs, so exhaustion flushes nothing else.
+//! - `pmap_activate_sw(td)`: nothing if the pmap is already `curpmap`; otherwise
+//!   set this CPU in the new pmap's `pm_active` (a locked operation), allocate,
+//!   load CR3, set `curpmap`, clear this CPU from the old pmap's `pm_active`.
+//! - Invalidating a user pmap: zero `pm_gen` of every CPU but this one (and this
+//!   one's too unless the pmap is loaded here), a full fence, read `pm_active`, and
+//!   shoot down the CPUs in it. A CPU that is not in `pm_active` gets no IPI: its
+//!   zeroed `pm_gen` makes its next activation take a fresh PCID with a flush. A
+//!   CPU in `pm_active` gets both (the pmap.c comment table: "remote user page,
+//!   active pmap: zero pm_gen + IPI:INVLPG").
+//! - The work, here and in the handlers (with `INVPCID`): a page is `INVLPG` in the
+//!   current PCID; everything of a user pmap is `INVPCID` single-context on the
+//!   pmap's PCID on that CPU; kernel pages are global, so a kernel page is `INVLPG`
+//!   (which drops global entries) and all of the kernel is `INVPCID` all-context
+//!   including globals. The initiator does its own part only if the pmap is loaded
+//!   here, or for the kernel.
+//! - A range of `PMAP_INVLPG_THRESHOLD` (4096 pages, "chosen to exceed the total
+//!   size of Broadwell L2 TLB") or more becomes `pmap_invalidate_all`.
+//! - Kernel ranges (`flush_kernel_range`) go to every CPU (`kernel_pmap`'s
+//!   `pm_active` is `all_cpus`), with no `pm_gen` bookkeeping.
+//!
+//! # Kernel threads and idle
+//! FreeBSD amd64 has no lazy TLB mode: `cpu_switch` calls `pmap_activate_sw` for
+//! every thread, and a kernel thread's (idle's included) process shares proc0's
+//! `vmspace0`, whose pmap is a pmap of its own (not `kernel_pmap`, which "must be
+//! never deactivated, and we ensure that by never activating it at all") with the
+//! kernel's page-table root. So [`Policy::switch_mm`] to [`MmId::KERNEL`] is an
+//! ordinary switch to that pmap: CR3 is reloaded with the kernel root and the
+//! pmap's PCID on this CPU (`PMAP_PCID_KERN + 1` at boot, NOFLUSH while its
+//! generation holds), and the CPU leaves the user pmap's `pm_active`, so it stops
+//! receiving that pmap's IPIs.
+//!
+//! # What is guaranteed
+//! A CPU uses a PCID's non-global entries only while `pm_gen == pcid_gen`; every
+//! invalidation of a pmap either reaches a CPU by IPI (it is in `pm_active`) or
+//! zeroes its `pm_gen` (it is not), and the SeqCst zeroing + fence against the
+//! SeqCst `pm_active` update + `pm_gen` load in activation leaves no third case. A
+//! PCID number is handed out once per generation per CPU and loaded without
+//! NOFLUSH when handed out, so two pmaps never share live entries under one tag.
+//!
+//! # Deliberate readings
+//! - The pmap layer is that of FreeBSD 12 to 13 with PCIDs, `INVPCID` and PTI off
+//!   (`pmap_activate_sw_pcid_nopti`, the `invpcid` handlers); it is shared by the
+//!   three protocols, which run the local invalidation where their own version
+//!   does. With the locked protocols it runs after the `pm_gen` zeroing here (11.x
+//!   and 12.x invalidate locally first); both are the initiator's own work.
+//! - `pm_pcids` is an array of 8-byte entries in the pmap, 8 CPUs to a line, as
+//!   through FreeBSD 13; later kernels keep each entry in its CPU's per-CPU memory.
+//! - Boot: every CPU runs `vmspace0`'s pmap ([`MmId::KERNEL`]) with PCID 1 in
+//!   generation 1, `pcid_next = 2` (`pmap_pinit0`, `pmap_bootstrap`), CR3 still
+//!   holding PCID 0 until the first switch.
+//! - FreeBSD 13 and later also zero `kernel_pmap`'s `pm_gen` before a kernel
+//!   shootdown (harmless: `kernel_pmap` is never activated); not modelled.
+//!
+//! Not modelled: PTI (user page-table PCIDs, `ucr3_load_mask`), PCID off or
+//! `INVPCID` missing (CR3 reloads instead), EPT/RVI guest pmaps,
+//! `pcid_invlpg_workaround`, delayed invalidation (`pmap_delayed_invl_*`), superpage
+//! demotion rendezvous (`pmap_update_pde`).
+
+use crate::cpumask::CpuMask;
+use crate::hw::{Access, Hw, Note, Root, Scope, Tlbi};
+use crate::policy::Policy;
+use crate::shootdown::{addr_of, Completion, CompletionProtocol, InvlOp, Pmap, Protocol, Request};
+use crate::sync::{fence, AtomicU32, Ordering};
+use crate::types::{CpuId, MmId, Pcid, VirtAddr};
+use alloc::vec::Vec;
+
+/// The PCID of `kernel_pmap` (never handed out to another pmap).
+pub const PMAP_PCID_KERN: u32 = 0;
+/// One past the largest PCID: `pcid_next` reaching it starts a new generation.
+pub const PMAP_PCID_OVERMAX: u32 = 0x1000;
+/// `pm_pcid` of a pmap that has never run on a CPU.
+pub const PMAP_PCID_NONE: u32 = u32::MAX;
+/// Ranges of this many pages or more are invalidated whole (`PMAP_INVLPG_THRESHOLD`
+/// is `4 * 1024 * PAGE_SIZE` bytes).
+pub const PMAP_INVLPG_THRESHOLD_PAGES: u64 = 4096;
+
+/// `pm_pcids[cpu]`: a pmap's PCID on one CPU and the generation it belongs to.
+#[repr(C)]
+struct PmPcid {
+    pm_pcid: AtomicU32,
+    /// 0 when invalidated (generations are never 0).
+    pm_gen: AtomicU32,
+}
+
+/// Entries per cache line.
+const PCIDS_PER_LINE: usize = 8;
+
+/// Eight consecutive `pm_pcids` entries: one cache line of the array.
+#[repr(C, align(64))]
+struct PcidLine([PmPcid; PCIDS_PER_LINE]);
+
+/// The per-pmap state.
+#[repr(C, align(64))]
+struct PmapState {
+    /// The CPUs that have this pmap loaded.
+    pm_active: CpuMask,
+    pm_pcids: Vec<PcidLine>,
+}
+
+impl PmapState {
+    /// Returns a pmap inactive everywhere, with `{pcid, gen}` on every CPU.
+    fn new(ncpus: usize, pcid: u32, gen: u32) -> Self {
+        let lines = ncpus.div_ceil(PCIDS_PER_LINE);
+        let entry = || PmPcid { pm_pcid: AtomicU32::new(pcid), pm_gen: AtomicU32::new(gen) };
+        PmapState {
+            pm_active: CpuMask::new(ncpus),
+            pm_pcids: (0..lines).map(|_| PcidLine(core::array::from_fn(|_| entry()))).collect(),
+        }
+    }
+
+    /// Returns `pm_pcids[cpu]`.
+    fn pcids(&self, cpu: usize) -> &PmPcid {
+        &self.pm_pcids[cpu / PCIDS_PER_LINE].0[cpu % PCIDS_PER_LINE]
+    }
+}
+
+/// A CPU's private pmap state (its `struct pcpu` fields). Only its own CPU reads
+/// or writes them, so they are not accounted as shared.
+#[repr(C, align(64))]
+struct PcpuPmap {
+    /// `curpmap`, as a slot.
+    curpmap: AtomicU32,
+    /// The PCID in CR3 (what `INVLPG` acts on).
+    cr3_pcid: AtomicU32,
+    pcid_next: AtomicU32,
+    pcid_gen: AtomicU32,
+}
+
+/// FreeBSD amd64's pmap TLB layer: per-CPU PCIDs, `pm_active` shootdowns through
+/// the chosen completion protocol.
+pub struct FreebsdX86 {
+    pmaps: Vec<PmapState>,
+    pcpu: Vec<PcpuPmap>,
+    all_cpus: CpuMask,
+    protocol: Protocol,
+}
+
+impl FreebsdX86 {
+    /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots (slot
+    /// 0 is `vmspace0`'s pmap, which kernel threads run on), shooting down with
+    /// `completion`. Every CPU starts on slot 0 as after boot.
+    pub fn new(ncpus: usize, max_mms: usize, completion: Completion) -> Self {
+        let pmaps: Vec<PmapState> = (0..max_mms.max(1))
+            .map(|slot| {
+                if slot == 0 {
+                    PmapState::new(ncpus, PMAP_PCID_KERN + 1, 1)
+                } else {
+                    PmapState::new(ncpus, PMAP_PCID_NONE, 0)
+                }
+            })
+            .collect();
+        pmaps[0].pm_active.set_all();
+        let pcpu = (0..ncpus)
+            .map(|_| PcpuPmap {
+                curpmap: AtomicU32::new(MmId::KERNEL.0),
+                cr3_pcid: AtomicU32::new(PMAP_PCID_KERN),
+                pcid_next: AtomicU32::new(PMAP_PCID_KERN + 2),
+                pcid_gen: AtomicU32::new(1),
+            })
+            .collect();
+        let all_cpus = CpuMask::new(ncpus);
+        all_cpus.set_all();
+        FreebsdX86 { pmaps, pcpu, all_cpus, protocol: Protocol::new(completion, ncpus) }
+    }
+
+    /// Returns the completion protocol shootdowns use.
+    pub fn completion(&self) -> Completion {
+        self.protocol.completion()
+    }
+
+    /// Returns the policy's registered name ([`Completion::name`]).
+    pub fn name(&self) -> &'static str {
+        self.completion().name()
+    }
+
+    /// Returns the protocol with its shared state.
+    pub fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+
+    /// Returns the pmap loaded on `cpu` (`curpmap`).
+    pub fn curpmap(&self, cpu: CpuId) -> MmId {
+        // Relaxed: a report of another CPU's state, not a decision.
+        MmId(self.pcpu[cpu.index()].curpmap.load(Ordering::Relaxed))
+    }
+
+    /// Returns `(pcid_next, pcid_gen)` of `cpu`.
+    pub fn pcid_state(&self, cpu: CpuId) -> (u32, u32) {
+        let pc = &self.pcpu[cpu.index()];
+        // Relaxed: a report, as in `curpmap`.
+        (pc.pcid_next.load(Ordering::Relaxed), pc.pcid_gen.load(Ordering::Relaxed))
+    }
+
+    /// Returns `(pm_pcid, pm_gen)` of `mm` on `cpu`.
+    pub fn pm_pcids(&self, mm: MmId, cpu: CpuId) -> (u32, u32) {
+        let e = self.pmaps[mm.index()].pcids(cpu.index());
+        // Relaxed: a report, as in `curpmap`.
+        (e.pm_pcid.load(Ordering::Relaxed), e.pm_gen.load(Ordering::Relaxed))
+    }
+
+    /// Returns whether `cpu` is in `pm_active` of `mm`.
+    pub fn is_active(&self, mm: MmId, cpu: CpuId) -> bool {
+        self.pmaps[mm.index()].pm_active.test(cpu)
+    }
+
+    /// Returns the TLB tag of a PCID this policy handed out.
+    fn tag(pcid: u32) -> crate::types::Asid {
+        match u16::try_from(pcid).ok().and_then(|p| Pcid::new(p).ok()) {
+            Some(p) => p.asid(),
+            None => unreachable!("PCIDs handed out are below PMAP_PCID_OVERMAX"),
+        }
+    }
+
+    /// Returns this CPU's PCID for `pmap`, reusing it (`true`: load with NOFLUSH) if
+    /// its generation is current, else taking the next one (`pmap_pcid_alloc`).
+    fn pmap_pcid_alloc<H: Hw>(&self, hw: &H, mm: MmId) -> (u32, bool) {
+        let cpu = hw.cpu().index();
+        let pc = &self.pcpu[cpu];
+        let e = self.pmaps[mm.index()].pcids(cpu);
+        // (A `pm_pcid` of PMAP_PCID_KERN returns at once in FreeBSD; only
+        // kernel_pmap has it, and it is never activated.)
+        // Relaxed: this CPU's private generation.
+        let gen = pc.pcid_gen.load(Ordering::Relaxed);
+        hw.shared(addr_of(&e.pm_gen), Access::Read);
+        // SeqCst: after our SeqCst pm_active update; pairs with the invalidator's
+        // SeqCst zeroing and fence (see `pmap_invalidate_preipi`).
+        if e.pm_gen.load(Ordering::SeqCst) == gen {
+            hw.shared(addr_of(&e.pm_pcid), Access::Read);
+            // Relaxed: only this CPU writes its own pm_pcid.
+            return (e.pm_pcid.load(Ordering::Relaxed), true);
+        }
+        // Relaxed (pcid_next, pcid_gen): this CPU's private state.
+        let mut next = pc.pcid_next.load(Ordering::Relaxed);
+        debug_assert!(next <= PMAP_PCID_OVERMAX);
+        let mut new_gen = gen;
+        if next == PMAP_PCID_OVERMAX {
+            new_gen = gen.wrapping_add(1);
+            if new_gen == 0 {
+                new_gen = 1;
+            }
+            // Relaxed: this CPU's private state.
+            pc.pcid_gen.store(new_gen, Ordering::Relaxed);
+            next = PMAP_PCID_KERN + 1;
+            hw.note(Note::AsidRollover);
+        }
+        hw.shared(addr_of(&e.pm_pcid), Access::Write);
+        // Relaxed: only this CPU writes its own pm_pcid.
+        e.pm_pcid.store(next, Ordering::Relaxed);
+        hw.shared(addr_of(&e.pm_gen), Access::Write);
+        // SeqCst: as every access to pm_gen.
+        e.pm_gen.store(new_gen, Ordering::SeqCst);
+        // Relaxed: this CPU's private state.
+        pc.pcid_next.store(next + 1, Ordering::Relaxed);
+        (next, false)
+    }
+
+    /// Makes `next` this CPU's pmap (`pmap_activate_sw`, PCID without PTI).
+    fn pmap_activate_sw<H: Hw>(&self, hw: &H, next: MmId) {
+        let me = hw.cpu();
+        let pc = &self.pcpu[me.index()];
+        // Relaxed: only this CPU writes its curpmap.
+        let old = MmId(pc.curpmap.load(Ordering::Relaxed));
+        if old == next {
+            return;
+        }
+        let new = &self.pmaps[next.index()];
+        hw.shared(addr_of(&new.pm_active), Access::Rmw);
+        new.pm_active.set(me);
+        let (pcid, cached) = self.pmap_pcid_alloc(hw, next);
+        // FreeBSD skips the load only if cached and CR3 already holds this root,
+        // which needs two pmaps sharing a root: never the case here.
+        hw.write_root(Root::Mm(next), Self::tag(pcid), cached);
+        // Relaxed: only this CPU reads or writes them.
+        pc.curpmap.store(next.0, Ordering::Relaxed);
+        pc.cr3_pcid.store(pcid, Ordering::Relaxed);
+        let old = &self.pmaps[old.index()];
+        hw.shared(addr_of(&old.pm_active), Access::Rmw);
+        old.pm_active.clear(me);
+    }
+
+    /// Zeroes `pm_gen` of `mm` on every CPU that must take a fresh PCID before
+    /// using it again (`pmap_invalidate_preipi_pcid`): all but this one, and this
+    /// one too unless `mm` is loaded here.
+    fn pmap_invalidate_preipi<H: Hw>(&self, hw: &H, mm: MmId) {
+        let me = hw.cpu();
+        let loaded_here = self.curpmap(me) == mm;
+        let p = &self.pmaps[mm.index()];
+        for i in 0..self.pcpu.len() {
+            if loaded_here && i == me.index() {
+                continue;
+            }
+            let e = p.pcids(i);
+            hw.shared(addr_of(&e.pm_gen), Access::Write);
+            // SeqCst: with the fence below, a CPU activating `mm` concurrently
+            // either is seen in pm_active or sees pm_gen zeroed.
+            e.pm_gen.store(0, Ordering::SeqCst);
+        }
+        // SeqCst fence: `atomic_thread_fence_seq_cst` between the pm_gen stores
+        // and the pm_active read.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Invalidates `va` on this CPU in the current PCID (`invlpg`): for the kernel,
+    /// the global entry.
+    fn invlpg<H: Hw>(&self, hw: &H, pmap: Pmap, va: VirtAddr) {
+        match pmap {
+            Pmap::Kernel => hw.tlbi(Tlbi::VaAllAsids { va }, Scope::Local),
+            Pmap::Mm(_) => {
+                // Relaxed: this CPU's own state.
+                let pcid = self.pcpu[hw.cpu().index()].cr3_pcid.load(Ordering::Relaxed);
+                hw.tlbi(Tlbi::Va { asid: Self::tag(pcid), va }, Scope::Local);
+            }
+        }
+    }
+
+    /// Invalidates every page of `[addr1, addr2)`, at least one (the handlers'
+    /// `do { invlpg } while`).
+    fn invlrng<H: Hw>(&self, hw: &H, pmap: Pmap, addr1: VirtAddr, addr2: VirtAddr) {
+        let mut va = addr1;
+        loop {
+            self.invlpg(hw, pmap, va);
+            va = va.add_pages(1);
+            if va >= addr2 {
+                break;
+            }
+        }
+    }
+
+    /// Invalidates everything of `mm` in its PCID on this CPU (`INVPCID`
+    /// single-context on `pm_pcids[cpu].pm_pcid`).
+    fn invpcid_ctx<H: Hw>(&self, hw: &H, mm: MmId) {
+        let e = self.pmaps[mm.index()].pcids(hw.cpu().index());
+        hw.shared(addr_of(&e.pm_pcid), Access::Read);
+        // Relaxed: only this CPU writes its own pm_pcid.
+        let pcid = e.pm_pcid.load(Ordering::Relaxed);
+        // A pmap that never ran here has no PCID here (and gets no IPI: only
+        // CPUs in pm_active do, and they have activated it).
+        if pcid != PMAP_PCID_NONE {
+            hw.tlbi(Tlbi::Asid(Self::tag(pcid)), Scope::Local);
+        }
+    }
+
+    /// Runs the body of the IPI handler for `req` on this (target) CPU
+    /// (`invltlb_invpcid_handler`, `invlpg_handler`, `invlrng_handler`).
+    fn handler_invalidate<H: Hw>(&self, hw: &H, req: &Request) {
+        match (req.op, req.pmap) {
+            (InvlOp::Tlb, Pmap::Kernel) => hw.tlbi(Tlbi::All, Scope::Local),
+            (InvlOp::Tlb, Pmap::Mm(mm)) => self.invpcid_ctx(hw, mm),
+            (InvlOp::Page, pmap) => self.invlpg(hw, pmap, req.addr1),
+            (InvlOp::Range, pmap) => self.invlrng(hw, pmap, req.addr1, req.addr2),
+        }
+    }
+
+    /// Runs the initiator's own invalidation for `req` (`pmap_invalidate_*_curcpu_cb`):
+    /// always for the kernel, for a user pmap only if it is loaded here.
+    fn curcpu_invalidate<H: Hw>(&self, hw: &H, req: &Request) {
+        if let Pmap::Mm(mm) = req.pmap {
+            if self.curpmap(hw.cpu()) != mm {
+                return;
+            }
+        }
+        self.handler_invalidate(hw, req);
+    }
+
+    /// Invalidates `req` everywhere: `pm_gen` bookkeeping, then the shootdown to
+    /// `pm_active` (or every CPU for the kernel).
+    fn invalidate<H: Hw>(&self, hw: &H, req: Request) {
+        match req.pmap {
+            Pmap::Kernel => self.shootdown(hw, &self.all_cpus, &req),
+            Pmap::Mm(mm) => {
+                self.pmap_invalidate_preipi(hw, mm);
+                let p = &self.pmaps[mm.index()];
+                // A stable copy of pm_active (`CPU_COPY`).
+                let targets = CpuMask::new(self.pcpu.len());
+                hw.shared(addr_of(&p.pm_active), Access::Read);
+                p.pm_active.for_each(|c| targets.set(c));
+                self.shootdown(hw, &targets, &req);
+            }
+        }
+    }
+
+    /// Runs the protocol for `req` to `targets`, with this pmap layer's local and
+    /// handler invalidations.
+    fn shootdown<H: Hw>(&self, hw: &H, targets: &CpuMask, req: &Request) {
+        self.protocol.shootdown(
+            hw,
+            targets,
+            req,
+            |h| self.curcpu_invalidate(h, req),
+            |h, r| self.handler_invalidate(h, r),
+        );
+    }
+
+    /// Invalidates `pages` pages of `pmap` from `start` (`pmap_invalidate_range`,
+    /// or `pmap_invalidate_all` from [`PMAP_INVLPG_THRESHOLD_PAGES`] pages on).
+    fn invalidate_range<H: Hw>(&self, hw: &H, pmap: Pmap, start: VirtAddr, pages: u64) {
+        if pages == 0 {
+            return;
+        }
+        let req = if pages >= PMAP_INVLPG_THRESHOLD_PAGES {
+            Request { op: InvlOp::Tlb, pmap, addr1: VirtAddr(0), addr2: VirtAddr(0) }
+        } else {
+            Request { op: InvlOp::Range, pmap, addr1: start, addr2: start.add_pages(pages) }
+        };
+        self.invalidate(hw, req);
+    }
+
+    /// Returns `(address, name)` of every shared variable, for readable test logs.
+    #[cfg(test)]
+    fn symbols(&self) -> Vec<(usize, alloc::string::String)> {
+        use alloc::format;
+        let mut v = self.protocol.symbols();
+        for (m, p) in self.pmaps.iter().enumerate() {
+            v.push((addr_of(&p.pm_active), format!("mm{m}.pm_active")));
+            for c in 0..self.pcpu.len() {
+                let e = p.pcids(c);
+                v.push((addr_of(&e.pm_pcid), format!("mm{m}.pm_pcid[{c}]")));
+                v.push((addr_of(&e.pm_gen), format!("mm{m}.pm_gen[{c}]")));
+            }
+        }
+        v
+    }
+}
+
+impl Policy for FreebsdX86 {
+    /// Gives the pmap no PCID and generation 0 on every CPU and an empty
+    /// `pm_active` (`pmap_pinit`).
+    fn mm_init(&self, mm: MmId) {
+        let p = &self.pmaps[mm.index()];
+        for c in 0..self.pcpu.len() {
+            let e = p.pcids(c);
+            // Relaxed (both): the pmap is published to other CPUs after this.
+            e.pm_pcid.store(PMAP_PCID_NONE, Ordering::Relaxed);
+            e.pm_gen.store(0, Ordering::Relaxed);
+        }
+        p.pm_active.clear_all();
+    }
+
+    /// Does nothing for the TLB (`pmap_release`): the pmap's PCIDs are never handed
+    /// out again in their generation, and a PCID handed out is loaded without NOFLUSH.
+    fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
+        debug_assert!((0..self.pcpu.len()).all(|c| !self.is_active(mm, CpuId(c as u32))), "releasing an active pmap");
+    }
+
+    /// Activates `next` (`pmap_activate_sw`); [`MmId::KERNEL`] is `vmspace0`'s pmap,
+    /// which kernel threads and idle run on (see the module docs).
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.pmap_activate_sw(hw, next);
+    }
+
+    /// Invalidates one page of `mm` (`pmap_invalidate_page`).
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.invalidate(hw, Request { op: InvlOp::Page, pmap: Pmap::Mm(mm), addr1: va, addr2: VirtAddr(0) });
+    }
+
+    /// Invalidates `pages` pages of `mm` (`pmap_invalidate_range`); 4096 pages or
+    /// more become `pmap_invalidate_all`.
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.invalidate_range(hw, Pmap::Mm(mm), start, pages);
+    }
+
+    /// Invalidates every translation of `mm` (`pmap_invalidate_all`).
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.invalidate(hw, Request { op: InvlOp::Tlb, pmap: Pmap::Mm(mm), addr1: VirtAddr(0), addr2: VirtAddr(0) });
+    }
+
+    /// Invalidates kernel pages on every CPU (`pmap_invalidate_range(kernel_pmap,
+    /// ..)`): `INVLPG` per page, or everything including global entries from 4096
+    /// pages on.
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.invalidate_range(hw, Pmap::Kernel, start, pages);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testhw::Rec;
+    use std::format;
+    use std::string::String;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Returns a policy with mms 1..=n initialised.
+    fn fbsd(ncpus: usize, n: u32, c: Completion) -> FreebsdX86 {
+        let p = FreebsdX86::new(ncpus, n as usize + 1, c);
+        for mm in 1..=n {
+            p.mm_init(MmId(mm));
+        }
+        p
+    }
+
+    fn root(mm: u32, pcid: u16, noflush: bool) -> String {
+        format!("root Mm(MmId({mm})) asid {pcid} noflush {noflush}")
+    }
+
+    fn invlpg(pcid: u16, va: u64) -> String {
+        format!("tlbi Va {{ asid: Asid({pcid}), va: VirtAddr({va}) }} Local")
+    }
+
+    /// Returns the log with every shared address replaced by the variable's name.
+    fn named(p: &FreebsdX86, log: Vec<String>) -> Vec<String> {
+        let syms = p.symbols();
+        log.into_iter()
+            .map(|line| {
+                let Some(at) = line.find("shared 0x") else { return line };
+                let rest = &line[at + "shared ".len()..];
+                let end = rest.find(' ').unwrap_or(rest.len());
+                let addr = usize::from_str_radix(&rest[2..end], 16).unwrap();
+                let name = syms.iter().find(|(a, _)| *a == addr).map(|(_, n)| n.clone()).unwrap_or_else(|| {
+                    panic!("unnamed shared address {addr:#x} in {line:?}");
+                });
+                format!("{}shared {name}{}", &line[..at], &rest[end..])
+            })
+            .collect()
+    }
+
+    /// Returns the raw addresses of the `kind` accesses made by CPU `cpu`'s handler.
+    fn handler_accesses(log: &[String], cpu: u32, kind: &str) -> Vec<usize> {
+        let prefix = format!("cpu{cpu}: shared 0x");
+        log.iter()
+            .filter(|l| l.starts_with(&prefix) && l.ends_with(kind))
+            .map(|l| {
+                let hex = &l[prefix.len()..l.len() - kind.len() - 1];
+                usize::from_str_radix(hex, 16).unwrap()
+            })
+            .collect()
+    }
+
+    /// Runs mm 1 on every CPU (each gets PCID 2) with cpu0 last, and clears logs.
+    fn all_run_mm1(p: &FreebsdX86, ncpus: u32) -> Rec {
+        for c in (0..ncpus).rev() {
+            let hw = Rec::new(c, ncpus as usize);
+            p.switch_mm(&hw, MmId(1));
+        }
+        let mut hw = Rec::new(0, ncpus as usize);
+        hw.coherence = true;
+        hw
+    }
+
+    #[test]
+    fn boot_state_is_vmspace0_with_pcid_1_in_generation_1() {
+        let p = fbsd(2, 1, Completion::Generation);
+        assert_eq!(p.curpmap(CpuId(1)), MmId::KERNEL);
+        assert_eq!(p.pm_pcids(MmId::KERNEL, CpuId(1)), (1, 1));
+        assert_eq!(p.pm_pcids(MmId(1), CpuId(1)), (PMAP_PCID_NONE, 0));
+        assert_eq!(p.pcid_state(CpuId(1)), (2, 1));
+        assert!(p.is_active(MmId::KERNEL, CpuId(0)) && p.is_active(MmId::KERNEL, CpuId(1)));
+        assert_eq!(p.name(), "x86-freebsd-gen");
+    }
+
+    #[test]
+    fn pcid_reused_with_noflush_while_generation_matches() {
+        let p = fbsd(1, 2, Completion::Counter);
+        let hw = Rec::new(0, 1);
+        for mm in [1, 2, 1, 2] {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        assert_eq!(hw.take(), vec![root(1, 2, false), root(2, 3, false), root(1, 2, true), root(2, 3, true)]);
+        assert_eq!(p.pm_pcids(MmId(1), CpuId(0)), (2, 1));
+        assert_eq!(p.pcid_state(CpuId(0)), (4, 1));
+        // Same pmap again: nothing at all.
+        p.switch_mm(&hw, MmId(2));
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn pcid_exhaustion_bumps_cpu_generation_and_flushes() {
+        let p = fbsd(1, 4095, Completion::Counter);
+        let hw = Rec::new(0, 1);
+        // PCIDs 2..=4095 go to mms 1..=4094 in generation 1.
+        for mm in 1..=4094 {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        let log = hw.take();
+        assert_eq!(log.len(), 4094);
+        assert_eq!(log[4093], root(4094, 4095, false));
+        assert_eq!(p.pcid_state(CpuId(0)), (PMAP_PCID_OVERMAX, 1));
+        // The next one starts generation 2 at PCID 1, loaded without NOFLUSH.
+        p.switch_mm(&hw, MmId(4095));
+        assert_eq!(hw.take(), vec!["note AsidRollover".into(), root(4095, 1, false)]);
+        assert_eq!(p.pcid_state(CpuId(0)), (2, 2));
+        assert_eq!(p.pm_pcids(MmId(4095), CpuId(0)), (1, 2));
+        // A generation-1 PCID is stale now: mm 1 takes a new one and flushes it,
+        // and so does vmspace0 (the idle pmap).
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        assert_eq!(hw.take(), vec![root(1, 2, false), root(0, 3, false)]);
+        assert_eq!(p.pm_pcids(MmId(1), CpuId(0)), (2, 2));
+    }
+
+    #[test]
+    fn idle_switches_cr3_to_vmspace0_and_leaves_pm_active() {
+        let p = fbsd(1, 1, Completion::Generation);
+        let mut hw = Rec::new(0, 1);
+        hw.coherence = true;
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        assert_eq!(
+            named(&p, hw.take()),
+            vec![
+                "shared mm1.pm_active Rmw".to_string(),
+                "shared mm1.pm_gen[0] Read".into(),
+                "shared mm1.pm_pcid[0] Write".into(),
+                "shared mm1.pm_gen[0] Write".into(),
+                root(1, 2, false),
+                "shared mm0.pm_active Rmw".into(),
+                // Idle: vmspace0's pmap with its boot PCID, still current.
+                "shared mm0.pm_active Rmw".into(),
+                "shared mm0.pm_gen[0] Read".into(),
+                "shared mm0.pm_pcid[0] Read".into(),
+                root(0, 1, true),
+                "shared mm1.pm_active Rmw".into(),
+            ]
+        );
+        assert!(!p.is_active(MmId(1), CpuId(0)));
+        assert!(p.is_active(MmId::KERNEL, CpuId(0)));
+    }
+
+    #[test]
+    fn inactive_cpu_gets_no_ipi_but_a_fresh_pcid_on_next_activation() {
+        for c in Completion::ALL {
+            let p = fbsd(2, 1, c);
+            let cpu0 = Rec::new(0, 2);
+            let cpu1 = Rec::new(1, 2);
+            // cpu1 ran mm 1 in PCID 2, then went idle; cpu0 runs it in PCID 2.
+            p.switch_mm(&cpu1, MmId(1));
+            p.switch_mm(&cpu1, MmId::KERNEL);
+            p.switch_mm(&cpu0, MmId(1));
+            cpu0.take();
+            cpu1.take();
+            p.flush_page(&cpu0, MmId(1), VirtAddr(0x1000));
+            assert_eq!(cpu0.take(), vec![invlpg(2, 0x1000)], "{c}: only the local INVLPG, no IPI");
+            assert_eq!(p.pm_pcids(MmId(1), CpuId(1)), (2, 0), "{c}: cpu1's generation is zeroed");
+            assert_eq!(p.pm_pcids(MmId(1), CpuId(0)), (2, 1), "{c}: the loaded pmap keeps its PCID here");
+            // cpu1 comes back: a fresh PCID (its next, 3) loaded without NOFLUSH.
+            p.switch_mm(&cpu1, MmId(1));
+            assert_eq!(cpu1.take(), vec![root(1, 3, false)], "{c}");
+            assert_eq!(p.pm_pcids(MmId(1), CpuId(1)), (3, 1), "{c}");
+        }
+    }
+
+    #[test]
+    fn active_cpu_gets_an_ipi_and_its_generation_zeroed() {
+        let p = fbsd(2, 1, Completion::Generation);
+        let hw = all_run_mm1(&p, 2);
+        p.flush_page(&hw, MmId(1), VirtAddr(0x3000));
+        let log: Vec<String> =
+            hw.take().into_iter().filter(|l| !l.contains("shared") && !l.contains("phase")).collect();
+        assert_eq!(log, vec![invlpg(2, 0x3000), "ipi async [1]".into(), format!("cpu1: {}", invlpg(2, 0x3000))]);
+        // Both: the next activation on cpu1 takes a new PCID although it was flushed.
+        assert_eq!(p.pm_pcids(MmId(1), CpuId(1)), (2, 0));
+        let cpu1 = Rec::new(1, 2);
+        p.switch_mm(&cpu1, MmId::KERNEL);
+        p.switch_mm(&cpu1, MmId(1));
+        assert_eq!(cpu1.take(), vec![root(0, 1, true), root(1, 3, false)]);
+    }
+
+    #[test]
+    fn range_of_4096_pages_becomes_full_flush() {
+        let p = fbsd(2, 1, Completion::Scoreboard);
+        let hw = Rec::new(0, 2);
+        p.switch_mm(&Rec::new(1, 2), MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0), 4095);
+        let log = hw.take();
+        // IPI, 4095 INVLPGs on cpu1, then 4095 locally (the scoreboard's order).
+        assert_eq!(log.len(), 1 + 2 * 4095);
+        assert_eq!(log[0], "ipi async [1]");
+        assert_eq!(log[1], format!("cpu1: {}", invlpg(2, 0)));
+        assert_eq!(log[4095], format!("cpu1: {}", invlpg(2, 4094 * 4096)));
+        assert_eq!(log[4096], invlpg(2, 0));
+        assert_eq!(log[8190], invlpg(2, 4094 * 4096));
+        p.flush_range(&hw, MmId(1), VirtAddr(0), 4096);
+        assert_eq!(hw.take(), vec!["ipi async [1]", "cpu1: tlbi Asid(Asid(2)) Local", "tlbi Asid(Asid(2)) Local"]);
+    }
+
+    #[test]
+    fn kernel_range_goes_to_every_cpu_as_global_invlpg_or_full_flush() {
+        let p = fbsd(3, 0, Completion::Counter);
+        let hw = Rec::new(1, 3);
+        p.flush_kernel_range(&hw, VirtAddr(0x5000), 2);
+        assert_eq!(
+            hw.take(),
+            vec![
+                "tlbi VaAllAsids { va: VirtAddr(20480) } Local",
+                "tlbi VaAllAsids { va: VirtAddr(24576) } Local",
+                "ipi async [0, 2]",
+                "cpu0: tlbi VaAllAsids { va: VirtAddr(20480) } Local",
+                "cpu0: tlbi VaAllAsids { va: VirtAddr(24576) } Local",
+                "cpu2: tlbi VaAllAsids { va: VirtAddr(20480) } Local",
+                "cpu2: tlbi VaAllAsids { va: VirtAddr(24576) } Local",
+            ]
+        );
+        p.flush_kernel_range(&hw, VirtAddr(0x5000), 4096);
+        assert_eq!(
+            hw.take(),
+            vec!["tlbi All Local", "ipi async [0, 2]", "cpu0: tlbi All Local", "cpu2: tlbi All Local"]
+        );
+    }
+
+    #[test]
+    fn counter_handlers_increment_one_shared_line() {
+        let p = fbsd(4, 1, Completion::Counter);
+        let hw = all_run_mm1(&p, 4);
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        let log = hw.take();
+        let wait = p.symbols().into_iter().find(|(_, n)| n == "smp_tlb_wait").unwrap().0;
+        for cpu in 1..=3 {
+            assert_eq!(handler_accesses(&log, cpu, "Rmw"), vec![wait], "cpu{cpu}");
+        }
+        let handler = |c: u32| {
+            vec![
+                format!("cpu{c}: shared smp_tlb_addr1 Read"),
+                format!("cpu{c}: shared smp_tlb_addr2 Read"),
+                format!("cpu{c}: shared smp_tlb_pmap Read"),
+                format!("cpu{c}: shared smp_tlb_op Read"),
+                format!("cpu{c}: {}", invlpg(2, 0x1000)),
+                format!("cpu{c}: shared smp_tlb_wait Rmw"),
+            ]
+        };
+        let mut want: Vec<String> = vec![
+            "shared mm1.pm_gen[1] Write".into(),
+            "shared mm1.pm_gen[2] Write".into(),
+            "shared mm1.pm_gen[3] Write".into(),
+            "shared mm1.pm_active Read".into(),
+            invlpg(2, 0x1000),
+            "phase Issue".into(),
+            "shared smp_ipi_mtx Rmw".into(),
+            "shared smp_tlb_addr1 Write".into(),
+            "shared smp_tlb_addr2 Write".into(),
+            "shared smp_tlb_pmap Write".into(),
+            "shared smp_tlb_op Write".into(),
+            "shared smp_tlb_wait Write".into(),
+            "phase Dispatch".into(),
+            "ipi async [1, 2, 3]".into(),
+        ];
+        for c in 1..=3 {
+            want.extend(handler(c));
+        }
+        want.extend([
+            "phase Sync".into(),
+            "shared smp_tlb_wait Read".into(),
+            "shared smp_ipi_mtx Write".into(),
+            "phase Done".into(),
+        ]);
+        assert_eq!(named(&p, log), want);
+        let Protocol::Counter(c) = p.protocol() else { unreachable!() };
+        assert_eq!(c.smp_tlb_wait(), 3);
+    }
+
+    #[test]
+    fn generation_handlers_write_their_own_flags() {
+        let p = fbsd(4, 1, Completion::Generation);
+        let hw = all_run_mm1(&p, 4);
+        p.flush_mm(&hw, MmId(1));
+        let log = hw.take();
+        let flags: Vec<usize> = (1..=3)
+            .map(|cpu| {
+                let w = handler_accesses(&log, cpu, "Write");
+                assert_eq!(w.len(), 1, "cpu{cpu} writes exactly one line");
+                w[0]
+            })
+            .collect();
+        for (i, a) in flags.iter().enumerate() {
+            for b in &flags[i + 1..] {
+                assert!(a.abs_diff(*b) >= 64, "flags {a:#x} and {b:#x} share a cache line");
+            }
+        }
+        let handler = |c: u32| {
+            vec![
+                format!("cpu{c}: shared smp_tlb_generation Read"),
+                format!("cpu{c}: shared smp_tlb_addr1 Read"),
+                format!("cpu{c}: shared smp_tlb_addr2 Read"),
+                format!("cpu{c}: shared smp_tlb_pmap Read"),
+                format!("cpu{c}: shared smp_tlb_op Read"),
+                format!("cpu{c}: shared mm1.pm_pcid[{c}] Read"),
+                format!("cpu{c}: tlbi Asid(Asid(2)) Local"),
+                format!("cpu{c}: shared cpu{c}.smp_tlb_done Write"),
+            ]
+        };
+        let mut want: Vec<String> = vec![
+            "shared mm1.pm_gen[1] Write".into(),
+            "shared mm1.pm_gen[2] Write".into(),
+            "shared mm1.pm_gen[3] Write".into(),
+            "shared mm1.pm_active Read".into(),
+            "shared mm1.pm_pcid[0] Read".into(),
+            "tlbi Asid(Asid(2)) Local".into(),
+            "phase Issue".into(),
+            "shared smp_ipi_mtx Rmw".into(),
+            "shared smp_tlb_addr1 Write".into(),
+            "shared smp_tlb_addr2 Write".into(),
+            "shared smp_tlb_pmap Write".into(),
+            "shared smp_tlb_op Write".into(),
+            "shared smp_tlb_generation Read".into(),
+            "shared smp_tlb_generation Write".into(),
+            "phase Dispatch".into(),
+            "ipi async [1, 2, 3]".into(),
+        ];
+        for c in 1..=3 {
+            want.extend(handler(c));
+        }
+        want.extend([
+            "phase Sync".into(),
+            "shared cpu1.smp_tlb_done Read".into(),
+            "shared cpu2.smp_tlb_done Read".into(),
+            "shared cpu3.smp_tlb_done Read".into(),
+            "shared smp_ipi_mtx Write".into(),
+            "phase Done".into(),
+        ]);
+        assert_eq!(named(&p, log), want);
+        let Protocol::Generation(g) = p.protocol() else { unreachable!() };
+        assert_eq!(g.smp_tlb_generation(), 1);
+        assert_eq!((0..4).map(|c| g.smp_tlb_done(c)).collect::<Vec<_>>(), vec![0, 1, 1, 1]);
+    }
+
+    /// The full log of one scoreboard shootdown of a page of mm 1 from cpu0 to cpu1.
+    fn scoreboard_page_log() -> (FreebsdX86, Vec<String>) {
+        let p = fbsd(2, 1, Completion::Scoreboard);
+        let hw = all_run_mm1(&p, 2);
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        let log = named(&p, hw.take());
+        (p, log)
+    }
+
+    #[test]
+    fn scoreboard_initiator_invalidates_locally_before_waiting() {
+        let (p, log) = scoreboard_page_log();
+        let initiator: Vec<String> = log.iter().filter(|l| !l.starts_with("cpu1: ")).cloned().collect();
+        assert_eq!(
+            initiator,
+            vec![
+                "shared mm1.pm_gen[1] Write".to_string(),
+                "shared mm1.pm_active Read".into(),
+                "phase Issue".into(),
+                "shared cpu0.smp_tlb_addr1 Write".into(),
+                "shared cpu0.smp_tlb_addr2 Write".into(),
+                "shared cpu0.smp_tlb_pmap Write".into(),
+                "shared cpu0.smp_tlb_op Write".into(),
+                "shared cpu0.smp_tlb_gen Read".into(),
+                "shared cpu0.smp_tlb_gen Write".into(),
+                "shared scoreboard[1][0] Write".into(),
+                "phase Dispatch".into(),
+                "ipi async [1]".into(),
+                // curcpu_cb: while the IPI is in flight, before the wait.
+                invlpg(2, 0x1000),
+                "phase Sync".into(),
+                "shared scoreboard[1][0] Read".into(),
+                "phase Done".into(),
+            ]
+        );
+        let Protocol::Scoreboard(s) = p.protocol() else { unreachable!() };
+        assert_eq!(s.smp_tlb_gen(CpuId(0)), 2);
+        assert_eq!(s.scoreboard(CpuId(1), CpuId(0)), 2);
+        assert_eq!(s.scoreboard(CpuId(0), CpuId(1)), 1, "untouched slots keep their boot value");
+    }
+
+    #[test]
+    fn scoreboard_handler_acknowledges_before_invalidating() {
+        let (_, log) = scoreboard_page_log();
+        let handler: Vec<String> = log.iter().filter(|l| l.starts_with("cpu1: ")).cloned().collect();
+        assert_eq!(
+            handler,
+            vec![
+                // Scan the row: initiator 0 waits.
+                "cpu1: shared scoreboard[1][0] Read".to_string(),
+                "cpu1: shared cpu0.smp_tlb_addr1 Read".into(),
+                "cpu1: shared cpu0.smp_tlb_addr2 Read".into(),
+                "cpu1: shared cpu0.smp_tlb_pmap Read".into(),
+                "cpu1: shared cpu0.smp_tlb_op Read".into(),
+                "cpu1: shared cpu0.smp_tlb_gen Read".into(),
+                // Acknowledge, then invalidate.
+                "cpu1: shared scoreboard[1][0] Write".into(),
+                format!("cpu1: {}", invlpg(2, 0x1000)),
+                // Scan again: nobody else waits.
+                "cpu1: shared scoreboard[1][0] Read".into(),
+                "cpu1: shared scoreboard[1][1] Read".into(),
+            ]
+        );
+    }
+
+    #[test]
+    fn generation_reaches_every_target_of_consecutive_shootdowns() {
+        for c in Completion::ALL {
+            let p = fbsd(3, 1, c);
+            let mut hw = all_run_mm1(&p, 3);
+            hw.coherence = false;
+            for va in [0x1000, 0x2000] {
+                p.flush_page(&hw, MmId(1), VirtAddr(va));
+                let log = hw.take();
+                assert!(log.contains(&format!("cpu1: {}", invlpg(2, va))), "{c}: {log:?}");
+                assert!(log.contains(&format!("cpu2: {}", invlpg(2, va))), "{c}: {log:?}");
+            }
+            match p.protocol() {
+                Protocol::Counter(x) => assert_eq!(x.smp_tlb_wait(), 2),
+                Protocol::Generation(x) => assert_eq!((x.smp_tlb_done(1), x.smp_tlb_done(2)), (2, 2)),
+                Protocol::Scoreboard(x) => {
+                    assert_eq!(x.smp_tlb_gen(CpuId(0)), 3);
+                    assert_eq!((x.scoreboard(CpuId(1), CpuId(0)), x.scoreboard(CpuId(2), CpuId(0))), (3, 3));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flush_of_pmap_not_loaded_here_only_zeroes_generations() {
+        let p = fbsd(2, 2, Completion::Generation);
+        let cpu0 = Rec::new(0, 2);
+        p.switch_mm(&cpu0, MmId(1));
+        p.switch_mm(&cpu0, MmId(2));
+        cpu0.take();
+        p.flush_mm(&cpu0, MmId(1));
+        assert_eq!(cpu0.take(), Vec::<String>::new());
+        assert_eq!(p.pm_pcids(MmId(1), CpuId(0)), (2, 0));
+        p.switch_mm(&cpu0, MmId(1));
+        assert_eq!(cpu0.take(), vec![root(1, 4, false)]);
+    }
+
+    #[test]
+    fn release_after_last_cpu_left_is_silent() {
+        let p = fbsd(1, 1, Completion::Scoreboard);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId::KERNEL);
+        hw.take();
+        p.mm_release(&hw, MmId(1));
+        p.mm_init(MmId(1));
+        assert_eq!(hw.take(), Vec::<String>::new());
+        // The new incarnation never reuses the old PCID 2 in this generation.
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec![root(1, 3, false)]);
+    }
+}

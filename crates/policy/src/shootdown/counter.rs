@@ -1,0 +1,124 @@
+//! `x86-freebsd-counter`: shootdown completion through one shared counter, as
+//! FreeBSD x86 did before seed 003 (`smp_targeted_tlb_shootdown` in
+//! `sys/x86/x86/mp_x86.c`, FreeBSD 11.0).
+//!
+//! # The protocol
+//! - The pmap layer has already invalidated locally (`local` runs first).
+//! - Issue: take `smp_ipi_mtx`, store `smp_tlb_addr1`, `smp_tlb_addr2`,
+//!   `smp_tlb_pmap`, then `smp_tlb_wait = 0` (a release store).
+//! - Dispatch: send the IPIs.
+//! - Each handler reads the request, invalidates, then `atomic_add_int(&smp_tlb_wait, 1)`.
+//! - Sync: spin until `smp_tlb_wait` equals the number of targets; release the lock.
+//!
+//! # What it costs
+//! Every target's `LOCK XADD` needs the counter's line exclusively, so the
+//! increments serialise on one line and the initiator's every poll pulls it back:
+//! the contention seed 003 removes. The request globals and the counter are
+//! consecutive globals of `mp_x86.c`; they are modelled on one line, the lock on
+//! another.
+//!
+//! # What is not modelled
+//! The operation travels as the IPI vector in FreeBSD; here it is one more field
+//! on the request line (same line, so no extra cost).
+
+use super::{addr_of, others, CacheLine, CompletionProtocol, Request, RequestFields};
+use crate::cpumask::CpuMask;
+use crate::hw::{Access, Hw, Phase};
+use crate::sync::{AtomicU32, Ordering, SpinLock};
+
+/// The request globals and the completion counter, on one cache line.
+#[repr(C, align(64))]
+struct Globals {
+    req: RequestFields,
+    /// `smp_tlb_wait`: how many targets have finished.
+    wait: AtomicU32,
+}
+
+/// The counter protocol's shared state.
+pub struct Counter {
+    /// `smp_ipi_mtx`: one initiator at a time.
+    smp_ipi_mtx: CacheLine<SpinLock<()>>,
+    globals: Globals,
+}
+
+impl Default for Counter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Counter {
+    /// Returns the protocol in its boot state.
+    pub const fn new() -> Self {
+        Counter {
+            smp_ipi_mtx: CacheLine(SpinLock::new(())),
+            globals: Globals { req: RequestFields::new(), wait: AtomicU32::new(0) },
+        }
+    }
+
+    /// Returns `smp_tlb_wait`.
+    pub fn smp_tlb_wait(&self) -> u32 {
+        // Relaxed: a report, not a decision.
+        self.globals.wait.load(Ordering::Relaxed)
+    }
+
+    /// Runs one target's IPI handler: read the request, invalidate, count.
+    fn handler<H: Hw, I: Fn(&H, &Request)>(&self, hw: &H, invalidate: &I) {
+        let req = self.globals.req.read(hw);
+        invalidate(hw, &req);
+        hw.shared(addr_of(&self.globals.wait), Access::Rmw);
+        // Release: the initiator's Acquire poll that counts this increment sees
+        // everything the handler did before it (`atomic_add_int` is a LOCKed
+        // instruction, a full barrier on x86).
+        self.globals.wait.fetch_add(1, Ordering::Release);
+    }
+
+    /// Returns `(address, name)` of every shared variable.
+    #[cfg(test)]
+    pub(crate) fn symbols(&self) -> alloc::vec::Vec<(usize, alloc::string::String)> {
+        let mut v = self.globals.req.symbols("smp_tlb_");
+        v.push((addr_of(&self.smp_ipi_mtx.0), "smp_ipi_mtx".into()));
+        v.push((addr_of(&self.globals.wait), "smp_tlb_wait".into()));
+        v
+    }
+}
+
+impl CompletionProtocol for Counter {
+    fn shootdown<H, L, I>(&self, hw: &H, targets: &CpuMask, req: &Request, local: L, invalidate: I)
+    where
+        H: Hw,
+        L: Fn(&H),
+        I: Fn(&H, &Request),
+    {
+        // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
+        local(hw);
+        let (mask, ncpu) = others(hw, targets);
+        if ncpu == 0 {
+            return;
+        }
+
+        hw.phase(Phase::Issue);
+        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Rmw);
+        let guard = self.smp_ipi_mtx.0.lock();
+        self.globals.req.publish(hw, req);
+        hw.shared(addr_of(&self.globals.wait), Access::Write);
+        // Release: `atomic_store_rel_int`; orders the request stores before it.
+        self.globals.wait.store(0, Ordering::Release);
+
+        hw.phase(Phase::Dispatch);
+        hw.send_ipi_async(&mask, |h| self.handler(h, &invalidate));
+
+        hw.phase(Phase::Sync);
+        loop {
+            hw.shared(addr_of(&self.globals.wait), Access::Read);
+            // Acquire: pairs with the handlers' Release increments.
+            if self.globals.wait.load(Ordering::Acquire) >= ncpu {
+                break;
+            }
+            core::hint::spin_loop();
+        }
+        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Write);
+        drop(guard);
+        hw.phase(Phase::Done);
+    }
+}
