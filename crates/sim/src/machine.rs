@@ -31,7 +31,8 @@
 //! A policy's shared variables live in cache lines (by address, 64 bytes). Each
 //! line remembers its last writer, the CPUs that read it since, and when it is
 //! next free: a write or atomic by a CPU that does not hold the line alone, or a
-//! read by a CPU without a copy, waits for the line and moves it
+//! read by a CPU without a copy, waits for the line and moves it (a plain store
+//! waits in the store buffer, not in the CPU)
 //! (`cacheline_transfer`, more across sockets), one transfer at a time per line.
 //! So a counter every IPI handler increments while the initiator polls it is a
 //! queue, and per-CPU flags are not. Time an IPI handler spends in TLB operations
@@ -175,7 +176,12 @@ impl Machine {
             }
         }
         self.counters.line_transfers += 1;
-        end
+        match access {
+            // A plain store retires into the store buffer: the writer goes on while the
+            // line moves, and later readers wait for the move.
+            Access::Write => t + c.mem_access,
+            Access::Read | Access::Rmw => end,
+        }
     }
 
     /// Returns whether CPUs `a` and `b` are on different sockets.
