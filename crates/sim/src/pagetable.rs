@@ -197,21 +197,36 @@ impl PageTables {
     }
 
     /// Calls `f(va, pte)` for every existing leaf slot of `pages` pages from `start`
-    /// (4 KB granularity; blocks are reported once, at their first page in range).
+    /// (4 KB granularity; blocks are reported once, at their first page in range),
+    /// in ascending order. Missing tables are skipped whole at every level.
     pub fn for_each_slot(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, PteRef)) {
-        let mut va = start;
         let end = start + pages * 4096;
+        // The first address of the next region of `1 << shift` bytes, capped at `end`.
+        let next = |va: u64, shift: u32| ((((va >> shift) as u128 + 1) << shift).min(end as u128)) as u64;
+        let mut va = start;
         while va < end {
-            match self.walk(root, va) {
-                Some(w) if w.huge => {
-                    f(va, w.pte);
-                    va = ((va >> SHIFT_2M) + 1) << SHIFT_2M;
+            let mut d = root;
+            for level in 0..3 {
+                let e = self.dirs[d as usize][idx(va, level)];
+                if e == EMPTY {
+                    va = next(va, 39 - 9 * level);
+                    break;
                 }
-                Some(w) => {
-                    f(va, w.pte);
-                    va += 4096;
+                if e & BLOCK != 0 {
+                    f(va, (e & !BLOCK) - 1);
+                    va = next(va, SHIFT_2M);
+                    break;
                 }
-                None => va = ((va >> SHIFT_2M) + 1) << SHIFT_2M,
+                if level == 2 {
+                    let chunk = e - 1;
+                    let stop = next(va, SHIFT_2M);
+                    while va < stop {
+                        f(va, chunk + idx(va, 3) as u32);
+                        va += 4096;
+                    }
+                    break;
+                }
+                d = e - 1;
             }
         }
     }
@@ -266,6 +281,37 @@ mod tests {
         let r2 = pt.ensure_leaf(b, 0x1000);
         assert_eq!(r, r2);
         assert!(!pt.pte(r2).valid());
+    }
+
+    #[test]
+    fn for_each_slot_visits_what_a_page_by_page_walk_finds() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        for va in [0x1000, 0x1f_f000, 0x40_0000, 0x4000_0000, 0x80_0000_0000, 0x80_0020_0000] {
+            pt.ensure_leaf(root, va);
+        }
+        pt.ensure_block(root, 0x60_0000);
+        let (start, pages) = (0x1000, (0x80_0040_0000 - 0x1000) / 4096);
+        let mut seen = Vec::new();
+        pt.for_each_slot(root, start, pages, |va, r| seen.push((va, r)));
+        let mut want = Vec::new();
+        let mut va = start;
+        while va < start + pages * 4096 {
+            match pt.walk(root, va) {
+                Some(w) if w.huge => {
+                    want.push((va, w.pte));
+                    va = ((va >> SHIFT_2M) + 1) << SHIFT_2M;
+                }
+                Some(w) => {
+                    want.push((va, w.pte));
+                    va += 4096;
+                }
+                None => va += 4096,
+            }
+        }
+        assert_eq!(seen, want);
+        // Five leaf tables (the first from its second slot) and one block.
+        assert_eq!(seen.len(), 511 + 4 * 512 + 1);
     }
 
     #[test]

@@ -22,6 +22,16 @@ pub const LIBC_TEXT_PAGE: u64 = 8;
 pub const MMAP_BASE: u64 = 0x10_0000_0000;
 /// Start of the kernel's half of the address space (TTBR1 on arm64).
 pub const KERNEL_BASE: u64 = 0xffff_0000_0000_0000;
+/// Start of the kernel VA pool that [`Sys::KernelMapCycle`] maps buffer pages
+/// into (FreeBSD's buffer KVA / `sf_buf` window), far above the kernel heap.
+pub const KMAP_BASE: u64 = KERNEL_BASE + (64 << 30);
+/// Slots in that pool; cycles take them round-robin, so each slot's VA is mapped,
+/// unmapped and mapped again to other frames over and over, and a kernel TLB entry
+/// that survived an invalidation would translate to a frame that was freed.
+pub const KMAP_SLOTS: u64 = 16;
+/// Pages one slot holds: the most one [`Sys::KernelMapCycle`] may map (256 KB,
+/// FreeBSD's `MAXPHYS` of 128 KB twice over).
+pub const KMAP_SLOT_PAGES: u64 = 64;
 
 /// A system call.
 pub enum Sys {
@@ -51,6 +61,38 @@ pub enum Sys {
     /// Creates a child process with a copy-on-write copy of this address space,
     /// running `child`; returns the child's thread id.
     Fork(Box<dyn Program>),
+    /// Creates a thread in this address space running `thread` (Linux `clone`
+    /// with `CLONE_VM`, FreeBSD `thr_new`), on the least-loaded CPU (this one on
+    /// ties, as Linux's fork balancing keeps a child local when no group is
+    /// idler); returns its thread id. The address space lives until its last
+    /// thread exits.
+    Clone(Box<dyn Program>),
+    /// `madvise(MADV_DONTNEED)` of `pages` pages at `va`: zaps the range's PTEs
+    /// and frees their frames after the flush, but keeps the mapping, so a later
+    /// touch faults in a fresh zero page. The flush covers the pages actually
+    /// zapped (Linux's `mmu_gather` range); when none was, nothing is flushed.
+    Madvise {
+        /// First page.
+        va: u64,
+        /// Pages.
+        pages: u64,
+    },
+    /// Replaces this process's address space with a fresh one holding a new
+    /// text, data and stack (`execve`): the old one is torn down and flushed as
+    /// exit tears down a last user's, and the calling thread goes on, on this
+    /// CPU, in the new one. The thread's program continues; it stands for the
+    /// new image. Only a single-threaded process may exec.
+    Execve,
+    /// A kernel path that maps `pages` (1 to [`KMAP_SLOT_PAGES`]) freshly
+    /// allocated pages at a kernel VA from the [`KMAP_BASE`] pool, copies each one
+    /// (a write), unmaps them and invalidates the range on every CPU with
+    /// `flush_kernel_range`: FreeBSD's buffer cache `pmap_qenter` / `pmap_qremove`
+    /// (and `sf_buf` where there is no direct map), whose ranged shootdown of
+    /// `kernel_pmap` reaches every CPU. The frames are freed after the flush.
+    KernelMapCycle {
+        /// Pages mapped.
+        pages: u64,
+    },
     /// Creates a pipe (or eventfd); returns its id.
     Pipe,
     /// Writes one token into pipe `id`, waking a blocked reader.

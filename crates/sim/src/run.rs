@@ -364,7 +364,7 @@ fn outcome<P: Policy>(
 /// Returns the address-space slots a run needs: the workload's, plus one per CPU
 /// for exited address spaces a lazy-TLB CPU still has loaded.
 fn mm_slots(wl: &workload::WorkloadDef, params: &Params, cpus: usize) -> usize {
-    workload::max_mms(wl.name, params) + cpus
+    workload::max_mms(wl.name, params, cpus) + cpus
 }
 
 /// Returns the simulator configuration for a resolved request.

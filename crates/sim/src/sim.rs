@@ -14,8 +14,10 @@
 //! CPUs pull work. An idle CPU switches to the kernel's address space, as
 //! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
 //! policy may keep the old one loaded). System calls: `mmap`, `munmap`,
-//! `mprotect`, `fork` (copy-on-write), `exit`, pipes with blocking reads.
-//! Pages are demand-allocated on first touch.
+//! `mprotect`, `madvise(MADV_DONTNEED)`, `fork` (copy-on-write), `clone` (a
+//! thread), `execve`, `exit`, pipes with blocking reads, and a kernel path that
+//! maps, copies and unmaps buffer pages in the kernel's address space (FreeBSD's
+//! `pmap_qenter`/`pmap_qremove`). Pages are demand-allocated on first touch.
 //!
 //! Every page-table change that removes or weakens a translation hands back a
 //! [`PendingFlush`] that must be given to [`Sim::flush`]: the policy's flush runs,
@@ -153,6 +155,8 @@ enum FlushWhat {
     Page(u64),
     Range(u64, u64),
     Mm,
+    /// Kernel (global) pages, on every CPU.
+    KernelRange(u64, u64),
 }
 
 /// A page-table change whose invalidation is still owed. Hand it to
@@ -215,6 +219,8 @@ pub struct Sim<P: Policy> {
     fault_cycles: u64,
     /// Exited address spaces some CPU's root may still point at.
     zombies: Vec<MmId>,
+    /// The next slot of the kernel-map pool ([`KMAP_BASE`]).
+    kmap_next: u64,
 }
 
 impl<P: Policy> Sim<P> {
@@ -255,6 +261,7 @@ impl<P: Policy> Sim<P> {
             walk_cycles: 0,
             fault_cycles: 0,
             zombies: Vec::new(),
+            kmap_next: 0,
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -351,23 +358,38 @@ impl<P: Policy> Sim<P> {
 
     /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
     fn least_loaded(&self) -> usize {
-        (0..self.sched.len())
-            .min_by_key(|&c| (self.sched[c].runq.len() + self.sched[c].cur.is_some() as usize, c))
-            .unwrap_or(0)
+        (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0)
+    }
+
+    /// Returns the CPU with the fewest threads queued or running, `near` itself on
+    /// ties, then the lowest id: Linux's `find_idlest_cpu` keeps a new task on the
+    /// local group unless another group is idler.
+    fn least_loaded_near(&self, near: usize) -> usize {
+        (0..self.sched.len()).min_by_key(|&c| (self.load(c), c != near, c)).unwrap_or(near)
+    }
+
+    /// Returns the threads queued on or running on `cpu`.
+    fn load(&self, cpu: usize) -> usize {
+        self.sched[cpu].runq.len() + self.sched[cpu].cur.is_some() as usize
     }
 
     /// Starts a new process running `prog` with a text and a stack mapping, on
     /// the least-loaded CPU; returns its thread id.
     pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
         let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
-        let m = &mut self.mms[mm.index()];
-        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false });
-        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true });
-        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true });
+        self.map_image(mm);
         let cpu = self.least_loaded();
         let tid = self.new_thread(mm, prog, cpu);
         self.enqueue(tid, cpu, 0, cpu);
         Ok(tid)
+    }
+
+    /// Gives a new address space a program image: text, data and stack.
+    fn map_image(&mut self, mm: MmId) {
+        let m = &mut self.mms[mm.index()];
+        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false });
+        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true });
+        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true });
     }
 
     /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's
@@ -870,7 +892,10 @@ impl<P: Policy> Sim<P> {
         if !pte.valid() {
             let pfn = self.alloc_frame(cpu, now);
             now += c.page_copy;
-            *self.pt.pte_mut(r) = self.new_pte(pfn, vma.write);
+            // The slot keeps its floor: an entry from before a flushed unmap or
+            // zap of this page stays stale after the page is faulted in again.
+            let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
+            *self.pt.pte_mut(r) = new;
         } else if write && !pte.writable() {
             if self.frames.refs(pte.pfn) > 1 {
                 // Copy-on-write: a new frame replaces the shared one.
@@ -911,6 +936,7 @@ impl<P: Policy> Sim<P> {
             FlushWhat::Page(va) => (va, 1, "flush_page"),
             FlushWhat::Range(va, p) => (va, p, "flush_range"),
             FlushWhat::Mm => (0, 0, "flush_mm"),
+            FlushWhat::KernelRange(va, p) => (va, p, "flush_kernel_range"),
         };
         let uid = self.mms[mm.index()].uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
@@ -925,6 +951,7 @@ impl<P: Policy> Sim<P> {
             FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
             FlushWhat::Range(va, n) => self.policy.flush_range(&hw, pf.mm, VirtAddr(va), n),
             FlushWhat::Mm => self.policy.flush_mm(&hw, pf.mm),
+            FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
         }
         let now = hw.now();
         let seq = self.oracle.obligations[pf.obl as usize].seq;
@@ -1006,8 +1033,20 @@ impl<P: Policy> Sim<P> {
     fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, mut now: u64) -> u64 {
         let c = self.m.costs;
         let mm = self.threads[tid].mm;
-        if mm.is_kernel() && matches!(s, Sys::Mmap { .. } | Sys::Munmap { .. } | Sys::Mprotect { .. } | Sys::Fork(_)) {
-            self.error.get_or_insert("a kernel thread has no user address space to map, unmap, protect or fork".into());
+        if mm.is_kernel()
+            && matches!(
+                s,
+                Sys::Mmap { .. }
+                    | Sys::Munmap { .. }
+                    | Sys::Mprotect { .. }
+                    | Sys::Madvise { .. }
+                    | Sys::Fork(_)
+                    | Sys::Execve
+            )
+        {
+            self.error.get_or_insert(
+                "a kernel thread has no user address space to map, unmap, protect, advise, fork or exec".into(),
+            );
             return now;
         }
         match s {
@@ -1022,6 +1061,10 @@ impl<P: Policy> Sim<P> {
             Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
             Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
             Sys::Fork(child) => self.fork(cpu, tid, child, now),
+            Sys::Clone(thread) => self.clone_thread(cpu, tid, thread, now),
+            Sys::Madvise { va, pages } => self.madvise_dontneed(cpu, mm, va, pages, now),
+            Sys::Execve => self.execve(cpu, tid, now),
+            Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
             Sys::Pipe => {
                 let kva = self.kalloc_page();
                 self.pipes.push(Pipe { count: 0, waiters: VecDeque::new(), kva });
@@ -1199,7 +1242,7 @@ impl<P: Policy> Sim<P> {
         now
     }
 
-    fn exit(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+    fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         let mm = self.threads[tid].mm;
         self.threads[tid].state = State::Dead;
         self.sched[cpu].cur = None;
@@ -1211,6 +1254,20 @@ impl<P: Policy> Sim<P> {
         }
         // Last user: tear the address space down while it is still current here
         // (FreeBSD pmap_remove_pages), switch away, then release it.
+        let now = self.teardown(cpu, mm, "exit", now);
+        // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
+        // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
+        // `active_mm`) until no CPU's root points at it.
+        self.switch_mm(cpu, MmId::KERNEL, now)
+    }
+
+    /// Tears down `mm`, whose last user is leaving it while it is still current on
+    /// `cpu`: clears every PTE, flushes the whole address space, frees the frames
+    /// after the flush, and queues `mm` for release once no CPU's root points at
+    /// it (the caller switches this CPU away). `change` names the teardown for the
+    /// oracle. Returns the time after the flush.
+    fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, mut now: u64) -> u64 {
+        let m = &mut self.mms[mm.index()];
         let root = m.root;
         let vmas = std::mem::take(&mut m.vmas);
         let seq = self.oracle.next_seq();
@@ -1228,13 +1285,155 @@ impl<P: Policy> Sim<P> {
                 }
             }
         }
-        let pf = self.open_flush(cpu, mm, FlushWhat::Mm, "exit", seq, Vec::new(), frames, now);
+        let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, now);
         now = self.flush(cpu, pf, now);
-        // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
-        // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
-        // `active_mm`) until no CPU's root points at it.
         self.zombies.push(mm);
-        self.switch_mm(cpu, MmId::KERNEL, now)
+        now
+    }
+
+    /// `clone` of a thread into the caller's address space.
+    fn clone_thread(&mut self, cpu: usize, tid: usize, thread: Box<dyn Program>, mut now: u64) -> u64 {
+        let mm = self.threads[tid].mm;
+        let target = self.least_loaded_near(cpu);
+        let t = self.new_thread(mm, thread, target);
+        self.threads[tid].ret = t as u64;
+        // Thread creation (kernel stack, thread structure, register copy) is about
+        // half of fork's fixed software path, which also copies the address space:
+        // an estimate, as fork's is.
+        now += self.m.costs.fault_path * 2;
+        self.enqueue(t, target, now, cpu);
+        now
+    }
+
+    /// `madvise(MADV_DONTNEED)`: zaps the range's PTEs, keeps its VMAs, and
+    /// flushes the span of pages actually zapped (Linux's `mmu_gather` grows its
+    /// range only when it clears a PTE, and flushes nothing when it cleared none).
+    fn madvise_dontneed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        let end = va + pages * 4096;
+        let covered: u64 =
+            self.mms[mm.index()].vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
+        if !va.is_multiple_of(4096) || covered != pages {
+            self.error.get_or_insert(format!(
+                "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
+            ));
+            return now;
+        }
+        // The zap path: VMA lookup and page-table walk, as munmap's.
+        let now = now + self.m.costs.fault_path;
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut slots = Vec::new();
+        self.pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));
+        let (mut changed, mut frames) = (Vec::new(), Vec::new());
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (a, r) in slots {
+            let p = self.pt.pte_mut(r);
+            if p.valid() {
+                frames.push(p.pfn);
+                p.flags = 0;
+                p.ver = seq;
+                changed.push(r);
+                lo = lo.min(a);
+                hi = hi.max(a);
+            }
+        }
+        if changed.is_empty() {
+            return now;
+        }
+        let n = (hi - lo) / 4096 + 1;
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(lo, n), "madvise", seq, changed, frames, now);
+        self.flush(cpu, pf, now)
+    }
+
+    /// `execve`: a fresh address space with a new image replaces the caller's,
+    /// which is torn down as exit tears down a last user's.
+    fn execve(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+        let old = self.threads[tid].mm;
+        if self.mms[old.index()].users > 1 {
+            self.error.get_or_insert(format!(
+                "execve from {old}, which has {} threads: the simulated kernel does not end the other threads",
+                self.mms[old.index()].users
+            ));
+            return now;
+        }
+        let Some(new) = self.new_mm() else {
+            self.error.get_or_insert(format!("execve: more than {} address spaces", self.cfg.max_mms));
+            return now;
+        };
+        self.map_image(new);
+        // Image activation (reading the header, building the stack and arguments)
+        // is costed like fork's fixed path: an estimate.
+        now += self.m.costs.fault_path * 4;
+        self.threads[tid].mm = new;
+        self.mms[new.index()].users = 1;
+        self.mms[old.index()].users = 0;
+        now = self.teardown(cpu, old, "execve", now);
+        self.switch_mm(cpu, new, now)
+    }
+
+    /// A kernel map cycle: map buffer pages at a pool VA (`pmap_qenter`), copy
+    /// each one, unmap them (`pmap_qremove`) and invalidate the range on every CPU.
+    fn kmap_cycle(&mut self, cpu: usize, pages: u64, mut now: u64) -> u64 {
+        if pages == 0 || pages > KMAP_SLOT_PAGES {
+            self.error.get_or_insert(format!("kernel map cycle of {pages} pages: give 1 to {KMAP_SLOT_PAGES}"));
+            return now;
+        }
+        let c = self.m.costs;
+        let va = KMAP_BASE + (self.kmap_next % KMAP_SLOTS) * KMAP_SLOT_PAGES * 4096;
+        self.kmap_next += 1;
+        let kroot = self.mms[0].root;
+        // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid
+        // between cycles, so entering them needs no invalidation (FreeBSD
+        // invalidates only when an old PTE was valid).
+        let mut slots = Vec::with_capacity(pages as usize);
+        for i in 0..pages {
+            let pfn = self.alloc_frame(cpu, now);
+            let r = self.pt.ensure_leaf(kroot, va + i * 4096);
+            let old = *self.pt.pte(r);
+            debug_assert!(!old.valid(), "kernel map pool slot still mapped");
+            let ver = self.oracle.next_seq();
+            // The slot keeps its floor, so an entry from an earlier cycle stays stale.
+            *self.pt.pte_mut(r) = Pte {
+                pfn,
+                flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS,
+                ver,
+                floor: old.floor,
+                floor_obl: old.floor_obl,
+            };
+            slots.push(r);
+            now += c.mem_access;
+        }
+        // The copy (uiomove): a write to each page through the TLB, and the copy itself.
+        for i in 0..pages {
+            now = match self.access(cpu, va + i * 4096, true, now) {
+                Ok(t) => t + c.page_copy,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return now;
+                }
+            };
+        }
+        // pmap_qremove: clear each PTE, then one ranged invalidation of kernel_pmap.
+        let seq = self.oracle.next_seq();
+        let mut frames = Vec::with_capacity(slots.len());
+        for &r in &slots {
+            let p = self.pt.pte_mut(r);
+            frames.push(p.pfn);
+            p.flags = 0;
+            p.ver = seq;
+            now += c.mem_access;
+        }
+        let pf = self.open_flush(
+            cpu,
+            MmId::KERNEL,
+            FlushWhat::KernelRange(va, pages),
+            "kmap-unmap",
+            seq,
+            slots,
+            frames,
+            now,
+        );
+        self.flush(cpu, pf, now)
     }
 
     /// Releases every exited address space no CPU's root still points at: frees

@@ -131,18 +131,17 @@ pub struct Tlb {
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
+    /// Mirror of the walk cache's keys (`u64::MAX` when invalid), for a compact scan.
+    pwc_keys: Vec<u64>,
     clock: u64,
-    /// Valid non-global L1 and L2 entries per `asid % 256`: an invalidation of an
-    /// ASID this TLB holds nothing of skips the scan (a 4096-CPU broadcast mostly
-    /// reaches TLBs that never ran the address space).
-    by_asid: Vec<u32>,
+    /// A filter of the ASIDs non-global entries were filled under (bit `asid %
+    /// 1024`), cleared only when everything is invalidated: an invalidation for an
+    /// ASID whose bit is clear has nothing to remove and skips the scan.
+    asids: [u64; ASID_FILTER_WORDS],
 }
 
-/// Returns the `by_asid` bucket an entry counts in, if it counts.
-#[inline]
-fn bucket(e: &TlbEntry) -> Option<usize> {
-    (e.valid && e.flags & F_GLOBAL == 0).then_some(e.asid as usize & 255)
-}
+/// Words of [`Tlb`]'s ASID filter.
+const ASID_FILTER_WORDS: usize = 16;
 
 impl Tlb {
     /// Returns empty TLBs of the given geometry.
@@ -157,8 +156,9 @@ impl Tlb {
             l2_ways,
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
+            pwc_keys: vec![u64::MAX; pwc],
             clock: 0,
-            by_asid: vec![0; 256],
+            asids: [0; ASID_FILTER_WORDS],
         }
     }
 
@@ -229,6 +229,9 @@ impl Tlb {
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
         let now = self.tick();
+        if !e.global() {
+            self.note_asid(e.asid);
+        }
         e.valid = true;
         e.lru = now;
         let set = (e.tag as usize) % self.l2_sets;
@@ -243,8 +246,6 @@ impl Tlb {
                 && w.global() == e.global()
         });
         let victim = base + same.unwrap_or_else(|| lru_victim(ways));
-        self.count(&self.l2[victim].clone(), false);
-        self.count(&e, true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
         if !speculative {
@@ -262,20 +263,7 @@ impl Tlb {
         }
     }
 
-    #[inline]
-    fn count(&mut self, e: &TlbEntry, add: bool) {
-        if let Some(b) = bucket(e) {
-            if add {
-                self.by_asid[b] += 1;
-            } else {
-                self.by_asid[b] -= 1;
-            }
-        }
-    }
-
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
-        self.count(&self.l1[i].clone(), false);
-        self.count(&e, true);
         self.l1_keys[i] = if e.valid { key(&e) } else { u64::MAX };
         self.l1_lru[i] = self.clock;
         self.l1[i] = e;
@@ -299,6 +287,9 @@ impl Tlb {
         if self.pwc.is_empty() {
             return;
         }
+        if !global {
+            self.note_asid(asid);
+        }
         let now = self.tick();
         let victim = self
             .pwc
@@ -308,55 +299,76 @@ impl Tlb {
             .map(|(i, _)| i)
             .unwrap_or(0);
         self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now };
+        self.pwc_keys[victim] = va >> SHIFT_2M;
     }
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
-    ///
-    /// By-VA operations look only at the L1 and the two L2 sets the address maps
-    /// to (4 KB and 2 MB); by-ASID ones skip the TLB entirely when it holds no
-    /// entry of that ASID's bucket.
     pub fn invalidate(&mut self, op: Inval) -> usize {
+        match op {
+            Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) => return 0,
+            Inval::All => self.asids = [0; ASID_FILTER_WORDS],
+            _ => {}
+        }
         let mut n = 0;
-        let skip_entries = match op {
-            Inval::Va { asid, .. } | Inval::Asid(asid) => self.by_asid[asid as usize & 255] == 0,
-            _ => false,
+        // By VA, only an L1 entry whose key is the 4 KB or the 2 MB key of `va` can go.
+        let keys = match op {
+            Inval::Va { va, .. } | Inval::VaAll { va } => Some(((va >> SHIFT_4K) << 1, ((va >> SHIFT_2M) << 1) | 1)),
+            Inval::Asid(_) | Inval::All => None,
         };
-        if !skip_entries {
-            for i in 0..self.l1.len() {
-                if self.l1[i].valid && op.removes(&self.l1[i]) {
-                    self.count(&self.l1[i].clone(), false);
-                    self.l1[i].valid = false;
-                    self.l1_keys[i] = u64::MAX;
-                    n += 1;
-                }
+        for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
+            if keys.is_some_and(|(k4, k2)| *k != k4 && *k != k2) {
+                continue;
             }
-            let ranges: [Option<(usize, usize)>; 2] = match op {
-                Inval::Va { va, .. } | Inval::VaAll { va } => {
-                    let set = |shift: u32| {
-                        let b = ((va >> shift) as usize % self.l2_sets) * self.l2_ways;
-                        Some((b, b + self.l2_ways))
-                    };
-                    [set(SHIFT_4K), set(SHIFT_2M)]
-                }
-                Inval::Asid(_) | Inval::All => [Some((0, self.l2.len())), None],
-            };
-            for (lo, hi) in ranges.into_iter().flatten() {
-                for i in lo..hi {
-                    if self.l2[i].valid && op.removes(&self.l2[i]) {
-                        self.count(&self.l2[i].clone(), false);
-                        self.l2[i].valid = false;
-                        self.l2_keys[i] = u64::MAX;
-                        n += 1;
-                    }
-                }
+            if e.valid && op.removes(e) {
+                e.valid = false;
+                *k = u64::MAX;
+                n += 1;
             }
         }
-        for p in &mut self.pwc {
+        // An entry sits in the L2 set its tag selects (see `fill`), so an operation
+        // by VA need only scan the set of the 4 KB tag and that of the 2 MB tag.
+        let l2_range = |set: usize| set * self.l2_ways..(set + 1) * self.l2_ways;
+        let (a, b) = match op {
+            Inval::Va { va, .. } | Inval::VaAll { va } => (
+                l2_range(((va >> SHIFT_4K) as usize) % self.l2_sets),
+                l2_range(((va >> SHIFT_2M) as usize) % self.l2_sets),
+            ),
+            Inval::Asid(_) | Inval::All => (0..self.l2.len(), 0..0),
+        };
+        let b = if b == a { 0..0 } else { b };
+        for i in a.chain(b) {
+            if keys.is_some_and(|(k4, k2)| self.l2_keys[i] != k4 && self.l2_keys[i] != k2) {
+                continue;
+            }
+            let e = &mut self.l2[i];
+            if e.valid && op.removes(e) {
+                e.valid = false;
+                self.l2_keys[i] = u64::MAX;
+                n += 1;
+            }
+        }
+        let k2 = keys.map(|(_, k2)| k2 >> 1);
+        for (p, k) in self.pwc.iter_mut().zip(self.pwc_keys.iter_mut()) {
+            if k2.is_some_and(|k2| *k != k2) {
+                continue;
+            }
             if p.valid && op.removes_pwc(p) {
                 p.valid = false;
+                *k = u64::MAX;
             }
         }
         n
+    }
+
+    fn note_asid(&mut self, asid: u16) {
+        let b = asid as usize % (64 * ASID_FILTER_WORDS);
+        self.asids[b / 64] |= 1 << (b % 64);
+    }
+
+    /// Returns whether a non-global entry tagged `asid` may be held (at any level).
+    fn may_hold(&self, asid: u16) -> bool {
+        let b = asid as usize % (64 * ASID_FILTER_WORDS);
+        self.asids[b / 64] & (1 << (b % 64)) != 0
     }
 
     /// Calls `f` for every valid entry of every level.
@@ -407,31 +419,6 @@ mod tests {
         assert!(t.lookup(0x5000, 9).is_some());
     }
 
-    fn held(t: &Tlb) -> Vec<(u64, u16)> {
-        let mut v = Vec::new();
-        t.for_each(|e| v.push((e.va(), e.asid)));
-        v.sort();
-        v.dedup();
-        v
-    }
-
-    #[test]
-    fn asid_bucket_counts_follow_fills_evictions_and_invalidations() {
-        // 2 L1 entries, one 2-way L2 set: fills evict, and 3 and 259 share a bucket.
-        let mut t = Tlb::new(2, 2, 2, 0);
-        t.fill(entry(0x1000, 3, 0), false);
-        t.fill(entry(0x2000, 259, 0), false);
-        t.fill(entry(0x3000, 3, 0), false);
-        assert_eq!(t.by_asid[3], 4, "L1 and L2 copies of the two live entries");
-        assert_eq!(t.invalidate(Inval::Asid(4)), 0);
-        t.invalidate(Inval::Asid(3));
-        assert_eq!(held(&t), vec![(0x2000, 259)]);
-        assert_eq!(t.by_asid[3], 2, "asid 259 in the L1 and the L2");
-        t.invalidate(Inval::Va { asid: 259, va: 0x2000 });
-        assert!(held(&t).is_empty());
-        assert_eq!(t.by_asid.iter().sum::<u32>(), 0);
-    }
-
     #[test]
     fn huge_entry_covers_its_block() {
         let mut t = Tlb::new(4, 16, 4, 4);
@@ -451,6 +438,36 @@ mod tests {
         assert!(t.lookup(0x1000, 1).is_none());
         assert!(t.lookup(0x2000, 2).is_some());
         assert!(t.lookup(0x3000, 1).is_some());
+    }
+
+    #[test]
+    fn invalidate_by_va_finds_page_and_block_entries_in_their_sets() {
+        let mut t = Tlb::new(1, 64, 4, 4);
+        // A 2 MB block, two 4 KB pages (one inside the block's range), all in the L2.
+        t.fill(entry(0x4020_0000, 1, F_HUGE), true);
+        t.fill(entry(0x4020_3000, 1, 0), true);
+        t.fill(entry(0x4020_4000, 1, 0), true);
+        assert_eq!(t.invalidate(Inval::VaAll { va: 0x4020_3000 }), 2);
+        assert!(t.lookup(0x4020_3000, 1).is_none());
+        assert!(t.lookup(0x4020_4000, 1).is_some());
+        assert_eq!(t.invalidate(Inval::Va { asid: 1, va: 0x4020_4000 }), 2, "the L2 entry and its L1 copy");
+    }
+
+    #[test]
+    fn asid_filter_skips_only_what_cannot_be_held() {
+        let mut t = Tlb::new(4, 16, 4, 4);
+        t.fill(entry(0x1000, 1, 0), false);
+        t.pwc_fill(0x1000, 1, false);
+        // ASID 7 was never filled; 1025 shares ASID 1's filter bit but not its entries.
+        assert_eq!(t.invalidate(Inval::Asid(7)), 0);
+        assert_eq!(t.invalidate(Inval::Asid(1025)), 0);
+        assert!(t.lookup(0x1000, 1).is_some());
+        assert!(t.pwc_lookup(0x1000, 1, false));
+        assert_eq!(t.invalidate(Inval::Va { asid: 1, va: 0x1000 }), 2);
+        assert!(!t.pwc_lookup(0x1000, 1, false));
+        t.fill(entry(0x2000, 2, 0), false);
+        assert_eq!(t.invalidate(Inval::All), 2);
+        assert!(!t.may_hold(2));
     }
 
     #[test]

@@ -4,9 +4,18 @@
 //! can check them), builds its processes in a booted [`Sim`], and turns what the
 //! run recorded into its result. Some, like lmbench's `lat_ctx`, measure a second
 //! *overhead* phase that is subtracted, as the original benchmark does.
+//!
+//! Contents: [`lat_ctx`] and [`buildkernel`] (seed 000), [`mprotect_threaded`],
+//! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
+//! [`fileserver`] (seed 003).
 
+pub mod buildkernel;
+pub mod fileserver;
 pub mod lat_ctx;
+pub mod mprotect_threaded;
 pub mod pingpong;
+pub mod sort_compute;
+pub mod tcmalloc_frag;
 
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -52,7 +61,15 @@ pub struct WorkloadDef {
 }
 
 /// Every workload.
-pub const WORKLOADS: &[WorkloadDef] = &[lat_ctx::DEF, pingpong::DEF];
+pub const WORKLOADS: &[WorkloadDef] = &[
+    lat_ctx::DEF,
+    pingpong::DEF,
+    mprotect_threaded::DEF,
+    tcmalloc_frag::DEF,
+    sort_compute::DEF,
+    fileserver::DEF,
+    buildkernel::DEF,
+];
 
 /// Returns the workload called `name`.
 pub fn by_name(name: &str) -> Option<&'static WorkloadDef> {
@@ -67,6 +84,11 @@ pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) 
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
         "pingpong" => pingpong::setup(p, sim, phase),
+        "mprotect_threaded" => mprotect_threaded::setup(p, sim),
+        "tcmalloc_frag" => tcmalloc_frag::setup(p, sim),
+        "sort_compute" => sort_compute::setup(p, sim),
+        "fileserver" => fileserver::setup(p, sim),
+        "buildkernel" => buildkernel::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -81,15 +103,45 @@ pub fn result<P: Policy>(
     match name {
         "lat_ctx" => lat_ctx::result(p, main, overhead),
         "pingpong" => pingpong::result(p, main),
+        "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" => elapsed(name, main),
+        "fileserver" => fileserver::result(p, main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
 
-/// Returns the number of address spaces a workload needs at most at once.
-pub fn max_mms(name: &str, p: &Params) -> usize {
+/// Returns the number of address spaces a workload needs at most at once on
+/// `cpus` CPUs (exited ones a lazy CPU still holds are the caller's to add).
+pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
     match name {
         "lat_ctx" => p["procs"] as usize + 8,
         "pingpong" => 8,
+        // One process per CPU.
+        "mprotect_threaded" | "tcmalloc_frag" => cpus + 8,
+        // The script, each loop's shell and the sort it waits for (one more during an exec).
+        "sort_compute" => 2 * p["loops"] as usize + 16,
+        "fileserver" => 8,
+        // make, each job slot and its compiler (one more during an exec).
+        "buildkernel" => 2 * p["jobs"] as usize + 16,
         _ => 64,
     }
+}
+
+/// Returns the latest time, in cycles, at which any thread recorded mark `name`.
+fn mark_max<P: Policy>(sim: &Sim<P>, name: &str) -> Option<u64> {
+    sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).max()
+}
+
+/// Returns how many marks called `name` were recorded, and their times' sum in cycles.
+fn mark_sum<P: Policy>(sim: &Sim<P>, name: &str) -> (u64, u64) {
+    sim.marks.iter().filter(|(n, _, _)| *n == name).fold((0, 0), |(k, s), (_, t, _)| (k + 1, s + t))
+}
+
+/// Returns `elapsed_s`: the time from the start of the run until the last
+/// `"end"` mark (the last copy or the script finishing), as `perf stat`'s
+/// "seconds time elapsed" measures a script that starts every copy and waits.
+fn elapsed<P: Policy>(name: &str, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+    let end = mark_max(sim, "end").ok_or_else(|| format!("{name}: no copy finished; no timing was recorded"))?;
+    let mut r = BTreeMap::new();
+    r.insert("elapsed_s".to_string(), end as f64 / sim.ghz() / 1e9);
+    Ok(r)
 }

@@ -1,0 +1,158 @@
+//! gperftools' large-heap fragmentation unittest, one copy per CPU (seed 001).
+//!
+//! What the seed ran: `for-each-cpu.sh ./gperftools/tcmalloc_large_heap_fragmentation_unittest`
+//! (one copy per CPU, `perf stat`'s elapsed time until the last exits: 0.990 s
+//! before, 0.905 s after on the 32-CPU Ampere). The unittest
+//! (`src/tests/large_heap_fragmentation_unittest.cc`) makes three passes, each
+//! allocating and at once freeing blocks from 100 MB up to 500 MB in steps of
+//! 20000 bytes (20972 per pass, 62916 in all), and checks that tcmalloc's heap
+//! stays under 1 GB. tcmalloc serves such blocks from its page heap, grows the
+//! heap with `mmap` when no free span fits, and returns freed spans to the
+//! system with `madvise(MADV_DONTNEED)` (gperftools never unmaps its heap).
+//!
+//! The model, per copy: each allocation takes the smallest heap span that fits
+//! the block, or maps a new span (the block rounded up to 10 MB) when none does;
+//! it writes `touch_pages` pages at the block's start; the free releases the whole
+//! block with `madvise(MADV_DONTNEED)`, which zaps and flushes what was touched,
+//! so the next allocation faults in fresh zero pages. So each allocation costs
+//! `touch_pages` page faults, one `madvise` and one ranged flush, and the first
+//! pass maps about 40 spans. The unittest itself writes nothing into its blocks;
+//! without touches there would be no PTEs to zap and nothing to flush, and the
+//! seed's 9% difference would have no cause, so the touches (tcmalloc's and the
+//! C library's own writes) are an assumption, and `touch_pages` says how many.
+//!
+//! Copies: one per CPU. Result: `elapsed_s` until the last copy finishes.
+//! Scaling: the default of 6000 allocations per copy (the first 29% of the
+//! first pass) keeps a 32-CPU run to about two seconds of host time in release
+//! mode, since every release's flush reaches every CPU; simulated time grows
+//! linearly with `allocs`, and `--set allocs=62916` runs the whole unittest
+//! (about ten times longer). Host time grows with `cpus * cpus * allocs *
+//! touch_pages` under broadcast policies.
+
+use super::{ParamDef, Params, WorkloadDef};
+use crate::program::{Op, Program, Sys};
+use crate::sim::Sim;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "tcmalloc_frag",
+    description: "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
+                  release (seed 001)",
+    params: &[
+        ParamDef {
+            key: "allocs",
+            default: 6000.0,
+            min: 1.0,
+            max: 10_000_000.0,
+            doc: "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
+        },
+        ParamDef {
+            key: "touch_pages",
+            default: 4.0,
+            min: 1.0,
+            max: 512.0,
+            doc: "4 KB pages written at the start of each block",
+        },
+    ],
+    has_overhead: false,
+    results: &["elapsed_s"],
+};
+
+/// The first block of a pass: 100 MB, in pages.
+const FIRST_BYTES: u64 = 100 << 20;
+/// The growth of the block from one allocation to the next, in bytes.
+const STEP_BYTES: u64 = 20000;
+/// Allocations per pass: blocks from 100 MB while below 500 MB.
+const PER_PASS: u64 = ((500 << 20) - FIRST_BYTES).div_ceil(STEP_BYTES);
+/// Heap growth is rounded up to this many pages (10 MB).
+const GROW_PAGES: u64 = 2560;
+
+/// Returns the pages of allocation `i`.
+fn block_pages(i: u64) -> u64 {
+    (FIRST_BYTES + (i % PER_PASS) * STEP_BYTES).div_ceil(4096)
+}
+
+/// One copy of the unittest.
+struct Frag {
+    allocs: u64,
+    touch: u64,
+    i: u64,
+    /// Heap spans: (address, pages), in the order they were mapped.
+    spans: Vec<(u64, u64)>,
+    /// An `mmap` for allocation `i` is outstanding.
+    growing: bool,
+    queue: Vec<Op>,
+}
+
+impl Frag {
+    /// Queues the touch and the release of allocation `i` in the span at `va`.
+    fn use_block(&mut self, va: u64) {
+        let pages = block_pages(self.i);
+        self.queue =
+            vec![Op::Sys(Sys::Madvise { va, pages }), Op::Touch { va, pages: self.touch.min(pages), write: true }];
+        self.i += 1;
+    }
+}
+
+impl Program for Frag {
+    fn next(&mut self, ret: u64) -> Op {
+        loop {
+            if let Some(op) = self.queue.pop() {
+                return op;
+            }
+            if self.growing {
+                self.growing = false;
+                let pages = block_pages(self.i).next_multiple_of(GROW_PAGES);
+                self.spans.push((ret, pages));
+                self.use_block(ret);
+                continue;
+            }
+            if self.i == self.allocs {
+                self.i += 1;
+                return Op::Mark("end");
+            }
+            if self.i > self.allocs {
+                return Op::Exit;
+            }
+            let need = block_pages(self.i);
+            let fit = self.spans.iter().filter(|s| s.1 >= need).min_by_key(|s| s.1).map(|s| s.0);
+            match fit {
+                Some(va) => self.use_block(va),
+                None => {
+                    self.growing = true;
+                    return Op::Sys(Sys::Mmap { pages: need.next_multiple_of(GROW_PAGES), write: true });
+                }
+            }
+        }
+    }
+}
+
+/// Starts one copy per CPU.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+    for _ in 0..sim.cfg.ncpus {
+        let f = Frag {
+            allocs: p["allocs"] as u64,
+            touch: p["touch_pages"] as u64,
+            i: 0,
+            spans: Vec::new(),
+            growing: false,
+            queue: Vec::new(),
+        };
+        sim.spawn(Box::new(f))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_match_the_unittest() {
+        assert_eq!(PER_PASS, 20972);
+        assert_eq!(block_pages(0), 25600);
+        assert_eq!(block_pages(PER_PASS), 25600);
+        assert!(block_pages(PER_PASS - 1) * 4096 < (500 << 20) + 4096);
+    }
+}

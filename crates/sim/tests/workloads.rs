@@ -1,0 +1,413 @@
+//! The seed workloads run cleanly on every policy, and the system calls they
+//! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
+//! judged by the oracle.
+
+use tlbkit_policy::asid::FreebsdEpoch;
+use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
+use tlbkit_sim::preset;
+use tlbkit_sim::program::{Op, Program, Sys, KMAP_SLOTS, STACK_VA, TEXT_VA};
+use tlbkit_sim::run::{run, RunSpec};
+use tlbkit_sim::sim::{Sim, SimConfig};
+use tlbkit_sim::workload::WORKLOADS;
+
+/// Each new workload with parameters small enough for a debug build.
+const SMALL: &[(&str, &[&str])] = &[
+    ("mprotect_threaded", &["iters=1000", "pages=3"]),
+    ("tcmalloc_frag", &["allocs=1000", "touch_pages=3"]),
+    ("sort_compute", &["loops=8", "runs=6", "heap_pages=8", "compute_us=20"]),
+    ("fileserver", &["ops=300", "pages=4", "user_pages=2"]),
+    (
+        "buildkernel",
+        &[
+            "jobs=6",
+            "units=4",
+            "compute_ms=1",
+            "slices=4",
+            "text_pages=512",
+            "text_ws=32",
+            "heap_pages=192",
+            "heap_ws=64",
+        ],
+    ),
+];
+
+/// The policies the workloads must stay clean under, with their machines.
+const POLICIES: &[(&str, &str)] = &[
+    ("cortex-a72", "arm64-noasid"),
+    ("cortex-a72", "arm64-freebsd-asid"),
+    ("cortex-a72", "arm64-linux"),
+    ("skylake", "x86-linux-pcid"),
+];
+
+fn spec(machine: &str, policy: &str, workload: &str, cpus: usize, sets: &[&str]) -> RunSpec {
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push("migration=on".into());
+    sets.push("spec_rate=0.2".into());
+    RunSpec {
+        machine: machine.into(),
+        cpus,
+        policy: policy.into(),
+        workload: workload.into(),
+        sets,
+        seed: 5,
+        strict: true,
+    }
+}
+
+#[test]
+fn every_seed_workload_is_clean_under_strict_with_migration_on_every_policy() {
+    for &(workload, sets) in SMALL {
+        for &(machine, policy) in POLICIES {
+            for cpus in [2, 4] {
+                let s = spec(machine, policy, workload, cpus, sets);
+                let out = run(&s).unwrap_or_else(|e| panic!("{}: {e}", s.command()));
+                assert_eq!(out.violations_total, 0, "{}: {:#?}", s.command(), out.violations);
+                let headline = WORKLOADS.iter().find(|w| w.name == workload).unwrap().results[0];
+                let v = out.result[headline];
+                assert!(v.is_finite() && v > 0.0, "{}: {headline} = {v}", s.command());
+            }
+        }
+    }
+}
+
+#[test]
+fn sort_compute_rolls_eight_bit_asids_over_cleanly_even_strict() {
+    // Linux never frees an ASID, so 320 short-lived sorts roll it over; FreeBSD
+    // frees them, so it needs more than 254 processes alive at once: long sorts.
+    let sizes = [
+        ("arm64-linux", ["loops=8", "runs=40", "compute_us=5"]),
+        ("arm64-freebsd-asid", ["loops=150", "runs=1", "compute_us=20000"]),
+    ];
+    for (policy, sizes) in sizes {
+        let sets = [sizes[0], sizes[1], sizes[2], "heap_pages=4", "asid_bits=8"];
+        let s = spec("cortex-a72", policy, "sort_compute", 4, &sets);
+        let out = run(&s).unwrap();
+        assert!(out.metrics.asid_rollovers > 0, "{}: no rollover", s.command());
+        assert_eq!(out.violations_total, 0, "{}: {:#?}", s.command(), out.violations);
+    }
+}
+
+#[test]
+fn fileserver_reports_ipi_handler_split_on_x86_and_zero_without_shootdown_phases() {
+    let s = spec("skylake", "x86-linux-pcid", "fileserver", 4, &["ops=10", "pages=4"]);
+    let out = run(&s).unwrap();
+    let share = out.result["invalidating_share"];
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    // No policy reports shootdown phases yet: the mean is 0, not a division by zero.
+    assert_eq!(out.metrics.shootdowns, 0);
+    assert_eq!(out.result["shootdown_us"], 0.0);
+    let s = spec("cortex-a72", "arm64-linux", "fileserver", 4, &["ops=10", "pages=4"]);
+    let out = run(&s).unwrap();
+    // Broadcast TLBIs, no IPIs: nothing to split.
+    assert_eq!(out.result["invalidating_share"], 0.0);
+    assert!(out.metrics.broadcast_invalidations >= 4 * 10 * 4);
+}
+
+#[test]
+fn one_copy_per_cpu_for_the_per_cpu_workloads() {
+    for workload in ["mprotect_threaded", "tcmalloc_frag"] {
+        let one =
+            run(&spec("cortex-a72", "arm64-linux", workload, 2, SMALL.iter().find(|w| w.0 == workload).unwrap().1))
+                .unwrap();
+        let two =
+            run(&spec("cortex-a72", "arm64-linux", workload, 4, SMALL.iter().find(|w| w.0 == workload).unwrap().1))
+                .unwrap();
+        assert_eq!(two.metrics.syscalls, 2 * one.metrics.syscalls, "{workload}");
+    }
+}
+
+fn config(ncpus: usize) -> SimConfig {
+    SimConfig {
+        preset: preset::cortex_a72(),
+        ncpus,
+        seed: 11,
+        strict: true,
+        spec_rate: 0.0,
+        migration: false,
+        slice_us: 4000.0,
+        asid_bits: 16,
+        max_mms: 16,
+        max_events: 1_000_000,
+    }
+}
+
+/// Maps 4 pages, writes them, `madvise(DONTNEED)`s them, then reads them back.
+struct WriteAdviseRead(u32, u64);
+
+impl Program for WriteAdviseRead {
+    fn next(&mut self, ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Sys(Sys::Mmap { pages: 4, write: true }),
+            2 => {
+                self.1 = ret;
+                Op::Touch { va: self.1, pages: 4, write: true }
+            }
+            3 => Op::Mark("advised"),
+            4 => Op::Sys(Sys::Madvise { va: self.1, pages: 4 }),
+            5 => Op::Touch { va: self.1, pages: 4, write: false },
+            6 => Op::Mark("reread"),
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn madvise_dontneed_keeps_the_mapping_and_faults_in_fresh_pages() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+    let (before, after) = (sim.mark_stats("advised").unwrap(), sim.mark_stats("reread").unwrap());
+    // Every page faults again: its PTE was zapped, its frame freed, the VMA kept.
+    assert_eq!(after.page_faults - before.page_faults, 4);
+    let o = sim.oracle.obligations.iter().find(|o| o.change == "madvise").expect("madvise opened an obligation");
+    assert_eq!((o.pages, o.flush), (4, "flush_range"));
+    assert!(o.discharged.is_some());
+}
+
+/// Advises memory it never touched: nothing is zapped, so nothing is flushed.
+struct AdviseUntouched(u32, u64);
+
+impl Program for AdviseUntouched {
+    fn next(&mut self, ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Sys(Sys::Mmap { pages: 1024, write: true }),
+            2 => {
+                self.1 = ret;
+                Op::Touch { va: self.1 + 100 * 4096, pages: 3, write: true }
+            }
+            3 => Op::Sys(Sys::Madvise { va: self.1, pages: 1024 }),
+            4 => Op::Sys(Sys::Madvise { va: self.1, pages: 1024 }),
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn madvise_flushes_only_the_pages_it_zapped() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    sim.spawn(Box::new(AdviseUntouched(0, 0))).unwrap();
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    let advised: Vec<_> = sim.oracle.obligations.iter().filter(|o| o.change == "madvise").collect();
+    // The first call zaps the three touched pages; the second finds none.
+    assert_eq!(advised.len(), 1);
+    assert_eq!(advised[0].pages, 3);
+}
+
+/// FreeBSD's epoch allocator with every ranged user flush left out (madvise's).
+struct SkipsRangeFlush(FreebsdEpoch);
+
+impl Policy for SkipsRangeFlush {
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(hw, mm, va)
+    }
+    // madvise flushes by range: this is the flush it forgets.
+    fn flush_range<H: Hw>(&self, _hw: &H, _mm: MmId, _start: VirtAddr, _pages: u64) {}
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(hw, mm)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.0.flush_kernel_range(hw, start, pages)
+    }
+}
+
+#[test]
+fn skipped_flush_after_madvise_is_caught_as_stale_use() {
+    let mut sim = Sim::new(config(1), SkipsRangeFlush(FreebsdEpoch::new(1, 16, 16)));
+    sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
+    sim.run();
+    let v = &sim.oracle.violations;
+    assert!(!v.is_empty());
+    // Strict mode sees the stale entries held at the discharge; the read then uses them.
+    assert!(v.iter().any(|x| x.property == "no_stale_use"), "{v:#?}");
+    assert!(v.iter().all(|x| x.change.as_deref().unwrap().starts_with("madvise of 4 page(s)")), "{v:#?}");
+    assert!(v.iter().all(|x| x.flush.as_deref().unwrap().starts_with("flush_range returned")), "{v:#?}");
+}
+
+/// Maps and writes a page, `execve`s, uses the new image, then touches the old page.
+struct ExecThenTouchOld(u32, u64);
+
+impl Program for ExecThenTouchOld {
+    fn next(&mut self, ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            2 => {
+                self.1 = ret;
+                Op::Touch { va: self.1, pages: 1, write: true }
+            }
+            3 => Op::Touch { va: STACK_VA, pages: 1, write: true },
+            4 => Op::Sys(Sys::Execve),
+            5 => Op::Touch { va: TEXT_VA, pages: 2, write: false },
+            6 => Op::Touch { va: STACK_VA, pages: 1, write: true },
+            7 => Op::Mark("new image"),
+            8 => Op::Touch { va: self.1, pages: 1, write: false },
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn execve_replaces_the_address_space_and_keeps_the_thread() {
+    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    sim.spawn(Box::new(ExecThenTouchOld(0, 0))).unwrap();
+    let mut seen: Vec<MmId> = Vec::new();
+    while sim.step() {
+        let mm = sim.loaded_mm(0);
+        if mm != MmId::KERNEL && seen.last() != Some(&mm) {
+            seen.push(mm);
+        }
+    }
+    // One thread ran in two address spaces, the second one after the exec.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_ne!(seen[0], seen[1]);
+    assert!(sim.mark("new image").is_some());
+    // The old mapping went with the old address space.
+    let e = sim.error.as_deref().unwrap();
+    assert!(e.starts_with("segmentation fault") && e.contains("is not mapped"), "{e}");
+    let o = sim.oracle.obligations.iter().find(|o| o.change == "execve").expect("execve tore the old one down");
+    assert_eq!(o.flush, "flush_mm");
+    assert!(o.discharged.is_some());
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+}
+
+/// Creates a thread that writes the caller's buffer and wakes it; then exits.
+struct Parent(u32, u64, u32);
+
+/// The thread: writes the shared buffer, wakes the parent, exits.
+struct Child(u32, u64, u32);
+
+impl Program for Parent {
+    fn next(&mut self, ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Sys(Sys::Mmap { pages: 2, write: true }),
+            2 => {
+                self.1 = ret;
+                Op::Sys(Sys::Pipe)
+            }
+            3 => {
+                self.2 = ret as u32;
+                Op::Sys(Sys::Clone(Box::new(Child(0, self.1, self.2))))
+            }
+            4 => Op::Sys(Sys::PipeRead(self.2)),
+            // The thread's writes are in this address space: no fault, no copy.
+            5 => Op::Mark("joined"),
+            6 => Op::Touch { va: self.1, pages: 2, write: true },
+            7 => Op::Mark("touched"),
+            _ => Op::Exit,
+        }
+    }
+}
+
+impl Program for Child {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.0 += 1;
+        match self.0 {
+            1 => Op::Touch { va: self.1, pages: 2, write: true },
+            2 => Op::Sys(Sys::PipeWrite(self.2)),
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn clone_shares_the_address_space_and_lands_on_an_idle_cpu() {
+    let mut sim = Sim::new(config(2), FreebsdEpoch::new(2, 16, 16));
+    sim.spawn(Box::new(Parent(0, 0, 0))).unwrap();
+    let (mut parent_mm, mut child_ran) = (None, false);
+    while sim.step() {
+        if parent_mm.is_none() && sim.loaded_mm(0) != MmId::KERNEL {
+            parent_mm = Some(sim.loaded_mm(0));
+        }
+        child_ran |= parent_mm.is_some() && Some(sim.loaded_mm(1)) == parent_mm;
+    }
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+    assert!(child_ran, "the thread should run on the other, idle CPU, in the parent's address space");
+    let (j, t) = (sim.mark_stats("joined").unwrap(), sim.mark_stats("touched").unwrap());
+    assert_eq!(t.page_faults, j.page_faults, "the thread's pages are the parent's");
+    assert_eq!(sim.live_threads(), 0);
+}
+
+/// FreeBSD's epoch allocator that never invalidates kernel ranges.
+struct SkipsKernelFlush(FreebsdEpoch);
+
+impl Policy for SkipsKernelFlush {
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(hw, mm, va)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(hw, mm)
+    }
+    fn flush_kernel_range<H: Hw>(&self, _hw: &H, _start: VirtAddr, _pages: u64) {}
+}
+
+/// A kernel thread running `.0` kernel map cycles of `.1` pages.
+struct KernelCycles(u64, u64);
+
+impl Program for KernelCycles {
+    fn next(&mut self, _ret: u64) -> Op {
+        if self.0 == 0 {
+            return Op::Exit;
+        }
+        self.0 -= 1;
+        Op::Sys(Sys::KernelMapCycle { pages: self.1 })
+    }
+}
+
+#[test]
+fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
+    let cycles = KMAP_SLOTS + 2;
+    let mut sim = Sim::new(config(2), FreebsdEpoch::new(2, 16, 16));
+    sim.spawn_kernel_thread(Box::new(KernelCycles(cycles, 2)), 0);
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+    let n = sim.oracle.obligations.iter().filter(|o| o.flush == "flush_kernel_range").count();
+    assert_eq!(n as u64, cycles);
+    assert!(sim.counters().broadcast_invalidations >= 2 * cycles);
+
+    // Strict mode flags the entry each skipped flush leaves held.
+    let mut sim = Sim::new(config(2), SkipsKernelFlush(FreebsdEpoch::new(2, 16, 16)));
+    sim.spawn_kernel_thread(Box::new(KernelCycles(2, 2)), 0);
+    sim.run();
+    let v = &sim.oracle.violations;
+    assert!(!v.is_empty() && v.iter().all(|x| x.property == "no_stale_held"), "{v:#?}");
+    assert!(v[0].change.as_deref().unwrap().starts_with("kmap-unmap of 2 page(s)"), "{:?}", v[0]);
+    assert!(v[0].flush.as_deref().unwrap().starts_with("flush_kernel_range returned"), "{:?}", v[0]);
+
+    // Without strict mode: when the pool comes round to the first slot again, the
+    // copy writes through the entry left from the first cycle, to a freed frame.
+    let mut cfg = config(1);
+    cfg.strict = false;
+    let mut sim = Sim::new(cfg, SkipsKernelFlush(FreebsdEpoch::new(1, 16, 16)));
+    sim.spawn_kernel_thread(Box::new(KernelCycles(cycles, 1)), 0);
+    sim.run();
+    let v = &sim.oracle.violations;
+    assert_eq!(v.len(), 2, "{v:#?}");
+    assert!(v.iter().all(|x| x.property == "no_stale_use"), "{v:#?}");
+    assert!(v[0].change.as_deref().unwrap().starts_with("kmap-unmap of 1 page(s)"), "{:?}", v[0]);
+}
