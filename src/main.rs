@@ -188,12 +188,12 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
         return Ok(0);
     }
     println!(
-        "{:<20} {:<4} {:<16} {:<20} {:>10} {:>10} {:>10} {:>10}  verdict",
+        "{:<20} {:<4} {:<20} {:<22} {:>10} {:>10} {:>10} {:>10}  verdict",
         "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
     );
     for r in &results {
         println!(
-            "{:<20} {:<4} {:<16} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
+            "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
             r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict
         );
         for k in &r.checks {
