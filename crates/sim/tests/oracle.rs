@@ -1,52 +1,14 @@
 //! The oracle catches broken policies, and the real ones stay clean under stress.
 
+mod common;
+
+use common::{config, Flush, Skips};
+
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};
-use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys, TEXT_VA};
 use tlbkit_sim::run::{run, RunSpec};
-use tlbkit_sim::sim::{Sim, SimConfig};
-
-fn config(ncpus: usize) -> SimConfig {
-    SimConfig {
-        preset: preset::cortex_a72(),
-        ncpus,
-        seed: 7,
-        strict: false,
-        spec_rate: 0.0,
-        migration: false,
-        slice_us: 4000.0,
-        asid_bits: 16,
-        max_mms: 16,
-        max_events: 1_000_000,
-    }
-}
-
-/// FreeBSD's epoch allocator with the invalidation after `munmap` left out.
-struct SkipsUnmapFlush(FreebsdEpoch);
-
-impl Policy for SkipsUnmapFlush {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(hw, mm, va)
-    }
-    // munmap flushes by range: this is the flush it forgets.
-    fn flush_range<H: Hw>(&self, _hw: &H, _mm: MmId, _start: VirtAddr, _pages: u64) {}
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
-    }
-}
+use tlbkit_sim::sim::Sim;
 
 /// Gives every address space ASID 5 and never invalidates on a switch.
 struct SameAsidForAll;
@@ -95,7 +57,7 @@ impl Program for UseAfterUnmap {
 
 #[test]
 fn skipped_munmap_flush_is_caught_as_stale_use() {
-    let mut sim = Sim::new(config(1), SkipsUnmapFlush(FreebsdEpoch::new(1, 16, 16)));
+    let mut sim = Sim::new(config(1, 7, false), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
     sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
     sim.run();
     let v = &sim.oracle.violations;
@@ -107,7 +69,7 @@ fn skipped_munmap_flush_is_caught_as_stale_use() {
 
 #[test]
 fn correct_policy_faults_instead_of_using_the_unmapped_page() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 7, false), FreebsdEpoch::new(1, 16, 16));
     sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
     sim.run();
     assert!(sim.oracle.violations.is_empty());
@@ -130,7 +92,7 @@ impl Program for TouchAndYield {
 
 #[test]
 fn one_asid_for_two_live_address_spaces_is_caught_as_alias() {
-    let mut sim = Sim::new(config(1), SameAsidForAll);
+    let mut sim = Sim::new(config(1, 7, false), SameAsidForAll);
     sim.spawn(Box::new(TouchAndYield(0))).unwrap();
     sim.spawn(Box::new(TouchAndYield(0))).unwrap();
     sim.run();
@@ -142,7 +104,7 @@ fn one_asid_for_two_live_address_spaces_is_caught_as_alias() {
 
 #[test]
 fn distinct_asids_keep_two_address_spaces_apart() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 7, false), FreebsdEpoch::new(1, 16, 16));
     sim.spawn(Box::new(TouchAndYield(0))).unwrap();
     sim.spawn(Box::new(TouchAndYield(0))).unwrap();
     sim.run();
@@ -201,7 +163,7 @@ impl Program for KernelWorker {
 
 #[test]
 fn kernel_thread_runs_on_the_kernel_address_space() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 7, false), FreebsdEpoch::new(1, 16, 16));
     let page = sim.kernel_page();
     sim.spawn(Box::new(TouchAndYield(0))).unwrap();
     sim.spawn_kernel_thread(Box::new(KernelWorker(0, page)), 0);

@@ -2,12 +2,15 @@
 //! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
 //! judged by the oracle.
 
+mod common;
+
+use common::{config, Flush, Skips};
+
 use tlbkit_policy::asid::FreebsdEpoch;
-use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
-use tlbkit_sim::preset;
+use tlbkit_policy::MmId;
 use tlbkit_sim::program::{Op, Program, Sys, KMAP_SLOTS, STACK_VA, TEXT_VA};
 use tlbkit_sim::run::{run, RunSpec};
-use tlbkit_sim::sim::{Sim, SimConfig};
+use tlbkit_sim::sim::Sim;
 use tlbkit_sim::workload::WORKLOADS;
 
 /// Each new workload with parameters small enough for a debug build.
@@ -116,21 +119,6 @@ fn one_copy_per_cpu_for_the_per_cpu_workloads() {
     }
 }
 
-fn config(ncpus: usize) -> SimConfig {
-    SimConfig {
-        preset: preset::cortex_a72(),
-        ncpus,
-        seed: 11,
-        strict: true,
-        spec_rate: 0.0,
-        migration: false,
-        slice_us: 4000.0,
-        asid_bits: 16,
-        max_mms: 16,
-        max_events: 1_000_000,
-    }
-}
-
 /// Maps 4 pages, writes them, `madvise(DONTNEED)`s them, then reads them back.
 struct WriteAdviseRead(u32, u64);
 
@@ -154,7 +142,7 @@ impl Program for WriteAdviseRead {
 
 #[test]
 fn madvise_dontneed_keeps_the_mapping_and_faults_in_fresh_pages() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
     sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
@@ -188,7 +176,7 @@ impl Program for AdviseUntouched {
 
 #[test]
 fn madvise_flushes_only_the_pages_it_zapped() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
     sim.spawn(Box::new(AdviseUntouched(0, 0))).unwrap();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
@@ -198,35 +186,9 @@ fn madvise_flushes_only_the_pages_it_zapped() {
     assert_eq!(advised[0].pages, 3);
 }
 
-/// FreeBSD's epoch allocator with every ranged user flush left out (madvise's).
-struct SkipsRangeFlush(FreebsdEpoch);
-
-impl Policy for SkipsRangeFlush {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(hw, mm, va)
-    }
-    // madvise flushes by range: this is the flush it forgets.
-    fn flush_range<H: Hw>(&self, _hw: &H, _mm: MmId, _start: VirtAddr, _pages: u64) {}
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
-    }
-}
-
 #[test]
 fn skipped_flush_after_madvise_is_caught_as_stale_use() {
-    let mut sim = Sim::new(config(1), SkipsRangeFlush(FreebsdEpoch::new(1, 16, 16)));
+    let mut sim = Sim::new(config(1, 11, true), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
     sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
     sim.run();
     let v = &sim.oracle.violations;
@@ -262,7 +224,7 @@ impl Program for ExecThenTouchOld {
 
 #[test]
 fn execve_replaces_the_address_space_and_keeps_the_thread() {
-    let mut sim = Sim::new(config(1), FreebsdEpoch::new(1, 16, 16));
+    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
     sim.spawn(Box::new(ExecThenTouchOld(0, 0))).unwrap();
     let mut seen: Vec<MmId> = Vec::new();
     while sim.step() {
@@ -326,7 +288,7 @@ impl Program for Child {
 
 #[test]
 fn clone_shares_the_address_space_and_lands_on_an_idle_cpu() {
-    let mut sim = Sim::new(config(2), FreebsdEpoch::new(2, 16, 16));
+    let mut sim = Sim::new(config(2, 11, true), FreebsdEpoch::new(2, 16, 16));
     sim.spawn(Box::new(Parent(0, 0, 0))).unwrap();
     let (mut parent_mm, mut child_ran) = (None, false);
     while sim.step() {
@@ -341,28 +303,6 @@ fn clone_shares_the_address_space_and_lands_on_an_idle_cpu() {
     let (j, t) = (sim.mark_stats("joined").unwrap(), sim.mark_stats("touched").unwrap());
     assert_eq!(t.page_faults, j.page_faults, "the thread's pages are the parent's");
     assert_eq!(sim.live_threads(), 0);
-}
-
-/// FreeBSD's epoch allocator that never invalidates kernel ranges.
-struct SkipsKernelFlush(FreebsdEpoch);
-
-impl Policy for SkipsKernelFlush {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(hw, mm, va)
-    }
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
-    }
-    fn flush_kernel_range<H: Hw>(&self, _hw: &H, _start: VirtAddr, _pages: u64) {}
 }
 
 /// A kernel thread running `.0` kernel map cycles of `.1` pages.
@@ -381,7 +321,7 @@ impl Program for KernelCycles {
 #[test]
 fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
     let cycles = KMAP_SLOTS + 2;
-    let mut sim = Sim::new(config(2), FreebsdEpoch::new(2, 16, 16));
+    let mut sim = Sim::new(config(2, 11, true), FreebsdEpoch::new(2, 16, 16));
     sim.spawn_kernel_thread(Box::new(KernelCycles(cycles, 2)), 0);
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
@@ -391,7 +331,7 @@ fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
     assert!(sim.counters().broadcast_invalidations >= 2 * cycles);
 
     // Strict mode flags the entry each skipped flush leaves held.
-    let mut sim = Sim::new(config(2), SkipsKernelFlush(FreebsdEpoch::new(2, 16, 16)));
+    let mut sim = Sim::new(config(2, 11, true), Skips(FreebsdEpoch::new(2, 16, 16), Flush::Kernel));
     sim.spawn_kernel_thread(Box::new(KernelCycles(2, 2)), 0);
     sim.run();
     let v = &sim.oracle.violations;
@@ -401,9 +341,9 @@ fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
 
     // Without strict mode: when the pool comes round to the first slot again, the
     // copy writes through the entry left from the first cycle, to a freed frame.
-    let mut cfg = config(1);
+    let mut cfg = config(1, 11, true);
     cfg.strict = false;
-    let mut sim = Sim::new(cfg, SkipsKernelFlush(FreebsdEpoch::new(1, 16, 16)));
+    let mut sim = Sim::new(cfg, Skips(FreebsdEpoch::new(1, 16, 16), Flush::Kernel));
     sim.spawn_kernel_thread(Box::new(KernelCycles(cycles, 1)), 0);
     sim.run();
     let v = &sim.oracle.violations;
