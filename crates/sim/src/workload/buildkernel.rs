@@ -26,7 +26,7 @@
 //! and host time grow with `jobs * units`; host time also with `slices` and the
 //! working sets. All page counts and times are estimates.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{ForkAll, ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use tlbkit_policy::Policy;
@@ -86,37 +86,6 @@ struct Sizes {
     heap_pages: u64,
     heap_ws: u64,
     make_cycles: u64,
-}
-
-/// `make`: forks the job slots and waits for them.
-struct Make {
-    jobs: u64,
-    sizes: Sizes,
-    done: u32,
-    step: u64,
-}
-
-impl Program for Make {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        let s = self.step;
-        if s == 1 {
-            return Op::Sys(Sys::Pipe);
-        }
-        if s == 2 {
-            self.done = ret as u32;
-        }
-        if s <= self.jobs + 1 {
-            return Op::Sys(Sys::Fork(Box::new(Slot::new(self.sizes, self.done))));
-        }
-        if s <= 2 * self.jobs + 1 {
-            return Op::Sys(Sys::PipeRead(self.done));
-        }
-        if s == 2 * self.jobs + 2 {
-            return Op::Mark("end");
-        }
-        Op::Exit
-    }
 }
 
 /// One job slot: `units` compilations in turn.
@@ -305,6 +274,8 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
         heap_ws: p["heap_ws"] as u64,
         make_cycles: cycles(MAKE_US),
     };
-    sim.spawn(Box::new(Make { jobs: p["jobs"] as u64, sizes, done: 0, step: 0 }))?;
+    // `make`: forks the job slots and waits for them.
+    let make = ForkAll::new(p["jobs"] as u64, move |done| Box::new(Slot::new(sizes, done)) as Box<dyn Program>);
+    sim.spawn(Box::new(make))?;
     Ok(())
 }

@@ -17,9 +17,50 @@ pub mod pingpong;
 pub mod sort_compute;
 pub mod tcmalloc_frag;
 
+use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 use tlbkit_policy::Policy;
+
+/// A parent process that forks `children` (each made by `child` from the pipe it
+/// writes when it finishes), waits for all of them, marks `"end"` and exits: the
+/// `make -jN` of `buildkernel` and the script of `sort_compute`.
+pub(crate) struct ForkAll<F: FnMut(u32) -> Box<dyn Program>> {
+    children: u64,
+    child: F,
+    done: u32,
+    step: u64,
+}
+
+impl<F: FnMut(u32) -> Box<dyn Program>> ForkAll<F> {
+    /// Returns the parent of `children` processes made by `child`.
+    pub(crate) fn new(children: u64, child: F) -> Self {
+        ForkAll { children, child, done: 0, step: 0 }
+    }
+}
+
+impl<F: FnMut(u32) -> Box<dyn Program>> Program for ForkAll<F> {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let (s, n) = (self.step, self.children);
+        if s == 1 {
+            return Op::Sys(Sys::Pipe);
+        }
+        if s == 2 {
+            self.done = ret as u32;
+        }
+        if s <= n + 1 {
+            return Op::Sys(Sys::Fork((self.child)(self.done)));
+        }
+        if s <= 2 * n + 1 {
+            return Op::Sys(Sys::PipeRead(self.done));
+        }
+        if s == 2 * n + 2 {
+            return Op::Mark("end");
+        }
+        Op::Exit
+    }
+}
 
 /// A workload parameter: its name, default, inclusive limits and meaning.
 #[derive(Clone, Copy, Debug)]

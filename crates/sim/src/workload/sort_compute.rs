@@ -36,7 +36,7 @@
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{ForkAll, ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use tlbkit_policy::Policy;
@@ -73,38 +73,6 @@ struct Sizes {
     runs: u64,
     heap_pages: u64,
     compute: u64,
-}
-
-/// The script: forks the shells, then waits for them all.
-struct Script {
-    loops: u64,
-    sizes: Sizes,
-    done: u32,
-    step: u64,
-}
-
-impl Program for Script {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        let s = self.step;
-        if s == 1 {
-            return Op::Sys(Sys::Pipe);
-        }
-        if s == 2 {
-            self.done = ret as u32;
-        }
-        if s <= self.loops + 1 {
-            let shell = Shell { sizes: self.sizes, done: self.done, wait: Wait::None, run: 0, queue: Vec::new() };
-            return Op::Sys(Sys::Fork(Box::new(shell)));
-        }
-        if s <= 2 * self.loops + 1 {
-            return Op::Sys(Sys::PipeRead(self.done));
-        }
-        if s == 2 * self.loops + 2 {
-            return Op::Mark("end");
-        }
-        Op::Exit
-    }
 }
 
 /// One background shell: `runs` sorts, one after another.
@@ -213,6 +181,10 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
         heap_pages: p["heap_pages"] as u64,
         compute: (p["compute_us"] * 1000.0 * sim.ghz()) as u64,
     };
-    sim.spawn(Box::new(Script { loops: p["loops"] as u64, sizes, done: 0, step: 0 }))?;
+    // The script: forks the shells, then waits for them all.
+    let script = ForkAll::new(p["loops"] as u64, move |done| {
+        Box::new(Shell { sizes, done, wait: Wait::None, run: 0, queue: Vec::new() }) as Box<dyn Program>
+    });
+    sim.spawn(Box::new(script))?;
     Ok(())
 }
