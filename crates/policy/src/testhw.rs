@@ -10,6 +10,16 @@ use std::format;
 use std::string::String;
 use std::vec::Vec;
 
+/// Returns the log line of a root write of `mm`'s tables with tag `asid`.
+pub fn root(mm: u32, asid: u16, noflush: bool) -> String {
+    format!("root Mm(MmId({mm})) asid {asid} noflush {noflush}")
+}
+
+/// Returns the log line of a local invalidation of page `va` under tag `asid` (`INVLPG`).
+pub fn invlpg(asid: u16, va: u64) -> String {
+    format!("tlbi Va {{ asid: Asid({asid}), va: VirtAddr({va}) }} Local")
+}
+
 /// A CPU that records what the policy asked of it.
 pub struct Rec {
     home: u32,

@@ -493,7 +493,7 @@ impl Policy for FreebsdX86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::Rec;
+    use crate::testhw::{invlpg, root, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -506,14 +506,6 @@ mod tests {
             p.mm_init(MmId(mm));
         }
         p
-    }
-
-    fn root(mm: u32, pcid: u16, noflush: bool) -> String {
-        format!("root Mm(MmId({mm})) asid {pcid} noflush {noflush}")
-    }
-
-    fn invlpg(pcid: u16, va: u64) -> String {
-        format!("tlbi Va {{ asid: Asid({pcid}), va: VirtAddr({va}) }} Local")
     }
 
     /// Returns the log with every shared address replaced by the variable's name.

@@ -487,7 +487,7 @@ impl Policy for LinuxX86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::Rec;
+    use crate::testhw::{invlpg, root, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -500,14 +500,6 @@ mod tests {
             p.mm_init(MmId(mm));
         }
         p
-    }
-
-    fn root(mm: u32, pcid: u16, noflush: bool) -> String {
-        format!("root Mm(MmId({mm})) asid {pcid} noflush {noflush}")
-    }
-
-    fn invlpg(pcid: u16, va: u64) -> String {
-        format!("tlbi Va {{ asid: Asid({pcid}), va: VirtAddr({va}) }} Local")
     }
 
     #[test]
