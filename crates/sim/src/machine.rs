@@ -58,8 +58,6 @@ pub struct HwCounters {
     pub asid_rollovers: u64,
     /// IPIs sent (reschedule and TLB-flush IPIs).
     pub ipis_sent: u64,
-    /// IPI handlers run for policies (TLB shootdowns).
-    pub ipi_handlers: u64,
     /// Cycles IPI handlers spent in all (entry and exit included).
     pub ipi_handler_cycles: u64,
     /// Cycles IPI handlers spent in TLB invalidations and root writes.
@@ -101,23 +99,12 @@ pub struct CpuState {
     pub irq_until: u64,
     /// Cycles IPI handlers took from the operation the CPU was running.
     pub stolen: u64,
-    /// Cycles this CPU spent in IPI handlers, in total.
-    pub irq_cycles: u64,
 }
 
 impl CpuState {
     /// Returns a CPU with empty TLBs, its root on the kernel's tables.
     pub fn new(tlb: Tlb) -> Self {
-        CpuState {
-            tlb,
-            root: boot_root(),
-            asid: 0,
-            sync_until: 0,
-            busy_until: 0,
-            irq_until: 0,
-            stolen: 0,
-            irq_cycles: 0,
-        }
+        CpuState { tlb, root: boot_root(), asid: 0, sync_until: 0, busy_until: 0, irq_until: 0, stolen: 0 }
     }
 }
 
@@ -276,7 +263,6 @@ impl<'a> CpuHw<'a> {
             let (arrive, ack) = {
                 let mut m = self.m.borrow_mut();
                 m.counters.ipis_sent += 1;
-                m.counters.ipi_handlers += 1;
                 let cross = m.cross_socket(me, target);
                 let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
                 let ack = c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
@@ -293,7 +279,6 @@ impl<'a> CpuHw<'a> {
                 m.counters.ipi_handler_cycles += end - arrive;
                 let st = &mut m.cpus[target];
                 st.irq_until = end;
-                st.irq_cycles += end - arrive;
                 if st.busy_until > arrive {
                     st.stolen += end - arrive;
                 }

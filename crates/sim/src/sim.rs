@@ -549,11 +549,7 @@ impl<P: Policy> Sim<P> {
         if self.oracle.strict {
             self.strict_scan(cpu, now);
         }
-        if self.zombies.is_empty() {
-            now
-        } else {
-            self.reap(cpu, now)
-        }
+        self.reap(cpu, now)
     }
 
     fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
@@ -972,11 +968,7 @@ impl<P: Policy> Sim<P> {
             }
         }
         // A flush IPI may have moved a lazy CPU off an exited address space.
-        if self.zombies.is_empty() {
-            now
-        } else {
-            self.reap(cpu, now)
-        }
+        self.reap(cpu, now)
     }
 
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry
