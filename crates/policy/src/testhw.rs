@@ -43,6 +43,23 @@ impl Rec {
         self.log.take()
     }
 
+    /// Logs `what` with the targets other than this CPU, then runs `handler` as each.
+    fn interrupt<F: Fn(&Self)>(&self, what: &str, targets: &CpuMask, handler: F) {
+        let me = self.cpu.get();
+        let mut list = Vec::new();
+        targets.for_each(|c| {
+            if c.0 != me {
+                list.push(c.0);
+            }
+        });
+        self.push(format!("{what} {list:?}"));
+        for c in list {
+            self.cpu.set(c);
+            handler(self);
+        }
+        self.cpu.set(me);
+    }
+
     fn push(&self, line: String) {
         let cpu = self.cpu.get();
         let line = if cpu == self.home { line } else { format!("cpu{cpu}: {line}") };
@@ -69,34 +86,10 @@ impl Hw for Rec {
         }
     }
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let me = self.cpu.get();
-        let mut list = Vec::new();
-        targets.for_each(|c| {
-            if c.0 != me {
-                list.push(c.0);
-            }
-        });
-        self.push(format!("ipi {list:?}"));
-        for c in list {
-            self.cpu.set(c);
-            handler(self);
-        }
-        self.cpu.set(me);
+        self.interrupt("ipi", targets, handler);
     }
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let me = self.cpu.get();
-        let mut list = Vec::new();
-        targets.for_each(|c| {
-            if c.0 != me {
-                list.push(c.0);
-            }
-        });
-        self.push(format!("ipi async {list:?}"));
-        for c in list {
-            self.cpu.set(c);
-            handler(self);
-        }
-        self.cpu.set(me);
+        self.interrupt("ipi async", targets, handler);
     }
     fn shared(&self, addr: usize, access: Access) {
         if self.coherence {
