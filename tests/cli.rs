@@ -149,6 +149,18 @@ fn seed002_claims_are_reproduced() {
 }
 
 #[test]
+fn seed001_claims_are_reproduced() {
+    for id in ["seed001-mprotect", "seed001-tcmalloc", "seed001-sort"] {
+        let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = &j["claims"][0];
+        assert_eq!(c["variant"], "arm64-linux-skipbcast");
+        assert_eq!(c["verdict"], "reproduced", "{c}");
+    }
+}
+
+#[test]
 fn seed000_latctx_is_reproduced() {
     let o = tlbkit(&["reproduce", "--only", "seed000-latctx", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -50,9 +50,13 @@ pub struct Costs {
     pub dvm_hop: u64,
     /// Extra latency for a DVM message crossing a socket, each way.
     pub dvm_cross_socket: u64,
-    /// Time a CPU takes to process one incoming invalidation message; a CPU
-    /// processes its incoming messages one at a time.
+    /// Time a CPU takes to process one incoming by-VA invalidation message
+    /// (`TLBI VAE1IS`/`VALE1IS`/`VAAE1IS`: one set of each TLB looked up); a CPU
+    /// processes its incoming messages one at a time, and a running CPU loses that time.
     pub dvm_process: u64,
+    /// The same for a message that invalidates a whole ASID or everything
+    /// (`TLBI ASIDE1IS`, `VMALLE1IS`): every entry of every TLB is examined.
+    pub dvm_process_asid: u64,
     /// `DSB` (without waiting for outstanding broadcast invalidations).
     pub dsb: u64,
     /// `ISB`.
@@ -186,8 +190,10 @@ pub fn cortex_a72() -> Preset {
             dvm_hop: 370,
             // One socket on the real machine; a second socket is assumed to add a CCIX-like hop.
             dvm_cross_socket: 300,
-            // The receiving TLB's invalidation walk: the cost of a local whole-TLB scan.
+            // The receiving TLB's invalidation walk: the cost of a local whole-TLB scan,
+            // for either kind of message (no A72 figure separates them).
             dvm_process: 40,
+            dvm_process_asid: 40,
             // DSB/ISB drain the pipeline (~15 stages): no published A72 figure.
             dsb: 20,
             isb: 20,
@@ -276,6 +282,7 @@ pub fn skylake() -> Preset {
             dvm_hop: 0,
             dvm_cross_socket: 0,
             dvm_process: 0,
+            dvm_process_asid: 0,
             // x86 has no DSB/ISB; MFENCE or a LOCKed instruction: estimate.
             dsb: 0,
             isb: 0,
@@ -340,12 +347,16 @@ pub fn emag() -> Preset {
             // Core-to-core ~70 ns on eMAG (AnandTech) for a one-way hop.
             dvm_hop: 210,
             dvm_cross_socket: 300,
-            // Derived from seed 001 and Arcangeli's remark that the broadcast engine runs
-            // "serially system wide": the stock mprotect-threaded run spends ~101.5 us per
-            // mprotect in broadcasts; read with 64 KB-page kernels (64 per-page TLBIs per
-            // 4 MB mprotect, 32 senders), ~150 cycles of serial work per message. The
-            // reading is stated in docs/costs/emag.md; it is the one seed-derived hardware cost.
-            dvm_process: 150,
+            // A by-VA message looks up one set per TLB, as a local TLBI VA does: no eMAG
+            // figure, as the A72 preset.
+            dvm_process: 40,
+            // Derived from seed 001: stock mprotect-threaded spends (2.1696 - 0.13941) s /
+            // 20,000 = 101.5 us more per mprotect; each mprotect of 4 MiB (1024 4 KB pages, at
+            // least MAX_TLBI_OPS) is one TLBI ASIDE1IS, and 32 copies send at once, so each
+            // receiver works 304,500 / 32 = ~9,500 cycles per message. QI Fuli's ThunderX2
+            // figure in the same thread (a core loses 29% to one other core's mprotect loop)
+            // says receivers pay microseconds per message. docs/costs/emag.md, section 0.
+            dvm_process_asid: 9500,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -400,6 +411,8 @@ pub fn altra() -> Preset {
             // Weak: from seed 004's numa=2 / numa=1 unfold costs (x4.3).
             dvm_cross_socket: 1700,
             dvm_process: 40,
+            // Not separated from the by-VA cost: no Neoverse N1 figure.
+            dvm_process_asid: 40,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -452,6 +465,8 @@ pub fn thunderx() -> Preset {
             // CCPI between the sockets.
             dvm_cross_socket: 1500,
             dvm_process: 100,
+            // Not separated from the by-VA cost: no ThunderX figure.
+            dvm_process_asid: 100,
             dsb: 30,
             isb: 20,
             full_barrier: 30,
@@ -504,6 +519,7 @@ pub fn westmere() -> Preset {
             dvm_hop: 0,
             dvm_cross_socket: 0,
             dvm_process: 0,
+            dvm_process_asid: 0,
             dsb: 0,
             isb: 0,
             full_barrier: 20,

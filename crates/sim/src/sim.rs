@@ -1163,23 +1163,34 @@ impl<P: Policy> Sim<P> {
                 v.write = write;
             }
         }
-        let now = now + self.m.costs.fault_path;
-        if write {
-            // Upgrades need no invalidation: a stale read-only entry only faults.
-            return now;
-        }
+        let c = self.m.costs;
+        let mut now = now + c.fault_path;
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut slots = Vec::new();
         self.pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        // Linux's change_pte_range rewrites every present PTE (an atomic exchange
+        // and a store) and flushes the whole range if it met any, upgrade or not.
+        // An upgrade of private anonymous memory leaves the PTEs read-only (write
+        // access comes back per page through write faults), so only downgrades
+        // change what the TLBs may hold.
+        let mut present = 0;
         for r in slots {
             let p = self.pt.pte_mut(r);
-            if p.valid() && p.writable() {
+            if !p.valid() {
+                continue;
+            }
+            present += 1;
+            if !write && p.writable() {
                 p.flags &= !P_WRITE;
                 p.ver = seq;
                 changed.push(r);
             }
+        }
+        now += present * c.mem_access * 4;
+        if present == 0 {
+            return now;
         }
         let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, changed, Vec::new(), now);
         self.flush(cpu, pf, now)

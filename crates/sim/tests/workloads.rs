@@ -351,3 +351,63 @@ fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
     assert!(v.iter().all(|x| x.property == "no_stale_use"), "{v:#?}");
     assert!(v[0].change.as_deref().unwrap().starts_with("kmap-unmap of 1 page(s)"), "{:?}", v[0]);
 }
+
+#[test]
+fn mprotect_threaded_broadcasts_one_whole_asid_flush_per_call_until_skip_broadcast_keeps_it_local() {
+    // 600 pages is more than arm64's MAX_TLBI_OPS (512): each call's flush is one
+    // TLBI ASIDE1IS. The sleeping second thread leaves the mm active on one CPU,
+    // so seed 001's check answers LOCAL.
+    let sets = ["iters=20", "pages=600"];
+    let calls = 4 * 2 * 20;
+    let base = run(&spec("emag", "arm64-linux", "mprotect_threaded", 4, &sets)).unwrap();
+    assert_eq!(base.violations_total, 0);
+    assert!(base.metrics.broadcast_invalidations >= calls, "{:?}", base.metrics);
+    assert!(base.metrics.full_flushes >= calls, "{:?}", base.metrics);
+    let skip = run(&spec("emag", "arm64-linux-skipbcast", "mprotect_threaded", 4, &sets)).unwrap();
+    assert_eq!(skip.violations_total, 0);
+    assert!(skip.metrics.local_invalidations >= calls, "{:?}", skip.metrics);
+    assert!(skip.metrics.broadcast_invalidations * 10 < calls, "{:?}", skip.metrics);
+    assert!(skip.result["elapsed_s"] < base.result["elapsed_s"]);
+}
+
+#[test]
+fn mprotect_upgrade_flushes_the_range_when_pages_are_present_and_not_otherwise() {
+    // Linux's change_protection flushes whenever it rewrote a present PTE,
+    // upgrade or not (three by-VA TLBIs per call here); with nothing present
+    // there is nothing to flush.
+    let broadcasts = |touch: bool, protect: bool| {
+        let mut sim = Sim::new(config(1, 1, true), tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap());
+        sim.spawn(Box::new(Protect { step: 0, buf: 0, touch, protect })).unwrap();
+        sim.run();
+        assert_eq!(sim.error, None);
+        sim.counters().broadcast_invalidations
+    };
+    assert_eq!(broadcasts(true, true) - broadcasts(true, false), 2 * 3);
+    assert_eq!(broadcasts(false, true), broadcasts(false, false));
+}
+
+/// Maps 3 pages, writes them if `touch`, then, if `protect`, `mprotect`s them
+/// read-only and back.
+struct Protect {
+    step: u32,
+    buf: u64,
+    touch: bool,
+    protect: bool,
+}
+
+impl Program for Protect {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 3, write: true }),
+            2 => {
+                self.buf = ret;
+                let pages = if self.touch { 3 } else { 0 };
+                Op::Touch { va: self.buf, pages, write: true }
+            }
+            3 if self.protect => Op::Sys(Sys::Mprotect { va: self.buf, pages: 3, write: false }),
+            4 if self.protect => Op::Sys(Sys::Mprotect { va: self.buf, pages: 3, write: true }),
+            _ => Op::Exit,
+        }
+    }
+}

@@ -25,6 +25,14 @@
 //! exec, faults, unmap, exit, switches, working-set refills) is whole. Simulated
 //! and host time grow with `jobs * units`; host time also with `slices` and the
 //! working sets. All page counts and times are estimates.
+//!
+//! What it shows (seed000-buildkernel in `tlbkit reproduce`, 16 CPUs of
+//! `cortex-a72`): the ASID allocator cuts L2 TLB misses about threefold
+//! (6.19 M to 2.15 M), yet elapsed time only by 0.1% (2.1403 to 2.1378 s)
+//! where the seed saw 2.2%. The verdict is `reproduced` only because a ratio
+//! within 5% of the seed's counts as such; the model's compilations refill a
+//! 320-page working set after each flush, while a real compiler's touches fill
+//! the 1024-entry L2 TLB continuously, and the seed's switch rate is not known.
 
 use super::{ForkAll, ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
@@ -182,7 +190,9 @@ impl Compiler {
         let run = (s.text_ws / 4).max(1);
         let stride = s.text_pages / 4;
         for k in 0..4 {
-            let start = (k * stride).min(s.text_pages - run);
+            // Each run is shifted by k runs so that the four do not all start at
+            // the same L2 TLB set (a stride of a power of two pages would alias).
+            let start = (k * stride + k * run).min(s.text_pages - run);
             ops.push(Op::Touch { va: self.text + start * 4096, pages: run, write: false });
         }
         let mut left = s.heap_ws.min(self.heap_mapped());

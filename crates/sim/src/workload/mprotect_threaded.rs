@@ -5,25 +5,26 @@
 //! them all; `perf stat`'s "seconds time elapsed" (2.170 s before the patch,
 //! 0.139 s after, on the 32-CPU Ampere) is the time until the last copy exits.
 //!
-//! The test's source was not posted with the patch, and no public copy could be
-//! found; the seed gives its name, its argument (10000 iterations) and its
-//! behaviour under the patch: skipping the broadcast when the mm is active on at
-//! most one CPU made it 15 times faster, so at each flush only one thread of the
-//! process runs. The model therefore runs, in each copy, a main thread that maps
-//! and fills a buffer of `pages` pages, creates one worker thread (`clone`) and
-//! waits for it (a pipe read standing for `pthread_join`; while it waits its CPU
-//! is idle and the mm is active on the worker's CPU alone). Each of the worker's
-//! `iters` iterations toggles the protection of memory it touches:
-//! `mprotect(PROT_READ)` (a downgrade, which must be invalidated), a read of every
-//! page, `mprotect(PROT_READ|PROT_WRITE)` (an upgrade, which needs no
-//! invalidation), and a write of every page (which faults once per page and makes
-//! the PTE writable, as Linux does for private anonymous memory). Two `mprotect`
-//! calls per iteration is an assumption.
+//! The seed does not print the program. QI Fuli's reply in the v2 thread prints
+//! `mprotect-attacker-threaded.c`, which the model follows: `pthread_create` of a
+//! thread that only calls `pause()` (so the mm has two users, which defeated
+//! the v1 patch's `mm_users` test, yet runs on one CPU), `mmap` of 4 MiB
+//! (`PROT_WRITE`, private anonymous), `memset` of all of it, then `loop` times
+//! `mprotect(buf, size, PROT_READ); mprotect(buf, size, PROT_WRITE);`, then
+//! `munmap`. Each `mprotect` rewrites every present PTE and flushes the whole
+//! range (Linux does so for upgrades too, see `Sim::mprotect`); 1024 pages is
+//! at least arm64's `MAX_TLBI_OPS` (512), so the flush is one whole-ASID
+//! invalidation. That the seed's `mprotect-threaded` is this program is an
+//! assumption.
+//!
+//! The model's sleeper blocks on a pipe read (standing for `pause()`); the main
+//! thread writes the pipe when it is done, standing for `exit_group` killing it.
 //!
 //! Copies: one per CPU (`--cpus N` runs N copies). Result: `elapsed_s`, the
-//! simulated seconds from the start until the last copy's main thread has joined
-//! its worker (its exit's teardown is not counted). Host time grows with
-//! `cpus * iters * pages`; `--cpus 4096` is practical with `iters` of a few.
+//! simulated seconds from the start until the last copy's main thread has
+//! unmapped its buffer (the exit's teardown is not counted). Host time grows
+//! with `cpus * iters * pages`, and under broadcast policies with `cpus^2 *
+//! iters`; `--cpus 4096` is practical with `iters` of a few.
 
 use super::{ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys};
@@ -33,95 +34,87 @@ use tlbkit_policy::Policy;
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "mprotect_threaded",
-    description: "mprotect-threaded, one copy per CPU: a thread toggling protection of memory it touches (seed 001)",
+    description: "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
+                  second thread asleep (seed 001)",
     params: &[
         ParamDef {
             key: "iters",
             default: 10000.0,
             min: 1.0,
             max: 10_000_000.0,
-            doc: "iterations of each copy (the seed's argument: 10000)",
+            doc: "loops of each copy, two mprotects each (the seed's argument: 10000)",
         },
         ParamDef {
             key: "pages",
-            default: 1.0,
+            default: 1024.0,
             min: 1.0,
-            max: 512.0,
-            doc: "4 KB pages each iteration protects and touches",
+            max: 262_144.0,
+            doc: "4 KB pages of the buffer (the program's 4 MiB: 1024)",
         },
     ],
     has_overhead: false,
     results: &["elapsed_s"],
 };
 
-/// A copy's main thread: maps and fills the buffer, starts the worker, joins it.
+/// A copy's main thread: the program's `main`.
 struct Main {
     iters: u64,
     pages: u64,
     step: u32,
     buf: u64,
-    join: u32,
+    pause: u32,
+    /// `mprotect` calls made so far (two per loop).
+    calls: u64,
 }
 
 impl Program for Main {
     fn next(&mut self, ret: u64) -> Op {
+        if self.step == 4 && self.calls < 2 * self.iters {
+            // The loop: PROT_READ on even calls, PROT_WRITE on odd ones.
+            let write = self.calls % 2 == 1;
+            self.calls += 1;
+            return Op::Sys(Sys::Mprotect { va: self.buf, pages: self.pages, write });
+        }
         self.step += 1;
         match self.step {
-            1 => Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+            1 => Op::Sys(Sys::Pipe),
             2 => {
+                self.pause = ret as u32;
+                Op::Sys(Sys::Clone(Box::new(Sleeper { pause: self.pause, woken: false })))
+            }
+            3 => Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+            4 => {
                 self.buf = ret;
                 Op::Touch { va: self.buf, pages: self.pages, write: true }
             }
-            3 => Op::Sys(Sys::Pipe),
-            4 => {
-                self.join = ret as u32;
-                let w = Worker { iters: self.iters, pages: self.pages, buf: self.buf, join: self.join, i: 0, phase: 0 };
-                Op::Sys(Sys::Clone(Box::new(w)))
-            }
-            5 => Op::Sys(Sys::PipeRead(self.join)),
+            5 => Op::Sys(Sys::Munmap { va: self.buf, pages: self.pages }),
             6 => Op::Mark("end"),
+            7 => Op::Sys(Sys::PipeWrite(self.pause)),
             _ => Op::Exit,
         }
     }
 }
 
-/// The worker thread: the mprotect loop, then a wake-up for the joining main thread.
-struct Worker {
-    iters: u64,
-    pages: u64,
-    buf: u64,
-    join: u32,
-    i: u64,
-    phase: u8,
+/// The second thread: `pause()` until the process exits.
+struct Sleeper {
+    pause: u32,
+    woken: bool,
 }
 
-impl Program for Worker {
+impl Program for Sleeper {
     fn next(&mut self, _ret: u64) -> Op {
-        if self.i == self.iters {
-            self.i += 1;
-            return Op::Sys(Sys::PipeWrite(self.join));
-        }
-        if self.i > self.iters {
+        if self.woken {
             return Op::Exit;
         }
-        let (va, pages) = (self.buf, self.pages);
-        self.phase = (self.phase + 1) % 4;
-        match self.phase {
-            1 => Op::Sys(Sys::Mprotect { va, pages, write: false }),
-            2 => Op::Touch { va, pages, write: false },
-            3 => Op::Sys(Sys::Mprotect { va, pages, write: true }),
-            _ => {
-                self.i += 1;
-                Op::Touch { va, pages, write: true }
-            }
-        }
+        self.woken = true;
+        Op::Sys(Sys::PipeRead(self.pause))
     }
 }
 
 /// Starts one copy per CPU, as `for-each-cpu.sh` starts `nproc` of them.
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
     for _ in 0..sim.cfg.ncpus {
-        let m = Main { iters: p["iters"] as u64, pages: p["pages"] as u64, step: 0, buf: 0, join: 0 };
+        let m = Main { iters: p["iters"] as u64, pages: p["pages"] as u64, step: 0, buf: 0, pause: 0, calls: 0 };
         sim.spawn(Box::new(m))?;
     }
     Ok(())
