@@ -1,7 +1,7 @@
 //! A file server whose buffer mappings are invalidated on every CPU (seed 003).
 //!
-//! What the seed measured: "a basic file server workload" on a 4-core Westmere
-//! running FreeBSD, where `smp_tlb_shootdown` became about 50% faster with
+//! What the seed measured: "a basic file server workload" on a Westmere of two
+//! sockets of four cores (8 CPUs) running FreeBSD, where `smp_tlb_shootdown` became about 50% faster with
 //! per-CPU completion flags, and the share of IPI-handler time spent actually
 //! invalidating (`invlrng_single_page`) rose from 31% to 71%. The invalidations
 //! that reach every CPU in such a load are of the kernel map: the buffer cache
