@@ -139,6 +139,14 @@ pub trait Hw {
     /// poll with [`Hw::shared`].
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
 
+    /// Sends an IPI to every CPU but the caller with one interrupt-controller
+    /// write (the x86 APIC's "all excluding self" destination shorthand, FreeBSD
+    /// `ipi_all_but_self`), runs `handler` on each of them and returns without
+    /// waiting, as [`Hw::send_ipi_async`] does. The targets are the same as
+    /// `send_ipi_async` to every CPU; what differs is the cost: one write instead of
+    /// one per target, so every target is interrupted at about the same time.
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F);
+
     /// Accounts one access of kind `access` by this CPU to the cache line holding
     /// the shared variable at `addr` (a policy passes its atomic's address). A real
     /// kernel implements this as nothing: the access itself is the atomic

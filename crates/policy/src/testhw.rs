@@ -91,6 +91,11 @@ impl Hw for Rec {
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.interrupt("ipi async", targets, handler);
     }
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        let all = CpuMask::new(self.ncpus);
+        all.set_all();
+        self.interrupt("ipi all-but-self", &all, handler);
+    }
     fn shared(&self, addr: usize, access: Access) {
         if self.coherence {
             self.push(format!("shared {addr:#x} {access:?}"));

@@ -22,14 +22,22 @@
 //! last acknowledgement is back.
 //!
 //! # IPIs
-//! [`Hw::send_ipi`] costs the sender one interrupt-controller write per target.
-//! Each target takes the interrupt after the delivery latency (more across
-//! sockets) and once its previous handler is done, pays exception entry, the
-//! call-function dispatch (`ipi_handle`), the handler's own operations and
-//! exception exit; the sender then sees its completion flag after one cache-line
-//! transfer. A target that was running something loses that time (`stolen`,
-//! added to its current operation by the engine); an idle one is merely busy
-//! until the handler ends (`irq_until`).
+//! [`Hw::send_ipi`] and [`Hw::send_ipi_async`] cost the sender one
+//! interrupt-controller write per target; [`Hw::send_ipi_all_but_self_async`] one
+//! write for all of them (the APIC's "all excluding self" shorthand), so every
+//! target is interrupted at about the same time. Each target takes the interrupt
+//! after the delivery latency (more across sockets) and once its previous handler
+//! is done, pays exception entry, the handler's own operations and exception exit;
+//! a call-function IPI ([`Hw::send_ipi`]) also pays the generic dispatch
+//! (`ipi_handle`: finding the request, calling the function, clearing its flag),
+//! which a vectored one does not: its stub calls the handler directly, and the
+//! handler accounts for reading its request and acknowledging it through
+//! [`Hw::shared`] (FreeBSD's `IDTVEC(invlrng)` calls `invlrng_handler`). The
+//! sender of a call-function IPI sees each completion flag one cache-line transfer
+//! after the handler ends. Handlers run in the order their CPUs are interrupted. A
+//! target that was running something loses that time (`stolen`, added to its
+//! current operation by the engine); an idle one is merely busy until the handler
+//! ends (`irq_until`).
 //!
 //! # Coherence
 //! A policy's shared variables live in cache lines (by address, 64 bytes). Each
@@ -218,6 +226,23 @@ impl Machine {
     }
 }
 
+/// How an IPI is sent and how its handler is entered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IpiKind {
+    /// A call-function IPI ([`Hw::send_ipi`], Linux `smp_call_function_many`): one
+    /// interrupt-controller write per target, and the target's generic dispatch
+    /// (`ipi_handle`) finds the request, calls the function and clears its flag.
+    CallFunction,
+    /// A vectored IPI ([`Hw::send_ipi_async`], FreeBSD `ipi_selected`): one write
+    /// per target; the vector's stub calls the handler directly, and the handler
+    /// reads its request and acknowledges through shared variables it accounts
+    /// itself, so no dispatch is charged.
+    Vector,
+    /// A vectored IPI to every other CPU with one write
+    /// ([`Hw::send_ipi_all_but_self_async`], FreeBSD `ipi_all_but_self`).
+    VectorAllButSelf,
+}
+
 /// The hardware interface of one CPU during one kernel operation.
 pub struct CpuHw<'a> {
     m: RefCell<&'a mut Machine>,
@@ -261,30 +286,45 @@ impl<'a> CpuHw<'a> {
 
     /// Runs `handler` on each target as an IPI; returns (when the sender is done
     /// sending, when the last completion flag is back).
-    fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) -> (u64, u64) {
+    ///
+    /// `kind` says how the IPI is sent and entered. Handlers run in the order their
+    /// CPUs are interrupted (then by CPU number).
+    fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, kind: IpiKind, handler: F) -> (u64, u64) {
+        let shorthand = kind == IpiKind::VectorAllButSelf;
+        let dispatch = if kind == IpiKind::CallFunction { self.m.borrow().costs.ipi_handle } else { 0 };
         let me = self.cpu.get();
         let c = self.m.borrow().costs;
-        let mut list = Vec::new();
-        targets.for_each(|t| {
-            if t.index() != me {
-                list.push(t.index());
-            }
-        });
         let mut sent = self.now.get();
-        let mut done = sent;
-        for target in list {
-            sent += c.ipi_send;
-            let (arrive, ack) = {
-                let mut m = self.m.borrow_mut();
+        let mut list = Vec::new();
+        {
+            let mut m = self.m.borrow_mut();
+            if shorthand {
+                sent += c.ipi_send;
+            }
+            targets.for_each(|t| {
+                let target = t.index();
+                if target == me {
+                    return;
+                }
+                if !shorthand {
+                    sent += c.ipi_send;
+                }
                 m.counters.ipis_sent += 1;
                 let cross = m.cross_socket(me, target);
                 let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
-                let ack = c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 };
-                (arrive.max(m.cpus[target].irq_until), ack)
+                list.push((arrive.max(m.cpus[target].irq_until), target));
+            });
+        }
+        list.sort_unstable();
+        let mut done = sent;
+        for (arrive, target) in list {
+            let ack = {
+                let m = self.m.borrow();
+                c.cacheline_transfer + if m.cross_socket(me, target) { c.cacheline_cross_socket } else { 0 }
             };
             self.cpu.set(target);
             self.in_irq.set(true);
-            self.now.set(arrive + c.exception_entry + c.ipi_handle);
+            self.now.set(arrive + c.exception_entry + dispatch);
             handler(self);
             self.in_irq.set(false);
             let end = self.now.get() + c.exception_exit;
@@ -386,12 +426,19 @@ impl Hw for CpuHw<'_> {
     }
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let (sent, done) = self.deliver(targets, handler);
+        let (sent, done) = self.deliver(targets, IpiKind::CallFunction, handler);
         self.now.set(sent.max(done));
     }
 
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let (sent, _) = self.deliver(targets, handler);
+        let (sent, _) = self.deliver(targets, IpiKind::Vector, handler);
+        self.now.set(sent);
+    }
+
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        let all = CpuMask::new(self.ncpus());
+        all.set_all();
+        let (sent, _) = self.deliver(&all, IpiKind::VectorAllButSelf, handler);
         self.now.set(sent);
     }
 
@@ -479,6 +526,55 @@ mod tests {
         let whole = broadcast_and_sync(&mut m, Tlbi::Asid(asid()));
         assert_eq!(whole - by_va, c.dvm_process_asid - c.dvm_process);
         assert_eq!(m.cpus[1].stolen, c.dvm_process_asid);
+    }
+
+    /// `n` CPUs of the Westmere preset (four to a socket).
+    fn westmere(n: usize) -> Machine {
+        let p = preset::westmere();
+        let g = p.tlb;
+        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        Machine::new(p.costs, cpus.collect(), p.cores_per_socket)
+    }
+
+    /// Returns (CPU, clock) at the entry of each handler `send` runs, in order,
+    /// and the sender's clock after sending, CPU `from` sending at 0.
+    fn entries_from(m: &mut Machine, from: usize, send: impl Fn(&CpuHw, &dyn Fn(&CpuHw))) -> (Vec<(usize, u64)>, u64) {
+        let seen = RefCell::new(Vec::new());
+        let hw = CpuHw::new(m, from, 0);
+        send(&hw, &|h: &CpuHw| seen.borrow_mut().push((h.cpu().index(), h.now())));
+        (seen.take(), hw.now())
+    }
+
+    /// [`entries_from`] CPU 0.
+    fn entries(m: &mut Machine, send: impl Fn(&CpuHw, &dyn Fn(&CpuHw))) -> (Vec<(usize, u64)>, u64) {
+        entries_from(m, 0, send)
+    }
+
+    #[test]
+    fn all_but_self_is_one_write_and_a_vectored_ipi_enters_its_handler_directly() {
+        let c = preset::westmere().costs;
+        let all = CpuMask::new(4);
+        all.set_all();
+        let entry = c.ipi_send + c.ipi_deliver + c.exception_entry;
+        let (seen, sent) = entries(&mut westmere(4), |hw, f| hw.send_ipi_all_but_self_async(f));
+        assert_eq!(seen, vec![(1, entry), (2, entry), (3, entry)]);
+        assert_eq!(sent, c.ipi_send);
+        let (seen, sent) = entries(&mut westmere(4), |hw, f| hw.send_ipi_async(&all, f));
+        let each = c.ipi_send;
+        assert_eq!(seen, vec![(1, entry), (2, entry + each), (3, entry + 2 * each)]);
+        assert_eq!(sent, 3 * c.ipi_send);
+        // A call-function IPI also pays the generic dispatch.
+        let (seen, _) = entries(&mut westmere(4), |hw, f| hw.send_ipi(&all, f));
+        assert_eq!(seen[0], (1, entry + c.ipi_handle));
+    }
+
+    #[test]
+    fn handlers_run_in_the_order_their_cpus_are_interrupted() {
+        // From CPU 4, its own socket (CPUs 5..8) is interrupted first, the other later.
+        let (seen, _) = entries_from(&mut westmere(8), 4, |hw, f| hw.send_ipi_all_but_self_async(f));
+        let cpus: Vec<usize> = seen.iter().map(|&(c, _)| c).collect();
+        assert_eq!(cpus, vec![5, 6, 7, 0, 1, 2, 3]);
+        assert_eq!(seen[3].1 - seen[2].1, preset::westmere().costs.ipi_cross_socket);
     }
 
     #[test]

@@ -533,6 +533,9 @@ pub fn westmere() -> Preset {
             exception_exit: 80,
             ipi_send: 150,
             ipi_deliver: 1200,
+            // Call-function IPIs only (Linux); FreeBSD's TLB vectors enter their
+            // handlers directly, and their request and acknowledgement are accounted
+            // as shared-line accesses.
             ipi_handle: 300,
             ipi_cross_socket: 200,
             // Core-to-core ~37 ns on a socket, ~74 ns across QPI (dual X5650).

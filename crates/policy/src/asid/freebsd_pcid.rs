@@ -657,7 +657,9 @@ mod tests {
         p.flush_page(&hw, MmId(1), VirtAddr(0x3000));
         let log: Vec<String> =
             hw.take().into_iter().filter(|l| !l.contains("shared") && !l.contains("phase")).collect();
-        assert_eq!(log, vec![invlpg(2, 0x3000), "ipi async [1]".into(), format!("cpu1: {}", invlpg(2, 0x3000))]);
+        // Every CPU runs the pmap: one IPI to all but self (`pmap_invalidate_page`'s
+        // `pm_active == all_cpus` case).
+        assert_eq!(log, vec![invlpg(2, 0x3000), "ipi all-but-self [1]".into(), format!("cpu1: {}", invlpg(2, 0x3000))]);
         // Both: the next activation on cpu1 takes a new PCID although it was flushed.
         assert_eq!(p.pm_pcids(MmId(1), CpuId(1)), (2, 0));
         let cpu1 = Rec::new(1, 2);
@@ -677,13 +679,16 @@ mod tests {
         let log = hw.take();
         // IPI, 4095 INVLPGs on cpu1, then 4095 locally (the scoreboard's order).
         assert_eq!(log.len(), 1 + 2 * 4095);
-        assert_eq!(log[0], "ipi async [1]");
+        assert_eq!(log[0], "ipi all-but-self [1]");
         assert_eq!(log[1], format!("cpu1: {}", invlpg(2, 0)));
         assert_eq!(log[4095], format!("cpu1: {}", invlpg(2, 4094 * 4096)));
         assert_eq!(log[4096], invlpg(2, 0));
         assert_eq!(log[8190], invlpg(2, 4094 * 4096));
         p.flush_range(&hw, MmId(1), VirtAddr(0), 4096);
-        assert_eq!(hw.take(), vec!["ipi async [1]", "cpu1: tlbi Asid(Asid(2)) Local", "tlbi Asid(Asid(2)) Local"]);
+        assert_eq!(
+            hw.take(),
+            vec!["ipi all-but-self [1]", "cpu1: tlbi Asid(Asid(2)) Local", "tlbi Asid(Asid(2)) Local"]
+        );
     }
 
     #[test]
@@ -696,7 +701,7 @@ mod tests {
             vec![
                 "tlbi VaAllAsids { va: VirtAddr(20480) } Local",
                 "tlbi VaAllAsids { va: VirtAddr(24576) } Local",
-                "ipi async [0, 2]",
+                "ipi all-but-self [0, 2]",
                 "cpu0: tlbi VaAllAsids { va: VirtAddr(20480) } Local",
                 "cpu0: tlbi VaAllAsids { va: VirtAddr(24576) } Local",
                 "cpu2: tlbi VaAllAsids { va: VirtAddr(20480) } Local",
@@ -706,8 +711,28 @@ mod tests {
         p.flush_kernel_range(&hw, VirtAddr(0x5000), 4096);
         assert_eq!(
             hw.take(),
-            vec!["tlbi All Local", "ipi async [0, 2]", "cpu0: tlbi All Local", "cpu2: tlbi All Local"]
+            vec!["tlbi All Local", "ipi all-but-self [0, 2]", "cpu0: tlbi All Local", "cpu2: tlbi All Local"]
         );
+    }
+
+    #[test]
+    fn shootdown_to_every_cpu_is_one_all_but_self_ipi_and_to_some_one_ipi_each() {
+        for c in Completion::ALL {
+            let p = fbsd(3, 1, c);
+            let cpu0 = Rec::new(0, 3);
+            p.switch_mm(&Rec::new(1, 3), MmId(1));
+            p.switch_mm(&cpu0, MmId(1));
+            cpu0.take();
+            // cpu2 is idle: ipi_selected to cpu1 alone.
+            p.flush_page(&cpu0, MmId(1), VirtAddr(0x1000));
+            assert!(cpu0.take().contains(&"ipi async [1]".to_string()), "{c}");
+            // Every CPU in pm_active, and the kernel map: ipi_all_but_self.
+            p.switch_mm(&Rec::new(2, 3), MmId(1));
+            p.flush_page(&cpu0, MmId(1), VirtAddr(0x1000));
+            assert!(cpu0.take().contains(&"ipi all-but-self [1, 2]".to_string()), "{c}");
+            p.flush_kernel_range(&cpu0, VirtAddr(0x5000), 1);
+            assert!(cpu0.take().contains(&"ipi all-but-self [1, 2]".to_string()), "{c}");
+        }
     }
 
     #[test]
@@ -744,7 +769,7 @@ mod tests {
             "shared smp_tlb_op Write".into(),
             "shared smp_tlb_wait Write".into(),
             "phase Dispatch".into(),
-            "ipi async [1, 2, 3]".into(),
+            "ipi all-but-self [1, 2, 3]".into(),
         ];
         for c in 1..=3 {
             want.extend(handler(c));
@@ -806,7 +831,7 @@ mod tests {
             "shared smp_tlb_generation Read".into(),
             "shared smp_tlb_generation Write".into(),
             "phase Dispatch".into(),
-            "ipi async [1, 2, 3]".into(),
+            "ipi all-but-self [1, 2, 3]".into(),
         ];
         for c in 1..=3 {
             want.extend(handler(c));
@@ -852,7 +877,7 @@ mod tests {
                 "shared cpu0.smp_tlb_gen Write".into(),
                 "shared scoreboard[1][0] Write".into(),
                 "phase Dispatch".into(),
-                "ipi async [1]".into(),
+                "ipi all-but-self [1]".into(),
                 // curcpu_cb: while the IPI is in flight, before the wait.
                 invlpg(2, 0x1000),
                 "phase Sync".into(),

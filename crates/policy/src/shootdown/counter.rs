@@ -6,16 +6,16 @@
 //! - The pmap layer has already invalidated locally (`local` runs first).
 //! - Issue: take `smp_ipi_mtx`, store `smp_tlb_addr1`, `smp_tlb_addr2`,
 //!   `smp_tlb_pmap`, then `smp_tlb_wait = 0` (a release store).
-//! - Dispatch: send the IPIs.
+//! - Dispatch: send the IPIs (`ipi_all_but_self` when every CPU is a target).
 //! - Each handler reads the request, invalidates, then `atomic_add_int(&smp_tlb_wait, 1)`.
 //! - Sync: spin until `smp_tlb_wait` equals the number of targets; release the lock.
 //!
 //! # What it costs
 //! Every target's `LOCK XADD` needs the counter's line exclusively, so the
 //! increments serialise on one line and the initiator's every poll pulls it back:
-//! the contention seed 003 removes. The request globals and the counter are
-//! consecutive globals of `mp_x86.c`; they are modelled on one line, the lock on
-//! another.
+//! the contention seed 003 removes. The request globals and the
+//! counter are consecutive globals of `mp_x86.c`; they are modelled on one line,
+//! the lock on another.
 //!
 //! # What is not modelled
 //! The operation travels as the IPI vector in FreeBSD; here it is one more field
@@ -92,7 +92,8 @@ impl CompletionProtocol for Counter {
     {
         // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
         local(hw);
-        let (mask, ncpu) = others(hw, targets);
+        let others = others(hw, targets);
+        let ncpu = others.n;
         if ncpu == 0 {
             return;
         }
@@ -106,7 +107,7 @@ impl CompletionProtocol for Counter {
         self.globals.wait.store(0, Ordering::Release);
 
         hw.phase(Phase::Dispatch);
-        hw.send_ipi_async(&mask, |h| self.handler(h, &invalidate));
+        others.send(hw, |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);
         loop {

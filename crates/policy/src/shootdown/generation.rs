@@ -7,7 +7,7 @@
 //! - The pmap layer has already invalidated locally (`local` runs first).
 //! - Issue: take `smp_ipi_mtx`, store `smp_tlb_addr1`, `smp_tlb_addr2`,
 //!   `smp_tlb_pmap`, and `generation = ++smp_tlb_generation`.
-//! - Dispatch: send the IPIs.
+//! - Dispatch: send the IPIs (`ipi_all_but_self` when every CPU is a target).
 //! - Each handler reads `smp_tlb_generation` on entry (before the serialising
 //!   invalidation, so the load overlaps it — the review's micro-optimisation),
 //!   reads the request, invalidates, and stores the generation into its own
@@ -110,7 +110,8 @@ impl CompletionProtocol for Generation {
     {
         // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
         local(hw);
-        let (mask, ncpu) = others(hw, targets);
+        let others = others(hw, targets);
+        let ncpu = others.n;
         if ncpu == 0 {
             return;
         }
@@ -128,10 +129,10 @@ impl CompletionProtocol for Generation {
         self.globals.generation.store(generation, Ordering::Relaxed);
 
         hw.phase(Phase::Dispatch);
-        hw.send_ipi_async(&mask, |h| self.handler(h, &invalidate));
+        others.send(hw, |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);
-        mask.for_each(|cpu| {
+        others.mask.for_each(|cpu| {
             let done = &self.smp_tlb_done[cpu.index()].0;
             loop {
                 hw.shared(addr_of(done), Access::Read);

@@ -5,9 +5,12 @@
 //! reports them through [`Hw::phase`]:
 //! - **issue**: publish the request (`smp_tlb_addr1`, `smp_tlb_addr2`,
 //!   `smp_tlb_pmap`, the operation) where the targets will read it;
-//! - **dispatch**: send the invalidation IPIs ([`Hw::send_ipi_async`], FreeBSD's
-//!   `ipi_selected` / `ipi_all_but_self`) and, where the protocol does, invalidate
-//!   locally while they are in flight;
+//! - **dispatch**: send the invalidation IPIs and, where the protocol does,
+//!   invalidate locally while they are in flight. A target set of every CPU
+//!   (`kernel_pmap`, or a pmap active everywhere) gets one
+//!   [`Hw::send_ipi_all_but_self_async`] (`ipi_all_but_self`: one ICR write with the
+//!   "all excluding self" shorthand), any other set one [`Hw::send_ipi_async`] per
+//!   CPU (`ipi_selected`);
 //! - **sync**: wait until every target has acknowledged; only after this are the
 //!   TLBs coherent and may freed page-table pages or frames be reused.
 //!
@@ -33,9 +36,19 @@
 //! state is 64-byte aligned, so which variables share a line never depends on
 //! where the allocator put them (results stay deterministic).
 //!
+//! # Deliberate readings
+//! - The shorthand for every CPU is what the kernel seed 003 was measured on did:
+//!   its `smp_tlb_shootdown` (FreeBSD 10.x, the all-CPUs path of kernel-map
+//!   invalidations) always calls `ipi_all_but_self`, and so does FreeBSD 13's
+//!   `smp_targeted_tlb_shootdown` when `CPU_CMP(&mask, &all_cpus) == 0`. FreeBSD
+//!   11.x and 12.x merged the two paths and test `CPU_ISFULLSET(&mask)`, which a
+//!   mask of `all_cpus` passes only on a machine of `MAXCPU` CPUs; elsewhere those
+//!   versions send one IPI per CPU. The model follows 10.x and 13.
+//!
 //! # What is not
 //! - `smp_ipi_mtx` also serialises other IPIs (rendezvous, cache flushes); only
-//!   TLB shootdowns take it here.
+//!   TLB shootdowns take it here. (Its holding is modelled by the machine: an
+//!   acquisition follows the previous release of the lock word.)
 //! - An initiator waiting with interrupts enabled may itself run handlers for
 //!   other initiators (which the lock-free protocol relies on to avoid deadlock);
 //!   the simulator runs each policy call atomically, so that never happens there.
@@ -55,7 +68,7 @@ pub use scoreboard::Scoreboard;
 use crate::cpumask::CpuMask;
 use crate::hw::{Access, Hw};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::types::{MmId, VirtAddr};
+use crate::types::{CpuId, MmId, VirtAddr};
 use core::fmt;
 
 /// Which completion protocol a FreeBSD x86 shootdown uses.
@@ -325,19 +338,46 @@ impl RequestFields {
     }
 }
 
-/// Returns the CPUs of `targets` other than the caller, as a fresh mask, and how
-/// many there are.
-pub(crate) fn others<H: Hw>(hw: &H, targets: &CpuMask) -> (CpuMask, u32) {
+/// The CPUs a shootdown interrupts.
+pub(crate) struct Others {
+    /// The CPUs of the target set other than the caller.
+    pub(crate) mask: CpuMask,
+    /// How many there are.
+    pub(crate) n: u32,
+    /// Whether the target set was every CPU (`kernel_pmap`, or a pmap active
+    /// everywhere), which FreeBSD interrupts with one `ipi_all_but_self`.
+    pub(crate) all: bool,
+}
+
+impl Others {
+    /// Sends the invalidation IPI running `handler` to these CPUs without waiting
+    /// (`ipi_all_but_self` when the target set is every CPU, else `ipi_selected`).
+    pub(crate) fn send<H: Hw, F: Fn(&H)>(&self, hw: &H, handler: F) {
+        if self.all {
+            hw.send_ipi_all_but_self_async(handler);
+        } else {
+            hw.send_ipi_async(&self.mask, handler);
+        }
+    }
+}
+
+/// Returns the CPUs of `targets` other than the caller, and whether `targets` is
+/// every CPU.
+pub(crate) fn others<H: Hw>(hw: &H, targets: &CpuMask) -> Others {
     let me = hw.cpu();
     let mask = CpuMask::new(targets.capacity());
     let mut n = 0;
-    targets.for_each(|c| {
-        if c != me {
+    let mut all = true;
+    for i in 0..hw.ncpus() {
+        let c = CpuId(i as u32);
+        if !targets.test(c) {
+            all = false;
+        } else if c != me {
             mask.set(c);
             n += 1;
         }
-    });
-    (mask, n)
+    }
+    Others { mask, n, all }
 }
 
 #[cfg(test)]

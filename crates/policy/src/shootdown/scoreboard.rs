@@ -12,7 +12,8 @@
 //! - Issue (in a critical section, no lock): store the request fields in this
 //!   CPU's own per-CPU area, `generation = pc_smp_tlb_gen + 1` (skipping 0), a
 //!   release fence, then zero slot `[target][me]` of every target.
-//! - Dispatch: send `IPI_INVLOP`, then run `curcpu_cb` — the initiator invalidates
+//! - Dispatch: send `IPI_INVLOP` (`ipi_all_but_self` when the target set is
+//!   `all_cpus`), then run `curcpu_cb` — the initiator invalidates
 //!   locally *while the IPIs are in flight*, not before sending them.
 //! - Each target's `invlop_handler` scans its row for a zero slot; for each one:
 //!   an acquire fence, read that initiator's request fields, an acquire fence,
@@ -167,8 +168,9 @@ impl CompletionProtocol for Scoreboard {
         L: Fn(&H),
         I: Fn(&H, &Request),
     {
-        let (mask, ncpu) = others(hw, targets);
-        if ncpu == 0 {
+        let others = others(hw, targets);
+        let mask = &others.mask;
+        if others.n == 0 {
             // `goto local_cb`.
             local(hw);
             return;
@@ -200,7 +202,7 @@ impl CompletionProtocol for Scoreboard {
         });
 
         hw.phase(Phase::Dispatch);
-        hw.send_ipi_async(&mask, |h| self.invlop_handler(h, &invalidate));
+        others.send(hw, |h| self.invlop_handler(h, &invalidate));
         local(hw);
 
         hw.phase(Phase::Sync);
