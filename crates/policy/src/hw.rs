@@ -158,6 +158,15 @@ pub trait Hw {
     /// for fetching the line, and waits until the line's last writer is done.
     fn shared(&self, addr: usize, access: Access);
 
+    /// Announces that after its next IPI dispatch this CPU spins reading the
+    /// shared variable at `addr` until its targets have acknowledged (FreeBSD's
+    /// `while (smp_tlb_wait < ncpu) ia32_pause();`). A spinning CPU asks for the
+    /// line again as soon as a target's write takes it away, so every such write
+    /// is followed by one more transfer of the line back to the spinner before the
+    /// next writer can have it. A real kernel implements this as nothing; the
+    /// polls themselves are still accounted with [`Hw::shared`].
+    fn spin_on(&self, addr: usize);
+
     /// Marks the start of a shootdown phase on this CPU, for the machine's
     /// latency accounting and the checker's traces.
     fn phase(&self, phase: Phase);

@@ -101,6 +101,11 @@ impl Hw for Rec {
             self.push(format!("shared {addr:#x} {access:?}"));
         }
     }
+    fn spin_on(&self, addr: usize) {
+        if self.coherence {
+            self.push(format!("spin on {addr:#x}"));
+        }
+    }
     fn phase(&self, phase: Phase) {
         if self.coherence {
             self.push(format!("phase {phase:?}"));

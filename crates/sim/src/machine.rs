@@ -64,7 +64,21 @@
 //!
 //! So a counter every IPI handler increments is a queue of moves while the
 //! handlers' reads of the request beside it overlap, and per-CPU flags are not a
-//! queue at all.
+//! queue at all. A CPU that announced it spins on a line while its IPIs are
+//! handled ([`Hw::spin_on`]) asks for the line again as soon as a write takes it
+//! away, and has it back before the next writer: every other CPU's write to that
+//! line costs one more move. (This is the most the spinner can cost the writers:
+//! with arbitration that serves requests strictly in the order they are made, a
+//! writer already waiting would go first. The seed-003 notes in
+//! `docs/costs/westmere.md` give both.)
+//!
+//! # The sync phase
+//! In a shootdown's sync phase (between [`Phase::Sync`] and [`Phase::Done`]) the
+//! initiating CPU only waits: it polls one acknowledgement after another in a loop
+//! whose exit the core predicts, and the address of each poll does not depend on
+//! the value of the one before. So once its first poll has returned, the core has
+//! the loads of the following ones in flight together, up to `mlp` of them (the
+//! fill buffers), instead of one after another.
 //!
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
@@ -115,7 +129,7 @@ struct Version {
     readers: Vec<(u32, u64)>,
 }
 
-/// An interval in which a line moves to a new owner.
+/// An interval in which a line moves, to a new owner or back to a CPU spinning on it.
 #[derive(Clone, Copy, Debug)]
 struct Move {
     start: u64,
@@ -137,6 +151,8 @@ struct Line {
     /// Per variable on the line (by address): when its latest write, in the order
     /// the simulator ran them, was visible.
     vars: Vec<(usize, u64)>,
+    /// The CPU spinning on the line and since when, while its handlers run.
+    spinner: Option<(u32, u64)>,
 }
 
 impl Default for Line {
@@ -145,6 +161,7 @@ impl Default for Line {
             versions: vec![Version { at: 0, writer: None, readers: Vec::new() }],
             moves: Vec::new(),
             vars: Vec::new(),
+            spinner: None,
         }
     }
 }
@@ -269,11 +286,21 @@ impl Line {
                 let start = self.gap(t, cost(version.writer, me));
                 let end = start + cost(self.versions[self.version_at(start)].writer, me);
                 self.insert_move(Move { start, end });
-                self.insert_version(end, me);
+                let nv = self.insert_version(end, me);
                 self.set_visible(addr, end);
+                let mut moves = 1;
+                // A CPU spinning on the line asks for it back as soon as it loses it,
+                // and has it back before the next writer.
+                if let Some((spinner, _)) = self.spinner.filter(|&(sp, since)| sp != me && since <= start) {
+                    let back = cost(Some(me), spinner);
+                    let s = self.gap(end, back);
+                    self.insert_move(Move { start: s, end: s + back });
+                    self.versions[nv].readers.push((spinner, s + back));
+                    moves += 1;
+                }
                 // A plain store retires into the store buffer: the writer goes on
                 // while the line moves, and readers of the variable wait for it.
-                (if store { t_in + mem } else { end }, 1)
+                (if store { t_in + mem } else { end }, moves)
             }
         }
     }
@@ -349,6 +376,12 @@ impl Machine {
         done
     }
 
+    /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
+    fn set_spinner(&mut self, addr: usize, spinner: Option<(usize, u64)>) {
+        let line = self.lines.entry(addr / 64).or_default();
+        line.spinner = spinner.map(|(c, t)| (c as u32, t));
+    }
+
     /// Returns whether CPUs `a` and `b` are on different sockets.
     pub fn cross_socket(&self, a: usize, b: usize) -> bool {
         a / self.cores_per_socket != b / self.cores_per_socket
@@ -419,6 +452,13 @@ pub struct CpuHw<'a> {
     in_irq: Cell<bool>,
     /// When this CPU's current shootdown was issued.
     issued: Cell<Option<u64>>,
+    /// The variable this CPU will spin on after its next IPI dispatch ([`Hw::spin_on`]).
+    spin: Cell<Option<usize>>,
+    /// The variable the sender spins on while the handlers of its IPI run.
+    spinning: Cell<Option<usize>>,
+    /// In the sync phase: when each of its polls so far returned (module docs,
+    /// "The sync phase").
+    polls: RefCell<Option<Vec<u64>>>,
 }
 
 impl<'a> CpuHw<'a> {
@@ -430,6 +470,9 @@ impl<'a> CpuHw<'a> {
             now: Cell::new(now),
             in_irq: Cell::new(false),
             issued: Cell::new(None),
+            spin: Cell::new(None),
+            spinning: Cell::new(None),
+            polls: RefCell::new(None),
         }
     }
 
@@ -482,6 +525,11 @@ impl<'a> CpuHw<'a> {
             });
         }
         list.sort_unstable();
+        // The sender spins from its last interrupt-controller write on.
+        if let Some(addr) = self.spin.take() {
+            self.m.borrow_mut().set_spinner(addr, Some((me, sent)));
+            self.spinning.set(Some(addr));
+        }
         let mut done = sent;
         for (arrive, target) in list {
             let ack = {
@@ -506,6 +554,9 @@ impl<'a> CpuHw<'a> {
             done = done.max(end + ack);
         }
         self.cpu.set(me);
+        if let Some(addr) = self.spinning.take() {
+            self.m.borrow_mut().set_spinner(addr, None);
+        }
         (sent, done)
     }
 }
@@ -609,19 +660,42 @@ impl Hw for CpuHw<'_> {
     }
 
     fn shared(&self, addr: usize, access: Access) {
-        let t = self.now.get();
+        let now = self.now.get();
+        // In the sync phase a poll after the first is issued when the first returned,
+        // once an earlier poll has freed a fill buffer (module docs, "The sync
+        // phase"); anything but a poll ends the overlap.
+        let mut polls = self.polls.take().filter(|_| access == Access::Read && !self.in_irq.get());
+        let t = match polls.as_deref() {
+            Some(done @ [first, ..]) => {
+                let mlp = self.m.borrow().costs.mlp.max(1) as usize;
+                done.len().checked_sub(mlp).map_or(*first, |i| done[i].max(*first))
+            }
+            _ => now,
+        };
         let end = self.m.borrow_mut().line_access(self.cpu.get(), t, addr, access);
         if self.in_irq.get() {
             self.m.borrow_mut().counters.ipi_sync_cycles += end - t;
         }
-        self.now.set(end);
+        if let Some(done) = polls.as_mut() {
+            done.push(end);
+        }
+        self.polls.replace(polls);
+        self.now.set(now.max(end));
+    }
+
+    fn spin_on(&self, addr: usize) {
+        self.spin.set(Some(addr));
     }
 
     fn phase(&self, phase: Phase) {
         match phase {
             Phase::Issue => self.issued.set(Some(self.now.get())),
-            Phase::Dispatch | Phase::Sync => {}
+            Phase::Dispatch => {}
+            Phase::Sync => {
+                self.polls.replace(Some(Vec::new()));
+            }
             Phase::Done => {
+                self.polls.take();
                 if let Some(t) = self.issued.take() {
                     let mut m = self.m.borrow_mut();
                     m.counters.shootdowns += 1;
@@ -743,6 +817,58 @@ mod tests {
         assert_eq!(seen[3].1 - seen[2].1, preset::westmere().costs.ipi_cross_socket);
     }
 
+    /// CPUs 1..=3 each write their own flag (one line each) at time 0; returns
+    /// when CPU 0, starting at 1000, has read all three, in its sync phase or not.
+    fn read_three_flags(sync: bool) -> u64 {
+        let mut m = westmere(4);
+        let flags = [0x1000, 0x2000, 0x3000];
+        for (i, &f) in flags.iter().enumerate() {
+            CpuHw::new(&mut m, i + 1, 0).shared(f, Access::Write);
+        }
+        let hw = CpuHw::new(&mut m, 0, 1000);
+        if sync {
+            hw.phase(Phase::Issue);
+            hw.phase(Phase::Sync);
+        }
+        for f in flags {
+            hw.shared(f, Access::Read);
+        }
+        hw.now()
+    }
+
+    #[test]
+    fn polls_of_the_sync_phase_overlap_after_the_first() {
+        let t = preset::westmere().costs.cacheline_transfer;
+        assert_eq!(read_three_flags(false), 1000 + 3 * t, "one after another");
+        assert_eq!(read_three_flags(true), 1000 + 2 * t, "the first, then the other two together");
+    }
+
+    /// CPU 0 owns a counter and sends an IPI whose handlers (CPUs 1..=3) each
+    /// increment it, then polls it; returns when its poll sees the last increment.
+    fn count_three(spin: bool) -> u64 {
+        let mut m = westmere(4);
+        let counter = 0x4000;
+        CpuHw::new(&mut m, 0, 0).shared(counter, Access::Write);
+        let hw = CpuHw::new(&mut m, 0, 1000);
+        if spin {
+            hw.spin_on(counter);
+        }
+        hw.send_ipi_all_but_self_async(|h| h.shared(counter, Access::Rmw));
+        hw.shared(counter, Access::Read);
+        hw.now()
+    }
+
+    #[test]
+    fn a_spinning_initiator_takes_the_counter_back_after_every_increment() {
+        let c = preset::westmere().costs;
+        let (t, mem) = (c.cacheline_transfer, c.mem_access);
+        let entry = 1000 + c.ipi_send + c.ipi_deliver + c.exception_entry;
+        // Three increments back to back, then the poll's own move.
+        assert_eq!(count_three(false), entry + 3 * t + t);
+        // Each increment is followed by the spinner's move; the poll then hits.
+        assert_eq!(count_three(true), entry + 6 * t + mem);
+    }
+
     /// One move of a line costs 100 cycles, a hit 4.
     fn access(line: &mut Line, cpu: u32, t: u64, var: usize, a: Access) -> u64 {
         line.access(cpu, t, var, a, 4, |_, _| 100).0
@@ -790,6 +916,23 @@ mod tests {
         assert_eq!(access(&mut line, 1, 0, 0, Access::Rmw), 100);
         assert_eq!(access(&mut line, 1, 5000, 0, Access::Write), 5004);
         assert_eq!(access(&mut line, 2, 1000, 0, Access::Rmw), 5104);
+    }
+
+    #[test]
+    fn a_spinner_takes_the_line_back_after_each_write_before_the_next_writer() {
+        let mut line = written_by_cpu0();
+        line.spinner = Some((0, 0));
+        // cpu1 at 1000: moves 1000..1100, then back to cpu0 1100..1200.
+        assert_eq!(access(&mut line, 1, 1000, 8, Access::Rmw), 1100);
+        // cpu2, ready at 1000 too, gets it after cpu0: 1200..1300, cpu0 1300..1400.
+        assert_eq!(access(&mut line, 2, 1000, 8, Access::Rmw), 1300);
+        // The spinner sees the last value when the line is back.
+        assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1404);
+        // Without a spinner the two increments are back to back.
+        let mut line = written_by_cpu0();
+        access(&mut line, 1, 1000, 8, Access::Rmw);
+        assert_eq!(access(&mut line, 2, 1000, 8, Access::Rmw), 1200);
+        assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1300);
     }
 
     #[test]

@@ -508,19 +508,24 @@ mod tests {
         p
     }
 
-    /// Returns the log with every shared address replaced by the variable's name.
+    /// Returns the log with every shared address (of a `shared` or `spin on` line)
+    /// replaced by the variable's name.
     fn named(p: &FreebsdX86, log: Vec<String>) -> Vec<String> {
         let syms = p.symbols();
         log.into_iter()
             .map(|line| {
-                let Some(at) = line.find("shared 0x") else { return line };
-                let rest = &line[at + "shared ".len()..];
+                let Some((at, verb)) =
+                    ["shared ", "spin on "].iter().find_map(|v| line.find(&format!("{v}0x")).map(|at| (at, *v)))
+                else {
+                    return line;
+                };
+                let rest = &line[at + verb.len()..];
                 let end = rest.find(' ').unwrap_or(rest.len());
                 let addr = usize::from_str_radix(&rest[2..end], 16).unwrap();
                 let name = syms.iter().find(|(a, _)| *a == addr).map(|(_, n)| n.clone()).unwrap_or_else(|| {
                     panic!("unnamed shared address {addr:#x} in {line:?}");
                 });
-                format!("{}shared {name}{}", &line[..at], &rest[end..])
+                format!("{}{verb}{name}{}", &line[..at], &rest[end..])
             })
             .collect()
     }
@@ -655,8 +660,11 @@ mod tests {
         let p = fbsd(2, 1, Completion::Generation);
         let hw = all_run_mm1(&p, 2);
         p.flush_page(&hw, MmId(1), VirtAddr(0x3000));
-        let log: Vec<String> =
-            hw.take().into_iter().filter(|l| !l.contains("shared") && !l.contains("phase")).collect();
+        let log: Vec<String> = hw
+            .take()
+            .into_iter()
+            .filter(|l| !l.contains("shared") && !l.contains("phase") && !l.contains("spin"))
+            .collect();
         // Every CPU runs the pmap: one IPI to all but self (`pmap_invalidate_page`'s
         // `pm_active == all_cpus` case).
         assert_eq!(log, vec![invlpg(2, 0x3000), "ipi all-but-self [1]".into(), format!("cpu1: {}", invlpg(2, 0x3000))]);
@@ -769,6 +777,8 @@ mod tests {
             "shared smp_tlb_op Write".into(),
             "shared smp_tlb_wait Write".into(),
             "phase Dispatch".into(),
+            // The initiator will spin on the counter's line while the handlers run.
+            "spin on smp_tlb_wait".into(),
             "ipi all-but-self [1, 2, 3]".into(),
         ];
         for c in 1..=3 {
@@ -831,6 +841,8 @@ mod tests {
             "shared smp_tlb_generation Read".into(),
             "shared smp_tlb_generation Write".into(),
             "phase Dispatch".into(),
+            // The initiator waits for cpu1 first.
+            "spin on cpu1.smp_tlb_done".into(),
             "ipi all-but-self [1, 2, 3]".into(),
         ];
         for c in 1..=3 {
@@ -877,6 +889,7 @@ mod tests {
                 "shared cpu0.smp_tlb_gen Write".into(),
                 "shared scoreboard[1][0] Write".into(),
                 "phase Dispatch".into(),
+                "spin on scoreboard[1][0]".into(),
                 "ipi all-but-self [1]".into(),
                 // curcpu_cb: while the IPI is in flight, before the wait.
                 invlpg(2, 0x1000),

@@ -12,8 +12,9 @@
 //!
 //! # What it costs
 //! Every target's `LOCK XADD` needs the counter's line exclusively, so the
-//! increments serialise on one line and the initiator's every poll pulls it back:
-//! the contention seed 003 removes. The request globals and the
+//! increments serialise on one line, and the initiator, spinning on that line
+//! from the moment it has sent the IPIs ([`Hw::spin_on`]), pulls it back after
+//! each of them: the contention seed 003 removes. The request globals and the
 //! counter are consecutive globals of `mp_x86.c`; they are modelled on one line,
 //! the lock on another.
 //!
@@ -107,6 +108,7 @@ impl CompletionProtocol for Counter {
         self.globals.wait.store(0, Ordering::Release);
 
         hw.phase(Phase::Dispatch);
+        hw.spin_on(addr_of(&self.globals.wait));
         others.send(hw, |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);

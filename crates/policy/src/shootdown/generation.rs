@@ -17,7 +17,10 @@
 //!
 //! # What it costs
 //! No line is written by two targets: each writes only its own flag, which the
-//! initiator alone reads. Each flag is on its own line here (`#[repr(align(64))]`),
+//! initiator alone reads. The initiator spins on the first target's flag while
+//! the handlers run ([`Hw::spin_on`]); the flags it reads after that one were
+//! mostly written meanwhile, and the machine overlaps those reads (its sync
+//! phase). Each flag is on its own line here (`#[repr(align(64))]`),
 //! as it is in FreeBSD in practice (`pc_smp_tlb_done` in `struct pcpu`, whose other
 //! fields only the owner writes); the review discussed but did not add padding.
 //!
@@ -129,6 +132,9 @@ impl CompletionProtocol for Generation {
         self.globals.generation.store(generation, Ordering::Relaxed);
 
         hw.phase(Phase::Dispatch);
+        if let Some(first) = others.first() {
+            hw.spin_on(addr_of(&self.smp_tlb_done[first.index()].0));
+        }
         others.send(hw, |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);

@@ -10,7 +10,8 @@
 //!   (`kernel_pmap`, or a pmap active everywhere) gets one
 //!   [`Hw::send_ipi_all_but_self_async`] (`ipi_all_but_self`: one ICR write with the
 //!   "all excluding self" shorthand), any other set one [`Hw::send_ipi_async`] per
-//!   CPU (`ipi_selected`);
+//!   CPU (`ipi_selected`). Before sending, the initiator tells the machine which
+//!   variable it will then spin on ([`Hw::spin_on`]);
 //! - **sync**: wait until every target has acknowledged; only after this are the
 //!   TLBs coherent and may freed page-table pages or frames be reused.
 //!
@@ -350,6 +351,17 @@ pub(crate) struct Others {
 }
 
 impl Others {
+    /// Returns the lowest-numbered of these CPUs, the one the initiator waits for first.
+    pub(crate) fn first(&self) -> Option<CpuId> {
+        let mut first = None;
+        self.mask.for_each(|c| {
+            if first.is_none() {
+                first = Some(c);
+            }
+        });
+        first
+    }
+
     /// Sends the invalidation IPI running `handler` to these CPUs without waiting
     /// (`ipi_all_but_self` when the target set is every CPU, else `ipi_selected`).
     pub(crate) fn send<H: Hw, F: Fn(&H)>(&self, hw: &H, handler: F) {

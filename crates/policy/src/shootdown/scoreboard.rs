@@ -202,6 +202,9 @@ impl CompletionProtocol for Scoreboard {
         });
 
         hw.phase(Phase::Dispatch);
+        if let Some(first) = others.first() {
+            hw.spin_on(addr_of(self.slot(first.index(), me)));
+        }
         others.send(hw, |h| self.invlop_handler(h, &invalidate));
         local(hw);
 
