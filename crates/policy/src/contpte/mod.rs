@@ -77,8 +77,16 @@
 //!   it held, i.e. no other *software* writer of these PTEs runs concurrently (the
 //!   hardware always may).
 
+pub mod ops;
 pub mod pte;
+#[cfg(test)]
+pub(crate) mod testmem;
 
+pub use ops::{
+    block_index, block_start, clear_full_ptes, get_and_clear_full_ptes, ptep_clear_flush_young, ptep_get,
+    ptep_get_and_clear, ptep_get_lockless, ptep_set_access_flags, ptep_test_and_clear_young, set_ptes, try_fold,
+    try_unfold, wrprotect_ptes,
+};
 pub use pte::PteVal;
 
 use crate::types::{MmId, VirtAddr};
