@@ -79,6 +79,7 @@
 
 pub mod ops;
 pub mod pte;
+pub mod teardown;
 #[cfg(test)]
 pub(crate) mod testmem;
 
@@ -88,6 +89,7 @@ pub use ops::{
     try_unfold, wrprotect_ptes,
 };
 pub use pte::PteVal;
+pub use teardown::{ptep_get_and_clear_full, teardown_range, MmFlushOwed, Teardown, UnknownTeardown};
 
 use crate::types::{MmId, VirtAddr};
 
