@@ -7,10 +7,10 @@
 //! With 4 KB pages, [`CONT_PTES`] (16) consecutive PTEs that map 16 physically
 //! contiguous pages, with the block 64 KB-aligned both virtually and physically and
 //! every PTE carrying the contiguous bit ([`PteVal::CONT`]), may be cached by the
-//! TLB as one 64 KB entry (Arm ARM D8.6.1, "The Contiguous bit"). The PTEs of such a
-//! block must agree in everything but the access flag and the dirty state, or the
-//! TLB may return any of them or raise a TLB conflict abort (the "misprogramming"
-//! of the contiguous bit, Arm ARM D8.6.1). Hardware updates of the access flag and
+//! TLB as one 64 KB entry (Arm ARM, "The Contiguous bit"). The PTEs of such a block
+//! must agree in everything but the access flag and the dirty state, or the TLB may
+//! return any of them or raise a TLB conflict abort (Arm ARM, "Misprogramming of the
+//! Contiguous bit"). Hardware updates of the access flag and
 //! of the dirty state (FEAT_HAFDBS) land in *any one* PTE of the block, so reading
 //! one PTE alone says nothing about whether its page was accessed or written.
 //!
