@@ -20,12 +20,14 @@
 //!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`, `freebsd_pcid`).
 //! - [`shootdown`]: IPI shootdown completion protocols (FreeBSD x86 `counter`,
 //!   `generation`, `scoreboard`), each in issue / dispatch / sync phases.
+//! - [`contpte`]: arm64 contiguous PTEs and the four exit-teardown strategies of seed 004.
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
 pub mod asid;
+pub mod contpte;
 pub mod cpumask;
 pub mod hw;
 pub mod policy;
