@@ -310,7 +310,8 @@ impl Line {
 pub struct CpuState {
     /// The CPU's TLBs.
     pub tlb: Tlb,
-    /// What TTBR0/CR3 points at.
+    /// What TTBR0/CR3 points at (written only by [`Hw::write_root`], which keeps
+    /// [`Machine::roots_on`] in step).
     pub root: Root,
     /// The ASID/PCID in the root register.
     pub asid: u16,
@@ -345,19 +346,60 @@ pub struct Machine {
     pub counters: HwCounters,
     /// Cache lines of policy state, by address / 64 (looked up, never iterated).
     lines: HashMap<usize, Line, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>,
+    /// Per address-space slot: how many CPUs' roots point at it.
+    root_refs: Vec<u32>,
+    /// How many times a slot's count in `root_refs` fell to zero.
+    root_releases: u64,
 }
 
 impl Machine {
     /// Returns a machine of `cpus` with the given costs and topology.
     pub fn new(costs: Costs, cpus: Vec<CpuState>, cores_per_socket: usize) -> Self {
         let n = cpus.len();
-        Machine {
+        let mut m = Machine {
             costs,
-            cpus,
+            cpus: Vec::new(),
             cores_per_socket,
             dvm_busy: vec![0; n],
             counters: HwCounters::default(),
             lines: HashMap::default(),
+            root_refs: Vec::new(),
+            root_releases: 0,
+        };
+        for c in &cpus {
+            m.root_ref(c.root);
+        }
+        m.cpus = cpus;
+        m
+    }
+
+    /// Returns how many CPUs' roots point at `mm` (a lazy-TLB CPU's included).
+    pub fn roots_on(&self, mm: MmId) -> u32 {
+        self.root_refs.get(mm.index()).copied().unwrap_or(0)
+    }
+
+    /// Returns how many times some address space's [`Machine::roots_on`] fell to
+    /// zero: when it has not changed, no address space has lost its last root.
+    pub fn root_releases(&self) -> u64 {
+        self.root_releases
+    }
+
+    fn root_ref(&mut self, root: Root) {
+        if let Root::Mm(mm) = root {
+            if self.root_refs.len() <= mm.index() {
+                self.root_refs.resize(mm.index() + 1, 0);
+            }
+            self.root_refs[mm.index()] += 1;
+        }
+    }
+
+    fn root_unref(&mut self, root: Root) {
+        if let Root::Mm(mm) = root {
+            let r = &mut self.root_refs[mm.index()];
+            *r -= 1;
+            if *r == 0 {
+                self.root_releases += 1;
+            }
         }
     }
 
@@ -573,8 +615,10 @@ impl Hw for CpuHw<'_> {
     fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
         let mut m = self.m.borrow_mut();
         let mut cost = m.costs.root_write;
+        let old = std::mem::replace(&mut m.cpus[self.cpu.get()].root, root);
+        m.root_ref(root);
+        m.root_unref(old);
         let st = &mut m.cpus[self.cpu.get()];
-        st.root = root;
         st.asid = asid.get();
         if !noflush {
             st.tlb.invalidate(Inval::Asid(asid.get()));

@@ -219,6 +219,10 @@ pub struct Sim<P: Policy> {
     fault_cycles: u64,
     /// Exited address spaces some CPU's root may still point at.
     zombies: Vec<MmId>,
+    /// [`Machine::root_releases`] when `reap` last looked at every zombie, or
+    /// `None` when a zombie was added since: `reap` has nothing to do while neither
+    /// a zombie was added nor some address space lost its last root.
+    reaped_at: Option<u64>,
     /// The next slot of the kernel-map pool ([`KMAP_BASE`]).
     kmap_next: u64,
 }
@@ -261,6 +265,7 @@ impl<P: Policy> Sim<P> {
             walk_cycles: 0,
             fault_cycles: 0,
             zombies: Vec::new(),
+            reaped_at: None,
             kmap_next: 0,
         };
         sim.oracle.strict = sim.cfg.strict;
@@ -1291,6 +1296,7 @@ impl<P: Policy> Sim<P> {
         let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, now);
         now = self.flush(cpu, pf, now);
         self.zombies.push(mm);
+        self.reaped_at = None;
         now
     }
 
@@ -1442,10 +1448,16 @@ impl<P: Policy> Sim<P> {
     /// Releases every exited address space no CPU's root still points at: frees
     /// its page tables, lets the policy release it and frees its slot.
     fn reap(&mut self, cpu: usize, mut now: u64) -> u64 {
+        let releases = self.m.root_releases();
+        if self.zombies.is_empty() || self.reaped_at == Some(releases) {
+            return now;
+        }
+        // A release during the scan (by `mm_release`) makes the next call scan again.
+        self.reaped_at = Some(releases);
         let mut i = 0;
         while i < self.zombies.len() {
             let mm = self.zombies[i];
-            if self.m.cpus.iter().any(|c| c.root == Root::Mm(mm)) {
+            if self.m.roots_on(mm) > 0 {
                 i += 1;
                 continue;
             }
