@@ -5,7 +5,8 @@
 //! Layout (one concept per file):
 //! - [`preset`]: machines and their documented costs.
 //! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
-//! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation.
+//! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
+//!   [`holders`]: which TLBs a broadcast invalidation must visit.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
@@ -15,6 +16,7 @@
 
 pub mod claims;
 pub mod frames;
+pub mod holders;
 pub mod machine;
 pub mod oracle;
 pub mod pagetable;

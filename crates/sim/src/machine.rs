@@ -21,6 +21,13 @@
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
 //! last acknowledgement is back.
 //!
+//! Two shortcuts keep a message's host cost independent of the CPU count; neither
+//! changes a result. The CPUs of one socket receive every message at the same
+//! time, so their queues are always equal and one queue per socket stands for
+//! them. And a message is applied only to the TLBs that may hold what it removes
+//! ([`crate::holders`]); that is why every TLB fill goes through [`Machine::fill`]
+//! or [`Machine::pwc_fill`].
+//!
 //! # IPIs
 //! [`Hw::send_ipi`] and [`Hw::send_ipi_async`] cost the sender one
 //! interrupt-controller write per target; [`Hw::send_ipi_all_but_self_async`] one
@@ -83,8 +90,9 @@
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
 
+use crate::holders::{Holders, Still};
 use crate::preset::Costs;
-use crate::tlb::{Inval, Tlb};
+use crate::tlb::{Inval, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -340,8 +348,11 @@ pub struct Machine {
     pub cpus: Vec<CpuState>,
     /// Cores per socket (for cross-socket latencies).
     pub cores_per_socket: usize,
-    /// Per CPU: when it finishes processing its incoming DVM messages.
-    pub dvm_busy: Vec<u64>,
+    /// Per socket: when its CPUs finish processing their incoming DVM messages
+    /// (the same for every CPU of a socket: each message reaches them together).
+    dvm_busy: Vec<u64>,
+    /// Which CPUs' TLBs a broadcast invalidation must visit.
+    holders: Holders,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state, by address / 64 (looked up, never iterated).
@@ -360,7 +371,8 @@ impl Machine {
             costs,
             cpus: Vec::new(),
             cores_per_socket,
-            dvm_busy: vec![0; n],
+            dvm_busy: vec![0; n.div_ceil(cores_per_socket.max(1))],
+            holders: Holders::new(n),
             counters: HwCounters::default(),
             lines: HashMap::default(),
             root_refs: Vec::new(),
@@ -424,6 +436,20 @@ impl Machine {
         line.spinner = spinner.map(|(c, t)| (c as u32, t));
     }
 
+    /// Fills walked translation `e` into `cpu`'s TLB (see [`Tlb::fill`]).
+    #[inline]
+    pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool) {
+        self.holders.filled(cpu, (!e.global()).then_some(e.asid), e.va());
+        self.cpus[cpu].tlb.fill(e, speculative);
+    }
+
+    /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache (see [`Tlb::pwc_fill`]).
+    #[inline]
+    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool) {
+        self.holders.filled(cpu, (!global).then_some(asid), va);
+        self.cpus[cpu].tlb.pwc_fill(va, asid, global);
+    }
+
     /// Returns whether CPUs `a` and `b` are on different sockets.
     pub fn cross_socket(&self, a: usize, b: usize) -> bool {
         a / self.cores_per_socket != b / self.cores_per_socket
@@ -446,21 +472,45 @@ impl Machine {
             Inval::Va { .. } | Inval::VaAll { .. } => c.dvm_process,
             Inval::Asid(_) | Inval::All => c.dvm_process_asid,
         };
+        let n = self.cpus.len();
+        if cfg!(debug_assertions) {
+            for cpu in 0..n {
+                debug_assert!(
+                    self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
+                    "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
+                );
+            }
+        }
+        let cpus = &mut self.cpus;
+        self.holders.candidates(n, op, |cpu| {
+            let tlb = &mut cpus[cpu].tlb;
+            tlb.invalidate(op);
+            let (asid, block) = match op {
+                Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
+                Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
+                Inval::Asid(asid) => (tlb.may_hold(asid), true),
+                Inval::All => (true, true),
+            };
+            Still { asid, block }
+        });
         let mut done_all = t;
-        for cpu in 0..self.cpus.len() {
-            self.cpus[cpu].tlb.invalidate(op);
+        let cps = self.cores_per_socket;
+        let from_socket = from / cps;
+        for (socket, busy) in self.dvm_busy.iter_mut().enumerate() {
             // Every message, the issuer's own included, goes out to the interconnect
             // and its completion comes back through it (the DVM sync of DSB ISH).
-            let hop = if self.cross_socket(from, cpu) { c.dvm_hop + c.dvm_cross_socket } else { c.dvm_hop };
-            let start = (t + hop).max(self.dvm_busy[cpu]);
+            let hop = if socket != from_socket { c.dvm_hop + c.dvm_cross_socket } else { c.dvm_hop };
+            let start = (t + hop).max(*busy);
             let done = start + process;
-            self.dvm_busy[cpu] = done;
+            *busy = done;
             done_all = done_all.max(done + hop);
             // A receiver that is running something stalls while its TLBs are
             // invalidated (the issuer is waiting in its DSB anyway).
-            let st = &mut self.cpus[cpu];
-            if cpu != from && st.busy_until > start {
-                st.stolen += process;
+            for cpu in socket * cps..((socket + 1) * cps).min(n) {
+                let st = &mut self.cpus[cpu];
+                if cpu != from && st.busy_until > start {
+                    st.stolen += process;
+                }
             }
         }
         done_all

@@ -768,7 +768,7 @@ impl<P: Policy> Sim<P> {
         }
         let w = w?;
         if !w.huge {
-            self.m.cpus[cpu].tlb.pwc_fill(va, asid, kernel);
+            self.m.pwc_fill(cpu, va, asid, kernel);
         }
         let pte = self.pt.pte_mut(w.pte);
         if !pte.valid() {
@@ -801,7 +801,7 @@ impl<P: Policy> Sim<P> {
             pte: w.pte,
             ..Default::default()
         };
-        self.m.cpus[cpu].tlb.fill(e, spec);
+        self.m.fill(cpu, e, spec);
         Some(e)
     }
 

@@ -5,6 +5,13 @@
 //! 2 MB). Each entry also remembers *ground truth* the policies never see: the
 //! address space it was filled from (`mm_uid`, never reused) and the version of
 //! the PTE it was filled from. The oracle judges every use with those.
+//!
+//! Two summaries say cheaply what a TLB may hold, so that an invalidation (and the
+//! interconnect, which delivers a broadcast only to TLBs that may hold what it
+//! removes, see [`crate::holders`]) can skip a TLB that holds nothing of it: a
+//! filter of the ASIDs non-global entries were filled under ([`Tlb::may_hold`]),
+//! and a count of valid entries per bucket of 2 MB blocks ([`Tlb::may_hold_block`]).
+//! Both only ever err towards "may hold".
 
 use crate::pagetable::{PteRef, SHIFT_2M, SHIFT_4K};
 
@@ -51,6 +58,15 @@ impl TlbEntry {
     /// Returns the first virtual address the entry covers.
     pub fn va(&self) -> u64 {
         self.tag << self.shift()
+    }
+
+    /// Returns the number of the 2 MB block the entry lies in (`va >> 21`).
+    fn block(&self) -> u64 {
+        if self.flags & F_HUGE != 0 {
+            self.tag
+        } else {
+            self.tag >> (SHIFT_2M - SHIFT_4K)
+        }
     }
 
     /// Returns whether the entry is global.
@@ -138,10 +154,32 @@ pub struct Tlb {
     /// 1024`), cleared only when everything is invalidated: an invalidation for an
     /// ASID whose bit is clear has nothing to remove and skips the scan.
     asids: [u64; ASID_FILTER_WORDS],
+    /// Valid entries of every level (L1, L2, walk cache) by [`block_bucket`] of
+    /// their 2 MB block: a bucket at zero holds nothing an invalidation by VA in
+    /// one of its blocks could remove.
+    blocks: Vec<u16>,
 }
 
 /// Words of [`Tlb`]'s ASID filter.
 const ASID_FILTER_WORDS: usize = 16;
+
+/// Buckets of [`Tlb`]'s ASID filter: [`asid_bucket`] takes values below this.
+pub const ASID_BUCKETS: usize = 64 * ASID_FILTER_WORDS;
+
+/// Buckets of [`Tlb`]'s per-block counts: [`block_bucket`] takes values below this.
+pub const BLOCK_BUCKETS: usize = 1024;
+
+/// Returns the bucket of the ASID filter `asid` falls in.
+pub fn asid_bucket(asid: u16) -> usize {
+    asid as usize % ASID_BUCKETS
+}
+
+/// Returns the bucket 2 MB block number `block` (`va >> 21`) is counted in: a
+/// Fibonacci hash, so that blocks at the same offset of distant regions (kernel
+/// text, kernel heap, the kernel map pool, user mappings) rarely share a bucket.
+pub fn block_bucket(block: u64) -> usize {
+    (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BLOCK_BUCKETS.trailing_zeros())) as usize
+}
 
 impl Tlb {
     /// Returns empty TLBs of the given geometry.
@@ -159,6 +197,19 @@ impl Tlb {
             pwc_keys: vec![u64::MAX; pwc],
             clock: 0,
             asids: [0; ASID_FILTER_WORDS],
+            blocks: vec![0; BLOCK_BUCKETS],
+        }
+    }
+
+    /// Counts a valid entry into (`up`) or out of its block's bucket.
+    #[inline]
+    fn count_block(&mut self, block: u64, up: bool) {
+        let c = &mut self.blocks[block_bucket(block)];
+        if up {
+            *c += 1;
+        } else {
+            debug_assert!(*c > 0, "block bucket count underflow");
+            *c -= 1;
         }
     }
 
@@ -246,6 +297,11 @@ impl Tlb {
                 && w.global() == e.global()
         });
         let victim = base + same.unwrap_or_else(|| lru_victim(ways));
+        let old = self.l2[victim];
+        if old.valid {
+            self.count_block(old.block(), false);
+        }
+        self.count_block(e.block(), true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
         if !speculative {
@@ -264,6 +320,13 @@ impl Tlb {
     }
 
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
+        let old = self.l1[i];
+        if old.valid {
+            self.count_block(old.block(), false);
+        }
+        if e.valid {
+            self.count_block(e.block(), true);
+        }
         self.l1_keys[i] = if e.valid { key(&e) } else { u64::MAX };
         self.l1_lru[i] = self.clock;
         self.l1[i] = e;
@@ -298,6 +361,11 @@ impl Tlb {
             .min_by_key(|(_, p)| if p.valid { p.lru } else { 0 })
             .map(|(i, _)| i)
             .unwrap_or(0);
+        let old = self.pwc[victim];
+        if old.valid {
+            self.count_block(old.key, false);
+        }
+        self.count_block(va >> SHIFT_2M, true);
         self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now };
         self.pwc_keys[victim] = va >> SHIFT_2M;
     }
@@ -322,6 +390,7 @@ impl Tlb {
             if e.valid && op.removes(e) {
                 e.valid = false;
                 *k = u64::MAX;
+                self.blocks[block_bucket(e.block())] -= 1;
                 n += 1;
             }
         }
@@ -344,6 +413,7 @@ impl Tlb {
             if e.valid && op.removes(e) {
                 e.valid = false;
                 self.l2_keys[i] = u64::MAX;
+                self.blocks[block_bucket(e.block())] -= 1;
                 n += 1;
             }
         }
@@ -355,20 +425,38 @@ impl Tlb {
             if p.valid && op.removes_pwc(p) {
                 p.valid = false;
                 *k = u64::MAX;
+                self.blocks[block_bucket(p.key)] -= 1;
             }
         }
         n
     }
 
     fn note_asid(&mut self, asid: u16) {
-        let b = asid as usize % (64 * ASID_FILTER_WORDS);
+        let b = asid_bucket(asid);
         self.asids[b / 64] |= 1 << (b % 64);
     }
 
     /// Returns whether a non-global entry tagged `asid` may be held (at any level).
-    fn may_hold(&self, asid: u16) -> bool {
-        let b = asid as usize % (64 * ASID_FILTER_WORDS);
+    pub fn may_hold(&self, asid: u16) -> bool {
+        let b = asid_bucket(asid);
         self.asids[b / 64] & (1 << (b % 64)) != 0
+    }
+
+    /// Returns whether an entry (of any level, global or not) in the 2 MB block of
+    /// `va` may be held.
+    pub fn may_hold_block(&self, va: u64) -> bool {
+        self.blocks[block_bucket(va >> SHIFT_2M)] > 0
+    }
+
+    /// Returns whether `op` may remove anything here (false: it certainly removes
+    /// nothing).
+    pub fn may_hold_any(&self, op: Inval) -> bool {
+        match op {
+            Inval::Va { asid, va } => self.may_hold(asid) && self.may_hold_block(va),
+            Inval::VaAll { va } => self.may_hold_block(va),
+            Inval::Asid(asid) => self.may_hold(asid),
+            Inval::All => true,
+        }
     }
 
     /// Calls `f` for every valid entry of every level.
@@ -468,6 +556,42 @@ mod tests {
         t.fill(entry(0x2000, 2, 0), false);
         assert_eq!(t.invalidate(Inval::All), 2);
         assert!(!t.may_hold(2));
+    }
+
+    /// Recounts valid entries per block bucket from scratch.
+    fn recount(t: &Tlb) -> Vec<u16> {
+        let mut c = vec![0; BLOCK_BUCKETS];
+        t.for_each(|e| c[block_bucket(e.block())] += 1);
+        for p in t.pwc.iter().filter(|p| p.valid) {
+            c[block_bucket(p.key)] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn block_counts_follow_fills_evictions_and_invalidations() {
+        // A small TLB, so that fills evict from every level.
+        let mut t = Tlb::new(2, 8, 2, 2);
+        let vas = [0x1000, 0x2000, 0x20_3000, 0x40_0000, 0x4000_0000, 0x7fff_0000_1000];
+        for (i, &va) in vas.iter().enumerate() {
+            let flags = if i == 3 {
+                F_HUGE
+            } else if i == 4 {
+                F_GLOBAL
+            } else {
+                0
+            };
+            t.fill(entry(va, (i % 2) as u16, flags), i == 2);
+            t.pwc_fill(va, (i % 2) as u16, flags & F_GLOBAL != 0);
+            let _ = t.lookup(vas[0], 0);
+            assert_eq!(t.blocks, recount(&t), "after filling {va:#x}");
+        }
+        assert!(t.may_hold_block(0x7fff_0000_1000) && !t.may_hold_block(0x6000_0000_0000));
+        for op in [Inval::Va { asid: 1, va: 0x2000 }, Inval::VaAll { va: 0x4000_0000 }, Inval::Asid(0), Inval::All] {
+            t.invalidate(op);
+            assert_eq!(t.blocks, recount(&t), "after {op:?}");
+        }
+        assert!(!t.may_hold_block(0x7fff_0000_1000));
     }
 
     #[test]
