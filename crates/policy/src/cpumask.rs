@@ -59,6 +59,20 @@ impl CpuMask {
         }
     }
 
+    /// Returns whether some CPU other than `except` has its bit clear: the kernel's
+    /// `cpumask_next_zero` search, a word at a time.
+    pub fn any_clear_except(&self, except: Option<CpuId>) -> bool {
+        self.words.iter().enumerate().any(|(i, w)| {
+            let bits = (self.ncpus - i * 64).min(64);
+            let mut want = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            if let Some(c) = except.filter(|c| c.index() / 64 == i) {
+                want &= !(1 << (c.index() % 64));
+            }
+            // SeqCst: as in `test`.
+            !w.load(Ordering::SeqCst) & want != 0
+        })
+    }
+
     /// Calls `f` for each CPU whose bit is set, in increasing order.
     pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
         for (i, w) in self.words.iter().enumerate() {
@@ -87,5 +101,20 @@ mod tests {
         m.clear(CpuId(69));
         assert!(!m.test(CpuId(69)));
         assert!(m.test(CpuId(68)));
+    }
+
+    #[test]
+    fn any_clear_except_looks_at_every_cpu_but_the_excepted_one() {
+        let m = CpuMask::new(130);
+        assert!(m.any_clear_except(None));
+        m.set_all();
+        assert!(!m.any_clear_except(None));
+        for c in [0, 63, 64, 129] {
+            m.clear(CpuId(c));
+            assert!(m.any_clear_except(None));
+            assert!(!m.any_clear_except(Some(CpuId(c))), "cpu{c} is excepted");
+            assert!(m.any_clear_except(Some(CpuId((c + 1) % 130))));
+            m.set(CpuId(c));
+        }
     }
 }

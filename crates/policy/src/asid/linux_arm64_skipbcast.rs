@@ -286,7 +286,7 @@ impl LinuxArm64 {
         hw.shared(addr, Access::Read);
         // cpumask_next_zero, skipping this CPU when it runs the mm: a CPU that the
         // flush would skip and that is not marked yet.
-        let unmarked = (0..mask.capacity() as u32).map(CpuId).filter(|&c| !is_local || c != cpu).any(|c| !mask.test(c));
+        let unmarked = mask.any_clear_except(is_local.then_some(cpu));
         let local_is_clear = if unmarked {
             hw.shared(addr, Access::Write);
             mask.set_all();
