@@ -1120,16 +1120,22 @@ impl<P: Policy> Sim<P> {
     fn split_vmas(&mut self, mm: MmId, va: u64, pages: u64) {
         let end = va + pages * 4096;
         let vmas = &mut self.mms[mm.index()].vmas;
+        let inside = |v: &Vma, x: u64| v.start < x && x < v.end();
+        if !vmas.iter().any(|v| inside(v, va) || inside(v, end)) {
+            // Already on boundaries (an mprotect loop's common case): nothing to allocate.
+            return;
+        }
         let mut out = Vec::with_capacity(vmas.len() + 2);
         for v in vmas.drain(..) {
-            let mut cuts = vec![v.start];
+            let (mut cuts, mut n) = ([v.start; 4], 1);
             for x in [va, end] {
-                if v.start < x && x < v.end() {
-                    cuts.push(x);
+                if inside(&v, x) {
+                    cuts[n] = x;
+                    n += 1;
                 }
             }
-            cuts.push(v.end());
-            for w in cuts.windows(2) {
+            cuts[n] = v.end();
+            for w in cuts[..=n].windows(2) {
                 out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, write: v.write });
             }
         }

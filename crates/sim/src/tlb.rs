@@ -305,13 +305,11 @@ impl Tlb {
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
         if !speculative {
-            if let Some(i) = self.l1.iter().position(|w| {
-                w.valid
-                    && w.tag == e.tag
-                    && w.flags & F_HUGE == e.flags & F_HUGE
-                    && w.asid == e.asid
-                    && w.global() == e.global()
-            }) {
+            // The key mirror matches exactly the valid entries of the same tag and size.
+            let k = key(&e);
+            let dup = (0..self.l1.len())
+                .find(|&i| self.l1_keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global());
+            if let Some(i) = dup {
                 self.set_l1(i, e);
             } else {
                 self.insert_l1(e);
