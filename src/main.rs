@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use tlbkit_sim::claims::{self, CLAIMS};
 use tlbkit_sim::preset;
 use tlbkit_sim::registry::POLICIES;
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::run::{
+    bench_scale, run, scale_specs, RunOutput, RunSpec, ScaleRow, MAX_CPUS, SCALE_MACHINE, SCALE_POLICY,
+};
 use tlbkit_sim::workload::WORKLOADS;
 
 #[derive(Parser)]
@@ -61,8 +63,24 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Measure the simulator's own speed on a fixed workload (median of 3 runs).
+    /// Measure the simulator's own speed: on a fixed workload (median of 3 runs), or
+    /// with --cpus, on scale workloads on the altra preset at each CPU count.
     Bench {
+        /// CPU counts to time the scale workloads at, comma-separated or repeated
+        /// (e.g. 32,256,1024,4096; each 1 to 4096).
+        #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+        cpus: Vec<String>,
+        /// With --cpus: time only this workload (repeatable; default mprotect_threaded
+        /// and fileserver).
+        #[arg(long = "workload")]
+        workloads: Vec<String>,
+        /// With --cpus: the policy (an arm64 one; default arm64-linux).
+        #[arg(long)]
+        policy: Option<String>,
+        /// With --cpus: a workload or machine parameter, key=value (repeatable),
+        /// overriding the bench's own (iters=200, ops=200).
+        #[arg(long = "set")]
+        sets: Vec<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -104,7 +122,18 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             }
         }
         Cmd::Reproduce { only, format } => reproduce(only, format),
-        Cmd::Bench { format } => bench(format),
+        Cmd::Bench { cpus, workloads, policy, sets, format } => {
+            if cpus.is_empty() {
+                if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {
+                    return Err("--workload, --policy and --set apply only with --cpus, e.g. \
+                                tlbkit bench --cpus 32,4096 --workload fileserver"
+                        .into());
+                }
+                bench(format)
+            } else {
+                bench_cpus(&cpus, &workloads, policy.as_deref(), &sets, format)
+            }
+        }
     }
 }
 
@@ -233,6 +262,76 @@ fn bench(format: Format) -> Result<u8, String> {
         println!("translations_per_sec {tps:>16.0}");
         println!("events_per_sec       {eps:>16.0}");
         println!("wall_s               {wall:>16.3}");
+    }
+    Ok(0)
+}
+
+/// Parses `--cpus` values: whole numbers from 1 to [`MAX_CPUS`].
+fn cpu_counts(values: &[String]) -> Result<Vec<usize>, String> {
+    values
+        .iter()
+        .map(|v| match v.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_CPUS).contains(&n) => Ok(n),
+            Ok(n) => Err(format!("--cpus {n} is out of range: give CPU counts from 1 to {MAX_CPUS}")),
+            Err(_) => Err(format!(
+                "--cpus '{v}' is not a CPU count: give whole numbers from 1 to {MAX_CPUS}, e.g. --cpus 32,256,1024,4096"
+            )),
+        })
+        .collect()
+}
+
+fn bench_cpus(
+    values: &[String],
+    workloads: &[String],
+    policy: Option<&str>,
+    sets: &[String],
+    format: Format,
+) -> Result<u8, String> {
+    let cpus = cpu_counts(values)?;
+    let policy = policy.unwrap_or(SCALE_POLICY);
+    let specs = scale_specs(&cpus, workloads, policy, sets)?;
+    let rows = bench_scale(&specs, |s| eprintln!("tlbkit bench: {} at {} CPUs", s.workload, s.cpus))?;
+    if format == Format::Json {
+        let doc = serde_json::json!({
+            "machine": SCALE_MACHINE,
+            "policy": policy,
+            "host_cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            "runs": rows,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    let host = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "machine {SCALE_MACHINE}, policy {policy}, one run per row, main phase timed (setup excluded), host {host} CPU(s)"
+    );
+    println!(
+        "{:<18} {:>5} {:>11} {:>13} {:>9} {:>11} {:>15} {:>9} {:>8}",
+        "workload", "cpus", "events", "translations", "wall_s", "events/s", "translations/s", "vs first", "peak MiB"
+    );
+    let mut order: Vec<&ScaleRow> = rows.iter().collect();
+    order.sort_by_key(|r| rows.iter().position(|f| f.workload == r.workload));
+    for r in order {
+        let peak = r.peak_rss_mib.map_or("-".to_string(), |m| format!("{m:.0}"));
+        println!(
+            "{:<18} {:>5} {:>11} {:>13} {:>9.3} {:>11.0} {:>15.0} {:>9.3} {:>8}",
+            r.workload,
+            r.cpus,
+            r.events,
+            r.translations,
+            r.wall_s,
+            r.events_per_sec,
+            r.translations_per_sec,
+            r.speed_ratio,
+            peak
+        );
+    }
+    let mut shown = Vec::new();
+    for r in &rows {
+        if !shown.contains(&&r.workload) {
+            shown.push(&r.workload);
+            println!("{}: {}", r.workload, r.command);
+        }
     }
     Ok(0)
 }

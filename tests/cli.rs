@@ -192,3 +192,72 @@ fn seed000_latctx_is_reproduced() {
 fn unknown_claim_lists_the_valid_ones() {
     assert_bad_input(&["reproduce", "--only", "seed999"], "valid claims: seed000-latctx");
 }
+
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let o = tlbkit(args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn bench_cpus_times_each_count_and_compares_it_with_the_first() {
+    let j = bench_json(&[
+        "bench",
+        "--cpus",
+        "2,4",
+        "--workload",
+        "mprotect_threaded",
+        "--set",
+        "iters=2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(j["machine"], "altra");
+    assert_eq!(j["policy"], "arm64-linux");
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|r| r["cpus"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4]);
+    for r in runs {
+        assert_eq!(r["workload"], "mprotect_threaded");
+        for k in ["events", "translations", "wall_s", "events_per_sec", "translations_per_sec", "speed_ratio"] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        }
+        assert!(r.get("peak_rss_mib").is_some(), "{r}");
+        let cmd = r["command"].as_str().unwrap();
+        assert!(cmd.contains("--machine altra") && cmd.ends_with("--set iters=2 --seed 1"), "{cmd}");
+    }
+    assert_eq!(runs[0]["speed_ratio"], 1.0);
+    // One copy per CPU: twice the CPUs, twice the events.
+    assert_eq!(runs[1]["events"].as_u64().unwrap(), 2 * runs[0]["events"].as_u64().unwrap());
+
+    let j = bench_json(&[
+        "bench",
+        "--cpus",
+        "3",
+        "--cpus",
+        "2",
+        "--workload",
+        "fileserver",
+        "--policy",
+        "arm64-linux-skipbcast",
+        "--set",
+        "ops=2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(j["policy"], "arm64-linux-skipbcast");
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|r| r["cpus"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 2]);
+    assert!(runs.iter().all(|r| r["workload"] == "fileserver"));
+}
+
+#[test]
+fn bench_cpus_bad_values_are_one_line_and_exit_2() {
+    assert_bad_input(&["bench", "--cpus", "0"], "--cpus 0 is out of range: give CPU counts from 1 to 4096");
+    assert_bad_input(&["bench", "--cpus", "32,4097"], "--cpus 4097 is out of range");
+    assert_bad_input(&["bench", "--cpus", "-3"], "--cpus '-3' is not a CPU count");
+    assert_bad_input(&["bench", "--cpus", "2,lots"], "--cpus 'lots' is not a CPU count");
+    assert_bad_input(&["bench", "--cpus", "2", "--policy", "x86-linux-pcid"], "policies that fit: arm64-");
+    assert_bad_input(&["bench", "--cpus", "2", "--workload", "nope"], "valid workloads: lat_ctx");
+    assert_bad_input(&["bench", "--cpus", "2", "--set", "ops=2"], "unknown parameter 'ops'");
+    assert_bad_input(&["bench", "--workload", "fileserver"], "apply only with --cpus");
+}
