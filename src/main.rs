@@ -78,7 +78,7 @@ enum Cmd {
         #[arg(long)]
         policy: Option<String>,
         /// With --cpus: a workload or machine parameter, key=value (repeatable),
-        /// overriding the bench's own (iters=200, ops=200).
+        /// overriding the bench's own (iters=500, ops=500).
         #[arg(long = "set")]
         sets: Vec<String>,
         #[arg(long, value_enum, default_value = "table")]
@@ -303,7 +303,8 @@ fn bench_cpus(
     }
     let host = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "machine {SCALE_MACHINE}, policy {policy}, one run per row, main phase timed (setup excluded), host {host} CPU(s)"
+        "machine {SCALE_MACHINE}, policy {policy}; main phase timed (setup excluded), median of 3 runs where one \
+         takes under 1 s; host {host} CPU(s)"
     );
     println!(
         "{:<18} {:>5} {:>11} {:>13} {:>9} {:>11} {:>15} {:>9} {:>8}",
