@@ -6,7 +6,8 @@
 //! - [`preset`]: machines and their documented costs.
 //! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
 //! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
-//!   [`holders`]: which TLBs a broadcast invalidation must visit.
+//!   [`holders`]: which TLBs a broadcast invalidation must visit; [`stalls`]: the time running CPUs lose to
+//!   incoming DVM messages, charged lazily.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
@@ -25,5 +26,6 @@ pub mod program;
 pub mod registry;
 pub mod run;
 pub mod sim;
+pub mod stalls;
 pub mod tlb;
 pub mod workload;

@@ -21,12 +21,14 @@
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
 //! last acknowledgement is back.
 //!
-//! Two shortcuts keep a message's host cost independent of the CPU count; neither
+//! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
 //! time, so their queues are always equal and one queue per socket stands for
-//! them. And a message is applied only to the TLBs that may hold what it removes
+//! them. A message is applied only to the TLBs that may hold what it removes
 //! ([`crate::holders`]); that is why every TLB fill goes through [`Machine::fill`]
-//! or [`Machine::pwc_fill`].
+//! or [`Machine::pwc_fill`]. And a running receiver's stall is charged when its
+//! `stolen` time is taken ([`crate::stalls`]); that is why the engine goes
+//! through [`Machine::take_stolen`] and [`Machine::set_busy_until`].
 //!
 //! # IPIs
 //! [`Hw::send_ipi`] and [`Hw::send_ipi_async`] cost the sender one
@@ -92,6 +94,7 @@
 
 use crate::holders::{Holders, Still};
 use crate::preset::Costs;
+use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -325,11 +328,13 @@ pub struct CpuState {
     pub asid: u16,
     /// When every broadcast invalidation this CPU issued is acknowledged.
     pub sync_until: u64,
-    /// When the CPU's current operation ends (kept by the engine).
+    /// When the CPU's current operation ends (kept by the engine through
+    /// [`Machine::set_busy_until`]).
     pub busy_until: u64,
     /// When the last IPI handler that interrupted this CPU returned.
     pub irq_until: u64,
-    /// Cycles IPI handlers and incoming DVM messages took from the operation the CPU was running.
+    /// Cycles IPI handlers and incoming DVM messages took from the operation the CPU
+    /// was running (the DVM messages' only once [`Machine::take_stolen`] settles them).
     pub stolen: u64,
 }
 
@@ -353,6 +358,8 @@ pub struct Machine {
     dvm_busy: Vec<u64>,
     /// Which CPUs' TLBs a broadcast invalidation must visit.
     holders: Holders,
+    /// The DVM stalls of running receivers, charged lazily.
+    stalls: Stalls,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state, by address / 64 (looked up, never iterated).
@@ -373,6 +380,7 @@ impl Machine {
             cores_per_socket,
             dvm_busy: vec![0; n.div_ceil(cores_per_socket.max(1))],
             holders: Holders::new(n),
+            stalls: Stalls::new(n, cores_per_socket),
             counters: HwCounters::default(),
             lines: HashMap::default(),
             root_refs: Vec::new(),
@@ -434,6 +442,19 @@ impl Machine {
     fn set_spinner(&mut self, addr: usize, spinner: Option<(usize, u64)>) {
         let line = self.lines.entry(addr / 64).or_default();
         line.spinner = spinner.map(|(c, t)| (c as u32, t));
+    }
+
+    /// Takes the cycles IPI handlers and incoming DVM messages took from `cpu`'s
+    /// current operation.
+    pub fn take_stolen(&mut self, cpu: usize) -> u64 {
+        self.stalls.settle(cpu, &mut self.cpus[cpu]);
+        std::mem::take(&mut self.cpus[cpu].stolen)
+    }
+
+    /// Sets when `cpu`'s current operation ends.
+    pub fn set_busy_until(&mut self, cpu: usize, t: u64) {
+        self.stalls.settle(cpu, &mut self.cpus[cpu]);
+        self.cpus[cpu].busy_until = t;
     }
 
     /// Fills walked translation `e` into `cpu`'s TLB (see [`Tlb::fill`]).
@@ -506,12 +527,7 @@ impl Machine {
             done_all = done_all.max(done + hop);
             // A receiver that is running something stalls while its TLBs are
             // invalidated (the issuer is waiting in its DSB anyway).
-            for cpu in socket * cps..((socket + 1) * cps).min(n) {
-                let st = &mut self.cpus[cpu];
-                if cpu != from && st.busy_until > start {
-                    st.stolen += process;
-                }
-            }
+            self.stalls.received(socket, from, start, process, &mut self.cpus);
         }
         done_all
     }
@@ -845,9 +861,9 @@ mod tests {
         let va = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
         let mut m = machine(1_000_000);
         broadcast_and_sync(&mut m, va);
-        assert_eq!(m.cpus[1].stolen, c.dvm_process, "a running CPU stalls while its TLB is searched");
-        assert_eq!(m.cpus[2].stolen, 0, "an idle CPU loses nothing");
-        assert_eq!(m.cpus[0].stolen, 0, "the issuer waits in its DSB instead");
+        assert_eq!(m.take_stolen(1), c.dvm_process, "a running CPU stalls while its TLB is searched");
+        assert_eq!(m.take_stolen(2), 0, "an idle CPU loses nothing");
+        assert_eq!(m.take_stolen(0), 0, "the issuer waits in its DSB instead");
     }
 
     #[test]
@@ -859,7 +875,7 @@ mod tests {
         let mut m = machine(10_000_000);
         let whole = broadcast_and_sync(&mut m, Tlbi::Asid(asid()));
         assert_eq!(whole - by_va, c.dvm_process_asid - c.dvm_process);
-        assert_eq!(m.cpus[1].stolen, c.dvm_process_asid);
+        assert_eq!(m.take_stolen(1), c.dvm_process_asid);
     }
 
     /// `n` CPUs of the Westmere preset (four to a socket).

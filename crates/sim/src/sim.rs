@@ -460,11 +460,11 @@ impl<P: Policy> Sim<P> {
         let cpu = cpu as usize;
         self.sched[cpu].armed = false;
         // IPI handlers that interrupted the CPU's last operation made it longer.
-        let st = &mut self.m.cpus[cpu];
-        let now = (t.max(self.sched[cpu].clock) + std::mem::take(&mut st.stolen)).max(st.irq_until);
+        let stolen = self.m.take_stolen(cpu);
+        let now = (t.max(self.sched[cpu].clock) + stolen).max(self.m.cpus[cpu].irq_until);
         let now = self.run_cpu(cpu, now);
         self.sched[cpu].clock = now;
-        self.m.cpus[cpu].busy_until = now;
+        self.m.set_busy_until(cpu, now);
         self.end = self.end.max(now);
         true
     }

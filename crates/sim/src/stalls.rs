@@ -1,0 +1,196 @@
+//! The time running CPUs lose to incoming DVM messages, charged lazily.
+//!
+//! The model ([`crate::machine`]): a CPU that is running something when a
+//! broadcast TLBI message starts being processed at it (the message's start is
+//! before the CPU's `busy_until`) loses the processing time (`stolen`); the
+//! issuer does not, since it waits in its `DSB`. Charging every receiver at
+//! every message would cost the host time proportional to the CPUs per message.
+//! Instead each socket keeps a log of its messages (start, processing time), and
+//! a CPU is charged when its charge is needed: before its `stolen` is taken and
+//! before its `busy_until` changes ([`Stalls::settle`]).
+//!
+//! # Why the result is the same
+//! A CPU's `busy_until` does not change between two settlements, and the
+//! messages of one socket start in non-decreasing order (each starts no earlier
+//! than the previous one ends), so the messages an eager charge would have
+//! charged since the last settlement are a prefix of those logged since then:
+//! those that start before `busy_until`. The issuer's own message is charged
+//! back when it would have been counted. Debug builds also charge eagerly and
+//! check that both agree at every settlement.
+//!
+//! # Memory
+//! A socket's log keeps what its CPUs have not been charged for yet. When it has
+//! doubled since it was last trimmed, every CPU that can gain no further charge
+//! from it (its `busy_until` is no later than the last message's start) is
+//! settled, and entries every CPU has been charged for are dropped: a log holds
+//! about the messages received during the longest operation still running.
+
+use crate::machine::CpuState;
+use std::collections::VecDeque;
+
+/// The DVM messages of one socket not yet charged to all its CPUs.
+#[derive(Default)]
+struct SocketLog {
+    /// Index (counted since the machine started) of the first entry kept.
+    base: usize,
+    /// When each message started being processed at the socket (non-decreasing).
+    starts: VecDeque<u64>,
+    /// Processing time of all messages before each kept one.
+    before: VecDeque<u64>,
+    /// Processing time of all messages.
+    total: u64,
+    /// Entries kept after the last trim.
+    kept: usize,
+}
+
+impl SocketLog {
+    /// Returns the index the next message will get.
+    fn end(&self) -> usize {
+        self.base + self.starts.len()
+    }
+
+    /// Returns the processing time of the messages from index `from` on that
+    /// started before `until`.
+    fn charge(&self, from: usize, until: u64) -> u64 {
+        let i = from - self.base;
+        let k = i.max(self.starts.partition_point(|&s| s < until));
+        let before = |k: usize| if k == self.starts.len() { self.total } else { self.before[k] };
+        before(k) - before(i)
+    }
+}
+
+/// Every socket's log and what each CPU has been charged for.
+pub struct Stalls {
+    cores_per_socket: usize,
+    logs: Vec<SocketLog>,
+    /// Per CPU: the index of the first message of its socket not yet charged.
+    seen: Vec<usize>,
+    /// Per CPU: processing time of its own messages within the charge to come.
+    own: Vec<u64>,
+    /// Per CPU, in debug builds: the charge to come, counted eagerly.
+    #[cfg(debug_assertions)]
+    eager: Vec<u64>,
+}
+
+/// Entries a log keeps before its first trim.
+const TRIM_AT: usize = 4096;
+
+impl Stalls {
+    /// Returns empty logs for `ncpus` CPUs, `cores_per_socket` to a socket.
+    pub fn new(ncpus: usize, cores_per_socket: usize) -> Self {
+        let cps = cores_per_socket.max(1);
+        Stalls {
+            cores_per_socket: cps,
+            logs: (0..ncpus.div_ceil(cps)).map(|_| SocketLog::default()).collect(),
+            seen: vec![0; ncpus],
+            own: vec![0; ncpus],
+            #[cfg(debug_assertions)]
+            eager: vec![0; ncpus],
+        }
+    }
+
+    /// Records a message from CPU `from` that starts being processed at `socket`
+    /// at `start`, taking `process` cycles; `cpus` are the machine's CPUs (a
+    /// socket's are settled when its log is trimmed).
+    pub fn received(&mut self, socket: usize, from: usize, start: u64, process: u64, cpus: &mut [CpuState]) {
+        let cps = self.cores_per_socket;
+        // An eager charge leaves the issuer out.
+        if from / cps == socket && cpus[from].busy_until > start {
+            self.own[from] += process;
+        }
+        #[cfg(debug_assertions)]
+        for (cpu, st) in cpus.iter().enumerate().skip(socket * cps).take(cps) {
+            if cpu != from && st.busy_until > start {
+                self.eager[cpu] += process;
+            }
+        }
+        let log = &mut self.logs[socket];
+        debug_assert!(log.starts.back().is_none_or(|&s| s <= start), "DVM starts out of order");
+        log.starts.push_back(start);
+        log.before.push_back(log.total);
+        log.total += process;
+        if log.starts.len() >= TRIM_AT.max(2 * log.kept) {
+            self.trim(socket, start, cpus);
+        }
+    }
+
+    /// Charges `cpu` (its state `st`) for the messages it received since it was
+    /// last charged. Call it before `st.stolen` is read and before
+    /// `st.busy_until` changes.
+    pub fn settle(&mut self, cpu: usize, st: &mut CpuState) {
+        let log = &self.logs[cpu / self.cores_per_socket];
+        let charge = log.charge(self.seen[cpu], st.busy_until) - std::mem::take(&mut self.own[cpu]);
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(charge, std::mem::take(&mut self.eager[cpu]), "cpu{cpu}: lazy and eager DVM charges differ");
+        st.stolen += charge;
+        self.seen[cpu] = log.end();
+    }
+
+    /// Settles every CPU of `socket` whose `busy_until` is no later than `last`
+    /// (the latest start: no message to come can charge it), then drops what
+    /// every CPU of the socket has been charged for.
+    fn trim(&mut self, socket: usize, last: u64, cpus: &mut [CpuState]) {
+        let cps = self.cores_per_socket;
+        let range = socket * cps..((socket + 1) * cps).min(cpus.len());
+        for cpu in range.clone() {
+            if cpus[cpu].busy_until <= last {
+                self.settle(cpu, &mut cpus[cpu]);
+            }
+        }
+        let log = &mut self.logs[socket];
+        let keep_from = range.map(|c| self.seen[c]).min().unwrap_or(log.end());
+        let drop = keep_from - log.base;
+        log.starts.drain(..drop);
+        log.before.drain(..drop);
+        log.base = keep_from;
+        log.kept = log.starts.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tlb::Tlb;
+
+    fn cpus(n: usize) -> Vec<CpuState> {
+        (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect()
+    }
+
+    #[test]
+    fn a_cpu_is_charged_the_messages_that_started_while_it_ran_but_not_its_own() {
+        let mut c = cpus(2);
+        let mut s = Stalls::new(2, 2);
+        c[0].busy_until = 100;
+        c[1].busy_until = 100;
+        s.received(0, 0, 10, 3, &mut c);
+        s.received(0, 1, 50, 5, &mut c);
+        s.received(0, 0, 100, 7, &mut c);
+        s.settle(0, &mut c[0]);
+        s.settle(1, &mut c[1]);
+        assert_eq!((c[0].stolen, c[1].stolen), (5, 3), "each is left out of its own messages");
+        // Nothing is charged twice; later messages count against the new busy_until.
+        c[0].busy_until = 300;
+        s.received(0, 1, 200, 11, &mut c);
+        s.settle(0, &mut c[0]);
+        assert_eq!(c[0].stolen, 16);
+    }
+
+    #[test]
+    fn trimming_keeps_what_a_running_cpu_has_not_been_charged_for() {
+        let mut c = cpus(2);
+        let mut s = Stalls::new(2, 2);
+        c[0].busy_until = u64::MAX;
+        for t in 0..3 * TRIM_AT as u64 {
+            s.received(0, 1, t, 1, &mut c);
+        }
+        assert_eq!(s.logs[0].starts.len(), 3 * TRIM_AT, "cpu0 runs on: nothing may go");
+        s.settle(0, &mut c[0]);
+        assert_eq!(c[0].stolen, 3 * TRIM_AT as u64);
+        assert_eq!(c[1].stolen, 0, "cpu1 was idle throughout");
+        c[0].busy_until = 0;
+        for t in 0..TRIM_AT as u64 * 4 {
+            s.received(0, 1, 3 * TRIM_AT as u64 + t, 1, &mut c);
+        }
+        assert!(s.logs[0].starts.len() < 2 * TRIM_AT, "both CPUs settled: the log shrinks");
+    }
+}
