@@ -144,16 +144,20 @@ pub struct Tlb {
     l2: Vec<TlbEntry>,
     /// Mirror of the L2's tags, as for the L1.
     l2_keys: Vec<u64>,
+    /// Mirror of the L2's ASIDs (meaningful where the key is valid): an
+    /// invalidation by ASID reads these, not whole entries.
+    l2_asids: Vec<u16>,
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
     /// Mirror of the walk cache's keys (`u64::MAX` when invalid), for a compact scan.
     pwc_keys: Vec<u64>,
     clock: u64,
-    /// A filter of the ASIDs non-global entries were filled under (bit `asid %
-    /// 1024`), cleared only when everything is invalidated: an invalidation for an
-    /// ASID whose bit is clear has nothing to remove and skips the scan.
-    asids: [u64; ASID_FILTER_WORDS],
+    /// A filter of the ASIDs non-global entries were filled under (bit
+    /// [`asid_bucket`]), cleared only when everything is invalidated: an
+    /// invalidation for an ASID whose bit is clear has nothing to remove and skips
+    /// the scan.
+    asids: Box<[u64; ASID_FILTER_WORDS]>,
     /// Valid entries of every level (L1, L2, walk cache) by [`block_bucket`] of
     /// their 2 MB block: a bucket at zero holds nothing an invalidation by VA in
     /// one of its blocks could remove.
@@ -161,7 +165,7 @@ pub struct Tlb {
 }
 
 /// Words of [`Tlb`]'s ASID filter.
-const ASID_FILTER_WORDS: usize = 16;
+const ASID_FILTER_WORDS: usize = 64;
 
 /// Buckets of [`Tlb`]'s ASID filter: [`asid_bucket`] takes values below this.
 pub const ASID_BUCKETS: usize = 64 * ASID_FILTER_WORDS;
@@ -191,12 +195,13 @@ impl Tlb {
             l1_lru: vec![0; l1],
             l2: vec![TlbEntry::default(); l2],
             l2_keys: vec![u64::MAX; l2],
+            l2_asids: vec![0; l2],
             l2_ways,
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
             pwc_keys: vec![u64::MAX; pwc],
             clock: 0,
-            asids: [0; ASID_FILTER_WORDS],
+            asids: Box::new([0; ASID_FILTER_WORDS]),
             blocks: vec![0; BLOCK_BUCKETS],
         }
     }
@@ -304,6 +309,7 @@ impl Tlb {
         self.count_block(e.block(), true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
+        self.l2_asids[victim] = e.asid;
         if !speculative {
             // The key mirror matches exactly the valid entries of the same tag and size.
             let k = key(&e);
@@ -372,7 +378,7 @@ impl Tlb {
     pub fn invalidate(&mut self, op: Inval) -> usize {
         match op {
             Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) => return 0,
-            Inval::All => self.asids = [0; ASID_FILTER_WORDS],
+            Inval::All => *self.asids = [0; ASID_FILTER_WORDS],
             _ => {}
         }
         let mut n = 0;
@@ -405,6 +411,9 @@ impl Tlb {
         let b = if b == a { 0..0 } else { b };
         for i in a.chain(b) {
             if keys.is_some_and(|(k4, k2)| self.l2_keys[i] != k4 && self.l2_keys[i] != k2) {
+                continue;
+            }
+            if matches!(op, Inval::Asid(x) if self.l2_asids[i] != x) {
                 continue;
             }
             let e = &mut self.l2[i];
@@ -544,9 +553,9 @@ mod tests {
         let mut t = Tlb::new(4, 16, 4, 4);
         t.fill(entry(0x1000, 1, 0), false);
         t.pwc_fill(0x1000, 1, false);
-        // ASID 7 was never filled; 1025 shares ASID 1's filter bit but not its entries.
+        // ASID 7 was never filled; 4097 shares ASID 1's filter bit but not its entries.
         assert_eq!(t.invalidate(Inval::Asid(7)), 0);
-        assert_eq!(t.invalidate(Inval::Asid(1025)), 0);
+        assert_eq!(t.invalidate(Inval::Asid(4097)), 0);
         assert!(t.lookup(0x1000, 1).is_some());
         assert!(t.pwc_lookup(0x1000, 1, false));
         assert_eq!(t.invalidate(Inval::Va { asid: 1, va: 0x1000 }), 2);
