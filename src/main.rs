@@ -78,7 +78,7 @@ enum Cmd {
         #[arg(long)]
         policy: Option<String>,
         /// With --cpus: a workload or machine parameter, key=value (repeatable),
-        /// overriding the bench's own (iters=500, ops=500).
+        /// overriding the bench's own (iters=200, ops=500).
         #[arg(long = "set")]
         sets: Vec<String>,
         #[arg(long, value_enum, default_value = "table")]

@@ -544,7 +544,7 @@ pub const SCALE_POLICY: &str = "arm64-linux";
 /// The workloads `tlbkit bench --cpus` times, with the parameters it sets: a fixed
 /// amount of work per CPU (one copy or thread per CPU), so that an ideal simulator
 /// would keep its events per second at every CPU count.
-pub const SCALE_WORKLOADS: &[(&str, &[&str])] = &[("mprotect_threaded", &["iters=500"]), ("fileserver", &["ops=500"])];
+pub const SCALE_WORKLOADS: &[(&str, &[&str])] = &[("mprotect_threaded", &["iters=200"]), ("fileserver", &["ops=500"])];
 
 /// One row of `tlbkit bench --cpus`: one workload at one CPU count.
 #[derive(Clone, Debug, Serialize)]
