@@ -134,13 +134,18 @@ fn list_json_has_the_contract_shape() {
     }
 }
 
+/// Runs `tlbkit reproduce --only id` and returns the claim's JSON.
+fn claim(id: &str) -> serde_json::Value {
+    let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    j["claims"][0].take()
+}
+
 #[test]
 fn seed002_claims_are_reproduced() {
     for id in ["seed002-pingpong", "seed002-pingpong-512"] {
-        let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let c = &j["claims"][0];
+        let c = &claim(id);
         assert_eq!(c["baseline"], "x86-linux-nopcid");
         assert_eq!(c["variant"], "x86-linux-pcid");
         assert_eq!(c["verdict"], "reproduced", "{c}");
@@ -151,10 +156,7 @@ fn seed002_claims_are_reproduced() {
 #[test]
 fn seed001_claims_are_reproduced() {
     for id in ["seed001-mprotect", "seed001-tcmalloc", "seed001-sort"] {
-        let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let c = &j["claims"][0];
+        let c = &claim(id);
         assert_eq!(c["variant"], "arm64-linux-skipbcast");
         assert_eq!(c["verdict"], "reproduced", "{c}");
     }
@@ -162,10 +164,7 @@ fn seed001_claims_are_reproduced() {
 
 #[test]
 fn seed003_shootdown_is_reproduced_on_the_seeds_eight_cpus() {
-    let o = tlbkit(&["reproduce", "--only", "seed003-shootdown", "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let c = &j["claims"][0];
+    let c = &claim("seed003-shootdown");
     assert_eq!(c["baseline"], "x86-freebsd-counter");
     assert_eq!(c["variant"], "x86-freebsd-gen");
     assert_eq!(c["verdict"], "reproduced", "{c}");
@@ -177,10 +176,7 @@ fn seed003_shootdown_is_reproduced_on_the_seeds_eight_cpus() {
 
 #[test]
 fn seed000_latctx_is_reproduced() {
-    let o = tlbkit(&["reproduce", "--only", "seed000-latctx", "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let c = &j["claims"][0];
+    let c = &claim("seed000-latctx");
     assert_eq!(c["id"], "seed000-latctx");
     assert_eq!(c["baseline"], "arm64-noasid");
     assert_eq!(c["variant"], "arm64-freebsd-asid");
