@@ -127,7 +127,10 @@ fn list_json_has_the_contract_shape() {
     for p in ["arm64-linux", "x86-linux-nopcid", "x86-linux-pcid"] {
         assert!(names("policies").contains(&p.to_string()), "{p}");
     }
-    for k in ["machines", "policies", "workloads"] {
+    for p in ["no_stale_use", "no_lost_dirty", "no_tlb_conflict"] {
+        assert!(names("properties").contains(&p.to_string()), "{p}");
+    }
+    for k in ["machines", "policies", "workloads", "properties"] {
         let arr = j[k].as_array().unwrap();
         assert!(!arr.is_empty());
         assert!(arr.iter().all(|e| e["name"].is_string() && e["description"].is_string()));
