@@ -53,6 +53,10 @@ pub struct Pte {
     pub floor: u64,
     /// Oracle: the obligation of that change.
     pub floor_obl: u32,
+    /// Ground truth: a CPU wrote the page through this mapping since the kernel
+    /// last mapped it or took its dirty state (what `no_lost_dirty` judges a
+    /// teardown's report by). Kept across a clear until the kernel judges it.
+    pub written: bool,
 }
 
 impl Pte {

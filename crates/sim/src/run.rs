@@ -382,6 +382,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         asid_bits: mp.asid_bits,
         max_mms,
         max_events: 200_000_000,
+        contpte: Default::default(),
     }
 }
 
