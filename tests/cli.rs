@@ -112,6 +112,15 @@ fn asid_width_and_architecture_mismatches_name_what_fits() {
         "policy 'x86-linux-pcid' is for x86-64 machines but 'cortex-a72' is arm64; policies that fit: arm64-",
     );
     assert_bad_input(&refs(&with("procs=6", "kpti=maybe")), "kpti=maybe: give on or off");
+    assert_bad_input(
+        &refs(&with("procs=6", "teardown=fast")),
+        "--set teardown=fast: unknown teardown 'fast'; valid teardowns: noopt, simple, robust, clear_ptes",
+    );
+    assert_bad_input(
+        &refs(&with("procs=6", "contpte=on")),
+        "--set contpte=on and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to the \
+         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast), not arm64-freebsd-asid",
+    );
 }
 
 #[test]
