@@ -7,6 +7,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use tlbkit_sim::claims::{self, CLAIMS};
+use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
 use tlbkit_sim::registry::POLICIES;
 use tlbkit_sim::run::{
@@ -29,7 +30,7 @@ enum Format {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List machines, policies and workloads.
+    /// List machines, policies, workloads and the properties the oracle checks.
     List {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -144,16 +145,25 @@ fn list(format: Format) -> Result<u8, String> {
         POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
     let workloads: Vec<(String, String)> =
         WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
+    let properties: Vec<(String, String)> =
+        Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect();
     if format == Format::Json {
         let j = |v: &[(String, String)]| -> serde_json::Value {
             v.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect()
         };
-        let doc = serde_json::json!({"machines": j(&machines), "policies": j(&policies), "workloads": j(&workloads)});
+        let doc = serde_json::json!({
+            "machines": j(&machines),
+            "policies": j(&policies),
+            "workloads": j(&workloads),
+            "properties": j(&properties),
+        });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
     let width = machines.iter().chain(&policies).chain(&workloads).map(|(n, _)| n.len()).max().unwrap_or(0);
-    for (title, rows) in [("machines", &machines), ("policies", &policies), ("workloads", &workloads)] {
+    let all =
+        [("machines", &machines), ("policies", &policies), ("workloads", &workloads), ("properties", &properties)];
+    for (title, rows) in all {
         println!("{title}:");
         for (n, d) in rows {
             println!("  {n:<width$}  {d}");

@@ -112,6 +112,15 @@ fn asid_width_and_architecture_mismatches_name_what_fits() {
         "policy 'x86-linux-pcid' is for x86-64 machines but 'cortex-a72' is arm64; policies that fit: arm64-",
     );
     assert_bad_input(&refs(&with("procs=6", "kpti=maybe")), "kpti=maybe: give on or off");
+    assert_bad_input(
+        &refs(&with("procs=6", "teardown=fast")),
+        "--set teardown=fast: unknown teardown 'fast'; valid teardowns: noopt, simple, robust, clear_ptes",
+    );
+    assert_bad_input(
+        &refs(&with("procs=6", "contpte=on")),
+        "--set contpte=on and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to the \
+         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast), not arm64-freebsd-asid",
+    );
 }
 
 #[test]
@@ -127,7 +136,10 @@ fn list_json_has_the_contract_shape() {
     for p in ["arm64-linux", "x86-linux-nopcid", "x86-linux-pcid"] {
         assert!(names("policies").contains(&p.to_string()), "{p}");
     }
-    for k in ["machines", "policies", "workloads"] {
+    for p in ["no_stale_use", "no_lost_dirty", "no_tlb_conflict"] {
+        assert!(names("properties").contains(&p.to_string()), "{p}");
+    }
+    for k in ["machines", "policies", "workloads", "properties"] {
         let arr = j[k].as_array().unwrap();
         assert!(!arr.is_empty());
         assert!(arr.iter().all(|e| e["name"].is_string() && e["description"].is_string()));

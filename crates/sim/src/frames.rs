@@ -4,6 +4,29 @@
 //! remember the obligation under which their last mapping was removed, so that
 //! the oracle can tell when a frame is reused while still mapped by a TLB that
 //! has not been flushed yet.
+//!
+//! With `contpte` on, the kernel also allocates *folios*: [`FOLIO_PAGES`]
+//! physically contiguous frames aligned on their size (64 KB), the unit Linux's
+//! large anonymous folios and the page cache's large folios come in. A folio's
+//! frames keep their own reference counts (a page of it can be shared or
+//! unmapped alone), and the folio goes back to a free list of its own, LIFO, once
+//! all of them are free: it is allocated and freed whole, as Linux frees a folio
+//! when its last reference goes. Single frames never come from a folio.
+
+/// Frames in a folio (64 KB of 4 KB pages).
+pub const FOLIO_PAGES: u64 = 16;
+
+/// What a frame belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FrameKind {
+    /// A single frame (or a kernel block's).
+    #[default]
+    Single,
+    /// A page of an anonymous folio.
+    AnonFolio,
+    /// A page of a page-cache folio (a file's).
+    FileFolio,
+}
 
 /// Physical memory.
 #[derive(Default)]
@@ -13,6 +36,12 @@ pub struct Frames {
     refs: Vec<u32>,
     /// Per frame: the obligation that must be discharged before reuse (0 = none).
     pending: Vec<u32>,
+    /// Per frame: what it belongs to (empty until the first folio).
+    kind: Vec<FrameKind>,
+    /// Per folio (by first frame / [`FOLIO_PAGES`]): its frames still referenced.
+    folio_live: Vec<u8>,
+    /// Free folios, by first frame, LIFO.
+    free_folios: Vec<u64>,
 }
 
 impl Frames {
@@ -43,6 +72,52 @@ impl Frames {
         first
     }
 
+    /// Returns a folio of [`FOLIO_PAGES`] frames aligned on its size, each with one
+    /// reference, of `kind` ([`FrameKind::AnonFolio`] or [`FrameKind::FileFolio`]),
+    /// and the undischarged obligations its frames were last unmapped under (0
+    /// where none): the most recently freed folio first, else new frames (the
+    /// frames skipped to align it go to the single-frame free list).
+    pub fn alloc_folio(&mut self, kind: FrameKind) -> (u64, [u32; FOLIO_PAGES as usize]) {
+        debug_assert!(kind != FrameKind::Single);
+        let first = match self.free_folios.pop() {
+            Some(f) => f,
+            None => {
+                let first = self.next.next_multiple_of(FOLIO_PAGES);
+                for pfn in self.next..first {
+                    self.refs.push(0);
+                    self.pending.push(0);
+                    self.free.push(pfn);
+                }
+                self.next = first + FOLIO_PAGES;
+                self.refs.resize(self.next as usize, 0);
+                self.pending.resize(self.next as usize, 0);
+                first
+            }
+        };
+        self.kind.resize(self.next as usize, FrameKind::Single);
+        self.folio_live.resize((self.next / FOLIO_PAGES) as usize, 0);
+        let mut obls = [0; FOLIO_PAGES as usize];
+        for (i, obl) in obls.iter_mut().enumerate() {
+            let pfn = (first + i as u64) as usize;
+            self.refs[pfn] = 1;
+            self.kind[pfn] = kind;
+            *obl = std::mem::take(&mut self.pending[pfn]);
+        }
+        self.folio_live[(first / FOLIO_PAGES) as usize] = FOLIO_PAGES as u8;
+        (first, obls)
+    }
+
+    /// Returns what frame `pfn` belongs to.
+    #[inline]
+    pub fn kind(&self, pfn: u64) -> FrameKind {
+        self.kind.get(pfn as usize).copied().unwrap_or_default()
+    }
+
+    /// Returns the first frame of the folio holding `pfn`, if it belongs to one.
+    pub fn folio_of(&self, pfn: u64) -> Option<u64> {
+        (self.kind(pfn) != FrameKind::Single).then_some(pfn - pfn % FOLIO_PAGES)
+    }
+
     /// Adds a reference (a copy-on-write share).
     pub fn get(&mut self, pfn: u64) {
         self.refs[pfn as usize] += 1;
@@ -61,7 +136,15 @@ impl Frames {
         *r -= 1;
         if *r == 0 {
             self.pending[pfn as usize] = obl;
-            self.free.push(pfn);
+            if self.kind(pfn) == FrameKind::Single {
+                self.free.push(pfn);
+                return;
+            }
+            let live = &mut self.folio_live[(pfn / FOLIO_PAGES) as usize];
+            *live -= 1;
+            if *live == 0 {
+                self.free_folios.push(pfn - pfn % FOLIO_PAGES);
+            }
         }
     }
 
@@ -85,6 +168,28 @@ mod tests {
         assert_eq!(c, a);
         assert_eq!(obl, 7);
         assert_ne!(b, c);
+    }
+
+    #[test]
+    fn a_folio_is_aligned_and_reused_whole_once_every_frame_is_free() {
+        let mut f = Frames::default();
+        let (single, _) = f.alloc();
+        let (a, _) = f.alloc_folio(FrameKind::AnonFolio);
+        assert_eq!(a % FOLIO_PAGES, 0);
+        assert_eq!((f.kind(a + 3), f.folio_of(a + 15), f.folio_of(single)), (FrameKind::AnonFolio, Some(a), None));
+        // The frames skipped to align the folio are handed out singly.
+        let (s2, _) = f.alloc();
+        assert!(s2 > single && s2 < a);
+        for i in 0..15 {
+            f.put(a + i, 9);
+        }
+        let (b, _) = f.alloc_folio(FrameKind::FileFolio);
+        assert_ne!(b, a, "one frame of the first folio is still referenced");
+        f.put(a + 15, 9);
+        let (c, obls) = f.alloc_folio(FrameKind::AnonFolio);
+        assert_eq!((c, obls), (a, [9; 16]));
+        let s3 = f.alloc().0;
+        assert!(s3 < a && s3 != s2 && s3 != single, "single frames never come from a folio");
     }
 
     #[test]

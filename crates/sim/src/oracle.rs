@@ -16,6 +16,19 @@
 //!   every address-space switch and every discharge.
 //! - `no_reuse_while_mapped`: a frame is handed out again while an undischarged
 //!   obligation still covers a mapping of it.
+//! - `no_lost_dirty` (contiguous PTEs): a page of a file that a CPU wrote since it
+//!   was mapped is reported clean by the PTE value the kernel got back when it
+//!   cleared the page's PTE (a teardown, `munmap`, `madvise`), or, after a change
+//!   to a block's access flags or permissions, no valid PTE of its block holds
+//!   the dirty state any more. Judged per page: the contract of
+//!   `ptep_get_and_clear_full` is that it returns what `ptep_get` would have
+//!   reported for that page at that moment. Only file pages are judged, the ones
+//!   whose dirtiness the kernel acts on (an anonymous page is freed, dirty or not).
+//! - `no_tlb_conflict` (contiguous PTEs): a walk (or, under `--strict`, a write
+//!   through `PteMem`) finds a contiguous block whose valid PTEs disagree in
+//!   anything but the access flag and the dirty state (Arm ARM, "Misprogramming
+//!   of the Contiguous bit"); or a CPU holds a 64 KB entry and a 4 KB entry for
+//!   the same page under one tag. Break-before-make is what prevents both.
 
 use serde::Serialize;
 use std::fmt;
@@ -32,6 +45,10 @@ pub enum Property {
     NoStaleHeld,
     /// A frame reused while a not-yet-flushed mapping of it may remain.
     NoReuseWhileMapped,
+    /// A written file page reported clean (contiguous PTEs).
+    NoLostDirty,
+    /// A misprogrammed contiguous block, or overlapping 64 KB and 4 KB entries.
+    NoTlbConflict,
 }
 
 impl Property {
@@ -42,8 +59,38 @@ impl Property {
             Property::NoAsidAlias => "no_asid_alias",
             Property::NoStaleHeld => "no_stale_held",
             Property::NoReuseWhileMapped => "no_reuse_while_mapped",
+            Property::NoLostDirty => "no_lost_dirty",
+            Property::NoTlbConflict => "no_tlb_conflict",
         }
     }
+
+    /// Returns one line saying what the property forbids (for `tlbkit list`).
+    pub fn description(self) -> &'static str {
+        match self {
+            Property::NoStaleUse => "no CPU uses a translation after the flush for its removal or weakening returned",
+            Property::NoAsidAlias => "no CPU uses a user translation filled from another address space",
+            Property::NoStaleHeld => {
+                "--strict: no CPU holds a stale or foreign entry under the tag it runs with (speculation could use it)"
+            }
+            Property::NoReuseWhileMapped => "no frame is reused while a not-yet-flushed mapping of it may remain",
+            Property::NoLostDirty => {
+                "contpte: a file page written since it was mapped is reported dirty when its PTE is cleared"
+            }
+            Property::NoTlbConflict => {
+                "contpte: no contiguous block's valid PTEs disagree, no CPU holds a 64 KB and a 4 KB entry of one page"
+            }
+        }
+    }
+
+    /// Every property, in the order the documentation lists them.
+    pub const ALL: [Property; 6] = [
+        Property::NoStaleUse,
+        Property::NoAsidAlias,
+        Property::NoStaleHeld,
+        Property::NoReuseWhileMapped,
+        Property::NoLostDirty,
+        Property::NoTlbConflict,
+    ];
 }
 
 /// An open or discharged duty to invalidate.

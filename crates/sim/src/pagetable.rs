@@ -21,7 +21,7 @@ pub type PteRef = u32;
 pub const P_VALID: u16 = 1;
 /// PTE bit: writes are allowed.
 pub const P_WRITE: u16 = 2;
-/// PTE bit: user-accessible (arm64 AP[1], x86 U/S).
+/// PTE bit: user-accessible (arm64 `AP[1]`, x86 U/S).
 pub const P_USER: u16 = 4;
 /// PTE bit: global (arm64 nG clear, x86 G set).
 pub const P_GLOBAL: u16 = 8;
@@ -31,6 +31,14 @@ pub const P_ACCESS: u16 = 16;
 pub const P_DIRTY: u16 = 32;
 /// PTE bit: a 2 MB block descriptor.
 pub const P_HUGE: u16 = 64;
+/// PTE bit: one of 16 PTEs of a 64 KB-aligned block that map 16 physically
+/// contiguous, equally aligned frames, which the TLB may cache as one 64 KB entry
+/// (arm64 `PTE_CONT`; the policy crate's `PteVal::CONT`).
+pub const P_CONT: u16 = 128;
+/// Shift of a 64 KB contiguous block.
+pub const SHIFT_64K: u32 = 16;
+/// PTEs in a contiguous block.
+pub const CONT_PTES: u64 = 16;
 
 /// A page-table entry with its ground-truth bookkeeping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,6 +53,10 @@ pub struct Pte {
     pub floor: u64,
     /// Oracle: the obligation of that change.
     pub floor_obl: u32,
+    /// Ground truth: a CPU wrote the page through this mapping since the kernel
+    /// last mapped it or took its dirty state (what `no_lost_dirty` judges a
+    /// teardown's report by). Kept across a clear until the kernel judges it.
+    pub written: bool,
 }
 
 impl Pte {
@@ -55,6 +67,10 @@ impl Pte {
     /// Returns whether the entry allows writes.
     pub fn writable(&self) -> bool {
         self.flags & P_WRITE != 0
+    }
+    /// Returns whether the entry is valid and has the contiguous bit.
+    pub fn valid_cont(&self) -> bool {
+        self.flags & (P_VALID | P_CONT) == P_VALID | P_CONT
     }
 }
 
@@ -231,6 +247,33 @@ impl PageTables {
         }
     }
 
+    /// Calls `f(va, pages)` for each piece of `pages` pages from `start` that one
+    /// existing last-level table covers, in ascending order: the ranges a
+    /// `zap_pmd_range` hands to `zap_pte_range` (missing tables and 2 MB blocks
+    /// are skipped).
+    pub fn for_each_leaf_table(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, u64)) {
+        let end = start + pages * 4096;
+        let next = |va: u64, shift: u32| ((((va >> shift) as u128 + 1) << shift).min(end as u128)) as u64;
+        let mut va = start;
+        while va < end {
+            let mut d = root;
+            for level in 0..3 {
+                let e = self.dirs[d as usize][idx(va, level)];
+                if e == EMPTY || e & BLOCK != 0 {
+                    va = next(va, 39 - 9 * level);
+                    break;
+                }
+                if level == 2 {
+                    let stop = next(va, SHIFT_2M);
+                    f(va, (stop - va) / 4096);
+                    va = stop;
+                    break;
+                }
+                d = e - 1;
+            }
+        }
+    }
+
     /// Frees every table of the tree under `root`, the root included.
     pub fn free_tree(&mut self, root: u32) {
         self.free_dir(root, 0);
@@ -312,6 +355,19 @@ mod tests {
         assert_eq!(seen, want);
         // Five leaf tables (the first from its second slot) and one block.
         assert_eq!(seen.len(), 511 + 4 * 512 + 1);
+    }
+
+    #[test]
+    fn leaf_tables_cover_what_for_each_slot_visits() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        for va in [0x1000, 0x40_0000, 0x4000_0000] {
+            pt.ensure_leaf(root, va);
+        }
+        pt.ensure_block(root, 0x60_0000);
+        let mut pieces = Vec::new();
+        pt.for_each_leaf_table(root, 0x3000, (0x4010_0000 - 0x3000) / 4096, |va, n| pieces.push((va, n)));
+        assert_eq!(pieces, vec![(0x3000, 509), (0x40_0000, 512), (0x4000_0000, 256)]);
     }
 
     #[test]

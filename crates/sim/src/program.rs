@@ -42,6 +42,22 @@ pub enum Sys {
         /// Whether the mapping is writable.
         write: bool,
     },
+    /// Maps `pages` pages of file `file` from its start, shared (`MAP_SHARED`),
+    /// writable if `write`; returns the address. The file's pages live in the
+    /// page cache, which keeps them after every mapping is gone: another mapping
+    /// of the same file, in this or another process, maps the same frames. A
+    /// write marks the page dirty in its PTE, and the kernel must see that
+    /// dirtiness when it clears the PTE (unmap, `madvise`, exit) to write the
+    /// page back: the oracle's `no_lost_dirty`. With `contpte` on, the page cache
+    /// holds 64 KB folios and a fault maps a whole folio (fault-around).
+    MmapFile {
+        /// Which file (any number; files exist from their first mapping).
+        file: u32,
+        /// Pages to map.
+        pages: u64,
+        /// Whether the mapping is writable.
+        write: bool,
+    },
     /// Unmaps `pages` pages at `va`.
     Munmap {
         /// First page.

@@ -7,11 +7,12 @@
 use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
 use crate::registry::{self, POLICIES};
-use crate::sim::{Sim, SimConfig};
+use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::workload::{self, Params, Phase, WORKLOADS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Policy;
 
@@ -100,6 +101,37 @@ pub struct Metrics {
     pub syscalls: u64,
     /// Simulator events processed.
     pub events: u64,
+    /// The contpte metrics below are reported when `--set contpte` or `--set
+    /// teardown` is given (so other runs print what they always printed).
+    /// 64 KB TLB fills, speculative ones included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contpte_fills: Option<u64>,
+    /// 64 KB folios allocated (anonymous and page cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folios: Option<u64>,
+    /// Range flushes the arm64 arch code made through `PteMem` (fold and unfold
+    /// break-before-make, access-flag updates, copy-on-write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pte_range_flushes: Option<u64>,
+    /// Of those, the ones made while exiting address spaces were torn down
+    /// (`noopt`: one per contiguous block; the other strategies none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_range_flushes: Option<u64>,
+    /// Address spaces torn down by `exit` (each process's last thread).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exits: Option<u64>,
+    /// Simulated time those teardowns took, in nanoseconds, summed: clearing
+    /// every PTE, the flush of the address space, freeing the frames (the
+    /// `exit_group` cost seed 004 measures; divide by `exits`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_teardown_ns: Option<f64>,
+    /// Hardware actions (another CPU's write or speculative fill) the simulator
+    /// placed between two page-table accesses of the arch code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hw_races: Option<u64>,
+    /// File pages reported dirty when their PTE was cleared (written back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_writebacks: Option<u64>,
 }
 
 /// What a run produced.
@@ -137,6 +169,15 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("slice_us", "scheduler time slice in microseconds (default 4000)"),
     ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
+    (
+        "contpte",
+        "off|folios|on: arm64-linux kernels only; 64 KB folios for anonymous memory and files, mapped with the \
+         contiguous bit (on) or without (folios, seed 004's baseline) (default off)",
+    ),
+    (
+        "teardown",
+        "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
+    ),
 ];
 
 /// The machine and kernel settings after `--set`.
@@ -147,6 +188,7 @@ struct MachineParams {
     spec_rate: f64,
     migration: bool,
     slice_us: f64,
+    contpte: ContpteConfig,
 }
 
 fn valid_keys(wl: &workload::WorkloadDef) -> String {
@@ -192,6 +234,7 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
         spec_rate: 0.02,
         migration: false,
         slice_us: 4000.0,
+        contpte: ContpteConfig::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     for s in &spec.sets {
@@ -254,6 +297,17 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                     _ => return Err(format!("--set migration={v}: give on or off")),
                 }
             }
+            "contpte" => {
+                mp.contpte.mode = ContMode::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
+                    let modes: Vec<&str> = ContMode::ALL.iter().map(|m| m.name()).collect();
+                    format!("--set contpte={v}: give one of {}", modes.join(", "))
+                })?;
+                mp.contpte.report = true;
+            }
+            "teardown" => {
+                mp.contpte.teardown = Teardown::from_name(v).map_err(|e| format!("--set teardown={v}: {e}"))?;
+                mp.contpte.report = true;
+            }
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
@@ -276,6 +330,17 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
             }
         }
     }
+    let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
+    if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.name.starts_with("arm64-linux") {
+        let linux: Vec<&str> = POLICIES.iter().filter(|p| p.name.starts_with("arm64-linux")).map(|p| p.name).collect();
+        return Err(format!(
+            "--set contpte={} and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to \
+             the arm64 Linux policies ({}), not {}",
+            mp.contpte.mode.name(),
+            linux.join(", "),
+            pol.name
+        ));
+    }
     Ok((preset, wl, mp, params))
 }
 
@@ -297,6 +362,7 @@ struct Outcome {
 fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
     let s = sim.stats;
     let h = sim.counters();
+    let cont = |x: u64| sim.cfg.contpte.report.then_some(x);
     Metrics {
         sim_time_ns: sim.end as f64 / sim.ghz(),
         tlb_accesses: s.tlb_accesses,
@@ -319,6 +385,14 @@ fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
         full_flushes: h.full_flushes,
         syscalls: s.syscalls,
         events: s.events,
+        contpte_fills: cont(s.contpte_fills),
+        folios: cont(s.folios),
+        pte_range_flushes: cont(s.pte_range_flushes),
+        exit_range_flushes: cont(s.exit_range_flushes),
+        exits: cont(s.exits),
+        exit_teardown_ns: sim.cfg.contpte.report.then_some(s.exit_teardown_cycles as f64 / sim.ghz()),
+        hw_races: cont(s.hw_races),
+        file_writebacks: cont(s.file_writebacks),
     }
 }
 
@@ -382,6 +456,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         asid_bits: mp.asid_bits,
         max_mms,
         max_events: 200_000_000,
+        contpte: mp.contpte,
     }
 }
 
@@ -459,6 +534,10 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), serde_json::json!(if mp.migration { "on" } else { "off" }));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
+    if mp.contpte.report {
+        pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
+        pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));
+    }
     Ok(RunOutput {
         machine: spec.machine.clone(),
         cpus: spec.cpus,

@@ -25,20 +25,86 @@
 //!
 //! Granularity: an operation is atomic in simulated time (another CPU's event
 //! that falls inside it sees its end state). Wake-ups do not preempt the running
-//! thread. The checker, not the simulator, explores finer interleavings.
+//! thread. The checker, not the simulator, explores finer interleavings; the one
+//! exception is the hardware's own access/dirty updates and speculative fills,
+//! which may land between two page-table accesses of the arm64 contpte code
+//! (`sim/ptemem.rs`).
+//!
+//! Large folios and contiguous PTEs (`--set contpte=on`, arm64 Linux): see
+//! `sim/contpte.rs` for what the kernel then does differently, and
+//! `sim/ptemem.rs` for the page-table memory the policy crate's arch code runs on.
 
-use crate::frames::Frames;
+mod contpte;
+mod ptemem;
+
+use crate::frames::{FrameKind, Frames};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
 use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
-use crate::tlb::{Hit, Inval, Tlb, TlbEntry, F_GLOBAL, F_HUGE, F_WRITE};
+use crate::tlb::{Hit, Inval, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::{MmId, Policy, Root, VirtAddr};
+
+/// How the simulated kernel backs memory: whether it allocates large folios and
+/// maps them with the contiguous bit (`--set contpte=off|folios|on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ContMode {
+    /// Base pages only, every PTE written directly: the kernel every existing
+    /// result was measured on.
+    #[default]
+    Off,
+    /// 64 KB folios for anonymous memory and the page cache, mapped without the
+    /// contiguous bit through the generic PTE API (seed 004's baseline: a kernel
+    /// with large anonymous folios and no contpte).
+    Folios,
+    /// 64 KB folios mapped with the contiguous bit by the policy crate's arm64
+    /// contpte code (Linux v6.9 with `CONFIG_ARM64_CONTPTE`).
+    On,
+}
+
+impl ContMode {
+    /// Every mode, in the order `--set contpte` lists them.
+    pub const ALL: [ContMode; 3] = [ContMode::Off, ContMode::Folios, ContMode::On];
+
+    /// Returns the name `--set contpte=` selects the mode by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ContMode::Off => "off",
+            ContMode::Folios => "folios",
+            ContMode::On => "on",
+        }
+    }
+}
+
+/// Large folios and contiguous PTEs in the simulated kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct ContpteConfig {
+    /// Whether the kernel uses large folios, and whether it maps them contiguous.
+    pub mode: ContMode,
+    /// How an exiting address space's contiguous blocks are torn down (with
+    /// [`ContMode::On`]; [`ContMode::Folios`] always runs the generic per-PTE zap).
+    pub teardown: Teardown,
+    /// Whether the run reports the contpte metrics (set when `--set contpte` or
+    /// `--set teardown` was given, so that other runs print what they always did).
+    pub report: bool,
+    /// Test only: the simulator drops every 16-page range flush the arch code
+    /// asks [`tlbkit_policy::contpte::PteMem`] for, i.e. the TLBI of
+    /// `contpte_convert` between its clears and its rewrite: a broken
+    /// break-before-make the oracle must catch.
+    pub skip_convert_flush: bool,
+}
+
+impl Default for ContpteConfig {
+    fn default() -> Self {
+        ContpteConfig { mode: ContMode::Off, teardown: Teardown::ClearPtes, report: false, skip_convert_flush: false }
+    }
+}
 
 /// How the simulated machine and kernel are set up.
 #[derive(Clone, Debug)]
@@ -63,6 +129,8 @@ pub struct SimConfig {
     pub max_mms: usize,
     /// Safety bound on events.
     pub max_events: u64,
+    /// Large folios and contiguous PTEs (off by default).
+    pub contpte: ContpteConfig,
 }
 
 /// Event and behaviour counters of a run.
@@ -86,6 +154,24 @@ pub struct Stats {
     pub syscalls: u64,
     /// Events processed.
     pub events: u64,
+    /// 64 KB TLB fills (speculative ones included).
+    pub contpte_fills: u64,
+    /// Folios allocated (anonymous and page cache).
+    pub folios: u64,
+    /// Range flushes the arch code asked `PteMem` for (a fold or unfold's
+    /// break-before-make, an access-flag update's), all told.
+    pub pte_range_flushes: u64,
+    /// Of those, the ones made while an exiting address space was torn down.
+    pub exit_range_flushes: u64,
+    /// Hardware actions between two `PteMem` calls: another CPU's write or
+    /// speculative fill landing inside the arch code.
+    pub hw_races: u64,
+    /// File pages whose PTE was reported dirty when cleared (written back).
+    pub file_writebacks: u64,
+    /// Address spaces torn down by `exit` (a process's last thread leaving).
+    pub exits: u64,
+    /// Cycles those teardowns took: clearing every PTE, the flush, freeing.
+    pub exit_teardown_cycles: u64,
 }
 
 /// A mapping of an address space.
@@ -94,6 +180,10 @@ struct Vma {
     start: u64,
     pages: u64,
     write: bool,
+    /// The file it maps (shared), if any.
+    file: Option<u32>,
+    /// The file page at `start`.
+    pgoff: u64,
 }
 
 impl Vma {
@@ -170,6 +260,9 @@ pub struct PendingFlush {
     changed: Vec<PteRef>,
     /// Frames whose last mapping went; freed after the flush returns.
     frames: Vec<u64>,
+    /// Changes the arch code made through `PteMem` that no range flush of its own
+    /// covered: discharged by this flush too.
+    arch: ptemem::Unflushed,
 }
 
 /// Offsets of the 2 MB kernel-text blocks that hold each path's code: system-call
@@ -225,7 +318,18 @@ pub struct Sim<P: Policy> {
     reaped_at: Option<u64>,
     /// The next slot of the kernel-map pool ([`KMAP_BASE`]).
     kmap_next: u64,
+    /// Large folios and contiguous PTEs.
+    cont: ContpteConfig,
+    /// The page cache: per file, per page, the frame holding it (`NO_FRAME`
+    /// while not cached). The cache holds one reference on each frame and never
+    /// drops it, so file frames are never freed.
+    files: Vec<Vec<u64>>,
+    /// Whether an exiting address space is being torn down (for the metrics).
+    in_exit: bool,
 }
+
+/// A page-cache slot with no frame.
+const NO_FRAME: u64 = u64::MAX;
 
 impl<P: Policy> Sim<P> {
     /// Returns a booted machine: kernel page tables with the kernel text in 2 MB
@@ -238,6 +342,7 @@ impl<P: Policy> Sim<P> {
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
+        let cfg_cont = cfg.contpte;
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -267,6 +372,9 @@ impl<P: Policy> Sim<P> {
             zombies: Vec::new(),
             reaped_at: None,
             kmap_next: 0,
+            cont: cfg_cont,
+            files: Vec::new(),
+            in_exit: false,
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -275,7 +383,7 @@ impl<P: Policy> Sim<P> {
             let r = sim.pt.ensure_block(kroot, va);
             let pfn = sim.frames.alloc_contig(512);
             *sim.pt.pte_mut(r) =
-                Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, floor: 0, floor_obl: 0 };
+                Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, ..Pte::default() };
         }
         for _ in 0..n {
             let page = sim.kalloc_page();
@@ -314,7 +422,7 @@ impl<P: Policy> Sim<P> {
         let kroot = self.mms[0].root;
         let r = self.pt.ensure_leaf(kroot, va);
         let ver = self.oracle.next_seq();
-        *self.pt.pte_mut(r) = Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS, ver, floor: 0, floor_obl: 0 };
+        *self.pt.pte_mut(r) = Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS, ver, ..Pte::default() };
         va
     }
 
@@ -392,9 +500,9 @@ impl<P: Policy> Sim<P> {
     /// Gives a new address space a program image: text, data and stack.
     fn map_image(&mut self, mm: MmId) {
         let m = &mut self.mms[mm.index()];
-        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false });
-        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true });
-        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true });
+        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
+        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
+        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
     }
 
     /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's
@@ -630,7 +738,7 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Judges a TLB hit against ground truth.
-    #[inline]
+    #[inline(always)]
     fn check_use(&mut self, cpu: usize, e: TlbEntry, va: u64, cur_uid: u32, now: u64) {
         let kernel = va >= KERNEL_BASE;
         if !kernel && e.mm_uid != cur_uid {
@@ -652,6 +760,10 @@ impl<P: Policy> Sim<P> {
                 flush: None,
             };
             self.oracle.report(v);
+            return;
+        }
+        if e.flags & F_CONT != 0 {
+            self.check_cont_use(cpu, e, va, cur_uid, now);
             return;
         }
         let p = *self.pt.pte(e.pte);
@@ -719,8 +831,7 @@ impl<P: Policy> Sim<P> {
                     continue;
                 }
                 if write {
-                    // Hardware dirty-bit management (arm64 DBM, x86 D).
-                    self.pt.pte_mut(e.pte).flags |= P_DIRTY;
+                    self.hw_write(cpu, &e, va);
                 }
                 return Ok(now);
             }
@@ -729,7 +840,7 @@ impl<P: Policy> Sim<P> {
             match self.walk_fill(cpu, root, uid, va, false, &mut now) {
                 Some(e) if !write || e.flags & F_WRITE != 0 => {
                     if write {
-                        self.pt.pte_mut(e.pte).flags |= P_DIRTY;
+                        self.hw_write(cpu, &e, va);
                     }
                     return Ok(now);
                 }
@@ -737,6 +848,20 @@ impl<P: Policy> Sim<P> {
             }
         }
         Err(format!("cpu{cpu}: access to {va:#x} kept faulting"))
+    }
+
+    /// A write through `e` (hardware dirty-bit management, arm64 DBM, x86 D): a
+    /// 4 KB or 2 MB entry marks its own PTE dirty; a 64 KB entry follows
+    /// [`Sim::cont_write`]'s rule. The page is written (ground truth).
+    #[inline]
+    fn hw_write(&mut self, cpu: usize, e: &TlbEntry, va: u64) {
+        if e.flags & F_CONT != 0 {
+            self.cont_write(cpu, e, va);
+            return;
+        }
+        let p = self.pt.pte_mut(e.pte);
+        p.flags |= P_DIRTY;
+        p.written = true;
     }
 
     fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, String> {
@@ -770,10 +895,16 @@ impl<P: Policy> Sim<P> {
         if !w.huge {
             self.m.pwc_fill(cpu, va, asid, kernel);
         }
-        let pte = self.pt.pte_mut(w.pte);
-        if !pte.valid() {
+        let flags = self.pt.pte(w.pte).flags;
+        if flags & P_VALID == 0 {
             return None;
         }
+        if flags & P_CONT != 0 {
+            if let Some(e) = self.fill_cont(cpu, w.pte, uid, va, spec, *now) {
+                return Some(e);
+            }
+        }
+        let pte = self.pt.pte_mut(w.pte);
         // The walker sets the access flag (hardware AF management).
         pte.flags |= P_ACCESS;
         let pte = *pte;
@@ -801,6 +932,9 @@ impl<P: Policy> Sim<P> {
             pte: w.pte,
             ..Default::default()
         };
+        if self.m.cpus[cpu].tlb.may_hold_cont() {
+            self.check_overlap(cpu, &e, *now);
+        }
         self.m.fill(cpu, e, spec);
         Some(e)
     }
@@ -853,7 +987,7 @@ impl<P: Policy> Sim<P> {
         if self.user_global {
             flags |= P_GLOBAL;
         }
-        Pte { pfn, flags, ver: self.oracle.next_seq(), floor: 0, floor_obl: 0 }
+        Pte { pfn, flags, ver: self.oracle.next_seq(), ..Pte::default() }
     }
 
     fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
@@ -887,6 +1021,10 @@ impl<P: Policy> Sim<P> {
         let vma = self.vma_of(mm, va).ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
         if write && !vma.write {
             return Err(format!("segmentation fault: write to read-only {va:#x} in {mm}"));
+        }
+        if self.folios() || vma.file.is_some() {
+            let t = self.fault_folio(cpu, mm, vma, va, write, now);
+            return Ok(t + c.exception_exit);
         }
         let r = self.pt.ensure_leaf(root, va & !4095);
         let pte = *self.pt.pte(r);
@@ -941,7 +1079,25 @@ impl<P: Policy> Sim<P> {
         };
         let uid = self.mms[mm.index()].uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
-        PendingFlush { obl, mm, what, changed, frames }
+        PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default() }
+    }
+
+    /// [`Sim::open_flush`] for an operation that also changed PTEs through the
+    /// arch code: `arch` is what its own flushes left owed.
+    #[allow(clippy::too_many_arguments)]
+    fn open_flush_arch(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        what: FlushWhat,
+        change: &'static str,
+        seq: u64,
+        frames: Vec<u64>,
+        arch: ptemem::Unflushed,
+        now: u64,
+    ) -> PendingFlush {
+        let pf = self.open_flush(cpu, mm, what, change, seq, Vec::new(), frames, now);
+        PendingFlush { arch, ..pf }
     }
 
     /// Runs the policy's flush for a change, discharges its obligation when the
@@ -964,6 +1120,9 @@ impl<P: Policy> Sim<P> {
                 p.floor_obl = pf.obl;
             }
         }
+        if !pf.arch.is_empty() {
+            self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);
+        }
         for pfn in pf.frames {
             self.frames.put(pfn, 0);
         }
@@ -981,7 +1140,7 @@ impl<P: Policy> Sim<P> {
     fn strict_scan(&mut self, cpu: usize, now: u64) {
         let asid = self.m.cpus[cpu].asid;
         let cur = self.user_root(cpu).map(|(_, uid, _)| uid);
-        let mut found: Vec<(TlbEntry, Option<u32>)> = Vec::new();
+        let mut found: Vec<(TlbEntry, Option<u32>, u64)> = Vec::new();
         let pt = &self.pt;
         self.m.cpus[cpu].tlb.for_each(|e| {
             if !e.usable_under(asid) {
@@ -991,22 +1150,28 @@ impl<P: Policy> Sim<P> {
             if !kernel {
                 match cur {
                     Some(u) if u != e.mm_uid => {
-                        found.push((*e, None));
+                        found.push((*e, None, e.va()));
                         return;
                     }
                     None => return,
                     _ => {}
                 }
             }
+            if e.cont() {
+                if let Some((va, obl)) = contpte::cont_held_stale(pt, e) {
+                    found.push((*e, Some(obl), va));
+                }
+                return;
+            }
             let p = pt.pte(e.pte);
             if e.ver < p.floor {
-                found.push((*e, Some(p.floor_obl)));
+                found.push((*e, Some(p.floor_obl), e.va()));
             }
         });
-        for (e, obl) in found {
+        for (e, obl, va) in found {
             let uid = cur.unwrap_or(0);
             match obl {
-                Some(o) => self.report_stale(Property::NoStaleHeld, cpu, e.va(), &e, o, uid, now),
+                Some(o) => self.report_stale(Property::NoStaleHeld, cpu, va, &e, o, uid, now),
                 None => {
                     let v = Violation {
                         property: Property::NoStaleHeld.name(),
@@ -1034,6 +1199,7 @@ impl<P: Policy> Sim<P> {
             && matches!(
                 s,
                 Sys::Mmap { .. }
+                    | Sys::MmapFile { .. }
                     | Sys::Munmap { .. }
                     | Sys::Mprotect { .. }
                     | Sys::Madvise { .. }
@@ -1048,11 +1214,11 @@ impl<P: Policy> Sim<P> {
         }
         match s {
             Sys::Mmap { pages, write } => {
-                let m = &mut self.mms[mm.index()];
-                let va = m.mmap_next;
-                m.mmap_next += (pages + 16) * 4096;
-                m.vmas.push(Vma { start: va, pages, write });
-                self.threads[tid].ret = va;
+                self.threads[tid].ret = self.mmap(mm, pages, write, None);
+                now + c.fault_path
+            }
+            Sys::MmapFile { file, pages, write } => {
+                self.threads[tid].ret = self.mmap(mm, pages, write, Some(file));
                 now + c.fault_path
             }
             Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
@@ -1092,6 +1258,19 @@ impl<P: Policy> Sim<P> {
                 now
             }
         }
+    }
+
+    /// Places a mapping of `pages` pages (of `file` from its start, shared, if
+    /// given) above the address space's previous ones; returns its address. With
+    /// large folios the start is 64 KB-aligned, so that every whole block of it
+    /// can be mapped by one folio.
+    fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>) -> u64 {
+        let folios = self.cont.mode != ContMode::Off;
+        let m = &mut self.mms[mm.index()];
+        let va = if folios { m.mmap_next.next_multiple_of(CONT_PTES * 4096) } else { m.mmap_next };
+        m.mmap_next = va + (pages + 16) * 4096;
+        m.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
+        va
     }
 
     fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
@@ -1136,7 +1315,8 @@ impl<P: Policy> Sim<P> {
             }
             cuts[n] = v.end();
             for w in cuts[..=n].windows(2) {
-                out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, write: v.write });
+                let pgoff = v.pgoff + (w[0] - v.start) / 4096;
+                out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, pgoff, ..v });
             }
         }
         *vmas = out;
@@ -1146,6 +1326,14 @@ impl<P: Policy> Sim<P> {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
         self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+        if self.folios() {
+            let now = now + self.m.costs.fault_path;
+            let (now, owed, frames, _) = self.zap_folio(cpu, mm, va, pages, "munmap", now);
+            let seq = self.oracle.next_seq();
+            let what = FlushWhat::Range(va, pages);
+            let pf = self.open_flush_arch(cpu, mm, what, "munmap", seq, frames, owed, now);
+            return self.flush(cpu, pf, now);
+        }
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
@@ -1176,6 +1364,15 @@ impl<P: Policy> Sim<P> {
         }
         let c = self.m.costs;
         let mut now = now + c.fault_path;
+        if self.folios() && !write {
+            let (now, owed, present) = self.wrprotect_folio(cpu, mm, va, pages, now);
+            if present == 0 {
+                return now;
+            }
+            let seq = self.oracle.next_seq();
+            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, Vec::new(), owed, now);
+            return self.flush(cpu, pf, now);
+        }
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
@@ -1220,7 +1417,18 @@ impl<P: Policy> Sim<P> {
         let (proot, croot) = (self.mms[parent.index()].root, self.mms[cm.index()].root);
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
+        let mut owed = ptemem::Unflushed::default();
         for v in &vmas {
+            if v.file.is_some() {
+                // A shared file mapping's PTEs are not copied: the child faults them in.
+                continue;
+            }
+            if self.folios() {
+                let (t, o) = self.copy_folio_vma(cpu, parent, cm, *v, now);
+                now = t;
+                owed.append(o);
+                continue;
+            }
             let mut slots = Vec::new();
             self.pt.for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
             for (va, r) in slots {
@@ -1250,7 +1458,8 @@ impl<P: Policy> Sim<P> {
         let ct = self.new_thread(cm, child, ccpu);
         self.threads[tid].ret = ct as u64;
         now += c.fault_path * 4;
-        let pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
+        let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
+        pf.arch = owed;
         now = self.flush(cpu, pf, now);
         self.enqueue(ct, ccpu, now, cpu);
         now
@@ -1268,7 +1477,12 @@ impl<P: Policy> Sim<P> {
         }
         // Last user: tear the address space down while it is still current here
         // (FreeBSD pmap_remove_pages), switch away, then release it.
+        self.in_exit = true;
+        let start = now;
         let now = self.teardown(cpu, mm, "exit", now);
+        self.in_exit = false;
+        self.stats.exits += 1;
+        self.stats.exit_teardown_cycles += now - start;
         // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
         // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
         // `active_mm`) until no CPU's root points at it.
@@ -1284,6 +1498,15 @@ impl<P: Policy> Sim<P> {
         let m = &mut self.mms[mm.index()];
         let root = m.root;
         let vmas = std::mem::take(&mut m.vmas);
+        if self.folios() {
+            let (t, owed, frames) = self.teardown_folio(cpu, mm, &vmas, change, now);
+            let seq = self.oracle.next_seq();
+            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, frames, owed, t);
+            now = self.flush(cpu, pf, t);
+            self.zombies.push(mm);
+            self.reaped_at = None;
+            return now;
+        }
         let seq = self.oracle.next_seq();
         let mut frames = Vec::new();
         for v in &vmas {
@@ -1335,6 +1558,16 @@ impl<P: Policy> Sim<P> {
         }
         // The zap path: VMA lookup and page-table walk, as munmap's.
         let now = now + self.m.costs.fault_path;
+        if self.folios() {
+            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, "madvise", now);
+            let Some((lo, hi)) = span else {
+                return self.flush_unflushed(cpu, mm, "madvise", owed, now);
+            };
+            let seq = self.oracle.next_seq();
+            let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
+            let pf = self.open_flush_arch(cpu, mm, what, "madvise", seq, frames, owed, now);
+            return self.flush(cpu, pf, now);
+        }
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut slots = Vec::new();
@@ -1414,6 +1647,7 @@ impl<P: Policy> Sim<P> {
                 ver,
                 floor: old.floor,
                 floor_obl: old.floor_obl,
+                written: false,
             };
             slots.push(r);
             now += c.mem_access;

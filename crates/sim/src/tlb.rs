@@ -1,8 +1,9 @@
 //! One core's translation caches: a fully associative L1 data TLB, a set-associative
 //! unified L2 TLB and a page-walk cache, all with LRU replacement.
 //!
-//! Entries are tagged with an ASID and a global bit and come in two sizes (4 KB and
-//! 2 MB). Each entry also remembers *ground truth* the policies never see: the
+//! Entries are tagged with an ASID and a global bit and come in three sizes: 4 KB,
+//! 64 KB (a block of 16 PTEs with the contiguous bit, cached as one entry) and
+//! 2 MB. A by-VA invalidation of any page a 64 KB entry covers removes it. Each entry also remembers *ground truth* the policies never see: the
 //! address space it was filled from (`mm_uid`, never reused) and the version of
 //! the PTE it was filled from. The oracle judges every use with those.
 //!
@@ -11,9 +12,12 @@
 //! removes, see [`crate::holders`]) can skip a TLB that holds nothing of it: a
 //! filter of the ASIDs non-global entries were filled under ([`Tlb::may_hold`]),
 //! and a count of valid entries per bucket of 2 MB blocks ([`Tlb::may_hold_block`]).
-//! Both only ever err towards "may hold".
+//! Both only ever err towards "may hold". A third, [`Tlb::may_hold_cont`], says
+//! whether a 64 KB entry may be held: until one is filled, lookups and
+//! invalidations do not probe for that size, so a run without contiguous PTEs
+//! pays nothing for it.
 
-use crate::pagetable::{PteRef, SHIFT_2M, SHIFT_4K};
+use crate::pagetable::{PteRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
 
 /// Entry flag: the entry is global (matches every ASID).
 pub const F_GLOBAL: u8 = 1;
@@ -21,13 +25,28 @@ pub const F_GLOBAL: u8 = 1;
 pub const F_WRITE: u8 = 2;
 /// Entry flag: the entry maps a 2 MB block.
 pub const F_HUGE: u8 = 4;
+/// Entry flag: the entry maps a 64 KB contiguous block (16 PTEs with `P_CONT`).
+pub const F_CONT: u8 = 8;
+/// Entry flag (64 KB entries only): the entry has recorded a write, i.e. it was
+/// filled from a dirty PTE or its first write set the dirty state in the block;
+/// later writes through it update no PTE (FEAT_HAFDBS caches the dirty state).
+pub const F_DIRTY: u8 = 16;
+/// The flags that give an entry's size.
+const F_SIZE: u8 = F_HUGE | F_CONT;
+/// Page shift by `(flags & F_SIZE) >> 2`: 4 KB, 2 MB, 64 KB (the fourth is unused).
+const SHIFT_BY_SIZE: [u32; 4] = [SHIFT_4K, SHIFT_2M, SHIFT_64K, SHIFT_2M];
+/// Size code of [`key`] by `(flags & F_SIZE) >> 2`: 4 KB 0, 2 MB 2, 64 KB 1.
+const CODE_BY_SIZE: [u64; 4] = [0, 2, 1, 2];
+/// A key no entry has (size code 3): what a lookup compares against for a size the
+/// TLB cannot hold.
+const NO_KEY: u64 = 3;
 
 /// A cached translation.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TlbEntry {
-    /// `va >> 12` for 4 KB entries, `va >> 21` for 2 MB entries.
+    /// `va >> 12` for 4 KB entries, `va >> 16` for 64 KB ones, `va >> 21` for 2 MB ones.
     pub tag: u64,
-    /// Physical frame number of the page (of the block's first page for 2 MB).
+    /// Physical frame number of the page (of the block's first page for 64 KB and 2 MB).
     pub pfn: u64,
     /// ASID the entry was filled under (ignored when global).
     pub asid: u16,
@@ -37,9 +56,13 @@ pub struct TlbEntry {
     pub valid: bool,
     /// Ground truth: which address space (by never-reused uid) it came from.
     pub mm_uid: u32,
-    /// Ground truth: the version of the PTE it was filled from.
+    /// Ground truth: the version of the PTE it was filled from. For a 64 KB entry,
+    /// the oldest state of the block it stands for: the least version of the 16
+    /// PTEs, a PTE that was invalid at the fill counting as just older than the
+    /// change that cleared it (see `Sim`'s walk).
     pub ver: u64,
-    /// Ground truth: where that PTE lives.
+    /// Ground truth: where that PTE lives (for a 64 KB entry, the block's first
+    /// PTE; the block's PTEs follow it in the arena).
     pub pte: PteRef,
     /// LRU stamp (set by the TLB).
     pub lru: u64,
@@ -47,11 +70,25 @@ pub struct TlbEntry {
 
 impl TlbEntry {
     /// Returns the page shift of the entry.
+    #[inline]
     pub fn shift(&self) -> u32 {
-        if self.flags & F_HUGE != 0 {
-            SHIFT_2M
+        SHIFT_BY_SIZE[((self.flags & F_SIZE) >> 2) as usize]
+    }
+
+    /// Returns whether the entry maps a 64 KB contiguous block.
+    #[inline]
+    pub fn cont(&self) -> bool {
+        self.flags & F_CONT != 0
+    }
+
+    /// Returns the arena index of the PTE that maps `va` in this entry's ground
+    /// truth: the entry's own, or for a 64 KB entry the one of `va`'s page.
+    #[inline]
+    pub fn pte_of(&self, va: u64) -> PteRef {
+        if self.cont() {
+            self.pte + ((va >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef
         } else {
-            SHIFT_4K
+            self.pte
         }
     }
 
@@ -61,12 +98,9 @@ impl TlbEntry {
     }
 
     /// Returns the number of the 2 MB block the entry lies in (`va >> 21`).
+    #[inline]
     fn block(&self) -> u64 {
-        if self.flags & F_HUGE != 0 {
-            self.tag
-        } else {
-            self.tag >> (SHIFT_2M - SHIFT_4K)
-        }
+        self.tag >> (SHIFT_2M - self.shift())
     }
 
     /// Returns whether the entry is global.
@@ -137,7 +171,7 @@ impl Inval {
 /// One core's TLBs.
 pub struct Tlb {
     l1: Vec<TlbEntry>,
-    /// Mirror of the L1's tags for a compact scan: `tag << 1 | huge`, or `u64::MAX`.
+    /// Mirror of the L1's tags for a compact scan: [`key`], or `u64::MAX`.
     l1_keys: Vec<u64>,
     /// Mirror of the L1's LRU stamps, for a compact victim search.
     l1_lru: Vec<u64>,
@@ -162,6 +196,9 @@ pub struct Tlb {
     /// their 2 MB block: a bucket at zero holds nothing an invalidation by VA in
     /// one of its blocks could remove.
     blocks: Vec<u16>,
+    /// Whether a 64 KB entry may be held: set by the first such fill, cleared
+    /// when everything is invalidated.
+    conts: bool,
 }
 
 /// Words of [`Tlb`]'s ASID filter.
@@ -203,6 +240,7 @@ impl Tlb {
             clock: 0,
             asids: Box::new([0; ASID_FILTER_WORDS]),
             blocks: vec![0; BLOCK_BUCKETS],
+            conts: false,
         }
     }
 
@@ -224,14 +262,41 @@ impl Tlb {
         self.clock
     }
 
+    /// Returns the keys of the entries of each size that could cover `va`: 4 KB,
+    /// 64 KB ([`NO_KEY`] while none may be held) and 2 MB.
+    #[inline]
+    fn keys(&self, va: u64) -> (u64, u64, u64) {
+        let k64 = if self.conts { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
+        ((va >> SHIFT_4K) << 2, k64, ((va >> SHIFT_2M) << 2) | 2)
+    }
+
+    /// Returns the range of L2 slots of the set an entry of tag `tag` lives in.
+    #[inline]
+    fn l2_set(&self, tag: u64) -> std::ops::Range<usize> {
+        let set = (tag as usize) % self.l2_sets;
+        set * self.l2_ways..(set + 1) * self.l2_ways
+    }
+
     /// Looks `va` up under `asid`; an L2 hit is copied into the L1.
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<Hit> {
+        // Without 64 KB entries the lookup compares two keys, as it always did.
+        if self.conts {
+            self.lookup_sized::<true>(va, asid)
+        } else {
+            self.lookup_sized::<false>(va, asid)
+        }
+    }
+
+    /// [`Tlb::lookup`]; `CONT`: whether a 64 KB entry may be held.
+    #[inline(always)]
+    fn lookup_sized<const CONT: bool>(&mut self, va: u64, asid: u16) -> Option<Hit> {
         let now = self.tick();
-        let k4 = (va >> SHIFT_4K) << 1;
-        let k2 = ((va >> SHIFT_2M) << 1) | 1;
+        let k4 = (va >> SHIFT_4K) << 2;
+        let k64 = if CONT { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
+        let k2 = ((va >> SHIFT_2M) << 2) | 2;
         for (i, &k) in self.l1_keys.iter().enumerate() {
-            if k == k4 || k == k2 {
+            if k == k4 || k == k2 || (CONT && k == k64) {
                 let e = &self.l1[i];
                 if e.flags & F_GLOBAL != 0 || e.asid == asid {
                     self.l1_lru[i] = now;
@@ -239,10 +304,12 @@ impl Tlb {
                 }
             }
         }
-        for (shift, k) in [(SHIFT_4K, k4), (SHIFT_2M, k2)] {
-            let set = ((va >> shift) as usize) % self.l2_sets;
-            let base = set * self.l2_ways;
-            for i in base..base + self.l2_ways {
+        let probes = [(SHIFT_4K, k4), (SHIFT_64K, k64), (SHIFT_2M, k2)];
+        for (shift, k) in probes {
+            if !CONT && shift == SHIFT_64K {
+                continue;
+            }
+            for i in self.l2_set(va >> shift) {
                 if self.l2_keys[i] == k {
                     let e = &mut self.l2[i];
                     if e.flags & F_GLOBAL != 0 || e.asid == asid {
@@ -288,6 +355,9 @@ impl Tlb {
         if !e.global() {
             self.note_asid(e.asid);
         }
+        if e.cont() {
+            self.conts = true;
+        }
         e.valid = true;
         e.lru = now;
         let set = (e.tag as usize) % self.l2_sets;
@@ -297,7 +367,7 @@ impl Tlb {
         let same = ways.iter().position(|w| {
             w.valid
                 && w.tag == e.tag
-                && w.flags & F_HUGE == e.flags & F_HUGE
+                && w.flags & F_SIZE == e.flags & F_SIZE
                 && w.asid == e.asid
                 && w.global() == e.global()
         });
@@ -378,17 +448,30 @@ impl Tlb {
     pub fn invalidate(&mut self, op: Inval) -> usize {
         match op {
             Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) => return 0,
-            Inval::All => *self.asids = [0; ASID_FILTER_WORDS],
             _ => {}
         }
+        // Without 64 KB entries, by VA only two keys and two L2 sets, as always.
+        let n = if self.conts { self.invalidate_sized::<true>(op) } else { self.invalidate_sized::<false>(op) };
+        if matches!(op, Inval::All) {
+            *self.asids = [0; ASID_FILTER_WORDS];
+            self.conts = false;
+        }
+        n
+    }
+
+    /// [`Tlb::invalidate`] once the filter has let `op` through; `CONT`: whether a
+    /// 64 KB entry may be held.
+    #[inline]
+    fn invalidate_sized<const CONT: bool>(&mut self, op: Inval) -> usize {
         let mut n = 0;
-        // By VA, only an L1 entry whose key is the 4 KB or the 2 MB key of `va` can go.
+        // By VA, only an L1 entry whose key is the 4 KB, 64 KB or 2 MB key of `va` can go.
         let keys = match op {
-            Inval::Va { va, .. } | Inval::VaAll { va } => Some(((va >> SHIFT_4K) << 1, ((va >> SHIFT_2M) << 1) | 1)),
+            Inval::Va { va, .. } | Inval::VaAll { va } => Some(self.keys(va)),
             Inval::Asid(_) | Inval::All => None,
         };
+        let other = |k: u64, (k4, k64, k2): (u64, u64, u64)| k != k4 && k != k2 && (!CONT || k != k64);
         for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
-            if keys.is_some_and(|(k4, k2)| *k != k4 && *k != k2) {
+            if keys.is_some_and(|ks| other(*k, ks)) {
                 continue;
             }
             if e.valid && op.removes(e) {
@@ -399,32 +482,36 @@ impl Tlb {
             }
         }
         // An entry sits in the L2 set its tag selects (see `fill`), so an operation
-        // by VA need only scan the set of the 4 KB tag and that of the 2 MB tag.
-        let l2_range = |set: usize| set * self.l2_ways..(set + 1) * self.l2_ways;
-        let (a, b) = match op {
+        // by VA need only scan the sets of its 4 KB, 64 KB (if any may be held) and
+        // 2 MB tags.
+        let (a, b, c) = match op {
             Inval::Va { va, .. } | Inval::VaAll { va } => (
-                l2_range(((va >> SHIFT_4K) as usize) % self.l2_sets),
-                l2_range(((va >> SHIFT_2M) as usize) % self.l2_sets),
+                self.l2_set(va >> SHIFT_4K),
+                self.l2_set(va >> SHIFT_2M),
+                if CONT { self.l2_set(va >> SHIFT_64K) } else { 0..0 },
             ),
-            Inval::Asid(_) | Inval::All => (0..self.l2.len(), 0..0),
+            Inval::Asid(_) | Inval::All => (0..self.l2.len(), 0..0, 0..0),
         };
         let b = if b == a { 0..0 } else { b };
-        for i in a.chain(b) {
-            if keys.is_some_and(|(k4, k2)| self.l2_keys[i] != k4 && self.l2_keys[i] != k2) {
-                continue;
-            }
-            if matches!(op, Inval::Asid(x) if self.l2_asids[i] != x) {
-                continue;
-            }
-            let e = &mut self.l2[i];
-            if e.valid && op.removes(e) {
-                e.valid = false;
-                self.l2_keys[i] = u64::MAX;
-                self.blocks[block_bucket(e.block())] -= 1;
-                n += 1;
+        let c = if c == a || c == b { 0..0 } else { c };
+        for set in [a, b, c] {
+            for i in set {
+                if keys.is_some_and(|ks| other(self.l2_keys[i], ks)) {
+                    continue;
+                }
+                if matches!(op, Inval::Asid(x) if self.l2_asids[i] != x) {
+                    continue;
+                }
+                let e = &mut self.l2[i];
+                if e.valid && op.removes(e) {
+                    e.valid = false;
+                    self.l2_keys[i] = u64::MAX;
+                    self.blocks[block_bucket(e.block())] -= 1;
+                    n += 1;
+                }
             }
         }
-        let k2 = keys.map(|(_, k2)| k2 >> 1);
+        let k2 = keys.map(|(_, _, k2)| k2 >> 2);
         for (p, k) in self.pwc.iter_mut().zip(self.pwc_keys.iter_mut()) {
             if k2.is_some_and(|k2| *k != k2) {
                 continue;
@@ -447,6 +534,62 @@ impl Tlb {
     pub fn may_hold(&self, asid: u16) -> bool {
         let b = asid_bucket(asid);
         self.asids[b / 64] & (1 << (b % 64)) != 0
+    }
+
+    /// Returns whether a 64 KB entry may be held.
+    #[inline]
+    pub fn may_hold_cont(&self) -> bool {
+        self.conts
+    }
+
+    /// Returns the valid 64 KB entries usable under `asid` that cover `va` (in the
+    /// L1 and the L2; an L1 entry is usually a copy of an L2 one), without
+    /// touching LRU state.
+    pub fn cont_entries(&self, va: u64, asid: u16) -> impl Iterator<Item = &TlbEntry> {
+        let k64 = if self.conts { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
+        let l1 = self.l1_keys.iter().zip(self.l1.iter()).filter(move |(k, _)| **k == k64).map(|(_, e)| e);
+        let set = if k64 == NO_KEY { 0..0 } else { self.l2_set(va >> SHIFT_64K) };
+        let l2 = set.filter(move |&i| self.l2_keys[i] == k64).map(|i| &self.l2[i]);
+        l1.chain(l2).filter(move |e| e.usable_under(asid))
+    }
+
+    /// Records that the 64 KB entries covering `va` under `asid` have written
+    /// (see [`F_DIRTY`]).
+    pub fn set_cont_dirty(&mut self, va: u64, asid: u16) {
+        let k64 = ((va >> SHIFT_64K) << 2) | 1;
+        for i in 0..self.l1.len() {
+            if self.l1_keys[i] == k64 && self.l1[i].usable_under(asid) {
+                self.l1[i].flags |= F_DIRTY;
+            }
+        }
+        for i in self.l2_set(va >> SHIFT_64K) {
+            if self.l2_keys[i] == k64 && self.l2[i].usable_under(asid) {
+                self.l2[i].flags |= F_DIRTY;
+            }
+        }
+    }
+
+    /// Returns an entry held that overlaps `e` with the other page size, under the
+    /// same tag (a 4 KB one inside the 64 KB `e`, or a 64 KB one covering the 4 KB
+    /// `e`): what the Arm ARM calls a TLB conflict. Only 4 KB and 64 KB entries
+    /// are compared, and a 4 KB `e` only while a 64 KB entry may be held.
+    pub fn overlap(&self, e: &TlbEntry) -> Option<TlbEntry> {
+        if e.flags & F_HUGE != 0 || !(self.conts || e.cont()) {
+            return None;
+        }
+        let same_tag = |w: &TlbEntry| w.valid && w.global() == e.global() && (e.global() || w.asid == e.asid);
+        if e.cont() {
+            let hit = |w: &TlbEntry| same_tag(w) && w.flags & F_SIZE == 0 && w.tag >> (SHIFT_64K - SHIFT_4K) == e.tag;
+            let l1 = self.l1.iter().find(|w| hit(w));
+            let first = e.tag << (SHIFT_64K - SHIFT_4K);
+            let mut l2 = (first..first + CONT_PTES).flat_map(|t| self.l2_set(t)).map(|i| &self.l2[i]);
+            l1.or_else(|| l2.find(|w| hit(w))).copied()
+        } else {
+            let va = e.va();
+            let hit = |w: &&TlbEntry| same_tag(w) && w.cont() && w.tag == va >> SHIFT_64K;
+            let l1 = self.l1.iter().find(hit);
+            l1.or_else(|| self.l2_set(va >> SHIFT_64K).map(|i| &self.l2[i]).find(hit)).copied()
+        }
     }
 
     /// Returns whether an entry (of any level, global or not) in the 2 MB block of
@@ -476,8 +619,11 @@ impl Tlb {
     }
 }
 
+/// Returns the key of an entry in the tag mirrors: `tag << 2` with the size code
+/// in the low bits (0 for 4 KB, 1 for 64 KB, 2 for 2 MB).
+#[inline]
 fn key(e: &TlbEntry) -> u64 {
-    (e.tag << 1) | (e.flags & F_HUGE != 0) as u64
+    (e.tag << 2) | CODE_BY_SIZE[((e.flags & F_SIZE) >> 2) as usize]
 }
 
 fn lru_victim(ways: &[TlbEntry]) -> usize {
@@ -500,8 +646,9 @@ mod tests {
     use super::*;
 
     fn entry(va: u64, asid: u16, flags: u8) -> TlbEntry {
-        let shift = if flags & F_HUGE != 0 { SHIFT_2M } else { SHIFT_4K };
-        TlbEntry { tag: va >> shift, pfn: 7, asid, flags, ..Default::default() }
+        let mut e = TlbEntry { pfn: 7, asid, flags, ..Default::default() };
+        e.tag = va >> e.shift();
+        e
     }
 
     #[test]
@@ -599,6 +746,49 @@ mod tests {
             assert_eq!(t.blocks, recount(&t), "after {op:?}");
         }
         assert!(!t.may_hold_block(0x7fff_0000_1000));
+    }
+
+    #[test]
+    fn a_64k_entry_covers_its_block_and_any_page_invalidation_removes_it() {
+        let mut t = Tlb::new(4, 64, 4, 4);
+        assert!(!t.may_hold_cont());
+        t.fill(entry(0x4001_0000, 1, F_CONT), true);
+        assert!(t.may_hold_cont());
+        assert!(t.lookup(0x4001_f000, 1).is_some(), "the block's last page, through the L2");
+        assert!(t.lookup(0x4002_0000, 1).is_none());
+        assert!(t.lookup(0x4001_3000, 2).is_none(), "another ASID");
+        assert_eq!(t.cont_entries(0x4001_5000, 1).count(), 2, "the L2 entry and its L1 copy");
+        assert_eq!(t.invalidate(Inval::Va { asid: 1, va: 0x4001_9000 }), 2);
+        assert!(t.lookup(0x4001_0000, 1).is_none());
+        t.fill(entry(0x4001_0000, 1, F_CONT), false);
+        assert_eq!(t.invalidate(Inval::Asid(1)), 2);
+        t.fill(entry(0x4001_0000, 1, F_CONT), false);
+        assert_eq!(t.blocks, recount(&t));
+        assert_eq!(t.invalidate(Inval::All), 2);
+        assert!(!t.may_hold_cont());
+    }
+
+    #[test]
+    fn a_64k_entry_and_a_4k_entry_of_one_page_overlap() {
+        let mut t = Tlb::new(4, 64, 4, 4);
+        let small = entry(0x4001_3000, 1, 0);
+        let big = entry(0x4001_0000, 1, F_CONT);
+        assert!(t.overlap(&big).is_none());
+        t.fill(small, true);
+        assert_eq!(t.overlap(&big).map(|e| e.tag), Some(small.tag), "a 4 KB entry inside, in the L2");
+        t.fill(big, false);
+        assert_eq!(t.overlap(&small).map(|e| e.tag), Some(big.tag));
+        assert!(t.overlap(&entry(0x4002_0000, 1, 0)).is_none());
+        assert!(t.overlap(&entry(0x4001_4000, 2, 0)).is_none(), "another ASID");
+    }
+
+    #[test]
+    fn the_dirty_state_of_a_64k_entry_is_recorded_in_every_copy() {
+        let mut t = Tlb::new(4, 64, 4, 4);
+        t.fill(entry(0x4001_0000, 1, F_CONT | F_WRITE), false);
+        assert!(t.cont_entries(0x4001_0000, 1).all(|e| e.flags & F_DIRTY == 0));
+        t.set_cont_dirty(0x4001_8000, 1);
+        assert!(t.cont_entries(0x4001_0000, 1).all(|e| e.flags & F_DIRTY != 0));
     }
 
     #[test]

@@ -308,6 +308,7 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> Vec<Vio
         slice_us: 4000.0,
         max_mms: 4,
         max_events: 10_000,
+        contpte: Default::default(),
     };
     let mut sim = Sim::new(cfg, policy);
     sim.spawn(Box::new(Sleeper { step: 0, buf: 0, pipe: 0 })).unwrap();

@@ -8,7 +8,7 @@ use core::fmt::{self, Write};
 /// `P_WRITE`, `P_ACCESS`, `P_DIRTY`), so converting is a field copy; bits this type
 /// does not name (the simulator's `P_USER`, `P_GLOBAL`, `P_HUGE`) are carried
 /// unchanged and count as permissions: two PTEs with different such bits never fold
-/// together. [`PteVal::CONT`] is the one bit the simulator does not have yet.
+/// together. [`PteVal::CONT`] is the simulator's `P_CONT`.
 ///
 /// The dirty state is the single bit [`PteVal::DIRTY`]; see the module
 /// documentation for how arm64's software/hardware dirty encoding maps onto it.
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn flags_match_the_simulator() {
-        // crates/sim/src/pagetable.rs: P_VALID=1, P_WRITE=2, P_ACCESS=16, P_DIRTY=32, P_HUGE=64.
+        // crates/sim/src/pagetable.rs: P_VALID=1, P_WRITE=2, P_ACCESS=16, P_DIRTY=32, P_HUGE=64, P_CONT=128.
         assert_eq!((PteVal::VALID, PteVal::WRITE, PteVal::YOUNG, PteVal::DIRTY, PteVal::CONT), (1, 2, 16, 32, 128));
     }
 

@@ -19,6 +19,7 @@ pub fn config(ncpus: usize, seed: u64, strict: bool) -> SimConfig {
         asid_bits: 16,
         max_mms: 16,
         max_events: 1_000_000,
+        contpte: Default::default(),
     }
 }
 

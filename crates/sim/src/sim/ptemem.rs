@@ -1,0 +1,332 @@
+//! [`PteMem`] for the simulated kernel: the page-table memory the policy crate's
+//! arm64 contpte code runs on, over the page tables of every address space.
+//!
+//! # Cost
+//! Each call costs the CPU simulated time, in units of the preset's `mem_access`
+//! (an L1 hit), as the kernel's other page-table loops are charged: a load
+//! ([`PteMem::get`]) or a plain store ([`PteMem::set`]) one unit, an atomic
+//! exchange or compare-and-exchange three (so that an exchange and a store cost
+//! the four units `mprotect` charges per PTE). [`PteMem::flush_tlb_range`] costs
+//! what the ASID policy's `flush_range` costs on this CPU's [`CpuHw`].
+//!
+//! # The oracle
+//! A write that removes or weakens a valid translation (clears it, changes its
+//! frame, takes away write permission, the user bit or the contiguous bit)
+//! opens an obligation (one per address space per kernel operation) and gives
+//! the PTE a fresh version. A range flush discharges the changes it covers: their
+//! floors rise and `no_stale_use` holds any CPU still using them afterwards to
+//! account. What no range flush of the arch code's covered is handed back by
+//! [`KernelPtes::finish`] for the kernel's own flush (the `mmu_gather` flush of a
+//! `munmap`, `mprotect`, fork or exit), which discharges it. Access-flag and
+//! dirty changes weaken nothing and keep the version. Under `--strict` each write
+//! is followed by a check of its block (`no_tlb_conflict`), and the end of each
+//! operation by a check that every written file page of the blocks it touched
+//! still has its dirty state in a valid PTE (`no_lost_dirty`).
+//!
+//! # The hardware between two calls
+//! A policy call is atomic in simulated time, so without help no other CPU would
+//! ever act in the middle of a fold, an unfold or a teardown. The arch code's
+//! contract is that the hardware may act between any two of its page-table
+//! accesses; so, with probability [`HW_RACE`] after each call, while another CPU
+//! runs the same address space, that CPU acts on the block just accessed: if it
+//! holds a writable 64 KB entry for the block, it writes a random page of it
+//! through the entry (setting the dirty state in one valid PTE of the block,
+//! chosen at random, if the entry has not written before: FEAT_HAFDBS as the
+//! policy crate describes it), otherwise it fills its TLB speculatively from a
+//! random page of the block. That is how a simulation can show the race of seed
+//! 004: hardware setting dirty in one PTE while software clears another. It is a
+//! sample, not a search: the checker explores every interleaving.
+
+use super::contpte::block_conflict;
+use super::*;
+use tlbkit_policy::contpte::{PteMem, PteVal};
+
+/// Cost of a PTE load or plain store, in `mem_access` units.
+const PLAIN: u64 = 1;
+/// Cost of an atomic exchange or compare-and-exchange of a PTE, in `mem_access`
+/// units (`mprotect`'s exchange-and-store is charged four).
+const ATOMIC: u64 = 3;
+
+/// Probability, after each `PteMem` call while another CPU runs the address
+/// space, that that CPU acts on the block just accessed (module documentation).
+pub(super) const HW_RACE: f64 = 1.0 / 32.0;
+
+/// The bits whose removal from a valid PTE weakens its translation.
+const PROT_BITS: u16 = P_WRITE | P_USER | P_GLOBAL | P_CONT | P_HUGE;
+
+/// One weakening the arch code made that no flush has covered yet.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Weakened {
+    mm: MmId,
+    va: u64,
+    pte: PteRef,
+    /// The change's sequence number (the PTE's version after it).
+    seq: u64,
+    /// The obligation it belongs to.
+    obl: u32,
+}
+
+/// The weakenings of one kernel operation no range flush of the arch code
+/// covered, and their obligations: the kernel's own flush discharges them.
+#[derive(Debug, Default)]
+pub struct Unflushed {
+    changes: Vec<Weakened>,
+    obls: Vec<u32>,
+}
+
+impl Unflushed {
+    /// Returns whether nothing is owed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.obls.is_empty()
+    }
+
+    /// Adds what `other` owes.
+    pub(super) fn append(&mut self, mut other: Unflushed) {
+        self.changes.append(&mut other.changes);
+        self.obls.append(&mut other.obls);
+    }
+}
+
+/// The page tables as the arch code sees them during one kernel operation on
+/// `cpu`, whose clock is `now`.
+pub(super) struct KernelPtes<'s, P: Policy> {
+    pub(super) sim: &'s mut Sim<P>,
+    pub(super) cpu: usize,
+    pub(super) now: u64,
+    /// What the operation is, for the obligations it opens.
+    change: &'static str,
+    owed: Unflushed,
+    /// Blocks written (address space, `va >> 16`), for the dirty check at the end.
+    touched: Vec<(MmId, u64)>,
+}
+
+/// Returns the arch layer's view of a PTE.
+fn val(p: &Pte) -> PteVal {
+    PteVal::new(p.pfn, p.flags)
+}
+
+/// Returns whether replacing `old` with `new` removes or weakens a translation.
+fn weakens(old: &Pte, new: PteVal) -> bool {
+    old.valid() && (!new.valid() || new.pfn != old.pfn || old.flags & !new.flags & PROT_BITS != 0)
+}
+
+impl<'s, P: Policy> KernelPtes<'s, P> {
+    /// Returns the page tables for an operation called `change` by `cpu` at `now`.
+    pub(super) fn new(sim: &'s mut Sim<P>, cpu: usize, now: u64, change: &'static str) -> Self {
+        KernelPtes { sim, cpu, now, change, owed: Unflushed::default(), touched: Vec::new() }
+    }
+
+    /// Ends the operation: checks the dirty state of the blocks it wrote and
+    /// returns its clock and what its own flushes left owed.
+    pub(super) fn finish(mut self) -> (u64, Unflushed) {
+        let touched = std::mem::take(&mut self.touched);
+        for (mm, block) in touched {
+            self.sim.check_dirty_kept(self.cpu, mm, block << SHIFT_64K, self.now);
+        }
+        (self.now, self.owed)
+    }
+
+    fn charge(&mut self, units: u64) {
+        self.now += units * self.sim.m.costs.mem_access;
+    }
+
+    /// Returns the PTE slot mapping `va` in `mm`, if its table exists.
+    fn resolve(&self, mm: MmId, va: VirtAddr) -> Option<PteRef> {
+        let root = self.sim.mms[mm.index()].root;
+        self.sim.pt.walk(root, va.0).filter(|w| !w.huge).map(|w| w.pte)
+    }
+
+    /// Writes `new` into slot `r` (mapping `va` of `mm`), keeping the oracle's
+    /// floor and the ground truth of the page, with the versioning and the
+    /// obligations the module documentation describes.
+    fn write(&mut self, mm: MmId, va: VirtAddr, r: PteRef, new: PteVal) {
+        let old = *self.sim.pt.pte(r);
+        let relevant = |flags: u16| flags & !(P_ACCESS | P_DIRTY);
+        let changed = old.valid() != new.valid()
+            || (new.valid() && (old.pfn != new.pfn || relevant(old.flags) != relevant(new.flags)));
+        let mut ver = old.ver;
+        if weakens(&old, new) {
+            ver = self.sim.oracle.next_seq();
+            let obl = self.obligation(mm, va.0, ver);
+            self.owed.changes.push(Weakened { mm, va: va.0, pte: r, seq: ver, obl });
+        } else if changed {
+            ver = self.sim.oracle.next_seq();
+        }
+        let p = self.sim.pt.pte_mut(r);
+        p.pfn = new.pfn;
+        p.flags = new.flags;
+        p.ver = ver;
+        let block = va.0 >> SHIFT_64K;
+        if self.touched.last() != Some(&(mm, block)) {
+            self.touched.push((mm, block));
+        }
+        if self.sim.oracle.strict {
+            let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
+            if let Some(why) = block_conflict(&self.sim.pt, base, true) {
+                let uid = self.sim.mms[mm.index()].uid;
+                self.sim.report_conflict(self.cpu, va.0 & !(CONT_PTES * 4096 - 1), uid, why, self.now);
+            }
+        }
+    }
+
+    /// Returns the obligation this operation's weakenings of `mm` belong to,
+    /// opening it at the first.
+    fn obligation(&mut self, mm: MmId, va: u64, seq: u64) -> u32 {
+        let sim = &mut *self.sim;
+        if let Some(&o) = self.owed.obls.iter().find(|&&o| sim.oracle.obligations[o as usize].mm == mm.0) {
+            let ob = &mut sim.oracle.obligations[o as usize];
+            let end = (ob.va + ob.pages * 4096).max(va + 4096);
+            ob.va = ob.va.min(va);
+            ob.pages = (end - ob.va) / 4096;
+            return o;
+        }
+        let uid = sim.mms[mm.index()].uid;
+        let o = sim.oracle.open(mm.0, uid, va, 1, self.change, "flush_range", seq, self.cpu as u32, self.now);
+        self.owed.obls.push(o);
+        o
+    }
+
+    /// Lets the hardware act between two calls (module documentation).
+    fn hw_between(&mut self, mm: MmId, va: VirtAddr) {
+        if self.sim.cont.mode != ContMode::On || mm.is_kernel() {
+            return;
+        }
+        let here = self.sim.m.cpus[self.cpu].root == Root::Mm(mm);
+        if self.sim.m.roots_on(mm) <= here as u32 || self.sim.unit_random() >= HW_RACE {
+            return;
+        }
+        let others: Vec<usize> =
+            (0..self.sim.m.cpus.len()).filter(|&c| c != self.cpu && self.sim.m.cpus[c].root == Root::Mm(mm)).collect();
+        if others.is_empty() {
+            return;
+        }
+        let other = others[(self.sim.rng.next_u64() % others.len() as u64) as usize];
+        self.sim.stats.hw_races += 1;
+        self.sim.hw_act_on_block(other, mm, va.0, self.now);
+    }
+}
+
+impl<P: Policy> PteMem for KernelPtes<'_, P> {
+    fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
+        self.charge(PLAIN);
+        let v = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
+        self.hw_between(mm, va);
+        v
+    }
+
+    fn set(&mut self, mm: MmId, va: VirtAddr, pte: PteVal) {
+        self.charge(PLAIN);
+        let root = self.sim.mms[mm.index()].root;
+        let r = self.sim.pt.ensure_leaf(root, va.0);
+        self.write(mm, va, r, pte);
+        self.hw_between(mm, va);
+    }
+
+    fn get_and_clear(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
+        self.charge(ATOMIC);
+        let Some(r) = self.resolve(mm, va) else {
+            self.hw_between(mm, va);
+            return PteVal::NONE;
+        };
+        let old = val(self.sim.pt.pte(r));
+        if !old.none() {
+            self.write(mm, va, r, PteVal::NONE);
+        }
+        self.hw_between(mm, va);
+        old
+    }
+
+    fn cmpxchg(&mut self, mm: MmId, va: VirtAddr, old: PteVal, new: PteVal) -> Result<(), PteVal> {
+        self.charge(ATOMIC);
+        let now = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
+        let res = if now != old {
+            Err(now)
+        } else {
+            if now != new {
+                let root = self.sim.mms[mm.index()].root;
+                let r = self.sim.pt.ensure_leaf(root, va.0);
+                self.write(mm, va, r, new);
+            }
+            Ok(())
+        };
+        self.hw_between(mm, va);
+        res
+    }
+
+    fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        let sim = &mut *self.sim;
+        sim.stats.pte_range_flushes += 1;
+        if sim.in_exit {
+            sim.stats.exit_range_flushes += 1;
+        }
+        if sim.cont.skip_convert_flush && pages == CONT_PTES {
+            return;
+        }
+        let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+        sim.policy.flush_range(&hw, mm, va, pages);
+        self.now = hw.now();
+        // Discharge what the flush covers.
+        let end = va.0 + pages * 4096;
+        let pt = &mut sim.pt;
+        self.owed.changes.retain(|w| {
+            let covered = w.mm == mm && w.va >= va.0 && w.va < end;
+            if covered {
+                let p = pt.pte_mut(w.pte);
+                if p.floor < w.seq {
+                    p.floor = w.seq;
+                    p.floor_obl = w.obl;
+                }
+            }
+            !covered
+        });
+        let (changes, now) = (&self.owed.changes, self.now);
+        self.owed.obls.retain(|&o| {
+            let open = changes.iter().any(|w| w.obl == o);
+            if !open {
+                sim.oracle.obligations[o as usize].discharged = Some(now);
+            }
+            open
+        });
+        if sim.oracle.strict {
+            for c in 0..sim.m.cpus.len() {
+                sim.strict_scan(c, now);
+            }
+        }
+    }
+}
+
+impl<P: Policy> Sim<P> {
+    /// Discharges, at `now`, the changes of `owed` that the kernel's flush `what`
+    /// of `mm`, which has just returned, covers. A change it does not cover stays
+    /// owed for ever, its obligation open (a frame it mapped is then reported if
+    /// reused): correct arch code leaves owed only changes inside the range its
+    /// caller flushes.
+    pub(super) fn discharge_unflushed(&mut self, owed: Unflushed, mm: MmId, what: FlushWhat, now: u64) {
+        let covers = |w: &Weakened| {
+            w.mm == mm
+                && match what {
+                    FlushWhat::Page(va) => w.va == va,
+                    FlushWhat::Range(va, n) => w.va >= va && w.va < va + n * 4096,
+                    FlushWhat::Mm => true,
+                    FlushWhat::KernelRange(..) => false,
+                }
+        };
+        let mut open = Vec::new();
+        for w in owed.changes {
+            if !covers(&w) {
+                open.push(w.obl);
+                continue;
+            }
+            let p = self.pt.pte_mut(w.pte);
+            if p.floor < w.seq {
+                p.floor = w.seq;
+                p.floor_obl = w.obl;
+            }
+        }
+        for o in owed.obls {
+            if !open.contains(&o) {
+                self.oracle.obligations[o as usize].discharged = Some(now);
+            }
+        }
+    }
+}
