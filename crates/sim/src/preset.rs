@@ -97,6 +97,15 @@ pub struct Costs {
     pub fault_path: u64,
     /// Zeroing or copying one 4 KB page.
     pub page_copy: u64,
+    /// The core mm's work per present PTE a teardown clears, besides the
+    /// page-table accesses themselves (`zap_pte_range`: the rmap removal, RSS
+    /// accounting, gathering the page for freeing). Charged only with large folios
+    /// (`contpte=folios|on`), so runs without them are unchanged.
+    pub zap_page: u64,
+    /// The core mm's work per folio a teardown frees (dropping the last reference
+    /// and returning the folio to the allocator, `folios_put`), with large folios
+    /// only; an order-0 page is a folio of its own.
+    pub zap_folio: u64,
     /// Independent loads of one multi-page touch the out-of-order core overlaps
     /// (fill buffers and L2 TLB ports): their L1/L2 TLB and cache latency is divided by this.
     pub mlp: u64,
@@ -104,6 +113,16 @@ pub struct Costs {
     /// is divided by this.
     pub walkers: u64,
 }
+
+/// `zap_page` of every preset, in cycles: the core mm's per-page work when a
+/// teardown clears a present PTE. No public per-page figure for these cores was
+/// found; the value is fitted to seed 004's no-opt figure on one NUMA node
+/// (`docs/costs/altra.md` section 7 gives the arithmetic and the plausibility check).
+const ZAP_PAGE: u64 = 35;
+
+/// `zap_folio` of every preset, in cycles: the core mm's work to free one folio
+/// after a teardown (an estimate, `docs/costs/altra.md` section 7).
+const ZAP_FOLIO: u64 = 150;
 
 /// A machine: topology, geometry, costs.
 #[derive(Clone, Debug)]
@@ -230,6 +249,8 @@ pub fn cortex_a72() -> Preset {
             fault_path: 1500,
             // Zeroing 4 KB with DC ZVA at ~16 bytes/cycle.
             page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             // The A72's overlap of independent TLB misses is not published: 1, no overlap.
             // Seed 000's workloads touch one page at a time, which this never affects.
             mlp: 1,
@@ -313,6 +334,8 @@ pub fn skylake() -> Preset {
             switch_path: 847,
             fault_path: 1500,
             page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             // Independent loads in flight (L1D fill buffers): estimate.
             mlp: 10,
             // Intel optimization manual (Skylake client): "two page walks in parallel".
@@ -377,6 +400,8 @@ pub fn emag() -> Preset {
             switch_path: 4000,
             fault_path: 1500,
             page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             mlp: 4,
             walkers: 1,
         },
@@ -432,6 +457,8 @@ pub fn altra() -> Preset {
             switch_path: 4000,
             fault_path: 1500,
             page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             mlp: 8,
             // Neoverse N1: four page walks in flight.
             walkers: 4,
@@ -486,6 +513,8 @@ pub fn thunderx() -> Preset {
             switch_path: 4000,
             fault_path: 2000,
             page_copy: 512,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             mlp: 2,
             walkers: 1,
         },
@@ -546,6 +575,8 @@ pub fn westmere() -> Preset {
             switch_path: 4000,
             fault_path: 1500,
             page_copy: 300,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
             mlp: 10,
             walkers: 1,
         },

@@ -47,6 +47,11 @@
 //!   the generic per-PTE loop, the `noopt` code path without contiguous bits),
 //!   then the one flush of the whole address space `MmFlushOwed` asks for, then
 //!   the frames are freed.
+//! - **The core mm's work per page and per folio**: every teardown above (exit,
+//!   `execve`, `munmap`, `madvise`) also costs the preset's `zap_page` per PTE it
+//!   cleared (rmap removal, RSS accounting, gathering the page) and `zap_folio`
+//!   per folio it freed, the bulk of Linux's `exit_group`. Only here: runs
+//!   without folios charge neither and stay as they were.
 //!
 //! Every PTE value the kernel gets back from a clear feeds the oracle: a file
 //! page reported dirty is written back (`file_writebacks`); a file page written
@@ -631,6 +636,7 @@ impl<P: Policy> Sim<P> {
             self.judge_cleared(cpu, mm, v, p, now);
             frames.push(p.pfn);
         }
+        let now = now + self.zap_work(&frames);
         (now, owed, frames, span)
     }
 
@@ -749,7 +755,26 @@ impl<P: Policy> Sim<P> {
             self.judge_cleared(cpu, mm, v, p, now);
             frames.push(p.pfn);
         }
+        let now = now + self.zap_work(&frames);
         (now, owed, frames)
+    }
+
+    /// Returns the core mm's cycles for zapping the pages whose frames are
+    /// `frames` (in the order they were cleared) and freeing their folios:
+    /// `zap_page` per page, `zap_folio` per run of pages of one folio (an
+    /// order-0 page being a folio of its own).
+    fn zap_work(&self, frames: &[u64]) -> u64 {
+        let c = self.m.costs;
+        let mut folios = 0;
+        let mut last = None;
+        for &pfn in frames {
+            let f = self.frames.folio_of(pfn).unwrap_or(pfn);
+            if last != Some(f) {
+                folios += 1;
+                last = Some(f);
+            }
+        }
+        c.zap_page * frames.len() as u64 + c.zap_folio * folios
     }
 }
 

@@ -6,8 +6,13 @@
 //! (an L1 hit), as the kernel's other page-table loops are charged: a load
 //! ([`PteMem::get`]) or a plain store ([`PteMem::set`]) one unit, an atomic
 //! exchange or compare-and-exchange three (so that an exchange and a store cost
-//! the four units `mprotect` charges per PTE). [`PteMem::flush_tlb_range`] costs
-//! what the ASID policy's `flush_range` costs on this CPU's [`CpuHw`].
+//! the four units `mprotect` charges per PTE). A load that directly follows
+//! another load of the same operation (no store, exchange or flush between:
+//! `contpte_ptep_get` gathering a block, the robust teardown's scans) does not
+//! depend on it, so the out-of-order core overlaps it with the run's first: each
+//! such load costs `mem_access / mlp`, the preset's overlap of independent loads,
+//! the run's total rounded up once. [`PteMem::flush_tlb_range`] costs what the
+//! ASID policy's `flush_range` costs on this CPU's [`CpuHw`].
 //!
 //! # The oracle
 //! A write that removes or weakens a valid translation (clears it, changes its
@@ -98,6 +103,10 @@ pub(super) struct KernelPtes<'s, P: Policy> {
     owed: Unflushed,
     /// Blocks written (address space, `va >> 16`), for the dirty check at the end.
     touched: Vec<(MmId, u64)>,
+    /// Whether the last access was a load (a run of loads is under way).
+    in_loads: bool,
+    /// Loads of the current run after its first, not yet charged.
+    overlapped: u64,
 }
 
 /// Returns the arch layer's view of a PTE.
@@ -113,12 +122,22 @@ fn weakens(old: &Pte, new: PteVal) -> bool {
 impl<'s, P: Policy> KernelPtes<'s, P> {
     /// Returns the page tables for an operation called `change` by `cpu` at `now`.
     pub(super) fn new(sim: &'s mut Sim<P>, cpu: usize, now: u64, change: &'static str) -> Self {
-        KernelPtes { sim, cpu, now, change, owed: Unflushed::default(), touched: Vec::new() }
+        KernelPtes {
+            sim,
+            cpu,
+            now,
+            change,
+            owed: Unflushed::default(),
+            touched: Vec::new(),
+            in_loads: false,
+            overlapped: 0,
+        }
     }
 
     /// Ends the operation: checks the dirty state of the blocks it wrote and
     /// returns its clock and what its own flushes left owed.
     pub(super) fn finish(mut self) -> (u64, Unflushed) {
+        self.end_loads();
         let touched = std::mem::take(&mut self.touched);
         for (mm, block) in touched {
             self.sim.check_dirty_kept(self.cpu, mm, block << SHIFT_64K, self.now);
@@ -126,8 +145,29 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
         (self.now, self.owed)
     }
 
+    /// Charges an access other than a load: ends the run of loads first.
     fn charge(&mut self, units: u64) {
+        self.end_loads();
         self.now += units * self.sim.m.costs.mem_access;
+    }
+
+    /// Charges a load: a full `mem_access` if it starts a run of loads, its
+    /// overlapped share otherwise (module documentation).
+    fn charge_load(&mut self) {
+        if self.in_loads {
+            self.overlapped += 1;
+        } else {
+            self.now += PLAIN * self.sim.m.costs.mem_access;
+            self.in_loads = true;
+        }
+    }
+
+    /// Ends a run of loads, charging its overlapped loads.
+    fn end_loads(&mut self) {
+        let c = self.sim.m.costs;
+        self.now += (self.overlapped * PLAIN * c.mem_access).div_ceil(c.mlp.max(1));
+        self.overlapped = 0;
+        self.in_loads = false;
     }
 
     /// Returns the PTE slot mapping `va` in `mm`, if its table exists.
@@ -208,7 +248,7 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
 
 impl<P: Policy> PteMem for KernelPtes<'_, P> {
     fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
-        self.charge(PLAIN);
+        self.charge_load();
         let v = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
         self.hw_between(mm, va);
         v
@@ -254,6 +294,7 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
     }
 
     fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        self.end_loads();
         let sim = &mut *self.sim;
         sim.stats.pte_range_flushes += 1;
         if sim.in_exit {
