@@ -448,3 +448,52 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
         assert!(run(&spec(p, &["teardown=robust"])).is_err());
     }
 }
+
+/// Returns `exit_teardown` with small parameters on `cpus` CPUs of an Altra under
+/// `teardown`, with migration, speculation and `--strict`.
+fn exit_teardown_spec(teardown: &str, cpus: usize) -> RunSpec {
+    let sets = [
+        "jobs=2",
+        "heap_pages=64",
+        "file_pages=32",
+        "dirty_pages=16",
+        "compute_us=20",
+        "contpte=on",
+        "migration=on",
+        "spec_rate=0.2",
+        "slice_us=100",
+    ];
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("teardown={teardown}"));
+    RunSpec {
+        machine: "altra".into(),
+        cpus,
+        policy: "arm64-linux".into(),
+        workload: "exit_teardown".into(),
+        sets,
+        seed: 21,
+        strict: true,
+    }
+}
+
+#[test]
+fn exit_teardown_is_clean_under_noopt_robust_and_clear_ptes_and_simple_loses_dirty_file_pages() {
+    for cpus in [2, 4] {
+        for t in ["noopt", "robust", "clear_ptes"] {
+            let spec = exit_teardown_spec(t, cpus);
+            let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
+            assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
+            let m = &out.metrics;
+            assert!(m.contpte_fills > Some(0) && m.file_writebacks > Some(0), "{}", spec.command());
+            assert_eq!(m.exits, Some(2 * cpus as u64 + 1), "every compiler and make: {}", spec.command());
+            assert!(out.result["exit_us"] > 0.0);
+        }
+        // Every compiler writes whole blocks of the file through 64 KB entries, so
+        // the dirty state sits in one PTE of each block and `simple` reports the
+        // pages it clears before that one clean.
+        let spec = exit_teardown_spec("simple", cpus);
+        let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
+        assert!(out.violations_total > 0, "{}", spec.command());
+        assert!(out.violations.iter().all(|v| v.property == "no_lost_dirty"), "{:#?}", out.violations);
+    }
+}

@@ -80,6 +80,9 @@ const SMALL: &[(&str, &[&str])] = &[
             "heap_ws=32",
         ],
     ),
+    // make forking two compilers per CPU that execve, write a heap and a shared
+    // file mapping, and exit: exit teardowns while other CPUs still run.
+    ("exit_teardown", &["jobs=2", "heap_pages=64", "file_pages=32", "dirty_pages=16", "compute_us=20"]),
 ];
 
 /// Returns the machine a policy's cells run on and the settings that machine adds.

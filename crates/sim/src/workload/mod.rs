@@ -7,9 +7,10 @@
 //!
 //! Contents: [`lat_ctx`] and [`buildkernel`] (seed 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
-//! [`fileserver`] (seed 003).
+//! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004).
 
 pub mod buildkernel;
+pub mod exit_teardown;
 pub mod fileserver;
 pub mod lat_ctx;
 pub mod mprotect_threaded;
@@ -110,6 +111,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     sort_compute::DEF,
     fileserver::DEF,
     buildkernel::DEF,
+    exit_teardown::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -130,6 +132,7 @@ pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) 
         "sort_compute" => sort_compute::setup(p, sim),
         "fileserver" => fileserver::setup(p, sim),
         "buildkernel" => buildkernel::setup(p, sim),
+        "exit_teardown" => exit_teardown::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -146,6 +149,7 @@ pub fn result<P: Policy>(
         "pingpong" => pingpong::result(p, main),
         "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" => elapsed(name, main),
         "fileserver" => fileserver::result(p, main),
+        "exit_teardown" => exit_teardown::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -163,6 +167,8 @@ pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
         "fileserver" => 8,
         // make, each job slot and its compiler (one more during an exec).
         "buildkernel" => 2 * p["jobs"] as usize + 16,
+        // make and every compiler (all may be alive at once).
+        "exit_teardown" => p["jobs"] as usize * cpus + 16,
         _ => 64,
     }
 }

@@ -1,0 +1,159 @@
+//! Process exit under a kernel compile (seed 004): the time `exit_group` takes
+//! to tear down address spaces mapped with large folios and contiguous PTEs.
+//!
+//! What the seed measured: "running a kernel compilation workload and measuring
+//! the cost of arm64_sys_exit_group() (which at ~1.5% is a very small part of the
+//! overall workload)", on an Ampere Altra with one NUMA node and with two, for
+//! v6.7-rc1 with anonymous large folios (the baseline) and the contpte series
+//! with four ways of clearing a contiguous block at exit.
+//!
+//! The model: `make` forks `jobs` compiler processes per CPU and waits for them
+//! all (a pipe each writes before it exits). Each compiler `execve`s (a fresh
+//! address space, so its exit tears down what it mapped itself, not a copy of
+//! make's), touches its text, writes its data and stack, maps an anonymous heap
+//! of `heap_pages` and writes all of it (cc1's obstacks and trees: 64 KB folios,
+//! contiguous blocks with `contpte=on`), maps a shared file of `file_pages`
+//! (the page cache's 64 KB folios, fault-around mapping whole folios) and
+//! writes `dirty_pages` of it at an offset of its own (the object file it
+//! produces: file-backed dirty pages whose dirty state the teardown must report),
+//! computes for `compute_us` and exits. Page counts are estimates of a small
+//! compile job's footprint, scaled down to keep host time modest; they set the
+//! ratio of folio-backed pages to everything else a process maps.
+//!
+//! Result: `exit_us`, the mean simulated time of one address space's teardown
+//! at exit (every PTE cleared, the core mm's per-page and per-folio work, the
+//! whole-mm flush), over every process that exited (the compilers and make).
+//! Scaling: host time grows with `jobs * cpus * (heap_pages + file_pages)`.
+
+use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "exit_teardown",
+    description: "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
+                  mappings: exit_group time per process (seed 004)",
+    params: &[
+        ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" },
+        ParamDef {
+            key: "heap_pages",
+            default: 512.0,
+            min: 16.0,
+            max: 65536.0,
+            doc: "4 KB anonymous heap pages each compiler writes (2 MB)",
+        },
+        ParamDef {
+            key: "file_pages",
+            default: 128.0,
+            min: 16.0,
+            max: 65536.0,
+            doc: "4 KB pages of the shared file each compiler maps and reads",
+        },
+        ParamDef {
+            key: "dirty_pages",
+            default: 32.0,
+            min: 0.0,
+            max: 65536.0,
+            doc: "pages of the file each compiler writes (at most file_pages)",
+        },
+        ParamDef {
+            key: "compute_us",
+            default: 50000.0,
+            min: 0.0,
+            max: 1e6,
+            doc: "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
+        },
+    ],
+    has_overhead: false,
+    results: &["exit_us"],
+};
+
+/// The shared file every compiler maps.
+const FILE: u32 = 1;
+
+/// The sizes every compiler shares.
+#[derive(Clone, Copy)]
+struct Sizes {
+    heap_pages: u64,
+    file_pages: u64,
+    dirty_pages: u64,
+    compute: u64,
+}
+
+/// One compiler process.
+struct Compiler {
+    sizes: Sizes,
+    /// Its index among make's children (where it writes the file).
+    index: u64,
+    done: u32,
+    step: u32,
+    file: u64,
+}
+
+impl Program for Compiler {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let s = self.sizes;
+        match self.step {
+            1 => Op::Sys(Sys::Execve),
+            2 => Op::Touch { va: TEXT_VA, pages: TEXT_PAGES, write: false },
+            3 => Op::Touch { va: DATA_VA, pages: 8, write: true },
+            4 => Op::Touch { va: STACK_VA, pages: 4, write: true },
+            5 => Op::Sys(Sys::Mmap { pages: s.heap_pages, write: true }),
+            6 => Op::Touch { va: ret, pages: s.heap_pages, write: true },
+            7 => Op::Sys(Sys::MmapFile { file: FILE, pages: s.file_pages, write: true }),
+            8 => {
+                self.file = ret;
+                Op::Touch { va: self.file, pages: s.file_pages, write: false }
+            }
+            9 => {
+                let slots = (s.file_pages / s.dirty_pages.max(1)).max(1);
+                let at = (self.index % slots) * s.dirty_pages;
+                Op::Touch { va: self.file + at * 4096, pages: s.dirty_pages, write: true }
+            }
+            // Compile times differ from file to file: spread them over 0.5 to 1.5
+            // times `compute_us` so that exits do not all coincide.
+            10 => Op::Compute(s.compute / 2 + s.compute * ((self.index * 7919) % 1024) / 1024),
+            11 => Op::Sys(Sys::PipeWrite(self.done)),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Starts make.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+    let sizes = Sizes {
+        heap_pages: p["heap_pages"] as u64,
+        file_pages: p["file_pages"] as u64,
+        dirty_pages: p["dirty_pages"] as u64,
+        compute: (p["compute_us"] * 1000.0 * sim.ghz()) as u64,
+    };
+    if sizes.dirty_pages > sizes.file_pages {
+        return Err(format!(
+            "exit_teardown: dirty_pages={} exceeds file_pages={}",
+            sizes.dirty_pages, sizes.file_pages
+        ));
+    }
+    let children = p["jobs"] as u64 * sim.cfg.ncpus as u64;
+    let mut index = 0;
+    let make = ForkAll::new(children, move |done| {
+        index += 1;
+        Box::new(Compiler { sizes, index: index - 1, done, step: 0, file: 0 }) as Box<dyn Program>
+    });
+    sim.spawn(Box::new(make))?;
+    Ok(())
+}
+
+/// Returns `exit_us`: simulated microseconds of teardown per exiting address space.
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+    let s = &sim.stats;
+    if s.exits == 0 {
+        return Err("exit_teardown: no process exited".into());
+    }
+    let mut r = BTreeMap::new();
+    r.insert("exit_us".to_string(), s.exit_teardown_cycles as f64 / s.exits as f64 / sim.ghz() / 1e3);
+    Ok(r)
+}
