@@ -231,6 +231,20 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
         "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
     );
     for r in &results {
+        // A claim with several variants prints one row per variant.
+        for v in &r.variants {
+            let note = match v.expected_violations {
+                0 => String::new(),
+                n => format!(" ({n} expected violations: loses dirty state)"),
+            };
+            println!(
+                "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}{note}",
+                r.id, r.seed, r.baseline, v.name, r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict
+            );
+        }
+        if !r.variants.is_empty() {
+            continue;
+        }
         println!(
             "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
             r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict

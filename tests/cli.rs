@@ -269,3 +269,37 @@ fn bench_cpus_bad_values_are_one_line_and_exit_2() {
     assert_bad_input(&["bench", "--cpus", "2", "--set", "ops=2"], "unknown parameter 'ops'");
     assert_bad_input(&["bench", "--workload", "fileserver"], "apply only with --cpus");
 }
+
+#[test]
+fn seed004_claims_print_four_strategies_each_with_a_verdict() {
+    for (id, seed_ratios) in
+        [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
+    {
+        let o = tlbkit(&["reproduce", "--only", id]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(id)).collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        for (row, name) in rows.iter().zip(["noopt", "simple", "robust", "clear_ptes"]) {
+            assert!(row.contains(&format!("contpte {name} ")), "{row}");
+            assert!(["reproduced", "direction-only", "not-reproduced"].iter().any(|v| row.contains(v)), "{row}");
+        }
+        let c = &claim(id);
+        assert_eq!(c["baseline"], "arm64-linux folios");
+        let vs = c["variants"].as_array().unwrap();
+        assert_eq!(vs.len(), 4, "{c}");
+        let ratio = |i: usize| vs[i]["sim_ratio"].as_f64().unwrap();
+        for (v, seed) in vs.iter().zip(seed_ratios) {
+            assert!((v["seed_ratio"].as_f64().unwrap() - seed).abs() < 1e-9, "{v}");
+        }
+        // No-opt's unfold TLBIs make it far the dearest; robust is reproduced on both.
+        assert!((1..4).all(|i| ratio(0) > 2.0 * ratio(i)), "{c}");
+        assert_eq!(vs[0]["verdict"], "reproduced", "{c}");
+        assert_eq!(vs[2]["verdict"], "reproduced", "{c}");
+        // Only simple loses dirty state, and the claim counts it.
+        assert!(vs[1]["expected_violations"].as_u64().unwrap() > 0, "{c}");
+        assert!([0, 2, 3].iter().all(|&i| vs[i]["expected_violations"] == 0), "{c}");
+    }
+    // Claims of one variant keep their JSON: no `variants` key.
+    assert!(claim("seed000-latctx").get("variants").is_none());
+}
