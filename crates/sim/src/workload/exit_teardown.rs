@@ -18,7 +18,14 @@
 //! produces: file-backed dirty pages whose dirty state the teardown must report),
 //! computes for `compute_us` and exits. Page counts are estimates of a small
 //! compile job's footprint, scaled down to keep host time modest; they set the
-//! ratio of folio-backed pages to everything else a process maps.
+//! ratio of folio-backed pages to everything else a process maps. Each
+//! compiler computes 0.5 to 1.5 times `compute_us` (50 ms by default), so exits
+//! are spread out and rarely overlap, as in a kernel build, where the seed puts
+//! `exit_group` at ~1.5% of the time. That matters for no-opt: a kernel operation
+//! is atomic in simulated time, so a CPU's DVM queue takes a whole teardown's
+//! TLBIs at once, and a second teardown that overlaps it waits behind all of them
+//! (with `jobs=2` or short `compute_us`, no-opt's ratio on 80 CPUs grows
+//! several-fold from this queueing alone).
 //!
 //! Result: `exit_us`, the mean simulated time of one address space's teardown
 //! at exit (every PTE cleared, the core mm's per-page and per-folio work, the
