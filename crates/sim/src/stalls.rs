@@ -19,11 +19,11 @@
 //! check that both agree at every settlement.
 //!
 //! # Memory
-//! A socket's log keeps what its CPUs have not been charged for yet. When it has
-//! doubled since it was last trimmed, every CPU that can gain no further charge
-//! from it (its `busy_until` is no later than the last message's start) is
-//! settled, and entries every CPU has been charged for are dropped: a log holds
-//! about the messages received during the longest operation still running.
+//! A settlement is valid at any time, not only when it is needed, since it only
+//! adds what is due so far. So when a socket's log reaches [`TRIM_AT`] entries,
+//! every CPU of the socket is settled and the log emptied: a log never holds
+//! more, and the host work per message stays constant (a binary search per CPU
+//! per [`TRIM_AT`] messages).
 
 use crate::machine::CpuState;
 use std::collections::VecDeque;
@@ -33,28 +33,25 @@ use std::collections::VecDeque;
 struct SocketLog {
     /// Index (counted since the machine started) of the first entry kept.
     base: usize,
-    /// When each message started being processed at the socket (non-decreasing).
-    starts: VecDeque<u64>,
-    /// Processing time of all messages before each kept one.
-    before: VecDeque<u64>,
+    /// Per message: when it started being processed at the socket
+    /// (non-decreasing), and the processing time of all messages before it.
+    entries: VecDeque<(u64, u64)>,
     /// Processing time of all messages.
     total: u64,
-    /// Entries kept after the last trim.
-    kept: usize,
 }
 
 impl SocketLog {
     /// Returns the index the next message will get.
     fn end(&self) -> usize {
-        self.base + self.starts.len()
+        self.base + self.entries.len()
     }
 
     /// Returns the processing time of the messages from index `from` on that
     /// started before `until`.
     fn charge(&self, from: usize, until: u64) -> u64 {
         let i = from - self.base;
-        let k = i.max(self.starts.partition_point(|&s| s < until));
-        let before = |k: usize| if k == self.starts.len() { self.total } else { self.before[k] };
+        let k = i.max(self.entries.partition_point(|&(s, _)| s < until));
+        let before = |k: usize| self.entries.get(k).map_or(self.total, |&(_, b)| b);
         before(k) - before(i)
     }
 }
@@ -72,8 +69,8 @@ pub struct Stalls {
     eager: Vec<u64>,
 }
 
-/// Entries a log keeps before its first trim.
-const TRIM_AT: usize = 4096;
+/// Entries after which a log is settled and emptied.
+pub const TRIM_AT: usize = 4096;
 
 impl Stalls {
     /// Returns empty logs for `ncpus` CPUs, `cores_per_socket` to a socket.
@@ -105,12 +102,11 @@ impl Stalls {
             }
         }
         let log = &mut self.logs[socket];
-        debug_assert!(log.starts.back().is_none_or(|&s| s <= start), "DVM starts out of order");
-        log.starts.push_back(start);
-        log.before.push_back(log.total);
+        debug_assert!(log.entries.back().is_none_or(|&(s, _)| s <= start), "DVM starts out of order");
+        log.entries.push_back((start, log.total));
         log.total += process;
-        if log.starts.len() >= TRIM_AT.max(2 * log.kept) {
-            self.trim(socket, start, cpus);
+        if log.entries.len() >= TRIM_AT {
+            self.trim(socket, cpus);
         }
     }
 
@@ -126,24 +122,15 @@ impl Stalls {
         self.seen[cpu] = log.end();
     }
 
-    /// Settles every CPU of `socket` whose `busy_until` is no later than `last`
-    /// (the latest start: no message to come can charge it), then drops what
-    /// every CPU of the socket has been charged for.
-    fn trim(&mut self, socket: usize, last: u64, cpus: &mut [CpuState]) {
+    /// Settles every CPU of `socket` and empties its log.
+    fn trim(&mut self, socket: usize, cpus: &mut [CpuState]) {
         let cps = self.cores_per_socket;
-        let range = socket * cps..((socket + 1) * cps).min(cpus.len());
-        for cpu in range.clone() {
-            if cpus[cpu].busy_until <= last {
-                self.settle(cpu, &mut cpus[cpu]);
-            }
+        for (cpu, st) in cpus.iter_mut().enumerate().skip(socket * cps).take(cps) {
+            self.settle(cpu, st);
         }
         let log = &mut self.logs[socket];
-        let keep_from = range.map(|c| self.seen[c]).min().unwrap_or(log.end());
-        let drop = keep_from - log.base;
-        log.starts.drain(..drop);
-        log.before.drain(..drop);
-        log.base = keep_from;
-        log.kept = log.starts.len();
+        log.base = log.end();
+        log.entries.clear();
     }
 }
 
@@ -176,21 +163,18 @@ mod tests {
     }
 
     #[test]
-    fn trimming_keeps_what_a_running_cpu_has_not_been_charged_for() {
+    fn a_full_log_is_settled_and_emptied_without_changing_any_charge() {
         let mut c = cpus(2);
         let mut s = Stalls::new(2, 2);
         c[0].busy_until = u64::MAX;
-        for t in 0..3 * TRIM_AT as u64 {
+        let n = 3 * TRIM_AT as u64 + 5;
+        for t in 0..n {
             s.received(0, 1, t, 1, &mut c);
         }
-        assert_eq!(s.logs[0].starts.len(), 3 * TRIM_AT, "cpu0 runs on: nothing may go");
+        assert_eq!(s.logs[0].entries.len(), 5, "emptied at every TRIM_AT messages");
         s.settle(0, &mut c[0]);
-        assert_eq!(c[0].stolen, 3 * TRIM_AT as u64);
+        s.settle(1, &mut c[1]);
+        assert_eq!(c[0].stolen, n, "cpu0 ran throughout: every message counts, trimmed or not");
         assert_eq!(c[1].stolen, 0, "cpu1 was idle throughout");
-        c[0].busy_until = 0;
-        for t in 0..TRIM_AT as u64 * 4 {
-            s.received(0, 1, 3 * TRIM_AT as u64 + t, 1, &mut c);
-        }
-        assert!(s.logs[0].starts.len() < 2 * TRIM_AT, "both CPUs settled: the log shrinks");
     }
 }

@@ -23,15 +23,16 @@
 //! policy reports its phases (`shootdown_cycles / shootdowns`; 0 when the policy
 //! reports none, as broadcast-TLBI policies do); `invalidating_share`, the
 //! fraction of IPI-handler time spent in TLB invalidation (0 without IPIs).
-//! Host time grows with `cpus * ops * pages` (a broadcast visits only the TLBs
-//! that may hold its page, see [`crate::holders`]), and memory with `cpus * ops`
-//! (the oracle keeps every obligation). At `--cpus 4096` on `altra` the default
-//! `ops=2000` is practical: on the project's 2-core AMD EPYC development machine
-//! (shared with other work), a release build took 78.5 s and 1070 MiB at most with
-//! `arm64-linux`, 91.1 s and 1076 MiB with `arm64-linux-skipbcast`, 75.4 s and
-//! 1070 MiB with `arm64-freebsd-asid` (`/usr/bin/time`; the README has the
-//! commands). `arm64-noasid` is not practical there: it broadcasts `TLBI
-//! VMALLE1IS` at every switch, and each one empties all 4096 TLBs.
+//! Host time grows with `cpus * ops * pages` times the sockets a broadcast
+//! reaches (it visits only the TLBs that may hold its page, see
+//! [`crate::holders`]), and memory with `cpus * ops` (the oracle keeps every
+//! obligation). At `--cpus 4096` on `altra` the default `ops=2000` is practical.
+//! On the project's 2-core AMD EPYC development machine (shared with other
+//! work), a release build took 126 s and 1085 MiB at most with `arm64-linux`,
+//! 134 s and 1091 MiB with `arm64-linux-skipbcast`, and 152 s and 1085 MiB with
+//! `arm64-freebsd-asid` (`/usr/bin/time`; the README has the commands).
+//! `arm64-noasid` is not practical there: it broadcasts `TLBI VMALLE1IS` at every
+//! switch, and each one empties all 4096 TLBs.
 
 use super::{mark_sum, ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
