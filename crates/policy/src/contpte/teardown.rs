@@ -23,9 +23,11 @@
 //!   `__ptep_set_access_flags_notlbi`'s compare-and-exchange loop against the
 //!   hardware) and return them gathered with the block's. No TLBI either; O(n²)
 //!   reads per block, as the thread says.
-//! - [`Teardown::ClearPtes`]: v3, as merged in v6.9. The core mm batches the PTEs
-//!   that map consecutive pages of one large folio (`folio_pte_batch`, which uses
-//!   `pte_batch_hint` to skip over contiguous blocks) and clears each batch with
+//! - [`Teardown::ClearPtes`]: v3 of the series (December 2023), the version seed
+//!   004 measured. The core mm batches the PTEs that map consecutive pages of one
+//!   large folio (`folio_nr_pages_cont_mapped`, one gathering `ptep_get` per PTE;
+//!   v6.9's `folio_pte_batch` later skips whole blocks with `pte_batch_hint`) and
+//!   clears each batch with
 //!   `get_and_clear_full_ptes`, which unfolds only blocks the batch covers in part
 //!   and returns the first PTE with every cleared PTE's access/dirty bits ORed in.
 //!
@@ -49,7 +51,7 @@
 //!   entries, markers, uffd-wp: none touches a present PTE.
 
 use super::ops::{gather_block, get_and_clear_full_ptes, ptep_get, ptep_get_and_clear, set_access_flags_notlbi};
-use super::{block_index, block_start, try_unfold, Folio, PteMem, PteVal, CONT_PTES};
+use super::{block_start, try_unfold, Folio, PteMem, PteVal, CONT_PTES};
 use crate::types::{MmId, VirtAddr};
 use alloc::string::{String, ToString};
 use core::fmt;
@@ -65,7 +67,7 @@ pub enum Teardown {
     /// Clear each PTE alone, carrying its access/dirty bits to a not-yet-cleared
     /// sibling and returning the block's (the thread's robust attempt).
     Robust,
-    /// Clear whole per-folio batches, returning their access/dirty bits ORed (v6.9).
+    /// Clear whole per-folio batches, returning their access/dirty bits ORed (v3, December 2023).
     ClearPtes,
 }
 
@@ -88,7 +90,7 @@ impl Teardown {
         Teardown::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| UnknownTeardown(name.to_string()))
     }
 
-    /// Returns whether the core mm zaps per folio batch (v6.9, with
+    /// Returns whether the core mm zaps per folio batch (with
     /// `get_and_clear_full_ptes`) rather than one PTE at a time (the kernels the
     /// other three strategies were measured on).
     pub const fn batched(self) -> bool {
@@ -186,44 +188,31 @@ fn get_and_clear_full_robust<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr) -> 
     orig
 }
 
-/// Returns how many PTEs from `va` the core mm may skip as one contiguous block
-/// (`pte_batch_hint`): to the end of the block for a valid contiguous PTE, else 1.
-fn pte_batch_hint(va: VirtAddr, pte: PteVal) -> u64 {
-    if pte.valid_cont() {
-        CONT_PTES - block_index(va)
-    } else {
-        1
-    }
-}
-
-/// Returns `pte` with the bits `zap_present_ptes`' batching ignores cleared: access
-/// flag, dirty state, write permission (`__pte_batch_clear_ignored` with
-/// `FPB_IGNORE_DIRTY`).
-fn batch_clear_ignored(pte: PteVal) -> PteVal {
-    pte.mkold().mkclean().wrprotect()
-}
-
 /// Returns how many PTEs from `va`, at most `max_nr`, map consecutive pages of
-/// `folio` with the same bits as `pte` (read from `va`) apart from the ignored
-/// ones (`folio_pte_batch`): it reads one PTE per contiguous block, with
-/// [`ptep_get`].
-fn folio_pte_batch<M: PteMem>(mem: &mut M, mm: MmId, folio: Folio, va: VirtAddr, pte: PteVal, max_nr: u64) -> u64 {
-    let folio_end_pfn = folio.pfn + folio.pages;
-    let mut nr = pte_batch_hint(va, pte);
-    let mut expected = batch_clear_ignored(pte.advance_pfn(nr));
-    let mut done = nr;
-    while done < max_nr {
-        let at = va.add_pages(done);
-        let next = batch_clear_ignored(ptep_get(mem, mm, at));
-        // Stop at the folio's end even if the next frame follows on (another folio).
-        if next != expected || next.pfn >= folio_end_pfn {
+/// `folio` (`folio_nr_pages_cont_mapped` of the series seed 004 measured, v3 of
+/// December 2023, patch "mm: Batch-clear PTE ranges during zap_pte_range()"):
+/// after the first, it reads every PTE with [`ptep_get`] and stops at the first
+/// that is not valid or does not map the next frame, or at the folio's end. On a
+/// contiguous block each of those reads gathers all 16 PTEs; `pte_batch_hint`,
+/// which lets v6.9's `folio_pte_batch` read one PTE per block, came later.
+fn folio_nr_pages_cont_mapped<M: PteMem>(
+    mem: &mut M,
+    mm: MmId,
+    folio: Folio,
+    va: VirtAddr,
+    pte: PteVal,
+    max_nr: u64,
+) -> u64 {
+    let floops = max_nr.min(folio.pfn + folio.pages - pte.pfn);
+    let mut i = 1;
+    while i < floops {
+        let next = ptep_get(mem, mm, va.add_pages(i));
+        if !next.valid() || next.pfn != pte.pfn + i {
             break;
         }
-        nr = pte_batch_hint(at, next);
-        expected = expected.advance_pfn(nr);
-        done += nr;
+        i += 1;
     }
-    done.min(max_nr)
+    i
 }
 
 /// Tears down the `pages` PTEs of `mm` from `start` as `strategy` does when the
@@ -239,16 +228,16 @@ fn folio_pte_batch<M: PteMem>(mem: &mut M, mm: MmId, folio: Folio, va: VirtAddr,
 /// PTE before deciding what to do with it):
 /// - `NoOpt`, `Simple`, `Robust` (`zap_pte_range` before v6.9): one
 ///   [`ptep_get_and_clear_full`] per PTE.
-/// - `ClearPtes` (`zap_present_ptes`, v6.9): for a large folio, the batch
-///   `folio_pte_batch` finds, cleared with [`get_and_clear_full_ptes`]; each page
+/// - `ClearPtes` (`zap_pte_range` of the series' v3): for a large folio, the batch
+///   `folio_nr_pages_cont_mapped` finds, cleared with [`get_and_clear_full_ptes`]; each page
 ///   of the batch is reported with the batch's value (frame advanced). A special
 ///   mapping or a small folio is cleared alone, with [`ptep_get_and_clear`].
 ///
 /// Per fully mapped contiguous block this makes, in [`PteMem`] calls: `NoOpt` 48
 /// reads, 32 exchanges, 16 writes and one 16-page range flush; `Simple` 288 reads
 /// and 16 exchanges; `Robust` 16 exchanges and, when no PTE is young or dirty,
-/// 544 reads; `ClearPtes` 17 reads and 16 exchanges (plus 17 reads per further
-/// block of the same folio). Only `NoOpt` flushes during the teardown.
+/// 544 reads; `ClearPtes` 272 reads (a gathering `ptep_get` of 17 reads per PTE)
+/// and 16 exchanges. Only `NoOpt` flushes during the teardown.
 pub fn teardown_range<M, F, R>(
     strategy: Teardown,
     mem: &mut M,
@@ -279,7 +268,7 @@ where
                 None => report(va, ptep_get_and_clear(mem, mm, va)),
                 Some(folio) => {
                     if folio.is_large() && max_nr != 1 {
-                        nr = folio_pte_batch(mem, mm, folio, va, ptent, max_nr);
+                        nr = folio_nr_pages_cont_mapped(mem, mm, folio, va, ptent, max_nr);
                     }
                     let pte = get_and_clear_full_ptes(mem, mm, va, nr);
                     for i in 0..nr {
@@ -365,7 +354,7 @@ mod tests {
     #[test]
     fn memory_accesses_per_block() {
         // (reads, exchanges, writes, compare-and-exchanges, flushes) for one clean, old block.
-        let want = [(48, 32, 16, 0, 1), (288, 16, 0, 0, 0), (544, 16, 0, 0, 0), (17, 16, 0, 0, 0)];
+        let want = [(48, 32, 16, 0, 1), (288, 16, 0, 0, 0), (544, 16, 0, 0, 0), (272, 16, 0, 0, 0)];
         for (t, want) in Teardown::ALL.into_iter().zip(want) {
             let mut mem = TestMem::new();
             mem.put_block(B, PFN, VW);
@@ -382,21 +371,24 @@ mod tests {
     }
 
     #[test]
-    fn clear_ptes_batches_a_whole_folio_and_peeks_once_per_block() {
+    fn clear_ptes_batches_a_whole_folio_reading_every_pte_with_a_gathering_ptep_get() {
         let mut mem = TestMem::new();
         for b in 0..4 {
             mem.put_block(B + 16 * b, PFN + 16 * b, VW);
         }
         zap(Teardown::ClearPtes, &mut mem, 64, 64);
-        assert_eq!(mem.count(Kind::Get), 4 * 17, "one ptep_get per block, through pte_batch_hint");
+        // The zap loop's ptep_get of page 0, then one per further page of the folio,
+        // each gathering its block: 64 x 17.
+        assert_eq!(mem.count(Kind::Get), 64 * 17, "one gathering ptep_get per PTE");
         assert_eq!(mem.writes(), (0..64).map(|i| Call::Clear(B + i)).collect::<Vec<_>>());
-        // Folios of one block each: the batch peeks at the next block and stops at the folio's end.
+        // Folios of one block each: the batch stops at the folio's end without reading on.
         let mut mem = TestMem::new();
         for b in 0..4 {
             mem.put_block(B + 16 * b, PFN + 16 * b, VW);
         }
         zap(Teardown::ClearPtes, &mut mem, 64, 16);
-        assert_eq!(mem.count(Kind::Get), 3 * (17 + 17) + 17);
+        assert_eq!(mem.count(Kind::Get), 4 * 16 * 17);
+        assert_eq!(mem.writes(), (0..64).map(|i| Call::Clear(B + i)).collect::<Vec<_>>());
     }
 
     #[test]
