@@ -149,24 +149,20 @@ impl<P: Policy> Sim<P> {
 
     /// Reports a `no_tlb_conflict` at `va` on `cpu`, running address space `uid`.
     pub(super) fn report_conflict(&mut self, cpu: usize, va: u64, uid: u32, detail: String, now: u64) {
-        let v = Violation {
-            property: Property::NoTlbConflict.name(),
-            cpu: cpu as u32,
-            time_ns: now as f64 / self.ghz(),
-            va: format!("{va:#x}"),
-            mm: self.mm_name_of_uid(uid),
-            detail,
-            change: None,
-            flush: None,
-        };
-        self.oracle.report(v);
+        self.report_page(Property::NoTlbConflict, cpu, va, uid, detail, now);
     }
 
     /// Reports a `no_lost_dirty` for page `va` of `mm`.
     fn report_lost_dirty(&mut self, cpu: usize, mm: MmId, va: u64, detail: String, now: u64) {
         let uid = self.mms[mm.index()].uid;
+        self.report_page(Property::NoLostDirty, cpu, va, uid, detail, now);
+    }
+
+    /// Reports a violation of `property` at page `va` of address space `uid` on
+    /// `cpu`, without a change or flush to cite.
+    fn report_page(&mut self, property: Property, cpu: usize, va: u64, uid: u32, detail: String, now: u64) {
         let v = Violation {
-            property: Property::NoLostDirty.name(),
+            property: property.name(),
             cpu: cpu as u32,
             time_ns: now as f64 / self.ghz(),
             va: format!("{va:#x}"),
