@@ -88,6 +88,13 @@ pub struct Walked {
 const EMPTY: u32 = 0;
 const BLOCK: u32 = 1 << 31;
 
+/// What [`PageTables::for_each_leaf`] finds in range: a 2 MB block's PTE, or the
+/// part `[va, stop)` of a last-level table whose PTEs start at `chunk`.
+enum Leaf {
+    Block { va: u64, pte: PteRef },
+    Table { va: u64, chunk: u32, stop: u64 },
+}
+
 /// Every address space's page tables.
 #[derive(Default)]
 pub struct PageTables {
@@ -216,6 +223,33 @@ impl PageTables {
     /// (4 KB granularity; blocks are reported once, at their first page in range),
     /// in ascending order. Missing tables are skipped whole at every level.
     pub fn for_each_slot(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, PteRef)) {
+        self.for_each_leaf(root, start, pages, |leaf| match leaf {
+            Leaf::Block { va, pte } => f(va, pte),
+            Leaf::Table { mut va, chunk, stop } => {
+                while va < stop {
+                    f(va, chunk + idx(va, 3) as u32);
+                    va += 4096;
+                }
+            }
+        });
+    }
+
+    /// Calls `f(va, pages)` for each piece of `pages` pages from `start` that one
+    /// existing last-level table covers, in ascending order: the ranges a
+    /// `zap_pmd_range` hands to `zap_pte_range` (missing tables and 2 MB blocks
+    /// are skipped).
+    pub fn for_each_leaf_table(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, u64)) {
+        self.for_each_leaf(root, start, pages, |leaf| {
+            if let Leaf::Table { va, stop, .. } = leaf {
+                f(va, (stop - va) / 4096);
+            }
+        });
+    }
+
+    /// Walks the tables under `root` over `pages` pages from `start`, in ascending
+    /// order, calling `f` for each 2 MB block and each part of a last-level table
+    /// in range; missing tables are skipped whole at every level.
+    fn for_each_leaf(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(Leaf)) {
         let end = start + pages * 4096;
         // The first address of the next region of `1 << shift` bytes, capped at `end`.
         let next = |va: u64, shift: u32| ((((va >> shift) as u128 + 1) << shift).min(end as u128)) as u64;
@@ -229,43 +263,13 @@ impl PageTables {
                     break;
                 }
                 if e & BLOCK != 0 {
-                    f(va, (e & !BLOCK) - 1);
+                    f(Leaf::Block { va, pte: (e & !BLOCK) - 1 });
                     va = next(va, SHIFT_2M);
                     break;
                 }
                 if level == 2 {
-                    let chunk = e - 1;
                     let stop = next(va, SHIFT_2M);
-                    while va < stop {
-                        f(va, chunk + idx(va, 3) as u32);
-                        va += 4096;
-                    }
-                    break;
-                }
-                d = e - 1;
-            }
-        }
-    }
-
-    /// Calls `f(va, pages)` for each piece of `pages` pages from `start` that one
-    /// existing last-level table covers, in ascending order: the ranges a
-    /// `zap_pmd_range` hands to `zap_pte_range` (missing tables and 2 MB blocks
-    /// are skipped).
-    pub fn for_each_leaf_table(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, u64)) {
-        let end = start + pages * 4096;
-        let next = |va: u64, shift: u32| ((((va >> shift) as u128 + 1) << shift).min(end as u128)) as u64;
-        let mut va = start;
-        while va < end {
-            let mut d = root;
-            for level in 0..3 {
-                let e = self.dirs[d as usize][idx(va, level)];
-                if e == EMPTY || e & BLOCK != 0 {
-                    va = next(va, 39 - 9 * level);
-                    break;
-                }
-                if level == 2 {
-                    let stop = next(va, SHIFT_2M);
-                    f(va, (stop - va) / 4096);
+                    f(Leaf::Table { va, chunk: e - 1, stop });
                     va = stop;
                     break;
                 }
