@@ -992,21 +992,29 @@ impl<P: Policy> Sim<P> {
 
     fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
         let (pfn, obl) = self.frames.alloc();
-        if obl != 0 && !self.oracle.discharged(obl) {
-            let g = self.ghz();
-            let v = Violation {
-                property: Property::NoReuseWhileMapped.name(),
-                cpu: cpu as u32,
-                time_ns: now as f64 / g,
-                va: "-".into(),
-                mm: "-".into(),
-                detail: format!("frame {pfn} handed out again while a TLB may still map it"),
-                change: Some(self.oracle.describe_change(obl, g)),
-                flush: Some(self.oracle.describe_flush(obl, g)),
-            };
-            self.oracle.report(v);
-        }
+        self.check_reuse(cpu, obl, || format!("frame {pfn}"), now);
         pfn
+    }
+
+    /// Reports `no_reuse_while_mapped` if the frame just handed out, named by
+    /// `frame`, was freed under obligation `obl` (0: none) and that obligation's
+    /// flush has not returned yet.
+    pub(crate) fn check_reuse(&mut self, cpu: usize, obl: u32, frame: impl FnOnce() -> String, now: u64) {
+        if obl == 0 || self.oracle.discharged(obl) {
+            return;
+        }
+        let g = self.ghz();
+        let v = Violation {
+            property: Property::NoReuseWhileMapped.name(),
+            cpu: cpu as u32,
+            time_ns: now as f64 / g,
+            va: "-".into(),
+            mm: "-".into(),
+            detail: format!("{} handed out again while a TLB may still map it", frame()),
+            change: Some(self.oracle.describe_change(obl, g)),
+            flush: Some(self.oracle.describe_flush(obl, g)),
+        };
+        self.oracle.report(v);
     }
 
     /// A user page fault: demand allocation, copy-on-write, or a stale read-only

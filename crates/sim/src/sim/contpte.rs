@@ -397,23 +397,7 @@ impl<P: Policy> Sim<P> {
         let (first, obls) = self.frames.alloc_folio(kind);
         self.stats.folios += 1;
         for (i, obl) in obls.into_iter().enumerate() {
-            if obl != 0 && !self.oracle.discharged(obl) {
-                let g = self.ghz();
-                let v = Violation {
-                    property: Property::NoReuseWhileMapped.name(),
-                    cpu: cpu as u32,
-                    time_ns: now as f64 / g,
-                    va: "-".into(),
-                    mm: "-".into(),
-                    detail: format!(
-                        "frame {} (of a folio) handed out again while a TLB may still map it",
-                        first + i as u64
-                    ),
-                    change: Some(self.oracle.describe_change(obl, g)),
-                    flush: Some(self.oracle.describe_flush(obl, g)),
-                };
-                self.oracle.report(v);
-            }
+            self.check_reuse(cpu, obl, || format!("frame {} (of a folio)", first + i as u64), now);
         }
         first
     }
