@@ -4,11 +4,30 @@
 
 use crate::cpumask::CpuMask;
 use crate::hw::{Access, Barrier, Hw, Note, Phase, Root, Scope, Tlbi};
-use crate::types::{Asid, CpuId};
+use crate::policy::Policy;
+use crate::types::{Asid, CpuId, MmId};
 use std::cell::{Cell, RefCell};
 use std::format;
 use std::string::String;
 use std::vec::Vec;
+
+/// Linux arm64's first and second generation with 8-bit ASIDs (the generation
+/// counts in steps of `1 << bits`).
+pub const GEN1: u64 = 1 << 8;
+/// See [`GEN1`].
+pub const GEN2: u64 = 2 << 8;
+
+/// Returns the 8-bit ASID `n`.
+pub fn a8(n: u32) -> Asid {
+    Asid::new(n, 8).unwrap()
+}
+
+/// Creates the address spaces `mms` in `p` (`mm_init`), as fork would.
+pub fn init_mms<P: Policy>(p: &P, mms: core::ops::RangeInclusive<u32>) {
+    for mm in mms {
+        p.mm_init(MmId(mm));
+    }
+}
 
 /// Returns the log line of a root write of `mm`'s tables with tag `asid`.
 pub fn root(mm: u32, asid: u16, noflush: bool) -> String {

@@ -285,7 +285,7 @@ impl Policy for FreebsdEpoch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::Rec;
+    use crate::testhw::{init_mms, Rec};
 
     fn asid_of(p: &FreebsdEpoch, mm: u32) -> i32 {
         cookie_asid(p.cookie_of(MmId(mm)))
@@ -307,9 +307,7 @@ mod tests {
         let p = FreebsdEpoch::new(2, 300, 8);
         let cpu0 = Rec::new(0, 2);
         let cpu1 = Rec::new(1, 2);
-        for mm in 1..=254 {
-            p.mm_init(MmId(mm));
-        }
+        init_mms(&p, 1..=254);
         p.switch_mm(&cpu1, MmId(1));
         for mm in 2..=254 {
             p.switch_mm(&cpu0, MmId(mm));

@@ -493,7 +493,7 @@ impl Policy for FreebsdX86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{invlpg, root, Rec};
+    use crate::testhw::{init_mms, invlpg, root, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -502,9 +502,7 @@ mod tests {
     /// Returns a policy with mms 1..=n initialised.
     fn fbsd(ncpus: usize, n: u32, c: Completion) -> FreebsdX86 {
         let p = FreebsdX86::new(ncpus, n as usize + 1, c);
-        for mm in 1..=n {
-            p.mm_init(MmId(mm));
-        }
+        init_mms(&p, 1..=n);
         p
     }
 

@@ -710,14 +710,7 @@ impl Policy for LinuxArm64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::Rec;
-
-    const GEN1: u64 = 1 << 8;
-    const GEN2: u64 = 2 << 8;
-
-    fn a8(n: u32) -> Asid {
-        Asid::new(n, 8).unwrap()
-    }
+    use crate::testhw::{a8, init_mms, Rec, GEN1, GEN2};
 
     /// An 8-bit, 2-CPU machine on the verge of its first rollover: cpu1 runs mm 1
     /// (ASID 1), cpu0 has run mms 2..=255 (ASIDs 2..=255) and still runs mm 255.
@@ -725,9 +718,7 @@ mod tests {
         let p = LinuxArm64::new(2, 400, 8, false).unwrap();
         let cpu0 = Rec::new(0, 2);
         let cpu1 = Rec::new(1, 2);
-        for mm in 1..=255 {
-            p.mm_init(MmId(mm));
-        }
+        init_mms(&p, 1..=255);
         p.switch_mm(&cpu1, MmId(1));
         for mm in 2..=255 {
             p.switch_mm(&cpu0, MmId(mm));

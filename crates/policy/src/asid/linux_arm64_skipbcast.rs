@@ -364,15 +364,8 @@ mod tests {
     use super::*;
     use crate::hw::{Scope, Tlbi};
     use crate::policy::Policy;
-    use crate::testhw::Rec;
+    use crate::testhw::{a8, init_mms, Rec, GEN1, GEN2};
     use crate::types::VirtAddr;
-
-    const GEN1: u64 = 1 << 8;
-    const GEN2: u64 = 2 << 8;
-
-    fn a8(n: u32) -> Asid {
-        Asid::new(n, 8).unwrap()
-    }
 
     fn tlbi(op: Tlbi, scope: Scope) -> String {
         format!("tlbi {op:?} {scope:?}")
@@ -381,9 +374,7 @@ mod tests {
     /// A 2-CPU, 8-bit machine with skip-broadcast and mms 1..=`mms` created.
     fn machine(mms: u32) -> (LinuxArm64, Rec, Rec) {
         let p = LinuxArm64::with_skip_broadcast(2, 400, 8, false).unwrap();
-        for mm in 1..=mms {
-            p.mm_init(MmId(mm));
-        }
+        init_mms(&p, 1..=mms);
         (p, Rec::new(0, 2), Rec::new(1, 2))
     }
 

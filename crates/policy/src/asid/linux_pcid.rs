@@ -487,7 +487,7 @@ impl Policy for LinuxX86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{invlpg, root, Rec};
+    use crate::testhw::{init_mms, invlpg, root, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -496,9 +496,7 @@ mod tests {
     /// Returns a policy with mms 1..=n initialised.
     fn x86(ncpus: usize, n: u32, pcid: bool) -> LinuxX86 {
         let p = LinuxX86::new(ncpus, n as usize + 1, pcid);
-        for mm in 1..=n {
-            p.mm_init(MmId(mm));
-        }
+        init_mms(&p, 1..=n);
         p
     }
 
