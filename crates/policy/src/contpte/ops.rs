@@ -473,24 +473,10 @@ pub fn get_and_clear_full_ptes<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr, n
 
 #[cfg(test)]
 mod tests {
-    use super::super::testmem::{Act, Call, Kind, TestMem, MM};
+    use super::super::testmem::{va, Act, Call, Kind, TestMem, B, C, D, MM, PFN, V, VW, Y};
     use super::*;
     use std::vec;
     use std::vec::Vec;
-
-    /// The first page of the block the tests map (VA 0x400000).
-    const B: u64 = 0x400;
-    /// The first frame of that block's folio.
-    const PFN: u64 = 0x100;
-    const V: u16 = PteVal::VALID;
-    const VW: u16 = PteVal::VALID | PteVal::WRITE;
-    const Y: u16 = PteVal::YOUNG;
-    const D: u16 = PteVal::DIRTY;
-    const C: u16 = PteVal::CONT;
-
-    fn va(page: u64) -> VirtAddr {
-        VirtAddr(page * VirtAddr::PAGE_SIZE)
-    }
 
     /// Returns 16 PTEs for frames from `pfn` with `flags`.
     fn block(pfn: u64, flags: u16) -> Vec<PteVal> {

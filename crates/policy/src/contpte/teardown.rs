@@ -284,24 +284,11 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::super::testmem::{Act, Call, Kind, TestMem, MM};
+    use super::super::testmem::{va, Act, Call, Kind, TestMem, B, C, D, MM, PFN, VW, Y};
     use super::*;
     use std::string::ToString;
     use std::vec;
     use std::vec::Vec;
-
-    /// The first page of the first block the tests map (VA 0x400000).
-    const B: u64 = 0x400;
-    /// The first frame of that block.
-    const PFN: u64 = 0x100;
-    const VW: u16 = PteVal::VALID | PteVal::WRITE;
-    const Y: u16 = PteVal::YOUNG;
-    const D: u16 = PteVal::DIRTY;
-    const C: u16 = PteVal::CONT;
-
-    fn va(page: u64) -> VirtAddr {
-        VirtAddr(page * VirtAddr::PAGE_SIZE)
-    }
 
     /// Tears down `pages` pages from `B` in `mem` with folios of `folio_pages` pages
     /// aligned on frame numbers; returns what was reported, as (page, value).

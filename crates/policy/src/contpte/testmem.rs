@@ -10,6 +10,26 @@ use std::vec::Vec;
 /// The address space the tests use.
 pub const MM: MmId = MmId(1);
 
+/// The first page of the first block the tests map (VA 0x400000).
+pub const B: u64 = 0x400;
+/// The first frame of that block's folio.
+pub const PFN: u64 = 0x100;
+/// Flag shorthands for the tests' PTEs.
+pub const V: u16 = PteVal::VALID;
+/// Valid and writable.
+pub const VW: u16 = PteVal::VALID | PteVal::WRITE;
+/// Young (access flag).
+pub const Y: u16 = PteVal::YOUNG;
+/// Dirty.
+pub const D: u16 = PteVal::DIRTY;
+/// Contiguous.
+pub const C: u16 = PteVal::CONT;
+
+/// Returns the address of page number `page`.
+pub fn va(page: u64) -> VirtAddr {
+    VirtAddr(page * VirtAddr::PAGE_SIZE)
+}
+
 /// One call the arch layer made, with addresses as page numbers (`va / 4096`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
