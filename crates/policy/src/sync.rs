@@ -1,24 +1,315 @@
 //! The atomics facade: every piece of shared policy state uses these types.
 //!
-//! Today they are `core`'s atomics. The checker swaps this one module for a
-//! model-checking crate's atomics (under a cfg) so that it can preempt policy
-//! code at every shared-memory operation without a second copy of any algorithm.
+//! The atomics here are `core`'s, wrapped so that a model checker can watch and
+//! steer every shared-memory operation of the *same* policy code the simulator
+//! runs: before each load, store, read-modify-write and fence the wrapper asks
+//! whether [`check`] hooks are installed and, if so, lets them perform the
+//! operation (preempting the caller first, keeping a store in a store buffer,
+//! forwarding a buffered value to a load). Without hooks — the simulator, a
+//! kernel — each method is the `core` operation plus one relaxed load of a
+//! pointer that is null.
+//!
+//! Why hooks rather than swapping this module for a model-checking crate's
+//! atomics under a cfg: Cargo unifies features across one build, so a binary
+//! holding both the simulator and the checker would run the simulator on the
+//! checker's atomics too. A runtime hook keeps one copy of every algorithm and
+//! one build.
 //!
 //! [`SpinLock`] stands for the kernel spin locks the policies take (FreeBSD's
-//! `mtx_lock_spin`, Linux's `raw_spin_lock_irqsave`).
+//! `mtx_lock_spin`, Linux's `raw_spin_lock_irqsave`). Its word counts
+//! acquisitions as well as holding the lock, so that a checker that hashes
+//! states can tell apart two schedules whose critical sections ran in different
+//! orders (the data the lock protects is not visible to the hooks).
 
-pub use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+pub use core::sync::atomic::Ordering;
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
+use core::sync::atomic as core_atomic;
+
+pub mod check {
+    //! The interface a model checker installs to run policy code under its control.
+    //!
+    //! Every operation of a facade atomic becomes a call of one of these hooks
+    //! with the atomic's address, its width, the ordering the policy asked for,
+    //! and a closure that performs the operation on memory. The hooks decide
+    //! when (after preempting the caller) and whether (a store may wait in a
+    //! store buffer) that closure runs, and report what was read and written.
+    use super::Ordering;
+    use core::sync::atomic::{AtomicPtr, Ordering as O};
+
+    /// The size of an atomic, which [`write_raw`] needs to store into it later.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Width {
+        /// `AtomicBool`.
+        W8,
+        /// `AtomicU32`, `AtomicI32` (value as its 32 bits).
+        W32,
+        /// `AtomicU64`.
+        W64,
+    }
+
+    /// The functions a checker provides. Values travel as `u64` (a bool as 0 or
+    /// 1, an `i32` as its 32 bits zero-extended).
+    pub struct Hooks {
+        /// A load at `addr`: returns the value the calling CPU sees; `read`
+        /// performs the load on memory.
+        pub load: fn(addr: usize, width: Width, ord: Ordering, read: &dyn Fn() -> u64) -> u64,
+        /// A store of `value` at `addr`: `write` performs it on memory, now or
+        /// (from a store buffer, through [`write_raw`]) never.
+        pub store: fn(addr: usize, width: Width, ord: Ordering, value: u64, write: &dyn Fn(u64)),
+        /// A read-modify-write at `addr`: `op` performs it atomically on memory and
+        /// returns `(old, new)` (`new` equals `old` for a failed compare-exchange).
+        /// Returns `old`.
+        pub rmw: fn(addr: usize, width: Width, ord: Ordering, op: &mut dyn FnMut() -> (u64, u64)) -> u64,
+        /// A fence.
+        pub fence: fn(ord: Ordering),
+        /// One iteration of a spin loop that waits for another CPU's store.
+        pub spin: fn(),
+    }
+
+    static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// Installs `hooks` for every later operation in the process. A checker
+    /// installs them once; its hooks must perform the plain operation on
+    /// threads that are not running under it.
+    pub fn install(hooks: &'static Hooks) {
+        // Release: a thread that sees the pointer sees the table it points to.
+        HOOKS.store(core::ptr::from_ref(hooks).cast_mut(), O::Release);
+    }
+
+    /// Returns the installed hooks, if any.
+    #[inline]
+    pub(crate) fn hooks() -> Option<&'static Hooks> {
+        // Acquire: pairs with `install`.
+        let p = HOOKS.load(O::Acquire);
+        // SAFETY: the pointer is null or came from a `&'static Hooks`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Stores `value` into the facade atomic of `width` at `addr` (a store
+    /// buffer draining into memory).
+    ///
+    /// # Safety
+    /// `addr` must be the address of a live facade atomic of that width.
+    pub unsafe fn write_raw(addr: usize, width: Width, value: u64) {
+        // SAFETY: the caller guarantees a live atomic of this width at `addr`;
+        // every facade atomic is `repr(transparent)` over `core`'s.
+        unsafe {
+            match width {
+                Width::W8 => (*(addr as *const core::sync::atomic::AtomicBool)).store(value != 0, O::SeqCst),
+                Width::W32 => (*(addr as *const core::sync::atomic::AtomicU32)).store(value as u32, O::SeqCst),
+                Width::W64 => (*(addr as *const core::sync::atomic::AtomicU64)).store(value, O::SeqCst),
+            }
+        }
+    }
+}
+
+use check::{hooks, Width};
+
+/// The ordering a memory operation on the checker's side of a hook uses: the
+/// checker runs one CPU at a time, so any ordering is as good as sequential.
+const SC: Ordering = Ordering::SeqCst;
+
+/// An atomic fence (`core::sync::atomic::fence`).
+#[inline]
+pub fn fence(ord: Ordering) {
+    if let Some(h) = hooks() {
+        return (h.fence)(ord);
+    }
+    core_atomic::fence(ord);
+}
+
+/// One iteration of a loop that waits for another CPU to store something
+/// (`core::hint::spin_loop`; a checker stops scheduling the caller until some
+/// other CPU has stored).
+#[inline]
+pub fn spin_loop() {
+    if let Some(h) = hooks() {
+        return (h.spin)();
+    }
+    core::hint::spin_loop();
+}
+
+/// Defines a facade atomic over `core`'s of the same name. `$to`/`$from`
+/// convert a value to and from the `u64` the hooks carry.
+macro_rules! facade_atomic {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $width:expr, $to:expr, $from:expr) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Default)]
+        pub struct $name(core_atomic::$name);
+
+        impl $name {
+            /// Returns a new atomic holding `v`.
+            pub const fn new(v: $t) -> Self {
+                $name(core_atomic::$name::new(v))
+            }
+
+            /// Returns a pointer to the value (for addresses only: [`Hw::shared`](crate::Hw::shared)).
+            pub const fn as_ptr(&self) -> *mut $t {
+                self.0.as_ptr()
+            }
+
+            fn addr(&self) -> usize {
+                core::ptr::from_ref(self) as usize
+            }
+
+            /// Loads the value.
+            #[inline]
+            pub fn load(&self, ord: Ordering) -> $t {
+                match hooks() {
+                    None => self.0.load(ord),
+                    Some(h) => $from((h.load)(self.addr(), $width, ord, &|| $to(self.0.load(SC)))),
+                }
+            }
+
+            /// Stores `v`.
+            #[inline]
+            pub fn store(&self, v: $t, ord: Ordering) {
+                match hooks() {
+                    None => self.0.store(v, ord),
+                    Some(h) => (h.store)(self.addr(), $width, ord, $to(v), &|x| self.0.store($from(x), SC)),
+                }
+            }
+
+            /// Stores `v` and returns the previous value.
+            #[inline]
+            pub fn swap(&self, v: $t, ord: Ordering) -> $t {
+                self.rmw(ord, |_| Some(v))
+            }
+
+            /// Stores `new` if the value is `current`; returns the previous value,
+            /// `Ok` if it was `current`.
+            #[inline]
+            pub fn compare_exchange(&self, current: $t, new: $t, success: Ordering, failure: Ordering) -> Result<$t, $t> {
+                if hooks().is_none() {
+                    return self.0.compare_exchange(current, new, success, failure);
+                }
+                let old = self.rmw(success, |x| (x == current).then_some(new));
+                if old == current {
+                    Ok(old)
+                } else {
+                    Err(old)
+                }
+            }
+
+            /// As [`Self::compare_exchange`]; may fail spuriously without hooks.
+            #[inline]
+            pub fn compare_exchange_weak(&self, current: $t, new: $t, success: Ordering, failure: Ordering) -> Result<$t, $t> {
+                if hooks().is_none() {
+                    return self.0.compare_exchange_weak(current, new, success, failure);
+                }
+                self.compare_exchange(current, new, success, failure)
+            }
+
+            /// Applies `f` atomically (the value is stored when `f` returns `Some`)
+            /// and returns the previous value.
+            #[inline]
+            fn rmw(&self, ord: Ordering, f: impl Fn($t) -> Option<$t>) -> $t {
+                let Some(h) = hooks() else {
+                    let mut old = self.0.load(ord);
+                    loop {
+                        let Some(new) = f(old) else { return old };
+                        match self.0.compare_exchange_weak(old, new, ord, Ordering::Relaxed) {
+                            Ok(_) => return old,
+                            Err(x) => old = x,
+                        }
+                    }
+                };
+                let mut op = || {
+                    let old = self.0.load(SC);
+                    let new = f(old).unwrap_or(old);
+                    self.0.store(new, SC);
+                    ($to(old), $to(new))
+                };
+                $from((h.rmw)(self.addr(), $width, ord, &mut op))
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                core::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+/// Defines the integer arithmetic of a facade atomic.
+macro_rules! facade_integer {
+    ($name:ident, $t:ty) => {
+        impl $name {
+            /// Adds `v` (wrapping) and returns the previous value.
+            #[inline]
+            pub fn fetch_add(&self, v: $t, ord: Ordering) -> $t {
+                if hooks().is_none() {
+                    return self.0.fetch_add(v, ord);
+                }
+                self.rmw(ord, |x| Some(x.wrapping_add(v)))
+            }
+
+            /// Subtracts `v` (wrapping) and returns the previous value.
+            #[inline]
+            pub fn fetch_sub(&self, v: $t, ord: Ordering) -> $t {
+                if hooks().is_none() {
+                    return self.0.fetch_sub(v, ord);
+                }
+                self.rmw(ord, |x| Some(x.wrapping_sub(v)))
+            }
+
+            /// ORs `v` in and returns the previous value.
+            #[inline]
+            pub fn fetch_or(&self, v: $t, ord: Ordering) -> $t {
+                if hooks().is_none() {
+                    return self.0.fetch_or(v, ord);
+                }
+                self.rmw(ord, |x| Some(x | v))
+            }
+
+            /// ANDs `v` in and returns the previous value.
+            #[inline]
+            pub fn fetch_and(&self, v: $t, ord: Ordering) -> $t {
+                if hooks().is_none() {
+                    return self.0.fetch_and(v, ord);
+                }
+                self.rmw(ord, |x| Some(x & v))
+            }
+        }
+    };
+}
+
+facade_atomic!(
+    /// `core::sync::atomic::AtomicBool` behind the facade.
+    AtomicBool, bool, Width::W8, |v: bool| v as u64, |x: u64| x != 0
+);
+facade_atomic!(
+    /// `core::sync::atomic::AtomicU32` behind the facade.
+    AtomicU32, u32, Width::W32, |v: u32| v as u64, |x: u64| x as u32
+);
+facade_atomic!(
+    /// `core::sync::atomic::AtomicI32` behind the facade.
+    AtomicI32, i32, Width::W32, |v: i32| v as u32 as u64, |x: u64| x as u32 as i32
+);
+facade_atomic!(
+    /// `core::sync::atomic::AtomicU64` behind the facade.
+    AtomicU64, u64, Width::W64, |v: u64| v, |x: u64| x
+);
+facade_integer!(AtomicU32, u32);
+facade_integer!(AtomicI32, i32);
+facade_integer!(AtomicU64, u64);
 
 /// A test-and-set spin lock protecting `T`.
+///
+/// The lock word is `2 * acquisitions + held`: taking the lock is a
+/// compare-and-exchange from an even value to the next odd one, releasing it a
+/// store of the next even value. The count costs nothing and lets a checker's
+/// state hash see the order of critical sections.
 pub struct SpinLock<T> {
-    locked: AtomicBool,
+    word: AtomicU64,
     value: UnsafeCell<T>,
 }
 
-// SAFETY: access to `value` is serialised by `locked` (acquire on lock, release
+// SAFETY: access to `value` is serialised by `word` (acquire on lock, release
 // on unlock), so sharing the lock between threads shares `T` as a Mutex would.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 // SAFETY: the lock owns its `T`.
@@ -27,28 +318,34 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 impl<T> SpinLock<T> {
     /// Returns an unlocked lock holding `value`.
     pub const fn new(value: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        SpinLock { word: AtomicU64::new(0), value: UnsafeCell::new(value) }
     }
 
     /// Spins until the lock is taken and returns a guard that releases it on drop.
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        // Acquire: everything the previous holder wrote before its release is visible.
-        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            core::hint::spin_loop();
+        loop {
+            // Relaxed: only the exchange below orders anything.
+            let w = self.word.load(Ordering::Relaxed);
+            // Acquire: everything the previous holder wrote before its release is visible.
+            if w & 1 == 0 && self.word.compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return SpinGuard { lock: self, word: w + 1 };
+            }
+            spin_loop();
         }
-        SpinGuard { lock: self }
     }
 }
 
 /// Exclusive access to a [`SpinLock`]'s value; unlocks on drop.
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// The lock word while held (odd).
+    word: u64,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the guard exists only while `locked` is held by this thread.
+        // SAFETY: the guard exists only while the lock is held by this thread.
         unsafe { &*self.lock.value.get() }
     }
 }
@@ -63,6 +360,6 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         // Release: our writes to the value happen-before the next holder's acquire.
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.word.store(self.word + 1, Ordering::Release);
     }
 }

@@ -118,7 +118,7 @@ impl CompletionProtocol for Counter {
             if self.globals.wait.load(Ordering::Acquire) >= ncpu {
                 break;
             }
-            core::hint::spin_loop();
+            crate::sync::spin_loop();
         }
         hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Write);
         drop(guard);

@@ -146,7 +146,7 @@ impl CompletionProtocol for Generation {
                 if done.load(Ordering::Acquire) == generation {
                     break;
                 }
-                core::hint::spin_loop();
+                crate::sync::spin_loop();
             }
         });
         hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Write);

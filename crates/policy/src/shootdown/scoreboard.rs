@@ -218,7 +218,7 @@ impl CompletionProtocol for Scoreboard {
                 if slot.load(Ordering::Relaxed) == generation {
                     break;
                 }
-                core::hint::spin_loop();
+                crate::sync::spin_loop();
             }
         });
         hw.phase(Phase::Done);
