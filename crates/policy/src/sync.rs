@@ -49,6 +49,9 @@ pub mod check {
         W64,
     }
 
+    /// Performs a read-modify-write on memory and returns `(old, new)`.
+    pub type RmwOp<'a> = &'a mut dyn FnMut() -> (u64, u64);
+
     /// The functions a checker provides. Values travel as `u64` (a bool as 0 or
     /// 1, an `i32` as its 32 bits zero-extended).
     pub struct Hooks {
@@ -61,7 +64,7 @@ pub mod check {
         /// A read-modify-write at `addr`: `op` performs it atomically on memory and
         /// returns `(old, new)` (`new` equals `old` for a failed compare-exchange).
         /// Returns `old`.
-        pub rmw: fn(addr: usize, width: Width, ord: Ordering, op: &mut dyn FnMut() -> (u64, u64)) -> u64,
+        pub rmw: fn(addr: usize, width: Width, ord: Ordering, op: RmwOp<'_>) -> u64,
         /// A fence.
         pub fence: fn(ord: Ordering),
         /// One iteration of a spin loop that waits for another CPU's store.
