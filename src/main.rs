@@ -1,8 +1,10 @@
 //! `tlbkit`: measure and verify TLB-management policies.
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
-//! `list`, `run`, `reproduce`, `bench`. Exit codes: 0 success, 2 bad input,
+//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`. Exit codes: 0 success, 2 bad input,
 //! 3 violations found.
+
+mod checkcmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -14,6 +16,11 @@ use tlbkit_sim::run::{
     bench_scale, run, scale_specs, RunOutput, RunSpec, ScaleRow, MAX_CPUS, SCALE_MACHINE, SCALE_POLICY,
 };
 use tlbkit_sim::workload::WORKLOADS;
+
+/// The checker keeps each execution's allocations in an arena (stable addresses
+/// for state hashing); outside the checker this is the system allocator.
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 #[derive(Parser)]
 #[command(name = "tlbkit", version, about = "Measure and verify operating-system TLB management policies")]
@@ -85,6 +92,15 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Explore interleavings and speculative TLB fills of a policy on a small machine
+    /// and report any stale translation with a replayable counterexample (exit 3).
+    Check(checkcmd::CheckArgs),
+    /// Re-run a counterexample from the token `tlbkit check` printed.
+    Replay {
+        token: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
 }
 
 fn main() -> ExitCode {
@@ -123,6 +139,8 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             }
         }
         Cmd::Reproduce { only, format } => reproduce(only, format),
+        Cmd::Check(args) => checkcmd::check(args),
+        Cmd::Replay { token, format } => checkcmd::replay(&token, format == Format::Json),
         Cmd::Bench { cpus, workloads, policy, sets, format } => {
             if cpus.is_empty() {
                 if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {

@@ -65,7 +65,7 @@ pub enum Barrier {
 }
 
 /// What the translation root points at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Root {
     /// The page tables of an address space.
     Mm(MmId),

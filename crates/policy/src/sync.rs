@@ -69,6 +69,9 @@ pub mod check {
         pub fence: fn(ord: Ordering),
         /// One iteration of a spin loop that waits for another CPU's store.
         pub spin: fn(),
+        /// A [`super::SpinLock`] was taken (`true`: interrupts are off on this CPU
+        /// until the matching release) or released (`false`).
+        pub lock: fn(taken: bool),
     }
 
     static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
@@ -301,7 +304,9 @@ facade_integer!(AtomicU32, u32);
 facade_integer!(AtomicI32, i32);
 facade_integer!(AtomicU64, u64);
 
-/// A test-and-set spin lock protecting `T`.
+/// A test-and-set spin lock protecting `T`. Interrupts are off on the CPU that
+/// holds it, as with the kernels' spin locks (`mtx_lock_spin`,
+/// `raw_spin_lock_irqsave`); a checker learns of that through [`check::Hooks::lock`].
 ///
 /// The lock word is `2 * acquisitions + held`: taking the lock is a
 /// compare-and-exchange from an even value to the next odd one, releasing it a
@@ -331,6 +336,9 @@ impl<T> SpinLock<T> {
             let w = self.word.load(Ordering::Relaxed);
             // Acquire: everything the previous holder wrote before its release is visible.
             if w & 1 == 0 && self.word.compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                if let Some(h) = hooks() {
+                    (h.lock)(true);
+                }
                 return SpinGuard { lock: self, word: w + 1 };
             }
             spin_loop();
@@ -364,5 +372,8 @@ impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         // Release: our writes to the value happen-before the next holder's acquire.
         self.lock.word.store(self.word + 1, Ordering::Release);
+        if let Some(h) = hooks() {
+            (h.lock)(false);
+        }
     }
 }

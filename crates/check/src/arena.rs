@@ -1,0 +1,130 @@
+//! The execution arena: every allocation made while an execution runs comes from
+//! one bump region that is reset, not freed, between executions.
+//!
+//! Two things need it. State hashing keys shared memory by address, so the
+//! policy's atomics must sit at the same addresses in every execution: the
+//! policy is built at the start of each execution from the same empty arena, so
+//! the same sequence of allocations gives the same addresses. And an execution
+//! cut short (its state was seen before) is abandoned with its coroutines'
+//! stacks as they are: what they own lives in the arena and goes with it.
+//!
+//! [`CheckAlloc`] must be the binary's global allocator for this to hold (the
+//! `tlbkit` binary and the checker's tests install it). Without it everything
+//! still runs, but state hashing prunes less (addresses differ from execution
+//! to execution) and abandoned executions leak what their stacks owned.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// A global allocator that serves the calling thread's arena while one is active.
+pub struct CheckAlloc;
+
+/// The arena of the calling thread: `base`, `len`, and how much is used.
+struct Region {
+    base: Cell<usize>,
+    len: Cell<usize>,
+    used: Cell<usize>,
+    active: Cell<bool>,
+}
+
+thread_local! {
+    static REGION: Region = const {
+        Region { base: Cell::new(0), len: Cell::new(0), used: Cell::new(0), active: Cell::new(false) }
+    };
+}
+
+// SAFETY: arena allocations are disjoint bump-allocated blocks of a region this
+// thread owns for the arena's lifetime; everything else goes to `System`.
+unsafe impl GlobalAlloc for CheckAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = REGION
+            .try_with(|r| {
+                if !r.active.get() {
+                    return None;
+                }
+                let start = (r.base.get() + r.used.get()).next_multiple_of(layout.align());
+                let end = start + layout.size();
+                if end > r.base.get() + r.len.get() {
+                    return None;
+                }
+                r.used.set(end - r.base.get());
+                Some(start as *mut u8)
+            })
+            .ok()
+            .flatten();
+        // SAFETY: forwarded with the caller's layout.
+        p.unwrap_or_else(|| unsafe { System.alloc(layout) })
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if !in_any_arena(ptr as usize) {
+            // SAFETY: not an arena block, so `System` allocated it.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+}
+
+/// Every arena region ever handed out, for `dealloc` on any thread: regions are
+/// leaked on purpose (one per checker thread, reused for all its executions).
+static REGIONS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Returns whether `addr` lies in an arena region.
+fn in_any_arena(addr: usize) -> bool {
+    // Fast path: the calling thread's own region.
+    let own = REGION.try_with(|r| addr >= r.base.get() && addr < r.base.get() + r.len.get()).unwrap_or(false);
+    if own {
+        return true;
+    }
+    // A block of another thread's region (an object that escaped its execution)
+    // must not reach `System` either. Processes that never ran the checker skip
+    // the lock.
+    if !ANY.load(std::sync::atomic::Ordering::Acquire) {
+        return false;
+    }
+    REGIONS.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|&(b, l)| addr >= b && addr < b + l)
+}
+
+/// Whether any thread ever made an arena.
+static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How big each thread's arena is.
+const ARENA_BYTES: usize = 64 << 20;
+
+/// Makes sure the calling thread has an arena and returns its base address.
+pub fn ensure() -> usize {
+    REGION.with(|r| {
+        if r.len.get() == 0 {
+            let layout = Layout::from_size_align(ARENA_BYTES, 4096).expect("a valid layout");
+            // SAFETY: non-zero size.
+            let base = unsafe { System.alloc(layout) } as usize;
+            assert!(base != 0, "the checker could not reserve its {} MiB arena", ARENA_BYTES >> 20);
+            REGIONS.lock().unwrap_or_else(|e| e.into_inner()).push((base, ARENA_BYTES));
+            // Release: the region is listed before anyone skips the lock for lack of it.
+            ANY.store(true, std::sync::atomic::Ordering::Release);
+            r.base.set(base);
+            r.len.set(ARENA_BYTES);
+        }
+        r.base.get()
+    })
+}
+
+/// Empties the calling thread's arena. Everything allocated in it must be dead.
+pub fn reset() {
+    REGION.with(|r| r.used.set(0));
+}
+
+/// Routes the calling thread's allocations to its arena (`true`) or to the
+/// system allocator (`false`); returns the previous setting.
+pub fn set_active(on: bool) -> bool {
+    REGION.with(|r| r.active.replace(on))
+}
+
+/// Returns how many bytes of the arena are in use.
+pub fn used() -> usize {
+    REGION.with(|r| r.used.get())
+}
+
+/// Returns whether `addr` is in the calling thread's arena below `mark` bytes.
+pub fn below(addr: usize, mark: usize) -> bool {
+    REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + mark)
+}

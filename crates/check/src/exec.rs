@@ -1,0 +1,1106 @@
+//! One execution: the CPUs as coroutines running kernel operations and the policy
+//! code they call, one step at a time, with every choice made by a [`Chooser`].
+//!
+//! A *step* runs one CPU from where it was paused to its next preemption point:
+//! every facade atomic operation (through the hooks of
+//! `tlbkit_policy::sync::check`), every [`Hw`] call that acts on the machine, and
+//! the start of every kernel operation. Draining one store from a CPU's store
+//! buffer is a step of its own. After every step the hardware fills every TLB
+//! from every reachable PTE and the oracle looks at every CPU in user mode.
+//!
+//! The choices are of two kinds ([`Point`]): which step comes next, and which
+//! kernel operation a CPU starts. The sequence of choices *is* the schedule: the
+//! same sequence replays the same execution, event for event.
+
+use crate::arena;
+use crate::kernel::{describe, va_of, Life, Machine, Task, Violation, PAGES};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
+use tlbkit_policy::sync::{check, Ordering};
+use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr};
+
+/// A kind of choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// Which CPU steps next (or whose store buffer drains).
+    Sched,
+    /// Which kernel operation a CPU starts.
+    Op,
+}
+
+/// A chooser's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Take option `i` (of `n`).
+    Take(usize),
+    /// Stop this execution here (its state was explored already).
+    Prune,
+}
+
+/// What decides every choice of an execution: a search strategy or a replay.
+pub trait Chooser {
+    /// Picks one of `labels.len() >= 2` options at a choice point. At a
+    /// [`Point::Sched`] a label is `2 * cpu` for stepping that CPU and
+    /// `2 * cpu + 1` for draining its store buffer; at a [`Point::Op`] it is the
+    /// option's index. `state` is the hash of the whole state at a
+    /// [`Point::Sched`] when [`Chooser::wants_state`], else 0.
+    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick;
+
+    /// Returns whether [`Chooser::choose`] needs state hashes.
+    fn wants_state(&self) -> bool {
+        false
+    }
+
+    /// Learns what the step just taken (after a [`Point::Sched`] choice, or the
+    /// only option) accessed: `(key, write)` pairs, see [`keys`].
+    fn stepped(&mut self, _label: u32, _accesses: &[(u64, bool)]) {}
+}
+
+/// The keys of what a step accesses, for partial-order reduction: two steps are
+/// dependent when they access one key and at least one of them writes it.
+pub mod keys {
+    /// A word of policy memory, by its offset in the execution's arena.
+    pub fn mem(offset: usize) -> u64 {
+        offset as u64
+    }
+    /// CPU `c`'s TLB and translation root.
+    pub fn tlb(c: usize) -> u64 {
+        (1 << 60) | c as u64
+    }
+    /// The page table and life of address-space slot `s`.
+    pub fn pt(s: u32) -> u64 {
+        (2 << 60) | s as u64
+    }
+    /// CPU `c`'s queue of pending interrupts.
+    pub fn irq(c: usize) -> u64 {
+        (3 << 60) | c as u64
+    }
+    /// The acknowledgements CPU `c` waits for from its IPIs' handlers.
+    pub fn ack(c: usize) -> u64 {
+        (4 << 60) | c as u64
+    }
+    /// CPU `c`'s store buffer.
+    pub fn buf(c: usize) -> u64 {
+        (5 << 60) | c as u64
+    }
+    /// The oracle's obligations, discharged translations, and the free frames.
+    pub const ORACLE: u64 = 6 << 60;
+    /// What CPU `c` runs and whether it is in user mode.
+    pub fn task(c: usize) -> u64 {
+        (7 << 60) | c as u64
+    }
+}
+
+/// Which memory model the execution follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// Sequential consistency: every store is visible to every CPU at once.
+    Sc,
+    /// x86-TSO: plain stores wait in a per-CPU FIFO store buffer (visible to
+    /// their own CPU's loads) until drained.
+    Tso,
+}
+
+impl Memory {
+    /// Returns the model's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Sc => "sc",
+            Memory::Tso => "tso",
+        }
+    }
+}
+
+/// The kernel-side bugs the checker's kernel can carry (policy bugs are
+/// switches in the policy crate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelBug {
+    /// A page-table page is freed before the flush that covers it returns.
+    TableFreeBeforeFlush,
+}
+
+/// The shape of the machine and of the exploration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address-space slots (processes at the start).
+    pub mms: usize,
+    /// Kernel operations in all, over all CPUs.
+    pub ops: usize,
+    /// The memory model.
+    pub memory: Memory,
+    /// Whether kernel operations include reclaim's batched flush.
+    pub reclaim: bool,
+    /// A kernel-side bug, if any.
+    pub bug: Option<KernelBug>,
+}
+
+/// The most steps one execution may take before it is reported as not making
+/// progress.
+pub const MAX_STEPS: usize = 20_000;
+
+/// One recorded event, for traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The CPU, or `None` for the hardware (speculative fills).
+    pub cpu: Option<usize>,
+    /// Whether this is a store-buffer drain (a step of its own).
+    pub drain: bool,
+    /// The step it belongs to (1-based).
+    pub step: usize,
+    /// What happened.
+    pub text: String,
+}
+
+/// One choice made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// Its kind.
+    pub point: Point,
+    /// How many options there were.
+    pub n: u32,
+    /// Which was taken.
+    pub taken: u32,
+}
+
+/// How an execution ended.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The choices made, in order.
+    pub choices: Vec<Choice>,
+    /// The violation that ended it, if any.
+    pub violation: Option<Violation>,
+    /// Whether a chooser cut it short.
+    pub pruned: bool,
+    /// Steps taken.
+    pub steps: usize,
+    /// The events, when recorded.
+    pub events: Vec<Event>,
+}
+
+/// Why a CPU is not runnable.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Block {
+    /// Runnable.
+    No,
+    /// Spinning until one of the addresses it read since its last spin, read at
+    /// write version `.1`, is written again (or, when it read none, until any
+    /// store after write number `.1` becomes visible).
+    Spin(Vec<(usize, u64)>, u64),
+    /// Waiting for the handlers of its synchronous IPI.
+    Sync,
+    /// Waiting for the handlers of its asynchronous IPIs (at the end of a shootdown).
+    Async,
+    /// No operations left: waits for interrupts only.
+    Idle,
+}
+
+/// An IPI handler whose lifetimes were erased (see [`erase`]).
+type Handler = *const (dyn Fn(&CheckHw<'static>) + 'static);
+
+/// An interrupt waiting to be taken.
+#[derive(Clone, Copy)]
+struct Irq {
+    handler: Handler,
+    from: usize,
+    sync: bool,
+}
+
+/// A CPU's execution state besides the machine's.
+pub(crate) struct Cpu {
+    block: Block,
+    pub(crate) irq_off: u32,
+    in_handler: bool,
+    pending: VecDeque<Irq>,
+    buffer: VecDeque<(usize, Width, u64)>,
+    sync_out: usize,
+    async_out: usize,
+    pub(crate) history: u64,
+    /// Policy addresses read since the last spin, with their write versions then.
+    pub(crate) reads: Vec<(usize, u64)>,
+    /// The shared access this CPU performs when it next steps: `(address, writes)`.
+    next: Option<(usize, bool)>,
+    /// In a spin loop: the history at its first wait and the addresses each
+    /// iteration reads. Every later wait of the same loop resets the history to
+    /// it, since an iteration that ends in a wait leaves no locals behind.
+    pub(crate) anchor: Option<(u64, Vec<usize>)>,
+    /// Kernel operations started.
+    pub(crate) ops_done: usize,
+}
+
+impl Hash for Cpu {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.block.hash(h);
+        self.irq_off.hash(h);
+        self.in_handler.hash(h);
+        for i in &self.pending {
+            (i.from, i.sync).hash(h);
+        }
+        self.buffer.hash(h);
+        (self.sync_out, self.async_out, self.history, &self.reads, self.next).hash(h);
+    }
+}
+
+/// The mutable state of an execution.
+pub(crate) struct State {
+    pub(crate) m: Machine,
+    pub(crate) cpus: Vec<Cpu>,
+    writes: u64,
+    /// Per policy address: how many stores to it have become visible.
+    wver: BTreeMap<usize, u64>,
+    ops_started: usize,
+    pub(crate) violation: Option<Violation>,
+    events: Vec<Event>,
+    step: usize,
+    /// Facade atomics of the policy (addresses below the construction mark).
+    shared: BTreeMap<usize, Width>,
+}
+
+impl State {
+    /// Notes that a store to `addr` became visible.
+    fn wrote(&mut self, addr: usize) {
+        self.writes += 1;
+        *self.wver.entry(addr).or_insert(0) += 1;
+    }
+
+    /// Notes that CPU `cpu` read `addr` (for its next spin).
+    fn read(&mut self, cpu: usize, addr: usize) {
+        let v = self.wver.get(&addr).copied().unwrap_or(0);
+        self.cpus[cpu].reads.push((addr, v));
+    }
+}
+
+/// An execution in progress: what the hooks and the CPU coroutines share.
+pub(crate) struct Core {
+    pub(crate) st: RefCell<State>,
+    yielders: Vec<Cell<*const Yielder<(), ()>>>,
+    current: Cell<usize>,
+    chooser: *mut dyn Chooser,
+    choices: RefCell<Vec<Choice>>,
+    /// What the step in progress accessed.
+    acc: RefCell<Vec<(u64, bool)>>,
+    pruned: Cell<bool>,
+    pub(crate) shape: Shape,
+    record: bool,
+    base: usize,
+    mark: usize,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const Core> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` on the execution the calling thread is stepping, if any.
+fn current() -> Option<&'static Core> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: CURRENT points at a Core only while `run` holds it alive and steps it.
+    unsafe { p.as_ref() }
+}
+
+fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x).wrapping_mul(0x100_0000_01b3).rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+impl Core {
+    fn cpu(&self) -> usize {
+        self.current.get()
+    }
+
+    /// Records that the step in progress accesses `key`.
+    pub(crate) fn touch(&self, key: u64, write: bool) {
+        self.acc.borrow_mut().push((key, write));
+    }
+
+    /// Records an access to policy memory at `addr`.
+    fn touch_mem(&self, addr: usize, write: bool) {
+        self.touch(keys::mem(addr - self.base), write);
+    }
+
+    /// Records that the current CPU did something: folds `key` into its history
+    /// and, when recording, adds the event.
+    pub(crate) fn event(&self, cpu: usize, key: u64, text: impl FnOnce() -> String) {
+        self.event_in(cpu, key, false, text);
+    }
+
+    /// As [`Core::event`]; `in_spin` marks what a spin loop's iteration may do
+    /// (a load, a failed compare-exchange, a fence), anything else ends the loop.
+    fn event_in(&self, cpu: usize, key: u64, in_spin: bool, text: impl FnOnce() -> String) {
+        let mut st = self.st.borrow_mut();
+        st.cpus[cpu].history = mix(st.cpus[cpu].history, key);
+        if !in_spin {
+            st.cpus[cpu].anchor = None;
+        }
+        if self.record {
+            let step = st.step;
+            st.events.push(Event { cpu: Some(cpu), drain: false, step, text: text() });
+        }
+    }
+
+    /// Names a memory address for traces and keys it for hashing.
+    fn addr_key(&self, addr: usize) -> (u64, String) {
+        if arena::below(addr, self.mark) {
+            let off = addr - self.base;
+            (off as u64, format!("[policy+{off:#x}]"))
+        } else {
+            (u64::MAX, "[local]".to_string())
+        }
+    }
+
+    /// Suspends the current CPU until the scheduler steps it again, then takes
+    /// any interrupt that is due.
+    pub(crate) fn pause(&self) {
+        let cpu = self.cpu();
+        let y = self.yielders[cpu].get();
+        // SAFETY: set by this CPU's coroutine at its start; valid while it runs.
+        unsafe { (*y).suspend(()) };
+        self.touch(keys::irq(cpu), false);
+        self.take_interrupts(cpu);
+    }
+
+    /// Pauses before the current CPU's access to policy memory at `addr`,
+    /// announcing it to the scheduler.
+    fn pause_for(&self, addr: usize, write: bool) {
+        let cpu = self.cpu();
+        self.st.borrow_mut().cpus[cpu].next = Some((addr, write));
+        self.pause();
+        self.st.borrow_mut().cpus[cpu].next = None;
+    }
+
+    /// Returns whether `addr` is policy memory (shared); anything else a policy
+    /// touches through the facade is a temporary of the calling CPU.
+    fn shared_addr(&self, addr: usize) -> bool {
+        arena::below(addr, self.mark)
+    }
+
+    /// Blocks the current CPU for `why` until the scheduler finds it runnable.
+    pub(crate) fn block(&self, why: Block) {
+        let cpu = self.cpu();
+        let acks = matches!(why, Block::Sync | Block::Async);
+        self.st.borrow_mut().cpus[cpu].block = why;
+        self.pause();
+        self.st.borrow_mut().cpus[cpu].block = Block::No;
+        if acks {
+            self.touch(keys::ack(cpu), false);
+        }
+    }
+
+    fn take_interrupts(&self, cpu: usize) {
+        loop {
+            let irq = {
+                let mut st = self.st.borrow_mut();
+                let c = &mut st.cpus[cpu];
+                if c.irq_off > 0 || c.in_handler {
+                    return;
+                }
+                let Some(irq) = c.pending.pop_front() else { return };
+                c.in_handler = true;
+                (irq, c.history)
+            };
+            let (irq, saved) = irq;
+            self.touch(keys::irq(cpu), true);
+            self.event(cpu, 0x1_0000 + irq.from as u64, || format!("interrupt: IPI from cpu{}", irq.from));
+            // SAFETY (lifetime only): the core outlives every step of its execution.
+            let core: &'static Core = unsafe { &*(self as *const Core) };
+            let hw = CheckHw { core, cpu };
+            // SAFETY: the sender keeps the handler alive until every target has
+            // run it (it waits for its sync IPIs; for async ones, at `Phase::Done`).
+            unsafe { (*irq.handler)(&hw) };
+            {
+                let mut st = self.st.borrow_mut();
+                st.cpus[cpu].in_handler = false;
+                // The handler leaves the interrupted code's locals as they were, so
+                // its history is what the interrupted code had; what the handler
+                // did lives on in shared memory and the machine.
+                st.cpus[cpu].history = mix(saved, irq.from as u64);
+                self.touch(keys::ack(irq.from), true);
+                let s = &mut st.cpus[irq.from];
+                if irq.sync {
+                    s.sync_out -= 1;
+                } else {
+                    s.async_out -= 1;
+                }
+            }
+            if self.record {
+                let mut st = self.st.borrow_mut();
+                let step = st.step;
+                st.events.push(Event { cpu: Some(cpu), drain: false, step, text: "return from interrupt".to_string() });
+            }
+        }
+    }
+
+    /// Makes every store in the current CPU's buffer visible, oldest first.
+    fn drain_own(&self, cpu: usize) {
+        loop {
+            let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
+            let Some((addr, w, v)) = e else { return };
+            // SAFETY: the address came from a live facade atomic of width `w`; the
+            // policy outlives the execution's steps.
+            unsafe { write_raw(addr, w, v) };
+            self.st.borrow_mut().wrote(addr);
+            self.touch_mem(addr, true);
+            self.touch(keys::buf(cpu), true);
+            let (k, name) = self.addr_key(addr);
+            self.event(cpu, mix(0x3_0000, k ^ v), || format!("store buffer drains: {name} = {v:#x}"));
+        }
+    }
+
+    fn note_shared(&self, addr: usize, w: Width) {
+        if arena::below(addr, self.mark) {
+            self.st.borrow_mut().shared.entry(addr).or_insert(w);
+        }
+    }
+
+    /// Returns whether CPU `c` can take a step.
+    fn runnable(st: &State, c: usize) -> bool {
+        let s = &st.cpus[c];
+        let irq = s.irq_off == 0 && !s.in_handler && !s.pending.is_empty();
+        match &s.block {
+            Block::No => true,
+            Block::Spin(reads, e) if reads.is_empty() => st.writes > *e || irq,
+            Block::Spin(reads, _) => irq || reads.iter().any(|(a, v)| st.wver.get(a).copied().unwrap_or(0) > *v),
+            Block::Sync => s.sync_out == 0 || irq,
+            Block::Async => s.async_out == 0 || irq,
+            Block::Idle => irq,
+        }
+    }
+
+    /// Makes a choice among `labels`, recording it.
+    pub(crate) fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
+        let n = labels.len();
+        if n == 1 {
+            return Some(0);
+        }
+        // SAFETY: the chooser outlives the execution; only one CPU runs at a time
+        // and no other reference to it is live during the call.
+        let pick = unsafe { (*self.chooser).choose(point, labels, state) };
+        match pick {
+            Pick::Take(i) => {
+                debug_assert!(i < n);
+                self.choices.borrow_mut().push(Choice { point, n: n as u32, taken: i as u32 });
+                Some(i)
+            }
+            Pick::Prune => {
+                self.pruned.set(true);
+                None
+            }
+        }
+    }
+
+    /// Returns the hash of the whole state.
+    fn state_hash(&self) -> u64 {
+        let st = self.st.borrow();
+        let mut h = std::hash::DefaultHasher::new();
+        st.m.hash(&mut h);
+        st.cpus.hash(&mut h);
+        st.ops_started.hash(&mut h);
+        for (&addr, &w) in &st.shared {
+            // SAFETY: a live facade atomic of width `w` (policy memory).
+            let v = unsafe { read_raw(addr, w) };
+            (addr - self.base, v).hash(&mut h);
+        }
+        h.finish()
+    }
+}
+
+/// Reads the facade atomic of width `w` at `addr`.
+///
+/// # Safety
+/// `addr` must be a live facade atomic of that width.
+unsafe fn read_raw(addr: usize, w: Width) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering as O};
+    // SAFETY: per the contract; facade atomics are repr(transparent) over core's.
+    unsafe {
+        match w {
+            Width::W8 => (*(addr as *const AtomicBool)).load(O::SeqCst) as u64,
+            Width::W32 => (*(addr as *const AtomicU32)).load(O::SeqCst) as u64,
+            Width::W64 => (*(addr as *const AtomicU64)).load(O::SeqCst),
+        }
+    }
+}
+
+fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return read() };
+    core.pause_for(addr, false);
+    let cpu = core.cpu();
+    core.note_shared(addr, w);
+    core.st.borrow_mut().read(cpu, addr);
+    let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
+    core.touch_mem(addr, false);
+    if fwd.is_some() {
+        core.touch(keys::buf(cpu), false);
+    }
+    let v = fwd.unwrap_or_else(read);
+    let (k, name) = core.addr_key(addr);
+    core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
+        format!("load {name} -> {v:#x}{}", if fwd.is_some() { " (from its store buffer)" } else { "" })
+    });
+    v
+}
+
+fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return write(v) };
+    core.pause_for(addr, true);
+    let cpu = core.cpu();
+    core.note_shared(addr, w);
+    let (k, name) = core.addr_key(addr);
+    if core.shape.memory == Memory::Tso && ord != Ordering::SeqCst {
+        core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
+        core.touch(keys::buf(cpu), true);
+        core.event(cpu, mix(0x5_0000 ^ k, v), || format!("store {name} = {v:#x} (into its store buffer)"));
+    } else {
+        core.drain_own(cpu);
+        write(v);
+        core.st.borrow_mut().wrote(addr);
+        core.touch_mem(addr, true);
+        core.event(cpu, mix(0x6_0000 ^ k, v), || format!("store {name} = {v:#x}"));
+    }
+}
+
+fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return op().0 };
+    core.pause_for(addr, true);
+    let cpu = core.cpu();
+    core.note_shared(addr, w);
+    core.drain_own(cpu);
+    let (old, new) = op();
+    core.touch_mem(addr, old != new);
+    {
+        let mut st = core.st.borrow_mut();
+        st.read(cpu, addr);
+        if old != new {
+            st.wrote(addr);
+        }
+    }
+    let (k, name) = core.addr_key(addr);
+    core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || format!("rmw {name}: {old:#x} -> {new:#x}"));
+    old
+}
+
+fn h_fence(ord: Ordering) {
+    let Some(core) = current() else {
+        return std::sync::atomic::fence(ord);
+    };
+    let cpu = core.cpu();
+    if ord == Ordering::SeqCst && !core.st.borrow().cpus[cpu].buffer.is_empty() {
+        // Only a fence with stores to drain does anything another CPU can see.
+        core.pause();
+        core.drain_own(cpu);
+    }
+    core.event_in(cpu, 0x8_0000, true, || format!("fence({ord:?})"));
+}
+
+fn h_spin() {
+    let Some(core) = current() else {
+        return std::hint::spin_loop();
+    };
+    let cpu = core.cpu();
+    let why = {
+        let mut st = core.st.borrow_mut();
+        let reads = std::mem::take(&mut st.cpus[cpu].reads);
+        let addrs: Vec<usize> = reads.iter().map(|r| r.0).collect();
+        let c = &mut st.cpus[cpu];
+        match &c.anchor {
+            Some((h, a)) if *a == addrs => c.history = *h,
+            _ => c.anchor = Some((c.history, addrs)),
+        }
+        Block::Spin(reads, st.writes)
+    };
+    core.block(why);
+}
+
+fn h_lock(taken: bool) {
+    let Some(core) = current() else { return };
+    let cpu = core.cpu();
+    let mut st = core.st.borrow_mut();
+    if taken {
+        st.cpus[cpu].irq_off += 1;
+    } else {
+        st.cpus[cpu].irq_off -= 1;
+    }
+}
+
+static HOOKS: Hooks = Hooks { load: h_load, store: h_store, rmw: h_rmw, fence: h_fence, spin: h_spin, lock: h_lock };
+
+/// The [`Hw`] of one checked CPU.
+pub struct CheckHw<'a> {
+    core: &'a Core,
+    cpu: usize,
+}
+
+impl<'a> CheckHw<'a> {
+    /// Returns the hardware of CPU `cpu` in execution `core`.
+    pub(crate) fn new(core: &'a Core, cpu: usize) -> Self {
+        CheckHw { core, cpu }
+    }
+
+    fn st(&self) -> std::cell::RefMut<'_, State> {
+        self.core.st.borrow_mut()
+    }
+
+    fn enqueue(&self, targets: impl Iterator<Item = usize>, handler: Handler, sync: bool) {
+        let me = self.cpu;
+        self.core.drain_own(me);
+        let mut list = Vec::new();
+        {
+            let mut st = self.st();
+            for t in targets.filter(|&t| t != me) {
+                st.cpus[t].pending.push_back(Irq { handler, from: me, sync });
+                list.push(t);
+                self.core.touch(keys::irq(t), true);
+            }
+            if sync {
+                st.cpus[me].sync_out += list.len();
+            } else {
+                st.cpus[me].async_out += list.len();
+            }
+        }
+        let key = list.iter().fold(0x9_0000 + sync as u64, |h, &t| mix(h, t as u64));
+        self.core.event(me, key, || {
+            let l: Vec<String> = list.iter().map(|t| format!("cpu{t}")).collect();
+            format!("send {} IPI to {}", if sync { "synchronous" } else { "asynchronous" }, l.join(", "))
+        });
+    }
+}
+
+/// Erases the lifetime of an IPI handler so that a target can run it later.
+///
+/// # Safety
+/// The caller must keep what `f` borrows alive until every target has run it.
+unsafe fn erase<'a, 'b>(f: &'a (dyn Fn(&CheckHw<'b>) + 'a)) -> Handler {
+    // SAFETY: only the lifetimes change; see the contract.
+    unsafe { std::mem::transmute::<&'a (dyn Fn(&CheckHw<'b>) + 'a), &'static (dyn Fn(&CheckHw<'static>) + 'static)>(f) }
+}
+
+impl<'c> Hw for CheckHw<'c> {
+    fn cpu(&self) -> CpuId {
+        CpuId(self.cpu as u32)
+    }
+
+    fn ncpus(&self) -> usize {
+        self.core.shape.cpus
+    }
+
+    fn write_root(&self, root: Root, asid: tlbkit_policy::Asid, noflush: bool) {
+        self.core.pause();
+        let a = asid.get();
+        self.st().m.write_root(self.cpu, root, a, noflush);
+        self.core.touch(keys::tlb(self.cpu), true);
+        let rk = match root {
+            Root::Mm(m) => m.0 as u64,
+            Root::Reserved => 0xffff,
+        };
+        self.core.event(self.cpu, mix(mix(0xa_0000 ^ rk, a as u64), noflush as u64), || {
+            let r = match root {
+                Root::Mm(m) => format!("mm{}", m.0),
+                Root::Reserved => "the reserved table".to_string(),
+            };
+            format!("write root: {r}, asid {a}{}", if noflush { "" } else { ", flushing that asid" })
+        });
+    }
+
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        self.core.pause();
+        let n = self.st().m.tlbi(self.cpu, op, scope);
+        match scope {
+            Scope::Local => self.core.touch(keys::tlb(self.cpu), true),
+            Scope::Broadcast => (0..self.core.shape.cpus).for_each(|c| self.core.touch(keys::tlb(c), true)),
+        }
+        let key = match op {
+            Tlbi::Va { asid, va } => mix(asid.get() as u64, va.0),
+            Tlbi::VaAllAsids { va } => mix(1, va.0),
+            Tlbi::Asid(a) => mix(2, a.get() as u64),
+            Tlbi::All => 3,
+        };
+        self.core.event(self.cpu, mix(0xb_0000 ^ key, scope as u64), || {
+            let what = match op {
+                Tlbi::Va { asid, va } => format!("va {:#x} asid {}", va.0, asid.get()),
+                Tlbi::VaAllAsids { va } => format!("va {:#x} all asids", va.0),
+                Tlbi::Asid(a) => format!("asid {}", a.get()),
+                Tlbi::All => "everything".to_string(),
+            };
+            let s = match scope {
+                Scope::Local => "local",
+                Scope::Broadcast => "broadcast",
+            };
+            format!("invalidate {what} ({s}): {n} entr{} removed", if n == 1 { "y" } else { "ies" })
+        });
+    }
+
+    fn barrier(&self, b: Barrier) {
+        // Only a barrier with stores to drain does anything another CPU can see.
+        if !matches!(b, Barrier::Isb) && !self.core.st.borrow().cpus[self.cpu].buffer.is_empty() {
+            self.core.pause();
+            self.core.drain_own(self.cpu);
+        }
+        self.core.event(self.cpu, 0xc_0000, || format!("barrier {b:?}"));
+    }
+
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.core.pause();
+        let mut list = Vec::new();
+        targets.for_each(|c| list.push(c.index()));
+        let h: &dyn Fn(&CheckHw<'c>) = &handler;
+        // SAFETY: this call returns only after every target ran the handler.
+        let p = unsafe { erase(h) };
+        self.enqueue(list.into_iter(), p, true);
+        while self.core.st.borrow().cpus[self.cpu].sync_out > 0 {
+            self.core.block(Block::Sync);
+        }
+    }
+
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.core.pause();
+        let mut list = Vec::new();
+        targets.for_each(|c| list.push(c.index()));
+        // The box lives in the execution's arena; the sender waits for its
+        // handlers at `Phase::Done`, while what they borrow is still alive.
+        let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
+        let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
+        // SAFETY: see above.
+        let p = unsafe { erase(b) };
+        self.enqueue(list.into_iter(), p, false);
+    }
+
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        self.core.pause();
+        let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
+        let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
+        // SAFETY: as in `send_ipi_async`.
+        let p = unsafe { erase(b) };
+        self.enqueue(0..self.core.shape.cpus, p, false);
+    }
+
+    fn shared(&self, _addr: usize, _access: Access) {}
+
+    fn spin_on(&self, _addr: usize) {}
+
+    fn phase(&self, phase: Phase) {
+        self.core.event(self.cpu, 0xd_0000 + phase as u64, || {
+            format!(
+                "phase: {}",
+                match phase {
+                    Phase::Issue => "issue",
+                    Phase::Dispatch => "dispatch",
+                    Phase::Sync => "sync",
+                    Phase::Done => "done",
+                }
+            )
+        });
+        if phase == Phase::Done {
+            self.core.st.borrow_mut().cpus[self.cpu].reads.clear();
+            // The handlers of this shootdown's asynchronous IPIs may still be running
+            // (a protocol may acknowledge before it invalidates); what they borrow
+            // lives in the caller's frames, so the sender leaves only after them.
+            while self.core.st.borrow().cpus[self.cpu].async_out > 0 {
+                self.core.block(Block::Async);
+            }
+        }
+    }
+
+    fn note(&self, note: Note) {
+        self.core.event(self.cpu, 0xe_0000, || match note {
+            Note::AsidRollover => "ASID rollover: a new generation begins".to_string(),
+        });
+    }
+}
+
+/// Runs one execution of `policy` on `shape` with `chooser` making every choice.
+/// `build` constructs the policy (in the execution's arena).
+pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Chooser, record: bool) -> Outcome {
+    check::install(&HOOKS);
+    let base = arena::ensure();
+    arena::reset();
+    let was = arena::set_active(true);
+    let policy = Box::new(build());
+    let mark = arena::used();
+    let global_user = policy.user_ptes_global();
+    let mut m = Machine::new(shape.cpus, shape.mms, global_user);
+    for s in 1..=shape.mms as u32 {
+        policy.mm_init(MmId(s));
+        m.fork(s, 0).expect("a fresh machine has no obligations");
+    }
+    let cpus = (0..shape.cpus)
+        .map(|_| Cpu {
+            block: Block::No,
+            irq_off: 0,
+            in_handler: false,
+            pending: VecDeque::new(),
+            buffer: VecDeque::new(),
+            sync_out: 0,
+            async_out: 0,
+            history: 0,
+            reads: Vec::new(),
+            next: None,
+            anchor: None,
+            ops_done: 0,
+        })
+        .collect();
+    let st = State {
+        m,
+        cpus,
+        writes: 0,
+        wver: BTreeMap::new(),
+        ops_started: 0,
+        violation: None,
+        events: Vec::new(),
+        step: 0,
+        shared: BTreeMap::new(),
+    };
+    // SAFETY (lifetime only): the chooser is used only during this call.
+    let chooser: *mut (dyn Chooser + '_) = chooser;
+    let chooser: *mut dyn Chooser = unsafe { std::mem::transmute(chooser) };
+    let core = Core {
+        st: RefCell::new(st),
+        yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
+        current: Cell::new(0),
+        chooser,
+        choices: RefCell::new(Vec::new()),
+        acc: RefCell::new(Vec::new()),
+        pruned: Cell::new(false),
+        shape: shape.clone(),
+        record,
+        base,
+        mark,
+    };
+    let outcome = drive(&core, &*policy);
+    arena::set_active(was);
+    drop(core);
+    drop(policy);
+    outcome
+}
+
+thread_local! {
+    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The coroutine stack size: policy code in debug builds with nested handlers.
+const STACK_BYTES: usize = 256 << 10;
+
+fn take_stack() -> DefaultStack {
+    STACKS.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
+        let was = arena::set_active(false);
+        let st = DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack");
+        arena::set_active(was);
+        st
+    })
+}
+
+fn give_stack(s: DefaultStack) {
+    let was = arena::set_active(false);
+    STACKS.with(|v| v.borrow_mut().push(s));
+    arena::set_active(was);
+}
+
+type Co<'a> = Coroutine<(), (), (), DefaultStack>;
+
+/// Returns the store-buffer drains worth offering, as `(cpu, last index to
+/// drain)`: a buffered store matters to other CPUs only when one of them is about
+/// to access its address, or spins on it, so a CPU's buffer drains up to the
+/// newest such store (its older stores drain with it: the buffer is FIFO). When
+/// no CPU can step (`stuck`), every buffer may drain whole. Draining later than
+/// a real CPU would is never observable before that access.
+fn drain_options(st: &State, stuck: bool) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for c in 0..st.cpus.len() {
+        let buf = &st.cpus[c].buffer;
+        if buf.is_empty() {
+            continue;
+        }
+        let wanted = |addr: usize| {
+            st.cpus.iter().enumerate().any(|(d, cpu)| {
+                d != c
+                    && (cpu.next.is_some_and(|(a, _)| a == addr)
+                        || matches!(&cpu.block, Block::Spin(reads, _) if reads.iter().any(|(a, _)| *a == addr)))
+            })
+        };
+        if let Some(k) = (0..buf.len()).rev().find(|&k| wanted(buf[k].0)) {
+            out.push((c, k));
+        } else if stuck {
+            out.push((c, buf.len() - 1));
+        }
+    }
+    out
+}
+
+/// Steps the execution until it ends, then returns how.
+fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
+    let n = core.shape.cpus;
+    let mut cos: Vec<Co<'_>> = Vec::with_capacity(n);
+    for cpu in 0..n {
+        let c: *const Core = core;
+        let p: *const P = policy;
+        // SAFETY: `core` and `policy` outlive the coroutines: every coroutine is
+        // finished or reset below before this function returns.
+        let co = unsafe {
+            Coroutine::with_stack_unchecked(take_stack(), move |y: &Yielder<(), ()>, ()| {
+                let core = &*c;
+                core.yielders[cpu].set(y);
+                crate::ops::kernel_loop(core, &*p, cpu);
+            })
+        };
+        cos.push(co);
+    }
+    CURRENT.with(|c| c.set(core));
+    arena::set_active(false);
+    // Start every CPU up to its first pause.
+    for (cpu, co) in cos.iter_mut().enumerate() {
+        core.current.set(cpu);
+        arena::set_active(true);
+        let _ = co.resume(());
+        arena::set_active(false);
+    }
+    core.acc.borrow_mut().clear();
+    let mut violation = None;
+    let mut steps = 0;
+    let mut last = usize::MAX;
+    loop {
+        // The options: stepping a runnable CPU (the one that ran last first, so that
+        // option 0 never preempts), or draining a store buffer.
+        let (runs, drains) = {
+            let st = core.st.borrow();
+            let mut runs: Vec<usize> = (0..n).filter(|&c| Core::runnable(&st, c)).collect();
+            if let Some(i) = runs.iter().position(|&c| c == last) {
+                runs.remove(i);
+                runs.insert(0, last);
+            }
+            let drains = drain_options(&st, runs.is_empty());
+            (runs, drains)
+        };
+        let total = runs.len() + drains.len();
+        if total == 0 {
+            let st = core.st.borrow();
+            if let Some(c) = (0..n).find(|&c| !matches!(st.cpus[c].block, Block::Idle)) {
+                violation = Some(Violation {
+                    property: "no_deadlock",
+                    cpu: c,
+                    detail: format!(
+                        "no CPU can take a step: cpu{c} waits ({:?}) for something that can no longer happen",
+                        st.cpus[c].block
+                    ),
+                });
+            }
+            break;
+        }
+        // SAFETY (of the hash): computed with no coroutine running.
+        let hash = if total > 1 && unsafe { (*core.chooser).wants_state() } { core.state_hash() } else { 0 };
+        let labels: Vec<u32> =
+            runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)).collect();
+        let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
+        steps += 1;
+        core.st.borrow_mut().step = steps;
+        if i < runs.len() {
+            let cpu = runs[i];
+            last = cpu;
+            core.current.set(cpu);
+            arena::set_active(true);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(())));
+            arena::set_active(false);
+            match r {
+                Ok(CoroutineResult::Yield(())) => {}
+                Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),
+                Err(e) => {
+                    let msg = e
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "a panic".to_string());
+                    violation = Some(Violation {
+                        property: "no_policy_panic",
+                        cpu,
+                        detail: format!("the policy code panicked: {msg}"),
+                    });
+                    break;
+                }
+            }
+        } else {
+            let (cpu, upto) = drains[i - runs.len()];
+            for _ in 0..=upto {
+                let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
+                // SAFETY: a live facade atomic of width `w`.
+                unsafe { write_raw(addr, w, v) };
+                core.touch_mem(addr, true);
+                core.touch(keys::buf(cpu), true);
+                let (k, name) = core.addr_key(addr);
+                let mut st = core.st.borrow_mut();
+                st.wrote(addr);
+                st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
+                if core.record {
+                    st.events.push(Event {
+                        cpu: Some(cpu),
+                        drain: true,
+                        step: steps,
+                        text: format!("store buffer drains: {name} = {v:#x}"),
+                    });
+                }
+            }
+        }
+        if core.pruned.get() {
+            break;
+        }
+        // The hardware fills speculatively; the oracle looks.
+        let mut st = core.st.borrow_mut();
+        let fills = st.m.fill_all();
+        for &(c, _) in &fills {
+            core.touch(keys::tlb(c), true);
+            if let (Root::Mm(mm), _) = st.m.roots[c] {
+                core.touch(keys::pt(mm.0), false);
+            }
+        }
+        if core.record {
+            for (c, e) in fills {
+                let text = format!("speculative fill on cpu{c}: {}", describe(&e));
+                st.events.push(Event { cpu: None, drain: false, step: steps, text });
+            }
+        }
+        {
+            let acc = std::mem::take(&mut *core.acc.borrow_mut());
+            // SAFETY: no coroutine runs; see `Core::choose`.
+            unsafe { (*core.chooser).stepped(labels[i], &acc) };
+        }
+        if let Some(v) = st.violation.take() {
+            violation = Some(v);
+            break;
+        }
+        if let Err(v) = st.m.check_uses() {
+            violation = Some(v);
+            break;
+        }
+        if steps >= MAX_STEPS {
+            violation = Some(Violation {
+                property: "no_livelock",
+                cpu: last,
+                detail: format!("the execution took {MAX_STEPS} steps without ending"),
+            });
+            break;
+        }
+    }
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    // Abandon the coroutines where they are: what their stacks own is in the arena.
+    for mut co in cos {
+        if !co.done() {
+            // SAFETY: nothing on the stacks needs dropping for soundness: their
+            // objects are arena memory or guards of this execution's own state.
+            unsafe { co.force_reset() };
+        }
+        give_stack(co.into_stack());
+    }
+    // Copy what the outcome keeps out of the arena (the engine runs with it off,
+    // but violations and events made inside coroutines live there).
+    let mut st = core.st.borrow_mut();
+    let events = std::mem::take(&mut st.events)
+        .into_iter()
+        .map(|e| Event { text: e.text.as_str().to_string(), ..e })
+        .collect();
+    Outcome {
+        choices: core.choices.borrow().clone(),
+        violation: violation.map(|v| Violation { detail: v.detail.as_str().to_string(), ..v }),
+        pruned: core.pruned.get(),
+        steps,
+        events,
+    }
+}

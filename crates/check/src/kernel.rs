@@ -1,0 +1,431 @@
+//! The checked machine's kernel side and its ground truth: address spaces with
+//! their page tables, frames, TLBs, obligations, and the oracle's judgements.
+//!
+//! Everything here is small on purpose: each address space maps [`PAGES`]
+//! page(s) through one page-table page, frames come from a short LIFO free list
+//! (so a freed frame is the next one handed out, the quickest way to a reuse),
+//! and a TLB is an unbounded set of entries (see the crate documentation for why
+//! that is sound). Versions and uids are the ground truth policies never see.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use tlbkit_policy::{Root, Scope, Tlbi};
+
+/// Pages each address space maps.
+pub const PAGES: usize = 1;
+/// The virtual address of page 0 of every address space.
+pub const VA0: u64 = 0x40_0000;
+
+/// Returns the virtual address of page `p`.
+pub fn va_of(p: usize) -> u64 {
+    VA0 + (p as u64) * 4096
+}
+
+/// A valid leaf PTE: the frame it maps and its version (ground truth).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pte {
+    /// Frame number.
+    pub frame: u32,
+    /// Version: a fresh number for every PTE write.
+    pub ver: u32,
+}
+
+/// The life of an address-space slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Life {
+    /// A process runs in it.
+    Live,
+    /// Its last thread exited and it is torn down; it is released when no CPU's
+    /// root points at it any more.
+    Zombie,
+    /// Released: a fork may use the slot.
+    Free,
+}
+
+/// One address-space slot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Space {
+    /// Never-reused id of the process in the slot.
+    pub uid: u32,
+    /// Where it is in its life.
+    pub life: Life,
+    /// The page-table page, if the range is mapped at all.
+    pub table: Option<u32>,
+    /// The leaf PTEs.
+    pub ptes: [Option<Pte>; PAGES],
+}
+
+/// A cached translation, with the ground truth it was filled from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entry {
+    /// Matches every tag.
+    pub global: bool,
+    /// The tag it was filled under.
+    pub asid: u16,
+    /// The page.
+    pub page: u8,
+    /// The frame it maps.
+    pub frame: u32,
+    /// The process it came from.
+    pub uid: u32,
+    /// The version of the PTE it came from.
+    pub ver: u32,
+}
+
+/// What a CPU is running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Task {
+    /// The idle thread (a kernel thread: the address space stays lazily loaded
+    /// where the policy keeps it).
+    Idle,
+    /// A thread of the process in this slot.
+    User(u32),
+}
+
+/// An open or discharged duty to invalidate.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Obligation {
+    /// The process whose translation changed.
+    pub uid: u32,
+    /// Its slot.
+    pub slot: u32,
+    /// The page whose PTE changed, or `None` for the page-table page itself.
+    pub page: Option<u8>,
+    /// The PTE version that must go (0 for a page-table page).
+    pub ver: u32,
+    /// The frame that mapping pointed at.
+    pub frame: u32,
+    /// What changed.
+    pub change: &'static str,
+    /// The CPU that changed it.
+    pub cpu: u32,
+    /// Whether the flush for it has returned.
+    pub discharged: bool,
+}
+
+/// A broken property, as the oracle reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The property's name (`no_stale_use`, ...).
+    pub property: &'static str,
+    /// The CPU concerned.
+    pub cpu: usize,
+    /// What was wrong.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on cpu{}: {}", self.property, self.cpu, self.detail)
+    }
+}
+
+/// The machine's ground truth and the kernel's memory.
+#[derive(Clone, Debug, Hash)]
+pub struct Machine {
+    /// Address-space slots; slot 0 is the kernel's and never used.
+    pub spaces: Vec<Space>,
+    /// Free frames, the next one to hand out last.
+    pub free: Vec<u32>,
+    /// Every obligation, by id.
+    pub obligations: Vec<Obligation>,
+    /// `(uid, page, ver)` of every translation whose obligation is discharged.
+    pub dead: BTreeSet<(u32, u8, u32)>,
+    /// Per CPU: the TLB.
+    pub tlbs: Vec<BTreeSet<Entry>>,
+    /// Per CPU: the translation root and the tag it runs with.
+    pub roots: Vec<(Root, u16)>,
+    /// Per CPU: what it runs.
+    pub tasks: Vec<Task>,
+    /// Per CPU: whether it is in user mode (between kernel operations).
+    pub user_mode: Vec<bool>,
+    /// Per CPU: whether it is in the middle of a context switch (its task is
+    /// the next one, its root and tag may still be the previous one's).
+    pub switching: Vec<bool>,
+    /// Per slot: whether any CPU ever switched to it or it was forked (slots
+    /// never touched are alike, which the operation menu exploits).
+    pub touched: Vec<bool>,
+    /// Whether user PTEs are global (the no-ASID baseline).
+    pub global_user: bool,
+    next_uid: u32,
+    next_ver: u32,
+}
+
+impl Machine {
+    /// Returns a machine of `cpus` CPUs and `mms` address-space slots, every CPU
+    /// idle on the reserved root, every frame free.
+    pub fn new(cpus: usize, mms: usize, global_user: bool) -> Self {
+        let frames = (mms * (PAGES + 1) + 2) as u32;
+        let empty = Space { uid: 0, life: Life::Free, table: None, ptes: [None; PAGES] };
+        Machine {
+            spaces: vec![empty; mms + 1],
+            free: (0..frames).rev().collect(),
+            obligations: Vec::new(),
+            dead: BTreeSet::new(),
+            tlbs: vec![BTreeSet::new(); cpus],
+            roots: vec![(Root::Reserved, 0); cpus],
+            tasks: vec![Task::Idle; cpus],
+            user_mode: vec![false; cpus],
+            switching: vec![false; cpus],
+            touched: vec![false; mms + 1],
+            global_user,
+            next_uid: 1,
+            next_ver: 1,
+        }
+    }
+
+    /// Returns a fresh PTE version.
+    pub fn next_ver(&mut self) -> u32 {
+        self.next_ver += 1;
+        self.next_ver
+    }
+
+    /// Takes the next free frame; reports `no_reuse_while_mapped` if an open
+    /// obligation still covers it. `None` when no frame is free.
+    pub fn alloc_frame(&mut self, cpu: usize) -> Result<Option<u32>, Violation> {
+        let Some(f) = self.free.pop() else { return Ok(None) };
+        if let Some(o) = self.obligations.iter().find(|o| !o.discharged && o.frame == f) {
+            let what = match o.page {
+                Some(p) => format!("page {:#x}", va_of(p as usize)),
+                None => "page-table page".to_string(),
+            };
+            return Err(Violation {
+                property: "no_reuse_while_mapped",
+                cpu,
+                detail: format!(
+                    "frame {f} handed out again while the {} of mm{} (uid {}) that mapped it, removed by cpu{} ({}), is \
+                     not yet flushed",
+                    what, o.slot, o.uid, o.cpu, o.change
+                ),
+            });
+        }
+        Ok(Some(f))
+    }
+
+    /// Returns a frame to the free list.
+    pub fn free_frame(&mut self, f: u32) {
+        self.free.push(f);
+    }
+
+    /// Starts a process in free slot `slot` with every page mapped. Returns
+    /// `Ok(false)` if frames ran out (the fork fails, as with `ENOMEM`).
+    pub fn fork(&mut self, slot: u32, cpu: usize) -> Result<bool, Violation> {
+        debug_assert_eq!(self.spaces[slot as usize].life, Life::Free);
+        let uid = self.next_uid;
+        self.next_uid += 1;
+        let initial = uid < self.spaces.len() as u32;
+        let s = &mut self.spaces[slot as usize];
+        s.uid = uid;
+        s.life = Life::Live;
+        // The initial processes (uids 1..=mms) start alike; a forked one does not.
+        self.touched[slot as usize] = !initial;
+        s.table = None;
+        s.ptes = [None; PAGES];
+        for p in 0..PAGES {
+            if !self.map(slot, p, cpu)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Maps page `p` of `slot` to a new frame (allocating the page-table page
+    /// first if the range has none). `Ok(false)` if frames ran out.
+    pub fn map(&mut self, slot: u32, p: usize, cpu: usize) -> Result<bool, Violation> {
+        if self.spaces[slot as usize].table.is_none() {
+            let Some(t) = self.alloc_frame(cpu)? else { return Ok(false) };
+            self.spaces[slot as usize].table = Some(t);
+        }
+        let Some(f) = self.alloc_frame(cpu)? else { return Ok(false) };
+        let ver = self.next_ver();
+        self.spaces[slot as usize].ptes[p] = Some(Pte { frame: f, ver });
+        Ok(true)
+    }
+
+    /// Clears PTE `p` of `slot` and opens an obligation for it; returns its id
+    /// and the frame, or `None` if the PTE was not valid.
+    pub fn clear_pte(&mut self, slot: u32, p: usize, change: &'static str, cpu: usize) -> Option<(usize, u32)> {
+        let s = &mut self.spaces[slot as usize];
+        let pte = s.ptes[p].take()?;
+        let uid = s.uid;
+        self.obligations.push(Obligation {
+            uid,
+            slot,
+            page: Some(p as u8),
+            ver: pte.ver,
+            frame: pte.frame,
+            change,
+            cpu: cpu as u32,
+            discharged: false,
+        });
+        Some((self.obligations.len() - 1, pte.frame))
+    }
+
+    /// Unhooks the page-table page of `slot` and opens an obligation for it.
+    pub fn clear_table(&mut self, slot: u32, change: &'static str, cpu: usize) -> Option<(usize, u32)> {
+        let s = &mut self.spaces[slot as usize];
+        let t = s.table.take()?;
+        let uid = s.uid;
+        self.obligations.push(Obligation {
+            uid,
+            slot,
+            page: None,
+            ver: 0,
+            frame: t,
+            change,
+            cpu: cpu as u32,
+            discharged: false,
+        });
+        Some((self.obligations.len() - 1, t))
+    }
+
+    /// Discharges obligation `id` (its flush returned) and checks
+    /// `no_stale_held`: no CPU that runs the process (not lazily) may still hold
+    /// the translation under the tag it runs with.
+    pub fn discharge(&mut self, id: usize, flush: &str) -> Result<(), Violation> {
+        let o = &mut self.obligations[id];
+        o.discharged = true;
+        let Some(page) = o.page else { return Ok(()) };
+        let (uid, slot, ver) = (o.uid, o.slot, o.ver);
+        self.dead.insert((uid, page, ver));
+        for c in 0..self.tlbs.len() {
+            if self.tasks[c] != Task::User(slot)
+                || self.switching[c]
+                || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
+            {
+                continue;
+            }
+            let asid = self.roots[c].1;
+            if let Some(e) = self.tlbs[c]
+                .iter()
+                .find(|e| (e.global || e.asid == asid) && e.uid == uid && e.page == page && e.ver == ver)
+            {
+                return Err(Violation {
+                    property: "no_stale_held",
+                    cpu: c,
+                    detail: format!(
+                        "after {flush} returned, cpu{c}, running mm{slot}, still holds {} under the tag it runs with \
+                         (asid {asid}); the change was {}",
+                        describe(e),
+                        self.obligations[id].change
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills every CPU's TLB with every translation reachable from its root under
+    /// the tag it runs with (the hardware may walk speculatively at any moment;
+    /// see the crate docs). Returns the new entries as `(cpu, entry)`.
+    pub fn fill_all(&mut self) -> Vec<(usize, Entry)> {
+        let mut new = Vec::new();
+        for c in 0..self.tlbs.len() {
+            let (Root::Mm(mm), asid) = self.roots[c] else { continue };
+            let s = &self.spaces[mm.index()];
+            if s.table.is_none() || s.life == Life::Free {
+                continue;
+            }
+            for (p, pte) in s.ptes.iter().enumerate() {
+                let Some(pte) = pte else { continue };
+                let e = Entry {
+                    global: self.global_user,
+                    asid: if self.global_user { 0 } else { asid },
+                    page: p as u8,
+                    frame: pte.frame,
+                    uid: s.uid,
+                    ver: pte.ver,
+                };
+                if self.tlbs[c].insert(e) {
+                    new.push((c, e));
+                }
+            }
+        }
+        new
+    }
+
+    /// Checks every CPU in user mode: anything it holds under its running tag it
+    /// may use at this instant (`no_asid_alias`, `no_stale_use`).
+    pub fn check_uses(&self) -> Result<(), Violation> {
+        for c in 0..self.tlbs.len() {
+            let Task::User(slot) = self.tasks[c] else { continue };
+            if !self.user_mode[c] {
+                continue;
+            }
+            let uid = self.spaces[slot as usize].uid;
+            let asid = self.roots[c].1;
+            for e in self.tlbs[c].iter().filter(|e| e.global || e.asid == asid) {
+                if e.uid != uid {
+                    return Err(Violation {
+                        property: "no_asid_alias",
+                        cpu: c,
+                        detail: format!(
+                            "cpu{c} runs mm{slot} (uid {uid}) in user mode with asid {asid} and can use {}, filled from \
+                             another address space",
+                            describe(e)
+                        ),
+                    });
+                }
+                if self.dead.contains(&(e.uid, e.page, e.ver)) {
+                    return Err(Violation {
+                        property: "no_stale_use",
+                        cpu: c,
+                        detail: format!(
+                            "cpu{c} runs mm{slot} in user mode with asid {asid} and can use {}, whose removal was \
+                             flushed",
+                            describe(e)
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an invalidation on CPU `cpu` (or every CPU for a broadcast).
+    /// Returns how many entries went.
+    pub fn tlbi(&mut self, cpu: usize, op: Tlbi, scope: Scope) -> usize {
+        let range = match scope {
+            Scope::Local => cpu..cpu + 1,
+            Scope::Broadcast => 0..self.tlbs.len(),
+        };
+        let mut n = 0;
+        for c in range {
+            let before = self.tlbs[c].len();
+            self.tlbs[c].retain(|e| !removes(op, e));
+            n += before - self.tlbs[c].len();
+        }
+        n
+    }
+
+    /// Writes CPU `cpu`'s root; without `noflush`, non-global entries of `asid`
+    /// go (the x86 CR3 write).
+    pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool) {
+        self.roots[cpu] = (root, asid);
+        if !noflush {
+            self.tlbs[cpu].retain(|e| e.global || e.asid != asid);
+        }
+    }
+
+    /// Returns how many CPUs' roots point at `slot`.
+    pub fn roots_on(&self, slot: u32) -> usize {
+        self.roots.iter().filter(|(r, _)| *r == Root::Mm(tlbkit_policy::MmId(slot))).count()
+    }
+}
+
+/// Returns whether invalidation `op` removes entry `e`.
+fn removes(op: Tlbi, e: &Entry) -> bool {
+    let page_of = |va: tlbkit_policy::VirtAddr| (va.0.wrapping_sub(VA0) / 4096) as u64;
+    match op {
+        Tlbi::Va { asid, va } => !e.global && e.asid == asid.get() && page_of(va) == e.page as u64,
+        Tlbi::VaAllAsids { va } => page_of(va) == e.page as u64,
+        Tlbi::Asid(a) => !e.global && e.asid == a.get(),
+        Tlbi::All => true,
+    }
+}
+
+/// Describes an entry for a trace or a violation.
+pub fn describe(e: &Entry) -> String {
+    let tag = if e.global { "global".to_string() } else { format!("asid {}", e.asid) };
+    format!("the entry for {:#x} ({tag}, frame {}, from uid {} PTE v{})", va_of(e.page as usize), e.frame, e.uid, e.ver)
+}

@@ -1,0 +1,88 @@
+//! The checker: runs the *same* policy code the simulator runs on a small
+//! machine, under every interleaving (exhaustive mode) or under many random ones
+//! (random and PCT modes), and judges every state with the oracle.
+//!
+//! # Ground rules: what the model is
+//! - **Who runs.** Each CPU is a coroutine that runs kernel operations — context
+//!   switches (to a process or to the idle thread), `munmap` of a page, a fault
+//!   mapping it back, reclaim with a batched flush (x86 Linux policies), `munmap`
+//!   of a whole range freeing its page-table page, exit of a process's last
+//!   thread, fork of a new process — each calling the policy as a kernel does,
+//!   until `--ops` operations have started in all. Which operation a CPU starts
+//!   next is a choice the search explores like any other.
+//! - **What is atomic.** One *step* of a CPU runs from one preemption point to
+//!   the next, so everything between two points is atomic. The points are:
+//!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,
+//!   read-modify-write, fence), every [`tlbkit_policy::Hw`] call that acts on the
+//!   machine (root writes, TLB invalidations, barriers, IPIs), and the start of
+//!   every kernel operation. A page-table change by the kernel is one step with
+//!   the operation's start. [`tlbkit_policy::Hw::shared`] and `spin_on` only
+//!   account costs and are not points. A spin loop (`sync::spin_loop`) blocks its
+//!   CPU until some store becomes visible, so waiting is not explored as
+//!   endless polling.
+//! - **Memory.** Sequentially consistent, except that under `--memory tso` (the
+//!   default) each CPU's plain stores (`store` with any ordering but `SeqCst`)
+//!   wait in a FIFO store buffer, visible to that CPU's own loads at once and to
+//!   the others only when drained: draining one store is a step of its own, at
+//!   any moment, and a CPU drains its buffer itself at any read-modify-write, any
+//!   `SeqCst` store or fence, any barrier but `ISB`, and any IPI it sends (the
+//!   APIC write serialises). That is x86-TSO; it lets a store pass a later load,
+//!   which is what store-buffering bugs (a missing `smp_mb()`) need.
+//!   `--memory sc` turns buffers off.
+//! - **TLB fills and invalidations are their own events.** After every step the
+//!   hardware fills every CPU's TLB with every translation reachable from its
+//!   root under the tag it runs with. Filling everything at every moment covers
+//!   every speculative fill a real CPU could make: TLBs here are unbounded (no
+//!   eviction), policies cannot observe them, and an entry only ever does harm by
+//!   being present, so any execution with fewer fills holds a subset of these
+//!   entries at every step. An invalidation takes effect when issued, on the
+//!   issuing CPU or (broadcast) on every CPU; so an entry refilled from a PTE that
+//!   is still valid after the invalidation survives it.
+//! - **Interrupts.** An IPI is taken at the target's next step while its
+//!   interrupts are on: not inside a context switch, not while it holds a
+//!   [`tlbkit_policy::sync::SpinLock`] (both kernels' spin locks disable
+//!   interrupts), not inside another handler. A CPU waiting for its synchronous
+//!   IPI, idle, or spinning with interrupts on takes interrupts meanwhile.
+//!   A sender of asynchronous IPIs leaves its shootdown (`Phase::Done`) only after
+//!   every handler has returned, because the handlers borrow from its frames; it
+//!   may have seen them acknowledge long before.
+//!
+//! # The properties
+//! The oracle of DESIGN.md, on this machine: `no_stale_use` and `no_asid_alias`
+//! for every CPU in user mode after every step (anything it holds under the tag
+//! it runs with, it may use); `no_stale_held` when a flush returns, for every
+//! CPU that runs that process (not lazily, not mid-switch); `no_reuse_while_mapped`
+//! whenever a frame is handed out. Plus `no_deadlock` (no CPU can step but one
+//! waits), `no_livelock` (an execution longer than [`exec::MAX_STEPS`] steps)
+//! and `no_policy_panic` (a policy assertion failed).
+//!
+//! # What this does not cover
+//! - Weak memory beyond TSO: arm64 may also reorder loads with loads and stores
+//!   with stores, and relaxed read-modify-writes do not order anything there;
+//!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
+//!   instruction or a Linux value-returning atomic does).
+//! - Walk caches, TLB capacity and eviction, in-flight walks after a root write,
+//!   and the time an invalidation takes to reach other CPUs.
+//! - Random and PCT modes sample schedules; only an exhaustive run that reports
+//!   `complete` is a proof, and only for the machine, operations and bounds given.
+//!
+//! # Layout
+//! - [`exec`]: one execution (coroutines, hooks, the checked [`tlbkit_policy::Hw`],
+//!   the kernel operations).
+//! - [`kernel`]: the machine's ground truth and the oracle.
+//! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
+//! - [`arena`]: the per-execution allocator that keeps addresses stable.
+//! - [`spec`]: what to check (policy, machine shape), replay tokens and reports.
+
+pub mod arena;
+pub mod exec;
+pub mod kernel;
+pub mod ops;
+pub mod search;
+pub mod spec;
+
+pub use spec::{check, replay, CheckReport, CheckSpec, Mode};
+
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: arena::CheckAlloc = arena::CheckAlloc;

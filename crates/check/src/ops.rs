@@ -1,0 +1,393 @@
+//! The checked kernel's operations: what a CPU may do next, and how each one
+//! changes the page tables and calls the policy, as a kernel does.
+//!
+//! Every change to the machine's ground truth is recorded as an access to its
+//! key ([`keys`]), so that partial-order reduction knows which steps commute.
+
+use crate::exec::{keys, Block, CheckHw, Core, KernelBug, Point};
+use crate::kernel::{va_of, Life, Machine, Task, Violation, PAGES};
+use tlbkit_policy::{MmId, Policy, VirtAddr};
+
+/// A kernel operation a CPU can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Switch to a thread of the process in this slot.
+    Switch(u32),
+    /// Switch to the idle thread.
+    Idle,
+    /// `munmap` of one page of the running process.
+    Unmap(usize),
+    /// Fault one page of the running process back in.
+    Map(usize),
+    /// Reclaim one page of the running process: the PTE goes, the flush is
+    /// reclaim's batched one (`Policy::flush_batch`).
+    Reclaim(usize),
+    /// `munmap` of the whole range, freeing its page-table page.
+    UnmapTable,
+    /// The running process's last thread exits.
+    Exit,
+    /// Start a process in a free slot.
+    Fork(u32),
+}
+
+impl Op {
+    fn name(self) -> String {
+        match self {
+            Op::Switch(s) => format!("switch to a thread of mm{s}"),
+            Op::Idle => "switch to the idle thread".to_string(),
+            Op::Unmap(p) => format!("munmap page {:#x}", va_of(p)),
+            Op::Map(p) => format!("fault in page {:#x}", va_of(p)),
+            Op::Reclaim(p) => format!("reclaim page {:#x} (batched flush)", va_of(p)),
+            Op::UnmapTable => "munmap the whole range, freeing its page table".to_string(),
+            Op::Exit => "exit: the process's last thread leaves".to_string(),
+            Op::Fork(s) => format!("fork a new process into slot mm{s}"),
+        }
+    }
+
+    fn key(self) -> u64 {
+        match self {
+            Op::Switch(s) => 0x100 + s as u64,
+            Op::Idle => 0x200,
+            Op::Unmap(p) => 0x300 + p as u64,
+            Op::Map(p) => 0x400 + p as u64,
+            Op::Reclaim(p) => 0x500 + p as u64,
+            Op::UnmapTable => 0x600,
+            Op::Exit => 0x700,
+            Op::Fork(s) => 0x800 + s as u64,
+        }
+    }
+}
+
+/// Returns how many operations CPU `cpu` starts: `ops` shared out evenly, the
+/// lower-numbered CPUs taking the remainder.
+pub fn budget(ops: usize, cpus: usize, cpu: usize) -> usize {
+    ops / cpus + usize::from(cpu < ops % cpus)
+}
+
+/// Returns the operations CPU `cpu` may start now (empty when its budget is
+/// spent). Switches to a process nobody has run yet are offered only for the
+/// lowest such slot: untouched processes are alike, so the others add nothing.
+fn menu(core: &Core, cpu: usize) -> Vec<Op> {
+    let st = core.st.borrow();
+    let mut ops = Vec::new();
+    if st.cpus[cpu].ops_done >= budget(core.shape.ops, core.shape.cpus, cpu) {
+        return ops;
+    }
+    let m = &st.m;
+    // The menu depends on every CPU's task and every slot's life.
+    for c in 0..m.tasks.len() {
+        core.touch(keys::task(c), false);
+    }
+    for s in 1..m.spaces.len() as u32 {
+        core.touch(keys::pt(s), false);
+    }
+    let cur = m.tasks[cpu];
+    let mut fresh_offered = false;
+    for s in 1..m.spaces.len() as u32 {
+        if m.spaces[s as usize].life != Life::Live || cur == Task::User(s) {
+            continue;
+        }
+        if !m.touched[s as usize] {
+            if fresh_offered {
+                continue;
+            }
+            fresh_offered = true;
+        }
+        ops.push(Op::Switch(s));
+    }
+    let Task::User(s) = cur else {
+        push_forks(m, &mut ops);
+        return ops;
+    };
+    ops.push(Op::Idle);
+    let space = &m.spaces[s as usize];
+    for p in 0..PAGES {
+        if space.ptes[p].is_some() {
+            ops.push(Op::Unmap(p));
+            if core.shape.reclaim {
+                ops.push(Op::Reclaim(p));
+            }
+        } else {
+            ops.push(Op::Map(p));
+        }
+    }
+    if space.table.is_some() {
+        ops.push(Op::UnmapTable);
+    }
+    if !m.tasks.iter().enumerate().any(|(c, t)| c != cpu && *t == Task::User(s)) {
+        ops.push(Op::Exit);
+    }
+    push_forks(m, &mut ops);
+    ops
+}
+
+fn push_forks(m: &Machine, ops: &mut Vec<Op>) {
+    if let Some(s) = (1..m.spaces.len()).find(|&s| m.spaces[s].life == Life::Free) {
+        ops.push(Op::Fork(s as u32));
+    }
+}
+
+/// Runs CPU `cpu`'s kernel: operation after operation while its budget lasts,
+/// then interrupts only.
+pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
+    loop {
+        {
+            // Between operations a CPU has no locals: what it did lives on in shared
+            // memory and the machine, so its history starts afresh and executions
+            // that did the same operations in another order meet again.
+            let mut st = core.st.borrow_mut();
+            let c = &mut st.cpus[cpu];
+            c.history = 0;
+            c.reads.clear();
+            c.anchor = None;
+        }
+        core.pause();
+        let ops = menu(core, cpu);
+        if ops.is_empty() {
+            loop {
+                core.block(Block::Idle);
+            }
+        }
+        let labels: Vec<u32> = (0..ops.len() as u32).collect();
+        let Some(i) = core.choose(Point::Op, &labels, 0) else {
+            // Pruned: stop here (the scheduler ends the execution).
+            loop {
+                core.block(Block::Idle);
+            }
+        };
+        core.st.borrow_mut().cpus[cpu].ops_done += 1;
+        run_op(core, p, cpu, ops[i]);
+    }
+}
+
+/// Records a violation found by the kernel side (the first one wins).
+fn violated(core: &Core, v: Violation) {
+    let mut st = core.st.borrow_mut();
+    if st.violation.is_none() {
+        st.violation = Some(v);
+    }
+}
+
+/// Sets what CPU `cpu` runs and whether it is in user mode or switching.
+fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
+    core.touch(keys::task(cpu), true);
+    // What a CPU may use depends on its task as much as on its TLB.
+    core.touch(keys::tlb(cpu), true);
+    let mut st = core.st.borrow_mut();
+    st.m.tasks[cpu] = task;
+    st.m.user_mode[cpu] = user;
+    st.m.switching[cpu] = switching;
+}
+
+fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
+    let hw = CheckHw::new(core, cpu);
+    core.event(cpu, 0xf_0000 ^ op.key(), || format!("op: {}", op.name()));
+    let task = core.st.borrow().m.tasks[cpu];
+    set_task(core, cpu, task, false, false);
+    reap(core, p, cpu);
+    match (op, task) {
+        (Op::Switch(s), _) => {
+            {
+                let mut st = core.st.borrow_mut();
+                st.cpus[cpu].irq_off += 1;
+                st.m.touched[s as usize] = true;
+            }
+            set_task(core, cpu, Task::User(s), false, true);
+            p.switch_mm(&hw, MmId(s));
+            core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+            core.pause();
+            set_task(core, cpu, Task::User(s), true, false);
+        }
+        (Op::Idle, _) => switch_idle(core, p, cpu),
+        (Op::Unmap(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, false),
+        (Op::Reclaim(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, true),
+        (Op::Map(pg), Task::User(s)) => {
+            core.touch(keys::pt(s), true);
+            core.touch(keys::ORACLE, true);
+            let r = core.st.borrow_mut().m.map(s, pg, cpu);
+            match r {
+                Err(v) => violated(core, v),
+                Ok(ok) => core.event(cpu, 0x10_0000 + ok as u64, || {
+                    if ok {
+                        format!("PTE of {:#x} in mm{s} set", va_of(pg))
+                    } else {
+                        "no free frame: the fault fails".to_string()
+                    }
+                }),
+            }
+            back_to_user(core, cpu, s);
+        }
+        (Op::UnmapTable, Task::User(s)) => unmap_table(core, p, cpu, s),
+        (Op::Exit, Task::User(s)) => exit(core, p, cpu, s),
+        (Op::Fork(s), _) => {
+            p.mm_init(MmId(s));
+            core.pause();
+            core.touch(keys::pt(s), true);
+            core.touch(keys::ORACLE, true);
+            let r = core.st.borrow_mut().m.fork(s, cpu);
+            match r {
+                Err(v) => violated(core, v),
+                Ok(ok) => core.event(cpu, 0x11_0000 + ok as u64, || {
+                    if ok {
+                        format!("mm{s} created with its pages mapped")
+                    } else {
+                        format!("mm{s} created; frames ran out before all its pages were mapped")
+                    }
+                }),
+            }
+            if let Task::User(r) = task {
+                back_to_user(core, cpu, r);
+            }
+        }
+        (op, task) => unreachable!("{op:?} offered to a CPU running {task:?}"),
+    }
+}
+
+/// Returns CPU `cpu` to user mode in process `s` at the end of an operation.
+fn back_to_user(core: &Core, cpu: usize, s: u32) {
+    core.pause();
+    set_task(core, cpu, Task::User(s), true, false);
+}
+
+fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
+    let hw = CheckHw::new(core, cpu);
+    core.st.borrow_mut().cpus[cpu].irq_off += 1;
+    set_task(core, cpu, Task::Idle, false, true);
+    p.switch_mm(&hw, MmId::KERNEL);
+    core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+    core.pause();
+    set_task(core, cpu, Task::Idle, false, false);
+}
+
+/// Frees frames after the flush that covers them returned.
+fn free_frames(core: &Core, frames: &[u32]) {
+    core.touch(keys::ORACLE, true);
+    let mut st = core.st.borrow_mut();
+    for &f in frames {
+        st.m.free_frame(f);
+    }
+}
+
+/// Discharges `ids` after `flush` returned and reports what the oracle finds.
+fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
+    core.pause();
+    core.touch(keys::ORACLE, true);
+    for c in 0..core.shape.cpus {
+        core.touch(keys::tlb(c), false);
+        core.touch(keys::task(c), false);
+    }
+    for &id in ids {
+        let r = core.st.borrow_mut().m.discharge(id, flush);
+        if let Err(v) = r {
+            violated(core, v);
+        }
+    }
+    let n = ids.len();
+    core.event(cpu, 0x12_0000, || format!("{flush} returned: {n} obligation(s) discharged"));
+}
+
+fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batched: bool) {
+    let hw = CheckHw::new(core, cpu);
+    let change = if batched { "reclaim" } else { "munmap" };
+    core.touch(keys::pt(s), true);
+    core.touch(keys::ORACLE, true);
+    let Some((id, frame)) = core.st.borrow_mut().m.clear_pte(s, pg, change, cpu) else {
+        return back_to_user(core, cpu, s);
+    };
+    core.event(cpu, 0x13_0000 + pg as u64, || format!("PTE of {:#x} in mm{s} cleared (frame {frame})", va_of(pg)));
+    let flush = if batched {
+        p.flush_batch(&hw, &[MmId(s)]);
+        "flush_batch"
+    } else {
+        p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+        "flush_page"
+    };
+    discharge(core, cpu, &[id], flush);
+    free_frames(core, &[frame]);
+    back_to_user(core, cpu, s);
+}
+
+fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
+    let hw = CheckHw::new(core, cpu);
+    let mut ids = Vec::new();
+    let mut frames = Vec::new();
+    core.touch(keys::pt(s), true);
+    core.touch(keys::ORACLE, true);
+    {
+        let mut st = core.st.borrow_mut();
+        for pg in 0..PAGES {
+            if let Some((id, f)) = st.m.clear_pte(s, pg, "munmap", cpu) {
+                ids.push(id);
+                frames.push(f);
+            }
+        }
+    }
+    let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
+    let Some((tid, tframe)) = table else { return back_to_user(core, cpu, s) };
+    ids.push(tid);
+    core.event(cpu, 0x14_0000, || format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked"));
+    let early = core.shape.bug == Some(KernelBug::TableFreeBeforeFlush);
+    if early {
+        free_frames(core, &[tframe]);
+        core.event(cpu, 0x15_0000, || format!("page-table frame {tframe} freed before the flush"));
+    }
+    p.flush_mm(&hw, MmId(s));
+    discharge(core, cpu, &ids, "flush_mm");
+    if !early {
+        frames.push(tframe);
+    }
+    free_frames(core, &frames);
+    back_to_user(core, cpu, s);
+}
+
+fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
+    let hw = CheckHw::new(core, cpu);
+    let mut ids = Vec::new();
+    let mut frames = Vec::new();
+    core.touch(keys::pt(s), true);
+    core.touch(keys::ORACLE, true);
+    {
+        let mut st = core.st.borrow_mut();
+        for pg in 0..PAGES {
+            if let Some((id, f)) = st.m.clear_pte(s, pg, "exit", cpu) {
+                ids.push(id);
+                frames.push(f);
+            }
+        }
+        st.m.spaces[s as usize].life = Life::Zombie;
+    }
+    core.event(cpu, 0x16_0000, || format!("mm{s} torn down: its PTEs cleared"));
+    p.flush_mm(&hw, MmId(s));
+    discharge(core, cpu, &ids, "flush_mm");
+    free_frames(core, &frames);
+    core.pause();
+    switch_idle(core, p, cpu);
+}
+
+/// Releases every exited address space no CPU's root points at any more.
+fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
+    loop {
+        let z = {
+            for c in 0..core.shape.cpus {
+                core.touch(keys::tlb(c), false);
+            }
+            let st = core.st.borrow();
+            (1..st.m.spaces.len() as u32).find(|&s| st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0)
+        };
+        let Some(s) = z else { return };
+        core.touch(keys::pt(s), true);
+        core.touch(keys::ORACLE, true);
+        let table = {
+            let mut st = core.st.borrow_mut();
+            st.m.spaces[s as usize].life = Life::Free;
+            st.m.spaces[s as usize].table.take()
+        };
+        let hw = CheckHw::new(core, cpu);
+        p.mm_release(&hw, MmId(s));
+        core.pause();
+        if let Some(t) = table {
+            free_frames(core, &[t]);
+        }
+        core.event(cpu, 0x17_0000 + s as u64, || format!("mm{s} released (no CPU's root points at it)"));
+    }
+}

@@ -1,0 +1,454 @@
+//! What to check and what was found: the policy by name (a registered policy or
+//! a `zoo/` variant), the machine's shape, the search mode; replay tokens; the
+//! report with its numbered counterexample.
+
+use crate::exec::{self, Chooser, Event, KernelBug, Memory, Outcome, Shape};
+use crate::kernel::Violation;
+use crate::search::{self, Randomised, Replay, Stats};
+use serde::Serialize;
+use std::fmt::Write as _;
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::shootdown::Completion;
+use tlbkit_policy::Policy;
+
+/// How to search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every execution, depth first, pruning states seen before.
+    Exhaustive,
+    /// Uniformly random schedules.
+    Random,
+    /// PCT schedules (bug depth 3).
+    Pct,
+}
+
+impl Mode {
+    /// Returns the mode's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Exhaustive => "exhaustive",
+            Mode::Random => "random",
+            Mode::Pct => "pct",
+        }
+    }
+}
+
+/// A check request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckSpec {
+    /// A policy name from `tlbkit list`, or `zoo/<id>`.
+    pub policy: String,
+    /// CPUs.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// ASIDs (arm64: the ASID space, a power of two; x86 Linux PCID: the dynamic
+    /// slots per CPU, which the kernel fixes at 6; FreeBSD x86: PCIDs per CPU).
+    pub asids: u32,
+    /// Kernel operations in all.
+    pub ops: usize,
+    /// Search mode.
+    pub mode: Mode,
+    /// Executions for random and PCT modes; a cap for exhaustive mode.
+    pub iterations: u64,
+    /// Seed of random and PCT modes.
+    pub seed: u64,
+    /// Memory model.
+    pub memory: Memory,
+}
+
+/// The properties every check judges, by name.
+pub const PROPERTIES: [&str; 7] = [
+    "no_stale_use",
+    "no_asid_alias",
+    "no_stale_held",
+    "no_reuse_while_mapped",
+    "no_deadlock",
+    "no_livelock",
+    "no_policy_panic",
+];
+
+/// One step of a counterexample: what one CPU did between two others' turns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Step {
+    /// 1-based.
+    pub n: usize,
+    /// Who stepped: `cpu0`, or `cpu0 store buffer`.
+    pub who: String,
+    /// What happened, in order (speculative fills included).
+    pub events: Vec<String>,
+}
+
+/// A violation with the schedule that reaches it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Counterexample {
+    /// The property broken.
+    pub property: &'static str,
+    /// The CPU concerned.
+    pub cpu: usize,
+    /// What was wrong.
+    pub detail: String,
+    /// The steps.
+    pub steps: Vec<Step>,
+    /// The replay token (`tlbkit replay TOKEN`).
+    pub token: String,
+}
+
+/// What a check found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// The policy.
+    pub policy: String,
+    /// CPUs, address spaces, ASIDs, operations.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// ASIDs.
+    pub asids: u32,
+    /// Operations.
+    pub ops: usize,
+    /// Memory model.
+    pub memory: &'static str,
+    /// Search mode (`replay` for a replay).
+    pub mode: &'static str,
+    /// The properties checked.
+    pub properties: Vec<&'static str>,
+    /// Executions run.
+    pub executions: u64,
+    /// Distinct states reached (exhaustive mode).
+    pub states: u64,
+    /// Executions cut at a state seen before.
+    pub pruned: u64,
+    /// The longest execution, in steps.
+    pub max_steps: usize,
+    /// Whether the search covered all it set out to.
+    pub complete: bool,
+    /// The counterexample, if one was found.
+    pub counterexample: Option<Counterexample>,
+}
+
+/// Returns the `log2` of `asids` if it is a power of two of at least 4.
+fn asid_bits(asids: u32) -> Result<u8, String> {
+    if asids < 4 || !asids.is_power_of_two() || asids > 1 << 16 {
+        return Err(format!(
+            "--asids {asids}: an arm64 ASID space is a power of two between 4 and 65536 (try --asids 4)"
+        ));
+    }
+    Ok(asids.trailing_zeros() as u8)
+}
+
+/// Binds `$build` to a builder of the policy `$spec` names and evaluates `$body`.
+macro_rules! with_policy {
+    ($spec:expr, $shape:expr, $build:ident => $body:expr) => {{
+        let spec: &CheckSpec = $spec;
+        let n = spec.cpus;
+        let slots = spec.mms + 1;
+        let (base, bug) = resolve(&spec.policy)?;
+        let _ = bug;
+        match base {
+            "arm64-noasid" => {
+                let $build = || NoAsid::new(n);
+                $body
+            }
+            "arm64-freebsd-asid" => {
+                let bits = asid_bits(spec.asids)?;
+                let $build = || FreebsdEpoch::new(n, slots, bits);
+                $body
+            }
+            "arm64-linux" | "arm64-linux-skipbcast" => {
+                let bits = asid_bits(spec.asids)?;
+                let skip = base == "arm64-linux-skipbcast";
+                let make = move || {
+                    if skip {
+                        LinuxArm64::with_skip_broadcast(n, slots, bits, false)
+                    } else {
+                        LinuxArm64::new(n, slots, bits, false)
+                    }
+                };
+                make().map_err(|e| format!("{}: {e}", spec.policy))?;
+                let $build = move || make().expect("the same configuration was accepted");
+                $body
+            }
+            "x86-linux-nopcid" | "x86-linux-pcid" => {
+                let pcid = base == "x86-linux-pcid";
+                let $build = move || LinuxX86::new(n, slots, pcid);
+                $body
+            }
+            "x86-freebsd-counter" | "x86-freebsd-gen" | "x86-freebsd-scoreboard" => {
+                let c = Completion::from_name(base).expect("a registered completion protocol");
+                let $build = move || FreebsdX86::new(n, slots, c);
+                $body
+            }
+            other => Err(format!("policy '{other}' has no checker builder")),
+        }
+    }};
+}
+
+/// Returns the registered policy a name stands for and the kernel bug it
+/// carries, or a message listing what exists.
+fn resolve(name: &str) -> Result<(&'static str, Option<KernelBug>), String> {
+    if let Some(p) = tlbkit_sim::registry::policy(name) {
+        return Ok((p.name, None));
+    }
+    let names: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
+    Err(format!("unknown policy '{name}': the policies are {} (see `tlbkit list`)", names.join(", ")))
+}
+
+/// Validates `spec` and returns the machine shape it asks for.
+fn shape(spec: &CheckSpec) -> Result<Shape, String> {
+    if !(1..=8).contains(&spec.cpus) {
+        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
+    }
+    if !(1..=8).contains(&spec.mms) {
+        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
+    }
+    if spec.ops == 0 || spec.ops > 64 {
+        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
+    }
+    let (base, bug) = resolve(&spec.policy)?;
+    Ok(Shape {
+        cpus: spec.cpus,
+        mms: spec.mms,
+        ops: spec.ops,
+        memory: spec.memory,
+        reclaim: base.starts_with("x86-linux"),
+        bug,
+    })
+}
+
+/// Runs the check `spec` asks for.
+pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
+    let shape = shape(spec)?;
+    with_policy!(spec, shape, build => Ok(search_with(spec, &shape, &build)))
+}
+
+fn search_with<P: Policy>(spec: &CheckSpec, shape: &Shape, build: &dyn Fn() -> P) -> CheckReport {
+    let mut run = |c: &mut dyn Chooser| exec::run(shape, build, c, false);
+    let (stats, found) = match spec.mode {
+        Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
+        Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
+        Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
+    };
+    let counterexample = found.map(|out| {
+        let choices = search::shrink(&mut run, &out);
+        let token = encode(spec, &choices);
+        let out = exec::run(shape, build, &mut Replay::new(&choices), true);
+        counterexample(&out, token)
+    });
+    report(spec, spec.mode.name(), stats, counterexample)
+}
+
+fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Option<Counterexample>) -> CheckReport {
+    CheckReport {
+        policy: spec.policy.clone(),
+        cpus: spec.cpus,
+        mms: spec.mms,
+        asids: spec.asids,
+        ops: spec.ops,
+        memory: spec.memory.name(),
+        mode,
+        properties: PROPERTIES.to_vec(),
+        executions: stats.executions,
+        states: stats.states,
+        pruned: stats.pruned,
+        max_steps: stats.max_steps,
+        complete: stats.complete,
+        counterexample,
+    }
+}
+
+/// Groups an execution's events into numbered steps.
+fn counterexample(out: &Outcome, token: String) -> Counterexample {
+    let v: &Violation = out.violation.as_ref().expect("a replayed counterexample violates again");
+    let mut steps: Vec<Step> = Vec::new();
+    let mut last: Option<(usize, String)> = None;
+    for e in &out.events {
+        let who = match (e.cpu, e.drain) {
+            (Some(c), false) => format!("cpu{c}"),
+            (Some(c), true) => format!("cpu{c} store buffer"),
+            (None, _) => String::new(),
+        };
+        let text = e.text.clone();
+        if e.cpu.is_none() {
+            // A speculative fill belongs to the step it followed.
+            if let Some(s) = steps.last_mut() {
+                s.events.push(text);
+            }
+            continue;
+        }
+        let same = last.as_ref().is_some_and(|(_, w)| *w == who) && !e.drain;
+        if same {
+            steps.last_mut().expect("a step is open").events.push(text);
+        } else {
+            let n = steps.len() + 1;
+            steps.push(Step { n, who: who.clone(), events: vec![text] });
+        }
+        last = Some((e.step, who));
+    }
+    Counterexample { property: v.property, cpu: v.cpu, detail: v.detail.clone(), steps, token }
+}
+
+/// Re-runs the counterexample a token describes.
+pub fn replay(token: &str) -> Result<CheckReport, String> {
+    let (spec, choices) = decode(token)?;
+    let shape = shape(&spec)?;
+    with_policy!(&spec, shape, build => {
+        let out = exec::run(&shape, &build, &mut Replay::new(&choices), true);
+        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
+        let cx = out.violation.is_some().then(|| counterexample(&out, token.to_string()));
+        Ok(report(&spec, "replay", stats, cx))
+    })
+}
+
+/// Token format version.
+const TOKEN_VERSION: &str = "t1";
+
+/// Encodes a spec and a schedule as a shell-safe token:
+/// `t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~CHOICES`, where each choice is a base-36
+/// digit (`(N)` for 36 and up) and `zN.` stands for N zeros.
+pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
+    let mut s = format!(
+        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~",
+        spec.policy,
+        spec.cpus,
+        spec.mms,
+        spec.asids,
+        spec.ops,
+        spec.memory.name()
+    );
+    let mut i = 0;
+    while i < choices.len() {
+        let c = choices[i];
+        if c == 0 {
+            let run = choices[i..].iter().take_while(|&&x| x == 0).count();
+            if run >= 3 {
+                let _ = write!(s, "z{run}.");
+                i += run;
+                continue;
+            }
+        }
+        if c < 36 {
+            s.push(char::from_digit(c, 36).expect("a base-36 digit"));
+        } else {
+            let _ = write!(s, "({c})");
+        }
+        i += 1;
+    }
+    s
+}
+
+/// Decodes a token made by [`encode`].
+pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
+    let bad = |why: &str| format!("not a tlbkit replay token ({why}): '{token}'; copy it from `tlbkit check`'s output");
+    let parts: Vec<&str> = token.split('~').collect();
+    if parts.len() != 8 || parts[0] != TOKEN_VERSION {
+        return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~CHOICES"));
+    }
+    let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
+    let memory = match parts[6] {
+        "sc" => Memory::Sc,
+        "tso" => Memory::Tso,
+        _ => return Err(bad("the memory model is neither sc nor tso")),
+    };
+    let spec = CheckSpec {
+        policy: parts[1].to_string(),
+        cpus: num(parts[2], "CPUS")? as usize,
+        mms: num(parts[3], "MMS")? as usize,
+        asids: num(parts[4], "ASIDS")? as u32,
+        ops: num(parts[5], "OPS")? as usize,
+        mode: Mode::Exhaustive,
+        iterations: 1,
+        seed: 0,
+        memory,
+    };
+    let mut choices = Vec::new();
+    let b = parts[7].as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'z' => {
+                let end = parts[7][i..].find('.').ok_or_else(|| bad("a zero run has no end"))? + i;
+                let n = num(&parts[7][i + 1..end], "a zero run")?;
+                if n > 1_000_000 {
+                    return Err(bad("a zero run is too long"));
+                }
+                choices.extend(std::iter::repeat_n(0, n as usize));
+                i = end + 1;
+            }
+            b'(' => {
+                let end = parts[7][i..].find(')').ok_or_else(|| bad("a '(' has no ')'"))? + i;
+                choices.push(num(&parts[7][i + 1..end], "a choice")? as u32);
+                i = end + 1;
+            }
+            c => {
+                let d = (c as char).to_digit(36).ok_or_else(|| bad("a choice is not a base-36 digit"))?;
+                choices.push(d);
+                i += 1;
+            }
+        }
+    }
+    Ok((spec, choices))
+}
+
+impl CheckReport {
+    /// Renders the report as text.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "check {}: {} CPUs, {} address spaces, {} ASIDs, {} operations, {} memory, {} mode",
+            self.policy, self.cpus, self.mms, self.asids, self.ops, self.memory, self.mode
+        );
+        let _ = writeln!(s, "properties: {}", self.properties.join(", "));
+        if self.mode == "exhaustive" {
+            let _ = writeln!(
+                s,
+                "explored: {} states, {} executions ({} cut at a state seen before), longest {} steps{}",
+                self.states,
+                self.executions,
+                self.pruned,
+                self.max_steps,
+                if self.complete { ", complete" } else { ", stopped early" }
+            );
+        } else if self.mode != "replay" {
+            let _ = writeln!(s, "explored: {} schedules, longest {} steps", self.executions, self.max_steps);
+        }
+        match &self.counterexample {
+            None => {
+                let _ = writeln!(s, "result: no violation");
+            }
+            Some(cx) => {
+                let _ = writeln!(s, "result: VIOLATION {} on cpu{}", cx.property, cx.cpu);
+                let _ = writeln!(s, "  {}", cx.detail);
+                let _ = writeln!(s, "counterexample ({} steps):", cx.steps.len());
+                s.push_str(&cx.trace());
+                let _ = writeln!(s, "replay: tlbkit replay {}", cx.token);
+            }
+        }
+        s
+    }
+}
+
+impl Counterexample {
+    /// Renders the numbered steps.
+    pub fn trace(&self) -> String {
+        let mut s = String::new();
+        for st in &self.steps {
+            let mut first = true;
+            for e in &st.events {
+                if first {
+                    let _ = writeln!(s, "{:>4}. {:<18} {e}", st.n, st.who);
+                    first = false;
+                } else {
+                    let _ = writeln!(s, "      {:<18} {e}", "");
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Returns an event list's text (for tests).
+pub fn texts(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.text.clone()).collect()
+}
