@@ -22,8 +22,8 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Bug {
     /// Linux commit a8ffaaa060b8, "arm64: asid: Do not replace active_asids if
-    /// already 0" (Catalin Marinas, 2017-12-27, merged for v4.15; found by the TLA+
-    /// model of the ASID allocator, `kernel-tla.git` `asidalloc.tla`).
+    /// already 0" (Catalin Marinas, 2017-12-27; found by the TLA+ model of the ASID
+    /// allocator, `kernel-tla.git` `asidalloc.tla`, as he wrote on 2019-06-24).
     ///
     /// The bug: the lock-free fast path of `check_and_switch_context` replaced this
     /// CPU's `active_asids` entry with an unconditional relaxed `xchg` and fell back
