@@ -32,7 +32,7 @@ pub enum Bug {
     /// the mm's id of the *old* generation. If a second rollover runs before this
     /// CPU gets `cpu_asid_lock`, it reserves that stale id for this CPU instead of
     /// what the CPU still has in TTBR0, and two mms can end up with one ASID number
-    /// in the same generation (the commit message traces T1 and T2 both at A1 in G3).
+    /// in the same generation.
     ///
     /// The fix: read `active_asids` first, refuse the fast path if it is 0, and
     /// replace it with a `cmpxchg` that fails if a rollover zeroed it meanwhile.
