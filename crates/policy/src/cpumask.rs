@@ -41,13 +41,19 @@ impl CpuMask {
         self.words[cpu.index() / 64].load(Ordering::SeqCst) & (1 << (cpu.index() % 64)) != 0
     }
 
-    /// Sets every CPU's bit.
+    /// Sets every CPU's bit with plain stores of whole words, as the kernel's
+    /// `cpumask_setall` (`bitmap_fill`) does: a concurrent [`CpuMask::clear`] of a
+    /// bit is either before the store (and undone) or after it, as with an atomic OR.
+    ///
+    /// The stores are not ordered before the caller's later loads: a caller that
+    /// needs that (seed 001's `tlb_flush_check`) issues a full barrier, as the kernel
+    /// does. Every other caller sets a mask before sharing it or under a lock.
     pub fn set_all(&self) {
         for (i, w) in self.words.iter().enumerate() {
             let bits = (self.ncpus - i * 64).min(64);
             let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-            // SeqCst: as in `set`.
-            w.fetch_or(m, Ordering::SeqCst);
+            // Relaxed: `bitmap_fill` is plain stores; callers order them with their own barrier or lock.
+            w.store(m, Ordering::Relaxed);
         }
     }
 

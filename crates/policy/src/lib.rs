@@ -21,6 +21,8 @@
 //! - [`shootdown`]: IPI shootdown completion protocols (FreeBSD x86 `counter`,
 //!   `generation`, `scoreboard`), each in issue / dispatch / sync phases.
 //! - [`contpte`]: arm64 contiguous PTEs and the four exit-teardown strategies of seed 004.
+//! - [`zoo`]: real bugs of these mechanisms, each re-introduced by one switch in the
+//!   policy code (`with_bug`), and their registry [`zoo::ZOO`] for the checker.
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -36,8 +38,10 @@ pub mod sync;
 #[cfg(test)]
 pub(crate) mod testhw;
 pub mod types;
+pub mod zoo;
 
 pub use cpumask::CpuMask;
 pub use hw::{Access, Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 pub use policy::Policy;
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};
+pub use zoo::Bug;

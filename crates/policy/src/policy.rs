@@ -47,6 +47,19 @@ pub trait Policy: Sync {
     /// Invalidates every user translation of `mm`, everywhere.
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId);
 
+    /// Invalidates every user translation of each mm in `mms`, everywhere: reclaim's
+    /// deferred flush of every mm it unmapped pages from (Linux `try_to_unmap_flush`,
+    /// after `try_to_unmap_one` cleared the PTEs and queued each mm). When it
+    /// returns, no CPU may use a translation removed before the call.
+    ///
+    /// The default flushes each mm with [`Policy::flush_mm`]; a policy with a batched
+    /// flush of its own (Linux x86's `arch_tlbbatch_flush`) overrides it.
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        for &mm in mms {
+            self.flush_mm(hw, mm);
+        }
+    }
+
     /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64);
 }

@@ -6,6 +6,7 @@ use crate::cpumask::CpuMask;
 use crate::hw::{Access, Barrier, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::types::{Asid, CpuId, MmId};
+use std::boxed::Box;
 use std::cell::{Cell, RefCell};
 use std::format;
 use std::string::String;
@@ -49,12 +50,33 @@ pub struct Rec {
     pub barriers: bool,
     /// Whether shared-line accesses and phases are logged.
     pub coherence: bool,
+    /// Code to run once just before this CPU's next barrier of a kind (see
+    /// [`Rec::before_barrier`]).
+    hook: RefCell<Option<(Barrier, Hook)>>,
 }
+
+/// Another CPU's steps, run inside a policy call (see [`Rec::before_barrier`]).
+type Hook = Box<dyn FnOnce()>;
 
 impl Rec {
     /// Returns CPU `cpu` of a machine of `ncpus`.
     pub fn new(cpu: u32, ncpus: usize) -> Self {
-        Rec { home: cpu, cpu: Cell::new(cpu), ncpus, log: RefCell::new(Vec::new()), barriers: false, coherence: false }
+        Rec {
+            home: cpu,
+            cpu: Cell::new(cpu),
+            ncpus,
+            log: RefCell::new(Vec::new()),
+            barriers: false,
+            coherence: false,
+            hook: RefCell::new(None),
+        }
+    }
+
+    /// Runs `f` once, just before this CPU's next barrier `b`: other CPUs' steps
+    /// interleaved at that point of a policy call, as a deterministic stand-in for
+    /// a schedule the checker would explore.
+    pub fn before_barrier(&self, b: Barrier, f: impl FnOnce() + 'static) {
+        *self.hook.borrow_mut() = Some((b, Box::new(f)));
     }
 
     /// Returns and clears the log.
@@ -100,6 +122,12 @@ impl Hw for Rec {
         self.push(format!("tlbi {op:?} {scope:?}"));
     }
     fn barrier(&self, b: Barrier) {
+        let due = self.hook.borrow().as_ref().is_some_and(|(at, _)| *at == b);
+        if due {
+            if let Some((_, f)) = self.hook.borrow_mut().take() {
+                f();
+            }
+        }
         if self.barriers {
             self.push(format!("barrier {b:?}"));
         }

@@ -72,3 +72,16 @@ pub const POLICIES: &[PolicyDef] = &[
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
     POLICIES.iter().find(|p| p.name == name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlbkit_policy::zoo::ZOO;
+
+    #[test]
+    fn every_zoo_entry_names_a_registered_base_policy() {
+        for e in ZOO {
+            assert!(policy(e.base).is_some(), "zoo/{}: base {:?} is not a registered policy", e.id, e.base);
+        }
+    }
+}

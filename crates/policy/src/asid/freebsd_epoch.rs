@@ -29,8 +29,10 @@
 //! No two pmaps running at the same time hold the same ASID in the current epoch,
 //! and an ASID is handed out again only after a reset flushed every TLB. The
 //! hazard that remains by design: the epoch counter can wrap, and a pmap idle for
-//! a whole cycle of epochs then matches the current epoch with a stale ASID (the
-//! commit message names it; `epoch_limit` makes it reachable for the checker).
+//! a whole cycle of epochs then matches the current epoch with a stale ASID (Alan
+//! Cox names it in review D21922; [`FreebsdEpoch::with_epoch_limit`] narrows the
+//! counter to any width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
+//! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
 //!
 //! One deliberate reading of the kernel: `reset` does not restamp a pmap whose
 //! cookie has a negative (reserved) epoch, so `pmap0` keeps ASID 0 for good.
@@ -39,6 +41,7 @@ use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, MmId, VirtAddr};
+use crate::zoo::Bug;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -48,6 +51,9 @@ pub const ASID_FIRST_AVAILABLE: u32 = 2;
 pub const ASID_RESERVED_FOR_PID_0: i32 = 0;
 /// The largest epoch value plus one: epochs live in `[0, EPOCH_MAX)`.
 pub const EPOCH_MAX: i32 = i32::MAX;
+/// Where the epoch wraps with zoo bug [`Bug::FreebsdArm64EpochWrap`]: a 1-bit
+/// counter, epochs 0 and 1.
+pub const ZOO_EPOCH_LIMIT: i32 = 2;
 
 /// Returns the cookie for `(asid, epoch)`.
 pub const fn cookie(asid: i32, epoch: i32) -> u64 {
@@ -101,6 +107,8 @@ pub struct FreebsdEpoch {
     cookies: Vec<AtomicU64>,
     /// Per CPU: the pmap in TTBR0 (`pc_curpmap`).
     curpmap: Vec<AtomicU32>,
+    /// The zoo bug re-introduced, if any (see [`FreebsdEpoch::with_bug`]).
+    bug: Option<Bug>,
 }
 
 impl FreebsdEpoch {
@@ -130,7 +138,26 @@ impl FreebsdEpoch {
             epoch: AtomicI32::new(0),
             cookies,
             curpmap: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
+            bug: None,
         }
+    }
+
+    /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]): only
+    /// [`Bug::FreebsdArm64EpochWrap`] applies, which wraps the epoch at
+    /// [`ZOO_EPOCH_LIMIT`] whatever the limit it was built with.
+    ///
+    /// # Panics
+    /// If `bug` is another one, or a bug was re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        assert!(bug == Bug::FreebsdArm64EpochWrap, "{bug} does not apply to the FreeBSD arm64 epoch allocator");
+        assert!(self.bug.is_none(), "one zoo bug at a time");
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Returns the zoo bug this allocator re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
     }
 
     /// Returns the cookie of the pmap in slot `mm`.
@@ -183,7 +210,10 @@ impl FreebsdEpoch {
     /// of the ASIDs the other CPUs are running. Called with the lock held.
     fn reset<H: Hw>(&self, hw: &H, set: &mut AsidSet) {
         let mut epoch = self.epoch() + 1;
-        if epoch >= self.epoch_limit {
+        // FreeBSD wraps at INT_MAX. Zoo bug freebsd-arm64-epoch-wrap: a 1-bit epoch, so
+        // a pmap idle for two resets finds its stale cookie current again.
+        let limit = if self.bug == Some(Bug::FreebsdArm64EpochWrap) { ZOO_EPOCH_LIMIT } else { self.epoch_limit };
+        if epoch >= limit {
             epoch = 0;
         }
         // SeqCst: the new epoch must be visible before curpmap of other CPUs is read,
@@ -369,6 +399,78 @@ mod tests {
             vec![
                 format!("tlbi {:?} Broadcast", Tlbi::Va { asid, va: VirtAddr(0x1000) }),
                 format!("tlbi {:?} Broadcast", Tlbi::Asid(asid)),
+            ]
+        );
+    }
+
+    /// One CPU with 8-bit ASIDs: mm 1 takes ASID 2 in epoch 0, then mms 2..=509 run
+    /// once each, 254 per epoch: mm 255 resets (epoch 1) and takes ASID 2, mm 509
+    /// resets again and takes ASID 2. Returns the policy and the log of mm 1's next
+    /// activation.
+    fn idle_through_two_resets(p: FreebsdEpoch) -> (FreebsdEpoch, Vec<String>) {
+        let hw = Rec::new(0, 1);
+        init_mms(&p, 1..=509);
+        for mm in 1..=509 {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        assert_eq!(asid_of(&p, 255), 2);
+        assert_eq!(asid_of(&p, 509), 2);
+        hw.take();
+        p.switch_mm(&hw, MmId(1));
+        let log = hw.take();
+        (p, log)
+    }
+
+    #[test]
+    fn pmap_idle_through_two_resets_takes_a_fresh_asid() {
+        let (p, log) = idle_through_two_resets(FreebsdEpoch::new(1, 600, 8));
+        assert_eq!(p.epoch(), 2);
+        assert_eq!(p.cookie_of(MmId(1)), cookie(3, 2));
+        assert_eq!(log, vec!["root Mm(MmId(1)) asid 3 noflush true"]);
+    }
+
+    #[test]
+    fn zoo_epoch_wrap_reuses_a_stale_cookie_after_two_resets() {
+        // With a 1-bit epoch the second reset is epoch 0 again: mm 1's cookie (2, 0)
+        // from before both resets looks current, and mm 1 runs on ASID 2, which mm
+        // 509 holds in this epoch (an ASID alias as soon as both have run here).
+        let (p, log) = idle_through_two_resets(FreebsdEpoch::new(1, 600, 8).with_bug(Bug::FreebsdArm64EpochWrap));
+        assert_eq!(p.epoch(), 0);
+        assert_eq!(p.cookie_of(MmId(1)), cookie(2, 0));
+        assert_eq!(p.cookie_of(MmId(509)), cookie(2, 0));
+        assert_eq!(log, vec!["root Mm(MmId(1)) asid 2 noflush true"]);
+    }
+
+    #[test]
+    fn zoo_epoch_wrap_still_reallocates_after_one_reset() {
+        // One bit tells consecutive epochs apart: idle across a single reset, a pmap
+        // reallocates exactly as with FreeBSD's 31 bits.
+        let p = FreebsdEpoch::new(1, 600, 8).with_bug(Bug::FreebsdArm64EpochWrap);
+        let hw = Rec::new(0, 1);
+        init_mms(&p, 1..=256);
+        for mm in 1..=256 {
+            p.switch_mm(&hw, MmId(mm));
+        }
+        assert_eq!((p.epoch(), asid_of(&p, 255), asid_of(&p, 256)), (1, 2, 3));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(p.cookie_of(MmId(1)), cookie(4, 1));
+    }
+
+    #[test]
+    fn flush_batch_defaults_to_one_flush_mm_per_mm() {
+        let p = FreebsdEpoch::new(1, 8, 16);
+        let hw = Rec::new(0, 1);
+        init_mms(&p, 1..=2);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        hw.take();
+        p.flush_batch(&hw, &[MmId(2), MmId(1)]);
+        let asid = |n| Asid::new(n, 16).unwrap();
+        assert_eq!(
+            hw.take(),
+            vec![
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(asid(3))),
+                format!("tlbi {:?} Broadcast", Tlbi::Asid(asid(2))),
             ]
         );
     }

@@ -69,6 +69,11 @@
 //! - FreeBSD 13 and later also zero `kernel_pmap`'s `pm_gen` before a kernel
 //!   shootdown (harmless: `kernel_pmap` is never activated); not modelled.
 //!
+//! # The zoo
+//! [`FreebsdX86::with_bug`] re-introduces [`Bug::FreebsdX86CounterEarlyAck`] in the
+//! counter protocol's handler ([`crate::shootdown::counter`]); the pmap layer here
+//! is unchanged.
+//!
 //! Not modelled: PTI (user page-table PCIDs, `ucr3_load_mask`), PCID off or
 //! `INVPCID` missing (CR3 reloads instead), EPT/RVI guest pmaps,
 //! `pcid_invlpg_workaround`, delayed invalidation (`pmap_delayed_invl_*`), superpage
@@ -80,6 +85,7 @@ use crate::policy::Policy;
 use crate::shootdown::{addr_of, Completion, CompletionProtocol, InvlOp, Pmap, Protocol, Request};
 use crate::sync::{fence, AtomicU32, Ordering};
 use crate::types::{CpuId, MmId, Pcid, VirtAddr};
+use crate::zoo::Bug;
 use alloc::vec::Vec;
 
 /// The PCID of `kernel_pmap` (never handed out to another pmap).
@@ -179,6 +185,30 @@ impl FreebsdX86 {
         let all_cpus = CpuMask::new(ncpus);
         all_cpus.set_all();
         FreebsdX86 { pmaps, pcpu, all_cpus, protocol: Protocol::new(completion, ncpus) }
+    }
+
+    /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]): only
+    /// [`Bug::FreebsdX86CounterEarlyAck`], and only with [`Completion::Counter`]
+    /// (`FreebsdX86::new(n, mms, Completion::Counter).with_bug(..)`).
+    ///
+    /// # Panics
+    /// If `bug` is another one, the protocol is not the counter, or a bug was
+    /// re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        let completion = self.completion();
+        self.protocol = match self.protocol {
+            Protocol::Counter(c) if bug == Bug::FreebsdX86CounterEarlyAck => Protocol::Counter(c.with_bug(bug)),
+            _ => panic!("{bug} does not apply to FreeBSD x86 with {completion}"),
+        };
+        self
+    }
+
+    /// Returns the zoo bug this policy re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        match &self.protocol {
+            Protocol::Counter(c) => c.bug(),
+            Protocol::Generation(_) | Protocol::Scoreboard(_) => None,
+        }
     }
 
     /// Returns the completion protocol shootdowns use.
@@ -791,6 +821,34 @@ mod tests {
         assert_eq!(named(&p, log), want);
         let Protocol::Counter(c) = p.protocol() else { unreachable!() };
         assert_eq!(c.smp_tlb_wait(), 3);
+    }
+
+    #[test]
+    fn zoo_counter_early_ack_handler_counts_before_reading_and_invalidating() {
+        let p = fbsd(2, 1, Completion::Counter).with_bug(Bug::FreebsdX86CounterEarlyAck);
+        assert_eq!(p.bug(), Some(Bug::FreebsdX86CounterEarlyAck));
+        let hw = all_run_mm1(&p, 2);
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        let handler: Vec<String> = named(&p, hw.take()).into_iter().filter(|l| l.starts_with("cpu1: ")).collect();
+        // counter_handlers_increment_one_shared_line has the same lines with the
+        // increment last.
+        assert_eq!(
+            handler,
+            vec![
+                "cpu1: shared smp_tlb_wait Rmw".to_string(),
+                "cpu1: shared smp_tlb_addr1 Read".into(),
+                "cpu1: shared smp_tlb_addr2 Read".into(),
+                "cpu1: shared smp_tlb_pmap Read".into(),
+                "cpu1: shared smp_tlb_op Read".into(),
+                format!("cpu1: {}", invlpg(2, 0x1000)),
+            ]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "does not apply to FreeBSD x86 with x86-freebsd-scoreboard")]
+    fn early_ack_applies_only_to_the_counter_protocol() {
+        let _ = fbsd(2, 1, Completion::Scoreboard).with_bug(Bug::FreebsdX86CounterEarlyAck);
     }
 
     #[test]

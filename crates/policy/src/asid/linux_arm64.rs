@@ -48,6 +48,14 @@
 //!   `enter_lazy_tlb` does nothing), and `switch_mm` does nothing when the next mm
 //!   is the one already loaded.
 //!
+//! # The zoo
+//! [`LinuxArm64::with_bug`] re-introduces two bugs of this file's history (see
+//! [`crate::zoo`]): [`Bug::LinuxArm64A8ffaaa060b8`], the fast path's unconditional
+//! `xchg` of `active_asids`, in `check_and_switch_context`; and
+//! [`Bug::LinuxArm645e10f9887ed8`], the user flush's ASID read before its `DSB
+//! ISHST`, in `begin_user_flush`. Both apply with or without skip-broadcast, whose
+//! own two zoo bugs are described in [`super::linux_arm64_skipbcast`].
+//!
 //! [`LinuxArm64::with_skip_broadcast`] builds the same allocator with Andrea
 //! Arcangeli's "arm64: tlb: skip tlbi broadcast" (seed 001) on top: user flushes
 //! stay local or vanish when no other CPU runs the mm, lazy CPUs drop to the
@@ -90,6 +98,7 @@ use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
+use crate::zoo::Bug;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -233,6 +242,8 @@ pub struct LinuxArm64 {
     /// The seed-001 state (`nr_active_mm`, the stale masks, `cpu_not_lazy_tlb`) when
     /// built by [`LinuxArm64::with_skip_broadcast`]; `None` for the stock kernel.
     pub(super) skip: Option<SkipBroadcast>,
+    /// The zoo bug re-introduced, if any (see [`LinuxArm64::with_bug`]).
+    pub(super) bug: Option<Bug>,
 }
 
 impl LinuxArm64 {
@@ -289,7 +300,34 @@ impl LinuxArm64 {
             context_id: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             pinned: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             skip: skip_broadcast.then(|| SkipBroadcast::new(ncpus, slots)),
+            bug: None,
         })
+    }
+
+    /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]):
+    /// [`Bug::LinuxArm64A8ffaaa060b8`] and [`Bug::LinuxArm645e10f9887ed8`] on either
+    /// policy, [`Bug::SkipbcastV1`] and [`Bug::SkipbcastNoBarrier`] only on the one
+    /// built by [`LinuxArm64::with_skip_broadcast`].
+    ///
+    /// # Panics
+    /// If `bug` is another one, a skip-broadcast bug is asked of the stock policy, or
+    /// a bug was re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        match bug {
+            Bug::LinuxArm64A8ffaaa060b8 | Bug::LinuxArm645e10f9887ed8 => {}
+            Bug::SkipbcastV1 | Bug::SkipbcastNoBarrier => {
+                assert!(self.skip.is_some(), "{bug} applies only to the skip-broadcast policy");
+            }
+            _ => panic!("{bug} does not apply to Linux arm64"),
+        }
+        assert!(self.bug.is_none(), "one zoo bug at a time");
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Returns the zoo bug this allocator re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
     }
 
     /// Returns the `context.id` (`generation | asid`) of the mm in slot `mm`, 0 if
@@ -507,13 +545,22 @@ impl LinuxArm64 {
         // Relaxed: a stale id fails the generation check or is the one a concurrent
         // rollover reserves for this CPU (see the cmpxchg).
         let mut asid = slot.load(Ordering::Relaxed);
-        // Relaxed: only a rollover changes it behind our back (to 0), which the cmpxchg sees.
-        let old_active_asid = active.load(Ordering::Relaxed);
-        // Relaxed: RMWs on one location are totally ordered: either a rollover's swap
-        // comes later and reserves our id, or it came first and this fails (a8ffaaa060b8).
-        let fast = old_active_asid != 0
-            && self.asid_gen_match(asid)
-            && active.compare_exchange(old_active_asid, asid, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+        let fast = if self.bug == Some(Bug::LinuxArm64A8ffaaa060b8) {
+            // Zoo bug a8ffaaa060b8, the fast path before that fix: the xchg replaces the
+            // entry whatever it holds, so a concurrent rollover's 0 is overwritten with
+            // this (possibly old-generation) id even when the 0 sends us to the slow
+            // path, and a second rollover then reserves that id for this CPU.
+            // Relaxed: atomic64_xchg_relaxed.
+            self.asid_gen_match(asid) && active.swap(asid, Ordering::Relaxed) != 0
+        } else {
+            // Relaxed: only a rollover changes it behind our back (to 0), which the cmpxchg sees.
+            let old_active_asid = active.load(Ordering::Relaxed);
+            // Relaxed: RMWs on one location are totally ordered: either a rollover's swap
+            // comes later and reserves our id, or it came first and this fails (a8ffaaa060b8).
+            old_active_asid != 0
+                && self.asid_gen_match(asid)
+                && active.compare_exchange(old_active_asid, asid, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        };
         if !fast {
             let mut a = self.cpu_asid_lock.lock();
             // Relaxed: the lock orders this read after every store to the id (all under it).
@@ -587,14 +634,23 @@ impl LinuxArm64 {
     }
 
     /// Issues `DSB ISHST` (`DSB NSHST` for a local flush), then reads the mm's id
-    /// (after the barrier, 5e10f9887ed8) and returns its tag, or `None` if the mm
-    /// never had an ASID.
+    /// (after the barrier, 5e10f9887ed8; before it with that zoo bug) and returns its
+    /// tag, or `None` if the mm never had an ASID.
     fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId, scope: Scope) -> Option<Asid> {
+        let slot = &self.context_id[mm.index()];
+        // Zoo bug 5e10f9887ed8: before that fix the TLBI operand came from ASID(mm) read
+        // before the barrier, so a CPU given a new ASID for the mm after this read
+        // may still walk the old entry and cache it under the new ASID.
+        let read_early = self.bug == Some(Bug::LinuxArm645e10f9887ed8);
+        // Relaxed: (the bug only) a plain read, as ASID(mm) was; nothing orders it.
+        let mut id = if read_early { slot.load(Ordering::Relaxed) } else { 0 };
         hw.barrier(Barrier::DsbSt(domain(scope)));
-        // Relaxed: ordered after the page-table stores by the DSB above; a rollover
-        // that reassigns the number after this read keeps it for the mm on every
-        // CPU still running it, and any other CPU flushes locally first.
-        let id = self.context_id[mm.index()].load(Ordering::Relaxed);
+        if !read_early {
+            // Relaxed: ordered after the page-table stores by the DSB above; a rollover
+            // that reassigns the number after this read keeps it for the mm on every
+            // CPU still running it, and any other CPU flushes locally first.
+            id = slot.load(Ordering::Relaxed);
+        }
         (id != 0).then(|| self.tag(id))
     }
 
@@ -844,6 +900,76 @@ mod tests {
         p.switch_mm(&cpu1, MmId(256));
         assert_eq!(cpu1.take(), vec!["tlbi All Local", "root Mm(MmId(256)) asid 2 noflush true"]);
         assert_eq!(p.active_asid(CpuId(1)), GEN2 | 2);
+    }
+
+    #[test]
+    fn zoo_a8ffaaa060b8_alone_takes_the_same_slow_path_as_the_fix() {
+        // The unconditional xchg loses a rollover's 0 only if the rollover lands
+        // between the generation check and the xchg, where no hardware operation
+        // gives a sequential test a hook: the checker's interleavings expose it. Run
+        // alone, even into an entry a rollover zeroed, it takes the fix's slow path.
+        let run = |p: LinuxArm64| {
+            let (cpu0, cpu1) = (Rec::new(0, 2), Rec::new(1, 2));
+            init_mms(&p, 1..=256);
+            p.switch_mm(&cpu1, MmId(1));
+            for mm in 2..=256 {
+                p.switch_mm(&cpu0, MmId(mm));
+            }
+            cpu1.take();
+            // cpu0's rollover zeroed cpu1's entry; mm 256 is of the current generation.
+            p.switch_mm(&cpu1, MmId(256));
+            (cpu1.take(), p.active_asid(CpuId(1)), p.reserved_asid(CpuId(1)))
+        };
+        let fixed = run(LinuxArm64::new(2, 400, 8, false).unwrap());
+        let buggy = run(LinuxArm64::new(2, 400, 8, false).unwrap().with_bug(Bug::LinuxArm64A8ffaaa060b8));
+        assert_eq!(fixed.0, vec!["tlbi All Local", "root Mm(MmId(256)) asid 2 noflush true"]);
+        assert_eq!(fixed, buggy);
+    }
+
+    /// Flushes a page of mm 2 on cpu0 of [`full_8bit`] while cpu1, at cpu0's `DSB
+    /// ISHST`, rolls over (mm 256 takes ASID 2) and switches to mm 2, which takes
+    /// ASID 3. Returns cpu0's log and mm 2's id afterwards.
+    fn flush_racing_a_rollover(bug: Option<Bug>) -> (Vec<String>, u64) {
+        let (p, cpu0, cpu1) = full_8bit();
+        let p = std::rc::Rc::new(match bug {
+            Some(b) => p.with_bug(b),
+            None => p,
+        });
+        let other = p.clone();
+        cpu0.before_barrier(Barrier::DsbSt(Domain::InnerShareable), move || {
+            other.mm_init(MmId(256));
+            other.switch_mm(&cpu1, MmId(256));
+            other.switch_mm(&cpu1, MmId(2));
+        });
+        p.flush_page(&cpu0, MmId(2), VirtAddr(0x1000));
+        (cpu0.take(), p.context_id(MmId(2)))
+    }
+
+    #[test]
+    fn zoo_5e10f9887ed8_tlbi_uses_the_asid_read_before_the_barrier() {
+        let va = VirtAddr(0x1000);
+        // Fixed: the id is read after the barrier, so the TLBI is for mm 2's new ASID.
+        let (log, id) = flush_racing_a_rollover(None);
+        assert_eq!(id, GEN2 | 3);
+        assert_eq!(log, vec![format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(3), va })]);
+        // The bug: the old ASID, now mm 256's; an entry cpu1 cached for mm 2 under
+        // ASID 3 from the old PTE survives the flush.
+        let (log, id) = flush_racing_a_rollover(Some(Bug::LinuxArm645e10f9887ed8));
+        assert_eq!(id, GEN2 | 3);
+        assert_eq!(log, vec![format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(2), va })]);
+    }
+
+    #[test]
+    #[should_panic(expected = "applies only to the skip-broadcast policy")]
+    fn with_bug_rejects_a_skip_broadcast_bug_on_the_stock_policy() {
+        let _ = LinuxArm64::new(1, 4, 8, false).unwrap().with_bug(Bug::SkipbcastV1);
+    }
+
+    #[test]
+    #[should_panic(expected = "one zoo bug at a time")]
+    fn with_bug_takes_one_bug() {
+        let p = LinuxArm64::new(1, 4, 8, false).unwrap().with_bug(Bug::LinuxArm64A8ffaaa060b8);
+        let _ = p.with_bug(Bug::LinuxArm645e10f9887ed8);
     }
 
     #[test]

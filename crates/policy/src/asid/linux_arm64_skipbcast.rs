@@ -68,10 +68,25 @@
 //!   now holds, whatever ASID is live. **Not modelled**: the oracle has no walk
 //!   caches, and [`Tlbi::Va`] stands for the leaf-only `VALE1`.
 //! - *Speculative walks of an mm a CPU held earlier*: a lazy CPU keeping the old
-//!   TTBR0 could fill entries after its count was dropped. **Modelled, and
-//!   covered**: lazy entry installs the reserved TTBR0 before it uncounts.
+//!   TTBR0 could fill entries after its count was dropped (Catalin Marinas on v1,
+//!   2020-02-10). **Modelled, and covered**: lazy entry installs the reserved TTBR0
+//!   before it uncounts; zoo bug [`Bug::SkipbcastV1`] takes that away.
 //! - The 2025 successor (`active_cpu`: none, one CPU, or many) takes another route
 //!   and is not modelled here.
+//!
+//! # The zoo
+//! [`LinuxArm64::with_bug`] re-introduces two bugs of this mechanism (see
+//! [`crate::zoo`]):
+//! - [`Bug::SkipbcastV1`], in `enter_lazy_tlb`: lazy entry leaves TTBR0 on the mm,
+//!   as stock arm64 and v1 (2020-02-03) do, while it still drops this CPU from
+//!   `nr_active_mm`. The count then stands in for v1's `mm_users`, which a lazy
+//!   kernel thread holding the mm in TTBR0 is not part of either: a flush that the
+//!   count makes local misses a CPU that can still walk the mm.
+//! - [`Bug::SkipbcastNoBarrier`], in [`LinuxArm64::tlb_flush_check`]: no full
+//!   barrier between marking CPUs stale and reading the count again. The mask is
+//!   set with plain stores (`cpumask_setall` is `bitmap_fill`; [`CpuMask::set_all`]
+//!   uses Relaxed stores) and the count is read with a plain load (`atomic_read`),
+//!   so only the barrier orders them.
 //!
 //! # Deliberate readings
 //! - v2 writes the re-check as `likely(atomic_read(&nr_active_mm)) <= 1`, which
@@ -99,8 +114,9 @@
 use super::linux_arm64::{ConfigError, LinuxArm64, NO_MM};
 use crate::cpumask::CpuMask;
 use crate::hw::{Access, Barrier, Hw, Root};
-use crate::sync::{AtomicBool, AtomicI32, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicI32, Ordering};
 use crate::types::{Asid, CpuId, MmId};
+use crate::zoo::Bug;
 use alloc::vec::Vec;
 
 /// Where a user invalidation must reach (`enum tlb_flush_types`), as
@@ -172,9 +188,10 @@ impl SkipBroadcast {
     fn read_count<H: Hw>(&self, hw: &H, mm: MmId) -> i32 {
         let count = self.count(mm);
         hw.shared(count.as_ptr() as usize, Access::Read);
-        // SeqCst: the flusher's half of the store-buffering pair (mask store, full
-        // barrier, count load) with the switch path's (count RMW, barrier, mask load).
-        count.load(Ordering::SeqCst)
+        // Relaxed: `atomic_read` is a plain load; in the flusher's half of the
+        // store-buffering pair (mask stores, full barrier, count load) the SeqCst
+        // fence of that barrier orders it, against the switch path's SeqCst RMW.
+        count.load(Ordering::Relaxed)
     }
 
     /// Counts this CPU in `mm` (`atomic_inc(&nr_active_mm)`).
@@ -190,8 +207,9 @@ impl SkipBroadcast {
     fn deactivate<H: Hw>(&self, hw: &H, mm: MmId) {
         let count = self.count(mm);
         hw.shared(count.as_ptr() as usize, Access::Rmw);
-        // SeqCst: a flusher that reads the lower count and skips this CPU must also
-        // see everything before it, the TTBR0 switch away from `mm` included.
+        // SeqCst: a flusher's re-read after its SeqCst fence sees the lower count only
+        // if this decrement precedes that fence, and with it the TTBR0 switch away
+        // from `mm` that comes first in program order.
         let was = count.fetch_sub(1, Ordering::SeqCst);
         debug_assert!(was > 0, "nr_active_mm of {mm} went negative");
     }
@@ -294,8 +312,14 @@ impl LinuxArm64 {
         } else {
             is_local && !mask.test(cpu)
         };
-        // smp_mb(): the mask stores above before the count is read again.
-        hw.barrier(Barrier::Full);
+        // smp_mb(): the mask stores above before the count is read again, the
+        // flusher's half of the store-buffering pair. Zoo bug skipbcast-no-barrier
+        // leaves it out: the stores may still be buffered when the count is read.
+        if self.bug != Some(Bug::SkipbcastNoBarrier) {
+            // SeqCst fence: the Relaxed mask stores before the count load below.
+            fence(Ordering::SeqCst);
+            hw.barrier(Barrier::Full);
+        }
         if skip.read_count(hw, mm) <= 1 {
             if is_local {
                 if !local_is_clear {
@@ -321,7 +345,7 @@ impl LinuxArm64 {
         // Relaxed: this CPU's own entry (mm_init only retires a dead slot's value).
         let prev = loaded.load(Ordering::Relaxed);
         if next.is_kernel() {
-            Self::enter_lazy_tlb(hw, skip, cpu, prev);
+            self.enter_lazy_tlb(hw, skip, cpu, prev);
             return;
         }
         if !skip.not_lazy(cpu) {
@@ -346,14 +370,19 @@ impl LinuxArm64 {
 
     /// `enter_lazy_tlb` for the idle task on `cpu`, which was running the mm in
     /// slot `active` (the scheduler's `active_mm`, which it keeps).
-    fn enter_lazy_tlb<H: Hw>(hw: &H, skip: &SkipBroadcast, cpu: CpuId, active: u32) {
+    fn enter_lazy_tlb<H: Hw>(&self, hw: &H, skip: &SkipBroadcast, cpu: CpuId, active: u32) {
         if !skip.not_lazy(cpu) {
             return;
         }
         skip.set_not_lazy(cpu, false);
-        // cpu_set_reserved_ttbr0: no walk or speculative fill from the mm after this.
-        hw.write_root(Root::Reserved, Asid::ZERO, true);
-        hw.barrier(Barrier::Isb);
+        // Zoo bug skipbcast-v1: v1 left lazy entry as stock arm64 has it, the mm still
+        // in TTBR0, while its decision (mm_users there, the count below here) stops
+        // counting this CPU: flushes go local and miss its speculative walks.
+        if self.bug != Some(Bug::SkipbcastV1) {
+            // cpu_set_reserved_ttbr0: no walk or speculative fill from the mm after this.
+            hw.write_root(Root::Reserved, Asid::ZERO, true);
+            hw.barrier(Barrier::Isb);
+        }
         // v2 uncounts right after the ISB; see the module docs on the DSB.
         skip.deactivate(hw, MmId(active));
     }
@@ -716,6 +745,61 @@ mod tests {
         assert_eq!(p.cpu_not_lazy_tlb(CpuId(0)), None);
         assert!(!p.is_stale(MmId(1), CpuId(1)));
         assert_eq!(cpu0.take(), Vec::<String>::new(), "the check itself touches nothing");
+    }
+
+    #[test]
+    fn zoo_skipbcast_v1_lazy_cpu_keeps_ttbr0_but_leaves_the_count() {
+        let (p, cpu0, cpu1) = machine(2);
+        let p = p.with_bug(Bug::SkipbcastV1);
+        p.switch_mm(&cpu1, MmId(1));
+        cpu1.take();
+        // Idle on cpu1: uncounted, but no reserved TTBR0 (the fix writes it here).
+        p.switch_mm(&cpu1, MmId::KERNEL);
+        assert_eq!(cpu1.take(), Vec::<String>::new(), "TTBR0 keeps mm 1");
+        assert_eq!(p.nr_active_mm(MmId(1)), Some(0));
+        assert_eq!(p.cpu_not_lazy_tlb(CpuId(1)), Some(false));
+        // cpu0 runs mm 1 and unmaps a page: the count says only cpu0 runs it, so the
+        // flush stays local; cpu1, which can still walk mm 1, is only marked stale.
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        let va = VirtAddr(0x1000);
+        p.flush_page(&cpu0, MmId(1), va);
+        assert_eq!(cpu0.take(), vec![tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Local)]);
+        assert_eq!(stale_cpus(&p, MmId(1)), [false, true]);
+        // Back to mm 1, cpu1 flushes the ASID before it runs user code again.
+        p.switch_mm(&cpu1, MmId(1));
+        assert_eq!(
+            cpu1.take(),
+            vec![tlbi(Tlbi::Asid(a8(1)), Scope::Local), "root Mm(MmId(1)) asid 1 noflush true".to_string()]
+        );
+    }
+
+    #[test]
+    fn zoo_skipbcast_no_barrier_decides_without_the_full_barrier() {
+        let (p, mut cpu0, cpu1) = machine(2);
+        let p = p.with_bug(Bug::SkipbcastNoBarrier);
+        p.switch_mm(&cpu0, MmId(1));
+        p.switch_mm(&cpu1, MmId(2));
+        cpu0.take();
+        cpu0.barriers = true;
+        let va = VirtAddr(0x1000);
+        p.flush_page(&cpu0, MmId(1), va);
+        // The same decision and flush as the fixed code
+        // (flush_check_is_local_when_only_this_cpu_runs_the_mm) without the leading
+        // "barrier Full": nothing orders the stale marks before the count's re-read,
+        // which only a schedule with store buffering turns into a missed flush.
+        assert_eq!(
+            cpu0.take(),
+            vec![
+                "barrier DsbSt(NonShareable)".to_string(),
+                tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Local),
+                "barrier Dsb(NonShareable)".to_string(),
+            ]
+        );
+        assert_eq!(stale_cpus(&p, MmId(1)), [false, true]);
+        // The switch path keeps its own barrier.
+        p.switch_mm(&cpu0, MmId(2));
+        assert!(cpu0.take().contains(&"barrier Full".to_string()));
     }
 
     /// Known gap, kept as v2 posted it: the count is dropped right after `MSR

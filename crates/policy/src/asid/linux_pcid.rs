@@ -1,6 +1,7 @@
 //! Linux x86 PCIDs as a per-CPU cache of recently used address spaces (seed 002,
 //! `arch/x86/mm/tlb.c`, modelled on v5.4–v6.1: lazy TLB mode with `is_lazy`,
-//! `freed_tables`, the `new_tlb_gen <= local_tlb_gen` early exit of v5.18).
+//! `freed_tables`, the `new_tlb_gen <= local_tlb_gen` early exit of v6.0
+//! (aa44284960d5, with 8f1d56f64f8d), and reclaim's batched flush as in v6.0–v6.4).
 //!
 //! # The algorithm
 //! No mm owns a PCID. Each CPU keeps `ctxs[TLB_NR_DYN_ASIDS]` (6) slots of
@@ -32,6 +33,13 @@
 //!   else the whole PCID; either way the slot's generation becomes `mm.tlb_gen`.
 //! - Kernel ranges: `INVLPG` per page (kernel PTEs are global) on every CPU, or a
 //!   flush of everything including global entries above the ceiling.
+//! - Reclaim's batched flush ([`Policy::flush_batch`], `try_to_unmap_flush`):
+//!   `arch_tlbbatch_add_mm` bumps each mm's `tlb_gen` (a full barrier after its PTE
+//!   changes) and ORs its `mm_cpumask` into the batch's mask; `arch_tlbbatch_flush`
+//!   sends one flush with no mm and no generation (`TLB_GENERATION_INVALID`) to the
+//!   batch's CPUs that are not lazy (or runs it here alone when this CPU is the only
+//!   one): each brings whatever mm it has loaded up to that mm's `tlb_gen` with a
+//!   whole-PCID flush.
 //!
 //! # What is guaranteed
 //! A CPU that is not lazy and has `mm` loaded is in `mm_cpumask(mm)` and receives
@@ -51,14 +59,24 @@
 //!   slot number alone would let a lazy CPU take a new mm for the dead one it holds.
 //! - The local flush runs before the IPIs are sent (v5.4–v5.17); since v5.18 they
 //!   overlap, which a blocking [`Hw::send_ipi`] cannot express anyway.
+//! - The batch's `arch_tlbbatch_add_mm` runs for every mm at the start of
+//!   [`Policy::flush_batch`]; the kernel runs it as `try_to_unmap_one` clears each
+//!   PTE. Either way the increment follows the PTE change and the mask is read
+//!   after it; reading the mask later only adds CPUs that joined meanwhile.
 //! - Not modelled: PTI (user PCIDs, `invalidate_other`), LAM, IBPB / L1D mitigations,
-//!   batched unmap flushes (`arch_tlbbatch_flush`), paravirt flushes.
+//!   paravirt flushes, the per-page `arch_tlbbatch_add_pending` of v6.5 and later.
+//!
+//! # The zoo
+//! [`LinuxX86::with_bug`] re-introduces [`Bug::LinuxX868f1d56f64f8d`] in
+//! `flush_tlb_func`: the batch's generation of 0 is compared, so every handler
+//! returns without flushing.
 
 use crate::cpumask::CpuMask;
 use crate::hw::{Barrier, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use crate::zoo::Bug;
 use alloc::vec::Vec;
 
 /// The number of PCID slots each CPU caches mms in.
@@ -71,8 +89,8 @@ pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 /// The `ctx_id` of `init_mm` ([`MmId::KERNEL`]); user mms get 2, 3, ...
 pub const INIT_MM_CTX_ID: u64 = 1;
 
-/// A `new_tlb_gen` of 0 means "no generation" (batched flushes use it since
-/// 8f1d56f64f8d); the early exit must not compare it. No flush here produces it.
+/// A `new_tlb_gen` of 0 means "no generation" (batched flushes carry it, named since
+/// 8f1d56f64f8d); the early exit must not compare it.
 const TLB_GENERATION_INVALID: u64 = 0;
 
 /// Returns the PCID the kernel writes into CR3 for slot `asid` (`kern_pcid`).
@@ -102,7 +120,8 @@ pub enum FlushExtent {
 /// One flush request (`struct flush_tlb_info`), handed to every CPU that runs it.
 #[derive(Clone, Copy, Debug)]
 struct FlushTlbInfo {
-    mm: MmId,
+    /// `None` for a batched flush, which is for whatever mm each CPU has loaded.
+    mm: Option<MmId>,
     extent: FlushExtent,
     new_tlb_gen: u64,
     freed_tables: bool,
@@ -145,6 +164,8 @@ pub struct LinuxX86 {
     mms: Vec<MmContext>,
     /// Every CPU, for `on_each_cpu`.
     all_cpus: CpuMask,
+    /// The zoo bug re-introduced, if any (see [`LinuxX86::with_bug`]).
+    bug: Option<Bug>,
 }
 
 impl LinuxX86 {
@@ -176,7 +197,24 @@ impl LinuxX86 {
             .collect();
         let all_cpus = CpuMask::new(ncpus);
         all_cpus.set_all();
-        LinuxX86 { pcid, last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID), cpu_tlbstate, mms, all_cpus }
+        LinuxX86 { pcid, last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID), cpu_tlbstate, mms, all_cpus, bug: None }
+    }
+
+    /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]): only
+    /// [`Bug::LinuxX868f1d56f64f8d`] applies, with or without PCIDs.
+    ///
+    /// # Panics
+    /// If `bug` is another one, or a bug was re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        assert!(bug == Bug::LinuxX868f1d56f64f8d, "{bug} does not apply to Linux x86");
+        assert!(self.bug.is_none(), "one zoo bug at a time");
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Returns the zoo bug this policy re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
     }
 
     /// Returns whether PCIDs are used (`X86_FEATURE_PCID`).
@@ -353,8 +391,9 @@ impl LinuxX86 {
         let loaded_mm_asid = st.loaded_mm_asid.load(Ordering::Relaxed) as u16;
         let local_tlb_gen = st.ctxs[loaded_mm_asid as usize].tlb_gen.load(Ordering::Relaxed);
 
-        // The CPU switched away after the flusher read mm_cpumask.
-        if !self.is_loaded(st, f.mm) || loaded_mm.is_kernel() {
+        // The CPU switched away after the flusher read mm_cpumask (a batched flush,
+        // with no mm, is for whatever mm is loaded).
+        if f.mm.is_some_and(|mm| !self.is_loaded(st, mm)) || loaded_mm.is_kernel() {
             return;
         }
         // SeqCst: see `switch_mm_irqs_off`.
@@ -363,7 +402,11 @@ impl LinuxX86 {
             self.switch_mm_irqs_off(hw, MmId::KERNEL);
             return;
         }
-        if f.new_tlb_gen != TLB_GENERATION_INVALID && f.new_tlb_gen <= local_tlb_gen {
+        // Whether the request has a generation to compare. Zoo bug 8f1d56f64f8d: before
+        // that fix the batch's TLB_GENERATION_INVALID (0) was compared too, and as
+        // 0 <= every local generation it always looked done.
+        let has_gen = f.new_tlb_gen != TLB_GENERATION_INVALID || self.bug == Some(Bug::LinuxX868f1d56f64f8d);
+        if has_gen && f.new_tlb_gen <= local_tlb_gen {
             // Already done by an earlier flush or switch.
             return;
         }
@@ -402,7 +445,7 @@ impl LinuxX86 {
         // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the page-table change
         // and the increment before the reads of mm_cpumask and is_lazy below.
         let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
-        let info = FlushTlbInfo { mm, extent, new_tlb_gen, freed_tables };
+        let info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables };
 
         if self.is_loaded(&self.cpu_tlbstate[cpu.index()], mm) {
             self.flush_tlb_func(hw, &info);
@@ -419,6 +462,54 @@ impl LinuxX86 {
         });
         if any {
             hw.send_ipi(&targets, |h| self.flush_tlb_func(h, &info));
+        }
+    }
+
+    /// Queues `mm` in a reclaim batch whose CPUs are `batch` (`arch_tlbbatch_add_mm`,
+    /// as in v4.13–v6.4): bumps its generation and adds the CPUs of its `mm_cpumask`.
+    fn arch_tlbbatch_add_mm(&self, batch: &CpuMask, mm: MmId) {
+        let m = &self.mms[mm.index()];
+        // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the PTE changes and the
+        // increment before the mm_cpumask read below, as in `flush_tlb_mm_range`.
+        m.tlb_gen.fetch_add(1, Ordering::SeqCst);
+        // cpumask_or(&batch->cpumask, &batch->cpumask, mm_cpumask(mm)).
+        m.cpumask.for_each(|c| batch.set(c));
+    }
+
+    /// Flushes the CPUs of a reclaim batch (`arch_tlbbatch_flush`, v6.0–v6.4): one
+    /// request with no mm, the whole address space and no generation, run by every
+    /// CPU of `batch` that is not lazy (`flush_tlb_multi` without freed tables, this
+    /// CPU included), or here alone when this is the batch's only CPU.
+    fn arch_tlbbatch_flush<H: Hw>(&self, hw: &H, batch: &CpuMask) {
+        let cpu = hw.cpu();
+        let info = FlushTlbInfo {
+            mm: None,
+            extent: FlushExtent::All,
+            new_tlb_gen: TLB_GENERATION_INVALID,
+            freed_tables: false,
+        };
+        // cpumask_any_but(&batch->cpumask, cpu) < nr_cpu_ids.
+        let mut others = false;
+        batch.for_each(|c| others |= c != cpu);
+        if others {
+            // flush_tlb_multi: tlb_is_not_lazy on every CPU of the batch, this one
+            // included; lazy CPUs catch up through tlb_gen at their next switch.
+            if batch.test(cpu) && !self.is_lazy(cpu) {
+                self.flush_tlb_func(hw, &info);
+            }
+            let targets = CpuMask::new(self.cpu_tlbstate.len());
+            let mut any = false;
+            batch.for_each(|c| {
+                if c != cpu && !self.is_lazy(c) {
+                    targets.set(c);
+                    any = true;
+                }
+            });
+            if any {
+                hw.send_ipi(&targets, |h| self.flush_tlb_func(h, &info));
+            }
+        } else if batch.test(cpu) {
+            self.flush_tlb_func(hw, &info);
         }
     }
 }
@@ -462,6 +553,16 @@ impl Policy for LinuxX86 {
     /// `flush_tlb_mm`: everything, with page tables freed.
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
         self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
+    }
+
+    /// `try_to_unmap_flush`: every mm joins one batch (`arch_tlbbatch_add_mm`), then
+    /// one `arch_tlbbatch_flush`.
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        let batch = CpuMask::new(self.cpu_tlbstate.len());
+        for &mm in mms {
+            self.arch_tlbbatch_add_mm(&batch, mm);
+        }
+        self.arch_tlbbatch_flush(hw, &batch);
     }
 
     /// `flush_tlb_kernel_range`: on every CPU, `INVLPG` per page (kernel PTEs are
@@ -594,7 +695,7 @@ mod tests {
         assert_eq!(p.slot(CpuId(0), 1).1, 1);
         // A late duplicate of generation 1 finds nothing to do.
         let late = FlushTlbInfo {
-            mm: MmId(1),
+            mm: Some(MmId(1)),
             extent: FlushExtent::Pages { start: VirtAddr(0x1000), pages: 1 },
             new_tlb_gen: 1,
             freed_tables: false,
@@ -606,7 +707,7 @@ mod tests {
     #[test]
     fn skipped_generation_falls_back_to_full_flush() {
         let page = |gen| FlushTlbInfo {
-            mm: MmId(1),
+            mm: Some(MmId(1)),
             extent: FlushExtent::Pages { start: VirtAddr(0x1000), pages: 1 },
             new_tlb_gen: gen,
             freed_tables: false,
@@ -739,6 +840,75 @@ mod tests {
         );
         p.flush_kernel_range(&hw, VirtAddr(0x5000), 34);
         assert_eq!(hw.take(), vec!["tlbi All Local", "ipi [1]", "cpu1: tlbi All Local"]);
+    }
+
+    /// Four CPUs: cpu1 runs mm 1, cpu2 runs mm 2, cpu3 ran mm 1 and is lazy on it;
+    /// cpu0 (reclaim) runs init_mm. Every user mm sits in slot 1 (PCID 2).
+    fn reclaim_machine(p: &LinuxX86) -> [Rec; 4] {
+        let cpus = [0, 1, 2, 3].map(|c| Rec::new(c, 4));
+        p.switch_mm(&cpus[3], MmId(1));
+        p.switch_mm(&cpus[3], MmId::KERNEL);
+        p.switch_mm(&cpus[1], MmId(1));
+        p.switch_mm(&cpus[2], MmId(2));
+        for c in &cpus {
+            c.take();
+        }
+        cpus
+    }
+
+    #[test]
+    fn batch_flush_brings_every_running_cpu_of_the_batch_up_to_date() {
+        let p = x86(4, 2, true);
+        let [cpu0, ..] = reclaim_machine(&p);
+        p.flush_batch(&cpu0, &[MmId(1), MmId(2)]);
+        // One request with no generation: each non-lazy CPU flushes its loaded PCID
+        // in full; the lazy cpu3 gets no IPI.
+        assert_eq!(cpu0.take(), vec!["ipi [1, 2]", "cpu1: tlbi Asid(Asid(2)) Local", "cpu2: tlbi Asid(Asid(2)) Local"]);
+        assert_eq!((p.tlb_gen(MmId(1)), p.tlb_gen(MmId(2))), (1, 1));
+        assert_eq!(p.slot(CpuId(1), 1).1, 1);
+        assert_eq!(p.slot(CpuId(2), 1).1, 1);
+        assert_eq!(p.slot(CpuId(3), 1).1, 0, "lazy: catches up at its next switch to mm 1");
+        let cpu3 = Rec::new(3, 4);
+        p.switch_mm(&cpu3, MmId(1));
+        assert_eq!(cpu3.take(), vec![root(1, 2, false)]);
+    }
+
+    #[test]
+    fn batch_flush_of_this_cpus_mm_alone_runs_here_without_ipi() {
+        let p = x86(2, 1, true);
+        let hw = Rec::new(0, 2);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_batch(&hw, &[MmId(1)]);
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
+        assert_eq!(p.slot(CpuId(0), 1).1, 1);
+    }
+
+    #[test]
+    fn zoo_8f1d56f64f8d_batch_flush_invalidates_nothing() {
+        // The handler compares the batch's generation 0 with each CPU's and returns.
+        let p = x86(4, 2, true).with_bug(Bug::LinuxX868f1d56f64f8d);
+        assert_eq!(p.bug(), Some(Bug::LinuxX868f1d56f64f8d));
+        let [cpu0, ..] = reclaim_machine(&p);
+        p.flush_batch(&cpu0, &[MmId(1), MmId(2)]);
+        assert_eq!(cpu0.take(), vec!["ipi [1, 2]"]);
+        assert_eq!((p.slot(CpuId(1), 1).1, p.slot(CpuId(2), 1).1), (0, 0));
+        // Also when the batch is this CPU's alone.
+        let p = x86(2, 1, true).with_bug(Bug::LinuxX868f1d56f64f8d);
+        let hw = Rec::new(0, 2);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_batch(&hw, &[MmId(1)]);
+        assert_eq!(hw.take(), Vec::<String>::new());
+        // Targeted flushes carry a generation and are unaffected.
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"], "local 0, new 2, mm 2: a full flush");
+    }
+
+    #[test]
+    #[should_panic(expected = "does not apply to Linux x86")]
+    fn with_bug_rejects_another_policys_bug() {
+        let _ = LinuxX86::new(1, 1, true).with_bug(Bug::LinuxArm64A8ffaaa060b8);
     }
 
     #[test]

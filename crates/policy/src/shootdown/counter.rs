@@ -21,11 +21,25 @@
 //! # What is not modelled
 //! The operation travels as the IPI vector in FreeBSD; here it is one more field
 //! on the request line (same line, so no extra cost).
+//!
+//! # The zoo
+//! [`Counter::with_bug`] (reached through
+//! [`crate::asid::FreebsdX86::with_bug`]) re-introduces
+//! [`Bug::FreebsdX86CounterEarlyAck`]: the handler's two statements swapped, the
+//! increment first, then the read of the request and the invalidation. Once the
+//! count is complete the initiator returns (its caller may free the page) and drops
+//! `smp_ipi_mtx`, so the next initiator may overwrite the request globals before a
+//! late target has read them. The lock-free protocol of
+//! [`super::scoreboard`] also acknowledges first, but only after reading its
+//! initiator's own request fields, with an acquire fence in between, and before
+//! the target can return to user mode: that order is what makes its early
+//! acknowledgement safe and this one not.
 
 use super::{addr_of, others, CacheLine, CompletionProtocol, Request, RequestFields};
 use crate::cpumask::CpuMask;
 use crate::hw::{Access, Hw, Phase};
 use crate::sync::{AtomicU32, Ordering, SpinLock};
+use crate::zoo::Bug;
 
 /// The request globals and the completion counter, on one cache line.
 #[repr(C, align(64))]
@@ -40,6 +54,8 @@ pub struct Counter {
     /// `smp_ipi_mtx`: one initiator at a time.
     smp_ipi_mtx: CacheLine<SpinLock<()>>,
     globals: Globals,
+    /// The zoo bug re-introduced, if any (see [`Counter::with_bug`]).
+    bug: Option<Bug>,
 }
 
 impl Default for Counter {
@@ -54,7 +70,25 @@ impl Counter {
         Counter {
             smp_ipi_mtx: CacheLine(SpinLock::new(())),
             globals: Globals { req: RequestFields::new(), wait: AtomicU32::new(0) },
+            bug: None,
         }
+    }
+
+    /// Returns the protocol with `bug` re-introduced (see [`crate::zoo`]): only
+    /// [`Bug::FreebsdX86CounterEarlyAck`] applies.
+    ///
+    /// # Panics
+    /// If `bug` is another one, or a bug was re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        assert!(bug == Bug::FreebsdX86CounterEarlyAck, "{bug} does not apply to the counter protocol");
+        assert!(self.bug.is_none(), "one zoo bug at a time");
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Returns the zoo bug this protocol re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
     }
 
     /// Returns `smp_tlb_wait`.
@@ -65,8 +99,22 @@ impl Counter {
 
     /// Runs one target's IPI handler: read the request, invalidate, count.
     fn handler<H: Hw, I: Fn(&H, &Request)>(&self, hw: &H, invalidate: &I) {
+        // Zoo bug freebsd-x86-counter-early-ack: FreeBSD's two statements swapped, the
+        // count first; the request is read and invalidated after the initiator may
+        // have moved on.
+        let early_ack = self.bug == Some(Bug::FreebsdX86CounterEarlyAck);
+        if early_ack {
+            self.acknowledge(hw);
+        }
         let req = self.globals.req.read(hw);
         invalidate(hw, &req);
+        if !early_ack {
+            self.acknowledge(hw);
+        }
+    }
+
+    /// Counts this target done (`atomic_add_int(&smp_tlb_wait, 1)`).
+    fn acknowledge<H: Hw>(&self, hw: &H) {
         hw.shared(addr_of(&self.globals.wait), Access::Rmw);
         // Release: the initiator's Acquire poll that counts this increment sees
         // everything the handler did before it (`atomic_add_int` is a LOCKed

@@ -1,0 +1,341 @@
+//! The bug zoo: real bugs these mechanisms have had, each re-introduced by one
+//! switch in the real policy code, so that the checker can find them in the very
+//! code it otherwise proves correct.
+//!
+//! A policy is built fixed (its `new`, bit for bit the code the simulator runs)
+//! and turned into a zoo variant with its `with_bug` builder
+//! ([`crate::asid::LinuxArm64::with_bug`], [`crate::asid::LinuxX86::with_bug`],
+//! [`crate::asid::FreebsdEpoch::with_bug`], [`crate::asid::FreebsdX86::with_bug`]).
+//! Each switch is one `if` at the line where the kernel had the bug, never a second
+//! copy of an algorithm; its comment there names the [`Bug`].
+//!
+//! [`ZOO`] is the registry the checker and `tlbkit list` read: one [`ZooEntry`] per
+//! bug, named `zoo/<id>` on the command line, with the registry name of the policy
+//! it modifies. [`Bug::in_policy`] says which bugs have no switch in this crate
+//! (the kernel around the policy applies them).
+//!
+//! What the zoo does not claim: a variant reproduces the kernel's code path of the
+//! time only where the module docs of its policy say so. Each [`Bug`] says what
+//! was modelled and how its policy's code of today differs from the buggy kernel.
+
+/// A real bug these mechanisms have had, re-introduced by a switch in the real code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bug {
+    /// Linux commit a8ffaaa060b8, "arm64: asid: Do not replace active_asids if
+    /// already 0" (Catalin Marinas, 2017-12-27; found by the TLA+ model of the ASID
+    /// allocator, `kernel-tla.git` `asidalloc.tla`, as he wrote on 2019-06-24).
+    ///
+    /// The bug: the lock-free fast path of `check_and_switch_context` replaced this
+    /// CPU's `active_asids` entry with an unconditional relaxed `xchg` and fell back
+    /// to the slow path only when the old value was 0. A 0 is what a concurrent
+    /// rollover's `flush_context` writes; the `xchg` had already overwritten it with
+    /// the mm's id of the *old* generation. If a second rollover runs before this
+    /// CPU gets `cpu_asid_lock`, it reserves that stale id for this CPU instead of
+    /// what the CPU still has in TTBR0, and two mms can end up with one ASID number
+    /// in the same generation.
+    ///
+    /// The fix: read `active_asids` first, refuse the fast path if it is 0, and
+    /// replace it with a `cmpxchg` that fails if a rollover zeroed it meanwhile.
+    /// Switch: the fast path of `LinuxArm64::check_and_switch_context`.
+    LinuxArm64A8ffaaa060b8,
+    /// Linux commit 5e10f9887ed8, "arm64: mm: Fix TLBI vs ASID rollover" (Will
+    /// Deacon, 2021-08-06, merged for v5.15, Cc stable).
+    ///
+    /// The bug: `flush_tlb_mm`, `__flush_tlb_range` and `flush_tlb_page_nosync`
+    /// computed the TLBI operand from `ASID(mm)` *before* their `DSB ISHST`. A
+    /// rollover can give the mm a new ASID after that read, and a CPU that switches
+    /// to the mm with it may walk the page tables before the page-table store that
+    /// the flush is for is visible, caching the old translation under the new ASID;
+    /// the TLBI of the old ASID never removes it.
+    ///
+    /// The fix: issue `DSB ISHST` first and read `context.id` (with `atomic64_read`)
+    /// after it: the barrier on the flushing CPU and the dependency on the switching
+    /// CPU make the new-ASID walk see the cleared entry.
+    /// Switch: `LinuxArm64::begin_user_flush`.
+    LinuxArm645e10f9887ed8,
+    /// Linux commit 8f1d56f64f8d, "x86/mm/tlb: Ignore f->new_tlb_gen when zero"
+    /// (Nadav Amit, 2022-07-10, committed to tip x86/mm by Dave Hansen 2022-07-19;
+    /// reported and tested by Hugh Dickins). It fixes aa44284960d5 ("x86/mm/tlb:
+    /// Avoid reading mm_tlb_gen when possible"); both went into tip x86/mm for
+    /// v6.0, so no release carried the bug.
+    ///
+    /// The bug: aa44284960d5 made `flush_tlb_func` return early when
+    /// `f->new_tlb_gen <= local_tlb_gen`. `arch_tlbbatch_flush` (reclaim's deferred
+    /// flush, `try_to_unmap_flush`) passes no generation, i.e. 0, which that test
+    /// reads as an old flush already done: reclaim's batched flushes did nothing on
+    /// any CPU.
+    ///
+    /// The fix: `TLB_GENERATION_INVALID` (0) is never compared, so the handler goes
+    /// on to compare the CPU's generation with the mm's and flushes the whole PCID.
+    /// Switch: `LinuxX86::flush_tlb_func`; reached through
+    /// [`crate::Policy::flush_batch`].
+    LinuxX868f1d56f64f8d,
+    /// v1 of seed 001: "[PATCH 2/2] arm64: tlb: skip tlbi broadcast for single
+    /// threaded TLB flushes" (Andrea Arcangeli, 2020-02-03), reviewed by Catalin
+    /// Marinas (2020-02-10, 2020-02-11).
+    ///
+    /// The bug: v1 went local when `current->mm == mm && mm_users <= 1`. A kernel
+    /// thread on another CPU that ran after the mm's thread keeps the user page
+    /// tables and ASID in TTBR0 (arm64's `enter_lazy_tlb` does nothing) but holds
+    /// only `mm_count`, so it is not in `mm_users`: the local TLBI misses that CPU,
+    /// which can still walk the tables speculatively and keeps its entries. (Andrea's
+    /// first answer, also requiring `mm_count == 1`, was shown racy against
+    /// `try_to_unmap` the next day.)
+    ///
+    /// The fix, v2 (2020-02-23, seed 001): count CPUs in `nr_active_mm` instead of
+    /// threads, and have lazy entry (idle) install the reserved TTBR0 *before* it
+    /// drops the count, so that an uncounted CPU can no longer walk the mm.
+    ///
+    /// What is modelled: the v2 code of [`crate::asid::linux_arm64_skipbcast`] with
+    /// v1's lazy entry, which drops this CPU from the count the decision uses but
+    /// leaves TTBR0 on the mm, as stock arm64 and v1 do. v1's decision differed in
+    /// ways the bug does not depend on (it had no "no flush" answer and read
+    /// `mm_users`, not a per-CPU count). Switch: `LinuxArm64::enter_lazy_tlb`.
+    SkipbcastV1,
+    /// Seed 001 (v2 of "arm64: tlb: skip tlbi broadcast", Andrea Arcangeli,
+    /// 2020-02-23) without the `smp_mb()` in `tlb_flush_check` between marking the
+    /// other CPUs stale (`cpumask_setall`, plain stores) and reading `nr_active_mm`
+    /// again. No posted version lacked it; the patch's own comment there says what
+    /// it orders.
+    ///
+    /// The bug: the barrier is the flusher's half of a store-buffering pair with
+    /// the switch path (count increment, `smp_mb()`, stale-bit test). Without it
+    /// the stale-mask stores can still sit in the flusher's store buffer when it
+    /// reads the count: the flusher reads the count from before another CPU
+    /// switched in (and answers "local"), while that CPU reads its stale bit from
+    /// before the flusher set it (and does not flush). That CPU then runs the mm
+    /// with the translations the flush removed only here. Only a memory model with
+    /// store buffers shows it: with every access sequentially consistent one of the
+    /// two always sees the other. Switch: `LinuxArm64::tlb_flush_check`.
+    SkipbcastNoBarrier,
+    /// FreeBSD arm64's epoch allocator (seed 000, r354286, Alan Cox, review D21922,
+    /// 2019) with a 1-bit epoch counter instead of its 31 bits.
+    ///
+    /// FreeBSD keeps `asid_epoch` in `[0, INT_MAX)` and `pmap_reset_asid_set` wraps
+    /// it to 0 at `INT_MAX`; a pmap's cookie (`COOKIE_FROM(asid, epoch)`) is
+    /// trusted whenever its epoch equals the current one. Nothing else guards the
+    /// wrap: Alan Cox named the hazard in the review (2019-10-24) — a pmap idle from
+    /// epoch G until the counter comes back to G finds its stale cookie current and
+    /// runs with an ASID number that another pmap may hold — and judged it out of
+    /// reach with 31 bits of epoch and 16-bit ASIDs.
+    ///
+    /// What is modelled: the epoch wraps at 2. One bit is the narrowest counter that
+    /// still tells consecutive epochs apart, so a pmap idle across one reset
+    /// reallocates exactly as FreeBSD's does, while the ABA needs only two resets,
+    /// the shortest counterexample (two bits would need four).
+    /// Switch: the wrap in `FreebsdEpoch::reset`.
+    FreebsdArm64EpochWrap,
+    /// FreeBSD x86's shared-counter shootdown (`smp_targeted_tlb_shootdown` and the
+    /// `inv*_handler`s of `sys/x86/x86/mp_x86.c`, FreeBSD 11.0, before seed 003)
+    /// with each handler's two statements swapped: `atomic_add_int(&smp_tlb_wait,
+    /// 1)` before the invalidation that reads `smp_tlb_addr1`/`smp_tlb_pmap`.
+    ///
+    /// The bug class: acknowledging before the work is done. Once the counter
+    /// reaches the number of targets the initiator's sync ends, its caller may free
+    /// the page, and it drops `smp_ipi_mtx`, so the next initiator may overwrite the
+    /// request globals; a late target then invalidates the new request instead of
+    /// the one it acknowledged and returns to user mode with the old translation.
+    /// This is a constructed variant of a real class, not a FreeBSD commit.
+    ///
+    /// The contrast: FreeBSD 13's lock-free protocol
+    /// ([`crate::shootdown::scoreboard`]) acknowledges before invalidating on purpose
+    /// and is correct because of its order: the target reads the request (per
+    /// initiator, not reused until that initiator's next shootdown) *before* the
+    /// acknowledgement, with an acquire fence between them, and it cannot return to
+    /// user mode, where the stale entry could be used, until the invalidation has
+    /// run. Switch: `Counter::handler`.
+    FreebsdX86CounterEarlyAck,
+    /// Linux's `mmu_gather` frees page-table pages only after the TLB flush that
+    /// covers them (`tlb_remove_table`, `tlb_finish_mmu`); a table freed and reused
+    /// before that flush completes can still be walked through a CPU's paging-
+    /// structure caches (or a lazy CPU's CR3) and its new contents used as
+    /// translations.
+    ///
+    /// The fix cited: d86564a2f085, "mm/tlb, x86/mm: Support invalidating TLB caches
+    /// for RCU_TABLE_FREE" (Peter Zijlstra, 2018-08-22, merged for v4.19, reported by
+    /// Jann Horn): when `tlb_remove_table` could not allocate a batch, x86 freed the
+    /// table right after the IPI that waits out lockless walkers, before any TLB
+    /// invalidation; the fix flushes first (`tlb_table_invalidate`). Its series also
+    /// has a6f572084fbe ("mm/tlb: Remove tlb_remove_table() non-concurrent
+    /// condition"): the `mm_users < 2` shortcut freed tables at once, missing CPUs
+    /// that hold the mm lazily.
+    ///
+    /// This is an ordering of the kernel around the policy: no policy has a switch
+    /// for it ([`Bug::in_policy`] is false), and its entry's base only names the
+    /// policy the checker's kernel runs with while it frees the table before
+    /// calling the flush.
+    LinuxTableFreeBeforeFlush,
+}
+
+impl Bug {
+    /// Every bug, in the order of [`ZOO`].
+    pub const ALL: [Bug; 8] = [
+        Bug::LinuxArm64A8ffaaa060b8,
+        Bug::LinuxArm645e10f9887ed8,
+        Bug::LinuxX868f1d56f64f8d,
+        Bug::SkipbcastV1,
+        Bug::SkipbcastNoBarrier,
+        Bug::FreebsdArm64EpochWrap,
+        Bug::FreebsdX86CounterEarlyAck,
+        Bug::LinuxTableFreeBeforeFlush,
+    ];
+
+    /// Returns the bug's registry entry.
+    pub fn entry(self) -> &'static ZooEntry {
+        match ZOO.iter().find(|e| e.bug == self) {
+            Some(e) => e,
+            None => unreachable!("every Bug has a ZOO entry (tested)"),
+        }
+    }
+
+    /// Returns the bug's id, without the `zoo/` prefix.
+    pub fn id(self) -> &'static str {
+        self.entry().id
+    }
+
+    /// Returns whether the policy code has a switch for this bug. False only for
+    /// [`Bug::LinuxTableFreeBeforeFlush`], which the kernel around the policy
+    /// applies; no `with_bug` accepts it.
+    pub const fn in_policy(self) -> bool {
+        !matches!(self, Bug::LinuxTableFreeBeforeFlush)
+    }
+}
+
+impl core::fmt::Display for Bug {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// One bug of the zoo, as `tlbkit list` and the checker see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZooEntry {
+    /// The name after `zoo/`, e.g. `linux-arm64-a8ffaaa060b8`.
+    pub id: &'static str,
+    /// The switch.
+    pub bug: Bug,
+    /// The registry name of the policy the bug modifies (or, for a kernel-side
+    /// bug, runs with), e.g. `arm64-linux`.
+    pub base: &'static str,
+    /// One line for `tlbkit list`.
+    pub summary: &'static str,
+    /// The commit or thread it comes from.
+    pub source: &'static str,
+}
+
+/// Every bug of the zoo.
+pub const ZOO: &[ZooEntry] = &[
+    ZooEntry {
+        id: "linux-arm64-a8ffaaa060b8",
+        bug: Bug::LinuxArm64A8ffaaa060b8,
+        base: "arm64-linux",
+        summary: "ASID fast path replaces active_asids with an unconditional xchg, overwriting a rollover's 0: \
+                  two mms share an ASID",
+        source: "Linux a8ffaaa060b8 \"arm64: asid: Do not replace active_asids if already 0\" (Catalin Marinas, \
+                 2017-12-27; found with TLA+)",
+    },
+    ZooEntry {
+        id: "linux-arm64-5e10f9887ed8",
+        bug: Bug::LinuxArm645e10f9887ed8,
+        base: "arm64-linux",
+        summary: "user TLBI reads the mm's ASID before DSB ISHST: a rollover's new ASID can cache the old PTE",
+        source: "Linux 5e10f9887ed8 \"arm64: mm: Fix TLBI vs ASID rollover\" (Will Deacon, 2021-08-06)",
+    },
+    ZooEntry {
+        id: "linux-x86-8f1d56f64f8d",
+        bug: Bug::LinuxX868f1d56f64f8d,
+        base: "x86-linux-pcid",
+        summary: "flush_tlb_func takes a batched flush's tlb_gen of 0 for an old flush: reclaim's batch flushes \
+                  nothing",
+        source: "Linux 8f1d56f64f8d \"x86/mm/tlb: Ignore f->new_tlb_gen when zero\" (Nadav Amit, 2022-07-10; \
+                 fixes aa44284960d5)",
+    },
+    ZooEntry {
+        id: "arm64-skipbcast-v1",
+        bug: Bug::SkipbcastV1,
+        base: "arm64-linux-skipbcast",
+        summary: "seed 001 as v1: a lazy CPU leaves the count but keeps the mm in TTBR0, so a local flush misses \
+                  its speculative walks",
+        source: "\"arm64: tlb: skip tlbi broadcast for single threaded TLB flushes\" v1 (Andrea Arcangeli, \
+                 2020-02-03); Catalin Marinas's review, 2020-02-10",
+    },
+    ZooEntry {
+        id: "arm64-skipbcast-no-barrier",
+        bug: Bug::SkipbcastNoBarrier,
+        base: "arm64-linux-skipbcast",
+        summary: "seed 001 without smp_mb() between marking CPUs stale and re-reading nr_active_mm (store \
+                  buffering)",
+        source: "seed 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
+                 tlb_flush_check",
+    },
+    ZooEntry {
+        id: "freebsd-arm64-epoch-wrap",
+        bug: Bug::FreebsdArm64EpochWrap,
+        base: "arm64-freebsd-asid",
+        summary: "epoch allocator with a 1-bit epoch: a pmap idle for two resets finds its stale cookie current \
+                  (ASID ABA)",
+        source: "FreeBSD r354286 / D21922 (Alan Cox, 2019): the wrap hazard named in review; pmap_reset_asid_set \
+                 wraps at INT_MAX",
+    },
+    ZooEntry {
+        id: "freebsd-x86-counter-early-ack",
+        bug: Bug::FreebsdX86CounterEarlyAck,
+        base: "x86-freebsd-counter",
+        summary: "shared-counter shootdown whose handler increments smp_tlb_wait before it reads the request and \
+                  invalidates",
+        source: "FreeBSD 11.0 sys/x86/x86/mp_x86.c handlers, statements swapped (a constructed bug of a real \
+                 class; contrast FreeBSD 13's invlop_handler)",
+    },
+    ZooEntry {
+        id: "linux-table-free-before-flush",
+        bug: Bug::LinuxTableFreeBeforeFlush,
+        base: "x86-linux-pcid",
+        summary: "kernel-side: a page-table page freed and reused before the flush that covers it (no policy \
+                  switch)",
+        source: "Linux d86564a2f085 \"mm/tlb, x86/mm: Support invalidating TLB caches for RCU_TABLE_FREE\" \
+                 (Peter Zijlstra, 2018-08-22; reported by Jann Horn)",
+    },
+];
+
+/// Returns the zoo entry called `id` (without the `zoo/` prefix).
+pub fn entry(id: &str) -> Option<&'static ZooEntry> {
+    ZOO.iter().find(|e| e.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bug_has_exactly_one_entry_in_order() {
+        let bugs: std::vec::Vec<Bug> = ZOO.iter().map(|e| e.bug).collect();
+        assert_eq!(bugs, Bug::ALL);
+    }
+
+    #[test]
+    fn ids_are_unique_and_found_without_the_zoo_prefix() {
+        for (i, e) in ZOO.iter().enumerate() {
+            assert!(!e.id.starts_with("zoo/"), "{}", e.id);
+            assert!(ZOO[..i].iter().all(|o| o.id != e.id), "duplicate id {}", e.id);
+            assert_eq!(entry(e.id), Some(e));
+            assert_eq!(e.bug.id(), e.id);
+            assert_eq!(std::format!("{}", e.bug), e.id);
+        }
+        assert_eq!(entry("zoo/linux-arm64-a8ffaaa060b8"), None);
+        assert_eq!(entry("linux-arm64-a8ffaaa060b8").map(|e| e.base), Some("arm64-linux"));
+    }
+
+    #[test]
+    fn only_the_table_free_bug_lives_outside_the_policies() {
+        let outside: std::vec::Vec<Bug> = Bug::ALL.into_iter().filter(|b| !b.in_policy()).collect();
+        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush]);
+    }
+
+    #[test]
+    fn summaries_fit_one_line() {
+        for e in ZOO {
+            assert!(!e.summary.contains('\n') && !e.source.contains('\n'), "{}", e.id);
+            assert!(e.summary.len() <= 120, "{}: {} characters", e.id, e.summary.len());
+        }
+    }
+}
