@@ -11,28 +11,31 @@ pub struct CheckArgs {
     /// A policy from `tlbkit list`, or a bug-zoo variant `zoo/<id>`.
     #[arg(long)]
     policy: String,
-    #[arg(long, default_value_t = 2)]
-    cpus: usize,
-    /// Address spaces (processes) at the start.
-    #[arg(long, default_value_t = 3)]
-    mms: usize,
+    /// CPUs (default 2; a bug-zoo entry has its own defaults, see `tlbkit list`).
+    #[arg(long)]
+    cpus: Option<usize>,
+    /// Address spaces (processes) at the start (default 3).
+    #[arg(long)]
+    mms: Option<usize>,
     /// The ASID space (arm64: a power of two); for PCID policies, the number of
     /// dynamic slots (x86 Linux: 6). Default: 4 on arm64, 6 on x86.
     #[arg(long)]
     asids: Option<u32>,
-    /// Kernel operations in all, over all CPUs.
-    #[arg(long, default_value_t = 6)]
-    ops: usize,
-    #[arg(long, value_enum, default_value = "exhaustive")]
-    mode: ModeArg,
+    /// Kernel operations in all, shared out over the CPUs (default 6).
+    #[arg(long)]
+    ops: Option<usize>,
+    /// exhaustive (the default), random or pct (the default for bug-zoo entries).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
     /// Schedules for random and pct modes; a cap on executions for exhaustive mode.
     #[arg(long)]
     iterations: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The memory model: tso (store buffers, the default) or sc.
-    #[arg(long, value_enum, default_value = "tso")]
-    memory: MemoryArg,
+    /// The memory model: sc (the default; tso for the zoo entries whose bug is a
+    /// store passing a load) or tso (per-CPU store buffers).
+    #[arg(long, value_enum)]
+    memory: Option<MemoryArg>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -52,24 +55,29 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
+    let (cpus, mms, ops, zmode) =
+        tlbkit_check::spec::zoo_defaults(&a.policy).unwrap_or((2, 3, 6, Mode::Exhaustive));
     let mode = match a.mode {
-        ModeArg::Exhaustive => Mode::Exhaustive,
-        ModeArg::Random => Mode::Random,
-        ModeArg::Pct => Mode::Pct,
+        Some(ModeArg::Exhaustive) => Mode::Exhaustive,
+        Some(ModeArg::Random) => Mode::Random,
+        Some(ModeArg::Pct) => Mode::Pct,
+        None => zmode,
     };
-    let x86 = a.policy.starts_with("x86") || a.policy.starts_with("zoo/linux-x86") || a.policy.contains("freebsd-x86");
+    let x86 = tlbkit_check::spec::is_x86(&a.policy);
+    let spec_policy = a.policy.clone();
     let spec = CheckSpec {
         asids: a.asids.unwrap_or(if x86 { 6 } else { 4 }),
         policy: a.policy,
-        cpus: a.cpus,
-        mms: a.mms,
-        ops: a.ops,
+        cpus: a.cpus.unwrap_or(cpus),
+        mms: a.mms.unwrap_or(mms),
+        ops: a.ops.unwrap_or(ops),
         mode,
-        iterations: a.iterations.unwrap_or(if mode == Mode::Exhaustive { u64::MAX } else { 10_000 }),
+        iterations: a.iterations.unwrap_or(if mode == Mode::Exhaustive { u64::MAX } else { 100_000 }),
         seed: a.seed,
         memory: match a.memory {
-            MemoryArg::Tso => Memory::Tso,
-            MemoryArg::Sc => Memory::Sc,
+            Some(MemoryArg::Tso) => Memory::Tso,
+            Some(MemoryArg::Sc) => Memory::Sc,
+            None => tlbkit_check::spec::default_memory(&spec_policy),
         },
     };
     let t = Instant::now();

@@ -13,7 +13,7 @@
 //! same sequence replays the same execution, event for event.
 
 use crate::arena;
-use crate::kernel::{describe, va_of, Life, Machine, Task, Violation, PAGES};
+use crate::kernel::{describe, Machine, Violation};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
-use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr};
+use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
 
 /// A kind of choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,8 +136,21 @@ pub struct Shape {
     pub memory: Memory,
     /// Whether kernel operations include reclaim's batched flush.
     pub reclaim: bool,
+    /// Whether the policy is arm64's: its kernel clears a PTE with a relaxed
+    /// exchange, whose store may wait in the store buffer (under TSO) until a
+    /// barrier, where x86's `LOCK XCHG` is visible at once.
+    pub arm64: bool,
     /// A kernel-side bug, if any.
     pub bug: Option<KernelBug>,
+}
+
+/// Store-buffer addresses at or above this stand for a PTE-clearing store:
+/// `PTE_STORE | slot << 8 | page`, the value being the version it clears.
+pub(crate) const PTE_STORE: usize = usize::MAX << 32;
+
+/// Returns the slot and page of a PTE-store address.
+fn pte_store(addr: usize) -> Option<(u32, usize)> {
+    (addr & PTE_STORE == PTE_STORE).then(|| (((addr >> 8) & 0xff_ffff) as u32, addr & 0xff))
 }
 
 /// The most steps one execution may take before it is reported as not making
@@ -198,6 +211,8 @@ pub(crate) enum Block {
     Async,
     /// No operations left: waits for interrupts only.
     Idle,
+    /// Sleeping on the `mmap_lock` of this slot (interrupts are taken meanwhile).
+    MmLock(u32),
 }
 
 /// An IPI handler whose lifetimes were erased (see [`erase`]).
@@ -343,6 +358,9 @@ impl Core {
 
     /// Names a memory address for traces and keys it for hashing.
     fn addr_key(&self, addr: usize) -> (u64, String) {
+        if let Some((slot, page)) = pte_store(addr) {
+            return (addr as u64, format!("[PTE of {:#x} in mm{slot}]", crate::kernel::va_of(page)));
+        }
         if arena::below(addr, self.mark) {
             let off = addr - self.base;
             (off as u64, format!("[policy+{off:#x}]"))
@@ -399,9 +417,11 @@ impl Core {
                 }
                 let Some(irq) = c.pending.pop_front() else { return };
                 c.in_handler = true;
-                (irq, c.history)
+                // A CPU that was waiting runs the handler; it waits again after.
+                let blocked = std::mem::replace(&mut c.block, Block::No);
+                (irq, c.history, blocked)
             };
-            let (irq, saved) = irq;
+            let (irq, saved, blocked) = irq;
             self.touch(keys::irq(cpu), true);
             self.event(cpu, 0x1_0000 + irq.from as u64, || format!("interrupt: IPI from cpu{}", irq.from));
             // SAFETY (lifetime only): the core outlives every step of its execution.
@@ -413,6 +433,7 @@ impl Core {
             {
                 let mut st = self.st.borrow_mut();
                 st.cpus[cpu].in_handler = false;
+                st.cpus[cpu].block = blocked;
                 // The handler leaves the interrupted code's locals as they were, so
                 // its history is what the interrupted code had; what the handler
                 // did lives on in shared memory and the machine.
@@ -434,19 +455,38 @@ impl Core {
     }
 
     /// Makes every store in the current CPU's buffer visible, oldest first.
-    fn drain_own(&self, cpu: usize) {
+    pub(crate) fn drain_own(&self, cpu: usize) {
         loop {
             let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
             let Some((addr, w, v)) = e else { return };
-            // SAFETY: the address came from a live facade atomic of width `w`; the
-            // policy outlives the execution's steps.
-            unsafe { write_raw(addr, w, v) };
-            self.st.borrow_mut().wrote(addr);
-            self.touch_mem(addr, true);
-            self.touch(keys::buf(cpu), true);
+            self.drain_one(cpu, addr, w, v);
             let (k, name) = self.addr_key(addr);
             self.event(cpu, mix(0x3_0000, k ^ v), || format!("store buffer drains: {name} = {v:#x}"));
         }
+    }
+
+    /// Makes one buffered store of CPU `cpu` visible.
+    fn drain_one(&self, cpu: usize, addr: usize, w: Width, v: u64) {
+        self.touch(keys::buf(cpu), true);
+        if let Some((slot, page)) = pte_store(addr) {
+            self.touch(keys::pt(slot), true);
+            self.st.borrow_mut().m.drain_pte(slot, page, v as u32);
+            return;
+        }
+        // SAFETY: the address came from a live facade atomic of width `w`; the
+        // policy outlives the execution's steps.
+        unsafe { write_raw(addr, w, v) };
+        self.st.borrow_mut().wrote(addr);
+        self.touch_mem(addr, true);
+    }
+
+    /// Puts a store clearing PTE `page` of `slot` (version `ver`) into the current
+    /// CPU's store buffer.
+    pub(crate) fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32) {
+        let cpu = self.cpu();
+        let addr = PTE_STORE | (slot as usize) << 8 | page;
+        self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
+        self.touch(keys::buf(cpu), true);
     }
 
     fn note_shared(&self, addr: usize, w: Width) {
@@ -466,13 +506,16 @@ impl Core {
             Block::Sync => s.sync_out == 0 || irq,
             Block::Async => s.async_out == 0 || irq,
             Block::Idle => irq,
+            Block::MmLock(s) => irq || st.m.mm_lock[*s as usize].is_none(),
         }
     }
 
     /// Makes a choice among `labels`, recording it.
     pub(crate) fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
-        if n == 1 {
+        // Every scheduling point reaches the chooser (partial-order reduction needs
+        // each step's place); an operation choice only when there is a choice.
+        if n == 1 && point == Point::Op {
             return Some(0);
         }
         // SAFETY: the chooser outlives the execution; only one CPU runs at a time
@@ -687,6 +730,10 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn write_root(&self, root: Root, asid: tlbkit_policy::Asid, noflush: bool) {
         self.core.pause();
+        // A context switch makes this CPU's stores visible before it runs the new
+        // context: x86's CR3 write serialises, and arm64's `__switch_to` issues
+        // `DSB ISH`, which is taken here to come with the root write.
+        self.core.drain_own(self.cpu);
         let a = asid.get();
         self.st().m.write_root(self.cpu, root, a, noflush);
         self.core.touch(keys::tlb(self.cpu), true);
@@ -911,12 +958,14 @@ fn drain_options(st: &State, stuck: bool) -> Vec<(usize, usize)> {
         if buf.is_empty() {
             continue;
         }
+        // A PTE store is wanted at once: page-table walkers read all the time.
         let wanted = |addr: usize| {
-            st.cpus.iter().enumerate().any(|(d, cpu)| {
-                d != c
-                    && (cpu.next.is_some_and(|(a, _)| a == addr)
-                        || matches!(&cpu.block, Block::Spin(reads, _) if reads.iter().any(|(a, _)| *a == addr)))
-            })
+            pte_store(addr).is_some()
+                || st.cpus.iter().enumerate().any(|(d, cpu)| {
+                    d != c
+                        && (cpu.next.is_some_and(|(a, _)| a == addr)
+                            || matches!(&cpu.block, Block::Spin(reads, _) if reads.iter().any(|(a, _)| *a == addr)))
+                })
         };
         if let Some(k) = (0..buf.len()).rev().find(|&k| wanted(buf[k].0)) {
             out.push((c, k));
@@ -1021,13 +1070,9 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             let (cpu, upto) = drains[i - runs.len()];
             for _ in 0..=upto {
                 let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
-                // SAFETY: a live facade atomic of width `w`.
-                unsafe { write_raw(addr, w, v) };
-                core.touch_mem(addr, true);
-                core.touch(keys::buf(cpu), true);
+                core.drain_one(cpu, addr, w, v);
                 let (k, name) = core.addr_key(addr);
                 let mut st = core.st.borrow_mut();
-                st.wrote(addr);
                 st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
                 if core.record {
                     st.events.push(Event {

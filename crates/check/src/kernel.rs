@@ -53,6 +53,9 @@ pub struct Space {
     pub table: Option<u32>,
     /// The leaf PTEs.
     pub ptes: [Option<Pte>; PAGES],
+    /// Per page: the version its next PTE write gets (versions are per page, so
+    /// that writes to different pages in either order give the same state).
+    pub vers: [u32; PAGES],
 }
 
 /// A cached translation, with the ground truth it was filled from.
@@ -121,7 +124,7 @@ impl fmt::Display for Violation {
 }
 
 /// The machine's ground truth and the kernel's memory.
-#[derive(Clone, Debug, Hash)]
+#[derive(Clone, Debug)]
 pub struct Machine {
     /// Address-space slots; slot 0 is the kernel's and never used.
     pub spaces: Vec<Space>,
@@ -133,6 +136,10 @@ pub struct Machine {
     pub dead: BTreeSet<(u32, u8, u32)>,
     /// Per CPU: the TLB.
     pub tlbs: Vec<BTreeSet<Entry>>,
+    /// Per CPU: the walk cache, as `(asid, page-table frame, uid)`: a cached
+    /// pointer to an address space's page-table page, which speculative walks
+    /// under that tag may follow without reading the upper levels again.
+    pub walks: Vec<BTreeSet<(u16, u32, u32)>>,
     /// Per CPU: the translation root and the tag it runs with.
     pub roots: Vec<(Root, u16)>,
     /// Per CPU: what it runs.
@@ -145,10 +152,41 @@ pub struct Machine {
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
     pub touched: Vec<bool>,
+    /// Per slot: the CPU holding its `mmap_lock` (every page-table change of the
+    /// slot is made under it, flush included, as munmap holds `mmap_lock` and
+    /// reclaim the PTE lock until the flush returns).
+    pub mm_lock: Vec<Option<usize>>,
     /// Whether user PTEs are global (the no-ASID baseline).
     pub global_user: bool,
     next_uid: u32,
-    next_ver: u32,
+}
+
+impl std::hash::Hash for Machine {
+    /// Hashes what decides the machine's future: open obligations as a set (their
+    /// ids and the order they were opened in do not matter), discharged ones only
+    /// through the translations they killed.
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.spaces.hash(h);
+        self.free.hash(h);
+        let mut open: Vec<_> = self
+            .obligations
+            .iter()
+            .filter(|o| !o.discharged)
+            .map(|o| (o.uid, o.slot, o.page, o.ver, o.frame, o.change, o.cpu))
+            .collect();
+        open.sort_unstable();
+        open.hash(h);
+        self.dead.hash(h);
+        self.tlbs.hash(h);
+        self.walks.hash(h);
+        self.roots.hash(h);
+        self.tasks.hash(h);
+        self.user_mode.hash(h);
+        self.switching.hash(h);
+        self.touched.hash(h);
+        self.mm_lock.hash(h);
+        self.next_uid.hash(h);
+    }
 }
 
 impl Machine {
@@ -156,29 +194,25 @@ impl Machine {
     /// idle on the reserved root, every frame free.
     pub fn new(cpus: usize, mms: usize, global_user: bool) -> Self {
         let frames = (mms * (PAGES + 1) + 2) as u32;
-        let empty = Space { uid: 0, life: Life::Free, table: None, ptes: [None; PAGES] };
+        let empty = Space { uid: 0, life: Life::Free, table: None, ptes: [None; PAGES], vers: [0; PAGES] };
         Machine {
             spaces: vec![empty; mms + 1],
             free: (0..frames).rev().collect(),
             obligations: Vec::new(),
             dead: BTreeSet::new(),
             tlbs: vec![BTreeSet::new(); cpus],
+            walks: vec![BTreeSet::new(); cpus],
             roots: vec![(Root::Reserved, 0); cpus],
             tasks: vec![Task::Idle; cpus],
             user_mode: vec![false; cpus],
             switching: vec![false; cpus],
             touched: vec![false; mms + 1],
+            mm_lock: vec![None; mms + 1],
             global_user,
             next_uid: 1,
-            next_ver: 1,
         }
     }
 
-    /// Returns a fresh PTE version.
-    pub fn next_ver(&mut self) -> u32 {
-        self.next_ver += 1;
-        self.next_ver
-    }
 
     /// Takes the next free frame; reports `no_reuse_while_mapped` if an open
     /// obligation still covers it. `None` when no frame is free.
@@ -221,6 +255,7 @@ impl Machine {
         self.touched[slot as usize] = !initial;
         s.table = None;
         s.ptes = [None; PAGES];
+        s.vers = [0; PAGES];
         for p in 0..PAGES {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
@@ -237,8 +272,9 @@ impl Machine {
             self.spaces[slot as usize].table = Some(t);
         }
         let Some(f) = self.alloc_frame(cpu)? else { return Ok(false) };
-        let ver = self.next_ver();
-        self.spaces[slot as usize].ptes[p] = Some(Pte { frame: f, ver });
+        let s = &mut self.spaces[slot as usize];
+        s.vers[p] += 1;
+        s.ptes[p] = Some(Pte { frame: f, ver: s.vers[p] });
         Ok(true)
     }
 
@@ -259,6 +295,33 @@ impl Machine {
             discharged: false,
         });
         Some((self.obligations.len() - 1, pte.frame))
+    }
+
+    /// Opens the obligation for clearing PTE `p` of `slot` but leaves the PTE
+    /// valid in memory: the clearing store waits in the CPU's store buffer (see
+    /// [`Machine::drain_pte`]). Returns the obligation's id and the frame.
+    pub fn clear_pte_deferred(&mut self, slot: u32, p: usize, change: &'static str, cpu: usize) -> Option<(usize, u32)> {
+        let s = &self.spaces[slot as usize];
+        let pte = s.ptes[p]?;
+        self.obligations.push(Obligation {
+            uid: s.uid,
+            slot,
+            page: Some(p as u8),
+            ver: pte.ver,
+            frame: pte.frame,
+            change,
+            cpu: cpu as u32,
+            discharged: false,
+        });
+        Some((self.obligations.len() - 1, pte.frame))
+    }
+
+    /// Makes a buffered clear of PTE `p` of `slot` (version `ver`) visible.
+    pub fn drain_pte(&mut self, slot: u32, p: usize, ver: u32) {
+        let s = &mut self.spaces[slot as usize];
+        if s.ptes[p].is_some_and(|e| e.ver == ver) {
+            s.ptes[p] = None;
+        }
     }
 
     /// Unhooks the page-table page of `slot` and opens an obligation for it.
@@ -285,7 +348,26 @@ impl Machine {
     pub fn discharge(&mut self, id: usize, flush: &str) -> Result<(), Violation> {
         let o = &mut self.obligations[id];
         o.discharged = true;
-        let Some(page) = o.page else { return Ok(()) };
+        let Some(page) = o.page else {
+            // A page-table page: no CPU may still cache a walk through it under the
+            // tag it runs with, lazily or not (its root may still point there).
+            let (uid, slot, frame) = (o.uid, o.slot, o.frame);
+            for c in 0..self.walks.len() {
+                let asid = self.roots[c].1;
+                if self.walks[c].contains(&(asid, frame, uid)) {
+                    return Err(Violation {
+                        property: "no_stale_held",
+                        cpu: c,
+                        detail: format!(
+                            "after {flush} returned, cpu{c} still caches a walk through the freed page-table page \
+                             (frame {frame}) of mm{slot} under the tag it runs with (asid {asid}): a speculative walk \
+                             can follow it into whatever the frame holds next"
+                        ),
+                    });
+                }
+            }
+            return Ok(());
+        };
         let (uid, slot, ver) = (o.uid, o.slot, o.ver);
         self.dead.insert((uid, page, ver));
         for c in 0..self.tlbs.len() {
@@ -323,9 +405,12 @@ impl Machine {
         for c in 0..self.tlbs.len() {
             let (Root::Mm(mm), asid) = self.roots[c] else { continue };
             let s = &self.spaces[mm.index()];
-            if s.table.is_none() || s.life == Life::Free {
+            if s.life == Life::Free {
                 continue;
             }
+            let Some(table) = s.table else { continue };
+            let tag = if self.global_user { 0 } else { asid };
+            self.walks[c].insert((tag, table, s.uid));
             for (p, pte) in s.ptes.iter().enumerate() {
                 let Some(pte) = pte else { continue };
                 let e = Entry {
@@ -394,6 +479,13 @@ impl Machine {
             let before = self.tlbs[c].len();
             self.tlbs[c].retain(|e| !removes(op, e));
             n += before - self.tlbs[c].len();
+            // By ASID or everything: cached walks go too; by VA this models the
+            // leaf-only forms (`TLBI VALE1`), which leave them.
+            match op {
+                Tlbi::Asid(a) => self.walks[c].retain(|w| w.0 != a.get()),
+                Tlbi::All => self.walks[c].clear(),
+                Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } => {}
+            }
         }
         n
     }
@@ -404,6 +496,7 @@ impl Machine {
         self.roots[cpu] = (root, asid);
         if !noflush {
             self.tlbs[cpu].retain(|e| e.global || e.asid != asid);
+            self.walks[cpu].retain(|w| w.0 != asid);
         }
     }
 

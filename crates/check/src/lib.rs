@@ -25,10 +25,15 @@
 //!   wait in a FIFO store buffer, visible to that CPU's own loads at once and to
 //!   the others only when drained: draining one store is a step of its own, at
 //!   any moment, and a CPU drains its buffer itself at any read-modify-write, any
-//!   `SeqCst` store or fence, any barrier but `ISB`, and any IPI it sends (the
-//!   APIC write serialises). That is x86-TSO; it lets a store pass a later load,
-//!   which is what store-buffering bugs (a missing `smp_mb()`) need.
-//!   `--memory sc` turns buffers off.
+//!   `SeqCst` store or fence, any barrier but `ISB`, any IPI it sends (the APIC
+//!   write serialises) and any root write (x86's CR3 write serialises; arm64's
+//!   context switch issues `DSB ISH` in `__switch_to`, taken to come with it). On
+//!   arm64 the kernel's PTE clear (a relaxed exchange) is a buffered store too, and
+//!   page-table walks read memory, not the buffer. That is x86-TSO; it lets a store
+//!   pass a later load, which is what store-buffering bugs (a missing `smp_mb()`,
+//!   a TLBI operand read before the `DSB` that publishes the PTE) need.
+//!   `--memory sc` turns buffers off; it is the default, as DESIGN.md's model is
+//!   sequentially consistent, but for the zoo entries whose bugs need TSO.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with. Filling everything at every moment covers

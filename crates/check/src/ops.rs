@@ -4,7 +4,7 @@
 //! Every change to the machine's ground truth is recorded as an access to its
 //! key ([`keys`]), so that partial-order reduction knows which steps commute.
 
-use crate::exec::{keys, Block, CheckHw, Core, KernelBug, Point};
+use crate::exec::{keys, Block, CheckHw, Core, KernelBug, Memory, Point};
 use crate::kernel::{va_of, Life, Machine, Task, Violation, PAGES};
 use tlbkit_policy::{MmId, Policy, VirtAddr};
 
@@ -19,9 +19,10 @@ pub enum Op {
     Unmap(usize),
     /// Fault one page of the running process back in.
     Map(usize),
-    /// Reclaim one page of the running process: the PTE goes, the flush is
-    /// reclaim's batched one (`Policy::flush_batch`).
-    Reclaim(usize),
+    /// Reclaim (by `kswapd`, a kernel thread: offered to idle CPUs) a page of the
+    /// process in this slot: the PTE goes, the flush is reclaim's batched one
+    /// (`Policy::flush_batch`).
+    Reclaim(u32, usize),
     /// `munmap` of the whole range, freeing its page-table page.
     UnmapTable,
     /// The running process's last thread exits.
@@ -37,7 +38,7 @@ impl Op {
             Op::Idle => "switch to the idle thread".to_string(),
             Op::Unmap(p) => format!("munmap page {:#x}", va_of(p)),
             Op::Map(p) => format!("fault in page {:#x}", va_of(p)),
-            Op::Reclaim(p) => format!("reclaim page {:#x} (batched flush)", va_of(p)),
+            Op::Reclaim(s, p) => format!("kswapd reclaims page {:#x} of mm{s} (batched flush)", va_of(p)),
             Op::UnmapTable => "munmap the whole range, freeing its page table".to_string(),
             Op::Exit => "exit: the process's last thread leaves".to_string(),
             Op::Fork(s) => format!("fork a new process into slot mm{s}"),
@@ -50,7 +51,7 @@ impl Op {
             Op::Idle => 0x200,
             Op::Unmap(p) => 0x300 + p as u64,
             Op::Map(p) => 0x400 + p as u64,
-            Op::Reclaim(p) => 0x500 + p as u64,
+            Op::Reclaim(s, p) => 0x500 + ((s as u64) << 4) + p as u64,
             Op::UnmapTable => 0x600,
             Op::Exit => 0x700,
             Op::Fork(s) => 0x800 + s as u64,
@@ -96,6 +97,19 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.push(Op::Switch(s));
     }
     let Task::User(s) = cur else {
+        if core.shape.reclaim {
+            for r in 1..m.spaces.len() as u32 {
+                let sp = &m.spaces[r as usize];
+                if sp.life != Life::Live {
+                    continue;
+                }
+                for p in 0..PAGES {
+                    if sp.ptes[p].is_some() {
+                        ops.push(Op::Reclaim(r, p));
+                    }
+                }
+            }
+        }
         push_forks(m, &mut ops);
         return ops;
     };
@@ -104,9 +118,6 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     for p in 0..PAGES {
         if space.ptes[p].is_some() {
             ops.push(Op::Unmap(p));
-            if core.shape.reclaim {
-                ops.push(Op::Reclaim(p));
-            }
         } else {
             ops.push(Op::Map(p));
         }
@@ -160,6 +171,27 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
     }
 }
 
+/// Takes the `mmap_lock` of `slot`, sleeping while another CPU holds it.
+fn lock_mm(core: &Core, cpu: usize, slot: u32) {
+    loop {
+        core.touch(keys::pt(slot), true);
+        let free = core.st.borrow().m.mm_lock[slot as usize].is_none();
+        if free {
+            core.st.borrow_mut().m.mm_lock[slot as usize] = Some(cpu);
+            return;
+        }
+        core.block(Block::MmLock(slot));
+    }
+}
+
+/// Releases the `mmap_lock` of `slot`. A release orders every earlier store, so
+/// the CPU's store buffer drains first.
+fn unlock_mm(core: &Core, cpu: usize, slot: u32) {
+    core.drain_own(cpu);
+    core.touch(keys::pt(slot), true);
+    core.st.borrow_mut().m.mm_lock[slot as usize] = None;
+}
+
 /// Records a violation found by the kernel side (the first one wins).
 fn violated(core: &Core, v: Violation) {
     let mut st = core.st.borrow_mut();
@@ -200,8 +232,9 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
         (Op::Unmap(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, false),
-        (Op::Reclaim(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, true),
+        (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, true),
         (Op::Map(pg), Task::User(s)) => {
+            lock_mm(core, cpu, s);
             core.touch(keys::pt(s), true);
             core.touch(keys::ORACLE, true);
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
@@ -215,6 +248,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
                     }
                 }),
             }
+            unlock_mm(core, cpu, s);
             back_to_user(core, cpu, s);
         }
         (Op::UnmapTable, Task::User(s)) => unmap_table(core, p, cpu, s),
@@ -289,12 +323,34 @@ fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
 fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batched: bool) {
     let hw = CheckHw::new(core, cpu);
     let change = if batched { "reclaim" } else { "munmap" };
+    lock_mm(core, cpu, s);
     core.touch(keys::pt(s), true);
     core.touch(keys::ORACLE, true);
-    let Some((id, frame)) = core.st.borrow_mut().m.clear_pte(s, pg, change, cpu) else {
-        return back_to_user(core, cpu, s);
+    // arm64 clears with a relaxed exchange, whose store may wait in the store
+    // buffer until a barrier; x86's LOCK XCHG is visible at once.
+    let deferred = core.shape.arm64 && core.shape.memory == Memory::Tso;
+    let cleared = {
+        let mut st = core.st.borrow_mut();
+        if deferred {
+            st.m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, st.m.obligations[id].ver))
+        } else {
+            st.m.clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
+        }
     };
-    core.event(cpu, 0x13_0000 + pg as u64, || format!("PTE of {:#x} in mm{s} cleared (frame {frame})", va_of(pg)));
+    let Some((id, frame, ver)) = cleared else {
+        unlock_mm(core, cpu, s);
+        return end_op(core, cpu);
+    };
+    if deferred {
+        core.buffer_pte_clear(s, pg, ver);
+    }
+    core.event(cpu, 0x13_0000 + pg as u64, || {
+        format!(
+            "PTE of {:#x} in mm{s} cleared (frame {frame}){}",
+            va_of(pg),
+            if deferred { ", the store into its store buffer" } else { "" }
+        )
+    });
     let flush = if batched {
         p.flush_batch(&hw, &[MmId(s)]);
         "flush_batch"
@@ -304,13 +360,28 @@ fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batc
     };
     discharge(core, cpu, &[id], flush);
     free_frames(core, &[frame]);
-    back_to_user(core, cpu, s);
+    unlock_mm(core, cpu, s);
+    end_op(core, cpu);
+}
+
+/// Ends an operation that kept the CPU's task: back to user mode if it runs a
+/// process.
+fn end_op(core: &Core, cpu: usize) {
+    let task = core.st.borrow().m.tasks[cpu];
+    match task {
+        Task::User(s) => back_to_user(core, cpu, s),
+        Task::Idle => {
+            core.pause();
+            set_task(core, cpu, Task::Idle, false, false);
+        }
+    }
 }
 
 fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
     let mut ids = Vec::new();
     let mut frames = Vec::new();
+    lock_mm(core, cpu, s);
     core.touch(keys::pt(s), true);
     core.touch(keys::ORACLE, true);
     {
@@ -323,7 +394,10 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         }
     }
     let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
-    let Some((tid, tframe)) = table else { return back_to_user(core, cpu, s) };
+    let Some((tid, tframe)) = table else {
+        unlock_mm(core, cpu, s);
+        return back_to_user(core, cpu, s);
+    };
     ids.push(tid);
     core.event(cpu, 0x14_0000, || format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked"));
     let early = core.shape.bug == Some(KernelBug::TableFreeBeforeFlush);
@@ -337,6 +411,7 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         frames.push(tframe);
     }
     free_frames(core, &frames);
+    unlock_mm(core, cpu, s);
     back_to_user(core, cpu, s);
 }
 
@@ -344,6 +419,7 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
     let mut ids = Vec::new();
     let mut frames = Vec::new();
+    lock_mm(core, cpu, s);
     core.touch(keys::pt(s), true);
     core.touch(keys::ORACLE, true);
     {
@@ -360,6 +436,7 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
     free_frames(core, &frames);
+    unlock_mm(core, cpu, s);
     core.pause();
     switch_idle(core, p, cpu);
 }

@@ -243,3 +243,193 @@ pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome)
     }
     t
 }
+
+/// One frame of the DPOR search: a scheduling choice with its backtracking
+/// state, or an operation choice (explored exhaustively).
+#[derive(Clone, Debug)]
+enum Frame {
+    Sched {
+        /// The labels enabled here.
+        enabled: Vec<u32>,
+        /// The label taken.
+        taken: u32,
+        /// Labels still to explore from here.
+        backtrack: Vec<u32>,
+        /// Labels explored from here.
+        done: Vec<u32>,
+    },
+    Op {
+        n: u32,
+        taken: u32,
+    },
+}
+
+/// What one executed step did, for race detection.
+struct StepInfo {
+    /// The frame index of its scheduling choice.
+    frame: usize,
+    /// Its thread (label).
+    thread: u32,
+    /// Its accesses.
+    acc: Vec<(u64, bool)>,
+    /// Its vector clock, indexed by label.
+    clock: Vec<u32>,
+}
+
+/// The DPOR chooser of one execution: replays the prefix, then extends it
+/// without preempting, recording what each step accessed.
+struct DporRun<'a> {
+    frames: &'a mut Vec<Frame>,
+    at: usize,
+    steps: Vec<StepInfo>,
+    /// The frame of the scheduling choice of the step in progress.
+    pending: Option<usize>,
+    last: Option<u32>,
+    /// Per thread (label): the vector clock of its latest step.
+    tclock: Vec<Vec<u32>>,
+}
+
+impl Chooser for DporRun<'_> {
+    fn choose(&mut self, point: Point, labels: &[u32], _state: u64) -> Pick {
+        let i = self.at;
+        self.at += 1;
+        if i < self.frames.len() {
+            return match &self.frames[i] {
+                Frame::Sched { taken, .. } => {
+                    self.pending = Some(i);
+                    let pos = labels.iter().position(|l| l == taken).expect("a replayed prefix took another path");
+                    self.last = Some(*taken);
+                    Pick::Take(pos)
+                }
+                Frame::Op { taken, .. } => Pick::Take(*taken as usize),
+            };
+        }
+        match point {
+            Point::Op => {
+                self.frames.push(Frame::Op { n: labels.len() as u32, taken: 0 });
+                Pick::Take(0)
+            }
+            Point::Sched => {
+                // Keep running the CPU that ran last, else the first option.
+                let pos = self.last.and_then(|l| labels.iter().position(|&x| x == l)).unwrap_or(0);
+                let taken = labels[pos];
+                self.frames.push(Frame::Sched {
+                    enabled: labels.to_vec(),
+                    taken,
+                    backtrack: vec![taken],
+                    done: vec![taken],
+                });
+                self.pending = Some(i);
+                self.last = Some(taken);
+                Pick::Take(pos)
+            }
+        }
+    }
+
+    fn stepped(&mut self, label: u32, acc: &[(u64, bool)]) {
+        let frame = self.pending.take().unwrap_or(usize::MAX);
+        if std::env::var_os("TLBKIT_DPOR_DEBUG").is_some() {
+            eprintln!("step {} frame {frame} thread {label} acc {acc:x?}", self.steps.len());
+        }
+        let dependent = |a: &[(u64, bool)], b: &[(u64, bool)]| {
+            a.iter().any(|&(ka, wa)| b.iter().any(|&(kb, wb)| ka == kb && (wa || wb)))
+        };
+        let t = label as usize;
+        if self.tclock.len() <= t {
+            self.tclock.resize(t + 1, Vec::new());
+        }
+        let mine = self.tclock[t].clone();
+        let knows = |c: &Vec<u32>, thread: usize, n: u32| c.get(thread).copied().unwrap_or(0) >= n;
+        // A race: the latest earlier step of another thread that is dependent on
+        // this one and not known to this thread (not ordered before its previous
+        // step) could have run after it: explore this thread there.
+        {
+            for s in self.steps.iter().rev() {
+                if s.thread == label || !dependent(&s.acc, acc) {
+                    continue;
+                }
+                let st = s.thread as usize;
+                if knows(&mine, st, s.clock[st]) {
+                    // Ordered before this thread's previous step; so is everything
+                    // earlier that it depends on.
+                    continue;
+                }
+                if let Some(Frame::Sched { enabled, backtrack, .. }) = self.frames.get_mut(s.frame) {
+                    let add: Vec<u32> = if enabled.contains(&label) { vec![label] } else { enabled.clone() };
+                    for e in add {
+                        if !backtrack.contains(&e) {
+                            backtrack.push(e);
+                        }
+                    }
+                }
+                break;
+            }
+        }
+        // This step's clock: the thread's own, joined with every dependent step's.
+        let mut clock = mine;
+        for s in &self.steps {
+            if s.thread != label && dependent(&s.acc, acc) {
+                if clock.len() < s.clock.len() {
+                    clock.resize(s.clock.len(), 0);
+                }
+                for (c, v) in clock.iter_mut().zip(&s.clock) {
+                    *c = (*c).max(*v);
+                }
+            }
+        }
+        if clock.len() <= t {
+            clock.resize(t + 1, 0);
+        }
+        clock[t] += 1;
+        self.tclock[t] = clock.clone();
+        self.steps.push(StepInfo { frame, thread: label, acc: acc.to_vec(), clock });
+    }
+}
+
+/// Explores every execution up to partial-order equivalence: dynamic
+/// partial-order reduction (Flanagan and Godefroid, POPL 2005). Two steps are
+/// dependent when they access one key and one of them writes it
+/// ([`crate::exec::keys`]); every ordering of dependent steps is explored, every
+/// operation choice too. Stops at the first violation or after `max_executions`.
+pub fn dpor(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut stats = Stats::default();
+    loop {
+        if stats.executions >= max_executions {
+            return (stats, None);
+        }
+        let out = {
+            let mut d = DporRun { frames: &mut frames, at: 0, steps: Vec::new(), pending: None, last: None, tclock: Vec::new() };
+            run(&mut d)
+        };
+        stats.executions += 1;
+        stats.states += out.steps as u64;
+        stats.max_steps = stats.max_steps.max(out.steps);
+        if out.violation.is_some() {
+            return (stats, Some(out));
+        }
+        // Backtrack: the deepest frame with something left to explore.
+        loop {
+            let Some(f) = frames.last_mut() else {
+                stats.complete = true;
+                return (stats, None);
+            };
+            match f {
+                Frame::Op { n, taken } => {
+                    if *taken + 1 < *n {
+                        *taken += 1;
+                        break;
+                    }
+                }
+                Frame::Sched { backtrack, done, taken, .. } => {
+                    if let Some(&next) = backtrack.iter().find(|b| !done.contains(b)) {
+                        done.push(next);
+                        *taken = next;
+                        break;
+                    }
+                }
+            }
+            frames.pop();
+        }
+    }
+}

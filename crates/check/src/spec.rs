@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::shootdown::Completion;
+use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
 
 /// How to search.
@@ -143,21 +144,28 @@ macro_rules! with_policy {
         let spec: &CheckSpec = $spec;
         let n = spec.cpus;
         let slots = spec.mms + 1;
-        let (base, bug) = resolve(&spec.policy)?;
-        let _ = bug;
-        match base {
+        let r = resolve(&spec.policy)?;
+        // A bug with a switch in the policy code; the kernel-side one is the shape's.
+        let bug = r.bug.filter(|b| b.in_policy());
+        match r.base {
             "arm64-noasid" => {
                 let $build = || NoAsid::new(n);
                 $body
             }
             "arm64-freebsd-asid" => {
                 let bits = asid_bits(spec.asids)?;
-                let $build = || FreebsdEpoch::new(n, slots, bits);
+                let $build = move || {
+                    let p = FreebsdEpoch::new(n, slots, bits);
+                    match bug {
+                        Some(b) => p.with_bug(b),
+                        None => p,
+                    }
+                };
                 $body
             }
             "arm64-linux" | "arm64-linux-skipbcast" => {
                 let bits = asid_bits(spec.asids)?;
-                let skip = base == "arm64-linux-skipbcast";
+                let skip = r.base == "arm64-linux-skipbcast";
                 let make = move || {
                     if skip {
                         LinuxArm64::with_skip_broadcast(n, slots, bits, false)
@@ -166,17 +174,35 @@ macro_rules! with_policy {
                     }
                 };
                 make().map_err(|e| format!("{}: {e}", spec.policy))?;
-                let $build = move || make().expect("the same configuration was accepted");
+                let $build = move || {
+                    let p = make().expect("the same configuration was accepted");
+                    match bug {
+                        Some(b) => p.with_bug(b),
+                        None => p,
+                    }
+                };
                 $body
             }
             "x86-linux-nopcid" | "x86-linux-pcid" => {
-                let pcid = base == "x86-linux-pcid";
-                let $build = move || LinuxX86::new(n, slots, pcid);
+                let pcid = r.base == "x86-linux-pcid";
+                let $build = move || {
+                    let p = LinuxX86::new(n, slots, pcid);
+                    match bug {
+                        Some(b) => p.with_bug(b),
+                        None => p,
+                    }
+                };
                 $body
             }
             "x86-freebsd-counter" | "x86-freebsd-gen" | "x86-freebsd-scoreboard" => {
-                let c = Completion::from_name(base).expect("a registered completion protocol");
-                let $build = move || FreebsdX86::new(n, slots, c);
+                let c = Completion::from_name(r.base).expect("a registered completion protocol");
+                let $build = move || {
+                    let p = FreebsdX86::new(n, slots, c);
+                    match bug {
+                        Some(b) => p.with_bug(b),
+                        None => p,
+                    }
+                };
                 $body
             }
             other => Err(format!("policy '{other}' has no checker builder")),
@@ -184,14 +210,38 @@ macro_rules! with_policy {
     }};
 }
 
-/// Returns the registered policy a name stands for and the kernel bug it
-/// carries, or a message listing what exists.
-fn resolve(name: &str) -> Result<(&'static str, Option<KernelBug>), String> {
+/// A policy name resolved: the registered policy and the zoo bug it carries.
+struct Resolved {
+    base: &'static str,
+    bug: Option<Bug>,
+}
+
+/// Returns what a policy name stands for, or a message listing what exists.
+fn resolve(name: &str) -> Result<Resolved, String> {
     if let Some(p) = tlbkit_sim::registry::policy(name) {
-        return Ok((p.name, None));
+        return Ok(Resolved { base: p.name, bug: None });
+    }
+    if let Some(id) = name.strip_prefix("zoo/") {
+        if let Some(e) = zoo::entry(id) {
+            return Ok(Resolved { base: e.base, bug: Some(e.bug) });
+        }
+        let ids: Vec<String> = zoo::ZOO.iter().map(|e| format!("zoo/{}", e.id)).collect();
+        return Err(format!("unknown bug-zoo entry '{name}': the zoo has {}", ids.join(", ")));
     }
     let names: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
-    Err(format!("unknown policy '{name}': the policies are {} (see `tlbkit list`)", names.join(", ")))
+    Err(format!(
+        "unknown policy '{name}': the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
+        names.join(", ")
+    ))
+}
+
+/// Returns the memory model a policy needs by default: x86-TSO for the zoo
+/// entries whose bug is a store passing a load, sequential consistency otherwise.
+pub fn default_memory(policy: &str) -> Memory {
+    match resolve(policy) {
+        Ok(Resolved { bug: Some(Bug::SkipbcastNoBarrier | Bug::LinuxArm645e10f9887ed8), .. }) => Memory::Tso,
+        _ => Memory::Sc,
+    }
 }
 
 /// Validates `spec` and returns the machine shape it asks for.
@@ -205,14 +255,16 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
     if spec.ops == 0 || spec.ops > 64 {
         return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
     }
-    let (base, bug) = resolve(&spec.policy)?;
+    let r = resolve(&spec.policy)?;
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
         ops: spec.ops,
         memory: spec.memory,
-        reclaim: base.starts_with("x86-linux"),
-        bug,
+        // Reclaim's deferred flush is a Linux path (`try_to_unmap_flush`).
+        reclaim: r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux"),
+        arm64: r.base.starts_with("arm64"),
+        bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
     })
 }
 
@@ -451,4 +503,25 @@ impl Counterexample {
 /// Returns an event list's text (for tests).
 pub fn texts(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| e.text.clone()).collect()
+}
+
+/// Returns whether `policy` (a registered name or `zoo/<id>`) is an x86 policy
+/// (its ASID space is PCID slots), `false` when the name is unknown.
+pub fn is_x86(policy: &str) -> bool {
+    resolve(policy).map(|r| r.base.starts_with("x86")).unwrap_or(false)
+}
+
+/// The machine and search a bug-zoo entry is checked with unless told otherwise:
+/// `(cpus, mms, ops, mode)`. Each is the smallest shape its bug needs (the
+/// counter's early acknowledgement needs a second initiator to overwrite the
+/// request; ASID bugs need enough switches for one or two rollovers), searched
+/// with PCT, which reaches such shallow-preemption bugs fastest.
+pub fn zoo_defaults(policy: &str) -> Option<(usize, usize, usize, Mode)> {
+    let bug = resolve(policy).ok()?.bug?;
+    Some(match bug {
+        Bug::LinuxArm64A8ffaaa060b8 => (2, 3, 10, Mode::Pct),
+        Bug::LinuxArm645e10f9887ed8 => (2, 4, 10, Mode::Pct),
+        Bug::FreebsdX86CounterEarlyAck => (3, 3, 6, Mode::Pct),
+        _ => (2, 3, 6, Mode::Pct),
+    })
 }

@@ -132,7 +132,11 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            ConfigError::AsidWidth(bits) => write!(f, "{bits}-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits"),
+            ConfigError::AsidWidth(bits) => write!(
+                f,
+                "{bits}-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits (the checker also takes {MIN_ASID_BITS} \
+                 to 7 to reach rollovers quickly)"
+            ),
             ConfigError::TooManyCpus { ncpus, available } => write!(
                 f,
                 "{ncpus} CPUs need at least {} usable ASIDs (one per CPU after a rollover, ASID 0 and one to \
@@ -143,15 +147,21 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// The narrowest ASID width accepted. Hardware has 8 or 16 bits; the checker
+/// shrinks the space so that a few context switches reach a rollover.
+pub const MIN_ASID_BITS: u8 = 2;
+
 /// A fixed-size bitmap of ASID numbers (the kernel's `unsigned long *` bitmaps).
 struct Bitmap {
     words: Vec<u64>,
+    /// How many bits there are (bits past it in the last word never count as free).
+    len: u32,
 }
 
 impl Bitmap {
-    /// Returns an empty bitmap of `bits` bits (a multiple of 64).
+    /// Returns an empty bitmap of `bits` bits.
     fn new(bits: u32) -> Self {
-        Bitmap { words: vec![0; (bits / 64) as usize] }
+        Bitmap { words: vec![0; bits.div_ceil(64) as usize], len: bits }
     }
 
     fn test(&self, a: u32) -> bool {
@@ -181,7 +191,8 @@ impl Bitmap {
         while w < self.words.len() {
             let free = !self.words[w] & mask;
             if free != 0 {
-                return Some(w as u32 * 64 + free.trailing_zeros());
+                let a = w as u32 * 64 + free.trailing_zeros();
+                return (a < self.len).then_some(a);
             }
             mask = !0;
             w += 1;
@@ -266,7 +277,7 @@ impl LinuxArm64 {
         kpti: bool,
         skip_broadcast: bool,
     ) -> Result<Self, ConfigError> {
-        if asid_bits != 8 && asid_bits != 16 {
+        if !(MIN_ASID_BITS..=16).contains(&asid_bits) {
             return Err(ConfigError::AsidWidth(asid_bits));
         }
         let num_user_asids = 1u32 << asid_bits;
@@ -1205,7 +1216,11 @@ mod tests {
     fn bad_asid_width_is_an_error() {
         let err = LinuxArm64::new(1, 4, 12, false).err().unwrap();
         assert_eq!(err, ConfigError::AsidWidth(12));
-        assert_eq!(err.to_string(), "12-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits");
+        assert_eq!(
+            err.to_string(),
+            "12-bit ASIDs asked for, but arm64 ASIDs are 8 or 16 bits (the checker also takes 2 to 7 to reach rollovers \
+             quickly)"
+        );
         let err = LinuxArm64::new(127, 4, 8, true).err().unwrap();
         assert_eq!(
             err.to_string(),
