@@ -40,6 +40,8 @@ pub enum Life {
     Zombie,
     /// Released: a fork may use the slot.
     Free,
+    /// Being forked into: claimed by one CPU, not yet runnable.
+    Forking,
 }
 
 /// One address-space slot.
@@ -144,6 +146,10 @@ pub struct Machine {
     pub roots: Vec<(Root, u16)>,
     /// Per CPU: what it runs.
     pub tasks: Vec<Task>,
+    /// Per CPU: the process whose address space it holds a reference on (the
+    /// scheduler's `active_mm`): the one it runs, or lazily the last one it ran.
+    /// An exited address space is released only when no CPU holds it.
+    pub active: Vec<Option<u32>>,
     /// Per CPU: whether it is in user mode (between kernel operations).
     pub user_mode: Vec<bool>,
     /// Per CPU: whether it is in the middle of a context switch (its task is
@@ -181,6 +187,7 @@ impl std::hash::Hash for Machine {
         self.walks.hash(h);
         self.roots.hash(h);
         self.tasks.hash(h);
+        self.active.hash(h);
         self.user_mode.hash(h);
         self.switching.hash(h);
         self.touched.hash(h);
@@ -204,6 +211,7 @@ impl Machine {
             walks: vec![BTreeSet::new(); cpus],
             roots: vec![(Root::Reserved, 0); cpus],
             tasks: vec![Task::Idle; cpus],
+            active: vec![None; cpus],
             user_mode: vec![false; cpus],
             switching: vec![false; cpus],
             touched: vec![false; mms + 1],
@@ -244,7 +252,7 @@ impl Machine {
     /// Starts a process in free slot `slot` with every page mapped. Returns
     /// `Ok(false)` if frames ran out (the fork fails, as with `ENOMEM`).
     pub fn fork(&mut self, slot: u32, cpu: usize) -> Result<bool, Violation> {
-        debug_assert_eq!(self.spaces[slot as usize].life, Life::Free);
+        debug_assert!(matches!(self.spaces[slot as usize].life, Life::Free | Life::Forking));
         let uid = self.next_uid;
         self.next_uid += 1;
         let initial = uid < self.spaces.len() as u32;
@@ -350,9 +358,16 @@ impl Machine {
         o.discharged = true;
         let Some(page) = o.page else {
             // A page-table page: no CPU may still cache a walk through it under the
-            // tag it runs with, lazily or not (its root may still point there).
+            // tag it runs with, lazily or not (its root may still point there). A
+            // CPU in the middle of a context switch is exempt: it runs with
+            // interrupts off, and the kernel frees page-table pages only after every
+            // CPU has had interrupts on again (`MMU_GATHER_RCU_TABLE_FREE`), by which
+            // time its switch is over.
             let (uid, slot, frame) = (o.uid, o.slot, o.frame);
             for c in 0..self.walks.len() {
+                if self.switching[c] {
+                    continue;
+                }
                 let asid = self.roots[c].1;
                 if self.walks[c].contains(&(asid, frame, uid)) {
                     return Err(Violation {

@@ -206,6 +206,9 @@ fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
     // What a CPU may use depends on its task as much as on its TLB.
     core.touch(keys::tlb(cpu), true);
     let mut st = core.st.borrow_mut();
+    if let Task::User(s) = task {
+        st.m.active[cpu] = Some(s);
+    }
     st.m.tasks[cpu] = task;
     st.m.user_mode[cpu] = user;
     st.m.switching[cpu] = switching;
@@ -215,7 +218,18 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     let hw = CheckHw::new(core, cpu);
     core.event(cpu, 0xf_0000 ^ op.key(), || format!("op: {}", op.name()));
     let task = core.st.borrow().m.tasks[cpu];
-    set_task(core, cpu, task, false, false);
+    // Claims are made in the step that chose the operation, before anything can
+    // pause: the thread switched to is this CPU's (no exit of its process may
+    // start elsewhere), and a slot forked into is taken.
+    match op {
+        Op::Switch(s) => set_task(core, cpu, Task::User(s), false, true),
+        Op::Fork(s) => {
+            core.touch(keys::pt(s), true);
+            core.st.borrow_mut().m.spaces[s as usize].life = Life::Forking;
+            set_task(core, cpu, task, false, false);
+        }
+        _ => set_task(core, cpu, task, false, false),
+    }
     reap(core, p, cpu);
     match (op, task) {
         (Op::Switch(s), _) => {
@@ -441,7 +455,8 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     switch_idle(core, p, cpu);
 }
 
-/// Releases every exited address space no CPU's root points at any more.
+/// Releases every exited address space no CPU's root points at and no CPU holds
+/// (Linux frees an `mm_struct` when its last lazy user drops `mm_count`).
 fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
     loop {
         let z = {
@@ -449,7 +464,9 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
                 core.touch(keys::tlb(c), false);
             }
             let st = core.st.borrow();
-            (1..st.m.spaces.len() as u32).find(|&s| st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0)
+            (1..st.m.spaces.len() as u32).find(|&s| {
+                st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0 && !st.m.active.contains(&Some(s))
+            })
         };
         let Some(s) = z else { return };
         core.touch(keys::pt(s), true);
