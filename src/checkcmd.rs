@@ -18,7 +18,8 @@ pub struct CheckArgs {
     #[arg(long)]
     mms: Option<usize>,
     /// The ASID space (arm64: a power of two); for PCID policies, the number of
-    /// dynamic slots (x86 Linux: 6). Default: 4 on arm64, 6 on x86.
+    /// dynamic slots (x86 Linux: 6). Default: on arm64 the smallest power of two
+    /// of at least CPUs + 2 (4 for 2 CPUs), on x86 6.
     #[arg(long)]
     asids: Option<u32>,
     /// Kernel operations in all, shared out over the CPUs (default 6).
@@ -55,8 +56,7 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
-    let (cpus, mms, ops, zmode) =
-        tlbkit_check::spec::zoo_defaults(&a.policy).unwrap_or((2, 3, 6, Mode::Exhaustive));
+    let (cpus, mms, ops, zmode) = tlbkit_check::spec::zoo_defaults(&a.policy).unwrap_or((2, 3, 6, Mode::Exhaustive));
     let mode = match a.mode {
         Some(ModeArg::Exhaustive) => Mode::Exhaustive,
         Some(ModeArg::Random) => Mode::Random,
@@ -66,7 +66,8 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     let x86 = tlbkit_check::spec::is_x86(&a.policy);
     let spec_policy = a.policy.clone();
     let spec = CheckSpec {
-        asids: a.asids.unwrap_or(if x86 { 6 } else { 4 }),
+        // x86 Linux has 6 PCID slots; an arm64 space needs one ASID per CPU plus two.
+        asids: a.asids.unwrap_or(if x86 { 6 } else { (a.cpus.unwrap_or(cpus) as u32 + 2).next_power_of_two() }),
         policy: a.policy,
         cpus: a.cpus.unwrap_or(cpus),
         mms: a.mms.unwrap_or(mms),

@@ -54,45 +54,6 @@ pub trait Chooser {
     fn wants_state(&self) -> bool {
         false
     }
-
-    /// Learns what the step just taken (after a [`Point::Sched`] choice, or the
-    /// only option) accessed: `(key, write)` pairs, see [`keys`].
-    fn stepped(&mut self, _label: u32, _accesses: &[(u64, bool)]) {}
-}
-
-/// The keys of what a step accesses, for partial-order reduction: two steps are
-/// dependent when they access one key and at least one of them writes it.
-pub mod keys {
-    /// A word of policy memory, by its offset in the execution's arena.
-    pub fn mem(offset: usize) -> u64 {
-        offset as u64
-    }
-    /// CPU `c`'s TLB and translation root.
-    pub fn tlb(c: usize) -> u64 {
-        (1 << 60) | c as u64
-    }
-    /// The page table and life of address-space slot `s`.
-    pub fn pt(s: u32) -> u64 {
-        (2 << 60) | s as u64
-    }
-    /// CPU `c`'s queue of pending interrupts.
-    pub fn irq(c: usize) -> u64 {
-        (3 << 60) | c as u64
-    }
-    /// The acknowledgements CPU `c` waits for from its IPIs' handlers.
-    pub fn ack(c: usize) -> u64 {
-        (4 << 60) | c as u64
-    }
-    /// CPU `c`'s store buffer.
-    pub fn buf(c: usize) -> u64 {
-        (5 << 60) | c as u64
-    }
-    /// The oracle's obligations, discharged translations, and the free frames.
-    pub const ORACLE: u64 = 6 << 60;
-    /// What CPU `c` runs and whether it is in user mode.
-    pub fn task(c: usize) -> u64 {
-        (7 << 60) | c as u64
-    }
 }
 
 /// Which memory model the execution follows.
@@ -150,7 +111,7 @@ pub(crate) const PTE_STORE: usize = usize::MAX << 32;
 
 /// Returns the slot and page of a PTE-store address.
 fn pte_store(addr: usize) -> Option<(u32, usize)> {
-    (addr & PTE_STORE == PTE_STORE).then(|| (((addr >> 8) & 0xff_ffff) as u32, addr & 0xff))
+    (addr & PTE_STORE == PTE_STORE).then_some((((addr >> 8) & 0xff_ffff) as u32, addr & 0xff))
 }
 
 /// The most steps one execution may take before it is reported as not making
@@ -297,8 +258,6 @@ pub(crate) struct Core {
     current: Cell<usize>,
     chooser: *mut dyn Chooser,
     choices: RefCell<Vec<Choice>>,
-    /// What the step in progress accessed.
-    acc: RefCell<Vec<(u64, bool)>>,
     pruned: Cell<bool>,
     pub(crate) shape: Shape,
     record: bool,
@@ -324,16 +283,6 @@ fn mix(h: u64, x: u64) -> u64 {
 impl Core {
     fn cpu(&self) -> usize {
         self.current.get()
-    }
-
-    /// Records that the step in progress accesses `key`.
-    pub(crate) fn touch(&self, key: u64, write: bool) {
-        self.acc.borrow_mut().push((key, write));
-    }
-
-    /// Records an access to policy memory at `addr`.
-    fn touch_mem(&self, addr: usize, write: bool) {
-        self.touch(keys::mem(addr - self.base), write);
     }
 
     /// Records that the current CPU did something: folds `key` into its history
@@ -376,7 +325,6 @@ impl Core {
         let y = self.yielders[cpu].get();
         // SAFETY: set by this CPU's coroutine at its start; valid while it runs.
         unsafe { (*y).suspend(()) };
-        self.touch(keys::irq(cpu), false);
         self.take_interrupts(cpu);
     }
 
@@ -402,9 +350,7 @@ impl Core {
         self.st.borrow_mut().cpus[cpu].block = why;
         self.pause();
         self.st.borrow_mut().cpus[cpu].block = Block::No;
-        if acks {
-            self.touch(keys::ack(cpu), false);
-        }
+        if acks {}
     }
 
     fn take_interrupts(&self, cpu: usize) {
@@ -422,7 +368,6 @@ impl Core {
                 (irq, c.history, blocked)
             };
             let (irq, saved, blocked) = irq;
-            self.touch(keys::irq(cpu), true);
             self.event(cpu, 0x1_0000 + irq.from as u64, || format!("interrupt: IPI from cpu{}", irq.from));
             // SAFETY (lifetime only): the core outlives every step of its execution.
             let core: &'static Core = unsafe { &*(self as *const Core) };
@@ -438,7 +383,6 @@ impl Core {
                 // its history is what the interrupted code had; what the handler
                 // did lives on in shared memory and the machine.
                 st.cpus[cpu].history = mix(saved, irq.from as u64);
-                self.touch(keys::ack(irq.from), true);
                 let s = &mut st.cpus[irq.from];
                 if irq.sync {
                     s.sync_out -= 1;
@@ -459,17 +403,15 @@ impl Core {
         loop {
             let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
             let Some((addr, w, v)) = e else { return };
-            self.drain_one(cpu, addr, w, v);
+            self.drain_one(addr, w, v);
             let (k, name) = self.addr_key(addr);
             self.event(cpu, mix(0x3_0000, k ^ v), || format!("store buffer drains: {name} = {v:#x}"));
         }
     }
 
     /// Makes one buffered store of CPU `cpu` visible.
-    fn drain_one(&self, cpu: usize, addr: usize, w: Width, v: u64) {
-        self.touch(keys::buf(cpu), true);
+    fn drain_one(&self, addr: usize, w: Width, v: u64) {
         if let Some((slot, page)) = pte_store(addr) {
-            self.touch(keys::pt(slot), true);
             self.st.borrow_mut().m.drain_pte(slot, page, v as u32);
             return;
         }
@@ -477,7 +419,6 @@ impl Core {
         // policy outlives the execution's steps.
         unsafe { write_raw(addr, w, v) };
         self.st.borrow_mut().wrote(addr);
-        self.touch_mem(addr, true);
     }
 
     /// Puts a store clearing PTE `page` of `slot` (version `ver`) into the current
@@ -486,7 +427,6 @@ impl Core {
         let cpu = self.cpu();
         let addr = PTE_STORE | (slot as usize) << 8 | page;
         self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
-        self.touch(keys::buf(cpu), true);
     }
 
     fn note_shared(&self, addr: usize, w: Width) {
@@ -513,8 +453,8 @@ impl Core {
     /// Makes a choice among `labels`, recording it.
     pub(crate) fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
-        // Every scheduling point reaches the chooser (partial-order reduction needs
-        // each step's place); an operation choice only when there is a choice.
+        // Every scheduling point reaches the chooser (a search may prune at any state,
+        // even one with a single way on); an operation choice only when there is one.
         if n == 1 && point == Point::Op {
             return Some(0);
         }
@@ -573,10 +513,6 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     core.note_shared(addr, w);
     core.st.borrow_mut().read(cpu, addr);
     let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
-    core.touch_mem(addr, false);
-    if fwd.is_some() {
-        core.touch(keys::buf(cpu), false);
-    }
     let v = fwd.unwrap_or_else(read);
     let (k, name) = core.addr_key(addr);
     core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
@@ -593,13 +529,11 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     let (k, name) = core.addr_key(addr);
     if core.shape.memory == Memory::Tso && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
-        core.touch(keys::buf(cpu), true);
         core.event(cpu, mix(0x5_0000 ^ k, v), || format!("store {name} = {v:#x} (into its store buffer)"));
     } else {
         core.drain_own(cpu);
         write(v);
         core.st.borrow_mut().wrote(addr);
-        core.touch_mem(addr, true);
         core.event(cpu, mix(0x6_0000 ^ k, v), || format!("store {name} = {v:#x}"));
     }
 }
@@ -611,7 +545,6 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     core.note_shared(addr, w);
     core.drain_own(cpu);
     let (old, new) = op();
-    core.touch_mem(addr, old != new);
     {
         let mut st = core.st.borrow_mut();
         st.read(cpu, addr);
@@ -694,7 +627,6 @@ impl<'a> CheckHw<'a> {
             for t in targets.filter(|&t| t != me) {
                 st.cpus[t].pending.push_back(Irq { handler, from: me, sync });
                 list.push(t);
-                self.core.touch(keys::irq(t), true);
             }
             if sync {
                 st.cpus[me].sync_out += list.len();
@@ -736,7 +668,6 @@ impl<'c> Hw for CheckHw<'c> {
         self.core.drain_own(self.cpu);
         let a = asid.get();
         self.st().m.write_root(self.cpu, root, a, noflush);
-        self.core.touch(keys::tlb(self.cpu), true);
         let rk = match root {
             Root::Mm(m) => m.0 as u64,
             Root::Reserved => 0xffff,
@@ -753,10 +684,6 @@ impl<'c> Hw for CheckHw<'c> {
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         self.core.pause();
         let n = self.st().m.tlbi(self.cpu, op, scope);
-        match scope {
-            Scope::Local => self.core.touch(keys::tlb(self.cpu), true),
-            Scope::Broadcast => (0..self.core.shape.cpus).for_each(|c| self.core.touch(keys::tlb(c), true)),
-        }
         let key = match op {
             Tlbi::Va { asid, va } => mix(asid.get() as u64, va.0),
             Tlbi::VaAllAsids { va } => mix(1, va.0),
@@ -907,7 +834,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         current: Cell::new(0),
         chooser,
         choices: RefCell::new(Vec::new()),
-        acc: RefCell::new(Vec::new()),
         pruned: Cell::new(false),
         shape: shape.clone(),
         record,
@@ -1003,7 +929,6 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         let _ = co.resume(());
         arena::set_active(false);
     }
-    core.acc.borrow_mut().clear();
     let mut violation = None;
     let mut steps = 0;
     let mut last = usize::MAX;
@@ -1036,7 +961,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             break;
         }
         // SAFETY (of the hash): computed with no coroutine running.
-        let hash = if total > 1 && unsafe { (*core.chooser).wants_state() } { core.state_hash() } else { 0 };
+        let hash = if unsafe { (*core.chooser).wants_state() } { core.state_hash() } else { 0 };
         let labels: Vec<u32> =
             runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)).collect();
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
@@ -1070,7 +995,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             let (cpu, upto) = drains[i - runs.len()];
             for _ in 0..=upto {
                 let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
-                core.drain_one(cpu, addr, w, v);
+                core.drain_one(addr, w, v);
                 let (k, name) = core.addr_key(addr);
                 let mut st = core.st.borrow_mut();
                 st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
@@ -1090,26 +1015,11 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         // The hardware fills speculatively; the oracle looks.
         let mut st = core.st.borrow_mut();
         let fills = st.m.fill_all();
-        for &(c, _) in &fills {
-            core.touch(keys::tlb(c), true);
-            if let (Root::Mm(mm), _) = st.m.roots[c] {
-                core.touch(keys::pt(mm.0), false);
-            }
-        }
         if core.record {
             for (c, e) in fills {
                 let text = format!("speculative fill on cpu{c}: {}", describe(&e));
                 st.events.push(Event { cpu: None, drain: false, step: steps, text });
             }
-        }
-        {
-            let acc = std::mem::take(&mut *core.acc.borrow_mut());
-            // SAFETY: no coroutine runs; see `Core::choose`.
-            unsafe { (*core.chooser).stepped(labels[i], &acc) };
-        }
-        if let Some(v) = st.violation.take() {
-            violation = Some(v);
-            break;
         }
         if let Err(v) = st.m.check_uses() {
             violation = Some(v);
@@ -1137,10 +1047,8 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     // Copy what the outcome keeps out of the arena (the engine runs with it off,
     // but violations and events made inside coroutines live there).
     let mut st = core.st.borrow_mut();
-    let events = std::mem::take(&mut st.events)
-        .into_iter()
-        .map(|e| Event { text: e.text.as_str().to_string(), ..e })
-        .collect();
+    let events =
+        std::mem::take(&mut st.events).into_iter().map(|e| Event { text: e.text.as_str().to_string(), ..e }).collect();
     Outcome {
         choices: core.choices.borrow().clone(),
         violation: violation.map(|v| Violation { detail: v.detail.as_str().to_string(), ..v }),

@@ -221,7 +221,6 @@ impl Machine {
         }
     }
 
-
     /// Takes the next free frame; reports `no_reuse_while_mapped` if an open
     /// obligation still covers it. `None` when no frame is free.
     pub fn alloc_frame(&mut self, cpu: usize) -> Result<Option<u32>, Violation> {
@@ -308,7 +307,13 @@ impl Machine {
     /// Opens the obligation for clearing PTE `p` of `slot` but leaves the PTE
     /// valid in memory: the clearing store waits in the CPU's store buffer (see
     /// [`Machine::drain_pte`]). Returns the obligation's id and the frame.
-    pub fn clear_pte_deferred(&mut self, slot: u32, p: usize, change: &'static str, cpu: usize) -> Option<(usize, u32)> {
+    pub fn clear_pte_deferred(
+        &mut self,
+        slot: u32,
+        p: usize,
+        change: &'static str,
+        cpu: usize,
+    ) -> Option<(usize, u32)> {
         let s = &self.spaces[slot as usize];
         let pte = s.ptes[p]?;
         self.obligations.push(Obligation {
@@ -523,7 +528,7 @@ impl Machine {
 
 /// Returns whether invalidation `op` removes entry `e`.
 fn removes(op: Tlbi, e: &Entry) -> bool {
-    let page_of = |va: tlbkit_policy::VirtAddr| (va.0.wrapping_sub(VA0) / 4096) as u64;
+    let page_of = |va: tlbkit_policy::VirtAddr| va.0.wrapping_sub(VA0) / 4096;
     match op {
         Tlbi::Va { asid, va } => !e.global && e.asid == asid.get() && page_of(va) == e.page as u64,
         Tlbi::VaAllAsids { va } => page_of(va) == e.page as u64,

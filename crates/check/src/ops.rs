@@ -1,10 +1,7 @@
 //! The checked kernel's operations: what a CPU may do next, and how each one
 //! changes the page tables and calls the policy, as a kernel does.
-//!
-//! Every change to the machine's ground truth is recorded as an access to its
-//! key ([`keys`]), so that partial-order reduction knows which steps commute.
 
-use crate::exec::{keys, Block, CheckHw, Core, KernelBug, Memory, Point};
+use crate::exec::{Block, CheckHw, Core, KernelBug, Memory, Point};
 use crate::kernel::{va_of, Life, Machine, Task, Violation, PAGES};
 use tlbkit_policy::{MmId, Policy, VirtAddr};
 
@@ -76,12 +73,6 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     }
     let m = &st.m;
     // The menu depends on every CPU's task and every slot's life.
-    for c in 0..m.tasks.len() {
-        core.touch(keys::task(c), false);
-    }
-    for s in 1..m.spaces.len() as u32 {
-        core.touch(keys::pt(s), false);
-    }
     let cur = m.tasks[cpu];
     let mut fresh_offered = false;
     for s in 1..m.spaces.len() as u32 {
@@ -174,7 +165,6 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
 /// Takes the `mmap_lock` of `slot`, sleeping while another CPU holds it.
 fn lock_mm(core: &Core, cpu: usize, slot: u32) {
     loop {
-        core.touch(keys::pt(slot), true);
         let free = core.st.borrow().m.mm_lock[slot as usize].is_none();
         if free {
             core.st.borrow_mut().m.mm_lock[slot as usize] = Some(cpu);
@@ -188,7 +178,6 @@ fn lock_mm(core: &Core, cpu: usize, slot: u32) {
 /// the CPU's store buffer drains first.
 fn unlock_mm(core: &Core, cpu: usize, slot: u32) {
     core.drain_own(cpu);
-    core.touch(keys::pt(slot), true);
     core.st.borrow_mut().m.mm_lock[slot as usize] = None;
 }
 
@@ -202,9 +191,7 @@ fn violated(core: &Core, v: Violation) {
 
 /// Sets what CPU `cpu` runs and whether it is in user mode or switching.
 fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
-    core.touch(keys::task(cpu), true);
     // What a CPU may use depends on its task as much as on its TLB.
-    core.touch(keys::tlb(cpu), true);
     let mut st = core.st.borrow_mut();
     if let Task::User(s) = task {
         st.m.active[cpu] = Some(s);
@@ -224,7 +211,6 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     match op {
         Op::Switch(s) => set_task(core, cpu, Task::User(s), false, true),
         Op::Fork(s) => {
-            core.touch(keys::pt(s), true);
             core.st.borrow_mut().m.spaces[s as usize].life = Life::Forking;
             set_task(core, cpu, task, false, false);
         }
@@ -249,8 +235,6 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, true),
         (Op::Map(pg), Task::User(s)) => {
             lock_mm(core, cpu, s);
-            core.touch(keys::pt(s), true);
-            core.touch(keys::ORACLE, true);
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
             match r {
                 Err(v) => violated(core, v),
@@ -270,8 +254,6 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         (Op::Fork(s), _) => {
             p.mm_init(MmId(s));
             core.pause();
-            core.touch(keys::pt(s), true);
-            core.touch(keys::ORACLE, true);
             let r = core.st.borrow_mut().m.fork(s, cpu);
             match r {
                 Err(v) => violated(core, v),
@@ -309,7 +291,6 @@ fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
 
 /// Frees frames after the flush that covers them returned.
 fn free_frames(core: &Core, frames: &[u32]) {
-    core.touch(keys::ORACLE, true);
     let mut st = core.st.borrow_mut();
     for &f in frames {
         st.m.free_frame(f);
@@ -319,11 +300,6 @@ fn free_frames(core: &Core, frames: &[u32]) {
 /// Discharges `ids` after `flush` returned and reports what the oracle finds.
 fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
     core.pause();
-    core.touch(keys::ORACLE, true);
-    for c in 0..core.shape.cpus {
-        core.touch(keys::tlb(c), false);
-        core.touch(keys::task(c), false);
-    }
     for &id in ids {
         let r = core.st.borrow_mut().m.discharge(id, flush);
         if let Err(v) = r {
@@ -338,8 +314,6 @@ fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batc
     let hw = CheckHw::new(core, cpu);
     let change = if batched { "reclaim" } else { "munmap" };
     lock_mm(core, cpu, s);
-    core.touch(keys::pt(s), true);
-    core.touch(keys::ORACLE, true);
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
     let deferred = core.shape.arm64 && core.shape.memory == Memory::Tso;
@@ -396,8 +370,6 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let mut ids = Vec::new();
     let mut frames = Vec::new();
     lock_mm(core, cpu, s);
-    core.touch(keys::pt(s), true);
-    core.touch(keys::ORACLE, true);
     {
         let mut st = core.st.borrow_mut();
         for pg in 0..PAGES {
@@ -434,8 +406,6 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let mut ids = Vec::new();
     let mut frames = Vec::new();
     lock_mm(core, cpu, s);
-    core.touch(keys::pt(s), true);
-    core.touch(keys::ORACLE, true);
     {
         let mut st = core.st.borrow_mut();
         for pg in 0..PAGES {
@@ -460,17 +430,12 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
     loop {
         let z = {
-            for c in 0..core.shape.cpus {
-                core.touch(keys::tlb(c), false);
-            }
             let st = core.st.borrow();
             (1..st.m.spaces.len() as u32).find(|&s| {
                 st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0 && !st.m.active.contains(&Some(s))
             })
         };
         let Some(s) = z else { return };
-        core.touch(keys::pt(s), true);
-        core.touch(keys::ORACLE, true);
         let table = {
             let mut st = core.st.borrow_mut();
             st.m.spaces[s as usize].life = Life::Free;
