@@ -14,6 +14,7 @@
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end.
 //! - [`claims`]: the seed claims `tlbkit reproduce` checks.
+//! - [`stats`]: ministat's summary figures and Student's t test, for `tlbkit compare`.
 
 pub mod claims;
 pub mod frames;
@@ -27,5 +28,6 @@ pub mod registry;
 pub mod run;
 pub mod sim;
 pub mod stalls;
+pub mod stats;
 pub mod tlb;
 pub mod workload;
