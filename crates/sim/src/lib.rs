@@ -14,9 +14,12 @@
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end.
 //! - [`claims`]: the seed claims `tlbkit reproduce` checks.
-//! - [`stats`]: ministat's summary figures and Student's t test, for `tlbkit compare`.
+//! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
+//!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
 
+pub mod batch;
 pub mod claims;
+pub mod compare;
 pub mod frames;
 pub mod holders;
 pub mod machine;

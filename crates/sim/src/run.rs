@@ -161,6 +161,18 @@ pub struct RunOutput {
     pub replay: String,
 }
 
+impl RunOutput {
+    /// Returns every figure of the run by name: the workload's results and the
+    /// metrics (the names [`metric_names`] lists).
+    pub fn metric_values(&self) -> BTreeMap<String, f64> {
+        let mut all = self.result.clone();
+        if let serde_json::Value::Object(m) = serde_json::to_value(&self.metrics).unwrap_or_default() {
+            all.extend(m.into_iter().filter_map(|(k, v)| v.as_f64().map(|x| (k, x))));
+        }
+        all
+    }
+}
+
 /// Machine and kernel parameters, besides the workload's own.
 const MACHINE_KEYS: &[(&str, &str)] = &[
     ("asid_bits", "ASID width in bits (the preset's supported widths)"),
@@ -515,6 +527,55 @@ macro_rules! with_policy {
             other => Err(format!("policy '{other}' is registered but has no builder")),
         }
     };
+}
+
+/// Checks a request as [`run`] would, without running it.
+pub fn check(spec: &RunSpec) -> Result<(), String> {
+    resolve(spec).map(|_| ())
+}
+
+/// Returns the names of the figures a run of `spec` reports, after checking
+/// `spec`: its workload's results (the headline first), then the metrics.
+pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
+    let (_, wl, mp, _) = resolve(spec)?;
+    let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
+    let report = mp.contpte.report.then_some(0);
+    // A literal of every field, so that a new metric cannot be left out here.
+    let zero = Metrics {
+        sim_time_ns: 0.0,
+        tlb_accesses: 0,
+        tlb_misses: 0,
+        l1_tlb_misses: 0,
+        page_walks: 0,
+        spec_fills: 0,
+        page_faults: 0,
+        local_invalidations: 0,
+        broadcast_invalidations: 0,
+        ipis_sent: 0,
+        ipi_handler_ns: 0.0,
+        ipi_invalidating_ns: 0.0,
+        ipi_sync_ns: 0.0,
+        shootdowns: 0,
+        shootdown_ns: 0.0,
+        line_transfers: 0,
+        context_switches: 0,
+        asid_rollovers: 0,
+        full_flushes: 0,
+        syscalls: 0,
+        events: 0,
+        contpte_fills: report,
+        folios: report,
+        pte_range_flushes: report,
+        exit_range_flushes: report,
+        exits: report,
+        exit_teardown_ns: report.map(|x| x as f64),
+        hw_races: report,
+        file_writebacks: report,
+    };
+    if let serde_json::Value::Object(m) = serde_json::to_value(&zero).map_err(|e| e.to_string())? {
+        names.extend(m.into_iter().map(|(k, _)| k));
+    }
+    Ok(names)
 }
 
 /// Runs one request; `Err` is a message about bad input.

@@ -25,8 +25,9 @@
 //! their median, not from running sums of `x` and `x²` as that ministat does.
 //! The figures are the same unless the spread is tiny against the mean, where
 //! ministat's sums cancel: three samples of 0.1 make it print a standard
-//! deviation of `-nan`, and this module 0 (a test pins the case). Only the 95%
-//! level is offered.
+//! deviation of `-nan`, and this module 0, and ten runs of `lat_ctx` whose
+//! spread is 1e-4 of their mean make it print the standard deviation's eighth
+//! digit one too high (tests pin both cases). Only the 95% level is offered.
 
 /// A set's summary: what ministat prints per set.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -347,6 +348,27 @@ Difference at 95.0% confidence
         let c = compare(&Summary::of(&[0.3, 0.3, 0.3]).unwrap(), &s);
         assert!(c.proven);
         assert_eq!((c.half_width, c.pooled_stddev), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_tiny_relative_spread_is_exact_where_ministat_is_off_in_the_last_digit() {
+        // `tlbkit compare`'s lat_ctx samples of arm64-noasid (seeds 1 to 10,
+        // procs=6, 2 CPUs): a spread of 1e-4 of the mean. The exact standard
+        // deviation is 0.00047996856437; ministat's sums print 0.00047996857.
+        let x = [
+            3.444480676328502,
+            3.4445757850241545,
+            3.4435673309178743,
+            3.4431868961352663,
+            3.4435009057971016,
+            3.4441002415458932,
+            3.4443855676328505,
+            3.44426177536232,
+            3.4444142512077294,
+            3.44426177536232,
+        ];
+        let s = Summary::of(&x).unwrap();
+        assert_eq!(vitals_line('x', &s), "x  10     3.4431869     3.4445758     3.4442618     3.4440735 0.00047996856");
     }
 
     #[test]
