@@ -74,6 +74,16 @@ pub fn compare(a: CompareArgs) -> Result<u8, String> {
         }
         CompareFormat::Csv => print!("{}", out.csv()),
     }
+    let constant: Vec<&str> =
+        out.policies.iter().filter(|p| p.summary.min == p.summary.max).map(|p| p.policy.as_str()).collect();
+    if !constant.is_empty() {
+        eprintln!(
+            "tlbkit: note: every seed gave the same {} under {}: nothing it depends on draws from the seed \
+             (--set jitter=0.02 spreads compute and system-call times by 2%)",
+            out.metric,
+            constant.join(", ")
+        );
+    }
     match &out.first_violation {
         None => Ok(0),
         Some(replay) => {
