@@ -16,6 +16,7 @@
 //! - [`claims`]: the seed claims `tlbkit reproduce` checks.
 //! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
 //!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
+//! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).
 
 pub mod batch;
 pub mod claims;
@@ -32,5 +33,6 @@ pub mod run;
 pub mod sim;
 pub mod stalls;
 pub mod stats;
+pub mod sweep;
 pub mod tlb;
 pub mod workload;
