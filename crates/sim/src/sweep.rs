@@ -218,28 +218,26 @@ pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)
     let specs: Vec<RunSpec> = pending.iter().map(|p| p.spec.clone()).collect();
     let (mut ran, mut failed, mut write_error) = (0, Vec::new(), None);
     batch::run_all(&specs, jobs, |i, out| {
-        let error = match out {
-            Ok(o) => match file.append(&line(pending[i], &o)) {
-                Ok(()) => {
-                    file.recorded.insert(pending[i].key(), o.violations_total);
-                    ran += 1;
-                    None
-                }
-                Err(e) => Some(e),
-            },
-            Err(e) => Some(format!("{e} (repeat with: {})", specs[i].command())),
-        };
-        on(Event::Ran { spec: &specs[i], error: error.as_deref() });
-        match error {
-            Some(e) if e.starts_with("cannot append") => {
+        let spec = &specs[i];
+        match out.map(|o| (file.append(&line(pending[i], &o)), o)) {
+            Ok((Ok(()), o)) => {
+                file.recorded.insert(pending[i].key(), o.violations_total);
+                ran += 1;
+                on(Event::Ran { spec, error: None });
+                ControlFlow::Continue(())
+            }
+            // The results file cannot take more: stop, keeping what it has.
+            Ok((Err(e), _)) => {
+                on(Event::Ran { spec, error: Some(&e) });
                 write_error = Some(e);
                 ControlFlow::Break(())
             }
-            Some(e) => {
+            Err(e) => {
+                let e = format!("{e} (repeat with: {})", spec.command());
+                on(Event::Ran { spec, error: Some(&e) });
                 failed.push(e);
                 ControlFlow::Continue(())
             }
-            None => ControlFlow::Continue(()),
         }
     });
     if let Some(e) = write_error {
