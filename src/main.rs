@@ -1,10 +1,12 @@
 //! `tlbkit`: measure and verify TLB-management policies.
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
-//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`. Exit codes: 0 success, 2 bad input,
-//! 3 violations found.
+//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`. Exit codes:
+//! 0 success, 2 bad input, 3 violations found.
 
 mod checkcmd;
+mod compare_cmd;
+mod sweep_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -101,6 +103,12 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Run a workload under several policies with many seeds and compare one figure
+    /// with Student's t, as ministat does: every policy against the first.
+    Compare(compare_cmd::CompareArgs),
+    /// Run every point of a grid described by a TOML file, one JSON line per run
+    /// appended to a results file; run it again to resume.
+    Sweep(sweep_cmd::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -141,6 +149,8 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Reproduce { only, format } => reproduce(only, format),
         Cmd::Check(args) => checkcmd::check(args),
         Cmd::Replay { token, format } => checkcmd::replay(&token, format == Format::Json),
+        Cmd::Compare(args) => compare_cmd::compare(args),
+        Cmd::Sweep(args) => sweep_cmd::sweep(args),
         Cmd::Bench { cpus, workloads, policy, sets, format } => {
             if cpus.is_empty() {
                 if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {

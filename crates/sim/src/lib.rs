@@ -14,8 +14,13 @@
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end.
 //! - [`claims`]: the seed claims `tlbkit reproduce` checks.
+//! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
+//!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
+//! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).
 
+pub mod batch;
 pub mod claims;
+pub mod compare;
 pub mod frames;
 pub mod holders;
 pub mod machine;
@@ -27,5 +32,7 @@ pub mod registry;
 pub mod run;
 pub mod sim;
 pub mod stalls;
+pub mod stats;
+pub mod sweep;
 pub mod tlb;
 pub mod workload;

@@ -10,6 +10,7 @@ use crate::registry::{self, POLICIES};
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::workload::{self, Params, Phase, WORKLOADS};
 use serde::Serialize;
+use serde_json::json;
 use std::collections::BTreeMap;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
@@ -161,12 +162,29 @@ pub struct RunOutput {
     pub replay: String,
 }
 
+impl RunOutput {
+    /// Returns every figure of the run by name: the workload's results and the
+    /// metrics (the names [`metric_names`] lists).
+    pub fn metric_values(&self) -> BTreeMap<String, f64> {
+        let mut all = self.result.clone();
+        if let serde_json::Value::Object(m) = serde_json::to_value(&self.metrics).unwrap_or_default() {
+            all.extend(m.into_iter().filter_map(|(k, v)| v.as_f64().map(|x| (k, x))));
+        }
+        all
+    }
+}
+
 /// Machine and kernel parameters, besides the workload's own.
 const MACHINE_KEYS: &[(&str, &str)] = &[
     ("asid_bits", "ASID width in bits (the preset's supported widths)"),
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
     ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
     ("slice_us", "scheduler time slice in microseconds (default 4000)"),
+    (
+        "jitter",
+        "0..0.5: spread every compute time and system-call path by a random factor in [1-jitter, 1+jitter] drawn \
+         from the seed, so that seeds differ as runs of a real machine do (default 0: none, nothing drawn)",
+    ),
     ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
     (
@@ -179,6 +197,16 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
         "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
     ),
 ];
+
+/// The key under which `--set jitter` is kept in a run's [`Params`].
+const JITTER: &str = "jitter";
+
+/// Applies the run's `--set jitter`, if given, to a freshly built simulator.
+fn apply_jitter<P: Policy>(sim: &mut Sim<P>, params: &Params) {
+    if let Some(&j) = params.get(JITTER) {
+        sim.set_jitter(j);
+    }
+}
 
 /// The machine and kernel settings after `--set`.
 struct MachineParams {
@@ -308,6 +336,15 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                 mp.contpte.teardown = Teardown::from_name(v).map_err(|e| format!("--set teardown={v}: {e}"))?;
                 mp.contpte.report = true;
             }
+            "jitter" => {
+                let j = num("jitter")?;
+                if !(0.0..=0.5).contains(&j) {
+                    return Err(format!("--set jitter={v} is out of range: give 0 to 0.5"));
+                }
+                // Kept with the workload's parameters, which the run's phases are set up
+                // from, and printed with them only when given.
+                params.insert(JITTER.to_string(), j);
+            }
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
@@ -406,6 +443,7 @@ pub fn run_phases<P: Policy>(
 ) -> Result<(Sim<P>, Option<Sim<P>>), String> {
     let phase = |ph: Phase| -> Result<Sim<P>, String> {
         let mut sim = Sim::new(cfg.clone(), mk());
+        apply_jitter(&mut sim, params);
         workload::setup(wl.name, params, &mut sim, ph)?;
         sim.run();
         if let Some(e) = &sim.error {
@@ -517,6 +555,55 @@ macro_rules! with_policy {
     };
 }
 
+/// Checks a request as [`run`] would, without running it.
+pub fn check(spec: &RunSpec) -> Result<(), String> {
+    resolve(spec).map(|_| ())
+}
+
+/// Returns the names of the figures a run of `spec` reports, after checking
+/// `spec`: its workload's results (the headline first), then the metrics.
+pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
+    let (_, wl, mp, _) = resolve(spec)?;
+    let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
+    let report = mp.contpte.report.then_some(0);
+    // A literal of every field, so that a new metric cannot be left out here.
+    let zero = Metrics {
+        sim_time_ns: 0.0,
+        tlb_accesses: 0,
+        tlb_misses: 0,
+        l1_tlb_misses: 0,
+        page_walks: 0,
+        spec_fills: 0,
+        page_faults: 0,
+        local_invalidations: 0,
+        broadcast_invalidations: 0,
+        ipis_sent: 0,
+        ipi_handler_ns: 0.0,
+        ipi_invalidating_ns: 0.0,
+        ipi_sync_ns: 0.0,
+        shootdowns: 0,
+        shootdown_ns: 0.0,
+        line_transfers: 0,
+        context_switches: 0,
+        asid_rollovers: 0,
+        full_flushes: 0,
+        syscalls: 0,
+        events: 0,
+        contpte_fills: report,
+        folios: report,
+        pte_range_flushes: report,
+        exit_range_flushes: report,
+        exits: report,
+        exit_teardown_ns: report.map(|x| x as f64),
+        hw_races: report,
+        file_writebacks: report,
+    };
+    if let serde_json::Value::Object(m) = serde_json::to_value(&zero).map_err(|e| e.to_string())? {
+        names.extend(m.into_iter().map(|(k, _)| k));
+    }
+    Ok(names)
+}
+
 /// Runs one request; `Err` is a message about bad input.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let (preset, wl, mp, params) = resolve(spec)?;
@@ -525,7 +612,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let n = spec.cpus;
     let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &mk))?;
     let mut pv: BTreeMap<String, serde_json::Value> =
-        params.iter().map(|(k, v)| (k.clone(), serde_json::json!(*v as i64))).collect();
+        params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
     pv.insert("numa".into(), serde_json::json!(mp.numa));
     if spec.policy.starts_with("arm64-linux") {
@@ -580,6 +667,7 @@ fn bench_typed<P: Policy>(
     p: P,
 ) -> Result<BenchResult, String> {
     let mut sim = Sim::new(cfg.clone(), p);
+    apply_jitter(&mut sim, params);
     workload::setup(wl.name, params, &mut sim, Phase::Main)?;
     let t = std::time::Instant::now();
     sim.run();

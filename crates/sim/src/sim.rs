@@ -326,6 +326,8 @@ pub struct Sim<P: Policy> {
     files: Vec<Vec<u64>>,
     /// Whether an exiting address space is being torn down (for the metrics).
     in_exit: bool,
+    /// The spread of compute and system-call times ([`Sim::set_jitter`]).
+    jitter: f64,
 }
 
 /// A page-cache slot with no frame.
@@ -375,6 +377,7 @@ impl<P: Policy> Sim<P> {
             cont: cfg_cont,
             files: Vec::new(),
             in_exit: false,
+            jitter: 0.0,
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -398,6 +401,26 @@ impl<P: Policy> Sim<P> {
             });
         }
         sim
+    }
+
+    /// Makes every `Op::Compute` and every system call's software path (entry
+    /// and body) take its time times a factor drawn uniformly from
+    /// `[1 - jitter, 1 + jitter]` with the run's generator: the run-to-run noise
+    /// of a real machine, so that seeds give different times. With 0 (the
+    /// default) nothing is drawn and a run is what it was without jitter.
+    pub fn set_jitter(&mut self, jitter: f64) {
+        debug_assert!((0.0..1.0).contains(&jitter), "jitter {jitter} would make times negative");
+        self.jitter = jitter;
+    }
+
+    /// Returns `cycles` scaled by a factor from `[1 - jitter, 1 + jitter]`, or
+    /// `cycles` itself, drawing nothing, without jitter.
+    fn jittered(&mut self, cycles: u64) -> u64 {
+        if self.jitter == 0.0 || cycles == 0 {
+            return cycles;
+        }
+        let factor = 1.0 + self.jitter * (2.0 * self.unit_random() - 1.0);
+        (cycles as f64 * factor).round() as u64
     }
 
     /// Returns the policy under test.
@@ -680,7 +703,7 @@ impl<P: Policy> Sim<P> {
         let op = self.threads[tid].prog.next(ret);
         match op {
             Op::Touch { va, pages, write } => self.touch(cpu, tid, va, pages, write, now),
-            Op::Compute(c) => now + c,
+            Op::Compute(c) => now + self.jittered(c),
             Op::Mark(name) => {
                 self.marks.push((name, now, self.stats));
                 now
@@ -689,7 +712,7 @@ impl<P: Policy> Sim<P> {
             Op::Sys(s) => {
                 let c = self.m.costs;
                 self.stats.syscalls += 1;
-                now += c.exception_entry + c.syscall_body;
+                now += self.jittered(c.exception_entry + c.syscall_body);
                 now = self.kaccess(cpu, self.ktext + KTEXT_ENTRY, now);
                 now = self.kaccess(cpu, self.threads[tid].kstack, now);
                 now = self.syscall(cpu, tid, s, now);

@@ -1,0 +1,438 @@
+//! `tlbkit compare`: the same workload on the same machine under several
+//! policies, each run with the seeds `first_seed..first_seed + runs`, and one
+//! figure of those runs summarised and tested the way `ministat(1)` does
+//! ([`crate::stats`]): every policy against the first.
+//!
+//! What is guaranteed: the output depends only on the request, never on the
+//! number of host threads (samples are ordered by seed), and every figure of the
+//! table is in the JSON and CSV forms at full precision. What is not: that the
+//! runs differ. Randomness in a run comes from its seed alone (speculative TLB
+//! fills, contpte's hardware races, and `--set jitter`), and where a workload
+//! gives every seed the same result, the standard deviations are 0 and any
+//! difference of means is "proven": the simulator is deterministic, not the
+//! policies better.
+
+use crate::batch;
+use crate::run::{self, RunOutput, RunSpec};
+use crate::stats::{self, Comparison, Summary, SYMBOLS};
+use serde_json::json;
+use std::ops::ControlFlow;
+
+/// What to compare.
+#[derive(Clone, Debug)]
+pub struct CompareSpec {
+    /// Machine preset.
+    pub machine: String,
+    /// CPUs.
+    pub cpus: usize,
+    /// Workload.
+    pub workload: String,
+    /// Policies, the first being the reference of every comparison.
+    pub policies: Vec<String>,
+    /// Runs per policy.
+    pub runs: usize,
+    /// The first seed; run `i` of each policy uses `first_seed + i`.
+    pub first_seed: u64,
+    /// The figure compared: a result of the workload or a metric; `None` for the
+    /// workload's headline result.
+    pub metric: Option<String>,
+    /// `--set key=value` pairs for every run.
+    pub sets: Vec<String>,
+}
+
+/// One policy's samples and figures.
+#[derive(Clone, Debug)]
+pub struct PolicySamples {
+    /// Policy.
+    pub policy: String,
+    /// The figure of each run, in seed order.
+    pub values: Vec<f64>,
+    /// Their summary.
+    pub summary: Summary,
+    /// The test against the first policy (`None` for the first).
+    pub vs_first: Option<Comparison>,
+    /// Violations the runs found, summed.
+    pub violations: u64,
+}
+
+/// A finished comparison.
+#[derive(Clone, Debug)]
+pub struct CompareOutput {
+    /// Machine preset.
+    pub machine: String,
+    /// CPUs.
+    pub cpus: usize,
+    /// Workload.
+    pub workload: String,
+    /// `--set` pairs of every run.
+    pub sets: Vec<String>,
+    /// The figure compared.
+    pub metric: String,
+    /// The seeds every policy ran with.
+    pub seeds: Vec<u64>,
+    /// Per policy, in the order given.
+    pub policies: Vec<PolicySamples>,
+    /// The command that repeats the first run that found a violation, if any.
+    pub first_violation: Option<String>,
+}
+
+/// The most policies one comparison takes: ministat's seven marks.
+pub const MAX_POLICIES: usize = SYMBOLS.len();
+
+impl CompareSpec {
+    /// Returns the runs this comparison makes, policy by policy and seed by seed,
+    /// and the figure it compares, after checking the whole request (so bad input
+    /// fails before anything runs).
+    pub fn plan(&self) -> Result<(Vec<RunSpec>, String), String> {
+        if self.policies.len() < 2 {
+            return Err(format!(
+                "compare needs at least two policies (--policy A --policy B), got {}",
+                self.policies.len()
+            ));
+        }
+        if self.policies.len() > MAX_POLICIES {
+            return Err(format!("compare takes at most {MAX_POLICIES} policies, got {}", self.policies.len()));
+        }
+        for (i, p) in self.policies.iter().enumerate() {
+            if self.policies[..i].contains(p) {
+                return Err(format!("policy '{p}' is given twice; give each policy once"));
+            }
+        }
+        if self.runs < 2 {
+            return Err(format!(
+                "--runs {} is too few: give at least 2 runs per policy (a standard deviation needs two)",
+                self.runs
+            ));
+        }
+        let last = self.first_seed.checked_add(self.runs as u64 - 1).ok_or_else(|| {
+            format!("--seed {} with --runs {} runs past the largest seed", self.first_seed, self.runs)
+        })?;
+        let mut specs = Vec::with_capacity(self.policies.len() * self.runs);
+        let mut names = Vec::new();
+        for policy in &self.policies {
+            for seed in self.first_seed..=last {
+                let spec = RunSpec {
+                    machine: self.machine.clone(),
+                    cpus: self.cpus,
+                    policy: policy.clone(),
+                    workload: self.workload.clone(),
+                    sets: self.sets.clone(),
+                    seed,
+                    strict: false,
+                };
+                if seed == self.first_seed {
+                    names = run::metric_names(&spec)?;
+                }
+                specs.push(spec);
+            }
+        }
+        let metric = match &self.metric {
+            None => names[0].clone(),
+            Some(m) if names.contains(m) => m.clone(),
+            Some(m) => {
+                return Err(format!("unknown metric '{m}'; valid metrics for {}: {}", self.workload, names.join(", ")))
+            }
+        };
+        Ok((specs, metric))
+    }
+
+    /// Runs the comparison on up to `jobs` host threads.
+    pub fn run(&self, jobs: usize) -> Result<CompareOutput, String> {
+        let (specs, metric) = self.plan()?;
+        let mut outs: Vec<Option<Result<RunOutput, String>>> = vec![None; specs.len()];
+        batch::run_all(&specs, jobs, |i, out| {
+            let failed = out.is_err();
+            outs[i] = Some(out);
+            if failed {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        // The first error in run order, so that the message does not depend on timing.
+        let outs: Vec<RunOutput> = outs.into_iter().flatten().collect::<Result<_, _>>()?;
+        if outs.len() != specs.len() {
+            return Err("a run was stopped before it finished".into());
+        }
+        let mut samples = Vec::new();
+        let mut first_violation = None;
+        for (policy, runs) in self.policies.iter().zip(outs.chunks(self.runs)) {
+            let values = runs.iter().map(|o| o.metric_values()[&metric]).collect();
+            let violations = runs.iter().map(|o| o.violations_total).sum();
+            if first_violation.is_none() {
+                first_violation = runs.iter().find(|o| o.violations_total > 0).map(|o| o.replay.clone());
+            }
+            samples.push((policy.clone(), values, violations));
+        }
+        let mut out = CompareOutput::from_samples(self, &metric, samples);
+        out.first_violation = first_violation;
+        Ok(out)
+    }
+}
+
+impl CompareOutput {
+    /// Returns the comparison of given samples: per policy its name, its values in
+    /// seed order and the violations its runs found. The first is the reference.
+    ///
+    /// # Panics
+    ///
+    /// If a policy has no values, or there are more than [`MAX_POLICIES`].
+    pub fn from_samples(spec: &CompareSpec, metric: &str, samples: Vec<(String, Vec<f64>, u64)>) -> CompareOutput {
+        assert!(samples.len() <= MAX_POLICIES, "at most {MAX_POLICIES} policies");
+        let summaries: Vec<Summary> =
+            samples.iter().map(|(p, v, _)| Summary::of(v).unwrap_or_else(|| panic!("no values for {p}"))).collect();
+        let policies = samples
+            .into_iter()
+            .zip(&summaries)
+            .enumerate()
+            .map(|(i, ((policy, values, violations), s))| PolicySamples {
+                policy,
+                values,
+                summary: *s,
+                vs_first: (i > 0).then(|| stats::compare(s, &summaries[0])),
+                violations,
+            })
+            .collect();
+        CompareOutput {
+            machine: spec.machine.clone(),
+            cpus: spec.cpus,
+            workload: spec.workload.clone(),
+            sets: spec.sets.clone(),
+            metric: metric.to_string(),
+            seeds: (0..spec.runs as u64).map(|i| spec.first_seed + i).collect(),
+            policies,
+            first_violation: None,
+        }
+    }
+
+    /// Returns the violations all runs found.
+    pub fn violations_total(&self) -> u64 {
+        self.policies.iter().map(|p| p.violations).sum()
+    }
+
+    /// Returns the table: a line saying what was run, then ministat's legend,
+    /// figures and verdicts (its output without the plot, `ministat -A`).
+    pub fn table(&self) -> String {
+        let sets: String = self.sets.iter().map(|s| format!(" --set {s}")).collect();
+        let seeds = match (self.seeds.first(), self.seeds.last()) {
+            (Some(a), Some(b)) => format!("seeds {a} to {b}"),
+            _ => "no seeds".into(),
+        };
+        let mut out = format!(
+            "{}: {}{sets} on {} ({} CPU{}), {} runs per policy ({seeds})\n",
+            self.metric,
+            self.workload,
+            self.machine,
+            self.cpus,
+            if self.cpus == 1 { "" } else { "s" },
+            self.seeds.len()
+        );
+        for (p, sym) in self.policies.iter().zip(SYMBOLS) {
+            out.push_str(&format!("{sym} {}\n", p.policy));
+        }
+        out.push_str(stats::vitals_header());
+        out.push('\n');
+        for (p, sym) in self.policies.iter().zip(SYMBOLS) {
+            out.push_str(&stats::vitals_line(sym, &p.summary));
+            out.push('\n');
+            if let Some(c) = &p.vs_first {
+                out.push_str(&stats::verdict_text(c));
+            }
+        }
+        out
+    }
+
+    /// Returns the JSON form: the request, and per policy its values and figures.
+    pub fn json(&self) -> serde_json::Value {
+        let policies: Vec<serde_json::Value> = self
+            .policies
+            .iter()
+            .map(|p| {
+                let s = &p.summary;
+                json!({
+                    "policy": p.policy,
+                    "values": p.values,
+                    "n": s.n,
+                    "min": s.min,
+                    "max": s.max,
+                    "median": s.median,
+                    "avg": s.avg,
+                    "stddev": s.stddev(),
+                    "vs_first": p.vs_first.map(|c| json!({
+                        "proven": c.proven,
+                        "difference": c.difference,
+                        "half_width": c.half_width,
+                        "relative_pct": c.relative_pct,
+                        "relative_half_width_pct": c.relative_half_width_pct,
+                        "pooled_stddev": c.pooled_stddev,
+                    })),
+                    "violations": p.violations,
+                })
+            })
+            .collect();
+        json!({
+            "machine": self.machine,
+            "cpus": self.cpus,
+            "workload": self.workload,
+            "sets": self.sets,
+            "metric": self.metric,
+            "seeds": self.seeds,
+            "confidence": stats::CONFIDENCE,
+            "policies": policies,
+            "violations_total": self.violations_total(),
+        })
+    }
+
+    /// Returns the CSV form: a header and one row per policy with the figures of
+    /// the JSON form (the comparison's columns empty for the first policy, the
+    /// values in seed order separated by spaces).
+    pub fn csv(&self) -> String {
+        let mut out = String::from(
+            "machine,cpus,workload,metric,policy,n,min,max,median,avg,stddev,confidence,proven,difference,\
+             half_width,relative_pct,relative_half_width_pct,pooled_stddev,violations,values\n",
+        );
+        for p in &self.policies {
+            let s = &p.summary;
+            let cmp = match &p.vs_first {
+                Some(c) => format!(
+                    "{},{},{},{},{},{},{}",
+                    c.confidence,
+                    c.proven,
+                    c.difference,
+                    c.half_width,
+                    c.relative_pct,
+                    c.relative_half_width_pct,
+                    c.pooled_stddev
+                ),
+                None => ",,,,,,".into(),
+            };
+            let values: Vec<String> = p.values.iter().map(|v| v.to_string()).collect();
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{cmp},{},{}\n",
+                self.machine,
+                self.cpus,
+                self.workload,
+                self.metric,
+                p.policy,
+                s.n,
+                s.min,
+                s.max,
+                s.median,
+                s.avg,
+                s.stddev(),
+                p.violations,
+                values.join(" ")
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(policies: &[&str]) -> CompareSpec {
+        CompareSpec {
+            machine: "cortex-a72".into(),
+            cpus: 2,
+            workload: "lat_ctx".into(),
+            policies: policies.iter().map(|p| p.to_string()).collect(),
+            runs: 10,
+            first_seed: 1,
+            metric: None,
+            sets: vec!["procs=6".into()],
+        }
+    }
+
+    #[test]
+    fn fixed_samples_give_ministats_table_and_the_same_figures_in_json_and_csv() {
+        // The samples of the stats tests' proven difference, as two policies' runs.
+        let x = vec![3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
+        let y = vec![2.87, 2.86, 2.89, 2.85, 2.88, 2.87, 2.90, 2.86, 2.84, 2.88];
+        let s = spec(&["arm64-noasid", "arm64-freebsd-asid"]);
+        let out = CompareOutput::from_samples(
+            &s,
+            "us_per_switch",
+            vec![("arm64-noasid".into(), x.clone(), 0), ("arm64-freebsd-asid".into(), y, 0)],
+        );
+        // Below the first line, ministat -A's output for these samples, names aside.
+        let expected = "\
+us_per_switch: lat_ctx --set procs=6 on cortex-a72 (2 CPUs), 10 runs per policy (seeds 1 to 10)
+x arm64-noasid
++ arm64-freebsd-asid
+    N           Min           Max        Median           Avg        Stddev
+x  10           3.4          3.48          3.44          3.44   0.025819889
++  10          2.84           2.9          2.87          2.87   0.018257419
+Difference at 95.0% confidence
+\t-0.57 +/- 0.02101
+\t-16.5698% +/- 0.610756%
+\t(Student's t, pooled s = 0.0223607)
+";
+        assert_eq!(out.table(), expected);
+        let j = out.json();
+        let second = &j["policies"][1];
+        assert_eq!(j["seeds"], json!([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]));
+        assert_eq!(j["policies"][0]["values"], json!(x));
+        assert!(j["policies"][0]["vs_first"].is_null());
+        assert_eq!(second["vs_first"]["proven"], json!(true));
+        let csv = out.csv();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 3);
+        for row in &rows {
+            assert_eq!(row.len(), rows[0].len());
+        }
+        // Every figure of the JSON is the CSV's, at full precision.
+        for (i, p) in j["policies"].as_array().unwrap().iter().enumerate() {
+            let row = &rows[i + 1];
+            let col = |name: &str| row[rows[0].iter().position(|h| *h == name).unwrap()];
+            for k in ["min", "max", "median", "avg", "stddev"] {
+                assert_eq!(col(k).parse::<f64>().unwrap(), p[k].as_f64().unwrap(), "{k}");
+            }
+            for k in ["difference", "half_width", "relative_pct", "relative_half_width_pct", "pooled_stddev"] {
+                let want = p["vs_first"][k].as_f64().map(|v| v.to_string()).unwrap_or_default();
+                assert_eq!(col(k), want, "{k}");
+            }
+            let values: Vec<f64> = col("values").split(' ').map(|v| v.parse().unwrap()).collect();
+            assert_eq!(json!(values), p["values"]);
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_refused_before_running() {
+        let err = |s: CompareSpec| s.plan().unwrap_err();
+        assert!(err(spec(&["arm64-noasid"])).contains("at least two policies"));
+        assert!(err(spec(&["arm64-noasid", "arm64-noasid"])).contains("given twice"));
+        assert!(err(spec(&["arm64-noasid", "x86-linux-pcid"])).contains("policies that fit"));
+        assert!(err(spec(&["arm64-noasid", "nope"])).contains("unknown policy 'nope'"));
+        let mut one = spec(&["arm64-noasid", "arm64-linux"]);
+        one.runs = 1;
+        assert!(err(one).contains("at least 2 runs"));
+        let mut bad = spec(&["arm64-noasid", "arm64-linux"]);
+        bad.metric = Some("speed".into());
+        let e = err(bad);
+        assert!(e.contains("unknown metric 'speed'") && e.contains("us_per_switch, ring_us_per_hop"), "{e}");
+        assert!(e.contains("tlb_misses") && !e.contains("contpte_fills"), "{e}");
+    }
+
+    #[test]
+    fn the_default_metric_is_the_workloads_headline_result() {
+        let (specs, metric) = spec(&["arm64-noasid", "arm64-linux"]).plan().unwrap();
+        assert_eq!(metric, "us_per_switch");
+        let seeds: Vec<u64> = specs.iter().map(|s| s.seed).collect();
+        assert_eq!(seeds, [(1..=10).collect::<Vec<u64>>(), (1..=10).collect()].concat());
+    }
+
+    #[test]
+    fn every_metric_name_is_a_figure_of_a_run() {
+        let mut s = spec(&["arm64-linux", "arm64-linux-skipbcast"]);
+        s.sets = vec!["procs=3".into(), "rounds=3".into(), "contpte=on".into()];
+        let (specs, _) = s.plan().unwrap();
+        let names = run::metric_names(&specs[0]).unwrap();
+        let figures = run::run(&specs[0]).unwrap().metric_values();
+        assert_eq!(names.len(), figures.len());
+        for n in &names {
+            assert!(figures.contains_key(n), "{n}");
+        }
+    }
+}

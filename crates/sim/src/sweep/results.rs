@@ -1,0 +1,143 @@
+//! The results file of `tlbkit sweep`: one JSON object per line, one line per
+//! finished run, each naming the command that repeats its run (`"command"`),
+//! which is also how a later sweep knows the run is done.
+//!
+//! What is guaranteed: a line is appended with one write of the whole line and
+//! its newline, as soon as its run finishes, so a killed sweep loses at most
+//! the runs in progress. A last line without its newline is a write the kill
+//! cut short: opening the file drops it (the run is made again), so no run is
+//! ever recorded twice by `tlbkit sweep`. Two sweeps cannot append to one file
+//! at once: the file is locked while open. What is not: that lines reach the
+//! disk before a power failure (nothing is `fsync`ed); a kill of the process
+//! loses nothing the kernel has been handed.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// An open results file.
+#[derive(Debug)]
+pub struct ResultsFile {
+    file: File,
+    path: PathBuf,
+    /// The command of every run recorded, with the violations it found.
+    pub recorded: BTreeMap<String, u64>,
+    /// Lines recording a run already recorded above them (written by hand or by
+    /// another tool: `tlbkit sweep` never writes one).
+    pub duplicates: usize,
+    /// Bytes of a torn last line dropped when the file was opened (0: none).
+    pub torn_bytes: usize,
+}
+
+impl ResultsFile {
+    /// Opens (or creates) the results file at `path`, locks it, drops a torn
+    /// last line, and reads which runs it records.
+    pub fn open(path: &Path) -> Result<ResultsFile, String> {
+        let shown = path.display();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| format!("cannot open results file {shown}: {e}"))?;
+        file.try_lock().map_err(|e| match e {
+            TryLockError::WouldBlock => format!("results file {shown} is in use by another tlbkit sweep"),
+            TryLockError::Error(e) => format!("cannot lock results file {shown}: {e}"),
+        })?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(|e| format!("cannot read results file {shown}: {e}"))?;
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let torn_bytes = bytes.len() - whole;
+        if torn_bytes > 0 {
+            file.set_len(whole as u64).map_err(|e| format!("cannot drop the torn last line of {shown}: {e}"))?;
+        }
+        let mut recorded = BTreeMap::new();
+        let mut duplicates = 0;
+        for (i, line) in bytes[..whole].split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let (command, violations) = parse_line(line).ok_or_else(|| {
+                format!(
+                    "results file {shown}: line {} is not a result of tlbkit sweep (a JSON object with \"command\" \
+                     and \"violations\"); remove it or give another file with --results",
+                    i + 1
+                )
+            })?;
+            if recorded.insert(command, violations).is_some() {
+                duplicates += 1;
+            }
+        }
+        Ok(ResultsFile { file, path: path.to_path_buf(), recorded, duplicates, torn_bytes })
+    }
+
+    /// Appends one line (given without its newline) in one write.
+    pub fn append(&mut self, line: &str) -> Result<(), String> {
+        let mut buf = String::with_capacity(line.len() + 1);
+        buf.push_str(line);
+        buf.push('\n');
+        self.file
+            .write_all(buf.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|e| format!("cannot append to results file {}: {e}", self.path.display()))
+    }
+}
+
+/// Returns the command and violations a results line records.
+fn parse_line(line: &[u8]) -> Option<(String, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some((v.get("command")?.as_str()?.to_string(), v.get("violations")?.as_u64()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str, content: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tlbkit-results-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("r.jsonl");
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_the_file_cut_before_it() {
+        let p = temp("torn", "{\"command\":\"a\",\"violations\":0}\n{\"command\":\"b\",\"viol");
+        let mut f = ResultsFile::open(&p).unwrap();
+        assert_eq!(f.recorded.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(f.torn_bytes, "{\"command\":\"b\",\"viol".len());
+        f.append("{\"command\":\"b\",\"violations\":2}").unwrap();
+        drop(f);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, "{\"command\":\"a\",\"violations\":0}\n{\"command\":\"b\",\"violations\":2}\n");
+        let f = ResultsFile::open(&p).unwrap();
+        assert_eq!((f.recorded["b"], f.torn_bytes, f.duplicates), (2, 0, 0));
+    }
+
+    #[test]
+    fn a_complete_line_without_its_newline_is_torn_too() {
+        // The write was cut just before the newline: the run is made again.
+        let p = temp("nonl", "{\"command\":\"a\",\"violations\":0}");
+        let f = ResultsFile::open(&p).unwrap();
+        assert!(f.recorded.is_empty());
+        assert_eq!(std::fs::read(&p).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_foreign_line_is_refused_with_its_number() {
+        let p = temp("foreign", "{\"command\":\"a\",\"violations\":0}\nhello\n");
+        let e = ResultsFile::open(&p).unwrap_err();
+        assert!(e.contains("line 2 is not a result of tlbkit sweep"), "{e}");
+    }
+
+    #[test]
+    fn a_second_opener_is_refused_while_the_first_holds_the_file() {
+        let p = temp("lock", "");
+        let first = ResultsFile::open(&p).unwrap();
+        assert!(ResultsFile::open(&p).unwrap_err().contains("in use by another tlbkit sweep"));
+        drop(first);
+        ResultsFile::open(&p).unwrap();
+    }
+}

@@ -1,0 +1,543 @@
+//! The experiment file of `tlbkit sweep`: a TOML document naming the axes of
+//! a grid, parsed with `serde` and checked name by name, every error naming the
+//! file's line and the field it is about.
+//!
+//! ```toml
+//! machines  = ["cortex-a72"]                 # machine presets
+//! cpus      = [1, 2]                         # CPU counts
+//! policies  = ["arm64-noasid", "arm64-freebsd-asid"]
+//! workloads = ["lat_ctx", "buildkernel"]
+//! seeds     = { first = 1, count = 5 }       # or a list: seeds = [1, 2, 3]
+//! results   = "latctx.jsonl"                 # optional; default: this file's name, .jsonl
+//!
+//! [set]               # --set values of every run: one value, or a list (an axis)
+//! jitter = 0.02
+//!
+//! [set.lat_ctx]       # --set values of lat_ctx's runs only
+//! procs = [4, 16]
+//! ```
+//!
+//! Every field but `results` and `set` is required, and every list must have a
+//! value. A policy is paired only with the machines of its architecture (the
+//! other pairs are counted, not run). A value under `[set]` must be valid for
+//! every workload; one under `[set.W]` replaces a `[set]` value of the same key
+//! for W.
+
+use crate::preset;
+use crate::registry;
+use crate::run::MAX_CPUS;
+use crate::workload;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use toml::Spanned;
+
+/// One `--set` value as the file gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    /// A whole number.
+    Int(i64),
+    /// A number with a fraction or exponent.
+    Float(f64),
+    /// A word (`on`, `clear_ptes`, …).
+    Text(String),
+}
+
+impl ParamValue {
+    /// Returns the value as `--set key=value` spells it.
+    pub fn arg(&self) -> String {
+        match self {
+            ParamValue::Int(i) => i.to_string(),
+            ParamValue::Float(f) => f.to_string(),
+            ParamValue::Text(s) => s.clone(),
+        }
+    }
+
+    /// Returns the value as a results line records it.
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            ParamValue::Int(i) => serde_json::json!(i),
+            ParamValue::Float(f) => serde_json::json!(f),
+            ParamValue::Text(s) => serde_json::json!(s),
+        }
+    }
+}
+
+/// One parameter's values: an axis of the grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// The `--set` key.
+    pub key: String,
+    /// Its values, in the file's order.
+    pub values: Vec<ParamValue>,
+    /// Where the values are in the file.
+    span: Range<usize>,
+}
+
+/// A parsed and checked experiment file.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// Where the file came from (for messages).
+    pub origin: String,
+    /// Machine presets.
+    pub machines: Vec<String>,
+    /// CPU counts.
+    pub cpus: Vec<usize>,
+    /// Policies.
+    pub policies: Vec<String>,
+    /// Workloads.
+    pub workloads: Vec<String>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// The results file as the file names it, if it does.
+    pub results: Option<String>,
+    /// Per workload, its parameter axes in key order (`[set]` merged with `[set.W]`).
+    pub axes: BTreeMap<String, Vec<Axis>>,
+    /// The file's text, to turn spans into lines.
+    text: String,
+    /// Where `workloads` is, for errors about a workload's runs.
+    workloads_span: Range<usize>,
+}
+
+/// Returns `(line, field)` for a byte offset of `text`: the 1-based line, and
+/// the dotted key of the assignment it belongs to (the table header it is under,
+/// then the key on its line or, inside a multi-line value, the nearest above).
+pub fn locate(text: &str, offset: usize) -> (usize, String) {
+    let offset = offset.min(text.len());
+    let line_no = text[..offset].matches('\n').count();
+    let lines: Vec<&str> = text.lines().collect();
+    let header_of = |l: &str| {
+        let t = l.trim();
+        (t.starts_with('[') && !t.contains('=')).then(|| t.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+    };
+    let key_of = |l: &str| {
+        let t = l.trim_start();
+        let (k, _) = t.split_once('=')?;
+        let k = k.trim();
+        (!k.is_empty() && !t.starts_with('#') && k.chars().all(|c| c.is_alphanumeric() || "_-.\"".contains(c)))
+            .then(|| k.trim_matches('"').to_string())
+    };
+    let mut key = None;
+    let mut header = None;
+    for l in lines.iter().take(line_no + 1).rev() {
+        if let Some(h) = header_of(l) {
+            header = Some(h);
+            break;
+        }
+        if key.is_none() {
+            key = key_of(l);
+        }
+    }
+    let field = match (header, key) {
+        (Some(h), Some(k)) => format!("{h}.{k}"),
+        (Some(h), None) => h,
+        (None, Some(k)) => k,
+        (None, None) => "(top level)".into(),
+    };
+    (line_no + 1, field)
+}
+
+/// The file's fields as `serde` reads them, with where each value is.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    machines: Spanned<Vec<Spanned<String>>>,
+    cpus: Spanned<Vec<Spanned<i64>>>,
+    policies: Spanned<Vec<Spanned<String>>>,
+    workloads: Spanned<Vec<Spanned<String>>>,
+    seeds: Spanned<Seeds>,
+    #[serde(default)]
+    results: Option<Spanned<String>>,
+    #[serde(default)]
+    set: BTreeMap<String, Spanned<SetEntry>>,
+}
+
+/// `seeds`: a list, or `{ first, count }`.
+enum Seeds {
+    List(Vec<u64>),
+    Range { first: u64, count: u64 },
+}
+
+/// A value of `[set]`: values of one key for every workload, or a workload's table.
+enum SetEntry {
+    Values(Vec<ParamValue>),
+    Workload(BTreeMap<String, Spanned<Values>>),
+}
+
+/// One value or a non-empty list of them.
+struct Values(Vec<ParamValue>);
+
+const SCALAR: &str = "a number or a string (e.g. 4, 0.02 or \"on\")";
+
+/// Reads a single parameter value.
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = ParamValue;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(SCALAR)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ParamValue, E> {
+        Ok(ParamValue::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ParamValue, E> {
+        i64::try_from(v).map(ParamValue::Int).map_err(|_| E::custom(format!("{v} is too large")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ParamValue, E> {
+        if v.is_finite() {
+            Ok(ParamValue::Float(v))
+        } else {
+            Err(E::custom(format!("{v} is not a finite number")))
+        }
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<ParamValue, E> {
+        Ok(ParamValue::Text(v.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// Reads one value or a list of them; with `tables`, also a workload's table.
+struct EntryVisitor {
+    tables: bool,
+}
+
+fn non_empty<E: de::Error>(v: Vec<ParamValue>) -> Result<Vec<ParamValue>, E> {
+    if v.is_empty() {
+        return Err(E::custom("an empty list leaves the grid no point: give at least one value"));
+    }
+    Ok(v)
+}
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = SetEntry;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if self.tables {
+            write!(f, "{SCALAR}, a list of them, or a workload's table")
+        } else {
+            write!(f, "{SCALAR} or a list of them")
+        }
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<SetEntry, E> {
+        ScalarVisitor.visit_i64(v).map(|x| SetEntry::Values(vec![x]))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<SetEntry, E> {
+        ScalarVisitor.visit_u64(v).map(|x| SetEntry::Values(vec![x]))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<SetEntry, E> {
+        ScalarVisitor.visit_f64(v).map(|x| SetEntry::Values(vec![x]))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<SetEntry, E> {
+        ScalarVisitor.visit_str(v).map(|x| SetEntry::Values(vec![x]))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SetEntry, A::Error> {
+        let mut v = Vec::new();
+        while let Some(x) = seq.next_element::<ParamValue>()? {
+            v.push(x);
+        }
+        non_empty(v).map(SetEntry::Values)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SetEntry, A::Error> {
+        if !self.tables {
+            return Err(de::Error::custom(format!("expected {SCALAR} or a list of them, not a table")));
+        }
+        let mut t = BTreeMap::new();
+        while let Some(k) = map.next_key::<String>()? {
+            t.insert(k, map.next_value::<Spanned<Values>>()?);
+        }
+        Ok(SetEntry::Workload(t))
+    }
+}
+
+impl<'de> Deserialize<'de> for SetEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(EntryVisitor { tables: true })
+    }
+}
+
+impl<'de> Deserialize<'de> for Values {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match d.deserialize_any(EntryVisitor { tables: false })? {
+            SetEntry::Values(v) => Ok(Values(v)),
+            SetEntry::Workload(_) => unreachable!("tables are refused without `tables`"),
+        }
+    }
+}
+
+struct SeedsVisitor;
+
+impl<'de> Visitor<'de> for SeedsVisitor {
+    type Value = Seeds;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of seeds or { first = 1, count = 10 }")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seeds, A::Error> {
+        let mut v = Vec::new();
+        while let Some(s) = seq.next_element::<u64>()? {
+            v.push(s);
+        }
+        Ok(Seeds::List(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seeds, A::Error> {
+        let (mut first, mut count) = (None, None);
+        while let Some(k) = map.next_key::<String>()? {
+            match k.as_str() {
+                "first" => first = Some(map.next_value::<u64>()?),
+                "count" => count = Some(map.next_value::<u64>()?),
+                other => return Err(de::Error::unknown_field(other, &["first", "count"])),
+            }
+        }
+        Ok(Seeds::Range {
+            first: first.ok_or_else(|| de::Error::missing_field("first"))?,
+            count: count.ok_or_else(|| de::Error::missing_field("count"))?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Seeds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SeedsVisitor)
+    }
+}
+
+impl Sweep {
+    /// Returns the message for an error at `span` of the file.
+    fn at(&self, span: &Range<usize>, msg: impl fmt::Display) -> String {
+        at(&self.origin, &self.text, span, msg)
+    }
+
+    /// Returns the message for an error about a workload's runs, at the line of
+    /// the `set` key it names, or else at `workloads`.
+    pub(crate) fn about_workload(&self, workload: &str, msg: &str) -> String {
+        let axes = self.axes.get(workload).map(Vec::as_slice).unwrap_or_default();
+        let named =
+            axes.iter().find(|a| msg.contains(&format!("--set {}=", a.key)) || msg.contains(&format!("'{}'", a.key)));
+        match named {
+            Some(a) => self.at(&a.span, msg),
+            None => self.at(&self.workloads_span, format!("{workload}: {msg}")),
+        }
+    }
+
+    /// Parses and checks an experiment file's text; `origin` names it in messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Sweep, String> {
+        let raw: Raw = toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => at(origin, text, &span, e.message()),
+            None => format!("{origin}: {}", e.message()),
+        })?;
+        let here = |span: &Range<usize>, msg: String| at(origin, text, span, msg);
+        let names = |list: &Spanned<Vec<Spanned<String>>>, what: &str, valid: &dyn Fn(&str) -> bool, all: String| {
+            if list.get_ref().is_empty() {
+                return Err(here(&list.span(), format!("give at least one {what}")));
+            }
+            let mut out: Vec<String> = Vec::new();
+            for n in list.get_ref() {
+                if !valid(n.get_ref()) {
+                    return Err(here(&n.span(), format!("unknown {what} '{}'; valid {what}s: {all}", n.get_ref())));
+                }
+                if out.contains(n.get_ref()) {
+                    return Err(here(&n.span(), format!("{what} '{}' is given twice", n.get_ref())));
+                }
+                out.push(n.get_ref().clone());
+            }
+            Ok(out)
+        };
+        let join = |v: Vec<&str>| v.join(", ");
+        let machines = names(
+            &raw.machines,
+            "machine",
+            &|n| preset::by_name(n).is_some(),
+            join(preset::all().iter().map(|p| p.name).collect()),
+        )?;
+        let policies = names(
+            &raw.policies,
+            "policy",
+            &|n| registry::policy(n).is_some(),
+            join(registry::POLICIES.iter().map(|p| p.name).collect()),
+        )?;
+        let workloads = names(
+            &raw.workloads,
+            "workload",
+            &|n| workload::by_name(n).is_some(),
+            join(workload::WORKLOADS.iter().map(|w| w.name).collect()),
+        )?;
+        if raw.cpus.get_ref().is_empty() {
+            return Err(here(&raw.cpus.span(), "give at least one CPU count".into()));
+        }
+        let mut cpus = Vec::new();
+        for c in raw.cpus.get_ref() {
+            let n = *c.get_ref();
+            if n < 1 || n > MAX_CPUS as i64 {
+                return Err(here(&c.span(), format!("{n} CPUs is out of range: give 1 to {MAX_CPUS}")));
+            }
+            if cpus.contains(&(n as usize)) {
+                return Err(here(&c.span(), format!("{n} CPUs is given twice")));
+            }
+            cpus.push(n as usize);
+        }
+        let seeds = match raw.seeds.get_ref() {
+            Seeds::List(v) => {
+                if v.is_empty() {
+                    return Err(here(&raw.seeds.span(), "give at least one seed".into()));
+                }
+                if let Some(d) = v.iter().enumerate().find(|(i, s)| v[..*i].contains(s)) {
+                    return Err(here(&raw.seeds.span(), format!("seed {} is given twice", d.1)));
+                }
+                v.clone()
+            }
+            &Seeds::Range { first, count } => {
+                if count == 0 || first.checked_add(count - 1).is_none() {
+                    return Err(here(
+                        &raw.seeds.span(),
+                        format!(
+                            "{{ first = {first}, count = {count} }} is no seed range: give a count from 1 and \
+                                 seeds that fit in 64 bits"
+                        ),
+                    ));
+                }
+                (first..=first + (count - 1)).collect()
+            }
+        };
+        let mut common: Vec<Axis> = Vec::new();
+        let mut own: BTreeMap<String, Vec<Axis>> = BTreeMap::new();
+        for (key, entry) in &raw.set {
+            match entry.get_ref() {
+                SetEntry::Values(v) => common.push(Axis { key: key.clone(), values: v.clone(), span: entry.span() }),
+                SetEntry::Workload(t) => {
+                    if !workloads.contains(key) {
+                        return Err(here(
+                            &entry.span(),
+                            format!(
+                                "[set.{key}] names no workload of this sweep (workloads: {})",
+                                workloads.join(", ")
+                            ),
+                        ));
+                    }
+                    let axes =
+                        t.iter().map(|(k, v)| Axis { key: k.clone(), values: v.get_ref().0.clone(), span: v.span() });
+                    own.insert(key.clone(), axes.collect());
+                }
+            }
+        }
+        let mut axes = BTreeMap::new();
+        for w in &workloads {
+            let mut merged: BTreeMap<String, Axis> = common.iter().map(|a| (a.key.clone(), a.clone())).collect();
+            for a in own.get(w).into_iter().flatten() {
+                merged.insert(a.key.clone(), a.clone());
+            }
+            axes.insert(w.clone(), merged.into_values().collect());
+        }
+        let results = raw.results.as_ref().map(|r| r.get_ref().clone());
+        if let Some(r) = &raw.results {
+            if r.get_ref().trim().is_empty() {
+                return Err(here(&r.span(), "give a file name".into()));
+            }
+        }
+        Ok(Sweep {
+            origin: origin.to_string(),
+            machines,
+            cpus,
+            policies,
+            workloads,
+            seeds,
+            results,
+            axes,
+            text: text.to_string(),
+            workloads_span: raw.workloads.span(),
+        })
+    }
+}
+
+/// Returns `origin: line N, field: msg` for an error at `span` of `text`.
+fn at(origin: &str, text: &str, span: &Range<usize>, msg: impl fmt::Display) -> String {
+    let (line, field) = locate(text, span.start);
+    format!("{origin}: line {line}, {field}: {msg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+machines  = ["cortex-a72", "skylake"]
+cpus      = [1, 2]
+policies  = ["arm64-noasid", "x86-linux-pcid"]
+workloads = ["lat_ctx", "pingpong"]
+seeds     = { first = 3, count = 2 }
+
+[set]
+jitter = 0.02
+rounds = [10, 20]
+
+[set.lat_ctx]
+procs = [4, 16]
+rounds = 5
+"#;
+
+    fn err(text: &str) -> String {
+        Sweep::parse(text, "x.toml").unwrap_err()
+    }
+
+    #[test]
+    fn a_workloads_table_adds_axes_and_replaces_common_ones() {
+        let s = Sweep::parse(GOOD, "x.toml").unwrap();
+        assert_eq!(s.seeds, [3, 4]);
+        let keys = |w: &str| -> Vec<(String, Vec<String>)> {
+            s.axes[w].iter().map(|a| (a.key.clone(), a.values.iter().map(ParamValue::arg).collect())).collect()
+        };
+        let own = |k: &str, v: &[&str]| (k.to_string(), v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(keys("lat_ctx"), [own("jitter", &["0.02"]), own("procs", &["4", "16"]), own("rounds", &["5"])]);
+        assert_eq!(keys("pingpong"), [own("jitter", &["0.02"]), own("rounds", &["10", "20"])]);
+    }
+
+    #[test]
+    fn a_type_error_names_its_line_and_field() {
+        let e = err(&GOOD.replace("cpus      = [1, 2]", "cpus      = [1, \"two\"]"));
+        assert!(e.starts_with("x.toml: line 3, cpus: invalid type: string \"two\""), "{e}");
+        let e = err(&GOOD.replace("procs = [4, 16]", "procs = [4, true]"));
+        assert!(
+            e.starts_with("x.toml: line 13, set.lat_ctx.procs: invalid type: boolean `true`, expected a number"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("jitter = 0.02", "jitter = []"));
+        assert!(e.starts_with("x.toml: line 9, set.jitter: an empty list leaves the grid no point"), "{e}");
+    }
+
+    #[test]
+    fn unknown_and_missing_fields_are_named() {
+        let e = err(&GOOD.replace("cpus ", "cpu "));
+        assert!(e.starts_with("x.toml: line 3, cpu: unknown field `cpu`"), "{e}");
+        let e = err(&GOOD.replace("seeds     = { first = 3, count = 2 }", ""));
+        assert!(e.contains("missing field `seeds`"), "{e}");
+        let e = err(&GOOD.replace("count = 2", "cuont = 2"));
+        assert!(e.starts_with("x.toml: line 6, seeds: unknown field `cuont`, expected `first` or `count`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_names_and_bad_values_are_refused_at_their_line() {
+        let e = err(&GOOD.replace("\"skylake\"", "\"vax\""));
+        assert!(e.starts_with("x.toml: line 2, machines: unknown machine 'vax'; valid machines: "), "{e}");
+        let e = err(&GOOD.replace("\"pingpong\"]", "\"pingpong\", \"lat_ctx\"]"));
+        assert!(e.starts_with("x.toml: line 5, workloads: workload 'lat_ctx' is given twice"), "{e}");
+        let e = err(&GOOD.replace("[1, 2]", "[0]"));
+        assert!(e.starts_with("x.toml: line 3, cpus: 0 CPUs is out of range"), "{e}");
+        let e = err(&GOOD.replace("count = 2", "count = 0"));
+        assert!(e.starts_with("x.toml: line 6, seeds: { first = 3, count = 0 } is no seed range"), "{e}");
+        let e = err(&GOOD.replace("[set.lat_ctx]", "[set.sort_compute]"));
+        assert!(e.starts_with("x.toml: line 12, set.sort_compute: [set.sort_compute] names no workload"), "{e}");
+        let e = err("machines = [\"altra\"\n");
+        assert!(e.starts_with("x.toml: line 1, machines: "), "{e}");
+    }
+
+    #[test]
+    fn locate_finds_the_key_of_a_multi_line_value_under_its_table() {
+        let text = "a = 1\n[set]\nprocs = [\n  1,\n  2,\n]\n";
+        assert_eq!(locate(text, text.find("2,").unwrap()), (5, "set.procs".to_string()));
+        assert_eq!(locate(text, 0), (1, "a".to_string()));
+    }
+}

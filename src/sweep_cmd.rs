@@ -1,0 +1,96 @@
+//! `tlbkit sweep`: its flags, progress bar and summary (the work is
+//! `tlbkit_sim::sweep`).
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use tlbkit_sim::batch::default_jobs;
+use tlbkit_sim::sweep::schema::Sweep;
+use tlbkit_sim::sweep::{self, Event};
+
+/// Runs every point of a grid described by a TOML file, appending one JSON line
+/// per finished run to a results file; running it again runs only what is missing.
+#[derive(Args)]
+pub struct SweepArgs {
+    /// The experiment file (TOML; see the README's "Sweeps").
+    file: PathBuf,
+    /// The results file (default: the file's `results`, else its name with .jsonl).
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Host threads running simulations (default: the host's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+/// Runs `tlbkit sweep`; returns the exit code (3 if a recorded run of the grid
+/// found violations; failed runs are an error).
+pub fn sweep(a: SweepArgs) -> Result<u8, String> {
+    let jobs = match a.jobs {
+        Some(0) => return Err("--jobs 0: give at least one thread".into()),
+        Some(n) => n,
+        None => default_jobs(),
+    };
+    let s = Sweep::load(&a.file)?;
+    let results = a.results.unwrap_or_else(|| s.results_path(&a.file));
+    let bar = if std::io::stderr().is_terminal() {
+        let style =
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs, {per_sec}, {eta} left {msg}")
+                .map_err(|e| e.to_string())?
+                .progress_chars("=> ");
+        ProgressBar::new(0).with_style(style)
+    } else {
+        ProgressBar::hidden()
+    };
+    let report = sweep::run(&s, &results, jobs, |ev| match ev {
+        Event::Start { total, already, torn_bytes } => {
+            if torn_bytes > 0 {
+                eprintln!(
+                    "tlbkit sweep: dropped the torn last line ({torn_bytes} bytes) of {}; its run is made again",
+                    results.display()
+                );
+            }
+            bar.set_length(total as u64);
+            bar.set_position(already as u64);
+            bar.reset_eta();
+        }
+        Event::Ran { error, .. } => {
+            if let Some(e) = error {
+                bar.suspend(|| eprintln!("tlbkit sweep: a run failed: {e}"));
+            }
+            bar.inc(1);
+        }
+    })?;
+    bar.finish_and_clear();
+    let left_out = match report.other_arch {
+        0 => String::new(),
+        n => format!(" ({n} more left out: a policy for another architecture than the machine)"),
+    };
+    let mut summary = format!(
+        "{}: {} runs{left_out}; {} already in {}, {} run now",
+        a.file.display(),
+        report.total,
+        report.already,
+        report.results.display(),
+        report.ran
+    );
+    if report.other_lines > 0 {
+        summary.push_str(&format!("; {} lines of the results file are not of this grid", report.other_lines));
+    }
+    println!("{summary}");
+    if !report.failed.is_empty() {
+        return Err(format!(
+            "{} run(s) failed and were not recorded (running the sweep again retries them); the first: {}",
+            report.failed.len(),
+            report.failed[0]
+        ));
+    }
+    if let Some(first) = report.violating.first() {
+        eprintln!(
+            "tlbkit: {} run(s) of the grid found violations; replay the first with: {first}",
+            report.violating.len()
+        );
+        return Ok(3);
+    }
+    Ok(0)
+}
