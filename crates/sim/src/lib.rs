@@ -28,4 +28,5 @@ pub mod run;
 pub mod sim;
 pub mod stalls;
 pub mod tlb;
+pub mod trace;
 pub mod workload;

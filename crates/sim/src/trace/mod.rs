@@ -1,0 +1,6 @@
+//! Traces of real programs: import from valgrind's lackey and strace, and the
+//! trace file the `trace` workload replays.
+
+pub mod format;
+
+pub use format::{Event, Process, Record, Thread, Trace};
