@@ -2,5 +2,6 @@
 //! trace file the `trace` workload replays.
 
 pub mod format;
+pub mod lackey;
 
 pub use format::{Event, Process, Record, Thread, Trace};
