@@ -3,5 +3,6 @@
 
 pub mod format;
 pub mod lackey;
+pub mod strace;
 
 pub use format::{Event, Process, Record, Thread, Trace};
