@@ -69,7 +69,7 @@ pub const FLAG_IFETCH: u32 = 1;
 /// Bytes of the header.
 const HEADER: usize = 32;
 /// The user addresses a trace may name end here (see [`crate::program::USER_VA_END`]).
-const PAGE_END: u64 = crate::program::USER_VA_END >> 12;
+pub(crate) const PAGE_END: u64 = crate::program::USER_VA_END >> 12;
 
 /// A traced program, ready to replay: its processes and their threads' streams.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -414,7 +414,7 @@ impl Trace {
     }
 
     /// Checks what a replay relies on beyond the encoding (module documentation).
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let n = self.threads.len();
         if self.processes.is_empty() || n == 0 || self.threads[0].process != 0 {
             return Err("corrupt: the first thread must belong to the first process".into());
@@ -494,6 +494,51 @@ impl Trace {
                         "corrupt: process {i}'s image regions are empty, overlap or leave user memory"
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rw = |w: bool| if w { "rw" } else { "r" };
+        match self {
+            Event::Code { page } => write!(f, "code {:#x}", page << 12),
+            Event::Data { page, refs, write } => write!(f, "data {:#x} x{refs} {}", page << 12, rw(*write)),
+            Event::Mmap { page, pages, write } => write!(f, "mmap {:#x} {pages}p {}", page << 12, rw(*write)),
+            Event::Munmap { page, pages } => write!(f, "munmap {:#x} {pages}p", page << 12),
+            Event::Mprotect { page, pages, write } => write!(f, "mprotect {:#x} {pages}p {}", page << 12, rw(*write)),
+            Event::Madvise { page, pages } => write!(f, "madvise {:#x} {pages}p dontneed", page << 12),
+            Event::Fork { thread } => write!(f, "fork thread {thread}"),
+            Event::Clone { thread } => write!(f, "clone thread {thread}"),
+            Event::Execve => write!(f, "execve"),
+            Event::Wait { count } => write!(f, "wait for {count}"),
+            Event::Wake { threads } => write!(f, "wake {threads:?}"),
+            Event::Arrive { leader, wait } => write!(f, "arrive at {leader}{}", if *wait { " and wait" } else { "" }),
+            Event::Exit => write!(f, "exit"),
+        }
+    }
+}
+
+impl Trace {
+    /// Writes the trace as text, one record a line (`tlbkit trace dump`).
+    pub fn dump(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let fetches = if self.ifetch { "instruction fetches kept" } else { "instruction fetches counted only" };
+        writeln!(out, "tlbkit trace version {VERSION}, {fetches}")?;
+        for (i, p) in self.processes.iter().enumerate() {
+            let image: Vec<String> = p
+                .image
+                .iter()
+                .map(|r| format!("{:#x} {}p {}", r.va, r.pages, if r.write { "rw" } else { "r" }))
+                .collect();
+            writeln!(out, "process {i} (pid {}): image [{}]", p.pid, image.join(", "))?;
+        }
+        for (i, t) in self.threads.iter().enumerate() {
+            let synced = if t.synced { ", synchronised" } else { "" };
+            writeln!(out, "thread {i} (tid {}, process {}{synced}): {} records", t.tid, t.process, t.records.len())?;
+            for r in &t.records {
+                writeln!(out, "  +{:<8} {}", r.instrs, r.event)?;
             }
         }
         Ok(())

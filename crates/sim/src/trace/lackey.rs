@@ -176,7 +176,9 @@ impl<R: BufRead> Lackey<R> {
     }
 
     fn parse(&mut self, text: &str) -> Result<Option<Item>, String> {
-        if text.trim().is_empty() {
+        // Blank lines, and the result valgrind prints on a line of its own after
+        // a call it does not know ("unimplemented ... syscall").
+        if text.trim().is_empty() || text.starts_with(" --> ") {
             return Ok(None);
         }
         if let Some(rest) = text.strip_prefix("I  ") {
@@ -370,6 +372,7 @@ mod tests {
             \n\
             SYSCALL[7,1](56) sys_clone ( 1200011, 0x0, 0x0, 0x4a27a10, 0x0 )   clone(fork): process 7 created child 9\n\
             SYSCALL[7,1](334) unimplemented (by the kernel) syscall: 334! (ni_syscall)\n\
+            \x20--> [pre-fail] Failure(0x26) \n\
             I  0401ab78,2\n";
         let items: Vec<Item> = read(&log(body)).unwrap().into_iter().map(|(_, i)| i).collect();
         let marker = |vtid, name: &str, args: &[&str], result, child| {
