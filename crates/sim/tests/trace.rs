@@ -1,6 +1,6 @@
-//! What trace replay rests on: processes started with a traced program's image
-//! (`Sim::spawn_with`) and mappings placed at the traced program's own
-//! addresses (`Sys::MmapFixed`).
+//! Trace replay (`--workload trace`), and what it rests on: processes started
+//! with a traced program's image (`Sim::spawn_with`) and mappings placed at the
+//! traced program's own addresses (`Sys::MmapFixed`).
 
 mod common;
 
@@ -8,7 +8,63 @@ use common::config;
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};
+use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::Sim;
+
+/// The fixture's trace: `tests/data/tiny.lackey` and `tiny.strace`, imported.
+const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace");
+
+fn spec(machine: &str, cpus: usize, policy: &str, sets: &[&str]) -> RunSpec {
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("file={TINY}"));
+    RunSpec {
+        machine: machine.into(),
+        cpus,
+        policy: policy.into(),
+        workload: "trace".into(),
+        sets,
+        seed: 7,
+        strict: true,
+    }
+}
+
+#[test]
+fn the_replay_makes_the_traced_calls_and_the_barriers_pipe_calls() {
+    let out = run(&spec("cortex-a72", 2, "arm64-linux", &[])).unwrap();
+    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    // Kept calls: 4 mmap, 2 munmap, 2 mprotect, 2 madvise, a clone and a fork
+    // (12). The two threads' semaphores: 2 pipes. Synchronisation: the main
+    // thread arrives and waits three times (6) and collects one arrival (1);
+    // the thread waits for one arrival and wakes the main thread three times
+    // (6) and arrives once as it exits (1). 12 + 2 + 14 = 28.
+    assert_eq!(out.metrics.syscalls, 28);
+    // One fault per page touched (five image pages, four of the first mapping,
+    // the thread's stack page and its two pages) and the copy-on-write of the
+    // stack page the main thread writes after its fork.
+    assert_eq!(out.metrics.page_faults, 13, "{:?}", out.metrics);
+    assert!(out.result["run_us"] > 0.0);
+    // The instructions are the time between references: at 1000 cycles each,
+    // the main thread's alone make the run that much longer.
+    let slow = run(&spec("cortex-a72", 2, "arm64-linux", &["instr_cycles=1000"])).unwrap();
+    let trace = tlbkit_sim::trace::Trace::read_file(std::path::Path::new(TINY)).unwrap();
+    let main_instrs: u64 = trace.threads[0].records.iter().map(|r| r.instrs).sum();
+    let longer = (slow.result["run_us"] - out.result["run_us"]) * 1000.0 * tlbkit_sim::preset::cortex_a72().freq_ghz;
+    assert!(longer >= (main_instrs * 999) as f64, "{longer} cycles longer; main thread: {main_instrs} instructions");
+}
+
+#[test]
+fn trace_needs_a_file_and_a_readable_one() {
+    let mut s = spec("cortex-a72", 1, "arm64-linux", &[]);
+    s.sets.clear();
+    let e = run(&s).unwrap_err();
+    assert!(e.contains("workload trace needs --set file="), "{e}");
+    s.sets = vec!["file=/no/such/file.trace".into()];
+    let e = run(&s).unwrap_err();
+    assert!(e.starts_with("/no/such/file.trace: "), "{e}");
+    s.sets = vec![concat!("file=", env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.lackey").into()];
+    let e = run(&s).unwrap_err();
+    assert!(e.contains("not a tlbkit trace"), "{e}");
+}
 
 /// The image region every test process starts with: 4 writable pages.
 const IMAGE: Region = Region { va: 0x5555_0000_0000, pages: 4, write: true };

@@ -1088,6 +1088,16 @@ mod tests {
     }
 
     #[test]
+    fn the_fixture_imports_to_the_committed_trace_byte_for_byte() {
+        // tests/data/tiny.trace is what the simulator's tests replay. After a
+        // deliberate change to the import or the format, make it again with
+        // `tlbkit trace import --lackey crates/sim/tests/data/tiny.lackey
+        // --strace crates/sim/tests/data/tiny.strace -o crates/sim/tests/data/tiny.trace`.
+        let committed: &[u8] = include_bytes!("../../tests/data/tiny.trace");
+        assert!(tiny().0.encode() == committed, "tiny.trace is stale: make it again (see the comment)");
+    }
+
+    #[test]
     fn view_runs_join_pieces_and_skip_holes() {
         let mut v = View::default();
         let rw = Some(Prot { write: true, image: false });

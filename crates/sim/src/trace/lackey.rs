@@ -22,7 +22,9 @@
 //! forked child logs into the same file unless `--log-file` has `%p`), and a log
 //! that ends before valgrind's closing lines (the run or the file was cut). When
 //! lackey's closing counts are there, the number of `I` lines must equal its
-//! `guest instrs`. Every error names the file and line.
+//! `guest instrs` (so the log of a forked child, whose counts include its
+//! parent's, is refused: one log, one process). Every error names the file and
+//! line.
 
 use std::io::BufRead;
 
@@ -155,7 +157,11 @@ impl<R: BufRead> Lackey<R> {
             return end("the log ends before valgrind's closing lines (the run or the file was cut)");
         }
         if let Some(n) = self.guest_instrs.filter(|&n| n != self.instrs) {
-            return end(&format!("lackey counted {n} guest instructions but the log has {} I lines", self.instrs));
+            return end(&format!(
+                "lackey counted {n} guest instructions but the log has {} I lines: lines were lost, or this is \
+                 the log of a forked child, whose counts include its parent's (import the parent's log)",
+                self.instrs
+            ));
         }
         Ok(())
     }
