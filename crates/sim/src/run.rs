@@ -352,7 +352,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
     }
     if let Some(missing) = workload::text_params(wl.name).iter().find(|p| !texts.contains_key(p.key)) {
         return Err(format!(
-            "workload {} needs --set {}=...: {} (e.g. --set {}=examples/traces/sort.trace)",
+            "workload {} needs --set {}=...: {} (e.g. --set {}=examples/traces/gzip.trace)",
             wl.name, missing.key, missing.doc, missing.key
         ));
     }

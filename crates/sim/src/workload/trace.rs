@@ -22,8 +22,9 @@
 //!   process's first thread creates when it starts, a system call each).
 //!
 //! Result: `run_us`, the simulated time until the last CPU stopped, in
-//! microseconds. Host time grows with the trace's records (two events each,
-//! about 160 000 records for the README's `sort`).
+//! microseconds. Host time grows with the trace's records (about two events
+//! each: the README's `gzip`, 38 644 records, runs 74 708 events in 0.02 s of
+//! host time, release build, on the 2-core development machine).
 
 use super::{ParamDef, Params, TextParamDef, Texts, WorkloadDef};
 use crate::program::{Op, Program, Sys};
