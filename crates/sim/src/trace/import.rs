@@ -396,17 +396,22 @@ impl Importer {
         Ok(())
     }
 
-    /// Returns the process (its first thread's id) thread `p` belongs to.
+    /// Returns the process (its first thread's id) thread `p` belongs to. A
+    /// reused id can make the links loop; the walk stops after every link.
     fn tgid(&self, mut p: u32) -> u32 {
-        while let Some(b) = self.born.get(&p).filter(|b| b.thread) {
-            p = b.parent;
+        for _ in 0..=self.born.len() {
+            match self.born.get(&p).filter(|b| b.thread) {
+                Some(b) => p = b.parent,
+                None => break,
+            }
         }
         p
     }
 
     /// Returns whether process `p` descends from process `root`.
     fn descends(&self, mut p: u32, root: u32) -> bool {
-        while let Some(b) = self.born.get(&p) {
+        for _ in 0..=self.born.len() {
+            let Some(b) = self.born.get(&p) else { return false };
             p = self.tgid(b.parent);
             if p == root {
                 return true;
@@ -714,9 +719,14 @@ impl Importer {
             for &t in &threads {
                 let mut last = None;
                 for (at, r) in &self.builders[t].recs {
+                    // Calls that change the address space, and fork, which copies it.
                     let changes = matches!(
                         r.event,
-                        Event::Mmap { .. } | Event::Munmap { .. } | Event::Mprotect { .. } | Event::Madvise { .. }
+                        Event::Mmap { .. }
+                            | Event::Munmap { .. }
+                            | Event::Mprotect { .. }
+                            | Event::Madvise { .. }
+                            | Event::Fork { .. }
                     );
                     let exec = r.event == Event::Execve;
                     if (changes || exec) && last != Some(*at) {

@@ -47,8 +47,8 @@
 //! one that exited); the import binds each new number to the oldest thread the
 //! strace log shows created and not yet bound. The import keeps each thread's
 //! order; between threads, it keeps the order of address-space changes: around
-//! each call that changes a multi-threaded process's address space, the
-//! replay's threads wait until every other thread has reached the same point of
+//! each call that changes a multi-threaded process's address space (or copies
+//! it: `fork`), the replay's threads wait until every other thread has reached the same point of
 //! the traced run (or ended), and go on after the call, so that no thread
 //! touches memory before the call that maps it, or after the one that unmaps
 //! it. Other waits of the real program (locks, joins) are not replayed.

@@ -17,8 +17,8 @@
 //! - a change of code page: one read of the new page;
 //! - `mmap`: [`Sys::MmapFixed`] at the traced address; `munmap`, `mprotect`,
 //!   `madvise(MADV_DONTNEED)`, `execve`: their simulated calls;
-//! - a process's threads wait for each other around each call that changes its
-//!   address space, as the trace's order requires (the semaphores are pipes the
+//! - a process's threads wait for each other around each call that changes (or
+//!   copies) its address space, as the trace's order requires (the semaphores are pipes the
 //!   process's first thread creates when it starts, a system call each).
 //!
 //! Result: `run_us`, the simulated time until the last CPU stopped, in
