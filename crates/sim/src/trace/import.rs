@@ -59,7 +59,7 @@ pub struct Summary {
     pub dropped_failed: u64,
     /// `madvise` calls with advice other than `MADV_DONTNEED`.
     pub dropped_advice: u64,
-    /// References to addresses outside user memory.
+    /// References and calls to addresses outside user memory.
     pub dropped_outside: u64,
     /// Processes in the strace log outside the traced one and its descendants.
     pub dropped_processes: u64,
@@ -84,7 +84,7 @@ impl fmt::Display for Summary {
         write!(
             f,
             "dropped: {} call(s) valgrind made for itself, {} failed call(s), {} madvise(s) other than \
-             MADV_DONTNEED, {} reference(s) outside user memory, {} process(es) outside the traced one",
+             MADV_DONTNEED, {} reference(s) or call(s) outside user memory, {} process(es) outside the traced one",
             self.dropped_valgrind,
             self.dropped_failed,
             self.dropped_advice,
@@ -616,6 +616,21 @@ impl Importer {
             _ => return None,
         }
         for ev in events {
+            // A call on no page does nothing (mprotect of length 0 succeeds);
+            // one beyond user memory cannot be replayed.
+            if let Event::Mmap { page, pages, .. }
+            | Event::Munmap { page, pages }
+            | Event::Mprotect { page, pages, .. }
+            | Event::Madvise { page, pages } = ev
+            {
+                if pages == 0 {
+                    continue;
+                }
+                if page.saturating_add(pages) > PAGE_END {
+                    self.sum.dropped_outside += 1;
+                    continue;
+                }
+            }
             self.count(&ev);
             self.view_change(p, &ev);
             self.builders[b].push(at, ev);
