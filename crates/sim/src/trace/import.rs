@@ -1123,6 +1123,22 @@ mod tests {
     }
 
     #[test]
+    fn a_call_on_no_page_is_skipped() {
+        // Linux's mprotect of length 0 succeeds and does nothing.
+        let lackey = LACKEY.replace(
+            "I  00109022,3\n",
+            "I  00109022,3\nSYSCALL[4242,1](10) sys_mprotect ( 0x4835000, 0, 1 )[sync] --> Success(0x0) \n",
+        );
+        let strace = STRACE.replace(
+            "4242 16:46:52.321700 madvise",
+            "4242 16:46:52.321650 mprotect(0x4835000, 0, PROT_READ) = 0\n4242 16:46:52.321700 madvise",
+        );
+        let (t, sum) = run(&lackey, Some(&strace), Options::default()).unwrap();
+        assert_eq!(calls(&t, 0), calls(&tiny().0, 0));
+        assert_eq!(sum.kept["mprotect"], 2);
+    }
+
+    #[test]
     fn view_runs_join_pieces_and_skip_holes() {
         let mut v = View::default();
         let rw = Some(Prot { write: true, image: false });
