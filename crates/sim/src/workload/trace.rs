@@ -18,8 +18,9 @@
 //! - `mmap`: [`Sys::MmapFixed`] at the traced address; `munmap`, `mprotect`,
 //!   `madvise(MADV_DONTNEED)`, `execve`: their simulated calls;
 //! - a process's threads wait for each other around each call that changes (or
-//!   copies) its address space, as the trace's order requires (the semaphores are pipes the
-//!   process's first thread creates when it starts, a system call each).
+//!   copies) its address space, as the trace's order requires (the semaphores
+//!   are pipes the process's first thread creates when it starts, a system
+//!   call each).
 //!
 //! Result: `run_us`, the simulated time until the last CPU stopped, in
 //! microseconds. Host time grows with the trace's records (about two events
