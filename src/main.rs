@@ -1,8 +1,8 @@
 //! `tlbkit`: measure and verify TLB-management policies.
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
-//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`. Exit codes:
-//! 0 success, 2 bad input, 3 violations found.
+//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`,
+//! `trace import`, `trace dump`. Exit codes: 0 success, 2 bad input, 3 violations found.
 
 mod checkcmd;
 mod compare_cmd;
@@ -109,6 +109,35 @@ enum Cmd {
     /// Run every point of a grid described by a TOML file, one JSON line per run
     /// appended to a results file; run it again to resume.
     Sweep(sweep_cmd::SweepArgs),
+    /// Work with traces of real programs (see crates/sim/src/trace).
+    Trace {
+        #[command(subcommand)]
+        cmd: TraceCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Convert valgrind lackey output, and strace -f output of the same run, into a
+    /// trace that `--workload trace --set file=TRACE` replays.
+    Import {
+        /// The log of `valgrind --tool=lackey --trace-mem=yes --log-file=FILE` (with
+        /// --trace-syscalls=yes when --strace is given; --trace-sched=yes to give
+        /// each thread its own references).
+        #[arg(long)]
+        lackey: std::path::PathBuf,
+        /// The log of `strace -f -tt -o FILE` run around that valgrind.
+        #[arg(long)]
+        strace: Option<std::path::PathBuf>,
+        /// The trace file to write (through a temporary file and a rename).
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Keep only the count of instruction fetches, not the code pages they touch.
+        #[arg(long)]
+        no_ifetch: bool,
+    },
+    /// Print a trace as text, one record a line.
+    Dump { trace: std::path::PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -151,6 +180,16 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Replay { token, format } => checkcmd::replay(&token, format == Format::Json),
         Cmd::Compare(args) => compare_cmd::compare(args),
         Cmd::Sweep(args) => sweep_cmd::sweep(args),
+        Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
+            let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
+            println!("{}", tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts)?);
+            Ok(0)
+        }
+        Cmd::Trace { cmd: TraceCmd::Dump { trace } } => {
+            let t = tlbkit_sim::trace::Trace::read_file(&trace)?;
+            t.dump(&mut std::io::BufWriter::new(std::io::stdout().lock())).map_err(|e| e.to_string())?;
+            Ok(0)
+        }
         Cmd::Bench { cpus, workloads, policy, sets, format } => {
             if cpus.is_empty() {
                 if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {

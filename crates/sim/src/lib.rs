@@ -35,4 +35,5 @@ pub mod stalls;
 pub mod stats;
 pub mod sweep;
 pub mod tlb;
+pub mod trace;
 pub mod workload;

@@ -32,6 +32,22 @@ pub const KMAP_SLOTS: u64 = 16;
 /// Pages one slot holds: the most one [`Sys::KernelMapCycle`] may map (256 KB,
 /// FreeBSD's `MAXPHYS` of 128 KB twice over).
 pub const KMAP_SLOT_PAGES: u64 = 64;
+/// End of the user addresses a fixed mapping may use ([`Sys::MmapFixed`],
+/// [`crate::sim::Sim::spawn_with`]): x86-64's 128 TB user half (arm64's 48-bit
+/// one is larger), so that a traced program's addresses fit either architecture.
+pub const USER_VA_END: u64 = 1 << 47;
+
+/// Pages an address space maps at a fixed address: part of a traced program's
+/// image (see [`crate::sim::Sim::spawn_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// First page.
+    pub va: u64,
+    /// Pages.
+    pub pages: u64,
+    /// Whether the pages are writable.
+    pub write: bool,
+}
 
 /// A system call.
 pub enum Sys {
@@ -53,6 +69,20 @@ pub enum Sys {
     MmapFile {
         /// Which file (any number; files exist from their first mapping).
         file: u32,
+        /// Pages to map.
+        pages: u64,
+        /// Whether the mapping is writable.
+        write: bool,
+    },
+    /// Maps `pages` anonymous pages at `va` (page-aligned, below
+    /// [`USER_VA_END`]), replacing whatever the range mapped, as Linux's `mmap`
+    /// with `MAP_FIXED` does; returns `va`. The replaced part is zapped as
+    /// [`Sys::Madvise`] zaps (the span of pages actually cleared is flushed, and
+    /// nothing when none was present) and stops being mapped. Trace replay maps
+    /// every traced mapping at the traced program's own address this way.
+    MmapFixed {
+        /// First page.
+        va: u64,
         /// Pages to map.
         pages: u64,
         /// Whether the mapping is writable.

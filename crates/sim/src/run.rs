@@ -8,7 +8,7 @@ use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
 use crate::registry::{self, POLICIES};
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
-use crate::workload::{self, Params, Phase, WORKLOADS};
+use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -222,6 +222,7 @@ struct MachineParams {
 fn valid_keys(wl: &workload::WorkloadDef) -> String {
     let mut keys: Vec<&str> = MACHINE_KEYS.iter().map(|(k, _)| *k).collect();
     keys.extend(wl.params.iter().map(|p| p.key));
+    keys.extend(workload::text_params(wl.name).iter().map(|p| p.key));
     keys.join(", ")
 }
 
@@ -229,9 +230,13 @@ fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> String {
     items.iter().map(name).collect::<Vec<_>>().join(", ")
 }
 
+/// A run request, checked: the preset, the workload, the machine parameters and
+/// the workload's numeric and text parameters.
+type Resolved = (Preset, &'static workload::WorkloadDef, MachineParams, Params, Texts);
+
 /// Checks a run request and returns the resolved preset, machine parameters and
 /// workload parameters.
-fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, MachineParams, Params), String> {
+fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
     let presets = preset::all();
     let preset = preset::by_name(&spec.machine).ok_or_else(|| {
         format!("unknown machine '{}'; valid machines: {}", spec.machine, names(&presets, |p| p.name))
@@ -265,6 +270,7 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
         contpte: ContpteConfig::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
+    let mut texts = Texts::new();
     for s in &spec.sets {
         let (k, v) = s
             .split_once('=')
@@ -352,6 +358,9 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
                 }
                 mp.slice_us = t;
             }
+            _ if workload::text_params(wl.name).iter().any(|p| p.key == k) => {
+                texts.insert(k.to_string(), v.to_string());
+            }
             _ => {
                 let Some(def) = wl.params.iter().find(|p| p.key == k) else {
                     return Err(format!("unknown parameter '{k}'; valid keys: {}", valid_keys(wl)));
@@ -378,7 +387,13 @@ fn resolve(spec: &RunSpec) -> Result<(Preset, &'static workload::WorkloadDef, Ma
             pol.name
         ));
     }
-    Ok((preset, wl, mp, params))
+    if let Some(missing) = workload::text_params(wl.name).iter().find(|p| !texts.contains_key(p.key)) {
+        return Err(format!(
+            "workload {} needs --set {}=...: {} (e.g. --set {}=examples/traces/gzip.trace)",
+            wl.name, missing.key, missing.doc, missing.key
+        ));
+    }
+    Ok((preset, wl, mp, params, texts))
 }
 
 fn arch_name(a: Arch) -> &'static str {
@@ -441,10 +456,21 @@ pub fn run_phases<P: Policy>(
     params: &Params,
     mk: &dyn Fn() -> P,
 ) -> Result<(Sim<P>, Option<Sim<P>>), String> {
+    phases(cfg, wl, params, &Texts::new(), mk)
+}
+
+/// [`run_phases`] with the workload's text parameters.
+fn phases<P: Policy>(
+    cfg: &SimConfig,
+    wl: &workload::WorkloadDef,
+    params: &Params,
+    texts: &Texts,
+    mk: &dyn Fn() -> P,
+) -> Result<(Sim<P>, Option<Sim<P>>), String> {
     let phase = |ph: Phase| -> Result<Sim<P>, String> {
         let mut sim = Sim::new(cfg.clone(), mk());
         apply_jitter(&mut sim, params);
-        workload::setup(wl.name, params, &mut sim, ph)?;
+        workload::setup_with(wl.name, params, texts, &mut sim, ph)?;
         sim.run();
         if let Some(e) = &sim.error {
             return Err(format!("{} ({:?} phase): {e}", wl.name, ph));
@@ -460,9 +486,10 @@ fn outcome<P: Policy>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,
+    texts: &Texts,
     mk: &dyn Fn() -> P,
 ) -> Result<Outcome, String> {
-    let (main, ovr) = run_phases(cfg, wl, params, mk)?;
+    let (main, ovr) = phases(cfg, wl, params, texts, mk)?;
     let result = workload::result(wl.name, params, &main, ovr.as_ref())?;
     let mut violations = main.oracle.violations.clone();
     let mut total = main.oracle.count;
@@ -475,8 +502,8 @@ fn outcome<P: Policy>(
 
 /// Returns the address-space slots a run needs: the workload's, plus one per CPU
 /// for exited address spaces a lazy-TLB CPU still has loaded.
-fn mm_slots(wl: &workload::WorkloadDef, params: &Params, cpus: usize) -> usize {
-    workload::max_mms(wl.name, params, cpus) + cpus
+fn mm_slots(wl: &workload::WorkloadDef, params: &Params, texts: &Texts, cpus: usize) -> usize {
+    workload::max_mms_with(wl.name, params, texts, cpus) + cpus
 }
 
 /// Returns the simulator configuration for a resolved request.
@@ -563,7 +590,7 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
 /// Returns the names of the figures a run of `spec` reports, after checking
 /// `spec`: its workload's results (the headline first), then the metrics.
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
-    let (_, wl, mp, _) = resolve(spec)?;
+    let (_, wl, mp, _, _) = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
     let report = mp.contpte.report.then_some(0);
     // A literal of every field, so that a new metric cannot be left out here.
@@ -606,13 +633,14 @@ pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
 
 /// Runs one request; `Err` is a message about bad input.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
-    let (preset, wl, mp, params) = resolve(spec)?;
-    let max_mms = mm_slots(wl, &params, spec.cpus);
+    let (preset, wl, mp, params, texts) = resolve(spec)?;
+    let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let n = spec.cpus;
-    let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &mk))?;
+    let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &texts, &mk))?;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
+    pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
     pv.insert("numa".into(), serde_json::json!(mp.numa));
     if spec.policy.starts_with("arm64-linux") {
@@ -664,11 +692,12 @@ fn bench_typed<P: Policy>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,
+    texts: &Texts,
     p: P,
 ) -> Result<BenchResult, String> {
     let mut sim = Sim::new(cfg.clone(), p);
     apply_jitter(&mut sim, params);
-    workload::setup(wl.name, params, &mut sim, Phase::Main)?;
+    workload::setup_with(wl.name, params, texts, &mut sim, Phase::Main)?;
     let t = std::time::Instant::now();
     sim.run();
     let wall = t.elapsed().as_secs_f64().max(1e-9);
@@ -687,13 +716,13 @@ fn bench_typed<P: Policy>(
 /// Times the main phase of `spec` (setup excluded) `reps` times and returns the
 /// repetition with the median translation rate: the host is shared and noisy.
 pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
-    let (preset, wl, mp, params) = resolve(spec)?;
-    let max_mms = mm_slots(wl, &params, spec.cpus);
+    let (preset, wl, mp, params, texts) = resolve(spec)?;
+    let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
         runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp, mk => {
-            bench_typed(&cfg, wl, &params, mk())
+            bench_typed(&cfg, wl, &params, &texts, mk())
         })?);
     }
     runs.sort_by(|a, b| a.translations_per_sec.total_cmp(&b.translations_per_sec));

@@ -514,10 +514,42 @@ impl<P: Policy> Sim<P> {
     pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
         let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
         self.map_image(mm);
+        Ok(self.start_process(mm, prog))
+    }
+
+    /// Starts a new process running `prog` whose address space maps `image`
+    /// instead of the standard text, data and stack (a traced program's memory
+    /// as exec and its loader left it, see [`crate::trace`]), on the
+    /// least-loaded CPU; returns its thread id. The regions must be page-aligned,
+    /// below [`USER_VA_END`] and disjoint.
+    pub fn spawn_with(&mut self, prog: Box<dyn Program>, image: &[Region]) -> Result<usize, String> {
+        let mut sorted = image.to_vec();
+        sorted.sort_by_key(|r| r.va);
+        for (i, r) in sorted.iter().enumerate() {
+            let end = r.pages.checked_mul(4096).and_then(|b| r.va.checked_add(b));
+            if !r.va.is_multiple_of(4096) || r.pages == 0 || end.is_none_or(|e| e > USER_VA_END) {
+                return Err(format!(
+                    "image region of {} page(s) at {:#x} is not page-aligned user memory below {USER_VA_END:#x}",
+                    r.pages, r.va
+                ));
+            }
+            if let Some(next) = sorted.get(i + 1).filter(|n| n.va < r.va + r.pages * 4096) {
+                return Err(format!("image regions at {:#x} and {:#x} overlap", r.va, next.va));
+            }
+        }
+        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        let m = &mut self.mms[mm.index()];
+        m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
+        Ok(self.start_process(mm, prog))
+    }
+
+    /// Gives the new address space `mm` its first thread, running `prog` on the
+    /// least-loaded CPU; returns the thread id.
+    fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
         let cpu = self.least_loaded();
         let tid = self.new_thread(mm, prog, cpu);
         self.enqueue(tid, cpu, 0, cpu);
-        Ok(tid)
+        tid
     }
 
     /// Gives a new address space a program image: text, data and stack.
@@ -1231,6 +1263,7 @@ impl<P: Policy> Sim<P> {
                 s,
                 Sys::Mmap { .. }
                     | Sys::MmapFile { .. }
+                    | Sys::MmapFixed { .. }
                     | Sys::Munmap { .. }
                     | Sys::Mprotect { .. }
                     | Sys::Madvise { .. }
@@ -1251,6 +1284,10 @@ impl<P: Policy> Sim<P> {
             Sys::MmapFile { file, pages, write } => {
                 self.threads[tid].ret = self.mmap(mm, pages, write, Some(file));
                 now + c.fault_path
+            }
+            Sys::MmapFixed { va, pages, write } => {
+                self.threads[tid].ret = va;
+                self.mmap_fixed(cpu, mm, va, pages, write, now)
             }
             Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
             Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
@@ -1302,6 +1339,30 @@ impl<P: Policy> Sim<P> {
         m.mmap_next = va + (pages + 16) * 4096;
         m.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
         va
+    }
+
+    /// `mmap(MAP_FIXED)` of `pages` anonymous pages at `va`: what the range
+    /// mapped is zapped (flushed only where a PTE was present) and replaced.
+    fn mmap_fixed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
+        let end = pages.checked_mul(4096).and_then(|b| va.checked_add(b)).filter(|&e| e <= USER_VA_END);
+        let Some(end) = end.filter(|_| va.is_multiple_of(4096) && pages > 0) else {
+            self.error.get_or_insert(format!(
+                "mmap: {pages} page(s) at {va:#x} are not page-aligned user memory below {USER_VA_END:#x}"
+            ));
+            return now;
+        };
+        let mut now = now + self.m.costs.fault_path;
+        if self.mms[mm.index()].vmas.iter().any(|v| v.start < end && va < v.end()) {
+            self.split_vmas(mm, va, pages);
+            self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+            now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
+        }
+        let m = &mut self.mms[mm.index()];
+        m.vmas.push(Vma { start: va, pages, write, file: None, pgoff: 0 });
+        if end > m.mmap_next {
+            m.mmap_next = end + 16 * 4096;
+        }
+        now
     }
 
     fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
@@ -1589,14 +1650,22 @@ impl<P: Policy> Sim<P> {
         }
         // The zap path: VMA lookup and page-table walk, as munmap's.
         let now = now + self.m.costs.fault_path;
+        self.zap_range(cpu, mm, va, pages, "madvise", now)
+    }
+
+    /// Clears the present PTEs of `pages` pages at `va` (named `change` for the
+    /// oracle), flushes the span of pages actually cleared (nothing when none
+    /// was) and frees their frames after the flush: `madvise(MADV_DONTNEED)`'s
+    /// zap, which a `MAP_FIXED` mapping also makes of what it replaces.
+    fn zap_range(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, change: &'static str, now: u64) -> u64 {
         if self.folios() {
-            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, "madvise", now);
+            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, change, now);
             let Some((lo, hi)) = span else {
-                return self.flush_unflushed(cpu, mm, "madvise", owed, now);
+                return self.flush_unflushed(cpu, mm, change, owed, now);
             };
             let seq = self.oracle.next_seq();
             let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
-            let pf = self.open_flush_arch(cpu, mm, what, "madvise", seq, frames, owed, now);
+            let pf = self.open_flush_arch(cpu, mm, what, change, seq, frames, owed, now);
             return self.flush(cpu, pf, now);
         }
         let root = self.mms[mm.index()].root;
@@ -1620,7 +1689,7 @@ impl<P: Policy> Sim<P> {
             return now;
         }
         let n = (hi - lo) / 4096 + 1;
-        let pf = self.open_flush(cpu, mm, FlushWhat::Range(lo, n), "madvise", seq, changed, frames, now);
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(lo, n), change, seq, changed, frames, now);
         self.flush(cpu, pf, now)
     }
 

@@ -14,10 +14,13 @@
 //! interleaving of atomic policy calls), not a proof: the checker explores
 //! interleavings inside policy code.
 //!
-//! What the workloads do not reach: a range flush of an mm that an idle CPU
+//! One workload reaches a known gap: a range flush of an mm that an idle CPU
 //! still has loaded. Linux x86 skips such lazy CPUs, so they hold the entries
 //! the flush removed elsewhere, which `--strict` reports
-//! ([`fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed`]).
+//! ([`fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed`]). The
+//! `trace` workload's threads wait, idle, while another thread of their
+//! process unmaps; its x86 Linux cells may report those held entries and
+//! nothing else ([`known_gap`]).
 
 use tlbkit_policy::asid::{FreebsdX86, LinuxArm64, LinuxX86};
 use tlbkit_policy::shootdown::Completion;
@@ -83,6 +86,9 @@ const SMALL: &[(&str, &[&str])] = &[
     // make forking two compilers per CPU that execve, write a heap and a shared
     // file mapping, and exit: exit teardowns while other CPUs still run.
     ("exit_teardown", &["jobs=2", "heap_pages=64", "file_pages=32", "dirty_pages=16", "compute_us=20"]),
+    // A traced program: two threads that map, unmap, protect and advise while
+    // waiting for each other, and a forked child.
+    ("trace", &[concat!("file=", env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace")]),
 ];
 
 /// Returns the machine a policy's cells run on and the settings that machine adds.
@@ -124,13 +130,24 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     Some(format!("{}\n    reached no {missing}: {m:?}", s.command()))
 }
 
+/// Returns whether violation `v` of cell `s` is the gap
+/// [`fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed`] records: in
+/// the `trace` workload under x86 Linux, a CPU holds an entry that a change
+/// another CPU made and flushed removed (the idle CPU was skipped).
+fn known_gap(s: &RunSpec, v: &Violation) -> bool {
+    let elsewhere =
+        v.change.as_deref().is_some_and(|c| c.contains(" by cpu") && !c.contains(&format!(" by cpu{} at", v.cpu)));
+    s.workload == "trace" && s.policy.starts_with("x86-linux") && v.property == "no_stale_held" && elsewhere
+}
+
 /// Returns what is wrong with one cell's run, if anything.
 fn judge(s: &RunSpec, out: Result<RunOutput, String>) -> Option<String> {
     let out = match out {
         Ok(o) => o,
         Err(e) => return Some(format!("{}\n    failed: {e}", s.command())),
     };
-    if out.violations_total > 0 {
+    let all_kept = out.violations.len() as u64 == out.violations_total;
+    if out.violations_total > 0 && !(all_kept && out.violations.iter().all(|v| known_gap(s, v))) {
         let first: Vec<String> = out.violations.iter().take(3).map(|v| format!("    {v:?}")).collect();
         return Some(format!("{}\n    {} violation(s):\n{}", s.command(), out.violations_total, first.join("\n")));
     }
@@ -329,8 +346,9 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> Vec<Vio
 /// `tlb_gen` check flushes it: `no_stale_held` fires, `no_stale_use` never does.
 /// FreeBSD x86 has no lazy mode (idle switches to `vmspace0`'s pmap) and seed 001
 /// installs the reserved TTBR0 when it goes lazy, so both hold nothing stale under
-/// their running tag. The matrix's workloads never flush a range of an mm an idle
-/// CPU has loaded; once one does, the x86 Linux cells fail `--strict`. Whether a
+/// their running tag. Of the matrix's workloads, only `trace` flushes a range of
+/// an mm an idle CPU has loaded, and the matrix lets its x86 Linux cells report
+/// this and nothing else ([`known_gap`]). Whether a
 /// lazy CPU's held entries count is the oracle's call, not the policy's: the
 /// policy does what Linux does.
 #[test]

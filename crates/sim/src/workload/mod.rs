@@ -7,7 +7,8 @@
 //!
 //! Contents: [`lat_ctx`] and [`buildkernel`] (seed 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
-//! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004).
+//! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004); [`trace`] replays
+//! a real program's trace.
 
 pub mod buildkernel;
 pub mod exit_teardown;
@@ -17,6 +18,7 @@ pub mod mprotect_threaded;
 pub mod pingpong;
 pub mod sort_compute;
 pub mod tcmalloc_frag;
+pub mod trace;
 
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -78,6 +80,26 @@ pub struct ParamDef {
     pub doc: &'static str,
 }
 
+/// A workload parameter whose value is text (a file's path), not a number.
+#[derive(Clone, Copy, Debug)]
+pub struct TextParamDef {
+    /// The `--set` key; the workload needs it given.
+    pub key: &'static str,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+/// Text parameter values by key.
+pub type Texts = BTreeMap<String, String>;
+
+/// Returns the text parameters of workload `name` (most have none).
+pub fn text_params(name: &str) -> &'static [TextParamDef] {
+    match name {
+        "trace" => trace::TEXT_PARAMS,
+        _ => &[],
+    }
+}
+
 /// Which part of a workload's measurement a simulation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -112,6 +134,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     fileserver::DEF,
     buildkernel::DEF,
     exit_teardown::DEF,
+    trace::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -122,8 +145,20 @@ pub fn by_name(name: &str) -> Option<&'static WorkloadDef> {
 /// Parameter values by key.
 pub type Params = BTreeMap<String, f64>;
 
-/// Starts the processes of workload `name` for `phase`.
+/// Starts the processes of workload `name` for `phase` (a workload with text
+/// parameters needs [`setup_with`]).
 pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
+    setup_with(name, p, &Texts::new(), sim, phase)
+}
+
+/// Starts the processes of workload `name` for `phase`, with its text parameters.
+pub fn setup_with<P: Policy>(
+    name: &str,
+    p: &Params,
+    texts: &Texts,
+    sim: &mut Sim<P>,
+    phase: Phase,
+) -> Result<(), String> {
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
         "pingpong" => pingpong::setup(p, sim, phase),
@@ -133,6 +168,7 @@ pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) 
         "fileserver" => fileserver::setup(p, sim),
         "buildkernel" => buildkernel::setup(p, sim),
         "exit_teardown" => exit_teardown::setup(p, sim),
+        "trace" => trace::setup(p, texts, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -150,13 +186,20 @@ pub fn result<P: Policy>(
         "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" => elapsed(name, main),
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
+        "trace" => trace::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
 
 /// Returns the number of address spaces a workload needs at most at once on
-/// `cpus` CPUs (exited ones a lazy CPU still holds are the caller's to add).
+/// `cpus` CPUs (exited ones a lazy CPU still holds are the caller's to add; a
+/// workload with text parameters needs [`max_mms_with`]).
 pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
+    max_mms_with(name, p, &Texts::new(), cpus)
+}
+
+/// [`max_mms`] with the workload's text parameters.
+pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize {
     match name {
         "lat_ctx" => p["procs"] as usize + 8,
         "pingpong" => 8,
@@ -169,6 +212,7 @@ pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
         "buildkernel" => 2 * p["jobs"] as usize + 16,
         // make and every compiler (all may be alive at once).
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
+        "trace" => trace::max_mms(texts),
         _ => 64,
     }
 }

@@ -34,6 +34,7 @@ pub enum Flush {
 }
 
 /// FreeBSD's epoch allocator with one kind of flush left out.
+#[allow(dead_code)] // each test binary uses its own subset
 pub struct Skips(pub FreebsdEpoch, pub Flush);
 
 impl Policy for Skips {
