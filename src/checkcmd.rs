@@ -37,6 +37,10 @@ pub struct CheckArgs {
     /// store passing a load) or tso (per-CPU store buffers).
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
+    /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
+    /// munmap, fault, reclaim, unmap-table, exit, fork; default all).
+    #[arg(long)]
+    menu: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -56,7 +60,12 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
-    let (cpus, mms, ops, zmode) = tlbkit_check::spec::zoo_defaults(&a.policy).unwrap_or((2, 3, 6, Mode::Exhaustive));
+    let d = tlbkit_check::spec::defaults(&a.policy);
+    let (cpus, mms, ops, zmode) = (d.cpus, d.mms, d.ops, d.mode);
+    let menu = match &a.menu {
+        Some(list) => tlbkit_check::ops::OpKind::parse(list)?,
+        None => d.menu,
+    };
     let mode = match a.mode {
         Some(ModeArg::Exhaustive) => Mode::Exhaustive,
         Some(ModeArg::Random) => Mode::Random,
@@ -75,6 +84,7 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         mode,
         iterations: a.iterations.unwrap_or(if mode == Mode::Exhaustive { u64::MAX } else { 100_000 }),
         seed: a.seed,
+        menu,
         memory: match a.memory {
             Some(MemoryArg::Tso) => Memory::Tso,
             Some(MemoryArg::Sc) => Memory::Sc,

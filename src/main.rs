@@ -214,6 +214,10 @@ fn list(format: Format) -> Result<u8, String> {
         WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
     let properties: Vec<(String, String)> =
         Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect();
+    let zoo: Vec<(String, String)> = tlbkit_policy::zoo::ZOO
+        .iter()
+        .map(|e| (format!("zoo/{}", e.id), format!("{} (on {}; {})", e.summary, e.base, e.source)))
+        .collect();
     if format == Format::Json {
         let j = |v: &[(String, String)]| -> serde_json::Value {
             v.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect()
@@ -223,13 +227,20 @@ fn list(format: Format) -> Result<u8, String> {
             "policies": j(&policies),
             "workloads": j(&workloads),
             "properties": j(&properties),
+            "zoo": j(&zoo),
         });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    let width = machines.iter().chain(&policies).chain(&workloads).map(|(n, _)| n.len()).max().unwrap_or(0);
-    let all =
-        [("machines", &machines), ("policies", &policies), ("workloads", &workloads), ("properties", &properties)];
+    let width =
+        machines.iter().chain(&policies).chain(&workloads).chain(&zoo).map(|(n, _)| n.len()).max().unwrap_or(0);
+    let all = [
+        ("machines", &machines),
+        ("policies", &policies),
+        ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
+        ("workloads", &workloads),
+        ("properties", &properties),
+    ];
     for (title, rows) in all {
         println!("{title}:");
         for (n, d) in rows {

@@ -15,6 +15,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A global allocator that serves the calling thread's arena while one is active.
 pub struct CheckAlloc;
@@ -64,28 +65,25 @@ unsafe impl GlobalAlloc for CheckAlloc {
     }
 }
 
-/// Every arena region ever handed out, for `dealloc` on any thread: regions are
-/// leaked on purpose (one per checker thread, reused for all its executions).
-static REGIONS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+/// Every arena region ever handed out (by base address; each is `ARENA_BYTES`
+/// long), for `dealloc` on any thread. Regions are leaked on purpose (one per
+/// checker thread, reused for all its executions). A fixed table, so that no
+/// allocation or lock is ever needed inside the allocator.
+static REGIONS: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX_REGIONS];
+/// How many entries of [`REGIONS`] are taken.
+static NREGIONS: AtomicUsize = AtomicUsize::new(0);
+/// The most checker threads a process may have.
+const MAX_REGIONS: usize = 256;
 
 /// Returns whether `addr` lies in an arena region.
 fn in_any_arena(addr: usize) -> bool {
-    // Fast path: the calling thread's own region.
-    let own = REGION.try_with(|r| addr >= r.base.get() && addr < r.base.get() + r.len.get()).unwrap_or(false);
-    if own {
-        return true;
-    }
-    // A block of another thread's region (an object that escaped its execution)
-    // must not reach `System` either. Processes that never ran the checker skip
-    // the lock.
-    if !ANY.load(std::sync::atomic::Ordering::Acquire) {
-        return false;
-    }
-    REGIONS.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|&(b, l)| addr >= b && addr < b + l)
+    let n = NREGIONS.load(Ordering::Acquire).min(MAX_REGIONS);
+    REGIONS[..n].iter().any(|b| {
+        // Acquire: pairs with the Release store of a region's base.
+        let b = b.load(Ordering::Acquire);
+        b != 0 && addr >= b && addr < b + ARENA_BYTES
+    })
 }
-
-/// Whether any thread ever made an arena.
-static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How big each thread's arena is.
 const ARENA_BYTES: usize = 64 << 20;
@@ -98,9 +96,10 @@ pub fn ensure() -> usize {
             // SAFETY: non-zero size.
             let base = unsafe { System.alloc(layout) } as usize;
             assert!(base != 0, "the checker could not reserve its {} MiB arena", ARENA_BYTES >> 20);
-            REGIONS.lock().unwrap_or_else(|e| e.into_inner()).push((base, ARENA_BYTES));
-            // Release: the region is listed before anyone skips the lock for lack of it.
-            ANY.store(true, std::sync::atomic::Ordering::Release);
+            let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
+            assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} threads ran the checker");
+            // Release: a thread that finds the count finds the base.
+            REGIONS[i].store(base, Ordering::Release);
             r.base.set(base);
             r.len.set(ARENA_BYTES);
         }

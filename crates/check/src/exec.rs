@@ -103,6 +103,9 @@ pub struct Shape {
     pub arm64: bool,
     /// A kernel-side bug, if any.
     pub bug: Option<KernelBug>,
+    /// Which kinds of kernel operation CPUs may start (bits of
+    /// [`crate::ops::OpKind`]).
+    pub menu: u32,
 }
 
 /// Store-buffer addresses at or above this stand for a PTE-clearing store:

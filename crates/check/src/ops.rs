@@ -28,7 +28,101 @@ pub enum Op {
     Fork(u32),
 }
 
+/// The kinds of kernel operation, as `--menu` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// [`Op::Switch`].
+    Switch,
+    /// [`Op::Idle`].
+    Idle,
+    /// [`Op::Unmap`].
+    Munmap,
+    /// [`Op::Map`].
+    Fault,
+    /// [`Op::Reclaim`].
+    Reclaim,
+    /// [`Op::UnmapTable`].
+    UnmapTable,
+    /// [`Op::Exit`].
+    Exit,
+    /// [`Op::Fork`].
+    Fork,
+}
+
+impl OpKind {
+    /// Every kind, in menu order.
+    pub const ALL: [OpKind; 8] = [
+        OpKind::Switch,
+        OpKind::Idle,
+        OpKind::Munmap,
+        OpKind::Fault,
+        OpKind::Reclaim,
+        OpKind::UnmapTable,
+        OpKind::Exit,
+        OpKind::Fork,
+    ];
+
+    /// Returns the kind's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Switch => "switch",
+            OpKind::Idle => "idle",
+            OpKind::Munmap => "munmap",
+            OpKind::Fault => "fault",
+            OpKind::Reclaim => "reclaim",
+            OpKind::UnmapTable => "unmap-table",
+            OpKind::Exit => "exit",
+            OpKind::Fork => "fork",
+        }
+    }
+
+    /// Returns the kind's bit in a menu mask.
+    pub fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+
+    /// Returns the mask of every kind.
+    pub fn all() -> u32 {
+        Self::ALL.iter().fold(0, |m, k| m | k.bit())
+    }
+
+    /// Parses a comma-separated list of kinds into a mask.
+    pub fn parse(list: &str) -> Result<u32, String> {
+        let mut m = 0;
+        for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let k = Self::ALL.iter().find(|k| k.name() == w).ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+                format!("--menu: unknown operation '{w}'; the operations are {}", names.join(", "))
+            })?;
+            m |= k.bit();
+        }
+        if m == 0 {
+            return Err("--menu: give at least one operation, e.g. --menu switch,munmap".into());
+        }
+        Ok(m)
+    }
+
+    /// Returns the comma-separated names of a mask.
+    pub fn names(mask: u32) -> String {
+        Self::ALL.iter().filter(|k| mask & k.bit() != 0).map(|k| k.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
 impl Op {
+    /// Returns the operation's kind.
+    pub fn kind(self) -> OpKind {
+        match self {
+            Op::Switch(_) => OpKind::Switch,
+            Op::Idle => OpKind::Idle,
+            Op::Unmap(_) => OpKind::Munmap,
+            Op::Map(_) => OpKind::Fault,
+            Op::Reclaim(..) => OpKind::Reclaim,
+            Op::UnmapTable => OpKind::UnmapTable,
+            Op::Exit => OpKind::Exit,
+            Op::Fork(_) => OpKind::Fork,
+        }
+    }
+
     fn name(self) -> String {
         match self {
             Op::Switch(s) => format!("switch to a thread of mm{s}"),
@@ -102,6 +196,7 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
             }
         }
         push_forks(m, &mut ops);
+        ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
         return ops;
     };
     ops.push(Op::Idle);
@@ -120,6 +215,7 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.push(Op::Exit);
     }
     push_forks(m, &mut ops);
+    ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
     ops
 }
 

@@ -56,6 +56,9 @@ pub struct CheckSpec {
     pub seed: u64,
     /// Memory model.
     pub memory: Memory,
+    /// The kinds of kernel operation CPUs may start (a mask of
+    /// [`crate::ops::OpKind`] bits).
+    pub menu: u32,
 }
 
 /// The properties every check judges, by name.
@@ -110,6 +113,8 @@ pub struct CheckReport {
     pub ops: usize,
     /// Memory model.
     pub memory: &'static str,
+    /// The kinds of kernel operation offered.
+    pub menu: String,
     /// Search mode (`replay` for a replay).
     pub mode: &'static str,
     /// The properties checked.
@@ -265,6 +270,7 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
         reclaim: r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux"),
         arm64: r.base.starts_with("arm64"),
         bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        menu: spec.menu,
     })
 }
 
@@ -298,6 +304,7 @@ fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Op
         asids: spec.asids,
         ops: spec.ops,
         memory: spec.memory.name(),
+        menu: crate::ops::OpKind::names(spec.menu),
         mode,
         properties: PROPERTIES.to_vec(),
         executions: stats.executions,
@@ -356,17 +363,19 @@ pub fn replay(token: &str) -> Result<CheckReport, String> {
 const TOKEN_VERSION: &str = "t1";
 
 /// Encodes a spec and a schedule as a shell-safe token:
-/// `t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~CHOICES`, where each choice is a base-36
-/// digit (`(N)` for 36 and up) and `zN.` stands for N zeros.
+/// `t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES`, where MENU is the operation
+/// kinds' mask in hex, each choice is a base-36 digit (`(N)` for 36 and up) and
+/// `zN.` stands for N zeros.
 pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
     let mut s = format!(
-        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~",
+        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~{:x}~",
         spec.policy,
         spec.cpus,
         spec.mms,
         spec.asids,
         spec.ops,
-        spec.memory.name()
+        spec.memory.name(),
+        spec.menu
     );
     let mut i = 0;
     while i < choices.len() {
@@ -393,9 +402,10 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
 pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
     let bad = |why: &str| format!("not a tlbkit replay token ({why}): '{token}'; copy it from `tlbkit check`'s output");
     let parts: Vec<&str> = token.split('~').collect();
-    if parts.len() != 8 || parts[0] != TOKEN_VERSION {
-        return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~CHOICES"));
+    if parts.len() != 9 || parts[0] != TOKEN_VERSION {
+        return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES"));
     }
+    let menu = u32::from_str_radix(parts[7], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
     let memory = match parts[6] {
         "sc" => Memory::Sc,
@@ -412,15 +422,16 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         iterations: 1,
         seed: 0,
         memory,
+        menu,
     };
     let mut choices = Vec::new();
-    let b = parts[7].as_bytes();
+    let b = parts[8].as_bytes();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'z' => {
-                let end = parts[7][i..].find('.').ok_or_else(|| bad("a zero run has no end"))? + i;
-                let n = num(&parts[7][i + 1..end], "a zero run")?;
+                let end = parts[8][i..].find('.').ok_or_else(|| bad("a zero run has no end"))? + i;
+                let n = num(&parts[8][i + 1..end], "a zero run")?;
                 if n > 1_000_000 {
                     return Err(bad("a zero run is too long"));
                 }
@@ -428,8 +439,8 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
                 i = end + 1;
             }
             b'(' => {
-                let end = parts[7][i..].find(')').ok_or_else(|| bad("a '(' has no ')'"))? + i;
-                choices.push(num(&parts[7][i + 1..end], "a choice")? as u32);
+                let end = parts[8][i..].find(')').ok_or_else(|| bad("a '(' has no ')'"))? + i;
+                choices.push(num(&parts[8][i + 1..end], "a choice")? as u32);
                 i = end + 1;
             }
             c => {
@@ -448,8 +459,8 @@ impl CheckReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "check {}: {} CPUs, {} address spaces, {} ASIDs, {} operations, {} memory, {} mode",
-            self.policy, self.cpus, self.mms, self.asids, self.ops, self.memory, self.mode
+            "check {}: {} CPUs, {} address spaces, {} ASIDs, {} operations ({}), {} memory, {} mode",
+            self.policy, self.cpus, self.mms, self.asids, self.ops, self.menu, self.memory, self.mode
         );
         let _ = writeln!(s, "properties: {}", self.properties.join(", "));
         if self.mode == "exhaustive" {
@@ -510,6 +521,45 @@ pub fn texts(events: &[Event]) -> Vec<String> {
 pub fn is_x86(policy: &str) -> bool {
     resolve(policy).map(|r| r.base.starts_with("x86")).unwrap_or(false)
 }
+
+/// What `tlbkit check` runs unless told otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// Kernel operations in all.
+    pub ops: usize,
+    /// Search mode.
+    pub mode: Mode,
+    /// Kinds of kernel operation (a mask of [`crate::ops::OpKind`] bits).
+    pub menu: u32,
+}
+
+/// Returns the defaults for `policy`: 2 CPUs, 3 address spaces, 6 operations of
+/// every kind, exhaustively; a bug-zoo entry instead gets the smallest shape its
+/// bug needs, searched with PCT, which reaches such shallow-preemption bugs
+/// fastest: the counter's early acknowledgement needs a third CPU, a second
+/// initiator overwriting the request; a8ffaaa060b8 needs two rollovers while one
+/// CPU sits between its fast-path check and its exchange, so five address spaces
+/// and context switches only; 5e10f9887ed8 needs a fourth address space for the
+/// ASID that `kswapd`'s flush reads too early to be handed out again.
+pub fn defaults(policy: &str) -> Defaults {
+    let all = crate::ops::OpKind::all();
+    let base = Defaults { cpus: 2, mms: 3, ops: 6, mode: Mode::Exhaustive, menu: all };
+    let Some(bug) = resolve(policy).ok().and_then(|r| r.bug) else { return base };
+    let pct = Defaults { mode: Mode::Pct, ..base };
+    match bug {
+        Bug::LinuxArm64A8ffaaa060b8 => {
+            Defaults { mms: 5, ops: 12, menu: crate::ops::OpKind::Switch.bit(), ..pct }
+        }
+        Bug::LinuxArm645e10f9887ed8 => Defaults { mms: 4, ops: 10, ..pct },
+        Bug::FreebsdX86CounterEarlyAck => Defaults { cpus: 3, ..pct },
+        _ => pct,
+    }
+}
+
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:
 /// `(cpus, mms, ops, mode)`. Each is the smallest shape its bug needs (the
