@@ -232,8 +232,7 @@ fn list(format: Format) -> Result<u8, String> {
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    let width =
-        machines.iter().chain(&policies).chain(&workloads).chain(&zoo).map(|(n, _)| n.len()).max().unwrap_or(0);
+    let width = machines.iter().chain(&policies).chain(&workloads).chain(&zoo).map(|(n, _)| n.len()).max().unwrap_or(0);
     let all = [
         ("machines", &machines),
         ("policies", &policies),

@@ -1024,6 +1024,10 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
                 st.events.push(Event { cpu: None, drain: false, step: steps, text });
             }
         }
+        if let Some(v) = st.violation.take() {
+            violation = Some(v);
+            break;
+        }
         if let Err(v) = st.m.check_uses() {
             violation = Some(v);
             break;

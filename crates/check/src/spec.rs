@@ -551,15 +551,12 @@ pub fn defaults(policy: &str) -> Defaults {
     let Some(bug) = resolve(policy).ok().and_then(|r| r.bug) else { return base };
     let pct = Defaults { mode: Mode::Pct, ..base };
     match bug {
-        Bug::LinuxArm64A8ffaaa060b8 => {
-            Defaults { mms: 5, ops: 12, menu: crate::ops::OpKind::Switch.bit(), ..pct }
-        }
+        Bug::LinuxArm64A8ffaaa060b8 => Defaults { mms: 5, ops: 12, menu: crate::ops::OpKind::Switch.bit(), ..pct },
         Bug::LinuxArm645e10f9887ed8 => Defaults { mms: 4, ops: 10, ..pct },
         Bug::FreebsdX86CounterEarlyAck => Defaults { cpus: 3, ..pct },
         _ => pct,
     }
 }
-
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:
 /// `(cpus, mms, ops, mode)`. Each is the smallest shape its bug needs (the

@@ -52,7 +52,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("arm64-skipbcast-v1", "no_stale_held"),
         ("arm64-skipbcast-no-barrier", "no_stale_held"),
         ("freebsd-arm64-epoch-wrap", "no_asid_alias"),
-        ("freebsd-x86-counter-early-ack", "no_stale_held"),
+        ("freebsd-x86-counter-early-ack", "no_stale_use"),
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
     ];
     assert_eq!(expect.len(), ZOO.len());
@@ -98,6 +98,6 @@ fn modes_and_bad_tokens() {
     assert!(check(&spec).unwrap().counterexample.is_some());
     let e = replay("t1~nope").unwrap_err();
     assert!(e.contains("not a tlbkit replay token"), "{e}");
-    let e = replay("t1~zoo/nothing~2~3~4~6~sc~0").unwrap_err();
+    let e = replay("t1~zoo/nothing~2~3~4~6~sc~ff~0").unwrap_err();
     assert!(e.contains("unknown bug-zoo entry"), "{e}");
 }
