@@ -303,3 +303,44 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
     // Claims of one variant keep their JSON: no `variants` key.
     assert!(claim("seed000-latctx").get("variants").is_none());
 }
+
+#[test]
+fn check_finds_a_zoo_bug_exits_3_and_replay_prints_the_same_trace() {
+    let o = tlbkit(&["check", "--policy", "zoo/linux-x86-8f1d56f64f8d"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    for needle in ["properties: no_stale_use, no_asid_alias, no_stale_held, no_reuse_while_mapped", "VIOLATION"] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
+    let trace = |s: &str| -> String {
+        let from = s.find("counterexample (").expect("a counterexample");
+        s[from..].to_string()
+    };
+    let r = tlbkit(&["replay", token]);
+    assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
+    assert_eq!(trace(&String::from_utf8_lossy(&r.stdout)), trace(&out));
+    // The same check twice prints the same report, byte for byte.
+    let again = tlbkit(&["check", "--policy", "zoo/linux-x86-8f1d56f64f8d"]);
+    assert_eq!(again.stdout, o.stdout);
+}
+
+#[test]
+fn check_passes_a_small_exhaustive_run_and_reports_json() {
+    let o = tlbkit(&["check", "--policy", "x86-freebsd-gen", "--ops", "3", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["mode"], "exhaustive");
+    assert_eq!(j["complete"], true);
+    assert!(j["states"].as_u64().unwrap() > 100);
+    assert!(j["counterexample"].is_null());
+    assert!(j["properties"].as_array().unwrap().iter().any(|p| p == "no_stale_held"));
+}
+
+#[test]
+fn check_bad_input_is_exit_2() {
+    assert_bad_input(&["check", "--policy", "zoo/nope"], "unknown bug-zoo entry");
+    assert_bad_input(&["check", "--policy", "arm64-linux", "--asids", "5"], "power of two");
+    assert_bad_input(&["check", "--policy", "arm64-linux", "--menu", "fly"], "unknown operation 'fly'");
+    assert_bad_input(&["replay", "garbage"], "not a tlbkit replay token");
+}

@@ -3,13 +3,20 @@
 //! (random and PCT modes), and judges every state with the oracle.
 //!
 //! # Ground rules: what the model is
-//! - **Who runs.** Each CPU is a coroutine that runs kernel operations — context
-//!   switches (to a process or to the idle thread), `munmap` of a page, a fault
-//!   mapping it back, reclaim with a batched flush (x86 Linux policies), `munmap`
-//!   of a whole range freeing its page-table page, exit of a process's last
-//!   thread, fork of a new process — each calling the policy as a kernel does,
-//!   until `--ops` operations have started in all. Which operation a CPU starts
-//!   next is a choice the search explores like any other.
+//! - **Who runs.** Each CPU is a coroutine that runs kernel operations, each
+//!   calling the policy as a kernel does, until its share of `--ops` is spent:
+//!   a context switch to a thread of a process or to the idle thread (a kernel
+//!   thread, which keeps the last address space lazily); `munmap` of a page; a
+//!   fault mapping it back; `munmap` of the whole range, freeing its page-table
+//!   page; the exit of a process's last thread (teardown and `flush_mm`, then a
+//!   switch to idle; the address space is released when no CPU's root points at
+//!   it and no CPU holds it as its lazy `active_mm`); a fork into a free slot;
+//!   and, on Linux policies, `kswapd` reclaiming a page of any process with
+//!   reclaim's batched flush (`Policy::flush_batch`), offered to idle CPUs. Every
+//!   page-table change of a process and the flush that follows it are made
+//!   under its `mmap_lock` (a sleeping lock). Which operation a CPU starts next
+//!   is a choice the search explores like any other (`--menu` restricts the
+//!   kinds). Each address space maps one page through one page-table page.
 //! - **What is atomic.** One *step* of a CPU runs from one preemption point to
 //!   the next, so everything between two points is atomic. The points are:
 //!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,
@@ -36,13 +43,16 @@
 //!   sequentially consistent, but for the zoo entries whose bugs need TSO.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
-//!   root under the tag it runs with. Filling everything at every moment covers
-//!   every speculative fill a real CPU could make: TLBs here are unbounded (no
+//!   root under the tag it runs with, and its walk cache with a pointer to the
+//!   page-table page. Filling everything at every moment covers every
+//!   speculative fill a real CPU could make: TLBs here are unbounded (no
 //!   eviction), policies cannot observe them, and an entry only ever does harm by
 //!   being present, so any execution with fewer fills holds a subset of these
 //!   entries at every step. An invalidation takes effect when issued, on the
 //!   issuing CPU or (broadcast) on every CPU; so an entry refilled from a PTE that
-//!   is still valid after the invalidation survives it.
+//!   is still valid after the invalidation survives it. Invalidation by ASID or
+//!   of everything, and a root write without no-flush, drop walk-cache entries
+//!   too; invalidation by address is taken to be the leaf-only form.
 //! - **Interrupts.** An IPI is taken at the target's next step while its
 //!   interrupts are on: not inside a context switch, not while it holds a
 //!   [`tlbkit_policy::sync::SpinLock`] (both kernels' spin locks disable
@@ -56,10 +66,31 @@
 //! The oracle of DESIGN.md, on this machine: `no_stale_use` and `no_asid_alias`
 //! for every CPU in user mode after every step (anything it holds under the tag
 //! it runs with, it may use); `no_stale_held` when a flush returns, for every
-//! CPU that runs that process (not lazily, not mid-switch); `no_reuse_while_mapped`
-//! whenever a frame is handed out. Plus `no_deadlock` (no CPU can step but one
-//! waits), `no_livelock` (an execution longer than [`exec::MAX_STEPS`] steps)
-//! and `no_policy_panic` (a policy assertion failed).
+//! CPU that runs that process (not lazily, not mid-switch), and, when the flush
+//! was for a freed page-table page, for every CPU (lazy ones included) that
+//! still caches a walk through it under the tag it runs with, unless it is in
+//! the middle of a context switch with interrupts off (Linux frees page-table
+//! pages only after every CPU has had interrupts on again,
+//! `MMU_GATHER_RCU_TABLE_FREE`); `no_reuse_while_mapped` whenever a frame is
+//! handed out. Plus `no_deadlock` (no CPU can step but one waits),
+//! `no_livelock` (an execution longer than [`exec::MAX_STEPS`] steps) and
+//! `no_policy_panic` (a policy assertion failed).
+//!
+//! # How exhaustive mode finishes
+//! Depth-first search over every choice, re-running each execution from the
+//! start (coroutine stacks cannot be copied), pruning at any state seen before
+//! (a 64-bit hash; a collision could hide a state, with odds of about n²/2⁶⁵
+//! for n states). A state is the machine's ground truth (page tables, TLBs,
+//! walk caches, open obligations as a set, discharged translations), every
+//! policy atomic's value (the arena puts the policy at the same address in every
+//! execution), the store buffers, and each CPU's *history*: every value it
+//! read, every operation it chose and every event it caused since the start of
+//! its current kernel operation. A CPU's locals are a function of its history,
+//! so two executions with equal states have equal futures. Histories restart at
+//! each operation (a CPU has no locals between operations), return to their
+//! value before an interrupt when the handler returns, and a spin loop's
+//! iterations that end in a wait fold into one. Processes that no CPU has
+//! run yet are alike, so a switch is offered to only the lowest of them.
 //!
 //! # What this does not cover
 //! - Weak memory beyond TSO: arm64 may also reorder loads with loads and stores

@@ -1,0 +1,94 @@
+//! The full checks, behind `--ignored` (minutes, not seconds; run them in
+//! release):
+//!
+//! ```sh
+//! cargo test --release -p tlbkit-check --test full -- --ignored --nocapture
+//! ```
+//!
+//! Every policy exhaustively on 2 CPUs, 3 address spaces, 4 ASIDs (x86: 6 PCID
+//! slots) and 6 operations, and with 10,000 random schedules on 4 CPUs; every
+//! zoo entry with its defaults. Each prints the figures the README quotes.
+
+use std::time::Instant;
+use tlbkit_check::exec::Memory;
+use tlbkit_check::ops::OpKind;
+use tlbkit_check::spec::{default_memory, defaults, is_x86};
+use tlbkit_check::{check, CheckSpec, Mode};
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
+    CheckSpec {
+        policy: policy.to_string(),
+        cpus,
+        mms: 3,
+        asids: if is_x86(policy) { 6 } else { (cpus as u32 + 2).next_power_of_two() },
+        ops: 6,
+        mode,
+        iterations,
+        seed: 1,
+        memory: Memory::Sc,
+        menu: OpKind::all(),
+    }
+}
+
+#[test]
+#[ignore = "minutes: run with --release -- --ignored"]
+fn every_policy_exhaustively_and_at_random_on_four_cpus() {
+    let mut failed = Vec::new();
+    for p in tlbkit_sim::registry::POLICIES {
+        for (label, s) in [
+            ("exhaustive, 2 CPUs, 6 ops", spec(p.name, 2, Mode::Exhaustive, u64::MAX)),
+            ("random, 4 CPUs, 10000 schedules", spec(p.name, 4, Mode::Random, 10_000)),
+        ] {
+            let t = Instant::now();
+            let r = check(&s).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            let verdict = match &r.counterexample {
+                None => "no violation".to_string(),
+                Some(c) => format!("VIOLATION {}: {}", c.property, c.detail),
+            };
+            println!(
+                "{:<24} {label:<32} {:>9} states {:>9} executions {:>5} max steps {:>8.1} s  {verdict}",
+                p.name, r.states, r.executions, r.max_steps, secs
+            );
+            if r.counterexample.is_some() && p.name != "arm64-freebsd-asid" {
+                failed.push(format!("{} {label}: {verdict}", p.name));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+#[ignore = "run with --release -- --ignored"]
+fn every_zoo_entry_with_its_defaults() {
+    for e in tlbkit_policy::zoo::ZOO {
+        let policy = format!("zoo/{}", e.id);
+        let d = defaults(&policy);
+        let s = CheckSpec {
+            cpus: d.cpus,
+            mms: d.mms,
+            ops: d.ops,
+            mode: d.mode,
+            menu: d.menu,
+            memory: default_memory(&policy),
+            asids: if is_x86(&policy) { 6 } else { (d.cpus as u32 + 2).next_power_of_two() },
+            iterations: 100_000,
+            seed: 1,
+            policy: policy.clone(),
+        };
+        let t = Instant::now();
+        let r = check(&s).unwrap();
+        let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found"));
+        println!(
+            "{policy:<40} {:>7} schedules {:>6.2} s  {} in {} steps",
+            r.executions,
+            t.elapsed().as_secs_f64(),
+            cx.property,
+            cx.steps.len()
+        );
+        assert!(t.elapsed().as_secs() < 60 && cx.steps.len() <= 30);
+    }
+}
