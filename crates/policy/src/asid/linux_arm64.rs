@@ -277,7 +277,7 @@ impl LinuxArm64 {
         kpti: bool,
         skip_broadcast: bool,
     ) -> Result<Self, ConfigError> {
-        if !(MIN_ASID_BITS..=16).contains(&asid_bits) {
+        if !(MIN_ASID_BITS..=8).contains(&asid_bits) && asid_bits != 16 {
             return Err(ConfigError::AsidWidth(asid_bits));
         }
         let num_user_asids = 1u32 << asid_bits;
