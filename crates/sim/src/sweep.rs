@@ -345,7 +345,12 @@ procs = [2, 3]
             cpus: 1,
             policy: "arm64-linux".into(),
             workload: w.into(),
-            sets: vec!["contpte=on".into()],
+            sets: if w == "trace" {
+                // The trace workload needs its file; the fixture's trace will do.
+                vec!["contpte=on".into(), format!("file={}/tests/data/tiny.trace", env!("CARGO_MANIFEST_DIR"))]
+            } else {
+                vec!["contpte=on".into()]
+            },
             seed: 1,
             strict: false,
         };
