@@ -288,20 +288,9 @@ impl Machine {
     /// Clears PTE `p` of `slot` and opens an obligation for it; returns its id
     /// and the frame, or `None` if the PTE was not valid.
     pub fn clear_pte(&mut self, slot: u32, p: usize, change: &'static str, cpu: usize) -> Option<(usize, u32)> {
-        let s = &mut self.spaces[slot as usize];
-        let pte = s.ptes[p].take()?;
-        let uid = s.uid;
-        self.obligations.push(Obligation {
-            uid,
-            slot,
-            page: Some(p as u8),
-            ver: pte.ver,
-            frame: pte.frame,
-            change,
-            cpu: cpu as u32,
-            discharged: false,
-        });
-        Some((self.obligations.len() - 1, pte.frame))
+        let r = self.clear_pte_deferred(slot, p, change, cpu)?;
+        self.spaces[slot as usize].ptes[p] = None;
+        Some(r)
     }
 
     /// Opens the obligation for clearing PTE `p` of `slot` but leaves the PTE

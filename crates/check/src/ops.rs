@@ -461,20 +461,17 @@ fn end_op(core: &Core, cpu: usize) {
     }
 }
 
+/// Clears every valid PTE of `s` for `change`; returns the obligations opened
+/// and the frames to free once they are discharged.
+fn clear_all(core: &Core, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
+    let mut st = core.st.borrow_mut();
+    (0..PAGES).filter_map(|pg| st.m.clear_pte(s, pg, change, cpu)).unzip()
+}
+
 fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
-    let mut ids = Vec::new();
-    let mut frames = Vec::new();
     lock_mm(core, cpu, s);
-    {
-        let mut st = core.st.borrow_mut();
-        for pg in 0..PAGES {
-            if let Some((id, f)) = st.m.clear_pte(s, pg, "munmap", cpu) {
-                ids.push(id);
-                frames.push(f);
-            }
-        }
-    }
+    let (mut ids, mut frames) = clear_all(core, cpu, s, "munmap");
     let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
     let Some((tid, tframe)) = table else {
         unlock_mm(core, cpu, s);
@@ -499,19 +496,9 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 
 fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
-    let mut ids = Vec::new();
-    let mut frames = Vec::new();
     lock_mm(core, cpu, s);
-    {
-        let mut st = core.st.borrow_mut();
-        for pg in 0..PAGES {
-            if let Some((id, f)) = st.m.clear_pte(s, pg, "exit", cpu) {
-                ids.push(id);
-                frames.push(f);
-            }
-        }
-        st.m.spaces[s as usize].life = Life::Zombie;
-    }
+    let (ids, frames) = clear_all(core, cpu, s, "exit");
+    core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
     core.event(cpu, 0x16_0000, || format!("mm{s} torn down: its PTEs cleared"));
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
