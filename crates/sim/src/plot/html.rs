@@ -305,3 +305,57 @@ pub fn claims_page(results: &[ClaimResult]) -> String {
     }
     page("tlbkit reproduce", &b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::VariantResult;
+
+    fn claim(id: &str, variants: &[(&str, f64, f64)]) -> ClaimResult {
+        ClaimResult {
+            id: id.into(),
+            seed: "000".into(),
+            description: "switches cost less with ASIDs".into(),
+            baseline: "arm64-noasid".into(),
+            variant: "arm64-freebsd-asid".into(),
+            seed_ratio: 0.5,
+            sim_ratio: 0.55,
+            sim_baseline: 3.4,
+            sim_variant: 1.87,
+            checks: Vec::new(),
+            verdict: "agrees".into(),
+            variants: variants
+                .iter()
+                .map(|(n, s, m)| VariantResult {
+                    name: n.to_string(),
+                    seed_ratio: *s,
+                    sim_ratio: *m,
+                    sim_variant: 1.0,
+                    expected_violations: 0,
+                    verdict: "agrees".into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn claims_page_has_the_table_and_a_bar_pair_per_variant() {
+        let page =
+            claims_page(&[claim("asid", &[]), claim("multi", &[("v1", 2.0, 2.1), ("v2", 3.0, 2.9), ("v3", 1.0, 1.0)])]);
+        assert!(page.starts_with("<!DOCTYPE html>") && !page.contains("<script"));
+        // One table row per variant: 1 + 3, under the header.
+        assert_eq!(page.matches("<tr>").count(), 5);
+        assert_eq!(page.matches("<svg ").count(), 2);
+        // Bars: a pair for the single claim, three pairs for the other.
+        assert_eq!(page.matches("class=\"bar\"").count(), 2 + 6);
+        assert!(page.contains(">seed ratio</text>") && page.contains(">simulated ratio</text>"));
+        assert!(page.contains("ratio: variant / arm64-noasid"));
+    }
+
+    #[test]
+    fn ministat_table_tests_every_set_against_the_first() {
+        let t = ministat("m", &[("a".into(), vec![1.0, 2.0, 3.0]), ("b".into(), vec![11.0, 12.0, 13.0])]);
+        assert!(t.contains("x a\n+ b\n"), "{t}");
+        assert!(t.contains("Difference at 95.0% confidence\n\t10 +/- 2.26659\n"), "{t}");
+    }
+}
