@@ -168,6 +168,10 @@ impl Chart {
         if lo >= 0.0 {
             lo = 0.0;
         }
+        if hi <= lo {
+            // All zero (or one value): a unit range above it, not one straddling 0.
+            hi = lo + 1.0;
+        }
         let (yt, ystep) = ticks(lo, hi, 6);
         let (ylo, yhi) = (yt[0], yt[yt.len() - 1]);
         let ys = |v: f64| y0 - (v - ylo) / (yhi - ylo) * (y0 - y1);
@@ -419,6 +423,10 @@ mod tests {
         };
         let svg = chart.to_svg(false);
         assert!(!svg.starts_with("<?xml"));
+        let mut zero = chart.clone();
+        zero.series.iter_mut().flat_map(|s| s.points.iter_mut()).for_each(|p| *p = pt(p.x, 0.0, 0.0, 0.0));
+        let z = zero.to_svg(false);
+        assert!(z.contains(">0.0</text>") && z.contains(">1.0</text>") && !z.contains(">-"), "all-zero: y from 0 to 1");
         assert_eq!(svg.matches("class=\"bar\"").count(), 4);
         assert_eq!(svg.matches("class=\"errorbar\"").count(), 0);
         assert!(svg.contains(">b&lt;c</text>"), "category labels are escaped");
