@@ -2,10 +2,12 @@
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
 //! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`,
-//! `trace import`, `trace dump`. Exit codes: 0 success, 2 bad input, 3 violations found.
+//! `trace import`, `trace dump`, `plot`, `report`. Exit codes: 0 success, 2 bad input, 3 violations found.
 
 mod checkcmd;
 mod compare_cmd;
+mod plot_cmd;
+mod png;
 mod sweep_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -72,6 +74,9 @@ enum Cmd {
         only: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
+        /// Also write the table as an HTML page with a bar chart per claim.
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
     },
     /// Measure the simulator's own speed: on a fixed workload (median of 3 runs), or
     /// with --cpus, on scale workloads on the altra preset at each CPU count.
@@ -109,6 +114,12 @@ enum Cmd {
     /// Run every point of a grid described by a TOML file, one JSON line per run
     /// appended to a results file; run it again to resume.
     Sweep(sweep_cmd::SweepArgs),
+    /// Draw one figure of a sweep's results file against one of its fields, as
+    /// SVG or PNG: mean per point, min-max error bars.
+    Plot(plot_cmd::PlotArgs),
+    /// Write one self-contained HTML page of charts and ministat tables for a
+    /// sweep's results file.
+    Report(plot_cmd::ReportArgs),
     /// Work with traces of real programs (see crates/sim/src/trace).
     Trace {
         #[command(subcommand)]
@@ -175,11 +186,13 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
                 Ok(0)
             }
         }
-        Cmd::Reproduce { only, format } => reproduce(only, format),
+        Cmd::Reproduce { only, format, html } => reproduce(only, format, html),
         Cmd::Check(args) => checkcmd::check(args),
         Cmd::Replay { token, format } => checkcmd::replay(&token, format == Format::Json),
         Cmd::Compare(args) => compare_cmd::compare(args),
         Cmd::Sweep(args) => sweep_cmd::sweep(args),
+        Cmd::Plot(args) => plot_cmd::plot(args),
+        Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
             println!("{}", tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts)?);
@@ -288,7 +301,7 @@ fn print_run(out: &RunOutput) {
     }
 }
 
-fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
+fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathBuf>) -> Result<u8, String> {
     let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
@@ -297,6 +310,9 @@ fn reproduce(only: Option<String>, format: Format) -> Result<u8, String> {
     let mut results = Vec::new();
     for c in selected {
         results.push(claims::check(c, 1)?);
+    }
+    if let Some(path) = html {
+        plot_cmd::write_atomically(&path, tlbkit_sim::plot::html::claims_page(&results).as_bytes())?;
     }
     if format == Format::Json {
         let doc = serde_json::json!({ "claims": results });

@@ -17,6 +17,7 @@
 //! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
 //!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
 //! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).
+//! - [`plot`]: charts as SVG, and HTML pages of charts and ministat tables (`tlbkit plot`, `tlbkit report`).
 
 pub mod batch;
 pub mod claims;
@@ -26,6 +27,7 @@ pub mod holders;
 pub mod machine;
 pub mod oracle;
 pub mod pagetable;
+pub mod plot;
 pub mod preset;
 pub mod program;
 pub mod registry;

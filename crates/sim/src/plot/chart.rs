@@ -1,0 +1,440 @@
+//! A line or bar chart with labelled axes, tick labels, a legend and min–max
+//! error bars, written as SVG text (no dependencies).
+//!
+//! A line chart has a numeric x axis; a bar chart has one band per category and
+//! one bar per series in each band. Every point carries a mean (the mark) and a
+//! min and max (the error bar, drawn only where they differ). The y axis starts
+//! at 0 when every value is positive, so bar heights compare honestly.
+
+use std::fmt::Write;
+
+/// The kind of chart: what the x axis holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum XAxis {
+    /// Numbers: points joined by lines, in x order.
+    Numeric,
+    /// Categories, in this order: a point's `x` is its category's index.
+    Categories(Vec<String>),
+}
+
+/// One point: the mean of the runs at one x, and their extremes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// The x value (for a bar chart, the category's index).
+    pub x: f64,
+    /// Mean of the runs.
+    pub mean: f64,
+    /// Smallest run.
+    pub min: f64,
+    /// Largest run.
+    pub max: f64,
+    /// How many runs.
+    pub n: usize,
+}
+
+/// One line, or one bar per category: a legend entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// The legend's text (empty: no legend entry).
+    pub name: String,
+    /// Points in x order.
+    pub points: Vec<Point>,
+}
+
+/// A chart, ready to be written as SVG.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chart {
+    /// Title above the plot.
+    pub title: String,
+    /// The x axis's label.
+    pub x_label: String,
+    /// The y axis's label.
+    pub y_label: String,
+    /// What the x axis holds.
+    pub x_axis: XAxis,
+    /// The lines or bar sets.
+    pub series: Vec<Series>,
+    /// The legend's title (e.g. the `--group` field), if any.
+    pub legend_title: Option<String>,
+}
+
+/// Colours of the series, in order (Okabe and Ito's palette, readable by
+/// colour-blind readers), then again.
+pub const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 440.0;
+const LEFT: f64 = 90.0;
+const TOP: f64 = 44.0;
+const BOTTOM: f64 = 70.0;
+const RIGHT: f64 = 24.0;
+const LEGEND_WIDTH: f64 = 190.0;
+/// Maps an x value to its horizontal position.
+type XMap = Box<dyn Fn(f64) -> f64>;
+
+const FONT: &str = "DejaVu Sans, Verdana, sans-serif";
+
+/// Returns `name`'s axis label: the name, then the unit its suffix names, e.g.
+/// `overhead_us` → `overhead_us (µs)`, `ring_us_per_hop` → `ring_us_per_hop (µs per hop)`.
+pub fn axis_label(name: &str) -> String {
+    let words: Vec<&str> = name.split('_').collect();
+    let unit = |w: &str| match w {
+        "us" => Some("µs"),
+        "ns" => Some("ns"),
+        "ms" => Some("ms"),
+        "s" => Some("s"),
+        "kb" => Some("KiB"),
+        "mb" => Some("MiB"),
+        "pct" => Some("%"),
+        _ => None,
+    };
+    for (i, w) in words.iter().enumerate().filter(|_| words.len() > 1) {
+        if let Some(u) = unit(w) {
+            let rest = &words[i + 1..];
+            // Only a unit that ends the name or starts a "per X" phrase is a unit.
+            if rest.is_empty() {
+                return format!("{name} ({u})");
+            }
+            if rest[0] == "per" && rest.len() > 1 {
+                return format!("{name} ({u} {})", rest.join(" "));
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// Returns "nice" tick values covering `lo..=hi`: about `target` of them, at
+/// multiples of 1, 2 or 5 times a power of ten, and the step between them.
+pub fn ticks(lo: f64, hi: f64, target: usize) -> (Vec<f64>, f64) {
+    let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 1.0, lo + 1.0) };
+    let raw = (hi - lo) / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let first = (lo / step).floor();
+    let last = (hi / step).ceil();
+    let ticks = (0..=(last - first) as i64).map(|i| (first + i as f64) * step).collect();
+    (ticks, step)
+}
+
+/// Returns a tick's label: as many decimals as the step needs, no more.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.starts_with('-') && s.trim_start_matches(['-', '0', '.']).is_empty() {
+        s[1..].to_string()
+    } else {
+        s
+    }
+}
+
+/// Returns `s` with XML's special characters escaped.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+impl Chart {
+    /// Returns the chart as a standalone SVG document (with an XML declaration
+    /// when `standalone`; without, for inlining in HTML).
+    pub fn to_svg(&self, standalone: bool) -> String {
+        let legend = self.series.iter().any(|s| !s.name.is_empty());
+        let plot_right = WIDTH - RIGHT - if legend { LEGEND_WIDTH } else { 0.0 };
+        let (x0, x1, y0, y1) = (LEFT, plot_right, HEIGHT - BOTTOM, TOP);
+        let mut o = String::new();
+        if standalone {
+            o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        }
+        let _ = writeln!(
+            o,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
+             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"{FONT}\" font-size=\"12\">"
+        );
+        let _ = writeln!(o, "<title>{}</title>", escape(&self.title));
+        let _ = writeln!(o, "<rect width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"white\"/>");
+        let _ = writeln!(
+            o,
+            "<text class=\"title\" x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" \
+             font-weight=\"bold\">{}</text>",
+            (x0 + x1) / 2.0,
+            escape(&self.title)
+        );
+
+        // The y range: every mark and error bar, and 0 when all are positive.
+        let values = self.series.iter().flat_map(|s| s.points.iter()).flat_map(|p| [p.min, p.max, p.mean]);
+        let (mut lo, mut hi) =
+            values.filter(|v| v.is_finite()).fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+        if lo > hi {
+            (lo, hi) = (0.0, 1.0);
+        }
+        if lo >= 0.0 {
+            lo = 0.0;
+        }
+        if hi <= lo {
+            // All zero (or one value): a unit range above it, not one straddling 0.
+            hi = lo + 1.0;
+        }
+        let (yt, ystep) = ticks(lo, hi, 6);
+        let (ylo, yhi) = (yt[0], yt[yt.len() - 1]);
+        let ys = |v: f64| y0 - (v - ylo) / (yhi - ylo) * (y0 - y1);
+
+        // The x mapping.
+        let (xs, xticks): (XMap, Vec<(f64, String)>) = match &self.x_axis {
+            XAxis::Numeric => {
+                let xv = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
+                let (l, h) = xv.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+                let (l, h) = if l > h { (0.0, 1.0) } else { (l, h) };
+                let (xt, xstep) = ticks(l, h, 8);
+                let (xlo, xhi) = (xt[0], xt[xt.len() - 1]);
+                let labels = xt.iter().map(|&v| (v, tick_label(v, xstep))).collect();
+                (Box::new(move |v| x0 + (v - xlo) / (xhi - xlo) * (x1 - x0)), labels)
+            }
+            XAxis::Categories(cats) => {
+                let band = (x1 - x0) / cats.len().max(1) as f64;
+                let labels = cats.iter().enumerate().map(|(i, c)| (i as f64, c.clone())).collect();
+                (Box::new(move |v| x0 + (v + 0.5) * band), labels)
+            }
+        };
+
+        // Grid lines and y ticks.
+        o.push_str("<g class=\"y-axis\">\n");
+        for &v in &yt {
+            let y = ys(v);
+            let _ = writeln!(o, "<line x1=\"{x0:.1}\" y1=\"{y:.1}\" x2=\"{x1:.1}\" y2=\"{y:.1}\" stroke=\"#e0e0e0\"/>");
+            let _ = writeln!(
+                o,
+                "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+                x0 - 6.0,
+                y + 4.0,
+                tick_label(v, ystep)
+            );
+        }
+        o.push_str("</g>\n<g class=\"x-axis\">\n");
+        for (v, label) in &xticks {
+            let x = xs(*v);
+            let _ = writeln!(
+                o,
+                "<line x1=\"{x:.1}\" y1=\"{y0:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#333\"/>",
+                y0 + 5.0
+            );
+            let _ = writeln!(
+                o,
+                "<text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                y0 + 19.0,
+                escape(label)
+            );
+        }
+        o.push_str("</g>\n");
+        // The axes themselves and their labels.
+        let _ = writeln!(
+            o,
+            "<path class=\"axes\" d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"#333\"/>"
+        );
+        let _ = writeln!(
+            o,
+            "<text class=\"x-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
+            (x0 + x1) / 2.0,
+            HEIGHT - 22.0,
+            escape(&self.x_label)
+        );
+        let _ = writeln!(
+            o,
+            "<text class=\"y-label\" transform=\"translate(22,{:.1}) rotate(-90)\" text-anchor=\"middle\" \
+             font-size=\"13\">{}</text>",
+            (y0 + y1) / 2.0,
+            escape(&self.y_label)
+        );
+
+        // The data.
+        let nseries = self.series.len().max(1) as f64;
+        for (si, s) in self.series.iter().enumerate() {
+            let colour = PALETTE[si % PALETTE.len()];
+            let _ = writeln!(o, "<g class=\"series\" data-name=\"{}\">", escape(&s.name));
+            let mut marks = Vec::new();
+            match &self.x_axis {
+                XAxis::Numeric => {
+                    let pts: Vec<String> =
+                        s.points.iter().map(|p| format!("{:.1},{:.1}", xs(p.x), ys(p.mean))).collect();
+                    if pts.len() > 1 {
+                        let _ = writeln!(
+                            o,
+                            "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>",
+                            pts.join(" ")
+                        );
+                    }
+                    for p in &s.points {
+                        marks.push((xs(p.x), *p));
+                        let _ = writeln!(
+                            o,
+                            "<circle class=\"mark\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
+                            xs(p.x),
+                            ys(p.mean)
+                        );
+                    }
+                }
+                XAxis::Categories(cats) => {
+                    let band = (x1 - x0) / cats.len().max(1) as f64;
+                    let w = band * 0.8 / nseries;
+                    for p in &s.points {
+                        let left = x0 + p.x * band + band * 0.1 + si as f64 * w;
+                        let (top, bottom) = (ys(p.mean.max(0.0)), ys(p.mean.min(0.0)));
+                        let _ = writeln!(
+                            o,
+                            "<rect class=\"bar\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+                             fill=\"{colour}\"><title>{}</title></rect>",
+                            w * 0.92,
+                            bottom - top,
+                            escape(&format!("{}: {}", s.name, p.mean))
+                        );
+                        marks.push((left + w * 0.46, *p));
+                    }
+                }
+            }
+            for (x, p) in marks {
+                if p.max > p.min {
+                    let (a, b) = (ys(p.min), ys(p.max));
+                    let _ = writeln!(
+                        o,
+                        "<path class=\"errorbar\" d=\"M{x:.1},{a:.1} V{b:.1} M{:.1},{a:.1} H{:.1} M{:.1},{b:.1} H{:.1}\" \
+                         stroke=\"#222\" stroke-width=\"1.2\" fill=\"none\"/>",
+                        x - 4.0,
+                        x + 4.0,
+                        x - 4.0,
+                        x + 4.0
+                    );
+                }
+            }
+            o.push_str("</g>\n");
+        }
+
+        // The legend.
+        if legend {
+            let lx = plot_right + 16.0;
+            let mut ly = TOP + 6.0;
+            o.push_str("<g class=\"legend\">\n");
+            if let Some(t) = &self.legend_title {
+                let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-weight=\"bold\">{}</text>", escape(t));
+                ly += 20.0;
+            }
+            for (si, s) in self.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
+                let colour = PALETTE[si % PALETTE.len()];
+                let _ = writeln!(
+                    o,
+                    "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>\
+                     <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+                    ly - 9.0,
+                    lx + 20.0,
+                    escape(&s.name)
+                );
+                ly += 18.0;
+            }
+            if self.series.iter().flat_map(|s| &s.points).any(|p| p.max > p.min) {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">marks: mean;</text>",
+                    ly + 8.0
+                );
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">bars: min to max</text>",
+                    ly + 22.0
+                );
+            }
+            o.push_str("</g>\n");
+        }
+        o.push_str("</svg>\n");
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(x: f64, min: f64, mean: f64, max: f64) -> Point {
+        Point { x, mean, min, max, n: 3 }
+    }
+
+    fn line_chart() -> Chart {
+        Chart {
+            title: "lat_ctx on cortex-a72".into(),
+            x_label: axis_label("procs"),
+            y_label: axis_label("us_per_switch"),
+            x_axis: XAxis::Numeric,
+            series: vec![
+                Series { name: "arm64-noasid".into(), points: vec![pt(2.0, 3.0, 3.4, 3.6), pt(8.0, 4.0, 4.5, 4.9)] },
+                Series {
+                    name: "arm64-freebsd-asid".into(),
+                    points: vec![pt(2.0, 1.0, 1.0, 1.0), pt(8.0, 1.2, 1.3, 1.4)],
+                },
+            ],
+            legend_title: Some("policy".into()),
+        }
+    }
+
+    #[test]
+    fn axis_label_names_the_unit_of_the_suffix() {
+        assert_eq!(axis_label("overhead_us"), "overhead_us (µs)");
+        assert_eq!(axis_label("sim_time_ns"), "sim_time_ns (ns)");
+        assert_eq!(axis_label("ring_us_per_hop"), "ring_us_per_hop (µs per hop)");
+        assert_eq!(axis_label("us_per_switch"), "us_per_switch (µs per switch)");
+        assert_eq!(axis_label("size_kb"), "size_kb (KiB)");
+        assert_eq!(axis_label("tlb_misses"), "tlb_misses");
+        assert_eq!(axis_label("us"), "us");
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(ticks(0.0, 4.9, 6), (vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], 1.0));
+        let (t, step) = ticks(2.0, 8.0, 8);
+        assert_eq!((t[0], *t.last().unwrap(), step), (2.0, 8.0, 1.0));
+        assert_eq!(tick_label(0.30000000000000004, 0.1), "0.3");
+        assert_eq!(tick_label(-0.0, 0.5), "0.0");
+    }
+
+    #[test]
+    fn line_chart_has_axes_labels_legend_and_error_bars() {
+        let svg = line_chart().to_svg(true);
+        assert!(svg.starts_with("<?xml"));
+        assert!(svg.contains("class=\"axes\""));
+        assert!(svg.contains(">procs</text>"));
+        assert!(svg.contains(">us_per_switch (µs per switch)</text>"));
+        assert!(svg.contains("<g class=\"legend\">"));
+        assert!(svg.contains(">arm64-noasid</text>") && svg.contains(">arm64-freebsd-asid</text>"));
+        assert_eq!(svg.matches("class=\"line\"").count(), 2);
+        assert_eq!(svg.matches("class=\"mark\"").count(), 4);
+        // Three of the four points have a spread; the one with min == max has no bar.
+        assert_eq!(svg.matches("class=\"errorbar\"").count(), 3);
+        // Tick labels on both axes: 0..5 on y, 2..8 on x.
+        assert!(svg.contains(">5</text>") && svg.contains(">8</text>"));
+        assert!(svg.trim_end().ends_with("</svg>"));
+    }
+
+    #[test]
+    fn bar_chart_has_one_bar_per_series_and_category() {
+        let chart = Chart {
+            title: "claim".into(),
+            x_label: "variant".into(),
+            y_label: "ratio".into(),
+            x_axis: XAxis::Categories(vec!["a".into(), "b<c".into()]),
+            series: vec![
+                Series { name: "seed ratio".into(), points: vec![pt(0.0, 2.0, 2.0, 2.0), pt(1.0, 3.0, 3.0, 3.0)] },
+                Series { name: "simulated ratio".into(), points: vec![pt(0.0, 1.9, 1.9, 1.9), pt(1.0, 3.2, 3.2, 3.2)] },
+            ],
+            legend_title: None,
+        };
+        let svg = chart.to_svg(false);
+        assert!(!svg.starts_with("<?xml"));
+        let mut zero = chart.clone();
+        zero.series.iter_mut().flat_map(|s| s.points.iter_mut()).for_each(|p| *p = pt(p.x, 0.0, 0.0, 0.0));
+        let z = zero.to_svg(false);
+        assert!(z.contains(">0.0</text>") && z.contains(">1.0</text>") && !z.contains(">-"), "all-zero: y from 0 to 1");
+        assert_eq!(svg.matches("class=\"bar\"").count(), 4);
+        assert_eq!(svg.matches("class=\"errorbar\"").count(), 0);
+        assert!(svg.contains(">b&lt;c</text>"), "category labels are escaped");
+        assert!(svg.contains(">seed ratio</text>"));
+    }
+
+    #[test]
+    fn svg_is_deterministic() {
+        assert_eq!(line_chart().to_svg(true), line_chart().to_svg(true));
+    }
+}

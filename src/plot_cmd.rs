@@ -1,0 +1,93 @@
+//! `tlbkit plot` and `tlbkit report`: their flags, and writing SVG, PNG and
+//! HTML files (the charts and pages are `tlbkit_sim::plot`).
+
+use clap::Args;
+use std::path::{Path, PathBuf};
+use tlbkit_sim::plot::data::{ChartSpec, Results};
+use tlbkit_sim::plot::html;
+
+/// Draws one figure of a results file against one of its fields.
+#[derive(Args)]
+pub struct PlotArgs {
+    /// The results file (`tlbkit sweep`'s JSON lines).
+    results: PathBuf,
+    /// The x axis: a field of the runs (numbers: a line chart; text: a bar chart).
+    #[arg(long)]
+    x: String,
+    /// The plotted figure: a workload result or a metric.
+    #[arg(long)]
+    y: String,
+    /// One line (or bar) per value of this field, with a legend.
+    #[arg(long)]
+    group: Option<String>,
+    /// Only runs whose FIELD has VALUE: FIELD=VALUE (repeatable).
+    #[arg(long = "where", value_name = "FIELD=VALUE")]
+    filters: Vec<String>,
+    /// The chart's title (default: "Y by X" and the filters).
+    #[arg(long)]
+    title: Option<String>,
+    /// The file to write: .svg or .png.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+/// Writes one HTML page of charts and ministat tables for a results file.
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The results file (`tlbkit sweep`'s JSON lines).
+    results: PathBuf,
+    /// The HTML file to write.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+/// Runs `tlbkit plot`.
+pub fn plot(a: PlotArgs) -> Result<u8, String> {
+    let ext = a.output.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    if ext != "svg" && ext != "png" {
+        return Err(format!("-o {}: give a file ending in .svg or .png", a.output.display()));
+    }
+    let filters = a
+        .filters
+        .iter()
+        .map(|f| match f.split_once('=') {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => Err(format!("--where '{f}': give FIELD=VALUE, e.g. --where workload=lat_ctx")),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let results = Results::load(&a.results)?;
+    let spec = ChartSpec { x: a.x, y: a.y, group: a.group, filters, title: a.title };
+    let (chart, pooled) = results.chart(&spec)?;
+    if !pooled.is_empty() {
+        eprintln!(
+            "tlbkit plot: note: each point pools runs that differ in {} (narrow with --where FIELD=VALUE, or \
+             --group one of them)",
+            pooled.join(", ")
+        );
+    }
+    let svg = chart.to_svg(true);
+    let bytes = if ext == "png" { crate::png::render(&svg)? } else { svg.into_bytes() };
+    write_atomically(&a.output, &bytes)?;
+    Ok(0)
+}
+
+/// Runs `tlbkit report`.
+pub fn report(a: ReportArgs) -> Result<u8, String> {
+    let results = Results::load(&a.results)?;
+    let page = html::report(&results, &a.results.display().to_string())?;
+    write_atomically(&a.output, page.as_bytes())?;
+    Ok(0)
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it and a rename, so
+/// that a reader never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let name =
+        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot rename {} to {}: {e}", tmp.display(), path.display())
+    })
+}

@@ -1,0 +1,147 @@
+//! `tlbkit plot` and `tlbkit report` on the results of a small sweep: the SVG
+//! has its axes, ticks, legend and error bars; the report is one page that
+//! loads nothing; bad names and bad lines are refused with exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tlbkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tlbkit-plot-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a 12-run sweep (2 policies × 2 process counts × 3 seeds) in `dir` and
+/// returns its results file.
+fn small_sweep(dir: &Path) -> PathBuf {
+    let toml = dir.join("small.toml");
+    std::fs::write(
+        &toml,
+        "machines = [\"cortex-a72\"]\ncpus = [1]\npolicies = [\"arm64-noasid\", \"arm64-freebsd-asid\"]\n\
+         workloads = [\"lat_ctx\"]\nseeds = { first = 1, count = 3 }\n[set]\njitter = 0.02\n\
+         [set.lat_ctx]\nprocs = [2, 4]\nsize_kb = 0\nrounds = 200\n",
+    )
+    .unwrap();
+    let o = tlbkit(&["sweep", toml.to_str().unwrap(), "--jobs", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir.join("small.jsonl")
+}
+
+#[test]
+fn plot_and_report_of_a_small_sweep() {
+    let dir = scratch("small");
+    let results = small_sweep(&dir);
+    let r = results.to_str().unwrap();
+
+    let svg = dir.join("switch.svg");
+    let o =
+        tlbkit(&["plot", r, "--x", "procs", "--y", "us_per_switch", "--group", "policy", "-o", svg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"));
+    assert!(text.contains(">procs</text>"));
+    assert!(text.contains(">us_per_switch (µs per switch) — mean of 3 runs</text>"));
+    assert!(text.contains(">arm64-noasid</text>") && text.contains(">arm64-freebsd-asid</text>"));
+    assert_eq!(text.matches("class=\"line\"").count(), 2, "one line per policy");
+    assert_eq!(text.matches("class=\"mark\"").count(), 4, "2 policies × 2 process counts");
+    assert!(text.contains("class=\"errorbar\""), "seeds differ (jitter), so points have min–max bars");
+    // Balanced tags: every opened group is closed (a cheap well-formedness check).
+    assert_eq!(text.matches("<g ").count(), text.matches("</g>").count());
+    // The temporary file is gone after the rename.
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!names.iter().any(|n| n.to_string_lossy().contains(".tmp")), "{names:?}");
+
+    // A categorical x gives a bar chart; the same input gives the same bytes.
+    let bars = dir.join("bars.svg");
+    for _ in 0..2 {
+        let o = tlbkit(&[
+            "plot",
+            r,
+            "--x",
+            "policy",
+            "--y",
+            "overhead_us",
+            "--where",
+            "procs=4",
+            "-o",
+            bars.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let b = std::fs::read_to_string(&bars).unwrap();
+    assert_eq!(b.matches("class=\"bar\"").count(), 2);
+
+    let html = dir.join("report.html");
+    let o = tlbkit(&["report", r, "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
+    // One chart per result of lat_ctx (3), each against procs, one line per policy.
+    assert_eq!(page.matches("<svg ").count(), 3);
+    assert!(page.contains(">lat_ctx: us_per_switch</text>"));
+    // ministat tables at each grid point (procs=2, procs=4), policies against the first.
+    assert_eq!(page.matches("<pre class=\"ministat\">").count(), 2);
+    assert!(page.contains("x arm64-freebsd-asid") && page.contains("+ arm64-noasid"));
+    assert!(page.contains("    N           Min           Max        Median           Avg        Stddev"));
+    assert!(page.contains("confidence"));
+    // Self-contained: nothing loaded, no scripts.
+    assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_names_and_bad_lines_exit_2() {
+    let dir = scratch("bad");
+    let results = dir.join("r.jsonl");
+    let line =
+        r#"{"machine":"m","cpus":1,"policy":"p","workload":"w","seed":1,"command":"c","violations":0,"lat_us":1.5}"#;
+    std::fs::write(&results, format!("{line}\n{line}\nnot json\n")).unwrap();
+    let r = results.to_str().unwrap();
+    let out = dir.join("o.svg");
+    let o = tlbkit(&["plot", r, "--x", "cpus", "--y", "lat_us", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("r.jsonl:3: not a results line"), "{}", stderr(&o));
+
+    std::fs::write(&results, format!("{line}\n")).unwrap();
+    let o = tlbkit(&["plot", r, "--x", "procs", "--y", "lat_us", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown field 'procs' for --x; the results have: machine, cpus, policy, workload, seed")
+    );
+    let o = tlbkit(&["plot", r, "--x", "cpus", "--y", "misses", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown metric 'misses' for --y; the results have: violations, lat_us"));
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn png_is_a_png_when_the_system_has_fonts() {
+    let dir = scratch("png");
+    let results = dir.join("r.jsonl");
+    let line = |p: &str, v: f64| {
+        format!(
+            r#"{{"machine":"m","cpus":1,"policy":"{p}","workload":"w","seed":1,"command":"c","violations":0,"lat_us":{v}}}"#
+        )
+    };
+    std::fs::write(&results, format!("{}\n{}\n", line("a", 1.5), line("b", 2.5))).unwrap();
+    let png = dir.join("o.png");
+    let o = tlbkit(&["plot", results.to_str().unwrap(), "--x", "policy", "--y", "lat_us", "-o", png.to_str().unwrap()]);
+    if stderr(&o).contains("no fonts found") {
+        eprintln!("skipped: no system fonts for the PNG's text");
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
