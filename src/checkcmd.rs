@@ -92,7 +92,18 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         },
     };
     let t = Instant::now();
-    let r = tlbkit_check::check(&spec)?;
+    // A spinner on a terminal (executions so far); nothing when stderr is not one.
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or(indicatif::ProgressStyle::default_spinner()),
+    );
+    let r = tlbkit_check::check_with_progress(&spec, &mut |n| {
+        bar.set_message(format!("{n} executions, {}", spec.mode.name()));
+        bar.tick();
+    });
+    bar.finish_and_clear();
+    let r = r?;
     emit(&r, a.format == super::Format::Json)?;
     eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })

@@ -276,12 +276,30 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
 
 /// Runs the check `spec` asks for.
 pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
-    let shape = shape(spec)?;
-    with_policy!(spec, shape, build => Ok(search_with(spec, &shape, &build)))
+    check_with_progress(spec, &mut |_| {})
 }
 
-fn search_with<P: Policy>(spec: &CheckSpec, shape: &Shape, build: &dyn Fn() -> P) -> CheckReport {
-    let mut run = |c: &mut dyn Chooser| exec::run(shape, build, c, false);
+/// Runs the check `spec` asks for, calling `progress` with the number of
+/// executions run so far every 4,096 executions (for a progress display).
+pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
+    let shape = shape(spec)?;
+    with_policy!(spec, shape, build => Ok(search_with(spec, &shape, &build, progress)))
+}
+
+fn search_with<P: Policy>(
+    spec: &CheckSpec,
+    shape: &Shape,
+    build: &dyn Fn() -> P,
+    progress: &mut dyn FnMut(u64),
+) -> CheckReport {
+    let mut n = 0u64;
+    let mut run = |c: &mut dyn Chooser| {
+        n += 1;
+        if n.is_multiple_of(4096) {
+            progress(n);
+        }
+        exec::run(shape, build, c, false)
+    };
     let (stats, found) = match spec.mode {
         Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
         Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
