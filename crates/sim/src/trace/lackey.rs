@@ -26,6 +26,7 @@
 //! parent's, is refused: one log, one process). Every error names the file and
 //! line.
 
+use super::clip;
 use std::io::BufRead;
 
 /// What one line of a lackey log says.
@@ -291,16 +292,6 @@ impl<R: BufRead> Lackey<R> {
             .find("created child ")
             .and_then(|at| body[at + 14..].chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().ok());
         Ok(Some(Item::Syscall(Marker { vtid, name, args, result, child })))
-    }
-}
-
-/// Returns `s` cut to a length fit for a message.
-fn clip(s: &str) -> String {
-    let cut: String = s.chars().take(60).collect();
-    if cut.len() < s.len() {
-        format!("'{cut}...'")
-    } else {
-        format!("'{cut}'")
     }
 }
 

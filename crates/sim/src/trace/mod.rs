@@ -108,3 +108,13 @@ pub mod lackey;
 pub mod strace;
 
 pub use format::{Event, Process, Record, Thread, Trace};
+
+/// Returns `s` cut to a length fit for a message (the log readers quote bad lines).
+pub(crate) fn clip(s: &str) -> String {
+    let cut: String = s.chars().take(60).collect();
+    if cut.len() < s.len() {
+        format!("'{cut}...'")
+    } else {
+        format!("'{cut}'")
+    }
+}

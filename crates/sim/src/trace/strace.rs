@@ -21,6 +21,7 @@
 //! call nothing began, a file whose last line has no newline, and a log that
 //! ends before a process it shows has ended (the run or the file was cut).
 
+use super::clip;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 
@@ -411,16 +412,6 @@ pub fn number(s: &str) -> Option<u64> {
     }
     let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
     digits.parse().ok()
-}
-
-/// Returns `s` cut to a length fit for a message.
-fn clip(s: &str) -> String {
-    let cut: String = s.chars().take(60).collect();
-    if cut.len() < s.len() {
-        format!("'{cut}...'")
-    } else {
-        format!("'{cut}'")
-    }
 }
 
 #[cfg(test)]
