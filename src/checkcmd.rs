@@ -14,7 +14,7 @@ pub struct CheckArgs {
     /// CPUs (default 2; a bug-zoo entry has its own defaults, see `tlbkit list`).
     #[arg(long)]
     cpus: Option<usize>,
-    /// Address spaces (processes) at the start (default 3).
+    /// Address spaces (processes) at the start (default 3; 1 with --teardown).
     #[arg(long)]
     mms: Option<usize>,
     /// The ASID space (arm64: a power of two); for PCID policies, the number of
@@ -41,6 +41,12 @@ pub struct CheckArgs {
     /// munmap, fault, reclaim, unmap-table, exit, fork; default all).
     #[arg(long)]
     menu: Option<String>,
+    /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux
+    /// policies) and tear it down at exit with this strategy: noopt, simple,
+    /// robust or clear_ptes. Adds the `write` operation, checks no_lost_dirty
+    /// and no_tlb_conflict, and makes the defaults 1 address space and pct mode.
+    #[arg(long)]
+    teardown: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -60,7 +66,10 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
-    let d = tlbkit_check::spec::defaults(&a.policy);
+    let mut d = tlbkit_check::spec::defaults(&a.policy);
+    if a.teardown.is_some() {
+        d = tlbkit_check::spec::contpte_defaults(d);
+    }
     let (cpus, mms, ops, zmode) = (d.cpus, d.mms, d.ops, d.mode);
     let menu = match &a.menu {
         Some(list) => tlbkit_check::ops::OpKind::parse(list)?,
@@ -71,6 +80,10 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         Some(ModeArg::Random) => Mode::Random,
         Some(ModeArg::Pct) => Mode::Pct,
         None => zmode,
+    };
+    let teardown = match &a.teardown {
+        Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| format!("--teardown: {e}"))?),
+        None => None,
     };
     let x86 = tlbkit_check::spec::is_x86(&a.policy);
     let spec_policy = a.policy.clone();
@@ -90,6 +103,7 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
             Some(MemoryArg::Sc) => Memory::Sc,
             None => tlbkit_check::spec::default_memory(&spec_policy),
         },
+        teardown,
     };
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.

@@ -343,4 +343,51 @@ fn check_bad_input_is_exit_2() {
     assert_bad_input(&["check", "--policy", "arm64-linux", "--asids", "5"], "power of two");
     assert_bad_input(&["check", "--policy", "arm64-linux", "--menu", "fly"], "unknown operation 'fly'");
     assert_bad_input(&["replay", "garbage"], "not a tlbkit replay token");
+    assert_bad_input(
+        &["check", "--policy", "arm64-linux", "--teardown", "fast"],
+        "--teardown: unknown teardown 'fast'; valid teardowns: noopt, simple, robust, clear_ptes",
+    );
+    assert_bad_input(
+        &["check", "--policy", "x86-linux-pcid", "--teardown", "simple"],
+        "contiguous PTEs are arm64 Linux's",
+    );
+}
+
+#[test]
+fn check_with_a_contiguous_block_finds_simples_lost_dirty_page_and_replays_it() {
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--teardown", "simple"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    for needle in [
+        "contpte: a 64 KB contiguous block per address space, torn down at exit by simple",
+        "no_lost_dirty, no_tlb_conflict",
+        "VIOLATION no_lost_dirty",
+        "pct mode",
+        "1 address spaces",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
+    assert!(token.starts_with("t2~arm64-linux~2~1~4~6~sc~1ff~simple~"), "{token}");
+    let r = tlbkit(&["replay", token]);
+    assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
+    let from = |s: &str| s[s.find("counterexample (").expect("a counterexample")..].to_string();
+    assert_eq!(from(&String::from_utf8_lossy(&r.stdout)), from(&out));
+    let j = tlbkit(&[
+        "check",
+        "--policy",
+        "arm64-linux",
+        "--teardown",
+        "clear_ptes",
+        "--iterations",
+        "2000",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(j.status.code(), Some(0), "{}", stderr(&j));
+    let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(
+        (j["teardown"].as_str(), j["mode"].as_str(), j["executions"].as_u64()),
+        (Some("clear_ptes"), Some("pct"), Some(2000))
+    );
 }

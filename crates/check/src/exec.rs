@@ -106,6 +106,9 @@ pub struct Shape {
     /// Which kinds of kernel operation CPUs may start (bits of
     /// [`crate::ops::OpKind`]).
     pub menu: u32,
+    /// With contiguous PTEs: how an exit tears the block down (see
+    /// [`crate::block`]); `None`: no block.
+    pub teardown: Option<tlbkit_policy::contpte::Teardown>,
 }
 
 /// Store-buffer addresses at or above this stand for a PTE-clearing store:
@@ -292,6 +295,14 @@ impl Core {
     /// and, when recording, adds the event.
     pub(crate) fn event(&self, cpu: usize, key: u64, text: impl FnOnce() -> String) {
         self.event_in(cpu, key, false, text);
+    }
+
+    /// Folds `key` into CPU `cpu`'s history without recording an event (what it
+    /// read, where traces would drown in reads).
+    pub(crate) fn remember(&self, cpu: usize, key: u64) {
+        let mut st = self.st.borrow_mut();
+        st.cpus[cpu].history = mix(st.cpus[cpu].history, key);
+        st.cpus[cpu].anchor = None;
     }
 
     /// As [`Core::event`]; `in_spin` marks what a spin loop's iteration may do
@@ -796,7 +807,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     let policy = Box::new(build());
     let mark = arena::used();
     let global_user = policy.user_ptes_global();
-    let mut m = Machine::new(shape.cpus, shape.mms, global_user);
+    let mut m = Machine::new(shape.cpus, shape.mms, global_user, shape.teardown.is_some());
     for s in 1..=shape.mms as u32 {
         policy.mm_init(MmId(s));
         m.fork(s, 0).expect("a fresh machine has no obligations");
@@ -1028,7 +1039,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             violation = Some(v);
             break;
         }
-        if let Err(v) = st.m.check_uses() {
+        if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
             violation = Some(v);
             break;
         }

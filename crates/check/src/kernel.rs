@@ -9,6 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use tlbkit_policy::contpte::{PteVal, CONT_PTES};
 use tlbkit_policy::{Root, Scope, Tlbi};
 
 /// Pages each address space maps.
@@ -16,9 +17,44 @@ pub const PAGES: usize = 1;
 /// The virtual address of page 0 of every address space.
 pub const VA0: u64 = 0x40_0000;
 
-/// Returns the virtual address of page `p`.
+/// PTEs in the contiguous block (`CONT_PTES`).
+pub const BLOCK: usize = CONT_PTES as usize;
+/// The page index of the contiguous block's first page (indices from here on
+/// name the block's pages).
+pub const BLOCK_PAGE: usize = 16;
+/// The virtual address of the contiguous block: 64 KB-aligned, 2 MB above
+/// [`VA0`], so mapped through a last-level table of its own, which no operation
+/// frees.
+pub const BLOCK_VA: u64 = VA0 + (2 << 20);
+
+/// Returns the virtual address of page `p` (a block page from [`BLOCK_PAGE`] on).
 pub fn va_of(p: usize) -> u64 {
-    VA0 + (p as u64) * 4096
+    match p.checked_sub(BLOCK_PAGE) {
+        Some(j) => BLOCK_VA + (j as u64) * 4096,
+        None => VA0 + (p as u64) * 4096,
+    }
+}
+
+/// Returns the page index of `va`, the inverse of [`va_of`] (`None` for an
+/// address no page has).
+pub fn page_of(va: u64) -> Option<usize> {
+    if (BLOCK_VA..BLOCK_VA + CONT_PTES * 4096).contains(&va) {
+        return Some(BLOCK_PAGE + ((va - BLOCK_VA) / 4096) as usize);
+    }
+    (VA0..VA0 + PAGES as u64 * 4096).contains(&va).then(|| ((va - VA0) / 4096) as usize)
+}
+
+/// Returns the first frame of the 64 KB file folio the block of `slot` maps
+/// (page-cache frames, outside the frames processes allocate: a file page
+/// outlives every mapping of it).
+pub fn folio_pfn(slot: u32) -> u64 {
+    0x1000 + CONT_PTES * slot as u64
+}
+
+/// The value of block PTE `j` of `slot` as a file fault maps it: valid, writable,
+/// young (`filemap_map_pages` maps young), clean, contiguous.
+fn mapped_block_pte(slot: u32, j: usize) -> PteVal {
+    PteVal::new(folio_pfn(slot) + j as u64, PteVal::VALID | PteVal::WRITE | PteVal::YOUNG | PteVal::CONT)
 }
 
 /// A valid leaf PTE: the frame it maps and its version (ground truth).
@@ -58,6 +94,13 @@ pub struct Space {
     /// Per page: the version its next PTE write gets (versions are per page, so
     /// that writes to different pages in either order give the same state).
     pub vers: [u32; PAGES],
+    /// With contiguous PTEs (`--teardown`): the [`BLOCK`] PTEs of a shared
+    /// writable file mapping of one 64 KB folio, from [`va_of`]`(BLOCK_PAGE)`;
+    /// empty otherwise.
+    pub block: Vec<PteVal>,
+    /// Ground truth: bit `j` is set when page `j` of the block was written since it
+    /// was mapped (what `no_lost_dirty` judges each clear against).
+    pub written: u16,
 }
 
 /// A cached translation, with the ground truth it was filled from.
@@ -73,8 +116,12 @@ pub struct Entry {
     pub frame: u32,
     /// The process it came from.
     pub uid: u32,
-    /// The version of the PTE it came from.
+    /// The version of the PTE it came from (0 for the contiguous block's entries,
+    /// which `no_stale_use` does not judge).
     pub ver: u32,
+    /// A 64 KB entry for the whole contiguous block (`page` is its first page,
+    /// `frame` its first frame).
+    pub big: bool,
 }
 
 /// What a CPU is running.
@@ -164,6 +211,8 @@ pub struct Machine {
     pub mm_lock: Vec<Option<usize>>,
     /// Whether user PTEs are global (the no-ASID baseline).
     pub global_user: bool,
+    /// Whether every address space maps a contiguous block (`--teardown`).
+    pub contpte: bool,
     next_uid: u32,
 }
 
@@ -199,9 +248,17 @@ impl std::hash::Hash for Machine {
 impl Machine {
     /// Returns a machine of `cpus` CPUs and `mms` address-space slots, every CPU
     /// idle on the reserved root, every frame free.
-    pub fn new(cpus: usize, mms: usize, global_user: bool) -> Self {
+    pub fn new(cpus: usize, mms: usize, global_user: bool, contpte: bool) -> Self {
         let frames = (mms * (PAGES + 1) + 2) as u32;
-        let empty = Space { uid: 0, life: Life::Free, table: None, ptes: [None; PAGES], vers: [0; PAGES] };
+        let empty = Space {
+            uid: 0,
+            life: Life::Free,
+            table: None,
+            ptes: [None; PAGES],
+            vers: [0; PAGES],
+            block: Vec::new(),
+            written: 0,
+        };
         Machine {
             spaces: vec![empty; mms + 1],
             free: (0..frames).rev().collect(),
@@ -217,6 +274,7 @@ impl Machine {
             touched: vec![false; mms + 1],
             mm_lock: vec![None; mms + 1],
             global_user,
+            contpte,
             next_uid: 1,
         }
     }
@@ -263,6 +321,8 @@ impl Machine {
         s.table = None;
         s.ptes = [None; PAGES];
         s.vers = [0; PAGES];
+        s.block = if self.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
+        s.written = 0;
         for p in 0..PAGES {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
@@ -417,11 +477,12 @@ impl Machine {
             if s.life == Life::Free {
                 continue;
             }
-            let Some(table) = s.table else { continue };
             let tag = if self.global_user { 0 } else { asid };
-            self.walks[c].insert((tag, table, s.uid));
+            if let Some(table) = s.table {
+                self.walks[c].insert((tag, table, s.uid));
+            }
             for (p, pte) in s.ptes.iter().enumerate() {
-                let Some(pte) = pte else { continue };
+                let Some(pte) = pte.filter(|_| s.table.is_some()) else { continue };
                 let e = Entry {
                     global: self.global_user,
                     asid: if self.global_user { 0 } else { asid },
@@ -429,6 +490,30 @@ impl Machine {
                     frame: pte.frame,
                     uid: s.uid,
                     ver: pte.ver,
+                    big: false,
+                };
+                if self.tlbs[c].insert(e) {
+                    new.push((c, e));
+                }
+            }
+            // The contiguous block: a walk reaching a valid contiguous PTE of a block
+            // whose valid PTEs agree caches one 64 KB entry; a non-contiguous PTE, or
+            // a contiguous one of a misprogrammed block (which `check_block` reports),
+            // a 4 KB entry.
+            let agree = block_agrees(&s.block);
+            for (j, pte) in s.block.iter().enumerate() {
+                if !pte.valid() {
+                    continue;
+                }
+                let big = pte.cont() && agree;
+                let e = Entry {
+                    global: self.global_user,
+                    asid: tag,
+                    page: (BLOCK_PAGE + if big { 0 } else { j }) as u8,
+                    frame: (pte.pfn - if big { j as u64 } else { 0 }) as u32,
+                    uid: s.uid,
+                    ver: 0,
+                    big,
                 };
                 if self.tlbs[c].insert(e) {
                     new.push((c, e));
@@ -436,6 +521,47 @@ impl Machine {
             }
         }
         new
+    }
+
+    /// Checks `no_tlb_conflict` for the contiguous blocks: the valid contiguous
+    /// PTEs of a block every CPU may walk agree (Arm ARM, "Misprogramming of the
+    /// Contiguous bit"), and no CPU holds a 64 KB and a 4 KB entry of one page
+    /// under one tag (a TLB conflict abort, or either translation).
+    pub fn check_block(&self) -> Result<(), Violation> {
+        if !self.contpte {
+            return Ok(());
+        }
+        for c in 0..self.tlbs.len() {
+            if let (Root::Mm(mm), _) = self.roots[c] {
+                let s = &self.spaces[mm.index()];
+                if s.life != Life::Free && !block_agrees(&s.block) {
+                    return Err(Violation {
+                        property: "no_tlb_conflict",
+                        cpu: c,
+                        detail: format!(
+                            "cpu{c} may walk the contiguous block of mm{} at {:#x}, whose valid contiguous PTEs \
+                             disagree: {:?}",
+                            mm.0,
+                            va_of(BLOCK_PAGE),
+                            s.block
+                        ),
+                    });
+                }
+            }
+            for big in self.tlbs[c].iter().filter(|e| e.big) {
+                if let Some(small) = self.tlbs[c]
+                    .iter()
+                    .find(|e| !e.big && e.page as usize >= BLOCK_PAGE && e.global == big.global && e.asid == big.asid)
+                {
+                    return Err(Violation {
+                        property: "no_tlb_conflict",
+                        cpu: c,
+                        detail: format!("cpu{c} holds both {} and {}", describe(big), describe(small)),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks every CPU in user mode: anything it holds under its running tag it
@@ -515,12 +641,27 @@ impl Machine {
     }
 }
 
+/// Returns whether the valid contiguous PTEs of `block` agree: one protection,
+/// and each maps the frame its place in a 64 KB-aligned run says.
+pub fn block_agrees(block: &[PteVal]) -> bool {
+    let mut cont = block.iter().enumerate().filter(|(_, p)| p.valid_cont());
+    let Some((j0, first)) = cont.next() else { return true };
+    let base = first.pfn.wrapping_sub(j0 as u64);
+    base.is_multiple_of(CONT_PTES)
+        && cont.all(|(j, p)| p.prot() == first.prot() && p.pfn == base.wrapping_add(j as u64))
+}
+
 /// Returns whether invalidation `op` removes entry `e`.
 fn removes(op: Tlbi, e: &Entry) -> bool {
-    let page_of = |va: tlbkit_policy::VirtAddr| va.0.wrapping_sub(VA0) / 4096;
+    // A 64 KB entry goes with an invalidation of any page it covers.
+    let covers = |va: tlbkit_policy::VirtAddr| match page_of(va.0) {
+        None => false,
+        Some(p) if e.big => p >= BLOCK_PAGE,
+        Some(p) => p == e.page as usize,
+    };
     match op {
-        Tlbi::Va { asid, va } => !e.global && e.asid == asid.get() && page_of(va) == e.page as u64,
-        Tlbi::VaAllAsids { va } => page_of(va) == e.page as u64,
+        Tlbi::Va { asid, va } => !e.global && e.asid == asid.get() && covers(va),
+        Tlbi::VaAllAsids { va } => covers(va),
         Tlbi::Asid(a) => !e.global && e.asid == a.get(),
         Tlbi::All => true,
     }
@@ -529,5 +670,67 @@ fn removes(op: Tlbi, e: &Entry) -> bool {
 /// Describes an entry for a trace or a violation.
 pub fn describe(e: &Entry) -> String {
     let tag = if e.global { "global".to_string() } else { format!("asid {}", e.asid) };
+    if e.big {
+        return format!(
+            "the 64 KB entry for {:#x} ({tag}, frames {}-{}, from uid {})",
+            va_of(e.page as usize),
+            e.frame,
+            e.frame + CONT_PTES as u32 - 1,
+            e.uid
+        );
+    }
+    if e.page as usize >= BLOCK_PAGE {
+        return format!(
+            "the 4 KB entry for {:#x} ({tag}, frame {}, from uid {})",
+            va_of(e.page as usize),
+            e.frame,
+            e.uid
+        );
+    }
     format!("the entry for {:#x} ({tag}, frame {}, from uid {} PTE v{})", va_of(e.page as usize), e.frame, e.uid, e.ver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlbkit_policy::{Asid, MmId, VirtAddr};
+
+    /// One CPU running mm1, whose block is mapped, with its TLB filled.
+    fn running() -> Machine {
+        let mut m = Machine::new(1, 1, false, true);
+        m.fork(1, 0).unwrap();
+        m.roots[0] = (Root::Mm(MmId(1)), 1);
+        m.fill_all();
+        m
+    }
+
+    #[test]
+    fn a_folded_block_fills_one_64k_entry_that_any_page_invalidation_removes() {
+        let mut m = running();
+        let big: Vec<_> = m.tlbs[0].iter().filter(|e| e.big).copied().collect();
+        assert_eq!(big.len(), 1);
+        assert_eq!((big[0].page as usize, big[0].frame as u64), (BLOCK_PAGE, folio_pfn(1)));
+        assert!(m.check_block().is_ok());
+        let asid = Asid::new(1, 8).unwrap();
+        assert_eq!(m.tlbi(0, Tlbi::Va { asid, va: VirtAddr(va_of(BLOCK_PAGE + 9)) }, Scope::Local), 1);
+        assert!(m.tlbs[0].iter().all(|e| !e.big));
+    }
+
+    #[test]
+    fn a_misprogrammed_block_and_a_64k_entry_beside_a_4k_one_are_conflicts() {
+        let mut m = running();
+        m.spaces[1].block[3].pfn += 1;
+        let v = m.check_block().unwrap_err();
+        assert_eq!(v.property, "no_tlb_conflict");
+        assert!(v.detail.contains("disagree"), "{}", v.detail);
+
+        // Rewriting one PTE without the contiguous bit, without breaking the block
+        // first: the walk caches a 4 KB entry while the 64 KB one is still there.
+        let mut m = running();
+        m.spaces[1].block[5] = m.spaces[1].block[5].mknoncont();
+        m.fill_all();
+        let v = m.check_block().unwrap_err();
+        assert_eq!(v.property, "no_tlb_conflict");
+        assert!(v.detail.contains("holds both the 64 KB entry for 0x600000"), "{}", v.detail);
+    }
 }

@@ -17,6 +17,13 @@
 //!   under its `mmap_lock` (a sleeping lock). Which operation a CPU starts next
 //!   is a choice the search explores like any other (`--menu` restricts the
 //!   kinds). Each address space maps one page through one page-table page.
+//! - **Contiguous PTEs** (`--teardown`, arm64 Linux policies): every address
+//!   space also maps a 64 KB file folio through one block of 16 contiguous PTEs,
+//!   changed only by the policy crate's contpte code (the simulator's): user
+//!   writes recorded by the hardware in any one valid PTE of the block, `munmap`
+//!   and faults of single pages (unfold and refold, a preemption point at every
+//!   PTE access), and the exit teardown with the chosen strategy. [`block`]
+//!   gives the details.
 //! - **What is atomic.** One *step* of a CPU runs from one preemption point to
 //!   the next, so everything between two points is atomic. The points are:
 //!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,
@@ -72,8 +79,11 @@
 //! the middle of a context switch with interrupts off (Linux frees page-table
 //! pages only after every CPU has had interrupts on again,
 //! `MMU_GATHER_RCU_TABLE_FREE`); `no_reuse_while_mapped` whenever a frame is
-//! handed out. Plus `no_deadlock` (no CPU can step but one waits),
-//! `no_livelock` (an execution longer than [`exec::MAX_STEPS`] steps) and
+//! handed out. With a contiguous block, `no_lost_dirty` for every PTE value the
+//! arch code returns from a clear and after every operation, and
+//! `no_tlb_conflict` after every step and every PTE access ([`block`]). Plus
+//! `no_deadlock` (no CPU can step but one waits), `no_livelock` (an execution
+//! longer than [`exec::MAX_STEPS`] steps) and
 //! `no_policy_panic` (a policy assertion failed).
 //!
 //! # How exhaustive mode finishes
@@ -99,6 +109,11 @@
 //!   instruction or a Linux value-returning atomic does).
 //! - Walk caches, TLB capacity and eviction, in-flight walks after a root write,
 //!   and the time an invalidation takes to reach other CPUs.
+//! - For the contiguous block: `no_stale_use`, `no_stale_held` and
+//!   `no_reuse_while_mapped` (its frames are page-cache frames that are never
+//!   freed; the ordinary page carries those properties), its PTE accesses under
+//!   TSO (they are sequentially consistent), and writes that real hardware
+//!   completes through an already-dirty entry without touching a PTE.
 //! - Random and PCT modes sample schedules; only an exhaustive run that reports
 //!   `complete` is a proof, and only for the machine, operations and bounds given.
 //!
@@ -106,11 +121,13 @@
 //! - [`exec`]: one execution (coroutines, hooks, the checked [`tlbkit_policy::Hw`],
 //!   the kernel operations).
 //! - [`kernel`]: the machine's ground truth and the oracle.
+//! - [`block`]: the contiguous block's kernel side (`--teardown`).
 //! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
 //! - [`arena`]: the per-execution allocator that keeps addresses stable.
 //! - [`spec`]: what to check (policy, machine shape), replay tokens and reports.
 
 pub mod arena;
+pub mod block;
 pub mod exec;
 pub mod kernel;
 pub mod ops;

@@ -1,8 +1,9 @@
 //! The checked kernel's operations: what a CPU may do next, and how each one
 //! changes the page tables and calls the policy, as a kernel does.
 
+use crate::block;
 use crate::exec::{Block, CheckHw, Core, KernelBug, Memory, Point};
-use crate::kernel::{va_of, Life, Machine, Task, Violation, PAGES};
+use crate::kernel::{va_of, Life, Machine, Task, Violation, BLOCK, BLOCK_PAGE, PAGES};
 use tlbkit_policy::{MmId, Policy, VirtAddr};
 
 /// A kernel operation a CPU can start.
@@ -26,6 +27,13 @@ pub enum Op {
     Exit,
     /// Start a process in a free slot.
     Fork(u32),
+    /// A thread of the running process writes this page of its contiguous block
+    /// (`--teardown`; see [`crate::block`]).
+    Write(usize),
+    /// `munmap` of this page of the running process's contiguous block.
+    UnmapBlock(usize),
+    /// Fault this page of the running process's contiguous block back in.
+    MapBlock(usize),
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -47,11 +55,13 @@ pub enum OpKind {
     Exit,
     /// [`Op::Fork`].
     Fork,
+    /// [`Op::Write`].
+    Write,
 }
 
 impl OpKind {
     /// Every kind, in menu order.
-    pub const ALL: [OpKind; 8] = [
+    pub const ALL: [OpKind; 9] = [
         OpKind::Switch,
         OpKind::Idle,
         OpKind::Munmap,
@@ -60,6 +70,7 @@ impl OpKind {
         OpKind::UnmapTable,
         OpKind::Exit,
         OpKind::Fork,
+        OpKind::Write,
     ];
 
     /// Returns the kind's name.
@@ -73,6 +84,7 @@ impl OpKind {
             OpKind::UnmapTable => "unmap-table",
             OpKind::Exit => "exit",
             OpKind::Fork => "fork",
+            OpKind::Write => "write",
         }
     }
 
@@ -120,6 +132,9 @@ impl Op {
             Op::UnmapTable => OpKind::UnmapTable,
             Op::Exit => OpKind::Exit,
             Op::Fork(_) => OpKind::Fork,
+            Op::Write(_) => OpKind::Write,
+            Op::UnmapBlock(_) => OpKind::Munmap,
+            Op::MapBlock(_) => OpKind::Fault,
         }
     }
 
@@ -133,6 +148,9 @@ impl Op {
             Op::UnmapTable => "munmap the whole range, freeing its page table".to_string(),
             Op::Exit => "exit: the process's last thread leaves".to_string(),
             Op::Fork(s) => format!("fork a new process into slot mm{s}"),
+            Op::Write(j) => format!("user write to page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
+            Op::UnmapBlock(j) => format!("munmap page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
+            Op::MapBlock(j) => format!("fault in page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
         }
     }
 
@@ -146,6 +164,9 @@ impl Op {
             Op::UnmapTable => 0x600,
             Op::Exit => 0x700,
             Op::Fork(s) => 0x800 + s as u64,
+            Op::Write(j) => 0x900 + j as u64,
+            Op::UnmapBlock(j) => 0xa00 + j as u64,
+            Op::MapBlock(j) => 0xb00 + j as u64,
         }
     }
 }
@@ -210,6 +231,14 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     }
     if space.table.is_some() {
         ops.push(Op::UnmapTable);
+    }
+    if !space.block.is_empty() {
+        for j in 0..BLOCK {
+            if !block::write_targets(m, cpu, s, j).is_empty() {
+                ops.push(Op::Write(j));
+            }
+            ops.push(if space.block[j].valid() { Op::UnmapBlock(j) } else { Op::MapBlock(j) });
+        }
     }
     if !m.tasks.iter().enumerate().any(|(c, t)| c != cpu && *t == Task::User(s)) {
         ops.push(Op::Exit);
@@ -301,6 +330,10 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     let hw = CheckHw::new(core, cpu);
     core.event(cpu, 0xf_0000 ^ op.key(), || format!("op: {}", op.name()));
     let task = core.st.borrow().m.tasks[cpu];
+    if let (Op::Write(j), Task::User(s)) = (op, task) {
+        // A user write is not a kernel operation: the CPU stays in user mode.
+        return block::write(core, cpu, s, j);
+    }
     // Claims are made in the step that chose the operation, before anything can
     // pause: the thread switched to is this CPU's (no exit of its process may
     // start elsewhere), and a slot forked into is taken.
@@ -331,6 +364,14 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, true),
         (Op::Map(pg), Task::User(s)) => {
             lock_mm(core, cpu, s);
+            // As Linux rechecks `pte_none` under the page-table lock: another
+            // thread's fault may have mapped the page while this one slept.
+            let mapped = core.st.borrow().m.spaces[s as usize].ptes[pg].is_some();
+            if mapped {
+                core.event(cpu, 0x10_0002, || "the page is mapped already: the fault is done".to_string());
+                unlock_mm(core, cpu, s);
+                return back_to_user(core, cpu, s);
+            }
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
             match r {
                 Err(v) => violated(core, v),
@@ -346,6 +387,18 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             back_to_user(core, cpu, s);
         }
         (Op::UnmapTable, Task::User(s)) => unmap_table(core, p, cpu, s),
+        (Op::UnmapBlock(j), Task::User(s)) => {
+            lock_mm(core, cpu, s);
+            block::unmap(core, p, cpu, s, j);
+            unlock_mm(core, cpu, s);
+            back_to_user(core, cpu, s);
+        }
+        (Op::MapBlock(j), Task::User(s)) => {
+            lock_mm(core, cpu, s);
+            block::fault(core, p, cpu, s, j);
+            unlock_mm(core, cpu, s);
+            back_to_user(core, cpu, s);
+        }
         (Op::Exit, Task::User(s)) => exit(core, p, cpu, s),
         (Op::Fork(s), _) => {
             p.mm_init(MmId(s));
@@ -497,9 +550,15 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
     lock_mm(core, cpu, s);
-    let (ids, frames) = clear_all(core, cpu, s, "exit");
+    // No thread is left to switch to: nothing but this CPU touches the mm now.
     core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
+    let (ids, frames) = clear_all(core, cpu, s, "exit");
     core.event(cpu, 0x16_0000, || format!("mm{s} torn down: its PTEs cleared"));
+    if let Some(strategy) = core.shape.teardown {
+        let owed = block::teardown(core, p, cpu, s, strategy);
+        core.event(cpu, 0x16_0001, || format!("contiguous block of mm{s} torn down ({strategy})"));
+        debug_assert_eq!(owed.mm, MmId(s));
+    }
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
     free_frames(core, &frames);

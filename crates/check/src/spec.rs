@@ -8,6 +8,7 @@ use crate::search::{self, Randomised, Replay, Stats};
 use serde::Serialize;
 use std::fmt::Write as _;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
@@ -59,7 +60,13 @@ pub struct CheckSpec {
     /// The kinds of kernel operation CPUs may start (a mask of
     /// [`crate::ops::OpKind`] bits).
     pub menu: u32,
+    /// With contiguous PTEs (arm64 Linux policies): the exit teardown strategy of
+    /// every address space's 64 KB block (see [`crate::block`]).
+    pub teardown: Option<Teardown>,
 }
+
+/// The properties a check with a contiguous block judges besides [`PROPERTIES`].
+pub const CONTPTE_PROPERTIES: [&str; 2] = ["no_lost_dirty", "no_tlb_conflict"];
 
 /// The properties every check judges, by name.
 pub const PROPERTIES: [&str; 7] = [
@@ -115,6 +122,8 @@ pub struct CheckReport {
     pub memory: &'static str,
     /// The kinds of kernel operation offered.
     pub menu: String,
+    /// The contiguous block's exit teardown, if the machine has one.
+    pub teardown: Option<&'static str>,
     /// Search mode (`replay` for a replay).
     pub mode: &'static str,
     /// The properties checked.
@@ -261,6 +270,15 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
         return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
     }
     let r = resolve(&spec.policy)?;
+    if let Some(t) = spec.teardown {
+        if !r.base.starts_with("arm64-linux") {
+            return Err(format!(
+                "--teardown {t}: contiguous PTEs are arm64 Linux's; check them with arm64-linux or \
+                 arm64-linux-skipbcast, not {}",
+                spec.policy
+            ));
+        }
+    }
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
@@ -271,6 +289,7 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
         arm64: r.base.starts_with("arm64"),
         bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
         menu: spec.menu,
+        teardown: spec.teardown,
     })
 }
 
@@ -323,8 +342,13 @@ fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Op
         ops: spec.ops,
         memory: spec.memory.name(),
         menu: crate::ops::OpKind::names(spec.menu),
+        teardown: spec.teardown.map(Teardown::name),
         mode,
-        properties: PROPERTIES.to_vec(),
+        properties: PROPERTIES
+            .iter()
+            .chain(spec.teardown.iter().flat_map(|_| CONTPTE_PROPERTIES.iter()))
+            .copied()
+            .collect(),
         executions: stats.executions,
         states: stats.states,
         pruned: stats.pruned,
@@ -379,14 +403,18 @@ pub fn replay(token: &str) -> Result<CheckReport, String> {
 
 /// Token format version.
 const TOKEN_VERSION: &str = "t1";
+/// Token format version with a contiguous block.
+const TOKEN_VERSION_CONTPTE: &str = "t2";
 
 /// Encodes a spec and a schedule as a shell-safe token:
 /// `t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES`, where MENU is the operation
-/// kinds' mask in hex, each choice is a base-36 digit (`(N)` for 36 and up) and
-/// `zN.` stands for N zeros.
+/// kinds' mask in hex, each choice is a base-36 digit (`(N)` for 35 and up) and
+/// `zN.` stands for N zeros; with a contiguous block,
+/// `t2~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES`.
 pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
     let mut s = format!(
-        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~{:x}~",
+        "{}~{}~{}~{}~{}~{}~{}~{:x}~",
+        if spec.teardown.is_some() { TOKEN_VERSION_CONTPTE } else { TOKEN_VERSION },
         spec.policy,
         spec.cpus,
         spec.mms,
@@ -395,6 +423,9 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
         spec.memory.name(),
         spec.menu
     );
+    if let Some(t) = spec.teardown {
+        let _ = write!(s, "{}~", t.name());
+    }
     let mut i = 0;
     while i < choices.len() {
         let c = choices[i];
@@ -406,7 +437,8 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
                 continue;
             }
         }
-        if c < 36 {
+        // 'z' (35) would read as a zero run: 35 and up go in parentheses.
+        if c < 35 {
             s.push(char::from_digit(c, 36).expect("a base-36 digit"));
         } else {
             let _ = write!(s, "({c})");
@@ -419,10 +451,15 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
 /// Decodes a token made by [`encode`].
 pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
     let bad = |why: &str| format!("not a tlbkit replay token ({why}): '{token}'; copy it from `tlbkit check`'s output");
-    let parts: Vec<&str> = token.split('~').collect();
-    if parts.len() != 9 || parts[0] != TOKEN_VERSION {
-        return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES"));
-    }
+    let mut parts: Vec<&str> = token.split('~').collect();
+    let teardown = match (parts.first().copied(), parts.len()) {
+        (Some(TOKEN_VERSION), 9) => None,
+        (Some(TOKEN_VERSION_CONTPTE), 10) => {
+            let name = parts.remove(8);
+            Some(Teardown::from_name(name).map_err(|e| bad(&e.to_string()))?)
+        }
+        _ => return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES")),
+    };
     let menu = u32::from_str_radix(parts[7], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
     let memory = match parts[6] {
@@ -441,6 +478,7 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         seed: 0,
         memory,
         menu,
+        teardown,
     };
     let mut choices = Vec::new();
     let b = parts[8].as_bytes();
@@ -480,6 +518,9 @@ impl CheckReport {
             "check {}: {} CPUs, {} address spaces, {} ASIDs, {} operations ({}), {} memory, {} mode",
             self.policy, self.cpus, self.mms, self.asids, self.ops, self.menu, self.memory, self.mode
         );
+        if let Some(t) = self.teardown {
+            let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
+        }
         let _ = writeln!(s, "properties: {}", self.properties.join(", "));
         if self.mode == "exhaustive" {
             let _ = writeln!(
@@ -574,6 +615,15 @@ pub fn defaults(policy: &str) -> Defaults {
         Bug::FreebsdX86CounterEarlyAck => Defaults { cpus: 3, ..pct },
         _ => pct,
     }
+}
+
+/// Returns the defaults with a contiguous block (`--teardown`): one address
+/// space, whose threads the CPUs run, searched with PCT. Every PTE access of an
+/// unfold is a step and a write may land in any of 16 PTEs, so exhaustive runs
+/// need fewer operations (`--mode exhaustive --ops 4` on 2 CPUs: millions of
+/// states).
+pub fn contpte_defaults(d: Defaults) -> Defaults {
+    Defaults { mms: 1, mode: Mode::Pct, ..d }
 }
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:

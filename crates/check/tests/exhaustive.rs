@@ -21,6 +21,7 @@ fn spec(policy: &str, ops: usize) -> CheckSpec {
         seed: 1,
         memory: Memory::Sc,
         menu: OpKind::all(),
+        teardown: None,
     }
 }
 
@@ -67,13 +68,22 @@ fn fixme_freebsd_epoch_reset_window_lets_a_refill_alias() {
 #[test]
 fn tokens_round_trip_and_compress_zero_runs() {
     let s = spec("zoo/linux-x86-8f1d56f64f8d", 6);
-    let choices = [0, 0, 0, 0, 0, 2, 1, 0, 0, 37, 0];
+    // 35 is base-36 'z', which opens a zero run: it goes in parentheses.
+    let choices = [0, 0, 0, 0, 0, 2, 1, 0, 0, 37, 0, 34, 35];
     let t = encode(&s, &choices);
-    assert_eq!(t, "t1~zoo/linux-x86-8f1d56f64f8d~2~3~4~6~sc~ff~z5.2100(37)0");
+    assert_eq!(t, "t1~zoo/linux-x86-8f1d56f64f8d~2~3~4~6~sc~1ff~z5.2100(37)0y(35)");
     let (s2, c2) = decode(&t).unwrap();
     assert_eq!(s2.policy, s.policy);
     assert_eq!((s2.cpus, s2.mms, s2.asids, s2.ops, s2.memory, s2.menu), (2, 3, 4, 6, Memory::Sc, OpKind::all()));
     assert_eq!(c2, choices);
+    assert_eq!(s2.teardown, None);
+    // With a contiguous block the token names its teardown.
+    let s = CheckSpec { teardown: Some(tlbkit_policy::contpte::Teardown::Robust), ..spec("arm64-linux", 3) };
+    let t = encode(&s, &[1, 0]);
+    assert_eq!(t, "t2~arm64-linux~2~3~4~3~sc~1ff~robust~10");
+    let (s3, c3) = decode(&t).unwrap();
+    assert_eq!((s3.policy.as_str(), s3.ops, s3.teardown, c3), ("arm64-linux", 3, s.teardown, vec![1, 0]));
+    assert!(decode("t2~arm64-linux~2~3~4~3~sc~1ff~fast~10").unwrap_err().contains("unknown teardown 'fast'"));
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn zoo_spec(id: &str) -> CheckSpec {
         iterations: 100_000,
         seed: 1,
         menu: d.menu,
+        teardown: None,
     }
 }
 

@@ -1,0 +1,311 @@
+//! The contiguous block (`--teardown`): every address space also maps one
+//! 64 KB file folio through [`BLOCK`] contiguous PTEs, and the kernel changes
+//! them with the policy crate's arm64 contpte code — the code the simulator runs
+//! — through `CheckPtes`, its [`PteMem`] over the checked machine.
+//!
+//! # What happens to the block
+//! - **A write** (operation `write`, by a CPU in user mode): the CPU writes a page
+//!   of its process's block through a TLB entry it holds. Through a 64 KB entry
+//!   the hardware records the write in *any one* valid contiguous PTE of the
+//!   block (FEAT_HAFDBS; which one is a choice the search explores); through a
+//!   4 KB entry, in the page's own PTE. With no valid PTE to record it in, the
+//!   write would fault and is not offered. The ground truth notes the page as
+//!   written ([`crate::kernel::Space::written`]).
+//! - **`munmap` of one page** (`zap_pte_range` without `fullmm`): `ptep_get`,
+//!   then `ptep_get_and_clear`, which unfolds the block (break-before-make: 16
+//!   exchanges, a range flush, 16 writes), then the range flush of the page.
+//!   Every strategy takes this path for a single page.
+//! - **A fault** on an unmapped page (`filemap_map_pages` of one page): `set_ptes`
+//!   of one writable, young, clean PTE, which refolds the block when it completes
+//!   it.
+//! - **Exit**: `teardown_range` with the chosen strategy over the block
+//!   (`zap_pte_range` with `fullmm`), then the exit's `flush_mm`.
+//!
+//! Every PTE access of `munmap` and of a fault is a preemption point, and writes
+//! by other CPUs of the same process may come between any two. An exiting
+//! process has no threads left, so nothing else touches its block: the teardown
+//! runs without preemption, but the hardware still fills every TLB from the
+//! block after every access (as after every step) and the oracle looks.
+//!
+//! # What is judged
+//! - `no_lost_dirty`: every value the arch code returns for a cleared PTE of a
+//!   page written since it was mapped is dirty (the per-page contract of
+//!   `ptep_get_and_clear_full`, which the simulator judges too); after every
+//!   operation, every valid PTE of a written page still records the write, in
+//!   itself or, if contiguous, in a valid contiguous sibling (where `ptep_get`
+//!   gathers it from).
+//! - `no_tlb_conflict` ([`crate::kernel::Machine::check_block`]).
+//!
+//! Not judged for the block: `no_stale_use`, `no_stale_held` and
+//! `no_reuse_while_mapped` (its frames are page-cache frames, never freed); the
+//! ordinary page of every address space carries those. A write through an entry
+//! filled from an already-dirty PTE, which real hardware completes without
+//! updating any PTE, is always made here to record itself in a PTE as well.
+
+use crate::exec::{CheckHw, Core};
+use crate::kernel::{folio_pfn, va_of, Violation, BLOCK, BLOCK_PAGE};
+use tlbkit_policy::contpte::{
+    ptep_get, ptep_get_and_clear, set_ptes, teardown_range, Folio, MmFlushOwed, PteMem, PteVal,
+};
+use tlbkit_policy::{MmId, Policy, VirtAddr};
+
+/// The block's PTEs of the checked machine, as the arch code sees them from CPU
+/// `cpu`.
+pub(crate) struct CheckPtes<'a, P: Policy> {
+    core: &'a Core,
+    policy: &'a P,
+    cpu: usize,
+    /// Whether other CPUs may write the block meanwhile: then every access is a
+    /// preemption point. Otherwise the hardware fills after each access inline.
+    racy: bool,
+}
+
+/// Returns the block index of `va`.
+fn index(va: VirtAddr) -> usize {
+    let j = ((va.0 - va_of(BLOCK_PAGE)) / VirtAddr::PAGE_SIZE) as usize;
+    assert!(j < BLOCK, "the contpte code touched {:#x}, outside the block", va.0);
+    j
+}
+
+fn key(v: PteVal) -> u64 {
+    v.pfn << 16 | v.flags as u64
+}
+
+impl<'a, P: Policy> CheckPtes<'a, P> {
+    pub(crate) fn new(core: &'a Core, policy: &'a P, cpu: usize, racy: bool) -> Self {
+        CheckPtes { core, policy, cpu, racy }
+    }
+
+    fn before(&self) {
+        if self.racy {
+            self.core.pause();
+        }
+    }
+
+    /// The hardware between two accesses: fill, then judge what it may now hold.
+    fn after(&self) {
+        if self.racy {
+            return;
+        }
+        let mut st = self.core.st.borrow_mut();
+        st.m.fill_all();
+        if let Err(v) = st.m.check_block() {
+            st.violation.get_or_insert(v);
+        }
+    }
+
+    fn pte(&self, mm: MmId, j: usize) -> PteVal {
+        self.core.st.borrow().m.spaces[mm.index()].block[j]
+    }
+
+    fn put(&self, mm: MmId, j: usize, v: PteVal, what: &'static str) {
+        let old = std::mem::replace(&mut self.core.st.borrow_mut().m.spaces[mm.index()].block[j], v);
+        self.core.event(self.cpu, 0x19_0000 ^ (j as u64) << 40 ^ key(v), || {
+            format!("{what} PTE of {:#x} in mm{}: {old:?} -> {v:?}", va_of(BLOCK_PAGE + j), mm.0)
+        });
+    }
+}
+
+impl<P: Policy> PteMem for CheckPtes<'_, P> {
+    fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
+        self.before();
+        let j = index(va);
+        let v = self.pte(mm, j);
+        // A read shapes what the CPU does next, so it is history; it is not shown.
+        self.core.remember(self.cpu, 0x1a_0000 ^ (j as u64) << 40 ^ key(v));
+        self.after();
+        v
+    }
+
+    fn set(&mut self, mm: MmId, va: VirtAddr, pte: PteVal) {
+        self.before();
+        self.put(mm, index(va), pte, "write");
+        self.after();
+    }
+
+    fn get_and_clear(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
+        self.before();
+        let j = index(va);
+        let old = self.pte(mm, j);
+        self.put(mm, j, PteVal::NONE, "clear");
+        self.core.remember(self.cpu, key(old));
+        self.after();
+        old
+    }
+
+    fn cmpxchg(&mut self, mm: MmId, va: VirtAddr, old: PteVal, new: PteVal) -> Result<(), PteVal> {
+        self.before();
+        let j = index(va);
+        let now = self.pte(mm, j);
+        let r = if now == old {
+            self.put(mm, j, new, "cmpxchg");
+            Ok(())
+        } else {
+            self.core.remember(self.cpu, 0x1b_0000 ^ key(now));
+            Err(now)
+        };
+        self.after();
+        r
+    }
+
+    fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        let hw = CheckHw::new(self.core, self.cpu);
+        self.core.event(self.cpu, 0x1c_0000 ^ va.0 ^ pages << 48, || {
+            format!("flush_tlb_range {:#x}, {pages} page(s), of mm{}", va.0, mm.0)
+        });
+        self.policy.flush_range(&hw, mm, va, pages);
+        self.after();
+    }
+}
+
+/// Returns the block indices where a write by CPU `cpu` (running `slot`) to
+/// block page `i` could be recorded: any valid contiguous PTE if it holds a
+/// 64 KB entry of the block under the tag it runs with, the page's own valid PTE
+/// if it holds a 4 KB entry of the page.
+pub(crate) fn write_targets(m: &crate::kernel::Machine, cpu: usize, slot: u32, i: usize) -> Vec<usize> {
+    let s = &m.spaces[slot as usize];
+    let tag = m.roots[cpu].1;
+    let mut targets = Vec::new();
+    let held = |big: bool| {
+        m.tlbs[cpu].iter().any(|e| {
+            (e.global || e.asid == tag)
+                && e.uid == s.uid
+                && e.big == big
+                && if big { e.page as usize == BLOCK_PAGE } else { e.page as usize == BLOCK_PAGE + i }
+        })
+    };
+    if held(true) {
+        targets.extend((0..s.block.len()).filter(|&j| s.block[j].valid_cont()));
+    }
+    if held(false) && s.block[i].valid() && !targets.contains(&i) {
+        targets.push(i);
+    }
+    targets
+}
+
+/// The write operation: CPU `cpu`, running `slot`, writes block page `i`, and the
+/// hardware records it in one of `targets` (chosen by the search).
+pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
+    let targets = write_targets(&core.st.borrow().m, cpu, slot, i);
+    let labels: Vec<u32> = (0..targets.len() as u32).collect();
+    let Some(k) = core.choose(crate::exec::Point::Op, &labels, 0) else { return };
+    let j = targets[k];
+    {
+        let mut st = core.st.borrow_mut();
+        let s = &mut st.m.spaces[slot as usize];
+        s.block[j] = s.block[j].mkdirty();
+        s.written |= 1 << i;
+    }
+    core.event(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, || {
+        format!(
+            "user write to {:#x}: the hardware records it as dirty in the PTE of {:#x}",
+            va_of(BLOCK_PAGE + i),
+            va_of(BLOCK_PAGE + j)
+        )
+    });
+}
+
+/// Judges the value the arch code returned for cleared block page `j` of `slot`
+/// (`no_lost_dirty`), and forgets the page's writes.
+fn judge(core: &Core, cpu: usize, slot: u32, j: usize, pte: PteVal, how: &str) {
+    let mut st = core.st.borrow_mut();
+    let s = &mut st.m.spaces[slot as usize];
+    let written = s.written & (1 << j) != 0;
+    s.written &= !(1 << j);
+    if written && !pte.dirty() {
+        let v = Violation {
+            property: "no_lost_dirty",
+            cpu,
+            detail: format!(
+                "file page {:#x} of mm{slot} was written since it was mapped, but {how} returned its PTE clean \
+                 ({pte:?}): the write is never written back",
+                va_of(BLOCK_PAGE + j)
+            ),
+        };
+        st.violation.get_or_insert(v);
+    }
+}
+
+/// Checks that every valid PTE of a written page of `slot`'s block still
+/// records the write, in itself or in a valid contiguous sibling.
+pub(crate) fn check_dirty_kept(core: &Core, cpu: usize, slot: u32) {
+    let mut st = core.st.borrow_mut();
+    let s = &st.m.spaces[slot as usize];
+    let block_dirty = s.block.iter().any(|p| p.valid_cont() && p.dirty());
+    let lost = (0..s.block.len()).find(|&j| {
+        let p = s.block[j];
+        s.written & (1 << j) != 0 && p.valid() && !p.dirty() && !(p.valid_cont() && block_dirty)
+    });
+    if let Some(j) = lost {
+        let v = Violation {
+            property: "no_lost_dirty",
+            cpu,
+            detail: format!(
+                "file page {:#x} of mm{slot} was written, but no valid PTE of its block records it any more",
+                va_of(BLOCK_PAGE + j)
+            ),
+        };
+        st.violation.get_or_insert(v);
+    }
+}
+
+/// The file folio of `slot`'s block.
+fn folio(slot: u32) -> Folio {
+    Folio { pfn: folio_pfn(slot), pages: BLOCK as u64 }
+}
+
+/// `munmap` of block page `j` of `slot` (the caller holds its `mmap_lock`).
+pub(crate) fn unmap<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usize) {
+    let mm = MmId(slot);
+    let va = VirtAddr(va_of(BLOCK_PAGE + j));
+    let mut mem = CheckPtes::new(core, p, cpu, true);
+    // `zap_pte_range` skips a PTE another thread's `munmap` cleared meanwhile.
+    if !ptep_get(&mut mem, mm, va).valid() {
+        return;
+    }
+    let pte = ptep_get_and_clear(&mut mem, mm, va);
+    judge(core, cpu, slot, j, pte, "ptep_get_and_clear");
+    p.flush_range(&CheckHw::new(core, cpu), mm, va, 1);
+    core.event(cpu, 0x1e_0000, || format!("flush_range of {:#x} returned", va.0));
+    check_dirty_kept(core, cpu, slot);
+}
+
+/// A fault mapping block page `j` of `slot` again (the caller holds its
+/// `mmap_lock`).
+pub(crate) fn fault<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usize) {
+    let mm = MmId(slot);
+    let va = VirtAddr(va_of(BLOCK_PAGE + j));
+    let pte = PteVal::new(folio_pfn(slot) + j as u64, PteVal::VALID | PteVal::WRITE | PteVal::YOUNG);
+    let mut mem = CheckPtes::new(core, p, cpu, true);
+    // As `finish_fault` rechecks `pte_none` under the page-table lock: another
+    // thread's fault may have mapped the page while this one slept.
+    if !ptep_get(&mut mem, mm, va).none() {
+        return;
+    }
+    set_ptes(&mut mem, mm, va, pte, 1, Some(folio(slot)));
+    check_dirty_kept(core, cpu, slot);
+}
+
+/// Tears the block of exiting `slot` down with `strategy`; returns the flush
+/// still owed (the exit's `flush_mm`).
+pub(crate) fn teardown<P: Policy>(
+    core: &Core,
+    p: &P,
+    cpu: usize,
+    slot: u32,
+    strategy: tlbkit_policy::contpte::Teardown,
+) -> MmFlushOwed {
+    let mm = MmId(slot);
+    let mut mem = CheckPtes::new(core, p, cpu, false);
+    let f = folio(slot);
+    let start = VirtAddr(va_of(BLOCK_PAGE));
+    teardown_range(
+        strategy,
+        &mut mem,
+        mm,
+        start,
+        BLOCK as u64,
+        |pfn| f.contains(pfn).then_some(f),
+        |va, pte| judge(core, cpu, slot, index(va), pte, "the exit teardown"),
+    )
+}
