@@ -8,6 +8,7 @@ mod checkcmd;
 mod compare_cmd;
 mod plot_cmd;
 mod png;
+mod progress;
 mod sweep_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
