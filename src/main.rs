@@ -12,6 +12,7 @@ mod progress;
 mod sweep_cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use progress::Unit;
 use std::process::ExitCode;
 use tlbkit_sim::claims::{self, CLAIMS};
 use tlbkit_sim::oracle::Property;
@@ -308,10 +309,13 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
         return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")));
     }
+    let bar = progress::bar(selected.iter().map(|c| c.runs() as u64).sum(), Unit::Runs);
     let mut results = Vec::new();
     for c in selected {
-        results.push(claims::check(c, 1)?);
+        bar.set_message(c.id);
+        results.push(claims::check(c, 1, || bar.inc(1))?);
     }
+    bar.finish_and_clear();
     if let Some(path) = html {
         plot_cmd::write_atomically(&path, tlbkit_sim::plot::html::claims_page(&results).as_bytes())?;
     }
