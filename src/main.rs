@@ -176,7 +176,11 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::List { format } => list(format),
         Cmd::Run { machine, cpus, policy, workload, sets, seed, strict, format } => {
             let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
-            let out = run(&spec)?;
+            let spinner = progress::spinner();
+            spinner.set_message(format!("running {} on {}", spec.workload, spec.machine));
+            let out = run(&spec);
+            spinner.finish_and_clear();
+            let out = out?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?),
                 Format::Table => print_run(&out),
@@ -374,7 +378,11 @@ fn bench(format: Format) -> Result<u8, String> {
         seed: 1,
         strict: false,
     };
-    let b = tlbkit_sim::run::bench(&spec, 3)?;
+    let spinner = progress::spinner();
+    spinner.set_message(format!("timing {} (median of 3 runs)", spec.workload));
+    let b = tlbkit_sim::run::bench(&spec, 3);
+    spinner.finish_and_clear();
+    let b = b?;
     let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
     if format == Format::Json {
         let doc = serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
@@ -412,7 +420,15 @@ fn bench_cpus(
     let cpus = cpu_counts(values)?;
     let policy = policy.unwrap_or(SCALE_POLICY);
     let specs = scale_specs(&cpus, workloads, policy, sets)?;
-    let rows = bench_scale(&specs, |s| eprintln!("tlbkit bench: {} at {} CPUs", s.workload, s.cpus))?;
+    let bar = progress::bar(specs.len() as u64, Unit::Runs);
+    let mut started = 0;
+    let rows = bench_scale(&specs, |s| {
+        bar.set_position(started);
+        bar.set_message(format!("{} at {} CPUs", s.workload, s.cpus));
+        started += 1;
+    });
+    bar.finish_and_clear();
+    let rows = rows?;
     if format == Format::Json {
         let doc = serde_json::json!({
             "machine": SCALE_MACHINE,
