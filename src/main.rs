@@ -201,7 +201,14 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
-            println!("{}", tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts)?);
+            let bar = progress::bar(0, Unit::Bytes);
+            bar.set_message(format!("of {}", lackey.display()));
+            let report = tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
+                bar.set_length(size);
+                bar.set_position(read);
+            });
+            bar.finish_and_clear();
+            println!("{}", report?);
             Ok(0)
         }
         Cmd::Trace { cmd: TraceCmd::Dump { trace } } => {

@@ -16,6 +16,8 @@ use std::time::Duration;
 pub enum Unit {
     /// Simulation runs.
     Runs,
+    /// Bytes of an input file.
+    Bytes,
 }
 
 /// How often a visible bar redraws by itself, so that its elapsed time and
@@ -46,6 +48,7 @@ fn shown(bar: ProgressBar, style: ProgressStyle) -> ProgressBar {
 fn bar_style(unit: Unit) -> ProgressStyle {
     let template = match unit {
         Unit::Runs => "{elapsed_precise} [{bar:40}] {pos}/{len} runs, {per_sec}, {eta} left {msg}",
+        Unit::Bytes => "{elapsed_precise} [{bar:40}] {bytes}/{total_bytes}, {bytes_per_sec}, {eta} left {msg}",
     };
     // The templates are constants; a test parses every one.
     ProgressStyle::with_template(template).expect("a valid progress template").progress_chars("=> ")
@@ -62,6 +65,7 @@ mod tests {
     #[test]
     fn every_template_parses() {
         bar_style(Unit::Runs);
+        bar_style(Unit::Bytes);
         spinner_style();
     }
 }
