@@ -10,9 +10,11 @@ mod plot_cmd;
 mod png;
 mod progress;
 mod sweep_cmd;
+mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use progress::Unit;
+use table::{Align, Table};
 use std::process::ExitCode;
 use tlbkit_sim::claims::{self, CLAIMS};
 use tlbkit_sim::oracle::Property;
@@ -258,7 +260,6 @@ fn list(format: Format) -> Result<u8, String> {
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    let width = machines.iter().chain(&policies).chain(&workloads).chain(&zoo).map(|(n, _)| n.len()).max().unwrap_or(0);
     let all = [
         ("machines", &machines),
         ("policies", &policies),
@@ -266,12 +267,15 @@ fn list(format: Format) -> Result<u8, String> {
         ("workloads", &workloads),
         ("properties", &properties),
     ];
+    // One table, so that every section's descriptions start in the same column.
+    let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
     for (title, rows) in all {
-        println!("{title}:");
+        t.text(format!("{title}:"));
         for (n, d) in rows {
-            println!("  {n:<width$}  {d}");
+            t.row([n, d]);
         }
     }
+    print!("{}", t.render());
     Ok(0)
 }
 
@@ -288,11 +292,13 @@ fn print_run(out: &RunOutput) {
     let params: Vec<String> =
         out.params.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
     println!("params: {}", params.join(" "));
-    println!("result:");
+    // One table, so that results and metrics line up with each other.
+    let mut t = Table::new(&[Align::Left, Align::Right]).indented("  ");
+    t.text("result:");
     for (k, v) in &out.result {
-        println!("  {k:<24} {v:>14.4}");
+        t.row([k.clone(), format!("{v:.4}")]);
     }
-    println!("metrics:");
+    t.text("metrics:");
     let m = serde_json::to_value(&out.metrics).unwrap_or_default();
     if let Some(obj) = m.as_object() {
         for (k, v) in obj {
@@ -300,9 +306,10 @@ fn print_run(out: &RunOutput) {
                 Some(f) if v.is_f64() => format!("{f:.1}"),
                 _ => v.to_string(),
             };
-            println!("  {k:<24} {s:>14}");
+            t.row([k.clone(), s]);
         }
     }
+    print!("{}", t.render());
     if out.violations_total == 0 {
         println!("violations: none");
     } else {
@@ -335,10 +342,12 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    println!(
-        "{:<20} {:<4} {:<20} {:<22} {:>10} {:>10} {:>10} {:>10}  verdict",
-        "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
-    );
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Right, Right, Left]);
+    t.row(["claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio", "verdict"]);
+    let figures = |base: f64, var: f64, seed_ratio: f64, sim_ratio: f64| {
+        [base, var, seed_ratio, sim_ratio].map(|x| format!("{x:.4}"))
+    };
     for r in &results {
         // A claim with several variants prints one row per variant.
         for v in &r.variants {
@@ -346,22 +355,18 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
                 0 => String::new(),
                 n => format!(" ({n} expected violations: loses dirty state)"),
             };
-            println!(
-                "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}{note}",
-                r.id, r.seed, r.baseline, v.name, r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict
-            );
+            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
+            let verdict = format!("{}{note}", v.verdict);
+            t.row([&r.id, &r.seed, &r.baseline, &v.name, &b, &var, &seed_ratio, &sim_ratio, &verdict]);
         }
         if !r.variants.is_empty() {
             continue;
         }
-        println!(
-            "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
-            r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict
-        );
+        let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
+        t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
         for k in &r.checks {
-            println!(
-                "{:<20} check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
-                "",
+            t.note(format!(
+                "check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
                 k.metric,
                 k.rule,
                 k.sim_baseline,
@@ -369,9 +374,10 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
                 k.seed_baseline,
                 k.seed_variant,
                 if k.passed { "holds" } else { "FAILS" }
-            );
+            ));
         }
     }
+    print!("{}", t.render());
     Ok(0)
 }
 
@@ -396,9 +402,11 @@ fn bench(format: Format) -> Result<u8, String> {
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
     } else {
         println!("workload: {}", spec.command());
-        println!("translations_per_sec {tps:>16.0}");
-        println!("events_per_sec       {eps:>16.0}");
-        println!("wall_s               {wall:>16.3}");
+        let mut t = Table::new(&[Align::Left, Align::Right]);
+        t.row(["translations_per_sec".to_string(), format!("{tps:.0}")]);
+        t.row(["events_per_sec".to_string(), format!("{eps:.0}")]);
+        t.row(["wall_s".to_string(), format!("{wall:.3}")]);
+        print!("{}", t.render());
     }
     Ok(0)
 }
@@ -451,27 +459,26 @@ fn bench_cpus(
         "machine {SCALE_MACHINE}, policy {policy}; main phase timed (setup excluded), median of 3 runs where one \
          takes under 1 s; host {host} CPU(s)"
     );
-    println!(
-        "{:<18} {:>5} {:>11} {:>13} {:>9} {:>11} {:>15} {:>9} {:>8}",
-        "workload", "cpus", "events", "translations", "wall_s", "events/s", "translations/s", "vs first", "peak MiB"
-    );
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Right, Right, Right, Right, Right, Right, Right, Right]);
+    t.row(["workload", "cpus", "events", "translations", "wall_s", "events/s", "translations/s", "vs first", "peak MiB"]);
     let mut order: Vec<&ScaleRow> = rows.iter().collect();
     order.sort_by_key(|r| rows.iter().position(|f| f.workload == r.workload));
     for r in order {
         let peak = r.peak_rss_mib.map_or("-".to_string(), |m| format!("{m:.0}"));
-        println!(
-            "{:<18} {:>5} {:>11} {:>13} {:>9.3} {:>11.0} {:>15.0} {:>9.3} {:>8}",
-            r.workload,
-            r.cpus,
-            r.events,
-            r.translations,
-            r.wall_s,
-            r.events_per_sec,
-            r.translations_per_sec,
-            r.speed_ratio,
-            peak
-        );
+        t.row([
+            r.workload.clone(),
+            r.cpus.to_string(),
+            r.events.to_string(),
+            r.translations.to_string(),
+            format!("{:.3}", r.wall_s),
+            format!("{:.0}", r.events_per_sec),
+            format!("{:.0}", r.translations_per_sec),
+            format!("{:.3}", r.speed_ratio),
+            peak,
+        ]);
     }
+    print!("{}", t.render());
     let mut shown = Vec::new();
     for r in &rows {
         if !shown.contains(&&r.workload) {
