@@ -14,8 +14,8 @@ mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use progress::Unit;
-use table::{Align, Table};
 use std::process::ExitCode;
+use table::{Align, Table};
 use tlbkit_sim::claims::{self, CLAIMS};
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
@@ -205,10 +205,11 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
             let bar = progress::bar(0, Unit::Bytes);
             bar.set_message(format!("of {}", lackey.display()));
-            let report = tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
-                bar.set_length(size);
-                bar.set_position(read);
-            });
+            let report =
+                tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
+                    bar.set_length(size);
+                    bar.set_position(read);
+                });
             bar.finish_and_clear();
             println!("{}", report?);
             Ok(0)
@@ -461,7 +462,17 @@ fn bench_cpus(
     );
     use Align::{Left, Right};
     let mut t = Table::new(&[Left, Right, Right, Right, Right, Right, Right, Right, Right]);
-    t.row(["workload", "cpus", "events", "translations", "wall_s", "events/s", "translations/s", "vs first", "peak MiB"]);
+    t.row([
+        "workload",
+        "cpus",
+        "events",
+        "translations",
+        "wall_s",
+        "events/s",
+        "translations/s",
+        "vs first",
+        "peak MiB",
+    ]);
     let mut order: Vec<&ScaleRow> = rows.iter().collect();
     order.sort_by_key(|r| rows.iter().position(|f| f.workload == r.workload));
     for r in order {

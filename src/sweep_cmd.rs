@@ -1,8 +1,8 @@
 //! `tlbkit sweep`: its flags, progress bar and summary (the work is
 //! `tlbkit_sim::sweep`).
 
-use clap::Args;
 use crate::progress::{self, Unit};
+use clap::Args;
 use std::path::PathBuf;
 use tlbkit_sim::batch::default_jobs;
 use tlbkit_sim::sweep::schema::Sweep;
