@@ -237,10 +237,11 @@ impl CompareOutput {
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
             out.push_str(&format!("{sym} {}\n", p.policy));
         }
-        out.push_str(stats::vitals_header());
+        let w = stats::n_width(self.policies.iter().map(|p| p.summary.n));
+        out.push_str(&stats::vitals_header(w));
         out.push('\n');
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
-            out.push_str(&stats::vitals_line(sym, &p.summary));
+            out.push_str(&stats::vitals_line(sym, &p.summary, w));
             out.push('\n');
             if let Some(c) = &p.vs_first {
                 out.push_str(&stats::verdict_text(c));
