@@ -107,14 +107,9 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     };
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or(indicatif::ProgressStyle::default_spinner()),
-    );
+    let bar = crate::progress::spinner();
     let r = tlbkit_check::check_with_progress(&spec, &mut |n| {
         bar.set_message(format!("{n} executions, {}", spec.mode.name()));
-        bar.tick();
     });
     bar.finish_and_clear();
     let r = r?;

@@ -1,5 +1,6 @@
 //! `tlbkit compare`: its flags and output (the work is `tlbkit_sim::compare`).
 
+use crate::progress::{self, Unit};
 use clap::{Args, ValueEnum};
 use tlbkit_sim::batch::default_jobs;
 use tlbkit_sim::compare::CompareSpec;
@@ -66,7 +67,13 @@ pub fn compare(a: CompareArgs) -> Result<u8, String> {
         Some(n) => n,
         None => default_jobs(),
     };
-    let out = spec.run(jobs)?;
+    let bar = progress::bar(0, Unit::Runs);
+    let out = spec.run(jobs, |finished, all| {
+        bar.set_length(all as u64);
+        bar.set_position(finished as u64);
+    });
+    bar.finish_and_clear();
+    let out = out?;
     match a.format {
         CompareFormat::Table => print!("{}", out.table()),
         CompareFormat::Json => {

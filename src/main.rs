@@ -8,10 +8,14 @@ mod checkcmd;
 mod compare_cmd;
 mod plot_cmd;
 mod png;
+mod progress;
 mod sweep_cmd;
+mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use progress::Unit;
 use std::process::ExitCode;
+use table::{Align, Table};
 use tlbkit_sim::claims::{self, CLAIMS};
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
@@ -174,7 +178,11 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::List { format } => list(format),
         Cmd::Run { machine, cpus, policy, workload, sets, seed, strict, format } => {
             let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
-            let out = run(&spec)?;
+            let spinner = progress::spinner();
+            spinner.set_message(format!("running {} on {}", spec.workload, spec.machine));
+            let out = run(&spec);
+            spinner.finish_and_clear();
+            let out = out?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?),
                 Format::Table => print_run(&out),
@@ -195,7 +203,15 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
-            println!("{}", tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts)?);
+            let bar = progress::bar(0, Unit::Bytes);
+            bar.set_message(format!("of {}", lackey.display()));
+            let report =
+                tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
+                    bar.set_length(size);
+                    bar.set_position(read);
+                });
+            bar.finish_and_clear();
+            println!("{}", report?);
             Ok(0)
         }
         Cmd::Trace { cmd: TraceCmd::Dump { trace } } => {
@@ -245,7 +261,6 @@ fn list(format: Format) -> Result<u8, String> {
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    let width = machines.iter().chain(&policies).chain(&workloads).chain(&zoo).map(|(n, _)| n.len()).max().unwrap_or(0);
     let all = [
         ("machines", &machines),
         ("policies", &policies),
@@ -253,12 +268,15 @@ fn list(format: Format) -> Result<u8, String> {
         ("workloads", &workloads),
         ("properties", &properties),
     ];
+    // One table, so that every section's descriptions start in the same column.
+    let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
     for (title, rows) in all {
-        println!("{title}:");
+        t.text(format!("{title}:"));
         for (n, d) in rows {
-            println!("  {n:<width$}  {d}");
+            t.row([n, d]);
         }
     }
+    print!("{}", t.render());
     Ok(0)
 }
 
@@ -275,11 +293,13 @@ fn print_run(out: &RunOutput) {
     let params: Vec<String> =
         out.params.iter().map(|(k, v)| format!("{k}={}", v.to_string().trim_matches('"'))).collect();
     println!("params: {}", params.join(" "));
-    println!("result:");
+    // One table, so that results and metrics line up with each other.
+    let mut t = Table::new(&[Align::Left, Align::Right]).indented("  ");
+    t.text("result:");
     for (k, v) in &out.result {
-        println!("  {k:<24} {v:>14.4}");
+        t.row([k.clone(), format!("{v:.4}")]);
     }
-    println!("metrics:");
+    t.text("metrics:");
     let m = serde_json::to_value(&out.metrics).unwrap_or_default();
     if let Some(obj) = m.as_object() {
         for (k, v) in obj {
@@ -287,9 +307,10 @@ fn print_run(out: &RunOutput) {
                 Some(f) if v.is_f64() => format!("{f:.1}"),
                 _ => v.to_string(),
             };
-            println!("  {k:<24} {s:>14}");
+            t.row([k.clone(), s]);
         }
     }
+    print!("{}", t.render());
     if out.violations_total == 0 {
         println!("violations: none");
     } else {
@@ -307,10 +328,13 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
         return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")));
     }
+    let bar = progress::bar(selected.iter().map(|c| c.runs() as u64).sum(), Unit::Runs);
     let mut results = Vec::new();
     for c in selected {
-        results.push(claims::check(c, 1)?);
+        bar.set_message(c.id);
+        results.push(claims::check(c, 1, || bar.inc(1))?);
     }
+    bar.finish_and_clear();
     if let Some(path) = html {
         plot_cmd::write_atomically(&path, tlbkit_sim::plot::html::claims_page(&results).as_bytes())?;
     }
@@ -319,10 +343,12 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    println!(
-        "{:<20} {:<4} {:<20} {:<22} {:>10} {:>10} {:>10} {:>10}  verdict",
-        "claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio"
-    );
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Right, Right, Left]);
+    t.row(["claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio", "verdict"]);
+    let figures = |base: f64, var: f64, seed_ratio: f64, sim_ratio: f64| {
+        [base, var, seed_ratio, sim_ratio].map(|x| format!("{x:.4}"))
+    };
     for r in &results {
         // A claim with several variants prints one row per variant.
         for v in &r.variants {
@@ -330,22 +356,18 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
                 0 => String::new(),
                 n => format!(" ({n} expected violations: loses dirty state)"),
             };
-            println!(
-                "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}{note}",
-                r.id, r.seed, r.baseline, v.name, r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict
-            );
+            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
+            let verdict = format!("{}{note}", v.verdict);
+            t.row([&r.id, &r.seed, &r.baseline, &v.name, &b, &var, &seed_ratio, &sim_ratio, &verdict]);
         }
         if !r.variants.is_empty() {
             continue;
         }
-        println!(
-            "{:<20} {:<4} {:<20} {:<22} {:>10.4} {:>10.4} {:>10.4} {:>10.4}  {}",
-            r.id, r.seed, r.baseline, r.variant, r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict
-        );
+        let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
+        t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
         for k in &r.checks {
-            println!(
-                "{:<20} check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
-                "",
+            t.note(format!(
+                "check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
                 k.metric,
                 k.rule,
                 k.sim_baseline,
@@ -353,9 +375,10 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
                 k.seed_baseline,
                 k.seed_variant,
                 if k.passed { "holds" } else { "FAILS" }
-            );
+            ));
         }
     }
+    print!("{}", t.render());
     Ok(0)
 }
 
@@ -369,16 +392,22 @@ fn bench(format: Format) -> Result<u8, String> {
         seed: 1,
         strict: false,
     };
-    let b = tlbkit_sim::run::bench(&spec, 3)?;
+    let spinner = progress::spinner();
+    spinner.set_message(format!("timing {} (median of 3 runs)", spec.workload));
+    let b = tlbkit_sim::run::bench(&spec, 3);
+    spinner.finish_and_clear();
+    let b = b?;
     let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
     if format == Format::Json {
         let doc = serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
     } else {
         println!("workload: {}", spec.command());
-        println!("translations_per_sec {tps:>16.0}");
-        println!("events_per_sec       {eps:>16.0}");
-        println!("wall_s               {wall:>16.3}");
+        let mut t = Table::new(&[Align::Left, Align::Right]);
+        t.row(["translations_per_sec".to_string(), format!("{tps:.0}")]);
+        t.row(["events_per_sec".to_string(), format!("{eps:.0}")]);
+        t.row(["wall_s".to_string(), format!("{wall:.3}")]);
+        print!("{}", t.render());
     }
     Ok(0)
 }
@@ -407,7 +436,15 @@ fn bench_cpus(
     let cpus = cpu_counts(values)?;
     let policy = policy.unwrap_or(SCALE_POLICY);
     let specs = scale_specs(&cpus, workloads, policy, sets)?;
-    let rows = bench_scale(&specs, |s| eprintln!("tlbkit bench: {} at {} CPUs", s.workload, s.cpus))?;
+    let bar = progress::bar(specs.len() as u64, Unit::Runs);
+    let mut started = 0;
+    let rows = bench_scale(&specs, |s| {
+        bar.set_position(started);
+        bar.set_message(format!("{} at {} CPUs", s.workload, s.cpus));
+        started += 1;
+    });
+    bar.finish_and_clear();
+    let rows = rows?;
     if format == Format::Json {
         let doc = serde_json::json!({
             "machine": SCALE_MACHINE,
@@ -423,27 +460,36 @@ fn bench_cpus(
         "machine {SCALE_MACHINE}, policy {policy}; main phase timed (setup excluded), median of 3 runs where one \
          takes under 1 s; host {host} CPU(s)"
     );
-    println!(
-        "{:<18} {:>5} {:>11} {:>13} {:>9} {:>11} {:>15} {:>9} {:>8}",
-        "workload", "cpus", "events", "translations", "wall_s", "events/s", "translations/s", "vs first", "peak MiB"
-    );
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Right, Right, Right, Right, Right, Right, Right, Right]);
+    t.row([
+        "workload",
+        "cpus",
+        "events",
+        "translations",
+        "wall_s",
+        "events/s",
+        "translations/s",
+        "vs first",
+        "peak MiB",
+    ]);
     let mut order: Vec<&ScaleRow> = rows.iter().collect();
     order.sort_by_key(|r| rows.iter().position(|f| f.workload == r.workload));
     for r in order {
         let peak = r.peak_rss_mib.map_or("-".to_string(), |m| format!("{m:.0}"));
-        println!(
-            "{:<18} {:>5} {:>11} {:>13} {:>9.3} {:>11.0} {:>15.0} {:>9.3} {:>8}",
-            r.workload,
-            r.cpus,
-            r.events,
-            r.translations,
-            r.wall_s,
-            r.events_per_sec,
-            r.translations_per_sec,
-            r.speed_ratio,
-            peak
-        );
+        t.row([
+            r.workload.clone(),
+            r.cpus.to_string(),
+            r.events.to_string(),
+            r.translations.to_string(),
+            format!("{:.3}", r.wall_s),
+            format!("{:.0}", r.events_per_sec),
+            format!("{:.0}", r.translations_per_sec),
+            format!("{:.3}", r.speed_ratio),
+            peak,
+        ]);
     }
+    print!("{}", t.render());
     let mut shown = Vec::new();
     for r in &rows {
         if !shown.contains(&&r.workload) {

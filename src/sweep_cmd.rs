@@ -1,9 +1,8 @@
 //! `tlbkit sweep`: its flags, progress bar and summary (the work is
 //! `tlbkit_sim::sweep`).
 
+use crate::progress::{self, Unit};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use tlbkit_sim::batch::default_jobs;
 use tlbkit_sim::sweep::schema::Sweep;
@@ -33,15 +32,7 @@ pub fn sweep(a: SweepArgs) -> Result<u8, String> {
     };
     let s = Sweep::load(&a.file)?;
     let results = a.results.unwrap_or_else(|| s.results_path(&a.file));
-    let bar = if std::io::stderr().is_terminal() {
-        let style =
-            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs, {per_sec}, {eta} left {msg}")
-                .map_err(|e| e.to_string())?
-                .progress_chars("=> ");
-        ProgressBar::new(0).with_style(style)
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress::bar(0, Unit::Runs);
     let report = sweep::run(&s, &results, jobs, |ev| match ev {
         Event::Start { total, already, torn_bytes } => {
             if torn_bytes > 0 {

@@ -424,8 +424,16 @@ pub fn verdict(seed: f64, sim: f64) -> &'static str {
     }
 }
 
-/// Runs one claim.
-pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
+impl Claim {
+    /// Returns the simulation runs [`check`] makes for this claim: the baseline
+    /// and each variant.
+    pub fn runs(&self) -> usize {
+        1 + self.variants.len().max(1)
+    }
+}
+
+/// Runs one claim; `ran` is called after each of its [`Claim::runs`] runs.
+pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult, String> {
     let spec = |policy: &str, extra: &[&str]| RunSpec {
         machine: c.machine.into(),
         cpus: c.cpus,
@@ -436,8 +444,9 @@ pub fn check(c: &Claim, seed: u64) -> Result<ClaimResult, String> {
         strict: false,
     };
     // Returns the run's results and how many violations of `expected` it found.
-    let results = |policy: &str, extra: &[&str], expected: Option<&str>| -> Result<(Results, u64), String> {
+    let mut results = |policy: &str, extra: &[&str], expected: Option<&str>| -> Result<(Results, u64), String> {
         let out = run(&spec(policy, extra))?;
+        ran();
         let all_expected = expected.is_some_and(|p| out.violations.iter().all(|v| v.property == p));
         if out.violations_total > 0 && !all_expected {
             return Err(format!(

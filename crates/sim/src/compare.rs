@@ -136,13 +136,20 @@ impl CompareSpec {
         Ok((specs, metric))
     }
 
-    /// Runs the comparison on up to `jobs` host threads.
-    pub fn run(&self, jobs: usize) -> Result<CompareOutput, String> {
+    /// Runs the comparison on up to `jobs` host threads. `progress` is handed the
+    /// runs finished and the runs in all: once before the first run starts, then
+    /// as each finishes (in the order they finish, which the output does not
+    /// depend on).
+    pub fn run(&self, jobs: usize, mut progress: impl FnMut(usize, usize)) -> Result<CompareOutput, String> {
         let (specs, metric) = self.plan()?;
         let mut outs: Vec<Option<Result<RunOutput, String>>> = vec![None; specs.len()];
+        let mut finished = 0;
+        progress(finished, specs.len());
         batch::run_all(&specs, jobs, |i, out| {
             let failed = out.is_err();
             outs[i] = Some(out);
+            finished += 1;
+            progress(finished, specs.len());
             if failed {
                 ControlFlow::Break(())
             } else {
@@ -230,10 +237,11 @@ impl CompareOutput {
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
             out.push_str(&format!("{sym} {}\n", p.policy));
         }
-        out.push_str(stats::vitals_header());
+        let w = stats::n_width(self.policies.iter().map(|p| p.summary.n));
+        out.push_str(&stats::vitals_header(w));
         out.push('\n');
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
-            out.push_str(&stats::vitals_line(sym, &p.summary));
+            out.push_str(&stats::vitals_line(sym, &p.summary, w));
             out.push('\n');
             if let Some(c) = &p.vs_first {
                 out.push_str(&stats::verdict_text(c));

@@ -152,15 +152,24 @@ pub fn compare(set: &Summary, reference: &Summary) -> Comparison {
 /// most seven sets).
 pub const SYMBOLS: [char; 7] = ['x', '+', '*', '%', '#', '@', 'O'];
 
-/// Returns ministat's header of the figures table.
-pub fn vitals_header() -> &'static str {
-    "    N           Min           Max        Median           Avg        Stddev"
+/// Returns the width of the figures table's N column for sets of these sizes:
+/// ministat's 3, or as many digits as the largest set has where that is more
+/// (ministat's own columns slip from 1000 samples on).
+pub fn n_width(sizes: impl IntoIterator<Item = usize>) -> usize {
+    sizes.into_iter().map(|n| n.to_string().len()).max().unwrap_or(0).max(3)
 }
 
-/// Returns ministat's line of figures for a set marked `symbol`.
-pub fn vitals_line(symbol: char, s: &Summary) -> String {
+/// Returns ministat's header of the figures table, its N column `n_width` wide
+/// (see [`n_width`]).
+pub fn vitals_header(n_width: usize) -> String {
+    format!("  {:>n_width$}           Min           Max        Median           Avg        Stddev", "N")
+}
+
+/// Returns ministat's line of figures for a set marked `symbol`, its N column
+/// `n_width` wide (see [`n_width`]).
+pub fn vitals_line(symbol: char, s: &Summary, n_width: usize) -> String {
     let g = |x: f64| format!("{:>13}", format_g(x, 8));
-    format!("{symbol} {:>3} {} {} {} {} {}", s.n, g(s.min), g(s.max), g(s.median), g(s.avg), g(s.stddev()))
+    format!("{symbol} {:>n_width$} {} {} {} {} {}", s.n, g(s.min), g(s.max), g(s.median), g(s.avg), g(s.stddev()))
 }
 
 /// Returns ministat's verdict for a comparison, one line or four (the last three
@@ -227,12 +236,13 @@ mod tests {
         for (i, (name, _)) in sets.iter().enumerate() {
             out.push_str(&format!("{} {name}\n", SYMBOLS[i]));
         }
-        out.push_str(vitals_header());
+        let w = n_width(sets.iter().map(|(_, v)| v.len()));
+        out.push_str(&vitals_header(w));
         out.push('\n');
         let first = Summary::of(sets[0].1).unwrap();
         for (i, (_, values)) in sets.iter().enumerate() {
             let s = Summary::of(values).unwrap();
-            out.push_str(&vitals_line(SYMBOLS[i], &s));
+            out.push_str(&vitals_line(SYMBOLS[i], &s, w));
             out.push('\n');
             if i > 0 {
                 out.push_str(&verdict_text(&compare(&s, &first)));
@@ -338,12 +348,27 @@ Difference at 95.0% confidence
     }
 
     #[test]
+    fn a_thousand_samples_widen_the_n_column_where_ministats_columns_slip() {
+        let many: Vec<f64> = (0..1000).map(|i| 2.0 + f64::from(i) / 1000.0).collect();
+        let out = ministat_a(&[("many", &many), ("few", &[2.5, 2.6, 2.7])]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], "     N           Min           Max        Median           Avg        Stddev");
+        assert_eq!(lines[3], "x 1000             2         2.999           2.5        2.4995    0.28881944");
+        assert_eq!(lines[4], "+    3           2.5           2.7           2.6           2.6           0.1");
+        // Below a thousand, ministat's width.
+        assert_eq!(n_width([999, 3]), 3);
+    }
+
+    #[test]
     fn identical_samples_have_zero_stddev_where_ministat_prints_nan() {
         // ministat 20150715 prints "-nan" for this set's Stddev: its running sums
         // of x and x² cancel to a negative variance. Deviations from the median give 0.
         let s = Summary::of(&[0.1, 0.1, 0.1]).unwrap();
         assert_eq!(s.stddev(), 0.0);
-        assert_eq!(vitals_line('x', &s), "x   3           0.1           0.1           0.1           0.1             0");
+        assert_eq!(
+            vitals_line('x', &s, 3),
+            "x   3           0.1           0.1           0.1           0.1             0"
+        );
         // Any difference from a set without spread is proven, with a zero half-width.
         let c = compare(&Summary::of(&[0.3, 0.3, 0.3]).unwrap(), &s);
         assert!(c.proven);
@@ -368,7 +393,10 @@ Difference at 95.0% confidence
             3.44426177536232,
         ];
         let s = Summary::of(&x).unwrap();
-        assert_eq!(vitals_line('x', &s), "x  10     3.4431869     3.4445758     3.4442618     3.4440735 0.00047996856");
+        assert_eq!(
+            vitals_line('x', &s, 3),
+            "x  10     3.4431869     3.4445758     3.4442618     3.4440735 0.00047996856"
+        );
     }
 
     #[test]

@@ -36,11 +36,12 @@ pub fn ministat(metric: &str, sets: &[(String, Vec<f64>)]) -> String {
     for ((name, _), sym) in &shown {
         let _ = writeln!(out, "{sym} {name}");
     }
-    out.push_str(stats::vitals_header());
-    out.push('\n');
     let summaries: Vec<Summary> = shown.iter().filter_map(|((_, v), _)| Summary::of(v)).collect();
+    let w = stats::n_width(summaries.iter().map(|s| s.n));
+    out.push_str(&stats::vitals_header(w));
+    out.push('\n');
     for (i, (s, (_, sym))) in summaries.iter().zip(&shown).enumerate() {
-        out.push_str(&stats::vitals_line(*sym, s));
+        out.push_str(&stats::vitals_line(*sym, s, w));
         out.push('\n');
         if i > 0 {
             if s.n + summaries[0].n >= 3 {

@@ -522,8 +522,12 @@ impl std::fmt::Display for Event {
 }
 
 impl Trace {
-    /// Writes the trace as text, one record a line (`tlbkit trace dump`).
+    /// Writes the trace as text, one record a line (`tlbkit trace dump`): the
+    /// instructions since the thread's previous record, right-aligned in a column
+    /// as wide as the trace's largest count, then the event.
     pub fn dump(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let digits = |n: u64| n.checked_ilog10().map_or(1, |l| l as usize + 1);
+        let width = self.threads.iter().flat_map(|t| &t.records).map(|r| digits(r.instrs)).max().unwrap_or(1);
         let fetches = if self.ifetch { "instruction fetches kept" } else { "instruction fetches counted only" };
         writeln!(out, "tlbkit trace version {VERSION}, {fetches}")?;
         for (i, p) in self.processes.iter().enumerate() {
@@ -538,7 +542,7 @@ impl Trace {
             let synced = if t.synced { ", synchronised" } else { "" };
             writeln!(out, "thread {i} (tid {}, process {}{synced}): {} records", t.tid, t.process, t.records.len())?;
             for r in &t.records {
-                writeln!(out, "  +{:<8} {}", r.instrs, r.event)?;
+                writeln!(out, "  {:pad$}+{}  {}", "", r.instrs, r.event, pad = width - digits(r.instrs))?;
             }
         }
         Ok(())

@@ -95,20 +95,75 @@ impl fmt::Display for Summary {
 }
 
 /// Imports the lackey log at `lackey` and the strace log at `strace`.
-pub fn import(lackey: &Path, strace: Option<&Path>, opts: Options) -> Result<(Trace, Summary), String> {
+/// `progress` is handed the bytes of the lackey log read so far and its size,
+/// about once a mebibyte (the lackey log is nearly all of the work).
+pub fn import(
+    lackey: &Path,
+    strace: Option<&Path>,
+    opts: Options,
+    progress: impl FnMut(u64, u64),
+) -> Result<(Trace, Summary), String> {
     let open =
         |p: &Path| std::fs::File::open(p).map(std::io::BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
-    let (l, lname) = (open(lackey)?, lackey.display().to_string());
+    let file = open(lackey)?;
+    let size = file.get_ref().metadata().map_or(0, |m| m.len());
+    let (l, lname) = (Counted { input: file, read: 0, size, progress }, lackey.display().to_string());
     match strace {
         Some(p) => import_from(l, &lname, Some((&mut open(p)?, &p.display().to_string())), opts),
         None => import_from(l, &lname, None, opts),
     }
 }
 
+/// A reader that hands the bytes consumed so far, and the input's size, to
+/// `progress` each time that count passes a mebibyte boundary.
+struct Counted<R, F> {
+    input: R,
+    read: u64,
+    size: u64,
+    progress: F,
+}
+
+impl<R: std::io::Read, F: FnMut(u64, u64)> std::io::Read for Counted<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.input.read(buf)?;
+        self.count(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead, F: FnMut(u64, u64)> BufRead for Counted<R, F> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.input.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.input.consume(n);
+        self.count(n);
+    }
+}
+
+impl<R, F: FnMut(u64, u64)> Counted<R, F> {
+    fn count(&mut self, n: usize) {
+        let before = self.read;
+        self.read += n as u64;
+        // Once a mebibyte: reading calls this once a line.
+        if self.read >> 20 != before >> 20 {
+            (self.progress)(self.read, self.size);
+        }
+    }
+}
+
 /// Imports the lackey log at `lackey` and the strace log at `strace` into the
 /// trace file `out` (`tlbkit trace import`); returns the report to print.
-pub fn import_file(lackey: &Path, strace: Option<&Path>, out: &Path, opts: Options) -> Result<String, String> {
-    let (trace, sum) = import(lackey, strace, opts)?;
+/// `progress` is as [`import`]'s.
+pub fn import_file(
+    lackey: &Path,
+    strace: Option<&Path>,
+    out: &Path,
+    opts: Options,
+    progress: impl FnMut(u64, u64),
+) -> Result<String, String> {
+    let (trace, sum) = import(lackey, strace, opts, progress)?;
     let bytes = trace.encode();
     super::format::write_atomically(out, &bytes)?;
     Ok(format!("{sum}\nwrote:   {} ({} bytes)", out.display(), bytes.len()))
