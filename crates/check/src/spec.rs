@@ -552,17 +552,20 @@ impl CheckReport {
 }
 
 impl Counterexample {
-    /// Renders the numbered steps.
+    /// Renders the numbered steps. The columns are at least 4 and 18 wide and widen to the longest step
+    /// number and CPU name, so that long traces and many CPUs stay aligned.
     pub fn trace(&self) -> String {
+        let nw = self.steps.iter().map(|st| st.n.to_string().len()).max().unwrap_or(0).max(4);
+        let ww = self.steps.iter().map(|st| st.who.chars().count()).max().unwrap_or(0).max(18);
         let mut s = String::new();
         for st in &self.steps {
             let mut first = true;
             for e in &st.events {
                 if first {
-                    let _ = writeln!(s, "{:>4}. {:<18} {e}", st.n, st.who);
+                    let _ = writeln!(s, "{:>nw$}. {:<ww$} {e}", st.n, st.who);
                     first = false;
                 } else {
-                    let _ = writeln!(s, "      {:<18} {e}", "");
+                    let _ = writeln!(s, "{:nw$}  {:<ww$} {e}", "", "");
                 }
             }
         }
@@ -639,4 +642,30 @@ pub fn zoo_defaults(policy: &str) -> Option<(usize, usize, usize, Mode)> {
         Bug::FreebsdX86CounterEarlyAck => (3, 3, 6, Mode::Pct),
         _ => (2, 3, 6, Mode::Pct),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_keeps_its_columns_for_long_names_and_many_steps() {
+        let step = |n: usize, who: &str| Step { n, who: who.to_string(), events: vec!["a".into(), "b".into()] };
+        let cx = Counterexample {
+            property: "no_stale_use",
+            cpu: 0,
+            detail: String::new(),
+            steps: vec![step(9, "cpu0"), step(10_000, "cpu100 store buffer")],
+            token: String::new(),
+        };
+        let t = cx.trace();
+        // Every event starts in one column, step numbers end in another.
+        let cols: Vec<usize> = t.lines().map(|l| l.chars().count() - 1).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{t}");
+        let dots: Vec<usize> = t.lines().filter_map(|l| l.find(". ")).collect();
+        assert_eq!(dots, vec![5, 5], "{t}");
+        // The usual widths are unchanged.
+        let cx = Counterexample { steps: vec![step(2, "cpu0")], ..cx };
+        assert_eq!(cx.trace(), format!("   2. {:<18} a\n      {:<18} b\n", "cpu0", ""));
+    }
 }
