@@ -18,6 +18,12 @@
 //! - **A fault** on an unmapped page (`filemap_map_pages` of one page): `set_ptes`
 //!   of one writable, young, clean PTE, which refolds the block when it completes
 //!   it.
+//! - **Aging** (with reclaim, by `kswapd` on an idle CPU): `folio_referenced`'s
+//!   `ptep_clear_flush_young` of the block's first mapped page, which ages all
+//!   16 PTEs of a contiguous block and flushes it if any was young. PTEs are
+//!   mapped young (the fault's own block is not prefaulted old); the hardware's
+//!   access-flag updates on later walks are not modelled, so an aged PTE stays
+//!   old, which is what gives `robust` its clean-PTE path.
 //! - **Exit**: `teardown_range` with the chosen strategy over the block
 //!   (`zap_pte_range` with `fullmm`), then the exit's `flush_mm`.
 //!
@@ -45,7 +51,7 @@
 use crate::exec::{CheckHw, Core};
 use crate::kernel::{folio_pfn, va_of, Violation, BLOCK, BLOCK_PAGE};
 use tlbkit_policy::contpte::{
-    ptep_get, ptep_get_and_clear, set_ptes, teardown_range, Folio, MmFlushOwed, PteMem, PteVal,
+    ptep_clear_flush_young, ptep_get, ptep_get_and_clear, set_ptes, teardown_range, Folio, MmFlushOwed, PteMem, PteVal,
 };
 use tlbkit_policy::{MmId, Policy, VirtAddr};
 
@@ -283,6 +289,19 @@ pub(crate) fn fault<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usi
         return;
     }
     set_ptes(&mut mem, mm, va, pte, 1, Some(folio(slot)));
+    check_dirty_kept(core, cpu, slot);
+}
+
+/// kswapd ages the first mapped page of `slot`'s block (the caller holds its
+/// `mmap_lock`, standing for the page-table lock `folio_referenced` takes).
+pub(crate) fn age<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32) {
+    let first = core.st.borrow().m.spaces[slot as usize].block.iter().position(|v| v.valid());
+    let Some(j) = first else { return };
+    let mut mem = CheckPtes::new(core, p, cpu, true);
+    let young = ptep_clear_flush_young(&mut mem, MmId(slot), VirtAddr(va_of(BLOCK_PAGE + j)));
+    core.event(cpu, 0x1f_0000 + young as u64, || {
+        format!("the block of mm{slot} was {}", if young { "young: aged and flushed" } else { "old already" })
+    });
     check_dirty_kept(core, cpu, slot);
 }
 

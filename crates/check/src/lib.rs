@@ -22,8 +22,8 @@
 //!   changed only by the policy crate's contpte code (the simulator's): user
 //!   writes recorded by the hardware in any one valid PTE of the block, `munmap`
 //!   and faults of single pages (unfold and refold, a preemption point at every
-//!   PTE access), and the exit teardown with the chosen strategy. [`block`]
-//!   gives the details.
+//!   PTE access), `kswapd`'s aging of the block, and the exit teardown with the
+//!   chosen strategy. [`block`] gives the details.
 //! - **What is atomic.** One *step* of a CPU runs from one preemption point to
 //!   the next, so everything between two points is atomic. The points are:
 //!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,

@@ -34,6 +34,9 @@ pub enum Op {
     UnmapBlock(usize),
     /// Fault this page of the running process's contiguous block back in.
     MapBlock(usize),
+    /// Page aging (by `kswapd`, offered to idle CPUs) of the contiguous block of
+    /// the process in this slot.
+    Age(u32),
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -135,6 +138,7 @@ impl Op {
             Op::Write(_) => OpKind::Write,
             Op::UnmapBlock(_) => OpKind::Munmap,
             Op::MapBlock(_) => OpKind::Fault,
+            Op::Age(_) => OpKind::Reclaim,
         }
     }
 
@@ -151,6 +155,7 @@ impl Op {
             Op::Write(j) => format!("user write to page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
             Op::UnmapBlock(j) => format!("munmap page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
             Op::MapBlock(j) => format!("fault in page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
+            Op::Age(s) => format!("kswapd ages the contiguous block of mm{s} (ptep_clear_flush_young)"),
         }
     }
 
@@ -167,6 +172,7 @@ impl Op {
             Op::Write(j) => 0x900 + j as u64,
             Op::UnmapBlock(j) => 0xa00 + j as u64,
             Op::MapBlock(j) => 0xb00 + j as u64,
+            Op::Age(s) => 0xc00 + s as u64,
         }
     }
 }
@@ -213,6 +219,9 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
                     if sp.ptes[p].is_some() {
                         ops.push(Op::Reclaim(r, p));
                     }
+                }
+                if sp.block.iter().any(|v| v.valid()) {
+                    ops.push(Op::Age(r));
                 }
             }
         }
@@ -392,6 +401,12 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             block::unmap(core, p, cpu, s, j);
             unlock_mm(core, cpu, s);
             back_to_user(core, cpu, s);
+        }
+        (Op::Age(s), _) => {
+            lock_mm(core, cpu, s);
+            block::age(core, p, cpu, s);
+            unlock_mm(core, cpu, s);
+            end_op(core, cpu);
         }
         (Op::MapBlock(j), Task::User(s)) => {
             lock_mm(core, cpu, s);

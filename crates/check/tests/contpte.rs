@@ -72,3 +72,16 @@ fn teardown_needs_an_arm64_linux_policy() {
     let e = check(&s).unwrap_err();
     assert!(e.contains("--teardown noopt: contiguous PTEs are arm64 Linux's"), "{e}");
 }
+
+#[test]
+fn with_kswapd_aging_the_block_only_simple_loses_a_write() {
+    // Aging leaves PTEs old, so exits meet clean-and-old PTEs too (robust's
+    // gathering path) as well as dirty-and-old ones.
+    for t in Teardown::ALL {
+        let r = check(&spec(t, 2, 6, "switch,idle,write,exit,reclaim", Mode::Pct, 2_000)).unwrap();
+        match t {
+            Teardown::Simple => assert_eq!(r.counterexample.map(|c| c.property), Some("no_lost_dirty")),
+            _ => assert!(r.counterexample.is_none(), "{t}: {:?}", r.counterexample.map(|c| c.trace())),
+        }
+    }
+}
