@@ -3,8 +3,8 @@
 //! the other three strategies, with writes racing `munmap`'s unfold and a
 //! fault's refold.
 
-use tlbkit_check::exec::Memory;
-use tlbkit_check::ops::OpKind;
+mod common;
+
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::contpte::Teardown;
 
@@ -12,19 +12,7 @@ use tlbkit_policy::contpte::Teardown;
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 fn spec(teardown: Teardown, cpus: usize, ops: usize, menu: &str, mode: Mode, iterations: u64) -> CheckSpec {
-    CheckSpec {
-        policy: "arm64-linux".to_string(),
-        cpus,
-        mms: 1,
-        asids: 4,
-        ops,
-        mode,
-        iterations,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::parse(menu).unwrap(),
-        teardown: Some(teardown),
-    }
+    common::contpte_spec(teardown, cpus, ops, menu, mode, iterations)
 }
 
 #[test]

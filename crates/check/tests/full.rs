@@ -10,6 +10,8 @@
 //! zoo entry with its defaults; every contpte teardown strategy with a
 //! contiguous block. Each prints the figures the README quotes.
 
+mod common;
+
 use std::time::Instant;
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
@@ -100,18 +102,9 @@ fn every_zoo_entry_with_its_defaults() {
 #[ignore = "minutes: run with --release -- --ignored"]
 fn every_teardown_strategy_with_a_contiguous_block() {
     use tlbkit_policy::contpte::Teardown;
-    let shape = |t: Teardown, cpus: usize, ops: usize, menu: &str, mode: Mode| CheckSpec {
-        policy: "arm64-linux".to_string(),
-        cpus,
-        mms: 1,
-        asids: 4,
-        ops,
-        mode,
-        iterations: if mode == Mode::Exhaustive { u64::MAX } else { 100_000 },
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::parse(menu).unwrap(),
-        teardown: Some(t),
+    let shape = |t: Teardown, cpus: usize, ops: usize, menu: &str, mode: Mode| {
+        let iterations = if mode == Mode::Exhaustive { u64::MAX } else { 100_000 };
+        common::contpte_spec(t, cpus, ops, menu, mode, iterations)
     };
     let mut wrong = Vec::new();
     for t in Teardown::ALL {
