@@ -93,10 +93,13 @@ impl<'a, P: Policy> CheckPtes<'a, P> {
         if self.racy {
             return;
         }
-        let mut st = self.core.st.borrow_mut();
-        st.m.fill_all();
-        if let Err(v) = st.m.check_block() {
-            st.violation.get_or_insert(v);
+        let judged = {
+            let mut st = self.core.st.borrow_mut();
+            st.m.fill_all();
+            st.m.check_block()
+        };
+        if let Err(v) = judged {
+            self.core.violated(v);
         }
     }
 
@@ -214,12 +217,14 @@ pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
 /// Judges the value the arch code returned for cleared block page `j` of `slot`
 /// (`no_lost_dirty`), and forgets the page's writes.
 fn judge(core: &Core, cpu: usize, slot: u32, j: usize, pte: PteVal, how: &str) {
-    let mut st = core.st.borrow_mut();
-    let s = &mut st.m.spaces[slot as usize];
-    let written = s.written & (1 << j) != 0;
-    s.written &= !(1 << j);
+    let written = {
+        let s = &mut core.st.borrow_mut().m.spaces[slot as usize];
+        let w = s.written & (1 << j) != 0;
+        s.written &= !(1 << j);
+        w
+    };
     if written && !pte.dirty() {
-        let v = Violation {
+        core.violated(Violation {
             property: "no_lost_dirty",
             cpu,
             detail: format!(
@@ -227,31 +232,31 @@ fn judge(core: &Core, cpu: usize, slot: u32, j: usize, pte: PteVal, how: &str) {
                  ({pte:?}): the write is never written back",
                 va_of(BLOCK_PAGE + j)
             ),
-        };
-        st.violation.get_or_insert(v);
+        });
     }
 }
 
 /// Checks that every valid PTE of a written page of `slot`'s block still
 /// records the write, in itself or in a valid contiguous sibling.
 pub(crate) fn check_dirty_kept(core: &Core, cpu: usize, slot: u32) {
-    let mut st = core.st.borrow_mut();
-    let s = &st.m.spaces[slot as usize];
-    let block_dirty = s.block.iter().any(|p| p.valid_cont() && p.dirty());
-    let lost = (0..s.block.len()).find(|&j| {
-        let p = s.block[j];
-        s.written & (1 << j) != 0 && p.valid() && !p.dirty() && !(p.valid_cont() && block_dirty)
-    });
+    let lost = {
+        let st = core.st.borrow();
+        let s = &st.m.spaces[slot as usize];
+        let block_dirty = s.block.iter().any(|p| p.valid_cont() && p.dirty());
+        (0..s.block.len()).find(|&j| {
+            let p = s.block[j];
+            s.written & (1 << j) != 0 && p.valid() && !p.dirty() && !(p.valid_cont() && block_dirty)
+        })
+    };
     if let Some(j) = lost {
-        let v = Violation {
+        core.violated(Violation {
             property: "no_lost_dirty",
             cpu,
             detail: format!(
                 "file page {:#x} of mm{slot} was written, but no valid PTE of its block records it any more",
                 va_of(BLOCK_PAGE + j)
             ),
-        };
-        st.violation.get_or_insert(v);
+        });
     }
 }
 
@@ -271,8 +276,8 @@ pub(crate) fn unmap<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usi
     }
     let pte = ptep_get_and_clear(&mut mem, mm, va);
     judge(core, cpu, slot, j, pte, "ptep_get_and_clear");
-    p.flush_range(&CheckHw::new(core, cpu), mm, va, 1);
-    core.event(cpu, 0x1e_0000, || format!("flush_range of {:#x} returned", va.0));
+    // munmap's own flush of the page (`tlb_finish_mmu`).
+    mem.flush_tlb_range(mm, va, 1);
     check_dirty_kept(core, cpu, slot);
 }
 

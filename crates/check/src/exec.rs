@@ -297,6 +297,11 @@ impl Core {
         self.event_in(cpu, key, false, text);
     }
 
+    /// Records a violation found by the kernel side (the first one wins).
+    pub(crate) fn violated(&self, v: Violation) {
+        self.st.borrow_mut().violation.get_or_insert(v);
+    }
+
     /// Folds `key` into CPU `cpu`'s history without recording an event (what it
     /// read, where traces would drown in reads).
     pub(crate) fn remember(&self, cpu: usize, key: u64) {

@@ -3,7 +3,7 @@
 
 use crate::block;
 use crate::exec::{Block, CheckHw, Core, KernelBug, Memory, Point};
-use crate::kernel::{va_of, Life, Machine, Task, Violation, BLOCK, BLOCK_PAGE, PAGES};
+use crate::kernel::{va_of, Life, Machine, Task, BLOCK, BLOCK_PAGE, PAGES};
 use tlbkit_policy::{MmId, Policy, VirtAddr};
 
 /// A kernel operation a CPU can start.
@@ -315,14 +315,6 @@ fn unlock_mm(core: &Core, cpu: usize, slot: u32) {
     core.st.borrow_mut().m.mm_lock[slot as usize] = None;
 }
 
-/// Records a violation found by the kernel side (the first one wins).
-fn violated(core: &Core, v: Violation) {
-    let mut st = core.st.borrow_mut();
-    if st.violation.is_none() {
-        st.violation = Some(v);
-    }
-}
-
 /// Sets what CPU `cpu` runs and whether it is in user mode or switching.
 fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
     // What a CPU may use depends on its task as much as on its TLB.
@@ -383,7 +375,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             }
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
             match r {
-                Err(v) => violated(core, v),
+                Err(v) => core.violated(v),
                 Ok(ok) => core.event(cpu, 0x10_0000 + ok as u64, || {
                     if ok {
                         format!("PTE of {:#x} in mm{s} set", va_of(pg))
@@ -420,7 +412,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             core.pause();
             let r = core.st.borrow_mut().m.fork(s, cpu);
             match r {
-                Err(v) => violated(core, v),
+                Err(v) => core.violated(v),
                 Ok(ok) => core.event(cpu, 0x11_0000 + ok as u64, || {
                     if ok {
                         format!("mm{s} created with its pages mapped")
@@ -467,7 +459,7 @@ fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
     for &id in ids {
         let r = core.st.borrow_mut().m.discharge(id, flush);
         if let Err(v) = r {
-            violated(core, v);
+            core.violated(v);
         }
     }
     let n = ids.len();
