@@ -496,3 +496,120 @@ fn cpus_beyond_a_presets_cores_are_refused_with_its_maximum() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_bad_input(&refs(&with("procs=6", "sockets=0")), "--set sockets=0 is out of range for cortex-a72");
 }
+
+fn list_json(what: &str) -> serde_json::Value {
+    let o = tlbkit(&["list", what, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn list_metrics_describes_every_figure_a_run_reports() {
+    let m = list_json("metrics");
+    let described: Vec<&str> = m.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for e in m.as_array().unwrap() {
+        assert!(!e["unit"].as_str().unwrap().is_empty() && e["meaning"].as_str().unwrap().len() > 10, "{e}");
+    }
+    // Every result and metric of a real run, contpte metrics included.
+    let mut run: Vec<&str> = RUN.to_vec();
+    run.extend(["--set", "jitter=0"]);
+    for args in [
+        run,
+        vec![
+            "run",
+            "--machine",
+            "altra",
+            "--cpus",
+            "2",
+            "--policy",
+            "arm64-linux",
+            "--workload",
+            "exit_teardown",
+            "--set",
+            "contpte=on",
+            "--set",
+            "jobs=1",
+            "--format",
+            "json",
+        ],
+    ] {
+        let o = tlbkit(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for part in ["result", "metrics"] {
+            for k in j[part].as_object().unwrap().keys() {
+                assert!(described.contains(&k.as_str()), "{part} {k} is not described by `tlbkit list metrics`");
+            }
+        }
+    }
+}
+
+#[test]
+fn list_workloads_gives_every_parameter_with_default_range_and_meaning() {
+    let w = list_json("workloads");
+    let all = w["workloads"].as_array().unwrap();
+    assert_eq!(all.len(), tlbkit_sim::workload::WORKLOADS.len());
+    for (def, j) in tlbkit_sim::workload::WORKLOADS.iter().zip(all) {
+        assert_eq!(j["name"], def.name);
+        assert_eq!(j["headline"], def.results[0]);
+        let params = j["parameters"].as_array().unwrap();
+        for p in def.params {
+            let e = params.iter().find(|e| e["key"] == p.key).unwrap_or_else(|| panic!("{}: {}", def.name, p.key));
+            assert_eq!(
+                (e["default"].as_f64(), e["min"].as_f64(), e["max"].as_f64()),
+                (Some(p.default), Some(p.min), Some(p.max))
+            );
+            assert_eq!(e["meaning"], p.doc);
+        }
+    }
+    let trace = all.iter().find(|w| w["name"] == "trace").unwrap();
+    assert!(trace["parameters"].as_array().unwrap().iter().any(|p| p["key"] == "file" && p["required"] == true));
+    // Machines: cores, costs and where the costs come from; the machine parameters.
+    let m = list_json("machines");
+    let a72 = m["machines"].as_array().unwrap().iter().find(|p| p["name"] == "cortex-a72").unwrap();
+    assert_eq!((a72["cores"].as_u64(), a72["cost_sources"].as_str()), (Some(16), Some("docs/costs/cortex-a72.md")));
+    assert!(a72["costs_cycles"]["switch_path"].as_u64().is_some());
+    for p in m["machines"].as_array().unwrap() {
+        let doc = format!("{}/{}", env!("CARGO_MANIFEST_DIR"), p["cost_sources"].as_str().unwrap());
+        assert!(std::path::Path::new(&doc).exists(), "{doc}");
+    }
+    assert!(m["parameters"].as_array().unwrap().iter().any(|p| p["key"] == "sockets"));
+    let text = String::from_utf8_lossy(&tlbkit(&["list", "workloads"]).stdout).into_owned();
+    assert!(text.contains("  procs           20  2 to 4096    processes in the ring"), "{text}");
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_cli_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = tlbkit(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let s = String::from_utf8_lossy(&o.stdout).into_owned();
+        for sub in ["reproduce", "check", "replay", "sweep"] {
+            assert!(s.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let o = tlbkit(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
+    let man = String::from_utf8_lossy(&tlbkit(&["man"]).stdout).into_owned();
+    assert!(man.contains(".TH tlbkit 1"), "{man}");
+    assert!(man.contains("tlbkit\\-check"), "{man}");
+    let help = String::from_utf8_lossy(&tlbkit(&["run", "--help"]).stdout).into_owned();
+    assert!(help.contains("tlbkit list workloads") && help.contains("tlbkit list metrics"), "{help}");
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(["list", "machines"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tlbkit");
+    // Close the reading end before tlbkit writes, as a pager that quits does.
+    drop(c.stdout.take());
+    let o = c.wait_with_output().unwrap();
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_ne!(o.status.code(), Some(101));
+}

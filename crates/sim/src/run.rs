@@ -135,6 +135,46 @@ pub struct Metrics {
     pub file_writebacks: Option<u64>,
 }
 
+impl Metrics {
+    /// Returns metrics of zero, with the contpte ones present when `contpte`
+    /// (as a run with `--set contpte` or `--set teardown` reports them).
+    pub fn zero(contpte: bool) -> Metrics {
+        let report = contpte.then_some(0);
+        // A literal of every field, so that a new metric cannot be left out here.
+        Metrics {
+            sim_time_ns: 0.0,
+            tlb_accesses: 0,
+            tlb_misses: 0,
+            l1_tlb_misses: 0,
+            page_walks: 0,
+            spec_fills: 0,
+            page_faults: 0,
+            local_invalidations: 0,
+            broadcast_invalidations: 0,
+            ipis_sent: 0,
+            ipi_handler_ns: 0.0,
+            ipi_invalidating_ns: 0.0,
+            ipi_sync_ns: 0.0,
+            shootdowns: 0,
+            shootdown_ns: 0.0,
+            line_transfers: 0,
+            context_switches: 0,
+            asid_rollovers: 0,
+            full_flushes: 0,
+            syscalls: 0,
+            events: 0,
+            contpte_fills: report,
+            folios: report,
+            pte_range_flushes: report,
+            exit_range_flushes: report,
+            exits: report,
+            exit_teardown_ns: report.map(|x| x as f64),
+            hw_races: report,
+            file_writebacks: report,
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunOutput {
@@ -175,7 +215,7 @@ impl RunOutput {
 }
 
 /// Machine and kernel parameters, besides the workload's own.
-const MACHINE_KEYS: &[(&str, &str)] = &[
+pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ("asid_bits", "ASID width in bits (the preset's supported widths)"),
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
     ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
@@ -637,39 +677,7 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
     let (_, wl, mp, _, _) = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
-    let report = mp.contpte.report.then_some(0);
-    // A literal of every field, so that a new metric cannot be left out here.
-    let zero = Metrics {
-        sim_time_ns: 0.0,
-        tlb_accesses: 0,
-        tlb_misses: 0,
-        l1_tlb_misses: 0,
-        page_walks: 0,
-        spec_fills: 0,
-        page_faults: 0,
-        local_invalidations: 0,
-        broadcast_invalidations: 0,
-        ipis_sent: 0,
-        ipi_handler_ns: 0.0,
-        ipi_invalidating_ns: 0.0,
-        ipi_sync_ns: 0.0,
-        shootdowns: 0,
-        shootdown_ns: 0.0,
-        line_transfers: 0,
-        context_switches: 0,
-        asid_rollovers: 0,
-        full_flushes: 0,
-        syscalls: 0,
-        events: 0,
-        contpte_fills: report,
-        folios: report,
-        pte_range_flushes: report,
-        exit_range_flushes: report,
-        exits: report,
-        exit_teardown_ns: report.map(|x| x as f64),
-        hw_races: report,
-        file_writebacks: report,
-    };
+    let zero = Metrics::zero(mp.contpte.report);
     if let serde_json::Value::Object(m) = serde_json::to_value(&zero).map_err(|e| e.to_string())? {
         names.extend(m.into_iter().map(|(k, _)| k));
     }
