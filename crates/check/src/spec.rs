@@ -7,11 +7,10 @@ use crate::kernel::Violation;
 use crate::search::{self, Randomised, Replay, Stats};
 use serde::Serialize;
 use std::fmt::Write as _;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
+use tlbkit_sim::registry::{self, Build, WithPolicy};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,76 +151,58 @@ fn asid_bits(asids: u32) -> Result<u8, String> {
     Ok(asids.trailing_zeros() as u8)
 }
 
-/// Binds `$build` to a builder of the policy `$spec` names and evaluates `$body`.
-macro_rules! with_policy {
-    ($spec:expr, $shape:expr, $build:ident => $body:expr) => {{
-        let spec: &CheckSpec = $spec;
-        let n = spec.cpus;
-        let slots = spec.mms + 1;
-        let r = resolve(&spec.policy)?;
-        // A bug with a switch in the policy code; the kernel-side one is the shape's.
-        let bug = r.bug.filter(|b| b.in_policy());
-        match r.base {
-            "arm64-noasid" => {
-                let $build = || NoAsid::new(n);
-                $body
-            }
-            "arm64-freebsd-asid" => {
-                let bits = asid_bits(spec.asids)?;
-                let $build = move || {
-                    let p = FreebsdEpoch::new(n, slots, bits);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "arm64-linux" | "arm64-linux-skipbcast" => {
-                let bits = asid_bits(spec.asids)?;
-                let skip = r.base == "arm64-linux-skipbcast";
-                let make = move || {
-                    if skip {
-                        LinuxArm64::with_skip_broadcast(n, slots, bits, false)
-                    } else {
-                        LinuxArm64::new(n, slots, bits, false)
-                    }
-                };
-                make().map_err(|e| format!("{}: {e}", spec.policy))?;
-                let $build = move || {
-                    let p = make().expect("the same configuration was accepted");
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "x86-linux-nopcid" | "x86-linux-pcid" => {
-                let pcid = r.base == "x86-linux-pcid";
-                let $build = move || {
-                    let p = LinuxX86::new(n, slots, pcid);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "x86-freebsd-counter" | "x86-freebsd-gen" | "x86-freebsd-scoreboard" => {
-                let c = Completion::from_name(r.base).expect("a registered completion protocol");
-                let $build = move || {
-                    let p = FreebsdX86::new(n, slots, c);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            other => Err(format!("policy '{other}' has no checker builder")),
-        }
-    }};
+/// Returns the registry's builder input for `spec`: its CPUs, address-space
+/// slots (one more, for the kernel's) and, on arm64, the ASID width its `--asids`
+/// asks for; the zoo bug with a switch in the policy code (the kernel-side one is
+/// the shape's).
+fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
+    let arm64 = tlbkit_sim::registry::policy(r.base).is_some_and(|p| p.arch == tlbkit_sim::preset::Arch::Arm64);
+    Ok(Build {
+        cpus: spec.cpus,
+        mm_slots: spec.mms + 1,
+        // x86 policies keep their own PCID space; the width is not theirs to use.
+        asid_bits: if arm64 { asid_bits(spec.asids)? } else { 12 },
+        kpti: false,
+        bug: r.bug.filter(|b| b.in_policy()),
+    })
+}
+
+/// Builds the policy `spec` names and runs `code` with it.
+fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, String> {
+    let r = resolve(&spec.policy)?;
+    registry::with_policy(r.base, &build(spec, &r)?, code).map_err(|e| format!("{}: {e}", spec.policy))
+}
+
+/// A search, for [`with_policy`].
+struct Search<'a> {
+    spec: &'a CheckSpec,
+    shape: &'a Shape,
+    progress: &'a mut dyn FnMut(u64),
+}
+
+impl WithPolicy for Search<'_> {
+    type Out = Result<CheckReport, String>;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
+        search_with(self.spec, self.shape, build, self.progress)
+    }
+}
+
+/// One replayed execution, for [`with_policy`].
+struct ReplayOne<'a> {
+    spec: &'a CheckSpec,
+    shape: &'a Shape,
+    choices: &'a [u32],
+    token: &'a str,
+}
+
+impl WithPolicy for ReplayOne<'_> {
+    type Out = CheckReport;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> CheckReport {
+        let out = exec::run(self.shape, build, &mut Replay::new(self.choices), true);
+        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
+        let cx = out.violation.is_some().then(|| counterexample(&out, self.token.to_string()));
+        report(self.spec, "replay", stats, cx)
+    }
 }
 
 /// A policy name resolved: the registered policy and the zoo bug it carries.
@@ -302,7 +283,7 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
 /// executions run so far every 4,096 executions (for a progress display).
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
     let shape = shape(spec)?;
-    with_policy!(spec, shape, build => search_with(spec, &shape, &build, progress))
+    with_policy(spec, Search { spec, shape: &shape, progress })?
 }
 
 fn search_with<P: Policy>(
@@ -410,12 +391,7 @@ fn counterexample(out: &Outcome, token: String) -> Counterexample {
 pub fn replay(token: &str) -> Result<CheckReport, String> {
     let (spec, choices) = decode(token)?;
     let shape = shape(&spec)?;
-    with_policy!(&spec, shape, build => {
-        let out = exec::run(&shape, &build, &mut Replay::new(&choices), true);
-        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
-        let cx = out.violation.is_some().then(|| counterexample(&out, token.to_string()));
-        Ok(report(&spec, "replay", stats, cx))
-    })
+    with_policy(&spec, ReplayOne { spec: &spec, shape: &shape, choices: &choices, token })
 }
 
 /// Token format version. Older formats (`t1`, `t2`) carried no checksum and are

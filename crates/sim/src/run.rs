@@ -6,15 +6,13 @@
 
 use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
-use crate::registry::{self, POLICIES};
+use crate::registry::{self, Build, WithPolicy, POLICIES};
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Policy;
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -610,61 +608,34 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
     }
 }
 
-/// Binds `$mk` to a builder of the policy called `$name` and evaluates `$body`
-/// with it: the one place a policy name becomes a concrete, monomorphised type.
-macro_rules! with_policy {
-    ($name:expr, $n:expr, $mms:expr, $mp:expr, $mk:ident => $body:expr) => {
-        match $name {
-            "arm64-noasid" => {
-                let $mk = || NoAsid::new($n);
-                $body
-            }
-            "arm64-freebsd-asid" => {
-                let $mk = || FreebsdEpoch::new($n, $mms, $mp.asid_bits);
-                $body
-            }
-            "arm64-linux" => match LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti) {
-                Err(e) => Err(e.to_string()),
-                Ok(_) => {
-                    let $mk = || {
-                        LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti).expect("the same configuration was accepted")
-                    };
-                    $body
-                }
-            },
-            "arm64-linux-skipbcast" => match LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti) {
-                Err(e) => Err(e.to_string()),
-                Ok(_) => {
-                    let $mk = || {
-                        LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti)
-                            .expect("the same configuration was accepted")
-                    };
-                    $body
-                }
-            },
-            "x86-freebsd-counter" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Counter);
-                $body
-            }
-            "x86-freebsd-gen" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Generation);
-                $body
-            }
-            "x86-freebsd-scoreboard" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Scoreboard);
-                $body
-            }
-            "x86-linux-nopcid" => {
-                let $mk = || LinuxX86::new($n, $mms, false);
-                $body
-            }
-            "x86-linux-pcid" => {
-                let $mk = || LinuxX86::new($n, $mms, true);
-                $body
-            }
-            other => Err(format!("policy '{other}' is registered but has no builder")),
-        }
-    };
+/// The registry's builder input for a run: the machine's shape and `--set kpti`.
+fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
+    Build { cpus: spec.cpus, mm_slots: max_mms, asid_bits: mp.asid_bits, kpti: mp.kpti, bug: None }
+}
+
+/// One run of a workload's phases, for [`registry::with_policy`].
+struct Runs<'a> {
+    cfg: &'a SimConfig,
+    wl: &'a workload::WorkloadDef,
+    params: &'a Params,
+    texts: &'a Texts,
+}
+
+impl WithPolicy for Runs<'_> {
+    type Out = Result<Outcome, String>;
+    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+        outcome(self.cfg, self.wl, self.params, self.texts, mk)
+    }
+}
+
+/// One timed main phase, for [`registry::with_policy`].
+struct Bench<'a>(Runs<'a>);
+
+impl WithPolicy for Bench<'_> {
+    type Out = Result<BenchResult, String>;
+    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+        bench_typed(self.0.cfg, self.0.wl, self.0.params, self.0.texts, mk())
+    }
 }
 
 /// Checks a request as [`run`] would, without running it.
@@ -689,8 +660,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let (preset, wl, mp, params, texts) = resolve(spec)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
-    let n = spec.cpus;
-    let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &texts, &mk))?;
+    let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };
+    let out = registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), runs)??;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
     pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));
@@ -774,9 +745,8 @@ pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
-        runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp, mk => {
-            bench_typed(&cfg, wl, &params, &texts, mk())
-        })?);
+        let one = Bench(Runs { cfg: &cfg, wl, params: &params, texts: &texts });
+        runs.push(registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), one)??);
     }
     runs.sort_by(|a, b| a.translations_per_sec.total_cmp(&b.translations_per_sec));
     Ok(runs[runs.len() / 2])
