@@ -125,6 +125,15 @@ register! {
         build: |b| Ok::<_, String>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
         bug: |p, bug| p.with_bug(bug),
     }
+    "arm64-freebsd-asid-cutoff" {
+        description: "worked example (examples/my-policy): arm64-freebsd-asid with ranges over 64 pages flushed by \
+                      one TLBI ASIDE1IS",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(my_policy::RangeCutoff::new(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits),
+            my_policy::RangeCutoff::DEFAULT_CUTOFF,
+        )),
+    }
     "arm64-linux" {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",
