@@ -1,0 +1,42 @@
+#!/bin/sh
+# Runs one fuzz target (README, "Fuzzing"):
+#
+#     fuzz/run.sh TARGET [EXECUTIONS]
+#
+# TARGET is one of trace_file, lackey, strace, sweep_toml, replay_token, run_set
+# (fuzz/fuzz_targets/TARGET.rs); EXECUTIONS defaults to 10000000 (0: until
+# stopped). Installs cargo-fuzz from crates.io if it is missing; needs the
+# nightly toolchain (rustup toolchain install nightly). One fuzzing process, in
+# the foreground (libFuzzer's default: no -jobs/-workers/-fork, which would start
+# children logging to files); each input may take 10 s and 2 GiB (RSS), one
+# allocation 1 GiB: beyond that is a finding. The corpus grows in fuzz/corpus/TARGET (seeds committed; new inputs
+# are not); a finding is written to fuzz/artifacts/TARGET/ and libFuzzer stops
+# with a non-zero exit. Extra arguments after EXECUTIONS go to libFuzzer.
+set -eu
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    echo "usage: fuzz/run.sh TARGET [EXECUTIONS] [LIBFUZZER-ARGS...]" >&2
+    echo "targets: $(ls fuzz/fuzz_targets | sed 's/\.rs$//' | tr '\n' ' ')" >&2
+    exit 2
+fi
+target=$1
+runs=${2:-10000000}
+[ "$runs" = 0 ] && runs=-1
+[ $# -ge 2 ] && shift 2 || shift 1
+if [ ! -f "fuzz/fuzz_targets/$target.rs" ]; then
+    echo "fuzz/run.sh: no target '$target'; targets: $(ls fuzz/fuzz_targets | sed 's/\.rs$//' | tr '\n' ' ')" >&2
+    exit 2
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+# Inputs up to 4 KiB, the size of the largest seed (tiny.lackey): the readers'
+# cost grows with the input, and what a larger input reaches a smaller one does.
+max_len=4096
+# Coverage of new inputs goes to a scratch copy, so that the committed seed
+# corpus stays as it is.
+work=fuzz/target/corpus/$target
+mkdir -p "$work"
+exec cargo +nightly fuzz run "$target" "$work" "fuzz/corpus/$target" -- \
+    -runs="$runs" -max_len="$max_len" -timeout=10 \
+    -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 "$@"
