@@ -202,6 +202,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Plot(args) => plot_cmd::plot(args),
         Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
+            plot_cmd::check_writable(&output, "-o", false)?;
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
             let bar = progress::bar(0, Unit::Bytes);
             bar.set_message(format!("of {}", lackey.display()));
@@ -323,6 +324,9 @@ fn print_run(out: &RunOutput) {
 }
 
 fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathBuf>) -> Result<u8, String> {
+    if let Some(path) = &html {
+        plot_cmd::check_writable(path, "--html", false)?;
+    }
     let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();

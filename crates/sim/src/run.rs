@@ -186,6 +186,11 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
          from the seed, so that seeds differ as runs of a real machine do (default 0: none, nothing drawn)",
     ),
     ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
+    (
+        "sockets",
+        "sockets of the preset's kind (default: the real machine's); more model a larger machine, so that --cpus \
+         may exceed the preset's cores (up to 4096 CPUs)",
+    ),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
     (
         "contpte",
@@ -259,6 +264,19 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
         return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
+    }
+    let sockets = sockets(&preset, spec)?;
+    if spec.cpus > sockets * preset.cores_per_socket {
+        let max = sockets * preset.cores_per_socket;
+        let need = spec.cpus.div_ceil(preset.cores_per_socket);
+        return Err(format!(
+            "--cpus {}: {} has {max} cores ({sockets} socket{} of {}); give --cpus 1 to {max}, or model a larger \
+             machine of the same sockets with --set sockets={need}",
+            spec.cpus,
+            preset.name,
+            if sockets == 1 { "" } else { "s" },
+            preset.cores_per_socket
+        ));
     }
     let mut mp = MachineParams {
         asid_bits: preset.asid_bits[0],
@@ -351,6 +369,8 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 // from, and printed with them only when given.
                 params.insert(JITTER.to_string(), j);
             }
+            // Checked before the loop (the CPU count depends on it).
+            "sockets" => {}
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
@@ -394,6 +414,31 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         ));
     }
     Ok((preset, wl, mp, params, texts))
+}
+
+/// Returns the sockets the machine has: the real machine's unless `--set
+/// sockets=N` asks for a larger (hypothetical) machine of the same sockets, up to
+/// [`MAX_CPUS`] CPUs. CPUs fill the sockets in order, so sockets past the last
+/// CPU are empty and change nothing.
+fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, String> {
+    let real = preset.real_cores.div_ceil(preset.cores_per_socket);
+    let Some(v) = spec.sets.iter().rev().find_map(|s| s.strip_prefix("sockets=")) else { return Ok(real) };
+    let most = MAX_CPUS.div_ceil(preset.cores_per_socket);
+    match v.parse::<usize>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--set sockets={v} is out of range for {}: give a whole number from 1 to {most} ({} cores each; the \
+             real machine has {real})",
+            preset.name, preset.cores_per_socket
+        )),
+    }
+}
+
+/// Returns the `--set sockets=N` that a run of `cpus` CPUs on `preset` needs, or
+/// `None` when the real machine has that many cores (for scale studies such as
+/// `tlbkit bench --cpus`).
+pub fn sockets_for(preset: &Preset, cpus: usize) -> Option<String> {
+    (cpus > preset.real_cores).then(|| format!("sockets={}", cpus.div_ceil(preset.cores_per_socket)))
 }
 
 fn arch_name(a: Arch) -> &'static str {
@@ -808,13 +853,16 @@ pub fn scale_specs(
     for &n in cpus {
         for w in &chosen {
             let own = SCALE_WORKLOADS.iter().find(|(name, _)| name == w).map_or(&[][..], |(_, s)| *s);
-            let own = own.iter().filter(|o| !sets.iter().any(|s| key(s) == key(o)));
+            let own = own.iter().filter(|o| !sets.iter().any(|s| key(s) == key(o))).map(|s| s.to_string());
+            // A scale study asks for a larger machine of the preset's sockets.
+            let preset = preset::by_name(SCALE_MACHINE).expect("the scale machine is a preset");
+            let grow = sockets_for(&preset, n).filter(|_| !sets.iter().any(|s| key(s) == "sockets"));
             let spec = RunSpec {
                 machine: SCALE_MACHINE.into(),
                 cpus: n,
                 policy: policy.into(),
                 workload: w.clone(),
-                sets: own.map(|s| s.to_string()).chain(sets.iter().cloned()).collect(),
+                sets: own.chain(grow).chain(sets.iter().cloned()).collect(),
                 seed: 1,
                 strict: false,
             };
