@@ -541,6 +541,10 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
             return Err(bad("it has too many choices"));
         }
     }
+    // A run of no zeros (`z0.`) alone spells no choice either.
+    if choices.is_empty() {
+        return Err(bad("it has no choices"));
+    }
     Ok((spec, choices))
 }
 
@@ -682,6 +686,31 @@ pub fn zoo_defaults(policy: &str) -> Option<(usize, usize, usize, Mode)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_whose_choices_spell_no_choice_is_refused() {
+        // A zero run of no zeros decoded to an empty schedule, which `encode`
+        // writes as one zero choice: the replay_token fuzz target's round trip
+        // (decode, encode, decode) would not have given the schedule back.
+        let e = decode("t3~arm64-linux~2~3~4~6~sc~1ff~-~z0.~37f38067").unwrap_err();
+        assert!(e.starts_with("not a tlbkit replay token (it has no choices)"), "{e}");
+        let spec = CheckSpec {
+            policy: "arm64-linux".into(),
+            cpus: 2,
+            mms: 3,
+            asids: 4,
+            ops: 6,
+            mode: Mode::Exhaustive,
+            iterations: 1,
+            seed: 0,
+            memory: Memory::Sc,
+            menu: 0x1ff,
+            teardown: None,
+        };
+        let token = encode(&spec, &[0, 0, 0, 7, 40]);
+        assert_eq!(token, "t3~arm64-linux~2~3~4~6~sc~1ff~-~z3.7(40)~de159dcf");
+        assert_eq!(decode(&token), Ok((spec, vec![0, 0, 0, 7, 40])));
+    }
 
     #[test]
     fn a_trace_keeps_its_columns_for_long_names_and_many_steps() {

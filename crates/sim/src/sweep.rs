@@ -14,6 +14,12 @@
 pub mod results;
 pub mod schema;
 
+/// The most runs one experiment file may describe (its grid's points, the
+/// policy and machine pairs of different architectures counted too): a larger
+/// grid is refused, before anything is allocated for it, with a message to
+/// split it.
+pub const MAX_RUNS: usize = 100_000;
+
 use crate::batch;
 use crate::preset;
 use crate::registry;
@@ -69,6 +75,7 @@ impl Sweep {
     /// (a parameter a workload does not take, a value out of range), so that bad
     /// input fails before anything runs.
     pub fn grid(&self) -> Result<Grid, String> {
+        self.check_size()?;
         let mut points = Vec::new();
         let mut other_arch = 0;
         for machine in &self.machines {
@@ -116,6 +123,30 @@ impl Sweep {
             ));
         }
         Ok(Grid { points, other_arch })
+    }
+}
+
+impl Sweep {
+    /// Refuses a grid of more than [`MAX_RUNS`] runs, counting them without
+    /// building them (a few lines of TOML can describe more runs than memory holds).
+    fn check_size(&self) -> Result<(), String> {
+        let combos = self.workloads.iter().try_fold(0usize, |sum, w| {
+            let axes = self.axes.get(w).map(Vec::as_slice).unwrap_or_default();
+            sum.checked_add(axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len()))?)
+        });
+        let runs = [self.machines.len(), self.cpus.len(), self.policies.len(), self.seeds.len()]
+            .into_iter()
+            .try_fold(combos.unwrap_or(usize::MAX), |n, k| n.checked_mul(k))
+            .filter(|_| combos.is_some());
+        match runs {
+            Some(n) if n <= MAX_RUNS => Ok(()),
+            _ => Err(format!(
+                "{}: the grid has {} runs (machines x CPU counts x policies x parameter combinations x seeds); a \
+                 sweep holds at most {MAX_RUNS}: split it into several files",
+                self.origin,
+                runs.map_or("more than 2^64".to_string(), |n| n.to_string())
+            )),
+        }
     }
 }
 
@@ -308,6 +339,28 @@ procs = [2, 3]
         let text = SMALL.replace("procs = [2, 3]", "procs = [2, 0]");
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
         assert!(e.starts_with("s.toml: line 10, set.lat_ctx.procs: --set procs=0 is out of range"), "{e}");
+    }
+
+    #[test]
+    fn a_grid_of_more_runs_than_a_sweep_holds_is_refused_before_it_is_built() {
+        // 2 machines x 2 CPU counts x 3 policies x 2 values of procs x 2 seeds.
+        let g = Sweep::parse(SMALL, "s.toml").unwrap().grid().unwrap();
+        assert_eq!(g.points.len() + g.other_arch, 48);
+        // Five axes of ten values: 10^5 combinations, x 24 x 2 runs.
+        let axes: String = ["procs", "size_kb", "rounds", "jitter", "spec_rate"]
+            .iter()
+            .map(|k| format!("{k} = [{}]\n", (1..=10).map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
+            .collect();
+        let text =
+            SMALL.replace("[set]\nrounds = 3\n[set.lat_ctx]\nprocs = [2, 3]\n", &format!("[set.lat_ctx]\n{axes}"));
+        let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
+        assert!(e.starts_with("s.toml: the grid has 2400000 runs"), "{e}");
+        assert!(e.ends_with(&format!("a sweep holds at most {MAX_RUNS}: split it into several files")), "{e}");
+        // So many axes that the count overflows.
+        let axes: String = (0..70).map(|i| format!("k{i} = [1, 2]\n")).collect();
+        let text = SMALL.replace("procs = [2, 3]\n", &axes);
+        let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
+        assert!(e.starts_with("s.toml: the grid has more than 2^64 runs"), "{e}");
     }
 
     #[test]

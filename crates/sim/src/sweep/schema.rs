@@ -26,6 +26,7 @@
 use crate::preset;
 use crate::registry;
 use crate::run::MAX_CPUS;
+use crate::sweep::MAX_RUNS;
 use crate::workload;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -385,8 +386,9 @@ impl Sweep {
                 if v.is_empty() {
                     return Err(here(&raw.seeds.span(), "give at least one seed".into()));
                 }
-                if let Some(d) = v.iter().enumerate().find(|(i, s)| v[..*i].contains(s)) {
-                    return Err(here(&raw.seeds.span(), format!("seed {} is given twice", d.1)));
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(d) = v.iter().find(|s| !seen.insert(**s)) {
+                    return Err(here(&raw.seeds.span(), format!("seed {d} is given twice")));
                 }
                 v.clone()
             }
@@ -398,6 +400,12 @@ impl Sweep {
                             "{{ first = {first}, count = {count} }} is no seed range: give a count from 1 and \
                                  seeds that fit in 64 bits"
                         ),
+                    ));
+                }
+                if count > MAX_RUNS as u64 {
+                    return Err(here(
+                        &raw.seeds.span(),
+                        format!("{count} seeds: a sweep holds at most {MAX_RUNS} runs; split it into several files"),
                     ));
                 }
                 (first..=first + (count - 1)).collect()
@@ -532,6 +540,15 @@ rounds = 5
         assert!(e.starts_with("x.toml: line 12, set.sort_compute: [set.sort_compute] names no workload"), "{e}");
         let e = err("machines = [\"altra\"\n");
         assert!(e.starts_with("x.toml: line 1, machines: "), "{e}");
+    }
+
+    #[test]
+    fn a_seed_range_longer_than_a_sweep_holds_is_refused_before_it_is_listed() {
+        let e = err(&GOOD.replace("count = 2", "count = 10000000000000"));
+        assert!(e.starts_with("x.toml: line 6, seeds: 10000000000000 seeds: a sweep holds at most 100000 runs"), "{e}");
+        assert!(Sweep::parse(&GOOD.replace("count = 2", "count = 100000"), "x.toml").is_ok());
+        let e = err(&GOOD.replace("seeds     = { first = 3, count = 2 }", "seeds = [1, 2, 3, 2]"));
+        assert!(e.starts_with("x.toml: line 6, seeds: seed 2 is given twice"), "{e}");
     }
 
     #[test]

@@ -419,15 +419,18 @@ impl Trace {
         if self.processes.is_empty() || n == 0 || self.threads[0].process != 0 {
             return Err("corrupt: the first thread must belong to the first process".into());
         }
+        // Every thread's process first: a fork names a later thread, whose
+        // process the loop below has not looked at yet.
+        if let Some((i, t)) = self.threads.iter().enumerate().find(|(_, t)| t.process as usize >= self.processes.len())
+        {
+            return Err(format!("corrupt: thread {i} (tid {}): process {} does not exist", t.tid, t.process));
+        }
         let first: Vec<Option<usize>> =
             (0..self.processes.len()).map(|p| self.threads.iter().position(|t| t.process as usize == p)).collect();
         let mut created = vec![false; n];
         created[0] = true;
         for (i, t) in self.threads.iter().enumerate() {
             let bad = |what: String| Err(format!("corrupt: thread {i} (tid {}): {what}", t.tid));
-            if t.process as usize >= self.processes.len() {
-                return bad(format!("process {} does not exist", t.process));
-            }
             match t.records.iter().position(|r| r.event == Event::Exit) {
                 Some(e) if e + 1 == t.records.len() => {}
                 _ => return bad("its stream does not end with its one exit".into()),
@@ -865,6 +868,18 @@ mod tests {
         let mut t = sample();
         t.threads[0].records[1] = rec(0, Event::Data { page: PAGE_END, refs: 1, write: false });
         assert!(invalid(&t).contains("beyond user memory"));
+    }
+
+    #[test]
+    fn a_fork_of_a_thread_whose_process_does_not_exist_is_corrupt() {
+        // Found by `fuzz/run.sh trace_file`: validation indexed the forked
+        // thread's process before it had checked that the process exists.
+        let file = include_bytes!("../../tests/data/fuzz/trace-fork-names-a-missing-process.trace");
+        let e = Trace::decode(file).unwrap_err();
+        assert!(e.starts_with("corrupt: thread ") && e.ends_with(" does not exist"), "{e}");
+        let mut t = sample();
+        t.threads[2].process = 7;
+        assert_eq!(invalid(&t), "corrupt: thread 2 (tid 25860): process 7 does not exist");
     }
 
     #[test]
