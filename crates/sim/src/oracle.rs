@@ -12,8 +12,14 @@
 //! - `no_asid_alias`: a CPU uses a user entry filled from another address space
 //!   (a reused ASID, or a global user entry from a previous address space).
 //! - `no_stale_held` (with `--strict`): a CPU merely *holds* such an entry under the
-//!   tag it is running with — speculation could use it at any moment. Checked after
-//!   every address-space switch and every discharge.
+//!   tag it is running with — speculation could use it at any moment — or caches a
+//!   walk through a page-table page that has been freed. Checked after every
+//!   address-space switch and every discharge. A *lazy* CPU (idle or a kernel
+//!   thread, a user address space still loaded: x86 Linux's `is_lazy`) is exempt
+//!   for leaf entries: Linux skips lazy CPUs on purpose and brings them up to date
+//!   through `tlb_gen` when they switch back, and the scan after that switch judges
+//!   them. Its walk cache is not exempt: a walk through a freed table page is a
+//!   violation on every CPU, lazy ones included.
 //! - `no_reuse_while_mapped`: a frame is handed out again while an undischarged
 //!   obligation still covers a mapping of it.
 //! - `no_lost_dirty` (contiguous PTEs): a page of a file that a CPU wrote since it
@@ -173,6 +179,9 @@ pub struct Oracle {
     pub strict: bool,
     /// The change sequence counter (PTE versions).
     pub seq: u64,
+    /// Stale or foreign leaf entries `no_stale_held` found on lazy CPUs and did
+    /// not report (a lazy CPU's leaf entries are exempt; see the module docs).
+    pub lazy_exempt: u64,
 }
 
 impl Oracle {
@@ -193,7 +202,7 @@ impl Oracle {
             opened: 0,
             discharged: Some(0),
         };
-        Oracle { obligations: vec![none], violations: Vec::new(), count: 0, strict, seq: 1 }
+        Oracle { obligations: vec![none], violations: Vec::new(), count: 0, strict, seq: 1, lazy_exempt: 0 }
     }
 
     /// Returns the next change sequence number.
