@@ -136,7 +136,7 @@ fn list_json_has_the_contract_shape() {
     for p in ["arm64-linux", "x86-linux-nopcid", "x86-linux-pcid"] {
         assert!(names("policies").contains(&p.to_string()), "{p}");
     }
-    for p in ["no_stale_use", "no_lost_dirty", "no_tlb_conflict"] {
+    for p in ["no_stale_use", "no_lost_dirty", "no_ungathered_dirty", "no_tlb_conflict"] {
         assert!(names("properties").contains(&p.to_string()), "{p}");
     }
     for k in ["machines", "policies", "workloads", "properties"] {
@@ -296,7 +296,8 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
         assert!((1..4).all(|i| ratio(0) > 2.0 * ratio(i)), "{c}");
         assert_eq!(vs[0]["verdict"], "reproduced", "{c}");
         assert_eq!(vs[2]["verdict"], "reproduced", "{c}");
-        // Only simple loses dirty state, and the claim counts it.
+        // Only simple returns values without the block's dirty state, and the
+        // claim counts them.
         assert!(vs[1]["expected_violations"].as_u64().unwrap() > 0, "{c}");
         assert!([0, 2, 3].iter().all(|&i| vs[i]["expected_violations"] == 0), "{c}");
     }
@@ -354,14 +355,14 @@ fn check_bad_input_is_exit_2() {
 }
 
 #[test]
-fn check_with_a_contiguous_block_finds_simples_lost_dirty_page_and_replays_it() {
+fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replays_it() {
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--teardown", "simple"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     for needle in [
         "contpte: a 64 KB contiguous block per address space, torn down at exit by simple",
-        "no_lost_dirty, no_tlb_conflict",
-        "VIOLATION no_lost_dirty",
+        "no_lost_dirty, no_ungathered_dirty, no_tlb_conflict",
+        "VIOLATION no_ungathered_dirty",
         "pct mode",
         "1 address spaces",
     ] {

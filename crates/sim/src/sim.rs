@@ -51,7 +51,7 @@ use rand_core::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::{MmId, Policy, Root, VirtAddr};
+use tlbkit_policy::{Lazy, MmId, Policy, Root, VirtAddr};
 
 /// How the simulated kernel backs memory: whether it allocates large folios and
 /// maps them with the contiguous bit (`--set contpte=off|folios|on`).
@@ -688,12 +688,12 @@ impl<P: Policy> Sim<P> {
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
             self.sched[cpu].cur = None;
-            return self.switch_mm(cpu, MmId::KERNEL, now);
+            return self.enter_lazy(cpu, Lazy::Idle, now);
         };
         now = self.kaccess(cpu, self.threads[next].tstruct, now);
         now = self.kaccess(cpu, self.threads[next].kstack, now);
         let mm = self.threads[next].mm;
-        now = self.switch_mm(cpu, mm, now);
+        now = if mm.is_kernel() { self.enter_lazy(cpu, Lazy::KernelThread, now) } else { self.switch_mm(cpu, mm, now) };
         let s = &mut self.sched[cpu];
         s.cur = Some(next);
         s.slice_start = now;
@@ -715,6 +715,21 @@ impl<P: Policy> Sim<P> {
         let hw = CpuHw::new(&mut self.m, cpu, now);
         self.policy.switch_mm(&hw, mm);
         let now = hw.now();
+        self.switched(cpu, mm, now)
+    }
+
+    /// Leaves `cpu` running the kernel with no address space of its own, `who`
+    /// being the idle task or a kernel thread (`enter_lazy_tlb`).
+    fn enter_lazy(&mut self, cpu: usize, who: Lazy, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        self.policy.enter_lazy(&hw, who);
+        let now = hw.now();
+        self.switched(cpu, MmId::KERNEL, now)
+    }
+
+    /// After the policy switched `cpu` to `mm`: the oracle's scan and the release
+    /// of address spaces no root points at any more.
+    fn switched(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
         self.sched[cpu].loaded = mm;
         if self.oracle.strict {
             self.strict_scan(cpu, now);
@@ -1631,10 +1646,11 @@ impl<P: Policy> Sim<P> {
         self.in_exit = false;
         self.stats.exits += 1;
         self.stats.exit_teardown_cycles += now - start;
-        // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
-        // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
-        // `active_mm`) until no CPU's root points at it.
-        self.switch_mm(cpu, MmId::KERNEL, now)
+        // The exiting thread's CPU leaves the address space (`exit_mm` calls
+        // `enter_lazy_tlb` with the exiting task, not the idle one); a lazy-TLB
+        // policy may keep it loaded, and then it lives on (Linux's mmgrab by the
+        // lazy `active_mm`) until no CPU's root points at it.
+        self.enter_lazy(cpu, Lazy::KernelThread, now)
     }
 
     /// Tears down `mm`, whose last user is leaving it while it is still current on
