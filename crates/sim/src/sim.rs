@@ -13,7 +13,10 @@
 //! Migration is off unless `migration=on`, which balances wake-ups and lets idle
 //! CPUs pull work. An idle CPU switches to the kernel's address space, as
 //! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
-//! policy may keep the old one loaded). System calls: `mmap`, `munmap`,
+//! policy may keep the old one loaded). The policy is told who runs there
+//! ([`Policy::enter_lazy`]): the idle task, or a kernel thread (also what an
+//! exiting task is from `exit_mm` on), which Linux's `enter_lazy_tlb` tells
+//! apart with `is_idle_task`. System calls: `mmap`, `munmap`,
 //! `mprotect`, `madvise(MADV_DONTNEED)`, `fork` (copy-on-write), `clone` (a
 //! thread), `execve`, `exit`, pipes with blocking reads, and a kernel path that
 //! maps, copies and unmaps buffer pages in the kernel's address space (FreeBSD's
