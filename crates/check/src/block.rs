@@ -145,7 +145,8 @@ impl<P: Policy> PteMem for CheckPtes<'_, P> {
         let j = index(va);
         let old = self.pte(mm, j);
         if old.valid() {
-            let block_dirty = self.core.st.borrow().m.spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
+            let block_dirty =
+                self.core.st.borrow().m.spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
             self.gathered[j] = Some(if old.valid_cont() { block_dirty } else { old.dirty() });
         }
         self.put(mm, j, PteVal::NONE, "clear");

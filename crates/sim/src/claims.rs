@@ -156,7 +156,8 @@ const SEED004_NUMA2: [Variant; 4] = seed004([8.68, 1.29, 1.19, 1.09]);
 
 /// The notes of both seed 004 claims: the ranking of the cheap strategies is
 /// accepted as modelled (issue 14).
-const SEED004_NOTES: &[&str] = &["ranking accepted as modelled: robust makes every page-table access simple makes and \
+const SEED004_NOTES: &[&str] =
+    &["ranking accepted as modelled: robust makes every page-table access simple makes and \
       neither flushes at exit, so no faithful cost ranks simple above robust; no per-strategy cost is fitted"];
 
 /// Every claim.
@@ -515,8 +516,7 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
         let out = run(&spec(policy, extra))?;
         ran();
         // Every violation, kept in full or not, must be of the expected property.
-        let all_expected =
-            expected.is_some_and(|p| out.violations_by_property.keys().all(|k| k == p));
+        let all_expected = expected.is_some_and(|p| out.violations_by_property.keys().all(|k| k == p));
         if out.violations_total > 0 && !all_expected {
             return Err(format!(
                 "{}: {} violation(s) under {policy}; run `{}`",

@@ -279,7 +279,9 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
         if old.valid() {
             let gathered = if old.valid_cont() {
                 let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
-                (0..CONT_PTES as PteRef).map(|i| self.sim.pt.pte(base + i)).any(|p| p.valid_cont() && p.flags & P_DIRTY != 0)
+                (0..CONT_PTES as PteRef)
+                    .map(|i| self.sim.pt.pte(base + i))
+                    .any(|p| p.valid_cont() && p.flags & P_DIRTY != 0)
             } else {
                 old.dirty()
             };
