@@ -275,11 +275,25 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
     for (id, seed_ratios) in
         [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
     {
-        let o = tlbkit(&["reproduce", "--only", id]);
+        let html = std::env::temp_dir().join(format!("tlbkit-cli-{id}-{}.html", std::process::id()));
+        let o = tlbkit(&["reproduce", "--only", id, "--html", html.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();
         let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(id)).collect();
         assert_eq!(rows.len(), 4, "{text}");
+        // The HTML page carries every note the table prints: the ones beside a
+        // verdict and the lines under the claim's rows.
+        let page = std::fs::read_to_string(&html).unwrap();
+        std::fs::remove_file(&html).unwrap();
+        let escape = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let beside = rows.iter().filter_map(|r| r.split_once(" (").map(|(_, n)| n.trim_end_matches(')')));
+        let under = text.lines().filter(|l| l.starts_with(' ')).map(str::trim);
+        let notes: Vec<&str> = beside.chain(under).collect();
+        assert!(notes.iter().any(|n| n.contains("expected violations of no_ungathered_dirty")), "{text}");
+        assert!(notes.iter().any(|n| n.starts_with("ranking accepted as modelled")), "{text}");
+        for n in notes {
+            assert!(page.contains(&escape(n)), "{n} is not in the HTML page");
+        }
         for (row, name) in rows.iter().zip(["noopt", "simple", "robust", "clear_ptes"]) {
             assert!(row.contains(&format!("contpte {name} ")), "{row}");
             assert!(["reproduced", "direction-only", "not-reproduced"].iter().any(|v| row.contains(v)), "{row}");

@@ -49,10 +49,11 @@
 //!
 //! # What is guaranteed
 //! Under this crate's [`Hw`] model, in which a TTBR0 write ends every walk from
-//! the old table at once: when a flush returns, no CPU that runs the mm
-//! non-lazily holds a translation the flush was meant to remove, and every other
-//! CPU either has the reserved TTBR0 or another mm loaded and is marked stale, so
-//! it flushes the ASID before it can use the mm again. The stock rollover
+//! the old table at once: when a flush returns, no CPU counted in the mm (one
+//! that runs it, or a kernel thread with it as `active_mm`, TTBR0 still on it)
+//! holds a translation the flush was meant to remove, and every other CPU either
+//! has the reserved TTBR0 or another mm loaded and is marked stale, so it
+//! flushes the ASID before it can use the mm again. The stock rollover
 //! guarantees of [`super::linux_arm64`] are untouched; a rollover's local flush of
 //! everything does not clear stale bits (an extra local flush, as in the patch).
 //!
