@@ -94,7 +94,8 @@ const SMALL: &[(&str, &[&str])] = &[
 fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
     match registry::policy(policy).map(|p| p.arch) {
         Some(Arch::Arm64) => ("emag", &["asid_bits=8"]),
-        Some(Arch::X86_64) => ("westmere", &[]),
+        // Westmere has 8 cores in 2 sockets; 32 CPUs are 8 such sockets.
+        Some(Arch::X86_64) => ("westmere", &["sockets=8"]),
         None => panic!("unknown policy {policy}"),
     }
 }
