@@ -43,8 +43,9 @@ pub struct CheckArgs {
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux
     /// policies) and tear it down at exit with this strategy: noopt, simple,
-    /// robust or clear_ptes. Adds the `write` operation, checks no_lost_dirty
-    /// and no_tlb_conflict, and makes the defaults 1 address space and pct mode.
+    /// robust or clear_ptes. Adds the `write` operation, checks no_lost_dirty,
+    /// no_ungathered_dirty and no_tlb_conflict, and makes the defaults 1 address
+    /// space and pct mode.
     #[arg(long)]
     teardown: Option<String>,
     #[arg(long, value_enum, default_value = "table")]

@@ -340,30 +340,16 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
     for r in &results {
         // A claim with several variants prints one row per variant.
         for v in &r.variants {
-            let note = match v.expected_violations {
-                0 => String::new(),
-                n => format!(" ({n} expected violations: loses dirty state)"),
-            };
             let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
-            let verdict = format!("{}{note}", v.verdict);
+            let verdict = v.verdict_with_note();
             t.row([&r.id, &r.seed, &r.baseline, &v.name, &b, &var, &seed_ratio, &sim_ratio, &verdict]);
         }
-        if !r.variants.is_empty() {
-            continue;
+        if r.variants.is_empty() {
+            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
+            t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
         }
-        let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
-        t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
-        for k in &r.checks {
-            t.note(format!(
-                "check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
-                k.metric,
-                k.rule,
-                k.sim_baseline,
-                k.sim_variant,
-                k.seed_baseline,
-                k.seed_variant,
-                if k.passed { "holds" } else { "FAILS" }
-            ));
+        for n in &r.notes {
+            t.note(n.clone());
         }
     }
     print!("{}", t.render());

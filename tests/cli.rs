@@ -136,7 +136,7 @@ fn list_json_has_the_contract_shape() {
     for p in ["arm64-linux", "x86-linux-nopcid", "x86-linux-pcid"] {
         assert!(names("policies").contains(&p.to_string()), "{p}");
     }
-    for p in ["no_stale_use", "no_lost_dirty", "no_tlb_conflict"] {
+    for p in ["no_stale_use", "no_lost_dirty", "no_ungathered_dirty", "no_tlb_conflict"] {
         assert!(names("properties").contains(&p.to_string()), "{p}");
     }
     for k in ["machines", "policies", "workloads", "properties"] {
@@ -275,11 +275,25 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
     for (id, seed_ratios) in
         [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
     {
-        let o = tlbkit(&["reproduce", "--only", id]);
+        let html = std::env::temp_dir().join(format!("tlbkit-cli-{id}-{}.html", std::process::id()));
+        let o = tlbkit(&["reproduce", "--only", id, "--html", html.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();
         let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(id)).collect();
         assert_eq!(rows.len(), 4, "{text}");
+        // The HTML page carries every note the table prints: the ones beside a
+        // verdict and the lines under the claim's rows.
+        let page = std::fs::read_to_string(&html).unwrap();
+        std::fs::remove_file(&html).unwrap();
+        let escape = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let beside = rows.iter().filter_map(|r| r.split_once(" (").map(|(_, n)| n.trim_end_matches(')')));
+        let under = text.lines().filter(|l| l.starts_with(' ')).map(str::trim);
+        let notes: Vec<&str> = beside.chain(under).collect();
+        assert!(notes.iter().any(|n| n.contains("expected violations of no_ungathered_dirty")), "{text}");
+        assert!(notes.iter().any(|n| n.starts_with("ranking accepted as modelled")), "{text}");
+        for n in notes {
+            assert!(page.contains(&escape(n)), "{n} is not in the HTML page");
+        }
         for (row, name) in rows.iter().zip(["noopt", "simple", "robust", "clear_ptes"]) {
             assert!(row.contains(&format!("contpte {name} ")), "{row}");
             assert!(["reproduced", "direction-only", "not-reproduced"].iter().any(|v| row.contains(v)), "{row}");
@@ -296,7 +310,8 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
         assert!((1..4).all(|i| ratio(0) > 2.0 * ratio(i)), "{c}");
         assert_eq!(vs[0]["verdict"], "reproduced", "{c}");
         assert_eq!(vs[2]["verdict"], "reproduced", "{c}");
-        // Only simple loses dirty state, and the claim counts it.
+        // Only simple returns values without the block's dirty state, and the
+        // claim counts them.
         assert!(vs[1]["expected_violations"].as_u64().unwrap() > 0, "{c}");
         assert!([0, 2, 3].iter().all(|&i| vs[i]["expected_violations"] == 0), "{c}");
     }
@@ -354,14 +369,14 @@ fn check_bad_input_is_exit_2() {
 }
 
 #[test]
-fn check_with_a_contiguous_block_finds_simples_lost_dirty_page_and_replays_it() {
+fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replays_it() {
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--teardown", "simple"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     for needle in [
         "contpte: a 64 KB contiguous block per address space, torn down at exit by simple",
-        "no_lost_dirty, no_tlb_conflict",
-        "VIOLATION no_lost_dirty",
+        "no_lost_dirty, no_ungathered_dirty, no_tlb_conflict",
+        "VIOLATION no_ungathered_dirty",
         "pct mode",
         "1 address spaces",
     ] {

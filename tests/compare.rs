@@ -110,7 +110,8 @@ fn another_metric_can_be_compared() {
 
 #[test]
 fn runs_that_find_violations_exit_3_with_a_replay_command() {
-    // contpte's `simple` teardown loses dirty file pages (no_lost_dirty).
+    // contpte's `simple` teardown returns values without the block's dirty
+    // state (no_ungathered_dirty).
     let o = tlbkit(&[
         "compare",
         "--machine",

@@ -117,9 +117,14 @@ fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
     // before the point, a verdict with a remark.
     let text = stdout(&["reproduce", "--only", "seed004-exit-numa1"]);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
     assert!(lines[0].starts_with("claim "), "{text}");
-    assert_aligned(&lines, &CLAIM_COLUMNS);
+    assert_aligned(&lines[..5], &CLAIM_COLUMNS);
+    // The claim's note follows its rows, starting under the second column.
+    let second = cells(lines[0], CLAIM_COLUMNS.len())[1].0;
+    let note = lines[5].chars().position(|c| c != ' ').unwrap();
+    assert_eq!(note, second, "{text}");
+    assert!(lines[5][note..].starts_with("ranking accepted as modelled"), "{text}");
 }
 
 #[test]

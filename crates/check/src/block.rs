@@ -34,12 +34,17 @@
 //! block after every access (as after every step) and the oracle looks.
 //!
 //! # What is judged
-//! - `no_lost_dirty`: every value the arch code returns for a cleared PTE of a
-//!   page written since it was mapped is dirty (the per-page contract of
-//!   `ptep_get_and_clear_full`, which the simulator judges too); after every
-//!   operation, every valid PTE of a written page still records the write, in
-//!   itself or, if contiguous, in a valid contiguous sibling (where `ptep_get`
-//!   gathers it from).
+//! - `no_lost_dirty`, judged on the folio, as the kernel tracks it
+//!   (`zap_present_folio_ptes` marks the folio dirty if any value it gets back
+//!   is dirty; the block is one folio): a page written since it was mapped is
+//!   cleared clean while no value of the same operation marks the folio dirty
+//!   and no valid PTE of the block still records the write; or, after any
+//!   operation, a written page's PTE is valid and no valid PTE of the block
+//!   records the write.
+//! - `no_ungathered_dirty`: a value the arch code returns for a cleared PTE is
+//!   clean while the block was dirty, as `ptep_get` would have gathered it, when
+//!   the PTE was exchanged: the per-PTE contract of `ptep_get_and_clear_full`,
+//!   weaker than `no_lost_dirty` (the simulator judges both the same way).
 //! - `no_tlb_conflict` ([`crate::kernel::Machine::check_block`]).
 //!
 //! Not judged for the block: `no_stale_use`, `no_stale_held` and
@@ -64,6 +69,9 @@ pub(crate) struct CheckPtes<'a, P: Policy> {
     /// Whether other CPUs may write the block meanwhile: then every access is a
     /// preemption point. Otherwise the hardware fills after each access inline.
     racy: bool,
+    /// Per block page: whether the block was dirty, as `ptep_get` gathers it,
+    /// when the page's valid PTE was last exchanged (`no_ungathered_dirty`).
+    gathered: [Option<bool>; BLOCK],
 }
 
 /// Returns the block index of `va`.
@@ -79,7 +87,7 @@ fn key(v: PteVal) -> u64 {
 
 impl<'a, P: Policy> CheckPtes<'a, P> {
     pub(crate) fn new(core: &'a Core, policy: &'a P, cpu: usize, racy: bool) -> Self {
-        CheckPtes { core, policy, cpu, racy }
+        CheckPtes { core, policy, cpu, racy, gathered: [None; BLOCK] }
     }
 
     fn before(&self) {
@@ -136,6 +144,11 @@ impl<P: Policy> PteMem for CheckPtes<'_, P> {
         self.before();
         let j = index(va);
         let old = self.pte(mm, j);
+        if old.valid() {
+            let block_dirty =
+                self.core.st.borrow().m.spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
+            self.gathered[j] = Some(if old.valid_cont() { block_dirty } else { old.dirty() });
+        }
         self.put(mm, j, PteVal::NONE, "clear");
         self.core.remember(self.cpu, key(old));
         self.after();
@@ -214,46 +227,84 @@ pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
     });
 }
 
-/// Judges the value the arch code returned for cleared block page `j` of `slot`
-/// (`no_lost_dirty`), and forgets the page's writes.
-fn judge(core: &Core, cpu: usize, slot: u32, j: usize, pte: PteVal, how: &str) {
-    let written = {
-        let s = &mut core.st.borrow_mut().m.spaces[slot as usize];
-        let w = s.written & (1 << j) != 0;
-        s.written &= !(1 << j);
-        w
+/// Judges the values the arch code returned when one operation cleared block
+/// pages of `slot` (`cleared`: page and value, in order; `gathered`: what
+/// [`CheckPtes`] recorded at each page's exchange), and forgets the pages'
+/// writes. The block is one folio, which the core mm marks dirty if any value
+/// is dirty (`zap_present_folio_ptes`):
+/// - `no_lost_dirty`: a page written since it was mapped came back clean, no
+///   value marked the folio dirty, and no valid PTE of the block still records
+///   it (if one does, it carries the write from then on);
+/// - `no_ungathered_dirty`: a value came back clean while the block was dirty,
+///   as `ptep_get` would have gathered it, when the PTE was exchanged (the
+///   per-PTE contract of `ptep_get_and_clear_full`; nothing is lost by itself).
+fn judge(core: &Core, cpu: usize, slot: u32, cleared: &[(usize, PteVal)], gathered: &[Option<bool>; BLOCK], how: &str) {
+    let (lost, ungathered) = {
+        let mut st = core.st.borrow_mut();
+        let s = &mut st.m.spaces[slot as usize];
+        let mut unrecorded = None;
+        for &(j, pte) in cleared {
+            if s.written & (1 << j) != 0 && !pte.dirty() {
+                unrecorded.get_or_insert((j, pte));
+            }
+            s.written &= !(1 << j);
+        }
+        let marked = cleared.iter().any(|c| c.1.dirty());
+        let lost = match unrecorded {
+            Some(_) if marked => None,
+            Some(u) => match s.block.iter().position(|p| p.valid() && p.dirty()) {
+                Some(k) => {
+                    s.written |= 1 << k;
+                    None
+                }
+                None => Some(u),
+            },
+            None => None,
+        };
+        (lost, cleared.iter().find(|&&(j, pte)| gathered[j] == Some(true) && !pte.dirty()).copied())
     };
-    if written && !pte.dirty() {
+    if let Some((j, pte)) = lost {
         core.violated(Violation {
             property: "no_lost_dirty",
             cpu,
             detail: format!(
                 "file page {:#x} of mm{slot} was written since it was mapped, but {how} returned its PTE clean \
-                 ({pte:?}): the write is never written back",
+                 ({pte:?}) and no value or valid PTE of its folio records the write: the folio is never marked \
+                 dirty, the write never written back",
+                va_of(BLOCK_PAGE + j)
+            ),
+        });
+    }
+    if let Some((j, pte)) = ungathered {
+        core.violated(Violation {
+            property: "no_ungathered_dirty",
+            cpu,
+            detail: format!(
+                "{how} returned the PTE of file page {:#x} of mm{slot} clean ({pte:?}) while its contiguous block was \
+                 dirty: the value does not carry the block's gathered dirty state (nothing is lost if another value \
+                 marks the folio dirty)",
                 va_of(BLOCK_PAGE + j)
             ),
         });
     }
 }
 
-/// Checks that every valid PTE of a written page of `slot`'s block still
-/// records the write, in itself or in a valid contiguous sibling.
+/// Checks that every valid PTE of a written page of `slot`'s block still has
+/// the write recorded in a valid PTE of the block, the folio that clearing any
+/// of them marks dirty.
 pub(crate) fn check_dirty_kept(core: &Core, cpu: usize, slot: u32) {
     let lost = {
         let st = core.st.borrow();
         let s = &st.m.spaces[slot as usize];
-        let block_dirty = s.block.iter().any(|p| p.valid_cont() && p.dirty());
-        (0..s.block.len()).find(|&j| {
-            let p = s.block[j];
-            s.written & (1 << j) != 0 && p.valid() && !p.dirty() && !(p.valid_cont() && block_dirty)
-        })
+        let folio_dirty = s.block.iter().any(|p| p.valid() && p.dirty());
+        (0..s.block.len()).find(|&j| s.written & (1 << j) != 0 && s.block[j].valid() && !folio_dirty)
     };
     if let Some(j) = lost {
         core.violated(Violation {
             property: "no_lost_dirty",
             cpu,
             detail: format!(
-                "file page {:#x} of mm{slot} was written, but no valid PTE of its block records it any more",
+                "file page {:#x} of mm{slot} was written, but no valid PTE of its folio records it any more",
                 va_of(BLOCK_PAGE + j)
             ),
         });
@@ -275,7 +326,8 @@ pub(crate) fn unmap<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usi
         return;
     }
     let pte = ptep_get_and_clear(&mut mem, mm, va);
-    judge(core, cpu, slot, j, pte, "ptep_get_and_clear");
+    let gathered = mem.gathered;
+    judge(core, cpu, slot, &[(j, pte)], &gathered, "ptep_get_and_clear");
     // munmap's own flush of the page (`tlb_finish_mmu`).
     mem.flush_tlb_range(mm, va, 1);
     check_dirty_kept(core, cpu, slot);
@@ -323,13 +375,16 @@ pub(crate) fn teardown<P: Policy>(
     let mut mem = CheckPtes::new(core, p, cpu, false);
     let f = folio(slot);
     let start = VirtAddr(va_of(BLOCK_PAGE));
-    teardown_range(
+    let mut cleared = Vec::with_capacity(BLOCK);
+    let owed = teardown_range(
         strategy,
         &mut mem,
         mm,
         start,
         BLOCK as u64,
         |pfn| f.contains(pfn).then_some(f),
-        |va, pte| judge(core, cpu, slot, index(va), pte, "the exit teardown"),
-    )
+        |va, pte| cleared.push((index(va), pte)),
+    );
+    judge(core, cpu, slot, &cleared, &mem.gathered, "the exit teardown");
+    owed
 }

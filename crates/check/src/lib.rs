@@ -79,9 +79,11 @@
 //! the middle of a context switch with interrupts off (Linux frees page-table
 //! pages only after every CPU has had interrupts on again,
 //! `MMU_GATHER_RCU_TABLE_FREE`); `no_reuse_while_mapped` whenever a frame is
-//! handed out. With a contiguous block, `no_lost_dirty` for every PTE value the
-//! arch code returns from a clear and after every operation, and
-//! `no_tlb_conflict` after every step and every PTE access ([`block`]). Plus
+//! handed out. With a contiguous block, `no_lost_dirty` (judged on the folio)
+//! and `no_ungathered_dirty` (the per-PTE contract) for the PTE values the arch
+//! code returns from each operation's clears, `no_lost_dirty` after every
+//! operation too, and `no_tlb_conflict` after every step and every PTE access
+//! ([`block`]). Plus
 //! `no_deadlock` (no CPU can step but one waits), `no_livelock` (an execution
 //! longer than [`exec::MAX_STEPS`] steps) and
 //! `no_policy_panic` (a policy assertion failed).

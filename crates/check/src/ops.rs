@@ -4,7 +4,7 @@
 use crate::block;
 use crate::exec::{Block, CheckHw, Core, KernelBug, Memory, Point};
 use crate::kernel::{va_of, Life, Machine, Task, BLOCK, BLOCK_PAGE, PAGES};
-use tlbkit_policy::{MmId, Policy, VirtAddr};
+use tlbkit_policy::{Lazy, MmId, Policy, VirtAddr};
 
 /// A kernel operation a CPU can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -439,7 +439,7 @@ fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
     let hw = CheckHw::new(core, cpu);
     core.st.borrow_mut().cpus[cpu].irq_off += 1;
     set_task(core, cpu, Task::Idle, false, true);
-    p.switch_mm(&hw, MmId::KERNEL);
+    p.enter_lazy(&hw, Lazy::Idle);
     core.st.borrow_mut().cpus[cpu].irq_off -= 1;
     core.pause();
     set_task(core, cpu, Task::Idle, false, false);

@@ -65,7 +65,7 @@ pub struct CheckSpec {
 }
 
 /// The properties a check with a contiguous block judges besides [`PROPERTIES`].
-pub const CONTPTE_PROPERTIES: [&str; 2] = ["no_lost_dirty", "no_tlb_conflict"];
+pub const CONTPTE_PROPERTIES: [&str; 3] = ["no_lost_dirty", "no_ungathered_dirty", "no_tlb_conflict"];
 
 /// The properties every check judges, by name.
 pub const PROPERTIES: [&str; 7] = [

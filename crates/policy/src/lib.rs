@@ -42,6 +42,6 @@ pub mod zoo;
 
 pub use cpumask::CpuMask;
 pub use hw::{Access, Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
-pub use policy::Policy;
+pub use policy::{Lazy, Policy};
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};
 pub use zoo::Bug;

@@ -10,6 +10,17 @@
 use crate::hw::Hw;
 use crate::types::{MmId, VirtAddr};
 
+/// Who runs on a CPU that has left every user address space behind (Linux's
+/// `enter_lazy_tlb(mm, tsk)` tells them apart with `is_idle_task(tsk)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lazy {
+    /// The idle task.
+    Idle,
+    /// A kernel thread, or a user task whose `exit_mm` just dropped its address
+    /// space (it calls `enter_lazy_tlb` with itself, not the idle task).
+    KernelThread,
+}
+
 /// A TLB-management policy: ASID allocation, context switch and invalidation.
 ///
 /// All methods take `&self` and run on the CPU `hw` stands for; shared state lives
@@ -32,6 +43,16 @@ pub trait Policy: Sync {
     /// Makes `next` the address space of the calling CPU (FreeBSD `pmap_activate`,
     /// Linux `switch_mm`). `next` may be [`MmId::KERNEL`] for kernel threads and idle.
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId);
+
+    /// Runs the kernel on the calling CPU without a user address space of its own
+    /// (Linux `enter_lazy_tlb`; FreeBSD's idle and kernel threads run on the
+    /// kernel pmap): `who` says whether the idle task or a kernel thread runs.
+    /// The default is [`Policy::switch_mm`] to [`MmId::KERNEL`] for both; a policy
+    /// that treats them differently overrides it.
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        let _ = who;
+        self.switch_mm(hw, MmId::KERNEL);
+    }
 
     /// Invalidates one user page of `mm` everywhere it may be cached, and returns
     /// only when that is done.

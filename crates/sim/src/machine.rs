@@ -93,6 +93,7 @@
 //! shared-line accesses as *synchronising*.
 
 use crate::holders::{Holders, Still};
+use crate::pagetable::TableRef;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
@@ -466,9 +467,9 @@ impl Machine {
 
     /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache (see [`Tlb::pwc_fill`]).
     #[inline]
-    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool) {
+    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
         self.holders.filled(cpu, (!global).then_some(asid), va);
-        self.cpus[cpu].tlb.pwc_fill(va, asid, global);
+        self.cpus[cpu].tlb.pwc_fill(va, asid, global, table, mm_uid);
     }
 
     /// Returns whether CPUs `a` and `b` are on different sockets.

@@ -12,18 +12,32 @@
 //! - `no_asid_alias`: a CPU uses a user entry filled from another address space
 //!   (a reused ASID, or a global user entry from a previous address space).
 //! - `no_stale_held` (with `--strict`): a CPU merely *holds* such an entry under the
-//!   tag it is running with — speculation could use it at any moment. Checked after
-//!   every address-space switch and every discharge.
+//!   tag it is running with — speculation could use it at any moment — or caches a
+//!   walk through a page-table page that has been freed. Checked after every
+//!   address-space switch and every discharge. A *lazy* CPU (idle or a kernel
+//!   thread, a user address space still loaded: x86 Linux's `is_lazy`) is exempt
+//!   for leaf entries: Linux skips lazy CPUs on purpose and brings them up to date
+//!   through `tlb_gen` when they switch back, and the scan after that switch judges
+//!   them. Its walk cache is not exempt: a walk through a freed table page is a
+//!   violation on every CPU, lazy ones included.
 //! - `no_reuse_while_mapped`: a frame is handed out again while an undischarged
 //!   obligation still covers a mapping of it.
-//! - `no_lost_dirty` (contiguous PTEs): a page of a file that a CPU wrote since it
-//!   was mapped is reported clean by the PTE value the kernel got back when it
-//!   cleared the page's PTE (a teardown, `munmap`, `madvise`), or, after a change
-//!   to a block's access flags or permissions, no valid PTE of its block holds
-//!   the dirty state any more. Judged per page: the contract of
-//!   `ptep_get_and_clear_full` is that it returns what `ptep_get` would have
-//!   reported for that page at that moment. Only file pages are judged, the ones
-//!   whose dirtiness the kernel acts on (an anonymous page is freed, dirty or not).
+//! - `no_lost_dirty` (contiguous PTEs): data is lost. What the kernel tracks is
+//!   the dirtiness of the *folio*: `zap_present_folio_ptes` marks a file folio
+//!   dirty if any value it gets back for one of the folio's PTEs is dirty, and a
+//!   contiguous block lies in one folio. A page of a file that a CPU wrote since
+//!   it was mapped is lost when its PTE is cleared (a teardown, `munmap`,
+//!   `madvise`) and no value of that operation marks its folio dirty and no valid
+//!   PTE of the folio still records the write, or when, after a change to a
+//!   block's access flags or permissions, no valid PTE of its folio records it
+//!   any more. Only file pages are judged, the ones whose dirtiness the kernel
+//!   acts on (an anonymous page is freed, dirty or not).
+//! - `no_ungathered_dirty` (contiguous PTEs): a value returned for a cleared PTE
+//!   of a file page is clean while its block was dirty, as `ptep_get` would have
+//!   gathered it, when the PTE was exchanged. That breaks the per-PTE contract
+//!   of `ptep_get_and_clear_full` (return what `ptep_get` would have reported),
+//!   a weaker property than `no_lost_dirty`: another value of the same folio may
+//!   still mark it dirty, and then nothing is lost.
 //! - `no_tlb_conflict` (contiguous PTEs): a walk (or, under `--strict`, a write
 //!   through `PteMem`) finds a contiguous block whose valid PTEs disagree in
 //!   anything but the access flag and the dirty state (Arm ARM, "Misprogramming
@@ -45,8 +59,10 @@ pub enum Property {
     NoStaleHeld,
     /// A frame reused while a not-yet-flushed mapping of it may remain.
     NoReuseWhileMapped,
-    /// A written file page reported clean (contiguous PTEs).
+    /// A written file page whose folio is never marked dirty (contiguous PTEs).
     NoLostDirty,
+    /// A cleared PTE's value without its block's gathered dirty state (contiguous PTEs).
+    NoUngatheredDirty,
     /// A misprogrammed contiguous block, or overlapping 64 KB and 4 KB entries.
     NoTlbConflict,
 }
@@ -60,6 +76,7 @@ impl Property {
             Property::NoStaleHeld => "no_stale_held",
             Property::NoReuseWhileMapped => "no_reuse_while_mapped",
             Property::NoLostDirty => "no_lost_dirty",
+            Property::NoUngatheredDirty => "no_ungathered_dirty",
             Property::NoTlbConflict => "no_tlb_conflict",
         }
     }
@@ -70,11 +87,15 @@ impl Property {
             Property::NoStaleUse => "no CPU uses a translation after the flush for its removal or weakening returned",
             Property::NoAsidAlias => "no CPU uses a user translation filled from another address space",
             Property::NoStaleHeld => {
-                "--strict: no CPU holds a stale or foreign entry under the tag it runs with (speculation could use it)"
+                "--strict: no CPU holds a stale or foreign entry under the tag it runs with (speculation could use it; \
+                 a lazy CPU's leaf entries excepted), nor a walk through a freed page-table page"
             }
             Property::NoReuseWhileMapped => "no frame is reused while a not-yet-flushed mapping of it may remain",
             Property::NoLostDirty => {
-                "contpte: a file page written since it was mapped is reported dirty when its PTE is cleared"
+                "contpte: a file page written since it was mapped has its folio marked dirty (no data lost)"
+            }
+            Property::NoUngatheredDirty => {
+                "contpte: a cleared PTE's value carries its block's gathered dirty state (ptep_get_and_clear_full)"
             }
             Property::NoTlbConflict => {
                 "contpte: no contiguous block's valid PTEs disagree, no CPU holds a 64 KB and a 4 KB entry of one page"
@@ -83,12 +104,13 @@ impl Property {
     }
 
     /// Every property, in the order the documentation lists them.
-    pub const ALL: [Property; 6] = [
+    pub const ALL: [Property; 7] = [
         Property::NoStaleUse,
         Property::NoAsidAlias,
         Property::NoStaleHeld,
         Property::NoReuseWhileMapped,
         Property::NoLostDirty,
+        Property::NoUngatheredDirty,
         Property::NoTlbConflict,
     ];
 }
@@ -169,10 +191,15 @@ pub struct Oracle {
     pub violations: Vec<Violation>,
     /// Violations found in all, kept or not.
     pub count: u64,
+    /// Violations found in all, kept or not, by property name.
+    pub by_property: std::collections::BTreeMap<&'static str, u64>,
     /// Whether `no_stale_held` is checked.
     pub strict: bool,
     /// The change sequence counter (PTE versions).
     pub seq: u64,
+    /// Stale or foreign leaf entries `no_stale_held` found on lazy CPUs and did
+    /// not report (a lazy CPU's leaf entries are exempt; see the module docs).
+    pub lazy_exempt: u64,
 }
 
 impl Oracle {
@@ -193,7 +220,15 @@ impl Oracle {
             opened: 0,
             discharged: Some(0),
         };
-        Oracle { obligations: vec![none], violations: Vec::new(), count: 0, strict, seq: 1 }
+        Oracle {
+            obligations: vec![none],
+            violations: Vec::new(),
+            count: 0,
+            by_property: Default::default(),
+            strict,
+            seq: 1,
+            lazy_exempt: 0,
+        }
     }
 
     /// Returns the next change sequence number.
@@ -263,6 +298,7 @@ impl Oracle {
     /// Records a violation.
     pub fn report(&mut self, v: Violation) {
         self.count += 1;
+        *self.by_property.entry(v.property).or_default() += 1;
         if self.violations.len() < Self::KEEP {
             self.violations.push(v);
         }

@@ -95,6 +95,18 @@ enum Leaf {
     Table { va: u64, chunk: u32, stop: u64 },
 }
 
+/// One incarnation of a last-level table: its chunk of the PTE arena and how
+/// many times that chunk had been freed when the table was read. A walk cache
+/// that kept it walks through a freed page-table page once the chunk's count
+/// moved on ([`PageTables::table_freed`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableRef {
+    /// The arena index of the table's first PTE.
+    pub chunk: u32,
+    /// The chunk's free count when the table was read.
+    pub gen: u32,
+}
+
 /// Every address space's page tables.
 #[derive(Default)]
 pub struct PageTables {
@@ -102,6 +114,8 @@ pub struct PageTables {
     free_dirs: Vec<u32>,
     ptes: Vec<Pte>,
     free_chunks: Vec<u32>,
+    /// Per chunk of 512 PTEs: how many times it was freed.
+    freed: Vec<u32>,
 }
 
 #[inline]
@@ -134,8 +148,22 @@ impl PageTables {
         } else {
             let c = self.ptes.len() as u32;
             self.ptes.resize(self.ptes.len() + 512, Pte::default());
+            self.freed.push(0);
             c
         }
+    }
+
+    /// Returns the last-level table that holds PTE `r`, as of now.
+    #[inline]
+    pub fn table_of(&self, r: PteRef) -> TableRef {
+        let chunk = r & !511;
+        TableRef { chunk, gen: self.freed[(chunk / 512) as usize] }
+    }
+
+    /// Returns whether the table `t` was read from has been freed since.
+    #[inline]
+    pub fn table_freed(&self, t: TableRef) -> bool {
+        self.freed[(t.chunk / 512) as usize] != t.gen
     }
 
     /// Returns the PTE at `r`.
@@ -290,7 +318,9 @@ impl PageTables {
                 continue;
             }
             if level == 2 {
-                self.free_chunks.push((e & !BLOCK) - 1);
+                let c = (e & !BLOCK) - 1;
+                self.freed[(c / 512) as usize] += 1;
+                self.free_chunks.push(c);
             } else {
                 self.free_dir(e - 1, level + 1);
             }
@@ -314,6 +344,23 @@ mod tests {
         assert_eq!(w.pte, r);
         assert_eq!(w.levels, 4);
         assert!(!pt.pte(pt.walk(root, 0x7f00_1234_6000).unwrap().pte).valid());
+    }
+
+    #[test]
+    fn a_table_read_before_its_tree_was_freed_is_freed() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        let leaf = pt.ensure_leaf(root, 0x1000);
+        let t = pt.table_of(leaf);
+        assert!(!pt.table_freed(t));
+        pt.free_tree(root);
+        assert!(pt.table_freed(t));
+        // Reused for another address space, it is still not the table that was read.
+        let again = pt.new_root();
+        let leaf = pt.ensure_leaf(again, 0x1000);
+        let t2 = pt.table_of(leaf);
+        assert_eq!(t2.chunk, t.chunk);
+        assert!(pt.table_freed(t) && !pt.table_freed(t2));
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub struct RunOutput {
     pub violations: Vec<Violation>,
     /// Violations found in all.
     pub violations_total: u64,
+    /// Violations found in all, by property (absent when there are none).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub violations_by_property: BTreeMap<String, u64>,
     /// The command that replays this run.
     pub replay: String,
 }
@@ -492,6 +495,7 @@ struct Outcome {
     result: BTreeMap<String, f64>,
     violations: Vec<Violation>,
     total: u64,
+    by_property: BTreeMap<String, u64>,
 }
 
 fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
@@ -576,11 +580,15 @@ fn outcome<P: Policy>(
     let result = workload::result(wl.name, params, &main, ovr.as_ref())?;
     let mut violations = main.oracle.violations.clone();
     let mut total = main.oracle.count;
+    let mut by_property: BTreeMap<String, u64> = BTreeMap::new();
+    for (p, n) in main.oracle.by_property.iter().chain(ovr.iter().flat_map(|o| o.oracle.by_property.iter())) {
+        *by_property.entry(p.to_string()).or_default() += n;
+    }
     if let Some(o) = &ovr {
         violations.extend(o.oracle.violations.iter().cloned());
         total += o.oracle.count;
     }
-    Ok(Outcome { metrics: metrics(&main), result, violations, total })
+    Ok(Outcome { metrics: metrics(&main), result, violations, total, by_property })
 }
 
 /// Returns the address-space slots a run needs: the workload's, plus one per CPU
@@ -688,6 +696,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
         result: out.result,
         violations: out.violations,
         violations_total: out.total,
+        violations_by_property: out.by_property,
         replay: spec.command(),
     })
 }

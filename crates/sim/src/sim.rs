@@ -13,7 +13,10 @@
 //! Migration is off unless `migration=on`, which balances wake-ups and lets idle
 //! CPUs pull work. An idle CPU switches to the kernel's address space, as
 //! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
-//! policy may keep the old one loaded). System calls: `mmap`, `munmap`,
+//! policy may keep the old one loaded). The policy is told who runs there
+//! ([`Policy::enter_lazy`]): the idle task, or a kernel thread (also what an
+//! exiting task is from `exit_mm` on), which Linux's `enter_lazy_tlb` tells
+//! apart with `is_idle_task`. System calls: `mmap`, `munmap`,
 //! `mprotect`, `madvise(MADV_DONTNEED)`, `fork` (copy-on-write), `clone` (a
 //! thread), `execve`, `exit`, pipes with blocking reads, and a kernel path that
 //! maps, copies and unmaps buffer pages in the kernel's address space (FreeBSD's
@@ -36,6 +39,8 @@
 
 mod contpte;
 mod ptemem;
+#[cfg(test)]
+mod tests;
 
 use crate::frames::{FrameKind, Frames};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
@@ -49,7 +54,7 @@ use rand_core::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::{MmId, Policy, Root, VirtAddr};
+use tlbkit_policy::{Lazy, MmId, Policy, Root, VirtAddr};
 
 /// How the simulated kernel backs memory: whether it allocates large folios and
 /// maps them with the contiguous bit (`--set contpte=off|folios|on`).
@@ -686,12 +691,12 @@ impl<P: Policy> Sim<P> {
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
             self.sched[cpu].cur = None;
-            return self.switch_mm(cpu, MmId::KERNEL, now);
+            return self.enter_lazy(cpu, Lazy::Idle, now);
         };
         now = self.kaccess(cpu, self.threads[next].tstruct, now);
         now = self.kaccess(cpu, self.threads[next].kstack, now);
         let mm = self.threads[next].mm;
-        now = self.switch_mm(cpu, mm, now);
+        now = if mm.is_kernel() { self.enter_lazy(cpu, Lazy::KernelThread, now) } else { self.switch_mm(cpu, mm, now) };
         let s = &mut self.sched[cpu];
         s.cur = Some(next);
         s.slice_start = now;
@@ -713,6 +718,21 @@ impl<P: Policy> Sim<P> {
         let hw = CpuHw::new(&mut self.m, cpu, now);
         self.policy.switch_mm(&hw, mm);
         let now = hw.now();
+        self.switched(cpu, mm, now)
+    }
+
+    /// Leaves `cpu` running the kernel with no address space of its own, `who`
+    /// being the idle task or a kernel thread (`enter_lazy_tlb`).
+    fn enter_lazy(&mut self, cpu: usize, who: Lazy, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        self.policy.enter_lazy(&hw, who);
+        let now = hw.now();
+        self.switched(cpu, MmId::KERNEL, now)
+    }
+
+    /// After the policy switched `cpu` to `mm`: the oracle's scan and the release
+    /// of address spaces no root points at any more.
+    fn switched(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
         self.sched[cpu].loaded = mm;
         if self.oracle.strict {
             self.strict_scan(cpu, now);
@@ -948,7 +968,8 @@ impl<P: Policy> Sim<P> {
         }
         let w = w?;
         if !w.huge {
-            self.m.pwc_fill(cpu, va, asid, kernel);
+            let table = self.pt.table_of(w.pte);
+            self.m.pwc_fill(cpu, va, asid, kernel, table, uid);
         }
         let flags = self.pt.pte(w.pte).flags;
         if flags & P_VALID == 0 {
@@ -1198,12 +1219,30 @@ impl<P: Policy> Sim<P> {
         self.reap(cpu, now)
     }
 
+    /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its
+    /// root still points at a user address space (x86 Linux's `is_lazy`).
+    pub fn is_lazy(&self, cpu: usize) -> bool {
+        self.sched[cpu].loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
+    }
+
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry
-    /// from another address space or one a flushed change superseded?
+    /// from another address space or one a flushed change superseded, or a walk
+    /// cached through a page-table page that has been freed?
+    ///
+    /// A lazy CPU's leaf entries are not judged: it runs no user code, and the
+    /// kernel brings it up to date before it returns to the address space (x86
+    /// Linux skips lazy CPUs on purpose and catches up through `tlb_gen` in
+    /// `switch_mm_irqs_off`); the scan after that switch judges them. They are
+    /// counted in [`Oracle::lazy_exempt`]. Its walk cache is judged like any
+    /// CPU's: a speculative walk through a freed table page reads whatever the
+    /// page holds next, lazy or not (why Linux sends flushes that free page
+    /// tables to lazy CPUs too).
     fn strict_scan(&mut self, cpu: usize, now: u64) {
         let asid = self.m.cpus[cpu].asid;
         let cur = self.user_root(cpu).map(|(_, uid, _)| uid);
+        let lazy = self.is_lazy(cpu);
         let mut found: Vec<(TlbEntry, Option<u32>, u64)> = Vec::new();
+        let mut exempt = 0;
         let pt = &self.pt;
         self.m.cpus[cpu].tlb.for_each(|e| {
             if !e.usable_under(asid) {
@@ -1213,26 +1252,61 @@ impl<P: Policy> Sim<P> {
             if !kernel {
                 match cur {
                     Some(u) if u != e.mm_uid => {
-                        found.push((*e, None, e.va()));
+                        if lazy {
+                            exempt += 1;
+                        } else {
+                            found.push((*e, None, e.va()));
+                        }
                         return;
                     }
                     None => return,
                     _ => {}
                 }
             }
-            if e.cont() {
-                if let Some((va, obl)) = contpte::cont_held_stale(pt, e) {
+            let stale = if e.cont() {
+                contpte::cont_held_stale(pt, e)
+            } else {
+                let p = pt.pte(e.pte);
+                (e.ver < p.floor).then_some((e.va(), p.floor_obl))
+            };
+            if let Some((va, obl)) = stale {
+                if lazy && !kernel {
+                    exempt += 1;
+                } else {
                     found.push((*e, Some(obl), va));
                 }
-                return;
-            }
-            let p = pt.pte(e.pte);
-            if e.ver < p.floor {
-                found.push((*e, Some(p.floor_obl), e.va()));
             }
         });
+        let mut walks = Vec::new();
+        self.m.cpus[cpu].tlb.for_each_walk(|w| {
+            let usable = if w.global { true } else { cur.is_some() && w.asid == asid };
+            if usable && pt.table_freed(w.table) {
+                walks.push(w);
+            }
+        });
+        self.oracle.lazy_exempt += exempt;
+        let uid = cur.unwrap_or(0);
+        for w in walks {
+            let v = Violation {
+                property: Property::NoStaleHeld.name(),
+                cpu: cpu as u32,
+                time_ns: now as f64 / self.ghz(),
+                va: format!("{:#x}", w.va),
+                mm: self.mm_name_of_uid(uid),
+                detail: format!(
+                    "{}caches a walk (asid {}) of address space uid {} through a freed page-table page (PTE arena \
+                     chunk {}) under the running tag: a speculative walk reads whatever the page holds next",
+                    if lazy { "lazy, " } else { "" },
+                    w.asid,
+                    w.mm_uid,
+                    w.table.chunk
+                ),
+                change: None,
+                flush: None,
+            };
+            self.oracle.report(v);
+        }
         for (e, obl, va) in found {
-            let uid = cur.unwrap_or(0);
             match obl {
                 Some(o) => self.report_stale(Property::NoStaleHeld, cpu, va, &e, o, uid, now),
                 None => {
@@ -1575,10 +1649,11 @@ impl<P: Policy> Sim<P> {
         self.in_exit = false;
         self.stats.exits += 1;
         self.stats.exit_teardown_cycles += now - start;
-        // The exiting thread's CPU leaves the address space; a lazy-TLB policy may
-        // keep it loaded, and then it lives on (Linux's mmgrab by the lazy
-        // `active_mm`) until no CPU's root points at it.
-        self.switch_mm(cpu, MmId::KERNEL, now)
+        // The exiting thread's CPU leaves the address space (`exit_mm` calls
+        // `enter_lazy_tlb` with the exiting task, not the idle one); a lazy-TLB
+        // policy may keep it loaded, and then it lives on (Linux's mmgrab by the
+        // lazy `active_mm`) until no CPU's root points at it.
+        self.enter_lazy(cpu, Lazy::KernelThread, now)
     }
 
     /// Tears down `mm`, whose last user is leaving it while it is still current on

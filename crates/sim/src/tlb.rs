@@ -17,7 +17,7 @@
 //! invalidations do not probe for that size, so a run without contiguous PTEs
 //! pays nothing for it.
 
-use crate::pagetable::{PteRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
+use crate::pagetable::{PteRef, TableRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
 
 /// Entry flag: the entry is global (matches every ASID).
 pub const F_GLOBAL: u8 = 1;
@@ -124,6 +124,25 @@ struct PwcEntry {
     /// Kernel (TTBR1) walks are cached regardless of ASID.
     global: bool,
     lru: u64,
+    /// Ground truth: the last-level table the descriptor pointed at.
+    table: TableRef,
+    /// Ground truth: the never-reused id of the address space walked.
+    mm_uid: u32,
+}
+
+/// A walk-cache entry as the oracle sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct WalkEntry {
+    /// The first address of the 2 MB region the cached descriptor covers.
+    pub va: u64,
+    /// The ASID it was filled under.
+    pub asid: u16,
+    /// Whether it is a kernel (global) walk.
+    pub global: bool,
+    /// The last-level table it points at.
+    pub table: TableRef,
+    /// The address space walked.
+    pub mm_uid: u32,
 }
 
 /// Where a lookup hit.
@@ -419,8 +438,9 @@ impl Tlb {
         false
     }
 
-    /// Caches the level-2 descriptor for `va`.
-    pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool) {
+    /// Caches the level-2 descriptor for `va`, which points at `table` of
+    /// address space `mm_uid`.
+    pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
         if self.pwc.is_empty() {
             return;
         }
@@ -440,7 +460,7 @@ impl Tlb {
             self.count_block(old.key, false);
         }
         self.count_block(va >> SHIFT_2M, true);
-        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now };
+        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now, table, mm_uid };
         self.pwc_keys[victim] = va >> SHIFT_2M;
     }
 
@@ -617,6 +637,13 @@ impl Tlb {
             }
         }
     }
+
+    /// Calls `f` for every valid walk-cache entry.
+    pub fn for_each_walk(&self, mut f: impl FnMut(WalkEntry)) {
+        for p in self.pwc.iter().filter(|p| p.valid) {
+            f(WalkEntry { va: p.key << SHIFT_2M, asid: p.asid, global: p.global, table: p.table, mm_uid: p.mm_uid });
+        }
+    }
 }
 
 /// Returns the key of an entry in the tag mirrors: `tag << 2` with the size code
@@ -699,7 +726,7 @@ mod tests {
     fn asid_filter_skips_only_what_cannot_be_held() {
         let mut t = Tlb::new(4, 16, 4, 4);
         t.fill(entry(0x1000, 1, 0), false);
-        t.pwc_fill(0x1000, 1, false);
+        t.pwc_fill(0x1000, 1, false, TableRef::default(), 0);
         // ASID 7 was never filled; 4097 shares ASID 1's filter bit but not its entries.
         assert_eq!(t.invalidate(Inval::Asid(7)), 0);
         assert_eq!(t.invalidate(Inval::Asid(4097)), 0);
@@ -736,7 +763,7 @@ mod tests {
                 0
             };
             t.fill(entry(va, (i % 2) as u16, flags), i == 2);
-            t.pwc_fill(va, (i % 2) as u16, flags & F_GLOBAL != 0);
+            t.pwc_fill(va, (i % 2) as u16, flags & F_GLOBAL != 0, TableRef::default(), 0);
             let _ = t.lookup(vas[0], 0);
             assert_eq!(t.blocks, recount(&t), "after filling {va:#x}");
         }

@@ -1,6 +1,7 @@
 //! Contiguous PTEs in the simulated machine and kernel (issue 5, items 1 and 3):
-//! 64 KB TLB entries, folios, the four exit teardowns of seed 004, and the two
-//! properties the oracle gained, `no_lost_dirty` and `no_tlb_conflict`.
+//! 64 KB TLB entries, folios, the four exit teardowns of seed 004, and the
+//! properties the oracle gained, `no_lost_dirty` (judged on the folio),
+//! `no_ungathered_dirty` (the per-PTE contract) and `no_tlb_conflict`.
 //!
 //! The scenarios are small scripted programs run on `altra` under the real
 //! `arm64-linux` policy; every run is under `--strict`. Where a test relies on
@@ -193,15 +194,15 @@ fn write_one_page_per_block() -> Box<Script> {
 }
 
 #[test]
-fn simple_teardown_loses_the_dirty_state_of_a_file_page_the_others_keep_it() {
+fn simple_teardown_returns_values_without_the_blocks_dirty_state_but_loses_no_write() {
     let cfg = |mode, t| config(1, 3, mode, t, 0.0, false);
     let (s, v) = run_script(cfg(ContMode::On, Teardown::Simple), write_one_page_per_block());
-    // Each block's write landed in one PTE chosen at random; wherever that was
-    // not PTE 3 itself, the simple teardown reports page 3 clean (with this seed,
-    // in all 8 blocks), and only the page whose PTE holds the bit is written back.
-    assert_eq!(properties(&v), ["no_lost_dirty"], "{v:?}");
-    assert_eq!(v.len(), 8, "{v:#?}");
-    assert!(v.iter().all(|v| v.va.ends_with("3000")), "page 3 of its block: {v:#?}");
+    // Each block's write landed in one PTE chosen at random. The simple teardown
+    // returns each PTE's own bits: every page it clears before that PTE comes back
+    // clean while the block is dirty (the per-PTE contract broken), but the PTE
+    // holding the bit is cleared too and marks the folio dirty: no write is lost.
+    assert_eq!(properties(&v), ["no_ungathered_dirty"], "{v:?}");
+    assert_eq!(v.len(), UNGATHERED_IN_8_BLOCKS, "{v:#?}");
     assert_eq!(s.file_writebacks, 8, "one page per block, the one whose PTE the hardware picked");
     for t in [Teardown::NoOpt, Teardown::Robust, Teardown::ClearPtes] {
         let (s, v) = run_script(cfg(ContMode::On, t), write_one_page_per_block());
@@ -216,6 +217,11 @@ fn simple_teardown_loses_the_dirty_state_of_a_file_page_the_others_keep_it() {
     assert!(v.is_empty(), "{v:#?}");
     assert_eq!(s.file_writebacks, 8);
 }
+
+/// How many values the simple teardown of [`write_one_page_per_block`] returns
+/// clean from a dirty block with seed 3 (measured): per block, one for each
+/// page cleared before the PTE the hardware picked.
+const UNGATHERED_IN_8_BLOCKS: usize = 43;
 
 /// Maps and writes 4 blocks of anonymous memory, then exits.
 fn four_blocks() -> Box<Script> {
@@ -344,15 +350,16 @@ fn write_while_zapping() -> Box<Script> {
 }
 
 #[test]
-fn hardware_dirtying_a_block_while_software_clears_it_loses_nothing_but_with_simple() {
+fn hardware_dirtying_a_block_while_software_clears_it_loses_nothing() {
     for t in Teardown::ALL {
         for n in [2, 4] {
             let (s, v) = run_script(config(n, 9, ContMode::On, t, 0.2, true), write_while_zapping());
             assert!(s.hw_races > 0, "{t} on {n} CPUs");
             assert!(s.file_writebacks > 0);
             if t == Teardown::Simple {
-                // The writers outlive the zaps, so the exit finds blocks they dirtied.
-                assert_eq!(properties(&v), ["no_lost_dirty"], "{t} on {n} CPUs: {v:#?}");
+                // The writers outlive the zaps, so the exit finds blocks they
+                // dirtied: values without the block's state, but no write lost.
+                assert_eq!(properties(&v), ["no_ungathered_dirty"], "{t} on {n} CPUs: {v:#?}");
             } else {
                 assert!(v.is_empty(), "{t} on {n} CPUs: {v:#?}");
             }
@@ -477,7 +484,7 @@ fn exit_teardown_spec(teardown: &str, cpus: usize) -> RunSpec {
 }
 
 #[test]
-fn exit_teardown_is_clean_under_noopt_robust_and_clear_ptes_and_simple_loses_dirty_file_pages() {
+fn exit_teardown_is_clean_under_noopt_robust_and_clear_ptes_and_simple_only_breaks_the_per_pte_contract() {
     for cpus in [2, 4] {
         for t in ["noopt", "robust", "clear_ptes"] {
             let spec = exit_teardown_spec(t, cpus);
@@ -490,10 +497,12 @@ fn exit_teardown_is_clean_under_noopt_robust_and_clear_ptes_and_simple_loses_dir
         }
         // Every compiler writes whole blocks of the file through 64 KB entries, so
         // the dirty state sits in one PTE of each block and `simple` reports the
-        // pages it clears before that one clean.
+        // pages it clears before that one clean; that one marks the folio dirty.
         let spec = exit_teardown_spec("simple", cpus);
         let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
         assert!(out.violations_total > 0, "{}", spec.command());
-        assert!(out.violations.iter().all(|v| v.property == "no_lost_dirty"), "{:#?}", out.violations);
+        // All of them, not only the ones kept in full.
+        let by: Vec<(&str, u64)> = out.violations_by_property.iter().map(|(p, n)| (p.as_str(), *n)).collect();
+        assert_eq!(by, [("no_ungathered_dirty", out.violations_total)], "{}", spec.command());
     }
 }

@@ -14,13 +14,12 @@
 //! interleaving of atomic policy calls), not a proof: the checker explores
 //! interleavings inside policy code.
 //!
-//! One workload reaches a known gap: a range flush of an mm that an idle CPU
-//! still has loaded. Linux x86 skips such lazy CPUs, so they hold the entries
-//! the flush removed elsewhere, which `--strict` reports
-//! ([`fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed`]). The
-//! `trace` workload's threads wait, idle, while another thread of their
-//! process unmaps; its x86 Linux cells may report those held entries and
-//! nothing else ([`known_gap`]).
+//! One workload flushes a range of an mm that an idle CPU still has loaded (the
+//! `trace` workload's threads wait, idle, while another thread of their process
+//! unmaps). Linux x86 skips such lazy CPUs on purpose, and the oracle does not
+//! judge a lazy CPU's leaf entries
+//! ([`a_lazy_x86_linux_cpu_holding_what_a_skipped_flush_removed_is_no_violation`]),
+//! so those cells are clean too.
 
 use tlbkit_policy::asid::{FreebsdX86, LinuxArm64, LinuxX86};
 use tlbkit_policy::shootdown::Completion;
@@ -131,24 +130,13 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     Some(format!("{}\n    reached no {missing}: {m:?}", s.command()))
 }
 
-/// Returns whether violation `v` of cell `s` is the gap
-/// [`fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed`] records: in
-/// the `trace` workload under x86 Linux, a CPU holds an entry that a change
-/// another CPU made and flushed removed (the idle CPU was skipped).
-fn known_gap(s: &RunSpec, v: &Violation) -> bool {
-    let elsewhere =
-        v.change.as_deref().is_some_and(|c| c.contains(" by cpu") && !c.contains(&format!(" by cpu{} at", v.cpu)));
-    s.workload == "trace" && s.policy.starts_with("x86-linux") && v.property == "no_stale_held" && elsewhere
-}
-
 /// Returns what is wrong with one cell's run, if anything.
 fn judge(s: &RunSpec, out: Result<RunOutput, String>) -> Option<String> {
     let out = match out {
         Ok(o) => o,
         Err(e) => return Some(format!("{}\n    failed: {e}", s.command())),
     };
-    let all_kept = out.violations.len() as u64 == out.violations_total;
-    if out.violations_total > 0 && !(all_kept && out.violations.iter().all(|v| known_gap(s, v))) {
+    if out.violations_total > 0 {
         let first: Vec<String> = out.violations.iter().take(3).map(|v| format!("    {v:?}")).collect();
         return Some(format!("{}\n    {} violation(s):\n{}", s.command(), out.violations_total, first.join("\n")));
     }
@@ -286,8 +274,9 @@ impl Program for Protector {
 }
 
 /// Runs [`Sleeper`] on 2 CPUs of `preset` without speculation or migration, under
-/// `--strict`, and returns the violations.
-fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> Vec<Violation> {
+/// `--strict`, and returns the violations and how many stale or foreign leaf
+/// entries lazy CPUs held unjudged.
+fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> (Vec<Violation>, u64) {
     let cfg = SimConfig {
         asid_bits: preset.asid_bits[0],
         preset,
@@ -306,7 +295,7 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> Vec<Vio
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.live_threads(), 0);
-    sim.oracle.violations.clone()
+    (sim.oracle.violations.clone(), sim.oracle.lazy_exempt)
 }
 
 /// Linux x86 sends a flush without freed page tables only to the CPUs of
@@ -314,27 +303,23 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> Vec<Vio
 /// CPU themselves at the next context switch"). A CPU that went idle from the mm
 /// keeps its CR3 and PCID, so after an `mprotect` on another CPU it holds the old
 /// writable entry under the tag it runs with until it switches back, when the
-/// `tlb_gen` check flushes it: `no_stale_held` fires, `no_stale_use` never does.
-/// FreeBSD x86 has no lazy mode (idle switches to `vmspace0`'s pmap) and seed 001
-/// installs the reserved TTBR0 when it goes lazy, so both hold nothing stale under
-/// their running tag. Of the matrix's workloads, only `trace` flushes a range of
-/// an mm an idle CPU has loaded, and the matrix lets its x86 Linux cells report
-/// this and nothing else ([`known_gap`]). Whether a
-/// lazy CPU's held entries count is the oracle's call, not the policy's: the
-/// policy does what Linux does.
+/// `tlb_gen` check flushes it. The oracle does not judge a lazy CPU's leaf
+/// entries (issue 14): no violation, but the held entries are counted, and the
+/// scan after the switch back finds nothing because the catch-up flush removed
+/// them. FreeBSD x86 has no lazy mode (idle switches to `vmspace0`'s pmap) and
+/// seed 001 installs the reserved TTBR0 when it goes lazy, so neither holds
+/// anything to exempt. The other side of the rule, a lazy CPU's walk through a
+/// freed page-table page, is pinned in `crates/sim/src/sim/tests.rs`.
 #[test]
-fn fixme_x86_linux_lazy_cpu_holds_what_a_skipped_flush_removed() {
+fn a_lazy_x86_linux_cpu_holding_what_a_skipped_flush_removed_is_no_violation() {
     for pcid in [true, false] {
-        let v = leave_cpu_idle_on_flushed_mm(preset::westmere(), LinuxX86::new(2, 4, pcid));
-        assert!(!v.is_empty(), "pcid {pcid}: the lazy CPU held nothing stale");
-        for x in &v {
-            assert_eq!((x.property, x.cpu), ("no_stale_held", 0), "pcid {pcid}: {x:#?}");
-            let change = x.change.as_deref().unwrap();
-            assert!(change.starts_with("mprotect of 1 page(s)") && change.contains("by cpu1"), "{x:#?}");
-        }
+        let (v, exempt) = leave_cpu_idle_on_flushed_mm(preset::westmere(), LinuxX86::new(2, 4, pcid));
+        assert!(v.is_empty(), "pcid {pcid}: {v:#?}");
+        assert!(exempt > 0, "pcid {pcid}: the lazy CPU held nothing stale");
     }
-    let v = leave_cpu_idle_on_flushed_mm(preset::westmere(), FreebsdX86::new(2, 4, Completion::Generation));
-    assert!(v.is_empty(), "{v:#?}");
-    let v = leave_cpu_idle_on_flushed_mm(preset::emag(), LinuxArm64::with_skip_broadcast(2, 4, 16, false).unwrap());
-    assert!(v.is_empty(), "{v:#?}");
+    let (v, exempt) = leave_cpu_idle_on_flushed_mm(preset::westmere(), FreebsdX86::new(2, 4, Completion::Generation));
+    assert!(v.is_empty() && exempt == 0, "{exempt} {v:#?}");
+    let (v, exempt) =
+        leave_cpu_idle_on_flushed_mm(preset::emag(), LinuxArm64::with_skip_broadcast(2, 4, 16, false).unwrap());
+    assert!(v.is_empty() && exempt == 0, "{exempt} {v:#?}");
 }

@@ -95,7 +95,7 @@
 use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
 use crate::cpumask::CpuMask;
 use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
-use crate::policy::Policy;
+use crate::policy::{Lazy, Policy};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use crate::zoo::Bug;
@@ -741,6 +741,13 @@ impl Policy for LinuxArm64 {
         self.check_and_switch_context(hw, next);
         // Relaxed: as above.
         loaded.store(next.0, Ordering::Relaxed);
+    }
+
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        if self.skip.is_some() {
+            self.enter_lazy_skip_broadcast(hw, who);
+        }
+        // Stock arm64: enter_lazy_tlb does nothing for either, TTBR0 keeps prev.
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {

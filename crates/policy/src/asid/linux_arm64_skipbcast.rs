@@ -18,9 +18,12 @@
 //!   `next`, switch, then uncount it from `prev`. The same mm again does nothing.
 //!   Leaving the lazy state always switches, even back to the mm it left: its
 //!   TTBR0 holds the reserved table.
-//! - `enter_lazy_tlb` (idle): mark this CPU lazy, install the reserved TTBR0 so
-//!   that nothing can be walked or speculatively filled from the mm any more, and
-//!   uncount it.
+//! - `enter_lazy_tlb` for the idle task (`is_idle_task`) of a CPU not yet lazy:
+//!   mark it lazy, install the reserved TTBR0 so that nothing can be walked or
+//!   speculatively filled from the mm any more, and uncount it. For any other
+//!   task (a kernel thread, or a user task in `exit_mm`) it does nothing: the CPU
+//!   stays counted in its `active_mm`, whose ASID stays in TTBR0, so flushes of
+//!   that mm keep reaching it ([`crate::Lazy`]).
 //! - At switch-in (`check_and_switch_context`, after the ASID is settled, at the
 //!   fast-path label): a full barrier orders the count's increment before the
 //!   test; if this CPU is stale for the mm, clear the bit and flush the ASID
@@ -46,10 +49,11 @@
 //!
 //! # What is guaranteed
 //! Under this crate's [`Hw`] model, in which a TTBR0 write ends every walk from
-//! the old table at once: when a flush returns, no CPU that runs the mm
-//! non-lazily holds a translation the flush was meant to remove, and every other
-//! CPU either has the reserved TTBR0 or another mm loaded and is marked stale, so
-//! it flushes the ASID before it can use the mm again. The stock rollover
+//! the old table at once: when a flush returns, no CPU counted in the mm (one
+//! that runs it, or a kernel thread with it as `active_mm`, TTBR0 still on it)
+//! holds a translation the flush was meant to remove, and every other CPU either
+//! has the reserved TTBR0 or another mm loaded and is marked stale, so it
+//! flushes the ASID before it can use the mm again. The stock rollover
 //! guarantees of [`super::linux_arm64`] are untouched; a rollover's local flush of
 //! everything does not clear stale bits (an extra local flush, as in the patch).
 //!
@@ -79,9 +83,10 @@
 //! [`crate::zoo`]):
 //! - [`Bug::SkipbcastV1`], in `enter_lazy_tlb`: lazy entry leaves TTBR0 on the mm,
 //!   as stock arm64 and v1 (2020-02-03) do, while it still drops this CPU from
-//!   `nr_active_mm`. The count then stands in for v1's `mm_users`, which a lazy
-//!   kernel thread holding the mm in TTBR0 is not part of either: a flush that the
-//!   count makes local misses a CPU that can still walk the mm.
+//!   `nr_active_mm`, for a kernel thread as for the idle task. The count then
+//!   stands in for v1's `mm_users`, which a lazy kernel thread holding the mm in
+//!   TTBR0 is not part of either: a flush that the count makes local misses a CPU
+//!   that can still walk the mm.
 //! - [`Bug::SkipbcastNoBarrier`], in [`LinuxArm64::tlb_flush_check`]: no full
 //!   barrier between marking CPUs stale and reading the count again. The mask is
 //!   set with plain stores (`cpumask_setall` is `bitmap_fill`; [`CpuMask::set_all`]
@@ -95,10 +100,9 @@
 //!   count is 2, and a CPU that switched in and tested its stale bit before the
 //!   mask was set keeps stale entries. The count is compared here, as the
 //!   comment beside it intends.
-//! - The kernel drops the count only when the idle task enters lazy mode
-//!   (`is_idle_task`); other kernel threads keep the mm counted and its TTBR0
-//!   loaded. [`crate::Policy::switch_mm`] to [`MmId::KERNEL`] does not say which,
-//!   so every such switch is the idle case.
+//! - [`crate::Policy::switch_mm`] to [`MmId::KERNEL`] does not say who runs; it
+//!   is taken as the idle task. The kernels (the simulator's and the checker's)
+//!   call [`crate::Policy::enter_lazy`], which says.
 //! - Software TTBR0 PAN is off (`system_uses_ttbr0_pan()` false), so lazy entry
 //!   writes the reserved TTBR0 itself. `efi_set_pgd` and patches 1/3 (`use_mm`
 //!   takes `mm_users`) and 2/3 (`CPUMASK_OFFSTACK`) have nothing to act on here.
@@ -114,6 +118,7 @@
 use super::linux_arm64::{ConfigError, LinuxArm64, NO_MM};
 use crate::cpumask::CpuMask;
 use crate::hw::{Access, Barrier, Hw, Root};
+use crate::policy::Lazy;
 use crate::sync::{fence, AtomicBool, AtomicI32, Ordering};
 use crate::types::{Asid, CpuId, MmId};
 use crate::zoo::Bug;
@@ -335,7 +340,8 @@ impl LinuxArm64 {
         TlbFlushKind::Broadcast
     }
 
-    /// `switch_mm` and `enter_lazy_tlb` as seed 001 changes them.
+    /// `switch_mm` as seed 001 changes it (to [`MmId::KERNEL`]: `enter_lazy_tlb`
+    /// for the idle task).
     pub(super) fn switch_mm_skip_broadcast<H: Hw>(&self, hw: &H, next: MmId) {
         let Some(skip) = &self.skip else {
             unreachable!("called only when built with_skip_broadcast");
@@ -345,7 +351,7 @@ impl LinuxArm64 {
         // Relaxed: this CPU's own entry (mm_init only retires a dead slot's value).
         let prev = loaded.load(Ordering::Relaxed);
         if next.is_kernel() {
-            self.enter_lazy_tlb(hw, skip, cpu, prev);
+            self.enter_lazy_tlb(hw, skip, cpu, prev, Lazy::Idle);
             return;
         }
         if !skip.not_lazy(cpu) {
@@ -368,10 +374,25 @@ impl LinuxArm64 {
         loaded.store(next.0, Ordering::Relaxed);
     }
 
-    /// `enter_lazy_tlb` for the idle task on `cpu`, which was running the mm in
-    /// slot `active` (the scheduler's `active_mm`, which it keeps).
-    fn enter_lazy_tlb<H: Hw>(&self, hw: &H, skip: &SkipBroadcast, cpu: CpuId, active: u32) {
-        if !skip.not_lazy(cpu) {
+    /// `enter_lazy_tlb` as seed 001 changes it, for `who`.
+    pub(super) fn enter_lazy_skip_broadcast<H: Hw>(&self, hw: &H, who: Lazy) {
+        let Some(skip) = &self.skip else {
+            unreachable!("called only when built with_skip_broadcast");
+        };
+        let cpu = hw.cpu();
+        // Relaxed: this CPU's own entry (mm_init only retires a dead slot's value).
+        let active = self.active_mm[cpu.index()].load(Ordering::Relaxed);
+        self.enter_lazy_tlb(hw, skip, cpu, active, who);
+    }
+
+    /// `enter_lazy_tlb` for `who` on `cpu`, which was running the mm in slot
+    /// `active` (the scheduler's `active_mm`, which it keeps): only the idle task
+    /// of a CPU that is not lazy yet drops the count.
+    fn enter_lazy_tlb<H: Hw>(&self, hw: &H, skip: &SkipBroadcast, cpu: CpuId, active: u32, who: Lazy) {
+        // Zoo bug skipbcast-v1: v1 decided on mm_users, which a kernel thread is not
+        // part of either, so under it every lazy entry stops counting this CPU.
+        let idle = who == Lazy::Idle || self.bug == Some(Bug::SkipbcastV1);
+        if !skip.not_lazy(cpu) || !idle {
             return;
         }
         skip.set_not_lazy(cpu, false);
@@ -599,6 +620,67 @@ mod tests {
         p.switch_mm(&cpu0, MmId(1));
         assert_eq!(p.nr_active_mm(MmId(1)), Some(1));
         assert_eq!(p.nr_active_mm(MmId(2)), Some(0));
+    }
+
+    #[test]
+    fn a_kernel_thread_keeps_the_mm_counted_and_in_ttbr0_and_only_idle_drops_it() {
+        let (p, mut cpu0, cpu1) = machine(2);
+        cpu0.barriers = true;
+        p.switch_mm(&cpu0, MmId(1));
+        p.switch_mm(&cpu1, MmId(2));
+        cpu0.take();
+        // A kernel thread runs on cpu0: enter_lazy_tlb with a task that is not idle
+        // does nothing; mm 1 stays counted, its ASID in TTBR0.
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        assert_eq!(cpu0.take(), Vec::<String>::new());
+        assert_eq!(p.nr_active_mm(MmId(1)), Some(1));
+        assert_eq!(p.cpu_not_lazy_tlb(CpuId(0)), Some(true));
+        // A flush of mm 1 from the kernel thread itself (its active_mm) stays local;
+        // from cpu1 it broadcasts, as cpu0 still counts.
+        assert_eq!(p.tlb_flush_check(&cpu0, MmId(1)), TlbFlushKind::Local);
+        assert_eq!(p.tlb_flush_check(&cpu1, MmId(1)), TlbFlushKind::Broadcast);
+        // Back to mm 1 from the kernel thread: prev == next, no switch at all.
+        cpu0.take();
+        p.switch_mm(&cpu0, MmId(1));
+        assert_eq!(cpu0.take(), Vec::<String>::new());
+        assert_eq!(p.nr_active_mm(MmId(1)), Some(1));
+        // Kernel thread, then idle: the idle task drops the count and loads the
+        // reserved TTBR0; a kernel thread after it changes nothing.
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        p.enter_lazy(&cpu0, Lazy::Idle);
+        assert_eq!(cpu0.take(), vec!["root Reserved asid 0 noflush true", "barrier Isb"]);
+        assert_eq!(p.nr_active_mm(MmId(1)), Some(0));
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        assert_eq!(cpu0.take(), Vec::<String>::new());
+        assert_eq!((p.nr_active_mm(MmId(1)), p.cpu_not_lazy_tlb(CpuId(0))), (Some(0), Some(false)));
+        // From a kernel thread to another mm, the count moves from one to the other.
+        p.switch_mm(&cpu0, MmId(1));
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        p.switch_mm(&cpu0, MmId(3));
+        assert_eq!((p.nr_active_mm(MmId(1)), p.nr_active_mm(MmId(3))), (Some(0), Some(1)));
+    }
+
+    #[test]
+    fn zoo_skipbcast_v1_kernel_thread_leaves_the_count_too() {
+        let (p, cpu0, _cpu1) = machine(2);
+        let p = p.with_bug(Bug::SkipbcastV1);
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        assert_eq!(cpu0.take(), Vec::<String>::new(), "TTBR0 keeps mm 1");
+        assert_eq!(p.nr_active_mm(MmId(1)), Some(0), "v1's mm_users never counted a kernel thread");
+    }
+
+    #[test]
+    fn stock_arm64_enter_lazy_changes_nothing() {
+        let p = LinuxArm64::new(2, 400, 8, false).unwrap();
+        init_mms(&p, 1..=1);
+        let cpu0 = Rec::new(0, 2);
+        p.switch_mm(&cpu0, MmId(1));
+        cpu0.take();
+        p.enter_lazy(&cpu0, Lazy::Idle);
+        p.enter_lazy(&cpu0, Lazy::KernelThread);
+        assert_eq!(cpu0.take(), Vec::<String>::new());
     }
 
     #[test]

@@ -16,7 +16,7 @@ h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2
 .charts{display:flex;flex-wrap:wrap;gap:12px}.charts svg{border:1px solid #ddd}\
 pre{background:#f6f6f6;padding:.6em;font-size:12px;overflow-x:auto}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px}\
-td.num{text-align:right;font-family:'DejaVu Sans Mono',monospace}p.note{color:#555}";
+td.num{text-align:right;font-family:'DejaVu Sans Mono',monospace}.note{color:#555}";
 
 /// Returns a whole page: `body` under a title.
 fn page(title: &str, body: &str) -> String {
@@ -263,12 +263,12 @@ pub fn claims_page(results: &[ClaimResult]) -> String {
          <th>sim base</th><th>sim var</th><th>seed ratio</th><th>sim ratio</th><th>verdict</th></tr>\n",
     );
     for r in results {
-        let rows: Vec<(&str, f64, f64, f64, &str)> = if r.variants.is_empty() {
-            vec![(r.variant.as_str(), r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict.as_str())]
+        let rows: Vec<(&str, f64, f64, f64, String)> = if r.variants.is_empty() {
+            vec![(r.variant.as_str(), r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict.clone())]
         } else {
             r.variants
                 .iter()
-                .map(|v| (v.name.as_str(), v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict.as_str()))
+                .map(|v| (v.name.as_str(), v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict_with_note()))
                 .collect()
         };
         for (variant, sim_var, seed_ratio, sim_ratio, verdict) in rows {
@@ -282,25 +282,19 @@ pub fn claims_page(results: &[ClaimResult]) -> String {
                 escape(&r.baseline),
                 escape(variant),
                 r.sim_baseline,
-                escape(verdict)
+                escape(&verdict)
             );
+        }
+        // The notes the terminal table prints under the claim's rows.
+        for n in &r.notes {
+            let _ = writeln!(b, "<tr><td></td><td colspan=\"8\" class=\"note\">{}</td></tr>", escape(n));
         }
     }
     b.push_str("</table>\n");
     for r in results {
         let _ = writeln!(b, "<h2>{}</h2>\n<p>{}</p>", escape(&r.id), escape(&r.description));
-        for k in &r.checks {
-            let _ = writeln!(
-                b,
-                "<p class=\"note\">check {} {}: sim {:.4} → {:.4}, seed {} → {}: {}</p>",
-                escape(&k.metric),
-                escape(&k.rule),
-                k.sim_baseline,
-                k.sim_variant,
-                k.seed_baseline,
-                k.seed_variant,
-                if k.passed { "holds" } else { "FAILS" }
-            );
+        for n in &r.notes {
+            let _ = writeln!(b, "<p class=\"note\">{}</p>", escape(n));
         }
         b.push_str(&claim_chart(r).to_svg(false));
     }
@@ -334,8 +328,10 @@ mod tests {
                     sim_variant: 1.0,
                     expected_violations: 0,
                     verdict: "agrees".into(),
+                    note: None,
                 })
                 .collect(),
+            notes: Vec::new(),
         }
     }
 
@@ -351,6 +347,24 @@ mod tests {
         assert_eq!(page.matches("class=\"bar\"").count(), 2 + 6);
         assert!(page.contains(">seed ratio</text>") && page.contains(">simulated ratio</text>"));
         assert!(page.contains("ratio: variant / arm64-noasid"));
+    }
+
+    #[test]
+    fn claims_page_carries_every_note_the_table_prints() {
+        let mut multi = claim("seed004-exit", &[("simple", 1.08, 1.12), ("robust", 1.21, 1.27)]);
+        multi.variants[0].expected_violations = 2400;
+        multi.variants[0].note = Some("2400 expected violations of no_x: breaks a <contract> & more".into());
+        multi.notes = vec!["ranking accepted as modelled: a < b".into()];
+        let mut single = claim("seed002", &[]);
+        single.notes = vec!["check tlb_misses falls at least 10x: sim 514.9580 -> 5.9940: holds".into()];
+        let page = claims_page(&[multi.clone(), single.clone()]);
+        // The verdict cell carries the variant's note, as the table's does.
+        assert!(page.contains(&format!("<td>{}</td>", escape(&multi.variants[0].verdict_with_note()))), "{page}");
+        assert!(page.contains("breaks a &lt;contract&gt; &amp; more)"), "{page}");
+        // Every note under a claim, in the table and beside its chart.
+        for n in multi.notes.iter().chain(&single.notes) {
+            assert_eq!(page.matches(&escape(n)).count(), 2, "{n}: {page}");
+        }
     }
 
     #[test]

@@ -53,9 +53,13 @@
 //!   per folio it freed, the bulk of Linux's `exit_group`. Only here: runs
 //!   without folios charge neither and stay as they were.
 //!
-//! Every PTE value the kernel gets back from a clear feeds the oracle: a file
-//! page reported dirty is written back (`file_writebacks`); a file page written
-//! since it was mapped but reported clean is `no_lost_dirty`.
+//! Every PTE value the kernel gets back from a clear feeds the oracle
+//! ([`Sim::judge_clears`]): a file page reported dirty is written back
+//! (`file_writebacks`) and marks its folio dirty; a written file page whose
+//! folio no value marks dirty and no valid PTE still records is `no_lost_dirty`
+//! (data lost); a value that is clean while its block was dirty when it was
+//! exchanged is `no_ungathered_dirty` (the per-PTE contract of
+//! `ptep_get_and_clear_full` broken, nothing lost by itself).
 //!
 //! # The hardware
 //! A walk that reaches a valid PTE with the contiguous bit reads its block: if the
@@ -318,9 +322,9 @@ impl<P: Policy> Sim<P> {
     }
 
     /// `no_lost_dirty` after an operation: every valid PTE of a file page written
-    /// since it was mapped, in the block of `block_va` in `mm`, must still record
-    /// the write, in itself or, for a contiguous PTE, in a valid contiguous
-    /// sibling (where `ptep_get` gathers it from).
+    /// since it was mapped, in the block of `block_va` in `mm`, must still have
+    /// the write recorded in a valid PTE of its folio there (the page's own, or a
+    /// sibling's: clearing any of them marks the folio dirty).
     pub(super) fn check_dirty_kept(&mut self, cpu: usize, mm: MmId, block_va: u64, now: u64) {
         let root = self.mms[mm.index()].root;
         let Some(w) = self.pt.walk(root, block_va).filter(|w| !w.huge) else {
@@ -328,15 +332,15 @@ impl<P: Policy> Sim<P> {
         };
         let base = w.pte;
         let ptes: [Pte; CONT_PTES as usize] = std::array::from_fn(|i| *self.pt.pte(base + i as PteRef));
-        let block_dirty = ptes.iter().any(|p| p.valid_cont() && p.flags & P_DIRTY != 0);
         for (j, p) in ptes.iter().enumerate() {
             if !p.valid() || !p.written || self.frames.kind(p.pfn) != FrameKind::FileFolio {
                 continue;
             }
-            if p.flags & P_DIRTY == 0 && !(p.valid_cont() && block_dirty) {
+            let folio = self.folio(p.pfn);
+            if !ptes.iter().any(|q| q.valid() && q.flags & P_DIRTY != 0 && folio.contains(q.pfn)) {
                 let va = block_va + j as u64 * 4096;
                 let detail = format!(
-                    "file page (frame {}) was written, but no valid PTE of its block records it any more",
+                    "file page (frame {}) was written, but no valid PTE of its folio records it any more",
                     p.pfn
                 );
                 self.report_lost_dirty(cpu, mm, va, detail, now);
@@ -345,28 +349,78 @@ impl<P: Policy> Sim<P> {
         }
     }
 
-    /// Feeds the oracle the value `pte` the arch code returned when it cleared
-    /// page `va` of `mm`: a file page reported dirty is written back; one written
-    /// since it was mapped but reported clean is `no_lost_dirty`.
-    fn judge_cleared(&mut self, cpu: usize, mm: MmId, va: u64, pte: PteVal, now: u64) {
+    /// Feeds the oracle the values the arch code returned when one operation
+    /// cleared PTEs of `mm` (`cleared`, in order), `exchanged` being what
+    /// [`KernelPtes`] recorded at each exchange. The core mm marks a file folio
+    /// dirty when any value it gets back for one of the folio's pages is dirty
+    /// (`zap_present_folio_ptes`), and the folio's dirty pages are written back:
+    /// - a value that is clean although its block was dirty, as `ptep_get` would
+    ///   have gathered it when the PTE was exchanged, breaks the contract of
+    ///   `ptep_get_and_clear_full`: `no_ungathered_dirty` (nothing is lost if
+    ///   another value marks the folio);
+    /// - a file page written since it was mapped and reported clean is lost
+    ///   (`no_lost_dirty`) only if no value of the operation marked its folio
+    ///   dirty and no valid PTE of the folio left in its block still records the
+    ///   dirty state; if one does, that PTE carries the write from then on.
+    fn judge_clears(&mut self, cpu: usize, mm: MmId, cleared: &[(u64, PteVal)], exchanged: &[(u64, bool)], now: u64) {
         let root = self.mms[mm.index()].root;
-        let written = match self.pt.walk(root, va) {
-            Some(w) if !w.huge => std::mem::take(&mut self.pt.pte_mut(w.pte).written),
-            _ => false,
-        };
-        if self.frames.kind(pte.pfn) != FrameKind::FileFolio {
-            return;
+        let mut marked: Vec<u64> = Vec::new();
+        let mut unrecorded: Vec<(u64, u64)> = Vec::new();
+        for &(va, pte) in cleared {
+            let written = match self.pt.walk(root, va) {
+                Some(w) if !w.huge => std::mem::take(&mut self.pt.pte_mut(w.pte).written),
+                _ => false,
+            };
+            if self.frames.kind(pte.pfn) != FrameKind::FileFolio {
+                continue;
+            }
+            if pte.dirty() {
+                self.stats.file_writebacks += 1;
+                marked.push(self.folio(pte.pfn).pfn);
+                continue;
+            }
+            if written {
+                unrecorded.push((va, pte.pfn));
+            }
+            // The last exchange of the page is the one whose value was returned.
+            if exchanged.iter().rev().find(|e| e.0 == va).is_some_and(|e| e.1) {
+                let detail = format!(
+                    "clearing the PTE of file page (frame {}) returned it clean ({pte:?}) while its contiguous block \
+                     was dirty: the value does not carry the block's gathered dirty state (the \
+                     ptep_get_and_clear_full contract)",
+                    pte.pfn
+                );
+                let uid = self.mms[mm.index()].uid;
+                self.report_page(Property::NoUngatheredDirty, cpu, va, uid, detail, now);
+            }
         }
-        if pte.dirty() {
-            self.stats.file_writebacks += 1;
-        } else if written {
+        for (va, pfn) in unrecorded {
+            let folio = self.folio(pfn);
+            if marked.contains(&folio.pfn) {
+                continue;
+            }
+            if let Some(r) = self.dirty_pte_of_folio(root, va, folio) {
+                self.pt.pte_mut(r).written = true;
+                continue;
+            }
             let detail = format!(
-                "file page (frame {}) was written since it was mapped, but clearing its PTE returned it clean \
-                 ({pte:?})",
-                pte.pfn
+                "file page (frame {pfn}) was written since it was mapped, but its PTE was cleared clean and no \
+                 value or valid PTE of its folio (frame {}) records the write: the folio is never marked dirty",
+                folio.pfn
             );
             self.report_lost_dirty(cpu, mm, va, detail, now);
         }
+    }
+
+    /// Returns a valid, dirty PTE in the 64 KB block of `va` under `root` that
+    /// maps a page of `folio`, if there is one.
+    fn dirty_pte_of_folio(&self, root: u32, va: u64, folio: Folio) -> Option<PteRef> {
+        let base = va & !(BLOCK - 1);
+        (0..CONT_PTES).find_map(|i| {
+            let w = self.pt.walk(root, base + i * 4096).filter(|w| !w.huge)?;
+            let p = self.pt.pte(w.pte);
+            (p.valid() && p.flags & P_DIRTY != 0 && folio.contains(p.pfn)).then_some(w.pte)
+        })
     }
 
     /// Returns the frame holding page `page` of file `file`, reading the file's
@@ -609,13 +663,11 @@ impl<P: Policy> Sim<P> {
                 }
             }
         }
+        let exchanged = std::mem::take(&mut mem.exchanged);
         let (now, owed) = mem.finish();
-        let mut frames = Vec::with_capacity(reports.len());
         let span = reports.first().map(|f| f.0).zip(reports.last().map(|l| l.0));
-        for (v, p) in reports {
-            self.judge_cleared(cpu, mm, v, p, now);
-            frames.push(p.pfn);
-        }
+        self.judge_clears(cpu, mm, &reports, &exchanged, now);
+        let frames: Vec<u64> = reports.iter().map(|r| r.1.pfn).collect();
         let now = now + self.zap_work(&frames);
         (now, owed, frames, span)
     }
@@ -729,12 +781,10 @@ impl<P: Policy> Sim<P> {
                 debug_assert_eq!(owed.mm, mm);
             }
         }
+        let exchanged = std::mem::take(&mut mem.exchanged);
         let (now, owed) = mem.finish();
-        let mut frames = Vec::with_capacity(reports.len());
-        for (v, p) in reports {
-            self.judge_cleared(cpu, mm, v, p, now);
-            frames.push(p.pfn);
-        }
+        self.judge_clears(cpu, mm, &reports, &exchanged, now);
+        let frames: Vec<u64> = reports.iter().map(|r| r.1.pfn).collect();
         let now = now + self.zap_work(&frames);
         (now, owed, frames)
     }

@@ -26,7 +26,9 @@
 //! dirty changes weaken nothing and keep the version. Under `--strict` each write
 //! is followed by a check of its block (`no_tlb_conflict`), and the end of each
 //! operation by a check that every written file page of the blocks it touched
-//! still has its dirty state in a valid PTE (`no_lost_dirty`).
+//! still has its dirty state in a valid PTE of its folio (`no_lost_dirty`).
+//! Each exchange of a valid PTE records whether its block was dirty as
+//! `ptep_get` would have gathered it, for `no_ungathered_dirty`.
 //!
 //! # The hardware between two calls
 //! A policy call is atomic in simulated time, so without help no other CPU would
@@ -107,6 +109,10 @@ pub(super) struct KernelPtes<'s, P: Policy> {
     in_loads: bool,
     /// Loads of the current run after its first, not yet charged.
     overlapped: u64,
+    /// Every exchange of a valid PTE, in order: the page and whether its block's
+    /// dirty state as `ptep_get` gathers it was dirty at that moment (what
+    /// `no_ungathered_dirty` holds the value returned for the page to).
+    pub(super) exchanged: Vec<(u64, bool)>,
 }
 
 /// Returns the arch layer's view of a PTE.
@@ -131,6 +137,7 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
             touched: Vec::new(),
             in_loads: false,
             overlapped: 0,
+            exchanged: Vec::new(),
         }
     }
 
@@ -269,6 +276,17 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
             return PteVal::NONE;
         };
         let old = val(self.sim.pt.pte(r));
+        if old.valid() {
+            let gathered = if old.valid_cont() {
+                let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
+                (0..CONT_PTES as PteRef)
+                    .map(|i| self.sim.pt.pte(base + i))
+                    .any(|p| p.valid_cont() && p.flags & P_DIRTY != 0)
+            } else {
+                old.dirty()
+            };
+            self.exchanged.push((va.0, gathered));
+        }
         if !old.none() {
             self.write(mm, va, r, PteVal::NONE);
         }

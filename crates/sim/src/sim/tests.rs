@@ -1,0 +1,113 @@
+//! The oracle's rule for lazy CPUs, on machine states a faithful policy never
+//! reaches on its own (the simulated kernel frees page tables only once no
+//! CPU's root points at them).
+
+use super::*;
+use crate::preset;
+use tlbkit_policy::asid::LinuxX86;
+
+/// A process that writes a page and then waits on a pipe nobody writes: its CPU
+/// goes idle with the process's address space still loaded.
+struct WriteThenWait {
+    step: u32,
+}
+
+impl Program for WriteThenWait {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            2 => Op::Touch { va: ret, pages: 1, write: true },
+            3 => Op::Sys(Sys::Pipe),
+            4 => Op::Sys(Sys::PipeRead(ret as u32)),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Returns a 2-CPU x86 Linux (PCID) machine whose cpu0 went idle, lazily, from
+/// a process that wrote a page.
+fn lazy_cpu0() -> Sim<LinuxX86> {
+    let preset = preset::westmere();
+    let cfg = SimConfig {
+        asid_bits: preset.asid_bits[0],
+        preset,
+        ncpus: 2,
+        seed: 1,
+        strict: true,
+        spec_rate: 0.0,
+        migration: false,
+        slice_us: 4000.0,
+        max_mms: 4,
+        max_events: 10_000,
+        contpte: Default::default(),
+    };
+    let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
+    sim.spawn(Box::new(WriteThenWait { step: 0 })).unwrap();
+    while !sim.is_lazy(0) {
+        assert!(sim.step(), "cpu0 never went idle from the process");
+    }
+    assert!(sim.error.is_none() && sim.oracle.violations.is_empty(), "{:?}", sim.oracle.violations);
+    sim
+}
+
+/// Returns a last-level table of a tree built and freed: a freed page-table page.
+fn freed_table(sim: &mut Sim<LinuxX86>) -> TableRef {
+    let root = sim.pt.new_root();
+    let leaf = sim.pt.ensure_leaf(root, 0x4000_0000);
+    let t = sim.pt.table_of(leaf);
+    sim.pt.free_tree(root);
+    t
+}
+
+#[test]
+fn a_lazy_cpus_walk_through_a_freed_table_page_is_a_violation() {
+    let mut sim = lazy_cpu0();
+    let (asid, now) = (sim.m.cpus[0].asid, sim.end);
+    let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
+    let uid = sim.mms[mm.index()].uid;
+    let table = freed_table(&mut sim);
+    sim.m.pwc_fill(0, 0x4000_0000, asid, false, table, uid);
+    sim.strict_scan(0, now);
+    let v = &sim.oracle.violations;
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!((v[0].property, v[0].cpu), ("no_stale_held", 0));
+    assert!(v[0].detail.starts_with("lazy, caches a walk") && v[0].detail.contains("freed page-table page"), "{v:#?}");
+    // The same entry under another tag is not usable by what cpu0 runs.
+    let mut sim = lazy_cpu0();
+    let table = freed_table(&mut sim);
+    sim.m.pwc_fill(0, 0x4000_0000, asid + 1, false, table, uid);
+    sim.strict_scan(0, now);
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+}
+
+#[test]
+fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again() {
+    let mut sim = lazy_cpu0();
+    let now = sim.end;
+    let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
+    // Supersede every leaf entry cpu0 holds for the process, as a flushed change
+    // the lazy CPU was skipped for would.
+    let mut held = Vec::new();
+    sim.m.cpus[0].tlb.for_each(|e| {
+        if e.va() < KERNEL_BASE && e.mm_uid == sim.mms[mm.index()].uid {
+            held.push(e.pte);
+        }
+    });
+    assert!(!held.is_empty(), "cpu0 holds the page it wrote");
+    let obl = sim.oracle.open(mm.0, sim.mms[mm.index()].uid, 0, 1, "mprotect", "flush_range", 2, 1, now);
+    sim.oracle.obligations[obl as usize].discharged = Some(now);
+    for r in held {
+        let p = sim.pt.pte_mut(r);
+        p.floor = p.ver + 1;
+        p.floor_obl = obl;
+    }
+    sim.strict_scan(0, now);
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+    assert!(sim.oracle.lazy_exempt > 0);
+    // Back in the address space without the catch-up flush: judged, and reported.
+    sim.sched[0].loaded = mm;
+    sim.strict_scan(0, now);
+    assert!(!sim.oracle.violations.is_empty());
+    assert!(sim.oracle.violations.iter().all(|v| v.property == "no_stale_held" && v.detail.starts_with("holds an")));
+}
