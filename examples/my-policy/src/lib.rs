@@ -22,13 +22,13 @@
 #![deny(missing_docs)]
 
 use tlbkit_policy::asid::FreebsdEpoch;
-use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
+use tlbkit_policy::{Hw, Lazy, MmId, Policy, VirtAddr};
 
 /// FreeBSD arm64's epoch ASIDs, with ranges longer than `cutoff` pages flushed
 /// as one whole-ASID invalidation.
 ///
 /// A wrapper forwards every method of [`Policy`], those with a default included
-/// (`flush_batch`, `user_ptes_global`): a method left to its default would
+/// (`enter_lazy`, `flush_batch`, `user_ptes_global`): a method left to its default would
 /// silently stop being the wrapped policy's.
 pub struct RangeCutoff {
     inner: FreebsdEpoch,
@@ -62,6 +62,10 @@ impl Policy for RangeCutoff {
 
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
         self.inner.switch_mm(hw, next)
+    }
+
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        self.inner.enter_lazy(hw, who)
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
