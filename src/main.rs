@@ -247,6 +247,10 @@ fn list(format: Format) -> Result<u8, String> {
         .iter()
         .map(|e| (format!("zoo/{}", e.id), format!("{} (on {}; {})", e.summary, e.base, e.source)))
         .collect();
+    let findings: Vec<(String, String)> = tlbkit_policy::findings::FINDINGS
+        .iter()
+        .map(|f| (f.id.to_string(), format!("{} (in {}; found by `{}`)", f.summary, f.policy, f.command())))
+        .collect();
     if format == Format::Json {
         let j = |v: &[(String, String)]| -> serde_json::Value {
             v.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect()
@@ -257,6 +261,7 @@ fn list(format: Format) -> Result<u8, String> {
             "workloads": j(&workloads),
             "properties": j(&properties),
             "zoo": j(&zoo),
+            "findings": j(&findings),
         });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
@@ -265,6 +270,7 @@ fn list(format: Format) -> Result<u8, String> {
         ("machines", &machines),
         ("policies", &policies),
         ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
+        ("findings (hazards in code still upstream; tlbkit replay the token in docs/findings)", &findings),
         ("workloads", &workloads),
         ("properties", &properties),
     ];

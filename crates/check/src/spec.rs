@@ -7,6 +7,7 @@ use crate::kernel::Violation;
 use crate::search::{self, Randomised, Replay, Stats};
 use serde::Serialize;
 use std::fmt::Write as _;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::shootdown::Completion;
@@ -166,10 +167,11 @@ macro_rules! with_policy {
                 let $build = || NoAsid::new(n);
                 $body
             }
-            "arm64-freebsd-asid" => {
+            "arm64-freebsd-asid" | "arm64-freebsd-asid-fix-reserved-ttbr0" | "arm64-freebsd-asid-fix-self" => {
                 let bits = asid_bits(spec.asids)?;
+                let v = Variant::from_policy_name(r.base).expect("a FreeBSD epoch variant's name");
                 let $build = move || {
-                    let p = FreebsdEpoch::new(n, slots, bits);
+                    let p = FreebsdEpoch::new(n, slots, bits).with_variant(v);
                     match bug {
                         Some(b) => p.with_bug(b),
                         None => p,

@@ -24,7 +24,20 @@ pub const POLICIES: &[PolicyDef] = &[
     },
     PolicyDef {
         name: "arm64-freebsd-asid",
-        description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI",
+        description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
+                      (has finding freebsd-arm64-asid-reset-*)",
+        arch: Arch::Arm64,
+    },
+    PolicyDef {
+        name: "arm64-freebsd-asid-fix-reserved-ttbr0",
+        description: "arm64-freebsd-asid with a fix candidate: the reserved empty table in TTBR0 before the curpmap \
+                      store, so no walk uses an unreserved ASID during a reset",
+        arch: Arch::Arm64,
+    },
+    PolicyDef {
+        name: "arm64-freebsd-asid-fix-self",
+        description: "arm64-freebsd-asid with a partial fix: the reset also reserves the resetting CPU's own TTBR0 \
+                      ASID (closes only window 1 of the reset finding)",
         arch: Arch::Arm64,
     },
     PolicyDef {

@@ -12,6 +12,7 @@ use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::shootdown::Completion;
@@ -534,8 +535,9 @@ macro_rules! with_policy {
                 let $mk = || NoAsid::new($n);
                 $body
             }
-            "arm64-freebsd-asid" => {
-                let $mk = || FreebsdEpoch::new($n, $mms, $mp.asid_bits);
+            "arm64-freebsd-asid" | "arm64-freebsd-asid-fix-reserved-ttbr0" | "arm64-freebsd-asid-fix-self" => {
+                let v = Variant::from_policy_name($name).expect("a FreeBSD epoch variant's name");
+                let $mk = move || FreebsdEpoch::new($n, $mms, $mp.asid_bits).with_variant(v);
                 $body
             }
             "arm64-linux" => match LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti) {

@@ -120,7 +120,7 @@ fn spec(policy: &str, workload: &str, cpus: usize, sets: &[&str], config: (u64, 
 /// the kernel map.
 fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let m = &out.metrics;
-    let asids = ["arm64-freebsd-asid", "arm64-linux", "arm64-linux-skipbcast"].contains(&s.policy.as_str());
+    let asids = s.policy.starts_with("arm64-freebsd-asid") || s.policy.starts_with("arm64-linux");
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",
         "sort_compute" if s.policy.starts_with("arm64-linux") && m.asid_rollovers == 0 => "an ASID rollover",
@@ -192,6 +192,8 @@ fn matrix_covers_every_registered_policy_and_workload() {
 const TESTED_POLICIES: &[&str] = &[
     "arm64-noasid",
     "arm64-freebsd-asid",
+    "arm64-freebsd-asid-fix-reserved-ttbr0",
+    "arm64-freebsd-asid-fix-self",
     "arm64-linux",
     "arm64-linux-skipbcast",
     "x86-linux-nopcid",
@@ -209,6 +211,16 @@ fn arm64_noasid_is_clean_under_strict_everywhere() {
 #[test]
 fn arm64_freebsd_asid_is_clean_under_strict_everywhere() {
     check_policy("arm64-freebsd-asid");
+}
+
+#[test]
+fn arm64_freebsd_asid_fix_reserved_ttbr0_is_clean_under_strict_everywhere() {
+    check_policy("arm64-freebsd-asid-fix-reserved-ttbr0");
+}
+
+#[test]
+fn arm64_freebsd_asid_fix_self_is_clean_under_strict_everywhere() {
+    check_policy("arm64-freebsd-asid-fix-self");
 }
 
 #[test]
