@@ -92,13 +92,27 @@ pub const fn cookie_epoch(c: u64) -> i32 {
 pub enum Variant {
     /// FreeBSD's code (`arm64-freebsd-asid`), with the reset window.
     Faithful,
-    /// `arm64-freebsd-asid-fix-reserved-ttbr0`: `activate` loads the reserved empty
-    /// table into TTBR0 (with ASID 0, never handed out) and synchronises it with an
-    /// `ISB` *before* it stores `curpmap`, as Linux's `cpu_set_reserved_ttbr0` does
-    /// around its switch and illumos's aarch64 HAT does with `TCR_EL1.EPD0` for the
-    /// kernel HAT. From the `curpmap` store to the TTBR0 write of the new pmap no
-    /// walk can use the old pmap's ASID, so neither the resetting CPU nor a CPU in
-    /// the middle of its switch refills under an ASID the reset did not reserve.
+    /// `arm64-freebsd-asid-fix-reserved-ttbr0`, three switches that close both
+    /// windows of the finding:
+    /// 1. `activate` loads the reserved empty table into TTBR0 (ASID 0, never
+    ///    handed out) and synchronises it with an `ISB` *before* it stores
+    ///    `curpmap`, so that from the `curpmap` store to the TTBR0 write of the new
+    ///    pmap no walk uses the old pmap's ASID (on the resetting CPU: window 1; on
+    ///    a CPU in the middle of its switch: window 2). Linux loads its reserved
+    ///    TTBR0 around a switch for the same reason (`cpu_set_reserved_ttbr0`);
+    ///    the illumos aarch64 HAT ports set `TCR_EL1.EPD0` when they switch to the
+    ///    kernel HAT.
+    /// 2. `reset` issues its broadcast flush *after* the loop over `pc_curpmap`,
+    ///    not before it: otherwise a CPU that runs its old pmap through the flush,
+    ///    refills under its ASID and then switches before the loop reads its
+    ///    `curpmap` keeps an entry under an ASID the loop never reserved (the
+    ///    checker found this with 1 alone).
+    /// 3. `reset` restamps only a `curpmap` whose cookie is of the epoch being
+    ///    closed (or pmap0's negative one): a stale cookie belongs to a CPU waiting
+    ///    in `alloc`, and its old number may be another running pmap's now; that
+    ///    CPU then allocates afresh under the lock. (Reasoned from the code; the
+    ///    checker has not been shown to need it at the bounds it was run at.)
+    ///
     /// Cost: one more TTBR0 write and `ISB` per switch to another pmap.
     ReservedTtbr0,
     /// `arm64-freebsd-asid-fix-self`: `reset` first loads the reserved empty table
