@@ -6,24 +6,21 @@
 
 mod checkcmd;
 mod compare_cmd;
+mod list_cmd;
 mod plot_cmd;
 mod png;
 mod progress;
 mod sweep_cmd;
 mod table;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use progress::Unit;
 use std::process::ExitCode;
 use table::{Align, Table};
 use tlbkit_sim::claims::{self, CLAIMS};
-use tlbkit_sim::oracle::Property;
-use tlbkit_sim::preset;
-use tlbkit_sim::registry::POLICIES;
 use tlbkit_sim::run::{
     bench_scale, run, scale_specs, RunOutput, RunSpec, ScaleRow, MAX_CPUS, SCALE_MACHINE, SCALE_POLICY,
 };
-use tlbkit_sim::workload::WORKLOADS;
 
 /// The checker keeps each execution's allocations in an arena (stable addresses
 /// for state hashing); outside the checker this is the system allocator.
@@ -38,19 +35,26 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Format {
+pub enum Format {
     Table,
     Json,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List machines, policies, workloads and the properties the oracle checks.
+    /// List machines, policies, workloads and the properties the oracle checks;
+    /// with a kind, describe each in detail (parameters, costs, units).
     List {
+        /// Describe one kind in detail.
+        #[arg(value_enum)]
+        what: Option<list_cmd::What>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
     /// Run a workload under a policy on a simulated machine.
+    #[command(after_help = "Every workload's parameters (default, range, meaning): tlbkit list workloads\n\
+                            Machines, their cores and costs, and the machine and kernel parameters: tlbkit list \
+                            machines\nWhat each result and metric means, and its unit: tlbkit list metrics")]
     Run {
         #[arg(long)]
         machine: String,
@@ -124,6 +128,15 @@ enum Cmd {
     /// Write one self-contained HTML page of charts and ministat tables for a
     /// sweep's results file.
     Report(plot_cmd::ReportArgs),
+    /// Print a shell completion script for tlbkit (e.g. `tlbkit completions bash >
+    /// /etc/bash_completion.d/tlbkit`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print tlbkit's man page (roff), generated from its command-line definition
+    /// (e.g. `tlbkit man > tlbkit.1; man ./tlbkit.1`).
+    Man,
     /// Work with traces of real programs (see crates/sim/src/trace).
     Trace {
         #[command(subcommand)]
@@ -156,6 +169,13 @@ enum TraceCmd {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` or a pager that quits: end quietly, as Unix tools
+    // do, instead of a panic on the failed write (Rust ignores SIGPIPE by default).
+    // SAFETY: restoring a signal's default disposition before any thread starts.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -175,7 +195,17 @@ fn main() -> ExitCode {
 
 fn dispatch(cmd: Cmd) -> Result<u8, String> {
     match cmd {
-        Cmd::List { format } => list(format),
+        Cmd::List { what, format } => list_cmd::list(what, format),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "tlbkit", &mut std::io::stdout());
+            Ok(0)
+        }
+        Cmd::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut out).map_err(|e| format!("man page: {e}"))?;
+            std::io::Write::write_all(&mut std::io::stdout(), &out).map_err(|e| e.to_string())?;
+            Ok(0)
+        }
         Cmd::Run { machine, cpus, policy, workload, sets, seed, strict, format } => {
             let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
             let spinner = progress::spinner();
@@ -202,6 +232,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Plot(args) => plot_cmd::plot(args),
         Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
+            plot_cmd::check_writable(&output, "-o", false)?;
             let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
             let bar = progress::bar(0, Unit::Bytes);
             bar.set_message(format!("of {}", lackey.display()));
@@ -232,58 +263,6 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             }
         }
     }
-}
-
-fn list(format: Format) -> Result<u8, String> {
-    let machines: Vec<(String, String)> =
-        preset::all().into_iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
-    let policies: Vec<(String, String)> =
-        POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
-    let workloads: Vec<(String, String)> =
-        WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
-    let properties: Vec<(String, String)> =
-        Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect();
-    let zoo: Vec<(String, String)> = tlbkit_policy::zoo::ZOO
-        .iter()
-        .map(|e| (format!("zoo/{}", e.id), format!("{} (on {}; {})", e.summary, e.base, e.source)))
-        .collect();
-    let findings: Vec<(String, String)> = tlbkit_policy::findings::FINDINGS
-        .iter()
-        .map(|f| (f.id.to_string(), format!("{} (in {}; found by `{}`)", f.summary, f.policy, f.command())))
-        .collect();
-    if format == Format::Json {
-        let j = |v: &[(String, String)]| -> serde_json::Value {
-            v.iter().map(|(n, d)| serde_json::json!({"name": n, "description": d})).collect()
-        };
-        let doc = serde_json::json!({
-            "machines": j(&machines),
-            "policies": j(&policies),
-            "workloads": j(&workloads),
-            "properties": j(&properties),
-            "zoo": j(&zoo),
-            "findings": j(&findings),
-        });
-        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
-        return Ok(0);
-    }
-    let all = [
-        ("machines", &machines),
-        ("policies", &policies),
-        ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
-        ("findings (hazards in code still upstream; tlbkit replay the token in docs/findings)", &findings),
-        ("workloads", &workloads),
-        ("properties", &properties),
-    ];
-    // One table, so that every section's descriptions start in the same column.
-    let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
-    for (title, rows) in all {
-        t.text(format!("{title}:"));
-        for (n, d) in rows {
-            t.row([n, d]);
-        }
-    }
-    print!("{}", t.render());
-    Ok(0)
 }
 
 fn print_run(out: &RunOutput) {
@@ -329,6 +308,9 @@ fn print_run(out: &RunOutput) {
 }
 
 fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathBuf>) -> Result<u8, String> {
+    if let Some(path) = &html {
+        plot_cmd::check_writable(path, "--html", false)?;
+    }
     let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();

@@ -47,6 +47,7 @@ pub fn plot(a: PlotArgs) -> Result<u8, String> {
     if ext != "svg" && ext != "png" {
         return Err(format!("-o {}: give a file ending in .svg or .png", a.output.display()));
     }
+    check_writable(&a.output, "-o", false)?;
     let filters = a
         .filters
         .iter()
@@ -73,10 +74,45 @@ pub fn plot(a: PlotArgs) -> Result<u8, String> {
 
 /// Runs `tlbkit report`.
 pub fn report(a: ReportArgs) -> Result<u8, String> {
+    check_writable(&a.output, "-o", false)?;
     let results = Results::load(&a.results)?;
     let page = html::report(&results, &a.results.display().to_string())?;
     write_atomically(&a.output, page.as_bytes())?;
     Ok(0)
+}
+
+/// Returns an error unless a file can be written at `path` by
+/// [`write_atomically`] (or, with `append`, appended to): its directory exists and
+/// takes a new file, and `path` is not a directory. Commands call it before any
+/// work starts, so that a mistyped output path fails at once instead of after a
+/// long run. `flag` names the option in the message (`-o`, `--html`).
+pub fn check_writable(path: &Path, flag: &str, append: bool) -> Result<(), String> {
+    let shown = path.display();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{flag} {shown}: not a file name; give a path to a file"))?;
+    if path.is_dir() {
+        return Err(format!("{flag} {shown}: is a directory; give a file name inside it"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("{flag} {shown}: the directory {} does not exist; create it first", dir.display()));
+    }
+    if append && path.exists() {
+        return std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(|e| format!("{flag} {shown}: cannot append to it: {e}"));
+    }
+    let probe = dir.join(format!(".{name}.probe{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("{flag} {shown}: cannot write in {}: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it and a rename, so

@@ -385,7 +385,7 @@ fn check_with_a_contiguous_block_finds_simples_lost_dirty_page_and_replays_it() 
         assert!(out.contains(needle), "{needle}: {out}");
     }
     let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
-    assert!(token.starts_with("t2~arm64-linux~2~1~4~6~sc~1ff~simple~"), "{token}");
+    assert!(token.starts_with("t3~arm64-linux~2~1~4~6~sc~1ff~simple~"), "{token}");
     let r = tlbkit(&["replay", token]);
     assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
     let from = |s: &str| s[s.find("counterexample (").expect("a counterexample")..].to_string();
@@ -407,4 +407,226 @@ fn check_with_a_contiguous_block_finds_simples_lost_dirty_page_and_replays_it() 
         (j["teardown"].as_str(), j["mode"].as_str(), j["executions"].as_u64()),
         (Some("clear_ptes"), Some("pct"), Some(2000))
     );
+}
+
+/// A check whose policy panics (FreeBSD's allocator with more CPUs than ASIDs
+/// can hold after a reset: its own `expect`).
+const PANICKING_CHECK: &[&str] =
+    &["check", "--policy", "arm64-freebsd-asid", "--cpus", "3", "--asids", "4", "--mms", "4", "--mode", "pct"];
+
+#[test]
+fn a_policy_panic_is_the_no_policy_panic_violation_whatever_rust_backtrace_says() {
+    let mut outputs = Vec::new();
+    for bt in [None, Some("0"), Some("1"), Some("full")] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tlbkit"));
+        c.args(PANICKING_CHECK);
+        match bt {
+            None => c.env_remove("RUST_BACKTRACE"),
+            Some(v) => c.env("RUST_BACKTRACE", v),
+        };
+        let o = c.output().expect("run tlbkit");
+        let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+        assert_eq!(o.status.code(), Some(3), "RUST_BACKTRACE={bt:?}: {err}");
+        assert!(out.contains("result: VIOLATION no_policy_panic"), "{out}");
+        assert!(out.contains("the policy code panicked: ASID set full right after a reset"), "{out}");
+        assert!(out.contains("replay: tlbkit replay t3~"), "{out}");
+        // Only the timing line: no panic message, no backtrace.
+        assert_eq!(err.lines().count(), 1, "RUST_BACKTRACE={bt:?}: {err}");
+        assert!(err.starts_with("tlbkit: checked in"), "{err}");
+        outputs.push(out);
+    }
+    assert!(outputs.windows(2).all(|w| w[0] == w[1]), "the same report whatever RUST_BACKTRACE says");
+    // The token replays the panic, again quietly.
+    let token = outputs[0].lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).unwrap().to_string();
+    let r = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(["replay", &token]).env("RUST_BACKTRACE", "1").output();
+    let r = r.expect("run tlbkit");
+    assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("no_policy_panic"));
+    assert_eq!(stderr(&r), "");
+}
+
+#[test]
+fn a_mistyped_or_empty_token_is_refused_in_one_line() {
+    let o = tlbkit(&["check", "--policy", "zoo/linux-x86-8f1d56f64f8d"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a token").to_string();
+    assert_eq!(tlbkit(&["replay", &token]).status.code(), Some(3));
+    // Change one choice digit: the checksum no longer matches.
+    let at = token.rfind('~').unwrap() - 1;
+    let mut typo = token.clone().into_bytes();
+    typo[at] = if typo[at] == b'1' { b'2' } else { b'1' };
+    assert_bad_input(&["replay", std::str::from_utf8(&typo).unwrap()], "checksum does not match");
+    assert_bad_input(&["replay", "t1~arm64-linux~2~3~4~6~sc~1ff~1"], "older tlbkit");
+    assert_bad_input(&["replay", ""], "not a tlbkit replay token");
+}
+
+#[test]
+fn a_check_that_explores_nothing_says_so_and_exits_2() {
+    assert_bad_input(
+        &["check", "--policy", "arm64-linux", "--mode", "random", "--iterations", "0"],
+        "nothing was checked: no execution ran",
+    );
+    assert_bad_input(
+        &["check", "--policy", "arm64-freebsd-asid", "--menu", "reclaim"],
+        "nothing was checked: no CPU could start an operation",
+    );
+}
+
+#[test]
+fn output_paths_are_checked_before_any_work() {
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("no/such/dir/out.html");
+    let missing = missing.to_str().unwrap();
+    let t = std::time::Instant::now();
+    assert_bad_input(&["reproduce", "--html", missing], "does not exist");
+    // Refused before the claims ran (they take seconds).
+    assert!(t.elapsed().as_secs_f64() < 2.0, "took {:?}", t.elapsed());
+    assert_bad_input(&["reproduce", "--html", dir.to_str().unwrap()], "is a directory");
+    let results = dir.join("r.jsonl");
+    std::fs::write(&results, "").unwrap();
+    assert_bad_input(&["report", results.to_str().unwrap(), "-o", missing], "does not exist");
+    let png = dir.join("no/x.png");
+    assert_bad_input(
+        &["plot", results.to_str().unwrap(), "--x", "cpus", "--y", "us", "-o", png.to_str().unwrap()],
+        "does not exist",
+    );
+    let sweep = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sweep-asid.toml");
+    assert_bad_input(&["sweep", sweep, "--results", missing], "does not exist");
+    let lackey = dir.join("lackey.log");
+    std::fs::write(&lackey, "").unwrap();
+    assert_bad_input(&["trace", "import", "--lackey", lackey.to_str().unwrap(), "-o", missing], "does not exist");
+    // Nothing was left behind: no probe files, no partial outputs.
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cpus_beyond_a_presets_cores_are_refused_with_its_maximum() {
+    assert_bad_input(&refs(&with("2", "17")), "--cpus 17: cortex-a72 has 16 cores (1 socket of 16)");
+    assert_bad_input(&refs(&with("2", "17")), "--set sockets=2");
+    // A larger machine of the same sockets is there when asked for.
+    let mut v = with("2", "17");
+    v.extend(["--set".to_string(), "sockets=2".to_string(), "--set".to_string(), "rounds=3".to_string()]);
+    let o = tlbkit(&refs(&v));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_bad_input(&refs(&with("procs=6", "sockets=0")), "--set sockets=0 is out of range for cortex-a72");
+}
+
+fn list_json(what: &str) -> serde_json::Value {
+    let o = tlbkit(&["list", what, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn list_metrics_describes_every_figure_a_run_reports() {
+    let m = list_json("metrics");
+    let described: Vec<&str> = m.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for e in m.as_array().unwrap() {
+        assert!(!e["unit"].as_str().unwrap().is_empty() && e["meaning"].as_str().unwrap().len() > 10, "{e}");
+    }
+    // Every result and metric of a real run, contpte metrics included.
+    let mut run: Vec<&str> = RUN.to_vec();
+    run.extend(["--set", "jitter=0"]);
+    for args in [
+        run,
+        vec![
+            "run",
+            "--machine",
+            "altra",
+            "--cpus",
+            "2",
+            "--policy",
+            "arm64-linux",
+            "--workload",
+            "exit_teardown",
+            "--set",
+            "contpte=on",
+            "--set",
+            "jobs=1",
+            "--format",
+            "json",
+        ],
+    ] {
+        let o = tlbkit(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for part in ["result", "metrics"] {
+            for k in j[part].as_object().unwrap().keys() {
+                assert!(described.contains(&k.as_str()), "{part} {k} is not described by `tlbkit list metrics`");
+            }
+        }
+    }
+}
+
+#[test]
+fn list_workloads_gives_every_parameter_with_default_range_and_meaning() {
+    let w = list_json("workloads");
+    let all = w["workloads"].as_array().unwrap();
+    assert_eq!(all.len(), tlbkit_sim::workload::WORKLOADS.len());
+    for (def, j) in tlbkit_sim::workload::WORKLOADS.iter().zip(all) {
+        assert_eq!(j["name"], def.name);
+        assert_eq!(j["headline"], def.results[0]);
+        let params = j["parameters"].as_array().unwrap();
+        for p in def.params {
+            let e = params.iter().find(|e| e["key"] == p.key).unwrap_or_else(|| panic!("{}: {}", def.name, p.key));
+            assert_eq!(
+                (e["default"].as_f64(), e["min"].as_f64(), e["max"].as_f64()),
+                (Some(p.default), Some(p.min), Some(p.max))
+            );
+            assert_eq!(e["meaning"], p.doc);
+        }
+    }
+    let trace = all.iter().find(|w| w["name"] == "trace").unwrap();
+    assert!(trace["parameters"].as_array().unwrap().iter().any(|p| p["key"] == "file" && p["required"] == true));
+    // Machines: cores, costs and where the costs come from; the machine parameters.
+    let m = list_json("machines");
+    let a72 = m["machines"].as_array().unwrap().iter().find(|p| p["name"] == "cortex-a72").unwrap();
+    assert_eq!((a72["cores"].as_u64(), a72["cost_sources"].as_str()), (Some(16), Some("docs/costs/cortex-a72.md")));
+    assert!(a72["costs_cycles"]["switch_path"].as_u64().is_some());
+    for p in m["machines"].as_array().unwrap() {
+        let doc = format!("{}/{}", env!("CARGO_MANIFEST_DIR"), p["cost_sources"].as_str().unwrap());
+        assert!(std::path::Path::new(&doc).exists(), "{doc}");
+    }
+    assert!(m["parameters"].as_array().unwrap().iter().any(|p| p["key"] == "sockets"));
+    let text = String::from_utf8_lossy(&tlbkit(&["list", "workloads"]).stdout).into_owned();
+    assert!(text.contains("  procs           20  2 to 4096    processes in the ring"), "{text}");
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_cli_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = tlbkit(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let s = String::from_utf8_lossy(&o.stdout).into_owned();
+        for sub in ["reproduce", "check", "replay", "sweep"] {
+            assert!(s.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let o = tlbkit(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
+    let man = String::from_utf8_lossy(&tlbkit(&["man"]).stdout).into_owned();
+    assert!(man.contains(".TH tlbkit 1"), "{man}");
+    assert!(man.contains("tlbkit\\-check"), "{man}");
+    let help = String::from_utf8_lossy(&tlbkit(&["run", "--help"]).stdout).into_owned();
+    assert!(help.contains("tlbkit list workloads") && help.contains("tlbkit list metrics"), "{help}");
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(["list", "machines"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tlbkit");
+    // Close the reading end before tlbkit writes, as a pager that quits does.
+    drop(c.stdout.take());
+    let o = c.wait_with_output().unwrap();
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_ne!(o.status.code(), Some(101));
 }

@@ -159,6 +159,8 @@ pub struct Outcome {
     pub pruned: bool,
     /// Steps taken.
     pub steps: usize,
+    /// Kernel operations the CPUs started, in all.
+    pub ops: usize,
     /// The events, when recorded.
     pub events: Vec<Event>,
 }
@@ -921,6 +923,40 @@ fn drain_options(st: &State, stuck: bool) -> Vec<(usize, usize)> {
     out
 }
 
+thread_local! {
+    /// Whether this thread is running policy code in a coroutine (see [`quiet_panics`]).
+    static IN_POLICY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (which resumes a CPU's coroutine) with panics kept quiet: a policy's
+/// panic is a finding, reported as the `no_policy_panic` violation with its
+/// message, so the process-wide panic hook must neither print it nor capture a
+/// backtrace. Capturing one is also unsafe here: the standard library's
+/// symbolisation caches would be allocated in the execution's arena, which the
+/// next execution reuses (with `RUST_BACKTRACE=1` that ended in a segfault).
+///
+/// The hook is installed once per process and passes every panic outside a
+/// coroutine on to the hook that was there before, so the checker's own bugs and
+/// other threads' panics still print as usual.
+fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        // The hook lives as long as the process: not in the arena.
+        let was = arena::set_active(false);
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_POLICY.with(Cell::get) {
+                previous(info);
+            }
+        }));
+        arena::set_active(was);
+    });
+    IN_POLICY.with(|p| p.set(true));
+    let r = f();
+    IN_POLICY.with(|p| p.set(false));
+    r
+}
+
 /// Steps the execution until it ends, then returns how.
 fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     let n = core.shape.cpus;
@@ -991,7 +1027,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             last = cpu;
             core.current.set(cpu);
             arena::set_active(true);
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(())));
+            let r = quiet_panics(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(()))));
             arena::set_active(false);
             match r {
                 Ok(CoroutineResult::Yield(())) => {}
@@ -1072,11 +1108,13 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     let mut st = core.st.borrow_mut();
     let events =
         std::mem::take(&mut st.events).into_iter().map(|e| Event { text: e.text.as_str().to_string(), ..e }).collect();
+    let ops = st.cpus.iter().map(|c| c.ops_done).sum();
     Outcome {
         choices: core.choices.borrow().clone(),
         violation: violation.map(|v| Violation { detail: v.detail.as_str().to_string(), ..v }),
         pruned: core.pruned.get(),
         steps,
+        ops,
         events,
     }
 }

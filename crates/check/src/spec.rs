@@ -7,12 +7,10 @@ use crate::kernel::Violation;
 use crate::search::{self, Randomised, Replay, Stats};
 use serde::Serialize;
 use std::fmt::Write as _;
-use tlbkit_policy::asid::freebsd_epoch::Variant;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
+use tlbkit_sim::registry::{self, Build, WithPolicy};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,77 +151,58 @@ fn asid_bits(asids: u32) -> Result<u8, String> {
     Ok(asids.trailing_zeros() as u8)
 }
 
-/// Binds `$build` to a builder of the policy `$spec` names and evaluates `$body`.
-macro_rules! with_policy {
-    ($spec:expr, $shape:expr, $build:ident => $body:expr) => {{
-        let spec: &CheckSpec = $spec;
-        let n = spec.cpus;
-        let slots = spec.mms + 1;
-        let r = resolve(&spec.policy)?;
-        // A bug with a switch in the policy code; the kernel-side one is the shape's.
-        let bug = r.bug.filter(|b| b.in_policy());
-        match r.base {
-            "arm64-noasid" => {
-                let $build = || NoAsid::new(n);
-                $body
-            }
-            "arm64-freebsd-asid" | "arm64-freebsd-asid-fix-reserved-ttbr0" | "arm64-freebsd-asid-fix-self" => {
-                let bits = asid_bits(spec.asids)?;
-                let v = Variant::from_policy_name(r.base).expect("a FreeBSD epoch variant's name");
-                let $build = move || {
-                    let p = FreebsdEpoch::new(n, slots, bits).with_variant(v);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "arm64-linux" | "arm64-linux-skipbcast" => {
-                let bits = asid_bits(spec.asids)?;
-                let skip = r.base == "arm64-linux-skipbcast";
-                let make = move || {
-                    if skip {
-                        LinuxArm64::with_skip_broadcast(n, slots, bits, false)
-                    } else {
-                        LinuxArm64::new(n, slots, bits, false)
-                    }
-                };
-                make().map_err(|e| format!("{}: {e}", spec.policy))?;
-                let $build = move || {
-                    let p = make().expect("the same configuration was accepted");
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "x86-linux-nopcid" | "x86-linux-pcid" => {
-                let pcid = r.base == "x86-linux-pcid";
-                let $build = move || {
-                    let p = LinuxX86::new(n, slots, pcid);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            "x86-freebsd-counter" | "x86-freebsd-gen" | "x86-freebsd-scoreboard" => {
-                let c = Completion::from_name(r.base).expect("a registered completion protocol");
-                let $build = move || {
-                    let p = FreebsdX86::new(n, slots, c);
-                    match bug {
-                        Some(b) => p.with_bug(b),
-                        None => p,
-                    }
-                };
-                $body
-            }
-            other => Err(format!("policy '{other}' has no checker builder")),
-        }
-    }};
+/// Returns the registry's builder input for `spec`: its CPUs, address-space
+/// slots (one more, for the kernel's) and, on arm64, the ASID width its `--asids`
+/// asks for; the zoo bug with a switch in the policy code (the kernel-side one is
+/// the shape's).
+fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
+    let arm64 = tlbkit_sim::registry::policy(r.base).is_some_and(|p| p.arch == tlbkit_sim::preset::Arch::Arm64);
+    Ok(Build {
+        cpus: spec.cpus,
+        mm_slots: spec.mms + 1,
+        // x86 policies keep their own PCID space; the width is not theirs to use.
+        asid_bits: if arm64 { asid_bits(spec.asids)? } else { 12 },
+        kpti: false,
+        bug: r.bug.filter(|b| b.in_policy()),
+    })
+}
+
+/// Builds the policy `spec` names and runs `code` with it.
+fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, String> {
+    let r = resolve(&spec.policy)?;
+    registry::with_policy(r.base, &build(spec, &r)?, code).map_err(|e| format!("{}: {e}", spec.policy))
+}
+
+/// A search, for [`with_policy`].
+struct Search<'a> {
+    spec: &'a CheckSpec,
+    shape: &'a Shape,
+    progress: &'a mut dyn FnMut(u64),
+}
+
+impl WithPolicy for Search<'_> {
+    type Out = Result<CheckReport, String>;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
+        search_with(self.spec, self.shape, build, self.progress)
+    }
+}
+
+/// One replayed execution, for [`with_policy`].
+struct ReplayOne<'a> {
+    spec: &'a CheckSpec,
+    shape: &'a Shape,
+    choices: &'a [u32],
+    token: &'a str,
+}
+
+impl WithPolicy for ReplayOne<'_> {
+    type Out = CheckReport;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> CheckReport {
+        let out = exec::run(self.shape, build, &mut Replay::new(self.choices), true);
+        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
+        let cx = out.violation.is_some().then(|| counterexample(&out, self.token.to_string()));
+        report(self.spec, "replay", stats, cx)
+    }
 }
 
 /// A policy name resolved: the registered policy and the zoo bug it carries.
@@ -304,7 +283,7 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
 /// executions run so far every 4,096 executions (for a progress display).
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
     let shape = shape(spec)?;
-    with_policy!(spec, shape, build => Ok(search_with(spec, &shape, &build, progress)))
+    with_policy(spec, Search { spec, shape: &shape, progress })?
 }
 
 fn search_with<P: Policy>(
@@ -312,27 +291,44 @@ fn search_with<P: Policy>(
     shape: &Shape,
     build: &dyn Fn() -> P,
     progress: &mut dyn FnMut(u64),
-) -> CheckReport {
+) -> Result<CheckReport, String> {
     let mut n = 0u64;
+    let started = std::cell::Cell::new(0usize);
     let mut run = |c: &mut dyn Chooser| {
         n += 1;
         if n.is_multiple_of(4096) {
             progress(n);
         }
-        exec::run(shape, build, c, false)
+        let out = exec::run(shape, build, c, false);
+        started.set(started.get().max(out.ops));
+        out
     };
     let (stats, found) = match spec.mode {
         Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
         Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
         Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
     };
+    if found.is_none() && (stats.executions == 0 || started.get() == 0) {
+        // A clean verdict over no behaviour would read as a proof: refuse it.
+        let why = if stats.executions == 0 {
+            "no execution ran (--iterations 0); give --iterations 1 or more".to_string()
+        } else {
+            format!(
+                "no CPU could start an operation from the menu ({}) with {} address space(s); widen --menu or \
+                 --mms (see `tlbkit check --help`)",
+                crate::ops::OpKind::names(spec.menu),
+                spec.mms
+            )
+        };
+        return Err(format!("nothing was checked: {why}"));
+    }
     let counterexample = found.map(|out| {
         let choices = search::shrink(&mut run, &out);
         let token = encode(spec, &choices);
         let out = exec::run(shape, build, &mut Replay::new(&choices), true);
         counterexample(&out, token)
     });
-    report(spec, spec.mode.name(), stats, counterexample)
+    Ok(report(spec, spec.mode.name(), stats, counterexample))
 }
 
 fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Option<Counterexample>) -> CheckReport {
@@ -395,38 +391,48 @@ fn counterexample(out: &Outcome, token: String) -> Counterexample {
 pub fn replay(token: &str) -> Result<CheckReport, String> {
     let (spec, choices) = decode(token)?;
     let shape = shape(&spec)?;
-    with_policy!(&spec, shape, build => {
-        let out = exec::run(&shape, &build, &mut Replay::new(&choices), true);
-        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
-        let cx = out.violation.is_some().then(|| counterexample(&out, token.to_string()));
-        Ok(report(&spec, "replay", stats, cx))
-    })
+    with_policy(&spec, ReplayOne { spec: &spec, shape: &shape, choices: &choices, token })
 }
 
-/// Token format version.
-const TOKEN_VERSION: &str = "t1";
-/// Token format version with a contiguous block.
-const TOKEN_VERSION_CONTPTE: &str = "t2";
+/// Token format version. Older formats (`t1`, `t2`) carried no checksum and are
+/// refused: a mistyped one would have replayed another schedule.
+const TOKEN_VERSION: &str = "t3";
+
+/// Returns the CRC-32 (IEEE 802.3, reflected, as zlib computes it) of `bytes`:
+/// the token's checksum. A CRC detects every error burst of up to 32 bits, so a
+/// mistyped character, or two neighbouring ones swapped, never passes.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
 
 /// Encodes a spec and a schedule as a shell-safe token:
-/// `t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES`, where MENU is the operation
-/// kinds' mask in hex, each choice is a base-36 digit (`(N)` for 35 and up) and
-/// `zN.` stands for N zeros; with a contiguous block,
-/// `t2~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES`.
+/// `t3~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
+/// the operation kinds' mask in hex, TEARDOWN the contiguous block's strategy
+/// (`-` without one), each choice a base-36 digit (`(N)` for 35 and up) with
+/// `zN.` standing for N zeros (a schedule of no choices is written `0`, which
+/// replays the same way), and CRC the [`crc32`] of everything before it, as
+/// eight hex digits.
 pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
     let mut s = format!(
-        "{}~{}~{}~{}~{}~{}~{}~{:x}~",
-        if spec.teardown.is_some() { TOKEN_VERSION_CONTPTE } else { TOKEN_VERSION },
+        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~{:x}~{}~",
         spec.policy,
         spec.cpus,
         spec.mms,
         spec.asids,
         spec.ops,
         spec.memory.name(),
-        spec.menu
+        spec.menu,
+        spec.teardown.map_or("-", |t| t.name()),
     );
-    if let Some(t) = spec.teardown {
-        let _ = write!(s, "{}~", t.name());
+    if choices.is_empty() {
+        s.push('0');
     }
     let mut i = 0;
     while i < choices.len() {
@@ -447,20 +453,37 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
         }
         i += 1;
     }
+    let crc = crc32(s.as_bytes());
+    let _ = write!(s, "~{crc:08x}");
     s
 }
 
-/// Decodes a token made by [`encode`].
+/// The most choices a token may hold (a zero run counts its zeros): far more
+/// than any execution of the checker's bounded shapes makes.
+const MAX_TOKEN_CHOICES: usize = 1_000_000;
+
+/// Decodes a token made by [`encode`], refusing one whose checksum does not match.
 pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
-    let bad = |why: &str| format!("not a tlbkit replay token ({why}): '{token}'; copy it from `tlbkit check`'s output");
-    let mut parts: Vec<&str> = token.split('~').collect();
-    let teardown = match (parts.first().copied(), parts.len()) {
-        (Some(TOKEN_VERSION), 9) => None,
-        (Some(TOKEN_VERSION_CONTPTE), 10) => {
-            let name = parts.remove(8);
-            Some(Teardown::from_name(name).map_err(|e| bad(&e.to_string()))?)
-        }
-        _ => return Err(bad("expected t1~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~CHOICES")),
+    let shown: String = token.chars().take(120).collect();
+    let shown = if shown.len() < token.len() { format!("{shown}...") } else { shown };
+    let bad =
+        |why: &str| format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output");
+    if token.starts_with("t1~") || token.starts_with("t2~") {
+        return Err(bad("a token from an older tlbkit, which carried no checksum; run the `tlbkit check` that \
+                        printed it again for a t3 token"));
+    }
+    let parts: Vec<&str> = token.split('~').collect();
+    if parts.first() != Some(&TOKEN_VERSION) || parts.len() != 11 {
+        return Err(bad("expected t3~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC"));
+    }
+    let (body, sum) = token.rsplit_once('~').expect("eleven fields");
+    let crc = u32::from_str_radix(sum, 16).ok().filter(|_| sum.len() == 8);
+    if crc != Some(crc32(body.as_bytes())) {
+        return Err(bad("its checksum does not match: a character was mistyped, lost or added"));
+    }
+    let teardown = match parts[8] {
+        "-" => None,
+        name => Some(Teardown::from_name(name).map_err(|e| bad(&e.to_string()))?),
     };
     let menu = u32::from_str_radix(parts[7], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
@@ -469,12 +492,15 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         "tso" => Memory::Tso,
         _ => return Err(bad("the memory model is neither sc nor tso")),
     };
+    let small = |s: &str, what: &str| {
+        num(s, what).and_then(|n| u32::try_from(n).map_err(|_| bad(&format!("{what} is out of range"))))
+    };
     let spec = CheckSpec {
         policy: parts[1].to_string(),
-        cpus: num(parts[2], "CPUS")? as usize,
-        mms: num(parts[3], "MMS")? as usize,
-        asids: num(parts[4], "ASIDS")? as u32,
-        ops: num(parts[5], "OPS")? as usize,
+        cpus: small(parts[2], "CPUS")? as usize,
+        mms: small(parts[3], "MMS")? as usize,
+        asids: small(parts[4], "ASIDS")?,
+        ops: small(parts[5], "OPS")? as usize,
         mode: Mode::Exhaustive,
         iterations: 1,
         seed: 0,
@@ -482,23 +508,27 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         menu,
         teardown,
     };
+    let text = parts[9];
+    if text.is_empty() {
+        return Err(bad("it has no choices"));
+    }
     let mut choices = Vec::new();
-    let b = parts[8].as_bytes();
+    let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'z' => {
-                let end = parts[8][i..].find('.').ok_or_else(|| bad("a zero run has no end"))? + i;
-                let n = num(&parts[8][i + 1..end], "a zero run")?;
-                if n > 1_000_000 {
-                    return Err(bad("a zero run is too long"));
+                let end = text[i..].find('.').ok_or_else(|| bad("a zero run has no end"))? + i;
+                let n = num(&text[i + 1..end], "a zero run")? as usize;
+                if n > MAX_TOKEN_CHOICES - choices.len() {
+                    return Err(bad("it has too many choices"));
                 }
-                choices.extend(std::iter::repeat_n(0, n as usize));
+                choices.extend(std::iter::repeat_n(0, n));
                 i = end + 1;
             }
             b'(' => {
-                let end = parts[8][i..].find(')').ok_or_else(|| bad("a '(' has no ')'"))? + i;
-                choices.push(num(&parts[8][i + 1..end], "a choice")? as u32);
+                let end = text[i..].find(')').ok_or_else(|| bad("a '(' has no ')'"))? + i;
+                choices.push(small(&text[i + 1..end], "a choice")?);
                 i = end + 1;
             }
             c => {
@@ -506,6 +536,9 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
                 choices.push(d);
                 i += 1;
             }
+        }
+        if choices.len() > MAX_TOKEN_CHOICES {
+            return Err(bad("it has too many choices"));
         }
     }
     Ok((spec, choices))

@@ -3,7 +3,7 @@
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{decode, encode};
+use tlbkit_check::spec::{crc32, decode, encode};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 #[global_allocator]
@@ -75,7 +75,8 @@ fn tokens_round_trip_and_compress_zero_runs() {
     // 35 is base-36 'z', which opens a zero run: it goes in parentheses.
     let choices = [0, 0, 0, 0, 0, 2, 1, 0, 0, 37, 0, 34, 35];
     let t = encode(&s, &choices);
-    assert_eq!(t, "t1~zoo/linux-x86-8f1d56f64f8d~2~3~4~6~sc~1ff~z5.2100(37)0y(35)");
+    let body = "t3~zoo/linux-x86-8f1d56f64f8d~2~3~4~6~sc~1ff~-~z5.2100(37)0y(35)";
+    assert_eq!(t, format!("{body}~{:08x}", crc32(body.as_bytes())));
     let (s2, c2) = decode(&t).unwrap();
     assert_eq!(s2.policy, s.policy);
     assert_eq!((s2.cpus, s2.mms, s2.asids, s2.ops, s2.memory, s2.menu), (2, 3, 4, 6, Memory::Sc, OpKind::all()));
@@ -84,10 +85,74 @@ fn tokens_round_trip_and_compress_zero_runs() {
     // With a contiguous block the token names its teardown.
     let s = CheckSpec { teardown: Some(tlbkit_policy::contpte::Teardown::Robust), ..spec("arm64-linux", 3) };
     let t = encode(&s, &[1, 0]);
-    assert_eq!(t, "t2~arm64-linux~2~3~4~3~sc~1ff~robust~10");
+    assert!(t.starts_with("t3~arm64-linux~2~3~4~3~sc~1ff~robust~10~"), "{t}");
     let (s3, c3) = decode(&t).unwrap();
     assert_eq!((s3.policy.as_str(), s3.ops, s3.teardown, c3), ("arm64-linux", 3, s.teardown, vec![1, 0]));
-    assert!(decode("t2~arm64-linux~2~3~4~3~sc~1ff~fast~10").unwrap_err().contains("unknown teardown 'fast'"));
+    let sealed = |body: &str| format!("{body}~{:08x}", crc32(body.as_bytes()));
+    let e = decode(&sealed("t3~arm64-linux~2~3~4~3~sc~1ff~fast~10")).unwrap_err();
+    assert!(e.contains("unknown teardown 'fast'"), "{e}");
+}
+
+#[test]
+fn crc32_is_zlibs() {
+    // The check value of the CRC-32/ISO-HDLC catalogue entry, and zlib's crc32(b"").
+    assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    assert_eq!(crc32(b""), 0);
+}
+
+#[test]
+fn a_mistyped_token_is_refused_never_replayed_as_another_schedule() {
+    let t = encode(&spec("arm64-linux", 6), &[0, 1, 0, 0, 0, 2, 1]);
+    assert!(decode(&t).is_ok());
+    // Every single-character change (each position, each other token character)
+    // and every swap of two different neighbours is caught by the checksum.
+    let alphabet: Vec<char> = "0123456789abcdefghijklmnopqrstuvwxyz~.()-/".chars().collect();
+    let chars: Vec<char> = t.chars().collect();
+    for i in 0..chars.len() {
+        for &c in alphabet.iter().filter(|&&c| c != chars[i]) {
+            let mut m = chars.clone();
+            m[i] = c;
+            let m: String = m.into_iter().collect();
+            assert!(decode(&m).is_err(), "{m} decoded");
+        }
+        if i + 1 < chars.len() && chars[i] != chars[i + 1] {
+            let mut m = chars.clone();
+            m.swap(i, i + 1);
+            let m: String = m.into_iter().collect();
+            assert!(decode(&m).is_err(), "{m} decoded");
+        }
+    }
+    // A dropped character too.
+    let e = decode(&t[..t.len() - 1]).unwrap_err();
+    assert!(e.contains("checksum"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+fn an_empty_schedule_is_written_as_one_zero_and_an_empty_one_is_refused() {
+    let s = spec("arm64-linux", 6);
+    let t = encode(&s, &[]);
+    assert!(t.starts_with("t3~arm64-linux~2~3~4~6~sc~1ff~-~0~"), "{t}");
+    assert_eq!(decode(&t).unwrap().1, vec![0]);
+    let body = "t3~arm64-linux~2~3~4~6~sc~1ff~-~";
+    let e = decode(&format!("{body}~{:08x}", crc32(body.as_bytes()))).unwrap_err();
+    assert!(e.contains("no choices"), "{e}");
+}
+
+#[test]
+fn tokens_of_older_formats_are_refused_with_what_to_do() {
+    let e = decode("t1~zoo/freebsd-x86-counter-early-ack~3~3~6~6~sc~1ff~2z25.11").unwrap_err();
+    assert!(e.contains("older tlbkit") && e.contains("t3"), "{e}");
+    let e = decode("t2~arm64-linux~2~3~4~3~sc~1ff~robust~10").unwrap_err();
+    assert!(e.contains("older tlbkit"), "{e}");
+}
+
+#[test]
+fn a_check_that_explores_nothing_is_an_error() {
+    let e = check(&CheckSpec { mode: Mode::Random, iterations: 0, ..spec("arm64-linux", 3) }).unwrap_err();
+    assert!(e.starts_with("nothing was checked") && e.contains("--iterations"), "{e}");
+    let e = check(&CheckSpec { mode: Mode::Exhaustive, iterations: 0, ..spec("arm64-linux", 3) }).unwrap_err();
+    assert!(e.starts_with("nothing was checked"), "{e}");
 }
 
 #[test]

@@ -12,7 +12,8 @@
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
 //! - [`workload`]: the seeds' benchmarks as programs.
-//! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end.
+//! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end; [`metrics`]: what each reported
+//!   figure means, and its unit.
 //! - [`claims`]: the seed claims `tlbkit reproduce` checks.
 //! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
 //!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
@@ -25,6 +26,7 @@ pub mod compare;
 pub mod frames;
 pub mod holders;
 pub mod machine;
+pub mod metrics;
 pub mod oracle;
 pub mod pagetable;
 pub mod plot;

@@ -15,7 +15,7 @@ pub enum Arch {
 }
 
 /// TLB and walk-cache geometry of one core.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct TlbGeometry {
     /// L1 data TLB entries (fully associative).
     pub l1d_entries: usize,
@@ -28,7 +28,7 @@ pub struct TlbGeometry {
 }
 
 /// What each hardware operation costs, in cycles.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Costs {
     /// One ordinary load or store that hits the L1 data cache.
     pub mem_access: u64,

@@ -1,7 +1,21 @@
-//! Names: which policies exist and what they are for (machines are in `preset`,
-//! workloads in `workload`; `run` builds the policy a name stands for).
+//! The policy registry: which policies exist, what they are for, and how each is
+//! built. It is the one place a policy is added (machines are in `preset`,
+//! workloads in `workload`): one [`register!`] entry gives the policy its name in
+//! `list`, `run`, `compare`, `sweep` and `check`, and its builder in the
+//! simulator and the checker alike ([`with_policy`]).
+//!
+//! Adding a policy: write its file (a type implementing [`tlbkit_policy::Policy`]),
+//! then add an entry below with its name, a one-line description, its
+//! architecture, and `build: |b| ...` returning `Result<YourPolicy, String>` from a
+//! [`Build`]. The tests in this file run every entry in the simulator, and the
+//! checker's tests check every entry, so an entry that cannot be built fails there.
 
 use crate::preset::Arch;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::shootdown::Completion;
+use tlbkit_policy::zoo::Bug;
+use tlbkit_policy::Policy;
 
 /// A registered policy.
 #[derive(Clone, Copy, Debug)]
@@ -12,74 +26,179 @@ pub struct PolicyDef {
     pub description: &'static str,
     /// The architecture it is written for.
     pub arch: Arch,
+    /// Whether the policy has switches for bug-zoo bugs (`with_bug`).
+    pub zoo: bool,
 }
 
-/// Every policy.
-pub const POLICIES: &[PolicyDef] = &[
-    PolicyDef {
-        name: "arm64-noasid",
+/// What a policy is built from: the machine's shape and the `--set` options.
+/// The simulator and the checker fill it in; a policy takes what it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Build {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address-space slots (slot 0 is the kernel's).
+    pub mm_slots: usize,
+    /// The ASID width (arm64), from `--set asid_bits` or the checker's `--asids`.
+    pub asid_bits: u8,
+    /// `--set kpti=on` (arm64 Linux).
+    pub kpti: bool,
+    /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
+    pub bug: Option<Bug>,
+}
+
+/// Code that runs with a policy of whatever type a name stands for: the
+/// simulator's run, the checker's search. [`with_policy`] calls [`WithPolicy::with`]
+/// with a builder of fresh policies (the checker builds one per execution), so
+/// that the code is monomorphised for each registered policy.
+pub trait WithPolicy {
+    /// What the code returns.
+    type Out;
+    /// Runs the code with `build`, which returns a fresh policy each call.
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out;
+}
+
+/// Registers policies: for each, its name, description, architecture, how it is
+/// built from a [`Build`], and (optionally) how a zoo bug is switched on. From
+/// this one table come [`POLICIES`] (names for `list`, `compare`, `sweep`, the
+/// checker's names) and [`with_policy`] (the builder the simulator and the
+/// checker both use), so a registered policy can always be run and checked, and
+/// no policy can be half-registered.
+macro_rules! register {
+    ($( $name:literal {
+        description: $desc:expr,
+        arch: $arch:ident,
+        build: |$b:ident| $build:expr
+        $(, bug: |$p:ident, $bv:ident| $apply:expr)? $(,)?
+    } )*) => {
+        /// Every policy.
+        pub const POLICIES: &[PolicyDef] = &[
+            $( PolicyDef { name: $name, description: $desc, arch: Arch::$arch, zoo: register!(@has $($p)?) } ),*
+        ];
+
+        /// Builds the policy called `name` from `b` and runs `code` with it.
+        /// Returns an error for an unknown name, a shape the policy refuses, or a
+        /// bug it has no switch for.
+        pub fn with_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, String> {
+            match name {
+                $( $name => {
+                    let make = |$b: &Build| -> Result<_, String> {
+                        #[allow(unused_mut)]
+                        let mut p = $build?;
+                        if let Some(bug) = $b.bug {
+                            register!(@bug name, p, bug $(, |$p, $bv| $apply)?);
+                        }
+                        Ok(p)
+                    };
+                    // Refuse a bad shape here, so that the builder below cannot fail.
+                    make(b)?;
+                    Ok(code.with(&|| make(b).expect("the same configuration was accepted")))
+                } )*
+                other => Err(format!(
+                    "unknown policy '{other}'; valid policies: {}",
+                    POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+    };
+    (@has) => { false };
+    (@has $p:ident) => { true };
+    (@bug $name:ident, $pol:ident, $bug:ident) => {
+        return Err(format!("{} has no switch for the bug-zoo bug {}", $name, $bug))
+    };
+    (@bug $name:ident, $pol:ident, $bug:ident, |$p:ident, $bv:ident| $apply:expr) => {
+        $pol = {
+            let ($p, $bv) = ($pol, $bug);
+            $apply
+        }
+    };
+}
+
+register! {
+    "arm64-noasid" {
         description:
             "FreeBSD arm64 before seed 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "arm64-freebsd-asid",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(NoAsid::new(b.cpus)),
+    }
+    "arm64-freebsd-asid" {
         description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
-                      (has finding freebsd-arm64-asid-reset-*)",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "arm64-freebsd-asid-fix-reserved-ttbr0",
-        description: "arm64-freebsd-asid with a fix candidate: the reserved empty table in TTBR0 before the curpmap \
-                      store, so no walk uses an unreserved ASID during a reset",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "arm64-freebsd-asid-fix-self",
-        description: "arm64-freebsd-asid with a partial fix: the reset also reserves the resetting CPU's own TTBR0 \
-                      ASID (closes only window 1 of the reset finding)",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "arm64-linux",
+                      (has findings freebsd-arm64-asid-reset-*, see tlbkit list)",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "arm64-freebsd-asid-fix-reserved-ttbr0" {
+        description: "arm64-freebsd-asid with a fix candidate for its reset finding: reserved TTBR0 before the curpmap \
+                      store, the reset's flush after its loop, stale cookies not restamped",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0)
+        ),
+    }
+    "arm64-freebsd-asid-fix-self" {
+        description: "arm64-freebsd-asid with a partial fix: the resetting CPU parks its own TTBR0 on the reserved \
+                      table before the flush (closes window 1 of the reset finding only)",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ParkSelf)
+        ),
+    }
+    "arm64-freebsd-asid-cutoff" {
+        description: "worked example (examples/my-policy): arm64-freebsd-asid with ranges over 64 pages flushed by \
+                      one TLBI ASIDE1IS",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(my_policy::RangeCutoff::new(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits),
+            my_policy::RangeCutoff::DEFAULT_CUTOFF,
+        )),
+    }
+    "arm64-linux" {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "arm64-linux-skipbcast",
+        arch: Arm64,
+        build: |b| LinuxArm64::new(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map_err(|e| e.to_string()),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "arm64-linux-skipbcast" {
         description: "Linux arm64 + seed 001: skip the TLBI broadcast when the mm is active only here or nowhere \
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
-        arch: Arch::Arm64,
-    },
-    PolicyDef {
-        name: "x86-linux-nopcid",
+        arch: Arm64,
+        build: |b| LinuxArm64::with_skip_broadcast(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map_err(|e| e.to_string()),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
-        arch: Arch::X86_64,
-    },
-    PolicyDef {
-        name: "x86-linux-pcid",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, false)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-linux-pcid" {
         description: "Linux x86 PCID (seed 002 after): 6 per-CPU {ctx_id, tlb_gen} slots, CR3 NOFLUSH, lazy TLB, \
                       IPI flushes",
-        arch: Arch::X86_64,
-    },
-    PolicyDef {
-        name: "x86-freebsd-counter",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, true)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-freebsd-counter" {
         description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
-        arch: Arch::X86_64,
-    },
-    PolicyDef {
-        name: "x86-freebsd-gen",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-freebsd-gen" {
         description: "FreeBSD x86 after seed 003: handlers store the generation in their own per-CPU done flag",
-        arch: Arch::X86_64,
-    },
-    PolicyDef {
-        name: "x86-freebsd-scoreboard",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-freebsd-scoreboard" {
         description: "FreeBSD x86 (2020 rework): lock-free per-initiator requests, target x initiator scoreboard, \
                       ack before invalidate",
-        arch: Arch::X86_64,
-    },
-];
+        arch: X86_64,
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+}
 
 /// Returns the policy called `name`.
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
@@ -92,9 +211,49 @@ mod tests {
     use tlbkit_policy::zoo::ZOO;
 
     #[test]
+    fn every_registered_policy_runs_in_the_simulator() {
+        for p in POLICIES {
+            let machine = match p.arch {
+                Arch::Arm64 => "cortex-a72",
+                Arch::X86_64 => "skylake",
+            };
+            let spec = crate::run::RunSpec {
+                machine: machine.into(),
+                cpus: 2,
+                policy: p.name.into(),
+                workload: "lat_ctx".into(),
+                sets: vec!["procs=4".into(), "rounds=3".into()],
+                seed: 1,
+                strict: true,
+            };
+            let out = crate::run::run(&spec).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+            assert_eq!(out.violations_total, 0, "{}", p.name);
+            assert!(out.metrics.context_switches > 0, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn a_bug_without_a_switch_is_refused_and_an_unknown_name_lists_the_policies() {
+        struct Nothing;
+        impl WithPolicy for Nothing {
+            type Out = ();
+            fn with<P: Policy>(self, _build: &dyn Fn() -> P) {}
+        }
+        let b = Build { cpus: 2, mm_slots: 4, asid_bits: 8, kpti: false, bug: Some(Bug::FreebsdArm64EpochWrap) };
+        let e = with_policy("arm64-noasid", &b, Nothing).unwrap_err();
+        assert!(e.contains("arm64-noasid has no switch for the bug-zoo bug freebsd-arm64-epoch-wrap"), "{e}");
+        assert!(with_policy("arm64-freebsd-asid", &b, Nothing).is_ok());
+        let e = with_policy("arm64-nope", &Build { bug: None, ..b }, Nothing).unwrap_err();
+        assert!(e.contains("valid policies: arm64-noasid, arm64-freebsd-asid"), "{e}");
+        assert_eq!(POLICIES.iter().filter(|p| !p.zoo).map(|p| p.name).collect::<Vec<_>>(), ["arm64-noasid"]);
+    }
+
+    #[test]
     fn every_zoo_entry_names_a_registered_base_policy() {
         for e in ZOO {
-            assert!(policy(e.base).is_some(), "zoo/{}: base {:?} is not a registered policy", e.id, e.base);
+            let p = policy(e.base);
+            assert!(p.is_some(), "zoo/{}: base {:?} is not a registered policy", e.id, e.base);
+            assert!(!e.bug.in_policy() || p.is_some_and(|p| p.zoo), "zoo/{}: {} has no bug switch", e.id, e.base);
         }
     }
 }

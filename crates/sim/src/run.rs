@@ -6,16 +6,13 @@
 
 use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
-use crate::registry::{self, POLICIES};
+use crate::registry::{self, Build, WithPolicy, POLICIES};
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
-use tlbkit_policy::asid::freebsd_epoch::Variant;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::contpte::Teardown;
-use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Policy;
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -136,6 +133,46 @@ pub struct Metrics {
     pub file_writebacks: Option<u64>,
 }
 
+impl Metrics {
+    /// Returns metrics of zero, with the contpte ones present when `contpte`
+    /// (as a run with `--set contpte` or `--set teardown` reports them).
+    pub fn zero(contpte: bool) -> Metrics {
+        let report = contpte.then_some(0);
+        // A literal of every field, so that a new metric cannot be left out here.
+        Metrics {
+            sim_time_ns: 0.0,
+            tlb_accesses: 0,
+            tlb_misses: 0,
+            l1_tlb_misses: 0,
+            page_walks: 0,
+            spec_fills: 0,
+            page_faults: 0,
+            local_invalidations: 0,
+            broadcast_invalidations: 0,
+            ipis_sent: 0,
+            ipi_handler_ns: 0.0,
+            ipi_invalidating_ns: 0.0,
+            ipi_sync_ns: 0.0,
+            shootdowns: 0,
+            shootdown_ns: 0.0,
+            line_transfers: 0,
+            context_switches: 0,
+            asid_rollovers: 0,
+            full_flushes: 0,
+            syscalls: 0,
+            events: 0,
+            contpte_fills: report,
+            folios: report,
+            pte_range_flushes: report,
+            exit_range_flushes: report,
+            exits: report,
+            exit_teardown_ns: report.map(|x| x as f64),
+            hw_races: report,
+            file_writebacks: report,
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunOutput {
@@ -176,7 +213,7 @@ impl RunOutput {
 }
 
 /// Machine and kernel parameters, besides the workload's own.
-const MACHINE_KEYS: &[(&str, &str)] = &[
+pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ("asid_bits", "ASID width in bits (the preset's supported widths)"),
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
     ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
@@ -187,6 +224,11 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
          from the seed, so that seeds differ as runs of a real machine do (default 0: none, nothing drawn)",
     ),
     ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
+    (
+        "sockets",
+        "sockets of the preset's kind (default: the real machine's); more model a larger machine, so that --cpus \
+         may exceed the preset's cores (up to 4096 CPUs)",
+    ),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
     (
         "contpte",
@@ -260,6 +302,19 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
         return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
+    }
+    let sockets = sockets(&preset, spec)?;
+    if spec.cpus > sockets * preset.cores_per_socket {
+        let max = sockets * preset.cores_per_socket;
+        let need = spec.cpus.div_ceil(preset.cores_per_socket);
+        return Err(format!(
+            "--cpus {}: {} has {max} cores ({sockets} socket{} of {}); give --cpus 1 to {max}, or model a larger \
+             machine of the same sockets with --set sockets={need}",
+            spec.cpus,
+            preset.name,
+            if sockets == 1 { "" } else { "s" },
+            preset.cores_per_socket
+        ));
     }
     let mut mp = MachineParams {
         asid_bits: preset.asid_bits[0],
@@ -352,6 +407,8 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 // from, and printed with them only when given.
                 params.insert(JITTER.to_string(), j);
             }
+            // Checked before the loop (the CPU count depends on it).
+            "sockets" => {}
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
@@ -395,6 +452,31 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         ));
     }
     Ok((preset, wl, mp, params, texts))
+}
+
+/// Returns the sockets the machine has: the real machine's unless `--set
+/// sockets=N` asks for a larger (hypothetical) machine of the same sockets, up to
+/// [`MAX_CPUS`] CPUs. CPUs fill the sockets in order, so sockets past the last
+/// CPU are empty and change nothing.
+fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, String> {
+    let real = preset.real_cores.div_ceil(preset.cores_per_socket);
+    let Some(v) = spec.sets.iter().rev().find_map(|s| s.strip_prefix("sockets=")) else { return Ok(real) };
+    let most = MAX_CPUS.div_ceil(preset.cores_per_socket);
+    match v.parse::<usize>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--set sockets={v} is out of range for {}: give a whole number from 1 to {most} ({} cores each; the \
+             real machine has {real})",
+            preset.name, preset.cores_per_socket
+        )),
+    }
+}
+
+/// Returns the `--set sockets=N` that a run of `cpus` CPUs on `preset` needs, or
+/// `None` when the real machine has that many cores (for scale studies such as
+/// `tlbkit bench --cpus`).
+pub fn sockets_for(preset: &Preset, cpus: usize) -> Option<String> {
+    (cpus > preset.real_cores).then(|| format!("sockets={}", cpus.div_ceil(preset.cores_per_socket)))
 }
 
 fn arch_name(a: Arch) -> &'static str {
@@ -526,62 +608,34 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
     }
 }
 
-/// Binds `$mk` to a builder of the policy called `$name` and evaluates `$body`
-/// with it: the one place a policy name becomes a concrete, monomorphised type.
-macro_rules! with_policy {
-    ($name:expr, $n:expr, $mms:expr, $mp:expr, $mk:ident => $body:expr) => {
-        match $name {
-            "arm64-noasid" => {
-                let $mk = || NoAsid::new($n);
-                $body
-            }
-            "arm64-freebsd-asid" | "arm64-freebsd-asid-fix-reserved-ttbr0" | "arm64-freebsd-asid-fix-self" => {
-                let v = Variant::from_policy_name($name).expect("a FreeBSD epoch variant's name");
-                let $mk = move || FreebsdEpoch::new($n, $mms, $mp.asid_bits).with_variant(v);
-                $body
-            }
-            "arm64-linux" => match LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti) {
-                Err(e) => Err(e.to_string()),
-                Ok(_) => {
-                    let $mk = || {
-                        LinuxArm64::new($n, $mms, $mp.asid_bits, $mp.kpti).expect("the same configuration was accepted")
-                    };
-                    $body
-                }
-            },
-            "arm64-linux-skipbcast" => match LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti) {
-                Err(e) => Err(e.to_string()),
-                Ok(_) => {
-                    let $mk = || {
-                        LinuxArm64::with_skip_broadcast($n, $mms, $mp.asid_bits, $mp.kpti)
-                            .expect("the same configuration was accepted")
-                    };
-                    $body
-                }
-            },
-            "x86-freebsd-counter" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Counter);
-                $body
-            }
-            "x86-freebsd-gen" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Generation);
-                $body
-            }
-            "x86-freebsd-scoreboard" => {
-                let $mk = || FreebsdX86::new($n, $mms, Completion::Scoreboard);
-                $body
-            }
-            "x86-linux-nopcid" => {
-                let $mk = || LinuxX86::new($n, $mms, false);
-                $body
-            }
-            "x86-linux-pcid" => {
-                let $mk = || LinuxX86::new($n, $mms, true);
-                $body
-            }
-            other => Err(format!("policy '{other}' is registered but has no builder")),
-        }
-    };
+/// The registry's builder input for a run: the machine's shape and `--set kpti`.
+fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
+    Build { cpus: spec.cpus, mm_slots: max_mms, asid_bits: mp.asid_bits, kpti: mp.kpti, bug: None }
+}
+
+/// One run of a workload's phases, for [`registry::with_policy`].
+struct Runs<'a> {
+    cfg: &'a SimConfig,
+    wl: &'a workload::WorkloadDef,
+    params: &'a Params,
+    texts: &'a Texts,
+}
+
+impl WithPolicy for Runs<'_> {
+    type Out = Result<Outcome, String>;
+    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+        outcome(self.cfg, self.wl, self.params, self.texts, mk)
+    }
+}
+
+/// One timed main phase, for [`registry::with_policy`].
+struct Bench<'a>(Runs<'a>);
+
+impl WithPolicy for Bench<'_> {
+    type Out = Result<BenchResult, String>;
+    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+        bench_typed(self.0.cfg, self.0.wl, self.0.params, self.0.texts, mk())
+    }
 }
 
 /// Checks a request as [`run`] would, without running it.
@@ -594,39 +648,7 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
     let (_, wl, mp, _, _) = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
-    let report = mp.contpte.report.then_some(0);
-    // A literal of every field, so that a new metric cannot be left out here.
-    let zero = Metrics {
-        sim_time_ns: 0.0,
-        tlb_accesses: 0,
-        tlb_misses: 0,
-        l1_tlb_misses: 0,
-        page_walks: 0,
-        spec_fills: 0,
-        page_faults: 0,
-        local_invalidations: 0,
-        broadcast_invalidations: 0,
-        ipis_sent: 0,
-        ipi_handler_ns: 0.0,
-        ipi_invalidating_ns: 0.0,
-        ipi_sync_ns: 0.0,
-        shootdowns: 0,
-        shootdown_ns: 0.0,
-        line_transfers: 0,
-        context_switches: 0,
-        asid_rollovers: 0,
-        full_flushes: 0,
-        syscalls: 0,
-        events: 0,
-        contpte_fills: report,
-        folios: report,
-        pte_range_flushes: report,
-        exit_range_flushes: report,
-        exits: report,
-        exit_teardown_ns: report.map(|x| x as f64),
-        hw_races: report,
-        file_writebacks: report,
-    };
+    let zero = Metrics::zero(mp.contpte.report);
     if let serde_json::Value::Object(m) = serde_json::to_value(&zero).map_err(|e| e.to_string())? {
         names.extend(m.into_iter().map(|(k, _)| k));
     }
@@ -638,8 +660,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     let (preset, wl, mp, params, texts) = resolve(spec)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
-    let n = spec.cpus;
-    let out = with_policy!(spec.policy.as_str(), n, max_mms, mp, mk => outcome(&cfg, wl, &params, &texts, &mk))?;
+    let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };
+    let out = registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), runs)??;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
     pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));
@@ -723,9 +745,8 @@ pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
-        runs.push(with_policy!(spec.policy.as_str(), spec.cpus, max_mms, mp, mk => {
-            bench_typed(&cfg, wl, &params, &texts, mk())
-        })?);
+        let one = Bench(Runs { cfg: &cfg, wl, params: &params, texts: &texts });
+        runs.push(registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), one)??);
     }
     runs.sort_by(|a, b| a.translations_per_sec.total_cmp(&b.translations_per_sec));
     Ok(runs[runs.len() / 2])
@@ -810,13 +831,16 @@ pub fn scale_specs(
     for &n in cpus {
         for w in &chosen {
             let own = SCALE_WORKLOADS.iter().find(|(name, _)| name == w).map_or(&[][..], |(_, s)| *s);
-            let own = own.iter().filter(|o| !sets.iter().any(|s| key(s) == key(o)));
+            let own = own.iter().filter(|o| !sets.iter().any(|s| key(s) == key(o))).map(|s| s.to_string());
+            // A scale study asks for a larger machine of the preset's sockets.
+            let preset = preset::by_name(SCALE_MACHINE).expect("the scale machine is a preset");
+            let grow = sockets_for(&preset, n).filter(|_| !sets.iter().any(|s| key(s) == "sockets"));
             let spec = RunSpec {
                 machine: SCALE_MACHINE.into(),
                 cpus: n,
                 policy: policy.into(),
                 workload: w.clone(),
-                sets: own.map(|s| s.to_string()).chain(sets.iter().cloned()).collect(),
+                sets: own.chain(grow).chain(sets.iter().cloned()).collect(),
                 seed: 1,
                 strict: false,
             };

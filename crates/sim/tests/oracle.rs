@@ -206,7 +206,8 @@ fn arm64_linux_kpti_rolls_over_without_violations_even_strict() {
 
 #[test]
 fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
-    let mut s = spec("x86-linux-pcid", 4, &["procs=40", "rounds=6", "spec_rate=0.2", "migration=on"], true);
+    let mut s =
+        spec("x86-linux-pcid", 4, &["procs=40", "rounds=6", "spec_rate=0.2", "migration=on", "sockets=2"], true);
     s.machine = "skylake".into();
     let out = run(&s).unwrap();
     assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
@@ -217,7 +218,8 @@ fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
 
 #[test]
 fn x86_nopcid_is_clean_even_strict() {
-    let mut s = spec("x86-linux-nopcid", 4, &["procs=12", "rounds=5", "spec_rate=0.2", "migration=on"], true);
+    let mut s =
+        spec("x86-linux-nopcid", 4, &["procs=12", "rounds=5", "spec_rate=0.2", "migration=on", "sockets=2"], true);
     s.machine = "skylake".into();
     let out = run(&s).unwrap();
     assert_eq!(out.violations_total, 0, "{:#?}", out.violations);

@@ -46,6 +46,9 @@ fn spec(machine: &str, policy: &str, workload: &str, cpus: usize, sets: &[&str])
     let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     sets.push("migration=on".into());
     sets.push("spec_rate=0.2".into());
+    // More CPUs than the preset's cores: a larger machine of its sockets.
+    let preset = tlbkit_sim::preset::by_name(machine).expect("a preset");
+    sets.extend(tlbkit_sim::run::sockets_for(&preset, cpus));
     RunSpec {
         machine: machine.into(),
         cpus,

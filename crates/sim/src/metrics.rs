@@ -1,0 +1,144 @@
+//! What every figure a run reports means, and its unit: the workloads' results
+//! (`us_per_switch`, `elapsed_s`, ...) and the machine's metrics ([`crate::run::Metrics`]).
+//! `tlbkit list metrics` prints this catalogue; `tlbkit compare --metric` and the
+//! sweep's results file use the same names.
+//!
+//! A test holds the catalogue to the code: every field [`crate::run::Metrics`]
+//! serialises and every result key a workload declares has exactly one entry.
+
+/// One reported figure: its name, unit and meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDef {
+    /// The key in `tlbkit run --format json` and in a sweep's results file.
+    pub name: &'static str,
+    /// The unit (`count` for event counts, `ratio` for a dimensionless share).
+    pub unit: &'static str,
+    /// What it measures.
+    pub meaning: &'static str,
+    /// Whether it is a workload's result (`result` in the JSON) rather than a
+    /// machine metric (`metrics`).
+    pub result: bool,
+}
+
+const fn result(name: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
+    MetricDef { name, unit, meaning, result: true }
+}
+
+const fn metric(name: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
+    MetricDef { name, unit, meaning, result: false }
+}
+
+/// Every result a workload can report, then every machine metric.
+pub const METRICS: &[MetricDef] = &[
+    result(
+        "us_per_switch",
+        "µs",
+        "lat_ctx: one context switch, the ring's time per hop less the overhead of passing the token without \
+         switching (lmbench's figure)",
+    ),
+    result("ring_us_per_hop", "µs", "lat_ctx: one hop of the token round the ring of processes, switch included"),
+    result("overhead_us", "µs", "lat_ctx: one hop's work without the switch (lmbench's overhead, subtracted)"),
+    result("us_per_round", "µs", "pingpong: one round trip between the two address spaces"),
+    result("tlb_misses_per_round", "count", "pingpong: translations per round that missed every TLB level"),
+    result("l1_tlb_misses_per_round", "count", "pingpong: translations per round that missed the L1 TLB"),
+    result(
+        "elapsed_s",
+        "s",
+        "mprotect_threaded, tcmalloc_frag, sort_compute, buildkernel: from the start until the last copy (or the \
+         script) finished, as perf stat's \"seconds time elapsed\"",
+    ),
+    result("us_per_op", "µs", "fileserver: one request of a server thread, averaged over the servers"),
+    result("shootdown_us", "µs", "fileserver: one shootdown from issue to done, averaged (0 without shootdowns)"),
+    result(
+        "invalidating_share",
+        "ratio",
+        "fileserver: of the time IPI handlers ran, the share spent invalidating TLBs (seed 003's 31% -> 71%)",
+    ),
+    result("exit_us", "µs", "exit_teardown: one address space's teardown at exit (seed 004's exit_group cost)"),
+    result("run_us", "µs", "trace: the traced program's run, start to the last thread's end"),
+    metric("sim_time_ns", "ns", "simulated time until the last CPU stopped"),
+    metric("tlb_accesses", "count", "translations performed, user and kernel"),
+    metric("tlb_misses", "count", "translations that missed every TLB level (each needed a page walk)"),
+    metric("l1_tlb_misses", "count", "translations that missed the L1 TLB"),
+    metric("page_walks", "count", "page-table walks, speculative ones included"),
+    metric("spec_fills", "count", "speculative TLB fills (--set spec_rate)"),
+    metric("page_faults", "count", "page faults"),
+    metric("local_invalidations", "count", "TLB invalidation operations on the issuing CPU only"),
+    metric("broadcast_invalidations", "count", "broadcast TLB invalidation operations (arm64 TLBI ...IS)"),
+    metric("ipis_sent", "count", "inter-processor interrupts sent"),
+    metric("ipi_handler_ns", "ns", "time IPI handlers ran, summed over CPUs"),
+    metric("ipi_invalidating_ns", "ns", "of ipi_handler_ns, the time spent invalidating TLBs"),
+    metric("ipi_sync_ns", "ns", "of ipi_handler_ns, the time spent on shared cache lines (acknowledgements)"),
+    metric("shootdowns", "count", "shootdowns that reported their phases (issue, dispatch, sync, done)"),
+    metric("shootdown_ns", "ns", "those shootdowns' latency from issue to done, summed"),
+    metric("line_transfers", "count", "cache-line transfers of shared policy state between CPUs"),
+    metric("context_switches", "count", "context switches"),
+    metric("asid_rollovers", "count", "ASID rollovers: epoch resets (FreeBSD), generation bumps (Linux)"),
+    metric("full_flushes", "count", "invalidations of a whole ASID or of the whole TLB, local or broadcast"),
+    metric("syscalls", "count", "system calls"),
+    metric("events", "count", "simulator events processed (a measure of the simulation's own work)"),
+    metric("contpte_fills", "count", "64 KB TLB fills of contiguous blocks, speculative ones included (contpte runs)"),
+    metric("folios", "count", "64 KB folios allocated, anonymous and page cache (contpte runs)"),
+    metric(
+        "pte_range_flushes",
+        "count",
+        "range flushes the arm64 contpte code made (fold and unfold, access flags, copy-on-write) (contpte runs)",
+    ),
+    metric(
+        "exit_range_flushes",
+        "count",
+        "of pte_range_flushes, those made while exiting address spaces were torn down",
+    ),
+    metric("exits", "count", "address spaces torn down by exit, each process's last thread (contpte runs)"),
+    metric("exit_teardown_ns", "ns", "the time those teardowns took, summed (divide by exits) (contpte runs)"),
+    metric(
+        "hw_races",
+        "count",
+        "hardware actions (another CPU's write, a speculative fill) placed between two page-table accesses of the \
+         arch code (contpte runs)",
+    ),
+    metric("file_writebacks", "count", "file pages reported dirty when their PTE was cleared (contpte runs)"),
+];
+
+/// Returns the catalogue entry called `name`.
+pub fn by_name(name: &str) -> Option<&'static MetricDef> {
+    METRICS.iter().find(|m| m.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::WORKLOADS;
+
+    #[test]
+    fn every_metric_field_has_one_entry() {
+        // Every optional metric set, so that every field serialises.
+        let v = serde_json::to_value(crate::run::Metrics::zero(true)).unwrap();
+        let fields: Vec<&String> = v.as_object().unwrap().keys().collect();
+        for f in &fields {
+            let d = by_name(f).unwrap_or_else(|| panic!("metric {f} has no entry in METRICS"));
+            assert!(!d.result, "{f} is a metric, not a result");
+        }
+        let metrics = METRICS.iter().filter(|d| !d.result).count();
+        assert_eq!(metrics, fields.len(), "METRICS describes a metric the run does not report");
+    }
+
+    #[test]
+    fn every_result_key_has_one_entry() {
+        let mut keys: Vec<&str> = WORKLOADS.iter().flat_map(|w| w.results.iter().copied()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in &keys {
+            assert!(by_name(k).is_some_and(|d| d.result), "result {k} has no entry in METRICS");
+        }
+        assert_eq!(METRICS.iter().filter(|d| d.result).count(), keys.len());
+    }
+
+    #[test]
+    fn names_are_unique_and_every_entry_says_something() {
+        for (i, d) in METRICS.iter().enumerate() {
+            assert!(METRICS[..i].iter().all(|o| o.name != d.name), "{} twice", d.name);
+            assert!(!d.unit.is_empty() && d.meaning.len() > 10, "{}", d.name);
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! `tlbkit list [WHAT]`: the overview of every name, or one kind in detail: each
+//! workload's parameters (default, range, meaning), each machine's cores and
+//! costs, each metric's meaning and unit.
+
+use crate::table::{Align, Table};
+use crate::Format;
+use clap::ValueEnum;
+use serde_json::{json, Value};
+use tlbkit_sim::metrics::METRICS;
+use tlbkit_sim::oracle::Property;
+use tlbkit_sim::preset;
+use tlbkit_sim::registry::POLICIES;
+use tlbkit_sim::run::MACHINE_KEYS;
+use tlbkit_sim::workload::{self, WORKLOADS};
+
+/// What `tlbkit list` describes in detail.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum What {
+    /// Machine presets: cores, ASID widths, NUMA, TLBs, costs in cycles, and the
+    /// machine and kernel parameters every run accepts.
+    Machines,
+    /// Policies and the architecture each runs on.
+    Policies,
+    /// Workloads: their results and every parameter with default, range and meaning.
+    Workloads,
+    /// Every figure a run reports: results and metrics, with meaning and unit.
+    Metrics,
+    /// The properties the oracle and the checker judge.
+    Properties,
+    /// The bug zoo: real bugs re-introduced, for `tlbkit check --policy zoo/<id>`.
+    Zoo,
+}
+
+/// Runs `tlbkit list`; returns the exit code.
+pub fn list(what: Option<What>, format: Format) -> Result<u8, String> {
+    let Some(what) = what else { return overview(format) };
+    let (doc, text) = match what {
+        What::Machines => machines(),
+        What::Policies => policies(),
+        What::Workloads => workloads(),
+        What::Metrics => metrics(),
+        What::Properties => named(properties()),
+        What::Zoo => named(zoo()),
+    };
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+    } else {
+        print!("{text}");
+    }
+    Ok(0)
+}
+
+fn arch(a: preset::Arch) -> &'static str {
+    match a {
+        preset::Arch::Arm64 => "arm64",
+        preset::Arch::X86_64 => "x86-64",
+    }
+}
+
+fn properties() -> Vec<(String, String)> {
+    Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect()
+}
+
+fn zoo() -> Vec<(String, String)> {
+    tlbkit_policy::zoo::ZOO
+        .iter()
+        .map(|e| (format!("zoo/{}", e.id), format!("{} (on {}; {})", e.summary, e.base, e.source)))
+        .collect()
+}
+
+/// The findings catalogue: hazards the checker finds in code still upstream.
+fn findings() -> Vec<(String, String)> {
+    tlbkit_policy::findings::FINDINGS
+        .iter()
+        .map(|f| (f.id.to_string(), format!("{} (in {}; found by `{}`)", f.summary, f.policy, f.command())))
+        .collect()
+}
+
+/// Returns a list of names and descriptions as JSON and as a table.
+fn named(rows: Vec<(String, String)>) -> (Value, String) {
+    let doc = rows.iter().map(|(n, d)| json!({"name": n, "description": d})).collect();
+    let mut t = Table::new(&[Align::Left, Align::Left]);
+    for (n, d) in &rows {
+        t.row([n, d]);
+    }
+    (doc, t.render())
+}
+
+/// The overview every `tlbkit list` without a kind prints (and its JSON).
+fn overview(format: Format) -> Result<u8, String> {
+    let machines: Vec<(String, String)> =
+        preset::all().into_iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    let policies: Vec<(String, String)> =
+        POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    let workloads: Vec<(String, String)> =
+        WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
+    let (properties, zoo, findings) = (properties(), zoo(), findings());
+    if format == Format::Json {
+        let j =
+            |v: &[(String, String)]| -> Value { v.iter().map(|(n, d)| json!({"name": n, "description": d})).collect() };
+        let doc = json!({
+            "machines": j(&machines),
+            "policies": j(&policies),
+            "workloads": j(&workloads),
+            "properties": j(&properties),
+            "zoo": j(&zoo),
+            "findings": j(&findings),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    let all = [
+        ("machines", &machines),
+        ("policies", &policies),
+        ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
+        ("findings (hazards in code still upstream; report and tokens in docs/findings)", &findings),
+        ("workloads", &workloads),
+        ("properties", &properties),
+    ];
+    // One table, so that every section's descriptions start in the same column.
+    let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
+    for (title, rows) in all {
+        t.text(format!("{title}:"));
+        for (n, d) in rows {
+            t.row([n, d]);
+        }
+    }
+    print!("{}", t.render());
+    println!("details: tlbkit list machines|policies|workloads|metrics|properties|zoo [--format json]");
+    Ok(0)
+}
+
+fn machines() -> (Value, String) {
+    let presets = preset::all();
+    let mut text = String::new();
+    let mut docs = Vec::new();
+    for p in &presets {
+        let sockets = p.real_cores.div_ceil(p.cores_per_socket);
+        let costs = serde_json::to_value(p.costs).unwrap_or_default();
+        let tlb = serde_json::to_value(p.tlb).unwrap_or_default();
+        let sources = format!("docs/costs/{}.md", p.name);
+        docs.push(json!({
+            "name": p.name,
+            "description": p.description,
+            "arch": arch(p.arch),
+            "freq_ghz": p.freq_ghz,
+            "cores": p.real_cores,
+            "cores_per_socket": p.cores_per_socket,
+            "sockets": sockets,
+            "asid_bits": p.asid_bits,
+            "numa": p.numa,
+            "tlb": tlb,
+            "costs_cycles": costs,
+            "cost_sources": sources,
+        }));
+        text.push_str(&format!("{}: {}\n", p.name, p.description));
+        let widths: Vec<String> = p.asid_bits.iter().map(|b| b.to_string()).collect();
+        let numa: Vec<String> = p.numa.iter().map(|n| n.to_string()).collect();
+        text.push_str(&format!(
+            "  {} at {} GHz; {} cores ({} socket{} of {}; --cpus 1 to {}, more with --set sockets=N); asid_bits {}; \
+             numa {}\n",
+            arch(p.arch),
+            p.freq_ghz,
+            p.real_cores,
+            sockets,
+            if sockets == 1 { "" } else { "s" },
+            p.cores_per_socket,
+            p.real_cores,
+            widths.join(" or "),
+            numa.join(" or ")
+        ));
+        text.push_str(&format!("  TLB: {}\n", flat(&tlb)));
+        text.push_str(&format!("  costs in cycles (each figure's source: {sources}): {}\n", flat(&costs)));
+    }
+    text.push_str("machine and kernel parameters (--set KEY=VALUE, with every workload):\n");
+    let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
+    for (k, d) in MACHINE_KEYS {
+        t.row([*k, *d]);
+    }
+    text.push_str(&t.render());
+    let keys: Vec<Value> = MACHINE_KEYS.iter().map(|(k, d)| json!({"key": k, "meaning": d})).collect();
+    (json!({"machines": docs, "parameters": keys}), text)
+}
+
+/// Returns `key=value key=value ...` for a JSON object of numbers.
+fn flat(v: &Value) -> String {
+    v.as_object().map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+}
+
+fn policies() -> (Value, String) {
+    let doc =
+        POLICIES.iter().map(|p| json!({"name": p.name, "arch": arch(p.arch), "description": p.description})).collect();
+    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]);
+    t.row(["policy", "arch", "description"]);
+    for p in POLICIES {
+        t.row([p.name, arch(p.arch), p.description]);
+    }
+    (doc, t.render())
+}
+
+fn workloads() -> (Value, String) {
+    let mut text = String::new();
+    let mut docs = Vec::new();
+    for w in WORKLOADS {
+        let texts = workload::text_params(w.name);
+        let params: Vec<Value> = w
+            .params
+            .iter()
+            .map(|p| json!({"key": p.key, "default": p.default, "min": p.min, "max": p.max, "meaning": p.doc}))
+            .chain(texts.iter().map(|p| json!({"key": p.key, "default": null, "required": true, "meaning": p.doc})))
+            .collect();
+        docs.push(json!({
+            "name": w.name,
+            "description": w.description,
+            "results": w.results,
+            "headline": w.results.first(),
+            "parameters": params,
+        }));
+        text.push_str(&format!("{}: {}\n", w.name, w.description));
+        text.push_str(&format!("  results: {} (the first is the headline)\n", w.results.join(", ")));
+        let mut t = Table::new(&[Align::Left, Align::Right, Align::Left, Align::Left]).indented("  ");
+        t.row(["parameter", "default", "range", "meaning"]);
+        for p in w.params {
+            t.row([p.key.to_string(), num(p.default), format!("{} to {}", num(p.min), num(p.max)), p.doc.to_string()]);
+        }
+        for p in texts {
+            t.row([p.key, "required", "a path", p.doc]);
+        }
+        text.push_str(&t.render());
+    }
+    text.push_str("every workload also takes the machine and kernel parameters: tlbkit list machines\n");
+    (json!({"workloads": docs}), text)
+}
+
+/// Returns a parameter value as it is typed: whole numbers without a point.
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+fn metrics() -> (Value, String) {
+    let doc = METRICS
+        .iter()
+        .map(|m| {
+            json!({"name": m.name, "unit": m.unit, "kind": if m.result { "result" } else { "metric" }, "meaning": m.meaning})
+        })
+        .collect();
+    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left, Align::Left]);
+    t.row(["name", "kind", "unit", "meaning"]);
+    for m in METRICS {
+        t.row([m.name, if m.result { "result" } else { "metric" }, m.unit, m.meaning]);
+    }
+    (doc, t.render())
+}
