@@ -68,6 +68,14 @@ fn zoo() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The findings catalogue: hazards the checker finds in code still upstream.
+fn findings() -> Vec<(String, String)> {
+    tlbkit_policy::findings::FINDINGS
+        .iter()
+        .map(|f| (f.id.to_string(), format!("{} (in {}; found by `{}`)", f.summary, f.policy, f.command())))
+        .collect()
+}
+
 /// Returns a list of names and descriptions as JSON and as a table.
 fn named(rows: Vec<(String, String)>) -> (Value, String) {
     let doc = rows.iter().map(|(n, d)| json!({"name": n, "description": d})).collect();
@@ -86,7 +94,7 @@ fn overview(format: Format) -> Result<u8, String> {
         POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
     let workloads: Vec<(String, String)> =
         WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
-    let (properties, zoo) = (properties(), zoo());
+    let (properties, zoo, findings) = (properties(), zoo(), findings());
     if format == Format::Json {
         let j =
             |v: &[(String, String)]| -> Value { v.iter().map(|(n, d)| json!({"name": n, "description": d})).collect() };
@@ -96,6 +104,7 @@ fn overview(format: Format) -> Result<u8, String> {
             "workloads": j(&workloads),
             "properties": j(&properties),
             "zoo": j(&zoo),
+            "findings": j(&findings),
         });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
@@ -104,6 +113,7 @@ fn overview(format: Format) -> Result<u8, String> {
         ("machines", &machines),
         ("policies", &policies),
         ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
+        ("findings (hazards in code still upstream; report and tokens in docs/findings)", &findings),
         ("workloads", &workloads),
         ("properties", &properties),
     ];

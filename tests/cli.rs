@@ -146,6 +146,23 @@ fn list_json_has_the_contract_shape() {
     }
 }
 
+#[test]
+fn list_shows_every_finding_in_its_own_section_with_its_command() {
+    let o = tlbkit(&["list"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let at = text.find("findings (").expect("a findings section");
+    let zoo = text.find("bug zoo").expect("the zoo section");
+    assert!(zoo < at, "findings come after the zoo");
+    for f in tlbkit_policy::findings::FINDINGS {
+        let line = text[at..].lines().find(|l| l.trim_start().starts_with(f.id)).unwrap_or_else(|| panic!("{}", f.id));
+        assert!(line.contains(&f.command()), "{line}");
+    }
+    let j: serde_json::Value = serde_json::from_slice(&tlbkit(&["list", "--format", "json"]).stdout).unwrap();
+    let ids: Vec<&str> = j["findings"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["freebsd-arm64-asid-reset-self", "freebsd-arm64-asid-reset-curpmap"]);
+}
+
 /// Runs `tlbkit reproduce --only id` and returns the claim's JSON.
 fn claim(id: &str) -> serde_json::Value {
     let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);

@@ -74,6 +74,10 @@ pub enum Life {
     /// Its last thread exited and it is torn down; it is released when no CPU's
     /// root points at it any more.
     Zombie,
+    /// Being released: the policy's `mm_release` runs, and no fork may use the
+    /// slot until it returns (a new process gets a new pmap or `mm_struct` in the
+    /// kernel, never the one a release is still tearing down).
+    Releasing,
     /// Released: a fork may use the slot.
     Free,
     /// Being forked into: claimed by one CPU, not yet runnable.
@@ -474,7 +478,7 @@ impl Machine {
         for c in 0..self.tlbs.len() {
             let (Root::Mm(mm), asid) = self.roots[c] else { continue };
             let s = &self.spaces[mm.index()];
-            if s.life == Life::Free {
+            if matches!(s.life, Life::Free | Life::Releasing) {
                 continue;
             }
             let tag = if self.global_user { 0 } else { asid };
@@ -534,7 +538,7 @@ impl Machine {
         for c in 0..self.tlbs.len() {
             if let (Root::Mm(mm), _) = self.roots[c] {
                 let s = &self.spaces[mm.index()];
-                if s.life != Life::Free && !block_agrees(&s.block) {
+                if !matches!(s.life, Life::Free | Life::Releasing) && !block_agrees(&s.block) {
                     return Err(Violation {
                         property: "no_tlb_conflict",
                         cpu: c,

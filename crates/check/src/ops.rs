@@ -587,11 +587,13 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
         let Some(s) = z else { return };
         let table = {
             let mut st = core.st.borrow_mut();
-            st.m.spaces[s as usize].life = Life::Free;
+            st.m.spaces[s as usize].life = Life::Releasing;
             st.m.spaces[s as usize].table.take()
         };
         let hw = CheckHw::new(core, cpu);
         p.mm_release(&hw, MmId(s));
+        // Only now may a fork reuse the slot: mm_release still wrote the old mm's state.
+        core.st.borrow_mut().m.spaces[s as usize].life = Life::Free;
         core.pause();
         if let Some(t) = table {
             free_frames(core, &[t]);

@@ -23,6 +23,8 @@
 //! - [`contpte`]: arm64 contiguous PTEs and the four exit-teardown strategies of seed 004.
 //! - [`zoo`]: real bugs of these mechanisms, each re-introduced by one switch in the
 //!   policy code (`with_bug`), and their registry [`zoo::ZOO`] for the checker.
+//! - [`findings`]: hazards the checker finds in code still upstream, each window with
+//!   the command that finds it and its replay token ([`findings::FINDINGS`]).
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -31,6 +33,7 @@ extern crate alloc;
 pub mod asid;
 pub mod contpte;
 pub mod cpumask;
+pub mod findings;
 pub mod hw;
 pub mod policy;
 pub mod shootdown;

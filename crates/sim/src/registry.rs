@@ -11,6 +11,7 @@
 //! checker's tests check every entry, so an entry that cannot be built fails there.
 
 use crate::preset::Arch;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::Bug;
@@ -120,10 +121,27 @@ register! {
         build: |b| Ok::<_, String>(NoAsid::new(b.cpus)),
     }
     "arm64-freebsd-asid" {
-        description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI",
+        description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
+                      (has findings freebsd-arm64-asid-reset-*, see tlbkit list)",
         arch: Arm64,
         build: |b| Ok::<_, String>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
         bug: |p, bug| p.with_bug(bug),
+    }
+    "arm64-freebsd-asid-fix-reserved-ttbr0" {
+        description: "arm64-freebsd-asid with a fix candidate for its reset finding: reserved TTBR0 before the curpmap \
+                      store, the reset's flush after its loop, stale cookies not restamped",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0)
+        ),
+    }
+    "arm64-freebsd-asid-fix-self" {
+        description: "arm64-freebsd-asid with a partial fix: the resetting CPU parks its own TTBR0 on the reserved \
+                      table before the flush (closes window 1 of the reset finding only)",
+        arch: Arm64,
+        build: |b| Ok::<_, String>(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ParkSelf)
+        ),
     }
     "arm64-freebsd-asid-cutoff" {
         description: "worked example (examples/my-policy): arm64-freebsd-asid with ranges over 64 pages flushed by \

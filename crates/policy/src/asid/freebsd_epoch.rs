@@ -1,41 +1,56 @@
 //! FreeBSD arm64 ASIDs with the epoch allocator (seed 000, `sys/arm64/arm64/pmap.c`,
-//! committed as r354286 in November 2019).
+//! committed as r354286 in November 2019; the functions below are unchanged in
+//! freebsd-src 6631b589, read for the findings catalogue).
 //!
 //! # The algorithm
 //! User PTEs carry nG, so TLB entries are tagged with the pmap's ASID and survive
 //! a context switch. A set holds a bitmap of `1 << asid_bits` ASIDs, a cursor
 //! `asid_next`, an epoch and a spin lock; ASIDs 0 (kernel processes, `pmap0`) and
 //! 1 (EFI runtime services) are reserved. A pmap's *cookie* packs `(asid, epoch)`;
-//! a negative epoch marks a pmap whose ASID is never reallocated (`pmap0`), and
-//! `(-1, INT_MAX)` a new pmap that gets its ASID at its first activation.
+//! `pmap0` starts as `(0, INT_MIN)`, a negative epoch that `activate` never
+//! reallocates, and `(-1, INT_MAX)` marks a new pmap that gets its ASID at its
+//! first activation.
 //!
-//! - `activate(p)`: if `p` is already `curpmap`, only a `DSB ISH` (an interrupted
-//!   thread may have issued a TLBI without its DSB). Otherwise set `curpmap`,
-//!   `DSB ISH` (the store must be visible before the epoch is read, so that a
-//!   concurrent reset sees it), and if `p`'s epoch is not current, `alloc(p)`.
-//!   Then write TTBR0 with the ASID; no invalidation.
-//! - `alloc(p)`: under the lock, return if `p`'s epoch became current meanwhile
-//!   (a reset on another CPU adopted it); search the bitmap from `asid_next` to
-//!   the end, then from 2 to `asid_next`; if full, `reset` and search from 2.
-//! - `reset`: `epoch += 1` (wrapping to 0 at `INT_MAX`), one broadcast
-//!   `TLBI VMALLE1IS` between `DSB ISHST` and `DSB ISH; ISB`, clear bits
-//!   `[2, size)`, then for every *other* CPU re-reserve the ASID of the pmap it is
-//!   running and stamp that pmap with the new epoch.
+//! - `activate(p)` (`pmap_activate_int`): if `p` is already `curpmap`, only a
+//!   `DSB ISH` (an interrupted thread may have issued a TLBI without its DSB).
+//!   Otherwise set `curpmap`, `DSB ISH` (the store must be visible before the
+//!   epoch is read, so that a concurrent reset sees it), and if `p`'s epoch is not
+//!   negative and not current, `alloc(p)`. Then write TTBR0 with the ASID; no
+//!   invalidation.
+//! - `alloc(p)` (`pmap_alloc_asid`): under the lock, return if `p`'s epoch became
+//!   current meanwhile (a reset on another CPU adopted it); search the bitmap from
+//!   `asid_next` to the end, then from 2 to `asid_next`; if full, `reset` and
+//!   search from 2.
+//! - `reset` (`pmap_reset_asid_set`): `epoch += 1` (wrapping to 0 at `INT_MAX`),
+//!   one broadcast `TLBI VMALLE1IS` between `DSB ISHST` and `DSB ISH; ISB`, clear
+//!   bits `[2, size)`, then for every *other* CPU whose `pc_curpmap` has an ASID
+//!   (not -1) re-reserve that ASID and stamp the pmap with the new epoch. The
+//!   kernel makes no exception for `pmap0`: an idle CPU's `pmap0` is restamped
+//!   `(0, epoch)`, a non-negative epoch, so once a later reset leaves it behind,
+//!   its next activation goes through `alloc` and `pmap0` runs on an ordinary
+//!   ASID from then on (bit 0 stays set, so ASID 0 is never handed out).
 //! - `release(p)`: clear `p`'s bit only if its cookie's epoch is current.
 //! - User invalidations are always broadcast: `TLBI VAE1IS` per page, `ASIDE1IS`
 //!   for the whole pmap; kernel ones `TLBI VAAE1IS`.
 //!
-//! # What is guaranteed
-//! No two pmaps running at the same time hold the same ASID in the current epoch,
-//! and an ASID is handed out again only after a reset flushed every TLB. The
-//! hazard that remains by design: the epoch counter can wrap, and a pmap idle for
-//! a whole cycle of epochs then matches the current epoch with a stale ASID (Alan
-//! Cox names it in review D21922; [`FreebsdEpoch::with_epoch_limit`] narrows the
-//! counter to any width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
-//! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
+//! # What is guaranteed, and what is not
+//! No two pmaps hold the same ASID in the current epoch *by their cookies*. What
+//! is **not** guaranteed is that an ASID is handed out again only after every TLB
+//! entry tagged with it is gone: the reset's broadcast flush runs while the
+//! resetting CPU (which skips itself) and any CPU between its `curpmap` store and
+//! its TTBR0 write still have an unreserved ASID in TTBR0, and a speculative walk
+//! refills under it after the flush. That ASID is then handed to another pmap, and
+//! the CPU that holds the refilled entry can use it under the new owner. The
+//! checker finds both windows (`tlbkit list`, findings
+//! `freebsd-arm64-asid-reset-self` and `freebsd-arm64-asid-reset-curpmap`; see
+//! `docs/findings/freebsd-arm64-asid-reset.md`); [`Variant`] selects the fix
+//! candidates that close them, as policies beside this one.
 //!
-//! One deliberate reading of the kernel: `reset` does not restamp a pmap whose
-//! cookie has a negative (reserved) epoch, so `pmap0` keeps ASID 0 for good.
+//! The other hazard is the epoch counter's wrap: a pmap idle for a whole cycle of
+//! epochs then matches the current epoch with a stale ASID (Alan Cox names it in
+//! review D21922; [`FreebsdEpoch::with_epoch_limit`] narrows the counter to any
+//! width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
+//! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
 
 use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
@@ -68,6 +83,67 @@ pub const fn cookie_asid(c: u64) -> i32 {
 /// Returns the epoch of a cookie.
 pub const fn cookie_epoch(c: u64) -> i32 {
     (c >> 32) as u32 as i32
+}
+
+/// Which code [`FreebsdEpoch`] runs: FreeBSD's, or a fix candidate for the reset
+/// window finding. Each fix is one switch in the faithful code, registered as a
+/// policy of its own beside `arm64-freebsd-asid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// FreeBSD's code (`arm64-freebsd-asid`), with the reset window.
+    Faithful,
+    /// `arm64-freebsd-asid-fix-reserved-ttbr0`, three switches that close both
+    /// windows of the finding:
+    /// 1. `activate` loads the reserved empty table into TTBR0 (ASID 0, never
+    ///    handed out) and synchronises it with an `ISB` *before* it stores
+    ///    `curpmap`, so that from the `curpmap` store to the TTBR0 write of the new
+    ///    pmap no walk uses the old pmap's ASID (on the resetting CPU: window 1; on
+    ///    a CPU in the middle of its switch: window 2). Linux loads its reserved
+    ///    TTBR0 around a switch for the same reason (`cpu_set_reserved_ttbr0`);
+    ///    the illumos aarch64 HAT ports set `TCR_EL1.EPD0` when they switch to the
+    ///    kernel HAT.
+    /// 2. `reset` issues its broadcast flush *after* the loop over `pc_curpmap`,
+    ///    not before it: otherwise a CPU that runs its old pmap through the flush,
+    ///    refills under its ASID and then switches before the loop reads its
+    ///    `curpmap` keeps an entry under an ASID the loop never reserved (the
+    ///    checker found this with 1 alone).
+    /// 3. `reset` restamps only a `curpmap` whose cookie is of the epoch being
+    ///    closed (or pmap0's negative one): a stale cookie belongs to a CPU waiting
+    ///    in `alloc`, and its old number may be another running pmap's now; that
+    ///    CPU then allocates afresh under the lock. (Reasoned from the code; the
+    ///    checker has not been shown to need it at the bounds it was run at.)
+    ///
+    /// Cost: one more TTBR0 write and `ISB` per switch to another pmap.
+    ReservedTtbr0,
+    /// `arm64-freebsd-asid-fix-self`: `reset` first loads the reserved empty table
+    /// into the resetting CPU's own TTBR0 (it is about to write TTBR0 anyway), so
+    /// the ASID it skips can no longer be refilled here after the flush. This
+    /// closes window 1 only, at no cost outside resets: a CPU between its
+    /// `curpmap` store and its TTBR0 write still has an ASID in TTBR0 that the
+    /// reset does not reserve (window 2), which is why this variant is in the
+    /// catalogue: the checker finds window 2 on it alone. (Reserving the own ASID,
+    /// as Linux's `flush_context` does, would close window 1 too, but needs one
+    /// ASID more than FreeBSD's "fewer CPUs than ASIDs" KASSERT allows for.)
+    ParkSelf,
+}
+
+impl Variant {
+    /// Every variant, the faithful one first.
+    pub const ALL: [Variant; 3] = [Variant::Faithful, Variant::ReservedTtbr0, Variant::ParkSelf];
+
+    /// Returns the registry name of the policy this variant is.
+    pub const fn policy_name(self) -> &'static str {
+        match self {
+            Variant::Faithful => "arm64-freebsd-asid",
+            Variant::ReservedTtbr0 => "arm64-freebsd-asid-fix-reserved-ttbr0",
+            Variant::ParkSelf => "arm64-freebsd-asid-fix-self",
+        }
+    }
+
+    /// Returns the variant registered as `name`, if any.
+    pub fn from_policy_name(name: &str) -> Option<Variant> {
+        Variant::ALL.into_iter().find(|v| v.policy_name() == name)
+    }
 }
 
 /// The state under `asid_set_mutex`.
@@ -109,6 +185,8 @@ pub struct FreebsdEpoch {
     curpmap: Vec<AtomicU32>,
     /// The zoo bug re-introduced, if any (see [`FreebsdEpoch::with_bug`]).
     bug: Option<Bug>,
+    /// FreeBSD's code or a fix candidate (see [`FreebsdEpoch::with_variant`]).
+    variant: Variant,
 }
 
 impl FreebsdEpoch {
@@ -140,7 +218,20 @@ impl FreebsdEpoch {
             cookies,
             curpmap: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
             bug: None,
+            variant: Variant::Faithful,
         }
+    }
+
+    /// Returns this allocator running `variant`: FreeBSD's code or one of the fix
+    /// candidates for the reset window.
+    pub fn with_variant(mut self, variant: Variant) -> Self {
+        self.variant = variant;
+        self
+    }
+
+    /// Returns which code this allocator runs.
+    pub fn variant(&self) -> Variant {
+        self.variant
     }
 
     /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]): only
@@ -210,7 +301,8 @@ impl FreebsdEpoch {
     /// `pmap_reset_asid_set`: a new epoch, one broadcast flush, and re-reservation
     /// of the ASIDs the other CPUs are running. Called with the lock held.
     fn reset<H: Hw>(&self, hw: &H, set: &mut AsidSet) {
-        let mut epoch = self.epoch() + 1;
+        let old = self.epoch();
+        let mut epoch = old + 1;
         // FreeBSD wraps at INT_MAX. Zoo bug freebsd-arm64-epoch-wrap: a 1-bit epoch, so
         // a pmap idle for two resets finds its stale cookie current again.
         let limit = if self.bug == Some(Bug::FreebsdArm64EpochWrap) { ZOO_EPOCH_LIMIT } else { self.epoch_limit };
@@ -221,10 +313,15 @@ impl FreebsdEpoch {
         // pairing with the curpmap store + DSB in `activate`.
         self.epoch.store(epoch, Ordering::SeqCst);
         hw.note(Note::AsidRollover);
-        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
-        hw.tlbi(Tlbi::All, Scope::Broadcast);
-        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        hw.barrier(Barrier::Isb);
+        if self.variant == Variant::ParkSelf {
+            // Partial fix: this CPU's TTBR0 still holds the ASID the loop below skips.
+            hw.write_root(Root::Reserved, Asid::ZERO, true);
+            hw.barrier(Barrier::Isb);
+        }
+        let fix = self.variant == Variant::ReservedTtbr0;
+        if !fix {
+            Self::flush_all(hw);
+        }
         for a in ASID_FIRST_AVAILABLE..self.size {
             set.clear(a);
         }
@@ -237,12 +334,32 @@ impl FreebsdEpoch {
             let p = cur.load(Ordering::SeqCst) as usize;
             let c = self.cookies[p].load(Ordering::SeqCst);
             let asid = cookie_asid(c);
-            if asid == -1 || cookie_epoch(c) < 0 {
+            // Only -1 is skipped: pmap0's (0, INT_MIN) is restamped like any other.
+            if asid == -1 {
+                continue;
+            }
+            // Fix candidate: a cookie from an older epoch belongs to a CPU waiting in
+            // `alloc`; its number may be another running pmap's now.
+            let e = cookie_epoch(c);
+            if fix && e >= 0 && e != old {
                 continue;
             }
             set.set(asid as u32);
             self.cookies[p].store(cookie(asid, epoch), Ordering::SeqCst);
         }
+        if fix {
+            // Fix candidate: flush after the loop, so that nothing a CPU filled under
+            // an ASID the loop did not reserve outlives the reset.
+            Self::flush_all(hw);
+        }
+    }
+
+    /// The reset's flush: `TLBI VMALLE1IS` between `DSB ISHST` and `DSB ISH; ISB`.
+    fn flush_all<H: Hw>(hw: &H) {
+        hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
+        hw.tlbi(Tlbi::All, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.barrier(Barrier::Isb);
     }
 
     fn invalidate<H: Hw>(hw: &H, ops: impl Iterator<Item = Tlbi>) {
@@ -281,15 +398,21 @@ impl Policy for FreebsdEpoch {
             hw.barrier(Barrier::Dsb(Domain::InnerShareable));
             return;
         }
+        if self.variant == Variant::ReservedTtbr0 {
+            // Fix candidate: no walk under the old ASID from here to the new TTBR0.
+            hw.write_root(Root::Reserved, Asid::ZERO, true);
+            hw.barrier(Barrier::Isb);
+        }
         // SeqCst: curpmap must be visible to a concurrent reset before we read the epoch.
         cur.store(next.0, Ordering::SeqCst);
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
         let e = cookie_epoch(self.cookie_of(next));
+        // pmap0's INT_MIN is negative until a reset restamps it.
         if e >= 0 && e != self.epoch() {
             self.alloc(hw, next);
         }
-        let tag = self.tag(self.cookie_of(next));
-        hw.write_root(Root::Mm(next), tag, true);
+        let c = self.cookie_of(next);
+        hw.write_root(Root::Mm(next), self.tag(c), true);
         hw.barrier(Barrier::Isb);
     }
 
@@ -376,13 +499,77 @@ mod tests {
     }
 
     #[test]
-    fn kernel_pmap_keeps_reserved_asid_zero() {
+    fn kernel_pmap_runs_on_asid_zero_until_a_reset_restamps_it() {
         let p = FreebsdEpoch::new(2, 4, 8);
         let hw = Rec::new(0, 2);
         p.switch_mm(&hw, MmId(1));
         p.switch_mm(&hw, MmId::KERNEL);
         assert_eq!(hw.take().last().unwrap(), "root Mm(MmId(0)) asid 0 noflush true");
         assert_eq!(cookie_epoch(p.cookie_of(MmId::KERNEL)), i32::MIN);
+    }
+
+    #[test]
+    fn reset_restamps_an_idle_cpus_pmap0_which_then_allocates_an_ordinary_asid() {
+        // pmap_reset_asid_set skips only ASID -1: cpu1, idle on pmap0 (0, INT_MIN),
+        // has pmap0 restamped with the new epoch.
+        let p = FreebsdEpoch::new(2, 600, 8);
+        let cpu0 = Rec::new(0, 2);
+        let cpu1 = Rec::new(1, 2);
+        init_mms(&p, 1..=508);
+        for mm in 1..=255 {
+            p.switch_mm(&cpu0, MmId(mm));
+        }
+        assert_eq!(p.epoch(), 1);
+        assert_eq!(p.cookie_of(MmId::KERNEL), cookie(ASID_RESERVED_FOR_PID_0, 1));
+        // cpu1 leaves pmap0; a second reset no longer sees pmap0 on any CPU.
+        p.switch_mm(&cpu1, MmId(1));
+        for mm in 256..=508 {
+            p.switch_mm(&cpu0, MmId(mm));
+        }
+        assert_eq!(p.epoch(), 2);
+        assert_eq!(cookie_epoch(p.cookie_of(MmId::KERNEL)), 1);
+        cpu1.take();
+        // pmap_activate_int: epoch 1 >= 0 and != 2, so pmap_alloc_asid.
+        p.switch_mm(&cpu1, MmId::KERNEL);
+        let c = p.cookie_of(MmId::KERNEL);
+        assert_eq!(cookie_epoch(c), 2);
+        assert!(cookie_asid(c) >= ASID_FIRST_AVAILABLE as i32, "pmap0 got {}", cookie_asid(c));
+        assert_eq!(cpu1.take(), vec![format!("root Mm(MmId(0)) asid {} noflush true", cookie_asid(c))]);
+    }
+
+    #[test]
+    fn reserved_ttbr0_fix_loads_the_empty_table_before_the_curpmap_store() {
+        let p = FreebsdEpoch::new(1, 8, 8).with_variant(Variant::ReservedTtbr0);
+        let mut hw = Rec::new(0, 1);
+        hw.barriers = true;
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(
+            hw.take(),
+            vec![
+                "root Reserved asid 0 noflush true",
+                "barrier Isb",
+                "barrier Dsb(InnerShareable)",
+                "root Mm(MmId(1)) asid 2 noflush true",
+                "barrier Isb",
+            ]
+        );
+        // Switching to the pmap already in curpmap writes no TTBR0 at all.
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["barrier Dsb(InnerShareable)"]);
+        // The faithful code writes TTBR0 once.
+        let f = FreebsdEpoch::new(1, 8, 8);
+        f.mm_init(MmId(1));
+        f.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take().iter().filter(|l| l.starts_with("root")).count(), 1);
+    }
+
+    #[test]
+    fn variants_round_trip_their_policy_names() {
+        for v in Variant::ALL {
+            assert_eq!(Variant::from_policy_name(v.policy_name()), Some(v));
+        }
+        assert_eq!(Variant::from_policy_name("arm64-freebsd-asid-fix"), None);
     }
 
     #[test]

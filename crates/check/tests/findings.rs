@@ -1,0 +1,185 @@
+//! The findings catalogue: each window's command finds that window (told apart
+//! by which CPU refilled the aliased entry after the reset), its token is the one
+//! the catalogue records and replays the same trace, and the fix candidate passes
+//! where the faithful policy fails.
+
+use tlbkit_check::exec::Memory;
+use tlbkit_check::ops::OpKind;
+use tlbkit_check::spec::Counterexample;
+use tlbkit_check::spec::{decode, default_memory, defaults, encode};
+use tlbkit_check::{check, replay, CheckSpec, Mode};
+use tlbkit_policy::findings::{finding, Finding, FINDINGS};
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// The spec `tlbkit check ARGS` runs (the flags the catalogue uses, with the
+/// defaults of `src/checkcmd.rs`).
+fn spec_of(args: &[&str]) -> CheckSpec {
+    let flag = |name: &str| args.iter().position(|a| *a == name).map(|i| args[i + 1]);
+    let policy = flag("--policy").expect("a --policy").to_string();
+    let d = defaults(&policy);
+    let cpus = flag("--cpus").map_or(d.cpus, |v| v.parse().unwrap());
+    let mode = match flag("--mode") {
+        Some("exhaustive") => Mode::Exhaustive,
+        Some("pct") => Mode::Pct,
+        Some("random") => Mode::Random,
+        Some(other) => panic!("mode {other}"),
+        None => d.mode,
+    };
+    CheckSpec {
+        memory: default_memory(&policy),
+        cpus,
+        mms: flag("--mms").map_or(d.mms, |v| v.parse().unwrap()),
+        asids: flag("--asids").map_or((cpus as u32 + 2).next_power_of_two(), |v| v.parse().unwrap()),
+        ops: flag("--ops").map_or(d.ops, |v| v.parse().unwrap()),
+        iterations: flag("--iterations")
+            .map_or(if mode == Mode::Exhaustive { u64::MAX } else { 100_000 }, |v| v.parse().unwrap()),
+        seed: flag("--seed").map_or(1, |v| v.parse().unwrap()),
+        menu: flag("--menu").map_or(d.menu, |v| OpKind::parse(v).unwrap()),
+        mode,
+        policy,
+        teardown: None,
+    }
+}
+
+/// Which window of the reset finding a counterexample shows.
+#[derive(Debug, PartialEq, Eq)]
+enum Window {
+    /// The aliased entry was refilled, after the last reset's flush, by the CPU
+    /// that ran the reset (its own TTBR0 ASID was skipped).
+    ResetSelf,
+    /// It was refilled by another CPU, whose TTBR0 held an ASID the reset did
+    /// not reserve (its curpmap already named another pmap).
+    ResetCurpmap,
+}
+
+/// Tells the two windows apart from the counterexample's events: the aliased
+/// entry (named in the violation) must have been filled after the last ASID
+/// rollover; compare the CPU that filled it with the CPU that rolled over.
+fn window_of(cx: &Counterexample) -> Window {
+    assert_eq!(cx.property, "no_asid_alias", "{}", cx.detail);
+    let at = cx.detail.find("the entry for ").expect("the violation names an entry");
+    let entry = &cx.detail[at..cx.detail[at..].find(')').map(|e| at + e + 1).expect("an entry in parentheses")];
+    let mut resetter = None;
+    let mut filler = None;
+    for st in &cx.steps {
+        let cpu: usize = st.who.strip_prefix("cpu").and_then(|w| w.split(' ').next()).unwrap().parse().unwrap();
+        for e in &st.events {
+            if e.starts_with("ASID rollover") {
+                resetter = Some(cpu);
+                filler = None;
+            }
+            if let Some(rest) = e.strip_prefix("speculative fill on cpu") {
+                if rest.ends_with(entry) && resetter.is_some() {
+                    filler = Some(rest.split(':').next().unwrap().parse::<usize>().unwrap());
+                }
+            }
+        }
+    }
+    let resetter = resetter.expect("a rollover before the alias");
+    let filler = filler.unwrap_or_else(|| panic!("no fill of '{entry}' after the last rollover:\n{}", cx.trace()));
+    assert_eq!(filler, cx.cpu, "the alias is used where the entry was refilled");
+    if filler == resetter {
+        Window::ResetSelf
+    } else {
+        Window::ResetCurpmap
+    }
+}
+
+/// Runs a finding's command and checks its token against the catalogue and its
+/// replay against the trace.
+fn found(f: &Finding) -> Counterexample {
+    let spec = spec_of(f.check_args);
+    let r = check(&spec).unwrap();
+    let cx = r.counterexample.unwrap_or_else(|| panic!("{}: `{}` found nothing", f.id, f.command()));
+    assert_eq!(
+        cx.token,
+        f.token,
+        "{}: the catalogue's token (crates/policy/src/findings.rs) is not what `{}` prints now; re-record it",
+        f.id,
+        f.command()
+    );
+    let again = replay(&cx.token).unwrap().counterexample.expect("the replay violates again");
+    assert_eq!((again.property, &again.detail, again.trace()), (cx.property, &cx.detail, cx.trace()));
+    cx
+}
+
+#[test]
+fn the_default_check_finds_window_1_the_resetting_cpu_skipping_itself() {
+    let f = finding("freebsd-arm64-asid-reset-self").unwrap();
+    assert_eq!(f.check_args, ["--policy", "arm64-freebsd-asid"], "window 1 is found with the defaults");
+    let cx = found(f);
+    assert_eq!(window_of(&cx), Window::ResetSelf, "{}", cx.trace());
+}
+
+#[test]
+fn window_2_is_found_on_freebsds_code_with_window_1_closed() {
+    let f = finding("freebsd-arm64-asid-reset-curpmap").unwrap();
+    let cx = found(f);
+    assert_eq!(window_of(&cx), Window::ResetCurpmap, "{}", cx.trace());
+    // The CPU that refilled had stored curpmap for another pmap before the reset
+    // read it: its TTBR0 write of that pmap comes after the rollover.
+    let after: Vec<&String> =
+        cx.steps.iter().flat_map(|s| s.events.iter()).skip_while(|e| !e.starts_with("ASID rollover")).collect();
+    assert!(after.iter().any(|e| e.starts_with("write root: mm")), "{}", cx.trace());
+}
+
+#[test]
+fn the_token_is_what_encode_gives_for_the_commands_spec() {
+    for f in FINDINGS {
+        let spec = spec_of(f.check_args);
+        let (decoded, choices) = decode(f.token).unwrap_or_else(|e| panic!("{}: {e}", f.id));
+        assert_eq!(
+            (&decoded.policy, decoded.cpus, decoded.mms, decoded.asids, decoded.ops, decoded.menu),
+            (&spec.policy, spec.cpus, spec.mms, spec.asids, spec.ops, spec.menu),
+            "{}",
+            f.id
+        );
+        assert_eq!(encode(&spec, &choices), f.token, "{}", f.id);
+    }
+}
+
+#[test]
+fn the_fix_passes_a_pct_search_that_finds_the_faithful_policys_alias() {
+    let spec = |policy: &str| CheckSpec {
+        policy: policy.to_string(),
+        cpus: 2,
+        mms: 3,
+        asids: 4,
+        ops: 8,
+        mode: Mode::Pct,
+        iterations: 2_000,
+        seed: 1,
+        memory: Memory::Sc,
+        menu: OpKind::all(),
+        teardown: None,
+    };
+    let faithful = check(&spec("arm64-freebsd-asid")).unwrap();
+    let cx = faithful.counterexample.expect("the faithful policy's alias");
+    assert_eq!(cx.property, "no_asid_alias", "{}", cx.detail);
+    let fixed = check(&spec("arm64-freebsd-asid-fix-reserved-ttbr0")).unwrap();
+    assert!(fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
+    assert_eq!(fixed.executions, 2_000);
+}
+
+#[test]
+fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_window_1() {
+    let spec = |policy: &str| CheckSpec {
+        policy: policy.to_string(),
+        cpus: 2,
+        mms: 3,
+        asids: 4,
+        ops: 4,
+        mode: Mode::Exhaustive,
+        iterations: u64::MAX,
+        seed: 1,
+        memory: Memory::Sc,
+        menu: OpKind::Switch.bit() | OpKind::Idle.bit(),
+        teardown: None,
+    };
+    let fixed = check(&spec("arm64-freebsd-asid-fix-reserved-ttbr0")).unwrap();
+    assert!(fixed.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
+    let faithful = check(&spec("arm64-freebsd-asid")).unwrap();
+    assert_eq!(window_of(&faithful.counterexample.expect("window 1")), Window::ResetSelf);
+}

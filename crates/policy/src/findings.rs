@@ -1,0 +1,113 @@
+//! The findings catalogue: hazards the checker finds in code that is still
+//! upstream, beside the zoo of bugs that were fixed.
+//!
+//! A zoo bug is re-introduced by a switch into code that is otherwise correct; a
+//! finding is in the faithful policy itself (the one the simulator runs by its
+//! registry name), and each of its windows has the `tlbkit check` command that
+//! finds it, the replay token of the counterexample that command prints, and the
+//! kernel source it comes from. The checker's tests assert that each command finds
+//! its window (not that the window is skipped) and that the token replays it;
+//! `tlbkit list` shows the catalogue in its own section.
+//!
+//! What a finding does not claim: it has not been shown on hardware, and it rests
+//! on the checker's rule that a CPU may walk the tables in TTBR0 speculatively at
+//! any moment (see `docs/findings/freebsd-arm64-asid-reset.md`).
+
+/// One window of a finding, as `tlbkit list` and the tests see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The name `tlbkit list` shows, e.g. `freebsd-arm64-asid-reset-self`.
+    pub id: &'static str,
+    /// The registry name of the faithful policy the hazard is in.
+    pub policy: &'static str,
+    /// One line for `tlbkit list`.
+    pub summary: &'static str,
+    /// The window in kernel terms: which CPU is where when the hazard opens.
+    pub window: &'static str,
+    /// The kernel file, functions and revision read.
+    pub source: &'static str,
+    /// The arguments of the `tlbkit check` command that finds this window.
+    pub check_args: &'static [&'static str],
+    /// The replay token that command prints (`tlbkit replay TOKEN`).
+    pub token: &'static str,
+    /// The fix candidates (registry names) that the checker passes at the
+    /// bounds of the findings report.
+    pub fixed_by: &'static [&'static str],
+}
+
+impl Finding {
+    /// Returns the command line that finds this window, as a user types it.
+    pub fn command(&self) -> alloc::string::String {
+        let mut s = alloc::string::String::from("tlbkit check");
+        for a in self.check_args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
+/// Where FreeBSD's code is, for both windows.
+const FREEBSD_SOURCE: &str = "FreeBSD sys/arm64/arm64/pmap.c: pmap_reset_asid_set, pmap_alloc_asid, \
+                              pmap_activate_int (r354286; unchanged in freebsd-src 6631b589)";
+
+/// Every finding window.
+pub const FINDINGS: &[Finding] = &[
+    Finding {
+        id: "freebsd-arm64-asid-reset-self",
+        policy: "arm64-freebsd-asid",
+        summary: "the CPU that resets the ASID set skips itself: its TTBR0's ASID is released while a speculative \
+                  walk refills under it",
+        window: "CPU A in pmap_activate_int has stored pc_curpmap = the next pmap and, in pmap_alloc_asid, finds the \
+                 set full: pmap_reset_asid_set flushes every TLB and re-reserves the other CPUs' curpmap ASIDs, \
+                 skipping curcpu; A's TTBR0 still holds its previous pmap with an ASID nobody reserved, a speculative \
+                 walk refills that pmap's entry under it, and the ASID goes to another pmap that A then runs",
+        source: FREEBSD_SOURCE,
+        check_args: &["--policy", "arm64-freebsd-asid"],
+        token: "t3~arm64-freebsd-asid~2~3~4~6~sc~1ff~-~z60.1~211c2047",
+        fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0", "arm64-freebsd-asid-fix-self"],
+    },
+    Finding {
+        id: "freebsd-arm64-asid-reset-curpmap",
+        policy: "arm64-freebsd-asid",
+        summary: "another CPU has stored pc_curpmap but not written TTBR0: the reset reserves the new pmap's ASID, \
+                  not the one in TTBR0",
+        window: "CPU B in pmap_activate_int between PCPU_SET(curpmap, next) and set_ttbr0 (or running its old pmap \
+                 when the flush is issued and storing curpmap before the loop reads it) while CPU A runs \
+                 pmap_reset_asid_set: the loop reserves and restamps the ASID of B's pc_curpmap, the next pmap, but \
+                 B's TTBR0 still holds the previous pmap's ASID, unreserved; B refills under it after the flush, \
+                 the ASID goes to another pmap, and B runs that pmap with the refilled entry. Found with window 1 \
+                 closed (on arm64-freebsd-asid the checker reduces every such schedule to the shallower window 1)",
+        source: FREEBSD_SOURCE,
+        check_args: &["--policy", "arm64-freebsd-asid-fix-self"],
+        token: "t3~arm64-freebsd-asid-fix-self~2~3~4~6~sc~1ff~-~z34.1z9.1z14.1~222724ad",
+        fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0"],
+    },
+];
+
+/// Returns the finding window called `id`.
+pub fn finding(id: &str) -> Option<&'static Finding> {
+    FINDINGS.iter().find(|f| f.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_summaries_fit_one_line() {
+        for (i, f) in FINDINGS.iter().enumerate() {
+            assert!(FINDINGS[..i].iter().all(|o| o.id != f.id), "duplicate id {}", f.id);
+            assert_eq!(finding(f.id), Some(f));
+            assert!(!f.summary.contains('\n') && f.summary.len() <= 120, "{}: {}", f.id, f.summary.len());
+            assert!(f.check_args.starts_with(&["--policy"]), "{}", f.id);
+            assert!(f.token.starts_with('t'), "{}: no token", f.id);
+        }
+        assert_eq!(finding("nope"), None);
+    }
+
+    #[test]
+    fn the_command_is_tlbkit_check_with_the_arguments() {
+        assert_eq!(FINDINGS[0].command(), "tlbkit check --policy arm64-freebsd-asid");
+    }
+}
