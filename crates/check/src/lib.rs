@@ -46,8 +46,8 @@
 //!   page-table walks read memory, not the buffer. That is x86-TSO; it lets a store
 //!   pass a later load, which is what store-buffering bugs (a missing `smp_mb()`,
 //!   a TLBI operand read before the `DSB` that publishes the PTE) need.
-//!   `--memory sc` turns buffers off; it is the default, as DESIGN.md's model is
-//!   sequentially consistent, but for the zoo entries whose bugs need TSO.
+//!   `--memory sc` turns buffers off; it is the default, as the oracle's model
+//!   (README, "The oracle") is sequentially consistent, but for the zoo entries whose bugs need TSO.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the
@@ -70,7 +70,7 @@
 //!   may have seen them acknowledge long before.
 //!
 //! # The properties
-//! The oracle of DESIGN.md, on this machine: `no_stale_use` and `no_asid_alias`
+//! The simulator's oracle (`tlbkit_sim::oracle`), on this machine: `no_stale_use` and `no_asid_alias`
 //! for every CPU in user mode after every step (anything it holds under the tag
 //! it runs with, it may use); `no_stale_held` when a flush returns, for every
 //! CPU that runs that process (not lazily, not mid-switch), and, when the flush

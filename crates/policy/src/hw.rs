@@ -85,7 +85,7 @@ pub enum Access {
     Rmw,
 }
 
-/// The three phases of a shootdown (STYLE.md: frames are freed only after sync).
+/// The three phases of a shootdown (issue, dispatch, sync; frames are freed only after sync).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Deciding what must be invalidated and where (publishing the request).

@@ -1,7 +1,7 @@
 //! TLB-management policies, written the way a kernel's arch layer writes them.
 //!
 //! Every policy here is a faithful re-implementation of a mechanism from a real
-//! kernel (see `../shared/DESIGN.md` and the seed documents). Policies talk to the
+//! kernel (each module's docs cite the kernel source, commit or review it follows). Policies talk to the
 //! machine only through the [`Hw`] trait (what an arch layer can do: write the
 //! translation root, invalidate TLBs locally or by broadcast, send IPIs, issue
 //! barriers) and keep their shared state in the atomics facade [`sync`], so the

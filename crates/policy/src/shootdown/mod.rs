@@ -1,7 +1,7 @@
 //! Shootdown completion protocols: how the CPU that changed a page table makes the
 //! other CPUs invalidate their TLBs, and how it learns that they have.
 //!
-//! Every protocol here runs the three phases of STYLE.md on the initiating CPU and
+//! Every protocol here runs the three phases of a shootdown on the initiating CPU and
 //! reports them through [`Hw::phase`]:
 //! - **issue**: publish the request (`smp_tlb_addr1`, `smp_tlb_addr2`,
 //!   `smp_tlb_pmap`, the operation) where the targets will read it;
