@@ -645,3 +645,61 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     assert_ne!(o.status.code(), Some(101));
 }
+
+/// The worked example of a policy of one's own (examples/my-policy), registered
+/// by one entry: it runs, compares and is checked like any other policy.
+#[test]
+fn the_worked_example_policy_runs_compares_and_is_checked() {
+    let run = |policy: &str| -> serde_json::Value {
+        let o = tlbkit(&[
+            "run",
+            "--machine",
+            "emag",
+            "--cpus",
+            "2",
+            "--policy",
+            policy,
+            "--workload",
+            "mprotect_threaded",
+            "--set",
+            "iters=5",
+            "--set",
+            "pages=128",
+            "--strict",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{policy}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let (base, mine) = (run("arm64-freebsd-asid"), run("arm64-freebsd-asid-cutoff"));
+    assert_eq!(mine["violations"].as_array().map(Vec::len), Some(0), "{mine}");
+    // 128-page mprotects are past the 64-page cutoff: one ASID flush each, not 128 page flushes.
+    let bcast = |j: &serde_json::Value| j["metrics"]["broadcast_invalidations"].as_u64().unwrap();
+    assert!(bcast(&mine) * 10 < bcast(&base), "{} vs {}", bcast(&mine), bcast(&base));
+    let o = tlbkit(&[
+        "compare",
+        "--machine",
+        "emag",
+        "--cpus",
+        "2",
+        "--workload",
+        "mprotect_threaded",
+        "--set",
+        "iters=5",
+        "--set",
+        "pages=128",
+        "--policy",
+        "arm64-freebsd-asid",
+        "--policy",
+        "arm64-freebsd-asid-cutoff",
+        "--runs",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("+ arm64-freebsd-asid-cutoff"));
+    // It wraps FreeBSD's allocator, so the checker finds the reset finding in it too.
+    let o = tlbkit(&["check", "--policy", "arm64-freebsd-asid-cutoff"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("VIOLATION no_asid_alias"));
+}
