@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs one fuzz target (README, "Fuzzing"):
+# Runs one fuzz target (the guide, docs/guide/src/fuzzing.md):
 #
 #     fuzz/run.sh TARGET [EXECUTIONS]
 #

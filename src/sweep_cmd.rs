@@ -12,7 +12,7 @@ use tlbkit_sim::sweep::{self, Event};
 /// per finished run to a results file; running it again runs only what is missing.
 #[derive(Args)]
 pub struct SweepArgs {
-    /// The experiment file (TOML; see the README's "Sweeps").
+    /// The experiment file (TOML; see the guide's "Sweeps", docs/guide/src/sweeps.md).
     file: PathBuf,
     /// The results file (default: the file's `results`, else its name with .jsonl).
     #[arg(long)]

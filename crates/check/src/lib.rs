@@ -47,7 +47,7 @@
 //!   pass a later load, which is what store-buffering bugs (a missing `smp_mb()`,
 //!   a TLBI operand read before the `DSB` that publishes the PTE) need.
 //!   `--memory sc` turns buffers off; it is the default, as the oracle's model
-//!   (README, "The oracle") is sequentially consistent, but for the zoo entries whose bugs need TSO.
+//!   (the guide, "The oracle's properties") is sequentially consistent, but for the zoo entries whose bugs need TSO.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the

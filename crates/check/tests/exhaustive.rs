@@ -1,5 +1,5 @@
 //! The fast subset of the exhaustive checks: every policy on a small machine
-//! (the full runs are `tlbkit check --policy P` in release, see the README).
+//! (the full runs are `tlbkit check --policy P` in release, see the guide's "Checking for stale translations").
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;

@@ -8,7 +8,7 @@
 //! Every policy exhaustively on 2 CPUs, 3 address spaces, 4 ASIDs (x86: 6 PCID
 //! slots) and 6 operations, and with 10,000 random schedules on 4 CPUs; every
 //! zoo entry with its defaults; every contpte teardown strategy with a
-//! contiguous block. Each prints the figures the README quotes.
+//! contiguous block. Each prints the figures the guide quotes (docs/guide, "Checking for stale translations").
 
 mod common;
 

@@ -105,6 +105,7 @@ pub enum Note {
     AsidRollover,
 }
 
+// ANCHOR: hw_trait
 /// The operations an arch layer has on the CPU it runs on.
 pub trait Hw {
     /// Returns the CPU this code runs on.
@@ -174,3 +175,4 @@ pub trait Hw {
     /// Reports an event for the machine's counters.
     fn note(&self, note: Note);
 }
+// ANCHOR_END: hw_trait

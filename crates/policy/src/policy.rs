@@ -21,6 +21,7 @@ pub enum Lazy {
     KernelThread,
 }
 
+// ANCHOR: policy_trait
 /// A TLB-management policy: ASID allocation, context switch and invalidation.
 ///
 /// All methods take `&self` and run on the CPU `hw` stands for; shared state lives
@@ -84,3 +85,4 @@ pub trait Policy: Sync {
     /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64);
 }
+// ANCHOR_END: policy_trait

@@ -143,6 +143,7 @@ register! {
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ParkSelf)
         ),
     }
+    // ANCHOR: example
     "arm64-freebsd-asid-cutoff" {
         description: "worked example (examples/my-policy): arm64-freebsd-asid with ranges over 64 pages flushed by \
                       one TLBI ASIDE1IS",
@@ -152,6 +153,7 @@ register! {
             my_policy::RangeCutoff::DEFAULT_CUTOFF,
         )),
     }
+    // ANCHOR_END: example
     "arm64-linux" {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",

@@ -30,7 +30,7 @@
 //! On the project's 2-core AMD EPYC development machine (shared with other
 //! work), a release build took 126 s and 1085 MiB at most with `arm64-linux`,
 //! 134 s and 1091 MiB with `arm64-linux-skipbcast`, and 152 s and 1085 MiB with
-//! `arm64-freebsd-asid` (`/usr/bin/time`; the README has the commands).
+//! `arm64-freebsd-asid` (`/usr/bin/time`; the guide's "Simulator speed at scale" has the commands).
 //! `arm64-noasid` is not practical there: it broadcasts `TLBI VMALLE1IS` at every
 //! switch, and each one empties all 4096 TLBs.
 

@@ -25,7 +25,7 @@
 //! unmapped its buffer (the exit's teardown is not counted). Host time grows
 //! with `cpus * iters * pages`; broadcasts cost the host O(sockets) each, not O(cpus);
 //! at `--cpus 4096` on `altra`, `iters=1000` took about 100 s and 1.3 GB
-//! on the 2-core development host (README, "Simulator speed at scale").
+//! on the 2-core development host (the guide, "Simulator speed at scale").
 
 use super::{ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys};

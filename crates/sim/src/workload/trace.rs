@@ -24,7 +24,7 @@
 //!
 //! Result: `run_us`, the simulated time until the last CPU stopped, in
 //! microseconds. Host time grows with the trace's records (about two events
-//! each: the README's `gzip`, 38 644 records, runs 74 708 events in 0.02 s of
+//! each: the guide's `gzip`, 38 644 records, runs 74 708 events in 0.02 s of
 //! host time, release build, on the 2-core development machine).
 
 use super::{ParamDef, Params, TextParamDef, Texts, WorkloadDef};

@@ -1,0 +1,192 @@
+//! The user guide (`docs/guide`, an mdBook) quotes tlbkit's output. Each quoted
+//! output is a file under `docs/guide/src/outputs/`, included by the chapters
+//! with `{{#include}}`, and this test runs the command that produced it and
+//! compares: a change to what tlbkit prints fails here until the guide says the
+//! same. `TLBKIT_BLESS=1 cargo test --test guide` rewrites the files from the
+//! current binary (then read the diff: the prose around them may need words).
+//!
+//! It also holds the guide to the rest of the repository: every chapter the
+//! summary names exists, every file a chapter includes exists, and no file of
+//! the project refers to a path outside the repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The quoted outputs: the file under `docs/guide/src/outputs/` and the
+/// arguments of the `tlbkit` command that prints it (stdout only).
+const OUTPUTS: &[(&str, &[&str])] = &[
+    (
+        "run.txt",
+        &[
+            "run", "--machine", "cortex-a72", "--cpus", "1", "--policy", "arm64-freebsd-asid", "--workload", "lat_ctx",
+            "--set", "procs=20", "--set", "size_kb=0",
+        ],
+    ),
+    (
+        "compare.txt",
+        &[
+            "compare", "--machine", "cortex-a72", "--cpus", "2", "--workload", "lat_ctx", "--policy", "arm64-noasid",
+            "--policy", "arm64-freebsd-asid", "--set", "procs=8", "--set", "jitter=0.02", "--runs", "5",
+        ],
+    ),
+    ("check-clean.txt", &["check", "--policy", "arm64-linux", "--ops", "3"]),
+    ("check-zoo.txt", &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]),
+    (
+        "example-run.txt",
+        &[
+            "run", "--machine", "cortex-a72", "--cpus", "2", "--policy", "arm64-freebsd-asid-cutoff", "--workload",
+            "mprotect_threaded", "--set", "iters=20",
+        ],
+    ),
+    (
+        "example-compare.txt",
+        &[
+            "compare", "--machine", "cortex-a72", "--cpus", "2", "--workload", "mprotect_threaded", "--policy",
+            "arm64-freebsd-asid", "--policy", "arm64-freebsd-asid-cutoff", "--set", "iters=20", "--set",
+            "jitter=0.02", "--runs", "4",
+        ],
+    ),
+    ("example-check.txt", &["check", "--policy", "arm64-freebsd-asid-cutoff"]),
+    ("list-policies.txt", &["list", "policies"]),
+];
+
+fn bless() -> bool {
+    std::env::var_os("TLBKIT_BLESS").is_some_and(|v| v == "1")
+}
+
+#[test]
+fn the_guide_quotes_what_tlbkit_prints() {
+    let dir = root().join("docs/guide/src/outputs");
+    let mut stale = Vec::new();
+    for (file, args) in OUTPUTS {
+        let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(*args).output().expect("run tlbkit");
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0) | Some(3)),
+            "tlbkit {} exited with {code:?}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = dir.join(file);
+        if bless() {
+            std::fs::write(&path, &out.stdout).expect("write a guide output");
+            continue;
+        }
+        let quoted = std::fs::read(&path).unwrap_or_default();
+        if quoted != out.stdout {
+            stale.push(format!("{} (tlbkit {})", path.display(), args.join(" ")));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "the guide quotes output tlbkit no longer prints; rerun with TLBKIT_BLESS=1 and read the diff:\n  {}",
+        stale.join("\n  ")
+    );
+}
+
+/// Every subcommand's `--help`, as the command-line reference includes it.
+#[test]
+fn the_cli_reference_is_the_cli() {
+    let dir = root().join("docs/guide/src/outputs/cli");
+    let top = Command::new(env!("CARGO_BIN_EXE_tlbkit")).arg("--help").output().expect("run tlbkit");
+    let top = String::from_utf8(top.stdout).expect("utf-8 help");
+    let subs: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    assert!(subs.contains(&"check") && subs.contains(&"run"), "subcommands not found in:\n{top}");
+    let mut pages: Vec<(String, Vec<u8>)> = vec![("tlbkit.txt".into(), top.clone().into_bytes())];
+    for s in &subs {
+        let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args([s, "--help"]).output().expect("run tlbkit");
+        pages.push((format!("{s}.txt"), out.stdout));
+        if *s == "trace" {
+            for t in ["import", "dump"] {
+                let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(["trace", t, "--help"]).output();
+                pages.push((format!("trace-{t}.txt"), out.expect("run tlbkit").stdout));
+            }
+        }
+    }
+    let reference = std::fs::read_to_string(root().join("docs/guide/src/cli.md")).expect("read cli.md");
+    let mut stale = Vec::new();
+    for (file, text) in &pages {
+        let path = dir.join(file);
+        if bless() {
+            std::fs::create_dir_all(&dir).expect("create the cli outputs folder");
+            std::fs::write(&path, text).expect("write a help page");
+        } else if std::fs::read(&path).unwrap_or_default() != *text {
+            stale.push(path.display().to_string());
+        }
+        assert!(
+            reference.contains(&format!("outputs/cli/{file}")),
+            "docs/guide/src/cli.md does not include outputs/cli/{file}"
+        );
+    }
+    assert!(stale.is_empty(), "help pages changed; rerun with TLBKIT_BLESS=1:\n  {}", stale.join("\n  "));
+}
+
+fn chapters() -> Vec<PathBuf> {
+    let src = root().join("docs/guide/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).expect("read SUMMARY.md");
+    summary
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .filter(|s| s.ends_with(".md"))
+        .map(|s| src.join(s))
+        .collect()
+}
+
+#[test]
+fn every_chapter_and_include_of_the_guide_exists() {
+    let chapters = chapters();
+    assert!(chapters.len() >= 15, "SUMMARY.md names only {} chapters", chapters.len());
+    for c in &chapters {
+        let text = std::fs::read_to_string(c).unwrap_or_else(|e| panic!("{}: {e}", c.display()));
+        for inc in text.split("{{#include ").skip(1) {
+            let rel = inc.split("}}").next().unwrap_or_default().split(':').next().unwrap_or_default();
+            let path = c.parent().unwrap_or(Path::new(".")).join(rel.trim());
+            assert!(path.is_file(), "{} includes {}, which does not exist", c.display(), path.display());
+        }
+    }
+}
+
+/// Collects the text files of the repository (not build outputs, not git's).
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() {
+            if !["target", ".git", "book", "corpus", "artifacts"].contains(&name.as_str()) {
+                text_files(&p, out);
+            }
+        } else if [".rs", ".md", ".toml", ".sh", ".py", ".txt"].iter().any(|x| name.ends_with(x))
+            || name == "run"
+        {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_file_refers_to_a_path_outside_the_repository() {
+    let mut files = Vec::new();
+    text_files(&root(), &mut files);
+    assert!(files.len() > 50, "found only {} files", files.len());
+    // Spelled in two pieces so that this file does not match itself.
+    let outside = [concat!("../", "shared"), concat!("/work", "/shared")];
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        for o in outside {
+            assert!(!text.contains(o), "{} refers to {o}, outside the repository", f.display());
+        }
+    }
+}
