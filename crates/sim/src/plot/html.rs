@@ -123,6 +123,10 @@ fn range_text(values: &[f64]) -> String {
     }
 }
 
+/// One grid point of a summary row: the baseline's mean, the policy's, and
+/// Student's t between them (`None` with fewer than three runs between the two).
+type PointComparison = (f64, f64, Option<stats::Comparison>);
+
 /// Returns the summary table of one workload's runs: per result and per policy
 /// other than a grid point's baseline, the baseline's and the policy's means,
 /// their ratio and the t tests' outcomes, over the grid points both ran at.
@@ -132,7 +136,7 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
     for m in metrics {
         let label = super::data::field_label(m, Some(wl));
         // (policy, baseline) -> per point: baseline mean, policy mean, t outcome.
-        let mut pairs: BTreeMap<(String, String), Vec<(f64, f64, Option<stats::Comparison>)>> = BTreeMap::new();
+        let mut pairs: BTreeMap<(String, String), Vec<PointComparison>> = BTreeMap::new();
         for at in points.values() {
             let present: Vec<String> =
                 Results::values(at.iter().copied(), "policy").iter().map(|c| c.to_string()).collect();
