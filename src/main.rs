@@ -82,7 +82,8 @@ enum Cmd {
         only: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
-        /// Also write the table as an HTML page with a bar chart per claim.
+        /// Also write the table as an HTML page, with one forest plot of every claim
+        /// (simulated and seed ratios, the verdict's tolerance band, a line at 1).
         #[arg(long, value_name = "FILE")]
         html: Option<std::path::PathBuf>,
     },

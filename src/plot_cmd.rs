@@ -23,7 +23,8 @@ pub struct PlotArgs {
     /// Only runs whose FIELD has VALUE: FIELD=VALUE (repeatable).
     #[arg(long = "where", value_name = "FIELD=VALUE")]
     filters: Vec<String>,
-    /// The chart's title (default: "Y by X" and the filters).
+    /// The chart's title (default: "Y by X" and the filters, Y in words from
+    /// `tlbkit list metrics`, e.g. "time per context switch by procs").
     #[arg(long)]
     title: Option<String>,
     /// The file to write: .svg or .png.
@@ -39,6 +40,12 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// The policy every other is compared with (ratios, differences, ministat's
+    /// reference). Repeat it for a sweep of several architectures: at each grid
+    /// point the first given that ran there is the baseline. Default: the policy
+    /// first in name order at each point; the page says which was used.
+    #[arg(long, value_name = "POLICY")]
+    baseline: Vec<String>,
 }
 
 /// Runs `tlbkit plot`.
@@ -76,7 +83,7 @@ pub fn plot(a: PlotArgs) -> Result<u8, String> {
 pub fn report(a: ReportArgs) -> Result<u8, String> {
     check_writable(&a.output, "-o", false)?;
     let results = Results::load(&a.results)?;
-    let page = html::report(&results, &a.results.display().to_string())?;
+    let page = html::report(&results, &a.results.display().to_string(), &a.baseline)?;
     write_atomically(&a.output, page.as_bytes())?;
     Ok(0)
 }

@@ -48,10 +48,12 @@ fn plot_and_report_of_a_small_sweep() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"));
-    assert!(text.contains(">procs</text>"));
-    assert!(text.contains(">us_per_switch (µs per switch) — mean of 3 runs</text>"));
-    assert!(text.contains(">arm64-noasid</text>") && text.contains(">arm64-freebsd-asid</text>"));
-    assert_eq!(text.matches("class=\"line\"").count(), 2, "one line per policy");
+    // Axis labels in words, from the workload's parameters and the metrics catalogue.
+    assert!(text.contains(">processes in the ring (procs)</tspan>"), "{text}");
+    assert!(text.contains(">time per context switch (µs) — mean of 3 runs</tspan>"), "{text}");
+    assert!(text.contains(">arm64-noasid</tspan>") && text.contains(">arm64-freebsd-asid</tspan>"));
+    assert_eq!(text.matches("class=\"line\"").count(), 0, "two points a policy: markers, no lines");
+    assert!(text.contains("Spread over seeds is synthetic"), "jitter named under the chart");
     assert_eq!(text.matches("class=\"mark\"").count(), 4, "2 policies × 2 process counts");
     assert!(text.contains("class=\"errorbar\""), "seeds differ (jitter), so points have min–max bars");
     // Balanced tags: every opened group is closed (a cheap well-formedness check).
@@ -87,14 +89,31 @@ fn plot_and_report_of_a_small_sweep() {
     assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
     // One chart per result of lat_ctx (3), each against procs, one line per policy.
     assert_eq!(page.matches("<svg ").count(), 3);
-    assert!(page.contains(">lat_ctx: us_per_switch</text>"));
+    assert!(page.contains(">lat_ctx: time per context switch</tspan>"));
     // ministat tables at each grid point (procs=2, procs=4), policies against the first.
     assert_eq!(page.matches("<pre class=\"ministat\">").count(), 2);
     assert!(page.contains("x arm64-freebsd-asid") && page.contains("+ arm64-noasid"));
+    assert!(page.contains("Baseline: at each grid point, the policy first in name order"));
     assert!(page.contains("    N           Min           Max        Median           Avg        Stddev"));
     assert!(page.contains("confidence"));
     // Self-contained: nothing loaded, no scripts.
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
+
+    // --baseline puts the policy asked for first, in the summary and in ministat.
+    let o = tlbkit(&["report", r, "--baseline", "arm64-noasid", "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("x arm64-noasid") && page.contains("+ arm64-freebsd-asid"));
+    assert!(page.contains("<td>arm64-freebsd-asid</td><td>arm64-noasid</td><td class=\"num\">2</td>"), "{page}");
+    assert!(page.contains("(lower)</td><td>lower at 2</td>"), "{page}");
+    let o = tlbkit(&["report", r, "--baseline", "arm64-linux", "-o", html.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--baseline arm64-linux: no run of that policy in")
+            && stderr(&o).contains("the results have: arm64-freebsd-asid, arm64-noasid"),
+        "{}",
+        stderr(&o)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

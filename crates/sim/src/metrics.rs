@@ -11,6 +11,8 @@
 pub struct MetricDef {
     /// The key in `tlbkit run --format json` and in a sweep's results file.
     pub name: &'static str,
+    /// A short name for axes and table headings, e.g. `time per context switch`.
+    pub label: &'static str,
     /// The unit (`count` for event counts, `ratio` for a dimensionless share).
     pub unit: &'static str,
     /// What it measures.
@@ -20,89 +22,196 @@ pub struct MetricDef {
     pub result: bool,
 }
 
-const fn result(name: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
-    MetricDef { name, unit, meaning, result: true }
+const fn result(name: &'static str, label: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
+    MetricDef { name, label, unit, meaning, result: true }
 }
 
-const fn metric(name: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
-    MetricDef { name, unit, meaning, result: false }
+const fn metric(name: &'static str, label: &'static str, unit: &'static str, meaning: &'static str) -> MetricDef {
+    MetricDef { name, label, unit, meaning, result: false }
 }
 
 /// Every result a workload can report, then every machine metric.
 pub const METRICS: &[MetricDef] = &[
     result(
         "us_per_switch",
+        "time per context switch",
         "µs",
         "lat_ctx: one context switch, the ring's time per hop less the overhead of passing the token without \
          switching (lmbench's figure)",
     ),
-    result("ring_us_per_hop", "µs", "lat_ctx: one hop of the token round the ring of processes, switch included"),
-    result("overhead_us", "µs", "lat_ctx: one hop's work without the switch (lmbench's overhead, subtracted)"),
-    result("us_per_round", "µs", "pingpong: one round trip between the two address spaces"),
-    result("tlb_misses_per_round", "count", "pingpong: translations per round that missed every TLB level"),
-    result("l1_tlb_misses_per_round", "count", "pingpong: translations per round that missed the L1 TLB"),
+    result(
+        "ring_us_per_hop",
+        "time per hop of the ring",
+        "µs",
+        "lat_ctx: one hop of the token round the ring of processes, switch included",
+    ),
+    result(
+        "overhead_us",
+        "overhead per hop",
+        "µs",
+        "lat_ctx: one hop's work without the switch (lmbench's overhead, subtracted)",
+    ),
+    result("us_per_round", "time per round trip", "µs", "pingpong: one round trip between the two address spaces"),
+    result(
+        "tlb_misses_per_round",
+        "TLB misses per round trip",
+        "count",
+        "pingpong: translations per round that missed every TLB level",
+    ),
+    result(
+        "l1_tlb_misses_per_round",
+        "L1 TLB misses per round trip",
+        "count",
+        "pingpong: translations per round that missed the L1 TLB",
+    ),
     result(
         "elapsed_s",
+        "elapsed time",
         "s",
         "mprotect_threaded, tcmalloc_frag, sort_compute, buildkernel: from the start until the last copy (or the \
          script) finished, as perf stat's \"seconds time elapsed\"",
     ),
-    result("us_per_op", "µs", "fileserver: one request of a server thread, averaged over the servers"),
-    result("shootdown_us", "µs", "fileserver: one shootdown from issue to done, averaged (0 without shootdowns)"),
+    result(
+        "us_per_op",
+        "time per request",
+        "µs",
+        "fileserver: one request of a server thread, averaged over the servers",
+    ),
+    result(
+        "shootdown_us",
+        "shootdown latency",
+        "µs",
+        "fileserver: one shootdown from issue to done, averaged (0 without shootdowns)",
+    ),
     result(
         "invalidating_share",
+        "share of IPI handler time invalidating",
         "ratio",
         "fileserver: of the time IPI handlers ran, the share spent invalidating TLBs (seed 003's 31% -> 71%)",
     ),
-    result("exit_us", "µs", "exit_teardown: one address space's teardown at exit (seed 004's exit_group cost)"),
-    result("run_us", "µs", "trace: the traced program's run, start to the last thread's end"),
-    metric("sim_time_ns", "ns", "simulated time until the last CPU stopped"),
-    metric("tlb_accesses", "count", "translations performed, user and kernel"),
-    metric("tlb_misses", "count", "translations that missed every TLB level (each needed a page walk)"),
-    metric("l1_tlb_misses", "count", "translations that missed the L1 TLB"),
-    metric("page_walks", "count", "page-table walks, speculative ones included"),
-    metric("spec_fills", "count", "speculative TLB fills (--set spec_rate)"),
-    metric("page_faults", "count", "page faults"),
-    metric("local_invalidations", "count", "TLB invalidation operations on the issuing CPU only"),
-    metric("broadcast_invalidations", "count", "broadcast TLB invalidation operations (arm64 TLBI ...IS)"),
-    metric("ipis_sent", "count", "inter-processor interrupts sent"),
-    metric("ipi_handler_ns", "ns", "time IPI handlers ran, summed over CPUs"),
-    metric("ipi_invalidating_ns", "ns", "of ipi_handler_ns, the time spent invalidating TLBs"),
-    metric("ipi_sync_ns", "ns", "of ipi_handler_ns, the time spent on shared cache lines (acknowledgements)"),
-    metric("shootdowns", "count", "shootdowns that reported their phases (issue, dispatch, sync, done)"),
-    metric("shootdown_ns", "ns", "those shootdowns' latency from issue to done, summed"),
-    metric("line_transfers", "count", "cache-line transfers of shared policy state between CPUs"),
-    metric("context_switches", "count", "context switches"),
-    metric("asid_rollovers", "count", "ASID rollovers: epoch resets (FreeBSD), generation bumps (Linux)"),
-    metric("full_flushes", "count", "invalidations of a whole ASID or of the whole TLB, local or broadcast"),
-    metric("syscalls", "count", "system calls"),
-    metric("events", "count", "simulator events processed (a measure of the simulation's own work)"),
-    metric("contpte_fills", "count", "64 KB TLB fills of contiguous blocks, speculative ones included (contpte runs)"),
-    metric("folios", "count", "64 KB folios allocated, anonymous and page cache (contpte runs)"),
+    result(
+        "exit_us",
+        "teardown time per exit",
+        "µs",
+        "exit_teardown: one address space's teardown at exit (seed 004's exit_group cost)",
+    ),
+    result("run_us", "run time", "µs", "trace: the traced program's run, start to the last thread's end"),
+    metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
+    metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
+    metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),
+    metric("l1_tlb_misses", "L1 TLB misses", "count", "translations that missed the L1 TLB"),
+    metric("page_walks", "page-table walks", "count", "page-table walks, speculative ones included"),
+    metric("spec_fills", "speculative TLB fills", "count", "speculative TLB fills (--set spec_rate)"),
+    metric("page_faults", "page faults", "count", "page faults"),
+    metric(
+        "local_invalidations",
+        "local TLB invalidations",
+        "count",
+        "TLB invalidation operations on the issuing CPU only",
+    ),
+    metric(
+        "broadcast_invalidations",
+        "broadcast TLB invalidations",
+        "count",
+        "broadcast TLB invalidation operations (arm64 TLBI ...IS)",
+    ),
+    metric("ipis_sent", "IPIs sent", "count", "inter-processor interrupts sent"),
+    metric("ipi_handler_ns", "IPI handler time", "ns", "time IPI handlers ran, summed over CPUs"),
+    metric(
+        "ipi_invalidating_ns",
+        "IPI handler time invalidating",
+        "ns",
+        "of ipi_handler_ns, the time spent invalidating TLBs",
+    ),
+    metric(
+        "ipi_sync_ns",
+        "IPI handler time on shared lines",
+        "ns",
+        "of ipi_handler_ns, the time spent on shared cache lines (acknowledgements)",
+    ),
+    metric("shootdowns", "shootdowns", "count", "shootdowns that reported their phases (issue, dispatch, sync, done)"),
+    metric("shootdown_ns", "shootdown latency, summed", "ns", "those shootdowns' latency from issue to done, summed"),
+    metric(
+        "line_transfers",
+        "cache-line transfers",
+        "count",
+        "cache-line transfers of shared policy state between CPUs",
+    ),
+    metric("context_switches", "context switches", "count", "context switches"),
+    metric(
+        "asid_rollovers",
+        "ASID rollovers",
+        "count",
+        "ASID rollovers: epoch resets (FreeBSD), generation bumps (Linux)",
+    ),
+    metric(
+        "full_flushes",
+        "full TLB flushes",
+        "count",
+        "invalidations of a whole ASID or of the whole TLB, local or broadcast",
+    ),
+    metric("syscalls", "system calls", "count", "system calls"),
+    metric(
+        "events",
+        "simulator events",
+        "count",
+        "simulator events processed (a measure of the simulation's own work)",
+    ),
+    metric(
+        "contpte_fills",
+        "64 KB TLB fills",
+        "count",
+        "64 KB TLB fills of contiguous blocks, speculative ones included (contpte runs)",
+    ),
+    metric("folios", "64 KB folios", "count", "64 KB folios allocated, anonymous and page cache (contpte runs)"),
     metric(
         "pte_range_flushes",
+        "PTE range flushes",
         "count",
         "range flushes the arm64 contpte code made (fold and unfold, access flags, copy-on-write) (contpte runs)",
     ),
     metric(
         "exit_range_flushes",
+        "range flushes at exit",
         "count",
         "of pte_range_flushes, those made while exiting address spaces were torn down",
     ),
-    metric("exits", "count", "address spaces torn down by exit, each process's last thread (contpte runs)"),
-    metric("exit_teardown_ns", "ns", "the time those teardowns took, summed (divide by exits) (contpte runs)"),
+    metric("exits", "exits", "count", "address spaces torn down by exit, each process's last thread (contpte runs)"),
+    metric(
+        "exit_teardown_ns",
+        "teardown time at exit, summed",
+        "ns",
+        "the time those teardowns took, summed (divide by exits) (contpte runs)",
+    ),
     metric(
         "hw_races",
+        "hardware races",
         "count",
         "hardware actions (another CPU's write, a speculative fill) placed between two page-table accesses of the \
          arch code (contpte runs)",
     ),
-    metric("file_writebacks", "count", "file pages reported dirty when their PTE was cleared (contpte runs)"),
+    metric(
+        "file_writebacks",
+        "file writebacks",
+        "count",
+        "file pages reported dirty when their PTE was cleared (contpte runs)",
+    ),
 ];
 
 /// Returns the catalogue entry called `name`.
 pub fn by_name(name: &str) -> Option<&'static MetricDef> {
     METRICS.iter().find(|m| m.name == name)
+}
+
+impl MetricDef {
+    /// Returns the figure's axis label: its short name and its unit, e.g.
+    /// `time per context switch (µs)` (a count or a ratio names no unit).
+    pub fn axis_label(&self) -> String {
+        match self.unit {
+            "count" | "ratio" => self.label.to_string(),
+            u => format!("{} ({u})", self.label),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +248,7 @@ mod tests {
         for (i, d) in METRICS.iter().enumerate() {
             assert!(METRICS[..i].iter().all(|o| o.name != d.name), "{} twice", d.name);
             assert!(!d.unit.is_empty() && d.meaning.len() > 10, "{}", d.name);
+            assert!(!d.label.is_empty() && !d.label.contains('_') && d.label.len() < 40, "{}: {}", d.name, d.label);
         }
     }
 }

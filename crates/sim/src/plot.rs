@@ -8,4 +8,5 @@
 
 pub mod chart;
 pub mod data;
+pub mod forest;
 pub mod html;

@@ -5,6 +5,13 @@
 //! one bar per series in each band. Every point carries a mean (the mark) and a
 //! min and max (the error bar, drawn only where they differ). The y axis starts
 //! at 0 when every value is positive, so bar heights compare honestly.
+//!
+//! Each series of a line chart has its own colour, marker shape and dash
+//! pattern, so that series are told apart without colour; a series of fewer
+//! than three points gets markers only (a line through two points suggests a
+//! trend nobody measured). Where the marks of two series coincide (closer than
+//! a marker), every series is nudged sideways by a few pixels and the legend
+//! says so. Titles and axis labels too long for the chart wrap onto more lines.
 
 use std::fmt::Write;
 
@@ -56,19 +63,102 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// The legend's title (e.g. the `--group` field), if any.
     pub legend_title: Option<String>,
+    /// A remark printed under the chart (e.g. where its spread comes from).
+    pub note: Option<String>,
 }
 
 /// Colours of the series, in order (Okabe and Ito's palette, readable by
 /// colour-blind readers), then again.
 pub const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
 
+/// Marker shapes of the series, in order, then again.
+pub const SHAPES: [Shape; 6] =
+    [Shape::Circle, Shape::Square, Shape::TriangleUp, Shape::Diamond, Shape::TriangleDown, Shape::Cross];
+/// Dash patterns of the series' lines, in order, then again (empty: solid).
+pub const DASHES: [&str; 5] = ["", "7 4", "2 3", "9 3 2 3", "4 2"];
+
+/// A marker's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A filled circle.
+    Circle,
+    /// A filled square.
+    Square,
+    /// A filled triangle, point up.
+    TriangleUp,
+    /// A filled diamond.
+    Diamond,
+    /// A filled triangle, point down.
+    TriangleDown,
+    /// An X.
+    Cross,
+}
+
+impl Shape {
+    /// Returns the SVG element of this marker centred on (`x`, `y`), about
+    /// `2 * r` across.
+    pub fn svg(self, x: f64, y: f64, r: f64, colour: &str, class: &str) -> String {
+        let path = |d: String| format!("<path class=\"{class}\" d=\"{d}\" fill=\"{colour}\"/>");
+        match self {
+            Shape::Circle => {
+                format!("<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r:.1}\" fill=\"{colour}\"/>")
+            }
+            Shape::Square => {
+                let a = r * 0.9;
+                path(format!("M{:.1},{:.1} h{:.1} v{:.1} h{:.1} Z", x - a, y - a, 2.0 * a, 2.0 * a, -2.0 * a))
+            }
+            Shape::TriangleUp => {
+                let a = r * 1.2;
+                path(format!(
+                    "M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z",
+                    y - a,
+                    x + a,
+                    y + a * 0.8,
+                    x - a,
+                    y + a * 0.8
+                ))
+            }
+            Shape::TriangleDown => {
+                let a = r * 1.2;
+                path(format!(
+                    "M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z",
+                    y + a,
+                    x + a,
+                    y - a * 0.8,
+                    x - a,
+                    y - a * 0.8
+                ))
+            }
+            Shape::Diamond => {
+                let a = r * 1.25;
+                path(format!("M{:.1},{y:.1} L{x:.1},{:.1} L{:.1},{y:.1} L{x:.1},{:.1} Z", x - a, y - a, x + a, y + a))
+            }
+            Shape::Cross => format!(
+                "<path class=\"{class}\" d=\"M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}\" stroke=\"{colour}\" \
+                 stroke-width=\"2.2\" fill=\"none\"/>",
+                x - r,
+                y - r,
+                x + r,
+                y + r,
+                x - r,
+                y + r,
+                x + r,
+                y - r
+            ),
+        }
+    }
+}
+
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 440.0;
 const LEFT: f64 = 90.0;
-const TOP: f64 = 44.0;
 const BOTTOM: f64 = 70.0;
 const RIGHT: f64 = 24.0;
 const LEGEND_WIDTH: f64 = 190.0;
+/// Sideways nudge between coinciding series, in pixels.
+const NUDGE: f64 = 5.0;
+/// How close (in pixels) two marks must be to count as coinciding.
+const COINCIDE: f64 = 6.0;
 /// Maps an x value to its horizontal position.
 type XMap = Box<dyn Fn(f64) -> f64>;
 
@@ -101,6 +191,42 @@ pub fn axis_label(name: &str) -> String {
         }
     }
     name.to_string()
+}
+
+/// Returns `text` broken at spaces into lines of at most `width` characters
+/// (a longer word stands alone on its line, whole).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Returns how many characters of text `size` pixels high fit in `px` pixels
+/// (DejaVu Sans averages about 0.55 em per character of lower-case text;
+/// bold, 0.62: a little more is allowed for capitals and digits).
+fn fits(px: f64, size: f64, bold: bool) -> usize {
+    (px / (size * if bold { 0.64 } else { 0.57 })).floor().max(8.0) as usize
+}
+
+/// Returns `<tspan>`s of `lines`, each `step` pixels below the last, at `x`.
+fn tspans(lines: &[String], x: f64, step: f64) -> String {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("<tspan x=\"{x:.1}\" dy=\"{}\">{}</tspan>", if i == 0 { 0.0 } else { step }, escape(l)))
+        .collect()
 }
 
 /// Returns "nice" tick values covering `lo..=hi`: about `target` of them, at
@@ -138,24 +264,33 @@ impl Chart {
     pub fn to_svg(&self, standalone: bool) -> String {
         let legend = self.series.iter().any(|s| !s.name.is_empty());
         let plot_right = WIDTH - RIGHT - if legend { LEGEND_WIDTH } else { 0.0 };
-        let (x0, x1, y0, y1) = (LEFT, plot_right, HEIGHT - BOTTOM, TOP);
+        // Wrapped texts decide the margins: the title's lines above, the x
+        // label's and the note's below.
+        let title = wrap(&self.title, fits(WIDTH - 40.0, 15.0, true));
+        let x_label = wrap(&self.x_label, fits(plot_right - LEFT, 13.0, false));
+        let note = self.note.as_deref().map(|n| wrap(n, fits(WIDTH - 40.0, 11.0, false))).unwrap_or_default();
+        let top = 30.0 + 19.0 * title.len() as f64;
+        let bottom_margin = BOTTOM + 15.0 * (x_label.len() as f64 - 1.0) + 14.0 * note.len() as f64;
+        let height = HEIGHT + 19.0 * (title.len() as f64 - 1.0) + (bottom_margin - BOTTOM);
+        let (x0, x1, y0, y1) = (LEFT, plot_right, height - bottom_margin, top);
+        let y_label = wrap(&self.y_label, fits(y0 - y1 + 60.0, 13.0, false));
         let mut o = String::new();
         if standalone {
             o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         }
         let _ = writeln!(
             o,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
-             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"{FONT}\" font-size=\"12\">"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
+             viewBox=\"0 0 {WIDTH} {height}\" font-family=\"{FONT}\" font-size=\"12\">"
         );
         let _ = writeln!(o, "<title>{}</title>", escape(&self.title));
-        let _ = writeln!(o, "<rect width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"white\"/>");
+        let _ = writeln!(o, "<rect width=\"{WIDTH}\" height=\"{height}\" fill=\"white\"/>");
         let _ = writeln!(
             o,
             "<text class=\"title\" x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" \
              font-weight=\"bold\">{}</text>",
-            (x0 + x1) / 2.0,
-            escape(&self.title)
+            WIDTH / 2.0,
+            tspans(&title, WIDTH / 2.0, 19.0)
         );
 
         // The y range: every mark and error bar, and 0 when all are positive.
@@ -185,7 +320,9 @@ impl Chart {
                 let (xt, xstep) = ticks(l, h, 8);
                 let (xlo, xhi) = (xt[0], xt[xt.len() - 1]);
                 let labels = xt.iter().map(|&v| (v, tick_label(v, xstep))).collect();
-                (Box::new(move |v| x0 + (v - xlo) / (xhi - xlo) * (x1 - x0)), labels)
+                // A margin inside the axis, so that marks at the ends are not cut by it.
+                let (a, b) = (x0 + 12.0, x1 - 12.0);
+                (Box::new(move |v| a + (v - xlo) / (xhi - xlo) * (b - a)), labels)
             }
             XAxis::Categories(cats) => {
                 let band = (x1 - x0) / cats.len().max(1) as f64;
@@ -232,42 +369,68 @@ impl Chart {
             o,
             "<text class=\"x-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
             (x0 + x1) / 2.0,
-            HEIGHT - 22.0,
-            escape(&self.x_label)
+            y0 + 48.0,
+            tspans(&x_label, (x0 + x1) / 2.0, 15.0)
         );
+        // A rotated label's lines stack leftwards: the first line furthest out.
+        let yl_x = (22.0 - 7.5 * (y_label.len() as f64 - 1.0)).max(10.0);
         let _ = writeln!(
             o,
-            "<text class=\"y-label\" transform=\"translate(22,{:.1}) rotate(-90)\" text-anchor=\"middle\" \
+            "<text class=\"y-label\" transform=\"translate({yl_x:.1},{:.1}) rotate(-90)\" text-anchor=\"middle\" \
              font-size=\"13\">{}</text>",
             (y0 + y1) / 2.0,
-            escape(&self.y_label)
+            tspans(&y_label, 0.0, 15.0)
         );
+        if !note.is_empty() {
+            let _ = writeln!(
+                o,
+                "<text class=\"note\" x=\"20\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
+                height - 8.0 - 14.0 * (note.len() as f64 - 1.0),
+                tspans(&note, 20.0, 14.0)
+            );
+        }
+
+        // Coinciding marks of different series: each series is then nudged
+        // sideways by its own offset.
+        let numeric = self.x_axis == XAxis::Numeric;
+        let coincide = numeric
+            && self.series.iter().enumerate().any(|(i, a)| {
+                self.series[i + 1..].iter().any(|b| {
+                    a.points.iter().any(|p| {
+                        b.points
+                            .iter()
+                            .any(|q| (xs(p.x) - xs(q.x)).abs() < COINCIDE && (ys(p.mean) - ys(q.mean)).abs() < COINCIDE)
+                    })
+                })
+            });
+        let nseries = self.series.len().max(1) as f64;
+        let nudge = |si: usize| if coincide { (si as f64 - (nseries - 1.0) / 2.0) * NUDGE } else { 0.0 };
 
         // The data.
-        let nseries = self.series.len().max(1) as f64;
         for (si, s) in self.series.iter().enumerate() {
             let colour = PALETTE[si % PALETTE.len()];
+            let shape = SHAPES[si % SHAPES.len()];
             let _ = writeln!(o, "<g class=\"series\" data-name=\"{}\">", escape(&s.name));
             let mut marks = Vec::new();
             match &self.x_axis {
                 XAxis::Numeric => {
+                    let dx = nudge(si);
                     let pts: Vec<String> =
-                        s.points.iter().map(|p| format!("{:.1},{:.1}", xs(p.x), ys(p.mean))).collect();
-                    if pts.len() > 1 {
+                        s.points.iter().map(|p| format!("{:.1},{:.1}", xs(p.x) + dx, ys(p.mean))).collect();
+                    // Fewer than three points: markers only.
+                    if pts.len() >= 3 {
+                        let dash = DASHES[si % DASHES.len()];
+                        let dash =
+                            if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
                         let _ = writeln!(
                             o,
-                            "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>",
+                            "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" \
+                             stroke-width=\"2\"{dash}/>",
                             pts.join(" ")
                         );
                     }
                     for p in &s.points {
-                        marks.push((xs(p.x), *p));
-                        let _ = writeln!(
-                            o,
-                            "<circle class=\"mark\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{colour}\"/>",
-                            xs(p.x),
-                            ys(p.mean)
-                        );
+                        marks.push((xs(p.x) + dx, *p));
                     }
                 }
                 XAxis::Categories(cats) => {
@@ -288,7 +451,7 @@ impl Chart {
                     }
                 }
             }
-            for (x, p) in marks {
+            for (x, p) in &marks {
                 if p.max > p.min {
                     let (a, b) = (ys(p.min), ys(p.max));
                     let _ = writeln!(
@@ -302,13 +465,20 @@ impl Chart {
                     );
                 }
             }
+            // Markers over the error bars, so that a short bar does not hide them.
+            if numeric {
+                for (x, p) in &marks {
+                    let _ = writeln!(o, "{}", shape.svg(*x, ys(p.mean), 4.0, colour, "mark"));
+                }
+            }
             o.push_str("</g>\n");
         }
 
         // The legend.
         if legend {
             let lx = plot_right + 16.0;
-            let mut ly = TOP + 6.0;
+            let mut ly = top + 6.0;
+            let names = fits(LEGEND_WIDTH - 48.0, 12.0, false);
             o.push_str("<g class=\"legend\">\n");
             if let Some(t) = &self.legend_title {
                 let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-weight=\"bold\">{}</text>", escape(t));
@@ -316,27 +486,45 @@ impl Chart {
             }
             for (si, s) in self.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
                 let colour = PALETTE[si % PALETTE.len()];
+                let key = if numeric {
+                    let dash = DASHES[si % DASHES.len()];
+                    let line = if s.points.len() >= 3 {
+                        let dash =
+                            if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
+                        format!(
+                            "<path d=\"M{lx:.1},{:.1} h24\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>",
+                            ly - 4.0
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!("{line}{}", SHAPES[si % SHAPES.len()].svg(lx + 12.0, ly - 4.0, 4.0, colour, "key"))
+                } else {
+                    format!("<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"24\" height=\"10\" fill=\"{colour}\"/>", ly - 9.0)
+                };
+                let name = wrap(&s.name, names);
                 let _ = writeln!(
                     o,
-                    "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"14\" height=\"10\" fill=\"{colour}\"/>\
-                     <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
-                    ly - 9.0,
-                    lx + 20.0,
-                    escape(&s.name)
+                    "{key}<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+                    lx + 30.0,
+                    tspans(&name, lx + 30.0, 14.0)
                 );
-                ly += 18.0;
+                ly += 18.0 + 14.0 * (name.len() as f64 - 1.0);
             }
+            let mut remarks: Vec<&str> = Vec::new();
             if self.series.iter().flat_map(|s| &s.points).any(|p| p.max > p.min) {
-                let _ = writeln!(
-                    o,
-                    "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">marks: mean;</text>",
-                    ly + 8.0
-                );
-                let _ = writeln!(
-                    o,
-                    "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">bars: min to max</text>",
-                    ly + 22.0
-                );
+                remarks.extend(["marks: mean;", "bars: min to max"]);
+            }
+            if numeric && self.series.iter().any(|s| !s.points.is_empty() && s.points.len() < 3) {
+                remarks.extend(["fewer than 3 points:", "marks only, no line"]);
+            }
+            if coincide {
+                remarks.extend(["series coincide: marks", "nudged apart sideways", "by 5 px each"]);
+            }
+            ly += 8.0;
+            for r in remarks {
+                let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{r}</text>");
+                ly += 14.0;
             }
             o.push_str("</g>\n");
         }
@@ -367,6 +555,7 @@ mod tests {
                 },
             ],
             legend_title: Some("policy".into()),
+            note: None,
         }
     }
 
@@ -395,11 +584,13 @@ mod tests {
         let svg = line_chart().to_svg(true);
         assert!(svg.starts_with("<?xml"));
         assert!(svg.contains("class=\"axes\""));
-        assert!(svg.contains(">procs</text>"));
-        assert!(svg.contains(">us_per_switch (µs per switch)</text>"));
+        assert!(svg.contains(">procs</tspan>"));
+        assert!(svg.contains(">us_per_switch (µs per switch)</tspan>"));
         assert!(svg.contains("<g class=\"legend\">"));
-        assert!(svg.contains(">arm64-noasid</text>") && svg.contains(">arm64-freebsd-asid</text>"));
-        assert_eq!(svg.matches("class=\"line\"").count(), 2);
+        assert!(svg.contains(">arm64-noasid</tspan>") && svg.contains(">arm64-freebsd-asid</tspan>"));
+        // Two points a series: markers only, and the legend says so.
+        assert_eq!(svg.matches("class=\"line\"").count(), 0);
+        assert!(svg.contains(">marks only, no line</text>"));
         assert_eq!(svg.matches("class=\"mark\"").count(), 4);
         // Three of the four points have a spread; the one with min == max has no bar.
         assert_eq!(svg.matches("class=\"errorbar\"").count(), 3);
@@ -420,6 +611,7 @@ mod tests {
                 Series { name: "simulated ratio".into(), points: vec![pt(0.0, 1.9, 1.9, 1.9), pt(1.0, 3.2, 3.2, 3.2)] },
             ],
             legend_title: None,
+            note: None,
         };
         let svg = chart.to_svg(false);
         assert!(!svg.starts_with("<?xml"));
@@ -430,7 +622,54 @@ mod tests {
         assert_eq!(svg.matches("class=\"bar\"").count(), 4);
         assert_eq!(svg.matches("class=\"errorbar\"").count(), 0);
         assert!(svg.contains(">b&lt;c</text>"), "category labels are escaped");
-        assert!(svg.contains(">seed ratio</text>"));
+        assert!(svg.contains(">seed ratio</tspan>"));
+    }
+
+    #[test]
+    fn coinciding_series_get_own_shapes_dashes_and_a_nudge_and_long_titles_wrap() {
+        let same = vec![pt(1.0, 2.0, 2.0, 2.0), pt(2.0, 3.0, 3.0, 3.0), pt(3.0, 4.0, 4.0, 4.0)];
+        let chart = Chart {
+            title: "a title long enough that it cannot fit on one line of a chart seven hundred and sixty pixels \
+                    wide, so it wraps"
+                .into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            x_axis: XAxis::Numeric,
+            series: vec![Series { name: "a".into(), points: same.clone() }, Series { name: "b".into(), points: same }],
+            legend_title: None,
+            note: Some("spread from jitter".into()),
+        };
+        let svg = chart.to_svg(false);
+        // Three points: lines, the second dashed; a circle for a, a square (path) for b.
+        assert_eq!(svg.matches("class=\"line\"").count(), 2);
+        assert_eq!(svg.matches("stroke-dasharray=\"7 4\"").count(), 2, "the line and its legend key");
+        assert_eq!(svg.matches("<circle class=\"mark\"").count(), 3);
+        assert_eq!(svg.matches("<path class=\"mark\"").count(), 3);
+        // Nudged 2.5 px apart either side of x, and the legend says so.
+        let a = svg.split("<circle class=\"mark\" cx=\"").nth(1).unwrap();
+        let ax: f64 = a.split('"').next().unwrap().parse().unwrap();
+        assert!(svg.contains(&format!("<path class=\"mark\" d=\"M{:.1},", ax + 5.0 - 3.6)), "{svg}");
+        assert!(svg.contains(">series coincide: marks</text>"));
+        // The title takes two lines, the note its own under the chart.
+        assert_eq!(
+            svg.split("<text class=\"title\"")
+                .nth(1)
+                .unwrap()
+                .split("</text>")
+                .next()
+                .unwrap()
+                .matches("<tspan")
+                .count(),
+            2
+        );
+        assert!(svg.contains(">spread from jitter</tspan>"));
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        assert_eq!(wrap("one two three", 7), ["one two", "three"]);
+        assert_eq!(wrap("unbreakable-word x", 5), ["unbreakable-word", "x"]);
+        assert_eq!(wrap("", 5), [""]);
     }
 
     #[test]

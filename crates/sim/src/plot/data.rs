@@ -9,6 +9,7 @@
 //! depend on the order in which a sweep's runs finished.
 
 use super::chart::{axis_label, Chart, Point, Series, XAxis};
+use crate::{metrics, workload};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -112,6 +113,53 @@ impl Row {
     /// Returns the figure `key`.
     pub fn figure(&self, key: &str) -> Option<f64> {
         self.figures().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+/// Returns the axis label of field or figure `name` of runs of `workload` (if
+/// they share one): a figure's short name and unit from the metrics catalogue
+/// ([`crate::metrics`]), a workload parameter's meaning with its key, the
+/// common coordinates' names in words; anything else as [`axis_label`] gives it.
+pub fn field_label(name: &str, workload: Option<&str>) -> String {
+    if let Some(m) = metrics::by_name(name) {
+        return m.axis_label();
+    }
+    let params = workload.and_then(workload::by_name).map(|w| w.params).unwrap_or(&[]);
+    if let Some(p) = params.iter().find(|p| p.key == name) {
+        return format!("{} ({name})", p.doc);
+    }
+    match name {
+        "cpus" => "CPUs".into(),
+        "machine" => "machine preset".into(),
+        "policy" => "policy".into(),
+        "seed" => "seed".into(),
+        "violations" => "oracle violations".into(),
+        _ => axis_label(name),
+    }
+}
+
+/// Returns what the spread of `rows` over seeds comes from, for a note beside
+/// their figure: `Some` when they were run with `--set jitter` (so that the
+/// min–max bars and any confidence interval measure that synthetic noise, not a
+/// real machine's) or when each point is a single run; `None` otherwise.
+pub fn spread_note(rows: &[&Row]) -> Option<String> {
+    let jitters = Results::values(rows.iter().copied(), "jitter");
+    let seeds = Results::values(rows.iter().copied(), "seed");
+    let shown: Vec<String> = jitters.iter().map(|j| j.to_string()).collect();
+    match jitters.iter().any(|j| matches!(j, Coord::Num(v) if *v > 0.0)) {
+        true => Some(format!(
+            "Spread over seeds is synthetic: these runs set jitter={} (every compute time and system call scaled by \
+             a random factor within ±jitter, drawn from the seed), so bars and confidence intervals measure that \
+             noise and the seed's speculative fills, not a real machine's variation.",
+            shown.join("|")
+        )),
+        false if seeds.len() > 1 => Some(
+            "No jitter: seeds differ only in the simulator's seed-drawn events (speculative TLB fills, hardware \
+             races); where every seed gives the same value there is no spread, and a difference is exact, not a \
+             statistic."
+                .into(),
+        ),
+        false => None,
     }
 }
 
@@ -281,17 +329,24 @@ impl Results {
             (runs_per_point.iter().min().copied().unwrap_or(0), runs_per_point.iter().max().copied().unwrap_or(0));
         let per = if lo == hi { format!("{lo}") } else { format!("{lo} to {hi}") };
         let title = spec.title.clone().unwrap_or_else(|| {
-            let mut t = format!("{} by {}", spec.y, spec.x);
+            // The figure's short name from the catalogue; the x field's key (its axis says what it is).
+            let y = metrics::by_name(&spec.y).map_or(spec.y.as_str(), |m| m.label);
+            let mut t = format!("{y} by {}", spec.x);
             if !spec.filters.is_empty() {
                 let f: Vec<String> = spec.filters.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 t.push_str(&format!(" ({})", f.join(", ")));
             }
             t
         });
+        let workloads = Results::values(rows.iter().copied(), "workload");
+        let wl = match workloads.as_slice() {
+            [Coord::Text(w)] => Some(w.as_str()),
+            _ => None,
+        };
         let chart = Chart {
             title,
-            x_label: axis_label(&spec.x),
-            y_label: format!("{} — mean of {per} run{}", axis_label(&spec.y), if hi == 1 { "" } else { "s" }),
+            x_label: field_label(&spec.x, wl),
+            y_label: format!("{} — mean of {per} run{}", field_label(&spec.y, wl), if hi == 1 { "" } else { "s" }),
             x_axis: if numeric {
                 XAxis::Numeric
             } else {
@@ -299,6 +354,7 @@ impl Results {
             },
             series,
             legend_title: spec.group.clone(),
+            note: spread_note(&rows),
         };
         Ok((chart, pooled))
     }
