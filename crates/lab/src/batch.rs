@@ -7,7 +7,7 @@
 //! caller that needs an order (as `tlbkit compare` orders by seed) sorts by the
 //! index it is handed.
 
-use crate::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

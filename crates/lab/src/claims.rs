@@ -15,7 +15,7 @@
 //! and the rule is applied to each variant's ratio. Such a claim's top-level
 //! ratio fields describe its worst variant, and its verdict is that variant's.
 
-use crate::run::{run, RunSpec};
+use tlbkit_sim::run::{run, RunSpec};
 use serde::Serialize;
 
 /// A claim from a seed document.

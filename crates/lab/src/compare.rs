@@ -13,7 +13,7 @@
 //! policies better.
 
 use crate::batch;
-use crate::run::{self, RunOutput, RunSpec};
+use tlbkit_sim::run::{self, RunOutput, RunSpec};
 use crate::stats::{self, Comparison, Summary, SYMBOLS};
 use serde_json::json;
 use std::ops::ControlFlow;

@@ -8,7 +8,7 @@ use super::chart::{escape, Chart, Point, Series, XAxis};
 use super::data::{ChartSpec, Coord, Results, Row};
 use crate::claims::ClaimResult;
 use crate::stats::{self, Summary, SYMBOLS};
-use crate::workload;
+use tlbkit_sim::workload;
 use std::fmt::Write;
 
 const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em;color:#222;max-width:1600px}\
