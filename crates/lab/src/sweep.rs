@@ -21,13 +21,13 @@ pub mod schema;
 pub const MAX_RUNS: usize = 100_000;
 
 use crate::batch;
-use tlbkit_sim::preset;
-use tlbkit_sim::registry;
-use tlbkit_sim::run::{self, RunOutput, RunSpec};
 use results::ResultsFile;
 use schema::{ParamValue, Sweep};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use tlbkit_sim::preset;
+use tlbkit_sim::registry;
+use tlbkit_sim::run::{self, RunOutput, RunSpec};
 
 /// One point of the grid.
 #[derive(Clone, Debug)]

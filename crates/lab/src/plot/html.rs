@@ -8,8 +8,8 @@ use super::chart::{escape, Chart, Point, Series, XAxis};
 use super::data::{ChartSpec, Coord, Results, Row};
 use crate::claims::ClaimResult;
 use crate::stats::{self, Summary, SYMBOLS};
-use tlbkit_sim::workload;
 use std::fmt::Write;
+use tlbkit_sim::workload;
 
 const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em;color:#222;max-width:1600px}\
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1.05em}\

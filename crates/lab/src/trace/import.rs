@@ -4,11 +4,11 @@
 use super::format::{Event, Process, Record, Thread, Trace, PAGE_END};
 use super::lackey::{Item, Lackey, Marker};
 use super::strace::{self, Call, Entry, Ret, What, CREATE};
-use tlbkit_sim::program::{Region, DATA_PAGES, DATA_VA, STACK_PAGES, STACK_VA, TEXT_PAGES, TEXT_VA};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::io::BufRead;
 use std::path::Path;
+use tlbkit_sim::program::{Region, DATA_PAGES, DATA_VA, STACK_PAGES, STACK_VA, TEXT_PAGES, TEXT_VA};
 
 /// How to import.
 #[derive(Clone, Copy, Debug)]
