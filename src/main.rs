@@ -137,7 +137,7 @@ enum Cmd {
     /// Print tlbkit's man page (roff), generated from its command-line definition
     /// (e.g. `tlbkit man > tlbkit.1; man ./tlbkit.1`).
     Man,
-    /// Work with traces of real programs (see crates/lab/src/trace).
+    /// Work with traces of real programs (see crates/sim/src/trace).
     Trace {
         #[command(subcommand)]
         cmd: TraceCmd,
