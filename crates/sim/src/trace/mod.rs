@@ -1,5 +1,5 @@
 //! Traces of real programs: the file the `trace` workload replays
-//! ([`format`]). `tlbkit trace import` (the `tlbkit-lab` crate's `trace`
+//! ([`format`](mod@format)). `tlbkit trace import` (the `tlbkit-lab` crate's `trace`
 //! module) makes one from valgrind's lackey and strace logs of one run, and
 //! says there what it keeps and drops.
 //!
@@ -13,7 +13,7 @@
 //!
 //! # The file
 //!
-//! [`format`] describes the file and its checks. The README's example,
+//! [`format`](mod@format) describes the file and its checks. The README's example,
 //! `gzip -c` of a 292-byte file (442 659 lackey lines, a 6.3 MB log), is a
 //! 157 KB trace.
 
