@@ -1,9 +1,9 @@
-//! `tlbkit compare`: its flags and output (the work is `tlbkit_sim::compare`).
+//! `tlbkit compare`: its flags and output (the work is `tlbkit_lab::compare`).
 
 use crate::progress::{self, Unit};
 use clap::{Args, ValueEnum};
-use tlbkit_sim::batch::default_jobs;
-use tlbkit_sim::compare::CompareSpec;
+use tlbkit_lab::batch::default_jobs;
+use tlbkit_lab::compare::CompareSpec;
 
 /// How `compare` prints.
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]

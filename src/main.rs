@@ -17,7 +17,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use progress::Unit;
 use std::process::ExitCode;
 use table::{Align, Table};
-use tlbkit_sim::claims::{self, CLAIMS};
+use tlbkit_lab::claims::{self, CLAIMS};
 use tlbkit_sim::run::{
     bench_scale, run, scale_specs, RunOutput, RunSpec, ScaleRow, MAX_CPUS, SCALE_MACHINE, SCALE_POLICY,
 };
@@ -234,11 +234,11 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         Cmd::Report(args) => plot_cmd::report(args),
         Cmd::Trace { cmd: TraceCmd::Import { lackey, strace, output, no_ifetch } } => {
             plot_cmd::check_writable(&output, "-o", false)?;
-            let opts = tlbkit_sim::trace::import::Options { ifetch: !no_ifetch };
+            let opts = tlbkit_lab::trace::import::Options { ifetch: !no_ifetch };
             let bar = progress::bar(0, Unit::Bytes);
             bar.set_message(format!("of {}", lackey.display()));
             let report =
-                tlbkit_sim::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
+                tlbkit_lab::trace::import::import_file(&lackey, strace.as_deref(), &output, opts, |read, size| {
                     bar.set_length(size);
                     bar.set_position(read);
                 });
@@ -325,7 +325,7 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
     }
     bar.finish_and_clear();
     if let Some(path) = html {
-        plot_cmd::write_atomically(&path, tlbkit_sim::plot::html::claims_page(&results).as_bytes())?;
+        plot_cmd::write_atomically(&path, tlbkit_lab::plot::html::claims_page(&results).as_bytes())?;
     }
     if format == Format::Json {
         let doc = serde_json::json!({ "claims": results });

@@ -1,10 +1,10 @@
 //! `tlbkit plot` and `tlbkit report`: their flags, and writing SVG, PNG and
-//! HTML files (the charts and pages are `tlbkit_sim::plot`).
+//! HTML files (the charts and pages are `tlbkit_lab::plot`).
 
 use clap::Args;
 use std::path::{Path, PathBuf};
-use tlbkit_sim::plot::data::{ChartSpec, Results};
-use tlbkit_sim::plot::html;
+use tlbkit_lab::plot::data::{ChartSpec, Results};
+use tlbkit_lab::plot::html;
 
 /// Draws one figure of a results file against one of its fields.
 #[derive(Args)]

@@ -1,12 +1,12 @@
 //! `tlbkit sweep`: its flags, progress bar and summary (the work is
-//! `tlbkit_sim::sweep`).
+//! `tlbkit_lab::sweep`).
 
 use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::PathBuf;
-use tlbkit_sim::batch::default_jobs;
-use tlbkit_sim::sweep::schema::Sweep;
-use tlbkit_sim::sweep::{self, Event};
+use tlbkit_lab::batch::default_jobs;
+use tlbkit_lab::sweep::schema::Sweep;
+use tlbkit_lab::sweep::{self, Event};
 
 /// Runs every point of a grid described by a TOML file, appending one JSON line
 /// per finished run to a results file; running it again runs only what is missing.

@@ -190,3 +190,33 @@ fn no_file_refers_to_a_path_outside_the_repository() {
         }
     }
 }
+
+/// Returns the repository paths a text names in backquotes (`crates/...`,
+/// `src/...`, ...), whole: no placeholder (`TARGET`) and no file a command
+/// writes (`.jsonl` results).
+fn named_paths(text: &str) -> Vec<String> {
+    let roots = ["crates/", "src/", "tests/", "examples/", "docs/", "fuzz/"];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| roots.iter().any(|r| s.starts_with(r)))
+        .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c)))
+        .filter(|s| !s.contains("TARGET") && !s.ends_with(".jsonl"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_path_the_guide_and_readme_name_exists() {
+    let mut docs = chapters();
+    docs.push(root().join("README.md"));
+    let mut named = 0;
+    for d in docs {
+        let text = std::fs::read_to_string(&d).unwrap_or_default();
+        for p in named_paths(&text) {
+            named += 1;
+            assert!(root().join(&p).exists(), "{} names {p}, which does not exist", d.display());
+        }
+    }
+    assert!(named > 50, "the guide names only {named} paths");
+}

@@ -173,7 +173,7 @@ fn progress_writes_nothing_when_stderr_is_not_a_terminal() {
     )
     .unwrap();
     let trace = std::env::temp_dir().join(format!("tlbkit-tables-{}.trace", std::process::id()));
-    let lackey = format!("{}/crates/sim/tests/data/tiny.lackey", env!("CARGO_MANIFEST_DIR"));
+    let lackey = format!("{}/crates/lab/tests/data/tiny.lackey", env!("CARGO_MANIFEST_DIR"));
     let commands: Vec<Vec<&str>> = vec![
         compare.concat(),
         compare.concat().into_iter().chain(["--set", "jitter=0.02", "--format", "csv"]).collect(),

@@ -13,9 +13,9 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A fixture file of the simulator crate's tests.
+/// A fixture file of the lab crate's tests (its trace import's inputs).
 fn fixture(name: &str) -> String {
-    format!("{}/crates/sim/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/crates/lab/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A fresh directory of this test's own.

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_sim::trace::import::{import_from, Options};
+use tlbkit_lab::trace::import::{import_from, Options};
 use tlbkit_sim::trace::Trace;
 
 fuzz_target!(|data: &[u8]| {

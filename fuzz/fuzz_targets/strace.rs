@@ -1,5 +1,5 @@
 //! The strace reader, alone and through `tlbkit trace import --strace F` joined
-//! with a fixed lackey log (crates/sim/tests/data/tiny.lackey), whose process the
+//! with a fixed lackey log (crates/lab/tests/data/tiny.lackey), whose process the
 //! seeds' strace logs show.
 //!
 //! The import must end in a trace or an error about the input: never in its own
@@ -8,10 +8,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_sim::trace::import::{import_from, Options};
-use tlbkit_sim::trace::{strace, Trace};
+use tlbkit_lab::trace::import::{import_from, Options};
+use tlbkit_lab::trace::{strace, Trace};
 
-const LACKEY: &str = include_str!("../../crates/sim/tests/data/tiny.lackey");
+const LACKEY: &str = include_str!("../../crates/lab/tests/data/tiny.lackey");
 
 fuzz_target!(|data: &[u8]| {
     let Ok(entries) = strace::parse(data, "f.strace") else { return };

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_sim::sweep::{schema::Sweep, MAX_RUNS};
+use tlbkit_lab::sweep::{schema::Sweep, MAX_RUNS};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

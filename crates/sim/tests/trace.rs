@@ -11,7 +11,7 @@ use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};
 use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::Sim;
 
-/// The fixture's trace: `tests/data/tiny.lackey` and `tiny.strace`, imported.
+/// The fixture's trace: `crates/lab/tests/data/tiny.lackey` and `tiny.strace`, imported.
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace");
 
 fn spec(machine: &str, cpus: usize, policy: &str, sets: &[&str]) -> RunSpec {
@@ -61,7 +61,7 @@ fn trace_needs_a_file_and_a_readable_one() {
     s.sets = vec!["file=/no/such/file.trace".into()];
     let e = run(&s).unwrap_err();
     assert!(e.starts_with("/no/such/file.trace: "), "{e}");
-    s.sets = vec![concat!("file=", env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.lackey").into()];
+    s.sets = vec![concat!("file=", env!("CARGO_MANIFEST_DIR"), "/Cargo.toml").into()];
     let e = run(&s).unwrap_err();
     assert!(e.contains("not a tlbkit trace"), "{e}");
 }

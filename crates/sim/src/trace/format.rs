@@ -69,7 +69,7 @@ pub const FLAG_IFETCH: u32 = 1;
 /// Bytes of the header.
 const HEADER: usize = 32;
 /// The user addresses a trace may name end here (see [`crate::program::USER_VA_END`]).
-pub(crate) const PAGE_END: u64 = crate::program::USER_VA_END >> 12;
+pub const PAGE_END: u64 = crate::program::USER_VA_END >> 12;
 
 /// A traced program, ready to replay: its processes and their threads' streams.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -414,7 +414,7 @@ impl Trace {
     }
 
     /// Checks what a replay relies on beyond the encoding (module documentation).
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         let n = self.threads.len();
         if self.processes.is_empty() || n == 0 || self.threads[0].process != 0 {
             return Err("corrupt: the first thread must belong to the first process".into());

@@ -13,10 +13,10 @@
 //! policies better.
 
 use crate::batch;
-use crate::run::{self, RunOutput, RunSpec};
 use crate::stats::{self, Comparison, Summary, SYMBOLS};
 use serde_json::json;
 use std::ops::ControlFlow;
+use tlbkit_sim::run::{self, RunOutput, RunSpec};
 
 /// What to compare.
 #[derive(Clone, Debug)]

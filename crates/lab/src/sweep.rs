@@ -21,13 +21,13 @@ pub mod schema;
 pub const MAX_RUNS: usize = 100_000;
 
 use crate::batch;
-use crate::preset;
-use crate::registry;
-use crate::run::{self, RunOutput, RunSpec};
 use results::ResultsFile;
 use schema::{ParamValue, Sweep};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use tlbkit_sim::preset;
+use tlbkit_sim::registry;
+use tlbkit_sim::run::{self, RunOutput, RunSpec};
 
 /// One point of the grid.
 #[derive(Clone, Debug)]
@@ -293,7 +293,7 @@ pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::WORKLOADS;
+    use tlbkit_sim::workload::WORKLOADS;
 
     const SMALL: &str = r#"
 machines  = ["cortex-a72", "skylake"]
@@ -400,7 +400,7 @@ procs = [2, 3]
             workload: w.into(),
             sets: if w == "trace" {
                 // The trace workload needs its file; the fixture's trace will do.
-                vec!["contpte=on".into(), format!("file={}/tests/data/tiny.trace", env!("CARGO_MANIFEST_DIR"))]
+                vec!["contpte=on".into(), format!("file={}/../sim/tests/data/tiny.trace", env!("CARGO_MANIFEST_DIR"))]
             } else {
                 vec!["contpte=on".into()]
             },

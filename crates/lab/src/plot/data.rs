@@ -9,7 +9,7 @@
 //! depend on the order in which a sweep's runs finished.
 
 use super::chart::{axis_label, Chart, Point, Series, XAxis};
-use crate::{metrics, workload};
+use tlbkit_sim::{metrics, workload};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -118,7 +118,7 @@ impl Row {
 
 /// Returns the axis label of field or figure `name` of runs of `workload` (if
 /// they share one): a figure's short name and unit from the metrics catalogue
-/// ([`crate::metrics`]), a workload parameter's meaning with its key, the
+/// ([`tlbkit_sim::metrics`]), a workload parameter's meaning with its key, the
 /// common coordinates' names in words; anything else as [`axis_label`] gives it.
 pub fn field_label(name: &str, workload: Option<&str>) -> String {
     if let Some(m) = metrics::by_name(name) {

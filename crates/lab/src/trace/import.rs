@@ -4,11 +4,11 @@
 use super::format::{Event, Process, Record, Thread, Trace, PAGE_END};
 use super::lackey::{Item, Lackey, Marker};
 use super::strace::{self, Call, Entry, Ret, What, CREATE};
-use crate::program::{Region, DATA_PAGES, DATA_VA, STACK_PAGES, STACK_VA, TEXT_PAGES, TEXT_VA};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::io::BufRead;
 use std::path::Path;
+use tlbkit_sim::program::{Region, DATA_PAGES, DATA_VA, STACK_PAGES, STACK_VA, TEXT_PAGES, TEXT_VA};
 
 /// How to import.
 #[derive(Clone, Copy, Debug)]
@@ -1169,11 +1169,11 @@ mod tests {
 
     #[test]
     fn the_fixture_imports_to_the_committed_trace_byte_for_byte() {
-        // tests/data/tiny.trace is what the simulator's tests replay. After a
+        // crates/sim/tests/data/tiny.trace is what the simulator's tests replay. After a
         // deliberate change to the import or the format, make it again with
-        // `tlbkit trace import --lackey crates/sim/tests/data/tiny.lackey
-        // --strace crates/sim/tests/data/tiny.strace -o crates/sim/tests/data/tiny.trace`.
-        let committed: &[u8] = include_bytes!("../../tests/data/tiny.trace");
+        // `tlbkit trace import --lackey crates/lab/tests/data/tiny.lackey
+        // --strace crates/lab/tests/data/tiny.strace -o crates/sim/tests/data/tiny.trace`.
+        let committed: &[u8] = include_bytes!("../../../sim/tests/data/tiny.trace");
         assert!(tiny().0.encode() == committed, "tiny.trace is stale: make it again (see the comment)");
     }
 

@@ -9,7 +9,7 @@
 
 use super::chart::{escape, wrap};
 use crate::claims::{ClaimResult, CLAIMS};
-use crate::metrics;
+use tlbkit_sim::metrics;
 use std::fmt::Write;
 
 /// One row of the plot.

@@ -8,11 +8,10 @@ use super::chart::escape;
 use super::data::{ChartSpec, Coord, Results, Row};
 use super::forest;
 use crate::claims::ClaimResult;
-use crate::metrics;
 use crate::stats::{self, Summary, SYMBOLS};
-use crate::workload;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use tlbkit_sim::{metrics, workload};
 
 const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em;color:#222;max-width:1600px}\
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1.05em}\

@@ -23,16 +23,16 @@
 //! every workload; one under `[set.W]` replaces a `[set]` value of the same key
 //! for W.
 
-use crate::preset;
-use crate::registry;
-use crate::run::MAX_CPUS;
 use crate::sweep::MAX_RUNS;
-use crate::workload;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
+use tlbkit_sim::preset;
+use tlbkit_sim::registry;
+use tlbkit_sim::run::MAX_CPUS;
+use tlbkit_sim::workload;
 use toml::Spanned;
 
 /// One `--set` value as the file gives it.

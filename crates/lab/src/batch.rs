@@ -7,10 +7,10 @@
 //! caller that needs an order (as `tlbkit compare` orders by seed) sorts by the
 //! index it is handed.
 
-use crate::run::{run, RunOutput, RunSpec};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use tlbkit_sim::run::{run, RunOutput, RunSpec};
 
 /// Returns the number of host threads to use by default: the cores available.
 pub fn default_jobs() -> usize {

@@ -1,0 +1,21 @@
+//! The tlbkit lab: what a researcher does with runs of the simulator
+//! ([`tlbkit_sim`], the machine a policy runs on). Nothing here changes what a
+//! run does; it chooses runs, runs many of them, and summarises, judges and
+//! draws what they gave.
+//!
+//! Layout (one concept per file):
+//! - [`claims`]: the seed claims `tlbkit reproduce` checks.
+//! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
+//!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
+//! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).
+//! - [`plot`]: charts as SVG, and HTML pages of charts and ministat tables (`tlbkit plot`, `tlbkit report`).
+//! - [`trace`]: traces of real programs imported from valgrind lackey and strace logs (`tlbkit trace import`),
+//!   for the simulator's `trace` workload to replay.
+
+pub mod batch;
+pub mod claims;
+pub mod compare;
+pub mod plot;
+pub mod stats;
+pub mod sweep;
+pub mod trace;

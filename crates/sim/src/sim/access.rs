@@ -1,0 +1,388 @@
+//! Memory accesses: TLB lookups, page walks and fills (speculative ones too), page
+//! faults, and the oracle's judgement of every translation used.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    /// Touches `pages` consecutive pages. The loads of a multi-page touch are
+    /// independent, so the out-of-order core overlaps them: their cache and TLB
+    /// latency counts `1/mlp`, their walks `1/walkers`; page faults are serial.
+    pub(super) fn touch(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, mut now: u64) -> u64 {
+        let n = pages.min(TOUCH_CHUNK);
+        let c = self.m.costs;
+        let (start, w0, f0) = (now, self.walk_cycles, self.fault_cycles);
+        for i in 0..n {
+            now = match self.access(cpu, va + i * 4096, write, now) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return now;
+                }
+            };
+        }
+        if pages > 1 {
+            let (walk, fault) = (self.walk_cycles - w0, self.fault_cycles - f0);
+            let rest = now - start - walk - fault;
+            now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk.div_ceil(c.walkers.max(1));
+        }
+        if pages > n {
+            self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
+        }
+        now
+    }
+
+    /// Returns the page-table root and uid of what `cpu` translates user addresses with.
+    #[inline]
+    pub(super) fn user_root(&self, cpu: usize) -> Option<(u32, u32, MmId)> {
+        match self.m.cpus[cpu].root {
+            Root::Mm(mm) => {
+                let m = &self.mms[mm.index()];
+                Some((m.root, m.uid, mm))
+            }
+            Root::Reserved => None,
+        }
+    }
+
+    /// Judges a TLB hit against ground truth.
+    #[inline(always)]
+    pub(super) fn check_use(&mut self, cpu: usize, e: TlbEntry, va: u64, cur_uid: u32, now: u64) {
+        let kernel = va >= KERNEL_BASE;
+        if !kernel && e.mm_uid != cur_uid {
+            let mm = self.mm_name_of_uid(cur_uid);
+            let v = Violation {
+                property: Property::NoAsidAlias.name(),
+                cpu: cpu as u32,
+                time_ns: now as f64 / self.ghz(),
+                va: format!("{va:#x}"),
+                mm,
+                detail: format!(
+                    "used a {} entry (asid {}) filled from address space uid {} while running uid {}",
+                    if e.global() { "global" } else { "non-global" },
+                    e.asid,
+                    e.mm_uid,
+                    cur_uid
+                ),
+                change: None,
+                flush: None,
+            };
+            self.oracle.report(v);
+            return;
+        }
+        if e.flags & F_CONT != 0 {
+            self.check_cont_use(cpu, e, va, cur_uid, now);
+            return;
+        }
+        let p = *self.pt.pte(e.pte);
+        if e.ver < p.floor {
+            self.report_stale(Property::NoStaleUse, cpu, va, &e, p.floor_obl, cur_uid, now);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn report_stale(
+        &mut self,
+        prop: Property,
+        cpu: usize,
+        va: u64,
+        e: &TlbEntry,
+        obl: u32,
+        cur_uid: u32,
+        now: u64,
+    ) {
+        let g = self.ghz();
+        let v = Violation {
+            property: prop.name(),
+            cpu: cpu as u32,
+            time_ns: now as f64 / g,
+            va: format!("{va:#x}"),
+            mm: self.mm_name_of_uid(cur_uid),
+            detail: format!(
+                "{} entry (asid {}, frame {}) from PTE version {} predates a flushed change",
+                if prop == Property::NoStaleHeld { "holds an" } else { "used an" },
+                e.asid,
+                e.pfn,
+                e.ver
+            ),
+            change: Some(self.oracle.describe_change(obl, g)),
+            flush: Some(self.oracle.describe_flush(obl, g)),
+        };
+        self.oracle.report(v);
+    }
+
+    pub(super) fn mm_name_of_uid(&self, uid: u32) -> String {
+        match self.mms.iter().position(|m| m.alive && m.uid == uid) {
+            Some(0) => "mm:kernel".to_string(),
+            Some(s) => format!("mm{s} (uid {uid})"),
+            None => format!("uid {uid}"),
+        }
+    }
+
+    /// Translates and performs one access by `cpu`; returns the time after it.
+    pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+        let c = self.m.costs;
+        let kernel = va >= KERNEL_BASE;
+        let (root, uid) = if kernel {
+            (self.mms[0].root, 0)
+        } else {
+            match self.user_root(cpu) {
+                Some((r, u, _)) => (r, u),
+                None => return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root")),
+            }
+        };
+        self.stats.tlb_accesses += 1;
+        now += c.mem_access;
+        for _attempt in 0..3 {
+            let asid = self.m.cpus[cpu].asid;
+            let hit = self.m.cpus[cpu].tlb.lookup(va, asid);
+            if let Some(h) = hit {
+                let e = *self.m.cpus[cpu].tlb.entry(h);
+                if matches!(h, Hit::L2(_)) {
+                    self.stats.l1_tlb_misses += 1;
+                    now += c.tlb_l2_hit;
+                }
+                self.check_use(cpu, e, va, uid, now);
+                if write && e.flags & F_WRITE == 0 {
+                    now = self.timed_fault(cpu, va, write, now)?;
+                    continue;
+                }
+                if write {
+                    self.hw_write(cpu, &e, va);
+                }
+                return Ok(now);
+            }
+            self.stats.l1_tlb_misses += 1;
+            self.stats.tlb_misses += 1;
+            match self.walk_fill(cpu, root, uid, va, false, &mut now) {
+                Some(e) if !write || e.flags & F_WRITE != 0 => {
+                    if write {
+                        self.hw_write(cpu, &e, va);
+                    }
+                    return Ok(now);
+                }
+                _ => now = self.timed_fault(cpu, va, write, now)?,
+            }
+        }
+        Err(format!("cpu{cpu}: access to {va:#x} kept faulting"))
+    }
+
+    /// A write through `e` (hardware dirty-bit management, arm64 DBM, x86 D): a
+    /// 4 KB or 2 MB entry marks its own PTE dirty; a 64 KB entry follows
+    /// [`Sim::cont_write`]'s rule. The page is written (ground truth).
+    #[inline]
+    pub(super) fn hw_write(&mut self, cpu: usize, e: &TlbEntry, va: u64) {
+        if e.flags & F_CONT != 0 {
+            self.cont_write(cpu, e, va);
+            return;
+        }
+        let p = self.pt.pte_mut(e.pte);
+        p.flags |= P_DIRTY;
+        p.written = true;
+    }
+
+    pub(super) fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, String> {
+        let (w0, f0) = (self.walk_cycles, self.fault_cycles);
+        let t = self.fault(cpu, va, write, now)?;
+        // Walks inside the fault (none today) are part of its serial time.
+        self.walk_cycles = w0;
+        self.fault_cycles = f0 + (t - now);
+        Ok(t)
+    }
+
+    /// Walks `root` for `va` and fills the TLB if the PTE is valid.
+    pub(super) fn walk_fill(
+        &mut self,
+        cpu: usize,
+        root: u32,
+        uid: u32,
+        va: u64,
+        spec: bool,
+        now: &mut u64,
+    ) -> Option<TlbEntry> {
+        let c = self.m.costs;
+        self.stats.page_walks += 1;
+        let kernel = va >= KERNEL_BASE;
+        let asid = self.m.cpus[cpu].asid;
+        let pwc_hit = self.m.cpus[cpu].tlb.pwc_lookup(va, asid, kernel);
+        let w = self.pt.walk(root, va);
+        let loads = match (w, pwc_hit) {
+            (Some(_), true) => 1,
+            (Some(w), false) => w.levels,
+            (None, _) => 2,
+        };
+        let cost = c.walk_start + loads as u64 * c.walk_level;
+        *now += cost;
+        if !spec {
+            self.walk_cycles += cost;
+        }
+        let w = w?;
+        if !w.huge {
+            let table = self.pt.table_of(w.pte);
+            self.m.pwc_fill(cpu, va, asid, kernel, table, uid);
+        }
+        let flags = self.pt.pte(w.pte).flags;
+        if flags & P_VALID == 0 {
+            return None;
+        }
+        if flags & P_CONT != 0 {
+            if let Some(e) = self.fill_cont(cpu, w.pte, uid, va, spec, *now) {
+                return Some(e);
+            }
+        }
+        let pte = self.pt.pte_mut(w.pte);
+        // The walker sets the access flag (hardware AF management).
+        pte.flags |= P_ACCESS;
+        let pte = *pte;
+        let mut flags = 0;
+        if pte.flags & P_GLOBAL != 0 {
+            flags |= F_GLOBAL;
+        }
+        if pte.writable() {
+            flags |= F_WRITE;
+        }
+        let shift = if w.huge {
+            flags |= F_HUGE;
+            SHIFT_2M
+        } else {
+            SHIFT_4K
+        };
+        let e = TlbEntry {
+            tag: va >> shift,
+            pfn: pte.pfn,
+            asid,
+            flags,
+            valid: true,
+            mm_uid: uid,
+            ver: pte.ver,
+            pte: w.pte,
+            ..Default::default()
+        };
+        if self.m.cpus[cpu].tlb.may_hold_cont() {
+            self.check_overlap(cpu, &e, *now);
+        }
+        self.m.fill(cpu, e, spec);
+        Some(e)
+    }
+
+    /// A kernel access (always mapped).
+    pub(super) fn kaccess(&mut self, cpu: usize, va: u64, now: u64) -> u64 {
+        match self.access(cpu, va, false, now) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                now
+            }
+        }
+    }
+
+    /// The hardware fills the TLB from a random valid PTE of the current root.
+    pub(super) fn spec_fill(&mut self, cpu: usize) {
+        let Some((root, uid, mm)) = self.user_root(cpu) else {
+            return;
+        };
+        if mm.is_kernel() {
+            return;
+        }
+        let n = self.mms[mm.index()].vmas.len();
+        if n == 0 {
+            return;
+        }
+        let v = self.mms[mm.index()].vmas[(self.rng.next_u64() % n as u64) as usize];
+        let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
+        let mut t = 0;
+        if self.walk_fill(cpu, root, uid, va, true, &mut t).is_some() {
+            self.stats.spec_fills += 1;
+        }
+    }
+
+    pub(super) fn vma_of(&self, mm: MmId, va: u64) -> Option<Vma> {
+        self.mms[mm.index()].vmas.iter().copied().find(|v| v.start <= va && va < v.end())
+    }
+
+    pub(super) fn new_pte(&mut self, pfn: u64, write: bool) -> Pte {
+        let mut flags = P_VALID | P_USER;
+        if write {
+            flags |= P_WRITE;
+        }
+        if self.user_global {
+            flags |= P_GLOBAL;
+        }
+        Pte { pfn, flags, ver: self.oracle.next_seq(), ..Pte::default() }
+    }
+
+    pub(super) fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
+        let (pfn, obl) = self.frames.alloc();
+        self.check_reuse(cpu, obl, || format!("frame {pfn}"), now);
+        pfn
+    }
+
+    /// Reports `no_reuse_while_mapped` if the frame just handed out, named by
+    /// `frame`, was freed under obligation `obl` (0: none) and that obligation's
+    /// flush has not returned yet.
+    pub(crate) fn check_reuse(&mut self, cpu: usize, obl: u32, frame: impl FnOnce() -> String, now: u64) {
+        if obl == 0 || self.oracle.discharged(obl) {
+            return;
+        }
+        let g = self.ghz();
+        let v = Violation {
+            property: Property::NoReuseWhileMapped.name(),
+            cpu: cpu as u32,
+            time_ns: now as f64 / g,
+            va: "-".into(),
+            mm: "-".into(),
+            detail: format!("{} handed out again while a TLB may still map it", frame()),
+            change: Some(self.oracle.describe_change(obl, g)),
+            flush: Some(self.oracle.describe_flush(obl, g)),
+        };
+        self.oracle.report(v);
+    }
+
+    /// A user page fault: demand allocation, copy-on-write, or a stale read-only
+    /// entry after an upgrade.
+    pub(super) fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+        let c = self.m.costs;
+        self.stats.page_faults += 1;
+        now += c.exception_entry + c.fault_path;
+        let Some((root, _, mm)) = self.user_root(cpu) else {
+            return Err(format!("cpu{cpu}: fault at {va:#x} without a user root"));
+        };
+        let vma = self.vma_of(mm, va).ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
+        if write && !vma.write {
+            return Err(format!("segmentation fault: write to read-only {va:#x} in {mm}"));
+        }
+        if self.folios() || vma.file.is_some() {
+            let t = self.fault_folio(cpu, mm, vma, va, write, now);
+            return Ok(t + c.exception_exit);
+        }
+        let r = self.pt.ensure_leaf(root, va & !4095);
+        let pte = *self.pt.pte(r);
+        if !pte.valid() {
+            let pfn = self.alloc_frame(cpu, now);
+            now += c.page_copy;
+            // The slot keeps its floor: an entry from before a flushed unmap or
+            // zap of this page stays stale after the page is faulted in again.
+            let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
+            *self.pt.pte_mut(r) = new;
+        } else if write && !pte.writable() {
+            if self.frames.refs(pte.pfn) > 1 {
+                // Copy-on-write: a new frame replaces the shared one.
+                let pfn = self.alloc_frame(cpu, now);
+                now += c.page_copy;
+                let new = self.new_pte(pfn, true);
+                let seq = new.ver;
+                *self.pt.pte_mut(r) = new;
+                let pf = self.open_flush(cpu, mm, FlushWhat::Page(va & !4095), "cow", seq, vec![r], vec![pte.pfn], now);
+                now = self.flush(cpu, pf, now);
+            } else {
+                let mut new = pte;
+                new.flags |= P_WRITE;
+                new.ver = self.oracle.next_seq();
+                *self.pt.pte_mut(r) = new;
+            }
+        } else {
+            // A stale, weaker entry: the PTE already allows the access.
+            self.m.cpus[cpu].tlb.invalidate(Inval::VaAll { va });
+            now += c.tlbi_local_va;
+        }
+        Ok(now + c.exception_exit)
+    }
+}

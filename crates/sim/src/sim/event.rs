@@ -1,0 +1,103 @@
+//! The event loop: each event runs one operation of the thread on a CPU (a chunk of
+//! accesses, a computation, a system call) or, when it blocks, yields, exits or
+//! uses up its slice, the next thread.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    pub(super) fn arm(&mut self, cpu: usize, t: u64) {
+        if !self.sched[cpu].armed {
+            self.sched[cpu].armed = true;
+            self.ev_seq += 1;
+            self.events.push(Reverse((t, self.ev_seq, cpu as u32)));
+        }
+    }
+
+    /// Returns whether events remain.
+    pub fn pending(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Advances the simulation by one event; returns false when none is left.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((t, _, cpu))) = self.events.pop() else {
+            return false;
+        };
+        self.stats.events += 1;
+        let cpu = cpu as usize;
+        self.sched[cpu].armed = false;
+        // IPI handlers that interrupted the CPU's last operation made it longer.
+        let stolen = self.m.take_stolen(cpu);
+        let now = (t.max(self.sched[cpu].clock) + stolen).max(self.m.cpus[cpu].irq_until);
+        let now = self.run_cpu(cpu, now);
+        self.sched[cpu].clock = now;
+        self.m.set_busy_until(cpu, now);
+        self.end = self.end.max(now);
+        true
+    }
+
+    /// Runs until no event is left, the event bound is reached or an error occurs.
+    pub fn run(&mut self) {
+        while self.error.is_none() && self.stats.events < self.cfg.max_events && self.step() {}
+        if self.error.is_none() && self.stats.events >= self.cfg.max_events && self.pending() {
+            self.error = Some(format!(
+                "the run did not finish within {} events; lower the workload's size",
+                self.cfg.max_events
+            ));
+        }
+    }
+
+    pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
+        let Some(tid) = self.sched[cpu].cur else {
+            return self.schedule(cpu, None, now);
+        };
+        let slice = (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
+        if now - self.sched[cpu].slice_start >= slice && !self.sched[cpu].runq.is_empty() {
+            self.threads[tid].state = State::Runnable;
+            self.sched[cpu].runq.push_back(tid);
+            self.sched[cpu].cur = None;
+            return self.schedule(cpu, Some(tid), now);
+        }
+        let now = self.exec(cpu, tid, now);
+        if self.sched[cpu].cur == Some(tid) {
+            self.arm(cpu, now);
+            now
+        } else {
+            // The thread blocked, yielded or exited: pick the next one.
+            self.schedule(cpu, Some(tid), now)
+        }
+    }
+
+    pub(super) fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+        if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
+            self.spec_fill(cpu);
+        }
+        if let Some((va, pages, write)) = self.threads[tid].pending.take() {
+            return self.touch(cpu, tid, va, pages, write, now);
+        }
+        if let Some(p) = self.threads[tid].retry_read.take() {
+            return self.pipe_read(cpu, tid, p, now);
+        }
+        let ret = self.threads[tid].ret;
+        self.threads[tid].ret = 0;
+        let op = self.threads[tid].prog.next(ret);
+        match op {
+            Op::Touch { va, pages, write } => self.touch(cpu, tid, va, pages, write, now),
+            Op::Compute(c) => now + self.jittered(c),
+            Op::Mark(name) => {
+                self.marks.push((name, now, self.stats));
+                now
+            }
+            Op::Exit => self.exit(cpu, tid, now),
+            Op::Sys(s) => {
+                let c = self.m.costs;
+                self.stats.syscalls += 1;
+                now += self.jittered(c.exception_entry + c.syscall_body);
+                now = self.kaccess(cpu, self.ktext + KTEXT_ENTRY, now);
+                now = self.kaccess(cpu, self.threads[tid].kstack, now);
+                now = self.syscall(cpu, tid, s, now);
+                now + c.exception_exit
+            }
+        }
+    }
+}

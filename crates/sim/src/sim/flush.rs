@@ -1,0 +1,193 @@
+//! Invalidations owed: a page-table change opens an obligation, the policy's
+//! flush runs, its return discharges it; and `--strict`'s scan of what each CPU
+//! holds.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn open_flush(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        what: FlushWhat,
+        change: &'static str,
+        seq: u64,
+        changed: Vec<PteRef>,
+        frames: Vec<u64>,
+        now: u64,
+    ) -> PendingFlush {
+        let (va, pages, flush) = match what {
+            FlushWhat::Page(va) => (va, 1, "flush_page"),
+            FlushWhat::Range(va, p) => (va, p, "flush_range"),
+            FlushWhat::Mm => (0, 0, "flush_mm"),
+            FlushWhat::KernelRange(va, p) => (va, p, "flush_kernel_range"),
+        };
+        let uid = self.mms[mm.index()].uid;
+        let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
+        PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default() }
+    }
+
+    /// [`Sim::open_flush`] for an operation that also changed PTEs through the
+    /// arch code: `arch` is what its own flushes left owed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn open_flush_arch(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        what: FlushWhat,
+        change: &'static str,
+        seq: u64,
+        frames: Vec<u64>,
+        arch: ptemem::Unflushed,
+        now: u64,
+    ) -> PendingFlush {
+        let pf = self.open_flush(cpu, mm, what, change, seq, Vec::new(), frames, now);
+        PendingFlush { arch, ..pf }
+    }
+
+    /// Runs the policy's flush for a change, discharges its obligation when the
+    /// flush returns, then frees the frames the change unmapped.
+    pub fn flush(&mut self, cpu: usize, pf: PendingFlush, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        match pf.what {
+            FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
+            FlushWhat::Range(va, n) => self.policy.flush_range(&hw, pf.mm, VirtAddr(va), n),
+            FlushWhat::Mm => self.policy.flush_mm(&hw, pf.mm),
+            FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
+        }
+        let now = hw.now();
+        let seq = self.oracle.obligations[pf.obl as usize].seq;
+        self.oracle.obligations[pf.obl as usize].discharged = Some(now);
+        for r in &pf.changed {
+            let p = self.pt.pte_mut(*r);
+            if p.floor < seq {
+                p.floor = seq;
+                p.floor_obl = pf.obl;
+            }
+        }
+        if !pf.arch.is_empty() {
+            self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);
+        }
+        for pfn in pf.frames {
+            self.frames.put(pfn, 0);
+        }
+        if self.oracle.strict {
+            for c in 0..self.m.cpus.len() {
+                self.strict_scan(c, now);
+            }
+        }
+        // A flush IPI may have moved a lazy CPU off an exited address space.
+        self.reap(cpu, now)
+    }
+
+    /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its
+    /// root still points at a user address space (x86 Linux's `is_lazy`).
+    pub fn is_lazy(&self, cpu: usize) -> bool {
+        self.sched[cpu].loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
+    }
+
+    /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry
+    /// from another address space or one a flushed change superseded, or a walk
+    /// cached through a page-table page that has been freed?
+    ///
+    /// A lazy CPU's leaf entries are not judged: it runs no user code, and the
+    /// kernel brings it up to date before it returns to the address space (x86
+    /// Linux skips lazy CPUs on purpose and catches up through `tlb_gen` in
+    /// `switch_mm_irqs_off`); the scan after that switch judges them. They are
+    /// counted in [`Oracle::lazy_exempt`]. Its walk cache is judged like any
+    /// CPU's: a speculative walk through a freed table page reads whatever the
+    /// page holds next, lazy or not (why Linux sends flushes that free page
+    /// tables to lazy CPUs too).
+    pub(super) fn strict_scan(&mut self, cpu: usize, now: u64) {
+        let asid = self.m.cpus[cpu].asid;
+        let cur = self.user_root(cpu).map(|(_, uid, _)| uid);
+        let lazy = self.is_lazy(cpu);
+        let mut found: Vec<(TlbEntry, Option<u32>, u64)> = Vec::new();
+        let mut exempt = 0;
+        let pt = &self.pt;
+        self.m.cpus[cpu].tlb.for_each(|e| {
+            if !e.usable_under(asid) {
+                return;
+            }
+            let kernel = e.va() >= KERNEL_BASE;
+            if !kernel {
+                match cur {
+                    Some(u) if u != e.mm_uid => {
+                        if lazy {
+                            exempt += 1;
+                        } else {
+                            found.push((*e, None, e.va()));
+                        }
+                        return;
+                    }
+                    None => return,
+                    _ => {}
+                }
+            }
+            let stale = if e.cont() {
+                contpte::cont_held_stale(pt, e)
+            } else {
+                let p = pt.pte(e.pte);
+                (e.ver < p.floor).then_some((e.va(), p.floor_obl))
+            };
+            if let Some((va, obl)) = stale {
+                if lazy && !kernel {
+                    exempt += 1;
+                } else {
+                    found.push((*e, Some(obl), va));
+                }
+            }
+        });
+        let mut walks = Vec::new();
+        self.m.cpus[cpu].tlb.for_each_walk(|w| {
+            let usable = if w.global { true } else { cur.is_some() && w.asid == asid };
+            if usable && pt.table_freed(w.table) {
+                walks.push(w);
+            }
+        });
+        self.oracle.lazy_exempt += exempt;
+        let uid = cur.unwrap_or(0);
+        for w in walks {
+            let v = Violation {
+                property: Property::NoStaleHeld.name(),
+                cpu: cpu as u32,
+                time_ns: now as f64 / self.ghz(),
+                va: format!("{:#x}", w.va),
+                mm: self.mm_name_of_uid(uid),
+                detail: format!(
+                    "{}caches a walk (asid {}) of address space uid {} through a freed page-table page (PTE arena \
+                     chunk {}) under the running tag: a speculative walk reads whatever the page holds next",
+                    if lazy { "lazy, " } else { "" },
+                    w.asid,
+                    w.mm_uid,
+                    w.table.chunk
+                ),
+                change: None,
+                flush: None,
+            };
+            self.oracle.report(v);
+        }
+        for (e, obl, va) in found {
+            match obl {
+                Some(o) => self.report_stale(Property::NoStaleHeld, cpu, va, &e, o, uid, now),
+                None => {
+                    let v = Violation {
+                        property: Property::NoStaleHeld.name(),
+                        cpu: cpu as u32,
+                        time_ns: now as f64 / self.ghz(),
+                        va: format!("{:#x}", e.va()),
+                        mm: self.mm_name_of_uid(uid),
+                        detail: format!(
+                            "holds an entry (asid {}) filled from address space uid {} under the running tag",
+                            e.asid, e.mm_uid
+                        ),
+                        change: None,
+                        flush: None,
+                    };
+                    self.oracle.report(v);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The memory system calls: `mmap`, `munmap`, `mprotect` and
+//! `madvise(MADV_DONTNEED)`, and the splits and zaps of mappings they make.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    /// Places a mapping of `pages` pages (of `file` from its start, shared, if
+    /// given) above the address space's previous ones; returns its address. With
+    /// large folios the start is 64 KB-aligned, so that every whole block of it
+    /// can be mapped by one folio.
+    pub(super) fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>) -> u64 {
+        let folios = self.cont.mode != ContMode::Off;
+        let m = &mut self.mms[mm.index()];
+        let va = if folios { m.mmap_next.next_multiple_of(CONT_PTES * 4096) } else { m.mmap_next };
+        m.mmap_next = va + (pages + 16) * 4096;
+        m.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
+        va
+    }
+
+    /// `mmap(MAP_FIXED)` of `pages` anonymous pages at `va`: what the range
+    /// mapped is zapped (flushed only where a PTE was present) and replaced.
+    pub(super) fn mmap_fixed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
+        let end = pages.checked_mul(4096).and_then(|b| va.checked_add(b)).filter(|&e| e <= USER_VA_END);
+        let Some(end) = end.filter(|_| va.is_multiple_of(4096) && pages > 0) else {
+            self.error.get_or_insert(format!(
+                "mmap: {pages} page(s) at {va:#x} are not page-aligned user memory below {USER_VA_END:#x}"
+            ));
+            return now;
+        };
+        let mut now = now + self.m.costs.fault_path;
+        if self.mms[mm.index()].vmas.iter().any(|v| v.start < end && va < v.end()) {
+            self.split_vmas(mm, va, pages);
+            self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+            now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
+        }
+        let m = &mut self.mms[mm.index()];
+        m.vmas.push(Vma { start: va, pages, write, file: None, pgoff: 0 });
+        if end > m.mmap_next {
+            m.mmap_next = end + 16 * 4096;
+        }
+        now
+    }
+
+    /// Splits VMAs so that `[va, va + pages)` starts and ends on VMA boundaries.
+    pub(super) fn split_vmas(&mut self, mm: MmId, va: u64, pages: u64) {
+        let end = va + pages * 4096;
+        let vmas = &mut self.mms[mm.index()].vmas;
+        let inside = |v: &Vma, x: u64| v.start < x && x < v.end();
+        if !vmas.iter().any(|v| inside(v, va) || inside(v, end)) {
+            // Already on boundaries (an mprotect loop's common case): nothing to allocate.
+            return;
+        }
+        let mut out = Vec::with_capacity(vmas.len() + 2);
+        for v in vmas.drain(..) {
+            let (mut cuts, mut n) = ([v.start; 4], 1);
+            for x in [va, end] {
+                if inside(&v, x) {
+                    cuts[n] = x;
+                    n += 1;
+                }
+            }
+            cuts[n] = v.end();
+            for w in cuts[..=n].windows(2) {
+                let pgoff = v.pgoff + (w[0] - v.start) / 4096;
+                out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, pgoff, ..v });
+            }
+        }
+        *vmas = out;
+    }
+
+    pub(super) fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        self.split_vmas(mm, va, pages);
+        let end = va + pages * 4096;
+        self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+        if self.folios() {
+            let now = now + self.m.costs.fault_path;
+            let (now, owed, frames, _) = self.zap_folio(cpu, mm, va, pages, "munmap", now);
+            let seq = self.oracle.next_seq();
+            let what = FlushWhat::Range(va, pages);
+            let pf = self.open_flush_arch(cpu, mm, what, "munmap", seq, frames, owed, now);
+            return self.flush(cpu, pf, now);
+        }
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        let mut frames = Vec::new();
+        let pt = &mut self.pt;
+        let mut slots = Vec::new();
+        pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        for r in slots {
+            let p = pt.pte_mut(r);
+            if p.valid() {
+                frames.push(p.pfn);
+                p.flags = 0;
+                p.ver = seq;
+                changed.push(r);
+            }
+        }
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "munmap", seq, changed, frames, now);
+        self.flush(cpu, pf, now + self.m.costs.fault_path)
+    }
+
+    pub(super) fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
+        self.split_vmas(mm, va, pages);
+        let end = va + pages * 4096;
+        for v in &mut self.mms[mm.index()].vmas {
+            if v.start >= va && v.end() <= end {
+                v.write = write;
+            }
+        }
+        let c = self.m.costs;
+        let mut now = now + c.fault_path;
+        if self.folios() && !write {
+            let (now, owed, present) = self.wrprotect_folio(cpu, mm, va, pages, now);
+            if present == 0 {
+                return now;
+            }
+            let seq = self.oracle.next_seq();
+            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, Vec::new(), owed, now);
+            return self.flush(cpu, pf, now);
+        }
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        let mut slots = Vec::new();
+        self.pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        // Linux's change_pte_range rewrites every present PTE (an atomic exchange
+        // and a store) and flushes the whole range if it met any, upgrade or not.
+        // An upgrade of private anonymous memory leaves the PTEs read-only (write
+        // access comes back per page through write faults), so only downgrades
+        // change what the TLBs may hold.
+        let mut present = 0;
+        for r in slots {
+            let p = self.pt.pte_mut(r);
+            if !p.valid() {
+                continue;
+            }
+            present += 1;
+            if !write && p.writable() {
+                p.flags &= !P_WRITE;
+                p.ver = seq;
+                changed.push(r);
+            }
+        }
+        now += present * c.mem_access * 4;
+        if present == 0 {
+            return now;
+        }
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, changed, Vec::new(), now);
+        self.flush(cpu, pf, now)
+    }
+
+    /// `madvise(MADV_DONTNEED)`: zaps the range's PTEs, keeps its VMAs, and
+    /// flushes the span of pages actually zapped (Linux's `mmu_gather` grows its
+    /// range only when it clears a PTE, and flushes nothing when it cleared none).
+    pub(super) fn madvise_dontneed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        let end = va + pages * 4096;
+        let covered: u64 =
+            self.mms[mm.index()].vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
+        if !va.is_multiple_of(4096) || covered != pages {
+            self.error.get_or_insert(format!(
+                "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
+            ));
+            return now;
+        }
+        // The zap path: VMA lookup and page-table walk, as munmap's.
+        let now = now + self.m.costs.fault_path;
+        self.zap_range(cpu, mm, va, pages, "madvise", now)
+    }
+
+    /// Clears the present PTEs of `pages` pages at `va` (named `change` for the
+    /// oracle), flushes the span of pages actually cleared (nothing when none
+    /// was) and frees their frames after the flush: `madvise(MADV_DONTNEED)`'s
+    /// zap, which a `MAP_FIXED` mapping also makes of what it replaces.
+    pub(super) fn zap_range(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        va: u64,
+        pages: u64,
+        change: &'static str,
+        now: u64,
+    ) -> u64 {
+        if self.folios() {
+            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, change, now);
+            let Some((lo, hi)) = span else {
+                return self.flush_unflushed(cpu, mm, change, owed, now);
+            };
+            let seq = self.oracle.next_seq();
+            let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
+            let pf = self.open_flush_arch(cpu, mm, what, change, seq, frames, owed, now);
+            return self.flush(cpu, pf, now);
+        }
+        let root = self.mms[mm.index()].root;
+        let seq = self.oracle.next_seq();
+        let mut slots = Vec::new();
+        self.pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));
+        let (mut changed, mut frames) = (Vec::new(), Vec::new());
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (a, r) in slots {
+            let p = self.pt.pte_mut(r);
+            if p.valid() {
+                frames.push(p.pfn);
+                p.flags = 0;
+                p.ver = seq;
+                changed.push(r);
+                lo = lo.min(a);
+                hi = hi.max(a);
+            }
+        }
+        if changed.is_empty() {
+            return now;
+        }
+        let n = (hi - lo) / 4096 + 1;
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(lo, n), change, seq, changed, frames, now);
+        self.flush(cpu, pf, now)
+    }
+}

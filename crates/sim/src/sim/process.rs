@@ -1,0 +1,303 @@
+//! Processes and threads: spawning, `fork` (copy-on-write), `clone`, `execve`,
+//! `exit` with its address-space teardown, and the reaping of dead address spaces.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    pub(super) fn new_mm(&mut self) -> Option<MmId> {
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                if self.mms.len() >= self.cfg.max_mms {
+                    return None;
+                }
+                self.mms.push(Mm { uid: 0, root: 0, vmas: Vec::new(), users: 0, mmap_next: 0, alive: false });
+                (self.mms.len() - 1) as u32
+            }
+        };
+        let root = self.pt.new_root();
+        let uid = self.next_uid;
+        self.next_uid += 1;
+        self.mms[slot as usize] = Mm { uid, root, vmas: Vec::new(), users: 0, mmap_next: MMAP_BASE, alive: true };
+        let mm = MmId(slot);
+        self.policy.mm_init(mm);
+        Some(mm)
+    }
+
+    pub(super) fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
+        let kstack = self.kalloc_page();
+        let tstruct = if self.threads.len().is_multiple_of(8) {
+            self.kalloc_page()
+        } else {
+            self.threads.last().unwrap().tstruct
+        };
+        self.threads.push(Thread {
+            mm,
+            state: State::Runnable,
+            cpu,
+            prog,
+            ret: 0,
+            pending: None,
+            retry_read: None,
+            kstack,
+            tstruct,
+        });
+        self.mms[mm.index()].users += 1;
+        self.live += 1;
+        self.threads.len() - 1
+    }
+
+    /// Starts a new process running `prog` with a text and a stack mapping, on
+    /// the least-loaded CPU; returns its thread id.
+    pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
+        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        self.map_image(mm);
+        Ok(self.start_process(mm, prog))
+    }
+
+    /// Starts a new process running `prog` whose address space maps `image`
+    /// instead of the standard text, data and stack (a traced program's memory
+    /// as exec and its loader left it, see [`crate::trace`]), on the
+    /// least-loaded CPU; returns its thread id. The regions must be page-aligned,
+    /// below [`USER_VA_END`] and disjoint.
+    pub fn spawn_with(&mut self, prog: Box<dyn Program>, image: &[Region]) -> Result<usize, String> {
+        let mut sorted = image.to_vec();
+        sorted.sort_by_key(|r| r.va);
+        for (i, r) in sorted.iter().enumerate() {
+            let end = r.pages.checked_mul(4096).and_then(|b| r.va.checked_add(b));
+            if !r.va.is_multiple_of(4096) || r.pages == 0 || end.is_none_or(|e| e > USER_VA_END) {
+                return Err(format!(
+                    "image region of {} page(s) at {:#x} is not page-aligned user memory below {USER_VA_END:#x}",
+                    r.pages, r.va
+                ));
+            }
+            if let Some(next) = sorted.get(i + 1).filter(|n| n.va < r.va + r.pages * 4096) {
+                return Err(format!("image regions at {:#x} and {:#x} overlap", r.va, next.va));
+            }
+        }
+        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        let m = &mut self.mms[mm.index()];
+        m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
+        Ok(self.start_process(mm, prog))
+    }
+
+    /// Gives the new address space `mm` its first thread, running `prog` on the
+    /// least-loaded CPU; returns the thread id.
+    pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
+        let cpu = self.least_loaded();
+        let tid = self.new_thread(mm, prog, cpu);
+        self.enqueue(tid, cpu, 0, cpu);
+        tid
+    }
+
+    /// Gives a new address space a program image: text, data and stack.
+    pub(super) fn map_image(&mut self, mm: MmId) {
+        let m = &mut self.mms[mm.index()];
+        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
+        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
+        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
+    }
+
+    /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's
+    /// address space (FreeBSD's `pmap0`, Linux's `init_mm`), so it can touch
+    /// kernel addresses only. Returns its thread id.
+    pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
+        let cpu = cpu.min(self.sched.len() - 1);
+        let tid = self.new_thread(MmId::KERNEL, prog, cpu);
+        self.enqueue(tid, cpu, 0, cpu);
+        tid
+    }
+
+    pub(super) fn fork(&mut self, cpu: usize, tid: usize, child: Box<dyn Program>, mut now: u64) -> u64 {
+        let c = self.m.costs;
+        let parent = self.threads[tid].mm;
+        let Some(cm) = self.new_mm() else {
+            self.error.get_or_insert(format!("fork: more than {} address spaces", self.cfg.max_mms));
+            return now;
+        };
+        let vmas = self.mms[parent.index()].vmas.clone();
+        self.mms[cm.index()].vmas = vmas.clone();
+        self.mms[cm.index()].mmap_next = self.mms[parent.index()].mmap_next;
+        let (proot, croot) = (self.mms[parent.index()].root, self.mms[cm.index()].root);
+        let seq = self.oracle.next_seq();
+        let mut changed = Vec::new();
+        let mut owed = ptemem::Unflushed::default();
+        for v in &vmas {
+            if v.file.is_some() {
+                // A shared file mapping's PTEs are not copied: the child faults them in.
+                continue;
+            }
+            if self.folios() {
+                let (t, o) = self.copy_folio_vma(cpu, parent, cm, *v, now);
+                now = t;
+                owed.append(o);
+                continue;
+            }
+            let mut slots = Vec::new();
+            self.pt.for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
+            for (va, r) in slots {
+                let mut p = *self.pt.pte(r);
+                if !p.valid() {
+                    continue;
+                }
+                now += c.mem_access * 4;
+                if p.writable() {
+                    p.flags &= !P_WRITE;
+                    p.ver = seq;
+                    *self.pt.pte_mut(r) = p;
+                    changed.push(r);
+                }
+                self.frames.get(p.pfn);
+                let cr = self.pt.ensure_leaf(croot, va);
+                let mut cp = p;
+                cp.ver = seq;
+                cp.floor = 0;
+                cp.floor_obl = 0;
+                *self.pt.pte_mut(cr) = cp;
+            }
+        }
+        // Fork balancing places the child on the least-loaded CPU, as both
+        // kernels do; `migration` only governs moving threads afterwards.
+        let ccpu = self.least_loaded();
+        let ct = self.new_thread(cm, child, ccpu);
+        self.threads[tid].ret = ct as u64;
+        now += c.fault_path * 4;
+        let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
+        pf.arch = owed;
+        now = self.flush(cpu, pf, now);
+        self.enqueue(ct, ccpu, now, cpu);
+        now
+    }
+
+    pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
+        let mm = self.threads[tid].mm;
+        self.threads[tid].state = State::Dead;
+        self.sched[cpu].cur = None;
+        self.live -= 1;
+        let m = &mut self.mms[mm.index()];
+        m.users -= 1;
+        if m.users > 0 || mm.is_kernel() {
+            return now;
+        }
+        // Last user: tear the address space down while it is still current here
+        // (FreeBSD pmap_remove_pages), switch away, then release it.
+        self.in_exit = true;
+        let start = now;
+        let now = self.teardown(cpu, mm, "exit", now);
+        self.in_exit = false;
+        self.stats.exits += 1;
+        self.stats.exit_teardown_cycles += now - start;
+        // The exiting thread's CPU leaves the address space (`exit_mm` calls
+        // `enter_lazy_tlb` with the exiting task, not the idle one); a lazy-TLB
+        // policy may keep it loaded, and then it lives on (Linux's mmgrab by the
+        // lazy `active_mm`) until no CPU's root points at it.
+        self.enter_lazy(cpu, Lazy::KernelThread, now)
+    }
+
+    /// Tears down `mm`, whose last user is leaving it while it is still current on
+    /// `cpu`: clears every PTE, flushes the whole address space, frees the frames
+    /// after the flush, and queues `mm` for release once no CPU's root points at
+    /// it (the caller switches this CPU away). `change` names the teardown for the
+    /// oracle. Returns the time after the flush.
+    pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, mut now: u64) -> u64 {
+        let m = &mut self.mms[mm.index()];
+        let root = m.root;
+        let vmas = std::mem::take(&mut m.vmas);
+        if self.folios() {
+            let (t, owed, frames) = self.teardown_folio(cpu, mm, &vmas, change, now);
+            let seq = self.oracle.next_seq();
+            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, frames, owed, t);
+            now = self.flush(cpu, pf, t);
+            self.zombies.push(mm);
+            self.reaped_at = None;
+            return now;
+        }
+        let seq = self.oracle.next_seq();
+        let mut frames = Vec::new();
+        for v in &vmas {
+            let mut slots = Vec::new();
+            self.pt.for_each_slot(root, v.start, v.pages, |_, r| slots.push(r));
+            for r in slots {
+                let p = self.pt.pte_mut(r);
+                if p.valid() {
+                    frames.push(p.pfn);
+                    p.flags = 0;
+                    p.ver = seq;
+                    now += self.m.costs.mem_access;
+                }
+            }
+        }
+        let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, now);
+        now = self.flush(cpu, pf, now);
+        self.zombies.push(mm);
+        self.reaped_at = None;
+        now
+    }
+
+    /// `clone` of a thread into the caller's address space.
+    pub(super) fn clone_thread(&mut self, cpu: usize, tid: usize, thread: Box<dyn Program>, mut now: u64) -> u64 {
+        let mm = self.threads[tid].mm;
+        let target = self.least_loaded_near(cpu);
+        let t = self.new_thread(mm, thread, target);
+        self.threads[tid].ret = t as u64;
+        // Thread creation (kernel stack, thread structure, register copy) is about
+        // half of fork's fixed software path, which also copies the address space:
+        // an estimate, as fork's is.
+        now += self.m.costs.fault_path * 2;
+        self.enqueue(t, target, now, cpu);
+        now
+    }
+
+    /// `execve`: a fresh address space with a new image replaces the caller's,
+    /// which is torn down as exit tears down a last user's.
+    pub(super) fn execve(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+        let old = self.threads[tid].mm;
+        if self.mms[old.index()].users > 1 {
+            self.error.get_or_insert(format!(
+                "execve from {old}, which has {} threads: the simulated kernel does not end the other threads",
+                self.mms[old.index()].users
+            ));
+            return now;
+        }
+        let Some(new) = self.new_mm() else {
+            self.error.get_or_insert(format!("execve: more than {} address spaces", self.cfg.max_mms));
+            return now;
+        };
+        self.map_image(new);
+        // Image activation (reading the header, building the stack and arguments)
+        // is costed like fork's fixed path: an estimate.
+        now += self.m.costs.fault_path * 4;
+        self.threads[tid].mm = new;
+        self.mms[new.index()].users = 1;
+        self.mms[old.index()].users = 0;
+        now = self.teardown(cpu, old, "execve", now);
+        self.switch_mm(cpu, new, now)
+    }
+
+    /// Releases every exited address space no CPU's root still points at: frees
+    /// its page tables, lets the policy release it and frees its slot.
+    pub(super) fn reap(&mut self, cpu: usize, mut now: u64) -> u64 {
+        let releases = self.m.root_releases();
+        if self.zombies.is_empty() || self.reaped_at == Some(releases) {
+            return now;
+        }
+        // A release during the scan (by `mm_release`) makes the next call scan again.
+        self.reaped_at = Some(releases);
+        let mut i = 0;
+        while i < self.zombies.len() {
+            let mm = self.zombies[i];
+            if self.m.roots_on(mm) > 0 {
+                i += 1;
+                continue;
+            }
+            self.zombies.swap_remove(i);
+            self.pt.free_tree(self.mms[mm.index()].root);
+            let hw = CpuHw::new(&mut self.m, cpu, now);
+            self.policy.mm_release(&hw, mm);
+            now = hw.now();
+            self.mms[mm.index()].alive = false;
+            self.free_slots.push(mm.0);
+        }
+        now
+    }
+}

@@ -1,0 +1,167 @@
+//! System-call dispatch, pipes with blocking reads, and the kernel path that maps,
+//! copies and unmaps buffer pages in the kernel's address space.
+
+use super::*;
+
+impl<P: Policy> Sim<P> {
+    pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, mut now: u64) -> u64 {
+        let c = self.m.costs;
+        let mm = self.threads[tid].mm;
+        if mm.is_kernel()
+            && matches!(
+                s,
+                Sys::Mmap { .. }
+                    | Sys::MmapFile { .. }
+                    | Sys::MmapFixed { .. }
+                    | Sys::Munmap { .. }
+                    | Sys::Mprotect { .. }
+                    | Sys::Madvise { .. }
+                    | Sys::Fork(_)
+                    | Sys::Execve
+            )
+        {
+            self.error.get_or_insert(
+                "a kernel thread has no user address space to map, unmap, protect, advise, fork or exec".into(),
+            );
+            return now;
+        }
+        match s {
+            Sys::Mmap { pages, write } => {
+                self.threads[tid].ret = self.mmap(mm, pages, write, None);
+                now + c.fault_path
+            }
+            Sys::MmapFile { file, pages, write } => {
+                self.threads[tid].ret = self.mmap(mm, pages, write, Some(file));
+                now + c.fault_path
+            }
+            Sys::MmapFixed { va, pages, write } => {
+                self.threads[tid].ret = va;
+                self.mmap_fixed(cpu, mm, va, pages, write, now)
+            }
+            Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
+            Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
+            Sys::Fork(child) => self.fork(cpu, tid, child, now),
+            Sys::Clone(thread) => self.clone_thread(cpu, tid, thread, now),
+            Sys::Madvise { va, pages } => self.madvise_dontneed(cpu, mm, va, pages, now),
+            Sys::Execve => self.execve(cpu, tid, now),
+            Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
+            Sys::Pipe => {
+                let kva = self.kalloc_page();
+                self.pipes.push(Pipe { count: 0, waiters: VecDeque::new(), kva });
+                self.threads[tid].ret = (self.pipes.len() - 1) as u32 as u64;
+                now + c.pipe_op
+            }
+            Sys::PipeWrite(p) => {
+                let Some(pipe) = self.pipes.get_mut(p as usize) else {
+                    self.error.get_or_insert(format!("write to unknown pipe {p}"));
+                    return now;
+                };
+                pipe.count += 1;
+                let kva = pipe.kva;
+                let waiter = pipe.waiters.pop_front();
+                now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+                now = self.kaccess(cpu, kva, now + c.pipe_op);
+                if let Some(w) = waiter {
+                    now = self.kaccess(cpu, self.threads[w].tstruct, now);
+                    self.wake(w, cpu, now);
+                }
+                now
+            }
+            Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
+            Sys::Yield => {
+                self.threads[tid].state = State::Runnable;
+                self.sched[cpu].runq.push_back(tid);
+                self.sched[cpu].cur = None;
+                now
+            }
+        }
+    }
+
+    pub(super) fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
+        let c = self.m.costs;
+        let Some(pipe) = self.pipes.get_mut(p as usize) else {
+            self.error.get_or_insert(format!("read from unknown pipe {p}"));
+            return now;
+        };
+        let kva = pipe.kva;
+        let now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+        let Some(pipe) = self.pipes.get_mut(p as usize) else {
+            return now;
+        };
+        if pipe.count > 0 {
+            pipe.count -= 1;
+            return self.kaccess(cpu, kva, now + c.pipe_op);
+        }
+        pipe.waiters.push_back(tid);
+        self.threads[tid].state = State::Blocked;
+        self.threads[tid].retry_read = Some(p);
+        self.sched[cpu].cur = None;
+        self.kaccess(cpu, kva, now + c.pipe_op)
+    }
+
+    /// A kernel map cycle: map buffer pages at a pool VA (`pmap_qenter`), copy
+    /// each one, unmap them (`pmap_qremove`) and invalidate the range on every CPU.
+    pub(super) fn kmap_cycle(&mut self, cpu: usize, pages: u64, mut now: u64) -> u64 {
+        if pages == 0 || pages > KMAP_SLOT_PAGES {
+            self.error.get_or_insert(format!("kernel map cycle of {pages} pages: give 1 to {KMAP_SLOT_PAGES}"));
+            return now;
+        }
+        let c = self.m.costs;
+        let va = KMAP_BASE + (self.kmap_next % KMAP_SLOTS) * KMAP_SLOT_PAGES * 4096;
+        self.kmap_next += 1;
+        let kroot = self.mms[0].root;
+        // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid
+        // between cycles, so entering them needs no invalidation (FreeBSD
+        // invalidates only when an old PTE was valid).
+        let mut slots = Vec::with_capacity(pages as usize);
+        for i in 0..pages {
+            let pfn = self.alloc_frame(cpu, now);
+            let r = self.pt.ensure_leaf(kroot, va + i * 4096);
+            let old = *self.pt.pte(r);
+            debug_assert!(!old.valid(), "kernel map pool slot still mapped");
+            let ver = self.oracle.next_seq();
+            // The slot keeps its floor, so an entry from an earlier cycle stays stale.
+            *self.pt.pte_mut(r) = Pte {
+                pfn,
+                flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS,
+                ver,
+                floor: old.floor,
+                floor_obl: old.floor_obl,
+                written: false,
+            };
+            slots.push(r);
+            now += c.mem_access;
+        }
+        // The copy (uiomove): a write to each page through the TLB, and the copy itself.
+        for i in 0..pages {
+            now = match self.access(cpu, va + i * 4096, true, now) {
+                Ok(t) => t + c.page_copy,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return now;
+                }
+            };
+        }
+        // pmap_qremove: clear each PTE, then one ranged invalidation of kernel_pmap.
+        let seq = self.oracle.next_seq();
+        let mut frames = Vec::with_capacity(slots.len());
+        for &r in &slots {
+            let p = self.pt.pte_mut(r);
+            frames.push(p.pfn);
+            p.flags = 0;
+            p.ver = seq;
+            now += c.mem_access;
+        }
+        let pf = self.open_flush(
+            cpu,
+            MmId::KERNEL,
+            FlushWhat::KernelRange(va, pages),
+            "kmap-unmap",
+            seq,
+            slots,
+            frames,
+            now,
+        );
+        self.flush(cpu, pf, now)
+    }
+}
