@@ -523,7 +523,10 @@ impl Core {
             self.drain_one(addr, w, v);
             let k = self.addr_key(addr);
             self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
-                (self.access_kind(addr, false, true), format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)))
+                (
+                    self.access_kind(addr, false, true),
+                    format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)),
+                )
             });
         }
     }
@@ -636,7 +639,10 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     let k = core.addr_key(addr);
     core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
         let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
-        (core.access_kind(addr, true, false), format!("load {} -> {}{buffered}", core.addr_name(addr), core.show(addr, v)))
+        (
+            core.access_kind(addr, true, false),
+            format!("load {} -> {}{buffered}", core.addr_name(addr), core.show(addr, v)),
+        )
     });
     v
 }
@@ -647,7 +653,9 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     let cpu = core.cpu();
     core.note_shared(addr, w);
     let k = core.addr_key(addr);
-    let text = |tail: &str| (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)));
+    let text = |tail: &str| {
+        (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
+    };
     if core.shape.memory == Memory::Tso && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
         core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));

@@ -538,11 +538,15 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         return back_to_user(core, cpu, s);
     };
     ids.push(tid);
-    core.event_kind(cpu, 0x14_0000, Kind::PageTable, || format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked"));
+    core.event_kind(cpu, 0x14_0000, Kind::PageTable, || {
+        format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked")
+    });
     let early = core.shape.bug == Some(KernelBug::TableFreeBeforeFlush);
     if early {
         free_frames(core, &[tframe]);
-        core.event_kind(cpu, 0x15_0000, Kind::PageTable, || format!("page-table frame {tframe} freed before the flush"));
+        core.event_kind(cpu, 0x15_0000, Kind::PageTable, || {
+            format!("page-table frame {tframe} freed before the flush")
+        });
     }
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
@@ -563,7 +567,9 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     core.event_kind(cpu, 0x16_0000, Kind::PageTable, || format!("mm{s} torn down: its PTEs cleared"));
     if let Some(strategy) = core.shape.teardown {
         let owed = block::teardown(core, p, cpu, s, strategy);
-        core.event_kind(cpu, 0x16_0001, Kind::PageTable, || format!("contiguous block of mm{s} torn down ({strategy})"));
+        core.event_kind(cpu, 0x16_0001, Kind::PageTable, || {
+            format!("contiguous block of mm{s} torn down ({strategy})")
+        });
         debug_assert_eq!(owed.mm, MmId(s));
     }
     p.flush_mm(&hw, MmId(s));
@@ -598,6 +604,8 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
         if let Some(t) = table {
             free_frames(core, &[t]);
         }
-        core.event_kind(cpu, 0x17_0000 + s as u64, Kind::PageTable, || format!("mm{s} released (no CPU's root points at it)"));
+        core.event_kind(cpu, 0x17_0000 + s as u64, Kind::PageTable, || {
+            format!("mm{s} released (no CPU's root points at it)")
+        });
     }
 }

@@ -212,6 +212,36 @@ impl WithPolicy for ReplayOne<'_> {
     }
 }
 
+/// Random executions recording their traces, for [`unnamed_fields`].
+struct Coverage<'a> {
+    shape: &'a Shape,
+    executions: u64,
+    seed: u64,
+}
+
+impl WithPolicy for Coverage<'_> {
+    type Out = Vec<usize>;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<usize> {
+        let mut unnamed = std::collections::BTreeSet::new();
+        let mut run = |c: &mut dyn Chooser| {
+            let out = exec::run(self.shape, build, c, true);
+            unnamed.extend(out.unnamed.iter().copied());
+            out
+        };
+        search::randomised(&mut run, Randomised::Random, self.executions, self.seed);
+        unnamed.into_iter().collect()
+    }
+}
+
+/// Runs up to `executions` random executions of `spec` (stopping at a
+/// violation), recording their traces, and returns the offsets of the policy
+/// fields they accessed that the policy's [`Policy::name_fields`] leaves
+/// unnamed (traces show those as `[policy+0x..]`).
+pub fn unnamed_fields(spec: &CheckSpec, executions: u64) -> Result<Vec<usize>, String> {
+    let shape = shape(spec)?;
+    with_policy(spec, Coverage { shape: &shape, executions, seed: spec.seed })
+}
+
 /// A policy name resolved: the registered policy and the zoo bug it carries.
 struct Resolved {
     base: &'static str,
@@ -528,15 +558,12 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let on_c = format!("on cpu{c}:");
     // The CPU's translation root before event `end`: the last root write it made.
     let root_before = |end: usize| {
-        events[..end]
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root)
-            .last()
-            .map(|(i, e)| {
+        events[..end].iter().enumerate().filter(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).last().map(
+            |(i, e)| {
                 let r = e.text.trim_start_matches("write root: ");
                 (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
-            })
+            },
+        )
     };
     let root = root_before(events.len());
     let by = match &root {
@@ -552,7 +579,12 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let rollovers = if rollovers.is_empty() {
         String::new()
     } else {
-        format!("; ASID rollover{} at step{} {}", if rollovers.len() == 1 { "" } else { "s" }, if rollovers.len() == 1 { "" } else { "s" }, step_list(&rollovers))
+        format!(
+            "; ASID rollover{} at step{} {}",
+            if rollovers.len() == 1 { "" } else { "s" },
+            if rollovers.len() == 1 { "" } else { "s" },
+            step_list(&rollovers)
+        )
     };
     let Some(entry) = entry_of(&v.detail) else {
         // Not about a cached translation: what happened, where, and the property.
@@ -581,9 +613,7 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let invals: Vec<String> = events[from..]
         .iter()
         .enumerate()
-        .filter(|(_, e)| {
-            e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)"))
-        })
+        .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
         .map(|(i, _)| nums[from + i].to_string())
         .collect();
     let invals = if invals.is_empty() {
@@ -591,11 +621,18 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     } else {
         let mut d = invals.clone();
         d.dedup();
-        format!("the invalidations that reached cpu{c} after it cached the entry (step{} {}) did not cover it", if d.len() == 1 { "" } else { "s" }, step_list(&d))
+        format!(
+            "the invalidations that reached cpu{c} after it cached the entry (step{} {}) did not cover it",
+            if d.len() == 1 { "" } else { "s" },
+            step_list(&d)
+        )
     };
     let why = match v.property {
         "no_asid_alias" => {
-            let asid = root.as_ref().and_then(|(_, r)| r.split("asid ").nth(1)).map(|a| a.split(',').next().unwrap_or(a).to_string());
+            let asid = root
+                .as_ref()
+                .and_then(|(_, r)| r.split("asid ").nth(1))
+                .map(|a| a.split(',').next().unwrap_or(a).to_string());
             let asid = asid.map_or("its ASID".to_string(), |a| format!("asid {a}"));
             let to = root.as_ref().map_or("this address space".to_string(), |(n, r)| {
                 format!("{} at step {n}", r.split(',').next().unwrap_or(r))
@@ -606,20 +643,27 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
             )
         }
         _ => {
-            // The removal whose flush should have taken the entry away.
+            // The removal whose flush should have taken the entry away: the last
+            // change of that page in the address space the CPU runs, and the flush
+            // that followed it on the CPU that made it.
             let va = entry.split_whitespace().find(|w| w.starts_with("0x")).unwrap_or("");
-            let change = events
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.kind == Kind::PageTable && !va.is_empty() && e.text.contains(va))
-                .last()
-                .map(|(i, e)| format!("{} at step {}", e.text, nums[i]));
-            let flush = events
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.kind == Kind::FlushDone)
-                .last()
-                .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[i]));
+            let mm = root.as_ref().map(|(_, r)| format!(" in {}", r.split(',').next().unwrap_or(r)));
+            let changed = events.iter().enumerate().rev().find(|(_, e)| {
+                e.kind == Kind::PageTable
+                    && !e.drain
+                    && !e.text.starts_with("store buffer drains")
+                    && !va.is_empty()
+                    && e.text.contains(va)
+                    && mm.as_ref().is_none_or(|m| e.text.contains(m.as_str()))
+            });
+            let change = changed.map(|(i, e)| format!("{} at step {}", e.text, nums[i]));
+            let flush = changed.and_then(|(at, by)| {
+                events[at..]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by.cpu)
+                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
+            });
             format!(
                 "why:   {}{}: {invals}{rollovers}",
                 change.unwrap_or_else(|| "its translation was removed".to_string()),

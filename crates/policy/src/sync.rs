@@ -359,7 +359,11 @@ impl<T> SpinLock<T> {
     /// Takes the lock without counting the acquisition and without the hooks, so
     /// that naming leaves every value the checker sees unchanged; names nothing
     /// inside if the lock is held.
-    pub fn name_inner(&self, f: &mut dyn crate::fields::Fields, inner: impl FnOnce(&T, &mut dyn crate::fields::Fields)) {
+    pub fn name_inner(
+        &self,
+        f: &mut dyn crate::fields::Fields,
+        inner: impl FnOnce(&T, &mut dyn crate::fields::Fields),
+    ) {
         // Acquire: as `lock`; the word goes back to its value after.
         let w = self.word.0.load(Ordering::Acquire);
         if w & 1 == 1 || self.word.0.compare_exchange(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {

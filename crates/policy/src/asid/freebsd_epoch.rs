@@ -52,8 +52,8 @@
 //! width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
 //! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
 
-use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::fields::{Fields, Value};
+use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, MmId, VirtAddr};

@@ -7,8 +7,8 @@
 //! drops the kernel's own global entries. Invalidations of user pages use
 //! `TLBI VAAE1IS` (all ASIDs), the whole address space `TLBI VMALLE1IS`.
 
-use crate::hw::{Barrier, Domain, Hw, Root, Scope, Tlbi};
 use crate::fields::{Fields, Value};
+use crate::hw::{Barrier, Domain, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicU32, Ordering};
 use crate::types::{Asid, MmId, VirtAddr};
