@@ -218,7 +218,7 @@ pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
         s.block[j] = s.block[j].mkdirty();
         s.written |= 1 << i;
     }
-    core.event(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, || {
+    core.event_kind(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, Kind::PageTable, || {
         format!(
             "user write to {:#x}: the hardware records it as dirty in the PTE of {:#x}",
             va_of(BLOCK_PAGE + i),

@@ -153,6 +153,8 @@ pub enum Kind {
     Root,
     /// A TLB invalidation.
     Invalidate,
+    /// An IPI sent, or taken by its target.
+    Ipi,
     /// A decision the policy reported ([`tlbkit_policy::Note`]: an ASID rollover).
     Note,
     /// A speculative TLB fill of the entry described.
@@ -170,7 +172,7 @@ pub enum Kind {
         /// Whether the field is a spin lock's word.
         lock: bool,
     },
-    /// Anything else: fences, barriers, IPIs, interrupts, shootdown phases.
+    /// Anything else: fences, barriers, returns from interrupts, shootdown phases.
     Other,
 }
 
@@ -484,7 +486,9 @@ impl Core {
                 (irq, c.history, blocked)
             };
             let (irq, saved, blocked) = irq;
-            self.event(cpu, 0x1_0000 + irq.from as u64, || format!("interrupt: IPI from cpu{}", irq.from));
+            self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
+                format!("interrupt: IPI from cpu{}", irq.from)
+            });
             // SAFETY (lifetime only): the core outlives every step of its execution.
             let core: &'static Core = unsafe { &*(self as *const Core) };
             let hw = CheckHw { core, cpu };
@@ -767,7 +771,7 @@ impl<'a> CheckHw<'a> {
             }
         }
         let key = list.iter().fold(0x9_0000 + sync as u64, |h, &t| mix(h, t as u64));
-        self.core.event(me, key, || {
+        self.core.event_kind(me, key, Kind::Ipi, || {
             let l: Vec<String> = list.iter().map(|t| format!("cpu{t}")).collect();
             format!("send {} IPI to {}", if sync { "synchronous" } else { "asynchronous" }, l.join(", "))
         });

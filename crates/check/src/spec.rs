@@ -439,20 +439,22 @@ fn entry_of(detail: &str) -> Option<&str> {
 
 /// Returns which events matter to the story of violation `v`: kernel
 /// operations, page-table changes, flushes returning, root writes,
-/// invalidations, the policy's notes (an ASID rollover), the fills of the entry
+/// invalidations, IPIs sent and taken, the policy's notes (an ASID rollover), the fills of the entry
 /// the violation is about on its CPU, and the writes of shared fields that
 /// carry a decision from one CPU to another: a write whose value another CPU
 /// reads, and a read-modify-write that changes a value another CPU wrote. A
 /// write its own CPU overwrites before anyone else looks (the fast path's
-/// bookkeeping), loads, lock words, fences, barriers, IPIs and other fills are
-/// in the verbose view only.
+/// bookkeeping), loads, lock words, fences, barriers, shootdown phases and
+/// other fills are in the verbose view only.
 fn matters(v: &Violation, events: &[Event]) -> Vec<bool> {
     let entry = entry_of(&v.detail);
     let fill_prefix = format!("speculative fill on cpu{}:", v.cpu);
     let mut keep: Vec<bool> = events
         .iter()
         .map(|e| match &e.kind {
-            Kind::Op | Kind::PageTable | Kind::FlushDone | Kind::Root | Kind::Invalidate | Kind::Note => true,
+            Kind::Op | Kind::PageTable | Kind::FlushDone | Kind::Root | Kind::Invalidate | Kind::Ipi | Kind::Note => {
+                true
+            }
             Kind::Fill(d) => entry == Some(d.as_str()) && e.text.starts_with(&fill_prefix),
             Kind::Access { .. } | Kind::Other => false,
         })
@@ -887,7 +889,7 @@ impl CheckReport {
                 } else {
                     let _ = writeln!(
                         s,
-                        "counterexample ({} steps; the {} that matter, --verbose for every event):",
+                        "counterexample ({} steps, {} shown; --verbose for every event):",
                         cx.steps.len(),
                         cx.view.len()
                     );
