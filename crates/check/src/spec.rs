@@ -437,6 +437,14 @@ fn entry_of(detail: &str) -> Option<&str> {
     Some(&detail[start..end])
 }
 
+/// Returns the cached walk a violation's detail names (`a walk through the
+/// freed page-table page (frame 0) of mm1`).
+fn walk_of(detail: &str) -> Option<&str> {
+    let start = detail.find("a walk through ")?;
+    let end = detail[start..].find(" under ").map_or(detail.len(), |e| e + start);
+    Some(&detail[start..end])
+}
+
 /// Returns which events matter to the story of violation `v`: kernel
 /// operations, page-table changes, flushes returning, root writes,
 /// invalidations, IPIs sent and taken, the policy's notes (an ASID rollover), the fills of the entry
@@ -560,12 +568,10 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let on_c = format!("on cpu{c}:");
     // The CPU's translation root before event `end`: the last root write it made.
     let root_before = |end: usize| {
-        events[..end].iter().enumerate().filter(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).last().map(
-            |(i, e)| {
-                let r = e.text.trim_start_matches("write root: ");
-                (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
-            },
-        )
+        events[..end].iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).map(|(i, e)| {
+            let r = e.text.trim_start_matches("write root: ");
+            (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
+        })
     };
     let root = root_before(events.len());
     let by = match &root {
@@ -578,19 +584,66 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
         .filter(|(_, e)| e.kind == Kind::Note)
         .map(|(i, e)| format!("{} (cpu{})", nums[i], e.cpu.unwrap_or(0)))
         .collect();
+    // Two rollovers in one step of one CPU read as one entry, counted.
+    let mut grouped: Vec<(String, usize)> = Vec::new();
+    for r in &rollovers {
+        match grouped.last_mut() {
+            Some((g, k)) if g == r => *k += 1,
+            _ => grouped.push((r.clone(), 1)),
+        }
+    }
+    let grouped: Vec<String> = grouped
+        .into_iter()
+        .map(|(g, k)| if k == 1 { g } else { format!("{}, {k} times)", g.trim_end_matches(')')) })
+        .collect();
     let rollovers = if rollovers.is_empty() {
         String::new()
     } else {
         format!(
             "; ASID rollover{} at step{} {}",
             if rollovers.len() == 1 { "" } else { "s" },
-            if rollovers.len() == 1 { "" } else { "s" },
-            step_list(&rollovers)
+            if grouped.len() == 1 { "" } else { "s" },
+            step_list(&grouped)
         )
     };
+    if let Some(walk) = walk_of(&v.detail) {
+        // A cached walk through a freed page-table page: the unhooking it outlived.
+        let frame = walk.split(" of ").next().and_then(|w| w.rsplit_once('(')).map_or("", |(_, f)| f);
+        let unhooked = events
+            .iter()
+            .enumerate()
+            .rfind(|(_, e)| e.kind == Kind::PageTable && !frame.is_empty() && e.text.contains(&format!("({frame}")));
+        let why = match unhooked {
+            Some((at, by_cpu)) => {
+                let invals: Vec<String> = events[at..]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
+                    .map(|(i, _)| nums[at + i].to_string())
+                    .collect();
+                let flush = events[at..]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by_cpu.cpu)
+                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
+                    .unwrap_or_default();
+                let reached = if invals.is_empty() {
+                    format!("no invalidation reached cpu{c} after it")
+                } else {
+                    format!(
+                        "the invalidations that reached cpu{c} after it (steps {}) kept the walk",
+                        step_list(&invals)
+                    )
+                };
+                format!("why:   {} at step {}{flush}: {reached}{rollovers}", by_cpu.text, nums[at])
+            }
+            None => format!("why:   {}: {}{rollovers}", v.property, v.detail),
+        };
+        return vec![format!("used:  {walk}, cached by cpu{c}"), by, why];
+    }
     let Some(entry) = entry_of(&v.detail) else {
         // Not about a cached translation: what happened, where, and the property.
-        let last = events.iter().enumerate().filter(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Op).last();
+        let last = events.iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Op);
         let used = match last {
             Some((i, e)) => format!("used:  cpu{c} in {} (step {})", e.text.trim_start_matches("op: "), nums[i]),
             None => format!("used:  cpu{c}"),
@@ -600,8 +653,7 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let fill = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| matches!(&e.kind, Kind::Fill(d) if d == entry) && e.text.contains(&on_c))
-        .last()
+        .rfind(|(_, e)| matches!(&e.kind, Kind::Fill(d) if d == entry) && e.text.contains(&on_c))
         .map(|(i, _)| i);
     let used = match fill.map(|i| (i, root_before(i))) {
         Some((i, Some((n, r)))) => {
