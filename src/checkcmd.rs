@@ -48,6 +48,10 @@ pub struct CheckArgs {
     /// space and pct mode.
     #[arg(long)]
     teardown: Option<String>,
+    /// Show every event of every step of a counterexample, not only the ones that
+    /// matter (root writes, invalidations, PTE changes, the policy's decisions).
+    #[arg(long)]
+    verbose: bool,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -114,21 +118,23 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     });
     bar.finish_and_clear();
     let r = r?;
-    emit(&r, a.format == super::Format::Json)?;
+    emit(&r, a.format == super::Format::Json, a.verbose)?;
     eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 
 /// Runs `tlbkit replay`; returns the exit code (3 when the violation recurs).
-pub fn replay(token: &str, json: bool) -> Result<u8, String> {
+pub fn replay(token: &str, json: bool, verbose: bool) -> Result<u8, String> {
     let r = tlbkit_check::replay(token)?;
-    emit(&r, json)?;
+    emit(&r, json, verbose)?;
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 
-fn emit(r: &CheckReport, json: bool) -> Result<(), String> {
+fn emit(r: &CheckReport, json: bool, verbose: bool) -> Result<(), String> {
     if json {
         println!("{}", serde_json::to_string_pretty(r).map_err(|e| e.to_string())?);
+    } else if verbose {
+        print!("{}", r.to_text_verbose());
     } else {
         print!("{}", r.to_text());
     }

@@ -114,6 +114,10 @@ enum Cmd {
     /// Re-run a counterexample from the token `tlbkit check` printed.
     Replay {
         token: String,
+        /// Show every event of every step of the counterexample, not only the ones
+        /// that matter (root writes, invalidations, PTE changes, the policy's decisions).
+        #[arg(long)]
+        verbose: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -227,7 +231,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
         }
         Cmd::Reproduce { only, format, html } => reproduce(only, format, html),
         Cmd::Check(args) => checkcmd::check(args),
-        Cmd::Replay { token, format } => checkcmd::replay(&token, format == Format::Json),
+        Cmd::Replay { token, verbose, format } => checkcmd::replay(&token, format == Format::Json, verbose),
         Cmd::Compare(args) => compare_cmd::compare(args),
         Cmd::Sweep(args) => sweep_cmd::sweep(args),
         Cmd::Plot(args) => plot_cmd::plot(args),

@@ -358,6 +358,54 @@ fn check_finds_a_zoo_bug_exits_3_and_replay_prints_the_same_trace() {
 }
 
 #[test]
+fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
+    let o = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let total = out.lines().count() + stderr(&o).lines().count();
+    assert!(total < 40, "{total} lines:\n{out}");
+    assert!(!out.contains("policy+0x"), "{out}");
+    // The summary opens the result: what was used, by which CPU, why it was stale.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("result: VIOLATION no_asid_alias on cpu0")).expect("the result");
+    assert!(lines[at + 1].starts_with("  used:  the entry for 0x400000 (asid 3"), "{out}");
+    assert!(lines[at + 2].starts_with("  by:    cpu0, running mm2, asid 3"), "{out}");
+    assert!(
+        lines[at + 3].starts_with("  why:   asid 3 was handed to mm2") && lines[at + 3].contains("ASID rollovers"),
+        "{out}"
+    );
+    // The story: the fast path's exchange of a rollover's 0 and the second rollover.
+    for needle in [
+        "rmw active_asids[cpu0]: gen 1, asid 3 -> 0",
+        "rmw active_asids[cpu0]: 0 -> gen 1, asid 1",
+        "rmw asid_generation: gen 2 -> gen 3",
+        "ASID rollover: a new generation begins",
+        "write root: mm2, asid 3",
+    ] {
+        assert!(out.contains(needle), "{needle}:\n{out}");
+    }
+    assert!(!out.contains("load "), "loads are for --verbose:\n{out}");
+    // --verbose shows every event, named; replay takes it too and prints the same.
+    let v = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--verbose"]);
+    let verbose = String::from_utf8_lossy(&v.stdout).into_owned();
+    assert!(verbose.lines().count() > 100 && verbose.contains("load asid_generation -> gen 1"), "{verbose}");
+    assert!(!verbose.contains("policy+0x"), "{verbose}");
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
+    let r = tlbkit(&["replay", token, "--verbose"]);
+    let tail = |s: &str| s[s.find("result:").expect("a result")..].to_string();
+    assert_eq!(tail(&String::from_utf8_lossy(&r.stdout)), tail(&verbose));
+    // JSON keeps its keys and adds the names, the summary and the view.
+    let j = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--format", "json"]);
+    let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let cx = &j["counterexample"];
+    for k in ["property", "cpu", "detail", "steps", "token", "summary", "view"] {
+        assert!(cx.get(k).is_some(), "missing {k}: {cx}");
+    }
+    assert_eq!(cx["summary"].as_array().map(Vec::len), Some(3));
+    assert!(cx["steps"].to_string().contains("active_asids[cpu0]") && !cx.to_string().contains("policy+0x"));
+}
+
+#[test]
 fn check_passes_a_small_exhaustive_run_and_reports_json() {
     let o = tlbkit(&["check", "--policy", "x86-freebsd-gen", "--ops", "3", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -53,7 +53,7 @@
 //! filled from an already-dirty PTE, which real hardware completes without
 //! updating any PTE, is always made here to record itself in a PTE as well.
 
-use crate::exec::{CheckHw, Core};
+use crate::exec::{CheckHw, Core, Kind};
 use crate::kernel::{folio_pfn, va_of, Violation, BLOCK, BLOCK_PAGE};
 use tlbkit_policy::contpte::{
     ptep_clear_flush_young, ptep_get, ptep_get_and_clear, set_ptes, teardown_range, Folio, MmFlushOwed, PteMem, PteVal,
@@ -117,7 +117,7 @@ impl<'a, P: Policy> CheckPtes<'a, P> {
 
     fn put(&self, mm: MmId, j: usize, v: PteVal, what: &'static str) {
         let old = std::mem::replace(&mut self.core.st.borrow_mut().m.spaces[mm.index()].block[j], v);
-        self.core.event(self.cpu, 0x19_0000 ^ (j as u64) << 40 ^ key(v), || {
+        self.core.event_kind(self.cpu, 0x19_0000 ^ (j as u64) << 40 ^ key(v), Kind::PageTable, || {
             format!("{what} PTE of {:#x} in mm{}: {old:?} -> {v:?}", va_of(BLOCK_PAGE + j), mm.0)
         });
     }
@@ -172,7 +172,7 @@ impl<P: Policy> PteMem for CheckPtes<'_, P> {
 
     fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         let hw = CheckHw::new(self.core, self.cpu);
-        self.core.event(self.cpu, 0x1c_0000 ^ va.0 ^ pages << 48, || {
+        self.core.event_kind(self.cpu, 0x1c_0000 ^ va.0 ^ pages << 48, Kind::Op, || {
             format!("flush_tlb_range {:#x}, {pages} page(s), of mm{}", va.0, mm.0)
         });
         self.policy.flush_range(&hw, mm, va, pages);
@@ -218,7 +218,7 @@ pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
         s.block[j] = s.block[j].mkdirty();
         s.written |= 1 << i;
     }
-    core.event(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, || {
+    core.event_kind(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, Kind::PageTable, || {
         format!(
             "user write to {:#x}: the hardware records it as dirty in the PTE of {:#x}",
             va_of(BLOCK_PAGE + i),

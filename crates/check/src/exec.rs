@@ -17,11 +17,11 @@ use crate::kernel::{describe, Machine, Violation};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
-use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
+use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Fields, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, Value};
 
 /// A kind of choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +135,45 @@ pub struct Event {
     pub step: usize,
     /// What happened.
     pub text: String,
+    /// What kind of event it is (the counterexample's default view picks by it).
+    pub kind: Kind,
+}
+
+/// What kind of thing an [`Event`] is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The start of a kernel operation.
+    Op,
+    /// A page-table change by the kernel (PTEs set or cleared, a table unhooked or
+    /// freed, an address space created, torn down or released).
+    PageTable,
+    /// A flush call returned.
+    FlushDone,
+    /// A translation-root write (TTBR0, CR3).
+    Root,
+    /// A TLB invalidation.
+    Invalidate,
+    /// An IPI sent, or taken by its target.
+    Ipi,
+    /// A decision the policy reported ([`tlbkit_policy::Note`]: an ASID rollover).
+    Note,
+    /// A speculative TLB fill of the entry described.
+    Fill(String),
+    /// An access to a shared field of the policy: a load (`read`), a store or a
+    /// store buffer's drain (`write`), a read-modify-write (`read`, and `write` if
+    /// it changed the value).
+    Access {
+        /// The field's name (the offset form for a field the policy did not name).
+        field: String,
+        /// Whether the access read the field.
+        read: bool,
+        /// Whether the access changed (or stored to) the field.
+        write: bool,
+        /// Whether the field is a spin lock's word.
+        lock: bool,
+    },
+    /// Anything else: fences, barriers, returns from interrupts, shootdown phases.
+    Other,
 }
 
 /// One choice made.
@@ -163,6 +202,9 @@ pub struct Outcome {
     pub ops: usize,
     /// The events, when recorded.
     pub events: Vec<Event>,
+    /// When recorded: the offsets of policy fields accessed that the policy's
+    /// [`Policy::name_fields`] did not name (traces show them as `[policy+0x..]`).
+    pub unnamed: Vec<usize>,
 }
 
 /// Why a CPU is not runnable.
@@ -271,6 +313,19 @@ pub(crate) struct Core {
     record: bool,
     base: usize,
     mark: usize,
+    /// When recording: the policy's names for its fields, by address.
+    names: BTreeMap<usize, (String, Value)>,
+    /// When recording: policy addresses accessed without a name.
+    unnamed: RefCell<BTreeSet<usize>>,
+}
+
+/// Collects a policy's field names ([`Policy::name_fields`]).
+struct NameTable<'a>(&'a mut BTreeMap<usize, (String, Value)>);
+
+impl Fields for NameTable<'_> {
+    fn field(&mut self, addr: usize, name: std::fmt::Arguments<'_>, value: Value) {
+        self.0.insert(addr, (name.to_string(), value));
+    }
 }
 
 thread_local! {
@@ -296,7 +351,12 @@ impl Core {
     /// Records that the current CPU did something: folds `key` into its history
     /// and, when recording, adds the event.
     pub(crate) fn event(&self, cpu: usize, key: u64, text: impl FnOnce() -> String) {
-        self.event_in(cpu, key, false, text);
+        self.event_in(cpu, key, false, || (Kind::Other, text()));
+    }
+
+    /// As [`Core::event`], for an event of kind `kind`.
+    pub(crate) fn event_kind(&self, cpu: usize, key: u64, kind: Kind, text: impl FnOnce() -> String) {
+        self.event_in(cpu, key, false, || (kind, text()));
     }
 
     /// Records a violation found by the kernel side (the first one wins).
@@ -314,7 +374,7 @@ impl Core {
 
     /// As [`Core::event`]; `in_spin` marks what a spin loop's iteration may do
     /// (a load, a failed compare-exchange, a fence), anything else ends the loop.
-    fn event_in(&self, cpu: usize, key: u64, in_spin: bool, text: impl FnOnce() -> String) {
+    fn event_in(&self, cpu: usize, key: u64, in_spin: bool, text: impl FnOnce() -> (Kind, String)) {
         let mut st = self.st.borrow_mut();
         st.cpus[cpu].history = mix(st.cpus[cpu].history, key);
         if !in_spin {
@@ -322,21 +382,58 @@ impl Core {
         }
         if self.record {
             let step = st.step;
-            st.events.push(Event { cpu: Some(cpu), drain: false, step, text: text() });
+            let (kind, text) = text();
+            st.events.push(Event { cpu: Some(cpu), drain: false, step, text, kind });
         }
     }
 
-    /// Names a memory address for traces and keys it for hashing.
-    fn addr_key(&self, addr: usize) -> (u64, String) {
+    /// Keys a memory address for hashing.
+    fn addr_key(&self, addr: usize) -> u64 {
+        if pte_store(addr).is_some() {
+            return addr as u64;
+        }
+        if arena::below(addr, self.mark) {
+            (addr - self.base) as u64
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Names a memory address for traces: the policy's name for the field, or
+    /// the offset form for one it did not name (noted in [`Outcome::unnamed`]).
+    fn addr_name(&self, addr: usize) -> String {
         if let Some((slot, page)) = pte_store(addr) {
-            return (addr as u64, format!("[PTE of {:#x} in mm{slot}]", crate::kernel::va_of(page)));
+            return format!("PTE of {:#x} in mm{slot}", crate::kernel::va_of(page));
+        }
+        if let Some((name, _)) = self.names.get(&addr) {
+            return name.clone();
         }
         if arena::below(addr, self.mark) {
             let off = addr - self.base;
-            (off as u64, format!("[policy+{off:#x}]"))
+            self.unnamed.borrow_mut().insert(off);
+            format!("[policy+{off:#x}]")
         } else {
-            (u64::MAX, "[local]".to_string())
+            "[local]".to_string()
         }
+    }
+
+    /// Shows a value of the field at `addr` as the policy reads it (hex for a
+    /// field without a name).
+    fn show(&self, addr: usize, v: u64) -> String {
+        match self.names.get(&addr) {
+            Some((_, value)) => value.show(v).to_string(),
+            None => format!("{v:#x}"),
+        }
+    }
+
+    /// Returns the kind of an access to the field at `addr` (a PTE store drained
+    /// is a page-table change).
+    fn access_kind(&self, addr: usize, read: bool, write: bool) -> Kind {
+        if pte_store(addr).is_some() {
+            return Kind::PageTable;
+        }
+        let lock = matches!(self.names.get(&addr), Some((_, Value::Lock)));
+        Kind::Access { field: self.addr_name(addr), read, write, lock }
     }
 
     /// Suspends the current CPU until the scheduler steps it again, then takes
@@ -389,7 +486,9 @@ impl Core {
                 (irq, c.history, blocked)
             };
             let (irq, saved, blocked) = irq;
-            self.event(cpu, 0x1_0000 + irq.from as u64, || format!("interrupt: IPI from cpu{}", irq.from));
+            self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
+                format!("interrupt: IPI from cpu{}", irq.from)
+            });
             // SAFETY (lifetime only): the core outlives every step of its execution.
             let core: &'static Core = unsafe { &*(self as *const Core) };
             let hw = CheckHw { core, cpu };
@@ -414,7 +513,8 @@ impl Core {
             if self.record {
                 let mut st = self.st.borrow_mut();
                 let step = st.step;
-                st.events.push(Event { cpu: Some(cpu), drain: false, step, text: "return from interrupt".to_string() });
+                let text = "return from interrupt".to_string();
+                st.events.push(Event { cpu: Some(cpu), drain: false, step, text, kind: Kind::Other });
             }
         }
     }
@@ -425,8 +525,13 @@ impl Core {
             let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
             let Some((addr, w, v)) = e else { return };
             self.drain_one(addr, w, v);
-            let (k, name) = self.addr_key(addr);
-            self.event(cpu, mix(0x3_0000, k ^ v), || format!("store buffer drains: {name} = {v:#x}"));
+            let k = self.addr_key(addr);
+            self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
+                (
+                    self.access_kind(addr, false, true),
+                    format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)),
+                )
+            });
         }
     }
 
@@ -535,9 +640,13 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     core.st.borrow_mut().read(cpu, addr);
     let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
     let v = fwd.unwrap_or_else(read);
-    let (k, name) = core.addr_key(addr);
+    let k = core.addr_key(addr);
     core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
-        format!("load {name} -> {v:#x}{}", if fwd.is_some() { " (from its store buffer)" } else { "" })
+        let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
+        (
+            core.access_kind(addr, true, false),
+            format!("load {} -> {}{buffered}", core.addr_name(addr), core.show(addr, v)),
+        )
     });
     v
 }
@@ -547,15 +656,18 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     core.pause_for(addr, true);
     let cpu = core.cpu();
     core.note_shared(addr, w);
-    let (k, name) = core.addr_key(addr);
+    let k = core.addr_key(addr);
+    let text = |tail: &str| {
+        (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
+    };
     if core.shape.memory == Memory::Tso && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
-        core.event(cpu, mix(0x5_0000 ^ k, v), || format!("store {name} = {v:#x} (into its store buffer)"));
+        core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));
     } else {
         core.drain_own(cpu);
         write(v);
         core.st.borrow_mut().wrote(addr);
-        core.event(cpu, mix(0x6_0000 ^ k, v), || format!("store {name} = {v:#x}"));
+        core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
     }
 }
 
@@ -573,8 +685,11 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
             st.wrote(addr);
         }
     }
-    let (k, name) = core.addr_key(addr);
-    core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || format!("rmw {name}: {old:#x} -> {new:#x}"));
+    let k = core.addr_key(addr);
+    core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || {
+        let kind = core.access_kind(addr, true, old != new);
+        (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))
+    });
     old
 }
 
@@ -588,7 +703,7 @@ fn h_fence(ord: Ordering) {
         core.pause();
         core.drain_own(cpu);
     }
-    core.event_in(cpu, 0x8_0000, true, || format!("fence({ord:?})"));
+    core.event_in(cpu, 0x8_0000, true, || (Kind::Other, format!("fence({ord:?})")));
 }
 
 fn h_spin() {
@@ -656,7 +771,7 @@ impl<'a> CheckHw<'a> {
             }
         }
         let key = list.iter().fold(0x9_0000 + sync as u64, |h, &t| mix(h, t as u64));
-        self.core.event(me, key, || {
+        self.core.event_kind(me, key, Kind::Ipi, || {
             let l: Vec<String> = list.iter().map(|t| format!("cpu{t}")).collect();
             format!("send {} IPI to {}", if sync { "synchronous" } else { "asynchronous" }, l.join(", "))
         });
@@ -693,7 +808,7 @@ impl<'c> Hw for CheckHw<'c> {
             Root::Mm(m) => m.0 as u64,
             Root::Reserved => 0xffff,
         };
-        self.core.event(self.cpu, mix(mix(0xa_0000 ^ rk, a as u64), noflush as u64), || {
+        self.core.event_kind(self.cpu, mix(mix(0xa_0000 ^ rk, a as u64), noflush as u64), Kind::Root, || {
             let r = match root {
                 Root::Mm(m) => format!("mm{}", m.0),
                 Root::Reserved => "the reserved table".to_string(),
@@ -711,7 +826,7 @@ impl<'c> Hw for CheckHw<'c> {
             Tlbi::Asid(a) => mix(2, a.get() as u64),
             Tlbi::All => 3,
         };
-        self.core.event(self.cpu, mix(0xb_0000 ^ key, scope as u64), || {
+        self.core.event_kind(self.cpu, mix(0xb_0000 ^ key, scope as u64), Kind::Invalidate, || {
             let what = match op {
                 Tlbi::Va { asid, va } => format!("va {:#x} asid {}", va.0, asid.get()),
                 Tlbi::VaAllAsids { va } => format!("va {:#x} all asids", va.0),
@@ -798,7 +913,7 @@ impl<'c> Hw for CheckHw<'c> {
     }
 
     fn note(&self, note: Note) {
-        self.core.event(self.cpu, 0xe_0000, || match note {
+        self.core.event_kind(self.cpu, 0xe_0000, Kind::Note, || match note {
             Note::AsidRollover => "ASID rollover: a new generation begins".to_string(),
         });
     }
@@ -813,6 +928,13 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     let was = arena::set_active(true);
     let policy = Box::new(build());
     let mark = arena::used();
+    let mut names = BTreeMap::new();
+    if record {
+        // The table lives outside the arena, which the next execution reuses.
+        arena::set_active(false);
+        policy.name_fields(&mut NameTable(&mut names));
+        arena::set_active(true);
+    }
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, global_user, shape.teardown.is_some());
     for s in 1..=shape.mms as u32 {
@@ -860,6 +982,8 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         record,
         base,
         mark,
+        names,
+        unnamed: RefCell::new(BTreeSet::new()),
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
@@ -1051,7 +1175,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             for _ in 0..=upto {
                 let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
                 core.drain_one(addr, w, v);
-                let (k, name) = core.addr_key(addr);
+                let k = core.addr_key(addr);
                 let mut st = core.st.borrow_mut();
                 st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
                 if core.record {
@@ -1059,7 +1183,8 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
                         cpu: Some(cpu),
                         drain: true,
                         step: steps,
-                        text: format!("store buffer drains: {name} = {v:#x}"),
+                        text: format!("store buffer drains: {} = {}", core.addr_name(addr), core.show(addr, v)),
+                        kind: core.access_kind(addr, false, true),
                     });
                 }
             }
@@ -1072,8 +1197,9 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         let fills = st.m.fill_all();
         if core.record {
             for (c, e) in fills {
-                let text = format!("speculative fill on cpu{c}: {}", describe(&e));
-                st.events.push(Event { cpu: None, drain: false, step: steps, text });
+                let entry = describe(&e);
+                let text = format!("speculative fill on cpu{c}: {entry}");
+                st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
             }
         }
         if let Some(v) = st.violation.take() {
@@ -1106,8 +1232,10 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     // Copy what the outcome keeps out of the arena (the engine runs with it off,
     // but violations and events made inside coroutines live there).
     let mut st = core.st.borrow_mut();
-    let events =
-        std::mem::take(&mut st.events).into_iter().map(|e| Event { text: e.text.as_str().to_string(), ..e }).collect();
+    let events = std::mem::take(&mut st.events)
+        .into_iter()
+        .map(|e| Event { text: e.text.as_str().to_string(), kind: e.kind.clone(), ..e })
+        .collect();
     let ops = st.cpus.iter().map(|c| c.ops_done).sum();
     Outcome {
         choices: core.choices.borrow().clone(),
@@ -1116,5 +1244,6 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         steps,
         ops,
         events,
+        unnamed: core.unnamed.borrow().iter().copied().collect(),
     }
 }

@@ -2,7 +2,7 @@
 //! changes the page tables and calls the policy, as a kernel does.
 
 use crate::block;
-use crate::exec::{Block, CheckHw, Core, KernelBug, Memory, Point};
+use crate::exec::{Block, CheckHw, Core, KernelBug, Kind, Memory, Point};
 use crate::kernel::{va_of, Life, Machine, Task, BLOCK, BLOCK_PAGE, PAGES};
 use tlbkit_policy::{Lazy, MmId, Policy, VirtAddr};
 
@@ -329,7 +329,7 @@ fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
 
 fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     let hw = CheckHw::new(core, cpu);
-    core.event(cpu, 0xf_0000 ^ op.key(), || format!("op: {}", op.name()));
+    core.event_kind(cpu, 0xf_0000 ^ op.key(), Kind::Op, || format!("op: {}", op.name()));
     let task = core.st.borrow().m.tasks[cpu];
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
@@ -376,7 +376,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
             match r {
                 Err(v) => core.violated(v),
-                Ok(ok) => core.event(cpu, 0x10_0000 + ok as u64, || {
+                Ok(ok) => core.event_kind(cpu, 0x10_0000 + ok as u64, Kind::PageTable, || {
                     if ok {
                         format!("PTE of {:#x} in mm{s} set", va_of(pg))
                     } else {
@@ -413,7 +413,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             let r = core.st.borrow_mut().m.fork(s, cpu);
             match r {
                 Err(v) => core.violated(v),
-                Ok(ok) => core.event(cpu, 0x11_0000 + ok as u64, || {
+                Ok(ok) => core.event_kind(cpu, 0x11_0000 + ok as u64, Kind::PageTable, || {
                     if ok {
                         format!("mm{s} created with its pages mapped")
                     } else {
@@ -463,7 +463,7 @@ fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
         }
     }
     let n = ids.len();
-    core.event(cpu, 0x12_0000, || format!("{flush} returned: {n} obligation(s) discharged"));
+    core.event_kind(cpu, 0x12_0000, Kind::FlushDone, || format!("{flush} returned: {n} obligation(s) discharged"));
 }
 
 fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batched: bool) {
@@ -488,7 +488,7 @@ fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batc
     if deferred {
         core.buffer_pte_clear(s, pg, ver);
     }
-    core.event(cpu, 0x13_0000 + pg as u64, || {
+    core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
         format!(
             "PTE of {:#x} in mm{s} cleared (frame {frame}){}",
             va_of(pg),
@@ -538,11 +538,15 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         return back_to_user(core, cpu, s);
     };
     ids.push(tid);
-    core.event(cpu, 0x14_0000, || format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked"));
+    core.event_kind(cpu, 0x14_0000, Kind::PageTable, || {
+        format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked")
+    });
     let early = core.shape.bug == Some(KernelBug::TableFreeBeforeFlush);
     if early {
         free_frames(core, &[tframe]);
-        core.event(cpu, 0x15_0000, || format!("page-table frame {tframe} freed before the flush"));
+        core.event_kind(cpu, 0x15_0000, Kind::PageTable, || {
+            format!("page-table frame {tframe} freed before the flush")
+        });
     }
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
@@ -560,10 +564,12 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     // No thread is left to switch to: nothing but this CPU touches the mm now.
     core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
     let (ids, frames) = clear_all(core, cpu, s, "exit");
-    core.event(cpu, 0x16_0000, || format!("mm{s} torn down: its PTEs cleared"));
+    core.event_kind(cpu, 0x16_0000, Kind::PageTable, || format!("mm{s} torn down: its PTEs cleared"));
     if let Some(strategy) = core.shape.teardown {
         let owed = block::teardown(core, p, cpu, s, strategy);
-        core.event(cpu, 0x16_0001, || format!("contiguous block of mm{s} torn down ({strategy})"));
+        core.event_kind(cpu, 0x16_0001, Kind::PageTable, || {
+            format!("contiguous block of mm{s} torn down ({strategy})")
+        });
         debug_assert_eq!(owed.mm, MmId(s));
     }
     p.flush_mm(&hw, MmId(s));
@@ -598,6 +604,8 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
         if let Some(t) = table {
             free_frames(core, &[t]);
         }
-        core.event(cpu, 0x17_0000 + s as u64, || format!("mm{s} released (no CPU's root points at it)"));
+        core.event_kind(cpu, 0x17_0000 + s as u64, Kind::PageTable, || {
+            format!("mm{s} released (no CPU's root points at it)")
+        });
     }
 }

@@ -93,6 +93,21 @@ impl CpuMask {
     }
 }
 
+impl crate::fields::Named for CpuMask {
+    /// Names the mask `name` (word `i` of a mask of more than 64 CPUs
+    /// `name.bits[i]`), read as a CPU list whatever `value` says.
+    fn name_to(&self, f: &mut dyn crate::fields::Fields, name: core::fmt::Arguments<'_>, _value: crate::fields::Value) {
+        for (i, w) in self.words.iter().enumerate() {
+            let value = crate::fields::Value::Cpus { first: 64 * i as u32 };
+            if self.words.len() == 1 {
+                f.add(w, name, value);
+            } else {
+                f.add(w, format_args!("{name}.bits[{i}]"), value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@
 //! - [`hw`]: the hardware interface policies are written against.
 //! - [`sync`]: the atomics facade and the spin lock.
 //! - [`cpumask`]: an atomic CPU set.
+//! - [`fields`]: names of a policy's shared fields, for the checker's traces.
 //! - [`policy`]: the [`Policy`] trait the kernel calls into.
 //! - [`asid`]: address-space identifier allocators (`noasid`, `freebsd_epoch`,
 //!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`, `freebsd_pcid`).
@@ -33,6 +34,7 @@ extern crate alloc;
 pub mod asid;
 pub mod contpte;
 pub mod cpumask;
+pub mod fields;
 pub mod findings;
 pub mod hw;
 pub mod policy;
@@ -44,6 +46,7 @@ pub mod types;
 pub mod zoo;
 
 pub use cpumask::CpuMask;
+pub use fields::{Fields, Named, Value};
 pub use hw::{Access, Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 pub use policy::{Lazy, Policy};
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};

@@ -7,6 +7,7 @@
 //! it returns, no CPU may use the old translation any more (the oracle checks
 //! exactly that).
 
+use crate::fields::Fields;
 use crate::hw::Hw;
 use crate::types::{MmId, VirtAddr};
 
@@ -84,5 +85,21 @@ pub trait Policy: Sync {
 
     /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64);
+
+    /// Names every piece of shared state (each [`crate::sync`] atomic, spin lock
+    /// and [`crate::CpuMask`]) to `f`, with the kernel's name for it and, for an
+    /// element of a per-CPU or per-address-space array, its index
+    /// (`f.add(&self.active_asids[c], format_args!("active_asids[cpu{c}]"), Value::GenAsid { .. })`),
+    /// so that the checker's counterexamples read in kernel terms.
+    ///
+    /// The checker calls it once per recorded execution, after building the policy
+    /// and before any CPU runs; the simulator never does, so it costs a run nothing.
+    /// The default names nothing: a policy that keeps it gets traces with the
+    /// offset form `[policy+0x130]` for every access, which is only a fallback
+    /// (the checker's tests fail for a registered policy that leaves an accessed
+    /// field unnamed). A wrapper policy forwards it to the policy it wraps.
+    fn name_fields(&self, f: &mut dyn Fields) {
+        let _ = f;
+    }
 }
 // ANCHOR_END: policy_trait

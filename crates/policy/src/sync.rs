@@ -233,6 +233,12 @@ macro_rules! facade_atomic {
             }
         }
 
+        impl crate::fields::Named for $name {
+            fn name_to(&self, f: &mut dyn crate::fields::Fields, name: core::fmt::Arguments<'_>, value: crate::fields::Value) {
+                f.field(self.addr(), name, value);
+            }
+        }
+
         impl core::fmt::Debug for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 core::fmt::Debug::fmt(&self.0, f)
@@ -343,6 +349,36 @@ impl<T> SpinLock<T> {
             }
             spin_loop();
         }
+    }
+}
+
+impl<T> SpinLock<T> {
+    /// Names the facade atomics inside the lock's value (`inner` visits them) for
+    /// a checker's traces; the lock word itself is named with [`crate::fields::Named`].
+    ///
+    /// Takes the lock without counting the acquisition and without the hooks, so
+    /// that naming leaves every value the checker sees unchanged; names nothing
+    /// inside if the lock is held.
+    pub fn name_inner(
+        &self,
+        f: &mut dyn crate::fields::Fields,
+        inner: impl FnOnce(&T, &mut dyn crate::fields::Fields),
+    ) {
+        // Acquire: as `lock`; the word goes back to its value after.
+        let w = self.word.0.load(Ordering::Acquire);
+        if w & 1 == 1 || self.word.0.compare_exchange(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return;
+        }
+        // SAFETY: the lock is held (odd word) until the store below.
+        inner(unsafe { &*self.value.get() }, f);
+        // Release: as an unlock, back to the uncounted value.
+        self.word.0.store(w, Ordering::Release);
+    }
+}
+
+impl<T> crate::fields::Named for SpinLock<T> {
+    fn name_to(&self, f: &mut dyn crate::fields::Fields, name: core::fmt::Arguments<'_>, _value: crate::fields::Value) {
+        f.field(self.word.addr(), name, crate::fields::Value::Lock);
     }
 }
 

@@ -22,7 +22,7 @@
 #![deny(missing_docs)]
 
 use tlbkit_policy::asid::FreebsdEpoch;
-use tlbkit_policy::{Hw, Lazy, MmId, Policy, VirtAddr};
+use tlbkit_policy::{Fields, Hw, Lazy, MmId, Policy, VirtAddr};
 
 /// FreeBSD arm64's epoch ASIDs, with ranges longer than `cutoff` pages flushed
 /// as one whole-ASID invalidation.
@@ -91,5 +91,10 @@ impl Policy for RangeCutoff {
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         self.inner.flush_kernel_range(hw, start, pages)
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        // The cut-off is a constant: all the shared state is the wrapped policy's.
+        self.inner.name_fields(f)
     }
 }

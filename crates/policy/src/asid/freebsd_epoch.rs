@@ -52,6 +52,7 @@
 //! width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
 //! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
 
+use crate::fields::{Fields, Value};
 use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SpinLock};
@@ -372,6 +373,15 @@ impl FreebsdEpoch {
     }
 }
 
+/// Reads a pmap cookie: `epoch 3, asid 5`, or `none` before the first activation.
+fn show_cookie(c: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    match (cookie_epoch(c), cookie_asid(c)) {
+        (EPOCH_MAX, -1) => f.write_str("none"),
+        (e, -1) => write!(f, "epoch {e}, no asid"),
+        (e, a) => write!(f, "epoch {e}, asid {a}"),
+    }
+}
+
 impl Policy for FreebsdEpoch {
     fn mm_init(&self, mm: MmId) {
         debug_assert!(!mm.is_kernel());
@@ -433,6 +443,17 @@ impl Policy for FreebsdEpoch {
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         Self::invalidate(hw, (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        f.add(&self.set, format_args!("asid_set.asid_set_mutex"), Value::Lock);
+        f.add(&self.epoch, format_args!("asid_set.asid_epoch"), Value::Number);
+        for (m, c) in self.cookies.iter().enumerate() {
+            f.add(c, format_args!("pmap[{m}].pm_cookie"), Value::Custom(show_cookie));
+        }
+        for (c, p) in self.curpmap.iter().enumerate() {
+            f.add(p, format_args!("pc_curpmap[cpu{c}]"), Value::Mm);
+        }
     }
 }
 

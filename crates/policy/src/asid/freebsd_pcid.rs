@@ -80,6 +80,7 @@
 //! demotion rendezvous (`pmap_update_pde`).
 
 use crate::cpumask::CpuMask;
+use crate::fields::{Fields, Value};
 use crate::hw::{Access, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, Completion, CompletionProtocol, InvlOp, Pmap, Protocol, Request};
@@ -470,6 +471,15 @@ impl FreebsdX86 {
     }
 }
 
+/// Reads a `pm_pcid`: a number, or none before the pmap first ran on that CPU.
+fn show_pcid(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    if v == PMAP_PCID_NONE as u64 {
+        f.write_str("none")
+    } else {
+        write!(f, "{v}")
+    }
+}
+
 impl Policy for FreebsdX86 {
     /// Gives the pmap no PCID and generation 0 on every CPU and an empty
     /// `pm_active` (`pmap_pinit`).
@@ -517,6 +527,25 @@ impl Policy for FreebsdX86 {
     /// pages on.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         self.invalidate_range(hw, Pmap::Kernel, start, pages);
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        self.protocol.name_fields(f);
+        for (m, p) in self.pmaps.iter().enumerate() {
+            f.add(&p.pm_active, format_args!("pmap[{m}].pm_active"), Value::Cpus { first: 0 });
+            for c in 0..self.pcpu.len() {
+                let e = p.pcids(c);
+                f.add(&e.pm_pcid, format_args!("pmap[{m}].pm_pcids[cpu{c}].pm_pcid"), Value::Custom(show_pcid));
+                f.add(&e.pm_gen, format_args!("pmap[{m}].pm_pcids[cpu{c}].pm_gen"), Value::Number);
+            }
+        }
+        for (c, p) in self.pcpu.iter().enumerate() {
+            f.add(&p.curpmap, format_args!("pcpu[cpu{c}].pc_curpmap"), Value::Mm);
+            f.add(&p.cr3_pcid, format_args!("pcpu[cpu{c}].cr3_pcid"), Value::Number);
+            f.add(&p.pcid_next, format_args!("pcpu[cpu{c}].pc_pcid_next"), Value::Number);
+            f.add(&p.pcid_gen, format_args!("pcpu[cpu{c}].pc_pcid_gen"), Value::Number);
+        }
+        f.add(&self.all_cpus, format_args!("all_cpus"), Value::Cpus { first: 0 });
     }
 }
 

@@ -94,6 +94,7 @@
 
 use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
 use crate::cpumask::CpuMask;
+use crate::fields::{Fields, Value};
 use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::{Lazy, Policy};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
@@ -692,6 +693,15 @@ fn domain(scope: Scope) -> Domain {
     }
 }
 
+/// Reads an `active_mm` word: an mm slot, or none.
+fn show_active_mm(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match v as u32 {
+        NO_MM => f.write_str("none"),
+        0 => f.write_str("kernel"),
+        m => write!(f, "mm{m}"),
+    }
+}
+
 impl Policy for LinuxArm64 {
     fn mm_init(&self, mm: MmId) {
         debug_assert!(!mm.is_kernel());
@@ -778,6 +788,30 @@ impl Policy for LinuxArm64 {
         }
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
         hw.barrier(Barrier::Isb);
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        let bits = self.asid_bits;
+        f.add(&self.asid_generation, format_args!("asid_generation"), Value::Generation { asid_bits: bits });
+        f.add(&self.cpu_asid_lock, format_args!("cpu_asid_lock"), Value::Lock);
+        self.cpu_asid_lock.name_inner(f, |a, f| {
+            f.add(&a.tlb_flush_pending, format_args!("tlb_flush_pending"), Value::Cpus { first: 0 })
+        });
+        for (c, a) in self.active_asids.iter().enumerate() {
+            f.add(a, format_args!("active_asids[cpu{c}]"), Value::GenAsid { asid_bits: bits });
+        }
+        for (c, m) in self.active_mm.iter().enumerate() {
+            f.add(m, format_args!("active_mm[cpu{c}]"), Value::Custom(show_active_mm));
+        }
+        for (m, id) in self.context_id.iter().enumerate() {
+            f.add(id, format_args!("mm[{m}].context.id"), Value::GenAsid { asid_bits: bits });
+        }
+        for (m, p) in self.pinned.iter().enumerate() {
+            f.add(p, format_args!("mm[{m}].context.pinned"), Value::Number);
+        }
+        if let Some(skip) = &self.skip {
+            skip.name_fields(f);
+        }
     }
 }
 

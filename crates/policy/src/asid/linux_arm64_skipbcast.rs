@@ -117,6 +117,7 @@
 
 use super::linux_arm64::{ConfigError, LinuxArm64, NO_MM};
 use crate::cpumask::CpuMask;
+use crate::fields::{Fields, Value};
 use crate::hw::{Access, Barrier, Hw, Root};
 use crate::policy::Lazy;
 use crate::sync::{fence, AtomicBool, AtomicI32, Ordering};
@@ -164,6 +165,19 @@ impl SkipBroadcast {
             nr_active_mm: (0..slots).map(|_| Line(AtomicI32::new(0))).collect(),
             stale: (0..slots).map(|_| Line(CpuMask::new(ncpus))).collect(),
             cpu_not_lazy_tlb: (0..ncpus).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Names the patch's fields (see [`Policy::name_fields`](crate::Policy::name_fields)).
+    pub(super) fn name_fields(&self, f: &mut dyn Fields) {
+        for (m, n) in self.nr_active_mm.iter().enumerate() {
+            f.add(&n.0, format_args!("mm[{m}].context.nr_active_mm"), Value::Number);
+        }
+        for (m, n) in self.stale.iter().enumerate() {
+            f.add(&n.0, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+        }
+        for (c, n) in self.cpu_not_lazy_tlb.iter().enumerate() {
+            f.add(n, format_args!("cpu_not_lazy_tlb[cpu{c}]"), Value::Bool);
         }
     }
 

@@ -72,6 +72,7 @@
 //! returns without flushing.
 
 use crate::cpumask::CpuMask;
+use crate::fields::{Fields, Value};
 use crate::hw::{Barrier, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -582,6 +583,26 @@ impl Policy for LinuxX86 {
         if self.cpu_tlbstate.len() > 1 {
             hw.send_ipi(&self.all_cpus, flush);
         }
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        f.add(&self.last_mm_ctx_id, format_args!("last_mm_ctx_id"), Value::Number);
+        for (c, t) in self.cpu_tlbstate.iter().enumerate() {
+            f.add(&t.loaded_mm, format_args!("cpu_tlbstate[cpu{c}].loaded_mm"), Value::Mm);
+            f.add(&t.loaded_mm_asid, format_args!("cpu_tlbstate[cpu{c}].loaded_mm_asid"), Value::Number);
+            f.add(&t.next_asid, format_args!("cpu_tlbstate[cpu{c}].next_asid"), Value::Number);
+            for (a, x) in t.ctxs.iter().enumerate() {
+                f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
+                f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
+            }
+            f.add(&t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+        }
+        for (m, x) in self.mms.iter().enumerate() {
+            f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
+            f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
+            f.add(&x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+        }
+        f.add(&self.all_cpus, format_args!("cpu_online_mask"), Value::Cpus { first: 0 });
     }
 }
 

@@ -7,6 +7,7 @@
 //! drops the kernel's own global entries. Invalidations of user pages use
 //! `TLBI VAAE1IS` (all ASIDs), the whole address space `TLBI VMALLE1IS`.
 
+use crate::fields::{Fields, Value};
 use crate::hw::{Barrier, Domain, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicU32, Ordering};
@@ -74,5 +75,11 @@ impl Policy for NoAsid {
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         self.flush_range(hw, MmId::KERNEL, start, pages);
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        for (c, p) in self.curpmap.iter().enumerate() {
+            f.add(p, format_args!("pc_curpmap[cpu{c}]"), Value::Mm);
+        }
     }
 }

@@ -122,6 +122,13 @@ impl Counter {
         self.globals.wait.fetch_add(1, Ordering::Release);
     }
 
+    /// Names the shared fields (see [`crate::Policy::name_fields`]).
+    pub fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        f.add(&self.smp_ipi_mtx.0, format_args!("smp_ipi_mtx"), crate::fields::Value::Lock);
+        self.globals.req.name_fields(f, format_args!("smp_tlb_"));
+        f.add(&self.globals.wait, format_args!("smp_tlb_wait"), crate::fields::Value::Number);
+    }
+
     /// Returns `(address, name)` of every shared variable.
     #[cfg(test)]
     pub(crate) fn symbols(&self) -> alloc::vec::Vec<(usize, alloc::string::String)> {

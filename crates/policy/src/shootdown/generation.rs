@@ -91,6 +91,17 @@ impl Generation {
         done.store(generation, Ordering::Release);
     }
 
+    /// Names the shared fields (see [`crate::Policy::name_fields`]).
+    pub fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        use crate::fields::Value;
+        f.add(&self.smp_ipi_mtx.0, format_args!("smp_ipi_mtx"), Value::Lock);
+        self.globals.req.name_fields(f, format_args!("smp_tlb_"));
+        f.add(&self.globals.generation, format_args!("smp_tlb_generation"), Value::Number);
+        for (i, d) in self.smp_tlb_done.iter().enumerate() {
+            f.add(&d.0, format_args!("pcpu[cpu{i}].pc_smp_tlb_done"), Value::Number);
+        }
+    }
+
     /// Returns `(address, name)` of every shared variable.
     #[cfg(test)]
     pub(crate) fn symbols(&self) -> alloc::vec::Vec<(usize, alloc::string::String)> {

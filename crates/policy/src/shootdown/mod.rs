@@ -237,6 +237,15 @@ impl Protocol {
         }
     }
 
+    /// Names the protocol's shared fields (see [`crate::Policy::name_fields`]).
+    pub fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        match self {
+            Protocol::Counter(p) => p.name_fields(f),
+            Protocol::Generation(p) => p.name_fields(f),
+            Protocol::Scoreboard(p) => p.name_fields(f),
+        }
+    }
+
     /// Returns `(address, name)` of every shared variable, for readable test logs.
     #[cfg(test)]
     pub(crate) fn symbols(&self) -> alloc::vec::Vec<(usize, alloc::string::String)> {
@@ -326,6 +335,15 @@ impl RequestFields {
         Request { op, pmap, addr1, addr2 }
     }
 
+    /// Names the four fields `{prefix}addr1` ... `{prefix}op`.
+    pub(crate) fn name_fields(&self, f: &mut dyn crate::fields::Fields, prefix: core::fmt::Arguments<'_>) {
+        use crate::fields::Value;
+        f.add(&self.addr1, format_args!("{prefix}addr1"), Value::Addr);
+        f.add(&self.addr2, format_args!("{prefix}addr2"), Value::Addr);
+        f.add(&self.pmap, format_args!("{prefix}pmap"), Value::Custom(show_pmap));
+        f.add(&self.op, format_args!("{prefix}op"), Value::Custom(show_op));
+    }
+
     /// Returns `(address, name)` of each field, prefixed with `prefix`.
     #[cfg(test)]
     pub(crate) fn symbols(&self, prefix: &str) -> alloc::vec::Vec<(usize, alloc::string::String)> {
@@ -337,6 +355,24 @@ impl RequestFields {
             (addr_of(&self.op), format!("{prefix}op")),
         ]
     }
+}
+
+/// Reads a request's pmap word.
+fn show_pmap(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    match Pmap::from_word(v as u32) {
+        Pmap::Kernel => f.write_str("kernel_pmap"),
+        Pmap::Mm(m) => write!(f, "pmap[{}]", m.0),
+    }
+}
+
+/// Reads a request's operation word.
+fn show_op(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    f.write_str(match v {
+        0 => "invltlb",
+        1 => "invlpg",
+        2 => "invlrng",
+        _ => "?",
+    })
 }
 
 /// The CPUs a shootdown interrupts.

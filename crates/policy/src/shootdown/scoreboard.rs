@@ -143,6 +143,20 @@ impl Scoreboard {
         }
     }
 
+    /// Names the shared fields (see [`crate::Policy::name_fields`]).
+    pub fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        use crate::fields::Value;
+        for (i, pc) in self.pcpu.iter().enumerate() {
+            pc.req.name_fields(f, format_args!("pcpu[cpu{i}].pc_smp_tlb_"));
+            f.add(&pc.gen, format_args!("pcpu[cpu{i}].pc_smp_tlb_gen"), Value::Number);
+        }
+        for t in 0..self.ncpus {
+            for i in 0..self.ncpus {
+                f.add(self.slot(t, i), format_args!("invl_scoreboard[cpu{t}][cpu{i}]"), Value::Number);
+            }
+        }
+    }
+
     /// Returns `(address, name)` of every shared variable.
     #[cfg(test)]
     pub(crate) fn symbols(&self) -> alloc::vec::Vec<(usize, alloc::string::String)> {
