@@ -790,6 +790,7 @@ impl Policy for LinuxArm64 {
         hw.barrier(Barrier::Isb);
     }
 
+    // ANCHOR: name_fields
     fn name_fields(&self, f: &mut dyn Fields) {
         let bits = self.asid_bits;
         f.add(&self.asid_generation, format_args!("asid_generation"), Value::Generation { asid_bits: bits });
@@ -813,6 +814,7 @@ impl Policy for LinuxArm64 {
             skip.name_fields(f);
         }
     }
+    // ANCHOR_END: name_fields
 }
 
 #[cfg(test)]
