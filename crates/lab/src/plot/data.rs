@@ -9,13 +9,13 @@
 //! depend on the order in which a sweep's runs finished.
 
 use super::chart::{axis_label, Chart, Point, Series, XAxis};
-use tlbkit_sim::{metrics, workload};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use tlbkit_sim::{metrics, workload};
 
 /// One value of a coordinate, ordered numbers first (by value), then text.
 #[derive(Clone, Debug, PartialEq)]

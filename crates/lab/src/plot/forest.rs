@@ -9,8 +9,8 @@
 
 use super::chart::{escape, wrap};
 use crate::claims::{ClaimResult, CLAIMS};
-use tlbkit_sim::metrics;
 use std::fmt::Write;
+use tlbkit_sim::metrics;
 
 /// One row of the plot.
 #[derive(Clone, Debug, PartialEq)]
