@@ -22,41 +22,15 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     (
         "run.txt",
         &[
-            "run",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "1",
-            "--policy",
-            "arm64-freebsd-asid",
-            "--workload",
-            "lat_ctx",
-            "--set",
-            "procs=20",
-            "--set",
-            "size_kb=0",
+            "run", "--machine", "cortex-a72", "--cpus", "1", "--policy", "arm64-freebsd-asid", "--workload", "lat_ctx",
+            "--set", "procs=20", "--set", "size_kb=0",
         ],
     ),
     (
         "compare.txt",
         &[
-            "compare",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--workload",
-            "lat_ctx",
-            "--policy",
-            "arm64-noasid",
-            "--policy",
-            "arm64-freebsd-asid",
-            "--set",
-            "procs=8",
-            "--set",
-            "jitter=0.02",
-            "--runs",
-            "5",
+            "compare", "--machine", "cortex-a72", "--cpus", "2", "--workload", "lat_ctx", "--policy", "arm64-noasid",
+            "--policy", "arm64-freebsd-asid", "--set", "procs=8", "--set", "jitter=0.02", "--runs", "5",
         ],
     ),
     ("check-clean.txt", &["check", "--policy", "arm64-linux", "--ops", "3"]),
@@ -64,39 +38,16 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     (
         "example-run.txt",
         &[
-            "run",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--policy",
-            "arm64-freebsd-asid-cutoff",
-            "--workload",
-            "mprotect_threaded",
-            "--set",
-            "iters=20",
+            "run", "--machine", "cortex-a72", "--cpus", "2", "--policy", "arm64-freebsd-asid-cutoff", "--workload",
+            "mprotect_threaded", "--set", "iters=20",
         ],
     ),
     (
         "example-compare.txt",
         &[
-            "compare",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--workload",
-            "mprotect_threaded",
-            "--policy",
-            "arm64-freebsd-asid",
-            "--policy",
-            "arm64-freebsd-asid-cutoff",
-            "--set",
-            "iters=20",
-            "--set",
-            "jitter=0.02",
-            "--runs",
-            "4",
+            "compare", "--machine", "cortex-a72", "--cpus", "2", "--workload", "mprotect_threaded", "--policy",
+            "arm64-freebsd-asid", "--policy", "arm64-freebsd-asid-cutoff", "--set", "iters=20", "--set",
+            "jitter=0.02", "--runs", "4",
         ],
     ),
     ("example-check.txt", &["check", "--policy", "arm64-freebsd-asid-cutoff"]),
@@ -217,7 +168,9 @@ fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
             if !["target", ".git", "book", "corpus", "artifacts"].contains(&name.as_str()) {
                 text_files(&p, out);
             }
-        } else if [".rs", ".md", ".toml", ".sh", ".py", ".txt"].iter().any(|x| name.ends_with(x)) || name == "run" {
+        } else if [".rs", ".md", ".toml", ".sh", ".py", ".txt"].iter().any(|x| name.ends_with(x))
+            || name == "run"
+        {
             out.push(p);
         }
     }
