@@ -419,10 +419,12 @@ fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_thi
 /// settings: the user flushes' IPIs (one per target CPU) and broadcast TLBIs,
 /// and the violations of the policy with [`LocalRange`]'s broken range flush.
 /// `cargo test -p tlbkit-sim --test stress cross_cpu_figures -- --ignored --nocapture`;
-/// `WORKLOADS=a,b` runs those workloads at their defaults instead.
+/// `WORKLOADS=a,b` runs those workloads at their defaults instead, and
+/// `POLICIES=a,b` only those policies.
 #[test]
 #[ignore]
 fn cross_cpu_figures() {
+    let only = std::env::var("POLICIES").unwrap_or_default();
     let chosen = std::env::var("WORKLOADS").ok();
     let workloads: Vec<(&str, &[&str])> = match &chosen {
         Some(list) => list
@@ -433,7 +435,7 @@ fn cross_cpu_figures() {
         None => seeds().chain([("stress", &[][..])]).collect(),
     };
     println!("{:38} {:18} {:>11} {:>10} {:>10}", "policy", "workload", "ipi_targets", "broadcasts", "broken");
-    for p in registry::POLICIES {
+    for p in registry::POLICIES.iter().filter(|p| only.is_empty() || only.split(',').any(|o| o == p.name)) {
         for &(w, sets) in &workloads {
             let c = cell(p.name, w, sets, Kind::Counted, AT).unwrap();
             assert_eq!(c.violations, 0, "{} {w}: the real policy has violations", p.name);
