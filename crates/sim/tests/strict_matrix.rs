@@ -32,6 +32,10 @@ use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::WORKLOADS;
 
+#[path = "common/small.rs"]
+mod small;
+use small::SMALL;
+
 /// The CPU counts the issue names.
 const CPUS: [usize; 3] = [2, 4, 32];
 
@@ -46,49 +50,6 @@ const CONFIGS: &[(u64, &[&str])] = &[(11, &[]), (12, &["slice_us=100"])];
 /// A third configuration for the policies that take `kpti` (the arm64 Linux
 /// ones): half the ASIDs, each mm using a pair.
 const KPTI: (u64, &[&str]) = (13, &["kpti=on"]);
-
-/// Each workload with small parameters, and what they are chosen to reach.
-const SMALL: &[(&str, &[&str])] = &[
-    // 300 processes alive at once: more than 8-bit ASIDs hold (every arm64 ASID
-    // policy rolls over) and than x86 Linux's 6 PCID slots; 300 exits at the end.
-    ("lat_ctx", &["procs=300", "rounds=3", "size_kb=4"]),
-    // Two address spaces waking each other, with pages that survive the switch
-    // only where the tag keeps them.
-    ("pingpong", &["pages=16", "rounds=200"]),
-    // mprotect down and up of a written buffer, flushed each time, in a process
-    // whose second thread sleeps; 40 pages is past x86 Linux's 33-page ceiling,
-    // so its flushes are whole-PCID ones.
-    ("mprotect_threaded", &["iters=40", "pages=40"]),
-    // madvise(DONTNEED) zaps and faults of fresh zero pages, one copy per CPU.
-    ("tcmalloc_frag", &["allocs=80", "touch_pages=3"]),
-    // 320 fork + exec + exit of short sorts: Linux's never-freed 8-bit ASIDs roll
-    // over; copy-on-write faults and teardown flushes of a process that migrates.
-    ("sort_compute", &["loops=64", "runs=5", "heap_pages=4", "compute_us=5"]),
-    // Kernel-map invalidations that reach every CPU: broadcasts on arm64, IPI
-    // shootdowns with each completion protocol on x86.
-    ("fileserver", &["ops=16", "pages=4", "user_pages=2"]),
-    // fork, execve, heap growth, munmap of the heap and exit in more slots than
-    // the largest machine has CPUs.
-    (
-        "buildkernel",
-        &[
-            "jobs=40",
-            "units=3",
-            "compute_ms=1",
-            "slices=4",
-            "text_pages=64",
-            "text_ws=16",
-            "heap_pages=64",
-            "heap_ws=32",
-        ],
-    ),
-    // make forking two compilers per CPU that execve, write a heap and a shared
-    // file mapping, and exit: exit teardowns while other CPUs still run.
-    ("exit_teardown", &["jobs=2", "heap_pages=64", "file_pages=32", "dirty_pages=16", "compute_us=20"]),
-    // A traced program: two threads that map, unmap, protect and advise while
-    // waiting for each other, and a forked child.
-    ("trace", &[concat!("file=", env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace")]),
-];
 
 /// Returns the machine a policy's cells run on and the settings that machine adds.
 fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
@@ -124,7 +85,7 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",
         "sort_compute" if s.policy.starts_with("arm64-linux") && m.asid_rollovers == 0 => "an ASID rollover",
-        "fileserver" if m.ipis_sent + m.broadcast_invalidations == 0 => "a remote invalidation",
+        "fileserver" | "stress" if m.ipis_sent + m.broadcast_invalidations == 0 => "a remote invalidation",
         _ => return None,
     };
     Some(format!("{}\n    reached no {missing}: {m:?}", s.command()))

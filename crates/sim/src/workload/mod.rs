@@ -8,7 +8,8 @@
 //! Contents: [`lat_ctx`] and [`buildkernel`] (seed 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
 //! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004); [`trace`] replays
-//! a real program's trace.
+//! a real program's trace; [`stress`] races flushes of one address space
+//! across CPUs for the `--strict` oracle.
 
 pub mod buildkernel;
 pub mod exit_teardown;
@@ -17,6 +18,7 @@ pub mod lat_ctx;
 pub mod mprotect_threaded;
 pub mod pingpong;
 pub mod sort_compute;
+pub mod stress;
 pub mod tcmalloc_frag;
 pub mod trace;
 
@@ -135,6 +137,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     buildkernel::DEF,
     exit_teardown::DEF,
     trace::DEF,
+    stress::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -169,6 +172,7 @@ pub fn setup_with<P: Policy>(
         "buildkernel" => buildkernel::setup(p, sim),
         "exit_teardown" => exit_teardown::setup(p, sim),
         "trace" => trace::setup(p, texts, sim),
+        "stress" => stress::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -183,7 +187,7 @@ pub fn result<P: Policy>(
     match name {
         "lat_ctx" => lat_ctx::result(p, main, overhead),
         "pingpong" => pingpong::result(p, main),
-        "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" => elapsed(name, main),
+        "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" | "stress" => elapsed(name, main),
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
         "trace" => trace::result(main),
@@ -213,6 +217,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // make and every compiler (all may be alive at once).
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
         "trace" => trace::max_mms(texts),
+        "stress" => stress::max_mms(p),
         _ => 64,
     }
 }

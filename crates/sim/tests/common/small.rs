@@ -1,0 +1,52 @@
+//! The strict matrix's small parameters of every workload, shared by
+//! `strict_matrix.rs` (which runs them under every policy) and `stress.rs`
+//! (which shows that none of the seeds' workloads among them catches a range
+//! flush that stays on the calling CPU, while `stress` does).
+
+/// Each workload with small parameters, and what they are chosen to reach.
+pub const SMALL: &[(&str, &[&str])] = &[
+    // 300 processes alive at once: more than 8-bit ASIDs hold (every arm64 ASID
+    // policy rolls over) and than x86 Linux's 6 PCID slots; 300 exits at the end.
+    ("lat_ctx", &["procs=300", "rounds=3", "size_kb=4"]),
+    // Two address spaces waking each other, with pages that survive the switch
+    // only where the tag keeps them.
+    ("pingpong", &["pages=16", "rounds=200"]),
+    // mprotect down and up of a written buffer, flushed each time, in a process
+    // whose second thread sleeps; 40 pages is past x86 Linux's 33-page ceiling,
+    // so its flushes are whole-PCID ones.
+    ("mprotect_threaded", &["iters=40", "pages=40"]),
+    // madvise(DONTNEED) zaps and faults of fresh zero pages, one copy per CPU.
+    ("tcmalloc_frag", &["allocs=80", "touch_pages=3"]),
+    // 320 fork + exec + exit of short sorts: Linux's never-freed 8-bit ASIDs roll
+    // over; copy-on-write faults and teardown flushes of a process that migrates.
+    ("sort_compute", &["loops=64", "runs=5", "heap_pages=4", "compute_us=5"]),
+    // Kernel-map invalidations that reach every CPU: broadcasts on arm64, IPI
+    // shootdowns with each completion protocol on x86.
+    ("fileserver", &["ops=16", "pages=4", "user_pages=2"]),
+    // fork, execve, heap growth, munmap of the heap and exit in more slots than
+    // the largest machine has CPUs.
+    (
+        "buildkernel",
+        &[
+            "jobs=40",
+            "units=3",
+            "compute_ms=1",
+            "slices=4",
+            "text_pages=64",
+            "text_ws=16",
+            "heap_pages=64",
+            "heap_ws=32",
+        ],
+    ),
+    // make forking two compilers per CPU that execve, write a heap and a shared
+    // file mapping, and exit: exit teardowns while other CPUs still run.
+    ("exit_teardown", &["jobs=2", "heap_pages=64", "file_pages=32", "dirty_pages=16", "compute_us=20"]),
+    // A traced program: two threads that map, unmap, protect and advise while
+    // waiting for each other, and a forked child.
+    ("trace", &[concat!("file=", env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace")]),
+    // Threads of two processes on every CPU racing munmap, MAP_FIXED, mprotect,
+    // madvise, fork and exit over shared pages: range, page, mm and kernel flushes
+    // while other CPUs run the mm (its defaults; tests/stress.rs shows it catches
+    // a range flush that stays local, which no other workload here does).
+    ("stress", &[]),
+];

@@ -1,0 +1,515 @@
+//! The `stress` workload finds what the seeds' workloads miss (issue 16, part 1,
+//! class 5): a range flush whose invalidations never leave the calling CPU.
+//!
+//! [`LocalRange`] wraps any registered policy and breaks only its
+//! `flush_range` (what `munmap`, `mprotect` and `madvise` call): every TLBI it
+//! would broadcast is issued for this CPU only (arm64 `TLBI VAE1` where `TLBI
+//! VAE1IS` was meant, as a skip-broadcast patch does when it wrongly believes the
+//! mm runs nowhere else), and the IPI handlers it sends run and acknowledge
+//! without invalidating (an x86 `flush_tlb_func` / `invlrng_handler` that returns
+//! early for a CPU that does run the mm). Generations, acknowledgements and the
+//! local flush are untouched, so a CPU that later switches back to the mm catches
+//! up as the real policy does: only a CPU that runs the mm at the moment of the
+//! flush keeps a stale entry. The seeds' processes almost never have two CPUs in
+//! one mm at once when they flush a range, so none of their workloads catches the
+//! bug; `stress` does, under every registered policy.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
+use tlbkit_policy::{Asid, VirtAddr};
+use tlbkit_sim::preset::{self, Arch};
+use tlbkit_sim::registry::{self, Build, WithPolicy};
+use tlbkit_sim::run::run_phases;
+use tlbkit_sim::sim::{Sim, SimConfig};
+use tlbkit_sim::workload::{self, Params};
+
+#[path = "common/small.rs"]
+mod small;
+
+/// What a [`View`] does to the operations it passes on.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// A broken `flush_range` on the calling CPU: broadcasts stay local, and the
+    /// IPI handlers it sends run in [`Mode::Remote`].
+    Local,
+    /// An IPI handler of that flush: its invalidations are lost.
+    Remote,
+    /// A user flush of a counted policy: its IPI targets and broadcast TLBIs are
+    /// counted in the [`UserFlushes`] pointed to.
+    Count(*const UserFlushes),
+}
+
+/// The hardware as a flush of [`LocalRange`] or [`Counted`] sees it.
+///
+/// It holds pointers, not references: an IPI handler is given `&Self` of the
+/// sender's type, whose lifetime cannot name the target CPU's shorter borrow.
+struct View<H> {
+    hw: *const H,
+    mode: Mode,
+}
+
+impl<H: Hw> View<H> {
+    /// Returns a view of `hw`; it must not outlive the call it is made in.
+    fn new(hw: &H, mode: Mode) -> Self {
+        View { hw, mode }
+    }
+
+    fn hw(&self) -> &H {
+        // SAFETY: every `View` is made from a live `&H` and dropped before the
+        // call that lent it returns (a policy's flush, or an IPI handler).
+        unsafe { &*self.hw }
+    }
+
+    /// Returns the counters of a [`Mode::Count`] view.
+    fn counts(&self) -> Option<&UserFlushes> {
+        match self.mode {
+            // SAFETY: the counters live in the policy, which outlives its flushes.
+            Mode::Count(c) => Some(unsafe { &*c }),
+            _ => None,
+        }
+    }
+
+    /// Returns the mode an IPI handler sent from this view runs in.
+    fn handler_mode(&self) -> Mode {
+        match self.mode {
+            Mode::Local | Mode::Remote => Mode::Remote,
+            m => m,
+        }
+    }
+
+    /// Counts IPIs to `targets` other than this CPU.
+    fn count_ipis(&self, targets: &CpuMask) {
+        if let Some(c) = self.counts() {
+            let me = self.hw().cpu();
+            targets.for_each(|t| {
+                if t != me {
+                    c.ipi_targets.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    }
+}
+
+impl<H: Hw> Hw for View<H> {
+    fn cpu(&self) -> CpuId {
+        self.hw().cpu()
+    }
+    fn ncpus(&self) -> usize {
+        self.hw().ncpus()
+    }
+    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+        self.hw().write_root(root, asid, noflush)
+    }
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        match self.mode {
+            Mode::Local => self.hw().tlbi(op, Scope::Local),
+            Mode::Remote => {}
+            Mode::Count(_) => {
+                if let (Scope::Broadcast, Some(c)) = (scope, self.counts()) {
+                    c.broadcasts.fetch_add(1, Ordering::Relaxed);
+                }
+                self.hw().tlbi(op, scope)
+            }
+        }
+    }
+    fn barrier(&self, b: Barrier) {
+        self.hw().barrier(b)
+    }
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.count_ipis(targets);
+        let mode = self.handler_mode();
+        self.hw().send_ipi(targets, |h| handler(&View::new(h, mode)))
+    }
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.count_ipis(targets);
+        let mode = self.handler_mode();
+        self.hw().send_ipi_async(targets, |h| handler(&View::new(h, mode)))
+    }
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        if let Some(c) = self.counts() {
+            c.ipi_targets.fetch_add(self.ncpus() as u64 - 1, Ordering::Relaxed);
+        }
+        let mode = self.handler_mode();
+        self.hw().send_ipi_all_but_self_async(|h| handler(&View::new(h, mode)))
+    }
+    fn shared(&self, addr: usize, access: Access) {
+        self.hw().shared(addr, access)
+    }
+    fn spin_on(&self, addr: usize) {
+        self.hw().spin_on(addr)
+    }
+    fn phase(&self, phase: Phase) {
+        self.hw().phase(phase)
+    }
+    fn note(&self, note: Note) {
+        self.hw().note(note)
+    }
+}
+
+/// A real policy whose ranged user flushes invalidate on the calling CPU only.
+struct LocalRange<P>(P);
+
+impl<P: Policy> Policy for LocalRange<P> {
+    fn user_ptes_global(&self) -> bool {
+        self.0.user_ptes_global()
+    }
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        self.0.enter_lazy(hw, who)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(hw, mm, va)
+    }
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.0.flush_range(&View::new(hw, Mode::Local), mm, start, pages)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(hw, mm)
+    }
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.0.flush_batch(hw, mms)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.0.flush_kernel_range(hw, start, pages)
+    }
+}
+
+/// Cross-CPU work of a policy's user flushes (range, page, mm and batch; not
+/// kernel ranges): what the seeds' workloads rarely ask for on x86.
+#[derive(Default)]
+struct UserFlushes {
+    /// IPIs sent, one per target CPU.
+    ipi_targets: AtomicU64,
+    /// TLBIs broadcast.
+    broadcasts: AtomicU64,
+}
+
+/// A real policy whose user flushes are counted.
+struct Counted<P>(P, UserFlushes);
+
+impl<P: Policy> Counted<P> {
+    fn view<H: Hw>(&self, hw: &H) -> View<H> {
+        View::new(hw, Mode::Count(&self.1))
+    }
+}
+
+impl<P: Policy> Policy for Counted<P> {
+    fn user_ptes_global(&self) -> bool {
+        self.0.user_ptes_global()
+    }
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        self.0.enter_lazy(hw, who)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(&self.view(hw), mm, va)
+    }
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.0.flush_range(&self.view(hw), mm, start, pages)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(&self.view(hw), mm)
+    }
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.0.flush_batch(&self.view(hw), mms)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.0.flush_kernel_range(hw, start, pages)
+    }
+}
+
+/// The time slices (us) of the strict matrix's two configurations.
+const SLICES_US: [f64; 2] = [4000.0, 100.0];
+
+/// Where a run happens: CPUs, time slice, seed.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    cpus: usize,
+    slice_us: f64,
+    seed: u64,
+}
+
+/// The default cell: 4 CPUs, the default slice, the matrix's first seed.
+const AT: At = At { cpus: 4, slice_us: 4000.0, seed: 11 };
+
+/// Which policy a cell runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The registered policy.
+    Real,
+    /// It wrapped in [`LocalRange`].
+    Broken,
+    /// It wrapped in [`Counted`].
+    Counted,
+}
+
+/// What a cell found: violations, and for [`Kind::Counted`] the user flushes'
+/// IPI targets and broadcast TLBIs.
+#[derive(Debug, Default)]
+struct Found {
+    violations: u64,
+    ipi_targets: u64,
+    broadcasts: u64,
+}
+
+/// One run's outcome, or the run's error.
+type Outcome = Result<Found, String>;
+
+/// Returns the violations of a run's phases.
+fn count<Q: Policy>(main: &Sim<Q>, overhead: Option<&Sim<Q>>) -> u64 {
+    main.oracle.count + overhead.map_or(0, |o| o.oracle.count)
+}
+
+/// Runs `workload` with its parameters under the policy a registry builder
+/// makes, as `kind` says, with the strict matrix's settings.
+struct Cell<'a> {
+    cfg: SimConfig,
+    workload: &'static workload::WorkloadDef,
+    params: &'a Params,
+    kind: Kind,
+}
+
+impl WithPolicy for Cell<'_> {
+    type Out = Outcome;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Outcome {
+        let (cfg, wl, params) = (&self.cfg, self.workload, self.params);
+        Ok(match self.kind {
+            Kind::Real => {
+                let (m, o) = run_phases(cfg, wl, params, build)?;
+                Found { violations: count(&m, o.as_ref()), ..Found::default() }
+            }
+            Kind::Broken => {
+                let (m, o) = run_phases(cfg, wl, params, &|| LocalRange(build()))?;
+                Found { violations: count(&m, o.as_ref()), ..Found::default() }
+            }
+            Kind::Counted => {
+                let (m, o) = run_phases(cfg, wl, params, &|| Counted(build(), UserFlushes::default()))?;
+                let c = &m.policy().1;
+                Found {
+                    violations: count(&m, o.as_ref()),
+                    ipi_targets: c.ipi_targets.load(Ordering::Relaxed),
+                    broadcasts: c.broadcasts.load(Ordering::Relaxed),
+                }
+            }
+        })
+    }
+}
+
+/// Runs `workload` with `sets` over its defaults under `policy` (as `kind`
+/// says) on the strict matrix's machine for it, `--strict`, migration on,
+/// speculation at 0.2.
+fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outcome {
+    let arch = registry::POLICIES.iter().find(|p| p.name == policy).expect("a registered policy").arch;
+    let (mut preset, asid_bits) = match arch {
+        Arch::Arm64 => (preset::emag(), 8),
+        Arch::X86_64 => {
+            let p = preset::westmere();
+            let bits = p.asid_bits[0];
+            (p, bits)
+        }
+    };
+    // Each NUMA node is a socket of the model, as `tlbkit run` sets it up (CPUs past
+    // the preset's cores fill more sockets of that size, as `--set sockets` does).
+    preset.cores_per_socket = (preset.cores_per_socket / preset.numa[0]).max(1);
+    let cpus = at.cpus;
+    let wl = workload::by_name(workload).expect("a registered workload");
+    let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
+    for s in sets {
+        let (k, v) = s.split_once('=').expect("key=value");
+        params.insert(k.to_string(), v.parse().expect("a number"));
+    }
+    let max_mms = workload::max_mms(workload, &params, cpus) + cpus;
+    let cfg = SimConfig {
+        preset,
+        ncpus: cpus,
+        seed: at.seed,
+        strict: true,
+        spec_rate: 0.2,
+        migration: true,
+        slice_us: at.slice_us,
+        asid_bits,
+        max_mms,
+        max_events: 200_000_000,
+        contpte: Default::default(),
+    };
+    let build = Build { cpus, mm_slots: max_mms, asid_bits, kpti: false, bug: None };
+    registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?
+}
+
+/// One policy of each family with an invalidation protocol of its own: the
+/// seeds' workloads are run broken under these (the cells are slow enough that
+/// the variants of a family, which share its range flush, are left out).
+const FAMILIES: &[&str] = &[
+    "x86-linux-pcid",
+    "x86-freebsd-counter",
+    "x86-freebsd-gen",
+    "x86-freebsd-scoreboard",
+    "arm64-linux",
+    "arm64-linux-skipbcast",
+    "arm64-freebsd-asid",
+];
+
+#[test]
+fn stress_catches_a_range_flush_that_stays_on_this_cpu_under_every_policy() {
+    for policy in registry::POLICIES.iter().map(|p| p.name) {
+        let broken = cell(policy, "stress", &[], Kind::Broken, AT).unwrap().violations;
+        assert!(broken > 0, "{policy}: stress did not catch the local-only range flush");
+        let real = cell(policy, "stress", &[], Kind::Real, AT).unwrap().violations;
+        assert_eq!(real, 0, "{policy}: the real policy has {real} violation(s) on stress");
+    }
+}
+
+/// The seeds' workloads (all of the strict matrix's but `trace`, a replay of a
+/// user's program, and `stress` itself), with the matrix's small parameters.
+fn seeds() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
+    small::SMALL.iter().copied().filter(|(w, _)| !["trace", "stress"].contains(w))
+}
+
+/// Returns the seeds' cells at `cpus` (both time slices) that catch the broken
+/// range flush of any policy of [`FAMILIES`].
+fn seeds_catching(cpus: &[usize]) -> Vec<String> {
+    let mut caught = Vec::new();
+    for policy in FAMILIES {
+        for (workload, sets) in seeds() {
+            for (&cpus, slice_us) in cpus.iter().flat_map(|c| SLICES_US.map(|s| (c, s))) {
+                let at = At { cpus, slice_us, seed: AT.seed };
+                let n = cell(policy, workload, sets, Kind::Broken, at).unwrap().violations;
+                if n > 0 {
+                    caught.push(format!("{policy} {workload} {at:?}: {n}"));
+                }
+            }
+        }
+    }
+    caught
+}
+
+#[test]
+fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu() {
+    let caught = seeds_catching(&[2, 4]);
+    assert!(caught.is_empty(), "a seed's workload catches the bug after all:\n{}", caught.join("\n"));
+}
+
+/// The same at 32 CPUs, the matrix's largest machine (a minute or more):
+/// `cargo test -p tlbkit-sim --test stress -- --ignored at_32_cpus`.
+#[test]
+#[ignore]
+fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu_at_32_cpus() {
+    let caught = seeds_catching(&[32]);
+    assert!(caught.is_empty(), "a seed's workload catches the bug after all:\n{}", caught.join("\n"));
+}
+
+/// Prints, for every registered policy, what each seed workload (the matrix's
+/// small parameters) and `stress` (its defaults) do at 4 CPUs with the matrix's
+/// settings: the user flushes' IPIs (one per target CPU) and broadcast TLBIs,
+/// and the violations of the policy with [`LocalRange`]'s broken range flush.
+/// `cargo test -p tlbkit-sim --test stress cross_cpu_figures -- --ignored --nocapture`;
+/// `WORKLOADS=a,b` runs those workloads at their defaults instead, and
+/// `POLICIES=a,b` only those policies.
+#[test]
+#[ignore]
+fn cross_cpu_figures() {
+    let only = std::env::var("POLICIES").unwrap_or_default();
+    let chosen = std::env::var("WORKLOADS").ok();
+    let workloads: Vec<(&str, &[&str])> = match &chosen {
+        Some(list) => list
+            .split(',')
+            .map(|w| workload::by_name(w).expect("a registered workload").name)
+            .map(|w| (w, &[][..]))
+            .collect(),
+        None => seeds().chain([("stress", &[][..])]).collect(),
+    };
+    println!("{:38} {:18} {:>11} {:>10} {:>10}", "policy", "workload", "ipi_targets", "broadcasts", "broken");
+    for p in registry::POLICIES.iter().filter(|p| only.is_empty() || only.split(',').any(|o| o == p.name)) {
+        for &(w, sets) in &workloads {
+            let c = cell(p.name, w, sets, Kind::Counted, AT).unwrap();
+            assert_eq!(c.violations, 0, "{} {w}: the real policy has violations", p.name);
+            let broken = cell(p.name, w, sets, Kind::Broken, AT).unwrap().violations;
+            println!("{:38} {:18} {:>11} {:>10} {:>10}", p.name, w, c.ipi_targets, c.broadcasts, broken);
+        }
+    }
+}
+
+/// Runs `stress` at its defaults on 4 CPUs of `westmere` under `x86-linux-pcid`,
+/// strict, with migration, from `seed`; returns the run's JSON.
+fn stress_json(seed: u64) -> String {
+    use tlbkit_sim::run::{run, RunSpec};
+    let spec = RunSpec {
+        machine: "westmere".into(),
+        cpus: 4,
+        policy: "x86-linux-pcid".into(),
+        workload: "stress".into(),
+        sets: vec!["migration=on".into()],
+        seed,
+        strict: true,
+    };
+    serde_json::to_string(&run(&spec).unwrap()).unwrap()
+}
+
+#[test]
+fn stress_is_deterministic_per_seed_and_varies_with_it() {
+    let a = stress_json(7);
+    assert_eq!(a, stress_json(7), "the same seed gave two different runs");
+    assert_ne!(a, stress_json(8), "another seed made no difference: the operations are not drawn from the seed");
+}
+
+/// Runs `stress` at its defaults, strict, with migration, on 4 CPUs of `machine`
+/// under `policy` with `sets`; returns the replay command and what went wrong.
+fn stress_failure(machine: &str, policy: &str, sets: &[&str]) -> Option<String> {
+    use tlbkit_sim::run::{run, sockets_for, RunSpec};
+    let mut sets: Vec<String> = sets.iter().chain(&["migration=on", "spec_rate=0.2"]).map(|s| s.to_string()).collect();
+    // More CPUs than a small preset's cores: more sockets of its kind.
+    sets.extend(sockets_for(&preset::by_name(machine).expect("a preset"), 4));
+    let spec = RunSpec {
+        machine: machine.into(),
+        cpus: 4,
+        policy: policy.into(),
+        workload: "stress".into(),
+        sets,
+        seed: 3,
+        strict: true,
+    };
+    match run(&spec) {
+        Err(e) => Some(format!("{}: {e}", spec.command())),
+        Ok(o) if o.violations_total > 0 => Some(format!("{}: {:?}", spec.command(), o.violations.first())),
+        Ok(o) if o.metrics.ipis_sent + o.metrics.broadcast_invalidations == 0 => {
+            Some(format!("{}: no remote invalidation", spec.command()))
+        }
+        Ok(_) => None,
+    }
+}
+
+#[test]
+fn stress_is_clean_on_every_preset_under_every_policy_of_its_arch() {
+    let mut failures = Vec::new();
+    for m in preset::all() {
+        for p in registry::POLICIES.iter().filter(|p| p.arch == m.arch) {
+            failures.extend(stress_failure(m.name, p.name, &[]));
+        }
+    }
+    // Large folios: MAP_FIXED, partial munmap, mprotect and madvise of 64 KB
+    // folios. (`contpte=on` is left out: there `stress` reports
+    // `no_tlb_conflict`, one writable PTE in a read-only contiguous block, under
+    // both arm64 Linux policies, with or without migration and speculation, and
+    // none with `forks=0`: a copy-on-write fault in a contiguous block, not yet
+    // diagnosed.)
+    for p in registry::POLICIES.iter().filter(|p| p.name.starts_with("arm64-linux")) {
+        failures.extend(stress_failure("altra", p.name, &["contpte=folios"]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
