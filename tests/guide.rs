@@ -240,8 +240,8 @@ fn no_file_refers_to_a_path_outside_the_repository() {
 }
 
 /// Returns the repository paths a text names in backquotes (`crates/...`,
-/// `src/...`, ...), whole: no placeholder (`TARGET`) and no file a command
-/// writes (`.jsonl` results).
+/// `src/...`, ...), whole: no placeholder (`TARGET`) and nothing a command
+/// writes (`.jsonl` results, the built book).
 fn named_paths(text: &str) -> Vec<String> {
     let roots = ["crates/", "src/", "tests/", "examples/", "docs/", "fuzz/"];
     text.split('`')
@@ -249,7 +249,7 @@ fn named_paths(text: &str) -> Vec<String> {
         .step_by(2)
         .filter(|s| roots.iter().any(|r| s.starts_with(r)))
         .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c)))
-        .filter(|s| !s.contains("TARGET") && !s.ends_with(".jsonl"))
+        .filter(|s| !s.contains("TARGET") && !s.ends_with(".jsonl") && !s.starts_with("docs/guide/book"))
         .map(str::to_string)
         .collect()
 }

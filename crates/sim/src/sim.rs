@@ -153,6 +153,30 @@ pub struct SimConfig {
     pub contpte: ContpteConfig,
 }
 
+impl SimConfig {
+    /// Returns a quiet machine of `ncpus` CPUs of `preset` for tests and
+    /// embedding: nothing drawn from the seed (no speculative fills, no
+    /// migration), 4 ms time slices, the preset's first ASID width, 16
+    /// address-space slots, at most a million events, no `--strict`, no
+    /// contiguous PTEs. Change a field with struct-update syntax
+    /// (`SimConfig { strict: true, ..SimConfig::quiet(p, 2, 1) }`).
+    pub fn quiet(preset: Preset, ncpus: usize, seed: u64) -> Self {
+        SimConfig {
+            asid_bits: preset.asid_bits[0],
+            preset,
+            ncpus,
+            seed,
+            strict: false,
+            spec_rate: 0.0,
+            migration: false,
+            slice_us: 4000.0,
+            max_mms: 16,
+            max_events: 1_000_000,
+            contpte: ContpteConfig::default(),
+        }
+    }
+}
+
 /// Event and behaviour counters of a run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {

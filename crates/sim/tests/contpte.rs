@@ -117,17 +117,13 @@ impl Program for Script {
 /// under `--strict`, with migration and speculative fills as given.
 fn config(ncpus: usize, seed: u64, mode: ContMode, teardown: Teardown, spec_rate: f64, migration: bool) -> SimConfig {
     SimConfig {
-        preset: preset::altra(),
-        ncpus,
-        seed,
         strict: true,
         spec_rate,
         migration,
         slice_us: 50.0,
-        asid_bits: 16,
-        max_mms: 16,
         max_events: 5_000_000,
         contpte: ContpteConfig { mode, teardown, report: true, skip_convert_flush: false },
+        ..SimConfig::quiet(preset::altra(), ncpus, seed)
     }
 }
 

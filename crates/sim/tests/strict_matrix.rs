@@ -238,19 +238,7 @@ impl Program for Protector {
 /// `--strict`, and returns the violations and how many stale or foreign leaf
 /// entries lazy CPUs held unjudged.
 fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> (Vec<Violation>, u64) {
-    let cfg = SimConfig {
-        asid_bits: preset.asid_bits[0],
-        preset,
-        ncpus: 2,
-        seed: 1,
-        strict: true,
-        spec_rate: 0.0,
-        migration: false,
-        slice_us: 4000.0,
-        max_mms: 4,
-        max_events: 10_000,
-        contpte: Default::default(),
-    };
+    let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
     let mut sim = Sim::new(cfg, policy);
     sim.spawn(Box::new(Sleeper { step: 0, buf: 0, pipe: 0 })).unwrap();
     sim.run();

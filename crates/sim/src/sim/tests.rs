@@ -29,19 +29,7 @@ impl Program for WriteThenWait {
 /// a process that wrote a page.
 fn lazy_cpu0() -> Sim<LinuxX86> {
     let preset = preset::westmere();
-    let cfg = SimConfig {
-        asid_bits: preset.asid_bits[0],
-        preset,
-        ncpus: 2,
-        seed: 1,
-        strict: true,
-        spec_rate: 0.0,
-        migration: false,
-        slice_us: 4000.0,
-        max_mms: 4,
-        max_events: 10_000,
-        contpte: Default::default(),
-    };
+    let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
     sim.spawn(Box::new(WriteThenWait { step: 0 })).unwrap();
     while !sim.is_lazy(0) {

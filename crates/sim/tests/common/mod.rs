@@ -8,19 +8,7 @@ use tlbkit_sim::sim::SimConfig;
 
 /// Returns a `cortex-a72` machine of `ncpus` with no speculation and no migration.
 pub fn config(ncpus: usize, seed: u64, strict: bool) -> SimConfig {
-    SimConfig {
-        preset: preset::cortex_a72(),
-        ncpus,
-        seed,
-        strict,
-        spec_rate: 0.0,
-        migration: false,
-        slice_us: 4000.0,
-        asid_bits: 16,
-        max_mms: 16,
-        max_events: 1_000_000,
-        contpte: Default::default(),
-    }
+    SimConfig { strict, ..SimConfig::quiet(preset::cortex_a72(), ncpus, seed) }
 }
 
 /// Which flush [`Skips`] leaves out.
