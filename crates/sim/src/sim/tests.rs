@@ -128,7 +128,8 @@ impl Program for WriteBlockThenWait {
 /// address and its first PTE.
 fn lazy_cpu0_with_a_block() -> (Sim<tlbkit_policy::asid::LinuxArm64>, u64, PteRef) {
     let contpte = ContpteConfig { mode: ContMode::On, ..ContpteConfig::default() };
-    let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, contpte, ..SimConfig::quiet(preset::altra(), 1, 1) };
+    let cfg =
+        SimConfig { strict: true, max_mms: 4, max_events: 10_000, contpte, ..SimConfig::quiet(preset::altra(), 1, 1) };
     let mut sim = Sim::new(cfg, tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap());
     sim.spawn(Box::new(WriteBlockThenWait { step: 0, va: 0 })).unwrap();
     while !sim.is_lazy(0) {
@@ -149,7 +150,8 @@ fn wrprotect_pte_3(sim: &mut Sim<tlbkit_policy::asid::LinuxArm64>, va: u64, base
     let now = sim.end;
     let Root::Mm(mm) = sim.m.cpus[0].root else { unreachable!() };
     let seq = sim.oracle.next_seq();
-    let obl = sim.oracle.open(mm.0, sim.mms[mm.index()].uid, va + 3 * 4096, 1, "fork-wrprotect", "flush_mm", seq, 0, now);
+    let obl =
+        sim.oracle.open(mm.0, sim.mms[mm.index()].uid, va + 3 * 4096, 1, "fork-wrprotect", "flush_mm", seq, 0, now);
     let p = sim.pt.pte_mut(base + 3);
     p.flags &= !P_WRITE;
     p.ver = seq;
