@@ -40,9 +40,13 @@
 //!   still mark it dirty, and then nothing is lost.
 //! - `no_tlb_conflict` (contiguous PTEs): a walk (or, under `--strict`, a write
 //!   through `PteMem`) finds a contiguous block whose valid PTEs disagree in
-//!   anything but the access flag and the dirty state (Arm ARM, "Misprogramming
-//!   of the Contiguous bit"); or a CPU holds a 64 KB entry and a 4 KB entry for
-//!   the same page under one tag. Break-before-make is what prevents both.
+//!   anything but the access flag, the dirty state and the write permission
+//!   (Arm ARM, "Misprogramming of the Contiguous bit"); or a CPU holds a 64 KB
+//!   entry and a 4 KB entry for the same page under one tag. Break-before-make is
+//!   what prevents both. Write permission alone may differ while
+//!   `contpte_wrprotect_ptes` write-protects a whole block in place, until its
+//!   flush; a 64 KB entry a walk reads writable from such a block is stale
+//!   (`no_stale_use`) once that flush has returned.
 
 use serde::Serialize;
 use std::fmt;

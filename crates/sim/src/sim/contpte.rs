@@ -67,7 +67,12 @@
 //! run), the TLB gets one 64 KB entry, and, if the PTE it read lacks the access
 //! flag, the hardware sets it in one valid PTE of the block chosen at random; if
 //! they disagree, that is `no_tlb_conflict` and the walk fills a 4 KB entry from
-//! the PTE it read. The first write through a 64 KB entry sets the dirty state in
+//! the PTE it read. PTEs that disagree in write permission alone are the window
+//! `contpte_wrprotect_ptes` opens when it write-protects a whole block in place
+//! (fork, `mprotect`): "until the flush, the page may or may not be
+//! wrprotected", so the walk gets a 64 KB entry with the permission of the PTE it
+//! read; a writable one dates from before the block's earliest write-protection,
+//! so it is stale once that change is flushed. The first write through a 64 KB entry sets the dirty state in
 //! one valid PTE of the block chosen at random and the entry remembers it wrote
 //! (an entry filled from a dirty PTE starts so); the ground truth remembers which
 //! page was written. Non-contiguous PTEs keep their behaviour: the walker sets the
@@ -219,11 +224,28 @@ impl<P: Policy> Sim<P> {
     ) -> Option<TlbEntry> {
         let idx = (va >> SHIFT_4K) & (CONT_PTES - 1);
         let base = r - idx as PteRef;
-        if let Some(why) = block_conflict(&self.pt, base, false) {
+        if let Some(why) = block_conflict(&self.pt, base, true) {
             self.report_conflict(cpu, va & !(BLOCK - 1), uid, format!("a walk read a misprogrammed block: {why}"), now);
             return None;
         }
         let pte = *self.pt.pte(r);
+        // The block's valid PTEs may disagree in write permission alone: the
+        // window of `contpte_wrprotect_ptes` write-protecting a whole block in
+        // place ("until the flush, the page may or may not be wrprotected"). The
+        // entry takes the permission of the PTE walked; a writable one holds the
+        // translation from before the earliest write-protection in the block, so
+        // its version is set just before it, and once that change is flushed the
+        // entry is stale for the page (a block left mixed after its flush is
+        // reported on use).
+        let mut ver = self.oracle.seq;
+        if pte.writable() {
+            for i in 0..CONT_PTES as PteRef {
+                let p = self.pt.pte(base + i);
+                if p.valid() && !p.writable() {
+                    ver = ver.min(p.ver.saturating_sub(1));
+                }
+            }
+        }
         if pte.flags & P_ACCESS == 0 {
             if let Some(k) = self.random_valid(base) {
                 self.pt.pte_mut(k).flags |= P_ACCESS;
@@ -246,7 +268,7 @@ impl<P: Policy> Sim<P> {
             flags,
             valid: true,
             mm_uid: uid,
-            ver: self.oracle.seq,
+            ver,
             pte: base,
             ..Default::default()
         };

@@ -99,3 +99,90 @@ fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again()
     assert!(!sim.oracle.violations.is_empty());
     assert!(sim.oracle.violations.iter().all(|v| v.property == "no_stale_held" && v.detail.starts_with("holds an")));
 }
+
+/// A process that writes one 64 KB block and then waits on a pipe nobody
+/// writes.
+struct WriteBlockThenWait {
+    step: u32,
+    va: u64,
+}
+
+impl Program for WriteBlockThenWait {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 16, write: true }),
+            2 => {
+                self.va = ret;
+                Op::Touch { va: ret, pages: 16, write: true }
+            }
+            3 => Op::Sys(Sys::Pipe),
+            4 => Op::Sys(Sys::PipeRead(ret as u32)),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Returns a 1-CPU arm64 Linux machine with contiguous PTEs whose cpu0 went
+/// idle, lazily, from a process that wrote a folded 64 KB block, the block's
+/// address and its first PTE.
+fn lazy_cpu0_with_a_block() -> (Sim<tlbkit_policy::asid::LinuxArm64>, u64, PteRef) {
+    let contpte = ContpteConfig { mode: ContMode::On, ..ContpteConfig::default() };
+    let cfg =
+        SimConfig { strict: true, max_mms: 4, max_events: 10_000, contpte, ..SimConfig::quiet(preset::altra(), 1, 1) };
+    let mut sim = Sim::new(cfg, tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap());
+    sim.spawn(Box::new(WriteBlockThenWait { step: 0, va: 0 })).unwrap();
+    while !sim.is_lazy(0) {
+        assert!(sim.step(), "cpu0 never went idle from the process");
+    }
+    assert!(sim.error.is_none() && sim.oracle.violations.is_empty(), "{:?}", sim.oracle.violations);
+    let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
+    let root = sim.mms[mm.index()].root;
+    let v = *sim.mms[mm.index()].vmas.iter().find(|v| v.pages == 16 && sim.pt.walk(root, v.start).is_some()).unwrap();
+    let base = sim.pt.walk(root, v.start).unwrap().pte;
+    assert!((0..16).all(|i| sim.pt.pte(base + i).valid_cont() && sim.pt.pte(base + i).writable()));
+    (sim, v.start, base)
+}
+
+/// Write-protects PTE 3 of the block at `base` as `wrprotect_ptes` in place
+/// does; with `flushed`, the change's flush has returned.
+fn wrprotect_pte_3(sim: &mut Sim<tlbkit_policy::asid::LinuxArm64>, va: u64, base: PteRef, flushed: bool) {
+    let now = sim.end;
+    let Root::Mm(mm) = sim.m.cpus[0].root else { unreachable!() };
+    let seq = sim.oracle.next_seq();
+    let obl =
+        sim.oracle.open(mm.0, sim.mms[mm.index()].uid, va + 3 * 4096, 1, "fork-wrprotect", "flush_mm", seq, 0, now);
+    let p = sim.pt.pte_mut(base + 3);
+    p.flags &= !P_WRITE;
+    p.ver = seq;
+    if flushed {
+        sim.oracle.obligations[obl as usize].discharged = Some(now);
+        p.floor = seq;
+        p.floor_obl = obl;
+    }
+    sim.m.cpus[0].tlb.invalidate(Inval::All);
+}
+
+#[test]
+fn a_walk_of_a_block_disagreeing_only_in_write_permission_is_stale_once_the_wrprotect_is_flushed() {
+    // Before the flush: the window of contpte_wrprotect_ptes, no conflict, and
+    // the writable 64 KB entry the walk of PTE 0 gives may still be written
+    // through on page 3.
+    let (mut sim, va, base) = lazy_cpu0_with_a_block();
+    wrprotect_pte_3(&mut sim, va, base, false);
+    let now = sim.end;
+    sim.access(0, va, false, now).unwrap();
+    assert_eq!(sim.stats.contpte_fills, 2, "the walk filled a 64 KB entry");
+    sim.access(0, va + 3 * 4096, true, now).unwrap();
+    assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
+    // After the flush the block must agree: a writable entry read from it is
+    // stale for page 3 (and its use is reported).
+    let (mut sim, va, base) = lazy_cpu0_with_a_block();
+    wrprotect_pte_3(&mut sim, va, base, true);
+    let now = sim.end;
+    sim.access(0, va, false, now).unwrap();
+    sim.access(0, va + 3 * 4096, true, now).unwrap();
+    let v = &sim.oracle.violations;
+    assert!(!v.is_empty() && v.iter().all(|v| v.property == "no_stale_use"), "{v:#?}");
+    assert!(v[0].va.ends_with("3000"), "{v:#?}");
+}
