@@ -12,6 +12,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Runs the binary under test with `args`.
+fn tlbkit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -113,7 +118,7 @@ fn the_guide_quotes_what_tlbkit_prints() {
     let dir = root().join("docs/guide/src/outputs");
     let mut stale = Vec::new();
     for (file, args) in OUTPUTS {
-        let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(*args).output().expect("run tlbkit");
+        let out = tlbkit(args);
         let code = out.status.code();
         assert!(
             matches!(code, Some(0) | Some(3)),
@@ -142,7 +147,7 @@ fn the_guide_quotes_what_tlbkit_prints() {
 #[test]
 fn the_cli_reference_is_the_cli() {
     let dir = root().join("docs/guide/src/outputs/cli");
-    let top = Command::new(env!("CARGO_BIN_EXE_tlbkit")).arg("--help").output().expect("run tlbkit");
+    let top = tlbkit(&["--help"]);
     let top = String::from_utf8(top.stdout).expect("utf-8 help");
     let subs: Vec<&str> = top
         .lines()
@@ -155,12 +160,12 @@ fn the_cli_reference_is_the_cli() {
     assert!(subs.contains(&"check") && subs.contains(&"run"), "subcommands not found in:\n{top}");
     let mut pages: Vec<(String, Vec<u8>)> = vec![("tlbkit.txt".into(), top.clone().into_bytes())];
     for s in &subs {
-        let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args([s, "--help"]).output().expect("run tlbkit");
+        let out = tlbkit(&[s, "--help"]);
         pages.push((format!("{s}.txt"), out.stdout));
         if *s == "trace" {
             for t in ["import", "dump"] {
-                let out = Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(["trace", t, "--help"]).output();
-                pages.push((format!("trace-{t}.txt"), out.expect("run tlbkit").stdout));
+                let out = tlbkit(&["trace", t, "--help"]);
+                pages.push((format!("trace-{t}.txt"), out.stdout));
             }
         }
     }
