@@ -418,8 +418,19 @@ impl Importer {
         // still running (the caller's own, or one created earlier that has not
         // exited since) is a log no kernel writes, and the import would give two
         // threads one stream.
+        // And an id that has exited does nothing more until a creation returns
+        // it again: a call or a second exit after its exit is refused too.
         let mut live: BTreeMap<u32, usize> = BTreeMap::from([(pid, 0)]);
+        let mut gone: BTreeMap<u32, usize> = BTreeMap::new();
         for e in &entries {
+            if let Some(at) = gone.get(&e.pid) {
+                let what = if matches!(e.what, What::Exit) { "exits again" } else { "makes a call" };
+                return Err(format!(
+                    "{sname}:{}: thread {} {what} after its exit at line {at}: give the log of one run as strace -f \
+                     wrote it",
+                    e.line, e.pid
+                ));
+            }
             match &e.what {
                 What::Call(c) => {
                     if let (true, Ret::Value(child)) = (CREATE.contains(&c.name.as_str()), c.ret) {
@@ -439,11 +450,13 @@ impl Importer {
                                 e.line, c.name
                             ));
                         }
+                        gone.remove(&child);
                         self.born.insert(child, Born { parent: e.pid, thread: is_thread(c) });
                     }
                 }
                 What::Exit => {
                     live.remove(&e.pid);
+                    gone.insert(e.pid, e.line);
                 }
             }
         }
@@ -1011,22 +1024,54 @@ mod tests {
         let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-clone-returns-a-live-id.strace");
         let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
             .unwrap_err();
-        assert_eq!(e, "f.strace:12: clone returns 4244, the caller's own id");
-        // An id created twice without an exit in between, in an otherwise valid log.
+        // The check of a thread acting after its exit (below) now stops it first.
+        assert!(e.starts_with("f.strace:5: thread 4243 makes a call after its exit at line 4"), "{e}");
         let pid = STRACE.split_whitespace().next().unwrap();
+        let (body, last) = STRACE.trim_end().rsplit_once('\n').unwrap();
+        let own = format!("{body}\n{pid} 16:46:52.322750 clone(child_stack=NULL, flags=SIGCHLD) = {pid}\n{last}\n");
+        let e = run(LACKEY, Some(&own), Options::default()).unwrap_err();
+        assert!(e.contains(&format!("clone returns {pid}, the caller's own id")), "{e}");
+        // An id created twice without an exit in between, in an otherwise valid log.
         let twice = format!(
-            "{STRACE}{pid} 16:46:52.400000 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
-             {pid} 16:46:52.400100 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n"
+            "{body}\n{pid} 16:46:52.322710 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
+             {pid} 16:46:52.322720 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n{last}\n"
         );
         let e = run(LACKEY, Some(&twice), Options::default()).unwrap_err();
         assert!(e.contains("clone returns 7777, an id still running (since line"), "{e}");
         // The same id again after its exit is a new process, as on Linux.
         let reused = format!(
-            "{STRACE}{pid} 16:46:52.400000 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
-             7777 16:46:52.400050 +++ exited with 0 +++\n\
-             {pid} 16:46:52.400100 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n"
+            "{body}\n{pid} 16:46:52.322710 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
+             7777 16:46:52.322715 +++ exited with 0 +++\n\
+             {pid} 16:46:52.322720 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
+             7777 16:46:52.322725 +++ exited with 0 +++\n{last}\n"
         );
-        assert!(!run(LACKEY, Some(&reused), Options::default()).is_err_and(|e| e.contains("still running")));
+        run(LACKEY, Some(&reused), Options::default()).unwrap();
+    }
+
+    /// The second input `fuzz/run.sh strace` found: a thread with calls and
+    /// further exits after its `+++ exited` line. The import failed its own
+    /// validation on it; it is now refused with the line of the first entry
+    /// after the exit.
+    #[test]
+    fn a_thread_that_acts_after_its_exit_is_refused() {
+        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-calls-after-exit.strace");
+        let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
+            .unwrap_err();
+        assert!(e.starts_with("f.strace:6: thread 4243 makes a call after its exit at line 5"), "{e}");
+        // A second exit, and a call after the traced process's own exit, in an
+        // otherwise valid log.
+        let pid = STRACE.split_whitespace().next().unwrap();
+        let (body, last) = STRACE.trim_end().rsplit_once('\n').unwrap();
+        let twice = format!(
+            "{body}\n{pid} 16:46:52.322710 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
+             7777 16:46:52.322715 +++ exited with 0 +++\n\
+             7777 16:46:52.322720 +++ exited with 0 +++\n{last}\n"
+        );
+        let e = run(LACKEY, Some(&twice), Options::default()).unwrap_err();
+        assert!(e.contains("thread 7777 exits again after its exit at line"), "{e}");
+        let after = format!("{STRACE}{pid} 16:46:52.400000 munmap(0x4837000, 8192) = 0\n");
+        let e = run(LACKEY, Some(&after), Options::default()).unwrap_err();
+        assert!(e.contains(&format!("thread {pid} makes a call after its exit at line")), "{e}");
     }
 
     /// Returns the events of thread `t` that are neither references nor synchronisation.
