@@ -17,6 +17,11 @@ pub struct CheckArgs {
     /// Address spaces (processes) at the start (default 3; 1 with --teardown).
     #[arg(long)]
     mms: Option<usize>,
+    /// Pages each address space maps, 1 to 4 (default 2, so that two flushes of
+    /// one address space can cover different pages at once; 1 with --teardown,
+    /// and 1 for the shape of tokens before t4).
+    #[arg(long)]
+    pages: Option<usize>,
     /// The ASID space (arm64: a power of two); for PCID policies, the number of
     /// dynamic slots (x86 Linux: 6). Default: on arm64 the smallest power of two
     /// of at least CPUs + 2 (4 for 2 CPUs), on x86 6.
@@ -38,7 +43,7 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
-    /// munmap, fault, reclaim, unmap-table, exit, fork; default all).
+    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise; default all).
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux
@@ -98,6 +103,7 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         policy: a.policy,
         cpus: a.cpus.unwrap_or(cpus),
         mms: a.mms.unwrap_or(mms),
+        pages: a.pages.unwrap_or(d.pages),
         ops: a.ops.unwrap_or(ops),
         mode,
         iterations: a.iterations.unwrap_or(if mode == Mode::Exhaustive { u64::MAX } else { 100_000 }),

@@ -93,6 +93,13 @@ pub struct Shape {
     pub mms: usize,
     /// Kernel operations in all, over all CPUs.
     pub ops: usize,
+    /// Pages each address space maps (1 to [`crate::kernel::MAX_PAGES`]).
+    pub pages: usize,
+    /// Whether the policy is a Linux one: its kernel takes the `mmap_lock`
+    /// (a reader-writer semaphore) per operation as Linux does, and flushes
+    /// outside the PTE lock, so flushes of one address space overlap; otherwise
+    /// FreeBSD's `PMAP_LOCK`, held across every change and its shootdown.
+    pub linux: bool,
     /// The memory model.
     pub memory: Memory,
     /// Whether kernel operations include reclaim's batched flush.
@@ -222,8 +229,9 @@ pub(crate) enum Block {
     Async,
     /// No operations left: waits for interrupts only.
     Idle,
-    /// Sleeping on the `mmap_lock` of this slot (interrupts are taken meanwhile).
-    MmLock(u32),
+    /// Sleeping on the `mmap_lock` of this slot, for this side (interrupts are
+    /// taken meanwhile).
+    MmLock(u32, crate::kernel::LockSide),
 }
 
 /// An IPI handler whose lifetimes were erased (see [`erase`]).
@@ -572,7 +580,7 @@ impl Core {
             Block::Sync => s.sync_out == 0 || irq,
             Block::Async => s.async_out == 0 || irq,
             Block::Idle => irq,
-            Block::MmLock(s) => irq || st.m.mm_lock[*s as usize].is_none(),
+            Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
         }
     }
 
@@ -936,7 +944,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         arena::set_active(true);
     }
     let global_user = policy.user_ptes_global();
-    let mut m = Machine::new(shape.cpus, shape.mms, global_user, shape.teardown.is_some());
+    let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
     for s in 1..=shape.mms as u32 {
         policy.mm_init(MmId(s));
         m.fork(s, 0).expect("a fresh machine has no obligations");

@@ -1,8 +1,8 @@
 //! The checked machine's kernel side and its ground truth: address spaces with
 //! their page tables, frames, TLBs, obligations, and the oracle's judgements.
 //!
-//! Everything here is small on purpose: each address space maps [`PAGES`]
-//! page(s) through one page-table page, frames come from a short LIFO free list
+//! Everything here is small on purpose: each address space maps `--pages`
+//! pages (at most [`MAX_PAGES`]) through one page-table page, frames come from a short LIFO free list
 //! (so a freed frame is the next one handed out, the quickest way to a reuse),
 //! and a TLB is an unbounded set of entries (see the crate documentation for why
 //! that is sound). Versions and uids are the ground truth policies never see.
@@ -12,8 +12,8 @@ use std::fmt;
 use tlbkit_policy::contpte::{PteVal, CONT_PTES};
 use tlbkit_policy::{Root, Scope, Tlbi};
 
-/// Pages each address space maps.
-pub const PAGES: usize = 1;
+/// The most pages an address space maps (`--pages`).
+pub const MAX_PAGES: usize = 4;
 /// The virtual address of page 0 of every address space.
 pub const VA0: u64 = 0x40_0000;
 
@@ -41,7 +41,7 @@ pub fn page_of(va: u64) -> Option<usize> {
     if (BLOCK_VA..BLOCK_VA + CONT_PTES * 4096).contains(&va) {
         return Some(BLOCK_PAGE + ((va - BLOCK_VA) / 4096) as usize);
     }
-    (VA0..VA0 + PAGES as u64 * 4096).contains(&va).then(|| ((va - VA0) / 4096) as usize)
+    (VA0..VA0 + MAX_PAGES as u64 * 4096).contains(&va).then(|| ((va - VA0) / 4096) as usize)
 }
 
 /// Returns the first frame of the 64 KB file folio the block of `slot` maps
@@ -93,11 +93,15 @@ pub struct Space {
     pub life: Life,
     /// The page-table page, if the range is mapped at all.
     pub table: Option<u32>,
-    /// The leaf PTEs.
-    pub ptes: [Option<Pte>; PAGES],
+    /// The leaf PTEs (those from the shape's page count on stay `None`).
+    pub ptes: [Option<Pte>; MAX_PAGES],
     /// Per page: the version its next PTE write gets (versions are per page, so
     /// that writes to different pages in either order give the same state).
-    pub vers: [u32; PAGES],
+    pub vers: [u32; MAX_PAGES],
+    /// Bit `p` is set while a `munmap` that removed page `p`'s VMA still tears
+    /// it down under the downgraded `mmap_lock`: no fault can map the page again
+    /// until it is done (mapping it needs `mmap` and so the write side).
+    pub detached: u8,
     /// With contiguous PTEs (`--teardown`): the [`BLOCK`] PTEs of a shared
     /// writable file mapping of one 64 KB folio, from [`va_of`]`(BLOCK_PAGE)`;
     /// empty otherwise.
@@ -176,6 +180,35 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Which side of an address space's lock an operation takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockSide {
+    /// Shared: `mmap_read_lock` (faults, `madvise(MADV_DONTNEED)`, a `munmap`
+    /// after its downgrade).
+    Read,
+    /// Exclusive: `mmap_write_lock`, or FreeBSD's `PMAP_LOCK`.
+    Write,
+}
+
+/// One address space's sleeping lock: a writer, or any number of readers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MmapLock {
+    /// The CPU holding it for write.
+    pub writer: Option<u8>,
+    /// How many CPUs hold it for read.
+    pub readers: u8,
+}
+
+impl MmapLock {
+    /// Returns whether `side` can be taken now.
+    pub fn can_take(&self, side: LockSide) -> bool {
+        match side {
+            LockSide::Read => self.writer.is_none(),
+            LockSide::Write => self.writer.is_none() && self.readers == 0,
+        }
+    }
+}
+
 /// The machine's ground truth and the kernel's memory.
 #[derive(Clone, Debug)]
 pub struct Machine {
@@ -209,10 +242,18 @@ pub struct Machine {
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
     pub touched: Vec<bool>,
-    /// Per slot: the CPU holding its `mmap_lock` (every page-table change of the
-    /// slot is made under it, flush included, as munmap holds `mmap_lock` and
-    /// reclaim the PTE lock until the flush returns).
-    pub mm_lock: Vec<Option<usize>>,
+    /// Per slot: its `mmap_lock` (Linux, a reader-writer semaphore) or its
+    /// `PMAP_LOCK` (FreeBSD, a mutex, taken as a writer); see `crate::ops` for
+    /// which operation takes which side when.
+    pub mm_lock: Vec<MmapLock>,
+    /// Per slot: how many reclaims that cleared one of its PTEs have not yet
+    /// returned from their flush. Such a reclaim holds no lock of the mm, but the
+    /// flush call names it, so the slot is not released meanwhile (the kernel's
+    /// rmap walk keeps the mm's page tables alive while it clears, and x86's
+    /// batch flush reads only the batch's CPU mask).
+    pub reclaiming: Vec<u8>,
+    /// Pages each address space maps.
+    pub pages: usize,
     /// Whether user PTEs are global (the no-ASID baseline).
     pub global_user: bool,
     /// Whether every address space maps a contiguous block (`--teardown`).
@@ -245,21 +286,25 @@ impl std::hash::Hash for Machine {
         self.switching.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
+        self.reclaiming.hash(h);
         self.next_uid.hash(h);
     }
 }
 
 impl Machine {
-    /// Returns a machine of `cpus` CPUs and `mms` address-space slots, every CPU
-    /// idle on the reserved root, every frame free.
-    pub fn new(cpus: usize, mms: usize, global_user: bool, contpte: bool) -> Self {
-        let frames = (mms * (PAGES + 1) + 2) as u32;
+    /// Returns a machine of `cpus` CPUs and `mms` address-space slots of `pages`
+    /// pages each (1 to [`MAX_PAGES`]), every CPU idle on the reserved root,
+    /// every frame free.
+    pub fn new(cpus: usize, mms: usize, pages: usize, global_user: bool, contpte: bool) -> Self {
+        debug_assert!((1..=MAX_PAGES).contains(&pages));
+        let frames = (mms * (pages + 1) + 2) as u32;
         let empty = Space {
             uid: 0,
             life: Life::Free,
             table: None,
-            ptes: [None; PAGES],
-            vers: [0; PAGES],
+            ptes: [None; MAX_PAGES],
+            vers: [0; MAX_PAGES],
+            detached: 0,
             block: Vec::new(),
             written: 0,
         };
@@ -276,7 +321,9 @@ impl Machine {
             user_mode: vec![false; cpus],
             switching: vec![false; cpus],
             touched: vec![false; mms + 1],
-            mm_lock: vec![None; mms + 1],
+            mm_lock: vec![MmapLock::default(); mms + 1],
+            reclaiming: vec![0; mms + 1],
+            pages,
             global_user,
             contpte,
             next_uid: 1,
@@ -323,11 +370,12 @@ impl Machine {
         // The initial processes (uids 1..=mms) start alike; a forked one does not.
         self.touched[slot as usize] = !initial;
         s.table = None;
-        s.ptes = [None; PAGES];
-        s.vers = [0; PAGES];
+        s.ptes = [None; MAX_PAGES];
+        s.vers = [0; MAX_PAGES];
+        s.detached = 0;
         s.block = if self.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
         s.written = 0;
-        for p in 0..PAGES {
+        for p in 0..self.pages {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
             }
@@ -701,7 +749,7 @@ mod tests {
 
     /// One CPU running mm1, whose block is mapped, with its TLB filled.
     fn running() -> Machine {
-        let mut m = Machine::new(1, 1, false, true);
+        let mut m = Machine::new(1, 1, 1, false, true);
         m.fork(1, 0).unwrap();
         m.roots[0] = (Root::Mm(MmId(1)), 1);
         m.fill_all();

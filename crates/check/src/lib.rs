@@ -6,17 +6,36 @@
 //! - **Who runs.** Each CPU is a coroutine that runs kernel operations, each
 //!   calling the policy as a kernel does, until its share of `--ops` is spent:
 //!   a context switch to a thread of a process or to the idle thread (a kernel
-//!   thread, which keeps the last address space lazily); `munmap` of a page; a
-//!   fault mapping it back; `munmap` of the whole range, freeing its page-table
-//!   page; the exit of a process's last thread (teardown and `flush_mm`, then a
+//!   thread, which keeps the last address space lazily); `munmap` of a page;
+//!   `madvise(MADV_DONTNEED)` of a page (Linux policies); a fault mapping it
+//!   back; `munmap` of the whole range, freeing its page-table page; the exit of a process's last thread (teardown and `flush_mm`, then a
 //!   switch to idle; the address space is released when no CPU's root points at
 //!   it and no CPU holds it as its lazy `active_mm`); a fork into a free slot;
 //!   and, on Linux policies, `kswapd` reclaiming a page of any process with
-//!   reclaim's batched flush (`Policy::flush_batch`), offered to idle CPUs. Every
-//!   page-table change of a process and the flush that follows it are made
-//!   under its `mmap_lock` (a sleeping lock). Which operation a CPU starts next
-//!   is a choice the search explores like any other (`--menu` restricts the
-//!   kinds). Each address space maps one page through one page-table page.
+//!   reclaim's batched flush (`Policy::flush_batch`), offered to idle CPUs.
+//!   Which operation a CPU starts next is a choice the search explores like any
+//!   other (`--menu` restricts the kinds). Each address space maps `--pages`
+//!   pages (default 2) through one page-table page.
+//! - **Locking, per kernel.** Each address space has a sleeping lock. On Linux
+//!   policies it is the `mmap_lock`, a reader-writer semaphore, taken as Linux
+//!   takes it: a fault and `madvise(MADV_DONTNEED)` take the read side;
+//!   `munmap` takes the write side to remove the VMA, then downgrades to the
+//!   read side for the zap, the page-table free and the flush (since v4.20,
+//!   dd2283f2605e), and no fault maps a page whose VMA it removed until it is
+//!   done; reclaim takes no `mmap_lock` at all (`try_to_unmap_one` takes only
+//!   the PTE lock); exit takes the write side. The PTE lock is held only for
+//!   the step that changes the PTE: the flush of a zap runs after
+//!   `pte_unmap_unlock` (`tlb_finish_mmu`), and reclaim's batched flush after
+//!   the rmap walk. So two flushes of one address space run at once, for
+//!   different pages or the same one, which is what x86's `tlb_gen` handles.
+//!   On FreeBSD policies it is the pmap's `PMAP_LOCK`, a mutex: every
+//!   page-table change (`pmap_remove`, `pmap_enter`, the page daemon's
+//!   `pmap_remove_all`) and its shootdown happen before `PMAP_UNLOCK`, so
+//!   flushes of one pmap never overlap; FreeBSD's `MADV_DONTNEED` removes no
+//!   mapping (`pmap_advise` clears the accessed and modified bits), so it is
+//!   not offered there. A reclaim in flight keeps its address space from being
+//!   released (the flush call names it). The contiguous block's operations
+//!   (`--teardown`) take the write side across their change and flush.
 //! - **Contiguous PTEs** (`--teardown`, arm64 Linux policies): every address
 //!   space also maps a 64 KB file folio through one block of 16 contiguous PTEs,
 //!   changed only by the policy crate's contpte code (the simulator's): user
@@ -109,6 +128,13 @@
 //!   with stores, and relaxed read-modify-writes do not order anything there;
 //!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
 //!   instruction or a Linux value-returning atomic does).
+//! - The interrupts a kernel disables around a flush's local part (x86
+//!   `flush_tlb_mm_range` runs its own `flush_tlb_func` with interrupts off): here
+//!   another CPU's flush IPI may be taken in the middle of it, which can only
+//!   lower the generation it records (an extra flush later, never a missed one).
+//! - The contiguous block's operations under Linux's real locking: they hold the
+//!   write side throughout (stronger than the kernel: aging runs under no
+//!   `mmap_lock` there, and a `munmap` downgrades).
 //! - Walk caches, TLB capacity and eviction, in-flight walks after a root write,
 //!   and the time an invalidation takes to reach other CPUs.
 //! - For the contiguous block: `no_stale_use`, `no_stale_held` and

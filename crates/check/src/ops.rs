@@ -3,7 +3,7 @@
 
 use crate::block;
 use crate::exec::{Block, CheckHw, Core, KernelBug, Kind, Memory, Point};
-use crate::kernel::{va_of, Life, Machine, Task, BLOCK, BLOCK_PAGE, PAGES};
+use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE};
 use tlbkit_policy::{Lazy, MmId, Policy, VirtAddr};
 
 /// A kernel operation a CPU can start.
@@ -37,6 +37,9 @@ pub enum Op {
     /// Page aging (by `kswapd`, offered to idle CPUs) of the contiguous block of
     /// the process in this slot.
     Age(u32),
+    /// `madvise(MADV_DONTNEED)` of one page of the running process (Linux: under
+    /// the `mmap_lock` read side, so it overlaps other readers' flushes).
+    Madvise(usize),
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -60,11 +63,13 @@ pub enum OpKind {
     Fork,
     /// [`Op::Write`].
     Write,
+    /// [`Op::Madvise`].
+    Madvise,
 }
 
 impl OpKind {
     /// Every kind, in menu order.
-    pub const ALL: [OpKind; 9] = [
+    pub const ALL: [OpKind; 10] = [
         OpKind::Switch,
         OpKind::Idle,
         OpKind::Munmap,
@@ -74,6 +79,7 @@ impl OpKind {
         OpKind::Exit,
         OpKind::Fork,
         OpKind::Write,
+        OpKind::Madvise,
     ];
 
     /// Returns the kind's name.
@@ -88,6 +94,7 @@ impl OpKind {
             OpKind::Exit => "exit",
             OpKind::Fork => "fork",
             OpKind::Write => "write",
+            OpKind::Madvise => "madvise",
         }
     }
 
@@ -139,6 +146,7 @@ impl Op {
             Op::UnmapBlock(_) => OpKind::Munmap,
             Op::MapBlock(_) => OpKind::Fault,
             Op::Age(_) => OpKind::Reclaim,
+            Op::Madvise(_) => OpKind::Madvise,
         }
     }
 
@@ -156,6 +164,7 @@ impl Op {
             Op::UnmapBlock(j) => format!("munmap page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
             Op::MapBlock(j) => format!("fault in page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
             Op::Age(s) => format!("kswapd ages the contiguous block of mm{s} (ptep_clear_flush_young)"),
+            Op::Madvise(p) => format!("madvise(MADV_DONTNEED) of page {:#x}", va_of(p)),
         }
     }
 
@@ -173,6 +182,7 @@ impl Op {
             Op::UnmapBlock(j) => 0xa00 + j as u64,
             Op::MapBlock(j) => 0xb00 + j as u64,
             Op::Age(s) => 0xc00 + s as u64,
+            Op::Madvise(p) => 0xd00 + p as u64,
         }
     }
 }
@@ -215,7 +225,7 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
                 if sp.life != Life::Live {
                     continue;
                 }
-                for p in 0..PAGES {
+                for p in 0..m.pages {
                     if sp.ptes[p].is_some() {
                         ops.push(Op::Reclaim(r, p));
                     }
@@ -231,10 +241,17 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     };
     ops.push(Op::Idle);
     let space = &m.spaces[s as usize];
-    for p in 0..PAGES {
+    for p in 0..m.pages {
         if space.ptes[p].is_some() {
             ops.push(Op::Unmap(p));
-        } else {
+            // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
+            // the accessed and modified bits), so it removes no translation there.
+            if core.shape.linux {
+                ops.push(Op::Madvise(p));
+            }
+        } else if space.detached & (1 << p) == 0 {
+            // A page whose VMA a munmap is still tearing down cannot be mapped
+            // again before it is done (`mmap` needs the write side).
             ops.push(Op::Map(p));
         }
     }
@@ -296,23 +313,55 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
     }
 }
 
-/// Takes the `mmap_lock` of `slot`, sleeping while another CPU holds it.
-fn lock_mm(core: &Core, cpu: usize, slot: u32) {
-    loop {
-        let free = core.st.borrow().m.mm_lock[slot as usize].is_none();
-        if free {
-            core.st.borrow_mut().m.mm_lock[slot as usize] = Some(cpu);
-            return;
-        }
-        core.block(Block::MmLock(slot));
+/// Returns the side of the lock of an address space that an operation taking
+/// `linux` side takes: on FreeBSD every page-table change and its shootdown run
+/// under the pmap's `PMAP_LOCK`, a mutex (`pmap_remove`, `pmap_enter` and the
+/// page daemon's `pmap_remove_all` in amd64 and arm64 `pmap.c` invalidate before
+/// `PMAP_UNLOCK`), taken here as the write side.
+fn side(core: &Core, linux: LockSide) -> LockSide {
+    if core.shape.linux {
+        linux
+    } else {
+        LockSide::Write
     }
 }
 
-/// Releases the `mmap_lock` of `slot`. A release orders every earlier store, so
-/// the CPU's store buffer drains first.
-fn unlock_mm(core: &Core, cpu: usize, slot: u32) {
+/// Takes `side` of the `mmap_lock` of `slot`, sleeping while it cannot.
+fn lock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
+    loop {
+        let free = core.st.borrow().m.mm_lock[slot as usize].can_take(side);
+        if free {
+            let mut st = core.st.borrow_mut();
+            let l = &mut st.m.mm_lock[slot as usize];
+            match side {
+                LockSide::Read => l.readers += 1,
+                LockSide::Write => l.writer = Some(cpu as u8),
+            }
+            return;
+        }
+        core.block(Block::MmLock(slot, side));
+    }
+}
+
+/// Turns CPU `cpu`'s write hold of the `mmap_lock` of `slot` into a read hold
+/// (`mmap_write_downgrade`): readers may enter at once, writers still wait.
+fn downgrade_mm(core: &Core, cpu: usize, slot: u32) {
+    let mut st = core.st.borrow_mut();
+    let l = &mut st.m.mm_lock[slot as usize];
+    debug_assert_eq!(l.writer, Some(cpu as u8));
+    *l = crate::kernel::MmapLock { writer: None, readers: l.readers + 1 };
+}
+
+/// Releases `side` of the `mmap_lock` of `slot`. A release orders every earlier
+/// store, so the CPU's store buffer drains first.
+fn unlock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
     core.drain_own(cpu);
-    core.st.borrow_mut().m.mm_lock[slot as usize] = None;
+    let mut st = core.st.borrow_mut();
+    let l = &mut st.m.mm_lock[slot as usize];
+    match side {
+        LockSide::Read => l.readers -= 1,
+        LockSide::Write => l.writer = None,
+    }
 }
 
 /// Sets what CPU `cpu` runs and whether it is in user mode or switching.
@@ -361,16 +410,29 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             set_task(core, cpu, Task::User(s), true, false);
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
-        (Op::Unmap(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, false),
-        (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, true),
+        (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),
+        (Op::Reclaim(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::Reclaim),
         (Op::Map(pg), Task::User(s)) => {
-            lock_mm(core, cpu, s);
+            // Linux faults under the read side (the PTE lock makes the change);
+            // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
+            let side = side(core, LockSide::Read);
+            lock_mm(core, cpu, s, side);
             // As Linux rechecks `pte_none` under the page-table lock: another
             // thread's fault may have mapped the page while this one slept.
-            let mapped = core.st.borrow().m.spaces[s as usize].ptes[pg].is_some();
-            if mapped {
-                core.event(cpu, 0x10_0002, || "the page is mapped already: the fault is done".to_string());
-                unlock_mm(core, cpu, s);
+            let (mapped, detached) = {
+                let st = core.st.borrow();
+                let sp = &st.m.spaces[s as usize];
+                (sp.ptes[pg].is_some(), sp.detached & (1 << pg) != 0)
+            };
+            if mapped || detached {
+                core.event(cpu, 0x10_0002 + detached as u64, || {
+                    if detached {
+                        "a munmap removed the page's VMA meanwhile: the fault fails".to_string()
+                    } else {
+                        "the page is mapped already: the fault is done".to_string()
+                    }
+                });
+                unlock_mm(core, cpu, s, side);
                 return back_to_user(core, cpu, s);
             }
             let r = core.st.borrow_mut().m.map(s, pg, cpu);
@@ -384,26 +446,29 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
                     }
                 }),
             }
-            unlock_mm(core, cpu, s);
+            unlock_mm(core, cpu, s, side);
             back_to_user(core, cpu, s);
         }
+        (Op::Madvise(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Madvise),
         (Op::UnmapTable, Task::User(s)) => unmap_table(core, p, cpu, s),
+        // The contiguous block's operations keep the whole lock for their change
+        // and flush (see the crate documentation).
         (Op::UnmapBlock(j), Task::User(s)) => {
-            lock_mm(core, cpu, s);
+            lock_mm(core, cpu, s, LockSide::Write);
             block::unmap(core, p, cpu, s, j);
-            unlock_mm(core, cpu, s);
+            unlock_mm(core, cpu, s, LockSide::Write);
             back_to_user(core, cpu, s);
         }
         (Op::Age(s), _) => {
-            lock_mm(core, cpu, s);
+            lock_mm(core, cpu, s, LockSide::Write);
             block::age(core, p, cpu, s);
-            unlock_mm(core, cpu, s);
+            unlock_mm(core, cpu, s, LockSide::Write);
             end_op(core, cpu);
         }
         (Op::MapBlock(j), Task::User(s)) => {
-            lock_mm(core, cpu, s);
+            lock_mm(core, cpu, s, LockSide::Write);
             block::fault(core, p, cpu, s, j);
-            unlock_mm(core, cpu, s);
+            unlock_mm(core, cpu, s, LockSide::Write);
             back_to_user(core, cpu, s);
         }
         (Op::Exit, Task::User(s)) => exit(core, p, cpu, s),
@@ -466,25 +531,91 @@ fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
     core.event_kind(cpu, 0x12_0000, Kind::FlushDone, || format!("{flush} returned: {n} obligation(s) discharged"));
 }
 
-fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batched: bool) {
+/// Which operation removes a single page.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Zap {
+    /// `munmap`: on Linux the write side, the VMA detached, downgraded to the
+    /// read side for the zap and the flush (`do_vmi_align_munmap` since v4.20,
+    /// dd2283f2605e); `flush_page`.
+    Munmap,
+    /// `madvise(MADV_DONTNEED)`: the read side throughout (`zap_page_range_single`
+    /// under `mmap_read_lock`); `flush_range` of the page, page tables kept.
+    Madvise,
+    /// `kswapd`'s reclaim: no `mmap_lock` on Linux, only the PTE lock for the
+    /// clear (`try_to_unmap_one`); the batched flush after (`try_to_unmap_flush`).
+    Reclaim,
+}
+
+impl Zap {
+    fn change(self) -> &'static str {
+        match self {
+            Zap::Munmap => "munmap",
+            Zap::Madvise => "madvise",
+            Zap::Reclaim => "reclaim",
+        }
+    }
+}
+
+/// Removes page `pg` of `s` and flushes it, under the lock the kernel takes for
+/// `zap`. On Linux the PTE is cleared under the PTE lock, which the model holds
+/// only for the clearing step (the flush of a zap runs after `pte_unmap_unlock`,
+/// in `tlb_finish_mmu`), so two zaps of one address space flush at once.
+fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Zap) {
     let hw = CheckHw::new(core, cpu);
-    let change = if batched { "reclaim" } else { "munmap" };
-    lock_mm(core, cpu, s);
+    let change = zap.change();
+    let linux = core.shape.linux;
+    // The side held from the clear to the end, if any.
+    let held = match (zap, linux) {
+        (_, false) => {
+            lock_mm(core, cpu, s, LockSide::Write);
+            Some(LockSide::Write)
+        }
+        (Zap::Reclaim, true) => None,
+        (Zap::Madvise, true) => {
+            lock_mm(core, cpu, s, LockSide::Read);
+            Some(LockSide::Read)
+        }
+        (Zap::Munmap, true) => {
+            lock_mm(core, cpu, s, LockSide::Write);
+            // The VMA goes under the write side; the zap and the flush run under
+            // the read side, which the same step takes over.
+            core.st.borrow_mut().m.spaces[s as usize].detached |= 1 << pg;
+            downgrade_mm(core, cpu, s);
+            Some(LockSide::Read)
+        }
+    };
+    let finish = |core: &Core| {
+        if let Some(side) = held {
+            if zap == Zap::Munmap && linux {
+                core.st.borrow_mut().m.spaces[s as usize].detached &= !(1 << pg);
+            }
+            unlock_mm(core, cpu, s, side);
+        }
+        end_op(core, cpu);
+    };
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
     let deferred = core.shape.arm64 && core.shape.memory == Memory::Tso;
     let cleared = {
         let mut st = core.st.borrow_mut();
-        if deferred {
+        // A madvise of a page whose VMA a munmap detached meanwhile fails
+        // (`ENOMEM`); the munmap clears the PTE itself.
+        let gone = zap == Zap::Madvise && st.m.spaces[s as usize].detached & (1 << pg) != 0;
+        if gone {
+            None
+        } else if deferred {
             st.m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, st.m.obligations[id].ver))
         } else {
             st.m.clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
         }
     };
     let Some((id, frame, ver)) = cleared else {
-        unlock_mm(core, cpu, s);
-        return end_op(core, cpu);
+        return finish(core);
     };
+    if held.is_none() {
+        // The reclaim's flush names the mm: it is not released before it returns.
+        core.st.borrow_mut().m.reclaiming[s as usize] += 1;
+    }
     if deferred {
         core.buffer_pte_clear(s, pg, ver);
     }
@@ -495,17 +626,26 @@ fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batc
             if deferred { ", the store into its store buffer" } else { "" }
         )
     });
-    let flush = if batched {
-        p.flush_batch(&hw, &[MmId(s)]);
-        "flush_batch"
-    } else {
-        p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
-        "flush_page"
+    let flush = match zap {
+        Zap::Reclaim => {
+            p.flush_batch(&hw, &[MmId(s)]);
+            "flush_batch"
+        }
+        Zap::Munmap => {
+            p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+            "flush_page"
+        }
+        Zap::Madvise => {
+            p.flush_range(&hw, MmId(s), VirtAddr(va_of(pg)), 1);
+            "flush_range"
+        }
     };
     discharge(core, cpu, &[id], flush);
     free_frames(core, &[frame]);
-    unlock_mm(core, cpu, s);
-    end_op(core, cpu);
+    if held.is_none() {
+        core.st.borrow_mut().m.reclaiming[s as usize] -= 1;
+    }
+    finish(core);
 }
 
 /// Ends an operation that kept the CPU's task: back to user mode if it runs a
@@ -525,17 +665,33 @@ fn end_op(core: &Core, cpu: usize) {
 /// and the frames to free once they are discharged.
 fn clear_all(core: &Core, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
     let mut st = core.st.borrow_mut();
-    (0..PAGES).filter_map(|pg| st.m.clear_pte(s, pg, change, cpu)).unzip()
+    (0..st.m.pages).filter_map(|pg| st.m.clear_pte(s, pg, change, cpu)).unzip()
 }
 
+/// `munmap` of the whole range: on Linux the write side while the VMAs go, then
+/// the read side for the zap, `free_pgtables` and the flush (as [`Zap::Munmap`]);
+/// on FreeBSD `PMAP_LOCK` throughout.
 fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
-    lock_mm(core, cpu, s);
+    lock_mm(core, cpu, s, LockSide::Write);
+    let side = if core.shape.linux {
+        let mut st = core.st.borrow_mut();
+        st.m.spaces[s as usize].detached = ((1u32 << st.m.pages) - 1) as u8;
+        drop(st);
+        downgrade_mm(core, cpu, s);
+        LockSide::Read
+    } else {
+        LockSide::Write
+    };
+    let finish = |core: &Core| {
+        core.st.borrow_mut().m.spaces[s as usize].detached = 0;
+        unlock_mm(core, cpu, s, side);
+        back_to_user(core, cpu, s);
+    };
     let (mut ids, mut frames) = clear_all(core, cpu, s, "munmap");
     let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
     let Some((tid, tframe)) = table else {
-        unlock_mm(core, cpu, s);
-        return back_to_user(core, cpu, s);
+        return finish(core);
     };
     ids.push(tid);
     core.event_kind(cpu, 0x14_0000, Kind::PageTable, || {
@@ -554,13 +710,14 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         frames.push(tframe);
     }
     free_frames(core, &frames);
-    unlock_mm(core, cpu, s);
-    back_to_user(core, cpu, s);
+    finish(core);
 }
 
 fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
-    lock_mm(core, cpu, s);
+    // `exit_mmap`: no thread is left to contend, but a reclaim may still be
+    // flushing a page it took.
+    lock_mm(core, cpu, s, LockSide::Write);
     // No thread is left to switch to: nothing but this CPU touches the mm now.
     core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
     let (ids, frames) = clear_all(core, cpu, s, "exit");
@@ -575,7 +732,7 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     p.flush_mm(&hw, MmId(s));
     discharge(core, cpu, &ids, "flush_mm");
     free_frames(core, &frames);
-    unlock_mm(core, cpu, s);
+    unlock_mm(core, cpu, s, LockSide::Write);
     core.pause();
     switch_idle(core, p, cpu);
 }
@@ -587,7 +744,10 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
         let z = {
             let st = core.st.borrow();
             (1..st.m.spaces.len() as u32).find(|&s| {
-                st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0 && !st.m.active.contains(&Some(s))
+                st.m.spaces[s as usize].life == Life::Zombie
+                    && st.m.roots_on(s) == 0
+                    && !st.m.active.contains(&Some(s))
+                    && st.m.reclaiming[s as usize] == 0
             })
         };
         let Some(s) = z else { return };

@@ -44,6 +44,9 @@ pub struct CheckSpec {
     pub cpus: usize,
     /// Address spaces.
     pub mms: usize,
+    /// Pages each address space maps (1 to [`crate::kernel::MAX_PAGES`]): with
+    /// two or more, flushes of one address space can overlap on different pages.
+    pub pages: usize,
     /// ASIDs (arm64: the ASID space, a power of two; x86 Linux PCID: the dynamic
     /// slots per CPU, which the kernel fixes at 6; FreeBSD x86: PCIDs per CPU).
     pub asids: u32,
@@ -120,6 +123,8 @@ pub struct CheckReport {
     pub cpus: usize,
     /// Address spaces.
     pub mms: usize,
+    /// Pages per address space.
+    pub pages: usize,
     /// ASIDs.
     pub asids: u32,
     /// Operations.
@@ -284,6 +289,13 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
     if !(1..=8).contains(&spec.mms) {
         return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
     }
+    if !(1..=crate::kernel::MAX_PAGES).contains(&spec.pages) {
+        return Err(format!(
+            "--pages {}: an address space maps 1 to {} pages (2 lets flushes of one address space overlap)",
+            spec.pages,
+            crate::kernel::MAX_PAGES
+        ));
+    }
     if spec.ops == 0 || spec.ops > 64 {
         return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
     }
@@ -297,13 +309,16 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
             ));
         }
     }
+    let linux = r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux");
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
         ops: spec.ops,
+        pages: spec.pages,
+        linux,
         memory: spec.memory,
         // Reclaim's deferred flush is a Linux path (`try_to_unmap_flush`).
-        reclaim: r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux"),
+        reclaim: linux,
         arm64: r.base.starts_with("arm64"),
         bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
         menu: spec.menu,
@@ -321,6 +336,22 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
     let shape = shape(spec)?;
     with_policy(spec, Search { spec, shape: &shape, progress })?
+}
+
+/// Runs the check `spec` asks for on the policy `build` constructs (a policy of
+/// your own, or a variant of a registered one): `spec.policy` names the
+/// registered policy it is written like, which decides the machine's kernel side
+/// (its architecture, its locking, whether reclaim is offered); `build` must make
+/// a policy for `spec.cpus` CPUs and `spec.mms + 1` address-space slots.
+pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, String> {
+    if resolve(&spec.policy)?.bug.is_some() {
+        return Err(format!(
+            "{}: give the registered policy your policy is written like, not a bug-zoo entry",
+            spec.policy
+        ));
+    }
+    let shape = shape(spec)?;
+    search_with(spec, &shape, build, &mut |_| {})
 }
 
 fn search_with<P: Policy>(
@@ -373,6 +404,7 @@ fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Op
         policy: spec.policy.clone(),
         cpus: spec.cpus,
         mms: spec.mms,
+        pages: spec.pages,
         asids: spec.asids,
         ops: spec.ops,
         memory: spec.memory.name(),
@@ -735,9 +767,11 @@ pub fn replay(token: &str) -> Result<CheckReport, String> {
     with_policy(&spec, ReplayOne { spec: &spec, shape: &shape, choices: &choices, token })
 }
 
-/// Token format version. Older formats (`t1`, `t2`) carried no checksum and are
-/// refused: a mistyped one would have replayed another schedule.
-const TOKEN_VERSION: &str = "t3";
+/// Token format version. Older formats are refused: `t1` and `t2` carried no
+/// checksum (a mistyped one would have replayed another schedule), and `t3`
+/// carried no page count and was recorded on the kernel model before Linux's
+/// per-operation locking, so its choices would replay another schedule.
+const TOKEN_VERSION: &str = "t4";
 
 /// Returns the CRC-32 (IEEE 802.3, reflected, as zlib computes it) of `bytes`:
 /// the token's checksum. A CRC detects every error burst of up to 32 bits, so a
@@ -754,7 +788,7 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// Encodes a spec and a schedule as a shell-safe token:
-/// `t3~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
+/// `t4~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
 /// the operation kinds' mask in hex, TEARDOWN the contiguous block's strategy
 /// (`-` without one), each choice a base-36 digit (`(N)` for 35 and up) with
 /// `zN.` standing for N zeros (a schedule of no choices is written `0`, which
@@ -762,10 +796,11 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 /// eight hex digits.
 pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
     let mut s = format!(
-        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~{:x}~{}~",
+        "{TOKEN_VERSION}~{}~{}~{}~{}~{}~{}~{}~{:x}~{}~",
         spec.policy,
         spec.cpus,
         spec.mms,
+        spec.pages,
         spec.asids,
         spec.ops,
         spec.memory.name(),
@@ -811,24 +846,29 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         |why: &str| format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output");
     if token.starts_with("t1~") || token.starts_with("t2~") {
         return Err(bad("a token from an older tlbkit, which carried no checksum; run the `tlbkit check` that \
-                        printed it again for a t3 token"));
+                        printed it again for a t4 token"));
+    }
+    if token.starts_with("t3~") {
+        return Err(bad("a t3 token from an older tlbkit, recorded before address spaces had several pages and \
+                        Linux's per-operation locking, so its choices would replay another schedule; run the \
+                        `tlbkit check` that printed it again (add --pages 1 for the old shape) for a t4 token"));
     }
     let parts: Vec<&str> = token.split('~').collect();
-    if parts.first() != Some(&TOKEN_VERSION) || parts.len() != 11 {
-        return Err(bad("expected t3~POLICY~CPUS~MMS~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC"));
+    if parts.first() != Some(&TOKEN_VERSION) || parts.len() != 12 {
+        return Err(bad("expected t4~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC"));
     }
-    let (body, sum) = token.rsplit_once('~').expect("eleven fields");
+    let (body, sum) = token.rsplit_once('~').expect("twelve fields");
     let crc = u32::from_str_radix(sum, 16).ok().filter(|_| sum.len() == 8);
     if crc != Some(crc32(body.as_bytes())) {
         return Err(bad("its checksum does not match: a character was mistyped, lost or added"));
     }
-    let teardown = match parts[8] {
+    let teardown = match parts[9] {
         "-" => None,
         name => Some(Teardown::from_name(name).map_err(|e| bad(&e.to_string()))?),
     };
-    let menu = u32::from_str_radix(parts[7], 16).map_err(|_| bad("MENU is not a hex mask"))?;
+    let menu = u32::from_str_radix(parts[8], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
-    let memory = match parts[6] {
+    let memory = match parts[7] {
         "sc" => Memory::Sc,
         "tso" => Memory::Tso,
         _ => return Err(bad("the memory model is neither sc nor tso")),
@@ -840,8 +880,9 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         policy: parts[1].to_string(),
         cpus: small(parts[2], "CPUS")? as usize,
         mms: small(parts[3], "MMS")? as usize,
-        asids: small(parts[4], "ASIDS")?,
-        ops: small(parts[5], "OPS")? as usize,
+        pages: small(parts[4], "PAGES")? as usize,
+        asids: small(parts[5], "ASIDS")?,
+        ops: small(parts[6], "OPS")? as usize,
         mode: Mode::Exhaustive,
         iterations: 1,
         seed: 0,
@@ -849,7 +890,7 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         menu,
         teardown,
     };
-    let text = parts[9];
+    let text = parts[10];
     if text.is_empty() {
         return Err(bad("it has no choices"));
     }
@@ -905,8 +946,17 @@ impl CheckReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "check {}: {} CPUs, {} address spaces, {} ASIDs, {} operations ({}), {} memory, {} mode",
-            self.policy, self.cpus, self.mms, self.asids, self.ops, self.menu, self.memory, self.mode
+            "check {}: {} CPUs, {} address spaces of {} page{}, {} ASIDs, {} operations ({}), {} memory, {} mode",
+            self.policy,
+            self.cpus,
+            self.mms,
+            self.pages,
+            if self.pages == 1 { "" } else { "s" },
+            self.asids,
+            self.ops,
+            self.menu,
+            self.memory,
+            self.mode
         );
         if let Some(t) = self.teardown {
             let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
@@ -1007,6 +1057,8 @@ pub struct Defaults {
     pub cpus: usize,
     /// Address spaces.
     pub mms: usize,
+    /// Pages per address space.
+    pub pages: usize,
     /// Kernel operations in all.
     pub ops: usize,
     /// Search mode.
@@ -1015,8 +1067,9 @@ pub struct Defaults {
     pub menu: u32,
 }
 
-/// Returns the defaults for `policy`: 2 CPUs, 3 address spaces, 6 operations of
-/// every kind, exhaustively; a bug-zoo entry instead gets the smallest shape its
+/// Returns the defaults for `policy`: 2 CPUs, 3 address spaces of 2 pages (the
+/// fewest that let two flushes of one address space cover different pages at
+/// once), 6 operations of every kind, exhaustively; a bug-zoo entry instead gets the smallest shape its
 /// bug needs, searched with PCT, which reaches such shallow-preemption bugs
 /// fastest: the counter's early acknowledgement needs a third CPU, a second
 /// initiator overwriting the request; a8ffaaa060b8 needs two rollovers while one
@@ -1025,7 +1078,7 @@ pub struct Defaults {
 /// ASID that `kswapd`'s flush reads too early to be handed out again.
 pub fn defaults(policy: &str) -> Defaults {
     let all = crate::ops::OpKind::all();
-    let base = Defaults { cpus: 2, mms: 3, ops: 6, mode: Mode::Exhaustive, menu: all };
+    let base = Defaults { cpus: 2, mms: 3, pages: 2, ops: 6, mode: Mode::Exhaustive, menu: all };
     let Some(bug) = resolve(policy).ok().and_then(|r| r.bug) else { return base };
     let pct = Defaults { mode: Mode::Pct, ..base };
     match bug {
@@ -1037,12 +1090,13 @@ pub fn defaults(policy: &str) -> Defaults {
 }
 
 /// Returns the defaults with a contiguous block (`--teardown`): one address
-/// space, whose threads the CPUs run, searched with PCT. Every PTE access of an
+/// space of one ordinary page beside its block (the block's pages are what
+/// these checks are about), whose threads the CPUs run, searched with PCT. Every PTE access of an
 /// unfold is a step and a write may land in any of 16 PTEs, so exhaustive runs
 /// need fewer operations (`--mode exhaustive --ops 4` on 2 CPUs: millions of
 /// states).
 pub fn contpte_defaults(d: Defaults) -> Defaults {
-    Defaults { mms: 1, mode: Mode::Pct, ..d }
+    Defaults { mms: 1, pages: 1, mode: Mode::Pct, ..d }
 }
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:
@@ -1075,6 +1129,7 @@ mod tests {
             policy: "arm64-linux".into(),
             cpus: 2,
             mms: 3,
+            pages: 1,
             asids: 4,
             ops: 6,
             mode: Mode::Exhaustive,

@@ -14,6 +14,7 @@ fn spec(policy: &str, ops: usize) -> CheckSpec {
         policy: policy.to_string(),
         cpus: 2,
         mms: 3,
+        pages: 1,
         asids: if policy.starts_with("x86") { 6 } else { 4 },
         ops,
         mode: Mode::Exhaustive,

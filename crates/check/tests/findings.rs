@@ -31,6 +31,7 @@ fn spec_of(args: &[&str]) -> CheckSpec {
         memory: default_memory(&policy),
         cpus,
         mms: flag("--mms").map_or(d.mms, |v| v.parse().unwrap()),
+        pages: flag("--pages").map_or(d.pages, |v| v.parse().unwrap()),
         asids: flag("--asids").map_or((cpus as u32 + 2).next_power_of_two(), |v| v.parse().unwrap()),
         ops: flag("--ops").map_or(d.ops, |v| v.parse().unwrap()),
         iterations: flag("--iterations")
@@ -146,6 +147,7 @@ fn the_fix_passes_a_pct_search_that_finds_the_faithful_policys_alias() {
         policy: policy.to_string(),
         cpus: 2,
         mms: 3,
+        pages: 1,
         asids: 4,
         ops: 8,
         mode: Mode::Pct,
@@ -169,6 +171,7 @@ fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_windo
         policy: policy.to_string(),
         cpus: 2,
         mms: 3,
+        pages: 1,
         asids: 4,
         ops: 4,
         mode: Mode::Exhaustive,

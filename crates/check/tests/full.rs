@@ -26,6 +26,7 @@ fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
         policy: policy.to_string(),
         cpus,
         mms: 3,
+        pages: 1,
         asids: if is_x86(policy) { 6 } else { (cpus as u32 + 2).next_power_of_two() },
         ops: 6,
         mode,
@@ -77,6 +78,7 @@ fn every_zoo_entry_with_its_defaults() {
         let s = CheckSpec {
             cpus: d.cpus,
             mms: d.mms,
+            pages: d.pages,
             ops: d.ops,
             mode: d.mode,
             menu: d.menu,

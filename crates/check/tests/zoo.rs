@@ -21,6 +21,7 @@ fn zoo_spec(id: &str) -> CheckSpec {
         policy,
         cpus,
         mms,
+        pages: 1,
         ops,
         mode,
         iterations: 100_000,

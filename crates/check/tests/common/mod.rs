@@ -12,6 +12,7 @@ pub fn contpte_spec(teardown: Teardown, cpus: usize, ops: usize, menu: &str, mod
         policy: "arm64-linux".to_string(),
         cpus,
         mms: 1,
+        pages: 1,
         asids: 4,
         ops,
         mode,
