@@ -443,12 +443,12 @@ fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replay
         "no_lost_dirty, no_ungathered_dirty, no_tlb_conflict",
         "VIOLATION no_ungathered_dirty",
         "pct mode",
-        "1 address spaces",
+        "1 address spaces of 1 page",
     ] {
         assert!(out.contains(needle), "{needle}: {out}");
     }
     let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
-    assert!(token.starts_with("t3~arm64-linux~2~1~4~6~sc~1ff~simple~"), "{token}");
+    assert!(token.starts_with("t4~arm64-linux~2~1~1~4~6~sc~3ff~simple~"), "{token}");
     let r = tlbkit(&["replay", token]);
     assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
     let from = |s: &str| s[s.find("counterexample (").expect("a counterexample")..].to_string();
@@ -492,7 +492,7 @@ fn a_policy_panic_is_the_no_policy_panic_violation_whatever_rust_backtrace_says(
         assert_eq!(o.status.code(), Some(3), "RUST_BACKTRACE={bt:?}: {err}");
         assert!(out.contains("result: VIOLATION no_policy_panic"), "{out}");
         assert!(out.contains("the policy code panicked: ASID set full right after a reset"), "{out}");
-        assert!(out.contains("replay: tlbkit replay t3~"), "{out}");
+        assert!(out.contains("replay: tlbkit replay t4~"), "{out}");
         // Only the timing line: no panic message, no backtrace.
         assert_eq!(err.lines().count(), 1, "RUST_BACKTRACE={bt:?}: {err}");
         assert!(err.starts_with("tlbkit: checked in"), "{err}");
@@ -520,6 +520,9 @@ fn a_mistyped_or_empty_token_is_refused_in_one_line() {
     typo[at] = if typo[at] == b'1' { b'2' } else { b'1' };
     assert_bad_input(&["replay", std::str::from_utf8(&typo).unwrap()], "checksum does not match");
     assert_bad_input(&["replay", "t1~arm64-linux~2~3~4~6~sc~1ff~1"], "older tlbkit");
+    // A t3 token, whole and with its checksum, was recorded before pages and Linux's locking.
+    assert_bad_input(&["replay", "t3~arm64-freebsd-asid~2~3~4~6~sc~1ff~-~z60.1~211c2047"], "add --pages 1");
+    assert_bad_input(&["check", "--policy", "arm64-linux", "--pages", "5"], "--pages 5: an address space maps 1 to 4");
     assert_bad_input(&["replay", ""], "not a tlbkit replay token");
 }
 

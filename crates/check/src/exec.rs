@@ -232,6 +232,10 @@ pub(crate) enum Block {
     /// Sleeping on the `mmap_lock` of this slot, for this side (interrupts are
     /// taken meanwhile).
     MmLock(u32, crate::kernel::LockSide),
+    /// Spinning on the PTE lock of this slot's page-table page, whose release by
+    /// another CPU still waits in that CPU's store buffer behind its PTE clear
+    /// (interrupts are taken meanwhile: `spin_lock` leaves them on).
+    Ptl(u32),
 }
 
 /// An IPI handler whose lifetimes were erased (see [`erase`]).
@@ -569,6 +573,28 @@ impl Core {
         }
     }
 
+    /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
+    fn pte_store_pending(st: &State, c: usize, slot: u32) -> bool {
+        st.cpus.iter().enumerate().any(|(o, s)| {
+            o != c && s.buffer.iter().any(|&(addr, _, _)| pte_store(addr).is_some_and(|(sl, _)| sl == slot))
+        })
+    }
+
+    /// Takes the PTE lock of `slot`'s page-table page for the step that changes
+    /// one of its PTEs: the lock's read-modify-write drains this CPU's store
+    /// buffer, and another CPU's release of it is visible only once the PTE
+    /// clear it buffered before the release is (TSO keeps a buffer in order).
+    pub(crate) fn pte_lock(&self, slot: u32) {
+        let cpu = self.cpu();
+        self.drain_own(cpu);
+        loop {
+            if !Self::pte_store_pending(&self.st.borrow(), cpu, slot) {
+                return;
+            }
+            self.block(Block::Ptl(slot));
+        }
+    }
+
     /// Returns whether CPU `c` can take a step.
     fn runnable(st: &State, c: usize) -> bool {
         let s = &st.cpus[c];
@@ -581,6 +607,7 @@ impl Core {
             Block::Async => s.async_out == 0 || irq,
             Block::Idle => irq,
             Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
+            Block::Ptl(slot) => irq || !Self::pte_store_pending(st, c, *slot),
         }
     }
 

@@ -246,12 +246,6 @@ pub struct Machine {
     /// `PMAP_LOCK` (FreeBSD, a mutex, taken as a writer); see `crate::ops` for
     /// which operation takes which side when.
     pub mm_lock: Vec<MmapLock>,
-    /// Per slot: how many reclaims that cleared one of its PTEs have not yet
-    /// returned from their flush. Such a reclaim holds no lock of the mm, but the
-    /// flush call names it, so the slot is not released meanwhile (the kernel's
-    /// rmap walk keeps the mm's page tables alive while it clears, and x86's
-    /// batch flush reads only the batch's CPU mask).
-    pub reclaiming: Vec<u8>,
     /// Pages each address space maps.
     pub pages: usize,
     /// Whether user PTEs are global (the no-ASID baseline).
@@ -286,7 +280,6 @@ impl std::hash::Hash for Machine {
         self.switching.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
-        self.reclaiming.hash(h);
         self.next_uid.hash(h);
     }
 }
@@ -322,7 +315,6 @@ impl Machine {
             switching: vec![false; cpus],
             touched: vec![false; mms + 1],
             mm_lock: vec![MmapLock::default(); mms + 1],
-            reclaiming: vec![0; mms + 1],
             pages,
             global_user,
             contpte,

@@ -22,19 +22,21 @@
 //!   `munmap` takes the write side to remove the VMA, then downgrades to the
 //!   read side for the zap, the page-table free and the flush (since v4.20,
 //!   dd2283f2605e), and no fault maps a page whose VMA it removed until it is
-//!   done; reclaim takes no `mmap_lock` at all (`try_to_unmap_one` takes only
-//!   the PTE lock); exit takes the write side. The PTE lock is held only for
-//!   the step that changes the PTE: the flush of a zap runs after
-//!   `pte_unmap_unlock` (`tlb_finish_mmu`), and reclaim's batched flush after
-//!   the rmap walk. So two flushes of one address space run at once, for
-//!   different pages or the same one, which is what x86's `tlb_gen` handles.
+//!   done; exit takes the write side. The PTE lock is held only for the step
+//!   that changes the PTE (the flush of a zap runs after `pte_unmap_unlock`, in
+//!   `tlb_finish_mmu`), and under TSO another CPU takes it only once the PTE
+//!   clear buffered before its release is visible. So two flushes of one
+//!   address space run at once, for different pages, which is what x86's
+//!   `tlb_gen` handles. Reclaim is the exception: it keeps the address space to
+//!   itself (the write side) from its clear until its batched flush returns,
+//!   where the kernel takes no `mmap_lock` and drops the PTE lock before
+//!   `try_to_unmap_flush`; see below.
 //!   On FreeBSD policies it is the pmap's `PMAP_LOCK`, a mutex: every
 //!   page-table change (`pmap_remove`, `pmap_enter`, the page daemon's
 //!   `pmap_remove_all`) and its shootdown happen before `PMAP_UNLOCK`, so
 //!   flushes of one pmap never overlap; FreeBSD's `MADV_DONTNEED` removes no
 //!   mapping (`pmap_advise` clears the accessed and modified bits), so it is
-//!   not offered there. A reclaim in flight keeps its address space from being
-//!   released (the flush call names it). The contiguous block's operations
+//!   not offered there. The contiguous block's operations
 //!   (`--teardown`) take the write side across their change and flush.
 //! - **Contiguous PTEs** (`--teardown`, arm64 Linux policies): every address
 //!   space also maps a 64 KB file folio through one block of 16 contiguous PTEs,
@@ -128,6 +130,13 @@
 //!   with stores, and relaxed read-modify-writes do not order anything there;
 //!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
 //!   instruction or a Linux value-returning atomic does).
+//! - Reclaim's flush overlapping other changes of the same address space. The
+//!   kernel's is lock-free there, but a lazy CPU running `kswapd` that switches
+//!   to `init_mm` inside its own flush handler does so with interrupts off, and
+//!   a page-table page freed meanwhile is reused only after an RCU grace period
+//!   that waits for it (`MMU_GATHER_RCU_TABLE_FREE`); the oracle exempts only
+//!   CPUs inside a context switch, and `Hw` cannot say where a policy turns
+//!   interrupts off, so the overlap would be reported as a stale walk.
 //! - The interrupts a kernel disables around a flush's local part (x86
 //!   `flush_tlb_mm_range` runs its own `flush_tlb_func` with interrupts off): here
 //!   another CPU's flush IPI may be taken in the middle of it, which can only

@@ -196,6 +196,10 @@ pub fn budget(ops: usize, cpus: usize, cpu: usize) -> usize {
 /// Returns the operations CPU `cpu` may start now (empty when its budget is
 /// spent). Switches to a process nobody has run yet are offered only for the
 /// lowest such slot: untouched processes are alike, so the others add nothing.
+/// A CPU running a process is offered its page-table changes first, then the
+/// switches: exhaustive search explores the first choice first, so it reaches
+/// two threads of one process changing its page tables at once early, where
+/// leaving first would take it through every other process before.
 fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     let st = core.st.borrow();
     let mut ops = Vec::new();
@@ -239,7 +243,8 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
         return ops;
     };
-    ops.push(Op::Idle);
+    // The switches go after this process's own operations.
+    let switches = std::mem::take(&mut ops);
     let space = &m.spaces[s as usize];
     for p in 0..m.pages {
         if space.ptes[p].is_some() {
@@ -266,6 +271,8 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
             ops.push(if space.block[j].valid() { Op::UnmapBlock(j) } else { Op::MapBlock(j) });
         }
     }
+    ops.extend(switches);
+    ops.push(Op::Idle);
     if !m.tasks.iter().enumerate().any(|(c, t)| c != cpu && *t == Task::User(s)) {
         ops.push(Op::Exit);
     }
@@ -417,6 +424,9 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
             let side = side(core, LockSide::Read);
             lock_mm(core, cpu, s, side);
+            if core.shape.linux {
+                core.pte_lock(s);
+            }
             // As Linux rechecks `pte_none` under the page-table lock: another
             // thread's fault may have mapped the page while this one slept.
             let (mapped, detached) = {
@@ -541,8 +551,8 @@ enum Zap {
     /// `madvise(MADV_DONTNEED)`: the read side throughout (`zap_page_range_single`
     /// under `mmap_read_lock`); `flush_range` of the page, page tables kept.
     Madvise,
-    /// `kswapd`'s reclaim: no `mmap_lock` on Linux, only the PTE lock for the
-    /// clear (`try_to_unmap_one`); the batched flush after (`try_to_unmap_flush`).
+    /// `kswapd`'s reclaim: the batched flush (`try_to_unmap_flush`), with the
+    /// address space to itself from the clear until the flush returns.
     Reclaim,
 }
 
@@ -570,7 +580,13 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
             lock_mm(core, cpu, s, LockSide::Write);
             Some(LockSide::Write)
         }
-        (Zap::Reclaim, true) => None,
+        // The kernel drops the PTE lock before `try_to_unmap_flush`; here reclaim
+        // keeps the address space to itself until its flush returns (see the
+        // crate documentation for why).
+        (Zap::Reclaim, true) => {
+            lock_mm(core, cpu, s, LockSide::Write);
+            Some(LockSide::Write)
+        }
         (Zap::Madvise, true) => {
             lock_mm(core, cpu, s, LockSide::Read);
             Some(LockSide::Read)
@@ -596,6 +612,9 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
     let deferred = core.shape.arm64 && core.shape.memory == Memory::Tso;
+    if linux {
+        core.pte_lock(s);
+    }
     let cleared = {
         let mut st = core.st.borrow_mut();
         // A madvise of a page whose VMA a munmap detached meanwhile fails
@@ -612,10 +631,6 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
     let Some((id, frame, ver)) = cleared else {
         return finish(core);
     };
-    if held.is_none() {
-        // The reclaim's flush names the mm: it is not released before it returns.
-        core.st.borrow_mut().m.reclaiming[s as usize] += 1;
-    }
     if deferred {
         core.buffer_pte_clear(s, pg, ver);
     }
@@ -642,9 +657,6 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
     };
     discharge(core, cpu, &[id], flush);
     free_frames(core, &[frame]);
-    if held.is_none() {
-        core.st.borrow_mut().m.reclaiming[s as usize] -= 1;
-    }
     finish(core);
 }
 
@@ -688,6 +700,9 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
         unlock_mm(core, cpu, s, side);
         back_to_user(core, cpu, s);
     };
+    if core.shape.linux {
+        core.pte_lock(s);
+    }
     let (mut ids, mut frames) = clear_all(core, cpu, s, "munmap");
     let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
     let Some((tid, tframe)) = table else {
@@ -715,9 +730,11 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 
 fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
-    // `exit_mmap`: no thread is left to contend, but a reclaim may still be
-    // flushing a page it took.
+    // `exit_mmap`: no thread is left to contend.
     lock_mm(core, cpu, s, LockSide::Write);
+    if core.shape.linux {
+        core.pte_lock(s);
+    }
     // No thread is left to switch to: nothing but this CPU touches the mm now.
     core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
     let (ids, frames) = clear_all(core, cpu, s, "exit");
@@ -747,7 +764,6 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
                 st.m.spaces[s as usize].life == Life::Zombie
                     && st.m.roots_on(s) == 0
                     && !st.m.active.contains(&Some(s))
-                    && st.m.reclaiming[s as usize] == 0
             })
         };
         let Some(s) = z else { return };

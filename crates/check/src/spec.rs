@@ -1069,8 +1069,9 @@ pub struct Defaults {
 
 /// Returns the defaults for `policy`: 2 CPUs, 3 address spaces of 2 pages (the
 /// fewest that let two flushes of one address space cover different pages at
-/// once), 6 operations of every kind, exhaustively; a bug-zoo entry instead gets the smallest shape its
-/// bug needs, searched with PCT, which reaches such shallow-preemption bugs
+/// once), 6 operations of every kind, exhaustively; a bug-zoo entry instead
+/// gets the smallest shape its bug needs (one page per address space), searched
+/// with PCT, which reaches such shallow-preemption bugs
 /// fastest: the counter's early acknowledgement needs a third CPU, a second
 /// initiator overwriting the request; a8ffaaa060b8 needs two rollovers while one
 /// CPU sits between its fast-path check and its exchange, so five address spaces
@@ -1080,7 +1081,8 @@ pub fn defaults(policy: &str) -> Defaults {
     let all = crate::ops::OpKind::all();
     let base = Defaults { cpus: 2, mms: 3, pages: 2, ops: 6, mode: Mode::Exhaustive, menu: all };
     let Some(bug) = resolve(policy).ok().and_then(|r| r.bug) else { return base };
-    let pct = Defaults { mode: Mode::Pct, ..base };
+    // Each entry's bug needs one page per address space.
+    let pct = Defaults { mode: Mode::Pct, pages: 1, ..base };
     match bug {
         Bug::LinuxArm64A8ffaaa060b8 => Defaults { mms: 5, ops: 12, menu: crate::ops::OpKind::Switch.bit(), ..pct },
         Bug::LinuxArm645e10f9887ed8 => Defaults { mms: 4, ops: 10, ..pct },
@@ -1123,7 +1125,8 @@ mod tests {
         // A zero run of no zeros decoded to an empty schedule, which `encode`
         // writes as one zero choice: the replay_token fuzz target's round trip
         // (decode, encode, decode) would not have given the schedule back.
-        let e = decode("t3~arm64-linux~2~3~4~6~sc~1ff~-~z0.~37f38067").unwrap_err();
+        let body = "t4~arm64-linux~2~3~1~4~6~sc~3ff~-~z0.";
+        let e = decode(&format!("{body}~{:08x}", crc32(body.as_bytes()))).unwrap_err();
         assert!(e.starts_with("not a tlbkit replay token (it has no choices)"), "{e}");
         let spec = CheckSpec {
             policy: "arm64-linux".into(),
@@ -1136,11 +1139,11 @@ mod tests {
             iterations: 1,
             seed: 0,
             memory: Memory::Sc,
-            menu: 0x1ff,
+            menu: 0x3ff,
             teardown: None,
         };
         let token = encode(&spec, &[0, 0, 0, 7, 40]);
-        assert_eq!(token, "t3~arm64-linux~2~3~4~6~sc~1ff~-~z3.7(40)~de159dcf");
+        assert_eq!(token, "t4~arm64-linux~2~3~1~4~6~sc~3ff~-~z3.7(40)~a108af46");
         assert_eq!(decode(&token), Ok((spec, vec![0, 0, 0, 7, 40])));
     }
 

@@ -132,8 +132,8 @@ fn the_token_is_what_encode_gives_for_the_commands_spec() {
         let spec = spec_of(f.check_args);
         let (decoded, choices) = decode(f.token).unwrap_or_else(|e| panic!("{}: {e}", f.id));
         assert_eq!(
-            (&decoded.policy, decoded.cpus, decoded.mms, decoded.asids, decoded.ops, decoded.menu),
-            (&spec.policy, spec.cpus, spec.mms, spec.asids, spec.ops, spec.menu),
+            (&decoded.policy, decoded.cpus, decoded.mms, decoded.pages, decoded.asids, decoded.ops, decoded.menu),
+            (&spec.policy, spec.cpus, spec.mms, spec.pages, spec.asids, spec.ops, spec.menu),
             "{}",
             f.id
         );

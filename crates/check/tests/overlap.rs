@@ -157,15 +157,17 @@ fn partial_flush(spec: &CheckSpec) -> CheckReport {
     check_policy(spec, &|| PartialFlush(LinuxX86::new(spec.cpus, spec.mms + 1, true))).unwrap()
 }
 
+/// The default shape's exhaustive search: about 20 s in a release build on the
+/// project's 2-core machine, too long for the debug suite. Run it with
+/// `cargo test --release -p tlbkit-check --test overlap -- --ignored`.
 #[test]
+#[ignore]
 fn a_partial_flush_that_claims_a_later_generation_loses_a_concurrent_flush_of_the_same_mm() {
     let spec = default_spec("x86-linux-pcid");
     assert_eq!((spec.cpus, spec.mms, spec.pages, spec.mode), (2, 3, 2, Mode::Exhaustive));
     let t = std::time::Instant::now();
     let r = partial_flush(&spec);
-    eprintln!("{} executions, {} states, {:?}", r.executions, r.states, t.elapsed());
     let cx = r.counterexample.expect("the lost flush is found with the default shape");
-    eprintln!("{}", cx.trace());
     assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
     assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
     // Two flushes of one mm ran at once, for its two different pages.
@@ -202,11 +204,12 @@ fn the_real_policies_pass_two_threads_of_one_mm_zapping_its_two_pages_at_once() 
     // PMAP_LOCK keeps them apart.
     for policy in ["x86-linux-pcid", "x86-linux-nopcid", "arm64-linux", "arm64-linux-skipbcast", "x86-freebsd-gen"] {
         let d = default_spec(policy);
+        // Two operations each: both CPUs switch in, then zap a page each.
         let spec = CheckSpec {
             mms: 1,
-            ops: 5,
+            ops: 4,
             asids: if policy.starts_with("arm64") { 4 } else { 6 },
-            menu: OpKind::parse("switch,munmap,madvise,fault,reclaim").unwrap(),
+            menu: OpKind::parse("switch,munmap,madvise").unwrap(),
             memory: Memory::Sc,
             ..d
         };

@@ -112,7 +112,7 @@ fn modes_and_bad_tokens() {
     assert!(check(&spec).unwrap().counterexample.is_some());
     let e = replay("t1~nope").unwrap_err();
     assert!(e.contains("not a tlbkit replay token"), "{e}");
-    let body = "t3~zoo/nothing~2~3~4~6~sc~ff~-~0";
+    let body = "t4~zoo/nothing~2~3~1~4~6~sc~ff~-~0";
     let e = replay(&format!("{body}~{:08x}", tlbkit_check::spec::crc32(body.as_bytes()))).unwrap_err();
     assert!(e.contains("unknown bug-zoo entry"), "{e}");
 }

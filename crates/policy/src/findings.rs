@@ -64,7 +64,7 @@ pub const FINDINGS: &[Finding] = &[
                  walk refills that pmap's entry under it, and the ASID goes to another pmap that A then runs",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid"],
-        token: "t3~arm64-freebsd-asid~2~3~4~6~sc~1ff~-~z60.1~211c2047",
+        token: "t4~arm64-freebsd-asid~2~3~2~4~6~sc~3ff~-~z35.3z15.4~dfdaccb6",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0", "arm64-freebsd-asid-fix-self"],
     },
     Finding {
@@ -80,7 +80,7 @@ pub const FINDINGS: &[Finding] = &[
                  closed (on arm64-freebsd-asid the checker reduces every such schedule to the shallower window 1)",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid-fix-self"],
-        token: "t3~arm64-freebsd-asid-fix-self~2~3~4~6~sc~1ff~-~z34.1z9.1z14.1~222724ad",
+        token: "t4~arm64-freebsd-asid-fix-self~2~3~2~4~6~sc~3ff~-~z22.3z5.1z9.4z15.4~fd567fd6",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0"],
     },
 ];
