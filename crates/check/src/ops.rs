@@ -761,9 +761,7 @@ fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
         let z = {
             let st = core.st.borrow();
             (1..st.m.spaces.len() as u32).find(|&s| {
-                st.m.spaces[s as usize].life == Life::Zombie
-                    && st.m.roots_on(s) == 0
-                    && !st.m.active.contains(&Some(s))
+                st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0 && !st.m.active.contains(&Some(s))
             })
         };
         let Some(s) = z else { return };

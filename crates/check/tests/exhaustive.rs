@@ -81,7 +81,10 @@ fn tokens_round_trip_and_compress_zero_runs() {
     assert_eq!(t, format!("{body}~{:08x}", crc32(body.as_bytes())));
     let (s2, c2) = decode(&t).unwrap();
     assert_eq!(s2.policy, s.policy);
-    assert_eq!((s2.cpus, s2.mms, s2.pages, s2.asids, s2.ops, s2.memory, s2.menu), (2, 3, 1, 4, 6, Memory::Sc, OpKind::all()));
+    assert_eq!(
+        (s2.cpus, s2.mms, s2.pages, s2.asids, s2.ops, s2.memory, s2.menu),
+        (2, 3, 1, 4, 6, Memory::Sc, OpKind::all())
+    );
     assert_eq!(c2, choices);
     assert_eq!(s2.teardown, None);
     // With a contiguous block the token names its teardown.
