@@ -155,10 +155,13 @@ fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
         menu: tlbkit_check::ops::OpKind::all(),
         teardown: None,
     };
-    let mut first = tlbkit_check::search::Replay::new(&[]);
-    let named = run(&shape, &|| tlbkit_policy::asid::NoAsid::new(2), &mut first, true);
-    assert!(named.unnamed.is_empty(), "{:x?}", named.unnamed);
-    assert!(named.events.iter().any(|e| e.text.starts_with("store pc_curpmap[cpu0] = mm")), "{:?}", named.events);
+    {
+        // Dropped before the next execution reuses the arena.
+        let mut first = tlbkit_check::search::Replay::new(&[]);
+        let named = run(&shape, &|| tlbkit_policy::asid::NoAsid::new(2), &mut first, true);
+        assert!(named.unnamed.is_empty(), "{:x?}", named.unnamed);
+        assert!(named.events.iter().any(|e| e.text.starts_with("store pc_curpmap[cpu0] = mm")), "{:?}", named.events);
+    }
     let mut first = tlbkit_check::search::Replay::new(&[]);
     let out = run(&shape, &|| Nameless(tlbkit_policy::asid::NoAsid::new(2)), &mut first, true);
     assert!(!out.unnamed.is_empty());
