@@ -288,6 +288,33 @@ fn bench_cpus_bad_values_are_one_line_and_exit_2() {
 }
 
 #[test]
+fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
+    let j = bench_json(&["bench", "--check", "--policy", "arm64-freebsd-asid", "--format", "json"]);
+    assert_eq!(j["bounds"]["cpus"], 2);
+    assert_eq!(j["bounds"]["ops"], 6);
+    let checks = j["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1);
+    let c = &checks[0];
+    // The catalogued finding (window 1) is the check's result, not an error.
+    assert_eq!(c["violation"], "no_asid_alias", "{c}");
+    assert!(c["states"].as_u64().unwrap() > 0 && c["executions"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["timed_out"], false);
+    assert!(c["peak_rss_mib"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(
+        c["command"],
+        "tlbkit check --policy arm64-freebsd-asid --mode exhaustive --cpus 2 --mms 3 --asids 4 --ops 6"
+    );
+}
+
+#[test]
+fn bench_check_bad_values_are_one_line_and_exit_2() {
+    assert_bad_input(&["bench", "--check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
+    assert_bad_input(&["bench", "--check", "--limit-s", "0"], "--limit-s 0 leaves no time");
+    assert_bad_input(&["bench", "--check", "--cpus", "2"], "time the simulator, not the checker");
+    assert_bad_input(&["bench", "--limit-s", "5"], "--limit-s applies only with --check");
+}
+
+#[test]
 fn seed004_claims_print_four_strategies_each_with_a_verdict() {
     for (id, seed_ratios) in
         [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
