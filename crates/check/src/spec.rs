@@ -1172,7 +1172,8 @@ pub fn defaults(policy: &str) -> Defaults {
 /// needs an address space the first did not reserve); a shootdown protocol (x86,
 /// `arm64-noasid`) gets 3 CPUs, 3 address spaces and 9 operations, so that two
 /// CPUs can be targets of a third's shootdown and two initiators' requests can
-/// meet. Exhaustive search at these shapes takes far longer than a minute, so
+/// meet; FreeBSD x86 also gets 4 PCIDs per CPU ([`default_asids`]), so that its
+/// per-CPU PCID generations roll over too. Exhaustive search at these shapes takes far longer than a minute, so
 /// the default samples [`DEFAULT_SCHEDULES`] PCT schedules (bug depth 3) with
 /// the seed given (default 1); `--deep` is the exhaustive proof at the same
 /// shape, `--quick` the old small shape.
