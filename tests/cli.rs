@@ -407,7 +407,18 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
 
 #[test]
 fn check_passes_a_small_exhaustive_run_and_reports_json() {
-    let o = tlbkit(&["check", "--policy", "x86-freebsd-gen", "--quick", "--mode", "exhaustive", "--ops", "3", "--format", "json"]);
+    let o = tlbkit(&[
+        "check",
+        "--policy",
+        "x86-freebsd-gen",
+        "--quick",
+        "--mode",
+        "exhaustive",
+        "--ops",
+        "3",
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["mode"], "exhaustive");
@@ -553,7 +564,10 @@ fn presets_set_the_shape_and_search_and_exclude_each_other() {
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((j["mms"].as_u64(), j["mode"].as_str(), j["complete"].as_bool()), (Some(5), Some("exhaustive"), Some(true)));
+    assert_eq!(
+        (j["mms"].as_u64(), j["mode"].as_str(), j["complete"].as_bool()),
+        (Some(5), Some("exhaustive"), Some(true))
+    );
 }
 
 #[test]
