@@ -44,7 +44,7 @@ pub struct CheckArgs {
     /// minute).
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
-    /// Schedules for random and pct modes (default 20,000; 10,000 with --quick;
+    /// Schedules for random and pct modes (default 300,000; 10,000 with --quick;
     /// 100,000 for bug-zoo entries and --teardown); a cap on executions for
     /// exhaustive mode (default none).
     #[arg(long)]
@@ -56,7 +56,9 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
-    /// munmap, fault, reclaim, unmap-table, exit, fork; default all).
+    /// munmap, fault, reclaim, unmap-table, exit, fork; default all). reclaim is
+    /// kswapd's batched flush on Linux policies, the page daemon's per-page
+    /// invalidation of a pmap (loaded anywhere or nowhere) on FreeBSD ones.
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux

@@ -487,8 +487,21 @@ fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replay
 
 /// A check whose policy panics (FreeBSD's allocator with more CPUs than ASIDs
 /// can hold after a reset: its own `expect`).
-const PANICKING_CHECK: &[&str] =
-    &["check", "--policy", "arm64-freebsd-asid", "--cpus", "3", "--asids", "4", "--mms", "4", "--mode", "pct"];
+const PANICKING_CHECK: &[&str] = &[
+    "check",
+    "--policy",
+    "arm64-freebsd-asid",
+    "--cpus",
+    "3",
+    "--asids",
+    "4",
+    "--mms",
+    "4",
+    "--ops",
+    "6",
+    "--mode",
+    "pct",
+];
 
 #[test]
 fn a_policy_panic_is_the_no_policy_panic_violation_whatever_rust_backtrace_says() {
@@ -550,7 +563,9 @@ fn a_check_that_explores_nothing_says_so_and_exits_2() {
 
 #[test]
 fn presets_set_the_shape_and_search_and_exclude_each_other() {
-    assert_bad_input(&["check", "--policy", "arm64-linux", "--quick", "--deep"], "cannot be used with");
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--deep"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'--quick' cannot be used with '--deep'"), "{}", stderr(&o));
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
