@@ -108,7 +108,7 @@ fn the_default_check_finds_a_page_out_that_skips_a_pmap_loaded_nowhere() {
     assert_eq!(cx.property, "no_stale_use", "{}", cx.detail);
     let text = cx.trace();
     assert!(text.contains("the page daemon pages out page"), "{text}");
-    eprintln!("found in {} schedules, {:.1} s (debug build)", r.executions, t.elapsed().as_secs_f64());
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
 }
 
 /// A small machine on which the skip needs no more than page-out: 2 CPUs, one

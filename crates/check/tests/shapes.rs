@@ -212,7 +212,7 @@ fn the_default_check_finds_a_flush_that_interrupts_one_target_of_two() {
     let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
     assert_eq!(cx.property, "no_stale_held", "{}", cx.detail);
     assert_eq!(spec.cpus, 3);
-    eprintln!("found in {} schedules, {:.1} s (debug build)", r.executions, t.elapsed().as_secs_f64());
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
 }
 
 #[test]
