@@ -434,10 +434,23 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
 
 #[test]
 fn check_passes_a_small_exhaustive_run_and_reports_json() {
-    let o = tlbkit(&["check", "--policy", "x86-freebsd-gen", "--ops", "3", "--format", "json"]);
+    let o = tlbkit(&[
+        "check",
+        "--policy",
+        "x86-freebsd-gen",
+        "--quick",
+        "--mode",
+        "exhaustive",
+        "--ops",
+        "3",
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["mode"], "exhaustive");
+    assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["asids"].as_u64()), (Some(2), Some(3), Some(4)));
+    assert!(j["rollovers"].is_u64() && j["initiators"].is_u64(), "{j}");
     assert_eq!(j["complete"], true);
     assert!(j["states"].as_u64().unwrap() > 100);
     assert!(j["counterexample"].is_null());
@@ -501,8 +514,21 @@ fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replay
 
 /// A check whose policy panics (FreeBSD's allocator with more CPUs than ASIDs
 /// can hold after a reset: its own `expect`).
-const PANICKING_CHECK: &[&str] =
-    &["check", "--policy", "arm64-freebsd-asid", "--cpus", "3", "--asids", "4", "--mms", "4", "--mode", "pct"];
+const PANICKING_CHECK: &[&str] = &[
+    "check",
+    "--policy",
+    "arm64-freebsd-asid",
+    "--cpus",
+    "3",
+    "--asids",
+    "4",
+    "--mms",
+    "4",
+    "--ops",
+    "6",
+    "--mode",
+    "pct",
+];
 
 #[test]
 fn a_policy_panic_is_the_no_policy_panic_violation_whatever_rust_backtrace_says() {
@@ -557,8 +583,32 @@ fn a_check_that_explores_nothing_says_so_and_exits_2() {
         "nothing was checked: no execution ran",
     );
     assert_bad_input(
-        &["check", "--policy", "arm64-freebsd-asid", "--menu", "reclaim"],
+        &["check", "--policy", "arm64-freebsd-asid", "--menu", "munmap"],
         "nothing was checked: no CPU could start an operation",
+    );
+}
+
+#[test]
+fn presets_set_the_shape_and_search_and_exclude_each_other() {
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--deep"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'--quick' cannot be used with '--deep'"), "{}", stderr(&o));
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["ops"].as_u64()), (Some(2), Some(3), Some(6)));
+    assert_eq!((j["mode"].as_str(), j["executions"].as_u64()), (Some("pct"), Some(50)));
+    let o = tlbkit(&["check", "--policy", "x86-linux-pcid", "--iterations", "50"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces, 6 ASIDs, 9 operations"), "{out}");
+    assert!(out.contains("reached: 0 ASID rollover(s), "), "{out}");
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (j["mms"].as_u64(), j["mode"].as_str(), j["complete"].as_bool()),
+        (Some(5), Some("exhaustive"), Some(true))
     );
 }
 

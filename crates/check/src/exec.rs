@@ -95,8 +95,9 @@ pub struct Shape {
     pub ops: usize,
     /// The memory model.
     pub memory: Memory,
-    /// Whether kernel operations include reclaim's batched flush.
-    pub reclaim: bool,
+    /// How the kernel reclaims a page of a process no CPU needs to run: the
+    /// flush its page-out path calls (offered on every policy).
+    pub reclaim: crate::ops::Reclaim,
     /// Whether the policy is arm64's: its kernel clears a PTE with a relaxed
     /// exchange, whose store may wait in the store buffer (under TSO) until a
     /// barrier, where x86's `LOCK XCHG` is visible at once.
@@ -205,6 +206,11 @@ pub struct Outcome {
     /// When recorded: the offsets of policy fields accessed that the policy's
     /// [`Policy::name_fields`] did not name (traces show them as `[policy+0x..]`).
     pub unnamed: Vec<usize>,
+    /// ASID rollovers the policy noted ([`Note::AsidRollover`]).
+    pub rollovers: u32,
+    /// The CPUs that started a cross-CPU invalidation (sent an IPI or issued a
+    /// broadcast TLBI), as a mask of CPU numbers.
+    pub initiators: u64,
 }
 
 /// Why a CPU is not runnable.
@@ -317,6 +323,11 @@ pub(crate) struct Core {
     names: BTreeMap<usize, (String, Value)>,
     /// When recording: policy addresses accessed without a name.
     unnamed: RefCell<BTreeSet<usize>>,
+    /// ASID rollovers noted so far (a measure of what the run reached, kept out
+    /// of the state: it does not change what can happen next).
+    rollovers: Cell<u32>,
+    /// CPUs that started a cross-CPU invalidation so far (a mask; out of the state too).
+    initiators: Cell<u64>,
 }
 
 /// Collects a policy's field names ([`Policy::name_fields`]).
@@ -754,6 +765,11 @@ impl<'a> CheckHw<'a> {
         self.core.st.borrow_mut()
     }
 
+    /// Counts this CPU among the initiators of cross-CPU invalidations.
+    fn initiated(&self) {
+        self.core.initiators.set(self.core.initiators.get() | 1 << self.cpu);
+    }
+
     fn enqueue(&self, targets: impl Iterator<Item = usize>, handler: Handler, sync: bool) {
         let me = self.cpu;
         self.core.drain_own(me);
@@ -819,6 +835,9 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         self.core.pause();
+        if scope == Scope::Broadcast {
+            self.initiated();
+        }
         let n = self.st().m.tlbi(self.cpu, op, scope);
         let key = match op {
             Tlbi::Va { asid, va } => mix(asid.get() as u64, va.0),
@@ -852,6 +871,7 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.core.pause();
+        self.initiated();
         let mut list = Vec::new();
         targets.for_each(|c| list.push(c.index()));
         let h: &dyn Fn(&CheckHw<'c>) = &handler;
@@ -865,6 +885,7 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.core.pause();
+        self.initiated();
         let mut list = Vec::new();
         targets.for_each(|c| list.push(c.index()));
         // The box lives in the execution's arena; the sender waits for its
@@ -878,6 +899,7 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         self.core.pause();
+        self.initiated();
         let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
         let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
         // SAFETY: as in `send_ipi_async`.
@@ -913,6 +935,9 @@ impl<'c> Hw for CheckHw<'c> {
     }
 
     fn note(&self, note: Note) {
+        match note {
+            Note::AsidRollover => self.core.rollovers.set(self.core.rollovers.get() + 1),
+        }
         self.core.event_kind(self.cpu, 0xe_0000, Kind::Note, || match note {
             Note::AsidRollover => "ASID rollover: a new generation begins".to_string(),
         });
@@ -984,6 +1009,8 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         mark,
         names,
         unnamed: RefCell::new(BTreeSet::new()),
+        rollovers: Cell::new(0),
+        initiators: Cell::new(0),
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
@@ -1245,5 +1272,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         ops,
         events,
         unnamed: core.unnamed.borrow().iter().copied().collect(),
+        rollovers: core.rollovers.get(),
+        initiators: core.initiators.get(),
     }
 }

@@ -11,8 +11,11 @@
 //!   page; the exit of a process's last thread (teardown and `flush_mm`, then a
 //!   switch to idle; the address space is released when no CPU's root points at
 //!   it and no CPU holds it as its lazy `active_mm`); a fork into a free slot;
-//!   and, on Linux policies, `kswapd` reclaiming a page of any process with
-//!   reclaim's batched flush (`Policy::flush_batch`), offered to idle CPUs. Every
+//!   and reclaim of a page of any process (running elsewhere or nowhere) by a
+//!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
+//!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
+//!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
+//!   (`Policy::flush_page`) under its lock ([`ops::Reclaim`]). Every
 //!   page-table change of a process and the flush that follows it are made
 //!   under its `mmap_lock` (a sleeping lock). Which operation a CPU starts next
 //!   is a choice the search explores like any other (`--menu` restricts the

@@ -19,8 +19,13 @@ pub enum Op {
     Map(usize),
     /// Reclaim (by `kswapd`, a kernel thread: offered to idle CPUs) a page of the
     /// process in this slot: the PTE goes, the flush is reclaim's batched one
-    /// (`Policy::flush_batch`).
+    /// (`Policy::flush_batch`). Linux's page-out ([`Reclaim::LinuxBatched`]).
     Reclaim(u32, usize),
+    /// Page out (by FreeBSD's page daemon, a kernel thread: offered to idle CPUs)
+    /// a page of the process in this slot: under the pmap's lock the PTE goes and
+    /// that pmap's page is invalidated (`Policy::flush_page`), whether or not any
+    /// CPU runs it. FreeBSD's page-out ([`Reclaim::FreebsdPageDaemon`]).
+    PageOut(u32, usize),
     /// `munmap` of the whole range, freeing its page-table page.
     UnmapTable,
     /// The running process's last thread exits.
@@ -37,6 +42,23 @@ pub enum Op {
     /// Page aging (by `kswapd`, offered to idle CPUs) of the contiguous block of
     /// the process in this slot.
     Age(u32),
+}
+
+/// How a kernel takes a page away from a process while reclaiming memory: the
+/// flush its page-out path calls. Either kernel does it from a kernel thread, for
+/// an address space that may run on other CPUs or on none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reclaim {
+    /// Linux: `kswapd` clears the PTE in `try_to_unmap_one`, queues the mm for
+    /// the deferred flush (`set_tlb_ubc_flush_pending`), and `try_to_unmap_flush`
+    /// flushes every queued mm at once ([`Policy::flush_batch`]; mm/rmap.c).
+    LinuxBatched,
+    /// FreeBSD: the page daemon (`vm_pageout_scan_inactive` -> `vm_pageout_clean`
+    /// / `vm_page_try_remove_all` -> `pmap_remove_all`) takes each mapping's pmap
+    /// lock, clears the PTE and calls `pmap_invalidate_page(pmap, va)` for that
+    /// pmap ([`Policy::flush_page`]), loaded on some CPU or on none
+    /// (sys/amd64/amd64/pmap.c and sys/arm64/arm64/pmap.c, `pmap_remove_all`).
+    FreebsdPageDaemon,
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -131,7 +153,7 @@ impl Op {
             Op::Idle => OpKind::Idle,
             Op::Unmap(_) => OpKind::Munmap,
             Op::Map(_) => OpKind::Fault,
-            Op::Reclaim(..) => OpKind::Reclaim,
+            Op::Reclaim(..) | Op::PageOut(..) => OpKind::Reclaim,
             Op::UnmapTable => OpKind::UnmapTable,
             Op::Exit => OpKind::Exit,
             Op::Fork(_) => OpKind::Fork,
@@ -149,6 +171,9 @@ impl Op {
             Op::Unmap(p) => format!("munmap page {:#x}", va_of(p)),
             Op::Map(p) => format!("fault in page {:#x}", va_of(p)),
             Op::Reclaim(s, p) => format!("kswapd reclaims page {:#x} of mm{s} (batched flush)", va_of(p)),
+            Op::PageOut(s, p) => {
+                format!("the page daemon pages out page {:#x} of mm{s} (pmap_remove_all)", va_of(p))
+            }
             Op::UnmapTable => "munmap the whole range, freeing its page table".to_string(),
             Op::Exit => "exit: the process's last thread leaves".to_string(),
             Op::Fork(s) => format!("fork a new process into slot mm{s}"),
@@ -173,6 +198,7 @@ impl Op {
             Op::UnmapBlock(j) => 0xa00 + j as u64,
             Op::MapBlock(j) => 0xb00 + j as u64,
             Op::Age(s) => 0xc00 + s as u64,
+            Op::PageOut(s, p) => 0xd00 + ((s as u64) << 4) + p as u64,
         }
     }
 }
@@ -209,20 +235,23 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.push(Op::Switch(s));
     }
     let Task::User(s) = cur else {
-        if core.shape.reclaim {
-            for r in 1..m.spaces.len() as u32 {
-                let sp = &m.spaces[r as usize];
-                if sp.life != Life::Live {
-                    continue;
+        // Both kernels reclaim from a kernel thread (`kswapd`, the page daemon),
+        // for processes running elsewhere or nowhere.
+        for r in 1..m.spaces.len() as u32 {
+            let sp = &m.spaces[r as usize];
+            if sp.life != Life::Live {
+                continue;
+            }
+            for p in 0..PAGES {
+                if sp.ptes[p].is_some() {
+                    ops.push(match core.shape.reclaim {
+                        Reclaim::LinuxBatched => Op::Reclaim(r, p),
+                        Reclaim::FreebsdPageDaemon => Op::PageOut(r, p),
+                    });
                 }
-                for p in 0..PAGES {
-                    if sp.ptes[p].is_some() {
-                        ops.push(Op::Reclaim(r, p));
-                    }
-                }
-                if sp.block.iter().any(|v| v.valid()) {
-                    ops.push(Op::Age(r));
-                }
+            }
+            if sp.block.iter().any(|v| v.valid()) {
+                ops.push(Op::Age(r));
             }
         }
         push_forks(m, &mut ops);
@@ -361,8 +390,9 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             set_task(core, cpu, Task::User(s), true, false);
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
-        (Op::Unmap(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, false),
-        (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, true),
+        (Op::Unmap(pg), Task::User(s)) => unmap_page(core, p, cpu, s, pg, Unmapper::Munmap),
+        (Op::Reclaim(s, pg), _) => unmap_page(core, p, cpu, s, pg, Unmapper::Kswapd),
+        (Op::PageOut(s, pg), _) => unmap_page(core, p, cpu, s, pg, Unmapper::PageDaemon),
         (Op::Map(pg), Task::User(s)) => {
             lock_mm(core, cpu, s);
             // As Linux rechecks `pte_none` under the page-table lock: another
@@ -466,9 +496,24 @@ fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
     core.event_kind(cpu, 0x12_0000, Kind::FlushDone, || format!("{flush} returned: {n} obligation(s) discharged"));
 }
 
-fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batched: bool) {
+/// Who takes a page away, and so which flush follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unmapper {
+    /// `munmap` by a thread of the process: [`Policy::flush_page`].
+    Munmap,
+    /// Linux reclaim: [`Policy::flush_batch`].
+    Kswapd,
+    /// FreeBSD page-out: [`Policy::flush_page`] of a pmap that may be loaded nowhere.
+    PageDaemon,
+}
+
+fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, by: Unmapper) {
     let hw = CheckHw::new(core, cpu);
-    let change = if batched { "reclaim" } else { "munmap" };
+    let change = match by {
+        Unmapper::Munmap => "munmap",
+        Unmapper::Kswapd => "reclaim",
+        Unmapper::PageDaemon => "page-out",
+    };
     lock_mm(core, cpu, s);
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
@@ -495,12 +540,15 @@ fn unmap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, batc
             if deferred { ", the store into its store buffer" } else { "" }
         )
     });
-    let flush = if batched {
-        p.flush_batch(&hw, &[MmId(s)]);
-        "flush_batch"
-    } else {
-        p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
-        "flush_page"
+    let flush = match by {
+        Unmapper::Kswapd => {
+            p.flush_batch(&hw, &[MmId(s)]);
+            "flush_batch"
+        }
+        Unmapper::Munmap | Unmapper::PageDaemon => {
+            p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+            "flush_page"
+        }
     };
     discharge(core, cpu, &[id], flush);
     free_frames(core, &[frame]);

@@ -158,6 +158,9 @@ pub struct FreebsdX86 {
     pcpu: Vec<PcpuPmap>,
     all_cpus: CpuMask,
     protocol: Protocol,
+    /// One past the largest PCID ([`PMAP_PCID_OVERMAX`] unless a checker shrinks
+    /// the space, [`FreebsdX86::with_pcid_overmax`]).
+    pcid_overmax: u32,
 }
 
 impl FreebsdX86 {
@@ -185,7 +188,31 @@ impl FreebsdX86 {
             .collect();
         let all_cpus = CpuMask::new(ncpus);
         all_cpus.set_all();
-        FreebsdX86 { pmaps, pcpu, all_cpus, protocol: Protocol::new(completion, ncpus) }
+        FreebsdX86 {
+            pmaps,
+            pcpu,
+            all_cpus,
+            protocol: Protocol::new(completion, ncpus),
+            pcid_overmax: PMAP_PCID_OVERMAX,
+        }
+    }
+
+    /// Returns this policy with a PCID space of `overmax` PCIDs per CPU (0 to
+    /// `overmax - 1`, 0 being `kernel_pmap`'s) instead of the hardware's 4096
+    /// ([`PMAP_PCID_OVERMAX`]): the same allocator with a smaller bound, so that a
+    /// bounded model checker reaches its generation rollovers
+    /// (`pmap_pcid_alloc`), as a small `asid_bits` does on arm64.
+    ///
+    /// # Panics
+    /// If `overmax` is below 3 (`vmspace0` holds PCID 1 from boot: a user pmap
+    /// needs at least one more) or above [`PMAP_PCID_OVERMAX`].
+    pub fn with_pcid_overmax(mut self, overmax: u32) -> Self {
+        assert!(
+            (PMAP_PCID_KERN + 3..=PMAP_PCID_OVERMAX).contains(&overmax),
+            "a PCID space of {overmax} leaves no PCID for a user pmap, or exceeds the hardware's"
+        );
+        self.pcid_overmax = overmax;
+        self
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]): only
@@ -280,9 +307,9 @@ impl FreebsdX86 {
         }
         // Relaxed (pcid_next, pcid_gen): this CPU's private state.
         let mut next = pc.pcid_next.load(Ordering::Relaxed);
-        debug_assert!(next <= PMAP_PCID_OVERMAX);
+        debug_assert!(next <= self.pcid_overmax);
         let mut new_gen = gen;
-        if next == PMAP_PCID_OVERMAX {
+        if next == self.pcid_overmax {
             new_gen = gen.wrapping_add(1);
             if new_gen == 0 {
                 new_gen = 1;
@@ -634,6 +661,20 @@ mod tests {
         // Same pmap again: nothing at all.
         p.switch_mm(&hw, MmId(2));
         assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_smaller_pcid_space_rolls_over_at_its_own_bound() {
+        // Four PCIDs: 0 is kernel_pmap's, 1 vmspace0's, so user pmaps get 2 and 3.
+        let p = fbsd(1, 4, Completion::Counter).with_pcid_overmax(4);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        assert_eq!(hw.take(), vec![root(1, 2, false), root(2, 3, false)]);
+        assert_eq!(p.pcid_state(CpuId(0)), (4, 1));
+        p.switch_mm(&hw, MmId(3));
+        assert_eq!(hw.take(), vec!["note AsidRollover".into(), root(3, 1, false)]);
+        assert_eq!(p.pcid_state(CpuId(0)), (2, 2));
     }
 
     #[test]
