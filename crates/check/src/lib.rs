@@ -136,7 +136,7 @@ pub mod ops;
 pub mod search;
 pub mod spec;
 
-pub use spec::{check, check_with_progress, replay, CheckReport, CheckSpec, Mode};
+pub use spec::{check, check_policy, check_with_progress, replay, CheckReport, CheckSpec, Mode};
 
 #[cfg(test)]
 #[global_allocator]

@@ -278,15 +278,6 @@ pub fn default_memory(policy: &str) -> Memory {
 
 /// Validates `spec` and returns the machine shape it asks for.
 fn shape(spec: &CheckSpec) -> Result<Shape, String> {
-    if !(1..=8).contains(&spec.cpus) {
-        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
-    }
-    if !(1..=8).contains(&spec.mms) {
-        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
-    }
-    if spec.ops == 0 || spec.ops > 64 {
-        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
-    }
     let r = resolve(&spec.policy)?;
     if let Some(t) = spec.teardown {
         if !r.base.starts_with("arm64-linux") {
@@ -297,15 +288,35 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
             ));
         }
     }
+    shape_of(
+        spec,
+        // Reclaim's deferred flush is a Linux path (`try_to_unmap_flush`).
+        r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux"),
+        r.base.starts_with("arm64"),
+        (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+    )
+}
+
+/// Validates the bounds of `spec` and returns its shape with the kernel's
+/// `reclaim`, architecture and bug.
+fn shape_of(spec: &CheckSpec, reclaim: bool, arm64: bool, bug: Option<KernelBug>) -> Result<Shape, String> {
+    if !(1..=8).contains(&spec.cpus) {
+        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
+    }
+    if !(1..=8).contains(&spec.mms) {
+        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
+    }
+    if spec.ops == 0 || spec.ops > 64 {
+        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
+    }
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
         ops: spec.ops,
         memory: spec.memory,
-        // Reclaim's deferred flush is a Linux path (`try_to_unmap_flush`).
-        reclaim: r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux"),
-        arm64: r.base.starts_with("arm64"),
-        bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        reclaim,
+        arm64,
+        bug,
         menu: spec.menu,
         teardown: spec.teardown,
     })
@@ -321,6 +332,40 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
     let shape = shape(spec)?;
     with_policy(spec, Search { spec, shape: &shape, progress })?
+}
+
+/// Checks a policy the caller builds instead of a registered one: what a user
+/// bringing their own policy needs, and how a test checks a deliberately broken
+/// variant of a real policy (a wrapper that forwards to it and breaks one thing).
+///
+/// `spec` gives the shape and the search as for [`check`]; its `policy` is only a
+/// label for the report and the replay token, which `tlbkit replay` cannot rebuild
+/// (the token names no registered policy). `build` constructs a fresh policy for
+/// every execution from the registry's [`Build`] (`cpus`, `mm_slots` = `mms + 1`,
+/// and on arm64 `asid_bits` from `spec.asids`), as a [`registry::with_policy`]
+/// entry does. `arch` is the policy's architecture: on arm64 the kernel clears a
+/// PTE with a relaxed exchange (a buffered store under TSO), and only arm64
+/// policies may have a contiguous block (`spec.teardown`). Reclaim
+/// ([`crate::ops::OpKind::Reclaim`]) is not offered: the checker offers it to
+/// Linux's registered policies only.
+pub fn check_policy<P: Policy>(
+    spec: &CheckSpec,
+    arch: tlbkit_sim::preset::Arch,
+    build: &dyn Fn(&Build) -> P,
+) -> Result<CheckReport, String> {
+    let arm64 = arch == tlbkit_sim::preset::Arch::Arm64;
+    if let (Some(t), false) = (spec.teardown, arm64) {
+        return Err(format!("--teardown {t}: contiguous PTEs are arm64's; {} is not an arm64 policy", spec.policy));
+    }
+    let shape = shape_of(spec, false, arm64, None)?;
+    let b = Build {
+        cpus: spec.cpus,
+        mm_slots: spec.mms + 1,
+        asid_bits: if arm64 { asid_bits(spec.asids)? } else { 12 },
+        kpti: false,
+        bug: None,
+    };
+    search_with(spec, &shape, &|| build(&b), &mut |_| {})
 }
 
 fn search_with<P: Policy>(
