@@ -489,7 +489,8 @@ impl Machine {
                 cpu: d.cpu,
                 discharged: true,
             };
-            let when = format!(" (by cpu{}, while cpu{cpu} was in an interrupt handler, which has now returned)", d.cpu);
+            let when =
+                format!(" (by cpu{}, while cpu{cpu} was in an interrupt handler, which has now returned)", d.cpu);
             self.judge_held(cpu, &o, d.flush, &when)?;
         }
         Ok(())
@@ -524,7 +525,9 @@ impl Machine {
             }
             return Ok(());
         };
-        if self.tasks[c] != Task::User(slot) || self.switching[c] || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
+        if self.tasks[c] != Task::User(slot)
+            || self.switching[c]
+            || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
         {
             return Ok(());
         }

@@ -208,7 +208,6 @@ impl FreebsdX86 {
     pub fn protocol(&self) -> &Protocol {
         &self.protocol
     }
-
 }
 
 impl<C> FreebsdX86<C> {
