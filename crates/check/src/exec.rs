@@ -224,8 +224,6 @@ pub(crate) enum Block {
     Spin(Vec<(usize, u64)>, u64),
     /// Waiting for the handlers of its synchronous IPI.
     Sync,
-    /// Waiting for the handlers of its asynchronous IPIs (at the end of a shootdown).
-    Async,
     /// No operations left: waits for interrupts only.
     Idle,
     /// Sleeping on the `mmap_lock` of this slot (interrupts are taken meanwhile).
@@ -241,6 +239,10 @@ struct Irq {
     handler: Handler,
     from: usize,
     sync: bool,
+    /// The sender's history when it sent the IPI: what the handler captured is a
+    /// function of it, so it stands for the handler in the state (an asynchronous
+    /// sender may have moved on by the time the handler runs).
+    key: u64,
 }
 
 /// A CPU's execution state besides the machine's.
@@ -251,7 +253,6 @@ pub(crate) struct Cpu {
     pending: VecDeque<Irq>,
     buffer: VecDeque<(usize, Width, u64)>,
     sync_out: usize,
-    async_out: usize,
     pub(crate) history: u64,
     /// Policy addresses read since the last spin, with their write versions then.
     pub(crate) reads: Vec<(usize, u64)>,
@@ -271,10 +272,10 @@ impl Hash for Cpu {
         self.irq_off.hash(h);
         self.in_handler.hash(h);
         for i in &self.pending {
-            (i.from, i.sync).hash(h);
+            (i.from, i.sync, i.key).hash(h);
         }
         self.buffer.hash(h);
-        (self.sync_out, self.async_out, self.history, &self.reads, self.next).hash(h);
+        (self.sync_out, self.history, &self.reads, self.next).hash(h);
     }
 }
 
@@ -475,11 +476,9 @@ impl Core {
     /// Blocks the current CPU for `why` until the scheduler finds it runnable.
     pub(crate) fn block(&self, why: Block) {
         let cpu = self.cpu();
-        let acks = matches!(why, Block::Sync | Block::Async);
         self.st.borrow_mut().cpus[cpu].block = why;
         self.pause();
         self.st.borrow_mut().cpus[cpu].block = Block::No;
-        if acks {}
     }
 
     fn take_interrupts(&self, cpu: usize) {
@@ -494,7 +493,9 @@ impl Core {
                 c.in_handler = true;
                 // A CPU that was waiting runs the handler; it waits again after.
                 let blocked = std::mem::replace(&mut c.block, Block::No);
-                (irq, c.history, blocked)
+                let saved = c.history;
+                st.m.in_irq[cpu] = true;
+                (irq, saved, blocked)
             };
             let (irq, saved, blocked) = irq;
             self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
@@ -503,10 +504,12 @@ impl Core {
             // SAFETY (lifetime only): the core outlives every step of its execution.
             let core: &'static Core = unsafe { &*(self as *const Core) };
             let hw = CheckHw { core, cpu };
-            // SAFETY: the sender keeps the handler alive until every target has
-            // run it (it waits for its sync IPIs; for async ones, at `Phase::Done`).
+            // SAFETY: a synchronous handler borrows from its sender, which waits
+            // until every target has run it; an asynchronous one lives in the
+            // execution's arena and borrows only what outlives every shootdown
+            // (see `send_ipi_async`).
             unsafe { (*irq.handler)(&hw) };
-            {
+            let judged = {
                 let mut st = self.st.borrow_mut();
                 st.cpus[cpu].in_handler = false;
                 st.cpus[cpu].block = blocked;
@@ -514,12 +517,16 @@ impl Core {
                 // its history is what the interrupted code had; what the handler
                 // did lives on in shared memory and the machine.
                 st.cpus[cpu].history = mix(saved, irq.from as u64);
-                let s = &mut st.cpus[irq.from];
                 if irq.sync {
-                    s.sync_out -= 1;
-                } else {
-                    s.async_out -= 1;
+                    st.cpus[irq.from].sync_out -= 1;
                 }
+                st.m.in_irq[cpu] = false;
+                // Flushes that returned while this CPU was in the handler are
+                // judged for it now, before it can run anything else.
+                st.m.judge_after_irq(cpu)
+            };
+            if let Err(v) = judged {
+                self.violated(v);
             }
             if self.record {
                 let mut st = self.st.borrow_mut();
@@ -581,7 +588,6 @@ impl Core {
             Block::Spin(reads, e) if reads.is_empty() => st.writes > *e || irq,
             Block::Spin(reads, _) => irq || reads.iter().any(|(a, v)| st.wver.get(a).copied().unwrap_or(0) > *v),
             Block::Sync => s.sync_out == 0 || irq,
-            Block::Async => s.async_out == 0 || irq,
             Block::Idle => irq,
             Block::MmLock(s) => irq || st.m.mm_lock[*s as usize].is_none(),
         }
@@ -776,14 +782,13 @@ impl<'a> CheckHw<'a> {
         let mut list = Vec::new();
         {
             let mut st = self.st();
+            let key = st.cpus[me].history;
             for t in targets.filter(|&t| t != me) {
-                st.cpus[t].pending.push_back(Irq { handler, from: me, sync });
+                st.cpus[t].pending.push_back(Irq { handler, from: me, sync, key });
                 list.push(t);
             }
             if sync {
                 st.cpus[me].sync_out += list.len();
-            } else {
-                st.cpus[me].async_out += list.len();
             }
         }
         let key = list.iter().fold(0x9_0000 + sync as u64, |h, &t| mix(h, t as u64));
@@ -888,8 +893,13 @@ impl<'c> Hw for CheckHw<'c> {
         self.initiated();
         let mut list = Vec::new();
         targets.for_each(|c| list.push(c.index()));
-        // The box lives in the execution's arena; the sender waits for its
-        // handlers at `Phase::Done`, while what they borrow is still alive.
+        // The sender does not wait: its handlers may run after it has returned
+        // (when the protocol stops waiting, as the kernel's initiator does), so the
+        // handler is moved into a box in the execution's arena, which lives until
+        // the execution ends. What it borrows must outlive every shootdown, as a
+        // kernel's handler reads only global and per-CPU memory: the contract of
+        // `Hw::send_ipi_async`, which the policies' handlers keep by capturing only
+        // the policy's shared state and values they own.
         let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
         let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
         // SAFETY: see above.
@@ -924,13 +934,12 @@ impl<'c> Hw for CheckHw<'c> {
             )
         });
         if phase == Phase::Done {
+            // The protocol has stopped waiting, and so does the initiator: the
+            // handlers of its asynchronous IPIs may still be pending or running (a
+            // protocol may acknowledge before it invalidates, or stop waiting too
+            // early), and what its caller does next (the oracle's judgement, freeing
+            // frames, the next request) happens as it would in the kernel.
             self.core.st.borrow_mut().cpus[self.cpu].reads.clear();
-            // The handlers of this shootdown's asynchronous IPIs may still be running
-            // (a protocol may acknowledge before it invalidates); what they borrow
-            // lives in the caller's frames, so the sender leaves only after them.
-            while self.core.st.borrow().cpus[self.cpu].async_out > 0 {
-                self.core.block(Block::Async);
-            }
         }
     }
 
@@ -974,7 +983,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
             pending: VecDeque::new(),
             buffer: VecDeque::new(),
             sync_out: 0,
-            async_out: 0,
             history: 0,
             reads: Vec::new(),
             next: None,

@@ -302,15 +302,6 @@ pub fn default_memory(policy: &str) -> Memory {
 /// Validates `spec` and returns the machine shape it asks for (its kernel's
 /// page-out path included).
 pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
-    if !(1..=8).contains(&spec.cpus) {
-        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
-    }
-    if !(1..=8).contains(&spec.mms) {
-        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
-    }
-    if spec.ops == 0 || spec.ops > 64 {
-        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
-    }
     let r = resolve(&spec.policy)?;
     if let Some(t) = spec.teardown {
         if !r.base.starts_with("arm64-linux") {
@@ -321,14 +312,39 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
             ));
         }
     }
+    shape_of(
+        spec,
+        reclaim_of(r.base),
+        r.base.starts_with("arm64"),
+        (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+    )
+}
+
+/// Validates the bounds of `spec` and returns its shape with the kernel's
+/// `reclaim`, architecture and bug.
+fn shape_of(
+    spec: &CheckSpec,
+    reclaim: crate::ops::Reclaim,
+    arm64: bool,
+    bug: Option<KernelBug>,
+) -> Result<Shape, String> {
+    if !(1..=8).contains(&spec.cpus) {
+        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
+    }
+    if !(1..=8).contains(&spec.mms) {
+        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
+    }
+    if spec.ops == 0 || spec.ops > 64 {
+        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
+    }
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
         ops: spec.ops,
         memory: spec.memory,
-        reclaim: reclaim_of(r.base),
-        arm64: r.base.starts_with("arm64"),
-        bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        reclaim,
+        arm64,
+        bug,
         menu: spec.menu,
         teardown: spec.teardown,
     })
