@@ -266,16 +266,55 @@ pub(crate) struct Cpu {
     pub(crate) ops_done: usize,
 }
 
-impl Hash for Cpu {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.block.hash(h);
+impl Cpu {
+    /// Hashes the CPU's state with every policy address it holds keyed by
+    /// `key` (its offset in the arena, see [`Core::addr_key`]): the same state
+    /// hashes the same on every thread, whose arenas lie at different addresses.
+    ///
+    /// Write versions are counters of the whole execution, so a path that wrote
+    /// more before reaching the same state would hash differently: they are
+    /// hashed as what decides the future, the stores made since (`since`, per
+    /// address; `since_any`, of every store).
+    fn hash_keyed<H: Hasher>(
+        &self,
+        h: &mut H,
+        key: impl Fn(usize) -> u64,
+        since: impl Fn(usize, u64) -> u64,
+        since_any: impl Fn(u64) -> u64,
+    ) {
+        match &self.block {
+            Block::Spin(reads, w) => {
+                1u8.hash(h);
+                reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+                if reads.is_empty() {
+                    since_any(*w).hash(h);
+                }
+            }
+            other => {
+                std::mem::discriminant(other).hash(h);
+                if let Block::MmLock(slot) = other {
+                    slot.hash(h);
+                }
+            }
+        }
         self.irq_off.hash(h);
         self.in_handler.hash(h);
         for i in &self.pending {
             (i.from, i.sync, i.key).hash(h);
         }
-        self.buffer.hash(h);
-        (self.sync_out, self.history, &self.reads, self.next).hash(h);
+        self.buffer.iter().for_each(|&(a, w, v)| (key(a), w, v).hash(h));
+        // What it has left to do: two CPUs that swapped their operations can
+        // reach the same machine with different budgets, and different futures.
+        (self.sync_out, self.history, self.ops_done).hash(h);
+        self.reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+        self.next.map(|(a, w)| (key(a), w)).hash(h);
+        // The spin-loop anchor decides the history after the loop's next wait:
+        // leaving it out would let the order of the search decide which
+        // histories (and so which states) it meets.
+        if let Some((hist, addrs)) = &self.anchor {
+            hist.hash(h);
+            addrs.iter().for_each(|&a| key(a).hash(h));
+        }
     }
 }
 
@@ -622,7 +661,10 @@ impl Core {
         let st = self.st.borrow();
         let mut h = std::hash::DefaultHasher::new();
         st.m.hash(&mut h);
-        st.cpus.hash(&mut h);
+        let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
+        for c in &st.cpus {
+            c.hash_keyed(&mut h, |a| self.addr_key(a), since, |w| st.writes - w);
+        }
         st.ops_started.hash(&mut h);
         for (&addr, &w) in &st.shared {
             // SAFETY: a live facade atomic of width `w` (policy memory).

@@ -68,7 +68,9 @@ fn exhaustive_state_count_is_deterministic() {
     assert_eq!((a.states, a.executions, a.max_steps), (b.states, b.executions, b.max_steps));
     assert!(a.complete && a.counterexample.is_none());
     // Pinned: a change to the model, the hooks or the pruning shows here first.
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (4085, 3389, 3355, 40));
+    // (4085, 3389, 3355, 40) before the state hash took in each CPU's operations
+    // left and write versions as stores made since (see `spec::soundness`).
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3797, 3200, 3166, 40));
 }
 
 #[test]
