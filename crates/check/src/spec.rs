@@ -1399,7 +1399,7 @@ mod soundness {
             policy: policy.into(),
             cpus: 2,
             mms: 3,
-            asids: if is_x86(policy) { 6 } else { 4 },
+            asids: default_asids(policy, 2),
             ops,
             mode: Mode::Exhaustive,
             iterations: u64::MAX,

@@ -16,7 +16,7 @@ fn spec(policy: &str, ops: usize) -> CheckSpec {
         policy: policy.to_string(),
         cpus: 2,
         mms: 3,
-        asids: if policy.starts_with("x86") { 6 } else { 4 },
+        asids: tlbkit_check::spec::default_asids(policy, 2),
         ops,
         mode: Mode::Exhaustive,
         iterations: u64::MAX,
