@@ -33,11 +33,11 @@ impl Chooser for Replay<'_> {
 }
 
 /// Depth-first search over every choice, replaying a prefix and pruning at any
-/// state seen before.
+/// state seen before: `visit` records a state and returns whether it is new.
 struct Dfs<'a> {
     prefix: &'a [Choice],
     at: usize,
-    visited: &'a mut HashSet<u64>,
+    visit: &'a mut dyn FnMut(u64) -> bool,
 }
 
 impl Chooser for Dfs<'_> {
@@ -48,7 +48,7 @@ impl Chooser for Dfs<'_> {
             debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
             return Pick::Take(c.taken as usize);
         }
-        if point == Point::Sched && !self.visited.insert(state) {
+        if point == Point::Sched && !(self.visit)(state) {
             return Pick::Prune;
         }
         Pick::Take(0)
@@ -88,7 +88,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             return (stats, None);
         }
         let out = {
-            let mut d = Dfs { prefix: &stack, at: 0, visited: &mut visited };
+            let mut d = Dfs { prefix: &stack, at: 0, visit: &mut |state| visited.insert(state) };
             run(&mut d)
         };
         stats.executions += 1;
@@ -151,32 +151,6 @@ impl Shared {
     fn first_visit(&self, state: u64) -> bool {
         let shard = (state >> 58) as usize % SHARDS;
         self.visited[shard].lock().expect("no worker panicked holding a shard").insert(state)
-    }
-}
-
-/// [`Dfs`] against the shared visited set.
-struct SharedDfs<'a> {
-    prefix: &'a [Choice],
-    at: usize,
-    shared: &'a Shared,
-}
-
-impl Chooser for SharedDfs<'_> {
-    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
-        let i = self.at;
-        self.at += 1;
-        if let Some(c) = self.prefix.get(i) {
-            debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
-            return Pick::Take(c.taken as usize);
-        }
-        if point == Point::Sched && !self.shared.first_visit(state) {
-            return Pick::Prune;
-        }
-        Pick::Take(0)
-    }
-
-    fn wants_state(&self) -> bool {
-        true
     }
 }
 
@@ -284,7 +258,7 @@ fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Vec<Choice>, 
             shared.stop.store(true, Relaxed);
             return;
         }
-        let out = run(&mut SharedDfs { prefix: &t.stack, at: 0, shared });
+        let out = run(&mut Dfs { prefix: &t.stack, at: 0, visit: &mut |state| shared.first_visit(state) });
         shared.max_steps.fetch_max(out.steps, Relaxed);
         if out.pruned {
             shared.pruned.fetch_add(1, Relaxed);

@@ -1237,6 +1237,25 @@ pub const DEFAULT_SCHEDULES: u64 = 300_000;
 /// The schedules a `--quick` run samples.
 pub const QUICK_SCHEDULES: u64 = 10_000;
 
+/// Returns the spec `tlbkit check --policy POLICY` runs with no other flag:
+/// [`defaults`], seed 1, the policy's [`default_memory`], no contiguous block.
+pub fn default_spec(policy: &str) -> CheckSpec {
+    let d = defaults(policy);
+    CheckSpec {
+        policy: policy.to_string(),
+        cpus: d.cpus,
+        mms: d.mms,
+        asids: d.asids,
+        ops: d.ops,
+        mode: d.mode,
+        iterations: d.iterations,
+        seed: 1,
+        memory: default_memory(policy),
+        menu: d.menu,
+        teardown: None,
+    }
+}
+
 /// Returns the defaults for `policy` (no preset): see [`preset`].
 pub fn defaults(policy: &str) -> Defaults {
     preset(policy, Preset::Default)

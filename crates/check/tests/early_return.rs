@@ -6,8 +6,7 @@
 //! three protocols (the scoreboard acknowledges before it invalidates, on purpose)
 //! still pass.
 
-use tlbkit_check::exec::Memory;
-use tlbkit_check::spec::{defaults, CheckSpec};
+use tlbkit_check::spec::{default_spec, CheckSpec};
 use tlbkit_check::{check_policy, Mode};
 use tlbkit_policy::asid::FreebsdX86;
 use tlbkit_policy::fields::{Fields, Value};
@@ -147,24 +146,6 @@ impl CompletionProtocol for ShortWait {
         for (i, d) in self.done.iter().enumerate() {
             f.add(d, format_args!("pcpu[cpu{i}].pc_smp_tlb_done"), Value::Number);
         }
-    }
-}
-
-/// The spec `tlbkit check --policy NAME` runs with no other flag.
-fn default_spec(policy: &str) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        asids: d.asids,
-        ops: d.ops,
-        mode: d.mode,
-        iterations: d.iterations,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: d.menu,
-        teardown: None,
     }
 }
 

@@ -7,10 +7,10 @@
 //! found only by such an operation.
 
 use std::sync::atomic::Ordering::SeqCst;
-use tlbkit_check::exec::{self, Memory, Shape};
+use tlbkit_check::exec::{self, Shape};
 use tlbkit_check::ops::{OpKind, Reclaim};
 use tlbkit_check::search::{self, Randomised};
-use tlbkit_check::spec::{check_policy, default_asids, defaults};
+use tlbkit_check::spec::{check_policy, default_asids};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
@@ -78,21 +78,8 @@ impl Policy for SkipInactive {
 
 /// `tlbkit check --policy x86-freebsd-gen` with no other flag, with `menu` if given.
 fn default_spec(menu: Option<u32>) -> CheckSpec {
-    let policy = "x86-freebsd-gen";
-    let d = defaults(policy);
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        asids: d.asids,
-        ops: d.ops,
-        mode: d.mode,
-        iterations: d.iterations,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: menu.unwrap_or(d.menu),
-        teardown: None,
-    }
+    let d = tlbkit_check::spec::default_spec("x86-freebsd-gen");
+    CheckSpec { menu: menu.unwrap_or(d.menu), ..d }
 }
 
 fn skip_inactive(spec: &CheckSpec) -> impl Fn() -> SkipInactive + '_ {

@@ -26,20 +26,8 @@ static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 /// `tlbkit check --policy POLICY` with no other flag, its first `iterations`
 /// schedules only.
 fn default_spec(policy: &str, iterations: u64) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        asids: d.asids,
-        ops: d.ops,
-        mode: d.mode,
-        iterations: iterations.min(d.iterations),
-        seed: 1,
-        memory: tlbkit_check::spec::default_memory(policy),
-        menu: d.menu,
-        teardown: None,
-    }
+    let d = tlbkit_check::spec::default_spec(policy);
+    CheckSpec { iterations: iterations.min(d.iterations), ..d }
 }
 
 /// The policies with an ASID or PCID allocator that rolls over: every arm64
