@@ -72,6 +72,11 @@ pub struct CheckArgs {
     /// matter (root writes, invalidations, PTE changes, the policy's decisions).
     #[arg(long)]
     verbose: bool,
+    /// Exhaustive mode: worker threads sharing one visited set (default 1). The
+    /// states reached, the verdict and any counterexample are the same for every
+    /// count; only the executions run and the time differ.
+    #[arg(long)]
+    jobs: Option<usize>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -143,9 +148,12 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let r = tlbkit_check::check_with_progress(&spec, &mut |n| {
-        bar.set_message(format!("{n} executions, {}", spec.mode.name()));
-    });
+    let r = match a.jobs {
+        Some(jobs) => tlbkit_check::spec::check_exhaustive_jobs(&spec, jobs),
+        None => tlbkit_check::check_with_progress(&spec, &mut |n| {
+            bar.set_message(format!("{n} executions, {}", spec.mode.name()));
+        }),
+    };
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

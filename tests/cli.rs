@@ -307,6 +307,27 @@ fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
 }
 
 #[test]
+fn check_jobs_reaches_the_states_one_thread_reaches() {
+    let args =
+        ["check", "--policy", "arm64-noasid", "--quick", "--mode", "exhaustive", "--ops", "3", "--format", "json"];
+    let one = bench_json(&args);
+    let mut two_args = args.to_vec();
+    two_args.extend(["--jobs", "2"]);
+    let two = bench_json(&two_args);
+    assert_eq!(one["complete"], true);
+    assert_eq!(two["complete"], true);
+    assert_eq!(one["states"], two["states"]);
+    assert_bad_input(
+        &["check", "--policy", "arm64-noasid", "--jobs", "2"],
+        "--jobs applies to exhaustive mode, not pct",
+    );
+    assert_bad_input(
+        &["check", "--policy", "arm64-noasid", "--mode", "exhaustive", "--jobs", "0"],
+        "--jobs 0 runs nothing",
+    );
+}
+
+#[test]
 fn bench_check_bad_values_are_one_line_and_exit_2() {
     assert_bad_input(&["bench", "--check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
     assert_bad_input(&["bench", "--check", "--limit-s", "0"], "--limit-s 0 leaves no time");
