@@ -11,10 +11,22 @@ pub struct CheckArgs {
     /// A policy from `tlbkit list`, or a bug-zoo variant `zoo/<id>`.
     #[arg(long)]
     policy: String,
-    /// CPUs (default 2; a bug-zoo entry has its own defaults, see `tlbkit list`).
+    /// The small shape (2 CPUs, 3 address spaces, 6 operations) with 10,000 pct
+    /// schedules: seconds, for a first look. Flags given beside it win.
+    #[arg(long, conflicts_with = "deep")]
+    quick: bool,
+    /// The default shape searched exhaustively, with no cap: the proof for that
+    /// shape, far longer than the default run. Flags given beside it win.
+    #[arg(long)]
+    deep: bool,
+    /// CPUs. Default: 2 for ASID allocators (the arm64 policies with ASIDs), 3 for
+    /// shootdown protocols (x86, arm64-noasid), so that a default run reaches two
+    /// ASID rollovers or three CPUs flushing (the report's `reached:` line); a
+    /// bug-zoo entry has its own defaults, see `tlbkit list`.
     #[arg(long)]
     cpus: Option<usize>,
-    /// Address spaces (processes) at the start (default 3; 1 with --teardown).
+    /// Address spaces (processes) at the start. Default: 5 for ASID allocators, 3
+    /// for shootdown protocols (1 with --teardown).
     #[arg(long)]
     mms: Option<usize>,
     /// Pages each address space maps, 1 to 4 (default 2, so that two flushes of
@@ -22,18 +34,24 @@ pub struct CheckArgs {
     /// and 1 for the shape of tokens before t4).
     #[arg(long)]
     pages: Option<usize>,
-    /// The ASID space (arm64: a power of two); for PCID policies, the number of
-    /// dynamic slots (x86 Linux: 6). Default: on arm64 the smallest power of two
-    /// of at least CPUs + 2 (4 for 2 CPUs), on x86 6.
+    /// The ASID space (arm64: a power of two); FreeBSD x86: the PCIDs per CPU (a
+    /// power of two, 0 and 1 being the kernel's); Linux x86: fixed at its 6 dynamic
+    /// PCID slots. Default: on arm64 the smallest power of two of at least CPUs +
+    /// 2 (4 for 2 CPUs), for FreeBSD x86 4 (its generations roll over), for Linux x86 6.
     #[arg(long)]
     asids: Option<u32>,
-    /// Kernel operations in all, shared out over the CPUs (default 6).
+    /// Kernel operations in all, shared out over the CPUs. Default: 12 for ASID
+    /// allocators, 9 for shootdown protocols (6 with --quick or --teardown).
     #[arg(long)]
     ops: Option<usize>,
-    /// exhaustive (the default), random or pct (the default for bug-zoo entries).
+    /// exhaustive (the default with --deep), random or pct (the default
+    /// otherwise: exhaustive search at the default shapes takes far longer than a
+    /// minute).
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
-    /// Schedules for random and pct modes; a cap on executions for exhaustive mode.
+    /// Schedules for random and pct modes (default 300,000; 10,000 with --quick;
+    /// 100,000 for bug-zoo entries and --teardown); a cap on executions for
+    /// exhaustive mode (default none).
     #[arg(long)]
     iterations: Option<u64>,
     #[arg(long, default_value_t = 1)]
@@ -43,7 +61,10 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
-    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise; default all).
+    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise; default
+    /// all). reclaim is kswapd's batched flush on Linux policies, the page
+    /// daemon's per-page invalidation of a pmap (loaded anywhere or nowhere) on
+    /// FreeBSD ones; madvise (MADV_DONTNEED) is offered on Linux policies.
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux
@@ -57,6 +78,11 @@ pub struct CheckArgs {
     /// matter (root writes, invalidations, PTE changes, the policy's decisions).
     #[arg(long)]
     verbose: bool,
+    /// Exhaustive mode: worker threads sharing one visited set (default 1). The
+    /// states reached, the verdict and any counterexample are the same for every
+    /// count; only the executions run and the time differ.
+    #[arg(long)]
+    jobs: Option<usize>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -76,10 +102,17 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
-    let mut d = tlbkit_check::spec::defaults(&a.policy);
-    if a.teardown.is_some() {
-        d = tlbkit_check::spec::contpte_defaults(d);
-    }
+    use tlbkit_check::spec::Preset;
+    let preset = match (a.quick, a.deep) {
+        (true, _) => Preset::Quick,
+        (_, true) => Preset::Deep,
+        _ => Preset::Default,
+    };
+    let d = if a.teardown.is_some() {
+        tlbkit_check::spec::contpte_defaults(&a.policy, preset)
+    } else {
+        tlbkit_check::spec::preset(&a.policy, preset)
+    };
     let (cpus, mms, ops, zmode) = (d.cpus, d.mms, d.ops, d.mode);
     let menu = match &a.menu {
         Some(list) => tlbkit_check::ops::OpKind::parse(list)?,
@@ -95,18 +128,21 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| format!("--teardown: {e}"))?),
         None => None,
     };
-    let x86 = tlbkit_check::spec::is_x86(&a.policy);
     let spec_policy = a.policy.clone();
     let spec = CheckSpec {
-        // x86 Linux has 6 PCID slots; an arm64 space needs one ASID per CPU plus two.
-        asids: a.asids.unwrap_or(if x86 { 6 } else { (a.cpus.unwrap_or(cpus) as u32 + 2).next_power_of_two() }),
+        asids: a.asids.unwrap_or(tlbkit_check::spec::default_asids(&a.policy, a.cpus.unwrap_or(cpus))),
         policy: a.policy,
         cpus: a.cpus.unwrap_or(cpus),
         mms: a.mms.unwrap_or(mms),
         pages: a.pages.unwrap_or(d.pages),
         ops: a.ops.unwrap_or(ops),
         mode,
-        iterations: a.iterations.unwrap_or(if mode == Mode::Exhaustive { u64::MAX } else { 100_000 }),
+        iterations: a.iterations.unwrap_or(match (mode, d.mode) {
+            (Mode::Exhaustive, _) => u64::MAX,
+            // --deep --mode pct: the default run's budget.
+            (_, Mode::Exhaustive) => tlbkit_check::spec::defaults(&spec_policy).iterations,
+            _ => d.iterations,
+        }),
         seed: a.seed,
         menu,
         memory: match a.memory {
@@ -119,9 +155,12 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let r = tlbkit_check::check_with_progress(&spec, &mut |n| {
-        bar.set_message(format!("{n} executions, {}", spec.mode.name()));
-    });
+    let r = match a.jobs {
+        Some(jobs) => tlbkit_check::spec::check_exhaustive_jobs(&spec, jobs),
+        None => tlbkit_check::check_with_progress(&spec, &mut |n| {
+            bar.set_message(format!("{n} executions, {}", spec.mode.name()));
+        }),
+    };
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

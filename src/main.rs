@@ -4,6 +4,7 @@
 //! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`,
 //! `trace import`, `trace dump`, `plot`, `report`. Exit codes: 0 success, 2 bad input, 3 violations found.
 
+mod bench_check;
 mod checkcmd;
 mod compare_cmd;
 mod list_cmd;
@@ -98,9 +99,20 @@ enum Cmd {
         /// and fileserver).
         #[arg(long = "workload")]
         workloads: Vec<String>,
-        /// With --cpus: the policy (an arm64 one; default arm64-linux).
+        /// With --cpus: the policy (an arm64 one; default arm64-linux). With --check:
+        /// the one policy to check (default every policy).
         #[arg(long)]
         policy: Option<String>,
+        /// Time the checker instead: the exhaustive check of every policy at the
+        /// standard bounds (2 CPUs, 3 address spaces, 4 ASIDs on arm64 / 6 PCID slots
+        /// on x86, 6 operations), each in a child process, with states, seconds and
+        /// peak memory.
+        #[arg(long)]
+        check: bool,
+        /// With --check: stop a check that runs longer than this many seconds (and
+        /// say so in its row).
+        #[arg(long, value_name = "SECONDS")]
+        limit_s: Option<u64>,
         /// With --cpus: a workload or machine parameter, key=value (repeatable),
         /// overriding the bench's own (iters=200, ops=500).
         #[arg(long = "set")]
@@ -255,10 +267,22 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             t.dump(&mut std::io::BufWriter::new(std::io::stdout().lock())).map_err(|e| e.to_string())?;
             Ok(0)
         }
-        Cmd::Bench { cpus, workloads, policy, sets, format } => {
+        Cmd::Bench { cpus, workloads, policy, check, limit_s, sets, format } => {
+            if check {
+                if !cpus.is_empty() || !workloads.is_empty() || !sets.is_empty() {
+                    return Err("--cpus, --workload and --set time the simulator, not the checker: give \
+                                tlbkit bench --check [--policy P] [--limit-s SECONDS]"
+                        .into());
+                }
+                return bench_check::run(policy.as_slice(), limit_s, format);
+            }
+            if limit_s.is_some() {
+                return Err("--limit-s applies only with --check, e.g. tlbkit bench --check --limit-s 600".into());
+            }
             if cpus.is_empty() {
                 if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {
-                    return Err("--workload, --policy and --set apply only with --cpus, e.g. \
+                    return Err("--workload, --policy and --set apply only with --cpus (--policy also with \
+                                --check), e.g. \
                                 tlbkit bench --cpus 32,4096 --workload fileserver"
                         .into());
                 }

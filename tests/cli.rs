@@ -288,6 +288,54 @@ fn bench_cpus_bad_values_are_one_line_and_exit_2() {
 }
 
 #[test]
+fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
+    let j = bench_json(&["bench", "--check", "--policy", "arm64-freebsd-asid", "--format", "json"]);
+    assert_eq!(j["bounds"]["cpus"], 2);
+    assert_eq!(j["bounds"]["ops"], 6);
+    let checks = j["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1);
+    let c = &checks[0];
+    // The catalogued finding (window 1) is the check's result, not an error.
+    assert_eq!(c["violation"], "no_asid_alias", "{c}");
+    assert!(c["states"].as_u64().unwrap() > 0 && c["executions"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["timed_out"], false);
+    assert!(c["peak_rss_mib"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(
+        c["command"],
+        "tlbkit check --policy arm64-freebsd-asid --mode exhaustive --cpus 2 --mms 3 --asids 4 --ops 6"
+    );
+}
+
+#[test]
+fn check_jobs_reaches_the_states_one_thread_reaches() {
+    let args =
+        ["check", "--policy", "arm64-noasid", "--quick", "--mode", "exhaustive", "--ops", "3", "--format", "json"];
+    let one = bench_json(&args);
+    let mut two_args = args.to_vec();
+    two_args.extend(["--jobs", "2"]);
+    let two = bench_json(&two_args);
+    assert_eq!(one["complete"], true);
+    assert_eq!(two["complete"], true);
+    assert_eq!(one["states"], two["states"]);
+    assert_bad_input(
+        &["check", "--policy", "arm64-noasid", "--jobs", "2"],
+        "--jobs applies to exhaustive mode, not pct",
+    );
+    assert_bad_input(
+        &["check", "--policy", "arm64-noasid", "--mode", "exhaustive", "--jobs", "0"],
+        "--jobs 0 runs nothing",
+    );
+}
+
+#[test]
+fn bench_check_bad_values_are_one_line_and_exit_2() {
+    assert_bad_input(&["bench", "--check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
+    assert_bad_input(&["bench", "--check", "--limit-s", "0"], "--limit-s 0 leaves no time");
+    assert_bad_input(&["bench", "--check", "--cpus", "2"], "time the simulator, not the checker");
+    assert_bad_input(&["bench", "--limit-s", "5"], "--limit-s applies only with --check");
+}
+
+#[test]
 fn seed004_claims_print_four_strategies_each_with_a_verdict() {
     for (id, seed_ratios) in
         [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
@@ -407,10 +455,23 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
 
 #[test]
 fn check_passes_a_small_exhaustive_run_and_reports_json() {
-    let o = tlbkit(&["check", "--policy", "x86-freebsd-gen", "--ops", "3", "--format", "json"]);
+    let o = tlbkit(&[
+        "check",
+        "--policy",
+        "x86-freebsd-gen",
+        "--quick",
+        "--mode",
+        "exhaustive",
+        "--ops",
+        "3",
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["mode"], "exhaustive");
+    assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["asids"].as_u64()), (Some(2), Some(3), Some(4)));
+    assert!(j["rollovers"].is_u64() && j["initiators"].is_u64(), "{j}");
     assert_eq!(j["complete"], true);
     assert!(j["states"].as_u64().unwrap() > 100);
     assert!(j["counterexample"].is_null());
@@ -485,6 +546,8 @@ const PANICKING_CHECK: &[&str] = &[
     "4",
     "--mms",
     "4",
+    "--ops",
+    "6",
     "--mode",
     "pct",
     "--menu",
@@ -547,8 +610,32 @@ fn a_check_that_explores_nothing_says_so_and_exits_2() {
         "nothing was checked: no execution ran",
     );
     assert_bad_input(
-        &["check", "--policy", "arm64-freebsd-asid", "--menu", "reclaim"],
+        &["check", "--policy", "arm64-freebsd-asid", "--menu", "munmap"],
         "nothing was checked: no CPU could start an operation",
+    );
+}
+
+#[test]
+fn presets_set_the_shape_and_search_and_exclude_each_other() {
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--deep"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'--quick' cannot be used with '--deep'"), "{}", stderr(&o));
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["ops"].as_u64()), (Some(2), Some(3), Some(6)));
+    assert_eq!((j["mode"].as_str(), j["executions"].as_u64()), (Some("pct"), Some(50)));
+    let o = tlbkit(&["check", "--policy", "x86-linux-pcid", "--iterations", "50"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces, 6 ASIDs, 9 operations"), "{out}");
+    assert!(out.contains("reached: 0 ASID rollover(s), "), "{out}");
+    let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (j["mms"].as_u64(), j["mode"].as_str(), j["complete"].as_bool()),
+        (Some(5), Some("exhaustive"), Some(true))
     );
 }
 

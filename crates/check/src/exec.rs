@@ -102,8 +102,9 @@ pub struct Shape {
     pub linux: bool,
     /// The memory model.
     pub memory: Memory,
-    /// Whether kernel operations include reclaim's batched flush.
-    pub reclaim: bool,
+    /// How the kernel reclaims a page of a process no CPU needs to run: the
+    /// flush its page-out path calls (offered on every policy).
+    pub reclaim: crate::ops::Reclaim,
     /// Whether the policy is arm64's: its kernel clears a PTE with a relaxed
     /// exchange, whose store may wait in the store buffer (under TSO) until a
     /// barrier, where x86's `LOCK XCHG` is visible at once.
@@ -212,6 +213,11 @@ pub struct Outcome {
     /// When recorded: the offsets of policy fields accessed that the policy's
     /// [`Policy::name_fields`] did not name (traces show them as `[policy+0x..]`).
     pub unnamed: Vec<usize>,
+    /// ASID rollovers the policy noted ([`Note::AsidRollover`]).
+    pub rollovers: u32,
+    /// The CPUs that started a cross-CPU invalidation (sent an IPI or issued a
+    /// broadcast TLBI), as a mask of CPU numbers.
+    pub initiators: u64,
 }
 
 /// Why a CPU is not runnable.
@@ -225,8 +231,6 @@ pub(crate) enum Block {
     Spin(Vec<(usize, u64)>, u64),
     /// Waiting for the handlers of its synchronous IPI.
     Sync,
-    /// Waiting for the handlers of its asynchronous IPIs (at the end of a shootdown).
-    Async,
     /// No operations left: waits for interrupts only.
     Idle,
     /// Sleeping on the `mmap_lock` of this slot, for this side (interrupts are
@@ -247,6 +251,10 @@ struct Irq {
     handler: Handler,
     from: usize,
     sync: bool,
+    /// The sender's history when it sent the IPI: what the handler captured is a
+    /// function of it, so it stands for the handler in the state (an asynchronous
+    /// sender may have moved on by the time the handler runs).
+    key: u64,
 }
 
 /// A CPU's execution state besides the machine's.
@@ -257,7 +265,6 @@ pub(crate) struct Cpu {
     pending: VecDeque<Irq>,
     buffer: VecDeque<(usize, Width, u64)>,
     sync_out: usize,
-    async_out: usize,
     pub(crate) history: u64,
     /// Policy addresses read since the last spin, with their write versions then.
     pub(crate) reads: Vec<(usize, u64)>,
@@ -271,16 +278,57 @@ pub(crate) struct Cpu {
     pub(crate) ops_done: usize,
 }
 
-impl Hash for Cpu {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.block.hash(h);
+impl Cpu {
+    /// Hashes the CPU's state with every policy address it holds keyed by
+    /// `key` (its offset in the arena, see [`Core::addr_key`]): the same state
+    /// hashes the same on every thread, whose arenas lie at different addresses.
+    ///
+    /// Write versions are counters of the whole execution, so a path that wrote
+    /// more before reaching the same state would hash differently: they are
+    /// hashed as what decides the future, the stores made since (`since`, per
+    /// address; `since_any`, of every store).
+    fn hash_keyed<H: Hasher>(
+        &self,
+        h: &mut H,
+        key: impl Fn(usize) -> u64,
+        since: impl Fn(usize, u64) -> u64,
+        since_any: impl Fn(u64) -> u64,
+    ) {
+        match &self.block {
+            Block::Spin(reads, w) => {
+                1u8.hash(h);
+                reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+                if reads.is_empty() {
+                    since_any(*w).hash(h);
+                }
+            }
+            other => {
+                std::mem::discriminant(other).hash(h);
+                match other {
+                    Block::MmLock(slot, side) => (slot, side).hash(h),
+                    Block::Ptl(slot) => slot.hash(h),
+                    _ => {}
+                }
+            }
+        }
         self.irq_off.hash(h);
         self.in_handler.hash(h);
         for i in &self.pending {
-            (i.from, i.sync).hash(h);
+            (i.from, i.sync, i.key).hash(h);
         }
-        self.buffer.hash(h);
-        (self.sync_out, self.async_out, self.history, &self.reads, self.next).hash(h);
+        self.buffer.iter().for_each(|&(a, w, v)| (key(a), w, v).hash(h));
+        // What it has left to do: two CPUs that swapped their operations can
+        // reach the same machine with different budgets, and different futures.
+        (self.sync_out, self.history, self.ops_done).hash(h);
+        self.reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+        self.next.map(|(a, w)| (key(a), w)).hash(h);
+        // The spin-loop anchor decides the history after the loop's next wait:
+        // leaving it out would let the order of the search decide which
+        // histories (and so which states) it meets.
+        if let Some((hist, addrs)) = &self.anchor {
+            hist.hash(h);
+            addrs.iter().for_each(|&a| key(a).hash(h));
+        }
     }
 }
 
@@ -329,6 +377,11 @@ pub(crate) struct Core {
     names: BTreeMap<usize, (String, Value)>,
     /// When recording: policy addresses accessed without a name.
     unnamed: RefCell<BTreeSet<usize>>,
+    /// ASID rollovers noted so far (a measure of what the run reached, kept out
+    /// of the state: it does not change what can happen next).
+    rollovers: Cell<u32>,
+    /// CPUs that started a cross-CPU invalidation so far (a mask; out of the state too).
+    initiators: Cell<u64>,
 }
 
 /// Collects a policy's field names ([`Policy::name_fields`]).
@@ -476,11 +529,9 @@ impl Core {
     /// Blocks the current CPU for `why` until the scheduler finds it runnable.
     pub(crate) fn block(&self, why: Block) {
         let cpu = self.cpu();
-        let acks = matches!(why, Block::Sync | Block::Async);
         self.st.borrow_mut().cpus[cpu].block = why;
         self.pause();
         self.st.borrow_mut().cpus[cpu].block = Block::No;
-        if acks {}
     }
 
     fn take_interrupts(&self, cpu: usize) {
@@ -495,7 +546,9 @@ impl Core {
                 c.in_handler = true;
                 // A CPU that was waiting runs the handler; it waits again after.
                 let blocked = std::mem::replace(&mut c.block, Block::No);
-                (irq, c.history, blocked)
+                let saved = c.history;
+                st.m.in_irq[cpu] = true;
+                (irq, saved, blocked)
             };
             let (irq, saved, blocked) = irq;
             self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
@@ -504,10 +557,12 @@ impl Core {
             // SAFETY (lifetime only): the core outlives every step of its execution.
             let core: &'static Core = unsafe { &*(self as *const Core) };
             let hw = CheckHw { core, cpu };
-            // SAFETY: the sender keeps the handler alive until every target has
-            // run it (it waits for its sync IPIs; for async ones, at `Phase::Done`).
+            // SAFETY: a synchronous handler borrows from its sender, which waits
+            // until every target has run it; an asynchronous one lives in the
+            // execution's arena and borrows only what outlives every shootdown
+            // (see `send_ipi_async`).
             unsafe { (*irq.handler)(&hw) };
-            {
+            let judged = {
                 let mut st = self.st.borrow_mut();
                 st.cpus[cpu].in_handler = false;
                 st.cpus[cpu].block = blocked;
@@ -515,12 +570,16 @@ impl Core {
                 // its history is what the interrupted code had; what the handler
                 // did lives on in shared memory and the machine.
                 st.cpus[cpu].history = mix(saved, irq.from as u64);
-                let s = &mut st.cpus[irq.from];
                 if irq.sync {
-                    s.sync_out -= 1;
-                } else {
-                    s.async_out -= 1;
+                    st.cpus[irq.from].sync_out -= 1;
                 }
+                st.m.in_irq[cpu] = false;
+                // Flushes that returned while this CPU was in the handler are
+                // judged for it now, before it can run anything else.
+                st.m.judge_after_irq(cpu)
+            };
+            if let Err(v) = judged {
+                self.violated(v);
             }
             if self.record {
                 let mut st = self.st.borrow_mut();
@@ -604,7 +663,6 @@ impl Core {
             Block::Spin(reads, e) if reads.is_empty() => st.writes > *e || irq,
             Block::Spin(reads, _) => irq || reads.iter().any(|(a, v)| st.wver.get(a).copied().unwrap_or(0) > *v),
             Block::Sync => s.sync_out == 0 || irq,
-            Block::Async => s.async_out == 0 || irq,
             Block::Idle => irq,
             Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
             Block::Ptl(slot) => irq || !Self::pte_store_pending(st, c, *slot),
@@ -640,7 +698,10 @@ impl Core {
         let st = self.st.borrow();
         let mut h = std::hash::DefaultHasher::new();
         st.m.hash(&mut h);
-        st.cpus.hash(&mut h);
+        let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
+        for c in &st.cpus {
+            c.hash_keyed(&mut h, |a| self.addr_key(a), since, |w| st.writes - w);
+        }
         st.ops_started.hash(&mut h);
         for (&addr, &w) in &st.shared {
             // SAFETY: a live facade atomic of width `w` (policy memory).
@@ -789,20 +850,24 @@ impl<'a> CheckHw<'a> {
         self.core.st.borrow_mut()
     }
 
+    /// Counts this CPU among the initiators of cross-CPU invalidations.
+    fn initiated(&self) {
+        self.core.initiators.set(self.core.initiators.get() | 1 << self.cpu);
+    }
+
     fn enqueue(&self, targets: impl Iterator<Item = usize>, handler: Handler, sync: bool) {
         let me = self.cpu;
         self.core.drain_own(me);
         let mut list = Vec::new();
         {
             let mut st = self.st();
+            let key = st.cpus[me].history;
             for t in targets.filter(|&t| t != me) {
-                st.cpus[t].pending.push_back(Irq { handler, from: me, sync });
+                st.cpus[t].pending.push_back(Irq { handler, from: me, sync, key });
                 list.push(t);
             }
             if sync {
                 st.cpus[me].sync_out += list.len();
-            } else {
-                st.cpus[me].async_out += list.len();
             }
         }
         let key = list.iter().fold(0x9_0000 + sync as u64, |h, &t| mix(h, t as u64));
@@ -854,6 +919,9 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         self.core.pause();
+        if scope == Scope::Broadcast {
+            self.initiated();
+        }
         let n = self.st().m.tlbi(self.cpu, op, scope);
         let key = match op {
             Tlbi::Va { asid, va } => mix(asid.get() as u64, va.0),
@@ -887,6 +955,7 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.core.pause();
+        self.initiated();
         let mut list = Vec::new();
         targets.for_each(|c| list.push(c.index()));
         let h: &dyn Fn(&CheckHw<'c>) = &handler;
@@ -900,10 +969,16 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.core.pause();
+        self.initiated();
         let mut list = Vec::new();
         targets.for_each(|c| list.push(c.index()));
-        // The box lives in the execution's arena; the sender waits for its
-        // handlers at `Phase::Done`, while what they borrow is still alive.
+        // The sender does not wait: its handlers may run after it has returned
+        // (when the protocol stops waiting, as the kernel's initiator does), so the
+        // handler is moved into a box in the execution's arena, which lives until
+        // the execution ends. What it borrows must outlive every shootdown, as a
+        // kernel's handler reads only global and per-CPU memory: the contract of
+        // `Hw::send_ipi_async`, which the policies' handlers keep by capturing only
+        // the policy's shared state and values they own.
         let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
         let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
         // SAFETY: see above.
@@ -913,6 +988,7 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         self.core.pause();
+        self.initiated();
         let b: Box<dyn Fn(&CheckHw<'c>) + '_> = Box::new(handler);
         let b: &dyn Fn(&CheckHw<'c>) = Box::leak(b);
         // SAFETY: as in `send_ipi_async`.
@@ -937,17 +1013,19 @@ impl<'c> Hw for CheckHw<'c> {
             )
         });
         if phase == Phase::Done {
+            // The protocol has stopped waiting, and so does the initiator: the
+            // handlers of its asynchronous IPIs may still be pending or running (a
+            // protocol may acknowledge before it invalidates, or stop waiting too
+            // early), and what its caller does next (the oracle's judgement, freeing
+            // frames, the next request) happens as it would in the kernel.
             self.core.st.borrow_mut().cpus[self.cpu].reads.clear();
-            // The handlers of this shootdown's asynchronous IPIs may still be running
-            // (a protocol may acknowledge before it invalidates); what they borrow
-            // lives in the caller's frames, so the sender leaves only after them.
-            while self.core.st.borrow().cpus[self.cpu].async_out > 0 {
-                self.core.block(Block::Async);
-            }
         }
     }
 
     fn note(&self, note: Note) {
+        match note {
+            Note::AsidRollover => self.core.rollovers.set(self.core.rollovers.get() + 1),
+        }
         self.core.event_kind(self.cpu, 0xe_0000, Kind::Note, || match note {
             Note::AsidRollover => "ASID rollover: a new generation begins".to_string(),
         });
@@ -984,7 +1062,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
             pending: VecDeque::new(),
             buffer: VecDeque::new(),
             sync_out: 0,
-            async_out: 0,
             history: 0,
             reads: Vec::new(),
             next: None,
@@ -1019,6 +1096,8 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         mark,
         names,
         unnamed: RefCell::new(BTreeSet::new()),
+        rollovers: Cell::new(0),
+        initiators: Cell::new(0),
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
@@ -1280,5 +1359,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         ops,
         events,
         unnamed: core.unnamed.borrow().iter().copied().collect(),
+        rollovers: core.rollovers.get(),
+        initiators: core.initiators.get(),
     }
 }

@@ -163,6 +163,28 @@ pub struct Obligation {
     pub discharged: bool,
 }
 
+/// A flush that returned while a CPU was inside an interrupt handler, judged for
+/// that CPU when the handler returns (see [`Machine::discharge`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Deferred {
+    /// The process whose translation changed.
+    pub uid: u32,
+    /// Its slot.
+    pub slot: u32,
+    /// The page, or `None` for the page-table page.
+    pub page: Option<u8>,
+    /// The PTE version that had to go (0 for a page-table page).
+    pub ver: u32,
+    /// The frame that mapping pointed at.
+    pub frame: u32,
+    /// What changed.
+    pub change: &'static str,
+    /// The flush that returned.
+    pub flush: &'static str,
+    /// The CPU whose flush returned.
+    pub cpu: u32,
+}
+
 /// A broken property, as the oracle reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -252,6 +274,12 @@ pub struct Machine {
     pub global_user: bool,
     /// Whether every address space maps a contiguous block (`--teardown`).
     pub contpte: bool,
+    /// Per CPU: whether it is inside an interrupt handler (a mirror of the
+    /// executor's CPU state, which the state hash already holds).
+    pub in_irq: Vec<bool>,
+    /// Per CPU: the flushes that returned while it was inside an interrupt
+    /// handler, still to be judged for it when the handler returns.
+    pub deferred: Vec<BTreeSet<Deferred>>,
     next_uid: u32,
 }
 
@@ -280,6 +308,7 @@ impl std::hash::Hash for Machine {
         self.switching.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
+        self.deferred.hash(h);
         self.next_uid.hash(h);
     }
 }
@@ -318,6 +347,8 @@ impl Machine {
             pages,
             global_user,
             contpte,
+            in_irq: vec![false; cpus],
+            deferred: vec![BTreeSet::new(); cpus],
             next_uid: 1,
         }
     }
@@ -448,12 +479,68 @@ impl Machine {
         Some((self.obligations.len() - 1, t))
     }
 
-    /// Discharges obligation `id` (its flush returned) and checks
-    /// `no_stale_held`: no CPU that runs the process (not lazily) may still hold
-    /// the translation under the tag it runs with.
-    pub fn discharge(&mut self, id: usize, flush: &str) -> Result<(), Violation> {
+    /// Discharges obligation `id` (its flush returned: the initiator's protocol
+    /// stopped waiting) and checks `no_stale_held`: no CPU that runs the process
+    /// (not lazily) may still hold the translation under the tag it runs with.
+    ///
+    /// A CPU inside an interrupt handler is judged when the handler returns
+    /// instead ([`Machine::judge_after_irq`]): it cannot use a user translation
+    /// before, which is what lets a target acknowledge a request before it
+    /// invalidates (FreeBSD's `invlop_handler`, `sys/amd64/amd64/mp_machdep.c`:
+    /// the target "cannot return to userspace before handler finishes"). A target
+    /// whose IPI is still pending, not yet taken, is judged now.
+    pub fn discharge(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
         let o = &mut self.obligations[id];
         o.discharged = true;
+        let o = o.clone();
+        if o.page.is_some() {
+            self.dead.insert((o.uid, o.page.unwrap_or(0), o.ver));
+        }
+        for c in 0..self.tlbs.len() {
+            if self.in_irq[c] {
+                self.deferred[c].insert(Deferred {
+                    uid: o.uid,
+                    slot: o.slot,
+                    page: o.page,
+                    ver: o.ver,
+                    frame: o.frame,
+                    change: o.change,
+                    flush,
+                    cpu: o.cpu,
+                });
+                continue;
+            }
+            self.judge_held(c, &o, flush, "")?;
+        }
+        Ok(())
+    }
+
+    /// Judges, for CPU `cpu` returning from an interrupt handler, every flush that
+    /// returned while it was inside it (`no_stale_held`, as [`Machine::discharge`]).
+    pub fn judge_after_irq(&mut self, cpu: usize) -> Result<(), Violation> {
+        for d in std::mem::take(&mut self.deferred[cpu]) {
+            let o = Obligation {
+                uid: d.uid,
+                slot: d.slot,
+                page: d.page,
+                ver: d.ver,
+                frame: d.frame,
+                change: d.change,
+                cpu: d.cpu,
+                discharged: true,
+            };
+            let when =
+                format!(" (by cpu{}, while cpu{cpu} was in an interrupt handler, which has now returned)", d.cpu);
+            self.judge_held(cpu, &o, d.flush, &when)?;
+        }
+        Ok(())
+    }
+
+    /// Checks `no_stale_held` for obligation `o` (discharged by `flush`) on CPU
+    /// `c`; `when` is added to the report after the flush's name.
+    fn judge_held(&self, c: usize, o: &Obligation, flush: &str, when: &str) -> Result<(), Violation> {
+        let (uid, slot) = (o.uid, o.slot);
+        let asid = self.roots[c].1;
         let Some(page) = o.page else {
             // A page-table page: no CPU may still cache a walk through it under the
             // tag it runs with, lazily or not (its root may still point there). A
@@ -461,51 +548,43 @@ impl Machine {
             // interrupts off, and the kernel frees page-table pages only after every
             // CPU has had interrupts on again (`MMU_GATHER_RCU_TABLE_FREE`), by which
             // time its switch is over.
-            let (uid, slot, frame) = (o.uid, o.slot, o.frame);
-            for c in 0..self.walks.len() {
-                if self.switching[c] {
-                    continue;
-                }
-                let asid = self.roots[c].1;
-                if self.walks[c].contains(&(asid, frame, uid)) {
-                    return Err(Violation {
-                        property: "no_stale_held",
-                        cpu: c,
-                        detail: format!(
-                            "after {flush} returned, cpu{c} still caches a walk through the freed page-table page \
-                             (frame {frame}) of mm{slot} under the tag it runs with (asid {asid}): a speculative walk \
-                             can follow it into whatever the frame holds next"
-                        ),
-                    });
-                }
-            }
-            return Ok(());
-        };
-        let (uid, slot, ver) = (o.uid, o.slot, o.ver);
-        self.dead.insert((uid, page, ver));
-        for c in 0..self.tlbs.len() {
-            if self.tasks[c] != Task::User(slot)
-                || self.switching[c]
-                || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
-            {
-                continue;
-            }
-            let asid = self.roots[c].1;
-            if let Some(e) = self.tlbs[c]
-                .iter()
-                .find(|e| (e.global || e.asid == asid) && e.uid == uid && e.page == page && e.ver == ver)
-            {
+            let frame = o.frame;
+            // Judged late (after an interrupt handler), the frame may be the
+            // process's page-table page again: a walk through it is then current.
+            let live = self.spaces[slot as usize].uid == uid && self.spaces[slot as usize].table == Some(frame);
+            if !self.switching[c] && !live && self.walks[c].contains(&(asid, frame, uid)) {
                 return Err(Violation {
                     property: "no_stale_held",
                     cpu: c,
                     detail: format!(
-                        "after {flush} returned, cpu{c}, running mm{slot}, still holds {} under the tag it runs with \
-                         (asid {asid}); the change was {}",
-                        describe(e),
-                        self.obligations[id].change
+                        "after {flush} returned{when}, cpu{c} still caches a walk through the freed page-table page \
+                         (frame {frame}) of mm{slot} under the tag it runs with (asid {asid}): a speculative walk \
+                         can follow it into whatever the frame holds next"
                     ),
                 });
             }
+            return Ok(());
+        };
+        if self.tasks[c] != Task::User(slot)
+            || self.switching[c]
+            || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
+        {
+            return Ok(());
+        }
+        let ver = o.ver;
+        if let Some(e) =
+            self.tlbs[c].iter().find(|e| (e.global || e.asid == asid) && e.uid == uid && e.page == page && e.ver == ver)
+        {
+            return Err(Violation {
+                property: "no_stale_held",
+                cpu: c,
+                detail: format!(
+                    "after {flush} returned{when}, cpu{c}, running mm{slot}, still holds {} under the tag it runs \
+                     with (asid {asid}); the change was {}",
+                    describe(e),
+                    o.change
+                ),
+            });
         }
         Ok(())
     }
@@ -613,7 +692,9 @@ impl Machine {
     pub fn check_uses(&self) -> Result<(), Violation> {
         for c in 0..self.tlbs.len() {
             let Task::User(slot) = self.tasks[c] else { continue };
-            if !self.user_mode[c] {
+            // A CPU inside an interrupt handler runs the kernel, whatever it
+            // interrupted: it uses nothing of the process until the handler returns.
+            if !self.user_mode[c] || self.in_irq[c] {
                 continue;
             }
             let uid = self.spaces[slot as usize].uid;

@@ -8,11 +8,15 @@
 //!   a context switch to a thread of a process or to the idle thread (a kernel
 //!   thread, which keeps the last address space lazily); `munmap` of a page;
 //!   `madvise(MADV_DONTNEED)` of a page (Linux policies); a fault mapping it
-//!   back; `munmap` of the whole range, freeing its page-table page; the exit of a process's last thread (teardown and `flush_mm`, then a
+//!   back; `munmap` of the whole range, freeing its page-table page; the exit
+//!   of a process's last thread (teardown and `flush_mm`, then a
 //!   switch to idle; the address space is released when no CPU's root points at
 //!   it and no CPU holds it as its lazy `active_mm`); a fork into a free slot;
-//!   and, on Linux policies, `kswapd` reclaiming a page of any process with
-//!   reclaim's batched flush (`Policy::flush_batch`), offered to idle CPUs.
+//!   and reclaim of a page of any process (running elsewhere or nowhere) by a
+//!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
+//!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
+//!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
+//!   (`Policy::flush_page`) under its lock ([`ops::Reclaim`]).
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -86,21 +90,36 @@
 //!   [`tlbkit_policy::sync::SpinLock`] (both kernels' spin locks disable
 //!   interrupts), not inside another handler. A CPU waiting for its synchronous
 //!   IPI, idle, or spinning with interrupts on takes interrupts meanwhile.
-//!   A sender of asynchronous IPIs leaves its shootdown (`Phase::Done`) only after
-//!   every handler has returned, because the handlers borrow from its frames; it
-//!   may have seen them acknowledge long before.
+//!   A sender of asynchronous IPIs does not wait for its handlers: it returns
+//!   when its protocol stops waiting, as the kernel's initiator does, and its
+//!   caller goes on at once (the oracle's judgement, freeing frames and
+//!   page-table pages, the next request, which may overwrite one a late target
+//!   has not read yet). Its handlers, pending or running, read the request where
+//!   the kernel keeps it (FreeBSD's `smp_tlb_*` globals under `smp_ipi_mtx`, or
+//!   the initiator's per-CPU `pc_smp_tlb_*`), never a copy on the initiator's
+//!   stack: each handler is moved into the execution's arena and borrows only the
+//!   policy's shared state (the contract of
+//!   [`tlbkit_policy::Hw::send_ipi_async`]). A synchronous sender (Linux's
+//!   `smp_call_function_many_cond` with `wait`) waits for every handler, as the
+//!   kernel does, so its handlers may borrow its frames.
 //!
 //! # The properties
 //! The simulator's oracle (`tlbkit_sim::oracle`), on this machine: `no_stale_use` and `no_asid_alias`
 //! for every CPU in user mode after every step (anything it holds under the tag
-//! it runs with, it may use); `no_stale_held` when a flush returns, for every
-//! CPU that runs that process (not lazily, not mid-switch), and, when the flush
+//! it runs with, it may use); `no_stale_held` when a flush returns (the
+//! initiator's protocol stopped waiting), for every CPU that runs that process (not lazily, not mid-switch), and, when the flush
 //! was for a freed page-table page, for every CPU (lazy ones included) that
 //! still caches a walk through it under the tag it runs with, unless it is in
 //! the middle of a context switch with interrupts off (Linux frees page-table
 //! pages only after every CPU has had interrupts on again,
-//! `MMU_GATHER_RCU_TABLE_FREE`); `no_reuse_while_mapped` whenever a frame is
-//! handed out. With a contiguous block, `no_lost_dirty` (judged on the folio)
+//! `MMU_GATHER_RCU_TABLE_FREE`); a CPU inside an interrupt handler at that
+//! moment is judged for that flush when its handler returns instead (it cannot
+//! use a user translation before: what lets FreeBSD's `invlop_handler`
+//! acknowledge before it invalidates), while a target whose IPI is still pending
+//! is judged at once; `no_reuse_while_mapped` whenever a frame is handed out
+//! (frames and page-table pages are freed as soon as the flush that covers them
+//! returns). `no_stale_use` does not look at a CPU inside an interrupt handler
+//! (it runs the kernel). With a contiguous block, `no_lost_dirty` (judged on the folio)
 //! and `no_ungathered_dirty` (the per-PTE contract) for the PTE values the arch
 //! code returns from each operation's clears, `no_lost_dirty` after every
 //! operation too, and `no_tlb_conflict` after every step and every PTE access
@@ -146,6 +165,10 @@
 //!   `mmap_lock` there, and a `munmap` downgrades).
 //! - Walk caches, TLB capacity and eviction, in-flight walks after a root write,
 //!   and the time an invalidation takes to reach other CPUs.
+//! - Speculative walks through a stale walk-cache entry into a page-table page
+//!   freed and reused while a target is still inside its handler (the handler
+//!   exemption above judges the walk only when the handler returns): fills here
+//!   come from live page tables only.
 //! - For the contiguous block: `no_stale_use`, `no_stale_held` and
 //!   `no_reuse_while_mapped` (its frames are page-cache frames that are never
 //!   freed; the ordinary page carries those properties), its PTE accesses under
@@ -171,7 +194,7 @@ pub mod ops;
 pub mod search;
 pub mod spec;
 
-pub use spec::{check, check_with_progress, replay, CheckReport, CheckSpec, Mode};
+pub use spec::{check, check_policy, check_with_progress, replay, CheckReport, CheckSpec, Mode};
 
 #[cfg(test)]
 #[global_allocator]

@@ -19,8 +19,13 @@ pub enum Op {
     Map(usize),
     /// Reclaim (by `kswapd`, a kernel thread: offered to idle CPUs) a page of the
     /// process in this slot: the PTE goes, the flush is reclaim's batched one
-    /// (`Policy::flush_batch`).
+    /// (`Policy::flush_batch`). Linux's page-out ([`Reclaim::LinuxBatched`]).
     Reclaim(u32, usize),
+    /// Page out (by FreeBSD's page daemon, a kernel thread: offered to idle CPUs)
+    /// a page of the process in this slot: under the pmap's lock the PTE goes and
+    /// that pmap's page is invalidated (`Policy::flush_page`), whether or not any
+    /// CPU runs it. FreeBSD's page-out ([`Reclaim::FreebsdPageDaemon`]).
+    PageOut(u32, usize),
     /// `munmap` of the whole range, freeing its page-table page.
     UnmapTable,
     /// The running process's last thread exits.
@@ -40,6 +45,23 @@ pub enum Op {
     /// `madvise(MADV_DONTNEED)` of one page of the running process (Linux: under
     /// the `mmap_lock` read side, so it overlaps other readers' flushes).
     Madvise(usize),
+}
+
+/// How a kernel takes a page away from a process while reclaiming memory: the
+/// flush its page-out path calls. Either kernel does it from a kernel thread, for
+/// an address space that may run on other CPUs or on none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reclaim {
+    /// Linux: `kswapd` clears the PTE in `try_to_unmap_one`, queues the mm for
+    /// the deferred flush (`set_tlb_ubc_flush_pending`), and `try_to_unmap_flush`
+    /// flushes every queued mm at once ([`Policy::flush_batch`]; mm/rmap.c).
+    LinuxBatched,
+    /// FreeBSD: the page daemon (`vm_pageout_scan_inactive` -> `vm_pageout_clean`
+    /// / `vm_page_try_remove_all` -> `pmap_remove_all`) takes each mapping's pmap
+    /// lock, clears the PTE and calls `pmap_invalidate_page(pmap, va)` for that
+    /// pmap ([`Policy::flush_page`]), loaded on some CPU or on none
+    /// (sys/amd64/amd64/pmap.c and sys/arm64/arm64/pmap.c, `pmap_remove_all`).
+    FreebsdPageDaemon,
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -138,7 +160,7 @@ impl Op {
             Op::Idle => OpKind::Idle,
             Op::Unmap(_) => OpKind::Munmap,
             Op::Map(_) => OpKind::Fault,
-            Op::Reclaim(..) => OpKind::Reclaim,
+            Op::Reclaim(..) | Op::PageOut(..) => OpKind::Reclaim,
             Op::UnmapTable => OpKind::UnmapTable,
             Op::Exit => OpKind::Exit,
             Op::Fork(_) => OpKind::Fork,
@@ -157,6 +179,9 @@ impl Op {
             Op::Unmap(p) => format!("munmap page {:#x}", va_of(p)),
             Op::Map(p) => format!("fault in page {:#x}", va_of(p)),
             Op::Reclaim(s, p) => format!("kswapd reclaims page {:#x} of mm{s} (batched flush)", va_of(p)),
+            Op::PageOut(s, p) => {
+                format!("the page daemon pages out page {:#x} of mm{s} (pmap_remove_all)", va_of(p))
+            }
             Op::UnmapTable => "munmap the whole range, freeing its page table".to_string(),
             Op::Exit => "exit: the process's last thread leaves".to_string(),
             Op::Fork(s) => format!("fork a new process into slot mm{s}"),
@@ -182,7 +207,8 @@ impl Op {
             Op::UnmapBlock(j) => 0xa00 + j as u64,
             Op::MapBlock(j) => 0xb00 + j as u64,
             Op::Age(s) => 0xc00 + s as u64,
-            Op::Madvise(p) => 0xd00 + p as u64,
+            Op::PageOut(s, p) => 0xd00 + ((s as u64) << 4) + p as u64,
+            Op::Madvise(p) => 0xe00 + p as u64,
         }
     }
 }
@@ -223,20 +249,23 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.push(Op::Switch(s));
     }
     let Task::User(s) = cur else {
-        if core.shape.reclaim {
-            for r in 1..m.spaces.len() as u32 {
-                let sp = &m.spaces[r as usize];
-                if sp.life != Life::Live {
-                    continue;
+        // Both kernels reclaim from a kernel thread (`kswapd`, the page daemon),
+        // for processes running elsewhere or nowhere.
+        for r in 1..m.spaces.len() as u32 {
+            let sp = &m.spaces[r as usize];
+            if sp.life != Life::Live {
+                continue;
+            }
+            for p in 0..m.pages {
+                if sp.ptes[p].is_some() {
+                    ops.push(match core.shape.reclaim {
+                        Reclaim::LinuxBatched => Op::Reclaim(r, p),
+                        Reclaim::FreebsdPageDaemon => Op::PageOut(r, p),
+                    });
                 }
-                for p in 0..m.pages {
-                    if sp.ptes[p].is_some() {
-                        ops.push(Op::Reclaim(r, p));
-                    }
-                }
-                if sp.block.iter().any(|v| v.valid()) {
-                    ops.push(Op::Age(r));
-                }
+            }
+            if sp.block.iter().any(|v| v.valid()) {
+                ops.push(Op::Age(r));
             }
         }
         push_forks(m, &mut ops);
@@ -419,6 +448,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         (Op::Idle, _) => switch_idle(core, p, cpu),
         (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),
         (Op::Reclaim(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::Reclaim),
+        (Op::PageOut(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::PageOut),
         (Op::Map(pg), Task::User(s)) => {
             // Linux faults under the read side (the PTE lock makes the change);
             // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
@@ -554,6 +584,9 @@ enum Zap {
     /// `kswapd`'s reclaim: the batched flush (`try_to_unmap_flush`), with the
     /// address space to itself from the clear until the flush returns.
     Reclaim,
+    /// FreeBSD's page daemon: `pmap_remove_all` under the pmap's lock, then
+    /// `flush_page` of a pmap that may be loaded nowhere.
+    PageOut,
 }
 
 impl Zap {
@@ -562,6 +595,7 @@ impl Zap {
             Zap::Munmap => "munmap",
             Zap::Madvise => "madvise",
             Zap::Reclaim => "reclaim",
+            Zap::PageOut => "page-out",
         }
     }
 }
@@ -583,7 +617,7 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
         // The kernel drops the PTE lock before `try_to_unmap_flush`; here reclaim
         // keeps the address space to itself until its flush returns (see the
         // crate documentation for why).
-        (Zap::Reclaim, true) => {
+        (Zap::Reclaim | Zap::PageOut, true) => {
             lock_mm(core, cpu, s, LockSide::Write);
             Some(LockSide::Write)
         }
@@ -646,7 +680,7 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
             p.flush_batch(&hw, &[MmId(s)]);
             "flush_batch"
         }
-        Zap::Munmap => {
+        Zap::Munmap | Zap::PageOut => {
             p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
             "flush_page"
         }

@@ -33,11 +33,11 @@ impl Chooser for Replay<'_> {
 }
 
 /// Depth-first search over every choice, replaying a prefix and pruning at any
-/// state seen before.
+/// state seen before: `visit` records a state and returns whether it is new.
 struct Dfs<'a> {
     prefix: &'a [Choice],
     at: usize,
-    visited: &'a mut HashSet<u64>,
+    visit: &'a mut dyn FnMut(u64) -> bool,
 }
 
 impl Chooser for Dfs<'_> {
@@ -48,7 +48,7 @@ impl Chooser for Dfs<'_> {
             debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
             return Pick::Take(c.taken as usize);
         }
-        if point == Point::Sched && !self.visited.insert(state) {
+        if point == Point::Sched && !(self.visit)(state) {
             return Pick::Prune;
         }
         Pick::Take(0)
@@ -88,7 +88,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             return (stats, None);
         }
         let out = {
-            let mut d = Dfs { prefix: &stack, at: 0, visited: &mut visited };
+            let mut d = Dfs { prefix: &stack, at: 0, visit: &mut |state| visited.insert(state) };
             run(&mut d)
         };
         stats.executions += 1;
@@ -115,6 +115,199 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             return (stats, None);
         }
     }
+}
+
+/// One worker's part of a parallel exhaustive search: the subtree below a
+/// prefix of choices, explored depth-first as [`exhaustive`] does.
+struct Subtree {
+    /// The choices of the current execution; the first `frozen` are the
+    /// subtree's root and never change.
+    stack: Vec<Choice>,
+    frozen: usize,
+    /// Per choice of `stack`: one past the last option this worker explores
+    /// there (the rest were given to other workers).
+    ends: Vec<u32>,
+}
+
+/// The state the workers of [`exhaustive_parallel`] share.
+struct Shared {
+    /// Subtree roots not yet taken, and how many workers are exploring.
+    work: std::sync::Mutex<(Vec<Vec<Choice>>, usize)>,
+    wake: std::sync::Condvar,
+    /// The visited set, in shards locked one at a time (by the hash's top bits).
+    visited: Vec<std::sync::Mutex<HashSet<u64>>>,
+    executions: std::sync::atomic::AtomicU64,
+    pruned: std::sync::atomic::AtomicU64,
+    max_steps: std::sync::atomic::AtomicUsize,
+    /// Set when a violation is found or the execution cap is reached.
+    stop: std::sync::atomic::AtomicBool,
+    found: std::sync::Mutex<Option<Outcome>>,
+}
+
+/// Shards of [`Shared::visited`].
+const SHARDS: usize = 64;
+
+impl Shared {
+    fn first_visit(&self, state: u64) -> bool {
+        let shard = (state >> 58) as usize % SHARDS;
+        self.visited[shard].lock().expect("no worker panicked holding a shard").insert(state)
+    }
+}
+
+/// A worker's loop, which [`exhaustive_parallel`] hands to `each` on the
+/// worker's thread: `each` calls it once with that thread's way to run one
+/// execution.
+pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outcome);
+
+/// Explores every execution as [`exhaustive`] does, with `jobs` threads that
+/// share one visited set. On each thread, `each` is called once with the
+/// worker's loop, which it must call with that thread's way to run one
+/// execution (each thread builds its own policies in its own arena, see
+/// [`crate::arena`]).
+///
+/// The work is split by subtrees: a worker explores the subtree below a prefix
+/// of choices depth-first, and while another worker waits for work it gives
+/// away the remaining options of its shallowest open choice, each option the
+/// root of a subtree of its own. Pruning at a state any worker has visited is
+/// sound for the same reason it is in [`exhaustive`] (the state hash covers
+/// everything that decides what can happen next), so a complete search visits
+/// the same set of states whatever the interleaving of the workers: `states`
+/// does not depend on `jobs` when the search completes. `executions` and
+/// `pruned` do, and so does which violation is found first when there are
+/// several; callers that need the same counterexample for every `jobs`
+/// re-search with one worker (see `spec::check`).
+pub fn exhaustive_parallel(
+    each: &(dyn Fn(Worker<'_>) + Sync),
+    jobs: usize,
+    max_executions: u64,
+) -> (Stats, Option<Outcome>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let shared = Shared {
+        work: std::sync::Mutex::new((vec![Vec::new()], 0)),
+        wake: std::sync::Condvar::new(),
+        visited: (0..SHARDS).map(|_| std::sync::Mutex::new(HashSet::new())).collect(),
+        executions: 0.into(),
+        pruned: 0.into(),
+        max_steps: 0.into(),
+        stop: false.into(),
+        found: std::sync::Mutex::new(None),
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                each(&mut |run| {
+                    while let Some(root) = take_work(&shared) {
+                        explore(run, root, &shared, max_executions);
+                        let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+                        w.1 -= 1;
+                        if w.0.is_empty() && w.1 == 0 {
+                            shared.wake.notify_all();
+                        }
+                    }
+                })
+            });
+        }
+    });
+    let stopped = shared.stop.load(Relaxed);
+    let found = shared.found.into_inner().expect("no worker panicked holding the result");
+    let executions = shared.executions.load(Relaxed);
+    let stats = Stats {
+        executions,
+        states: shared.visited.iter().map(|v| v.lock().expect("no worker panicked").len() as u64).sum(),
+        pruned: shared.pruned.load(Relaxed),
+        max_steps: shared.max_steps.load(Relaxed),
+        // The workers stop early only at a violation or at the cap.
+        complete: !stopped,
+    };
+    (stats, found)
+}
+
+/// Waits for a subtree to explore; `None` when the search is over (no work
+/// left and no worker that could make more, or a stop).
+fn take_work(shared: &Shared) -> Option<Vec<Choice>> {
+    let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+    loop {
+        if shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            shared.wake.notify_all();
+            return None;
+        }
+        if let Some(root) = w.0.pop() {
+            w.1 += 1;
+            return Some(root);
+        }
+        if w.1 == 0 {
+            shared.wake.notify_all();
+            return None;
+        }
+        w = shared.wake.wait(w).expect("no worker panicked holding the queue");
+    }
+}
+
+/// Explores the subtree below `root` depth-first, giving away work when other
+/// workers wait for it.
+fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Vec<Choice>, shared: &Shared, max: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let frozen = root.len();
+    let mut t = Subtree { ends: root.iter().map(|c| c.taken + 1).collect(), stack: root, frozen };
+    loop {
+        if shared.stop.load(Relaxed) {
+            return;
+        }
+        if shared.executions.fetch_add(1, Relaxed) >= max {
+            shared.executions.fetch_sub(1, Relaxed);
+            shared.stop.store(true, Relaxed);
+            return;
+        }
+        let out = run(&mut Dfs { prefix: &t.stack, at: 0, visit: &mut |state| shared.first_visit(state) });
+        shared.max_steps.fetch_max(out.steps, Relaxed);
+        if out.pruned {
+            shared.pruned.fetch_add(1, Relaxed);
+        }
+        if out.violation.is_some() {
+            let mut f = shared.found.lock().expect("no worker panicked holding the result");
+            if f.is_none() {
+                *f = Some(out);
+            }
+            shared.stop.store(true, Relaxed);
+            return;
+        }
+        // Choices past the stack are new: this worker owns all their options.
+        let known = t.stack.len();
+        t.stack = out.choices;
+        t.ends.truncate(known.min(t.stack.len()));
+        t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
+        // Backtrack to the deepest choice with an option of ours left.
+        while t.stack.len() > t.frozen {
+            let i = t.stack.len() - 1;
+            if t.stack[i].taken + 1 < t.ends[i] {
+                t.stack[i].taken += 1;
+                break;
+            }
+            t.stack.pop();
+            t.ends.pop();
+        }
+        if t.stack.len() == t.frozen {
+            return;
+        }
+        give_away(&mut t, shared);
+    }
+}
+
+/// While a worker waits for work, hands it the untaken options of this
+/// worker's shallowest open choice, each as a subtree root.
+fn give_away(t: &mut Subtree, shared: &Shared) {
+    let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+    if !w.0.is_empty() {
+        return;
+    }
+    let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.stack[i].taken + 1 < t.ends[i]) else { return };
+    for k in t.stack[i].taken + 1..t.ends[i] {
+        let mut root = t.stack[..i].to_vec();
+        root.push(Choice { taken: k, ..t.stack[i] });
+        w.0.push(root);
+    }
+    t.ends[i] = t.stack[i].taken + 1;
+    shared.wake.notify_all();
 }
 
 /// Uniformly random choices from one seeded generator.

@@ -149,34 +149,57 @@ pub struct CheckReport {
     pub max_steps: usize,
     /// Whether the search covered all it set out to.
     pub complete: bool,
+    /// The most ASID rollovers the policy noted in one execution (0 for a policy
+    /// without an ASID space, or one the run never exhausted).
+    pub rollovers: u32,
+    /// The most CPUs that started a cross-CPU invalidation (an IPI or a
+    /// broadcast TLBI) in one execution.
+    pub initiators: u32,
     /// The counterexample, if one was found.
     pub counterexample: Option<Counterexample>,
 }
 
-/// Returns the `log2` of `asids` if it is a power of two of at least 4.
-fn asid_bits(asids: u32) -> Result<u8, String> {
-    if asids < 4 || !asids.is_power_of_two() || asids > 1 << 16 {
-        return Err(format!(
-            "--asids {asids}: an arm64 ASID space is a power of two between 4 and 65536 (try --asids 4)"
-        ));
+/// Returns the `log2` of `asids` if it is a power of two of at least 4 (and at
+/// most 65536 on arm64, 4096 for FreeBSD x86's PCIDs).
+fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
+    let (max, what) =
+        if x86 { (1 << 12, "FreeBSD x86's PCIDs per CPU are") } else { (1 << 16, "an arm64 ASID space is") };
+    if asids < 4 || !asids.is_power_of_two() || asids > max {
+        return Err(format!("--asids {asids}: {what} a power of two between 4 and {max} (try --asids 4)"));
     }
     Ok(asids.trailing_zeros() as u8)
 }
 
 /// Returns the registry's builder input for `spec`: its CPUs, address-space
-/// slots (one more, for the kernel's) and, on arm64, the ASID width its `--asids`
-/// asks for; the zoo bug with a switch in the policy code (the kernel-side one is
+/// slots (one more, for the kernel's), the ASID width its `--asids` asks for (on
+/// arm64 the ASID space, for FreeBSD x86 the PCIDs per CPU; Linux x86 keeps its
+/// 6 slots); the zoo bug with a switch in the policy code (the kernel-side one is
 /// the shape's).
 fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
     let arm64 = tlbkit_sim::registry::policy(r.base).is_some_and(|p| p.arch == tlbkit_sim::preset::Arch::Arm64);
+    let freebsd_x86 = r.base.starts_with("x86-freebsd");
     Ok(Build {
         cpus: spec.cpus,
         mm_slots: spec.mms + 1,
-        // x86 policies keep their own PCID space; the width is not theirs to use.
-        asid_bits: if arm64 { asid_bits(spec.asids)? } else { 12 },
+        // Linux x86 keeps its own PCID slots; the width is not theirs to use.
+        asid_bits: if arm64 || freebsd_x86 { asid_bits(spec.asids, freebsd_x86)? } else { 12 },
         kpti: false,
         bug: r.bug.filter(|b| b.in_policy()),
     })
+}
+
+/// Returns the ASID space `tlbkit check --policy POLICY --cpus CPUS` uses unless
+/// `--asids` says otherwise: on arm64 the smallest power of two of at least
+/// CPUs + 2 (one ASID per CPU's reservation, the reserved 0, and one to hand
+/// out); for FreeBSD x86 4 PCIDs per CPU (`kernel_pmap`'s, `vmspace0`'s and two
+/// for user pmaps, so that switches between three processes roll over); for
+/// Linux x86 its 6 dynamic PCID slots (fixed: `--asids` does not change them).
+pub fn default_asids(policy: &str, cpus: usize) -> u32 {
+    match resolve(policy) {
+        Ok(r) if r.base.starts_with("x86-freebsd") => 4,
+        Ok(r) if r.base.starts_with("x86") => 6,
+        _ => (cpus as u32 + 2).next_power_of_two(),
+    }
 }
 
 /// Builds the policy `spec` names and runs `code` with it.
@@ -213,7 +236,7 @@ impl WithPolicy for ReplayOne<'_> {
         let out = exec::run(self.shape, build, &mut Replay::new(self.choices), true);
         let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
         let cx = out.violation.is_some().then(|| counterexample(&out, self.token.to_string()));
-        report(self.spec, "replay", stats, cx)
+        report(self.spec, "replay", stats, Reached::of(&out), cx)
     }
 }
 
@@ -281,8 +304,35 @@ pub fn default_memory(policy: &str) -> Memory {
     }
 }
 
-/// Validates `spec` and returns the machine shape it asks for.
-fn shape(spec: &CheckSpec) -> Result<Shape, String> {
+/// Validates `spec` and returns the machine shape it asks for (its kernel's
+/// page-out path included).
+pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
+    let r = resolve(&spec.policy)?;
+    if let Some(t) = spec.teardown {
+        if !r.base.starts_with("arm64-linux") {
+            return Err(format!(
+                "--teardown {t}: contiguous PTEs are arm64 Linux's; check them with arm64-linux or \
+                 arm64-linux-skipbcast, not {}",
+                spec.policy
+            ));
+        }
+    }
+    shape_of(
+        spec,
+        reclaim_of(r.base),
+        r.base.starts_with("arm64"),
+        (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+    )
+}
+
+/// Validates the bounds of `spec` and returns its shape with the kernel's
+/// `reclaim`, architecture and bug.
+fn shape_of(
+    spec: &CheckSpec,
+    reclaim: crate::ops::Reclaim,
+    arm64: bool,
+    bug: Option<KernelBug>,
+) -> Result<Shape, String> {
     if !(1..=8).contains(&spec.cpus) {
         return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
     }
@@ -299,17 +349,8 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
     if spec.ops == 0 || spec.ops > 64 {
         return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
     }
-    let r = resolve(&spec.policy)?;
-    if let Some(t) = spec.teardown {
-        if !r.base.starts_with("arm64-linux") {
-            return Err(format!(
-                "--teardown {t}: contiguous PTEs are arm64 Linux's; check them with arm64-linux or \
-                 arm64-linux-skipbcast, not {}",
-                spec.policy
-            ));
-        }
-    }
-    let linux = r.base.starts_with("x86-linux") || r.base.starts_with("arm64-linux");
+    // Linux's locking (the `mmap_lock` and the PTE lock) goes with its reclaim.
+    let linux = reclaim == crate::ops::Reclaim::LinuxBatched;
     Ok(Shape {
         cpus: spec.cpus,
         mms: spec.mms,
@@ -317,13 +358,24 @@ fn shape(spec: &CheckSpec) -> Result<Shape, String> {
         pages: spec.pages,
         linux,
         memory: spec.memory,
-        // Reclaim's deferred flush is a Linux path (`try_to_unmap_flush`).
-        reclaim: linux,
-        arm64: r.base.starts_with("arm64"),
-        bug: (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        reclaim,
+        arm64,
+        bug,
         menu: spec.menu,
         teardown: spec.teardown,
     })
+}
+
+/// Returns how the kernel `base` (a registered policy's name) comes from pages
+/// out: Linux policies with reclaim's batched flush, the FreeBSD ones (their
+/// names say `freebsd`, and `arm64-noasid`, FreeBSD arm64 before ASIDs) with the
+/// page daemon's per-page invalidation of the pmap.
+fn reclaim_of(base: &str) -> crate::ops::Reclaim {
+    if base.starts_with("x86-linux") || base.starts_with("arm64-linux") {
+        crate::ops::Reclaim::LinuxBatched
+    } else {
+        crate::ops::Reclaim::FreebsdPageDaemon
+    }
 }
 
 /// Runs the check `spec` asks for.
@@ -338,11 +390,13 @@ pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> R
     with_policy(spec, Search { spec, shape: &shape, progress })?
 }
 
-/// Runs the check `spec` asks for on the policy `build` constructs (a policy of
-/// your own, or a variant of a registered one): `spec.policy` names the
-/// registered policy it is written like, which decides the machine's kernel side
-/// (its architecture, its locking, whether reclaim is offered); `build` must make
-/// a policy for `spec.cpus` CPUs and `spec.mms + 1` address-space slots.
+/// Runs the check `spec` asks for on the policy `build` constructs (a fresh one
+/// per execution, as [`registry::WithPolicy::with`] gets): a policy of the
+/// caller's own, such as a wrapper that changes a registered one. `spec.policy`
+/// names the registered policy it is written like: the kernel and architecture
+/// whose operations the checker runs it under (a bug-zoo name is refused: its
+/// switch lives in the registered builder). Replay tokens it prints replay the
+/// registered policy, not the caller's.
 pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, String> {
     if resolve(&spec.policy)?.bug.is_some() {
         return Err(format!(
@@ -354,6 +408,71 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
     search_with(spec, &shape, build, &mut |_| {})
 }
 
+/// Runs the exhaustive check `spec` asks for with `jobs` worker threads
+/// sharing one visited set ([`search::exhaustive_parallel`]). A complete search
+/// reaches the same states for every `jobs`; when it finds a violation, the
+/// counterexample reported is the one a one-worker search finds (it searches
+/// again with one worker), so the output does not depend on `jobs` either.
+pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, String> {
+    if spec.mode != Mode::Exhaustive {
+        return Err(format!("--jobs applies to exhaustive mode, not {}", spec.mode.name()));
+    }
+    if jobs == 0 {
+        return Err("--jobs 0 runs nothing: give 1 or more worker threads".into());
+    }
+    let shape = shape(spec)?;
+    // Resolve the policy once here, so that a bad name fails before any thread starts.
+    resolve(&spec.policy)?;
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    let reached = [std::sync::atomic::AtomicU32::new(0), std::sync::atomic::AtomicU32::new(0)];
+    let each = |worker: search::Worker<'_>| {
+        // The name resolved above: this cannot fail.
+        let _ = with_policy(spec, Work { shape: &shape, worker, started: &started, reached: &reached });
+    };
+    let (stats, found) = search::exhaustive_parallel(&each, jobs, spec.iterations);
+    if found.is_some() {
+        return check(spec);
+    }
+    if stats.executions == 0 {
+        return Err("nothing was checked: no execution ran (--iterations 0); give --iterations 1 or more".into());
+    }
+    if started.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return Err(format!(
+            "nothing was checked: no CPU could start an operation from the menu ({}) with {} address space(s); \
+             widen --menu or --mms (see `tlbkit check --help`)",
+            crate::ops::OpKind::names(spec.menu),
+            spec.mms
+        ));
+    }
+    let [rollovers, initiators] = reached.map(std::sync::atomic::AtomicU32::into_inner);
+    Ok(report(spec, spec.mode.name(), stats, Reached { rollovers, initiators }, None))
+}
+
+/// One worker of a parallel search, for [`with_policy`].
+struct Work<'a, 'w> {
+    shape: &'a Shape,
+    worker: search::Worker<'w>,
+    started: &'a std::sync::atomic::AtomicUsize,
+    /// The most rollovers and initiating CPUs of one execution ([`Reached`]).
+    reached: &'a [std::sync::atomic::AtomicU32; 2],
+}
+
+impl WithPolicy for Work<'_, '_> {
+    type Out = ();
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (shape, started, reached) = (self.shape, self.started, self.reached);
+        (self.worker)(&mut |c: &mut dyn Chooser| {
+            let out = exec::run(shape, build, c, false);
+            started.fetch_max(out.ops, Relaxed);
+            let r = Reached::of(&out);
+            reached[0].fetch_max(r.rollovers, Relaxed);
+            reached[1].fetch_max(r.initiators, Relaxed);
+            out
+        });
+    }
+}
+
 fn search_with<P: Policy>(
     spec: &CheckSpec,
     shape: &Shape,
@@ -362,6 +481,7 @@ fn search_with<P: Policy>(
 ) -> Result<CheckReport, String> {
     let mut n = 0u64;
     let started = std::cell::Cell::new(0usize);
+    let reached = std::cell::Cell::new(Reached::default());
     let mut run = |c: &mut dyn Chooser| {
         n += 1;
         if n.is_multiple_of(4096) {
@@ -369,6 +489,7 @@ fn search_with<P: Policy>(
         }
         let out = exec::run(shape, build, c, false);
         started.set(started.get().max(out.ops));
+        reached.set(reached.get().max(Reached::of(&out)));
         out
     };
     let (stats, found) = match spec.mode {
@@ -396,10 +517,39 @@ fn search_with<P: Policy>(
         let out = exec::run(shape, build, &mut Replay::new(&choices), true);
         counterexample(&out, token)
     });
-    Ok(report(spec, spec.mode.name(), stats, counterexample))
+    // What the executions reached (shrinking's replays are executions of the
+    // same machine too).
+    let reached = reached.get();
+    Ok(report(spec, spec.mode.name(), stats, reached, counterexample))
 }
 
-fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Option<Counterexample>) -> CheckReport {
+/// What the executions of a check reached: the most ASID rollovers, and the
+/// most CPUs that started cross-CPU invalidations, in any one execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Reached {
+    rollovers: u32,
+    initiators: u32,
+}
+
+impl Reached {
+    /// Returns what one execution reached.
+    fn of(out: &Outcome) -> Reached {
+        Reached { rollovers: out.rollovers, initiators: out.initiators.count_ones() }
+    }
+
+    /// Returns the most of each of two.
+    fn max(self, o: Reached) -> Reached {
+        Reached { rollovers: self.rollovers.max(o.rollovers), initiators: self.initiators.max(o.initiators) }
+    }
+}
+
+fn report(
+    spec: &CheckSpec,
+    mode: &'static str,
+    stats: Stats,
+    reached: Reached,
+    counterexample: Option<Counterexample>,
+) -> CheckReport {
     CheckReport {
         policy: spec.policy.clone(),
         cpus: spec.cpus,
@@ -421,6 +571,8 @@ fn report(spec: &CheckSpec, mode: &'static str, stats: Stats, counterexample: Op
         pruned: stats.pruned,
         max_steps: stats.max_steps,
         complete: stats.complete,
+        rollovers: reached.rollovers,
+        initiators: reached.initiators,
         counterexample,
     }
 }
@@ -975,6 +1127,13 @@ impl CheckReport {
         } else if self.mode != "replay" {
             let _ = writeln!(s, "explored: {} schedules, longest {} steps", self.executions, self.max_steps);
         }
+        if self.mode != "replay" {
+            let _ = writeln!(
+                s,
+                "reached: {} ASID rollover(s), {} CPU(s) starting cross-CPU invalidations (the most in one execution)",
+                self.rollovers, self.initiators
+            );
+        }
         match &self.counterexample {
             None => {
                 let _ = writeln!(s, "result: no violation");
@@ -1059,61 +1218,186 @@ pub struct Defaults {
     pub mms: usize,
     /// Pages per address space.
     pub pages: usize,
+    /// The ASID space (arm64: the smallest power of two of at least CPUs + 2;
+    /// x86: 6, Linux's dynamic PCID slots).
+    pub asids: u32,
     /// Kernel operations in all.
     pub ops: usize,
     /// Search mode.
     pub mode: Mode,
+    /// Schedules for random and PCT modes; `u64::MAX` (no cap) for exhaustive mode.
+    pub iterations: u64,
     /// Kinds of kernel operation (a mask of [`crate::ops::OpKind`] bits).
     pub menu: u32,
 }
 
-/// Returns the defaults for `policy`: 2 CPUs, 3 address spaces of 2 pages (the
-/// fewest that let two flushes of one address space cover different pages at
-/// once), 6 operations of every kind, exhaustively; a bug-zoo entry instead
-/// gets the smallest shape its bug needs (one page per address space), searched
-/// with PCT, which reaches such shallow-preemption bugs
-/// fastest: the counter's early acknowledgement needs a third CPU, a second
-/// initiator overwriting the request; a8ffaaa060b8 needs two rollovers while one
-/// CPU sits between its fast-path check and its exchange, so five address spaces
-/// and context switches only; 5e10f9887ed8 needs a fourth address space for the
-/// ASID that `kswapd`'s flush reads too early to be handed out again.
-pub fn defaults(policy: &str) -> Defaults {
-    let all = crate::ops::OpKind::all();
-    let base = Defaults { cpus: 2, mms: 3, pages: 2, ops: 6, mode: Mode::Exhaustive, menu: all };
-    let Some(bug) = resolve(policy).ok().and_then(|r| r.bug) else { return base };
-    // Each entry's bug needs one page per address space.
-    let pct = Defaults { mode: Mode::Pct, pages: 1, ..base };
-    match bug {
-        Bug::LinuxArm64A8ffaaa060b8 => Defaults { mms: 5, ops: 12, menu: crate::ops::OpKind::Switch.bit(), ..pct },
-        Bug::LinuxArm645e10f9887ed8 => Defaults { mms: 4, ops: 10, ..pct },
-        Bug::FreebsdX86CounterEarlyAck => Defaults { cpus: 3, ..pct },
-        _ => pct,
+/// A shape-and-search preset of `tlbkit check` (`--quick`, none, `--deep`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// `--quick`: the small shape (2 CPUs, 3 address spaces, 6 operations),
+    /// 10,000 PCT schedules: seconds, for a first look while editing.
+    Quick,
+    /// No preset: the policy's default shape (see [`defaults`]), sampled with PCT
+    /// within a schedule budget that keeps a release build near a minute.
+    Default,
+    /// `--deep`: the default shape, searched exhaustively with no cap: the proof
+    /// for that shape, which takes far longer than the default run.
+    Deep,
+}
+
+/// What a registered policy is, for its default shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// An ASID allocator whose rollovers a check must reach: the arm64 policies
+    /// with ASIDs (Linux's generations, FreeBSD's epochs).
+    AsidAllocator,
+    /// A shootdown protocol: IPIs (x86) or broadcast invalidation without ASIDs
+    /// (`arm64-noasid`), whose bugs need several initiators and targets.
+    Shootdown,
+}
+
+/// Returns the family of the registered policy `base` (a bug-zoo entry's base
+/// included).
+pub fn family(base: &str) -> Family {
+    if base.starts_with("arm64") && base != "arm64-noasid" {
+        Family::AsidAllocator
+    } else {
+        Family::Shootdown
     }
 }
 
-/// Returns the defaults with a contiguous block (`--teardown`): one address
-/// space of one ordinary page beside its block (the block's pages are what
-/// these checks are about), whose threads the CPUs run, searched with PCT. Every PTE access of an
+/// The schedules a default run samples. Measured on the 2-core development
+/// machine with a release build (README, "Checking"): each real policy's
+/// default run finishes in about a minute or less.
+pub const DEFAULT_SCHEDULES: u64 = 300_000;
+
+/// The schedules a `--quick` run samples.
+pub const QUICK_SCHEDULES: u64 = 10_000;
+
+/// Returns the spec `tlbkit check --policy POLICY` runs with no other flag:
+/// [`defaults`], seed 1, the policy's [`default_memory`], no contiguous block.
+pub fn default_spec(policy: &str) -> CheckSpec {
+    let d = defaults(policy);
+    CheckSpec {
+        policy: policy.to_string(),
+        cpus: d.cpus,
+        mms: d.mms,
+        pages: d.pages,
+        asids: d.asids,
+        ops: d.ops,
+        mode: d.mode,
+        iterations: d.iterations,
+        seed: 1,
+        memory: default_memory(policy),
+        menu: d.menu,
+        teardown: None,
+    }
+}
+
+/// Returns the defaults for `policy` (no preset): see [`preset`].
+pub fn defaults(policy: &str) -> Defaults {
+    preset(policy, Preset::Default)
+}
+
+/// Returns what `tlbkit check --policy POLICY` runs under preset `p`.
+///
+/// Every registered policy's address spaces map 2 pages, the fewest that let
+/// two flushes of one address space cover different pages at once; a bug-zoo
+/// entry's map one.
+///
+/// A registered policy's default shape is chosen so that one run reaches what
+/// its bugs need, and the report shows it did (`reached:`): an ASID allocator
+/// (arm64 with ASIDs) gets 2 CPUs, 5 address spaces, 4 ASIDs and 12 operations
+/// of every kind, which take it through at least two rollovers (three
+/// generations; a rollover needs one more live address space than the three
+/// ASIDs a generation hands out beside the reserved zero, and a second one
+/// needs an address space the first did not reserve); a shootdown protocol (x86,
+/// `arm64-noasid`) gets 3 CPUs, 3 address spaces and 9 operations, so that two
+/// CPUs can be targets of a third's shootdown and two initiators' requests can
+/// meet; FreeBSD x86 also gets 4 PCIDs per CPU ([`default_asids`]), so that its
+/// per-CPU PCID generations roll over too. Exhaustive search at these shapes takes far longer than a minute, so
+/// the default samples [`DEFAULT_SCHEDULES`] PCT schedules (bug depth 3) with
+/// the seed given (default 1); `--deep` is the exhaustive proof at the same
+/// shape, `--quick` the old small shape.
+///
+/// A bug-zoo entry instead gets the smallest shape its bug needs, searched with
+/// PCT, which reaches such shallow-preemption bugs fastest: the counter's early
+/// acknowledgement needs a third CPU, a second initiator overwriting the
+/// request; a8ffaaa060b8 needs two rollovers while one CPU sits between its
+/// fast-path check and its exchange, so five address spaces and context
+/// switches only; 5e10f9887ed8 needs a fourth address space for the ASID that
+/// `kswapd`'s flush reads too early to be handed out again.
+pub fn preset(policy: &str, p: Preset) -> Defaults {
+    let all = crate::ops::OpKind::all();
+    let r = resolve(policy).ok();
+    let asids = |cpus: usize| default_asids(policy, cpus);
+    // Two pages let two flushes of one address space cover different pages at
+    // once; each bug-zoo entry's bug needs one.
+    let pages = if r.as_ref().is_some_and(|r| r.bug.is_some()) { 1 } else { 2 };
+    let with = |cpus: usize, mms: usize, ops: usize, mode: Mode, menu: u32| Defaults {
+        cpus,
+        mms,
+        pages,
+        asids: asids(cpus),
+        ops,
+        mode,
+        iterations: match (p, mode) {
+            (_, Mode::Exhaustive) => u64::MAX,
+            (Preset::Quick, _) => QUICK_SCHEDULES,
+            _ => 100_000,
+        },
+        menu,
+    };
+    let shape = match r.as_ref().and_then(|r| r.bug) {
+        Some(bug) => match bug {
+            Bug::LinuxArm64A8ffaaa060b8 => with(2, 5, 12, Mode::Pct, crate::ops::OpKind::Switch.bit()),
+            Bug::LinuxArm645e10f9887ed8 => with(2, 4, 10, Mode::Pct, all),
+            Bug::FreebsdX86CounterEarlyAck => with(3, 3, 6, Mode::Pct, all),
+            _ => with(2, 3, 6, Mode::Pct, all),
+        },
+        None => {
+            let fam = r.as_ref().map_or(Family::AsidAllocator, |r| family(r.base));
+            let d = match fam {
+                Family::AsidAllocator => with(2, 5, 12, Mode::Pct, all),
+                Family::Shootdown => with(3, 3, 9, Mode::Pct, all),
+            };
+            Defaults { iterations: DEFAULT_SCHEDULES, ..d }
+        }
+    };
+    match p {
+        Preset::Default => shape,
+        Preset::Quick if r.as_ref().is_some_and(|r| r.bug.is_some()) => {
+            Defaults { iterations: QUICK_SCHEDULES, ..shape }
+        }
+        Preset::Quick => with(2, 3, 6, Mode::Pct, all),
+        Preset::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..shape },
+    }
+}
+
+/// Returns the defaults with a contiguous block (`--teardown`) under preset `p`:
+/// the small shape (2 CPUs, 6 operations; a bug-zoo entry's own) with one
+/// address space of one ordinary page beside its block, whose threads the CPUs run, searched with 100,000 PCT
+/// schedules (`--quick`: 10,000; `--deep`: exhaustively). Every PTE access of an
 /// unfold is a step and a write may land in any of 16 PTEs, so exhaustive runs
 /// need fewer operations (`--mode exhaustive --ops 4` on 2 CPUs: millions of
 /// states).
-pub fn contpte_defaults(d: Defaults) -> Defaults {
-    Defaults { mms: 1, pages: 1, mode: Mode::Pct, ..d }
+pub fn contpte_defaults(policy: &str, p: Preset) -> Defaults {
+    let zoo = resolve(policy).ok().is_some_and(|r| r.bug.is_some());
+    let d = if zoo { defaults(policy) } else { preset(policy, Preset::Quick) };
+    let d = Defaults { mms: 1, pages: 1, mode: Mode::Pct, iterations: 100_000, ..d };
+    match p {
+        Preset::Default => d,
+        Preset::Quick => Defaults { iterations: QUICK_SCHEDULES, ..d },
+        Preset::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..d },
+    }
 }
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:
-/// `(cpus, mms, ops, mode)`. Each is the smallest shape its bug needs (the
-/// counter's early acknowledgement needs a second initiator to overwrite the
-/// request; ASID bugs need enough switches for one or two rollovers), searched
-/// with PCT, which reaches such shallow-preemption bugs fastest.
+/// `(cpus, mms, ops, mode)` of its [`defaults`].
 pub fn zoo_defaults(policy: &str) -> Option<(usize, usize, usize, Mode)> {
-    let bug = resolve(policy).ok()?.bug?;
-    Some(match bug {
-        Bug::LinuxArm64A8ffaaa060b8 => (2, 3, 10, Mode::Pct),
-        Bug::LinuxArm645e10f9887ed8 => (2, 4, 10, Mode::Pct),
-        Bug::FreebsdX86CounterEarlyAck => (3, 3, 6, Mode::Pct),
-        _ => (2, 3, 6, Mode::Pct),
-    })
+    resolve(policy).ok()?.bug?;
+    let d = defaults(policy);
+    Some((d.cpus, d.mms, d.ops, d.mode))
 }
 
 #[cfg(test)]
@@ -1168,5 +1452,131 @@ mod tests {
         // The usual widths are unchanged.
         let cx = Counterexample { steps: vec![step(2, "cpu0")], ..cx };
         assert_eq!(cx.trace(), format!("   2. {:<18} a\n      {:<18} b\n", "cpu0", ""));
+    }
+}
+
+/// Tests of the exhaustive search's soundness that need the crate's insides.
+#[cfg(test)]
+mod soundness {
+    use super::*;
+    use crate::exec::{Pick, Point};
+
+    fn spec(policy: &str, ops: usize) -> CheckSpec {
+        CheckSpec {
+            policy: policy.into(),
+            cpus: 2,
+            mms: 3,
+            asids: default_asids(policy, 2),
+            ops,
+            mode: Mode::Exhaustive,
+            iterations: u64::MAX,
+            seed: 1,
+            memory: Memory::Sc,
+            menu: crate::ops::OpKind::all(),
+            teardown: None,
+        }
+    }
+
+    /// Takes the options a chooser picks in reverse order: option `i` of the
+    /// search is option `n - 1 - i` of the execution.
+    struct Reversed<'a>(&'a mut dyn Chooser);
+
+    impl Chooser for Reversed<'_> {
+        fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+            match self.0.choose(point, labels, state) {
+                Pick::Take(i) => Pick::Take(labels.len() - 1 - i),
+                Pick::Prune => Pick::Prune,
+            }
+        }
+        fn wants_state(&self) -> bool {
+            self.0.wants_state()
+        }
+    }
+
+    /// The states an exhaustive search reaches, exploring options first to
+    /// last or last to first.
+    struct States<'a>(&'a Shape, bool);
+
+    impl WithPolicy for States<'_> {
+        type Out = Stats;
+        fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Stats {
+            let (shape, reversed) = (self.0, self.1);
+            let mut run = |c: &mut dyn Chooser| {
+                if !reversed {
+                    return exec::run(shape, build, c, false);
+                }
+                let mut out = exec::run(shape, build, &mut Reversed(c), false);
+                for ch in &mut out.choices {
+                    ch.taken = ch.n - 1 - ch.taken;
+                }
+                out
+            };
+            search::exhaustive(&mut run, u64::MAX).0
+        }
+    }
+
+    /// Pruning at a state seen before is sound only if the state hash holds
+    /// everything that decides what can happen next; then a complete search
+    /// reaches the same states in any order. It once left out how many
+    /// operations each CPU had left (two CPUs that swapped operations reach the
+    /// same machine with different budgets), and on this shape the forward
+    /// order reached 2,719 states and the reverse 5,849, of 7,928.
+    #[test]
+    fn the_states_an_exhaustive_search_reaches_do_not_depend_on_its_order() {
+        for (p, ops) in [("arm64-noasid", 4), ("x86-linux-pcid", 3)] {
+            let s = spec(p, ops);
+            let shape = shape(&s).unwrap();
+            let forward = with_policy(&s, States(&shape, false)).unwrap();
+            let reverse = with_policy(&s, States(&shape, true)).unwrap();
+            eprintln!("{p}: {} {}", forward.states, reverse.states);
+            assert!(forward.complete && reverse.complete);
+            assert_eq!(forward.states, reverse.states, "{p}");
+        }
+    }
+
+    /// Records the state hash at every scheduling point of executions chosen by
+    /// a fixed pseudo-random sequence.
+    struct Hashes(Vec<u64>, u64);
+
+    impl Chooser for Hashes {
+        fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+            if point == Point::Sched {
+                self.0.push(state);
+            }
+            self.1 = self.1.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            Pick::Take(((self.1 >> 33) % labels.len() as u64) as usize)
+        }
+        fn wants_state(&self) -> bool {
+            true
+        }
+    }
+
+    struct Paths<'a>(&'a Shape);
+
+    impl WithPolicy for Paths<'_> {
+        type Out = Vec<Vec<u64>>;
+        fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<Vec<u64>> {
+            (0..100)
+                .map(|seed| {
+                    let mut h = Hashes(Vec::new(), seed);
+                    exec::run(self.0, build, &mut h, false);
+                    h.0
+                })
+                .collect()
+        }
+    }
+
+    /// A parallel search shares one visited set between threads, whose arenas
+    /// (and so the policy's addresses) differ: the same execution must hash the
+    /// same on each.
+    #[test]
+    fn the_same_execution_hashes_the_same_on_another_thread() {
+        for p in ["arm64-linux", "x86-freebsd-counter"] {
+            let s = spec(p, 6);
+            let shape = shape(&s).unwrap();
+            let here = with_policy(&s, Paths(&shape)).unwrap();
+            let there = std::thread::scope(|t| t.spawn(|| with_policy(&s, Paths(&shape)).unwrap()).join().unwrap());
+            assert_eq!(here, there, "{p}");
+        }
     }
 }

@@ -15,7 +15,8 @@ fn spec(policy: &str, ops: usize) -> CheckSpec {
         cpus: 2,
         mms: 3,
         pages: 1,
-        asids: if policy.starts_with("x86") { 6 } else { 4 },
+        // Linux x86 keeps its 6 PCID slots; FreeBSD x86 4 PCIDs per CPU, arm64 4 ASIDs.
+        asids: if policy.starts_with("x86-linux") { 6 } else { 4 },
         ops,
         mode: Mode::Exhaustive,
         iterations: u64::MAX,
@@ -68,7 +69,9 @@ fn exhaustive_state_count_is_deterministic() {
     assert_eq!((a.states, a.executions, a.max_steps), (b.states, b.executions, b.max_steps));
     assert!(a.complete && a.counterexample.is_none());
     // Pinned: a change to the model, the hooks or the pruning shows here first.
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (4085, 3389, 3355, 40));
+    // (4085, 3389, 3355, 40) before the state hash took in each CPU's operations
+    // left and write versions as stores made since (see `spec::soundness`).
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3797, 3200, 3166, 40));
 }
 
 #[test]

@@ -15,7 +15,7 @@ mod common;
 use std::time::Instant;
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{default_memory, defaults, is_x86};
+use tlbkit_check::spec::{default_asids, default_memory, defaults};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 #[global_allocator]
@@ -27,7 +27,7 @@ fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
         cpus,
         mms: 3,
         pages: 1,
-        asids: if is_x86(policy) { 6 } else { (cpus as u32 + 2).next_power_of_two() },
+        asids: default_asids(policy, cpus),
         ops: 6,
         mode,
         iterations,
@@ -84,7 +84,7 @@ fn every_zoo_entry_with_its_defaults() {
             menu: d.menu,
             teardown: None,
             memory: default_memory(&policy),
-            asids: if is_x86(&policy) { 6 } else { (d.cpus as u32 + 2).next_power_of_two() },
+            asids: d.asids,
             iterations: 100_000,
             seed: 1,
             policy: policy.clone(),

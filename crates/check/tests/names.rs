@@ -14,9 +14,8 @@ static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 /// randomly `iterations` times.
 fn spec(policy: &str, iterations: u64) -> CheckSpec {
     let d = defaults(policy);
-    let x86 = tlbkit_check::spec::is_x86(policy);
     CheckSpec {
-        asids: if x86 { 6 } else { (d.cpus as u32 + 2).next_power_of_two() },
+        asids: d.asids,
         memory: default_memory(policy),
         policy: policy.to_string(),
         cpus: d.cpus,
@@ -39,7 +38,7 @@ fn every_field_a_registered_policy_or_zoo_variant_touches_has_a_name() {
         for memory in [Memory::Sc, Memory::Tso] {
             // Three CPUs reach the shootdown protocols' second initiator too.
             for cpus in [2, 3] {
-                let asids = if tlbkit_check::spec::is_x86(policy) { 6 } else { (cpus as u32 + 2).next_power_of_two() };
+                let asids = tlbkit_check::spec::default_asids(policy, cpus);
                 let s = CheckSpec { memory, cpus, asids, ..spec(policy, 200) };
                 let unnamed = unnamed_fields(&s, s.iterations).unwrap_or_else(|e| panic!("{policy}: {e}"));
                 assert!(
@@ -149,7 +148,7 @@ fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
         pages: 1,
         linux: false,
         memory: Memory::Sc,
-        reclaim: false,
+        reclaim: tlbkit_check::ops::Reclaim::FreebsdPageDaemon,
         arm64: true,
         bug: None,
         menu: tlbkit_check::ops::OpKind::all(),

@@ -14,9 +14,8 @@ fn zoo_spec(id: &str) -> CheckSpec {
     let policy = format!("zoo/{id}");
     let d = defaults(&policy);
     let (cpus, mms, ops, mode) = (d.cpus, d.mms, d.ops, d.mode);
-    let x86 = tlbkit_check::spec::is_x86(&policy);
     CheckSpec {
-        asids: if x86 { 6 } else { (cpus as u32 + 2).next_power_of_two() },
+        asids: d.asids,
         memory: default_memory(&policy),
         policy,
         cpus,

@@ -138,12 +138,19 @@ pub trait Hw {
     /// there, and returns without waiting (FreeBSD `ipi_selected`). The policy
     /// learns of completion through shared memory it polls, accounting every
     /// poll with [`Hw::shared`].
+    ///
+    /// A handler may run after the caller has returned (the checker lets the
+    /// initiator leave as soon as its protocol stops waiting), so it must own
+    /// what it captures (a `move` closure) and borrow only what outlives every
+    /// shootdown, the policy's shared state: as a kernel's handler reads the
+    /// request from global or per-CPU memory, never from the initiator's stack.
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
 
     /// Sends an IPI to every CPU but the caller with one interrupt-controller
     /// write (the x86 APIC's "all excluding self" destination shorthand, FreeBSD
     /// `ipi_all_but_self`), runs `handler` on each of them and returns without
-    /// waiting, as [`Hw::send_ipi_async`] does. The targets are the same as
+    /// waiting, as [`Hw::send_ipi_async`] does (and under the same contract on
+    /// what `handler` may borrow). The targets are the same as
     /// `send_ipi_async` to every CPU; what differs is the cost: one write instead of
     /// one per target, so every target is interrupted at about the same time.
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F);

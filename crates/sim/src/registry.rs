@@ -184,21 +184,30 @@ register! {
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter)),
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-gen" {
         description: "FreeBSD x86 after seed 003: handlers store the generation in their own per-CPU done flag",
         arch: X86_64,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation)),
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-scoreboard" {
         description: "FreeBSD x86 (2020 rework): lock-free per-initiator requests, target x initiator scoreboard, \
                       ack before invalidate",
         arch: X86_64,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard)),
+        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
+    }
+}
+
+/// Returns FreeBSD x86's PCIDs per CPU for `b`: `1 << asid_bits` (the x86
+/// machines' 12 bits give the hardware's 4096; the checker's `--asids` fewer).
+fn pcids(b: &Build) -> Result<u32, String> {
+    match b.asid_bits {
+        2..=12 => Ok(1 << b.asid_bits),
+        bits => Err(format!("FreeBSD x86 has 4 to 4096 PCIDs per CPU (2 to 12 bits), not {bits} bits")),
     }
 }
 

@@ -420,9 +420,16 @@ impl Importer {
         // threads one stream.
         // And an id that has exited does nothing more until a creation returns
         // it again: a call or a second exit after its exit is refused too.
+        // An id that acts before the creation that returns it is refused as
+        // well: with -f, every process but the first is created in the log before
+        // it runs (an id the log never creates is a process outside the run).
         let mut live: BTreeMap<u32, usize> = BTreeMap::from([(pid, 0)]);
         let mut gone: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut unborn: BTreeMap<u32, usize> = BTreeMap::new();
         for e in &entries {
+            if !live.contains_key(&e.pid) && !gone.contains_key(&e.pid) {
+                unborn.entry(e.pid).or_insert(e.line);
+            }
             if let Some(at) = gone.get(&e.pid) {
                 let what = if matches!(e.what, What::Exit) { "exits again" } else { "makes a call" };
                 return Err(format!(
@@ -446,6 +453,13 @@ impl Importer {
                             let since = if at == 0 { "the traced process".to_string() } else { format!("line {at}") };
                             return Err(format!(
                                 "{sname}:{}: {} returns {child}, an id still running (since {since}): give the log \
+                                 of one run as strace -f wrote it",
+                                e.line, c.name
+                            ));
+                        }
+                        if let Some(at) = unborn.remove(&child) {
+                            return Err(format!(
+                                "{sname}:{}: {} returns {child}, an id that acted before, at line {at}: give the log \
                                  of one run as strace -f wrote it",
                                 e.line, c.name
                             ));
@@ -855,7 +869,9 @@ impl Importer {
                     }
                     let exited = bl.exited.expect("every thread has ended");
                     arrivals += 1;
-                    if exited < g || exec {
+                    // A thread that exits where the point is has ended by then
+                    // (its exit sorts after anything it arrives at there).
+                    if exited <= g || exec {
                         // It has ended (or an execve ends it): it arrives as it exits.
                         retired.insert(t);
                         let at = if exec { g.min(exited) } else { exited };
@@ -1072,6 +1088,39 @@ mod tests {
         let after = format!("{STRACE}{pid} 16:46:52.400000 munmap(0x4837000, 8192) = 0\n");
         let e = run(LACKEY, Some(&after), Options::default()).unwrap_err();
         assert!(e.contains(&format!("thread {pid} makes a call after its exit at line")), "{e}");
+    }
+
+    /// The third input `fuzz/run.sh strace` found: thread 4244 makes a call
+    /// (line 6) before the clone that creates it (line 7). It is refused with
+    /// both lines.
+    #[test]
+    fn a_thread_that_acts_before_its_creation_is_refused() {
+        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-acts-before-its-creation.strace");
+        let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
+            .unwrap_err();
+        assert!(e.starts_with("f.strace:7: clone returns 4244, an id that acted before, at line 6"), "{e}");
+    }
+
+    /// The same input without that line imports, where it failed the import's
+    /// own validation: a thread the log shows no exit for (tid 4243 of the
+    /// forked process) ended at the same position as its sibling's next
+    /// address-space change, and the barrier there made it arrive after its
+    /// exit. A thread that exits where a barrier point is now arrives as it
+    /// exits.
+    #[test]
+    fn a_thread_that_ends_where_a_sibling_changes_the_address_space_arrives_as_it_exits() {
+        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-ends-where-a-sibling-calls.strace");
+        let (trace, sum) =
+            import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
+                .unwrap();
+        assert_eq!(sum.barriers, 3);
+        let t = trace.threads.iter().position(|t| t.tid == 4243 && t.process == 1).expect("the forked 4243");
+        let events: Vec<&Event> = trace.threads[t].records.iter().map(|r| &r.event).collect();
+        assert_eq!(events.last(), Some(&&Event::Exit), "{events:?}");
+        assert!(
+            events.iter().rev().nth(1).is_some_and(|e| matches!(e, Event::Arrive { wait: false, .. })),
+            "it arrives as it exits: {events:?}"
+        );
     }
 
     /// Returns the events of thread `t` that are neither references nor synchronisation.

@@ -152,12 +152,17 @@ struct PcpuPmap {
 }
 
 /// FreeBSD amd64's pmap TLB layer: per-CPU PCIDs, `pm_active` shootdowns through
-/// the chosen completion protocol.
-pub struct FreebsdX86 {
+/// the chosen completion protocol: one of FreeBSD's ([`Protocol`], the default),
+/// or any other [`CompletionProtocol`] (a user's own, or a deliberately broken one
+/// in a test) through [`FreebsdX86::with_protocol`].
+pub struct FreebsdX86<C = Protocol> {
     pmaps: Vec<PmapState>,
     pcpu: Vec<PcpuPmap>,
     all_cpus: CpuMask,
-    protocol: Protocol,
+    protocol: C,
+    /// One past the largest PCID ([`PMAP_PCID_OVERMAX`] unless a checker shrinks
+    /// the space, [`FreebsdX86::with_pcid_overmax`]).
+    pcid_overmax: u32,
 }
 
 impl FreebsdX86 {
@@ -165,27 +170,7 @@ impl FreebsdX86 {
     /// 0 is `vmspace0`'s pmap, which kernel threads run on), shooting down with
     /// `completion`. Every CPU starts on slot 0 as after boot.
     pub fn new(ncpus: usize, max_mms: usize, completion: Completion) -> Self {
-        let pmaps: Vec<PmapState> = (0..max_mms.max(1))
-            .map(|slot| {
-                if slot == 0 {
-                    PmapState::new(ncpus, PMAP_PCID_KERN + 1, 1)
-                } else {
-                    PmapState::new(ncpus, PMAP_PCID_NONE, 0)
-                }
-            })
-            .collect();
-        pmaps[0].pm_active.set_all();
-        let pcpu = (0..ncpus)
-            .map(|_| PcpuPmap {
-                curpmap: AtomicU32::new(MmId::KERNEL.0),
-                cr3_pcid: AtomicU32::new(PMAP_PCID_KERN),
-                pcid_next: AtomicU32::new(PMAP_PCID_KERN + 2),
-                pcid_gen: AtomicU32::new(1),
-            })
-            .collect();
-        let all_cpus = CpuMask::new(ncpus);
-        all_cpus.set_all();
-        FreebsdX86 { pmaps, pcpu, all_cpus, protocol: Protocol::new(completion, ncpus) }
+        FreebsdX86::with_protocol(ncpus, max_mms, Protocol::new(completion, ncpus))
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]): only
@@ -226,7 +211,56 @@ impl FreebsdX86 {
     pub fn protocol(&self) -> &Protocol {
         &self.protocol
     }
+}
 
+impl<C> FreebsdX86<C> {
+    /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots,
+    /// shooting down with `protocol` (built for `ncpus` CPUs), in the boot state
+    /// [`FreebsdX86::new`] describes.
+    pub fn with_protocol(ncpus: usize, max_mms: usize, protocol: C) -> Self {
+        let pmaps: Vec<PmapState> = (0..max_mms.max(1))
+            .map(|slot| {
+                if slot == 0 {
+                    PmapState::new(ncpus, PMAP_PCID_KERN + 1, 1)
+                } else {
+                    PmapState::new(ncpus, PMAP_PCID_NONE, 0)
+                }
+            })
+            .collect();
+        pmaps[0].pm_active.set_all();
+        let pcpu = (0..ncpus)
+            .map(|_| PcpuPmap {
+                curpmap: AtomicU32::new(MmId::KERNEL.0),
+                cr3_pcid: AtomicU32::new(PMAP_PCID_KERN),
+                pcid_next: AtomicU32::new(PMAP_PCID_KERN + 2),
+                pcid_gen: AtomicU32::new(1),
+            })
+            .collect();
+        let all_cpus = CpuMask::new(ncpus);
+        all_cpus.set_all();
+        FreebsdX86 { pmaps, pcpu, all_cpus, protocol, pcid_overmax: PMAP_PCID_OVERMAX }
+    }
+
+    /// Returns this policy with a PCID space of `overmax` PCIDs per CPU (0 to
+    /// `overmax - 1`, 0 being `kernel_pmap`'s) instead of the hardware's 4096
+    /// ([`PMAP_PCID_OVERMAX`]): the same allocator with a smaller bound, so that a
+    /// bounded model checker reaches its generation rollovers
+    /// (`pmap_pcid_alloc`), as a small `asid_bits` does on arm64.
+    ///
+    /// # Panics
+    /// If `overmax` is below 3 (`vmspace0` holds PCID 1 from boot: a user pmap
+    /// needs at least one more) or above [`PMAP_PCID_OVERMAX`].
+    pub fn with_pcid_overmax(mut self, overmax: u32) -> Self {
+        assert!(
+            (PMAP_PCID_KERN + 3..=PMAP_PCID_OVERMAX).contains(&overmax),
+            "a PCID space of {overmax} leaves no PCID for a user pmap, or exceeds the hardware's"
+        );
+        self.pcid_overmax = overmax;
+        self
+    }
+}
+
+impl<C: CompletionProtocol> FreebsdX86<C> {
     /// Returns the pmap loaded on `cpu` (`curpmap`).
     pub fn curpmap(&self, cpu: CpuId) -> MmId {
         // Relaxed: a report of another CPU's state, not a decision.
@@ -280,9 +314,9 @@ impl FreebsdX86 {
         }
         // Relaxed (pcid_next, pcid_gen): this CPU's private state.
         let mut next = pc.pcid_next.load(Ordering::Relaxed);
-        debug_assert!(next <= PMAP_PCID_OVERMAX);
+        debug_assert!(next <= self.pcid_overmax);
         let mut new_gen = gen;
-        if next == PMAP_PCID_OVERMAX {
+        if next == self.pcid_overmax {
             new_gen = gen.wrapping_add(1);
             if new_gen == 0 {
                 new_gen = 1;
@@ -453,7 +487,10 @@ impl FreebsdX86 {
         };
         self.invalidate(hw, req);
     }
+}
 
+#[cfg(test)]
+impl FreebsdX86 {
     /// Returns `(address, name)` of every shared variable, for readable test logs.
     #[cfg(test)]
     fn symbols(&self) -> Vec<(usize, alloc::string::String)> {
@@ -480,7 +517,7 @@ fn show_pcid(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     }
 }
 
-impl Policy for FreebsdX86 {
+impl<C: CompletionProtocol + Sync> Policy for FreebsdX86<C> {
     /// Gives the pmap no PCID and generation 0 on every CPU and an empty
     /// `pm_active` (`pmap_pinit`).
     fn mm_init(&self, mm: MmId) {
@@ -634,6 +671,20 @@ mod tests {
         // Same pmap again: nothing at all.
         p.switch_mm(&hw, MmId(2));
         assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_smaller_pcid_space_rolls_over_at_its_own_bound() {
+        // Four PCIDs: 0 is kernel_pmap's, 1 vmspace0's, so user pmaps get 2 and 3.
+        let p = fbsd(1, 4, Completion::Counter).with_pcid_overmax(4);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        assert_eq!(hw.take(), vec![root(1, 2, false), root(2, 3, false)]);
+        assert_eq!(p.pcid_state(CpuId(0)), (4, 1));
+        p.switch_mm(&hw, MmId(3));
+        assert_eq!(hw.take(), vec!["note AsidRollover".into(), root(3, 1, false)]);
+        assert_eq!(p.pcid_state(CpuId(0)), (2, 2));
     }
 
     #[test]

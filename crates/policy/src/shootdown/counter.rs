@@ -164,7 +164,7 @@ impl CompletionProtocol for Counter {
 
         hw.phase(Phase::Dispatch);
         hw.spin_on(addr_of(&self.globals.wait));
-        others.send(hw, |h| self.handler(h, &invalidate));
+        others.send(hw, move |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);
         loop {

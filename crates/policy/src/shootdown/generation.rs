@@ -146,7 +146,7 @@ impl CompletionProtocol for Generation {
         if let Some(first) = others.first() {
             hw.spin_on(addr_of(&self.smp_tlb_done[first.index()].0));
         }
-        others.send(hw, |h| self.handler(h, &invalidate));
+        others.send(hw, move |h| self.handler(h, &invalidate));
 
         hw.phase(Phase::Sync);
         others.mask.for_each(|cpu| {

@@ -206,6 +206,12 @@ pub trait CompletionProtocol {
         H: Hw,
         L: Fn(&H),
         I: Fn(&H, &Request);
+
+    /// Names the protocol's shared fields (see [`crate::Policy::name_fields`]); the
+    /// default names none.
+    fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        let _ = f;
+    }
 }
 
 /// One completion protocol with its shared state (enum dispatch over the closed set).
@@ -269,6 +275,10 @@ impl CompletionProtocol for Protocol {
             Protocol::Generation(p) => p.shootdown(hw, targets, req, local, invalidate),
             Protocol::Scoreboard(p) => p.shootdown(hw, targets, req, local, invalidate),
         }
+    }
+
+    fn name_fields(&self, f: &mut dyn crate::fields::Fields) {
+        Protocol::name_fields(self, f);
     }
 }
 

@@ -31,7 +31,10 @@
 //! page table. So when the initiator's sync ends, the targets' invalidations may
 //! still be running; the simulator runs each handler to its end inside
 //! [`Hw::send_ipi_async`], so the oracle sees them done, while the latency the
-//! initiator measures ends with the acknowledgements.
+//! initiator measures ends with the acknowledgements. The checker lets the
+//! initiator return once the acknowledgements are in, with the targets' handlers
+//! still pending or running, and judges a target that is inside its handler when
+//! the handler returns: the safety argument above, checked.
 //!
 //! # What it costs
 //! No lock line. Each initiator writes its own request line and one slot per target;
@@ -219,7 +222,7 @@ impl CompletionProtocol for Scoreboard {
         if let Some(first) = others.first() {
             hw.spin_on(addr_of(self.slot(first.index(), me)));
         }
-        others.send(hw, |h| self.invlop_handler(h, &invalidate));
+        others.send(hw, move |h| self.invlop_handler(h, &invalidate));
         local(hw);
 
         hw.phase(Phase::Sync);

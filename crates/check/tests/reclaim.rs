@@ -1,0 +1,186 @@
+//! Reclaim on every policy (issue 16, class 3): each kernel's page-out path is
+//! offered wherever the policy runs, and calls what that kernel calls: Linux's
+//! batched flush (`flush_batch`) from `kswapd`, FreeBSD's per-page invalidation of
+//! the pmap (`flush_page`) from the page daemon, for an address space that may
+//! run on no CPU at all. A FreeBSD-style policy that skips the invalidation of a
+//! pmap loaded nowhere (while a CPU still holds entries tagged with its PCID) is
+//! found only by such an operation.
+
+use std::sync::atomic::Ordering::SeqCst;
+use tlbkit_check::exec::{self, Shape};
+use tlbkit_check::ops::{OpKind, Reclaim};
+use tlbkit_check::search::{self, Randomised};
+use tlbkit_check::spec::{check_policy, default_asids};
+use tlbkit_check::{check, CheckSpec, Mode};
+use tlbkit_policy::shootdown::Completion;
+use tlbkit_policy::sync::AtomicU32;
+use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
+use tlbkit_sim::registry::{self, Build, WithPolicy};
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// `x86-freebsd-gen` with a plausible page-out mistake: `pmap_invalidate_page`
+/// returns at once when the pmap's `pm_active` is empty ("nobody runs it, so
+/// nothing to shoot down"), skipping the generation reset that makes the next
+/// activation on a CPU that ran it drop the PCID's stale entries. It tracks which
+/// pmap each CPU runs itself (`running[cpu]`), as `pm_active` would say.
+struct SkipInactive {
+    inner: FreebsdX86,
+    /// The slot each CPU last switched to (0: the kernel's).
+    running: Vec<AtomicU32>,
+}
+
+impl SkipInactive {
+    fn new(cpus: usize, mm_slots: usize) -> Self {
+        let inner = FreebsdX86::new(cpus, mm_slots, Completion::Generation).with_pcid_overmax(4);
+        SkipInactive { inner, running: (0..cpus).map(|_| AtomicU32::new(0)).collect() }
+    }
+}
+
+impl Policy for SkipInactive {
+    fn mm_init(&self, mm: MmId) {
+        self.inner.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.inner.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        // SeqCst: the flusher reads every CPU's entry after its PTE change.
+        self.running[hw.cpu().index()].store(next.0, SeqCst);
+        self.inner.switch_mm(hw, next)
+    }
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        // SeqCst: as in `switch_mm`.
+        self.running[hw.cpu().index()].store(MmId::KERNEL.0, SeqCst);
+        self.inner.enter_lazy(hw, who)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        // SeqCst: pairs with the stores above.
+        if self.running.iter().all(|r| r.load(SeqCst) != mm.0) {
+            return;
+        }
+        self.inner.flush_page(hw, mm, va)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.inner.flush_mm(hw, mm)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.inner.flush_kernel_range(hw, start, pages)
+    }
+    fn name_fields(&self, f: &mut dyn Fields) {
+        self.inner.name_fields(f);
+        for (c, r) in self.running.iter().enumerate() {
+            f.add(r, format_args!("running[cpu{c}]"), Value::Mm);
+        }
+    }
+}
+
+/// `tlbkit check --policy x86-freebsd-gen` with no other flag, with `menu` if given.
+fn default_spec(menu: Option<u32>) -> CheckSpec {
+    let d = tlbkit_check::spec::default_spec("x86-freebsd-gen");
+    CheckSpec { menu: menu.unwrap_or(d.menu), ..d }
+}
+
+fn skip_inactive(spec: &CheckSpec) -> impl Fn() -> SkipInactive + '_ {
+    move || SkipInactive::new(spec.cpus, spec.mms + 1)
+}
+
+#[test]
+fn the_default_check_finds_a_page_out_that_skips_a_pmap_loaded_nowhere() {
+    let spec = default_spec(None);
+    let t = std::time::Instant::now();
+    let r = check_policy(&spec, &skip_inactive(&spec)).unwrap();
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    assert_eq!(cx.property, "no_stale_use", "{}", cx.detail);
+    let text = cx.trace();
+    assert!(text.contains("the page daemon pages out page"), "{text}");
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
+}
+
+/// A small machine on which the skip needs no more than page-out: 2 CPUs, one
+/// process, 5 operations (one CPU switches to it, leaves it for idle and
+/// switches back; the other pages its page out meanwhile), exhaustively.
+fn small(menu: &str) -> CheckSpec {
+    CheckSpec {
+        cpus: 2,
+        mms: 1,
+        ops: 5,
+        mode: Mode::Exhaustive,
+        iterations: u64::MAX,
+        menu: OpKind::parse(menu).unwrap(),
+        ..default_spec(None)
+    }
+}
+
+#[test]
+fn without_page_out_the_small_machine_proves_the_skip_harmless() {
+    // What the checker could do before: no reclaim on FreeBSD policies. The
+    // exhaustive search completes clean without page-out and finds the skip with it.
+    let without = small("switch,idle,munmap");
+    let r = check_policy(&without, &skip_inactive(&without)).unwrap();
+    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    let with = small("switch,idle,munmap,reclaim");
+    let r = check_policy(&with, &skip_inactive(&with)).unwrap();
+    assert_eq!(r.counterexample.map(|c| c.property), Some("no_stale_use"));
+}
+
+#[test]
+fn the_real_freebsd_policy_passes_where_the_skip_is_found() {
+    let r = check(&small("switch,idle,munmap,reclaim")).unwrap();
+    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+}
+
+/// Random executions of a registered policy, recording their events.
+struct Trace<'a> {
+    shape: &'a Shape,
+}
+
+impl WithPolicy for Trace<'_> {
+    type Out = Vec<String>;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<String> {
+        let mut texts = Vec::new();
+        let mut run = |c: &mut dyn exec::Chooser| {
+            let out = exec::run(self.shape, build, c, true);
+            texts.extend(out.events.iter().map(|e| e.text.clone()));
+            out
+        };
+        search::randomised(&mut run, Randomised::Random, 200, 3);
+        texts
+    }
+}
+
+#[test]
+fn every_policy_pages_out_through_its_kernels_flush() {
+    for p in registry::POLICIES {
+        let linux = p.name.starts_with("x86-linux") || p.name.starts_with("arm64-linux");
+        // The shape `tlbkit check --policy P --cpus 2 --mms 2 --ops 4 --menu switch,idle,reclaim` runs.
+        let spec = CheckSpec {
+            policy: p.name.to_string(),
+            cpus: 2,
+            mms: 2,
+            asids: default_asids(p.name, 2),
+            ops: 4,
+            menu: OpKind::Switch.bit() | OpKind::Idle.bit() | OpKind::Reclaim.bit(),
+            ..default_spec(None)
+        };
+        let shape = tlbkit_check::spec::shape(&spec).unwrap();
+        assert_eq!(shape.reclaim, if linux { Reclaim::LinuxBatched } else { Reclaim::FreebsdPageDaemon }, "{}", p.name);
+        let arm64 = p.name.starts_with("arm64");
+        let build = Build {
+            cpus: 2,
+            mm_slots: 3,
+            asid_bits: if arm64 || p.name.starts_with("x86-freebsd") { spec.asids.trailing_zeros() as u8 } else { 12 },
+            kpti: false,
+            bug: None,
+        };
+        let texts = registry::with_policy(p.name, &build, Trace { shape: &shape }).unwrap();
+        let (op, flush) = if linux {
+            ("op: kswapd reclaims page", "flush_batch returned")
+        } else {
+            ("op: the page daemon pages out page", "flush_page returned")
+        };
+        let at = texts.iter().position(|t| t.starts_with(op)).unwrap_or_else(|| panic!("{}: no page-out", p.name));
+        assert!(texts[at..].iter().any(|t| t.starts_with(flush)), "{}: no {flush} after the page-out", p.name);
+    }
+}

@@ -1,0 +1,227 @@
+//! Default shapes big enough to reach the bug (issue 16, class 4): a default
+//! `tlbkit check --policy P` takes an ASID allocator through at least two
+//! rollovers and a shootdown protocol through three CPUs starting
+//! invalidations, and the report says so; a shootdown bug that needs a third CPU
+//! is found by the default run and cannot be found at the old default shape.
+//!
+//! The default runs sample `DEFAULT_SCHEDULES` PCT schedules; these tests run
+//! the first few of them (a PCT schedule depends only on the seed and its number,
+//! so they are the default run's first schedules): what they reach, the whole
+//! run reaches. The whole runs, in release: `tlbkit check --policy P` (README,
+//! "Checking").
+
+use tlbkit_check::exec::Memory;
+use tlbkit_check::ops::OpKind;
+use tlbkit_check::spec::{check_policy, defaults, family, preset, Family, Preset};
+use tlbkit_check::{check, CheckSpec, Mode};
+use tlbkit_policy::asid::LinuxX86;
+use tlbkit_policy::{Access, Asid};
+use tlbkit_policy::{
+    Barrier, CpuId, CpuMask, Fields, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr,
+};
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// `tlbkit check --policy POLICY` with no other flag, its first `iterations`
+/// schedules only.
+fn default_spec(policy: &str, iterations: u64) -> CheckSpec {
+    let d = tlbkit_check::spec::default_spec(policy);
+    CheckSpec { iterations: iterations.min(d.iterations), ..d }
+}
+
+/// The policies with an ASID or PCID allocator that rolls over: every arm64
+/// policy with ASIDs, and FreeBSD x86's per-CPU PCID generations.
+fn rolls_over(policy: &str) -> bool {
+    family(policy) == Family::AsidAllocator || policy.starts_with("x86-freebsd")
+}
+
+#[test]
+fn a_default_run_of_every_asid_allocator_reaches_two_rollovers() {
+    let mut seen = 0;
+    for p in tlbkit_sim::registry::POLICIES.iter().filter(|p| rolls_over(p.name)) {
+        let r = check(&default_spec(p.name, 400)).unwrap();
+        assert!(r.rollovers >= 2, "{}: {} rollovers in {} schedules", p.name, r.rollovers, r.executions);
+        assert!(r.to_text().contains(&format!("reached: {} ASID rollover(s)", r.rollovers)), "{}", r.to_text());
+        seen += 1;
+    }
+    assert_eq!(seen, 9, "six arm64 policies with ASIDs and three FreeBSD x86 ones");
+}
+
+#[test]
+fn a_default_run_of_every_shootdown_protocol_has_three_cpus_starting_invalidations() {
+    let mut seen = 0;
+    for p in tlbkit_sim::registry::POLICIES.iter().filter(|p| family(p.name) == Family::Shootdown) {
+        let spec = default_spec(p.name, 3_000);
+        assert_eq!(spec.cpus, 3, "{}", p.name);
+        let r = check(&spec).unwrap();
+        assert_eq!(r.initiators, 3, "{}: {} schedules", p.name, r.executions);
+        seen += 1;
+    }
+    assert_eq!(seen, 6, "arm64-noasid and the five x86 policies");
+}
+
+#[test]
+fn the_old_small_shape_reaches_neither() {
+    // What the defaults were: 2 CPUs, 3 address spaces, 6 operations (now `--quick`).
+    let quick = preset("arm64-linux", Preset::Quick);
+    assert_eq!((quick.cpus, quick.mms, quick.ops), (2, 3, 6));
+    let r = check(&CheckSpec { mms: quick.mms, ops: quick.ops, ..default_spec("arm64-linux", 400) }).unwrap();
+    assert!(r.rollovers < 2, "{} rollovers", r.rollovers);
+    let r = check(&CheckSpec { cpus: 2, ..default_spec("x86-linux-pcid", 400) }).unwrap();
+    assert!(r.initiators <= 2);
+}
+
+#[test]
+fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
+    for p in tlbkit_sim::registry::POLICIES {
+        let (d, quick, deep) = (defaults(p.name), preset(p.name, Preset::Quick), preset(p.name, Preset::Deep));
+        assert_eq!((deep.cpus, deep.mms, deep.asids, deep.ops), (d.cpus, d.mms, d.asids, d.ops), "{}", p.name);
+        assert_eq!((deep.mode, deep.iterations), (Mode::Exhaustive, u64::MAX), "{}", p.name);
+        assert_eq!((d.mode, quick.mode), (Mode::Pct, Mode::Pct), "{}", p.name);
+        assert!(quick.iterations < d.iterations && quick.ops < d.ops, "{}", p.name);
+    }
+}
+
+/// An [`Hw`] whose synchronous IPIs reach only the lowest-numbered target: the
+/// mistake of a flush that hands its mask to a single-target call
+/// (`smp_call_function_single(cpumask_first(mask), ..)`) instead of
+/// `on_each_cpu_mask`. With two CPUs there is at most one target, so nothing is
+/// lost; with three, a second CPU running the mm keeps its entries.
+///
+/// It holds a pointer, not a reference: a handler gets the target's `&H` for the
+/// handler's call only, and `Hw`'s handlers take `&Self`.
+struct FirstTargetOnly<H: Hw>(*const H);
+
+impl<H: Hw> FirstTargetOnly<H> {
+    fn hw(&self) -> &H {
+        // SAFETY: a FirstTargetOnly lives only inside the call that lent the `&H`
+        // it points at (a flush, or one handler run).
+        unsafe { &*self.0 }
+    }
+}
+
+impl<H: Hw> Hw for FirstTargetOnly<H> {
+    fn cpu(&self) -> CpuId {
+        self.hw().cpu()
+    }
+    fn ncpus(&self) -> usize {
+        self.hw().ncpus()
+    }
+    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+        self.hw().write_root(root, asid, noflush)
+    }
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        self.hw().tlbi(op, scope)
+    }
+    fn barrier(&self, b: Barrier) {
+        self.hw().barrier(b)
+    }
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let me = self.hw().cpu();
+        let mut first = None;
+        targets.for_each(|c| {
+            if c != me && first.is_none() {
+                first = Some(c);
+            }
+        });
+        let one = CpuMask::new(self.hw().ncpus());
+        if let Some(c) = first {
+            one.set(c);
+        }
+        self.hw().send_ipi(&one, |h| handler(&FirstTargetOnly(h as *const H)))
+    }
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.hw().send_ipi_async(targets, |h| handler(&FirstTargetOnly(h as *const H)))
+    }
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        self.hw().send_ipi_all_but_self_async(|h| handler(&FirstTargetOnly(h as *const H)))
+    }
+    fn shared(&self, addr: usize, access: Access) {
+        self.hw().shared(addr, access)
+    }
+    fn spin_on(&self, addr: usize) {
+        self.hw().spin_on(addr)
+    }
+    fn phase(&self, phase: Phase) {
+        self.hw().phase(phase)
+    }
+    fn note(&self, note: Note) {
+        self.hw().note(note)
+    }
+}
+
+/// `x86-linux-pcid` whose flushes of user mappings send their IPIs to the
+/// first target only ([`FirstTargetOnly`]).
+struct OneTarget(LinuxX86);
+
+impl Policy for OneTarget {
+    fn mm_init(&self, mm: MmId) {
+        self.0.mm_init(mm)
+    }
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.mm_release(hw, mm)
+    }
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.0.switch_mm(hw, next)
+    }
+    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
+        self.0.enter_lazy(hw, who)
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(&FirstTargetOnly(hw as *const H), mm, va)
+    }
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.0.flush_range(&FirstTargetOnly(hw as *const H), mm, start, pages)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(&FirstTargetOnly(hw as *const H), mm)
+    }
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.0.flush_batch(&FirstTargetOnly(hw as *const H), mms)
+    }
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.0.flush_kernel_range(hw, start, pages)
+    }
+    fn name_fields(&self, f: &mut dyn Fields) {
+        self.0.name_fields(f)
+    }
+}
+
+fn one_target(spec: &CheckSpec) -> impl Fn() -> OneTarget + '_ {
+    move || OneTarget(LinuxX86::new(spec.cpus, spec.mms + 1, true))
+}
+
+#[test]
+fn the_default_check_finds_a_flush_that_interrupts_one_target_of_two() {
+    let spec = CheckSpec { iterations: defaults("x86-linux-pcid").iterations, ..default_spec("x86-linux-pcid", 1) };
+    let t = std::time::Instant::now();
+    let r = check_policy(&spec, &one_target(&spec)).unwrap();
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    assert_eq!(cx.property, "no_stale_held", "{}", cx.detail);
+    assert_eq!(spec.cpus, 3);
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
+}
+
+#[test]
+fn on_two_cpus_the_one_target_flush_is_the_real_one() {
+    // The old default machine: every execution on two CPUs is one the real
+    // policy also has (at most one other CPU to interrupt), so no search at that
+    // shape can find the bug; a small exhaustive one completes clean.
+    let spec = CheckSpec {
+        cpus: 2,
+        mms: 1,
+        ops: 4,
+        asids: 6,
+        mode: Mode::Exhaustive,
+        iterations: u64::MAX,
+        memory: Memory::Sc,
+        menu: OpKind::parse("switch,idle,munmap,fault").unwrap(),
+        ..default_spec("x86-linux-pcid", 1)
+    };
+    let r = check_policy(&spec, &one_target(&spec)).unwrap();
+    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    // And the real policy passes the default run's first schedules.
+    let r = check(&default_spec("x86-linux-pcid", 2_000)).unwrap();
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+}

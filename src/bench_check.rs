@@ -1,0 +1,246 @@
+//! `tlbkit bench --check`: the checker's own speed, as a benchmark, not a test.
+//!
+//! Every real policy (or the ones named) is checked exhaustively at the
+//! standard bounds, each in a child process of this binary (`tlbkit check ...
+//! --format json`), so that its peak memory is its own: the child's maximum
+//! resident set size comes from `wait4`, and a child that runs past `--limit-s`
+//! is killed and reported as such. The rows say what the check found (states,
+//! executions, whether the search completed, the property a counterexample
+//! broke), how long it took and how much memory it held, with the command that
+//! runs the same check.
+
+use crate::table::{Align, Table};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tlbkit_check::spec::is_x86;
+
+/// The standard bounds: 2 CPUs, 3 address spaces, 4 ASIDs on arm64 (6 PCID
+/// slots on x86), 6 operations of every kind.
+const CPUS: usize = 2;
+const MMS: usize = 3;
+const OPS: usize = 6;
+
+/// Returns the ASID space of the standard bounds for `policy`.
+fn asids(policy: &str) -> u32 {
+    if is_x86(policy) {
+        6
+    } else {
+        4
+    }
+}
+
+/// One policy's check, as the benchmark measured it.
+struct Row {
+    policy: String,
+    /// The check's report (`tlbkit check --format json`), if it finished.
+    states: Option<u64>,
+    executions: Option<u64>,
+    complete: Option<bool>,
+    /// The property a counterexample broke, if one was found.
+    violation: Option<String>,
+    /// Wall-clock seconds of the child, start to exit.
+    wall_s: f64,
+    /// The child's peak resident set size (`wait4`'s `ru_maxrss`), in MiB.
+    peak_rss_mib: f64,
+    /// Whether the child was stopped at `--limit-s`.
+    timed_out: bool,
+    command: String,
+}
+
+impl Row {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "policy": self.policy,
+            "states": self.states,
+            "executions": self.executions,
+            "complete": self.complete,
+            "violation": self.violation,
+            "wall_s": self.wall_s,
+            "peak_rss_mib": self.peak_rss_mib,
+            "timed_out": self.timed_out,
+            "command": self.command,
+        })
+    }
+}
+
+/// The arguments of `tlbkit check` for `policy` at the standard bounds.
+fn check_args(policy: &str) -> Vec<String> {
+    [
+        "check",
+        "--policy",
+        policy,
+        "--mode",
+        "exhaustive",
+        "--cpus",
+        &CPUS.to_string(),
+        "--mms",
+        &MMS.to_string(),
+        "--asids",
+        &asids(policy).to_string(),
+        "--ops",
+        &OPS.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Runs `tlbkit check` for `policy` in a child and measures it.
+fn measure(policy: &str, limit: Option<Duration>) -> Result<Row, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary to run the checks: {e}"))?;
+    let args = check_args(policy);
+    let command = format!("tlbkit {}", args.join(" "));
+    let started = Instant::now();
+    let mut child = Command::new(exe)
+        .args(args.iter().chain(["--format".to_string(), "json".to_string()].iter()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    let pid = child.id() as libc::pid_t;
+    // The watchdog kills the child at the limit; the flag says it did.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = limit.map(|limit| {
+        let killed = killed.clone();
+        std::thread::spawn(move || {
+            if done_rx.recv_timeout(limit).is_err() {
+                killed.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: `pid` is our child, not yet reaped (the main thread
+                // reaps it only after this thread is told it is done or has sent
+                // the signal), so the id cannot name another process.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        })
+    });
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        s.read_to_string(&mut out).map_err(|e| format!("reading `{command}`'s output: {e}"))?;
+    }
+    if let Some(mut s) = child.stderr.take() {
+        s.read_to_string(&mut err).map_err(|e| format!("reading `{command}`'s errors: {e}"))?;
+    }
+    // The pipes closed: the child has exited (or is exiting). Stop the watchdog
+    // before reaping, so that it never signals a reused pid.
+    let _ = done_tx.send(());
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    let mut status = 0;
+    // SAFETY: plain FFI; `rusage` is a C struct for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own unreaped child; both pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if r != pid {
+        return Err(format!("waiting for `{command}`: {}", std::io::Error::last_os_error()));
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let peak_rss_mib = usage.ru_maxrss as f64 / 1024.0;
+    let timed_out = killed.load(std::sync::atomic::Ordering::SeqCst);
+    let mut row = Row {
+        policy: policy.to_string(),
+        states: None,
+        executions: None,
+        complete: None,
+        violation: None,
+        wall_s,
+        peak_rss_mib,
+        timed_out,
+        command,
+    };
+    if timed_out {
+        return Ok(row);
+    }
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    // 0: no violation; 3: a counterexample (a finding, for a real policy).
+    if code != 0 && code != 3 {
+        return Err(format!("`{}` failed (exit {code}): {}", row.command, err.trim()));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&out).map_err(|e| format!("`{}` printed no report ({e}): {}", row.command, err.trim()))?;
+    row.states = v["states"].as_u64();
+    row.executions = v["executions"].as_u64();
+    row.complete = v["complete"].as_bool();
+    row.violation = v["counterexample"]["property"].as_str().map(str::to_string);
+    Ok(row)
+}
+
+/// Runs the benchmark: `policies` (every registered one when empty), each with
+/// at most `limit_s` seconds.
+pub fn run(policies: &[String], limit_s: Option<u64>, format: super::Format) -> Result<u8, String> {
+    let all: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
+    for p in policies {
+        if !all.contains(&p.as_str()) {
+            return Err(format!("--policy {p}: no such policy; the policies are {}", all.join(", ")));
+        }
+    }
+    let chosen: Vec<&str> = if policies.is_empty() { all } else { policies.iter().map(String::as_str).collect() };
+    if limit_s == Some(0) {
+        return Err("--limit-s 0 leaves no time: give seconds per check, e.g. --limit-s 600".into());
+    }
+    let limit = limit_s.map(Duration::from_secs);
+    let bar = crate::progress::bar(chosen.len() as u64, crate::progress::Unit::Runs);
+    let mut rows = Vec::new();
+    for (i, p) in chosen.iter().enumerate() {
+        bar.set_position(i as u64);
+        bar.set_message(format!("checking {p}"));
+        rows.push(measure(p, limit)?);
+    }
+    bar.finish_and_clear();
+    let host = std::thread::available_parallelism().map_or(0, |n| n.get());
+    if format == super::Format::Json {
+        let doc = serde_json::json!({
+            "bounds": { "cpus": CPUS, "mms": MMS, "asids_arm64": 4, "pcid_slots_x86": 6, "ops": OPS },
+            "host_cpus": host,
+            "limit_s": limit_s,
+            "checks": rows.iter().map(Row::json).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    println!(
+        "exhaustive checks at the standard bounds ({CPUS} CPUs, {MMS} address spaces, 4 ASIDs on arm64 / 6 PCID \
+         slots on x86, {OPS} operations), each in a child process; host {host} CPU(s)"
+    );
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Right, Right, Left, Right, Right]);
+    t.row(["policy", "states", "executions", "result", "seconds", "peak MiB"]);
+    let num = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
+    for r in &rows {
+        let result = match (&r.violation, r.complete, r.timed_out) {
+            (_, _, true) => format!("stopped at {} s", limit_s.unwrap_or(0)),
+            (Some(p), _, _) => format!("violation: {p}"),
+            (None, Some(true), _) => "complete, no violation".to_string(),
+            _ => "incomplete".to_string(),
+        };
+        t.row([
+            r.policy.clone(),
+            num(r.states),
+            num(r.executions),
+            result,
+            format!("{:.1}", r.wall_s),
+            format!("{:.0}", r.peak_rss_mib),
+        ]);
+    }
+    print!("{}", t.render());
+    for r in &rows {
+        println!("{}: {}", r.policy, r.command);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_bounds_give_x86_six_pcid_slots_and_arm64_four_asids() {
+        let a = check_args("x86-linux-pcid");
+        assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "6");
+        let a = check_args("arm64-linux");
+        assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "4");
+        assert_eq!(a[a.iter().position(|s| s == "--ops").unwrap() + 1], "6");
+    }
+}
