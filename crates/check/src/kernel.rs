@@ -261,6 +261,10 @@ pub struct Machine {
     /// Per CPU: whether it is in the middle of a context switch (its task is
     /// the next one, its root and tag may still be the previous one's).
     pub switching: Vec<bool>,
+    /// Per CPU in a context switch away from a process: that process. Its thread
+    /// is still alive until the switch completes (it is being switched out, not
+    /// exiting), so no exit of the process may start elsewhere meanwhile.
+    pub leaving: Vec<Option<u32>>,
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
     pub touched: Vec<bool>,
@@ -306,6 +310,7 @@ impl std::hash::Hash for Machine {
         self.active.hash(h);
         self.user_mode.hash(h);
         self.switching.hash(h);
+        self.leaving.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
         self.deferred.hash(h);
@@ -342,6 +347,7 @@ impl Machine {
             active: vec![None; cpus],
             user_mode: vec![false; cpus],
             switching: vec![false; cpus],
+            leaving: vec![None; cpus],
             touched: vec![false; mms + 1],
             mm_lock: vec![MmapLock::default(); mms + 1],
             pages,

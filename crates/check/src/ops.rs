@@ -302,7 +302,10 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
     }
     ops.extend(switches);
     ops.push(Op::Idle);
-    if !m.tasks.iter().enumerate().any(|(c, t)| c != cpu && *t == Task::User(s)) {
+    // The last thread exits only when no other CPU runs a thread of the process
+    // or is still switching one out.
+    let elsewhere = |c: usize| c != cpu && (m.tasks[c] == Task::User(s) || m.leaving[c] == Some(s));
+    if !(0..m.tasks.len()).any(elsewhere) {
         ops.push(Op::Exit);
     }
     push_forks(m, &mut ops);
@@ -404,6 +407,15 @@ fn unlock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
 fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
     // What a CPU may use depends on its task as much as on its TLB.
     let mut st = core.st.borrow_mut();
+    // A switch starting: the process switched away from, if any, is being left.
+    if switching && !st.m.switching[cpu] {
+        st.m.leaving[cpu] = match st.m.tasks[cpu] {
+            Task::User(prev) if Task::User(prev) != task => Some(prev),
+            _ => None,
+        };
+    } else if !switching {
+        st.m.leaving[cpu] = None;
+    }
     if let Task::User(s) = task {
         st.m.active[cpu] = Some(s);
     }

@@ -1466,6 +1466,7 @@ mod soundness {
             policy: policy.into(),
             cpus: 2,
             mms: 3,
+            pages: 2,
             asids: default_asids(policy, 2),
             ops,
             mode: Mode::Exhaustive,

@@ -6,25 +6,14 @@ use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::{crc32, decode, encode};
 use tlbkit_check::{check, CheckSpec, Mode};
 
+mod common;
+
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
+/// The small exhaustive check of `policy` (one page per address space).
 fn spec(policy: &str, ops: usize) -> CheckSpec {
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: 2,
-        mms: 3,
-        pages: 1,
-        // Linux x86 keeps its 6 PCID slots; FreeBSD x86 4 PCIDs per CPU, arm64 4 ASIDs.
-        asids: if policy.starts_with("x86-linux") { 6 } else { 4 },
-        ops,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::all(),
-        teardown: None,
-    }
+    common::small_spec(policy, 1, ops)
 }
 
 /// Returns the property a small exhaustive check of `policy` (3 operations)
@@ -80,13 +69,13 @@ fn tokens_round_trip_and_compress_zero_runs() {
     // 35 is base-36 'z', which opens a zero run: it goes in parentheses.
     let choices = [0, 0, 0, 0, 0, 2, 1, 0, 0, 37, 0, 34, 35];
     let t = encode(&s, &choices);
-    let body = "t4~zoo/linux-x86-8f1d56f64f8d~2~3~1~4~6~sc~3ff~-~z5.2100(37)0y(35)";
+    let body = "t4~zoo/linux-x86-8f1d56f64f8d~2~3~1~6~6~sc~3ff~-~z5.2100(37)0y(35)";
     assert_eq!(t, format!("{body}~{:08x}", crc32(body.as_bytes())));
     let (s2, c2) = decode(&t).unwrap();
     assert_eq!(s2.policy, s.policy);
     assert_eq!(
         (s2.cpus, s2.mms, s2.pages, s2.asids, s2.ops, s2.memory, s2.menu),
-        (2, 3, 1, 4, 6, Memory::Sc, OpKind::all())
+        (2, 3, 1, 6, 6, Memory::Sc, OpKind::all())
     );
     assert_eq!(c2, choices);
     assert_eq!(s2.teardown, None);

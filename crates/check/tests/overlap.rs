@@ -10,15 +10,16 @@
 //! the mm's newest generation as done as the real one does. A second flush of
 //! the same mm, for another page, that bumped the generation meanwhile finds its
 //! work done and returns early: its page stays cached. The checker finds that
-//! with its default shape, where two CPUs run threads of one mm with two pages.
+//! whenever two CPUs run threads of one mm with two pages.
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{check_policy, default_memory, defaults, CheckReport};
+use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::linux_pcid::LinuxX86;
 use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Fields, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope};
 use tlbkit_policy::{Tlbi, VirtAddr};
+
+mod common;
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -134,43 +135,37 @@ impl Policy for PartialFlush {
     }
 }
 
-/// The spec a plain `tlbkit check --policy POLICY` runs (`src/checkcmd.rs`).
-fn default_spec(policy: &str) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        pages: d.pages,
-        asids: 6,
-        ops: d.ops,
-        mode: d.mode,
-        iterations: u64::MAX,
-        seed: 1,
-        memory: default_memory(policy),
-        menu: d.menu,
-        teardown: None,
-    }
+/// A small exhaustive check of `policy`: 2 CPUs, `mms` address spaces of 2
+/// pages, its default ASID space, `ops` operations of the kinds in `menu`.
+fn small(policy: &str, mms: usize, ops: usize, menu: &str) -> CheckSpec {
+    CheckSpec { mms, ops, menu: OpKind::parse(menu).unwrap(), ..common::small_spec(policy, 2, ops) }
 }
 
 fn partial_flush(spec: &CheckSpec) -> CheckReport {
     check_policy(spec, &|| PartialFlush(LinuxX86::new(spec.cpus, spec.mms + 1, true))).unwrap()
 }
 
-/// The default shape's exhaustive search: about 20 s in a release build on the
-/// project's 2-core machine, too long for the debug suite. Run it with
+/// The default run (300,000 PCT schedules at 3 CPUs, 3 address spaces of 2
+/// pages, 9 operations): too long for the debug suite. Run it with
 /// `cargo test --release -p tlbkit-check --test overlap -- --ignored`.
 #[test]
 #[ignore]
-fn a_partial_flush_that_claims_a_later_generation_loses_a_concurrent_flush_of_the_same_mm() {
+fn the_default_run_finds_a_partial_flush_that_claims_a_later_generation() {
     let spec = default_spec("x86-linux-pcid");
-    assert_eq!((spec.cpus, spec.mms, spec.pages, spec.mode), (2, 3, 2, Mode::Exhaustive));
-    let t = std::time::Instant::now();
+    assert_eq!((spec.cpus, spec.mms, spec.pages, spec.mode), (3, 3, 2, Mode::Pct));
     let r = partial_flush(&spec);
-    let cx = r.counterexample.expect("the lost flush is found with the default shape");
-    assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
+    let cx = r.counterexample.expect("the lost flush is found by the default run");
     assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
-    // Two flushes of one mm ran at once, for its two different pages.
+    assert!(cx.trace().contains("tlb_gen"), "{}", cx.trace());
+}
+
+#[test]
+fn two_flushes_of_one_mm_at_once_catch_a_partial_flush_that_claims_a_later_generation() {
+    // Two CPUs run threads of one mm with two pages and zap one page each: the
+    // second flush finds the generation done by the first's partial flush.
+    let r = partial_flush(&small("x86-linux-pcid", 1, 5, "switch,munmap,madvise,fault"));
+    let cx = r.counterexample.expect("the lost flush is found with two pages");
+    assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
     let trace = cx.trace();
     for page in ["0x400000", "0x401000"] {
         assert!(trace.contains(&format!("PTE of {page} in mm1 cleared")), "{trace}");
@@ -184,36 +179,18 @@ fn with_one_page_the_partial_flush_is_never_caught_since_flushes_of_one_mm_cover
     // every flush of one page of an mm covers the same page, so the lost one's
     // page went with the first. The search is complete and finds nothing, which
     // is why the default shape needs two pages.
-    let spec = CheckSpec {
-        pages: 1,
-        ops: 5,
-        mms: 1,
-        menu: OpKind::parse("switch,munmap,madvise,fault").unwrap(),
-        ..default_spec("x86-linux-pcid")
-    };
+    let spec = CheckSpec { pages: 1, ..small("x86-linux-pcid", 1, 5, "switch,munmap,madvise,fault") };
     let r = partial_flush(&spec);
     assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
-    // With two pages, the same small shape catches it.
-    let r = partial_flush(&CheckSpec { pages: 2, ..spec });
-    assert!(r.counterexample.is_some(), "not found with two pages");
 }
 
 #[test]
 fn the_real_policies_pass_two_threads_of_one_mm_zapping_its_two_pages_at_once() {
     // Every Linux policy, where zaps of one mm overlap; and a FreeBSD one, where
-    // PMAP_LOCK keeps them apart.
+    // PMAP_LOCK keeps them apart. Two operations each: both CPUs switch in, then
+    // zap a page each.
     for policy in ["x86-linux-pcid", "x86-linux-nopcid", "arm64-linux", "arm64-linux-skipbcast", "x86-freebsd-gen"] {
-        let d = default_spec(policy);
-        // Two operations each: both CPUs switch in, then zap a page each.
-        let spec = CheckSpec {
-            mms: 1,
-            ops: 4,
-            asids: if policy.starts_with("arm64") { 4 } else { 6 },
-            menu: OpKind::parse("switch,munmap,madvise").unwrap(),
-            memory: Memory::Sc,
-            ..d
-        };
-        let r = check(&spec).unwrap();
+        let r = check(&small(policy, 1, 4, "switch,munmap,madvise")).unwrap();
         assert!(r.complete, "{policy}: stopped early");
         assert!(r.counterexample.is_none(), "{policy}: {:?}", r.counterexample.map(|c| c.trace()));
         assert!(r.states > 100, "{policy}: only {} states", r.states);

@@ -3,28 +3,17 @@
 //! the same number of states and the same counterexample, for every worker
 //! count.
 
-use tlbkit_check::exec::Memory;
-use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckSpec, Mode};
+
+mod common;
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
+/// The small exhaustive check of `policy` (one page per address space).
 fn spec(policy: &str, ops: usize) -> CheckSpec {
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: 2,
-        mms: 3,
-        asids: tlbkit_check::spec::default_asids(policy, 2),
-        ops,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::all(),
-        teardown: None,
-    }
+    common::small_spec(policy, 1, ops)
 }
 
 #[test]

@@ -36,11 +36,27 @@ fn rolls_over(policy: &str) -> bool {
     family(policy) == Family::AsidAllocator || policy.starts_with("x86-freebsd")
 }
 
+/// The registered policies with a finding of the catalogue
+/// (`tlbkit_policy::findings`): FreeBSD's allocator, the cutoff variant that
+/// wraps it, and the fix of window 1 alone, which leaves window 2.
+const HAS_FINDING: [&str; 3] = ["arm64-freebsd-asid", "arm64-freebsd-asid-cutoff", "arm64-freebsd-asid-fix-self"];
+
 #[test]
 fn a_default_run_of_every_asid_allocator_reaches_two_rollovers() {
     let mut seen = 0;
     for p in tlbkit_sim::registry::POLICIES.iter().filter(|p| rolls_over(p.name)) {
-        let r = check(&default_spec(p.name, 400)).unwrap();
+        // FreeBSD x86's per-CPU PCID generations need more schedules to reach
+        // their second rollover (release: 10,000 reach it, 3,000 do not).
+        let budget = if p.name.starts_with("x86-freebsd") { 10_000 } else { 3_000 };
+        let r = check(&default_spec(p.name, budget)).unwrap();
+        // A policy with a finding of the catalogue stops at it, maybe before its
+        // second rollover: the finding is what its default run must reach.
+        if let Some(cx) = &r.counterexample {
+            assert!(HAS_FINDING.contains(&p.name), "{}: {} {}", p.name, cx.property, cx.detail);
+            assert!(r.rollovers >= 1, "{}: the finding needs a reset; {} rollovers", p.name, r.rollovers);
+            seen += 1;
+            continue;
+        }
         assert!(r.rollovers >= 2, "{}: {} rollovers in {} schedules", p.name, r.rollovers, r.executions);
         assert!(r.to_text().contains(&format!("reached: {} ASID rollover(s)", r.rollovers)), "{}", r.to_text());
         seen += 1;

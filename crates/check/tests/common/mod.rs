@@ -1,4 +1,6 @@
 //! What the checker's test files share.
+// Each test file uses the part it needs.
+#![allow(dead_code)]
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
@@ -21,5 +23,25 @@ pub fn contpte_spec(teardown: Teardown, cpus: usize, ops: usize, menu: &str, mod
         memory: Memory::Sc,
         menu: OpKind::parse(menu).expect("a valid menu"),
         teardown: Some(teardown),
+    }
+}
+
+/// The small exhaustive check the fast tests run: `policy` on 2 CPUs, 3 address
+/// spaces of `pages` pages, its default ASID space, `ops` operations of every
+/// kind, sequentially consistent.
+pub fn small_spec(policy: &str, pages: usize, ops: usize) -> CheckSpec {
+    CheckSpec {
+        policy: policy.to_string(),
+        cpus: 2,
+        mms: 3,
+        pages,
+        asids: tlbkit_check::spec::default_asids(policy, 2),
+        ops,
+        mode: Mode::Exhaustive,
+        iterations: u64::MAX,
+        seed: 1,
+        memory: Memory::Sc,
+        menu: OpKind::all(),
+        teardown: None,
     }
 }
