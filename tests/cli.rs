@@ -623,12 +623,15 @@ fn presets_set_the_shape_and_search_and_exclude_each_other() {
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["ops"].as_u64()), (Some(2), Some(3), Some(6)));
+    assert_eq!(
+        (j["cpus"].as_u64(), j["mms"].as_u64(), j["pages"].as_u64(), j["ops"].as_u64()),
+        (Some(2), Some(3), Some(2), Some(6))
+    );
     assert_eq!((j["mode"].as_str(), j["executions"].as_u64()), (Some("pct"), Some(50)));
     let o = tlbkit(&["check", "--policy", "x86-linux-pcid", "--iterations", "50"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces, 6 ASIDs, 9 operations"), "{out}");
+    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces of 2 pages, 6 ASIDs, 9 operations"), "{out}");
     assert!(out.contains("reached: 0 ASID rollover(s), "), "{out}");
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

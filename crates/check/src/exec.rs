@@ -339,7 +339,6 @@ pub(crate) struct State {
     writes: u64,
     /// Per policy address: how many stores to it have become visible.
     wver: BTreeMap<usize, u64>,
-    ops_started: usize,
     pub(crate) violation: Option<Violation>,
     events: Vec<Event>,
     step: usize,
@@ -702,7 +701,6 @@ impl Core {
         for c in &st.cpus {
             c.hash_keyed(&mut h, |a| self.addr_key(a), since, |w| st.writes - w);
         }
-        st.ops_started.hash(&mut h);
         for (&addr, &w) in &st.shared {
             // SAFETY: a live facade atomic of width `w` (policy memory).
             let v = unsafe { read_raw(addr, w) };
@@ -1074,7 +1072,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         cpus,
         writes: 0,
         wver: BTreeMap::new(),
-        ops_started: 0,
         violation: None,
         events: Vec::new(),
         step: 0,
