@@ -1031,15 +1031,20 @@ mod tests {
         run(LACKEY, Some(STRACE), Options::default()).unwrap()
     }
 
+    /// Imports the tiny Lackey trace with `strace`, an input the fuzzer found
+    /// (crates/lab/tests/data/fuzz/), as `f.strace`.
+    fn import_fuzzed(strace: &[u8]) -> Result<(Trace, Summary), String> {
+        import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &strace[..], "f.strace")), Options::default())
+    }
+
     /// The input `fuzz/run.sh strace` found (crates/lab/tests/data/fuzz/): a
     /// mangled log in which a clone returns its caller's own id. The import
     /// gave two threads one stream and failed its own validation ("a tlbkit
     /// bug"); it is now refused as a log no kernel writes, with its line.
     #[test]
     fn a_clone_that_returns_an_id_still_running_is_refused() {
-        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-clone-returns-a-live-id.strace");
-        let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
-            .unwrap_err();
+        let e =
+            import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-clone-returns-a-live-id.strace")).unwrap_err();
         // The check of a thread acting after its exit (below) now stops it first.
         assert!(e.starts_with("f.strace:5: thread 4243 makes a call after its exit at line 4"), "{e}");
         let pid = STRACE.split_whitespace().next().unwrap();
@@ -1070,9 +1075,7 @@ mod tests {
     /// after the exit.
     #[test]
     fn a_thread_that_acts_after_its_exit_is_refused() {
-        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-calls-after-exit.strace");
-        let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
-            .unwrap_err();
+        let e = import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-calls-after-exit.strace")).unwrap_err();
         assert!(e.starts_with("f.strace:6: thread 4243 makes a call after its exit at line 5"), "{e}");
         // A second exit, and a call after the traced process's own exit, in an
         // otherwise valid log.
@@ -1095,9 +1098,8 @@ mod tests {
     /// both lines.
     #[test]
     fn a_thread_that_acts_before_its_creation_is_refused() {
-        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-acts-before-its-creation.strace");
-        let e = import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
-            .unwrap_err();
+        let e =
+            import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-acts-before-its-creation.strace")).unwrap_err();
         assert!(e.starts_with("f.strace:7: clone returns 4244, an id that acted before, at line 6"), "{e}");
     }
 
@@ -1109,10 +1111,8 @@ mod tests {
     /// exits.
     #[test]
     fn a_thread_that_ends_where_a_sibling_changes_the_address_space_arrives_as_it_exits() {
-        let fuzzed: &[u8] = include_bytes!("../../tests/data/fuzz/strace-ends-where-a-sibling-calls.strace");
         let (trace, sum) =
-            import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &fuzzed[..], "f.strace")), Options::default())
-                .unwrap();
+            import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-ends-where-a-sibling-calls.strace")).unwrap();
         assert_eq!(sum.barriers, 3);
         let t = trace.threads.iter().position(|t| t.tid == 4243 && t.process == 1).expect("the forked 4243");
         let events: Vec<&Event> = trace.threads[t].records.iter().map(|r| &r.event).collect();
