@@ -73,11 +73,11 @@ impl<H: Hw> Hw for OnePage<H> {
     }
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         let va = self.va;
-        self.hw().send_ipi_async(targets, |h| handler(&OnePage::new(h, va)))
+        self.hw().send_ipi_async(targets, move |h| handler(&OnePage::new(h, va)))
     }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         let va = self.va;
-        self.hw().send_ipi_all_but_self_async(|h| handler(&OnePage::new(h, va)))
+        self.hw().send_ipi_all_but_self_async(move |h| handler(&OnePage::new(h, va)))
     }
     fn shared(&self, addr: usize, access: Access) {
         self.hw().shared(addr, access)

@@ -148,10 +148,10 @@ impl<H: Hw> Hw for FirstTargetOnly<H> {
         self.hw().send_ipi(&one, |h| handler(&FirstTargetOnly(h as *const H)))
     }
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        self.hw().send_ipi_async(targets, |h| handler(&FirstTargetOnly(h as *const H)))
+        self.hw().send_ipi_async(targets, move |h| handler(&FirstTargetOnly(h as *const H)))
     }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
-        self.hw().send_ipi_all_but_self_async(|h| handler(&FirstTargetOnly(h as *const H)))
+        self.hw().send_ipi_all_but_self_async(move |h| handler(&FirstTargetOnly(h as *const H)))
     }
     fn shared(&self, addr: usize, access: Access) {
         self.hw().shared(addr, access)

@@ -123,14 +123,14 @@ impl<H: Hw> Hw for View<H> {
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.count_ipis(targets);
         let mode = self.handler_mode();
-        self.hw().send_ipi_async(targets, |h| handler(&View::new(h, mode)))
+        self.hw().send_ipi_async(targets, move |h| handler(&View::new(h, mode)))
     }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         if let Some(c) = self.counts() {
             c.ipi_targets.fetch_add(self.ncpus() as u64 - 1, Ordering::Relaxed);
         }
         let mode = self.handler_mode();
-        self.hw().send_ipi_all_but_self_async(|h| handler(&View::new(h, mode)))
+        self.hw().send_ipi_all_but_self_async(move |h| handler(&View::new(h, mode)))
     }
     fn shared(&self, addr: usize, access: Access) {
         self.hw().shared(addr, access)
