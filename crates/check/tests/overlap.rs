@@ -16,7 +16,8 @@ use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::linux_pcid::LinuxX86;
-use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Fields, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope};
+use tlbkit_policy::wrap::Wrap;
+use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope};
 use tlbkit_policy::{Tlbi, VirtAddr};
 
 mod common;
@@ -98,18 +99,10 @@ impl<H: Hw> Hw for OnePage<H> {
 /// policy's.
 struct PartialFlush(LinuxX86);
 
-impl Policy for PartialFlush {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.0.enter_lazy(hw, who)
+impl Wrap for PartialFlush {
+    type Inner = LinuxX86;
+    fn inner(&self) -> &LinuxX86 {
+        &self.0
     }
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
         self.0.flush_page(&OnePage::new(hw, va), mm, va)
@@ -120,18 +113,6 @@ impl Policy for PartialFlush {
         } else {
             self.0.flush_range(hw, mm, start, pages)
         }
-    }
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
-    }
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.0.flush_batch(hw, mms)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
-    }
-    fn name_fields(&self, f: &mut dyn Fields) {
-        self.0.name_fields(f)
     }
 }
 

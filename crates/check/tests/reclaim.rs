@@ -14,6 +14,7 @@ use tlbkit_check::spec::{check_policy, default_asids};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
+use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
 use tlbkit_sim::registry::{self, Build, WithPolicy};
 
@@ -38,12 +39,10 @@ impl SkipInactive {
     }
 }
 
-impl Policy for SkipInactive {
-    fn mm_init(&self, mm: MmId) {
-        self.inner.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.inner.mm_release(hw, mm)
+impl Wrap for SkipInactive {
+    type Inner = FreebsdX86;
+    fn inner(&self) -> &FreebsdX86 {
+        &self.inner
     }
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
         // SeqCst: the flusher reads every CPU's entry after its PTE change.
@@ -61,12 +60,6 @@ impl Policy for SkipInactive {
             return;
         }
         self.inner.flush_page(hw, mm, va)
-    }
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.inner.flush_mm(hw, mm)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.inner.flush_kernel_range(hw, start, pages)
     }
     fn name_fields(&self, f: &mut dyn Fields) {
         self.inner.name_fields(f);

@@ -15,10 +15,9 @@ use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::{check_policy, defaults, family, preset, Family, Preset};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
+use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Access, Asid};
-use tlbkit_policy::{
-    Barrier, CpuId, CpuMask, Fields, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr,
-};
+use tlbkit_policy::{Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -171,18 +170,10 @@ impl<H: Hw> Hw for FirstTargetOnly<H> {
 /// first target only ([`FirstTargetOnly`]).
 struct OneTarget(LinuxX86);
 
-impl Policy for OneTarget {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.0.enter_lazy(hw, who)
+impl Wrap for OneTarget {
+    type Inner = LinuxX86;
+    fn inner(&self) -> &LinuxX86 {
+        &self.0
     }
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
         self.0.flush_page(&FirstTargetOnly(hw as *const H), mm, va)
@@ -195,12 +186,6 @@ impl Policy for OneTarget {
     }
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         self.0.flush_batch(&FirstTargetOnly(hw as *const H), mms)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
-    }
-    fn name_fields(&self, f: &mut dyn Fields) {
-        self.0.name_fields(f)
     }
 }
 

@@ -43,6 +43,7 @@ pub mod sync;
 #[cfg(test)]
 pub(crate) mod testhw;
 pub mod types;
+pub mod wrap;
 pub mod zoo;
 
 pub use cpumask::CpuMask;

@@ -15,7 +15,8 @@
 //! bug; `stress` does, under every registered policy.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, Lazy, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
+use tlbkit_policy::wrap::Wrap;
+use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
 use tlbkit_policy::{Asid, VirtAddr};
 use tlbkit_sim::preset::{self, Arch};
 use tlbkit_sim::registry::{self, Build, WithPolicy};
@@ -149,36 +150,13 @@ impl<H: Hw> Hw for View<H> {
 /// A real policy whose ranged user flushes invalidate on the calling CPU only.
 struct LocalRange<P>(P);
 
-impl<P: Policy> Policy for LocalRange<P> {
-    fn user_ptes_global(&self) -> bool {
-        self.0.user_ptes_global()
-    }
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.0.enter_lazy(hw, who)
-    }
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(hw, mm, va)
+impl<P: Policy> Wrap for LocalRange<P> {
+    type Inner = P;
+    fn inner(&self) -> &P {
+        &self.0
     }
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         self.0.flush_range(&View::new(hw, Mode::Local), mm, start, pages)
-    }
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
-    }
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.0.flush_batch(hw, mms)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
     }
 }
 
@@ -201,21 +179,10 @@ impl<P: Policy> Counted<P> {
     }
 }
 
-impl<P: Policy> Policy for Counted<P> {
-    fn user_ptes_global(&self) -> bool {
-        self.0.user_ptes_global()
-    }
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.0.enter_lazy(hw, who)
+impl<P: Policy> Wrap for Counted<P> {
+    type Inner = P;
+    fn inner(&self) -> &P {
+        &self.0
     }
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
         self.0.flush_page(&self.view(hw), mm, va)
@@ -228,9 +195,6 @@ impl<P: Policy> Policy for Counted<P> {
     }
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         self.0.flush_batch(&self.view(hw), mms)
-    }
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.0.flush_kernel_range(hw, start, pages)
     }
 }
 

@@ -8,7 +8,8 @@
 //! the pmap's ASID; everything else is FreeBSD's epoch allocator unchanged.
 //!
 //! How it reaches `tlbkit run`, `compare` and `check`: this crate implements
-//! [`Policy`] by wrapping [`FreebsdEpoch`], and one entry in the registry of the
+//! [`Policy`] by wrapping [`FreebsdEpoch`] with [`Wrap`] (only the changed
+//! method is written; the others are the wrapped policy's), and one entry in the registry of the
 //! simulator (`crates/sim/src/registry.rs`, the `register!` table) names it
 //! `arm64-freebsd-asid-cutoff` and says how it is built. Nothing else in tlbkit
 //! knows about it.
@@ -22,14 +23,15 @@
 #![deny(missing_docs)]
 
 use tlbkit_policy::asid::FreebsdEpoch;
-use tlbkit_policy::{Fields, Hw, Lazy, MmId, Policy, VirtAddr};
+use tlbkit_policy::wrap::Wrap;
+use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 
 /// FreeBSD arm64's epoch ASIDs, with ranges longer than `cutoff` pages flushed
 /// as one whole-ASID invalidation.
 ///
-/// A wrapper forwards every method of [`Policy`], those with a default included
-/// (`enter_lazy`, `flush_batch`, `user_ptes_global`): a method left to its default would
-/// silently stop being the wrapped policy's.
+/// Written with [`Wrap`]: every method but `flush_range` is the wrapped
+/// policy's (its `name_fields` included: the cut-off is a constant, so all the
+/// shared state is the wrapped policy's), and the type is a [`Policy`].
 pub struct RangeCutoff {
     inner: FreebsdEpoch,
     cutoff: u64,
@@ -47,29 +49,11 @@ impl RangeCutoff {
     }
 }
 
-impl Policy for RangeCutoff {
-    fn user_ptes_global(&self) -> bool {
-        self.inner.user_ptes_global()
-    }
+impl Wrap for RangeCutoff {
+    type Inner = FreebsdEpoch;
 
-    fn mm_init(&self, mm: MmId) {
-        self.inner.mm_init(mm)
-    }
-
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.inner.mm_release(hw, mm)
-    }
-
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.inner.switch_mm(hw, next)
-    }
-
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.inner.enter_lazy(hw, who)
-    }
-
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.inner.flush_page(hw, mm, va)
+    fn inner(&self) -> &FreebsdEpoch {
+        &self.inner
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
@@ -79,22 +63,5 @@ impl Policy for RangeCutoff {
         } else {
             self.inner.flush_range(hw, mm, start, pages)
         }
-    }
-
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.inner.flush_mm(hw, mm)
-    }
-
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.inner.flush_batch(hw, mms)
-    }
-
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.inner.flush_kernel_range(hw, start, pages)
-    }
-
-    fn name_fields(&self, f: &mut dyn Fields) {
-        // The cut-off is a constant: all the shared state is the wrapped policy's.
-        self.inner.name_fields(f)
     }
 }

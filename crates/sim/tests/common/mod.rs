@@ -2,6 +2,7 @@
 //! configuration and a real policy with one kind of flush left out.
 
 use tlbkit_policy::asid::FreebsdEpoch;
+use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::sim::SimConfig;
@@ -25,26 +26,15 @@ pub enum Flush {
 #[allow(dead_code)] // each test binary uses its own subset
 pub struct Skips(pub FreebsdEpoch, pub Flush);
 
-impl Policy for Skips {
-    fn mm_init(&self, mm: MmId) {
-        self.0.mm_init(mm)
-    }
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.mm_release(hw, mm)
-    }
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.0.switch_mm(hw, next)
-    }
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(hw, mm, va)
+impl Wrap for Skips {
+    type Inner = FreebsdEpoch;
+    fn inner(&self) -> &FreebsdEpoch {
+        &self.0
     }
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         if self.1 != Flush::Range {
             self.0.flush_range(hw, mm, start, pages)
         }
-    }
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(hw, mm)
     }
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         if self.1 != Flush::Kernel {
