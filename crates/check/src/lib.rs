@@ -9,9 +9,11 @@
 //!   thread, which keeps the last address space lazily); `munmap` of a page;
 //!   `madvise(MADV_DONTNEED)` of a page (Linux policies); a fault mapping it
 //!   back; `munmap` of the whole range, freeing its page-table page; the exit
-//!   of a process's last thread (teardown and `flush_mm`, then a
-//!   switch to idle; the address space is released when no CPU's root points at
-//!   it and no CPU holds it as its lazy `active_mm`); a fork into a free slot;
+//!   of a process's last thread (teardown and `flush_mm`, then a switch to
+//!   idle; offered only while no other CPU runs a thread of the process or is
+//!   still switching one out, whose thread is alive until its switch is done;
+//!   the address space is released when no CPU's root points at it and no CPU
+//!   holds it as its lazy `active_mm`); a fork into a free slot;
 //!   and reclaim of a page of any process (running elsewhere or nowhere) by a
 //!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
 //!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page

@@ -16,8 +16,8 @@ use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::linux_pcid::LinuxX86;
-use tlbkit_policy::wrap::Wrap;
-use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope};
+use tlbkit_policy::wrap::{Wrap, WrapHw};
+use tlbkit_policy::{Hw, MmId, Policy, Scope};
 use tlbkit_policy::{Tlbi, VirtAddr};
 
 mod common;
@@ -40,57 +40,28 @@ impl<H: Hw> OnePage<H> {
     fn new(hw: &H, va: VirtAddr) -> Self {
         OnePage { hw, va }
     }
+}
 
-    fn hw(&self) -> &H {
+impl<H: Hw> WrapHw for OnePage<H> {
+    type Inner = H;
+    type Carry = VirtAddr;
+    fn inner(&self) -> &H {
         // SAFETY: every `OnePage` is made from a live `&H` and dropped before the
         // call that lent it returns (a flush, or an IPI handler).
         unsafe { &*self.hw }
     }
-}
-
-impl<H: Hw> Hw for OnePage<H> {
-    fn cpu(&self) -> CpuId {
-        self.hw().cpu()
+    fn carry(&self) -> VirtAddr {
+        self.va
     }
-    fn ncpus(&self) -> usize {
-        self.hw().ncpus()
-    }
-    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-        self.hw().write_root(root, asid, noflush)
+    fn on_target(va: &VirtAddr, hw: &H) -> Self {
+        OnePage::new(hw, *va)
     }
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         match op {
             // The broken part: the page of this request instead of the whole PCID.
-            Tlbi::Asid(asid) => self.hw().tlbi(Tlbi::Va { asid, va: self.va }, scope),
-            op => self.hw().tlbi(op, scope),
+            Tlbi::Asid(asid) => self.inner().tlbi(Tlbi::Va { asid, va: self.va }, scope),
+            op => self.inner().tlbi(op, scope),
         }
-    }
-    fn barrier(&self, b: Barrier) {
-        self.hw().barrier(b)
-    }
-    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let va = self.va;
-        self.hw().send_ipi(targets, |h| handler(&OnePage::new(h, va)))
-    }
-    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let va = self.va;
-        self.hw().send_ipi_async(targets, move |h| handler(&OnePage::new(h, va)))
-    }
-    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
-        let va = self.va;
-        self.hw().send_ipi_all_but_self_async(move |h| handler(&OnePage::new(h, va)))
-    }
-    fn shared(&self, addr: usize, access: Access) {
-        self.hw().shared(addr, access)
-    }
-    fn spin_on(&self, addr: usize) {
-        self.hw().spin_on(addr)
-    }
-    fn phase(&self, phase: Phase) {
-        self.hw().phase(phase)
-    }
-    fn note(&self, note: Note) {
-        self.hw().note(note)
     }
 }
 

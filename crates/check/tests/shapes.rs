@@ -15,9 +15,8 @@ use tlbkit_check::ops::OpKind;
 use tlbkit_check::spec::{check_policy, defaults, family, preset, Family, Preset};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
-use tlbkit_policy::wrap::Wrap;
-use tlbkit_policy::{Access, Asid};
-use tlbkit_policy::{Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, VirtAddr};
+use tlbkit_policy::wrap::{Wrap, WrapHw};
+use tlbkit_policy::{CpuMask, Hw, MmId, Policy, VirtAddr};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -108,61 +107,31 @@ fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
 /// handler's call only, and `Hw`'s handlers take `&Self`.
 struct FirstTargetOnly<H: Hw>(*const H);
 
-impl<H: Hw> FirstTargetOnly<H> {
-    fn hw(&self) -> &H {
+impl<H: Hw> WrapHw for FirstTargetOnly<H> {
+    type Inner = H;
+    type Carry = ();
+    fn inner(&self) -> &H {
         // SAFETY: a FirstTargetOnly lives only inside the call that lent the `&H`
         // it points at (a flush, or one handler run).
         unsafe { &*self.0 }
     }
-}
-
-impl<H: Hw> Hw for FirstTargetOnly<H> {
-    fn cpu(&self) -> CpuId {
-        self.hw().cpu()
-    }
-    fn ncpus(&self) -> usize {
-        self.hw().ncpus()
-    }
-    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-        self.hw().write_root(root, asid, noflush)
-    }
-    fn tlbi(&self, op: Tlbi, scope: Scope) {
-        self.hw().tlbi(op, scope)
-    }
-    fn barrier(&self, b: Barrier) {
-        self.hw().barrier(b)
+    fn carry(&self) {}
+    fn on_target(_: &(), hw: &H) -> Self {
+        FirstTargetOnly(hw)
     }
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        let me = self.hw().cpu();
+        let me = self.inner().cpu();
         let mut first = None;
         targets.for_each(|c| {
             if c != me && first.is_none() {
                 first = Some(c);
             }
         });
-        let one = CpuMask::new(self.hw().ncpus());
+        let one = CpuMask::new(self.inner().ncpus());
         if let Some(c) = first {
             one.set(c);
         }
-        self.hw().send_ipi(&one, |h| handler(&FirstTargetOnly(h as *const H)))
-    }
-    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
-        self.hw().send_ipi_async(targets, move |h| handler(&FirstTargetOnly(h as *const H)))
-    }
-    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
-        self.hw().send_ipi_all_but_self_async(move |h| handler(&FirstTargetOnly(h as *const H)))
-    }
-    fn shared(&self, addr: usize, access: Access) {
-        self.hw().shared(addr, access)
-    }
-    fn spin_on(&self, addr: usize) {
-        self.hw().spin_on(addr)
-    }
-    fn phase(&self, phase: Phase) {
-        self.hw().phase(phase)
-    }
-    fn note(&self, note: Note) {
-        self.hw().note(note)
+        self.inner().send_ipi(&one, |h| handler(&FirstTargetOnly(h)))
     }
 }
 

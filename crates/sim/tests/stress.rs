@@ -15,9 +15,9 @@
 //! bug; `stress` does, under every registered policy.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use tlbkit_policy::wrap::Wrap;
-use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi};
-use tlbkit_policy::{Asid, VirtAddr};
+use tlbkit_policy::wrap::{Wrap, WrapHw};
+use tlbkit_policy::VirtAddr;
+use tlbkit_policy::{CpuMask, Hw, MmId, Policy, Scope, Tlbi};
 use tlbkit_sim::preset::{self, Arch};
 use tlbkit_sim::registry::{self, Build, WithPolicy};
 use tlbkit_sim::run::run_phases;
@@ -91,15 +91,17 @@ impl<H: Hw> View<H> {
     }
 }
 
-impl<H: Hw> Hw for View<H> {
-    fn cpu(&self) -> CpuId {
-        self.hw().cpu()
+impl<H: Hw> WrapHw for View<H> {
+    type Inner = H;
+    type Carry = Mode;
+    fn inner(&self) -> &H {
+        self.hw()
     }
-    fn ncpus(&self) -> usize {
-        self.hw().ncpus()
+    fn carry(&self) -> Mode {
+        self.handler_mode()
     }
-    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-        self.hw().write_root(root, asid, noflush)
+    fn on_target(mode: &Mode, hw: &H) -> Self {
+        View::new(hw, *mode)
     }
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         match self.mode {
@@ -113,9 +115,6 @@ impl<H: Hw> Hw for View<H> {
             }
         }
     }
-    fn barrier(&self, b: Barrier) {
-        self.hw().barrier(b)
-    }
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.count_ipis(targets);
         let mode = self.handler_mode();
@@ -128,22 +127,10 @@ impl<H: Hw> Hw for View<H> {
     }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         if let Some(c) = self.counts() {
-            c.ipi_targets.fetch_add(self.ncpus() as u64 - 1, Ordering::Relaxed);
+            c.ipi_targets.fetch_add(self.hw().ncpus() as u64 - 1, Ordering::Relaxed);
         }
         let mode = self.handler_mode();
         self.hw().send_ipi_all_but_self_async(move |h| handler(&View::new(h, mode)))
-    }
-    fn shared(&self, addr: usize, access: Access) {
-        self.hw().shared(addr, access)
-    }
-    fn spin_on(&self, addr: usize) {
-        self.hw().spin_on(addr)
-    }
-    fn phase(&self, phase: Phase) {
-        self.hw().phase(phase)
-    }
-    fn note(&self, note: Note) {
-        self.hw().note(note)
     }
 }
 
