@@ -54,8 +54,11 @@ impl Chooser for Dfs<'_> {
         Pick::Take(0)
     }
 
+    /// Only past the replayed prefix: a prefix's states were visited by the
+    /// execution that first took it, and hashing them again is most of the
+    /// work of a re-execution.
     fn wants_state(&self) -> bool {
-        true
+        self.at >= self.prefix.len()
     }
 }
 
