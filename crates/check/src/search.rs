@@ -8,6 +8,30 @@ use crate::exec::{Choice, Chooser, Outcome, Pick, Point};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The visited set's hasher: its keys are state hashes already (XXH3-64), so
+/// hashing them again would only cost time.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; anything else folds in, byte by byte.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A set of state hashes.
+type Visited = HashSet<u64, BuildHasherDefault<Prehashed>>;
 
 /// Replays a schedule: choice `i` takes `choices[i]` (clamped to the options
 /// there), and every choice past the end takes option 0 (no preemption, the
@@ -82,7 +106,7 @@ pub struct Stats {
 /// given chooser) depth-first, stopping at the first violation or after
 /// `max_executions`. Returns the statistics and the violating execution.
 pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
-    let mut visited = HashSet::new();
+    let mut visited = Visited::default();
     let mut stack: Vec<Choice> = Vec::new();
     let mut stats = Stats::default();
     loop {
@@ -137,8 +161,8 @@ struct Shared {
     /// Subtree roots not yet taken, and how many workers are exploring.
     work: std::sync::Mutex<(Vec<Vec<Choice>>, usize)>,
     wake: std::sync::Condvar,
-    /// The visited set, in shards locked one at a time (by the hash's top bits).
-    visited: Vec<std::sync::Mutex<HashSet<u64>>>,
+    /// The visited set, in shards locked one at a time (by bits of the hash).
+    visited: Vec<std::sync::Mutex<Visited>>,
     executions: std::sync::atomic::AtomicU64,
     pruned: std::sync::atomic::AtomicU64,
     max_steps: std::sync::atomic::AtomicUsize,
@@ -152,7 +176,9 @@ const SHARDS: usize = 64;
 
 impl Shared {
     fn first_visit(&self, state: u64) -> bool {
-        let shard = (state >> 58) as usize % SHARDS;
+        // Bits the shard's own table uses for neither its buckets (low bits)
+        // nor its tags (the top seven).
+        let shard = (state >> 32) as usize % SHARDS;
         self.visited[shard].lock().expect("no worker panicked holding a shard").insert(state)
     }
 }
@@ -188,7 +214,7 @@ pub fn exhaustive_parallel(
     let shared = Shared {
         work: std::sync::Mutex::new((vec![Vec::new()], 0)),
         wake: std::sync::Condvar::new(),
-        visited: (0..SHARDS).map(|_| std::sync::Mutex::new(HashSet::new())).collect(),
+        visited: (0..SHARDS).map(|_| std::sync::Mutex::new(Visited::default())).collect(),
         executions: 0.into(),
         pruned: 0.into(),
         max_steps: 0.into(),
