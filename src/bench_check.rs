@@ -15,15 +15,18 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tlbkit_check::spec::is_x86;
 
-/// The standard bounds: 2 CPUs, 3 address spaces, 4 ASIDs on arm64 (6 PCID
-/// slots on x86), 6 operations of every kind.
+/// The standard bounds: 2 CPUs, 3 address spaces of 2 pages (the check's
+/// default), 4 ASIDs on arm64 and 4 PCIDs per CPU on FreeBSD x86 (Linux x86
+/// has its 6 PCID slots), 6 operations of every kind.
 const CPUS: usize = 2;
 const MMS: usize = 3;
 const OPS: usize = 6;
 
-/// Returns the ASID space of the standard bounds for `policy`.
+/// Returns the ASID space of the standard bounds for `policy`: Linux x86's 6
+/// PCID slots per CPU (`TLB_NR_DYN_ASIDS`), otherwise 4 (arm64's ASIDs, and
+/// FreeBSD x86's PCIDs per CPU, a power of two).
 fn asids(policy: &str) -> u32 {
-    if is_x86(policy) {
+    if is_x86(policy) && !policy.starts_with("x86-freebsd") {
         6
     } else {
         4
@@ -45,6 +48,8 @@ struct Row {
     peak_rss_mib: f64,
     /// Whether the child was stopped at `--limit-s`.
     timed_out: bool,
+    /// The search's worker threads.
+    workers: Option<u64>,
     command: String,
 }
 
@@ -59,13 +64,16 @@ impl Row {
             "wall_s": self.wall_s,
             "peak_rss_mib": self.peak_rss_mib,
             "timed_out": self.timed_out,
+            "workers": self.workers,
             "command": self.command,
         })
     }
 }
 
-/// The arguments of `tlbkit check` for `policy` at the standard bounds.
-fn check_args(policy: &str) -> Vec<String> {
+/// The arguments of `tlbkit check` for `policy` at the standard bounds, with
+/// `jobs` worker threads (the check's default, one per core, when `None`).
+fn check_args(policy: &str, jobs: Option<usize>) -> Vec<String> {
+    let jobs = jobs.map(|j| ["--jobs".to_string(), j.to_string()]);
     [
         "check",
         "--policy",
@@ -83,13 +91,14 @@ fn check_args(policy: &str) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(jobs.into_iter().flatten())
     .collect()
 }
 
 /// Runs `tlbkit check` for `policy` in a child and measures it.
-fn measure(policy: &str, limit: Option<Duration>) -> Result<Row, String> {
+fn measure(policy: &str, jobs: Option<usize>, limit: Option<Duration>) -> Result<Row, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary to run the checks: {e}"))?;
-    let args = check_args(policy);
+    let args = check_args(policy, jobs);
     let command = format!("tlbkit {}", args.join(" "));
     let started = Instant::now();
     let mut child = Command::new(exe)
@@ -148,6 +157,7 @@ fn measure(policy: &str, limit: Option<Duration>) -> Result<Row, String> {
         wall_s,
         peak_rss_mib,
         timed_out,
+        workers: None,
         command,
     };
     if timed_out {
@@ -163,13 +173,19 @@ fn measure(policy: &str, limit: Option<Duration>) -> Result<Row, String> {
     row.states = v["states"].as_u64();
     row.executions = v["executions"].as_u64();
     row.complete = v["complete"].as_bool();
+    row.workers = v["workers"].as_u64();
     row.violation = v["counterexample"]["property"].as_str().map(str::to_string);
     Ok(row)
 }
 
 /// Runs the benchmark: `policies` (every registered one when empty), each with
-/// at most `limit_s` seconds.
-pub fn run(policies: &[String], limit_s: Option<u64>, format: super::Format) -> Result<u8, String> {
+/// `jobs` worker threads and at most `limit_s` seconds.
+pub fn run(
+    policies: &[String],
+    jobs: Option<usize>,
+    limit_s: Option<u64>,
+    format: super::Format,
+) -> Result<u8, String> {
     let all: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
     for p in policies {
         if !all.contains(&p.as_str()) {
@@ -180,19 +196,22 @@ pub fn run(policies: &[String], limit_s: Option<u64>, format: super::Format) -> 
     if limit_s == Some(0) {
         return Err("--limit-s 0 leaves no time: give seconds per check, e.g. --limit-s 600".into());
     }
+    if jobs == Some(0) {
+        return Err("--jobs 0 runs nothing: give 1 or more worker threads per check".into());
+    }
     let limit = limit_s.map(Duration::from_secs);
     let bar = crate::progress::bar(chosen.len() as u64, crate::progress::Unit::Runs);
     let mut rows = Vec::new();
     for (i, p) in chosen.iter().enumerate() {
         bar.set_position(i as u64);
         bar.set_message(format!("checking {p}"));
-        rows.push(measure(p, limit)?);
+        rows.push(measure(p, jobs, limit)?);
     }
     bar.finish_and_clear();
     let host = std::thread::available_parallelism().map_or(0, |n| n.get());
     if format == super::Format::Json {
         let doc = serde_json::json!({
-            "bounds": { "cpus": CPUS, "mms": MMS, "asids_arm64": 4, "pcid_slots_x86": 6, "ops": OPS },
+            "bounds": { "cpus": CPUS, "mms": MMS, "pages": 2, "asids_arm64": 4, "pcids_freebsd_x86": 4, "pcid_slots_x86": 6, "ops": OPS },
             "host_cpus": host,
             "limit_s": limit_s,
             "checks": rows.iter().map(Row::json).collect::<Vec<_>>(),
@@ -201,12 +220,13 @@ pub fn run(policies: &[String], limit_s: Option<u64>, format: super::Format) -> 
         return Ok(0);
     }
     println!(
-        "exhaustive checks at the standard bounds ({CPUS} CPUs, {MMS} address spaces, 4 ASIDs on arm64 / 6 PCID \
-         slots on x86, {OPS} operations), each in a child process; host {host} CPU(s)"
+        "exhaustive checks at the standard bounds ({CPUS} CPUs, {MMS} address spaces of 2 pages, 4 ASIDs on arm64 \
+         / 4 PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, {OPS} operations), each in a child process; \
+         host {host} CPU(s)"
     );
     use Align::{Left, Right};
-    let mut t = Table::new(&[Left, Right, Right, Left, Right, Right]);
-    t.row(["policy", "states", "executions", "result", "seconds", "peak MiB"]);
+    let mut t = Table::new(&[Left, Right, Right, Left, Right, Right, Right]);
+    t.row(["policy", "states", "executions", "result", "workers", "seconds", "peak MiB"]);
     let num = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
     for r in &rows {
         let result = match (&r.violation, r.complete, r.timed_out) {
@@ -220,6 +240,7 @@ pub fn run(policies: &[String], limit_s: Option<u64>, format: super::Format) -> 
             num(r.states),
             num(r.executions),
             result,
+            num(r.workers),
             format!("{:.1}", r.wall_s),
             format!("{:.0}", r.peak_rss_mib),
         ]);
@@ -237,10 +258,11 @@ mod tests {
 
     #[test]
     fn standard_bounds_give_x86_six_pcid_slots_and_arm64_four_asids() {
-        let a = check_args("x86-linux-pcid");
+        let a = check_args("x86-linux-pcid", None);
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "6");
-        let a = check_args("arm64-linux");
+        let a = check_args("arm64-linux", Some(2));
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "4");
         assert_eq!(a[a.iter().position(|s| s == "--ops").unwrap() + 1], "6");
+        assert_eq!(a[a.iter().position(|s| s == "--jobs").unwrap() + 1], "2");
     }
 }

@@ -78,9 +78,11 @@ pub struct CheckArgs {
     /// matter (root writes, invalidations, PTE changes, the policy's decisions).
     #[arg(long)]
     verbose: bool,
-    /// Exhaustive mode: worker threads sharing one visited set (default 1). The
-    /// states reached, the verdict and any counterexample are the same for every
-    /// count; only the executions run and the time differ.
+    /// Exhaustive mode: worker threads sharing one visited set (default: one per
+    /// core). The states reached, the executions, the verdict and any
+    /// counterexample are the same for every count; with more than one worker the
+    /// longest execution and what one execution reached (maxima over executions)
+    /// may differ from run to run: --jobs 1 fixes them.
     #[arg(long)]
     jobs: Option<usize>,
     #[arg(long, value_enum, default_value = "table")]
@@ -155,7 +157,12 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let r = match a.jobs {
+    let jobs = match (a.jobs, spec.mode) {
+        (Some(jobs), _) => Some(jobs),
+        (None, Mode::Exhaustive) => Some(tlbkit_check::spec::default_jobs()).filter(|&j| j > 1),
+        (None, _) => None,
+    };
+    let r = match jobs {
         Some(jobs) => tlbkit_check::spec::check_exhaustive_jobs(&spec, jobs),
         None => tlbkit_check::check_with_progress(&spec, &mut |n| {
             bar.set_message(format!("{n} executions, {}", spec.mode.name()));

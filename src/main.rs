@@ -104,15 +104,19 @@ enum Cmd {
         #[arg(long)]
         policy: Option<String>,
         /// Time the checker instead: the exhaustive check of every policy at the
-        /// standard bounds (2 CPUs, 3 address spaces, 4 ASIDs on arm64 / 6 PCID slots
-        /// on x86, 6 operations), each in a child process, with states, seconds and
-        /// peak memory.
+        /// standard bounds (2 CPUs, 3 address spaces of 2 pages, 4 ASIDs on arm64 / 4
+        /// PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
+        /// each in a child process, with states, seconds and peak memory.
         #[arg(long)]
         check: bool,
         /// With --check: stop a check that runs longer than this many seconds (and
         /// say so in its row).
         #[arg(long, value_name = "SECONDS")]
         limit_s: Option<u64>,
+        /// With --check: worker threads per check (default: the check's own, one
+        /// per core).
+        #[arg(long)]
+        jobs: Option<usize>,
         /// With --cpus: a workload or machine parameter, key=value (repeatable),
         /// overriding the bench's own (iters=200, ops=500).
         #[arg(long = "set")]
@@ -267,14 +271,17 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             t.dump(&mut std::io::BufWriter::new(std::io::stdout().lock())).map_err(|e| e.to_string())?;
             Ok(0)
         }
-        Cmd::Bench { cpus, workloads, policy, check, limit_s, sets, format } => {
+        Cmd::Bench { cpus, workloads, policy, check, limit_s, jobs, sets, format } => {
             if check {
                 if !cpus.is_empty() || !workloads.is_empty() || !sets.is_empty() {
                     return Err("--cpus, --workload and --set time the simulator, not the checker: give \
                                 tlbkit bench --check [--policy P] [--limit-s SECONDS]"
                         .into());
                 }
-                return bench_check::run(policy.as_slice(), limit_s, format);
+                return bench_check::run(policy.as_slice(), jobs, limit_s, format);
+            }
+            if jobs.is_some() {
+                return Err("--jobs applies only with --check, e.g. tlbkit bench --check --jobs 2".into());
             }
             if limit_s.is_some() {
                 return Err("--limit-s applies only with --check, e.g. tlbkit bench --check --limit-s 600".into());

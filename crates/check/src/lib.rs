@@ -133,8 +133,12 @@
 //! # How exhaustive mode finishes
 //! Depth-first search over every choice, re-running each execution from the
 //! start (coroutine stacks cannot be copied), pruning at any state seen before
-//! (a 64-bit hash; a collision could hide a state, with odds of about n²/2⁶⁵
-//! for n states). A state is the machine's ground truth (page tables, TLBs,
+//! (a 64-bit XXH3 hash of the state's bytes, taken only past the prefix an
+//! execution replays; a collision could hide a state, with odds of about
+//! n²/2⁶⁵ for n states). By default one worker thread per core searches,
+//! sharing the visited set ([`search::exhaustive_parallel`]): every state is
+//! expanded once, by the worker that visits it first, so the states, the
+//! executions and the verdict do not depend on the number of workers. A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
 //! policy atomic's value (the arena puts the policy at the same address in every
 //! execution), the store buffers, and each CPU's *history*: every value it

@@ -149,6 +149,12 @@ pub struct CheckReport {
     pub max_steps: usize,
     /// Whether the search covered all it set out to.
     pub complete: bool,
+    /// Worker threads of an exhaustive search (1 otherwise). With more than one,
+    /// `max_steps`, `rollovers` and `initiators` (maxima over executions) may
+    /// differ from run to run: which executions run depends on which worker
+    /// reaches a state first. `states`, `executions`, `pruned`, the verdict and
+    /// the counterexample do not.
+    pub workers: usize,
     /// The most ASID rollovers the policy noted in one execution (0 for a policy
     /// without an ASID space, or one the run never exhausted).
     pub rollovers: u32,
@@ -421,8 +427,9 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
         return Err("--jobs 0 runs nothing: give 1 or more worker threads".into());
     }
     let shape = shape(spec)?;
-    // Resolve the policy once here, so that a bad name fails before any thread starts.
-    resolve(&spec.policy)?;
+    // Resolve the policy and build its configuration once here, so that a bad
+    // name or size fails (with its own message) before any thread starts.
+    build(spec, &resolve(&spec.policy)?)?;
     let started = std::sync::atomic::AtomicUsize::new(0);
     let reached = [std::sync::atomic::AtomicU32::new(0), std::sync::atomic::AtomicU32::new(0)];
     let each = |worker: search::Worker<'_>| {
@@ -445,7 +452,15 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
         ));
     }
     let [rollovers, initiators] = reached.map(std::sync::atomic::AtomicU32::into_inner);
-    Ok(report(spec, spec.mode.name(), stats, Reached { rollovers, initiators }, None))
+    let mut r = report(spec, spec.mode.name(), stats, Reached { rollovers, initiators }, None);
+    r.workers = jobs;
+    Ok(r)
+}
+
+/// Returns the worker threads an exhaustive search uses when `--jobs` is not
+/// given: one per core the host offers (1 if it cannot say).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// One worker of a parallel search, for [`with_policy`].
@@ -571,6 +586,7 @@ fn report(
         pruned: stats.pruned,
         max_steps: stats.max_steps,
         complete: stats.complete,
+        workers: 1,
         rollovers: reached.rollovers,
         initiators: reached.initiators,
         counterexample,
@@ -1117,12 +1133,13 @@ impl CheckReport {
         if self.mode == "exhaustive" {
             let _ = writeln!(
                 s,
-                "explored: {} states, {} executions ({} cut at a state seen before), longest {} steps{}",
+                "explored: {} states, {} executions ({} cut at a state seen before), longest {} steps{}{}",
                 self.states,
                 self.executions,
                 self.pruned,
                 self.max_steps,
-                if self.complete { ", complete" } else { ", stopped early" }
+                if self.complete { ", complete" } else { ", stopped early" },
+                if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
             );
         } else if self.mode != "replay" {
             let _ = writeln!(s, "explored: {} schedules, longest {} steps", self.executions, self.max_steps);

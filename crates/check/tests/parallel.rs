@@ -27,6 +27,11 @@ fn every_worker_count_reaches_the_same_states_and_verdict_as_one_thread() {
             assert!(r.complete, "{policy} --jobs {jobs}: incomplete");
             assert!(r.counterexample.is_none(), "{policy} --jobs {jobs}: {:?}", r.counterexample);
             assert_eq!(r.states, one.states, "{policy} --jobs {jobs}: states differ from one thread's");
+            // Every state is expanded once, by whichever worker visits it first,
+            // and each of its choices starts one execution: so the executions and
+            // the cuts do not depend on the workers either.
+            assert_eq!((r.executions, r.pruned), (one.executions, one.pruned), "{policy} --jobs {jobs}");
+            assert_eq!(r.workers, jobs);
         }
     }
 }
@@ -50,6 +55,16 @@ fn a_cap_on_executions_leaves_the_search_incomplete() {
     let r = check_exhaustive_jobs(&s, 2).unwrap();
     assert!(!r.complete);
     assert!(r.executions <= 50, "{}", r.executions);
+}
+
+#[test]
+fn a_bad_size_is_refused_with_its_own_message_before_any_worker_starts() {
+    // FreeBSD x86's PCIDs per CPU are a power of two; the workers would each
+    // fail to build the policy, which once read as "no execution ran".
+    let mut s = spec("x86-freebsd-counter", 3);
+    s.asids = 6;
+    let e = check_exhaustive_jobs(&s, 2).unwrap_err();
+    assert!(e.contains("--asids 6") && e.contains("power of two"), "{e}");
 }
 
 #[test]
