@@ -55,6 +55,53 @@ pub trait Chooser {
     fn wants_state(&self) -> bool {
         false
     }
+
+    /// Returns whether the step about to run (chosen at the last
+    /// [`Point::Sched`]) should report its [`Foot`] to [`Chooser::stepped`].
+    fn wants_footprint(&self) -> bool {
+        false
+    }
+
+    /// Takes the footprint of the step chosen at the last [`Point::Sched`].
+    fn stepped(&mut self, _foot: Foot) {}
+}
+
+/// What one step touched, for partial-order reduction: the policy fields it
+/// read and wrote (by offset in the arena, the same on every thread), and
+/// whether it did anything else another CPU could see or be changed by.
+///
+/// A step is *global* when it drains a store buffer, chooses a kernel
+/// operation, or changes the machine (page tables, TLBs, roots, tasks, locks,
+/// obligations) or another CPU's execution state (its pending interrupts, its
+/// wait for a synchronous IPI): the engine compares a hash of all of those
+/// before and after the step, so nothing the kernel model does outside the
+/// policy's atomics can slip past. Two steps of different CPUs that are not
+/// global and touch no field one of them writes commute, and neither enables
+/// or disables the other: they are independent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Foot {
+    /// Fields read.
+    pub reads: Vec<usize>,
+    /// Fields written (a read-modify-write counts, even one that failed).
+    pub writes: Vec<usize>,
+    /// Whether it did anything beyond its fields and its own CPU's locals.
+    pub global: bool,
+}
+
+impl Foot {
+    /// Returns the footprint of a step that may have done anything.
+    pub fn global() -> Self {
+        Foot { global: true, ..Foot::default() }
+    }
+
+    /// Returns whether steps with footprints `self` and `other` (of different
+    /// CPUs) are independent.
+    pub fn independent(&self, other: &Foot) -> bool {
+        !self.global
+            && !other.global
+            && !self.writes.iter().any(|a| other.reads.contains(a) || other.writes.contains(a))
+            && !other.writes.iter().any(|a| self.reads.contains(a))
+    }
 }
 
 /// Which memory model the execution follows.
@@ -384,6 +431,8 @@ pub(crate) struct Core {
     initiators: Cell<u64>,
     /// The state hash's buffer, kept between hashes ([`StateBytes`]).
     bytes: RefCell<Vec<u8>>,
+    /// The footprint of the step running, when the chooser wants it.
+    foot: RefCell<Option<Foot>>,
 }
 
 /// The state hash's hasher: every write appends its bytes to a buffer and
@@ -649,6 +698,7 @@ impl Core {
         // policy outlives the execution's steps.
         unsafe { write_raw(addr, w, v) };
         self.st.borrow_mut().wrote(addr);
+        self.touch(addr, true);
     }
 
     /// Puts a store clearing PTE `page` of `slot` (version `ver`) into the current
@@ -657,6 +707,46 @@ impl Core {
         let cpu = self.cpu();
         let addr = PTE_STORE | (slot as usize) << 8 | page;
         self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
+    }
+
+    /// Adds a policy field to the running step's footprint, if one is kept.
+    fn touch(&self, addr: usize, write: bool) {
+        if let Some(f) = self.foot.borrow_mut().as_mut() {
+            let k = addr.wrapping_sub(self.base);
+            let v = if write { &mut f.writes } else { &mut f.reads };
+            if !v.contains(&k) {
+                // The footprint outlives the execution: not in its arena.
+                let was = arena::set_active(false);
+                v.push(k);
+                arena::set_active(was);
+            }
+        }
+    }
+
+    /// Marks the running step's footprint global, if one is kept.
+    fn touch_global(&self) {
+        if let Some(f) = self.foot.borrow_mut().as_mut() {
+            f.global = true;
+        }
+    }
+
+    /// Returns a hash of what a step of CPU `cpu` must leave alone to be
+    /// independent of other CPUs' steps ([`Foot`]): the machine and every other
+    /// CPU's execution state, raw (write versions as they are).
+    fn others(&self, cpu: usize) -> u64 {
+        let st = self.st.borrow();
+        let mut bytes = self.bytes.borrow_mut();
+        bytes.clear();
+        let mut h = StateBytes(&mut bytes);
+        st.m.hash(&mut h);
+        for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
+            d.hash(&mut h);
+            c.block.hash(&mut h);
+            (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(&mut h);
+            c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(&mut h));
+            c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(&mut h));
+        }
+        h.finish()
     }
 
     fn note_shared(&self, addr: usize, w: Width) {
@@ -705,6 +795,10 @@ impl Core {
     /// Makes a choice among `labels`, recording it.
     pub(crate) fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
+        if point == Point::Op {
+            // A step that chooses is not one transition.
+            self.touch_global();
+        }
         // Every scheduling point reaches the chooser (a search may prune at any state,
         // even one with a single way on); an operation choice only when there is one.
         if n == 1 && point == Point::Op {
@@ -767,6 +861,7 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     core.pause_for(addr, false);
     let cpu = core.cpu();
     core.note_shared(addr, w);
+    core.touch(addr, false);
     core.st.borrow_mut().read(cpu, addr);
     let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
     let v = fwd.unwrap_or_else(read);
@@ -797,6 +892,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
         core.drain_own(cpu);
         write(v);
         core.st.borrow_mut().wrote(addr);
+        core.touch(addr, true);
         core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
     }
 }
@@ -807,6 +903,8 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     let cpu = core.cpu();
     core.note_shared(addr, w);
     core.drain_own(cpu);
+    core.touch(addr, false);
+    core.touch(addr, true);
     let (old, new) = op();
     {
         let mut st = core.st.borrow_mut();
@@ -844,6 +942,11 @@ fn h_spin() {
     let why = {
         let mut st = core.st.borrow_mut();
         let reads = std::mem::take(&mut st.cpus[cpu].reads);
+        if reads.is_empty() {
+            // It waits for any store after this one: which stores come before
+            // it is not a matter of fields.
+            core.touch_global();
+        }
         let addrs: Vec<usize> = reads.iter().map(|r| r.0).collect();
         let c = &mut st.cpus[cpu];
         match &c.anchor {
@@ -1132,6 +1235,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         rollovers: Cell::new(0),
         initiators: Cell::new(0),
         bytes: RefCell::new(Vec::new()),
+        foot: RefCell::new(None),
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
@@ -1292,6 +1396,12 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         let labels: Vec<u32> =
             runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)).collect();
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
+        // SAFETY: as for the hash.
+        let track = unsafe { (*core.chooser).wants_footprint() };
+        let before = (track && i < runs.len()).then(|| {
+            *core.foot.borrow_mut() = Some(Foot::default());
+            core.others(runs[i])
+        });
         steps += 1;
         core.st.borrow_mut().step = steps;
         if i < runs.len() {
@@ -1336,6 +1446,17 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
                     });
                 }
             }
+        }
+        if track {
+            let foot = core.foot.borrow_mut().take();
+            let foot = match (foot, before) {
+                (Some(f), Some(h)) if core.others(runs[i]) == h => f,
+                // A drain, or a step that changed what other CPUs see.
+                (Some(f), _) => Foot { global: true, ..f },
+                (None, _) => Foot::global(),
+            };
+            // SAFETY: as for the hash.
+            unsafe { (*core.chooser).stepped(foot) };
         }
         if core.pruned.get() {
             break;

@@ -4,10 +4,9 @@
 //! Burckhardt et al., ASPLOS 2010), and replay of a recorded schedule. Then the
 //! shrinking of a counterexample to the fewest context switches.
 
-use crate::exec::{Choice, Chooser, Outcome, Pick, Point};
+use crate::exec::{Choice, Chooser, Foot, Outcome, Pick, Point};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The visited set's hasher: its keys are state hashes already (XXH3-64), so
@@ -31,7 +30,7 @@ impl Hasher for Prehashed {
 }
 
 /// A set of state hashes.
-type Visited = HashSet<u64, BuildHasherDefault<Prehashed>>;
+type Visited = std::collections::HashMap<u64, u64, BuildHasherDefault<Prehashed>>;
 
 /// Replays a schedule: choice `i` takes `choices[i]` (clamped to the options
 /// there), and every choice past the end takes option 0 (no preemption, the
@@ -56,12 +55,94 @@ impl Chooser for Replay<'_> {
     }
 }
 
+/// A transition asleep at a scheduling point (the sleep sets of
+/// partial-order reduction): a CPU's step, by label, and what it touched when
+/// the search ran it.
+type Asleep = (u32, Foot);
+
+/// What the search keeps for each choice of the current path, beside the
+/// choice itself: at a scheduling point, the transitions asleep on arrival, the
+/// ones explored here before the current option (with their footprints), and
+/// the footprint of the current option once it has run.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    sched: bool,
+    labels: Vec<u32>,
+    sleep: Vec<Asleep>,
+    done: Vec<Asleep>,
+    foot: Option<Foot>,
+    /// Labels this visit leaves alone (asleep, or explored by an earlier visit).
+    skip: u64,
+}
+
+impl Node {
+    /// Returns the next option after `taken` this visit explores.
+    fn next_option(&self, taken: u32, n: u32) -> Option<u32> {
+        (taken + 1..n).find(|&k| !self.sched || self.skip & (1 << self.labels[k as usize]) == 0)
+    }
+
+    /// Returns the transitions asleep after taking the current option: those
+    /// asleep here or explored here before it that are independent of it.
+    fn sleep_after(&self) -> Vec<Asleep> {
+        let Some(f) = &self.foot else { return Vec::new() };
+        self.sleep.iter().chain(&self.done).filter(|(_, u)| f.independent(u)).cloned().collect()
+    }
+}
+
+thread_local! {
+    /// Whether partial-order reduction is on for searches started on this
+    /// thread (see [`with_reduction`]).
+    static REDUCE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Runs `f` with partial-order reduction `on` (it is on by default) for the
+/// exhaustive searches it starts on this thread, their workers included: the
+/// soundness tests compare the two.
+pub fn with_reduction<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    let was = REDUCE.with(|r| r.replace(on));
+    let out = f();
+    REDUCE.with(|r| r.set(was));
+    out
+}
+
+/// Records a visit of `state` with the transitions in `asleep` (a mask of
+/// labels) asleep, and returns the labels this visit leaves alone, or `None`
+/// when it has nothing left to explore. The first visit explores every
+/// transition not asleep; a later one only those every earlier visit left
+/// asleep and this one does not (Godefroid's sleep sets with state caching:
+/// the state keeps the intersection of its visits' sleep sets).
+fn visit(map: &mut Visited, state: u64, asleep: u64) -> Option<u64> {
+    match map.entry(state) {
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(asleep);
+            Some(asleep)
+        }
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let before = *e.get();
+            let fresh = before & !asleep;
+            if fresh == 0 {
+                return None;
+            }
+            e.insert(before & asleep);
+            Some(!fresh)
+        }
+    }
+}
+
 /// Depth-first search over every choice, replaying a prefix and pruning at any
-/// state seen before: `visit` records a state and returns whether it is new.
+/// state seen before (`visit`, given the state and the mask of labels asleep,
+/// says which labels to leave alone, or `None` to prune). With reduction on,
+/// a CPU's step that is independent of the steps taken since it was explored
+/// (or found asleep) is not explored again from here: the two orders reach the
+/// same state (sleep sets).
 struct Dfs<'a> {
     prefix: &'a [Choice],
+    nodes: &'a mut Vec<Node>,
     at: usize,
-    visit: &'a mut dyn FnMut(u64) -> bool,
+    visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+    reduce: bool,
+    /// The last scheduling choice made, whose step's footprint comes next.
+    last_sched: Option<usize>,
 }
 
 impl Chooser for Dfs<'_> {
@@ -70,12 +151,29 @@ impl Chooser for Dfs<'_> {
         self.at += 1;
         if let Some(c) = self.prefix.get(i) {
             debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
+            if point == Point::Sched {
+                self.last_sched = Some(i);
+            }
             return Pick::Take(c.taken as usize);
         }
-        if point == Point::Sched && !(self.visit)(state) {
-            return Pick::Prune;
+        self.nodes.truncate(i);
+        if point == Point::Op {
+            self.nodes.push(Node { labels: labels.to_vec(), ..Node::default() });
+            return Pick::Take(0);
         }
-        Pick::Take(0)
+        let sleep = match self.last_sched {
+            Some(p) if self.reduce => self.nodes[p].sleep_after(),
+            _ => Vec::new(),
+        };
+        let asleep = sleep.iter().fold(0u64, |m, (l, _)| m | 1 << l);
+        let Some(skip) = (self.visit)(state, asleep) else { return Pick::Prune };
+        let node = Node { sched: true, labels: labels.to_vec(), sleep, done: Vec::new(), foot: None, skip };
+        let Some(first) = (0..labels.len()).find(|&k| skip & (1 << labels[k]) == 0) else {
+            return Pick::Prune;
+        };
+        self.nodes.push(node);
+        self.last_sched = Some(i);
+        Pick::Take(first)
     }
 
     /// Only past the replayed prefix: a prefix's states were visited by the
@@ -84,6 +182,49 @@ impl Chooser for Dfs<'_> {
     fn wants_state(&self) -> bool {
         self.at >= self.prefix.len()
     }
+
+    fn wants_footprint(&self) -> bool {
+        self.reduce && self.at >= self.prefix.len()
+    }
+
+    fn stepped(&mut self, foot: Foot) {
+        if let Some(p) = self.last_sched {
+            self.nodes[p].foot = Some(foot);
+        }
+    }
+}
+
+/// Moves the path `stack` (with its `nodes`) to the next choice to explore:
+/// the deepest choice with an option this visit explores left, the option it
+/// leaves recorded as explored. Returns `false` when none is left below
+/// `frozen` choices.
+fn backtrack(stack: &mut Vec<Choice>, nodes: &mut Vec<Node>, frozen: usize, ends: Option<&mut Vec<u32>>) -> bool {
+    nodes.truncate(stack.len());
+    let mut ends = ends;
+    while stack.len() > frozen {
+        let i = stack.len() - 1;
+        let end = ends.as_ref().map_or(stack[i].n, |e| e[i]);
+        let c = stack[i];
+        if let Some(node) = nodes.get_mut(i) {
+            if let Some(k) = node.next_option(c.taken, end) {
+                if node.sched {
+                    let foot = node.foot.take().unwrap_or_else(Foot::global);
+                    node.done.push((node.labels[c.taken as usize], foot));
+                }
+                stack[i].taken = k;
+                return true;
+            }
+        } else if c.taken + 1 < end {
+            stack[i].taken += 1;
+            return true;
+        }
+        stack.pop();
+        nodes.truncate(stack.len());
+        if let Some(e) = ends.as_mut() {
+            e.pop();
+        }
+    }
+    false
 }
 
 /// What a search did.
@@ -108,14 +249,17 @@ pub struct Stats {
 pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
     let mut visited = Visited::default();
     let mut stack: Vec<Choice> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
+    let reduce = REDUCE.with(std::cell::Cell::get) && std::env::var("TLBKIT_NOPOR").is_err();
     loop {
         if stats.executions >= max_executions {
             stats.states = visited.len() as u64;
             return (stats, None);
         }
         let out = {
-            let mut d = Dfs { prefix: &stack, at: 0, visit: &mut |state| visited.insert(state) };
+            let mut v = |state, asleep| visit(&mut visited, state, asleep);
+            let mut d = Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, reduce, last_sched: None };
             run(&mut d)
         };
         stats.executions += 1;
@@ -128,15 +272,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             return (stats, Some(out));
         }
         stack = out.choices;
-        // Backtrack to the deepest choice with an option left.
-        while let Some(last) = stack.last_mut() {
-            if last.taken + 1 < last.n {
-                last.taken += 1;
-                break;
-            }
-            stack.pop();
-        }
-        if stack.is_empty() {
+        if !backtrack(&mut stack, &mut nodes, 0, None) {
             stats.states = visited.len() as u64;
             stats.complete = true;
             return (stats, None);
@@ -154,12 +290,17 @@ struct Subtree {
     /// Per choice of `stack`: one past the last option this worker explores
     /// there (the rest were given to other workers).
     ends: Vec<u32>,
+    nodes: Vec<Node>,
 }
+
+/// A subtree to explore: the choices to its root and what the search keeps
+/// for each.
+type Root = (Vec<Choice>, Vec<Node>);
 
 /// The state the workers of [`exhaustive_parallel`] share.
 struct Shared {
     /// Subtree roots not yet taken, and how many workers are exploring.
-    work: std::sync::Mutex<(Vec<Vec<Choice>>, usize)>,
+    work: std::sync::Mutex<(Vec<Root>, usize)>,
     wake: std::sync::Condvar,
     /// The visited set, in shards locked one at a time (by bits of the hash).
     visited: Vec<std::sync::Mutex<Visited>>,
@@ -175,11 +316,11 @@ struct Shared {
 const SHARDS: usize = 64;
 
 impl Shared {
-    fn first_visit(&self, state: u64) -> bool {
+    fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
         // Bits the shard's own table uses for neither its buckets (low bits)
         // nor its tags (the top seven).
         let shard = (state >> 32) as usize % SHARDS;
-        self.visited[shard].lock().expect("no worker panicked holding a shard").insert(state)
+        visit(&mut self.visited[shard].lock().expect("no worker panicked holding a shard"), state, asleep)
     }
 }
 
@@ -212,7 +353,7 @@ pub fn exhaustive_parallel(
 ) -> (Stats, Option<Outcome>) {
     use std::sync::atomic::Ordering::Relaxed;
     let shared = Shared {
-        work: std::sync::Mutex::new((vec![Vec::new()], 0)),
+        work: std::sync::Mutex::new((vec![(Vec::new(), Vec::new())], 0)),
         wake: std::sync::Condvar::new(),
         visited: (0..SHARDS).map(|_| std::sync::Mutex::new(Visited::default())).collect(),
         executions: 0.into(),
@@ -221,12 +362,13 @@ pub fn exhaustive_parallel(
         stop: false.into(),
         found: std::sync::Mutex::new(None),
     };
+    let reduce = REDUCE.with(std::cell::Cell::get) && std::env::var("TLBKIT_NOPOR").is_err();
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 each(&mut |run| {
                     while let Some(root) = take_work(&shared) {
-                        explore(run, root, &shared, max_executions);
+                        explore(run, root, &shared, max_executions, reduce);
                         let mut w = shared.work.lock().expect("no worker panicked holding the queue");
                         w.1 -= 1;
                         if w.0.is_empty() && w.1 == 0 {
@@ -253,7 +395,7 @@ pub fn exhaustive_parallel(
 
 /// Waits for a subtree to explore; `None` when the search is over (no work
 /// left and no worker that could make more, or a stop).
-fn take_work(shared: &Shared) -> Option<Vec<Choice>> {
+fn take_work(shared: &Shared) -> Option<Root> {
     let mut w = shared.work.lock().expect("no worker panicked holding the queue");
     loop {
         if shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -274,10 +416,11 @@ fn take_work(shared: &Shared) -> Option<Vec<Choice>> {
 
 /// Explores the subtree below `root` depth-first, giving away work when other
 /// workers wait for it.
-fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Vec<Choice>, shared: &Shared, max: u64) {
+fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Root, shared: &Shared, max: u64, reduce: bool) {
     use std::sync::atomic::Ordering::Relaxed;
+    let (root, nodes) = root;
     let frozen = root.len();
-    let mut t = Subtree { ends: root.iter().map(|c| c.taken + 1).collect(), stack: root, frozen };
+    let mut t = Subtree { ends: root.iter().map(|c| c.taken + 1).collect(), stack: root, frozen, nodes };
     loop {
         if shared.stop.load(Relaxed) {
             return;
@@ -287,7 +430,11 @@ fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Vec<Choice>, 
             shared.stop.store(true, Relaxed);
             return;
         }
-        let out = run(&mut Dfs { prefix: &t.stack, at: 0, visit: &mut |state| shared.first_visit(state) });
+        let out = {
+            let mut v = |state, asleep| shared.visit(state, asleep);
+            let mut d = Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, reduce, last_sched: None };
+            run(&mut d)
+        };
         shared.max_steps.fetch_max(out.steps, Relaxed);
         if out.pruned {
             shared.pruned.fetch_add(1, Relaxed);
@@ -306,18 +453,10 @@ fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Vec<Choice>, 
         t.ends.truncate(known.min(t.stack.len()));
         t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
         // Backtrack to the deepest choice with an option of ours left.
-        while t.stack.len() > t.frozen {
-            let i = t.stack.len() - 1;
-            if t.stack[i].taken + 1 < t.ends[i] {
-                t.stack[i].taken += 1;
-                break;
-            }
-            t.stack.pop();
-            t.ends.pop();
-        }
-        if t.stack.len() == t.frozen {
+        if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
             return;
         }
+
         give_away(&mut t, shared);
     }
 }
@@ -329,11 +468,29 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
     if !w.0.is_empty() {
         return;
     }
-    let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.stack[i].taken + 1 < t.ends[i]) else { return };
-    for k in t.stack[i].taken + 1..t.ends[i] {
+    let next = |i: usize| match t.nodes.get(i) {
+        Some(node) => node.next_option(t.stack[i].taken, t.ends[i]),
+        None => (t.stack[i].taken + 1 < t.ends[i]).then_some(t.stack[i].taken + 1),
+    };
+    let Some(i) = (t.frozen..t.stack.len()).find(|&i| next(i).is_some()) else { return };
+    // The subtrees given away sleep on what this worker explored here (with
+    // what it touched); the options given away have not run, so they cannot.
+    let mut node = t.nodes.get(i).cloned();
+    if let Some(n) = node.as_mut() {
+        if let Some(f) = n.foot.take() {
+            n.done.push((n.labels[t.stack[i].taken as usize], f));
+        }
+    }
+    let mut k = t.stack[i].taken;
+    while let Some(j) =
+        node.as_ref().map_or_else(|| (k + 1 < t.ends[i]).then_some(k + 1), |n| n.next_option(k, t.ends[i]))
+    {
         let mut root = t.stack[..i].to_vec();
-        root.push(Choice { taken: k, ..t.stack[i] });
-        w.0.push(root);
+        root.push(Choice { taken: j, ..t.stack[i] });
+        let mut nodes = t.nodes[..i.min(t.nodes.len())].to_vec();
+        nodes.extend(node.clone());
+        w.0.push((root, nodes));
+        k = j;
     }
     t.ends[i] = t.stack[i].taken + 1;
     shared.wake.notify_all();
