@@ -806,7 +806,11 @@ impl Core {
         }
         // SAFETY: the chooser outlives the execution; only one CPU runs at a time
         // and no other reference to it is live during the call.
+        // The chooser's memory outlives the execution: never in its arena (an
+        // operation's choice is made from inside a CPU's coroutine).
+        let was = arena::set_active(false);
         let pick = unsafe { (*self.chooser).choose(point, labels, state) };
+        arena::set_active(was);
         match pick {
             Pick::Take(i) => {
                 debug_assert!(i < n);
