@@ -84,6 +84,11 @@ impl Chooser for Dfs<'_> {
     fn wants_state(&self) -> bool {
         self.at >= self.prefix.len()
     }
+
+    /// Up to the prefix's last choice, which is the new one.
+    fn replaying(&self) -> bool {
+        self.at < self.prefix.len()
+    }
 }
 
 /// What a search did.
