@@ -135,7 +135,8 @@
 //! start (coroutine stacks cannot be copied), pruning at any state seen before
 //! (a 64-bit XXH3 hash of the state's bytes, taken only past the prefix an
 //! execution replays; a collision could hide a state, with odds of about
-//! n²/2⁶⁵ for n states). By default one worker thread per core searches,
+//! n²/2⁶⁵ for n states). A replayed step is not judged again: the execution
+//! that first took it judged the same state after it. By default one worker thread per core searches,
 //! sharing the visited set ([`search::exhaustive_parallel`]): every state is
 //! expanded once, by the worker that visits it first, so the states, the
 //! executions and the verdict do not depend on the number of workers. A state is the machine's ground truth (page tables, TLBs,

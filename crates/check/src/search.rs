@@ -192,6 +192,11 @@ impl Chooser for Dfs<'_> {
             self.nodes[p].foot = Some(foot);
         }
     }
+
+    /// Up to the prefix's last choice, which is the new one.
+    fn replaying(&self) -> bool {
+        self.at < self.prefix.len()
+    }
 }
 
 /// Moves the path `stack` (with its `nodes`) to the next choice to explore:
