@@ -139,7 +139,26 @@
 //! that first took it judged the same state after it. By default one worker thread per core searches,
 //! sharing the visited set ([`search::exhaustive_parallel`]): every state is
 //! expanded once, by the worker that visits it first, so the states, the
-//! executions and the verdict do not depend on the number of workers. A state is the machine's ground truth (page tables, TLBs,
+//! executions and the verdict do not depend on the number of workers.
+//!
+//! **Partial-order reduction** (sleep sets with state caching, Godefroid 1996;
+//! [`search::with_reduction`] turns it off). Each new step reports its
+//! footprint ([`exec::Foot`]): the policy fields it read and wrote, and whether
+//! it was *global*: it drained a store buffer, chose an operation, waited on
+//! no field, or changed the machine or another CPU's execution state, which the
+//! engine checks by hashing all of those before and after the step. Two steps
+//! of different CPUs that are not global and touch no field one of them writes
+//! are independent: they commute (the state after both is the same in either
+//! order, since everything else a step changes is its own CPU's locals) and
+//! neither enables or disables the other. A step explored from a state, or
+//! asleep there, stays asleep after an independent step and is not explored
+//! again from there; the visited set keeps, per state, the intersection of the
+//! sleep sets it was reached with, and a state reached again with a transition
+//! awake that every earlier visit left asleep is explored again for it. Sleep
+//! sets alone skip transitions, not states: the search reaches exactly the
+//! states it reaches without them, which the tests check
+//! (`crates/check/tests/reduction.rs`). With more than one worker the
+//! executions then depend on the workers' order (the states still do not). A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
 //! policy atomic's value (the arena puts the policy at the same address in every
 //! execution), the store buffers, and each CPU's *history*: every value it

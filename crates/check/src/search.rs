@@ -256,7 +256,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
     let mut stack: Vec<Choice> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
-    let reduce = REDUCE.with(std::cell::Cell::get) && std::env::var("TLBKIT_NOPOR").is_err();
+    let reduce = REDUCE.with(std::cell::Cell::get);
     loop {
         if stats.executions >= max_executions {
             stats.states = visited.len() as u64;
@@ -367,7 +367,7 @@ pub fn exhaustive_parallel(
         stop: false.into(),
         found: std::sync::Mutex::new(None),
     };
-    let reduce = REDUCE.with(std::cell::Cell::get) && std::env::var("TLBKIT_NOPOR").is_err();
+    let reduce = REDUCE.with(std::cell::Cell::get);
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {

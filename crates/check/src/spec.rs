@@ -150,10 +150,11 @@ pub struct CheckReport {
     /// Whether the search covered all it set out to.
     pub complete: bool,
     /// Worker threads of an exhaustive search (1 otherwise). With more than one,
-    /// `max_steps`, `rollovers` and `initiators` (maxima over executions) may
+    /// `executions`, `pruned`, `max_steps`, `rollovers` and `initiators` may
     /// differ from run to run: which executions run depends on which worker
-    /// reaches a state first. `states`, `executions`, `pruned`, the verdict and
-    /// the counterexample do not.
+    /// reaches a state first (and with which transitions asleep, see the
+    /// crate documentation). `states`, the verdict and the counterexample do
+    /// not.
     pub workers: usize,
     /// The most ASID rollovers the policy noted in one execution (0 for a policy
     /// without an ASID space, or one the run never exhausted).

@@ -60,7 +60,9 @@ fn exhaustive_state_count_is_deterministic() {
     // Pinned: a change to the model, the hooks or the pruning shows here first.
     // (4085, 3389, 3355, 40) before the state hash took in each CPU's operations
     // left and write versions as stores made since (see `spec::soundness`).
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3797, 3200, 3166, 40));
+    // (3797, 3200, 3166, 40) before partial-order reduction: the same states,
+    // fewer executions.
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3797, 2449, 2415, 40));
 }
 
 #[test]

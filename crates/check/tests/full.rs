@@ -103,6 +103,36 @@ fn every_zoo_entry_with_its_defaults() {
     }
 }
 
+/// Every zoo entry exhaustively (its default shape, one page, one worker)
+/// with partial-order reduction on, as the search runs by default: the
+/// reduction must not hide a bug the zoo holds.
+#[test]
+#[ignore = "minutes: run with --release -- --ignored"]
+fn every_zoo_entry_is_found_exhaustively() {
+    for e in tlbkit_policy::zoo::ZOO {
+        let policy = format!("zoo/{}", e.id);
+        let d = defaults(&policy);
+        let s = CheckSpec {
+            cpus: d.cpus,
+            mms: d.mms,
+            pages: 1,
+            ops: d.ops,
+            mode: Mode::Exhaustive,
+            menu: d.menu,
+            teardown: None,
+            memory: default_memory(&policy),
+            asids: d.asids,
+            iterations: u64::MAX,
+            seed: 1,
+            policy: policy.clone(),
+        };
+        let t = Instant::now();
+        let r = check(&s).unwrap();
+        let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found exhaustively"));
+        println!("{policy:<40} {:>9} states {:>8.2} s  {}", r.states, t.elapsed().as_secs_f64(), cx.property);
+    }
+}
+
 #[test]
 #[ignore = "minutes: run with --release -- --ignored"]
 fn every_teardown_strategy_with_a_contiguous_block() {

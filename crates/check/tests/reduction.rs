@@ -1,0 +1,96 @@
+//! Partial-order reduction (sleep sets, `tlbkit_check::search`) against the
+//! search without it. Sleep sets only skip transitions whose outcome another
+//! order reaches, so the search must reach exactly the same states with the
+//! reduction on and off, and give the same verdict: that is what these tests
+//! compare, for every registered policy, the zoo entries an exhaustive search
+//! finds quickly, and the parallel search. (The full zoo, exhaustively with the
+//! reduction on, is `full.rs`'s `every_zoo_entry_is_found_exhaustively`.)
+
+use tlbkit_check::search::with_reduction;
+use tlbkit_check::spec::check_exhaustive_jobs;
+use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
+
+mod common;
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// The verdict of a report: the property its counterexample broke, if any.
+fn verdict(r: &CheckReport) -> Option<&'static str> {
+    r.counterexample.as_ref().map(|c| c.property)
+}
+
+/// Checks `spec` with the reduction on and off; returns both reports.
+fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
+    let on = with_reduction(true, || check(spec)).unwrap();
+    let off = with_reduction(false, || check(spec)).unwrap();
+    (on, off)
+}
+
+#[test]
+fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_off() {
+    let mut fewer = 0;
+    for p in tlbkit_sim::registry::POLICIES {
+        let (on, off) = both(&common::small_spec(p.name, 1, 3));
+        assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
+        if verdict(&off).is_none() {
+            assert!(on.complete && off.complete, "{}", p.name);
+            assert_eq!(on.states, off.states, "{}: states differ with the reduction", p.name);
+            assert!(on.executions <= off.executions, "{}: {} > {}", p.name, on.executions, off.executions);
+            fewer += (on.executions < off.executions) as usize;
+        }
+    }
+    // The reduction does something: most policies need fewer executions.
+    assert!(fewer >= 6, "only {fewer} policies ran fewer executions with the reduction");
+}
+
+#[test]
+fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
+    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
+        let mut s = common::small_spec(p, 2, 2);
+        s.memory = tlbkit_check::exec::Memory::Tso;
+        let (on, off) = both(&s);
+        assert_eq!(verdict(&on), verdict(&off), "{p}");
+        assert_eq!((on.states, on.complete), (off.states, off.complete), "{p}");
+    }
+}
+
+#[test]
+fn zoo_entries_are_found_exhaustively_with_the_reduction_on_and_off() {
+    // The entries an exhaustive search of their default shape finds in well
+    // under a second (release); the others are in `full.rs`.
+    for (id, property) in [("linux-x86-8f1d56f64f8d", "no_stale_held"), ("freebsd-arm64-epoch-wrap", "no_asid_alias")] {
+        let policy = format!("zoo/{id}");
+        let d = tlbkit_check::spec::defaults(&policy);
+        let s = CheckSpec {
+            asids: d.asids,
+            memory: tlbkit_check::spec::default_memory(&policy),
+            cpus: d.cpus,
+            mms: d.mms,
+            pages: 1,
+            ops: d.ops,
+            mode: Mode::Exhaustive,
+            iterations: u64::MAX,
+            seed: 1,
+            menu: d.menu,
+            teardown: None,
+            policy,
+        };
+        let (on, off) = both(&s);
+        assert_eq!(verdict(&on), Some(property), "zoo/{id} with the reduction");
+        assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");
+    }
+}
+
+#[test]
+fn the_parallel_search_with_the_reduction_reaches_the_same_states_as_one_thread_without() {
+    for (policy, ops) in [("arm64-linux", 3), ("x86-freebsd-counter", 3)] {
+        let s = common::small_spec(policy, 1, ops);
+        let off = with_reduction(false, || check(&s)).unwrap();
+        for jobs in [1, 2, 3] {
+            let on = with_reduction(true, || check_exhaustive_jobs(&s, jobs)).unwrap();
+            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.states, off.states, "{policy} --jobs {jobs}");
+        }
+    }
+}
