@@ -69,26 +69,32 @@ fn every_policy_exhaustively_and_at_random_on_four_cpus() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// The check of zoo entry `policy` with its defaults, in `mode` (its default
+/// when `None`) with at most `iterations` executions.
+fn zoo_spec(policy: &str, mode: Option<Mode>, iterations: u64) -> CheckSpec {
+    let d = defaults(policy);
+    CheckSpec {
+        cpus: d.cpus,
+        mms: d.mms,
+        pages: d.pages,
+        ops: d.ops,
+        mode: mode.unwrap_or(d.mode),
+        menu: d.menu,
+        teardown: None,
+        memory: default_memory(policy),
+        asids: d.asids,
+        iterations,
+        seed: 1,
+        policy: policy.to_string(),
+    }
+}
+
 #[test]
 #[ignore = "run with --release -- --ignored"]
 fn every_zoo_entry_with_its_defaults() {
     for e in tlbkit_policy::zoo::ZOO {
         let policy = format!("zoo/{}", e.id);
-        let d = defaults(&policy);
-        let s = CheckSpec {
-            cpus: d.cpus,
-            mms: d.mms,
-            pages: d.pages,
-            ops: d.ops,
-            mode: d.mode,
-            menu: d.menu,
-            teardown: None,
-            memory: default_memory(&policy),
-            asids: d.asids,
-            iterations: 100_000,
-            seed: 1,
-            policy: policy.clone(),
-        };
+        let s = zoo_spec(&policy, None, 100_000);
         let t = Instant::now();
         let r = check(&s).unwrap();
         let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found"));
@@ -111,21 +117,8 @@ fn every_zoo_entry_with_its_defaults() {
 fn every_zoo_entry_is_found_exhaustively() {
     for e in tlbkit_policy::zoo::ZOO {
         let policy = format!("zoo/{}", e.id);
-        let d = defaults(&policy);
-        let s = CheckSpec {
-            cpus: d.cpus,
-            mms: d.mms,
-            pages: 1,
-            ops: d.ops,
-            mode: Mode::Exhaustive,
-            menu: d.menu,
-            teardown: None,
-            memory: default_memory(&policy),
-            asids: d.asids,
-            iterations: u64::MAX,
-            seed: 1,
-            policy: policy.clone(),
-        };
+        let mut s = zoo_spec(&policy, Some(Mode::Exhaustive), u64::MAX);
+        s.pages = 1;
         let t = Instant::now();
         let r = check(&s).unwrap();
         let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found exhaustively"));
