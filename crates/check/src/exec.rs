@@ -743,17 +743,24 @@ impl Core {
     /// CPU's execution state, raw (write versions as they are).
     fn others(&self, cpu: usize) -> u64 {
         let st = self.st.borrow();
+        self.hash_bytes(|h| {
+            st.m.hash(h);
+            for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
+                d.hash(h);
+                c.block.hash(h);
+                (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
+                c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
+                c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(h));
+            }
+        })
+    }
+
+    /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
+    fn hash_bytes(&self, write: impl FnOnce(&mut StateBytes<'_>)) -> u64 {
         let mut bytes = self.bytes.borrow_mut();
         bytes.clear();
         let mut h = StateBytes(&mut bytes);
-        st.m.hash(&mut h);
-        for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
-            d.hash(&mut h);
-            c.block.hash(&mut h);
-            (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(&mut h);
-            c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(&mut h));
-            c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(&mut h));
-        }
+        write(&mut h);
         h.finish()
     }
 
@@ -812,11 +819,11 @@ impl Core {
         if n == 1 && point == Point::Op {
             return Some(0);
         }
-        // SAFETY: the chooser outlives the execution; only one CPU runs at a time
-        // and no other reference to it is live during the call.
         // The chooser's memory outlives the execution: never in its arena (an
         // operation's choice is made from inside a CPU's coroutine).
         let was = arena::set_active(false);
+        // SAFETY: the chooser outlives the execution; only one CPU runs at a time
+        // and no other reference to it is live during the call.
         let pick = unsafe { (*self.chooser).choose(point, labels, state) };
         arena::set_active(was);
         match pick {
@@ -835,20 +842,18 @@ impl Core {
     /// Returns the hash of the whole state.
     fn state_hash(&self) -> u64 {
         let st = self.st.borrow();
-        let mut bytes = self.bytes.borrow_mut();
-        bytes.clear();
-        let mut h = StateBytes(&mut bytes);
-        st.m.hash(&mut h);
-        let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
-        for c in &st.cpus {
-            c.hash_keyed(&mut h, |a| self.addr_key(a), since, |w| st.writes - w);
-        }
-        for (&addr, &w) in &st.shared {
-            // SAFETY: a live facade atomic of width `w` (policy memory).
-            let v = unsafe { read_raw(addr, w) };
-            (addr - self.base, v).hash(&mut h);
-        }
-        h.finish()
+        self.hash_bytes(|h| {
+            st.m.hash(h);
+            let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
+            for c in &st.cpus {
+                c.hash_keyed(h, |a| self.addr_key(a), since, |w| st.writes - w);
+            }
+            for (&addr, &w) in &st.shared {
+                // SAFETY: a live facade atomic of width `w` (policy memory).
+                let v = unsafe { read_raw(addr, w) };
+                (addr - self.base, v).hash(h);
+            }
+        })
     }
 }
 
@@ -1493,9 +1498,11 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         }
         // SAFETY: as for the hash.
         let judged_before = unsafe { (*core.chooser).replaying() };
-        if let Err(v) = if judged_before { Ok(()) } else { st.m.check_uses().and_then(|()| st.m.check_block()) } {
-            violation = Some(v);
-            break;
+        if !judged_before {
+            if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
+                violation = Some(v);
+                break;
+            }
         }
         if steps >= MAX_STEPS {
             violation = Some(Violation {

@@ -136,10 +136,10 @@
 //! (a 64-bit XXH3 hash of the state's bytes, taken only past the prefix an
 //! execution replays; a collision could hide a state, with odds of about
 //! n²/2⁶⁵ for n states). A replayed step is not judged again: the execution
-//! that first took it judged the same state after it. By default one worker thread per core searches,
-//! sharing the visited set ([`search::exhaustive_parallel`]): every state is
-//! expanded once, by the worker that visits it first, so the states, the
-//! executions and the verdict do not depend on the number of workers.
+//! that first took it judged the same state after it. By default one worker
+//! thread per core searches, sharing the visited set
+//! ([`search::exhaustive_parallel`]); the states and the verdict do not depend
+//! on the number of workers.
 //!
 //! **Partial-order reduction** (sleep sets with state caching, Godefroid 1996;
 //! [`search::with_reduction`] turns it off). Each new step reports its
@@ -158,7 +158,10 @@
 //! sets alone skip transitions, not states: the search reaches exactly the
 //! states it reaches without them, which the tests check
 //! (`crates/check/tests/reduction.rs`). With more than one worker the
-//! executions then depend on the workers' order (the states still do not). A state is the machine's ground truth (page tables, TLBs,
+//! executions then depend on the workers' order (without the reduction they do
+//! not: every state is expanded once, by the worker that visits it first).
+//!
+//! A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
 //! policy atomic's value (the arena puts the policy at the same address in every
 //! execution), the store buffers, and each CPU's *history*: every value it

@@ -61,9 +61,11 @@ impl Chooser for Replay<'_> {
 type Asleep = (u32, Foot);
 
 /// What the search keeps for each choice of the current path, beside the
-/// choice itself: at a scheduling point, the transitions asleep on arrival, the
-/// ones explored here before the current option (with their footprints), and
-/// the footprint of the current option once it has run.
+/// choice itself (one node per choice, always: `nodes[i]` is `stack[i]`'s): at
+/// a scheduling point, its labels, the transitions asleep on arrival, the ones
+/// explored here before the current option (with their footprints), and the
+/// footprint of the current option once it has run. An operation choice keeps
+/// nothing: every option of it is explored.
 #[derive(Clone, Debug, Default)]
 struct Node {
     sched: bool,
@@ -158,7 +160,7 @@ impl Chooser for Dfs<'_> {
         }
         self.nodes.truncate(i);
         if point == Point::Op {
-            self.nodes.push(Node { labels: labels.to_vec(), ..Node::default() });
+            self.nodes.push(Node::default());
             return Pick::Take(0);
         }
         let sleep = match self.last_sched {
@@ -167,11 +169,10 @@ impl Chooser for Dfs<'_> {
         };
         let asleep = sleep.iter().fold(0u64, |m, (l, _)| m | 1 << l);
         let Some(skip) = (self.visit)(state, asleep) else { return Pick::Prune };
-        let node = Node { sched: true, labels: labels.to_vec(), sleep, done: Vec::new(), foot: None, skip };
         let Some(first) = (0..labels.len()).find(|&k| skip & (1 << labels[k]) == 0) else {
             return Pick::Prune;
         };
-        self.nodes.push(node);
+        self.nodes.push(Node { sched: true, labels: labels.to_vec(), sleep, done: Vec::new(), foot: None, skip });
         self.last_sched = Some(i);
         Pick::Take(first)
     }
@@ -204,23 +205,19 @@ impl Chooser for Dfs<'_> {
 /// leaves recorded as explored. Returns `false` when none is left below
 /// `frozen` choices.
 fn backtrack(stack: &mut Vec<Choice>, nodes: &mut Vec<Node>, frozen: usize, ends: Option<&mut Vec<u32>>) -> bool {
-    nodes.truncate(stack.len());
+    debug_assert_eq!(nodes.len(), stack.len(), "one node per choice");
     let mut ends = ends;
     while stack.len() > frozen {
         let i = stack.len() - 1;
         let end = ends.as_ref().map_or(stack[i].n, |e| e[i]);
-        let c = stack[i];
-        if let Some(node) = nodes.get_mut(i) {
-            if let Some(k) = node.next_option(c.taken, end) {
-                if node.sched {
-                    let foot = node.foot.take().unwrap_or_else(Foot::global);
-                    node.done.push((node.labels[c.taken as usize], foot));
-                }
-                stack[i].taken = k;
-                return true;
+        let taken = stack[i].taken;
+        let node = &mut nodes[i];
+        if let Some(k) = node.next_option(taken, end) {
+            if node.sched {
+                let foot = node.foot.take().unwrap_or_else(Foot::global);
+                node.done.push((node.labels[taken as usize], foot));
             }
-        } else if c.taken + 1 < end {
-            stack[i].taken += 1;
+            stack[i].taken = k;
             return true;
         }
         stack.pop();
@@ -461,7 +458,6 @@ fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Root, shared:
         if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
             return;
         }
-
         give_away(&mut t, shared);
     }
 }
@@ -473,27 +469,22 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
     if !w.0.is_empty() {
         return;
     }
-    let next = |i: usize| match t.nodes.get(i) {
-        Some(node) => node.next_option(t.stack[i].taken, t.ends[i]),
-        None => (t.stack[i].taken + 1 < t.ends[i]).then_some(t.stack[i].taken + 1),
+    let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.nodes[i].next_option(t.stack[i].taken, t.ends[i]).is_some())
+    else {
+        return;
     };
-    let Some(i) = (t.frozen..t.stack.len()).find(|&i| next(i).is_some()) else { return };
     // The subtrees given away sleep on what this worker explored here (with
     // what it touched); the options given away have not run, so they cannot.
-    let mut node = t.nodes.get(i).cloned();
-    if let Some(n) = node.as_mut() {
-        if let Some(f) = n.foot.take() {
-            n.done.push((n.labels[t.stack[i].taken as usize], f));
-        }
+    let mut node = t.nodes[i].clone();
+    if let Some(f) = node.foot.take() {
+        node.done.push((node.labels[t.stack[i].taken as usize], f));
     }
     let mut k = t.stack[i].taken;
-    while let Some(j) =
-        node.as_ref().map_or_else(|| (k + 1 < t.ends[i]).then_some(k + 1), |n| n.next_option(k, t.ends[i]))
-    {
+    while let Some(j) = node.next_option(k, t.ends[i]) {
         let mut root = t.stack[..i].to_vec();
         root.push(Choice { taken: j, ..t.stack[i] });
-        let mut nodes = t.nodes[..i.min(t.nodes.len())].to_vec();
-        nodes.extend(node.clone());
+        let mut nodes = t.nodes[..i].to_vec();
+        nodes.push(node.clone());
         w.0.push((root, nodes));
         k = j;
     }
