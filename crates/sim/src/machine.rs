@@ -354,6 +354,8 @@ pub struct Machine {
     pub cpus: Vec<CpuState>,
     /// Cores per socket (for cross-socket latencies).
     pub cores_per_socket: usize,
+    /// Cores per L3 domain (AMD CCX), for cross-CCX cache-line transfers.
+    pub cores_per_ccx: usize,
     /// Per socket: when its CPUs finish processing their incoming DVM messages
     /// (the same for every CPU of a socket: each message reaches them together).
     dvm_busy: Vec<u64>,
@@ -379,6 +381,7 @@ impl Machine {
             costs,
             cpus: Vec::new(),
             cores_per_socket,
+            cores_per_ccx: cores_per_socket,
             dvm_busy: vec![0; n.div_ceil(cores_per_socket.max(1))],
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
@@ -392,6 +395,18 @@ impl Machine {
         }
         m.cpus = cpus;
         m
+    }
+
+    /// Returns this machine with `cores_per_ccx` cores to an L3 domain (at most a
+    /// socket's).
+    pub fn with_ccx(mut self, cores_per_ccx: usize) -> Self {
+        self.cores_per_ccx = cores_per_ccx.clamp(1, self.cores_per_socket.max(1));
+        self
+    }
+
+    /// Returns what moving a cache line from CPU `a` to CPU `b` costs.
+    fn transfer_cost(&self, a: usize, b: usize) -> u64 {
+        transfer_cost(&self.costs, self.cores_per_socket, self.cores_per_ccx, a, b)
     }
 
     /// Returns how many CPUs' roots point at `mm` (a lazy-TLB CPU's included).
@@ -428,11 +443,8 @@ impl Machine {
     /// when it is done (see the module docs, "Coherence").
     fn line_access(&mut self, cpu: usize, t: u64, addr: usize, access: Access) -> u64 {
         let c = self.costs;
-        let cps = self.cores_per_socket;
-        let cost = |from: Option<u32>, to: u32| {
-            let cross = from.is_some_and(|w| w as usize / cps != to as usize / cps);
-            c.cacheline_transfer + if cross { c.cacheline_cross_socket } else { 0 }
-        };
+        let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
+        let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
         let line = self.lines.entry(addr / 64).or_default();
         let (done, moves) = line.access(cpu as u32, t, addr, access, c.mem_access, cost);
         self.counters.line_transfers += moves;
@@ -532,6 +544,20 @@ impl Machine {
         }
         done_all
     }
+}
+
+/// Returns what moving a cache line from CPU `a` to CPU `b` costs: within an L3
+/// domain (`cores_per_ccx` cores), across domains of a socket, or across sockets.
+fn transfer_cost(c: &Costs, cores_per_socket: usize, cores_per_ccx: usize, a: usize, b: usize) -> u64 {
+    let (cps, ccx) = (cores_per_socket.max(1), cores_per_ccx.max(1));
+    let mut cost = c.cacheline_transfer;
+    if a / ccx != b / ccx {
+        cost += c.cacheline_cross_ccx;
+    }
+    if a / cps != b / cps {
+        cost += c.cacheline_cross_socket;
+    }
+    cost
 }
 
 /// How an IPI is sent and how its handler is entered.
@@ -641,10 +667,7 @@ impl<'a> CpuHw<'a> {
         }
         let mut done = sent;
         for (arrive, target) in list {
-            let ack = {
-                let m = self.m.borrow();
-                c.cacheline_transfer + if m.cross_socket(me, target) { c.cacheline_cross_socket } else { 0 }
-            };
+            let ack = self.m.borrow().transfer_cost(me, target);
             self.cpu.set(target);
             self.in_irq.set(true);
             self.now.set(arrive + c.exception_entry + dispatch);

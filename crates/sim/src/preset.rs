@@ -44,7 +44,13 @@ pub struct Costs {
     pub tlbi_local_asid: u64,
     /// A local TLBI of everything (`TLBI VMALLE1`).
     pub tlbi_local_all: u64,
-    /// Issuing one broadcast TLBI (`TLBI ...IS`) into the interconnect.
+    /// Issuing one broadcast TLBI (`TLBI ...IS`, AMD `INVLPGB`) into the interconnect.
+    ///
+    /// On x86 machines with `INVLPGB` (AMD Zen 3 and later) the broadcast fields
+    /// below (`dvm_*`) carry that instruction's figures: it reaches every CPU
+    /// through the data fabric and is processed by hardware, with no interrupt,
+    /// and `TLBSYNC` waits for this CPU's earlier ones as `DSB ISH` does. On x86
+    /// machines without it they are zero and never charged.
     pub tlbi_bcast_issue: u64,
     /// Interconnect latency of one DVM message to a CPU in the same socket, each way.
     pub dvm_hop: u64,
@@ -57,7 +63,8 @@ pub struct Costs {
     /// The same for a message that invalidates a whole ASID or everything
     /// (`TLBI ASIDE1IS`, `VMALLE1IS`): every entry of every TLB is examined.
     pub dvm_process_asid: u64,
-    /// `DSB` (without waiting for outstanding broadcast invalidations).
+    /// `DSB` (without waiting for outstanding broadcast invalidations); on x86
+    /// with `INVLPGB`, `TLBSYNC`'s own cost besides that wait.
     pub dsb: u64,
     /// `ISB`.
     pub isb: u64,
@@ -83,7 +90,12 @@ pub struct Costs {
     pub ipi_cross_socket: u64,
     /// Moving one cache line between cores in the same socket.
     pub cacheline_transfer: u64,
-    /// Extra for a cache-line transfer across sockets.
+    /// Extra for a cache-line transfer between two L3 domains (AMD CCXs) of one
+    /// socket: `cacheline_transfer` is then the figure inside one. Zero where a
+    /// socket is one domain.
+    pub cacheline_cross_ccx: u64,
+    /// Extra for a cache-line transfer across sockets (on top of
+    /// `cacheline_cross_ccx`: sockets never share a CCX).
     pub cacheline_cross_socket: u64,
     /// The kernel's software work in one system call besides entry and exit
     /// (argument checks, file lookup), excluding the call's own body.
@@ -137,6 +149,10 @@ pub struct Preset {
     pub freq_ghz: f64,
     /// Cores in one socket; `--cpus` beyond this adds sockets of this size.
     pub cores_per_socket: usize,
+    /// Cores sharing one L3 (an AMD CCX); `cores_per_socket` where the whole
+    /// socket is one domain. Cache-line transfers between two of them pay
+    /// `cacheline_cross_ccx`.
+    pub cores_per_ccx: usize,
     /// Cores on the real machine.
     pub real_cores: usize,
     /// The ASID widths the machine accepts; the first is the default.
@@ -153,7 +169,7 @@ pub struct Preset {
 
 /// Returns every preset.
 pub fn all() -> Vec<Preset> {
-    vec![cortex_a72(), skylake(), emag(), altra(), thunderx(), westmere()]
+    vec![cortex_a72(), skylake(), emag(), altra(), thunderx(), westmere(), milan(), haswell2s()]
 }
 
 /// Returns the preset called `name`.
@@ -171,6 +187,7 @@ pub fn cortex_a72() -> Preset {
         // AWS a1 instance type page: "2.3 GHz"; lscpu of an a1.xlarge in sbc-bench results/2iFY.txt.
         freq_ghz: 2.3,
         cores_per_socket: 16,
+        cores_per_ccx: 16,
         real_cores: 16,
         // ID_AA64MMFR0_EL1.ASIDBits: the A72 implements 16; 8 is kept for rollover studies.
         asid_bits: &[16, 8],
@@ -234,6 +251,7 @@ pub fn cortex_a72() -> Preset {
             ipi_cross_socket: 500,
             // Core-to-core: ~50 cycles inside a cluster, ~200 across (AnandTech's 4x remark).
             cacheline_transfer: 200,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 300,
             // FreeBSD syscall dispatch (sys_* lookup, fget): a few hundred instructions.
             syscall_body: 300,
@@ -270,6 +288,7 @@ pub fn skylake() -> Preset {
         freq_ghz: 2.3,
         // The seed names no part; an i5-6200U-class dual core (2.3 GHz base) is assumed.
         cores_per_socket: 2,
+        cores_per_ccx: 2,
         real_cores: 2,
         // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1); Linux uses 6 dynamic ones per CPU.
         asid_bits: &[12],
@@ -322,6 +341,7 @@ pub fn skylake() -> Preset {
             ipi_cross_socket: 0,
             // Core-to-core hand-off ~45 ns on an i7-6700K (Willy Tarreau's latency test).
             cacheline_transfer: 100,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 0,
             // Linux syscall dispatch, eventfd body, page fault, 4 KB clear: estimates.
             syscall_body: 150,
@@ -353,6 +373,7 @@ pub fn emag() -> Preset {
         arch: Arch::Arm64,
         freq_ghz: 3.0,
         cores_per_socket: 32,
+        cores_per_ccx: 32,
         real_cores: 32,
         asid_bits: &[16, 8],
         numa: &[1],
@@ -392,6 +413,7 @@ pub fn emag() -> Preset {
             ipi_handle: 300,
             ipi_cross_socket: 500,
             cacheline_transfer: 210,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 300,
             syscall_body: 150,
             pipe_op: 400,
@@ -417,6 +439,7 @@ pub fn altra() -> Preset {
         arch: Arch::Arm64,
         freq_ghz: 3.0,
         cores_per_socket: 80,
+        cores_per_ccx: 80,
         real_cores: 80,
         asid_bits: &[16, 8],
         numa: &[1, 2],
@@ -450,6 +473,7 @@ pub fn altra() -> Preset {
             ipi_handle: 300,
             ipi_cross_socket: 500,
             cacheline_transfer: 150,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 1000,
             syscall_body: 150,
             pipe_op: 400,
@@ -475,6 +499,7 @@ pub fn thunderx() -> Preset {
         arch: Arch::Arm64,
         freq_ghz: 2.0,
         cores_per_socket: 48,
+        cores_per_ccx: 48,
         real_cores: 96,
         asid_bits: &[16, 8],
         numa: &[1],
@@ -507,6 +532,7 @@ pub fn thunderx() -> Preset {
             ipi_handle: 400,
             ipi_cross_socket: 1000,
             cacheline_transfer: 200,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 600,
             syscall_body: 200,
             pipe_op: 500,
@@ -534,6 +560,7 @@ pub fn westmere() -> Preset {
         // Seed 003: "it's actually 4 cores, 1 thread each" (per socket: the 8 CPUs
         // first taken for 2 x 2 x 2; Xeon 5600 parts have 4 or 6 cores).
         cores_per_socket: 4,
+        cores_per_ccx: 4,
         real_cores: 8,
         asid_bits: &[12],
         numa: &[1],
@@ -569,6 +596,7 @@ pub fn westmere() -> Preset {
             ipi_cross_socket: 200,
             // Core-to-core ~37 ns on a socket, ~74 ns across QPI (dual X5650).
             cacheline_transfer: 99,
+            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 99,
             syscall_body: 300,
             pipe_op: 600,
@@ -578,6 +606,177 @@ pub fn westmere() -> Preset {
             zap_page: ZAP_PAGE,
             zap_folio: ZAP_FOLIO,
             mlp: 10,
+            walkers: 1,
+        },
+    }
+}
+
+/// AMD EPYC 7763 ("Milan", Zen 3): 64 cores at 2.45 GHz in eight CCDs of eight,
+/// one socket by default, two with `--set sockets=2`; the first x86 preset with
+/// `INVLPGB`/`TLBSYNC`. Every figure was fixed from hardware documentation and
+/// microbenchmarks of the hardware before any policy that uses `INVLPGB` ran a
+/// workload; nothing comes from a result reported for a mechanism it predicts.
+/// Notes, with every source and every estimate marked: `docs/costs/milan.md`.
+pub fn milan() -> Preset {
+    Preset {
+        name: "milan",
+        description: "AMD EPYC 7763 (Zen 3): 64 cores @ 2.45 GHz in 8-core CCXs, sockets=1|2, INVLPGB",
+        arch: Arch::X86_64,
+        // Base clock (techgage launch table: "7763 | 64C (128T) | 2.45 GHz (3.5)");
+        // fabric latencies measured in ns are converted at it.
+        freq_ghz: 2.45,
+        cores_per_socket: 64,
+        // AnandTech Milan review: "eight chiplets of eight cores each ... all eight cores
+        // in the chiplet are connected" (one CCX, one L3, per CCD).
+        cores_per_ccx: 8,
+        real_cores: 64,
+        asid_bits: &[12],
+        // NPS2/NPS4 exist, but a node boundary inside a socket costs no more than any
+        // cross-CCD transfer (core-to-core measurements on a 2 x 7R13), so one node.
+        numa: &[1],
+        tlb: TlbGeometry {
+            // chipsandcheese: "Zen 3 has a 64 entry L1 DTLB" (fully associative);
+            // CPUID 0x80000006 of a 7763: "Last level dTLB entries: 4KB 2048"; ways
+            // not published for Zen 3 (8 assumed); PDEs live in the L2 TLB (64 assumed).
+            l1d_entries: 64,
+            l2_entries: 2048,
+            l2_ways: 8,
+            pwc_entries: 64,
+        },
+        costs: Costs {
+            // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
+            // load-to-use; L2 13 cycles (Rome, same L2); L2-TLB hit and walk start: estimates.
+            mem_access: 4,
+            tlb_l2_hit: 7,
+            walk_level: 13,
+            walk_start: 5,
+            // INVLPG / INVPCID single-context / all: no AMD timing published;
+            // estimates inside the 96-260 cycles measured for INVLPG on Intel.
+            tlbi_local_va: 150,
+            tlbi_local_asid: 300,
+            tlbi_local_all: 500,
+            // INVLPGB (estimates, floors from measurements): issue like an INVLPG that
+            // does not wait; one way through the IO die at least one cross-CCD
+            // transfer (108 ns median, core-to-core on a 7R13); +89 ns across sockets
+            // (197 ns cross-socket median, same data); remote processing by hardware,
+            // no interrupt: a TLB set lookup by VA, a tag scan for a whole PCID.
+            tlbi_bcast_issue: 150,
+            dvm_hop: 265,
+            dvm_cross_socket: 218,
+            dvm_process: 50,
+            dvm_process_asid: 200,
+            // TLBSYNC's own cost besides waiting: estimate.
+            dsb: 50,
+            isb: 0,
+            // A LOCKed RMW with a store-buffer drain: estimate above LLVM's load + 3.
+            full_barrier: 25,
+            // MOV CR3 with NOFLUSH, and the extra of a flushing one: estimates.
+            root_write: 100,
+            root_write_flush: 150,
+            // SYSCALL/SYSRET: 160 together, inside the ~200-cycle empty-syscall round
+            // trip measured on Zen 2 (mode-switch-stat).
+            exception_entry: 90,
+            exception_exit: 70,
+            // x2APIC IPIs: no public Zen 3 figure; delivery at least one cross-CCD trip
+            // (265) plus interrupt entry (estimate); +89 ns across sockets.
+            ipi_send: 150,
+            ipi_deliver: 700,
+            ipi_handle: 400,
+            ipi_cross_socket: 218,
+            // Core-to-core CAS one-way medians on a 2 x EPYC 7R13 (nviennot/core-to-core-latency):
+            // 22.7 ns in a CCX, 108 ns across CCDs, 197 ns across sockets.
+            cacheline_transfer: 56,
+            cacheline_cross_ccx: 209,
+            cacheline_cross_socket: 218,
+            // No Zen 3 lmbench figures: the estimates the other Linux presets use; the
+            // switch path is the "Linux-typical 1.3 us" estimate of emag/altra.
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 3200,
+            fault_path: 1500,
+            page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
+            mlp: 10,
+            // AnandTech Zen 3 deep dive: "a total of 6 table walkers".
+            walkers: 6,
+        },
+    }
+}
+
+/// LATR's machine (Kumar et al., ASPLOS 2018): "a 2-socket machine" of 16 cores,
+/// modelled as two 8-core Haswell-EP Xeons (E5-2630 v3 class, 2.4 GHz; the part is
+/// an estimate, the paper's setup section was not available) under Linux 4.10,
+/// which never enables PCIDs. Fixed before any LATR workload ran, from hardware
+/// documentation and microbenchmarks only. Notes: `docs/costs/haswell2s.md`.
+pub fn haswell2s() -> Preset {
+    Preset {
+        name: "haswell2s",
+        description: "LATR's machine: 2 sockets x 8 Haswell-EP cores @ 2.4 GHz (E5-2630 v3 class), Linux 4.10",
+        arch: Arch::X86_64,
+        freq_ghz: 2.4,
+        cores_per_socket: 8,
+        cores_per_ccx: 8,
+        real_cores: 16,
+        // CR3 bits 11:0 exist; Linux 4.10 never sets CR4.PCIDE (run the nopcid policies).
+        asid_bits: &[12],
+        numa: &[1],
+        // InstLatx64 (2 x E5-2660 v3): "L1D 4K TLB: 64 entries, 4 way" (modelled fully
+        // associative), "L2I+D 4K+2M TLB: 1024 entries, 8 way"; PDE cache: estimate.
+        tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1024, l2_ways: 8, pwc_entries: 32 },
+        costs: Costs {
+            // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
+            // miss with cached upper levels ~20 cycles (mynavi RMMA, Haswell).
+            mem_access: 4,
+            tlb_l2_hit: 8,
+            walk_level: 12,
+            walk_start: 8,
+            // INVLPG ~230 cycles (Ingo Molnar 2015, Dave Hansen 2014, pre-Skylake Intel);
+            // a whole-mm flush in 4.10 is a flushing CR3 reload (96-251 cycles, Molnar);
+            // INVPCID type 2: Molnar's global flush scaled by Lutomirski's INVPCID/CR4 ratio.
+            tlbi_local_va: 230,
+            tlbi_local_asid: 200,
+            tlbi_local_all: 520,
+            // No broadcast invalidation on Intel: remote CPUs are reached by IPI.
+            tlbi_bcast_issue: 0,
+            dvm_hop: 0,
+            dvm_cross_socket: 0,
+            dvm_process: 0,
+            dvm_process_asid: 0,
+            dsb: 0,
+            isb: 0,
+            // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test).
+            full_barrier: 20,
+            // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write.
+            root_write: 100,
+            root_write_flush: 100,
+            exception_entry: 100,
+            exception_exit: 80,
+            // No bare-metal Haswell IPI latency found: estimates, chosen so that one
+            // same-socket remote flush (1,804 cycles, 752 ns) stays under the ~775 ns an
+            // extra remote single-page shootdown of baseline Linux costs on a bare-metal
+            // Haswell (Nadav Amit, 2019).
+            ipi_send: 200,
+            ipi_deliver: 800,
+            ipi_handle: 300,
+            // One QPI crossing: the cross-socket extra of a cache-line hand-off.
+            ipi_cross_socket: 190,
+            // Core-to-core CAS one-way on a dual E5-2630 v4 (Broadwell-EP, the same uncore;
+            // nviennot/core-to-core-latency): 39 ns in a socket, 117.8 ns across.
+            cacheline_transfer: 94,
+            cacheline_cross_ccx: 0,
+            cacheline_cross_socket: 190,
+            // Linux 4.10 software paths: estimates as for the other Linux presets; the
+            // switch path is skylake's (the project's only Linux figure), for a Haswell core.
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 900,
+            fault_path: 1500,
+            page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
+            mlp: 10,
+            // Intel: "previous generations" before Skylake do one page walk at a time.
             walkers: 1,
         },
     }

@@ -384,7 +384,8 @@ impl<P: Policy> Sim<P> {
         let g = cfg.preset.tlb;
         let n = cfg.ncpus;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
-        let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket);
+        let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket)
+            .with_ccx(cfg.preset.cores_per_ccx);
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
