@@ -1082,6 +1082,10 @@ impl<'c> Hw for CheckHw<'c> {
             Tlbi::VaAllAsids { va } => mix(1, va.0),
             Tlbi::Asid(a) => mix(2, a.get() as u64),
             Tlbi::All => 3,
+            Tlbi::Range { asid, va, pages } => {
+                mix(mix(4, asid.map_or(u64::MAX, |a| a.get() as u64)), mix(va.0, pages as u64))
+            }
+            Tlbi::AllNonGlobal => 5,
         };
         self.core.event_kind(self.cpu, mix(0xb_0000 ^ key, scope as u64), Kind::Invalidate, || {
             let what = match op {
@@ -1089,6 +1093,11 @@ impl<'c> Hw for CheckHw<'c> {
                 Tlbi::VaAllAsids { va } => format!("va {:#x} all asids", va.0),
                 Tlbi::Asid(a) => format!("asid {}", a.get()),
                 Tlbi::All => "everything".to_string(),
+                Tlbi::Range { asid: Some(a), va, pages } => {
+                    format!("{pages} page(s) from {:#x} asid {}", va.0, a.get())
+                }
+                Tlbi::Range { asid: None, va, pages } => format!("{pages} page(s) from {:#x} in every asid", va.0),
+                Tlbi::AllNonGlobal => "every non-global entry".to_string(),
             };
             let s = match scope {
                 Scope::Local => "local",
@@ -1174,6 +1183,24 @@ impl<'c> Hw for CheckHw<'c> {
             // frames, the next request) happens as it would in the kernel.
             self.core.st.borrow_mut().cpus[self.cpu].reads.clear();
         }
+    }
+
+    /// A second for every operation any CPU has started: every deadline a policy
+    /// set has passed by its next operation. The value read is part of this CPU's
+    /// history (it depends on what other CPUs did).
+    fn jiffies(&self) -> u64 {
+        self.core.pause();
+        let started: u64 = self.st().cpus.iter().map(|c| c.ops_done as u64).sum();
+        let j = started * 1000;
+        self.core.remember(self.cpu, mix(0x19_0000, j));
+        j
+    }
+
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.st().cpus[self.cpu].irq_off += 1;
+        let r = f();
+        self.st().cpus[self.cpu].irq_off -= 1;
+        r
     }
 
     fn note(&self, note: Note) {

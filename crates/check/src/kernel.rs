@@ -747,10 +747,17 @@ impl Machine {
             n += before - self.tlbs[c].len();
             // By ASID or everything: cached walks go too; by VA this models the
             // leaf-only forms (`TLBI VALE1`), which leave them.
+            // A range drops the walks of its tag (of every tag without one) when it
+            // covers a user page: Linux never issues `INVLPGB` with `FINAL_ONLY`.
+            let user = |va: tlbkit_policy::VirtAddr, pages: u32| {
+                (0..pages.max(1) as u64).any(|i| page_of(va.add_pages(i).0).is_some())
+            };
             match op {
                 Tlbi::Asid(a) => self.walks[c].retain(|w| w.0 != a.get()),
-                Tlbi::All => self.walks[c].clear(),
-                Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } => {}
+                Tlbi::Range { asid: Some(a), va, pages } if user(va, pages) => self.walks[c].retain(|w| w.0 != a.get()),
+                Tlbi::Range { asid: None, va, pages } if user(va, pages) => self.walks[c].clear(),
+                Tlbi::All | Tlbi::AllNonGlobal => self.walks[c].clear(),
+                Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => {}
             }
         }
         n
@@ -795,6 +802,11 @@ fn removes(op: Tlbi, e: &Entry) -> bool {
         Tlbi::VaAllAsids { va } => covers(va),
         Tlbi::Asid(a) => !e.global && e.asid == a.get(),
         Tlbi::All => true,
+        Tlbi::AllNonGlobal => !e.global,
+        Tlbi::Range { asid, va, pages } => {
+            let hit = (0..pages.max(1) as u64).any(|i| covers(va.add_pages(i)));
+            hit && asid.is_none_or(|a| !e.global && e.asid == a.get())
+        }
     }
 }
 

@@ -177,6 +177,20 @@ fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
     Ok(asids.trailing_zeros() as u8)
 }
 
+/// The policy whose `--asids` is its space of global ASIDs.
+const INVLPGB: &str = "x86-linux-invlpgb";
+
+/// Returns the `log2` of `asids` global ASIDs for `x86-linux-invlpgb`: a power
+/// of two from 2 to 2048 (the kernel has 2039 on a 12-bit PCID machine).
+fn global_asid_bits(asids: u32) -> Result<u8, String> {
+    if asids < 2 || !asids.is_power_of_two() || asids > 2048 {
+        return Err(format!(
+            "--asids {asids}: {INVLPGB}'s global ASIDs are a power of two between 2 and 2048 (try --asids 2)"
+        ));
+    }
+    Ok(asids.trailing_zeros() as u8)
+}
+
 /// Returns the registry's builder input for `spec`: its CPUs, address-space
 /// slots (one more, for the kernel's), the ASID width its `--asids` asks for (on
 /// arm64 the ASID space, for FreeBSD x86 the PCIDs per CPU; Linux x86 keeps its
@@ -185,13 +199,21 @@ fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
 fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
     let arm64 = tlbkit_sim::registry::policy(r.base).is_some_and(|p| p.arch == tlbkit_sim::preset::Arch::Arm64);
     let freebsd_x86 = r.base.starts_with("x86-freebsd");
+    let asid_bits = if r.base == INVLPGB {
+        global_asid_bits(spec.asids)?
+    } else if arm64 || freebsd_x86 {
+        asid_bits(spec.asids, freebsd_x86)?
+    } else {
+        // Linux x86 keeps its own PCID slots; the width is not theirs to use.
+        12
+    };
     Ok(Build {
         cpus: spec.cpus,
         mm_slots: spec.mms + 1,
-        // Linux x86 keeps its own PCID slots; the width is not theirs to use.
-        asid_bits: if arm64 || freebsd_x86 { asid_bits(spec.asids, freebsd_x86)? } else { 12 },
+        asid_bits,
         kpti: false,
         bug: r.bug.filter(|b| b.in_policy()),
+        checker: true,
     })
 }
 
@@ -200,10 +222,13 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
 /// CPUs + 2 (one ASID per CPU's reservation, the reserved 0, and one to hand
 /// out); for FreeBSD x86 4 PCIDs per CPU (`kernel_pmap`'s, `vmspace0`'s and two
 /// for user pmaps, so that switches between three processes roll over); for
-/// Linux x86 its 6 dynamic PCID slots (fixed: `--asids` does not change them).
+/// Linux x86 its 6 dynamic PCID slots (fixed: `--asids` does not change them),
+/// except `x86-linux-invlpgb`, whose `--asids` is its global ASIDs: 2 by default,
+/// so that three address spaces exhaust and reset the space.
 pub fn default_asids(policy: &str, cpus: usize) -> u32 {
     match resolve(policy) {
         Ok(r) if r.base.starts_with("x86-freebsd") => 4,
+        Ok(r) if r.base == INVLPGB => 2,
         Ok(r) if r.base.starts_with("x86") => 6,
         _ => (cpus as u32 + 2).next_power_of_two(),
     }
@@ -306,7 +331,10 @@ fn resolve(name: &str) -> Result<Resolved, String> {
 /// entries whose bug is a store passing a load, sequential consistency otherwise.
 pub fn default_memory(policy: &str) -> Memory {
     match resolve(policy) {
-        Ok(Resolved { bug: Some(Bug::SkipbcastNoBarrier | Bug::LinuxArm645e10f9887ed8), .. }) => Memory::Tso,
+        Ok(Resolved {
+            bug: Some(Bug::SkipbcastNoBarrier | Bug::LinuxArm645e10f9887ed8 | Bug::LinuxX8683b0177a6c48),
+            ..
+        }) => Memory::Tso,
         _ => Memory::Sc,
     }
 }
@@ -1344,7 +1372,9 @@ pub fn defaults(policy: &str) -> Defaults {
 /// request; a8ffaaa060b8 needs two rollovers while one CPU sits between its
 /// fast-path check and its exchange, so five address spaces and context
 /// switches only; 5e10f9887ed8 needs a fourth address space for the ASID that
-/// `kswapd`'s flush reads too early to be handed out again.
+/// `kswapd`'s flush reads too early to be handed out again; 83b0177a6c48 needs
+/// one CPU to switch back to an address space it ran before (its mask bit still
+/// set) while the other unmaps there, seven switches and unmaps in all.
 pub fn preset(policy: &str, p: Preset) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
@@ -1371,6 +1401,9 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             Bug::LinuxArm64A8ffaaa060b8 => with(2, 5, 12, Mode::Pct, crate::ops::OpKind::Switch.bit()),
             Bug::LinuxArm645e10f9887ed8 => with(2, 4, 10, Mode::Pct, all),
             Bug::FreebsdX86CounterEarlyAck => with(3, 3, 6, Mode::Pct, all),
+            Bug::LinuxX8683b0177a6c48 => {
+                with(2, 2, 7, Mode::Pct, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
+            }
             _ => with(2, 3, 6, Mode::Pct, all),
         },
         None => {

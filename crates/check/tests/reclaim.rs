@@ -163,9 +163,14 @@ fn every_policy_pages_out_through_its_kernels_flush() {
         let build = Build {
             cpus: 2,
             mm_slots: 3,
-            asid_bits: if arm64 || p.name.starts_with("x86-freebsd") { spec.asids.trailing_zeros() as u8 } else { 12 },
+            asid_bits: if arm64 || p.name.starts_with("x86-freebsd") || p.name == "x86-linux-invlpgb" {
+                spec.asids.trailing_zeros() as u8
+            } else {
+                12
+            },
             kpti: false,
             bug: None,
+            checker: true,
         };
         let texts = registry::with_policy(p.name, &build, Trace { shape: &shape }).unwrap();
         let (op, flush) = if linux {

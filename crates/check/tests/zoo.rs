@@ -55,6 +55,8 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("freebsd-arm64-epoch-wrap", "no_asid_alias"),
         ("freebsd-x86-counter-early-ack", "no_stale_use"),
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
+        ("linux-x86-fea4e317f9e7", "no_stale_use"),
+        ("linux-x86-83b0177a6c48", "no_stale_use"),
     ];
     assert_eq!(expect.len(), ZOO.len());
     for (id, property) in expect {
@@ -68,6 +70,17 @@ fn store_buffering_bug_needs_tso() {
     // Under sequential consistency one of the two CPUs always sees the other's
     // store: the missing barrier is harmless there.
     let mut spec = zoo_spec("arm64-skipbcast-no-barrier");
+    spec.memory = Memory::Sc;
+    spec.iterations = 20_000;
+    let r = check(&spec).unwrap();
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+}
+
+#[test]
+fn the_lazy_mask_barrier_bug_needs_tso() {
+    // 83b0177a6c48's missing smp_mb() orders a store before a load: only a store
+    // buffer can reorder them.
+    let mut spec = zoo_spec("linux-x86-83b0177a6c48");
     spec.memory = Memory::Sc;
     spec.iterations = 20_000;
     let r = check(&spec).unwrap();

@@ -28,6 +28,22 @@ pub enum Tlbi {
     Asid(Asid),
     /// Every entry, global ones included (arm64 `TLBI VMALLE1`, x86 `INVPCID` type 2).
     All,
+    /// `pages` consecutive pages from `va` in one instruction: non-global entries of
+    /// `asid` (x86 `INVLPGB` with a PCID and a count, arm64 `TLBI RVAE1`), or with
+    /// `asid` `None` every entry of every tag, global ones included (x86 `INVLPGB`
+    /// with `INCLUDE_GLOBAL`, for kernel ranges). The page-walk caches of the tag go
+    /// too, as Linux issues it (never with `FINAL_ONLY`).
+    Range {
+        /// The tag whose entries go, or `None` for every tag and global entries.
+        asid: Option<Asid>,
+        /// The first page.
+        va: VirtAddr,
+        /// How many pages (at least one).
+        pages: u32,
+    },
+    /// Every non-global entry of every tag (x86 `INVLPGB` with no match flags,
+    /// Linux `invlpgb_flush_all_nonglobals`; `INVPCID` type 3).
+    AllNonGlobal,
 }
 
 /// Whether an invalidation stays on this CPU or reaches every CPU.
@@ -62,6 +78,10 @@ pub enum Barrier {
     Isb,
     /// A full memory barrier between ordinary accesses (Linux `smp_mb()`).
     Full,
+    /// x86 `TLBSYNC`: waits until every `INVLPGB` this CPU issued is complete on
+    /// every CPU (what `DSB ISH` is to arm64's broadcast TLBIs). It does not wait
+    /// for other CPUs' `INVLPGB`s, so a policy issues both on one CPU.
+    TlbSync,
 }
 
 /// What the translation root points at.
@@ -181,5 +201,18 @@ pub trait Hw {
 
     /// Reports an event for the machine's counters.
     fn note(&self, note: Note);
+
+    /// Returns the kernel's `jiffies` at `HZ` = 1000: milliseconds since boot, as
+    /// this CPU reads it. Only heuristics may depend on it (Linux trims
+    /// `mm_cpumask` once a second, samples tasks for global ASIDs); the checker
+    /// advances it by a second at every operation a CPU starts, so that every
+    /// deadline a policy sets has passed by its next operation.
+    fn jiffies(&self) -> u64;
+
+    /// Runs `f` with interrupts off on this CPU (`local_irq_save`): no IPI handler
+    /// runs here until it returns. An IPI handler and a context switch run so
+    /// already; a policy uses this where the kernel disables interrupts itself
+    /// (Linux runs the initiator's own `flush_tlb_func` so).
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R;
 }
 // ANCHOR_END: hw_trait

@@ -53,6 +53,8 @@ pub struct Rec {
     /// Code to run once just before this CPU's next barrier of a kind (see
     /// [`Rec::before_barrier`]).
     hook: RefCell<Option<(Barrier, Hook)>>,
+    /// What [`Hw::jiffies`] returns (0 until a test sets it).
+    pub jiffies: Cell<u64>,
 }
 
 /// Another CPU's steps, run inside a policy call (see [`Rec::before_barrier`]).
@@ -69,6 +71,7 @@ impl Rec {
             barriers: false,
             coherence: false,
             hook: RefCell::new(None),
+            jiffies: Cell::new(0),
         }
     }
 
@@ -160,5 +163,11 @@ impl Hw for Rec {
     }
     fn note(&self, n: Note) {
         self.push(format!("note {n:?}"));
+    }
+    fn jiffies(&self) -> u64 {
+        self.jiffies.get()
+    }
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
     }
 }

@@ -235,6 +235,16 @@ pub trait WrapHw: Sized {
     fn note(&self, note: Note) {
         self.inner().note(note)
     }
+
+    /// [`Hw::jiffies`].
+    fn jiffies(&self) -> u64 {
+        self.inner().jiffies()
+    }
+
+    /// [`Hw::irqs_off`].
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.inner().irqs_off(f)
+    }
 }
 
 impl<W: WrapHw> Hw for W {
@@ -273,6 +283,12 @@ impl<W: WrapHw> Hw for W {
     }
     fn note(&self, note: Note) {
         WrapHw::note(self, note)
+    }
+    fn jiffies(&self) -> u64 {
+        WrapHw::jiffies(self)
+    }
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        WrapHw::irqs_off(self, f)
     }
 }
 

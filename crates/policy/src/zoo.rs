@@ -165,11 +165,42 @@ pub enum Bug {
     /// policy the checker's kernel runs with while it frees the table before
     /// calling the flush.
     LinuxTableFreeBeforeFlush,
+    /// Linux commit fea4e317f9e7, "x86/mm: Eliminate window where TLB flushes may
+    /// be inadvertently skipped" (Dave Hansen, 2025-05-08, v6.15-rc6, CVE-2025-37964;
+    /// fixes 6db2526c1d69 of v6.14).
+    ///
+    /// The bug: with the lazy `mm_cpumask` of v6.14, a flush sends no IPI to a CPU
+    /// whose `loaded_mm` is another mm (unless the mask is being trimmed). v6.14.0's
+    /// `switch_mm_irqs_off` read `tlb_gen` and chose a PCID first and stored
+    /// `LOADED_MM_SWITCHING` only after, and `should_flush_tlb` did not look for it.
+    /// A CPU coming back to an mm whose bit it kept could read the generation from
+    /// before a flush, keep its PCID's old entries (`NOFLUSH`), and be skipped by
+    /// that flush, which still saw the previous mm loaded there.
+    ///
+    /// The fix: store `LOADED_MM_SWITCHING` before the mask and generation work and
+    /// send the flush to a CPU that shows it. Switch: `LinuxX86v615::switch_mm_irqs_off`
+    /// and `should_flush_tlb`.
+    LinuxX86Fea4e317f9e7,
+    /// Linux commit 83b0177a6c48, "x86/mm: Fix SMP ordering in switch_mm_irqs_off()"
+    /// (Peter Zijlstra and Ingo Molnar, 2025-10-13, v6.18-rc; reported by Stephen
+    /// Dolan; fixes 209954cbc7d0 of v6.14).
+    ///
+    /// The bug: after fea4e317f9e7 the switch stores `LOADED_MM_SWITCHING` before it
+    /// reads `tlb_gen`, but when the CPU's bit in the mask was already set (it ran
+    /// the mm before) no locked operation followed the store: on x86 it can wait in
+    /// the store buffer while the `tlb_gen` load completes. A flusher incrementing
+    /// `tlb_gen` and then reading `loaded_mm` sees the previous mm, sends no IPI, and
+    /// the switching CPU keeps its stale entries. Only a memory model with store
+    /// buffers shows it.
+    ///
+    /// The fix: `smp_mb()` when the bit was already set. Switch:
+    /// `LinuxX86v615::switch_mm_irqs_off`.
+    LinuxX8683b0177a6c48,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 10] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -178,6 +209,8 @@ impl Bug {
         Bug::FreebsdArm64EpochWrap,
         Bug::FreebsdX86CounterEarlyAck,
         Bug::LinuxTableFreeBeforeFlush,
+        Bug::LinuxX86Fea4e317f9e7,
+        Bug::LinuxX8683b0177a6c48,
     ];
 
     /// Returns the bug's registry entry.
@@ -294,6 +327,24 @@ pub const ZOO: &[ZooEntry] = &[
                   switch)",
         source: "Linux d86564a2f085 \"mm/tlb, x86/mm: Support invalidating TLB caches for RCU_TABLE_FREE\" \
                  (Peter Zijlstra, 2018-08-22; reported by Jann Horn)",
+    },
+    ZooEntry {
+        id: "linux-x86-fea4e317f9e7",
+        bug: Bug::LinuxX86Fea4e317f9e7,
+        base: "x86-linux-lazytrim",
+        summary: "lazy mm_cpumask as in v6.14.0: a CPU switching back reads tlb_gen before it shows \
+                  LOADED_MM_SWITCHING, and the flush skips it",
+        source: "Linux fea4e317f9e7 \"x86/mm: Eliminate window where TLB flushes may be inadvertently skipped\" \
+                 (Dave Hansen, 2025-05-08; CVE-2025-37964)",
+    },
+    ZooEntry {
+        id: "linux-x86-83b0177a6c48",
+        bug: Bug::LinuxX8683b0177a6c48,
+        base: "x86-linux-lazytrim",
+        summary: "lazy mm_cpumask without smp_mb() when the bit is already set: the SWITCHING store waits in the \
+                  store buffer past the tlb_gen read",
+        source: "Linux 83b0177a6c48 \"x86/mm: Fix SMP ordering in switch_mm_irqs_off()\" (Peter Zijlstra, Ingo \
+                 Molnar, 2025-10-13; reported by Stephen Dolan)",
     },
 ];
 

@@ -77,7 +77,7 @@ impl Holders {
             Inval::Va { asid, va } => (Some(asid_bucket(asid) * words), Some(block_bucket(va >> SHIFT_2M) * words)),
             Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M) * words)),
             Inval::Asid(asid) => (Some(asid_bucket(asid) * words), None),
-            Inval::All => {
+            Inval::All | Inval::AllNonGlobal => {
                 for cpu in 0..ncpus {
                     visit(cpu);
                 }
@@ -111,7 +111,7 @@ impl Holders {
             Inval::Va { asid, va } => in_asid(asid) && in_block(va),
             Inval::VaAll { va } => in_block(va),
             Inval::Asid(asid) => in_asid(asid),
-            Inval::All => true,
+            Inval::All | Inval::AllNonGlobal => true,
         }
     }
 }

@@ -356,6 +356,8 @@ pub struct Machine {
     pub cores_per_socket: usize,
     /// Cores per L3 domain (AMD CCX), for cross-CCX cache-line transfers.
     pub cores_per_ccx: usize,
+    /// Cycles in a millisecond (one jiffy at `HZ` = 1000), for [`Hw::jiffies`].
+    cycles_per_ms: u64,
     /// Per socket: when its CPUs finish processing their incoming DVM messages
     /// (the same for every CPU of a socket: each message reaches them together).
     dvm_busy: Vec<u64>,
@@ -382,6 +384,7 @@ impl Machine {
             cpus: Vec::new(),
             cores_per_socket,
             cores_per_ccx: cores_per_socket,
+            cycles_per_ms: 1_000_000,
             dvm_busy: vec![0; n.div_ceil(cores_per_socket.max(1))],
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
@@ -404,9 +407,47 @@ impl Machine {
         self
     }
 
+    /// Applies `op` to every TLB that may hold what it removes.
+    fn broadcast_inval(&mut self, op: Inval) {
+        let n = self.cpus.len();
+        if cfg!(debug_assertions) {
+            for cpu in 0..n {
+                debug_assert!(
+                    self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
+                    "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
+                );
+            }
+        }
+        let cpus = &mut self.cpus;
+        self.holders.candidates(n, op, |cpu| {
+            let tlb = &mut cpus[cpu].tlb;
+            tlb.invalidate(op);
+            let (asid, block) = match op {
+                Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
+                Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
+                Inval::Asid(asid) => (tlb.may_hold(asid), true),
+                Inval::All | Inval::AllNonGlobal => (true, true),
+            };
+            Still { asid, block }
+        });
+    }
+
+    /// Returns this machine with a clock of `freq_ghz` (1 GHz unless set), which
+    /// only [`Hw::jiffies`] reads: every cost is in cycles.
+    pub fn with_clock(mut self, freq_ghz: f64) -> Self {
+        self.cycles_per_ms = ((freq_ghz * 1e6).round() as u64).max(1);
+        self
+    }
+
     /// Returns what moving a cache line from CPU `a` to CPU `b` costs.
     fn transfer_cost(&self, a: usize, b: usize) -> u64 {
         transfer_cost(&self.costs, self.cores_per_socket, self.cores_per_ccx, a, b)
+    }
+
+    /// Returns the cycles running CPUs lost processing broadcast invalidations
+    /// (DVM messages, `INVLPGB`) they did not issue, as charged so far.
+    pub fn broadcast_stall_cycles(&self) -> u64 {
+        self.stalls.charged
     }
 
     /// Returns how many CPUs' roots point at `mm` (a lazy-TLB CPU's included).
@@ -489,44 +530,36 @@ impl Machine {
         a / self.cores_per_socket != b / self.cores_per_socket
     }
 
-    fn tlb_op(op: Tlbi) -> Inval {
+    /// Calls `f` with what `op` removes, in the TLB's own terms: one [`Inval`],
+    /// or one per page of a range.
+    fn tlb_ops(op: Tlbi, mut f: impl FnMut(Inval)) {
         match op {
-            Tlbi::Va { asid, va } => Inval::Va { asid: asid.get(), va: va.0 },
-            Tlbi::VaAllAsids { va } => Inval::VaAll { va: va.0 },
-            Tlbi::Asid(a) => Inval::Asid(a.get()),
-            Tlbi::All => Inval::All,
+            Tlbi::Va { asid, va } => f(Inval::Va { asid: asid.get(), va: va.0 }),
+            Tlbi::VaAllAsids { va } => f(Inval::VaAll { va: va.0 }),
+            Tlbi::Asid(a) => f(Inval::Asid(a.get())),
+            Tlbi::All => f(Inval::All),
+            Tlbi::AllNonGlobal => f(Inval::AllNonGlobal),
+            Tlbi::Range { asid, va, pages } => {
+                for i in 0..pages.max(1) as u64 {
+                    let va = va.add_pages(i).0;
+                    f(match asid {
+                        Some(a) => Inval::Va { asid: a.get(), va },
+                        None => Inval::VaAll { va },
+                    });
+                }
+            }
         }
     }
 
-    /// Sends one DVM message from `from` at `t`; returns when its last
-    /// acknowledgement is back.
-    fn broadcast(&mut self, from: usize, t: u64, op: Inval) -> u64 {
+    /// Sends one DVM message (or `INVLPGB`) from `from` at `t`; returns when its
+    /// last acknowledgement is back.
+    fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> u64 {
         let c = self.costs;
         let process = match op {
-            Inval::Va { .. } | Inval::VaAll { .. } => c.dvm_process,
-            Inval::Asid(_) | Inval::All => c.dvm_process_asid,
+            Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
+            Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm_process_asid,
         };
-        let n = self.cpus.len();
-        if cfg!(debug_assertions) {
-            for cpu in 0..n {
-                debug_assert!(
-                    self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
-                    "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
-                );
-            }
-        }
-        let cpus = &mut self.cpus;
-        self.holders.candidates(n, op, |cpu| {
-            let tlb = &mut cpus[cpu].tlb;
-            tlb.invalidate(op);
-            let (asid, block) = match op {
-                Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
-                Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
-                Inval::Asid(asid) => (tlb.may_hold(asid), true),
-                Inval::All => (true, true),
-            };
-            Still { asid, block }
-        });
+        Self::tlb_ops(op, |inv| self.broadcast_inval(inv));
         let mut done_all = t;
         let cps = self.cores_per_socket;
         let from_socket = from / cps;
@@ -723,19 +756,22 @@ impl Hw for CpuHw<'_> {
     fn tlbi(&self, op: Tlbi, scope: Scope) {
         let mut m = self.m.borrow_mut();
         let c = m.costs;
-        let whole = matches!(op, Tlbi::Asid(_) | Tlbi::All);
+        let whole = matches!(op, Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal);
         if whole {
             m.counters.full_flushes += 1;
         }
-        let inv = Machine::tlb_op(op);
         match scope {
             Scope::Local => {
                 m.counters.local_invalidations += 1;
-                m.cpus[self.cpu.get()].tlb.invalidate(inv);
+                let tlb = &mut m.cpus[self.cpu.get()].tlb;
+                Machine::tlb_ops(op, |inv| {
+                    tlb.invalidate(inv);
+                });
+                // A local range is one instruction (arm64 `TLBI RVAE1`).
                 let cost = match op {
-                    Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } => c.tlbi_local_va,
+                    Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.tlbi_local_va,
                     Tlbi::Asid(_) => c.tlbi_local_asid,
-                    Tlbi::All => c.tlbi_local_all,
+                    Tlbi::All | Tlbi::AllNonGlobal => c.tlbi_local_all,
                 };
                 drop(m);
                 self.spend_tlb(cost);
@@ -743,7 +779,7 @@ impl Hw for CpuHw<'_> {
             Scope::Broadcast => {
                 m.counters.broadcast_invalidations += 1;
                 let t = self.now.get() + c.tlbi_bcast_issue;
-                let acked = m.broadcast(self.cpu.get(), t, inv);
+                let acked = m.broadcast(self.cpu.get(), t, op);
                 let st = &mut m.cpus[self.cpu.get()];
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
@@ -756,7 +792,7 @@ impl Hw for CpuHw<'_> {
         let m = self.m.borrow();
         let c = m.costs;
         match b {
-            Barrier::Dsb(Domain::InnerShareable) => {
+            Barrier::Dsb(Domain::InnerShareable) | Barrier::TlbSync => {
                 let until = m.cpus[self.cpu.get()].sync_until;
                 drop(m);
                 self.now.set(self.now.get().max(until) + c.dsb);
@@ -837,6 +873,16 @@ impl Hw for CpuHw<'_> {
                 }
             }
         }
+    }
+
+    fn jiffies(&self) -> u64 {
+        self.now.get() / self.m.borrow().cycles_per_ms
+    }
+
+    /// Runs `f`: the simulator runs an IPI handler whole when it is sent, so
+    /// nothing can interleave with `f` anyway.
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
     }
 
     fn note(&self, note: Note) {

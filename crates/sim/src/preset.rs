@@ -167,6 +167,15 @@ pub struct Preset {
     pub costs: Costs,
 }
 
+impl Preset {
+    /// Returns whether the machine has broadcast TLB invalidation: every arm64
+    /// machine (`TLBI ...IS`), and x86 machines with `INVLPGB` (those whose
+    /// broadcast costs are set).
+    pub fn has_broadcast_tlbi(&self) -> bool {
+        self.arch == Arch::Arm64 || self.costs.dvm_hop > 0
+    }
+}
+
 /// Returns every preset.
 pub fn all() -> Vec<Preset> {
     vec![cortex_a72(), skylake(), emag(), altra(), thunderx(), westmere(), milan(), haswell2s()]

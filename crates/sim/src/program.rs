@@ -113,6 +113,10 @@ pub enum Sys {
     /// idler); returns its thread id. The address space lives until its last
     /// thread exits.
     Clone(Box<dyn Program>),
+    /// [`Sys::Clone`] of a thread bound to CPU `cpu` (modulo the machine's
+    /// CPUs), as `pthread_create` after `sched_setaffinity` or hwloc binding
+    /// does: it starts there and never migrates.
+    CloneOn(usize, Box<dyn Program>),
     /// `madvise(MADV_DONTNEED)` of `pages` pages at `va`: zaps the range's PTEs
     /// and frees their frames after the flush, but keeps the mapping, so a later
     /// touch faults in a fresh zero page. The flush covers the pages actually

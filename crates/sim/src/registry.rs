@@ -12,7 +12,8 @@
 
 use crate::preset::Arch;
 use tlbkit_policy::asid::freebsd_epoch::Variant;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, NoAsid};
+use tlbkit_policy::asid::linux_x86_615::Kernel;
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, LinuxX86v615, NoAsid};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::Bug;
 use tlbkit_policy::Policy;
@@ -44,6 +45,11 @@ pub struct Build {
     pub kpti: bool,
     /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
     pub bug: Option<Bug>,
+    /// Built for the checker's small shapes (2 to 4 CPUs, a handful of address
+    /// spaces): a policy may lower what only its heuristics use (how many CPUs an
+    /// mm must run on before it changes mode, how often it samples) so that every
+    /// path is reachable there, and says so in its description.
+    pub checker: bool,
 }
 
 /// Code that runs with a policy of whatever type a name stands for: the
@@ -181,6 +187,25 @@ register! {
         build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, true)),
         bug: |p, bug| p.with_bug(bug),
     }
+    "x86-linux-613" {
+        description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
+                      IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::V613)),
+    }
+    "x86-linux-lazytrim" {
+        description: "Linux x86 v6.14+: mm_cpumask updated lazily, stale CPUs trimmed by a flush once a second, \
+                      should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::LazyTrim)),
+        bug: |p, bug| p.with_bug(bug),
+    }
+    "x86-linux-invlpgb" {
+        description: "Linux x86 v6.15+ on AMD: global ASIDs for mms on more than 3 CPUs, INVLPGB/TLBSYNC instead \
+                      of IPIs, broadcast kernel and reclaim flushes (checker: --asids global ASIDs, threshold 0)",
+        arch: X86_64,
+        build: |b| invlpgb(b),
+    }
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,
@@ -211,6 +236,24 @@ fn pcids(b: &Build) -> Result<u32, String> {
     }
 }
 
+/// Returns Linux x86 with INVLPGB for `b`: the kernel's space of global ASIDs on
+/// a machine's 12-bit PCIDs; in the checker `1 << asid_bits` of them (its
+/// `--asids`), any other CPU running the mm enough to qualify, every flush sampled.
+fn invlpgb(b: &Build) -> Result<LinuxX86v615, String> {
+    let p = LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::Invlpgb);
+    if !b.checker {
+        return Ok(p);
+    }
+    match b.asid_bits {
+        1..=11 => Ok(p.with_small_shapes(1 << b.asid_bits)),
+        bits => Err(format!("x86-linux-invlpgb checks 2 to 2048 global ASIDs (1 to 11 bits), not {bits} bits")),
+    }
+}
+
+/// The policies that need broadcast TLB invalidation on x86 (`INVLPGB`): they
+/// run only on machines that have it ([`crate::preset::Preset::has_broadcast_tlbi`]).
+pub const NEEDS_INVLPGB: &[&str] = &["x86-linux-invlpgb"];
+
 /// Returns the policy called `name`.
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
     POLICIES.iter().find(|p| p.name == name)
@@ -226,6 +269,7 @@ mod tests {
         for p in POLICIES {
             let machine = match p.arch {
                 Arch::Arm64 => "cortex-a72",
+                Arch::X86_64 if NEEDS_INVLPGB.contains(&p.name) => "milan",
                 Arch::X86_64 => "skylake",
             };
             let spec = crate::run::RunSpec {
@@ -250,7 +294,14 @@ mod tests {
             type Out = ();
             fn with<P: Policy>(self, _build: &dyn Fn() -> P) {}
         }
-        let b = Build { cpus: 2, mm_slots: 4, asid_bits: 8, kpti: false, bug: Some(Bug::FreebsdArm64EpochWrap) };
+        let b = Build {
+            cpus: 2,
+            mm_slots: 4,
+            asid_bits: 8,
+            kpti: false,
+            bug: Some(Bug::FreebsdArm64EpochWrap),
+            checker: false,
+        };
         let e = with_policy("arm64-noasid", &b, Nothing).unwrap_err();
         assert!(e.contains("arm64-noasid has no switch for the bug-zoo bug freebsd-arm64-epoch-wrap"), "{e}");
         assert!(with_policy("arm64-freebsd-asid", &b, Nothing).is_ok());

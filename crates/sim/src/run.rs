@@ -303,6 +303,16 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
             fits.join(", ")
         ));
     }
+    if registry::NEEDS_INVLPGB.contains(&pol.name) && !preset.has_broadcast_tlbi() {
+        let fits: Vec<&str> =
+            presets.iter().filter(|p| p.arch == Arch::X86_64 && p.has_broadcast_tlbi()).map(|p| p.name).collect();
+        return Err(format!(
+            "policy '{}' needs INVLPGB, which '{}' does not have; machines with it: {}",
+            pol.name,
+            preset.name,
+            fits.join(", ")
+        ));
+    }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
         return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
     }
@@ -618,7 +628,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
 
 /// The registry's builder input for a run: the machine's shape and `--set kpti`.
 fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
-    Build { cpus: spec.cpus, mm_slots: max_mms, asid_bits: mp.asid_bits, kpti: mp.kpti, bug: None }
+    Build { cpus: spec.cpus, mm_slots: max_mms, asid_bits: mp.asid_bits, kpti: mp.kpti, bug: None, checker: false }
 }
 
 /// One run of a workload's phases, for [`registry::with_policy`].

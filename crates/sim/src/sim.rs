@@ -216,6 +216,9 @@ pub struct Stats {
     pub exits: u64,
     /// Cycles those teardowns took: clearing every PTE, the flush, freeing.
     pub exit_teardown_cycles: u64,
+    /// Cycles initiators spent inside the policy's flush calls (`flush_page`,
+    /// `flush_range`, `flush_mm`, `flush_kernel_range`), IPIs and waits included.
+    pub flush_cycles: u64,
 }
 
 /// A mapping of an address space.
@@ -265,6 +268,8 @@ struct Thread {
     retry_read: Option<u32>,
     kstack: u64,
     tstruct: u64,
+    /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.
+    pinned: bool,
 }
 
 struct CpuSched {
@@ -385,7 +390,8 @@ impl<P: Policy> Sim<P> {
         let n = cfg.ncpus;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket)
-            .with_ccx(cfg.preset.cores_per_ccx);
+            .with_ccx(cfg.preset.cores_per_ccx)
+            .with_clock(cfg.preset.freq_ghz);
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
@@ -476,6 +482,12 @@ impl<P: Policy> Sim<P> {
     /// Returns the hardware counters.
     pub fn counters(&self) -> HwCounters {
         self.m.counters
+    }
+
+    /// Returns the cycles running CPUs lost processing broadcast invalidations
+    /// they did not issue ([`Machine::broadcast_stall_cycles`]).
+    pub fn broadcast_stall_cycles(&self) -> u64 {
+        self.m.broadcast_stall_cycles()
     }
 
     /// Returns cycles per nanosecond.

@@ -67,6 +67,8 @@ pub struct Stalls {
     /// Per CPU, in debug builds: the charge to come, counted eagerly.
     #[cfg(debug_assertions)]
     eager: Vec<u64>,
+    /// Cycles charged to running receivers so far, all CPUs together.
+    pub charged: u64,
 }
 
 /// Entries after which a log is settled and emptied.
@@ -83,6 +85,7 @@ impl Stalls {
             own: vec![0; ncpus],
             #[cfg(debug_assertions)]
             eager: vec![0; ncpus],
+            charged: 0,
         }
     }
 
@@ -119,6 +122,7 @@ impl Stalls {
         #[cfg(debug_assertions)]
         debug_assert_eq!(charge, std::mem::take(&mut self.eager[cpu]), "cpu{cpu}: lazy and eager DVM charges differ");
         st.stolen += charge;
+        self.charged += charge;
         self.seen[cpu] = log.end();
     }
 

@@ -165,6 +165,8 @@ pub enum Inval {
     Asid(u16),
     /// Everything.
     All,
+    /// Every non-global entry.
+    AllNonGlobal,
 }
 
 impl Inval {
@@ -174,6 +176,7 @@ impl Inval {
             Inval::VaAll { va } => e.tag == va >> e.shift(),
             Inval::Asid(a) => !e.global() && e.asid == a,
             Inval::All => true,
+            Inval::AllNonGlobal => !e.global(),
         }
     }
 
@@ -183,6 +186,7 @@ impl Inval {
             Inval::VaAll { va } => p.key == va >> SHIFT_2M,
             Inval::Asid(a) => !p.global && p.asid == a,
             Inval::All => true,
+            Inval::AllNonGlobal => !p.global,
         }
     }
 }
@@ -472,9 +476,14 @@ impl Tlb {
         }
         // Without 64 KB entries, by VA only two keys and two L2 sets, as always.
         let n = if self.conts { self.invalidate_sized::<true>(op) } else { self.invalidate_sized::<false>(op) };
-        if matches!(op, Inval::All) {
-            *self.asids = [0; ASID_FILTER_WORDS];
-            self.conts = false;
+        match op {
+            Inval::All => {
+                *self.asids = [0; ASID_FILTER_WORDS];
+                self.conts = false;
+            }
+            // Global entries are not in the ASID filter.
+            Inval::AllNonGlobal => *self.asids = [0; ASID_FILTER_WORDS],
+            _ => {}
         }
         n
     }
@@ -487,7 +496,7 @@ impl Tlb {
         // By VA, only an L1 entry whose key is the 4 KB, 64 KB or 2 MB key of `va` can go.
         let keys = match op {
             Inval::Va { va, .. } | Inval::VaAll { va } => Some(self.keys(va)),
-            Inval::Asid(_) | Inval::All => None,
+            Inval::Asid(_) | Inval::All | Inval::AllNonGlobal => None,
         };
         let other = |k: u64, (k4, k64, k2): (u64, u64, u64)| k != k4 && k != k2 && (!CONT || k != k64);
         for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
@@ -510,7 +519,7 @@ impl Tlb {
                 self.l2_set(va >> SHIFT_2M),
                 if CONT { self.l2_set(va >> SHIFT_64K) } else { 0..0 },
             ),
-            Inval::Asid(_) | Inval::All => (0..self.l2.len(), 0..0, 0..0),
+            Inval::Asid(_) | Inval::All | Inval::AllNonGlobal => (0..self.l2.len(), 0..0, 0..0),
         };
         let b = if b == a { 0..0 } else { b };
         let c = if c == a || c == b { 0..0 } else { c };
@@ -625,7 +634,7 @@ impl Tlb {
             Inval::Va { asid, va } => self.may_hold(asid) && self.may_hold_block(va),
             Inval::VaAll { va } => self.may_hold_block(va),
             Inval::Asid(asid) => self.may_hold(asid),
-            Inval::All => true,
+            Inval::All | Inval::AllNonGlobal => true,
         }
     }
 

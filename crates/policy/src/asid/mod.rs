@@ -13,6 +13,9 @@
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
+//! - [`linux_x86_615`]: Linux x86 after the seeds — v6.13's `tlb.c`, the lazily
+//!   trimmed `mm_cpumask` of v6.14, and v6.15's AMD broadcast invalidation with
+//!   global ASIDs (`INVLPGB`/`TLBSYNC`).
 //! - [`freebsd_pcid`]: FreeBSD amd64 — per-pmap, per-CPU PCIDs with a per-CPU
 //!   generation, `pm_active` IPI shootdowns through a [`crate::shootdown`]
 //!   completion protocol (seed 003), `pm_gen` zeroing for inactive CPUs.
@@ -22,6 +25,7 @@ pub mod freebsd_pcid;
 pub mod linux_arm64;
 pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
+pub mod linux_x86_615;
 pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;
@@ -29,4 +33,5 @@ pub use freebsd_pcid::FreebsdX86;
 pub use linux_arm64::LinuxArm64;
 pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;
+pub use linux_x86_615::LinuxX86v615;
 pub use noasid::NoAsid;

@@ -49,6 +49,7 @@ impl<P: Policy> Sim<P> {
     /// Runs the policy's flush for a change, discharges its obligation when the
     /// flush returns, then frees the frames the change unmapped.
     pub fn flush(&mut self, cpu: usize, pf: PendingFlush, now: u64) -> u64 {
+        let start = now;
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
             FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
@@ -57,6 +58,7 @@ impl<P: Policy> Sim<P> {
             FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
         }
         let now = hw.now();
+        self.stats.flush_cycles += now.saturating_sub(start);
         let seq = self.oracle.obligations[pf.obl as usize].seq;
         self.oracle.obligations[pf.obl as usize].discharged = Some(now);
         for r in &pf.changed {

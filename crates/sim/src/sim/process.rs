@@ -41,6 +41,7 @@ impl<P: Policy> Sim<P> {
             retry_read: None,
             kstack,
             tstruct,
+            pinned: false,
         });
         self.mms[mm.index()].users += 1;
         self.live += 1;
@@ -235,10 +236,18 @@ impl<P: Policy> Sim<P> {
     }
 
     /// `clone` of a thread into the caller's address space.
-    pub(super) fn clone_thread(&mut self, cpu: usize, tid: usize, thread: Box<dyn Program>, mut now: u64) -> u64 {
+    pub(super) fn clone_thread(
+        &mut self,
+        cpu: usize,
+        tid: usize,
+        thread: Box<dyn Program>,
+        bind: Option<usize>,
+        mut now: u64,
+    ) -> u64 {
         let mm = self.threads[tid].mm;
-        let target = self.least_loaded_near(cpu);
+        let target = bind.map_or_else(|| self.least_loaded_near(cpu), |b| b % self.sched.len());
         let t = self.new_thread(mm, thread, target);
+        self.threads[t].pinned = bind.is_some();
         self.threads[tid].ret = t as u64;
         // Thread creation (kernel stack, thread structure, register copy) is about
         // half of fork's fixed software path, which also copies the address space:

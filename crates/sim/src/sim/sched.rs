@@ -39,7 +39,8 @@ impl<P: Policy> Sim<P> {
     }
 
     pub(super) fn wake(&mut self, tid: usize, from: usize, now: u64) {
-        let cpu = if self.cfg.migration { self.least_loaded() } else { self.threads[tid].cpu };
+        let t = &self.threads[tid];
+        let cpu = if self.cfg.migration && !t.pinned { self.least_loaded() } else { t.cpu };
         self.enqueue(tid, cpu, now, from);
     }
 
@@ -80,12 +81,15 @@ impl<P: Policy> Sim<P> {
         now
     }
 
-    /// Takes the last queued thread of the busiest other CPU.
+    /// Takes the last queued thread that is not pinned from the busiest other CPU.
     pub(super) fn steal(&mut self, cpu: usize) -> Option<usize> {
+        let threads = &self.threads;
+        let movable = |c: usize| self.sched[c].runq.iter().rposition(|&t| !threads[t].pinned);
         let victim = (0..self.sched.len())
-            .filter(|&c| c != cpu && !self.sched[c].runq.is_empty())
+            .filter(|&c| c != cpu && movable(c).is_some())
             .max_by_key(|&c| (self.sched[c].runq.len(), Reverse(c)))?;
-        self.sched[victim].runq.pop_back()
+        let at = movable(victim)?;
+        self.sched[victim].runq.remove(at)
     }
 
     pub(super) fn switch_mm(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {

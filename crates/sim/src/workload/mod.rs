@@ -9,7 +9,8 @@
 //! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
 //! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004); [`trace`] replays
 //! a real program's trace; [`stress`] races flushes of one address space
-//! across CPUs for the `--strict` oracle.
+//! across CPUs for the `--strict` oracle. After the seeds:
+//! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series).
 
 pub mod buildkernel;
 pub mod exit_teardown;
@@ -21,6 +22,7 @@ pub mod sort_compute;
 pub mod stress;
 pub mod tcmalloc_frag;
 pub mod trace;
+pub mod will_it_scale_tlb_flush2;
 
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -138,6 +140,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     exit_teardown::DEF,
     trace::DEF,
     stress::DEF,
+    will_it_scale_tlb_flush2::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -173,6 +176,7 @@ pub fn setup_with<P: Policy>(
         "exit_teardown" => exit_teardown::setup(p, sim),
         "trace" => trace::setup(p, texts, sim),
         "stress" => stress::setup(p, sim),
+        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -191,6 +195,7 @@ pub fn result<P: Policy>(
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
         "trace" => trace::result(main),
+        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::result(p, main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -218,12 +223,14 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
         "trace" => trace::max_mms(texts),
         "stress" => stress::max_mms(p),
+        // One process.
+        "will_it_scale_tlb_flush2" => 8,
         _ => 64,
     }
 }
 
 /// Returns the latest time, in cycles, at which any thread recorded mark `name`.
-fn mark_max<P: Policy>(sim: &Sim<P>, name: &str) -> Option<u64> {
+pub(crate) fn mark_max<P: Policy>(sim: &Sim<P>, name: &str) -> Option<u64> {
     sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).max()
 }
 

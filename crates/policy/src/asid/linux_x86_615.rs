@@ -1,0 +1,1258 @@
+//! Linux x86 `arch/x86/mm/tlb.c` after the seeds: the lazily updated
+//! `mm_cpumask` with periodic trimming (Rik van Riel, v6.14) and AMD broadcast TLB
+//! invalidation with global ASIDs (Rik van Riel's series, v6.15), with the fixes
+//! that followed them (`fea4e317f9e7`, v6.15-rc6; `83b0177a6c48`, v6.18-rc), and
+//! the v6.13 code they change as the baseline. [`super::linux_pcid`] is the older
+//! v5.4–v6.1 model of seed 002; this one is written against the later file.
+//!
+//! # The three kernels ([`Kernel`])
+//! - [`Kernel::V613`], the baseline: a CPU leaves the old mm's `mm_cpumask` at
+//!   every switch and joins the new one's (two locked RMWs); a remote flush goes to
+//!   every CPU of the mask that is not lazy (`tlb_is_not_lazy`), or to all of them
+//!   when page tables were freed.
+//! - [`Kernel::LazyTrim`] (v6.14, `209954cbc7d0`, `6db2526c1d69`, `953753db887f`,
+//!   with `fea4e317f9e7` and `83b0177a6c48`): a switch no longer clears the old
+//!   mm's bit and sets the new one's only when it is absent (otherwise it issues a
+//!   full barrier). The first flush IPI that finds another mm loaded clears the
+//!   target's bit (`flush_tlb_func`), and once a second per mm
+//!   (`next_trim_cpumask`) a flush is sent to the mask's stale CPUs too so that they
+//!   do. `should_flush_tlb` picks the targets: not lazy, and running the mm, in the
+//!   middle of a switch (`LOADED_MM_SWITCHING`, which the switcher stores before it
+//!   reads `tlb_gen`), or due to be trimmed.
+//! - [`Kernel::Invlpgb`] (v6.15 on `LazyTrim`): an mm flushed while more than
+//!   three other CPUs run it gets a *global ASID*, the same PCID on every CPU, for
+//!   the rest of its life. Its flushes are `INVLPGB`s of that PCID, which every
+//!   CPU's TLB processes without an interrupt, then `TLBSYNC`: no IPI, no
+//!   `tlb_gen` comparison, no PCID slot. While some CPU may still run the mm on
+//!   its old per-CPU PCID (`asid_transition`), `finish_asid_transition` sends the
+//!   old IPI flush to the whole mask, which moves each straggler to the global
+//!   PCID. Kernel ranges become `INVLPGB`s with global entries; reclaim's batched
+//!   flush becomes one `INVLPGB` of every non-global entry (`0b7eb55cb706`).
+//!
+//! # The global ASID allocator (v6.15, faithful with its quirks)
+//! `global_asid_lock` serialises a `used` and a `freed` bitmap of
+//! `MAX_ASID_AVAILABLE` bits, `last_global_asid` and `global_asid_available`.
+//! IDs are handed out upward from `last_global_asid` (inclusive); a freed ID stays
+//! in `used` until the next reset, which happens at the allocation after the one
+//! that reached `MAX_ASID_AVAILABLE - 1`: one broadcast flush of every non-global
+//! entry and `TLBSYNC`, then `used &= !freed`. The search returns
+//! `MAX_ASID_AVAILABLE` itself when `[last, MAX)` is full and IDs are still
+//! counted available (unfixed upstream); its bit lies beyond the bitmap and is
+//! cleared by the next reset.
+//!
+//! # Deliberate readings
+//! - PCIDs are on (`INVLPGB` depends on them since `44126343d58c`) and PTI off
+//!   (`94a17f2dc90b` disables `INVLPGB` under PTI): one PCID per ASID, `asid + 1`.
+//! - The `LOADED_MM_SWITCHING` store is modelled where a remote CPU reads it
+//!   (`LazyTrim`, `Invlpgb`); v6.13 stores it too, for `nmi_uaccess_okay` only.
+//! - Whether a CPU has `mm` loaded is decided by slot *and* `ctx_id` (each CPU
+//!   keeps the `ctx_id` it loaded), as in [`super::linux_pcid`]: a slot may hold a
+//!   new mm while a lazy CPU still has the old one's tables. Remote readers compare
+//!   slots, as the kernel compares pointers; a stale match costs an IPI.
+//! - `next_trim_cpumask` is set to `jiffies + HZ` at the mm's first multi-CPU
+//!   flush rather than in `init_new_context` ([`Policy::mm_init`] has no clock), so
+//!   no mm is trimmed in the first second of its flushing rather than of its life.
+//! - `consider_global_asid` samples a task one jiffy in 32 by
+//!   `(current->pid & 31) == (jiffies & 31)`; the flushing CPU's number stands in
+//!   for the pid (one pinned thread per CPU in the benchmarks this predicts).
+//! - `arch_tlbbatch_add_pending` runs once per mm at the start of
+//!   [`Policy::flush_batch`] (the kernel runs it per unmapped PTE); its generation
+//!   bump and mask union are what the flush reads, and the flush is of everything.
+//! - The initiator runs its own share of `on_each_cpu_cond_mask` before it sends
+//!   the IPIs and waits for them (the kernel overlaps the two): [`Hw::send_ipi`]
+//!   blocks.
+//! - For the checker's small shapes ([`LinuxX86v615::with_small_shapes`]) the
+//!   CPU threshold is 0 and every flush samples, so that two CPUs reach a global
+//!   ASID; the space size comes from `--asids`.
+
+use crate::cpumask::CpuMask;
+use crate::fields::{Fields, Value};
+use crate::hw::{Barrier, Hw, Note, Root, Scope, Tlbi};
+use crate::policy::Policy;
+use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering, SpinLock};
+use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use crate::zoo::Bug;
+use alloc::vec::Vec;
+
+/// The number of per-CPU dynamic PCID slots; global ASIDs start here.
+pub const TLB_NR_DYN_ASIDS: u32 = 6;
+
+/// More pages than this in one flush become a flush of the whole address space.
+pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+
+/// `jiffies` per second ([`Hw::jiffies`] counts at 1000 Hz).
+pub const HZ: u64 = 1000;
+
+/// `MAX_ASID_AVAILABLE` with the PTI configuration compiled in (the distribution
+/// default): `(1 << 11) - 2`.
+pub const MAX_ASID_AVAILABLE: u32 = 2046;
+
+/// Pages one `INVLPGB` may cover on the modelled part (`invlpgb_count_max`,
+/// CPUID 0x80000008 EDX[15:0] + 1): an estimate, `docs/costs/milan.md`.
+pub const INVLPGB_COUNT_MAX: u32 = 8;
+
+/// `mm_active_cpus_exceeds(mm, 3)`: more than three CPUs must run an mm before it
+/// gets a global ASID.
+pub const GLOBAL_ASID_CPU_THRESHOLD: usize = 3;
+
+/// `loaded_mm` while a CPU is inside `switch_mm_irqs_off` changing mm.
+const LOADED_MM_SWITCHING: u32 = u32::MAX;
+
+/// The `ctx_id` of `init_mm`; user mms get 2, 3, ...
+const INIT_MM_CTX_ID: u64 = 1;
+
+/// A flush without a generation (reclaim's batch).
+const TLB_GENERATION_INVALID: u64 = 0;
+
+/// Which kernel's `tlb.c` this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// v6.13: `mm_cpumask` exact, updated at every switch.
+    V613,
+    /// v6.14 and later: the lazy `mm_cpumask`, trimmed once a second.
+    LazyTrim,
+    /// v6.15 and later with `X86_FEATURE_INVLPGB`: `LazyTrim` plus global ASIDs
+    /// and broadcast invalidation.
+    Invlpgb,
+}
+
+/// What a flush covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extent {
+    Pages { start: VirtAddr, pages: u64 },
+    All,
+}
+
+/// One flush request (`struct flush_tlb_info`).
+#[derive(Clone, Copy, Debug)]
+struct FlushTlbInfo {
+    /// `None` for reclaim's batch: for whatever mm each CPU has loaded.
+    mm: Option<MmId>,
+    extent: Extent,
+    new_tlb_gen: u64,
+    freed_tables: bool,
+    /// Send to the mask's stale CPUs too, so that they leave it.
+    trim_cpumask: bool,
+}
+
+/// One dynamic PCID slot of a CPU (`struct tlb_context`).
+struct TlbContext {
+    ctx_id: AtomicU64,
+    tlb_gen: AtomicU64,
+}
+
+/// A CPU's TLB state (`cpu_tlbstate`, `is_lazy` from `cpu_tlbstate_shared`).
+struct TlbState {
+    /// The mm in CR3 (slot), or [`LOADED_MM_SWITCHING`]. Read by other CPUs.
+    loaded_mm: AtomicU32,
+    /// The `ctx_id` of the mm in CR3 (which incarnation of the slot).
+    loaded_ctx_id: AtomicU64,
+    /// A dynamic slot (below [`TLB_NR_DYN_ASIDS`]) or a global ASID. Read by other
+    /// CPUs (`finish_asid_transition`).
+    loaded_mm_asid: AtomicU32,
+    next_asid: AtomicU32,
+    ctxs: [TlbContext; TLB_NR_DYN_ASIDS as usize],
+    is_lazy: AtomicBool,
+}
+
+/// The per-mm part (`mm->context` and `mm_cpumask`).
+struct MmContext {
+    ctx_id: AtomicU64,
+    tlb_gen: AtomicU64,
+    cpumask: CpuMask,
+    /// `jiffies` after which the next multi-CPU flush trims; `u64::MAX` until
+    /// the first one sets it.
+    next_trim_cpumask: AtomicU64,
+    /// 0, or the mm's global ASID for the rest of its life.
+    global_asid: AtomicU32,
+    /// Some CPU may still run the mm on a dynamic ASID.
+    asid_transition: AtomicBool,
+}
+
+/// The global ASID space, under `global_asid_lock`.
+struct GlobalAsids {
+    /// Allocated, or freed and not yet reset (one bit beyond the space, for the
+    /// allocator's overflow).
+    used: Vec<AtomicU64>,
+    /// Freed since the last reset.
+    freed: Vec<AtomicU64>,
+    last_global_asid: AtomicU32,
+    global_asid_available: AtomicU32,
+}
+
+impl GlobalAsids {
+    /// Returns the space of `MAX_ASID_AVAILABLE = max_asid`: `max_asid - 7` IDs
+    /// counted available, and the first allocation resets it (and flushes).
+    fn new(max_asid: u32) -> Self {
+        let words = (max_asid as usize + 1).div_ceil(64);
+        GlobalAsids {
+            used: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            freed: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            last_global_asid: AtomicU32::new(max_asid),
+            global_asid_available: AtomicU32::new(max_asid - TLB_NR_DYN_ASIDS - 1),
+        }
+    }
+
+    fn test(words: &[AtomicU64], bit: u32) -> bool {
+        // Relaxed (every bitmap access): under global_asid_lock.
+        words[bit as usize / 64].load(Ordering::Relaxed) & (1 << (bit % 64)) != 0
+    }
+
+    fn set(words: &[AtomicU64], bit: u32, on: bool) {
+        let w = &words[bit as usize / 64];
+        let old = w.load(Ordering::Relaxed);
+        let m = 1u64 << (bit % 64);
+        w.store(if on { old | m } else { old & !m }, Ordering::Relaxed);
+    }
+}
+
+/// Linux x86 `tlb.c` of v6.13, v6.14+ or v6.15+ with INVLPGB ([`Kernel`]).
+pub struct LinuxX86v615 {
+    kernel: Kernel,
+    /// `MAX_ASID_AVAILABLE`.
+    max_asid: u32,
+    /// `invlpgb_count_max`.
+    count_max: u32,
+    /// `mm_active_cpus_exceeds` threshold.
+    threshold: usize,
+    /// Whether `consider_global_asid` samples one jiffy in 32.
+    sample: bool,
+    last_mm_ctx_id: AtomicU64,
+    cpu_tlbstate: Vec<TlbState>,
+    mms: Vec<MmContext>,
+    global_asid_lock: SpinLock<GlobalAsids>,
+    /// The zoo bug re-introduced, if any ([`LinuxX86v615::with_bug`]).
+    bug: Option<Bug>,
+}
+
+impl LinuxX86v615 {
+    /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots
+    /// (slot 0 is `init_mm`), every CPU on `init_mm` in slot 0.
+    pub fn new(ncpus: usize, max_mms: usize, kernel: Kernel) -> Self {
+        let cpu_tlbstate = (0..ncpus)
+            .map(|_| TlbState {
+                loaded_mm: AtomicU32::new(MmId::KERNEL.0),
+                loaded_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
+                loaded_mm_asid: AtomicU32::new(0),
+                next_asid: AtomicU32::new(1),
+                ctxs: core::array::from_fn(|asid| TlbContext {
+                    ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
+                    tlb_gen: AtomicU64::new(0),
+                }),
+                is_lazy: AtomicBool::new(false),
+            })
+            .collect();
+        let mms = (0..max_mms.max(1))
+            .map(|slot| MmContext {
+                ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
+                tlb_gen: AtomicU64::new(0),
+                cpumask: CpuMask::new(ncpus),
+                next_trim_cpumask: AtomicU64::new(u64::MAX),
+                global_asid: AtomicU32::new(0),
+                asid_transition: AtomicBool::new(false),
+            })
+            .collect();
+        LinuxX86v615 {
+            kernel,
+            max_asid: MAX_ASID_AVAILABLE,
+            count_max: INVLPGB_COUNT_MAX,
+            threshold: GLOBAL_ASID_CPU_THRESHOLD,
+            sample: true,
+            last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
+            cpu_tlbstate,
+            mms,
+            global_asid_lock: SpinLock::new(GlobalAsids::new(MAX_ASID_AVAILABLE)),
+            bug: None,
+        }
+    }
+
+    /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]):
+    /// [`Bug::LinuxX86Fea4e317f9e7`] or [`Bug::LinuxX8683b0177a6c48`], on a
+    /// kernel with the lazy mask.
+    ///
+    /// # Panics
+    /// If `bug` is another one, the kernel is v6.13, or a bug was re-introduced already.
+    pub fn with_bug(mut self, bug: Bug) -> Self {
+        assert!(
+            matches!(bug, Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX8683b0177a6c48),
+            "{bug} does not apply to Linux x86 v6.14+"
+        );
+        assert!(self.lazy_mask(), "{bug} is a bug of the lazy mm_cpumask (v6.14 and later)");
+        assert!(self.bug.is_none(), "one zoo bug at a time");
+        self.bug = Some(bug);
+        self
+    }
+
+    /// Returns the zoo bug this policy re-introduces, if any.
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
+    }
+
+    /// Returns this policy shaped for the checker's small machines: `global`
+    /// global ASIDs counted available (`MAX_ASID_AVAILABLE = global + 7`), an mm
+    /// qualifying once any other CPU runs it (threshold 0), and every flush
+    /// sampled. Only heuristics change: which mms get a global ASID and when.
+    ///
+    /// # Panics
+    /// If `global` is 0.
+    pub fn with_small_shapes(mut self, global: u32) -> Self {
+        assert!(global > 0, "a global ASID space needs at least one ID");
+        self.max_asid = global + TLB_NR_DYN_ASIDS + 1;
+        self.global_asid_lock = SpinLock::new(GlobalAsids::new(self.max_asid));
+        self.threshold = 0;
+        self.sample = false;
+        self
+    }
+
+    /// Returns the kernel modelled.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    fn lazy_mask(&self) -> bool {
+        self.kernel != Kernel::V613
+    }
+
+    fn invlpgb(&self) -> bool {
+        self.kernel == Kernel::Invlpgb
+    }
+
+    /// Returns the mm slot `cpu` has in CR3 (`None` in the middle of a switch).
+    pub fn loaded_mm(&self, cpu: CpuId) -> Option<MmId> {
+        // Relaxed: a report, not a decision.
+        let m = self.cpu_tlbstate[cpu.index()].loaded_mm.load(Ordering::Relaxed);
+        (m != LOADED_MM_SWITCHING).then_some(MmId(m))
+    }
+
+    /// Returns the ASID `cpu`'s CR3 uses: a dynamic slot below
+    /// [`TLB_NR_DYN_ASIDS`], or a global ASID.
+    pub fn loaded_mm_asid(&self, cpu: CpuId) -> u32 {
+        // Relaxed: a report.
+        self.cpu_tlbstate[cpu.index()].loaded_mm_asid.load(Ordering::Relaxed)
+    }
+
+    /// Returns whether `cpu` is in `mm_cpumask(mm)`.
+    pub fn in_mm_cpumask(&self, mm: MmId, cpu: CpuId) -> bool {
+        self.mms[mm.index()].cpumask.test(cpu)
+    }
+
+    /// Returns `mm`'s global ASID, 0 for none (`mm_global_asid`).
+    pub fn global_asid(&self, mm: MmId) -> u32 {
+        if !self.invlpgb() {
+            return 0;
+        }
+        // Acquire: pairs with the release in `use_global_asid`, so that a reader
+        // of the ASID also sees `asid_transition` set.
+        self.mms[mm.index()].global_asid.load(Ordering::Acquire)
+    }
+
+    /// Returns whether `mm` may still run on a dynamic ASID somewhere.
+    pub fn in_asid_transition(&self, mm: MmId) -> bool {
+        // Relaxed: READ_ONCE; ordered after `global_asid`'s acquire where it matters.
+        self.invlpgb() && self.mms[mm.index()].asid_transition.load(Ordering::Relaxed)
+    }
+
+    /// Returns the flush generation of `mm`.
+    pub fn tlb_gen(&self, mm: MmId) -> u64 {
+        // SeqCst: every access to tlb_gen (the increment is a full barrier).
+        self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
+    }
+
+    fn ctx_id(&self, mm: MmId) -> u64 {
+        // Relaxed: set in `mm_init` before the mm is published, then constant.
+        self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
+    }
+
+    /// Returns whether `st`'s CPU has this incarnation of `mm` loaded.
+    fn is_loaded(&self, st: &TlbState, mm: MmId) -> bool {
+        // Relaxed: only the owning CPU writes these and this is that CPU.
+        st.loaded_mm.load(Ordering::Relaxed) == mm.0 && st.loaded_ctx_id.load(Ordering::Relaxed) == self.ctx_id(mm)
+    }
+
+    /// Returns the TLB tag of ASID `asid`: `kern_pcid(asid) = asid + 1`.
+    fn tag(asid: u32) -> Asid {
+        match Pcid::new(asid as u16 + 1) {
+            Ok(p) => p.asid(),
+            Err(_) => unreachable!("ASIDs stay below MAX_ASID_AVAILABLE + 1 < 4095"),
+        }
+    }
+
+    /// `mm_needs_global_asid`: `mm` has a global ASID and this CPU is not on it.
+    fn needs_global_asid(&self, mm: MmId, asid: u32) -> bool {
+        let g = self.global_asid(mm);
+        g != 0 && asid != g
+    }
+
+    /// Returns the ASID for `next` on this CPU and whether it must be flushed
+    /// (`choose_new_asid`).
+    fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u32, bool) {
+        // A global ASID is always current: every flush of the mm reached it.
+        let g = self.global_asid(next);
+        if g != 0 {
+            return (g, false);
+        }
+        let ctx_id = self.ctx_id(next);
+        for (asid, slot) in st.ctxs.iter().enumerate() {
+            // Relaxed (all of `st`): only this CPU touches its own slots.
+            if slot.ctx_id.load(Ordering::Relaxed) == ctx_id {
+                return (asid as u32, slot.tlb_gen.load(Ordering::Relaxed) < next_tlb_gen);
+            }
+        }
+        let mut asid = st.next_asid.fetch_add(1, Ordering::Relaxed);
+        if asid >= TLB_NR_DYN_ASIDS {
+            asid = 0;
+            st.next_asid.store(1, Ordering::Relaxed);
+        }
+        (asid, true)
+    }
+
+    /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); `next` may be
+    /// [`MmId::KERNEL`] (leaving lazy mode for `init_mm`).
+    fn switch_mm_irqs_off<H: Hw>(&self, hw: &H, next: MmId) {
+        let cpu = hw.cpu();
+        let st = &self.cpu_tlbstate[cpu.index()];
+        // Relaxed: this CPU's own state.
+        let prev = MmId(st.loaded_mm.load(Ordering::Relaxed));
+        let prev_asid = st.loaded_mm_asid.load(Ordering::Relaxed);
+        // SeqCst: a flusher bumps tlb_gen then reads is_lazy; we clear is_lazy then
+        // read tlb_gen (with a full barrier in between on every path below).
+        let was_lazy = st.is_lazy.load(Ordering::SeqCst);
+        if was_lazy {
+            st.is_lazy.store(false, Ordering::SeqCst);
+        }
+
+        let (asid, need_flush, next_tlb_gen);
+        if self.is_loaded(st, next) {
+            if self.invlpgb() && self.needs_global_asid(next, prev_asid) {
+                // The mm got a global ASID while this CPU ran it: move to it.
+                next_tlb_gen = self.tlb_gen(next);
+                (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+            } else if self.invlpgb() && prev_asid >= TLB_NR_DYN_ASIDS {
+                // Broadcasts kept the global ASID current, lazy or not.
+                return;
+            } else if !was_lazy {
+                return;
+            } else {
+                // smp_mb(): pairs with the barrier of the tlb_gen increment.
+                fence(Ordering::SeqCst);
+                hw.barrier(Barrier::Full);
+                next_tlb_gen = self.tlb_gen(next);
+                // Relaxed: this CPU's own slot.
+                if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
+                    return;
+                }
+                (asid, need_flush) = (prev_asid, true);
+            }
+        } else if self.lazy_mask() {
+            // Zoo bug fea4e317f9e7: v6.14.0 stored SWITCHING only after choosing.
+            let v6140 = self.bug == Some(Bug::LinuxX86Fea4e317f9e7);
+            if !v6140 {
+                // Announce the switch before reading tlb_gen (fea4e317f9e7): a
+                // flusher that sees neither SWITCHING nor next here must be one
+                // whose tlb_gen increment we read below.
+                // Release: `is_lazy` above is visible to whoever sees this store.
+                st.loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Release);
+            }
+            // The previous mm keeps this CPU's bit until a flush trims it.
+            if !next.is_kernel() && !self.mms[next.index()].cpumask.test(cpu) {
+                // A locked RMW: a full barrier.
+                self.mms[next.index()].cpumask.set(cpu);
+            } else if !v6140 && self.bug != Some(Bug::LinuxX8683b0177a6c48) {
+                // 83b0177a6c48 (zoo bug: v6.15-v6.17 lack it): a full barrier even
+                // without the RMW, between the SWITCHING store and the tlb_gen read
+                // (Dekker with the flusher's increment and loaded_mm read).
+                fence(Ordering::SeqCst);
+                hw.barrier(Barrier::Full);
+            }
+            next_tlb_gen = self.tlb_gen(next);
+            (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+            if v6140 {
+                // Relaxed: v6.14.0's this_cpu_write, for nmi_uaccess_okay only.
+                st.loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Relaxed);
+            }
+        } else {
+            // v6.13: leave prev's mask, join next's, then read its generation.
+            if !prev.is_kernel() {
+                self.mms[prev.index()].cpumask.clear(cpu);
+            }
+            if !next.is_kernel() {
+                self.mms[next.index()].cpumask.set(cpu);
+            }
+            next_tlb_gen = self.tlb_gen(next);
+            (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+        }
+
+        if need_flush {
+            debug_assert!(asid < TLB_NR_DYN_ASIDS, "a global ASID is never flushed at a switch");
+            let slot = &st.ctxs[asid as usize];
+            // Relaxed: this CPU's own slot.
+            slot.ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
+            slot.tlb_gen.store(next_tlb_gen, Ordering::Relaxed);
+        }
+        hw.write_root(Root::Mm(next), Self::tag(asid), !need_flush);
+        // Relaxed: CR3 was written first (it serialises); readers of loaded_mm
+        // read loaded_mm_asid after it (x86 keeps loads in order).
+        st.loaded_ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
+        st.loaded_mm_asid.store(asid, Ordering::Relaxed);
+        // Release: the ASID above is visible to whoever sees this mm.
+        st.loaded_mm.store(next.0, Ordering::Release);
+    }
+
+    /// `enter_lazy_tlb`: CR3 keeps the user mm; this CPU stays in its mask.
+    fn enter_lazy_tlb<H: Hw>(&self, hw: &H) {
+        let st = &self.cpu_tlbstate[hw.cpu().index()];
+        // Relaxed: this CPU's own state.
+        if st.loaded_mm.load(Ordering::Relaxed) == MmId::KERNEL.0 {
+            return;
+        }
+        // SeqCst: see `switch_mm_irqs_off`.
+        st.is_lazy.store(true, Ordering::SeqCst);
+    }
+
+    /// Brings this CPU's TLB up to date for `f` (`flush_tlb_func`), in an IPI
+    /// handler or on the initiator.
+    fn flush_tlb_func<H: Hw>(&self, hw: &H, f: &FlushTlbInfo) {
+        let cpu = hw.cpu();
+        let st = &self.cpu_tlbstate[cpu.index()];
+        if let Some(mm) = f.mm {
+            if !self.is_loaded(st, mm) {
+                // Switched away since the flusher read the mask: leave it.
+                if self.lazy_mask() {
+                    self.mms[mm.index()].cpumask.clear(cpu);
+                }
+                return;
+            }
+        }
+        // Relaxed: this CPU's own state.
+        let loaded_mm = MmId(st.loaded_mm.load(Ordering::Relaxed));
+        if loaded_mm.is_kernel() {
+            return;
+        }
+        if self.invlpgb() {
+            let asid = st.loaded_mm_asid.load(Ordering::Relaxed);
+            if self.needs_global_asid(loaded_mm, asid) {
+                // A straggler of the transition: move to the global ASID (this
+                // also ends lazy mode, the v6.15 order).
+                self.switch_mm_irqs_off(hw, loaded_mm);
+            }
+            if st.loaded_mm_asid.load(Ordering::Relaxed) >= TLB_NR_DYN_ASIDS {
+                // Broadcasts keep a global ASID current.
+                return;
+            }
+        }
+        // SeqCst: see `switch_mm_irqs_off`.
+        if st.is_lazy.load(Ordering::SeqCst) {
+            self.switch_mm_irqs_off(hw, MmId::KERNEL);
+            return;
+        }
+        let asid = st.loaded_mm_asid.load(Ordering::Relaxed);
+        let local_tlb_gen = st.ctxs[asid as usize].tlb_gen.load(Ordering::Relaxed);
+        if f.new_tlb_gen != TLB_GENERATION_INVALID && f.new_tlb_gen <= local_tlb_gen {
+            return;
+        }
+        let mm_tlb_gen = self.tlb_gen(loaded_mm);
+        if local_tlb_gen == mm_tlb_gen {
+            return;
+        }
+        let tag = Self::tag(asid);
+        match f.extent {
+            // Partial only if this is exactly the next generation and the latest.
+            Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
+                for i in 0..pages {
+                    hw.tlbi(Tlbi::Va { asid: tag, va: start.add_pages(i) }, Scope::Local);
+                }
+            }
+            _ => hw.tlbi(Tlbi::Asid(tag), Scope::Local),
+        }
+        // Relaxed: this CPU's own slot.
+        st.ctxs[asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+    }
+
+    /// Whether CPU `c` gets `f` (`should_flush_tlb`; v6.13's `tlb_is_not_lazy`).
+    fn should_flush_tlb(&self, c: CpuId, f: &FlushTlbInfo) -> bool {
+        let st = &self.cpu_tlbstate[c.index()];
+        if !self.lazy_mask() {
+            // SeqCst: see `switch_mm_irqs_off`.
+            return !st.is_lazy.load(Ordering::SeqCst);
+        }
+        // Acquire (smp_rmb() after the read, fea4e317f9e7): is_lazy below is at
+        // least as new as the loaded_mm read here.
+        let lm = st.loaded_mm.load(Ordering::Acquire);
+        // SeqCst: see `switch_mm_irqs_off`.
+        if st.is_lazy.load(Ordering::SeqCst) {
+            return false;
+        }
+        // Zoo bug fea4e317f9e7: v6.14.0 did not treat SWITCHING as running the mm.
+        let switching = lm == LOADED_MM_SWITCHING && self.bug != Some(Bug::LinuxX86Fea4e317f9e7);
+        match f.mm {
+            None => true,
+            Some(mm) => switching || lm == mm.0 || f.trim_cpumask,
+        }
+    }
+
+    /// Runs `f` on the CPUs of `mask` that need it and waits
+    /// (`native_flush_tlb_multi`): all of them when page tables were freed or the
+    /// mm is in transition, else those `should_flush_tlb` picks; this CPU runs
+    /// its own share itself.
+    fn flush_tlb_multi<H: Hw>(&self, hw: &H, mask: &CpuMask, f: &FlushTlbInfo) {
+        let me = hw.cpu();
+        let all = f.freed_tables || f.mm.is_some_and(|mm| self.in_asid_transition(mm));
+        let targets = CpuMask::new(self.cpu_tlbstate.len());
+        let mut any = false;
+        mask.for_each(|c| {
+            if c != me && (all || self.should_flush_tlb(c, f)) {
+                targets.set(c);
+                any = true;
+            }
+        });
+        if mask.test(me) && (all || self.should_flush_tlb(me, f)) {
+            hw.irqs_off(|| self.flush_tlb_func(hw, f));
+        }
+        if any {
+            hw.send_ipi(&targets, |h| self.flush_tlb_func(h, f));
+        }
+    }
+
+    /// `should_trim_cpumask`: once a second per mm, a flush also reaches the
+    /// mask's stale CPUs.
+    fn should_trim_cpumask<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        let m = &self.mms[mm.index()];
+        let now = hw.jiffies();
+        // Relaxed: READ_ONCE/WRITE_ONCE; racing flushers at worst trim twice.
+        let next = m.next_trim_cpumask.load(Ordering::Relaxed);
+        if next == u64::MAX {
+            m.next_trim_cpumask.store(now + HZ, Ordering::Relaxed);
+            return false;
+        }
+        // time_after(jiffies, next).
+        if (next.wrapping_sub(now) as i64) < 0 {
+            m.next_trim_cpumask.store(now + HZ, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Invalidates `extent` of `mm` everywhere it may be cached and returns when
+    /// that is done (`flush_tlb_mm_range`).
+    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: Extent, freed_tables: bool) {
+        let cpu = hw.cpu();
+        let extent = match extent {
+            Extent::Pages { pages, .. } if pages > TLB_SINGLE_PAGE_FLUSH_CEILING => Extent::All,
+            e => e,
+        };
+        // SeqCst: `inc_mm_tlb_gen` is a locked RMW, a full barrier ordering the
+        // page-table change before every read below and before the INVLPGBs.
+        let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables, trim_cpumask: false };
+        let mask = &self.mms[mm.index()].cpumask;
+        if self.global_asid(mm) != 0 {
+            self.broadcast_tlb_flush(hw, &info);
+        } else if self.other_in(mask, cpu) {
+            if self.lazy_mask() {
+                info.trim_cpumask = self.should_trim_cpumask(hw, mm);
+            }
+            self.flush_tlb_multi(hw, mask, &info);
+            if self.invlpgb() {
+                self.consider_global_asid(hw, mm);
+            }
+        } else if self.is_loaded(&self.cpu_tlbstate[cpu.index()], mm) {
+            hw.irqs_off(|| self.flush_tlb_func(hw, &info));
+        }
+    }
+
+    /// Returns whether a CPU other than `me` is in `mask` (`cpumask_any_but`).
+    fn other_in(&self, mask: &CpuMask, me: CpuId) -> bool {
+        let mut any = false;
+        mask.for_each(|c| any |= c != me);
+        any
+    }
+
+    /// `broadcast_tlb_flush`: `INVLPGB`s of the mm's global PCID, the transition's
+    /// IPIs if any, then `TLBSYNC`.
+    fn broadcast_tlb_flush<H: Hw>(&self, hw: &H, f: &FlushTlbInfo) {
+        let Some(mm) = f.mm else { return };
+        let tag = Self::tag(self.global_asid(mm));
+        match f.extent {
+            Extent::All => hw.tlbi(Tlbi::Asid(tag), Scope::Broadcast),
+            Extent::Pages { start, pages } => {
+                let mut done = 0;
+                while done < pages {
+                    let nr = (pages - done).clamp(1, self.count_max as u64);
+                    let op = Tlbi::Range { asid: Some(tag), va: start.add_pages(done), pages: nr as u32 };
+                    hw.tlbi(op, Scope::Broadcast);
+                    done += nr;
+                }
+            }
+        }
+        self.finish_asid_transition(hw, f);
+        hw.barrier(Barrier::TlbSync);
+    }
+
+    /// `finish_asid_transition`: while the mm is in transition, any CPU that runs
+    /// it on another ASID gets the IPI flush (which moves it to the global one);
+    /// once none does, the transition ends.
+    fn finish_asid_transition<H: Hw>(&self, hw: &H, f: &FlushTlbInfo) {
+        let Some(mm) = f.mm else { return };
+        if !self.in_asid_transition(mm) {
+            return;
+        }
+        let g = self.global_asid(mm);
+        let m = &self.mms[mm.index()];
+        let mut straggler = false;
+        m.cpumask.for_each(|c| {
+            if straggler {
+                return;
+            }
+            let st = &self.cpu_tlbstate[c.index()];
+            // Relaxed (READ_ONCE): a CPU between its global_asid read and its
+            // loaded_mm store shows SWITCHING; wait it out.
+            let mut lm = st.loaded_mm.load(Ordering::Relaxed);
+            while lm == LOADED_MM_SWITCHING {
+                spin_loop();
+                lm = st.loaded_mm.load(Ordering::Relaxed);
+            }
+            // Relaxed: x86 keeps loads in order; loaded_mm_asid was stored first.
+            straggler = lm == mm.0 && st.loaded_mm_asid.load(Ordering::Relaxed) != g;
+        });
+        if straggler {
+            self.flush_tlb_multi(hw, &m.cpumask, f);
+            return;
+        }
+        // Relaxed: WRITE_ONCE.
+        m.asid_transition.store(false, Ordering::Relaxed);
+    }
+
+    /// `consider_global_asid`: after an IPI flush, an mm that more than
+    /// `threshold` CPUs run (not lazily) gets a global ASID, one jiffy in 32 per task.
+    fn consider_global_asid<H: Hw>(&self, hw: &H, mm: MmId) {
+        if self.sample && (hw.cpu().0 as u64 & 31) != (hw.jiffies() & 31) {
+            return;
+        }
+        if self.mm_active_cpus_exceeds(mm, self.threshold) {
+            self.use_global_asid(hw, mm);
+        }
+    }
+
+    /// `mm_active_cpus_exceeds`: racy reads of other CPUs' state, by design.
+    fn mm_active_cpus_exceeds(&self, mm: MmId, threshold: usize) -> bool {
+        let mask = &self.mms[mm.index()].cpumask;
+        let mut weight = 0;
+        mask.for_each(|_| weight += 1);
+        if weight <= threshold {
+            return false;
+        }
+        let mut count = 0;
+        mask.for_each(|c| {
+            let st = &self.cpu_tlbstate[c.index()];
+            // Relaxed: a heuristic.
+            if st.loaded_mm.load(Ordering::Relaxed) == mm.0 && !st.is_lazy.load(Ordering::Relaxed) {
+                count += 1;
+            }
+        });
+        count > threshold
+    }
+
+    /// `use_global_asid`: under `global_asid_lock`, gives `mm` an ASID from the
+    /// global space unless another thread did or none is left.
+    fn use_global_asid<H: Hw>(&self, hw: &H, mm: MmId) {
+        let g = self.global_asid_lock.lock();
+        if self.global_asid(mm) != 0 {
+            return;
+        }
+        // Relaxed (the space's fields): under the lock.
+        if g.global_asid_available.load(Ordering::Relaxed) == 0 {
+            // WARN_ONCE("out of global ASIDs"): the mm stays on dynamic ASIDs.
+            return;
+        }
+        let asid = self.allocate_global_asid(hw, &g);
+        if asid == 0 {
+            return;
+        }
+        let m = &self.mms[mm.index()];
+        // Relaxed then Release (mm_assign_global_asid): whoever sees the ASID sees
+        // the transition set.
+        m.asid_transition.store(true, Ordering::Relaxed);
+        m.global_asid.store(asid, Ordering::Release);
+    }
+
+    /// `allocate_global_asid`, under the lock, quirks included (module docs).
+    fn allocate_global_asid<H: Hw>(&self, hw: &H, g: &GlobalAsids) -> u32 {
+        let max = self.max_asid;
+        if g.last_global_asid.load(Ordering::Relaxed) >= max - 1 {
+            self.reset_global_asid_space(hw, g);
+        }
+        let last = g.last_global_asid.load(Ordering::Relaxed);
+        let asid = (last..max).find(|&b| !GlobalAsids::test(&g.used, b)).unwrap_or(max);
+        if asid >= max && g.global_asid_available.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        GlobalAsids::set(&g.used, asid, true);
+        g.last_global_asid.store(asid, Ordering::Relaxed);
+        let avail = g.global_asid_available.load(Ordering::Relaxed);
+        g.global_asid_available.store(avail - 1, Ordering::Relaxed);
+        asid
+    }
+
+    /// `reset_global_asid_space`: flush every non-global entry everywhere, then
+    /// make the freed IDs allocatable again.
+    fn reset_global_asid_space<H: Hw>(&self, hw: &H, g: &GlobalAsids) {
+        hw.tlbi(Tlbi::AllNonGlobal, Scope::Broadcast);
+        hw.barrier(Barrier::TlbSync);
+        for b in 0..=self.max_asid {
+            if b >= self.max_asid || GlobalAsids::test(&g.freed, b) {
+                GlobalAsids::set(&g.used, b, false);
+            }
+            GlobalAsids::set(&g.freed, b, false);
+        }
+        g.last_global_asid.store(TLB_NR_DYN_ASIDS, Ordering::Relaxed);
+        hw.note(Note::AsidRollover);
+    }
+
+    /// Flushes reclaim's batch of `mms` (`arch_tlbbatch_add_pending` for each,
+    /// then `arch_tlbbatch_flush`).
+    fn tlbbatch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        let cpu = hw.cpu();
+        let batch = CpuMask::new(self.cpu_tlbstate.len());
+        let mut unmapped_pages = false;
+        for &mm in mms {
+            let m = &self.mms[mm.index()];
+            // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clears.
+            m.tlb_gen.fetch_add(1, Ordering::SeqCst);
+            m.cpumask.for_each(|c| batch.set(c));
+            unmapped_pages = true;
+        }
+        let info = FlushTlbInfo {
+            mm: None,
+            extent: Extent::All,
+            new_tlb_gen: TLB_GENERATION_INVALID,
+            freed_tables: false,
+            trim_cpumask: false,
+        };
+        if self.invlpgb() && unmapped_pages {
+            // Global-ASID mms may be cached anywhere: every non-global entry goes.
+            hw.tlbi(Tlbi::AllNonGlobal, Scope::Broadcast);
+            hw.barrier(Barrier::TlbSync);
+        } else if self.other_in(&batch, cpu) {
+            self.flush_tlb_multi(hw, &batch, &info);
+        } else if batch.test(cpu) {
+            hw.irqs_off(|| self.flush_tlb_func(hw, &info));
+        }
+    }
+}
+
+impl Policy for LinuxX86v615 {
+    /// `init_new_context`: a fresh `ctx_id`, generation 0, an empty mask, no
+    /// global ASID.
+    fn mm_init(&self, mm: MmId) {
+        debug_assert!(!mm.is_kernel());
+        let m = &self.mms[mm.index()];
+        // Relaxed: RMWs of one atomic are totally ordered; the mm is published later.
+        let ctx_id = self.last_mm_ctx_id.fetch_add(1, Ordering::Relaxed) + 1;
+        m.ctx_id.store(ctx_id, Ordering::Relaxed);
+        // SeqCst: as every access to tlb_gen.
+        m.tlb_gen.store(0, Ordering::SeqCst);
+        m.cpumask.clear_all();
+        // Relaxed: the mm is not yet visible to any other CPU.
+        m.next_trim_cpumask.store(u64::MAX, Ordering::Relaxed);
+        m.global_asid.store(0, Ordering::Relaxed);
+        m.asid_transition.store(false, Ordering::Relaxed);
+    }
+
+    /// `destroy_context`: a global ASID goes to the freed set, reusable after
+    /// the next reset's flush (`mm_free_global_asid`).
+    fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
+        if self.global_asid(mm) == 0 {
+            return;
+        }
+        let g = self.global_asid_lock.lock();
+        let m = &self.mms[mm.index()];
+        // Relaxed: under the lock.
+        let asid = m.global_asid.load(Ordering::Relaxed);
+        GlobalAsids::set(&g.freed, asid, true);
+        m.global_asid.store(0, Ordering::Relaxed);
+        let avail = g.global_asid_available.load(Ordering::Relaxed);
+        g.global_asid_available.store(avail + 1, Ordering::Relaxed);
+    }
+
+    /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] is `enter_lazy_tlb`.
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        if next.is_kernel() {
+            self.enter_lazy_tlb(hw);
+        } else {
+            self.switch_mm_irqs_off(hw, next);
+        }
+    }
+
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start: va, pages: 1 }, false);
+    }
+
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start, pages }, false);
+    }
+
+    /// `flush_tlb_mm`: everything, page tables freed.
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.flush_tlb_mm_range(hw, mm, Extent::All, true);
+    }
+
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.tlbbatch(hw, mms);
+    }
+
+    /// `flush_tlb_kernel_range`: with INVLPGB, broadcasts that include global
+    /// entries (or one of everything above the ceiling) and `TLBSYNC`; without,
+    /// `INVLPG` per page (or everything) on every CPU by IPI.
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        if self.invlpgb() {
+            if full {
+                hw.tlbi(Tlbi::All, Scope::Broadcast);
+            } else {
+                let mut done = 0;
+                while done < pages {
+                    let nr = (pages - done).clamp(1, self.count_max as u64);
+                    hw.tlbi(Tlbi::Range { asid: None, va: start.add_pages(done), pages: nr as u32 }, Scope::Broadcast);
+                    done += nr;
+                }
+            }
+            hw.barrier(Barrier::TlbSync);
+            return;
+        }
+        let flush = |h: &H| {
+            if full {
+                h.tlbi(Tlbi::All, Scope::Local);
+            } else {
+                for i in 0..pages {
+                    h.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
+                }
+            }
+        };
+        flush(hw);
+        if self.cpu_tlbstate.len() > 1 {
+            let all = CpuMask::new(self.cpu_tlbstate.len());
+            all.set_all();
+            hw.send_ipi(&all, flush);
+        }
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        f.add(&self.last_mm_ctx_id, format_args!("last_mm_ctx_id"), Value::Number);
+        for (c, t) in self.cpu_tlbstate.iter().enumerate() {
+            f.add(&t.loaded_mm, format_args!("cpu_tlbstate[cpu{c}].loaded_mm"), Value::Custom(show_loaded_mm));
+            f.add(&t.loaded_ctx_id, format_args!("cpu_tlbstate[cpu{c}].loaded_mm->context.ctx_id"), Value::Number);
+            f.add(&t.loaded_mm_asid, format_args!("cpu_tlbstate[cpu{c}].loaded_mm_asid"), Value::Number);
+            f.add(&t.next_asid, format_args!("cpu_tlbstate[cpu{c}].next_asid"), Value::Number);
+            for (a, x) in t.ctxs.iter().enumerate() {
+                f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
+                f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
+            }
+            f.add(&t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+        }
+        for (m, x) in self.mms.iter().enumerate() {
+            f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
+            f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
+            f.add(&x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+            f.add(&x.next_trim_cpumask, format_args!("mm[{m}].context.next_trim_cpumask"), Value::Number);
+            f.add(&x.global_asid, format_args!("mm[{m}].context.global_asid"), Value::Number);
+            f.add(&x.asid_transition, format_args!("mm[{m}].context.asid_transition"), Value::Bool);
+        }
+        f.add(&self.global_asid_lock, format_args!("global_asid_lock"), Value::Lock);
+        self.global_asid_lock.name_inner(f, |g, f| {
+            for (i, w) in g.used.iter().enumerate() {
+                f.add(w, format_args!("global_asid_used[{i}]"), Value::Hex);
+            }
+            for (i, w) in g.freed.iter().enumerate() {
+                f.add(w, format_args!("global_asid_freed[{i}]"), Value::Hex);
+            }
+            f.add(&g.last_global_asid, format_args!("last_global_asid"), Value::Number);
+            f.add(&g.global_asid_available, format_args!("global_asid_available"), Value::Number);
+        });
+    }
+}
+
+fn show_loaded_mm(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    match v as u32 {
+        LOADED_MM_SWITCHING => f.write_str("LOADED_MM_SWITCHING"),
+        0 => f.write_str("init_mm"),
+        m => write!(f, "mm{m}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use std::string::String;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Returns a policy with mms 1..=n initialised.
+    fn x86(kernel: Kernel, ncpus: usize, n: u32) -> LinuxX86v615 {
+        let p = LinuxX86v615::new(ncpus, n as usize + 1, kernel);
+        init_mms(&p, 1..=n);
+        p
+    }
+
+    /// Returns a Rec of CPU `cpu` that logs barriers.
+    fn cpu(cpu: u32, ncpus: usize) -> Rec {
+        let mut hw = Rec::new(cpu, ncpus);
+        hw.barriers = true;
+        hw
+    }
+
+    fn bcast_range(pcid: u16, va: u64, pages: u32) -> String {
+        format!("tlbi Range {{ asid: Some(Asid({pcid})), va: VirtAddr({va}), pages: {pages} }} Broadcast")
+    }
+
+    #[test]
+    fn v613_leaves_the_old_mask_and_lazytrim_keeps_it() {
+        for (kernel, kept) in [(Kernel::V613, false), (Kernel::LazyTrim, true), (Kernel::Invlpgb, true)] {
+            let p = x86(kernel, 1, 2);
+            let hw = Rec::new(0, 1);
+            p.switch_mm(&hw, MmId(1));
+            p.switch_mm(&hw, MmId(2));
+            assert_eq!(p.in_mm_cpumask(MmId(1), CpuId(0)), kept, "{kernel:?}");
+            assert!(p.in_mm_cpumask(MmId(2), CpuId(0)));
+            assert_eq!(p.loaded_mm(CpuId(0)), Some(MmId(2)));
+        }
+    }
+
+    #[test]
+    fn a_stale_cpu_gets_no_flush_until_the_mask_is_trimmed() {
+        let p = x86(Kernel::LazyTrim, 2, 2);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        p.switch_mm(&h1, MmId(2));
+        h0.take();
+        h1.take();
+        // cpu1's bit in mm 1 is stale. The first multi-CPU flush sets the deadline.
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(h0.take(), vec![invlpg(2, 0x1000)]);
+        assert!(p.in_mm_cpumask(MmId(1), CpuId(1)));
+        // Within the second: still no IPI to the stale CPU.
+        h0.jiffies.set(HZ);
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(h0.take(), vec![invlpg(2, 0x1000)]);
+        // After it: the flush reaches cpu1, which leaves the mask without flushing.
+        h0.jiffies.set(HZ + 1);
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(h0.take(), vec![invlpg(2, 0x1000), "ipi [1]".to_string()]);
+        assert!(!p.in_mm_cpumask(MmId(1), CpuId(1)));
+        // Now only this CPU is in the mask: the local path, no trimming.
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(h0.take(), vec![invlpg(2, 0x1000)]);
+    }
+
+    #[test]
+    fn a_cpu_in_the_middle_of_a_switch_gets_the_flush() {
+        let p = x86(Kernel::LazyTrim, 2, 2);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        p.switch_mm(&h1, MmId(2));
+        let f = FlushTlbInfo {
+            mm: Some(MmId(1)),
+            extent: Extent::All,
+            new_tlb_gen: 1,
+            freed_tables: false,
+            trim_cpumask: false,
+        };
+        assert!(!p.should_flush_tlb(CpuId(1), &f), "running another mm, no trim");
+        p.cpu_tlbstate[1].loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Relaxed);
+        assert!(p.should_flush_tlb(CpuId(1), &f), "fea4e317f9e7: SWITCHING may be either mm");
+        p.cpu_tlbstate[1].is_lazy.store(true, Ordering::Relaxed);
+        assert!(!p.should_flush_tlb(CpuId(1), &f), "lazy CPUs catch up at their next switch");
+        assert!(p.should_flush_tlb(CpuId(1), &FlushTlbInfo { mm: None, ..f }) == false);
+    }
+
+    #[test]
+    fn the_switch_announces_itself_before_reading_tlb_gen() {
+        // 83b0177a6c48: a full barrier between the SWITCHING store and the tlb_gen
+        // read also when the mask bit is already set.
+        let p = x86(Kernel::LazyTrim, 1, 2);
+        let hw = cpu(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        hw.take();
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec!["barrier Full".to_string(), root(1, 2, true)]);
+        // v6.13 sets the bit with a locked RMW every time, and has no such barrier.
+        let p = x86(Kernel::V613, 1, 2);
+        p.switch_mm(&hw, MmId(1));
+        p.switch_mm(&hw, MmId(2));
+        hw.take();
+        p.switch_mm(&hw, MmId(1));
+        assert_eq!(hw.take(), vec![root(1, 2, true)]);
+    }
+
+    #[test]
+    fn default_threshold_needs_four_cpus_running_the_mm() {
+        let p = x86(Kernel::Invlpgb, 4, 1);
+        let hws: Vec<Rec> = (0..4).map(|c| Rec::new(c, 4)).collect();
+        for h in &hws[..3] {
+            p.switch_mm(h, MmId(1));
+        }
+        // Three CPUs (sampled: cpu0 at jiffy 0) do not exceed the threshold of 3.
+        p.flush_page(&hws[0], MmId(1), VirtAddr(0x1000));
+        assert_eq!(p.global_asid(MmId(1)), 0);
+        p.switch_mm(&hws[3], MmId(1));
+        // Four do, but only when the task is sampled: (pid & 31) == (jiffies & 31).
+        hws[0].jiffies.set(1);
+        p.flush_page(&hws[0], MmId(1), VirtAddr(0x1000));
+        assert_eq!(p.global_asid(MmId(1)), 0, "cpu0 is sampled at jiffies 0, 32, ...");
+        hws[0].jiffies.set(32);
+        p.flush_page(&hws[0], MmId(1), VirtAddr(0x1000));
+        assert_eq!(p.global_asid(MmId(1)), TLB_NR_DYN_ASIDS, "the first global ASID");
+        assert!(p.in_asid_transition(MmId(1)));
+    }
+
+    #[test]
+    fn the_transition_moves_every_cpu_to_the_global_asid_then_flushes_are_broadcasts() {
+        let p = x86(Kernel::Invlpgb, 2, 1).with_small_shapes(2);
+        init_mms(&p, 1..=1);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        h0.take();
+        h1.take();
+        // An IPI flush, then the mm qualifies: the first allocation resets the space.
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(
+            h0.take(),
+            vec![
+                invlpg(2, 0x1000),
+                "ipi [1]".to_string(),
+                format!("cpu1: {}", invlpg(2, 0x1000)),
+                "tlbi AllNonGlobal Broadcast".to_string(),
+                "barrier TlbSync".to_string(),
+                "note AsidRollover".to_string(),
+            ]
+        );
+        let g = p.global_asid(MmId(1));
+        assert_eq!(g, 6);
+        // The next flush broadcasts to PCID 7, and both CPUs, still on dynamic
+        // ASIDs, get the IPI that moves them (no flush of the old PCID).
+        p.flush_range(&h0, MmId(1), VirtAddr(0x1000), 10);
+        assert_eq!(
+            h0.take(),
+            vec![
+                bcast_range(7, 0x1000, 8),
+                bcast_range(7, 0x9000, 2),
+                root(1, 7, true),
+                "ipi [1]".to_string(),
+                format!("cpu1: {}", root(1, 7, true)),
+                "barrier TlbSync".to_string(),
+            ]
+        );
+        assert!(p.in_asid_transition(MmId(1)), "cleared only by a scan that finds no straggler");
+        p.flush_mm(&h0, MmId(1));
+        assert_eq!(h0.take(), vec!["tlbi Asid(Asid(7)) Broadcast".to_string(), "barrier TlbSync".to_string()]);
+        assert!(!p.in_asid_transition(MmId(1)));
+        // Broadcasts keep G current: back from lazy mode, a switch writes nothing.
+        p.switch_mm(&h1, MmId::KERNEL);
+        p.switch_mm(&h1, MmId(1));
+        assert_eq!(h1.take(), Vec::<String>::new());
+        assert_eq!(p.loaded_mm_asid(CpuId(1)), g);
+    }
+
+    #[test]
+    fn the_allocator_reuses_freed_ids_only_after_a_reset_and_can_hand_out_max() {
+        // MAX_ASID_AVAILABLE = 2 + 7 = 9: IDs 6..=8, two counted available.
+        let p = x86(Kernel::Invlpgb, 2, 4).with_small_shapes(2);
+        init_mms(&p, 1..=4);
+        let hw = cpu(0, 2);
+        let take = |mm: u32| {
+            p.use_global_asid(&hw, MmId(mm));
+            p.global_asid(MmId(mm))
+        };
+        assert_eq!(take(1), 6);
+        assert_eq!(take(2), 7);
+        assert_eq!(take(3), 0, "none counted available");
+        p.mm_release(&hw, MmId(1));
+        // One counted available; the search from 7 finds 8 (the count is one short
+        // of the IDs in [6, MAX-1], Hou Wenlong's report).
+        assert_eq!(take(3), 8);
+        p.mm_release(&hw, MmId(2));
+        hw.take();
+        // last (8) >= MAX - 1: reset, then 6 (freed by mm 1) is free again.
+        assert_eq!(take(4), 6);
+        assert_eq!(
+            hw.take(),
+            vec![
+                "tlbi AllNonGlobal Broadcast".to_string(),
+                "barrier TlbSync".to_string(),
+                "note AsidRollover".to_string()
+            ]
+        );
+        // mm 3 holds 8, mm 4 holds 6, none counted available; 7 is free, last = 6.
+        p.mm_init(MmId(1));
+        p.mm_init(MmId(2));
+        assert_eq!(take(1), 0);
+        p.mm_release(&hw, MmId(3));
+        assert_eq!(take(1), 7);
+        // mm 4 exits: one counted available, but [7, 9) holds 7 (live) and 8
+        // (freed, not yet reset). The search returns MAX_ASID_AVAILABLE itself,
+        // beyond the bitmap, without a reset.
+        p.mm_release(&hw, MmId(4));
+        hw.take();
+        assert_eq!(take(2), 9);
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn reclaim_and_kernel_flushes_are_broadcasts_without_ipis() {
+        let p = x86(Kernel::Invlpgb, 2, 1);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        h0.take();
+        p.flush_batch(&h0, &[MmId(1)]);
+        assert_eq!(h0.take(), vec!["tlbi AllNonGlobal Broadcast".to_string(), "barrier TlbSync".to_string()]);
+        assert_eq!(p.tlb_gen(MmId(1)), 1);
+        p.flush_kernel_range(&h0, VirtAddr(0x8000_0000), 10);
+        assert_eq!(
+            h0.take(),
+            vec![
+                "tlbi Range { asid: None, va: VirtAddr(2147483648), pages: 8 } Broadcast".to_string(),
+                "tlbi Range { asid: None, va: VirtAddr(2147516416), pages: 2 } Broadcast".to_string(),
+                "barrier TlbSync".to_string(),
+            ]
+        );
+        // Without INVLPGB the batch is an IPI flush of whatever each CPU has loaded.
+        let p = x86(Kernel::LazyTrim, 2, 1);
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        h0.take();
+        p.flush_batch(&h0, &[MmId(1)]);
+        assert_eq!(
+            h0.take(),
+            vec![
+                "tlbi Asid(Asid(2)) Local".to_string(),
+                "ipi [1]".to_string(),
+                "cpu1: tlbi Asid(Asid(2)) Local".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lazy_cpu_leaves_for_init_mm_on_a_freed_tables_flush() {
+        let p = x86(Kernel::LazyTrim, 2, 1);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        p.switch_mm(&h1, MmId::KERNEL);
+        h0.take();
+        // Without freed tables the lazy CPU is skipped.
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!(h0.take(), vec![invlpg(2, 0x1000)]);
+        // With them it is interrupted and switches to init_mm (slot 0 still holds it).
+        p.flush_mm(&h0, MmId(1));
+        let log = h0.take();
+        assert_eq!(log[..2], ["tlbi Asid(Asid(2)) Local".to_string(), "ipi [1]".to_string()]);
+        assert!(log[2].starts_with("cpu1: barrier Full"), "{log:?}");
+        assert_eq!(log[3], "cpu1: root Mm(MmId(0)) asid 1 noflush true");
+        assert_eq!(p.loaded_mm(CpuId(1)), Some(MmId::KERNEL));
+    }
+}
