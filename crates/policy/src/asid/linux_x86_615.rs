@@ -67,7 +67,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
-use crate::hw::{Barrier, Hw, Note, Root, Scope, Tlbi};
+use crate::hw::{Access, Barrier, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
@@ -135,6 +135,24 @@ struct FlushTlbInfo {
     trim_cpumask: bool,
 }
 
+/// A value on a cache line of its own, as the kernel lays out what other CPUs
+/// touch (`mm_cpumask` at the end of `mm_struct`, `cpu_tlbstate_shared`), so
+/// that [`Hw::shared`] sees one line per mask, per context and per CPU.
+#[repr(align(64))]
+struct Line<T>(T);
+
+impl<T> core::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Returns the address [`Hw::shared`] accounts an access to `r` at.
+fn addr<T>(r: &T) -> usize {
+    core::ptr::from_ref(r) as usize
+}
+
 /// One dynamic PCID slot of a CPU (`struct tlb_context`).
 struct TlbContext {
     ctx_id: AtomicU64,
@@ -142,6 +160,7 @@ struct TlbContext {
 }
 
 /// A CPU's TLB state (`cpu_tlbstate`, `is_lazy` from `cpu_tlbstate_shared`).
+#[repr(align(64))]
 struct TlbState {
     /// The mm in CR3 (slot), or [`LOADED_MM_SWITCHING`]. Read by other CPUs.
     loaded_mm: AtomicU32,
@@ -152,14 +171,16 @@ struct TlbState {
     loaded_mm_asid: AtomicU32,
     next_asid: AtomicU32,
     ctxs: [TlbContext; TLB_NR_DYN_ASIDS as usize],
-    is_lazy: AtomicBool,
+    is_lazy: Line<AtomicBool>,
 }
 
-/// The per-mm part (`mm->context` and `mm_cpumask`).
+/// The per-mm part (`mm->context` and `mm_cpumask`): the context's fields on
+/// one line, the mask on its own.
+#[repr(align(64))]
 struct MmContext {
     ctx_id: AtomicU64,
     tlb_gen: AtomicU64,
-    cpumask: CpuMask,
+    cpumask: Line<CpuMask>,
     /// `jiffies` after which the next multi-CPU flush trims; `u64::MAX` until
     /// the first one sets it.
     next_trim_cpumask: AtomicU64,
@@ -239,14 +260,14 @@ impl LinuxX86v615 {
                     ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
                     tlb_gen: AtomicU64::new(0),
                 }),
-                is_lazy: AtomicBool::new(false),
+                is_lazy: Line(AtomicBool::new(false)),
             })
             .collect();
         let mms = (0..max_mms.max(1))
             .map(|slot| MmContext {
                 ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
                 tlb_gen: AtomicU64::new(0),
-                cpumask: CpuMask::new(ncpus),
+                cpumask: Line(CpuMask::new(ncpus)),
                 next_trim_cpumask: AtomicU64::new(u64::MAX),
                 global_asid: AtomicU32::new(0),
                 asid_transition: AtomicBool::new(false),
@@ -358,6 +379,33 @@ impl LinuxX86v615 {
         self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
     }
 
+    /// Accounts an access to `mm`'s context line (`tlb_gen`, the trim deadline,
+    /// the global ASID and its transition flag).
+    fn touch_ctx<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
+        hw.shared(addr(&self.mms[mm.index()]), a);
+    }
+
+    /// Accounts an access to `mm_cpumask(mm)`.
+    fn touch_mask<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
+        hw.shared(addr(&*self.mms[mm.index()].cpumask), a);
+    }
+
+    /// Accounts an access to CPU `c`'s `cpu_tlbstate` line (`loaded_mm`).
+    fn touch_state<H: Hw>(&self, hw: &H, c: CpuId, a: Access) {
+        hw.shared(addr(&self.cpu_tlbstate[c.index()]), a);
+    }
+
+    /// Accounts an access to CPU `c`'s `is_lazy` (`cpu_tlbstate_shared`).
+    fn touch_lazy<H: Hw>(&self, hw: &H, c: CpuId, a: Access) {
+        hw.shared(addr(&*self.cpu_tlbstate[c.index()].is_lazy), a);
+    }
+
+    /// Reads `mm`'s `tlb_gen`, accounting the line.
+    fn read_tlb_gen<H: Hw>(&self, hw: &H, mm: MmId) -> u64 {
+        self.touch_ctx(hw, mm, Access::Read);
+        self.tlb_gen(mm)
+    }
+
     fn ctx_id(&self, mm: MmId) -> u64 {
         // Relaxed: set in `mm_init` before the mm is published, then constant.
         self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
@@ -385,8 +433,11 @@ impl LinuxX86v615 {
 
     /// Returns the ASID for `next` on this CPU and whether it must be flushed
     /// (`choose_new_asid`).
-    fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u32, bool) {
+    fn choose_new_asid<H: Hw>(&self, hw: &H, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u32, bool) {
         // A global ASID is always current: every flush of the mm reached it.
+        if self.invlpgb() {
+            self.touch_ctx(hw, next, Access::Read);
+        }
         let g = self.global_asid(next);
         if g != 0 {
             return (g, false);
@@ -418,6 +469,7 @@ impl LinuxX86v615 {
         // read tlb_gen (with a full barrier in between on every path below).
         let was_lazy = st.is_lazy.load(Ordering::SeqCst);
         if was_lazy {
+            self.touch_lazy(hw, cpu, Access::Write);
             st.is_lazy.store(false, Ordering::SeqCst);
         }
 
@@ -425,8 +477,8 @@ impl LinuxX86v615 {
         if self.is_loaded(st, next) {
             if self.invlpgb() && self.needs_global_asid(next, prev_asid) {
                 // The mm got a global ASID while this CPU ran it: move to it.
-                next_tlb_gen = self.tlb_gen(next);
-                (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+                next_tlb_gen = self.read_tlb_gen(hw, next);
+                (asid, need_flush) = self.choose_new_asid(hw, st, next, next_tlb_gen);
             } else if self.invlpgb() && prev_asid >= TLB_NR_DYN_ASIDS {
                 // Broadcasts kept the global ASID current, lazy or not.
                 return;
@@ -436,7 +488,7 @@ impl LinuxX86v615 {
                 // smp_mb(): pairs with the barrier of the tlb_gen increment.
                 fence(Ordering::SeqCst);
                 hw.barrier(Barrier::Full);
-                next_tlb_gen = self.tlb_gen(next);
+                next_tlb_gen = self.read_tlb_gen(hw, next);
                 // Relaxed: this CPU's own slot.
                 if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
                     return;
@@ -451,11 +503,16 @@ impl LinuxX86v615 {
                 // flusher that sees neither SWITCHING nor next here must be one
                 // whose tlb_gen increment we read below.
                 // Release: `is_lazy` above is visible to whoever sees this store.
+                self.touch_state(hw, cpu, Access::Write);
                 st.loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Release);
             }
             // The previous mm keeps this CPU's bit until a flush trims it.
+            if !next.is_kernel() {
+                self.touch_mask(hw, next, Access::Read);
+            }
             if !next.is_kernel() && !self.mms[next.index()].cpumask.test(cpu) {
                 // A locked RMW: a full barrier.
+                self.touch_mask(hw, next, Access::Rmw);
                 self.mms[next.index()].cpumask.set(cpu);
             } else if !v6140 && self.bug != Some(Bug::LinuxX8683b0177a6c48) {
                 // 83b0177a6c48 (zoo bug: v6.15-v6.17 lack it): a full barrier even
@@ -464,22 +521,25 @@ impl LinuxX86v615 {
                 fence(Ordering::SeqCst);
                 hw.barrier(Barrier::Full);
             }
-            next_tlb_gen = self.tlb_gen(next);
-            (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+            next_tlb_gen = self.read_tlb_gen(hw, next);
+            (asid, need_flush) = self.choose_new_asid(hw, st, next, next_tlb_gen);
             if v6140 {
                 // Relaxed: v6.14.0's this_cpu_write, for nmi_uaccess_okay only.
+                self.touch_state(hw, cpu, Access::Write);
                 st.loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Relaxed);
             }
         } else {
             // v6.13: leave prev's mask, join next's, then read its generation.
             if !prev.is_kernel() {
+                self.touch_mask(hw, prev, Access::Rmw);
                 self.mms[prev.index()].cpumask.clear(cpu);
             }
             if !next.is_kernel() {
+                self.touch_mask(hw, next, Access::Rmw);
                 self.mms[next.index()].cpumask.set(cpu);
             }
-            next_tlb_gen = self.tlb_gen(next);
-            (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+            next_tlb_gen = self.read_tlb_gen(hw, next);
+            (asid, need_flush) = self.choose_new_asid(hw, st, next, next_tlb_gen);
         }
 
         if need_flush {
@@ -495,6 +555,7 @@ impl LinuxX86v615 {
         st.loaded_ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
         st.loaded_mm_asid.store(asid, Ordering::Relaxed);
         // Release: the ASID above is visible to whoever sees this mm.
+        self.touch_state(hw, cpu, Access::Write);
         st.loaded_mm.store(next.0, Ordering::Release);
     }
 
@@ -506,6 +567,7 @@ impl LinuxX86v615 {
             return;
         }
         // SeqCst: see `switch_mm_irqs_off`.
+        self.touch_lazy(hw, hw.cpu(), Access::Write);
         st.is_lazy.store(true, Ordering::SeqCst);
     }
 
@@ -518,6 +580,7 @@ impl LinuxX86v615 {
             if !self.is_loaded(st, mm) {
                 // Switched away since the flusher read the mask: leave it.
                 if self.lazy_mask() {
+                    self.touch_mask(hw, mm, Access::Rmw);
                     self.mms[mm.index()].cpumask.clear(cpu);
                 }
                 return;
@@ -550,7 +613,7 @@ impl LinuxX86v615 {
         if f.new_tlb_gen != TLB_GENERATION_INVALID && f.new_tlb_gen <= local_tlb_gen {
             return;
         }
-        let mm_tlb_gen = self.tlb_gen(loaded_mm);
+        let mm_tlb_gen = self.read_tlb_gen(hw, loaded_mm);
         if local_tlb_gen == mm_tlb_gen {
             return;
         }
@@ -569,14 +632,16 @@ impl LinuxX86v615 {
     }
 
     /// Whether CPU `c` gets `f` (`should_flush_tlb`; v6.13's `tlb_is_not_lazy`).
-    fn should_flush_tlb(&self, c: CpuId, f: &FlushTlbInfo) -> bool {
+    fn should_flush_tlb<H: Hw>(&self, hw: &H, c: CpuId, f: &FlushTlbInfo) -> bool {
         let st = &self.cpu_tlbstate[c.index()];
+        self.touch_lazy(hw, c, Access::Read);
         if !self.lazy_mask() {
             // SeqCst: see `switch_mm_irqs_off`.
             return !st.is_lazy.load(Ordering::SeqCst);
         }
         // Acquire (smp_rmb() after the read, fea4e317f9e7): is_lazy below is at
         // least as new as the loaded_mm read here.
+        self.touch_state(hw, c, Access::Read);
         let lm = st.loaded_mm.load(Ordering::Acquire);
         // SeqCst: see `switch_mm_irqs_off`.
         if st.is_lazy.load(Ordering::SeqCst) {
@@ -599,13 +664,14 @@ impl LinuxX86v615 {
         let all = f.freed_tables || f.mm.is_some_and(|mm| self.in_asid_transition(mm));
         let targets = CpuMask::new(self.cpu_tlbstate.len());
         let mut any = false;
+        hw.shared(addr(mask), Access::Read);
         mask.for_each(|c| {
-            if c != me && (all || self.should_flush_tlb(c, f)) {
+            if c != me && (all || self.should_flush_tlb(hw, c, f)) {
                 targets.set(c);
                 any = true;
             }
         });
-        if mask.test(me) && (all || self.should_flush_tlb(me, f)) {
+        if mask.test(me) && (all || self.should_flush_tlb(hw, me, f)) {
             hw.irqs_off(|| self.flush_tlb_func(hw, f));
         }
         if any {
@@ -619,13 +685,16 @@ impl LinuxX86v615 {
         let m = &self.mms[mm.index()];
         let now = hw.jiffies();
         // Relaxed: READ_ONCE/WRITE_ONCE; racing flushers at worst trim twice.
+        self.touch_ctx(hw, mm, Access::Read);
         let next = m.next_trim_cpumask.load(Ordering::Relaxed);
         if next == u64::MAX {
+            self.touch_ctx(hw, mm, Access::Write);
             m.next_trim_cpumask.store(now + HZ, Ordering::Relaxed);
             return false;
         }
         // time_after(jiffies, next).
         if (next.wrapping_sub(now) as i64) < 0 {
+            self.touch_ctx(hw, mm, Access::Write);
             m.next_trim_cpumask.store(now + HZ, Ordering::Relaxed);
             return true;
         }
@@ -642,12 +711,16 @@ impl LinuxX86v615 {
         };
         // SeqCst: `inc_mm_tlb_gen` is a locked RMW, a full barrier ordering the
         // page-table change before every read below and before the INVLPGBs.
+        self.touch_ctx(hw, mm, Access::Rmw);
         let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
         let mut info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables, trim_cpumask: false };
         let mask = &self.mms[mm.index()].cpumask;
+        if self.invlpgb() {
+            self.touch_ctx(hw, mm, Access::Read);
+        }
         if self.global_asid(mm) != 0 {
             self.broadcast_tlb_flush(hw, &info);
-        } else if self.other_in(mask, cpu) {
+        } else if self.other_in(hw, mask, cpu) {
             if self.lazy_mask() {
                 info.trim_cpumask = self.should_trim_cpumask(hw, mm);
             }
@@ -661,7 +734,8 @@ impl LinuxX86v615 {
     }
 
     /// Returns whether a CPU other than `me` is in `mask` (`cpumask_any_but`).
-    fn other_in(&self, mask: &CpuMask, me: CpuId) -> bool {
+    fn other_in<H: Hw>(&self, hw: &H, mask: &CpuMask, me: CpuId) -> bool {
+        hw.shared(addr(mask), Access::Read);
         let mut any = false;
         mask.for_each(|c| any |= c != me);
         any
@@ -699,6 +773,7 @@ impl LinuxX86v615 {
         let g = self.global_asid(mm);
         let m = &self.mms[mm.index()];
         let mut straggler = false;
+        self.touch_mask(hw, mm, Access::Read);
         m.cpumask.for_each(|c| {
             if straggler {
                 return;
@@ -706,9 +781,11 @@ impl LinuxX86v615 {
             let st = &self.cpu_tlbstate[c.index()];
             // Relaxed (READ_ONCE): a CPU between its global_asid read and its
             // loaded_mm store shows SWITCHING; wait it out.
+            self.touch_state(hw, c, Access::Read);
             let mut lm = st.loaded_mm.load(Ordering::Relaxed);
             while lm == LOADED_MM_SWITCHING {
                 spin_loop();
+                self.touch_state(hw, c, Access::Read);
                 lm = st.loaded_mm.load(Ordering::Relaxed);
             }
             // Relaxed: x86 keeps loads in order; loaded_mm_asid was stored first.
@@ -719,6 +796,7 @@ impl LinuxX86v615 {
             return;
         }
         // Relaxed: WRITE_ONCE.
+        self.touch_ctx(hw, mm, Access::Write);
         m.asid_transition.store(false, Ordering::Relaxed);
     }
 
@@ -728,13 +806,14 @@ impl LinuxX86v615 {
         if self.sample && (hw.cpu().0 as u64 & 31) != (hw.jiffies() & 31) {
             return;
         }
-        if self.mm_active_cpus_exceeds(mm, self.threshold) {
+        if self.mm_active_cpus_exceeds(hw, mm, self.threshold) {
             self.use_global_asid(hw, mm);
         }
     }
 
     /// `mm_active_cpus_exceeds`: racy reads of other CPUs' state, by design.
-    fn mm_active_cpus_exceeds(&self, mm: MmId, threshold: usize) -> bool {
+    fn mm_active_cpus_exceeds<H: Hw>(&self, hw: &H, mm: MmId, threshold: usize) -> bool {
+        self.touch_mask(hw, mm, Access::Read);
         let mask = &self.mms[mm.index()].cpumask;
         let mut weight = 0;
         mask.for_each(|_| weight += 1);
@@ -744,6 +823,8 @@ impl LinuxX86v615 {
         let mut count = 0;
         mask.for_each(|c| {
             let st = &self.cpu_tlbstate[c.index()];
+            self.touch_state(hw, c, Access::Read);
+            self.touch_lazy(hw, c, Access::Read);
             // Relaxed: a heuristic.
             if st.loaded_mm.load(Ordering::Relaxed) == mm.0 && !st.is_lazy.load(Ordering::Relaxed) {
                 count += 1;
@@ -755,6 +836,7 @@ impl LinuxX86v615 {
     /// `use_global_asid`: under `global_asid_lock`, gives `mm` an ASID from the
     /// global space unless another thread did or none is left.
     fn use_global_asid<H: Hw>(&self, hw: &H, mm: MmId) {
+        hw.shared(addr(&self.global_asid_lock), Access::Rmw);
         let g = self.global_asid_lock.lock();
         if self.global_asid(mm) != 0 {
             return;
@@ -771,6 +853,7 @@ impl LinuxX86v615 {
         let m = &self.mms[mm.index()];
         // Relaxed then Release (mm_assign_global_asid): whoever sees the ASID sees
         // the transition set.
+        self.touch_ctx(hw, mm, Access::Write);
         m.asid_transition.store(true, Ordering::Relaxed);
         m.global_asid.store(asid, Ordering::Release);
     }
@@ -817,7 +900,9 @@ impl LinuxX86v615 {
         for &mm in mms {
             let m = &self.mms[mm.index()];
             // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clears.
+            self.touch_ctx(hw, mm, Access::Rmw);
             m.tlb_gen.fetch_add(1, Ordering::SeqCst);
+            self.touch_mask(hw, mm, Access::Read);
             m.cpumask.for_each(|c| batch.set(c));
             unmapped_pages = true;
         }
@@ -832,7 +917,7 @@ impl LinuxX86v615 {
             // Global-ASID mms may be cached anywhere: every non-global entry goes.
             hw.tlbi(Tlbi::AllNonGlobal, Scope::Broadcast);
             hw.barrier(Barrier::TlbSync);
-        } else if self.other_in(&batch, cpu) {
+        } else if self.other_in(hw, &batch, cpu) {
             self.flush_tlb_multi(hw, &batch, &info);
         } else if batch.test(cpu) {
             hw.irqs_off(|| self.flush_tlb_func(hw, &info));
@@ -947,12 +1032,12 @@ impl Policy for LinuxX86v615 {
                 f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
                 f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
             }
-            f.add(&t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+            f.add(&*t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
         }
         for (m, x) in self.mms.iter().enumerate() {
             f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
             f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
-            f.add(&x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+            f.add(&*x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
             f.add(&x.next_trim_cpumask, format_args!("mm[{m}].context.next_trim_cpumask"), Value::Number);
             f.add(&x.global_asid, format_args!("mm[{m}].context.global_asid"), Value::Number);
             f.add(&x.asid_transition, format_args!("mm[{m}].context.asid_transition"), Value::Bool);
@@ -1059,12 +1144,12 @@ mod tests {
             freed_tables: false,
             trim_cpumask: false,
         };
-        assert!(!p.should_flush_tlb(CpuId(1), &f), "running another mm, no trim");
+        assert!(!p.should_flush_tlb(&h0, CpuId(1), &f), "running another mm, no trim");
         p.cpu_tlbstate[1].loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Relaxed);
-        assert!(p.should_flush_tlb(CpuId(1), &f), "fea4e317f9e7: SWITCHING may be either mm");
+        assert!(p.should_flush_tlb(&h0, CpuId(1), &f), "fea4e317f9e7: SWITCHING may be either mm");
         p.cpu_tlbstate[1].is_lazy.store(true, Ordering::Relaxed);
-        assert!(!p.should_flush_tlb(CpuId(1), &f), "lazy CPUs catch up at their next switch");
-        assert!(p.should_flush_tlb(CpuId(1), &FlushTlbInfo { mm: None, ..f }) == false);
+        assert!(!p.should_flush_tlb(&h0, CpuId(1), &f), "lazy CPUs catch up at their next switch");
+        assert!(!p.should_flush_tlb(&h0, CpuId(1), &FlushTlbInfo { mm: None, ..f }), "a lazy CPU skips a batch too");
     }
 
     #[test]
