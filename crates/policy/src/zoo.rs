@@ -332,8 +332,7 @@ pub const ZOO: &[ZooEntry] = &[
         id: "linux-x86-fea4e317f9e7",
         bug: Bug::LinuxX86Fea4e317f9e7,
         base: "x86-linux-lazytrim",
-        summary: "lazy mm_cpumask as in v6.14.0: a CPU switching back reads tlb_gen before it shows \
-                  LOADED_MM_SWITCHING, and the flush skips it",
+        summary: "v6.14.0's lazy mm_cpumask: a switch shows LOADED_MM_SWITCHING only after reading tlb_gen",
         source: "Linux fea4e317f9e7 \"x86/mm: Eliminate window where TLB flushes may be inadvertently skipped\" \
                  (Dave Hansen, 2025-05-08; CVE-2025-37964)",
     },
@@ -341,8 +340,7 @@ pub const ZOO: &[ZooEntry] = &[
         id: "linux-x86-83b0177a6c48",
         bug: Bug::LinuxX8683b0177a6c48,
         base: "x86-linux-lazytrim",
-        summary: "lazy mm_cpumask without smp_mb() when the bit is already set: the SWITCHING store waits in the \
-                  store buffer past the tlb_gen read",
+        summary: "lazy mm_cpumask without smp_mb() when the bit is set: SWITCHING sits in the store buffer",
         source: "Linux 83b0177a6c48 \"x86/mm: Fix SMP ordering in switch_mm_irqs_off()\" (Peter Zijlstra, Ingo \
                  Molnar, 2025-10-13; reported by Stephen Dolan)",
     },

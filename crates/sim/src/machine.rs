@@ -337,12 +337,26 @@ pub struct CpuState {
     /// Cycles IPI handlers and incoming DVM messages took from the operation the CPU
     /// was running (the DVM messages' only once [`Machine::take_stolen`] settles them).
     pub stolen: u64,
+    /// Whether a thread runs here (kept by the engine after each event): its next
+    /// operation has begun at `busy_until` as far as an interrupt is concerned, so
+    /// a handler arriving later takes its time from that operation instead of
+    /// holding the operation back until the handler's end.
+    pub running: bool,
 }
 
 impl CpuState {
     /// Returns a CPU with empty TLBs, its root on the kernel's tables.
     pub fn new(tlb: Tlb) -> Self {
-        CpuState { tlb, root: boot_root(), asid: 0, sync_until: 0, busy_until: 0, irq_until: 0, stolen: 0 }
+        CpuState {
+            tlb,
+            root: boot_root(),
+            asid: 0,
+            sync_until: 0,
+            busy_until: 0,
+            irq_until: 0,
+            stolen: 0,
+            running: false,
+        }
     }
 }
 
@@ -712,7 +726,10 @@ impl<'a> CpuHw<'a> {
                 m.counters.ipi_handler_cycles += end - arrive;
                 let st = &mut m.cpus[target];
                 st.irq_until = end;
-                if st.busy_until > arrive {
+                // A running CPU loses the handler's time from what it runs, whether
+                // the interrupt lands in the operation the engine last ran there or
+                // in the next one (which runs from `busy_until` on).
+                if st.busy_until > arrive || st.running {
                     st.stolen += end - arrive;
                 }
             }

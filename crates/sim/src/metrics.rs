@@ -96,6 +96,26 @@ pub const METRICS: &[MetricDef] = &[
         "exit_teardown: one address space's teardown at exit (seed 004's exit_group cost)",
     ),
     result("run_us", "run time", "µs", "trace: the traced program's run, start to the last thread's end"),
+    result(
+        "ops_per_s",
+        "iterations per second",
+        "ops/s",
+        "will_it_scale_tlb_flush2: pages written, madvise(DONTNEED)d and read per second, summed over the threads \
+         (will-it-scale's average)",
+    ),
+    result(
+        "per_thread_ops",
+        "iterations per second per thread",
+        "ops/s",
+        "will_it_scale_tlb_flush2: ops_per_s divided by the threads (0-day's per_thread_ops)",
+    ),
+    result(
+        "tlb_share",
+        "share of CPU time invalidating TLBs",
+        "ratio",
+        "will_it_scale_tlb_flush2: initiators inside flush calls, IPI handlers and CPUs processing others' \
+         broadcast invalidations, over all CPUs' time while the threads ran",
+    ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),
@@ -113,7 +133,7 @@ pub const METRICS: &[MetricDef] = &[
         "broadcast_invalidations",
         "broadcast TLB invalidations",
         "count",
-        "broadcast TLB invalidation operations (arm64 TLBI ...IS)",
+        "broadcast TLB invalidation operations (arm64 TLBI ...IS, x86 INVLPGB)",
     ),
     metric("ipis_sent", "IPIs sent", "count", "inter-processor interrupts sent"),
     metric("ipi_handler_ns", "IPI handler time", "ns", "time IPI handlers ran, summed over CPUs"),

@@ -205,6 +205,7 @@ register! {
                       of IPIs, broadcast kernel and reclaim flushes (checker: --asids global ASIDs, threshold 0)",
         arch: X86_64,
         build: |b| invlpgb(b),
+        bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
@@ -315,7 +316,8 @@ mod tests {
                 "arm64-noasid",
                 "arm64-freebsd-asid-fix-reserved-ttbr0",
                 "arm64-freebsd-asid-fix-self",
-                "arm64-freebsd-asid-cutoff"
+                "arm64-freebsd-asid-cutoff",
+                "x86-linux-613"
             ]
         );
     }

@@ -55,6 +55,8 @@ const KPTI: (u64, &[&str]) = (13, &["kpti=on"]);
 fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
     match registry::policy(policy).map(|p| p.arch) {
         Some(Arch::Arm64) => ("emag", &["asid_bits=8"]),
+        // INVLPGB needs an AMD machine; Milan has 64 cores in a socket.
+        Some(Arch::X86_64) if registry::NEEDS_INVLPGB.contains(&policy) => ("milan", &[]),
         // Westmere has 8 cores in 2 sockets; 32 CPUs are 8 such sockets.
         Some(Arch::X86_64) => ("westmere", &["sockets=8"]),
         None => panic!("unknown policy {policy}"),

@@ -26,12 +26,16 @@ impl<P: Policy> Sim<P> {
         self.stats.events += 1;
         let cpu = cpu as usize;
         self.sched[cpu].armed = false;
-        // IPI handlers that interrupted the CPU's last operation made it longer.
+        // IPI handlers that interrupted the CPU's last operation (or, on a CPU
+        // running a thread, arrived since) made it longer; an idle CPU starts
+        // once the handlers that woke it have returned.
         let stolen = self.m.take_stolen(cpu);
-        let now = (t.max(self.sched[cpu].clock) + stolen).max(self.m.cpus[cpu].irq_until);
+        let base = t.max(self.sched[cpu].clock) + stolen;
+        let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
         let now = self.run_cpu(cpu, now);
         self.sched[cpu].clock = now;
         self.m.set_busy_until(cpu, now);
+        self.m.cpus[cpu].running = self.sched[cpu].cur.is_some();
         self.end = self.end.max(now);
         true
     }

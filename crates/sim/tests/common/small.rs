@@ -49,4 +49,7 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // while other CPUs run the mm (its defaults; tests/stress.rs shows it catches
     // a range flush that stays local, which no other workload here does).
     ("stress", &[]),
+    // One bound thread per CPU writing, madvising (a one-page flush of every
+    // CPU running the mm) and reading pages, then unmapping them all.
+    ("will_it_scale_tlb_flush2", &["laps=1", "pages=16"]),
 ];
