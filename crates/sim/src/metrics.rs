@@ -97,6 +97,12 @@ pub const METRICS: &[MetricDef] = &[
     ),
     result("run_us", "run time", "µs", "trace: the traced program's run, start to the last thread's end"),
     result(
+        "time_s",
+        "hackbench time",
+        "s",
+        "hackbench: from the start signal until every child has finished (hackbench's Time:)",
+    ),
+    result(
         "ops_per_s",
         "iterations per second",
         "ops/s",

@@ -145,7 +145,11 @@ pub enum Sys {
     },
     /// Creates a pipe (or eventfd); returns its id.
     Pipe,
-    /// Writes one token into pipe `id`, waking a blocked reader.
+    /// Creates a pipe that holds at most `cap` tokens (a pipe's 64 KiB buffer
+    /// in messages): a write to a full one blocks until a read makes room.
+    PipeBounded(u64),
+    /// Writes one token into pipe `id`, waking a blocked reader (blocking while
+    /// a bounded pipe is full).
     PipeWrite(u32),
     /// Reads one token from pipe `id`, blocking while it is empty.
     PipeRead(u32),

@@ -266,6 +266,8 @@ struct Thread {
     pending: Option<(u64, u64, bool)>,
     /// A pipe read to retry after a wake-up.
     retry_read: Option<u32>,
+    /// A pipe write to retry after a wake-up.
+    retry_write: Option<u32>,
     kstack: u64,
     tstruct: u64,
     /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.
@@ -284,7 +286,12 @@ struct CpuSched {
 
 struct Pipe {
     count: u64,
+    /// The most tokens it holds (`u64::MAX`: unbounded).
+    cap: u64,
+    /// Blocked readers.
     waiters: VecDeque<usize>,
+    /// Writers blocked on a full pipe.
+    writers: VecDeque<usize>,
     kva: u64,
 }
 

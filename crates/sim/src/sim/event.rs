@@ -82,6 +82,9 @@ impl<P: Policy> Sim<P> {
         if let Some(p) = self.threads[tid].retry_read.take() {
             return self.pipe_read(cpu, tid, p, now);
         }
+        if let Some(p) = self.threads[tid].retry_write.take() {
+            return self.pipe_write(cpu, tid, p, now);
+        }
         let ret = self.threads[tid].ret;
         self.threads[tid].ret = 0;
         let op = self.threads[tid].prog.next(ret);

@@ -39,6 +39,7 @@ impl<P: Policy> Sim<P> {
             ret: 0,
             pending: None,
             retry_read: None,
+            retry_write: None,
             kstack,
             tstruct,
             pinned: false,

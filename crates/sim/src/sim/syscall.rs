@@ -4,7 +4,7 @@
 use super::*;
 
 impl<P: Policy> Sim<P> {
-    pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, mut now: u64) -> u64 {
+    pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
         let mm = self.threads[tid].mm;
         if mm.is_kernel()
@@ -46,28 +46,9 @@ impl<P: Policy> Sim<P> {
             Sys::Madvise { va, pages } => self.madvise_dontneed(cpu, mm, va, pages, now),
             Sys::Execve => self.execve(cpu, tid, now),
             Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
-            Sys::Pipe => {
-                let kva = self.kalloc_page();
-                self.pipes.push(Pipe { count: 0, waiters: VecDeque::new(), kva });
-                self.threads[tid].ret = (self.pipes.len() - 1) as u32 as u64;
-                now + c.pipe_op
-            }
-            Sys::PipeWrite(p) => {
-                let Some(pipe) = self.pipes.get_mut(p as usize) else {
-                    self.error.get_or_insert(format!("write to unknown pipe {p}"));
-                    return now;
-                };
-                pipe.count += 1;
-                let kva = pipe.kva;
-                let waiter = pipe.waiters.pop_front();
-                now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
-                now = self.kaccess(cpu, kva, now + c.pipe_op);
-                if let Some(w) = waiter {
-                    now = self.kaccess(cpu, self.threads[w].tstruct, now);
-                    self.wake(w, cpu, now);
-                }
-                now
-            }
+            Sys::Pipe => self.new_pipe(tid, u64::MAX, now),
+            Sys::PipeBounded(cap) => self.new_pipe(tid, cap.max(1), now),
+            Sys::PipeWrite(p) => self.pipe_write(cpu, tid, p, now),
             Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
             Sys::Yield => {
                 self.threads[tid].state = State::Runnable;
@@ -76,6 +57,41 @@ impl<P: Policy> Sim<P> {
                 now
             }
         }
+    }
+
+    /// Creates a pipe holding at most `cap` tokens and returns its id to `tid`.
+    fn new_pipe(&mut self, tid: usize, cap: u64, now: u64) -> u64 {
+        let kva = self.kalloc_page();
+        self.pipes.push(Pipe { count: 0, cap, waiters: VecDeque::new(), writers: VecDeque::new(), kva });
+        self.threads[tid].ret = (self.pipes.len() - 1) as u32 as u64;
+        now + self.m.costs.pipe_op
+    }
+
+    pub(super) fn pipe_write(&mut self, cpu: usize, tid: usize, p: u32, mut now: u64) -> u64 {
+        let c = self.m.costs;
+        let Some(pipe) = self.pipes.get_mut(p as usize) else {
+            self.error.get_or_insert(format!("write to unknown pipe {p}"));
+            return now;
+        };
+        let kva = pipe.kva;
+        if pipe.count >= pipe.cap {
+            // Full: sleep until a read makes room, then write again.
+            pipe.writers.push_back(tid);
+            self.threads[tid].state = State::Blocked;
+            self.threads[tid].retry_write = Some(p);
+            self.sched[cpu].cur = None;
+            now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+            return self.kaccess(cpu, kva, now + c.pipe_op);
+        }
+        pipe.count += 1;
+        let waiter = pipe.waiters.pop_front();
+        now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
+        now = self.kaccess(cpu, kva, now + c.pipe_op);
+        if let Some(w) = waiter {
+            now = self.kaccess(cpu, self.threads[w].tstruct, now);
+            self.wake(w, cpu, now);
+        }
+        now
     }
 
     pub(super) fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
@@ -91,7 +107,13 @@ impl<P: Policy> Sim<P> {
         };
         if pipe.count > 0 {
             pipe.count -= 1;
-            return self.kaccess(cpu, kva, now + c.pipe_op);
+            let writer = pipe.writers.pop_front();
+            let mut now = self.kaccess(cpu, kva, now + c.pipe_op);
+            if let Some(w) = writer {
+                now = self.kaccess(cpu, self.threads[w].tstruct, now);
+                self.wake(w, cpu, now);
+            }
+            return now;
         }
         pipe.waiters.push_back(tid);
         self.threads[tid].state = State::Blocked;

@@ -10,11 +10,13 @@
 //! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004); [`trace`] replays
 //! a real program's trace; [`stress`] races flushes of one address space
 //! across CPUs for the `--strict` oracle. After the seeds:
-//! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series).
+//! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and
+//! [`hackbench`] (pipes between processes: switches between address spaces).
 
 pub mod buildkernel;
 pub mod exit_teardown;
 pub mod fileserver;
+pub mod hackbench;
 pub mod lat_ctx;
 pub mod mprotect_threaded;
 pub mod pingpong;
@@ -141,6 +143,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     trace::DEF,
     stress::DEF,
     will_it_scale_tlb_flush2::DEF,
+    hackbench::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -177,6 +180,7 @@ pub fn setup_with<P: Policy>(
         "trace" => trace::setup(p, texts, sim),
         "stress" => stress::setup(p, sim),
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::setup(p, sim),
+        "hackbench" => hackbench::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -196,6 +200,7 @@ pub fn result<P: Policy>(
         "exit_teardown" => exit_teardown::result(main),
         "trace" => trace::result(main),
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::result(p, main),
+        "hackbench" => hackbench::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -225,6 +230,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "stress" => stress::max_mms(p),
         // One process.
         "will_it_scale_tlb_flush2" => 8,
+        "hackbench" => hackbench::max_mms(p),
         _ => 64,
     }
 }

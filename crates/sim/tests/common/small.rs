@@ -52,4 +52,7 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // One bound thread per CPU writing, madvising (a one-page flush of every
     // CPU running the mm) and reading pages, then unmapping them all.
     ("will_it_scale_tlb_flush2", &["laps=1", "pages=16"]),
+    // Groups of processes passing messages through bounded pipes: switches
+    // between many address spaces, senders blocking on full pipes.
+    ("hackbench", &["groups=2", "fds=4", "loops=10", "pipe_msgs=8"]),
 ];
