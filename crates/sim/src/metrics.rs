@@ -97,6 +97,13 @@ pub const METRICS: &[MetricDef] = &[
     ),
     result("run_us", "run time", "µs", "trace: the traced program's run, start to the last thread's end"),
     result(
+        "munmap_us",
+        "munmap latency",
+        "µs",
+        "munmap_latency: one timed munmap, entry to exit, averaged over the iterations",
+    ),
+    result("munmap_min_us", "shortest munmap", "µs", "munmap_latency: the shortest timed munmap"),
+    result(
         "time_s",
         "hackbench time",
         "s",

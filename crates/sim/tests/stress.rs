@@ -334,7 +334,7 @@ fn seeds() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
     small::SMALL
         .iter()
         .copied()
-        .filter(|(w, _)| !["trace", "stress", "will_it_scale_tlb_flush2", "hackbench"].contains(w))
+        .filter(|(w, _)| !["trace", "stress", "will_it_scale_tlb_flush2", "hackbench", "munmap_latency"].contains(w))
 }
 
 /// Returns the seeds' cells at `cpus` (both time slices) that catch the broken

@@ -11,7 +11,8 @@
 //! a real program's trace; [`stress`] races flushes of one address space
 //! across CPUs for the `--strict` oracle. After the seeds:
 //! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and
-//! [`hackbench`] (pipes between processes: switches between address spaces).
+//! [`hackbench`] (pipes between processes: switches between address spaces);
+//! [`munmap_latency`] (LATR's microbenchmark).
 
 pub mod buildkernel;
 pub mod exit_teardown;
@@ -19,6 +20,7 @@ pub mod fileserver;
 pub mod hackbench;
 pub mod lat_ctx;
 pub mod mprotect_threaded;
+pub mod munmap_latency;
 pub mod pingpong;
 pub mod sort_compute;
 pub mod stress;
@@ -144,6 +146,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     stress::DEF,
     will_it_scale_tlb_flush2::DEF,
     hackbench::DEF,
+    munmap_latency::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -181,6 +184,7 @@ pub fn setup_with<P: Policy>(
         "stress" => stress::setup(p, sim),
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::setup(p, sim),
         "hackbench" => hackbench::setup(p, sim),
+        "munmap_latency" => munmap_latency::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -201,6 +205,7 @@ pub fn result<P: Policy>(
         "trace" => trace::result(main),
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::result(p, main),
         "hackbench" => hackbench::result(main),
+        "munmap_latency" => munmap_latency::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -231,6 +236,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // One process.
         "will_it_scale_tlb_flush2" => 8,
         "hackbench" => hackbench::max_mms(p),
+        // One process.
+        "munmap_latency" => 8,
         _ => 64,
     }
 }

@@ -55,4 +55,6 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // Groups of processes passing messages through bounded pipes: switches
     // between many address spaces, senders blocking on full pipes.
     ("hackbench", &["groups=2", "fds=4", "loops=10", "pipe_msgs=8"]),
+    // Threads on every core writing a mapping's pages, one thread unmapping it.
+    ("munmap_latency", &["pages=4", "iters=5"]),
 ];
