@@ -13,7 +13,7 @@
 use crate::preset::Arch;
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, LinuxX86v615, NoAsid};
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::Bug;
 use tlbkit_policy::Policy;
@@ -187,6 +187,12 @@ register! {
         build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, true)),
         bug: |p, bug| p.with_bug(bug),
     }
+    "x86-linux-410" {
+        description: "Linux x86 v4.10 tlb.c (LATR's base): no PCID, flush IPIs to every CPU of mm_cpumask, lazy \
+                      CPUs answering with leave_mm",
+        arch: X86_64,
+        build: |b| Ok::<_, String>(LinuxX86v410::new(b.cpus, b.mm_slots)),
+    }
     "x86-linux-613" {
         description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
@@ -317,6 +323,7 @@ mod tests {
                 "arm64-freebsd-asid-fix-reserved-ttbr0",
                 "arm64-freebsd-asid-fix-self",
                 "arm64-freebsd-asid-cutoff",
+                "x86-linux-410",
                 "x86-linux-613"
             ]
         );

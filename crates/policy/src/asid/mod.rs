@@ -13,6 +13,8 @@
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
+//! - [`linux_x86_410`]: Linux x86 v4.10, LATR's base: no PCID, flush IPIs to
+//!   every CPU of the mask, lazy ones leaving the mm (`leave_mm`).
 //! - [`linux_x86_615`]: Linux x86 after the seeds — v6.13's `tlb.c`, the lazily
 //!   trimmed `mm_cpumask` of v6.14, and v6.15's AMD broadcast invalidation with
 //!   global ASIDs (`INVLPGB`/`TLBSYNC`).
@@ -25,6 +27,7 @@ pub mod freebsd_pcid;
 pub mod linux_arm64;
 pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
+pub mod linux_x86_410;
 pub mod linux_x86_615;
 pub mod noasid;
 
@@ -33,5 +36,6 @@ pub use freebsd_pcid::FreebsdX86;
 pub use linux_arm64::LinuxArm64;
 pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;
+pub use linux_x86_410::LinuxX86v410;
 pub use linux_x86_615::LinuxX86v615;
 pub use noasid::NoAsid;
