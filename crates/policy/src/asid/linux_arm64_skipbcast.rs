@@ -120,6 +120,7 @@ use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
 use crate::hw::{Access, Barrier, Hw, Root};
 use crate::policy::Lazy;
+use crate::shootdown::CacheLine;
 use crate::sync::{fence, AtomicBool, AtomicI32, Ordering};
 use crate::types::{Asid, CpuId, MmId};
 use crate::zoo::Bug;
@@ -140,19 +141,14 @@ pub enum TlbFlushKind {
     Broadcast,
 }
 
-/// A value on a cache line of its own, so that [`Hw::shared`] sees one line per
-/// mm for each of the count and the mask, as the kernel lays out `mm_struct`.
-#[repr(align(64))]
-struct Line<T>(T);
-
 /// The per-mm and per-CPU state the patch adds.
 pub(super) struct SkipBroadcast {
     /// Per mm slot: `context.nr_active_mm`, the CPUs that have the mm in TTBR0 and
     /// are not lazy.
-    nr_active_mm: Vec<Line<AtomicI32>>,
+    nr_active_mm: Vec<CacheLine<AtomicI32>>,
     /// Per mm slot: `mm_cpumask`, reused as the mask of CPUs that may hold stale
     /// translations of the mm.
-    stale: Vec<Line<CpuMask>>,
+    stale: Vec<CacheLine<CpuMask>>,
     /// Per CPU: `cpu_not_lazy_tlb`, whether it runs a user mm (not idle).
     cpu_not_lazy_tlb: Vec<AtomicBool>,
 }
@@ -162,8 +158,8 @@ impl SkipBroadcast {
     /// nothing stale, every CPU lazy (as at boot).
     pub(super) fn new(ncpus: usize, slots: usize) -> Self {
         SkipBroadcast {
-            nr_active_mm: (0..slots).map(|_| Line(AtomicI32::new(0))).collect(),
-            stale: (0..slots).map(|_| Line(CpuMask::new(ncpus))).collect(),
+            nr_active_mm: (0..slots).map(|_| CacheLine(AtomicI32::new(0))).collect(),
+            stale: (0..slots).map(|_| CacheLine(CpuMask::new(ncpus))).collect(),
             cpu_not_lazy_tlb: (0..ncpus).map(|_| AtomicBool::new(false)).collect(),
         }
     }

@@ -36,27 +36,13 @@ use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
 use crate::hw::{Access, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
+use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
 /// More pages than this in one flush become a CR3 reload.
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
-
-/// A value on a cache line of its own (`mm_cpumask` at the end of `mm_struct`).
-#[repr(align(64))]
-struct Line<T>(T);
-
-impl<T> core::ops::Deref for Line<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-fn addr<T>(r: &T) -> usize {
-    core::ptr::from_ref(r) as usize
-}
 
 /// A CPU's `cpu_tlbstate`.
 #[repr(align(64))]
@@ -73,7 +59,7 @@ struct TlbState {
 #[repr(align(64))]
 struct MmContext {
     uid: AtomicU64,
-    cpumask: Line<CpuMask>,
+    cpumask: CacheLine<CpuMask>,
 }
 
 /// What a flush covers: `None` for everything.
@@ -98,7 +84,7 @@ impl LinuxX86v410 {
             })
             .collect();
         let mms = (0..max_mms.max(1))
-            .map(|_| MmContext { uid: AtomicU64::new(0), cpumask: Line(CpuMask::new(ncpus)) })
+            .map(|_| MmContext { uid: AtomicU64::new(0), cpumask: CacheLine(CpuMask::new(ncpus)) })
             .collect();
         LinuxX86v410 { last_uid: AtomicU64::new(0), cpu_tlbstate, mms }
     }
@@ -126,7 +112,7 @@ impl LinuxX86v410 {
             return;
         }
         let m = &self.mms[mm.index()].cpumask;
-        hw.shared(addr(&**m), Access::Rmw);
+        hw.shared(addr_of(&**m), Access::Rmw);
         if on {
             m.set(hw.cpu());
         } else {
@@ -204,7 +190,7 @@ impl LinuxX86v410 {
             self.flush_local(hw, range);
         }
         let mask = &self.mms[mm.index()].cpumask;
-        hw.shared(addr(&**mask), Access::Read);
+        hw.shared(addr_of(&**mask), Access::Read);
         self.flush_others(hw, mask, Some(mm), range);
     }
 
@@ -261,7 +247,7 @@ impl Policy for LinuxX86v410 {
         let batch = CpuMask::new(self.cpu_tlbstate.len());
         for &mm in mms {
             let m = &self.mms[mm.index()].cpumask;
-            hw.shared(addr(&**m), Access::Read);
+            hw.shared(addr_of(&**m), Access::Read);
             m.for_each(|c| batch.set(c));
         }
         if batch.test(hw.cpu()) {

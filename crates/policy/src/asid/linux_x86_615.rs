@@ -69,6 +69,7 @@ use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
 use crate::hw::{Access, Barrier, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
+use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
 use crate::zoo::Bug;
@@ -135,24 +136,6 @@ struct FlushTlbInfo {
     trim_cpumask: bool,
 }
 
-/// A value on a cache line of its own, as the kernel lays out what other CPUs
-/// touch (`mm_cpumask` at the end of `mm_struct`, `cpu_tlbstate_shared`), so
-/// that [`Hw::shared`] sees one line per mask, per context and per CPU.
-#[repr(align(64))]
-struct Line<T>(T);
-
-impl<T> core::ops::Deref for Line<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-/// Returns the address [`Hw::shared`] accounts an access to `r` at.
-fn addr<T>(r: &T) -> usize {
-    core::ptr::from_ref(r) as usize
-}
-
 /// One dynamic PCID slot of a CPU (`struct tlb_context`).
 struct TlbContext {
     ctx_id: AtomicU64,
@@ -171,7 +154,7 @@ struct TlbState {
     loaded_mm_asid: AtomicU32,
     next_asid: AtomicU32,
     ctxs: [TlbContext; TLB_NR_DYN_ASIDS as usize],
-    is_lazy: Line<AtomicBool>,
+    is_lazy: CacheLine<AtomicBool>,
 }
 
 /// The per-mm part (`mm->context` and `mm_cpumask`): the context's fields on
@@ -180,7 +163,7 @@ struct TlbState {
 struct MmContext {
     ctx_id: AtomicU64,
     tlb_gen: AtomicU64,
-    cpumask: Line<CpuMask>,
+    cpumask: CacheLine<CpuMask>,
     /// `jiffies` after which the next multi-CPU flush trims; `u64::MAX` until
     /// the first one sets it.
     next_trim_cpumask: AtomicU64,
@@ -260,14 +243,14 @@ impl LinuxX86v615 {
                     ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
                     tlb_gen: AtomicU64::new(0),
                 }),
-                is_lazy: Line(AtomicBool::new(false)),
+                is_lazy: CacheLine(AtomicBool::new(false)),
             })
             .collect();
         let mms = (0..max_mms.max(1))
             .map(|slot| MmContext {
                 ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
                 tlb_gen: AtomicU64::new(0),
-                cpumask: Line(CpuMask::new(ncpus)),
+                cpumask: CacheLine(CpuMask::new(ncpus)),
                 next_trim_cpumask: AtomicU64::new(u64::MAX),
                 global_asid: AtomicU32::new(0),
                 asid_transition: AtomicBool::new(false),
@@ -382,22 +365,22 @@ impl LinuxX86v615 {
     /// Accounts an access to `mm`'s context line (`tlb_gen`, the trim deadline,
     /// the global ASID and its transition flag).
     fn touch_ctx<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr(&self.mms[mm.index()]), a);
+        hw.shared(addr_of(&self.mms[mm.index()]), a);
     }
 
     /// Accounts an access to `mm_cpumask(mm)`.
     fn touch_mask<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr(&*self.mms[mm.index()].cpumask), a);
+        hw.shared(addr_of(&*self.mms[mm.index()].cpumask), a);
     }
 
     /// Accounts an access to CPU `c`'s `cpu_tlbstate` line (`loaded_mm`).
     fn touch_state<H: Hw>(&self, hw: &H, c: CpuId, a: Access) {
-        hw.shared(addr(&self.cpu_tlbstate[c.index()]), a);
+        hw.shared(addr_of(&self.cpu_tlbstate[c.index()]), a);
     }
 
     /// Accounts an access to CPU `c`'s `is_lazy` (`cpu_tlbstate_shared`).
     fn touch_lazy<H: Hw>(&self, hw: &H, c: CpuId, a: Access) {
-        hw.shared(addr(&*self.cpu_tlbstate[c.index()].is_lazy), a);
+        hw.shared(addr_of(&*self.cpu_tlbstate[c.index()].is_lazy), a);
     }
 
     /// Reads `mm`'s `tlb_gen`, accounting the line.
@@ -664,7 +647,7 @@ impl LinuxX86v615 {
         let all = f.freed_tables || f.mm.is_some_and(|mm| self.in_asid_transition(mm));
         let targets = CpuMask::new(self.cpu_tlbstate.len());
         let mut any = false;
-        hw.shared(addr(mask), Access::Read);
+        hw.shared(addr_of(mask), Access::Read);
         mask.for_each(|c| {
             if c != me && (all || self.should_flush_tlb(hw, c, f)) {
                 targets.set(c);
@@ -735,7 +718,7 @@ impl LinuxX86v615 {
 
     /// Returns whether a CPU other than `me` is in `mask` (`cpumask_any_but`).
     fn other_in<H: Hw>(&self, hw: &H, mask: &CpuMask, me: CpuId) -> bool {
-        hw.shared(addr(mask), Access::Read);
+        hw.shared(addr_of(mask), Access::Read);
         let mut any = false;
         mask.for_each(|c| any |= c != me);
         any
@@ -836,7 +819,7 @@ impl LinuxX86v615 {
     /// `use_global_asid`: under `global_asid_lock`, gives `mm` an ASID from the
     /// global space unless another thread did or none is left.
     fn use_global_asid<H: Hw>(&self, hw: &H, mm: MmId) {
-        hw.shared(addr(&self.global_asid_lock), Access::Rmw);
+        hw.shared(addr_of(&self.global_asid_lock), Access::Rmw);
         let g = self.global_asid_lock.lock();
         if self.global_asid(mm) != 0 {
             return;

@@ -282,9 +282,17 @@ impl CompletionProtocol for Protocol {
     }
 }
 
-/// A value alone on its own cache line (and on no other).
+/// A value alone on its own cache line (and on no other), as the kernels lay
+/// out what other CPUs touch, so that [`crate::Hw::shared`] sees one line each.
 #[repr(C, align(64))]
 pub(crate) struct CacheLine<T>(pub(crate) T);
+
+impl<T> core::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// Returns the address the machine accounts an access to `r` at.
 pub(crate) fn addr_of<T>(r: &T) -> usize {
