@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
-use tlbkit_policy::{Access, Barrier, CpuId, CpuMask, Fields, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, Value};
+use tlbkit_policy::{
+    Access, Barrier, CpuId, CpuMask, Fields, FlushTicket, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, Value,
+};
 
 /// A kind of choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1201,6 +1203,22 @@ impl<'c> Hw for CheckHw<'c> {
         let r = f();
         self.st().cpus[self.cpu].irq_off -= 1;
         r
+    }
+
+    /// The flush offered by the kernel operation this CPU runs (`munmap`,
+    /// `madvise`), taken over with the smallest free ticket.
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        let t = self.st().m.take_lazy(self.cpu)?;
+        self.core.event(self.cpu, mix(0x1a_0000, t as u64), || {
+            format!("the flush is deferred (ticket {t}): its memory is held until the policy completes it")
+        });
+        Some(FlushTicket(t))
+    }
+
+    /// Discharges the ticket's obligations and frees what it held, as the
+    /// kernel's reclamation does (see `crate::ops::complete_lazy`).
+    fn flush_complete(&self, ticket: FlushTicket) {
+        crate::ops::complete_lazy(self.core, self.cpu, ticket.0);
     }
 
     fn note(&self, note: Note) {

@@ -185,6 +185,27 @@ pub struct Deferred {
     pub cpu: u32,
 }
 
+/// A flush whose completion the policy took over ([`tlbkit_policy::Hw::defer_flush`]):
+/// LATR's lazy shootdown. Its obligations stay open, its frames held and its
+/// pages' range reserved (no fault maps them again) until the policy completes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LazyFlush {
+    /// The ticket the policy was given (0 while only offered).
+    pub ticket: u32,
+    /// The obligations it discharges.
+    pub obligations: Vec<usize>,
+    /// The frames it frees (page-table pages included).
+    pub frames: Vec<u32>,
+    /// The flush's name.
+    pub flush: &'static str,
+    /// The address space and the process in it.
+    pub slot: u32,
+    /// The process in the slot.
+    pub uid: u32,
+    /// The pages whose range a `munmap` removed (bits), reserved until completion.
+    pub detached: u8,
+}
+
 /// A broken property, as the oracle reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -284,6 +305,12 @@ pub struct Machine {
     /// Per CPU: the flushes that returned while it was inside an interrupt
     /// handler, still to be judged for it when the handler returns.
     pub deferred: Vec<BTreeSet<Deferred>>,
+    /// Per CPU: the flush it runs now, if the kernel lets it complete late
+    /// (`munmap`, `madvise(MADV_DONTNEED)`), until the policy takes it with
+    /// `defer_flush` (its ticket then set) or the flush returns.
+    pub lazy_offer: Vec<Option<LazyFlush>>,
+    /// Lazy flushes taken over and not yet completed, in ticket order.
+    pub lazy: Vec<LazyFlush>,
     next_uid: u32,
 }
 
@@ -314,6 +341,11 @@ impl std::hash::Hash for Machine {
         self.touched.hash(h);
         self.mm_lock.hash(h);
         self.deferred.hash(h);
+        // Lazy flushes by what they hold (their obligations are hashed above).
+        for l in self.lazy_offer.iter().flatten().chain(&self.lazy) {
+            (l.ticket, &l.frames, l.flush, l.slot, l.uid, l.detached).hash(h);
+        }
+        self.lazy_offer.iter().map(Option::is_some).collect::<Vec<_>>().hash(h);
         self.next_uid.hash(h);
     }
 }
@@ -355,6 +387,8 @@ impl Machine {
             contpte,
             in_irq: vec![false; cpus],
             deferred: vec![BTreeSet::new(); cpus],
+            lazy_offer: vec![None; cpus],
+            lazy: Vec::new(),
             next_uid: 1,
         }
     }
@@ -379,6 +413,23 @@ impl Machine {
             });
         }
         Ok(Some(f))
+    }
+
+    /// Takes over CPU `cpu`'s offered lazy flush with the smallest free ticket
+    /// (`defer_flush`); `None` when none is offered.
+    pub fn take_lazy(&mut self, cpu: usize) -> Option<u32> {
+        let mut l = self.lazy_offer[cpu].take()?;
+        let t = (1..).find(|t| !self.lazy.iter().any(|x| x.ticket == *t)).expect("a free ticket");
+        l.ticket = t;
+        let at = self.lazy.partition_point(|x| x.ticket < t);
+        self.lazy.insert(at, l);
+        Some(t)
+    }
+
+    /// Removes and returns the lazy flush of `ticket`, if it is pending.
+    pub fn complete_lazy(&mut self, ticket: u32) -> Option<LazyFlush> {
+        let i = self.lazy.iter().position(|l| l.ticket == ticket)?;
+        Some(self.lazy.remove(i))
     }
 
     /// Returns a frame to the free list.

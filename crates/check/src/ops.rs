@@ -3,8 +3,9 @@
 
 use crate::block;
 use crate::exec::{Block, CheckHw, Core, KernelBug, Kind, Memory, Point};
+use crate::kernel::LazyFlush;
 use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE};
-use tlbkit_policy::{Lazy, MmId, Policy, VirtAddr};
+use tlbkit_policy::{Lazy, MmId, Policy, Tick, VirtAddr};
 
 /// A kernel operation a CPU can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub enum Op {
     /// `madvise(MADV_DONTNEED)` of one page of the running process (Linux: under
     /// the `mmap_lock` read side, so it overlaps other readers' flushes).
     Madvise(usize),
+    /// A scheduler tick (`scheduler_tick`, interrupts off): offered only to
+    /// policies that work at ticks ([`Policy::ticks`]), on every CPU.
+    Tick,
 }
 
 /// How a kernel takes a page away from a process while reclaiming memory: the
@@ -87,11 +91,13 @@ pub enum OpKind {
     Write,
     /// [`Op::Madvise`].
     Madvise,
+    /// [`Op::Tick`].
+    Tick,
 }
 
 impl OpKind {
     /// Every kind, in menu order.
-    pub const ALL: [OpKind; 10] = [
+    pub const ALL: [OpKind; 11] = [
         OpKind::Switch,
         OpKind::Idle,
         OpKind::Munmap,
@@ -102,6 +108,7 @@ impl OpKind {
         OpKind::Fork,
         OpKind::Write,
         OpKind::Madvise,
+        OpKind::Tick,
     ];
 
     /// Returns the kind's name.
@@ -117,6 +124,7 @@ impl OpKind {
             OpKind::Fork => "fork",
             OpKind::Write => "write",
             OpKind::Madvise => "madvise",
+            OpKind::Tick => "tick",
         }
     }
 
@@ -169,6 +177,7 @@ impl Op {
             Op::MapBlock(_) => OpKind::Fault,
             Op::Age(_) => OpKind::Reclaim,
             Op::Madvise(_) => OpKind::Madvise,
+            Op::Tick => OpKind::Tick,
         }
     }
 
@@ -190,6 +199,7 @@ impl Op {
             Op::MapBlock(j) => format!("fault in page {:#x} of the contiguous block", va_of(BLOCK_PAGE + j)),
             Op::Age(s) => format!("kswapd ages the contiguous block of mm{s} (ptep_clear_flush_young)"),
             Op::Madvise(p) => format!("madvise(MADV_DONTNEED) of page {:#x}", va_of(p)),
+            Op::Tick => "scheduler tick".to_string(),
         }
     }
 
@@ -209,6 +219,7 @@ impl Op {
             Op::Age(s) => 0xc00 + s as u64,
             Op::PageOut(s, p) => 0xd00 + ((s as u64) << 4) + p as u64,
             Op::Madvise(p) => 0xe00 + p as u64,
+            Op::Tick => 0xf00,
         }
     }
 }
@@ -226,12 +237,13 @@ pub fn budget(ops: usize, cpus: usize, cpu: usize) -> usize {
 /// switches: exhaustive search explores the first choice first, so it reaches
 /// two threads of one process changing its page tables at once early, where
 /// leaving first would take it through every other process before.
-fn menu(core: &Core, cpu: usize) -> Vec<Op> {
+fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
     let st = core.st.borrow();
     let mut ops = Vec::new();
     if st.cpus[cpu].ops_done >= budget(core.shape.ops, core.shape.cpus, cpu) {
         return ops;
     }
+
     let m = &st.m;
     // The menu depends on every CPU's task and every slot's life.
     let cur = m.tasks[cpu];
@@ -269,6 +281,9 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
             }
         }
         push_forks(m, &mut ops);
+        if ticks {
+            ops.push(Op::Tick);
+        }
         ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
         return ops;
     };
@@ -309,6 +324,11 @@ fn menu(core: &Core, cpu: usize) -> Vec<Op> {
         ops.push(Op::Exit);
     }
     push_forks(m, &mut ops);
+    // A tick may come to any CPU (the sweeps of a ticking policy are what its
+    // lazy flushes wait for).
+    if ticks {
+        ops.push(Op::Tick);
+    }
     ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
     ops
 }
@@ -334,7 +354,7 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
             c.anchor = None;
         }
         core.pause();
-        let ops = menu(core, cpu);
+        let ops = menu(core, cpu, p.ticks());
         if ops.is_empty() {
             loop {
                 core.block(Block::Idle);
@@ -452,12 +472,22 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
                 st.m.touched[s as usize] = true;
             }
             set_task(core, cpu, Task::User(s), false, true);
+            // `__schedule`: after the next task is picked, before the switch.
+            if p.ticks() {
+                p.tick(&hw, Tick::Schedule);
+            }
             p.switch_mm(&hw, MmId(s));
             core.st.borrow_mut().cpus[cpu].irq_off -= 1;
             core.pause();
             set_task(core, cpu, Task::User(s), true, false);
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
+        (Op::Tick, _) => {
+            core.st.borrow_mut().cpus[cpu].irq_off += 1;
+            p.tick(&hw, Tick::Timer);
+            core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+            end_op(core, cpu);
+        }
         (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),
         (Op::Reclaim(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::Reclaim),
         (Op::PageOut(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::PageOut),
@@ -556,6 +586,9 @@ fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
     let hw = CheckHw::new(core, cpu);
     core.st.borrow_mut().cpus[cpu].irq_off += 1;
     set_task(core, cpu, Task::Idle, false, true);
+    if p.ticks() {
+        p.tick(&hw, Tick::Schedule);
+    }
     p.enter_lazy(&hw, Lazy::Idle);
     core.st.borrow_mut().cpus[cpu].irq_off -= 1;
     core.pause();
@@ -646,9 +679,10 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
             Some(LockSide::Read)
         }
     };
-    let finish = |core: &Core| {
+    // `release_va`: false when a lazy flush keeps the page's range reserved.
+    let finish = |core: &Core, release_va: bool| {
         if let Some(side) = held {
-            if zap == Zap::Munmap && linux {
+            if zap == Zap::Munmap && linux && release_va {
                 core.st.borrow_mut().m.spaces[s as usize].detached &= !(1 << pg);
             }
             unlock_mm(core, cpu, s, side);
@@ -675,7 +709,7 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
         }
     };
     let Some((id, frame, ver)) = cleared else {
-        return finish(core);
+        return finish(core, true);
     };
     if deferred {
         core.buffer_pte_clear(s, pg, ver);
@@ -693,17 +727,78 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
             "flush_batch"
         }
         Zap::Munmap | Zap::PageOut => {
+            let lazy = (zap == Zap::Munmap).then(|| offer_lazy(core, cpu, s, &[id], &[frame], "flush_page", 1 << pg));
             p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+            if lazy.is_some() && taken_lazy(core, cpu) {
+                return finish(core, !linux);
+            }
             "flush_page"
         }
         Zap::Madvise => {
+            offer_lazy(core, cpu, s, &[id], &[frame], "flush_range", 0);
             p.flush_range(&hw, MmId(s), VirtAddr(va_of(pg)), 1);
+            if taken_lazy(core, cpu) {
+                return finish(core, true);
+            }
             "flush_range"
         }
     };
     discharge(core, cpu, &[id], flush);
     free_frames(core, &[frame]);
-    finish(core);
+    finish(core, true);
+}
+
+/// Offers CPU `cpu`'s next flush to the policy as one it may complete late
+/// (`munmap`, `madvise(MADV_DONTNEED)`; LATR's `munmap_inprogress`): it
+/// discharges `ids` and frees `frames`, and keeps the pages `detached` (bits)
+/// of slot `s` reserved until then.
+fn offer_lazy(core: &Core, cpu: usize, s: u32, ids: &[usize], frames: &[u32], flush: &'static str, detached: u8) {
+    let mut st = core.st.borrow_mut();
+    let uid = st.m.spaces[s as usize].uid;
+    st.m.lazy_offer[cpu] = Some(LazyFlush {
+        ticket: 0,
+        obligations: ids.to_vec(),
+        frames: frames.to_vec(),
+        flush,
+        slot: s,
+        uid,
+        detached,
+    });
+}
+
+/// After a flush [`offer_lazy`] offered: withdraws the offer and returns whether
+/// the policy took it (`defer_flush`), which makes its completion the policy's.
+fn taken_lazy(core: &Core, cpu: usize) -> bool {
+    core.st.borrow_mut().m.lazy_offer[cpu].take().is_none()
+}
+
+/// Completes the lazy flush of `ticket` on behalf of CPU `cpu`, whose policy
+/// code reported it done (`flush_complete`): its obligations are discharged
+/// (judged as any flush's return), its frames freed and its range released. A
+/// ticket not pending is a violation of the policy's contract.
+pub(crate) fn complete_lazy(core: &Core, cpu: usize, ticket: u32) {
+    core.pause();
+    let l = core.st.borrow_mut().m.complete_lazy(ticket);
+    let Some(l) = l else {
+        return core.violated(crate::kernel::Violation {
+            property: "no_stale_use",
+            cpu,
+            detail: format!(
+                "the policy completed flush ticket {ticket}, which is not pending (completed twice, or never handed \
+                 out by defer_flush): the kernel can no longer tell when its memory may be reused"
+            ),
+        });
+    };
+    core.event_kind(cpu, 0x1b_0000 + ticket as u64, Kind::FlushDone, || {
+        format!("deferred {} of mm{} (ticket {ticket}) complete", l.flush, l.slot)
+    });
+    discharge(core, cpu, &l.obligations, l.flush);
+    free_frames(core, &l.frames);
+    let mut st = core.st.borrow_mut();
+    let sp = &mut st.m.spaces[l.slot as usize];
+    if sp.uid == l.uid {
+        sp.detached &= !l.detached;
+    }
 }
 
 /// Ends an operation that kept the CPU's task: back to user mode if it runs a
@@ -765,11 +860,18 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
             format!("page-table frame {tframe} freed before the flush")
         });
     }
-    p.flush_mm(&hw, MmId(s));
-    discharge(core, cpu, &ids, "flush_mm");
     if !early {
         frames.push(tframe);
     }
+    let all = core.st.borrow().m.spaces[s as usize].detached;
+    offer_lazy(core, cpu, s, &ids, &frames, "flush_mm", all);
+    p.flush_mm(&hw, MmId(s));
+    if taken_lazy(core, cpu) {
+        // The range stays reserved until the flush completes.
+        unlock_mm(core, cpu, s, side);
+        return back_to_user(core, cpu, s);
+    }
+    discharge(core, cpu, &ids, "flush_mm");
     free_frames(core, &frames);
     finish(core);
 }

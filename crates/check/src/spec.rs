@@ -402,11 +402,11 @@ fn shape_of(
 }
 
 /// Returns how the kernel `base` (a registered policy's name) comes from pages
-/// out: Linux policies with reclaim's batched flush, the FreeBSD ones (their
+/// out: Linux policies (LATR's is Linux too) with reclaim's batched flush, the FreeBSD ones (their
 /// names say `freebsd`, and `arm64-noasid`, FreeBSD arm64 before ASIDs) with the
 /// page daemon's per-page invalidation of the pmap.
 fn reclaim_of(base: &str) -> crate::ops::Reclaim {
-    if base.starts_with("x86-linux") || base.starts_with("arm64-linux") {
+    if base.starts_with("x86-linux") || base.starts_with("arm64-linux") || base == "x86-latr" {
         crate::ops::Reclaim::LinuxBatched
     } else {
         crate::ops::Reclaim::FreebsdPageDaemon
@@ -587,6 +587,24 @@ impl Reached {
     }
 }
 
+/// Returns the kinds of `spec.menu` its policy can be offered: without
+/// [`tlbkit_policy::Policy::ticks`] no tick is, so a report does not name it.
+fn menu_offered(spec: &CheckSpec) -> u32 {
+    struct Ticks;
+    impl WithPolicy for Ticks {
+        type Out = bool;
+        fn with<P: Policy>(self, build: &dyn Fn() -> P) -> bool {
+            build().ticks()
+        }
+    }
+    let ticks = with_policy(spec, Ticks).unwrap_or(true);
+    if ticks {
+        spec.menu
+    } else {
+        spec.menu & !crate::ops::OpKind::Tick.bit()
+    }
+}
+
 fn report(
     spec: &CheckSpec,
     mode: &'static str,
@@ -602,7 +620,7 @@ fn report(
         asids: spec.asids,
         ops: spec.ops,
         memory: spec.memory.name(),
-        menu: crate::ops::OpKind::names(spec.menu),
+        menu: crate::ops::OpKind::names(menu_offered(spec)),
         teardown: spec.teardown.map(Teardown::name),
         mode,
         properties: PROPERTIES
@@ -986,7 +1004,8 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 
 /// Encodes a spec and a schedule as a shell-safe token:
 /// `t4~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
-/// the operation kinds' mask in hex, TEARDOWN the contiguous block's strategy
+/// the operation kinds' mask in hex (without `tick` for a policy that does not
+/// tick, so its tokens read as before ticks existed), TEARDOWN the contiguous block's strategy
 /// (`-` without one), each choice a base-36 digit (`(N)` for 35 and up) with
 /// `zN.` standing for N zeros (a schedule of no choices is written `0`, which
 /// replays the same way), and CRC the [`crc32`] of everything before it, as
@@ -1001,7 +1020,7 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
         spec.asids,
         spec.ops,
         spec.memory.name(),
-        spec.menu,
+        menu_offered(spec),
         spec.teardown.map_or("-", |t| t.name()),
     );
     if choices.is_empty() {

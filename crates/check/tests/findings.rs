@@ -147,7 +147,8 @@ fn the_token_is_what_encode_gives_for_the_commands_spec() {
         let (decoded, choices) = decode(f.token).unwrap_or_else(|e| panic!("{}: {e}", f.id));
         assert_eq!(
             (&decoded.policy, decoded.cpus, decoded.mms, decoded.pages, decoded.asids, decoded.ops, decoded.menu),
-            (&spec.policy, spec.cpus, spec.mms, spec.pages, spec.asids, spec.ops, spec.menu),
+            // No finding's policy ticks, so its token's menu leaves `tick` out.
+            (&spec.policy, spec.cpus, spec.mms, spec.pages, spec.asids, spec.ops, spec.menu & !OpKind::Tick.bit()),
             "{}",
             f.id
         );

@@ -79,6 +79,22 @@ impl CpuMask {
         })
     }
 
+    /// Makes this mask a copy of `from` with plain stores of whole words, as the
+    /// kernel's `cpumask_copy` does (`from` read a word at a time).
+    pub fn copy_from(&self, from: &CpuMask) {
+        for (w, f) in self.words.iter().zip(&from.words) {
+            // SeqCst load: as in `test`. Relaxed store: `cpumask_copy` is plain
+            // stores; the caller publishes the copy with its own barrier.
+            w.store(f.load(Ordering::SeqCst), Ordering::Relaxed);
+        }
+    }
+
+    /// Returns how many CPUs have their bit set (`cpumask_weight`).
+    pub fn weight(&self) -> usize {
+        // SeqCst: as in `test`.
+        self.words.iter().map(|w| w.load(Ordering::SeqCst).count_ones() as usize).sum()
+    }
+
     /// Calls `f` for each CPU whose bit is set, in increasing order.
     pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
         for (i, w) in self.words.iter().enumerate() {

@@ -118,6 +118,13 @@ pub enum Phase {
     Done,
 }
 
+/// A flush whose completion a policy took over with [`Hw::defer_flush`]: the
+/// kernel holds what the flush's page-table change freed until the policy hands
+/// the ticket back with [`Hw::flush_complete`]. Tickets are small numbers from 1,
+/// reused once completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlushTicket(pub u32);
+
 /// Events a policy reports so that the machine can count them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
@@ -214,5 +221,22 @@ pub trait Hw {
     /// already; a policy uses this where the kernel disables interrupts itself
     /// (Linux runs the initiator's own `flush_tlb_func` so).
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R;
+
+    /// Inside a flush the kernel lets complete late, takes its completion over:
+    /// the flush call may return before every CPU has invalidated, and the
+    /// kernel treats the change as flushed (discharges its obligation, frees its
+    /// frames and page-table pages, hands its virtual range out again) only when
+    /// the policy calls [`Hw::flush_complete`] with the ticket, from any CPU.
+    /// Returns `None` everywhere else, and on a second call in one flush.
+    ///
+    /// The kernel allows it only for the flushes of `munmap` and
+    /// `madvise(MADV_DONTNEED)`, whose memory it can keep until then: LATR's
+    /// lazy shootdown (its kernel sets `mm->munmap_inprogress` around those two
+    /// calls and nowhere else). A policy that flushes synchronously never calls it.
+    fn defer_flush(&self) -> Option<FlushTicket>;
+
+    /// Reports that the flush of `ticket` ([`Hw::defer_flush`]) is complete on
+    /// every CPU: from here on no CPU may use or hold what it removed.
+    fn flush_complete(&self, ticket: FlushTicket);
 }
 // ANCHOR_END: hw_trait

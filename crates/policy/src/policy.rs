@@ -5,7 +5,11 @@
 //! and after every page-table change that removes or weakens a translation.
 //! Each flush call is the *dispatch* and *sync* of that change's shootdown: when
 //! it returns, no CPU may use the old translation any more (the oracle checks
-//! exactly that).
+//! exactly that). The one exception is a lazy shootdown (LATR): inside the
+//! flushes of `munmap` and `madvise(MADV_DONTNEED)` a policy may take the
+//! completion over ([`crate::Hw::defer_flush`]), and the kernel then keeps the
+//! freed memory, and the oracle its judgement, until the policy reports the
+//! flush complete.
 
 use crate::fields::Fields;
 use crate::hw::Hw;
@@ -20,6 +24,18 @@ pub enum Lazy {
     /// A kernel thread, or a user task whose `exit_mm` just dropped its address
     /// space (it calls `enter_lazy_tlb` with itself, not the idle task).
     KernelThread,
+}
+
+/// Where the scheduler calls [`Policy::tick`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tick {
+    /// The periodic timer interrupt (`scheduler_tick`, every millisecond at
+    /// `HZ` = 1000) on a CPU that runs a task: an idle CPU takes none
+    /// (`NO_HZ_IDLE`).
+    Timer,
+    /// `__schedule`, after the next task is picked and before the context
+    /// switch, whether or not the task changes.
+    Schedule,
 }
 
 // ANCHOR: policy_trait
@@ -57,7 +73,8 @@ pub trait Policy: Sync {
     }
 
     /// Invalidates one user page of `mm` everywhere it may be cached, and returns
-    /// only when that is done.
+    /// only when that is done (or, where the kernel allows it, having taken the
+    /// completion over with [`Hw::defer_flush`]).
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr);
 
     /// Invalidates `pages` user pages of `mm` starting at `start`, everywhere.
@@ -85,6 +102,19 @@ pub trait Policy: Sync {
 
     /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64);
+
+    /// Returns whether the policy does work at scheduler ticks ([`Policy::tick`]):
+    /// the checker then offers a tick as an operation. The default is false.
+    fn ticks(&self) -> bool {
+        false
+    }
+
+    /// Runs at a scheduler point `at` on the calling CPU, interrupts off: LATR
+    /// applies the invalidations other CPUs left for it there. The default does
+    /// nothing.
+    fn tick<H: Hw>(&self, hw: &H, at: Tick) {
+        let _ = (hw, at);
+    }
 
     /// Names every piece of shared state (each [`crate::sync`] atomic, spin lock
     /// and [`crate::CpuMask`]) to `f`, with the kernel's name for it and, for an

@@ -3,7 +3,7 @@
 //! CPU the test started on (an IPI handler's work).
 
 use crate::cpumask::CpuMask;
-use crate::hw::{Access, Barrier, Hw, Note, Phase, Root, Scope, Tlbi};
+use crate::hw::{Access, Barrier, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::types::{Asid, CpuId, MmId};
 use std::boxed::Box;
@@ -55,6 +55,11 @@ pub struct Rec {
     hook: RefCell<Option<(Barrier, Hook)>>,
     /// What [`Hw::jiffies`] returns (0 until a test sets it).
     pub jiffies: Cell<u64>,
+    /// Whether [`Hw::defer_flush`] hands out tickets (as the kernel does inside
+    /// `munmap`); false until a test sets it.
+    pub lazy: Cell<bool>,
+    /// The last ticket handed out.
+    tickets: Cell<u32>,
 }
 
 /// Another CPU's steps, run inside a policy call (see [`Rec::before_barrier`]).
@@ -72,6 +77,8 @@ impl Rec {
             coherence: false,
             hook: RefCell::new(None),
             jiffies: Cell::new(0),
+            lazy: Cell::new(false),
+            tickets: Cell::new(0),
         }
     }
 
@@ -169,5 +176,17 @@ impl Hw for Rec {
     }
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
+    }
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        if !self.lazy.get() {
+            return None;
+        }
+        let t = self.tickets.get() + 1;
+        self.tickets.set(t);
+        self.push(format!("defer ticket {t}"));
+        Some(FlushTicket(t))
+    }
+    fn flush_complete(&self, ticket: FlushTicket) {
+        self.push(format!("complete ticket {}", ticket.0));
     }
 }

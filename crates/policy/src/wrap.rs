@@ -40,8 +40,8 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::Fields;
-use crate::hw::{Access, Barrier, Hw, Note, Phase, Root, Scope, Tlbi};
-use crate::policy::{Lazy, Policy};
+use crate::hw::{Access, Barrier, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
+use crate::policy::{Lazy, Policy, Tick};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 
 /// A policy written as a change to [`Wrap::Inner`]: each method defaults to the
@@ -104,6 +104,16 @@ pub trait Wrap: Sync {
         self.inner().flush_kernel_range(hw, start, pages)
     }
 
+    /// [`Policy::ticks`].
+    fn ticks(&self) -> bool {
+        self.inner().ticks()
+    }
+
+    /// [`Policy::tick`].
+    fn tick<H: Hw>(&self, hw: &H, at: Tick) {
+        self.inner().tick(hw, at)
+    }
+
     /// [`Policy::name_fields`]: the inner policy's fields; a change that adds
     /// shared state names it here too.
     fn name_fields(&self, f: &mut dyn Fields) {
@@ -141,6 +151,12 @@ impl<W: Wrap> Policy for W {
     }
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         Wrap::flush_kernel_range(self, hw, start, pages)
+    }
+    fn ticks(&self) -> bool {
+        Wrap::ticks(self)
+    }
+    fn tick<H: Hw>(&self, hw: &H, at: Tick) {
+        Wrap::tick(self, hw, at)
     }
     fn name_fields(&self, f: &mut dyn Fields) {
         Wrap::name_fields(self, f)
@@ -245,6 +261,16 @@ pub trait WrapHw: Sized {
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         self.inner().irqs_off(f)
     }
+
+    /// [`Hw::defer_flush`].
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        self.inner().defer_flush()
+    }
+
+    /// [`Hw::flush_complete`].
+    fn flush_complete(&self, ticket: FlushTicket) {
+        self.inner().flush_complete(ticket)
+    }
 }
 
 impl<W: WrapHw> Hw for W {
@@ -289,6 +315,12 @@ impl<W: WrapHw> Hw for W {
     }
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         WrapHw::irqs_off(self, f)
+    }
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        WrapHw::defer_flush(self)
+    }
+    fn flush_complete(&self, ticket: FlushTicket) {
+        WrapHw::flush_complete(self, ticket)
     }
 }
 

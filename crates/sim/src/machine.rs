@@ -100,7 +100,9 @@ use crate::tlb::{Inval, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi};
+use tlbkit_policy::{
+    Access, Asid, Barrier, CpuId, CpuMask, Domain, FlushTicket, Hw, MmId, Note, Phase, Root, Scope, Tlbi,
+};
 
 /// Counters of hardware events.
 #[derive(Clone, Copy, Debug, Default)]
@@ -387,6 +389,23 @@ pub struct Machine {
     root_refs: Vec<u32>,
     /// How many times a slot's count in `root_refs` fell to zero.
     root_releases: u64,
+    /// Lazy flushes ([`Hw::defer_flush`]).
+    pub lazy: LazyFlushes,
+}
+
+/// The kernel's side of lazy flushes: whether the flush running now may be
+/// deferred, the tickets handed out, and the completions to act on.
+#[derive(Debug, Default)]
+pub struct LazyFlushes {
+    /// Set by the kernel around a flush it lets complete late (`munmap`,
+    /// `madvise(MADV_DONTNEED)`); cleared when a ticket is handed out.
+    pub allowed: bool,
+    /// The ticket handed out during the current flush, if any.
+    pub taken: Option<u32>,
+    /// Tickets in use (handed out, not yet completed).
+    pub in_use: std::collections::BTreeSet<u32>,
+    /// Tickets completed since the kernel last looked, in order.
+    pub completed: Vec<u32>,
 }
 
 impl Machine {
@@ -406,6 +425,7 @@ impl Machine {
             lines: HashMap::default(),
             root_refs: Vec::new(),
             root_releases: 0,
+            lazy: LazyFlushes::default(),
         };
         for c in &cpus {
             m.root_ref(c.root);
@@ -900,6 +920,28 @@ impl Hw for CpuHw<'_> {
     /// nothing can interleave with `f` anyway.
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
+    }
+
+    /// A ticket (the smallest free number) inside a flush the kernel allowed
+    /// to be deferred ([`LazyFlushes::allowed`]).
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        let mut m = self.m.borrow_mut();
+        let l = &mut m.lazy;
+        if !std::mem::take(&mut l.allowed) {
+            return None;
+        }
+        let t = (1..).find(|t| !l.in_use.contains(t)).expect("a free ticket");
+        l.in_use.insert(t);
+        l.taken = Some(t);
+        Some(FlushTicket(t))
+    }
+
+    /// Queues the completion for the kernel, which acts on it when the policy
+    /// call returns (and reports a ticket that is not pending as an error).
+    fn flush_complete(&self, ticket: FlushTicket) {
+        let mut m = self.m.borrow_mut();
+        m.lazy.in_use.remove(&ticket.0);
+        m.lazy.completed.push(ticket.0);
     }
 
     fn note(&self, note: Note) {

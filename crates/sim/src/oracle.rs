@@ -5,7 +5,11 @@
 //! copy-on-write replacement, teardown) *opens an obligation*; the flush call the
 //! kernel makes for that change *discharges* it when it returns. In between, the
 //! old translation may still be used: that is the race window every kernel
-//! tolerates. After it, no CPU may use it. The properties, by name:
+//! tolerates. After it, no CPU may use it. A lazy flush (LATR: a policy that
+//! took the completion of a `munmap` or `madvise(MADV_DONTNEED)` flush over
+//! with `Hw::defer_flush`) discharges its obligation when the policy reports
+//! it complete instead, and the kernel holds the frames it freed until then,
+//! so `no_reuse_while_mapped` still guards every reuse. The properties, by name:
 //!
 //! - `no_stale_use`: a CPU uses a TLB entry filled before a change whose obligation
 //!   is discharged.

@@ -13,7 +13,7 @@
 use crate::preset::Arch;
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
+use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, Latr, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::zoo::Bug;
 use tlbkit_policy::Policy;
@@ -193,6 +193,16 @@ register! {
         arch: X86_64,
         build: |b| Ok::<_, String>(LinuxX86v410::new(b.cpus, b.mm_slots)),
     }
+    "x86-latr" {
+        description: "LATR (ASPLOS 2018) on Linux x86 v4.10: munmap and madvise(DONTNEED) save their shootdown in \
+                      per-CPU states instead of sending IPIs; each CPU applies them at its next tick or context \
+                      switch, and the freed memory is reclaimed once every CPU has (checker: 2 states per CPU)",
+        arch: X86_64,
+        build: |b| {
+            let p = Latr::new(b.cpus, b.mm_slots);
+            Ok::<_, String>(if b.checker { p.with_small_shapes() } else { p })
+        },
+    }
     "x86-linux-613" {
         description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
@@ -324,6 +334,7 @@ mod tests {
                 "arm64-freebsd-asid-fix-self",
                 "arm64-freebsd-asid-cutoff",
                 "x86-linux-410",
+                "x86-latr",
                 "x86-linux-613"
             ]
         );

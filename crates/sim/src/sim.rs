@@ -219,6 +219,10 @@ pub struct Stats {
     /// Cycles initiators spent inside the policy's flush calls (`flush_page`,
     /// `flush_range`, `flush_mm`, `flush_kernel_range`), IPIs and waits included.
     pub flush_cycles: u64,
+    /// Flushes whose completion the policy deferred (LATR's saved states).
+    pub lazy_flushes: u64,
+    /// Scheduler ticks taken (policies that tick only).
+    pub ticks: u64,
 }
 
 /// A mapping of an address space.
@@ -282,6 +286,9 @@ struct CpuSched {
     clock: u64,
     armed: bool,
     runq_page: u64,
+    /// When this CPU's next scheduler tick is due, in cycles (policies that
+    /// tick only).
+    next_tick: u64,
 }
 
 struct Pipe {
@@ -319,6 +326,9 @@ pub struct PendingFlush {
     /// Changes the arch code made through `PteMem` that no range flush of its own
     /// covered: discharged by this flush too.
     arch: ptemem::Unflushed,
+    /// Whether the policy may complete it late ([`tlbkit_policy::Hw::defer_flush`]):
+    /// the flushes of `munmap` and `madvise(MADV_DONTNEED)`.
+    lazy: bool,
 }
 
 /// Offsets of the 2 MB kernel-text blocks that hold each path's code: system-call
@@ -384,6 +394,11 @@ pub struct Sim<P: Policy> {
     in_exit: bool,
     /// The spread of compute and system-call times ([`Sim::set_jitter`]).
     jitter: f64,
+    /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
+    ticks: bool,
+    /// Flushes whose completion the policy took over, by ticket: their
+    /// obligations stay open and their frames held until it completes them.
+    lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
 }
 
 /// A page-cache slot with no frame.
@@ -402,6 +417,7 @@ impl<P: Policy> Sim<P> {
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
+        let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -436,6 +452,8 @@ impl<P: Policy> Sim<P> {
             files: Vec::new(),
             in_exit: false,
             jitter: 0.0,
+            ticks,
+            lazy_pending: Default::default(),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -456,6 +474,7 @@ impl<P: Policy> Sim<P> {
                 clock: 0,
                 armed: false,
                 runq_page: page,
+                next_tick: 0,
             });
         }
         sim

@@ -63,7 +63,7 @@ struct MmContext {
 }
 
 /// What a flush covers: `None` for everything.
-type Range = Option<(VirtAddr, u64)>;
+pub(super) type Range = Option<(VirtAddr, u64)>;
 
 /// Linux x86 v4.10's TLB code: no PCID, IPIs to every CPU of the mask.
 pub struct LinuxX86v410 {
@@ -168,11 +168,29 @@ impl LinuxX86v410 {
     }
 
     /// `flush_tlb_func`, the IPI handler; `mm` is `None` for reclaim's batch.
-    fn flush_tlb_func<H: Hw>(&self, hw: &H, mm: Option<MmId>, range: Range) {
+    pub(super) fn flush_tlb_func<H: Hw>(&self, hw: &H, mm: Option<MmId>, range: Range) {
         let st = &self.cpu_tlbstate[hw.cpu().index()];
         if mm.is_some_and(|mm| !self.is_active(st, mm)) {
             return;
         }
+        self.flush_or_leave(hw, range);
+    }
+
+    /// `flush_tlb_func` for a request that names the incarnation `uid` of `mm`
+    /// (LATR's saved states, which outlive the request's caller).
+    pub(super) fn flush_tlb_func_of<H: Hw>(&self, hw: &H, mm: MmId, uid: u64, range: Range) {
+        let st = &self.cpu_tlbstate[hw.cpu().index()];
+        // Relaxed: this CPU's own state.
+        if st.active_mm.load(Ordering::Relaxed) != mm.0 || st.active_uid.load(Ordering::Relaxed) != uid {
+            return;
+        }
+        self.flush_or_leave(hw, range);
+    }
+
+    /// The tail of `flush_tlb_func` on a CPU whose `active_mm` is the request's:
+    /// the flush, or on a lazy CPU `leave_mm`.
+    fn flush_or_leave<H: Hw>(&self, hw: &H, range: Range) {
+        let st = &self.cpu_tlbstate[hw.cpu().index()];
         // Relaxed: this CPU's own state.
         if !st.lazy.load(Ordering::Relaxed) {
             self.flush_local(hw, range);
@@ -184,6 +202,18 @@ impl LinuxX86v410 {
     /// `flush_tlb_mm_range`: here if this CPU runs the mm, then every other CPU
     /// of its mask by IPI.
     fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, range: Range) {
+        self.flush_tlb_mm_range_with(hw, mm, range, |mask, range| self.flush_others(hw, mask, Some(mm), range));
+    }
+
+    /// `flush_tlb_mm_range` with `others` for its `flush_tlb_others` step, which
+    /// runs only when a CPU but this one is in the mask.
+    pub(super) fn flush_tlb_mm_range_with<H: Hw>(
+        &self,
+        hw: &H,
+        mm: MmId,
+        range: Range,
+        others: impl FnOnce(&CpuMask, Range),
+    ) {
         let cpu = hw.cpu();
         let range = range.filter(|&(_, pages)| pages <= TLB_SINGLE_PAGE_FLUSH_CEILING);
         if self.is_active(&self.cpu_tlbstate[cpu.index()], mm) {
@@ -191,16 +221,36 @@ impl LinuxX86v410 {
         }
         let mask = &self.mms[mm.index()].cpumask;
         hw.shared(addr_of(&**mask), Access::Read);
-        self.flush_others(hw, mask, Some(mm), range);
+        let mut any = false;
+        mask.for_each(|c| any |= c != cpu);
+        if any {
+            others(mask, range);
+        }
     }
 
     /// `native_flush_tlb_others`: `smp_call_function_many` on `mask` but this CPU.
-    fn flush_others<H: Hw>(&self, hw: &H, mask: &CpuMask, mm: Option<MmId>, range: Range) {
+    pub(super) fn flush_others<H: Hw>(&self, hw: &H, mask: &CpuMask, mm: Option<MmId>, range: Range) {
         let mut others = false;
         mask.for_each(|c| others |= c != hw.cpu());
         if others {
             hw.send_ipi(mask, |h| self.flush_tlb_func(h, mm, range));
         }
+    }
+
+    /// Returns the incarnation of `mm` now in its slot.
+    pub(super) fn uid_of(&self, mm: MmId) -> u64 {
+        // Relaxed: set by `mm_init` before the mm is published.
+        self.mms[mm.index()].uid.load(Ordering::Relaxed)
+    }
+
+    /// Returns the number of address-space slots.
+    pub(super) fn mm_slots(&self) -> usize {
+        self.mms.len()
+    }
+
+    /// Returns the number of CPUs.
+    pub(super) fn ncpus(&self) -> usize {
+        self.cpu_tlbstate.len()
     }
 }
 

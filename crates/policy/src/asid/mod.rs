@@ -24,6 +24,7 @@
 
 pub mod freebsd_epoch;
 pub mod freebsd_pcid;
+pub mod latr;
 pub mod linux_arm64;
 pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
@@ -33,6 +34,7 @@ pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;
 pub use freebsd_pcid::FreebsdX86;
+pub use latr::Latr;
 pub use linux_arm64::LinuxArm64;
 pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;

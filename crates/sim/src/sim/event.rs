@@ -55,6 +55,7 @@ impl<P: Policy> Sim<P> {
         let Some(tid) = self.sched[cpu].cur else {
             return self.schedule(cpu, None, now);
         };
+        let now = self.timer_tick(cpu, now);
         let slice = (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
         if now - self.sched[cpu].slice_start >= slice && !self.sched[cpu].runq.is_empty() {
             self.threads[tid].state = State::Runnable;
@@ -70,6 +71,21 @@ impl<P: Policy> Sim<P> {
             // The thread blocked, yielded or exited: pick the next one.
             self.schedule(cpu, Some(tid), now)
         }
+    }
+
+    /// The scheduler tick of a CPU running a task, for a policy that ticks:
+    /// taken at the first event at or after it is due, every millisecond
+    /// (`HZ` = 1000; an idle CPU takes none, as under `NO_HZ_IDLE`). Only the
+    /// policy's work in it is charged: the tick's own path costs the same
+    /// whatever the policy, and policies that do not tick are not charged it.
+    fn timer_tick(&mut self, cpu: usize, now: u64) -> u64 {
+        if !self.ticks || now < self.sched[cpu].next_tick {
+            return now;
+        }
+        let ms = (self.ghz() * 1e6) as u64;
+        self.sched[cpu].next_tick = (now / ms + 1) * ms;
+        self.stats.ticks += 1;
+        self.tick(cpu, tlbkit_policy::Tick::Timer, now)
     }
 
     pub(super) fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {

@@ -25,7 +25,9 @@ impl<P: Policy> Sim<P> {
         };
         let uid = self.mms[mm.index()].uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
-        PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default() }
+        // LATR's kernel lets exactly these two be lazy (`munmap_inprogress`).
+        let lazy = matches!(change, "munmap" | "madvise");
+        PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default(), lazy }
     }
 
     /// [`Sim::open_flush`] for an operation that also changed PTEs through the
@@ -47,9 +49,12 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Runs the policy's flush for a change, discharges its obligation when the
-    /// flush returns, then frees the frames the change unmapped.
+    /// flush returns, then frees the frames the change unmapped. A flush whose
+    /// completion the policy took over ([`tlbkit_policy::Hw::defer_flush`]) is
+    /// discharged and freed when the policy completes it instead.
     pub fn flush(&mut self, cpu: usize, pf: PendingFlush, now: u64) -> u64 {
         let start = now;
+        self.m.lazy.allowed = pf.lazy;
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
             FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
@@ -58,7 +63,23 @@ impl<P: Policy> Sim<P> {
             FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
         }
         let now = hw.now();
+        self.m.lazy.allowed = false;
         self.stats.flush_cycles += now.saturating_sub(start);
+        match self.m.lazy.taken.take() {
+            Some(t) => {
+                self.stats.lazy_flushes += 1;
+                self.lazy_pending.insert(t, pf);
+            }
+            None => self.finish_flush(pf, now),
+        }
+        self.complete_lazy(now);
+        // A flush IPI may have moved a lazy CPU off an exited address space.
+        self.reap(cpu, now)
+    }
+
+    /// What a flush's return (or completion) does: the obligation discharged,
+    /// the changed PTEs' floors raised, the frames freed, and `--strict`'s scan.
+    fn finish_flush(&mut self, pf: PendingFlush, now: u64) {
         let seq = self.oracle.obligations[pf.obl as usize].seq;
         self.oracle.obligations[pf.obl as usize].discharged = Some(now);
         for r in &pf.changed {
@@ -79,8 +100,38 @@ impl<P: Policy> Sim<P> {
                 self.strict_scan(c, now);
             }
         }
-        // A flush IPI may have moved a lazy CPU off an exited address space.
-        self.reap(cpu, now)
+    }
+
+    /// Finishes every lazy flush the policy completed since the last look
+    /// ([`tlbkit_policy::Hw::flush_complete`]).
+    pub(super) fn complete_lazy(&mut self, now: u64) {
+        if self.m.lazy.completed.is_empty() {
+            return;
+        }
+        for t in std::mem::take(&mut self.m.lazy.completed) {
+            match self.lazy_pending.remove(&t) {
+                Some(pf) => self.finish_flush(pf, now),
+                None => {
+                    self.error.get_or_insert(format!(
+                        "the policy completed flush ticket {t}, which is not pending (completed twice, or never \
+                         handed out by defer_flush): a bug in the policy"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Runs the policy's work at scheduler point `at` on `cpu` (policies that
+    /// tick only), then finishes the lazy flushes it completed.
+    pub(super) fn tick(&mut self, cpu: usize, at: tlbkit_policy::Tick, now: u64) -> u64 {
+        if !self.ticks {
+            return now;
+        }
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        self.policy.tick(&hw, at);
+        let now = hw.now();
+        self.complete_lazy(now);
+        now
     }
 
     /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its

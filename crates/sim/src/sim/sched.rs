@@ -3,6 +3,7 @@
 //! policy makes, or lazy mode.
 
 use super::*;
+use tlbkit_policy::Tick;
 
 impl<P: Policy> Sim<P> {
     /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
@@ -63,6 +64,8 @@ impl<P: Policy> Sim<P> {
         if let Some(p) = prev {
             now = self.kaccess(cpu, self.threads[p].tstruct, now);
         }
+        // After `pick_next_task`, before the switch (LATR's sweep).
+        now = self.tick(cpu, Tick::Schedule, now);
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
             self.sched[cpu].cur = None;
@@ -112,6 +115,7 @@ impl<P: Policy> Sim<P> {
     /// of address spaces no root points at any more.
     pub(super) fn switched(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
         self.sched[cpu].loaded = mm;
+        self.complete_lazy(now);
         if self.oracle.strict {
             self.strict_scan(cpu, now);
         }

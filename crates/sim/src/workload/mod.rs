@@ -12,8 +12,10 @@
 //! across CPUs for the `--strict` oracle. After the seeds:
 //! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and
 //! [`hackbench`] (pipes between processes: switches between address spaces);
-//! [`munmap_latency`] (LATR's microbenchmark).
+//! [`munmap_latency`] (LATR's microbenchmark) and [`apache_like`] (its
+//! macrobenchmark).
 
+pub mod apache_like;
 pub mod buildkernel;
 pub mod exit_teardown;
 pub mod fileserver;
@@ -147,6 +149,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     will_it_scale_tlb_flush2::DEF,
     hackbench::DEF,
     munmap_latency::DEF,
+    apache_like::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -185,6 +188,7 @@ pub fn setup_with<P: Policy>(
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::setup(p, sim),
         "hackbench" => hackbench::setup(p, sim),
         "munmap_latency" => munmap_latency::setup(p, sim),
+        "apache_like" => apache_like::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -206,6 +210,7 @@ pub fn result<P: Policy>(
         "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::result(p, main),
         "hackbench" => hackbench::result(main),
         "munmap_latency" => munmap_latency::result(main),
+        "apache_like" => apache_like::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -238,6 +243,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "hackbench" => hackbench::max_mms(p),
         // One process.
         "munmap_latency" => 8,
+        "apache_like" => apache_like::max_mms(p),
         _ => 64,
     }
 }

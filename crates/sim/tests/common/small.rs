@@ -57,4 +57,7 @@ pub const SMALL: &[(&str, &[&str])] = &[
     ("hackbench", &["groups=2", "fds=4", "loops=10", "pipe_msgs=8"]),
     // Threads on every core writing a mapping's pages, one thread unmapping it.
     ("munmap_latency", &["pages=4", "iters=5"]),
+    // Two server processes whose workers mmap, read and munmap a two-page file
+    // per request on many CPUs: a shootdown (LATR: a saved state) per request.
+    ("apache_like", &["procs=2", "threads=4", "requests=40", "file_pages=2"]),
 ];
