@@ -120,15 +120,19 @@ impl Program for Worker {
         match self.step {
             1 => Op::Sys(Sys::Mmap { pages: POOL_PAGES, write: true }),
             2 => {
-                self.pool = ret;
+                // The pool's address, from the mmap of step 1 (later rounds
+                // come back here from step 9, with the pool kept).
+                if self.pool == 0 {
+                    self.pool = ret;
+                }
                 Op::Sys(Sys::PipeRead(self.queue))
             }
             3 => {
                 let left = self.server.left.get();
                 if left == 0 {
                     // The run is over: pass the request on so that the next
-                    // sleeping worker wakes and sees it too.
-                    self.step = 9;
+                    // sleeping worker wakes and sees it too, then exit.
+                    self.step = 10;
                     return Op::Sys(Sys::PipeWrite(self.queue));
                 }
                 self.server.left.set(left - 1);
@@ -142,10 +146,11 @@ impl Program for Worker {
             6 => Op::Compute(self.work),
             7 => Op::Sys(Sys::Munmap { va: self.va, pages: self.pages }),
             8 => Op::Touch { va: self.pool, pages: POOL_PAGES, write: true },
-            9 => {
-                // The client's next request, then back to the queue.
+            9 => Op::Mark("request_done"),
+            10 => {
+                // The client's next request goes into the queue; back to it.
                 self.step = 1;
-                Op::Mark("request_done")
+                Op::Sys(Sys::PipeWrite(self.queue))
             }
             _ => Op::Exit,
         }
