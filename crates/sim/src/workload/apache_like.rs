@@ -87,7 +87,13 @@ pub const DEF: WorkloadDef = WorkloadDef {
             max: 100_000.0,
             doc: "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
         },
-        ParamDef { key: "requests", default: 2000.0, min: 10.0, max: 10_000_000.0, doc: "requests per process" },
+        ParamDef {
+            key: "requests",
+            default: 6000.0,
+            min: 10.0,
+            max: 10_000_000.0,
+            doc: "requests in all (ab -n), served by whichever process takes each",
+        },
     ],
     has_overhead: false,
     results: &["requests_per_s", "us_per_request"],
@@ -97,7 +103,8 @@ pub const DEF: WorkloadDef = WorkloadDef {
 /// every request.
 const POOL_PAGES: u64 = 4;
 
-/// What a process's workers share: the requests it has left to start.
+/// What every worker of every process shares: the client's requests not yet
+/// started (ApacheBench's `-n` count).
 struct Server {
     left: Cell<u64>,
 }
@@ -208,11 +215,12 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
         n => n,
     };
     let work = (p["request_us"] * 1e3 * sim.ghz()) as u64;
+    let server = Rc::new(Server { left: Cell::new(p["requests"] as u64) });
     for i in 0..procs {
-        // The client's requests spread evenly, the first processes taking the rest.
+        // The client's connections spread evenly, the first processes taking the rest.
         let share = conc / procs + u64::from(i < conc % procs);
         let m = Main {
-            server: Rc::new(Server { left: Cell::new(p["requests"] as u64) }),
+            server: server.clone(),
             threads: p["threads"] as u64,
             conc: share.max(1),
             file: 0,

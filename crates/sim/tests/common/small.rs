@@ -59,5 +59,5 @@ pub const SMALL: &[(&str, &[&str])] = &[
     ("munmap_latency", &["pages=4", "iters=5"]),
     // Two server processes whose workers mmap, read and munmap a two-page file
     // per request on many CPUs: a shootdown (LATR: a saved state) per request.
-    ("apache_like", &["procs=2", "threads=4", "requests=40", "file_pages=2"]),
+    ("apache_like", &["procs=2", "threads=4", "requests=80", "file_pages=2"]),
 ];
