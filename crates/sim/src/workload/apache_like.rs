@@ -27,7 +27,8 @@
 //! maps the file, reads every page of it, does the request's other work (the
 //! network stack, parsing, logging: `request_us` of computation), unmaps the
 //! file, touches its request pool and puts the client's next request back in
-//! the queue. Each process serves `requests` requests. The file is the stock
+//! the queue. The client sends `requests` requests in all, to whichever process's
+//! worker takes each next. The file is the stock
 //! configuration's `index.html` by default (45 bytes: one page).
 //!
 //! What it leaves out: the network and the client machine (their work is in
