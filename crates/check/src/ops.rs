@@ -483,9 +483,24 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
         (Op::Tick, _) => {
-            core.st.borrow_mut().cpus[cpu].irq_off += 1;
+            // The timer interrupt: judged as an IPI handler is (flushes that
+            // return meanwhile are judged for this CPU when it returns), since
+            // it cannot run anything else before.
+            {
+                let mut st = core.st.borrow_mut();
+                st.cpus[cpu].irq_off += 1;
+                st.m.in_irq[cpu] = true;
+            }
             p.tick(&hw, Tick::Timer);
-            core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+            let judged = {
+                let mut st = core.st.borrow_mut();
+                st.cpus[cpu].irq_off -= 1;
+                st.m.in_irq[cpu] = false;
+                st.m.judge_after_irq(cpu)
+            };
+            if let Err(v) = judged {
+                core.violated(v);
+            }
             end_op(core, cpu);
         }
         (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),

@@ -146,7 +146,7 @@ impl WithPolicy for Trace<'_> {
 #[test]
 fn every_policy_pages_out_through_its_kernels_flush() {
     for p in registry::POLICIES {
-        let linux = p.name.starts_with("x86-linux") || p.name.starts_with("arm64-linux");
+        let linux = p.name.starts_with("x86-linux") || p.name.starts_with("arm64-linux") || p.name == "x86-latr";
         // The shape `tlbkit check --policy P --cpus 2 --mms 2 --ops 4 --menu switch,idle,reclaim` runs.
         let spec = CheckSpec {
             policy: p.name.to_string(),

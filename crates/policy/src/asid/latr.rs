@@ -241,9 +241,15 @@ impl Latr {
             // Acquire: pairs with the owner's release of `end`.
             let stop = ring.head.end.load(Ordering::Acquire);
             let mut i = ring.head.start.load(Ordering::Acquire);
-            while i != stop {
+            // `end` is read before `start`: the owner may have moved both in
+            // between, leaving `start` past this `stop`. The artifact bounds the
+            // walk by the ring's size for that (and prints "BUG BUG BUG" when it
+            // hits the bound); so does this.
+            let mut walked = 0;
+            while i != stop && walked <= n {
                 let s = &ring.states[(i % n) as usize];
                 i += 1;
+                walked += 1;
                 hw.shared(addr_of(s), Access::Read);
                 // Acquire: the request is read after the flag (smp_rmb).
                 if !s.valid.load(Ordering::Acquire) || !s.cpu_mask.test(me) {
