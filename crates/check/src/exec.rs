@@ -1209,6 +1209,8 @@ impl<'c> Hw for CheckHw<'c> {
     /// `madvise`), taken over with the smallest free ticket.
     fn defer_flush(&self) -> Option<FlushTicket> {
         let t = self.st().m.take_lazy(self.cpu)?;
+        // A lazy shootdown is a cross-CPU invalidation started here.
+        self.initiated();
         self.core.event(self.cpu, mix(0x1a_0000, t as u64), || {
             format!("the flush is deferred (ticket {t}): its memory is held until the policy completes it")
         });
