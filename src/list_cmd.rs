@@ -150,6 +150,7 @@ fn machines() -> (Value, String) {
             "asid_bits": p.asid_bits,
             "numa": p.numa,
             "tlb": tlb,
+            "tlbi_range": p.tlbi_range,
             "costs_cycles": costs,
             "cost_sources": sources,
         }));

@@ -163,6 +163,11 @@ pub struct Preset {
     pub numa: &'static [usize],
     /// TLB geometry.
     pub tlb: TlbGeometry,
+    /// Whether the CPUs have arm64's range TLB invalidation (`FEAT_TLBIRANGE`,
+    /// `TLBI RVAE1IS`), which Linux uses when the ID register says so. A range
+    /// message costs its receivers `dvm_process`, as a by-VA one does (no
+    /// figure for a range's receiver cost was found; see `docs/costs/`).
+    pub tlbi_range: bool,
     /// Costs.
     pub costs: Costs,
 }
@@ -178,7 +183,18 @@ impl Preset {
 
 /// Returns every preset.
 pub fn all() -> Vec<Preset> {
-    vec![cortex_a72(), skylake(), emag(), altra(), thunderx(), westmere(), milan(), haswell2s()]
+    vec![
+        cortex_a72(),
+        skylake(),
+        emag(),
+        altra(),
+        thunderx(),
+        westmere(),
+        milan(),
+        haswell2s(),
+        ampereone(),
+        graviton4(),
+    ]
 }
 
 /// Returns the preset called `name`.
@@ -210,6 +226,7 @@ pub fn cortex_a72() -> Preset {
             // Not published for the A72; A53/A55 TRMs give a 64-entry walk cache. Assumed equal.
             pwc_entries: 64,
         },
+        tlbi_range: false,
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
             mem_access: 4,
@@ -311,6 +328,7 @@ pub fn skylake() -> Preset {
             // PDE-cache size is not published: 32 assumed (seed 002's pages span one 2 MB region).
             pwc_entries: 32,
         },
+        tlbi_range: false,
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
             mem_access: 4,
@@ -388,6 +406,7 @@ pub fn emag() -> Preset {
         numa: &[1],
         // Measured 48-entry L1 DTLB and 1024-entry L2 TLB (ways and walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        tlbi_range: false,
         costs: Costs {
             mem_access: 5,
             tlb_l2_hit: 6,
@@ -454,6 +473,7 @@ pub fn altra() -> Preset {
         numa: &[1, 2],
         // Neoverse N1 TRM: 48-entry L1 DTLB, 1280-entry 5-way L2 TLB (walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1280, l2_ways: 5, pwc_entries: 64 },
+        tlbi_range: false,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 3,
@@ -499,6 +519,143 @@ pub fn altra() -> Preset {
     }
 }
 
+/// Ampere AmpereOne A192-32X: 192 Ampere-1a cores at 3.2 GHz, one socket, one
+/// cache domain (the machine Linux's per-mm TLB modes for Ampere target). Many
+/// figures are carried over from `altra` or scaled from it; notes:
+/// `docs/costs/ampereone.md`.
+pub fn ampereone() -> Preset {
+    Preset {
+        name: "ampereone",
+        description: "Ampere AmpereOne A192-32X: 192 x Ampere-1a @ 3.2 GHz, 1 socket, 16-bit ASIDs",
+        arch: Arch::Arm64,
+        // lscpu and sbc-bench of an A192-32X (sbc-bench results/XUpQ.txt): 3.2 GHz, 192 cores, 1 socket.
+        freq_ghz: 3.2,
+        cores_per_socket: 192,
+        // One 64 MB system-level cache for the die; the 2 MB L2s are private.
+        cores_per_ccx: 192,
+        real_cores: 192,
+        asid_bits: &[16, 8],
+        numa: &[1],
+        // Not published: N1/V2's 48-entry L1 DTLB and a 2K 8-way L2 TLB assumed (EST).
+        tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
+        // Armv8.6 says it should; no ID-register dump confirms it (EST: off).
+        tlbi_range: false,
+        costs: Costs {
+            // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
+            mem_access: 4,
+            tlb_l2_hit: 5,
+            // ramlat in the private 2 MB L2: 3.444 ns x 3.2.
+            walk_level: 11,
+            walk_start: 5,
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            tlbi_bcast_issue: 10,
+            // altra's 163 ns, scaled for a larger mesh (522 to 810 cycles; EST).
+            dvm_hop: 600,
+            // Single-socket part: altra's, unused at 192 CPUs.
+            dvm_cross_socket: 1700,
+            dvm_process: 40,
+            // A 2048-entry TLB scanned for a tag: 1.6 x 40 (EST).
+            dvm_process_asid: 60,
+            dsb: 20,
+            isb: 20,
+            full_barrier: 20,
+            root_write: 20,
+            root_write_flush: 40,
+            exception_entry: 80,
+            exception_exit: 70,
+            ipi_send: 100,
+            // altra's 267 ns at 3.2 GHz.
+            ipi_deliver: 850,
+            ipi_handle: 300,
+            ipi_cross_socket: 500,
+            // ~55 ns: above the 40-44 ns SLC load latency (ramlat) a dirty line's trip needs.
+            cacheline_transfer: 175,
+            cacheline_cross_ccx: 0,
+            cacheline_cross_socket: 1000,
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 4000,
+            fault_path: 1500,
+            page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
+            mlp: 8,
+            walkers: 4,
+        },
+    }
+}
+
+/// AWS Graviton4: 96 Neoverse V2 cores at 2.8 GHz per socket (two sockets on
+/// the 48xlarge sizes), CMN-700, `FEAT_TLBIRANGE`. Notes: `docs/costs/graviton4.md`.
+pub fn graviton4() -> Preset {
+    Preset {
+        name: "graviton4",
+        description: "AWS Graviton4: 96 x Neoverse V2 @ 2.8 GHz per socket, FEAT_TLBIRANGE, 16-bit ASIDs",
+        arch: Arch::Arm64,
+        // AWS Graviton getting-started table: 2800 MHz, no turbo, 96 cores per socket.
+        freq_ghz: 2.8,
+        cores_per_socket: 96,
+        // One 36 MB LLC; no cluster step in core-to-core latency (chipsandcheese).
+        cores_per_ccx: 96,
+        real_cores: 192,
+        // m8g.metal ID_AA64MMFR0_EL1.ASIDBits = 2.
+        asid_bits: &[16, 8],
+        numa: &[1],
+        // V2: 48-entry L1 DTLB (Hot Chips 2023); L2 TLB 2K 8-way (EST, V1/X925 class).
+        tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
+        // m8g.metal ID_AA64ISAR0_EL1.TLB = 0b0010: FEAT_TLBIOS and FEAT_TLBIRANGE.
+        tlbi_range: true,
+        costs: Costs {
+            // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
+            mem_access: 4,
+            tlb_l2_hit: 5,
+            // V2 L2: 10-cycle load-to-use (Hot Chips 2023).
+            walk_level: 10,
+            walk_start: 5,
+            tlbi_local_va: 20,
+            tlbi_local_asid: 40,
+            tlbi_local_all: 40,
+            tlbi_bcast_issue: 10,
+            // altra's 163 ns kept in ns (EST): in-socket bounce latency on par with Graviton 2/3.
+            dvm_hop: 460,
+            // Cross-socket extra 93.6 ns (chipsandcheese 138.6 ns less 45) x ~1.5 (EST).
+            dvm_cross_socket: 400,
+            dvm_process: 40,
+            dvm_process_asid: 60,
+            dsb: 20,
+            isb: 20,
+            full_barrier: 20,
+            root_write: 20,
+            root_write_flush: 40,
+            // Grace (V2) null syscall 178.4 ns at 3.1-3.44 GHz, 553-614 cycles, split 200/200/150.
+            exception_entry: 200,
+            exception_exit: 200,
+            ipi_send: 100,
+            ipi_deliver: 750,
+            ipi_handle: 300,
+            // The cross-socket extra of a cache line.
+            ipi_cross_socket: 262,
+            // 45 ns (chipsandcheese: 30-60 ns in a socket) x 2.8.
+            cacheline_transfer: 126,
+            cacheline_cross_ccx: 0,
+            // 138.6 - 45 ns across sockets, x 2.8.
+            cacheline_cross_socket: 262,
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 4000,
+            fault_path: 1500,
+            page_copy: 256,
+            zap_page: ZAP_PAGE,
+            zap_folio: ZAP_FOLIO,
+            // ROB 320, three load pipes; miss buffers unpublished (EST).
+            mlp: 12,
+            walkers: 4,
+        },
+    }
+}
+
 /// A two-socket Cavium ThunderX (CN88xx): 2 x 48 cores at 2.0 GHz. Most figures
 /// are estimates; notes: `docs/costs/thunderx.md`.
 pub fn thunderx() -> Preset {
@@ -513,6 +670,7 @@ pub fn thunderx() -> Preset {
         asid_bits: &[16, 8],
         numa: &[1],
         tlb: TlbGeometry { l1d_entries: 32, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        tlbi_range: false,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 6,
@@ -575,6 +733,7 @@ pub fn westmere() -> Preset {
         numa: &[1],
         // Nehalem/Westmere: 64-entry DTLB, 512-entry 4-way STLB.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
+        tlbi_range: false,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 7,
@@ -652,6 +811,7 @@ pub fn milan() -> Preset {
             l2_ways: 8,
             pwc_entries: 64,
         },
+        tlbi_range: false,
         costs: Costs {
             // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
             // load-to-use; L2 13 cycles (Rome, same L2); L2-TLB hit and walk start: estimates.
@@ -733,6 +893,7 @@ pub fn haswell2s() -> Preset {
         // InstLatx64 (2 x E5-2660 v3): "L1D 4K TLB: 64 entries, 4 way" (modelled fully
         // associative), "L2I+D 4K+2M TLB: 1024 entries, 8 way"; PDE cache: estimate.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1024, l2_ways: 8, pwc_entries: 32 },
+        tlbi_range: false,
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
             // miss with cached upper levels ~20 cycles (mynavi RMMA, Haswell).
