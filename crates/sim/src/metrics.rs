@@ -104,6 +104,18 @@ pub const METRICS: &[MetricDef] = &[
     ),
     result("munmap_min_us", "shortest munmap", "µs", "munmap_latency: the shortest timed munmap"),
     result(
+        "requests_per_s",
+        "requests per second",
+        "req/s",
+        "apache_like: requests served per second after the first tenth (the warm-up)",
+    ),
+    result(
+        "us_per_request",
+        "service time",
+        "µs",
+        "apache_like: a worker's time per request, from taking it to putting the client's next one back",
+    ),
+    result(
         "time_s",
         "hackbench time",
         "s",
