@@ -79,3 +79,21 @@ fn a_sweep_that_reads_start_past_its_end_stops_at_the_rings_size() {
     let r = tlbkit_check::replay("t4~x86-latr~2~3~1~6~6~sc~7ff~-~z23.1z17.1z14.1z13.100301z7.1~706b765e").unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
 }
+
+#[test]
+fn the_artifacts_default_build_frees_while_a_cpu_still_holds_the_page() {
+    // CONFIG_LAZY_MEM_FREE=n, the artifact's default: the frame goes back as the
+    // state is saved, before the other CPU has swept it.
+    let spec = small(4, "switch,munmap,fault,tick");
+    let r = check_policy(&spec, &|| {
+        Latr::new(spec.cpus, spec.mms + 1).with_small_shapes().with_variant(Variant::ArtifactEagerFree)
+    })
+    .unwrap();
+    let cx = r.counterexample.expect("the eager free is found");
+    assert!(
+        matches!(cx.property, "no_stale_held" | "no_reuse_while_mapped" | "no_stale_use"),
+        "{}: {}",
+        cx.property,
+        cx.detail
+    );
+}

@@ -49,7 +49,8 @@
 //!   reached ([`Latr::with_small_shapes`]).
 //! - The artifact's reclamation is a timer (a kthread frees what is older than
 //!   two seconds) and its default configuration frees at once
-//!   (`CONFIG_LAZY_MEM_FREE=n`); the paper's rule is the one modelled. Its
+//!   (`CONFIG_LAZY_MEM_FREE=n`, [`Variant::ArtifactEagerFree`], which the
+//!   checker shows unsafe); the paper's rule is the one modelled. Its
 //!   second kthread, which falls back to IPIs for states still pending after
 //!   two wake-ups of a second, is not modelled: with the paper's rule a state
 //!   pends only while a CPU named in it takes no tick (idle under `NO_HZ`), and
@@ -87,6 +88,10 @@ pub enum Variant {
     /// A deliberately broken variant: reclaimed when one CPU of the mask is
     /// left, one sweep (a tick, an epoch) early.
     ReclaimOneEarly,
+    /// The artifact's default build (`CONFIG_LAZY_MEM_FREE=n`): the memory is
+    /// freed as soon as the state is saved, while other CPUs may still hold
+    /// translations of it.
+    ArtifactEagerFree,
 }
 
 /// One LATR state (`lazytlb_shootdown_t`).
@@ -228,6 +233,11 @@ impl Latr {
         hw.shared(addr_of(&*ring.head), Access::Write);
         // Release: the state before the index that makes sweepers look at it.
         ring.head.end.store(end + 1, Ordering::Release);
+        if self.variant == Variant::ArtifactEagerFree {
+            // Relaxed: this CPU's own write above.
+            s.reclaimed.store(true, Ordering::Relaxed);
+            hw.flush_complete(ticket);
+        }
         true
     }
 
@@ -266,7 +276,7 @@ impl Latr {
                 s.cpu_mask.clear(me);
                 let left = s.cpu_mask.weight();
                 let due = match self.variant {
-                    Variant::Paper => 0,
+                    Variant::Paper | Variant::ArtifactEagerFree => 0,
                     Variant::ReclaimOneEarly => 1,
                 };
                 // Relaxed: the ticket was published with `valid`.
