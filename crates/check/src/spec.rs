@@ -212,6 +212,7 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
         mm_slots: spec.mms + 1,
         asid_bits,
         kpti: false,
+        tlbi_range: false,
         bug: r.bug.filter(|b| b.in_policy()),
         checker: true,
     })

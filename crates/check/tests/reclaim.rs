@@ -169,6 +169,7 @@ fn every_policy_pages_out_through_its_kernels_flush() {
                 12
             },
             kpti: false,
+            tlbi_range: false,
             bug: None,
             checker: true,
         };

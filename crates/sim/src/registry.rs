@@ -43,6 +43,8 @@ pub struct Build {
     pub asid_bits: u8,
     /// `--set kpti=on` (arm64 Linux).
     pub kpti: bool,
+    /// `--set tlbi_range=on`, or the machine's `FEAT_TLBIRANGE` (arm64 Linux).
+    pub tlbi_range: bool,
     /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
     pub bug: Option<Bug>,
     /// Built for the checker's small shapes (2 to 4 CPUs, a handful of address
@@ -164,14 +166,22 @@ register! {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",
         arch: Arm64,
-        build: |b| LinuxArm64::new(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map_err(|e| e.to_string()),
+        build: |b| {
+            LinuxArm64::new(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
+                .map(|p| p.with_tlbi_range(b.tlbi_range))
+                .map_err(|e| e.to_string())
+        },
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-linux-skipbcast" {
         description: "Linux arm64 + seed 001: skip the TLBI broadcast when the mm is active only here or nowhere \
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
         arch: Arm64,
-        build: |b| LinuxArm64::with_skip_broadcast(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map_err(|e| e.to_string()),
+        build: |b| {
+            LinuxArm64::with_skip_broadcast(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
+                .map(|p| p.with_tlbi_range(b.tlbi_range))
+                .map_err(|e| e.to_string())
+        },
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-nopcid" {
@@ -316,6 +326,7 @@ mod tests {
             mm_slots: 4,
             asid_bits: 8,
             kpti: false,
+            tlbi_range: false,
             bug: Some(Bug::FreebsdArm64EpochWrap),
             checker: false,
         };

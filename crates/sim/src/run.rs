@@ -234,6 +234,11 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
     (
+        "tlbi_range",
+        "on|off: arm64-linux kernels only; flush ranges with FEAT_TLBIRANGE range operations (TLBI RVAE1IS), the \
+         whole-ASID fallback only past 2^21 pages (default: the machine's, on for graviton4)",
+    ),
+    (
         "contpte",
         "off|folios|on: arm64-linux kernels only; 64 KB folios for anonymous memory and files, mapped with the \
          contiguous bit (on) or without (folios, seed 004's baseline) (default off)",
@@ -259,6 +264,7 @@ struct MachineParams {
     asid_bits: u8,
     numa: usize,
     kpti: bool,
+    tlbi_range: bool,
     spec_rate: f64,
     migration: bool,
     slice_us: f64,
@@ -333,6 +339,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         asid_bits: preset.asid_bits[0],
         numa: preset.numa[0],
         kpti: false,
+        tlbi_range: preset.tlbi_range,
         spec_rate: 0.02,
         migration: false,
         slice_us: 4000.0,
@@ -391,6 +398,19 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 };
                 if mp.kpti && !pol.name.starts_with("arm64-linux") {
                     return Err(format!("--set kpti=on applies to the arm64-linux policies only, not {}", pol.name));
+                }
+            }
+            "tlbi_range" => {
+                mp.tlbi_range = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--set tlbi_range={v}: give on or off")),
+                };
+                if mp.tlbi_range && !pol.name.starts_with("arm64-linux") {
+                    return Err(format!(
+                        "--set tlbi_range=on applies to the arm64-linux policies only, not {}",
+                        pol.name
+                    ));
                 }
             }
             "migration" => {
@@ -628,7 +648,16 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
 
 /// The registry's builder input for a run: the machine's shape and `--set kpti`.
 fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
-    Build { cpus: spec.cpus, mm_slots: max_mms, asid_bits: mp.asid_bits, kpti: mp.kpti, bug: None, checker: false }
+    Build {
+        cpus: spec.cpus,
+        mm_slots: max_mms,
+        asid_bits: mp.asid_bits,
+        kpti: mp.kpti,
+        // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
+        tlbi_range: mp.tlbi_range && spec.policy.starts_with("arm64-linux"),
+        bug: None,
+        checker: false,
+    }
 }
 
 /// One run of a workload's phases, for [`registry::with_policy`].

@@ -110,6 +110,49 @@ use core::fmt;
 /// many pages becomes `flush_tlb_all`.
 pub const MAX_TLBI_OPS: u64 = 512;
 
+/// `MAX_TLBI_RANGE_PAGES`: the most pages one range operation covers
+/// (`__TLBI_RANGE_PAGES(31, 3)`, 2^21). With `FEAT_TLBIRANGE`, only a user range
+/// of more pages becomes the whole-ASID flush.
+pub const MAX_TLBI_RANGE_PAGES: u64 = range_pages(31, 3);
+
+/// `__TLBI_RANGE_PAGES(num, scale)`: the pages a range operation covers.
+const fn range_pages(num: u64, scale: u32) -> u64 {
+    (num + 1) << (5 * scale + 1)
+}
+
+/// `__TLBI_RANGE_NUM(pages, scale)`: the `NUM` field for `pages` at `scale`, or
+/// `None` (the kernel's -1) when not even one unit of the scale fits.
+fn range_num(pages: u64, scale: u32) -> Option<u64> {
+    (pages.min(range_pages(31, scale)) >> (5 * scale + 1)).checked_sub(1)
+}
+
+/// `__flush_tlb_range_op` with `FEAT_TLBIRANGE` (v7.0, no LPA2): scales from 3
+/// down to 0, one range operation for each that fits (`TLBI RVAE1IS`, or with
+/// `asid` `None` the kernel's `RVAALE1IS`), and a single-page operation for
+/// what is left of one page (a range covers an even number of pages).
+fn range_ops(start: VirtAddr, pages: u64, asid: Option<Asid>) -> Vec<Tlbi> {
+    let (mut va, mut left, mut ops) = (start, pages, Vec::new());
+    let mut scale = 3u32;
+    while left > 0 {
+        if left == 1 {
+            ops.push(match asid {
+                Some(asid) => Tlbi::Va { asid, va },
+                None => Tlbi::VaAllAsids { va },
+            });
+            break;
+        }
+        if let Some(num) = range_num(left, scale) {
+            let n = range_pages(num, scale);
+            ops.push(Tlbi::Range { asid, va, pages: n as u32 });
+            va = va.add_pages(n);
+            left -= n;
+        }
+        // Two pages or more always fit at scale 0, so this never goes below it.
+        scale = scale.saturating_sub(1);
+    }
+    ops
+}
+
 /// A per-CPU `active_mm` value meaning "no mm we know of": set when the slot the
 /// CPU has lazily loaded is given to a new mm.
 pub(super) const NO_MM: u32 = u32::MAX;
@@ -235,6 +278,8 @@ pub struct LinuxArm64 {
     asid_bits: u8,
     /// Whether the kernel is unmapped at EL0 (`arm64_kernel_unmapped_at_el0`).
     kpti: bool,
+    /// Whether the CPUs have `FEAT_TLBIRANGE` (`system_supports_tlb_range`).
+    tlbi_range: bool,
     /// `max_pinned_asids`.
     max_pinned_asids: u32,
     /// `asid_generation`: written under the lock, read without it on the fast path.
@@ -304,6 +349,7 @@ impl LinuxArm64 {
         Ok(LinuxArm64 {
             asid_bits,
             kpti,
+            tlbi_range: false,
             max_pinned_asids: available - ncpus as u32 - 2,
             asid_generation: AtomicU64::new(1 << asid_bits),
             cpu_asid_lock: SpinLock::new(alloc),
@@ -314,6 +360,16 @@ impl LinuxArm64 {
             skip: skip_broadcast.then(|| SkipBroadcast::new(ncpus, slots)),
             bug: None,
         })
+    }
+
+    /// Returns this policy with range invalidation (`FEAT_TLBIRANGE`) on or off:
+    /// with it a user or kernel range is flushed with range operations, and
+    /// only one of more than [`MAX_TLBI_RANGE_PAGES`] pages becomes the
+    /// whole-ASID (or whole-TLB) flush (Linux v7.0 `__flush_tlb_range_nosync`,
+    /// `flush_tlb_kernel_range`); without it, as before.
+    pub fn with_tlbi_range(mut self, on: bool) -> Self {
+        self.tlbi_range = on;
+        self
     }
 
     /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]):
@@ -626,6 +682,7 @@ impl LinuxArm64 {
             let twin = match op {
                 Tlbi::Va { asid, va } => Tlbi::Va { asid: user(asid), va },
                 Tlbi::Asid(asid) => Tlbi::Asid(user(asid)),
+                Tlbi::Range { asid: Some(asid), va, pages } => Tlbi::Range { asid: Some(user(asid)), va, pages },
                 other => other,
             };
             hw.tlbi(twin, scope);
@@ -764,9 +821,15 @@ impl Policy for LinuxArm64 {
         self.user_flush(hw, mm, |asid| core::iter::once(Tlbi::Va { asid, va }));
     }
 
+    /// `__flush_tlb_range_limit_excess` decides the whole-ASID flush; the rest is
+    /// `__flush_tlb_range_op`'s, page by page or (`FEAT_TLBIRANGE`) by ranges.
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        if pages >= MAX_TLBI_OPS {
+        if (!self.tlbi_range && pages >= MAX_TLBI_OPS) || pages > MAX_TLBI_RANGE_PAGES {
             self.flush_mm(hw, mm);
+            return;
+        }
+        if self.tlbi_range {
+            self.user_flush(hw, mm, |asid| range_ops(start, pages, Some(asid)).into_iter());
             return;
         }
         self.user_flush(hw, mm, |asid| (0..pages).map(move |i| Tlbi::Va { asid, va: start.add_pages(i) }));
@@ -778,7 +841,16 @@ impl Policy for LinuxArm64 {
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
-        if pages > MAX_TLBI_OPS {
+        if self.tlbi_range {
+            // v7.0 (a923705c69f7): RVAALE1IS ranges, everything only past the range limit.
+            if pages > MAX_TLBI_RANGE_PAGES {
+                hw.tlbi(Tlbi::All, Scope::Broadcast);
+            } else {
+                for op in range_ops(start, pages, None) {
+                    hw.tlbi(op, Scope::Broadcast);
+                }
+            }
+        } else if pages > MAX_TLBI_OPS {
             // flush_tlb_all.
             hw.tlbi(Tlbi::All, Scope::Broadcast);
         } else {
@@ -1271,5 +1343,58 @@ mod tests {
              but only 128 are available"
         );
         assert!(LinuxArm64::new(126, 4, 8, true).is_ok());
+    }
+
+    #[test]
+    fn range_ops_decompose_from_scale_3_down_and_end_with_one_page() {
+        let va = VirtAddr(0x40_0000);
+        let a = Some(a8(1));
+        let pages = |ops: &[Tlbi]| -> Vec<u64> {
+            ops.iter()
+                .map(|o| match o {
+                    Tlbi::Range { pages, .. } => u64::from(*pages),
+                    Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } => 1,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        // One contpte block: scale 0, num 7.
+        assert_eq!(pages(&range_ops(va, 16, a)), vec![16]);
+        // 512 pages: scale 1, num 7; 513: the same and one page.
+        assert_eq!(pages(&range_ops(va, 512, a)), vec![512]);
+        assert_eq!(pages(&range_ops(va, 513, a)), vec![512, 1]);
+        assert!(matches!(range_ops(va, 513, a)[1], Tlbi::Va { va: v, .. } if v == va.add_pages(512)));
+        // The limit in one operation: scale 3, num 31.
+        assert_eq!(pages(&range_ops(va, MAX_TLBI_RANGE_PAGES, a)), vec![MAX_TLBI_RANGE_PAGES]);
+        // At most four ranges and one page: 2^21 - 1 = 31*2^16 + 31*2^11 + 31*2^6 + 31*2 ... + 1.
+        let ops = range_ops(va, MAX_TLBI_RANGE_PAGES - 1, a);
+        assert!(ops.len() <= 5 && pages(&ops).iter().sum::<u64>() == MAX_TLBI_RANGE_PAGES - 1, "{ops:?}");
+        assert_eq!(pages(&range_ops(va, 1, a)), vec![1]);
+        // Kernel ranges use every tag.
+        assert!(matches!(
+            range_ops(va, 3, None)[..],
+            [Tlbi::Range { asid: None, pages: 2, .. }, Tlbi::VaAllAsids { .. }]
+        ));
+    }
+
+    #[test]
+    fn with_range_tlbi_a_600_page_flush_is_ranges_not_the_whole_asid() {
+        let p = LinuxArm64::new(2, 4, 8, false).unwrap().with_tlbi_range(true);
+        let hw = Rec::new(0, 2);
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x40_0000), 600);
+        let log = hw.take();
+        // 576 pages at scale 1 (num 8), 24 at scale 0 (num 11).
+        assert!(log.iter().all(|l| !l.starts_with("tlbi Asid(")), "{log:?}");
+        assert_eq!(log.iter().filter(|l| l.starts_with("tlbi Range")).count(), 2, "{log:?}");
+        // Without it, 512 pages or more are the whole ASID.
+        let p = LinuxArm64::new(2, 4, 8, false).unwrap();
+        p.mm_init(MmId(1));
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x40_0000), 600);
+        assert!(hw.take().iter().any(|l| l.starts_with("tlbi Asid(")));
     }
 }
