@@ -716,6 +716,10 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     pv.insert("numa".into(), serde_json::json!(mp.numa));
     if spec.policy.starts_with("arm64-linux") {
         pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
+        // Shown when on only, so that runs without range operations read as before.
+        if mp.tlbi_range {
+            pv.insert("tlbi_range".into(), serde_json::json!("on"));
+        }
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), serde_json::json!(if mp.migration { "on" } else { "off" }));

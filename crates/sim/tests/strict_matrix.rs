@@ -51,6 +51,10 @@ const CONFIGS: &[(u64, &[&str])] = &[(11, &[]), (12, &["slice_us=100"])];
 /// ones): half the ASIDs, each mm using a pair.
 const KPTI: (u64, &[&str]) = (13, &["kpti=on"]);
 
+/// A fourth for the same policies: range invalidation (`FEAT_TLBIRANGE`), so
+/// that every user and kernel range goes through range operations.
+const TLBI_RANGE: (u64, &[&str]) = (14, &["tlbi_range=on"]);
+
 /// Returns the machine a policy's cells run on and the settings that machine adds.
 fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
     match registry::policy(policy).map(|p| p.arch) {
@@ -117,6 +121,7 @@ fn check_policy(policy: &str) -> (Vec<String>, usize) {
     let mut configs = CONFIGS.to_vec();
     if policy.starts_with("arm64-linux") {
         configs.push(KPTI);
+        configs.push(TLBI_RANGE);
     }
     let mut failures = Vec::new();
     let mut cells = 0;
