@@ -259,6 +259,15 @@ fn apply_jitter<P: Policy>(sim: &mut Sim<P>, params: &Params) {
     }
 }
 
+/// Parses the value `v` of the on|off setting `k`.
+fn on_off(k: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("--set {k}={v}: give on or off")),
+    }
+}
+
 /// The machine and kernel settings after `--set`.
 struct MachineParams {
     asid_bits: u8,
@@ -390,36 +399,18 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 }
                 mp.numa = n as usize;
             }
-            "kpti" => {
-                mp.kpti = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("--set kpti={v}: give on or off")),
-                };
-                if mp.kpti && !pol.name.starts_with("arm64-linux") {
-                    return Err(format!("--set kpti=on applies to the arm64-linux policies only, not {}", pol.name));
+            "kpti" | "tlbi_range" => {
+                let on = on_off(k, v)?;
+                if on && !pol.name.starts_with("arm64-linux") {
+                    return Err(format!("--set {k}=on applies to the arm64-linux policies only, not {}", pol.name));
+                }
+                if k == "kpti" {
+                    mp.kpti = on;
+                } else {
+                    mp.tlbi_range = on;
                 }
             }
-            "tlbi_range" => {
-                mp.tlbi_range = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("--set tlbi_range={v}: give on or off")),
-                };
-                if mp.tlbi_range && !pol.name.starts_with("arm64-linux") {
-                    return Err(format!(
-                        "--set tlbi_range=on applies to the arm64-linux policies only, not {}",
-                        pol.name
-                    ));
-                }
-            }
-            "migration" => {
-                mp.migration = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(format!("--set migration={v}: give on or off")),
-                }
-            }
+            "migration" => mp.migration = on_off(k, v)?,
             "contpte" => {
                 mp.contpte.mode = ContMode::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
                     let modes: Vec<&str> = ContMode::ALL.iter().map(|m| m.name()).collect();
