@@ -341,11 +341,18 @@ impl std::hash::Hash for Machine {
         self.touched.hash(h);
         self.mm_lock.hash(h);
         self.deferred.hash(h);
-        // Lazy flushes by what they hold (their obligations are hashed above).
-        for l in self.lazy_offer.iter().flatten().chain(&self.lazy) {
-            (l.ticket, &l.frames, l.flush, l.slot, l.uid, l.detached).hash(h);
+        // Lazy flushes by what they hold (their obligations are hashed above),
+        // the offers per CPU; nothing allocated on this hot path.
+        let hash_lazy = |l: &LazyFlush, h: &mut H| (l.ticket, &l.frames, l.flush, l.slot, l.uid, l.detached).hash(h);
+        for o in &self.lazy_offer {
+            o.is_some().hash(h);
+            if let Some(l) = o {
+                hash_lazy(l, h);
+            }
         }
-        self.lazy_offer.iter().map(Option::is_some).collect::<Vec<_>>().hash(h);
+        for l in &self.lazy {
+            hash_lazy(l, h);
+        }
         self.next_uid.hash(h);
     }
 }

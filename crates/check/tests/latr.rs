@@ -20,11 +20,13 @@ fn small(ops: usize, menu: &str) -> CheckSpec {
     CheckSpec { mms: 1, ops, menu: OpKind::parse(menu).unwrap(), ..common::small_spec("x86-latr", 2, ops) }
 }
 
+/// Checks `spec` on `x86-latr` built with reclamation `variant`.
+fn check_variant(spec: &CheckSpec, variant: Variant) -> CheckReport {
+    check_policy(spec, &|| Latr::new(spec.cpus, spec.mms + 1).with_small_shapes().with_variant(variant)).unwrap()
+}
+
 fn early(spec: &CheckSpec) -> CheckReport {
-    check_policy(spec, &|| {
-        Latr::new(spec.cpus, spec.mms + 1).with_small_shapes().with_variant(Variant::ReclaimOneEarly)
-    })
-    .unwrap()
+    check_variant(spec, Variant::ReclaimOneEarly)
 }
 
 #[test]
@@ -85,10 +87,7 @@ fn the_artifacts_default_build_frees_while_a_cpu_still_holds_the_page() {
     // CONFIG_LAZY_MEM_FREE=n, the artifact's default: the frame goes back as the
     // state is saved, before the other CPU has swept it.
     let spec = small(4, "switch,munmap,fault,tick");
-    let r = check_policy(&spec, &|| {
-        Latr::new(spec.cpus, spec.mms + 1).with_small_shapes().with_variant(Variant::ArtifactEagerFree)
-    })
-    .unwrap();
+    let r = check_variant(&spec, Variant::ArtifactEagerFree);
     let cx = r.counterexample.expect("the eager free is found");
     assert!(
         matches!(cx.property, "no_stale_held" | "no_reuse_while_mapped" | "no_stale_use"),

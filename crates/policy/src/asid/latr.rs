@@ -65,7 +65,7 @@
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
 use crate::hw::{Access, FlushTicket, Hw};
-use crate::policy::{Lazy, Policy, Tick};
+use crate::policy::{Policy, Tick};
 use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{MmId, VirtAddr};
@@ -184,6 +184,11 @@ impl Latr {
     pub fn pending(&self, cpu: usize) -> usize {
         // Relaxed: a report.
         self.rings[cpu].states.iter().filter(|s| s.valid.load(Ordering::Relaxed)).count()
+    }
+
+    /// v4.10's `flush_tlb_mm_range` with LATR's `native_flush_tlb_others`.
+    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, range: Range) {
+        self.base.flush_tlb_mm_range_with(hw, mm, range, |mask, r| self.flush_others(hw, mask, mm, r));
     }
 
     /// `native_flush_tlb_others` for mm `mm`: a saved state inside `munmap` and
@@ -307,42 +312,26 @@ impl Latr {
     }
 }
 
-impl Policy for Latr {
-    fn mm_init(&self, mm: MmId) {
-        self.base.mm_init(mm)
-    }
+/// Every method but the flushes of one mm, the tick and the field names is
+/// v4.10's ([`crate::wrap::Wrap`] forwards them): reclaim's batch is not lazy (its flush
+/// passes no mm), nor are kernel ranges.
+impl crate::wrap::Wrap for Latr {
+    type Inner = LinuxX86v410;
 
-    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.base.mm_release(hw, mm)
-    }
-
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.base.switch_mm(hw, next)
-    }
-
-    fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.base.enter_lazy(hw, who)
+    fn inner(&self) -> &LinuxX86v410 {
+        &self.base
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.base.flush_tlb_mm_range_with(hw, mm, Some((va, 1)), |mask, r| self.flush_others(hw, mask, mm, r));
+        self.flush_tlb_mm_range(hw, mm, Some((va, 1)));
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.base.flush_tlb_mm_range_with(hw, mm, Some((start, pages)), |mask, r| self.flush_others(hw, mask, mm, r));
+        self.flush_tlb_mm_range(hw, mm, Some((start, pages)));
     }
 
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.base.flush_tlb_mm_range_with(hw, mm, None, |mask, r| self.flush_others(hw, mask, mm, r));
-    }
-
-    /// Reclaim's batch is not lazy (its flush passes no mm): v4.10's.
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.base.flush_batch(hw, mms)
-    }
-
-    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.base.flush_kernel_range(hw, start, pages)
+        self.flush_tlb_mm_range(hw, mm, None);
     }
 
     fn ticks(&self) -> bool {
@@ -377,6 +366,7 @@ impl Policy for Latr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Lazy;
     use crate::testhw::{init_mms, invlpg, root, Rec};
     use crate::types::CpuId;
     use std::string::ToString;

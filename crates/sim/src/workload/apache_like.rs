@@ -211,10 +211,7 @@ impl Program for Main {
 /// Starts the server processes.
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
     let procs = p["procs"] as u64;
-    let conc = match p["concurrency"] as u64 {
-        0 => sim.cfg.ncpus as u64,
-        n => n,
-    };
+    let conc = super::count_or_cpus(p, "concurrency", sim.cfg.ncpus);
     let work = (p["request_us"] * 1e3 * sim.ghz()) as u64;
     let server = Rc::new(Server { left: Cell::new(p["requests"] as u64) });
     for i in 0..procs {
@@ -242,8 +239,7 @@ pub fn max_mms(p: &Params) -> usize {
 
 /// Returns `requests_per_s` after the warm-up and `us_per_request`.
 pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
-    let times = |name: &str| sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).collect::<Vec<u64>>();
-    let (starts, mut done) = (times("request_start"), times("request_done"));
+    let (starts, mut done) = (super::mark_times(sim, "request_start"), super::mark_times(sim, "request_done"));
     if done.len() < 10 {
         return Err(format!("apache_like: only {} request(s) were served; raise requests", done.len()));
     }

@@ -248,6 +248,20 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
     }
 }
 
+/// Returns parameter `key` of `p` as a count, 0 standing for one per CPU of
+/// `cpus` (the workloads whose threads default to the machine's size).
+pub(crate) fn count_or_cpus(p: &Params, key: &str, cpus: usize) -> u64 {
+    match p[key] as u64 {
+        0 => cpus as u64,
+        n => n,
+    }
+}
+
+/// Returns the times, in cycles, of every mark called `name`, in the order recorded.
+pub(crate) fn mark_times<P: Policy>(sim: &Sim<P>, name: &str) -> Vec<u64> {
+    sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).collect()
+}
+
 /// Returns the latest time, in cycles, at which any thread recorded mark `name`.
 pub(crate) fn mark_max<P: Policy>(sim: &Sim<P>, name: &str) -> Option<u64> {
     sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).max()

@@ -158,19 +158,11 @@ impl Program for Unmapper {
     }
 }
 
-/// Returns the number of reference threads for `p` on `cpus` CPUs.
-fn refs(p: &Params, cpus: usize) -> u64 {
-    match p["cores"] as u64 {
-        0 => cpus as u64,
-        n => n,
-    }
-}
-
 /// Starts the unmapper (on CPU 0, the first spawned thread's).
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
     let u = Unmapper {
         shared: Rc::new(Shared::default()),
-        refs: refs(p, sim.cfg.ncpus),
+        refs: super::count_or_cpus(p, "cores", sim.cfg.ncpus),
         pages: p["pages"] as u64,
         iters: p["iters"] as u64,
         go: 0,
@@ -185,8 +177,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 
 /// Returns `munmap_us` and `munmap_min_us` over the timed `munmap`s.
 pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
-    let times = |name: &str| sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).collect::<Vec<u64>>();
-    let (starts, ends) = (times("munmap_start"), times("munmap_end"));
+    let (starts, ends) = (super::mark_times(sim, "munmap_start"), super::mark_times(sim, "munmap_end"));
     if starts.is_empty() || starts.len() != ends.len() {
         return Err("munmap_latency: no munmap was timed to its end".to_string());
     }

@@ -201,18 +201,10 @@ impl Program for Leader {
     }
 }
 
-/// Returns the number of tasks for `p` on `cpus` CPUs.
-fn tasks(p: &Params, cpus: usize) -> u64 {
-    match p["tasks"] as u64 {
-        0 => cpus as u64,
-        n => n,
-    }
-}
-
 /// Starts the process.
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
     let leader = Leader {
-        tasks: tasks(p, sim.cfg.ncpus),
+        tasks: super::count_or_cpus(p, "tasks", sim.cfg.ncpus),
         laps: p["laps"] as u64,
         pages: p["pages"] as u64,
         step: 0,
@@ -230,7 +222,7 @@ pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f6
     let none = || "will_it_scale_tlb_flush2: no task finished; no timing was recorded".to_string();
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;
-    let n = tasks(p, sim.cfg.ncpus);
+    let n = super::count_or_cpus(p, "tasks", sim.cfg.ncpus);
     let ops = (n * p["laps"] as u64 * p["pages"] as u64) as f64;
     let secs = (end - start) as f64 / sim.ghz() / 1e9;
     let h = sim.counters();
