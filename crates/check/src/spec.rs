@@ -333,7 +333,13 @@ fn resolve(name: &str) -> Result<Resolved, String> {
 pub fn default_memory(policy: &str) -> Memory {
     match resolve(policy) {
         Ok(Resolved {
-            bug: Some(Bug::SkipbcastNoBarrier | Bug::LinuxArm645e10f9887ed8 | Bug::LinuxX8683b0177a6c48),
+            bug:
+                Some(
+                    Bug::SkipbcastNoBarrier
+                    | Bug::LinuxArm645e10f9887ed8
+                    | Bug::LinuxX8683b0177a6c48
+                    | Bug::ActiveCpuEarlyRead,
+                ),
             ..
         }) => Memory::Tso,
         _ => Memory::Sc,

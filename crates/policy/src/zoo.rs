@@ -196,11 +196,29 @@ pub enum Bug {
     /// The fix: `smp_mb()` when the bit was already set. Switch:
     /// `LinuxX86v615::switch_mm_irqs_off`.
     LinuxX8683b0177a6c48,
+    /// Ryan Roberts' `active_cpu` (RFC v1, "arm64: tlbflush: Don't broadcast if mm
+    /// was only active on local cpu", 2025-08-29) deciding on the load of
+    /// `mm->context.active_cpu` it makes *before* any barrier.
+    ///
+    /// The patch's comment names the hazard and the review (Catalin Marinas,
+    /// 2025-09-02, with James Morse's litmus test) settled the barrier: the load
+    /// that decides a local flush must not be reordered before the page-table store
+    /// that made the flush necessary, so when the first, speculative load says
+    /// "this CPU", `flush_tlb_user_pre` upgrades the stock `DSB ISHST` (which orders
+    /// only stores) to `DSB ISH` and loads the word again. This variant keeps the
+    /// stock `DSB ISHST` and decides on the first load: a CPU that switched to the
+    /// mm meanwhile has stored its id (or `MULTIPLE`) and walks the tables after its
+    /// own `DSB ISHST`, while the flusher's PTE store is still in its store buffer,
+    /// so it caches the old translation and the flush stays local. A constructed
+    /// variant of the store-buffering class the thread discusses, not a posted
+    /// version; only a memory model with store buffers shows it.
+    /// Switch: `ActiveCpu::flush_pre`.
+    ActiveCpuEarlyRead,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -211,6 +229,7 @@ impl Bug {
         Bug::LinuxTableFreeBeforeFlush,
         Bug::LinuxX86Fea4e317f9e7,
         Bug::LinuxX8683b0177a6c48,
+        Bug::ActiveCpuEarlyRead,
     ];
 
     /// Returns the bug's registry entry.
@@ -343,6 +362,15 @@ pub const ZOO: &[ZooEntry] = &[
         summary: "lazy mm_cpumask without smp_mb() when the bit is set: SWITCHING sits in the store buffer",
         source: "Linux 83b0177a6c48 \"x86/mm: Fix SMP ordering in switch_mm_irqs_off()\" (Peter Zijlstra, Ingo \
                  Molnar, 2025-10-13; reported by Stephen Dolan)",
+    },
+    ZooEntry {
+        id: "arm64-activecpu-early-read",
+        bug: Bug::ActiveCpuEarlyRead,
+        base: "arm64-linux-activecpu",
+        summary: "active_cpu read before the PTE store completes (no DSB ISH, no re-load): a local flush misses \
+                  a CPU switching in",
+        source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" RFC v1 (Ryan Roberts, \
+                 2025-08-29), flush_tlb_user_pre; Catalin Marinas's review, 2025-09-02 (a constructed variant)",
     },
 ];
 

@@ -184,6 +184,17 @@ register! {
         },
         bug: |p, bug| p.with_bug(bug),
     }
+    "arm64-linux-activecpu" {
+        description: "Linux arm64 + active_cpu (Ryan Roberts, 2025): a user flush of an mm that only ever ran on \
+                      this CPU stays local (one word per mm: none, one CPU, many)",
+        arch: Arm64,
+        build: |b| {
+            LinuxArm64::with_active_cpu(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
+                .map(|p| p.with_tlbi_range(b.tlbi_range))
+                .map_err(|e| e.to_string())
+        },
+        bug: |p, bug| p.with_bug(bug),
+    }
     "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
         arch: X86_64,

@@ -488,7 +488,12 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
     assert_eq!(err, "--set contpte=yes: give one of off, folios, on");
     for p in ["arm64-freebsd-asid", "arm64-noasid", "x86-linux-pcid"] {
         let err = run(&spec(p, &["contpte=on"])).unwrap_err();
-        assert!(err.contains("apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast)"), "{err}");
+        assert!(
+            err.contains(
+                "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu)"
+            ),
+            "{err}"
+        );
         assert!(run(&spec(p, &["teardown=robust"])).is_err());
     }
 }

@@ -92,6 +92,7 @@
 //!   and its completing `DSB ISH`: nothing was ever cached under it. The kernel
 //!   issues the TLBI with ASID 0. The `DSB ISHST` before the id is read stays.
 
+use super::linux_arm64_activecpu::ActiveCpu;
 use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
@@ -299,6 +300,9 @@ pub struct LinuxArm64 {
     /// The seed-001 state (`nr_active_mm`, the stale masks, `cpu_not_lazy_tlb`) when
     /// built by [`LinuxArm64::with_skip_broadcast`]; `None` for the stock kernel.
     pub(super) skip: Option<SkipBroadcast>,
+    /// The `active_cpu` words when built by [`LinuxArm64::with_active_cpu`];
+    /// `None` otherwise.
+    pub(super) active: Option<ActiveCpu>,
     /// The zoo bug re-introduced, if any (see [`LinuxArm64::with_bug`]).
     pub(super) bug: Option<Bug>,
 }
@@ -311,17 +315,17 @@ impl LinuxArm64 {
     /// Fails when the width is not 8 or 16, or when there are too few usable ASIDs
     /// for the CPUs (see [`ConfigError::TooManyCpus`]).
     pub fn new(ncpus: usize, max_mms: usize, asid_bits: u8, kpti: bool) -> Result<Self, ConfigError> {
-        Self::build(ncpus, max_mms, asid_bits, kpti, false)
+        Self::build(ncpus, max_mms, asid_bits, kpti, Extension::None)
     }
 
-    /// Returns the allocator as [`LinuxArm64::new`] does, with the seed-001
-    /// skip-broadcast state when `skip_broadcast` is set.
+    /// Returns the allocator as [`LinuxArm64::new`] does, with the state of
+    /// `ext` on top.
     pub(super) fn build(
         ncpus: usize,
         max_mms: usize,
         asid_bits: u8,
         kpti: bool,
-        skip_broadcast: bool,
+        ext: Extension,
     ) -> Result<Self, ConfigError> {
         if !(MIN_ASID_BITS..=8).contains(&asid_bits) && asid_bits != 16 {
             return Err(ConfigError::AsidWidth(asid_bits));
@@ -357,7 +361,8 @@ impl LinuxArm64 {
             active_mm: (0..ncpus).map(|_| AtomicU32::new(MmId::KERNEL.0)).collect(),
             context_id: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             pinned: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            skip: skip_broadcast.then(|| SkipBroadcast::new(ncpus, slots)),
+            skip: (ext == Extension::SkipBroadcast).then(|| SkipBroadcast::new(ncpus, slots)),
+            active: (ext == Extension::ActiveCpu).then(|| ActiveCpu::new(slots)),
             bug: None,
         })
     }
@@ -373,9 +378,10 @@ impl LinuxArm64 {
     }
 
     /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]):
-    /// [`Bug::LinuxArm64A8ffaaa060b8`] and [`Bug::LinuxArm645e10f9887ed8`] on either
-    /// policy, [`Bug::SkipbcastV1`] and [`Bug::SkipbcastNoBarrier`] only on the one
-    /// built by [`LinuxArm64::with_skip_broadcast`].
+    /// [`Bug::LinuxArm64A8ffaaa060b8`] and [`Bug::LinuxArm645e10f9887ed8`] on any
+    /// of these policies, [`Bug::SkipbcastV1`] and [`Bug::SkipbcastNoBarrier`] only on
+    /// the one built by [`LinuxArm64::with_skip_broadcast`],
+    /// [`Bug::ActiveCpuEarlyRead`] only on [`LinuxArm64::with_active_cpu`]'s.
     ///
     /// # Panics
     /// If `bug` is another one, a skip-broadcast bug is asked of the stock policy, or
@@ -385,6 +391,9 @@ impl LinuxArm64 {
             Bug::LinuxArm64A8ffaaa060b8 | Bug::LinuxArm645e10f9887ed8 => {}
             Bug::SkipbcastV1 | Bug::SkipbcastNoBarrier => {
                 assert!(self.skip.is_some(), "{bug} applies only to the skip-broadcast policy");
+            }
+            Bug::ActiveCpuEarlyRead => {
+                assert!(self.active.is_some(), "{bug} applies only to the active_cpu policy");
             }
             _ => panic!("{bug} does not apply to Linux arm64"),
         }
@@ -651,6 +660,9 @@ impl LinuxArm64 {
                 self.local_flush_tlb_asid(hw, self.tag(asid));
             }
         }
+        if let Some(active) = &self.active {
+            active.on_switch_in(hw, mm, cpu);
+        }
         // cpu_switch_mm: the number is the one now in context.id (a rollover since
         // our read keeps it for this CPU).
         hw.write_root(Root::Mm(mm), self.tag(asid), true);
@@ -689,23 +701,33 @@ impl LinuxArm64 {
         }
     }
 
-    /// Returns where a user flush of `mm` must reach: everywhere for the stock
-    /// kernel; with skip-broadcast, what `tlb_flush_check` decides (`None`: nowhere).
-    fn flush_scope<H: Hw>(&self, hw: &H, mm: MmId) -> Option<Scope> {
+    /// Returns how a user flush of `mm` goes, or `None` for nowhere: broadcast
+    /// for the stock kernel; with skip-broadcast, what `tlb_flush_check` decides;
+    /// with `active_cpu`, what `flush_tlb_user_pre` decides, having issued the
+    /// leading barrier itself.
+    fn flush_plan<H: Hw>(&self, hw: &H, mm: MmId) -> Option<FlushPlan> {
+        let stock = |scope| FlushPlan { scope, sync: domain(scope), pre_done: false };
+        if let Some(active) = &self.active {
+            let local = active.flush_pre(hw, mm, self.active_cpu_read_early());
+            let scope = if local { Scope::Local } else { Scope::Broadcast };
+            // v1 keeps the completing DSB ISH even for local TLBIs.
+            return Some(FlushPlan { scope, sync: Domain::InnerShareable, pre_done: true });
+        }
         if self.skip.is_none() {
-            return Some(Scope::Broadcast);
+            return Some(stock(Scope::Broadcast));
         }
         match self.tlb_flush_check(hw, mm) {
             TlbFlushKind::No => None,
-            TlbFlushKind::Local => Some(Scope::Local),
-            TlbFlushKind::Broadcast => Some(Scope::Broadcast),
+            TlbFlushKind::Local => Some(stock(Scope::Local)),
+            TlbFlushKind::Broadcast => Some(stock(Scope::Broadcast)),
         }
     }
 
-    /// Issues `DSB ISHST` (`DSB NSHST` for a local flush), then reads the mm's id
-    /// (after the barrier, 5e10f9887ed8; before it with that zoo bug) and returns its
-    /// tag, or `None` if the mm never had an ASID.
-    fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId, scope: Scope) -> Option<Asid> {
+    /// Issues `DSB ISHST` (`DSB NSHST` for a local flush) unless the plan's
+    /// decision issued its barrier already, then reads the mm's id (after the
+    /// barrier, 5e10f9887ed8; before it with that zoo bug) and returns its tag, or
+    /// `None` if the mm never had an ASID.
+    fn begin_user_flush<H: Hw>(&self, hw: &H, mm: MmId, plan: FlushPlan) -> Option<Asid> {
         let slot = &self.context_id[mm.index()];
         // Zoo bug 5e10f9887ed8: before that fix the TLBI operand came from ASID(mm) read
         // before the barrier, so a CPU given a new ASID for the mm after this read
@@ -713,7 +735,9 @@ impl LinuxArm64 {
         let read_early = self.bug == Some(Bug::LinuxArm645e10f9887ed8);
         // Relaxed: (the bug only) a plain read, as ASID(mm) was; nothing orders it.
         let mut id = if read_early { slot.load(Ordering::Relaxed) } else { 0 };
-        hw.barrier(Barrier::DsbSt(domain(scope)));
+        if !plan.pre_done {
+            hw.barrier(Barrier::DsbSt(domain(plan.scope)));
+        }
         if !read_early {
             // Relaxed: ordered after the page-table stores by the DSB above; a rollover
             // that reassigns the number after this read keeps it for the mm on every
@@ -724,22 +748,44 @@ impl LinuxArm64 {
     }
 
     /// Runs one user flush of `mm` with its shootdown phases: `ops` yields the TLBIs
-    /// for the mm's tag, issued where [`LinuxArm64::flush_scope`] says, and a `DSB`
-    /// of the same domain completes them.
+    /// for the mm's tag, issued where [`LinuxArm64::flush_plan`] says, and a `DSB`
+    /// of the plan's domain completes them.
     fn user_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl FnOnce(Asid) -> I) {
         hw.phase(Phase::Issue);
-        if let Some(scope) = self.flush_scope(hw, mm) {
-            if let Some(asid) = self.begin_user_flush(hw, mm, scope) {
+        if let Some(plan) = self.flush_plan(hw, mm) {
+            if let Some(asid) = self.begin_user_flush(hw, mm, plan) {
                 hw.phase(Phase::Dispatch);
                 for op in ops(asid) {
-                    self.tlbi_user(hw, op, scope);
+                    self.tlbi_user(hw, op, plan.scope);
                 }
                 hw.phase(Phase::Sync);
-                hw.barrier(Barrier::Dsb(domain(scope)));
+                hw.barrier(Barrier::Dsb(plan.sync));
             }
         }
         hw.phase(Phase::Done);
     }
+}
+
+/// What a policy's mechanism adds to the stock allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Extension {
+    /// Nothing: the stock kernel.
+    None,
+    /// Seed 001's skip-broadcast ([`super::linux_arm64_skipbcast`]).
+    SkipBroadcast,
+    /// Ryan Roberts' `active_cpu` ([`super::linux_arm64_activecpu`]).
+    ActiveCpu,
+}
+
+/// How one user flush goes.
+#[derive(Clone, Copy)]
+struct FlushPlan {
+    /// Where its TLBIs reach.
+    scope: Scope,
+    /// The domain of the `DSB` that completes them.
+    sync: Domain,
+    /// Whether the decision already issued the leading barrier.
+    pre_done: bool,
 }
 
 /// Returns the barrier domain that completes an invalidation of `scope`.
@@ -776,6 +822,9 @@ impl Policy for LinuxArm64 {
         }
         if let Some(skip) = &self.skip {
             skip.init_new_context(mm);
+        }
+        if let Some(active) = &self.active {
+            active.init_new_context(mm);
         }
     }
 
@@ -884,6 +933,9 @@ impl Policy for LinuxArm64 {
         }
         if let Some(skip) = &self.skip {
             skip.name_fields(f);
+        }
+        if let Some(active) = &self.active {
+            active.name_fields(f);
         }
     }
     // ANCHOR_END: name_fields

@@ -273,7 +273,7 @@ impl LinuxArm64 {
     ///
     /// Fails as [`LinuxArm64::new`] does.
     pub fn with_skip_broadcast(ncpus: usize, max_mms: usize, asid_bits: u8, kpti: bool) -> Result<Self, ConfigError> {
-        Self::build(ncpus, max_mms, asid_bits, kpti, true)
+        Self::build(ncpus, max_mms, asid_bits, kpti, super::linux_arm64::Extension::SkipBroadcast)
     }
 
     /// Returns whether this is the skip-broadcast policy.

@@ -10,6 +10,9 @@
 //! - [`linux_arm64_skipbcast`]: seed 001 on top of it — `nr_active_mm` and a per-mm
 //!   stale mask let a user flush stay local (or vanish) when no other CPU runs the
 //!   mm; a stale CPU flushes the ASID locally at its next switch to it.
+//! - [`linux_arm64_activecpu`]: Ryan Roberts' `active_cpu` (2025) on top of it —
+//!   one word per mm (never run, one CPU, many) lets a user flush stay local when
+//!   the mm only ever ran on the flushing CPU.
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
@@ -26,6 +29,7 @@ pub mod freebsd_epoch;
 pub mod freebsd_pcid;
 pub mod latr;
 pub mod linux_arm64;
+pub mod linux_arm64_activecpu;
 pub mod linux_arm64_skipbcast;
 pub mod linux_pcid;
 pub mod linux_x86_410;
