@@ -138,8 +138,29 @@ pub const METRICS: &[MetricDef] = &[
         "tlb_share",
         "share of CPU time invalidating TLBs",
         "ratio",
-        "will_it_scale_tlb_flush2: initiators inside flush calls, IPI handlers and CPUs processing others' \
-         broadcast invalidations, over all CPUs' time while the threads ran",
+        "will_it_scale_tlb_flush2, stress_ng_tlb_shootdown: initiators inside flush calls, IPI handlers and CPUs \
+         processing others' broadcast invalidations, over all CPUs' time while the threads (the instances) ran",
+    ),
+    result(
+        "us_per_mapping",
+        "time per mapping",
+        "µs",
+        "lat_mmap: one mmap of the shared file, its touches and its munmap, averaged over each process's timed \
+         loop (lmbench's figure)",
+    ),
+    result(
+        "bogo_ops_per_s",
+        "bogo ops per second",
+        "ops/s",
+        "stress_ng_tlb_shootdown: the bogo ops of every instance (its own loop's and its children's) over the mean \
+         run time of an instance, setup and the wait for its children included (stress-ng's bogo ops/s, real time)",
+    ),
+    result(
+        "child_iter_us",
+        "time per child iteration",
+        "µs",
+        "stress_ng_tlb_shootdown: one iteration of a child (the mprotects of one page and of all the shared \
+         memory, the strided reads and writes, the madvise refaults), averaged over the children",
     ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),

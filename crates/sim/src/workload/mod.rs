@@ -13,7 +13,8 @@
 //! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and
 //! [`hackbench`] (pipes between processes: switches between address spaces);
 //! [`munmap_latency`] (LATR's microbenchmark) and [`apache_like`] (its
-//! macrobenchmark).
+//! macrobenchmark); [`lat_mmap`] (lmbench's map, touch and unmap of a shared
+//! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -21,11 +22,13 @@ pub mod exit_teardown;
 pub mod fileserver;
 pub mod hackbench;
 pub mod lat_ctx;
+pub mod lat_mmap;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
 pub mod sort_compute;
 pub mod stress;
+pub mod stress_ng_tlb_shootdown;
 pub mod tcmalloc_frag;
 pub mod trace;
 pub mod will_it_scale_tlb_flush2;
@@ -150,6 +153,8 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     hackbench::DEF,
     munmap_latency::DEF,
     apache_like::DEF,
+    lat_mmap::DEF,
+    stress_ng_tlb_shootdown::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -189,6 +194,8 @@ pub fn setup_with<P: Policy>(
         "hackbench" => hackbench::setup(p, sim),
         "munmap_latency" => munmap_latency::setup(p, sim),
         "apache_like" => apache_like::setup(p, sim),
+        "lat_mmap" => lat_mmap::setup(p, sim),
+        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -211,6 +218,8 @@ pub fn result<P: Policy>(
         "hackbench" => hackbench::result(main),
         "munmap_latency" => munmap_latency::result(main),
         "apache_like" => apache_like::result(main),
+        "lat_mmap" => lat_mmap::result(p, main),
+        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -244,6 +253,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // One process.
         "munmap_latency" => 8,
         "apache_like" => apache_like::max_mms(p),
+        "lat_mmap" => lat_mmap::max_mms(p, cpus),
+        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::max_mms(p, cpus),
         _ => 64,
     }
 }

@@ -60,4 +60,11 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // Two server processes whose workers mmap, read and munmap a two-page file
     // per request on many CPUs: a shootdown (LATR: a saved state) per request.
     ("apache_like", &["procs=2", "threads=4", "requests=80", "file_pages=2"]),
+    // A process per CPU mapping a shared file, faulting two pages of it and
+    // unmapping it, each its own address space.
+    ("lat_mmap", &["size_kb=320", "procs=0", "iters=3"]),
+    // Two instances, each with 2 to 8 forked children mprotecting (one page, then
+    // all) and madvising shared file pages that every process of the instance
+    // maps: flushes of many address spaces sharing frames.
+    ("stress_ng_tlb_shootdown", &["workers=2", "ops=20", "pages=16"]),
 ];
