@@ -1,0 +1,111 @@
+//! What `lat_mmap` and `stress_ng_tlb_shootdown` make the simulated kernel do:
+//! the faults and flushes of one lmbench mapping, the children stress-ng forks,
+//! and the flush its 512-page `mprotect` is on arm64 Linux with and without
+//! range invalidation.
+
+use tlbkit_policy::asid::LinuxArm64;
+use tlbkit_sim::preset;
+use tlbkit_sim::run::{run, Metrics, RunSpec};
+use tlbkit_sim::sim::{Sim, SimConfig};
+use tlbkit_sim::workload::{self, Params, Phase};
+
+/// Runs `workload` on 2 CPUs of an Altra under `arm64-linux` with `sets`,
+/// strict; returns its metrics after checking it found no violation.
+fn altra(workload: &str, sets: &[&str]) -> Metrics {
+    let spec = RunSpec {
+        machine: "altra".into(),
+        cpus: 2,
+        policy: "arm64-linux".into(),
+        workload: workload.into(),
+        sets: sets.iter().map(|s| s.to_string()).collect(),
+        seed: 1,
+        strict: true,
+    };
+    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
+    assert_eq!(out.violations_total, 0, "{}: {:?}", spec.command(), out.violations.first());
+    out.metrics
+}
+
+/// Returns what `iters` more timed mappings of `lat_mmap` with `sets` add to a
+/// run's page faults, whole-ASID flushes and broadcast invalidations.
+fn per_mappings(sets: &[&str], iters: u64) -> (u64, u64, u64) {
+    let with = |n: u64| {
+        let mut s: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        s.push(format!("iters={n}"));
+        altra("lat_mmap", &s.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (a, b) = (with(2), with(2 + iters));
+    (
+        b.page_faults - a.page_faults,
+        b.full_flushes - a.full_flushes,
+        b.broadcast_invalidations - a.broadcast_invalidations,
+    )
+}
+
+#[test]
+fn lat_mmap_faults_once_per_16_kb_of_the_first_tenth_or_per_160_kb_with_r() {
+    // size / 10 / 16 KB stores (rounded up), or size / 160 KB with -r: each a
+    // write fault of one page of the shared file.
+    for (size_kb, random, touches) in [(1024, 0, 7), (8192, 0, 52), (1024, 1, 7), (4096, 1, 26)] {
+        let sets = [format!("size_kb={size_kb}"), format!("random={random}")];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let (faults, _, _) = per_mappings(&sets, 4);
+        assert_eq!(faults, 4 * touches, "size_kb={size_kb} random={random}");
+    }
+}
+
+#[test]
+fn a_4_mb_lat_mmap_munmap_is_one_whole_asid_flush_without_range_operations_and_none_with() {
+    // 1024 pages are past MAX_DVM_OPS (512): one TLBI ASIDE1IS per munmap.
+    let (_, full, bcast) = per_mappings(&["size_kb=4096", "tlbi_range=off"], 4);
+    assert_eq!((full, bcast), (4, 4));
+    // With FEAT_TLBIRANGE the range goes by range operations, never the whole ASID.
+    let (_, full, bcast) = per_mappings(&["size_kb=4096", "tlbi_range=on"], 4);
+    assert_eq!(full, 0);
+    assert!((4..=4 * 4).contains(&bcast), "{bcast} range operations for 4 munmaps of 1024 pages");
+}
+
+/// Runs `stress_ng_tlb_shootdown` on `cpus` CPUs of an Altra under arm64
+/// Linux with `p`; returns how many times each mark was recorded.
+fn stress_ng_marks(cpus: usize, p: &[(&str, f64)]) -> impl Fn(&str) -> usize {
+    let p: Params = p.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+    let mms = workload::max_mms("stress_ng_tlb_shootdown", &p, cpus) + cpus;
+    let cfg = SimConfig { max_mms: mms, max_events: 50_000_000, ..SimConfig::quiet(preset::altra(), cpus, 1) };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(cpus, mms, 16, false).unwrap());
+    workload::setup("stress_ng_tlb_shootdown", &p, &mut sim, Phase::Main).unwrap();
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert_eq!(sim.live_threads(), 0);
+    let names: Vec<&'static str> = sim.marks.iter().map(|m| m.0).collect();
+    move |name| names.iter().filter(|&&n| n == name).count()
+}
+
+#[test]
+fn each_stress_ng_instance_forks_clamp_of_the_cpus_to_2_and_8_children() {
+    for (cpus, children) in [(1, 2), (2, 2), (3, 3), (8, 8), (12, 8)] {
+        // With a budget of one op, the instance stops after its first
+        // iteration and every child after its first (do ... while).
+        let count = stress_ng_marks(cpus, &[("workers", 2.0), ("ops", 1.0), ("pages", 16.0)]);
+        assert_eq!(count("child_start"), 2 * children, "{cpus} CPUs");
+        assert_eq!(count("child_op"), 2 * children, "{cpus} CPUs");
+        assert_eq!((count("op"), count("start"), count("end")), (2, 2, 2), "{cpus} CPUs");
+    }
+}
+
+/// Returns the whole-ASID flushes a run of one instance with a one-op budget
+/// makes with `pages` of shared memory on 2 CPUs, `tlbi_range` as given.
+fn full_flushes(pages: u32, tlbi_range: &str) -> u64 {
+    let sets = ["workers=1".to_string(), "ops=1".into(), format!("pages={pages}"), format!("tlbi_range={tlbi_range}")];
+    altra("stress_ng_tlb_shootdown", &sets.iter().map(String::as_str).collect::<Vec<_>>()).full_flushes
+}
+
+#[test]
+fn stress_ng_s_512_page_mprotects_flush_the_whole_asid_without_range_operations_only() {
+    // Each of the 2 children makes one iteration: its three mprotects of all of
+    // 512 pages (read-only, write-only, read-write; the simulated kernel flushes
+    // the last too) are whole-ASID flushes, as is the instance's final munmap of
+    // the 512 pages; at 256 pages all four go page by page.
+    assert_eq!(full_flushes(512, "off") - full_flushes(256, "off"), 3 * 2 + 1);
+    // Range operations cover 512 pages without falling back to the whole ASID.
+    assert_eq!(full_flushes(512, "on"), full_flushes(256, "on"));
+}
