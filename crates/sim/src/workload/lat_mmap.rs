@@ -29,12 +29,14 @@
 //! file for every process.
 //!
 //! What stays different: the simulated `munmap` flushes the whole unmapped range
-//! (on arm64 Linux: by VA below 512 pages, the whole ASID from there), where
-//! Linux's `mmu_gather` flushes only the span of the PTEs it cleared and the
-//! tables it freed (the first tenth of the mapping by default); page tables are
-//! not freed at `munmap`; the result is the mean over processes of each
-//! process's time per iteration, not the median of repetitions, and one
-//! untimed iteration stands for `benchmp`'s calibration.
+//! (on arm64 Linux: by VA below 512 pages, the whole ASID from there) and frees
+//! no page table, where Linux's `mmu_gather` flushes the span from the first PTE
+//! it cleared to the last (the first tenth of the mapping by default), widened
+//! to the page tables `free_pgtables` frees (each adds the 2 MB-aligned address
+//! it covered, so that the span may reach beyond the mapping, or stay at the
+//! touched tenth when neighbouring mappings keep the table); the result is the
+//! mean over processes of each process's time per iteration, not the median of
+//! repetitions, and one untimed iteration stands for `benchmp`'s calibration.
 //!
 //! Result: `us_per_mapping`, microseconds per iteration (`mmap`, touches and
 //! `munmap`), averaged over the processes: lmbench's figure.

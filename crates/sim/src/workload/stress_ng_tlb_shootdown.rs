@@ -71,6 +71,8 @@
 //!   memory's PTEs writable in place; and it flushes the range even when no PTE
 //!   changes (the final read-write `mprotect`), which arm64's `pte_needs_flush`
 //!   skips.
+//! - `MADV_NOHUGEPAGE` at setup is not modelled: the simulator maps no huge
+//!   pages, and its large-folio modes (`contpte`) ignore the advice.
 //! - `stress_cpu_cache_data_flush` after each write pass (`__builtin___clear_cache`
 //!   on arm64, barriers only where `CTR_EL0` has IDC and DIC) is not modelled, nor
 //!   are the stores' cache-line transfers between CPUs.
