@@ -213,6 +213,7 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
         asid_bits,
         kpti: false,
         tlbi_range: false,
+        tlb_mode: None,
         bug: r.bug.filter(|b| b.in_policy()),
         checker: true,
     })

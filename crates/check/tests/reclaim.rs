@@ -170,6 +170,7 @@ fn every_policy_pages_out_through_its_kernels_flush() {
             },
             kpti: false,
             tlbi_range: false,
+            tlb_mode: None,
             bug: None,
             checker: true,
         };

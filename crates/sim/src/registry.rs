@@ -45,6 +45,9 @@ pub struct Build {
     pub kpti: bool,
     /// `--set tlbi_range=on`, or the machine's `FEAT_TLBIRANGE` (arm64 Linux).
     pub tlbi_range: bool,
+    /// `--set tlb_mode=WORD` (`arm64-linux-tlbmode`), if given; otherwise the
+    /// policy's default for the CPU count.
+    pub tlb_mode: Option<u32>,
     /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
     pub bug: Option<Bug>,
     /// Built for the checker's small shapes (2 to 4 CPUs, a handful of address
@@ -195,6 +198,17 @@ register! {
         },
         bug: |p, bug| p.with_bug(bug),
     }
+    "arm64-linux-tlbmode" {
+        description: "Linux arm64 + Christoph Lameter's TLB modes (Ampere, 2023): by the weight of mm_cpumask, no \
+                      flush, a local one, IPIs to a few CPUs that flush locally, or broadcast (--set tlb_mode=WORD)",
+        arch: Arm64,
+        build: |b| {
+            let word = b.tlb_mode.unwrap_or_else(|| tlbkit_policy::asid::linux_arm64_tlbmode::default_mode(b.cpus));
+            LinuxArm64::with_tlb_mode(b.cpus, b.mm_slots, b.asid_bits, b.kpti, word)
+                .map(|p| p.with_tlbi_range(b.tlbi_range))
+                .map_err(|e| e.to_string())
+        },
+    }
     "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
         arch: X86_64,
@@ -338,6 +352,7 @@ mod tests {
             asid_bits: 8,
             kpti: false,
             tlbi_range: false,
+            tlb_mode: None,
             bug: Some(Bug::FreebsdArm64EpochWrap),
             checker: false,
         };

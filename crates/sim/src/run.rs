@@ -239,6 +239,12 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
          whole-ASID fallback only past 2^21 pages (default: the machine's, on for graviton4)",
     ),
     (
+        "tlb_mode",
+        "arm64-linux-tlbmode only: the tlb_mode= word, decimal or 0x hex: bits 0-9 the most CPUs in mm_cpumask \
+         flushed by IPIs (above: broadcast; 0: always broadcast), bit 10 (0x400) local flushes of an mm only this \
+         CPU ran, bit 12 (0x1000) no flush of an mm no CPU ran (default: log2(cpus) | 0x1400)",
+    ),
+    (
         "contpte",
         "off|folios|on: arm64-linux kernels only; 64 KB folios for anonymous memory and files, mapped with the \
          contiguous bit (on) or without (folios, seed 004's baseline) (default off)",
@@ -248,6 +254,9 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
     ),
 ];
+
+/// The policy `--set tlb_mode` applies to.
+const TLB_MODE_POLICY: &str = "arm64-linux-tlbmode";
 
 /// The key under which `--set jitter` is kept in a run's [`Params`].
 const JITTER: &str = "jitter";
@@ -274,6 +283,7 @@ struct MachineParams {
     numa: usize,
     kpti: bool,
     tlbi_range: bool,
+    tlb_mode: Option<u32>,
     spec_rate: f64,
     migration: bool,
     slice_us: f64,
@@ -349,6 +359,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         numa: preset.numa[0],
         kpti: false,
         tlbi_range: preset.tlbi_range,
+        tlb_mode: None,
         spec_rate: 0.02,
         migration: false,
         slice_us: 4000.0,
@@ -409,6 +420,18 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 } else {
                     mp.tlbi_range = on;
                 }
+            }
+            "tlb_mode" => {
+                if pol.name != TLB_MODE_POLICY {
+                    return Err(format!("--set tlb_mode applies to {TLB_MODE_POLICY} only, not {}", pol.name));
+                }
+                let word = match v.strip_prefix("0x") {
+                    Some(hex) => u32::from_str_radix(hex, 16),
+                    None => v.parse(),
+                };
+                mp.tlb_mode = Some(word.map_err(|_| {
+                    format!("--set tlb_mode={v}: give the mode word as a number, decimal or 0x hex (e.g. 0x1404)")
+                })?);
             }
             "migration" => mp.migration = on_off(k, v)?,
             "contpte" => {
@@ -646,6 +669,7 @@ fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
         kpti: mp.kpti,
         // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
         tlbi_range: mp.tlbi_range && spec.policy.starts_with("arm64-linux"),
+        tlb_mode: mp.tlb_mode,
         bug: None,
         checker: false,
     }
@@ -710,6 +734,10 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
         // Shown when on only, so that runs without range operations read as before.
         if mp.tlbi_range {
             pv.insert("tlbi_range".into(), serde_json::json!("on"));
+        }
+        if spec.policy == TLB_MODE_POLICY {
+            let word = mp.tlb_mode.unwrap_or_else(|| tlbkit_policy::asid::linux_arm64_tlbmode::default_mode(spec.cpus));
+            pv.insert("tlb_mode".into(), serde_json::json!(format!("{word:#x}")));
         }
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));

@@ -490,7 +490,7 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
         let err = run(&spec(p, &["contpte=on"])).unwrap_err();
         assert!(
             err.contains(
-                "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu)"
+                "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode)"
             ),
             "{err}"
         );

@@ -299,7 +299,16 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         max_events: 200_000_000,
         contpte: Default::default(),
     };
-    let build = Build { cpus, mm_slots: max_mms, asid_bits, kpti: false, tlbi_range: false, bug: None, checker: false };
+    let build = Build {
+        cpus,
+        mm_slots: max_mms,
+        asid_bits,
+        kpti: false,
+        tlbi_range: false,
+        tlb_mode: None,
+        bug: None,
+        checker: false,
+    };
     registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?
 }
 

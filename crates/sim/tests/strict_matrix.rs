@@ -87,8 +87,9 @@ fn spec(policy: &str, workload: &str, cpus: usize, sets: &[&str], config: (u64, 
 /// the kernel map.
 fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let m = &out.metrics;
-    let asids = ["arm64-freebsd-asid", "arm64-linux", "arm64-linux-skipbcast", "arm64-linux-activecpu"]
-        .contains(&s.policy.as_str());
+    let asids =
+        ["arm64-freebsd-asid", "arm64-linux", "arm64-linux-skipbcast", "arm64-linux-activecpu", "arm64-linux-tlbmode"]
+            .contains(&s.policy.as_str());
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",
         "sort_compute" if s.policy.starts_with("arm64-linux") && m.asid_rollovers == 0 => "an ASID rollover",

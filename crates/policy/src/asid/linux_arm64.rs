@@ -94,6 +94,7 @@
 
 use super::linux_arm64_activecpu::ActiveCpu;
 use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
+use super::linux_arm64_tlbmode::{TlbMode, TlbModes};
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
 use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
@@ -172,6 +173,9 @@ pub enum ConfigError {
         /// The usable ASIDs (half the space under KPTI).
         available: u32,
     },
+    /// A `tlb_mode` word with bits the TLB modes do not have (above 12), or with
+    /// bit 11 (range TLBIs), which is given as `tlbi_range` instead.
+    TlbModeWord(u32),
 }
 
 impl fmt::Display for ConfigError {
@@ -187,6 +191,12 @@ impl fmt::Display for ConfigError {
                 "{ncpus} CPUs need at least {} usable ASIDs (one per CPU after a rollover, ASID 0 and one to \
                  allocate), but only {available} are available",
                 ncpus + 2
+            ),
+            ConfigError::TlbModeWord(word) => write!(
+                f,
+                "tlb_mode={word:#x}: the word is a CPU-count threshold in bits 0-9 (IPIs up to that many CPUs, \
+                 broadcast above; 0 always broadcasts), bit 10 (0x400) for local flushes of an mm only this CPU ran, \
+                 bit 12 (0x1000) for no flush of an mm no CPU ran; give range TLBIs (bit 11) as tlbi_range=on"
             ),
         }
     }
@@ -303,6 +313,9 @@ pub struct LinuxArm64 {
     /// The `active_cpu` words when built by [`LinuxArm64::with_active_cpu`];
     /// `None` otherwise.
     pub(super) active: Option<ActiveCpu>,
+    /// The `mm_cpumask`s and the mode word when built by
+    /// [`LinuxArm64::with_tlb_mode`]; `None` otherwise.
+    pub(super) tlb_modes: Option<TlbModes>,
     /// The zoo bug re-introduced, if any (see [`LinuxArm64::with_bug`]).
     pub(super) bug: Option<Bug>,
 }
@@ -363,6 +376,10 @@ impl LinuxArm64 {
             pinned: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             skip: (ext == Extension::SkipBroadcast).then(|| SkipBroadcast::new(ncpus, slots)),
             active: (ext == Extension::ActiveCpu).then(|| ActiveCpu::new(slots)),
+            tlb_modes: match ext {
+                Extension::TlbMode(word) => Some(TlbModes::new(ncpus, slots, word)),
+                _ => None,
+            },
             bug: None,
         })
     }
@@ -609,6 +626,11 @@ impl LinuxArm64 {
             // every CPU flushes locally before it runs the new generation.
             skip.clear_stale_mask(hw, mm);
         }
+        if let Some(modes) = &self.tlb_modes {
+            // set_asid: nothing is cached under a fresh number; this CPU sets its
+            // bit before it runs the mm.
+            modes.clear_mask(hw, mm);
+        }
         generation | u64::from(n)
     }
 
@@ -663,6 +685,9 @@ impl LinuxArm64 {
         if let Some(active) = &self.active {
             active.on_switch_in(hw, mm, cpu);
         }
+        if let Some(modes) = &self.tlb_modes {
+            modes.on_switch_in(hw, mm, cpu);
+        }
         // cpu_switch_mm: the number is the one now in context.id (a rollover since
         // our read keeps it for this CPU).
         hw.write_root(Root::Mm(mm), self.tag(asid), true);
@@ -706,12 +731,21 @@ impl LinuxArm64 {
     /// with `active_cpu`, what `flush_tlb_user_pre` decides, having issued the
     /// leading barrier itself.
     fn flush_plan<H: Hw>(&self, hw: &H, mm: MmId) -> Option<FlushPlan> {
-        let stock = |scope| FlushPlan { scope, sync: domain(scope), pre_done: false };
+        let stock = |scope| FlushPlan { scope, sync: domain(scope), pre_done: false, ipi: false };
         if let Some(active) = &self.active {
             let local = active.flush_pre(hw, mm, self.active_cpu_read_early());
             let scope = if local { Scope::Local } else { Scope::Broadcast };
             // v1 keeps the completing DSB ISH even for local TLBIs.
-            return Some(FlushPlan { scope, sync: Domain::InnerShareable, pre_done: true });
+            return Some(FlushPlan { scope, sync: Domain::InnerShareable, pre_done: true, ipi: false });
+        }
+        if let Some(modes) = &self.tlb_modes {
+            let (scope, ipi) = match modes.mode_for(hw, mm) {
+                TlbMode::None => return None,
+                TlbMode::Local => (Scope::Local, false),
+                TlbMode::Ipi => (Scope::Local, true),
+                TlbMode::Broadcast => (Scope::Broadcast, false),
+            };
+            return Some(FlushPlan { scope, sync: domain(scope), pre_done: true, ipi });
         }
         if self.skip.is_none() {
             return Some(stock(Scope::Broadcast));
@@ -750,19 +784,52 @@ impl LinuxArm64 {
     /// Runs one user flush of `mm` with its shootdown phases: `ops` yields the TLBIs
     /// for the mm's tag, issued where [`LinuxArm64::flush_plan`] says, and a `DSB`
     /// of the plan's domain completes them.
-    fn user_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl FnOnce(Asid) -> I) {
+    fn user_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl Fn(Asid) -> I) {
         hw.phase(Phase::Issue);
         if let Some(plan) = self.flush_plan(hw, mm) {
             if let Some(asid) = self.begin_user_flush(hw, mm, plan) {
                 hw.phase(Phase::Dispatch);
-                for op in ops(asid) {
-                    self.tlbi_user(hw, op, plan.scope);
+                if plan.ipi {
+                    self.ipi_flush(hw, mm, &ops);
+                } else {
+                    for op in ops(asid) {
+                        self.tlbi_user(hw, op, plan.scope);
+                    }
+                    hw.phase(Phase::Sync);
+                    hw.barrier(Barrier::Dsb(plan.sync));
                 }
-                hw.phase(Phase::Sync);
-                hw.barrier(Barrier::Dsb(plan.sync));
             }
         }
         hw.phase(Phase::Done);
+    }
+
+    /// `TLB_IPI`: `on_each_cpu_mask(mm_cpumask(mm), .., wait)`: this CPU, if it is in
+    /// the mask, and each other CPU of it in an IPI handler, issue `ops` locally for
+    /// the mm's ASID as they read it, between `DSB NSHST` and `DSB NSH`.
+    fn ipi_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: &impl Fn(Asid) -> I) {
+        let Some(modes) = &self.tlb_modes else {
+            unreachable!("an IPI flush is planned only with the TLB modes");
+        };
+        let flush_here = |hw: &H| {
+            // Relaxed: ASID(mm) in the handler; the initiator's DSB ISH completed the
+            // PTE stores, and a rollover that renumbers the mm meanwhile leaves every
+            // CPU that may hold the old number flushing before it runs the new one.
+            let id = self.context_id[mm.index()].load(Ordering::Relaxed);
+            if id == 0 {
+                return;
+            }
+            hw.barrier(Barrier::DsbSt(Domain::NonShareable));
+            for op in ops(self.tag(id)) {
+                self.tlbi_user(hw, op, Scope::Local);
+            }
+            hw.barrier(Barrier::Dsb(Domain::NonShareable));
+        };
+        let mask = modes.mask(mm);
+        if mask.test(hw.cpu()) {
+            flush_here(hw);
+        }
+        hw.phase(Phase::Sync);
+        hw.send_ipi(mask, flush_here);
     }
 }
 
@@ -775,6 +842,9 @@ pub(super) enum Extension {
     SkipBroadcast,
     /// Ryan Roberts' `active_cpu` ([`super::linux_arm64_activecpu`]).
     ActiveCpu,
+    /// Christoph Lameter's TLB modes under this mode word
+    /// ([`super::linux_arm64_tlbmode`]).
+    TlbMode(u32),
 }
 
 /// How one user flush goes.
@@ -786,6 +856,9 @@ struct FlushPlan {
     sync: Domain,
     /// Whether the decision already issued the leading barrier.
     pre_done: bool,
+    /// Whether the TLBIs are run by IPI handlers on the CPUs of the mm's
+    /// `mm_cpumask`, each locally (`TLB_IPI`), instead of by this CPU.
+    ipi: bool,
 }
 
 /// Returns the barrier domain that completes an invalidation of `scope`.
@@ -825,6 +898,9 @@ impl Policy for LinuxArm64 {
         }
         if let Some(active) = &self.active {
             active.init_new_context(mm);
+        }
+        if let Some(modes) = &self.tlb_modes {
+            modes.init_new_context(mm);
         }
     }
 
@@ -936,6 +1012,9 @@ impl Policy for LinuxArm64 {
         }
         if let Some(active) = &self.active {
             active.name_fields(f);
+        }
+        if let Some(modes) = &self.tlb_modes {
+            modes.name_fields(f);
         }
     }
     // ANCHOR_END: name_fields

@@ -13,6 +13,9 @@
 //! - [`linux_arm64_activecpu`]: Ryan Roberts' `active_cpu` (2025) on top of it —
 //!   one word per mm (never run, one CPU, many) lets a user flush stay local when
 //!   the mm only ever ran on the flushing CPU.
+//! - [`linux_arm64_tlbmode`]: Christoph Lameter's TLB modes for Ampere (2023) on
+//!   top of it — each user flush is skipped, local, sent by IPI to the CPUs of
+//!   the mm's `mm_cpumask`, or broadcast, by the weight of that mask.
 //! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
@@ -31,6 +34,7 @@ pub mod latr;
 pub mod linux_arm64;
 pub mod linux_arm64_activecpu;
 pub mod linux_arm64_skipbcast;
+pub mod linux_arm64_tlbmode;
 pub mod linux_pcid;
 pub mod linux_x86_410;
 pub mod linux_x86_615;
