@@ -1,5 +1,6 @@
 //! What `lat_mmap` and `stress_ng_tlb_shootdown` make the simulated kernel do:
-//! the faults and flushes of one lmbench mapping, the children stress-ng forks,
+//! the faults and flushes of one lmbench mapping (its munmap flushes the span
+//! of pages it cleared), the children stress-ng forks,
 //! and the flush its 512-page `mprotect` is on arm64 Linux with and without
 //! range invalidation.
 
@@ -55,14 +56,19 @@ fn lat_mmap_faults_once_per_16_kb_of_the_first_tenth_or_per_160_kb_with_r() {
 }
 
 #[test]
-fn a_4_mb_lat_mmap_munmap_is_one_whole_asid_flush_without_range_operations_and_none_with() {
-    // 1024 pages are past MAX_DVM_OPS (512): one TLBI ASIDE1IS per munmap.
+fn a_4_mb_lat_mmap_munmap_flushes_the_span_it_touched() {
+    // 26 stores 16 KB apart (the first tenth): munmap clears pages 0 to 100 and
+    // flushes that span, 101 pages, one TLBI VALE1IS each (under MAX_DVM_OPS).
     let (_, full, bcast) = per_mappings(&["size_kb=4096", "tlbi_range=off"], 4);
+    assert_eq!((full, bcast), (0, 4 * 101));
+    // With -r, 26 stores 160 KB apart: a span of 1001 pages, past MAX_DVM_OPS
+    // (512): one TLBI ASIDE1IS per munmap.
+    let (_, full, bcast) = per_mappings(&["size_kb=4096", "random=1", "tlbi_range=off"], 4);
     assert_eq!((full, bcast), (4, 4));
-    // With FEAT_TLBIRANGE the range goes by range operations, never the whole ASID.
-    let (_, full, bcast) = per_mappings(&["size_kb=4096", "tlbi_range=on"], 4);
-    assert_eq!(full, 0);
-    assert!((4..=4 * 4).contains(&bcast), "{bcast} range operations for 4 munmaps of 1024 pages");
+    // With FEAT_TLBIRANGE the 1001 pages go by range operations, never the whole
+    // ASID: 960 at scale 1, 40 at scale 0 and one single page.
+    let (_, full, bcast) = per_mappings(&["size_kb=4096", "random=1", "tlbi_range=on"], 4);
+    assert_eq!((full, bcast), (0, 4 * 3));
 }
 
 /// Runs `stress_ng_tlb_shootdown` on `cpus` CPUs of an Altra under arm64

@@ -68,15 +68,25 @@ impl<P: Policy> Sim<P> {
         *vmas = out;
     }
 
+    /// `munmap`: removes the VMAs of the range, clears its present PTEs and
+    /// flushes the span of pages it cleared, from the first to the last (Linux's
+    /// `mmu_gather` grows its range only when `zap_pte_range` clears a PTE, and
+    /// `tlb_finish_mmu` flushes nothing when it cleared none); the frames are
+    /// freed after the flush. Page-table pages are never freed here, so the
+    /// widening of the range and the non-leaf flush that `free_pgtables` adds in
+    /// Linux when a whole table goes are not modelled.
     pub(super) fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
         self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
         if self.folios() {
             let now = now + self.m.costs.fault_path;
-            let (now, owed, frames, _) = self.zap_folio(cpu, mm, va, pages, "munmap", now);
+            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, "munmap", now);
+            let Some((lo, hi)) = span else {
+                return self.flush_unflushed(cpu, mm, "munmap", owed, now);
+            };
             let seq = self.oracle.next_seq();
-            let what = FlushWhat::Range(va, pages);
+            let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
             let pf = self.open_flush_arch(cpu, mm, what, "munmap", seq, frames, owed, now);
             return self.flush(cpu, pf, now);
         }
@@ -86,17 +96,24 @@ impl<P: Policy> Sim<P> {
         let mut frames = Vec::new();
         let pt = &mut self.pt;
         let mut slots = Vec::new();
-        pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
-        for r in slots {
+        pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (a, r) in slots {
             let p = pt.pte_mut(r);
             if p.valid() {
                 frames.push(p.pfn);
                 p.flags = 0;
                 p.ver = seq;
                 changed.push(r);
+                lo = lo.min(a);
+                hi = hi.max(a);
             }
         }
-        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "munmap", seq, changed, frames, now);
+        if changed.is_empty() {
+            return now + self.m.costs.fault_path;
+        }
+        let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
+        let pf = self.open_flush(cpu, mm, what, "munmap", seq, changed, frames, now);
         self.flush(cpu, pf, now + self.m.costs.fault_path)
     }
 

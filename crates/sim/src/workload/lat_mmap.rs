@@ -28,13 +28,12 @@
 //! is a shared file mapping of the simulated page cache (`Sys::MmapFile`), one
 //! file for every process.
 //!
-//! What stays different: the simulated `munmap` flushes the whole unmapped range
-//! (on arm64 Linux: by VA below 512 pages, the whole ASID from there) and frees
-//! no page table, where Linux's `mmu_gather` flushes the span from the first PTE
-//! it cleared to the last (the first tenth of the mapping by default), widened
-//! to the page tables `free_pgtables` frees (each adds the 2 MB-aligned address
-//! it covered, so that the span may reach beyond the mapping, or stay at the
-//! touched tenth when neighbouring mappings keep the table); the result is the
+//! What stays different: the simulated `munmap` flushes, as Linux's `mmu_gather`
+//! does, the span from the first PTE it cleared to the last (the first tenth of
+//! the mapping by default; on arm64 Linux by VA below 512 pages, the whole ASID
+//! from there), but frees no page table, where Linux's `free_pgtables` widens
+//! that span by the address of each table it frees and makes the flush non-leaf
+//! (a table goes when no neighbouring mapping keeps it); the result is the
 //! mean over processes of each process's time per iteration, not the median of
 //! repetitions, and one untimed iteration stands for `benchmp`'s calibration.
 //!
