@@ -162,6 +162,13 @@ pub const METRICS: &[MetricDef] = &[
         "stress_ng_tlb_shootdown: one iteration of a child (the mprotects of one page and of all the shared \
          memory, the strided reads and writes, the madvise refaults), averaged over the children",
     ),
+    result(
+        "ms_per_call",
+        "time per madvise",
+        "ms",
+        "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED) of the whole mapping, entry to exit, mean over \
+         iterations",
+    ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

@@ -127,6 +127,21 @@ pub enum Sys {
         /// Pages.
         pages: u64,
     },
+    /// `madvise(MADV_PAGEOUT)` of `pages` pages at `va` (Linux v7.0, arm64 in
+    /// mind): every folio of anonymous private memory that the range covers
+    /// whole and maps exclusively is reclaimed: its PTEs are cleared, each
+    /// clear's TLB flush is deferred and all of them completed before the folio
+    /// is freed, and a later touch faults a fresh page in (a swap-in; swap I/O is
+    /// not modelled). With [`crate::sim::Sim::set_pageout_batch`] a large folio's
+    /// PTEs go in one batch (Dev Jain's series) instead of one at a time. Shared
+    /// folios, folios the range covers in part and file mappings are left alone.
+    /// See `sim/reclaim.rs`.
+    MadvisePageout {
+        /// First page.
+        va: u64,
+        /// Pages.
+        pages: u64,
+    },
     /// Replaces this process's address space with a fresh one holding a new
     /// text, data and stack (`execve`): the old one is torn down and flushed as
     /// exit tears down a last user's, and the calling thread goes on, on this

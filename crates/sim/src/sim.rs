@@ -17,7 +17,8 @@
 //! ([`Policy::enter_lazy`]): the idle task, or a kernel thread (also what an
 //! exiting task is from `exit_mm` on), which Linux's `enter_lazy_tlb` tells
 //! apart with `is_idle_task`. System calls: `mmap`, `munmap`,
-//! `mprotect`, `madvise(MADV_DONTNEED)`, `fork` (copy-on-write), `clone` (a
+//! `mprotect`, `madvise(MADV_DONTNEED)`, `madvise(MADV_PAGEOUT)` (reclaim of
+//! anonymous memory, `sim/reclaim.rs`), `fork` (copy-on-write), `clone` (a
 //! thread), `execve`, `exit`, pipes with blocking reads, and a kernel path that
 //! maps, copies and unmaps buffer pages in the kernel's address space (FreeBSD's
 //! `pmap_qenter`/`pmap_qremove`). Pages are demand-allocated on first touch.
@@ -43,7 +44,8 @@
 //! `sim/access.rs` (TLB lookups, walks and page faults), `sim/flush.rs`
 //! (invalidations owed, the strict scan), `sim/syscall.rs` (system-call
 //! dispatch, pipes, the kernel-map path), `sim/mmap.rs` (the memory system
-//! calls) and `sim/process.rs` (spawn, fork, clone, execve, exit).
+//! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`) and `sim/process.rs`
+//! (spawn, fork, clone, execve, exit).
 
 mod access;
 mod contpte;
@@ -52,6 +54,7 @@ mod flush;
 mod mmap;
 mod process;
 mod ptemem;
+mod reclaim;
 mod sched;
 mod syscall;
 #[cfg(test)]
@@ -223,6 +226,22 @@ pub struct Stats {
     pub lazy_flushes: u64,
     /// Scheduler ticks taken (policies that tick only).
     pub ticks: u64,
+    /// Folios `madvise(MADV_PAGEOUT)` reclaimed (an order-0 page counted as a
+    /// folio of its own).
+    pub pageout_folios: u64,
+    /// Pages those folios had mapped.
+    pub pageout_pages: u64,
+    /// Folios (or pages) in a `MADV_PAGEOUT` range left alone: shared, covered
+    /// only in part, or of a file mapping.
+    pub pageout_skipped: u64,
+    /// Deferred TLB flushes reclaim queued (`arch_tlbbatch_add_pending`), one per
+    /// PTE unmapped alone or per batch of PTEs unmapped together.
+    pub pageout_deferred_flushes: u64,
+    /// Contiguous blocks `MADV_PAGEOUT` unfolded (its range flushes through the
+    /// arch code, each one `contpte_convert`).
+    pub pageout_unfolds: u64,
+    /// Faults that mapped a page paged out by `MADV_PAGEOUT` again (swap-ins).
+    pub swapins: u64,
 }
 
 /// A mapping of an address space.
@@ -243,6 +262,22 @@ impl Vma {
     }
 }
 
+impl Mm {
+    /// Returns an address space with no mappings and no users.
+    fn new(uid: u32, root: u32, mmap_next: u64, alive: bool) -> Self {
+        Mm {
+            uid,
+            root,
+            vmas: Vec::new(),
+            users: 0,
+            mmap_next,
+            alive,
+            swapped: Default::default(),
+            batched: Default::default(),
+        }
+    }
+}
+
 struct Mm {
     uid: u32,
     root: u32,
@@ -250,6 +285,13 @@ struct Mm {
     users: u32,
     mmap_next: u64,
     alive: bool,
+    /// Pages `MADV_PAGEOUT` paged out and nothing has mapped or zapped since
+    /// (their PTEs are none: the model has no swap entries).
+    swapped: std::collections::BTreeSet<u64>,
+    /// Reclaim deferred flushes of this address space that no later page-table
+    /// walk has completed yet (`mm->tlb_flush_batched`): the completion barriers
+    /// the next `MADV_PAGEOUT` walk issues first (`flush_tlb_batched_pending`).
+    batched: reclaim::Held,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -399,6 +441,10 @@ pub struct Sim<P: Policy> {
     /// Flushes whose completion the policy took over, by ticket: their
     /// obligations stay open and their frames held until it completes them.
     lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
+    /// Whether `MADV_PAGEOUT` unmaps a large anonymous folio's PTEs in one batch
+    /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
+    /// (Linux v7.0).
+    pageout_batch: bool,
 }
 
 /// A page-cache slot with no frame.
@@ -427,7 +473,7 @@ impl<P: Policy> Sim<P> {
             pt,
             frames: Frames::default(),
             oracle: Oracle::new(false),
-            mms: vec![Mm { uid: 0, root: kroot, vmas: Vec::new(), users: 0, mmap_next: 0, alive: true }],
+            mms: vec![Mm::new(0, kroot, 0, true)],
             free_slots: Vec::new(),
             next_uid: 1,
             threads: Vec::new(),
@@ -454,6 +500,7 @@ impl<P: Policy> Sim<P> {
             jitter: 0.0,
             ticks,
             lazy_pending: Default::default(),
+            pageout_batch: false,
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.

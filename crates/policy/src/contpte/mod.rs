@@ -84,9 +84,9 @@ pub mod teardown;
 pub(crate) mod testmem;
 
 pub use ops::{
-    block_index, block_start, clear_full_ptes, get_and_clear_full_ptes, ptep_clear_flush_young, ptep_get,
-    ptep_get_and_clear, ptep_get_lockless, ptep_set_access_flags, ptep_test_and_clear_young, set_ptes, try_fold,
-    try_unfold, wrprotect_ptes,
+    block_index, block_start, clear_full_ptes, get_and_clear_full_ptes, pte_batch_hint, ptep_clear_flush_young,
+    ptep_get, ptep_get_and_clear, ptep_get_lockless, ptep_set_access_flags, ptep_test_and_clear_young, set_ptes,
+    try_fold, try_unfold, wrprotect_ptes,
 };
 pub use pte::PteVal;
 pub use teardown::{ptep_get_and_clear_full, teardown_range, MmFlushOwed, Teardown, UnknownTeardown};

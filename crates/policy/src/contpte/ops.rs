@@ -205,6 +205,18 @@ pub fn ptep_get_lockless<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr) -> PteV
     }
 }
 
+/// Returns how many PTEs from `va` the core mm may take as one batch without
+/// reading them, given `pte`, the value just read at `va` (`pte_batch_hint`,
+/// v6.9): the rest of the block for a valid contiguous PTE, else 1. The core
+/// mm's `folio_pte_batch` advances by it, so it reads one PTE per block.
+pub const fn pte_batch_hint(va: VirtAddr, pte: PteVal) -> u64 {
+    if pte.valid_cont() {
+        CONT_PTES - block_index(va)
+    } else {
+        1
+    }
+}
+
 /// Returns the address that ends the part of `[addr, end)` inside `addr`'s block
 /// (`pte_cont_addr_end`).
 const fn cont_addr_end(addr: u64, end: u64) -> u64 {

@@ -34,6 +34,11 @@
 //!   the range covers in part unfolded); with the older strategies, and with
 //!   `folios`, `ptep_get` then `ptep_get_and_clear` per present PTE, which unfolds
 //!   a contiguous block first. The kernel's range flush follows, as before.
+//! - **`madvise(MADV_PAGEOUT)`** (`try_to_unmap_one` from reclaim): v7.0 clears
+//!   an anonymous folio's PTEs one at a time with `get_and_clear_ptes(nr = 1)`,
+//!   which unfolds the block at the first; Dev Jain's series clears a whole
+//!   block with one `get_and_clear_ptes(nr = 16)`. Each clear's flush is
+//!   deferred and completed before the folio is freed: `sim/reclaim.rs`.
 //! - **`mprotect` removing write**: `wrprotect_ptes` over each run of present
 //!   PTEs (whole blocks write-protected in place, partly covered ones unfolded),
 //!   then the range flush. Adding write changes no PTE, as without folios.
@@ -51,7 +56,8 @@
 //!   `execve`, `munmap`, `madvise`) also costs the preset's `zap_page` per PTE it
 //!   cleared (rmap removal, RSS accounting, gathering the page) and `zap_folio`
 //!   per folio it freed, the bulk of Linux's `exit_group`. Only here: runs
-//!   without folios charge neither and stay as they were.
+//!   without folios charge neither and stay as they were. (`MADV_PAGEOUT`, a
+//!   later path with no earlier result to keep, charges both in every mode.)
 //!
 //! Every PTE value the kernel gets back from a clear feeds the oracle
 //! ([`Sim::judge_clears`]): a file page reported dirty is written back
@@ -480,7 +486,7 @@ impl<P: Policy> Sim<P> {
 
     /// Returns the folio frame `pfn` belongs to, as the core mm's `page_folio`
     /// sees it (a single frame is a folio of one page).
-    fn folio(&self, pfn: u64) -> Folio {
+    pub(super) fn folio(&self, pfn: u64) -> Folio {
         match self.frames.folio_of(pfn) {
             Some(first) => Folio { pfn: first, pages: CONT_PTES },
             None => Folio { pfn, pages: 1 },
@@ -628,6 +634,9 @@ impl<P: Policy> Sim<P> {
         }
         let (t, owed) = mem.finish();
         now = t;
+        if vma.file.is_none() {
+            self.note_swapin(mm, va, nr);
+        }
         self.flush_unflushed(cpu, mm, "fault", owed, now)
     }
 

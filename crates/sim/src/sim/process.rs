@@ -11,14 +11,14 @@ impl<P: Policy> Sim<P> {
                 if self.mms.len() >= self.cfg.max_mms {
                     return None;
                 }
-                self.mms.push(Mm { uid: 0, root: 0, vmas: Vec::new(), users: 0, mmap_next: 0, alive: false });
+                self.mms.push(Mm::new(0, 0, 0, false));
                 (self.mms.len() - 1) as u32
             }
         };
         let root = self.pt.new_root();
         let uid = self.next_uid;
         self.next_uid += 1;
-        self.mms[slot as usize] = Mm { uid, root, vmas: Vec::new(), users: 0, mmap_next: MMAP_BASE, alive: true };
+        self.mms[slot as usize] = Mm::new(uid, root, MMAP_BASE, true);
         let mm = MmId(slot);
         self.policy.mm_init(mm);
         Some(mm)
@@ -120,6 +120,9 @@ impl<P: Policy> Sim<P> {
         let vmas = self.mms[parent.index()].vmas.clone();
         self.mms[cm.index()].vmas = vmas.clone();
         self.mms[cm.index()].mmap_next = self.mms[parent.index()].mmap_next;
+        // The child's PTEs of pages the parent paged out are swap entries too
+        // (copy_nonpresent_pte): a touch swaps them in.
+        self.mms[cm.index()].swapped = self.mms[parent.index()].swapped.clone();
         let (proot, croot) = (self.mms[parent.index()].root, self.mms[cm.index()].root);
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();

@@ -30,6 +30,12 @@
 //! Each exchange of a valid PTE records whether its block was dirty as
 //! `ptep_get` would have gathered it, for `no_ungathered_dirty`.
 //!
+//! Reclaim's deferred flushes ([`KernelPtes::flush_deferred`], arm64's
+//! `arch_tlbbatch_add_pending`) issue their invalidations at once but hold back
+//! the barrier that completes them; the changes they cover wait, owed, until
+//! [`KernelPtes::sync_deferred`] (`arch_tlbbatch_flush`) issues that barrier,
+//! and only then are they discharged (`sim/reclaim.rs`).
+//!
 //! # The hardware between two calls
 //! A policy call is atomic in simulated time, so without help no other CPU would
 //! ever act in the middle of a fold, an unfold or a teardown. The arch code's
@@ -45,6 +51,7 @@
 //! sample, not a search: the checker explores every interleaving.
 
 use super::contpte::block_conflict;
+use super::reclaim::{Held, NoSync};
 use super::*;
 use tlbkit_policy::contpte::{PteMem, PteVal};
 
@@ -113,6 +120,12 @@ pub(super) struct KernelPtes<'s, P: Policy> {
     /// dirty state as `ptep_get` gathers it was dirty at that moment (what
     /// `no_ungathered_dirty` holds the value returned for the page to).
     pub(super) exchanged: Vec<(u64, bool)>,
+    /// Weakenings whose invalidations a deferred flush issued without waiting
+    /// for them ([`KernelPtes::flush_deferred`]): discharged at the next
+    /// [`KernelPtes::sync_deferred`].
+    deferred: Vec<Weakened>,
+    /// The completion barriers those deferred flushes held back.
+    held: Held,
 }
 
 /// Returns the arch layer's view of a PTE.
@@ -138,6 +151,8 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
             in_loads: false,
             overlapped: 0,
             exchanged: Vec::new(),
+            deferred: Vec::new(),
+            held: Held::default(),
         }
     }
 
@@ -145,6 +160,11 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
     /// returns its clock and what its own flushes left owed.
     pub(super) fn finish(mut self) -> (u64, Unflushed) {
         self.end_loads();
+        // A deferred flush nobody completed leaves its changes to the kernel's
+        // own flush (reclaim completes every one, so this is only a safety net).
+        debug_assert!(self.deferred.is_empty(), "a deferred flush was never completed");
+        let deferred = std::mem::take(&mut self.deferred);
+        self.owed.changes.extend(deferred);
         let touched = std::mem::take(&mut self.touched);
         for (mm, block) in touched {
             self.sim.check_dirty_kept(self.cpu, mm, block << SHIFT_64K, self.now);
@@ -253,6 +273,68 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
     }
 }
 
+impl<P: Policy> KernelPtes<'_, P> {
+    /// Queues the invalidation of `pages` pages of `mm` from `va` without
+    /// waiting for it: reclaim's `set_tlb_ubc_flush_pending` →
+    /// `arch_tlbbatch_add_pending`, arm64's `__flush_tlb_range_nosync`. The
+    /// policy's [`Policy::flush_range`] runs on a view of the CPU that holds
+    /// back every completion barrier it issues on this CPU (`DSB ISH`,
+    /// `TLBSYNC`; [`NoSync`]): its `DSB ISHST` and TLBIs go out now, and the
+    /// changes it covers stay owed until [`KernelPtes::sync_deferred`].
+    pub(super) fn flush_deferred(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        self.end_loads();
+        let sim = &mut *self.sim;
+        sim.stats.pageout_deferred_flushes += 1;
+        let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+        let view = NoSync::new(&hw);
+        sim.policy.flush_range(&view, mm, va, pages);
+        self.held.merge(view.held());
+        self.now = hw.now();
+        let end = va.0 + pages * 4096;
+        let (mut covered, rest): (Vec<Weakened>, Vec<Weakened>) =
+            std::mem::take(&mut self.owed.changes).into_iter().partition(|w| w.mm == mm && w.va >= va.0 && w.va < end);
+        self.owed.changes = rest;
+        self.deferred.append(&mut covered);
+    }
+
+    /// Completes every deferred flush since the last call: issues once each
+    /// completion barrier they held back (`arch_tlbbatch_flush`, arm64's lone
+    /// `DSB ISH`, from `try_to_unmap_flush_dirty`), then discharges the changes
+    /// they covered. Returns the barriers issued.
+    pub(super) fn sync_deferred(&mut self) -> Held {
+        self.end_loads();
+        let held = std::mem::take(&mut self.held);
+        let sim = &mut *self.sim;
+        if held.any() {
+            let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+            held.issue(&hw);
+            self.now = hw.now();
+        }
+        let now = self.now;
+        for w in std::mem::take(&mut self.deferred) {
+            let p = sim.pt.pte_mut(w.pte);
+            if p.floor < w.seq {
+                p.floor = w.seq;
+                p.floor_obl = w.obl;
+            }
+        }
+        let changes = &self.owed.changes;
+        self.owed.obls.retain(|&o| {
+            let open = changes.iter().any(|w| w.obl == o);
+            if !open {
+                sim.oracle.obligations[o as usize].discharged = Some(now);
+            }
+            open
+        });
+        if sim.oracle.strict {
+            for c in 0..sim.m.cpus.len() {
+                sim.strict_scan(c, now);
+            }
+        }
+        held
+    }
+}
+
 impl<P: Policy> PteMem for KernelPtes<'_, P> {
     fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
         self.charge_load();
@@ -338,9 +420,9 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
             }
             !covered
         });
-        let (changes, now) = (&self.owed.changes, self.now);
+        let (changes, deferred, now) = (&self.owed.changes, &self.deferred, self.now);
         self.owed.obls.retain(|&o| {
-            let open = changes.iter().any(|w| w.obl == o);
+            let open = changes.iter().any(|w| w.obl == o) || deferred.iter().any(|w| w.obl == o);
             if !open {
                 sim.oracle.obligations[o as usize].discharged = Some(now);
             }

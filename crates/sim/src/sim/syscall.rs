@@ -16,6 +16,7 @@ impl<P: Policy> Sim<P> {
                     | Sys::Munmap { .. }
                     | Sys::Mprotect { .. }
                     | Sys::Madvise { .. }
+                    | Sys::MadvisePageout { .. }
                     | Sys::Fork(_)
                     | Sys::Execve
             )
@@ -36,14 +37,22 @@ impl<P: Policy> Sim<P> {
             }
             Sys::MmapFixed { va, pages, write } => {
                 self.threads[tid].ret = va;
+                self.forget_swapped(mm, va, pages);
                 self.mmap_fixed(cpu, mm, va, pages, write, now)
             }
-            Sys::Munmap { va, pages } => self.munmap(cpu, mm, va, pages, now),
+            Sys::Munmap { va, pages } => {
+                self.forget_swapped(mm, va, pages);
+                self.munmap(cpu, mm, va, pages, now)
+            }
             Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
             Sys::Fork(child) => self.fork(cpu, tid, child, now),
             Sys::Clone(thread) => self.clone_thread(cpu, tid, thread, None, now),
             Sys::CloneOn(bind, thread) => self.clone_thread(cpu, tid, thread, Some(bind), now),
-            Sys::Madvise { va, pages } => self.madvise_dontneed(cpu, mm, va, pages, now),
+            Sys::Madvise { va, pages } => {
+                self.forget_swapped(mm, va, pages);
+                self.madvise_dontneed(cpu, mm, va, pages, now)
+            }
+            Sys::MadvisePageout { va, pages } => self.madvise_pageout(cpu, mm, va, pages, now),
             Sys::Execve => self.execve(cpu, tid, now),
             Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
             Sys::Pipe => self.new_pipe(tid, u64::MAX, now),

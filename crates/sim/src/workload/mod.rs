@@ -14,7 +14,9 @@
 //! [`hackbench`] (pipes between processes: switches between address spaces);
 //! [`munmap_latency`] (LATR's microbenchmark) and [`apache_like`] (its
 //! macrobenchmark); [`lat_mmap`] (lmbench's map, touch and unmap of a shared
-//! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`).
+//! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`);
+//! [`madvise_bench`] (one `madvise(MADV_PAGEOUT)` of 64 KB folios, Dev Jain's
+//! benchmark).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -23,6 +25,7 @@ pub mod fileserver;
 pub mod hackbench;
 pub mod lat_ctx;
 pub mod lat_mmap;
+pub mod madvise_bench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
@@ -155,6 +158,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     apache_like::DEF,
     lat_mmap::DEF,
     stress_ng_tlb_shootdown::DEF,
+    madvise_bench::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -196,6 +200,7 @@ pub fn setup_with<P: Policy>(
         "apache_like" => apache_like::setup(p, sim),
         "lat_mmap" => lat_mmap::setup(p, sim),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
+        "madvise_bench" => madvise_bench::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -220,6 +225,7 @@ pub fn result<P: Policy>(
         "apache_like" => apache_like::result(main),
         "lat_mmap" => lat_mmap::result(p, main),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
+        "madvise_bench" => madvise_bench::result(main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -255,6 +261,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "apache_like" => apache_like::max_mms(p),
         "lat_mmap" => lat_mmap::max_mms(p, cpus),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::max_mms(p, cpus),
+        // One process.
+        "madvise_bench" => 8,
         _ => 64,
     }
 }

@@ -67,4 +67,7 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // all) and madvising shared file pages that every process of the instance
     // maps: flushes of many address spaces sharing frames.
     ("stress_ng_tlb_shootdown", &["workers=2", "ops=20", "pages=16"]),
+    // One process paging out 1 MB it wrote, twice: reclaim's deferred flushes,
+    // completed before the frames are freed, under every policy.
+    ("madvise_bench", &["size_mb=1", "iters=2"]),
 ];

@@ -1,0 +1,474 @@
+//! `madvise(MADV_PAGEOUT)` of anonymous private memory: reclaim of the range's
+//! folios as Linux v7.0 does it, with or without Dev Jain's batching ("mm/rmap:
+//! Optimize anonymous large folio unmapping", 2026, v1 to v4, not merged at v7.0).
+//!
+//! # What the simulated kernel does (Linux v7.0)
+//! - **The walk** (`madvise_cold_or_pageout_pte_range`, per last-level table, i.e.
+//!   per 2 MB of the range in each anonymous VMA): `flush_tlb_batched_pending`
+//!   first (below), then per present PTE a `ptep_get` (with contiguous PTEs the
+//!   gathering read of the block: 17 loads) and, for a large folio, the
+//!   `folio_pte_batch` that finds how many PTEs from it map consecutive pages of
+//!   the folio, advancing by arm64's `pte_batch_hint` (so one read per block, none
+//!   more for a 64 KB folio mapped by one block; without the contiguous bit, one
+//!   read per further PTE). A folio the range covers whole and maps exclusively
+//!   (every frame mapped once: `folio_mapcount == folio_nr_pages`) is queued; the
+//!   young bits are left alone (only `MADV_COLD` clears them). At the end of the
+//!   table the queue is reclaimed (`reclaim_pages` → `shrink_folio_list`), folio
+//!   by folio, in order.
+//! - **Unmap, v7.0** (`try_to_unmap(TTU_BATCH_FLUSH)` → `try_to_unmap_one`): for
+//!   an anonymous swap-backed folio `folio_unmap_pte_batch` returns 1, so every
+//!   PTE is unmapped alone: the walk's `ptep_get` (`check_pte`), `try_to_unmap_one`'s
+//!   own `ptep_get`, `get_and_clear_ptes(nr = 1)` (arm64: `contpte_try_unfold`,
+//!   then one exchange: on the first PTE of a contiguous block the unfold is 16
+//!   exchanges, a synchronous 64 KB range flush and 16 writes), the deferred flush
+//!   of that page (`set_tlb_ubc_flush_pending` → `arch_tlbbatch_add_pending` =
+//!   `__flush_tlb_range_nosync`: `DSB ISHST` and the TLBI, no `DSB ISH`), then the
+//!   swap PTE (`set_pte_at`: one read and one store).
+//! - **Unmap, Dev Jain's series** ([`Sim::set_pageout_batch`]): `folio_unmap_pte_batch`
+//!   batches anonymous folios too (`folio_pte_batch_flags` with the write
+//!   permission respected, capped at the folio's end): a 64 KB folio fully mapped
+//!   by one aligned block is one batch: the two `ptep_get`s once,
+//!   `get_and_clear_ptes(nr = 16)` (whole block: no unfold, 16 exchanges), one
+//!   deferred flush of the 64 KB range, and the 16 swap PTEs written in one go (16
+//!   stores). Without the contiguous bit (`contpte=folios`) a large folio is
+//!   batched the same way (the series is core mm; only the unfold it saves is
+//!   arm64's), reading each PTE of the batch; order-0 pages (`contpte=off`) are
+//!   unmapped one at a time either way.
+//! - **Then, per folio**: `try_to_unmap_flush_dirty` (the folio is dirty: an
+//!   anonymous folio is, once in the swap cache), which completes the deferred
+//!   flushes ([`KernelPtes::sync_deferred`]: one `DSB ISH` on arm64); `pageout`
+//!   (writing the folio to swap: not costed); the folio is freed. Only then are the
+//!   frames returned to the allocator, so the oracle's `no_reuse_while_mapped`
+//!   judges that the flush covering their PTEs completed first.
+//! - **`flush_tlb_batched_pending`**: a deferred flush leaves the mm marked
+//!   (`mm->tlb_flush_batched`); the next walk of its page tables under the
+//!   page-table lock completes it again. arm64's `arch_flush_tlb_batched_pending`
+//!   is a lone `DSB ISH` (v6.5, "arm64: support batched/deferred tlb shootdown
+//!   during page reclamation/migration"; recalled from the kernel, not from the
+//!   notes this model was written from). It is issued at each table of a
+//!   `MADV_PAGEOUT` walk after a table whose folios were reclaimed, and by the
+//!   first table of the next `MADV_PAGEOUT` of the mm.
+//! - **A later touch** of a paged-out page faults (its PTE is none here, a swap
+//!   entry in Linux): the ordinary anonymous fault maps a fresh frame, or a fresh
+//!   64 KB folio where the fault would map one (v7.0 swaps large folios in from
+//!   a synchronous device such as zram), counted as one swap-in
+//!   ([`Stats::swapins`]).
+//!
+//! # Costs
+//! Only the preset's figures: `fault_path` for the system call's VMA lookup and
+//! walk (as `madvise(MADV_DONTNEED)`), every page-table access through
+//! [`KernelPtes`] as the arch code's are charged, the policy's flushes and the
+//! held-back barriers as the machine charges TLBIs, DVM messages and `DSB`s, and
+//! per reclaimed folio the core mm's per-page and per-folio teardown work,
+//! `zap_page` per PTE and `zap_folio` per folio (their meaning is a zap's: rmap
+//! removal, counters, freeing; reclaim does the same work, plus what is listed as
+//! not costed below), in every mode (`contpte=off` included: the zaps charge
+//! them only with folios, to keep earlier results; this path had none). No cost
+//! figure was added for this path.
+//!
+//! # How the deferred flushes reach the policy, and how that differs from arm64
+//! Each deferred flush is one call of the policy's
+//! [`Policy::flush_range`](tlbkit_policy::Policy::flush_range) of the pages it
+//! covers (1 page per PTE in v7.0, the batch with Dev Jain's), made on a view of
+//! the CPU ([`NoSync`]) that passes every operation through except the barriers
+//! that wait for invalidations to complete (`DSB ISH`, and x86's `TLBSYNC`)
+//! issued on this CPU, which it holds back; `try_to_unmap_flush_dirty` issues each
+//! held kind once. The machine applies a TLBI to every TLB when it is issued and
+//! charges its completion to the `DSB` that waits for it, so the DVM messages of
+//! one folio's deferred flushes queue behind each other and one `DSB ISH` waits
+//! for the last, as on arm64. For `arm64-linux` this is arm64's sequence exactly:
+//! per deferred flush `DSB ISHST` and the TLBIs of `__flush_tlb_range_op` (one
+//! `TLBI VALE1IS` per page, or with `tlbi_range=on` range operations and a single
+//! op for one page), and one `DSB ISH` per folio. What differs:
+//! - the policy decides each deferred flush as it decides any `flush_range`
+//!   (`arm64-linux-skipbcast` may make one local, and a local flush's `DSB NSH`
+//!   is not held back), where Linux's `arch_tlbbatch_add_pending` has no such
+//!   choice;
+//! - the TLBIs are `flush_range`'s, which `Tlbi::Va` stands for whether Linux
+//!   issues `VALE1IS` (last level, as reclaim does) or `VAE1IS`;
+//! - the whole-ASID fallback of `flush_range` past its page limit would be held
+//!   back too (Linux's `flush_tlb_mm` there completes at once); a deferred flush
+//!   covers at most one folio, 16 pages, so it never happens here;
+//! - the shootdown phases a policy reports end before the held barrier, so its
+//!   wait is not in `shootdown_ns`;
+//! - x86 policies run the same mapping (their IPIs are sent and waited for in
+//!   each deferred flush); x86 Linux's own batch (the CPUs of each mm gathered,
+//!   one flush at `arch_tlbbatch_flush`) is not modelled: use them for the
+//!   oracle's verdict only.
+//!
+//! # Not modelled
+//! - Swap itself: `folio_alloc_swap`, the swap cache, `pageout`'s write to the
+//!   swap device (zram's compression, in the real benchmark), and the read of a
+//!   swap-in. No preset has a figure for them, so none is charged: a paged-out
+//!   page costs its unmap, flush and freeing only, and a swap-in an ordinary
+//!   zero-fill fault (`page_copy`). Absolute times are therefore lower bounds of
+//!   the real call's; the TLB work is what is modelled.
+//! - Swap entries: a paged-out PTE is none, so any zap later skips it (Linux
+//!   frees its swap slot, touching no TLB), and a fork copies none of them (the
+//!   child's touches count as swap-ins all the same).
+//! - Large folios the range covers in part (Linux splits an exclusive one and
+//!   reclaims its pages) and folios mapped more than once (Linux skips them too)
+//!   are left mapped and counted in [`Stats::pageout_skipped`]. File mappings are
+//!   skipped whole (Linux would reclaim their page-cache folios).
+//! - A failed order-4 swap-slot allocation (Linux then splits the folio and
+//!   unmaps order-0 pages): slots never run out here.
+//! - Dev Jain's sub-batches by anonymous exclusivity: a private folio's pages are
+//!   all exclusive here, so a batch is the run the write permission allows.
+//! - `flush_tlb_batched_pending` in the other walkers (`munmap`,
+//!   `madvise(MADV_DONTNEED)`, `mprotect`, exit): each would issue one `DSB ISH`
+//!   after a `MADV_PAGEOUT` that left the mm marked.
+//! - The rmap walk, LRU isolation, folio locks and MMU notifiers are not charged
+//!   beyond `zap_page` and `zap_folio`.
+
+use super::ptemem::KernelPtes;
+use super::*;
+use crate::machine::CpuHw;
+use std::cell::Cell;
+use tlbkit_policy::contpte::{self as arch, PteMem, PteVal};
+use tlbkit_policy::hw::{FlushTicket, Note};
+use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, Phase, Scope, Tlbi};
+
+/// The completion barriers deferred flushes held back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Held {
+    /// `DSB ISH` (arm64).
+    dsb_ish: bool,
+    /// `TLBSYNC` (x86 with `INVLPGB`).
+    tlbsync: bool,
+}
+
+impl Held {
+    /// Adds what `other` held.
+    pub(super) fn merge(&mut self, other: Held) {
+        self.dsb_ish |= other.dsb_ish;
+        self.tlbsync |= other.tlbsync;
+    }
+
+    /// Returns whether a barrier was held.
+    pub(super) fn any(self) -> bool {
+        self.dsb_ish || self.tlbsync
+    }
+
+    /// Issues each held barrier once on `hw`.
+    pub(super) fn issue<H: Hw>(self, hw: &H) {
+        if self.dsb_ish {
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        }
+        if self.tlbsync {
+            hw.barrier(Barrier::TlbSync);
+        }
+    }
+}
+
+/// The CPU as a deferred flush sees it (`__flush_tlb_range_nosync`): every
+/// operation goes to the CPU's [`CpuHw`], except the barriers that wait for
+/// invalidations to complete (`DSB ISH`, `TLBSYNC`) issued on this CPU outside an
+/// IPI handler, which are held back ([`NoSync::held`]).
+pub(super) struct NoSync<'h, 'm> {
+    hw: &'h CpuHw<'m>,
+    /// IPI handlers running (their barriers are the target CPU's own, never held).
+    handlers: Cell<u32>,
+    held: Cell<Held>,
+}
+
+impl<'h, 'm> NoSync<'h, 'm> {
+    /// Returns the view of `hw`.
+    pub(super) fn new(hw: &'h CpuHw<'m>) -> Self {
+        NoSync { hw, handlers: Cell::new(0), held: Cell::new(Held::default()) }
+    }
+
+    /// Returns the barriers held back so far.
+    pub(super) fn held(&self) -> Held {
+        self.held.get()
+    }
+
+    /// Runs an IPI handler that the machine calls with `target`, which is this
+    /// view's own [`CpuHw`] acting for the target CPU (the machine runs a
+    /// handler on the sender's interface), with barriers passed through.
+    fn in_handler<F: Fn(&Self)>(&self, target: &CpuHw<'m>, handler: &F) {
+        debug_assert!(std::ptr::eq(target, self.hw), "the machine ran a handler on another interface");
+        self.handlers.set(self.handlers.get() + 1);
+        handler(self);
+        self.handlers.set(self.handlers.get() - 1);
+    }
+}
+
+impl Hw for NoSync<'_, '_> {
+    fn cpu(&self) -> CpuId {
+        self.hw.cpu()
+    }
+    fn ncpus(&self) -> usize {
+        self.hw.ncpus()
+    }
+    fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+        self.hw.write_root(root, asid, noflush)
+    }
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        self.hw.tlbi(op, scope)
+    }
+    fn barrier(&self, b: Barrier) {
+        if self.handlers.get() == 0 {
+            let mut held = self.held.get();
+            match b {
+                Barrier::Dsb(Domain::InnerShareable) => held.dsb_ish = true,
+                Barrier::TlbSync => held.tlbsync = true,
+                _ => return self.hw.barrier(b),
+            }
+            self.held.set(held);
+            return;
+        }
+        self.hw.barrier(b)
+    }
+    fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.hw.send_ipi(targets, |h| self.in_handler(h, &handler))
+    }
+    fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.hw.send_ipi_async(targets, |h| self.in_handler(h, &handler))
+    }
+    fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
+        self.hw.send_ipi_all_but_self_async(|h| self.in_handler(h, &handler))
+    }
+    fn shared(&self, addr: usize, access: Access) {
+        self.hw.shared(addr, access)
+    }
+    fn spin_on(&self, addr: usize) {
+        self.hw.spin_on(addr)
+    }
+    fn phase(&self, phase: Phase) {
+        self.hw.phase(phase)
+    }
+    fn note(&self, note: Note) {
+        self.hw.note(note)
+    }
+    fn jiffies(&self) -> u64 {
+        self.hw.jiffies()
+    }
+    fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.hw.irqs_off(f)
+    }
+    fn defer_flush(&self) -> Option<FlushTicket> {
+        self.hw.defer_flush()
+    }
+    fn flush_complete(&self, ticket: FlushTicket) {
+        self.hw.flush_complete(ticket)
+    }
+}
+
+/// A folio the walk queued for reclaim: its first page, its pages (all mapped
+/// from there, in order) and its first frame.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    va: u64,
+    pages: u64,
+    pfn: u64,
+}
+
+/// Returns how many PTEs from `va`, at most `max_nr`, map consecutive pages
+/// from `first`'s frame with `first`'s protection (`folio_pte_batch_flags`; the
+/// write permission compared only with `respect_write`, the access and dirty
+/// state never), reading one PTE per step of arm64's `pte_batch_hint`.
+fn folio_pte_batch<P: Policy>(
+    mem: &mut KernelPtes<'_, P>,
+    mm: MmId,
+    va: u64,
+    first: PteVal,
+    max_nr: u64,
+    respect_write: bool,
+) -> u64 {
+    let ignore = if respect_write { PteVal::CONT } else { PteVal::CONT | PteVal::WRITE };
+    let prot = first.prot() & !ignore;
+    let mut nr = arch::pte_batch_hint(VirtAddr(va), first).min(max_nr);
+    while nr < max_nr {
+        let v = VirtAddr(va).add_pages(nr);
+        let pte = arch::ptep_get(mem, mm, v);
+        if !pte.valid() || pte.pfn != first.pfn + nr || pte.prot() & !ignore != prot {
+            break;
+        }
+        nr += arch::pte_batch_hint(v, pte).min(max_nr - nr);
+    }
+    nr
+}
+
+impl<P: Policy> Sim<P> {
+    /// Makes `MADV_PAGEOUT` unmap each large anonymous folio's PTEs in batches
+    /// (Dev Jain's series) with `on`, one at a time (Linux v7.0, the default)
+    /// without. See the module documentation.
+    pub fn set_pageout_batch(&mut self, on: bool) {
+        self.pageout_batch = on;
+    }
+
+    /// `madvise(MADV_PAGEOUT)` of `pages` pages at `va` in `mm` (module
+    /// documentation); returns the time after it.
+    pub(super) fn madvise_pageout(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        let end = va + pages * 4096;
+        let mut vmas: Vec<Vma> =
+            self.mms[mm.index()].vmas.iter().copied().filter(|v| v.start < end && va < v.end()).collect();
+        let covered: u64 = vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
+        if !va.is_multiple_of(4096) || covered != pages {
+            self.error.get_or_insert(format!(
+                "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
+            ));
+            return now;
+        }
+        vmas.sort_by_key(|v| v.start);
+        let root = self.mms[mm.index()].root;
+        let unfolds = self.stats.pte_range_flushes;
+        let batch = self.pageout_batch;
+        let mut pending = std::mem::take(&mut self.mms[mm.index()].batched);
+        let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.fault_path, "pageout");
+        for v in vmas.iter().filter(|v| v.file.is_none()) {
+            let (s, e) = (v.start.max(va), v.end().min(end));
+            let mut tables = Vec::new();
+            mem.sim.pt.for_each_leaf_table(root, s, (e - s) / 4096, |a, n| tables.push((a, n)));
+            for (a, n) in tables {
+                // flush_tlb_batched_pending, under the page-table lock.
+                if pending.any() {
+                    let hw = CpuHw::new(&mut mem.sim.m, cpu, mem.now);
+                    pending.issue(&hw);
+                    mem.now = hw.now();
+                    pending = Held::default();
+                }
+                let queued = Self::pageout_scan(&mut mem, mm, a, a + n * 4096);
+                for f in queued {
+                    pending.merge(Self::reclaim_folio(&mut mem, mm, f, batch));
+                }
+            }
+        }
+        let (now, owed) = mem.finish();
+        self.mms[mm.index()].batched = pending;
+        self.stats.pageout_unfolds += self.stats.pte_range_flushes - unfolds;
+        // Every change was covered by a deferred flush and completed: nothing owed.
+        debug_assert!(owed.is_empty());
+        self.flush_unflushed(cpu, mm, "pageout", owed, now)
+    }
+
+    /// The walk of one last-level table's part `[start, end)` of an anonymous
+    /// VMA: returns the folios it queues for reclaim, in address order.
+    fn pageout_scan(mem: &mut KernelPtes<'_, P>, mm: MmId, start: u64, end: u64) -> Vec<Queued> {
+        let mut queued = Vec::new();
+        let mut a = start;
+        while a < end {
+            let pte = arch::ptep_get(mem, mm, VirtAddr(a));
+            if !pte.valid() {
+                a += 4096;
+                continue;
+            }
+            let folio = mem.sim.folio(pte.pfn);
+            let mut nr = 1;
+            if folio.is_large() {
+                let max_nr = (folio.pfn + folio.pages - pte.pfn).min((end - a) / 4096);
+                nr = folio_pte_batch(mem, mm, a, pte, max_nr, false);
+                if nr < folio.pages {
+                    // Covered in part (Linux would split it) or mapped in part.
+                    mem.sim.stats.pageout_skipped += 1;
+                    a += nr * 4096;
+                    continue;
+                }
+            }
+            let exclusive = (0..nr).all(|i| mem.sim.frames.refs(pte.pfn + i) == 1);
+            if exclusive && mem.sim.frames.kind(pte.pfn) != FrameKind::FileFolio {
+                queued.push(Queued { va: a, pages: nr, pfn: pte.pfn });
+            } else {
+                mem.sim.stats.pageout_skipped += 1;
+            }
+            a += nr * 4096;
+        }
+        queued
+    }
+
+    /// Reclaims one queued folio (module documentation): unmaps its PTEs, one at
+    /// a time or in batches, each with a deferred flush, completes the flushes,
+    /// frees it. Returns the barriers the completion issued (what the mm's next
+    /// `flush_tlb_batched_pending` issues again).
+    fn reclaim_folio(mem: &mut KernelPtes<'_, P>, mm: MmId, f: Queued, batch: bool) -> Held {
+        let large = f.pages > 1;
+        let mut i = 0;
+        while i < f.pages {
+            let v = VirtAddr(f.va).add_pages(i);
+            // page_vma_mapped_walk's check_pte, then try_to_unmap_one's own read.
+            arch::ptep_get(mem, mm, v);
+            let pte = arch::ptep_get(mem, mm, v);
+            let nr = if batch && large { folio_pte_batch(mem, mm, v.0, pte, f.pages - i, true) } else { 1 };
+            // get_and_clear_ptes: get_and_clear_full_ptes with full = 0.
+            arch::get_and_clear_full_ptes(mem, mm, v, nr);
+            mem.flush_deferred(mm, v, nr);
+            // The swap PTEs (none here: swap entries are not modelled).
+            if nr == 1 {
+                arch::set_ptes(mem, mm, v, PteVal::NONE, 1, None);
+            } else {
+                for j in 0..nr {
+                    mem.set(mm, v.add_pages(j), PteVal::NONE);
+                }
+            }
+            i += nr;
+        }
+        // try_to_unmap_flush_dirty, then pageout (not costed), then the folio is freed.
+        let held = mem.sync_deferred();
+        let c = mem.sim.m.costs;
+        mem.now += c.zap_page * f.pages + c.zap_folio;
+        let sim = &mut *mem.sim;
+        for j in 0..f.pages {
+            sim.frames.put(f.pfn + j, 0);
+        }
+        sim.mms[mm.index()].swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
+        sim.stats.pageout_folios += 1;
+        sim.stats.pageout_pages += f.pages;
+        held
+    }
+
+    /// Records that a fault mapped `pages` pages from `va` in `mm`: those that
+    /// `MADV_PAGEOUT` had paged out are swapped in (one swap-in per fault).
+    pub(super) fn note_swapin(&mut self, mm: MmId, va: u64, pages: u64) {
+        let swapped = &mut self.mms[mm.index()].swapped;
+        if swapped.is_empty() {
+            return;
+        }
+        let hit: Vec<u64> = swapped.range(va..va + pages * 4096).copied().collect();
+        if hit.is_empty() {
+            return;
+        }
+        for p in hit {
+            swapped.remove(&p);
+        }
+        self.stats.swapins += 1;
+    }
+
+    /// Forgets the paged-out pages of `pages` pages from `va` in `mm`: their swap
+    /// entries are zapped (`munmap`, `MAP_FIXED`, `MADV_DONTNEED`), which frees the
+    /// swap slots and touches no TLB.
+    pub(super) fn forget_swapped(&mut self, mm: MmId, va: u64, pages: u64) {
+        let swapped = &mut self.mms[mm.index()].swapped;
+        if swapped.is_empty() {
+            return;
+        }
+        let end = va.saturating_add(pages.saturating_mul(4096));
+        let hit: Vec<u64> = swapped.range(va..end).copied().collect();
+        for p in hit {
+            swapped.remove(&p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlbkit_policy::contpte::CONT_PTES;
+
+    #[test]
+    fn held_barriers_merge_and_are_issued_once_each() {
+        let mut h = Held::default();
+        assert!(!h.any());
+        h.merge(Held { dsb_ish: true, tlbsync: false });
+        h.merge(Held { dsb_ish: true, tlbsync: false });
+        assert_eq!(h, Held { dsb_ish: true, tlbsync: false });
+        assert!(h.any());
+    }
+
+    #[test]
+    fn the_batch_hint_is_the_rest_of_a_contiguous_block() {
+        let cont = PteVal::new(0x100, PteVal::VALID | PteVal::CONT);
+        assert_eq!(arch::pte_batch_hint(VirtAddr(0x40_0000), cont), CONT_PTES);
+        assert_eq!(arch::pte_batch_hint(VirtAddr(0x40_3000), cont), CONT_PTES - 3);
+        assert_eq!(arch::pte_batch_hint(VirtAddr(0x40_3000), PteVal::new(0x100, PteVal::VALID)), 1);
+    }
+}
