@@ -107,7 +107,8 @@ pub const METRICS: &[MetricDef] = &[
         "requests_per_s",
         "requests per second",
         "req/s",
-        "apache_like: requests served per second after the first tenth (the warm-up)",
+        "apache_like: requests served per second after the first tenth (the warm-up); redis_like: requests served \
+         per second from the first to the last (redis-benchmark's figure)",
     ),
     result(
         "us_per_request",
@@ -169,6 +170,14 @@ pub const METRICS: &[MetricDef] = &[
         "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED) of the whole mapping, entry to exit, mean over \
          iterations",
     ),
+    result(
+        "fork_us",
+        "fork time",
+        "µs",
+        "redis_like: the server's fork() for a background save, entry to return in the parent, averaged over the \
+         saves (INFO's latest_fork_usec)",
+    ),
+    result("forks", "background saves", "count", "redis_like: background saves (forks) the server started"),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

@@ -16,7 +16,8 @@
 //! macrobenchmark); [`lat_mmap`] (lmbench's map, touch and unmap of a shared
 //! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`);
 //! [`madvise_bench`] (one `madvise(MADV_PAGEOUT)` of 64 KB folios, Dev Jain's
-//! benchmark).
+//! benchmark); [`redis_like`] (a single-threaded store that forks to save and
+//! reuses freed memory: the arm64 `active_cpu` thread's workload).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -29,6 +30,7 @@ pub mod madvise_bench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
+pub mod redis_like;
 pub mod sort_compute;
 pub mod stress;
 pub mod stress_ng_tlb_shootdown;
@@ -159,6 +161,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     lat_mmap::DEF,
     stress_ng_tlb_shootdown::DEF,
     madvise_bench::DEF,
+    redis_like::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -201,6 +204,7 @@ pub fn setup_with<P: Policy>(
         "lat_mmap" => lat_mmap::setup(p, sim),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         "madvise_bench" => madvise_bench::setup(p, sim),
+        "redis_like" => redis_like::setup(p, sim),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -226,6 +230,7 @@ pub fn result<P: Policy>(
         "lat_mmap" => lat_mmap::result(p, main),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
         "madvise_bench" => madvise_bench::result(main),
+        "redis_like" => redis_like::result(p, main),
         _ => Err(format!("unknown workload {name}")),
     }
 }
@@ -263,6 +268,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::max_mms(p, cpus),
         // One process.
         "madvise_bench" => 8,
+        "redis_like" => redis_like::max_mms(p),
         _ => 64,
     }
 }

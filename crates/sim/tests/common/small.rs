@@ -70,4 +70,23 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // One process paging out 1 MB it wrote, twice: reclaim's deferred flushes,
     // completed before the frames are freed, under every policy.
     ("madvise_bench", &["size_mb=1", "iters=2"]),
+    // One server thread (and four sleeping ones) with a child forked every 20
+    // ms of its 300 ms that dismisses every value; DELs overflow jemalloc's
+    // cache and its background thread purges: COW faults, madvises in both
+    // address spaces, the child's exit.
+    (
+        "redis_like",
+        &[
+            "keys=64",
+            "value_pages=2",
+            "clients=3",
+            "requests=300",
+            "request_us=1000",
+            "del_pct=90",
+            "hz=100",
+            "save_ms=15",
+            "save_changes=1",
+            "decay_ms=20",
+        ],
+    ),
 ];

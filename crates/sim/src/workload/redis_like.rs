@@ -1,0 +1,1032 @@
+//! A redis-like in-memory store: one thread serves requests from an event
+//! loop, the server forks a child to save the data set in the background every
+//! so often, and the values it overwrites or deletes are freed to jemalloc and
+//! reused. The workload of Ryan Roberts' arm64 `active_cpu` thread (2025): a
+//! process that is multi-threaded but runs on one CPU, whose copy-on-write
+//! faults after each fork flush one page of its own address space.
+//!
+//! Source: github.com/redis/redis at `4f8cdc2a1ea5` (October 2024): `server.c`
+//! (`serverCron`, `redisFork`, `dismissMemoryInChild`, `dismissClientMemory`,
+//! `dismissMemory`), `rdb.c` (`rdbSaveBackground`, `rdbSaveDb`,
+//! `backgroundSaveDoneHandlerDisk`), `db.c` (`lookupKey`), `object.c`
+//! (`dismissObject`), `networking.c` (the reusable query buffer, the 16 KB reply
+//! buffer), `zmalloc.c` (`zmadvise_dontneed`), `config.c` (defaults), and its
+//! vendored jemalloc 5.3.0 (`arena.c`, `pac.c`, `decay.c`, `tcache.c`,
+//! `background_thread.c`, `smoothstep.h`).
+//!
+//! What the server does, and how it is modelled:
+//! - **Threads.** The main thread runs the event loop. `bioInit` starts three
+//!   background I/O threads (close-file, AOF fsync, lazy free) and
+//!   `jemalloc-bg-thread yes` (the default) starts jemalloc's background thread:
+//!   four more threads of the server's address space, started at boot, that
+//!   mostly sleep. Here the bio threads sleep on a pipe each until shutdown (a
+//!   string value is always freed at once, `lazyfree-lazy-server-del` is off and
+//!   a string's free effort is under `LAZYFREE_THRESHOLD`); jemalloc's thread
+//!   sleeps on its pipe and wakes to purge (below).
+//! - **Requests**, as `redis-benchmark -c clients -n requests -r keys -d value
+//!   -t set,get` sends them (its defaults: 50 clients, 100000 requests per test,
+//!   3-byte values; `-t set,get` runs as many SETs as GETs): the server always has
+//!   a client's next request ready, and serves them one after another, each
+//!   client in turn; a request is a GET, SET or DEL of a random key
+//!   (`write_pct` of them writes, `del_pct` of the writes DELs; redis-benchmark
+//!   runs its SETs then its GETs, the model interleaves them). Each one:
+//!   `read()` writes the command into the reusable query buffer
+//!   (`thread_reusable_qb`, 20 KB: the whole value for a SET, one page
+//!   otherwise); the key's dict entry and object header are read (and the
+//!   object's LRU clock written, unless a child exists: `lookupKey` skips it "as
+//!   this will trigger a copy on write madness"); a GET reads the value and copies
+//!   it into the client's 16 KB reply buffer (`c->buf`, `PROTO_REPLY_CHUNK_BYTES`);
+//!   a SET allocates a new value, writes it, updates the dict entry and frees the
+//!   old value; a DEL frees the value; a write's reply (`+OK`, `:1`) goes into the
+//!   first page of `c->buf`; every request writes a page of the stack and of the
+//!   server's globals (its statistics). The request's own work (`epoll_wait`,
+//!   `read`, `write`, parsing, the command table, the event loop) is `request_us`
+//!   of computation, an estimate: redis-benchmark's documented usage and
+//!   published runs of it (`-c 50`/`-c 100`, small values, no pipelining) serve
+//!   of the order of 120 to 150 thousand SETs or GETs a second on one server
+//!   thread, about 8 µs each; the copies of a value in and out (two per page of
+//!   a value) are costed at the machine's own `page_copy`.
+//! - **Memory.** Values are strings of `value_pages` pages (4: `-d 16000`, whose
+//!   16 KB sds is jemalloc's 16 KiB size class, one page-aligned extent); the
+//!   dict, object headers and keys take 80 bytes a key (a 32-byte dict entry, a
+//!   16-byte object, a 24-byte key sds, an 8-byte bucket), packed in key order.
+//!   At boot the server loads every key (as from its RDB file at startup), then
+//!   serves.
+//! - **jemalloc.** A freed value goes to the thread cache (`tcache_max` 32 KiB,
+//!   20 slots for a large size class); the cache's most recently freed value
+//!   serves the next allocation. A free into a full cache first flushes its
+//!   oldest half to the arena's dirty extents. An allocation takes the cache's
+//!   last, else the lowest-addressed dirty extent, else the lowest retained
+//!   (purged or never used) one, whose pages fault in afresh. Dirty pages
+//!   decay: `dirty_decay_ms` (10000 by default), `muzzy_decay_ms` 0, so a
+//!   decayed extent is purged with `madvise(MADV_DONTNEED)` and retained. The
+//!   decay is jemalloc's: 200 epochs of `decay_ms / 200`, a backlog of new dirty
+//!   pages per epoch and the `smootherstep` curve (`decay.c`, `smoothstep.h`)
+//!   giving how many may stay dirty; purges evict the least recently dirtied
+//!   extent, merged with its dirty neighbours, until that many remain
+//!   (`pac_decay_to_limit`). Purging is the background thread's
+//!   (`PAC_PURGE_ALWAYS`; application threads never purge while it runs): it
+//!   sleeps indefinitely while nothing is dirty, is woken by the first dirty
+//!   extent, sleeps `decay_ms` while 1024 pages or fewer are dirty, sooner (the
+//!   binary search of `decay_ns_until_purge`) with more, never under 100 ms, and
+//!   is woken early when more than 1024 pages would be purged before its wake-up
+//!   (`arena_maybe_do_deferred_work`). With redis-benchmark's SETs and GETs
+//!   alone, each SET's new value takes the extent the previous SET freed (the
+//!   thread cache), and nothing is ever dirty or purged: that is jemalloc's
+//!   behaviour; DELs (`del_pct`) free more than is reused, and then it purges.
+//! - **Saves.** `serverCron` runs `hz` times a second (10). With no child, it
+//!   starts a background save (`rdbSaveBackground`) when a save point is met:
+//!   at least `save_changes` writes since the last save and more than `save_ms`
+//!   since it. With a child, it only checks whether the child finished
+//!   (`checkChildrenDone`, a `waitpid`); when it has, the writes counted before
+//!   the fork are subtracted and the save time is now. redis's built-in save
+//!   points are `3600 1 300 100 60 10000` (seconds, changes). A default run (200000
+//!   requests, about 1.7 s of the server's time) would never reach the shortest
+//!   of them, 60 s; the simulated default is that save point shrunk 240 times,
+//!   250 ms and 42 changes (10000 / 240), so that a run has three or four
+//!   saves, each starting at a tick of the cron; under this load the other two
+//!   never come first. `save_ms=0` is `save ""` (no saves).
+//! - **The fork** (`redisFork`): `fork()` timed as `latest_fork_usec` reports it:
+//!   the kernel copies the PTEs, write-protects the parent's writable anonymous
+//!   pages and flushes the parent's whole address space once. Afterwards the
+//!   parent's first write to each page still shared with the child is a
+//!   copy-on-write fault, a copy and a `flush_tlb_page` of the server's address
+//!   space (the simulated kernel's copy-on-write); a page the child has given up
+//!   meanwhile is made writable in place, without a copy or a flush.
+//! - **The child** (`rdbSave`, one thread): `dismissMemoryInChild` first
+//!   `madvise(MADV_DONTNEED)`s every client's reply buffer (its query buffer is
+//!   the reusable one, not a client's, between commands); then for every key, in
+//!   dict order: the entry is read, the value read and serialised (LZF,
+//!   `rdbcompression yes`) into the `rio` buffer (a page of the child's globals,
+//!   written), and `dismissObject` `madvise(MADV_DONTNEED)`s the value's pages
+//!   (`zmadvise_dontneed`: every string of a page or more). Serialising costs
+//!   `rdb_us_per_page` a page, an estimate from LZF's speed: lz4's README
+//!   (lzbench on the Silesia corpus) measures LZF 3.6 compressing at 175 MB/s
+//!   on a 1.9 GHz Core i5-4300U and 365 MB/s on a 4.5 GHz Core i7-3930K, about
+//!   250 MB/s at the 3 GHz of the modelled servers: 16 µs for 4 KB. The child
+//!   then exits (`exit_mmap`: its whole address space torn down and flushed).
+//! - The default keys (2000, a 32 MB data set) make a save last about half the
+//!   time between saves (2000 values of 4 pages at 16 µs a page, 0.13 s), so that
+//!   the server spends part of a run with a child and part without.
+//!
+//! What stays different, and what the simulated kernel lacks:
+//! - **No clock.** A simulated program cannot read the time (there is no
+//!   `clock_gettime`), so the server's timers (the cron's ticks, the save
+//!   period, jemalloc's decay epochs and its background thread's sleeps) run on
+//!   the server's own account of its time: the computation its requests were
+//!   costed at (`request_us` and the copies), without the faults, TLB misses
+//!   and flushes they took. Every policy therefore makes the same saves and
+//!   purges at the same requests. A timed wake-up of jemalloc's thread is a
+//!   pipe write by the main thread at the first request past it (in Linux, the
+//!   timer's interrupt wakes it); the cron's `waitpid` is a pipe read.
+//! - No disk: the child's `write()`s of the RDB file are in its per-page cost,
+//!   its `fflush`, `fsync` and `rename` take no time (the child would sleep in
+//!   `fsync`), and the child reports nothing back over the child-info pipe.
+//! - At shutdown the server waits for a running save to finish (redis kills it)
+//!   and makes no final save; neither is in the measurement.
+//! - jemalloc's thread-cache garbage collection (which returns cached values
+//!   unused since its last pass to the arena), the random jitter of its decay
+//!   deadlines and the application threads' decay ticks (every 1000 arena
+//!   events; here at each flush to the arena) are not modelled; values above
+//!   16 KB would have their GET replies continued in reply blocks allocated and
+//!   freed per reply, which are not modelled (GETs copy at most the 16 KB of
+//!   `c->buf`); values of 32 KB and more take redis's big-argument path, which
+//!   is not modelled (hence at most 7 pages).
+//! - The other clients of the event loop (a replica, the cluster bus), active
+//!   expiry, the incremental rehash and `clientsCron` are not modelled; nor are
+//!   transparent huge pages (redis disables them for itself, `disable-thp yes`).
+//!
+//! Results: `requests_per_s` (requests served per second, from the first to the
+//! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
+//! averaged over the saves: `latest_fork_usec`) and `forks` (the saves).
+
+use super::{ParamDef, Params, WorkloadDef};
+use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
+use crate::sim::Sim;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "redis_like",
+    description: "a redis-like store: one thread serves GETs and SETs from 50 clients, serverCron forks a child \
+                  that saves every key and madvises each away, jemalloc reuses and purges freed values",
+    params: &[
+        ParamDef {
+            key: "keys",
+            default: 2000.0,
+            min: 1.0,
+            max: 1_000_000.0,
+            doc: "keys, all loaded at boot (redis-benchmark -r)",
+        },
+        ParamDef {
+            key: "value_pages",
+            default: 4.0,
+            min: 1.0,
+            max: 7.0,
+            doc: "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)",
+        },
+        ParamDef { key: "clients", default: 50.0, min: 1.0, max: 10_000.0, doc: "connections (redis-benchmark -c)" },
+        ParamDef {
+            key: "requests",
+            default: 200_000.0,
+            min: 1.0,
+            max: 100_000_000.0,
+            doc: "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
+        },
+        ParamDef {
+            key: "write_pct",
+            default: 50.0,
+            min: 0.0,
+            max: 100.0,
+            doc: "percent of requests that are writes (SET or DEL), the rest GETs",
+        },
+        ParamDef { key: "del_pct", default: 0.0, min: 0.0, max: 100.0, doc: "percent of writes that are DELs" },
+        ParamDef {
+            key: "request_us",
+            default: 8.0,
+            min: 0.0,
+            max: 100_000.0,
+            doc: "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
+        },
+        ParamDef {
+            key: "rdb_us_per_page",
+            default: 16.0,
+            min: 0.0,
+            max: 100_000.0,
+            doc: "the child's LZF compression and write() of a 4 KB page of a value, us",
+        },
+        ParamDef { key: "hz", default: 10.0, min: 1.0, max: 500.0, doc: "serverCron runs a second (redis hz)" },
+        ParamDef {
+            key: "save_ms",
+            default: 250.0,
+            min: 0.0,
+            max: 3_600_000.0,
+            doc: "save point: fork a save when more than this many ms passed since the last (0: never)",
+        },
+        ParamDef {
+            key: "save_changes",
+            default: 42.0,
+            min: 0.0,
+            max: 1e12,
+            doc: "save point: and at least this many writes were made since",
+        },
+        ParamDef {
+            key: "decay_ms",
+            default: 10_000.0,
+            min: 1.0,
+            max: 3_600_000.0,
+            doc: "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
+        },
+    ],
+    has_overhead: false,
+    results: &["requests_per_s", "fork_us", "forks"],
+};
+
+/// Pages of a client's reply buffer (`PROTO_REPLY_CHUNK_BYTES`, 16 KB).
+const CBUF_PAGES: u64 = 4;
+/// Bytes of a key's dict entry, object header, key string and bucket.
+const META_BYTES_PER_KEY: u64 = 80;
+/// redis's background I/O threads (`BIO_NUM_OPS`).
+const BIO_THREADS: usize = 3;
+/// jemalloc's thread-cache slots for a large size class (`opt_tcache_nslots_large`).
+const TCACHE_NSLOTS_LARGE: usize = 20;
+/// jemalloc's decay epochs (`SMOOTHSTEP_NSTEPS`).
+const NSTEPS: usize = 200;
+/// The binary fixed point of its smoothstep table (`SMOOTHSTEP_BFP`).
+const BFP: u32 = 24;
+/// Dirty pages below which the background thread sleeps a whole decay period
+/// (`ARENA_DEFERRED_PURGE_NPAGES_THRESHOLD`).
+const NPAGES_THRESHOLD: u64 = 1024;
+/// The background thread's shortest sleep (`BACKGROUND_THREAD_MIN_INTERVAL_NS`), ms.
+const BG_MIN_INTERVAL_MS: f64 = 100.0;
+/// Extents of the value arena beyond two per key: far more than are ever in use
+/// at once (a value per key, one more while a SET holds the old and the new, and
+/// the freed ones not yet reused or purged), so that an allocation that finds
+/// nothing cached or dirty always finds a retained extent.
+const EXTRA_SLOTS: u64 = 32;
+
+/// Returns the extents of the value arena of `keys` keys.
+fn arena_slots(keys: u64) -> u64 {
+    2 * keys + EXTRA_SLOTS
+}
+
+/// Returns jemalloc's `h_steps`: `smootherstep((i + 1) / 200)` in 24-bit fixed point.
+fn h_steps() -> Vec<u64> {
+    (1..=NSTEPS)
+        .map(|i| {
+            let x = i as f64 / NSTEPS as f64;
+            let y = x * x * x * (x * (6.0 * x - 15.0) + 10.0);
+            (y * (1u64 << BFP) as f64) as u64
+        })
+        .collect()
+}
+
+/// What an extent of the value arena holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Purged or never used: its pages are absent.
+    Retained,
+    /// A key's value.
+    Live,
+    /// Freed into the thread cache.
+    Cached,
+    /// Freed to the arena: dirty, to decay.
+    Dirty,
+    /// Taken by the background thread to be purged.
+    Purging,
+}
+
+/// jemalloc's dirty-page decay (`decay_t`), in the server's cycles.
+struct Decay {
+    h: Vec<u64>,
+    interval: u64,
+    epoch: u64,
+    backlog: [u64; NSTEPS],
+    nunpurged: u64,
+    limit: u64,
+}
+
+impl Decay {
+    fn new(interval: u64) -> Self {
+        Decay { h: h_steps(), interval: interval.max(1), epoch: 0, backlog: [0; NSTEPS], nunpurged: 0, limit: 0 }
+    }
+
+    /// `decay_maybe_advance_epoch` (its deadline without jitter): returns whether an epoch passed.
+    fn advance(&mut self, now: u64, current: u64) -> bool {
+        if now < self.epoch + self.interval {
+            return false;
+        }
+        let n = (now - self.epoch) / self.interval;
+        self.epoch += n * self.interval;
+        if n as usize >= NSTEPS {
+            self.backlog = [0; NSTEPS];
+        } else {
+            let n = n as usize;
+            self.backlog.rotate_left(n);
+            for b in &mut self.backlog[NSTEPS - n..NSTEPS - 1] {
+                *b = 0;
+            }
+        }
+        self.backlog[NSTEPS - 1] = current.saturating_sub(self.nunpurged);
+        let sum: u64 = self.backlog.iter().zip(&self.h).map(|(b, h)| b * h).sum();
+        self.limit = sum >> BFP;
+        self.nunpurged = self.limit.max(current);
+        true
+    }
+
+    /// `decay_npurge_after_interval`: pages the limit drops by in `interval` epochs.
+    fn npurge_after(&self, interval: usize) -> u64 {
+        let mut sum = 0;
+        for i in 0..NSTEPS {
+            let h = if i < interval { self.h[i] } else { self.h[i] - self.h[i - interval] };
+            sum += self.backlog[i] * h;
+        }
+        sum >> BFP
+    }
+
+    /// `decay_ns_until_purge` in cycles; `None` when nothing will ever be purged.
+    fn until_purge(&self, current: u64) -> Option<u64> {
+        if current == 0 && self.backlog.iter().all(|&b| b == 0) {
+            return None;
+        }
+        if current <= NPAGES_THRESHOLD {
+            return Some(self.interval * NSTEPS as u64);
+        }
+        let (mut lb, mut ub) = (2, NSTEPS);
+        let mut npurge_lb = self.npurge_after(lb);
+        if npurge_lb > NPAGES_THRESHOLD {
+            return Some(self.interval * lb as u64);
+        }
+        let mut npurge_ub = self.npurge_after(ub);
+        if npurge_ub < NPAGES_THRESHOLD {
+            return Some(self.interval * ub as u64);
+        }
+        while npurge_lb + NPAGES_THRESHOLD < npurge_ub && lb + 2 < ub {
+            let target = (lb + ub) / 2;
+            let npurge = self.npurge_after(target);
+            if npurge > NPAGES_THRESHOLD {
+                ub = target;
+                npurge_ub = npurge;
+            } else {
+                lb = target;
+                npurge_lb = npurge;
+            }
+        }
+        Some(self.interval * (ub + lb) as u64 / 2)
+    }
+
+    /// `decay_npages_purge_in`: of `npages_new` new dirty pages, those purged within `time` cycles.
+    fn purge_in(&self, time: u64, npages_new: u64) -> u64 {
+        let n = (time / self.interval) as usize;
+        if n >= NSTEPS {
+            return npages_new;
+        }
+        (npages_new * (self.h[NSTEPS - 1] - self.h[NSTEPS - 1 - n])) >> BFP
+    }
+}
+
+/// The value arena of jemalloc: one size class's extents, its thread cache, its
+/// dirty extents and their decay, and the background thread's schedule.
+struct Jemalloc {
+    pages: u64,
+    slots: Vec<Slot>,
+    /// The thread cache's bin, most recently freed last.
+    tcache: VecDeque<u32>,
+    /// Dirty extents by address, and by the order they were dirtied.
+    dirty: BTreeSet<u32>,
+    lru: BTreeMap<u64, u32>,
+    dirtied: Vec<u64>,
+    seq: u64,
+    retained: BTreeSet<u32>,
+    decay: Decay,
+    /// The background thread's shortest sleep, cycles.
+    min_sleep: u64,
+    /// Whether the background thread is asleep on its pipe.
+    bg_asleep: bool,
+    /// When it wakes by itself (`None`: it sleeps until woken).
+    bg_wake_at: Option<u64>,
+    /// Whether it must be woken now (deferred work while it slept).
+    bg_wake_now: bool,
+    npages_to_purge_new: u64,
+}
+
+impl Jemalloc {
+    fn new(pages: u64, live: u64, slots: u64, decay_cycles: u64, min_sleep: u64) -> Self {
+        let mut s = vec![Slot::Retained; slots as usize];
+        s[..live as usize].fill(Slot::Live);
+        Jemalloc {
+            pages,
+            slots: s,
+            tcache: VecDeque::new(),
+            dirty: BTreeSet::new(),
+            lru: BTreeMap::new(),
+            dirtied: vec![0; slots as usize],
+            seq: 0,
+            retained: (live as u32..slots as u32).collect(),
+            decay: Decay::new(decay_cycles / NSTEPS as u64),
+            min_sleep,
+            bg_asleep: false,
+            bg_wake_at: None,
+            bg_wake_now: false,
+            npages_to_purge_new: 0,
+        }
+    }
+
+    fn ndirty_pages(&self) -> u64 {
+        self.dirty.len() as u64 * self.pages
+    }
+
+    fn take_dirty(&mut self, s: u32) {
+        self.dirty.remove(&s);
+        self.lru.remove(&self.dirtied[s as usize]);
+    }
+
+    /// Allocates a value: the thread cache's last, else the lowest dirty
+    /// extent, else the lowest retained one. Returns the extent.
+    fn alloc(&mut self) -> u32 {
+        let s = if let Some(s) = self.tcache.pop_back() {
+            s
+        } else if let Some(&s) = self.dirty.first() {
+            self.take_dirty(s);
+            s
+        } else {
+            self.retained.pop_first().expect("a retained extent")
+        };
+        self.slots[s as usize] = Slot::Live;
+        s
+    }
+
+    /// Frees a value at server time `now`: into the thread cache, flushing its
+    /// oldest half to the arena first when it is full.
+    fn free(&mut self, s: u32, now: u64) {
+        if self.tcache.len() == TCACHE_NSLOTS_LARGE {
+            for _ in 0..TCACHE_NSLOTS_LARGE / 2 {
+                let f = self.tcache.pop_front().expect("a full cache");
+                self.slots[f as usize] = Slot::Dirty;
+                self.seq += 1;
+                self.dirtied[f as usize] = self.seq;
+                self.lru.insert(self.seq, f);
+                self.dirty.insert(f);
+            }
+            self.deferred_work(now);
+        }
+        self.slots[s as usize] = Slot::Cached;
+        self.tcache.push_back(s);
+    }
+
+    /// An application thread's reaction to new dirty pages
+    /// (`arena_handle_deferred_work`, and the decay tick's
+    /// `arena_maybe_do_deferred_work`): wake the background thread now if it
+    /// sleeps indefinitely, or if more than the threshold would be purged
+    /// before it wakes.
+    fn deferred_work(&mut self, now: u64) {
+        if self.bg_asleep && self.bg_wake_at.is_none() {
+            self.bg_wake_now = true;
+            return;
+        }
+        let current = self.ndirty_pages();
+        if !self.decay.advance(now, current) {
+            return;
+        }
+        let Some(wake) = self.bg_wake_at.filter(|&w| w > self.decay.epoch) else {
+            return;
+        };
+        let npages_new = self.decay.backlog[NSTEPS - 1];
+        self.npages_to_purge_new += self.decay.purge_in(wake - self.decay.epoch, npages_new);
+        if self.npages_to_purge_new > NPAGES_THRESHOLD {
+            self.npages_to_purge_new = 0;
+            self.bg_wake_now = true;
+        }
+    }
+
+    /// Returns whether the main thread must wake the background thread at
+    /// server time `now`, and marks it awake if so.
+    fn bg_due(&mut self, now: u64) -> bool {
+        let due = self.bg_asleep && (self.bg_wake_now || self.bg_wake_at.is_some_and(|w| w <= now));
+        if due {
+            self.bg_asleep = false;
+            self.bg_wake_now = false;
+        }
+        due
+    }
+
+    /// The background thread's work at server time `now` after a sleep
+    /// (`background_work_sleep_once`): unless it slept indefinitely, advance
+    /// the decay and take the extents to purge down to the limit (as runs of
+    /// extents: first and count); then set its next wake-up.
+    fn bg_work(&mut self, now: u64) -> Vec<(u32, u32)> {
+        let mut runs = Vec::new();
+        if self.bg_wake_at.is_some() {
+            self.decay.advance(now, self.ndirty_pages());
+            while self.ndirty_pages() > self.decay.limit {
+                let (_, &s) = self.lru.first_key_value().expect("a dirty extent");
+                let (mut lo, mut hi) = (s, s);
+                while lo > 0 && self.slots[lo as usize - 1] == Slot::Dirty {
+                    lo -= 1;
+                }
+                while (hi as usize) + 1 < self.slots.len() && self.slots[hi as usize + 1] == Slot::Dirty {
+                    hi += 1;
+                }
+                for e in lo..=hi {
+                    self.take_dirty(e);
+                    self.slots[e as usize] = Slot::Purging;
+                }
+                runs.push((lo, hi - lo + 1));
+            }
+        }
+        self.npages_to_purge_new = 0;
+        self.bg_wake_at = self.decay.until_purge(self.ndirty_pages()).map(|t| now + t.max(self.min_sleep));
+        runs
+    }
+
+    /// The extents of a run the background thread has purged are retained.
+    fn purged(&mut self, (first, n): (u32, u32)) {
+        for e in first..first + n {
+            self.slots[e as usize] = Slot::Retained;
+            self.retained.insert(e);
+        }
+    }
+}
+
+/// What every thread of the server (and its children) shares.
+struct Shared {
+    /// The server's time, cycles: what its requests were costed at.
+    clock: Cell<u64>,
+    jm: RefCell<Jemalloc>,
+    /// The value arena's address.
+    arena: Cell<u64>,
+    shutdown: Cell<bool>,
+    /// Whether the running save's child has finished.
+    child_done: Cell<bool>,
+}
+
+impl Shared {
+    fn value_va(&self, slot: u32) -> u64 {
+        self.arena.get() + slot as u64 * self.jm.borrow().pages * 4096
+    }
+}
+
+/// The run's parameters, in pages and cycles.
+#[derive(Clone, Copy)]
+struct Cfg {
+    keys: u64,
+    pages: u64,
+    clients: u64,
+    requests: u64,
+    write_pct: u64,
+    del_pct: u64,
+    request: u64,
+    page_copy: u64,
+    rdb_per_page: u64,
+    cron: u64,
+    save: u64,
+    save_changes: u64,
+    seed: u64,
+}
+
+/// Where the server's memory is.
+#[derive(Clone, Copy, Default)]
+struct Layout {
+    meta: u64,
+    cbuf: u64,
+    qb: u64,
+}
+
+impl Layout {
+    fn meta_va(&self, key: u64) -> u64 {
+        self.meta + key * META_BYTES_PER_KEY / 4096 * 4096
+    }
+    fn cbuf_va(&self, client: u64) -> u64 {
+        self.cbuf + client * CBUF_PAGES * 4096
+    }
+}
+
+/// Pages of the dict and object headers of `keys` keys.
+fn meta_pages(keys: u64) -> u64 {
+    (keys * META_BYTES_PER_KEY).div_ceil(4096)
+}
+
+/// A top stack page and a page of globals, written every request (and by the child per key).
+const STACK_TOP: u64 = STACK_VA + (STACK_PAGES - 1) * 4096;
+
+/// The main thread: boot, the event loop and the cron, shutdown.
+struct Main {
+    sh: Rc<Shared>,
+    cfg: Cfg,
+    boot: u32,
+    /// The bio threads' pipes, jemalloc's thread's pipe and the child's.
+    pipes: [u32; BIO_THREADS + 2],
+    lay: Layout,
+    queue: VecDeque<Op>,
+    rng: u64,
+    served: u64,
+    /// Each key's extent, if it exists.
+    keyspace: Vec<Option<u32>>,
+    dirty: u64,
+    dirty_before: u64,
+    lastsave: u64,
+    next_cron: u64,
+    child: bool,
+    finished: bool,
+}
+
+impl Main {
+    fn bg_pipe(&self) -> u32 {
+        self.pipes[BIO_THREADS]
+    }
+    fn done_pipe(&self) -> u32 {
+        self.pipes[BIO_THREADS + 1]
+    }
+
+    /// splitmix64: the benchmark's random keys and commands.
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn boot(&mut self, ret: u64) -> Op {
+        self.boot += 1;
+        let c = self.cfg;
+        let n = self.pipes.len() as u32;
+        match self.boot {
+            // The pipes.
+            b if b <= n => {
+                if b > 1 {
+                    self.pipes[b as usize - 2] = ret as u32;
+                }
+                Op::Sys(Sys::Pipe)
+            }
+            // bioInit's threads, then jemalloc's.
+            b if b <= n + BIO_THREADS as u32 => {
+                if b == n + 1 {
+                    self.pipes[n as usize - 1] = ret as u32;
+                }
+                let bio = Sleeper { sh: self.sh.clone(), pipe: self.pipes[(b - n - 1) as usize], started: false };
+                Op::Sys(Sys::Clone(Box::new(bio)))
+            }
+            b if b == n + BIO_THREADS as u32 + 1 => {
+                let bg = Background {
+                    sh: self.sh.clone(),
+                    pipe: self.bg_pipe(),
+                    state: BgState::Start,
+                    runs: VecDeque::new(),
+                };
+                Op::Sys(Sys::Clone(Box::new(bg)))
+            }
+            // The dict, the value arena, the clients' reply buffers, the query buffer.
+            b if b == n + 5 => Op::Sys(Sys::Mmap { pages: meta_pages(c.keys), write: true }),
+            b if b == n + 6 => {
+                self.lay.meta = ret;
+                Op::Sys(Sys::Mmap { pages: arena_slots(c.keys) * c.pages, write: true })
+            }
+            b if b == n + 7 => {
+                self.sh.arena.set(ret);
+                Op::Sys(Sys::Mmap { pages: c.clients * CBUF_PAGES, write: true })
+            }
+            b if b == n + 8 => {
+                self.lay.cbuf = ret;
+                Op::Sys(Sys::Mmap { pages: c.pages + 1, write: true })
+            }
+            // rdbLoad: every key's entry and value.
+            b if b == n + 9 => {
+                self.lay.qb = ret;
+                Op::Touch { va: self.lay.meta, pages: meta_pages(c.keys), write: true }
+            }
+            b if b == n + 10 => Op::Touch { va: self.sh.arena.get(), pages: c.keys * c.pages, write: true },
+            _ => {
+                self.boot = u32::MAX;
+                Op::Mark("serve_start")
+            }
+        }
+    }
+
+    /// serverCron: reap a finished save, or start one when the save point is met.
+    fn cron(&mut self) {
+        let now = self.sh.clock.get();
+        if self.child {
+            if self.sh.child_done.get() {
+                self.sh.child_done.set(false);
+                self.child = false;
+                self.dirty -= self.dirty_before;
+                self.lastsave = now;
+                self.queue.push_back(Op::Sys(Sys::PipeRead(self.done_pipe())));
+            }
+        } else if self.cfg.save > 0 && self.dirty >= self.cfg.save_changes && now - self.lastsave > self.cfg.save {
+            self.dirty_before = self.dirty;
+            self.child = true;
+            let values: Vec<(u64, u64)> = (0..self.cfg.keys)
+                .filter_map(|k| self.keyspace[k as usize].map(|s| (self.lay.meta_va(k), self.sh.value_va(s))))
+                .collect();
+            let child = Child {
+                sh: self.sh.clone(),
+                cfg: self.cfg,
+                lay: self.lay,
+                done: self.done_pipe(),
+                values,
+                next: 0,
+                part: 0,
+                end: 0,
+            };
+            self.queue.push_back(Op::Mark("fork_start"));
+            self.queue.push_back(Op::Sys(Sys::Fork(Box::new(child))));
+            self.queue.push_back(Op::Mark("fork_end"));
+        }
+    }
+
+    /// Queues one request's operations.
+    fn request(&mut self) {
+        let c = self.cfg;
+        let client = self.served % c.clients;
+        self.served += 1;
+        let (r, k) = (self.random(), self.random() % c.keys);
+        let write = r % 100 < c.write_pct;
+        let del = write && (r / 100) % 100 < c.del_pct;
+        let old = self.keyspace[k as usize];
+        let (meta, cbuf, pages) = (self.lay.meta_va(k), self.lay.cbuf_va(client), c.pages);
+        let q = &mut self.queue;
+        let mut copies = 0;
+        // read(): the command into the query buffer.
+        q.push_back(Op::Touch { va: self.lay.qb, pages: if write && !del { pages } else { 1 }, write: true });
+        if !write {
+            // lookupKey updates the LRU clock only while no child exists.
+            q.push_back(Op::Touch { va: meta, pages: 1, write: !self.child });
+            match old {
+                Some(s) => {
+                    q.push_back(Op::Touch { va: self.sh.value_va(s), pages, write: false });
+                    q.push_back(Op::Touch { va: cbuf, pages: pages.min(CBUF_PAGES), write: true });
+                    copies = 2 * pages;
+                }
+                None => q.push_back(Op::Touch { va: cbuf, pages: 1, write: true }),
+            }
+        } else if !del {
+            // createStringObject, then dbSetValue / dbAdd, then the old value's free.
+            let s = self.sh.jm.borrow_mut().alloc();
+            q.push_back(Op::Touch { va: self.sh.value_va(s), pages, write: true });
+            q.push_back(Op::Touch { va: meta, pages: 1, write: true });
+            if let Some(o) = old {
+                self.sh.jm.borrow_mut().free(o, self.sh.clock.get());
+            }
+            self.keyspace[k as usize] = Some(s);
+            q.push_back(Op::Touch { va: cbuf, pages: 1, write: true });
+            self.dirty += 1;
+            copies = 2 * pages;
+        } else {
+            q.push_back(Op::Touch { va: meta, pages: 1, write: true });
+            if let Some(o) = old {
+                self.sh.jm.borrow_mut().free(o, self.sh.clock.get());
+                self.keyspace[k as usize] = None;
+                self.dirty += 1;
+            }
+            q.push_back(Op::Touch { va: cbuf, pages: 1, write: true });
+        }
+        q.push_back(Op::Touch { va: STACK_TOP, pages: 1, write: true });
+        q.push_back(Op::Touch { va: DATA_VA, pages: 1, write: true });
+        let work = c.request + copies * c.page_copy;
+        q.push_back(Op::Compute(work));
+        self.sh.clock.set(self.sh.clock.get() + work);
+    }
+
+    /// Queues the next operations of the event loop (or of shutdown).
+    fn plan(&mut self) {
+        if self.served == self.cfg.requests {
+            self.finished = true;
+            self.queue.push_back(Op::Mark("serve_end"));
+            if self.child {
+                // Shutdown waits for the running save (redis would kill it).
+                self.queue.push_back(Op::Sys(Sys::PipeRead(self.done_pipe())));
+            }
+            self.sh.shutdown.set(true);
+            for &p in &self.pipes[..=BIO_THREADS] {
+                self.queue.push_back(Op::Sys(Sys::PipeWrite(p)));
+            }
+            self.queue.push_back(Op::Exit);
+            return;
+        }
+        let now = self.sh.clock.get();
+        if now >= self.next_cron {
+            self.next_cron = (now / self.cfg.cron + 1) * self.cfg.cron;
+            self.cron();
+        }
+        self.request();
+        if self.sh.jm.borrow_mut().bg_due(self.sh.clock.get()) {
+            self.queue.push_back(Op::Sys(Sys::PipeWrite(self.bg_pipe())));
+        }
+    }
+}
+
+impl Program for Main {
+    fn next(&mut self, ret: u64) -> Op {
+        if self.boot != u32::MAX {
+            return self.boot(ret);
+        }
+        if self.queue.is_empty() && !self.finished {
+            self.plan();
+        }
+        self.queue.pop_front().unwrap_or(Op::Exit)
+    }
+}
+
+/// A bio thread: sleeps on its job pipe until shutdown.
+struct Sleeper {
+    sh: Rc<Shared>,
+    pipe: u32,
+    started: bool,
+}
+
+impl Program for Sleeper {
+    fn next(&mut self, _: u64) -> Op {
+        if self.started && self.sh.shutdown.get() {
+            return Op::Exit;
+        }
+        self.started = true;
+        Op::Sys(Sys::PipeRead(self.pipe))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BgState {
+    Start,
+    Asleep,
+    Purging((u32, u32)),
+}
+
+/// jemalloc's background thread.
+struct Background {
+    sh: Rc<Shared>,
+    pipe: u32,
+    state: BgState,
+    runs: VecDeque<(u32, u32)>,
+}
+
+impl Program for Background {
+    fn next(&mut self, _: u64) -> Op {
+        match self.state {
+            BgState::Asleep => {
+                if self.sh.shutdown.get() {
+                    return Op::Exit;
+                }
+                let now = self.sh.clock.get();
+                self.runs = self.sh.jm.borrow_mut().bg_work(now).into();
+            }
+            BgState::Purging(run) => self.sh.jm.borrow_mut().purged(run),
+            BgState::Start => {}
+        }
+        if let Some(run) = self.runs.pop_front() {
+            self.state = BgState::Purging(run);
+            let pages = self.sh.jm.borrow().pages;
+            return Op::Sys(Sys::Madvise { va: self.sh.value_va(run.0), pages: run.1 as u64 * pages });
+        }
+        self.state = BgState::Asleep;
+        self.sh.jm.borrow_mut().bg_asleep = true;
+        Op::Sys(Sys::PipeRead(self.pipe))
+    }
+}
+
+/// The save's child: `rdbSave` of the keys as they were at the fork.
+struct Child {
+    sh: Rc<Shared>,
+    cfg: Cfg,
+    lay: Layout,
+    done: u32,
+    /// Each saved key's entry and value.
+    values: Vec<(u64, u64)>,
+    /// Clients dismissed, then keys saved.
+    next: u64,
+    part: u8,
+    end: u8,
+}
+
+impl Program for Child {
+    fn next(&mut self, _: u64) -> Op {
+        let c = self.cfg;
+        // dismissMemoryInChild: every client's reply buffer.
+        if self.next < c.clients {
+            self.next += 1;
+            return Op::Sys(Sys::Madvise { va: self.lay.cbuf_va(self.next - 1), pages: CBUF_PAGES });
+        }
+        let i = (self.next - c.clients) as usize;
+        if let Some(&(meta, value)) = self.values.get(i) {
+            self.part += 1;
+            return match self.part {
+                1 => Op::Touch { va: meta, pages: 1, write: false },
+                2 => Op::Touch { va: value, pages: c.pages, write: false },
+                3 => Op::Compute(c.rdb_per_page * c.pages),
+                4 => Op::Touch { va: DATA_VA, pages: 1, write: true },
+                _ => {
+                    // dismissObject.
+                    self.part = 0;
+                    self.next += 1;
+                    Op::Sys(Sys::Madvise { va: value, pages: c.pages })
+                }
+            };
+        }
+        self.end += 1;
+        match self.end {
+            1 => Op::Sys(Sys::PipeWrite(self.done)),
+            2 => {
+                self.sh.child_done.set(true);
+                Op::Mark("child_exit")
+            }
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Boots the server.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+    let ghz = sim.ghz();
+    let cycles = |us: f64| (us * 1e3 * ghz) as u64;
+    let cfg = Cfg {
+        keys: p["keys"] as u64,
+        pages: p["value_pages"] as u64,
+        clients: p["clients"] as u64,
+        requests: p["requests"] as u64,
+        write_pct: p["write_pct"] as u64,
+        del_pct: p["del_pct"] as u64,
+        request: cycles(p["request_us"]),
+        page_copy: sim.cfg.preset.costs.page_copy,
+        rdb_per_page: cycles(p["rdb_us_per_page"]),
+        cron: cycles(1e6 / p["hz"]).max(1),
+        save: cycles(p["save_ms"] * 1e3),
+        save_changes: p["save_changes"] as u64,
+        seed: sim.cfg.seed,
+    };
+    let jm = Jemalloc::new(
+        cfg.pages,
+        cfg.keys,
+        arena_slots(cfg.keys),
+        cycles(p["decay_ms"] * 1e3),
+        cycles(BG_MIN_INTERVAL_MS * 1e3),
+    );
+    let sh = Rc::new(Shared {
+        clock: Cell::new(0),
+        jm: RefCell::new(jm),
+        arena: Cell::new(0),
+        shutdown: Cell::new(false),
+        child_done: Cell::new(false),
+    });
+    let main = Main {
+        sh,
+        cfg,
+        boot: 0,
+        pipes: [0; BIO_THREADS + 2],
+        lay: Layout::default(),
+        queue: VecDeque::new(),
+        rng: cfg.seed,
+        served: 0,
+        keyspace: (0..cfg.keys as u32).map(Some).collect(),
+        dirty: 0,
+        dirty_before: 0,
+        lastsave: 0,
+        next_cron: cfg.cron,
+        child: false,
+        finished: false,
+    };
+    sim.spawn(Box::new(main))?;
+    Ok(())
+}
+
+/// Returns the address spaces the run needs: the server and one child at a time.
+pub fn max_mms(_: &Params) -> usize {
+    10
+}
+
+/// Returns `requests_per_s`, `fork_us` and `forks`.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+    let (start, end) = (super::mark_times(sim, "serve_start"), super::mark_times(sim, "serve_end"));
+    let (Some(&start), Some(&end)) = (start.first(), end.first()) else {
+        return Err("redis_like: the server did not serve its requests".into());
+    };
+    let (fs, fe) = (super::mark_times(sim, "fork_start"), super::mark_times(sim, "fork_end"));
+    if fs.len() != fe.len() {
+        return Err(format!("redis_like: {} fork(s) started, {} returned", fs.len(), fe.len()));
+    }
+    let g = sim.ghz();
+    let mut r = BTreeMap::new();
+    r.insert("requests_per_s".to_string(), p["requests"] / ((end - start) as f64 / g / 1e9));
+    let fork: u64 = fe.iter().zip(&fs).map(|(e, s)| e - s).sum();
+    r.insert("fork_us".to_string(), if fs.is_empty() { 0.0 } else { fork as f64 / fs.len() as f64 / g / 1e3 });
+    r.insert("forks".to_string(), fs.len() as f64);
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn h_steps_are_jemallocs_table() {
+        // smoothstep.h, STEP(1), STEP(2), STEP(100), STEP(200).
+        let h = h_steps();
+        assert_eq!((h[0], h[1], h[99], h[199]), (0x14, 0xa5, 0x80_0000, 0x100_0000));
+    }
+
+    #[test]
+    fn dirty_pages_may_stay_for_their_epoch_then_decay_and_are_purged_as_one_run() {
+        // Epochs of 100 cycles (decay 20000), extents of 4 pages.
+        let mut jm = Jemalloc::new(4, 2, 40, 20_000, 1);
+        jm.bg_asleep = true;
+        jm.bg_wake_at = Some(1_000_000);
+        // 21 frees: the 21st flushes the cache's 10 oldest to the arena.
+        for s in 2..23 {
+            jm.free(s, 0);
+        }
+        assert_eq!((jm.tcache.len(), jm.dirty.len()), (11, 10));
+        // The first epoch records the 40 new pages, all of which may stay.
+        assert!(jm.bg_work(150).is_empty());
+        assert_eq!(jm.bg_wake_at, Some(150 + 20_000));
+        // One epoch later the limit is 40 * h[198] >> 24 = 39: the oldest
+        // extent goes, merged with its 9 dirty neighbours, one run of 10.
+        assert_eq!(jm.bg_work(250), vec![(2, 10)]);
+        // Nothing dirty, but the backlog remembers: sleep a whole decay period.
+        assert_eq!(jm.bg_wake_at, Some(250 + 20_000));
+        jm.purged((2, 10));
+        assert_eq!(jm.alloc(), 22, "the cache's last first");
+    }
+}
