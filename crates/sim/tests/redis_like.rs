@@ -52,9 +52,10 @@ fn marks(sim: &Sim<LinuxArm64>, name: &str) -> Vec<u64> {
     sim.marks.iter().filter(|m| m.0 == name).map(|m| m.1).collect()
 }
 
-/// Returns the server's address-space uid: the one fork write-protects.
+/// Returns the server's address-space uid: of those that exited (the server
+/// and its children), the first created.
 fn server_uid(sim: &Sim<LinuxArm64>) -> Option<u32> {
-    sim.oracle.obligations.iter().find(|o| o.change == "fork-wrprotect").map(|o| o.mm_uid)
+    sim.oracle.obligations.iter().filter(|o| o.change == "exit").map(|o| o.mm_uid).min()
 }
 
 /// Returns how many obligations each change opened in the server's address

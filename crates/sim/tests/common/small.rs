@@ -70,10 +70,10 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // One process paging out 1 MB it wrote, twice: reclaim's deferred flushes,
     // completed before the frames are freed, under every policy.
     ("madvise_bench", &["size_mb=1", "iters=2"]),
-    // One server thread (and four sleeping ones) with a child forked every 20
-    // ms of its 300 ms that dismisses every value; DELs overflow jemalloc's
-    // cache and its background thread purges: COW faults, madvises in both
-    // address spaces, the child's exit.
+    // One server thread (and four sleeping ones) with a child forked every 30
+    // ms of its 300 ms (10 saves) that dismisses every value; DELs overflow
+    // jemalloc's cache and its background thread purges: COW faults, madvises
+    // in both address spaces, the children's exits.
     (
         "redis_like",
         &[
