@@ -115,8 +115,10 @@
 //!   period, jemalloc's decay epochs and its background thread's sleeps) run on
 //!   the server's own account of its time: the computation its requests were
 //!   costed at (`request_us` and the copies), without the faults, TLB misses
-//!   and flushes they took. Every policy therefore makes the same saves and
-//!   purges at the same requests. A timed wake-up of jemalloc's thread is a
+//!   and flushes they took. Under every policy the cron runs at the same
+//!   requests; only a child, which runs in simulated time, may finish after a
+//!   tick under one policy and before it under another, and so move the next
+//!   save by a tick. A timed wake-up of jemalloc's thread is a
 //!   pipe write by the main thread at the first request past it (in Linux, the
 //!   timer's interrupt wakes it); the cron's `waitpid` is a pipe read.
 //! - No disk: the child's `write()`s of the RDB file are in its per-page cost,
