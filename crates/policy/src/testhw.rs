@@ -40,6 +40,17 @@ pub fn invlpg(asid: u16, va: u64) -> String {
     format!("tlbi Va {{ asid: Asid({asid}), va: VirtAddr({va}) }} Local")
 }
 
+/// Returns CPUs 0 to `ncpus - 1` of one machine, each logging its barriers.
+pub fn cpus_with_barriers(ncpus: usize) -> Vec<Rec> {
+    (0..ncpus)
+        .map(|c| {
+            let mut r = Rec::new(c as u32, ncpus);
+            r.barriers = true;
+            r
+        })
+        .collect()
+}
+
 /// A CPU that records what the policy asked of it.
 pub struct Rec {
     home: u32,

@@ -169,33 +169,21 @@ register! {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",
         arch: Arm64,
-        build: |b| {
-            LinuxArm64::new(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
-                .map(|p| p.with_tlbi_range(b.tlbi_range))
-                .map_err(|e| e.to_string())
-        },
+        build: |b| linux_arm64(b, LinuxArm64::new),
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-linux-skipbcast" {
         description: "Linux arm64 + seed 001: skip the TLBI broadcast when the mm is active only here or nowhere \
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
         arch: Arm64,
-        build: |b| {
-            LinuxArm64::with_skip_broadcast(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
-                .map(|p| p.with_tlbi_range(b.tlbi_range))
-                .map_err(|e| e.to_string())
-        },
+        build: |b| linux_arm64(b, LinuxArm64::with_skip_broadcast),
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-linux-activecpu" {
         description: "Linux arm64 + active_cpu (Ryan Roberts, 2025): a user flush of an mm that only ever ran on \
                       this CPU stays local (one word per mm: none, one CPU, many)",
         arch: Arm64,
-        build: |b| {
-            LinuxArm64::with_active_cpu(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
-                .map(|p| p.with_tlbi_range(b.tlbi_range))
-                .map_err(|e| e.to_string())
-        },
+        build: |b| linux_arm64(b, LinuxArm64::with_active_cpu),
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-linux-tlbmode" {
@@ -204,9 +192,7 @@ register! {
         arch: Arm64,
         build: |b| {
             let word = b.tlb_mode.unwrap_or_else(|| tlbkit_policy::asid::linux_arm64_tlbmode::default_mode(b.cpus));
-            LinuxArm64::with_tlb_mode(b.cpus, b.mm_slots, b.asid_bits, b.kpti, word)
-                .map(|p| p.with_tlbi_range(b.tlbi_range))
-                .map_err(|e| e.to_string())
+            linux_arm64(b, |cpus, mms, bits, kpti| LinuxArm64::with_tlb_mode(cpus, mms, bits, kpti, word))
         },
     }
     "x86-linux-nopcid" {
@@ -277,6 +263,15 @@ register! {
         build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
+}
+
+/// Builds an arm64 Linux policy with `ctor` (one of [`LinuxArm64`]'s
+/// constructors) from `b`'s shape, with range invalidation as `b` says.
+fn linux_arm64(
+    b: &Build,
+    ctor: impl FnOnce(usize, usize, u8, bool) -> Result<LinuxArm64, tlbkit_policy::asid::linux_arm64::ConfigError>,
+) -> Result<LinuxArm64, String> {
+    ctor(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map(|p| p.with_tlbi_range(b.tlbi_range)).map_err(|e| e.to_string())
 }
 
 /// Returns FreeBSD x86's PCIDs per CPU for `b`: `1 << asid_bits` (the x86

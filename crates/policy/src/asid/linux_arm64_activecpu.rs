@@ -215,20 +215,13 @@ mod tests {
     use super::*;
     use crate::hw::{Scope, Tlbi};
     use crate::policy::Policy;
-    use crate::testhw::{init_mms, Rec};
+    use crate::testhw::{cpus_with_barriers, init_mms, Rec};
     use crate::types::VirtAddr;
 
     fn policy(ncpus: usize) -> (LinuxArm64, Vec<Rec>) {
         let p = LinuxArm64::with_active_cpu(ncpus, 8, 16, false).unwrap();
         init_mms(&p, 1..=7);
-        let cpus = (0..ncpus)
-            .map(|c| {
-                let mut r = Rec::new(c as u32, ncpus);
-                r.barriers = true;
-                r
-            })
-            .collect();
-        (p, cpus)
+        (p, cpus_with_barriers(ncpus))
     }
 
     fn tlbis(r: &Rec) -> Vec<String> {
