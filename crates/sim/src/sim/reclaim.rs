@@ -67,13 +67,12 @@
 //! figure was added for this path.
 //!
 //! # How the deferred flushes reach the policy, and how that differs from arm64
-//! Each deferred flush is one call of the policy's
-//! [`Policy::flush_range`](tlbkit_policy::Policy::flush_range) of the pages it
-//! covers (1 page per PTE in v7.0, the batch with Dev Jain's), made on a view of
-//! the CPU ([`NoSync`]) that passes every operation through except the barriers
-//! that wait for invalidations to complete (`DSB ISH`, and x86's `TLBSYNC`)
-//! issued on this CPU, which it holds back; `try_to_unmap_flush_dirty` issues each
-//! held kind once. The machine applies a TLBI to every TLB when it is issued and
+//! Each deferred flush is one call of the policy's [`Policy::flush_range`] of
+//! the pages it covers (1 page per PTE in v7.0, the batch with Dev Jain's), made
+//! on a view of the CPU ([`NoSync`]) that passes every operation through except
+//! the barriers that wait for invalidations to complete (`DSB ISH`, and x86's
+//! `TLBSYNC`) issued on this CPU, which it holds back; `try_to_unmap_flush_dirty`
+//! issues each held kind once. The machine applies a TLBI to every TLB when it is issued and
 //! charges its completion to the `DSB` that waits for it, so the DVM messages of
 //! one folio's deferred flushes queue behind each other and one `DSB ISH` waits
 //! for the last, as on arm64. For `arm64-linux` this is arm64's sequence exactly:
