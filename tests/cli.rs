@@ -119,7 +119,8 @@ fn asid_width_and_architecture_mismatches_name_what_fits() {
     assert_bad_input(
         &refs(&with("procs=6", "contpte=on")),
         "--set contpte=on and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to the \
-         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast), not arm64-freebsd-asid",
+         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode), not \
+         arm64-freebsd-asid",
     );
 }
 

@@ -194,6 +194,7 @@ register! {
             let word = b.tlb_mode.unwrap_or_else(|| tlbkit_policy::asid::linux_arm64_tlbmode::default_mode(b.cpus));
             linux_arm64(b, |cpus, mms, bits, kpti| LinuxArm64::with_tlb_mode(cpus, mms, bits, kpti, word))
         },
+        bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
