@@ -319,18 +319,7 @@ impl<P: Policy> KernelPtes<'_, P> {
             }
         }
         let changes = &self.owed.changes;
-        self.owed.obls.retain(|&o| {
-            let open = changes.iter().any(|w| w.obl == o);
-            if !open {
-                sim.oracle.obligations[o as usize].discharged = Some(now);
-            }
-            open
-        });
-        if sim.oracle.strict {
-            for c in 0..sim.m.cpus.len() {
-                sim.strict_scan(c, now);
-            }
-        }
+        discharge_settled(sim, &mut self.owed.obls, |o| changes.iter().any(|w| w.obl == o), now);
         held
     }
 }
@@ -421,17 +410,25 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
             !covered
         });
         let (changes, deferred, now) = (&self.owed.changes, &self.deferred, self.now);
-        self.owed.obls.retain(|&o| {
-            let open = changes.iter().any(|w| w.obl == o) || deferred.iter().any(|w| w.obl == o);
-            if !open {
-                sim.oracle.obligations[o as usize].discharged = Some(now);
-            }
-            open
-        });
-        if sim.oracle.strict {
-            for c in 0..sim.m.cpus.len() {
-                sim.strict_scan(c, now);
-            }
+        let open = |o| changes.iter().any(|w: &Weakened| w.obl == o) || deferred.iter().any(|w| w.obl == o);
+        discharge_settled(sim, &mut self.owed.obls, open, now);
+    }
+}
+
+/// Marks discharged at `now` every obligation of `obls` that no change still
+/// owed holds (`open`), keeps the others, and under `--strict` scans every
+/// CPU's TLB against what is now flushed.
+fn discharge_settled<P: Policy>(sim: &mut Sim<P>, obls: &mut Vec<u32>, open: impl Fn(u32) -> bool, now: u64) {
+    obls.retain(|&o| {
+        let open = open(o);
+        if !open {
+            sim.oracle.obligations[o as usize].discharged = Some(now);
+        }
+        open
+    });
+    if sim.oracle.strict {
+        for c in 0..sim.m.cpus.len() {
+            sim.strict_scan(c, now);
         }
     }
 }
