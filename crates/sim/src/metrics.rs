@@ -177,7 +177,7 @@ pub const METRICS: &[MetricDef] = &[
         "redis_like: the server's fork() for a background save, entry to return in the parent, averaged over the \
          saves (INFO's latest_fork_usec)",
     ),
-    result("forks", "background saves", "count", "redis_like: background saves (forks) the server started"),
+    result("saves", "background saves", "count", "redis_like: background saves (forks) the server started"),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

@@ -147,7 +147,7 @@ fn a_run_reports_its_saves_and_their_fork_time() {
     };
     let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
     assert_eq!(out.violations_total, 0);
-    assert_eq!(out.result["forks"], 2.0);
+    assert_eq!(out.result["saves"], 2.0);
     assert!(out.result["fork_us"] > 0.0);
     // 1000 requests of at least 100 µs each.
     assert!(out.result["requests_per_s"] < 10_000.0, "{}", out.result["requests_per_s"]);

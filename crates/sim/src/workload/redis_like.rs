@@ -140,7 +140,7 @@
 //!
 //! Results: `requests_per_s` (requests served per second, from the first to the
 //! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
-//! averaged over the saves: `latest_fork_usec`) and `forks` (the saves).
+//! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
 use super::{ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
@@ -224,7 +224,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
         },
     ],
     has_overhead: false,
-    results: &["requests_per_s", "fork_us", "forks"],
+    results: &["requests_per_s", "fork_us", "saves"],
 };
 
 /// Pages of a client's reply buffer (`PROTO_REPLY_CHUNK_BYTES`, 16 KB).
@@ -979,7 +979,7 @@ pub fn max_mms(_: &Params) -> usize {
     10
 }
 
-/// Returns `requests_per_s`, `fork_us` and `forks`.
+/// Returns `requests_per_s`, `fork_us` and `saves`.
 pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
     let (start, end) = (super::mark_times(sim, "serve_start"), super::mark_times(sim, "serve_end"));
     let (Some(&start), Some(&end)) = (start.first(), end.first()) else {
@@ -994,7 +994,7 @@ pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f6
     r.insert("requests_per_s".to_string(), p["requests"] / ((end - start) as f64 / g / 1e9));
     let fork: u64 = fe.iter().zip(&fs).map(|(e, s)| e - s).sum();
     r.insert("fork_us".to_string(), if fs.is_empty() { 0.0 } else { fork as f64 / fs.len() as f64 / g / 1e3 });
-    r.insert("forks".to_string(), fs.len() as f64);
+    r.insert("saves".to_string(), fs.len() as f64);
     Ok(r)
 }
 
