@@ -859,3 +859,25 @@ fn the_worked_example_policy_runs_compares_and_is_checked() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("VIOLATION no_asid_alias"));
 }
+
+#[test]
+fn a_bad_tlb_mode_word_says_what_the_bits_are() {
+    let run = |policy: &str, word: &str| {
+        let set = format!("tlb_mode={word}");
+        let args = ["run", "--machine", "ampereone", "--cpus", "4", "--policy", policy, "--workload", "lat_mmap"];
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend(["--set".to_string(), set, "--set".to_string(), "iters=2".to_string()]);
+        v
+    };
+    let bad = |policy: &str, word: &str, needle: &str| {
+        let v = run(policy, word);
+        assert_bad_input(&v.iter().map(String::as_str).collect::<Vec<_>>(), needle);
+    };
+    bad("arm64-linux-tlbmode", "0x800", "give range TLBIs (bit 11) as tlbi_range=on");
+    bad("arm64-linux-tlbmode", "abc", "give the mode word as a number, decimal or 0x hex");
+    bad("arm64-linux", "3", "--set tlb_mode applies to arm64-linux-tlbmode only");
+    let v = run("arm64-linux-tlbmode", "0x1403");
+    let o = tlbkit(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("tlb_mode=0x1403"));
+}
