@@ -79,42 +79,8 @@ impl<P: Policy> Sim<P> {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
         self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
-        if self.folios() {
-            let now = now + self.m.costs.fault_path;
-            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, "munmap", now);
-            let Some((lo, hi)) = span else {
-                return self.flush_unflushed(cpu, mm, "munmap", owed, now);
-            };
-            let seq = self.oracle.next_seq();
-            let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
-            let pf = self.open_flush_arch(cpu, mm, what, "munmap", seq, frames, owed, now);
-            return self.flush(cpu, pf, now);
-        }
-        let root = self.mms[mm.index()].root;
-        let seq = self.oracle.next_seq();
-        let mut changed = Vec::new();
-        let mut frames = Vec::new();
-        let pt = &mut self.pt;
-        let mut slots = Vec::new();
-        pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));
-        let (mut lo, mut hi) = (u64::MAX, 0);
-        for (a, r) in slots {
-            let p = pt.pte_mut(r);
-            if p.valid() {
-                frames.push(p.pfn);
-                p.flags = 0;
-                p.ver = seq;
-                changed.push(r);
-                lo = lo.min(a);
-                hi = hi.max(a);
-            }
-        }
-        if changed.is_empty() {
-            return now + self.m.costs.fault_path;
-        }
-        let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
-        let pf = self.open_flush(cpu, mm, what, "munmap", seq, changed, frames, now);
-        self.flush(cpu, pf, now + self.m.costs.fault_path)
+        // The zap path: VMA lookup and page-table walk, as madvise's.
+        self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.fault_path)
     }
 
     pub(super) fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
