@@ -128,7 +128,12 @@ def test_a_ray_sweep_from_python_returns_the_frame(cluster, tmp_path):
     local = tlbkit.sweep(grid, results=tmp_path / "local.jsonl", progress=False)
     import ray
 
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
+        # Two nodes of one CPU each: two worker processes run the tasks.
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+        assert ray.cluster_resources()["CPU"] == 2
+        # The sweep uses the connection this driver already has.
         df = tlbkit.sweep(grid, results=tmp_path / "ray.jsonl", executor="ray", address=address, progress=False)
     finally:
         ray.shutdown()
