@@ -200,3 +200,16 @@ def test_ctrl_c_interrupts_a_long_run():
     assert time.monotonic() - sent < 5, "no prompt exit after Ctrl-C"
     assert "KeyboardInterrupt" in err and "finished" not in out
     assert p.returncode != 0
+
+
+def test_python_m_tlbkit_sweep_is_the_cli_s_sweep(cli, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    cli("sweep", str(grid), "--results", str(tmp_path / "cli.jsonl"))
+    p = subprocess.run([sys.executable, "-m", "tlbkit", "sweep", str(grid), "--results", str(tmp_path / "py.jsonl"),
+                        "--jobs", "2"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "py.jsonl").read_bytes() == (tmp_path / "cli.jsonl").read_bytes()
+    missing = subprocess.run([sys.executable, "-m", "tlbkit", "sweep", str(tmp_path / "missing.toml")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.startswith("tlbkit: error: cannot read"), missing.stderr

@@ -72,9 +72,7 @@ def cluster(tmp_path_factory):
 
 def driver(grid, results, address):
     """A sweep through Ray in a process of its own (the driver the test kills)."""
-    code = ("import sys, tlbkit\n"
-            "tlbkit.sweep(sys.argv[1], results=sys.argv[2], executor='ray', address=sys.argv[3])\n")
-    return [sys.executable, "-c", code, str(grid), str(results), address]
+    return [sys.executable, "-m", "tlbkit", "sweep", str(grid), "--results", str(results), "--ray", address]
 
 
 def complete_lines(path):
