@@ -2,8 +2,8 @@
 
 use clap::{Args, ValueEnum};
 use std::time::Instant;
-use tlbkit_check::exec::Memory;
-use tlbkit_check::{CheckReport, CheckSpec, Mode};
+use tlbkit_check::options::Options;
+use tlbkit_check::CheckReport;
 
 /// `tlbkit check`'s flags.
 #[derive(Args)]
@@ -105,70 +105,28 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, String> {
-    use tlbkit_check::spec::Preset;
-    let preset = match (a.quick, a.deep) {
-        (true, _) => Preset::Quick,
-        (_, true) => Preset::Deep,
-        _ => Preset::Default,
-    };
-    let d = if a.teardown.is_some() {
-        tlbkit_check::spec::contpte_defaults(&a.policy, preset)
-    } else {
-        tlbkit_check::spec::preset(&a.policy, preset)
-    };
-    let (cpus, mms, ops, zmode) = (d.cpus, d.mms, d.ops, d.mode);
-    let menu = match &a.menu {
-        Some(list) => tlbkit_check::ops::OpKind::parse(list)?,
-        None => d.menu,
-    };
-    let mode = match a.mode {
-        Some(ModeArg::Exhaustive) => Mode::Exhaustive,
-        Some(ModeArg::Random) => Mode::Random,
-        Some(ModeArg::Pct) => Mode::Pct,
-        None => zmode,
-    };
-    let teardown = match &a.teardown {
-        Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| format!("--teardown: {e}"))?),
-        None => None,
-    };
-    let spec_policy = a.policy.clone();
-    let spec = CheckSpec {
-        asids: a.asids.unwrap_or(tlbkit_check::spec::default_asids(&a.policy, a.cpus.unwrap_or(cpus))),
+    let opts = Options {
         policy: a.policy,
-        cpus: a.cpus.unwrap_or(cpus),
-        mms: a.mms.unwrap_or(mms),
-        pages: a.pages.unwrap_or(d.pages),
-        ops: a.ops.unwrap_or(ops),
-        mode,
-        iterations: a.iterations.unwrap_or(match (mode, d.mode) {
-            (Mode::Exhaustive, _) => u64::MAX,
-            // --deep --mode pct: the default run's budget.
-            (_, Mode::Exhaustive) => tlbkit_check::spec::defaults(&spec_policy).iterations,
-            _ => d.iterations,
-        }),
+        quick: a.quick,
+        deep: a.deep,
+        cpus: a.cpus,
+        mms: a.mms,
+        pages: a.pages,
+        asids: a.asids,
+        ops: a.ops,
+        mode: a.mode.map(|m| m.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()),
+        iterations: a.iterations,
         seed: a.seed,
-        menu,
-        memory: match a.memory {
-            Some(MemoryArg::Tso) => Memory::Tso,
-            Some(MemoryArg::Sc) => Memory::Sc,
-            None => tlbkit_check::spec::default_memory(&spec_policy),
-        },
-        teardown,
+        memory: a.memory.map(|m| m.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()),
+        menu: a.menu,
+        teardown: a.teardown,
+        jobs: a.jobs,
     };
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let jobs = match (a.jobs, spec.mode) {
-        (Some(jobs), _) => Some(jobs),
-        (None, Mode::Exhaustive) => Some(tlbkit_check::spec::default_jobs()).filter(|&j| j > 1),
-        (None, _) => None,
-    };
-    let r = match jobs {
-        Some(jobs) => tlbkit_check::spec::check_exhaustive_jobs(&spec, jobs),
-        None => tlbkit_check::check_with_progress(&spec, &mut |n| {
-            bar.set_message(format!("{n} executions, {}", spec.mode.name()));
-        }),
-    };
+    let mode = opts.resolve().map(|(s, _)| s.mode.name()).unwrap_or_default();
+    let r = opts.run(&mut |n| bar.set_message(format!("{n} executions, {mode}")));
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

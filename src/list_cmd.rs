@@ -6,6 +6,7 @@ use crate::table::{Align, Table};
 use crate::Format;
 use clap::ValueEnum;
 use serde_json::{json, Value};
+use tlbkit_sim::catalog;
 use tlbkit_sim::metrics::METRICS;
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
@@ -51,10 +52,7 @@ pub fn list(what: Option<What>, format: Format) -> Result<u8, String> {
 }
 
 fn arch(a: preset::Arch) -> &'static str {
-    match a {
-        preset::Arch::Arm64 => "arm64",
-        preset::Arch::X86_64 => "x86-64",
-    }
+    catalog::arch_name(a)
 }
 
 fn properties() -> Vec<(String, String)> {
@@ -133,27 +131,11 @@ fn overview(format: Format) -> Result<u8, String> {
 fn machines() -> (Value, String) {
     let presets = preset::all();
     let mut text = String::new();
-    let mut docs = Vec::new();
     for p in &presets {
         let sockets = p.real_cores.div_ceil(p.cores_per_socket);
         let costs = serde_json::to_value(p.costs).unwrap_or_default();
         let tlb = serde_json::to_value(p.tlb).unwrap_or_default();
         let sources = format!("docs/costs/{}.md", p.name);
-        docs.push(json!({
-            "name": p.name,
-            "description": p.description,
-            "arch": arch(p.arch),
-            "freq_ghz": p.freq_ghz,
-            "cores": p.real_cores,
-            "cores_per_socket": p.cores_per_socket,
-            "sockets": sockets,
-            "asid_bits": p.asid_bits,
-            "numa": p.numa,
-            "tlb": tlb,
-            "tlbi_range": p.tlbi_range,
-            "costs_cycles": costs,
-            "cost_sources": sources,
-        }));
         text.push_str(&format!("{}: {}\n", p.name, p.description));
         let widths: Vec<String> = p.asid_bits.iter().map(|b| b.to_string()).collect();
         let numa: Vec<String> = p.numa.iter().map(|n| n.to_string()).collect();
@@ -179,8 +161,7 @@ fn machines() -> (Value, String) {
         t.row([*k, *d]);
     }
     text.push_str(&t.render());
-    let keys: Vec<Value> = MACHINE_KEYS.iter().map(|(k, d)| json!({"key": k, "meaning": d})).collect();
-    (json!({"machines": docs, "parameters": keys}), text)
+    (catalog::machines(), text)
 }
 
 /// Returns `key=value key=value ...` for a JSON object of numbers.
@@ -189,8 +170,7 @@ fn flat(v: &Value) -> String {
 }
 
 fn policies() -> (Value, String) {
-    let doc =
-        POLICIES.iter().map(|p| json!({"name": p.name, "arch": arch(p.arch), "description": p.description})).collect();
+    let doc = catalog::policies();
     let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]);
     t.row(["policy", "arch", "description"]);
     for p in POLICIES {
@@ -201,22 +181,8 @@ fn policies() -> (Value, String) {
 
 fn workloads() -> (Value, String) {
     let mut text = String::new();
-    let mut docs = Vec::new();
     for w in WORKLOADS {
         let texts = workload::text_params(w.name);
-        let params: Vec<Value> = w
-            .params
-            .iter()
-            .map(|p| json!({"key": p.key, "default": p.default, "min": p.min, "max": p.max, "meaning": p.doc}))
-            .chain(texts.iter().map(|p| json!({"key": p.key, "default": null, "required": true, "meaning": p.doc})))
-            .collect();
-        docs.push(json!({
-            "name": w.name,
-            "description": w.description,
-            "results": w.results,
-            "headline": w.results.first(),
-            "parameters": params,
-        }));
         text.push_str(&format!("{}: {}\n", w.name, w.description));
         text.push_str(&format!("  results: {} (the first is the headline)\n", w.results.join(", ")));
         let mut t = Table::new(&[Align::Left, Align::Right, Align::Left, Align::Left]).indented("  ");
@@ -230,7 +196,7 @@ fn workloads() -> (Value, String) {
         text.push_str(&t.render());
     }
     text.push_str("every workload also takes the machine and kernel parameters: tlbkit list machines\n");
-    (json!({"workloads": docs}), text)
+    (catalog::workloads(), text)
 }
 
 /// Returns a parameter value as it is typed: whole numbers without a point.
@@ -243,12 +209,7 @@ fn num(x: f64) -> String {
 }
 
 fn metrics() -> (Value, String) {
-    let doc = METRICS
-        .iter()
-        .map(|m| {
-            json!({"name": m.name, "unit": m.unit, "kind": if m.result { "result" } else { "metric" }, "meaning": m.meaning})
-        })
-        .collect();
+    let doc = catalog::metrics();
     let mut t = Table::new(&[Align::Left, Align::Left, Align::Left, Align::Left]);
     t.row(["name", "kind", "unit", "meaning"]);
     for m in METRICS {

@@ -54,28 +54,9 @@ pub fn sweep(a: SweepArgs) -> Result<u8, String> {
         }
     })?;
     bar.finish_and_clear();
-    let left_out = match report.other_arch {
-        0 => String::new(),
-        n => format!(" ({n} more left out: a policy for another architecture than the machine)"),
-    };
-    let mut summary = format!(
-        "{}: {} runs{left_out}; {} already in {}, {} run now",
-        a.file.display(),
-        report.total,
-        report.already,
-        report.results.display(),
-        report.ran
-    );
-    if report.other_lines > 0 {
-        summary.push_str(&format!("; {} lines of the results file are not of this grid", report.other_lines));
-    }
-    println!("{summary}");
-    if !report.failed.is_empty() {
-        return Err(format!(
-            "{} run(s) failed and were not recorded (running the sweep again retries them); the first: {}",
-            report.failed.len(),
-            report.failed[0]
-        ));
+    println!("{}", report.summary(&a.file.display().to_string()));
+    if let Some(e) = report.failure() {
+        return Err(e);
     }
     if let Some(first) = report.violating.first() {
         eprintln!(

@@ -220,6 +220,7 @@ pub mod block;
 pub mod exec;
 pub mod kernel;
 pub mod ops;
+pub mod options;
 pub mod search;
 pub mod spec;
 

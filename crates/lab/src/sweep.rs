@@ -237,57 +237,218 @@ pub struct Report {
     pub results: PathBuf,
 }
 
+/// A sweep in progress: the grid, its open (locked) results file, and what has
+/// been recorded so far. [`run`] drives one on the host's cores; another
+/// executor (the Python binding's Ray backend) drives one with runs made
+/// elsewhere, handing back each run's line, so that expansion, resumption and
+/// writing are this one piece of code whoever makes the runs.
+#[derive(Debug)]
+pub struct Session {
+    /// The grid's points, in grid order.
+    pub grid: Grid,
+    file: ResultsFile,
+    /// The points the results file did not record when the session opened.
+    pub pending: Vec<Point>,
+    already: usize,
+    ran: usize,
+    failed: Vec<String>,
+}
+
+impl Session {
+    /// Expands and checks the grid (bad input fails here, before anything
+    /// runs), opens and locks the results file, and finds the points to run.
+    pub fn open(sweep: &Sweep, results: &Path) -> Result<Session, String> {
+        let grid = sweep.grid()?;
+        let file = ResultsFile::open(results)?;
+        let pending: Vec<Point> =
+            grid.points.iter().filter(|p| !file.recorded.contains_key(&p.key())).cloned().collect();
+        let already = grid.points.len() - pending.len();
+        Ok(Session { grid, file, pending, already, ran: 0, failed: Vec::new() })
+    }
+
+    /// Returns the event a sweep reports before its first run.
+    pub fn start(&self) -> Event<'static> {
+        Event::Start { total: self.grid.points.len(), already: self.already, torn_bytes: self.file.torn_bytes }
+    }
+
+    /// Records the outcome of the run of pending point `i`: its results line
+    /// (appended at once, in one write), or why it failed (kept for the report,
+    /// not written). `Err` only when the results file cannot take the line: the
+    /// caller should stop, keeping what the file has.
+    pub fn record(&mut self, i: usize, outcome: Result<String, String>) -> Result<(), String> {
+        let p = self.pending.get(i).ok_or_else(|| format!("no pending point {i}"))?;
+        let line = match outcome {
+            Ok(line) => line,
+            Err(e) => {
+                self.failed.push(format!("{e} (repeat with: {})", p.spec.command()));
+                return Ok(());
+            }
+        };
+        // A line made elsewhere must be this point's, whole, on one line.
+        let (command, violations) = results::parse_line(line.as_bytes())
+            .filter(|(c, _)| *c == p.key() && !line.contains('\n'))
+            .ok_or_else(|| format!("the line handed back for `{}` is not its results line", p.key()))?;
+        self.file.append(&line)?;
+        self.file.recorded.insert(command, violations);
+        self.ran += 1;
+        Ok(())
+    }
+
+    /// Returns why the last recorded run failed, if it did.
+    pub fn last_failure(&self) -> Option<&str> {
+        self.failed.last().map(String::as_str)
+    }
+
+    /// Runs the pending points on up to `jobs` host threads, recording each as
+    /// it finishes and telling `on`; when `on` breaks, no further run starts
+    /// (the runs in progress are still recorded).
+    pub fn run_local(&mut self, jobs: usize, mut on: impl FnMut(Event) -> ControlFlow<()>) -> Result<(), String> {
+        let specs: Vec<RunSpec> = self.pending.iter().map(|p| p.spec.clone()).collect();
+        let mut write_error = None;
+        let mut stop = false;
+        batch::run_all(&specs, jobs, |i, out| {
+            let spec = &specs[i];
+            let outcome = out.map(|o| line(&self.pending[i], &o));
+            let failed = outcome.is_err();
+            if let Err(e) = self.record(i, outcome) {
+                // The results file cannot take more: stop, keeping what it has.
+                let _ = on(Event::Ran { spec, error: Some(&e) });
+                write_error = Some(e);
+                return ControlFlow::Break(());
+            }
+            let error = if failed { self.last_failure() } else { None };
+            stop |= on(Event::Ran { spec, error }).is_break();
+            if stop {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        write_error.map_or(Ok(()), Err)
+    }
+
+    /// Ends the sweep. Once every point of the grid is recorded, the results
+    /// file is put in grid order (the grid's lines first, then any other lines
+    /// as they were), through a temporary file and a rename, so that a sweep's
+    /// file does not depend on the order runs finished in, on how many threads
+    /// or machines made them, nor on how often it was interrupted: the same grid
+    /// gives the same bytes.
+    pub fn finish(self) -> Result<Report, String> {
+        let Session { grid, file, already, ran, failed, .. } = self;
+        let violating: Vec<String> =
+            grid.points.iter().map(Point::key).filter(|k| file.recorded.get(k).is_some_and(|&v| v > 0)).collect();
+        let in_grid = grid.points.iter().filter(|p| file.recorded.contains_key(&p.key())).count();
+        let report = Report {
+            total: grid.points.len(),
+            other_arch: grid.other_arch,
+            already,
+            ran,
+            failed,
+            torn_bytes: file.torn_bytes,
+            other_lines: file.recorded.len() - in_grid + file.duplicates,
+            violating,
+            results: file.path().to_path_buf(),
+        };
+        if in_grid == grid.points.len() {
+            file.put_in_order(&grid.points.iter().map(Point::key).collect::<Vec<_>>())?;
+        }
+        Ok(report)
+    }
+}
+
+impl Report {
+    /// The sweep's one-line summary, as `tlbkit sweep` prints it (`file` is
+    /// the experiment file's name as shown).
+    pub fn summary(&self, file: &str) -> String {
+        let left_out = match self.other_arch {
+            0 => String::new(),
+            n => format!(" ({n} more left out: a policy for another architecture than the machine)"),
+        };
+        let mut summary = format!(
+            "{file}: {} runs{left_out}; {} already in {}, {} run now",
+            self.total,
+            self.already,
+            self.results.display(),
+            self.ran
+        );
+        if self.other_lines > 0 {
+            summary.push_str(&format!("; {} lines of the results file are not of this grid", self.other_lines));
+        }
+        summary
+    }
+
+    /// Returns the error of a sweep some of whose runs failed, if any did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.first().map(|first| {
+            format!(
+                "{} run(s) failed and were not recorded (running the sweep again retries them); the first: {first}",
+                self.failed.len()
+            )
+        })
+    }
+}
+
 /// Runs every point of `sweep` that the results file at `results` does not
 /// record, on up to `jobs` host threads, appending a line per finished run, and
 /// tells `on` what happens.
 pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)) -> Result<Report, String> {
-    let grid = sweep.grid()?;
-    let mut file = ResultsFile::open(results)?;
-    let pending: Vec<&Point> = grid.points.iter().filter(|p| !file.recorded.contains_key(&p.key())).collect();
-    let already = grid.points.len() - pending.len();
-    on(Event::Start { total: grid.points.len(), already, torn_bytes: file.torn_bytes });
-    let specs: Vec<RunSpec> = pending.iter().map(|p| p.spec.clone()).collect();
-    let (mut ran, mut failed, mut write_error) = (0, Vec::new(), None);
-    batch::run_all(&specs, jobs, |i, out| {
-        let spec = &specs[i];
-        match out.map(|o| (file.append(&line(pending[i], &o)), o)) {
-            Ok((Ok(()), o)) => {
-                file.recorded.insert(pending[i].key(), o.violations_total);
-                ran += 1;
-                on(Event::Ran { spec, error: None });
-                ControlFlow::Continue(())
-            }
-            // The results file cannot take more: stop, keeping what it has.
-            Ok((Err(e), _)) => {
-                on(Event::Ran { spec, error: Some(&e) });
-                write_error = Some(e);
-                ControlFlow::Break(())
-            }
-            Err(e) => {
-                let e = format!("{e} (repeat with: {})", spec.command());
-                on(Event::Ran { spec, error: Some(&e) });
-                failed.push(e);
-                ControlFlow::Continue(())
-            }
-        }
-    });
-    if let Some(e) = write_error {
-        return Err(e);
+    let mut session = Session::open(sweep, results)?;
+    on(session.start());
+    session.run_local(jobs, |ev| {
+        on(ev);
+        ControlFlow::Continue(())
+    })?;
+    session.finish()
+}
+
+impl Point {
+    /// Returns the point as one JSON text, for a run made in another process
+    /// (a Ray task): [`Point::decode`] gives it back, and [`run_encoded`] runs it.
+    pub fn encode(&self) -> String {
+        use serde_json::json;
+        let params: Vec<serde_json::Value> = self.params.iter().map(|(k, v)| json!([k, v.json()])).collect();
+        let s = &self.spec;
+        json!({"machine": s.machine, "cpus": s.cpus, "policy": s.policy, "workload": s.workload,
+               "params": params, "seed": s.seed})
+        .to_string()
     }
-    let violating =
-        grid.points.iter().map(Point::key).filter(|k| file.recorded.get(k).is_some_and(|&v| v > 0)).collect();
-    let in_grid = grid.points.iter().filter(|p| file.recorded.contains_key(&p.key())).count();
-    Ok(Report {
-        total: grid.points.len(),
-        other_arch: grid.other_arch,
-        already,
-        ran,
-        failed,
-        torn_bytes: file.torn_bytes,
-        other_lines: file.recorded.len() - in_grid + file.duplicates,
-        violating,
-        results: results.to_path_buf(),
-    })
+
+    /// Returns the point [`Point::encode`] wrote.
+    pub fn decode(text: &str) -> Result<Point, String> {
+        let bad = || format!("not an encoded sweep point: {text}");
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
+        let str_of = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string).ok_or_else(bad);
+        let mut params = Vec::new();
+        for kv in v.get("params").and_then(|p| p.as_array()).ok_or_else(bad)? {
+            let (k, x) = (kv.get(0).and_then(|k| k.as_str()).ok_or_else(bad)?, kv.get(1).ok_or_else(bad)?);
+            let value = if let Some(i) = x.as_i64().filter(|_| x.is_i64() || x.is_u64()) {
+                ParamValue::Int(i)
+            } else if let Some(f) = x.as_f64() {
+                ParamValue::Float(f)
+            } else {
+                ParamValue::Text(x.as_str().ok_or_else(bad)?.to_string())
+            };
+            params.push((k.to_string(), value));
+        }
+        let spec = RunSpec {
+            machine: str_of("machine")?,
+            cpus: v.get("cpus").and_then(|c| c.as_u64()).ok_or_else(bad)? as usize,
+            policy: str_of("policy")?,
+            workload: str_of("workload")?,
+            sets: params.iter().map(|(k, v)| format!("{k}={}", v.arg())).collect(),
+            seed: v.get("seed").and_then(|c| c.as_u64()).ok_or_else(bad)?,
+            strict: false,
+        };
+        Ok(Point { spec, params })
+    }
+}
+
+/// Runs the point [`Point::encode`] wrote and returns its results line: what a
+/// worker of a distributed sweep does for one point.
+pub fn run_encoded(point: &str) -> Result<String, String> {
+    let p = Point::decode(point)?;
+    let out = run::run(&p.spec)?;
+    Ok(line(&p, &out))
 }
 
 #[cfg(test)]
@@ -388,6 +549,68 @@ procs = [2, 3]
         }
         assert!(l.starts_with("{\"machine\":\"cortex-a72\",\"cpus\":1,\"policy\""), "{l}");
         assert!(!l.contains('\n'));
+    }
+
+    #[test]
+    fn an_encoded_point_runs_elsewhere_to_the_same_line() {
+        // A whole number, a fraction and the seed survive the trip.
+        let text = SMALL.replace("rounds = 3", "rounds = 3\njitter = 0.02");
+        let g = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap();
+        for p in &g.points[..3] {
+            let back = Point::decode(&p.encode()).unwrap();
+            assert_eq!((back.key(), &back.params, &back.spec.sets), (p.key(), &p.params, &p.spec.sets));
+            assert_eq!(run_encoded(&p.encode()).unwrap(), line(p, &run::run(&p.spec).unwrap()));
+        }
+        assert!(Point::decode("{\"machine\":1}").unwrap_err().starts_with("not an encoded sweep point"));
+    }
+
+    #[test]
+    fn a_complete_sweep_puts_its_file_in_grid_order_whatever_order_runs_finished_in() {
+        let dir = std::env::temp_dir().join(format!("tlbkit-sweep-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.jsonl");
+        std::fs::write(&path, "{\"command\":\"another grid's run\",\"violations\":0}\n").unwrap();
+        let s = Sweep::parse(&SMALL.replace("[\"cortex-a72\", \"skylake\"]", "[\"cortex-a72\"]"), "s.toml").unwrap();
+        // Half the grid recorded backwards, after a line of another grid.
+        let mut session = Session::open(&s, &path).unwrap();
+        let n = session.pending.len();
+        for i in (0..n / 2).rev() {
+            let l = run_encoded(&session.pending[i].encode());
+            session.record(i, l).unwrap();
+        }
+        let r = session.finish().unwrap();
+        assert_eq!((r.ran, r.other_lines), (n / 2, 1));
+        let unordered = std::fs::read_to_string(&path).unwrap();
+        assert!(unordered.starts_with("{\"command\":\"another"), "an incomplete sweep is left as written");
+        // The rest, then the file is the grid's lines in order and the other line last.
+        let mut session = Session::open(&s, &path).unwrap();
+        assert_eq!(session.pending.len(), n - n / 2);
+        for i in (0..session.pending.len()).rev() {
+            let l = run_encoded(&session.pending[i].encode());
+            session.record(i, l).unwrap();
+        }
+        let keys: Vec<String> = session.grid.points.iter().map(Point::key).collect();
+        session.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let commands: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["command"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(commands[..n], keys[..]);
+        assert_eq!(commands[n..], ["another grid's run"]);
+        let mut sorted: Vec<&str> = text.lines().collect();
+        let mut before: Vec<&str> = unordered.lines().collect();
+        before.sort();
+        sorted.sort();
+        assert!(before.iter().all(|l| sorted.contains(l)), "a line was lost");
+        // A record handed back for another point is refused, and nothing written.
+        let mut session = Session::open(&s, &dir.join("other.jsonl")).unwrap();
+        let wrong = run_encoded(&session.pending[1].encode());
+        assert!(session.record(0, wrong).unwrap_err().contains("is not its results line"));
+        session.record(0, Err("boom".into())).unwrap();
+        assert!(session.finish().unwrap().failure().unwrap().contains("1 run(s) failed"));
+        assert_eq!(std::fs::read_to_string(dir.join("other.jsonl")).unwrap(), "");
     }
 
     #[test]

@@ -72,6 +72,57 @@ impl ResultsFile {
         Ok(ResultsFile { file, path: path.to_path_buf(), recorded, duplicates, torn_bytes })
     }
 
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Rewrites the file with the lines recording `order`'s commands first, in
+    /// that order (each command's first line), then every other line as it was.
+    /// The new text goes to a temporary file beside this one, which is flushed
+    /// to disk and renamed over it: a kill at any moment leaves either the old
+    /// file or the new one, never a part of either. Nothing is written when the
+    /// file is already in that order.
+    pub fn put_in_order(self, order: &[String]) -> Result<(), String> {
+        let shown = self.path.display();
+        let text = std::fs::read(&self.path).map_err(|e| format!("cannot read results file {shown}: {e}"))?;
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        let mut first: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, l) in lines.iter().enumerate() {
+            if let Some((command, _)) = parse_line(l) {
+                first.entry(command).or_insert(i);
+            }
+        }
+        let mut taken = vec![false; lines.len()];
+        let mut out = Vec::with_capacity(text.len());
+        for c in order {
+            if let Some(&i) = first.get(c) {
+                if !taken[i] {
+                    taken[i] = true;
+                    out.extend_from_slice(lines[i]);
+                }
+            }
+        }
+        for (i, l) in lines.iter().enumerate() {
+            if !taken[i] {
+                out.extend_from_slice(l);
+            }
+        }
+        if out == text {
+            return Ok(());
+        }
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = self.path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(&out).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("cannot put results file {shown} in grid order: {e}"));
+        }
+        Ok(())
+    }
+
     /// Appends one line (given without its newline) in one write.
     pub fn append(&mut self, line: &str) -> Result<(), String> {
         let mut buf = String::with_capacity(line.len() + 1);
@@ -85,7 +136,7 @@ impl ResultsFile {
 }
 
 /// Returns the command and violations a results line records.
-fn parse_line(line: &[u8]) -> Option<(String, u64)> {
+pub(crate) fn parse_line(line: &[u8]) -> Option<(String, u64)> {
     let v: serde_json::Value = serde_json::from_slice(line).ok()?;
     Some((v.get("command")?.as_str()?.to_string(), v.get("violations")?.as_u64()?))
 }

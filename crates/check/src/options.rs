@@ -1,0 +1,120 @@
+//! A check request as a person gives it: the policy and only the bounds they
+//! chose, every other one taken from the policy's defaults (or the `--quick`
+//! and `--deep` presets). `tlbkit check` and the Python binding's
+//! `tlbkit.check` both resolve their arguments here and run [`Options::run`],
+//! so the two give the same report for the same request.
+
+use crate::exec::Memory;
+use crate::spec::{self, CheckReport, CheckSpec, Mode, Preset};
+
+/// What a check request gives; `None` is "the default".
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// A policy from `tlbkit list`, or a bug-zoo variant `zoo/<id>`.
+    pub policy: String,
+    /// `--quick`: the small shape with 10,000 PCT schedules.
+    pub quick: bool,
+    /// `--deep`: the default shape searched exhaustively.
+    pub deep: bool,
+    /// CPUs.
+    pub cpus: Option<usize>,
+    /// Address spaces.
+    pub mms: Option<usize>,
+    /// Pages per address space.
+    pub pages: Option<usize>,
+    /// The ASID space.
+    pub asids: Option<u32>,
+    /// Kernel operations in all.
+    pub ops: Option<usize>,
+    /// `exhaustive`, `random` or `pct`.
+    pub mode: Option<String>,
+    /// Schedules (random, PCT) or a cap on executions (exhaustive).
+    pub iterations: Option<u64>,
+    /// Seed of random and PCT modes.
+    pub seed: u64,
+    /// `sc` or `tso`.
+    pub memory: Option<String>,
+    /// Kinds of kernel operation, comma-separated.
+    pub menu: Option<String>,
+    /// The contiguous block's exit teardown strategy.
+    pub teardown: Option<String>,
+    /// Worker threads of an exhaustive search.
+    pub jobs: Option<usize>,
+}
+
+impl Options {
+    /// Returns the full request, and the worker threads an exhaustive search
+    /// uses (`None`: one, with progress), or the CLI's message for bad input.
+    pub fn resolve(&self) -> Result<(CheckSpec, Option<usize>), String> {
+        if self.quick && self.deep {
+            return Err("--quick and --deep cannot be used together".into());
+        }
+        let preset = match (self.quick, self.deep) {
+            (true, _) => Preset::Quick,
+            (_, true) => Preset::Deep,
+            _ => Preset::Default,
+        };
+        let d = if self.teardown.is_some() {
+            spec::contpte_defaults(&self.policy, preset)
+        } else {
+            spec::preset(&self.policy, preset)
+        };
+        let menu = match &self.menu {
+            Some(list) => crate::ops::OpKind::parse(list)?,
+            None => d.menu,
+        };
+        let mode = match self.mode.as_deref() {
+            Some("exhaustive") => Mode::Exhaustive,
+            Some("random") => Mode::Random,
+            Some("pct") => Mode::Pct,
+            Some(m) => return Err(format!("--mode {m}: give exhaustive, random or pct")),
+            None => d.mode,
+        };
+        let memory = match self.memory.as_deref() {
+            Some("tso") => Memory::Tso,
+            Some("sc") => Memory::Sc,
+            Some(m) => return Err(format!("--memory {m}: give sc or tso")),
+            None => spec::default_memory(&self.policy),
+        };
+        let teardown = match &self.teardown {
+            Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| format!("--teardown: {e}"))?),
+            None => None,
+        };
+        let cpus = self.cpus.unwrap_or(d.cpus);
+        let spec = CheckSpec {
+            asids: self.asids.unwrap_or(spec::default_asids(&self.policy, cpus)),
+            policy: self.policy.clone(),
+            cpus,
+            mms: self.mms.unwrap_or(d.mms),
+            pages: self.pages.unwrap_or(d.pages),
+            ops: self.ops.unwrap_or(d.ops),
+            mode,
+            iterations: self.iterations.unwrap_or(match (mode, d.mode) {
+                (Mode::Exhaustive, _) => u64::MAX,
+                // --deep --mode pct: the default run's budget.
+                (_, Mode::Exhaustive) => spec::defaults(&self.policy).iterations,
+                _ => d.iterations,
+            }),
+            seed: self.seed,
+            menu,
+            memory,
+            teardown,
+        };
+        let jobs = match (self.jobs, spec.mode) {
+            (Some(jobs), _) => Some(jobs),
+            (None, Mode::Exhaustive) => Some(spec::default_jobs()).filter(|&j| j > 1),
+            (None, _) => None,
+        };
+        Ok((spec, jobs))
+    }
+
+    /// Resolves and runs the check; `progress` hears the executions so far of a
+    /// single-threaded search.
+    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
+        let (spec, jobs) = self.resolve()?;
+        match jobs {
+            Some(jobs) => spec::check_exhaustive_jobs(&spec, jobs),
+            None => spec::check_with_progress(&spec, progress),
+        }
+    }
+}

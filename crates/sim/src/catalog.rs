@@ -1,0 +1,90 @@
+//! The catalogue of names a run takes, as JSON: machines (with their costs and
+//! the machine and kernel parameters), policies, workloads (every parameter with
+//! its default, range and meaning) and metrics. `tlbkit list KIND --format json`
+//! prints these documents and the Python binding's `list_*` functions return
+//! them, so both describe the simulator with one piece of code.
+
+use crate::metrics::METRICS;
+use crate::preset::{self, Arch};
+use crate::registry::POLICIES;
+use crate::run::MACHINE_KEYS;
+use crate::workload::{self, WORKLOADS};
+use serde_json::{json, Value};
+
+/// Returns an architecture's name as `tlbkit list` shows it.
+pub fn arch_name(a: Arch) -> &'static str {
+    match a {
+        Arch::Arm64 => "arm64",
+        Arch::X86_64 => "x86-64",
+    }
+}
+
+/// `{"machines": [...], "parameters": [...]}`: every preset's cores, TLBs and
+/// costs, and the machine and kernel parameters every run accepts.
+pub fn machines() -> Value {
+    let docs: Vec<Value> = preset::all()
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "description": p.description,
+                "arch": arch_name(p.arch),
+                "freq_ghz": p.freq_ghz,
+                "cores": p.real_cores,
+                "cores_per_socket": p.cores_per_socket,
+                "sockets": p.real_cores.div_ceil(p.cores_per_socket),
+                "asid_bits": p.asid_bits,
+                "numa": p.numa,
+                "tlb": serde_json::to_value(p.tlb).unwrap_or_default(),
+                "tlbi_range": p.tlbi_range,
+                "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),
+                "cost_sources": format!("docs/costs/{}.md", p.name),
+            })
+        })
+        .collect();
+    let keys: Vec<Value> = MACHINE_KEYS.iter().map(|(k, d)| json!({"key": k, "meaning": d})).collect();
+    json!({"machines": docs, "parameters": keys})
+}
+
+/// `[{"name", "arch", "description"}, ...]`: every registered policy.
+pub fn policies() -> Value {
+    POLICIES.iter().map(|p| json!({"name": p.name, "arch": arch_name(p.arch), "description": p.description})).collect()
+}
+
+/// `{"workloads": [...]}`: every workload with its results (the headline
+/// first) and every parameter with its default, range and meaning.
+pub fn workloads() -> Value {
+    let docs: Vec<Value> = WORKLOADS
+        .iter()
+        .map(|w| {
+            let params: Vec<Value> = w
+                .params
+                .iter()
+                .map(|p| json!({"key": p.key, "default": p.default, "min": p.min, "max": p.max, "meaning": p.doc}))
+                .chain(
+                    workload::text_params(w.name)
+                        .iter()
+                        .map(|p| json!({"key": p.key, "default": null, "required": true, "meaning": p.doc})),
+                )
+                .collect();
+            json!({
+                "name": w.name,
+                "description": w.description,
+                "results": w.results,
+                "headline": w.results.first(),
+                "parameters": params,
+            })
+        })
+        .collect();
+    json!({"workloads": docs})
+}
+
+/// `[{"name", "unit", "kind", "meaning"}, ...]`: every figure a run reports.
+pub fn metrics() -> Value {
+    METRICS
+        .iter()
+        .map(|m| {
+            json!({"name": m.name, "unit": m.unit, "kind": if m.result { "result" } else { "metric" }, "meaning": m.meaning})
+        })
+        .collect()
+}

@@ -1,0 +1,328 @@
+//! `tlbkit._native`: the Rust side of the Python package `tlbkit`, kept thin.
+//! Each function calls the library function the CLI calls (`tlbkit_sim::run`,
+//! `tlbkit_sim::catalog`, `tlbkit_lab::stats`, `tlbkit_check::options`,
+//! `tlbkit_lab::sweep`) and hands its output back as the JSON text the CLI
+//! prints, which the Python side (`python/tlbkit/__init__.py`) turns into
+//! dicts, dataclasses and DataFrames: one encoding, so the two cannot drift.
+//!
+//! Errors are the CLI's messages, raised as `ValueError`. Simulations and
+//! checks run with the GIL released, on a thread of their own, while the
+//! calling thread polls for signals: Ctrl-C raises `KeyboardInterrupt` within
+//! 50 ms, though the abandoned run finishes on its thread in the background (the
+//! simulator has no cancellation point; its result is dropped).
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+use tlbkit_check::options::Options;
+use tlbkit_lab::stats::{self, Summary};
+use tlbkit_lab::sweep::schema::Sweep;
+use tlbkit_lab::sweep::{self, Event, Session};
+use tlbkit_sim::run::RunSpec;
+
+/// The checker keeps each execution's allocations in an arena (stable addresses
+/// for state hashing), as in the `tlbkit` binary: without it a check prunes
+/// less and reports other state counts than the CLI.
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// How often a thread waiting on a run looks for a signal (Ctrl-C).
+const POLL: Duration = Duration::from_millis(50);
+
+/// The stack of a thread running a simulation or a check (the CLI runs them on
+/// the main thread, whose stack is the system's 8 MiB; this leaves room).
+const STACK: usize = 64 << 20;
+
+fn value_error(e: String) -> PyErr {
+    PyValueError::new_err(e)
+}
+
+/// Runs `f` on a thread of its own with the GIL released, checking for
+/// signals while it runs: a pending `KeyboardInterrupt` is raised at once.
+fn interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("tlbkit-run".into())
+        .stack_size(STACK)
+        .spawn(move || {
+            let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    // In a mutex only to be shared with the GIL-free closure (a Receiver is not Sync).
+    let rx = std::sync::Mutex::new(rx);
+    loop {
+        match py.detach(|| rx.lock().map_or(Err(mpsc::RecvTimeoutError::Disconnected), |r| r.recv_timeout(POLL))) {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(_)) => return Err(PyRuntimeError::new_err("the simulator panicked (a bug in tlbkit)")),
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(PyRuntimeError::new_err("the run's thread ended")),
+        }
+    }
+}
+
+/// One run; returns `tlbkit run --format json`'s document.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run_json(
+    py: Python<'_>,
+    machine: String,
+    cpus: usize,
+    policy: String,
+    workload: String,
+    sets: Vec<String>,
+    seed: u64,
+    strict: bool,
+) -> PyResult<String> {
+    let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
+    let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(value_error)?;
+    serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// `tlbkit list KIND --format json`'s document for machines, policies,
+/// workloads or metrics.
+#[pyfunction]
+fn catalog(kind: &str) -> PyResult<String> {
+    let doc = match kind {
+        "machines" => tlbkit_sim::catalog::machines(),
+        "policies" => tlbkit_sim::catalog::policies(),
+        "workloads" => tlbkit_sim::catalog::workloads(),
+        "metrics" => tlbkit_sim::catalog::metrics(),
+        _ => return Err(value_error(format!("unknown kind '{kind}': machines, policies, workloads or metrics"))),
+    };
+    Ok(doc.to_string())
+}
+
+/// ministat's figures for two sets of samples (`b` tested against `a`) and
+/// its table: a JSON document.
+#[pyfunction]
+fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
+    if a.is_empty() || b.is_empty() {
+        return Err(value_error("compare needs samples in both sets".into()));
+    }
+    if a.len() + b.len() < 3 {
+        return Err(value_error(format!(
+            "compare needs at least three samples between the two sets (a standard deviation needs two), got {}",
+            a.len() + b.len()
+        )));
+    }
+    if let Some(x) = a.iter().chain(&b).find(|x| !x.is_finite()) {
+        return Err(value_error(format!("sample {x} is not a finite number")));
+    }
+    let (sa, sb) = (Summary::of(&a).expect("non-empty"), Summary::of(&b).expect("non-empty"));
+    let c = stats::compare(&sb, &sa);
+    let w = stats::n_width([sa.n, sb.n]);
+    let table = format!(
+        "{}\n{}\n{}\n{}",
+        stats::vitals_header(w),
+        stats::vitals_line('x', &sa, w),
+        stats::vitals_line('+', &sb, w),
+        stats::verdict_text(&c)
+    );
+    let summary = |s: &Summary| {
+        serde_json::json!({"n": s.n, "min": s.min, "max": s.max, "median": s.median, "avg": s.avg,
+                           "stddev": s.stddev()})
+    };
+    Ok(serde_json::json!({
+        "a": summary(&sa),
+        "b": summary(&sb),
+        "confidence": c.confidence,
+        "proven": c.proven,
+        "difference": c.difference,
+        "half_width": c.half_width,
+        "relative_pct": c.relative_pct,
+        "relative_half_width_pct": c.relative_half_width_pct,
+        "pooled_stddev": c.pooled_stddev,
+        "table": table,
+    })
+    .to_string())
+}
+
+/// A check; returns `tlbkit check --format json`'s document.
+#[pyfunction]
+#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs))]
+#[allow(clippy::too_many_arguments)]
+fn check_json(
+    py: Python<'_>,
+    policy: String,
+    quick: bool,
+    deep: bool,
+    cpus: Option<usize>,
+    mms: Option<usize>,
+    pages: Option<usize>,
+    asids: Option<u32>,
+    ops: Option<usize>,
+    mode: Option<String>,
+    iterations: Option<u64>,
+    seed: u64,
+    memory: Option<String>,
+    menu: Option<String>,
+    teardown: Option<String>,
+    jobs: Option<usize>,
+) -> PyResult<String> {
+    let o = Options {
+        policy,
+        quick,
+        deep,
+        cpus,
+        mms,
+        pages,
+        asids,
+        ops,
+        mode,
+        iterations,
+        seed,
+        memory,
+        menu,
+        teardown,
+        jobs,
+    };
+    o.resolve().map_err(value_error)?;
+    let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(value_error)?;
+    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Replays a counterexample token; returns `tlbkit replay --format json`'s document.
+#[pyfunction]
+fn replay_json(py: Python<'_>, token: String) -> PyResult<String> {
+    let r = interruptible(py, move || tlbkit_check::replay(&token))?.map_err(value_error)?;
+    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Returns the TOML text of a grid given as JSON (a Python dict), so that a
+/// grid from Python is read by the very parser and checks of `tlbkit sweep`.
+#[pyfunction]
+fn grid_toml(json: &str) -> PyResult<String> {
+    let v: toml::Value = serde_json::from_str(json).map_err(|e| value_error(format!("the grid: {e}")))?;
+    toml::to_string(&v).map_err(|e| value_error(format!("the grid: {e}")))
+}
+
+/// Runs one encoded point of a sweep (`Session.pending`); returns `(True,
+/// line)` or `(False, why it failed)`: what a Ray task does.
+#[pyfunction]
+fn run_point(py: Python<'_>, point: String) -> PyResult<(bool, String)> {
+    Ok(match interruptible(py, move || sweep::run_encoded(&point))? {
+        Ok(line) => (true, line),
+        Err(e) => (false, e),
+    })
+}
+
+/// A sweep in progress (`tlbkit_lab::sweep::Session`): the grid expanded and
+/// checked, its results file open and locked, runs recorded as they come.
+#[pyclass(module = "tlbkit._native")]
+struct SweepSession {
+    inner: Option<Session>,
+    file: String,
+}
+
+impl SweepSession {
+    fn session(&mut self) -> PyResult<&mut Session> {
+        self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("the sweep is finished"))
+    }
+}
+
+#[pymethods]
+impl SweepSession {
+    /// Opens the sweep of the TOML text `text` (named `origin` in messages)
+    /// with its results file; `results` None means the file's own default
+    /// (relative to `origin`'s folder).
+    #[new]
+    #[pyo3(signature = (text, origin, results=None))]
+    fn new(text: &str, origin: &str, results: Option<PathBuf>) -> PyResult<Self> {
+        let s = Sweep::parse(text, origin).map_err(value_error)?;
+        let results = results.unwrap_or_else(|| s.results_path(std::path::Path::new(origin)));
+        let inner = Session::open(&s, &results).map_err(value_error)?;
+        Ok(SweepSession { inner: Some(inner), file: origin.to_string() })
+    }
+
+    /// `(points in the grid, already recorded, bytes of a torn line dropped)`.
+    fn start(&mut self) -> PyResult<(usize, usize, usize)> {
+        match self.session()?.start() {
+            Event::Start { total, already, torn_bytes } => Ok((total, already, torn_bytes)),
+            Event::Ran { .. } => unreachable!("start is a Start event"),
+        }
+    }
+
+    /// The points to run, encoded for `run_point`, in grid order; `record`
+    /// takes their index in this list.
+    fn pending(&mut self) -> PyResult<Vec<String>> {
+        Ok(self.session()?.pending.iter().map(|p| p.encode()).collect())
+    }
+
+    /// The commands of every point of the grid, in grid order.
+    fn keys(&mut self) -> PyResult<Vec<String>> {
+        Ok(self.session()?.grid.points.iter().map(|p| p.key()).collect())
+    }
+
+    /// Records pending point `i`'s outcome: its line (`ok`), or why it failed.
+    fn record(&mut self, i: usize, ok: bool, payload: String) -> PyResult<()> {
+        let outcome = if ok { Ok(payload) } else { Err(payload) };
+        self.session()?.record(i, outcome).map_err(value_error)
+    }
+
+    /// Runs the pending points on `jobs` host threads with the GIL released,
+    /// calling `progress(done_now)` after each; Ctrl-C stops starting runs,
+    /// waits for the ones in progress (recorded) and raises KeyboardInterrupt.
+    fn run_local(&mut self, py: Python<'_>, jobs: usize, progress: Py<PyAny>) -> PyResult<()> {
+        let session = self.session()?;
+        let mut raised: Option<PyErr> = None;
+        let mut done = 0usize;
+        let result = py.detach(|| {
+            session.run_local(jobs, |ev| {
+                if let Event::Ran { .. } = ev {
+                    done += 1;
+                }
+                Python::attach(|py| {
+                    let r = py.check_signals().and_then(|()| progress.call1(py, (done,)).map(|_| ()));
+                    match r {
+                        Ok(()) => ControlFlow::Continue(()),
+                        Err(e) => {
+                            raised.get_or_insert(e);
+                            ControlFlow::Break(())
+                        }
+                    }
+                })
+            })
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        result.map_err(value_error)
+    }
+
+    /// Ends the sweep (putting a complete results file in grid order); returns
+    /// its report as JSON: `summary`, `failure`, `violating` and the counts.
+    fn finish(&mut self) -> PyResult<String> {
+        let s = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("the sweep is finished"))?;
+        let r = s.finish().map_err(value_error)?;
+        Ok(serde_json::json!({
+            "summary": r.summary(&self.file),
+            "failure": r.failure(),
+            "failed": r.failed,
+            "violating": r.violating,
+            "total": r.total,
+            "already": r.already,
+            "ran": r.ran,
+            "other_arch": r.other_arch,
+            "torn_bytes": r.torn_bytes,
+            "results": r.results.display().to_string(),
+        })
+        .to_string())
+    }
+}
+
+/// The module `tlbkit._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_json, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_json, m)?)?;
+    m.add_function(wrap_pyfunction!(grid_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(run_point, m)?)?;
+    m.add_class::<SweepSession>()?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+"""The package against the CLI: the same figures, catalogue, messages and
+reports for the same arguments."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import tlbkit
+from conftest import SMALL_GRID
+
+RUN = dict(machine="cortex-a72", cpus=2, policy="arm64-freebsd-asid", workload="lat_ctx",
+           params={"procs": 8, "size_kb": 0, "jitter": 0.02}, seed=3)
+
+
+def cli_run_args(machine, cpus, policy, workload, params, seed, strict=False):
+    args = ["run", "--machine", machine, "--cpus", str(cpus), "--policy", policy, "--workload", workload,
+            "--seed", str(seed), "--format", "json"]
+    for k, v in params.items():
+        args += ["--set", f"{k}={v}"]
+    return args + (["--strict"] if strict else [])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_run_gives_the_figures_of_the_cli_json(cli, strict):
+    r = tlbkit.run(**RUN, strict=strict)
+    doc = json.loads(cli(*cli_run_args(**RUN, strict=strict)).stdout)
+    assert r.to_dict() == doc
+    assert r.metrics == doc["metrics"] and r.result == doc["result"]
+    assert r.violations == doc["violations"] and r.params == doc["params"]
+    assert r.metrics["context_switches"] > 0 and r.result["us_per_switch"] > 0
+    # The same seed, the same run.
+    assert tlbkit.run(**RUN, strict=strict).to_dict() == r.to_dict()
+    assert tlbkit.run(**{**RUN, "seed": 4}).to_dict() != r.to_dict()
+
+
+def test_a_run_with_violations_reports_them_and_its_replay(cli):
+    # A zoo-free policy on a workload the oracle passes has none: check the
+    # fields exist and agree with the CLI's for a run that does.
+    r = tlbkit.run(machine="skylake", cpus=2, policy="x86-linux-pcid", workload="pingpong",
+                   params={"pages": 4, "rounds": 10}, seed=1, strict=True)
+    assert r.violations_total == len(r.violations) == 0
+    assert r.replay.startswith("tlbkit run --machine skylake")
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(RUN, machine="no-such-machine"),
+    dict(RUN, policy="no-such-policy"),
+    dict(RUN, params={"procs": 0}),
+    dict(RUN, params={"no_such_param": 1}),
+    dict(RUN, cpus=100000),
+])
+def test_bad_input_is_a_value_error_with_the_cli_message(cli, kwargs):
+    with pytest.raises(ValueError) as e:
+        tlbkit.run(**kwargs)
+    p = cli(*cli_run_args(**kwargs), check=False)
+    assert p.returncode == 2
+    assert p.stderr.strip() == f"tlbkit: error: {e.value}"
+
+
+def test_the_catalogue_is_the_cli_list(cli):
+    assert tlbkit.list_policies() == json.loads(cli("list", "policies", "--format", "json").stdout)
+    assert tlbkit.list_metrics() == json.loads(cli("list", "metrics", "--format", "json").stdout)
+    assert tlbkit.list_machines() == json.loads(cli("list", "machines", "--format", "json").stdout)["machines"]
+    workloads = tlbkit.list_workloads()
+    assert workloads == json.loads(cli("list", "workloads", "--format", "json").stdout)["workloads"]
+    lat_ctx = next(w for w in workloads if w["name"] == "lat_ctx")
+    procs = next(p for p in lat_ctx["parameters"] if p["key"] == "procs")
+    assert procs["default"] >= 1 and procs["meaning"]
+    assert {"arm64-freebsd-asid", "x86-linux-pcid"} <= {p["name"] for p in tlbkit.list_policies()}
+
+
+def test_compare_gives_ministats_figures():
+    a, b = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]
+    c = tlbkit.compare(a, b)
+    # Student's t, 4 degrees of freedom, 95%: 2.776; pooled sd 1.
+    assert c.a.n == 3 and c.a.avg == 2.0 and c.b.avg == 3.0 and c.b.median == 3.0
+    assert c.difference == 1.0 and c.pooled_stddev == pytest.approx(1.0)
+    assert c.half_width == pytest.approx(2.776 * math.sqrt(2 / 3), rel=1e-3)
+    assert not c.proven and c.relative_pct == pytest.approx(50.0)
+    assert "No difference proven at 95.0% confidence" in c.table
+    far = tlbkit.compare([10.0, 10.1, 9.9, 10.0], [12.0, 12.1, 11.9, 12.0])
+    assert far.proven and far.relative_pct == pytest.approx(20.0)
+    assert "Difference at 95.0% confidence" in far.table
+    with pytest.raises(ValueError, match="at least three samples"):
+        tlbkit.compare([1.0], [2.0])
+    with pytest.raises(ValueError, match="both sets"):
+        tlbkit.compare([], [1.0, 2.0, 3.0])
+
+
+def test_check_finds_a_zoo_bug_and_its_token_replays_it(cli):
+    policy = "zoo/linux-arm64-a8ffaaa060b8"
+    r = tlbkit.check(policy=policy, quick=True)
+    assert r.verdict == "violation" and r.token
+    cx = r.counterexample
+    assert cx.steps and all(isinstance(s, tlbkit.Step) and s.events for s in cx.steps)
+    assert r.report == json.loads(cli("check", "--policy", policy, "--quick", "--format", "json").stdout)
+    again = tlbkit.replay(r.token)
+    assert again.verdict == "violation"
+    assert again.counterexample.property == cx.property
+    assert again.report == json.loads(cli("replay", r.token, "--format", "json").stdout)
+
+
+def test_a_check_of_a_sound_policy_finds_nothing():
+    r = tlbkit.check(policy="arm64-linux", cpus=2, mms=2, ops=4, mode="exhaustive", jobs=1)
+    assert r.verdict == "no violation" and r.counterexample is None and r.report["complete"]
+
+
+def test_check_bad_input_is_a_value_error(cli):
+    with pytest.raises(ValueError) as e:
+        tlbkit.check(policy="arm64-linux", asids=3)
+    p = cli("check", "--policy", "arm64-linux", "--asids", "3", check=False)
+    assert p.stderr.strip() == f"tlbkit: error: {e.value}"
+    with pytest.raises(ValueError, match="exhaustive, random or pct"):
+        tlbkit.check(policy="arm64-linux", mode="sideways")
+    with pytest.raises(ValueError):
+        tlbkit.replay("not-a-token")
+
+
+def test_a_sweep_writes_the_cli_s_file_byte_for_byte(cli, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    cli("sweep", str(grid), "--jobs", "2", "--results", str(tmp_path / "cli.jsonl"))
+    df = tlbkit.sweep(grid, jobs=2, results=tmp_path / "py.jsonl", progress=False)
+    assert (tmp_path / "py.jsonl").read_bytes() == (tmp_path / "cli.jsonl").read_bytes()
+    assert len(df) == 24 and df["command"].is_unique
+    for col in ["machine", "cpus", "policy", "workload", "jitter", "procs", "rounds", "seed", "violations",
+                "us_per_switch", "tlb_misses", "context_switches"]:
+        assert col in df.columns, col
+    assert list(df["cpus"][:12]) == [1] * 12 and list(df["seed"][:2]) == [1, 2]
+    # A second sweep runs nothing and returns the same frame.
+    assert tlbkit.sweep(grid, jobs=2, results=tmp_path / "py.jsonl", progress=False).equals(df)
+
+
+def test_a_sweep_from_a_dict_resumes_a_cut_file(tmp_path):
+    grid = {"machines": ["cortex-a72"], "cpus": [1, 2], "policies": ["arm64-noasid", "arm64-freebsd-asid"],
+            "workloads": ["lat_ctx"], "seeds": {"first": 1, "count": 2},
+            "set": {"jitter": 0.02, "lat_ctx": {"procs": [2, 4, 6], "rounds": 20}}}
+    whole = tmp_path / "whole.jsonl"
+    df = tlbkit.sweep(grid, results=whole, progress=False)
+    lines = whole.read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:10]) + lines[10][:30])
+    again = tlbkit.sweep(grid, results=cut, progress=False)
+    assert cut.read_bytes() == whole.read_bytes() and again.equals(df)
+
+
+def test_a_bad_grid_is_a_value_error_naming_its_line(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID.replace("procs  = [2, 4, 6]", "procs  = [2, 0]"))
+    with pytest.raises(ValueError, match=r"line \d+, set.lat_ctx.procs: --set procs=0 is out of range"):
+        tlbkit.sweep(grid, results=tmp_path / "r.jsonl", progress=False)
+    with pytest.raises(ValueError, match="needs results=PATH"):
+        tlbkit.sweep({"machines": ["cortex-a72"]})
+    with pytest.raises(ValueError, match="executor"):
+        tlbkit.sweep(tmp_path / "grid.toml", executor="dask")
+    with pytest.raises(ValueError, match="at least one thread"):
+        tlbkit.sweep(tmp_path / "grid.toml", jobs=0)
+
+
+def test_the_gil_is_released_while_simulating():
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.005)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    start = time.monotonic()
+    tlbkit.run(machine="cortex-a72", cpus=4, policy="arm64-freebsd-asid", workload="lat_ctx",
+               params={"procs": 8, "rounds": 20000})
+    end = time.monotonic()
+    stop.set()
+    t.join()
+    during = [x for x in ticks if start < x < end]
+    assert end - start > 0.2, "the run is too short to tell"
+    # Python code ran alongside the simulation: ticks at least every few tens of ms.
+    assert len(during) >= (end - start) / 0.05, (len(during), end - start)
+
+
+def test_ctrl_c_interrupts_a_long_run():
+    code = ("import sys, tlbkit\nprint('started', flush=True)\n"
+            "tlbkit.run(machine='altra', cpus=80, policy='arm64-linux', workload='fileserver', "
+            "params={'ops': 200000})\nprint('finished', flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(1.0)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert time.monotonic() - sent < 5, "no prompt exit after Ctrl-C"
+    assert "KeyboardInterrupt" in err and "finished" not in out
+    assert p.returncode != 0
+
+
+def test_python_m_tlbkit_sweep_is_the_cli_s_sweep(cli, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    cli("sweep", str(grid), "--results", str(tmp_path / "cli.jsonl"))
+    p = subprocess.run([sys.executable, "-m", "tlbkit", "sweep", str(grid), "--results", str(tmp_path / "py.jsonl"),
+                        "--jobs", "2"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "py.jsonl").read_bytes() == (tmp_path / "cli.jsonl").read_bytes()
+    missing = subprocess.run([sys.executable, "-m", "tlbkit", "sweep", str(tmp_path / "missing.toml")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.startswith("tlbkit: error: cannot read"), missing.stderr

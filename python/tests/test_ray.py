@@ -1,0 +1,139 @@
+"""The Ray backend on a real local cluster: a head node and a worker node
+started here with `ray start` (one CPU each, so two worker processes), on
+127.0.0.1 only, torn down with `ray stop --force` whatever happens.
+
+A 216-run sweep through Ray gives the bytes of the same sweep on host threads,
+and a driver killed halfway loses and repeats nothing when run again."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tlbkit
+
+# 1 machine x 3 CPU counts x 3 policies x 4 procs x 2 rounds x 3 seeds = 216 tiny runs.
+GRID = """
+machines  = ["cortex-a72"]
+cpus      = [1, 2, 4]
+policies  = ["arm64-noasid", "arm64-freebsd-asid", "arm64-linux"]
+workloads = ["lat_ctx"]
+seeds     = { first = 1, count = 3 }
+
+[set]
+jitter = 0.02
+
+[set.lat_ctx]
+procs   = [2, 3, 5, 8]
+rounds  = [5, 10]
+size_kb = 0
+"""
+RUNS = 216
+RAY_TIMEOUT = 180
+
+
+def ray_cli():
+    path = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    assert Path(path).exists(), "the ray command is missing: pip install -r python/requirements-dev.txt"
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray(*args, env):
+    p = subprocess.run([ray_cli(), *args], capture_output=True, text=True, timeout=RAY_TIMEOUT, env=env)
+    assert p.returncode == 0, f"ray {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The address of a two-node Ray cluster on 127.0.0.1."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    try:
+        ray("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+            "--include-dashboard=false", "--disable-usage-stats", env=env)
+        ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", env=env)
+        yield address, env
+    finally:
+        subprocess.run([ray_cli(), "stop", "--force"], capture_output=True, timeout=RAY_TIMEOUT, env=env)
+
+
+def driver(grid, results, address):
+    """A sweep through Ray in a process of its own (the driver the test kills)."""
+    return [sys.executable, "-m", "tlbkit", "sweep", str(grid), "--results", str(results), "--ray", address]
+
+
+def complete_lines(path):
+    text = path.read_bytes() if path.exists() else b""
+    return text[: text.rfind(b"\n") + 1].splitlines(keepends=True)
+
+
+def test_a_ray_sweep_is_the_local_sweep_and_survives_its_driver_killed(cluster, tmp_path):
+    address, env = cluster
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    local = tmp_path / "local.jsonl"
+    expected = tlbkit.sweep(grid, jobs=2, results=local, progress=False)
+    assert len(expected) == RUNS
+
+    # The whole sweep on the cluster, without interruption.
+    whole = tmp_path / "ray-whole.jsonl"
+    p = subprocess.run(driver(grid, whole, address), capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    assert whole.read_bytes() == local.read_bytes()
+    assert f"{RUNS} runs; 0 already in" in p.stderr and f"{RUNS} run now" in p.stderr
+
+    # Killed halfway (SIGKILL: no clean-up of any kind), then run again.
+    cut = tmp_path / "ray-cut.jsonl"
+    child = subprocess.Popen(driver(grid, cut, address), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=env)
+    deadline = time.monotonic() + 300
+    while len(complete_lines(cut)) < RUNS // 3 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert child.poll() is None, "the sweep ended before it could be killed"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    before = complete_lines(cut)
+    assert RUNS // 3 <= len(before) < RUNS, len(before)
+    assert len(set(before)) == len(before), "a line repeated before the kill"
+
+    p = subprocess.run(driver(grid, cut, address), capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    # The second driver ran exactly the runs the file lacked.
+    assert f"{len(before)} already in" in p.stderr and f"{RUNS - len(before)} run now" in p.stderr, p.stderr
+    after = cut.read_bytes().splitlines(keepends=True)
+    assert len(after) == RUNS and len(set(after)) == RUNS, "a run lost or repeated"
+    assert set(before) <= set(after), "a line written before the kill was lost"
+    assert cut.read_bytes() == local.read_bytes()
+
+
+def test_a_ray_sweep_from_python_returns_the_frame(cluster, tmp_path):
+    address, _ = cluster
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.replace("count = 3", "count = 1"))
+    local = tlbkit.sweep(grid, results=tmp_path / "local.jsonl", progress=False)
+    import ray
+
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        # Two nodes of one CPU each: two worker processes run the tasks.
+        assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+        assert ray.cluster_resources()["CPU"] == 2
+        # The sweep uses the connection this driver already has.
+        df = tlbkit.sweep(grid, results=tmp_path / "ray.jsonl", executor="ray", address=address, progress=False)
+    finally:
+        ray.shutdown()
+    assert df.equals(local) and len(df) == RUNS // 3
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()

@@ -1,0 +1,337 @@
+"""tlbkit from Python: runs, checks, ministat comparisons and resumable sweeps.
+
+Every function calls the Rust library that the ``tlbkit`` command calls (the
+extension module ``tlbkit._native``), not the command: ``run`` gives the
+figures of ``tlbkit run --format json``, ``sweep`` writes the results file of
+``tlbkit sweep`` byte for byte, and bad input raises ``ValueError`` with the
+message the command prints. Simulations run with the GIL released; Ctrl-C
+raises ``KeyboardInterrupt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _native
+
+__all__ = [
+    "RunResult",
+    "Comparison",
+    "CheckResult",
+    "Counterexample",
+    "Step",
+    "run",
+    "list_policies",
+    "list_machines",
+    "list_workloads",
+    "list_metrics",
+    "compare",
+    "check",
+    "replay",
+    "sweep",
+]
+
+
+def _sets(params: Optional[Mapping[str, Any]]) -> List[str]:
+    """``--set key=value`` pairs of a params dict, spelled as the CLI takes them."""
+    out = []
+    for k, v in (params or {}).items():
+        if isinstance(v, bool):
+            raise ValueError(f"--set {k}={v}: give on or off, or a number, not a Python bool")
+        out.append(f"{k}={v}")
+    return out
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run: the fields of ``tlbkit run --format json``."""
+
+    machine: str
+    cpus: int
+    policy: str
+    workload: str
+    seed: int
+    params: Dict[str, Any]
+    result: Dict[str, float]
+    metrics: Dict[str, Any]
+    violations: List[Dict[str, Any]]
+    violations_total: int
+    violations_by_property: Dict[str, int]
+    replay: str
+    _doc: Dict[str, Any] = field(repr=False, compare=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The document ``tlbkit run --format json`` prints, as a dict."""
+        return json.loads(json.dumps(self._doc))
+
+
+def run(
+    machine: str,
+    policy: str,
+    workload: str,
+    cpus: int = 1,
+    params: Optional[Mapping[str, Any]] = None,
+    seed: int = 1,
+    strict: bool = False,
+) -> RunResult:
+    """Runs ``workload`` under ``policy`` on ``machine``: ``tlbkit run`` with
+    ``--set key=value`` for each of ``params``."""
+    doc = json.loads(
+        _native.run_json(machine, int(cpus), policy, workload, _sets(params), int(seed), bool(strict))
+    )
+    # The document leaves out violations_by_property when there are none.
+    fields = {k: doc.get(k, {}) for k in RunResult.__dataclass_fields__ if k != "_doc"}
+    return RunResult(**fields, _doc=doc)
+
+
+def list_policies() -> List[Dict[str, str]]:
+    """Every policy: ``name``, ``arch``, ``description`` (``tlbkit list policies``)."""
+    return json.loads(_native.catalog("policies"))
+
+
+def list_machines() -> List[Dict[str, Any]]:
+    """Every machine preset with its cores, TLBs and costs (``tlbkit list machines``)."""
+    return json.loads(_native.catalog("machines"))["machines"]
+
+
+def list_workloads() -> List[Dict[str, Any]]:
+    """Every workload with its results and parameters (``key``, ``default``,
+    ``min``, ``max``, ``meaning``), as ``tlbkit list workloads`` gives them."""
+    return json.loads(_native.catalog("workloads"))["workloads"]
+
+
+def list_metrics() -> List[Dict[str, str]]:
+    """Every figure a run reports: ``name``, ``kind``, ``unit``, ``meaning``."""
+    return json.loads(_native.catalog("metrics"))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One set's figures, as ministat prints them."""
+
+    n: int
+    min: float
+    max: float
+    median: float
+    avg: float
+    stddev: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """ministat's comparison of set b against set a at 95% confidence."""
+
+    a: Summary
+    b: Summary
+    confidence: float
+    proven: bool
+    difference: float
+    half_width: float
+    relative_pct: float
+    relative_half_width_pct: float
+    pooled_stddev: float
+    table: str
+
+    def __str__(self) -> str:
+        return self.table
+
+
+def compare(samples_a: Sequence[float], samples_b: Sequence[float]) -> Comparison:
+    """ministat over two sets of samples: b's mean against a's, Student's t."""
+    d = json.loads(_native.compare_json([float(x) for x in samples_a], [float(x) for x in samples_b]))
+    d["a"], d["b"] = Summary(**d["a"]), Summary(**d["b"])
+    return Comparison(**d)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a counterexample: what one CPU did."""
+
+    n: int
+    who: str
+    events: List[str]
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """A violation and the schedule that reaches it."""
+
+    property: str
+    cpu: int
+    detail: str
+    steps: List[Step]
+    token: str
+    summary: List[str]
+    view: List[Step]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a check (or a replay) found: ``report`` is ``tlbkit check --format
+    json``'s document."""
+
+    verdict: str
+    counterexample: Optional[Counterexample]
+    report: Dict[str, Any]
+
+    @property
+    def token(self) -> Optional[str]:
+        """The replay token of the counterexample, if there is one."""
+        return self.counterexample.token if self.counterexample else None
+
+
+def _check_result(text: str) -> CheckResult:
+    r = json.loads(text)
+    cx = r.get("counterexample")
+    if cx is not None:
+        cx = Counterexample(
+            **{**cx, "steps": [Step(**s) for s in cx["steps"]], "view": [Step(**s) for s in cx["view"]]}
+        )
+        verdict = "violation"
+    else:
+        verdict = "no violation" if r.get("complete") else "no violation (search stopped early)"
+    return CheckResult(verdict=verdict, counterexample=cx, report=r)
+
+
+def check(
+    policy: str,
+    cpus: Optional[int] = None,
+    mms: Optional[int] = None,
+    asids: Optional[int] = None,
+    ops: Optional[int] = None,
+    mode: Optional[str] = None,
+    *,
+    pages: Optional[int] = None,
+    iterations: Optional[int] = None,
+    seed: int = 1,
+    memory: Optional[str] = None,
+    menu: Optional[str] = None,
+    teardown: Optional[str] = None,
+    quick: bool = False,
+    deep: bool = False,
+    jobs: Optional[int] = None,
+) -> CheckResult:
+    """``tlbkit check``: explores interleavings of ``policy`` on a small machine.
+    Arguments left None take the CLI's defaults for the policy."""
+    return _check_result(
+        _native.check_json(
+            policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs
+        )
+    )
+
+
+def replay(token: str) -> CheckResult:
+    """``tlbkit replay``: runs a counterexample again from its token."""
+    return _check_result(_native.replay_json(token))
+
+
+class _Progress:
+    """Runs done out of the grid's total on stderr: a line redrawn on a
+    terminal, else a line at every tenth of the grid."""
+
+    def __init__(self, total: int, already: int, enabled: bool):
+        self.total, self.done, self.enabled = total, already, enabled and total > 0
+        self.tty = self.enabled and sys.stderr.isatty()
+        self.shown = -1
+
+    def update(self, ran_now: int = 1, absolute: Optional[int] = None) -> None:
+        self.done = absolute if absolute is not None else self.done + ran_now
+        if not self.enabled:
+            return
+        if self.tty:
+            print(f"\rtlbkit sweep: {self.done}/{self.total} runs", end="", file=sys.stderr, flush=True)
+        elif self.done * 10 // self.total != self.shown:
+            self.shown = self.done * 10 // self.total
+            print(f"tlbkit sweep: {self.done}/{self.total} runs", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+def _grid_text(grid: Union[str, os.PathLike, Mapping[str, Any]]):
+    """The TOML text of a grid and the name messages give it."""
+    if isinstance(grid, Mapping):
+        return _native.grid_toml(json.dumps(dict(grid))), "grid"
+    path = Path(grid)
+    try:
+        return path.read_text(), str(path)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+
+
+def sweep(
+    grid: Union[str, os.PathLike, Mapping[str, Any]],
+    jobs: Optional[int] = None,
+    results: Union[str, os.PathLike, None] = None,
+    executor: Optional[str] = None,
+    progress: bool = True,
+    address: Optional[str] = None,
+):
+    """Runs every point of a grid that the results file does not record yet and
+    returns the grid's results as a pandas DataFrame (one row per run, in grid
+    order; every coordinate, parameter and figure a column).
+
+    ``grid`` is an experiment file (TOML, as ``tlbkit sweep`` takes) or a dict
+    of the same keys. ``results`` is the JSONL results file (default: the
+    file's ``results``, else its name with ``.jsonl``); it is the CLI's file,
+    appended to as runs finish, resumed from, and put in grid order once
+    complete. ``executor``: None (host threads, ``jobs`` of them) or ``"ray"``
+    (Ray tasks on the cluster at ``address``, or a local one; ``jobs`` caps the
+    tasks in flight).
+    """
+    import pandas as pd
+
+    if executor not in (None, "local", "ray"):
+        raise ValueError(f"executor {executor!r}: give None (host threads) or 'ray'")
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"--jobs {jobs}: give at least one thread")
+    text, origin = _grid_text(grid)
+    if origin == "grid" and results is None and "results" not in grid:
+        raise ValueError("a grid given as a dict needs results=PATH (or a 'results' key)")
+    session = _native.SweepSession(text, origin, None if results is None else os.fspath(results))
+    keys = session.keys()
+    total, already, torn = session.start()
+    if torn:
+        print(
+            f"tlbkit sweep: dropped the torn last line ({torn} bytes) of the results file; its run is made again",
+            file=sys.stderr,
+        )
+    bar = _Progress(total, already, progress)
+    try:
+        if executor is None or executor == "local":
+            session.run_local(jobs or os.cpu_count() or 1, lambda n: bar.update(absolute=already + n))
+        elif executor == "ray":
+            from . import _ray
+
+            _ray.run(session, bar, address=address, in_flight=jobs)
+    finally:
+        bar.close()
+    report = json.loads(session.finish())
+    if progress:
+        print(report["summary"], file=sys.stderr)
+    if report["failure"]:
+        raise ValueError(report["failure"])
+    if report["violating"]:
+        print(
+            f"tlbkit: {len(report['violating'])} run(s) of the grid found violations; "
+            f"replay the first with: {report['violating'][0]}",
+            file=sys.stderr,
+        )
+    return pd.DataFrame(_grid_rows(report["results"], keys))
+
+
+def _grid_rows(path: str, keys: List[str]) -> List[Dict[str, Any]]:
+    """The results file's lines of the grid's points, in grid order."""
+    by_command = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                by_command.setdefault(row["command"], row)
+    return [by_command[k] for k in keys if k in by_command]

@@ -1,0 +1,35 @@
+"""``python -m tlbkit sweep FILE.toml [--results PATH] [--jobs N] [--ray [ADDRESS]]``:
+the CLI's sweep, with ``--ray`` to run it as Ray tasks on a cluster (the
+``tlbkit`` binary has no Ray client; this is its sweep from Python). Exit codes
+as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations."""
+
+import argparse
+import sys
+
+import tlbkit
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tlbkit")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sweep", help="run every point of a grid (TOML) missing from its results file")
+    s.add_argument("file", help="the experiment file (TOML), as tlbkit sweep takes it")
+    s.add_argument("--results", help="the results file (default: the file's results, else its name with .jsonl)")
+    s.add_argument("--jobs", type=int, help="host threads; with --ray, tasks in flight")
+    s.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
+                   help="run the points as Ray tasks on the cluster at ADDRESS (without one: RAY_ADDRESS, "
+                        "else a local cluster)")
+    a = p.parse_args(argv)
+    try:
+        df = tlbkit.sweep(a.file, jobs=a.jobs, results=a.results,
+                          executor=None if a.ray is None else "ray", address=a.ray or None)
+    except ValueError as e:
+        print(f"tlbkit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 3 if len(df) and (df["violations"] > 0).any() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
