@@ -64,8 +64,6 @@ pub struct TlbEntry {
     /// Ground truth: where that PTE lives (for a 64 KB entry, the block's first
     /// PTE; the block's PTEs follow it in the arena).
     pub pte: PteRef,
-    /// LRU stamp (set by the TLB).
-    pub lru: u64,
 }
 
 impl TlbEntry {
@@ -206,6 +204,8 @@ pub struct Tlb {
     /// Bit `i` set: L1 slot `i` holds no entry (its key is `u64::MAX`).
     l1_free: u64,
     l2: Vec<TlbEntry>,
+    /// The L2's LRU stamps: the clock's tick of each slot's last fill or hit.
+    l2_lru: Vec<u64>,
     /// Mirror of the L2's tags, as for the L1.
     l2_keys: Vec<u64>,
     /// Mirror of the L2's ASIDs (meaningful where the key is valid): an
@@ -281,6 +281,7 @@ impl Tlb {
             l1_index: Box::new([0; L1_BUCKETS]),
             l1_free: u64::MAX >> (64 - l1),
             l2: vec![TlbEntry::default(); l2],
+            l2_lru: vec![0; l2],
             l2_keys: vec![u64::MAX; l2],
             l2_asids: vec![0; l2],
             l2_ways,
@@ -390,10 +391,8 @@ impl Tlb {
                 if self.l2_keys[i] == k {
                     let e = &self.l2[i];
                     if e.flags & F_GLOBAL != 0 || e.asid == asid {
-                        // Copied whole before its stamp is written: a narrow store
-                        // read back by a wide load would stall the pipeline.
-                        let copy = TlbEntry { lru: now, ..*e };
-                        self.l2[i].lru = now;
+                        let copy = *e;
+                        self.l2_lru[i] = now;
                         self.insert_l1(copy);
                         return Some((Hit::L2(i), copy));
                     }
@@ -455,9 +454,8 @@ impl Tlb {
             self.conts = true;
         }
         e.valid = true;
-        e.lru = now;
         let base = self.l2_set_of(e.tag) * self.l2_ways;
-        let ways = &mut self.l2[base..base + self.l2_ways];
+        let ways = &self.l2[base..base + self.l2_ways];
         // Replace a duplicate of the same translation first, then the LRU way.
         let same = ways.iter().position(|w| {
             w.valid
@@ -466,7 +464,8 @@ impl Tlb {
                 && w.asid == e.asid
                 && w.global() == e.global()
         });
-        let victim = base + same.unwrap_or_else(|| lru_victim(ways));
+        let victim = base + same.unwrap_or_else(|| lru_victim(ways, &self.l2_lru[base..base + self.l2_ways]));
+        self.l2_lru[victim] = now;
         let old = self.l2[victim];
         if old.valid {
             self.count_block(old.block(), false);
@@ -812,15 +811,17 @@ fn key(e: &TlbEntry) -> u64 {
     (e.tag << 2) | CODE_BY_SIZE[((e.flags & F_SIZE) >> 2) as usize]
 }
 
-fn lru_victim(ways: &[TlbEntry]) -> usize {
+/// Returns the way of a set to fill: the first empty one, else the one of the
+/// least LRU stamp (`stamps`, the set's; the first of equals).
+fn lru_victim(ways: &[TlbEntry], stamps: &[u64]) -> usize {
     let mut best = 0;
     let mut best_lru = u64::MAX;
-    for (i, w) in ways.iter().enumerate() {
+    for (i, (w, &lru)) in ways.iter().zip(stamps).enumerate() {
         if !w.valid {
             return i;
         }
-        if w.lru < best_lru {
-            best_lru = w.lru;
+        if lru < best_lru {
+            best_lru = lru;
             best = i;
         }
     }
