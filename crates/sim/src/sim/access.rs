@@ -253,7 +253,6 @@ impl<P: Policy> Sim<P> {
             mm_uid: uid,
             ver: pte.ver,
             pte: w.pte,
-            ..Default::default()
         };
         if self.m.cpus[cpu].tlb.may_hold_cont() {
             self.check_overlap(cpu, &e, *now);
