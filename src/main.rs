@@ -5,6 +5,7 @@
 //! `trace import`, `trace dump`, `plot`, `report`. Exit codes: 0 success, 2 bad input, 3 violations found.
 
 mod bench_check;
+mod bench_cmd;
 mod checkcmd;
 mod compare_cmd;
 mod list_cmd;
@@ -88,8 +89,9 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         html: Option<std::path::PathBuf>,
     },
-    /// Measure the simulator's own speed: on a fixed workload (median of 3 runs), or
-    /// with --cpus, on scale workloads on the altra preset at each CPU count.
+    /// Measure the simulator's own speed: on a fixed workload (runs, mean ± σ,
+    /// min … max; --compare-with times another build side by side), or with
+    /// --cpus, on scale workloads on the altra preset at each CPU count.
     Bench {
         /// CPU counts to time the scale workloads at, comma-separated or repeated
         /// (e.g. 32,256,1024,4096; each 1 to 4096).
@@ -121,6 +123,16 @@ enum Cmd {
         /// overriding the bench's own (iters=200, ops=500).
         #[arg(long = "set")]
         sets: Vec<String>,
+        /// Without --cpus or --check: runs of the fixed workload (default 5); with
+        /// --compare-with, invocations of each build (default 5).
+        #[arg(long)]
+        runs: Option<usize>,
+        /// Without --cpus or --check: also time another tlbkit build's `bench`
+        /// (e.g. an older revision's target/release/tlbkit), invoking the two in
+        /// turn, and print the ratio of translations per second (this / other)
+        /// with its 95% confidence interval (ministat's rule).
+        #[arg(long, value_name = "BINARY")]
+        compare_with: Option<std::path::PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -271,7 +283,12 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
             t.dump(&mut std::io::BufWriter::new(std::io::stdout().lock())).map_err(|e| e.to_string())?;
             Ok(0)
         }
-        Cmd::Bench { cpus, workloads, policy, check, limit_s, jobs, sets, format } => {
+        Cmd::Bench { cpus, workloads, policy, check, limit_s, jobs, sets, runs, compare_with, format } => {
+            if (check || !cpus.is_empty()) && (runs.is_some() || compare_with.is_some()) {
+                return Err("--runs and --compare-with time the fixed workload: give them without --cpus and \
+                            --check, e.g. tlbkit bench --compare-with old/tlbkit"
+                    .into());
+            }
             if check {
                 if !cpus.is_empty() || !workloads.is_empty() || !sets.is_empty() {
                     return Err("--cpus, --workload and --set time the simulator, not the checker: give \
@@ -293,7 +310,10 @@ fn dispatch(cmd: Cmd) -> Result<u8, String> {
                                 tlbkit bench --cpus 32,4096 --workload fileserver"
                         .into());
                 }
-                bench(format)
+                match compare_with {
+                    Some(other) => bench_cmd::compare_with(&other, runs.unwrap_or(bench_cmd::DEFAULT_ROUNDS), format),
+                    None => bench_cmd::bench(runs.unwrap_or(bench_cmd::DEFAULT_RUNS), format),
+                }
             } else {
                 bench_cpus(&cpus, &workloads, policy.as_deref(), &sets, format)
             }
@@ -389,36 +409,6 @@ fn reproduce(only: Option<String>, format: Format, html: Option<std::path::PathB
         }
     }
     print!("{}", t.render());
-    Ok(0)
-}
-
-fn bench(format: Format) -> Result<u8, String> {
-    let spec = RunSpec {
-        machine: "cortex-a72".into(),
-        cpus: 4,
-        policy: "arm64-freebsd-asid".into(),
-        workload: "lat_ctx".into(),
-        sets: vec!["procs=4".into(), "size_kb=1024".into(), "rounds=10000".into()],
-        seed: 1,
-        strict: false,
-    };
-    let spinner = progress::spinner();
-    spinner.set_message(format!("timing {} (median of 3 runs)", spec.workload));
-    let b = tlbkit_sim::run::bench(&spec, 3);
-    spinner.finish_and_clear();
-    let b = b?;
-    let (tps, eps, wall) = (b.translations_per_sec, b.events_per_sec, b.wall_s);
-    if format == Format::Json {
-        let doc = serde_json::json!({"translations_per_sec": tps, "events_per_sec": eps, "wall_s": wall});
-        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
-    } else {
-        println!("workload: {}", spec.command());
-        let mut t = Table::new(&[Align::Left, Align::Right]);
-        t.row(["translations_per_sec".to_string(), format!("{tps:.0}")]);
-        t.row(["events_per_sec".to_string(), format!("{eps:.0}")]);
-        t.row(["wall_s".to_string(), format!("{wall:.3}")]);
-        print!("{}", t.render());
-    }
     Ok(0)
 }
 

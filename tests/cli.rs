@@ -881,3 +881,12 @@ fn a_bad_tlb_mode_word_says_what_the_bits_are() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("tlb_mode=0x1403"));
 }
+
+#[test]
+fn bench_runs_and_compare_with_bad_values_are_one_line_and_exit_2() {
+    assert_bad_input(&["bench", "--runs", "0"], "--runs 0 times nothing");
+    assert_bad_input(&["bench", "--compare-with", "/bin/true", "--runs", "1"], "needs --runs 2 or more");
+    assert_bad_input(&["bench", "--compare-with", "/nonexistent/tlbkit"], "no such file");
+    assert_bad_input(&["bench", "--cpus", "2", "--runs", "3"], "without --cpus and");
+    assert_bad_input(&["bench", "--check", "--compare-with", "/bin/true"], "without --cpus and");
+}

@@ -64,8 +64,6 @@ pub struct TlbEntry {
     /// Ground truth: where that PTE lives (for a 64 KB entry, the block's first
     /// PTE; the block's PTEs follow it in the arena).
     pub pte: PteRef,
-    /// LRU stamp (set by the TLB).
-    pub lru: u64,
 }
 
 impl TlbEntry {
@@ -194,11 +192,20 @@ impl Inval {
 /// One core's TLBs.
 pub struct Tlb {
     l1: Vec<TlbEntry>,
-    /// Mirror of the L1's tags for a compact scan: [`key`], or `u64::MAX`.
+    /// Mirror of the L1's tags: [`key`], or `u64::MAX`.
     l1_keys: Vec<u64>,
-    /// Mirror of the L1's LRU stamps, for a compact victim search.
-    l1_lru: Vec<u64>,
+    /// The L1's slots from least to most recently used, as a doubly linked list
+    /// (see [`L1Order`]): the victim of a full L1 is its head, in one read.
+    l1_order: L1Order,
+    /// An index of the L1 by key, so that a lookup reads a few slots instead of
+    /// scanning them all: bucket [`l1_bucket`] of a key has bit `i` set for every
+    /// slot `i` whose key falls in it (see [`Tlb::l1_candidates`]).
+    l1_index: Box<[u64; L1_BUCKETS]>,
+    /// Bit `i` set: L1 slot `i` holds no entry (its key is `u64::MAX`).
+    l1_free: u64,
     l2: Vec<TlbEntry>,
+    /// The L2's LRU stamps: the clock's tick of each slot's last fill or hit.
+    l2_lru: Vec<u64>,
     /// Mirror of the L2's tags, as for the L1.
     l2_keys: Vec<u64>,
     /// Mirror of the L2's ASIDs (meaningful where the key is valid): an
@@ -224,6 +231,19 @@ pub struct Tlb {
     conts: bool,
 }
 
+/// Buckets of the L1's index by key ([`Tlb`]'s `l1_index`).
+const L1_BUCKETS: usize = 128;
+
+/// The most L1 entries a [`Tlb`] has: one bit each in the L1's index.
+pub const MAX_L1_ENTRIES: usize = 64;
+
+/// Returns the bucket of the L1's index a key falls in: a Fibonacci hash, so that
+/// the keys of neighbouring pages spread over the buckets.
+#[inline(always)]
+fn l1_bucket(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - L1_BUCKETS.trailing_zeros())) as usize
+}
+
 /// Words of [`Tlb`]'s ASID filter.
 const ASID_FILTER_WORDS: usize = 64;
 
@@ -247,13 +267,21 @@ pub fn block_bucket(block: u64) -> usize {
 
 impl Tlb {
     /// Returns empty TLBs of the given geometry.
+    ///
+    /// # Panics
+    ///
+    /// If `l1` is 0 or more than [`MAX_L1_ENTRIES`].
     pub fn new(l1: usize, l2: usize, l2_ways: usize, pwc: usize) -> Self {
         debug_assert!(l2.is_multiple_of(l2_ways));
+        assert!((1..=MAX_L1_ENTRIES).contains(&l1), "an L1 TLB of {l1} entries: give 1 to {MAX_L1_ENTRIES}");
         Tlb {
             l1: vec![TlbEntry::default(); l1],
             l1_keys: vec![u64::MAX; l1],
-            l1_lru: vec![0; l1],
+            l1_order: L1Order::new(l1),
+            l1_index: Box::new([0; L1_BUCKETS]),
+            l1_free: u64::MAX >> (64 - l1),
             l2: vec![TlbEntry::default(); l2],
+            l2_lru: vec![0; l2],
             l2_keys: vec![u64::MAX; l2],
             l2_asids: vec![0; l2],
             l2_ways,
@@ -296,13 +324,31 @@ impl Tlb {
     /// Returns the range of L2 slots of the set an entry of tag `tag` lives in.
     #[inline]
     fn l2_set(&self, tag: u64) -> std::ops::Range<usize> {
-        let set = (tag as usize) % self.l2_sets;
+        let set = self.l2_set_of(tag);
         set * self.l2_ways..(set + 1) * self.l2_ways
+    }
+
+    /// Returns the number of the L2 set of tag `tag`: `tag % sets`, a mask when
+    /// the sets are a power of two (every preset's), a division otherwise.
+    #[inline(always)]
+    fn l2_set_of(&self, tag: u64) -> usize {
+        if self.l2_sets.is_power_of_two() {
+            (tag as usize) & (self.l2_sets - 1)
+        } else {
+            (tag as usize) % self.l2_sets
+        }
     }
 
     /// Looks `va` up under `asid`; an L2 hit is copied into the L1.
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<Hit> {
+        self.lookup_entry(va, asid).map(|(h, _)| h)
+    }
+
+    /// [`Tlb::lookup`], also returning (a copy of) the entry hit, as
+    /// [`Tlb::entry`] would after it.
+    #[inline]
+    pub fn lookup_entry(&mut self, va: u64, asid: u16) -> Option<(Hit, TlbEntry)> {
         // Without 64 KB entries the lookup compares two keys, as it always did.
         if self.conts {
             self.lookup_sized::<true>(va, asid)
@@ -311,19 +357,28 @@ impl Tlb {
         }
     }
 
-    /// [`Tlb::lookup`]; `CONT`: whether a 64 KB entry may be held.
+    /// [`Tlb::lookup_entry`]; `CONT`: whether a 64 KB entry may be held.
     #[inline(always)]
-    fn lookup_sized<const CONT: bool>(&mut self, va: u64, asid: u16) -> Option<Hit> {
+    fn lookup_sized<const CONT: bool>(&mut self, va: u64, asid: u16) -> Option<(Hit, TlbEntry)> {
         let now = self.tick();
         let k4 = (va >> SHIFT_4K) << 2;
         let k64 = if CONT { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
         let k2 = ((va >> SHIFT_2M) << 2) | 2;
-        for (i, &k) in self.l1_keys.iter().enumerate() {
+        let mut m = self.l1_candidates(k4) | self.l1_candidates(k2);
+        if CONT {
+            m |= self.l1_candidates(k64);
+        }
+        // Slots in increasing order: the first match is the scan's first match.
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let k = self.l1_keys[i];
             if k == k4 || k == k2 || (CONT && k == k64) {
                 let e = &self.l1[i];
                 if e.flags & F_GLOBAL != 0 || e.asid == asid {
-                    self.l1_lru[i] = now;
-                    return Some(Hit::L1(i));
+                    let copy = *e;
+                    self.l1_order.touch(i);
+                    return Some((Hit::L1(i), copy));
                 }
             }
         }
@@ -334,12 +389,12 @@ impl Tlb {
             }
             for i in self.l2_set(va >> shift) {
                 if self.l2_keys[i] == k {
-                    let e = &mut self.l2[i];
+                    let e = &self.l2[i];
                     if e.flags & F_GLOBAL != 0 || e.asid == asid {
-                        e.lru = now;
                         let copy = *e;
+                        self.l2_lru[i] = now;
                         self.insert_l1(copy);
-                        return Some(Hit::L2(i));
+                        return Some((Hit::L2(i), copy));
                     }
                 }
             }
@@ -356,19 +411,36 @@ impl Tlb {
         }
     }
 
-    fn insert_l1(&mut self, e: TlbEntry) {
-        let mut victim = 0;
-        let mut oldest = u64::MAX;
-        for (i, (&k, &l)) in self.l1_keys.iter().zip(self.l1_lru.iter()).enumerate() {
-            if k == u64::MAX {
-                victim = i;
-                break;
-            }
-            if l < oldest {
-                oldest = l;
-                victim = i;
-            }
+    /// Returns a superset of the L1 slots whose key is `k`, as a bit mask (bit `i`
+    /// for slot `i`): the slots of `k`'s bucket of the index. Iterating its bits in
+    /// increasing order and checking each slot's key visits the slots of key `k`
+    /// in the order a scan of the whole L1 would.
+    #[inline(always)]
+    fn l1_candidates(&self, k: u64) -> u64 {
+        self.l1_index[l1_bucket(k)]
+    }
+
+    /// Sets L1 slot `i`'s key mirror to `k` (`u64::MAX`: empty), keeping the
+    /// index and the mask of free slots in step.
+    #[inline]
+    fn set_l1_key(&mut self, i: usize, k: u64) {
+        let old = self.l1_keys[i];
+        if old != u64::MAX {
+            self.l1_index[l1_bucket(old)] &= !(1 << i);
         }
+        if k != u64::MAX {
+            self.l1_index[l1_bucket(k)] |= 1 << i;
+            self.l1_free &= !(1 << i);
+        } else {
+            self.l1_free |= 1 << i;
+        }
+        self.l1_keys[i] = k;
+    }
+
+    /// Replaces the L1's victim with `e`: the first free slot, else the least
+    /// recently used one (the head of [`L1Order`]).
+    fn insert_l1(&mut self, e: TlbEntry) {
+        let victim = if self.l1_free != 0 { self.l1_free.trailing_zeros() as usize } else { self.l1_order.lru() };
         self.set_l1(victim, e);
     }
 
@@ -382,10 +454,8 @@ impl Tlb {
             self.conts = true;
         }
         e.valid = true;
-        e.lru = now;
-        let set = (e.tag as usize) % self.l2_sets;
-        let base = set * self.l2_ways;
-        let ways = &mut self.l2[base..base + self.l2_ways];
+        let base = self.l2_set_of(e.tag) * self.l2_ways;
+        let ways = &self.l2[base..base + self.l2_ways];
         // Replace a duplicate of the same translation first, then the LRU way.
         let same = ways.iter().position(|w| {
             w.valid
@@ -394,7 +464,8 @@ impl Tlb {
                 && w.asid == e.asid
                 && w.global() == e.global()
         });
-        let victim = base + same.unwrap_or_else(|| lru_victim(ways));
+        let victim = base + same.unwrap_or_else(|| lru_victim(ways, &self.l2_lru[base..base + self.l2_ways]));
+        self.l2_lru[victim] = now;
         let old = self.l2[victim];
         if old.valid {
             self.count_block(old.block(), false);
@@ -406,8 +477,16 @@ impl Tlb {
         if !speculative {
             // The key mirror matches exactly the valid entries of the same tag and size.
             let k = key(&e);
-            let dup = (0..self.l1.len())
-                .find(|&i| self.l1_keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global());
+            let mut m = self.l1_candidates(k);
+            let mut dup = None;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if self.l1_keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global() {
+                    dup = Some(i);
+                    break;
+                }
+            }
             if let Some(i) = dup {
                 self.set_l1(i, e);
             } else {
@@ -417,15 +496,18 @@ impl Tlb {
     }
 
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
-        let old = self.l1[i];
-        if old.valid {
-            self.count_block(old.block(), false);
+        let old = &self.l1[i];
+        // An entry replaced by one of the same 2 MB block leaves the counts as they are.
+        if !(old.valid && e.valid && old.block() == e.block()) {
+            if old.valid {
+                self.count_block(old.block(), false);
+            }
+            if e.valid {
+                self.count_block(e.block(), true);
+            }
         }
-        if e.valid {
-            self.count_block(e.block(), true);
-        }
-        self.l1_keys[i] = if e.valid { key(&e) } else { u64::MAX };
-        self.l1_lru[i] = self.clock;
+        self.set_l1_key(i, if e.valid { key(&e) } else { u64::MAX });
+        self.l1_order.touch(i);
         self.l1[i] = e;
     }
 
@@ -499,14 +581,30 @@ impl Tlb {
             Inval::Asid(_) | Inval::All | Inval::AllNonGlobal => None,
         };
         let other = |k: u64, (k4, k64, k2): (u64, u64, u64)| k != k4 && k != k2 && (!CONT || k != k64);
-        for (e, k) in self.l1.iter_mut().zip(self.l1_keys.iter_mut()) {
-            if keys.is_some_and(|ks| other(*k, ks)) {
+        // By VA only the slots the index names for those keys can hold one.
+        let mut m = match keys {
+            Some((k4, k64, k2)) => {
+                let m = self.l1_candidates(k4) | self.l1_candidates(k2);
+                if CONT {
+                    m | self.l1_candidates(k64)
+                } else {
+                    m
+                }
+            }
+            None => u64::MAX >> (64 - self.l1.len()),
+        };
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if keys.is_some_and(|ks| other(self.l1_keys[i], ks)) {
                 continue;
             }
+            let e = &mut self.l1[i];
             if e.valid && op.removes(e) {
                 e.valid = false;
-                *k = u64::MAX;
-                self.blocks[block_bucket(e.block())] -= 1;
+                let b = block_bucket(e.block());
+                self.blocks[b] -= 1;
+                self.set_l1_key(i, u64::MAX);
                 n += 1;
             }
         }
@@ -655,6 +753,57 @@ impl Tlb {
     }
 }
 
+/// The recency order of the L1's slots, least recently used first: what the LRU
+/// stamps of the model (a fresh tick of the TLB's clock on every hit and every
+/// fill of a slot) order them by. Stamps are distinct, every one being a new
+/// tick, so the slot of the smallest stamp is the list's head, and "give slot
+/// `i` the newest stamp" is "move `i` to the tail". A slot whose entry was
+/// invalidated keeps its place; it is refilled (and moved to the tail) before
+/// the L1 is full again, so the head of a full L1 is always a held entry's.
+struct L1Order {
+    /// `prev[i]`, `next[i]`: slot `i`'s neighbours; index `n` (the slot count)
+    /// is the sentinel, whose `next` is the head and `prev` the tail.
+    prev: [u8; MAX_L1_ENTRIES + 1],
+    next: [u8; MAX_L1_ENTRIES + 1],
+    /// The sentinel's index.
+    end: u8,
+}
+
+impl L1Order {
+    /// Returns the order of `n` slots that have never been used: slot 0 first.
+    fn new(n: usize) -> Self {
+        let mut o = L1Order { prev: [0; MAX_L1_ENTRIES + 1], next: [0; MAX_L1_ENTRIES + 1], end: n as u8 };
+        for i in 0..=n {
+            o.next[i] = ((i + 1) % (n + 1)) as u8;
+            o.prev[(i + 1) % (n + 1)] = i as u8;
+        }
+        o
+    }
+
+    /// Returns the least recently used slot.
+    #[inline(always)]
+    fn lru(&self) -> usize {
+        self.next[self.end as usize] as usize
+    }
+
+    /// Makes slot `i` the most recently used.
+    #[inline(always)]
+    fn touch(&mut self, i: usize) {
+        let end = self.end as usize;
+        if self.prev[end] as usize == i {
+            return;
+        }
+        let (p, n) = (self.prev[i], self.next[i]);
+        self.next[p as usize] = n;
+        self.prev[n as usize] = p;
+        let tail = self.prev[end];
+        self.next[tail as usize] = i as u8;
+        self.prev[i] = tail;
+        self.next[i] = end as u8;
+        self.prev[end] = i as u8;
+    }
+}
+
 /// Returns the key of an entry in the tag mirrors: `tag << 2` with the size code
 /// in the low bits (0 for 4 KB, 1 for 64 KB, 2 for 2 MB).
 #[inline]
@@ -662,15 +811,17 @@ fn key(e: &TlbEntry) -> u64 {
     (e.tag << 2) | CODE_BY_SIZE[((e.flags & F_SIZE) >> 2) as usize]
 }
 
-fn lru_victim(ways: &[TlbEntry]) -> usize {
+/// Returns the way of a set to fill: the first empty one, else the one of the
+/// least LRU stamp (`stamps`, the set's; the first of equals).
+fn lru_victim(ways: &[TlbEntry], stamps: &[u64]) -> usize {
     let mut best = 0;
     let mut best_lru = u64::MAX;
-    for (i, w) in ways.iter().enumerate() {
+    for (i, (w, &lru)) in ways.iter().zip(stamps).enumerate() {
         if !w.valid {
             return i;
         }
-        if w.lru < best_lru {
-            best_lru = w.lru;
+        if lru < best_lru {
+            best_lru = lru;
             best = i;
         }
     }

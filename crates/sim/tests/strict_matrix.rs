@@ -14,6 +14,15 @@
 //! interleaving of atomic policy calls), not a proof: the checker explores
 //! interleavings inside policy code.
 //!
+//! Every cell's result is also frozen: the JSON `tlbkit run --format json` prints
+//! for it (with this crate's directory, which a trace cell's path names, written
+//! as `$CRATE`) is hashed (FNV-1a, 64 bits) into one digest per policy, compared
+//! with `tests/data/strict_matrix.digest`. A change to the simulator that moves
+//! any cell's result, a TLB hit or an LRU victim included, fails here; a change
+//! meant to move them regenerates the file with
+//! `TLBKIT_BLESS=1 cargo test -p tlbkit-sim --test strict_matrix` and shows it in
+//! the diff.
+//!
 //! One workload flushes a range of an mm that an idle CPU still has loaded (the
 //! `trace` workload's threads wait, idle, while another thread of their process
 //! unmaps). Linux x86 skips such lazy CPUs on purpose, and the oracle does not
@@ -116,10 +125,31 @@ fn judge(s: &RunSpec, out: Result<RunOutput, String>) -> Option<String> {
     }
 }
 
-/// Runs `policy` on every workload at every CPU count and panics with the
-/// replay command of every cell that failed.
-/// Runs every cell of `policy`'s matrix; returns the failures and the cell count.
-fn check_policy(policy: &str) -> (Vec<String>, usize) {
+/// The checked-in digests of every policy's cells (see the module's comment).
+const DIGESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strict_matrix.digest");
+
+/// FNV-1a, 64 bits: the digest of a run's JSON, folded over a policy's cells.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a's offset basis.
+const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Returns the JSON `tlbkit run --format json` prints for `out`, with this
+/// crate's directory written as `$CRATE` so that every checkout hashes alike.
+fn frozen_json(out: &RunOutput) -> String {
+    let json = serde_json::to_string_pretty(out).expect("a run's output serialises");
+    json.replace(env!("CARGO_MANIFEST_DIR"), "$CRATE")
+}
+
+/// Runs every cell of `policy`'s matrix; returns the failures, the cell count
+/// and the digest of every cell's result (see the module's comment).
+fn check_policy(policy: &str) -> (Vec<String>, usize, u64) {
     let mut configs = CONFIGS.to_vec();
     if policy.starts_with("arm64-linux") {
         configs.push(KPTI);
@@ -127,16 +157,46 @@ fn check_policy(policy: &str) -> (Vec<String>, usize) {
     }
     let mut failures = Vec::new();
     let mut cells = 0;
+    let mut digest = FNV_BASIS;
     for &config in &configs {
         for &(workload, sets) in SMALL {
             for cpus in CPUS {
                 let s = spec(policy, workload, cpus, sets, config);
-                failures.extend(judge(&s, run(&s)));
+                let out = run(&s);
+                match &out {
+                    Ok(o) => digest = fnv1a(digest, frozen_json(o).as_bytes()),
+                    Err(e) => digest = fnv1a(digest, e.as_bytes()),
+                }
+                failures.extend(judge(&s, out));
                 cells += 1;
             }
         }
     }
-    (failures, cells)
+    (failures, cells, digest)
+}
+
+/// Compares `policy digest` lines with [`DIGESTS`], or rewrites it under
+/// `TLBKIT_BLESS=1`; returns what differs.
+fn compare_digests(got: &[(&str, u64)]) -> String {
+    let text: String = got.iter().map(|(p, d)| format!("{p} {d:016x}\n")).collect();
+    if std::env::var_os("TLBKIT_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(DIGESTS, &text).expect("write the strict matrix's digests");
+        return String::new();
+    }
+    let want = std::fs::read_to_string(DIGESTS).unwrap_or_default();
+    let want: Vec<&str> = want.lines().collect();
+    let mut report = String::new();
+    for line in text.lines() {
+        if !want.contains(&line) {
+            let p = line.split(' ').next().unwrap_or(line);
+            let was = want.iter().find(|w| w.split(' ').next() == Some(p)).copied().unwrap_or("(none)");
+            report.push_str(&format!("{p}: results changed: digest now {line}, checked in {was}\n"));
+        }
+    }
+    if want.len() != got.len() {
+        report.push_str(&format!("{} digests checked in, {} policies run\n", want.len(), got.len()));
+    }
+    report
 }
 
 #[test]
@@ -166,13 +226,20 @@ fn every_registered_policy_is_clean_under_strict_everywhere() {
     let mut results = results.into_inner().unwrap();
     results.sort_by_key(|r| r.0);
     let mut report = String::new();
-    for (_, name, (failures, cells)) in &results {
+    for (_, name, (failures, cells, _)) in &results {
         if !failures.is_empty() {
             report.push_str(&format!("{name}: {} of {cells} runs failed:\n{}\n", failures.len(), failures.join("\n")));
         }
     }
     assert_eq!(results.len(), POLICIES.len());
     assert!(report.is_empty(), "{report}");
+    let digests: Vec<(&str, u64)> = results.iter().map(|(_, name, (_, _, d))| (*name, *d)).collect();
+    let changed = compare_digests(&digests);
+    assert!(
+        changed.is_empty(),
+        "{changed}a change to the simulator moved these results; if that is meant, rerun with TLBKIT_BLESS=1 \
+         and explain the new digests in the commit"
+    );
 }
 
 /// FreeBSD x86 hands out 4095 PCIDs per CPU per generation, so the matrix's

@@ -133,9 +133,8 @@ impl<P: Policy> Sim<P> {
         now += c.mem_access;
         for _attempt in 0..3 {
             let asid = self.m.cpus[cpu].asid;
-            let hit = self.m.cpus[cpu].tlb.lookup(va, asid);
-            if let Some(h) = hit {
-                let e = *self.m.cpus[cpu].tlb.entry(h);
+            let hit = self.m.cpus[cpu].tlb.lookup_entry(va, asid);
+            if let Some((h, e)) = hit {
                 if matches!(h, Hit::L2(_)) {
                     self.stats.l1_tlb_misses += 1;
                     now += c.tlb_l2_hit;
@@ -254,7 +253,6 @@ impl<P: Policy> Sim<P> {
             mm_uid: uid,
             ver: pte.ver,
             pte: w.pte,
-            ..Default::default()
         };
         if self.m.cpus[cpu].tlb.may_hold_cont() {
             self.check_overlap(cpu, &e, *now);

@@ -276,7 +276,6 @@ impl<P: Policy> Sim<P> {
             mm_uid: uid,
             ver,
             pte: base,
-            ..Default::default()
         };
         self.check_overlap(cpu, &e, now);
         self.m.fill(cpu, e, spec);
