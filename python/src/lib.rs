@@ -8,14 +8,17 @@
 //! Errors are the CLI's messages, raised as `ValueError`. Simulations and
 //! checks run with the GIL released, on a thread of their own, while the
 //! calling thread polls for signals: Ctrl-C raises `KeyboardInterrupt` within
-//! 50 ms, though the abandoned run finishes on its thread in the background (the
-//! simulator has no cancellation point; its result is dropped).
+//! 50 ms and sets the run's cancellation flag (`tlbkit_sim::cancel`), so an
+//! abandoned simulation stops within a few thousand events. A check has no
+//! such flag: an interrupted `check` or `replay` finishes on its thread in the
+//! background and its result is dropped.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tlbkit_check::options::Options;
 use tlbkit_lab::stats::{self, Summary};
@@ -44,11 +47,14 @@ fn value_error(e: String) -> PyErr {
 /// signals while it runs: a pending `KeyboardInterrupt` is raised at once.
 fn interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
     let (tx, rx) = mpsc::channel();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
     std::thread::Builder::new()
         .name("tlbkit-run".into())
         .stack_size(STACK)
         .spawn(move || {
-            let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+            let r = tlbkit_sim::cancel::with(flag, || std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+            let _ = tx.send(r);
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     // In a mutex only to be shared with the GIL-free closure (a Receiver is not Sync).
@@ -57,7 +63,13 @@ fn interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send
         match py.detach(|| rx.lock().map_or(Err(mpsc::RecvTimeoutError::Disconnected), |r| r.recv_timeout(POLL))) {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(_)) => return Err(PyRuntimeError::new_err("the simulator panicked (a bug in tlbkit)")),
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    // Relaxed: the flag carries no data (see tlbkit_sim::cancel).
+                    cancel.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => return Err(PyRuntimeError::new_err("the run's thread ended")),
         }
     }

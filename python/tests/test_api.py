@@ -187,9 +187,20 @@ def test_the_gil_is_released_while_simulating():
 
 
 def test_ctrl_c_interrupts_a_long_run():
-    code = ("import sys, tlbkit\nprint('started', flush=True)\n"
-            "tlbkit.run(machine='altra', cpus=80, policy='arm64-linux', workload='fileserver', "
-            "params={'ops': 200000})\nprint('finished', flush=True)\n")
+    # After the KeyboardInterrupt the process idles for a second and reports the
+    # CPU time it used meanwhile: the abandoned simulation must have stopped
+    # (its cancellation flag), not gone on simulating on its thread.
+    code = ("import sys, time, tlbkit\nprint('started', flush=True)\n"
+            "try:\n"
+            "    tlbkit.run(machine='altra', cpus=80, policy='arm64-linux', workload='fileserver', "
+            "params={'ops': 200000})\n"
+            "except KeyboardInterrupt:\n"
+            "    time.sleep(0.2)\n"
+            "    t0 = time.process_time()\n"
+            "    time.sleep(1.0)\n"
+            "    print('cpu_after', time.process_time() - t0, flush=True)\n"
+            "    raise\n"
+            "print('finished', flush=True)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "started"
     time.sleep(1.0)
@@ -200,6 +211,8 @@ def test_ctrl_c_interrupts_a_long_run():
     assert time.monotonic() - sent < 5, "no prompt exit after Ctrl-C"
     assert "KeyboardInterrupt" in err and "finished" not in out
     assert p.returncode != 0
+    cpu_after = float(out.split("cpu_after")[1].split()[0])
+    assert cpu_after < 0.3, f"the interrupted run went on simulating: {cpu_after:.2f} s of CPU in 1 s"
 
 
 def test_python_m_tlbkit_sweep_is_the_cli_s_sweep(cli, tmp_path):

@@ -18,6 +18,7 @@
 //!   figure means, and its unit.
 //! - [`trace`]: the file of a real program's trace that the `trace` workload replays.
 
+pub mod cancel;
 pub mod catalog;
 pub mod frames;
 pub mod holders;

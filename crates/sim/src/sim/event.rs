@@ -40,9 +40,14 @@ impl<P: Policy> Sim<P> {
         true
     }
 
-    /// Runs until no event is left, the event bound is reached or an error occurs.
+    /// Runs until no event is left, the event bound is reached, an error
+    /// occurs or the thread's run is cancelled ([`crate::cancel`]).
     pub fn run(&mut self) {
-        while self.error.is_none() && self.stats.events < self.cfg.max_events && self.step() {}
+        while self.error.is_none() && self.stats.events < self.cfg.max_events && self.step() {
+            if self.stats.events.is_multiple_of(crate::cancel::CHECK_EVERY) && crate::cancel::requested() {
+                self.error = Some(crate::cancel::INTERRUPTED.into());
+            }
+        }
         if self.error.is_none() && self.stats.events >= self.cfg.max_events && self.pending() {
             self.error = Some(format!(
                 "the run did not finish within {} events; lower the workload's size",
