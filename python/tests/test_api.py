@@ -190,7 +190,11 @@ def test_ctrl_c_interrupts_a_long_run():
     # After the KeyboardInterrupt the process idles for a second and reports the
     # CPU time it used meanwhile: the abandoned simulation must have stopped
     # (its cancellation flag), not gone on simulating on its thread.
-    code = ("import sys, time, tlbkit\nprint('started', flush=True)\n"
+    # Python leaves SIGINT ignored when its parent started it so (a shell's
+    # background job does): the child installs Ctrl-C's usual handler itself.
+    code = ("import signal, sys, time, tlbkit\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "print('started', flush=True)\n"
             "try:\n"
             "    tlbkit.run(machine='altra', cpus=80, policy='arm64-linux', workload='fileserver', "
             "params={'ops': 200000})\n"
