@@ -133,23 +133,13 @@ fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
         stats::vitals_line('+', &sb, w),
         stats::verdict_text(&c)
     );
-    let summary = |s: &Summary| {
-        serde_json::json!({"n": s.n, "min": s.min, "max": s.max, "median": s.median, "avg": s.avg,
-                           "stddev": s.stddev()})
-    };
-    Ok(serde_json::json!({
-        "a": summary(&sa),
-        "b": summary(&sb),
-        "confidence": c.confidence,
-        "proven": c.proven,
-        "difference": c.difference,
-        "half_width": c.half_width,
-        "relative_pct": c.relative_pct,
-        "relative_half_width_pct": c.relative_half_width_pct,
-        "pooled_stddev": c.pooled_stddev,
-        "table": table,
-    })
-    .to_string())
+    let mut doc = c.to_json();
+    let m = doc.as_object_mut().expect("a comparison is an object");
+    m.insert("a".into(), sa.to_json());
+    m.insert("b".into(), sb.to_json());
+    m.insert("confidence".into(), serde_json::json!(c.confidence));
+    m.insert("table".into(), serde_json::json!(table));
+    Ok(doc.to_string())
 }
 
 /// A check; returns `tlbkit check --format json`'s document.

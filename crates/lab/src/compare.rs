@@ -256,26 +256,13 @@ impl CompareOutput {
             .policies
             .iter()
             .map(|p| {
-                let s = &p.summary;
-                json!({
-                    "policy": p.policy,
-                    "values": p.values,
-                    "n": s.n,
-                    "min": s.min,
-                    "max": s.max,
-                    "median": s.median,
-                    "avg": s.avg,
-                    "stddev": s.stddev(),
-                    "vs_first": p.vs_first.map(|c| json!({
-                        "proven": c.proven,
-                        "difference": c.difference,
-                        "half_width": c.half_width,
-                        "relative_pct": c.relative_pct,
-                        "relative_half_width_pct": c.relative_half_width_pct,
-                        "pooled_stddev": c.pooled_stddev,
-                    })),
-                    "violations": p.violations,
-                })
+                let mut o = p.summary.to_json();
+                let m = o.as_object_mut().expect("a summary is an object");
+                m.insert("policy".into(), json!(p.policy));
+                m.insert("values".into(), json!(p.values));
+                m.insert("vs_first".into(), p.vs_first.map_or(serde_json::Value::Null, |c| c.to_json()));
+                m.insert("violations".into(), json!(p.violations));
+                o
             })
             .collect();
         json!({

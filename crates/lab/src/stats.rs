@@ -47,6 +47,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Returns ministat's figures for the set as a JSON object (`n`, `min`,
+    /// `max`, `median`, `avg`, `stddev`), as `tlbkit compare --format json`
+    /// and the Python package give them.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "n": self.n,
+            "min": self.min,
+            "max": self.max,
+            "median": self.median,
+            "avg": self.avg,
+            "stddev": self.stddev(),
+        })
+    }
+
     /// Returns the summary of `samples`, or `None` if there are none.
     pub fn of(samples: &[f64]) -> Option<Summary> {
         let n = samples.len();
@@ -124,6 +138,21 @@ pub struct Comparison {
     pub relative_half_width_pct: f64,
     /// The pooled standard deviation.
     pub pooled_stddev: f64,
+}
+
+impl Comparison {
+    /// Returns the comparison as a JSON object, less its confidence level
+    /// (always [`CONFIDENCE`]): `tlbkit compare --format json`'s `vs_first`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "proven": self.proven,
+            "difference": self.difference,
+            "half_width": self.half_width,
+            "relative_pct": self.relative_pct,
+            "relative_half_width_pct": self.relative_half_width_pct,
+            "pooled_stddev": self.pooled_stddev,
+        })
+    }
 }
 
 /// Compares `set` with the `reference` set at 95% confidence.
