@@ -122,11 +122,13 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
         teardown: a.teardown,
         jobs: a.jobs,
     };
+    let (spec, jobs) = opts.resolve()?;
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let mode = opts.resolve().map(|(s, _)| s.mode.name()).unwrap_or_default();
-    let r = opts.run(&mut |n| bar.set_message(format!("{n} executions, {mode}")));
+    let mode = spec.mode.name();
+    let r =
+        tlbkit_check::options::run_resolved(&spec, jobs, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

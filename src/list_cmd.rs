@@ -51,10 +51,6 @@ pub fn list(what: Option<What>, format: Format) -> Result<u8, String> {
     Ok(0)
 }
 
-fn arch(a: preset::Arch) -> &'static str {
-    catalog::arch_name(a)
-}
-
 fn properties() -> Vec<(String, String)> {
     Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect()
 }
@@ -142,7 +138,7 @@ fn machines() -> (Value, String) {
         text.push_str(&format!(
             "  {} at {} GHz; {} cores ({} socket{} of {}; --cpus 1 to {}, more with --set sockets=N); asid_bits {}; \
              numa {}\n",
-            arch(p.arch),
+            catalog::arch_name(p.arch),
             p.freq_ghz,
             p.real_cores,
             sockets,
@@ -174,7 +170,7 @@ fn policies() -> (Value, String) {
     let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]);
     t.row(["policy", "arch", "description"]);
     for p in POLICIES {
-        t.row([p.name, arch(p.arch), p.description]);
+        t.row([p.name, catalog::arch_name(p.arch), p.description]);
     }
     (doc, t.render())
 }

@@ -112,9 +112,20 @@ impl Options {
     /// single-threaded search.
     pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
         let (spec, jobs) = self.resolve()?;
-        match jobs {
-            Some(jobs) => spec::check_exhaustive_jobs(&spec, jobs),
-            None => spec::check_with_progress(&spec, progress),
-        }
+        run_resolved(&spec, jobs, progress)
+    }
+}
+
+/// Runs a request [`Options::resolve`] returned: with `jobs`, the parallel
+/// exhaustive search; without, the single-threaded search, which `progress`
+/// hears.
+pub fn run_resolved(
+    spec: &CheckSpec,
+    jobs: Option<usize>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, String> {
+    match jobs {
+        Some(jobs) => spec::check_exhaustive_jobs(spec, jobs),
+        None => spec::check_with_progress(spec, progress),
     }
 }
