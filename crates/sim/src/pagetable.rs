@@ -116,6 +116,19 @@ pub struct PageTables {
     free_chunks: Vec<u32>,
     /// Per chunk of 512 PTEs: how many times it was freed.
     freed: Vec<u32>,
+    /// Per chunk of 512 PTEs: which are valid and which are valid and writable,
+    /// as bitmaps, recomputed on demand after any [`PageTables::pte_mut`] of
+    /// the chunk (see [`PageTables::count_flags`]).
+    bits: Vec<ChunkBits>,
+}
+
+/// A chunk's PTEs by flag, as bitmaps (bit `i` of word `i / 64` for PTE `i`):
+/// a summary that is either fresh (exactly the chunk's PTEs) or stale.
+#[derive(Clone, Copy, Debug, Default)]
+struct ChunkBits {
+    fresh: bool,
+    valid: [u64; 8],
+    writable: [u64; 8],
 }
 
 #[inline]
@@ -144,11 +157,13 @@ impl PageTables {
             for p in &mut self.ptes[c as usize..c as usize + 512] {
                 *p = Pte::default();
             }
+            self.bits[(c / 512) as usize].fresh = false;
             c
         } else {
             let c = self.ptes.len() as u32;
             self.ptes.resize(self.ptes.len() + 512, Pte::default());
             self.freed.push(0);
+            self.bits.push(ChunkBits::default());
             c
         }
     }
@@ -175,7 +190,41 @@ impl PageTables {
     /// Returns the PTE at `r` for writing.
     #[inline]
     pub fn pte_mut(&mut self, r: PteRef) -> &mut Pte {
+        self.bits[(r / 512) as usize].fresh = false;
         &mut self.ptes[r as usize]
+    }
+
+    /// Returns how many of the `n` PTEs from `first` (all in one chunk) are
+    /// valid, and how many are valid and writable: what `mprotect`'s scan of a
+    /// table asks, answered from the chunk's bitmaps (recomputed first if a
+    /// [`PageTables::pte_mut`] has made them stale), so that a table scanned
+    /// again with nothing changed costs a few words, not 512 PTEs.
+    pub fn count_flags(&mut self, first: PteRef, n: u64) -> (u64, u64) {
+        let chunk = (first / 512) as usize;
+        let lo = (first % 512) as u64;
+        debug_assert!(lo + n <= 512, "a run of {n} PTEs from {first} leaves its chunk");
+        if !self.bits[chunk].fresh {
+            let mut b = ChunkBits { fresh: true, ..Default::default() };
+            for (i, p) in self.ptes[chunk * 512..chunk * 512 + 512].iter().enumerate() {
+                b.valid[i / 64] |= (p.valid() as u64) << (i % 64);
+                b.writable[i / 64] |= ((p.valid() && p.writable()) as u64) << (i % 64);
+            }
+            self.bits[chunk] = b;
+        }
+        let b = &self.bits[chunk];
+        let (mut valid, mut writable) = (0, 0);
+        for w in 0..8u64 {
+            // The bits of word `w` inside [lo, lo + n).
+            let (from, to) = ((w * 64).max(lo), ((w + 1) * 64).min(lo + n));
+            if from >= to {
+                continue;
+            }
+            let width = to - from;
+            let mask = if width == 64 { u64::MAX } else { ((1u64 << width) - 1) << (from - w * 64) };
+            valid += (b.valid[w as usize] & mask).count_ones() as u64;
+            writable += (b.writable[w as usize] & mask).count_ones() as u64;
+        }
+        (valid, writable)
     }
 
     /// Walks `root` for `va`; `None` when a table on the way is missing. The
@@ -262,6 +311,17 @@ impl PageTables {
         });
     }
 
+    /// Calls `f(first, n, block)` for each run of slots of `pages` pages from
+    /// `start`, in ascending order: `n` consecutive PTEs of one last-level table
+    /// from `first`, or a 2 MB block's descriptor (`block`, `n` 1). The slots are
+    /// those [`PageTables::for_each_slot`] visits, a table at a time.
+    pub fn for_each_run(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(PteRef, u64, bool)) {
+        self.for_each_leaf(root, start, pages, |leaf| match leaf {
+            Leaf::Block { pte, .. } => f(pte, 1, true),
+            Leaf::Table { va, chunk, stop } => f(chunk + idx(va, 3) as u32, (stop - va) / 4096, false),
+        });
+    }
+
     /// Calls `f(va, pages)` for each piece of `pages` pages from `start` that one
     /// existing last-level table covers, in ascending order: the ranges a
     /// `zap_pmd_range` hands to `zap_pte_range` (missing tables and 2 MB blocks
@@ -344,6 +404,31 @@ mod tests {
         assert_eq!(w.pte, r);
         assert_eq!(w.levels, 4);
         assert!(!pt.pte(pt.walk(root, 0x7f00_1234_6000).unwrap().pte).valid());
+    }
+
+    #[test]
+    fn count_flags_agrees_with_the_ptes_after_every_change() {
+        let mut pt = PageTables::default();
+        let root = pt.new_root();
+        let base = pt.ensure_leaf(root, 0);
+        let direct = |pt: &PageTables, first: PteRef, n: u64| {
+            let ps = (first..first + n as PteRef).map(|r| *pt.pte(r));
+            ps.fold((0, 0), |(v, w), p| (v + p.valid() as u64, w + (p.valid() && p.writable()) as u64))
+        };
+        let ranges = [(0, 512), (0, 1), (5, 70), (63, 2), (64, 64), (100, 412), (511, 1)];
+        for step in 0..200u32 {
+            // A pseudo-random PTE gets pseudo-random flags (some writable, not valid).
+            let r = base + (step.wrapping_mul(2_654_435_761) >> 7) % 512;
+            pt.pte_mut(r).flags = [P_VALID, P_VALID | P_WRITE, P_WRITE, 0][(step % 4) as usize];
+            for &(lo, n) in &ranges {
+                assert_eq!(pt.count_flags(base + lo, n), direct(&pt, base + lo, n), "step {step}, [{lo}, +{n})");
+            }
+        }
+        // A freed chunk handed out again starts empty.
+        pt.free_tree(root);
+        let again = pt.new_root();
+        let base = pt.ensure_leaf(again, 0);
+        assert_eq!(pt.count_flags(base, 512), (0, 0));
     }
 
     #[test]

@@ -208,9 +208,11 @@ pub struct Tlb {
     l2_lru: Vec<u64>,
     /// Mirror of the L2's tags, as for the L1.
     l2_keys: Vec<u64>,
-    /// Mirror of the L2's ASIDs (meaningful where the key is valid): an
-    /// invalidation by ASID reads these, not whole entries.
-    l2_asids: Vec<u16>,
+    /// [`asid_tag`] of each L2 slot: an invalidation by ASID compares these, 64
+    /// at a time, instead of reading whole entries.
+    l2_asids: Vec<u32>,
+    /// [`asid_tag`] of each L1 slot, for the same.
+    l1_asids: Vec<u32>,
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
@@ -229,6 +231,21 @@ pub struct Tlb {
     /// Whether a 64 KB entry may be held: set by the first such fill, cleared
     /// when everything is invalidated.
     conts: bool,
+    /// Valid non-global entries of every level by [`asid_count_bucket`] of their
+    /// ASID, exact (unlike the filter): an invalidation by ASID whose bucket is at
+    /// zero has nothing to remove and reads no slot. A TLB the interconnect
+    /// still delivers to because its filter says "may hold" (an mm flushed
+    /// again and again while running elsewhere or nowhere) costs one read.
+    asid_counts: Box<[u16; ASID_COUNT_BUCKETS]>,
+}
+
+/// Buckets of [`Tlb`]'s exact per-ASID counts.
+const ASID_COUNT_BUCKETS: usize = 256;
+
+/// Returns the bucket of [`Tlb`]'s per-ASID counts an ASID tag falls in.
+#[inline(always)]
+fn asid_count_bucket(tag: u32) -> usize {
+    tag as usize % ASID_COUNT_BUCKETS
 }
 
 /// Buckets of the L1's index by key ([`Tlb`]'s `l1_index`).
@@ -283,7 +300,8 @@ impl Tlb {
             l2: vec![TlbEntry::default(); l2],
             l2_lru: vec![0; l2],
             l2_keys: vec![u64::MAX; l2],
-            l2_asids: vec![0; l2],
+            l2_asids: vec![NO_ASID; l2],
+            l1_asids: vec![NO_ASID; l1],
             l2_ways,
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
@@ -292,6 +310,7 @@ impl Tlb {
             asids: Box::new([0; ASID_FILTER_WORDS]),
             blocks: vec![0; BLOCK_BUCKETS],
             conts: false,
+            asid_counts: Box::new([0; ASID_COUNT_BUCKETS]),
         }
     }
 
@@ -305,6 +324,29 @@ impl Tlb {
             debug_assert!(*c > 0, "block bucket count underflow");
             *c -= 1;
         }
+    }
+
+    /// Counts an entry of ASID tag `tag` ([`asid_tag`]; [`NO_ASID`] is not
+    /// counted) into (`up`) or out of its bucket.
+    #[inline]
+    fn count_asid(&mut self, tag: u32, up: bool) {
+        if tag == NO_ASID {
+            return;
+        }
+        let c = &mut self.asid_counts[asid_count_bucket(tag)];
+        if up {
+            *c += 1;
+        } else {
+            debug_assert!(*c > 0, "asid bucket count underflow");
+            *c -= 1;
+        }
+    }
+
+    /// Returns whether a valid non-global entry of `asid` may be held, by the
+    /// exact counts (false: certainly none).
+    #[inline]
+    fn asid_counted(&self, asid: u16) -> bool {
+        self.asid_counts[asid_count_bucket(asid as u32)] > 0
     }
 
     #[inline]
@@ -471,9 +513,11 @@ impl Tlb {
             self.count_block(old.block(), false);
         }
         self.count_block(e.block(), true);
+        self.count_asid(self.l2_asids[victim], false);
+        self.count_asid(asid_tag(&e), true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
-        self.l2_asids[victim] = e.asid;
+        self.l2_asids[victim] = asid_tag(&e);
         if !speculative {
             // The key mirror matches exactly the valid entries of the same tag and size.
             let k = key(&e);
@@ -507,6 +551,9 @@ impl Tlb {
             }
         }
         self.set_l1_key(i, if e.valid { key(&e) } else { u64::MAX });
+        self.count_asid(self.l1_asids[i], false);
+        self.count_asid(asid_tag(&e), true);
+        self.l1_asids[i] = asid_tag(&e);
         self.l1_order.touch(i);
         self.l1[i] = e;
     }
@@ -544,6 +591,12 @@ impl Tlb {
         let old = self.pwc[victim];
         if old.valid {
             self.count_block(old.key, false);
+            if !old.global {
+                self.count_asid(old.asid as u32, false);
+            }
+        }
+        if !global {
+            self.count_asid(asid as u32, true);
         }
         self.count_block(va >> SHIFT_2M, true);
         self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now, table, mm_uid };
@@ -553,7 +606,7 @@ impl Tlb {
     /// Removes what `op` names from every level; returns how many TLB entries went.
     pub fn invalidate(&mut self, op: Inval) -> usize {
         match op {
-            Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) => return 0,
+            Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) || !self.asid_counted(asid) => return 0,
             _ => {}
         }
         // Without 64 KB entries, by VA only two keys and two L2 sets, as always.
@@ -591,7 +644,11 @@ impl Tlb {
                     m
                 }
             }
-            None => u64::MAX >> (64 - self.l1.len()),
+            // By ASID only the slots whose tag mirror names it.
+            None => match op {
+                Inval::Asid(a) => equal_mask(&self.l1_asids, a as u32),
+                _ => u64::MAX >> (64 - self.l1.len()),
+            },
         };
         while m != 0 {
             let i = m.trailing_zeros() as usize;
@@ -605,8 +662,15 @@ impl Tlb {
                 let b = block_bucket(e.block());
                 self.blocks[b] -= 1;
                 self.set_l1_key(i, u64::MAX);
+                self.count_asid(self.l1_asids[i], false);
+                self.l1_asids[i] = NO_ASID;
                 n += 1;
             }
+        }
+        if let Inval::Asid(a) = op {
+            n += self.invalidate_l2_asid(a);
+            self.invalidate_pwc(op, None);
+            return n;
         }
         // An entry sits in the L2 set its tag selects (see `fill`), so an operation
         // by VA need only scan the sets of its 4 KB, 64 KB (if any may be held) and
@@ -617,7 +681,8 @@ impl Tlb {
                 self.l2_set(va >> SHIFT_2M),
                 if CONT { self.l2_set(va >> SHIFT_64K) } else { 0..0 },
             ),
-            Inval::Asid(_) | Inval::All | Inval::AllNonGlobal => (0..self.l2.len(), 0..0, 0..0),
+            Inval::All | Inval::AllNonGlobal => (0..self.l2.len(), 0..0, 0..0),
+            Inval::Asid(_) => unreachable!("removed by invalidate_l2_asid"),
         };
         let b = if b == a { 0..0 } else { b };
         let c = if c == a || c == b { 0..0 } else { c };
@@ -626,19 +691,48 @@ impl Tlb {
                 if keys.is_some_and(|ks| other(self.l2_keys[i], ks)) {
                     continue;
                 }
-                if matches!(op, Inval::Asid(x) if self.l2_asids[i] != x) {
-                    continue;
-                }
                 let e = &mut self.l2[i];
                 if e.valid && op.removes(e) {
                     e.valid = false;
                     self.l2_keys[i] = u64::MAX;
                     self.blocks[block_bucket(e.block())] -= 1;
+                    self.count_asid(self.l2_asids[i], false);
+                    self.l2_asids[i] = NO_ASID;
                     n += 1;
                 }
             }
         }
-        let k2 = keys.map(|(_, _, k2)| k2 >> 2);
+        self.invalidate_pwc(op, keys.map(|(_, _, k2)| k2 >> 2));
+        n
+    }
+
+    /// Removes the L2's non-global entries of `asid`: the slots whose tag mirror
+    /// names it, found 64 at a time. Returns how many went.
+    fn invalidate_l2_asid(&mut self, asid: u16) -> usize {
+        let mut n = 0;
+        for c in 0..self.l2_asids.len().div_ceil(64) {
+            let base = c * 64;
+            let end = (base + 64).min(self.l2_asids.len());
+            let mut m = equal_mask(&self.l2_asids[base..end], asid as u32);
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let e = &mut self.l2[i];
+                debug_assert!(e.valid && !e.global() && e.asid == asid);
+                e.valid = false;
+                self.l2_keys[i] = u64::MAX;
+                self.blocks[block_bucket(e.block())] -= 1;
+                self.count_asid(self.l2_asids[i], false);
+                self.l2_asids[i] = NO_ASID;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Removes what `op` names from the walk cache; `k2`: for an operation by
+    /// VA, the 2 MB block number of its address (only that key can go).
+    fn invalidate_pwc(&mut self, op: Inval, k2: Option<u64>) {
         for (p, k) in self.pwc.iter_mut().zip(self.pwc_keys.iter_mut()) {
             if k2.is_some_and(|k2| *k != k2) {
                 continue;
@@ -647,9 +741,11 @@ impl Tlb {
                 p.valid = false;
                 *k = u64::MAX;
                 self.blocks[block_bucket(p.key)] -= 1;
+                if !p.global {
+                    self.asid_counts[asid_count_bucket(p.asid as u32)] -= 1;
+                }
             }
         }
-        n
     }
 
     fn note_asid(&mut self, asid: u16) {
@@ -811,6 +907,33 @@ fn key(e: &TlbEntry) -> u64 {
     (e.tag << 2) | CODE_BY_SIZE[((e.flags & F_SIZE) >> 2) as usize]
 }
 
+/// The ASID tag mirrors' value for a slot an invalidation by ASID never removes:
+/// an empty one or a global entry.
+const NO_ASID: u32 = u32::MAX;
+
+/// Returns the value of `e`'s slot in the ASID tag mirrors: its ASID if it is a
+/// valid non-global entry, else [`NO_ASID`].
+#[inline]
+fn asid_tag(e: &TlbEntry) -> u32 {
+    if e.valid && !e.global() {
+        e.asid as u32
+    } else {
+        NO_ASID
+    }
+}
+
+/// Returns a mask with bit `j` set where `tags[j] == want` (at most 64 tags):
+/// written as one pass of compares so that the compiler makes it vector code.
+#[inline]
+fn equal_mask(tags: &[u32], want: u32) -> u64 {
+    debug_assert!(tags.len() <= 64);
+    let mut m = 0u64;
+    for (j, &t) in tags.iter().enumerate() {
+        m |= ((t == want) as u64) << j;
+    }
+    m
+}
+
 /// Returns the way of a set to fill: the first empty one, else the one of the
 /// least LRU stamp (`stamps`, the set's; the first of equals).
 fn lru_victim(ways: &[TlbEntry], stamps: &[u64]) -> usize {
@@ -933,6 +1056,66 @@ mod tests {
             assert_eq!(t.blocks, recount(&t), "after {op:?}");
         }
         assert!(!t.may_hold_block(0x7fff_0000_1000));
+    }
+
+    /// The exact per-ASID counts, recounted from every level's valid entries.
+    fn recount_asids(t: &Tlb) -> Vec<u16> {
+        let mut c = vec![0; ASID_COUNT_BUCKETS];
+        t.for_each(|e| {
+            if !e.global() {
+                c[asid_count_bucket(e.asid as u32)] += 1;
+            }
+        });
+        for p in t.pwc.iter().filter(|p| p.valid && !p.global) {
+            c[asid_count_bucket(p.asid as u32)] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn asid_counts_are_exact_and_an_uncounted_asid_is_not_scanned() {
+        // A small TLB, so that fills evict from every level; ASIDs 0, 1 and
+        // 1 + ASID_COUNT_BUCKETS (which shares ASID 1's bucket).
+        let mut t = Tlb::new(2, 8, 2, 2);
+        let asids = [0u16, 1, (1 + ASID_COUNT_BUCKETS) as u16];
+        for i in 0..24u64 {
+            let asid = asids[(i % 3) as usize];
+            let flags = match i % 5 {
+                3 => F_HUGE,
+                4 => F_GLOBAL,
+                _ => 0,
+            };
+            let va = 0x1000 * (i + 1) + ((i % 4) << 21);
+            t.fill(entry(va, asid, flags), i % 7 == 2);
+            t.pwc_fill(va, asid, flags & F_GLOBAL != 0, TableRef::default(), 0);
+            let _ = t.lookup(0x1000, 0);
+            assert_eq!(t.asid_counts.to_vec(), recount_asids(&t), "after fill {i}");
+        }
+        let ops = [
+            Inval::Va { asid: 1, va: 0x2000 },
+            Inval::VaAll { va: 0x5000 },
+            Inval::Asid(1),
+            Inval::Asid(1),
+            Inval::AllNonGlobal,
+            Inval::Asid(0),
+            Inval::All,
+        ];
+        for op in ops {
+            let held = recount_asids(&t);
+            let n = t.invalidate(op);
+            assert_eq!(t.asid_counts.to_vec(), recount_asids(&t), "after {op:?}");
+            if let Inval::Asid(a) = op {
+                // Nothing of `a` is left, and its bucket kept only the other ASID's.
+                let mut left = 0;
+                t.for_each(|e| left += (!e.global() && e.asid == a) as usize);
+                assert_eq!(left, 0, "{op:?}");
+                let b = asid_count_bucket(a as u32);
+                assert!(n as u16 <= held[b]);
+            }
+        }
+        assert!(t.asid_counts.iter().all(|&c| c == 0));
+        // With the counts at zero, an invalidation by ASID removes nothing.
+        assert_eq!(t.invalidate(Inval::Asid(0)), 0);
     }
 
     #[test]

@@ -105,24 +105,35 @@ impl<P: Policy> Sim<P> {
         let root = self.mms[mm.index()].root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
-        let mut slots = Vec::new();
-        self.pt.for_each_slot(root, va, pages, |_, r| slots.push(r));
+        let mut runs = Vec::new();
+        self.pt.for_each_run(root, va, pages, |r, n, block| runs.push((r, n, block)));
         // Linux's change_pte_range rewrites every present PTE (an atomic exchange
         // and a store) and flushes the whole range if it met any, upgrade or not.
         // An upgrade of private anonymous memory leaves the PTEs read-only (write
         // access comes back per page through write faults), so only downgrades
-        // change what the TLBs may hold.
+        // change what the TLBs may hold. A table with nothing to downgrade is
+        // counted from its bitmaps, not read PTE by PTE (the simulator's time,
+        // not the simulated one: `present` is the same).
         let mut present = 0;
-        for r in slots {
-            let p = self.pt.pte_mut(r);
-            if !p.valid() {
-                continue;
+        for (first, n, block) in runs {
+            if !block {
+                let (valid, writable) = self.pt.count_flags(first, n);
+                if write || writable == 0 {
+                    present += valid;
+                    continue;
+                }
             }
-            present += 1;
-            if !write && p.writable() {
-                p.flags &= !P_WRITE;
-                p.ver = seq;
-                changed.push(r);
+            for r in first..first + n as PteRef {
+                let p = self.pt.pte_mut(r);
+                if !p.valid() {
+                    continue;
+                }
+                present += 1;
+                if !write && p.writable() {
+                    p.flags &= !P_WRITE;
+                    p.ver = seq;
+                    changed.push(r);
+                }
             }
         }
         now += present * c.mem_access * 4;
