@@ -118,6 +118,22 @@ impl Frames {
         (self.kind(pfn) != FrameKind::Single).then_some(pfn - pfn % FOLIO_PAGES)
     }
 
+    /// Forgets every freed frame's obligation that `discharged` says is
+    /// discharged: a reuse check passes it as it passes none (what lets the
+    /// oracle collect it, see `Oracle::collect`).
+    pub fn forget_discharged(&mut self, discharged: impl Fn(u32) -> bool) {
+        for o in &mut self.pending {
+            if *o != 0 && discharged(*o) {
+                *o = 0;
+            }
+        }
+    }
+
+    /// Returns the obligations freed frames still wait for.
+    pub fn pending_obligations(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pending.iter().copied().filter(|&o| o != 0)
+    }
+
     /// Adds a reference (a copy-on-write share).
     pub fn get(&mut self, pfn: u64) {
         self.refs[pfn as usize] += 1;

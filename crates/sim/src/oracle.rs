@@ -192,9 +192,30 @@ impl fmt::Display for Violation {
 }
 
 /// The obligations and the violations found so far.
+///
+/// # Memory
+/// A long run opens an obligation per flush, hundreds of millions of them at
+/// thousands of CPUs, and almost all are soon of no use: discharged, and named
+/// by no PTE's floor (a later change's replaced it) and no freed frame. The
+/// simulator collects those between events ([`Oracle::wants_collection`],
+/// [`Oracle::collect`]): their ids go on a free list that [`Oracle::open`]
+/// takes from, so the table stays as large as what is still referred to.
+/// What refers to an obligation: an undischarged one is referred to by the
+/// flush that will discharge it (kept always); a discharged one only by PTE
+/// floors (`Pte::floor_obl`: a stale use is described by it) and by frames
+/// freed under it, for which a discharged obligation is the same as none (a
+/// reuse check passes both), so the simulator clears those first. No id is ever
+/// printed, so which id a new obligation gets changes no output.
 pub struct Oracle {
-    /// Every obligation, by id (id 0 is a placeholder for "none").
+    /// The obligations by id (id 0 is a placeholder for "none"): every one
+    /// opened, except that the slot of one collected is reused by a later one.
     pub obligations: Vec<Obligation>,
+    /// Ids collected and free for [`Oracle::open`] to reuse, the next one last.
+    free: Vec<u32>,
+    /// Obligations opened since the last collection.
+    opened_since: usize,
+    /// Openings after which, with no free id left, a collection is due.
+    collect_after: usize,
     /// Violations, the first [`Oracle::KEEP`] in full.
     pub violations: Vec<Violation>,
     /// Violations found in all, kept or not.
@@ -236,7 +257,44 @@ impl Oracle {
             strict,
             seq: 1,
             lazy_exempt: 0,
+            free: Vec::new(),
+            opened_since: 0,
+            collect_after: Self::COLLECT_AFTER,
         }
+    }
+
+    /// Openings (with no free id left) after which the first collection is due;
+    /// later ones wait for at least as many as were live after the last, so that
+    /// the work of a collection is paid for by the openings it follows.
+    pub const COLLECT_AFTER: usize = 1 << 20;
+
+    /// Sets the openings after which a collection is due (tests make it small to
+    /// collect often).
+    pub fn set_collect_after(&mut self, n: usize) {
+        self.collect_after = n.max(1);
+    }
+
+    /// Returns whether a collection is due: no free id is left and enough have
+    /// been opened since the last.
+    pub fn wants_collection(&self) -> bool {
+        self.free.is_empty() && self.opened_since >= self.collect_after
+    }
+
+    /// Frees the id of every obligation that is discharged and not in
+    /// `referenced` (the ids the simulation still refers to: see the type's
+    /// documentation). Returns how many obligations stay live.
+    pub fn collect(&mut self, referenced: impl IntoIterator<Item = u32>) -> usize {
+        let mut live: Vec<bool> = self.obligations.iter().map(|o| o.discharged.is_none()).collect();
+        live[0] = true;
+        for id in referenced {
+            live[id as usize] = true;
+        }
+        // Highest id first, so that the lowest is reused first.
+        self.free = (1..live.len() as u32).rev().filter(|&i| !live[i as usize]).collect();
+        let n = live.len() - self.free.len();
+        self.opened_since = 0;
+        self.collect_after = self.collect_after.max(n);
+        n
     }
 
     /// Returns the next change sequence number.
@@ -259,18 +317,13 @@ impl Oracle {
         cpu: u32,
         now: u64,
     ) -> u32 {
-        self.obligations.push(Obligation {
-            mm,
-            mm_uid,
-            va,
-            pages,
-            change,
-            flush,
-            seq,
-            cpu,
-            opened: now,
-            discharged: None,
-        });
+        let o = Obligation { mm, mm_uid, va, pages, change, flush, seq, cpu, opened: now, discharged: None };
+        self.opened_since += 1;
+        if let Some(id) = self.free.pop() {
+            self.obligations[id as usize] = o;
+            return id;
+        }
+        self.obligations.push(o);
         (self.obligations.len() - 1) as u32
     }
 

@@ -194,6 +194,12 @@ impl PageTables {
         &mut self.ptes[r as usize]
     }
 
+    /// Returns every PTE's floor obligation (`Pte::floor_obl`), free tables'
+    /// included: what the oracle's collection keeps (see `Oracle::collect`).
+    pub fn floor_obligations(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ptes.iter().map(|p| p.floor_obl)
+    }
+
     /// Returns how many of the `n` PTEs from `first` (all in one chunk) are
     /// valid, and how many are valid and writable: what `mprotect`'s scan of a
     /// table asks, answered from the chunk's bitmaps (recomputed first if a

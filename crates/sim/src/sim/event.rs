@@ -47,6 +47,9 @@ impl<P: Policy> Sim<P> {
             if self.stats.events.is_multiple_of(crate::cancel::CHECK_EVERY) && crate::cancel::requested() {
                 self.error = Some(crate::cancel::INTERRUPTED.into());
             }
+            if self.oracle.wants_collection() {
+                self.collect_obligations();
+            }
         }
         if self.error.is_none() && self.stats.events >= self.cfg.max_events && self.pending() {
             self.error = Some(format!(
@@ -54,6 +57,16 @@ impl<P: Policy> Sim<P> {
                 self.cfg.max_events
             ));
         }
+    }
+
+    /// Frees the obligations nothing refers to any more (see [`crate::oracle::Oracle`],
+    /// "Memory"). Between events, nothing but PTE floors and freed frames holds a
+    /// discharged obligation.
+    pub(super) fn collect_obligations(&mut self) {
+        let oracle = &self.oracle;
+        self.frames.forget_discharged(|o| oracle.discharged(o));
+        let referenced = self.pt.floor_obligations().chain(self.frames.pending_obligations());
+        self.oracle.collect(referenced);
     }
 
     pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
