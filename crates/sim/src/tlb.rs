@@ -121,7 +121,6 @@ struct PwcEntry {
     asid: u16,
     /// Kernel (TTBR1) walks are cached regardless of ASID.
     global: bool,
-    lru: u64,
     /// Ground truth: the last-level table the descriptor pointed at.
     table: TableRef,
     /// Ground truth: the never-reused id of the address space walked.
@@ -218,6 +217,11 @@ pub struct Tlb {
     pwc: Vec<PwcEntry>,
     /// Mirror of the walk cache's keys (`u64::MAX` when invalid), for a compact scan.
     pwc_keys: Vec<u64>,
+    /// The walk cache's LRU stamps, 0 for an empty slot: the victim of a fill is
+    /// the first slot of the least value.
+    pwc_lru: Vec<u64>,
+    /// [`asid_tag`]s of the walk cache's slots.
+    pwc_asids: Vec<u32>,
     clock: u64,
     /// A filter of the ASIDs non-global entries were filled under (bit
     /// [`asid_bucket`]), cleared only when everything is invalidated: an
@@ -306,6 +310,8 @@ impl Tlb {
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
             pwc_keys: vec![u64::MAX; pwc],
+            pwc_lru: vec![0; pwc],
+            pwc_asids: vec![NO_ASID; pwc],
             clock: 0,
             asids: Box::new([0; ASID_FILTER_WORDS]),
             blocks: vec![0; BLOCK_BUCKETS],
@@ -562,10 +568,19 @@ impl Tlb {
     pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
         let now = self.tick();
         let key = va >> SHIFT_2M;
-        for p in &mut self.pwc {
-            if p.valid && p.key == key && p.global == global && (global || p.asid == asid) {
-                p.lru = now;
-                return true;
+        // The slots of the key, in order (an empty slot's key is `u64::MAX`).
+        for c in 0..self.pwc.len().div_ceil(64) {
+            let base = c * 64;
+            let end = (base + 64).min(self.pwc.len());
+            let mut m = equal_mask(&self.pwc_keys[base..end], key);
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let p = &self.pwc[i];
+                if p.global == global && (global || p.asid == asid) {
+                    self.pwc_lru[i] = now;
+                    return true;
+                }
             }
         }
         false
@@ -581,13 +596,13 @@ impl Tlb {
             self.note_asid(asid);
         }
         let now = self.tick();
-        let victim = self
-            .pwc
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, p)| if p.valid { p.lru } else { 0 })
-            .map(|(i, _)| i)
-            .unwrap_or(0);
+        // The first empty slot, else the least recently used one.
+        let mut victim = 0;
+        for (i, &l) in self.pwc_lru.iter().enumerate() {
+            if l < self.pwc_lru[victim] {
+                victim = i;
+            }
+        }
         let old = self.pwc[victim];
         if old.valid {
             self.count_block(old.key, false);
@@ -599,8 +614,10 @@ impl Tlb {
             self.count_asid(asid as u32, true);
         }
         self.count_block(va >> SHIFT_2M, true);
-        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, lru: now, table, mm_uid };
+        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, table, mm_uid };
         self.pwc_keys[victim] = va >> SHIFT_2M;
+        self.pwc_lru[victim] = now;
+        self.pwc_asids[victim] = if global { NO_ASID } else { asid as u32 };
     }
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
@@ -733,16 +750,29 @@ impl Tlb {
     /// Removes what `op` names from the walk cache; `k2`: for an operation by
     /// VA, the 2 MB block number of its address (only that key can go).
     fn invalidate_pwc(&mut self, op: Inval, k2: Option<u64>) {
-        for (p, k) in self.pwc.iter_mut().zip(self.pwc_keys.iter_mut()) {
-            if k2.is_some_and(|k2| *k != k2) {
-                continue;
-            }
-            if p.valid && op.removes_pwc(p) {
-                p.valid = false;
-                *k = u64::MAX;
-                self.blocks[block_bucket(p.key)] -= 1;
-                if !p.global {
-                    self.asid_counts[asid_count_bucket(p.asid as u32)] -= 1;
+        for c in 0..self.pwc.len().div_ceil(64) {
+            let base = c * 64;
+            let end = (base + 64).min(self.pwc.len());
+            // The slots that can hold what `op` removes: by VA, those of its
+            // block's key; by ASID, those of its tag; else every one.
+            let mut m = match (op, k2) {
+                (_, Some(k2)) => equal_mask(&self.pwc_keys[base..end], k2),
+                (Inval::Asid(a), None) => equal_mask(&self.pwc_asids[base..end], a as u32),
+                _ => u64::MAX >> (64 - (end - base)),
+            };
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let p = &mut self.pwc[i];
+                if p.valid && op.removes_pwc(p) {
+                    p.valid = false;
+                    self.pwc_keys[i] = u64::MAX;
+                    self.pwc_lru[i] = 0;
+                    self.pwc_asids[i] = NO_ASID;
+                    self.blocks[block_bucket(p.key)] -= 1;
+                    if !p.global {
+                        self.asid_counts[asid_count_bucket(p.asid as u32)] -= 1;
+                    }
                 }
             }
         }
@@ -925,7 +955,7 @@ fn asid_tag(e: &TlbEntry) -> u32 {
 /// Returns a mask with bit `j` set where `tags[j] == want` (at most 64 tags):
 /// written as one pass of compares so that the compiler makes it vector code.
 #[inline]
-fn equal_mask(tags: &[u32], want: u32) -> u64 {
+fn equal_mask<T: Copy + PartialEq>(tags: &[T], want: T) -> u64 {
     debug_assert!(tags.len() <= 64);
     let mut m = 0u64;
     for (j, &t) in tags.iter().enumerate() {
