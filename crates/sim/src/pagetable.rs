@@ -120,6 +120,10 @@ pub struct PageTables {
     /// as bitmaps, recomputed on demand after any [`PageTables::pte_mut`] of
     /// the chunk (see [`PageTables::count_flags`]).
     bits: Vec<ChunkBits>,
+    /// The highest floor any PTE has been given through
+    /// [`PageTables::raise_floor`]: an entry filled from a PTE version at least
+    /// this high cannot be stale, whatever its PTE's floor.
+    max_floor: u64,
 }
 
 /// A chunk's PTEs by flag, as bitmaps (bit `i` of word `i / 64` for PTE `i`):
@@ -192,6 +196,36 @@ impl PageTables {
     pub fn pte_mut(&mut self, r: PteRef) -> &mut Pte {
         self.bits[(r / 512) as usize].fresh = false;
         &mut self.ptes[r as usize]
+    }
+
+    /// Raises PTE `r`'s floor to `seq`, the change of obligation `obl`, unless it
+    /// is already as high: the oracle's record that `obl`'s flush has returned.
+    /// Every floor is raised here (a copy of a PTE keeps its floor), so that
+    /// [`PageTables::max_floor`] bounds them all.
+    #[inline]
+    pub fn raise_floor(&mut self, r: PteRef, seq: u64, obl: u32) {
+        let p = &mut self.ptes[r as usize];
+        if p.floor < seq {
+            p.floor = seq;
+            p.floor_obl = obl;
+            self.max_floor = self.max_floor.max(seq);
+        }
+    }
+
+    /// Returns a bound on every PTE's floor (see [`PageTables::raise_floor`]).
+    #[inline]
+    pub fn max_floor(&self) -> u64 {
+        self.max_floor
+    }
+
+    /// Records a write through PTE `r`: the dirty bit set (hardware dirty-bit
+    /// management) and the page written (ground truth). Neither is in the
+    /// chunk's bitmaps, so they stay fresh.
+    #[inline]
+    pub fn set_written(&mut self, r: PteRef) {
+        let p = &mut self.ptes[r as usize];
+        p.flags |= P_DIRTY;
+        p.written = true;
     }
 
     /// Returns every PTE's floor obligation (`Pte::floor_obl`), free tables'

@@ -557,9 +557,12 @@ impl Tlb {
             }
         }
         self.set_l1_key(i, if e.valid { key(&e) } else { u64::MAX });
-        self.count_asid(self.l1_asids[i], false);
-        self.count_asid(asid_tag(&e), true);
-        self.l1_asids[i] = asid_tag(&e);
+        let (old_tag, tag) = (self.l1_asids[i], asid_tag(&e));
+        if old_tag != tag {
+            self.count_asid(old_tag, false);
+            self.count_asid(tag, true);
+            self.l1_asids[i] = tag;
+        }
         self.l1_order.touch(i);
         self.l1[i] = e;
     }

@@ -72,6 +72,12 @@ impl<P: Policy> Sim<P> {
             self.check_cont_use(cpu, e, va, cur_uid, now);
             return;
         }
+        // Fast path: an entry filled from a PTE version no floor exceeds cannot
+        // be stale, so its PTE need not be read (the judgement is the same).
+        if e.ver >= self.pt.max_floor() {
+            debug_assert!(e.ver >= self.pt.pte(e.pte).floor, "a floor was raised outside PageTables::raise_floor");
+            return;
+        }
         let p = *self.pt.pte(e.pte);
         if e.ver < p.floor {
             self.report_stale(Property::NoStaleUse, cpu, va, &e, p.floor_obl, cur_uid, now);
@@ -173,9 +179,7 @@ impl<P: Policy> Sim<P> {
             self.cont_write(cpu, e, va);
             return;
         }
-        let p = self.pt.pte_mut(e.pte);
-        p.flags |= P_DIRTY;
-        p.written = true;
+        self.pt.set_written(e.pte);
     }
 
     pub(super) fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, String> {

@@ -83,11 +83,7 @@ impl<P: Policy> Sim<P> {
         let seq = self.oracle.obligations[pf.obl as usize].seq;
         self.oracle.obligations[pf.obl as usize].discharged = Some(now);
         for r in &pf.changed {
-            let p = self.pt.pte_mut(*r);
-            if p.floor < seq {
-                p.floor = seq;
-                p.floor_obl = pf.obl;
-            }
+            self.pt.raise_floor(*r, seq, pf.obl);
         }
         if !pf.arch.is_empty() {
             self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);

@@ -312,11 +312,7 @@ impl<P: Policy> KernelPtes<'_, P> {
         }
         let now = self.now;
         for w in std::mem::take(&mut self.deferred) {
-            let p = sim.pt.pte_mut(w.pte);
-            if p.floor < w.seq {
-                p.floor = w.seq;
-                p.floor_obl = w.obl;
-            }
+            sim.pt.raise_floor(w.pte, w.seq, w.obl);
         }
         let changes = &self.owed.changes;
         discharge_settled(sim, &mut self.owed.obls, |o| changes.iter().any(|w| w.obl == o), now);
@@ -401,11 +397,7 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
         self.owed.changes.retain(|w| {
             let covered = w.mm == mm && w.va >= va.0 && w.va < end;
             if covered {
-                let p = pt.pte_mut(w.pte);
-                if p.floor < w.seq {
-                    p.floor = w.seq;
-                    p.floor_obl = w.obl;
-                }
+                pt.raise_floor(w.pte, w.seq, w.obl);
             }
             !covered
         });
@@ -455,11 +447,7 @@ impl<P: Policy> Sim<P> {
                 open.push(w.obl);
                 continue;
             }
-            let p = self.pt.pte_mut(w.pte);
-            if p.floor < w.seq {
-                p.floor = w.seq;
-                p.floor_obl = w.obl;
-            }
+            self.pt.raise_floor(w.pte, w.seq, w.obl);
         }
         for o in owed.obls {
             if !open.contains(&o) {

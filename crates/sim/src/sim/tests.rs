@@ -86,9 +86,8 @@ fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again()
     let obl = sim.oracle.open(mm.0, sim.mms[mm.index()].uid, 0, 1, "mprotect", "flush_range", 2, 1, now);
     sim.oracle.obligations[obl as usize].discharged = Some(now);
     for r in held {
-        let p = sim.pt.pte_mut(r);
-        p.floor = p.ver + 1;
-        p.floor_obl = obl;
+        let ver = sim.pt.pte(r).ver;
+        sim.pt.raise_floor(r, ver + 1, obl);
     }
     sim.strict_scan(0, now);
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
@@ -157,8 +156,7 @@ fn wrprotect_pte_3(sim: &mut Sim<tlbkit_policy::asid::LinuxArm64>, va: u64, base
     p.ver = seq;
     if flushed {
         sim.oracle.obligations[obl as usize].discharged = Some(now);
-        p.floor = seq;
-        p.floor_obl = obl;
+        sim.pt.raise_floor(base + 3, seq, obl);
     }
     sim.m.cpus[0].tlb.invalidate(Inval::All);
 }
