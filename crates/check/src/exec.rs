@@ -441,6 +441,10 @@ pub(crate) struct Core {
     initiators: Cell<u64>,
     /// The state hash's buffer, kept between hashes ([`StateBytes`]).
     bytes: RefCell<Vec<u8>>,
+    /// The machine's bytes as the state hash and [`Core::others`] begin with
+    /// them, written once per scheduling point ([`Core::refresh_machine`]) and
+    /// copied into both: serializing the machine is most of either hash.
+    machine: RefCell<Vec<u8>>,
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
 }
@@ -743,10 +747,13 @@ impl Core {
     /// Returns a hash of what a step of CPU `cpu` must leave alone to be
     /// independent of other CPUs' steps ([`Foot`]): the machine and every other
     /// CPU's execution state, raw (write versions as they are).
+    ///
+    /// The machine's part is the bytes of the last [`Core::refresh_machine`]:
+    /// call it first whenever the machine may have changed.
     fn others(&self, cpu: usize) -> u64 {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
-            st.m.hash(h);
+            h.write(&self.machine.borrow());
             for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
                 d.hash(h);
                 c.block.hash(h);
@@ -755,6 +762,16 @@ impl Core {
                 c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(h));
             }
         })
+    }
+
+    /// Serializes the machine, as the state hash and [`Core::others`] hash it,
+    /// into the bytes both begin with. The hashes are those of hashing it in
+    /// place, byte for byte.
+    fn refresh_machine(&self) {
+        let st = self.st.borrow();
+        let mut machine = self.machine.borrow_mut();
+        machine.clear();
+        st.m.hash(&mut StateBytes(&mut machine));
     }
 
     /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
@@ -841,11 +858,12 @@ impl Core {
         }
     }
 
-    /// Returns the hash of the whole state.
+    /// Returns the hash of the whole state. The machine's part is the bytes of
+    /// the last [`Core::refresh_machine`]: call it first.
     fn state_hash(&self) -> u64 {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
-            st.m.hash(h);
+            h.write(&self.machine.borrow());
             let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
             for c in &st.cpus {
                 c.hash_keyed(h, |a| self.addr_key(a), since, |w| st.writes - w);
@@ -1299,6 +1317,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         rollovers: Cell::new(0),
         initiators: Cell::new(0),
         bytes: RefCell::new(Vec::new()),
+        machine: RefCell::new(Vec::new()),
         foot: RefCell::new(None),
     };
     let outcome = drive(&core, &*policy);
@@ -1460,7 +1479,16 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             break;
         }
         // SAFETY (of the hash): computed with no coroutine running.
-        let hash = if unsafe { (*core.chooser).wants_state() } { core.state_hash() } else { 0 };
+        // The machine is serialized once here for the state hash and the
+        // footprint's "before", which see the same machine.
+        let mut machine_fresh = false;
+        let hash = if unsafe { (*core.chooser).wants_state() } {
+            core.refresh_machine();
+            machine_fresh = true;
+            core.state_hash()
+        } else {
+            0
+        };
         labels.clear();
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
@@ -1468,6 +1496,9 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         let track = unsafe { (*core.chooser).wants_footprint() };
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
+            if !machine_fresh {
+                core.refresh_machine();
+            }
             core.others(runs[i])
         });
         steps += 1;
@@ -1516,6 +1547,9 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             }
         }
         if track {
+            if before.is_some() {
+                core.refresh_machine();
+            }
             let foot = core.foot.borrow_mut().take();
             let foot = match (foot, before) {
                 (Some(f), Some(h)) if core.others(runs[i]) == h => f,
