@@ -711,19 +711,27 @@ impl Tlb {
                 if keys.is_some_and(|ks| other(self.l2_keys[i], ks)) {
                     continue;
                 }
-                let e = &mut self.l2[i];
+                let e = &self.l2[i];
                 if e.valid && op.removes(e) {
-                    e.valid = false;
-                    self.l2_keys[i] = u64::MAX;
-                    self.blocks[block_bucket(e.block())] -= 1;
-                    self.count_asid(self.l2_asids[i], false);
-                    self.l2_asids[i] = NO_ASID;
+                    self.remove_l2(i);
                     n += 1;
                 }
             }
         }
         self.invalidate_pwc(op, keys.map(|(_, _, k2)| k2 >> 2));
         n
+    }
+
+    /// Empties L2 slot `i`, which holds an entry, keeping the mirrors and the
+    /// counts in step.
+    #[inline]
+    fn remove_l2(&mut self, i: usize) {
+        let e = &mut self.l2[i];
+        e.valid = false;
+        self.blocks[block_bucket(e.block())] -= 1;
+        self.l2_keys[i] = u64::MAX;
+        self.count_asid(self.l2_asids[i], false);
+        self.l2_asids[i] = NO_ASID;
     }
 
     /// Removes the L2's non-global entries of `asid`: the slots whose tag mirror
@@ -737,13 +745,9 @@ impl Tlb {
             while m != 0 {
                 let i = base + m.trailing_zeros() as usize;
                 m &= m - 1;
-                let e = &mut self.l2[i];
+                let e = &self.l2[i];
                 debug_assert!(e.valid && !e.global() && e.asid == asid);
-                e.valid = false;
-                self.l2_keys[i] = u64::MAX;
-                self.blocks[block_bucket(e.block())] -= 1;
-                self.count_asid(self.l2_asids[i], false);
-                self.l2_asids[i] = NO_ASID;
+                self.remove_l2(i);
                 n += 1;
             }
         }
