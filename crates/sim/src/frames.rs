@@ -129,11 +129,6 @@ impl Frames {
         }
     }
 
-    /// Returns the obligations freed frames still wait for.
-    pub fn pending_obligations(&self) -> impl Iterator<Item = u32> + '_ {
-        self.pending.iter().copied().filter(|&o| o != 0)
-    }
-
     /// Adds a reference (a copy-on-write share).
     pub fn get(&mut self, pfn: u64) {
         self.refs[pfn as usize] += 1;

@@ -609,18 +609,15 @@ impl Tlb {
         let old = self.pwc[victim];
         if old.valid {
             self.count_block(old.key, false);
-            if !old.global {
-                self.count_asid(old.asid as u32, false);
-            }
         }
-        if !global {
-            self.count_asid(asid as u32, true);
-        }
+        let tag = if global { NO_ASID } else { asid as u32 };
+        self.count_asid(self.pwc_asids[victim], false);
+        self.count_asid(tag, true);
         self.count_block(va >> SHIFT_2M, true);
         self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, table, mm_uid };
         self.pwc_keys[victim] = va >> SHIFT_2M;
         self.pwc_lru[victim] = now;
-        self.pwc_asids[victim] = if global { NO_ASID } else { asid as u32 };
+        self.pwc_asids[victim] = tag;
     }
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
@@ -773,13 +770,11 @@ impl Tlb {
                 let p = &mut self.pwc[i];
                 if p.valid && op.removes_pwc(p) {
                     p.valid = false;
+                    self.blocks[block_bucket(p.key)] -= 1;
                     self.pwc_keys[i] = u64::MAX;
                     self.pwc_lru[i] = 0;
+                    self.count_asid(self.pwc_asids[i], false);
                     self.pwc_asids[i] = NO_ASID;
-                    self.blocks[block_bucket(p.key)] -= 1;
-                    if !p.global {
-                        self.asid_counts[asid_count_bucket(p.asid as u32)] -= 1;
-                    }
                 }
             }
         }

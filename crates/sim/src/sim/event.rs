@@ -61,12 +61,13 @@ impl<P: Policy> Sim<P> {
 
     /// Frees the obligations nothing refers to any more (see [`crate::oracle::Oracle`],
     /// "Memory"). Between events, nothing but PTE floors and freed frames holds a
-    /// discharged obligation.
+    /// discharged obligation, and the frames forget theirs first, so the floors
+    /// are all that must be marked (the frames' other obligations are open, kept
+    /// anyway).
     pub(super) fn collect_obligations(&mut self) {
         let oracle = &self.oracle;
         self.frames.forget_discharged(|o| oracle.discharged(o));
-        let referenced = self.pt.floor_obligations().chain(self.frames.pending_obligations());
-        self.oracle.collect(referenced);
+        self.oracle.collect(self.pt.floor_obligations());
     }
 
     pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
