@@ -479,9 +479,10 @@ impl Machine {
     }
 
     /// Returns the cycles running CPUs lost processing broadcast invalidations
-    /// (DVM messages, `INVLPGB`) they did not issue, as charged so far.
+    /// (DVM messages, `INVLPGB`) they did not issue, so far: those charged
+    /// and those still owed ([`Stalls::total`]).
     pub fn broadcast_stall_cycles(&self) -> u64 {
-        self.stalls.charged
+        self.stalls.total(&self.cpus)
     }
 
     /// Returns how many CPUs' roots point at `mm` (a lazy-TLB CPU's included).

@@ -67,18 +67,18 @@ pub struct Stalls {
     /// Per CPU, in debug builds: the charge to come, counted eagerly.
     #[cfg(debug_assertions)]
     eager: Vec<u64>,
-    /// Cycles charged to running receivers so far, all CPUs together.
-    pub charged: u64,
+    /// Cycles charged to running receivers at their settlements so far, all
+    /// CPUs together (what is still owed is not in it: [`Stalls::total`]).
+    charged: u64,
+    /// Entries after which a log is settled and emptied ([`TRIM_AT`]).
+    trim_at: usize,
 }
 
-/// Entries after which a log is settled and emptied. Not only a matter of the
-/// host's time: [`Stalls::charged`] counts what was settled, so a trim moves it
-/// earlier. A smaller value, 512, ran the 4096-CPU `mprotect_threaded` 8% faster
-/// but moved the strict matrix's results: `stress_ng_tlb_shootdown`'s
-/// `tlb_share` (and `will_it_scale_tlb_flush2`'s share) reads the charge at the
-/// end of a run, before every CPU is settled, so it leaves out what is still
-/// owed (a known under-count, small: 0.02805 against 0.02809 at 32 CPUs).
-pub const TRIM_AT: usize = 4096;
+/// Entries after which a log is settled and emptied: a matter of the host's
+/// time and memory only. No result depends on it, since [`Stalls::total`]
+/// counts what each CPU still owes as well as what was settled (the test
+/// `the_total_is_the_eager_total_whatever_the_trim` checks it at several values).
+pub const TRIM_AT: usize = 512;
 
 impl Stalls {
     /// Returns empty logs for `ncpus` CPUs, `cores_per_socket` to a socket.
@@ -92,7 +92,32 @@ impl Stalls {
             #[cfg(debug_assertions)]
             eager: vec![0; ncpus],
             charged: 0,
+            trim_at: TRIM_AT,
         }
+    }
+
+    /// Returns the logs with `trim_at` in place of [`TRIM_AT`] (for tests).
+    #[cfg(test)]
+    fn with_trim_at(mut self, trim_at: usize) -> Self {
+        self.trim_at = trim_at.max(1);
+        self
+    }
+
+    /// Returns the cycles that running receivers have lost so far, all CPUs
+    /// together: what an eager charge at every message would have counted by
+    /// now. That is what was charged at settlements plus, for each CPU, what it
+    /// would be charged if it were settled now (`cpus`, the machine's CPUs, are
+    /// read, not settled, so nothing a later settlement does changes).
+    pub fn total(&self, cpus: &[CpuState]) -> u64 {
+        let owed: u64 = cpus
+            .iter()
+            .enumerate()
+            .map(|(cpu, st)| {
+                let log = &self.logs[cpu / self.cores_per_socket];
+                log.charge(self.seen[cpu], st.busy_until) - self.own[cpu]
+            })
+            .sum();
+        self.charged + owed
     }
 
     /// Records a message from CPU `from` that starts being processed at `socket`
@@ -114,7 +139,7 @@ impl Stalls {
         debug_assert!(log.entries.back().is_none_or(|&(s, _)| s <= start), "DVM starts out of order");
         log.entries.push_back((start, log.total));
         log.total += process;
-        if log.entries.len() >= TRIM_AT {
+        if log.entries.len() >= self.trim_at {
             self.trim(socket, cpus);
         }
     }
@@ -170,6 +195,40 @@ mod tests {
         s.received(0, 1, 200, 11, &mut c);
         s.settle(0, &mut c[0]);
         assert_eq!(c[0].stolen, 16);
+    }
+
+    #[test]
+    fn the_total_is_the_eager_total_whatever_the_trim() {
+        // Four CPUs on two sockets; busy periods and messages interleave so that
+        // some CPUs are owed charges when the total is read.
+        let run = |trim_at: usize| {
+            let mut c = cpus(4);
+            let mut s = Stalls::new(4, 2).with_trim_at(trim_at);
+            let mut eager = 0u64;
+            let mut totals = Vec::new();
+            for t in 0..200u64 {
+                // CPU t % 4 starts an operation lasting a varying time.
+                let cpu = (t % 4) as usize;
+                s.settle(cpu, &mut c[cpu]);
+                c[cpu].busy_until = t * 10 + (t * 7) % 45;
+                let (from, process) = (((t * 3) % 4) as usize, 1 + t % 5);
+                for socket in 0..2 {
+                    let start = t * 10 + socket as u64;
+                    eager += (socket * 2..socket * 2 + 2)
+                        .filter(|&r| r != from && c[r].busy_until > start)
+                        .map(|_| process)
+                        .sum::<u64>();
+                    s.received(socket, from, start, process, &mut c);
+                }
+                totals.push(s.total(&c));
+                assert_eq!(s.total(&c), eager, "trim at {trim_at}, message {t}: the total is the eager count");
+            }
+            totals
+        };
+        let reference = run(usize::MAX);
+        for trim_at in [1, 2, 3, 7, 64] {
+            assert_eq!(run(trim_at), reference, "trim at {trim_at} moved the total");
+        }
     }
 
     #[test]

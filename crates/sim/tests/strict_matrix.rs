@@ -21,7 +21,10 @@
 //! any cell's result, a TLB hit or an LRU victim included, fails here; a change
 //! meant to move them regenerates the file with
 //! `TLBKIT_BLESS=1 cargo test -p tlbkit-sim --test strict_matrix` and shows it in
-//! the diff.
+//! the diff. To see *what* moved, run the test before and after the change with
+//! `TLBKIT_MATRIX_DUMP=DIR`, which also writes every cell's JSON to
+//! `DIR/POLICY/NN-WORKLOAD-CPUS.json`, and compare the two directories
+//! (`diff -r`).
 //!
 //! One workload flushes a range of an mm that an idle CPU still has loaded (the
 //! `trace` workload's threads wait, idle, while another thread of their process
@@ -158,14 +161,23 @@ fn check_policy(policy: &str) -> (Vec<String>, usize, u64) {
     let mut failures = Vec::new();
     let mut cells = 0;
     let mut digest = FNV_BASIS;
+    let dump = std::env::var_os("TLBKIT_MATRIX_DUMP").map(|d| std::path::PathBuf::from(d).join(policy));
+    if let Some(d) = &dump {
+        std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("TLBKIT_MATRIX_DUMP: cannot create {}: {e}", d.display()));
+    }
     for &config in &configs {
         for &(workload, sets) in SMALL {
             for cpus in CPUS {
                 let s = spec(policy, workload, cpus, sets, config);
                 let out = run(&s);
-                match &out {
-                    Ok(o) => digest = fnv1a(digest, frozen_json(o).as_bytes()),
-                    Err(e) => digest = fnv1a(digest, e.as_bytes()),
+                let text = match &out {
+                    Ok(o) => frozen_json(o),
+                    Err(e) => e.clone(),
+                };
+                digest = fnv1a(digest, text.as_bytes());
+                if let Some(d) = &dump {
+                    let file = d.join(format!("{cells:02}-{workload}-{cpus}.json"));
+                    std::fs::write(&file, &text).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
                 }
                 failures.extend(judge(&s, out));
                 cells += 1;
