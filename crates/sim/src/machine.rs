@@ -11,7 +11,7 @@
 //!
 //! # The interconnect
 //! A broadcast TLBI is one DVM message to every CPU. Each CPU processes incoming
-//! messages one at a time (`dvm_busy` is when it is next free), so a message
+//! messages one at a time (each socket's queue: [`crate::stalls`]), so a message
 //! waits behind those of other broadcasters: latency grows with the number of
 //! CPUs broadcasting at the same time. A by-VA message costs a receiver
 //! `dvm_process`, a whole-ASID or whole-TLB one `dvm_process_asid`, and a
@@ -374,12 +374,9 @@ pub struct Machine {
     pub cores_per_ccx: usize,
     /// Cycles in a millisecond (one jiffy at `HZ` = 1000), for [`Hw::jiffies`].
     cycles_per_ms: u64,
-    /// Per socket: when its CPUs finish processing their incoming DVM messages
-    /// (the same for every CPU of a socket: each message reaches them together).
-    dvm_busy: Vec<u64>,
     /// Which CPUs' TLBs a broadcast invalidation must visit.
     holders: Holders,
-    /// The DVM stalls of running receivers, charged lazily.
+    /// The DVM queues, and the stalls of running receivers, charged lazily.
     stalls: Stalls,
     /// Counters.
     pub counters: HwCounters,
@@ -418,7 +415,6 @@ impl Machine {
             cores_per_socket,
             cores_per_ccx: cores_per_socket,
             cycles_per_ms: 1_000_000,
-            dvm_busy: vec![0; n.div_ceil(cores_per_socket.max(1))],
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             counters: HwCounters::default(),
@@ -595,22 +591,11 @@ impl Machine {
             Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm_process_asid,
         };
         Self::tlb_ops(op, |inv| self.broadcast_inval(inv));
-        let mut done_all = t;
-        let cps = self.cores_per_socket;
-        let from_socket = from / cps;
-        for (socket, busy) in self.dvm_busy.iter_mut().enumerate() {
-            // Every message, the issuer's own included, goes out to the interconnect
-            // and its completion comes back through it (the DVM sync of DSB ISH).
-            let hop = if socket != from_socket { c.dvm_hop + c.dvm_cross_socket } else { c.dvm_hop };
-            let start = (t + hop).max(*busy);
-            let done = start + process;
-            *busy = done;
-            done_all = done_all.max(done + hop);
-            // A receiver that is running something stalls while its TLBs are
-            // invalidated (the issuer is waiting in its DSB anyway).
-            self.stalls.received(socket, from, start, process, &mut self.cpus);
-        }
-        done_all
+        // Every message, the issuer's own included, goes out to the interconnect
+        // and its completion comes back through it (the DVM sync of DSB ISH). A
+        // receiver that is running something stalls while its TLBs are
+        // invalidated (the issuer is waiting in its DSB anyway).
+        self.stalls.broadcast(from, t, process, c.dvm_hop, c.dvm_cross_socket, &mut self.cpus)
     }
 }
 
