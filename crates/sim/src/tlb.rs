@@ -215,11 +215,16 @@ pub struct Tlb {
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
-    /// Mirror of the walk cache's keys (`u64::MAX` when invalid), for a compact scan.
+    /// Mirror of the walk cache's keys (`u64::MAX` when invalid).
     pwc_keys: Vec<u64>,
-    /// The walk cache's LRU stamps, 0 for an empty slot: the victim of a fill is
-    /// the first slot of the least value.
-    pwc_lru: Vec<u64>,
+    /// An index of the walk cache by key, as `l1_index` is of the L1 (bucket
+    /// [`l1_bucket`] of the key, one bit per slot).
+    pwc_index: Box<[u64; L1_BUCKETS]>,
+    /// The walk cache's slots from least to most recently used (filled or hit).
+    pwc_order: L1Order,
+    /// Bit `i` set: walk-cache slot `i` is empty. The victim of a fill is the
+    /// first empty slot, else the least recently used one.
+    pwc_free: u64,
     /// [`asid_tag`]s of the walk cache's slots.
     pwc_asids: Vec<u32>,
     clock: u64,
@@ -295,6 +300,7 @@ impl Tlb {
     pub fn new(l1: usize, l2: usize, l2_ways: usize, pwc: usize) -> Self {
         debug_assert!(l2.is_multiple_of(l2_ways));
         assert!((1..=MAX_L1_ENTRIES).contains(&l1), "an L1 TLB of {l1} entries: give 1 to {MAX_L1_ENTRIES}");
+        assert!(pwc <= MAX_L1_ENTRIES, "a walk cache of {pwc} entries: give 0 to {MAX_L1_ENTRIES}");
         Tlb {
             l1: vec![TlbEntry::default(); l1],
             l1_keys: vec![u64::MAX; l1],
@@ -310,7 +316,9 @@ impl Tlb {
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
             pwc_keys: vec![u64::MAX; pwc],
-            pwc_lru: vec![0; pwc],
+            pwc_index: Box::new([0; L1_BUCKETS]),
+            pwc_order: L1Order::new(pwc),
+            pwc_free: if pwc == 0 { 0 } else { u64::MAX >> (64 - pwc) },
             pwc_asids: vec![NO_ASID; pwc],
             clock: 0,
             asids: Box::new([0; ASID_FILTER_WORDS]),
@@ -569,21 +577,17 @@ impl Tlb {
 
     /// Returns whether the walk cache holds the level-2 descriptor for `va`.
     pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
-        let now = self.tick();
+        self.tick();
         let key = va >> SHIFT_2M;
-        // The slots of the key, in order (an empty slot's key is `u64::MAX`).
-        for c in 0..self.pwc.len().div_ceil(64) {
-            let base = c * 64;
-            let end = (base + 64).min(self.pwc.len());
-            let mut m = equal_mask(&self.pwc_keys[base..end], key);
-            while m != 0 {
-                let i = base + m.trailing_zeros() as usize;
-                m &= m - 1;
-                let p = &self.pwc[i];
-                if p.global == global && (global || p.asid == asid) {
-                    self.pwc_lru[i] = now;
-                    return true;
-                }
+        // The slots of the key, in increasing order, as a scan would meet them.
+        let mut m = self.pwc_index[l1_bucket(key)];
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let p = &self.pwc[i];
+            if self.pwc_keys[i] == key && p.global == global && (global || p.asid == asid) {
+                self.pwc_order.touch(i);
+                return true;
             }
         }
         false
@@ -598,25 +602,24 @@ impl Tlb {
         if !global {
             self.note_asid(asid);
         }
-        let now = self.tick();
+        self.tick();
         // The first empty slot, else the least recently used one.
-        let mut victim = 0;
-        for (i, &l) in self.pwc_lru.iter().enumerate() {
-            if l < self.pwc_lru[victim] {
-                victim = i;
-            }
-        }
+        let victim = if self.pwc_free != 0 { self.pwc_free.trailing_zeros() as usize } else { self.pwc_order.lru() };
         let old = self.pwc[victim];
         if old.valid {
             self.count_block(old.key, false);
+            self.pwc_index[l1_bucket(old.key)] &= !(1 << victim);
         }
+        let key = va >> SHIFT_2M;
         let tag = if global { NO_ASID } else { asid as u32 };
         self.count_asid(self.pwc_asids[victim], false);
         self.count_asid(tag, true);
-        self.count_block(va >> SHIFT_2M, true);
-        self.pwc[victim] = PwcEntry { valid: true, key: va >> SHIFT_2M, asid, global, table, mm_uid };
-        self.pwc_keys[victim] = va >> SHIFT_2M;
-        self.pwc_lru[victim] = now;
+        self.count_block(key, true);
+        self.pwc[victim] = PwcEntry { valid: true, key, asid, global, table, mm_uid };
+        self.pwc_keys[victim] = key;
+        self.pwc_index[l1_bucket(key)] |= 1 << victim;
+        self.pwc_free &= !(1 << victim);
+        self.pwc_order.touch(victim);
         self.pwc_asids[victim] = tag;
     }
 
@@ -754,28 +757,31 @@ impl Tlb {
     /// Removes what `op` names from the walk cache; `k2`: for an operation by
     /// VA, the 2 MB block number of its address (only that key can go).
     fn invalidate_pwc(&mut self, op: Inval, k2: Option<u64>) {
-        for c in 0..self.pwc.len().div_ceil(64) {
-            let base = c * 64;
-            let end = (base + 64).min(self.pwc.len());
-            // The slots that can hold what `op` removes: by VA, those of its
-            // block's key; by ASID, those of its tag; else every one.
-            let mut m = match (op, k2) {
-                (_, Some(k2)) => equal_mask(&self.pwc_keys[base..end], k2),
-                (Inval::Asid(a), None) => equal_mask(&self.pwc_asids[base..end], a as u32),
-                _ => u64::MAX >> (64 - (end - base)),
-            };
-            while m != 0 {
-                let i = base + m.trailing_zeros() as usize;
-                m &= m - 1;
-                let p = &mut self.pwc[i];
-                if p.valid && op.removes_pwc(p) {
-                    p.valid = false;
-                    self.blocks[block_bucket(p.key)] -= 1;
-                    self.pwc_keys[i] = u64::MAX;
-                    self.pwc_lru[i] = 0;
-                    self.count_asid(self.pwc_asids[i], false);
-                    self.pwc_asids[i] = NO_ASID;
-                }
+        let n = self.pwc.len();
+        if n == 0 {
+            return;
+        }
+        // The slots that can hold what `op` removes: by VA, those of its block's
+        // key (a superset, from the index); by ASID, those of its tag; else
+        // every one.
+        let mut m = match (op, k2) {
+            (_, Some(k2)) => self.pwc_index[l1_bucket(k2)],
+            (Inval::Asid(a), None) => equal_mask(&self.pwc_asids, a as u32),
+            _ => u64::MAX >> (64 - n),
+        };
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let p = &mut self.pwc[i];
+            if p.valid && op.removes_pwc(p) {
+                p.valid = false;
+                let key = p.key;
+                self.blocks[block_bucket(key)] -= 1;
+                self.pwc_index[l1_bucket(key)] &= !(1 << i);
+                self.pwc_keys[i] = u64::MAX;
+                self.pwc_free |= 1 << i;
+                self.count_asid(self.pwc_asids[i], false);
+                self.pwc_asids[i] = NO_ASID;
             }
         }
     }
@@ -881,7 +887,8 @@ impl Tlb {
     }
 }
 
-/// The recency order of the L1's slots, least recently used first: what the LRU
+/// The recency order of the L1's slots (and of the walk cache's, which is as
+/// small), least recently used first: what the LRU
 /// stamps of the model (a fresh tick of the TLB's clock on every hit and every
 /// fill of a slot) order them by. Stamps are distinct, every one being a new
 /// tick, so the slot of the smallest stamp is the list's head, and "give slot
@@ -1191,6 +1198,25 @@ mod tests {
         assert!(t.cont_entries(0x4001_0000, 1).all(|e| e.flags & F_DIRTY == 0));
         t.set_cont_dirty(0x4001_8000, 1);
         assert!(t.cont_entries(0x4001_0000, 1).all(|e| e.flags & F_DIRTY != 0));
+    }
+
+    #[test]
+    fn a_walk_cache_fill_takes_the_first_empty_slot_else_the_least_recently_used() {
+        let mut t = Tlb::new(4, 8, 2, 4);
+        let block = |i: u64| i << SHIFT_2M;
+        for i in 0..4 {
+            t.pwc_fill(block(i), 1, false, TableRef::default(), 0);
+        }
+        assert!(t.pwc_lookup(block(0), 1, false), "block 0 is now the most recently used");
+        t.invalidate(Inval::Va { asid: 1, va: block(2) });
+        assert!(!t.pwc_lookup(block(2), 1, false));
+        t.pwc_fill(block(4), 1, false, TableRef::default(), 0);
+        let held = |t: &mut Tlb| (0..6).filter(|&i| t.pwc_lookup(block(i), 1, false)).collect::<Vec<_>>();
+        assert_eq!(held(&mut t), vec![0, 1, 3, 4], "the empty slot is refilled before anything is evicted");
+        // The lookups just made ran 0, 1, 3, 4 in that order: 0 is the least recent.
+        t.pwc_fill(block(5), 1, false, TableRef::default(), 0);
+        assert_eq!(held(&mut t), vec![1, 3, 4, 5]);
+        assert!(!t.pwc_lookup(block(1), 2, false), "another ASID's descriptor is not this one's");
     }
 
     #[test]
