@@ -457,8 +457,8 @@ fn bench_cpus(
     }
     let host = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "machine {SCALE_MACHINE}, policy {policy}; main phase timed (setup excluded), median of 3 runs where one \
-         takes under 1 s; host {host} CPU(s)"
+        "machine {SCALE_MACHINE}, policy {policy}; main phase timed (setup excluded); where a run takes under \
+         1 s, the median of as many runs as take 1 s (at least 3); host {host} CPU(s)"
     );
     use Align::{Left, Right};
     let mut t = Table::new(&[Left, Right, Right, Right, Right, Right, Right, Right, Right]);
