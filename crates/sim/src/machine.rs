@@ -24,7 +24,7 @@
 //! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
 //! time, so their queues are always equal and one queue per socket stands for
-//! them. A message is applied only to the TLBs that may hold what it removes
+//! them (and the sockets whose queues are in step share one, [`crate::stalls`]). A message is applied only to the TLBs that may hold what it removes
 //! ([`crate::holders`]); that is why every TLB fill goes through [`Machine::fill`]
 //! or [`Machine::pwc_fill`]. And a running receiver's stall is charged when its
 //! `stolen` time is taken ([`crate::stalls`]); that is why the engine goes
