@@ -1,6 +1,6 @@
 //! The policy registry: which policies exist, what they are for, and how each is
 //! built. It is the one place a policy is added (machines are in `preset`,
-//! workloads in `workload`): one [`register!`] entry gives the policy its name in
+//! workloads in `workload`): one `register!` entry gives the policy its name in
 //! `list`, `run`, `compare`, `sweep` and `check`, and its builder in the
 //! simulator and the checker alike ([`with_policy`]).
 //!

@@ -13,7 +13,7 @@
 //!
 //! # The file
 //!
-//! [`format`] describes the file and its checks. The guide's example (docs/guide, "Traces of real programs"),
+//! [`format`](mod@format) describes the file and its checks. The guide's example (docs/guide, "Traces of real programs"),
 //! `gzip -c` of a 292-byte file (442 659 lackey lines, a 6.3 MB log), is a
 //! 157 KB trace.
 
