@@ -66,10 +66,10 @@ impl Log {
         self.base + self.entries.len()
     }
 
-    /// Returns the processing time of all messages before the one at `index`
-    /// (counted since the machine started, not before [`Log::base`]).
-    fn before(&self, index: usize) -> u64 {
-        self.entries.get(index - self.base).map_or(self.total, |&(_, b)| b)
+    /// Returns the processing time of all messages before the one at `i` (an
+    /// index into the entries; at their end, of all messages).
+    fn before(&self, i: usize) -> u64 {
+        self.entries.get(i).map_or(self.total, |&(_, b)| b)
     }
 }
 
@@ -154,11 +154,13 @@ impl Stalls {
         // start is the common one and nothing deviates.
         let far = if self.sockets > 1 { hop + cross } else { hop };
         let common = (t + far).max(self.common_busy);
-        let f_start = (t + hop).max(self.busy_of(f));
+        // When a socket starts the message: once it has arrived and the
+        // socket's queue is free.
+        let start_at = |st: &Self, socket: usize| (t + if socket == f { hop } else { far }).max(st.busy_of(socket));
+        let f_start = start_at(self, f);
         #[cfg(debug_assertions)]
         {
-            let starts: Vec<u64> =
-                (0..self.sockets).map(|s| if s == f { f_start } else { (t + far).max(self.busy_of(s)) }).collect();
+            let starts: Vec<u64> = (0..self.sockets).map(|s| start_at(self, s)).collect();
             self.charge_eagerly(from, &starts, process, cpus);
         }
         // An eager charge leaves the issuer out.
@@ -179,7 +181,7 @@ impl Stalls {
         let mut i = 0;
         while i < self.out_of_step.len() {
             let socket = self.out_of_step[i] as usize;
-            let start = if socket == f { f_start } else { (t + far).max(self.busy_of(socket)) };
+            let start = if socket == f { f_start } else { start_at(self, socket) };
             if socket != f {
                 done_all = done_all.max(start + process + far);
             }
@@ -236,25 +238,18 @@ impl Stalls {
     fn owed(&self, cpu: usize, st: &CpuState) -> u64 {
         let socket = cpu / self.cores_per_socket;
         let from = self.seen[cpu] - self.log.base;
-        let n = self.log.entries.len();
-        // The first message from `from` on that starts at or after `busy_until`.
-        let until = st.busy_until;
-        let k = if self.deviations[socket].is_empty() {
-            from + self.log.entries[from..].partition_point(|&(s, _)| s < until)
-        } else {
-            let (mut lo, mut hi) = (from, n);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if self.start(socket, mid) < until {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
+        // The first message from `from` on that starts at or after `busy_until`
+        // at the CPU's socket (starts there are non-decreasing).
+        let (mut lo, mut hi) = (from, self.log.entries.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.start(socket, mid) < st.busy_until {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            lo
-        };
-        let base = self.log.base;
-        self.log.before(base + k) - self.log.before(base + from) - self.own[cpu]
+        }
+        self.log.before(lo) - self.log.before(from) - self.own[cpu]
     }
 
     /// Returns the cycles that running receivers have lost so far, all CPUs
