@@ -191,17 +191,8 @@ impl Inval {
 /// One core's TLBs.
 pub struct Tlb {
     l1: Vec<TlbEntry>,
-    /// Mirror of the L1's tags: [`key`], or `u64::MAX`.
-    l1_keys: Vec<u64>,
-    /// The L1's slots from least to most recently used, as a doubly linked list
-    /// (see [`L1Order`]): the victim of a full L1 is its head, in one read.
-    l1_order: L1Order,
-    /// An index of the L1 by key, so that a lookup reads a few slots instead of
-    /// scanning them all: bucket [`l1_bucket`] of a key has bit `i` set for every
-    /// slot `i` whose key falls in it (see [`Tlb::l1_candidates`]).
-    l1_index: Box<[u64; L1_BUCKETS]>,
-    /// Bit `i` set: L1 slot `i` holds no entry (its key is `u64::MAX`).
-    l1_free: u64,
+    /// The L1's keys ([`key`]), their index, its free slots and recency order.
+    l1_slots: Slots,
     l2: Vec<TlbEntry>,
     /// The L2's LRU stamps: the clock's tick of each slot's last fill or hit.
     l2_lru: Vec<u64>,
@@ -215,16 +206,8 @@ pub struct Tlb {
     l2_ways: usize,
     l2_sets: usize,
     pwc: Vec<PwcEntry>,
-    /// Mirror of the walk cache's keys (`u64::MAX` when invalid).
-    pwc_keys: Vec<u64>,
-    /// An index of the walk cache by key, as `l1_index` is of the L1 (bucket
-    /// [`l1_bucket`] of the key, one bit per slot).
-    pwc_index: Box<[u64; L1_BUCKETS]>,
-    /// The walk cache's slots from least to most recently used (filled or hit).
-    pwc_order: L1Order,
-    /// Bit `i` set: walk-cache slot `i` is empty. The victim of a fill is the
-    /// first empty slot, else the least recently used one.
-    pwc_free: u64,
+    /// The walk cache's keys (the 2 MB block number), as for the L1.
+    pwc_slots: Slots,
     /// [`asid_tag`]s of the walk cache's slots.
     pwc_asids: Vec<u32>,
     clock: u64,
@@ -257,7 +240,7 @@ fn asid_count_bucket(tag: u32) -> usize {
     tag as usize % ASID_COUNT_BUCKETS
 }
 
-/// Buckets of the L1's index by key ([`Tlb`]'s `l1_index`).
+/// Buckets of the index by key of [`Slots`].
 const L1_BUCKETS: usize = 128;
 
 /// The most L1 entries a [`Tlb`] has: one bit each in the L1's index.
@@ -303,10 +286,7 @@ impl Tlb {
         assert!(pwc <= MAX_L1_ENTRIES, "a walk cache of {pwc} entries: give 0 to {MAX_L1_ENTRIES}");
         Tlb {
             l1: vec![TlbEntry::default(); l1],
-            l1_keys: vec![u64::MAX; l1],
-            l1_order: L1Order::new(l1),
-            l1_index: Box::new([0; L1_BUCKETS]),
-            l1_free: u64::MAX >> (64 - l1),
+            l1_slots: Slots::new(l1),
             l2: vec![TlbEntry::default(); l2],
             l2_lru: vec![0; l2],
             l2_keys: vec![u64::MAX; l2],
@@ -315,10 +295,7 @@ impl Tlb {
             l2_ways,
             l2_sets: l2 / l2_ways,
             pwc: vec![PwcEntry::default(); pwc],
-            pwc_keys: vec![u64::MAX; pwc],
-            pwc_index: Box::new([0; L1_BUCKETS]),
-            pwc_order: L1Order::new(pwc),
-            pwc_free: if pwc == 0 { 0 } else { u64::MAX >> (64 - pwc) },
+            pwc_slots: Slots::new(pwc),
             pwc_asids: vec![NO_ASID; pwc],
             clock: 0,
             asids: Box::new([0; ASID_FILTER_WORDS]),
@@ -420,20 +397,20 @@ impl Tlb {
         let k4 = (va >> SHIFT_4K) << 2;
         let k64 = if CONT { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
         let k2 = ((va >> SHIFT_2M) << 2) | 2;
-        let mut m = self.l1_candidates(k4) | self.l1_candidates(k2);
+        let mut m = self.l1_slots.candidates(k4) | self.l1_slots.candidates(k2);
         if CONT {
-            m |= self.l1_candidates(k64);
+            m |= self.l1_slots.candidates(k64);
         }
         // Slots in increasing order: the first match is the scan's first match.
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            let k = self.l1_keys[i];
+            let k = self.l1_slots.keys[i];
             if k == k4 || k == k2 || (CONT && k == k64) {
                 let e = &self.l1[i];
                 if e.flags & F_GLOBAL != 0 || e.asid == asid {
                     let copy = *e;
-                    self.l1_order.touch(i);
+                    self.l1_slots.order.touch(i);
                     return Some((Hit::L1(i), copy));
                 }
             }
@@ -467,37 +444,9 @@ impl Tlb {
         }
     }
 
-    /// Returns a superset of the L1 slots whose key is `k`, as a bit mask (bit `i`
-    /// for slot `i`): the slots of `k`'s bucket of the index. Iterating its bits in
-    /// increasing order and checking each slot's key visits the slots of key `k`
-    /// in the order a scan of the whole L1 would.
-    #[inline(always)]
-    fn l1_candidates(&self, k: u64) -> u64 {
-        self.l1_index[l1_bucket(k)]
-    }
-
-    /// Sets L1 slot `i`'s key mirror to `k` (`u64::MAX`: empty), keeping the
-    /// index and the mask of free slots in step.
-    #[inline]
-    fn set_l1_key(&mut self, i: usize, k: u64) {
-        let old = self.l1_keys[i];
-        if old != u64::MAX {
-            self.l1_index[l1_bucket(old)] &= !(1 << i);
-        }
-        if k != u64::MAX {
-            self.l1_index[l1_bucket(k)] |= 1 << i;
-            self.l1_free &= !(1 << i);
-        } else {
-            self.l1_free |= 1 << i;
-        }
-        self.l1_keys[i] = k;
-    }
-
-    /// Replaces the L1's victim with `e`: the first free slot, else the least
-    /// recently used one (the head of [`L1Order`]).
+    /// Replaces the L1's victim ([`Slots::victim`]) with `e`.
     fn insert_l1(&mut self, e: TlbEntry) {
-        let victim = if self.l1_free != 0 { self.l1_free.trailing_zeros() as usize } else { self.l1_order.lru() };
-        self.set_l1(victim, e);
+        self.set_l1(self.l1_slots.victim(), e);
     }
 
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
@@ -535,12 +484,12 @@ impl Tlb {
         if !speculative {
             // The key mirror matches exactly the valid entries of the same tag and size.
             let k = key(&e);
-            let mut m = self.l1_candidates(k);
+            let mut m = self.l1_slots.candidates(k);
             let mut dup = None;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                if self.l1_keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global() {
+                if self.l1_slots.keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global() {
                     dup = Some(i);
                     break;
                 }
@@ -564,14 +513,14 @@ impl Tlb {
                 self.count_block(e.block(), true);
             }
         }
-        self.set_l1_key(i, if e.valid { key(&e) } else { u64::MAX });
+        self.l1_slots.set_key(i, if e.valid { key(&e) } else { u64::MAX });
         let (old_tag, tag) = (self.l1_asids[i], asid_tag(&e));
         if old_tag != tag {
             self.count_asid(old_tag, false);
             self.count_asid(tag, true);
             self.l1_asids[i] = tag;
         }
-        self.l1_order.touch(i);
+        self.l1_slots.order.touch(i);
         self.l1[i] = e;
     }
 
@@ -580,13 +529,13 @@ impl Tlb {
         self.tick();
         let key = va >> SHIFT_2M;
         // The slots of the key, in increasing order, as a scan would meet them.
-        let mut m = self.pwc_index[l1_bucket(key)];
+        let mut m = self.pwc_slots.candidates(key);
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             let p = &self.pwc[i];
-            if self.pwc_keys[i] == key && p.global == global && (global || p.asid == asid) {
-                self.pwc_order.touch(i);
+            if self.pwc_slots.keys[i] == key && p.global == global && (global || p.asid == asid) {
+                self.pwc_slots.order.touch(i);
                 return true;
             }
         }
@@ -603,12 +552,10 @@ impl Tlb {
             self.note_asid(asid);
         }
         self.tick();
-        // The first empty slot, else the least recently used one.
-        let victim = if self.pwc_free != 0 { self.pwc_free.trailing_zeros() as usize } else { self.pwc_order.lru() };
+        let victim = self.pwc_slots.victim();
         let old = self.pwc[victim];
         if old.valid {
             self.count_block(old.key, false);
-            self.pwc_index[l1_bucket(old.key)] &= !(1 << victim);
         }
         let key = va >> SHIFT_2M;
         let tag = if global { NO_ASID } else { asid as u32 };
@@ -616,10 +563,8 @@ impl Tlb {
         self.count_asid(tag, true);
         self.count_block(key, true);
         self.pwc[victim] = PwcEntry { valid: true, key, asid, global, table, mm_uid };
-        self.pwc_keys[victim] = key;
-        self.pwc_index[l1_bucket(key)] |= 1 << victim;
-        self.pwc_free &= !(1 << victim);
-        self.pwc_order.touch(victim);
+        self.pwc_slots.set_key(victim, key);
+        self.pwc_slots.order.touch(victim);
         self.pwc_asids[victim] = tag;
     }
 
@@ -657,9 +602,9 @@ impl Tlb {
         // By VA only the slots the index names for those keys can hold one.
         let mut m = match keys {
             Some((k4, k64, k2)) => {
-                let m = self.l1_candidates(k4) | self.l1_candidates(k2);
+                let m = self.l1_slots.candidates(k4) | self.l1_slots.candidates(k2);
                 if CONT {
-                    m | self.l1_candidates(k64)
+                    m | self.l1_slots.candidates(k64)
                 } else {
                     m
                 }
@@ -673,7 +618,7 @@ impl Tlb {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            if keys.is_some_and(|ks| other(self.l1_keys[i], ks)) {
+            if keys.is_some_and(|ks| other(self.l1_slots.keys[i], ks)) {
                 continue;
             }
             let e = &mut self.l1[i];
@@ -681,7 +626,7 @@ impl Tlb {
                 e.valid = false;
                 let b = block_bucket(e.block());
                 self.blocks[b] -= 1;
-                self.set_l1_key(i, u64::MAX);
+                self.l1_slots.set_key(i, u64::MAX);
                 self.count_asid(self.l1_asids[i], false);
                 self.l1_asids[i] = NO_ASID;
                 n += 1;
@@ -765,7 +710,7 @@ impl Tlb {
         // key (a superset, from the index); by ASID, those of its tag; else
         // every one.
         let mut m = match (op, k2) {
-            (_, Some(k2)) => self.pwc_index[l1_bucket(k2)],
+            (_, Some(k2)) => self.pwc_slots.candidates(k2),
             (Inval::Asid(a), None) => equal_mask(&self.pwc_asids, a as u32),
             _ => u64::MAX >> (64 - n),
         };
@@ -777,9 +722,7 @@ impl Tlb {
                 p.valid = false;
                 let key = p.key;
                 self.blocks[block_bucket(key)] -= 1;
-                self.pwc_index[l1_bucket(key)] &= !(1 << i);
-                self.pwc_keys[i] = u64::MAX;
-                self.pwc_free |= 1 << i;
+                self.pwc_slots.set_key(i, u64::MAX);
                 self.count_asid(self.pwc_asids[i], false);
                 self.pwc_asids[i] = NO_ASID;
             }
@@ -808,7 +751,7 @@ impl Tlb {
     /// touching LRU state.
     pub fn cont_entries(&self, va: u64, asid: u16) -> impl Iterator<Item = &TlbEntry> {
         let k64 = if self.conts { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
-        let l1 = self.l1_keys.iter().zip(self.l1.iter()).filter(move |(k, _)| **k == k64).map(|(_, e)| e);
+        let l1 = self.l1_slots.keys.iter().zip(self.l1.iter()).filter(move |(k, _)| **k == k64).map(|(_, e)| e);
         let set = if k64 == NO_KEY { 0..0 } else { self.l2_set(va >> SHIFT_64K) };
         let l2 = set.filter(move |&i| self.l2_keys[i] == k64).map(|i| &self.l2[i]);
         l1.chain(l2).filter(move |e| e.usable_under(asid))
@@ -819,7 +762,7 @@ impl Tlb {
     pub fn set_cont_dirty(&mut self, va: u64, asid: u16) {
         let k64 = ((va >> SHIFT_64K) << 2) | 1;
         for i in 0..self.l1.len() {
-            if self.l1_keys[i] == k64 && self.l1[i].usable_under(asid) {
+            if self.l1_slots.keys[i] == k64 && self.l1[i].usable_under(asid) {
                 self.l1[i].flags |= F_DIRTY;
             }
         }
@@ -887,15 +830,79 @@ impl Tlb {
     }
 }
 
-/// The recency order of the L1's slots (and of the walk cache's, which is as
-/// small), least recently used first: what the LRU
+/// The slots of a small fully associative cache with LRU replacement (the L1
+/// TLB, the walk cache), beside its entries: a mirror of their keys, an index
+/// by key, the empty slots and the recency order.
+struct Slots {
+    /// Per slot: its entry's key, or `u64::MAX` when empty.
+    keys: Vec<u64>,
+    /// An index by key, so that a lookup reads a few slots instead of scanning
+    /// them all: bucket [`l1_bucket`] of a key has bit `i` set for every slot
+    /// `i` whose key falls in it (see [`Slots::candidates`]).
+    index: Box<[u64; L1_BUCKETS]>,
+    /// Bit `i` set: slot `i` is empty.
+    free: u64,
+    /// The slots from least to most recently used.
+    order: Recency,
+}
+
+impl Slots {
+    /// Returns `n` empty slots (at most [`MAX_L1_ENTRIES`]).
+    fn new(n: usize) -> Self {
+        Slots {
+            keys: vec![u64::MAX; n],
+            index: Box::new([0; L1_BUCKETS]),
+            free: if n == 0 { 0 } else { u64::MAX >> (64 - n) },
+            order: Recency::new(n),
+        }
+    }
+
+    /// Returns a superset of the slots whose key is `k`, as a bit mask (bit `i`
+    /// for slot `i`): the slots of `k`'s bucket of the index. Iterating its bits
+    /// in increasing order and checking each slot's key visits the slots of key
+    /// `k` in the order a scan of every slot would.
+    #[inline(always)]
+    fn candidates(&self, k: u64) -> u64 {
+        self.index[l1_bucket(k)]
+    }
+
+    /// Sets slot `i`'s key to `k` (`u64::MAX`: empty), keeping the index and
+    /// the mask of free slots in step.
+    #[inline]
+    fn set_key(&mut self, i: usize, k: u64) {
+        let old = self.keys[i];
+        if old != u64::MAX {
+            self.index[l1_bucket(old)] &= !(1 << i);
+        }
+        if k != u64::MAX {
+            self.index[l1_bucket(k)] |= 1 << i;
+            self.free &= !(1 << i);
+        } else {
+            self.free |= 1 << i;
+        }
+        self.keys[i] = k;
+    }
+
+    /// Returns the slot a new entry replaces: the first empty one, else the
+    /// least recently used one (the head of [`Recency`]).
+    #[inline]
+    fn victim(&self) -> usize {
+        if self.free != 0 {
+            self.free.trailing_zeros() as usize
+        } else {
+            self.order.lru()
+        }
+    }
+}
+
+/// The recency order of a [`Slots`]' slots, least recently used first: what the LRU
 /// stamps of the model (a fresh tick of the TLB's clock on every hit and every
 /// fill of a slot) order them by. Stamps are distinct, every one being a new
 /// tick, so the slot of the smallest stamp is the list's head, and "give slot
 /// `i` the newest stamp" is "move `i` to the tail". A slot whose entry was
 /// invalidated keeps its place; it is refilled (and moved to the tail) before
-/// the L1 is full again, so the head of a full L1 is always a held entry's.
-struct L1Order {
+/// the slots are full again, so the head of full slots is always a held entry's.
+struct Recency {
     /// `prev[i]`, `next[i]`: slot `i`'s neighbours; index `n` (the slot count)
     /// is the sentinel, whose `next` is the head and `prev` the tail.
     prev: [u8; MAX_L1_ENTRIES + 1],
@@ -904,10 +911,10 @@ struct L1Order {
     end: u8,
 }
 
-impl L1Order {
+impl Recency {
     /// Returns the order of `n` slots that have never been used: slot 0 first.
     fn new(n: usize) -> Self {
-        let mut o = L1Order { prev: [0; MAX_L1_ENTRIES + 1], next: [0; MAX_L1_ENTRIES + 1], end: n as u8 };
+        let mut o = Recency { prev: [0; MAX_L1_ENTRIES + 1], next: [0; MAX_L1_ENTRIES + 1], end: n as u8 };
         for i in 0..=n {
             o.next[i] = ((i + 1) % (n + 1)) as u8;
             o.prev[(i + 1) % (n + 1)] = i as u8;
