@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// How many queued events [`Sim::prefetch_upcoming`] looks ahead to: the
+/// queue's root and its two children, one of which comes after the next.
+const PREFETCH_EVENTS: usize = 3;
+
 impl<P: Policy> Sim<P> {
     pub(super) fn arm(&mut self, cpu: usize, t: u64) {
         if !self.sched[cpu].armed {
@@ -24,6 +28,7 @@ impl<P: Policy> Sim<P> {
             return false;
         };
         self.stats.events += 1;
+        self.prefetch_upcoming();
         let cpu = cpu as usize;
         self.sched[cpu].armed = false;
         // IPI handlers that interrupted the CPU's last operation (or, on a CPU
@@ -38,6 +43,35 @@ impl<P: Policy> Sim<P> {
         self.m.cpus[cpu].running = self.sched[cpu].cur.is_some();
         self.end = self.end.max(now);
         true
+    }
+
+    /// Asks the host to bring into its cache what the next events will read
+    /// first: for the CPUs of the queue's first [`PREFETCH_EVENTS`] events, their
+    /// [`crate::machine::CpuState`], the lines of their TLB a lookup reads first
+    /// ([`crate::tlb::Tlb::prefetch`]) and their scheduler state; for the very
+    /// next one, the thread it runs and that thread's program. With thousands
+    /// of CPUs each event starts on a CPU whose state the host evicted long
+    /// ago; fetching it while this event runs hides part of that wait.
+    ///
+    /// A prefetch is a hint: it reads nothing the simulation sees, so no result
+    /// can change (the strict-matrix and claims digests pin that).
+    fn prefetch_upcoming(&self) {
+        use crate::tlb::prefetch_bytes;
+        for Reverse((_, _, cpu)) in self.events.as_slice().iter().take(PREFETCH_EVENTS) {
+            let c = &self.m.cpus[*cpu as usize];
+            prefetch_bytes(c, std::mem::size_of::<crate::machine::CpuState>());
+            c.tlb.prefetch();
+            prefetch_bytes(&self.sched[*cpu as usize], std::mem::size_of::<CpuSched>());
+        }
+        // The thread needs its CPU's scheduler state, fetched an event ago
+        // when that CPU was already among the first few.
+        if let Some(Reverse((_, _, cpu))) = self.events.peek() {
+            if let Some(tid) = self.sched[*cpu as usize].cur {
+                let t = &self.threads[tid];
+                prefetch_bytes(t, std::mem::size_of::<Thread>());
+                prefetch_bytes(&*t.prog, 128);
+            }
+        }
     }
 
     /// Runs until no event is left, the event bound is reached, an error
