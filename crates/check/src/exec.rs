@@ -1316,12 +1316,14 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         unnamed: RefCell::new(BTreeSet::new()),
         rollovers: Cell::new(0),
         initiators: Cell::new(0),
-        bytes: RefCell::new(Vec::new()),
-        machine: RefCell::new(Vec::new()),
+        bytes: RefCell::new(take_buffer()),
+        machine: RefCell::new(take_buffer()),
         foot: RefCell::new(None),
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
+    give_buffer(core.bytes.take());
+    give_buffer(core.machine.take());
     drop(core);
     drop(policy);
     outcome
@@ -1329,6 +1331,32 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
 
 thread_local! {
     static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+    /// The hash buffers of [`Core`], kept from one execution to the next so
+    /// that each execution does not grow them again from nothing.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Returns an empty hash buffer, with the capacity an earlier execution gave it.
+fn take_buffer() -> Vec<u8> {
+    let was = arena::set_active(false);
+    let b = BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default();
+    arena::set_active(was);
+    b
+}
+
+/// Keeps a hash buffer for the next execution, unless it grew while the arena
+/// was active (the hashes run with it off, so it should not): the arena is
+/// reset between executions, so its memory must not outlive this one.
+fn give_buffer(mut b: Vec<u8>) {
+    if arena::contains(b.as_ptr() as usize) {
+        debug_assert!(false, "a hash buffer grew inside the execution's arena");
+        std::mem::forget(b);
+        return;
+    }
+    b.clear();
+    let was = arena::set_active(false);
+    BUFFERS.with(|v| v.borrow_mut().push(b));
+    arena::set_active(was);
 }
 
 /// The coroutine stack size: policy code in debug builds with nested handlers.
