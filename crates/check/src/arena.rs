@@ -123,11 +123,6 @@ pub fn used() -> usize {
     REGION.with(|r| r.used.get())
 }
 
-/// Returns whether `addr` is in the calling thread's arena.
-pub fn contains(addr: usize) -> bool {
-    REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + r.len.get())
-}
-
 /// Returns whether `addr` is in the calling thread's arena below `mark` bytes.
 pub fn below(addr: usize, mark: usize) -> bool {
     REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + mark)

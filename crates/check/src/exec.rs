@@ -1346,9 +1346,11 @@ fn take_buffer() -> Vec<u8> {
 
 /// Keeps a hash buffer for the next execution, unless it grew while the arena
 /// was active (the hashes run with it off, so it should not): the arena is
-/// reset between executions, so its memory must not outlive this one.
+/// reset between executions, so its memory must not outlive this one. Called
+/// before that reset, when everything this execution allocated there lies
+/// below [`arena::used`].
 fn give_buffer(mut b: Vec<u8>) {
-    if arena::contains(b.as_ptr() as usize) {
+    if arena::below(b.as_ptr() as usize, arena::used()) {
         debug_assert!(false, "a hash buffer grew inside the execution's arena");
         std::mem::forget(b);
         return;

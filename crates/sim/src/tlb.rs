@@ -304,6 +304,7 @@ impl Tlb {
         prefetch_bytes(&*self.l1_slots.index, std::mem::size_of::<[u64; L1_BUCKETS]>());
         prefetch_bytes(self.l1_slots.keys.as_ptr(), self.l1_slots.keys.len() * 8);
     }
+
     /// Returns empty TLBs of the given geometry.
     ///
     /// # Panics
