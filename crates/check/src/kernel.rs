@@ -317,8 +317,91 @@ pub struct Machine {
 impl std::hash::Hash for Machine {
     /// Hashes what decides the machine's future: open obligations as a set (their
     /// ids and the order they were opened in do not matter), discharged ones only
-    /// through the translations they killed.
+    /// through the translations they killed, and frames and process uids up to a
+    /// renaming ([`Renaming`]): two machines that differ only in which frame
+    /// number or uid each use got hash alike.
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.hash_as(h, true);
+    }
+}
+
+thread_local! {
+    /// [`Machine::hash_renamed`]'s vectors, kept from one hash to the next.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// An open obligation as the hash orders it: what is not renamed first (slot,
+/// version, page, CPU, change), then its uid and frame.
+type OpenKey = (u32, u32, Option<u8>, u32, &'static str, u32, u32);
+
+/// Vectors a machine's hash sorts renamed sets in.
+#[derive(Default)]
+struct Scratch {
+    open: Vec<OpenKey>,
+    entries: Vec<Entry>,
+    walks: Vec<(u16, u32, u32)>,
+    deferred: Vec<Deferred>,
+    dead: Vec<(u32, u8, u32)>,
+}
+
+/// A renaming of labels (frames, uids) by order of first appearance.
+///
+/// Renaming frames and uids is sound because both are labels and nothing that
+/// runs can tell one apart from another: the kernel and the oracle only compare
+/// them for equality, a new uid is only ever a fresh one (above every uid
+/// given), the free list keeps its order (which the renaming keeps), no policy
+/// sees either (the contiguous block's folio frames, which a policy's PTE
+/// values do name, lie above the renamed range and keep their numbers), and no
+/// CPU's history, store buffer or pending interrupt holds one. So two states
+/// whose machines rename alike reach the same states, up to the same renaming,
+/// and the same verdicts.
+struct Renaming {
+    names: [u8; RENAMED],
+    next: u8,
+}
+
+/// Labels below this are renamed; a label at or above it keeps its number,
+/// moved above every name given (`label + RENAMED`), so none collides. The
+/// frame pool (`mms * (pages + 1) + 2`) and the uids stay below it at every
+/// bound the checker accepts; folio frames (from `0x1000`) are above it.
+const RENAMED: usize = 64;
+
+impl Renaming {
+    fn new() -> Self {
+        Renaming { names: [u8::MAX; RENAMED], next: 0 }
+    }
+
+    /// Returns the name of `label`, giving it the next free one if it has none.
+    fn name(&mut self, label: u32) -> u32 {
+        match self.names.get_mut(label as usize) {
+            Some(n) => {
+                if *n == u8::MAX {
+                    *n = self.next;
+                    self.next += 1;
+                }
+                *n as u32
+            }
+            None => label + RENAMED as u32,
+        }
+    }
+}
+
+impl Machine {
+    /// Hashes the machine as its [`Hash`] does, or with every frame and uid as
+    /// it is when `rename` is false (what the soundness tests compare with).
+    pub(crate) fn hash_as<H: std::hash::Hasher>(&self, h: &mut H, rename: bool) {
+        if !rename {
+            return self.hash_plain(h);
+        }
+        // The scratch vectors outlive the execution: never in its arena.
+        let was = crate::arena::set_active(false);
+        SCRATCH.with(|s| self.hash_renamed(h, &mut s.borrow_mut()));
+        crate::arena::set_active(was);
+    }
+
+    /// The hash without renaming.
+    fn hash_plain<H: std::hash::Hasher>(&self, h: &mut H) {
+        use std::hash::Hash;
         self.spaces.hash(h);
         self.free.hash(h);
         let mut open: Vec<_> = self
@@ -332,17 +415,8 @@ impl std::hash::Hash for Machine {
         self.dead.hash(h);
         self.tlbs.hash(h);
         self.walks.hash(h);
-        self.roots.hash(h);
-        self.tasks.hash(h);
-        self.active.hash(h);
-        self.user_mode.hash(h);
-        self.switching.hash(h);
-        self.leaving.hash(h);
-        self.touched.hash(h);
-        self.mm_lock.hash(h);
-        self.deferred.hash(h);
-        // Lazy flushes by what they hold (their obligations are hashed above),
-        // the offers per CPU; nothing allocated on this hot path.
+        (&self.roots, &self.tasks, &self.active, &self.user_mode, &self.switching, &self.leaving).hash(h);
+        (&self.touched, &self.mm_lock, &self.deferred).hash(h);
         let hash_lazy = |l: &LazyFlush, h: &mut H| (l.ticket, &l.frames, l.flush, l.slot, l.uid, l.detached).hash(h);
         for o in &self.lazy_offer {
             o.is_some().hash(h);
@@ -355,9 +429,95 @@ impl std::hash::Hash for Machine {
         }
         self.next_uid.hash(h);
     }
-}
 
-impl Machine {
+    /// [`Hash`] for [`Machine`], with `s`'s vectors.
+    fn hash_renamed<H: std::hash::Hasher>(&self, h: &mut H, s: &mut Scratch) {
+        use std::hash::Hash;
+        let (mut f, mut u) = (Renaming::new(), Renaming::new());
+        // Names by first appearance: the slots in order (each process's uid, its
+        // table and pages), then the free list in its order.
+        for sp in &self.spaces {
+            u.name(sp.uid);
+            if let Some(t) = sp.table {
+                f.name(t);
+            }
+            for p in sp.ptes.iter().flatten() {
+                f.name(p.frame);
+            }
+        }
+        for &fr in &self.free {
+            f.name(fr);
+        }
+        for sp in &self.spaces {
+            (u.name(sp.uid), sp.life, sp.table.map(|t| f.name(t)), sp.vers, sp.detached, &sp.block, sp.written).hash(h);
+            for p in &sp.ptes {
+                p.map(|p| (f.name(p.frame), p.ver)).hash(h);
+            }
+        }
+        self.free.len().hash(h);
+        // Open obligations, ordered by what is not renamed first.
+        s.open.clear();
+        s.open.extend(
+            self.obligations
+                .iter()
+                .filter(|o| !o.discharged)
+                .map(|o| (o.slot, o.ver, o.page, o.cpu, o.change, o.uid, o.frame)),
+        );
+        s.open.sort_unstable();
+        for o in &mut s.open {
+            (o.5, o.6) = (u.name(o.5), f.name(o.6));
+        }
+        s.open.sort_unstable();
+        s.open.hash(h);
+        // Lazy flushes by what they hold (their obligations are hashed above),
+        // the offers per CPU.
+        let mut hash_lazy = |l: &LazyFlush, h: &mut H| {
+            (l.ticket, l.flush, l.slot, u.name(l.uid), l.detached).hash(h);
+            l.frames.iter().for_each(|&fr| f.name(fr).hash(h));
+        };
+        for o in &self.lazy_offer {
+            o.is_some().hash(h);
+            if let Some(l) = o {
+                hash_lazy(l, h);
+            }
+        }
+        for l in &self.lazy {
+            hash_lazy(l, h);
+        }
+        for d in &self.deferred {
+            s.deferred.clear();
+            s.deferred.extend(d.iter().map(|d| Deferred { uid: u.name(d.uid), frame: f.name(d.frame), ..d.clone() }));
+            s.deferred.sort_unstable();
+            s.deferred.hash(h);
+        }
+        for t in &self.tlbs {
+            s.entries.clear();
+            s.entries.extend(t.iter().map(|e| Entry { uid: u.name(e.uid), frame: f.name(e.frame), ..*e }));
+            s.entries.sort_unstable();
+            s.entries.hash(h);
+        }
+        for w in &self.walks {
+            s.walks.clear();
+            s.walks.extend(w.iter().map(|&(a, fr, id)| (a, f.name(fr), u.name(id))));
+            s.walks.sort_unstable();
+            s.walks.hash(h);
+        }
+        s.dead.clear();
+        s.dead.extend(self.dead.iter().map(|&(id, p, v)| (u.name(id), p, v)));
+        s.dead.sort_unstable();
+        s.dead.hash(h);
+        self.roots.hash(h);
+        self.tasks.hash(h);
+        self.active.hash(h);
+        self.user_mode.hash(h);
+        self.switching.hash(h);
+        self.leaving.hash(h);
+        self.touched.hash(h);
+        self.mm_lock.hash(h);
+        // The next uid only matters while the initial processes are being
+        // started (`fork` tells them by it); after that it is just fresh.
+        self.next_uid.min(self.spaces.len() as u32).hash(h);
+    }
     /// Returns a machine of `cpus` CPUs and `mms` address-space slots of `pages`
     /// pages each (1 to [`MAX_PAGES`]), every CPU idle on the reserved root,
     /// every frame free.
@@ -903,6 +1063,66 @@ mod tests {
         m.roots[0] = (Root::Mm(MmId(1)), 1);
         m.fill_all();
         m
+    }
+
+    /// `m` with every frame renamed by `f` and every uid by `u`.
+    fn renamed(m: &Machine, f: impl Fn(u32) -> u32, u: impl Fn(u32) -> u32) -> Machine {
+        let mut r = m.clone();
+        for s in &mut r.spaces {
+            s.uid = u(s.uid);
+            s.table = s.table.map(&f);
+            for p in s.ptes.iter_mut().flatten() {
+                p.frame = f(p.frame);
+            }
+        }
+        r.free.iter_mut().for_each(|x| *x = f(*x));
+        for o in &mut r.obligations {
+            (o.uid, o.frame) = (u(o.uid), f(o.frame));
+        }
+        r.dead = r.dead.iter().map(|&(id, p, v)| (u(id), p, v)).collect();
+        for t in &mut r.tlbs {
+            *t = t.iter().map(|e| Entry { uid: u(e.uid), frame: f(e.frame), ..*e }).collect();
+        }
+        for w in &mut r.walks {
+            *w = w.iter().map(|&(a, fr, id)| (a, f(fr), u(id))).collect();
+        }
+        r
+    }
+
+    fn hash_of(m: &Machine, rename: bool) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        m.hash_as(&mut h, rename);
+        std::hash::Hasher::finish(&h)
+    }
+
+    #[test]
+    fn machines_that_differ_only_in_frame_numbers_and_uids_hash_alike() {
+        // Two processes with a page each, both in the TLB, one page cleared and
+        // its flush pending: frames in tables, pages, the free list, an
+        // obligation, TLB and walk-cache entries.
+        let mut m = Machine::new(1, 2, 1, false, false);
+        m.fork(1, 0).unwrap();
+        m.fork(2, 0).unwrap();
+        for mm in [2, 1] {
+            m.roots[0] = (Root::Mm(MmId(mm)), mm as u16);
+            m.fill_all();
+        }
+        m.clear_pte_deferred(1, 0, "munmap", 0).expect("page 0 of mm1 is mapped");
+        // Six frames (`mms * (pages + 1) + 2`), numbered backwards; uids 1 and 2 swapped.
+        let swapped = renamed(&m, |f| 5 - f, |u| if u == 0 { 0 } else { 3 - u });
+        assert_ne!(hash_of(&m, false), hash_of(&swapped, false), "the renaming changed nothing");
+        assert_eq!(hash_of(&m, true), hash_of(&swapped, true));
+        // A TLB entry pointing at another frame than its PTE did is another state.
+        let mut moved = m.clone();
+        let e = *moved.tlbs[0].iter().find(|e| !e.big && e.uid == moved.spaces[2].uid).expect("mm2's entry");
+        moved.tlbs[0].remove(&e);
+        moved.tlbs[0].insert(Entry { frame: moved.free[0], ..e });
+        assert_ne!(hash_of(&m, true), hash_of(&moved, true));
+        // So is one whose uid names the other process.
+        let mut other = m.clone();
+        other.tlbs[0].remove(&e);
+        other.tlbs[0].insert(Entry { uid: m.spaces[1].uid, ..e });
+        assert_ne!(hash_of(&m, true), hash_of(&other, true));
     }
 
     #[test]

@@ -95,6 +95,19 @@ thread_local! {
     /// Whether partial-order reduction is on for searches started on this
     /// thread (see [`with_reduction`]).
     static REDUCE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// Whether state hashes rename frames and uids for searches started on
+    /// this thread (see [`with_renaming`]).
+    static RENAME: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Runs `f` with the state hashes' renaming of frames and uids `on` (it is on
+/// by default) for the exhaustive searches it starts on this thread, their
+/// workers included: the soundness tests compare the two.
+pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    let was = RENAME.with(|r| r.replace(on));
+    let out = f();
+    RENAME.with(|r| r.set(was));
+    out
 }
 
 /// Runs `f` with partial-order reduction `on` (it is on by default) for the
@@ -143,6 +156,7 @@ struct Dfs<'a> {
     at: usize,
     visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
     reduce: bool,
+    rename: bool,
     /// The last scheduling choice made, whose step's footprint comes next.
     last_sched: Option<usize>,
 }
@@ -186,6 +200,10 @@ impl Chooser for Dfs<'_> {
 
     fn wants_footprint(&self) -> bool {
         self.reduce && self.at >= self.prefix.len()
+    }
+
+    fn renames(&self) -> bool {
+        self.rename
     }
 
     fn stepped(&mut self, foot: Foot) {
@@ -254,6 +272,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
     let reduce = REDUCE.with(std::cell::Cell::get);
+    let rename = RENAME.with(std::cell::Cell::get);
     loop {
         if stats.executions >= max_executions {
             stats.states = visited.len() as u64;
@@ -261,7 +280,8 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
         }
         let out = {
             let mut v = |state, asleep| visit(&mut visited, state, asleep);
-            let mut d = Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, reduce, last_sched: None };
+            let mut d =
+                Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, reduce, rename, last_sched: None };
             run(&mut d)
         };
         stats.executions += 1;
@@ -364,13 +384,13 @@ pub fn exhaustive_parallel(
         stop: false.into(),
         found: std::sync::Mutex::new(None),
     };
-    let reduce = REDUCE.with(std::cell::Cell::get);
+    let (reduce, rename) = (REDUCE.with(std::cell::Cell::get), RENAME.with(std::cell::Cell::get));
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 each(&mut |run| {
                     while let Some(root) = take_work(&shared) {
-                        explore(run, root, &shared, max_executions, reduce);
+                        explore(run, root, &shared, max_executions, reduce, rename);
                         let mut w = shared.work.lock().expect("no worker panicked holding the queue");
                         w.1 -= 1;
                         if w.0.is_empty() && w.1 == 0 {
@@ -418,7 +438,14 @@ fn take_work(shared: &Shared) -> Option<Root> {
 
 /// Explores the subtree below `root` depth-first, giving away work when other
 /// workers wait for it.
-fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Root, shared: &Shared, max: u64, reduce: bool) {
+fn explore(
+    run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome,
+    root: Root,
+    shared: &Shared,
+    max: u64,
+    reduce: bool,
+    rename: bool,
+) {
     use std::sync::atomic::Ordering::Relaxed;
     let (root, nodes) = root;
     let frozen = root.len();
@@ -434,7 +461,8 @@ fn explore(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, root: Root, shared:
         }
         let out = {
             let mut v = |state, asleep| shared.visit(state, asleep);
-            let mut d = Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, reduce, last_sched: None };
+            let mut d =
+                Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, reduce, rename, last_sched: None };
             run(&mut d)
         };
         shared.max_steps.fetch_max(out.steps, Relaxed);

@@ -1,0 +1,103 @@
+//! The state hash's renaming of frames and uids (`tlbkit_check::kernel`'s
+//! `Renaming`) against the hash without it. Renaming only merges states that
+//! differ in which frame number or uid each use got, which nothing that runs
+//! can tell apart, so the search must give the same verdict with it on and off,
+//! reach no more states with it on, and find the zoo's bugs either way.
+
+use tlbkit_check::search::{with_reduction, with_renaming};
+use tlbkit_check::spec::check_exhaustive_jobs;
+use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
+
+mod common;
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// The verdict of a report: the property its counterexample broke, if any.
+fn verdict(r: &CheckReport) -> Option<&'static str> {
+    r.counterexample.as_ref().map(|c| c.property)
+}
+
+/// Checks `spec` with the renaming on and off; returns both reports.
+fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
+    let on = with_renaming(true, || check(spec)).unwrap();
+    let off = with_renaming(false, || check(spec)).unwrap();
+    (on, off)
+}
+
+#[test]
+fn every_policy_gives_the_same_verdict_in_no_more_states_with_the_renaming() {
+    let mut fewer = Vec::new();
+    for p in tlbkit_sim::registry::POLICIES {
+        let (on, off) = both(&common::small_spec(p.name, 1, 3));
+        assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
+        if verdict(&off).is_none() {
+            assert!(on.complete && off.complete, "{}", p.name);
+            assert!(on.states <= off.states, "{}: {} states renamed, {} not", p.name, on.states, off.states);
+            if on.states < off.states {
+                fewer.push(p.name);
+            }
+        }
+    }
+    // The renaming does something: frames freed in one order and reused in
+    // the other meet again.
+    assert!(fewer.len() >= 5, "only {fewer:?} reached fewer states with the renaming");
+}
+
+#[test]
+fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_partial_order_reduction() {
+    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
+        let mut s = common::small_spec(p, 2, 2);
+        s.memory = tlbkit_check::exec::Memory::Tso;
+        for reduce in [true, false] {
+            let (on, off) = with_reduction(reduce, || both(&s));
+            assert_eq!(verdict(&on), verdict(&off), "{p}");
+            assert!(on.complete && off.complete && on.states <= off.states, "{p}: {} vs {}", on.states, off.states);
+        }
+        // Partial-order reduction reaches exactly the states the full search
+        // does with the renaming on too.
+        let por = with_reduction(true, || check(&s)).unwrap();
+        let full = with_reduction(false, || check(&s)).unwrap();
+        assert_eq!(por.states, full.states, "{p}");
+    }
+}
+
+#[test]
+fn zoo_entries_are_found_exhaustively_with_the_renaming_on_and_off() {
+    for (id, property) in [("linux-x86-8f1d56f64f8d", "no_stale_held"), ("freebsd-arm64-epoch-wrap", "no_asid_alias")] {
+        let policy = format!("zoo/{id}");
+        let d = tlbkit_check::spec::defaults(&policy);
+        let s = CheckSpec {
+            asids: d.asids,
+            memory: tlbkit_check::spec::default_memory(&policy),
+            cpus: d.cpus,
+            mms: d.mms,
+            pages: 1,
+            ops: d.ops,
+            mode: Mode::Exhaustive,
+            iterations: u64::MAX,
+            seed: 1,
+            menu: d.menu,
+            teardown: None,
+            policy,
+        };
+        let (on, off) = both(&s);
+        assert_eq!(verdict(&on), Some(property), "zoo/{id} with the renaming");
+        assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");
+    }
+}
+
+#[test]
+fn the_renamed_parallel_search_reaches_the_same_states_with_any_number_of_workers() {
+    for (policy, ops) in [("arm64-linux", 3), ("x86-freebsd-counter", 3)] {
+        let s = common::small_spec(policy, 1, ops);
+        let one = check(&s).unwrap();
+        let off = with_renaming(false, || check(&s)).unwrap();
+        assert!(one.states < off.states, "{policy}: {} renamed, {} not", one.states, off.states);
+        for jobs in [2, 3] {
+            let on = check_exhaustive_jobs(&s, jobs).unwrap();
+            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.states, one.states, "{policy} --jobs {jobs}");
+        }
+    }
+}
