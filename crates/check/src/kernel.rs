@@ -358,21 +358,27 @@ struct Scratch {
 struct Renaming {
     names: [u8; RENAMED],
     next: u8,
+    /// Whether to rename at all (every label is its own name otherwise).
+    on: bool,
 }
 
 /// Labels below this are renamed; a label at or above it keeps its number,
-/// moved above every name given (`label + RENAMED`), so none collides. The
-/// frame pool (`mms * (pages + 1) + 2`) and the uids stay below it at every
-/// bound the checker accepts; folio frames (from `0x1000`) are above it.
+/// moved above every name given (`label + RENAMED`), so none collides: it is
+/// still told apart, only not merged. The frame pool (`mms * (pages + 1) + 2`,
+/// at most 42) stays below it, and so do the uids of any run that forks fewer
+/// than 55 times; folio frames (from `0x1000`) are above it.
 const RENAMED: usize = 64;
 
 impl Renaming {
-    fn new() -> Self {
-        Renaming { names: [u8::MAX; RENAMED], next: 0 }
+    fn new(on: bool) -> Self {
+        Renaming { names: [u8::MAX; RENAMED], next: 0, on }
     }
 
     /// Returns the name of `label`, giving it the next free one if it has none.
     fn name(&mut self, label: u32) -> u32 {
+        if !self.on {
+            return label;
+        }
         match self.names.get_mut(label as usize) {
             Some(n) => {
                 if *n == u8::MAX {
@@ -390,50 +396,16 @@ impl Machine {
     /// Hashes the machine as its [`Hash`] does, or with every frame and uid as
     /// it is when `rename` is false (what the soundness tests compare with).
     pub(crate) fn hash_as<H: std::hash::Hasher>(&self, h: &mut H, rename: bool) {
-        if !rename {
-            return self.hash_plain(h);
-        }
         // The scratch vectors outlive the execution: never in its arena.
         let was = crate::arena::set_active(false);
-        SCRATCH.with(|s| self.hash_renamed(h, &mut s.borrow_mut()));
+        SCRATCH.with(|s| self.hash_renamed(h, &mut s.borrow_mut(), rename));
         crate::arena::set_active(was);
     }
 
-    /// The hash without renaming.
-    fn hash_plain<H: std::hash::Hasher>(&self, h: &mut H) {
+    /// [`Hash`] for [`Machine`] (no renaming unless `rename`), with `s`'s vectors.
+    fn hash_renamed<H: std::hash::Hasher>(&self, h: &mut H, s: &mut Scratch, rename: bool) {
         use std::hash::Hash;
-        self.spaces.hash(h);
-        self.free.hash(h);
-        let mut open: Vec<_> = self
-            .obligations
-            .iter()
-            .filter(|o| !o.discharged)
-            .map(|o| (o.uid, o.slot, o.page, o.ver, o.frame, o.change, o.cpu))
-            .collect();
-        open.sort_unstable();
-        open.hash(h);
-        self.dead.hash(h);
-        self.tlbs.hash(h);
-        self.walks.hash(h);
-        (&self.roots, &self.tasks, &self.active, &self.user_mode, &self.switching, &self.leaving).hash(h);
-        (&self.touched, &self.mm_lock, &self.deferred).hash(h);
-        let hash_lazy = |l: &LazyFlush, h: &mut H| (l.ticket, &l.frames, l.flush, l.slot, l.uid, l.detached).hash(h);
-        for o in &self.lazy_offer {
-            o.is_some().hash(h);
-            if let Some(l) = o {
-                hash_lazy(l, h);
-            }
-        }
-        for l in &self.lazy {
-            hash_lazy(l, h);
-        }
-        self.next_uid.hash(h);
-    }
-
-    /// [`Hash`] for [`Machine`], with `s`'s vectors.
-    fn hash_renamed<H: std::hash::Hasher>(&self, h: &mut H, s: &mut Scratch) {
-        use std::hash::Hash;
-        let (mut f, mut u) = (Renaming::new(), Renaming::new());
+        let (mut f, mut u) = (Renaming::new(rename), Renaming::new(rename));
         // Names by first appearance: the slots in order (each process's uid, its
         // table and pages), then the free list in its order.
         for sp in &self.spaces {
@@ -454,7 +426,10 @@ impl Machine {
                 p.map(|p| (f.name(p.frame), p.ver)).hash(h);
             }
         }
+        // The free list in its order (names from the slots' frames on, unless a
+        // frame is both free and in a slot, which this keeps apart).
         self.free.len().hash(h);
+        self.free.iter().for_each(|&fr| f.name(fr).hash(h));
         // Open obligations, ordered by what is not renamed first.
         s.open.clear();
         s.open.extend(
@@ -516,7 +491,11 @@ impl Machine {
         self.mm_lock.hash(h);
         // The next uid only matters while the initial processes are being
         // started (`fork` tells them by it); after that it is just fresh.
-        self.next_uid.min(self.spaces.len() as u32).hash(h);
+        if rename {
+            self.next_uid.min(self.spaces.len() as u32).hash(h);
+        } else {
+            self.next_uid.hash(h);
+        }
     }
     /// Returns a machine of `cpus` CPUs and `mms` address-space slots of `pages`
     /// pages each (1 to [`MAX_PAGES`]), every CPU idle on the reserved root,

@@ -6,19 +6,15 @@
 //! finds quickly, and the parallel search. (The full zoo, exhaustively with the
 //! reduction on, is `full.rs`'s `every_zoo_entry_is_found_exhaustively`.)
 
+use common::verdict;
 use tlbkit_check::search::with_reduction;
 use tlbkit_check::spec::check_exhaustive_jobs;
-use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
+use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
-/// The verdict of a report: the property its counterexample broke, if any.
-fn verdict(r: &CheckReport) -> Option<&'static str> {
-    r.counterexample.as_ref().map(|c| c.property)
-}
 
 /// Checks `spec` with the reduction on and off; returns both reports.
 fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
@@ -57,25 +53,8 @@ fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
 
 #[test]
 fn zoo_entries_are_found_exhaustively_with_the_reduction_on_and_off() {
-    // The entries an exhaustive search of their default shape finds in well
-    // under a second (release); the others are in `full.rs`.
-    for (id, property) in [("linux-x86-8f1d56f64f8d", "no_stale_held"), ("freebsd-arm64-epoch-wrap", "no_asid_alias")] {
-        let policy = format!("zoo/{id}");
-        let d = tlbkit_check::spec::defaults(&policy);
-        let s = CheckSpec {
-            asids: d.asids,
-            memory: tlbkit_check::spec::default_memory(&policy),
-            cpus: d.cpus,
-            mms: d.mms,
-            pages: 1,
-            ops: d.ops,
-            mode: Mode::Exhaustive,
-            iterations: u64::MAX,
-            seed: 1,
-            menu: d.menu,
-            teardown: None,
-            policy,
-        };
+    for (id, property) in common::QUICK_ZOO {
+        let s = common::zoo_spec(id);
         let (on, off) = both(&s);
         assert_eq!(verdict(&on), Some(property), "zoo/{id} with the reduction");
         assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");

@@ -4,19 +4,15 @@
 //! can tell apart, so the search must give the same verdict with it on and off,
 //! reach no more states with it on, and find the zoo's bugs either way.
 
+use common::verdict;
 use tlbkit_check::search::{with_reduction, with_renaming};
 use tlbkit_check::spec::check_exhaustive_jobs;
-use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
+use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
-/// The verdict of a report: the property its counterexample broke, if any.
-fn verdict(r: &CheckReport) -> Option<&'static str> {
-    r.counterexample.as_ref().map(|c| c.property)
-}
 
 /// Checks `spec` with the renaming on and off; returns both reports.
 fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
@@ -64,23 +60,8 @@ fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_p
 
 #[test]
 fn zoo_entries_are_found_exhaustively_with_the_renaming_on_and_off() {
-    for (id, property) in [("linux-x86-8f1d56f64f8d", "no_stale_held"), ("freebsd-arm64-epoch-wrap", "no_asid_alias")] {
-        let policy = format!("zoo/{id}");
-        let d = tlbkit_check::spec::defaults(&policy);
-        let s = CheckSpec {
-            asids: d.asids,
-            memory: tlbkit_check::spec::default_memory(&policy),
-            cpus: d.cpus,
-            mms: d.mms,
-            pages: 1,
-            ops: d.ops,
-            mode: Mode::Exhaustive,
-            iterations: u64::MAX,
-            seed: 1,
-            menu: d.menu,
-            teardown: None,
-            policy,
-        };
+    for (id, property) in common::QUICK_ZOO {
+        let s = common::zoo_spec(id);
         let (on, off) = both(&s);
         assert_eq!(verdict(&on), Some(property), "zoo/{id} with the renaming");
         assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");
