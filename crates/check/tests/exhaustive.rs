@@ -61,8 +61,9 @@ fn exhaustive_state_count_is_deterministic() {
     // (4085, 3389, 3355, 40) before the state hash took in each CPU's operations
     // left and write versions as stores made since (see `spec::soundness`).
     // (3797, 3200, 3166, 40) before partial-order reduction: the same states,
-    // fewer executions.
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3797, 2449, 2415, 40));
+    // fewer executions. (3797, 2449, 2415, 40) before frames and uids were
+    // hashed up to a renaming.
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3758, 2428, 2400, 40));
 }
 
 #[test]
