@@ -60,14 +60,14 @@ pub trait Chooser {
 
     /// Returns whether the step about to run (chosen at the last
     /// [`Point::Sched`]) should report its [`Foot`] to [`Chooser::stepped`].
-    /// Whether state hashes name frames and uids up to a renaming (the
+    fn wants_footprint(&self) -> bool {
+        false
+    }
+
+    /// Returns whether state hashes name frames and uids up to a renaming (the
     /// machine's [`Hash`]); the soundness tests turn it off to compare.
     fn renames(&self) -> bool {
         true
-    }
-
-    fn wants_footprint(&self) -> bool {
-        false
     }
 
     /// Takes the footprint of the step chosen at the last [`Point::Sched`].

@@ -405,29 +405,16 @@ impl Machine {
     /// [`Hash`] for [`Machine`] (no renaming unless `rename`), with `s`'s vectors.
     fn hash_renamed<H: std::hash::Hasher>(&self, h: &mut H, s: &mut Scratch, rename: bool) {
         use std::hash::Hash;
+        // Names are given by first appearance in this order: the slots in order
+        // (each process's uid, its table and pages), the free list in its order,
+        // then everything else.
         let (mut f, mut u) = (Renaming::new(rename), Renaming::new(rename));
-        // Names by first appearance: the slots in order (each process's uid, its
-        // table and pages), then the free list in its order.
-        for sp in &self.spaces {
-            u.name(sp.uid);
-            if let Some(t) = sp.table {
-                f.name(t);
-            }
-            for p in sp.ptes.iter().flatten() {
-                f.name(p.frame);
-            }
-        }
-        for &fr in &self.free {
-            f.name(fr);
-        }
         for sp in &self.spaces {
             (u.name(sp.uid), sp.life, sp.table.map(|t| f.name(t)), sp.vers, sp.detached, &sp.block, sp.written).hash(h);
             for p in &sp.ptes {
                 p.map(|p| (f.name(p.frame), p.ver)).hash(h);
             }
         }
-        // The free list in its order (names from the slots' frames on, unless a
-        // frame is both free and in a slot, which this keeps apart).
         self.free.len().hash(h);
         self.free.iter().for_each(|&fr| f.name(fr).hash(h));
         // Open obligations, ordered by what is not renamed first.

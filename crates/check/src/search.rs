@@ -91,22 +91,31 @@ impl Node {
     }
 }
 
-thread_local! {
-    /// Whether partial-order reduction is on for searches started on this
-    /// thread (see [`with_reduction`]).
-    static REDUCE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-    /// Whether state hashes rename frames and uids for searches started on
-    /// this thread (see [`with_renaming`]).
-    static RENAME: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+/// The search's switches the soundness tests turn off to compare: both are on
+/// by default.
+#[derive(Clone, Copy)]
+struct Switches {
+    /// Partial-order reduction (sleep sets).
+    reduce: bool,
+    /// State hashes with frames and uids up to a renaming.
+    rename: bool,
 }
 
-/// Runs `f` with the state hashes' renaming of frames and uids `on` (it is on
-/// by default) for the exhaustive searches it starts on this thread, their
-/// workers included: the soundness tests compare the two.
-pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
-    let was = RENAME.with(|r| r.replace(on));
+thread_local! {
+    /// The switches of searches started on this thread (see [`with_reduction`]
+    /// and [`with_renaming`]).
+    static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, rename: true }) };
+}
+
+/// Runs `f` with the switches `set` makes for the exhaustive searches it starts
+/// on this thread, their workers included; restores them after.
+fn with_switches<T>(set: impl FnOnce(&mut Switches), f: impl FnOnce() -> T) -> T {
+    let was = SWITCHES.with(std::cell::Cell::get);
+    let mut now = was;
+    set(&mut now);
+    SWITCHES.with(|s| s.set(now));
     let out = f();
-    RENAME.with(|r| r.set(was));
+    SWITCHES.with(|s| s.set(was));
     out
 }
 
@@ -114,10 +123,14 @@ pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
 /// exhaustive searches it starts on this thread, their workers included: the
 /// soundness tests compare the two.
 pub fn with_reduction<T>(on: bool, f: impl FnOnce() -> T) -> T {
-    let was = REDUCE.with(|r| r.replace(on));
-    let out = f();
-    REDUCE.with(|r| r.set(was));
-    out
+    with_switches(|s| s.reduce = on, f)
+}
+
+/// Runs `f` with the state hashes' renaming of frames and uids `on` (it is on
+/// by default) for the exhaustive searches it starts on this thread, their
+/// workers included: the soundness tests compare the two.
+pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.rename = on, f)
 }
 
 /// Records a visit of `state` with the transitions in `asleep` (a mask of
@@ -155,8 +168,7 @@ struct Dfs<'a> {
     nodes: &'a mut Vec<Node>,
     at: usize,
     visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
-    reduce: bool,
-    rename: bool,
+    switches: Switches,
     /// The last scheduling choice made, whose step's footprint comes next.
     last_sched: Option<usize>,
 }
@@ -178,7 +190,7 @@ impl Chooser for Dfs<'_> {
             return Pick::Take(0);
         }
         let sleep = match self.last_sched {
-            Some(p) if self.reduce => self.nodes[p].sleep_after(),
+            Some(p) if self.switches.reduce => self.nodes[p].sleep_after(),
             _ => Vec::new(),
         };
         let asleep = sleep.iter().fold(0u64, |m, (l, _)| m | 1 << l);
@@ -199,11 +211,11 @@ impl Chooser for Dfs<'_> {
     }
 
     fn wants_footprint(&self) -> bool {
-        self.reduce && self.at >= self.prefix.len()
+        self.switches.reduce && self.at >= self.prefix.len()
     }
 
     fn renames(&self) -> bool {
-        self.rename
+        self.switches.rename
     }
 
     fn stepped(&mut self, foot: Foot) {
@@ -271,8 +283,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
     let mut stack: Vec<Choice> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
-    let reduce = REDUCE.with(std::cell::Cell::get);
-    let rename = RENAME.with(std::cell::Cell::get);
+    let switches = SWITCHES.with(std::cell::Cell::get);
     loop {
         if stats.executions >= max_executions {
             stats.states = visited.len() as u64;
@@ -280,8 +291,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
         }
         let out = {
             let mut v = |state, asleep| visit(&mut visited, state, asleep);
-            let mut d =
-                Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, reduce, rename, last_sched: None };
+            let mut d = Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, switches, last_sched: None };
             run(&mut d)
         };
         stats.executions += 1;
@@ -384,13 +394,13 @@ pub fn exhaustive_parallel(
         stop: false.into(),
         found: std::sync::Mutex::new(None),
     };
-    let (reduce, rename) = (REDUCE.with(std::cell::Cell::get), RENAME.with(std::cell::Cell::get));
+    let switches = SWITCHES.with(std::cell::Cell::get);
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 each(&mut |run| {
                     while let Some(root) = take_work(&shared) {
-                        explore(run, root, &shared, max_executions, reduce, rename);
+                        explore(run, root, &shared, max_executions, switches);
                         let mut w = shared.work.lock().expect("no worker panicked holding the queue");
                         w.1 -= 1;
                         if w.0.is_empty() && w.1 == 0 {
@@ -443,8 +453,7 @@ fn explore(
     root: Root,
     shared: &Shared,
     max: u64,
-    reduce: bool,
-    rename: bool,
+    switches: Switches,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
     let (root, nodes) = root;
@@ -461,8 +470,7 @@ fn explore(
         }
         let out = {
             let mut v = |state, asleep| shared.visit(state, asleep);
-            let mut d =
-                Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, reduce, rename, last_sched: None };
+            let mut d = Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, switches, last_sched: None };
             run(&mut d)
         };
         shared.max_steps.fetch_max(out.steps, Relaxed);
