@@ -293,6 +293,7 @@ fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
     let j = bench_json(&["bench", "--check", "--policy", "arm64-freebsd-asid", "--format", "json"]);
     assert_eq!(j["bounds"]["cpus"], 2);
     assert_eq!(j["bounds"]["ops"], 6);
+    assert_eq!(j["bounds"]["pages"], 1);
     let checks = j["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 1);
     let c = &checks[0];
@@ -303,7 +304,7 @@ fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
     assert!(c["peak_rss_mib"].as_f64().unwrap() > 0.0, "{c}");
     assert_eq!(
         c["command"],
-        "tlbkit check --policy arm64-freebsd-asid --mode exhaustive --cpus 2 --mms 3 --asids 4 --ops 6"
+        "tlbkit check --policy arm64-freebsd-asid --mode exhaustive --cpus 2 --mms 3 --asids 4 --ops 6 --pages 1"
     );
 }
 
@@ -334,6 +335,8 @@ fn bench_check_bad_values_are_one_line_and_exit_2() {
     assert_bad_input(&["bench", "--check", "--limit-s", "0"], "--limit-s 0 leaves no time");
     assert_bad_input(&["bench", "--check", "--cpus", "2"], "time the simulator, not the checker");
     assert_bad_input(&["bench", "--limit-s", "5"], "--limit-s applies only with --check");
+    assert_bad_input(&["bench", "--check", "--pages", "5"], "--pages 5: an address space maps 1 to 4 pages");
+    assert_bad_input(&["bench", "--pages", "2"], "--pages applies only with --check");
 }
 
 #[test]
