@@ -447,10 +447,14 @@ pub(crate) struct Core {
     initiators: Cell<u64>,
     /// The state hash's buffer, kept between hashes ([`StateBytes`]).
     bytes: RefCell<Vec<u8>>,
-    /// The machine's bytes as the state hash and [`Core::others`] begin with
-    /// them, written once per scheduling point ([`Core::refresh_machine`]) and
-    /// copied into both: serializing the machine is most of either hash.
+    /// The machine's serialization ([`Core::refresh_machine`]), kept so its
+    /// buffer is reused.
     machine: RefCell<Vec<u8>>,
+    /// The XXH3 hash of the machine's serialization, which the state hash and
+    /// [`Core::others`] begin with: written once per scheduling point
+    /// ([`Core::refresh_machine`]) for both, since serializing and hashing the
+    /// machine is most of either.
+    machine_hash: Cell<u64>,
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
 }
@@ -754,12 +758,12 @@ impl Core {
     /// independent of other CPUs' steps ([`Foot`]): the machine and every other
     /// CPU's execution state, raw (write versions as they are).
     ///
-    /// The machine's part is the bytes of the last [`Core::refresh_machine`]:
+    /// The machine's part is the hash of the last [`Core::refresh_machine`]:
     /// call it first whenever the machine may have changed.
     fn others(&self, cpu: usize) -> u64 {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
-            h.write(&self.machine.borrow());
+            self.machine_hash.get().hash(h);
             for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
                 d.hash(h);
                 c.block.hash(h);
@@ -770,16 +774,17 @@ impl Core {
         })
     }
 
-    /// Serializes the machine, as the state hash and [`Core::others`] hash it,
-    /// into the bytes both begin with. The hashes are those of hashing it in
-    /// place, byte for byte.
+    /// Serializes and hashes the machine, as the state hash and
+    /// [`Core::others`] begin with it.
     fn refresh_machine(&self) {
         let st = self.st.borrow();
         let mut machine = self.machine.borrow_mut();
         machine.clear();
         // SAFETY: called with no coroutine running, as the hashes are.
         let rename = unsafe { (*self.chooser).renames() };
-        st.m.hash_as(&mut StateBytes(&mut machine), rename);
+        let mut h = StateBytes(&mut machine);
+        st.m.hash_as(&mut h, rename);
+        self.machine_hash.set(h.finish());
     }
 
     /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
@@ -866,12 +871,12 @@ impl Core {
         }
     }
 
-    /// Returns the hash of the whole state. The machine's part is the bytes of
+    /// Returns the hash of the whole state. The machine's part is the hash of
     /// the last [`Core::refresh_machine`]: call it first.
     fn state_hash(&self) -> u64 {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
-            h.write(&self.machine.borrow());
+            self.machine_hash.get().hash(h);
             let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
             for c in &st.cpus {
                 c.hash_keyed(h, |a| self.addr_key(a), since, |w| st.writes - w);
@@ -1326,6 +1331,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         initiators: Cell::new(0),
         bytes: RefCell::new(take_buffer()),
         machine: RefCell::new(take_buffer()),
+        machine_hash: Cell::new(0),
         foot: RefCell::new(None),
     };
     let outcome = drive(&core, &*policy);
@@ -1488,6 +1494,11 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
+    let mut fills = Vec::new();
+    // Whether the core's machine bytes ([`Core::refresh_machine`]) are the
+    // machine's now: kept from the check after a step to the next state hash
+    // when nothing changed the machine in between.
+    let mut machine_valid = false;
     loop {
         // The options: stepping a runnable CPU (the one that ran last first, so that
         // option 0 never preempts), or draining a store buffer.
@@ -1519,10 +1530,11 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         // SAFETY (of the hash): computed with no coroutine running.
         // The machine is serialized once here for the state hash and the
         // footprint's "before", which see the same machine.
-        let mut machine_fresh = false;
         let hash = if unsafe { (*core.chooser).wants_state() } {
-            core.refresh_machine();
-            machine_fresh = true;
+            if !machine_valid {
+                core.refresh_machine();
+                machine_valid = true;
+            }
             core.state_hash()
         } else {
             0
@@ -1534,11 +1546,12 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         let track = unsafe { (*core.chooser).wants_footprint() };
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
-            if !machine_fresh {
+            if !machine_valid {
                 core.refresh_machine();
             }
             core.others(runs[i])
         });
+        machine_valid = false;
         steps += 1;
         core.st.borrow_mut().step = steps;
         if i < runs.len() {
@@ -1587,6 +1600,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         if track {
             if before.is_some() {
                 core.refresh_machine();
+                machine_valid = true;
             }
             let foot = core.foot.borrow_mut().take();
             let foot = match (foot, before) {
@@ -1603,9 +1617,12 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         }
         // The hardware fills speculatively; the oracle looks.
         let mut st = core.st.borrow_mut();
-        let fills = st.m.fill_all();
+        fills.clear();
+        if st.m.fill(&mut fills) {
+            machine_valid = false;
+        }
         if core.record {
-            for (c, e) in fills {
+            for &(c, e) in &fills {
                 let entry = describe(&e);
                 let text = format!("speculative fill on cpu{c}: {entry}");
                 st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });

@@ -312,6 +312,22 @@ pub struct Machine {
     /// Lazy flushes taken over and not yet completed, in ticket order.
     pub lazy: Vec<LazyFlush>,
     next_uid: u32,
+    /// Per CPU: what its last speculative fill ([`Machine::fill_all`]) filled
+    /// from, until an invalidation takes entries from it. A fill from the same
+    /// root, tag and page table adds nothing, so it is skipped. Not part of
+    /// the state: it only says what the TLB already holds.
+    filled: Vec<Option<Filled>>,
+}
+
+/// What a CPU's speculative fill reads: its root and tag, and the page table
+/// of the process that root points at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Filled {
+    root: (Root, u16),
+    uid: u32,
+    life: Life,
+    table: Option<u32>,
+    ptes: [Option<Pte>; MAX_PAGES],
 }
 
 impl std::hash::Hash for Machine {
@@ -523,6 +539,7 @@ impl Machine {
             lazy_offer: vec![None; cpus],
             lazy: Vec::new(),
             next_uid: 1,
+            filled: vec![None; cpus],
         }
     }
 
@@ -784,15 +801,35 @@ impl Machine {
     /// see the crate docs). Returns the new entries as `(cpu, entry)`.
     pub fn fill_all(&mut self) -> Vec<(usize, Entry)> {
         let mut new = Vec::new();
+        self.fill(&mut new);
+        new
+    }
+
+    /// As [`Machine::fill_all`], putting the new TLB entries into `new`;
+    /// returns whether the TLBs or walk caches changed at all.
+    pub fn fill(&mut self, new: &mut Vec<(usize, Entry)>) -> bool {
+        let mut changed = false;
         for c in 0..self.tlbs.len() {
             let (Root::Mm(mm), asid) = self.roots[c] else { continue };
             let s = &self.spaces[mm.index()];
             if matches!(s.life, Life::Free | Life::Releasing) {
                 continue;
             }
+            // The contiguous block's entries depend on more: always filled.
+            let from = s.block.is_empty().then(|| Filled {
+                root: self.roots[c],
+                uid: s.uid,
+                life: s.life,
+                table: s.table,
+                ptes: s.ptes,
+            });
+            if from.is_some() && self.filled[c] == from {
+                continue;
+            }
+            self.filled[c] = from;
             let tag = if self.global_user { 0 } else { asid };
             if let Some(table) = s.table {
-                self.walks[c].insert((tag, table, s.uid));
+                changed |= self.walks[c].insert((tag, table, s.uid));
             }
             for (p, pte) in s.ptes.iter().enumerate() {
                 let Some(pte) = pte.filter(|_| s.table.is_some()) else { continue };
@@ -807,6 +844,7 @@ impl Machine {
                 };
                 if self.tlbs[c].insert(e) {
                     new.push((c, e));
+                    changed = true;
                 }
             }
             // The contiguous block: a walk reaching a valid contiguous PTE of a block
@@ -830,10 +868,11 @@ impl Machine {
                 };
                 if self.tlbs[c].insert(e) {
                     new.push((c, e));
+                    changed = true;
                 }
             }
         }
-        new
+        changed
     }
 
     /// Checks `no_tlb_conflict` for the contiguous blocks: the valid contiguous
@@ -926,6 +965,7 @@ impl Machine {
         };
         let mut n = 0;
         for c in range {
+            self.filled[c] = None;
             let before = self.tlbs[c].len();
             self.tlbs[c].retain(|e| !removes(op, e));
             n += before - self.tlbs[c].len();
@@ -952,6 +992,7 @@ impl Machine {
     pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool) {
         self.roots[cpu] = (root, asid);
         if !noflush {
+            self.filled[cpu] = None;
             self.tlbs[cpu].retain(|e| e.global || e.asid != asid);
             self.walks[cpu].retain(|w| w.0 != asid);
         }
@@ -1089,6 +1130,40 @@ mod tests {
         other.tlbs[0].remove(&e);
         other.tlbs[0].insert(Entry { uid: m.spaces[1].uid, ..e });
         assert_ne!(hash_of(&m, true), hash_of(&other, true));
+    }
+
+    #[test]
+    fn a_fill_from_what_was_filled_from_adds_nothing_until_an_invalidation_takes_entries() {
+        let mut m = Machine::new(2, 2, 2, false, false);
+        m.fork(1, 0).unwrap();
+        m.fork(2, 0).unwrap();
+        m.roots[0] = (Root::Mm(MmId(1)), 1);
+        let mut new = Vec::new();
+        assert!(m.fill(&mut new));
+        assert_eq!(new.len(), 2, "{new:?}");
+        new.clear();
+        assert!(!m.fill(&mut new), "the same root and page table fill nothing new");
+        // A local invalidation takes one page; the next fill puts it back.
+        let asid = Asid::new(1, 8).unwrap();
+        assert_eq!(m.tlbi(0, Tlbi::Va { asid, va: VirtAddr(va_of(1)) }, Scope::Local), 1);
+        assert!(m.fill(&mut new));
+        assert_eq!(new.iter().map(|(c, e)| (*c, e.page)).collect::<Vec<_>>(), vec![(0, 1)]);
+        // A broadcast one from the other CPU, by ASID, takes both pages and the walk.
+        new.clear();
+        m.tlbi(1, Tlbi::Asid(asid), Scope::Broadcast);
+        assert!(m.tlbs[0].is_empty() && m.walks[0].is_empty());
+        assert!(m.fill(&mut new) && new.len() == 2);
+        // A flushing root write of the same root and tag, and a changed PTE.
+        new.clear();
+        m.write_root(0, Root::Mm(MmId(1)), 1, false);
+        assert!(m.fill(&mut new) && new.len() == 2);
+        new.clear();
+        m.spaces[1].ptes[0].as_mut().unwrap().ver += 1;
+        assert!(m.fill(&mut new) && new.len() == 1);
+        // The other CPU, on its first root, fills from nothing filled before.
+        new.clear();
+        m.roots[1] = (Root::Mm(MmId(2)), 2);
+        assert!(m.fill(&mut new) && new.iter().all(|(c, _)| *c == 1) && new.len() == 2);
     }
 
     #[test]
