@@ -486,6 +486,14 @@ fn check_passes_a_small_exhaustive_run_and_reports_json() {
 fn check_bad_input_is_exit_2() {
     assert_bad_input(&["check", "--policy", "zoo/nope"], "unknown bug-zoo entry");
     assert_bad_input(&["check", "--policy", "arm64-linux", "--asids", "5"], "power of two");
+    // The policy refuses the shape as it is built: the exhaustive search's
+    // workers pass that on, as random and PCT runs do.
+    for mode in ["exhaustive", "pct"] {
+        assert_bad_input(
+            &["check", "--policy", "arm64-linux", "--cpus", "3", "--asids", "4", "--mode", mode],
+            "3 CPUs need at least 5 usable ASIDs",
+        );
+    }
     assert_bad_input(&["check", "--policy", "arm64-linux", "--menu", "fly"], "unknown operation 'fly'");
     assert_bad_input(&["replay", "garbage"], "not a tlbkit replay token");
     assert_bad_input(

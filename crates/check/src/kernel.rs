@@ -334,7 +334,7 @@ impl std::hash::Hash for Machine {
     /// Hashes what decides the machine's future: open obligations as a set (their
     /// ids and the order they were opened in do not matter), discharged ones only
     /// through the translations they killed, and frames and process uids up to a
-    /// renaming ([`Renaming`]): two machines that differ only in which frame
+    /// renaming (`Renaming`): two machines that differ only in which frame
     /// number or uid each use got hash alike.
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         self.hash_as(h, true);

@@ -469,11 +469,18 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
     build(spec, &resolve(&spec.policy)?)?;
     let started = std::sync::atomic::AtomicUsize::new(0);
     let reached = [std::sync::atomic::AtomicU32::new(0), std::sync::atomic::AtomicU32::new(0)];
+    // A policy may still refuse the shape when it is built (too few ASIDs for
+    // the CPUs): every worker then stops at once, and this is why.
+    let refused = std::sync::Mutex::new(None);
     let each = |worker: search::Worker<'_>| {
-        // The name resolved above: this cannot fail.
-        let _ = with_policy(spec, Work { shape: &shape, worker, started: &started, reached: &reached });
+        if let Err(e) = with_policy(spec, Work { shape: &shape, worker, started: &started, reached: &reached }) {
+            refused.lock().expect("no worker panicked holding it").get_or_insert(e);
+        }
     };
     let (stats, found) = search::exhaustive_parallel(&each, jobs, spec.iterations);
+    if let Some(e) = refused.into_inner().expect("no worker panicked holding it") {
+        return Err(e);
+    }
     if found.is_some() {
         return check(spec);
     }
