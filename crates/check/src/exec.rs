@@ -457,6 +457,8 @@ pub(crate) struct Core {
     machine_hash: Cell<u64>,
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
+    /// Feeds the policy's locked data ([`Policy::hash_locked`]) to a hasher.
+    locked: *const (dyn Fn(&mut dyn Hasher) + 'static),
 }
 
 /// The state hash's hasher: every write appends its bytes to a buffer and
@@ -886,6 +888,8 @@ impl Core {
                 let v = unsafe { read_raw(addr, w) };
                 (addr - self.base, v).hash(h);
             }
+            // SAFETY: the policy outlives the core; no CPU runs during a hash.
+            unsafe { (*self.locked)(h) };
         })
     }
 }
@@ -1280,6 +1284,11 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         policy.name_fields(&mut NameTable(&mut names));
         arena::set_active(true);
     }
+    let locked_data = |h: &mut dyn Hasher| policy.hash_locked(h);
+    let locked: &dyn Fn(&mut dyn Hasher) = &locked_data;
+    // SAFETY (lifetime only): the closure and the policy it borrows outlive
+    // the core, which is dropped before them below.
+    let locked: *const (dyn Fn(&mut dyn Hasher) + 'static) = unsafe { std::mem::transmute(locked) };
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
     for s in 1..=shape.mms as u32 {
@@ -1333,6 +1342,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         machine: RefCell::new(take_buffer()),
         machine_hash: Cell::new(0),
         foot: RefCell::new(None),
+        locked,
     };
     let outcome = drive(&core, &*policy);
     arena::set_active(was);

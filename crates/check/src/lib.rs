@@ -165,7 +165,10 @@
 //! A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
 //! policy atomic's value (the arena puts the policy at the same address in every
-//! execution), the store buffers, and each CPU's *history*: every value it
+//! execution), the plain data the policy's spin locks protect
+//! ([`tlbkit_policy::Policy::hash_locked`]: critical sections that ran in
+//! either order can leave every atomic alike and that data different), the
+//! store buffers, and each CPU's *history*: every value it
 //! read, every operation it chose and every event it caused since the start of
 //! its current kernel operation. A CPU's locals are a function of its history,
 //! so two executions with equal states have equal futures. Histories restart at
@@ -197,10 +200,10 @@
 //! switch goes only to the lowest slot no CPU has run, and ASIDs are handed
 //! out in order of first use), so it is not in the checker. What is left of
 //! the symmetry needs CPUs permuted too, and that needs every per-CPU datum
-//! in the state: a CPU's history is a running hash, which a permutation cannot
-//! relabel, and the data under a policy's [`tlbkit_policy::sync::SpinLock`]
-//! (Linux arm64's `reserved_asids` per CPU) is not hashed at all, only the
-//! lock's acquisition count, so a relabelling could not reach it.
+//! in the state as a relabelling can reach it: a CPU's history is a running
+//! hash, which a permutation cannot relabel, and the data under a policy's
+//! spin lock (Linux arm64's `reserved_asids` per CPU) is fed to the hash by
+//! the policy, in its own order.
 //!
 //! # What this does not cover
 //! - Weak memory beyond TSO: arm64 may also reorder loads with loads and stores

@@ -61,6 +61,9 @@ impl Wrap for SkipInactive {
         }
         self.inner.flush_page(hw, mm, va)
     }
+    fn hash_locked(&self, h: &mut dyn std::hash::Hasher) {
+        self.inner.hash_locked(h)
+    }
     fn name_fields(&self, f: &mut dyn Fields) {
         self.inner.name_fields(f);
         for (c, r) in self.running.iter().enumerate() {

@@ -131,5 +131,19 @@ pub trait Policy: Sync {
     fn name_fields(&self, f: &mut dyn Fields) {
         let _ = f;
     }
+
+    /// Feeds into `h` the shared state that is not made of facade atomics:
+    /// the plain data a [`crate::sync::SpinLock`] protects (an ASID bitmap, a
+    /// cursor), which a checker cannot see through its hooks. The checker's
+    /// state hash includes it, so that two states whose locked data differ
+    /// are never taken for one. It runs between steps, when a holder of the
+    /// lock may be paused inside its critical section: read the data with
+    /// [`crate::sync::SpinLock::peek`], never by taking the lock.
+    ///
+    /// The default feeds nothing, right for a policy whose shared state is
+    /// all atomics; a wrapper policy forwards it to the policy it wraps.
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        let _ = h;
+    }
 }
 // ANCHOR_END: policy_trait

@@ -330,6 +330,18 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
+    /// Returns the value without taking the lock, for a checker that hashes
+    /// the state between steps ([`crate::Policy::hash_locked`]), when a holder
+    /// may be paused inside its critical section.
+    ///
+    /// # Safety
+    /// No thread may write the value while the reference lives: only a
+    /// checker that runs one CPU at a time may call it, between steps.
+    pub unsafe fn peek(&self) -> &T {
+        // SAFETY: per the contract, nothing writes the value meanwhile.
+        unsafe { &*self.value.get() }
+    }
+
     /// Returns an unlocked lock holding `value`.
     pub const fn new(value: T) -> Self {
         SpinLock { word: AtomicU64::new(0), value: UnsafeCell::new(value) }

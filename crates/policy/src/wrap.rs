@@ -119,6 +119,12 @@ pub trait Wrap: Sync {
     fn name_fields(&self, f: &mut dyn Fields) {
         self.inner().name_fields(f)
     }
+
+    /// [`Policy::hash_locked`]: the inner policy's locked data; a change that
+    /// adds some feeds it here too.
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        self.inner().hash_locked(h)
+    }
 }
 
 impl<W: Wrap> Policy for W {
@@ -160,6 +166,9 @@ impl<W: Wrap> Policy for W {
     }
     fn name_fields(&self, f: &mut dyn Fields) {
         Wrap::name_fields(self, f)
+    }
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        Wrap::hash_locked(self, h)
     }
 }
 

@@ -445,6 +445,14 @@ impl Policy for FreebsdEpoch {
         Self::invalidate(hw, (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
     }
 
+    /// The ASID set under `asid_set_mutex`: its bitmap and its cursor.
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: the checker calls this between steps, one CPU at a time.
+        let s = unsafe { self.set.peek() };
+        s.map.iter().for_each(|w| h.write_u64(*w));
+        h.write_u32(s.next);
+    }
+
     fn name_fields(&self, f: &mut dyn Fields) {
         f.add(&self.set, format_args!("asid_set.asid_set_mutex"), Value::Lock);
         f.add(&self.epoch, format_args!("asid_set.asid_epoch"), Value::Number);

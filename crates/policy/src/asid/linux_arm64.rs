@@ -1018,6 +1018,18 @@ impl Policy for LinuxArm64 {
         }
     }
     // ANCHOR_END: name_fields
+
+    /// The allocator under `cpu_asid_lock`: the map, the cursor, the reserved
+    /// ASIDs and the pinned map and count (`tlb_flush_pending` is atomics).
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: the checker calls this between steps, one CPU at a time.
+        let a = unsafe { self.cpu_asid_lock.peek() };
+        a.asid_map.words.iter().for_each(|w| h.write_u64(*w));
+        h.write_u32(a.cur_idx);
+        a.reserved_asids.iter().for_each(|r| h.write_u64(*r));
+        a.pinned_asid_map.words.iter().for_each(|w| h.write_u64(*w));
+        h.write_u32(a.nr_pinned_asids);
+    }
 }
 
 #[cfg(test)]
