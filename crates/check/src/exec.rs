@@ -859,10 +859,11 @@ impl Core {
         // SAFETY: the chooser outlives the execution; only one CPU runs at a time
         // and no other reference to it is live during the call.
         let pick = unsafe { (*self.chooser).choose(point, labels, state) };
-        arena::set_active(was);
-        match pick {
+        let picked = match pick {
             Pick::Take(i) => {
                 debug_assert!(i < n);
+                // The choices go to the outcome, which outlives the execution:
+                // never in its arena either.
                 self.choices.borrow_mut().push(Choice { point, n: n as u32, taken: i as u32 });
                 Some(i)
             }
@@ -870,7 +871,9 @@ impl Core {
                 self.pruned.set(true);
                 None
             }
-        }
+        };
+        arena::set_active(was);
+        picked
     }
 
     /// Returns the hash of the whole state. The machine's part is the hash of
@@ -1328,7 +1331,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
         current: Cell::new(0),
         chooser,
-        choices: RefCell::new(Vec::new()),
+        choices: RefCell::new(outside_arena(|| Vec::with_capacity(CHOICES))),
         pruned: Cell::new(false),
         shape: shape.clone(),
         record,
@@ -1362,10 +1365,7 @@ thread_local! {
 
 /// Returns an empty hash buffer, with the capacity an earlier execution gave it.
 fn take_buffer() -> Vec<u8> {
-    let was = arena::set_active(false);
-    let b = BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default();
-    arena::set_active(was);
-    b
+    outside_arena(|| BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default())
 }
 
 /// Keeps a hash buffer for the next execution, unless it grew while the arena
@@ -1380,9 +1380,19 @@ fn give_buffer(mut b: Vec<u8>) {
         return;
     }
     b.clear();
+    outside_arena(|| BUFFERS.with(|v| v.borrow_mut().push(b)));
+}
+
+/// The choices an execution's record starts with room for (more than most
+/// executions make, so that it does not grow choice by choice).
+const CHOICES: usize = 256;
+
+/// Returns what `f` allocates, allocated outside the execution's arena.
+fn outside_arena<T>(f: impl FnOnce() -> T) -> T {
     let was = arena::set_active(false);
-    BUFFERS.with(|v| v.borrow_mut().push(b));
+    let t = f();
     arena::set_active(was);
+    t
 }
 
 /// The coroutine stack size: policy code in debug builds with nested handlers.
@@ -1390,17 +1400,12 @@ const STACK_BYTES: usize = 256 << 10;
 
 fn take_stack() -> DefaultStack {
     STACKS.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
-        let was = arena::set_active(false);
-        let st = DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack");
-        arena::set_active(was);
-        st
+        outside_arena(|| DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack"))
     })
 }
 
 fn give_stack(s: DefaultStack) {
-    let was = arena::set_active(false);
-    STACKS.with(|v| v.borrow_mut().push(s));
-    arena::set_active(was);
+    outside_arena(|| STACKS.with(|v| v.borrow_mut().push(s)));
 }
 
 type Co<'a> = Coroutine<(), (), (), DefaultStack>;
@@ -1678,7 +1683,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         .collect();
     let ops = st.cpus.iter().map(|c| c.ops_done).sum();
     Outcome {
-        choices: core.choices.borrow().clone(),
+        choices: core.choices.take(),
         violation: violation.map(|v| Violation { detail: v.detail.as_str().to_string(), ..v }),
         pruned: core.pruned.get(),
         steps,
