@@ -118,6 +118,15 @@ pub fn set_active(on: bool) -> bool {
     REGION.with(|r| r.active.replace(on))
 }
 
+/// Runs `f` with this thread's arena inactive, so that what it allocates
+/// outlives the execution (then puts the arena back as it was).
+pub fn outside<T>(f: impl FnOnce() -> T) -> T {
+    let was = set_active(false);
+    let t = f();
+    set_active(was);
+    t
+}
+
 /// Returns how many bytes of the arena are in use.
 pub fn used() -> usize {
     REGION.with(|r| r.used.get())

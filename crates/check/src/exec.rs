@@ -447,9 +447,6 @@ pub(crate) struct Core {
     initiators: Cell<u64>,
     /// The state hash's buffer, kept between hashes ([`StateBytes`]).
     bytes: RefCell<Vec<u8>>,
-    /// The machine's serialization ([`Core::refresh_machine`]), kept so its
-    /// buffer is reused.
-    machine: RefCell<Vec<u8>>,
     /// The XXH3 hash of the machine's serialization, which the state hash and
     /// [`Core::others`] begin with: written once per scheduling point
     /// ([`Core::refresh_machine`]) for both, since serializing and hashing the
@@ -742,9 +739,7 @@ impl Core {
             let v = if write { &mut f.writes } else { &mut f.reads };
             if !v.contains(&k) {
                 // The footprint outlives the execution: not in its arena.
-                let was = arena::set_active(false);
-                v.push(k);
-                arena::set_active(was);
+                arena::outside(|| v.push(k));
             }
         }
     }
@@ -780,13 +775,9 @@ impl Core {
     /// [`Core::others`] begin with it.
     fn refresh_machine(&self) {
         let st = self.st.borrow();
-        let mut machine = self.machine.borrow_mut();
-        machine.clear();
         // SAFETY: called with no coroutine running, as the hashes are.
         let rename = unsafe { (*self.chooser).renames() };
-        let mut h = StateBytes(&mut machine);
-        st.m.hash_as(&mut h, rename);
-        self.machine_hash.set(h.finish());
+        self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
     }
 
     /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
@@ -1283,9 +1274,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     let mut names = BTreeMap::new();
     if record {
         // The table lives outside the arena, which the next execution reuses.
-        arena::set_active(false);
-        policy.name_fields(&mut NameTable(&mut names));
-        arena::set_active(true);
+        arena::outside(|| policy.name_fields(&mut NameTable(&mut names)));
     }
     let locked_data = |h: &mut dyn Hasher| policy.hash_locked(h);
     let locked: &dyn Fn(&mut dyn Hasher) = &locked_data;
@@ -1331,7 +1320,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
         current: Cell::new(0),
         chooser,
-        choices: RefCell::new(outside_arena(|| Vec::with_capacity(CHOICES))),
+        choices: RefCell::new(arena::outside(|| Vec::with_capacity(CHOICES))),
         pruned: Cell::new(false),
         shape: shape.clone(),
         record,
@@ -1342,7 +1331,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         rollovers: Cell::new(0),
         initiators: Cell::new(0),
         bytes: RefCell::new(take_buffer()),
-        machine: RefCell::new(take_buffer()),
         machine_hash: Cell::new(0),
         foot: RefCell::new(None),
         locked,
@@ -1350,7 +1338,6 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     let outcome = drive(&core, &*policy);
     arena::set_active(was);
     give_buffer(core.bytes.take());
-    give_buffer(core.machine.take());
     drop(core);
     drop(policy);
     outcome
@@ -1365,7 +1352,7 @@ thread_local! {
 
 /// Returns an empty hash buffer, with the capacity an earlier execution gave it.
 fn take_buffer() -> Vec<u8> {
-    outside_arena(|| BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default())
+    arena::outside(|| BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default())
 }
 
 /// Keeps a hash buffer for the next execution, unless it grew while the arena
@@ -1380,32 +1367,24 @@ fn give_buffer(mut b: Vec<u8>) {
         return;
     }
     b.clear();
-    outside_arena(|| BUFFERS.with(|v| v.borrow_mut().push(b)));
+    arena::outside(|| BUFFERS.with(|v| v.borrow_mut().push(b)));
 }
 
 /// The choices an execution's record starts with room for (more than most
 /// executions make, so that it does not grow choice by choice).
 const CHOICES: usize = 256;
 
-/// Returns what `f` allocates, allocated outside the execution's arena.
-fn outside_arena<T>(f: impl FnOnce() -> T) -> T {
-    let was = arena::set_active(false);
-    let t = f();
-    arena::set_active(was);
-    t
-}
-
 /// The coroutine stack size: policy code in debug builds with nested handlers.
 const STACK_BYTES: usize = 256 << 10;
 
 fn take_stack() -> DefaultStack {
     STACKS.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
-        outside_arena(|| DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack"))
+        arena::outside(|| DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack"))
     })
 }
 
 fn give_stack(s: DefaultStack) {
-    outside_arena(|| STACKS.with(|v| v.borrow_mut().push(s)));
+    arena::outside(|| STACKS.with(|v| v.borrow_mut().push(s)));
 }
 
 type Co<'a> = Coroutine<(), (), (), DefaultStack>;
@@ -1510,7 +1489,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
     let mut fills = Vec::new();
-    // Whether the core's machine bytes ([`Core::refresh_machine`]) are the
+    // Whether the core's machine hash ([`Core::refresh_machine`]) is the
     // machine's now: kept from the check after a step to the next state hash
     // when nothing changed the machine in between.
     let mut machine_valid = false;
@@ -1543,7 +1522,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             break;
         }
         // SAFETY (of the hash): computed with no coroutine running.
-        // The machine is serialized once here for the state hash and the
+        // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
         let hash = if unsafe { (*core.chooser).wants_state() } {
             if !machine_valid {

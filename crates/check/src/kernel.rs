@@ -413,9 +413,7 @@ impl Machine {
     /// it is when `rename` is false (what the soundness tests compare with).
     pub(crate) fn hash_as<H: std::hash::Hasher>(&self, h: &mut H, rename: bool) {
         // The scratch vectors outlive the execution: never in its arena.
-        let was = crate::arena::set_active(false);
-        SCRATCH.with(|s| self.hash_renamed(h, &mut s.borrow_mut(), rename));
-        crate::arena::set_active(was);
+        crate::arena::outside(|| SCRATCH.with(|s| self.hash_renamed(h, &mut s.borrow_mut(), rename)));
     }
 
     /// [`Hash`] for [`Machine`] (no renaming unless `rename`), with `s`'s vectors.
