@@ -136,3 +136,35 @@ pub fn used() -> usize {
 pub fn below(addr: usize, mark: usize) -> bool {
     REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + mark)
 }
+
+/// Copies the bytes in use of the calling thread's arena into `into` (for a
+/// checkpoint, [`crate::exec::Checkpoints`]).
+pub fn save(into: &mut Vec<u8>) {
+    REGION.with(|r| {
+        let used = r.used.get();
+        into.clear();
+        into.reserve(used);
+        // SAFETY: the region is this thread's, mapped and at least `used`
+        // bytes long; `into` has room for `used` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(r.base.get() as *const u8, into.as_mut_ptr(), used);
+            into.set_len(used);
+        }
+    })
+}
+
+/// Puts the arena back as [`save`] found it: its bytes and how much is used.
+///
+/// # Safety
+/// Everything allocated in the arena since must be dead, and nothing may be
+/// running that holds a reference into it: the bytes under every live
+/// reference change.
+pub unsafe fn restore(from: &[u8]) {
+    REGION.with(|r| {
+        assert!(from.len() <= r.len.get(), "a checkpoint of another arena");
+        // SAFETY: the region is this thread's and at least `from.len()` long;
+        // the caller vouches that nothing reads it meanwhile.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), r.base.get() as *mut u8, from.len()) };
+        r.used.set(from.len());
+    })
+}

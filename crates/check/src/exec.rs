@@ -80,6 +80,20 @@ pub trait Chooser {
     fn replaying(&self) -> bool {
         false
     }
+
+    /// Returns the choices this chooser will take first, whatever else
+    /// happens (a search's replayed prefix), when an execution may start from
+    /// a checkpoint within them instead of from the beginning
+    /// ([`Checkpoints`]); `None` (the default) runs every execution from the
+    /// beginning.
+    fn forced(&self) -> Option<&[Choice]> {
+        None
+    }
+
+    /// Tells the chooser that the execution starts from a checkpoint after the
+    /// first `made` of its [`Chooser::forced`] choices, as if it had made them;
+    /// the last scheduling choice among them is `last_sched`.
+    fn skip(&mut self, _made: usize, _last_sched: Option<usize>) {}
 }
 
 /// What one step touched, for partial-order reduction: the policy fields it
@@ -322,6 +336,7 @@ struct Irq {
 }
 
 /// A CPU's execution state besides the machine's.
+#[derive(Clone)]
 pub(crate) struct Cpu {
     block: Block,
     pub(crate) irq_off: u32,
@@ -396,7 +411,9 @@ impl Cpu {
     }
 }
 
-/// The mutable state of an execution.
+/// The mutable state of an execution. (Its `Default` is an empty
+/// placeholder.)
+#[derive(Clone, Default)]
 pub(crate) struct State {
     pub(crate) m: Machine,
     pub(crate) cpus: Vec<Cpu>,
@@ -429,7 +446,12 @@ pub(crate) struct Core {
     pub(crate) st: RefCell<State>,
     yielders: Vec<Cell<*const Yielder<(), ()>>>,
     current: Cell<usize>,
-    chooser: *mut dyn Chooser,
+    /// Per CPU: an address on its coroutine's stack at its last pause, a
+    /// little above the stack pointer it is suspended at (a checkpoint saves
+    /// the stack from there up, see [`Live::save`]).
+    low: Vec<Cell<usize>>,
+    /// The execution's chooser (set per execution: a checkpointed core outlives it).
+    chooser: Cell<*mut dyn Chooser>,
     choices: RefCell<Vec<Choice>>,
     pruned: Cell<bool>,
     pub(crate) shape: Shape,
@@ -455,8 +477,11 @@ pub(crate) struct Core {
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
     /// Feeds the policy's locked data ([`Policy::hash_locked`]) to a hasher.
-    locked: *const (dyn Fn(&mut dyn Hasher) + 'static),
+    locked: Cell<LockedData>,
 }
+
+/// A way to feed a policy's locked data to a hasher, its lifetime erased.
+type LockedData = *const (dyn Fn(&mut dyn Hasher) + 'static);
 
 /// The state hash's hasher: every write appends its bytes to a buffer and
 /// `finish` hashes the buffer in one pass with XXH3-64. A state is hundreds of
@@ -611,6 +636,8 @@ impl Core {
     pub(crate) fn pause(&self) {
         let cpu = self.cpu();
         let y = self.yielders[cpu].get();
+        let here = 0u8;
+        self.low[cpu].set(std::hint::black_box(&here) as *const u8 as usize);
         // SAFETY: set by this CPU's coroutine at its start; valid while it runs.
         unsafe { (*y).suspend(()) };
         self.take_interrupts(cpu);
@@ -776,7 +803,7 @@ impl Core {
     fn refresh_machine(&self) {
         let st = self.st.borrow();
         // SAFETY: called with no coroutine running, as the hashes are.
-        let rename = unsafe { (*self.chooser).renames() };
+        let rename = unsafe { (*self.chooser.get()).renames() };
         self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
     }
 
@@ -849,7 +876,7 @@ impl Core {
         let was = arena::set_active(false);
         // SAFETY: the chooser outlives the execution; only one CPU runs at a time
         // and no other reference to it is live during the call.
-        let pick = unsafe { (*self.chooser).choose(point, labels, state) };
+        let pick = unsafe { (*self.chooser.get()).choose(point, labels, state) };
         let picked = match pick {
             Pick::Take(i) => {
                 debug_assert!(i < n);
@@ -883,7 +910,7 @@ impl Core {
                 (addr - self.base, v).hash(h);
             }
             // SAFETY: the policy outlives the core; no CPU runs during a hash.
-            unsafe { (*self.locked)(h) };
+            unsafe { (*self.locked.get())(h) };
         })
     }
 }
@@ -1269,22 +1296,61 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     let base = arena::ensure();
     arena::reset();
     let was = arena::set_active(true);
-    let policy = Box::new(build());
-    let mark = arena::used();
+    let (policy, mark) = build_policy(shape, build);
     let mut names = BTreeMap::new();
     if record {
         // The table lives outside the arena, which the next execution reuses.
         arena::outside(|| policy.name_fields(&mut NameTable(&mut names)));
     }
+    let core = new_core(shape, &*policy, base, mark, names, record);
     let locked_data = |h: &mut dyn Hasher| policy.hash_locked(h);
-    let locked: &dyn Fn(&mut dyn Hasher) = &locked_data;
-    // SAFETY (lifetime only): the closure and the policy it borrows outlive
-    // the core, which is dropped before them below.
-    let locked: *const (dyn Fn(&mut dyn Hasher) + 'static) = unsafe { std::mem::transmute(locked) };
+    // SAFETY: the closure and the chooser outlive the core, which is dropped
+    // before them below.
+    unsafe { core.lend(chooser, &locked_data) };
+    arena::set_active(false);
+    let mut cos = start(&core, &*policy, take_stack);
+    let outcome = drive(&core, &mut cos, Resume::default(), None);
+    // Abandon the coroutines where they are: what their stacks own is in the arena.
+    for mut co in cos {
+        if !co.done() {
+            // SAFETY: nothing on the stacks needs dropping for soundness: their
+            // objects are arena memory or guards of this execution's own state.
+            unsafe { co.force_reset() };
+        }
+        give_stack(co.into_stack());
+    }
+    arena::set_active(was);
+    give_buffer(core.bytes.take());
+    drop(core);
+    drop(policy);
+    outcome
+}
+
+/// Builds the policy in the calling thread's (reset, active) arena and
+/// initialises every address space's policy data; returns it and the arena
+/// mark below which its shared memory lies.
+fn build_policy<P: Policy>(shape: &Shape, build: &dyn Fn() -> P) -> (Box<P>, usize) {
+    let policy = Box::new(build());
+    let mark = arena::used();
+    for s in 1..=shape.mms as u32 {
+        policy.mm_init(MmId(s));
+    }
+    (policy, mark)
+}
+
+/// Returns a fresh execution's core (every address space forked by the
+/// kernel, every CPU between operations), with no chooser yet ([`Core::lend`]).
+fn new_core<P: Policy>(
+    shape: &Shape,
+    policy: &P,
+    base: usize,
+    mark: usize,
+    names: BTreeMap<usize, (String, Value)>,
+    record: bool,
+) -> Core {
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
     for s in 1..=shape.mms as u32 {
-        policy.mm_init(MmId(s));
         m.fork(s, 0).expect("a fresh machine has no obligations");
     }
     let cpus = (0..shape.cpus)
@@ -1312,14 +1378,14 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         step: 0,
         shared: BTreeMap::new(),
     };
-    // SAFETY (lifetime only): the chooser is used only during this call.
-    let chooser: *mut (dyn Chooser + '_) = chooser;
-    let chooser: *mut dyn Chooser = unsafe { std::mem::transmute(chooser) };
-    let core = Core {
+    let no_chooser: *mut dyn Chooser = std::ptr::null_mut::<crate::search::Replay<'static>>();
+    let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();
+    Core {
         st: RefCell::new(st),
         yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
         current: Cell::new(0),
-        chooser,
+        low: (0..shape.cpus).map(|_| Cell::new(0)).collect(),
+        chooser: Cell::new(no_chooser),
         choices: RefCell::new(arena::outside(|| Vec::with_capacity(CHOICES))),
         pruned: Cell::new(false),
         shape: shape.clone(),
@@ -1333,14 +1399,25 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         bytes: RefCell::new(take_buffer()),
         machine_hash: Cell::new(0),
         foot: RefCell::new(None),
-        locked,
-    };
-    let outcome = drive(&core, &*policy);
-    arena::set_active(was);
-    give_buffer(core.bytes.take());
-    drop(core);
-    drop(policy);
-    outcome
+        locked: Cell::new(no_data),
+    }
+}
+
+impl Core {
+    /// Hands the core the execution's chooser and the way to hash the
+    /// policy's locked data.
+    ///
+    /// # Safety
+    /// Both must outlive every use of the core until the next `lend`.
+    unsafe fn lend(&self, chooser: &mut dyn Chooser, locked: &dyn Fn(&mut dyn Hasher)) {
+        let chooser: *mut (dyn Chooser + '_) = chooser;
+        let locked: *const (dyn Fn(&mut dyn Hasher) + '_) = locked;
+        // SAFETY (lifetimes only): the caller keeps both alive.
+        unsafe {
+            self.chooser.set(std::mem::transmute::<*mut (dyn Chooser + '_), *mut dyn Chooser>(chooser));
+            self.locked.set(std::mem::transmute::<*const (dyn Fn(&mut dyn Hasher) + '_), LockedData>(locked));
+        }
+    }
 }
 
 thread_local! {
@@ -1388,6 +1465,9 @@ fn give_stack(s: DefaultStack) {
 }
 
 type Co<'a> = Coroutine<(), (), (), DefaultStack>;
+
+mod checkpoint;
+pub use checkpoint::{run_from, Checkpoints};
 
 /// Puts into `out` the store-buffer drains worth offering, as `(cpu, last index to
 /// drain)`: a buffered store matters to other CPUs only when one of them is about
@@ -1453,17 +1533,19 @@ fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// Steps the execution until it ends, then returns how.
-fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
+/// Creates every CPU's coroutine (on stacks from `stack`) and runs each up
+/// to its first pause, with the arena active while it runs.
+fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() -> DefaultStack) -> Vec<Co<'static>> {
     let n = core.shape.cpus;
     let mut cos: Vec<Co<'_>> = Vec::with_capacity(n);
     for cpu in 0..n {
         let c: *const Core = core;
         let p: *const P = policy;
         // SAFETY: `core` and `policy` outlive the coroutines: every coroutine is
-        // finished or reset below before this function returns.
+        // reset before they are dropped (by `run`, or by a checkpointed
+        // execution's owner).
         let co = unsafe {
-            Coroutine::with_stack_unchecked(take_stack(), move |y: &Yielder<(), ()>, ()| {
+            Coroutine::with_stack_unchecked(stack(), move |y: &Yielder<(), ()>, ()| {
                 let core = &*c;
                 core.yielders[cpu].set(y);
                 crate::ops::kernel_loop(core, &*p, cpu);
@@ -1472,17 +1554,35 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         cos.push(co);
     }
     CURRENT.with(|c| c.set(core));
-    arena::set_active(false);
-    // Start every CPU up to its first pause.
     for (cpu, co) in cos.iter_mut().enumerate() {
         core.current.set(cpu);
         arena::set_active(true);
         let _ = co.resume(());
         arena::set_active(false);
     }
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    cos
+}
+
+/// Where [`drive`] starts: the scheduler's own variables at a scheduling point.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resume {
+    /// Steps taken so far.
+    steps: usize,
+    /// The CPU that stepped last (`None` before the first step).
+    last: Option<usize>,
+}
+
+/// Steps the execution from `from` until it ends, then returns how; with
+/// `saved`, it saves a checkpoint at every scheduling point deeper than its
+/// deepest.
+fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut checkpoint::Saved>) -> Outcome {
+    let n = core.shape.cpus;
+    CURRENT.with(|c| c.set(core));
+    arena::set_active(false);
     let mut violation = None;
-    let mut steps = 0;
-    let mut last = usize::MAX;
+    let mut steps = from.steps;
+    let mut last = from.last.unwrap_or(usize::MAX);
     // The options' buffers, kept across steps (this loop runs for every step of
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
@@ -1524,7 +1624,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         // SAFETY (of the hash): computed with no coroutine running.
         // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
-        let hash = if unsafe { (*core.chooser).wants_state() } {
+        let hash = if unsafe { (*core.chooser.get()).wants_state() } {
             if !machine_valid {
                 core.refresh_machine();
                 machine_valid = true;
@@ -1536,8 +1636,13 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         labels.clear();
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
+        if let Some(saved) = saved.as_deref_mut() {
+            let depth = core.choices.borrow().len() - 1;
+            let last = (last != usize::MAX).then_some(last);
+            saved.save(core, cos, depth, Resume { steps, last });
+        }
         // SAFETY: as for the hash.
-        let track = unsafe { (*core.chooser).wants_footprint() };
+        let track = unsafe { (*core.chooser.get()).wants_footprint() };
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
             if !machine_valid {
@@ -1604,7 +1709,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
                 (None, _) => Foot::global(),
             };
             // SAFETY: as for the hash.
-            unsafe { (*core.chooser).stepped(foot) };
+            unsafe { (*core.chooser.get()).stepped(foot) };
         }
         if core.pruned.get() {
             break;
@@ -1627,7 +1732,7 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
             break;
         }
         // SAFETY: as for the hash.
-        let judged_before = unsafe { (*core.chooser).replaying() };
+        let judged_before = unsafe { (*core.chooser.get()).replaying() };
         if !judged_before {
             if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
                 violation = Some(v);
@@ -1644,15 +1749,6 @@ fn drive<P: Policy>(core: &Core, policy: &P) -> Outcome {
         }
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
-    // Abandon the coroutines where they are: what their stacks own is in the arena.
-    for mut co in cos {
-        if !co.done() {
-            // SAFETY: nothing on the stacks needs dropping for soundness: their
-            // objects are arena memory or guards of this execution's own state.
-            unsafe { co.force_reset() };
-        }
-        give_stack(co.into_stack());
-    }
     // Copy what the outcome keeps out of the arena (the engine runs with it off,
     // but violations and events made inside coroutines live there).
     let mut st = core.st.borrow_mut();

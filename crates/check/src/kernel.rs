@@ -252,8 +252,9 @@ impl MmapLock {
     }
 }
 
-/// The machine's ground truth and the kernel's memory.
-#[derive(Clone, Debug)]
+/// The machine's ground truth and the kernel's memory. (Its `Default` is a
+/// machine of no CPUs and no address spaces, a placeholder.)
+#[derive(Clone, Debug, Default)]
 pub struct Machine {
     /// Address-space slots; slot 0 is the kernel's and never used.
     pub spaces: Vec<Space>,

@@ -91,7 +91,7 @@ impl Node {
     }
 }
 
-/// The search's switches the soundness tests turn off to compare: both are on
+/// The search's switches the soundness tests turn off to compare: all are on
 /// by default.
 #[derive(Clone, Copy)]
 struct Switches {
@@ -99,12 +99,16 @@ struct Switches {
     reduce: bool,
     /// State hashes with frames and uids up to a renaming.
     rename: bool,
+    /// Executions that start from a checkpoint instead of replaying their
+    /// prefix ([`crate::exec::Checkpoints`]), where the caller runs them
+    /// with [`crate::exec::run_from`].
+    checkpoints: bool,
 }
 
 thread_local! {
     /// The switches of searches started on this thread (see [`with_reduction`]
     /// and [`with_renaming`]).
-    static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, rename: true }) };
+    static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, rename: true, checkpoints: true }) };
 }
 
 /// Runs `f` with the switches `set` makes for the exhaustive searches it starts
@@ -131,6 +135,14 @@ pub fn with_reduction<T>(on: bool, f: impl FnOnce() -> T) -> T {
 /// workers included: the soundness tests compare the two.
 pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
     with_switches(|s| s.rename = on, f)
+}
+
+/// Runs `f` with checkpoints `on` (they are on by default) for the
+/// exhaustive searches it starts on this thread, their workers included: with
+/// them off, every execution replays its prefix from the beginning. The
+/// soundness tests compare the two.
+pub fn with_checkpoints<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.checkpoints = on, f)
 }
 
 /// Records a visit of `state` with the transitions in `asleep` (a mask of
@@ -227,6 +239,17 @@ impl Chooser for Dfs<'_> {
     /// Up to the prefix's last choice, which is the new one.
     fn replaying(&self) -> bool {
         self.at < self.prefix.len()
+    }
+
+    fn forced(&self) -> Option<&[Choice]> {
+        self.switches.checkpoints.then_some(self.prefix)
+    }
+
+    /// The skipped choices are the prefix's, whose nodes the search keeps.
+    fn skip(&mut self, made: usize, last_sched: Option<usize>) {
+        debug_assert!(made <= self.prefix.len() && self.at == 0, "a checkpoint off the prefix");
+        self.at = made;
+        self.last_sched = last_sched;
     }
 }
 

@@ -521,8 +521,9 @@ impl WithPolicy for Work<'_, '_> {
     fn with<P: Policy>(self, build: &dyn Fn() -> P) {
         use std::sync::atomic::Ordering::Relaxed;
         let (shape, started, reached) = (self.shape, self.started, self.reached);
+        let mut saved = exec::Checkpoints::new();
         (self.worker)(&mut |c: &mut dyn Chooser| {
-            let out = exec::run(shape, build, c, false);
+            let out = exec::run_from(&mut saved, shape, build, c);
             started.fetch_max(out.ops, Relaxed);
             let r = Reached::of(&out);
             reached[0].fetch_max(r.rollovers, Relaxed);
@@ -541,12 +542,13 @@ fn search_with<P: Policy>(
     let mut n = 0u64;
     let started = std::cell::Cell::new(0usize);
     let reached = std::cell::Cell::new(Reached::default());
+    let mut saved = exec::Checkpoints::new();
     let mut run = |c: &mut dyn Chooser| {
         n += 1;
         if n.is_multiple_of(4096) {
             progress(n);
         }
-        let out = exec::run(shape, build, c, false);
+        let out = exec::run_from(&mut saved, shape, build, c);
         started.set(started.get().max(out.ops));
         reached.set(reached.get().max(Reached::of(&out)));
         out

@@ -1,0 +1,355 @@
+//! Checkpoints: an execution of a depth-first search starts where the
+//! worker's last execution passed through the prefix the two share, not from
+//! the beginning.
+//!
+//! A depth-first search runs one execution per choice it backtracks to, and
+//! each replays the choices before it: on the standard bounds an execution
+//! replays about forty steps for every new state it reaches, and replaying was
+//! most of the search's time. A worker here keeps one execution alive instead
+//! (its core, its coroutines on stacks it owns, its policy in the thread's
+//! arena) and saves, at every scheduling point the execution passes, what a
+//! later execution needs to stand at that point again:
+//!
+//! - the arena's bytes in use: the policy's memory and everything policy code
+//!   and the kernel model allocated while the CPUs ran;
+//! - each CPU's coroutine: its stack from a little below where it paused up to
+//!   its top, and the coroutine's handle (the saved stack pointer);
+//! - the execution's state ([`State`]: the machine, every CPU's scheduler
+//!   state, the write versions), cloned;
+//! - the core's counters and the scheduler's own variables.
+//!
+//! The next execution restores the deepest checkpoint on the path it shares
+//! with the last one and goes on from there; its chooser is told the choices
+//! it skipped ([`Chooser::skip`]). Between executions nothing else changes:
+//! the core stays at one address (the coroutines' stacks point at it), the
+//! stacks are the same memory, and the arena is the thread's own, so every
+//! address the restored bytes hold means what it meant when they were saved.
+//!
+//! What this assumes, and why it holds here:
+//!
+//! - *An execution is a function of its choices.* The same assumption that
+//!   lets a search replay a prefix: a policy keeps its state in memory the
+//!   arena serves (no statics, no thread-locals, no memory from another
+//!   allocator). A checkpoint stands for every execution that made its
+//!   choices, so restoring it is the same as replaying them.
+//! - *Nothing below a paused coroutine's stack pointer is live.* A CPU's stack
+//!   is saved from [`MARGIN`] bytes below an address in [`Core::pause`]'s
+//!   frame: the suspension itself uses a few dozen bytes below it (debug
+//!   builds check the saved stack pointer against the margin).
+//! - *The state is cloned, never shared.* A save clones the state with the
+//!   arena off (the checkpoint's own memory); a restore clones it back into
+//!   the arena, so the live state never shares a buffer with a checkpoint.
+//!   The live state's memory is the arena's because a CPU may move part of it
+//!   onto its stack across a pause (a lazy flush it completes, the wait an
+//!   interrupt handler suspends): what a stack owns must be restored with
+//!   the stack. The live state is dropped at the end of each execution, while
+//!   the arena still holds what it points into, and a restore puts the
+//!   arena's bytes back under a placeholder.
+//! - *Nothing the scheduler allocates is moved onto a stack.* The scheduler
+//!   (with the arena off) only fills TLBs and drains store buffers; what it
+//!   adds to the state stays there.
+//!
+//! `crates/check/tests/checkpoints.rs` compares searches with checkpoints on
+//! and off: the same states, executions and verdicts for every policy, zoo
+//! entries, two pages under TSO and several workers.
+
+use super::{
+    arena, build_policy, check, drive, give_stack, new_core, run, start, take_stack, Choice, Chooser, Co, Core,
+    Outcome, Point, Policy, Resume, Shape, State, CURRENT, HOOKS, STACK_BYTES,
+};
+use corosensei::stack::Stack;
+use std::hash::Hasher;
+use std::marker::PhantomData;
+
+/// Bytes of a CPU's stack saved below the address [`Core::pause`] records:
+/// the frames of the suspension, which lie below it.
+const MARGIN: usize = 1024;
+
+/// The most checkpoints kept along one path (deeper scheduling points are
+/// reached from the deepest by replaying).
+const MAX_SAVED: usize = 1024;
+
+/// The size of a coroutine's handle, saved as bytes.
+const CO_BYTES: usize = std::mem::size_of::<Co<'static>>();
+
+/// A worker's live execution and its checkpoints, for executions of one
+/// policy (`P`, built by one `build`) on one shape. Executions through
+/// [`run_from`] share it; dropping it ends the live execution.
+pub struct Checkpoints<P> {
+    live: Option<Live>,
+    _policy: PhantomData<fn() -> P>,
+}
+
+impl<P> Default for Checkpoints<P> {
+    fn default() -> Self {
+        Checkpoints { live: None, _policy: PhantomData }
+    }
+}
+
+impl<P> Checkpoints<P> {
+    /// Returns a worker's empty store: its first execution starts from the
+    /// beginning.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The live execution: a core at a fixed address, the coroutines of its CPUs,
+/// its policy (in the arena), and the checkpoints along its last path.
+struct Live {
+    core: Box<Core>,
+    cos: Vec<Co<'static>>,
+    /// The policy, in the thread's arena (its bytes are put back with the arena's).
+    policy: *const (),
+    saved: Saved,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for mut co in self.cos.drain(..) {
+            if !co.done() {
+                // SAFETY: as in `run`: what the stacks hold is arena memory or
+                // guards of this execution's own state.
+                unsafe { co.force_reset() };
+            }
+            give_stack(co.into_stack());
+        }
+    }
+}
+
+/// The checkpoints along the live execution's last path.
+pub(super) struct Saved {
+    /// Per CPU: the top of its coroutine's stack.
+    tops: Vec<usize>,
+    /// The choices of the last execution.
+    path: Vec<Choice>,
+    /// By increasing depth, each on `path`.
+    snaps: Vec<Snap>,
+    /// Checkpoints no longer on the path, kept for their buffers.
+    spare: Vec<Snap>,
+}
+
+/// One checkpoint: everything an execution needs to stand again at a
+/// scheduling point, before the choice made there.
+struct Snap {
+    /// Choices made before it.
+    depth: usize,
+    at: Resume,
+    current: usize,
+    low: Vec<usize>,
+    rollovers: u32,
+    initiators: u64,
+    arena: Vec<u8>,
+    /// Per CPU: the lowest address saved and the stack's bytes from there up.
+    stacks: Vec<(usize, Vec<u8>)>,
+    /// Per CPU: its coroutine's handle.
+    cos: Vec<[u8; CO_BYTES]>,
+    st: Option<State>,
+}
+
+impl Snap {
+    fn empty() -> Self {
+        Snap {
+            depth: 0,
+            at: Resume::default(),
+            current: 0,
+            low: Vec::new(),
+            rollovers: 0,
+            initiators: 0,
+            arena: Vec::new(),
+            stacks: Vec::new(),
+            cos: Vec::new(),
+            st: None,
+        }
+    }
+}
+
+/// Returns the stack pointer a suspended coroutine's handle holds, found as
+/// the lowest word of the handle inside its stack (the handle keeps the
+/// pointer it resumes from and the one it started at, which is higher); for
+/// the debug check of [`MARGIN`].
+fn handle_sp(co: &Co<'_>, top: usize) -> Option<usize> {
+    // SAFETY: the handle is plain data, read as words.
+    let words = unsafe { std::slice::from_raw_parts(co as *const Co<'_> as *const usize, CO_BYTES / 8) };
+    words.iter().copied().filter(|&w| w < top && w > top - STACK_BYTES).min()
+}
+
+impl Saved {
+    /// Saves a checkpoint at the scheduling point where `depth` choices were
+    /// made, unless one is saved there or deeper already.
+    pub(super) fn save(&mut self, core: &Core, cos: &[Co<'_>], depth: usize, at: Resume) {
+        if self.snaps.last().is_some_and(|s| s.depth >= depth) || self.snaps.len() >= MAX_SAVED {
+            return;
+        }
+        let mut s = self.spare.pop().unwrap_or_else(Snap::empty);
+        s.depth = depth;
+        s.at = at;
+        s.current = core.current.get();
+        s.low.clear();
+        s.low.extend(core.low.iter().map(std::cell::Cell::get));
+        s.rollovers = core.rollovers.get();
+        s.initiators = core.initiators.get();
+        arena::save(&mut s.arena);
+        s.stacks.resize_with(cos.len(), || (0, Vec::new()));
+        s.cos.resize(cos.len(), [0; CO_BYTES]);
+        for (cpu, co) in cos.iter().enumerate() {
+            let top = self.tops[cpu];
+            let low = core.low[cpu].get();
+            assert!(low < top && low > top - STACK_BYTES, "cpu{cpu} paused off its stack");
+            let from = (low - MARGIN).max(top - STACK_BYTES);
+            debug_assert!(
+                handle_sp(co, top).is_none_or(|sp| sp >= from),
+                "cpu{cpu} is suspended more than {MARGIN} bytes below its pause"
+            );
+            let (at, bytes) = &mut s.stacks[cpu];
+            *at = from;
+            bytes.clear();
+            bytes.reserve(top - from);
+            // SAFETY: `from..top` is this coroutine's stack, mapped and ours
+            // (it is suspended); `bytes` has room.
+            unsafe {
+                std::ptr::copy_nonoverlapping(from as *const u8, bytes.as_mut_ptr(), top - from);
+                bytes.set_len(top - from);
+                std::ptr::copy_nonoverlapping(co as *const Co<'_> as *const u8, s.cos[cpu].as_mut_ptr(), CO_BYTES);
+            }
+        }
+        s.st = Some(core.st.borrow().clone());
+        self.snaps.push(s);
+    }
+
+    /// Puts the execution back at checkpoint `k` (dropping the deeper ones);
+    /// returns how many choices were made before it and where the scheduler
+    /// resumes.
+    fn restore(&mut self, k: usize, core: &Core, cos: &mut [Co<'_>]) -> (usize, Resume) {
+        while self.snaps.len() > k + 1 {
+            let s = self.snaps.pop().expect("a deeper checkpoint");
+            self.spare.push(s);
+        }
+        let s = &self.snaps[k];
+        // SAFETY: no coroutine runs, and nothing alive outside the arena
+        // points into it except the coroutines' stacks and handles (put back
+        // below) and the state (replaced below).
+        unsafe { arena::restore(&s.arena) };
+        for (cpu, co) in cos.iter_mut().enumerate() {
+            let (from, bytes) = &s.stacks[cpu];
+            // SAFETY: the same stack, suspended; the handle is plain data and
+            // these bytes are a handle of this coroutine on this stack.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), *from as *mut u8, bytes.len());
+                std::ptr::copy_nonoverlapping(s.cos[cpu].as_ptr(), co as *mut Co<'_> as *mut u8, CO_BYTES);
+            }
+        }
+        // In the arena, over the placeholder `run_from` left (the live state
+        // was dropped while the arena still held what it points into).
+        *core.st.borrow_mut() = in_arena(s.st.as_ref().expect("a saved state"));
+        core.current.set(s.current);
+        for (c, &l) in core.low.iter().zip(&s.low) {
+            c.set(l);
+        }
+        core.rollovers.set(s.rollovers);
+        core.initiators.set(s.initiators);
+        core.pruned.set(false);
+        *core.foot.borrow_mut() = None;
+        let mut choices = Vec::with_capacity(super::CHOICES.max(s.depth + 1));
+        choices.extend_from_slice(&self.path[..s.depth]);
+        *core.choices.borrow_mut() = choices;
+        (s.depth, s.at)
+    }
+}
+
+/// Runs one execution as [`run`] does (not recorded), starting from the
+/// deepest checkpoint of `cp` on the path the chooser's
+/// [`Chooser::forced`] choices share with the last execution, and saving
+/// checkpoints along the rest. A chooser with no forced choices runs it from
+/// the beginning, as [`run`] does.
+///
+/// The same `cp` must serve one policy built by one `build` on one `shape`,
+/// on one thread.
+pub fn run_from<P: Policy>(
+    cp: &mut Checkpoints<P>,
+    shape: &Shape,
+    build: &dyn Fn() -> P,
+    chooser: &mut dyn Chooser,
+) -> Outcome {
+    let Some(forced) = chooser.forced() else { return run(shape, build, chooser, false) };
+    let found = cp.live.as_ref().filter(|l| l.core.shape == *shape).and_then(|l| {
+        let common = l.saved.path.iter().zip(forced).take_while(|(a, b)| a == b).count();
+        // A checkpoint before the last forced choice (the new one: the
+        // execution that made it ran its step with the footprint the chooser
+        // wants), or the first, before any.
+        l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
+    });
+    check::install(&HOOKS);
+    let base = arena::ensure();
+    let was = arena::set_active(false);
+    let from = match found {
+        Some(k) => {
+            let live = cp.live.as_mut().expect("a live execution");
+            let (made, at) = live.saved.restore(k, &live.core, &mut live.cos);
+            let last_sched = live.saved.path[..made].iter().rposition(|c| c.point == Point::Sched);
+            chooser.skip(made, last_sched);
+            at
+        }
+        None => {
+            cp.live = None;
+            cp.live = Some(Live::start(shape, build, base));
+            Resume::default()
+        }
+    };
+    let live = cp.live.as_mut().expect("a live execution");
+    let policy = live.policy as *const P;
+    // SAFETY: the policy lives in the arena for as long as the live execution.
+    let locked = |h: &mut dyn Hasher| unsafe { (*policy).hash_locked(h) };
+    // SAFETY: both outlive this execution, the last use of the core before
+    // the next `lend`.
+    unsafe { live.core.lend(chooser, &locked) };
+    let out = drive(&live.core, &mut live.cos, from, Some(&mut live.saved));
+    live.saved.path.clear();
+    live.saved.path.extend_from_slice(&out.choices);
+    // Dropped now, while the arena holds what it points into: the next
+    // execution restores a checkpoint's state over a placeholder.
+    drop(std::mem::take(&mut *live.core.st.borrow_mut()));
+    arena::set_active(was);
+    out
+}
+
+/// Returns a clone of `st` whose memory is the arena's: what a CPU moves out
+/// of the live state onto its stack (a lazy flush it completes, the wait an
+/// interrupt handler suspends) must be restored with the stack, so it must
+/// lie in the arena, whose bytes a checkpoint saves. (What the scheduler adds
+/// to the state later, with the arena off, stays in the state.)
+fn in_arena(st: &State) -> State {
+    arena::set_active(true);
+    let st = st.clone();
+    arena::set_active(false);
+    st
+}
+
+impl Live {
+    /// Builds the policy in the reset arena and starts every CPU, with no
+    /// checkpoint yet.
+    fn start<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, base: usize) -> Live {
+        arena::reset();
+        arena::set_active(true);
+        let (policy, mark) = build_policy(shape, build);
+        arena::set_active(false);
+        // Outside the arena: the core must keep its address and its bytes
+        // when the arena's are put back.
+        let core = Box::new(new_core(shape, &*policy, base, mark, Default::default(), false));
+        let st = in_arena(&core.st.borrow());
+        *core.st.borrow_mut() = st;
+        let policy = Box::into_raw(policy);
+        let stacks: Vec<_> = (0..shape.cpus).map(|_| take_stack()).collect();
+        let tops = stacks.iter().map(|s| s.base().get()).collect();
+        let mut stacks = stacks.into_iter();
+        // SAFETY: the policy lives in the arena as long as this execution.
+        let cos = start(&core, unsafe { &*policy }, || stacks.next().expect("a stack per CPU"));
+        CURRENT.with(|c| c.set(std::ptr::null()));
+        Live {
+            core,
+            cos,
+            policy: policy as *const (),
+            saved: Saved { tops, path: Vec::new(), snaps: Vec::new(), spare: Vec::new() },
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Checkpoints (`tlbkit_check::exec::Checkpoints`) against replaying every
+//! prefix from the beginning. A checkpoint stands for every execution that made
+//! its choices, so restoring one must be indistinguishable from replaying
+//! them: with one worker the search must run the same executions, reach the
+//! same states, cut the same executions short and find the same
+//! counterexample, checkpoints on or off. (Every other test of the checker
+//! runs with them on, the default.)
+
+use tlbkit_check::search::{with_checkpoints, with_reduction};
+use tlbkit_check::spec::check_exhaustive_jobs;
+use tlbkit_check::{check, CheckReport, CheckSpec};
+
+mod common;
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// What a one-worker search did: the figures and the counterexample's token.
+fn search(r: &CheckReport) -> (u64, u64, u64, usize, bool, Option<String>) {
+    (r.executions, r.states, r.pruned, r.max_steps, r.complete, r.counterexample.as_ref().map(|c| c.token.clone()))
+}
+
+/// Checks `spec` with checkpoints on and off; asserts the two searches alike
+/// and returns the report.
+fn alike(spec: &CheckSpec, what: &str) -> CheckReport {
+    let on = with_checkpoints(true, || check(spec)).unwrap();
+    let off = with_checkpoints(false, || check(spec)).unwrap();
+    assert_eq!(search(&on), search(&off), "{what}: checkpoints on, then off");
+    on
+}
+
+#[test]
+fn every_policy_searches_alike_with_checkpoints_on_and_off() {
+    for p in tlbkit_sim::registry::POLICIES {
+        let r = alike(&common::small_spec(p.name, 1, 3), p.name);
+        assert!(r.executions > 100, "{}: a search too small to tell ({} executions)", p.name, r.executions);
+    }
+}
+
+#[test]
+fn two_pages_and_tso_with_and_without_partial_order_reduction_search_alike() {
+    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
+        let mut s = common::small_spec(p, 2, 2);
+        s.memory = tlbkit_check::exec::Memory::Tso;
+        for reduce in [true, false] {
+            with_reduction(reduce, || alike(&s, &format!("{p}, two pages under TSO, reduction {reduce}")));
+        }
+    }
+}
+
+#[test]
+fn zoo_entries_are_found_with_the_same_counterexample_with_checkpoints_on_and_off() {
+    for (id, property) in common::QUICK_ZOO {
+        let r = alike(&common::zoo_spec(id), id);
+        assert_eq!(r.counterexample.map(|c| c.property), Some(property), "zoo/{id}");
+    }
+}
+
+#[test]
+fn a_parallel_search_with_checkpoints_reaches_the_states_of_one_without() {
+    for (policy, ops) in [("arm64-linux", 3), ("x86-freebsd-scoreboard", 3)] {
+        let s = common::small_spec(policy, 1, ops);
+        let off = with_checkpoints(false, || check(&s)).unwrap();
+        for jobs in [2, 3] {
+            let on = check_exhaustive_jobs(&s, jobs).unwrap();
+            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.states, off.states, "{policy} --jobs {jobs}");
+        }
+    }
+}
+
+#[test]
+fn lazy_flushes_held_across_a_pause_search_alike() {
+    // A CPU completing a lazy flush holds it (taken out of the state) across
+    // the pauses of its discharge: a checkpoint taken meanwhile must bring it
+    // back with the CPU's stack (this once corrupted the heap).
+    use tlbkit_check::ops::OpKind;
+    for memory in [tlbkit_check::exec::Memory::Sc, tlbkit_check::exec::Memory::Tso] {
+        let base = common::small_spec("x86-latr", 2, 5);
+        let s = CheckSpec { mms: 1, memory, menu: OpKind::parse("switch,munmap,madvise,fault,tick").unwrap(), ..base };
+        let r = alike(&s, &format!("x86-latr under {}", memory.name()));
+        assert!(r.executions > 1000, "x86-latr: a search too small to tell ({} executions)", r.executions);
+    }
+}
