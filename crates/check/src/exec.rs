@@ -90,6 +90,13 @@ pub trait Chooser {
         None
     }
 
+    /// Returns whether the search may come back to the scheduling choice it
+    /// just made to take another option (so that a checkpoint there may be
+    /// restored); `true` when it cannot tell.
+    fn may_return(&self) -> bool {
+        true
+    }
+
     /// Tells the chooser that the execution starts from a checkpoint after the
     /// first `made` of its [`Chooser::forced`] choices, as if it had made them;
     /// the last scheduling choice among them is `last_sched`.
@@ -1637,9 +1644,12 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
-            let depth = core.choices.borrow().len() - 1;
-            let last = (last != usize::MAX).then_some(last);
-            saved.save(core, cos, depth, Resume { steps, last });
+            // SAFETY: as for the hash.
+            if saved.is_empty() || unsafe { (*core.chooser.get()).may_return() } {
+                let depth = core.choices.borrow().len() - 1;
+                let last = (last != usize::MAX).then_some(last);
+                saved.save(core, cos, depth, Resume { steps, last });
+            }
         }
         // SAFETY: as for the hash.
         let track = unsafe { (*core.chooser.get()).wants_footprint() };

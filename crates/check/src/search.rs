@@ -245,6 +245,19 @@ impl Chooser for Dfs<'_> {
         self.switches.checkpoints.then_some(self.prefix)
     }
 
+    /// Past the prefix, when the choice has an option this visit explores
+    /// after the one taken; within it, always (another worker may own the
+    /// rest of its options, which this one cannot tell).
+    fn may_return(&self) -> bool {
+        let i = self.at - 1;
+        if i < self.prefix.len() {
+            return true;
+        }
+        let node = &self.nodes[i];
+        let taken = (0..node.labels.len()).find(|&k| node.skip & (1 << node.labels[k]) == 0);
+        taken.is_some_and(|t| node.next_option(t as u32, node.labels.len() as u32).is_some())
+    }
+
     /// The skipped choices are the prefix's, whose nodes the search keeps.
     fn skip(&mut self, made: usize, last_sched: Option<usize>) {
         debug_assert!(made <= self.prefix.len() && self.at == 0, "a checkpoint off the prefix");
