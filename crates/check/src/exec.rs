@@ -1473,7 +1473,7 @@ fn give_stack(s: DefaultStack) {
 
 type Co<'a> = Coroutine<(), (), (), DefaultStack>;
 
-mod checkpoint;
+pub mod checkpoint;
 pub use checkpoint::{run_from, Checkpoints};
 
 /// Puts into `out` the store-buffer drains worth offering, as `(cpu, last index to

@@ -131,13 +131,29 @@
 //! `no_policy_panic` (a policy assertion failed).
 //!
 //! # How exhaustive mode finishes
-//! Depth-first search over every choice, re-running each execution from the
-//! start (coroutine stacks cannot be copied), pruning at any state seen before
+//! Depth-first search over every choice, pruning at any state seen before
 //! (a 64-bit XXH3 hash of the state's bytes, the machine's part by its own
 //! 64-bit XXH3 hash, taken only past the prefix an execution replays; a
 //! collision of either could hide a state, with odds of about n²/2⁶⁴ for n
 //! states). A replayed step is not judged again: the execution
-//! that first took it judged the same state after it. By default one worker
+//! that first took it judged the same state after it.
+//!
+//! **Checkpoints** ([`exec::Checkpoints`]; [`search::with_checkpoints`]
+//! turns them off). An execution does not replay its prefix from the start:
+//! a worker keeps its last execution alive (the CPUs' coroutines on stacks it
+//! owns, the policy in its arena) and saves, at each scheduling point where
+//! the search may come back, the arena's bytes, each CPU's stack from just
+//! below where it paused, the coroutine handles and a clone of the state.
+//! The next execution restores the deepest checkpoint on the path it shares
+//! with the last one and goes on from there, replaying about one step instead
+//! of forty. A checkpoint stands for every execution that made its choices
+//! (an execution is a function of its choices, which replaying assumed
+//! already), so restoring one is the same as replaying them: the search runs
+//! the same executions and reaches the same states (the tests compare the two
+//! for every policy). What else it assumes, and why it holds, is in
+//! [`exec::checkpoint`].
+//!
+//! By default one worker
 //! thread per core searches, sharing the visited set
 //! ([`search::exhaustive_parallel`]); the states and the verdict do not depend
 //! on the number of workers.

@@ -7,14 +7,15 @@
 //! replays about forty steps for every new state it reaches, and replaying was
 //! most of the search's time. A worker here keeps one execution alive instead
 //! (its core, its coroutines on stacks it owns, its policy in the thread's
-//! arena) and saves, at every scheduling point the execution passes, what a
-//! later execution needs to stand at that point again:
+//! arena) and saves, at every scheduling point the execution passes where
+//! the search may come back to take another option ([`Chooser::may_return`]),
+//! what a later execution needs to stand at that point again:
 //!
 //! - the arena's bytes in use: the policy's memory and everything policy code
 //!   and the kernel model allocated while the CPUs ran;
 //! - each CPU's coroutine: its stack from a little below where it paused up to
 //!   its top, and the coroutine's handle (the saved stack pointer);
-//! - the execution's state ([`State`]: the machine, every CPU's scheduler
+//! - the execution's state (the machine, every CPU's scheduler
 //!   state, the write versions), cloned;
 //! - the core's counters and the scheduler's own variables.
 //!
@@ -32,10 +33,12 @@
 //!   arena serves (no statics, no thread-locals, no memory from another
 //!   allocator). A checkpoint stands for every execution that made its
 //!   choices, so restoring it is the same as replaying them.
-//! - *Nothing below a paused coroutine's stack pointer is live.* A CPU's stack
-//!   is saved from [`MARGIN`] bytes below an address in [`Core::pause`]'s
-//!   frame: the suspension itself uses a few dozen bytes below it (debug
-//!   builds check the saved stack pointer against the margin).
+//! - *Nothing below a paused coroutine's stack pointer is live* (a
+//!   suspended coroutine runs nothing, and no signal handler runs on its
+//!   stack). A CPU's stack is saved from 256 bytes below an address in the
+//!   frame of the engine's pause: the suspension itself uses 39 bytes below
+//!   it in a release build on x86-64 (builds with debug assertions save 4 KiB
+//!   and check the saved stack pointer against it).
 //! - *The state is cloned, never shared.* A save clones the state with the
 //!   arena off (the checkpoint's own memory); a restore clones it back into
 //!   the arena, so the live state never shares a buffer with a checkpoint.
