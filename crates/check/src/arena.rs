@@ -127,6 +127,15 @@ pub fn outside<T>(f: impl FnOnce() -> T) -> T {
     t
 }
 
+/// Runs `f` with this thread's arena active, so that what it allocates is
+/// the execution's (then puts the arena back as it was).
+pub fn inside<T>(f: impl FnOnce() -> T) -> T {
+    let was = set_active(true);
+    let t = f();
+    set_active(was);
+    t
+}
+
 /// Returns how many bytes of the arena are in use.
 pub fn used() -> usize {
     REGION.with(|r| r.used.get())

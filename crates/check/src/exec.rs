@@ -455,7 +455,7 @@ pub(crate) struct Core {
     current: Cell<usize>,
     /// Per CPU: an address on its coroutine's stack at its last pause, a
     /// little above the stack pointer it is suspended at (a checkpoint saves
-    /// the stack from there up, see [`Live::save`]).
+    /// the stack from there up, see [`checkpoint`]).
     low: Vec<Cell<usize>>,
     /// The execution's chooser (set per execution: a checkpointed core outlives it).
     chooser: Cell<*mut dyn Chooser>,
@@ -880,25 +880,23 @@ impl Core {
         }
         // The chooser's memory outlives the execution: never in its arena (an
         // operation's choice is made from inside a CPU's coroutine).
-        let was = arena::set_active(false);
-        // SAFETY: the chooser outlives the execution; only one CPU runs at a time
-        // and no other reference to it is live during the call.
-        let pick = unsafe { (*self.chooser.get()).choose(point, labels, state) };
-        let picked = match pick {
-            Pick::Take(i) => {
-                debug_assert!(i < n);
-                // The choices go to the outcome, which outlives the execution:
-                // never in its arena either.
-                self.choices.borrow_mut().push(Choice { point, n: n as u32, taken: i as u32 });
-                Some(i)
+        arena::outside(|| {
+            // SAFETY: the chooser outlives the execution; only one CPU runs at a
+            // time and no other reference to it is live during the call.
+            match unsafe { (*self.chooser.get()).choose(point, labels, state) } {
+                Pick::Take(i) => {
+                    debug_assert!(i < n);
+                    // The choices go to the outcome, which outlives the execution:
+                    // never in its arena either.
+                    self.choices.borrow_mut().push(Choice { point, n: n as u32, taken: i as u32 });
+                    Some(i)
+                }
+                Pick::Prune => {
+                    self.pruned.set(true);
+                    None
+                }
             }
-            Pick::Prune => {
-                self.pruned.set(true);
-                None
-            }
-        };
-        arena::set_active(was);
-        picked
+        })
     }
 
     /// Returns the hash of the whole state. The machine's part is the hash of
@@ -1317,15 +1315,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     arena::set_active(false);
     let mut cos = start(&core, &*policy, take_stack);
     let outcome = drive(&core, &mut cos, Resume::default(), None);
-    // Abandon the coroutines where they are: what their stacks own is in the arena.
-    for mut co in cos {
-        if !co.done() {
-            // SAFETY: nothing on the stacks needs dropping for soundness: their
-            // objects are arena memory or guards of this execution's own state.
-            unsafe { co.force_reset() };
-        }
-        give_stack(co.into_stack());
-    }
+    cos.into_iter().for_each(abandon);
     arena::set_active(was);
     give_buffer(core.bytes.take());
     drop(core);
@@ -1471,6 +1461,17 @@ fn give_stack(s: DefaultStack) {
     arena::outside(|| STACKS.with(|v| v.borrow_mut().push(s)));
 }
 
+/// Abandons a CPU's coroutine where it is and keeps its stack for the next
+/// execution: what its stack owns is in the arena.
+fn abandon(mut co: Co<'_>) {
+    if !co.done() {
+        // SAFETY: nothing on the stack needs dropping for soundness: its
+        // objects are arena memory or guards of this execution's own state.
+        unsafe { co.force_reset() };
+    }
+    give_stack(co.into_stack());
+}
+
 type Co<'a> = Coroutine<(), (), (), DefaultStack>;
 
 pub mod checkpoint;
@@ -1563,9 +1564,7 @@ fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() -> DefaultS
     CURRENT.with(|c| c.set(core));
     for (cpu, co) in cos.iter_mut().enumerate() {
         core.current.set(cpu);
-        arena::set_active(true);
-        let _ = co.resume(());
-        arena::set_active(false);
+        let _ = arena::inside(|| co.resume(()));
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
     cos
@@ -1582,7 +1581,7 @@ struct Resume {
 
 /// Steps the execution from `from` until it ends, then returns how; with
 /// `saved`, it saves a checkpoint at every scheduling point deeper than its
-/// deepest.
+/// deepest where the chooser may come back ([`Chooser::may_return`]).
 fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut checkpoint::Saved>) -> Outcome {
     let n = core.shape.cpus;
     CURRENT.with(|c| c.set(core));
@@ -1667,9 +1666,9 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             let cpu = runs[i];
             last = cpu;
             core.current.set(cpu);
-            arena::set_active(true);
-            let r = quiet_panics(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(()))));
-            arena::set_active(false);
+            let r = arena::inside(|| {
+                quiet_panics(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(()))))
+            });
             match r {
                 Ok(CoroutineResult::Yield(())) => {}
                 Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),

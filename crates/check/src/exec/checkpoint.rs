@@ -57,8 +57,8 @@
 //! entries, two pages under TSO and several workers.
 
 use super::{
-    arena, build_policy, check, drive, give_stack, new_core, run, start, take_stack, Choice, Chooser, Co, Core,
-    Outcome, Point, Policy, Resume, Shape, State, CURRENT, HOOKS, STACK_BYTES,
+    abandon, arena, build_policy, check, drive, new_core, run, start, take_stack, Choice, Chooser, Co, Core, Outcome,
+    Point, Policy, Resume, Shape, State, HOOKS, STACK_BYTES,
 };
 use corosensei::stack::Stack;
 use std::hash::Hasher;
@@ -111,14 +111,7 @@ struct Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
-        for mut co in self.cos.drain(..) {
-            if !co.done() {
-                // SAFETY: as in `run`: what the stacks hold is arena memory or
-                // guards of this execution's own state.
-                unsafe { co.force_reset() };
-            }
-            give_stack(co.into_stack());
-        }
+        self.cos.drain(..).for_each(abandon);
     }
 }
 
@@ -302,6 +295,7 @@ pub fn run_from<P: Policy>(
             at
         }
         None => {
+            // The old execution ends before the new one resets the arena.
             cp.live = None;
             cp.live = Some(Live::start(shape, build, base));
             Resume::default()
@@ -330,10 +324,7 @@ pub fn run_from<P: Policy>(
 /// lie in the arena, whose bytes a checkpoint saves. (What the scheduler adds
 /// to the state later, with the arena off, stays in the state.)
 fn in_arena(st: &State) -> State {
-    arena::set_active(true);
-    let st = st.clone();
-    arena::set_active(false);
-    st
+    arena::inside(|| st.clone())
 }
 
 impl Live {
@@ -341,9 +332,7 @@ impl Live {
     /// checkpoint yet.
     fn start<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, base: usize) -> Live {
         arena::reset();
-        arena::set_active(true);
-        let (policy, mark) = build_policy(shape, build);
-        arena::set_active(false);
+        let (policy, mark) = arena::inside(|| build_policy(shape, build));
         // Outside the arena: the core must keep its address and its bytes
         // when the arena's are put back.
         let core = Box::new(new_core(shape, &*policy, base, mark, Default::default(), false));
@@ -355,7 +344,6 @@ impl Live {
         let mut stacks = stacks.into_iter();
         // SAFETY: the policy lives in the arena as long as this execution.
         let cos = start(&core, unsafe { &*policy }, || stacks.next().expect("a stack per CPU"));
-        CURRENT.with(|c| c.set(std::ptr::null()));
         Live {
             core,
             cos,
