@@ -8,6 +8,17 @@
 //! cut short (its state was seen before) is abandoned with its coroutines'
 //! stacks as they are: what they own lives in the arena and goes with it.
 //!
+//! A checkpointed execution ([`crate::exec::Checkpoints`]) also keeps its
+//! state in the arena and saves the arena's bytes at every checkpoint, so the
+//! arena must stay small: once the policy is built, [`recycle`] turns on
+//! size classes (powers of two from 16 bytes to 4 KiB), and a freed block of
+//! a class goes on that class's free list for the next allocation of the class.
+//! The lists are threaded through the free blocks themselves, so saving the
+//! arena's bytes and its list heads ([`Image`]) saves the allocator with them.
+//! Before [`recycle`] (and in executions that never call it), nothing is
+//! reused: blocks are bumped at their exact size, as the policy's addresses
+//! were always laid out.
+//!
 //! [`CheckAlloc`] must be the binary's global allocator for this to hold (the
 //! `tlbkit` binary and the checker's tests install it). Without it everything
 //! still runs, but state hashing prunes less (addresses differ from execution
@@ -20,22 +31,85 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// A global allocator that serves the calling thread's arena while one is active.
 pub struct CheckAlloc;
 
-/// The arena of the calling thread: `base`, `len`, and how much is used.
+/// The arena of the calling thread: `base`, `len`, how much is used, and,
+/// once [`recycle`] is called, where recycling starts and the free lists.
 struct Region {
     base: Cell<usize>,
     len: Cell<usize>,
     used: Cell<usize>,
     active: Cell<bool>,
+    /// The offset from which blocks are size-classed and recycled
+    /// ([`NO_RECYCLING`] before [`recycle`]).
+    floor: Cell<usize>,
+    /// Per size class: the first free block (0 when none); each free block's
+    /// first word is the next.
+    heads: [Cell<usize>; CLASSES],
+}
+
+/// [`Region::floor`] while nothing is recycled.
+const NO_RECYCLING: usize = usize::MAX;
+/// Size classes: 16 bytes to 4 KiB, by powers of two.
+const CLASSES: usize = 9;
+/// The alignment of every size-classed block.
+const CLASS_ALIGN: usize = 16;
+
+/// Returns the size class of `layout` (blocks of `16 << class` bytes), or
+/// `None` when it is bumped at its exact size and never recycled.
+fn class(layout: Layout) -> Option<usize> {
+    (layout.align() <= CLASS_ALIGN && layout.size() <= 16 << (CLASSES - 1))
+        .then(|| layout.size().max(16).next_power_of_two().trailing_zeros() as usize - 4)
 }
 
 thread_local! {
     static REGION: Region = const {
-        Region { base: Cell::new(0), len: Cell::new(0), used: Cell::new(0), active: Cell::new(false) }
+        Region {
+            base: Cell::new(0),
+            len: Cell::new(0),
+            used: Cell::new(0),
+            active: Cell::new(false),
+            floor: Cell::new(NO_RECYCLING),
+            heads: [const { Cell::new(0) }; CLASSES],
+        }
     };
 }
 
-// SAFETY: arena allocations are disjoint bump-allocated blocks of a region this
-// thread owns for the arena's lifetime; everything else goes to `System`.
+impl Region {
+    /// Returns whether `addr` lies in this region at or above the floor (a
+    /// size-classed block, if it is a block).
+    fn recycles(&self, addr: usize) -> bool {
+        let floor = self.floor.get();
+        floor != NO_RECYCLING && addr >= self.base.get() + floor && addr < self.base.get() + self.len.get()
+    }
+
+    /// Returns a block for `layout` from the free lists or the bump pointer,
+    /// or null when the region is full.
+    fn alloc(&self, layout: Layout) -> *mut u8 {
+        let recycling = self.floor.get() != NO_RECYCLING;
+        let (size, align) = match class(layout).filter(|_| recycling) {
+            Some(k) => {
+                let head = self.heads[k].get();
+                if head != 0 {
+                    // SAFETY: a free block of this region; its first word is the next.
+                    self.heads[k].set(unsafe { *(head as *const usize) });
+                    return head as *mut u8;
+                }
+                (16 << k, CLASS_ALIGN)
+            }
+            None => (layout.size(), layout.align()),
+        };
+        let start = (self.base.get() + self.used.get()).next_multiple_of(align);
+        let end = start + size;
+        if end > self.base.get() + self.len.get() {
+            return std::ptr::null_mut();
+        }
+        self.used.set(end - self.base.get());
+        start as *mut u8
+    }
+}
+
+// SAFETY: arena allocations are disjoint blocks of a region this thread owns
+// for the arena's lifetime (bumped, or taken from a free list that holds only
+// blocks freed and not handed out since); everything else goes to `System`.
 unsafe impl GlobalAlloc for CheckAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = REGION
@@ -43,13 +117,10 @@ unsafe impl GlobalAlloc for CheckAlloc {
                 if !r.active.get() {
                     return None;
                 }
-                let start = (r.base.get() + r.used.get()).next_multiple_of(layout.align());
-                let end = start + layout.size();
-                if end > r.base.get() + r.len.get() {
-                    return None;
-                }
-                r.used.set(end - r.base.get());
-                Some(start as *mut u8)
+                let p = r.alloc(layout);
+                // A recycling arena holds a checkpointed execution's state,
+                // which must lie wholly in it: full is an error, not `System`.
+                (!p.is_null() || r.floor.get() != NO_RECYCLING).then_some(p)
             })
             .ok()
             .flatten();
@@ -58,9 +129,44 @@ unsafe impl GlobalAlloc for CheckAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if !in_any_arena(ptr as usize) {
+        let addr = ptr as usize;
+        let own = REGION
+            .try_with(|r| {
+                if !r.recycles(addr) {
+                    return false;
+                }
+                if let Some(k) = class(layout) {
+                    // SAFETY: a block of this class, no longer used: its first
+                    // word (it has at least 16 bytes) holds the next free one.
+                    unsafe { *(addr as *mut usize) = r.heads[k].get() };
+                    r.heads[k].set(addr);
+                }
+                true
+            })
+            .unwrap_or(false);
+        if !own && !in_any_arena(addr) {
             // SAFETY: not an arena block, so `System` allocated it.
             unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's layout with the new size is valid (`realloc`'s contract).
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // A size-classed block that still fits its class stays where it is.
+        let same = class(layout).is_some_and(|k| class(new) == Some(k))
+            && REGION.try_with(|r| r.recycles(ptr as usize)).unwrap_or(false);
+        if same {
+            return ptr;
+        }
+        // SAFETY: as `GlobalAlloc::realloc`'s own default does.
+        unsafe {
+            let p = self.alloc(new);
+            if !p.is_null() {
+                std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            p
         }
     }
 }
@@ -107,9 +213,21 @@ pub fn ensure() -> usize {
     })
 }
 
-/// Empties the calling thread's arena. Everything allocated in it must be dead.
+/// Empties the calling thread's arena and stops recycling. Everything
+/// allocated in it must be dead.
 pub fn reset() {
-    REGION.with(|r| r.used.set(0));
+    REGION.with(|r| {
+        r.used.set(0);
+        r.floor.set(NO_RECYCLING);
+        r.heads.iter().for_each(|h| h.set(0));
+    });
+}
+
+/// Recycles, from now until the next [`reset`], the blocks the arena hands
+/// out from here up (the module documentation says how); what lies below is
+/// never reused.
+pub fn recycle() {
+    REGION.with(|r| r.floor.set(r.used.get()));
 }
 
 /// Routes the calling thread's allocations to its arena (`true`) or to the
@@ -146,34 +264,53 @@ pub fn below(addr: usize, mark: usize) -> bool {
     REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + mark)
 }
 
-/// Copies the bytes in use of the calling thread's arena into `into` (for a
-/// checkpoint, [`crate::exec::Checkpoints`]).
-pub fn save(into: &mut Vec<u8>) {
+/// A copy of the calling thread's arena: its bytes in use and its
+/// allocator's state (for a checkpoint, [`crate::exec::Checkpoints`]).
+#[derive(Default)]
+pub struct Image {
+    bytes: Vec<u8>,
+    floor: usize,
+    heads: [usize; CLASSES],
+}
+
+/// Copies the calling thread's arena into `into`.
+pub fn save(into: &mut Image) {
     REGION.with(|r| {
         let used = r.used.get();
-        into.clear();
-        into.reserve(used);
+        let bytes = &mut into.bytes;
+        bytes.clear();
+        bytes.reserve(used);
         // SAFETY: the region is this thread's, mapped and at least `used`
-        // bytes long; `into` has room for `used` bytes.
+        // bytes long; `bytes` has room for `used` bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(r.base.get() as *const u8, into.as_mut_ptr(), used);
-            into.set_len(used);
+            std::ptr::copy_nonoverlapping(r.base.get() as *const u8, bytes.as_mut_ptr(), used);
+            bytes.set_len(used);
+        }
+        into.floor = r.floor.get();
+        for (i, h) in into.heads.iter_mut().zip(&r.heads) {
+            *i = h.get();
         }
     })
 }
 
-/// Puts the arena back as [`save`] found it: its bytes and how much is used.
+/// Puts the arena back as [`save`] found it: its bytes, how much is used and
+/// its free lists.
 ///
 /// # Safety
 /// Everything allocated in the arena since must be dead, and nothing may be
 /// running that holds a reference into it: the bytes under every live
 /// reference change.
-pub unsafe fn restore(from: &[u8]) {
+pub unsafe fn restore(from: &Image) {
     REGION.with(|r| {
-        assert!(from.len() <= r.len.get(), "a checkpoint of another arena");
-        // SAFETY: the region is this thread's and at least `from.len()` long;
-        // the caller vouches that nothing reads it meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), r.base.get() as *mut u8, from.len()) };
-        r.used.set(from.len());
+        let bytes = &from.bytes;
+        assert!(bytes.len() <= r.len.get(), "a checkpoint of another arena");
+        // SAFETY: the region is this thread's and at least `bytes.len()`
+        // long; the caller vouches that nothing reads it meanwhile.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), r.base.get() as *mut u8, bytes.len()) };
+        r.used.set(bytes.len());
+        r.floor.set(from.floor);
+        for (h, &i) in r.heads.iter().zip(&from.heads) {
+            h.set(i);
+        }
     })
 }

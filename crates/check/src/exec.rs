@@ -1577,6 +1577,10 @@ struct Resume {
     steps: usize,
     /// The CPU that stepped last (`None` before the first step).
     last: Option<usize>,
+    /// The state's hash there, where the search computed one (0 otherwise):
+    /// builds with debug assertions check that a restored checkpoint
+    /// hashes the same.
+    hash: u64,
 }
 
 /// Steps the execution from `from` until it ends, then returns how; with
@@ -1594,11 +1598,14 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
-    let mut fills = Vec::new();
     // Whether the core's machine hash ([`Core::refresh_machine`]) is the
     // machine's now: kept from the check after a step to the next state hash
     // when nothing changed the machine in between.
     let mut machine_valid = false;
+    if cfg!(debug_assertions) && from.hash != 0 {
+        core.refresh_machine();
+        assert_eq!(core.state_hash(), from.hash, "a restored checkpoint hashes differently from the state it saved");
+    }
     loop {
         // The options: stepping a runnable CPU (the one that ran last first, so that
         // option 0 never preempts), or draining a store buffer.
@@ -1647,7 +1654,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             if saved.is_empty() || unsafe { (*core.chooser.get()).may_return() } {
                 let depth = core.choices.borrow().len() - 1;
                 let last = (last != usize::MAX).then_some(last);
-                saved.save(core, cos, depth, Resume { steps, last });
+                saved.save(core, cos, depth, Resume { steps, last, hash });
             }
         }
         // SAFETY: as for the hash.
@@ -1688,22 +1695,25 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             }
         } else {
             let (cpu, upto) = drains[i - runs.len()];
-            for _ in 0..=upto {
-                let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
-                core.drain_one(addr, w, v);
-                let k = core.addr_key(addr);
-                let mut st = core.st.borrow_mut();
-                st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
-                if core.record {
-                    st.events.push(Event {
-                        cpu: Some(cpu),
-                        drain: true,
-                        step: steps,
-                        text: format!("store buffer drains: {} = {}", core.addr_name(addr), core.show(addr, v)),
-                        kind: core.access_kind(addr, false, true),
-                    });
+            // What a drain adds to the state is the state's: in the arena.
+            arena::inside(|| {
+                for _ in 0..=upto {
+                    let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
+                    core.drain_one(addr, w, v);
+                    let k = core.addr_key(addr);
+                    let mut st = core.st.borrow_mut();
+                    st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
+                    if core.record {
+                        st.events.push(Event {
+                            cpu: Some(cpu),
+                            drain: true,
+                            step: steps,
+                            text: format!("store buffer drains: {} = {}", core.addr_name(addr), core.show(addr, v)),
+                            kind: core.access_kind(addr, false, true),
+                        });
+                    }
                 }
-            }
+            });
         }
         if track {
             if before.is_some() {
@@ -1725,16 +1735,21 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         }
         // The hardware fills speculatively; the oracle looks.
         let mut st = core.st.borrow_mut();
-        fills.clear();
-        if st.m.fill(&mut fills) {
-            machine_valid = false;
-        }
-        if core.record {
-            for &(c, e) in &fills {
-                let entry = describe(&e);
-                let text = format!("speculative fill on cpu{c}: {entry}");
-                st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
+        // What the fills add to the state is the state's: in the arena.
+        let filled = arena::inside(|| {
+            let mut fills = Vec::new();
+            let filled = st.m.fill(&mut fills);
+            if core.record {
+                for &(c, e) in &fills {
+                    let entry = describe(&e);
+                    let text = format!("speculative fill on cpu{c}: {entry}");
+                    st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
+                }
             }
+            filled
+        });
+        if filled {
+            machine_valid = false;
         }
         if let Some(v) = st.violation.take() {
             violation = Some(v);

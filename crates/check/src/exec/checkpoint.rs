@@ -16,7 +16,8 @@
 //! - each CPU's coroutine: its stack from a little below where it paused up to
 //!   its top, and the coroutine's handle (the saved stack pointer);
 //! - the execution's state (the machine, every CPU's scheduler
-//!   state, the write versions), cloned;
+//!   state, the write versions): its own bytes only, since everything it
+//!   owns lies in the arena;
 //! - the core's counters and the scheduler's own variables.
 //!
 //! The next execution restores the deepest checkpoint on the path it shares
@@ -39,18 +40,24 @@
 //!   frame of the engine's pause: the suspension itself uses 39 bytes below
 //!   it in a release build on x86-64 (builds with debug assertions save 4 KiB
 //!   and check the saved stack pointer against it).
-//! - *The state is cloned, never shared.* A save clones the state with the
-//!   arena off (the checkpoint's own memory); a restore clones it back into
-//!   the arena, so the live state never shares a buffer with a checkpoint.
-//!   The live state's memory is the arena's because a CPU may move part of it
-//!   onto its stack across a pause (a lazy flush it completes, the wait an
-//!   interrupt handler suspends): what a stack owns must be restored with
-//!   the stack. The live state is dropped at the end of each execution, while
-//!   the arena still holds what it points into, and a restore puts the
-//!   arena's bytes back under a placeholder.
-//! - *Nothing the scheduler allocates is moved onto a stack.* The scheduler
-//!   (with the arena off) only fills TLBs and drains store buffers; what it
-//!   adds to the state stays there.
+//! - *Everything the live state owns lies in the arena.* Then a bitwise copy
+//!   of the state's own bytes, with the arena's, is the state: restoring both
+//!   puts back every buffer it points to as it was, and the state is never
+//!   cloned or dropped between executions (a restore writes over the live one
+//!   without dropping it; its memory was the arena's). The state starts as a
+//!   clone into the arena; CPUs run with the arena on; the scheduler, which
+//!   runs with it off, turns it on where it adds to the state (store-buffer
+//!   drains and speculative fills). It must be the arena's in any case,
+//!   because a CPU may move part of the state onto its stack across a pause
+//!   (a lazy flush it completes, the wait an interrupt handler suspends), and
+//!   what a stack owns must be restored with the stack. Builds with debug
+//!   assertions check that a restored state hashes as it did when saved.
+//! - *The arena stays small.* The state's buffers are freed and grown at
+//!   every step, so after the policy is built the arena recycles freed blocks
+//!   by size class ([`arena::recycle`]), its free lists saved with its bytes:
+//!   without that, every step's garbage would be copied at every later
+//!   checkpoint (`arm64-linux-skipbcast` saved 19 KB per checkpoint when the
+//!   state was cloned in at each restore, 6 KB with it living there).
 //!
 //! `crates/check/tests/checkpoints.rs` compares searches with checkpoints on
 //! and off: the same states, executions and verdicts for every policy, zoo
@@ -63,6 +70,7 @@ use super::{
 use corosensei::stack::Stack;
 use std::hash::Hasher;
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 /// Bytes of a CPU's stack saved below the address [`Core::pause`] records:
 /// the frames of the suspension, which lie below it (39 bytes in a release
@@ -112,6 +120,10 @@ struct Live {
 impl Drop for Live {
     fn drop(&mut self) {
         self.cos.drain(..).for_each(abandon);
+        // The live state is forgotten, not dropped: its memory is the arena's,
+        // which another execution on this thread may have reset since.
+        // SAFETY: nothing borrows it; an empty state owns no memory.
+        unsafe { self.core.st.as_ptr().write(State::default()) };
     }
 }
 
@@ -137,12 +149,14 @@ struct Snap {
     low: Vec<usize>,
     rollovers: u32,
     initiators: u64,
-    arena: Vec<u8>,
+    arena: arena::Image,
     /// Per CPU: the lowest address saved and the stack's bytes from there up.
     stacks: Vec<(usize, Vec<u8>)>,
     /// Per CPU: its coroutine's handle.
     cos: Vec<[u8; CO_BYTES]>,
-    st: Option<State>,
+    /// The state's own bytes, bit for bit: everything it owns lies in the
+    /// arena, saved with it. Never dropped (the live state is the one owner).
+    st: MaybeUninit<State>,
 }
 
 impl Snap {
@@ -154,10 +168,10 @@ impl Snap {
             low: Vec::new(),
             rollovers: 0,
             initiators: 0,
-            arena: Vec::new(),
+            arena: arena::Image::default(),
             stacks: Vec::new(),
             cos: Vec::new(),
-            st: None,
+            st: MaybeUninit::uninit(),
         }
     }
 }
@@ -217,7 +231,9 @@ impl Saved {
                 std::ptr::copy_nonoverlapping(co as *const Co<'_> as *const u8, s.cos[cpu].as_mut_ptr(), CO_BYTES);
             }
         }
-        s.st = Some(core.st.borrow().clone());
+        // SAFETY: a bitwise copy of the live state, which the checkpoint
+        // never uses as a value except to put back in the live state's place.
+        s.st = MaybeUninit::new(unsafe { std::ptr::read(&*core.st.borrow()) });
         self.snaps.push(s);
     }
 
@@ -243,9 +259,11 @@ impl Saved {
                 std::ptr::copy_nonoverlapping(s.cos[cpu].as_ptr(), co as *mut Co<'_> as *mut u8, CO_BYTES);
             }
         }
-        // In the arena, over the placeholder `run_from` left (the live state
-        // was dropped while the arena still held what it points into).
-        *core.st.borrow_mut() = in_arena(s.st.as_ref().expect("a saved state"));
+        // The state as it was, over the live one, which is not dropped: its
+        // memory was the arena's, whose bytes are now the checkpoint's.
+        // SAFETY: `s.st` was saved with the arena just restored, so all it
+        // points to is as it was; nothing borrows the live state now.
+        unsafe { core.st.as_ptr().write(s.st.assume_init_read()) };
         core.current.set(s.current);
         for (c, &l) in core.low.iter().zip(&s.low) {
             c.set(l);
@@ -311,18 +329,12 @@ pub fn run_from<P: Policy>(
     let out = drive(&live.core, &mut live.cos, from, Some(&mut live.saved));
     live.saved.path.clear();
     live.saved.path.extend_from_slice(&out.choices);
-    // Dropped now, while the arena holds what it points into: the next
-    // execution restores a checkpoint's state over a placeholder.
-    drop(std::mem::take(&mut *live.core.st.borrow_mut()));
     arena::set_active(was);
     out
 }
 
-/// Returns a clone of `st` whose memory is the arena's: what a CPU moves out
-/// of the live state onto its stack (a lazy flush it completes, the wait an
-/// interrupt handler suspends) must be restored with the stack, so it must
-/// lie in the arena, whose bytes a checkpoint saves. (What the scheduler adds
-/// to the state later, with the arena off, stays in the state.)
+/// Returns a clone of `st` whose memory is the arena's, as the live state's
+/// must be (see the module documentation).
 fn in_arena(st: &State) -> State {
     arena::inside(|| st.clone())
 }
@@ -333,6 +345,9 @@ impl Live {
     fn start<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, base: usize) -> Live {
         arena::reset();
         let (policy, mark) = arena::inside(|| build_policy(shape, build));
+        // From here the arena recycles what is freed: it holds the state, and
+        // its bytes are saved at every checkpoint.
+        arena::recycle();
         // Outside the arena: the core must keep its address and its bytes
         // when the arena's are put back.
         let core = Box::new(new_core(shape, &*policy, base, mark, Default::default(), false));
