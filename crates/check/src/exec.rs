@@ -420,9 +420,33 @@ impl Cpu {
 
 /// The mutable state of an execution. (Its `Default` is an empty
 /// placeholder.)
+/// The machine with a note of whether it may have changed since the core
+/// last hashed it ([`Core::refresh_machine`]): every mutable borrow sets it,
+/// so a step that only reads the machine (most steps of policy code) leaves
+/// its hash as it was.
+#[derive(Clone, Default)]
+pub(crate) struct Tracked {
+    m: Machine,
+    changed: bool,
+}
+
+impl std::ops::Deref for Tracked {
+    type Target = Machine;
+    fn deref(&self) -> &Machine {
+        &self.m
+    }
+}
+
+impl std::ops::DerefMut for Tracked {
+    fn deref_mut(&mut self) -> &mut Machine {
+        self.changed = true;
+        &mut self.m
+    }
+}
+
 #[derive(Clone, Default)]
 pub(crate) struct State {
-    pub(crate) m: Machine,
+    pub(crate) m: Tracked,
     pub(crate) cpus: Vec<Cpu>,
     writes: u64,
     /// Per policy address: how many stores to it have become visible.
@@ -808,10 +832,18 @@ impl Core {
     /// Serializes and hashes the machine, as the state hash and
     /// [`Core::others`] begin with it.
     fn refresh_machine(&self) {
-        let st = self.st.borrow();
+        let mut st = self.st.borrow_mut();
         // SAFETY: called with no coroutine running, as the hashes are.
         let rename = unsafe { (*self.chooser.get()).renames() };
         self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
+        st.m.changed = false;
+    }
+
+    /// Refreshes the machine's hash if the machine may have changed since.
+    fn fresh_machine(&self) {
+        if self.st.borrow().m.changed {
+            self.refresh_machine();
+        }
     }
 
     /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
@@ -1366,7 +1398,7 @@ fn new_core<P: Policy>(
         })
         .collect();
     let st = State {
-        m,
+        m: Tracked { m, changed: true },
         cpus,
         writes: 0,
         wver: BTreeMap::new(),
@@ -1593,15 +1625,13 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
     let mut violation = None;
     let mut steps = from.steps;
     let mut last = from.last.unwrap_or(usize::MAX);
+    // The machine's hash is the last execution's, or unknown after a restore.
+    core.st.borrow_mut().m.changed = true;
     // The options' buffers, kept across steps (this loop runs for every step of
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
-    // Whether the core's machine hash ([`Core::refresh_machine`]) is the
-    // machine's now: kept from the check after a step to the next state hash
-    // when nothing changed the machine in between.
-    let mut machine_valid = false;
     if cfg!(debug_assertions) && from.hash != 0 {
         core.refresh_machine();
         assert_eq!(core.state_hash(), from.hash, "a restored checkpoint hashes differently from the state it saved");
@@ -1638,10 +1668,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
         let hash = if unsafe { (*core.chooser.get()).wants_state() } {
-            if !machine_valid {
-                core.refresh_machine();
-                machine_valid = true;
-            }
+            core.fresh_machine();
             core.state_hash()
         } else {
             0
@@ -1661,12 +1688,9 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         let track = unsafe { (*core.chooser.get()).wants_footprint() };
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
-            if !machine_valid {
-                core.refresh_machine();
-            }
+            core.fresh_machine();
             core.others(runs[i])
         });
-        machine_valid = false;
         steps += 1;
         core.st.borrow_mut().step = steps;
         if i < runs.len() {
@@ -1717,8 +1741,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         }
         if track {
             if before.is_some() {
-                core.refresh_machine();
-                machine_valid = true;
+                core.fresh_machine();
             }
             let foot = core.foot.borrow_mut().take();
             let foot = match (foot, before) {
@@ -1738,7 +1761,8 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         // What the fills add to the state is the state's: in the arena.
         let filled = arena::inside(|| {
             let mut fills = Vec::new();
-            let filled = st.m.fill(&mut fills);
+            // Not through `DerefMut`: a fill that adds nothing changes nothing.
+            let filled = st.m.m.fill(&mut fills);
             if core.record {
                 for &(c, e) in &fills {
                     let entry = describe(&e);
@@ -1748,9 +1772,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             }
             filled
         });
-        if filled {
-            machine_valid = false;
-        }
+        st.m.changed |= filled;
         if let Some(v) = st.violation.take() {
             violation = Some(v);
             break;
