@@ -418,8 +418,6 @@ impl Cpu {
     }
 }
 
-/// The mutable state of an execution. (Its `Default` is an empty
-/// placeholder.)
 /// The machine with a note of whether it may have changed since the core
 /// last hashed it ([`Core::refresh_machine`]): every mutable borrow sets it,
 /// so a step that only reads the machine (most steps of policy code) leaves
@@ -444,25 +442,62 @@ impl std::ops::DerefMut for Tracked {
     }
 }
 
+/// A map kept as a vector sorted by key: the state's maps are small (a
+/// policy's few dozen fields), read at every state hash and copied at every
+/// checkpoint, where one buffer beats a tree of nodes. Iterates in key order,
+/// as a `BTreeMap` does.
+#[derive(Clone, Debug)]
+struct SortedMap<K, V>(Vec<(K, V)>);
+
+impl<K, V> Default for SortedMap<K, V> {
+    fn default() -> Self {
+        SortedMap(Vec::new())
+    }
+}
+
+impl<K: Ord + Copy, V> SortedMap<K, V> {
+    fn get(&self, k: &K) -> Option<&V> {
+        self.0.binary_search_by(|(q, _)| q.cmp(k)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Returns the value of `k`, inserting `v` first if it has none.
+    fn or_insert(&mut self, k: K, v: V) -> &mut V {
+        let i = match self.0.binary_search_by(|(q, _)| q.cmp(&k)) {
+            Ok(i) => i,
+            Err(i) => {
+                self.0.insert(i, (k, v));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+/// The mutable state of an execution. (Its `Default` is an empty
+/// placeholder.)
 #[derive(Clone, Default)]
 pub(crate) struct State {
     pub(crate) m: Tracked,
     pub(crate) cpus: Vec<Cpu>,
     writes: u64,
     /// Per policy address: how many stores to it have become visible.
-    wver: BTreeMap<usize, u64>,
+    wver: SortedMap<usize, u64>,
     pub(crate) violation: Option<Violation>,
     events: Vec<Event>,
     step: usize,
     /// Facade atomics of the policy (addresses below the construction mark).
-    shared: BTreeMap<usize, Width>,
+    shared: SortedMap<usize, Width>,
 }
 
 impl State {
     /// Notes that a store to `addr` became visible.
     fn wrote(&mut self, addr: usize) {
         self.writes += 1;
-        *self.wver.entry(addr).or_insert(0) += 1;
+        *self.wver.or_insert(addr, 0) += 1;
     }
 
     /// Notes that CPU `cpu` read `addr` (for its next spin).
@@ -857,7 +892,7 @@ impl Core {
 
     fn note_shared(&self, addr: usize, w: Width) {
         if arena::below(addr, self.mark) {
-            self.st.borrow_mut().shared.entry(addr).or_insert(w);
+            self.st.borrow_mut().shared.or_insert(addr, w);
         }
     }
 
@@ -941,7 +976,7 @@ impl Core {
             for c in &st.cpus {
                 c.hash_keyed(h, |a| self.addr_key(a), since, |w| st.writes - w);
             }
-            for (&addr, &w) in &st.shared {
+            for (&addr, &w) in st.shared.iter() {
                 // SAFETY: a live facade atomic of width `w` (policy memory).
                 let v = unsafe { read_raw(addr, w) };
                 (addr - self.base, v).hash(h);
@@ -1401,11 +1436,11 @@ fn new_core<P: Policy>(
         m: Tracked { m, changed: true },
         cpus,
         writes: 0,
-        wver: BTreeMap::new(),
+        wver: SortedMap::default(),
         violation: None,
         events: Vec::new(),
         step: 0,
-        shared: BTreeMap::new(),
+        shared: SortedMap::default(),
     };
     let no_chooser: *mut dyn Chooser = std::ptr::null_mut::<crate::search::Replay<'static>>();
     let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();

@@ -7,30 +7,69 @@
 use crate::exec::{Choice, Chooser, Foot, Outcome, Pick, Point};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// The visited set's hasher: its keys are state hashes already (XXH3-64), so
-/// hashing them again would only cost time.
+/// A set of state hashes, each with the labels every visit so far left
+/// asleep: an open-addressing table of `(hash, mask)` pairs probed linearly,
+/// so that a visit of a state not seen before (the common case, and a cache
+/// miss in a table of millions) touches one cache line. Its keys are state
+/// hashes already (XXH3-64), so their low bits index it as they are.
 #[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64` keys are hashed here; anything else folds in, byte by byte.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
+struct Visited {
+    /// `(hash, mask)`, a hash of 0 marking an empty slot; the length is a
+    /// power of two (or 0 before the first visit).
+    slots: Vec<(u64, u64)>,
+    /// The mask of the state whose hash is 0, if it was visited.
+    zero: Option<u64>,
+    len: usize,
 }
 
-/// A set of state hashes.
-type Visited = std::collections::HashMap<u64, u64, BuildHasherDefault<Prehashed>>;
+impl Visited {
+    /// Returns how many states it holds.
+    fn len(&self) -> usize {
+        self.len + self.zero.is_some() as usize
+    }
+
+    /// Returns the mask of `state`, inserting `asleep` first if it has none
+    /// (then with `true`).
+    fn entry(&mut self, state: u64, asleep: u64) -> (&mut u64, bool) {
+        if state == 0 {
+            let fresh = self.zero.is_none();
+            return (self.zero.get_or_insert(asleep), fresh);
+        }
+        // At most three quarters full, so that probes stay short.
+        if 4 * (self.len + 1) > 3 * self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = state as usize & mask;
+        loop {
+            let k = self.slots[i].0;
+            if k == state {
+                return (&mut self.slots[i].1, false);
+            }
+            if k == 0 {
+                self.slots[i] = (state, asleep);
+                self.len += 1;
+                return (&mut self.slots[i].1, true);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Doubles the table (16 slots at first) and puts every entry back.
+    fn grow(&mut self) {
+        let n = (2 * self.slots.len()).max(16);
+        let old = std::mem::replace(&mut self.slots, vec![(0, 0); n]);
+        let mask = n - 1;
+        for (k, v) in old.into_iter().filter(|&(k, _)| k != 0) {
+            let mut i = k as usize & mask;
+            while self.slots[i].0 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (k, v);
+        }
+    }
+}
 
 /// Replays a schedule: choice `i` takes `choices[i]` (clamped to the options
 /// there), and every choice past the end takes option 0 (no preemption, the
@@ -152,21 +191,17 @@ pub fn with_checkpoints<T>(on: bool, f: impl FnOnce() -> T) -> T {
 /// asleep and this one does not (Godefroid's sleep sets with state caching:
 /// the state keeps the intersection of its visits' sleep sets).
 fn visit(map: &mut Visited, state: u64, asleep: u64) -> Option<u64> {
-    match map.entry(state) {
-        std::collections::hash_map::Entry::Vacant(e) => {
-            e.insert(asleep);
-            Some(asleep)
-        }
-        std::collections::hash_map::Entry::Occupied(mut e) => {
-            let before = *e.get();
-            let fresh = before & !asleep;
-            if fresh == 0 {
-                return None;
-            }
-            e.insert(before & asleep);
-            Some(!fresh)
-        }
+    let (mask, first) = map.entry(state, asleep);
+    if first {
+        return Some(asleep);
     }
+    let before = *mask;
+    let fresh = before & !asleep;
+    if fresh == 0 {
+        return None;
+    }
+    *mask = before & asleep;
+    Some(!fresh)
 }
 
 /// Depth-first search over every choice, replaying a prefix and pruning at any
