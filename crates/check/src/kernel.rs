@@ -7,7 +7,6 @@
 //! and a TLB is an unbounded set of entries (see the crate documentation for why
 //! that is sound). Versions and uids are the ground truth policies never see.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use tlbkit_policy::contpte::{PteVal, CONT_PTES};
 use tlbkit_policy::{Root, Scope, Tlbi};
@@ -252,6 +251,104 @@ impl MmapLock {
     }
 }
 
+/// A set kept as a vector sorted in the set's order: the machine's sets (a
+/// TLB, a walk cache) hold a handful of entries, are hashed at most steps
+/// and live in the checker's arena, whose bytes every checkpoint copies;
+/// one small buffer serves all of that better than a tree of nodes.
+/// Iterates in order, as a `BTreeSet` does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SortedSet<T>(Vec<T>);
+
+impl<T> Default for SortedSet<T> {
+    fn default() -> Self {
+        SortedSet(Vec::new())
+    }
+}
+
+impl<T: Ord> SortedSet<T> {
+    /// Adds `v`; returns whether it was not there.
+    pub fn insert(&mut self, v: T) -> bool {
+        match self.0.binary_search(&v) {
+            Ok(_) => false,
+            Err(i) => {
+                self.0.insert(i, v);
+                true
+            }
+        }
+    }
+
+    /// Takes `v` out; returns whether it was there.
+    pub fn remove(&mut self, v: &T) -> bool {
+        match self.0.binary_search(v) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Returns whether `v` is in the set.
+    pub fn contains(&self, v: &T) -> bool {
+        self.0.binary_search(v).is_ok()
+    }
+
+    /// Returns the entries in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
+    }
+
+    /// Keeps the entries `f` accepts.
+    pub fn retain(&mut self, f: impl FnMut(&T) -> bool) {
+        self.0.retain(f);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl<T: Ord> Extend<T> for SortedSet<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        iter.into_iter().for_each(|v| {
+            self.insert(v);
+        });
+    }
+}
+
+impl<T: Ord> FromIterator<T> for SortedSet<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut v: Vec<T> = iter.into_iter().collect();
+        v.sort();
+        v.dedup();
+        SortedSet(v)
+    }
+}
+
+impl<T> IntoIterator for SortedSet<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a SortedSet<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 /// The machine's ground truth and the kernel's memory. (Its `Default` is a
 /// machine of no CPUs and no address spaces, a placeholder.)
 #[derive(Clone, Debug, Default)]
@@ -263,13 +360,13 @@ pub struct Machine {
     /// Every obligation, by id.
     pub obligations: Vec<Obligation>,
     /// `(uid, page, ver)` of every translation whose obligation is discharged.
-    pub dead: BTreeSet<(u32, u8, u32)>,
+    pub dead: SortedSet<(u32, u8, u32)>,
     /// Per CPU: the TLB.
-    pub tlbs: Vec<BTreeSet<Entry>>,
+    pub tlbs: Vec<SortedSet<Entry>>,
     /// Per CPU: the walk cache, as `(asid, page-table frame, uid)`: a cached
     /// pointer to an address space's page-table page, which speculative walks
     /// under that tag may follow without reading the upper levels again.
-    pub walks: Vec<BTreeSet<(u16, u32, u32)>>,
+    pub walks: Vec<SortedSet<(u16, u32, u32)>>,
     /// Per CPU: the translation root and the tag it runs with.
     pub roots: Vec<(Root, u16)>,
     /// Per CPU: what it runs.
@@ -305,7 +402,7 @@ pub struct Machine {
     pub in_irq: Vec<bool>,
     /// Per CPU: the flushes that returned while it was inside an interrupt
     /// handler, still to be judged for it when the handler returns.
-    pub deferred: Vec<BTreeSet<Deferred>>,
+    pub deferred: Vec<SortedSet<Deferred>>,
     /// Per CPU: the flush it runs now, if the kernel lets it complete late
     /// (`munmap`, `madvise(MADV_DONTNEED)`), until the policy takes it with
     /// `defer_flush` (its ticket then set) or the flush returns.
@@ -519,9 +616,9 @@ impl Machine {
             spaces: vec![empty; mms + 1],
             free: (0..frames).rev().collect(),
             obligations: Vec::new(),
-            dead: BTreeSet::new(),
-            tlbs: vec![BTreeSet::new(); cpus],
-            walks: vec![BTreeSet::new(); cpus],
+            dead: SortedSet::default(),
+            tlbs: vec![SortedSet::default(); cpus],
+            walks: vec![SortedSet::default(); cpus],
             roots: vec![(Root::Reserved, 0); cpus],
             tasks: vec![Task::Idle; cpus],
             active: vec![None; cpus],
@@ -534,7 +631,7 @@ impl Machine {
             global_user,
             contpte,
             in_irq: vec![false; cpus],
-            deferred: vec![BTreeSet::new(); cpus],
+            deferred: vec![SortedSet::default(); cpus],
             lazy_offer: vec![None; cpus],
             lazy: Vec::new(),
             next_uid: 1,

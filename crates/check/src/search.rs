@@ -17,7 +17,7 @@ use rand_core::{Rng, SeedableRng};
 struct Visited {
     /// `(hash, mask)`, a hash of 0 marking an empty slot; the length is a
     /// power of two (or 0 before the first visit).
-    slots: Vec<(u64, u64)>,
+    slots: Slots,
     /// The mask of the state whose hash is 0, if it was visited.
     zero: Option<u64>,
     len: usize,
@@ -59,14 +59,102 @@ impl Visited {
     /// Doubles the table (16 slots at first) and puts every entry back.
     fn grow(&mut self) {
         let n = (2 * self.slots.len()).max(16);
-        let old = std::mem::replace(&mut self.slots, vec![(0, 0); n]);
+        let old = std::mem::replace(&mut self.slots, Slots::new(n));
         let mask = n - 1;
-        for (k, v) in old.into_iter().filter(|&(k, _)| k != 0) {
+        for &(k, v) in old.iter().filter(|&&(k, _)| k != 0) {
             let mut i = k as usize & mask;
             while self.slots[i].0 != 0 {
                 i = (i + 1) & mask;
             }
             self.slots[i] = (k, v);
+        }
+    }
+}
+
+/// The visited table's slots, zeroed. Tables of 2 MiB and more are mapped
+/// on their own and asked for transparent huge pages: a visit of a new state
+/// reads a random slot of a table that reaches a gigabyte, and with 4 KiB
+/// pages nearly every such read also missed the TLB (the page walk cost
+/// about as much as the slot's own cache miss).
+struct Slots {
+    ptr: std::ptr::NonNull<(u64, u64)>,
+    len: usize,
+    /// Whether `ptr` is a mapping of its own (else a boxed slice's).
+    mapped: bool,
+}
+
+// SAFETY: `Slots` owns its memory, as a `Vec` would.
+unsafe impl Send for Slots {}
+
+/// Tables this big or bigger are mapped with huge pages asked for.
+const HUGE: usize = 2 << 20;
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots { ptr: std::ptr::NonNull::dangling(), len: 0, mapped: false }
+    }
+}
+
+impl Slots {
+    /// Returns `len` zeroed slots.
+    fn new(len: usize) -> Self {
+        let bytes = len * std::mem::size_of::<(u64, u64)>();
+        if bytes >= HUGE {
+            // SAFETY: a fresh private anonymous mapping (zeroed by the kernel);
+            // the advice only asks for huge pages, and failing it is harmless.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                // SAFETY: as above.
+                unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
+                let ptr = std::ptr::NonNull::new(p as *mut (u64, u64)).expect("mmap returns no null mapping");
+                return Slots { ptr, len, mapped: true };
+            }
+        }
+        let boxed: Box<[(u64, u64)]> = vec![(0, 0); len].into_boxed_slice();
+        // SAFETY: a box's pointer is never null.
+        let ptr = unsafe { std::ptr::NonNull::new_unchecked(Box::into_raw(boxed) as *mut (u64, u64)) };
+        Slots { ptr, len, mapped: false }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Deref for Slots {
+    type Target = [(u64, u64)];
+    fn deref(&self) -> &[(u64, u64)] {
+        // SAFETY: `len` initialised slots, owned.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Slots {
+    fn deref_mut(&mut self) -> &mut [(u64, u64)] {
+        // SAFETY: as for `deref`, and borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: our own mapping of this size.
+            unsafe {
+                libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len * std::mem::size_of::<(u64, u64)>())
+            };
+        } else if self.len > 0 {
+            // SAFETY: the boxed slice `new` made, of `len` slots.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
         }
     }
 }
