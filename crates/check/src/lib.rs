@@ -143,7 +143,9 @@
 //! a worker keeps its last execution alive (the CPUs' coroutines on stacks it
 //! owns, the policy in its arena) and saves, at each scheduling point where
 //! the search may come back, the arena's bytes, each CPU's stack from just
-//! below where it paused, the coroutine handles and a clone of the state.
+//! below where it paused, the coroutine handles and the state's own bytes
+//! (everything the state owns lies in the arena, which recycles freed
+//! blocks once the policy is built, so the arena stays a few kilobytes).
 //! The next execution restores the deepest checkpoint on the path it shares
 //! with the last one and goes on from there, replaying about one step instead
 //! of forty. A checkpoint stands for every execution that made its choices
