@@ -1660,15 +1660,17 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
     let mut violation = None;
     let mut steps = from.steps;
     let mut last = from.last.unwrap_or(usize::MAX);
-    // The machine's hash is the last execution's, or unknown after a restore.
-    core.st.borrow_mut().m.changed = true;
     // The options' buffers, kept across steps (this loop runs for every step of
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
     if cfg!(debug_assertions) && from.hash != 0 {
+        let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
         core.refresh_machine();
+        if let Some(kept) = kept {
+            assert_eq!(kept, core.machine_hash.get(), "a restored checkpoint kept a stale machine hash");
+        }
         assert_eq!(core.state_hash(), from.hash, "a restored checkpoint hashes differently from the state it saved");
     }
     loop {

@@ -149,6 +149,9 @@ struct Snap {
     low: Vec<usize>,
     rollovers: u32,
     initiators: u64,
+    /// The core's machine hash then (the machine's, unless the state says it
+    /// changed since).
+    machine: u64,
     arena: arena::Image,
     /// Per CPU: the lowest address saved and the stack's bytes from there up.
     stacks: Vec<(usize, Vec<u8>)>,
@@ -168,6 +171,7 @@ impl Snap {
             low: Vec::new(),
             rollovers: 0,
             initiators: 0,
+            machine: 0,
             arena: arena::Image::default(),
             stacks: Vec::new(),
             cos: Vec::new(),
@@ -207,6 +211,7 @@ impl Saved {
         s.low.extend(core.low.iter().map(std::cell::Cell::get));
         s.rollovers = core.rollovers.get();
         s.initiators = core.initiators.get();
+        s.machine = core.machine_hash.get();
         arena::save(&mut s.arena);
         s.stacks.resize_with(cos.len(), || (0, Vec::new()));
         s.cos.resize(cos.len(), [0; CO_BYTES]);
@@ -270,6 +275,9 @@ impl Saved {
         }
         core.rollovers.set(s.rollovers);
         core.initiators.set(s.initiators);
+        // With the state's note of whether the machine changed since it was
+        // hashed, restored above.
+        core.machine_hash.set(s.machine);
         core.pruned.set(false);
         *core.foot.borrow_mut() = None;
         let mut choices = Vec::with_capacity(super::CHOICES.max(s.depth + 1));
