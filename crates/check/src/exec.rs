@@ -1450,7 +1450,7 @@ fn new_core<P: Policy>(
         current: Cell::new(0),
         low: (0..shape.cpus).map(|_| Cell::new(0)).collect(),
         chooser: Cell::new(no_chooser),
-        choices: RefCell::new(arena::outside(|| Vec::with_capacity(CHOICES))),
+        choices: RefCell::new(choices_buffer()),
         pruned: Cell::new(false),
         shape: shape.clone(),
         record,
@@ -1514,6 +1514,34 @@ fn give_buffer(mut b: Vec<u8>) {
 /// The choices an execution's record starts with room for (more than most
 /// executions make, so that it does not grow choice by choice).
 const CHOICES: usize = 256;
+
+thread_local! {
+    /// Records of choices done with, kept for the next execution's record.
+    static CHOICE_BUFFERS: RefCell<Vec<Vec<Choice>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Returns an empty record of choices with room for [`CHOICES`], one a search
+/// gave back ([`recycle_choices`]) if any: a search runs an execution for
+/// every few states, and allocating a fresh record of that size for each
+/// was a measurable part of its time.
+pub(crate) fn choices_buffer() -> Vec<Choice> {
+    arena::outside(|| CHOICE_BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(CHOICES)))
+}
+
+/// Keeps a record of choices the caller is done with for [`choices_buffer`].
+pub(crate) fn recycle_choices(mut v: Vec<Choice>) {
+    if v.capacity() >= CHOICES && !arena::below(v.as_ptr() as usize, arena::used()) {
+        v.clear();
+        arena::outside(|| {
+            CHOICE_BUFFERS.with(|b| {
+                let mut b = b.borrow_mut();
+                if b.len() < 4 {
+                    b.push(v);
+                }
+            })
+        });
+    }
+}
 
 /// The coroutine stack size: policy code in debug builds with nested handlers.
 const STACK_BYTES: usize = 256 << 10;

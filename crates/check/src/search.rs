@@ -462,7 +462,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             stats.states = visited.len() as u64;
             return (stats, Some(out));
         }
-        stack = out.choices;
+        crate::exec::recycle_choices(std::mem::replace(&mut stack, out.choices));
         if !backtrack(&mut stack, &mut nodes, 0, None) {
             stats.states = visited.len() as u64;
             stats.complete = true;
@@ -494,7 +494,7 @@ struct Shared {
     work: std::sync::Mutex<(Vec<Root>, usize)>,
     wake: std::sync::Condvar,
     /// The visited set, in shards locked one at a time (by bits of the hash).
-    visited: Vec<std::sync::Mutex<Visited>>,
+    visited: Vec<Shard>,
     executions: std::sync::atomic::AtomicU64,
     pruned: std::sync::atomic::AtomicU64,
     max_steps: std::sync::atomic::AtomicUsize,
@@ -502,6 +502,11 @@ struct Shared {
     stop: std::sync::atomic::AtomicBool,
     found: std::sync::Mutex<Option<Outcome>>,
 }
+
+/// A shard of the visited set, alone on its cache lines (two adjacent
+/// shards on one line would bounce it between the workers that lock them).
+#[repr(align(128))]
+struct Shard(std::sync::Mutex<Visited>);
 
 /// Shards of [`Shared::visited`].
 const SHARDS: usize = 64;
@@ -511,7 +516,7 @@ impl Shared {
         // Bits the shard's own table uses for neither its buckets (low bits)
         // nor its tags (the top seven).
         let shard = (state >> 32) as usize % SHARDS;
-        visit(&mut self.visited[shard].lock().expect("no worker panicked holding a shard"), state, asleep)
+        visit(&mut self.visited[shard].0.lock().expect("no worker panicked holding a shard"), state, asleep)
     }
 }
 
@@ -546,7 +551,7 @@ pub fn exhaustive_parallel(
     let shared = Shared {
         work: std::sync::Mutex::new((vec![(Vec::new(), Vec::new())], 0)),
         wake: std::sync::Condvar::new(),
-        visited: (0..SHARDS).map(|_| std::sync::Mutex::new(Visited::default())).collect(),
+        visited: (0..SHARDS).map(|_| Shard(std::sync::Mutex::new(Visited::default()))).collect(),
         executions: 0.into(),
         pruned: 0.into(),
         max_steps: 0.into(),
@@ -575,7 +580,7 @@ pub fn exhaustive_parallel(
     let executions = shared.executions.load(Relaxed);
     let stats = Stats {
         executions,
-        states: shared.visited.iter().map(|v| v.lock().expect("no worker panicked").len() as u64).sum(),
+        states: shared.visited.iter().map(|v| v.0.lock().expect("no worker panicked").len() as u64).sum(),
         pruned: shared.pruned.load(Relaxed),
         max_steps: shared.max_steps.load(Relaxed),
         // The workers stop early only at a violation or at the cap.
@@ -646,7 +651,7 @@ fn explore(
         }
         // Choices past the stack are new: this worker owns all their options.
         let known = t.stack.len();
-        t.stack = out.choices;
+        crate::exec::recycle_choices(std::mem::replace(&mut t.stack, out.choices));
         t.ends.truncate(known.min(t.stack.len()));
         t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
         // Backtrack to the deepest choice with an option of ours left.

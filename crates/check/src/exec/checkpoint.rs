@@ -280,7 +280,7 @@ impl Saved {
         core.machine_hash.set(s.machine);
         core.pruned.set(false);
         *core.foot.borrow_mut() = None;
-        let mut choices = Vec::with_capacity(super::CHOICES.max(s.depth + 1));
+        let mut choices = super::choices_buffer();
         choices.extend_from_slice(&self.path[..s.depth]);
         *core.choices.borrow_mut() = choices;
         (s.depth, s.at)
