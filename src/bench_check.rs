@@ -45,9 +45,13 @@ pub const SEED_POLICIES: &[&str] = &[
 
 /// Returns the ASID space of the standard bounds for `policy`: Linux x86's 6
 /// PCID slots per CPU (`TLB_NR_DYN_ASIDS`), otherwise 4 (arm64's ASIDs, and
-/// FreeBSD x86's PCIDs per CPU, a power of two).
+/// FreeBSD x86's PCIDs per CPU, a power of two). `x86-linux-invlpgb` takes
+/// `--asids` as its global ASIDs (a power of two; its PCID slots stay 6):
+/// 2, the checker's default (three address spaces exhaust and reset it).
 fn asids(policy: &str) -> u32 {
-    if is_x86(policy) && !policy.starts_with("x86-freebsd") {
+    if policy == "x86-linux-invlpgb" {
+        2
+    } else if is_x86(policy) && !policy.starts_with("x86-freebsd") {
         6
     } else {
         4
@@ -298,6 +302,8 @@ mod tests {
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "4");
         assert_eq!(a[a.iter().position(|s| s == "--ops").unwrap() + 1], "6");
         assert_eq!(a[a.iter().position(|s| s == "--jobs").unwrap() + 1], "2");
+        let a = check_args("x86-linux-invlpgb", PAGES, None);
+        assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "2");
     }
 
     #[test]
