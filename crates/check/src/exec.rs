@@ -1861,7 +1861,8 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
     // Copy what the outcome keeps out of the arena (the engine runs with it off,
-    // but violations and events made inside coroutines live there).
+    // but violations and events made inside coroutines, drains and fills live
+    // there).
     let mut st = core.st.borrow_mut();
     let events = std::mem::take(&mut st.events)
         .into_iter()

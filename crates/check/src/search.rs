@@ -40,32 +40,32 @@ impl Visited {
         if 4 * (self.len + 1) > 3 * self.slots.len() {
             self.grow();
         }
+        let i = self.slot(state);
+        let first = self.slots[i].0 == 0;
+        if first {
+            self.slots[i] = (state, asleep);
+            self.len += 1;
+        }
+        (&mut self.slots[i].1, first)
+    }
+
+    /// Returns the slot that holds `state` (not 0), or the empty one where it
+    /// goes: linear probing from the slot its low bits name.
+    fn slot(&self, state: u64) -> usize {
         let mask = self.slots.len() - 1;
         let mut i = state as usize & mask;
-        loop {
-            let k = self.slots[i].0;
-            if k == state {
-                return (&mut self.slots[i].1, false);
-            }
-            if k == 0 {
-                self.slots[i] = (state, asleep);
-                self.len += 1;
-                return (&mut self.slots[i].1, true);
-            }
+        while self.slots[i].0 != state && self.slots[i].0 != 0 {
             i = (i + 1) & mask;
         }
+        i
     }
 
     /// Doubles the table (16 slots at first) and puts every entry back.
     fn grow(&mut self) {
         let n = (2 * self.slots.len()).max(16);
         let old = std::mem::replace(&mut self.slots, Slots::new(n));
-        let mask = n - 1;
         for &(k, v) in old.iter().filter(|&&(k, _)| k != 0) {
-            let mut i = k as usize & mask;
-            while self.slots[i].0 != 0 {
-                i = (i + 1) & mask;
-            }
+            let i = self.slot(k);
             self.slots[i] = (k, v);
         }
     }
@@ -513,8 +513,7 @@ const SHARDS: usize = 64;
 
 impl Shared {
     fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
-        // Bits the shard's own table uses for neither its buckets (low bits)
-        // nor its tags (the top seven).
+        // Bits the shard's own table does not index its slots by (the low bits).
         let shard = (state >> 32) as usize % SHARDS;
         visit(&mut self.visited[shard].0.lock().expect("no worker panicked holding a shard"), state, asleep)
     }

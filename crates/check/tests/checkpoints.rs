@@ -39,9 +39,7 @@ fn every_policy_searches_alike_with_checkpoints_on_and_off() {
 
 #[test]
 fn two_pages_and_tso_with_and_without_partial_order_reduction_search_alike() {
-    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
-        let mut s = common::small_spec(p, 2, 2);
-        s.memory = tlbkit_check::exec::Memory::Tso;
+    for (p, s) in common::two_pages_under_tso() {
         for reduce in [true, false] {
             with_reduction(reduce, || alike(&s, &format!("{p}, two pages under TSO, reduction {reduce}")));
         }

@@ -42,9 +42,7 @@ fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_of
 
 #[test]
 fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
-    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
-        let mut s = common::small_spec(p, 2, 2);
-        s.memory = tlbkit_check::exec::Memory::Tso;
+    for (p, s) in common::two_pages_under_tso() {
         let (on, off) = both(&s);
         assert_eq!(verdict(&on), verdict(&off), "{p}");
         assert_eq!((on.states, on.complete), (off.states, off.complete), "{p}");

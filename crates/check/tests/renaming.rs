@@ -42,9 +42,7 @@ fn every_policy_gives_the_same_verdict_in_no_more_states_with_the_renaming() {
 
 #[test]
 fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_partial_order_reduction() {
-    for p in ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"] {
-        let mut s = common::small_spec(p, 2, 2);
-        s.memory = tlbkit_check::exec::Memory::Tso;
+    for (p, s) in common::two_pages_under_tso() {
         for reduce in [true, false] {
             let (on, off) = with_reduction(reduce, || both(&s));
             assert_eq!(verdict(&on), verdict(&off), "{p}");

@@ -46,6 +46,17 @@ pub fn small_spec(policy: &str, pages: usize, ops: usize) -> CheckSpec {
     }
 }
 
+/// The soundness tests' case where flushes of one address space overlap and
+/// stores wait in buffers: the policies with the most cross-CPU traffic, each
+/// as [`small_spec`] with two pages and two operations, under TSO.
+pub fn two_pages_under_tso() -> impl Iterator<Item = (&'static str, CheckSpec)> {
+    ["arm64-linux-skipbcast", "x86-linux-pcid", "x86-freebsd-scoreboard"].into_iter().map(|p| {
+        let mut s = small_spec(p, 2, 2);
+        s.memory = Memory::Tso;
+        (p, s)
+    })
+}
+
 /// An exhaustive check of zoo entry `id` at its default shape, one page per
 /// address space.
 pub fn zoo_spec(id: &str) -> CheckSpec {
