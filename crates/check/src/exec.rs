@@ -22,7 +22,8 @@ use std::hash::{Hash, Hasher};
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
-    Access, Barrier, CpuId, CpuMask, Fields, FlushTicket, Hw, MmId, Note, Phase, Policy, Root, Scope, Tlbi, Value,
+    Access, Barrier, CpuId, CpuMask, Fields, FlushTicket, Hw, MmId, Note, Owner, Phase, Policy, Root, Scope, Tlbi,
+    Value,
 };
 
 /// A kind of choice.
@@ -72,6 +73,18 @@ pub trait Chooser {
 
     /// Takes the footprint of the step chosen at the last [`Point::Sched`].
     fn stepped(&mut self, _foot: Foot) {}
+
+    /// Tells the chooser, before the next [`Chooser::choose`] at a
+    /// [`Point::Sched`], that the step of `label` is *local* (see the crate
+    /// documentation's local steps): it commutes with every step any other CPU can
+    /// take from here on, so exploring it alone from this state is enough
+    /// (a persistent set). Asked only when [`Chooser::wants_footprint`].
+    fn local(&mut self, _label: u32) {}
+
+    /// Tells the chooser that the local step it was told of, once run, did
+    /// more than its announced access ([`Chooser::stepped`] has its
+    /// footprint): the state needs every option explored after all.
+    fn not_local(&mut self) {}
 
     /// Returns whether every choice made so far replays one an earlier
     /// execution made, with everything after it up to the next choice: then the
@@ -362,7 +375,17 @@ pub(crate) struct Cpu {
     pub(crate) anchor: Option<(u64, Vec<usize>)>,
     /// Kernel operations started.
     pub(crate) ops_done: usize,
+    /// The spin locks this CPU holds, by their words' offsets in the arena
+    /// ([`NO_LOCK`] for none): what makes an access to data a lock protects
+    /// local ([`Owner::Lock`]).
+    held: [u32; MAX_HELD],
 }
+
+/// The most spin locks one CPU holds at once.
+const MAX_HELD: usize = 4;
+
+/// An empty entry of [`Cpu::held`].
+const NO_LOCK: u32 = u32::MAX;
 
 impl Cpu {
     /// Hashes the CPU's state with every policy address it holds keyed by
@@ -405,7 +428,7 @@ impl Cpu {
         self.buffer.iter().for_each(|&(a, w, v)| (key(a), w, v).hash(h));
         // What it has left to do: two CPUs that swapped their operations can
         // reach the same machine with different budgets, and different futures.
-        (self.sync_out, self.history, self.ops_done).hash(h);
+        (self.sync_out, self.history, self.ops_done, self.held).hash(h);
         self.reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
         self.next.map(|(a, w)| (key(a), w)).hash(h);
         // The spin-loop anchor decides the history after the loop's next wait:
@@ -544,6 +567,47 @@ pub(crate) struct Core {
     foot: RefCell<Option<Foot>>,
     /// Feeds the policy's locked data ([`Policy::hash_locked`]) to a hasher.
     locked: Cell<LockedData>,
+    /// Who may access each byte of the policy's memory, by offset from
+    /// `base`, as the policy declares it ([`Policy::name_fields`]).
+    owners: Vec<Option<Own>>,
+}
+
+/// An [`Owner`], its lock named by the offset of its word.
+#[derive(Clone, Copy, Debug)]
+enum Own {
+    Cpu { cpu: usize, others_read: bool },
+    Lock { lock: u32 },
+}
+
+/// Collects a policy's [`Owner`] declarations by offset.
+struct OwnerTable<'a> {
+    base: usize,
+    table: &'a mut Vec<Option<Own>>,
+}
+
+impl Fields for OwnerTable<'_> {
+    fn field(&mut self, _addr: usize, _name: std::fmt::Arguments<'_>, _value: Value) {}
+
+    fn owner(&mut self, addr: usize, owner: Owner) {
+        let Some(k) = addr.checked_sub(self.base).filter(|&k| k < self.table.len()) else { return };
+        self.table[k] = Some(match owner {
+            Owner::Cpu { cpu, others_read } => Own::Cpu { cpu: cpu as usize, others_read },
+            Owner::Lock { lock } => Own::Lock { lock: (lock - self.base) as u32 },
+        });
+    }
+}
+
+/// Returns the policy's declarations of who may access its fields
+/// ([`Fields::owner`]), by offset from `base` up to `mark` (the policy's
+/// memory in the arena), or an empty table if it declares none.
+fn owners<P: Policy>(policy: &P, base: usize, mark: usize) -> Vec<Option<Own>> {
+    let mut table = vec![None; mark];
+    // The table lives outside the arena, which the next execution reuses.
+    arena::outside(|| policy.name_fields(&mut OwnerTable { base, table: &mut table }));
+    if table.iter().all(Option::is_none) {
+        table.clear();
+    }
+    table
 }
 
 /// A way to feed a policy's locked data to a hasher, its lifetime erased.
@@ -716,6 +780,86 @@ impl Core {
         self.st.borrow_mut().cpus[cpu].next = Some((addr, write));
         self.pause();
         self.st.borrow_mut().cpus[cpu].next = None;
+    }
+
+    /// Returns whether CPU `c`'s access to the policy field at offset `k`
+    /// (`write`: it may store) is one no other CPU can race with: to a field
+    /// declared `c`'s own (only read, where others read it too), or to data
+    /// a lock `c` holds protects.
+    fn local_access(&self, c: &Cpu, cpu: usize, k: usize, write: bool) -> bool {
+        match self.owners.get(k).copied().flatten() {
+            Some(Own::Cpu { cpu: o, others_read }) => o == cpu && !(write && others_read),
+            Some(Own::Lock { lock }) => c.held.contains(&lock),
+            None => false,
+        }
+    }
+
+    /// Panics (a `no_policy_panic` violation) if the current CPU's access to
+    /// `addr` breaks what the policy declared of the field
+    /// ([`Fields::owner`]): the reduction relies on the declarations, so
+    /// every access checks them.
+    fn check_owner(&self, cpu: usize, addr: usize, write: bool) {
+        let Some(own) = self.owners.get(addr - self.base).copied().flatten() else { return };
+        let ok = match own {
+            Own::Cpu { cpu: o, others_read } => o == cpu || (!write && others_read),
+            Own::Lock { lock } => self.st.borrow().cpus[cpu].held.contains(&lock),
+        };
+        if !ok {
+            // The names table notes unnamed addresses: never in the arena.
+            let msg = arena::outside(|| {
+                let what = if write { "wrote" } else { "read" };
+                let declared = match own {
+                    Own::Cpu { cpu: o, others_read: true } => format!("only cpu{o} writes it"),
+                    Own::Cpu { cpu: o, others_read: false } => format!("only cpu{o} touches it"),
+                    Own::Lock { lock } => {
+                        format!("only a holder of {} touches it", self.addr_name(self.base + lock as usize))
+                    }
+                };
+                format!(
+                    "cpu{cpu} {what} {} against the policy's declaration in name_fields ({declared}): \
+                     fix the declaration or the access",
+                    self.addr_name(addr)
+                )
+            });
+            std::panic::panic_any(msg);
+        }
+    }
+
+    /// Returns the CPU among `runs` whose next step is *local*, if any: it is
+    /// paused before an access to a policy field that no other CPU can race
+    /// with ([`Core::local_access`]), with interrupts off (so the step is
+    /// that access and what follows it up to the next pause, not a handler)
+    /// and an empty store buffer. Such a step reads and writes nothing
+    /// another CPU writes or reads, now or later (what the declarations say,
+    /// checked at every access), so it commutes with every step of the other
+    /// CPUs and neither enables nor disables one: exploring it alone is
+    /// enough, if it turns out to do nothing else ([`Core::is_local`]).
+    fn local_cpu(&self, runs: &[usize]) -> Option<usize> {
+        if self.owners.is_empty() {
+            return None;
+        }
+        let st = self.st.borrow();
+        // The lowest such CPU, whichever ran last: the choice is the state's.
+        runs.iter()
+            .copied()
+            .filter(|&c| {
+                let s = &st.cpus[c];
+                matches!(s.block, Block::No)
+                    && (s.irq_off > 0 || s.in_handler)
+                    && s.buffer.is_empty()
+                    && s.next.is_some_and(|(a, w)| self.local_access(s, c, a - self.base, w))
+            })
+            .min()
+    }
+
+    /// Returns whether a step of CPU `cpu` with footprint `foot` was local:
+    /// not global, and every field it read or wrote local to it.
+    fn is_local(&self, cpu: usize, foot: &Foot) -> bool {
+        let st = self.st.borrow();
+        let c = &st.cpus[cpu];
+        !foot.global
+            && foot.reads.iter().all(|&k| self.local_access(c, cpu, k, false))
+            && foot.writes.iter().all(|&k| self.local_access(c, cpu, k, true))
     }
 
     /// Returns whether `addr` is policy memory (shared); anything else a policy
@@ -1007,6 +1151,7 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return read() };
     core.pause_for(addr, false);
     let cpu = core.cpu();
+    core.check_owner(cpu, addr, false);
     core.note_shared(addr, w);
     core.touch(addr, false);
     core.st.borrow_mut().read(cpu, addr);
@@ -1027,6 +1172,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return write(v) };
     core.pause_for(addr, true);
     let cpu = core.cpu();
+    core.check_owner(cpu, addr, true);
     core.note_shared(addr, w);
     let k = core.addr_key(addr);
     let text = |tail: &str| {
@@ -1048,6 +1194,7 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return op().0 };
     core.pause_for(addr, true);
     let cpu = core.cpu();
+    core.check_owner(cpu, addr, true);
     core.note_shared(addr, w);
     core.drain_own(cpu);
     core.touch(addr, false);
@@ -1105,14 +1252,24 @@ fn h_spin() {
     core.block(why);
 }
 
-fn h_lock(taken: bool) {
+fn h_lock(word: usize, taken: bool) {
     let Some(core) = current() else { return };
     let cpu = core.cpu();
     let mut st = core.st.borrow_mut();
+    let c = &mut st.cpus[cpu];
+    if core.shared_addr(word) {
+        let k = (word - core.base) as u32;
+        let (from, to) = if taken { (NO_LOCK, k) } else { (k, NO_LOCK) };
+        let Some(slot) = c.held.iter_mut().find(|l| **l == from) else {
+            drop(st);
+            panic!("cpu{cpu} holds more than {MAX_HELD} spin locks at once");
+        };
+        *slot = to;
+    }
     if taken {
-        st.cpus[cpu].irq_off += 1;
+        c.irq_off += 1;
     } else {
-        st.cpus[cpu].irq_off -= 1;
+        c.irq_off -= 1;
     }
 }
 
@@ -1430,6 +1587,7 @@ fn new_core<P: Policy>(
             next: None,
             anchor: None,
             ops_done: 0,
+            held: [NO_LOCK; MAX_HELD],
         })
         .collect();
     let st = State {
@@ -1464,6 +1622,7 @@ fn new_core<P: Policy>(
         machine_hash: Cell::new(0),
         foot: RefCell::new(None),
         locked: Cell::new(no_data),
+        owners: owners(policy, base, mark),
     }
 }
 
@@ -1729,6 +1888,14 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             }
             break;
         }
+        // A local step, told to the chooser first: a state with one needs no
+        // hash (see `Chooser::local`).
+        // SAFETY: as for the hash below.
+        let local = if unsafe { (*core.chooser.get()).wants_footprint() } { core.local_cpu(&runs) } else { None };
+        if let Some(c) = local {
+            // SAFETY: as for the hash below.
+            unsafe { (*core.chooser.get()).local(2 * c as u32) };
+        }
         // SAFETY (of the hash): computed with no coroutine running.
         // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
@@ -1815,8 +1982,15 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
                 (Some(f), _) => Foot { global: true, ..f },
                 (None, _) => Foot::global(),
             };
+            // A local step that did more than its access: the rest of the
+            // state's options are explored after all.
+            let broke = local.is_some_and(|c| i >= runs.len() || runs[i] != c || !core.is_local(c, &foot));
             // SAFETY: as for the hash.
             unsafe { (*core.chooser.get()).stepped(foot) };
+            if broke {
+                // SAFETY: as for the hash.
+                unsafe { (*core.chooser.get()).not_local() };
+            }
         }
         if core.pruned.get() {
             break;

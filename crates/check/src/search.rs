@@ -200,8 +200,12 @@ struct Node {
     sleep: Vec<Asleep>,
     done: Vec<Asleep>,
     foot: Option<Foot>,
-    /// Labels this visit leaves alone (asleep, or explored by an earlier visit).
+    /// Labels this visit leaves alone (asleep, explored by an earlier visit,
+    /// or left for a local step explored alone).
     skip: u64,
+    /// When a local step is explored alone here: the labels to leave alone
+    /// should it turn out not to be local after all.
+    unless_local: Option<u64>,
 }
 
 impl Node {
@@ -224,6 +228,8 @@ impl Node {
 struct Switches {
     /// Partial-order reduction (sleep sets).
     reduce: bool,
+    /// Local steps explored alone (persistent sets; only with `reduce`).
+    local: bool,
     /// State hashes with frames and uids up to a renaming.
     rename: bool,
     /// Executions that start from a checkpoint instead of replaying their
@@ -235,7 +241,7 @@ struct Switches {
 thread_local! {
     /// The switches of searches started on this thread (see [`with_reduction`]
     /// and [`with_renaming`]).
-    static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, rename: true, checkpoints: true }) };
+    static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, local: true, rename: true, checkpoints: true }) };
 }
 
 /// Runs `f` with the switches `set` makes for the exhaustive searches it starts
@@ -255,6 +261,14 @@ fn with_switches<T>(set: impl FnOnce(&mut Switches), f: impl FnOnce() -> T) -> T
 /// soundness tests compare the two.
 pub fn with_reduction<T>(on: bool, f: impl FnOnce() -> T) -> T {
     with_switches(|s| s.reduce = on, f)
+}
+
+/// Runs `f` with local steps explored alone `on` (the default) for the
+/// exhaustive searches it starts on this thread, their workers included (it
+/// takes partial-order reduction on as well): the soundness tests compare the
+/// two.
+pub fn with_local_steps<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.local = on, f)
 }
 
 /// Runs `f` with the state hashes' renaming of frames and uids `on` (it is on
@@ -306,6 +320,8 @@ struct Dfs<'a> {
     switches: Switches,
     /// The last scheduling choice made, whose step's footprint comes next.
     last_sched: Option<usize>,
+    /// The label of a local step at the next scheduling choice.
+    local: Option<u32>,
 }
 
 impl Chooser for Dfs<'_> {
@@ -329,11 +345,29 @@ impl Chooser for Dfs<'_> {
             _ => Vec::new(),
         };
         let asleep = sleep.iter().fold(0u64, |m, (l, _)| m | 1 << l);
-        let Some(skip) = (self.visit)(state, asleep) else { return Pick::Prune };
+        // A local step is explored alone, and its state is not looked up: a
+        // later visit runs the step again and meets the state after it. Should
+        // the step turn out not to be local, every option not asleep is
+        // explored, as at a first visit.
+        let (skip, unless_local) = match self.local.take() {
+            Some(l) if self.switches.local => (asleep | !(1u64 << l), Some(asleep)),
+            _ => match (self.visit)(state, asleep) {
+                Some(skip) => (skip, None),
+                None => return Pick::Prune,
+            },
+        };
         let Some(first) = (0..labels.len()).find(|&k| skip & (1 << labels[k]) == 0) else {
             return Pick::Prune;
         };
-        self.nodes.push(Node { sched: true, labels: labels.to_vec(), sleep, done: Vec::new(), foot: None, skip });
+        self.nodes.push(Node {
+            sched: true,
+            labels: labels.to_vec(),
+            sleep,
+            done: Vec::new(),
+            foot: None,
+            skip,
+            unless_local,
+        });
         self.last_sched = Some(i);
         Pick::Take(first)
     }
@@ -342,7 +376,7 @@ impl Chooser for Dfs<'_> {
     /// execution that first took it, and hashing them again is most of the
     /// work of a re-execution.
     fn wants_state(&self) -> bool {
-        self.at >= self.prefix.len()
+        self.at >= self.prefix.len() && !(self.switches.local && self.local.is_some())
     }
 
     fn wants_footprint(&self) -> bool {
@@ -356,6 +390,18 @@ impl Chooser for Dfs<'_> {
     fn stepped(&mut self, foot: Foot) {
         if let Some(p) = self.last_sched {
             self.nodes[p].foot = Some(foot);
+        }
+    }
+
+    fn local(&mut self, label: u32) {
+        self.local = Some(label);
+    }
+
+    fn not_local(&mut self) {
+        if let Some(p) = self.last_sched {
+            if let Some(skip) = self.nodes[p].unless_local.take() {
+                self.nodes[p].skip = skip;
+            }
         }
     }
 
@@ -450,7 +496,15 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
         }
         let out = {
             let mut v = |state, asleep| visit(&mut visited, state, asleep);
-            let mut d = Dfs { prefix: &stack, nodes: &mut nodes, at: 0, visit: &mut v, switches, last_sched: None };
+            let mut d = Dfs {
+                prefix: &stack,
+                nodes: &mut nodes,
+                at: 0,
+                visit: &mut v,
+                switches,
+                last_sched: None,
+                local: None,
+            };
             run(&mut d)
         };
         stats.executions += 1;
@@ -537,7 +591,9 @@ pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outc
 /// sound for the same reason it is in [`exhaustive`] (the state hash covers
 /// everything that decides what can happen next), so a complete search visits
 /// the same set of states whatever the interleaving of the workers: `states`
-/// does not depend on `jobs` when the search completes. `executions` and
+/// does not depend on `jobs` when the search completes, unless local steps
+/// are explored alone (with sleep sets, the states they leave out depend on
+/// the order: see the crate documentation). `executions` and
 /// `pruned` do, and so does which violation is found first when there are
 /// several; callers that need the same counterexample for every `jobs`
 /// re-search with one worker (see `spec::check`).
@@ -633,7 +689,15 @@ fn explore(
         }
         let out = {
             let mut v = |state, asleep| shared.visit(state, asleep);
-            let mut d = Dfs { prefix: &t.stack, nodes: &mut t.nodes, at: 0, visit: &mut v, switches, last_sched: None };
+            let mut d = Dfs {
+                prefix: &t.stack,
+                nodes: &mut t.nodes,
+                at: 0,
+                visit: &mut v,
+                switches,
+                last_sched: None,
+                local: None,
+            };
             run(&mut d)
         };
         shared.max_steps.fetch_max(out.steps, Relaxed);

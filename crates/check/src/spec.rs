@@ -453,7 +453,8 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
 
 /// Runs the exhaustive check `spec` asks for with `jobs` worker threads
 /// sharing one visited set ([`search::exhaustive_parallel`]). A complete search
-/// reaches the same states for every `jobs`; when it finds a violation, the
+/// gives the same verdict for every `jobs` (and the same states, with local
+/// steps off: [`search::with_local_steps`]); when it finds a violation, the
 /// counterexample reported is the one a one-worker search finds (it searches
 /// again with one worker), so the output does not depend on `jobs` either.
 pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, String> {
@@ -1579,6 +1580,18 @@ mod soundness {
         fn wants_state(&self) -> bool {
             self.0.wants_state()
         }
+        fn wants_footprint(&self) -> bool {
+            self.0.wants_footprint()
+        }
+        fn stepped(&mut self, foot: crate::exec::Foot) {
+            self.0.stepped(foot)
+        }
+        fn local(&mut self, label: u32) {
+            self.0.local(label)
+        }
+        fn not_local(&mut self) {
+            self.0.not_local()
+        }
     }
 
     /// The states an exhaustive search reaches, exploring options first to
@@ -1608,15 +1621,17 @@ mod soundness {
     /// reaches the same states in any order. It once left out how many
     /// operations each CPU had left (two CPUs that swapped operations reach the
     /// same machine with different budgets), and on this shape the forward
-    /// order reached 2,719 states and the reverse 5,849, of 7,928.
+    /// order reached 2,719 states and the reverse 5,849, of 7,928. (Local
+    /// steps explored alone are off here: with sleep sets, which states they
+    /// leave unexplored depends on the order, see the crate documentation.)
     #[test]
     fn the_states_an_exhaustive_search_reaches_do_not_depend_on_its_order() {
         for (p, ops) in [("arm64-noasid", 4), ("x86-linux-pcid", 3)] {
             let s = spec(p, ops);
             let shape = shape(&s).unwrap();
-            let forward = with_policy(&s, States(&shape, false)).unwrap();
-            let reverse = with_policy(&s, States(&shape, true)).unwrap();
-            eprintln!("{p}: {} {}", forward.states, reverse.states);
+            let (forward, reverse) = search::with_local_steps(false, || {
+                (with_policy(&s, States(&shape, false)).unwrap(), with_policy(&s, States(&shape, true)).unwrap())
+            });
             assert!(forward.complete && reverse.complete);
             assert_eq!(forward.states, reverse.states, "{p}");
         }

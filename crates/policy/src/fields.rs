@@ -8,6 +8,14 @@
 //! and before any CPU runs; the simulator never calls it, so naming costs the
 //! simulator nothing: no atomic carries a name, the names exist only in the
 //! checker's table from address to name.
+//!
+//! A policy may also declare who may touch a field ([`Owner`]): a per-CPU
+//! field only its CPU writes, or data only the holder of a spin lock touches
+//! (every field named inside [`crate::sync::SpinLock::name_inner`] is declared
+//! so for it). A model checker uses the declarations to skip interleavings
+//! that cannot differ (an access no other CPU can race with), and checks them
+//! at every access it runs: a declaration the policy breaks is reported, never
+//! trusted.
 
 use core::fmt;
 
@@ -106,12 +114,40 @@ impl fmt::Display for Shown {
     }
 }
 
+/// Who may access a shared field, as its policy declares it
+/// ([`Fields::owner`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Only CPU `cpu` writes the field (in any context, its interrupt
+    /// handlers included); other CPUs read it only when `others_read` (a
+    /// kernel's per-CPU variable: `cpu_tlbstate.ctxs` is the CPU's alone,
+    /// `cpu_tlbstate.loaded_mm` is read by the CPUs that flush).
+    Cpu {
+        /// The CPU that owns it.
+        cpu: u32,
+        /// Whether other CPUs read it.
+        others_read: bool,
+    },
+    /// Only a CPU holding the [`crate::sync::SpinLock`] whose word is at
+    /// `lock` reads or writes the field.
+    Lock {
+        /// The lock word's address.
+        lock: usize,
+    },
+}
+
 /// What a policy names its fields to (the checker's table).
 pub trait Fields {
     /// Names the facade atomic at `addr`: `name` (with its index for an element
     /// of a per-CPU or per-mm array: `active_asids[cpu1]`, `mm[2].context.id`),
     /// its value read as `value`.
     fn field(&mut self, addr: usize, name: fmt::Arguments<'_>, value: Value);
+
+    /// Declares who may access the facade atomic at `addr`. The default
+    /// ignores it (a table of names has no use for it).
+    fn owner(&mut self, addr: usize, owner: Owner) {
+        let _ = (addr, owner);
+    }
 }
 
 /// Something shared that can be named: a facade atomic, a spin lock, a CPU mask.
@@ -125,6 +161,39 @@ impl dyn Fields + '_ {
     /// lock's and a mask's reading is their own).
     pub fn add<N: Named + ?Sized>(&mut self, x: &N, name: fmt::Arguments<'_>, value: Value) {
         x.name_to(self, name, value);
+    }
+
+    /// Declares `owner` for every facade atomic `x` (an atomic or a mask)
+    /// consists of.
+    pub fn own<N: Named + ?Sized>(&mut self, x: &N, owner: Owner) {
+        x.name_to(&mut Declare(self, owner), format_args!(""), Value::Hex);
+    }
+}
+
+/// Declares an owner for every atomic named to it.
+struct Declare<'a, 'f>(&'a mut (dyn Fields + 'f), Owner);
+
+impl Fields for Declare<'_, '_> {
+    fn field(&mut self, addr: usize, _name: fmt::Arguments<'_>, _value: Value) {
+        self.0.owner(addr, self.1);
+    }
+}
+
+/// Names to `f` and declares every atomic named `Owner::Lock { lock }`: what a
+/// [`crate::sync::SpinLock`]'s value holds.
+pub(crate) struct UnderLock<'a, 'f> {
+    pub(crate) f: &'a mut (dyn Fields + 'f),
+    pub(crate) lock: usize,
+}
+
+impl Fields for UnderLock<'_, '_> {
+    fn field(&mut self, addr: usize, name: fmt::Arguments<'_>, value: Value) {
+        self.f.field(addr, name, value);
+        self.f.owner(addr, Owner::Lock { lock: self.lock });
+    }
+
+    fn owner(&mut self, addr: usize, owner: Owner) {
+        self.f.owner(addr, owner);
     }
 }
 

@@ -47,7 +47,7 @@ pub mod wrap;
 pub mod zoo;
 
 pub use cpumask::CpuMask;
-pub use fields::{Fields, Named, Value};
+pub use fields::{Fields, Named, Owner, Value};
 pub use hw::{Access, Barrier, Domain, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
 pub use policy::{Lazy, Policy, Tick};
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};

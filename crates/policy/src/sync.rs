@@ -69,9 +69,10 @@ pub mod check {
         pub fence: fn(ord: Ordering),
         /// One iteration of a spin loop that waits for another CPU's store.
         pub spin: fn(),
-        /// A [`super::SpinLock`] was taken (`true`: interrupts are off on this CPU
-        /// until the matching release) or released (`false`).
-        pub lock: fn(taken: bool),
+        /// The [`super::SpinLock`] whose word is at `word` was taken (`true`:
+        /// interrupts are off on this CPU until the matching release) or
+        /// released (`false`).
+        pub lock: fn(word: usize, taken: bool),
     }
 
     static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
@@ -355,7 +356,7 @@ impl<T> SpinLock<T> {
             // Acquire: everything the previous holder wrote before its release is visible.
             if w & 1 == 0 && self.word.compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 if let Some(h) = hooks() {
-                    (h.lock)(true);
+                    (h.lock)(self.word.addr(), true);
                 }
                 return SpinGuard { lock: self, word: w + 1 };
             }
@@ -366,7 +367,10 @@ impl<T> SpinLock<T> {
 
 impl<T> SpinLock<T> {
     /// Names the facade atomics inside the lock's value (`inner` visits them) for
-    /// a checker's traces; the lock word itself is named with [`crate::fields::Named`].
+    /// a checker's traces, and declares each [`crate::fields::Owner::Lock`] of
+    /// this lock (only its holder touches them: the value is reachable only
+    /// through a guard); the lock word itself is named with
+    /// [`crate::fields::Named`].
     ///
     /// Takes the lock without counting the acquisition and without the hooks, so
     /// that naming leaves every value the checker sees unchanged; names nothing
@@ -382,7 +386,7 @@ impl<T> SpinLock<T> {
             return;
         }
         // SAFETY: the lock is held (odd word) until the store below.
-        inner(unsafe { &*self.value.get() }, f);
+        inner(unsafe { &*self.value.get() }, &mut crate::fields::UnderLock { f, lock: self.word.addr() });
         // Release: as an unlock, back to the uncounted value.
         self.word.0.store(w, Ordering::Release);
     }
@@ -421,7 +425,7 @@ impl<T> Drop for SpinGuard<'_, T> {
         // Release: our writes to the value happen-before the next holder's acquire.
         self.lock.word.store(self.word + 1, Ordering::Release);
         if let Some(h) = hooks() {
-            (h.lock)(false);
+            (h.lock)(self.lock.word.addr(), false);
         }
     }
 }

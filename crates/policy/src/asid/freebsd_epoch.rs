@@ -52,7 +52,7 @@
 //! width, and zoo bug [`Bug::FreebsdArm64EpochWrap`], through
 //! [`FreebsdEpoch::with_bug`], to one bit at the wrap in `reset`).
 
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Barrier, Domain, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering, SpinLock};
@@ -461,6 +461,8 @@ impl Policy for FreebsdEpoch {
         }
         for (c, p) in self.curpmap.iter().enumerate() {
             f.add(p, format_args!("pc_curpmap[cpu{c}]"), Value::Mm);
+            // Only the CPU itself switches its pmap.
+            f.own(p, Owner::Cpu { cpu: c as u32, others_read: true });
         }
     }
 }

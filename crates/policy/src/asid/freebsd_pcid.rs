@@ -80,7 +80,7 @@
 //! demotion rendezvous (`pmap_update_pde`).
 
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Access, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, Completion, CompletionProtocol, InvlOp, Pmap, Protocol, Request};
@@ -581,6 +581,13 @@ impl<C: CompletionProtocol + Sync> Policy for FreebsdX86<C> {
             f.add(&p.cr3_pcid, format_args!("pcpu[cpu{c}].cr3_pcid"), Value::Number);
             f.add(&p.pcid_next, format_args!("pcpu[cpu{c}].pc_pcid_next"), Value::Number);
             f.add(&p.pcid_gen, format_args!("pcpu[cpu{c}].pc_pcid_gen"), Value::Number);
+            // The CPU's `struct pcpu`: only it writes; others read `pc_curpmap`.
+            let (mine, read_by_all) =
+                (Owner::Cpu { cpu: c as u32, others_read: false }, Owner::Cpu { cpu: c as u32, others_read: true });
+            f.own(&p.curpmap, read_by_all);
+            f.own(&p.cr3_pcid, mine);
+            f.own(&p.pcid_next, mine);
+            f.own(&p.pcid_gen, mine);
         }
         f.add(&self.all_cpus, format_args!("all_cpus"), Value::Cpus { first: 0 });
     }

@@ -72,7 +72,7 @@
 //! returns without flushing.
 
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Barrier, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -596,6 +596,18 @@ impl Policy for LinuxX86 {
                 f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
             }
             f.add(&t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+            // Per-CPU variables only their CPU writes; the CPUs that flush
+            // read `loaded_mm`, `loaded_mm_asid` and `is_lazy`.
+            let (mine, read_by_all) =
+                (Owner::Cpu { cpu: c as u32, others_read: false }, Owner::Cpu { cpu: c as u32, others_read: true });
+            f.own(&t.loaded_mm, read_by_all);
+            f.own(&t.loaded_mm_asid, read_by_all);
+            f.own(&t.is_lazy, read_by_all);
+            f.own(&t.next_asid, mine);
+            for x in &t.ctxs {
+                f.own(&x.ctx_id, mine);
+                f.own(&x.tlb_gen, mine);
+            }
         }
         for (m, x) in self.mms.iter().enumerate() {
             f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);

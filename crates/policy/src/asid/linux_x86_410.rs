@@ -33,7 +33,7 @@
 //!   mm, so that branch is not modelled.
 
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Access, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, CacheLine};
@@ -330,6 +330,11 @@ impl Policy for LinuxX86v410 {
             f.add(&t.active_mm, format_args!("cpu_tlbstate[cpu{c}].active_mm"), Value::Mm);
             f.add(&t.active_uid, format_args!("cpu_tlbstate[cpu{c}].active_mm->uid"), Value::Number);
             f.add(&t.lazy, format_args!("cpu_tlbstate[cpu{c}].state == TLBSTATE_LAZY"), Value::Bool);
+            // Per-CPU variables only their CPU writes.
+            let read_by_all = Owner::Cpu { cpu: c as u32, others_read: true };
+            f.own(&t.active_mm, read_by_all);
+            f.own(&t.active_uid, read_by_all);
+            f.own(&t.lazy, read_by_all);
         }
         for (m, x) in self.mms.iter().enumerate() {
             f.add(&x.uid, format_args!("mm[{m}].uid"), Value::Number);

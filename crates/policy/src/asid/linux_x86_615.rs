@@ -66,7 +66,7 @@
 //!   ASID; the space size comes from `--asids`.
 
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Access, Barrier, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, CacheLine};
@@ -89,7 +89,7 @@ pub const HZ: u64 = 1000;
 pub const MAX_ASID_AVAILABLE: u32 = 2046;
 
 /// Pages one `INVLPGB` may cover on the modelled part (`invlpgb_count_max`,
-/// CPUID 0x80000008 EDX[15:0] + 1): an estimate, `docs/costs/milan.md`.
+/// CPUID 0x80000008 EDX bits 15 to 0, plus 1): an estimate, `docs/costs/milan.md`.
 pub const INVLPGB_COUNT_MAX: u32 = 8;
 
 /// `mm_active_cpus_exceeds(mm, 3)`: more than three CPUs must run an mm before it
@@ -1016,6 +1016,19 @@ impl Policy for LinuxX86v615 {
                 f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
             }
             f.add(&*t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+            // Per-CPU variables only their CPU writes (`this_cpu_write`); the
+            // CPUs that flush read `loaded_mm`, `loaded_mm_asid` and `is_lazy`.
+            let (mine, read_by_all) =
+                (Owner::Cpu { cpu: c as u32, others_read: false }, Owner::Cpu { cpu: c as u32, others_read: true });
+            f.own(&t.loaded_mm, read_by_all);
+            f.own(&t.loaded_mm_asid, read_by_all);
+            f.own(&*t.is_lazy, read_by_all);
+            f.own(&t.loaded_ctx_id, mine);
+            f.own(&t.next_asid, mine);
+            for x in &t.ctxs {
+                f.own(&x.ctx_id, mine);
+                f.own(&x.tlb_gen, mine);
+            }
         }
         for (m, x) in self.mms.iter().enumerate() {
             f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);

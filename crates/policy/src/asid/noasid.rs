@@ -7,7 +7,7 @@
 //! drops the kernel's own global entries. Invalidations of user pages use
 //! `TLBI VAAE1IS` (all ASIDs), the whole address space `TLBI VMALLE1IS`.
 
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Barrier, Domain, Hw, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::sync::{AtomicU32, Ordering};
@@ -80,6 +80,8 @@ impl Policy for NoAsid {
     fn name_fields(&self, f: &mut dyn Fields) {
         for (c, p) in self.curpmap.iter().enumerate() {
             f.add(p, format_args!("pc_curpmap[cpu{c}]"), Value::Mm);
+            // Only the CPU itself switches its pmap.
+            f.own(p, Owner::Cpu { cpu: c as u32, others_read: true });
         }
     }
 }
