@@ -1016,6 +1016,7 @@ impl Policy for LinuxX86v615 {
                 f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
             }
             f.add(&*t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
+            // ANCHOR: own_fields
             // Per-CPU variables only their CPU writes (`this_cpu_write`); the
             // CPUs that flush read `loaded_mm`, `loaded_mm_asid` and `is_lazy`.
             let (mine, read_by_all) =
@@ -1029,6 +1030,7 @@ impl Policy for LinuxX86v615 {
                 f.own(&x.ctx_id, mine);
                 f.own(&x.tlb_gen, mine);
             }
+            // ANCHOR_END: own_fields
         }
         for (m, x) in self.mms.iter().enumerate() {
             f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
