@@ -617,6 +617,9 @@ pub fn exhaustive_parallel(
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
+                // A worker that panics stops the others, which would wait for
+                // it forever; the scope then passes the panic on.
+                let _stop = StopOnPanic(&shared);
                 each(&mut |run| {
                     while let Some(root) = take_work(&shared) {
                         explore(run, root, &shared, max_executions, switches);
@@ -642,6 +645,22 @@ pub fn exhaustive_parallel(
         complete: !stopped,
     };
     (stats, found)
+}
+
+/// Stops the search and wakes every waiting worker if the worker holding it
+/// unwinds.
+struct StopOnPanic<'a>(&'a Shared);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Under the queue's lock (poisoned or not), so that no worker
+            // between its look at `stop` and its wait misses the wake-up.
+            let _queue = self.0.work.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.0.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.0.wake.notify_all();
+        }
+    }
 }
 
 /// Waits for a subtree to explore; `None` when the search is over (no work
@@ -877,4 +896,25 @@ pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome)
         t.pop();
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker whose execution panics stops the search: the others, waiting
+    /// for the work it held, are woken and the panic comes out of the search
+    /// instead of every other worker waiting for it forever.
+    #[test]
+    fn a_worker_that_panics_stops_the_search() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let each =
+                |worker: Worker<'_>| worker(&mut |_: &mut dyn Chooser| -> Outcome { panic!("an execution failed") });
+            let out = std::panic::catch_unwind(|| exhaustive_parallel(&each, 3, u64::MAX));
+            tx.send(out.is_err()).expect("the test waits");
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the search ended");
+        assert!(panicked, "the worker's panic came out of the search");
+    }
 }

@@ -30,24 +30,7 @@ fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
 
 #[test]
 fn every_policy_gives_the_same_verdict_with_local_steps_alone_and_not() {
-    let mut fewer = Vec::new();
-    for p in tlbkit_sim::registry::POLICIES {
-        let (on, off) = both(&common::small_spec(p.name, 1, 3));
-        assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
-        if verdict(&off).is_none() {
-            assert!(on.complete && off.complete, "{}", p.name);
-            assert!(
-                on.states <= off.states,
-                "{}: {} states with local steps, {} without",
-                p.name,
-                on.states,
-                off.states
-            );
-            if on.states < off.states {
-                fewer.push(p.name);
-            }
-        }
-    }
+    let fewer = common::no_more_states_with("local steps", |on, check| with_local_steps(on, check));
     // The policies that declare per-CPU fields or data under a lock reach fewer
     // states: Linux x86's `cpu_tlbstate`, FreeBSD's `struct pcpu`, Linux
     // arm64's `tlb_flush_pending` under `cpu_asid_lock`.

@@ -23,18 +23,7 @@ fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
 
 #[test]
 fn every_policy_gives_the_same_verdict_in_no_more_states_with_the_renaming() {
-    let mut fewer = Vec::new();
-    for p in tlbkit_sim::registry::POLICIES {
-        let (on, off) = both(&common::small_spec(p.name, 1, 3));
-        assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
-        if verdict(&off).is_none() {
-            assert!(on.complete && off.complete, "{}", p.name);
-            assert!(on.states <= off.states, "{}: {} states renamed, {} not", p.name, on.states, off.states);
-            if on.states < off.states {
-                fewer.push(p.name);
-            }
-        }
-    }
+    let fewer = common::no_more_states_with("the renaming", |on, check| with_renaming(on, check));
     // The renaming does something: frames freed in one order and reused in
     // the other meet again.
     assert!(fewer.len() >= 5, "only {fewer:?} reached fewer states with the renaming");

@@ -84,6 +84,32 @@ pub fn zoo_spec(id: &str) -> CheckSpec {
 pub const QUICK_ZOO: [(&str, &str); 2] =
     [("linux-x86-8f1d56f64f8d", "no_stale_held"), ("freebsd-arm64-epoch-wrap", "no_asid_alias")];
 
+/// Checks every registered policy as [`small_spec`] with three operations,
+/// with a search switch on and off (`with(on, check)`); asserts the same
+/// verdict both ways and, where no violation is found, that the search with
+/// the switch on completes in no more states. Returns the policies that
+/// reached fewer.
+pub fn no_more_states_with(
+    what: &str,
+    with: impl Fn(bool, &dyn Fn() -> tlbkit_check::CheckReport) -> tlbkit_check::CheckReport,
+) -> Vec<&'static str> {
+    let mut fewer = Vec::new();
+    for p in tlbkit_sim::registry::POLICIES {
+        let s = small_spec(p.name, 1, 3);
+        let check = || tlbkit_check::check(&s).unwrap();
+        let (on, off) = (with(true, &check), with(false, &check));
+        assert_eq!(verdict(&on), verdict(&off), "{} with and without {what}", p.name);
+        if verdict(&off).is_none() {
+            assert!(on.complete && off.complete, "{}", p.name);
+            assert!(on.states <= off.states, "{}: {} states with {what}, {} without", p.name, on.states, off.states);
+            if on.states < off.states {
+                fewer.push(p.name);
+            }
+        }
+    }
+    fewer
+}
+
 /// The verdict of a report: the property its counterexample broke, if any.
 pub fn verdict(r: &tlbkit_check::CheckReport) -> Option<&'static str> {
     r.counterexample.as_ref().map(|c| c.property)
