@@ -117,7 +117,7 @@
 
 use super::linux_arm64::{ConfigError, LinuxArm64, NO_MM};
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Access, Barrier, Hw, Root};
 use crate::policy::Lazy;
 use crate::shootdown::CacheLine;
@@ -174,6 +174,8 @@ impl SkipBroadcast {
         }
         for (c, n) in self.cpu_not_lazy_tlb.iter().enumerate() {
             f.add(n, format_args!("cpu_not_lazy_tlb[cpu{c}]"), Value::Bool);
+            // A per-CPU variable only its CPU reads and writes.
+            f.own(n, Owner::Cpu { cpu: c as u32, others_read: false });
         }
     }
 
