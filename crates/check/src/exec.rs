@@ -589,11 +589,18 @@ impl Fields for OwnerTable<'_> {
     fn field(&mut self, _addr: usize, _name: std::fmt::Arguments<'_>, _value: Value) {}
 
     fn owner(&mut self, addr: usize, owner: Owner) {
-        let Some(k) = addr.checked_sub(self.base).filter(|&k| k < self.table.len()) else { return };
-        self.table[k] = Some(match owner {
+        // Only the policy's memory: a field or lock anywhere else is not
+        // shared (`Core::shared_addr`), and its declaration says nothing.
+        let offset = |a: usize| a.checked_sub(self.base).filter(|&k| k < self.table.len());
+        let Some(k) = offset(addr) else { return };
+        let own = match owner {
             Owner::Cpu { cpu, others_read } => Own::Cpu { cpu: cpu as usize, others_read },
-            Owner::Lock { lock } => Own::Lock { lock: (lock - self.base) as u32 },
-        });
+            Owner::Lock { lock } => match offset(lock) {
+                Some(l) => Own::Lock { lock: l as u32 },
+                None => return,
+            },
+        };
+        self.table[k] = Some(own);
     }
 }
 

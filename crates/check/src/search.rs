@@ -320,7 +320,8 @@ struct Dfs<'a> {
     switches: Switches,
     /// The last scheduling choice made, whose step's footprint comes next.
     last_sched: Option<usize>,
-    /// The label of a local step at the next scheduling choice.
+    /// The label of a local step at the next scheduling choice (with local
+    /// steps on).
     local: Option<u32>,
 }
 
@@ -350,8 +351,8 @@ impl Chooser for Dfs<'_> {
         // the step turn out not to be local, every option not asleep is
         // explored, as at a first visit.
         let (skip, unless_local) = match self.local.take() {
-            Some(l) if self.switches.local => (asleep | !(1u64 << l), Some(asleep)),
-            _ => match (self.visit)(state, asleep) {
+            Some(l) => (asleep | !(1u64 << l), Some(asleep)),
+            None => match (self.visit)(state, asleep) {
                 Some(skip) => (skip, None),
                 None => return Pick::Prune,
             },
@@ -376,7 +377,7 @@ impl Chooser for Dfs<'_> {
     /// execution that first took it, and hashing them again is most of the
     /// work of a re-execution.
     fn wants_state(&self) -> bool {
-        self.at >= self.prefix.len() && !(self.switches.local && self.local.is_some())
+        self.at >= self.prefix.len() && self.local.is_none()
     }
 
     fn wants_footprint(&self) -> bool {
@@ -394,7 +395,9 @@ impl Chooser for Dfs<'_> {
     }
 
     fn local(&mut self, label: u32) {
-        self.local = Some(label);
+        if self.switches.local {
+            self.local = Some(label);
+        }
     }
 
     fn not_local(&mut self) {
