@@ -323,10 +323,11 @@ pub struct Outcome {
 pub(crate) enum Block {
     /// Runnable.
     No,
-    /// Spinning until one of the addresses it read since its last spin, read at
-    /// write version `.1`, is written again (or, when it read none, until any
-    /// store after write number `.1` becomes visible).
-    Spin(Vec<(usize, u64)>, u64),
+    /// Spinning until one of the addresses it read since its last spin is
+    /// written again (marked `true` once a store to it became visible since the
+    /// spin's first read of it), or, when it read none, until any store after
+    /// store number `.1` becomes visible.
+    Spin(Vec<(usize, bool)>, u64),
     /// Waiting for the handlers of its synchronous IPI.
     Sync,
     /// No operations left: waits for interrupts only.
@@ -365,14 +366,23 @@ pub(crate) struct Cpu {
     buffer: VecDeque<(usize, Width, u64)>,
     sync_out: usize,
     pub(crate) history: u64,
-    /// Policy addresses read since the last spin, with their write versions then.
-    pub(crate) reads: Vec<(usize, u64)>,
+    /// Policy addresses read since the last spin, each once, with whether a
+    /// store to it became visible since its first read: a spin wakes when any
+    /// of them was written since, and what a later read of one saw is at
+    /// least as new, so the first read decides alone (a read again is left
+    /// out of the list and the hash).
+    pub(crate) reads: Vec<(usize, bool)>,
+    /// The order of those reads, repeats included, as two running hashes: of
+    /// the addresses (what a spin compares with its loop's [`Cpu::anchor`])
+    /// and of their keys (what the state hash holds, the same on every thread).
+    trail: (u64, u64),
     /// The shared access this CPU performs when it next steps: `(address, writes)`.
     next: Option<(usize, bool)>,
-    /// In a spin loop: the history at its first wait and the addresses each
-    /// iteration reads. Every later wait of the same loop resets the history to
-    /// it, since an iteration that ends in a wait leaves no locals behind.
-    pub(crate) anchor: Option<(u64, Vec<usize>)>,
+    /// In a spin loop: the history at its first wait and the [`Cpu::trail`] of
+    /// the reads each iteration makes. Every later wait of the same loop resets
+    /// the history to it, since an iteration that ends in a wait leaves no
+    /// locals behind.
+    pub(crate) anchor: Option<(u64, (u64, u64))>,
     /// Kernel operations started.
     pub(crate) ops_done: usize,
     /// The spin locks this CPU holds, by their words' offsets in the arena
@@ -392,23 +402,16 @@ impl Cpu {
     /// `key` (its offset in the arena, see [`Core::addr_key`]): the same state
     /// hashes the same on every thread, whose arenas lie at different addresses.
     ///
-    /// Write versions are counters of the whole execution, so a path that wrote
-    /// more before reaching the same state would hash differently: they are
-    /// hashed as what decides the future, the stores made since (`since`, per
-    /// address; `since_any`, of every store).
-    fn hash_keyed<H: Hasher>(
-        &self,
-        h: &mut H,
-        key: impl Fn(usize) -> u64,
-        since: impl Fn(usize, u64) -> u64,
-        since_any: impl Fn(u64) -> u64,
-    ) {
+    /// Of the stores made since a read, what decides the future is whether
+    /// there was one (a spin wakes or not), not how many: `any_since` says
+    /// whether a store after store number `w` became visible.
+    fn hash_keyed<H: Hasher>(&self, h: &mut H, key: impl Fn(usize) -> u64, any_since: impl Fn(u64) -> bool) {
         match &self.block {
             Block::Spin(reads, w) => {
                 1u8.hash(h);
-                reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+                reads.iter().for_each(|&(a, written)| (key(a), written).hash(h));
                 if reads.is_empty() {
-                    since_any(*w).hash(h);
+                    any_since(*w).hash(h);
                 }
             }
             other => {
@@ -429,15 +432,21 @@ impl Cpu {
         // What it has left to do: two CPUs that swapped their operations can
         // reach the same machine with different budgets, and different futures.
         (self.sync_out, self.history, self.ops_done, self.held).hash(h);
-        self.reads.iter().for_each(|&(a, v)| (key(a), since(a, v)).hash(h));
+        self.reads.iter().for_each(|&(a, written)| (key(a), written).hash(h));
+        self.trail.1.hash(h);
         self.next.map(|(a, w)| (key(a), w)).hash(h);
         // The spin-loop anchor decides the history after the loop's next wait:
         // leaving it out would let the order of the search decide which
         // histories (and so which states) it meets.
-        if let Some((hist, addrs)) = &self.anchor {
-            hist.hash(h);
-            addrs.iter().for_each(|&a| key(a).hash(h));
+        if let Some((hist, trail)) = &self.anchor {
+            (hist, trail.1).hash(h);
         }
+    }
+
+    /// Forgets the reads since the last spin (a spin, or an operation's end).
+    pub(crate) fn forget_reads(&mut self) {
+        self.reads.clear();
+        self.trail = (0, 0);
     }
 }
 
@@ -479,10 +488,6 @@ impl<K, V> Default for SortedMap<K, V> {
 }
 
 impl<K: Ord + Copy, V> SortedMap<K, V> {
-    fn get(&self, k: &K) -> Option<&V> {
-        self.0.binary_search_by(|(q, _)| q.cmp(k)).ok().map(|i| &self.0[i].1)
-    }
-
     /// Returns the value of `k`, inserting `v` first if it has none.
     fn or_insert(&mut self, k: K, v: V) -> &mut V {
         let i = match self.0.binary_search_by(|(q, _)| q.cmp(&k)) {
@@ -506,9 +511,8 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
 pub(crate) struct State {
     pub(crate) m: Tracked,
     pub(crate) cpus: Vec<Cpu>,
+    /// How many stores have become visible.
     writes: u64,
-    /// Per policy address: how many stores to it have become visible.
-    wver: SortedMap<usize, u64>,
     pub(crate) violation: Option<Violation>,
     events: Vec<Event>,
     step: usize,
@@ -517,16 +521,28 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// Notes that a store to `addr` became visible.
+    /// Notes that a store to `addr` became visible: every CPU that read it
+    /// since its last spin, or spins on it, has it written since.
     fn wrote(&mut self, addr: usize) {
         self.writes += 1;
-        *self.wver.or_insert(addr, 0) += 1;
+        for c in &mut self.cpus {
+            let spin = match &mut c.block {
+                Block::Spin(reads, _) => &mut reads[..],
+                _ => &mut [],
+            };
+            for r in c.reads.iter_mut().chain(spin).filter(|r| r.0 == addr) {
+                r.1 = true;
+            }
+        }
     }
 
-    /// Notes that CPU `cpu` read `addr` (for its next spin).
-    fn read(&mut self, cpu: usize, addr: usize) {
-        let v = self.wver.get(&addr).copied().unwrap_or(0);
-        self.cpus[cpu].reads.push((addr, v));
+    /// Notes that CPU `cpu` read `addr`, whose key is `key` (for its next spin).
+    fn read(&mut self, cpu: usize, addr: usize, key: u64) {
+        let c = &mut self.cpus[cpu];
+        c.trail = (mix(c.trail.0, addr as u64), mix(c.trail.1, key));
+        if !c.reads.iter().any(|r| r.0 == addr) {
+            c.reads.push((addr, false));
+        }
     }
 }
 
@@ -1076,7 +1092,7 @@ impl Core {
         match &s.block {
             Block::No => true,
             Block::Spin(reads, e) if reads.is_empty() => st.writes > *e || irq,
-            Block::Spin(reads, _) => irq || reads.iter().any(|(a, v)| st.wver.get(a).copied().unwrap_or(0) > *v),
+            Block::Spin(reads, _) => irq || reads.iter().any(|r| r.1),
             Block::Sync => s.sync_out == 0 || irq,
             Block::Idle => irq,
             Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
@@ -1123,9 +1139,8 @@ impl Core {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
             self.machine_hash.get().hash(h);
-            let since = |a: usize, v: u64| st.wver.get(&a).copied().unwrap_or(0) - v;
             for c in &st.cpus {
-                c.hash_keyed(h, |a| self.addr_key(a), since, |w| st.writes - w);
+                c.hash_keyed(h, |a| self.addr_key(a), |w| st.writes > w);
             }
             for (&addr, &w) in st.shared.iter() {
                 // SAFETY: a live facade atomic of width `w` (policy memory).
@@ -1161,10 +1176,10 @@ fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 
     core.check_owner(cpu, addr, false);
     core.note_shared(addr, w);
     core.touch(addr, false);
-    core.st.borrow_mut().read(cpu, addr);
+    let k = core.addr_key(addr);
+    core.st.borrow_mut().read(cpu, addr, k);
     let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
     let v = fwd.unwrap_or_else(read);
-    let k = core.addr_key(addr);
     core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
         let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
         (
@@ -1209,7 +1224,7 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     let (old, new) = op();
     {
         let mut st = core.st.borrow_mut();
-        st.read(cpu, addr);
+        st.read(cpu, addr, core.addr_key(addr));
         if old != new {
             st.wrote(addr);
         }
@@ -1248,11 +1263,11 @@ fn h_spin() {
             // it is not a matter of fields.
             core.touch_global();
         }
-        let addrs: Vec<usize> = reads.iter().map(|r| r.0).collect();
         let c = &mut st.cpus[cpu];
+        let trail = std::mem::take(&mut c.trail);
         match &c.anchor {
-            Some((h, a)) if *a == addrs => c.history = *h,
-            _ => c.anchor = Some((c.history, addrs)),
+            Some((h, a)) if a.0 == trail.0 => c.history = *h,
+            _ => c.anchor = Some((c.history, trail)),
         }
         Block::Spin(reads, st.writes)
     };
@@ -1475,7 +1490,7 @@ impl<'c> Hw for CheckHw<'c> {
             // protocol may acknowledge before it invalidates, or stop waiting too
             // early), and what its caller does next (the oracle's judgement, freeing
             // frames, the next request) happens as it would in the kernel.
-            self.core.st.borrow_mut().cpus[self.cpu].reads.clear();
+            self.core.st.borrow_mut().cpus[self.cpu].forget_reads();
         }
     }
 
@@ -1591,6 +1606,7 @@ fn new_core<P: Policy>(
             sync_out: 0,
             history: 0,
             reads: Vec::new(),
+            trail: (0, 0),
             next: None,
             anchor: None,
             ops_done: 0,
@@ -1601,7 +1617,6 @@ fn new_core<P: Policy>(
         m: Tracked { m, changed: true },
         cpus,
         writes: 0,
-        wver: SortedMap::default(),
         violation: None,
         events: Vec::new(),
         step: 0,

@@ -350,7 +350,7 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
             let mut st = core.st.borrow_mut();
             let c = &mut st.cpus[cpu];
             c.history = 0;
-            c.reads.clear();
+            c.forget_reads();
             c.anchor = None;
         }
         core.pause();
