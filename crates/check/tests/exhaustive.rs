@@ -65,8 +65,9 @@ fn exhaustive_state_count_is_deterministic() {
     // hashed up to a renaming. (3758, 2428, 2400, 40) before local steps were
     // explored alone (their states are not counted). (3476, 2282, 2254, 40)
     // before a CPU's reads since its last spin were hashed each once, with
-    // whether it was written since (not how often).
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3476, 2284, 2256, 40));
+    // whether it was written since (not how often). (3476, 2284, 2256, 40)
+    // while a spin lock's word counted its acquisitions.
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3116, 2116, 2088, 40));
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! (`Policy::hash_locked`). The checker's hooks see only facade atomics; the
 //! plain data under a `SpinLock` (Linux arm64's ASID map, cursor and reserved
 //! ASIDs, FreeBSD arm64's ASID set) changes in critical sections that can run
-//! in either order and leave every atomic, the lock's acquisition count
-//! included, the same. Without it in the hash, two such states would be taken
+//! in either order and leave every atomic, the lock word included, the
+//! same. Without it in the hash, two such states would be taken
 //! for one, and whatever the search had not explored from the second would be
 //! pruned.
 

@@ -47,7 +47,7 @@ pub enum Value {
         /// The ASID width.
         asid_bits: u8,
     },
-    /// A [`crate::sync::SpinLock`]'s word, `2 * acquisitions + held`: `held (3 taken)`.
+    /// A [`crate::sync::SpinLock`]'s word, 1 while held: `held` or `free`.
     Lock,
     /// A virtual address: hex.
     Addr,
@@ -107,7 +107,7 @@ impl fmt::Display for Shown {
                 write!(f, "gen {}, asid {}", v >> asid_bits, v & ((1 << asid_bits) - 1))
             }
             Value::Generation { asid_bits } => write!(f, "gen {}", v >> asid_bits),
-            Value::Lock => write!(f, "{} ({} taken)", if v & 1 == 1 { "held" } else { "free" }, v.div_ceil(2)),
+            Value::Lock => f.write_str(if v & 1 == 1 { "held" } else { "free" }),
             Value::Addr | Value::Hex => write!(f, "{v:#x}"),
             Value::Custom(show) => show(v, f),
         }
@@ -209,8 +209,8 @@ mod tests {
         assert_eq!(format!("{}", Value::Generation { asid_bits: 2 }.show(8)), "gen 2");
         assert_eq!(format!("{}", Value::Cpus { first: 64 }.show(0b101)), "{cpu64, cpu66}");
         assert_eq!(format!("{}", Value::Cpus { first: 0 }.show(0)), "{}");
-        assert_eq!(format!("{}", Value::Lock.show(3)), "held (2 taken)");
-        assert_eq!(format!("{}", Value::Lock.show(4)), "free (2 taken)");
+        assert_eq!(format!("{}", Value::Lock.show(1)), "held");
+        assert_eq!(format!("{}", Value::Lock.show(0)), "free");
         assert_eq!(format!("{}", Value::Mm.show(0)), "kernel");
         assert_eq!(format!("{}", Value::Bool.show(1)), "true");
     }

@@ -16,10 +16,11 @@
 //! one build.
 //!
 //! [`SpinLock`] stands for the kernel spin locks the policies take (FreeBSD's
-//! `mtx_lock_spin`, Linux's `raw_spin_lock_irqsave`). Its word counts
-//! acquisitions as well as holding the lock, so that a checker that hashes
-//! states can tell apart two schedules whose critical sections ran in different
-//! orders (the data the lock protects is not visible to the hooks).
+//! `mtx_lock_spin`, Linux's `raw_spin_lock_irqsave`). Its word says only
+//! whether it is held: the data it protects is either facade atomics, which a
+//! checker sees through its hooks, or plain data a policy feeds to a checker's
+//! state hash ([`crate::Policy::hash_locked`]); a count of acquisitions in the
+//! word would only tell apart schedules that reach the same state.
 
 pub use core::sync::atomic::Ordering;
 
@@ -315,10 +316,10 @@ facade_integer!(AtomicU64, u64);
 /// holds it, as with the kernels' spin locks (`mtx_lock_spin`,
 /// `raw_spin_lock_irqsave`); a checker learns of that through [`check::Hooks::lock`].
 ///
-/// The lock word is `2 * acquisitions + held`: taking the lock is a
-/// compare-and-exchange from an even value to the next odd one, releasing it a
-/// store of the next even value. The count costs nothing and lets a checker's
-/// state hash see the order of critical sections.
+/// The lock word is 1 while the lock is held and 0 while it is free: taking
+/// the lock is a compare-and-exchange from 0 to 1, releasing it a store of 0.
+/// (It once counted acquisitions, which split a checker's states by how often
+/// a lock had been taken, where nothing later depends on it.)
 pub struct SpinLock<T> {
     word: AtomicU64,
     value: UnsafeCell<T>,
@@ -354,11 +355,11 @@ impl<T> SpinLock<T> {
             // Relaxed: only the exchange below orders anything.
             let w = self.word.load(Ordering::Relaxed);
             // Acquire: everything the previous holder wrote before its release is visible.
-            if w & 1 == 0 && self.word.compare_exchange_weak(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if w == 0 && self.word.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 if let Some(h) = hooks() {
                     (h.lock)(self.word.addr(), true);
                 }
-                return SpinGuard { lock: self, word: w + 1 };
+                return SpinGuard { lock: self };
             }
             spin_loop();
         }
@@ -372,23 +373,21 @@ impl<T> SpinLock<T> {
     /// through a guard); the lock word itself is named with
     /// [`crate::fields::Named`].
     ///
-    /// Takes the lock without counting the acquisition and without the hooks, so
-    /// that naming leaves every value the checker sees unchanged; names nothing
-    /// inside if the lock is held.
+    /// Takes the lock without the hooks, so that naming leaves every value the
+    /// checker sees unchanged; names nothing inside if the lock is held.
     pub fn name_inner(
         &self,
         f: &mut dyn crate::fields::Fields,
         inner: impl FnOnce(&T, &mut dyn crate::fields::Fields),
     ) {
-        // Acquire: as `lock`; the word goes back to its value after.
-        let w = self.word.0.load(Ordering::Acquire);
-        if w & 1 == 1 || self.word.0.compare_exchange(w, w + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        // Acquire: as `lock`.
+        if self.word.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return;
         }
-        // SAFETY: the lock is held (odd word) until the store below.
+        // SAFETY: the lock is held until the store below.
         inner(unsafe { &*self.value.get() }, &mut crate::fields::UnderLock { f, lock: self.word.addr() });
-        // Release: as an unlock, back to the uncounted value.
-        self.word.0.store(w, Ordering::Release);
+        // Release: as an unlock.
+        self.word.0.store(0, Ordering::Release);
     }
 }
 
@@ -401,8 +400,6 @@ impl<T> crate::fields::Named for SpinLock<T> {
 /// Exclusive access to a [`SpinLock`]'s value; unlocks on drop.
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
-    /// The lock word while held (odd).
-    word: u64,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
@@ -423,7 +420,7 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         // Release: our writes to the value happen-before the next holder's acquire.
-        self.lock.word.store(self.word + 1, Ordering::Release);
+        self.lock.word.store(0, Ordering::Release);
         if let Some(h) = hooks() {
             (h.lock)(self.lock.word.addr(), false);
         }
