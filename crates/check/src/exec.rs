@@ -474,19 +474,21 @@ impl std::ops::DerefMut for Tracked {
     }
 }
 
-/// A map kept as a vector sorted by key: the state's maps are small (a
-/// policy's few dozen fields), read at every state hash and copied at every
-/// checkpoint, where one buffer beats a tree of nodes. Iterates in key order,
-/// as a `BTreeMap` does.
+/// A map kept as a vector sorted by key (builds with debug assertions: the
+/// policy's fields touched, a few dozen). Iterates in key order, as a
+/// `BTreeMap` does.
 #[derive(Clone, Debug)]
+#[cfg(debug_assertions)]
 struct SortedMap<K, V>(Vec<(K, V)>);
 
+#[cfg(debug_assertions)]
 impl<K, V> Default for SortedMap<K, V> {
     fn default() -> Self {
         SortedMap(Vec::new())
     }
 }
 
+#[cfg(debug_assertions)]
 impl<K: Ord + Copy, V> SortedMap<K, V> {
     /// Returns the value of `k`, inserting `v` first if it has none.
     fn or_insert(&mut self, k: K, v: V) -> &mut V {
@@ -516,14 +518,41 @@ pub(crate) struct State {
     pub(crate) violation: Option<Violation>,
     events: Vec<Event>,
     step: usize,
-    /// Facade atomics of the policy (addresses below the construction mark).
-    shared: SortedMap<usize, Width>,
+    /// The policy's memory as the state hash takes it: the XOR, over every
+    /// store that became visible to a facade atomic of the policy, of
+    /// [`cell_hash`] of the field before and after ([`Core::stored`]). The
+    /// XORs of a field's stores telescope to its value when built against its
+    /// value now, so this is a function of the fields' values alone (which
+    /// ones were touched, and in what order, drop out), updated in constant
+    /// time at each store rather than read field by field at each hash.
+    mem: u64,
+    /// Builds with debug assertions: the facade atomics of the policy touched
+    /// so far, with their width and value at the first touch, to check
+    /// [`State::mem`] against at every state hash.
+    #[cfg(debug_assertions)]
+    shared: SortedMap<usize, (Width, u64)>,
+}
+
+/// A facade atomic's part of [`State::mem`]: its offset `k` in the arena with
+/// its value `v`, mixed (two rounds of MurmurHash3's 64-bit finaliser, each a
+/// bijection, so that distinct pairs give unrelated words).
+fn cell_hash(k: u64, v: u64) -> u64 {
+    fn fmix(mut x: u64) -> u64 {
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+    fmix(fmix(k ^ 0x6a09_e667_f3bc_c908) ^ v)
 }
 
 impl State {
-    /// Notes that a store to `addr` became visible: every CPU that read it
-    /// since its last spin, or spins on it, has it written since.
-    fn wrote(&mut self, addr: usize) {
+    /// Notes that a store to `addr` became visible, from `old` to `new` (of
+    /// the field at offset `k`): every CPU that read it since its last spin,
+    /// or spins on it, has it written since.
+    fn wrote(&mut self, addr: usize, k: u64, old: u64, new: u64) {
+        self.mem ^= cell_hash(k, old) ^ cell_hash(k, new);
         self.writes += 1;
         for c in &mut self.cpus {
             let spin = match &mut c.block {
@@ -979,8 +1008,7 @@ impl Core {
         }
         // SAFETY: the address came from a live facade atomic of width `w`; the
         // policy outlives the execution's steps.
-        unsafe { write_raw(addr, w, v) };
-        self.st.borrow_mut().wrote(addr);
+        self.stored(addr, w, true, || unsafe { write_raw(addr, w, v) });
         self.touch(addr, true);
     }
 
@@ -1057,10 +1085,34 @@ impl Core {
         h.finish()
     }
 
-    fn note_shared(&self, addr: usize, w: Width) {
-        if arena::below(addr, self.mark) {
-            self.st.borrow_mut().shared.or_insert(addr, w);
+    /// Performs `write`, a store or read-modify-write of the policy's facade
+    /// atomic of width `w` at `addr`, and notes it in the state if it became
+    /// visible: always for a store (`store`), when it changed the value for a
+    /// read-modify-write (a failed compare-exchange stores nothing).
+    fn stored(&self, addr: usize, w: Width, store: bool, write: impl FnOnce()) {
+        // SAFETY: a live facade atomic of width `w` (policy memory) before
+        // and after `write`.
+        let old = unsafe { read_raw(addr, w) };
+        write();
+        // SAFETY: as above.
+        let new = unsafe { read_raw(addr, w) };
+        if store || old != new {
+            self.st.borrow_mut().wrote(addr, (addr - self.base) as u64, old, new);
         }
+    }
+
+    /// Builds with debug assertions: notes a facade atomic of the policy as
+    /// touched, with its value now, for the check of [`State::mem`] (release
+    /// builds keep nothing).
+    fn note_shared(&self, addr: usize, w: Width) {
+        #[cfg(debug_assertions)]
+        if arena::below(addr, self.mark) {
+            // SAFETY: a live facade atomic of width `w` (policy memory).
+            let v = unsafe { read_raw(addr, w) };
+            self.st.borrow_mut().shared.or_insert(addr, (w, v));
+        }
+        #[cfg(not(debug_assertions))]
+        let _ = (addr, w);
     }
 
     /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
@@ -1142,11 +1194,16 @@ impl Core {
             for c in &st.cpus {
                 c.hash_keyed(h, |a| self.addr_key(a), |w| st.writes > w);
             }
-            for (&addr, &w) in st.shared.iter() {
-                // SAFETY: a live facade atomic of width `w` (policy memory).
-                let v = unsafe { read_raw(addr, w) };
-                (addr - self.base, v).hash(h);
+            #[cfg(debug_assertions)]
+            {
+                let mem = st.shared.iter().fold(0, |m, (&addr, &(w, first))| {
+                    let k = (addr - self.base) as u64;
+                    // SAFETY: a live facade atomic of width `w` (policy memory).
+                    m ^ cell_hash(k, first) ^ cell_hash(k, unsafe { read_raw(addr, w) })
+                });
+                assert_eq!(mem, st.mem, "a store to the policy's memory went past the checker's hooks");
             }
+            st.mem.hash(h);
             // SAFETY: the policy outlives the core; no CPU runs during a hash.
             unsafe { (*self.locked.get())(h) };
         })
@@ -1205,8 +1262,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
         core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));
     } else {
         core.drain_own(cpu);
-        write(v);
-        core.st.borrow_mut().wrote(addr);
+        core.stored(addr, w, true, || write(v));
         core.touch(addr, true);
         core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
     }
@@ -1221,14 +1277,10 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     core.drain_own(cpu);
     core.touch(addr, false);
     core.touch(addr, true);
-    let (old, new) = op();
-    {
-        let mut st = core.st.borrow_mut();
-        st.read(cpu, addr, core.addr_key(addr));
-        if old != new {
-            st.wrote(addr);
-        }
-    }
+    core.st.borrow_mut().read(cpu, addr, core.addr_key(addr));
+    let mut ran = None;
+    core.stored(addr, w, false, || ran = Some(op()));
+    let (old, new) = ran.expect("the operation ran");
     let k = core.addr_key(addr);
     core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || {
         let kind = core.access_kind(addr, true, old != new);
@@ -1620,6 +1672,8 @@ fn new_core<P: Policy>(
         violation: None,
         events: Vec::new(),
         step: 0,
+        mem: 0,
+        #[cfg(debug_assertions)]
         shared: SortedMap::default(),
     };
     let no_chooser: *mut dyn Chooser = std::ptr::null_mut::<crate::search::Replay<'static>>();
