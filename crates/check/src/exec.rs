@@ -128,14 +128,55 @@ pub trait Chooser {
 /// policy's atomics can slip past. Two steps of different CPUs that are not
 /// global and touch no field one of them writes commute, and neither enables
 /// or disables the other: they are independent.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Foot {
     /// Fields read.
-    pub reads: Vec<usize>,
+    pub reads: FieldSet,
     /// Fields written (a read-modify-write counts, even one that failed).
-    pub writes: Vec<usize>,
-    /// Whether it did anything beyond its fields and its own CPU's locals.
+    pub writes: FieldSet,
+    /// Whether it did anything beyond its fields and its own CPU's locals
+    /// (or touched more fields than a [`FieldSet`] holds).
     pub global: bool,
+}
+
+/// The most fields a [`FieldSet`] holds.
+const FOOT_FIELDS: usize = 6;
+
+/// A footprint's fields, by offset in the arena, held inline: a step pauses
+/// before each access to the policy's memory, so it makes one, or a few
+/// more when it drains its store buffer. A footprint allocates nothing,
+/// which matters at one per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    len: u8,
+    at: [u32; FOOT_FIELDS],
+}
+
+impl FieldSet {
+    /// Returns the fields, in the order they were first touched.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.at[..self.len as usize].iter().map(|&k| k as usize)
+    }
+
+    /// Returns whether it holds field `k`.
+    pub fn contains(&self, k: usize) -> bool {
+        self.iter().any(|a| a == k)
+    }
+
+    /// Adds field `k`; returns `false` if it is full (and `k` not in it), or
+    /// `k` is past what it holds (then the step must count as global).
+    fn insert(&mut self, k: usize) -> bool {
+        if self.contains(k) {
+            return true;
+        }
+        let Ok(k) = u32::try_from(k) else { return false };
+        if self.len as usize == FOOT_FIELDS {
+            return false;
+        }
+        self.at[self.len as usize] = k;
+        self.len += 1;
+        true
+    }
 }
 
 impl Foot {
@@ -910,8 +951,8 @@ impl Core {
         let st = self.st.borrow();
         let c = &st.cpus[cpu];
         !foot.global
-            && foot.reads.iter().all(|&k| self.local_access(c, cpu, k, false))
-            && foot.writes.iter().all(|&k| self.local_access(c, cpu, k, true))
+            && foot.reads.iter().all(|k| self.local_access(c, cpu, k, false))
+            && foot.writes.iter().all(|k| self.local_access(c, cpu, k, true))
     }
 
     /// Returns whether `addr` is policy memory (shared); anything else a policy
@@ -1025,9 +1066,8 @@ impl Core {
         if let Some(f) = self.foot.borrow_mut().as_mut() {
             let k = addr.wrapping_sub(self.base);
             let v = if write { &mut f.writes } else { &mut f.reads };
-            if !v.contains(&k) {
-                // The footprint outlives the execution: not in its arena.
-                arena::outside(|| v.push(k));
+            if !v.insert(k) {
+                f.global = true;
             }
         }
     }

@@ -196,7 +196,7 @@ type Asleep = (u32, Foot);
 #[derive(Clone, Debug, Default)]
 struct Node {
     sched: bool,
-    labels: Vec<u32>,
+    labels: Labels,
     sleep: Vec<Asleep>,
     done: Vec<Asleep>,
     foot: Option<Foot>,
@@ -206,6 +206,38 @@ struct Node {
     /// When a local step is explored alone here: the labels to leave alone
     /// should it turn out not to be local after all.
     unless_local: Option<u64>,
+}
+
+/// A scheduling point's labels, held inline: a CPU's step or its store
+/// buffer's drain, `2 * cpu` and `2 * cpu + 1`, so at most 16 of them for the
+/// checker's 8 CPUs (one node per choice: a vector would be an allocation
+/// each).
+#[derive(Clone, Copy, Debug, Default)]
+struct Labels {
+    len: u8,
+    at: [u8; 16],
+}
+
+impl Labels {
+    fn new(labels: &[u32]) -> Self {
+        let mut l = Labels { len: labels.len() as u8, at: [0; 16] };
+        for (a, &b) in l.at.iter_mut().zip(labels) {
+            *a = u8::try_from(b).expect("a label of one of 8 CPUs");
+        }
+        assert!(labels.len() <= l.at.len(), "more options than 8 CPUs have");
+        l
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+impl std::ops::Index<usize> for Labels {
+    type Output = u8;
+    fn index(&self, k: usize) -> &u8 {
+        &self.at[..self.len as usize][k]
+    }
 }
 
 impl Node {
@@ -362,7 +394,7 @@ impl Chooser for Dfs<'_> {
         };
         self.nodes.push(Node {
             sched: true,
-            labels: labels.to_vec(),
+            labels: Labels::new(labels),
             sleep,
             done: Vec::new(),
             foot: None,
@@ -453,7 +485,7 @@ fn backtrack(stack: &mut Vec<Choice>, nodes: &mut Vec<Node>, frozen: usize, ends
         if let Some(k) = node.next_option(taken, end) {
             if node.sched {
                 let foot = node.foot.take().unwrap_or_else(Foot::global);
-                node.done.push((node.labels[taken as usize], foot));
+                node.done.push((node.labels[taken as usize].into(), foot));
             }
             stack[i].taken = k;
             return true;
@@ -762,7 +794,7 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
     // what it touched); the options given away have not run, so they cannot.
     let mut node = t.nodes[i].clone();
     if let Some(f) = node.foot.take() {
-        node.done.push((node.labels[t.stack[i].taken as usize], f));
+        node.done.push((node.labels[t.stack[i].taken as usize].into(), f));
     }
     let mut k = t.stack[i].taken;
     while let Some(j) = node.next_option(k, t.ends[i]) {
