@@ -1091,7 +1091,17 @@ impl Core {
             self.machine_hash.get().hash(h);
             for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
                 d.hash(h);
-                c.block.hash(h);
+                // A spin's flags are left out: a store marks the fields it
+                // wrote on every CPU spinning on them, and is dependent on those
+                // CPUs' steps through the field itself (they read it).
+                match &c.block {
+                    Block::Spin(reads, w) => {
+                        std::mem::discriminant(&c.block).hash(h);
+                        reads.iter().for_each(|r| r.0.hash(h));
+                        w.hash(h);
+                    }
+                    other => other.hash(h),
+                }
                 (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
                 c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
                 c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(h));

@@ -223,13 +223,21 @@
 //! A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
 //! policy atomic's value (the arena puts the policy at the same address in every
-//! execution), the plain data the policy's spin locks protect
+//! execution; the hash takes them as an XOR, kept at every store, of a mix of
+//! each field's offset with its value before and after, which telescopes to a
+//! function of the values alone, whichever fields were touched and in whatever
+//! order; builds with debug assertions check it against the fields at every
+//! hash), the plain data the policy's spin locks protect
 //! ([`tlbkit_policy::Policy::hash_locked`]: critical sections that ran in
 //! either order can leave every atomic alike and that data different), the
 //! store buffers, and each CPU's *history*: every value it
 //! read, every operation it chose and every event it caused since the start of
-//! its current kernel operation. A CPU's locals are a function of its history,
-//! so two executions with equal states have equal futures. Histories restart at
+//! its current kernel operation, with what a spin loop it enters next waits
+//! for: the fields it read since its last spin, each once, and whether a
+//! store to each became visible since (a spin wakes on any; how many, or
+//! which later read saw which, decides nothing). A CPU's locals are a
+//! function of its history, so two executions with equal states have equal
+//! futures. Histories restart at
 //! each operation (a CPU has no locals between operations), return to their
 //! value before an interrupt when the handler returns, and a spin loop's
 //! iterations that end in a wait fold into one. Processes that no CPU has

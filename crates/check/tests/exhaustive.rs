@@ -66,8 +66,10 @@ fn exhaustive_state_count_is_deterministic() {
     // explored alone (their states are not counted). (3476, 2282, 2254, 40)
     // before a CPU's reads since its last spin were hashed each once, with
     // whether it was written since (not how often). (3476, 2284, 2256, 40)
-    // while a spin lock's word counted its acquisitions.
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3116, 2116, 2088, 40));
+    // while a spin lock's word counted its acquisitions. (3116, 2116, 2088,
+    // 40) while a store to a field another CPU spins on made the step global
+    // (the spin's flags were in what a step must leave alone).
+    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (3116, 2114, 2086, 40));
 }
 
 #[test]
