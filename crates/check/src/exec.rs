@@ -969,6 +969,7 @@ impl Core {
         self.st.borrow_mut().cpus[cpu].block = Block::No;
     }
 
+    #[inline(never)]
     fn take_interrupts(&self, cpu: usize) {
         loop {
             let irq = {

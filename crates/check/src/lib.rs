@@ -142,8 +142,8 @@
 //! turns them off). An execution does not replay its prefix from the start:
 //! a worker keeps its last execution alive (the CPUs' coroutines on stacks it
 //! owns, the policy in its arena) and saves, at each scheduling point where
-//! the search may come back, the arena's bytes, each CPU's stack from just
-//! below where it paused, the coroutine handles and the state's own bytes
+//! the search may come back, the arena's bytes, each CPU's stack from the
+//! stack pointer it is suspended at, the coroutine handles and the state's own bytes
 //! (everything the state owns lies in the arena, which recycles freed
 //! blocks once the policy is built, so the arena stays a few kilobytes).
 //! The next execution restores the deepest checkpoint on the path it shares

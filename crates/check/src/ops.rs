@@ -597,6 +597,7 @@ fn back_to_user(core: &Core, cpu: usize, s: u32) {
     set_task(core, cpu, Task::User(s), true, false);
 }
 
+#[inline(never)]
 fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
     let hw = CheckHw::new(core, cpu);
     core.st.borrow_mut().cpus[cpu].irq_off += 1;
@@ -664,6 +665,7 @@ impl Zap {
 /// `zap`. On Linux the PTE is cleared under the PTE lock, which the model holds
 /// only for the clearing step (the flush of a zap runs after `pte_unmap_unlock`,
 /// in `tlb_finish_mmu`), so two zaps of one address space flush at once.
+#[inline(never)]
 fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Zap) {
     let hw = CheckHw::new(core, cpu);
     let change = zap.change();
@@ -839,6 +841,7 @@ fn clear_all(core: &Core, cpu: usize, s: u32, change: &'static str) -> (Vec<usiz
 /// `munmap` of the whole range: on Linux the write side while the VMAs go, then
 /// the read side for the zap, `free_pgtables` and the flush (as [`Zap::Munmap`]);
 /// on FreeBSD `PMAP_LOCK` throughout.
+#[inline(never)]
 fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
     lock_mm(core, cpu, s, LockSide::Write);
@@ -891,6 +894,7 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     finish(core);
 }
 
+#[inline(never)]
 fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     let hw = CheckHw::new(core, cpu);
     // `exit_mmap`: no thread is left to contend.
@@ -919,6 +923,7 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 
 /// Releases every exited address space no CPU's root points at and no CPU holds
 /// (Linux frees an `mm_struct` when its last lazy user drops `mm_count`).
+#[inline(never)]
 fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
     loop {
         let z = {

@@ -13,10 +13,10 @@
 //!
 //! - the arena's bytes in use: the policy's memory and everything policy code
 //!   and the kernel model allocated while the CPUs ran;
-//! - each CPU's coroutine: its stack from a little below where it paused up to
-//!   its top, and the coroutine's handle (the saved stack pointer);
+//! - each CPU's coroutine: its stack from the stack pointer it is suspended
+//!   at up to its top, and the coroutine's handle (which holds that pointer);
 //! - the execution's state (the machine, every CPU's scheduler
-//!   state, the write versions): its own bytes only, since everything it
+//!   state): its own bytes only, since everything it
 //!   owns lies in the arena;
 //! - the core's counters and the scheduler's own variables.
 //!
@@ -36,10 +36,12 @@
 //!   choices, so restoring it is the same as replaying them.
 //! - *Nothing below a paused coroutine's stack pointer is live* (a
 //!   suspended coroutine runs nothing, and no signal handler runs on its
-//!   stack). A CPU's stack is saved from 256 bytes below an address in the
-//!   frame of the engine's pause: the suspension itself uses 39 bytes below
-//!   it in a release build on x86-64 (builds with debug assertions save 4 KiB
-//!   and check the saved stack pointer against it).
+//!   stack). A CPU's stack is saved from a few bytes below the stack pointer
+//!   its coroutine's handle holds, which the suspension saved after pushing
+//!   what it keeps. (It was saved from a fixed margin below an address in the
+//!   frame of the engine's pause, which held only while that frame kept its
+//!   layout; the pointer itself assumes nothing of the frames, and saves
+//!   about a quarter less.)
 //! - *Everything the live state owns lies in the arena.* Then a bitwise copy
 //!   of the state's own bytes, with the arena's, is the state: restoring both
 //!   puts back every buffer it points to as it was, and the state is never
@@ -72,11 +74,11 @@ use std::hash::Hasher;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-/// Bytes of a CPU's stack saved below the address [`Core::pause`] records:
-/// the frames of the suspension, which lie below it (39 bytes in a release
-/// build on x86-64; unoptimised frames are bigger, and builds with debug
-/// assertions check the margin against the saved stack pointer).
-const MARGIN: usize = if cfg!(debug_assertions) { 4096 } else { 256 };
+/// Bytes of a CPU's stack saved below the stack pointer its coroutine is
+/// suspended at: none are live (the suspension pushed what it keeps and
+/// then saved the pointer, and nothing runs on a suspended stack), so this
+/// is a margin only.
+const MARGIN: usize = 64;
 
 /// The most checkpoints kept along one path (deeper scheduling points are
 /// reached from the deepest by replaying).
@@ -182,8 +184,8 @@ impl Snap {
 
 /// Returns the stack pointer a suspended coroutine's handle holds, found as
 /// the lowest word of the handle inside its stack (the handle keeps the
-/// pointer it resumes from and the one it started at, which is higher); for
-/// the debug check of [`MARGIN`].
+/// pointer it resumes from and the one it started at, which is higher): a
+/// checkpoint saves the stack from there up.
 fn handle_sp(co: &Co<'_>, top: usize) -> Option<usize> {
     // SAFETY: the handle is plain data, read as words.
     let words = unsafe { std::slice::from_raw_parts(co as *const Co<'_> as *const usize, CO_BYTES / 8) };
@@ -219,11 +221,9 @@ impl Saved {
             let top = self.tops[cpu];
             let low = core.low[cpu].get();
             assert!(low < top && low > top - STACK_BYTES, "cpu{cpu} paused off its stack");
-            let from = (low - MARGIN).max(top - STACK_BYTES);
-            debug_assert!(
-                handle_sp(co, top).is_none_or(|sp| sp >= from),
-                "cpu{cpu} is suspended more than {MARGIN} bytes below its pause"
-            );
+            let sp = handle_sp(co, top).expect("a suspended coroutine's handle holds its stack pointer");
+            assert!(sp <= low, "cpu{cpu} is suspended above its pause");
+            let from = (sp - MARGIN).max(top - STACK_BYTES);
             let (at, bytes) = &mut s.stacks[cpu];
             *at = from;
             bytes.clear();
