@@ -102,7 +102,8 @@ enum Cmd {
         #[arg(long = "workload")]
         workloads: Vec<String>,
         /// With --cpus: the policy (an arm64 one; default arm64-linux). With --check:
-        /// the one policy to check (default the seeds' nine).
+        /// the one policy to check (default the seeds' nine), or `all`: every real
+        /// policy, the seeds' nine and the seven added after them.
         #[arg(long)]
         policy: Option<String>,
         /// Time the checker instead: the exhaustive check of the seeds' nine policies
