@@ -561,7 +561,7 @@ pub(crate) struct State {
     step: usize,
     /// The policy's memory as the state hash takes it: the XOR, over every
     /// store that became visible to a facade atomic of the policy, of
-    /// [`cell_hash`] of the field before and after ([`Core::stored`]). The
+    /// [`cell_hash`] of the field before and after ([`Core::wrote`]). The
     /// XORs of a field's stores telescope to its value when built against its
     /// value now, so this is a function of the fields' values alone (which
     /// ones were touched, and in what order, drop out), updated in constant
@@ -1050,7 +1050,7 @@ impl Core {
         }
         // SAFETY: the address came from a live facade atomic of width `w`; the
         // policy outlives the execution's steps.
-        self.stored(addr, w, true, || unsafe { write_raw(addr, w, v) });
+        self.store(addr, w, || unsafe { write_raw(addr, w, v) });
         self.touch(addr, true);
     }
 
@@ -1136,20 +1136,22 @@ impl Core {
         h.finish()
     }
 
-    /// Performs `write`, a store or read-modify-write of the policy's facade
-    /// atomic of width `w` at `addr`, and notes it in the state if it became
-    /// visible: always for a store (`store`), when it changed the value for a
-    /// read-modify-write (a failed compare-exchange stores nothing).
-    fn stored(&self, addr: usize, w: Width, store: bool, write: impl FnOnce()) {
+    /// Notes in the state that a store to the policy's facade atomic at
+    /// `addr`, from `old` to `new`, became visible.
+    fn wrote(&self, addr: usize, old: u64, new: u64) {
+        self.st.borrow_mut().wrote(addr, (addr - self.base) as u64, old, new);
+    }
+
+    /// Performs `write`, a store to the policy's facade atomic of width `w`
+    /// at `addr` that becomes visible now, and notes it ([`Core::wrote`]).
+    fn store(&self, addr: usize, w: Width, write: impl FnOnce()) {
         // SAFETY: a live facade atomic of width `w` (policy memory) before
         // and after `write`.
         let old = unsafe { read_raw(addr, w) };
         write();
         // SAFETY: as above.
         let new = unsafe { read_raw(addr, w) };
-        if store || old != new {
-            self.st.borrow_mut().wrote(addr, (addr - self.base) as u64, old, new);
-        }
+        self.wrote(addr, old, new);
     }
 
     /// Builds with debug assertions: notes a facade atomic of the policy as
@@ -1313,7 +1315,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
         core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));
     } else {
         core.drain_own(cpu);
-        core.stored(addr, w, true, || write(v));
+        core.store(addr, w, || write(v));
         core.touch(addr, true);
         core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
     }
@@ -1328,11 +1330,13 @@ fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     core.drain_own(cpu);
     core.touch(addr, false);
     core.touch(addr, true);
-    core.st.borrow_mut().read(cpu, addr, core.addr_key(addr));
-    let mut ran = None;
-    core.stored(addr, w, false, || ran = Some(op()));
-    let (old, new) = ran.expect("the operation ran");
     let k = core.addr_key(addr);
+    core.st.borrow_mut().read(cpu, addr, k);
+    let (old, new) = op();
+    // A failed compare-exchange stores nothing.
+    if old != new {
+        core.wrote(addr, old, new);
+    }
     core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || {
         let kind = core.access_kind(addr, true, old != new);
         (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))

@@ -221,10 +221,10 @@ struct Labels {
 impl Labels {
     fn new(labels: &[u32]) -> Self {
         let mut l = Labels { len: labels.len() as u8, at: [0; 16] };
+        assert!(labels.len() <= l.at.len(), "more options than 8 CPUs have");
         for (a, &b) in l.at.iter_mut().zip(labels) {
             *a = u8::try_from(b).expect("a label of one of 8 CPUs");
         }
-        assert!(labels.len() <= l.at.len(), "more options than 8 CPUs have");
         l
     }
 
@@ -355,6 +355,19 @@ struct Dfs<'a> {
     /// The label of a local step at the next scheduling choice (with local
     /// steps on).
     local: Option<u32>,
+}
+
+impl<'a> Dfs<'a> {
+    /// Returns the search's chooser for an execution that replays `prefix`
+    /// (with its `nodes`) and then explores, visiting states with `visit`.
+    fn new(
+        prefix: &'a [Choice],
+        nodes: &'a mut Vec<Node>,
+        visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+        switches: Switches,
+    ) -> Self {
+        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None }
+    }
 }
 
 impl Chooser for Dfs<'_> {
@@ -531,15 +544,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
         }
         let out = {
             let mut v = |state, asleep| visit(&mut visited, state, asleep);
-            let mut d = Dfs {
-                prefix: &stack,
-                nodes: &mut nodes,
-                at: 0,
-                visit: &mut v,
-                switches,
-                last_sched: None,
-                local: None,
-            };
+            let mut d = Dfs::new(&stack, &mut nodes, &mut v, switches);
             run(&mut d)
         };
         stats.executions += 1;
@@ -743,15 +748,7 @@ fn explore(
         }
         let out = {
             let mut v = |state, asleep| shared.visit(state, asleep);
-            let mut d = Dfs {
-                prefix: &t.stack,
-                nodes: &mut t.nodes,
-                at: 0,
-                visit: &mut v,
-                switches,
-                last_sched: None,
-                local: None,
-            };
+            let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches);
             run(&mut d)
         };
         shared.max_steps.fetch_max(out.steps, Relaxed);
