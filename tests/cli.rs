@@ -421,18 +421,18 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
     let lines: Vec<&str> = out.lines().collect();
     let at = lines.iter().position(|l| l.starts_with("result: VIOLATION no_asid_alias on cpu0")).expect("the result");
     assert!(lines[at + 1].starts_with("  used:  the entry for 0x400000 (asid 3"), "{out}");
-    assert!(lines[at + 2].starts_with("  by:    cpu0, running mm2, asid 3"), "{out}");
+    assert!(lines[at + 2].starts_with("  by:    cpu0, running mm1, asid 3"), "{out}");
     assert!(
-        lines[at + 3].starts_with("  why:   asid 3 was handed to mm2") && lines[at + 3].contains("ASID rollovers"),
+        lines[at + 3].starts_with("  why:   asid 3 was handed to mm1") && lines[at + 3].contains("ASID rollovers"),
         "{out}"
     );
     // The story: the fast path's exchange of a rollover's 0 and the second rollover.
     for needle in [
         "rmw active_asids[cpu0]: gen 1, asid 3 -> 0",
-        "rmw active_asids[cpu0]: 0 -> gen 1, asid 1",
+        "rmw active_asids[cpu0]: 0 -> gen 1, asid 2",
         "rmw asid_generation: gen 2 -> gen 3",
         "ASID rollover: a new generation begins",
-        "write root: mm2, asid 3",
+        "write root: mm1, asid 3",
     ] {
         assert!(out.contains(needle), "{needle}:\n{out}");
     }
@@ -521,7 +521,7 @@ fn check_with_a_contiguous_block_finds_simples_ungathered_dirty_value_and_replay
         assert!(out.contains(needle), "{needle}: {out}");
     }
     let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
-    assert!(token.starts_with("t4~arm64-linux~2~1~1~4~6~sc~3ff~simple~"), "{token}");
+    assert!(token.starts_with("t5~arm64-linux~2~1~1~4~6~sc~3ff~simple~"), "{token}");
     let r = tlbkit(&["replay", token]);
     assert_eq!(r.status.code(), Some(3), "{}", stderr(&r));
     let from = |s: &str| s[s.find("counterexample (").expect("a counterexample")..].to_string();
@@ -581,7 +581,7 @@ fn a_policy_panic_is_the_no_policy_panic_violation_whatever_rust_backtrace_says(
         assert_eq!(o.status.code(), Some(3), "RUST_BACKTRACE={bt:?}: {err}");
         assert!(out.contains("result: VIOLATION no_policy_panic"), "{out}");
         assert!(out.contains("the policy code panicked: ASID set full right after a reset"), "{out}");
-        assert!(out.contains("replay: tlbkit replay t4~"), "{out}");
+        assert!(out.contains("replay: tlbkit replay t5~"), "{out}");
         // Only the timing line: no panic message, no backtrace.
         assert_eq!(err.lines().count(), 1, "RUST_BACKTRACE={bt:?}: {err}");
         assert!(err.starts_with("tlbkit: checked in"), "{err}");
@@ -611,6 +611,9 @@ fn a_mistyped_or_empty_token_is_refused_in_one_line() {
     assert_bad_input(&["replay", "t1~arm64-linux~2~3~4~6~sc~1ff~1"], "older tlbkit");
     // A t3 token, whole and with its checksum, was recorded before pages and Linux's locking.
     assert_bad_input(&["replay", "t3~arm64-freebsd-asid~2~3~4~6~sc~1ff~-~z60.1~211c2047"], "add --pages 1");
+    // A t4 token was recorded when taking a spin lock was two steps.
+    let t4 = "t4~arm64-freebsd-asid~2~5~2~4~12~sc~3ff~-~08z5.6z5.7z5.4z28.1z15.4~bf7f1dfe";
+    assert_bad_input(&["replay", t4], "for a t5 token");
     assert_bad_input(&["check", "--policy", "arm64-linux", "--pages", "5"], "--pages 5: an address space maps 1 to 4");
     assert_bad_input(&["replay", ""], "not a tlbkit replay token");
 }

@@ -1001,10 +1001,12 @@ pub fn replay(token: &str) -> Result<CheckReport, String> {
 }
 
 /// Token format version. Older formats are refused: `t1` and `t2` carried no
-/// checksum (a mistyped one would have replayed another schedule), and `t3`
+/// checksum (a mistyped one would have replayed another schedule), `t3`
 /// carried no page count and was recorded on the kernel model before Linux's
-/// per-operation locking, so its choices would replay another schedule.
-const TOKEN_VERSION: &str = "t4";
+/// per-operation locking, and `t4` was recorded when a spin lock was taken
+/// with a load before its compare-and-exchange (a step of its own), so the
+/// choices of either would replay another schedule.
+const TOKEN_VERSION: &str = "t5";
 
 /// Returns the CRC-32 (IEEE 802.3, reflected, as zlib computes it) of `bytes`:
 /// the token's checksum. A CRC detects every error burst of up to 32 bits, so a
@@ -1021,7 +1023,7 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// Encodes a spec and a schedule as a shell-safe token:
-/// `t4~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
+/// `t5~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
 /// the operation kinds' mask in hex (without `tick` for a policy that does not
 /// tick, so its tokens read as before ticks existed), TEARDOWN the contiguous block's strategy
 /// (`-` without one), each choice a base-36 digit (`(N)` for 35 and up) with
@@ -1080,16 +1082,21 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
         |why: &str| format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output");
     if token.starts_with("t1~") || token.starts_with("t2~") {
         return Err(bad("a token from an older tlbkit, which carried no checksum; run the `tlbkit check` that \
-                        printed it again for a t4 token"));
+                        printed it again for a t5 token"));
+    }
+    if token.starts_with("t4~") {
+        return Err(bad("a t4 token from an older tlbkit, recorded when taking a spin lock was two steps (a load, \
+                        then the compare-and-exchange), so its choices would replay another schedule; run the \
+                        `tlbkit check` that printed it again for a t5 token"));
     }
     if token.starts_with("t3~") {
         return Err(bad("a t3 token from an older tlbkit, recorded before address spaces had several pages and \
                         Linux's per-operation locking, so its choices would replay another schedule; run the \
-                        `tlbkit check` that printed it again (add --pages 1 for the old shape) for a t4 token"));
+                        `tlbkit check` that printed it again (add --pages 1 for the old shape) for a t5 token"));
     }
     let parts: Vec<&str> = token.split('~').collect();
     if parts.first() != Some(&TOKEN_VERSION) || parts.len() != 12 {
-        return Err(bad("expected t4~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC"));
+        return Err(bad("expected t5~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC"));
     }
     let (body, sum) = token.rsplit_once('~').expect("twelve fields");
     let crc = u32::from_str_radix(sum, 16).ok().filter(|_| sum.len() == 8);
@@ -1497,7 +1504,7 @@ mod tests {
         // A zero run of no zeros decoded to an empty schedule, which `encode`
         // writes as one zero choice: the replay_token fuzz target's round trip
         // (decode, encode, decode) would not have given the schedule back.
-        let body = "t4~arm64-linux~2~3~1~4~6~sc~3ff~-~z0.";
+        let body = "t5~arm64-linux~2~3~1~4~6~sc~3ff~-~z0.";
         let e = decode(&format!("{body}~{:08x}", crc32(body.as_bytes()))).unwrap_err();
         assert!(e.starts_with("not a tlbkit replay token (it has no choices)"), "{e}");
         let spec = CheckSpec {
@@ -1515,7 +1522,7 @@ mod tests {
             teardown: None,
         };
         let token = encode(&spec, &[0, 0, 0, 7, 40]);
-        assert_eq!(token, "t4~arm64-linux~2~3~1~4~6~sc~3ff~-~z3.7(40)~a108af46");
+        assert_eq!(token, "t5~arm64-linux~2~3~1~4~6~sc~3ff~-~z3.7(40)~491f3fe7");
         assert_eq!(decode(&token), Ok((spec, vec![0, 0, 0, 7, 40])));
     }
 

@@ -78,7 +78,7 @@ fn a_sweep_that_reads_start_past_its_end_stops_at_the_rings_size() {
     // reads cpu0's `end` (0), cpu0 saves a state, sweeps it and retires it
     // (`start` = 1), and cpu1 then reads `start` = 1, past its `end`. Unbounded,
     // its walk never met `end` again (no_livelock); the artifact's bound ends it.
-    let r = tlbkit_check::replay("t4~x86-latr~2~3~1~6~6~sc~7ff~-~z23.1z17.1z14.1z13.100301z7.1~706b765e").unwrap();
+    let r = tlbkit_check::replay("t5~x86-latr~2~3~1~6~6~sc~7ff~-~z23.1z17.1z14.1z13.100301z7.1~192773af").unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
 }
 

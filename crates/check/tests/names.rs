@@ -102,7 +102,7 @@ fn shared_accesses_show_names_and_decoded_values() {
     for needle in [
         "load asid_generation -> gen 1",
         "rmw asid_generation: gen 1 -> gen 2",
-        "rmw active_asids[cpu0]: 0 -> gen 1, asid 1",
+        "store active_asids[cpu0] = gen 1, asid 1",
         "store mm[1].context.id = gen 1, asid 1",
         "rmw cpu_asid_lock: free -> held",
         "store tlb_flush_pending = {cpu0, cpu1}",

@@ -53,7 +53,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("arm64-skipbcast-v1", "no_stale_held"),
         ("arm64-skipbcast-no-barrier", "no_stale_held"),
         ("freebsd-arm64-epoch-wrap", "no_asid_alias"),
-        ("freebsd-x86-counter-early-ack", "no_stale_use"),
+        ("freebsd-x86-counter-early-ack", "no_stale_held"),
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
         ("linux-x86-fea4e317f9e7", "no_stale_use"),
         ("linux-x86-83b0177a6c48", "no_stale_use"),
@@ -136,7 +136,7 @@ fn modes_and_bad_tokens() {
     assert!(check(&spec).unwrap().counterexample.is_some());
     let e = replay("t1~nope").unwrap_err();
     assert!(e.contains("not a tlbkit replay token"), "{e}");
-    let body = "t4~zoo/nothing~2~3~1~4~6~sc~ff~-~0";
+    let body = "t5~zoo/nothing~2~3~1~4~6~sc~ff~-~0";
     let e = replay(&format!("{body}~{:08x}", tlbkit_check::spec::crc32(body.as_bytes()))).unwrap_err();
     assert!(e.contains("unknown bug-zoo entry"), "{e}");
 }

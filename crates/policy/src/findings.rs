@@ -64,7 +64,7 @@ pub const FINDINGS: &[Finding] = &[
                  walk refills that pmap's entry under it, and the ASID goes to another pmap that A then runs",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid"],
-        token: "t4~arm64-freebsd-asid~2~5~2~4~12~sc~3ff~-~08z5.6z5.7z5.4z28.1z15.4~bf7f1dfe",
+        token: "t5~arm64-freebsd-asid~2~5~2~4~12~sc~3ff~-~08z5.6z5.7z5.4z27.1z14.4~e7773783",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0", "arm64-freebsd-asid-fix-self"],
     },
     Finding {
@@ -80,7 +80,7 @@ pub const FINDINGS: &[Finding] = &[
                  closed (on arm64-freebsd-asid the checker reduces every such schedule to the shallower window 1)",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid-fix-self"],
-        token: "t4~arm64-freebsd-asid-fix-self~2~5~2~4~12~sc~3ff~-~01z5.8z20.11z15.2z5.2z8.5z7.5z5.2z8.14~8c898667",
+        token: "t5~arm64-freebsd-asid-fix-self~2~5~2~4~12~sc~3ff~-~03z5.5z5.3z20.30016z5.7z5.5z5.2z14.6z7.1~4e2fc95e",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0"],
     },
 ];

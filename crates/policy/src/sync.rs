@@ -320,6 +320,16 @@ facade_integer!(AtomicU64, u64);
 /// the lock is a compare-and-exchange from 0 to 1, releasing it a store of 0.
 /// (It once counted acquisitions, which split a checker's states by how often
 /// a lock had been taken, where nothing later depends on it.)
+///
+/// Taking it tries the compare-and-exchange first, as both kernels' fast
+/// paths do (Linux's `queued_spin_lock` in `include/asm-generic/qspinlock.h`,
+/// FreeBSD's `__mtx_lock_spin` in `sys/sys/mutex.h`); only when that fails
+/// does it spin reading the word until it reads free and try again, as their
+/// slow paths do (FreeBSD's `_mtx_lock_spin_cookie`; Linux's queue of waiters
+/// is not modelled: a waiter here is any CPU that tries after the release).
+/// An uncontended acquisition is one shared access, so a checker interleaves
+/// other CPUs before and after it, not between a load and the exchange (it
+/// once loaded the word first, a step of its own).
 pub struct SpinLock<T> {
     word: AtomicU64,
     value: UnsafeCell<T>,
@@ -352,16 +362,17 @@ impl<T> SpinLock<T> {
     /// Spins until the lock is taken and returns a guard that releases it on drop.
     pub fn lock(&self) -> SpinGuard<'_, T> {
         loop {
-            // Relaxed: only the exchange below orders anything.
-            let w = self.word.load(Ordering::Relaxed);
             // Acquire: everything the previous holder wrote before its release is visible.
-            if w == 0 && self.word.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 if let Some(h) = hooks() {
                     (h.lock)(self.word.addr(), true);
                 }
                 return SpinGuard { lock: self };
             }
-            spin_loop();
+            // Relaxed: only the exchange above orders anything.
+            while self.word.load(Ordering::Relaxed) != 0 {
+                spin_loop();
+            }
         }
     }
 }
