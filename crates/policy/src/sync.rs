@@ -324,12 +324,14 @@ facade_integer!(AtomicU64, u64);
 /// Taking it tries the compare-and-exchange first, as both kernels' fast
 /// paths do (Linux's `queued_spin_lock` in `include/asm-generic/qspinlock.h`,
 /// FreeBSD's `__mtx_lock_spin` in `sys/sys/mutex.h`); only when that fails
-/// does it spin reading the word until it reads free and try again, as their
-/// slow paths do (FreeBSD's `_mtx_lock_spin_cookie`; Linux's queue of waiters
-/// is not modelled: a waiter here is any CPU that tries after the release).
-/// An uncontended acquisition is one shared access, so a checker interleaves
-/// other CPUs before and after it, not between a load and the exchange (it
-/// once loaded the word first, a step of its own).
+/// does it read the word until it reads free, spinning between reads, and try
+/// again, as their slow paths wait for a release (FreeBSD's
+/// `_mtx_lock_spin_cookie` spins before its first read, where this reads
+/// first, which costs a contended acquisition one more step in a checker;
+/// Linux's queue of waiters is not modelled: a waiter here is any CPU that
+/// tries after the release). An uncontended acquisition is one shared access,
+/// so a checker interleaves other CPUs before and after it, not between a
+/// load and the exchange (it once loaded the word first, a step of its own).
 pub struct SpinLock<T> {
     word: AtomicU64,
     value: UnsafeCell<T>,
