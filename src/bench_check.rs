@@ -55,6 +55,11 @@ pub const LATER_POLICIES: &[&str] = &[
     "x86-linux-invlpgb",
 ];
 
+/// The policies `--policy all` checks: the seeds' nine, then the later ones.
+fn every_real_policy() -> Vec<&'static str> {
+    SEED_POLICIES.iter().chain(LATER_POLICIES).copied().collect()
+}
+
 /// The registered policies `--policy all` leaves out, and why: each stops at
 /// its finding within a second, so its check times nothing.
 #[cfg(test)]
@@ -248,7 +253,7 @@ pub fn run(
     }
     let chosen: Vec<&str> = match policies {
         [] => SEED_POLICIES.to_vec(),
-        [p] if p == "all" => SEED_POLICIES.iter().chain(LATER_POLICIES).copied().collect(),
+        [p] if p == "all" => every_real_policy(),
         _ => policies.iter().map(String::as_str).collect(),
     };
     let pages = pages.unwrap_or(PAGES);
@@ -342,7 +347,7 @@ mod tests {
 
     #[test]
     fn policy_all_times_every_registered_policy_but_those_that_stop_at_a_finding() {
-        let timed: Vec<&str> = SEED_POLICIES.iter().chain(LATER_POLICIES).copied().collect();
+        let timed = every_real_policy();
         for p in tlbkit_sim::registry::POLICIES {
             let left_out = NOT_TIMED.iter().any(|(n, _)| *n == p.name);
             assert!(
