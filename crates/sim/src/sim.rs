@@ -66,7 +66,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
-use crate::tlb::{Hit, Inval, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
+use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use std::cmp::Reverse;

@@ -16,6 +16,13 @@
 //! whether a 64 KB entry may be held: until one is filled, lookups and
 //! invalidations do not probe for that size, so a run without contiguous PTEs
 //! pays nothing for it.
+//!
+//! A run of consecutive pages that miss the L1 and hit the L2 (the steady state
+//! of a loop over more pages than the L1 holds) takes a fast path,
+//! [`Tlb::sweep`]: it probes the L2 and moves its LRU stamps page by page as a
+//! lookup does, but defers the copies into the L1, of which only the last
+//! L1-size survive (see [`Deferred`]). Every other method first settles them,
+//! so nothing outside the fast path ever sees a TLB with copies owed.
 
 use crate::pagetable::{PteRef, TableRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
 
@@ -189,6 +196,7 @@ impl Inval {
 }
 
 /// One core's TLBs.
+#[derive(Clone)]
 pub struct Tlb {
     l1: Vec<TlbEntry>,
     /// The L1's keys ([`key`]), their index, its free slots and recency order.
@@ -229,6 +237,53 @@ pub struct Tlb {
     /// still delivers to because its filter says "may hold" (an mm flushed
     /// again and again while running elsewhere or nowhere) costs one read.
     asid_counts: Box<[u16; ASID_COUNT_BUCKETS]>,
+    /// L1 copies of L2 hits that [`Tlb::sweep`] owes, applied by [`Tlb::settle`].
+    deferred: Deferred,
+}
+
+/// The L1 copies [`Tlb::sweep`] owes: the L2 slots it hit, in order, for a run
+/// of consecutive 4 KB pages under one ASID, none of which the L1 held.
+///
+/// Why they can wait: a lookup that misses the L1 and hits the L2 copies the
+/// entry into the L1's victim, and the victims of `L` such copies in a row (`L`
+/// the L1's size) are a fixed cycle: the empty slots in increasing order, then
+/// the held slots from least recently used (each copy moves its slot to the
+/// most recent end, so after the cycle the order starts again). Of `m` copies
+/// only the last `min(m, L)` survive, and copy `j` lands in slot `cycle[j % L]`;
+/// an entry a copy evicts was not one the run's pages needed (the run checks
+/// every page against the L1 as it was, and its own copies are of other pages).
+/// Nothing else reads the L1 while copies are owed: every other method of
+/// [`Tlb`] settles them first, and the L2 entries they name cannot change
+/// before (only a fill or an invalidation changes an L2 entry, and both
+/// settle). So the TLB that [`Tlb::settle`] leaves is the one the lookups one by
+/// one would have left, entries, recency order, key index and counts alike.
+#[derive(Clone)]
+struct Deferred {
+    /// The L2 slot of copy `j`, at `j % MAX_L1_ENTRIES` (the last `L` are kept).
+    slots: [u32; MAX_L1_ENTRIES],
+    /// Copies owed.
+    n: usize,
+    /// The ASID the run translates under.
+    asid: u16,
+    /// The 4 KB page number the run's next page would be (`va >> 12`).
+    next_page: u64,
+}
+
+/// What the oracle and the access require of every entry [`Tlb::sweep`] uses;
+/// the sweep stops at the first page whose entry falls short, so that the
+/// caller's general path judges it (and reports what it must).
+#[derive(Clone, Copy, Debug)]
+pub struct SweepRule {
+    /// The ASID the CPU runs with.
+    pub asid: u16,
+    /// The address space the CPU translates user addresses for: an entry filled
+    /// from another is an alias (`no_asid_alias`).
+    pub uid: u32,
+    /// [`crate::pagetable::PageTables::max_floor`]: an entry of a PTE version at
+    /// least this cannot be stale (`no_stale_use`).
+    pub min_ver: u64,
+    /// Whether the access writes: the entry must allow writes.
+    pub write: bool,
 }
 
 /// Buckets of [`Tlb`]'s exact per-ASID counts.
@@ -332,6 +387,7 @@ impl Tlb {
             blocks: vec![0; BLOCK_BUCKETS],
             conts: false,
             asid_counts: Box::new([0; ASID_COUNT_BUCKETS]),
+            deferred: Deferred { slots: [0; MAX_L1_ENTRIES], n: 0, asid: 0, next_page: 0 },
         }
     }
 
@@ -412,6 +468,7 @@ impl Tlb {
     /// [`Tlb::entry`] would after it.
     #[inline]
     pub fn lookup_entry(&mut self, va: u64, asid: u16) -> Option<(Hit, TlbEntry)> {
+        self.settle();
         // Without 64 KB entries the lookup compares two keys, as it always did.
         if self.conts {
             self.lookup_sized::<true>(va, asid)
@@ -427,23 +484,10 @@ impl Tlb {
         let k4 = (va >> SHIFT_4K) << 2;
         let k64 = if CONT { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
         let k2 = ((va >> SHIFT_2M) << 2) | 2;
-        let mut m = self.l1_slots.candidates(k4) | self.l1_slots.candidates(k2);
-        if CONT {
-            m |= self.l1_slots.candidates(k64);
-        }
-        // Slots in increasing order: the first match is the scan's first match.
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let k = self.l1_slots.keys[i];
-            if k == k4 || k == k2 || (CONT && k == k64) {
-                let e = &self.l1[i];
-                if e.flags & F_GLOBAL != 0 || e.asid == asid {
-                    let copy = *e;
-                    self.l1_slots.order.touch(i);
-                    return Some((Hit::L1(i), copy));
-                }
-            }
+        if let Some(i) = self.l1_usable::<CONT>(k4, k64, k2, asid) {
+            let copy = self.l1[i];
+            self.l1_slots.order.touch(i);
+            return Some((Hit::L1(i), copy));
         }
         let probes = [(SHIFT_4K, k4), (SHIFT_64K, k64), (SHIFT_2M, k2)];
         for (shift, k) in probes {
@@ -465,9 +509,203 @@ impl Tlb {
         None
     }
 
+    /// Returns the first L1 slot (in slot order, as a scan meets them) that holds
+    /// an entry usable under `asid` whose key is `k4`, `k2` or (`CONT`) `k64`.
+    #[inline(always)]
+    fn l1_usable<const CONT: bool>(&self, k4: u64, k64: u64, k2: u64, asid: u16) -> Option<usize> {
+        let mut m = self.l1_slots.candidates(k4) | self.l1_slots.candidates(k2);
+        if CONT {
+            m |= self.l1_slots.candidates(k64);
+        }
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let k = self.l1_slots.keys[i];
+            if k == k4 || k == k2 || (CONT && k == k64) {
+                let e = &self.l1[i];
+                if e.flags & F_GLOBAL != 0 || e.asid == asid {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Translates up to `pages` consecutive 4 KB pages from `va` (page-aligned)
+    /// for as long as each misses the L1 and hits a 4 KB entry in the L2 that
+    /// `rule` accepts, exactly as [`Tlb::lookup_entry`] would one page after the
+    /// other; calls `used` with each entry used and returns how many pages it
+    /// translated. It stops, changing nothing for that page, at the first page
+    /// the L1 holds, the L2 has no 4 KB entry for, or whose entry `rule`
+    /// refuses: the caller's general path takes that page.
+    ///
+    /// The L2 stamps move and the clock ticks as the lookups would; the L1
+    /// copies are deferred ([`Deferred`]). While 64 KB entries may be held it
+    /// translates nothing.
+    #[inline]
+    pub fn sweep(&mut self, va: u64, pages: u64, rule: &SweepRule, mut used: impl FnMut(&TlbEntry)) -> u64 {
+        if self.conts {
+            return 0;
+        }
+        let mut page = va >> SHIFT_4K;
+        let d = &self.deferred;
+        if d.n > 0 && (d.asid != rule.asid || d.next_page != page) {
+            self.settle();
+        }
+        // The L1 as the run found it: a page it holds (unless a copy of this
+        // run evicted it) is a hit, which the general path takes.
+        let pages = self.l1_first_held(page, pages, rule.asid) - page;
+        let ways = self.l2_ways;
+        let mut done = 0;
+        while done < pages {
+            let k4 = page << 2;
+            let base = self.l2_set_of(page) * ways;
+            let Some(i) = (base..base + ways).find(|&i| {
+                self.l2_keys[i] == k4 && {
+                    let e = &self.l2[i];
+                    e.flags & F_GLOBAL != 0 || e.asid == rule.asid
+                }
+            }) else {
+                break;
+            };
+            let e = &self.l2[i];
+            let alias = e.mm_uid != rule.uid;
+            if alias || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
+                break;
+            }
+            used(e);
+            let now = self.tick();
+            self.l2_lru[i] = now;
+            let d = &mut self.deferred;
+            d.slots[d.n % MAX_L1_ENTRIES] = i as u32;
+            d.n += 1;
+            page += 1;
+            done += 1;
+        }
+        if done > 0 {
+            self.deferred.asid = rule.asid;
+            self.deferred.next_page = page;
+        }
+        done
+    }
+
+    /// Returns the first of the `pages` pages from page number `page` that the
+    /// L1 holds an entry usable under `asid` for (4 KB, or 2 MB covering it),
+    /// or `page + pages` if none. No 64 KB entry is held ([`Tlb::sweep`] runs
+    /// only then), and the 2 MB key is looked up once per block.
+    #[inline]
+    fn l1_first_held(&self, page: u64, pages: u64, asid: u16) -> u64 {
+        let end = page + pages;
+        let blocks = SHIFT_2M - SHIFT_4K;
+        let mut p = page;
+        while p < end {
+            let block = p >> blocks;
+            if self.l1_usable::<false>(NO_KEY, NO_KEY, (block << 2) | 2, asid).is_some() {
+                return p;
+            }
+            let block_end = end.min((block + 1) << blocks);
+            while p < block_end {
+                if self.l1_slots.candidates(p << 2) != 0
+                    && self.l1_usable::<false>(p << 2, NO_KEY, NO_KEY, asid).is_some()
+                {
+                    return p;
+                }
+                p += 1;
+            }
+        }
+        end
+    }
+
+    /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
+    /// last `min(m, L)` of the `m` owed, copy `j` into slot `cycle[j % L]`, in
+    /// order, so that the recency order ends as the copies one by one leave it.
+    pub fn settle(&mut self) {
+        let m = self.deferred.n;
+        if m == 0 {
+            return;
+        }
+        self.deferred.n = 0;
+        let l = self.l1.len();
+        // The cycle of victims (as far as the copies reach into it): the empty
+        // slots in increasing order, then the held ones from least recently used.
+        let want = m.min(l);
+        let mut cycle = [0u8; MAX_L1_ENTRIES];
+        let mut k = 0;
+        let free = self.l1_slots.free;
+        let mut f = free;
+        while f != 0 && k < want {
+            cycle[k] = f.trailing_zeros() as u8;
+            k += 1;
+            f &= f - 1;
+        }
+        let mut s = self.l1_slots.order.lru();
+        while k < want {
+            if free & (1 << s) == 0 {
+                cycle[k] = s as u8;
+                k += 1;
+            }
+            s = self.l1_slots.order.next[s] as usize;
+        }
+        if m < l {
+            for (j, &i) in cycle[..m].iter().enumerate() {
+                let e = self.l2[self.deferred.slots[j] as usize];
+                self.set_l1(i as usize, e);
+            }
+        } else {
+            self.replace_l1(&cycle[..l], m);
+        }
+    }
+
+    /// [`Tlb::settle`] of `m` copies, at least the L1's size `L`: every slot is
+    /// replaced, copy `j` (of the last `L`) in slot `cycle[j % L]`, and the
+    /// recency order is those copies' order. Builds the L1, its key index and
+    /// recency order in one pass, where `L` calls of [`Tlb::set_l1`] would each
+    /// undo what the last left; the counts move as theirs would, one entry out
+    /// and one in per slot.
+    fn replace_l1(&mut self, cycle: &[u8], m: usize) {
+        let l = cycle.len();
+        for i in 0..l {
+            let old = &self.l1[i];
+            if old.valid {
+                self.blocks[block_bucket(old.block())] -= 1;
+            }
+            self.count_asid(self.l1_asids[i], false);
+        }
+        let slots = &mut self.l1_slots;
+        *slots.index = [0; L1_BUCKETS];
+        slots.free = 0;
+        let (mut prev, end) = (slots.order.end, slots.order.end);
+        for j in m - l..m {
+            let i = cycle[j % l];
+            let e = self.l2[self.deferred.slots[j % MAX_L1_ENTRIES] as usize];
+            let k = key(&e);
+            slots.keys[i as usize] = k;
+            slots.index[l1_bucket(k)] |= 1 << i;
+            slots.order.next[prev as usize] = i;
+            slots.order.prev[i as usize] = prev;
+            prev = i;
+            self.blocks[block_bucket(e.block())] += 1;
+            let tag = asid_tag(&e);
+            self.l1_asids[i as usize] = tag;
+            if tag != NO_ASID {
+                self.asid_counts[asid_count_bucket(tag)] += 1;
+            }
+            self.l1[i as usize] = e;
+        }
+        slots.order.next[prev as usize] = end;
+        slots.order.prev[end as usize] = prev;
+    }
+
+    /// Returns whether L1 copies are owed (see [`Deferred`]).
+    #[inline]
+    fn owes(&self) -> bool {
+        self.deferred.n > 0
+    }
+
     /// Returns the entry a hit refers to.
     #[inline]
     pub fn entry(&self, hit: Hit) -> &TlbEntry {
+        debug_assert!(!self.owes(), "the L1 read with copies owed");
         match hit {
             Hit::L1(i) => &self.l1[i],
             Hit::L2(i) => &self.l2[i],
@@ -481,6 +719,7 @@ impl Tlb {
 
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
+        self.settle();
         let now = self.tick();
         if !e.global() {
             self.note_asid(e.asid);
@@ -555,6 +794,7 @@ impl Tlb {
 
     /// Returns whether the walk cache holds the level-2 descriptor for `va`.
     pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
+        self.settle();
         self.tick();
         let key = va >> SHIFT_2M;
         // The slots of the key, in increasing order, as a scan would meet them.
@@ -574,6 +814,7 @@ impl Tlb {
     /// Caches the level-2 descriptor for `va`, which points at `table` of
     /// address space `mm_uid`.
     pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
+        self.settle();
         if self.pwc.is_empty() {
             return;
         }
@@ -599,6 +840,7 @@ impl Tlb {
 
     /// Removes what `op` names from every level; returns how many TLB entries went.
     pub fn invalidate(&mut self, op: Inval) -> usize {
+        self.settle();
         match op {
             Inval::Va { asid, .. } | Inval::Asid(asid) if !self.may_hold(asid) || !self.asid_counted(asid) => return 0,
             _ => {}
@@ -779,6 +1021,8 @@ impl Tlb {
     /// L1 and the L2; an L1 entry is usually a copy of an L2 one), without
     /// touching LRU state.
     pub fn cont_entries(&self, va: u64, asid: u16) -> impl Iterator<Item = &TlbEntry> {
+        // A sweep defers nothing while 64 KB entries may be held.
+        debug_assert!(!self.conts || !self.owes(), "the L1 read with copies owed");
         let k64 = if self.conts { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
         let l1 = self.l1_slots.keys.iter().zip(self.l1.iter()).filter(move |(k, _)| **k == k64).map(|(_, e)| e);
         let set = if k64 == NO_KEY { 0..0 } else { self.l2_set(va >> SHIFT_64K) };
@@ -789,6 +1033,7 @@ impl Tlb {
     /// Records that the 64 KB entries covering `va` under `asid` have written
     /// (see [`F_DIRTY`]).
     pub fn set_cont_dirty(&mut self, va: u64, asid: u16) {
+        self.settle();
         let k64 = ((va >> SHIFT_64K) << 2) | 1;
         for i in 0..self.l1.len() {
             if self.l1_slots.keys[i] == k64 && self.l1[i].usable_under(asid) {
@@ -806,7 +1051,8 @@ impl Tlb {
     /// same tag (a 4 KB one inside the 64 KB `e`, or a 64 KB one covering the 4 KB
     /// `e`): what the Arm ARM calls a TLB conflict. Only 4 KB and 64 KB entries
     /// are compared, and a 4 KB `e` only while a 64 KB entry may be held.
-    pub fn overlap(&self, e: &TlbEntry) -> Option<TlbEntry> {
+    pub fn overlap(&mut self, e: &TlbEntry) -> Option<TlbEntry> {
+        self.settle();
         if e.flags & F_HUGE != 0 || !(self.conts || e.cont()) {
             return None;
         }
@@ -826,7 +1072,9 @@ impl Tlb {
     }
 
     /// Returns whether an entry (of any level, global or not) in the 2 MB block of
-    /// `va` may be held.
+    /// `va` may be held. While L1 copies are owed ([`Deferred`]) the counts
+    /// still count what they will evict, and every copy's L2 original counts
+    /// its block: the answer only errs towards "may hold", as always.
     pub fn may_hold_block(&self, va: u64) -> bool {
         self.blocks[block_bucket(va >> SHIFT_2M)] > 0
     }
@@ -843,7 +1091,8 @@ impl Tlb {
     }
 
     /// Calls `f` for every valid entry of every level.
-    pub fn for_each(&self, mut f: impl FnMut(&TlbEntry)) {
+    pub fn for_each(&mut self, mut f: impl FnMut(&TlbEntry)) {
+        self.settle();
         for e in self.l1.iter().chain(self.l2.iter()) {
             if e.valid {
                 f(e);
@@ -862,6 +1111,7 @@ impl Tlb {
 /// The slots of a small fully associative cache with LRU replacement (the L1
 /// TLB, the walk cache), beside its entries: a mirror of their keys, an index
 /// by key, the empty slots and the recency order.
+#[derive(Clone)]
 struct Slots {
     /// Per slot: its entry's key, or `u64::MAX` when empty.
     keys: Vec<u64>,
@@ -931,6 +1181,7 @@ impl Slots {
 /// `i` the newest stamp" is "move `i` to the tail". A slot whose entry was
 /// invalidated keeps its place; it is refilled (and moved to the tail) before
 /// the slots are full again, so the head of full slots is always a held entry's.
+#[derive(Clone)]
 struct Recency {
     /// `prev[i]`, `next[i]`: slot `i`'s neighbours; index `n` (the slot count)
     /// is the sentinel, whose `next` is the head and `prev` the tail.
@@ -1101,7 +1352,7 @@ mod tests {
     /// Recounts valid entries per block bucket from scratch.
     fn recount(t: &Tlb) -> Vec<u16> {
         let mut c = vec![0; BLOCK_BUCKETS];
-        t.for_each(|e| c[block_bucket(e.block())] += 1);
+        t.clone().for_each(|e| c[block_bucket(e.block())] += 1);
         for p in t.pwc.iter().filter(|p| p.valid) {
             c[block_bucket(p.key)] += 1;
         }
@@ -1137,7 +1388,7 @@ mod tests {
     /// The exact per-ASID counts, recounted from every level's valid entries.
     fn recount_asids(t: &Tlb) -> Vec<u16> {
         let mut c = vec![0; ASID_COUNT_BUCKETS];
-        t.for_each(|e| {
+        t.clone().for_each(|e| {
             if !e.global() {
                 c[asid_count_bucket(e.asid as u32)] += 1;
             }
@@ -1254,6 +1505,124 @@ mod tests {
         t.pwc_fill(block(5), 1, false, TableRef::default(), 0);
         assert_eq!(held(&mut t), vec![1, 3, 4, 5]);
         assert!(!t.pwc_lookup(block(1), 2, false), "another ASID's descriptor is not this one's");
+    }
+
+    /// Everything a lookup, a fill or an invalidation can tell apart, after the
+    /// copies a clone of `t` owes are settled (`t` itself keeps them owed).
+    fn state(t: &Tlb) -> String {
+        let mut t = t.clone();
+        t.settle();
+        let valid = |e: &TlbEntry| if e.valid { format!("{e:?}") } else { "-".into() };
+        let mut order = Vec::new();
+        let mut s = t.l1_slots.order.lru();
+        while s != t.l1_slots.order.end as usize {
+            order.push(s);
+            s = t.l1_slots.order.next[s] as usize;
+        }
+        format!(
+            "l1 {:?}\nkeys {:?} free {:x} order {:?} asids {:?}\nindex {:?}\nl2 {:?}\n{:?} {:?} {:?}\nblocks {:?}\ncounts {:?} clock {}",
+            t.l1.iter().map(valid).collect::<Vec<_>>(),
+            t.l1_slots.keys,
+            t.l1_slots.free,
+            order,
+            t.l1_asids,
+            t.l1_slots.index.to_vec(),
+            t.l2.iter().map(valid).collect::<Vec<_>>(),
+            t.l2_keys,
+            t.l2_lru,
+            t.l2_asids,
+            t.blocks,
+            t.asid_counts.to_vec(),
+            t.clock
+        )
+    }
+
+    #[test]
+    fn a_sweep_leaves_the_tlb_as_lookups_one_by_one_do() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut swept_pages = 0;
+        let mut full_settles = 0;
+        for round in 0..300 {
+            // Small L1s and L2s, so that runs outgrow them, with free slots left.
+            let l1 = [2, 3, 5, 8, 48][round % 5];
+            let ways = [1, 2, 4][round % 3];
+            let mut a = Tlb::new(l1, ways * [8, 16, 32][round % 3], ways, 4);
+            let mut b = a.clone();
+            let asids = [1u16, 2];
+            let base = 0x4000_0000u64 + ((rng.next_u64() % 2) << 21) - 0x8000;
+            let mut ops = Vec::new();
+            for step in 0..120 {
+                let asid = asids[(rng.next_u64() % 2) as usize];
+                let page = base + (rng.next_u64() % 40) * 4096;
+                let op = rng.next_u64() % 9;
+                match op {
+                    0..=2 => {
+                        // Fills of a run of pages, mostly 4 KB, a few global or 2 MB.
+                        let flags = match rng.next_u64() % 12 {
+                            0 => F_GLOBAL,
+                            1 => F_HUGE,
+                            _ => 0,
+                        };
+                        let spec = rng.next_u64() % 2 == 0;
+                        for i in 0..1 + rng.next_u64() % 12 {
+                            let mut e = TlbEntry { pfn: step, asid, flags, mm_uid: 1, ..Default::default() };
+                            e.tag = (page + i * 4096) >> e.shift();
+                            a.fill(e, spec);
+                            b.fill(e, spec);
+                        }
+                    }
+                    3 => {
+                        let r = a.lookup(page, asid);
+                        assert_eq!(r, b.lookup(page, asid), "round {round} step {step}: lookup of {page:#x}");
+                    }
+                    4 => {
+                        let inval = [Inval::Va { asid, va: page }, Inval::Asid(asid), Inval::VaAll { va: page }];
+                        let i = inval[(rng.next_u64() % 3) as usize];
+                        assert_eq!(a.invalidate(i), b.invalidate(i), "round {round} step {step}: {i:?}");
+                    }
+                    _ => {
+                        // A run from `page`, or the page after the run owed (a
+                        // continuation, as a touch's next chunk is).
+                        let va = if a.owes() && rng.next_u64() % 2 == 0 { a.deferred.next_page << 12 } else { page };
+                        let pages = 1 + rng.next_u64() % 24;
+                        let rule = SweepRule { asid, uid: 1, min_ver: 0, write: false };
+                        let owed = a.deferred.n;
+                        let done = a.sweep(va, pages, &rule, |_| {});
+                        swept_pages += done;
+                        if owed + (done as usize) >= l1 && done > 0 {
+                            full_settles += 1;
+                        }
+                        for i in 0..done {
+                            let hit = b.lookup_entry(va + i * 4096, asid);
+                            assert!(
+                                matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
+                                "round {round} step {step}: page {i} of the run swept but {hit:?} one by one"
+                            );
+                        }
+                        if done < pages {
+                            // The page it stopped at is one the general path must
+                            // take, or one the L1 held when the run began (a copy
+                            // of the run may have evicted it since).
+                            let next = va + done * 4096;
+                            let mut c = b.clone();
+                            let hit = c.lookup_entry(next, asid);
+                            let held = a.l1_first_held(next >> 12, 1, asid) == next >> 12;
+                            assert!(
+                                held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
+                                "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"
+                            );
+                        }
+                    }
+                }
+                ops.push(op);
+                assert_eq!(state(&a), state(&b), "round {round} step {step} (ops {ops:?})");
+            }
+        }
+        // The differential test reached what it is for.
+        assert!(swept_pages > 10_000, "only {swept_pages} pages swept");
+        assert!(full_settles > 1_000, "only {full_settles} runs outgrew the L1");
     }
 
     #[test]
