@@ -238,6 +238,11 @@ impl Stalls {
     fn owed(&self, cpu: usize, st: &CpuState) -> u64 {
         let socket = cpu / self.cores_per_socket;
         let from = self.seen[cpu] - self.log.base;
+        if from == self.log.entries.len() {
+            // Nothing logged since it was last settled (nor of its own).
+            debug_assert_eq!(self.own[cpu], 0);
+            return 0;
+        }
         // The first message from `from` on that starts at or after `busy_until`
         // at the CPU's socket (starts there are non-decreasing).
         let (mut lo, mut hi) = (from, self.log.entries.len());

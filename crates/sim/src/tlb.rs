@@ -21,8 +21,9 @@
 //! of a loop over more pages than the L1 holds) takes a fast path,
 //! [`Tlb::sweep`]: it probes the L2 and moves its LRU stamps page by page as a
 //! lookup does, but defers the copies into the L1, of which only the last
-//! L1-size survive (see [`Deferred`]). Every other method first settles them,
-//! so nothing outside the fast path ever sees a TLB with copies owed.
+//! L1-size survive (see [`Deferred`]). A lookup or a walk's fill of the run's
+//! next page adds to them; every other method that reads the L1 settles them
+//! first, so nothing outside the fast path ever sees a TLB with copies owed.
 
 use crate::pagetable::{PteRef, TableRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
 
@@ -251,11 +252,17 @@ pub struct Tlb {
 /// most recent end, so after the cycle the order starts again). Of `m` copies
 /// only the last `min(m, L)` survive, and copy `j` lands in slot `cycle[j % L]`;
 /// an entry a copy evicts was not one the run's pages needed (the run checks
-/// every page against the L1 as it was, and its own copies are of other pages).
-/// Nothing else reads the L1 while copies are owed: every other method of
-/// [`Tlb`] settles them first, and the L2 entries they name cannot change
-/// before (only a fill or an invalidation changes an L2 entry, and both
-/// settle). So the TLB that [`Tlb::settle`] leaves is the one the lookups one by
+/// every page against the L1 as it was, until its copies have replaced every
+/// slot and nothing of that L1 is left, and its own copies are of other pages).
+/// Nothing else reads the L1 while copies are owed: every method of [`Tlb`]
+/// that reads it settles them first, but for a lookup of the run's next page
+/// and the fill of its walked translation, which add their copy to them (both
+/// see the L1 as the run found it, which holds nothing of that page). The L2
+/// entries they name do not change before: an invalidation settles first, and
+/// a fill whose L2 victim is the original of a copy that survives does too.
+/// The walk cache shares only the clock and the counts with the L1, and copies
+/// change the counts by adding, so its lookups and fills let them wait. So
+/// the TLB that [`Tlb::settle`] leaves is the one the lookups one by
 /// one would have left, entries, recency order, key index and counts alike.
 #[derive(Clone)]
 struct Deferred {
@@ -468,7 +475,12 @@ impl Tlb {
     /// [`Tlb::entry`] would after it.
     #[inline]
     pub fn lookup_entry(&mut self, va: u64, asid: u16) -> Option<(Hit, TlbEntry)> {
-        self.settle();
+        if self.owes() {
+            if let Some(r) = self.lookup_in_run(va, asid) {
+                return r;
+            }
+            self.settle();
+        }
         // Without 64 KB entries the lookup compares two keys, as it always did.
         if self.conts {
             self.lookup_sized::<true>(va, asid)
@@ -552,36 +564,58 @@ impl Tlb {
         if d.n > 0 && (d.asid != rule.asid || d.next_page != page) {
             self.settle();
         }
-        // The L1 as the run found it: a page it holds (unless a copy of this
-        // run evicted it) is a hit, which the general path takes.
-        let pages = self.l1_first_held(page, pages, rule.asid) - page;
         let ways = self.l2_ways;
+        // Consecutive pages fall in consecutive sets: step the set, wrapping.
+        let mut base = self.l2_set_of(page) * ways;
+        let (mut clock, mut n) = (self.clock, self.deferred.n);
         let mut done = 0;
+        // The pages up to the end of the block the L1 was last asked about.
+        let mut block_end = page;
         while done < pages {
-            let k4 = page << 2;
-            let base = self.l2_set_of(page) * ways;
-            let Some(i) = (base..base + ways).find(|&i| {
-                self.l2_keys[i] == k4 && {
-                    let e = &self.l2[i];
-                    e.flags & F_GLOBAL != 0 || e.asid == rule.asid
+            // The L1 as the run found it: a page it holds (unless a copy of
+            // this run evicted it) is a hit, which the general path takes.
+            // Once the run owes a copy for every slot, none of it is left.
+            if !self.l1_replaced(n) {
+                if page == block_end {
+                    if self.l1_block_held(page, rule.asid) {
+                        break;
+                    }
+                    block_end = ((page >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
                 }
-            }) else {
+                if self.l1_slots.candidates(page << 2) != 0
+                    && self.l1_usable::<false>(page << 2, NO_KEY, NO_KEY, rule.asid).is_some()
+                {
+                    break;
+                }
+            }
+            let k4 = page << 2;
+            let keys = &self.l2_keys[base..base + ways];
+            let Some(w) = keys
+                .iter()
+                .zip(&self.l2[base..base + ways])
+                .position(|(&k, e)| k == k4 && (e.flags & F_GLOBAL != 0 || e.asid == rule.asid))
+            else {
                 break;
             };
+            let i = base + w;
             let e = &self.l2[i];
-            let alias = e.mm_uid != rule.uid;
-            if alias || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
+            if e.mm_uid != rule.uid || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
                 break;
             }
             used(e);
-            let now = self.tick();
-            self.l2_lru[i] = now;
-            let d = &mut self.deferred;
-            d.slots[d.n % MAX_L1_ENTRIES] = i as u32;
-            d.n += 1;
+            clock += 1;
+            self.l2_lru[i] = clock;
+            self.deferred.slots[n % MAX_L1_ENTRIES] = i as u32;
+            n += 1;
             page += 1;
             done += 1;
+            base += ways;
+            if base == self.l2.len() {
+                base = 0;
+            }
         }
+        self.clock = clock;
+        self.deferred.n = n;
         if done > 0 {
             self.deferred.asid = rule.asid;
             self.deferred.next_page = page;
@@ -589,31 +623,12 @@ impl Tlb {
         done
     }
 
-    /// Returns the first of the `pages` pages from page number `page` that the
-    /// L1 holds an entry usable under `asid` for (4 KB, or 2 MB covering it),
-    /// or `page + pages` if none. No 64 KB entry is held ([`Tlb::sweep`] runs
-    /// only then), and the 2 MB key is looked up once per block.
+    /// Returns whether the L1 holds a 2 MB entry usable under `asid` covering
+    /// page number `page`.
     #[inline]
-    fn l1_first_held(&self, page: u64, pages: u64, asid: u16) -> u64 {
-        let end = page + pages;
-        let blocks = SHIFT_2M - SHIFT_4K;
-        let mut p = page;
-        while p < end {
-            let block = p >> blocks;
-            if self.l1_usable::<false>(NO_KEY, NO_KEY, (block << 2) | 2, asid).is_some() {
-                return p;
-            }
-            let block_end = end.min((block + 1) << blocks);
-            while p < block_end {
-                if self.l1_slots.candidates(p << 2) != 0
-                    && self.l1_usable::<false>(p << 2, NO_KEY, NO_KEY, asid).is_some()
-                {
-                    return p;
-                }
-                p += 1;
-            }
-        }
-        end
+    fn l1_block_held(&self, page: u64, asid: u16) -> bool {
+        let k2 = ((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2;
+        self.l1_usable::<false>(NO_KEY, NO_KEY, k2, asid).is_some()
     }
 
     /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
@@ -675,8 +690,10 @@ impl Tlb {
         *slots.index = [0; L1_BUCKETS];
         slots.free = 0;
         let (mut prev, end) = (slots.order.end, slots.order.end);
+        let mut c = (m - l) % l;
         for j in m - l..m {
-            let i = cycle[j % l];
+            let i = cycle[c];
+            c = if c + 1 == l { 0 } else { c + 1 };
             let e = self.l2[self.deferred.slots[j % MAX_L1_ENTRIES] as usize];
             let k = key(&e);
             slots.keys[i as usize] = k;
@@ -719,7 +736,11 @@ impl Tlb {
 
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
-        self.settle();
+        if self.owes() && !self.fill_keeps_run(&e, speculative) {
+            self.settle();
+        }
+        // Copies still owed now: this fill's own L1 copy joins them.
+        let joins_run = self.owes() && !speculative;
         let now = self.tick();
         if !e.global() {
             self.note_asid(e.asid);
@@ -728,16 +749,7 @@ impl Tlb {
             self.conts = true;
         }
         e.valid = true;
-        let base = self.l2_set_of(e.tag) * self.l2_ways;
-        let set = base..base + self.l2_ways;
-        // Replace a duplicate of the same translation first, then the LRU way.
-        // The key mirror names exactly the valid entries of a tag and size, so
-        // only a slot of the same key has its entry read.
-        let k = key(&e);
-        let same = self.l2_keys[set.clone()].iter().zip(&self.l2[set.clone()]).position(|(&wk, w)| {
-            wk == k && w.flags & F_SIZE == e.flags & F_SIZE && w.asid == e.asid && w.global() == e.global()
-        });
-        let victim = base + same.unwrap_or_else(|| lru_victim(&self.l2_keys[set.clone()], &self.l2_lru[set]));
+        let victim = self.l2_victim(&e);
         self.l2_lru[victim] = now;
         let old = self.l2[victim];
         if old.valid {
@@ -749,7 +761,9 @@ impl Tlb {
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
         self.l2_asids[victim] = asid_tag(&e);
-        if !speculative {
+        if joins_run {
+            self.owe(victim, e.tag + 1);
+        } else if !speculative {
             // The key mirror matches exactly the valid entries of the same tag and size.
             let k = key(&e);
             let mut m = self.l1_slots.candidates(k);
@@ -768,6 +782,105 @@ impl Tlb {
                 self.insert_l1(e);
             }
         }
+    }
+
+    /// Returns the L2 slot a fill of `e` takes: a duplicate of the same
+    /// translation first, then the set's LRU way. The key mirror names exactly
+    /// the valid entries of a tag and size, so only a slot of the same key has
+    /// its entry read.
+    fn l2_victim(&self, e: &TlbEntry) -> usize {
+        let base = self.l2_set_of(e.tag) * self.l2_ways;
+        let set = base..base + self.l2_ways;
+        let k = key(e);
+        let same = self.l2_keys[set.clone()].iter().zip(&self.l2[set.clone()]).position(|(&wk, w)| {
+            wk == k && w.flags & F_SIZE == e.flags & F_SIZE && w.asid == e.asid && w.global() == e.global()
+        });
+        base + same.unwrap_or_else(|| lru_victim(&self.l2_keys[set.clone()], &self.l2_lru[set]))
+    }
+
+    /// Returns whether copies owed may go on after page number `page` under
+    /// `asid`: `page` is the run's next page and no 64 KB entry may be held.
+    #[inline]
+    fn continues_run(&self, page: u64, asid: u16) -> bool {
+        !self.conts && self.deferred.next_page == page && self.deferred.asid == asid
+    }
+
+    /// Returns whether `n` copies owed replace every L1 slot: then nothing of
+    /// the L1 as the run found it is left (each slot is in the victims' cycle).
+    #[inline]
+    fn l1_replaced(&self, n: usize) -> bool {
+        n >= self.l1.len()
+    }
+
+    /// Owes the L1 a copy of L2 slot `i`, the run's page before `next_page`.
+    #[inline]
+    fn owe(&mut self, i: usize, next_page: u64) {
+        let d = &mut self.deferred;
+        d.slots[d.n % MAX_L1_ENTRIES] = i as u32;
+        d.n += 1;
+        d.next_page = next_page;
+    }
+
+    /// Returns whether L2 slot `i` holds the original of an owed copy that
+    /// survives (one of the last L1-size).
+    fn owed_from(&self, i: usize) -> bool {
+        let n = self.deferred.n;
+        (n.saturating_sub(self.l1.len())..n).any(|j| self.deferred.slots[j % MAX_L1_ENTRIES] as usize == i)
+    }
+
+    /// [`Tlb::lookup_entry`] of the page after a run whose L1 copies are owed,
+    /// where it can answer without settling them; `None` where it cannot (a
+    /// page the L1 held when the run began, a 2 MB entry to copy, another
+    /// page or ASID). A 4 KB hit in the L2 is owed to the L1 like the run's.
+    fn lookup_in_run(&mut self, va: u64, asid: u16) -> Option<Option<(Hit, TlbEntry)>> {
+        let page = va >> SHIFT_4K;
+        if !self.continues_run(page, asid) {
+            return None;
+        }
+        let (k4, k2) = (page << 2, ((va >> SHIFT_2M) << 2) | 2);
+        // The L1 as the run found it, while some of it is left: the run's
+        // copies are of other pages.
+        if !self.l1_replaced(self.deferred.n) && self.l1_usable::<false>(k4, NO_KEY, k2, asid).is_some() {
+            return None;
+        }
+        let usable = |e: &TlbEntry| e.flags & F_GLOBAL != 0 || e.asid == asid;
+        let ways = self.l2_ways;
+        let base = self.l2_set_of(page) * ways;
+        if let Some(i) = (base..base + ways).find(|&i| self.l2_keys[i] == k4 && usable(&self.l2[i])) {
+            let now = self.tick();
+            self.l2_lru[i] = now;
+            self.owe(i, page + 1);
+            return Some(Some((Hit::L2(i), self.l2[i])));
+        }
+        let base = self.l2_set_of(va >> SHIFT_2M) * ways;
+        if (base..base + ways).any(|i| self.l2_keys[i] == k2 && usable(&self.l2[i])) {
+            return None;
+        }
+        self.tick();
+        Some(None)
+    }
+
+    /// Returns whether a fill of `e` leaves the L1 copies owed as they are: a
+    /// fill of no 64 KB entry that is speculative (it fills the L2 alone) or
+    /// the walked translation of the run's next page (its L1 copy joins the
+    /// run's: the L1 as the run found it holds no duplicate to replace, and the
+    /// victim cycle goes on), whose L2 victim is not the original of a copy
+    /// that survives.
+    fn fill_keeps_run(&self, e: &TlbEntry, speculative: bool) -> bool {
+        if e.cont() {
+            return false;
+        }
+        if !speculative {
+            let k = key(e);
+            let dup = !self.l1_replaced(self.deferred.n)
+                && (0..self.l1.len()).any(|i| {
+                    self.l1_slots.keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global()
+                });
+            if e.flags & F_SIZE != 0 || !self.continues_run(e.tag, e.asid) || dup {
+                return false;
+            }
+        }
+        !self.owed_from(self.l2_victim(e))
     }
 
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
@@ -794,7 +907,8 @@ impl Tlb {
 
     /// Returns whether the walk cache holds the level-2 descriptor for `va`.
     pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
-        self.settle();
+        // The walk cache and the L1 share no state but the clock and the
+        // counts, which owed copies change by adding: nothing to settle.
         self.tick();
         let key = va >> SHIFT_2M;
         // The slots of the key, in increasing order, as a scan would meet them.
@@ -814,7 +928,6 @@ impl Tlb {
     /// Caches the level-2 descriptor for `va`, which points at `table` of
     /// address space `mm_uid`.
     pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
-        self.settle();
         if self.pwc.is_empty() {
             return;
         }
@@ -1556,7 +1669,7 @@ mod tests {
             for step in 0..120 {
                 let asid = asids[(rng.next_u64() % 2) as usize];
                 let page = base + (rng.next_u64() % 40) * 4096;
-                let op = rng.next_u64() % 9;
+                let op = rng.next_u64() % 11;
                 match op {
                     0..=2 => {
                         // Fills of a run of pages, mostly 4 KB, a few global or 2 MB.
@@ -1576,6 +1689,41 @@ mod tests {
                     3 => {
                         let r = a.lookup(page, asid);
                         assert_eq!(r, b.lookup(page, asid), "round {round} step {step}: lookup of {page:#x}");
+                    }
+                    9 | 10 if a.owes() => {
+                        // The run's next page, as the general path takes it
+                        // after a sweep stopped there: a lookup, then on a
+                        // miss the walk's fill (of another ASID's now and then).
+                        let next = a.deferred.next_page << 12;
+                        let owner = if rng.next_u64() % 8 == 0 {
+                            asids[0] + asids[1] - a.deferred.asid
+                        } else {
+                            a.deferred.asid
+                        };
+                        // Op 10 fills with no lookup first (as nothing in the
+                        // simulator does, but a fill must not rely on it).
+                        let r = (op == 9).then(|| a.lookup_entry(next, owner));
+                        if let Some(r) = r {
+                            assert_eq!(
+                                r.map(|(h, e)| (h, e.tag)),
+                                b.lookup_entry(next, owner).map(|(h, e)| (h, e.tag)),
+                                "round {round} step {step}: lookup of the run's next page {next:#x}"
+                            );
+                        }
+                        if r.is_none_or(|r| r.is_none()) {
+                            let flags = if rng.next_u64() % 10 == 0 { F_GLOBAL } else { 0 };
+                            let e = TlbEntry {
+                                tag: next >> 12,
+                                pfn: step,
+                                asid: owner,
+                                flags,
+                                mm_uid: 1,
+                                ..Default::default()
+                            };
+                            let spec = rng.next_u64() % 4 == 0;
+                            a.fill(e, spec);
+                            b.fill(e, spec);
+                        }
                     }
                     4 => {
                         let inval = [Inval::Va { asid, va: page }, Inval::Asid(asid), Inval::VaAll { va: page }];
@@ -1608,7 +1756,8 @@ mod tests {
                             let next = va + done * 4096;
                             let mut c = b.clone();
                             let hit = c.lookup_entry(next, asid);
-                            let held = a.l1_first_held(next >> 12, 1, asid) == next >> 12;
+                            let held = a.l1_block_held(next >> 12, asid)
+                                || a.l1_usable::<false>(next >> 10, NO_KEY, NO_KEY, asid).is_some();
                             assert!(
                                 held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
                                 "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"
