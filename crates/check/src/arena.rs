@@ -159,6 +159,17 @@ unsafe impl GlobalAlloc for CheckAlloc {
         if same {
             return ptr;
         }
+        // A block of `System`'s whose new size would come from `System` too
+        // (no arena is active on this thread) is `System`'s to resize: it can
+        // grow in place or, for a large block, move its pages (glibc's
+        // `mremap`) where a copy would fault in and write every byte again.
+        // The simulator's page-table arena grows this way at thousands of CPUs.
+        let arena_active = REGION.try_with(|r| r.active.get()).unwrap_or(false);
+        if !arena_active && !in_any_arena(ptr as usize) {
+            // SAFETY: `System` allocated `ptr` with `layout` (it is in no arena),
+            // and the caller upholds `realloc`'s contract for `new_size`.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
         // SAFETY: as `GlobalAlloc::realloc`'s own default does.
         unsafe {
             let p = self.alloc(new);
