@@ -6,6 +6,9 @@
 //!   1280-entry, 5-way L2, the pattern of `tlbkit bench`'s workload: every
 //!   lookup misses the L1, hits the L2 and evicts the L1's least recently used
 //!   entry;
+//! - `tlb_sweep/pages_256`: the same 256 pages as one run of the fast path a
+//!   touch of consecutive pages takes (`Tlb::sweep`, its L1 copies settled at
+//!   the end), per page, to compare with the lookups one by one above;
 //! - `context_switch`: one simulated context switch of `pingpong` (two address
 //!   spaces on one CPU waking each other through pipes) on a Cortex-A72 under
 //!   `arm64-freebsd-asid`, with everything a switch costs the simulator: the
@@ -17,7 +20,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use tlbkit_sim::run::{run, RunSpec};
-use tlbkit_sim::tlb::{Tlb, TlbEntry};
+use tlbkit_sim::tlb::{SweepRule, Tlb, TlbEntry};
 
 /// A 4 KB entry for `va` under ASID 1.
 fn entry(va: u64) -> TlbEntry {
@@ -46,6 +49,17 @@ fn tlb_lookup(c: &mut Criterion) {
         b.iter(|| {
             p = (p + 1) % 256;
             black_box(t.lookup(black_box(0x4000_0000 + p * 4096), 1))
+        })
+    });
+    g.finish();
+    let mut g = c.benchmark_group("tlb_sweep");
+    g.throughput(Throughput::Elements(256));
+    let rule = SweepRule { asid: 1, uid: 0, min_ver: 0, write: false };
+    g.bench_function("pages_256", |b| {
+        b.iter(|| {
+            let done = t.sweep(black_box(0x4000_0000), 256, &rule, |_| {});
+            t.settle();
+            black_box(done)
         })
     });
     g.finish();
