@@ -589,16 +589,17 @@ impl Tlb {
                 }
             }
             let k4 = page << 2;
-            let keys = &self.l2_keys[base..base + ways];
-            let Some(w) = keys
-                .iter()
-                .zip(&self.l2[base..base + ways])
-                .position(|(&k, e)| k == k4 && (e.flags & F_GLOBAL != 0 || e.asid == rule.asid))
-            else {
+            let set = base..base + ways;
+            let (keys, entries) = (&self.l2_keys[set.clone()], &self.l2[set]);
+            let mut w = 0;
+            while w < ways && !(keys[w] == k4 && (entries[w].flags & F_GLOBAL != 0 || entries[w].asid == rule.asid)) {
+                w += 1;
+            }
+            if w == ways {
                 break;
-            };
+            }
             let i = base + w;
-            let e = &self.l2[i];
+            let e = &entries[w];
             if e.mm_uid != rule.uid || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
                 break;
             }
