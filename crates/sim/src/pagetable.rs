@@ -127,10 +127,11 @@ pub struct PageTables {
 }
 
 /// A chunk's PTEs by flag, as bitmaps (bit `i` of word `i / 64` for PTE `i`):
-/// a summary that is either fresh (exactly the chunk's PTEs) or stale.
+/// exact for every PTE but those marked stale, which
+/// [`PageTables::pte_mut`] may have changed since they were last counted.
 #[derive(Clone, Copy, Debug, Default)]
 struct ChunkBits {
-    fresh: bool,
+    stale: [u64; 8],
     valid: [u64; 8],
     writable: [u64; 8],
 }
@@ -161,7 +162,8 @@ impl PageTables {
             for p in &mut self.ptes[c as usize..c as usize + 512] {
                 *p = Pte::default();
             }
-            self.bits[(c / 512) as usize].fresh = false;
+            // Every PTE is none again: nothing valid, nothing stale.
+            self.bits[(c / 512) as usize] = ChunkBits::default();
             c
         } else {
             let c = self.ptes.len() as u32;
@@ -194,7 +196,8 @@ impl PageTables {
     /// Returns the PTE at `r` for writing.
     #[inline]
     pub fn pte_mut(&mut self, r: PteRef) -> &mut Pte {
-        self.bits[(r / 512) as usize].fresh = false;
+        let i = (r % 512) as usize;
+        self.bits[(r / 512) as usize].stale[i / 64] |= 1 << (i % 64);
         &mut self.ptes[r as usize]
     }
 
@@ -220,7 +223,7 @@ impl PageTables {
 
     /// Records a write through PTE `r`: the dirty bit set (hardware dirty-bit
     /// management) and the page written (ground truth). Neither is in the
-    /// chunk's bitmaps, so they stay fresh.
+    /// chunk's bitmaps, so the PTE is not marked stale.
     #[inline]
     pub fn set_written(&mut self, r: PteRef) {
         let p = &mut self.ptes[r as usize];
@@ -236,20 +239,26 @@ impl PageTables {
 
     /// Returns how many of the `n` PTEs from `first` (all in one chunk) are
     /// valid, and how many are valid and writable: what `mprotect`'s scan of a
-    /// table asks, answered from the chunk's bitmaps (recomputed first if a
-    /// [`PageTables::pte_mut`] has made them stale), so that a table scanned
-    /// again with nothing changed costs a few words, not 512 PTEs.
+    /// table asks, answered from the chunk's bitmaps (the PTEs a
+    /// [`PageTables::pte_mut`] has handed out since are counted again first),
+    /// so that a table scanned again costs a few words and the PTEs changed
+    /// since, not 512 PTEs.
     pub fn count_flags(&mut self, first: PteRef, n: u64) -> (u64, u64) {
         let chunk = (first / 512) as usize;
         let lo = (first % 512) as u64;
         debug_assert!(lo + n <= 512, "a run of {n} PTEs from {first} leaves its chunk");
-        if !self.bits[chunk].fresh {
-            let mut b = ChunkBits { fresh: true, ..Default::default() };
-            for (i, p) in self.ptes[chunk * 512..chunk * 512 + 512].iter().enumerate() {
-                b.valid[i / 64] |= (p.valid() as u64) << (i % 64);
-                b.writable[i / 64] |= ((p.valid() && p.writable()) as u64) << (i % 64);
+        let ptes = &self.ptes[chunk * 512..chunk * 512 + 512];
+        let b = &mut self.bits[chunk];
+        for w in 0..8 {
+            let mut stale = std::mem::take(&mut b.stale[w]);
+            while stale != 0 {
+                let bit = stale.trailing_zeros();
+                stale &= stale - 1;
+                let p = &ptes[w * 64 + bit as usize];
+                let (v, wr) = (p.valid(), p.valid() && p.writable());
+                b.valid[w] = (b.valid[w] & !(1 << bit)) | ((v as u64) << bit);
+                b.writable[w] = (b.writable[w] & !(1 << bit)) | ((wr as u64) << bit);
             }
-            self.bits[chunk] = b;
         }
         let b = &self.bits[chunk];
         let (mut valid, mut writable) = (0, 0);
