@@ -635,11 +635,17 @@ impl Tlb {
     /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
     /// last `min(m, L)` of the `m` owed, copy `j` into slot `cycle[j % L]`, in
     /// order, so that the recency order ends as the copies one by one leave it.
+    #[inline]
     pub fn settle(&mut self) {
-        let m = self.deferred.n;
-        if m == 0 {
-            return;
+        if self.owes() {
+            self.settle_owed();
         }
+    }
+
+    /// [`Tlb::settle`] with copies owed.
+    #[inline(never)]
+    fn settle_owed(&mut self) {
+        let m = self.deferred.n;
         self.deferred.n = 0;
         let l = self.l1.len();
         // The cycle of victims (as far as the copies reach into it): the empty
@@ -789,6 +795,7 @@ impl Tlb {
     /// translation first, then the set's LRU way. The key mirror names exactly
     /// the valid entries of a tag and size, so only a slot of the same key has
     /// its entry read.
+    #[inline(always)]
     fn l2_victim(&self, e: &TlbEntry) -> usize {
         let base = self.l2_set_of(e.tag) * self.l2_ways;
         let set = base..base + self.l2_ways;

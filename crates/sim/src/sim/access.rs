@@ -13,11 +13,15 @@ impl<P: Policy> Sim<P> {
         let (start, w0, f0) = (now, self.walk_cycles, self.fault_cycles);
         let mut i = 0;
         while i < n {
-            let swept = self.sweep(cpu, va + i * 4096, n - i, write);
-            now += swept * (c.mem_access + c.tlb_l2_hit);
-            i += swept;
-            if i == n {
-                break;
+            // One page alone gains nothing from the fast path (its one copy is
+            // owed and settled at once); trying would cost a lookup's first steps.
+            if n - i > 1 {
+                let swept = self.sweep(cpu, va + i * 4096, n - i, write);
+                now += swept * (c.mem_access + c.tlb_l2_hit);
+                i += swept;
+                if i == n {
+                    break;
+                }
             }
             now = match self.access(cpu, va + i * 4096, write, now) {
                 Ok(t) => t,
