@@ -506,16 +506,11 @@ impl Tlb {
             if !CONT && shift == SHIFT_64K {
                 continue;
             }
-            for i in self.l2_set(va >> shift) {
-                if self.l2_keys[i] == k {
-                    let e = &self.l2[i];
-                    if e.flags & F_GLOBAL != 0 || e.asid == asid {
-                        let copy = *e;
-                        self.l2_lru[i] = now;
-                        self.insert_l1(copy);
-                        return Some((Hit::L2(i), copy));
-                    }
-                }
+            if let Some(i) = self.l2_usable(self.l2_set(va >> shift).start, k, asid) {
+                let copy = self.l2[i];
+                self.l2_lru[i] = now;
+                self.insert_l1(copy);
+                return Some((Hit::L2(i), copy));
             }
         }
         None
@@ -543,6 +538,51 @@ impl Tlb {
         None
     }
 
+    /// Returns whether the L1 holds an entry of key `k` usable under `asid`.
+    #[inline(always)]
+    fn l1_holds(&self, k: u64, asid: u16) -> bool {
+        let mut m = self.l1_slots.candidates(k);
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let e = &self.l1[i];
+            if self.l1_slots.keys[i] == k && (e.flags & F_GLOBAL != 0 || e.asid == asid) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Returns the first way (in way order, as a scan meets them) of the L2 set
+    /// starting at slot `base` that holds an entry of key `k` usable under `asid`.
+    #[inline(always)]
+    fn l2_usable(&self, base: usize, k: u64, asid: u16) -> Option<usize> {
+        let set = base..base + self.l2_ways;
+        let (keys, entries) = (&self.l2_keys[set.clone()], &self.l2[set]);
+        let mut w = 0;
+        while w < keys.len() && !(keys[w] == k && (entries[w].flags & F_GLOBAL != 0 || entries[w].asid == asid)) {
+            w += 1;
+        }
+        (w < keys.len()).then_some(base + w)
+    }
+
+    /// Returns the L1 slot holding a duplicate of `e` (its key, ASID and
+    /// globalness), which a fill of `e` replaces in place. The key mirror
+    /// matches exactly the valid entries of the same tag and size.
+    #[inline]
+    fn l1_duplicate(&self, e: &TlbEntry) -> Option<usize> {
+        let k = key(e);
+        let mut m = self.l1_slots.candidates(k);
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.l1_slots.keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global() {
+                return Some(i);
+            }
+        }
+        None
+    }
+
     /// Translates up to `pages` consecutive 4 KB pages from `va` (page-aligned)
     /// for as long as each misses the L1 and hits a 4 KB entry in the L2 that
     /// `rule` accepts, exactly as [`Tlb::lookup_entry`] would one page after the
@@ -560,8 +600,7 @@ impl Tlb {
             return 0;
         }
         let mut page = va >> SHIFT_4K;
-        let d = &self.deferred;
-        if d.n > 0 && (d.asid != rule.asid || d.next_page != page) {
+        if self.owes() && !self.continues_run(page, rule.asid) {
             self.settle();
         }
         let ways = self.l2_ways;
@@ -582,12 +621,11 @@ impl Tlb {
                     }
                     block_end = ((page >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
                 }
-                if self.l1_slots.candidates(page << 2) != 0
-                    && self.l1_usable::<false>(page << 2, NO_KEY, NO_KEY, rule.asid).is_some()
-                {
+                if self.l1_holds(page << 2, rule.asid) {
                     break;
                 }
             }
+            // `l2_usable`, written out: the set's slices serve the entry too.
             let k4 = page << 2;
             let set = base..base + ways;
             let (keys, entries) = (&self.l2_keys[set.clone()], &self.l2[set]);
@@ -628,8 +666,7 @@ impl Tlb {
     /// page number `page`.
     #[inline]
     fn l1_block_held(&self, page: u64, asid: u16) -> bool {
-        let k2 = ((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2;
-        self.l1_usable::<false>(NO_KEY, NO_KEY, k2, asid).is_some()
+        self.l1_holds(((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2, asid)
     }
 
     /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
@@ -771,22 +808,9 @@ impl Tlb {
         if joins_run {
             self.owe(victim, e.tag + 1);
         } else if !speculative {
-            // The key mirror matches exactly the valid entries of the same tag and size.
-            let k = key(&e);
-            let mut m = self.l1_slots.candidates(k);
-            let mut dup = None;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
-                if self.l1_slots.keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global() {
-                    dup = Some(i);
-                    break;
-                }
-            }
-            if let Some(i) = dup {
-                self.set_l1(i, e);
-            } else {
-                self.insert_l1(e);
+            match self.l1_duplicate(&e) {
+                Some(i) => self.set_l1(i, e),
+                None => self.insert_l1(e),
             }
         }
     }
@@ -851,17 +875,13 @@ impl Tlb {
         if !self.l1_replaced(self.deferred.n) && self.l1_usable::<false>(k4, NO_KEY, k2, asid).is_some() {
             return None;
         }
-        let usable = |e: &TlbEntry| e.flags & F_GLOBAL != 0 || e.asid == asid;
-        let ways = self.l2_ways;
-        let base = self.l2_set_of(page) * ways;
-        if let Some(i) = (base..base + ways).find(|&i| self.l2_keys[i] == k4 && usable(&self.l2[i])) {
+        if let Some(i) = self.l2_usable(self.l2_set(page).start, k4, asid) {
             let now = self.tick();
             self.l2_lru[i] = now;
             self.owe(i, page + 1);
             return Some(Some((Hit::L2(i), self.l2[i])));
         }
-        let base = self.l2_set_of(va >> SHIFT_2M) * ways;
-        if (base..base + ways).any(|i| self.l2_keys[i] == k2 && usable(&self.l2[i])) {
+        if self.l2_usable(self.l2_set(va >> SHIFT_2M).start, k2, asid).is_some() {
             return None;
         }
         self.tick();
@@ -879,11 +899,7 @@ impl Tlb {
             return false;
         }
         if !speculative {
-            let k = key(e);
-            let dup = !self.l1_replaced(self.deferred.n)
-                && (0..self.l1.len()).any(|i| {
-                    self.l1_slots.keys[i] == k && self.l1[i].asid == e.asid && self.l1[i].global() == e.global()
-                });
+            let dup = !self.l1_replaced(self.deferred.n) && self.l1_duplicate(e).is_some();
             if e.flags & F_SIZE != 0 || !self.continues_run(e.tag, e.asid) || dup {
                 return false;
             }
@@ -1764,8 +1780,7 @@ mod tests {
                             let next = va + done * 4096;
                             let mut c = b.clone();
                             let hit = c.lookup_entry(next, asid);
-                            let held = a.l1_block_held(next >> 12, asid)
-                                || a.l1_usable::<false>(next >> 10, NO_KEY, NO_KEY, asid).is_some();
+                            let held = a.l1_block_held(next >> 12, asid) || a.l1_holds((next >> 12) << 2, asid);
                             assert!(
                                 held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
                                 "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"

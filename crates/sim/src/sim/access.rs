@@ -58,13 +58,8 @@ impl<P: Policy> Sim<P> {
     /// [`Tlb::sweep`]: crate::tlb::Tlb::sweep
     #[inline]
     fn sweep(&mut self, cpu: usize, va: u64, pages: u64, write: bool) -> u64 {
-        let uid = if va >= KERNEL_BASE {
-            0
-        } else {
-            match self.user_root(cpu) {
-                Some((_, u, _)) => u,
-                None => return 0,
-            }
+        let Some((_, uid)) = self.root_of(cpu, va) else {
+            return 0;
         };
         let rule = SweepRule { asid: self.m.cpus[cpu].asid, uid, min_ver: self.pt.max_floor(), write };
         let pt = &mut self.pt;
@@ -76,6 +71,18 @@ impl<P: Policy> Sim<P> {
         self.stats.tlb_accesses += done;
         self.stats.l1_tlb_misses += done;
         done
+    }
+
+    /// Returns the page-table root and address-space uid `cpu` translates `va`
+    /// with: the kernel's for a kernel address, else the user root's (`None`
+    /// while it runs with the reserved root).
+    #[inline]
+    fn root_of(&self, cpu: usize, va: u64) -> Option<(u32, u32)> {
+        if va >= KERNEL_BASE {
+            Some((self.mms[0].root, 0))
+        } else {
+            self.user_root(cpu).map(|(r, u, _)| (r, u))
+        }
     }
 
     /// Returns the page-table root and uid of what `cpu` translates user addresses with.
@@ -173,14 +180,8 @@ impl<P: Policy> Sim<P> {
     /// Translates and performs one access by `cpu`; returns the time after it.
     pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
         let c = self.m.costs;
-        let kernel = va >= KERNEL_BASE;
-        let (root, uid) = if kernel {
-            (self.mms[0].root, 0)
-        } else {
-            match self.user_root(cpu) {
-                Some((r, u, _)) => (r, u),
-                None => return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root")),
-            }
+        let Some((root, uid)) = self.root_of(cpu, va) else {
+            return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root"));
         };
         self.stats.tlb_accesses += 1;
         now += c.mem_access;
