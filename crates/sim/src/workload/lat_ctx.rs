@@ -47,19 +47,18 @@ fn pages(p: &Params) -> u64 {
     (p["size_kb"] as u64).div_ceil(4)
 }
 
-/// The work of one hop: lmbench's summing of the process's data, plus the text
-/// and stack pages the loop itself uses.
-fn hop_work(data: u64, pages: u64) -> Vec<Op> {
-    let mut ops = vec![
+/// Appends the work of one hop to `ops`: lmbench's summing of the process's
+/// data, plus the text and stack pages the loop itself uses.
+fn hop_work(ops: &mut Vec<Op>, data: u64, pages: u64) {
+    ops.extend([
         Op::Touch { va: TEXT_VA, pages: 1, write: false },
         Op::Touch { va: TEXT_VA + LIBC_TEXT_PAGE * 4096, pages: 1, write: false },
         Op::Touch { va: DATA_VA, pages: 1, write: true },
         Op::Touch { va: STACK_VA, pages: 1, write: true },
-    ];
+    ]);
     if pages > 0 {
         ops.push(Op::Touch { va: data, pages, write: false });
     }
-    ops
 }
 
 /// One member of the ring; member 0 also creates the pipes and forks the rest.
@@ -166,20 +165,20 @@ impl Program for Member {
                 Stage::Work => {
                     self.stage = Stage::Read;
                     let last = self.round + 1 == self.rounds;
-                    let mut ops = Vec::new();
+                    // The queue is empty here; its buffer is used again hop after hop.
+                    let ops = &mut self.queue;
                     if self.idx == 0 && self.round == WARMUP {
                         ops.push(Op::Mark("start"));
                     }
                     if self.idx == 0 && last {
                         ops.push(Op::Mark("end"));
                     }
-                    ops.extend(hop_work(self.data, self.pages));
+                    hop_work(ops, self.data, self.pages);
                     if !(self.idx == 0 && last) {
                         ops.push(Op::Sys(Sys::PipeWrite(self.pipes[(self.idx + 1) % self.procs])));
                     }
                     self.round += 1;
                     ops.reverse();
-                    self.queue = ops;
                 }
                 Stage::Done => return Op::Exit,
             }
@@ -222,15 +221,15 @@ impl Program for Overhead {
                 }
             }
             s if s < 4 + self.hops => {
-                let mut ops = Vec::new();
+                // The queue is empty here; its buffer is used again hop after hop.
+                let ops = &mut self.queue;
                 if s == 4 + WARMUP {
                     ops.push(Op::Mark("start"));
                 }
                 ops.push(Op::Sys(Sys::PipeWrite(self.pipe)));
                 ops.push(Op::Sys(Sys::PipeRead(self.pipe)));
-                ops.extend(hop_work(self.data, self.pages));
+                hop_work(ops, self.data, self.pages);
                 ops.reverse();
-                self.queue = ops;
                 self.next(0)
             }
             s if s == 4 + self.hops => Op::Mark("end"),
