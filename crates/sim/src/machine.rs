@@ -531,12 +531,14 @@ impl Machine {
 
     /// Takes the cycles IPI handlers and incoming DVM messages took from `cpu`'s
     /// current operation.
+    #[inline]
     pub fn take_stolen(&mut self, cpu: usize) -> u64 {
         self.stalls.settle(cpu, &mut self.cpus[cpu]);
         std::mem::take(&mut self.cpus[cpu].stolen)
     }
 
     /// Sets when `cpu`'s current operation ends.
+    #[inline]
     pub fn set_busy_until(&mut self, cpu: usize, t: u64) {
         self.stalls.settle(cpu, &mut self.cpus[cpu]);
         self.cpus[cpu].busy_until = t;

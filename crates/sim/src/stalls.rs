@@ -269,7 +269,22 @@ impl Stalls {
     /// Charges `cpu` (its state `st`) for the messages it received since it was
     /// last charged. Call it before `st.stolen` is read and before
     /// `st.busy_until` changes.
+    #[inline]
     pub fn settle(&mut self, cpu: usize, st: &mut CpuState) {
+        // Nothing logged since it was last settled (nor of its own): a charge
+        // of 0 that changes nothing, as `owed` would find.
+        if self.seen[cpu] == self.log.end() {
+            debug_assert_eq!(self.own[cpu], 0);
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(self.eager[cpu], 0, "cpu{cpu}: lazy and eager DVM charges differ");
+            return;
+        }
+        self.settle_logged(cpu, st);
+    }
+
+    /// [`Stalls::settle`] of a CPU with messages logged since it was last settled.
+    #[inline(never)]
+    fn settle_logged(&mut self, cpu: usize, st: &mut CpuState) {
         let charge = self.owed(cpu, st);
         self.own[cpu] = 0;
         #[cfg(debug_assertions)]
