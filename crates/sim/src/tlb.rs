@@ -315,6 +315,28 @@ fn l1_bucket(key: u64) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - L1_BUCKETS.trailing_zeros())) as usize
 }
 
+/// Returns the key of a 2 MB entry covering page number `page` (`va >> 12`).
+#[inline(always)]
+fn block_key(page: u64) -> u64 {
+    ((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2
+}
+
+/// [`Tlb::l1_holds`] over the L1's slots and entries, for a caller that
+/// holds other parts of the [`Tlb`] mutably.
+#[inline(always)]
+fn l1_holds_in(slots: &Slots, l1: &[TlbEntry], k: u64, asid: u16) -> bool {
+    let mut m = slots.candidates(k);
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let e = &l1[i];
+        if slots.keys[i] == k && (e.flags & F_GLOBAL != 0 || e.asid == asid) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Words of [`Tlb`]'s ASID filter.
 const ASID_FILTER_WORDS: usize = 64;
 
@@ -541,16 +563,7 @@ impl Tlb {
     /// Returns whether the L1 holds an entry of key `k` usable under `asid`.
     #[inline(always)]
     fn l1_holds(&self, k: u64, asid: u16) -> bool {
-        let mut m = self.l1_slots.candidates(k);
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let e = &self.l1[i];
-            if self.l1_slots.keys[i] == k && (e.flags & F_GLOBAL != 0 || e.asid == asid) {
-                return true;
-            }
-        }
-        false
+        l1_holds_in(&self.l1_slots, &self.l1, k, asid)
     }
 
     /// Returns the first way (in way order, as a scan meets them) of the L2 set
@@ -599,74 +612,121 @@ impl Tlb {
         if self.conts {
             return 0;
         }
-        let mut page = va >> SHIFT_4K;
+        let page = va >> SHIFT_4K;
         if self.owes() && !self.continues_run(page, rule.asid) {
             self.settle();
         }
-        let ways = self.l2_ways;
-        // Consecutive pages fall in consecutive sets: step the set, wrapping.
-        let mut base = self.l2_set_of(page) * ways;
-        let (mut clock, mut n) = (self.clock, self.deferred.n);
-        let mut done = 0;
-        // The pages up to the end of the block the L1 was last asked about.
-        let mut block_end = page;
-        while done < pages {
-            // The L1 as the run found it: a page it holds (unless a copy of
-            // this run evicted it) is a hit, which the general path takes.
-            // Once the run owes a copy for every slot, none of it is left.
-            if !self.l1_replaced(n) {
-                if page == block_end {
-                    if self.l1_block_held(page, rule.asid) {
-                        break;
-                    }
-                    block_end = ((page >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
-                }
-                if self.l1_holds(page << 2, rule.asid) {
-                    break;
-                }
-            }
-            // `l2_usable`, written out: the set's slices serve the entry too.
-            let k4 = page << 2;
-            let set = base..base + ways;
-            let (keys, entries) = (&self.l2_keys[set.clone()], &self.l2[set]);
-            let mut w = 0;
-            while w < ways && !(keys[w] == k4 && (entries[w].flags & F_GLOBAL != 0 || entries[w].asid == rule.asid)) {
-                w += 1;
-            }
-            if w == ways {
-                break;
-            }
-            let i = base + w;
-            let e = &entries[w];
-            if e.mm_uid != rule.uid || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
-                break;
-            }
-            used(e);
-            clock += 1;
-            self.l2_lru[i] = clock;
-            self.deferred.slots[n % MAX_L1_ENTRIES] = i as u32;
-            n += 1;
-            page += 1;
-            done += 1;
-            base += ways;
-            if base == self.l2.len() {
-                base = 0;
-            }
+        // The set's ways known to the compiler where they are a preset's.
+        let done = match self.l2_ways {
+            4 => self.sweep_ways::<4>(page, pages, rule, &mut used),
+            8 => self.sweep_ways::<8>(page, pages, rule, &mut used),
+            _ => self.sweep_ways::<0>(page, pages, rule, &mut used),
+        };
+        self.end_sweep(page, done, rule)
+    }
+
+    /// [`Tlb::sweep`] from page number `page`; `WAYS`: the L2's ways, or 0
+    /// where the caller does not know them.
+    #[inline(always)]
+    fn sweep_ways<const WAYS: usize>(
+        &mut self,
+        page: u64,
+        pages: u64,
+        rule: &SweepRule,
+        used: &mut impl FnMut(&TlbEntry),
+    ) -> u64 {
+        // Each page is checked against the L1 as the run found it until the
+        // run owes a copy for every slot (one a page): then none of it is left.
+        let checked = pages.min(self.l1.len().saturating_sub(self.deferred.n) as u64);
+        let done = self.sweep_l2::<WAYS, true>(page, checked, rule, used);
+        if done < checked {
+            return done;
         }
-        self.clock = clock;
-        self.deferred.n = n;
+        done + self.sweep_l2::<WAYS, false>(page + done, pages - done, rule, used)
+    }
+
+    /// Records where a sweep from page `page` that translated `done` pages
+    /// leaves the run (nothing, if it translated none); returns `done`.
+    #[inline(always)]
+    fn end_sweep(&mut self, page: u64, done: u64, rule: &SweepRule) -> u64 {
         if done > 0 {
             self.deferred.asid = rule.asid;
-            self.deferred.next_page = page;
+            self.deferred.next_page = page + done;
         }
         done
     }
 
-    /// Returns whether the L1 holds a 2 MB entry usable under `asid` covering
-    /// page number `page`.
-    #[inline]
-    fn l1_block_held(&self, page: u64, asid: u16) -> bool {
-        self.l1_holds(((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2, asid)
+    /// The loop of [`Tlb::sweep`], for up to `pages` pages from page number
+    /// `page`: with `L1`, a page the L1 holds stops it; each page's 4 KB entry
+    /// (the first usable way of its set, as `l2_usable` finds it) must pass
+    /// `rule`; its stamp moves and its L1 copy is owed. Returns the pages
+    /// translated. `WAYS`: the L2's ways where the caller knows them (then the
+    /// compiler does too), else 0.
+    #[inline(always)]
+    fn sweep_l2<const WAYS: usize, const L1: bool>(
+        &mut self,
+        page: u64,
+        pages: u64,
+        rule: &SweepRule,
+        used: &mut impl FnMut(&TlbEntry),
+    ) -> u64 {
+        let ways = if WAYS == 0 { self.l2_ways } else { WAYS };
+        if self.l2.is_empty() {
+            return 0;
+        }
+        let (mut clock, mut n) = (self.clock, self.deferred.n);
+        let mut done = 0;
+        // Consecutive pages fall in consecutive sets: from the first page's set
+        // to the last set, then from set 0 on.
+        let mut from = self.l2_set_of(page);
+        // `L1`: the pages up to `block_end` are in the 2 MB block the L1 was
+        // last asked about.
+        let mut block_end = page;
+        'run: loop {
+            let at = from * ways;
+            let keys = self.l2_keys[at..].chunks_exact(ways);
+            let entries = self.l2[at..].chunks_exact(ways);
+            let stamps = self.l2_lru[at..].chunks_exact_mut(ways);
+            for (set, ((keys, entries), stamps)) in (from..).zip(keys.zip(entries).zip(stamps)) {
+                if done == pages {
+                    break 'run;
+                }
+                let p = page + done;
+                // A page the L1 as the run found it holds (unless a copy of this
+                // run evicted it) is a hit, which the general path takes.
+                if L1 {
+                    if p == block_end {
+                        if l1_holds_in(&self.l1_slots, &self.l1, block_key(p), rule.asid) {
+                            break 'run;
+                        }
+                        block_end = ((p >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
+                    }
+                    if l1_holds_in(&self.l1_slots, &self.l1, p << 2, rule.asid) {
+                        break 'run;
+                    }
+                }
+                // `l2_usable`, written out over the set's slices.
+                let k4 = p << 2;
+                let usable = |(k, e): (&u64, &TlbEntry)| *k == k4 && (e.flags & F_GLOBAL != 0 || e.asid == rule.asid);
+                let Some(w) = keys.iter().zip(entries).position(usable) else {
+                    break 'run;
+                };
+                let e = &entries[w];
+                if e.mm_uid != rule.uid || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
+                    break 'run;
+                }
+                used(e);
+                clock += 1;
+                stamps[w] = clock;
+                self.deferred.slots[n % MAX_L1_ENTRIES] = (set * ways + w) as u32;
+                n += 1;
+                done += 1;
+            }
+            from = 0;
+        }
+        self.clock = clock;
+        self.deferred.n = n;
+        done
     }
 
     /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
@@ -723,36 +783,49 @@ impl Tlb {
     /// and one in per slot.
     fn replace_l1(&mut self, cycle: &[u8], m: usize) {
         let l = cycle.len();
+        // Out: each slot's entry, read from the key and ASID tag mirrors (an
+        // empty slot's key is `u64::MAX`, its tag `NO_ASID`).
+        let mut blocks = Tally::new();
+        let mut asids = Tally::new();
         for i in 0..l {
-            let old = &self.l1[i];
-            if old.valid {
-                self.blocks[block_bucket(old.block())] -= 1;
+            let k = self.l1_slots.keys[i];
+            if k != u64::MAX {
+                blocks.add(key_block(k), &mut self.blocks, block_bucket, false);
             }
-            self.count_asid(self.l1_asids[i], false);
+            let tag = self.l1_asids[i];
+            if tag != NO_ASID {
+                asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
+            }
         }
+        blocks.flush(&mut self.blocks, block_bucket, false);
+        asids.flush(&mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
+        // In: the last `L` copies, every one a valid 4 KB entry whose key and
+        // tag the L2's mirrors hold.
         let slots = &mut self.l1_slots;
         *slots.index = [0; L1_BUCKETS];
         slots.free = 0;
         let (mut prev, end) = (slots.order.end, slots.order.end);
         let mut c = (m - l) % l;
         for j in m - l..m {
-            let i = cycle[c];
+            let i = cycle[c] as usize;
             c = if c + 1 == l { 0 } else { c + 1 };
-            let e = self.l2[self.deferred.slots[j % MAX_L1_ENTRIES] as usize];
-            let k = key(&e);
-            slots.keys[i as usize] = k;
+            let from = self.deferred.slots[j % MAX_L1_ENTRIES] as usize;
+            let (k, tag) = (self.l2_keys[from], self.l2_asids[from]);
+            debug_assert!(k & 3 == 0 && k == key(&self.l2[from]), "an owed copy of no 4 KB entry");
+            slots.keys[i] = k;
             slots.index[l1_bucket(k)] |= 1 << i;
-            slots.order.next[prev as usize] = i;
-            slots.order.prev[i as usize] = prev;
-            prev = i;
-            self.blocks[block_bucket(e.block())] += 1;
-            let tag = asid_tag(&e);
-            self.l1_asids[i as usize] = tag;
+            slots.order.next[prev as usize] = i as u8;
+            slots.order.prev[i] = prev;
+            prev = i as u8;
+            blocks.add(key_block(k), &mut self.blocks, block_bucket, true);
+            self.l1_asids[i] = tag;
             if tag != NO_ASID {
-                self.asid_counts[asid_count_bucket(tag)] += 1;
+                asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), true);
             }
-            self.l1[i as usize] = e;
+            self.l1[i] = self.l2[from];
         }
+        blocks.flush(&mut self.blocks, block_bucket, true);
+        asids.flush(&mut self.asid_counts[..], |t| asid_count_bucket(t as u32), true);
         slots.order.next[prev as usize] = end;
         slots.order.prev[end as usize] = prev;
     }
@@ -1370,6 +1443,53 @@ fn key(e: &TlbEntry) -> u64 {
     (e.tag << 2) | CODE_BY_SIZE[((e.flags & F_SIZE) >> 2) as usize]
 }
 
+/// Returns the 2 MB block number of the entry whose mirror key is `k` (what
+/// [`TlbEntry::block`] returns for it).
+#[inline(always)]
+fn key_block(k: u64) -> u64 {
+    const SHIFT_BY_CODE: [u32; 4] = [SHIFT_2M - SHIFT_4K, SHIFT_2M - SHIFT_64K, 0, 0];
+    (k >> 2) >> SHIFT_BY_CODE[(k & 3) as usize]
+}
+
+/// Changes of one sign to bucketed counts, gathered while they fall in a run of
+/// one value (a block, an ASID) and applied a run at a time: the counts end as
+/// the changes one by one leave them.
+struct Tally {
+    value: u64,
+    n: u16,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally { value: 0, n: 0 }
+    }
+
+    /// Counts one entry of `value` into (`up`) or out of `counts[bucket(value)]`.
+    #[inline(always)]
+    fn add(&mut self, value: u64, counts: &mut [u16], bucket: impl Fn(u64) -> usize, up: bool) {
+        if self.n > 0 && value != self.value {
+            self.flush(counts, &bucket, up);
+        }
+        self.value = value;
+        self.n += 1;
+    }
+
+    /// Applies the run gathered so far.
+    #[inline(always)]
+    fn flush(&mut self, counts: &mut [u16], bucket: impl Fn(u64) -> usize, up: bool) {
+        if self.n > 0 {
+            let c = &mut counts[bucket(self.value)];
+            if up {
+                *c += self.n;
+            } else {
+                debug_assert!(*c >= self.n, "bucket count underflow");
+                *c -= self.n;
+            }
+            self.n = 0;
+        }
+    }
+}
+
 /// The ASID tag mirrors' value for a slot an invalidation by ASID never removes:
 /// an empty one or a global entry.
 const NO_ASID: u32 = u32::MAX;
@@ -1684,8 +1804,10 @@ mod tests {
         for round in 0..300 {
             // Small L1s and L2s, so that runs outgrow them, with free slots left.
             let l1 = [2, 3, 5, 8, 48][round % 5];
-            let ways = [1, 2, 4][round % 3];
-            let mut a = Tlb::new(l1, ways * [8, 16, 32][round % 3], ways, 4);
+            // Every L2 geometry the sweep has a path for: the ways it knows (4,
+            // 8) and others, sets a power of two or not.
+            let ways = [1, 2, 4, 8][round % 4];
+            let mut a = Tlb::new(l1, ways * [8, 12, 32][round % 3], ways, 4);
             let mut b = a.clone();
             let asids = [1u16, 2];
             let base = 0x4000_0000u64 + ((rng.next_u64() % 2) << 21) - 0x8000;
@@ -1780,7 +1902,7 @@ mod tests {
                             let next = va + done * 4096;
                             let mut c = b.clone();
                             let hit = c.lookup_entry(next, asid);
-                            let held = a.l1_block_held(next >> 12, asid) || a.l1_holds((next >> 12) << 2, asid);
+                            let held = a.l1_holds(block_key(next >> 12), asid) || a.l1_holds((next >> 12) << 2, asid);
                             assert!(
                                 held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
                                 "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"
