@@ -671,9 +671,6 @@ impl Tlb {
         used: &mut impl FnMut(&TlbEntry),
     ) -> u64 {
         let ways = if WAYS == 0 { self.l2_ways } else { WAYS };
-        if self.l2.is_empty() {
-            return 0;
-        }
         let (mut clock, mut n) = (self.clock, self.deferred.n);
         let mut done = 0;
         // Consecutive pages fall in consecutive sets: from the first page's set
@@ -682,15 +679,14 @@ impl Tlb {
         // `L1`: the pages up to `block_end` are in the 2 MB block the L1 was
         // last asked about.
         let mut block_end = page;
-        'run: loop {
-            let at = from * ways;
-            let keys = self.l2_keys[at..].chunks_exact(ways);
-            let entries = self.l2[at..].chunks_exact(ways);
-            let stamps = self.l2_lru[at..].chunks_exact_mut(ways);
-            for (set, ((keys, entries), stamps)) in (from..).zip(keys.zip(entries).zip(stamps)) {
-                if done == pages {
-                    break 'run;
-                }
+        'run: while done < pages {
+            // The sets from `from` on, to the last or as far as pages are left.
+            let span = (self.l2_sets - from).min((pages - done) as usize);
+            let (at, end) = (from * ways, (from + span) * ways);
+            let keys = self.l2_keys[at..end].chunks_exact(ways);
+            let entries = self.l2[at..end].chunks_exact(ways);
+            let stamps = self.l2_lru[at..end].chunks_exact_mut(ways);
+            for (j, ((keys, entries), stamps)) in keys.zip(entries).zip(stamps).enumerate() {
                 let p = page + done;
                 // A page the L1 as the run found it holds (unless a copy of this
                 // run evicted it) is a hit, which the general path takes.
@@ -718,7 +714,7 @@ impl Tlb {
                 used(e);
                 clock += 1;
                 stamps[w] = clock;
-                self.deferred.slots[n % MAX_L1_ENTRIES] = (set * ways + w) as u32;
+                self.deferred.slots[n % MAX_L1_ENTRIES] = (at + j * ways + w) as u32;
                 n += 1;
                 done += 1;
             }
@@ -817,7 +813,7 @@ impl Tlb {
             slots.order.next[prev as usize] = i as u8;
             slots.order.prev[i] = prev;
             prev = i as u8;
-            blocks.add(key_block(k), &mut self.blocks, block_bucket, true);
+            blocks.add(k >> (2 + SHIFT_2M - SHIFT_4K), &mut self.blocks, block_bucket, true);
             self.l1_asids[i] = tag;
             if tag != NO_ASID {
                 asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), true);

@@ -35,7 +35,9 @@ impl<P: Policy> Sim<P> {
         if pages > 1 {
             let (walk, fault) = (self.walk_cycles - w0, self.fault_cycles - f0);
             let rest = now - start - walk - fault;
-            now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk.div_ceil(c.walkers.max(1));
+            // (A division is dear on the host; most touches walk nothing.)
+            let walk = if walk == 0 { 0 } else { walk.div_ceil(c.walkers.max(1)) };
+            now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk;
         }
         if pages > n {
             self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
