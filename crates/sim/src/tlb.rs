@@ -783,12 +783,10 @@ impl Tlb {
         // empty slot's key is `u64::MAX`, its tag `NO_ASID`).
         let mut blocks = Tally::new();
         let mut asids = Tally::new();
-        for i in 0..l {
-            let k = self.l1_slots.keys[i];
+        for (&k, &tag) in self.l1_slots.keys[..l].iter().zip(&self.l1_asids[..l]) {
             if k != u64::MAX {
                 blocks.add(key_block(k), &mut self.blocks, block_bucket, false);
             }
-            let tag = self.l1_asids[i];
             if tag != NO_ASID {
                 asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
             }
@@ -796,32 +794,36 @@ impl Tlb {
         blocks.flush(&mut self.blocks, block_bucket, false);
         asids.flush(&mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
         // In: the last `L` copies, every one a valid 4 KB entry whose key and
-        // tag the L2's mirrors hold.
+        // tag the L2's mirrors hold. (The slices are taken once, so that the
+        // compiler keeps their lengths at hand.)
         let slots = &mut self.l1_slots;
         *slots.index = [0; L1_BUCKETS];
         slots.free = 0;
+        let (l1, l1_keys, l1_asids) = (&mut self.l1[..l], &mut slots.keys[..l], &mut self.l1_asids[..l]);
+        let (l2, l2_keys, l2_asids) = (&self.l2[..], &self.l2_keys[..], &self.l2_asids[..]);
+        let (counts, asid_counts) = (&mut self.blocks[..], &mut self.asid_counts[..]);
         let (mut prev, end) = (slots.order.end, slots.order.end);
         let mut c = (m - l) % l;
         for j in m - l..m {
             let i = cycle[c] as usize;
             c = if c + 1 == l { 0 } else { c + 1 };
             let from = self.deferred.slots[j % MAX_L1_ENTRIES] as usize;
-            let (k, tag) = (self.l2_keys[from], self.l2_asids[from]);
-            debug_assert!(k & 3 == 0 && k == key(&self.l2[from]), "an owed copy of no 4 KB entry");
-            slots.keys[i] = k;
+            let (k, tag) = (l2_keys[from], l2_asids[from]);
+            debug_assert!(k & 3 == 0 && k == key(&l2[from]), "an owed copy of no 4 KB entry");
+            l1_keys[i] = k;
             slots.index[l1_bucket(k)] |= 1 << i;
             slots.order.next[prev as usize] = i as u8;
             slots.order.prev[i] = prev;
             prev = i as u8;
-            blocks.add(k >> (2 + SHIFT_2M - SHIFT_4K), &mut self.blocks, block_bucket, true);
-            self.l1_asids[i] = tag;
+            blocks.add(k >> (2 + SHIFT_2M - SHIFT_4K), counts, block_bucket, true);
+            l1_asids[i] = tag;
             if tag != NO_ASID {
-                asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), true);
+                asids.add(tag as u64, asid_counts, |t| asid_count_bucket(t as u32), true);
             }
-            self.l1[i] = self.l2[from];
+            l1[i] = l2[from];
         }
-        blocks.flush(&mut self.blocks, block_bucket, true);
-        asids.flush(&mut self.asid_counts[..], |t| asid_count_bucket(t as u32), true);
+        blocks.flush(counts, block_bucket, true);
+        asids.flush(asid_counts, |t| asid_count_bucket(t as u32), true);
         slots.order.next[prev as usize] = end;
         slots.order.prev[end as usize] = prev;
     }
