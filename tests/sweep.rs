@@ -15,12 +15,28 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A fresh folder for one test, removed with what is in it when the test ends.
+struct Folder(PathBuf);
+
+impl std::ops::Deref for Folder {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Returns a fresh folder for one test.
-fn folder(test: &str) -> PathBuf {
+fn folder(test: &str) -> Folder {
     let d = std::env::temp_dir().join(format!("tlbkit-sweep-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Folder(d)
 }
 
 /// 2 CPU counts x 2 policies x 3 procs x 4 seeds = 48 points.

@@ -611,6 +611,7 @@ procs = [2, 3]
         session.record(0, Err("boom".into())).unwrap();
         assert!(session.finish().unwrap().failure().unwrap().contains("1 run(s) failed"));
         assert_eq!(std::fs::read_to_string(dir.join("other.jsonl")).unwrap(), "");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -145,12 +145,30 @@ pub(crate) fn parse_line(line: &[u8]) -> Option<(String, u64)> {
 mod tests {
     use super::*;
 
-    fn temp(name: &str, content: &str) -> PathBuf {
+    /// A results file of a test's own, its folder removed when the test ends.
+    struct Temp(PathBuf);
+
+    impl std::ops::Deref for Temp {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    fn temp(name: &str, content: &str) -> Temp {
         let dir = std::env::temp_dir().join(format!("tlbkit-results-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("r.jsonl");
         std::fs::write(&p, content).unwrap();
-        p
+        Temp(p)
     }
 
     #[test]
@@ -161,7 +179,7 @@ mod tests {
         assert_eq!(f.torn_bytes, "{\"command\":\"b\",\"viol".len());
         f.append("{\"command\":\"b\",\"violations\":2}").unwrap();
         drop(f);
-        let text = std::fs::read_to_string(&p).unwrap();
+        let text = std::fs::read_to_string(&*p).unwrap();
         assert_eq!(text, "{\"command\":\"a\",\"violations\":0}\n{\"command\":\"b\",\"violations\":2}\n");
         let f = ResultsFile::open(&p).unwrap();
         assert_eq!((f.recorded["b"], f.torn_bytes, f.duplicates), (2, 0, 0));
@@ -173,7 +191,7 @@ mod tests {
         let p = temp("nonl", "{\"command\":\"a\",\"violations\":0}");
         let f = ResultsFile::open(&p).unwrap();
         assert!(f.recorded.is_empty());
-        assert_eq!(std::fs::read(&p).unwrap(), b"");
+        assert_eq!(std::fs::read(&*p).unwrap(), b"");
     }
 
     #[test]
