@@ -321,8 +321,9 @@ fn block_key(page: u64) -> u64 {
     ((page >> (SHIFT_2M - SHIFT_4K)) << 2) | 2
 }
 
-/// [`Tlb::l1_holds`] over the L1's slots and entries, for a caller that
-/// holds other parts of the [`Tlb`] mutably.
+/// Returns whether the L1 (its slots and entries) holds an entry of key `k`
+/// usable under `asid`; a free function, for a caller that holds other parts
+/// of the [`Tlb`] mutably.
 #[inline(always)]
 fn l1_holds_in(slots: &Slots, l1: &[TlbEntry], k: u64, asid: u16) -> bool {
     let mut m = slots.candidates(k);
@@ -558,12 +559,6 @@ impl Tlb {
             }
         }
         None
-    }
-
-    /// Returns whether the L1 holds an entry of key `k` usable under `asid`.
-    #[inline(always)]
-    fn l1_holds(&self, k: u64, asid: u16) -> bool {
-        l1_holds_in(&self.l1_slots, &self.l1, k, asid)
     }
 
     /// Returns the first way (in way order, as a scan meets them) of the L2 set
@@ -1900,7 +1895,9 @@ mod tests {
                             let next = va + done * 4096;
                             let mut c = b.clone();
                             let hit = c.lookup_entry(next, asid);
-                            let held = a.l1_holds(block_key(next >> 12), asid) || a.l1_holds((next >> 12) << 2, asid);
+                            let held = [block_key(next >> 12), (next >> 12) << 2]
+                                .iter()
+                                .any(|&k| l1_holds_in(&a.l1_slots, &a.l1, k, asid));
                             assert!(
                                 held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
                                 "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"
