@@ -495,8 +495,9 @@ impl Tlb {
     }
 
     /// [`Tlb::lookup`], also returning (a copy of) the entry hit, as
-    /// [`Tlb::entry`] would after it.
-    #[inline]
+    /// [`Tlb::entry`] would after it. (Inlined into its one caller on the
+    /// simulator's path, `Sim::access`.)
+    #[inline(always)]
     pub fn lookup_entry(&mut self, va: u64, asid: u16) -> Option<(Hit, TlbEntry)> {
         if self.owes() {
             if let Some(r) = self.lookup_in_run(va, asid) {
