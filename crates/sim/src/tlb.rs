@@ -682,7 +682,8 @@ impl Tlb {
             let keys = self.l2_keys[at..end].chunks_exact(ways);
             let entries = self.l2[at..end].chunks_exact(ways);
             let stamps = self.l2_lru[at..end].chunks_exact_mut(ways);
-            for (j, ((keys, entries), stamps)) in keys.zip(entries).zip(stamps).enumerate() {
+            let mut base = at;
+            for ((keys, entries), stamps) in keys.zip(entries).zip(stamps) {
                 let p = page + done;
                 // A page the L1 as the run found it holds (unless a copy of this
                 // run evicted it) is a hit, which the general path takes.
@@ -710,9 +711,10 @@ impl Tlb {
                 used(e);
                 clock += 1;
                 stamps[w] = clock;
-                self.deferred.slots[n % MAX_L1_ENTRIES] = (at + j * ways + w) as u32;
+                self.deferred.slots[n % MAX_L1_ENTRIES] = (base + w) as u32;
                 n += 1;
                 done += 1;
+                base += ways;
             }
             from = 0;
         }
