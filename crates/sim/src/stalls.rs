@@ -234,15 +234,22 @@ impl Stalls {
         }
     }
 
+    /// Returns whether nothing was logged since `cpu` was last settled (nor of
+    /// its own): it owes nothing.
+    #[inline]
+    fn settled(&self, cpu: usize) -> bool {
+        let nothing = self.seen[cpu] == self.log.end();
+        debug_assert!(!nothing || self.own[cpu] == 0, "cpu{cpu}: a charge of its own with nothing logged");
+        nothing
+    }
+
     /// Returns what `cpu` (its state `st`) would be charged if it were settled now.
     fn owed(&self, cpu: usize, st: &CpuState) -> u64 {
         let socket = cpu / self.cores_per_socket;
-        let from = self.seen[cpu] - self.log.base;
-        if from == self.log.entries.len() {
-            // Nothing logged since it was last settled (nor of its own).
-            debug_assert_eq!(self.own[cpu], 0);
+        if self.settled(cpu) {
             return 0;
         }
+        let from = self.seen[cpu] - self.log.base;
         // The first message from `from` on that starts at or after `busy_until`
         // at the CPU's socket (starts there are non-decreasing).
         let (mut lo, mut hi) = (from, self.log.entries.len());
@@ -271,10 +278,8 @@ impl Stalls {
     /// `st.busy_until` changes.
     #[inline]
     pub fn settle(&mut self, cpu: usize, st: &mut CpuState) {
-        // Nothing logged since it was last settled (nor of its own): a charge
-        // of 0 that changes nothing, as `owed` would find.
-        if self.seen[cpu] == self.log.end() {
-            debug_assert_eq!(self.own[cpu], 0);
+        // A charge of 0 that changes nothing, as `owed` would find.
+        if self.settled(cpu) {
             #[cfg(debug_assertions)]
             debug_assert_eq!(self.eager[cpu], 0, "cpu{cpu}: lazy and eager DVM charges differ");
             return;

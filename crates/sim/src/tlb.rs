@@ -315,6 +315,13 @@ fn l1_bucket(key: u64) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - L1_BUCKETS.trailing_zeros())) as usize
 }
 
+/// Returns the first of a set's ways (its `keys` and `entries`) that holds an
+/// entry of key `k` usable under `asid`, in way order, as a scan meets them.
+#[inline(always)]
+fn first_usable(keys: &[u64], entries: &[TlbEntry], k: u64, asid: u16) -> Option<usize> {
+    keys.iter().zip(entries).position(|(&wk, e)| wk == k && (e.flags & F_GLOBAL != 0 || e.asid == asid))
+}
+
 /// Returns the key of a 2 MB entry covering page number `page` (`va >> 12`).
 #[inline(always)]
 fn block_key(page: u64) -> u64 {
@@ -567,12 +574,7 @@ impl Tlb {
     #[inline(always)]
     fn l2_usable(&self, base: usize, k: u64, asid: u16) -> Option<usize> {
         let set = base..base + self.l2_ways;
-        let (keys, entries) = (&self.l2_keys[set.clone()], &self.l2[set]);
-        let mut w = 0;
-        while w < keys.len() && !(keys[w] == k && (entries[w].flags & F_GLOBAL != 0 || entries[w].asid == asid)) {
-            w += 1;
-        }
-        (w < keys.len()).then_some(base + w)
+        first_usable(&self.l2_keys[set.clone()], &self.l2[set], k, asid).map(|w| base + w)
     }
 
     /// Returns the L1 slot holding a duplicate of `e` (its key, ASID and
@@ -698,10 +700,7 @@ impl Tlb {
                         break 'run;
                     }
                 }
-                // `l2_usable`, written out over the set's slices.
-                let k4 = p << 2;
-                let usable = |(k, e): (&u64, &TlbEntry)| *k == k4 && (e.flags & F_GLOBAL != 0 || e.asid == rule.asid);
-                let Some(w) = keys.iter().zip(entries).position(usable) else {
+                let Some(w) = first_usable(keys, entries, p << 2, rule.asid) else {
                     break 'run;
                 };
                 let e = &entries[w];
@@ -777,6 +776,7 @@ impl Tlb {
     /// and one in per slot.
     fn replace_l1(&mut self, cycle: &[u8], m: usize) {
         let l = cycle.len();
+        let count_bucket = |t: u64| asid_count_bucket(t as u32);
         // Out: each slot's entry, read from the key and ASID tag mirrors (an
         // empty slot's key is `u64::MAX`, its tag `NO_ASID`).
         let mut blocks = Tally::new();
@@ -786,11 +786,11 @@ impl Tlb {
                 blocks.add(key_block(k), &mut self.blocks, block_bucket, false);
             }
             if tag != NO_ASID {
-                asids.add(tag as u64, &mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
+                asids.add(tag as u64, &mut self.asid_counts[..], count_bucket, false);
             }
         }
         blocks.flush(&mut self.blocks, block_bucket, false);
-        asids.flush(&mut self.asid_counts[..], |t| asid_count_bucket(t as u32), false);
+        asids.flush(&mut self.asid_counts[..], count_bucket, false);
         // In: the last `L` copies, every one a valid 4 KB entry whose key and
         // tag the L2's mirrors hold. (The slices are taken once, so that the
         // compiler keeps their lengths at hand.)
@@ -816,12 +816,12 @@ impl Tlb {
             blocks.add(k >> (2 + SHIFT_2M - SHIFT_4K), counts, block_bucket, true);
             l1_asids[i] = tag;
             if tag != NO_ASID {
-                asids.add(tag as u64, asid_counts, |t| asid_count_bucket(t as u32), true);
+                asids.add(tag as u64, asid_counts, count_bucket, true);
             }
             l1[i] = l2[from];
         }
         blocks.flush(counts, block_bucket, true);
-        asids.flush(asid_counts, |t| asid_count_bucket(t as u32), true);
+        asids.flush(asid_counts, count_bucket, true);
         slots.order.next[prev as usize] = end;
         slots.order.prev[end as usize] = prev;
     }
@@ -849,7 +849,9 @@ impl Tlb {
 
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
-        if self.owes() && !self.fill_keeps_run(&e, speculative) {
+        // Settling reads the L2 and changes none of it: the victim stays.
+        let victim = self.l2_victim(&e);
+        if self.owes() && !self.fill_keeps_run(&e, speculative, victim) {
             self.settle();
         }
         // Copies still owed now: this fill's own L1 copy joins them.
@@ -862,7 +864,6 @@ impl Tlb {
             self.conts = true;
         }
         e.valid = true;
-        let victim = self.l2_victim(&e);
         self.l2_lru[victim] = now;
         let old = self.l2[victim];
         if old.valid {
@@ -938,7 +939,7 @@ impl Tlb {
         if !self.continues_run(page, asid) {
             return None;
         }
-        let (k4, k2) = (page << 2, ((va >> SHIFT_2M) << 2) | 2);
+        let (k4, k2) = (page << 2, block_key(page));
         // The L1 as the run found it, while some of it is left: the run's
         // copies are of other pages.
         if !self.l1_replaced(self.deferred.n) && self.l1_usable::<false>(k4, NO_KEY, k2, asid).is_some() {
@@ -962,8 +963,8 @@ impl Tlb {
     /// the walked translation of the run's next page (its L1 copy joins the
     /// run's: the L1 as the run found it holds no duplicate to replace, and the
     /// victim cycle goes on), whose L2 victim is not the original of a copy
-    /// that survives.
-    fn fill_keeps_run(&self, e: &TlbEntry, speculative: bool) -> bool {
+    /// that survives. `victim`: that L2 slot ([`Tlb::l2_victim`]).
+    fn fill_keeps_run(&self, e: &TlbEntry, speculative: bool, victim: usize) -> bool {
         if e.cont() {
             return false;
         }
@@ -973,7 +974,7 @@ impl Tlb {
                 return false;
             }
         }
-        !self.owed_from(self.l2_victim(e))
+        !self.owed_from(victim)
     }
 
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
