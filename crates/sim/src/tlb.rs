@@ -24,6 +24,9 @@
 //! L1-size survive (see [`Deferred`]). A lookup or a walk's fill of the run's
 //! next page adds to them; every other method that reads the L1 settles them
 //! first, so nothing outside the fast path ever sees a TLB with copies owed.
+//! Copies that replace the whole L1 are settled by parking them ([`Parked`]):
+//! they are written into their slots only when something reads them, which
+//! in such a loop is seldom before the L1's next wholesale replacement.
 
 use crate::pagetable::{PteRef, TableRef, CONT_PTES, SHIFT_2M, SHIFT_4K, SHIFT_64K};
 
@@ -240,6 +243,8 @@ pub struct Tlb {
     asid_counts: Box<[u16; ASID_COUNT_BUCKETS]>,
     /// L1 copies of L2 hits that [`Tlb::sweep`] owes, applied by [`Tlb::settle`].
     deferred: Deferred,
+    /// The copies of a run that replaced the whole L1, not yet written into it.
+    parked: Parked,
 }
 
 /// The L1 copies [`Tlb::sweep`] owes: the L2 slots it hit, in order, for a run
@@ -264,6 +269,8 @@ pub struct Tlb {
 /// change the counts by adding, so its lookups and fills let them wait. So
 /// the TLB that [`Tlb::settle`] leaves is the one the lookups one by
 /// one would have left, entries, recency order, key index and counts alike.
+/// (The lookups and fills themselves settle by [`Tlb::settle_run`], which
+/// parks `L` copies or more instead of writing them: see [`Parked`].)
 #[derive(Clone)]
 struct Deferred {
     /// The L2 slot of copy `j`, at `j % MAX_L1_ENTRIES` (the last `L` are kept).
@@ -274,6 +281,56 @@ struct Deferred {
     asid: u16,
     /// The 4 KB page number the run's next page would be (`va >> 12`).
     next_page: u64,
+}
+
+/// An L1 that a run's copies replaced wholly, kept as the run left it instead
+/// of written out: slot `slot[k]` holds a copy of L2 slot `from[k]`, the
+/// run's page `page + k - lo`, for the pending copies `k` in `lo..len` (at
+/// `len` = L, the L1's size, the last copy), least recently used first.
+///
+/// Why it can wait: after a run of `m >= L` copies the L1 is the last `L` of
+/// them, in copy order, and in a loop over more pages than the L1 holds they
+/// are seldom read: what runs next (a system call, a switch) misses the L1, and
+/// each of its L2 hits evicts the least recently used slot, the oldest pending
+/// copy. So the slots of pending copies keep their old contents (and the
+/// counts, which count what the slots hold, keep counting those), and:
+/// - a lookup reads the other slots as ever, and no pending slot; a page among
+///   the pending copies' writes them all out first ([`Tlb::unpark`]), as does
+///   a fill whose L1 duplicate may be one or whose L2 victim is an original;
+/// - a copy into the L1 takes the oldest pending copy's slot: with every slot
+///   held and every slot not pending used since the run, it is the least
+///   recently used (a pending slot is never free, a hit on a pending copy
+///   writes them out first);
+/// - a new run's victims are the pending copies' slots, oldest first, then
+///   the others from least recently used;
+/// - every other method that reads the L1, or the counts exactly, writes them
+///   out first ([`Tlb::settle`]).
+///
+/// Written out, the pending copies take the least recent end of the recency
+/// order, in copy order, before every slot used since: the L1, its index,
+/// recency order and counts are then what copying them one by one would have
+/// left.
+#[derive(Clone)]
+struct Parked {
+    /// The L1 slot of copy `k`.
+    slot: [u8; MAX_L1_ENTRIES],
+    /// The L2 slot whose entry copy `k` is.
+    from: [u32; MAX_L1_ENTRIES],
+    /// The pending copies are `lo..len`.
+    lo: usize,
+    len: usize,
+    /// The page number (`va >> 12`) of copy `lo`.
+    page: u64,
+    /// Bit `i` set: slot `i` holds a pending copy.
+    mask: u64,
+}
+
+impl Parked {
+    /// Returns whether a pending copy is of page number `page`.
+    #[inline(always)]
+    fn covers(&self, page: u64) -> bool {
+        page.wrapping_sub(self.page) < (self.len - self.lo) as u64
+    }
 }
 
 /// What the oracle and the access require of every entry [`Tlb::sweep`] uses;
@@ -329,11 +386,12 @@ fn block_key(page: u64) -> u64 {
 }
 
 /// Returns whether the L1 (its slots and entries) holds an entry of key `k`
-/// usable under `asid`; a free function, for a caller that holds other parts
-/// of the [`Tlb`] mutably.
+/// usable under `asid` outside the slots of `pending` (those of a [`Parked`]
+/// run, whose contents are stale); a free function, for a caller that holds
+/// other parts of the [`Tlb`] mutably.
 #[inline(always)]
-fn l1_holds_in(slots: &Slots, l1: &[TlbEntry], k: u64, asid: u16) -> bool {
-    let mut m = slots.candidates(k);
+fn l1_holds_in(slots: &Slots, l1: &[TlbEntry], pending: u64, k: u64, asid: u16) -> bool {
+    let mut m = slots.candidates(k) & !pending;
     while m != 0 {
         let i = m.trailing_zeros() as usize;
         m &= m - 1;
@@ -425,6 +483,7 @@ impl Tlb {
             conts: false,
             asid_counts: Box::new([0; ASID_COUNT_BUCKETS]),
             deferred: Deferred { slots: [0; MAX_L1_ENTRIES], n: 0, asid: 0, next_page: 0 },
+            parked: Parked { slot: [0; MAX_L1_ENTRIES], from: [0; MAX_L1_ENTRIES], lo: 0, len: 0, page: 0, mask: 0 },
         }
     }
 
@@ -510,7 +569,10 @@ impl Tlb {
             if let Some(r) = self.lookup_in_run(va, asid) {
                 return r;
             }
-            self.settle();
+            self.settle_run();
+        }
+        if self.parked.covers(va >> SHIFT_4K) {
+            self.unpark();
         }
         // Without 64 KB entries the lookup compares two keys, as it always did.
         if self.conts {
@@ -555,6 +617,9 @@ impl Tlb {
         if CONT {
             m |= self.l1_slots.candidates(k64);
         }
+        // A pending slot's contents are stale (and a page among the pending
+        // copies was written out before).
+        m &= !self.parked.mask;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
@@ -583,7 +648,7 @@ impl Tlb {
     #[inline]
     fn l1_duplicate(&self, e: &TlbEntry) -> Option<usize> {
         let k = key(e);
-        let mut m = self.l1_slots.candidates(k);
+        let mut m = self.l1_slots.candidates(k) & !self.parked.mask;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
@@ -612,7 +677,7 @@ impl Tlb {
         }
         let page = va >> SHIFT_4K;
         if self.owes() && !self.continues_run(page, rule.asid) {
-            self.settle();
+            self.settle_run();
         }
         // The set's ways known to the compiler where they are a preset's.
         let done = match self.l2_ways {
@@ -690,13 +755,16 @@ impl Tlb {
                 // A page the L1 as the run found it holds (unless a copy of this
                 // run evicted it) is a hit, which the general path takes.
                 if L1 {
+                    let pending = self.parked.mask;
                     if p == block_end {
-                        if l1_holds_in(&self.l1_slots, &self.l1, block_key(p), rule.asid) {
+                        if l1_holds_in(&self.l1_slots, &self.l1, pending, block_key(p), rule.asid) {
                             break 'run;
                         }
                         block_end = ((p >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
                     }
-                    if l1_holds_in(&self.l1_slots, &self.l1, p << 2, rule.asid) {
+                    // A page among the pending copies stops it too, whether
+                    // or not its copy is usable under this ASID.
+                    if l1_holds_in(&self.l1_slots, &self.l1, pending, p << 2, rule.asid) || self.parked.covers(p) {
                         break 'run;
                     }
                 }
@@ -722,92 +790,157 @@ impl Tlb {
         done
     }
 
-    /// Applies the L1 copies [`Tlb::sweep`] deferred (see [`Deferred`]): the
-    /// last `min(m, L)` of the `m` owed, copy `j` into slot `cycle[j % L]`, in
-    /// order, so that the recency order ends as the copies one by one leave it.
+    /// Brings the L1 up to date: applies the copies [`Tlb::sweep`] deferred
+    /// (see [`Deferred`]) and writes out a parked run's (see [`Parked`]), so
+    /// that the L1, its index, recency order and the counts are what the
+    /// lookups one by one would have left.
     #[inline]
     pub fn settle(&mut self) {
+        self.settle_run();
+        if self.parked.mask != 0 {
+            self.unpark();
+        }
+    }
+
+    /// Applies the copies [`Tlb::sweep`] deferred, as far as the lookups and
+    /// fills need: a run that replaced the whole L1 is parked.
+    #[inline]
+    fn settle_run(&mut self) {
         if self.owes() {
             self.settle_owed();
         }
     }
 
-    /// [`Tlb::settle`] with copies owed.
+    /// [`Tlb::settle_run`] with copies owed: of the `m` owed the last
+    /// `min(m, L)` survive, copy `j` in slot `cycle[j % L]`. Fewer than `L`
+    /// are copied in order, so that the recency order ends as the copies one
+    /// by one leave it; `L` or more are parked.
     #[inline(never)]
     fn settle_owed(&mut self) {
         let m = self.deferred.n;
         self.deferred.n = 0;
         let l = self.l1.len();
+        if m < l && self.parked.mask != 0 {
+            self.unpark();
+        }
         // The cycle of victims (as far as the copies reach into it): the empty
-        // slots in increasing order, then the held ones from least recently used.
+        // slots in increasing order, then the held ones from least recently
+        // used, a parked run's pending copies first.
         let want = m.min(l);
         let mut cycle = [0u8; MAX_L1_ENTRIES];
         let mut k = 0;
-        let free = self.l1_slots.free;
+        let pending = self.parked.mask;
+        let free = self.l1_slots.free & !pending;
         let mut f = free;
         while f != 0 && k < want {
             cycle[k] = f.trailing_zeros() as u8;
             k += 1;
             f &= f - 1;
         }
-        let mut s = self.l1_slots.order.lru();
-        while k < want {
-            if free & (1 << s) == 0 {
-                cycle[k] = s as u8;
-                k += 1;
+        let p = &self.parked;
+        let held = (p.len - p.lo).min(want - k);
+        cycle[k..k + held].copy_from_slice(&p.slot[p.lo..p.lo + held]);
+        k += held;
+        let order = &self.l1_slots.order;
+        if want == l {
+            // Every slot: the rest are all held and not pending, so found as
+            // well from the most recent end, where a parked run's are (each
+            // was used since it parked), and the list's order restored.
+            let mut s = order.prev[order.end as usize] as usize;
+            let mut j = l;
+            while j > k {
+                if (free | pending) & (1 << s) == 0 {
+                    j -= 1;
+                    cycle[j] = s as u8;
+                }
+                s = order.prev[s] as usize;
             }
-            s = self.l1_slots.order.next[s] as usize;
+        } else {
+            let mut s = order.lru();
+            while k < want {
+                if (free | pending) & (1 << s) == 0 {
+                    cycle[k] = s as u8;
+                    k += 1;
+                }
+                s = order.next[s] as usize;
+            }
         }
         if m < l {
             for (j, &i) in cycle[..m].iter().enumerate() {
                 let e = self.l2[self.deferred.slots[j] as usize];
                 self.set_l1(i as usize, e);
             }
-        } else {
-            self.replace_l1(&cycle[..l], m);
+            return;
         }
+        // Park the last `L` copies, oldest first: nothing of the L1 is left
+        // (a parked run's pending copies go with the rest).
+        // Copy `j` (of `m - l..m`) is slot `cycle[j % l]` and the ring's
+        // `j % MAX_L1_ENTRIES`: both rotations.
+        let p = &mut self.parked;
+        let r = m % l;
+        p.slot[..l - r].copy_from_slice(&cycle[r..l]);
+        p.slot[l - r..l].copy_from_slice(&cycle[..r]);
+        let ring = &self.deferred.slots;
+        let r = (m - l) % MAX_L1_ENTRIES;
+        let wrap = (MAX_L1_ENTRIES - r).min(l);
+        p.from[..wrap].copy_from_slice(&ring[r..r + wrap]);
+        p.from[wrap..l].copy_from_slice(&ring[..l - wrap]);
+        p.lo = 0;
+        p.len = l;
+        p.page = self.deferred.next_page - l as u64;
+        p.mask = u64::MAX >> (64 - l);
     }
 
-    /// [`Tlb::settle`] of `m` copies, at least the L1's size `L`: every slot is
-    /// replaced, copy `j` (of the last `L`) in slot `cycle[j % L]`, and the
-    /// recency order is those copies' order. Builds the L1, its key index and
-    /// recency order in one pass, where `L` calls of [`Tlb::set_l1`] would each
-    /// undo what the last left; the counts move as theirs would, one entry out
-    /// and one in per slot.
-    fn replace_l1(&mut self, cycle: &[u8], m: usize) {
-        let l = cycle.len();
+    /// Writes a parked run's pending copies into their slots (see [`Parked`]):
+    /// each slot's old entry is counted out and the copy in, and the recency
+    /// order becomes the pending copies in copy order, then every other slot
+    /// in its order (each was used since the run).
+    #[inline(never)]
+    fn unpark(&mut self) {
         let count_bucket = |t: u64| asid_count_bucket(t as u32);
-        // Out: each slot's entry, read from the key and ASID tag mirrors (an
-        // empty slot's key is `u64::MAX`, its tag `NO_ASID`).
-        let mut blocks = Tally::new();
-        let mut asids = Tally::new();
-        for (&k, &tag) in self.l1_slots.keys[..l].iter().zip(&self.l1_asids[..l]) {
-            if k != u64::MAX {
-                blocks.add(key_block(k), &mut self.blocks, block_bucket, false);
+        let p = &self.parked;
+        let (lo, len, pending) = (p.lo, p.len, p.mask);
+        let l = self.l1.len();
+        // The order of the slots not pending, before anything changes.
+        let mut rest = [0u8; MAX_L1_ENTRIES];
+        let mut n_rest = 0;
+        let order = &self.l1_slots.order;
+        let mut s = order.lru();
+        while s != order.end as usize {
+            if pending & (1 << s) == 0 {
+                rest[n_rest] = s as u8;
+                n_rest += 1;
             }
-            if tag != NO_ASID {
-                asids.add(tag as u64, &mut self.asid_counts[..], count_bucket, false);
-            }
+            s = order.next[s] as usize;
         }
-        blocks.flush(&mut self.blocks, block_bucket, false);
-        asids.flush(&mut self.asid_counts[..], count_bucket, false);
-        // In: the last `L` copies, every one a valid 4 KB entry whose key and
-        // tag the L2's mirrors hold. (The slices are taken once, so that the
-        // compiler keeps their lengths at hand.)
+        debug_assert_eq!(n_rest + (len - lo), l, "a slot neither pending nor in the recency order");
         let slots = &mut self.l1_slots;
-        *slots.index = [0; L1_BUCKETS];
-        slots.free = 0;
         let (l1, l1_keys, l1_asids) = (&mut self.l1[..l], &mut slots.keys[..l], &mut self.l1_asids[..l]);
         let (l2, l2_keys, l2_asids) = (&self.l2[..], &self.l2_keys[..], &self.l2_asids[..]);
         let (counts, asid_counts) = (&mut self.blocks[..], &mut self.asid_counts[..]);
-        let (mut prev, end) = (slots.order.end, slots.order.end);
-        let mut c = (m - l) % l;
-        for j in m - l..m {
-            let i = cycle[c] as usize;
-            c = if c + 1 == l { 0 } else { c + 1 };
-            let from = self.deferred.slots[j % MAX_L1_ENTRIES] as usize;
+        // Out: each pending slot's old entry, read from the key and ASID tag
+        // mirrors (an empty slot's key is `u64::MAX`, its tag `NO_ASID`).
+        let (mut blocks, mut asids) = (Tally::new(), Tally::new());
+        for &i in &p.slot[lo..len] {
+            let (k, tag) = (l1_keys[i as usize], l1_asids[i as usize]);
+            if k != u64::MAX {
+                slots.index[l1_bucket(k)] &= !(1 << i);
+                blocks.add(key_block(k), counts, block_bucket, false);
+            }
+            if tag != NO_ASID {
+                asids.add(tag as u64, asid_counts, count_bucket, false);
+            }
+        }
+        blocks.flush(counts, block_bucket, false);
+        asids.flush(asid_counts, count_bucket, false);
+        // In: the copies, every one a valid 4 KB entry whose key and tag the
+        // L2's mirrors hold, linked in copy order.
+        let end = slots.order.end;
+        let mut prev = end;
+        for (&i, &from) in p.slot[lo..len].iter().zip(&p.from[lo..len]) {
+            let (i, from) = (i as usize, from as usize);
             let (k, tag) = (l2_keys[from], l2_asids[from]);
-            debug_assert!(k & 3 == 0 && k == key(&l2[from]), "an owed copy of no 4 KB entry");
+            debug_assert!(k & 3 == 0 && k == key(&l2[from]), "a pending copy of no 4 KB entry");
             l1_keys[i] = k;
             slots.index[l1_bucket(k)] |= 1 << i;
             slots.order.next[prev as usize] = i as u8;
@@ -822,8 +955,23 @@ impl Tlb {
         }
         blocks.flush(counts, block_bucket, true);
         asids.flush(asid_counts, count_bucket, true);
+        for &i in &rest[..n_rest] {
+            slots.order.next[prev as usize] = i;
+            slots.order.prev[i as usize] = prev;
+            prev = i;
+        }
         slots.order.next[prev as usize] = end;
         slots.order.prev[end as usize] = prev;
+        slots.free &= !pending;
+        self.parked.lo = self.parked.len;
+        self.parked.mask = 0;
+    }
+
+    /// Returns whether a pending copy of a parked run is of L2 slot `i`.
+    #[inline]
+    fn parked_from(&self, i: usize) -> bool {
+        let p = &self.parked;
+        p.from[p.lo..p.len].contains(&(i as u32))
     }
 
     /// Returns whether L1 copies are owed (see [`Deferred`]).
@@ -842,9 +990,21 @@ impl Tlb {
         }
     }
 
-    /// Replaces the L1's victim ([`Slots::victim`]) with `e`.
+    /// Replaces the L1's victim with `e`: [`Slots::victim`], or while a run is
+    /// parked, its oldest pending copy's slot (see [`Parked`]).
     fn insert_l1(&mut self, e: TlbEntry) {
-        self.set_l1(self.l1_slots.victim(), e);
+        if self.parked.mask == 0 {
+            self.set_l1(self.l1_slots.victim(), e);
+            return;
+        }
+        debug_assert_eq!(self.l1_slots.free & !self.parked.mask, 0, "an empty slot while a run is parked");
+        let p = &mut self.parked;
+        let i = p.slot[p.lo] as usize;
+        p.lo += 1;
+        p.page += 1;
+        p.mask &= !(1 << i);
+        // The slot's old entry is the one counted out, as the counts count it.
+        self.set_l1(i, e);
     }
 
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
@@ -852,7 +1012,14 @@ impl Tlb {
         // Settling reads the L2 and changes none of it: the victim stays.
         let victim = self.l2_victim(&e);
         if self.owes() && !self.fill_keeps_run(&e, speculative, victim) {
-            self.settle();
+            self.settle_run();
+        }
+        // A parked run's copy of the victim, or (not knowing which) of the
+        // page, is written out before the L2 entry or the L1 duplicate goes.
+        if self.parked.mask != 0
+            && (self.parked_from(victim) || (!speculative && e.flags & F_SIZE == 0 && self.parked.covers(e.tag)))
+        {
+            self.unpark();
         }
         // Copies still owed now: this fill's own L1 copy joins them.
         let joins_run = self.owes() && !speculative;
@@ -941,8 +1108,13 @@ impl Tlb {
         }
         let (k4, k2) = (page << 2, block_key(page));
         // The L1 as the run found it, while some of it is left: the run's
-        // copies are of other pages.
-        if !self.l1_replaced(self.deferred.n) && self.l1_usable::<false>(k4, NO_KEY, k2, asid).is_some() {
+        // copies are of other pages. (A parked run's pending copy of the page
+        // counts as held. The run's own copies, which evict the pending ones
+        // first and oldest first, have in fact always evicted it by the time
+        // the run reaches it; the check costs little and assumes none of that.)
+        if !self.l1_replaced(self.deferred.n)
+            && (self.l1_usable::<false>(k4, NO_KEY, k2, asid).is_some() || self.parked.covers(page))
+        {
             return None;
         }
         if let Some(i) = self.l2_usable(self.l2_set(page).start, k4, asid) {
@@ -963,13 +1135,16 @@ impl Tlb {
     /// the walked translation of the run's next page (its L1 copy joins the
     /// run's: the L1 as the run found it holds no duplicate to replace, and the
     /// victim cycle goes on), whose L2 victim is not the original of a copy
-    /// that survives. `victim`: that L2 slot ([`Tlb::l2_victim`]).
+    /// that survives. `victim`: that L2 slot ([`Tlb::l2_victim`]). (A parked
+    /// run's pending copy of the page counts as a duplicate, as in
+    /// [`Tlb::lookup_in_run`].)
     fn fill_keeps_run(&self, e: &TlbEntry, speculative: bool, victim: usize) -> bool {
         if e.cont() {
             return false;
         }
         if !speculative {
-            let dup = !self.l1_replaced(self.deferred.n) && self.l1_duplicate(e).is_some();
+            let dup =
+                !self.l1_replaced(self.deferred.n) && (self.l1_duplicate(e).is_some() || self.parked.covers(e.tag));
             if e.flags & F_SIZE != 0 || !self.continues_run(e.tag, e.asid) || dup {
                 return false;
             }
@@ -1279,9 +1454,10 @@ impl Tlb {
     }
 
     /// Returns whether an entry (of any level, global or not) in the 2 MB block of
-    /// `va` may be held. While L1 copies are owed ([`Deferred`]) the counts
-    /// still count what they will evict, and every copy's L2 original counts
-    /// its block: the answer only errs towards "may hold", as always.
+    /// `va` may be held. While L1 copies are owed ([`Deferred`]) or parked
+    /// ([`Parked`]) the counts still count what they evict, and every copy's L2
+    /// original counts its block: the answer only errs towards "may hold", as
+    /// always.
     pub fn may_hold_block(&self, va: u64) -> bool {
         self.blocks[block_bucket(va >> SHIFT_2M)] > 0
     }
@@ -1874,9 +2050,17 @@ mod tests {
                         assert_eq!(a.invalidate(i), b.invalidate(i), "round {round} step {step}: {i:?}");
                     }
                     _ => {
-                        // A run from `page`, or the page after the run owed (a
-                        // continuation, as a touch's next chunk is).
-                        let va = if a.owes() && rng.next_u64() % 2 == 0 { a.deferred.next_page << 12 } else { page };
+                        // A run from `page`, the page after the run owed (a
+                        // continuation, as a touch's next chunk is), or a page
+                        // just below a parked run's pending copies (so that it
+                        // meets them while it checks the L1).
+                        let va = match rng.next_u64() % 4 {
+                            0 | 1 if a.owes() => a.deferred.next_page << 12,
+                            2 if a.parked.mask != 0 => {
+                                a.parked.page.saturating_sub(rng.next_u64() % (l1 as u64 + 1)) << 12
+                            }
+                            _ => page,
+                        };
                         let pages = 1 + rng.next_u64() % 24;
                         let rule = SweepRule { asid, uid: 1, min_ver: 0, write: false };
                         let owed = a.deferred.n;
@@ -1901,7 +2085,8 @@ mod tests {
                             let hit = c.lookup_entry(next, asid);
                             let held = [block_key(next >> 12), (next >> 12) << 2]
                                 .iter()
-                                .any(|&k| l1_holds_in(&a.l1_slots, &a.l1, k, asid));
+                                .any(|&k| l1_holds_in(&a.l1_slots, &a.l1, a.parked.mask, k, asid))
+                                || a.parked.covers(next >> 12);
                             assert!(
                                 held || !matches!(hit, Some((Hit::L2(_), e)) if e.flags & F_SIZE == 0),
                                 "round {round} step {step}: stopped at {next:#x}, which one by one is {hit:?}"
