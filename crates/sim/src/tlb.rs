@@ -1153,17 +1153,19 @@ impl Tlb {
     }
 
     fn set_l1(&mut self, i: usize, e: TlbEntry) {
-        let old = &self.l1[i];
+        // The old entry's key and block from the key mirror (`u64::MAX`: empty).
+        let (old, new) = (self.l1_slots.keys[i], if e.valid { key(&e) } else { u64::MAX });
         // An entry replaced by one of the same 2 MB block leaves the counts as they are.
-        if !(old.valid && e.valid && old.block() == e.block()) {
-            if old.valid {
-                self.count_block(old.block(), false);
+        let (old_block, new_block) = (key_block(old), key_block(new));
+        if !(old != u64::MAX && new != u64::MAX && old_block == new_block) {
+            if old != u64::MAX {
+                self.count_block(old_block, false);
             }
-            if e.valid {
-                self.count_block(e.block(), true);
+            if new != u64::MAX {
+                self.count_block(new_block, true);
             }
         }
-        self.l1_slots.set_key(i, if e.valid { key(&e) } else { u64::MAX });
+        self.l1_slots.set_key(i, new);
         let (old_tag, tag) = (self.l1_asids[i], asid_tag(&e));
         if old_tag != tag {
             self.count_asid(old_tag, false);
@@ -1557,6 +1559,9 @@ impl Slots {
     }
 }
 
+/// The length of [`Recency`]'s link arrays: one for each value of a `u8`.
+const RECENCY_LINKS: usize = 256;
+
 /// The recency order of a [`Slots`]' slots, least recently used first: what the LRU
 /// stamps of the model (a fresh tick of the TLB's clock on every hit and every
 /// fill of a slot) order them by. Stamps are distinct, every one being a new
@@ -1568,8 +1573,10 @@ impl Slots {
 struct Recency {
     /// `prev[i]`, `next[i]`: slot `i`'s neighbours; index `n` (the slot count)
     /// is the sentinel, whose `next` is the head and `prev` the tail.
-    prev: [u8; MAX_L1_ENTRIES + 1],
-    next: [u8; MAX_L1_ENTRIES + 1],
+    /// (256 entries, of which the first `n + 1` are used: any `u8` indexes
+    /// them, so that the compiler checks no index.)
+    prev: [u8; RECENCY_LINKS],
+    next: [u8; RECENCY_LINKS],
     /// The sentinel's index.
     end: u8,
 }
@@ -1577,7 +1584,7 @@ struct Recency {
 impl Recency {
     /// Returns the order of `n` slots that have never been used: slot 0 first.
     fn new(n: usize) -> Self {
-        let mut o = Recency { prev: [0; MAX_L1_ENTRIES + 1], next: [0; MAX_L1_ENTRIES + 1], end: n as u8 };
+        let mut o = Recency { prev: [0; RECENCY_LINKS], next: [0; RECENCY_LINKS], end: n as u8 };
         for i in 0..=n {
             o.next[i] = ((i + 1) % (n + 1)) as u8;
             o.prev[(i + 1) % (n + 1)] = i as u8;
@@ -1594,7 +1601,8 @@ impl Recency {
     /// Makes slot `i` the most recently used.
     #[inline(always)]
     fn touch(&mut self, i: usize) {
-        let end = self.end as usize;
+        debug_assert!(i < RECENCY_LINKS);
+        let (i, end) = (i as u8 as usize, self.end as usize);
         if self.prev[end] as usize == i {
             return;
         }
