@@ -1014,11 +1014,11 @@ impl Tlb {
         if self.owes() && !self.fill_keeps_run(&e, speculative, victim) {
             self.settle_run();
         }
-        // A parked run's copy of the victim, or (not knowing which) of the
-        // page, is written out before the L2 entry or the L1 duplicate goes.
-        if self.parked.mask != 0
-            && (self.parked_from(victim) || (!speculative && e.flags & F_SIZE == 0 && self.parked.covers(e.tag)))
-        {
+        // A parked run's copy of the victim is written out before the L2
+        // entry goes. (A pending copy that duplicates `e`, which the L1 would
+        // replace in place, is one: its original in the L2 duplicates `e`
+        // too, and a fill's victim is its duplicate first.)
+        if self.parked.mask != 0 && self.parked_from(victim) {
             self.unpark();
         }
         // Copies still owed now: this fill's own L1 copy joins them.
