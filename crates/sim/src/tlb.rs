@@ -1405,7 +1405,11 @@ impl Tlb {
     /// L1 and the L2; an L1 entry is usually a copy of an L2 one), without
     /// touching LRU state.
     pub fn cont_entries(&self, va: u64, asid: u16) -> impl Iterator<Item = &TlbEntry> {
-        // A sweep defers nothing while 64 KB entries may be held.
+        // A sweep defers nothing while 64 KB entries may be held. A run parked
+        // before the first 64 KB fill may still be: its pending slots' old
+        // contents hold no 64 KB entry either (none was ever filled before
+        // the run, or everything was invalidated since), and its copies are
+        // 4 KB ones, so no slot of key `k64` is stale or pending.
         debug_assert!(!self.conts || !self.owes(), "the L1 read with copies owed");
         let k64 = if self.conts { ((va >> SHIFT_64K) << 2) | 1 } else { NO_KEY };
         let l1 = self.l1_slots.keys.iter().zip(self.l1.iter()).filter(move |(k, _)| **k == k64).map(|(_, e)| e);
