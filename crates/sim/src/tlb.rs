@@ -700,12 +700,30 @@ impl Tlb {
     ) -> u64 {
         // Each page is checked against the L1 as the run found it until the
         // run owes a copy for every slot (one a page): then none of it is left.
-        let checked = pages.min(self.l1.len().saturating_sub(self.deferred.n) as u64);
-        let done = self.sweep_l2::<WAYS, true>(page, checked, rule, used);
+        let l = self.l1.len() as u64;
+        let checked = pages.min(l.saturating_sub(self.deferred.n as u64));
+        let done = self.sweep_l2::<WAYS, true, true>(page, checked, rule, used);
         if done < checked {
             return done;
         }
-        done + self.sweep_l2::<WAYS, false>(page + done, pages - done, rule, used)
+        // Of the pages after, only the copies of the last `L` can survive:
+        // the loop owes those before the last `L` pages without naming their
+        // L2 slots. Where it stops short, the ones among the last `L` copies
+        // after all are named after it, by the loop's own probe (nothing it
+        // reads has changed since).
+        let (page, rest) = (page + done, pages - done);
+        let quiet = rest.saturating_sub(l);
+        let n = self.deferred.n;
+        let mid = self.sweep_l2::<WAYS, false, false>(page, quiet, rule, used);
+        let last =
+            if mid == quiet { self.sweep_l2::<WAYS, false, true>(page + mid, rest - mid, rule, used) } else { 0 };
+        for t in mid - l.saturating_sub(last).min(mid)..mid {
+            let q = page + t;
+            let found = self.l2_usable(self.l2_set_of(q) * self.l2_ways, q << 2, rule.asid);
+            debug_assert!(found.is_some(), "a swept page no longer in the L2");
+            self.deferred.slots[(n + t as usize) % MAX_L1_ENTRIES] = found.unwrap_or(0) as u32;
+        }
+        done + mid + last
     }
 
     /// Records where a sweep from page `page` that translated `done` pages
@@ -722,11 +740,12 @@ impl Tlb {
     /// The loop of [`Tlb::sweep`], for up to `pages` pages from page number
     /// `page`: with `L1`, a page the L1 holds stops it; each page's 4 KB entry
     /// (the first usable way of its set, as `l2_usable` finds it) must pass
-    /// `rule`; its stamp moves and its L1 copy is owed. Returns the pages
-    /// translated. `WAYS`: the L2's ways where the caller knows them (then the
-    /// compiler does too), else 0.
+    /// `rule`; its stamp moves and its L1 copy is owed, its L2 slot written to
+    /// the ring with `NAMED` (without, the caller names the slots of the copies
+    /// that can survive). Returns the pages translated. `WAYS`: the L2's ways
+    /// where the caller knows them (then the compiler does too), else 0.
     #[inline(always)]
-    fn sweep_l2<const WAYS: usize, const L1: bool>(
+    fn sweep_l2<const WAYS: usize, const L1: bool, const NAMED: bool>(
         &mut self,
         page: u64,
         pages: u64,
@@ -778,7 +797,9 @@ impl Tlb {
                 used(e);
                 clock += 1;
                 stamps[w] = clock;
-                self.deferred.slots[n % MAX_L1_ENTRIES] = (base + w) as u32;
+                if NAMED {
+                    self.deferred.slots[n % MAX_L1_ENTRIES] = (base + w) as u32;
+                }
                 n += 1;
                 done += 1;
                 base += ways;
