@@ -231,7 +231,8 @@ pub struct Tlb {
     /// Valid entries of every level (L1, L2, walk cache) by [`block_bucket`] of
     /// their 2 MB block: a bucket at zero holds nothing an invalidation by VA in
     /// one of its blocks could remove.
-    blocks: Vec<u16>,
+    /// (A fixed-size array: a bucket indexes it with no check.)
+    blocks: Box<[u16; BLOCK_BUCKETS]>,
     /// Whether a 64 KB entry may be held: set by the first such fill, cleared
     /// when everything is invalidated.
     conts: bool,
@@ -479,7 +480,7 @@ impl Tlb {
             pwc_asids: vec![NO_ASID; pwc],
             clock: 0,
             asids: Box::new([0; ASID_FILTER_WORDS]),
-            blocks: vec![0; BLOCK_BUCKETS],
+            blocks: Box::new([0; BLOCK_BUCKETS]),
             conts: false,
             asid_counts: Box::new([0; ASID_COUNT_BUCKETS]),
             deferred: Deferred { slots: [0; MAX_L1_ENTRIES], n: 0, asid: 0, next_page: 0 },
@@ -1838,12 +1839,12 @@ mod tests {
             t.fill(entry(va, (i % 2) as u16, flags), i == 2);
             t.pwc_fill(va, (i % 2) as u16, flags & F_GLOBAL != 0, TableRef::default(), 0);
             let _ = t.lookup(vas[0], 0);
-            assert_eq!(t.blocks, recount(&t), "after filling {va:#x}");
+            assert_eq!(t.blocks.to_vec(), recount(&t), "after filling {va:#x}");
         }
         assert!(t.may_hold_block(0x7fff_0000_1000) && !t.may_hold_block(0x6000_0000_0000));
         for op in [Inval::Va { asid: 1, va: 0x2000 }, Inval::VaAll { va: 0x4000_0000 }, Inval::Asid(0), Inval::All] {
             t.invalidate(op);
-            assert_eq!(t.blocks, recount(&t), "after {op:?}");
+            assert_eq!(t.blocks.to_vec(), recount(&t), "after {op:?}");
         }
         assert!(!t.may_hold_block(0x7fff_0000_1000));
     }
@@ -1923,7 +1924,7 @@ mod tests {
         t.fill(entry(0x4001_0000, 1, F_CONT), false);
         assert_eq!(t.invalidate(Inval::Asid(1)), 2);
         t.fill(entry(0x4001_0000, 1, F_CONT), false);
-        assert_eq!(t.blocks, recount(&t));
+        assert_eq!(t.blocks.to_vec(), recount(&t));
         assert_eq!(t.invalidate(Inval::All), 2);
         assert!(!t.may_hold_cont());
     }
@@ -1994,7 +1995,7 @@ mod tests {
             t.l2_keys,
             t.l2_lru,
             t.l2_asids,
-            t.blocks,
+            t.blocks.to_vec(),
             t.asid_counts.to_vec(),
             t.clock
         )
