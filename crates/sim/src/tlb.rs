@@ -311,12 +311,16 @@ struct Deferred {
 /// order, in copy order, before every slot used since: the L1, its index,
 /// recency order and counts are then what copying them one by one would have
 /// left.
+///
+/// (The copies' slots are behind a `Box`: they are read only while a run is
+/// parked, and a CPU's state, which the event loop fetches ahead whole, stays
+/// smaller.)
 #[derive(Clone)]
 struct Parked {
     /// The L1 slot of copy `k`.
-    slot: [u8; MAX_L1_ENTRIES],
+    slot: Box<[u8; MAX_L1_ENTRIES]>,
     /// The L2 slot whose entry copy `k` is.
-    from: [u32; MAX_L1_ENTRIES],
+    from: Box<[u32; MAX_L1_ENTRIES]>,
     /// The pending copies are `lo..len`.
     lo: usize,
     len: usize,
@@ -484,7 +488,14 @@ impl Tlb {
             conts: false,
             asid_counts: Box::new([0; ASID_COUNT_BUCKETS]),
             deferred: Deferred { slots: [0; MAX_L1_ENTRIES], n: 0, asid: 0, next_page: 0 },
-            parked: Parked { slot: [0; MAX_L1_ENTRIES], from: [0; MAX_L1_ENTRIES], lo: 0, len: 0, page: 0, mask: 0 },
+            parked: Parked {
+                slot: Box::new([0; MAX_L1_ENTRIES]),
+                from: Box::new([0; MAX_L1_ENTRIES]),
+                lo: 0,
+                len: 0,
+                page: 0,
+                mask: 0,
+            },
         }
     }
 
@@ -1585,9 +1596,6 @@ impl Slots {
     }
 }
 
-/// The length of [`Recency`]'s link arrays: one for each value of a `u8`.
-const RECENCY_LINKS: usize = 256;
-
 /// The recency order of a [`Slots`]' slots, least recently used first: what the LRU
 /// stamps of the model (a fresh tick of the TLB's clock on every hit and every
 /// fill of a slot) order them by. Stamps are distinct, every one being a new
@@ -1599,10 +1607,8 @@ const RECENCY_LINKS: usize = 256;
 struct Recency {
     /// `prev[i]`, `next[i]`: slot `i`'s neighbours; index `n` (the slot count)
     /// is the sentinel, whose `next` is the head and `prev` the tail.
-    /// (256 entries, of which the first `n + 1` are used: any `u8` indexes
-    /// them, so that the compiler checks no index.)
-    prev: [u8; RECENCY_LINKS],
-    next: [u8; RECENCY_LINKS],
+    prev: [u8; MAX_L1_ENTRIES + 1],
+    next: [u8; MAX_L1_ENTRIES + 1],
     /// The sentinel's index.
     end: u8,
 }
@@ -1610,7 +1616,7 @@ struct Recency {
 impl Recency {
     /// Returns the order of `n` slots that have never been used: slot 0 first.
     fn new(n: usize) -> Self {
-        let mut o = Recency { prev: [0; RECENCY_LINKS], next: [0; RECENCY_LINKS], end: n as u8 };
+        let mut o = Recency { prev: [0; MAX_L1_ENTRIES + 1], next: [0; MAX_L1_ENTRIES + 1], end: n as u8 };
         for i in 0..=n {
             o.next[i] = ((i + 1) % (n + 1)) as u8;
             o.prev[(i + 1) % (n + 1)] = i as u8;
@@ -1627,8 +1633,7 @@ impl Recency {
     /// Makes slot `i` the most recently used.
     #[inline(always)]
     fn touch(&mut self, i: usize) {
-        debug_assert!(i < RECENCY_LINKS);
-        let (i, end) = (i as u8 as usize, self.end as usize);
+        let end = self.end as usize;
         if self.prev[end] as usize == i {
             return;
         }
