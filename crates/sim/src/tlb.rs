@@ -295,9 +295,11 @@ struct Deferred {
 /// each of its L2 hits evicts the least recently used slot, the oldest pending
 /// copy. So the slots of pending copies keep their old contents (and the
 /// counts, which count what the slots hold, keep counting those), and:
-/// - a lookup reads the other slots as ever, and no pending slot; a page among
-///   the pending copies' writes them all out first ([`Tlb::unpark`]), as does
-///   a fill whose L1 duplicate may be one or whose L2 victim is an original;
+/// - a lookup reads the other slots as ever, and no pending slot; a lookup of
+///   a page among the pending copies writes them all out first
+///   ([`Tlb::unpark`]), as does a fill whose L2 victim is a pending copy's
+///   original (which covers a fill that duplicates a pending copy: its victim
+///   is that copy's original);
 /// - a copy into the L1 takes the oldest pending copy's slot: with every slot
 ///   held and every slot not pending used since the run, it is the least
 ///   recently used (a pending slot is never free, a hit on a pending copy
@@ -731,7 +733,7 @@ impl Tlb {
             if mid == quiet { self.sweep_l2::<WAYS, false, true>(page + mid, rest - mid, rule, used) } else { 0 };
         for t in mid - l.saturating_sub(last).min(mid)..mid {
             let q = page + t;
-            let found = self.l2_usable(self.l2_set_of(q) * self.l2_ways, q << 2, rule.asid);
+            let found = self.l2_usable(self.l2_set(q).start, q << 2, rule.asid);
             debug_assert!(found.is_some(), "a swept page no longer in the L2");
             self.deferred.slots[(n + t as usize) % MAX_L1_ENTRIES] = found.unwrap_or(0) as u32;
         }
