@@ -112,8 +112,8 @@ impl<P: Policy> Sim<P> {
         let slice = (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
         if now - self.sched[cpu].slice_start >= slice && !self.sched[cpu].runq.is_empty() {
             self.threads[tid].state = State::Runnable;
-            self.sched[cpu].runq.push_back(tid);
-            self.sched[cpu].cur = None;
+            self.queue(cpu, tid);
+            self.set_cur(cpu, None);
             return self.schedule(cpu, Some(tid), now);
         }
         let now = self.exec(cpu, tid, now);

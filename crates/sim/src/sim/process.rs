@@ -177,7 +177,7 @@ impl<P: Policy> Sim<P> {
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         let mm = self.threads[tid].mm;
         self.threads[tid].state = State::Dead;
-        self.sched[cpu].cur = None;
+        self.set_cur(cpu, None);
         self.live -= 1;
         let m = &mut self.mms[mm.index()];
         m.users -= 1;

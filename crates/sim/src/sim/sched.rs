@@ -8,25 +8,58 @@ use tlbkit_policy::Tick;
 impl<P: Policy> Sim<P> {
     /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
     pub(super) fn least_loaded(&self) -> usize {
-        (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0)
+        let min = self.loads.iter().copied().min().unwrap_or(0);
+        let cpu = self.loads.iter().position(|&l| l == min).unwrap_or(0);
+        debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0));
+        cpu
     }
 
     /// Returns the CPU with the fewest threads queued or running, `near` itself on
     /// ties, then the lowest id: Linux's `find_idlest_cpu` keeps a new task on the
     /// local group unless another group is idler.
     pub(super) fn least_loaded_near(&self, near: usize) -> usize {
-        (0..self.sched.len()).min_by_key(|&c| (self.load(c), c != near, c)).unwrap_or(near)
+        let min = self.loads.iter().copied().min().unwrap_or(0);
+        let cpu = if self.loads.get(near) == Some(&min) {
+            near
+        } else {
+            self.loads.iter().position(|&l| l == min).unwrap_or(near)
+        };
+        debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c != near, c)).unwrap_or(near));
+        cpu
     }
 
     /// Returns the threads queued on or running on `cpu`.
     pub(super) fn load(&self, cpu: usize) -> usize {
-        self.sched[cpu].runq.len() + self.sched[cpu].cur.is_some() as usize
+        let load = self.sched[cpu].runq.len() + self.sched[cpu].cur.is_some() as usize;
+        debug_assert_eq!(load, self.loads[cpu] as usize, "CPU {cpu}'s load changed without its setter");
+        load
+    }
+
+    /// Queues `tid` last on `cpu`'s run queue.
+    pub(super) fn queue(&mut self, cpu: usize, tid: usize) {
+        self.sched[cpu].runq.push_back(tid);
+        self.loads[cpu] += 1;
+    }
+
+    /// Takes the thread queued at `at` on `cpu`'s run queue (0: the first).
+    fn unqueue(&mut self, cpu: usize, at: usize) -> Option<usize> {
+        let q = &mut self.sched[cpu].runq;
+        let tid = if at == 0 { q.pop_front() } else { q.remove(at) };
+        self.loads[cpu] -= tid.is_some() as u32;
+        tid
+    }
+
+    /// Sets the thread running on `cpu` (`None`: none).
+    pub(super) fn set_cur(&mut self, cpu: usize, tid: Option<usize>) {
+        let s = &mut self.sched[cpu];
+        self.loads[cpu] = self.loads[cpu] + tid.is_some() as u32 - s.cur.is_some() as u32;
+        s.cur = tid;
     }
 
     pub(super) fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
         self.threads[tid].state = State::Runnable;
         self.threads[tid].cpu = cpu;
-        self.sched[cpu].runq.push_back(tid);
+        self.queue(cpu, tid);
         if self.sched[cpu].cur.is_none() && !self.sched[cpu].armed {
             let c = self.m.costs;
             let mut t = now.max(self.sched[cpu].clock);
@@ -48,7 +81,7 @@ impl<P: Policy> Sim<P> {
     /// Switches `cpu` (whose previous thread was `prev`) to its next runnable
     /// thread, or to idle.
     pub(super) fn schedule(&mut self, cpu: usize, prev: Option<usize>, mut now: u64) -> u64 {
-        let mut next = self.sched[cpu].runq.pop_front();
+        let mut next = self.unqueue(cpu, 0);
         if next.is_none() && self.cfg.migration {
             next = self.steal(cpu);
         }
@@ -68,16 +101,15 @@ impl<P: Policy> Sim<P> {
         now = self.tick(cpu, Tick::Schedule, now);
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
-            self.sched[cpu].cur = None;
+            self.set_cur(cpu, None);
             return self.enter_lazy(cpu, Lazy::Idle, now);
         };
         now = self.kaccess(cpu, self.threads[next].tstruct, now);
         now = self.kaccess(cpu, self.threads[next].kstack, now);
         let mm = self.threads[next].mm;
         now = if mm.is_kernel() { self.enter_lazy(cpu, Lazy::KernelThread, now) } else { self.switch_mm(cpu, mm, now) };
-        let s = &mut self.sched[cpu];
-        s.cur = Some(next);
-        s.slice_start = now;
+        self.set_cur(cpu, Some(next));
+        self.sched[cpu].slice_start = now;
         self.threads[next].state = State::Running;
         self.threads[next].cpu = cpu;
         self.arm(cpu, now);
@@ -92,7 +124,7 @@ impl<P: Policy> Sim<P> {
             .filter(|&c| c != cpu && movable(c).is_some())
             .max_by_key(|&c| (self.sched[c].runq.len(), Reverse(c)))?;
         let at = movable(victim)?;
-        self.sched[victim].runq.remove(at)
+        self.unqueue(victim, at)
     }
 
     pub(super) fn switch_mm(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {

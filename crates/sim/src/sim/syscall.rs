@@ -61,8 +61,8 @@ impl<P: Policy> Sim<P> {
             Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
             Sys::Yield => {
                 self.threads[tid].state = State::Runnable;
-                self.sched[cpu].runq.push_back(tid);
-                self.sched[cpu].cur = None;
+                self.queue(cpu, tid);
+                self.set_cur(cpu, None);
                 now
             }
         }
@@ -88,7 +88,7 @@ impl<P: Policy> Sim<P> {
             pipe.writers.push_back(tid);
             self.threads[tid].state = State::Blocked;
             self.threads[tid].retry_write = Some(p);
-            self.sched[cpu].cur = None;
+            self.set_cur(cpu, None);
             now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
             return self.kaccess(cpu, kva, now + c.pipe_op);
         }
@@ -127,7 +127,7 @@ impl<P: Policy> Sim<P> {
         pipe.waiters.push_back(tid);
         self.threads[tid].state = State::Blocked;
         self.threads[tid].retry_read = Some(p);
-        self.sched[cpu].cur = None;
+        self.set_cur(cpu, None);
         self.kaccess(cpu, kva, now + c.pipe_op)
     }
 
