@@ -31,13 +31,26 @@ use crate::pagetable::SHIFT_2M;
 use crate::tlb::{asid_bucket, block_bucket, Inval, ASID_BUCKETS, BLOCK_BUCKETS};
 
 /// Per bucket, the set of CPUs whose TLBs may hold entries of it.
+///
+/// Each set is `words` 64-bit words, and has a summary of `sums` words (bit `w`
+/// of it for word `w` of the set), which is set whenever word `w` gains a CPU
+/// and cleared when a visit empties it: a superset of the set's non-empty
+/// words. A broadcast reads the summary and then the words it names, not the
+/// whole set: at 4096 CPUs a set is 64 words (eight cache lines) of which one
+/// or two are usually non-empty.
 pub struct Holders {
     /// 64-bit words per CPU set.
     words: usize,
+    /// 64-bit words per summary.
+    sums: usize,
     /// `ASID_BUCKETS` sets, `words` words each.
     by_asid: Vec<u64>,
     /// `BLOCK_BUCKETS` sets, `words` words each.
     by_block: Vec<u64>,
+    /// `ASID_BUCKETS` summaries, `sums` words each.
+    asid_sums: Vec<u64>,
+    /// `BLOCK_BUCKETS` summaries, `sums` words each.
+    block_sums: Vec<u64>,
 }
 
 /// Which sets a TLB a visit found may still be in.
@@ -53,7 +66,15 @@ impl Holders {
     /// Returns empty sets for `ncpus` CPUs.
     pub fn new(ncpus: usize) -> Self {
         let words = ncpus.div_ceil(64);
-        Holders { words, by_asid: vec![0; ASID_BUCKETS * words], by_block: vec![0; BLOCK_BUCKETS * words] }
+        let sums = words.div_ceil(64);
+        Holders {
+            words,
+            sums,
+            by_asid: vec![0; ASID_BUCKETS * words],
+            by_block: vec![0; BLOCK_BUCKETS * words],
+            asid_sums: vec![0; ASID_BUCKETS * sums],
+            block_sums: vec![0; BLOCK_BUCKETS * sums],
+        }
     }
 
     /// Records that `cpu`'s TLB was filled with an entry in the 2 MB block of `va`,
@@ -61,10 +82,15 @@ impl Holders {
     #[inline]
     pub fn filled(&mut self, cpu: usize, asid: Option<u16>, va: u64) {
         let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
+        let (sw, sbit) = (w / 64, 1u64 << (w % 64));
         if let Some(a) = asid {
-            self.by_asid[asid_bucket(a) * self.words + w] |= bit;
+            let a = asid_bucket(a);
+            self.by_asid[a * self.words + w] |= bit;
+            self.asid_sums[a * self.sums + sw] |= sbit;
         }
-        self.by_block[block_bucket(va >> SHIFT_2M) * self.words + w] |= bit;
+        let b = block_bucket(va >> SHIFT_2M);
+        self.by_block[b * self.words + w] |= bit;
+        self.block_sums[b * self.sums + sw] |= sbit;
     }
 
     /// Calls `visit` with every CPU whose TLB may hold something `op` removes (every
@@ -72,11 +98,11 @@ impl Holders {
     /// what the TLB may still hold, and a CPU that holds nothing of a bucket any
     /// more leaves that bucket's set.
     pub fn candidates(&mut self, ncpus: usize, op: Inval, mut visit: impl FnMut(usize) -> Still) {
-        let words = self.words;
+        let (words, sums) = (self.words, self.sums);
         let (asid, block) = match op {
-            Inval::Va { asid, va } => (Some(asid_bucket(asid) * words), Some(block_bucket(va >> SHIFT_2M) * words)),
-            Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M) * words)),
-            Inval::Asid(asid) => (Some(asid_bucket(asid) * words), None),
+            Inval::Va { asid, va } => (Some(asid_bucket(asid)), Some(block_bucket(va >> SHIFT_2M))),
+            Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M))),
+            Inval::Asid(asid) => (Some(asid_bucket(asid)), None),
             Inval::All | Inval::AllNonGlobal => {
                 for cpu in 0..ncpus {
                     visit(cpu);
@@ -84,19 +110,42 @@ impl Holders {
                 return;
             }
         };
-        for w in 0..words {
-            let a = asid.map_or(u64::MAX, |a| self.by_asid[a + w]);
-            let b = block.map_or(u64::MAX, |b| self.by_block[b + w]);
-            let mut set = a & b;
-            while set != 0 {
-                let bit = set & set.wrapping_neg();
-                set &= set - 1;
-                let still = visit(w * 64 + bit.trailing_zeros() as usize);
-                if let (Some(a), false) = (asid, still.asid) {
-                    self.by_asid[a + w] &= !bit;
+        for sw in 0..sums {
+            let sa = asid.map_or(u64::MAX, |a| self.asid_sums[a * sums + sw]);
+            let sb = block.map_or(u64::MAX, |b| self.block_sums[b * sums + sw]);
+            // The words both sets may have CPUs in, in increasing order.
+            let mut named = sa & sb;
+            while named != 0 {
+                let w = sw * 64 + named.trailing_zeros() as usize;
+                named &= named - 1;
+                if w >= words {
+                    break;
                 }
-                if let (Some(b), false) = (block, still.block) {
-                    self.by_block[b + w] &= !bit;
+                let a = asid.map_or(u64::MAX, |a| self.by_asid[a * words + w]);
+                let b = block.map_or(u64::MAX, |b| self.by_block[b * words + w]);
+                let mut set = a & b;
+                while set != 0 {
+                    let bit = set & set.wrapping_neg();
+                    set &= set - 1;
+                    let still = visit(w * 64 + bit.trailing_zeros() as usize);
+                    if let (Some(a), false) = (asid, still.asid) {
+                        self.by_asid[a * words + w] &= !bit;
+                    }
+                    if let (Some(b), false) = (block, still.block) {
+                        self.by_block[b * words + w] &= !bit;
+                    }
+                }
+                // A word left empty leaves its summary.
+                let sbit = 1u64 << (w % 64);
+                if let Some(a) = asid {
+                    if self.by_asid[a * words + w] == 0 {
+                        self.asid_sums[a * sums + sw] &= !sbit;
+                    }
+                }
+                if let Some(b) = block {
+                    if self.by_block[b * words + w] == 0 {
+                        self.block_sums[b * sums + sw] &= !sbit;
+                    }
                 }
             }
         }
@@ -142,6 +191,25 @@ mod tests {
         assert_eq!(visited(&mut h, 130, Inval::Va { asid: 7, va: 0x4000_2000 }, KEPT), vec![3]);
         assert_eq!(visited(&mut h, 130, Inval::VaAll { va: 0x4000_0000 }, KEPT), vec![3, 64]);
         assert_eq!(visited(&mut h, 130, Inval::All, KEPT).len(), 130);
+    }
+
+    #[test]
+    fn a_set_beyond_64_words_is_found_through_its_summary() {
+        // 5000 CPUs: 79 words a set, two summary words.
+        let mut h = Holders::new(5000);
+        for cpu in [0, 63, 64, 4095, 4096, 4999] {
+            h.filled(cpu, Some(9), 0x7000_0000);
+        }
+        h.filled(4200, Some(10), 0x7000_0000);
+        assert_eq!(visited(&mut h, 5000, Inval::Asid(9), KEPT), vec![0, 63, 64, 4095, 4096, 4999]);
+        assert_eq!(visited(&mut h, 5000, Inval::VaAll { va: 0x7000_0000 }, KEPT).len(), 7);
+        // Emptied words leave the summary; a later fill brings them back.
+        assert_eq!(visited(&mut h, 5000, Inval::Asid(9), GONE).len(), 6);
+        assert!(visited(&mut h, 5000, Inval::Asid(9), KEPT).is_empty());
+        assert_eq!(h.asid_sums[asid_bucket(9) * h.sums..][..2], [0, 0]);
+        h.filled(4999, Some(9), 0x1000);
+        assert_eq!(visited(&mut h, 5000, Inval::Va { asid: 9, va: 0x1000 }, KEPT), vec![4999]);
+        assert_eq!(visited(&mut h, 5000, Inval::Va { asid: 10, va: 0x7000_0000 }, KEPT), vec![4200]);
     }
 
     #[test]
