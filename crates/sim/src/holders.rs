@@ -79,18 +79,24 @@ impl Holders {
 
     /// Records that `cpu`'s TLB was filled with an entry in the 2 MB block of `va`,
     /// non-global under `asid` if one is given.
-    #[inline]
+    #[inline(always)]
     pub fn filled(&mut self, cpu: usize, asid: Option<u16>, va: u64) {
         let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
-        let (sw, sbit) = (w / 64, 1u64 << (w % 64));
+        // Usually the CPU is in both sets already and nothing is written.
         if let Some(a) = asid {
             let a = asid_bucket(a);
-            self.by_asid[a * self.words + w] |= bit;
-            self.asid_sums[a * self.sums + sw] |= sbit;
+            let word = &mut self.by_asid[a * self.words + w];
+            if *word & bit == 0 {
+                *word |= bit;
+                self.asid_sums[a * self.sums + w / 64] |= 1 << (w % 64);
+            }
         }
         let b = block_bucket(va >> SHIFT_2M);
-        self.by_block[b * self.words + w] |= bit;
-        self.block_sums[b * self.sums + sw] |= sbit;
+        let word = &mut self.by_block[b * self.words + w];
+        if *word & bit == 0 {
+            *word |= bit;
+            self.block_sums[b * self.sums + w / 64] |= 1 << (w % 64);
+        }
     }
 
     /// Calls `visit` with every CPU whose TLB may hold something `op` removes (every

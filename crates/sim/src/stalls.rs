@@ -250,18 +250,46 @@ impl Stalls {
             return 0;
         }
         let from = self.seen[cpu] - self.log.base;
-        // The first message from `from` on that starts at or after `busy_until`
-        // at the CPU's socket (starts there are non-decreasing).
-        let (mut lo, mut hi) = (from, self.log.entries.len());
-        while lo < hi {
+        let lo = self.first_not_before(socket, from, st.busy_until);
+        self.log.before(lo) - self.log.before(from) - self.own[cpu]
+    }
+
+    /// Returns the first message from `from` on (an index into the log's
+    /// entries; their end if none) that starts at or after `busy_until` at
+    /// `socket`, whose starts are non-decreasing.
+    ///
+    /// Where the answer usually is: near `from`. When broadcasts are frequent
+    /// the sockets' queues back up, so most messages logged since a CPU was
+    /// last settled start after its operation ends: at 4096 CPUs, 61% of the
+    /// settlements of `mprotect_threaded` and 88% of `fileserver`'s find the
+    /// answer within 4 messages of `from`, of the thousands logged meanwhile
+    /// (under 1% within 4 of the end). So the
+    /// search gallops forward from `from` (1, 2, 4, ... messages on), then
+    /// halves what is left: a few probes where a binary search over all of
+    /// them took a dozen.
+    #[inline]
+    fn first_not_before(&self, socket: usize, from: usize, busy_until: u64) -> usize {
+        let n = self.log.entries.len();
+        let before = |i: usize| self.start(socket, i) < busy_until;
+        // `before(lo)` (once past `from`) and, unless `hi == n`, `!before(hi)`.
+        let (mut lo, mut hi, mut step) = (from, from, 1);
+        while hi < n && before(hi) {
+            lo = hi;
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+        if hi == lo {
+            return hi;
+        }
+        while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if self.start(socket, mid) < st.busy_until {
-                lo = mid + 1;
+            if before(mid) {
+                lo = mid;
             } else {
                 hi = mid;
             }
         }
-        self.log.before(lo) - self.log.before(from) - self.own[cpu]
+        hi
     }
 
     /// Returns the cycles that running receivers have lost so far, all CPUs
@@ -319,6 +347,32 @@ mod tests {
 
     fn cpus(n: usize) -> Vec<CpuState> {
         (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect()
+    }
+
+    #[test]
+    fn the_galloping_search_finds_what_a_scan_finds() {
+        let mut s = Stalls::new(4, 2);
+        // Non-decreasing common starts with runs of equal ones, and socket 1
+        // deviating (earlier, still non-decreasing) at some messages.
+        let (mut t, mut last) = (0, 0);
+        for i in 0..300u32 {
+            t += [0, 1, 7, 0, 3][i as usize % 5];
+            s.log.entries.push((t, 0));
+            let start = if i % 11 == 0 { t.saturating_sub(2).max(last) } else { t };
+            if start != t {
+                s.deviations[1].push((i, start));
+            }
+            last = start;
+        }
+        let n = s.log.entries.len();
+        for socket in [0, 1] {
+            for from in [0, 1, 2, 37, 150, n - 2, n - 1, n] {
+                for busy in (0..=t + 2).step_by(3).chain([0, 1, t, t + 1]) {
+                    let scan = (from..n).find(|&i| s.start(socket, i) >= busy).unwrap_or(n);
+                    assert_eq!(s.first_not_before(socket, from, busy), scan, "socket {socket}, from {from}, busy {busy}");
+                }
+            }
+        }
     }
 
     #[test]

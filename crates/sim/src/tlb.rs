@@ -462,6 +462,30 @@ impl Tlb {
         prefetch_bytes(self.l1_slots.keys.as_ptr(), self.l1_slots.keys.len() * 8);
     }
 
+    /// Prefetches the L2 sets a lookup or fill of the `pages` 4 KB pages from
+    /// `va` reads (keys, entries, stamps and ASID tags), and the set of their
+    /// first 2 MB block: for a kernel path that is about to touch a few pages a
+    /// large machine's TLB has long evicted from the host's cache. A hint that
+    /// reads nothing the simulation sees.
+    pub(crate) fn prefetch_l2(&self, va: u64, pages: u64) {
+        let ways = self.l2_ways;
+        let sets = |first: usize, n: usize| {
+            let (at, len) = (first * ways, n * ways);
+            prefetch_bytes(self.l2_keys[at..].as_ptr(), len * 8);
+            prefetch_bytes(self.l2[at..].as_ptr(), len * std::mem::size_of::<TlbEntry>());
+            prefetch_bytes(self.l2_lru[at..].as_ptr(), len * 8);
+            prefetch_bytes(self.l2_asids[at..].as_ptr(), len * 4);
+        };
+        let first = self.l2_set_of(va >> SHIFT_4K);
+        let n = (pages as usize).min(self.l2_sets);
+        let head = n.min(self.l2_sets - first);
+        sets(first, head);
+        if head < n {
+            sets(0, n - head);
+        }
+        sets(self.l2_set_of(va >> SHIFT_2M), 1);
+    }
+
     /// Returns empty TLBs of the given geometry.
     ///
     /// # Panics

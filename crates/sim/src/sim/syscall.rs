@@ -142,6 +142,8 @@ impl<P: Policy> Sim<P> {
         let va = KMAP_BASE + (self.kmap_next % KMAP_SLOTS) * KMAP_SLOT_PAGES * 4096;
         self.kmap_next += 1;
         let kroot = self.mms[0].root;
+        // The copy below looks each page up: fetch its TLB sets while the PTEs are entered.
+        self.m.cpus[cpu].tlb.prefetch_l2(va, pages);
         // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid
         // between cycles, so entering them needs no invalidation (FreeBSD
         // invalidates only when an old PTE was valid).
