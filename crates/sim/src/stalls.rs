@@ -369,7 +369,11 @@ mod tests {
             for from in [0, 1, 2, 37, 150, n - 2, n - 1, n] {
                 for busy in (0..=t + 2).step_by(3).chain([0, 1, t, t + 1]) {
                     let scan = (from..n).find(|&i| s.start(socket, i) >= busy).unwrap_or(n);
-                    assert_eq!(s.first_not_before(socket, from, busy), scan, "socket {socket}, from {from}, busy {busy}");
+                    assert_eq!(
+                        s.first_not_before(socket, from, busy),
+                        scan,
+                        "socket {socket}, from {from}, busy {busy}"
+                    );
                 }
             }
         }

@@ -90,12 +90,14 @@ struct Server {
     step: u32,
     buf: u64,
     i: u64,
-    queue: Vec<Op>,
+    /// How far the current request has gone: 0, the system call next; 1, the
+    /// buffer read; 2, the computation; 3, done.
+    part: u8,
 }
 
 impl Server {
     fn new(req: Request, to_clone: usize) -> Self {
-        Server { req, to_clone, step: 0, buf: 0, i: 0, queue: Vec::new() }
+        Server { req, to_clone, step: 0, buf: 0, i: 0, part: 3 }
     }
 }
 
@@ -105,10 +107,17 @@ impl Program for Server {
             self.to_clone -= 1;
             return Op::Sys(Sys::Clone(Box::new(Server::new(self.req, 0))));
         }
-        if let Some(op) = self.queue.pop() {
-            return op;
-        }
         let r = self.req;
+        // The rest of the current request: the buffer read and the computation,
+        // each where the request has one.
+        while self.part < 3 {
+            self.part += 1;
+            match self.part {
+                2 if r.user_pages > 0 => return Op::Touch { va: self.buf, pages: r.user_pages, write: false },
+                3 if r.user_cycles > 0 => return Op::Compute(r.user_cycles),
+                _ => {}
+            }
+        }
         self.step += 1;
         match self.step {
             1 if r.user_pages > 0 => return Op::Sys(Sys::Mmap { pages: r.user_pages, write: true }),
@@ -128,16 +137,8 @@ impl Program for Server {
             return Op::Exit;
         }
         self.i += 1;
-        let mut ops = vec![Op::Sys(Sys::KernelMapCycle { pages: r.pages })];
-        if r.user_pages > 0 {
-            ops.push(Op::Touch { va: self.buf, pages: r.user_pages, write: false });
-        }
-        if r.user_cycles > 0 {
-            ops.push(Op::Compute(r.user_cycles));
-        }
-        ops.reverse();
-        self.queue = ops;
-        self.queue.pop().expect("queued above")
+        self.part = 1;
+        Op::Sys(Sys::KernelMapCycle { pages: r.pages })
     }
 }
 
