@@ -447,6 +447,10 @@ pub struct Sim<P: Policy> {
     /// Flushes whose completion the policy took over, by ticket: their
     /// obligations stay open and their frames held until it completes them.
     lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
+    /// Emptied lists of a finished flush's PTEs and frames, for the next change
+    /// to fill ([`Sim::spare_lists`]): a kernel-map cycle per request would
+    /// otherwise allocate two and free them again.
+    spare: Vec<(Vec<PteRef>, Vec<u64>)>,
     /// Whether `MADV_PAGEOUT` unmaps a large anonymous folio's PTEs in one batch
     /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
     /// (Linux v7.0).
@@ -507,6 +511,7 @@ impl<P: Policy> Sim<P> {
             jitter: 0.0,
             ticks,
             lazy_pending: Default::default(),
+            spare: Vec::new(),
             pageout_batch: false,
         };
         sim.oracle.strict = sim.cfg.strict;

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The most emptied lists [`Sim::spare_lists`] keeps.
+const MAX_SPARE_LISTS: usize = 8;
+
 impl<P: Policy> Sim<P> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open_flush(
@@ -88,7 +91,7 @@ impl<P: Policy> Sim<P> {
         if !pf.arch.is_empty() {
             self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);
         }
-        for pfn in pf.frames {
+        for &pfn in &pf.frames {
             self.frames.put(pfn, 0);
         }
         if self.oracle.strict {
@@ -96,6 +99,18 @@ impl<P: Policy> Sim<P> {
                 self.strict_scan(c, now);
             }
         }
+        if self.spare.len() < MAX_SPARE_LISTS && (pf.changed.capacity() > 0 || pf.frames.capacity() > 0) {
+            let (mut changed, mut frames) = (pf.changed, pf.frames);
+            changed.clear();
+            frames.clear();
+            self.spare.push((changed, frames));
+        }
+    }
+
+    /// Returns empty lists for a change's PTEs and frames, with the room a
+    /// finished flush's had ([`PendingFlush`]'s `changed` and `frames`).
+    pub(super) fn spare_lists(&mut self) -> (Vec<PteRef>, Vec<u64>) {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Finishes every lazy flush the policy completed since the last look

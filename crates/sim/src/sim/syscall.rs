@@ -147,7 +147,7 @@ impl<P: Policy> Sim<P> {
         // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid
         // between cycles, so entering them needs no invalidation (FreeBSD
         // invalidates only when an old PTE was valid).
-        let mut slots = Vec::with_capacity(pages as usize);
+        let (mut slots, mut frames) = self.spare_lists();
         for i in 0..pages {
             let pfn = self.alloc_frame(cpu, now);
             let r = self.pt.ensure_leaf(kroot, va + i * 4096);
@@ -178,7 +178,6 @@ impl<P: Policy> Sim<P> {
         }
         // pmap_qremove: clear each PTE, then one ranged invalidation of kernel_pmap.
         let seq = self.oracle.next_seq();
-        let mut frames = Vec::with_capacity(slots.len());
         for &r in &slots {
             let p = self.pt.pte_mut(r);
             frames.push(p.pfn);
