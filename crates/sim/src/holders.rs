@@ -124,9 +124,6 @@ impl Holders {
             while named != 0 {
                 let w = sw * 64 + named.trailing_zeros() as usize;
                 named &= named - 1;
-                if w >= words {
-                    break;
-                }
                 let a = asid.map_or(u64::MAX, |a| self.by_asid[a * words + w]);
                 let b = block.map_or(u64::MAX, |b| self.by_block[b * words + w]);
                 let mut set = a & b;

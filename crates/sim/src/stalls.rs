@@ -263,23 +263,20 @@ impl Stalls {
     /// last settled start after its operation ends: at 4096 CPUs, 61% of the
     /// settlements of `mprotect_threaded` and 88% of `fileserver`'s find the
     /// answer within 4 messages of `from`, of the thousands logged meanwhile
-    /// (under 1% within 4 of the end). So the
-    /// search gallops forward from `from` (1, 2, 4, ... messages on), then
-    /// halves what is left: a few probes where a binary search over all of
-    /// them took a dozen.
+    /// (under 1% within 4 of the end). So the search gallops forward from
+    /// `from` (1, 2, 4, ... messages on), then halves what is left: a few
+    /// probes where a binary search over all of them took a dozen.
     #[inline]
     fn first_not_before(&self, socket: usize, from: usize, busy_until: u64) -> usize {
         let n = self.log.entries.len();
         let before = |i: usize| self.start(socket, i) < busy_until;
-        // `before(lo)` (once past `from`) and, unless `hi == n`, `!before(hi)`.
+        // `before(lo)` (once past `from`) and, unless `hi == n`, `!before(hi)`;
+        // `hi == lo == from` where `from` itself is the answer.
         let (mut lo, mut hi, mut step) = (from, from, 1);
         while hi < n && before(hi) {
             lo = hi;
             hi = (hi + step).min(n);
             step *= 2;
-        }
-        if hi == lo {
-            return hi;
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;

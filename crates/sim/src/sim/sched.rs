@@ -6,10 +6,15 @@ use super::*;
 use tlbkit_policy::Tick;
 
 impl<P: Policy> Sim<P> {
+    /// Returns the least load of any CPU and the lowest CPU with it (`None`
+    /// without CPUs), from the dense [`Sim`] `loads`.
+    fn least_load(&self) -> Option<(u32, usize)> {
+        self.loads.iter().enumerate().min_by_key(|&(c, &l)| (l, c)).map(|(c, &l)| (l, c))
+    }
+
     /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
     pub(super) fn least_loaded(&self) -> usize {
-        let min = self.loads.iter().copied().min().unwrap_or(0);
-        let cpu = self.loads.iter().position(|&l| l == min).unwrap_or(0);
+        let cpu = self.least_load().map_or(0, |(_, c)| c);
         debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0));
         cpu
     }
@@ -18,17 +23,16 @@ impl<P: Policy> Sim<P> {
     /// ties, then the lowest id: Linux's `find_idlest_cpu` keeps a new task on the
     /// local group unless another group is idler.
     pub(super) fn least_loaded_near(&self, near: usize) -> usize {
-        let min = self.loads.iter().copied().min().unwrap_or(0);
-        let cpu = if self.loads.get(near) == Some(&min) {
-            near
-        } else {
-            self.loads.iter().position(|&l| l == min).unwrap_or(near)
+        let cpu = match self.least_load() {
+            Some((min, c)) if self.loads.get(near) != Some(&min) => c,
+            _ => near,
         };
         debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c != near, c)).unwrap_or(near));
         cpu
     }
 
-    /// Returns the threads queued on or running on `cpu`.
+    /// Returns the threads queued on or running on `cpu`, from its scheduler
+    /// state: what the debug checks of `loads` compare it with.
     pub(super) fn load(&self, cpu: usize) -> usize {
         let load = self.sched[cpu].runq.len() + self.sched[cpu].cur.is_some() as usize;
         debug_assert_eq!(load, self.loads[cpu] as usize, "CPU {cpu}'s load changed without its setter");

@@ -90,8 +90,8 @@ struct Server {
     step: u32,
     buf: u64,
     i: u64,
-    /// How far the current request has gone: 0, the system call next; 1, the
-    /// buffer read; 2, the computation; 3, done.
+    /// The part of the current request returned last: 1, its system call; 2,
+    /// its buffer read; 3, its computation, or none is under way.
     part: u8,
 }
 
