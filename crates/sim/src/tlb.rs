@@ -1091,12 +1091,19 @@ impl Tlb {
         }
         e.valid = true;
         self.l2_lru[victim] = now;
-        let old = self.l2[victim];
-        if old.valid {
-            self.count_block(old.block(), false);
+        // What the victim held is counted out from the mirrors, which name it
+        // exactly: an empty slot (the usual victim of a page filled again after
+        // its invalidation) reads neither its entry nor its ASID tag, lines a
+        // large machine's TLBs have long had evicted from the host's cache; the
+        // stores below need not wait for them.
+        let old_key = self.l2_keys[victim];
+        debug_assert_eq!(old_key != u64::MAX, self.l2[victim].valid);
+        if old_key != u64::MAX {
+            debug_assert_eq!(key_block(old_key), self.l2[victim].block());
+            self.count_block(key_block(old_key), false);
+            self.count_asid(self.l2_asids[victim], false);
         }
         self.count_block(e.block(), true);
-        self.count_asid(self.l2_asids[victim], false);
         self.count_asid(asid_tag(&e), true);
         self.l2[victim] = e;
         self.l2_keys[victim] = key(&e);
@@ -1266,13 +1273,17 @@ impl Tlb {
         }
         self.tick();
         let victim = self.pwc_slots.victim();
-        let old = self.pwc[victim];
-        if old.valid {
-            self.count_block(old.key, false);
+        // As in the L2's fill, what the victim held is counted out from the
+        // mirrors (its key is its block), without reading its entry.
+        let old_key = self.pwc_slots.keys[victim];
+        debug_assert_eq!(old_key != u64::MAX, self.pwc[victim].valid);
+        if old_key != u64::MAX {
+            debug_assert_eq!(old_key, self.pwc[victim].key);
+            self.count_block(old_key, false);
+            self.count_asid(self.pwc_asids[victim], false);
         }
         let key = va >> SHIFT_2M;
         let tag = if global { NO_ASID } else { asid as u32 };
-        self.count_asid(self.pwc_asids[victim], false);
         self.count_asid(tag, true);
         self.count_block(key, true);
         self.pwc[victim] = PwcEntry { valid: true, key, asid, global, table, mm_uid };
