@@ -130,7 +130,9 @@ impl<P: Policy> Sim<P> {
         }
         // Fast path: an entry filled from a PTE version no floor exceeds cannot
         // be stale, so its PTE need not be read (the judgement is the same).
-        if e.ver >= self.pt.max_floor() {
+        // No floor at all, then none in its table: at 4096 CPUs the PTE is a
+        // cold line of a large arena, the table's bound one of a small array.
+        if e.ver >= self.pt.max_floor() || e.ver >= self.pt.floor_bound(e.pte) {
             debug_assert!(e.ver >= self.pt.pte(e.pte).floor, "a floor was raised outside PageTables::raise_floor");
             return;
         }
