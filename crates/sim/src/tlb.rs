@@ -462,6 +462,14 @@ impl Tlb {
         prefetch_bytes(self.l1_slots.keys.as_ptr(), self.l1_slots.keys.len() * 8);
     }
 
+    /// Prefetches what an invalidation by `asid` reads first: its word of the
+    /// ASID filter and its exact count. A hint that reads nothing the
+    /// simulation sees.
+    pub(crate) fn prefetch_asid(&self, asid: u16) {
+        prefetch_bytes(&self.asids[asid_bucket(asid) / 64], 8);
+        prefetch_bytes(&self.asid_counts[asid_count_bucket(asid as u32)], 2);
+    }
+
     /// Prefetches the L2 sets a lookup or fill of the `pages` 4 KB pages from
     /// `va` reads (keys, entries, stamps and ASID tags), and the set of their
     /// first 2 MB block: for a kernel path that is about to touch a few pages a

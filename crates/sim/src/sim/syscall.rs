@@ -26,6 +26,20 @@ impl<P: Policy> Sim<P> {
             );
             return now;
         }
+        if matches!(
+            s,
+            Sys::MmapFixed { .. }
+                | Sys::Munmap { .. }
+                | Sys::Mprotect { .. }
+                | Sys::Madvise { .. }
+                | Sys::MadvisePageout { .. }
+        ) {
+            // These end in a flush of the address space whose first reads on
+            // the issuing TLB (its ASID filter and count) a large machine's
+            // other CPUs have long evicted from the host's cache.
+            let c = &self.m.cpus[cpu];
+            c.tlb.prefetch_asid(c.asid);
+        }
         match s {
             Sys::Mmap { pages, write } => {
                 self.threads[tid].ret = self.mmap(mm, pages, write, None);
