@@ -27,8 +27,9 @@
 //! and a loop's `mprotect` counts each table's present PTEs from its bitmaps
 //! rather than reading 1024 PTEs; host memory does not grow with `iters`, since
 //! the oracle collects the obligations of returned flushes. At `--cpus 4096`
-//! on `altra` the seed's `iters=10000` takes about a minute and 700 MB on
-//! the 2-core development host (the guide, "Simulator speed at scale").
+//! on `altra` the seed's `iters=10000` takes one to one and a half minutes
+//! and 700 MB on the 2-core development host (the guide, "Simulator speed at
+//! scale").
 
 use super::{ParamDef, Params, WorkloadDef};
 use crate::program::{Op, Program, Sys};
