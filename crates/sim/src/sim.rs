@@ -406,7 +406,7 @@ pub struct Sim<P: Policy> {
     /// scheduler state.
     loads: Vec<u32>,
     pipes: Vec<Pipe>,
-    events: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    events: event::Events,
     ev_seq: u64,
     kheap_next: u64,
     ktext: u64,
@@ -490,7 +490,7 @@ impl<P: Policy> Sim<P> {
             sched: Vec::new(),
             loads: Vec::new(),
             pipes: Vec::new(),
-            events: BinaryHeap::new(),
+            events: event::Events::default(),
             ev_seq: 0,
             kheap_next: KERNEL_BASE + (1 << 30),
             ktext: KERNEL_BASE,
