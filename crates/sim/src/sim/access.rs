@@ -270,6 +270,11 @@ impl<P: Policy> Sim<P> {
             self.walk_cycles += cost;
         }
         let w = w?;
+        // Every 4 KB walk fills the walk cache, also after a hit in it: the
+        // LRU slot then takes a second copy of the descriptor, where a real
+        // walker allocates nothing. Kept as it is while results must stay
+        // byte-identical (issue 19); filling only on a miss changes the walk
+        // costs of every run.
         if !w.huge {
             let table = self.pt.table_of(w.pte);
             self.m.pwc_fill(cpu, va, asid, kernel, table, uid);
