@@ -62,7 +62,7 @@ impl Events {
     /// Up to `n` events that come soon: the held one, then the first of the
     /// heap's array (its least and that one's children). What to prefetch for.
     fn soon(&self, n: usize) -> impl Iterator<Item = &Event> {
-        let from_heap = n - usize::from(self.held.is_some() && n > 0);
+        let from_heap = n.saturating_sub(usize::from(self.held.is_some()));
         self.held.iter().take(n).chain(self.heap.as_slice().iter().take(from_heap).map(|Reverse(e)| e))
     }
 }
