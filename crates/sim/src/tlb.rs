@@ -246,6 +246,11 @@ pub struct Tlb {
     deferred: Deferred,
     /// The copies of a run that replaced the whole L1, not yet written into it.
     parked: Parked,
+    /// Runs of pages swept before whose L2 stamps are kept as one number each.
+    runs: Box<Runs>,
+    /// Bit `k` set: run `k` of `runs` is live. (Here, not in the box: a TLB
+    /// with none reads nothing of them.)
+    runs_live: u8,
 }
 
 /// The L1 copies [`Tlb::sweep`] owes: the L2 slots it hit, in order, for a run
@@ -340,6 +345,69 @@ impl Parked {
     }
 }
 
+/// Runs of consecutive 4 KB pages that a read [`Tlb::sweep`] translated page by
+/// page, kept so that a later sweep of the same pages takes each run whole
+/// instead of page by page.
+///
+/// A run of `len` pages from page `first`, swept under `asid`, records for each
+/// page `first + j` the way of its set that holds its entry (`ways[j]`): the
+/// first usable under `asid`, a non-global 4 KB entry filled from address
+/// space `uid` at a PTE version of at least `min_ver`. Its pages' LRU stamps
+/// are `base + j`, in one number: the slots' own stamps hold the run's tag
+/// (its index plus one, at bit [`RUN_SHIFT`]) instead ([`Tlb::l2_stamp`] reads
+/// either).
+///
+/// Why a run can be taken whole: while it lasts, what it records stays true.
+/// Whatever would change it dissolves it first ([`Tlb::dissolve`] writes the
+/// stamps out): a fill whose victim is one of its slots, or that fills a key
+/// one of its slots holds; an invalidation that removes one of its entries; a
+/// lookup that stamps one of its slots; a page-by-page sweep of its pages
+/// under its ASID. So a sweep that reaches `first` under `asid`, with `len`
+/// pages to go that the L1 holds none of, and whose rule the run meets (`uid`
+/// running, no floor above `min_ver`, a read) would find each page's entry in
+/// `ways[j]`, accept it, and stamp it with the next tick: it sets `base` to the
+/// next tick, moves the clock by `len`, and owes the L1 the last copies, as
+/// the page-by-page loop does. (A run holds a page per set: no longer than the
+/// L2 has sets.)
+#[derive(Clone, Default)]
+struct Runs {
+    run: [Run; RUNS],
+    /// The run a new one replaces next (in turn).
+    next: usize,
+}
+
+/// One of [`Runs`] (`len` 0: none).
+#[derive(Clone, Copy)]
+struct Run {
+    first: u64,
+    len: u32,
+    asid: u16,
+    uid: u32,
+    min_ver: u64,
+    base: u64,
+    ways: [u8; RUN_MAX],
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run { first: 0, len: 0, asid: 0, uid: 0, min_ver: 0, base: 0, ways: [0; RUN_MAX] }
+    }
+}
+
+/// Runs a TLB keeps ([`Runs`]).
+const RUNS: usize = 8;
+
+/// The fewest pages a run has: fewer gain less than making and dissolving the
+/// run costs. (In tests, two: so that the differential test makes many.)
+const RUN_MIN: u64 = if cfg!(test) { 2 } else { 16 };
+
+/// The most pages a run has: a touch's chunk (the simulator's `TOUCH_CHUNK`).
+const RUN_MAX: usize = 64;
+
+/// Where a slot of a run keeps the run's tag in its stamp: stamps, the clock's
+/// ticks, stay far below.
+const RUN_SHIFT: u32 = 56;
+
 /// What the oracle and the access require of every entry [`Tlb::sweep`] uses;
 /// the sweep stops at the first page whose entry falls short, so that the
 /// caller's general path judges it (and reports what it must).
@@ -384,6 +452,21 @@ fn l1_bucket(key: u64) -> usize {
 #[inline(always)]
 fn first_usable(keys: &[u64], entries: &[TlbEntry], k: u64, asid: u16) -> Option<usize> {
     keys.iter().zip(entries).position(|(&wk, e)| wk == k && (e.flags & F_GLOBAL != 0 || e.asid == asid))
+}
+
+/// The fewest pages [`Tlb::l1_clear_pages`] checks by one pass over the L1's
+/// held slots rather than a probe of the key index for each page: a probe
+/// costs about a tenth of a pass over a full 48-entry L1.
+const L1_SCAN_MIN: u64 = 12;
+
+/// Returns a mask of the `n` lowest bits (`n` at most 64).
+#[inline(always)]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1 << n) - 1
+    }
 }
 
 /// Returns the key of a 2 MB entry covering page number `page` (`va >> 12`).
@@ -530,6 +613,8 @@ impl Tlb {
                 page: 0,
                 mask: 0,
             },
+            runs: Box::default(),
+            runs_live: 0,
         }
     }
 
@@ -647,6 +732,7 @@ impl Tlb {
             }
             if let Some(i) = self.l2_usable(self.l2_set(va >> shift).start, k, asid) {
                 let copy = self.l2[i];
+                self.leave_run(i);
                 self.l2_lru[i] = now;
                 self.insert_l1(copy);
                 return Some((Hit::L2(i), copy));
@@ -746,30 +832,134 @@ impl Tlb {
     ) -> u64 {
         // Each page is checked against the L1 as the run found it until the
         // run owes a copy for every slot (one a page): then none of it is left.
+        // The first page it holds stops the sweep.
         let l = self.l1.len() as u64;
         let checked = pages.min(l.saturating_sub(self.deferred.n as u64));
-        let done = self.sweep_l2::<WAYS, true, true>(page, checked, rule, used);
-        if done < checked {
-            return done;
+        // A first page the L2 cannot give ends the sweep at once, whatever
+        // the L1 holds.
+        if self.l2_usable(self.l2_set(page).start, page << 2, rule.asid).is_none() {
+            return 0;
         }
-        // Of the pages after, only the copies of the last `L` can survive:
-        // the loop owes those before the last `L` pages without naming their
-        // L2 slots. Where it stops short, the ones among the last `L` copies
-        // after all are named after it, by the loop's own probe (nothing it
-        // reads has changed since).
-        let (page, rest) = (page + done, pages - done);
-        let quiet = rest.saturating_sub(l);
+        let clear = self.l1_clear_pages(page, checked, rule.asid);
+        let limit = if clear < checked { clear } else { pages };
+        // Runs swept before, whole, and the pages between them page by page
+        // (each such stretch made a run for the next sweep).
+        let mut done = 0;
+        loop {
+            if !rule.write {
+                done += self.sweep_runs(page + done, limit - done, rule);
+            }
+            if done == limit {
+                return done;
+            }
+            let p = page + done;
+            let upto = self.clear_of_runs(p, limit - done, rule.asid);
+            let swept = self.sweep_pages::<WAYS>(p, upto, rule, used);
+            if !rule.write {
+                self.make_run(p, swept, rule.asid);
+            }
+            done += swept;
+            if swept < upto || done == limit {
+                return done;
+            }
+        }
+    }
+
+    /// The page-by-page part of [`Tlb::sweep_ways`]: up to `pages` pages from
+    /// page number `page`, none of which the L1 holds and none in a run.
+    ///
+    /// Only the copies of the last `L` pages can survive: the loop owes those
+    /// before the last `L` pages without naming their L2 slots. Where it stops
+    /// short, the ones among the last `L` copies after all are named after it,
+    /// by the loop's own probe (nothing it reads has changed since).
+    #[inline(always)]
+    fn sweep_pages<const WAYS: usize>(
+        &mut self,
+        page: u64,
+        pages: u64,
+        rule: &SweepRule,
+        used: &mut impl FnMut(&TlbEntry),
+    ) -> u64 {
+        let l = self.l1.len() as u64;
+        let quiet = pages.saturating_sub(l);
         let n = self.deferred.n;
-        let mid = self.sweep_l2::<WAYS, false, false>(page, quiet, rule, used);
-        let last =
-            if mid == quiet { self.sweep_l2::<WAYS, false, true>(page + mid, rest - mid, rule, used) } else { 0 };
+        let mid = self.sweep_l2::<WAYS, false>(page, quiet, rule, used);
+        let last = if mid == quiet { self.sweep_l2::<WAYS, true>(page + mid, pages - mid, rule, used) } else { 0 };
         for t in mid - l.saturating_sub(last).min(mid)..mid {
             let q = page + t;
             let found = self.l2_usable(self.l2_set(q).start, q << 2, rule.asid);
             debug_assert!(found.is_some(), "a swept page no longer in the L2");
             self.deferred.slots[(n + t as usize) % MAX_L1_ENTRIES] = found.unwrap_or(0) as u32;
         }
-        done + mid + last
+        mid + last
+    }
+
+    /// Returns how many of the `n` pages (at most [`MAX_L1_ENTRIES`]) from page
+    /// number `page` the L1, as a run found it, holds nothing of: the pages
+    /// before the first that a slot outside a parked run's pending copies
+    /// holds usable under `asid` (a 4 KB entry of the page, a 2 MB entry of its
+    /// block) or that is among the pending copies. One pass over the held
+    /// slots, where a probe of the key index for every page and block cost
+    /// about 34 host instructions a page. (No 64 KB entry is held: a sweep
+    /// translates nothing while one may be.)
+    #[inline(always)]
+    fn l1_clear_pages(&self, page: u64, n: u64, asid: u16) -> u64 {
+        debug_assert!(n <= MAX_L1_ENTRIES as u64 && !self.conts);
+        // A few pages are probed one by one in the key index, as a lookup does.
+        if n < L1_SCAN_MIN {
+            let pending = self.parked.mask;
+            let holds = |k: u64| l1_holds_in(&self.l1_slots, &self.l1, pending, k, asid);
+            let mut block_end = page;
+            for p in page..page + n {
+                if p == block_end {
+                    if holds(block_key(p)) {
+                        return p - page;
+                    }
+                    block_end = ((p >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
+                }
+                if holds(p << 2) || self.parked.covers(p) {
+                    return p - page;
+                }
+            }
+            return n;
+        }
+        // Bit `j`: page `page + j` is held.
+        let window = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let pages_from = |first: u64, count: u64| -> u64 {
+            // The window's bits for pages `first..first + count`.
+            let lo = first.max(page);
+            let hi = (first + count).min(page + n);
+            if lo >= hi {
+                return 0;
+            }
+            let bits = hi - lo;
+            let run = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            run << (lo - page)
+        };
+        let mut held = pages_from(self.parked.page, (self.parked.len - self.parked.lo) as u64);
+        let mut slots = !self.l1_slots.free & !self.parked.mask & low_bits(self.l1.len());
+        while slots != 0 {
+            let i = slots.trailing_zeros() as usize;
+            slots &= slots - 1;
+            let k = self.l1_slots.keys[i];
+            let e = &self.l1[i];
+            if e.flags & F_GLOBAL == 0 && e.asid != asid {
+                continue;
+            }
+            held |= match k & 3 {
+                0 => {
+                    let off = (k >> 2).wrapping_sub(page);
+                    if off < n {
+                        1 << off
+                    } else {
+                        0
+                    }
+                }
+                2 => pages_from((k >> 2) << (SHIFT_2M - SHIFT_4K), 1 << (SHIFT_2M - SHIFT_4K)),
+                _ => 0,
+            };
+        }
+        (held & window).trailing_zeros().min(n as u32) as u64
     }
 
     /// Records where a sweep from page `page` that translated `done` pages
@@ -784,14 +974,15 @@ impl Tlb {
     }
 
     /// The loop of [`Tlb::sweep`], for up to `pages` pages from page number
-    /// `page`: with `L1`, a page the L1 holds stops it; each page's 4 KB entry
-    /// (the first usable way of its set, as `l2_usable` finds it) must pass
-    /// `rule`; its stamp moves and its L1 copy is owed, its L2 slot written to
-    /// the ring with `NAMED` (without, the caller names the slots of the copies
-    /// that can survive). Returns the pages translated. `WAYS`: the L2's ways
-    /// where the caller knows them (then the compiler does too), else 0.
+    /// `page`: each page's 4 KB entry (the first usable way of its set, as
+    /// `l2_usable` finds it) must pass `rule`; its stamp moves and its L1 copy
+    /// is owed, its L2 slot written to the ring with `NAMED` (without, the
+    /// caller names the slots of the copies that can survive). Returns the
+    /// pages translated. `WAYS`: the L2's ways where the caller knows them
+    /// (then the compiler does too), else 0. No slot it stamps is in a run
+    /// ([`Runs`]): the caller dissolved those first.
     #[inline(always)]
-    fn sweep_l2<const WAYS: usize, const L1: bool, const NAMED: bool>(
+    fn sweep_l2<const WAYS: usize, const NAMED: bool>(
         &mut self,
         page: u64,
         pages: u64,
@@ -804,9 +995,6 @@ impl Tlb {
         // Consecutive pages fall in consecutive sets: from the first page's set
         // to the last set, then from set 0 on.
         let mut from = self.l2_set_of(page);
-        // `L1`: the pages up to `block_end` are in the 2 MB block the L1 was
-        // last asked about.
-        let mut block_end = page;
         'run: while done < pages {
             // The sets from `from` on, to the last or as far as pages are left.
             let span = (self.l2_sets - from).min((pages - done) as usize);
@@ -817,22 +1005,6 @@ impl Tlb {
             let mut base = at;
             for ((keys, entries), stamps) in keys.zip(entries).zip(stamps) {
                 let p = page + done;
-                // A page the L1 as the run found it holds (unless a copy of this
-                // run evicted it) is a hit, which the general path takes.
-                if L1 {
-                    let pending = self.parked.mask;
-                    if p == block_end {
-                        if l1_holds_in(&self.l1_slots, &self.l1, pending, block_key(p), rule.asid) {
-                            break 'run;
-                        }
-                        block_end = ((p >> (SHIFT_2M - SHIFT_4K)) + 1) << (SHIFT_2M - SHIFT_4K);
-                    }
-                    // A page among the pending copies stops it too, whether
-                    // or not its copy is usable under this ASID.
-                    if l1_holds_in(&self.l1_slots, &self.l1, pending, p << 2, rule.asid) || self.parked.covers(p) {
-                        break 'run;
-                    }
-                }
                 let Some(w) = first_usable(keys, entries, p << 2, rule.asid) else {
                     break 'run;
                 };
@@ -840,6 +1012,7 @@ impl Tlb {
                 if e.mm_uid != rule.uid || e.ver < rule.min_ver || (rule.write && e.flags & F_WRITE == 0) {
                     break 'run;
                 }
+                debug_assert_eq!(stamps[w] >> RUN_SHIFT, 0, "the page-by-page sweep stamps a slot of a run");
                 used(e);
                 clock += 1;
                 stamps[w] = clock;
@@ -855,6 +1028,153 @@ impl Tlb {
         self.clock = clock;
         self.deferred.n = n;
         done
+    }
+
+    /// Takes the runs ([`Runs`]) that follow one another from page number
+    /// `page`, whole, for as long as each starts where the last ended, fits in
+    /// the `pages` pages and meets `rule` (a read: a write marks every page's
+    /// PTE, which the page-by-page loop does); returns the pages translated.
+    /// Each run's pages take the stamps the lookups one by one would give them
+    /// (the next ticks of the clock, in page order) by a new `base`, and the
+    /// last `L` of them are named in the ring of owed copies.
+    #[inline]
+    fn sweep_runs(&mut self, page: u64, pages: u64, rule: &SweepRule) -> u64 {
+        let mut done = 0;
+        'next: while done < pages {
+            let p = page + done;
+            let mut live = self.runs_live;
+            while live != 0 {
+                let k = live.trailing_zeros() as usize;
+                live &= live - 1;
+                let r = &self.runs.run[k];
+                if r.first != p || r.asid != rule.asid {
+                    continue;
+                }
+                let len = r.len as u64;
+                if len > pages - done || r.uid != rule.uid || r.min_ver < rule.min_ver {
+                    return done;
+                }
+                let (l, n, len_us) = (self.l1.len(), self.deferred.n, r.len as usize);
+                for j in len_us.saturating_sub(l)..len_us {
+                    let slot = self.l2_set_of(p + j as u64) * self.l2_ways + self.runs.run[k].ways[j] as usize;
+                    self.deferred.slots[(n + j) % MAX_L1_ENTRIES] = slot as u32;
+                }
+                self.runs.run[k].base = self.clock + 1;
+                self.clock += len;
+                self.deferred.n = n + len_us;
+                done += len;
+                continue 'next;
+            }
+            break;
+        }
+        done
+    }
+
+    /// Makes the `pages` pages from page number `page`, just swept page by
+    /// page under `asid`, a run ([`Runs`]), if they are enough and each is a
+    /// non-global entry in a set of its own; the run's slot replaces the one
+    /// made longest ago, which is dissolved.
+    fn make_run(&mut self, page: u64, pages: u64, asid: u16) {
+        if pages < RUN_MIN || pages > RUN_MAX as u64 || pages > self.l2_sets as u64 {
+            return;
+        }
+        let mut run = Run { first: page, len: pages as u32, asid, base: self.clock + 1 - pages, ..Run::default() };
+        run.min_ver = u64::MAX;
+        for j in 0..pages as usize {
+            let q = page + j as u64;
+            let set = self.l2_set(q);
+            let Some(i) = self.l2_usable(set.start, q << 2, asid) else {
+                debug_assert!(false, "a swept page no longer in the L2");
+                return;
+            };
+            let e = &self.l2[i];
+            if e.global() {
+                return;
+            }
+            debug_assert_eq!(self.l2_lru[i], run.base + j as u64, "a swept page's stamp out of order");
+            run.uid = e.mm_uid;
+            run.min_ver = run.min_ver.min(e.ver);
+            run.ways[j] = (i - set.start) as u8;
+        }
+        let k = self.runs.next;
+        self.runs.next = (k + 1) % RUNS;
+        if self.runs.run[k].len > 0 {
+            self.dissolve(k);
+        }
+        let tag = (k as u64 + 1) << RUN_SHIFT;
+        for j in 0..pages as usize {
+            let slot = self.l2_set_of(page + j as u64) * self.l2_ways + run.ways[j] as usize;
+            self.l2_lru[slot] = tag;
+        }
+        self.runs.run[k] = run;
+        self.runs_live |= 1 << k;
+    }
+
+    /// Writes out the stamps of run `k` ([`Runs`]) and frees it.
+    #[inline(never)]
+    fn dissolve(&mut self, k: usize) {
+        let r = &self.runs.run[k];
+        for j in 0..r.len as usize {
+            let slot = self.l2_set_of(r.first + j as u64) * self.l2_ways + r.ways[j] as usize;
+            debug_assert_eq!(self.l2_lru[slot] >> RUN_SHIFT, k as u64 + 1);
+            self.l2_lru[slot] = r.base + j as u64;
+        }
+        self.runs.run[k].len = 0;
+        self.runs_live &= !(1 << k);
+    }
+
+    /// Dissolves the run L2 slot `i` is in, if any: before its stamp or entry
+    /// changes.
+    #[inline(always)]
+    fn leave_run(&mut self, i: usize) {
+        if self.runs_live == 0 {
+            return;
+        }
+        let r = self.l2_lru[i] >> RUN_SHIFT;
+        if r != 0 {
+            self.dissolve(r as usize - 1);
+        }
+    }
+
+    /// Returns how many of the `pages` pages from page number `page` a sweep
+    /// under `asid` may take page by page: up to the first page of the next
+    /// run under `asid` ([`Runs`]), which the sweep then tries to take whole.
+    /// A run under `asid` that holds `page` but does not start there is
+    /// dissolved: the page-by-page loop is about to stamp its slots. (A page's
+    /// entry a sweep under `asid` uses is global or filled under `asid`, and a
+    /// run holds no global entry: no other run can be in its way.)
+    #[inline]
+    fn clear_of_runs(&mut self, page: u64, pages: u64, asid: u16) -> u64 {
+        let mut upto = pages;
+        let mut live = self.runs_live;
+        while live != 0 {
+            let k = live.trailing_zeros() as usize;
+            live &= live - 1;
+            let r = &self.runs.run[k];
+            if r.asid != asid {
+                continue;
+            }
+            if r.first <= page && page < r.first + r.len as u64 {
+                // (One that starts at `page` did not fit or meet the rule.)
+                self.dissolve(k);
+            } else if page < r.first && r.first - page < upto {
+                upto = r.first - page;
+            }
+        }
+        upto
+    }
+
+    /// Returns L2 slot `i`'s stamp: its own, or for a slot in a run the one
+    /// the run gives its page.
+    #[inline(always)]
+    fn l2_stamp(&self, i: usize) -> u64 {
+        match self.l2_lru[i] >> RUN_SHIFT {
+            0 => self.l2_lru[i],
+            r => {
+                let r = &self.runs.run[r as usize - 1];
+                r.base + ((self.l2_keys[i] >> 2) - r.first)
+            }
+        }
     }
 
     /// Brings the L1 up to date: applies the copies [`Tlb::sweep`] deferred
@@ -1077,7 +1397,10 @@ impl Tlb {
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
         // Settling reads the L2 and changes none of it: the victim stays.
-        let victim = self.l2_victim(&e);
+        let (victim, in_run) = self.l2_victim(&e);
+        if in_run {
+            self.leave_runs_of_fill(&e, victim);
+        }
         if self.owes() && !self.fill_keeps_run(&e, speculative, victim) {
             self.settle_run();
         }
@@ -1130,15 +1453,45 @@ impl Tlb {
     /// translation first, then the set's LRU way. The key mirror names exactly
     /// the valid entries of a tag and size, so only a slot of the same key has
     /// its entry read.
+    /// Also returns whether a slot of the set is in a run ([`Runs`]).
     #[inline(always)]
-    fn l2_victim(&self, e: &TlbEntry) -> usize {
+    fn l2_victim(&self, e: &TlbEntry) -> (usize, bool) {
         let base = self.l2_set_of(e.tag) * self.l2_ways;
         let set = base..base + self.l2_ways;
         let k = key(e);
         let same = self.l2_keys[set.clone()].iter().zip(&self.l2[set.clone()]).position(|(&wk, w)| {
             wk == k && w.flags & F_SIZE == e.flags & F_SIZE && w.asid == e.asid && w.global() == e.global()
         });
-        base + same.unwrap_or_else(|| lru_victim(&self.l2_keys[set.clone()], &self.l2_lru[set]))
+        // Whether a slot of the set is in a run ([`Runs`]).
+        let in_run = self.runs_live != 0 && self.l2_lru[set.clone()].iter().fold(0, |m, &t| m | t) >> RUN_SHIFT != 0;
+        let victim = base
+            + same.unwrap_or_else(|| {
+                if in_run {
+                    lru_victim(&self.l2_keys[set.clone()], set.clone().map(|i| self.l2_stamp(i)))
+                } else {
+                    lru_victim(&self.l2_keys[set.clone()], self.l2_lru[set.clone()].iter().copied())
+                }
+            });
+        (victim, in_run)
+    }
+
+    /// Dissolves the runs ([`Runs`]) a fill of `e` into L2 slot `victim`
+    /// changes, where a slot of its set is in one: the victim's, and for a
+    /// global `e`, any whose slot in the set holds `e`'s key (`e` might come
+    /// before it in the set, usable under its ASID; a non-global entry of the
+    /// run's key and ASID is its duplicate, so its victim).
+    #[inline(never)]
+    fn leave_runs_of_fill(&mut self, e: &TlbEntry, victim: usize) {
+        self.leave_run(victim);
+        if e.global() {
+            let base = self.l2_set_of(e.tag) * self.l2_ways;
+            let k = key(e);
+            for i in base..base + self.l2_ways {
+                if self.l2_lru[i] >> RUN_SHIFT != 0 && self.l2_keys[i] == k {
+                    self.leave_run(i);
+                }
+            }
+        }
     }
 
     /// Returns whether copies owed may go on after page number `page` under
@@ -1193,6 +1546,7 @@ impl Tlb {
         }
         if let Some(i) = self.l2_usable(self.l2_set(page).start, k4, asid) {
             let now = self.tick();
+            self.leave_run(i);
             self.l2_lru[i] = now;
             self.owe(i, page + 1);
             return Some(Some((Hit::L2(i), self.l2[i])));
@@ -1404,6 +1758,7 @@ impl Tlb {
     /// counts in step.
     #[inline]
     fn remove_l2(&mut self, i: usize) {
+        self.leave_run(i);
         let e = &mut self.l2[i];
         e.valid = false;
         self.blocks[block_bucket(e.block())] -= 1;
@@ -1777,10 +2132,10 @@ fn equal_mask<T: Copy + PartialEq>(tags: &[T], want: T) -> u64 {
 /// Returns the way of a set to fill: the first empty one (its key mirror
 /// `keys` at `u64::MAX`), else the one of the least LRU stamp (`stamps`, the
 /// set's; the first of equals).
-fn lru_victim(keys: &[u64], stamps: &[u64]) -> usize {
+fn lru_victim(keys: &[u64], stamps: impl Iterator<Item = u64>) -> usize {
     let mut best = 0;
     let mut best_lru = u64::MAX;
-    for (i, (&k, &lru)) in keys.iter().zip(stamps).enumerate() {
+    for (i, (&k, lru)) in keys.iter().zip(stamps).enumerate() {
         if k == u64::MAX {
             return i;
         }
@@ -2026,6 +2381,11 @@ mod tests {
     fn state(t: &Tlb) -> String {
         let mut t = t.clone();
         t.settle();
+        for k in 0..RUNS {
+            if t.runs.run[k].len > 0 {
+                t.dissolve(k);
+            }
+        }
         let valid = |e: &TlbEntry| if e.valid { format!("{e:?}") } else { "-".into() };
         let mut order = Vec::new();
         let mut s = t.l1_slots.order.lru();
@@ -2058,6 +2418,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut swept_pages = 0;
         let mut full_settles = 0;
+        let mut runs_taken = 0;
         for round in 0..300 {
             // Small L1s and L2s, so that runs outgrow them, with free slots left.
             let l1 = [2, 3, 5, 8, 48][round % 5];
@@ -2070,7 +2431,7 @@ mod tests {
             let base = 0x4000_0000u64 + ((rng.next_u64() % 2) << 21) - 0x8000;
             let mut ops = Vec::new();
             for step in 0..120 {
-                let asid = asids[(rng.next_u64() % 2) as usize];
+                let mut asid = asids[(rng.next_u64() % 2) as usize];
                 let page = base + (rng.next_u64() % 40) * 4096;
                 let op = rng.next_u64() % 11;
                 match op {
@@ -2138,18 +2499,39 @@ mod tests {
                         // continuation, as a touch's next chunk is), or a page
                         // just below a parked run's pending copies (so that it
                         // meets them while it checks the L1).
-                        let va = match rng.next_u64() % 4 {
+                        let live = a.runs.run.iter().filter(|r| r.len > 0).count();
+                        let mut pages = 1 + rng.next_u64() % 24;
+                        let va = match rng.next_u64() % 6 {
                             0 | 1 if a.owes() => a.deferred.next_page << 12,
+                            // The first page of a run swept before (under
+                            // either ASID), mostly with as many pages as it
+                            // has or a few more.
+                            4 | 5 if live > 0 => {
+                                let k = (rng.next_u64() as usize) % live;
+                                let r = a.runs.run.iter().filter(|r| r.len > 0).nth(k).copied().unwrap_or_default();
+                                if rng.next_u64() % 4 != 0 {
+                                    pages = r.len as u64 + rng.next_u64() % 4;
+                                    asid = r.asid;
+                                }
+                                r.first << 12
+                            }
                             2 if a.parked.mask != 0 => {
                                 a.parked.page.saturating_sub(rng.next_u64() % (l1 as u64 + 1)) << 12
                             }
                             _ => page,
                         };
-                        let pages = 1 + rng.next_u64() % 24;
                         let rule = SweepRule { asid, uid: 1, min_ver: 0, write: false };
                         let owed = a.deferred.n;
+                        let before = a.runs.run.map(|r| (r.len, r.first, r.base));
                         let done = a.sweep(va, pages, &rule, |_| {});
                         swept_pages += done;
+                        // A run kept with a new base was taken whole.
+                        runs_taken += (0..RUNS)
+                            .filter(|&k| {
+                                let r = a.runs.run[k];
+                                r.len > 0 && (r.len, r.first) == (before[k].0, before[k].1) && r.base != before[k].2
+                            })
+                            .count();
                         if owed + (done as usize) >= l1 && done > 0 {
                             full_settles += 1;
                         }
@@ -2185,6 +2567,101 @@ mod tests {
         // The differential test reached what it is for.
         assert!(swept_pages > 10_000, "only {swept_pages} pages swept");
         assert!(full_settles > 1_000, "only {full_settles} runs outgrew the L1");
+        assert!(runs_taken > 500, "only {runs_taken} runs taken whole");
+    }
+
+    /// Sweeps of the same chunks again and again, as a loop over a buffer makes
+    /// them, with now and then a fill, a lookup or an invalidation among their
+    /// pages' sets and a sweep of other pages (which evicts the L1): a TLB that
+    /// takes runs whole ends every step as one whose lookups go one by one.
+    #[test]
+    fn runs_taken_whole_leave_the_tlb_as_lookups_one_by_one_do() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut taken = 0;
+        for round in 0..24 {
+            let ways = [2, 4, 5, 8][round % 4];
+            let sets = [16, 64, 256][round % 3];
+            let l1 = [8, 48][round % 2];
+            let mut a = Tlb::new(l1, ways * sets, ways, 4);
+            let mut b = a.clone();
+            let (buf, other) = (0x10_0000_0000u64 >> 12, 0x20_0000_0000u64 >> 12);
+            let chunk = 1 + rng.next_u64() % sets.min(RUN_MAX) as u64;
+            let chunks = 1 + rng.next_u64() % 4;
+            let fill = |a: &mut Tlb, b: &mut Tlb, page: u64, asid: u16, global: bool| {
+                let flags = if global { F_GLOBAL } else { 0 };
+                let e = TlbEntry { tag: page, pfn: page, asid, flags, mm_uid: 1, ver: 3, ..Default::default() };
+                a.fill(e, false);
+                b.fill(e, false);
+            };
+            for page in buf..buf + chunk * chunks {
+                fill(&mut a, &mut b, page, 1, false);
+            }
+            for step in 0..60 {
+                // The loop over the buffer, chunk by chunk, a page missed now and then.
+                for c in 0..chunks {
+                    let first = buf + c * chunk;
+                    let uid = if step % 5 == 4 { 2 } else { 1 };
+                    let rule = SweepRule { asid: 1, uid, min_ver: [0, 3, 4][step % 3], write: false };
+                    let mut page = first;
+                    while page < first + chunk {
+                        let before = a.runs.run.map(|r| (r.len, r.first, r.base));
+                        let done = a.sweep(page << 12, first + chunk - page, &rule, |_| {});
+                        taken += (0..RUNS)
+                            .filter(|&k| {
+                                let r = a.runs.run[k];
+                                r.len > 0 && (r.len, r.first) == (before[k].0, before[k].1) && r.base != before[k].2
+                            })
+                            .count();
+                        for i in 0..done {
+                            let hit = b.lookup_entry((page + i) << 12, 1);
+                            assert!(
+                                matches!(hit, Some((Hit::L2(_), e)) if e.ver >= rule.min_ver && e.mm_uid == rule.uid),
+                                "round {round} step {step}: page {i} swept under {rule:?} but {hit:?} one by one"
+                            );
+                        }
+                        page += done;
+                        if page < first + chunk {
+                            // The general path: a lookup, a fill on a miss.
+                            let hit = a.lookup_entry(page << 12, 1).map(|(h, _)| h);
+                            assert_eq!(hit, b.lookup_entry(page << 12, 1).map(|(h, _)| h), "round {round} step {step}");
+                            if hit.is_none() {
+                                fill(&mut a, &mut b, page, 1, false);
+                            }
+                            page += 1;
+                        }
+                        assert_eq!(state(&a), state(&b), "round {round} step {step} chunk {c}");
+                    }
+                }
+                // Something else in the buffer's sets.
+                let page = buf + rng.next_u64() % (chunk * chunks);
+                match rng.next_u64() % 8 {
+                    0 => fill(&mut a, &mut b, page + sets as u64 * (1 + rng.next_u64() % 3), 2, false),
+                    1 => fill(&mut a, &mut b, page, 2, rng.next_u64() % 2 == 0),
+                    2 => fill(&mut a, &mut b, page, 1, false),
+                    3 => assert_eq!(a.lookup(page << 12, 1), b.lookup(page << 12, 1)),
+                    4 => assert_eq!(
+                        a.invalidate(Inval::Va { asid: 1, va: page << 12 }),
+                        b.invalidate(Inval::Va { asid: 1, va: page << 12 })
+                    ),
+                    5 if step % 7 == 0 => assert_eq!(a.invalidate(Inval::Asid(1)), b.invalidate(Inval::Asid(1))),
+                    _ => {
+                        // Another process's pages, which evict the L1.
+                        for p in other..other + l1 as u64 + 2 {
+                            if a.lookup(p << 12, 3).is_none() {
+                                assert!(b.lookup(p << 12, 3).is_none());
+                                fill(&mut a, &mut b, p, 3, false);
+                            } else {
+                                assert!(b.lookup(p << 12, 3).is_some());
+                            }
+                        }
+                    }
+                }
+                assert_eq!(state(&a), state(&b), "round {round} step {step}");
+            }
+        }
+        assert!(taken > 200, "only {taken} runs taken whole");
     }
 
     #[test]
