@@ -350,7 +350,7 @@ impl Parked {
 /// instead of page by page.
 ///
 /// A run of `len` pages from page `first`, swept under `asid`, records for each
-/// page `first + j` the way of its set that holds its entry (`ways[j]`): the
+/// page `first + j` the L2 slot that holds its entry (`slots[j]`): the
 /// first usable under `asid`, a non-global 4 KB entry filled from address
 /// space `uid` at a PTE version of at least `min_ver`. Its pages' LRU stamps
 /// are `base + j`, in one number: the slots' own stamps hold the run's tag
@@ -365,7 +365,7 @@ impl Parked {
 /// under its ASID. So a sweep that reaches `first` under `asid`, with `len`
 /// pages to go that the L1 holds none of, and whose rule the run meets (`uid`
 /// running, no floor above `min_ver`, a read) would find each page's entry in
-/// `ways[j]`, accept it, and stamp it with the next tick: it sets `base` to the
+/// `slots[j]`, accept it, and stamp it with the next tick: it sets `base` to the
 /// next tick, moves the clock by `len`, and owes the L1 the last copies, as
 /// the page-by-page loop does. (A run holds a page per set: no longer than the
 /// L2 has sets.)
@@ -385,12 +385,12 @@ struct Run {
     uid: u32,
     min_ver: u64,
     base: u64,
-    ways: [u8; RUN_MAX],
+    slots: [u32; RUN_MAX],
 }
 
 impl Default for Run {
     fn default() -> Self {
-        Run { first: 0, len: 0, asid: 0, uid: 0, min_ver: 0, base: 0, ways: [0; RUN_MAX] }
+        Run { first: 0, len: 0, asid: 0, uid: 0, min_ver: 0, base: 0, slots: [0; RUN_MAX] }
     }
 }
 
@@ -1055,10 +1055,13 @@ impl Tlb {
                     return done;
                 }
                 let (l, n, len_us) = (self.l1.len(), self.deferred.n, r.len as usize);
-                for j in len_us.saturating_sub(l)..len_us {
-                    let slot = self.l2_set_of(p + j as u64) * self.l2_ways + self.runs.run[k].ways[j] as usize;
-                    self.deferred.slots[(n + j) % MAX_L1_ENTRIES] = slot as u32;
-                }
+                // The ring's positions of the named copies, in at most two pieces.
+                let from = len_us.saturating_sub(l);
+                let at = (n + from) % MAX_L1_ENTRIES;
+                let head = (len_us - from).min(MAX_L1_ENTRIES - at);
+                let named = &r.slots[from..len_us];
+                self.deferred.slots[at..at + head].copy_from_slice(&named[..head]);
+                self.deferred.slots[..named.len() - head].copy_from_slice(&named[head..]);
                 self.runs.run[k].base = self.clock + 1;
                 self.clock += len;
                 self.deferred.n = n + len_us;
@@ -1094,7 +1097,7 @@ impl Tlb {
             debug_assert_eq!(self.l2_lru[i], run.base + j as u64, "a swept page's stamp out of order");
             run.uid = e.mm_uid;
             run.min_ver = run.min_ver.min(e.ver);
-            run.ways[j] = (i - set.start) as u8;
+            run.slots[j] = i as u32;
         }
         let k = self.runs.next;
         self.runs.next = (k + 1) % RUNS;
@@ -1102,9 +1105,8 @@ impl Tlb {
             self.dissolve(k);
         }
         let tag = (k as u64 + 1) << RUN_SHIFT;
-        for j in 0..pages as usize {
-            let slot = self.l2_set_of(page + j as u64) * self.l2_ways + run.ways[j] as usize;
-            self.l2_lru[slot] = tag;
+        for &slot in &run.slots[..pages as usize] {
+            self.l2_lru[slot as usize] = tag;
         }
         self.runs.run[k] = run;
         self.runs_live |= 1 << k;
@@ -1114,10 +1116,9 @@ impl Tlb {
     #[inline(never)]
     fn dissolve(&mut self, k: usize) {
         let r = &self.runs.run[k];
-        for j in 0..r.len as usize {
-            let slot = self.l2_set_of(r.first + j as u64) * self.l2_ways + r.ways[j] as usize;
-            debug_assert_eq!(self.l2_lru[slot] >> RUN_SHIFT, k as u64 + 1);
-            self.l2_lru[slot] = r.base + j as u64;
+        for (j, &slot) in r.slots[..r.len as usize].iter().enumerate() {
+            debug_assert_eq!(self.l2_lru[slot as usize] >> RUN_SHIFT, k as u64 + 1);
+            self.l2_lru[slot as usize] = r.base + j as u64;
         }
         self.runs.run[k].len = 0;
         self.runs_live &= !(1 << k);

@@ -104,24 +104,7 @@ impl<P: Policy> Sim<P> {
     pub(super) fn check_use(&mut self, cpu: usize, e: TlbEntry, va: u64, cur_uid: u32, now: u64) {
         let kernel = va >= KERNEL_BASE;
         if !kernel && e.mm_uid != cur_uid {
-            let mm = self.mm_name_of_uid(cur_uid);
-            let v = Violation {
-                property: Property::NoAsidAlias.name(),
-                cpu: cpu as u32,
-                time_ns: now as f64 / self.ghz(),
-                va: format!("{va:#x}"),
-                mm,
-                detail: format!(
-                    "used a {} entry (asid {}) filled from address space uid {} while running uid {}",
-                    if e.global() { "global" } else { "non-global" },
-                    e.asid,
-                    e.mm_uid,
-                    cur_uid
-                ),
-                change: None,
-                flush: None,
-            };
-            self.oracle.report(v);
+            self.report_alias(cpu, &e, va, cur_uid, now);
             return;
         }
         if e.flags & F_CONT != 0 {
@@ -142,7 +125,35 @@ impl<P: Policy> Sim<P> {
         }
     }
 
+    /// Reports the use of entry `e`, filled from another address space, by
+    /// `cpu` running uid `cur_uid` (`no_asid_alias`). (Out of line: the
+    /// access it is checked on stays small.)
+    #[cold]
+    #[inline(never)]
+    fn report_alias(&mut self, cpu: usize, e: &TlbEntry, va: u64, cur_uid: u32, now: u64) {
+        let mm = self.mm_name_of_uid(cur_uid);
+        let v = Violation {
+            property: Property::NoAsidAlias.name(),
+            cpu: cpu as u32,
+            time_ns: now as f64 / self.ghz(),
+            va: format!("{va:#x}"),
+            mm,
+            detail: format!(
+                "used a {} entry (asid {}) filled from address space uid {} while running uid {}",
+                if e.global() { "global" } else { "non-global" },
+                e.asid,
+                e.mm_uid,
+                cur_uid
+            ),
+            change: None,
+            flush: None,
+        };
+        self.oracle.report(v);
+    }
+
     #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
     pub(super) fn report_stale(
         &mut self,
         prop: Property,
@@ -183,19 +194,20 @@ impl<P: Policy> Sim<P> {
 
     /// Translates and performs one access by `cpu`; returns the time after it.
     pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
-        let c = self.m.costs;
+        // (The two costs it charges, not a copy of them all.)
+        let (mem_access, tlb_l2_hit) = (self.m.costs.mem_access, self.m.costs.tlb_l2_hit);
         let Some((root, uid)) = self.root_of(cpu, va) else {
             return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root"));
         };
         self.stats.tlb_accesses += 1;
-        now += c.mem_access;
+        now += mem_access;
         for _attempt in 0..3 {
             let asid = self.m.cpus[cpu].asid;
             let hit = self.m.cpus[cpu].tlb.lookup_entry(va, asid);
             if let Some((h, e)) = hit {
                 if matches!(h, Hit::L2(_)) {
                     self.stats.l1_tlb_misses += 1;
-                    now += c.tlb_l2_hit;
+                    now += tlb_l2_hit;
                 }
                 self.check_use(cpu, e, va, uid, now);
                 if write && e.flags & F_WRITE == 0 {

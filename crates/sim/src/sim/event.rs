@@ -188,8 +188,9 @@ impl<P: Policy> Sim<P> {
             return self.schedule(cpu, None, now);
         };
         let now = self.timer_tick(cpu, now);
-        let slice = (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
-        if now - self.sched[cpu].slice_start >= slice && !self.sched[cpu].runq.is_empty() {
+        // (The slice in cycles is worked out only where another thread waits.)
+        let slice = || (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
+        if !self.sched[cpu].runq.is_empty() && now - self.sched[cpu].slice_start >= slice() {
             self.threads[tid].state = State::Runnable;
             self.queue(cpu, tid);
             self.set_cur(cpu, None);
