@@ -369,15 +369,24 @@ impl Parked {
 /// next tick, moves the clock by `len`, and owes the L1 the last copies, as
 /// the page-by-page loop does. (A run holds a page per set: no longer than the
 /// L2 has sets.)
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Runs {
     run: [Run; RUNS],
+    /// Run `k`'s L2 slots, page by page (apart from the runs' other fields,
+    /// which a sweep scans: they stay a few lines).
+    slots: [[u32; RUN_MAX]; RUNS],
     /// The run a new one replaces next (in turn).
     next: usize,
 }
 
+impl Default for Runs {
+    fn default() -> Self {
+        Runs { run: [Run::default(); RUNS], slots: [[0; RUN_MAX]; RUNS], next: 0 }
+    }
+}
+
 /// One of [`Runs`] (`len` 0: none).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Run {
     first: u64,
     len: u32,
@@ -385,13 +394,6 @@ struct Run {
     uid: u32,
     min_ver: u64,
     base: u64,
-    slots: [u32; RUN_MAX],
-}
-
-impl Default for Run {
-    fn default() -> Self {
-        Run { first: 0, len: 0, asid: 0, uid: 0, min_ver: 0, base: 0, slots: [0; RUN_MAX] }
-    }
 }
 
 /// Runs a TLB keeps ([`Runs`]).
@@ -941,9 +943,11 @@ impl Tlb {
         while slots != 0 {
             let i = slots.trailing_zeros() as usize;
             slots &= slots - 1;
+            // Usable under `asid`: global, or of `asid` (by the tag mirror, a
+            // few lines where the entries are thirty).
             let k = self.l1_slots.keys[i];
-            let e = &self.l1[i];
-            if e.flags & F_GLOBAL == 0 && e.asid != asid {
+            let tag = self.l1_asids[i];
+            if tag != NO_ASID && tag != asid as u32 {
                 continue;
             }
             held |= match k & 3 {
@@ -1059,7 +1063,7 @@ impl Tlb {
                 let from = len_us.saturating_sub(l);
                 let at = (n + from) % MAX_L1_ENTRIES;
                 let head = (len_us - from).min(MAX_L1_ENTRIES - at);
-                let named = &r.slots[from..len_us];
+                let named = &self.runs.slots[k][from..len_us];
                 self.deferred.slots[at..at + head].copy_from_slice(&named[..head]);
                 self.deferred.slots[..named.len() - head].copy_from_slice(&named[head..]);
                 self.runs.run[k].base = self.clock + 1;
@@ -1083,7 +1087,8 @@ impl Tlb {
         }
         let mut run = Run { first: page, len: pages as u32, asid, base: self.clock + 1 - pages, ..Run::default() };
         run.min_ver = u64::MAX;
-        for j in 0..pages as usize {
+        let mut slots = [0u32; RUN_MAX];
+        for (j, slot) in slots[..pages as usize].iter_mut().enumerate() {
             let q = page + j as u64;
             let set = self.l2_set(q);
             let Some(i) = self.l2_usable(set.start, q << 2, asid) else {
@@ -1097,7 +1102,7 @@ impl Tlb {
             debug_assert_eq!(self.l2_lru[i], run.base + j as u64, "a swept page's stamp out of order");
             run.uid = e.mm_uid;
             run.min_ver = run.min_ver.min(e.ver);
-            run.slots[j] = i as u32;
+            *slot = i as u32;
         }
         let k = self.runs.next;
         self.runs.next = (k + 1) % RUNS;
@@ -1105,10 +1110,11 @@ impl Tlb {
             self.dissolve(k);
         }
         let tag = (k as u64 + 1) << RUN_SHIFT;
-        for &slot in &run.slots[..pages as usize] {
+        for &slot in &slots[..pages as usize] {
             self.l2_lru[slot as usize] = tag;
         }
         self.runs.run[k] = run;
+        self.runs.slots[k] = slots;
         self.runs_live |= 1 << k;
     }
 
@@ -1116,7 +1122,7 @@ impl Tlb {
     #[inline(never)]
     fn dissolve(&mut self, k: usize) {
         let r = &self.runs.run[k];
-        for (j, &slot) in r.slots[..r.len as usize].iter().enumerate() {
+        for (j, &slot) in self.runs.slots[k][..r.len as usize].iter().enumerate() {
             debug_assert_eq!(self.l2_lru[slot as usize] >> RUN_SHIFT, k as u64 + 1);
             self.l2_lru[slot as usize] = r.base + j as u64;
         }
