@@ -350,7 +350,8 @@ impl Parked {
 /// instead of page by page.
 ///
 /// A run of `len` pages from page `first`, swept under `asid`, records for each
-/// page `first + j` the L2 slot that holds its entry (`slots[j]`): the
+/// page `first + j` the L2 slot that holds its entry (`slots[k][j]`, `k` the
+/// run's index): the
 /// first usable under `asid`, a non-global 4 KB entry filled from address
 /// space `uid` at a PTE version of at least `min_ver`. Its pages' LRU stamps
 /// are `base + j`, in one number: the slots' own stamps hold the run's tag
@@ -359,13 +360,15 @@ impl Parked {
 ///
 /// Why a run can be taken whole: while it lasts, what it records stays true.
 /// Whatever would change it dissolves it first ([`Tlb::dissolve`] writes the
-/// stamps out): a fill whose victim is one of its slots, or that fills a key
-/// one of its slots holds; an invalidation that removes one of its entries; a
+/// stamps out): a fill whose victim is one of its slots, or a global fill of
+/// a key one of its slots holds (a non-global fill of the run's key and ASID
+/// is its duplicate, so its victim); an invalidation that removes one of its
+/// entries; a
 /// lookup that stamps one of its slots; a page-by-page sweep of its pages
 /// under its ASID. So a sweep that reaches `first` under `asid`, with `len`
 /// pages to go that the L1 holds none of, and whose rule the run meets (`uid`
 /// running, no floor above `min_ver`, a read) would find each page's entry in
-/// `slots[j]`, accept it, and stamp it with the next tick: it sets `base` to the
+/// `slots[k][j]`, accept it, and stamp it with the next tick: it sets `base` to the
 /// next tick, moves the clock by `len`, and owes the L1 the last copies, as
 /// the page-by-page loop does. (A run holds a page per set: no longer than the
 /// L2 has sets.)
