@@ -351,9 +351,8 @@ impl Parked {
 ///
 /// A run of `len` pages from page `first`, swept under `asid`, records for each
 /// page `first + j` the L2 slot that holds its entry (`slots[k][j]`, `k` the
-/// run's index): the
-/// first usable under `asid`, a non-global 4 KB entry filled from address
-/// space `uid` at a PTE version of at least `min_ver`. Its pages' LRU stamps
+/// run's index): the first usable under `asid`, a non-global 4 KB entry
+/// filled from address space `uid` at a PTE version of at least `min_ver`. Its pages' LRU stamps
 /// are `base + j`, in one number: the slots' own stamps hold the run's tag
 /// (its index plus one, at bit [`RUN_SHIFT`]) instead ([`Tlb::l2_stamp`] reads
 /// either).
@@ -363,14 +362,13 @@ impl Parked {
 /// stamps out): a fill whose victim is one of its slots, or a global fill of
 /// a key one of its slots holds (a non-global fill of the run's key and ASID
 /// is its duplicate, so its victim); an invalidation that removes one of its
-/// entries; a
-/// lookup that stamps one of its slots; a page-by-page sweep of its pages
-/// under its ASID. So a sweep that reaches `first` under `asid`, with `len`
+/// entries; a lookup that stamps one of its slots; a page-by-page sweep of
+/// its pages under its ASID. So a sweep that reaches `first` under `asid`, with `len`
 /// pages to go that the L1 holds none of, and whose rule the run meets (`uid`
 /// running, no floor above `min_ver`, a read) would find each page's entry in
-/// `slots[k][j]`, accept it, and stamp it with the next tick: it sets `base` to the
-/// next tick, moves the clock by `len`, and owes the L1 the last copies, as
-/// the page-by-page loop does. (A run holds a page per set: no longer than the
+/// `slots[k][j]`, accept it, and stamp it with the next tick: it sets `base`
+/// to the next tick, moves the clock by `len`, and owes the L1 the last
+/// copies, as the page-by-page loop does. (A run holds a page per set: no longer than the
 /// L2 has sets.)
 #[derive(Clone)]
 struct Runs {
@@ -928,8 +926,7 @@ impl Tlb {
             }
             return n;
         }
-        // Bit `j`: page `page + j` is held.
-        let window = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        // Bit `j`: page `page + j` is held (no bit at `n` or above).
         let pages_from = |first: u64, count: u64| -> u64 {
             // The window's bits for pages `first..first + count`.
             let lo = first.max(page);
@@ -937,9 +934,7 @@ impl Tlb {
             if lo >= hi {
                 return 0;
             }
-            let bits = hi - lo;
-            let run = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-            run << (lo - page)
+            low_bits((hi - lo) as usize) << (lo - page)
         };
         let mut held = pages_from(self.parked.page, (self.parked.len - self.parked.lo) as u64);
         let mut slots = !self.l1_slots.free & !self.parked.mask & low_bits(self.l1.len());
@@ -966,7 +961,7 @@ impl Tlb {
                 _ => 0,
             };
         }
-        (held & window).trailing_zeros().min(n as u32) as u64
+        held.trailing_zeros().min(n as u32) as u64
     }
 
     /// Records where a sweep from page `page` that translated `done` pages
@@ -1088,8 +1083,8 @@ impl Tlb {
         if pages < RUN_MIN || pages > RUN_MAX as u64 || pages > self.l2_sets as u64 {
             return;
         }
-        let mut run = Run { first: page, len: pages as u32, asid, base: self.clock + 1 - pages, ..Run::default() };
-        run.min_ver = u64::MAX;
+        let mut run =
+            Run { first: page, len: pages as u32, asid, uid: 0, min_ver: u64::MAX, base: self.clock + 1 - pages };
         let mut slots = [0u32; RUN_MAX];
         for (j, slot) in slots[..pages as usize].iter_mut().enumerate() {
             let q = page + j as u64;
