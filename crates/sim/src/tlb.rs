@@ -838,8 +838,17 @@ impl Tlb {
         // The first page it holds stops the sweep.
         let l = self.l1.len() as u64;
         let checked = pages.min(l.saturating_sub(self.deferred.n as u64));
-        // A first page the L2 cannot give ends the sweep at once, whatever
-        // the L1 holds.
+        // A first page the L1 holds ends the sweep at once, as does one the L2
+        // cannot give: either way nothing is swept, so which is asked first
+        // changes nothing but the host's time. A short sweep asks the L1
+        // first: its key index is a few lines the host keeps cached (and
+        // prefetches, at thousands of CPUs), where the L2 set is cold on a
+        // large machine, and short sweeps (a small buffer read again and
+        // again) often find their first page in the L1. A long one asks the
+        // L2 first, which spares its pass over the L1 where the L2 misses.
+        if pages < L1_SCAN_MIN && checked > 0 && self.l1_clear_pages(page, 1, rule.asid) == 0 {
+            return 0;
+        }
         if self.l2_usable(self.l2_set(page).start, page << 2, rule.asid).is_none() {
             return 0;
         }
