@@ -841,11 +841,13 @@ impl Tlb {
         // A first page the L1 holds ends the sweep at once, as does one the L2
         // cannot give: either way nothing is swept, so which is asked first
         // changes nothing but the host's time. A short sweep asks the L1
-        // first: its key index is a few lines the host keeps cached (and
-        // prefetches, at thousands of CPUs), where the L2 set is cold on a
-        // large machine, and short sweeps (a small buffer read again and
-        // again) often find their first page in the L1. A long one asks the
-        // L2 first, which spares its pass over the L1 where the L2 misses.
+        // first: its key index and keys are what `Sim::prefetch_upcoming`
+        // fetches ahead at thousands of CPUs, where the L2 set is cold, and
+        // short sweeps (a small buffer read again and again) often find their
+        // first page in the L1. A long one asks the L2 first, which spares its
+        // pass over the L1 where the L2 misses. (Where the L1 does not hold
+        // the first page, `l1_clear_pages` below probes it again: one probe
+        // of about 34 instructions, on short sweeps only.)
         if pages < L1_SCAN_MIN && checked > 0 && self.l1_clear_pages(page, 1, rule.asid) == 0 {
             return 0;
         }
