@@ -14,6 +14,7 @@
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
 //! - [`workload`]: the seeds' benchmarks as programs.
+//! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
 //! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end; [`metrics`]: what each reported
 //!   figure means, and its unit.
 //! - [`trace`]: the file of a real program's trace that the `trace` workload replays.
@@ -22,6 +23,7 @@ pub mod cancel;
 pub mod catalog;
 pub mod frames;
 pub mod holders;
+pub(crate) mod host;
 pub mod machine;
 pub mod metrics;
 pub mod oracle;

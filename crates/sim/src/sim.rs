@@ -457,6 +457,15 @@ pub struct Sim<P: Policy> {
     pageout_batch: bool,
 }
 
+/// The machine size from which [`Sim::new`] asks the host to back the CPUs'
+/// state with 2 MB pages ([`crate::host`]): the size from which the engine
+/// prefetches for the events to come too (`PREFETCH_FROM_CPUS`), a state the
+/// host's caches no longer hold. At 4096 CPUs on `altra` (about 360 MB of it)
+/// the copy into 2 MB pages took 0.36 s to 0.43 s on the project's 2-core
+/// development machine, before the run starts; smaller machines are left as
+/// they are.
+const HUGE_PAGES_FROM_CPUS: usize = 1024;
+
 /// A page-cache slot with no frame.
 const NO_FRAME: u64 = u64::MAX;
 
@@ -537,7 +546,28 @@ impl<P: Policy> Sim<P> {
             });
             sim.loads.push(0);
         }
+        if n >= HUGE_PAGES_FROM_CPUS {
+            sim.back_with_huge_pages();
+        }
         sim
+    }
+
+    /// Asks the host to back the CPUs' state with 2 MB pages ([`crate::host`]):
+    /// the span of memory from the lowest to the highest address that the
+    /// TLBs, the CPU states and the run queues were given.
+    fn back_with_huge_pages(&self) {
+        fn span<T>(s: &[T]) -> (usize, usize) {
+            let a = s.as_ptr() as usize;
+            (a, a + std::mem::size_of_val(s))
+        }
+        let (lo, hi) = self
+            .m
+            .cpus
+            .iter()
+            .map(|c| c.tlb.heap_bounds())
+            .chain([span(&self.m.cpus), span(&self.sched)])
+            .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+        crate::host::back_with_huge_pages(lo, hi);
     }
 
     /// Makes every `Op::Compute` and every system call's software path (entry

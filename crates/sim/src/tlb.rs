@@ -580,6 +580,36 @@ impl Tlb {
         sets(self.l2_set_of(va >> SHIFT_2M), 1);
     }
 
+    /// Returns the lowest address of the host memory the TLBs allocated (their
+    /// entries, mirrors, indexes and counts) and the address just past the
+    /// highest: what [`crate::host`] is asked to back with 2 MB pages.
+    pub(crate) fn heap_bounds(&self) -> (usize, usize) {
+        fn span<T>(s: &[T]) -> (usize, usize) {
+            let a = s.as_ptr() as usize;
+            (a, a + std::mem::size_of_val(s))
+        }
+        [
+            span(&self.l1),
+            span(&self.l2),
+            span(&self.l2_lru),
+            span(&self.l2_keys),
+            span(&self.l2_asids),
+            span(&self.l1_asids),
+            span(&self.pwc),
+            span(&self.pwc_asids),
+            span(&self.l1_slots.keys),
+            span(&self.pwc_slots.keys),
+            span(&self.l1_slots.index[..]),
+            span(&self.pwc_slots.index[..]),
+            span(&self.asids[..]),
+            span(&self.blocks[..]),
+            span(&self.asid_counts[..]),
+        ]
+        .into_iter()
+        .filter(|(a, b)| a < b)
+        .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+    }
+
     /// Returns empty TLBs of the given geometry.
     ///
     /// # Panics
