@@ -23,6 +23,20 @@ pub(crate) fn back_with_huge_pages(lo: usize, hi: usize) {
     let _ = (lo, hi);
 }
 
+/// Returns the host memory `s` occupies: its first address and the one just
+/// past its end.
+pub(crate) fn span<T>(s: &[T]) -> (usize, usize) {
+    let a = s.as_ptr() as usize;
+    (a, a + std::mem::size_of_val(s))
+}
+
+/// Returns the least span that covers every non-empty one of `spans` (an
+/// empty slice's address says nothing of where memory lies), what
+/// [`back_with_huge_pages`] is asked about.
+pub(crate) fn hull(spans: impl IntoIterator<Item = (usize, usize)>) -> (usize, usize) {
+    spans.into_iter().filter(|(a, b)| a < b).fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     /// A huge page of the host, in bytes.
@@ -101,6 +115,18 @@ mod linux {
             assert_eq!(whole_huge_pages(HUGE + 1, 3 * HUGE - 1), None);
             assert_eq!(whole_huge_pages(5, HUGE), None);
             assert_eq!(whole_huge_pages(3 * HUGE, 2 * HUGE), None);
+        }
+
+        /// The span asked about covers every slice that has memory, and an
+        /// empty slice's address (which may be anywhere) widens nothing.
+        #[test]
+        fn the_hull_covers_the_non_empty_spans() {
+            let (v, w, none) = (vec![0u64; 8], vec![0u8; 3], Vec::<u64>::new());
+            let (lo, hi) = crate::host::hull([crate::host::span(&v), crate::host::span(&none), crate::host::span(&w)]);
+            for (a, b) in [crate::host::span(&v), crate::host::span(&w)] {
+                assert!(lo <= a && b <= hi);
+            }
+            assert_eq!(crate::host::hull([crate::host::span(&none)]), (usize::MAX, 0));
         }
 
         /// The advice changes what backs the memory, never what it holds.

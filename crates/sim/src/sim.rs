@@ -556,17 +556,9 @@ impl<P: Policy> Sim<P> {
     /// the span of memory from the lowest to the highest address that the
     /// TLBs, the CPU states and the run queues were given.
     fn back_with_huge_pages(&self) {
-        fn span<T>(s: &[T]) -> (usize, usize) {
-            let a = s.as_ptr() as usize;
-            (a, a + std::mem::size_of_val(s))
-        }
-        let (lo, hi) = self
-            .m
-            .cpus
-            .iter()
-            .map(|c| c.tlb.heap_bounds())
-            .chain([span(&self.m.cpus), span(&self.sched)])
-            .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+        use crate::host::{hull, span};
+        let tlbs = self.m.cpus.iter().map(|c| c.tlb.heap_bounds());
+        let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(&self.sched)]));
         crate::host::back_with_huge_pages(lo, hi);
     }
 

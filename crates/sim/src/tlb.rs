@@ -584,11 +584,8 @@ impl Tlb {
     /// entries, mirrors, indexes and counts) and the address just past the
     /// highest: what [`crate::host`] is asked to back with 2 MB pages.
     pub(crate) fn heap_bounds(&self) -> (usize, usize) {
-        fn span<T>(s: &[T]) -> (usize, usize) {
-            let a = s.as_ptr() as usize;
-            (a, a + std::mem::size_of_val(s))
-        }
-        [
+        use crate::host::span;
+        crate::host::hull([
             span(&self.l1),
             span(&self.l2),
             span(&self.l2_lru),
@@ -604,10 +601,7 @@ impl Tlb {
             span(&self.asids[..]),
             span(&self.blocks[..]),
             span(&self.asid_counts[..]),
-        ]
-        .into_iter()
-        .filter(|(a, b)| a < b)
-        .fold((usize::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+        ])
     }
 
     /// Returns empty TLBs of the given geometry.
