@@ -10,6 +10,8 @@
 //! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
 //!   [`holders`]: which TLBs a broadcast invalidation must visit; [`stalls`]: the time running CPUs lose to
 //!   incoming DVM messages, charged lazily.
+//! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's
+//!   spinlock, rwsem and mutex on them.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
@@ -21,9 +23,11 @@
 
 pub mod cancel;
 pub mod catalog;
+pub mod coherence;
 pub mod frames;
 pub mod holders;
 pub(crate) mod host;
+pub mod locks;
 pub mod machine;
 pub mod metrics;
 pub mod oracle;

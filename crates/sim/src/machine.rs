@@ -49,37 +49,10 @@
 //! ends (`irq_until`).
 //!
 //! # Coherence
-//! A policy's shared variables live in cache lines (by address, 64 bytes). A write
-//! or atomic by a CPU that does not hold the line alone, or a read by a CPU
-//! without a copy, moves the line (`cacheline_transfer`, more across sockets). A
-//! plain store waits in the store buffer, not in the CPU, and later stores by the
-//! same CPU ride on the same move.
-//!
-//! Accesses reach the machine in the order the simulator runs code, which is not
-//! the order of simulated time: the handlers of one IPI run one after another,
-//! each to its end, although they run at the same time on their CPUs. So each
-//! line keeps a short history in simulated time: who owned it from when, which
-//! CPUs read each version, and the intervals in which it was moving. An access is
-//! placed at its own time in that history:
-//! - a read costs a transfer from the owner of the version it finds (nothing if
-//!   the CPU already holds that version); reads of one version do not wait for
-//!   one another, only for a move in progress;
-//! - a write or atomic waits for the first gap in which the line is not moving,
-//!   one move at a time per line;
-//! - an access never completes before the latest write to the *same variable*
-//!   that ran before it in simulator order is visible: what it reads or
-//!   overwrites is that write's value. (A spin lock's acquisition therefore
-//!   waits for the previous holder's release.)
-//!
-//! So a counter every IPI handler increments is a queue of moves while the
-//! handlers' reads of the request beside it overlap, and per-CPU flags are not a
-//! queue at all. A CPU that announced it spins on a line while its IPIs are
-//! handled ([`Hw::spin_on`]) asks for the line again as soon as a write takes it
-//! away, and has it back before the next writer: every other CPU's write to that
-//! line costs one more move. (This is the most the spinner can cost the writers:
-//! with arbitration that serves requests strictly in the order they are made, a
-//! writer already waiting would go first. The seed-003 notes in
-//! `docs/costs/westmere.md` give both.)
+//! A policy's shared variables live in cache lines (by address, 64 bytes), beside
+//! the kernel's own contended lines: [`crate::coherence`] holds the model (reads
+//! share and overlap, writes queue one move at a time, an access follows the
+//! latest write to its variable, a spinning initiator takes its line back).
 //!
 //! # The sync phase
 //! In a shootdown's sync phase (between [`Phase::Sync`] and [`Phase::Done`]) the
@@ -92,14 +65,13 @@
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
 
+use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
 use crate::pagetable::TableRef;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use tlbkit_policy::{
     Access, Asid, Barrier, CpuId, CpuMask, Domain, FlushTicket, Hw, MmId, Note, Phase, Root, Scope, Tlbi,
 };
@@ -129,195 +101,6 @@ pub struct HwCounters {
     pub shootdown_cycles: u64,
     /// Cache-line transfers.
     pub line_transfers: u64,
-}
-
-/// One version of a cache line: written by one CPU, read by others until the next
-/// write.
-#[derive(Clone, Debug)]
-struct Version {
-    /// When the write that made it completed (0 for the line's first version).
-    at: u64,
-    /// The CPU that wrote it; `None` for the line's first version (from memory).
-    writer: Option<u32>,
-    /// CPUs that read it, each with when its copy arrived.
-    readers: Vec<(u32, u64)>,
-}
-
-/// An interval in which a line moves, to a new owner or back to a CPU spinning on it.
-#[derive(Clone, Copy, Debug)]
-struct Move {
-    start: u64,
-    end: u64,
-}
-
-/// How many versions and moves a line remembers. The simulator runs policy calls
-/// in the order they start, so an access lands among the last few; older history
-/// is dropped.
-const LINE_HISTORY: usize = 64;
-
-/// One cache line of policy state: its recent history in simulated time.
-#[derive(Clone, Debug)]
-struct Line {
-    /// Versions, oldest first, by `at`; never empty.
-    versions: Vec<Version>,
-    /// Moves, by start; no two overlap.
-    moves: Vec<Move>,
-    /// Per variable on the line (by address): when its latest write, in the order
-    /// the simulator ran them, was visible.
-    vars: Vec<(usize, u64)>,
-    /// The CPU spinning on the line and since when, while its handlers run.
-    spinner: Option<(u32, u64)>,
-}
-
-impl Default for Line {
-    fn default() -> Self {
-        Line {
-            versions: vec![Version { at: 0, writer: None, readers: Vec::new() }],
-            moves: Vec::new(),
-            vars: Vec::new(),
-            spinner: None,
-        }
-    }
-}
-
-impl Line {
-    /// Returns the index of the version current at `t`.
-    fn version_at(&self, t: u64) -> usize {
-        self.versions.partition_point(|v| v.at <= t).saturating_sub(1)
-    }
-
-    /// Returns the end of the move in progress at `t`, if any.
-    fn moving_at(&self, t: u64) -> Option<u64> {
-        self.moves.iter().find(|m| m.start <= t && t < m.end).map(|m| m.end)
-    }
-
-    /// Returns the end of a move to `cpu` in progress at `t`, if any: its stores
-    /// wait for that one in the store buffer and need no move of their own.
-    fn moving_to(&self, cpu: u32, t: u64) -> Option<u64> {
-        let end = self.moving_at(t)?;
-        let v = &self.versions[self.version_at(end)];
-        (v.at == end && v.writer == Some(cpu)).then_some(end)
-    }
-
-    /// Returns when the latest write to variable `addr` was visible (0 if none).
-    fn visible(&self, addr: usize) -> u64 {
-        self.vars.iter().find(|&&(a, _)| a == addr).map_or(0, |&(_, t)| t)
-    }
-
-    /// Records that a write to `addr` is visible at `t`.
-    fn set_visible(&mut self, addr: usize, t: u64) {
-        match self.vars.iter_mut().find(|(a, _)| *a == addr) {
-            Some(v) => v.1 = v.1.max(t),
-            None => self.vars.push((addr, t)),
-        }
-    }
-
-    /// Returns the first start from `t` on of a move lasting `d` that overlaps no
-    /// other move.
-    fn gap(&self, t: u64, d: u64) -> u64 {
-        let mut s = t;
-        for m in &self.moves {
-            if m.end <= s {
-                continue;
-            }
-            if m.start >= s + d {
-                break;
-            }
-            s = m.end;
-        }
-        s
-    }
-
-    /// Inserts `m` in start order.
-    fn insert_move(&mut self, m: Move) {
-        let i = self.moves.partition_point(|x| x.start <= m.start);
-        self.moves.insert(i, m);
-        if self.moves.len() > LINE_HISTORY {
-            self.moves.remove(0);
-        }
-    }
-
-    /// Inserts a version written by `writer` and complete at `at`; returns its index.
-    fn insert_version(&mut self, at: u64, writer: u32) -> usize {
-        let i = self.versions.partition_point(|v| v.at <= at);
-        self.versions.insert(i, Version { at, writer: Some(writer), readers: Vec::new() });
-        if self.versions.len() > LINE_HISTORY {
-            // Drop the oldest version other than this one.
-            let oldest = usize::from(i == 0);
-            self.versions.remove(oldest);
-            if oldest < i {
-                return i - 1;
-            }
-        }
-        i
-    }
-
-    /// Performs `access` by CPU `me` at `t` on the variable at `addr` of this line,
-    /// a line move from CPU `a` to CPU `b` costing `cost(a, b)` (`a` is `None` for
-    /// memory) and a hit `mem`. Returns when the access is done and how many moves
-    /// it caused.
-    fn access(
-        &mut self,
-        me: u32,
-        t_in: u64,
-        addr: usize,
-        access: Access,
-        mem: u64,
-        cost: impl Fn(Option<u32>, u32) -> u64,
-    ) -> (u64, u64) {
-        // What this access reads or overwrites is the latest write to the variable.
-        let t = t_in.max(self.visible(addr));
-        // A line in motion is nobody's to use until it arrives.
-        let moving = self.moving_at(t);
-        match access {
-            Access::Read => {
-                let t = moving.unwrap_or(t);
-                let v = self.version_at(t);
-                let version = &self.versions[v];
-                if version.writer == Some(me) || version.readers.iter().any(|&(r, at)| r == me && at <= t) {
-                    return (t + mem, 0);
-                }
-                let end = t + cost(version.writer, me);
-                self.versions[v].readers.push((me, end));
-                (end, 1)
-            }
-            Access::Write | Access::Rmw => {
-                let store = access == Access::Write;
-                // Behind a move to this CPU already under way, the access rides on it.
-                if let Some(end) = self.moving_to(me, t) {
-                    self.set_visible(addr, end + mem);
-                    return (if store { t_in } else { end } + mem, 0);
-                }
-                let version = &self.versions[self.version_at(t)];
-                if moving.is_none()
-                    && version.writer == Some(me)
-                    && version.readers.iter().all(|&(r, at)| r == me || at > t)
-                {
-                    self.set_visible(addr, t + mem);
-                    // A plain store retires into the store buffer without waiting.
-                    return (if store { t_in } else { t } + mem, 0);
-                }
-                let start = self.gap(t, cost(version.writer, me));
-                let end = start + cost(self.versions[self.version_at(start)].writer, me);
-                self.insert_move(Move { start, end });
-                let nv = self.insert_version(end, me);
-                self.set_visible(addr, end);
-                let mut moves = 1;
-                // A CPU spinning on the line asks for it back as soon as it loses it,
-                // and has it back before the next writer.
-                if let Some((spinner, _)) = self.spinner.filter(|&(sp, since)| sp != me && since <= start) {
-                    let back = cost(Some(me), spinner);
-                    let s = self.gap(end, back);
-                    self.insert_move(Move { start: s, end: s + back });
-                    self.versions[nv].readers.push((spinner, s + back));
-                    moves += 1;
-                }
-                // A plain store retires into the store buffer: the writer goes on
-                // while the line moves, and readers of the variable wait for it.
-                (if store { t_in + mem } else { end }, moves)
-            }
-        }
-    }
 }
 
 /// One CPU's translation state.
@@ -380,8 +163,8 @@ pub struct Machine {
     stalls: Stalls,
     /// Counters.
     pub counters: HwCounters,
-    /// Cache lines of policy state, by address / 64 (looked up, never iterated).
-    lines: HashMap<usize, Line, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>,
+    /// Cache lines of policy state and of the kernel's named structures.
+    lines: Lines,
     /// Per address-space slot: how many CPUs' roots point at it.
     root_refs: Vec<u32>,
     /// How many times a slot's count in `root_refs` fell to zero.
@@ -418,7 +201,7 @@ impl Machine {
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             counters: HwCounters::default(),
-            lines: HashMap::default(),
+            lines: Lines::default(),
             root_refs: Vec::new(),
             root_releases: 0,
             lazy: LazyFlushes::default(),
@@ -517,16 +300,20 @@ impl Machine {
         let c = self.costs;
         let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
         let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
-        let line = self.lines.entry(addr / 64).or_default();
-        let (done, moves) = line.access(cpu as u32, t, addr, access, c.mem_access, cost);
+        let (done, moves) = self.lines.access(cpu as u32, t, addr, access, c.mem_access, cost);
         self.counters.line_transfers += moves;
         done
     }
 
+    /// Performs `access` by `cpu` at `t` on the variable at offset `var` of the
+    /// kernel's named line `line` ([`crate::coherence`]); returns when it is done.
+    pub fn kline(&mut self, cpu: usize, t: u64, line: KLine, var: usize, access: Access) -> u64 {
+        self.line_access(cpu, t, line.addr() + var, access)
+    }
+
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
     fn set_spinner(&mut self, addr: usize, spinner: Option<(usize, u64)>) {
-        let line = self.lines.entry(addr / 64).or_default();
-        line.spinner = spinner.map(|(c, t)| (c as u32, t));
+        self.lines.set_spinner(addr, spinner.map(|(c, t)| (c as u32, t)));
     }
 
     /// Takes the cycles IPI handlers and incoming DVM messages took from `cpu`'s
@@ -1094,96 +881,6 @@ mod tests {
         assert_eq!(count_three(false), entry + 3 * t + t);
         // Each increment is followed by the spinner's move; the poll then hits.
         assert_eq!(count_three(true), entry + 6 * t + mem);
-    }
-
-    /// One move of a line costs 100 cycles, a hit 4.
-    fn access(line: &mut Line, cpu: u32, t: u64, var: usize, a: Access) -> u64 {
-        line.access(cpu, t, var, a, 4, |_, _| 100).0
-    }
-
-    /// Returns a line whose variables 0 and 8 CPU 0 wrote at time 0 (visible at 100).
-    fn written_by_cpu0() -> Line {
-        let mut line = Line::default();
-        access(&mut line, 0, 0, 0, Access::Write);
-        access(&mut line, 0, 0, 8, Access::Write);
-        line
-    }
-
-    #[test]
-    fn reads_of_one_version_overlap() {
-        let mut line = written_by_cpu0();
-        assert_eq!(access(&mut line, 1, 1000, 0, Access::Read), 1100);
-        assert_eq!(access(&mut line, 2, 1000, 0, Access::Read), 1100, "not behind cpu1's read");
-        assert_eq!(access(&mut line, 1, 1100, 8, Access::Read), 1104, "cpu1 holds this version");
-    }
-
-    #[test]
-    fn atomics_on_one_line_queue_one_move_at_a_time() {
-        let mut line = written_by_cpu0();
-        let done: Vec<u64> = (1..=3).map(|cpu| access(&mut line, cpu, 1000, 8, Access::Rmw)).collect();
-        assert_eq!(done, vec![1100, 1200, 1300]);
-    }
-
-    #[test]
-    fn an_earlier_read_is_not_put_behind_a_later_write_the_simulator_ran_first() {
-        // IPI handlers run one after another: cpu1's increment at 2000 is known
-        // before cpu2's read of the other variable at 1000.
-        let mut line = written_by_cpu0();
-        assert_eq!(access(&mut line, 1, 2000, 8, Access::Rmw), 2100);
-        assert_eq!(access(&mut line, 2, 1000, 0, Access::Read), 1100);
-        // ... and cpu2's own increment afterwards follows cpu1's.
-        assert_eq!(access(&mut line, 2, 1500, 8, Access::Rmw), 2200);
-    }
-
-    #[test]
-    fn an_access_follows_the_latest_write_to_its_variable() {
-        // A spin lock: cpu1 takes it at 0 and releases it at 5000 (a store to its
-        // own line); cpu2's acquisition at 1000, run afterwards, must see the release.
-        let mut line = Line::default();
-        assert_eq!(access(&mut line, 1, 0, 0, Access::Rmw), 100);
-        assert_eq!(access(&mut line, 1, 5000, 0, Access::Write), 5004);
-        assert_eq!(access(&mut line, 2, 1000, 0, Access::Rmw), 5104);
-    }
-
-    #[test]
-    fn a_spinner_takes_the_line_back_after_each_write_before_the_next_writer() {
-        let mut line = written_by_cpu0();
-        line.spinner = Some((0, 0));
-        // cpu1 at 1000: moves 1000..1100, then back to cpu0 1100..1200.
-        assert_eq!(access(&mut line, 1, 1000, 8, Access::Rmw), 1100);
-        // cpu2, ready at 1000 too, gets it after cpu0: 1200..1300, cpu0 1300..1400.
-        assert_eq!(access(&mut line, 2, 1000, 8, Access::Rmw), 1300);
-        // The spinner sees the last value when the line is back.
-        assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1404);
-        // Without a spinner the two increments are back to back.
-        let mut line = written_by_cpu0();
-        access(&mut line, 1, 1000, 8, Access::Rmw);
-        assert_eq!(access(&mut line, 2, 1000, 8, Access::Rmw), 1200);
-        assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1300);
-    }
-
-    #[test]
-    fn a_line_remembers_a_bounded_history() {
-        let mut line = Line::default();
-        for i in 0..200u64 {
-            access(&mut line, (i % 2) as u32, i * 1000, 0, Access::Rmw);
-        }
-        assert!(line.versions.len() <= LINE_HISTORY && line.moves.len() <= LINE_HISTORY);
-        // A write placed before everything remembered keeps the newest history.
-        line.vars.clear();
-        line.moves.clear();
-        access(&mut line, 2, 0, 8, Access::Write);
-        assert_eq!(line.versions.len(), LINE_HISTORY);
-        assert_eq!(line.versions.last().map(|v| v.at), Some(199_100));
-    }
-
-    #[test]
-    fn stores_behind_a_move_to_the_same_cpu_share_it() {
-        // cpu1 writes three variables of a line cpu0 owns: one move, not three.
-        let mut line = written_by_cpu0();
-        let moves: u64 = [0, 8, 16].iter().map(|&v| line.access(1, 1000, v, Access::Write, 4, |_, _| 100).1).sum();
-        assert_eq!(moves, 1);
-        assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
     }
 
     #[test]

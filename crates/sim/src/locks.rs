@@ -1,0 +1,240 @@
+//! The kernel's locks, built on [`crate::coherence`]'s lines: what taking one
+//! costs, and how waiters queue.
+//!
+//! A kernel path in the simulator runs to its end at one point of the event
+//! order, so a lock is a timeline kept in that order: a CPU that asks for a lock
+//! another CPU's path (run earlier by the simulator) holds until time `r` gets it
+//! at `r` plus the handoff, whatever its own clock says. The handoff is what the
+//! lock's protocol moves between the two CPUs' caches, charged by the line
+//! model at the distance between them; the time inside the lock is the caller's
+//! work between `lock` and `unlock`.
+//!
+//! - [`SpinLock`], Linux's queued spinlock (`kernel/locking/qspinlock.c`,
+//!   v4.2 and later). An uncontended `lock` is one `cmpxchg` on the lock word.
+//!   Waiters queue in arrival order on MCS nodes, each spinning on its own
+//!   node, so a waiting CPU costs the others nothing; only the queue's head spins
+//!   on the lock word. `unlock` is a release store to the locked byte, and the
+//!   head's next read and `cmpxchg` bring the line from the releasing CPU: one
+//!   transfer per handoff, from whichever CPU released to whichever is next.
+//!   (The head's handing of the MCS queue to its successor is a write to the
+//!   successor's node, off the lock word's critical path; not charged.)
+//! - [`RwSem`], Linux's reader-writer semaphore (`kernel/locking/rwsem.c`), as
+//!   `mmap_lock` is. Every `down_read` and `up_read` is an atomic add on the one
+//!   count word, so readers that never wait for one another still queue on its
+//!   line, one move each: the read-side cost of a fault on a machine of many
+//!   CPUs. A writer waits until every reader admitted before it (in the
+//!   simulator's order) has released, and readers and writers that come after a
+//!   writer wait for its release: the rwsem's handoff to a waiting writer, with
+//!   its readers-behind-a-writer rule (`rwsem_down_read_slowpath` queues a
+//!   reader when a writer waits).
+//! - [`Mutex`], Linux's mutex (`kernel/locking/mutex.c`) with optimistic
+//!   spinning: a waiter spins on the owner field while the owner runs, which a
+//!   simulated kernel path always does, so a waiter never sleeps and the
+//!   handoff is the owner word's line moving to the next waiter. `unlock` is an
+//!   atomic (a release `cmpxchg` on the owner word), not a store.
+//!
+//! Not modelled: a waiter's spinning does not slow the holder (its reads of the
+//! lock word are of a line the holder is not writing); a sleeping mutex waiter's
+//! wake-up (never needed, see above); reader optimistic spinning on a
+//! writer-owned rwsem (a reader simply waits for the release); lock stealing by
+//! a CPU that arrives while a handoff is in flight.
+
+use crate::coherence::KLine;
+use crate::machine::Machine;
+use tlbkit_policy::Access;
+
+/// The lock word's offset in its line.
+const WORD: usize = 0;
+/// The offset of the rwsem count as `up_read` and `up_write` see it: the same
+/// word as [`WORD`], named apart so that a reader's release does not order the
+/// next reader's acquisition behind it (the line model orders an access after
+/// the latest write to its *variable*; readers of an rwsem do not wait for one
+/// another, but their atomics still queue on the line).
+const RELEASE: usize = 8;
+
+/// A queued spinlock (Linux `qspinlock`): see the module docs.
+pub struct SpinLock;
+
+impl SpinLock {
+    /// Takes the lock `line` for `cpu` asking at `t`; returns when it holds it.
+    pub fn lock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        m.kline(cpu, t, line, WORD, Access::Rmw)
+    }
+
+    /// Releases the lock `line` at `t`; returns when `cpu` goes on (a store: at once).
+    pub fn unlock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        m.kline(cpu, t, line, WORD, Access::Write)
+    }
+}
+
+/// A mutex with optimistic spinning (Linux `struct mutex`): see the module docs.
+pub struct Mutex;
+
+impl Mutex {
+    /// Takes the mutex `line` for `cpu` asking at `t`; returns when it holds it.
+    pub fn lock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        m.kline(cpu, t, line, WORD, Access::Rmw)
+    }
+
+    /// Releases the mutex `line` at `t` (an atomic on the owner word); returns
+    /// when the release is done.
+    pub fn unlock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        m.kline(cpu, t, line, WORD, Access::Rmw)
+    }
+}
+
+/// A reader-writer semaphore (Linux `struct rw_semaphore`): its timeline in the
+/// simulator's order. The count word's line is the machine's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RwSem {
+    /// When the latest writer released it.
+    write_free: u64,
+    /// When the last reader admitted so far releases it.
+    readers_until: u64,
+}
+
+impl RwSem {
+    /// Takes the semaphore `line` for reading by `cpu` asking at `t`; returns
+    /// when it holds it.
+    pub fn down_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        m.kline(cpu, t.max(self.write_free), line, WORD, Access::Rmw)
+    }
+
+    /// Releases a read hold at `t`; returns when `cpu` goes on.
+    pub fn up_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        self.readers_until = self.readers_until.max(done);
+        done
+    }
+
+    /// Takes the semaphore `line` for writing by `cpu` asking at `t`; returns
+    /// when it holds it (every earlier reader and writer gone).
+    pub fn down_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        let t = t.max(self.write_free).max(self.readers_until);
+        m.kline(cpu, t, line, WORD, Access::Rmw)
+    }
+
+    /// Releases a write hold at `t`; returns when `cpu` goes on.
+    pub fn up_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        self.write_free = self.write_free.max(done);
+        done
+    }
+
+    /// Returns whether a writer holds it (or is still releasing it) at `t`.
+    pub fn write_held_at(&self, t: u64) -> bool {
+        t < self.write_free
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::CpuState;
+    use crate::preset;
+    use crate::tlb::Tlb;
+
+    /// A two-socket Westmere of 8 CPUs (4 a socket): transfers of 100 cycles in a
+    /// socket and more across.
+    fn westmere() -> Machine {
+        let p = preset::westmere();
+        let cpus = (0..8)
+            .map(|_| CpuState::new(Tlb::new(p.tlb.l1d_entries, p.tlb.l2_entries, p.tlb.l2_ways, p.tlb.pwc_entries)))
+            .collect();
+        Machine::new(p.costs, cpus, p.cores_per_socket)
+    }
+
+    const L: KLine = KLine::ZoneLock(0);
+
+    #[test]
+    fn an_uncontended_spinlock_costs_one_transfer_then_hits() {
+        let mut m = westmere();
+        let c = m.costs;
+        // From memory: the first cmpxchg brings the line in.
+        let got = SpinLock::lock(&mut m, 0, L, 1000);
+        let out = SpinLock::unlock(&mut m, 0, L, got + 50);
+        // The same CPU again: the line is still its own.
+        let again = SpinLock::lock(&mut m, 0, L, out + 10);
+        assert_eq!(again, out + 10 + c.mem_access);
+    }
+
+    #[test]
+    fn a_spinlock_waiter_gets_it_one_transfer_after_the_release() {
+        let mut m = westmere();
+        let c = m.costs;
+        let got0 = SpinLock::lock(&mut m, 0, L, 0);
+        let rel0 = got0 + 5000;
+        SpinLock::unlock(&mut m, 0, L, rel0);
+        // cpu1 (same socket) asked at 100, long before the release.
+        let got1 = SpinLock::lock(&mut m, 1, L, 100);
+        assert_eq!(got1, rel0 + c.mem_access + c.cacheline_transfer);
+        SpinLock::unlock(&mut m, 1, L, got1 + 5000);
+        // cpu4 (the other socket) queued behind cpu1: its handoff crosses the socket.
+        let got4 = SpinLock::lock(&mut m, 4, L, 200);
+        assert_eq!(got4, got1 + 5000 + c.mem_access + c.cacheline_transfer + c.cacheline_cross_socket);
+    }
+
+    #[test]
+    fn spinlock_waiters_are_served_in_arrival_order() {
+        let mut m = westmere();
+        let mut free = 0;
+        let mut order = Vec::new();
+        for cpu in [3, 1, 2] {
+            let got = SpinLock::lock(&mut m, cpu, L, 10);
+            assert!(got > free, "cpu{cpu} got the lock at {got}, before the previous release at {free}");
+            free = SpinLock::unlock(&mut m, cpu, L, got + 1000);
+            order.push((got, cpu));
+        }
+        assert!(order.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn rwsem_readers_overlap_but_queue_on_the_count_line() {
+        let mut m = westmere();
+        let c = m.costs;
+        let mut s = RwSem::default();
+        let line = KLine::MmapLock(1);
+        // Three readers ask at once: each waits for the count's line in turn.
+        let got: Vec<u64> = (0..3).map(|cpu| s.down_read(&mut m, cpu, line, 1000)).collect();
+        assert!(got[1] > got[0] && got[2] > got[1], "{got:?}");
+        // They hold it together: the third gets it long before the first's release.
+        let rel = got[0] + 100_000;
+        s.up_read(&mut m, 0, line, rel);
+        assert!(got[2] < rel);
+        // And a reader never waits for another's release.
+        let late = s.down_read(&mut m, 3, line, 2000);
+        assert!(late < rel, "reader 3 at {late} waited for reader 0's release at {rel}");
+        assert!(late - 2000 <= 4 * (c.cacheline_transfer + c.mem_access), "{late}");
+    }
+
+    #[test]
+    fn an_rwsem_writer_waits_for_every_reader_and_later_readers_wait_for_it() {
+        let mut m = westmere();
+        let mut s = RwSem::default();
+        let line = KLine::MmapLock(1);
+        let r0 = s.down_read(&mut m, 0, line, 0);
+        let r1 = s.down_read(&mut m, 1, line, 0);
+        let out0 = s.up_read(&mut m, 0, line, r0 + 3000);
+        let out1 = s.up_read(&mut m, 1, line, r1 + 8000);
+        let w = s.down_write(&mut m, 2, line, 100);
+        assert!(w > out0.max(out1), "the writer got it at {w} before the readers left at {out0} and {out1}");
+        let wout = s.up_write(&mut m, 2, line, w + 2000);
+        assert!(s.write_held_at(w + 1000));
+        let r3 = s.down_read(&mut m, 3, line, 200);
+        assert!(r3 > wout, "a reader after the writer got it at {r3}, before its release at {wout}");
+        assert!(!s.write_held_at(wout));
+    }
+
+    #[test]
+    fn a_mutex_hands_off_one_transfer_after_an_atomic_release() {
+        let mut m = westmere();
+        let c = m.costs;
+        let line = KLine::PipeMutex(0);
+        let got0 = Mutex::lock(&mut m, 0, line, 0);
+        let rel0 = Mutex::unlock(&mut m, 0, line, got0 + 1000);
+        // The release is an atomic on a line cpu0 owns: a hit, and cpu0 waits for it.
+        assert_eq!(rel0, got0 + 1000 + c.mem_access);
+        let got1 = Mutex::lock(&mut m, 1, line, 10);
+        assert_eq!(got1, rel0 + c.cacheline_transfer);
+    }
+}
