@@ -28,6 +28,17 @@ pub enum FrameKind {
     FileFolio,
 }
 
+/// What dropping a reference freed ([`Frames::put`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freed {
+    /// Nothing: other references remain (or other pages of its folio live).
+    Nothing,
+    /// A single frame.
+    Page,
+    /// A whole folio (its last page's reference).
+    Folio,
+}
+
 /// Physical memory.
 #[derive(Default)]
 pub struct Frames {
@@ -141,7 +152,8 @@ impl Frames {
 
     /// Drops a reference; the frame goes back to the free list at zero. `obl` is the
     /// obligation under which the mapping was removed (0 when already discharged).
-    pub fn put(&mut self, pfn: u64, obl: u32) {
+    /// Returns what that freed.
+    pub fn put(&mut self, pfn: u64, obl: u32) -> Freed {
         let r = &mut self.refs[pfn as usize];
         debug_assert!(*r > 0, "frame {pfn} freed twice");
         *r -= 1;
@@ -149,14 +161,16 @@ impl Frames {
             self.pending[pfn as usize] = obl;
             if self.kind(pfn) == FrameKind::Single {
                 self.free.push(pfn);
-                return;
+                return Freed::Page;
             }
             let live = &mut self.folio_live[(pfn / FOLIO_PAGES) as usize];
             *live -= 1;
             if *live == 0 {
                 self.free_folios.push(pfn - pfn % FOLIO_PAGES);
+                return Freed::Folio;
             }
         }
+        Freed::Nothing
     }
 
     /// Returns how many frames were ever handed out.

@@ -121,6 +121,15 @@ impl RwSem {
         done
     }
 
+    /// Turns a write hold into a read hold at `t` (`downgrade_write`: one atomic,
+    /// waking the readers waiting behind it); release it with
+    /// [`RwSem::up_read`]. Returns when `cpu` goes on.
+    pub fn downgrade(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        self.write_free = self.write_free.max(done);
+        done
+    }
+
     /// Returns whether a writer holds it (or is still releasing it) at `t`.
     pub fn write_held_at(&self, t: u64) -> bool {
         t < self.write_free
@@ -223,6 +232,20 @@ mod tests {
         let r3 = s.down_read(&mut m, 3, line, 200);
         assert!(r3 > wout, "a reader after the writer got it at {r3}, before its release at {wout}");
         assert!(!s.write_held_at(wout));
+    }
+
+    #[test]
+    fn a_downgraded_writer_lets_readers_in_and_keeps_writers_out_until_it_leaves() {
+        let mut m = westmere();
+        let mut s = RwSem::default();
+        let line = KLine::MmapLock(1);
+        let w = s.down_write(&mut m, 0, line, 0);
+        let d = s.downgrade(&mut m, 0, line, w + 1000);
+        let out = s.up_read(&mut m, 0, line, d + 50_000);
+        let r = s.down_read(&mut m, 1, line, 10);
+        assert!(r > d && r < out, "a reader got it at {r}: not between the downgrade at {d} and the release at {out}");
+        let w2 = s.down_write(&mut m, 2, line, 10);
+        assert!(w2 > out, "a writer got it at {w2}, before the downgraded hold ended at {out}");
     }
 
     #[test]

@@ -136,6 +136,51 @@ const ZAP_PAGE: u64 = 35;
 /// after a teardown (an estimate, `docs/costs/altra.md` section 7).
 const ZAP_FOLIO: u64 = 150;
 
+/// The kernel whose paths the simulator's kernel follows on a machine, where
+/// they differ by kernel or version (the memory paths' locks and batches:
+/// `sim/kwork.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Kernel {
+    /// Linux, major and minor version.
+    Linux(u8, u8),
+    /// FreeBSD, major version.
+    FreeBsd(u8),
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        Kernel::Linux(6, 9)
+    }
+}
+
+impl Kernel {
+    /// Returns whether a fault takes only its VMA's lock (Linux v6.4,
+    /// "mm: introduce per-VMA lock" and the arch fault handlers that use it).
+    pub fn per_vma_locks(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 4))
+    }
+
+    /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
+    /// in recent kernels, whose `pagevec.h` sizes the batch so that "31 pointers
+    /// + header" make a power of two; taken here as from v6.10, an estimate of
+    /// the version: `docs/costs/kernel.md`).
+    pub fn lru_batch(self) -> u32 {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (6, 10) => 31,
+            _ => 15,
+        }
+    }
+
+    /// Returns the pages a CPU's memcg stock is refilled with
+    /// (`MEMCG_CHARGE_BATCH`: 32, 64 from v6.1).
+    pub fn memcg_batch(self) -> u32 {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (6, 1) => 64,
+            _ => 32,
+        }
+    }
+}
+
 /// A machine: topology, geometry, costs.
 #[derive(Clone, Debug)]
 pub struct Preset {
@@ -163,6 +208,12 @@ pub struct Preset {
     pub numa: &'static [usize],
     /// TLB geometry.
     pub tlb: TlbGeometry,
+    /// The kernel the machine's measurements were taken on.
+    pub kernel: Kernel,
+    /// Peak memory bandwidth of one socket in GB/s (channels times transfer
+    /// rate times 8 bytes); a machine booted with more NUMA nodes
+    /// (`--set numa=N`) gives each node its share.
+    pub mem_bw_gbs: f64,
     /// Whether the CPUs have arm64's range TLB invalidation (`FEAT_TLBIRANGE`,
     /// `TLBI RVAE1IS`), which Linux uses when the ID register says so. A range
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
@@ -226,6 +277,10 @@ pub fn cortex_a72() -> Preset {
             // Not published for the A72; A53/A55 TRMs give a 64-entry walk cache. Assumed equal.
             pwc_entries: 64,
         },
+        // Seed 000 is FreeBSD 13-CURRENT (2020).
+        kernel: Kernel::FreeBsd(13),
+        // Not published for Graviton 1: EST, two DDR4-2400 channels (docs/costs/kernel.md).
+        mem_bw_gbs: 38.4,
         tlbi_range: false,
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
@@ -328,6 +383,10 @@ pub fn skylake() -> Preset {
             // PDE-cache size is not published: 32 assumed (seed 002's pages span one 2 MB region).
             pwc_entries: 32,
         },
+        // Seed 002: the PCID series merged in v4.14.
+        kernel: Kernel::Linux(4, 14),
+        // Intel ARK, i5-6200U: "Max Memory Bandwidth 34.1 GB/s" (2 x DDR4-2133).
+        mem_bw_gbs: 34.1,
         tlbi_range: false,
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
@@ -406,6 +465,10 @@ pub fn emag() -> Preset {
         numa: &[1],
         // Measured 48-entry L1 DTLB and 1024-entry L2 TLB (ways and walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        // A RHEL 8 (4.18-based) tree, docs/costs/emag.md.
+        kernel: Kernel::Linux(4, 18),
+        // eMAG 8180: 8 x DDR4-2667 channels (Ampere product brief).
+        mem_bw_gbs: 170.7,
         tlbi_range: false,
         costs: Costs {
             mem_access: 5,
@@ -473,6 +536,10 @@ pub fn altra() -> Preset {
         numa: &[1, 2],
         // Neoverse N1 TRM: 48-entry L1 DTLB, 1280-entry 5-way L2 TLB (walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1280, l2_ways: 5, pwc_entries: 64 },
+        // Seed 004: contpte merged in v6.9.
+        kernel: Kernel::Linux(6, 9),
+        // Altra: 8 x DDR4-3200 channels (Ampere datasheet).
+        mem_bw_gbs: 204.8,
         tlbi_range: false,
         costs: Costs {
             mem_access: 4,
@@ -539,6 +606,10 @@ pub fn ampereone() -> Preset {
         // Not published: N1/V2's 48-entry L1 DTLB and a 2K 8-way L2 TLB assumed (EST).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
         // Armv8.6 says it should; no ID-register dump confirms it (EST: off).
+        // EST: the mechanisms it is the target of are posted against 2025-2026 mainline.
+        kernel: Kernel::Linux(6, 18),
+        // AmpereOne A192-32X: 8 x DDR5-5200 channels (Ampere product brief).
+        mem_bw_gbs: 332.8,
         tlbi_range: false,
         costs: Costs {
             // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
@@ -606,6 +677,10 @@ pub fn graviton4() -> Preset {
         // V2: 48-entry L1 DTLB (Hot Chips 2023); L2 TLB 2K 8-way (EST, V1/X925 class).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
         // m8g.metal ID_AA64ISAR0_EL1.TLB = 0b0010: FEAT_TLBIOS and FEAT_TLBIRANGE.
+        // EST: the mechanisms it is the target of are posted against 2025-2026 mainline.
+        kernel: Kernel::Linux(6, 18),
+        // Graviton4: 12 x DDR5-5600 channels per socket (AWS re:Invent 2023 announcement).
+        mem_bw_gbs: 537.6,
         tlbi_range: true,
         costs: Costs {
             // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
@@ -670,6 +745,10 @@ pub fn thunderx() -> Preset {
         asid_bits: &[16, 8],
         numa: &[1],
         tlb: TlbGeometry { l1d_entries: 32, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
+        // EST: a ThunderX-era distribution kernel (no measurement names one).
+        kernel: Kernel::Linux(4, 19),
+        // CN88xx: 4 x DDR4-2133 channels per socket (Cavium product brief).
+        mem_bw_gbs: 68.3,
         tlbi_range: false,
         costs: Costs {
             mem_access: 4,
@@ -733,6 +812,10 @@ pub fn westmere() -> Preset {
         numa: &[1],
         // Nehalem/Westmere: 64-entry DTLB, 512-entry 4-way STLB.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
+        // Seed 003 is FreeBSD (12-CURRENT era).
+        kernel: Kernel::FreeBsd(12),
+        // Intel ARK, Xeon X5650: "Max Memory Bandwidth 32 GB/s" (3 x DDR3-1333).
+        mem_bw_gbs: 32.0,
         tlbi_range: false,
         costs: Costs {
             mem_access: 4,
@@ -811,6 +894,10 @@ pub fn milan() -> Preset {
             l2_ways: 8,
             pwc_entries: 64,
         },
+        // INVLPGB flushing merged in v6.15.
+        kernel: Kernel::Linux(6, 15),
+        // EPYC 7763: 8 x DDR4-3200 channels (AMD product page).
+        mem_bw_gbs: 204.8,
         tlbi_range: false,
         costs: Costs {
             // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
@@ -893,6 +980,10 @@ pub fn haswell2s() -> Preset {
         // InstLatx64 (2 x E5-2660 v3): "L1D 4K TLB: 64 entries, 4 way" (modelled fully
         // associative), "L2I+D 4K+2M TLB: 1024 entries, 8 way"; PDE cache: estimate.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1024, l2_ways: 8, pwc_entries: 32 },
+        // LATR ran Linux 4.10.
+        kernel: Kernel::Linux(4, 10),
+        // Intel ARK, E5-2630 v3: "Max Memory Bandwidth 59 GB/s" (4 x DDR4-1866).
+        mem_bw_gbs: 59.0,
         tlbi_range: false,
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB

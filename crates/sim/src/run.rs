@@ -645,6 +645,8 @@ fn mm_slots(wl: &workload::WorkloadDef, params: &Params, texts: &Texts, cpus: us
 fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
     // Each NUMA node is a "socket" of the model: crossing it pays the cross-socket costs.
     preset.cores_per_socket = (preset.cores_per_socket / mp.numa).max(1);
+    // Each node has its share of the socket's memory channels.
+    preset.mem_bw_gbs /= mp.numa as f64;
     SimConfig {
         preset,
         ncpus: spec.cpus,

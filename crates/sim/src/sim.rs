@@ -51,6 +51,7 @@ mod access;
 mod contpte;
 mod event;
 mod flush;
+mod kwork;
 mod mmap;
 mod process;
 mod ptemem;
@@ -60,7 +61,7 @@ mod syscall;
 #[cfg(test)]
 mod tests;
 
-use crate::frames::{FrameKind, Frames};
+use crate::frames::{FrameKind, Frames, Freed};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
 use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
@@ -455,6 +456,9 @@ pub struct Sim<P: Policy> {
     /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
     /// (Linux v7.0).
     pageout_batch: bool,
+    /// The kernel's other work on the memory paths: locks, per-CPU lists,
+    /// bandwidth.
+    kw: kwork::KernelWork,
 }
 
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
@@ -484,6 +488,7 @@ impl<P: Policy> Sim<P> {
         let user_global = policy.user_ptes_global();
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
+        let (cfg_preset, cores_per_socket) = (cfg.preset.clone(), cfg.preset.cores_per_socket);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -522,6 +527,7 @@ impl<P: Policy> Sim<P> {
             lazy_pending: Default::default(),
             spare: Vec::new(),
             pageout_batch: false,
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.

@@ -408,7 +408,8 @@ impl<P: Policy> Sim<P> {
     }
 
     /// A user page fault: demand allocation, copy-on-write, or a stale read-only
-    /// entry after an upgrade.
+    /// entry after an upgrade, under its VMA's lock or `mmap_lock`
+    /// ([`Sim::fault_lock`]).
     pub(super) fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
         let c = self.m.costs;
         self.stats.page_faults += 1;
@@ -420,15 +421,25 @@ impl<P: Policy> Sim<P> {
         if write && !vma.write {
             return Err(format!("segmentation fault: write to read-only {va:#x} in {mm}"));
         }
-        if self.folios() || vma.file.is_some() {
-            let t = self.fault_folio(cpu, mm, vma, va, write, now);
-            return Ok(t + c.exception_exit);
-        }
+        let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
+        let t = if self.folios() || vma.file.is_some() {
+            self.fault_folio(cpu, mm, vma, va, write, t)
+        } else {
+            self.fault_page(cpu, root, mm, vma, va, write, t)
+        };
+        Ok(self.fault_unlock(cpu, mm, held, t) + c.exception_exit)
+    }
+
+    /// The body of a fault on a base page of `vma` (no large folios).
+    #[allow(clippy::too_many_arguments)]
+    fn fault_page(&mut self, cpu: usize, root: u32, mm: MmId, vma: Vma, va: u64, write: bool, mut now: u64) -> u64 {
+        let c = self.m.costs;
         let r = self.pt.ensure_leaf(root, va & !4095);
         let pte = *self.pt.pte(r);
         if !pte.valid() {
             let pfn = self.alloc_frame(cpu, now);
-            now += c.page_copy;
+            now = self.kalloc_work(cpu, 1, false, now);
+            now = self.write_pages(cpu, 1, false, now);
             // The slot keeps its floor: an entry from before a flushed unmap or
             // zap of this page stays stale after the page is faulted in again.
             let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
@@ -438,7 +449,8 @@ impl<P: Policy> Sim<P> {
             if self.frames.refs(pte.pfn) > 1 {
                 // Copy-on-write: a new frame replaces the shared one.
                 let pfn = self.alloc_frame(cpu, now);
-                now += c.page_copy;
+                now = self.kalloc_work(cpu, 1, false, now);
+                now = self.write_pages(cpu, 1, true, now);
                 let new = self.new_pte(pfn, true);
                 let seq = new.ver;
                 *self.pt.pte_mut(r) = new;
@@ -455,6 +467,6 @@ impl<P: Policy> Sim<P> {
             self.m.cpus[cpu].tlb.invalidate(Inval::VaAll { va });
             now += c.tlbi_local_va;
         }
-        Ok(now + c.exception_exit)
+        now
     }
 }

@@ -550,7 +550,8 @@ impl<P: Policy> Sim<P> {
             if vma.file.is_none() && mem.sim.frames.refs(orig.pfn) > 1 {
                 // wp_page_copy: the copy first, then ptep_clear_flush and the new PTE.
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
-                mem.now += c.page_copy;
+                mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
+                mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
                 let old = arch::ptep_get_and_clear(&mut mem, mm, VirtAddr(page));
                 mem.flush_tlb_range(mm, VirtAddr(page), 1);
                 let flags = P_VALID | P_USER | P_WRITE | P_DIRTY | P_ACCESS | (orig.flags & P_GLOBAL);
@@ -578,7 +579,6 @@ impl<P: Policy> Sim<P> {
     /// Maps the page `page` of `vma`, whose PTE is none, with a folio where one
     /// fits (module documentation).
     fn fault_map(&mut self, cpu: usize, mm: MmId, vma: Vma, page: u64, mut now: u64) -> u64 {
-        let c = self.m.costs;
         let block = page & !(BLOCK - 1);
         let file_page = |a: u64| vma.pgoff + (a - vma.start) / 4096;
         let mut fits = self.folios() && block >= vma.start && block + BLOCK <= vma.end();
@@ -609,12 +609,14 @@ impl<P: Policy> Sim<P> {
             }
             None if fits => {
                 let pfn = mem.sim.alloc_folio(cpu, FrameKind::AnonFolio, mem.now);
-                mem.now += c.page_copy * CONT_PTES;
+                mem.now = mem.sim.kalloc_work(cpu, CONT_PTES as u32, true, mem.now);
+                mem.now = mem.sim.write_pages(cpu, CONT_PTES, false, mem.now);
                 pfn
             }
             None => {
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
-                mem.now += c.page_copy;
+                mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
+                mem.now = mem.sim.write_pages(cpu, 1, false, mem.now);
                 pfn
             }
         };

@@ -65,7 +65,7 @@ impl<P: Policy> Sim<P> {
             FlushWhat::Mm => self.policy.flush_mm(&hw, pf.mm),
             FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
         }
-        let now = hw.now();
+        let mut now = hw.now();
         self.m.lazy.allowed = false;
         self.stats.flush_cycles += now.saturating_sub(start);
         match self.m.lazy.taken.take() {
@@ -73,7 +73,7 @@ impl<P: Policy> Sim<P> {
                 self.stats.lazy_flushes += 1;
                 self.lazy_pending.insert(t, pf);
             }
-            None => self.finish_flush(pf, now),
+            None => now = self.finish_flush(Some(cpu), pf, now),
         }
         self.complete_lazy(now);
         // A flush IPI may have moved a lazy CPU off an exited address space.
@@ -82,7 +82,10 @@ impl<P: Policy> Sim<P> {
 
     /// What a flush's return (or completion) does: the obligation discharged,
     /// the changed PTEs' floors raised, the frames freed, and `--strict`'s scan.
-    fn finish_flush(&mut self, pf: PendingFlush, now: u64) {
+    /// The freeing's kernel work ([`Sim::kfree_work`]) is charged to `cpu`, the
+    /// CPU the flush returned on; a lazy flush completed later (`None`) frees
+    /// without it. Returns when `cpu` goes on.
+    fn finish_flush(&mut self, cpu: Option<usize>, pf: PendingFlush, now: u64) -> u64 {
         let seq = self.oracle.obligations[pf.obl as usize].seq;
         self.oracle.obligations[pf.obl as usize].discharged = Some(now);
         for r in &pf.changed {
@@ -91,8 +94,13 @@ impl<P: Policy> Sim<P> {
         if !pf.arch.is_empty() {
             self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);
         }
+        let (mut pages, mut folios) = (0, 0);
         for &pfn in &pf.frames {
-            self.frames.put(pfn, 0);
+            match self.frames.put(pfn, 0) {
+                Freed::Page => pages += 1,
+                Freed::Folio => folios += 1,
+                Freed::Nothing => {}
+            }
         }
         if self.oracle.strict {
             for c in 0..self.m.cpus.len() {
@@ -104,6 +112,10 @@ impl<P: Policy> Sim<P> {
             changed.clear();
             frames.clear();
             self.spare.push((changed, frames));
+        }
+        match cpu {
+            Some(cpu) => self.kfree_work(cpu, pages, folios, now),
+            None => now,
         }
     }
 
@@ -121,7 +133,9 @@ impl<P: Policy> Sim<P> {
         }
         for t in std::mem::take(&mut self.m.lazy.completed) {
             match self.lazy_pending.remove(&t) {
-                Some(pf) => self.finish_flush(pf, now),
+                Some(pf) => {
+                    self.finish_flush(None, pf, now);
+                }
                 None => {
                     self.error.get_or_insert(format!(
                         "the policy completed flush ticket {t}, which is not pending (completed twice, or never \

@@ -40,6 +40,36 @@ impl<P: Policy> Sim<P> {
             let c = &self.m.cpus[cpu];
             c.tlb.prefetch_asid(c.asid);
         }
+        // mmap_lock: for writing while the VMAs change, for reading while only
+        // their pages do; munmap writes, then reads while it zaps.
+        let lock = match s {
+            Sys::Mmap { .. }
+            | Sys::MmapFile { .. }
+            | Sys::MmapFixed { .. }
+            | Sys::Mprotect { .. }
+            | Sys::Fork(_)
+            | Sys::Munmap { .. } => Some(true),
+            Sys::Madvise { .. } | Sys::MadvisePageout { .. } => Some(false),
+            _ => None,
+        };
+        let Some(write) = lock else {
+            return self.syscall_body(cpu, tid, s, now);
+        };
+        let mut now = self.mmap_lock(cpu, mm, write, now);
+        let mut write = write;
+        if let Sys::Munmap { .. } = s {
+            // Detach the VMAs (the path's fault_path), then zap under the read hold.
+            now = self.mmap_downgrade(cpu, mm, now + c.fault_path) - c.fault_path;
+            write = false;
+        }
+        let end = self.syscall_body(cpu, tid, s, now);
+        self.mmap_unlock(cpu, mm, write, end)
+    }
+
+    /// Runs system call `s` of `tid` on `cpu` from `now` (its locks held).
+    fn syscall_body(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
+        let c = self.m.costs;
+        let mm = self.threads[tid].mm;
         match s {
             Sys::Mmap { pages, write } => {
                 self.threads[tid].ret = self.mmap(mm, pages, write, None);

@@ -1,0 +1,340 @@
+//! The kernel's other work on the memory paths: the locks, shared counters and
+//! memory bandwidth that a fault, an `mmap`, a `munmap` or an `madvise` share
+//! with every other CPU doing the same, besides the TLB work the policy does.
+//!
+//! Each piece is Linux's (v4.14 to v6.18; where the version matters the
+//! preset's [`Kernel`] decides), on [`crate::coherence`]'s lines and
+//! [`crate::locks`]' locks:
+//! - **`mmap_lock`**: faults take it for reading, `mmap`, `mprotect` and
+//!   `fork` for writing, `munmap` for writing while it detaches the VMAs and
+//!   then for reading while it zaps (`mmap_write_downgrade`, v4.20), and
+//!   `madvise(MADV_DONTNEED|MADV_PAGEOUT)` for reading. From v6.4 a fault
+//!   takes only its VMA's lock (`lock_vma_under_rcu`: a `down_read_trylock`
+//!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
+//!   while a writer holds it. FreeBSD's `vm_fault` holds its map's lock
+//!   (`vm_map_lock_read`) only for the lookup.
+//! - **Page allocation and freeing**: order-0 pages through per-CPU lists
+//!   (`pcp`), refilled with `batch` pages under the node's zone lock when empty
+//!   (`rmqueue_bulk`), and drained by `batch` pages when a free takes a list
+//!   above `high` (`free_pcppages_bulk`). A 64 KB folio (order 4) is above the
+//!   orders the per-CPU lists keep (up to `PAGE_ALLOC_COSTLY_ORDER`, 3, and the
+//!   pageblock order, since v5.13), so each takes the zone lock.
+//! - **Zeroing and copying** a page costs the core `page_copy`, and the node's
+//!   memory write bandwidth is shared: a node writes at most its share of the
+//!   preset's `mem_bw_gbs` in each window of [`BW_WINDOW`] cycles, and a page
+//!   that finds its window full is written in the next one with room. Many
+//!   CPUs faulting at once therefore plateau at the memory's bandwidth.
+//! - **LRU**: a new anonymous or file folio goes into a per-CPU batch
+//!   (`folio_batch`, [`Kernel::lru_batch`] folios), added to the node's LRU
+//!   under its `lru_lock` when full; freed folios leave the LRU under the same
+//!   lock, a batch at a time (`folios_put_refs`).
+//! - **memcg**: pages are charged from a per-CPU stock, refilled
+//!   [`Kernel::memcg_batch`] pages at a time by an atomic on the cgroup's page
+//!   counter (`consume_stock`, `try_charge`); a free uncharges a batch with one
+//!   atomic (`uncharge_batch`).
+//!
+//! What the CPU spends in the software of these paths (the allocator's list
+//! handling, the LRU and memcg bookkeeping) is in the preset's `fault_path`,
+//! `zap_page` and `zap_folio` as before; this adds what is shared: the lock
+//! words' and counters' transfers, the waits for their holders, the time held,
+//! and the memory's bandwidth. The figures: `docs/costs/kernel.md`.
+//!
+//! Not modelled: per-mm RSS counters (per-CPU since v6.2, cached per task
+//! before: rarely shared); the `i_mmap` lock of file mappings; the anon_vma
+//! lock; `high` auto-tuning (v6.7); compaction and reclaim under memory
+//! pressure (the simulated machine never runs out of frames).
+
+use super::*;
+use crate::coherence::KLine;
+use crate::locks::{RwSem, SpinLock};
+use crate::preset::Kernel;
+use tlbkit_policy::Access;
+
+/// The length of one window of the memory-bandwidth budget, in cycles: short
+/// beside a fault (a few thousand cycles), long beside one page's share of the
+/// bandwidth (tens to hundreds of cycles), so that a window holds tens of pages.
+pub const BW_WINDOW: u64 = 8192;
+
+/// Windows of bandwidth remembered per node; a page written before the oldest
+/// (an operation the simulator runs late) is not held back.
+const BW_WINDOWS: usize = 64;
+
+/// Per-CPU list batch: `zone_batchsize()` for any zone of 1 GiB or more
+/// (`mm/page_alloc.c`: a quarter of 1 MiB of pages, 64, rounded to a power of
+/// two less one after adding half: 63).
+pub const PCP_BATCH: u32 = 63;
+
+/// Per-CPU list high mark: `6 * batch`, as `pageset_set_batch` set it before
+/// v5.14; later kernels derive it from the zone's low watermark and the CPUs of
+/// the node (an estimate here, `docs/costs/kernel.md`).
+pub const PCP_HIGH: u32 = 6 * PCP_BATCH;
+
+/// Cycles the zone lock is held per page moved between the buddy lists and a
+/// per-CPU list (`__rmqueue_smallest` or `__free_one_page`: list and counter
+/// updates on lines the holder mostly has). Estimate, `docs/costs/kernel.md`.
+pub const ZONE_PAGE: u64 = 60;
+
+/// Cycles the LRU lock is held per folio added or removed (list links, the
+/// LRU flag, the lruvec's size counters). Estimate, `docs/costs/kernel.md`.
+pub const LRU_FOLIO: u64 = 40;
+
+/// What a fault holds while it runs: its VMA's lock or `mmap_lock`.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum FaultLock {
+    /// The VMA's lock (Linux v6.4 and later): its slot and first page.
+    Vma(u32, u64),
+    /// `mmap_lock` for reading, released at the end of the fault.
+    Mmap(u32),
+    /// Nothing left to release (FreeBSD: the map lock was held for the lookup).
+    None,
+}
+
+/// The shared state of the kernel's other work.
+#[derive(Default)]
+pub(super) struct KernelWork {
+    /// Per address-space slot: its `mmap_lock`.
+    mmap_locks: Vec<RwSem>,
+    /// Per CPU: order-0 pages on its per-CPU list.
+    pcp: Vec<u32>,
+    /// Per CPU: folios in its LRU-add batch.
+    lru: Vec<u32>,
+    /// Per CPU: pages charged ahead in its memcg stock.
+    stock: Vec<u32>,
+    /// Per node: the first window remembered and the pages written in each.
+    bw: Vec<(u64, VecDeque<u32>)>,
+    /// Pages a node writes in one window.
+    bw_pages: u32,
+    /// CPUs per node.
+    cpus_per_node: usize,
+    /// The kernel whose paths these are.
+    kernel: Kernel,
+}
+
+impl KernelWork {
+    /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node.
+    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize) -> Self {
+        let nodes = ncpus.div_ceil(cpus_per_node.max(1)).max(1);
+        // A node's bandwidth in pages of 4 KB a window.
+        let bytes_per_cycle = preset.mem_bw_gbs * MEM_BW_SUSTAINED / preset.freq_ghz;
+        let bw_pages = ((bytes_per_cycle * BW_WINDOW as f64 / 4096.0) as u32).max(1);
+        KernelWork {
+            mmap_locks: Vec::new(),
+            pcp: vec![0; ncpus],
+            lru: vec![0; ncpus],
+            stock: vec![0; ncpus],
+            bw: vec![(0, VecDeque::new()); nodes],
+            bw_pages,
+            cpus_per_node: cpus_per_node.max(1),
+            kernel: preset.kernel,
+        }
+    }
+
+    fn node(&self, cpu: usize) -> usize {
+        cpu / self.cpus_per_node
+    }
+
+    fn mmap_lock(&mut self, mm: MmId) -> &mut RwSem {
+        let i = mm.index();
+        if self.mmap_locks.len() <= i {
+            self.mmap_locks.resize(i + 1, RwSem::default());
+        }
+        &mut self.mmap_locks[i]
+    }
+
+    /// Reserves the write of `pages` pages by `cpu` from `t` in its node's
+    /// bandwidth; returns when the last of them can start.
+    fn reserve_bandwidth(&mut self, cpu: usize, t: u64, pages: u32) -> u64 {
+        let cap = self.bw_pages;
+        let node = self.node(cpu);
+        let (base, used) = &mut self.bw[node];
+        let mut w = t / BW_WINDOW;
+        if w < *base {
+            return t;
+        }
+        let mut left = pages;
+        let mut start = t;
+        while left > 0 {
+            let i = (w - *base) as usize;
+            if i >= used.len() {
+                used.resize(i + 1, 0);
+            }
+            let take = (cap - used[i].min(cap)).min(left);
+            used[i] += take;
+            left -= take;
+            if take > 0 {
+                start = start.max(w * BW_WINDOW);
+            }
+            w += 1;
+        }
+        while used.len() > BW_WINDOWS {
+            used.pop_front();
+            *base += 1;
+        }
+        start
+    }
+}
+
+/// The share of a socket's peak memory bandwidth (channels times transfer
+/// rate) that a stream of page writes sustains. Estimate: STREAM-class
+/// benchmarks reach 70% to 80% of the peak on server parts
+/// (`docs/costs/kernel.md`).
+const MEM_BW_SUSTAINED: f64 = 0.7;
+
+impl<P: Policy> Sim<P> {
+    /// Takes what a fault on `va` of `mm` holds while it runs, for `cpu` from
+    /// `now`; returns when it holds it.
+    pub(super) fn fault_lock(&mut self, cpu: usize, mm: MmId, vma_start: u64, now: u64) -> (u64, FaultLock) {
+        let slot = mm.index() as u32;
+        let kernel = self.kw.kernel;
+        let writer = self.kw.mmap_lock(mm).write_held_at(now);
+        match kernel {
+            Kernel::FreeBsd(_) => {
+                // vm_map_lookup under the map's shared lock, released at once.
+                let sem = self.kw.mmap_lock(mm);
+                let t = sem.down_read(&mut self.m, cpu, KLine::MmapLock(slot), now);
+                let t = sem.up_read(&mut self.m, cpu, KLine::MmapLock(slot), t);
+                (t, FaultLock::None)
+            }
+            k if k.per_vma_locks() && !writer => {
+                let page = vma_start >> 12;
+                let t = self.m.kline(cpu, now, KLine::VmaLock(slot, page), 0, Access::Rmw);
+                (t, FaultLock::Vma(slot, page))
+            }
+            _ => {
+                let t = self.kw.mmap_lock(mm).down_read(&mut self.m, cpu, KLine::MmapLock(slot), now);
+                (t, FaultLock::Mmap(slot))
+            }
+        }
+    }
+
+    /// Releases what [`Sim::fault_lock`] took, at `now`; returns when `cpu` goes on.
+    pub(super) fn fault_unlock(&mut self, cpu: usize, mm: MmId, held: FaultLock, now: u64) -> u64 {
+        match held {
+            // vma_end_read: the VMA lock's up_read, an atomic on its word.
+            FaultLock::Vma(slot, page) => self.m.kline(cpu, now, KLine::VmaLock(slot, page), 8, Access::Rmw),
+            FaultLock::Mmap(slot) => self.kw.mmap_lock(mm).up_read(&mut self.m, cpu, KLine::MmapLock(slot), now),
+            FaultLock::None => now,
+        }
+    }
+
+    /// Takes `mm`'s `mmap_lock` for writing (`write`) or reading, for `cpu`
+    /// from `now`; returns when it holds it.
+    pub(super) fn mmap_lock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
+        let line = KLine::MmapLock(mm.index() as u32);
+        let sem = self.kw.mmap_lock(mm);
+        if write {
+            sem.down_write(&mut self.m, cpu, line, now)
+        } else {
+            sem.down_read(&mut self.m, cpu, line, now)
+        }
+    }
+
+    /// Turns `cpu`'s write hold of `mm`'s `mmap_lock` into a read hold at `now`.
+    pub(super) fn mmap_downgrade(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
+        let line = KLine::MmapLock(mm.index() as u32);
+        self.kw.mmap_lock(mm).downgrade(&mut self.m, cpu, line, now)
+    }
+
+    /// Releases `mm`'s `mmap_lock` held for writing (`write`) or reading.
+    pub(super) fn mmap_unlock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
+        let line = KLine::MmapLock(mm.index() as u32);
+        let sem = self.kw.mmap_lock(mm);
+        if write {
+            sem.up_write(&mut self.m, cpu, line, now)
+        } else {
+            sem.up_read(&mut self.m, cpu, line, now)
+        }
+    }
+
+    /// The kernel work of allocating `pages` order-0 pages (`folio` false) or
+    /// one 64 KB folio for `cpu` from `now`: the per-CPU list or the zone lock,
+    /// the memcg charge and the LRU add. Returns when it is done.
+    pub(super) fn kalloc_work(&mut self, cpu: usize, pages: u32, folio: bool, mut now: u64) -> u64 {
+        let zone = KLine::ZoneLock(self.kw.node(cpu) as u32);
+        if folio {
+            now = SpinLock::lock(&mut self.m, cpu, zone, now) + ZONE_PAGE;
+            now = SpinLock::unlock(&mut self.m, cpu, zone, now);
+        } else if self.kw.pcp[cpu] >= pages {
+            self.kw.pcp[cpu] -= pages;
+        } else {
+            // rmqueue_bulk: a batch (or what this needs, if more) under the zone lock.
+            let take = PCP_BATCH.max(pages);
+            now = SpinLock::lock(&mut self.m, cpu, zone, now) + ZONE_PAGE * u64::from(take);
+            now = SpinLock::unlock(&mut self.m, cpu, zone, now);
+            self.kw.pcp[cpu] += take - pages;
+        }
+        now = self.memcg_charge(cpu, pages, now);
+        self.lru_add(cpu, if folio { 1 } else { pages }, now)
+    }
+
+    /// The kernel work of freeing `pages` order-0 pages and `folios` 64 KB
+    /// folios that `cpu` unmapped, from `now`: the LRU removal, the memcg
+    /// uncharge and the return to the per-CPU list or the zone. Returns when
+    /// it is done.
+    pub(super) fn kfree_work(&mut self, cpu: usize, pages: u32, folios: u32, mut now: u64) -> u64 {
+        if pages + folios == 0 {
+            return now;
+        }
+        let node = self.kw.node(cpu) as u32;
+        // folios_put_refs: the LRU lock once per batch of folios released.
+        let batch = self.kw.kernel.lru_batch();
+        let mut left = pages + folios;
+        while left > 0 {
+            let n = left.min(batch);
+            now = SpinLock::lock(&mut self.m, cpu, KLine::LruLock(node), now) + LRU_FOLIO * u64::from(n);
+            now = SpinLock::unlock(&mut self.m, cpu, KLine::LruLock(node), now);
+            left -= n;
+        }
+        // uncharge_batch: one atomic on the page counter for the lot.
+        now = self.m.kline(cpu, now, KLine::MemcgCounter, 0, Access::Rmw);
+        let zone = KLine::ZoneLock(node);
+        if folios > 0 {
+            now = SpinLock::lock(&mut self.m, cpu, zone, now) + ZONE_PAGE * u64::from(folios);
+            now = SpinLock::unlock(&mut self.m, cpu, zone, now);
+        }
+        self.kw.pcp[cpu] += pages;
+        while self.kw.pcp[cpu] > PCP_HIGH {
+            // free_pcppages_bulk: a batch back to the buddy lists.
+            now = SpinLock::lock(&mut self.m, cpu, zone, now) + ZONE_PAGE * u64::from(PCP_BATCH);
+            now = SpinLock::unlock(&mut self.m, cpu, zone, now);
+            self.kw.pcp[cpu] -= PCP_BATCH;
+        }
+        now
+    }
+
+    /// Charges `pages` to the memory cgroup from `cpu`'s stock, refilling it
+    /// with one atomic on the page counter when short.
+    fn memcg_charge(&mut self, cpu: usize, pages: u32, now: u64) -> u64 {
+        if self.kw.stock[cpu] >= pages {
+            self.kw.stock[cpu] -= pages;
+            return now;
+        }
+        let batch = self.kw.kernel.memcg_batch().max(pages);
+        self.kw.stock[cpu] += batch - pages;
+        self.m.kline(cpu, now, KLine::MemcgCounter, 0, Access::Rmw)
+    }
+
+    /// Adds `folios` to `cpu`'s LRU batch, moving a full batch to the node's
+    /// LRU under its lock.
+    fn lru_add(&mut self, cpu: usize, folios: u32, mut now: u64) -> u64 {
+        let batch = self.kw.kernel.lru_batch();
+        self.kw.lru[cpu] += folios;
+        while self.kw.lru[cpu] >= batch {
+            let line = KLine::LruLock(self.kw.node(cpu) as u32);
+            now = SpinLock::lock(&mut self.m, cpu, line, now) + LRU_FOLIO * u64::from(batch);
+            now = SpinLock::unlock(&mut self.m, cpu, line, now);
+            self.kw.lru[cpu] -= batch;
+        }
+        now
+    }
+
+    /// Zeroes (or copies, `copy`) `pages` pages on `cpu` from `now`: the core's
+    /// `page_copy` each, within its node's memory bandwidth (a copy writes one
+    /// page and reads another: twice the traffic). Returns when it is done.
+    pub(super) fn write_pages(&mut self, cpu: usize, pages: u64, copy: bool, now: u64) -> u64 {
+        let traffic = (pages * if copy { 2 } else { 1 }) as u32;
+        let last = self.kw.reserve_bandwidth(cpu, now, traffic);
+        let c = self.m.costs.page_copy;
+        (now + c * pages).max(last + c)
+    }
+}
