@@ -131,6 +131,9 @@ impl Line {
 
     /// Records that a write to `addr` is visible at `t`.
     fn set_visible(&mut self, addr: usize, t: u64) {
+        if addr == COMMUTATIVE {
+            return;
+        }
         match self.vars.iter_mut().find(|(a, _)| *a == addr) {
             Some(v) => v.1 = v.1.max(t),
             None => self.vars.push((addr, t)),
@@ -191,7 +194,7 @@ impl Line {
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
         // What this access reads or overwrites is the latest write to the variable.
-        let t = t_in.max(self.visible(addr));
+        let t = if addr == COMMUTATIVE { t_in } else { t_in.max(self.visible(addr)) };
         // A line in motion is nobody's to use until it arrives.
         let moving = self.moving_at(t);
         match access {
@@ -245,6 +248,11 @@ impl Line {
     }
 }
 
+/// The variable of a commutative atomic ([`Lines::atomic`]): one whose
+/// outcome does not depend on which earlier write it follows, so it is not
+/// ordered after them; it still queues on its line.
+const COMMUTATIVE: usize = usize::MAX;
+
 /// Every line touched so far, by address / 64 (looked up, never iterated).
 #[derive(Default)]
 pub(crate) struct Lines {
@@ -265,6 +273,22 @@ impl Lines {
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
         self.map.entry(addr / 64).or_default().access(me, t, addr, access, mem, cost)
+    }
+
+    /// Performs a commutative atomic (an add whose result nobody waits on, as
+    /// an rwsem's count or a page counter takes) by CPU `me` at `t` on the line
+    /// holding `addr`: it moves the line like any atomic, one move at a time,
+    /// but is placed at its own time, not after the latest write the
+    /// simulator ran. Returns when it is done and how many moves it caused.
+    pub(crate) fn atomic(
+        &mut self,
+        me: u32,
+        t: u64,
+        addr: usize,
+        mem: u64,
+        cost: impl Fn(Option<u32>, u32) -> u64,
+    ) -> (u64, u64) {
+        self.map.entry(addr / 64).or_default().access(me, t, COMMUTATIVE, Access::Rmw, mem, cost)
     }
 
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).

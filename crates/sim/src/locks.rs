@@ -2,18 +2,22 @@
 //! costs, and how waiters queue.
 //!
 //! A kernel path in the simulator runs to its end at one point of the event
-//! order, so a lock is a timeline kept in that order: a CPU that asks for a lock
-//! another CPU's path (run earlier by the simulator) holds until time `r` gets it
-//! at `r` plus the handoff, whatever its own clock says. The handoff is what the
-//! lock's protocol moves between the two CPUs' caches, charged by the line
-//! model at the distance between them; the time inside the lock is the caller's
-//! work between `lock` and `unlock`.
+//! order, and one event may cover many paths of a CPU (a touch of 64 pages
+//! faults up to 64 times), so a CPU's later holds can reach the machine before
+//! another CPU's earlier ones. A spinlock or mutex therefore keeps its holds as
+//! intervals in simulated time, and a hold is placed in the first gap at or after
+//! the time it is asked for that fits its work (the caller says how long it holds
+//! the lock, as every spinlock-protected path here knows). The handoff is the
+//! lock word's line moving to the new holder, charged by the line model at the
+//! distance from the previous one, queued behind the line's other moves. The
+//! rwsem, whose write holds last a whole system call, keeps the simulator's
+//! order instead (below).
 //!
 //! - [`SpinLock`], Linux's queued spinlock (`kernel/locking/qspinlock.c`,
-//!   v4.2 and later). An uncontended `lock` is one `cmpxchg` on the lock word.
+//!   v4.2 and later). An uncontended acquisition is one `cmpxchg` on the lock word.
 //!   Waiters queue in arrival order on MCS nodes, each spinning on its own
 //!   node, so a waiting CPU costs the others nothing; only the queue's head spins
-//!   on the lock word. `unlock` is a release store to the locked byte, and the
+//!   on the lock word. The release is a store to the locked byte, and the
 //!   head's next read and `cmpxchg` bring the line from the releasing CPU: one
 //!   transfer per handoff, from whichever CPU released to whichever is next.
 //!   (The head's handing of the MCS queue to its successor is a write to the
@@ -30,8 +34,8 @@
 //! - [`Mutex`], Linux's mutex (`kernel/locking/mutex.c`) with optimistic
 //!   spinning: a waiter spins on the owner field while the owner runs, which a
 //!   simulated kernel path always does, so a waiter never sleeps and the
-//!   handoff is the owner word's line moving to the next waiter. `unlock` is an
-//!   atomic (a release `cmpxchg` on the owner word), not a store.
+//!   handoff is the owner word's line moving to the next waiter. The release
+//!   is an atomic (a release `cmpxchg` on the owner word), not a store.
 //!
 //! Not modelled: a waiter's spinning does not slow the holder (its reads of the
 //! lock word are of a line the holder is not writing); a sleeping mutex waiter's
@@ -41,45 +45,87 @@
 
 use crate::coherence::KLine;
 use crate::machine::Machine;
-use tlbkit_policy::Access;
+use std::collections::VecDeque;
 
-/// The lock word's offset in its line.
-const WORD: usize = 0;
-/// The offset of the rwsem count as `up_read` and `up_write` see it: the same
-/// word as [`WORD`], named apart so that a reader's release does not order the
-/// next reader's acquisition behind it (the line model orders an access after
-/// the latest write to its *variable*; readers of an rwsem do not wait for one
-/// another, but their atomics still queue on the line).
-const RELEASE: usize = 8;
+/// Hold intervals a spinlock or mutex remembers; a hold asked for before the
+/// oldest (a path the simulator runs very late) is not held back.
+const HOLDS: usize = 64;
 
-/// A queued spinlock (Linux `qspinlock`): see the module docs.
-pub struct SpinLock;
+/// The hold intervals of a spinlock or a mutex, in simulated time.
+#[derive(Clone, Debug, Default)]
+struct Holds {
+    /// (start, end) of each hold, by start; no two overlap.
+    busy: VecDeque<(u64, u64)>,
+}
 
-impl SpinLock {
-    /// Takes the lock `line` for `cpu` asking at `t`; returns when it holds it.
-    pub fn lock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        m.kline(cpu, t, line, WORD, Access::Rmw)
+impl Holds {
+    /// Returns the first start from `t` on of a hold of `d` cycles that
+    /// overlaps no other.
+    fn gap(&self, t: u64, d: u64) -> u64 {
+        let mut s = t;
+        for &(a, b) in &self.busy {
+            if b <= s {
+                continue;
+            }
+            if a >= s + d {
+                break;
+            }
+            s = b;
+        }
+        s
     }
 
-    /// Releases the lock `line` at `t`; returns when `cpu` goes on (a store: at once).
-    pub fn unlock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        m.kline(cpu, t, line, WORD, Access::Write)
+    fn insert(&mut self, start: u64, end: u64) {
+        let i = self.busy.partition_point(|&(a, _)| a <= start);
+        self.busy.insert(i, (start, end));
+        if self.busy.len() > HOLDS {
+            self.busy.pop_front();
+        }
+    }
+
+    /// Holds the lock on `line` for `cpu` from the first gap at or after `t`
+    /// long enough for `work` cycles: the lock word's line comes to `cpu` (one
+    /// transfer from the previous holder), the work runs, and `release` more
+    /// cycles end it. Returns when `cpu` goes on.
+    fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64, release: bool) -> u64 {
+        let start = self.gap(t, work);
+        let got = m.katomic(cpu, start, line);
+        let mut end = got + work;
+        if release {
+            end = m.katomic(cpu, end, line);
+        }
+        self.insert(start, end);
+        end
+    }
+}
+
+/// A queued spinlock (Linux `qspinlock`): see the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct SpinLock {
+    holds: Holds,
+}
+
+impl SpinLock {
+    /// Takes the lock on `line` for `cpu` asking at `t`, does `work` cycles
+    /// under it and releases it (a store: the CPU goes on at once); returns
+    /// when `cpu` goes on.
+    pub fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64) -> u64 {
+        self.holds.hold(m, cpu, line, t, work, false)
     }
 }
 
 /// A mutex with optimistic spinning (Linux `struct mutex`): see the module docs.
-pub struct Mutex;
+#[derive(Clone, Debug, Default)]
+pub struct Mutex {
+    holds: Holds,
+}
 
 impl Mutex {
-    /// Takes the mutex `line` for `cpu` asking at `t`; returns when it holds it.
-    pub fn lock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        m.kline(cpu, t, line, WORD, Access::Rmw)
-    }
-
-    /// Releases the mutex `line` at `t` (an atomic on the owner word); returns
-    /// when the release is done.
-    pub fn unlock(m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        m.kline(cpu, t, line, WORD, Access::Rmw)
+    /// Takes the mutex on `line` for `cpu` asking at `t`, does `work` cycles
+    /// under it and releases it (an atomic on the owner word); returns when
+    /// `cpu` goes on.
+    pub fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64) -> u64 {
+        self.holds.hold(m, cpu, line, t, work, true)
     }
 }
 
@@ -94,29 +140,28 @@ pub struct RwSem {
 }
 
 impl RwSem {
-    /// Takes the semaphore `line` for reading by `cpu` asking at `t`; returns
+    /// Takes the semaphore on `line` for reading by `cpu` asking at `t`; returns
     /// when it holds it.
     pub fn down_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        m.kline(cpu, t.max(self.write_free), line, WORD, Access::Rmw)
+        m.katomic(cpu, t.max(self.write_free), line)
     }
 
     /// Releases a read hold at `t`; returns when `cpu` goes on.
     pub fn up_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        let done = m.katomic(cpu, t, line);
         self.readers_until = self.readers_until.max(done);
         done
     }
 
-    /// Takes the semaphore `line` for writing by `cpu` asking at `t`; returns
+    /// Takes the semaphore on `line` for writing by `cpu` asking at `t`; returns
     /// when it holds it (every earlier reader and writer gone).
     pub fn down_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        let t = t.max(self.write_free).max(self.readers_until);
-        m.kline(cpu, t, line, WORD, Access::Rmw)
+        m.katomic(cpu, t.max(self.write_free).max(self.readers_until), line)
     }
 
     /// Releases a write hold at `t`; returns when `cpu` goes on.
     pub fn up_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        let done = m.katomic(cpu, t, line);
         self.write_free = self.write_free.max(done);
         done
     }
@@ -125,7 +170,7 @@ impl RwSem {
     /// waking the readers waiting behind it); release it with
     /// [`RwSem::up_read`]. Returns when `cpu` goes on.
     pub fn downgrade(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
-        let done = m.kline(cpu, t, line, RELEASE, Access::Rmw);
+        let done = m.katomic(cpu, t, line);
         self.write_free = self.write_free.max(done);
         done
     }
@@ -159,42 +204,48 @@ mod tests {
     fn an_uncontended_spinlock_costs_one_transfer_then_hits() {
         let mut m = westmere();
         let c = m.costs;
+        let mut lock = SpinLock::default();
         // From memory: the first cmpxchg brings the line in.
-        let got = SpinLock::lock(&mut m, 0, L, 1000);
-        let out = SpinLock::unlock(&mut m, 0, L, got + 50);
+        let out = lock.hold(&mut m, 0, L, 1000, 50);
         // The same CPU again: the line is still its own.
-        let again = SpinLock::lock(&mut m, 0, L, out + 10);
-        assert_eq!(again, out + 10 + c.mem_access);
+        let again = lock.hold(&mut m, 0, L, out + 10, 50);
+        assert_eq!(again, out + 10 + c.mem_access + 50);
     }
 
     #[test]
     fn a_spinlock_waiter_gets_it_one_transfer_after_the_release() {
         let mut m = westmere();
         let c = m.costs;
-        let got0 = SpinLock::lock(&mut m, 0, L, 0);
-        let rel0 = got0 + 5000;
-        SpinLock::unlock(&mut m, 0, L, rel0);
+        let mut lock = SpinLock::default();
+        let rel0 = lock.hold(&mut m, 0, L, 0, 5000);
         // cpu1 (same socket) asked at 100, long before the release.
-        let got1 = SpinLock::lock(&mut m, 1, L, 100);
-        assert_eq!(got1, rel0 + c.mem_access + c.cacheline_transfer);
-        SpinLock::unlock(&mut m, 1, L, got1 + 5000);
+        let rel1 = lock.hold(&mut m, 1, L, 100, 5000);
+        assert_eq!(rel1, rel0 + c.cacheline_transfer + 5000);
         // cpu4 (the other socket) queued behind cpu1: its handoff crosses the socket.
-        let got4 = SpinLock::lock(&mut m, 4, L, 200);
-        assert_eq!(got4, got1 + 5000 + c.mem_access + c.cacheline_transfer + c.cacheline_cross_socket);
+        let rel4 = lock.hold(&mut m, 4, L, 200, 5000);
+        assert_eq!(rel4, rel1 + c.cacheline_transfer + c.cacheline_cross_socket + 5000);
+    }
+
+    #[test]
+    fn a_spinlock_hold_asked_for_earlier_fits_in_a_gap_before_later_ones() {
+        // A CPU's later hold reaches the lock first (the simulator ran its event
+        // first); another CPU's earlier hold still fits before it.
+        let mut m = westmere();
+        let mut lock = SpinLock::default();
+        let late = lock.hold(&mut m, 0, L, 100_000, 1000);
+        let early = lock.hold(&mut m, 1, L, 1000, 1000);
+        assert!(early < 100_000, "the early hold ended at {early}, behind the late one ending at {late}");
+        // A hold that does not fit before it goes after it.
+        let long = lock.hold(&mut m, 2, L, 98_000, 5000);
+        assert!(long > late, "{long} overlaps the hold ending at {late}");
     }
 
     #[test]
     fn spinlock_waiters_are_served_in_arrival_order() {
         let mut m = westmere();
-        let mut free = 0;
-        let mut order = Vec::new();
-        for cpu in [3, 1, 2] {
-            let got = SpinLock::lock(&mut m, cpu, L, 10);
-            assert!(got > free, "cpu{cpu} got the lock at {got}, before the previous release at {free}");
-            free = SpinLock::unlock(&mut m, cpu, L, got + 1000);
-            order.push((got, cpu));
-        }
-        assert!(order.windows(2).all(|w| w[0].0 < w[1].0));
+        let mut lock = SpinLock::default();
+        let ends: Vec<u64> = [3, 1, 2].iter().map(|&cpu| lock.hold(&mut m, cpu, L, 10, 1000)).collect();
+        assert!(ends.windows(2).all(|w| w[1] >= w[0] + 1000), "{ends:?}");
     }
 
     #[test]
@@ -253,11 +304,12 @@ mod tests {
         let mut m = westmere();
         let c = m.costs;
         let line = KLine::PipeMutex(0);
-        let got0 = Mutex::lock(&mut m, 0, line, 0);
-        let rel0 = Mutex::unlock(&mut m, 0, line, got0 + 1000);
-        // The release is an atomic on a line cpu0 owns: a hit, and cpu0 waits for it.
-        assert_eq!(rel0, got0 + 1000 + c.mem_access);
-        let got1 = Mutex::lock(&mut m, 1, line, 10);
-        assert_eq!(got1, rel0 + c.cacheline_transfer);
+        let mut mutex = Mutex::default();
+        let got0 = m.katomic(0, 0, line);
+        let rel0 = mutex.hold(&mut m, 0, line, got0, 1000);
+        // Taking it again on the same CPU hits; the release is an atomic that hits too.
+        assert_eq!(rel0, got0 + 2 * c.mem_access + 1000);
+        let rel1 = mutex.hold(&mut m, 1, line, 10, 1000);
+        assert_eq!(rel1, rel0 + c.cacheline_transfer + 1000 + c.mem_access);
     }
 }

@@ -311,6 +311,18 @@ impl Machine {
         self.line_access(cpu, t, line.addr() + var, access)
     }
 
+    /// Performs a commutative atomic by `cpu` at `t` on the kernel's named line
+    /// `line` (an rwsem's count, a page counter: [`crate::coherence`]'s
+    /// `Lines::atomic`); returns when it is done.
+    pub fn katomic(&mut self, cpu: usize, t: u64, line: KLine) -> u64 {
+        let c = self.costs;
+        let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
+        let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
+        let (done, moves) = self.lines.atomic(cpu as u32, t, line.addr(), c.mem_access, cost);
+        self.counters.line_transfers += moves;
+        done
+    }
+
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
     fn set_spinner(&mut self, addr: usize, spinner: Option<(usize, u64)>) {
         self.lines.set_spinner(addr, spinner.map(|(c, t)| (c as u32, t)));

@@ -161,9 +161,9 @@ impl Kernel {
     }
 
     /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
-    /// in recent kernels, whose `pagevec.h` sizes the batch so that "31 pointers
-    /// + header" make a power of two; taken here as from v6.10, an estimate of
-    /// the version: `docs/costs/kernel.md`).
+    /// in recent kernels, whose `pagevec.h` sizes the batch so that 31 pointers
+    /// and a header make a power of two; taken here as from v6.10, an estimate
+    /// of the version: `docs/costs/kernel.md`).
     pub fn lru_batch(self) -> u32 {
         match self {
             Kernel::Linux(a, b) if (a, b) >= (6, 10) => 31,
