@@ -9,7 +9,8 @@
 //! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
 //! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
 //!   [`holders`]: which TLBs a broadcast invalidation must visit; [`stalls`]: the time running CPUs lose to
-//!   incoming DVM messages, charged lazily.
+//!   incoming DVM messages, charged lazily; [`interconnect`]: the limits on broadcasts in flight (per
+//!   requester, and the DVM nodes' queue and tracker).
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
@@ -24,6 +25,7 @@ pub mod catalog;
 pub mod frames;
 pub mod holders;
 pub(crate) mod host;
+pub mod interconnect;
 pub mod machine;
 pub mod metrics;
 pub mod oracle;

@@ -10,7 +10,13 @@
 //! CPU issued has been acknowledged.
 //!
 //! # The interconnect
-//! A broadcast TLBI is one DVM message to every CPU. Each CPU processes incoming
+//! A broadcast TLBI is one DVM message to every CPU. Before it goes out it
+//! needs a free slot of its requester and a free entry of the DVM nodes'
+//! tracker, and the nodes send one message at a time ([`crate::interconnect`]):
+//! a CPU whose requester has too many broadcasts outstanding waits in its
+//! `TLBI`, and a message waits at the nodes behind those in flight. With
+//! several sockets, the issuer's node collects every other node's completion.
+//! Each CPU processes incoming
 //! messages one at a time (each socket's queue: [`crate::stalls`]), so a message
 //! waits behind those of other broadcasters: latency grows with the number of
 //! CPUs broadcasting at the same time. A by-VA message costs a receiver
@@ -19,7 +25,7 @@
 //! ThunderX2 running Himeno lost 29% of its speed to one other core's
 //! `mprotect` loop (seed 001's thread). A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
-//! last acknowledgement is back.
+//! last acknowledgement is back and every node's completion is collected.
 //!
 //! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
@@ -93,6 +99,7 @@
 //! shared-line accesses as *synchronising*.
 
 use crate::holders::{Holders, Still};
+use crate::interconnect::Interconnect;
 use crate::pagetable::TableRef;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
@@ -378,6 +385,8 @@ pub struct Machine {
     holders: Holders,
     /// The DVM queues, and the stalls of running receivers, charged lazily.
     stalls: Stalls,
+    /// The limits on broadcasts in flight: requesters' slots, the DVM nodes.
+    interconnect: Interconnect,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state, by address / 64 (looked up, never iterated).
@@ -417,6 +426,7 @@ impl Machine {
             cycles_per_ms: 1_000_000,
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
+            interconnect: Interconnect::new(&costs, n, cores_per_socket),
             counters: HwCounters::default(),
             lines: HashMap::default(),
             root_refs: Vec::new(),
@@ -584,9 +594,11 @@ impl Machine {
         }
     }
 
-    /// Sends one DVM message (or `INVLPGB`) from `from` at `t`; returns when its
-    /// last acknowledgement is back.
-    fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> u64 {
+    /// Sends one DVM message (or `INVLPGB`) from `from`, whose `TLBI` starts at
+    /// `t`; returns when the issuer could issue it (a slot of its requester
+    /// free: it waits until then, then spends `tlbi_bcast_issue`) and when it
+    /// completes for the issuer (every acknowledgement and node completion back).
+    fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> (u64, u64) {
         let c = self.costs;
         let process = match op {
             Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
@@ -597,7 +609,11 @@ impl Machine {
         // and its completion comes back through it (the DVM sync of DSB ISH). A
         // receiver that is running something stalls while its TLBs are
         // invalidated (the issuer is waiting in its DSB anyway).
-        self.stalls.broadcast(from, t, process, c.dvm_hop, c.dvm_cross_socket, &mut self.cpus)
+        let (stalls, cpus) = (&mut self.stalls, &mut self.cpus);
+        let (admitted, done) = self.interconnect.broadcast(from, t, c.tlbi_bcast_issue, |dispatched| {
+            stalls.broadcast(from, dispatched, process, c.dvm_hop, c.dvm_cross_socket, cpus)
+        });
+        (admitted.issued, done)
     }
 }
 
@@ -803,12 +819,13 @@ impl Hw for CpuHw<'_> {
             }
             Scope::Broadcast => {
                 m.counters.broadcast_invalidations += 1;
-                let t = self.now.get() + c.tlbi_bcast_issue;
-                let acked = m.broadcast(self.cpu.get(), t, op);
+                let now = self.now.get();
+                let (issued, acked) = m.broadcast(self.cpu.get(), now, op);
                 let st = &mut m.cpus[self.cpu.get()];
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
-                self.spend_tlb(c.tlbi_bcast_issue);
+                // Waiting for a slot of its requester, then issuing.
+                self.spend_tlb(issued - now + c.tlbi_bcast_issue);
             }
         }
     }
