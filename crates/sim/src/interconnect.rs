@@ -126,13 +126,7 @@ impl Interconnect {
     /// ([`crate::stalls::Stalls::broadcast`]). Returns what the limits did and
     /// when the broadcast completes for its issuer: every node's completion
     /// collected.
-    pub fn broadcast(
-        &mut self,
-        cpu: usize,
-        t: u64,
-        issue: u64,
-        deliver: impl FnOnce(u64) -> u64,
-    ) -> (Admitted, u64) {
+    pub fn broadcast(&mut self, cpu: usize, t: u64, issue: u64, deliver: impl FnOnce(u64) -> u64) -> (Admitted, u64) {
         // Wait for a slot of the requester.
         let slot = Self::earliest(self.slots_of(cpu));
         let issued = slot.map_or(t, |i| t.max(self.slots_of(cpu)[i]));

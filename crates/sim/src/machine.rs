@@ -1203,6 +1203,76 @@ mod tests {
         assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
     }
 
+    /// `n` CPUs of the Altra preset, `cores_per_socket` to a socket, all idle.
+    fn altra(n: usize, cores_per_socket: usize) -> Machine {
+        let p = preset::altra();
+        let g = p.tlb;
+        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        Machine::new(p.costs, cpus.collect(), cores_per_socket)
+    }
+
+    /// CPU `cpu` broadcasts a by-VA TLBI at `t` and waits for it; returns when its DSB completes.
+    fn sync_from(m: &mut Machine, cpu: usize, t: u64) -> u64 {
+        let hw = CpuHw::new(m, cpu, t);
+        hw.tlbi(Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) }, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.now()
+    }
+
+    #[test]
+    fn an_uncontended_broadcast_costs_issue_two_hops_processing_and_the_dsb() {
+        // As before the interconnect's limits: one socket, nothing in flight.
+        let c = preset::altra().costs;
+        let done = sync_from(&mut altra(8, 80), 0, 0);
+        assert_eq!(done, c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process + c.dsb);
+    }
+
+    #[test]
+    fn broadcast_completion_grows_with_broadcasts_in_flight() {
+        // Sixteen CPUs each broadcast at 0: each waits behind the others at
+        // every receiver, and once the nodes' tracker is full, for an entry.
+        let c = preset::altra().costs;
+        let mut m = altra(16, 80);
+        let done: Vec<u64> = (0..16).map(|cpu| sync_from(&mut m, cpu, 0)).collect();
+        assert!(done.windows(2).all(|w| w[1] > w[0]), "{done:?}");
+        let alone = sync_from(&mut altra(16, 80), 0, 0);
+        let tracked = c.dvm_node_outstanding as usize;
+        // It is dispatched when the first completes (its DSB aside), then
+        // takes an uncontended broadcast's time (its issue aside).
+        assert_eq!(
+            done[tracked],
+            (done[0] - c.dsb) + (alone - c.tlbi_bcast_issue),
+            "the first beyond the tracker waits for the first's completion: {done:?}"
+        );
+    }
+
+    #[test]
+    fn a_per_issuer_limit_makes_a_cpus_next_broadcast_wait() {
+        let c = preset::altra().costs;
+        let limit = c.dvm_issuer_outstanding;
+        let mut m = altra(4, 80);
+        let hw = CpuHw::new(&mut m, 0, 0);
+        let op = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
+        for _ in 0..limit {
+            hw.tlbi(op, Scope::Broadcast);
+        }
+        assert_eq!(hw.now(), limit * c.tlbi_bcast_issue, "within the limit each costs its issue");
+        hw.tlbi(op, Scope::Broadcast);
+        let first_done = c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process;
+        assert_eq!(hw.now(), first_done + c.tlbi_bcast_issue, "the next waits for the first to complete");
+    }
+
+    #[test]
+    fn a_machine_of_more_sockets_completes_a_broadcast_later() {
+        // Two sockets and four: the cross-socket hops are the same, but the
+        // issuer's node collects the completion of each other node.
+        let c = preset::altra().costs;
+        let two = sync_from(&mut altra(160, 80), 0, 0);
+        let four = sync_from(&mut altra(320, 80), 0, 0);
+        assert_eq!(four - two, 2 * c.dvm_node_process);
+        assert!(two > sync_from(&mut altra(80, 80), 0, 0));
+    }
+
     #[test]
     fn concurrent_broadcasts_queue_at_each_receiver() {
         let c = preset::emag().costs;
