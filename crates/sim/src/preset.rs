@@ -273,7 +273,8 @@ pub fn cortex_a72() -> Preset {
             dvm_process: 40,
             dvm_process_asid: 40,
             // Interconnect limits (docs/costs/cortex-a72.md, "Broadcasts in flight"). A72 cores reach the interconnect through their
-            // cluster's shared L2 (A72 TRM), so a 4-core cluster is one requester (SRC-derived).
+            // cluster's shared 2 MB L2 (Graviton 1 lscpu, notes §2): a 4-core cluster is one
+            // requester (SRC-derived).
             dvm_issuer_cores: 4,
             // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
             // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
@@ -464,8 +465,8 @@ pub fn emag() -> Preset {
             // figure in the same thread (a core loses 29% to one other core's mprotect loop)
             // says receivers pay microseconds per message. docs/costs/emag.md, section 0.
             dvm_process_asid: 9500,
-            // Interconnect limits (docs/costs/emag.md, "Broadcasts in flight"). Core pairs share an L2 (AnandTech, see notes §1), the
-            // port to the fabric, so a pair is one requester (SRC-derived).
+            // Interconnect limits (docs/costs/emag.md, "Broadcasts in flight"). Core pairs share an L2 (AnandTech: "two core pairs
+            // sharing the same 256KB L2 cache"), the port to the fabric: SRC-derived.
             dvm_issuer_cores: 2,
             // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
             // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
@@ -539,9 +540,10 @@ pub fn altra() -> Preset {
             dvm_process: 40,
             // Not separated from the by-VA cost: no Neoverse N1 figure.
             dvm_process_asid: 40,
-            // Interconnect limits (docs/costs/altra.md, "Broadcasts in flight"). Each N1 core has a private L2 with its own CHI port
-            // on the CMN-600 mesh: one requester per core (SRC-derived).
-            dvm_issuer_cores: 1,
+            // Interconnect limits (docs/costs/altra.md, "Broadcasts in flight"). Two N1 cores share a DSU, whose port to the mesh is
+            // the requester (AnandTech's Altra Max review: "two DSUs, each with two Neoverse-N1
+            // cores, connected to a CAL, connected to a single XP"): SRC-derived.
+            dvm_issuer_cores: 2,
             // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
             // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
             // requester's own limit is assumed the same size.
@@ -701,8 +703,8 @@ pub fn graviton4() -> Preset {
             dvm_cross_socket: 400,
             dvm_process: 40,
             dvm_process_asid: 60,
-            // Interconnect limits (docs/costs/graviton4.md, "Broadcasts in flight"). Each V2 core has a private L2 with its own CHI port
-            // on the CMN-700 mesh: one requester per core (SRC-derived).
+            // Interconnect limits (docs/costs/graviton4.md, "Broadcasts in flight"). Each V2 core has a private 2 MB L2 on the CMN-700
+            // mesh (AWS Graviton4 listing, notes): one requester per core (SRC-derived).
             dvm_issuer_cores: 1,
             // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
             // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
