@@ -9,7 +9,8 @@
 //! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
 //! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
 //!   [`holders`]: which TLBs a broadcast invalidation must visit; [`stalls`]: the time running CPUs lose to
-//!   incoming DVM messages, charged lazily.
+//!   incoming DVM messages, charged lazily; [`interconnect`]: the limits on broadcasts in flight (per
+//!   requester, and the DVM nodes' queue and tracker).
 //! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's
 //!   spinlock, rwsem and mutex on them.
 //! - [`oracle`]: obligations and violations.
@@ -27,6 +28,7 @@ pub mod coherence;
 pub mod frames;
 pub mod holders;
 pub(crate) mod host;
+pub mod interconnect;
 pub mod locks;
 pub mod machine;
 pub mod metrics;

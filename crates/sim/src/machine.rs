@@ -10,7 +10,13 @@
 //! CPU issued has been acknowledged.
 //!
 //! # The interconnect
-//! A broadcast TLBI is one DVM message to every CPU. Each CPU processes incoming
+//! A broadcast TLBI is one DVM message to every CPU. Before it goes out it
+//! needs a free slot of its requester and a free entry of the DVM nodes'
+//! tracker, and the nodes send one message at a time ([`crate::interconnect`]):
+//! a CPU whose requester has too many broadcasts outstanding waits in its
+//! `TLBI`, and a message waits at the nodes behind those in flight. With
+//! several sockets, the issuer's node collects every other node's completion.
+//! Each CPU processes incoming
 //! messages one at a time (each socket's queue: [`crate::stalls`]), so a message
 //! waits behind those of other broadcasters: latency grows with the number of
 //! CPUs broadcasting at the same time. A by-VA message costs a receiver
@@ -19,7 +25,7 @@
 //! ThunderX2 running Himeno lost 29% of its speed to one other core's
 //! `mprotect` loop (seed 001's thread). A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
-//! last acknowledgement is back.
+//! last acknowledgement is back and every node's completion is collected.
 //!
 //! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
@@ -67,6 +73,7 @@
 
 use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
+use crate::interconnect::Interconnect;
 use crate::pagetable::TableRef;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
@@ -161,6 +168,8 @@ pub struct Machine {
     holders: Holders,
     /// The DVM queues, and the stalls of running receivers, charged lazily.
     stalls: Stalls,
+    /// The limits on broadcasts in flight: requesters' slots, the DVM nodes.
+    interconnect: Interconnect,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state and of the kernel's named structures.
@@ -200,6 +209,7 @@ impl Machine {
             cycles_per_ms: 1_000_000,
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
+            interconnect: Interconnect::new(&costs, n, cores_per_socket),
             counters: HwCounters::default(),
             lines: Lines::default(),
             root_refs: Vec::new(),
@@ -383,9 +393,11 @@ impl Machine {
         }
     }
 
-    /// Sends one DVM message (or `INVLPGB`) from `from` at `t`; returns when its
-    /// last acknowledgement is back.
-    fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> u64 {
+    /// Sends one DVM message (or `INVLPGB`) from `from`, whose `TLBI` starts at
+    /// `t`; returns when the issuer could issue it (a slot of its requester
+    /// free: it waits until then, then spends `tlbi_bcast_issue`) and when it
+    /// completes for the issuer (every acknowledgement and node completion back).
+    fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> (u64, u64) {
         let c = self.costs;
         let process = match op {
             Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
@@ -396,7 +408,11 @@ impl Machine {
         // and its completion comes back through it (the DVM sync of DSB ISH). A
         // receiver that is running something stalls while its TLBs are
         // invalidated (the issuer is waiting in its DSB anyway).
-        self.stalls.broadcast(from, t, process, c.dvm_hop, c.dvm_cross_socket, &mut self.cpus)
+        let (stalls, cpus) = (&mut self.stalls, &mut self.cpus);
+        let (admitted, done) = self.interconnect.broadcast(from, t, c.tlbi_bcast_issue, |dispatched| {
+            stalls.broadcast(from, dispatched, process, c.dvm_hop, c.dvm_cross_socket, cpus)
+        });
+        (admitted.issued, done)
     }
 }
 
@@ -602,12 +618,13 @@ impl Hw for CpuHw<'_> {
             }
             Scope::Broadcast => {
                 m.counters.broadcast_invalidations += 1;
-                let t = self.now.get() + c.tlbi_bcast_issue;
-                let acked = m.broadcast(self.cpu.get(), t, op);
+                let now = self.now.get();
+                let (issued, acked) = m.broadcast(self.cpu.get(), now, op);
                 let st = &mut m.cpus[self.cpu.get()];
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
-                self.spend_tlb(c.tlbi_bcast_issue);
+                // Waiting for a slot of its requester, then issuing.
+                self.spend_tlb(issued - now + c.tlbi_bcast_issue);
             }
         }
     }
@@ -893,6 +910,76 @@ mod tests {
         assert_eq!(count_three(false), entry + 3 * t + t);
         // Each increment is followed by the spinner's move; the poll then hits.
         assert_eq!(count_three(true), entry + 6 * t + mem);
+    }
+
+    /// `n` CPUs of the Altra preset, `cores_per_socket` to a socket, all idle.
+    fn altra(n: usize, cores_per_socket: usize) -> Machine {
+        let p = preset::altra();
+        let g = p.tlb;
+        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        Machine::new(p.costs, cpus.collect(), cores_per_socket)
+    }
+
+    /// CPU `cpu` broadcasts a by-VA TLBI at `t` and waits for it; returns when its DSB completes.
+    fn sync_from(m: &mut Machine, cpu: usize, t: u64) -> u64 {
+        let hw = CpuHw::new(m, cpu, t);
+        hw.tlbi(Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) }, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.now()
+    }
+
+    #[test]
+    fn an_uncontended_broadcast_costs_issue_two_hops_processing_and_the_dsb() {
+        // As before the interconnect's limits: one socket, nothing in flight.
+        let c = preset::altra().costs;
+        let done = sync_from(&mut altra(8, 80), 0, 0);
+        assert_eq!(done, c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process + c.dsb);
+    }
+
+    #[test]
+    fn broadcast_completion_grows_with_broadcasts_in_flight() {
+        // Sixteen CPUs each broadcast at 0: each waits behind the others at
+        // every receiver, and once the nodes' tracker is full, for an entry.
+        let c = preset::altra().costs;
+        let mut m = altra(16, 80);
+        let done: Vec<u64> = (0..16).map(|cpu| sync_from(&mut m, cpu, 0)).collect();
+        assert!(done.windows(2).all(|w| w[1] > w[0]), "{done:?}");
+        let alone = sync_from(&mut altra(16, 80), 0, 0);
+        let tracked = c.dvm_node_outstanding as usize;
+        // It is dispatched when the first completes (its DSB aside), then
+        // takes an uncontended broadcast's time (its issue aside).
+        assert_eq!(
+            done[tracked],
+            (done[0] - c.dsb) + (alone - c.tlbi_bcast_issue),
+            "the first beyond the tracker waits for the first's completion: {done:?}"
+        );
+    }
+
+    #[test]
+    fn a_per_issuer_limit_makes_a_cpus_next_broadcast_wait() {
+        let c = preset::altra().costs;
+        let limit = c.dvm_issuer_outstanding;
+        let mut m = altra(4, 80);
+        let hw = CpuHw::new(&mut m, 0, 0);
+        let op = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
+        for _ in 0..limit {
+            hw.tlbi(op, Scope::Broadcast);
+        }
+        assert_eq!(hw.now(), limit * c.tlbi_bcast_issue, "within the limit each costs its issue");
+        hw.tlbi(op, Scope::Broadcast);
+        let first_done = c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process;
+        assert_eq!(hw.now(), first_done + c.tlbi_bcast_issue, "the next waits for the first to complete");
+    }
+
+    #[test]
+    fn a_machine_of_more_sockets_completes_a_broadcast_later() {
+        // Two sockets and four: the cross-socket hops are the same, but the
+        // issuer's node collects the completion of each other node.
+        let c = preset::altra().costs;
+        let two = sync_from(&mut altra(160, 80), 0, 0);
+        let four = sync_from(&mut altra(320, 80), 0, 0);
+        assert_eq!(four - two, 2 * c.dvm_node_process);
+        assert!(two > sync_from(&mut altra(80, 80), 0, 0));
     }
 
     #[test]

@@ -63,6 +63,22 @@ pub struct Costs {
     /// The same for a message that invalidates a whole ASID or everything
     /// (`TLBI ASIDE1IS`, `VMALLE1IS`): every entry of every TLB is examined.
     pub dvm_process_asid: u64,
+    /// Cores that share one requester's slots for broadcasts
+    /// ([`crate::interconnect`]): 1 where each core has its own port to the
+    /// interconnect, a cluster's size where its cores share one (0 counts as 1).
+    pub dvm_issuer_cores: u64,
+    /// Broadcasts one requester may have outstanding (issued, not yet
+    /// completed); a further `TLBI ...IS` or `INVLPGB` waits for the earliest
+    /// to complete. 0: no limit (x86 machines without `INVLPGB`).
+    pub dvm_issuer_outstanding: u64,
+    /// Broadcasts the DVM nodes (Arm CMN's DN, CCN's MN, AMD's data fabric)
+    /// track at once, from dispatch to completion; a further one waits at the
+    /// node for the earliest to complete. 0: no limit.
+    pub dvm_node_outstanding: u64,
+    /// Cycles a DVM node is busy with one broadcast (sending it on to the
+    /// receivers), during which it sends no other; and, on a machine of several
+    /// sockets, with each other socket's node's completion of a broadcast.
+    pub dvm_node_process: u64,
     /// `DSB` (without waiting for outstanding broadcast invalidations); on x86
     /// with `INVLPGB`, `TLBSYNC`'s own cost besides that wait.
     pub dsb: u64,
@@ -311,6 +327,21 @@ pub fn cortex_a72() -> Preset {
             // for either kind of message (no A72 figure separates them).
             dvm_process: 40,
             dvm_process_asid: 40,
+            // Interconnect limits (docs/costs/cortex-a72.md, "Broadcasts in flight"). A72 cores reach the interconnect through their
+            // cluster's shared 2 MB L2 (Graviton 1 lscpu, notes §2): a 4-core cluster is one
+            // requester (SRC-derived).
+            dvm_issuer_cores: 4,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             // DSB/ISB drain the pipeline (~15 stages): no published A72 figure.
             dsb: 20,
             isb: 20,
@@ -409,6 +440,11 @@ pub fn skylake() -> Preset {
             dvm_cross_socket: 0,
             dvm_process: 0,
             dvm_process_asid: 0,
+            // No INVLPGB: no broadcasts, so no interconnect limits.
+            dvm_issuer_cores: 0,
+            dvm_issuer_outstanding: 0,
+            dvm_node_outstanding: 0,
+            dvm_node_process: 0,
             // x86 has no DSB/ISB; MFENCE or a LOCKed instruction: estimate.
             dsb: 0,
             isb: 0,
@@ -492,6 +528,20 @@ pub fn emag() -> Preset {
             // figure in the same thread (a core loses 29% to one other core's mprotect loop)
             // says receivers pay microseconds per message. docs/costs/emag.md, section 0.
             dvm_process_asid: 9500,
+            // Interconnect limits (docs/costs/emag.md, "Broadcasts in flight"). Core pairs share an L2 (AnandTech: "two core pairs
+            // sharing the same 256KB L2 cache"), the port to the fabric: SRC-derived.
+            dvm_issuer_cores: 2,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -557,6 +607,21 @@ pub fn altra() -> Preset {
             dvm_process: 40,
             // Not separated from the by-VA cost: no Neoverse N1 figure.
             dvm_process_asid: 40,
+            // Interconnect limits (docs/costs/altra.md, "Broadcasts in flight"). Two N1 cores share a DSU, whose port to the mesh is
+            // the requester (AnandTech's Altra Max review: "two DSUs, each with two Neoverse-N1
+            // cores, connected to a CAL, connected to a single XP"): SRC-derived.
+            dvm_issuer_cores: 2,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -629,6 +694,20 @@ pub fn ampereone() -> Preset {
             dvm_process: 40,
             // A 2048-entry TLB scanned for a tag: 1.6 x 40 (EST).
             dvm_process_asid: 60,
+            // Interconnect limits (docs/costs/ampereone.md, "Broadcasts in flight"). Each core's 2 MB L2 is private (STH, notes §1):
+            // one requester per core assumed (EST: whether a 4-core cluster shares a port is unknown).
+            dvm_issuer_cores: 1,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -699,6 +778,20 @@ pub fn graviton4() -> Preset {
             dvm_cross_socket: 400,
             dvm_process: 40,
             dvm_process_asid: 60,
+            // Interconnect limits (docs/costs/graviton4.md, "Broadcasts in flight"). Each V2 core has a private 2 MB L2 on the CMN-700
+            // mesh (AWS Graviton4 listing, notes): one requester per core (SRC-derived).
+            dvm_issuer_cores: 1,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             dsb: 20,
             isb: 20,
             full_barrier: 20,
@@ -765,6 +858,20 @@ pub fn thunderx() -> Preset {
             dvm_process: 100,
             // Not separated from the by-VA cost: no ThunderX figure.
             dvm_process_asid: 100,
+            // Interconnect limits (docs/costs/thunderx.md, "Broadcasts in flight"). Each core is taken as its own requester (EST: the
+            // ThunderX coherent interconnect is not documented).
+            dvm_issuer_cores: 1,
+            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
+            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
+            // requester's own limit is assumed the same size.
+            dvm_issuer_outstanding: 4,
+            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
+            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
+            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
+            dvm_node_outstanding: 4,
+            // The node's time per message (accept, then send the snoops on): no figure found;
+            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+            dvm_node_process: 20,
             dsb: 30,
             isb: 20,
             full_barrier: 30,
@@ -831,6 +938,11 @@ pub fn westmere() -> Preset {
             dvm_cross_socket: 0,
             dvm_process: 0,
             dvm_process_asid: 0,
+            // No INVLPGB: no broadcasts, so no interconnect limits.
+            dvm_issuer_cores: 0,
+            dvm_issuer_outstanding: 0,
+            dvm_node_outstanding: 0,
+            dvm_node_process: 0,
             dsb: 0,
             isb: 0,
             full_barrier: 20,
@@ -921,6 +1033,15 @@ pub fn milan() -> Preset {
             dvm_cross_socket: 218,
             dvm_process: 50,
             dvm_process_asid: 200,
+            // INVLPGB's limits in the data fabric (docs/costs/milan.md, "Broadcasts in flight"): no
+            // AMD figure for outstanding INVLPGBs or the fabric's serialisation was found. Each
+            // core issues its own (EST); four outstanding per core and four in the fabric, the
+            // one Arm interconnect figure (CCN-502 TRM) borrowed as the order of magnitude (EST);
+            // 20 cycles of fabric time per message (EST).
+            dvm_issuer_cores: 1,
+            dvm_issuer_outstanding: 4,
+            dvm_node_outstanding: 4,
+            dvm_node_process: 20,
             // TLBSYNC's own cost besides waiting: estimate.
             dsb: 50,
             isb: 0,
@@ -1004,6 +1125,11 @@ pub fn haswell2s() -> Preset {
             dvm_cross_socket: 0,
             dvm_process: 0,
             dvm_process_asid: 0,
+            // No INVLPGB: no broadcasts, so no interconnect limits.
+            dvm_issuer_cores: 0,
+            dvm_issuer_outstanding: 0,
+            dvm_node_outstanding: 0,
+            dvm_node_process: 0,
             dsb: 0,
             isb: 0,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test).

@@ -368,8 +368,10 @@ fn a_walk_inside_fork_wrprotecting_a_whole_block_in_place_is_no_conflict() {
 
 /// Two threads write a 256-page file mapping while the main thread zaps it with
 /// `madvise` now and then: the zap's clears race the writer's hardware updates.
+/// The writers make 101 rounds so as to outlive the zaps, whose TLBIs queue
+/// behind the interconnect's limits ([`tlbkit_sim::interconnect`]).
 fn write_while_zapping() -> Box<Script> {
-    let writer = vec![Step::Touch(0, 0, 256, true), Step::Compute(20_000), Step::Repeat { from: 0, times: 80 }];
+    let writer = vec![Step::Touch(0, 0, 256, true), Step::Compute(20_000), Step::Repeat { from: 0, times: 100 }];
     Script::new(
         vec![
             Step::MmapFile(0, 1, 256),
