@@ -5,6 +5,8 @@
 //! is derived from, are in `docs/costs/<preset>.md`. Costs are per machine, never
 //! per claim: every workload and policy on a preset uses the same table.
 
+use crate::sched::SchedKind;
+
 /// The instruction-set family, which decides the policies that can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -168,6 +170,9 @@ pub struct Preset {
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
     /// figure for a range's receiver cost was found; see `docs/costs/`).
     pub tlbi_range: bool,
+    /// The scheduler of the kernel the preset's measurements came from
+    /// (`crate::sched`; `--set sched=` overrides it).
+    pub sched: SchedKind,
     /// Costs.
     pub costs: Costs,
 }
@@ -227,6 +232,9 @@ pub fn cortex_a72() -> Preset {
             pwc_entries: 64,
         },
         tlbi_range: false,
+        // Seed 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
+        // keep the results this preset always gave.
+        sched: SchedKind::Fifo,
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
             mem_access: 4,
@@ -329,6 +337,8 @@ pub fn skylake() -> Preset {
             pwc_entries: 32,
         },
         tlbi_range: false,
+        // Seed 002's guest ran Linux ~4.14: CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
             mem_access: 4,
@@ -407,6 +417,8 @@ pub fn emag() -> Preset {
         // Measured 48-entry L1 DTLB and 1024-entry L2 TLB (ways and walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
         tlbi_range: false,
+        // Seed 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
+        sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 5,
             tlb_l2_hit: 6,
@@ -474,6 +486,8 @@ pub fn altra() -> Preset {
         // Neoverse N1 TRM: 48-entry L1 DTLB, 1280-entry 5-way L2 TLB (walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1280, l2_ways: 5, pwc_entries: 64 },
         tlbi_range: false,
+        // Seed 004's kernel is v6.9-era: EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 3,
@@ -540,6 +554,8 @@ pub fn ampereone() -> Preset {
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
         // Armv8.6 says it should; no ID-register dump confirms it (EST: off).
         tlbi_range: false,
+        // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
             mem_access: 4,
@@ -607,6 +623,8 @@ pub fn graviton4() -> Preset {
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 2048, l2_ways: 8, pwc_entries: 64 },
         // m8g.metal ID_AA64ISAR0_EL1.TLB = 0b0010: FEAT_TLBIOS and FEAT_TLBIRANGE.
         tlbi_range: true,
+        // A recent Linux: EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
             mem_access: 4,
@@ -671,6 +689,8 @@ pub fn thunderx() -> Preset {
         numa: &[1],
         tlb: TlbGeometry { l1d_entries: 32, l2_entries: 1024, l2_ways: 4, pwc_entries: 64 },
         tlbi_range: false,
+        // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 6,
@@ -734,6 +754,9 @@ pub fn westmere() -> Preset {
         // Nehalem/Westmere: 64-entry DTLB, 512-entry 4-way STLB.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
         tlbi_range: false,
+        // Seed 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
+        // per-CPU FIFO queues keep the results this preset always gave.
+        sched: SchedKind::Fifo,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 7,
@@ -812,6 +835,8 @@ pub fn milan() -> Preset {
             pwc_entries: 64,
         },
         tlbi_range: false,
+        // A recent Linux (the INVLPGB series is v6.x): EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
             // load-to-use; L2 13 cycles (Rome, same L2); L2-TLB hit and walk start: estimates.
@@ -894,6 +919,8 @@ pub fn haswell2s() -> Preset {
         // associative), "L2I+D 4K+2M TLB: 1024 entries, 8 way"; PDE cache: estimate.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1024, l2_ways: 8, pwc_entries: 32 },
         tlbi_range: false,
+        // LATR ran on Linux 4.10: CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
             // miss with cached upper levels ~20 cycles (mynavi RMMA, Haswell).

@@ -48,6 +48,7 @@
 //! (spawn, fork, clone, execve, exit).
 
 mod access;
+mod balance;
 mod contpte;
 mod event;
 mod flush;
@@ -66,6 +67,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
+use crate::sched::{Entity, RunQueue, SchedKind, Tunables};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -142,10 +144,17 @@ pub struct SimConfig {
     pub strict: bool,
     /// Probability, per operation of a user thread, of one speculative TLB fill.
     pub spec_rate: f64,
-    /// Whether threads may move between CPUs.
+    /// Whether threads may move between CPUs: FIFO's balanced wake-ups and idle
+    /// CPUs stealing, or the fair classes' wake-affine placement and load
+    /// balancing (`sim/balance.rs`).
     pub migration: bool,
-    /// Scheduler time slice in microseconds.
+    /// The scheduling class ([`crate::sched`]): the preset's by default.
+    pub sched: SchedKind,
+    /// The FIFO class's time slice in microseconds.
     pub slice_us: f64,
+    /// CFS and EEVDF: replaces the scaled base slice (EEVDF) or minimum
+    /// granularity (CFS, with a latency of 8 times it), in microseconds.
+    pub base_slice_us: Option<f64>,
     /// ASID width.
     pub asid_bits: u8,
     /// Address-space slots the policy is sized for.
@@ -159,13 +168,14 @@ pub struct SimConfig {
 impl SimConfig {
     /// Returns a quiet machine of `ncpus` CPUs of `preset` for tests and
     /// embedding: nothing drawn from the seed (no speculative fills, no
-    /// migration), 4 ms time slices, the preset's first ASID width, 16
+    /// migration), the preset's scheduling class, 4 ms FIFO time slices, the preset's first ASID width, 16
     /// address-space slots, at most a million events, no `--strict`, no
     /// contiguous PTEs. Change a field with struct-update syntax
     /// (`SimConfig { strict: true, ..SimConfig::quiet(p, 2, 1) }`).
     pub fn quiet(preset: Preset, ncpus: usize, seed: u64) -> Self {
         SimConfig {
             asid_bits: preset.asid_bits[0],
+            sched: preset.sched,
             preset,
             ncpus,
             seed,
@@ -173,6 +183,7 @@ impl SimConfig {
             spec_rate: 0.0,
             migration: false,
             slice_us: 4000.0,
+            base_slice_us: None,
             max_mms: 16,
             max_events: 1_000_000,
             contpte: ContpteConfig::default(),
@@ -318,11 +329,13 @@ struct Thread {
     tstruct: u64,
     /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.
     pinned: bool,
+    /// Its scheduling entity (the fair classes).
+    se: Entity,
 }
 
 struct CpuSched {
     cur: Option<usize>,
-    runq: VecDeque<usize>,
+    runq: RunQueue,
     loaded: MmId,
     slice_start: u64,
     clock: u64,
@@ -331,6 +344,21 @@ struct CpuSched {
     /// When this CPU's next scheduler tick is due, in cycles (policies that
     /// tick only).
     next_tick: u64,
+    /// When the fair classes' next tick is due (preemption and balancing).
+    sched_tick: u64,
+    /// A reschedule is owed: the running task is switched out at its next event.
+    need_resched: bool,
+    /// CFS `yield`: the task that yielded, run after any other.
+    skip: Option<u32>,
+    /// The cache (LLC) domain this CPU is in ([`Sim`] `llcs`).
+    llc: u32,
+    /// When this busy CPU next balances its cache domain.
+    next_balance: u64,
+    /// When this CPU, overloaded, next kicks an idle one to pull from it.
+    next_kick: u64,
+    /// Whether its last balance found only cache-hot tasks to move
+    /// (`nr_balance_failed`, which lets the next one move a hot task).
+    balance_failed: bool,
 }
 
 struct Pipe {
@@ -405,6 +433,18 @@ pub struct Sim<P: Policy> {
     /// placing a new thread scans 4 bytes a CPU rather than each CPU's
     /// scheduler state.
     loads: Vec<u32>,
+    /// The scheduling class's tunables, in cycles.
+    tun: Tunables,
+    /// The FIFO class's arrival counter (its queue key).
+    fifo_seq: u64,
+    /// The cache (LLC) domains: per domain its first CPU and one past its last.
+    llcs: Vec<(u32, u32)>,
+    /// Per cache domain, the CPUs with nothing running or queued.
+    idle_llc: Vec<u32>,
+    /// Per cache domain, the CPUs with a queued task balancing may move.
+    ovl_llc: Vec<u32>,
+    /// CPUs with a queued task balancing may move, all told.
+    ovl_total: u32,
     pipes: Vec<Pipe>,
     events: event::Events,
     ev_seq: u64,
@@ -466,6 +506,23 @@ pub struct Sim<P: Policy> {
 /// they are.
 const HUGE_PAGES_FROM_CPUS: usize = 1024;
 
+/// Returns the cache (LLC) domains of `n` CPUs, sockets of `cores_per_socket`
+/// split into domains of `cores_per_ccx` (a socket's last may be smaller):
+/// each domain's first CPU and one past its last.
+fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(u32, u32)> {
+    let cps = cores_per_socket.max(1);
+    let ccx = cores_per_ccx.clamp(1, cps);
+    let mut v = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let socket_end = (start / cps + 1) * cps;
+        let end = (start + ccx).min(socket_end).min(n);
+        v.push((start as u32, end as u32));
+        start = end;
+    }
+    v
+}
+
 /// A page-cache slot with no frame.
 const NO_FRAME: u64 = u64::MAX;
 
@@ -484,6 +541,8 @@ impl<P: Policy> Sim<P> {
         let user_global = policy.user_ptes_global();
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
+        let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
+        let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -498,6 +557,12 @@ impl<P: Policy> Sim<P> {
             threads: Vec::new(),
             sched: Vec::new(),
             loads: Vec::new(),
+            tun,
+            fifo_seq: 0,
+            llcs,
+            idle_llc: Vec::new(),
+            ovl_llc: Vec::new(),
+            ovl_total: 0,
             pipes: Vec::new(),
             events: event::Events::default(),
             ev_seq: 0,
@@ -532,17 +597,30 @@ impl<P: Policy> Sim<P> {
             *sim.pt.pte_mut(r) =
                 Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, ..Pte::default() };
         }
-        for _ in 0..n {
+        sim.idle_llc = sim.llcs.iter().map(|&(a, b)| b - a).collect();
+        sim.ovl_llc = vec![0; sim.llcs.len()];
+        let mut llc = 0;
+        for cpu in 0..n {
             let page = sim.kalloc_page();
+            if cpu as u32 >= sim.llcs[llc].1 {
+                llc += 1;
+            }
             sim.sched.push(CpuSched {
                 cur: None,
-                runq: VecDeque::new(),
+                runq: RunQueue::default(),
                 loaded: MmId::KERNEL,
                 slice_start: 0,
                 clock: 0,
                 armed: false,
                 runq_page: page,
                 next_tick: 0,
+                sched_tick: 0,
+                need_resched: false,
+                skip: None,
+                llc: llc as u32,
+                next_balance: 0,
+                next_kick: 0,
+                balance_failed: false,
             });
             sim.loads.push(0);
         }
