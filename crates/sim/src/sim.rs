@@ -57,6 +57,8 @@ mod process;
 mod ptemem;
 mod reclaim;
 mod sched;
+#[cfg(test)]
+mod sched_tests;
 mod syscall;
 #[cfg(test)]
 mod tests;

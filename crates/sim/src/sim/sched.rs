@@ -158,7 +158,7 @@ impl<P: Policy> Sim<P> {
     /// Charges the thread running on `cpu` its runtime up to `now`
     /// (`update_curr`) and raises the queue's `min_vruntime`; returns whether an
     /// EEVDF thread reached its deadline (and got a new one).
-    fn update_curr(&mut self, cpu: usize, now: u64) -> bool {
+    pub(super) fn update_curr(&mut self, cpu: usize, now: u64) -> bool {
         let Some(c) = self.sched[cpu].cur else { return false };
         let se = &mut self.threads[c].se;
         se.account(now);
@@ -270,7 +270,7 @@ impl<P: Policy> Sim<P> {
 
     /// `select_task_rq_fair` for a wake-up of `tid`, last on `prev`, by the
     /// thread running on `this`.
-    fn select_task_rq(&mut self, tid: usize, prev: usize, this: usize, sync: bool) -> usize {
+    pub(super) fn select_task_rq(&mut self, tid: usize, prev: usize, this: usize, sync: bool) -> usize {
         let llc = &self.llcs[self.sched[this].llc as usize];
         let llc_size = (llc.1 - llc.0) as usize;
         let wide = self.sched[this]
