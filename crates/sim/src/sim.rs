@@ -8,10 +8,11 @@
 //! seed, and all state is in vectors indexed by id, so a seed gives one result.
 //!
 //! The kernel: processes own address spaces (slots reused like `mm_struct`s, each
-//! incarnation with a never-reused uid); threads sit on per-CPU FIFO run queues;
-//! a thread runs until it blocks, yields, exits or uses up its time slice.
-//! Migration is off unless `migration=on`, which balances wake-ups and lets idle
-//! CPUs pull work. An idle CPU switches to the kernel's address space, as
+//! incarnation with a never-reused uid); threads sit on per-CPU run queues of
+//! the preset's scheduling class ([`crate::sched`]: FIFO for the FreeBSD
+//! presets, Linux's CFS or EEVDF for the others), with the class's wake-up
+//! placement, preemption and load balancing (`sim/sched.rs`,
+//! `sim/balance.rs`; `migration=off` keeps every thread on its CPU). An idle CPU switches to the kernel's address space, as
 //! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
 //! policy may keep the old one loaded). The policy is told who runs there
 //! ([`Policy::enter_lazy`]): the idle task, or a kernel thread (also what an
@@ -28,8 +29,8 @@
 //! and when it returns the oracle discharges the change's obligation.
 //!
 //! Granularity: an operation is atomic in simulated time (another CPU's event
-//! that falls inside it sees its end state). Wake-ups do not preempt the running
-//! thread. The checker, not the simulator, explores finer interleavings; the one
+//! that falls inside it sees its end state); a reschedule owed to a CPU (a
+//! preempting wake-up) is taken at its next event. The checker, not the simulator, explores finer interleavings; the one
 //! exception is the hardware's own access/dirty updates and speculative fills,
 //! which may land between two page-table accesses of the arm64 contpte code
 //! (`sim/ptemem.rs`).
@@ -41,6 +42,7 @@
 //! Layout: this file holds the machine's and kernel's state and boots it; the
 //! kernel's paths are `impl Sim` blocks of their own files: `sim/event.rs` (the
 //! event loop), `sim/sched.rs` (the scheduler and the context switch),
+//! `sim/balance.rs` (load balancing between CPUs),
 //! `sim/access.rs` (TLB lookups, walks and page faults), `sim/flush.rs`
 //! (invalidations owed, the strict scan), `sim/syscall.rs` (system-call
 //! dispatch, pipes, the kernel-map path), `sim/mmap.rs` (the memory system
