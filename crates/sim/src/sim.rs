@@ -360,6 +360,9 @@ struct CpuSched {
     next_balance: u64,
     /// When this CPU, overloaded, next kicks an idle one to pull from it.
     next_kick: u64,
+    /// When this CPU, going idle, may next look for work past its cache
+    /// domain, after such a search found none.
+    next_wide: u64,
     /// Whether its last balance found only cache-hot tasks to move
     /// (`nr_balance_failed`, which lets the next one move a hot task).
     balance_failed: bool,
@@ -624,6 +627,7 @@ impl<P: Policy> Sim<P> {
                 llc: llc as u32,
                 next_balance: 0,
                 next_kick: 0,
+                next_wide: 0,
                 balance_failed: false,
             });
             sim.loads.push(0);

@@ -7,7 +7,10 @@
 //! - Newly idle (`newidle_balance`, formerly `idle_balance`): a CPU about to
 //!   go idle pulls one queued task from the busiest CPU (most runnable tasks,
 //!   at least two) of its cache domain, else of its socket, else of the
-//!   machine; one task, as a preemptible kernel stops after the first.
+//!   machine; one task, as a preemptible kernel stops after the first. After
+//!   a search past the cache domain found nothing, the CPU searches only its
+//!   own domain for a tick (EST, standing for the kernel's limit of newly idle
+//!   balancing by its cost against the CPU's average idle time).
 //! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
 //!   busy CPU with a queued task that may move hands one to an idle CPU (of
 //!   its cache domain first, then its socket, then the machine), at most once
@@ -124,7 +127,8 @@ impl<P: Policy> Sim<P> {
         if self.ovl_llc[own] > 0 {
             sources[0] = self.busiest(cpu, self.llc_cpus(own));
         }
-        if self.ovl_total > self.ovl_llc[own] {
+        let wide = self.ovl_total > self.ovl_llc[own] && now >= self.sched[cpu].next_wide;
+        if wide {
             // The socket's other domains, then the machine's: the busiest of each level.
             let socket = self.llc_socket(own);
             let (mut near, mut far): (Option<usize>, Option<usize>) = (None, None);
@@ -142,6 +146,12 @@ impl<P: Policy> Sim<P> {
                 let tid = self.detach(src, at, cpu);
                 return (tid, now + 2 * self.m.transfer_cost(src, cpu));
             }
+        }
+        if wide {
+            // Nothing to take past the cache domain: not looked for again for
+            // a tick (the kernel's newidle cost limit, `max_newidle_lb_cost`
+            // against `avg_idle`, stops such searches too).
+            self.sched[cpu].next_wide = now + self.tun.tick;
         }
         (None, now)
     }
