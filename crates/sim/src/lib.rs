@@ -15,7 +15,8 @@
 //!   spinlock, rwsem and mutex on them.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
-//! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`).
+//! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`); [`sched`]: the scheduling classes
+//!   (FIFO, CFS, EEVDF) its scheduler runs.
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
 //! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end; [`metrics`]: what each reported
@@ -38,6 +39,7 @@ pub mod preset;
 pub mod program;
 pub mod registry;
 pub mod run;
+pub mod sched;
 pub mod sim;
 pub mod stalls;
 pub mod tlb;

@@ -263,7 +263,7 @@ impl Machine {
     }
 
     /// Returns what moving a cache line from CPU `a` to CPU `b` costs.
-    fn transfer_cost(&self, a: usize, b: usize) -> u64 {
+    pub(crate) fn transfer_cost(&self, a: usize, b: usize) -> u64 {
         transfer_cost(&self.costs, self.cores_per_socket, self.cores_per_ccx, a, b)
     }
 

@@ -5,6 +5,8 @@
 //! is derived from, are in `docs/costs/<preset>.md`. Costs are per machine, never
 //! per claim: every workload and policy on a preset uses the same table.
 
+use crate::sched::SchedKind;
+
 /// The instruction-set family, which decides the policies that can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -235,6 +237,9 @@ pub struct Preset {
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
     /// figure for a range's receiver cost was found; see `docs/costs/`).
     pub tlbi_range: bool,
+    /// The scheduler of the kernel the preset's measurements came from
+    /// (`crate::sched`; `--set sched=` overrides it).
+    pub sched: SchedKind,
     /// Costs.
     pub costs: Costs,
 }
@@ -298,6 +303,9 @@ pub fn cortex_a72() -> Preset {
         // Not published for Graviton 1: EST, two DDR4-2400 channels (docs/costs/kernel.md).
         mem_bw_gbs: 38.4,
         tlbi_range: false,
+        // Seed 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
+        // keep the results this preset always gave.
+        sched: SchedKind::Fifo,
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
             mem_access: 4,
@@ -419,6 +427,8 @@ pub fn skylake() -> Preset {
         // Intel ARK, i5-6200U: "Max Memory Bandwidth 34.1 GB/s" (2 x DDR4-2133).
         mem_bw_gbs: 34.1,
         tlbi_range: false,
+        // Seed 002's guest ran Linux ~4.14: CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
             mem_access: 4,
@@ -506,6 +516,8 @@ pub fn emag() -> Preset {
         // eMAG 8180: 8 x DDR4-2667 channels (Ampere product brief).
         mem_bw_gbs: 170.7,
         tlbi_range: false,
+        // Seed 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
+        sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 5,
             tlb_l2_hit: 6,
@@ -591,6 +603,8 @@ pub fn altra() -> Preset {
         // Altra: 8 x DDR4-3200 channels (Ampere datasheet).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // Seed 004's kernel is v6.9-era: EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 3,
@@ -676,6 +690,8 @@ pub fn ampereone() -> Preset {
         // AmpereOne A192-32X: 8 x DDR5-5200 channels (Ampere product brief).
         mem_bw_gbs: 332.8,
         tlbi_range: false,
+        // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
             mem_access: 4,
@@ -761,6 +777,8 @@ pub fn graviton4() -> Preset {
         // Graviton4: 12 x DDR5-5600 channels per socket (AWS re:Invent 2023 announcement).
         mem_bw_gbs: 537.6,
         tlbi_range: true,
+        // A recent Linux: EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
             mem_access: 4,
@@ -843,6 +861,8 @@ pub fn thunderx() -> Preset {
         // CN88xx: 4 x DDR4-2133 channels per socket (Cavium product brief).
         mem_bw_gbs: 68.3,
         tlbi_range: false,
+        // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 6,
@@ -924,6 +944,9 @@ pub fn westmere() -> Preset {
         // Intel ARK, Xeon X5650: "Max Memory Bandwidth 32 GB/s" (3 x DDR3-1333).
         mem_bw_gbs: 32.0,
         tlbi_range: false,
+        // Seed 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
+        // per-CPU FIFO queues keep the results this preset always gave.
+        sched: SchedKind::Fifo,
         costs: Costs {
             mem_access: 4,
             tlb_l2_hit: 7,
@@ -1011,6 +1034,8 @@ pub fn milan() -> Preset {
         // EPYC 7763: 8 x DDR4-3200 channels (AMD product page).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // A recent Linux (the INVLPGB series is v6.x): EEVDF.
+        sched: SchedKind::Eevdf,
         costs: Costs {
             // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
             // load-to-use; L2 13 cycles (Rome, same L2); L2-TLB hit and walk start: estimates.
@@ -1106,6 +1131,8 @@ pub fn haswell2s() -> Preset {
         // Intel ARK, E5-2630 v3: "Max Memory Bandwidth 59 GB/s" (4 x DDR4-1866).
         mem_bw_gbs: 59.0,
         tlbi_range: false,
+        // LATR ran on Linux 4.10: CFS.
+        sched: SchedKind::Cfs,
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
             // miss with cached upper levels ~20 cycles (mynavi RMMA, Haswell).

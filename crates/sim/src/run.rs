@@ -7,6 +7,7 @@
 use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
 use crate::registry::{self, Build, WithPolicy, POLICIES};
+use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
@@ -219,8 +220,22 @@ impl RunOutput {
 pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ("asid_bits", "ASID width in bits (the preset's supported widths)"),
     ("spec_rate", "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)"),
-    ("migration", "on|off: let the scheduler move threads between CPUs (default off)"),
-    ("slice_us", "scheduler time slice in microseconds (default 4000)"),
+    (
+        "migration",
+        "on|off: let the scheduler move threads between CPUs: wake-affine placement and load balancing for cfs and \
+         eevdf, balanced wake-ups and idle stealing for fifo (default: on for cfs and eevdf, as Linux balances, off \
+         for fifo)",
+    ),
+    (
+        "sched",
+        "fifo|cfs|eevdf: the scheduler (default: the preset's kernel's: eevdf for Linux v6.6 and later, cfs for \
+         earlier Linux, fifo for the FreeBSD presets)",
+    ),
+    (
+        "slice_us",
+        "time slice in microseconds: fifo's slice (default 4000); for cfs and eevdf, when given, the base slice \
+         (eevdf) or minimum granularity (cfs, latency 8 times it) instead of the kernel's scaled default",
+    ),
     (
         "jitter",
         "0..0.5: spread every compute time and system-call path by a random factor in [1-jitter, 1+jitter] drawn \
@@ -285,9 +300,21 @@ struct MachineParams {
     tlbi_range: bool,
     tlb_mode: Option<u32>,
     spec_rate: f64,
-    migration: bool,
+    /// `None`: the class's default.
+    migration: Option<bool>,
+    sched: SchedKind,
     slice_us: f64,
+    /// Whether `slice_us` was given (it then sets the fair classes' base slice).
+    slice_set: bool,
     contpte: ContpteConfig,
+}
+
+impl MachineParams {
+    /// Whether threads may move between CPUs: as given, else on for the fair
+    /// classes (Linux balances by default), off for FIFO.
+    fn migration(&self) -> bool {
+        self.migration.unwrap_or(self.sched.is_fair())
+    }
 }
 
 fn valid_keys(wl: &workload::WorkloadDef) -> String {
@@ -361,8 +388,10 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         tlbi_range: preset.tlbi_range,
         tlb_mode: None,
         spec_rate: 0.02,
-        migration: false,
+        migration: None,
+        sched: preset.sched,
         slice_us: 4000.0,
+        slice_set: false,
         contpte: ContpteConfig::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
@@ -433,7 +462,13 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                     format!("--set tlb_mode={v}: give the mode word as a number, decimal or 0x hex (e.g. 0x1404)")
                 })?);
             }
-            "migration" => mp.migration = on_off(k, v)?,
+            "migration" => mp.migration = Some(on_off(k, v)?),
+            "sched" => {
+                mp.sched = SchedKind::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
+                    let names: Vec<&str> = SchedKind::ALL.iter().map(|m| m.name()).collect();
+                    format!("--set sched={v}: give one of {}", names.join(", "))
+                })?;
+            }
             "contpte" => {
                 mp.contpte.mode = ContMode::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
                     let modes: Vec<&str> = ContMode::ALL.iter().map(|m| m.name()).collect();
@@ -462,6 +497,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                     return Err(format!("--set slice_us={v} is out of range: give 1 to 1000000"));
                 }
                 mp.slice_us = t;
+                mp.slice_set = true;
             }
             _ if workload::text_params(wl.name).iter().any(|p| p.key == k) => {
                 texts.insert(k.to_string(), v.to_string());
@@ -653,8 +689,10 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         seed: spec.seed,
         strict: spec.strict,
         spec_rate: mp.spec_rate,
-        migration: mp.migration,
+        migration: mp.migration(),
+        sched: mp.sched,
         slice_us: mp.slice_us,
+        base_slice_us: mp.slice_set.then_some(mp.slice_us),
         asid_bits: mp.asid_bits,
         max_mms,
         max_events: 200_000_000,
@@ -743,7 +781,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
         }
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
-    pv.insert("migration".into(), serde_json::json!(if mp.migration { "on" } else { "off" }));
+    pv.insert("migration".into(), serde_json::json!(if mp.migration() { "on" } else { "off" }));
+    pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));

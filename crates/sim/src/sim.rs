@@ -8,10 +8,11 @@
 //! seed, and all state is in vectors indexed by id, so a seed gives one result.
 //!
 //! The kernel: processes own address spaces (slots reused like `mm_struct`s, each
-//! incarnation with a never-reused uid); threads sit on per-CPU FIFO run queues;
-//! a thread runs until it blocks, yields, exits or uses up its time slice.
-//! Migration is off unless `migration=on`, which balances wake-ups and lets idle
-//! CPUs pull work. An idle CPU switches to the kernel's address space, as
+//! incarnation with a never-reused uid); threads sit on per-CPU run queues of
+//! the preset's scheduling class ([`crate::sched`]: FIFO for the FreeBSD
+//! presets, Linux's CFS or EEVDF for the others), with the class's wake-up
+//! placement, preemption and load balancing (`sim/sched.rs`,
+//! `sim/balance.rs`; `migration=off` keeps every thread on its CPU). An idle CPU switches to the kernel's address space, as
 //! FreeBSD's idle thread does (the policy decides what that costs; a lazy-TLB
 //! policy may keep the old one loaded). The policy is told who runs there
 //! ([`Policy::enter_lazy`]): the idle task, or a kernel thread (also what an
@@ -28,8 +29,8 @@
 //! and when it returns the oracle discharges the change's obligation.
 //!
 //! Granularity: an operation is atomic in simulated time (another CPU's event
-//! that falls inside it sees its end state). Wake-ups do not preempt the running
-//! thread. The checker, not the simulator, explores finer interleavings; the one
+//! that falls inside it sees its end state); a reschedule owed to a CPU (a
+//! preempting wake-up) is taken at its next event. The checker, not the simulator, explores finer interleavings; the one
 //! exception is the hardware's own access/dirty updates and speculative fills,
 //! which may land between two page-table accesses of the arm64 contpte code
 //! (`sim/ptemem.rs`).
@@ -41,6 +42,7 @@
 //! Layout: this file holds the machine's and kernel's state and boots it; the
 //! kernel's paths are `impl Sim` blocks of their own files: `sim/event.rs` (the
 //! event loop), `sim/sched.rs` (the scheduler and the context switch),
+//! `sim/balance.rs` (load balancing between CPUs),
 //! `sim/access.rs` (TLB lookups, walks and page faults), `sim/flush.rs`
 //! (invalidations owed, the strict scan), `sim/syscall.rs` (system-call
 //! dispatch, pipes, the kernel-map path), `sim/mmap.rs` (the memory system
@@ -48,6 +50,7 @@
 //! (spawn, fork, clone, execve, exit).
 
 mod access;
+mod balance;
 mod contpte;
 mod event;
 mod flush;
@@ -57,6 +60,8 @@ mod process;
 mod ptemem;
 mod reclaim;
 mod sched;
+#[cfg(test)]
+mod sched_tests;
 mod syscall;
 #[cfg(test)]
 mod tests;
@@ -67,6 +72,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
+use crate::sched::{Entity, RunQueue, SchedKind, Tunables};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -143,10 +149,17 @@ pub struct SimConfig {
     pub strict: bool,
     /// Probability, per operation of a user thread, of one speculative TLB fill.
     pub spec_rate: f64,
-    /// Whether threads may move between CPUs.
+    /// Whether threads may move between CPUs: FIFO's balanced wake-ups and idle
+    /// CPUs stealing, or the fair classes' wake-affine placement and load
+    /// balancing (`sim/balance.rs`).
     pub migration: bool,
-    /// Scheduler time slice in microseconds.
+    /// The scheduling class ([`crate::sched`]): the preset's by default.
+    pub sched: SchedKind,
+    /// The FIFO class's time slice in microseconds.
     pub slice_us: f64,
+    /// CFS and EEVDF: replaces the scaled base slice (EEVDF) or minimum
+    /// granularity (CFS, with a latency of 8 times it), in microseconds.
+    pub base_slice_us: Option<f64>,
     /// ASID width.
     pub asid_bits: u8,
     /// Address-space slots the policy is sized for.
@@ -160,13 +173,14 @@ pub struct SimConfig {
 impl SimConfig {
     /// Returns a quiet machine of `ncpus` CPUs of `preset` for tests and
     /// embedding: nothing drawn from the seed (no speculative fills, no
-    /// migration), 4 ms time slices, the preset's first ASID width, 16
+    /// migration), the preset's scheduling class, 4 ms FIFO time slices, the preset's first ASID width, 16
     /// address-space slots, at most a million events, no `--strict`, no
     /// contiguous PTEs. Change a field with struct-update syntax
     /// (`SimConfig { strict: true, ..SimConfig::quiet(p, 2, 1) }`).
     pub fn quiet(preset: Preset, ncpus: usize, seed: u64) -> Self {
         SimConfig {
             asid_bits: preset.asid_bits[0],
+            sched: preset.sched,
             preset,
             ncpus,
             seed,
@@ -174,6 +188,7 @@ impl SimConfig {
             spec_rate: 0.0,
             migration: false,
             slice_us: 4000.0,
+            base_slice_us: None,
             max_mms: 16,
             max_events: 1_000_000,
             contpte: ContpteConfig::default(),
@@ -319,11 +334,13 @@ struct Thread {
     tstruct: u64,
     /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.
     pinned: bool,
+    /// Its scheduling entity (the fair classes).
+    se: Entity,
 }
 
 struct CpuSched {
     cur: Option<usize>,
-    runq: VecDeque<usize>,
+    runq: RunQueue,
     loaded: MmId,
     slice_start: u64,
     clock: u64,
@@ -332,6 +349,24 @@ struct CpuSched {
     /// When this CPU's next scheduler tick is due, in cycles (policies that
     /// tick only).
     next_tick: u64,
+    /// When the fair classes' next tick is due (preemption and balancing).
+    sched_tick: u64,
+    /// A reschedule is owed: the running task is switched out at its next event.
+    need_resched: bool,
+    /// CFS `yield`: the task that yielded, run after any other.
+    skip: Option<u32>,
+    /// The cache (LLC) domain this CPU is in ([`Sim`] `llcs`).
+    llc: u32,
+    /// When this busy CPU next balances its cache domain.
+    next_balance: u64,
+    /// When this CPU, overloaded, next kicks an idle one to pull from it.
+    next_kick: u64,
+    /// When this CPU, going idle, may next look for work past its cache
+    /// domain, after such a search found none.
+    next_wide: u64,
+    /// Whether its last balance found only cache-hot tasks to move
+    /// (`nr_balance_failed`, which lets the next one move a hot task).
+    balance_failed: bool,
 }
 
 struct Pipe {
@@ -406,6 +441,18 @@ pub struct Sim<P: Policy> {
     /// placing a new thread scans 4 bytes a CPU rather than each CPU's
     /// scheduler state.
     loads: Vec<u32>,
+    /// The scheduling class's tunables, in cycles.
+    tun: Tunables,
+    /// The FIFO class's arrival counter (its queue key).
+    fifo_seq: u64,
+    /// The cache (LLC) domains: per domain its first CPU and one past its last.
+    llcs: Vec<(u32, u32)>,
+    /// Per cache domain, the CPUs with nothing running or queued.
+    idle_llc: Vec<u32>,
+    /// Per cache domain, the CPUs with a queued task balancing may move.
+    ovl_llc: Vec<u32>,
+    /// CPUs with a queued task balancing may move, all told.
+    ovl_total: u32,
     pipes: Vec<Pipe>,
     events: event::Events,
     ev_seq: u64,
@@ -470,6 +517,23 @@ pub struct Sim<P: Policy> {
 /// they are.
 const HUGE_PAGES_FROM_CPUS: usize = 1024;
 
+/// Returns the cache (LLC) domains of `n` CPUs, sockets of `cores_per_socket`
+/// split into domains of `cores_per_ccx` (a socket's last may be smaller):
+/// each domain's first CPU and one past its last.
+fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(u32, u32)> {
+    let cps = cores_per_socket.max(1);
+    let ccx = cores_per_ccx.clamp(1, cps);
+    let mut v = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let socket_end = (start / cps + 1) * cps;
+        let end = (start + ccx).min(socket_end).min(n);
+        v.push((start as u32, end as u32));
+        start = end;
+    }
+    v
+}
+
 /// A page-cache slot with no frame.
 const NO_FRAME: u64 = u64::MAX;
 
@@ -489,6 +553,8 @@ impl<P: Policy> Sim<P> {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket) = (cfg.preset.clone(), cfg.preset.cores_per_socket);
+        let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
+        let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -503,6 +569,12 @@ impl<P: Policy> Sim<P> {
             threads: Vec::new(),
             sched: Vec::new(),
             loads: Vec::new(),
+            tun,
+            fifo_seq: 0,
+            llcs,
+            idle_llc: Vec::new(),
+            ovl_llc: Vec::new(),
+            ovl_total: 0,
             pipes: Vec::new(),
             events: event::Events::default(),
             ev_seq: 0,
@@ -538,17 +610,31 @@ impl<P: Policy> Sim<P> {
             *sim.pt.pte_mut(r) =
                 Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, ..Pte::default() };
         }
-        for _ in 0..n {
+        sim.idle_llc = sim.llcs.iter().map(|&(a, b)| b - a).collect();
+        sim.ovl_llc = vec![0; sim.llcs.len()];
+        let mut llc = 0;
+        for cpu in 0..n {
             let page = sim.kalloc_page();
+            if cpu as u32 >= sim.llcs[llc].1 {
+                llc += 1;
+            }
             sim.sched.push(CpuSched {
                 cur: None,
-                runq: VecDeque::new(),
+                runq: RunQueue::default(),
                 loaded: MmId::KERNEL,
                 slice_start: 0,
                 clock: 0,
                 armed: false,
                 runq_page: page,
                 next_tick: 0,
+                sched_tick: 0,
+                need_resched: false,
+                skip: None,
+                llc: llc as u32,
+                next_balance: 0,
+                next_kick: 0,
+                next_wide: 0,
+                balance_failed: false,
             });
             sim.loads.push(0);
         }

@@ -287,6 +287,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
     }
     let max_mms = workload::max_mms(workload, &params, cpus) + cpus;
     let cfg = SimConfig {
+        sched: preset.sched,
         preset,
         ncpus: cpus,
         seed: at.seed,
@@ -294,6 +295,9 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         spec_rate: 0.2,
         migration: true,
         slice_us: at.slice_us,
+        // A slice other than the default shortens the fair classes' too, as
+        // `--set slice_us` does.
+        base_slice_us: (at.slice_us != AT.slice_us).then_some(at.slice_us),
         asid_bits,
         max_mms,
         max_events: 200_000_000,

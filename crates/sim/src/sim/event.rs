@@ -188,11 +188,21 @@ impl<P: Policy> Sim<P> {
             return self.schedule(cpu, None, now);
         };
         let now = self.timer_tick(cpu, now);
-        // (The slice in cycles is worked out only where another thread waits.)
-        let slice = || (self.cfg.slice_us * 1000.0 * self.ghz()) as u64;
-        if !self.sched[cpu].runq.is_empty() && now - self.sched[cpu].slice_start >= slice() {
-            self.threads[tid].state = State::Runnable;
-            self.queue(cpu, tid);
+        let preempt = if self.tun.kind.is_fair() {
+            // The fair classes: the tick's checks, and a reschedule a wake-up owed.
+            if now >= self.sched[cpu].sched_tick {
+                self.sched_tick(cpu, tid, now);
+            }
+            let s = &mut self.sched[cpu];
+            if s.need_resched && s.runq.is_empty() {
+                s.need_resched = false;
+            }
+            s.need_resched
+        } else {
+            !self.sched[cpu].runq.is_empty() && now - self.sched[cpu].slice_start >= self.tun.fifo_slice
+        };
+        if preempt {
+            self.requeue(cpu, tid, now, false);
             self.set_cur(cpu, None);
             return self.schedule(cpu, Some(tid), now);
         }

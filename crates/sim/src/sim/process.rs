@@ -43,6 +43,7 @@ impl<P: Policy> Sim<P> {
             kstack,
             tstruct,
             pinned: false,
+            se: Entity::default(),
         });
         self.mms[mm.index()].users += 1;
         self.live += 1;
@@ -88,7 +89,7 @@ impl<P: Policy> Sim<P> {
     pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
         let cpu = self.least_loaded();
         let tid = self.new_thread(mm, prog, cpu);
-        self.enqueue(tid, cpu, 0, cpu);
+        self.enqueue_new(tid, cpu, 0, cpu);
         tid
     }
 
@@ -106,7 +107,7 @@ impl<P: Policy> Sim<P> {
     pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
         let cpu = cpu.min(self.sched.len() - 1);
         let tid = self.new_thread(MmId::KERNEL, prog, cpu);
-        self.enqueue(tid, cpu, 0, cpu);
+        self.enqueue_new(tid, cpu, 0, cpu);
         tid
     }
 
@@ -170,7 +171,7 @@ impl<P: Policy> Sim<P> {
         let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
         pf.arch = owed;
         now = self.flush(cpu, pf, now);
-        self.enqueue(ct, ccpu, now, cpu);
+        self.enqueue_new(ct, ccpu, now, cpu);
         now
     }
 
@@ -257,7 +258,7 @@ impl<P: Policy> Sim<P> {
         // half of fork's fixed software path, which also copies the address space:
         // an estimate, as fork's is.
         now += self.m.costs.fault_path * 2;
-        self.enqueue(t, target, now, cpu);
+        self.enqueue_new(t, target, now, cpu);
         now
     }
 

@@ -104,8 +104,7 @@ impl<P: Policy> Sim<P> {
             Sys::PipeWrite(p) => self.pipe_write(cpu, tid, p, now),
             Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
             Sys::Yield => {
-                self.threads[tid].state = State::Runnable;
-                self.queue(cpu, tid);
+                self.requeue(cpu, tid, now, true);
                 self.set_cur(cpu, None);
                 now
             }
@@ -142,7 +141,7 @@ impl<P: Policy> Sim<P> {
         now = self.kaccess(cpu, kva, now + c.pipe_op);
         if let Some(w) = waiter {
             now = self.kaccess(cpu, self.threads[w].tstruct, now);
-            self.wake(w, cpu, now);
+            now = self.wake(w, cpu, now, true);
         }
         now
     }
@@ -164,7 +163,7 @@ impl<P: Policy> Sim<P> {
             let mut now = self.kaccess(cpu, kva, now + c.pipe_op);
             if let Some(w) = writer {
                 now = self.kaccess(cpu, self.threads[w].tstruct, now);
-                self.wake(w, cpu, now);
+                now = self.wake(w, cpu, now, true);
             }
             return now;
         }

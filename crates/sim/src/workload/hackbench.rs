@@ -18,12 +18,14 @@
 //! (the real parent's `wait` returns only after it). Message copies are the
 //! pipe's software cost (`pipe_op`); nothing else is touched.
 //!
-//! What stays different: the simulated scheduler has no wake-up preemption, so
-//! a woken receiver waits for the running process's slice or block, and a run
-//! switches far fewer times than Linux does (thousands, not millions); and its
+//! What stays different: on a Linux preset the simulated scheduler is the
+//! kernel's class (CFS or EEVDF, with wake-up preemption, wake-affine
+//! placement and balancing, `crate::sched`), but an operation is atomic, so a
+//! preempting wake-up takes effect at the end of the target's current
+//! operation. On a FIFO (FreeBSD) preset there is no wake-up preemption, and
 //! wake-ups spread processes over CPUs only with `--set migration=on`, which a
-//! hackbench run should use (without it every child stays on the CPU it was
-//! forked on, and the forks pile up on few CPUs).
+//! hackbench run there should use (without it every child stays on the CPU it
+//! was forked on, and the forks pile up on few CPUs).
 //!
 //! Result: `time_s`, seconds from the start signal until the last child is done.
 

@@ -249,11 +249,15 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "pingpong" => 8,
         // One process per CPU.
         "mprotect_threaded" | "tcmalloc_frag" => cpus + 8,
-        // The script, each loop's shell and the sort it waits for (one more during an exec).
-        "sort_compute" => 2 * p["loops"] as usize + 16,
+        // The script, each loop's shell and the sort it waits for (one more during an
+        // exec); a woken parent that preempts the child that signalled it may fork
+        // the next before that one has exited (CFS and EEVDF): twice that.
+        "sort_compute" => 4 * p["loops"] as usize + 16,
         "fileserver" => 8,
-        // make, each job slot and its compiler (one more during an exec).
-        "buildkernel" => 2 * p["jobs"] as usize + 16,
+        // make, each job slot and its compiler (one more during an exec); with
+        // wake-up preemption a slot may fork its next compiler before the last
+        // one, which signalled it, has exited: twice that.
+        "buildkernel" => 4 * p["jobs"] as usize + 16,
         // make and every compiler (all may be alive at once).
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
         "trace" => trace::max_mms(texts),

@@ -32,7 +32,8 @@
 //!   exits (a teardown of an mm that other CPUs may still hold loaded);
 //! - the kernel map cycle ([`Sys::KernelMapCycle`]): a kernel-range flush;
 //! - `sched_yield`, so that threads of both processes share CPUs, ASIDs and
-//!   PCID slots change hands, and, with `--set migration=on`, idle CPUs steal
+//!   PCID slots change hands, and, with migration (`--set migration=on`, the
+//!   default on the Linux presets), idle CPUs steal or pull
 //!   threads mid-run.
 //!
 //! A thread decides each operation from the region's current state (which page

@@ -1,0 +1,201 @@
+//! Load balancing between CPUs for the fair classes (CFS, EEVDF) with
+//! `migration` on: Linux's `load_balance` reduced to the moves it makes
+//! between run queues of nice-0 tasks (`kernel/sched/fair.c`).
+//!
+//! The domains are the cache (LLC) domain (`cores_per_ccx` CPUs, the MC
+//! level), the socket, and the machine.
+//! - Newly idle (`newidle_balance`, formerly `idle_balance`): a CPU about to
+//!   go idle pulls one queued task from the busiest CPU (most runnable tasks,
+//!   at least two) of its cache domain, else of its socket, else of the
+//!   machine; one task, as a preemptible kernel stops after the first. After
+//!   a search past the cache domain found nothing, the CPU searches only its
+//!   own domain for a tick (EST, standing for the kernel's limit of newly idle
+//!   balancing by its cost against the CPU's average idle time).
+//! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
+//!   busy CPU with a queued task that may move hands one to an idle CPU (of
+//!   its cache domain first, then its socket, then the machine), at most once
+//!   per cache-domain balance interval, as idle CPUs balance at theirs.
+//! - Busy CPUs (`rebalance_domains` at the tick): every balance interval times
+//!   `busy_factor`, a CPU pulls one task from the busiest CPU of its cache
+//!   domain when that one runs at least two more tasks and more than
+//!   `imbalance_pct` percent of its own (`find_busiest_group`'s test, loads
+//!   in tasks). The socket and machine levels are left to the idle paths.
+//! - A domain's balance interval is its weight in milliseconds (`sd_init`:
+//!   `balance_interval = sd_weight`; the doubling on failure not modelled).
+//! - `can_migrate_task`: never a task bound to its CPU, nor the running one;
+//!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`),
+//!   unless the busy balance found only hot ones the time before
+//!   (`nr_balance_failed > cache_nice_tries`, 0). Of the movable tasks, at
+//!   most `sysctl_sched_nr_migrate` (32) are looked at and the one that ran
+//!   least recently goes (the tail of `rq->cfs_tasks`).
+//! - A move costs the CPU that makes it two cache-line transfers from the
+//!   other CPU (its run-queue lock and the task's scheduling state); the
+//!   task's working set re-warming in the new CPU's caches is not modelled.
+//! - The moved task keeps its place: CFS its virtual runtime relative to
+//!   `min_vruntime`, EEVDF its lag.
+//!
+//! Not modelled: PELT load and utilisation, `avg_idle` (newly idle balance
+//! always runs), misfit and asymmetric capacity, NUMA balancing, the active
+//! balance that stops a running task to move it.
+//!
+//! Cost: a balance scans a cache domain's CPUs, or the per-domain counts of
+//! idle and overloaded CPUs kept by the queue setters, never every CPU at
+//! every event.
+
+use super::*;
+use crate::sched::{eevdf, SchedKind, NR_MIGRATE};
+
+impl<P: Policy> Sim<P> {
+    /// Returns whether thread `tid` is cache-hot at `now` (`task_hot`).
+    fn hot(&self, tid: usize, now: u64) -> bool {
+        let s = self.threads[tid].se.exec_start;
+        s != 0 && now.saturating_sub(s) < self.tun.migration_cost
+    }
+
+    /// Returns the position in `src`'s queue of the task a balance moves: of the
+    /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
+    /// cache-hot unless `hot_ok`.
+    fn task_to_move(&self, src: usize, now: u64, hot_ok: bool) -> Option<usize> {
+        let rq = &self.sched[src].runq;
+        rq.iter()
+            .enumerate()
+            .filter(|(_, e)| !e.pinned)
+            .take(NR_MIGRATE)
+            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, now))
+            .min_by_key(|(i, e)| (self.threads[e.tid as usize].se.exec_start, *i))
+            .map(|(i, _)| i)
+    }
+
+    /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
+    /// virtual time; returns it, not yet queued anywhere.
+    fn detach(&mut self, src: usize, at: usize, dst: usize) -> Option<usize> {
+        let tid = self.unqueue(src, at)?;
+        let t = self.tun;
+        match t.kind {
+            SchedKind::Fifo => {}
+            SchedKind::Cfs => {
+                let (from, to) = (self.sched[src].runq.min_vruntime, self.sched[dst].runq.min_vruntime);
+                let se = &mut self.threads[tid].se;
+                se.vruntime = se.vruntime.wrapping_sub(from).wrapping_add(to);
+            }
+            SchedKind::Eevdf => {
+                let curr = self.sched[src].cur.map(|c| (self.threads[c].se.vruntime, self.threads[c].se.weight));
+                eevdf::save_lag_queued(&self.sched[src].runq, curr, &mut self.threads[tid].se, &t);
+                self.place(tid, src, dst, false);
+            }
+        }
+        self.threads[tid].cpu = dst;
+        Some(tid)
+    }
+
+    /// Returns the busiest CPU of `cpus` other than `cpu` that has a movable
+    /// queued task and at least two runnable (most runnable, lowest id).
+    fn busiest(&self, cpu: usize, cpus: std::ops::Range<usize>) -> Option<usize> {
+        cpus.filter(|&c| c != cpu && self.sched[c].runq.movable() > 0 && self.loads[c] >= 2)
+            .max_by_key(|&c| (self.loads[c], Reverse(c)))
+    }
+
+    /// Returns the CPUs of cache domain `llc`.
+    fn llc_cpus(&self, llc: usize) -> std::ops::Range<usize> {
+        let (a, b) = self.llcs[llc];
+        a as usize..b as usize
+    }
+
+    /// Returns the socket of cache domain `llc`.
+    fn llc_socket(&self, llc: usize) -> usize {
+        self.llcs[llc].0 as usize / self.m.cores_per_socket.max(1)
+    }
+
+    /// Returns the cache domains other than `cpu`'s whose count `count` is not
+    /// zero, those of `cpu`'s socket first (then by index).
+    fn other_llcs<'a>(&'a self, cpu: usize, count: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
+        let own = self.sched[cpu].llc as usize;
+        let socket = self.llc_socket(own);
+        let near = (0..self.llcs.len()).filter(move |&l| l != own && count[l] > 0 && self.llc_socket(l) == socket);
+        let far = (0..self.llcs.len()).filter(move |&l| count[l] > 0 && self.llc_socket(l) != socket);
+        near.chain(far)
+    }
+
+    /// Newly idle balance: `cpu`, about to go idle at `now`, pulls one task;
+    /// returns it (not queued: it runs next) and the time after the pull.
+    pub(super) fn newidle_balance(&mut self, cpu: usize, now: u64) -> (Option<usize>, u64) {
+        if self.ovl_total == 0 {
+            return (None, now);
+        }
+        let own = self.sched[cpu].llc as usize;
+        let mut sources: [Option<usize>; 3] = [None; 3];
+        if self.ovl_llc[own] > 0 {
+            sources[0] = self.busiest(cpu, self.llc_cpus(own));
+        }
+        let wide = self.ovl_total > self.ovl_llc[own] && now >= self.sched[cpu].next_wide;
+        if wide {
+            // The socket's other domains, then the machine's: the busiest of each level.
+            let socket = self.llc_socket(own);
+            let (mut near, mut far): (Option<usize>, Option<usize>) = (None, None);
+            for l in self.other_llcs(cpu, &self.ovl_llc) {
+                let Some(b) = self.busiest(cpu, self.llc_cpus(l)) else { continue };
+                let slot = if self.llc_socket(l) == socket { &mut near } else { &mut far };
+                if slot.is_none_or(|s| (self.loads[b], Reverse(b)) > (self.loads[s], Reverse(s))) {
+                    *slot = Some(b);
+                }
+            }
+            (sources[1], sources[2]) = (near, far);
+        }
+        for src in sources.into_iter().flatten() {
+            if let Some(at) = self.task_to_move(src, now, false) {
+                let tid = self.detach(src, at, cpu);
+                return (tid, now + 2 * self.m.transfer_cost(src, cpu));
+            }
+        }
+        if wide {
+            // Nothing to take past the cache domain: not looked for again for
+            // a tick (the kernel's newidle cost limit, `max_newidle_lb_cost`
+            // against `avg_idle`, stops such searches too).
+            self.sched[cpu].next_wide = now + self.tun.tick;
+        }
+        (None, now)
+    }
+
+    /// Balancing at the tick of busy `cpu` at `now`: handing a task to an idle
+    /// CPU, and the periodic balance of its cache domain.
+    pub(super) fn tick_balance(&mut self, cpu: usize, now: u64) {
+        let own = self.sched[cpu].llc as usize;
+        let weight = u64::from(self.llcs[own].1 - self.llcs[own].0);
+        let interval = self.tun.ms * weight;
+        if self.sched[cpu].runq.movable() > 0 && now >= self.sched[cpu].next_kick {
+            self.sched[cpu].next_kick = now + interval;
+            let idle = if self.idle_llc[own] > 0 {
+                self.llc_cpus(own).find(|&c| self.idle(c))
+            } else {
+                self.other_llcs(cpu, &self.idle_llc).next().and_then(|l| self.llc_cpus(l).find(|&c| self.idle(c)))
+            };
+            if let Some(dst) = idle {
+                if let Some(at) = self.task_to_move(cpu, now, false) {
+                    // The idle CPU takes the task from this one's queue.
+                    let t = now + 2 * self.m.transfer_cost(cpu, dst);
+                    if let Some(tid) = self.detach(cpu, at, dst) {
+                        self.enqueue(tid, dst, t, cpu);
+                    }
+                }
+            }
+        }
+        if now >= self.sched[cpu].next_balance {
+            self.sched[cpu].next_balance = now + interval * self.tun.busy_factor;
+            let Some(src) = self.busiest(cpu, self.llc_cpus(own)) else { return };
+            let (b, l) = (u64::from(self.loads[src]), u64::from(self.loads[cpu]));
+            if 100 * b <= self.tun.imbalance_pct * l || b < l + 2 {
+                return;
+            }
+            let hot_ok = self.sched[cpu].balance_failed;
+            match self.task_to_move(src, now, hot_ok) {
+                Some(at) => {
+                    self.sched[cpu].balance_failed = false;
+                    if let Some(tid) = self.detach(src, at, cpu) {
+                        self.enqueue(tid, cpu, now, cpu);
+                    }
+                }
+                None => self.sched[cpu].balance_failed = true,
+            }
+        }
+    }
+}
