@@ -13,6 +13,7 @@
 //!   requester, and the DVM nodes' queue and tracker).
 //! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's
 //!   spinlock, rwsem and mutex on them.
+//! - [`swapdev`]: the swap device page-out writes to and swap-ins read from.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`); [`sched`]: the scheduling classes
@@ -42,6 +43,7 @@ pub mod run;
 pub mod sched;
 pub mod sim;
 pub mod stalls;
+pub mod swapdev;
 pub mod tlb;
 pub mod trace;
 pub mod workload;

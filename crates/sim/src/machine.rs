@@ -920,6 +920,20 @@ mod tests {
         Machine::new(p.costs, cpus.collect(), cores_per_socket)
     }
 
+    /// The Altra costs with limits on broadcasts in flight, which no preset sets
+    /// today: four per requester (of two cores) and four in the nodes' tracker.
+    fn limited_costs() -> Costs {
+        Costs { dvm_issuer_outstanding: 4, dvm_node_outstanding: 4, ..preset::altra().costs }
+    }
+
+    /// `n` CPUs of [`limited_costs`], `cores_per_socket` to a socket, all idle.
+    fn altra_limited(n: usize, cores_per_socket: usize) -> Machine {
+        let p = preset::altra();
+        let g = p.tlb;
+        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        Machine::new(limited_costs(), cpus.collect(), cores_per_socket)
+    }
+
     /// CPU `cpu` broadcasts a by-VA TLBI at `t` and waits for it; returns when its DSB completes.
     fn sync_from(m: &mut Machine, cpu: usize, t: u64) -> u64 {
         let hw = CpuHw::new(m, cpu, t);
@@ -940,11 +954,11 @@ mod tests {
     fn broadcast_completion_grows_with_broadcasts_in_flight() {
         // Sixteen CPUs each broadcast at 0: each waits behind the others at
         // every receiver, and once the nodes' tracker is full, for an entry.
-        let c = preset::altra().costs;
-        let mut m = altra(16, 80);
+        let c = limited_costs();
+        let mut m = altra_limited(16, 80);
         let done: Vec<u64> = (0..16).map(|cpu| sync_from(&mut m, cpu, 0)).collect();
         assert!(done.windows(2).all(|w| w[1] > w[0]), "{done:?}");
-        let alone = sync_from(&mut altra(16, 80), 0, 0);
+        let alone = sync_from(&mut altra_limited(16, 80), 0, 0);
         let tracked = c.dvm_node_outstanding as usize;
         // It is dispatched when the first completes (its DSB aside), then
         // takes an uncontended broadcast's time (its issue aside).
@@ -957,9 +971,9 @@ mod tests {
 
     #[test]
     fn a_per_issuer_limit_makes_a_cpus_next_broadcast_wait() {
-        let c = preset::altra().costs;
+        let c = limited_costs();
         let limit = c.dvm_issuer_outstanding;
-        let mut m = altra(4, 80);
+        let mut m = altra_limited(4, 80);
         let hw = CpuHw::new(&mut m, 0, 0);
         let op = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
         for _ in 0..limit {

@@ -339,14 +339,15 @@ pub fn cortex_a72() -> Preset {
             // cluster's shared 2 MB L2 (Graviton 1 lscpu, notes §2): a 4-core cluster is one
             // requester (SRC-derived).
             dvm_issuer_cores: 4,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -543,14 +544,15 @@ pub fn emag() -> Preset {
             // Interconnect limits (docs/costs/emag.md, "Broadcasts in flight"). Core pairs share an L2 (AnandTech: "two core pairs
             // sharing the same 256KB L2 cache"), the port to the fabric: SRC-derived.
             dvm_issuer_cores: 2,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -625,14 +627,15 @@ pub fn altra() -> Preset {
             // the requester (AnandTech's Altra Max review: "two DSUs, each with two Neoverse-N1
             // cores, connected to a CAL, connected to a single XP"): SRC-derived.
             dvm_issuer_cores: 2,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -713,14 +716,15 @@ pub fn ampereone() -> Preset {
             // Interconnect limits (docs/costs/ampereone.md, "Broadcasts in flight"). Each core's 2 MB L2 is private (STH, notes §1):
             // one requester per core assumed (EST: whether a 4-core cluster shares a port is unknown).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -799,14 +803,15 @@ pub fn graviton4() -> Preset {
             // Interconnect limits (docs/costs/graviton4.md, "Broadcasts in flight"). Each V2 core has a private 2 MB L2 on the CMN-700
             // mesh (AWS Graviton4 listing, notes): one requester per core (SRC-derived).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -881,14 +886,15 @@ pub fn thunderx() -> Preset {
             // Interconnect limits (docs/costs/thunderx.md, "Broadcasts in flight"). Each core is taken as its own requester (EST: the
             // ThunderX coherent interconnect is not documented).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no figure for this core was found (EST). Arm's
-            // CCN-502 TRM sends at most four outstanding DVM transactions to an RN-F; the
-            // requester's own limit is assumed the same size.
-            dvm_issuer_outstanding: 4,
-            // Every DVM message is snooped to every RN-F, and the interconnect sends an RN-F at
-            // most four at once (CCN-502 TRM, "DVM messages"), so at most four are in flight
-            // machine-wide: SRC for CCN-502, assumed for this machine's interconnect (EST).
-            dvm_node_outstanding: 4,
+            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
+            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+            // issues, so it is not a source for this limit.
+            dvm_issuer_outstanding: 0,
+            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+            // published, and this machine's interconnect is not CCN-502: holding four for a whole
+            // issuer round trip (the only reading the model could make) is not a source.
+            dvm_node_outstanding: 0,
             // The node's time per message (accept, then send the snoops on): no figure found;
             // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
             dvm_node_process: 20,
@@ -1060,12 +1066,12 @@ pub fn milan() -> Preset {
             dvm_process_asid: 200,
             // INVLPGB's limits in the data fabric (docs/costs/milan.md, "Broadcasts in flight"): no
             // AMD figure for outstanding INVLPGBs or the fabric's serialisation was found. Each
-            // core issues its own (EST); four outstanding per core and four in the fabric, the
-            // one Arm interconnect figure (CCN-502 TRM) borrowed as the order of magnitude (EST);
-            // 20 cycles of fabric time per message (EST).
+            // core issues its own (EST); no limit on the INVLPGBs a core has outstanding or on
+            // the fabric's tracker, since neither is published (0); 20 cycles of fabric time per
+            // message (EST).
             dvm_issuer_cores: 1,
-            dvm_issuer_outstanding: 4,
-            dvm_node_outstanding: 4,
+            dvm_issuer_outstanding: 0,
+            dvm_node_outstanding: 0,
             dvm_node_process: 20,
             // TLBSYNC's own cost besides waiting: estimate.
             dsb: 50,

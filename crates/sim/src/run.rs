@@ -9,6 +9,7 @@ use crate::preset::{self, Arch, Preset};
 use crate::registry::{self, Build, WithPolicy, POLICIES};
 use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
+use crate::swapdev::SwapKind;
 use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
 use serde::Serialize;
 use serde_json::json;
@@ -227,6 +228,11 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
          for fifo)",
     ),
     (
+        "swap",
+        "zram|nvme: the device MADV_PAGEOUT writes to and a swap-in fault reads from (default zram: lzo-rle, \
+         compressed on the CPU)",
+    ),
+    (
         "sched",
         "fifo|cfs|eevdf: the scheduler (default: the preset's kernel's: eevdf for Linux v6.6 and later, cfs for \
          earlier Linux, fifo for the FreeBSD presets)",
@@ -303,6 +309,7 @@ struct MachineParams {
     /// `None`: the class's default.
     migration: Option<bool>,
     sched: SchedKind,
+    swap: SwapKind,
     slice_us: f64,
     /// Whether `slice_us` was given (it then sets the fair classes' base slice).
     slice_set: bool,
@@ -390,6 +397,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         spec_rate: 0.02,
         migration: None,
         sched: preset.sched,
+        swap: SwapKind::default(),
         slice_us: 4000.0,
         slice_set: false,
         contpte: ContpteConfig::default(),
@@ -463,6 +471,12 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 })?);
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
+            "swap" => {
+                mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
+                    let names: Vec<&str> = SwapKind::ALL.iter().map(|k| k.name()).collect();
+                    format!("--set swap={v}: give one of {}", names.join(", "))
+                })?;
+            }
             "sched" => {
                 mp.sched = SchedKind::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SchedKind::ALL.iter().map(|m| m.name()).collect();
@@ -691,6 +705,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         spec_rate: mp.spec_rate,
         migration: mp.migration(),
         sched: mp.sched,
+        swap: mp.swap,
         slice_us: mp.slice_us,
         base_slice_us: mp.slice_set.then_some(mp.slice_us),
         asid_bits: mp.asid_bits,
@@ -783,6 +798,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), serde_json::json!(if mp.migration() { "on" } else { "off" }));
     pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
+    pv.insert("swap".into(), serde_json::json!(mp.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));

@@ -73,6 +73,7 @@ use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
 use crate::sched::{Entity, RunQueue, SchedKind, Tunables};
+use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -155,6 +156,8 @@ pub struct SimConfig {
     pub migration: bool,
     /// The scheduling class ([`crate::sched`]): the preset's by default.
     pub sched: SchedKind,
+    /// The swap device ([`crate::swapdev`]).
+    pub swap: SwapKind,
     /// The FIFO class's time slice in microseconds.
     pub slice_us: f64,
     /// CFS and EEVDF: replaces the scaled base slice (EEVDF) or minimum
@@ -187,6 +190,7 @@ impl SimConfig {
             strict: false,
             spec_rate: 0.0,
             migration: false,
+            swap: SwapKind::default(),
             slice_us: 4000.0,
             base_slice_us: None,
             max_mms: 16,
@@ -506,6 +510,8 @@ pub struct Sim<P: Policy> {
     /// The kernel's other work on the memory paths: locks, per-CPU lists,
     /// bandwidth.
     kw: kwork::KernelWork,
+    /// The swap device.
+    swap: SwapDevice,
 }
 
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
@@ -552,7 +558,7 @@ impl<P: Policy> Sim<P> {
         let user_global = policy.user_ptes_global();
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
-        let (cfg_preset, cores_per_socket) = (cfg.preset.clone(), cfg.preset.cores_per_socket);
+        let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -600,6 +606,7 @@ impl<P: Policy> Sim<P> {
             spare: Vec::new(),
             pageout_batch: false,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
+            swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.

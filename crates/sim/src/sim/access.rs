@@ -444,7 +444,7 @@ impl<P: Policy> Sim<P> {
             // zap of this page stays stale after the page is faulted in again.
             let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
             *self.pt.pte_mut(r) = new;
-            self.note_swapin(mm, va & !4095, 1);
+            now = self.note_swapin(mm, va & !4095, 1, now);
         } else if write && !pte.writable() {
             if self.frames.refs(pte.pfn) > 1 {
                 // Copy-on-write: a new frame replaces the shared one.

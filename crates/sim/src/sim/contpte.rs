@@ -636,7 +636,7 @@ impl<P: Policy> Sim<P> {
         let (t, owed) = mem.finish();
         now = t;
         if vma.file.is_none() {
-            self.note_swapin(mm, va, nr);
+            now = self.note_swapin(mm, va, nr, now);
         }
         self.flush_unflushed(cpu, mm, "fault", owed, now)
     }

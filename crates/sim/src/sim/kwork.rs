@@ -28,6 +28,8 @@
 //!   (`folio_batch`, [`Kernel::lru_batch`] folios), added to the node's LRU
 //!   under its `lru_lock` when full; freed folios leave the LRU under the same
 //!   lock, a batch at a time (`folios_put_refs`).
+//! - **Pipes**: a read or write holds the pipe's mutex for its copy, so a
+//!   pipe's reader and writer on two CPUs hand its line back and forth.
 //! - **memcg**: pages are charged from a per-CPU stock, refilled
 //!   [`Kernel::memcg_batch`] pages at a time by an atomic on the cgroup's page
 //!   counter (`consume_stock`, `try_charge`); a free uncharges a batch with one
@@ -46,7 +48,7 @@
 
 use super::*;
 use crate::coherence::KLine;
-use crate::locks::{RwSem, SpinLock};
+use crate::locks::{Mutex, RwSem, SpinLock};
 use crate::preset::Kernel;
 
 /// The length of one window of the memory-bandwidth budget, in cycles: short
@@ -94,6 +96,8 @@ pub(super) enum FaultLock {
 pub(super) struct KernelWork {
     /// Per address-space slot: its `mmap_lock`.
     mmap_locks: Vec<RwSem>,
+    /// Per pipe: its mutex (`pipe->mutex`).
+    pipes: Vec<Mutex>,
     /// Per node: its zone lock and its LRU lock.
     zone: Vec<SpinLock>,
     lru_lock: Vec<SpinLock>,
@@ -122,6 +126,7 @@ impl KernelWork {
         let bw_pages = ((bytes_per_cycle * BW_WINDOW as f64 / 4096.0) as u32).max(1);
         KernelWork {
             mmap_locks: Vec::new(),
+            pipes: Vec::new(),
             zone: vec![SpinLock::default(); nodes],
             lru_lock: vec![SpinLock::default(); nodes],
             pcp: vec![0; ncpus],
@@ -294,6 +299,18 @@ impl<P: Policy> Sim<P> {
             self.kw.pcp[cpu] -= PCP_BATCH;
         }
         now
+    }
+
+    /// Runs `work` cycles of a read or write of pipe `pipe` on `cpu` from `now`
+    /// under the pipe's mutex (`__pipe_lock`: Linux's `pipe_read` and
+    /// `pipe_write` hold it for the whole copy; FreeBSD's `pipelock` is a sleep
+    /// lock held the same way); returns when `cpu` goes on.
+    pub(super) fn pipe_locked(&mut self, cpu: usize, pipe: u32, now: u64, work: u64) -> u64 {
+        let i = pipe as usize;
+        if self.kw.pipes.len() <= i {
+            self.kw.pipes.resize(i + 1, Mutex::default());
+        }
+        self.kw.pipes[i].hold(&mut self.m, cpu, KLine::PipeMutex(pipe), now, work)
     }
 
     /// Holds `cpu`'s node's zone lock from `now` while `blocks` pages or

@@ -37,7 +37,7 @@
 //! - **Then, per folio**: `try_to_unmap_flush_dirty` (the folio is dirty: an
 //!   anonymous folio is, once in the swap cache), which completes the deferred
 //!   flushes ([`KernelPtes::sync_deferred`]: one `DSB ISH` on arm64); `pageout`
-//!   (writing the folio to swap: not costed); the folio is freed. Only then are the
+//!   (writing the folio to the swap device); the folio is freed. Only then are the
 //!   frames returned to the allocator, so the oracle's `no_reuse_while_mapped`
 //!   judges that the flush covering their PTEs completed first.
 //! - **`flush_tlb_batched_pending`**: a deferred flush leaves the mm marked
@@ -96,12 +96,10 @@
 //!   oracle's verdict only.
 //!
 //! # Not modelled
-//! - Swap itself: `folio_alloc_swap`, the swap cache, `pageout`'s write to the
-//!   swap device (zram's compression, in the real benchmark), and the read of a
-//!   swap-in. No preset has a figure for them, so none is charged: a paged-out
-//!   page costs its unmap, flush and freeing only, and a swap-in an ordinary
-//!   zero-fill fault (`page_copy`). Absolute times are therefore lower bounds of
-//!   the real call's; the TLB work is what is modelled.
+//! - Swap's bookkeeping: `folio_alloc_swap` and the swap cache. `pageout`'s
+//!   write and a swap-in's read go to the swap device ([`crate::swapdev`]:
+//!   zram's compression on the CPU by default); a swap-in also costs the
+//!   ordinary fault's zero-fill (`page_copy`), which its read replaces in Linux.
 //! - Swap entries: a paged-out PTE is none, so any zap later skips it (Linux
 //!   frees its swap slot, touching no TLB), and a fork copies none of them (the
 //!   child's touches count as swap-ins all the same).
@@ -401,35 +399,46 @@ impl<P: Policy> Sim<P> {
             }
             i += nr;
         }
-        // try_to_unmap_flush_dirty, then pageout (not costed), then the folio is freed.
+        // try_to_unmap_flush_dirty, then pageout (the write to the swap
+        // device), then the folio is freed.
         let held = mem.sync_deferred();
         let c = mem.sim.m.costs;
         mem.now += c.zap_page * f.pages + c.zap_folio;
+        mem.now = mem.sim.swap.write(mem.now, f.pages);
         let sim = &mut *mem.sim;
+        let (mut pages, mut folios) = (0, 0);
         for j in 0..f.pages {
-            sim.frames.put(f.pfn + j, 0);
+            match sim.frames.put(f.pfn + j, 0) {
+                Freed::Page => pages += 1,
+                Freed::Folio => folios += 1,
+                Freed::Nothing => {}
+            }
         }
+        mem.now = sim.kfree_work(mem.cpu, pages, folios, mem.now);
+        let sim = &mut *mem.sim;
         sim.mms[mm.index()].swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
         sim.stats.pageout_folios += 1;
         sim.stats.pageout_pages += f.pages;
         held
     }
 
-    /// Records that a fault mapped `pages` pages from `va` in `mm`: those that
-    /// `MADV_PAGEOUT` had paged out are swapped in (one swap-in per fault).
-    pub(super) fn note_swapin(&mut self, mm: MmId, va: u64, pages: u64) {
+    /// Records that a fault mapped `pages` pages from `va` in `mm` at `now`:
+    /// those that `MADV_PAGEOUT` had paged out are swapped in (one swap-in per
+    /// fault), read from the swap device. Returns when they are in memory.
+    pub(super) fn note_swapin(&mut self, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         let swapped = &mut self.mms[mm.index()].swapped;
         if swapped.is_empty() {
-            return;
+            return now;
         }
         let hit: Vec<u64> = swapped.range(va..va + pages * 4096).copied().collect();
         if hit.is_empty() {
-            return;
+            return now;
         }
-        for p in hit {
+        for &p in &hit {
             swapped.remove(&p);
         }
         self.stats.swapins += 1;
+        self.swap.read(now, hit.len() as u64)
     }
 
     /// Forgets the paged-out pages of `pages` pages from `va` in `mm`: their swap

@@ -133,12 +133,14 @@ impl<P: Policy> Sim<P> {
             self.threads[tid].retry_write = Some(p);
             self.set_cur(cpu, None);
             now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
-            return self.kaccess(cpu, kva, now + c.pipe_op);
+            let t = self.pipe_locked(cpu, p, now, c.pipe_op);
+            return self.kaccess(cpu, kva, t);
         }
         pipe.count += 1;
         let waiter = pipe.waiters.pop_front();
         now = self.kaccess(cpu, self.ktext + KTEXT_IPC, now);
-        now = self.kaccess(cpu, kva, now + c.pipe_op);
+        let t = self.pipe_locked(cpu, p, now, c.pipe_op);
+        now = self.kaccess(cpu, kva, t);
         if let Some(w) = waiter {
             now = self.kaccess(cpu, self.threads[w].tstruct, now);
             now = self.wake(w, cpu, now, true);
@@ -160,7 +162,8 @@ impl<P: Policy> Sim<P> {
         if pipe.count > 0 {
             pipe.count -= 1;
             let writer = pipe.writers.pop_front();
-            let mut now = self.kaccess(cpu, kva, now + c.pipe_op);
+            let t = self.pipe_locked(cpu, p, now, c.pipe_op);
+            let mut now = self.kaccess(cpu, kva, t);
             if let Some(w) = writer {
                 now = self.kaccess(cpu, self.threads[w].tstruct, now);
                 now = self.wake(w, cpu, now, true);
@@ -171,7 +174,8 @@ impl<P: Policy> Sim<P> {
         self.threads[tid].state = State::Blocked;
         self.threads[tid].retry_read = Some(p);
         self.set_cur(cpu, None);
-        self.kaccess(cpu, kva, now + c.pipe_op)
+        let t = self.pipe_locked(cpu, p, now, c.pipe_op);
+        self.kaccess(cpu, kva, t)
     }
 
     /// A kernel map cycle: map buffer pages at a pool VA (`pmap_qenter`), copy
