@@ -273,3 +273,16 @@ fn every_path_the_guide_and_readme_name_exists() {
     }
     assert!(named > 50, "the guide names only {named} paths");
 }
+
+/// The README is the project's front page: what tlbkit is, the two commands, a
+/// tour, one table of speed figures and links into the guide. Measurement
+/// history belongs in `bench/` and `CHANGELOG.md`, so that it does not grow back.
+#[test]
+fn the_readme_stays_under_150_lines() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines, more than 150: move history to bench/ or CHANGELOG.md and detail to the guide"
+    );
+}
