@@ -47,12 +47,13 @@
 //! (`Hw::shared`): `mm_cpumask`, `tlb_gen`, `is_lazy`, `loaded_mm`, FreeBSD's
 //! shootdown words and every other variable a policy accounts. The kernel's own
 //! contended structures, which the simulator's kernel paths touch, are named by
-//! [`KLine`]: an address space's `mmap_lock`, a VMA's lock, a node's zone lock
-//! and LRU lock, a memory cgroup's page counter, a pipe's mutex. Both live in
-//! one [`Lines`] store; a [`KLine`]'s address lies above every user-space
+//! [`KLine`]: an address space's `mmap_lock`, a VMA's lock, a memory cgroup's
+//! page counter. Both live in one [`Lines`] store (the kernel's spinlocks and
+//! mutexes, whose words only their holders touch, keep their line's history in
+//! their own timeline of holds: [`crate::locks`]); a [`KLine`]'s address lies above every user-space
 //! address a host gives out, so the two never share a line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use tlbkit_policy::Access;
 
@@ -84,9 +85,9 @@ const LINE_HISTORY: usize = 64;
 #[derive(Clone, Debug)]
 pub(crate) struct Line {
     /// Versions, oldest first, by `at`; never empty.
-    versions: Vec<Version>,
+    versions: VecDeque<Version>,
     /// Moves, by start; no two overlap.
-    moves: Vec<Move>,
+    moves: VecDeque<Move>,
     /// Per variable on the line (by address): when its latest write, in the order
     /// the simulator ran them, was visible.
     vars: Vec<(usize, u64)>,
@@ -97,8 +98,8 @@ pub(crate) struct Line {
 impl Default for Line {
     fn default() -> Self {
         Line {
-            versions: vec![Version { at: 0, writer: None, readers: Vec::new() }],
-            moves: Vec::new(),
+            versions: VecDeque::from([Version { at: 0, writer: None, readers: Vec::new() }]),
+            moves: VecDeque::new(),
             vars: Vec::new(),
             spinner: None,
         }
@@ -161,7 +162,7 @@ impl Line {
         let i = self.moves.partition_point(|x| x.start <= m.start);
         self.moves.insert(i, m);
         if self.moves.len() > LINE_HISTORY {
-            self.moves.remove(0);
+            self.moves.pop_front();
         }
     }
 
@@ -311,15 +312,9 @@ pub enum KLine {
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
     /// slot and the VMA's first page.
     VmaLock(u32, u64),
-    /// A NUMA node's zone lock (`zone->lock`: the buddy allocator's free lists).
-    ZoneLock(u32),
-    /// A NUMA node's LRU lock (`lruvec->lru_lock` of the one memory cgroup).
-    LruLock(u32),
     /// The memory cgroup's page counter (`memcg->memory.usage`, charged in
     /// per-CPU batches).
     MemcgCounter,
-    /// A pipe's mutex (`pipe->mutex`), by pipe.
-    PipeMutex(u32),
 }
 
 impl KLine {
@@ -328,10 +323,7 @@ impl KLine {
         let (kind, index): (usize, u64) = match self {
             KLine::MmapLock(mm) => (0, mm.into()),
             KLine::VmaLock(mm, page) => (1, (u64::from(mm) << 36) | (page & ((1 << 36) - 1))),
-            KLine::ZoneLock(node) => (2, node.into()),
-            KLine::LruLock(node) => (3, node.into()),
-            KLine::MemcgCounter => (4, 0),
-            KLine::PipeMutex(pipe) => (5, pipe.into()),
+            KLine::MemcgCounter => (2, 0),
         };
         KLINE_BASE + (kind << 52) + (index as usize & ((1 << 46) - 1)) * 64
     }
@@ -419,7 +411,7 @@ mod tests {
         line.moves.clear();
         access(&mut line, 2, 0, 8, Access::Write);
         assert_eq!(line.versions.len(), LINE_HISTORY);
-        assert_eq!(line.versions.last().map(|v| v.at), Some(199_100));
+        assert_eq!(line.versions.back().map(|v| v.at), Some(199_100));
     }
 
     #[test]
@@ -439,11 +431,7 @@ mod tests {
             KLine::VmaLock(0, 0),
             KLine::VmaLock(1, 0),
             KLine::VmaLock(0, 1),
-            KLine::ZoneLock(0),
-            KLine::ZoneLock(1),
-            KLine::LruLock(0),
             KLine::MemcgCounter,
-            KLine::PipeMutex(0),
         ];
         for (i, a) in lines.iter().enumerate() {
             assert!(a.addr() >= KLINE_BASE && a.addr() % 64 == 0, "{a:?}");

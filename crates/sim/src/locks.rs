@@ -9,7 +9,8 @@
 //! the time it is asked for that fits its work (the caller says how long it holds
 //! the lock, as every spinlock-protected path here knows). The handoff is the
 //! lock word's line moving to the new holder, charged by the line model at the
-//! distance from the previous one, queued behind the line's other moves. The
+//! distance from the previous holder (the lock word is touched by its holders
+//! only, so the timeline of holds is its line's history). The
 //! rwsem, whose write holds last a whole system call, keeps the simulator's
 //! order instead (below).
 //!
@@ -54,47 +55,59 @@ const HOLDS: usize = 64;
 /// The hold intervals of a spinlock or a mutex, in simulated time.
 #[derive(Clone, Debug, Default)]
 struct Holds {
-    /// (start, end) of each hold, by start; no two overlap.
-    busy: VecDeque<(u64, u64)>,
+    /// (start, end, holder) of each hold, by start; no two overlap.
+    busy: VecDeque<(u64, u64, u32)>,
 }
 
 impl Holds {
     /// Returns the first start from `t` on of a hold of `d` cycles that
-    /// overlaps no other.
-    fn gap(&self, t: u64, d: u64) -> u64 {
+    /// overlaps no other, and the hold it follows (the index of the latest
+    /// that ends by then), if any is remembered.
+    fn gap(&self, t: u64, d: u64) -> (u64, Option<usize>) {
+        // Holds do not overlap, so their ends are in order too: skip those
+        // over by `t` at once (usually all of them: holds come in time order).
+        let first = self.busy.partition_point(|&(_, b, _)| b <= t);
         let mut s = t;
-        for &(a, b) in &self.busy {
-            if b <= s {
-                continue;
-            }
+        let mut before = first.checked_sub(1);
+        for (i, &(a, b, _)) in self.busy.iter().enumerate().skip(first) {
             if a >= s + d {
                 break;
             }
-            s = b;
+            s = s.max(b);
+            before = Some(i);
         }
-        s
+        (s, before)
     }
 
-    fn insert(&mut self, start: u64, end: u64) {
-        let i = self.busy.partition_point(|&(a, _)| a <= start);
-        self.busy.insert(i, (start, end));
+    fn insert(&mut self, start: u64, end: u64, cpu: u32) {
+        let i = self.busy.partition_point(|&(a, _, _)| a <= start);
+        self.busy.insert(i, (start, end, cpu));
         if self.busy.len() > HOLDS {
             self.busy.pop_front();
         }
     }
 
     /// Holds the lock on `line` for `cpu` from the first gap at or after `t`
-    /// long enough for `work` cycles: the lock word's line comes to `cpu` (one
-    /// transfer from the previous holder), the work runs, and `release` more
-    /// cycles end it. Returns when `cpu` goes on.
-    fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64, release: bool) -> u64 {
-        let start = self.gap(t, work);
-        let got = m.katomic(cpu, start, line);
-        let mut end = got + work;
-        if release {
-            end = m.katomic(cpu, end, line);
-        }
-        self.insert(start, end);
+    /// long enough for `work` cycles: the lock word's line comes to `cpu` from
+    /// the holder before it (one transfer at their distance, a hit if that was
+    /// `cpu`; from memory the first time), the work runs, and a `release`
+    /// atomic on the line, now `cpu`'s, ends it. Returns when `cpu` goes on.
+    ///
+    /// The lock word is touched by nothing but its holders, so its line's
+    /// owner is the previous holder: the timeline of holds is the line's
+    /// history, and the general line model ([`crate::coherence`]) is not asked.
+    fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, release: bool) -> u64 {
+        let (start, before) = self.gap(t, work);
+        let mem = m.costs.mem_access;
+        let from = before.map_or(cpu, |i| self.busy[i].2 as usize);
+        let handoff = if before.is_some() && from == cpu {
+            mem
+        } else {
+            m.counters.line_transfers += 1;
+            m.transfer_cost(from, cpu)
+        };
+        let end = start + handoff + work + if release { mem } else { 0 };
+        self.insert(start, end, cpu as u32);
         end
     }
 }
@@ -106,11 +119,10 @@ pub struct SpinLock {
 }
 
 impl SpinLock {
-    /// Takes the lock on `line` for `cpu` asking at `t`, does `work` cycles
-    /// under it and releases it (a store: the CPU goes on at once); returns
-    /// when `cpu` goes on.
-    pub fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64) -> u64 {
-        self.holds.hold(m, cpu, line, t, work, false)
+    /// Takes the lock for `cpu` asking at `t`, does `work` cycles under it and
+    /// releases it (a store: the CPU goes on at once); returns when `cpu` goes on.
+    pub fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64) -> u64 {
+        self.holds.hold(m, cpu, t, work, false)
     }
 }
 
@@ -121,11 +133,10 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// Takes the mutex on `line` for `cpu` asking at `t`, does `work` cycles
-    /// under it and releases it (an atomic on the owner word); returns when
-    /// `cpu` goes on.
-    pub fn hold(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, work: u64) -> u64 {
-        self.holds.hold(m, cpu, line, t, work, true)
+    /// Takes the mutex for `cpu` asking at `t`, does `work` cycles under it and
+    /// releases it (an atomic on the owner word); returns when `cpu` goes on.
+    pub fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64) -> u64 {
+        self.holds.hold(m, cpu, t, work, true)
     }
 }
 
@@ -198,17 +209,15 @@ mod tests {
         Machine::new(p.costs, cpus, p.cores_per_socket)
     }
 
-    const L: KLine = KLine::ZoneLock(0);
-
     #[test]
     fn an_uncontended_spinlock_costs_one_transfer_then_hits() {
         let mut m = westmere();
         let c = m.costs;
         let mut lock = SpinLock::default();
         // From memory: the first cmpxchg brings the line in.
-        let out = lock.hold(&mut m, 0, L, 1000, 50);
+        let out = lock.hold(&mut m, 0, 1000, 50);
         // The same CPU again: the line is still its own.
-        let again = lock.hold(&mut m, 0, L, out + 10, 50);
+        let again = lock.hold(&mut m, 0, out + 10, 50);
         assert_eq!(again, out + 10 + c.mem_access + 50);
     }
 
@@ -217,12 +226,12 @@ mod tests {
         let mut m = westmere();
         let c = m.costs;
         let mut lock = SpinLock::default();
-        let rel0 = lock.hold(&mut m, 0, L, 0, 5000);
+        let rel0 = lock.hold(&mut m, 0, 0, 5000);
         // cpu1 (same socket) asked at 100, long before the release.
-        let rel1 = lock.hold(&mut m, 1, L, 100, 5000);
+        let rel1 = lock.hold(&mut m, 1, 100, 5000);
         assert_eq!(rel1, rel0 + c.cacheline_transfer + 5000);
         // cpu4 (the other socket) queued behind cpu1: its handoff crosses the socket.
-        let rel4 = lock.hold(&mut m, 4, L, 200, 5000);
+        let rel4 = lock.hold(&mut m, 4, 200, 5000);
         assert_eq!(rel4, rel1 + c.cacheline_transfer + c.cacheline_cross_socket + 5000);
     }
 
@@ -232,11 +241,11 @@ mod tests {
         // first); another CPU's earlier hold still fits before it.
         let mut m = westmere();
         let mut lock = SpinLock::default();
-        let late = lock.hold(&mut m, 0, L, 100_000, 1000);
-        let early = lock.hold(&mut m, 1, L, 1000, 1000);
+        let late = lock.hold(&mut m, 0, 100_000, 1000);
+        let early = lock.hold(&mut m, 1, 1000, 1000);
         assert!(early < 100_000, "the early hold ended at {early}, behind the late one ending at {late}");
         // A hold that does not fit before it goes after it.
-        let long = lock.hold(&mut m, 2, L, 98_000, 5000);
+        let long = lock.hold(&mut m, 2, 98_000, 5000);
         assert!(long > late, "{long} overlaps the hold ending at {late}");
     }
 
@@ -244,7 +253,7 @@ mod tests {
     fn spinlock_waiters_are_served_in_arrival_order() {
         let mut m = westmere();
         let mut lock = SpinLock::default();
-        let ends: Vec<u64> = [3, 1, 2].iter().map(|&cpu| lock.hold(&mut m, cpu, L, 10, 1000)).collect();
+        let ends: Vec<u64> = [3, 1, 2].iter().map(|&cpu| lock.hold(&mut m, cpu, 10, 1000)).collect();
         assert!(ends.windows(2).all(|w| w[1] >= w[0] + 1000), "{ends:?}");
     }
 
@@ -303,13 +312,15 @@ mod tests {
     fn a_mutex_hands_off_one_transfer_after_an_atomic_release() {
         let mut m = westmere();
         let c = m.costs;
-        let line = KLine::PipeMutex(0);
         let mut mutex = Mutex::default();
-        let got0 = m.katomic(0, 0, line);
-        let rel0 = mutex.hold(&mut m, 0, line, got0, 1000);
-        // Taking it again on the same CPU hits; the release is an atomic that hits too.
-        assert_eq!(rel0, got0 + 2 * c.mem_access + 1000);
-        let rel1 = mutex.hold(&mut m, 1, line, 10, 1000);
-        assert_eq!(rel1, rel0 + c.cacheline_transfer + 1000 + c.mem_access);
+        // The first hold brings the line from memory; its release is an atomic that hits.
+        let rel0 = mutex.hold(&mut m, 0, 0, 1000);
+        assert_eq!(rel0, c.cacheline_transfer + 1000 + c.mem_access);
+        // The same CPU again: every access hits.
+        let again = mutex.hold(&mut m, 0, rel0, 1000);
+        assert_eq!(again, rel0 + c.mem_access + 1000 + c.mem_access);
+        // Another CPU waiting since 10 gets it one transfer after the release.
+        let rel1 = mutex.hold(&mut m, 1, 10, 1000);
+        assert_eq!(rel1, again + c.cacheline_transfer + 1000 + c.mem_access);
     }
 }

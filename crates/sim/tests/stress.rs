@@ -294,6 +294,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         strict: true,
         spec_rate: 0.2,
         migration: true,
+        swap: Default::default(),
         slice_us: at.slice_us,
         // A slice other than the default shortens the fair classes' too, as
         // `--set slice_us` does.

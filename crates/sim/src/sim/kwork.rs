@@ -310,23 +310,21 @@ impl<P: Policy> Sim<P> {
         if self.kw.pipes.len() <= i {
             self.kw.pipes.resize(i + 1, Mutex::default());
         }
-        self.kw.pipes[i].hold(&mut self.m, cpu, KLine::PipeMutex(pipe), now, work)
+        self.kw.pipes[i].hold(&mut self.m, cpu, now, work)
     }
 
     /// Holds `cpu`'s node's zone lock from `now` while `blocks` pages or
     /// folios move between its buddy lists and the CPU.
     fn zone_hold(&mut self, cpu: usize, now: u64, blocks: u32) -> u64 {
         let node = self.kw.node(cpu);
-        let line = KLine::ZoneLock(node as u32);
-        self.kw.zone[node].hold(&mut self.m, cpu, line, now, ZONE_PAGE * u64::from(blocks))
+        self.kw.zone[node].hold(&mut self.m, cpu, now, ZONE_PAGE * u64::from(blocks))
     }
 
     /// Holds `cpu`'s node's LRU lock from `now` while `folios` folios join or
     /// leave its lists.
     fn lru_hold(&mut self, cpu: usize, now: u64, folios: u32) -> u64 {
         let node = self.kw.node(cpu);
-        let line = KLine::LruLock(node as u32);
-        self.kw.lru_lock[node].hold(&mut self.m, cpu, line, now, LRU_FOLIO * u64::from(folios))
+        self.kw.lru_lock[node].hold(&mut self.m, cpu, now, LRU_FOLIO * u64::from(folios))
     }
 
     /// Charges `pages` to the memory cgroup from `cpu`'s stock, refilling it
