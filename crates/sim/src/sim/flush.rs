@@ -94,14 +94,7 @@ impl<P: Policy> Sim<P> {
         if !pf.arch.is_empty() {
             self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);
         }
-        let (mut pages, mut folios) = (0, 0);
-        for &pfn in &pf.frames {
-            match self.frames.put(pfn, 0) {
-                Freed::Page => pages += 1,
-                Freed::Folio => folios += 1,
-                Freed::Nothing => {}
-            }
-        }
+        let freed = self.put_frames(pf.frames.iter().copied());
         if self.oracle.strict {
             for c in 0..self.m.cpus.len() {
                 self.strict_scan(c, now);
@@ -114,7 +107,7 @@ impl<P: Policy> Sim<P> {
             self.spare.push((changed, frames));
         }
         match cpu {
-            Some(cpu) => self.kfree_work(cpu, pages, folios, now),
+            Some(cpu) => self.kfree_work(cpu, freed, now),
             None => now,
         }
     }

@@ -271,11 +271,26 @@ impl<P: Policy> Sim<P> {
         self.lru_add(cpu, if folio { 1 } else { pages }, now)
     }
 
-    /// The kernel work of freeing `pages` order-0 pages and `folios` 64 KB
-    /// folios that `cpu` unmapped, from `now`: the LRU removal, the memcg
-    /// uncharge and the return to the per-CPU list or the zone. Returns when
-    /// it is done.
-    pub(super) fn kfree_work(&mut self, cpu: usize, pages: u32, folios: u32, mut now: u64) -> u64 {
+    /// Drops one reference to each frame of `pfns`; returns how many order-0
+    /// pages and how many 64 KB folios that freed.
+    pub(super) fn put_frames(&mut self, pfns: impl IntoIterator<Item = u64>) -> (u32, u32) {
+        let (mut pages, mut folios) = (0, 0);
+        for pfn in pfns {
+            match self.frames.put(pfn, 0) {
+                Freed::Page => pages += 1,
+                Freed::Folio => folios += 1,
+                Freed::Nothing => {}
+            }
+        }
+        (pages, folios)
+    }
+
+    /// The kernel work of freeing the order-0 pages and 64 KB folios (`freed`,
+    /// from [`Sim::put_frames`]) that `cpu` unmapped, from `now`: the LRU
+    /// removal, the memcg uncharge and the return to the per-CPU list or the
+    /// zone. Returns when it is done.
+    pub(super) fn kfree_work(&mut self, cpu: usize, freed: (u32, u32), mut now: u64) -> u64 {
+        let (pages, folios) = freed;
         if pages + folios == 0 {
             return now;
         }

@@ -405,16 +405,8 @@ impl<P: Policy> Sim<P> {
         let c = mem.sim.m.costs;
         mem.now += c.zap_page * f.pages + c.zap_folio;
         mem.now = mem.sim.swap.write(mem.now, f.pages);
-        let sim = &mut *mem.sim;
-        let (mut pages, mut folios) = (0, 0);
-        for j in 0..f.pages {
-            match sim.frames.put(f.pfn + j, 0) {
-                Freed::Page => pages += 1,
-                Freed::Folio => folios += 1,
-                Freed::Nothing => {}
-            }
-        }
-        mem.now = sim.kfree_work(mem.cpu, pages, folios, mem.now);
+        let freed = mem.sim.put_frames(f.pfn..f.pfn + f.pages);
+        mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
         let sim = &mut *mem.sim;
         sim.mms[mm.index()].swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
         sim.stats.pageout_folios += 1;
