@@ -83,10 +83,10 @@ pub const LRU_FOLIO: u64 = 40;
 /// What a fault holds while it runs: its VMA's lock or `mmap_lock`.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum FaultLock {
-    /// The VMA's lock (Linux v6.4 and later): its slot and first page.
-    Vma(u32, u64),
+    /// The VMA's lock (Linux v6.4 and later), by the VMA's first page.
+    Vma(u64),
     /// `mmap_lock` for reading, released at the end of the fault.
-    Mmap(u32),
+    Mmap,
     /// Nothing left to release (FreeBSD: the map lock was held for the lookup).
     None,
 }
@@ -191,26 +191,18 @@ impl<P: Policy> Sim<P> {
     /// Takes what a fault on `va` of `mm` holds while it runs, for `cpu` from
     /// `now`; returns when it holds it.
     pub(super) fn fault_lock(&mut self, cpu: usize, mm: MmId, vma_start: u64, now: u64) -> (u64, FaultLock) {
-        let slot = mm.index() as u32;
-        let kernel = self.kw.kernel;
         let writer = self.kw.mmap_lock(mm).write_held_at(now);
-        match kernel {
+        match self.kw.kernel {
             Kernel::FreeBsd(_) => {
                 // vm_map_lookup under the map's shared lock, released at once.
-                let sem = self.kw.mmap_lock(mm);
-                let t = sem.down_read(&mut self.m, cpu, KLine::MmapLock(slot), now);
-                let t = sem.up_read(&mut self.m, cpu, KLine::MmapLock(slot), t);
-                (t, FaultLock::None)
+                let t = self.mmap_lock(cpu, mm, false, now);
+                (self.mmap_unlock(cpu, mm, false, t), FaultLock::None)
             }
             k if k.per_vma_locks() && !writer => {
                 let page = vma_start >> 12;
-                let t = self.m.katomic(cpu, now, KLine::VmaLock(slot, page));
-                (t, FaultLock::Vma(slot, page))
+                (self.m.katomic(cpu, now, KLine::VmaLock(mm.index() as u32, page)), FaultLock::Vma(page))
             }
-            _ => {
-                let t = self.kw.mmap_lock(mm).down_read(&mut self.m, cpu, KLine::MmapLock(slot), now);
-                (t, FaultLock::Mmap(slot))
-            }
+            _ => (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap),
         }
     }
 
@@ -218,8 +210,8 @@ impl<P: Policy> Sim<P> {
     pub(super) fn fault_unlock(&mut self, cpu: usize, mm: MmId, held: FaultLock, now: u64) -> u64 {
         match held {
             // vma_end_read: the VMA lock's up_read, an atomic on its word.
-            FaultLock::Vma(slot, page) => self.m.katomic(cpu, now, KLine::VmaLock(slot, page)),
-            FaultLock::Mmap(slot) => self.kw.mmap_lock(mm).up_read(&mut self.m, cpu, KLine::MmapLock(slot), now),
+            FaultLock::Vma(page) => self.m.katomic(cpu, now, KLine::VmaLock(mm.index() as u32, page)),
+            FaultLock::Mmap => self.mmap_unlock(cpu, mm, false, now),
             FaultLock::None => now,
         }
     }
