@@ -7,9 +7,9 @@
 //! invocations, pooled standard deviation, the half-width relative to the other
 //! build's mean: [`tlbkit_lab::stats::compare`]).
 
+use super::Format;
 use crate::progress;
 use crate::table::{Align, Table};
-use crate::Format;
 use std::path::Path;
 use tlbkit_lab::stats::{self, Summary};
 use tlbkit_sim::run::{BenchResult, RunSpec};
