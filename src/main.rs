@@ -1,8 +1,8 @@
 //! `tlbkit`: measure and verify TLB-management policies.
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
-//! `list`, `run`, `reproduce`, `bench`, `check`, `replay`, `compare`, `sweep`,
-//! `trace import`, `trace dump`, `plot`, `report`. Each is a
+//! `list`, `run`, `reproduce`, `bench sim|scale|check`, `check`, `replay`,
+//! `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`. Each is a
 //! module of `cmd/`, with its flags and its body; this file holds the command
 //! line's outline, the dispatch and the exit codes: 0 success, 2 bad input, 3
 //! violations found.
@@ -40,9 +40,9 @@ enum Cmd {
     Run(cmd::run::RunArgs),
     /// Run every seed claim tlbkit models and compare with the seed's ratio.
     Reproduce(cmd::reproduce::ReproduceArgs),
-    /// Measure the simulator's own speed: on a fixed workload (runs, mean ± σ,
-    /// min … max; --compare-with times another build side by side), or with
-    /// --cpus, on scale workloads on the altra preset at each CPU count.
+    /// Measure tlbkit's own speed: the simulator on a fixed workload (`bench sim`,
+    /// which `bench` alone runs) or at scale (`bench scale`), or the checker
+    /// (`bench check`).
     Bench(cmd::bench::BenchArgs),
     /// Explore interleavings and speculative TLB fills of a policy on a small machine
     /// and report any stale translation with a replayable counterexample (exit 3).

@@ -1,104 +1,111 @@
-//! `tlbkit bench`: the simulator's and the checker's own speed. Three timings
-//! share the command: the fixed workload ([`sim`]), the scale workloads at each
-//! CPU count ([`scale`], with `--cpus`) and the checker's standard bounds
-//! ([`check`], with `--check`).
+//! `tlbkit bench`: tlbkit's own speed, as three subcommands that each take
+//! only their own flags: `bench sim` times the simulator on a fixed workload
+//! ([`sim`]), `bench scale` on the scale workloads at each CPU count
+//! ([`scale`]), and `bench check` times the checker at the standard bounds
+//! ([`check`]).
+//!
+//! The spellings from before the subcommands keep working, because other tools
+//! and older builds use them: `tlbkit bench` with no subcommand is `bench sim`
+//! (with `--runs`, `--compare-with` and `--format`; `bench sim --compare-with`
+//! invokes the other build as `OTHER bench --format json`, which every build
+//! understands), and `bench --cpus …` and `bench --check …` run `bench scale`
+//! and `bench check` through flags hidden from `--help` ([`Legacy`]).
 
 pub mod check;
 pub mod scale;
 pub mod sim;
 
 use super::Format;
-use clap::Args;
+use clap::{ArgGroup, Args, Subcommand};
 
-/// `tlbkit bench`'s flags.
+/// `tlbkit bench`'s flags: a subcommand, or `bench sim`'s flags for the
+/// `bench sim` that `bench` alone runs.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
-    /// CPU counts to time the scale workloads at, comma-separated or repeated
-    /// (e.g. 32,256,1024,4096; each 1 to 4096).
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    cpus: Vec<String>,
-    /// With --cpus: time only this workload (repeatable; default mprotect_threaded
-    /// and fileserver).
-    #[arg(long = "workload")]
-    workloads: Vec<String>,
-    /// With --cpus: the policy (an arm64 one; default arm64-linux). With --check:
-    /// the one policy to check (default the seeds' nine), or `all`: every real
-    /// policy, the seeds' nine and the seven added after them.
-    #[arg(long)]
-    policy: Option<String>,
-    /// Time the checker instead: the exhaustive check of the seeds' nine policies
-    /// at the standard bounds (2 CPUs, 3 address spaces of 1 page, 4 ASIDs on arm64
-    /// / 4 PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
-    /// each in a child process, with states, seconds and peak memory.
-    #[arg(long)]
-    check: bool,
-    /// With --check: pages per address space (default 1, the standard bounds; 2
-    /// lets flushes of one address space overlap, and takes far longer).
-    #[arg(long)]
-    pages: Option<usize>,
-    /// With --check: stop a check that runs longer than this many seconds (and
-    /// say so in its row).
-    #[arg(long, value_name = "SECONDS")]
-    limit_s: Option<u64>,
-    /// With --check: worker threads per check (default: the check's own, one
-    /// per core).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// With --cpus: a workload or machine parameter, key=value (repeatable),
-    /// overriding the bench's own (iters=200, ops=500).
-    #[arg(long = "set")]
-    sets: Vec<String>,
-    /// Without --cpus or --check: runs of the fixed workload (default 5); with
-    /// --compare-with, invocations of each build (default 5).
-    #[arg(long)]
-    runs: Option<usize>,
-    /// Without --cpus or --check: also time another tlbkit build's `bench`
-    /// (e.g. an older revision's target/release/tlbkit), invoking the two in
-    /// turn, and print the ratio of translations per second (this / other)
-    /// with its 95% confidence interval (ministat's rule).
-    #[arg(long, value_name = "BINARY")]
-    compare_with: Option<std::path::PathBuf>,
-    #[arg(long, value_enum, default_value = "table")]
-    format: Format,
+    #[command(subcommand)]
+    cmd: Option<BenchCmd>,
+    #[command(flatten)]
+    sim: sim::SimArgs,
+    #[command(flatten)]
+    legacy: Legacy,
 }
 
-/// Runs `tlbkit bench`: the timing its flags choose; returns the exit code.
+/// `tlbkit bench`'s subcommands.
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Time the simulator on a fixed workload (runs, mean ± σ, min … max), or
+    /// with --compare-with, side by side with another build; `tlbkit bench` alone
+    /// runs this.
+    Sim(sim::SimArgs),
+    /// Time the scale workloads on the altra preset at each CPU count given:
+    /// events and translations per second, each count against the first, peak
+    /// memory.
+    Scale(scale::ScaleArgs),
+    /// Time the checker: the exhaustive check of the seeds' nine policies at the
+    /// standard bounds (2 CPUs, 3 address spaces of 1 page, 4 ASIDs on arm64 / 4
+    /// PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
+    /// each in a child process, with states, seconds and peak memory.
+    Check(check::CheckArgs),
+}
+
+/// The flags of `bench scale` and `bench check` as `bench` itself took them
+/// before the subcommands (`bench --cpus 32,4096`, `bench --check --policy
+/// all`), hidden from `--help`. clap refuses the combinations that mix the
+/// three timings, as the subcommands do; what is given runs the subcommand's
+/// own code.
+#[derive(Args)]
+#[command(group(ArgGroup::new("legacy_timing").args(["cpus", "check"])))]
+struct Legacy {
+    /// `bench scale --cpus`.
+    #[arg(
+        long,
+        hide = true,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        conflicts_with_all = ["check", "runs", "compare_with"]
+    )]
+    cpus: Vec<String>,
+    /// `bench scale --workload`.
+    #[arg(long = "workload", hide = true, requires = "cpus")]
+    workloads: Vec<String>,
+    /// `bench scale --set`.
+    #[arg(long = "set", hide = true, requires = "cpus")]
+    sets: Vec<String>,
+    /// `bench scale --policy` or `bench check --policy`.
+    #[arg(long, hide = true, requires = "legacy_timing")]
+    policy: Option<String>,
+    /// `bench check`.
+    #[arg(long, hide = true, conflicts_with_all = ["runs", "compare_with"])]
+    check: bool,
+    /// `bench check --pages`.
+    #[arg(long, hide = true, requires = "check")]
+    pages: Option<usize>,
+    /// `bench check --jobs`.
+    #[arg(long, hide = true, requires = "check")]
+    jobs: Option<usize>,
+    /// `bench check --limit-s`.
+    #[arg(long, hide = true, value_name = "SECONDS", requires = "check")]
+    limit_s: Option<u64>,
+}
+
+/// Runs `tlbkit bench`: its subcommand, or the one its old flags spell (`bench
+/// sim` when none); returns the exit code.
 pub fn bench(a: BenchArgs) -> Result<u8, String> {
-    let BenchArgs { cpus, workloads, policy, check, pages, limit_s, jobs, sets, runs, compare_with, format } = a;
-    if (check || !cpus.is_empty()) && (runs.is_some() || compare_with.is_some()) {
-        return Err("--runs and --compare-with time the fixed workload: give them without --cpus and \
-                    --check, e.g. tlbkit bench --compare-with old/tlbkit"
-            .into());
-    }
-    if check {
-        if !cpus.is_empty() || !workloads.is_empty() || !sets.is_empty() {
-            return Err("--cpus, --workload and --set time the simulator, not the checker: give \
-                        tlbkit bench --check [--policy P] [--limit-s SECONDS]"
-                .into());
+    match a.cmd {
+        Some(BenchCmd::Sim(s)) => sim::run(s),
+        Some(BenchCmd::Scale(s)) => scale::run(s),
+        Some(BenchCmd::Check(c)) => check::run(c),
+        None => {
+            let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s } = a.legacy;
+            let format = a.sim.format;
+            if check {
+                check::run(check::CheckArgs { policy, pages, jobs, limit_s, format })
+            } else if !cpus.is_empty() {
+                scale::run(scale::ScaleArgs { cpus, workloads, policy, sets, format })
+            } else {
+                sim::run(a.sim)
+            }
         }
-        return check::run(policy.as_slice(), pages, jobs, limit_s, format);
-    }
-    if pages.is_some() {
-        return Err("--pages applies only with --check, e.g. tlbkit bench --check --pages 2".into());
-    }
-    if jobs.is_some() {
-        return Err("--jobs applies only with --check, e.g. tlbkit bench --check --jobs 2".into());
-    }
-    if limit_s.is_some() {
-        return Err("--limit-s applies only with --check, e.g. tlbkit bench --check --limit-s 600".into());
-    }
-    if cpus.is_empty() {
-        if !workloads.is_empty() || policy.is_some() || !sets.is_empty() {
-            return Err("--workload, --policy and --set apply only with --cpus (--policy also with \
-                        --check), e.g. \
-                        tlbkit bench --cpus 32,4096 --workload fileserver"
-                .into());
-        }
-        match compare_with {
-            Some(other) => sim::compare_with(&other, runs.unwrap_or(sim::DEFAULT_ROUNDS), format),
-            None => sim::bench(runs.unwrap_or(sim::DEFAULT_RUNS), format),
-        }
-    } else {
-        scale::run(&cpus, &workloads, policy.as_deref(), &sets, format)
     }
 }

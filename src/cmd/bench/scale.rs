@@ -1,11 +1,34 @@
-//! `tlbkit bench --cpus`: the simulator's speed at scale, on the scale workloads
+//! `tlbkit bench scale`: the simulator's speed at scale, on the scale workloads
 //! on the altra preset at each CPU count given (the runs and their timing are
 //! `tlbkit_sim::run::bench_scale`).
 
 use super::Format;
 use crate::progress::{self, Unit};
 use crate::table::{Align, Table};
+use clap::Args;
 use tlbkit_sim::run::{bench_scale, scale_specs, ScaleRow, MAX_CPUS, SCALE_MACHINE, SCALE_POLICY};
+
+/// `tlbkit bench scale`'s flags.
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// CPU counts to time the scale workloads at, comma-separated or repeated
+    /// (e.g. 32,256,1024,4096; each 1 to 4096).
+    #[arg(long, required = true, value_delimiter = ',', allow_hyphen_values = true)]
+    pub cpus: Vec<String>,
+    /// Time only this workload (repeatable; default mprotect_threaded and
+    /// fileserver).
+    #[arg(long = "workload")]
+    pub workloads: Vec<String>,
+    /// The policy (an arm64 one; default arm64-linux).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// A workload or machine parameter, key=value (repeatable), overriding the
+    /// bench's own (iters=200, ops=500).
+    #[arg(long = "set")]
+    pub sets: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
 
 /// Parses `--cpus` values: whole numbers from 1 to [`MAX_CPUS`].
 fn cpu_counts(values: &[String]) -> Result<Vec<usize>, String> {
@@ -21,17 +44,13 @@ fn cpu_counts(values: &[String]) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// Times the scale workloads at each CPU count of `values`; returns the exit code.
-pub fn run(
-    values: &[String],
-    workloads: &[String],
-    policy: Option<&str>,
-    sets: &[String],
-    format: Format,
-) -> Result<u8, String> {
-    let cpus = cpu_counts(values)?;
-    let policy = policy.unwrap_or(SCALE_POLICY);
-    let specs = scale_specs(&cpus, workloads, policy, sets)?;
+/// Runs `tlbkit bench scale`: the scale workloads at each CPU count given;
+/// returns the exit code.
+pub fn run(a: ScaleArgs) -> Result<u8, String> {
+    let ScaleArgs { cpus, workloads, policy, sets, format } = a;
+    let cpus = cpu_counts(&cpus)?;
+    let policy = policy.as_deref().unwrap_or(SCALE_POLICY);
+    let specs = scale_specs(&cpus, &workloads, policy, &sets)?;
     let bar = progress::bar(specs.len() as u64, Unit::Runs);
     let mut started = 0;
     let rows = bench_scale(&specs, |s| {
