@@ -235,9 +235,10 @@ fn bench_json(args: &[&str]) -> serde_json::Value {
 }
 
 #[test]
-fn bench_cpus_times_each_count_and_compares_it_with_the_first() {
+fn bench_scale_times_each_count_and_compares_it_with_the_first() {
     let j = bench_json(&[
         "bench",
+        "scale",
         "--cpus",
         "2,4",
         "--workload",
@@ -269,6 +270,7 @@ fn bench_cpus_times_each_count_and_compares_it_with_the_first() {
 
     let j = bench_json(&[
         "bench",
+        "scale",
         "--cpus",
         "3",
         "--cpus",
@@ -289,20 +291,20 @@ fn bench_cpus_times_each_count_and_compares_it_with_the_first() {
 }
 
 #[test]
-fn bench_cpus_bad_values_are_one_line_and_exit_2() {
-    assert_bad_input(&["bench", "--cpus", "0"], "--cpus 0 is out of range: give CPU counts from 1 to 4096");
-    assert_bad_input(&["bench", "--cpus", "32,4097"], "--cpus 4097 is out of range");
-    assert_bad_input(&["bench", "--cpus", "-3"], "--cpus '-3' is not a CPU count");
-    assert_bad_input(&["bench", "--cpus", "2,lots"], "--cpus 'lots' is not a CPU count");
-    assert_bad_input(&["bench", "--cpus", "2", "--policy", "x86-linux-pcid"], "policies that fit: arm64-");
-    assert_bad_input(&["bench", "--cpus", "2", "--workload", "nope"], "valid workloads: lat_ctx");
-    assert_bad_input(&["bench", "--cpus", "2", "--set", "ops=2"], "unknown parameter 'ops'");
-    assert_bad_input(&["bench", "--workload", "fileserver"], "apply only with --cpus");
+fn bench_scale_bad_values_are_one_line_and_exit_2() {
+    let scale = |rest: &[&'static str]| [&["bench", "scale"][..], rest].concat();
+    assert_bad_input(&scale(&["--cpus", "0"]), "--cpus 0 is out of range: give CPU counts from 1 to 4096");
+    assert_bad_input(&scale(&["--cpus", "32,4097"]), "--cpus 4097 is out of range");
+    assert_bad_input(&scale(&["--cpus", "-3"]), "--cpus '-3' is not a CPU count");
+    assert_bad_input(&scale(&["--cpus", "2,lots"]), "--cpus 'lots' is not a CPU count");
+    assert_bad_input(&scale(&["--cpus", "2", "--policy", "x86-linux-pcid"]), "policies that fit: arm64-");
+    assert_bad_input(&scale(&["--cpus", "2", "--workload", "nope"]), "valid workloads: lat_ctx");
+    assert_bad_input(&scale(&["--cpus", "2", "--set", "ops=2"]), "unknown parameter 'ops'");
 }
 
 #[test]
 fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
-    let j = bench_json(&["bench", "--check", "--policy", "arm64-freebsd-asid", "--format", "json"]);
+    let j = bench_json(&["bench", "check", "--policy", "arm64-freebsd-asid", "--format", "json"]);
     assert_eq!(j["bounds"]["cpus"], 2);
     assert_eq!(j["bounds"]["ops"], 6);
     assert_eq!(j["bounds"]["pages"], 1);
@@ -343,12 +345,113 @@ fn check_jobs_reaches_the_states_one_thread_reaches() {
 
 #[test]
 fn bench_check_bad_values_are_one_line_and_exit_2() {
-    assert_bad_input(&["bench", "--check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
-    assert_bad_input(&["bench", "--check", "--limit-s", "0"], "--limit-s 0 leaves no time");
-    assert_bad_input(&["bench", "--check", "--cpus", "2"], "time the simulator, not the checker");
-    assert_bad_input(&["bench", "--limit-s", "5"], "--limit-s applies only with --check");
+    assert_bad_input(&["bench", "check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
+    assert_bad_input(&["bench", "check", "--limit-s", "0"], "--limit-s 0 leaves no time");
+    assert_bad_input(&["bench", "check", "--pages", "5"], "--pages 5: an address space maps 1 to 4 pages");
+    assert_bad_input(&["bench", "check", "--jobs", "0"], "--jobs 0 runs nothing");
+}
+
+/// Asserts that clap refuses `args` before anything runs: exit 2, and stderr
+/// names what was wrong (`needle`).
+fn assert_refused(args: &[&str], needle: &str) {
+    let o = tlbkit(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?} printed something");
+}
+
+#[test]
+fn each_bench_subcommand_takes_only_its_own_flags() {
+    assert_refused(&["bench", "scale", "--cpus", "2", "--runs", "3"], "unexpected argument '--runs'");
+    assert_refused(&["bench", "scale", "--cpus", "2", "--pages", "2"], "unexpected argument '--pages'");
+    assert_refused(&["bench", "scale", "--workload", "fileserver"], "--cpus <CPUS>");
+    assert_refused(&["bench", "check", "--cpus", "2"], "unexpected argument '--cpus'");
+    assert_refused(&["bench", "check", "--compare-with", "/bin/true"], "unexpected argument '--compare-with'");
+    assert_refused(&["bench", "sim", "--policy", "arm64-linux"], "unexpected argument '--policy'");
+    assert_refused(&["bench", "sim", "--limit-s", "5"], "unexpected argument '--limit-s'");
+    // bench's own flags are bench sim's, and go with no subcommand.
+    assert_refused(&["bench", "--runs", "3", "scale", "--cpus", "2"], "cannot be used with '--runs <RUNS>'");
+}
+
+#[test]
+fn bench_alone_is_bench_sim() {
+    for args in
+        [&["bench", "--runs", "1", "--format", "json"][..], &["bench", "sim", "--runs", "1", "--format", "json"]]
+    {
+        let j = bench_json(args);
+        assert_eq!(j["runs"], 1, "{args:?}: {j}");
+        for k in ["translations_per_sec", "events_per_sec", "wall_s"] {
+            assert!(j[k].as_f64().unwrap() > 0.0, "{args:?}: {k}: {j}");
+        }
+    }
+}
+
+/// `bench --cpus ...` and `bench --check ...`, the spellings from before the
+/// subcommands, still run them, and refuse what the subcommands refuse.
+#[test]
+fn bench_old_spellings_run_the_subcommands() {
+    let scale = ["--cpus", "2", "--workload", "mprotect_threaded", "--set", "iters=2", "--format", "json"];
+    let old = bench_json(&[&["bench"][..], &scale].concat());
+    let new = bench_json(&[&["bench", "scale"][..], &scale].concat());
+    for k in ["machine", "policy"] {
+        assert_eq!(old[k], new[k], "{k}");
+    }
+    for k in ["workload", "cpus", "events", "translations", "command"] {
+        assert_eq!(old["runs"][0][k], new["runs"][0][k], "{k}");
+    }
+    // The flags in another order, as bench took them.
+    let shuffled = bench_json(&[
+        "bench",
+        "--format",
+        "json",
+        "--set",
+        "iters=2",
+        "--cpus",
+        "2",
+        "--workload",
+        "mprotect_threaded",
+    ]);
+    assert_eq!(shuffled["runs"][0]["command"], new["runs"][0]["command"]);
+
+    let check = ["--policy", "arm64-freebsd-asid", "--jobs", "1", "--format", "json"];
+    let old = bench_json(&[&["bench", "--check"][..], &check].concat());
+    let new = bench_json(&[&["bench", "check"][..], &check].concat());
+    assert_eq!(old["bounds"], new["bounds"]);
+    for k in ["policy", "states", "executions", "complete", "violation", "command"] {
+        assert_eq!(old["checks"][0][k], new["checks"][0][k], "{k}");
+    }
+    assert_eq!(new["checks"][0]["violation"], "no_asid_alias");
+
+    // What the old spellings ran, they check as before, in one line.
+    assert_bad_input(&["bench", "--cpus", "0"], "--cpus 0 is out of range");
     assert_bad_input(&["bench", "--check", "--pages", "5"], "--pages 5: an address space maps 1 to 4 pages");
-    assert_bad_input(&["bench", "--pages", "2"], "--pages applies only with --check");
+    // And what mixes two timings, clap refuses.
+    assert_refused(&["bench", "--cpus", "2", "--runs", "3"], "'--cpus <CPUS>' cannot be used with '--runs <RUNS>'");
+    assert_refused(&["bench", "--check", "--compare-with", "/bin/true"], "'--check' cannot be used with");
+    assert_refused(&["bench", "--check", "--cpus", "2"], "'--check' cannot be used with '--cpus <CPUS>'");
+    assert_refused(&["bench", "--workload", "fileserver"], "--cpus <CPUS>");
+    assert_refused(&["bench", "--pages", "2"], "--check");
+    assert_refused(&["bench", "--policy", "arm64-linux"], "<--cpus <CPUS>|--check>");
+}
+
+/// `bench sim --compare-with OTHER` invokes OTHER as `OTHER bench --format
+/// json`, which builds from before the subcommands understand too.
+#[test]
+fn bench_compare_with_invokes_the_other_build_as_bench_format_json() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-compare-with-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args.log");
+    let other = dir.join("tlbkit-other");
+    let script =
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\necho '{{\"translations_per_sec\": 1000.0}}'\n", log.display());
+    std::fs::write(&other, script).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let j = bench_json(&["bench", "sim", "--compare-with", other.to_str().unwrap(), "--runs", "2", "--format", "json"]);
+    assert_eq!(j["other"]["translations_per_sec_runs"], serde_json::json!([1000.0, 1000.0]), "{j}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "bench --format json\nbench --format json\n");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -909,10 +1012,10 @@ fn a_bad_tlb_mode_word_says_what_the_bits_are() {
 }
 
 #[test]
-fn bench_runs_and_compare_with_bad_values_are_one_line_and_exit_2() {
+fn bench_sim_runs_and_compare_with_bad_values_are_one_line_and_exit_2() {
+    assert_bad_input(&["bench", "sim", "--runs", "0"], "--runs 0 times nothing");
+    assert_bad_input(&["bench", "sim", "--compare-with", "/bin/true", "--runs", "1"], "needs --runs 2 or more");
+    assert_bad_input(&["bench", "sim", "--compare-with", "/nonexistent/tlbkit"], "no such file");
+    // bench alone is bench sim, and checks the same.
     assert_bad_input(&["bench", "--runs", "0"], "--runs 0 times nothing");
-    assert_bad_input(&["bench", "--compare-with", "/bin/true", "--runs", "1"], "needs --runs 2 or more");
-    assert_bad_input(&["bench", "--compare-with", "/nonexistent/tlbkit"], "no such file");
-    assert_bad_input(&["bench", "--cpus", "2", "--runs", "3"], "without --cpus and");
-    assert_bad_input(&["bench", "--check", "--compare-with", "/bin/true"], "without --cpus and");
 }

@@ -149,26 +149,20 @@ fn the_cli_reference_is_the_cli() {
     let dir = root().join("docs/guide/src/outputs/cli");
     let top = tlbkit(&["--help"]);
     let top = String::from_utf8(top.stdout).expect("utf-8 help");
-    let subs: Vec<&str> = top
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|s| *s != "help")
-        .collect();
+    let subs = subcommands(&top);
     assert!(subs.contains(&"check") && subs.contains(&"run"), "subcommands not found in:\n{top}");
     let mut pages: Vec<(String, Vec<u8>)> = vec![("tlbkit.txt".into(), top.clone().into_bytes())];
     for s in &subs {
         let out = tlbkit(&[s, "--help"]);
+        let help = String::from_utf8(out.stdout.clone()).expect("utf-8 help");
         pages.push((format!("{s}.txt"), out.stdout));
-        if *s == "trace" {
-            for t in ["import", "dump"] {
-                let out = tlbkit(&["trace", t, "--help"]);
-                pages.push((format!("trace-{t}.txt"), out.stdout));
-            }
+        // A command with subcommands of its own (bench, trace): a page for each.
+        for t in subcommands(&help) {
+            let out = tlbkit(&[s, t, "--help"]);
+            pages.push((format!("{s}-{t}.txt"), out.stdout));
         }
     }
+    assert!(pages.iter().any(|(f, _)| f == "bench-scale.txt"), "bench's subcommands not found");
     let reference = std::fs::read_to_string(root().join("docs/guide/src/cli.md")).expect("read cli.md");
     let mut stale = Vec::new();
     for (file, text) in &pages {
@@ -185,6 +179,17 @@ fn the_cli_reference_is_the_cli() {
         );
     }
     assert!(stale.is_empty(), "help pages changed; rerun with TLBKIT_BLESS=1:\n  {}", stale.join("\n  "));
+}
+
+/// Returns the subcommands a `--help` page lists, without `help`.
+fn subcommands(help: &str) -> Vec<&str> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect()
 }
 
 fn chapters() -> Vec<PathBuf> {

@@ -141,7 +141,7 @@ fn reproduce_puts_a_claims_further_check_under_the_second_column() {
 
 #[test]
 fn bench_cpus_columns_align_with_their_headers() {
-    let text = stdout(&["bench", "--cpus", "2,16,128", "--workload", "mprotect_threaded", "--set", "iters=2"]);
+    let text = stdout(&["bench", "scale", "--cpus", "2,16,128", "--workload", "mprotect_threaded", "--set", "iters=2"]);
     let rows: Vec<&str> = text.lines().skip(1).filter(|l| !l.contains(": tlbkit run")).collect();
     assert_eq!(rows.len(), 4, "{text}");
     assert!(rows[0].starts_with("workload ") && rows[0].ends_with("peak MiB"), "{text}");
@@ -179,7 +179,7 @@ fn progress_writes_nothing_when_stderr_is_not_a_terminal() {
         compare.concat().into_iter().chain(["--set", "jitter=0.02", "--format", "csv"]).collect(),
         run.concat(),
         vec!["reproduce", "--only", "seed002-pingpong"],
-        vec!["bench", "--cpus", "2,3", "--workload", "mprotect_threaded", "--set", "iters=2"],
+        vec!["bench", "scale", "--cpus", "2,3", "--workload", "mprotect_threaded", "--set", "iters=2"],
         vec!["sweep", sweep_file.to_str().unwrap(), "--results", results.to_str().unwrap()],
         vec!["trace", "import", "--lackey", &lackey, "-o", trace.to_str().unwrap()],
     ];

@@ -1,4 +1,4 @@
-//! `--set key=value` values (`tlbkit run`, `bench --cpus`, every point of a
+//! `--set key=value` values (`tlbkit run`, `bench scale`, every point of a
 //! sweep): `tlbkit_sim::run::check`, which turns the command line's strings into
 //! a machine, kernel and workload configuration without running it.
 //!

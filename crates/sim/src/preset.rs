@@ -1,9 +1,11 @@
 //! Machine presets: topology, TLB geometry and costs, one table per machine.
 //!
-//! Every cost is in core cycles and carries its source or its reason, in the
-//! preset's own function. The long-form notes, with the measurements each figure
-//! is derived from, are in `docs/costs/<preset>.md`. Costs are per machine, never
-//! per claim: every workload and policy on a preset uses the same table.
+//! Every cost is in core cycles and carries its source or its reason: a preset's
+//! costs are its architecture's base (`ARM64_BASE`, `X86_BASE`) with the figures
+//! that differ set, with their sources, in the preset's own function. The
+//! long-form notes, with the measurements each figure is derived from, are in
+//! `docs/costs/<preset>.md`. Costs are per machine, never per claim: every
+//! workload and policy on a preset uses the same table.
 
 use crate::sched::SchedKind;
 
@@ -274,6 +276,130 @@ pub fn by_name(name: &str) -> Option<Preset> {
     all().into_iter().find(|p| p.name == name)
 }
 
+/// The costs every arm64 preset starts from: a figure here holds for each
+/// arm64 preset that does not set its own. A preset sets the figures that
+/// differ, each with its source, and restates a figure it shares with this
+/// base where it has a source of its own for it, so that every source stays
+/// beside its machine's figure. A comment here gives the reason that holds for
+/// every preset keeping the figure; a figure without one is shared with no
+/// source common to the presets that keep it (where every preset sets its own,
+/// it is one of theirs), and each preset's notes (`docs/costs/<preset>.md`) give
+/// its source.
+const ARM64_BASE: Costs = Costs {
+    mem_access: 4,
+    tlb_l2_hit: 6,
+    walk_level: 11,
+    walk_start: 5,
+    // Local TLBIs need no interconnect traffic; no public figure, a few tens of cycles
+    // for the TLB RAM scan, more for the whole-ASID and whole-TLB forms.
+    tlbi_local_va: 20,
+    tlbi_local_asid: 40,
+    tlbi_local_all: 40,
+    // Issuing a DVM message is a store-like operation into the interconnect queue.
+    tlbi_bcast_issue: 10,
+    dvm_hop: 300,
+    dvm_cross_socket: 300,
+    dvm_process: 40,
+    dvm_process_asid: 40,
+    dvm_issuer_cores: 1,
+    // A requester's outstanding broadcasts: no limit (0). No figure for these cores was
+    // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
+    // issues, so it is not a source for this limit.
+    dvm_issuer_outstanding: 0,
+    // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
+    // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
+    // published, and these machines' interconnects are not CCN-502: holding four for a
+    // whole issuer round trip (the only reading the model could make) is not a source.
+    dvm_node_outstanding: 0,
+    // The node's time per message (accept, then send the snoops on): no figure found;
+    // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
+    dvm_node_process: 20,
+    // DSB/ISB drain the pipeline (~15 stages): no published figure (the A72's estimate).
+    dsb: 20,
+    isb: 20,
+    full_barrier: 20,
+    // MSR to a translation register serialises; ~30-50 with its ISB (estimate).
+    root_write: 20,
+    // Not used on arm64 (TTBR0 writes never flush); the local whole-ASID TLBI cost.
+    root_write_flush: 40,
+    exception_entry: 80,
+    exception_exit: 70,
+    ipi_send: 100,
+    ipi_deliver: 1000,
+    // Linux generic_smp_call_function_single_interrupt: a llist walk and an
+    // indirect call; a few hundred instructions (estimate).
+    ipi_handle: 300,
+    ipi_cross_socket: 500,
+    cacheline_transfer: 200,
+    cacheline_cross_ccx: 0,
+    cacheline_cross_socket: 300,
+    syscall_body: 150,
+    pipe_op: 400,
+    switch_path: 4000,
+    fault_path: 1500,
+    // Zeroing 4 KB with DC ZVA at ~16 bytes/cycle.
+    page_copy: 256,
+    zap_page: ZAP_PAGE,
+    zap_folio: ZAP_FOLIO,
+    mlp: 8,
+    walkers: 4,
+};
+
+/// The costs every x86 preset starts from, as [`ARM64_BASE`] is for arm64: a
+/// preset sets what differs with its source, and restates a shared figure
+/// where it has a source of its own; a figure without a comment has its source
+/// in each preset's notes. Without `INVLPGB` an x86 machine has no
+/// broadcast invalidation, so the broadcast figures here are zero and never
+/// charged; a preset with `INVLPGB` sets them.
+const X86_BASE: Costs = Costs {
+    mem_access: 4,
+    tlb_l2_hit: 7,
+    walk_level: 12,
+    walk_start: 10,
+    tlbi_local_va: 230,
+    tlbi_local_asid: 150,
+    tlbi_local_all: 150,
+    // No broadcast invalidation without INVLPGB: remote CPUs are reached by IPI.
+    tlbi_bcast_issue: 0,
+    dvm_hop: 0,
+    dvm_cross_socket: 0,
+    dvm_process: 0,
+    dvm_process_asid: 0,
+    // No INVLPGB: no broadcasts, so no interconnect limits.
+    dvm_issuer_cores: 0,
+    dvm_issuer_outstanding: 0,
+    dvm_node_outstanding: 0,
+    dvm_node_process: 0,
+    // x86 has no DSB/ISB.
+    dsb: 0,
+    isb: 0,
+    full_barrier: 20,
+    // MOV CR3: estimates bounded by Ingo Molnar's 96-251 cycles for a flushing write.
+    root_write: 100,
+    root_write_flush: 100,
+    exception_entry: 100,
+    exception_exit: 80,
+    ipi_send: 150,
+    ipi_deliver: 1200,
+    ipi_handle: 300,
+    ipi_cross_socket: 200,
+    cacheline_transfer: 100,
+    cacheline_cross_ccx: 0,
+    cacheline_cross_socket: 190,
+    // The kernel's syscall dispatch, eventfd body, page fault, 4 KB clear: estimates
+    // (Linux's; a FreeBSD preset sets its own where they differ).
+    syscall_body: 150,
+    pipe_op: 400,
+    switch_path: 4000,
+    fault_path: 1500,
+    page_copy: 256,
+    zap_page: ZAP_PAGE,
+    zap_folio: ZAP_FOLIO,
+    // Independent loads in flight (L1D fill buffers): estimate.
+    mlp: 10,
+    walkers: 1,
+};
+
 /// The seed-000 machine: an AWS EC2 a1 (Graviton 1) with 16 Cortex-A72 cores
 /// at 2.3 GHz in 4 clusters of 4, one socket. Notes: `docs/costs/cortex-a72.md`.
 pub fn cortex_a72() -> Preset {
@@ -316,13 +442,6 @@ pub fn cortex_a72() -> Preset {
             // Walk-unit start after an L2 TLB miss: not published; the 8 MiB tinymembench gap
             // (~25 cycles for a walk-cache hit with the leaf in L2) less one 21-cycle load.
             walk_start: 4,
-            // Local TLBIs need no interconnect traffic; no public figure, a few tens of cycles
-            // for the TLB RAM scan, more for the whole-ASID and whole-TLB forms.
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            // Issuing a DVM message is a store-like operation into the interconnect queue.
-            tlbi_bcast_issue: 10,
             // The one public measurement of an uncontended TLBI IS + DSB ISH on an Arm server is
             // ~805 cycles (0.35 us, Linux "arm64/mm: Elide TLB flush in certain pte protection
             // transitions"). With issue (10), processing (40) and the DSB (20), two interconnect
@@ -339,26 +458,6 @@ pub fn cortex_a72() -> Preset {
             // cluster's shared 2 MB L2 (Graviton 1 lscpu, notes §2): a 4-core cluster is one
             // requester (SRC-derived).
             dvm_issuer_cores: 4,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
-            // DSB/ISB drain the pipeline (~15 stages): no published A72 figure.
-            dsb: 20,
-            isb: 20,
-            full_barrier: 20,
-            // MSR to a translation register serialises; ~30-50 with its ISB (estimate).
-            root_write: 20,
-            // Not used on arm64 (TTBR0 writes never flush); the local whole-ASID TLBI cost.
-            root_write_flush: 40,
             // L4Re's measured SVC round trip: 138 cycles on A76, 230 on A53; the A72 lies between.
             exception_entry: 90,
             exception_exit: 90,
@@ -366,14 +465,8 @@ pub fn cortex_a72() -> Preset {
             // (~2.4 us delivery with the Linux call-function machinery) scaled to a single die.
             ipi_send: 100,
             ipi_deliver: 1000,
-            // Linux generic_smp_call_function_single_interrupt: a llist walk and an
-            // indirect call; a few hundred instructions (estimate).
-            ipi_handle: 300,
-            ipi_cross_socket: 500,
             // Core-to-core: ~50 cycles inside a cluster, ~200 across (AnandTech's 4x remark).
             cacheline_transfer: 200,
-            cacheline_cross_ccx: 0,
-            cacheline_cross_socket: 300,
             // FreeBSD syscall dispatch (sys_* lookup, fget): a few hundred instructions.
             syscall_body: 300,
             // Pipe read/write body: uiomove of a word, pipe locks, selwakeup: estimate.
@@ -381,19 +474,16 @@ pub fn cortex_a72() -> Preset {
             // FreeBSD sleepq + sched_switch + cpu_switch. No public A72 figure exists; this is
             // calibrated once for the machine from seed 000's *after* measurement (2.908 us =
             // 6688 cycles per switch) less the hardware costs this model adds to a switch.
-            // Every other cost above is independent of the seed, and the before/after
+            // Every other cost of this machine is independent of the seed, and the before/after
             // difference comes from the TLB model alone.
             switch_path: 5600,
             // vm_fault: map lookup, page allocation, pmap_enter: estimate.
             fault_path: 1500,
-            // Zeroing 4 KB with DC ZVA at ~16 bytes/cycle.
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
             // The A72's overlap of independent TLB misses is not published: 1, no overlap.
             // Seed 000's workloads touch one page at a time, which this never affects.
             mlp: 1,
             walkers: 1,
+            ..ARM64_BASE
         },
     }
 }
@@ -445,24 +535,8 @@ pub fn skylake() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 400,
             tlbi_local_all: 865,
-            // x86 has no broadcast invalidation: remote CPUs are reached by IPI.
-            tlbi_bcast_issue: 0,
-            dvm_hop: 0,
-            dvm_cross_socket: 0,
-            dvm_process: 0,
-            dvm_process_asid: 0,
-            // No INVLPGB: no broadcasts, so no interconnect limits.
-            dvm_issuer_cores: 0,
-            dvm_issuer_outstanding: 0,
-            dvm_node_outstanding: 0,
-            dvm_node_process: 0,
-            // x86 has no DSB/ISB; MFENCE or a LOCKed instruction: estimate.
-            dsb: 0,
-            isb: 0,
+            // MFENCE or a LOCKed instruction: estimate.
             full_barrier: 30,
-            // MOV CR3: estimates bounded by Ingo Molnar's 96-251 cycles for a flushing write.
-            root_write: 100,
-            root_write_flush: 100,
             // SYSCALL entry / SYSRET exit before PTI (the seed predates it): estimates below the
             // 191 ns getpid measured on Skylake-X.
             exception_entry: 80,
@@ -474,25 +548,16 @@ pub fn skylake() -> Preset {
             ipi_cross_socket: 0,
             // Core-to-core hand-off ~45 ns on an i7-6700K (Willy Tarreau's latency test).
             cacheline_transfer: 100,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 0,
-            // Linux syscall dispatch, eventfd body, page fault, 4 KB clear: estimates.
-            syscall_body: 150,
-            pipe_op: 400,
             // Linux schedule() + __switch_to besides switch_mm: no public figure for this machine;
             // calibrated once from seed 002's *after* figure (1.22 us = 2806 cycles per turn of
             // the PCID ping-pong) less the hardware costs this model adds to a turn. Every other
             // figure is independent of the seed; the before/after difference comes from the
             // TLB model alone.
             switch_path: 847,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            // Independent loads in flight (L1D fill buffers): estimate.
-            mlp: 10,
             // Intel optimization manual (Skylake client): "two page walks in parallel".
             walkers: 2,
+            ..X86_BASE
         },
     }
 }
@@ -521,16 +586,9 @@ pub fn emag() -> Preset {
         sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 5,
-            tlb_l2_hit: 6,
             walk_level: 13,
-            walk_start: 5,
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            tlbi_bcast_issue: 10,
             // Core-to-core ~70 ns on eMAG (AnandTech) for a one-way hop.
             dvm_hop: 210,
-            dvm_cross_socket: 300,
             // A by-VA message looks up one set per TLB, as a local TLBI VA does: no eMAG
             // figure, as the A72 preset.
             dvm_process: 40,
@@ -544,43 +602,15 @@ pub fn emag() -> Preset {
             // Interconnect limits (docs/costs/emag.md, "Broadcasts in flight"). Core pairs share an L2 (AnandTech: "two core pairs
             // sharing the same 256KB L2 cache"), the port to the fabric: SRC-derived.
             dvm_issuer_cores: 2,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
-            dsb: 20,
-            isb: 20,
-            full_barrier: 20,
-            root_write: 20,
-            root_write_flush: 40,
             exception_entry: 90,
             exception_exit: 90,
-            ipi_send: 100,
-            ipi_deliver: 1000,
-            ipi_handle: 300,
-            ipi_cross_socket: 500,
             cacheline_transfer: 210,
-            cacheline_cross_ccx: 0,
-            cacheline_cross_socket: 300,
-            syscall_body: 150,
-            pipe_op: 400,
             // Linux's scheduler path: no eMAG figure; the cortex-a72 value scaled by the
             // L1D-latency ratio would be arbitrary, so a Linux-typical 1.3 us / 3.0 GHz estimate.
             switch_path: 4000,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
             mlp: 4,
             walkers: 1,
+            ..ARM64_BASE
         },
     }
 }
@@ -608,62 +638,25 @@ pub fn altra() -> Preset {
         // Seed 004's kernel is v6.9-era: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
-            mem_access: 4,
             tlb_l2_hit: 3,
-            walk_level: 11,
-            walk_start: 5,
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            tlbi_bcast_issue: 10,
             // ~0.35 us for TLBI IS + DSB ISH on an Arm server (as for cortex-a72).
             dvm_hop: 490,
             // Weak: from seed 004's numa=2 / numa=1 unfold costs (x4.3).
             dvm_cross_socket: 1700,
-            dvm_process: 40,
             // Not separated from the by-VA cost: no Neoverse N1 figure.
             dvm_process_asid: 40,
             // Interconnect limits (docs/costs/altra.md, "Broadcasts in flight"). Two N1 cores share a DSU, whose port to the mesh is
             // the requester (AnandTech's Altra Max review: "two DSUs, each with two Neoverse-N1
             // cores, connected to a CAL, connected to a single XP"): SRC-derived.
             dvm_issuer_cores: 2,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
-            dsb: 20,
-            isb: 20,
-            full_barrier: 20,
-            root_write: 20,
-            root_write_flush: 40,
-            exception_entry: 80,
-            exception_exit: 70,
-            ipi_send: 100,
             ipi_deliver: 800,
-            ipi_handle: 300,
-            ipi_cross_socket: 500,
             cacheline_transfer: 150,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 1000,
-            syscall_body: 150,
-            pipe_op: 400,
             // No seed figure to calibrate against yet: the emag estimate.
             switch_path: 4000,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            mlp: 8,
             // Neoverse N1: four page walks in flight.
             walkers: 4,
+            ..ARM64_BASE
         },
     }
 }
@@ -701,58 +694,21 @@ pub fn ampereone() -> Preset {
             tlb_l2_hit: 5,
             // ramlat in the private 2 MB L2: 3.444 ns x 3.2.
             walk_level: 11,
-            walk_start: 5,
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            tlbi_bcast_issue: 10,
             // altra's 163 ns, scaled for a larger mesh (522 to 810 cycles; EST).
             dvm_hop: 600,
             // Single-socket part: altra's, unused at 192 CPUs.
             dvm_cross_socket: 1700,
-            dvm_process: 40,
             // A 2048-entry TLB scanned for a tag: 1.6 x 40 (EST).
             dvm_process_asid: 60,
             // Interconnect limits (docs/costs/ampereone.md, "Broadcasts in flight"). Each core's 2 MB L2 is private (STH, notes §1):
             // one requester per core assumed (EST: whether a 4-core cluster shares a port is unknown).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
-            dsb: 20,
-            isb: 20,
-            full_barrier: 20,
-            root_write: 20,
-            root_write_flush: 40,
-            exception_entry: 80,
-            exception_exit: 70,
-            ipi_send: 100,
             // altra's 267 ns at 3.2 GHz.
             ipi_deliver: 850,
-            ipi_handle: 300,
-            ipi_cross_socket: 500,
             // ~55 ns: above the 40-44 ns SLC load latency (ramlat) a dirty line's trip needs.
             cacheline_transfer: 175,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 1000,
-            syscall_body: 150,
-            pipe_op: 400,
-            switch_path: 4000,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            mlp: 8,
-            walkers: 4,
+            ..ARM64_BASE
         },
     }
 }
@@ -789,60 +745,27 @@ pub fn graviton4() -> Preset {
             tlb_l2_hit: 5,
             // V2 L2: 10-cycle load-to-use (Hot Chips 2023).
             walk_level: 10,
-            walk_start: 5,
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            tlbi_bcast_issue: 10,
             // altra's 163 ns kept in ns (EST): in-socket bounce latency on par with Graviton 2/3.
             dvm_hop: 460,
             // Cross-socket extra 93.6 ns (chipsandcheese 138.6 ns less 45) x ~1.5 (EST).
             dvm_cross_socket: 400,
-            dvm_process: 40,
             dvm_process_asid: 60,
             // Interconnect limits (docs/costs/graviton4.md, "Broadcasts in flight"). Each V2 core has a private 2 MB L2 on the CMN-700
             // mesh (AWS Graviton4 listing, notes): one requester per core (SRC-derived).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
-            dsb: 20,
-            isb: 20,
-            full_barrier: 20,
-            root_write: 20,
-            root_write_flush: 40,
             // Grace (V2) null syscall 178.4 ns at 3.1-3.44 GHz, 553-614 cycles, split 200/200/150.
             exception_entry: 200,
             exception_exit: 200,
-            ipi_send: 100,
             ipi_deliver: 750,
-            ipi_handle: 300,
             // The cross-socket extra of a cache line.
             ipi_cross_socket: 262,
             // 45 ns (chipsandcheese: 30-60 ns in a socket) x 2.8.
             cacheline_transfer: 126,
-            cacheline_cross_ccx: 0,
             // 138.6 - 45 ns across sockets, x 2.8.
             cacheline_cross_socket: 262,
-            syscall_body: 150,
-            pipe_op: 400,
-            switch_path: 4000,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
             // ROB 320, three load pipes; miss buffers unpublished (EST).
             mlp: 12,
-            walkers: 4,
+            ..ARM64_BASE
         },
     }
 }
@@ -869,15 +792,7 @@ pub fn thunderx() -> Preset {
         // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
-            mem_access: 4,
-            tlb_l2_hit: 6,
             walk_level: 40,
-            walk_start: 5,
-            tlbi_local_va: 20,
-            tlbi_local_asid: 40,
-            tlbi_local_all: 40,
-            tlbi_bcast_issue: 10,
-            dvm_hop: 300,
             // CCPI between the sockets.
             dvm_cross_socket: 1500,
             dvm_process: 100,
@@ -886,42 +801,22 @@ pub fn thunderx() -> Preset {
             // Interconnect limits (docs/costs/thunderx.md, "Broadcasts in flight"). Each core is taken as its own requester (EST: the
             // ThunderX coherent interconnect is not documented).
             dvm_issuer_cores: 1,
-            // A requester's outstanding broadcasts: no limit (0). No figure for this core was
-            // found; CCN-502's four bounds the DVM snoops sent *to* an RN-F, not the requests it
-            // issues, so it is not a source for this limit.
-            dvm_issuer_outstanding: 0,
-            // No tracker limit (0). CCN-502's TRM ("DVM messages") lets the interconnect send an
-            // RN-F at most four DVM snoops at once, but the credit loop that bounds is not
-            // published, and this machine's interconnect is not CCN-502: holding four for a whole
-            // issuer round trip (the only reading the model could make) is not a source.
-            dvm_node_outstanding: 0,
-            // The node's time per message (accept, then send the snoops on): no figure found;
-            // 20 cycles assumed, a pipeline pass of a few interconnect cycles (EST).
-            dvm_node_process: 20,
             dsb: 30,
-            isb: 20,
             full_barrier: 30,
             // Erratum 27456: every TTBR write is followed by IC IALLU; DSB NSH; ISB.
             root_write: 200,
-            root_write_flush: 40,
-            exception_entry: 80,
             exception_exit: 80,
-            ipi_send: 100,
             ipi_deliver: 1500,
             ipi_handle: 400,
             ipi_cross_socket: 1000,
-            cacheline_transfer: 200,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 600,
             syscall_body: 200,
             pipe_op: 500,
-            switch_path: 4000,
             fault_path: 2000,
             page_copy: 512,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
             mlp: 2,
             walkers: 1,
+            ..ARM64_BASE
         },
     }
 }
@@ -954,51 +849,20 @@ pub fn westmere() -> Preset {
         // per-CPU FIFO queues keep the results this preset always gave.
         sched: SchedKind::Fifo,
         costs: Costs {
-            mem_access: 4,
-            tlb_l2_hit: 7,
             walk_level: 10,
-            walk_start: 10,
             // INVLPG ~50 cycles (seed 003's own figure).
             tlbi_local_va: 50,
-            tlbi_local_asid: 150,
-            tlbi_local_all: 150,
-            tlbi_bcast_issue: 0,
-            dvm_hop: 0,
-            dvm_cross_socket: 0,
-            dvm_process: 0,
-            dvm_process_asid: 0,
-            // No INVLPGB: no broadcasts, so no interconnect limits.
-            dvm_issuer_cores: 0,
-            dvm_issuer_outstanding: 0,
-            dvm_node_outstanding: 0,
-            dvm_node_process: 0,
-            dsb: 0,
-            isb: 0,
-            full_barrier: 20,
-            root_write: 100,
-            root_write_flush: 100,
-            exception_entry: 100,
-            exception_exit: 80,
-            ipi_send: 150,
-            ipi_deliver: 1200,
             // Call-function IPIs only (Linux); FreeBSD's TLB vectors enter their
             // handlers directly, and their request and acknowledgement are accounted
             // as shared-line accesses.
             ipi_handle: 300,
-            ipi_cross_socket: 200,
             // Core-to-core ~37 ns on a socket, ~74 ns across QPI (dual X5650).
             cacheline_transfer: 99,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 99,
             syscall_body: 300,
             pipe_op: 600,
-            switch_path: 4000,
-            fault_path: 1500,
             page_copy: 300,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            mlp: 10,
-            walkers: 1,
+            ..X86_BASE
         },
     }
 }
@@ -1075,7 +939,6 @@ pub fn milan() -> Preset {
             dvm_node_process: 20,
             // TLBSYNC's own cost besides waiting: estimate.
             dsb: 50,
-            isb: 0,
             // A LOCKed RMW with a store-buffer drain: estimate above LLVM's load + 3.
             full_barrier: 25,
             // MOV CR3 with NOFLUSH, and the extra of a flushing one: estimates.
@@ -1098,16 +961,10 @@ pub fn milan() -> Preset {
             cacheline_cross_socket: 218,
             // No Zen 3 lmbench figures: the estimates the other Linux presets use; the
             // switch path is the "Linux-typical 1.3 us" estimate of emag/altra.
-            syscall_body: 150,
-            pipe_op: 400,
             switch_path: 3200,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            mlp: 10,
             // AnandTech Zen 3 deep dive: "a total of 6 table walkers".
             walkers: 6,
+            ..X86_BASE
         },
     }
 }
@@ -1152,26 +1009,11 @@ pub fn haswell2s() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 200,
             tlbi_local_all: 520,
-            // No broadcast invalidation on Intel: remote CPUs are reached by IPI.
-            tlbi_bcast_issue: 0,
-            dvm_hop: 0,
-            dvm_cross_socket: 0,
-            dvm_process: 0,
-            dvm_process_asid: 0,
-            // No INVLPGB: no broadcasts, so no interconnect limits.
-            dvm_issuer_cores: 0,
-            dvm_issuer_outstanding: 0,
-            dvm_node_outstanding: 0,
-            dvm_node_process: 0,
-            dsb: 0,
-            isb: 0,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test).
             full_barrier: 20,
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write.
             root_write: 100,
             root_write_flush: 100,
-            exception_entry: 100,
-            exception_exit: 80,
             // No bare-metal Haswell IPI latency found: estimates, chosen so that one
             // same-socket remote flush (1,804 cycles, 752 ns) stays under the ~775 ns an
             // extra remote single-page shootdown of baseline Linux costs on a bare-metal
@@ -1184,20 +1026,13 @@ pub fn haswell2s() -> Preset {
             // Core-to-core CAS one-way on a dual E5-2630 v4 (Broadwell-EP, the same uncore;
             // nviennot/core-to-core-latency): 39 ns in a socket, 117.8 ns across.
             cacheline_transfer: 94,
-            cacheline_cross_ccx: 0,
             cacheline_cross_socket: 190,
             // Linux 4.10 software paths: estimates as for the other Linux presets; the
             // switch path is skylake's (the project's only Linux figure), for a Haswell core.
-            syscall_body: 150,
-            pipe_op: 400,
             switch_path: 900,
-            fault_path: 1500,
-            page_copy: 256,
-            zap_page: ZAP_PAGE,
-            zap_folio: ZAP_FOLIO,
-            mlp: 10,
             // Intel: "previous generations" before Skylake do one page walk at a time.
             walkers: 1,
+            ..X86_BASE
         },
     }
 }

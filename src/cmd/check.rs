@@ -91,6 +91,18 @@ pub struct CheckArgs {
     format: super::Format,
 }
 
+/// `tlbkit replay`'s flags.
+#[derive(Args)]
+pub struct ReplayArgs {
+    token: String,
+    /// Show every event of every step of the counterexample, not only the ones
+    /// that matter (root writes, invalidations, PTE changes, the policy's decisions).
+    #[arg(long)]
+    verbose: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    format: super::Format,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ModeArg {
     Exhaustive,
@@ -138,9 +150,9 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
 }
 
 /// Runs `tlbkit replay`; returns the exit code (3 when the violation recurs).
-pub fn replay(token: &str, json: bool, verbose: bool) -> Result<u8, String> {
-    let r = tlbkit_check::replay(token)?;
-    emit(&r, json, verbose)?;
+pub fn replay(a: ReplayArgs) -> Result<u8, String> {
+    let r = tlbkit_check::replay(&a.token)?;
+    emit(&r, a.format == super::Format::Json, a.verbose)?;
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 

@@ -1,4 +1,4 @@
-//! `tlbkit bench` without `--cpus` or `--check`: the simulator's speed on one
+//! `tlbkit bench sim` (and `tlbkit bench` alone): the simulator's speed on one
 //! fixed workload, reported as hyperfine reports a command (runs, mean ± σ,
 //! min … max, a warning when the spread suggests a loaded host), and with
 //! `--compare-with BINARY` side by side with another build: both builds' `bench`
@@ -7,12 +7,39 @@
 //! invocations, pooled standard deviation, the half-width relative to the other
 //! build's mean: [`tlbkit_lab::stats::compare`]).
 
+use super::Format;
 use crate::progress;
 use crate::table::{Align, Table};
-use crate::Format;
-use std::path::Path;
+use clap::Args;
+use std::path::{Path, PathBuf};
 use tlbkit_lab::stats::{self, Summary};
 use tlbkit_sim::run::{BenchResult, RunSpec};
+
+/// `tlbkit bench sim`'s flags, which `tlbkit bench` alone takes too.
+#[derive(Args)]
+pub struct SimArgs {
+    /// Runs of the fixed workload (default 5); with --compare-with, invocations
+    /// of each build (default 5).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Also time another tlbkit build's `bench` (e.g. an older revision's
+    /// target/release/tlbkit), invoking the two in turn, and print the ratio of
+    /// translations per second (this / other) with its 95% confidence interval
+    /// (ministat's rule).
+    #[arg(long, value_name = "BINARY")]
+    compare_with: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Runs `tlbkit bench sim`: the fixed workload's runs in this process, or with
+/// `--compare-with`, both builds' side by side; returns the exit code.
+pub fn run(a: SimArgs) -> Result<u8, String> {
+    match a.compare_with {
+        Some(other) => compare_with(&other, a.runs.unwrap_or(DEFAULT_ROUNDS), a.format),
+        None => bench(a.runs.unwrap_or(DEFAULT_RUNS), a.format),
+    }
+}
 
 /// The fixed workload: lat_ctx on 4 CPUs of a Cortex-A72, 4 processes summing
 /// 1 MB each, 10,000 rounds, under `arm64-freebsd-asid`.
@@ -28,12 +55,12 @@ pub fn spec() -> RunSpec {
     }
 }
 
-/// Runs of a plain `tlbkit bench` unless `--runs` says otherwise.
-pub const DEFAULT_RUNS: usize = 5;
+/// Runs of a plain `tlbkit bench sim` unless `--runs` says otherwise.
+const DEFAULT_RUNS: usize = 5;
 
 /// Invocations of each build that `--compare-with` makes unless `--runs` says
 /// otherwise.
-pub const DEFAULT_ROUNDS: usize = 5;
+const DEFAULT_ROUNDS: usize = 5;
 
 /// The runs a build's `bench` makes for one invocation of `--compare-with`: as
 /// many as a `bench` before `--runs` made (it reported their median).
@@ -79,8 +106,8 @@ fn grouped(x: f64) -> String {
     }
 }
 
-/// `tlbkit bench [--runs N]`: `runs` runs of [`spec`] in this process.
-pub fn bench(runs: usize, format: Format) -> Result<u8, String> {
+/// `tlbkit bench sim [--runs N]`: `runs` runs of [`spec`] in this process.
+fn bench(runs: usize, format: Format) -> Result<u8, String> {
     if runs == 0 {
         return Err("--runs 0 times nothing: give 1 or more, e.g. --runs 10".into());
     }
@@ -142,7 +169,9 @@ pub fn bench(runs: usize, format: Format) -> Result<u8, String> {
 }
 
 /// Runs `binary bench --format json` (with `args`) and returns the
-/// `translations_per_sec` it reports.
+/// `translations_per_sec` it reports. `bench` with no subcommand is `bench sim`
+/// in every build, those from before the subcommands included, so the other
+/// build is invoked so.
 fn invoke(binary: &Path, args: &[&str]) -> Result<f64, String> {
     let out = std::process::Command::new(binary)
         .arg("bench")
@@ -166,12 +195,12 @@ fn invoke(binary: &Path, args: &[&str]) -> Result<f64, String> {
         .ok_or_else(|| format!("--compare-with {}: its bench reported no translations_per_sec", binary.display()))
 }
 
-/// `tlbkit bench --compare-with BINARY [--runs N]`: `rounds` invocations of this
+/// `tlbkit bench sim --compare-with BINARY [--runs N]`: `rounds` invocations of this
 /// build's `bench` and of `other`'s, in turn (which goes first alternates from
 /// round to round, so that a drift of the host's load falls on both), each
 /// reporting the median of its runs; then both builds' figures and the ratio of
 /// this one's mean to the other's with its 95% confidence interval.
-pub fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, String> {
+fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, String> {
     if rounds < 2 {
         return Err("--compare-with needs --runs 2 or more (a confidence interval needs a spread)".into());
     }

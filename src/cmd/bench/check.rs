@@ -1,4 +1,4 @@
-//! `tlbkit bench --check`: the checker's own speed, as a benchmark, not a test.
+//! `tlbkit bench check`: the checker's own speed, as a benchmark, not a test.
 //!
 //! The nine policies of the seeds (or the one named) are checked exhaustively
 //! at the standard bounds, each in a child process of this binary (`tlbkit check ...
@@ -10,11 +10,34 @@
 //! runs the same check.
 
 use crate::table::{Align, Table};
+use clap::Args;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tlbkit_check::kernel::MAX_PAGES;
 use tlbkit_check::spec::is_x86;
+
+/// `tlbkit bench check`'s flags.
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The one policy to check (default the seeds' nine), or `all`: every real
+    /// policy, the seeds' nine and the seven added after them.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Pages per address space (default 1, the standard bounds; 2 lets flushes
+    /// of one address space overlap, and takes far longer).
+    #[arg(long)]
+    pub pages: Option<usize>,
+    /// Worker threads per check (default: the check's own, one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Stop a check that runs longer than this many seconds (and say so in its
+    /// row).
+    #[arg(long, value_name = "SECONDS")]
+    pub limit_s: Option<u64>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: super::Format,
+}
 
 /// The standard bounds: 2 CPUs, 3 address spaces of one page, 4 ASIDs on
 /// arm64 and 4 PCIDs per CPU on FreeBSD x86 (Linux x86 has its 6 PCID slots),
@@ -232,16 +255,12 @@ fn measure(policy: &str, pages: usize, jobs: Option<usize>, limit: Option<Durati
     Ok(row)
 }
 
-/// Runs the benchmark: `policies` (the seeds' nine when empty), each with
-/// `pages` pages per address space (the standard bounds' one when `None`),
-/// `jobs` worker threads and at most `limit_s` seconds.
-pub fn run(
-    policies: &[String],
-    pages: Option<usize>,
-    jobs: Option<usize>,
-    limit_s: Option<u64>,
-    format: super::Format,
-) -> Result<u8, String> {
+/// Runs the benchmark: `--policy` (the seeds' nine when not given), each with
+/// `--pages` pages per address space (the standard bounds' one when not given),
+/// `--jobs` worker threads and at most `--limit-s` seconds.
+pub fn run(a: CheckArgs) -> Result<u8, String> {
+    let CheckArgs { policy, pages, jobs, limit_s, format } = a;
+    let policies = policy.as_slice();
     let all: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
     for p in policies.iter().filter(|p| *p != "all") {
         if !all.contains(&p.as_str()) {

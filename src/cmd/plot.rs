@@ -1,8 +1,10 @@
-//! `tlbkit plot` and `tlbkit report`: their flags, and writing SVG, PNG and
-//! HTML files (the charts and pages are `tlbkit_lab::plot`).
+//! `tlbkit plot` and `tlbkit report`: their flags, and SVG, PNG and HTML files
+//! of a sweep's results (the charts and pages are `tlbkit_lab::plot`; the files
+//! are written through `crate::files`).
 
+use crate::files::{check_writable, write_atomically};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tlbkit_lab::plot::data::{ChartSpec, Results};
 use tlbkit_lab::plot::html;
 
@@ -86,51 +88,4 @@ pub fn report(a: ReportArgs) -> Result<u8, String> {
     let page = html::report(&results, &a.results.display().to_string(), &a.baseline)?;
     write_atomically(&a.output, page.as_bytes())?;
     Ok(0)
-}
-
-/// Returns an error unless a file can be written at `path` by
-/// [`write_atomically`] (or, with `append`, appended to): its directory exists and
-/// takes a new file, and `path` is not a directory. Commands call it before any
-/// work starts, so that a mistyped output path fails at once instead of after a
-/// long run. `flag` names the option in the message (`-o`, `--html`).
-pub fn check_writable(path: &Path, flag: &str, append: bool) -> Result<(), String> {
-    let shown = path.display();
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| format!("{flag} {shown}: not a file name; give a path to a file"))?;
-    if path.is_dir() {
-        return Err(format!("{flag} {shown}: is a directory; give a file name inside it"));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(format!("{flag} {shown}: the directory {} does not exist; create it first", dir.display()));
-    }
-    if append && path.exists() {
-        return std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map(drop)
-            .map_err(|e| format!("{flag} {shown}: cannot append to it: {e}"));
-    }
-    let probe = dir.join(format!(".{name}.probe{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| format!("{flag} {shown}: cannot write in {}: {e}", dir.display()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
-/// Writes `bytes` to `path` through a temporary file beside it and a rename, so
-/// that a reader never sees half a file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let name =
-        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot rename {} to {}: {e}", tmp.display(), path.display())
-    })
 }

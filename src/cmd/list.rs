@@ -2,9 +2,9 @@
 //! workload's parameters (default, range, meaning), each machine's cores and
 //! costs, each metric's meaning and unit.
 
+use super::Format;
 use crate::table::{Align, Table};
-use crate::Format;
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use tlbkit_sim::catalog;
 use tlbkit_sim::metrics::METRICS;
@@ -13,6 +13,16 @@ use tlbkit_sim::preset;
 use tlbkit_sim::registry::POLICIES;
 use tlbkit_sim::run::MACHINE_KEYS;
 use tlbkit_sim::workload::{self, WORKLOADS};
+
+/// `tlbkit list`'s flags.
+#[derive(Args)]
+pub struct ListArgs {
+    /// Describe one kind in detail.
+    #[arg(value_enum)]
+    what: Option<What>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
 
 /// What `tlbkit list` describes in detail.
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -33,7 +43,8 @@ pub enum What {
 }
 
 /// Runs `tlbkit list`; returns the exit code.
-pub fn list(what: Option<What>, format: Format) -> Result<u8, String> {
+pub fn list(a: ListArgs) -> Result<u8, String> {
+    let ListArgs { what, format } = a;
     let Some(what) = what else { return overview(format) };
     let (doc, text) = match what {
         What::Machines => machines(),

@@ -32,7 +32,7 @@ pub fn sweep(a: SweepArgs) -> Result<u8, String> {
     };
     let s = Sweep::load(&a.file)?;
     let results = a.results.unwrap_or_else(|| s.results_path(&a.file));
-    crate::plot_cmd::check_writable(&results, "--results", true)?;
+    crate::files::check_writable(&results, "--results", true)?;
     let bar = progress::bar(0, Unit::Runs);
     let report = sweep::run(&s, &results, jobs, |ev| match ev {
         Event::Start { total, already, torn_bytes } => {

@@ -1,0 +1,76 @@
+//! `tlbkit reproduce`: every seed claim tlbkit models (or one), run and compared
+//! with the seed's ratio, as a table, JSON, or an HTML page with a forest plot
+//! (the claims and their verdicts are `tlbkit_lab::claims`).
+
+use super::Format;
+use crate::files::{check_writable, write_atomically};
+use crate::progress::{self, Unit};
+use crate::table::{Align, Table};
+use clap::Args;
+use std::path::PathBuf;
+use tlbkit_lab::claims::{self, CLAIMS};
+
+/// `tlbkit reproduce`'s flags.
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// Only the claim with this id.
+    #[arg(long)]
+    only: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Also write the table as an HTML page, with one forest plot of every claim
+    /// (simulated and seed ratios, the verdict's tolerance band, a line at 1).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+/// Runs `tlbkit reproduce`; returns the exit code.
+pub fn reproduce(a: ReproduceArgs) -> Result<u8, String> {
+    let ReproduceArgs { only, format, html } = a;
+    if let Some(path) = &html {
+        check_writable(path, "--html", false)?;
+    }
+    let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
+    if selected.is_empty() {
+        let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
+        return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")));
+    }
+    let bar = progress::bar(selected.iter().map(|c| c.runs() as u64).sum(), Unit::Runs);
+    let mut results = Vec::new();
+    for c in selected {
+        bar.set_message(c.id);
+        results.push(claims::check(c, 1, || bar.inc(1))?);
+    }
+    bar.finish_and_clear();
+    if let Some(path) = html {
+        write_atomically(&path, tlbkit_lab::plot::html::claims_page(&results).as_bytes())?;
+    }
+    if format == Format::Json {
+        let doc = serde_json::json!({ "claims": results });
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    use Align::{Left, Right};
+    let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Right, Right, Left]);
+    t.row(["claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio", "verdict"]);
+    let figures = |base: f64, var: f64, seed_ratio: f64, sim_ratio: f64| {
+        [base, var, seed_ratio, sim_ratio].map(|x| format!("{x:.4}"))
+    };
+    for r in &results {
+        // A claim with several variants prints one row per variant.
+        for v in &r.variants {
+            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
+            let verdict = v.verdict_with_note();
+            t.row([&r.id, &r.seed, &r.baseline, &v.name, &b, &var, &seed_ratio, &sim_ratio, &verdict]);
+        }
+        if r.variants.is_empty() {
+            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
+            t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
+        }
+        for n in &r.notes {
+            t.note(n.clone());
+        }
+    }
+    print!("{}", t.render());
+    Ok(0)
+}
