@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_check::spec::{crc32, decode, encode};
+use tlbkit_check::token::{crc32, decode, encode};
 
 fn round_trip(token: &str) {
     let Ok((spec, choices)) = decode(token) else { return };

@@ -312,7 +312,11 @@
 //! - [`block`]: the contiguous block's kernel side (`--teardown`).
 //! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
 //! - [`arena`]: the per-execution allocator that keeps addresses stable.
-//! - [`spec`]: what to check (policy, machine shape), replay tokens and reports.
+//! - [`spec`]: what to check (policy, machine shape) and the policies' defaults.
+//! - [`run`]: running a check: the search, shrinking, replay.
+//! - [`report`]: what a check found, as text or JSON, with its counterexample.
+//! - [`token`]: the replay token's codec.
+//! - [`options`]: a request as a person gives it, resolved against the defaults.
 
 pub mod arena;
 pub mod block;
@@ -320,10 +324,15 @@ pub mod exec;
 pub mod kernel;
 pub mod ops;
 pub mod options;
+pub mod report;
+pub mod run;
 pub mod search;
 pub mod spec;
+pub mod token;
 
-pub use spec::{check, check_policy, check_with_progress, replay, CheckReport, CheckSpec, Mode};
+pub use report::CheckReport;
+pub use run::{check, check_policy, check_with_progress, replay};
+pub use spec::{CheckSpec, Mode};
 
 #[cfg(test)]
 #[global_allocator]

@@ -6,8 +6,8 @@
 //! counterexample, checkpoints on or off. (Every other test of the checker
 //! runs with them on, the default.)
 
+use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_checkpoints, with_reduction};
-use tlbkit_check::spec::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;

@@ -3,7 +3,7 @@
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{crc32, decode, encode};
+use tlbkit_check::token::{crc32, decode, encode};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 mod common;

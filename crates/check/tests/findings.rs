@@ -5,8 +5,9 @@
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::Counterexample;
-use tlbkit_check::spec::{decode, default_asids, default_memory, defaults, encode, preset, Preset};
+use tlbkit_check::report::Counterexample;
+use tlbkit_check::spec::{default_asids, default_memory, defaults, preset, Preset};
+use tlbkit_check::token::{decode, encode};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::findings::{finding, Finding, FINDINGS};
 

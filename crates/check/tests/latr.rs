@@ -7,8 +7,9 @@
 
 use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
-use tlbkit_check::{check, CheckSpec};
+use tlbkit_check::run::check_policy;
+use tlbkit_check::spec::default_spec;
+use tlbkit_check::{check, CheckReport, CheckSpec};
 use tlbkit_policy::asid::latr::{Latr, Variant};
 
 mod common;

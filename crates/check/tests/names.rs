@@ -3,7 +3,8 @@
 //! the `[policy+0x..]` offset form.
 
 use tlbkit_check::exec::Memory;
-use tlbkit_check::spec::{default_memory, defaults, unnamed_fields};
+use tlbkit_check::run::unnamed_fields;
+use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, CheckSpec};
 use tlbkit_policy::zoo::ZOO;
 

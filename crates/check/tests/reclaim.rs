@@ -9,8 +9,9 @@
 use std::sync::atomic::Ordering::SeqCst;
 use tlbkit_check::exec::{self, Shape};
 use tlbkit_check::ops::{OpKind, Reclaim};
+use tlbkit_check::run::check_policy;
 use tlbkit_check::search::{self, Randomised};
-use tlbkit_check::spec::{check_policy, default_asids};
+use tlbkit_check::spec::default_asids;
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
