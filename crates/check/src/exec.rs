@@ -19,6 +19,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
+use std::ptr::NonNull;
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
@@ -625,8 +626,11 @@ pub(crate) struct Core {
     /// little above the stack pointer it is suspended at (a checkpoint saves
     /// the stack from there up, see [`checkpoint`]).
     low: Vec<Cell<usize>>,
-    /// The execution's chooser (set per execution: a checkpointed core outlives it).
-    chooser: Cell<*mut dyn Chooser>,
+    /// The execution's chooser, set per execution by [`Core::lend`] (a
+    /// checkpointed core outlives it) and reached only through
+    /// [`Core::with_chooser`]; `None` before the first `lend`, and while
+    /// `with_chooser` holds it.
+    chooser: Cell<Option<NonNull<dyn Chooser>>>,
     choices: RefCell<Vec<Choice>>,
     pruned: Cell<bool>,
     pub(crate) shape: Shape,
@@ -1114,8 +1118,7 @@ impl Core {
     /// [`Core::others`] begin with it.
     fn refresh_machine(&self) {
         let mut st = self.st.borrow_mut();
-        // SAFETY: called with no coroutine running, as the hashes are.
-        let rename = unsafe { (*self.chooser.get()).renames() };
+        let rename = self.with_chooser(|c| c.renames());
         self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
         st.m.changed = false;
     }
@@ -1220,9 +1223,7 @@ impl Core {
         // The chooser's memory outlives the execution: never in its arena (an
         // operation's choice is made from inside a CPU's coroutine).
         arena::outside(|| {
-            // SAFETY: the chooser outlives the execution; only one CPU runs at a
-            // time and no other reference to it is live during the call.
-            match unsafe { (*self.chooser.get()).choose(point, labels, state) } {
+            match self.with_chooser(|c| c.choose(point, labels, state)) {
                 Pick::Take(i) => {
                     debug_assert!(i < n);
                     // The choices go to the outcome, which outlives the execution:
@@ -1731,14 +1732,13 @@ fn new_core<P: Policy>(
         #[cfg(debug_assertions)]
         shared: SortedMap::default(),
     };
-    let no_chooser: *mut dyn Chooser = std::ptr::null_mut::<crate::search::Replay<'static>>();
     let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();
     Core {
         st: RefCell::new(st),
         yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
         current: Cell::new(0),
         low: (0..shape.cpus).map(|_| Cell::new(0)).collect(),
-        chooser: Cell::new(no_chooser),
+        chooser: Cell::new(None),
         choices: RefCell::new(choices_buffer()),
         pruned: Cell::new(false),
         shape: shape.clone(),
@@ -1764,13 +1764,31 @@ impl Core {
     /// # Safety
     /// Both must outlive every use of the core until the next `lend`.
     unsafe fn lend(&self, chooser: &mut dyn Chooser, locked: &dyn Fn(&mut dyn Hasher)) {
-        let chooser: *mut (dyn Chooser + '_) = chooser;
+        let chooser: NonNull<dyn Chooser + '_> = NonNull::from(chooser);
         let locked: *const (dyn Fn(&mut dyn Hasher) + '_) = locked;
         // SAFETY (lifetimes only): the caller keeps both alive.
         unsafe {
-            self.chooser.set(std::mem::transmute::<*mut (dyn Chooser + '_), *mut dyn Chooser>(chooser));
+            self.chooser.set(Some(std::mem::transmute::<NonNull<dyn Chooser + '_>, NonNull<dyn Chooser>>(chooser)));
             self.locked.set(std::mem::transmute::<*const (dyn Fn(&mut dyn Hasher) + '_), LockedData>(locked));
         }
+    }
+
+    /// Runs `f` with the execution's chooser: the one way the core reaches it.
+    ///
+    /// # Panics
+    /// If no chooser was lent, or when called again inside `f`.
+    fn with_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> R {
+        // Taken out while `f` runs, so that no second reference can be made
+        // meanwhile (a call inside `f` finds none and panics).
+        let mut chooser = self.chooser.take().expect("a chooser is lent before the execution steps, and not in use");
+        // SAFETY: `lend`'s caller keeps the chooser alive and lets nothing
+        // else use it until the next `lend` (it lent a `&mut`), so it is
+        // valid here; the pointer is out of the cell, so this reference is
+        // the only one while `f` runs. `Core` is not `Sync`: no other thread
+        // can be in here at once.
+        let out = f(unsafe { chooser.as_mut() });
+        self.chooser.set(Some(chooser));
+        out
     }
 }
 
@@ -2021,16 +2039,13 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         }
         // A local step, told to the chooser first: a state with one needs no
         // hash (see `Chooser::local`).
-        // SAFETY: as for the hash below.
-        let local = if unsafe { (*core.chooser.get()).wants_footprint() } { core.local_cpu(&runs) } else { None };
+        let local = if core.with_chooser(|c| c.wants_footprint()) { core.local_cpu(&runs) } else { None };
         if let Some(c) = local {
-            // SAFETY: as for the hash below.
-            unsafe { (*core.chooser.get()).local(2 * c as u32) };
+            core.with_chooser(|ch| ch.local(2 * c as u32));
         }
-        // SAFETY (of the hash): computed with no coroutine running.
         // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
-        let hash = if unsafe { (*core.chooser.get()).wants_state() } {
+        let hash = if core.with_chooser(|c| c.wants_state()) {
             core.fresh_machine();
             core.state_hash()
         } else {
@@ -2040,15 +2055,13 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
-            // SAFETY: as for the hash.
-            if saved.is_empty() || unsafe { (*core.chooser.get()).may_return() } {
+            if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
                 let depth = core.choices.borrow().len() - 1;
                 let last = (last != usize::MAX).then_some(last);
                 saved.save(core, cos, depth, Resume { steps, last, hash });
             }
         }
-        // SAFETY: as for the hash.
-        let track = unsafe { (*core.chooser.get()).wants_footprint() };
+        let track = core.with_chooser(|c| c.wants_footprint());
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
             core.fresh_machine();
@@ -2116,11 +2129,9 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             // A local step that did more than its access: the rest of the
             // state's options are explored after all.
             let broke = local.is_some_and(|c| i >= runs.len() || runs[i] != c || !core.is_local(c, &foot));
-            // SAFETY: as for the hash.
-            unsafe { (*core.chooser.get()).stepped(foot) };
+            core.with_chooser(|c| c.stepped(foot));
             if broke {
-                // SAFETY: as for the hash.
-                unsafe { (*core.chooser.get()).not_local() };
+                core.with_chooser(|c| c.not_local());
             }
         }
         if core.pruned.get() {
@@ -2147,8 +2158,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             violation = Some(v);
             break;
         }
-        // SAFETY: as for the hash.
-        let judged_before = unsafe { (*core.chooser.get()).replaying() };
+        let judged_before = core.with_chooser(|c| c.replaying());
         if !judged_before {
             if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
                 violation = Some(v);
