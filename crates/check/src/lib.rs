@@ -320,6 +320,7 @@
 
 pub mod arena;
 pub mod block;
+mod engine;
 pub mod exec;
 pub mod kernel;
 pub mod ops;
@@ -327,8 +328,10 @@ pub mod options;
 pub mod report;
 pub mod run;
 pub mod search;
+pub mod shape;
 pub mod spec;
 pub mod token;
+pub mod trace;
 
 pub use report::CheckReport;
 pub use run::{check, check_policy, check_with_progress, replay};

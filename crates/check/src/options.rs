@@ -4,9 +4,9 @@
 //! `tlbkit.check` both resolve their arguments here and run [`Options::run`],
 //! so the two give the same report for the same request.
 
-use crate::exec::Memory;
 use crate::report::CheckReport;
 use crate::run;
+use crate::shape::Memory;
 use crate::spec::{self, CheckSpec, Mode, Preset};
 
 /// What a check request gives; `None` is "the default".

@@ -1,10 +1,10 @@
 //! What a check found: the [`CheckReport`], its text (and, through serde,
 //! JSON) form, and the counterexample with its summary and default view.
 
-use crate::exec::{Event, Kind, Outcome};
 use crate::kernel::Violation;
-use crate::search::Stats;
+use crate::search::{Outcome, Stats};
 use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, PROPERTIES};
+use crate::trace::{Event, Kind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -2,9 +2,10 @@
 //! on one thread or several), shrinking what it finds to a counterexample with
 //! its replay token, and replaying a token.
 
-use crate::exec::{self, Chooser, Shape};
+use crate::exec;
 use crate::report::{counterexample, report, CheckReport, Reached};
-use crate::search::{self, Randomised, Replay, Stats};
+use crate::search::{self, Chooser, Randomised, Replay, Stats};
+use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
 use crate::token::{decode, encode};
 use tlbkit_policy::Policy;
@@ -251,8 +252,8 @@ fn search_with<P: Policy>(
 #[cfg(test)]
 mod soundness {
     use super::*;
-    use crate::exec::Memory;
-    use crate::exec::{Pick, Point};
+    use crate::search::{Foot, Pick, Point};
+    use crate::shape::Memory;
     use crate::spec::default_asids;
 
     fn spec(policy: &str, ops: usize) -> CheckSpec {
@@ -289,7 +290,7 @@ mod soundness {
         fn wants_footprint(&self) -> bool {
             self.0.wants_footprint()
         }
-        fn stepped(&mut self, foot: crate::exec::Foot) {
+        fn stepped(&mut self, foot: Foot) {
             self.0.stepped(foot)
         }
         fn local(&mut self, label: u32) {

@@ -4,7 +4,7 @@
 //! presets). Running the check is [`crate::run`]'s, its report
 //! [`crate::report`]'s, and its replay token [`crate::token`]'s.
 
-use crate::exec::{KernelBug, Memory, Shape};
+use crate::shape::{KernelBug, Memory, Shape};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;

@@ -1,7 +1,7 @@
 //! The replay token: a check's spec and one schedule in a shell-safe string
 //! (`tlbkit replay TOKEN`), with its format version and checksum.
 
-use crate::exec::Memory;
+use crate::shape::Memory;
 use crate::spec::{menu_offered, CheckSpec, Mode};
 use std::fmt::Write as _;
 use tlbkit_policy::contpte::Teardown;

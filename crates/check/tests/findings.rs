@@ -3,9 +3,9 @@
 //! the catalogue records and replays the same trace, and the fix candidate passes
 //! where the faithful policy fails.
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::report::Counterexample;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_asids, default_memory, defaults, preset, Preset};
 use tlbkit_check::token::{decode, encode};
 use tlbkit_check::{check, replay, CheckSpec, Mode};

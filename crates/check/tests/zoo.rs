@@ -1,7 +1,7 @@
 //! The bug zoo: every entry is found with its default shape, its counterexample
 //! is short, and replaying its token gives the very same trace.
 
-use tlbkit_check::exec::Memory;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::zoo::ZOO;

@@ -3,7 +3,7 @@
 //! reduction (sleep sets; local steps explored alone) and the switches the
 //! soundness tests turn off to compare.
 
-use crate::exec::{Choice, Chooser, Foot, Pick, Point};
+use super::{Choice, Chooser, Foot, Pick, Point};
 
 /// A transition asleep at a scheduling point (the sleep sets of
 /// partial-order reduction): a CPU's step, by label, and what it touched when

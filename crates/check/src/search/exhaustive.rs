@@ -2,8 +2,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, SWITCHES};
 use super::visited::{visit, Visited};
-use super::Stats;
-use crate::exec::{Choice, Chooser, Outcome};
+use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
 
 /// Explores every execution of `run` (a closure running one execution with the
 /// given chooser) depth-first, stopping at the first violation or after
@@ -33,7 +32,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             stats.states = visited.len() as u64;
             return (stats, Some(out));
         }
-        crate::exec::recycle_choices(std::mem::replace(&mut stack, out.choices));
+        recycle_choices(std::mem::replace(&mut stack, out.choices));
         if !backtrack(&mut stack, &mut nodes, 0, None) {
             stats.states = visited.len() as u64;
             stats.complete = true;

@@ -3,8 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::visited::{visit, Visited};
-use super::Stats;
-use crate::exec::{Choice, Chooser, Outcome};
+use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
 
 /// One worker's part of a parallel exhaustive search: the subtree below a
 /// prefix of choices, explored depth-first as [`exhaustive`] does.
@@ -206,7 +205,7 @@ fn explore(
         }
         // Choices past the stack are new: this worker owns all their options.
         let known = t.stack.len();
-        crate::exec::recycle_choices(std::mem::replace(&mut t.stack, out.choices));
+        recycle_choices(std::mem::replace(&mut t.stack, out.choices));
         t.ends.truncate(known.min(t.stack.len()));
         t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
         // Backtrack to the deepest choice with an option of ours left.

@@ -1,7 +1,7 @@
 //! PCT, probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010):
 //! random priorities with a few random change points.
 
-use crate::exec::{Chooser, Pick, Point};
+use super::{Chooser, Pick, Point};
 use rand_chacha::ChaCha8Rng;
 use rand_core::Rng;
 

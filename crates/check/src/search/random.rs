@@ -2,8 +2,7 @@
 //! ([`super::pct`]), each execution seeded from one seed.
 
 use super::pct::Pct;
-use super::Stats;
-use crate::exec::{Chooser, Outcome, Pick, Point};
+use super::{Chooser, Outcome, Pick, Point, Stats};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 

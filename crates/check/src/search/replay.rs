@@ -1,7 +1,7 @@
 //! Replay of a recorded schedule (a replay token's choices, or a trial of
 //! shrinking).
 
-use crate::exec::{Chooser, Pick, Point};
+use super::{Chooser, Pick, Point};
 
 /// Replays a schedule: choice `i` takes `choices[i]` (clamped to the options
 /// there), and every choice past the end takes option 0 (no preemption, the

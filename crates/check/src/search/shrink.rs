@@ -1,7 +1,6 @@
 //! Shrinking a counterexample to the fewest context switches.
 
-use super::Replay;
-use crate::exec::{Choice, Chooser, Outcome, Point};
+use super::{Choice, Chooser, Outcome, Point, Replay};
 
 /// Shrinks a violating schedule: every scheduling choice that can be made the
 /// non-preempting one (option 0) while a violation of the same property is
