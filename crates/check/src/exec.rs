@@ -1134,7 +1134,7 @@ fn h_lock(word: usize, taken: bool) {
 static HOOKS: Hooks = Hooks { load: h_load, store: h_store, rmw: h_rmw, fence: h_fence, spin: h_spin, lock: h_lock };
 
 /// The [`Hw`] of one checked CPU.
-pub struct CheckHw<'a> {
+pub(crate) struct CheckHw<'a> {
     core: &'a Core,
     cpu: usize,
 }

@@ -50,7 +50,7 @@
 //!   writes recorded by the hardware in any one valid PTE of the block, `munmap`
 //!   and faults of single pages (unfold and refold, a preemption point at every
 //!   PTE access), `kswapd`'s aging of the block, and the exit teardown with the
-//!   chosen strategy. [`block`] gives the details.
+//!   chosen strategy. The `block` module gives the details.
 //! - **What is atomic.** One *step* of a CPU runs from one preemption point to
 //!   the next, so everything between two points is atomic. The points are:
 //!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,
@@ -125,7 +125,7 @@
 //! and `no_ungathered_dirty` (the per-PTE contract) for the PTE values the arch
 //! code returns from each operation's clears, `no_lost_dirty` after every
 //! operation too, and `no_tlb_conflict` after every step and every PTE access
-//! ([`block`]). Plus
+//! (the `block` module). Plus
 //! `no_deadlock` (no CPU can step but one waits), `no_livelock` (an execution
 //! longer than [`exec::MAX_STEPS`] steps) and
 //! `no_policy_panic` (a policy assertion failed).
@@ -163,7 +163,7 @@
 //!
 //! **Partial-order reduction** (sleep sets with state caching, Godefroid 1996;
 //! [`search::with_reduction`] turns it off). Each new step reports its
-//! footprint ([`exec::Foot`]): the policy fields it read and wrote, and whether
+//! footprint ([`search::Foot`]): the policy fields it read and wrote, and whether
 //! it was *global*: it drained a store buffer, chose an operation, waited on
 //! no field, or changed the machine or another CPU's execution state, which the
 //! engine checks by hashing all of those before and after the step. Two steps
@@ -309,7 +309,7 @@
 //! - [`exec`]: one execution (coroutines, hooks, the checked [`tlbkit_policy::Hw`],
 //!   the kernel operations).
 //! - [`kernel`]: the machine's ground truth and the oracle.
-//! - [`block`]: the contiguous block's kernel side (`--teardown`).
+//! - `block`: the contiguous block's kernel side (`--teardown`).
 //! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
 //! - [`arena`]: the per-execution allocator that keeps addresses stable.
 //! - [`spec`]: what to check (policy, machine shape) and the policies' defaults.
@@ -319,8 +319,8 @@
 //! - [`options`]: a request as a person gives it, resolved against the defaults.
 
 pub mod arena;
-pub mod block;
-mod engine;
+pub(crate) mod block;
+pub(crate) mod engine;
 pub mod exec;
 pub mod kernel;
 pub mod ops;
@@ -331,7 +331,7 @@ pub mod search;
 pub mod shape;
 pub mod spec;
 pub mod token;
-pub mod trace;
+pub(crate) mod trace;
 
 pub use report::CheckReport;
 pub use run::{check, check_policy, check_with_progress, replay};

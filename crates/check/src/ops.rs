@@ -39,7 +39,7 @@ pub enum Op {
     /// Start a process in a free slot.
     Fork(u32),
     /// A thread of the running process writes this page of its contiguous block
-    /// (`--teardown`; see [`crate::block`]).
+    /// (`--teardown`; see the `block` module).
     Write(usize),
     /// `munmap` of this page of the running process's contiguous block.
     UnmapBlock(usize),

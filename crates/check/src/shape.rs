@@ -61,7 +61,7 @@ pub struct Shape {
     /// [`crate::ops::OpKind`]).
     pub menu: u32,
     /// With contiguous PTEs: how an exit tears the block down (see
-    /// [`crate::block`]); `None`: no block.
+    /// the `block` module); `None`: no block.
     pub teardown: Option<tlbkit_policy::contpte::Teardown>,
 }
 

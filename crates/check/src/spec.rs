@@ -61,7 +61,7 @@ pub struct CheckSpec {
     /// [`crate::ops::OpKind`] bits).
     pub menu: u32,
     /// With contiguous PTEs (arm64 Linux policies): the exit teardown strategy of
-    /// every address space's 64 KB block (see [`crate::block`]).
+    /// every address space's 64 KB block (see the `block` module).
     pub teardown: Option<Teardown>,
 }
 

@@ -6,7 +6,7 @@ use super::visited::{visit, Visited};
 use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
 
 /// One worker's part of a parallel exhaustive search: the subtree below a
-/// prefix of choices, explored depth-first as [`exhaustive`] does.
+/// prefix of choices, explored depth-first as [`exhaustive`](fn@super::exhaustive) does.
 struct Subtree {
     /// The choices of the current execution; the first `frozen` are the
     /// subtree's root and never change.
@@ -58,7 +58,7 @@ impl Shared {
 /// execution.
 pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outcome);
 
-/// Explores every execution as [`exhaustive`] does, with `jobs` threads that
+/// Explores every execution as [`exhaustive`](fn@super::exhaustive) does, with `jobs` threads that
 /// share one visited set. On each thread, `each` is called once with the
 /// worker's loop, which it must call with that thread's way to run one
 /// execution (each thread builds its own policies in its own arena, see
@@ -68,7 +68,7 @@ pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outc
 /// of choices depth-first, and while another worker waits for work it gives
 /// away the remaining options of its shallowest open choice, each option the
 /// root of a subtree of its own. Pruning at a state any worker has visited is
-/// sound for the same reason it is in [`exhaustive`] (the state hash covers
+/// sound for the same reason it is in [`exhaustive`](fn@super::exhaustive) (the state hash covers
 /// everything that decides what can happen next), so a complete search visits
 /// the same set of states whatever the interleaving of the workers: `states`
 /// does not depend on `jobs` when the search completes, unless local steps
