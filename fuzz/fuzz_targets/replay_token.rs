@@ -1,5 +1,5 @@
 //! Replay tokens (`tlbkit replay TOKEN`, `tlbkit check --replay TOKEN`):
-//! `tlbkit_check::spec::decode`.
+//! `tlbkit_check::token::decode`.
 //!
 //! The input is decoded as it is, and again with its CRC appended (`~` and the
 //! eight hex digits of its CRC-32), so that mutations reach the fields behind

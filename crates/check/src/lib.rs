@@ -18,7 +18,7 @@
 //!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
 //!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
 //!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
-//!   (`Policy::flush_page`) under its lock ([`ops::Reclaim`]).
+//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]).
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -306,16 +306,25 @@
 //!   `complete` is a proof, and only for the machine, operations and bounds given.
 //!
 //! # Layout
-//! - [`exec`]: one execution (coroutines, hooks, the checked [`tlbkit_policy::Hw`],
-//!   the kernel operations).
-//! - [`kernel`]: the machine's ground truth and the oracle.
-//! - `block`: the contiguous block's kernel side (`--teardown`).
-//! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
+//! The modules form layers, each naming only modules below it
+//! (`crates/check/tests/modules.rs` fails on a circle), from the bottom:
 //! - [`arena`]: the per-execution allocator that keeps addresses stable.
+//! - [`kernel`]: the machine's ground truth and the oracle.
+//! - [`shape`]: the shape of the machine and of the exploration; `trace`: the
+//!   events an execution records.
+//! - [`search`]: the strategies, a file each behind the one [`search::Chooser`]
+//!   trait: exhaustive DFS with state hashing (one worker or several), random,
+//!   PCT, replay, shrinking.
+//! - `engine`: the trait the kernel operations call the execution through.
+//! - `block`: the contiguous block's kernel side (`--teardown`); [`ops`]: the
+//!   kernel operations.
+//! - [`exec`]: one execution (coroutines, hooks, the checked
+//!   [`tlbkit_policy::Hw`]), which implements `engine`'s trait and runs every
+//!   CPU's kernel operations.
 //! - [`spec`]: what to check (policy, machine shape) and the policies' defaults.
+//! - [`token`]: the replay token's codec; [`report`]: what a check found, as
+//!   text or JSON, with its counterexample.
 //! - [`run`]: running a check: the search, shrinking, replay.
-//! - [`report`]: what a check found, as text or JSON, with its counterexample.
-//! - [`token`]: the replay token's codec.
 //! - [`options`]: a request as a person gives it, resolved against the defaults.
 
 pub mod arena;
