@@ -1,5 +1,5 @@
 //! Replay tokens (`tlbkit replay TOKEN`, `tlbkit check --replay TOKEN`):
-//! `tlbkit_check::spec::decode`.
+//! `tlbkit_check::token::decode`.
 //!
 //! The input is decoded as it is, and again with its CRC appended (`~` and the
 //! eight hex digits of its CRC-32), so that mutations reach the fields behind
@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_check::spec::{crc32, decode, encode};
+use tlbkit_check::token::{crc32, decode, encode};
 
 fn round_trip(token: &str) {
     let Ok((spec, choices)) = decode(token) else { return };

@@ -53,8 +53,9 @@
 //! filled from an already-dirty PTE, which real hardware completes without
 //! updating any PTE, is always made here to record itself in a PTE as well.
 
-use crate::exec::{CheckHw, Core, Kind};
+use crate::engine::Engine;
 use crate::kernel::{folio_pfn, va_of, Violation, BLOCK, BLOCK_PAGE};
+use crate::trace::Kind;
 use tlbkit_policy::contpte::{
     ptep_clear_flush_young, ptep_get, ptep_get_and_clear, set_ptes, teardown_range, Folio, MmFlushOwed, PteMem, PteVal,
 };
@@ -62,8 +63,8 @@ use tlbkit_policy::{MmId, Policy, VirtAddr};
 
 /// The block's PTEs of the checked machine, as the arch code sees them from CPU
 /// `cpu`.
-pub(crate) struct CheckPtes<'a, P: Policy> {
-    core: &'a Core,
+pub(crate) struct CheckPtes<'a, E: Engine, P: Policy> {
+    core: &'a E,
     policy: &'a P,
     cpu: usize,
     /// Whether other CPUs may write the block meanwhile: then every access is a
@@ -85,8 +86,8 @@ fn key(v: PteVal) -> u64 {
     v.pfn << 16 | v.flags as u64
 }
 
-impl<'a, P: Policy> CheckPtes<'a, P> {
-    pub(crate) fn new(core: &'a Core, policy: &'a P, cpu: usize, racy: bool) -> Self {
+impl<'a, E: Engine, P: Policy> CheckPtes<'a, E, P> {
+    pub(crate) fn new(core: &'a E, policy: &'a P, cpu: usize, racy: bool) -> Self {
         CheckPtes { core, policy, cpu, racy, gathered: [None; BLOCK] }
     }
 
@@ -102,9 +103,9 @@ impl<'a, P: Policy> CheckPtes<'a, P> {
             return;
         }
         let judged = {
-            let mut st = self.core.st.borrow_mut();
-            st.m.fill_all();
-            st.m.check_block()
+            let mut m = self.core.machine_mut();
+            m.fill_all();
+            m.check_block()
         };
         if let Err(v) = judged {
             self.core.violated(v);
@@ -112,18 +113,18 @@ impl<'a, P: Policy> CheckPtes<'a, P> {
     }
 
     fn pte(&self, mm: MmId, j: usize) -> PteVal {
-        self.core.st.borrow().m.spaces[mm.index()].block[j]
+        self.core.machine().spaces[mm.index()].block[j]
     }
 
     fn put(&self, mm: MmId, j: usize, v: PteVal, what: &'static str) {
-        let old = std::mem::replace(&mut self.core.st.borrow_mut().m.spaces[mm.index()].block[j], v);
+        let old = std::mem::replace(&mut self.core.machine_mut().spaces[mm.index()].block[j], v);
         self.core.event_kind(self.cpu, 0x19_0000 ^ (j as u64) << 40 ^ key(v), Kind::PageTable, || {
             format!("{what} PTE of {:#x} in mm{}: {old:?} -> {v:?}", va_of(BLOCK_PAGE + j), mm.0)
         });
     }
 }
 
-impl<P: Policy> PteMem for CheckPtes<'_, P> {
+impl<E: Engine, P: Policy> PteMem for CheckPtes<'_, E, P> {
     fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
         self.before();
         let j = index(va);
@@ -145,8 +146,7 @@ impl<P: Policy> PteMem for CheckPtes<'_, P> {
         let j = index(va);
         let old = self.pte(mm, j);
         if old.valid() {
-            let block_dirty =
-                self.core.st.borrow().m.spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
+            let block_dirty = self.core.machine().spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
             self.gathered[j] = Some(if old.valid_cont() { block_dirty } else { old.dirty() });
         }
         self.put(mm, j, PteVal::NONE, "clear");
@@ -171,7 +171,7 @@ impl<P: Policy> PteMem for CheckPtes<'_, P> {
     }
 
     fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
-        let hw = CheckHw::new(self.core, self.cpu);
+        let hw = self.core.hw(self.cpu);
         self.core.event_kind(self.cpu, 0x1c_0000 ^ va.0 ^ pages << 48, Kind::Op, || {
             format!("flush_tlb_range {:#x}, {pages} page(s), of mm{}", va.0, mm.0)
         });
@@ -207,14 +207,14 @@ pub(crate) fn write_targets(m: &crate::kernel::Machine, cpu: usize, slot: u32, i
 
 /// The write operation: CPU `cpu`, running `slot`, writes block page `i`, and the
 /// hardware records it in one of `targets` (chosen by the search).
-pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
-    let targets = write_targets(&core.st.borrow().m, cpu, slot, i);
+pub(crate) fn write<E: Engine>(core: &E, cpu: usize, slot: u32, i: usize) {
+    let targets = write_targets(&core.machine(), cpu, slot, i);
     let labels: Vec<u32> = (0..targets.len() as u32).collect();
-    let Some(k) = core.choose(crate::exec::Point::Op, &labels, 0) else { return };
+    let Some(k) = core.choose_op(&labels) else { return };
     let j = targets[k];
     {
-        let mut st = core.st.borrow_mut();
-        let s = &mut st.m.spaces[slot as usize];
+        let mut m = core.machine_mut();
+        let s = &mut m.spaces[slot as usize];
         s.block[j] = s.block[j].mkdirty();
         s.written |= 1 << i;
     }
@@ -238,10 +238,17 @@ pub(crate) fn write(core: &Core, cpu: usize, slot: u32, i: usize) {
 /// - `no_ungathered_dirty`: a value came back clean while the block was dirty,
 ///   as `ptep_get` would have gathered it, when the PTE was exchanged (the
 ///   per-PTE contract of `ptep_get_and_clear_full`; nothing is lost by itself).
-fn judge(core: &Core, cpu: usize, slot: u32, cleared: &[(usize, PteVal)], gathered: &[Option<bool>; BLOCK], how: &str) {
+fn judge<E: Engine>(
+    core: &E,
+    cpu: usize,
+    slot: u32,
+    cleared: &[(usize, PteVal)],
+    gathered: &[Option<bool>; BLOCK],
+    how: &str,
+) {
     let (lost, ungathered) = {
-        let mut st = core.st.borrow_mut();
-        let s = &mut st.m.spaces[slot as usize];
+        let mut m = core.machine_mut();
+        let s = &mut m.spaces[slot as usize];
         let mut unrecorded = None;
         for &(j, pte) in cleared {
             if s.written & (1 << j) != 0 && !pte.dirty() {
@@ -292,10 +299,10 @@ fn judge(core: &Core, cpu: usize, slot: u32, cleared: &[(usize, PteVal)], gather
 /// Checks that every valid PTE of a written page of `slot`'s block still has
 /// the write recorded in a valid PTE of the block, the folio that clearing any
 /// of them marks dirty.
-pub(crate) fn check_dirty_kept(core: &Core, cpu: usize, slot: u32) {
+pub(crate) fn check_dirty_kept<E: Engine>(core: &E, cpu: usize, slot: u32) {
     let lost = {
-        let st = core.st.borrow();
-        let s = &st.m.spaces[slot as usize];
+        let m = core.machine();
+        let s = &m.spaces[slot as usize];
         let folio_dirty = s.block.iter().any(|p| p.valid() && p.dirty());
         (0..s.block.len()).find(|&j| s.written & (1 << j) != 0 && s.block[j].valid() && !folio_dirty)
     };
@@ -317,7 +324,7 @@ fn folio(slot: u32) -> Folio {
 }
 
 /// `munmap` of block page `j` of `slot` (the caller holds its `mmap_lock`).
-pub(crate) fn unmap<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usize) {
+pub(crate) fn unmap<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, slot: u32, j: usize) {
     let mm = MmId(slot);
     let va = VirtAddr(va_of(BLOCK_PAGE + j));
     let mut mem = CheckPtes::new(core, p, cpu, true);
@@ -335,7 +342,7 @@ pub(crate) fn unmap<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usi
 
 /// A fault mapping block page `j` of `slot` again (the caller holds its
 /// `mmap_lock`).
-pub(crate) fn fault<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usize) {
+pub(crate) fn fault<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, slot: u32, j: usize) {
     let mm = MmId(slot);
     let va = VirtAddr(va_of(BLOCK_PAGE + j));
     let pte = PteVal::new(folio_pfn(slot) + j as u64, PteVal::VALID | PteVal::WRITE | PteVal::YOUNG);
@@ -351,8 +358,8 @@ pub(crate) fn fault<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32, j: usi
 
 /// kswapd ages the first mapped page of `slot`'s block (the caller holds its
 /// `mmap_lock`, standing for the page-table lock `folio_referenced` takes).
-pub(crate) fn age<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32) {
-    let first = core.st.borrow().m.spaces[slot as usize].block.iter().position(|v| v.valid());
+pub(crate) fn age<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, slot: u32) {
+    let first = core.machine().spaces[slot as usize].block.iter().position(|v| v.valid());
     let Some(j) = first else { return };
     let mut mem = CheckPtes::new(core, p, cpu, true);
     let young = ptep_clear_flush_young(&mut mem, MmId(slot), VirtAddr(va_of(BLOCK_PAGE + j)));
@@ -364,8 +371,8 @@ pub(crate) fn age<P: Policy>(core: &Core, p: &P, cpu: usize, slot: u32) {
 
 /// Tears the block of exiting `slot` down with `strategy`; returns the flush
 /// still owed (the exit's `flush_mm`).
-pub(crate) fn teardown<P: Policy>(
-    core: &Core,
+pub(crate) fn teardown<E: Engine, P: Policy>(
+    core: &E,
     p: &P,
     cpu: usize,
     slot: u32,

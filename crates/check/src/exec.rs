@@ -13,12 +13,17 @@
 //! same sequence replays the same execution, event for event.
 
 use crate::arena;
-use crate::kernel::{describe, Machine, Violation};
+use crate::engine::Engine;
+use crate::kernel::{describe, LockSide, Machine, Violation};
+use crate::search::{choices_buffer, Choice, Chooser, Foot, Outcome, Pick, Point};
+use crate::shape::{Memory, Shape};
+use crate::trace::{Event, Kind};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
+use std::ptr::NonNull;
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
@@ -26,241 +31,9 @@ use tlbkit_policy::{
     Value,
 };
 
-/// A kind of choice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Point {
-    /// Which CPU steps next (or whose store buffer drains).
-    Sched,
-    /// Which kernel operation a CPU starts.
-    Op,
-}
-
-/// A chooser's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pick {
-    /// Take option `i` (of `n`).
-    Take(usize),
-    /// Stop this execution here (its state was explored already).
-    Prune,
-}
-
-/// What decides every choice of an execution: a search strategy or a replay.
-pub trait Chooser {
-    /// Picks one of `labels.len() >= 2` options at a choice point. At a
-    /// [`Point::Sched`] a label is `2 * cpu` for stepping that CPU and
-    /// `2 * cpu + 1` for draining its store buffer; at a [`Point::Op`] it is the
-    /// option's index. `state` is the hash of the whole state at a
-    /// [`Point::Sched`] when [`Chooser::wants_state`], else 0.
-    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick;
-
-    /// Returns whether the next call of [`Chooser::choose`] needs the state's
-    /// hash (asked before every choice at a [`Point::Sched`]).
-    fn wants_state(&self) -> bool {
-        false
-    }
-
-    /// Returns whether the step about to run (chosen at the last
-    /// [`Point::Sched`]) should report its [`Foot`] to [`Chooser::stepped`].
-    fn wants_footprint(&self) -> bool {
-        false
-    }
-
-    /// Returns whether state hashes name frames and uids up to a renaming (the
-    /// machine's [`Hash`]); the soundness tests turn it off to compare.
-    fn renames(&self) -> bool {
-        true
-    }
-
-    /// Takes the footprint of the step chosen at the last [`Point::Sched`].
-    fn stepped(&mut self, _foot: Foot) {}
-
-    /// Tells the chooser, before the next [`Chooser::choose`] at a
-    /// [`Point::Sched`], that the step of `label` is *local* (see the crate
-    /// documentation's local steps): it commutes with every step any other CPU can
-    /// take from here on, so exploring it alone from this state is enough
-    /// (a persistent set). Asked only when [`Chooser::wants_footprint`].
-    fn local(&mut self, _label: u32) {}
-
-    /// Tells the chooser that the local step it was told of, once run, did
-    /// more than its announced access ([`Chooser::stepped`] has its
-    /// footprint): the state needs every option explored after all.
-    fn not_local(&mut self) {}
-
-    /// Returns whether every choice made so far replays one an earlier
-    /// execution made, with everything after it up to the next choice: then the
-    /// step just taken was judged by that execution, and the oracle's look at
-    /// the state after it can be skipped.
-    fn replaying(&self) -> bool {
-        false
-    }
-
-    /// Returns the choices this chooser will take first, whatever else
-    /// happens (a search's replayed prefix), when an execution may start from
-    /// a checkpoint within them instead of from the beginning
-    /// ([`Checkpoints`]); `None` (the default) runs every execution from the
-    /// beginning.
-    fn forced(&self) -> Option<&[Choice]> {
-        None
-    }
-
-    /// Returns whether the search may come back to the scheduling choice it
-    /// just made to take another option (so that a checkpoint there may be
-    /// restored); `true` when it cannot tell.
-    fn may_return(&self) -> bool {
-        true
-    }
-
-    /// Tells the chooser that the execution starts from a checkpoint after the
-    /// first `made` of its [`Chooser::forced`] choices, as if it had made them;
-    /// the last scheduling choice among them is `last_sched`.
-    fn skip(&mut self, _made: usize, _last_sched: Option<usize>) {}
-}
-
-/// What one step touched, for partial-order reduction: the policy fields it
-/// read and wrote (by offset in the arena, the same on every thread), and
-/// whether it did anything else another CPU could see or be changed by.
-///
-/// A step is *global* when it drains a store buffer, chooses a kernel
-/// operation, or changes the machine (page tables, TLBs, roots, tasks, locks,
-/// obligations) or another CPU's execution state (its pending interrupts, its
-/// wait for a synchronous IPI): the engine compares a hash of all of those
-/// before and after the step, so nothing the kernel model does outside the
-/// policy's atomics can slip past. Two steps of different CPUs that are not
-/// global and touch no field one of them writes commute, and neither enables
-/// or disables the other: they are independent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Foot {
-    /// Fields read.
-    pub reads: FieldSet,
-    /// Fields written (a read-modify-write counts, even one that failed).
-    pub writes: FieldSet,
-    /// Whether it did anything beyond its fields and its own CPU's locals
-    /// (or touched more fields than a [`FieldSet`] holds).
-    pub global: bool,
-}
-
-/// The most fields a [`FieldSet`] holds.
-const FOOT_FIELDS: usize = 6;
-
-/// A footprint's fields, by offset in the arena, held inline: a step pauses
-/// before each access to the policy's memory, so it makes one, or a few
-/// more when it drains its store buffer. A footprint allocates nothing,
-/// which matters at one per step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FieldSet {
-    len: u8,
-    at: [u32; FOOT_FIELDS],
-}
-
-impl FieldSet {
-    /// Returns the fields, in the order they were first touched.
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.at[..self.len as usize].iter().map(|&k| k as usize)
-    }
-
-    /// Returns whether it holds field `k`.
-    pub fn contains(&self, k: usize) -> bool {
-        self.iter().any(|a| a == k)
-    }
-
-    /// Adds field `k`; returns `false` if it is full (and `k` not in it), or
-    /// `k` is past what it holds (then the step must count as global).
-    fn insert(&mut self, k: usize) -> bool {
-        if self.contains(k) {
-            return true;
-        }
-        let Ok(k) = u32::try_from(k) else { return false };
-        if self.len as usize == FOOT_FIELDS {
-            return false;
-        }
-        self.at[self.len as usize] = k;
-        self.len += 1;
-        true
-    }
-}
-
-impl Foot {
-    /// Returns the footprint of a step that may have done anything.
-    pub fn global() -> Self {
-        Foot { global: true, ..Foot::default() }
-    }
-
-    /// Returns whether steps with footprints `self` and `other` (of different
-    /// CPUs) are independent.
-    pub fn independent(&self, other: &Foot) -> bool {
-        !self.global
-            && !other.global
-            && !self.writes.iter().any(|a| other.reads.contains(a) || other.writes.contains(a))
-            && !other.writes.iter().any(|a| self.reads.contains(a))
-    }
-}
-
-/// Which memory model the execution follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Memory {
-    /// Sequential consistency: every store is visible to every CPU at once.
-    Sc,
-    /// x86-TSO: plain stores wait in a per-CPU FIFO store buffer (visible to
-    /// their own CPU's loads) until drained.
-    Tso,
-}
-
-impl Memory {
-    /// Returns the model's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Memory::Sc => "sc",
-            Memory::Tso => "tso",
-        }
-    }
-}
-
-/// The kernel-side bugs the checker's kernel can carry (policy bugs are
-/// switches in the policy crate).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KernelBug {
-    /// A page-table page is freed before the flush that covers it returns.
-    TableFreeBeforeFlush,
-}
-
-/// The shape of the machine and of the exploration.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Shape {
-    /// CPUs.
-    pub cpus: usize,
-    /// Address-space slots (processes at the start).
-    pub mms: usize,
-    /// Kernel operations in all, over all CPUs.
-    pub ops: usize,
-    /// Pages each address space maps (1 to [`crate::kernel::MAX_PAGES`]).
-    pub pages: usize,
-    /// Whether the policy is a Linux one: its kernel takes the `mmap_lock`
-    /// (a reader-writer semaphore) per operation as Linux does, and flushes
-    /// outside the PTE lock, so flushes of one address space overlap; otherwise
-    /// FreeBSD's `PMAP_LOCK`, held across every change and its shootdown.
-    pub linux: bool,
-    /// The memory model.
-    pub memory: Memory,
-    /// How the kernel reclaims a page of a process no CPU needs to run: the
-    /// flush its page-out path calls (offered on every policy).
-    pub reclaim: crate::ops::Reclaim,
-    /// Whether the policy is arm64's: its kernel clears a PTE with a relaxed
-    /// exchange, whose store may wait in the store buffer (under TSO) until a
-    /// barrier, where x86's `LOCK XCHG` is visible at once.
-    pub arm64: bool,
-    /// A kernel-side bug, if any.
-    pub bug: Option<KernelBug>,
-    /// Which kinds of kernel operation CPUs may start (bits of
-    /// [`crate::ops::OpKind`]).
-    pub menu: u32,
-    /// With contiguous PTEs: how an exit tears the block down (see
-    /// [`crate::block`]); `None`: no block.
-    pub teardown: Option<tlbkit_policy::contpte::Teardown>,
-}
-
 /// Store-buffer addresses at or above this stand for a PTE-clearing store:
 /// `PTE_STORE | slot << 8 | page`, the value being the version it clears.
-pub(crate) const PTE_STORE: usize = usize::MAX << 32;
+const PTE_STORE: usize = usize::MAX << 32;
 
 /// Returns the slot and page of a PTE-store address.
 fn pte_store(addr: usize) -> Option<(u32, usize)> {
@@ -271,97 +44,9 @@ fn pte_store(addr: usize) -> Option<(u32, usize)> {
 /// progress.
 pub const MAX_STEPS: usize = 20_000;
 
-/// One recorded event, for traces.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    /// The CPU, or `None` for the hardware (speculative fills).
-    pub cpu: Option<usize>,
-    /// Whether this is a store-buffer drain (a step of its own).
-    pub drain: bool,
-    /// The step it belongs to (1-based).
-    pub step: usize,
-    /// What happened.
-    pub text: String,
-    /// What kind of event it is (the counterexample's default view picks by it).
-    pub kind: Kind,
-}
-
-/// What kind of thing an [`Event`] is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// The start of a kernel operation.
-    Op,
-    /// A page-table change by the kernel (PTEs set or cleared, a table unhooked or
-    /// freed, an address space created, torn down or released).
-    PageTable,
-    /// A flush call returned.
-    FlushDone,
-    /// A translation-root write (TTBR0, CR3).
-    Root,
-    /// A TLB invalidation.
-    Invalidate,
-    /// An IPI sent, or taken by its target.
-    Ipi,
-    /// A decision the policy reported ([`tlbkit_policy::Note`]: an ASID rollover).
-    Note,
-    /// A speculative TLB fill of the entry described.
-    Fill(String),
-    /// An access to a shared field of the policy: a load (`read`), a store or a
-    /// store buffer's drain (`write`), a read-modify-write (`read`, and `write` if
-    /// it changed the value).
-    Access {
-        /// The field's name (the offset form for a field the policy did not name).
-        field: String,
-        /// Whether the access read the field.
-        read: bool,
-        /// Whether the access changed (or stored to) the field.
-        write: bool,
-        /// Whether the field is a spin lock's word.
-        lock: bool,
-    },
-    /// Anything else: fences, barriers, returns from interrupts, shootdown phases.
-    Other,
-}
-
-/// One choice made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Choice {
-    /// Its kind.
-    pub point: Point,
-    /// How many options there were.
-    pub n: u32,
-    /// Which was taken.
-    pub taken: u32,
-}
-
-/// How an execution ended.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The choices made, in order.
-    pub choices: Vec<Choice>,
-    /// The violation that ended it, if any.
-    pub violation: Option<Violation>,
-    /// Whether a chooser cut it short.
-    pub pruned: bool,
-    /// Steps taken.
-    pub steps: usize,
-    /// Kernel operations the CPUs started, in all.
-    pub ops: usize,
-    /// The events, when recorded.
-    pub events: Vec<Event>,
-    /// When recorded: the offsets of policy fields accessed that the policy's
-    /// [`Policy::name_fields`] did not name (traces show them as `[policy+0x..]`).
-    pub unnamed: Vec<usize>,
-    /// ASID rollovers the policy noted ([`Note::AsidRollover`]).
-    pub rollovers: u32,
-    /// The CPUs that started a cross-CPU invalidation (sent an IPI or issued a
-    /// broadcast TLBI), as a mask of CPU numbers.
-    pub initiators: u64,
-}
-
 /// Why a CPU is not runnable.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Block {
+enum Block {
     /// Runnable.
     No,
     /// Spinning until one of the addresses it read since its last spin is
@@ -399,20 +84,20 @@ struct Irq {
 
 /// A CPU's execution state besides the machine's.
 #[derive(Clone)]
-pub(crate) struct Cpu {
+struct Cpu {
     block: Block,
-    pub(crate) irq_off: u32,
+    irq_off: u32,
     in_handler: bool,
     pending: VecDeque<Irq>,
     buffer: VecDeque<(usize, Width, u64)>,
     sync_out: usize,
-    pub(crate) history: u64,
+    history: u64,
     /// Policy addresses read since the last spin, each once, with whether a
     /// store to it became visible since its first read: a spin wakes when any
     /// of them was written since, and what a later read of one saw is at
     /// least as new, so the first read decides alone (a read again is left
     /// out of the list and the hash).
-    pub(crate) reads: Vec<(usize, bool)>,
+    reads: Vec<(usize, bool)>,
     /// The order of those reads, repeats included, as two running hashes: of
     /// the addresses (what a spin compares with its loop's [`Cpu::anchor`])
     /// and of their keys (what the state hash holds, the same on every thread).
@@ -423,9 +108,9 @@ pub(crate) struct Cpu {
     /// the reads each iteration makes. Every later wait of the same loop resets
     /// the history to it, since an iteration that ends in a wait leaves no
     /// locals behind.
-    pub(crate) anchor: Option<(u64, (u64, u64))>,
+    anchor: Option<(u64, (u64, u64))>,
     /// Kernel operations started.
-    pub(crate) ops_done: usize,
+    ops_done: usize,
     /// The spin locks this CPU holds, by their words' offsets in the arena
     /// ([`NO_LOCK`] for none): what makes an access to data a lock protects
     /// local ([`Owner::Lock`]).
@@ -485,7 +170,7 @@ impl Cpu {
     }
 
     /// Forgets the reads since the last spin (a spin, or an operation's end).
-    pub(crate) fn forget_reads(&mut self) {
+    fn forget_reads(&mut self) {
         self.reads.clear();
         self.trail = (0, 0);
     }
@@ -496,7 +181,7 @@ impl Cpu {
 /// so a step that only reads the machine (most steps of policy code) leaves
 /// its hash as it was.
 #[derive(Clone, Default)]
-pub(crate) struct Tracked {
+struct Tracked {
     m: Machine,
     changed: bool,
 }
@@ -551,12 +236,12 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
 /// The mutable state of an execution. (Its `Default` is an empty
 /// placeholder.)
 #[derive(Clone, Default)]
-pub(crate) struct State {
-    pub(crate) m: Tracked,
-    pub(crate) cpus: Vec<Cpu>,
+struct State {
+    m: Tracked,
+    cpus: Vec<Cpu>,
     /// How many stores have become visible.
     writes: u64,
-    pub(crate) violation: Option<Violation>,
+    violation: Option<Violation>,
     events: Vec<Event>,
     step: usize,
     /// The policy's memory as the state hash takes it: the XOR, over every
@@ -617,19 +302,22 @@ impl State {
 }
 
 /// An execution in progress: what the hooks and the CPU coroutines share.
-pub(crate) struct Core {
-    pub(crate) st: RefCell<State>,
+struct Core {
+    st: RefCell<State>,
     yielders: Vec<Cell<*const Yielder<(), ()>>>,
     current: Cell<usize>,
     /// Per CPU: an address on its coroutine's stack at its last pause, a
     /// little above the stack pointer it is suspended at (a checkpoint saves
     /// the stack from there up, see [`checkpoint`]).
     low: Vec<Cell<usize>>,
-    /// The execution's chooser (set per execution: a checkpointed core outlives it).
-    chooser: Cell<*mut dyn Chooser>,
+    /// The execution's chooser, set per execution by [`Core::lend`] (a
+    /// checkpointed core outlives it) and reached only through
+    /// [`Core::with_chooser`]; `None` before the first `lend`, and while
+    /// `with_chooser` holds it.
+    chooser: Cell<Option<NonNull<dyn Chooser>>>,
     choices: RefCell<Vec<Choice>>,
     pruned: Cell<bool>,
-    pub(crate) shape: Shape,
+    shape: Shape,
     record: bool,
     base: usize,
     mark: usize,
@@ -766,30 +454,6 @@ impl Core {
         self.current.get()
     }
 
-    /// Records that the current CPU did something: folds `key` into its history
-    /// and, when recording, adds the event.
-    pub(crate) fn event(&self, cpu: usize, key: u64, text: impl FnOnce() -> String) {
-        self.event_in(cpu, key, false, || (Kind::Other, text()));
-    }
-
-    /// As [`Core::event`], for an event of kind `kind`.
-    pub(crate) fn event_kind(&self, cpu: usize, key: u64, kind: Kind, text: impl FnOnce() -> String) {
-        self.event_in(cpu, key, false, || (kind, text()));
-    }
-
-    /// Records a violation found by the kernel side (the first one wins).
-    pub(crate) fn violated(&self, v: Violation) {
-        self.st.borrow_mut().violation.get_or_insert(v);
-    }
-
-    /// Folds `key` into CPU `cpu`'s history without recording an event (what it
-    /// read, where traces would drown in reads).
-    pub(crate) fn remember(&self, cpu: usize, key: u64) {
-        let mut st = self.st.borrow_mut();
-        st.cpus[cpu].history = mix(st.cpus[cpu].history, key);
-        st.cpus[cpu].anchor = None;
-    }
-
     /// As [`Core::event`]; `in_spin` marks what a spin loop's iteration may do
     /// (a load, a failed compare-exchange, a fence), anything else ends the loop.
     fn event_in(&self, cpu: usize, key: u64, in_spin: bool, text: impl FnOnce() -> (Kind, String)) {
@@ -852,18 +516,6 @@ impl Core {
         }
         let lock = matches!(self.names.get(&addr), Some((_, Value::Lock)));
         Kind::Access { field: self.addr_name(addr), read, write, lock }
-    }
-
-    /// Suspends the current CPU until the scheduler steps it again, then takes
-    /// any interrupt that is due.
-    pub(crate) fn pause(&self) {
-        let cpu = self.cpu();
-        let y = self.yielders[cpu].get();
-        let here = 0u8;
-        self.low[cpu].set(std::hint::black_box(&here) as *const u8 as usize);
-        // SAFETY: set by this CPU's coroutine at its start; valid while it runs.
-        unsafe { (*y).suspend(()) };
-        self.take_interrupts(cpu);
     }
 
     /// Pauses before the current CPU's access to policy memory at `addr`,
@@ -962,7 +614,7 @@ impl Core {
     }
 
     /// Blocks the current CPU for `why` until the scheduler finds it runnable.
-    pub(crate) fn block(&self, why: Block) {
+    fn block(&self, why: Block) {
         let cpu = self.cpu();
         self.st.borrow_mut().cpus[cpu].block = why;
         self.pause();
@@ -1026,22 +678,6 @@ impl Core {
         }
     }
 
-    /// Makes every store in the current CPU's buffer visible, oldest first.
-    pub(crate) fn drain_own(&self, cpu: usize) {
-        loop {
-            let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
-            let Some((addr, w, v)) = e else { return };
-            self.drain_one(addr, w, v);
-            let k = self.addr_key(addr);
-            self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
-                (
-                    self.access_kind(addr, false, true),
-                    format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)),
-                )
-            });
-        }
-    }
-
     /// Makes one buffered store of CPU `cpu` visible.
     fn drain_one(&self, addr: usize, w: Width, v: u64) {
         if let Some((slot, page)) = pte_store(addr) {
@@ -1052,14 +688,6 @@ impl Core {
         // policy outlives the execution's steps.
         self.store(addr, w, || unsafe { write_raw(addr, w, v) });
         self.touch(addr, true);
-    }
-
-    /// Puts a store clearing PTE `page` of `slot` (version `ver`) into the current
-    /// CPU's store buffer.
-    pub(crate) fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32) {
-        let cpu = self.cpu();
-        let addr = PTE_STORE | (slot as usize) << 8 | page;
-        self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
     }
 
     /// Adds a policy field to the running step's footprint, if one is kept.
@@ -1114,8 +742,7 @@ impl Core {
     /// [`Core::others`] begin with it.
     fn refresh_machine(&self) {
         let mut st = self.st.borrow_mut();
-        // SAFETY: called with no coroutine running, as the hashes are.
-        let rename = unsafe { (*self.chooser.get()).renames() };
+        let rename = self.with_chooser(|c| c.renames());
         self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
         st.m.changed = false;
     }
@@ -1175,21 +802,6 @@ impl Core {
         })
     }
 
-    /// Takes the PTE lock of `slot`'s page-table page for the step that changes
-    /// one of its PTEs: the lock's read-modify-write drains this CPU's store
-    /// buffer, and another CPU's release of it is visible only once the PTE
-    /// clear it buffered before the release is (TSO keeps a buffer in order).
-    pub(crate) fn pte_lock(&self, slot: u32) {
-        let cpu = self.cpu();
-        self.drain_own(cpu);
-        loop {
-            if !Self::pte_store_pending(&self.st.borrow(), cpu, slot) {
-                return;
-            }
-            self.block(Block::Ptl(slot));
-        }
-    }
-
     /// Returns whether CPU `c` can take a step.
     fn runnable(st: &State, c: usize) -> bool {
         let s = &st.cpus[c];
@@ -1206,7 +818,7 @@ impl Core {
     }
 
     /// Makes a choice among `labels`, recording it.
-    pub(crate) fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
+    fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
         if point == Point::Op {
             // A step that chooses is not one transition.
@@ -1220,9 +832,7 @@ impl Core {
         // The chooser's memory outlives the execution: never in its arena (an
         // operation's choice is made from inside a CPU's coroutine).
         arena::outside(|| {
-            // SAFETY: the chooser outlives the execution; only one CPU runs at a
-            // time and no other reference to it is live during the call.
-            match unsafe { (*self.chooser.get()).choose(point, labels, state) } {
+            match self.with_chooser(|c| c.choose(point, labels, state)) {
                 Pick::Take(i) => {
                     debug_assert!(i < n);
                     // The choices go to the outcome, which outlives the execution:
@@ -1260,6 +870,125 @@ impl Core {
             // SAFETY: the policy outlives the core; no CPU runs during a hash.
             unsafe { (*self.locked.get())(h) };
         })
+    }
+}
+
+impl Engine for Core {
+    type Hw<'a> = CheckHw<'a>;
+
+    fn hw(&self, cpu: usize) -> CheckHw<'_> {
+        CheckHw { core: self, cpu }
+    }
+
+    fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    fn machine(&self) -> Ref<'_, Machine> {
+        Ref::map(self.st.borrow(), |st| &*st.m)
+    }
+
+    fn machine_mut(&self) -> RefMut<'_, Machine> {
+        // Through `Tracked`'s `DerefMut`, which notes the machine changed.
+        RefMut::map(self.st.borrow_mut(), |st| &mut *st.m)
+    }
+
+    fn pause(&self) {
+        let cpu = self.cpu();
+        let y = self.yielders[cpu].get();
+        let here = 0u8;
+        self.low[cpu].set(std::hint::black_box(&here) as *const u8 as usize);
+        // SAFETY: set by this CPU's coroutine at its start; valid while it runs.
+        unsafe { (*y).suspend(()) };
+        self.take_interrupts(cpu);
+    }
+
+    fn event(&self, cpu: usize, key: u64, text: impl FnOnce() -> String) {
+        self.event_in(cpu, key, false, || (Kind::Other, text()));
+    }
+
+    fn event_kind(&self, cpu: usize, key: u64, kind: Kind, text: impl FnOnce() -> String) {
+        self.event_in(cpu, key, false, || (kind, text()));
+    }
+
+    fn remember(&self, cpu: usize, key: u64) {
+        let mut st = self.st.borrow_mut();
+        st.cpus[cpu].history = mix(st.cpus[cpu].history, key);
+        st.cpus[cpu].anchor = None;
+    }
+
+    fn violated(&self, v: Violation) {
+        self.st.borrow_mut().violation.get_or_insert(v);
+    }
+
+    fn choose_op(&self, labels: &[u32]) -> Option<usize> {
+        self.choose(Point::Op, labels, 0)
+    }
+
+    fn idle(&self) -> ! {
+        loop {
+            self.block(Block::Idle);
+        }
+    }
+
+    fn wait_mm_lock(&self, slot: u32, side: LockSide) {
+        self.block(Block::MmLock(slot, side));
+    }
+
+    fn pte_lock(&self, slot: u32) {
+        let cpu = self.cpu();
+        self.drain_own(cpu);
+        loop {
+            if !Self::pte_store_pending(&self.st.borrow(), cpu, slot) {
+                return;
+            }
+            self.block(Block::Ptl(slot));
+        }
+    }
+
+    fn drain_own(&self, cpu: usize) {
+        loop {
+            let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
+            let Some((addr, w, v)) = e else { return };
+            self.drain_one(addr, w, v);
+            let k = self.addr_key(addr);
+            self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
+                (
+                    self.access_kind(addr, false, true),
+                    format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)),
+                )
+            });
+        }
+    }
+
+    fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32) {
+        let cpu = self.cpu();
+        let addr = PTE_STORE | (slot as usize) << 8 | page;
+        self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
+    }
+
+    fn ops_done(&self, cpu: usize) -> usize {
+        self.st.borrow().cpus[cpu].ops_done
+    }
+
+    fn forget_locals(&self, cpu: usize) {
+        let mut st = self.st.borrow_mut();
+        let c = &mut st.cpus[cpu];
+        c.history = 0;
+        c.forget_reads();
+        c.anchor = None;
+    }
+
+    fn count_op(&self, cpu: usize) {
+        self.st.borrow_mut().cpus[cpu].ops_done += 1;
+    }
+
+    fn irq_disable(&self, cpu: usize) {
+        self.st.borrow_mut().cpus[cpu].irq_off += 1;
+    }
+
+    fn irq_enable(&self, cpu: usize) {
+        self.st.borrow_mut().cpus[cpu].irq_off -= 1;
     }
 }
 
@@ -1405,17 +1134,12 @@ fn h_lock(word: usize, taken: bool) {
 static HOOKS: Hooks = Hooks { load: h_load, store: h_store, rmw: h_rmw, fence: h_fence, spin: h_spin, lock: h_lock };
 
 /// The [`Hw`] of one checked CPU.
-pub struct CheckHw<'a> {
+pub(crate) struct CheckHw<'a> {
     core: &'a Core,
     cpu: usize,
 }
 
 impl<'a> CheckHw<'a> {
-    /// Returns the hardware of CPU `cpu` in execution `core`.
-    pub(crate) fn new(core: &'a Core, cpu: usize) -> Self {
-        CheckHw { core, cpu }
-    }
-
     fn st(&self) -> std::cell::RefMut<'_, State> {
         self.core.st.borrow_mut()
     }
@@ -1731,14 +1455,13 @@ fn new_core<P: Policy>(
         #[cfg(debug_assertions)]
         shared: SortedMap::default(),
     };
-    let no_chooser: *mut dyn Chooser = std::ptr::null_mut::<crate::search::Replay<'static>>();
     let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();
     Core {
         st: RefCell::new(st),
         yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
         current: Cell::new(0),
         low: (0..shape.cpus).map(|_| Cell::new(0)).collect(),
-        chooser: Cell::new(no_chooser),
+        chooser: Cell::new(None),
         choices: RefCell::new(choices_buffer()),
         pruned: Cell::new(false),
         shape: shape.clone(),
@@ -1764,13 +1487,31 @@ impl Core {
     /// # Safety
     /// Both must outlive every use of the core until the next `lend`.
     unsafe fn lend(&self, chooser: &mut dyn Chooser, locked: &dyn Fn(&mut dyn Hasher)) {
-        let chooser: *mut (dyn Chooser + '_) = chooser;
+        let chooser: NonNull<dyn Chooser + '_> = NonNull::from(chooser);
         let locked: *const (dyn Fn(&mut dyn Hasher) + '_) = locked;
         // SAFETY (lifetimes only): the caller keeps both alive.
         unsafe {
-            self.chooser.set(std::mem::transmute::<*mut (dyn Chooser + '_), *mut dyn Chooser>(chooser));
+            self.chooser.set(Some(std::mem::transmute::<NonNull<dyn Chooser + '_>, NonNull<dyn Chooser>>(chooser)));
             self.locked.set(std::mem::transmute::<*const (dyn Fn(&mut dyn Hasher) + '_), LockedData>(locked));
         }
+    }
+
+    /// Runs `f` with the execution's chooser: the one way the core reaches it.
+    ///
+    /// # Panics
+    /// If no chooser was lent, or when called again inside `f`.
+    fn with_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> R {
+        // Taken out while `f` runs, so that no second reference can be made
+        // meanwhile (a call inside `f` finds none and panics).
+        let mut chooser = self.chooser.take().expect("a chooser is lent before the execution steps, and not in use");
+        // SAFETY: `lend`'s caller keeps the chooser alive and lets nothing
+        // else use it until the next `lend` (it lent a `&mut`), so it is
+        // valid here; the pointer is out of the cell, so this reference is
+        // the only one while `f` runs. `Core` is not `Sync`: no other thread
+        // can be in here at once.
+        let out = f(unsafe { chooser.as_mut() });
+        self.chooser.set(Some(chooser));
+        out
     }
 }
 
@@ -1799,38 +1540,6 @@ fn give_buffer(mut b: Vec<u8>) {
     }
     b.clear();
     arena::outside(|| BUFFERS.with(|v| v.borrow_mut().push(b)));
-}
-
-/// The choices an execution's record starts with room for (more than most
-/// executions make, so that it does not grow choice by choice).
-const CHOICES: usize = 256;
-
-thread_local! {
-    /// Records of choices done with, kept for the next execution's record.
-    static CHOICE_BUFFERS: RefCell<Vec<Vec<Choice>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Returns an empty record of choices with room for [`CHOICES`], one a search
-/// gave back ([`recycle_choices`]) if any: a search runs an execution for
-/// every few states, and allocating a fresh record of that size for each
-/// was a measurable part of its time.
-pub(crate) fn choices_buffer() -> Vec<Choice> {
-    arena::outside(|| CHOICE_BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(CHOICES)))
-}
-
-/// Keeps a record of choices the caller is done with for [`choices_buffer`].
-pub(crate) fn recycle_choices(mut v: Vec<Choice>) {
-    if v.capacity() >= CHOICES && !arena::below(v.as_ptr() as usize, arena::used()) {
-        v.clear();
-        arena::outside(|| {
-            CHOICE_BUFFERS.with(|b| {
-                let mut b = b.borrow_mut();
-                if b.len() < 4 {
-                    b.push(v);
-                }
-            })
-        });
-    }
 }
 
 /// The coroutine stack size: policy code in debug builds with nested handlers.
@@ -2021,16 +1730,13 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         }
         // A local step, told to the chooser first: a state with one needs no
         // hash (see `Chooser::local`).
-        // SAFETY: as for the hash below.
-        let local = if unsafe { (*core.chooser.get()).wants_footprint() } { core.local_cpu(&runs) } else { None };
+        let local = if core.with_chooser(|c| c.wants_footprint()) { core.local_cpu(&runs) } else { None };
         if let Some(c) = local {
-            // SAFETY: as for the hash below.
-            unsafe { (*core.chooser.get()).local(2 * c as u32) };
+            core.with_chooser(|ch| ch.local(2 * c as u32));
         }
-        // SAFETY (of the hash): computed with no coroutine running.
         // The machine is serialized and hashed once here for the state hash and the
         // footprint's "before", which see the same machine.
-        let hash = if unsafe { (*core.chooser.get()).wants_state() } {
+        let hash = if core.with_chooser(|c| c.wants_state()) {
             core.fresh_machine();
             core.state_hash()
         } else {
@@ -2040,15 +1746,13 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
         let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
-            // SAFETY: as for the hash.
-            if saved.is_empty() || unsafe { (*core.chooser.get()).may_return() } {
+            if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
                 let depth = core.choices.borrow().len() - 1;
                 let last = (last != usize::MAX).then_some(last);
                 saved.save(core, cos, depth, Resume { steps, last, hash });
             }
         }
-        // SAFETY: as for the hash.
-        let track = unsafe { (*core.chooser.get()).wants_footprint() };
+        let track = core.with_chooser(|c| c.wants_footprint());
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
             core.fresh_machine();
@@ -2116,11 +1820,9 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             // A local step that did more than its access: the rest of the
             // state's options are explored after all.
             let broke = local.is_some_and(|c| i >= runs.len() || runs[i] != c || !core.is_local(c, &foot));
-            // SAFETY: as for the hash.
-            unsafe { (*core.chooser.get()).stepped(foot) };
+            core.with_chooser(|c| c.stepped(foot));
             if broke {
-                // SAFETY: as for the hash.
-                unsafe { (*core.chooser.get()).not_local() };
+                core.with_chooser(|c| c.not_local());
             }
         }
         if core.pruned.get() {
@@ -2147,8 +1849,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             violation = Some(v);
             break;
         }
-        // SAFETY: as for the hash.
-        let judged_before = unsafe { (*core.chooser.get()).replaying() };
+        let judged_before = core.with_chooser(|c| c.replaying());
         if !judged_before {
             if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
                 violation = Some(v);

@@ -18,7 +18,7 @@
 //!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
 //!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
 //!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
-//!   (`Policy::flush_page`) under its lock ([`ops::Reclaim`]).
+//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]).
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -50,7 +50,7 @@
 //!   writes recorded by the hardware in any one valid PTE of the block, `munmap`
 //!   and faults of single pages (unfold and refold, a preemption point at every
 //!   PTE access), `kswapd`'s aging of the block, and the exit teardown with the
-//!   chosen strategy. [`block`] gives the details.
+//!   chosen strategy. The `block` module gives the details.
 //! - **What is atomic.** One *step* of a CPU runs from one preemption point to
 //!   the next, so everything between two points is atomic. The points are:
 //!   every operation on a facade atomic (`tlbkit_policy::sync`: load, store,
@@ -125,7 +125,7 @@
 //! and `no_ungathered_dirty` (the per-PTE contract) for the PTE values the arch
 //! code returns from each operation's clears, `no_lost_dirty` after every
 //! operation too, and `no_tlb_conflict` after every step and every PTE access
-//! ([`block`]). Plus
+//! (the `block` module). Plus
 //! `no_deadlock` (no CPU can step but one waits), `no_livelock` (an execution
 //! longer than [`exec::MAX_STEPS`] steps) and
 //! `no_policy_panic` (a policy assertion failed).
@@ -163,7 +163,7 @@
 //!
 //! **Partial-order reduction** (sleep sets with state caching, Godefroid 1996;
 //! [`search::with_reduction`] turns it off). Each new step reports its
-//! footprint ([`exec::Foot`]): the policy fields it read and wrote, and whether
+//! footprint ([`search::Foot`]): the policy fields it read and wrote, and whether
 //! it was *global*: it drained a store buffer, chose an operation, waited on
 //! no field, or changed the machine or another CPU's execution state, which the
 //! engine checks by hashing all of those before and after the step. Two steps
@@ -306,24 +306,45 @@
 //!   `complete` is a proof, and only for the machine, operations and bounds given.
 //!
 //! # Layout
-//! - [`exec`]: one execution (coroutines, hooks, the checked [`tlbkit_policy::Hw`],
-//!   the kernel operations).
-//! - [`kernel`]: the machine's ground truth and the oracle.
-//! - [`block`]: the contiguous block's kernel side (`--teardown`).
-//! - [`search`]: exhaustive DFS with state hashing, random, PCT, replay, shrinking.
+//! The modules form layers, each naming only modules below it
+//! (`crates/check/tests/modules.rs` fails on a circle), from the bottom:
 //! - [`arena`]: the per-execution allocator that keeps addresses stable.
-//! - [`spec`]: what to check (policy, machine shape), replay tokens and reports.
+//! - [`kernel`]: the machine's ground truth and the oracle.
+//! - [`shape`]: the shape of the machine and of the exploration; `trace`: the
+//!   events an execution records.
+//! - [`search`]: the strategies, a file each behind the one [`search::Chooser`]
+//!   trait: exhaustive DFS with state hashing (one worker or several), random,
+//!   PCT, replay, shrinking.
+//! - `engine`: the trait the kernel operations call the execution through.
+//! - `block`: the contiguous block's kernel side (`--teardown`); [`ops`]: the
+//!   kernel operations.
+//! - [`exec`]: one execution (coroutines, hooks, the checked
+//!   [`tlbkit_policy::Hw`]), which implements `engine`'s trait and runs every
+//!   CPU's kernel operations.
+//! - [`spec`]: what to check (policy, machine shape) and the policies' defaults.
+//! - [`token`]: the replay token's codec; [`report`]: what a check found, as
+//!   text or JSON, with its counterexample.
+//! - [`run`]: running a check: the search, shrinking, replay.
+//! - [`options`]: a request as a person gives it, resolved against the defaults.
 
 pub mod arena;
-pub mod block;
+pub(crate) mod block;
+pub(crate) mod engine;
 pub mod exec;
 pub mod kernel;
 pub mod ops;
 pub mod options;
+pub mod report;
+pub mod run;
 pub mod search;
+pub mod shape;
 pub mod spec;
+pub mod token;
+pub(crate) mod trace;
 
-pub use spec::{check, check_policy, check_with_progress, replay, CheckReport, CheckSpec, Mode};
+pub use report::CheckReport;
+pub use run::{check, check_policy, check_with_progress, replay};
+pub use spec::{CheckSpec, Mode};
 
 #[cfg(test)]
 #[global_allocator]

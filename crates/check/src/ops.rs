@@ -2,9 +2,14 @@
 //! changes the page tables and calls the policy, as a kernel does.
 
 use crate::block;
-use crate::exec::{Block, CheckHw, Core, KernelBug, Kind, Memory, Point};
+use crate::engine::Engine;
 use crate::kernel::LazyFlush;
 use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE};
+/// How the kernel pages out (part of the machine's [`crate::shape::Shape`]),
+/// by the name [`crate::spec`] uses for it.
+pub(crate) use crate::shape::Reclaim;
+use crate::shape::{KernelBug, Memory};
+use crate::trace::Kind;
 use tlbkit_policy::{Lazy, MmId, Policy, Tick, VirtAddr};
 
 /// A kernel operation a CPU can start.
@@ -34,7 +39,7 @@ pub enum Op {
     /// Start a process in a free slot.
     Fork(u32),
     /// A thread of the running process writes this page of its contiguous block
-    /// (`--teardown`; see [`crate::block`]).
+    /// (`--teardown`; see the `block` module).
     Write(usize),
     /// `munmap` of this page of the running process's contiguous block.
     UnmapBlock(usize),
@@ -49,23 +54,6 @@ pub enum Op {
     /// A scheduler tick (`scheduler_tick`, interrupts off): offered only to
     /// policies that work at ticks ([`Policy::ticks`]), on every CPU.
     Tick,
-}
-
-/// How a kernel takes a page away from a process while reclaiming memory: the
-/// flush its page-out path calls. Either kernel does it from a kernel thread, for
-/// an address space that may run on other CPUs or on none.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reclaim {
-    /// Linux: `kswapd` clears the PTE in `try_to_unmap_one`, queues the mm for
-    /// the deferred flush (`set_tlb_ubc_flush_pending`), and `try_to_unmap_flush`
-    /// flushes every queued mm at once ([`Policy::flush_batch`]; mm/rmap.c).
-    LinuxBatched,
-    /// FreeBSD: the page daemon (`vm_pageout_scan_inactive` -> `vm_pageout_clean`
-    /// / `vm_page_try_remove_all` -> `pmap_remove_all`) takes each mapping's pmap
-    /// lock, clears the PTE and calls `pmap_invalidate_page(pmap, va)` for that
-    /// pmap ([`Policy::flush_page`]), loaded on some CPU or on none
-    /// (sys/amd64/amd64/pmap.c and sys/arm64/arm64/pmap.c, `pmap_remove_all`).
-    FreebsdPageDaemon,
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -237,14 +225,13 @@ pub fn budget(ops: usize, cpus: usize, cpu: usize) -> usize {
 /// switches: exhaustive search explores the first choice first, so it reaches
 /// two threads of one process changing its page tables at once early, where
 /// leaving first would take it through every other process before.
-fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
-    let st = core.st.borrow();
+fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     let mut ops = Vec::new();
-    if st.cpus[cpu].ops_done >= budget(core.shape.ops, core.shape.cpus, cpu) {
+    if core.ops_done(cpu) >= budget(core.shape().ops, core.shape().cpus, cpu) {
         return ops;
     }
 
-    let m = &st.m;
+    let m = core.machine();
     // The menu depends on every CPU's task and every slot's life.
     let cur = m.tasks[cpu];
     let mut fresh_offered = false;
@@ -270,7 +257,7 @@ fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
             }
             for p in 0..m.pages {
                 if sp.ptes[p].is_some() {
-                    ops.push(match core.shape.reclaim {
+                    ops.push(match core.shape().reclaim {
                         Reclaim::LinuxBatched => Op::Reclaim(r, p),
                         Reclaim::FreebsdPageDaemon => Op::PageOut(r, p),
                     });
@@ -280,11 +267,11 @@ fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
                 ops.push(Op::Age(r));
             }
         }
-        push_forks(m, &mut ops);
+        push_forks(&m, &mut ops);
         if ticks {
             ops.push(Op::Tick);
         }
-        ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
+        ops.retain(|o| core.shape().menu & o.kind().bit() != 0);
         return ops;
     };
     // The switches go after this process's own operations.
@@ -295,7 +282,7 @@ fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
             ops.push(Op::Unmap(p));
             // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
             // the accessed and modified bits), so it removes no translation there.
-            if core.shape.linux {
+            if core.shape().linux {
                 ops.push(Op::Madvise(p));
             }
         } else if space.detached & (1 << p) == 0 {
@@ -309,7 +296,7 @@ fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
     }
     if !space.block.is_empty() {
         for j in 0..BLOCK {
-            if !block::write_targets(m, cpu, s, j).is_empty() {
+            if !block::write_targets(&m, cpu, s, j).is_empty() {
                 ops.push(Op::Write(j));
             }
             ops.push(if space.block[j].valid() { Op::UnmapBlock(j) } else { Op::MapBlock(j) });
@@ -323,13 +310,13 @@ fn menu(core: &Core, cpu: usize, ticks: bool) -> Vec<Op> {
     if !(0..m.tasks.len()).any(elsewhere) {
         ops.push(Op::Exit);
     }
-    push_forks(m, &mut ops);
+    push_forks(&m, &mut ops);
     // A tick may come to any CPU (the sweeps of a ticking policy are what its
     // lazy flushes wait for).
     if ticks {
         ops.push(Op::Tick);
     }
-    ops.retain(|o| core.shape.menu & o.kind().bit() != 0);
+    ops.retain(|o| core.shape().menu & o.kind().bit() != 0);
     ops
 }
 
@@ -341,33 +328,20 @@ fn push_forks(m: &Machine, ops: &mut Vec<Op>) {
 
 /// Runs CPU `cpu`'s kernel: operation after operation while its budget lasts,
 /// then interrupts only.
-pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
+pub(crate) fn kernel_loop<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     loop {
-        {
-            // Between operations a CPU has no locals: what it did lives on in shared
-            // memory and the machine, so its history starts afresh and executions
-            // that did the same operations in another order meet again.
-            let mut st = core.st.borrow_mut();
-            let c = &mut st.cpus[cpu];
-            c.history = 0;
-            c.forget_reads();
-            c.anchor = None;
-        }
+        core.forget_locals(cpu);
         core.pause();
         let ops = menu(core, cpu, p.ticks());
         if ops.is_empty() {
-            loop {
-                core.block(Block::Idle);
-            }
+            core.idle();
         }
         let labels: Vec<u32> = (0..ops.len() as u32).collect();
-        let Some(i) = core.choose(Point::Op, &labels, 0) else {
+        let Some(i) = core.choose_op(&labels) else {
             // Pruned: stop here (the scheduler ends the execution).
-            loop {
-                core.block(Block::Idle);
-            }
+            core.idle();
         };
-        core.st.borrow_mut().cpus[cpu].ops_done += 1;
+        core.count_op(cpu);
         run_op(core, p, cpu, ops[i]);
     }
 }
@@ -377,8 +351,8 @@ pub(crate) fn kernel_loop<P: Policy>(core: &Core, p: &P, cpu: usize) {
 /// under the pmap's `PMAP_LOCK`, a mutex (`pmap_remove`, `pmap_enter` and the
 /// page daemon's `pmap_remove_all` in amd64 and arm64 `pmap.c` invalidate before
 /// `PMAP_UNLOCK`), taken here as the write side.
-fn side(core: &Core, linux: LockSide) -> LockSide {
-    if core.shape.linux {
+fn side<E: Engine>(core: &E, linux: LockSide) -> LockSide {
+    if core.shape().linux {
         linux
     } else {
         LockSide::Write
@@ -386,37 +360,37 @@ fn side(core: &Core, linux: LockSide) -> LockSide {
 }
 
 /// Takes `side` of the `mmap_lock` of `slot`, sleeping while it cannot.
-fn lock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
+fn lock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
     loop {
-        let free = core.st.borrow().m.mm_lock[slot as usize].can_take(side);
+        let free = core.machine().mm_lock[slot as usize].can_take(side);
         if free {
-            let mut st = core.st.borrow_mut();
-            let l = &mut st.m.mm_lock[slot as usize];
+            let mut m = core.machine_mut();
+            let l = &mut m.mm_lock[slot as usize];
             match side {
                 LockSide::Read => l.readers += 1,
                 LockSide::Write => l.writer = Some(cpu as u8),
             }
             return;
         }
-        core.block(Block::MmLock(slot, side));
+        core.wait_mm_lock(slot, side);
     }
 }
 
 /// Turns CPU `cpu`'s write hold of the `mmap_lock` of `slot` into a read hold
 /// (`mmap_write_downgrade`): readers may enter at once, writers still wait.
-fn downgrade_mm(core: &Core, cpu: usize, slot: u32) {
-    let mut st = core.st.borrow_mut();
-    let l = &mut st.m.mm_lock[slot as usize];
+fn downgrade_mm<E: Engine>(core: &E, cpu: usize, slot: u32) {
+    let mut m = core.machine_mut();
+    let l = &mut m.mm_lock[slot as usize];
     debug_assert_eq!(l.writer, Some(cpu as u8));
     *l = crate::kernel::MmapLock { writer: None, readers: l.readers + 1 };
 }
 
 /// Releases `side` of the `mmap_lock` of `slot`. A release orders every earlier
 /// store, so the CPU's store buffer drains first.
-fn unlock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
+fn unlock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
     core.drain_own(cpu);
-    let mut st = core.st.borrow_mut();
-    let l = &mut st.m.mm_lock[slot as usize];
+    let mut m = core.machine_mut();
+    let l = &mut m.mm_lock[slot as usize];
     match side {
         LockSide::Read => l.readers -= 1,
         LockSide::Write => l.writer = None,
@@ -424,30 +398,30 @@ fn unlock_mm(core: &Core, cpu: usize, slot: u32, side: LockSide) {
 }
 
 /// Sets what CPU `cpu` runs and whether it is in user mode or switching.
-fn set_task(core: &Core, cpu: usize, task: Task, user: bool, switching: bool) {
+fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, user: bool, switching: bool) {
     // What a CPU may use depends on its task as much as on its TLB.
-    let mut st = core.st.borrow_mut();
+    let mut m = core.machine_mut();
     // A switch starting: the process switched away from, if any, is being left.
-    if switching && !st.m.switching[cpu] {
-        st.m.leaving[cpu] = match st.m.tasks[cpu] {
+    if switching && !m.switching[cpu] {
+        m.leaving[cpu] = match m.tasks[cpu] {
             Task::User(prev) if Task::User(prev) != task => Some(prev),
             _ => None,
         };
     } else if !switching {
-        st.m.leaving[cpu] = None;
+        m.leaving[cpu] = None;
     }
     if let Task::User(s) = task {
-        st.m.active[cpu] = Some(s);
+        m.active[cpu] = Some(s);
     }
-    st.m.tasks[cpu] = task;
-    st.m.user_mode[cpu] = user;
-    st.m.switching[cpu] = switching;
+    m.tasks[cpu] = task;
+    m.user_mode[cpu] = user;
+    m.switching[cpu] = switching;
 }
 
-fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
-    let hw = CheckHw::new(core, cpu);
+fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
+    let hw = core.hw(cpu);
     core.event_kind(cpu, 0xf_0000 ^ op.key(), Kind::Op, || format!("op: {}", op.name()));
-    let task = core.st.borrow().m.tasks[cpu];
+    let task = core.machine().tasks[cpu];
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
         return block::write(core, cpu, s, j);
@@ -458,7 +432,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     match op {
         Op::Switch(s) => set_task(core, cpu, Task::User(s), false, true),
         Op::Fork(s) => {
-            core.st.borrow_mut().m.spaces[s as usize].life = Life::Forking;
+            core.machine_mut().spaces[s as usize].life = Life::Forking;
             set_task(core, cpu, task, false, false);
         }
         _ => set_task(core, cpu, task, false, false),
@@ -467,9 +441,8 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
     match (op, task) {
         (Op::Switch(s), _) => {
             {
-                let mut st = core.st.borrow_mut();
-                st.cpus[cpu].irq_off += 1;
-                st.m.touched[s as usize] = true;
+                core.irq_disable(cpu);
+                core.machine_mut().touched[s as usize] = true;
             }
             set_task(core, cpu, Task::User(s), false, true);
             // `__schedule`: after the next task is picked, before the switch.
@@ -477,7 +450,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
                 p.tick(&hw, Tick::Schedule);
             }
             p.switch_mm(&hw, MmId(s));
-            core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+            core.irq_enable(cpu);
             core.pause();
             set_task(core, cpu, Task::User(s), true, false);
         }
@@ -487,16 +460,15 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             // return meanwhile are judged for this CPU when it returns), since
             // it cannot run anything else before.
             {
-                let mut st = core.st.borrow_mut();
-                st.cpus[cpu].irq_off += 1;
-                st.m.in_irq[cpu] = true;
+                core.irq_disable(cpu);
+                core.machine_mut().in_irq[cpu] = true;
             }
             p.tick(&hw, Tick::Timer);
             let judged = {
-                let mut st = core.st.borrow_mut();
-                st.cpus[cpu].irq_off -= 1;
-                st.m.in_irq[cpu] = false;
-                st.m.judge_after_irq(cpu)
+                core.irq_enable(cpu);
+                let mut m = core.machine_mut();
+                m.in_irq[cpu] = false;
+                m.judge_after_irq(cpu)
             };
             if let Err(v) = judged {
                 core.violated(v);
@@ -511,14 +483,14 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
             // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
             let side = side(core, LockSide::Read);
             lock_mm(core, cpu, s, side);
-            if core.shape.linux {
+            if core.shape().linux {
                 core.pte_lock(s);
             }
             // As Linux rechecks `pte_none` under the page-table lock: another
             // thread's fault may have mapped the page while this one slept.
             let (mapped, detached) = {
-                let st = core.st.borrow();
-                let sp = &st.m.spaces[s as usize];
+                let m = core.machine();
+                let sp = &m.spaces[s as usize];
                 (sp.ptes[pg].is_some(), sp.detached & (1 << pg) != 0)
             };
             if mapped || detached {
@@ -532,7 +504,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
                 unlock_mm(core, cpu, s, side);
                 return back_to_user(core, cpu, s);
             }
-            let r = core.st.borrow_mut().m.map(s, pg, cpu);
+            let r = core.machine_mut().map(s, pg, cpu);
             match r {
                 Err(v) => core.violated(v),
                 Ok(ok) => core.event_kind(cpu, 0x10_0000 + ok as u64, Kind::PageTable, || {
@@ -572,7 +544,7 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
         (Op::Fork(s), _) => {
             p.mm_init(MmId(s));
             core.pause();
-            let r = core.st.borrow_mut().m.fork(s, cpu);
+            let r = core.machine_mut().fork(s, cpu);
             match r {
                 Err(v) => core.violated(v),
                 Ok(ok) => core.event_kind(cpu, 0x11_0000 + ok as u64, Kind::PageTable, || {
@@ -592,38 +564,37 @@ fn run_op<P: Policy>(core: &Core, p: &P, cpu: usize, op: Op) {
 }
 
 /// Returns CPU `cpu` to user mode in process `s` at the end of an operation.
-fn back_to_user(core: &Core, cpu: usize, s: u32) {
+fn back_to_user<E: Engine>(core: &E, cpu: usize, s: u32) {
     core.pause();
     set_task(core, cpu, Task::User(s), true, false);
 }
 
 #[inline(never)]
-fn switch_idle<P: Policy>(core: &Core, p: &P, cpu: usize) {
-    let hw = CheckHw::new(core, cpu);
-    core.st.borrow_mut().cpus[cpu].irq_off += 1;
+fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
+    let hw = core.hw(cpu);
+    core.irq_disable(cpu);
     set_task(core, cpu, Task::Idle, false, true);
     if p.ticks() {
         p.tick(&hw, Tick::Schedule);
     }
     p.enter_lazy(&hw, Lazy::Idle);
-    core.st.borrow_mut().cpus[cpu].irq_off -= 1;
+    core.irq_enable(cpu);
     core.pause();
     set_task(core, cpu, Task::Idle, false, false);
 }
 
 /// Frees frames after the flush that covers them returned.
-fn free_frames(core: &Core, frames: &[u32]) {
-    let mut st = core.st.borrow_mut();
+fn free_frames<E: Engine>(core: &E, frames: &[u32]) {
     for &f in frames {
-        st.m.free_frame(f);
+        core.machine_mut().free_frame(f);
     }
 }
 
 /// Discharges `ids` after `flush` returned and reports what the oracle finds.
-fn discharge(core: &Core, cpu: usize, ids: &[usize], flush: &'static str) {
+fn discharge<E: Engine>(core: &E, cpu: usize, ids: &[usize], flush: &'static str) {
     core.pause();
     for &id in ids {
-        let r = core.st.borrow_mut().m.discharge(id, flush);
+        let r = core.machine_mut().discharge(id, flush);
         if let Err(v) = r {
             core.violated(v);
         }
@@ -666,10 +637,10 @@ impl Zap {
 /// only for the clearing step (the flush of a zap runs after `pte_unmap_unlock`,
 /// in `tlb_finish_mmu`), so two zaps of one address space flush at once.
 #[inline(never)]
-fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Zap) {
-    let hw = CheckHw::new(core, cpu);
+fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize, zap: Zap) {
+    let hw = core.hw(cpu);
     let change = zap.change();
-    let linux = core.shape.linux;
+    let linux = core.shape().linux;
     // The side held from the clear to the end, if any.
     let held = match (zap, linux) {
         (_, false) => {
@@ -691,16 +662,16 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
             lock_mm(core, cpu, s, LockSide::Write);
             // The VMA goes under the write side; the zap and the flush run under
             // the read side, which the same step takes over.
-            core.st.borrow_mut().m.spaces[s as usize].detached |= 1 << pg;
+            core.machine_mut().spaces[s as usize].detached |= 1 << pg;
             downgrade_mm(core, cpu, s);
             Some(LockSide::Read)
         }
     };
     // `release_va`: false when a lazy flush keeps the page's range reserved.
-    let finish = |core: &Core, release_va: bool| {
+    let finish = |core: &E, release_va: bool| {
         if let Some(side) = held {
             if zap == Zap::Munmap && linux && release_va {
-                core.st.borrow_mut().m.spaces[s as usize].detached &= !(1 << pg);
+                core.machine_mut().spaces[s as usize].detached &= !(1 << pg);
             }
             unlock_mm(core, cpu, s, side);
         }
@@ -708,21 +679,21 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
     };
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
-    let deferred = core.shape.arm64 && core.shape.memory == Memory::Tso;
+    let deferred = core.shape().arm64 && core.shape().memory == Memory::Tso;
     if linux {
         core.pte_lock(s);
     }
     let cleared = {
-        let mut st = core.st.borrow_mut();
         // A madvise of a page whose VMA a munmap detached meanwhile fails
         // (`ENOMEM`); the munmap clears the PTE itself.
-        let gone = zap == Zap::Madvise && st.m.spaces[s as usize].detached & (1 << pg) != 0;
+        let gone = zap == Zap::Madvise && core.machine().spaces[s as usize].detached & (1 << pg) != 0;
         if gone {
             None
         } else if deferred {
-            st.m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, st.m.obligations[id].ver))
+            let mut m = core.machine_mut();
+            m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
         } else {
-            st.m.clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
+            core.machine_mut().clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
         }
     };
     let Some((id, frame, ver)) = cleared else {
@@ -769,10 +740,18 @@ fn zap_page<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32, pg: usize, zap: Z
 /// (`munmap`, `madvise(MADV_DONTNEED)`; LATR's `munmap_inprogress`): it
 /// discharges `ids` and frees `frames`, and keeps the pages `detached` (bits)
 /// of slot `s` reserved until then.
-fn offer_lazy(core: &Core, cpu: usize, s: u32, ids: &[usize], frames: &[u32], flush: &'static str, detached: u8) {
-    let mut st = core.st.borrow_mut();
-    let uid = st.m.spaces[s as usize].uid;
-    st.m.lazy_offer[cpu] = Some(LazyFlush {
+fn offer_lazy<E: Engine>(
+    core: &E,
+    cpu: usize,
+    s: u32,
+    ids: &[usize],
+    frames: &[u32],
+    flush: &'static str,
+    detached: u8,
+) {
+    let mut m = core.machine_mut();
+    let uid = m.spaces[s as usize].uid;
+    m.lazy_offer[cpu] = Some(LazyFlush {
         ticket: 0,
         obligations: ids.to_vec(),
         frames: frames.to_vec(),
@@ -785,17 +764,17 @@ fn offer_lazy(core: &Core, cpu: usize, s: u32, ids: &[usize], frames: &[u32], fl
 
 /// After a flush [`offer_lazy`] offered: withdraws the offer and returns whether
 /// the policy took it (`defer_flush`), which makes its completion the policy's.
-fn taken_lazy(core: &Core, cpu: usize) -> bool {
-    core.st.borrow_mut().m.lazy_offer[cpu].take().is_none()
+fn taken_lazy<E: Engine>(core: &E, cpu: usize) -> bool {
+    core.machine_mut().lazy_offer[cpu].take().is_none()
 }
 
 /// Completes the lazy flush of `ticket` on behalf of CPU `cpu`, whose policy
 /// code reported it done (`flush_complete`): its obligations are discharged
 /// (judged as any flush's return), its frames freed and its range released. A
 /// ticket not pending is a violation of the policy's contract.
-pub(crate) fn complete_lazy(core: &Core, cpu: usize, ticket: u32) {
+pub(crate) fn complete_lazy<E: Engine>(core: &E, cpu: usize, ticket: u32) {
     core.pause();
-    let l = core.st.borrow_mut().m.complete_lazy(ticket);
+    let l = core.machine_mut().complete_lazy(ticket);
     let Some(l) = l else {
         return core.violated(crate::kernel::Violation {
             property: "no_stale_use",
@@ -811,8 +790,8 @@ pub(crate) fn complete_lazy(core: &Core, cpu: usize, ticket: u32) {
     });
     discharge(core, cpu, &l.obligations, l.flush);
     free_frames(core, &l.frames);
-    let mut st = core.st.borrow_mut();
-    let sp = &mut st.m.spaces[l.slot as usize];
+    let mut m = core.machine_mut();
+    let sp = &mut m.spaces[l.slot as usize];
     if sp.uid == l.uid {
         sp.detached &= !l.detached;
     }
@@ -820,8 +799,8 @@ pub(crate) fn complete_lazy(core: &Core, cpu: usize, ticket: u32) {
 
 /// Ends an operation that kept the CPU's task: back to user mode if it runs a
 /// process.
-fn end_op(core: &Core, cpu: usize) {
-    let task = core.st.borrow().m.tasks[cpu];
+fn end_op<E: Engine>(core: &E, cpu: usize) {
+    let task = core.machine().tasks[cpu];
     match task {
         Task::User(s) => back_to_user(core, cpu, s),
         Task::Idle => {
@@ -833,37 +812,37 @@ fn end_op(core: &Core, cpu: usize) {
 
 /// Clears every valid PTE of `s` for `change`; returns the obligations opened
 /// and the frames to free once they are discharged.
-fn clear_all(core: &Core, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
-    let mut st = core.st.borrow_mut();
-    (0..st.m.pages).filter_map(|pg| st.m.clear_pte(s, pg, change, cpu)).unzip()
+fn clear_all<E: Engine>(core: &E, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
+    let mut m = core.machine_mut();
+    (0..m.pages).filter_map(|pg| m.clear_pte(s, pg, change, cpu)).unzip()
 }
 
 /// `munmap` of the whole range: on Linux the write side while the VMAs go, then
 /// the read side for the zap, `free_pgtables` and the flush (as [`Zap::Munmap`]);
 /// on FreeBSD `PMAP_LOCK` throughout.
 #[inline(never)]
-fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
-    let hw = CheckHw::new(core, cpu);
+fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
+    let hw = core.hw(cpu);
     lock_mm(core, cpu, s, LockSide::Write);
-    let side = if core.shape.linux {
-        let mut st = core.st.borrow_mut();
-        st.m.spaces[s as usize].detached = ((1u32 << st.m.pages) - 1) as u8;
-        drop(st);
+    let side = if core.shape().linux {
+        let mut m = core.machine_mut();
+        m.spaces[s as usize].detached = ((1u32 << m.pages) - 1) as u8;
+        drop(m);
         downgrade_mm(core, cpu, s);
         LockSide::Read
     } else {
         LockSide::Write
     };
-    let finish = |core: &Core| {
-        core.st.borrow_mut().m.spaces[s as usize].detached = 0;
+    let finish = |core: &E| {
+        core.machine_mut().spaces[s as usize].detached = 0;
         unlock_mm(core, cpu, s, side);
         back_to_user(core, cpu, s);
     };
-    if core.shape.linux {
+    if core.shape().linux {
         core.pte_lock(s);
     }
     let (mut ids, mut frames) = clear_all(core, cpu, s, "munmap");
-    let table = core.st.borrow_mut().m.clear_table(s, "free_pgtables", cpu);
+    let table = core.machine_mut().clear_table(s, "free_pgtables", cpu);
     let Some((tid, tframe)) = table else {
         return finish(core);
     };
@@ -871,7 +850,7 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     core.event_kind(cpu, 0x14_0000, Kind::PageTable, || {
         format!("PTEs of mm{s} cleared, page-table page (frame {tframe}) unhooked")
     });
-    let early = core.shape.bug == Some(KernelBug::TableFreeBeforeFlush);
+    let early = core.shape().bug == Some(KernelBug::TableFreeBeforeFlush);
     if early {
         free_frames(core, &[tframe]);
         core.event_kind(cpu, 0x15_0000, Kind::PageTable, || {
@@ -881,7 +860,7 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
     if !early {
         frames.push(tframe);
     }
-    let all = core.st.borrow().m.spaces[s as usize].detached;
+    let all = core.machine().spaces[s as usize].detached;
     offer_lazy(core, cpu, s, &ids, &frames, "flush_mm", all);
     p.flush_mm(&hw, MmId(s));
     if taken_lazy(core, cpu) {
@@ -895,18 +874,18 @@ fn unmap_table<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 }
 
 #[inline(never)]
-fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
-    let hw = CheckHw::new(core, cpu);
+fn exit<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
+    let hw = core.hw(cpu);
     // `exit_mmap`: no thread is left to contend.
     lock_mm(core, cpu, s, LockSide::Write);
-    if core.shape.linux {
+    if core.shape().linux {
         core.pte_lock(s);
     }
     // No thread is left to switch to: nothing but this CPU touches the mm now.
-    core.st.borrow_mut().m.spaces[s as usize].life = Life::Zombie;
+    core.machine_mut().spaces[s as usize].life = Life::Zombie;
     let (ids, frames) = clear_all(core, cpu, s, "exit");
     core.event_kind(cpu, 0x16_0000, Kind::PageTable, || format!("mm{s} torn down: its PTEs cleared"));
-    if let Some(strategy) = core.shape.teardown {
+    if let Some(strategy) = core.shape().teardown {
         let owed = block::teardown(core, p, cpu, s, strategy);
         core.event_kind(cpu, 0x16_0001, Kind::PageTable, || {
             format!("contiguous block of mm{s} torn down ({strategy})")
@@ -924,24 +903,24 @@ fn exit<P: Policy>(core: &Core, p: &P, cpu: usize, s: u32) {
 /// Releases every exited address space no CPU's root points at and no CPU holds
 /// (Linux frees an `mm_struct` when its last lazy user drops `mm_count`).
 #[inline(never)]
-fn reap<P: Policy>(core: &Core, p: &P, cpu: usize) {
+fn reap<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     loop {
         let z = {
-            let st = core.st.borrow();
-            (1..st.m.spaces.len() as u32).find(|&s| {
-                st.m.spaces[s as usize].life == Life::Zombie && st.m.roots_on(s) == 0 && !st.m.active.contains(&Some(s))
+            let m = core.machine();
+            (1..m.spaces.len() as u32).find(|&s| {
+                m.spaces[s as usize].life == Life::Zombie && m.roots_on(s) == 0 && !m.active.contains(&Some(s))
             })
         };
         let Some(s) = z else { return };
         let table = {
-            let mut st = core.st.borrow_mut();
-            st.m.spaces[s as usize].life = Life::Releasing;
-            st.m.spaces[s as usize].table.take()
+            let mut m = core.machine_mut();
+            m.spaces[s as usize].life = Life::Releasing;
+            m.spaces[s as usize].table.take()
         };
-        let hw = CheckHw::new(core, cpu);
+        let hw = core.hw(cpu);
         p.mm_release(&hw, MmId(s));
         // Only now may a fork reuse the slot: mm_release still wrote the old mm's state.
-        core.st.borrow_mut().m.spaces[s as usize].life = Life::Free;
+        core.machine_mut().spaces[s as usize].life = Life::Free;
         core.pause();
         if let Some(t) = table {
             free_frames(core, &[t]);

@@ -4,8 +4,10 @@
 //! `tlbkit.check` both resolve their arguments here and run [`Options::run`],
 //! so the two give the same report for the same request.
 
-use crate::exec::Memory;
-use crate::spec::{self, CheckReport, CheckSpec, Mode, Preset};
+use crate::report::CheckReport;
+use crate::run;
+use crate::shape::Memory;
+use crate::spec::{self, CheckSpec, Mode, Preset};
 
 /// What a check request gives; `None` is "the default".
 #[derive(Clone, Debug, Default)]
@@ -102,7 +104,7 @@ impl Options {
         };
         let jobs = match (self.jobs, spec.mode) {
             (Some(jobs), _) => Some(jobs),
-            (None, Mode::Exhaustive) => Some(spec::default_jobs()).filter(|&j| j > 1),
+            (None, Mode::Exhaustive) => Some(run::default_jobs()).filter(|&j| j > 1),
             (None, _) => None,
         };
         Ok((spec, jobs))
@@ -125,7 +127,7 @@ pub fn run_resolved(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, String> {
     match jobs {
-        Some(jobs) => spec::check_exhaustive_jobs(spec, jobs),
-        None => spec::check_with_progress(spec, progress),
+        Some(jobs) => run::check_exhaustive_jobs(spec, jobs),
+        None => run::check_with_progress(spec, progress),
     }
 }

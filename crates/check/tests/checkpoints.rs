@@ -6,8 +6,8 @@
 //! counterexample, checkpoints on or off. (Every other test of the checker
 //! runs with them on, the default.)
 
+use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_checkpoints, with_reduction};
-use tlbkit_check::spec::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;
@@ -73,7 +73,7 @@ fn lazy_flushes_held_across_a_pause_search_alike() {
     // the pauses of its discharge: a checkpoint taken meanwhile must bring it
     // back with the CPU's stack (this once corrupted the heap).
     use tlbkit_check::ops::OpKind;
-    for memory in [tlbkit_check::exec::Memory::Sc, tlbkit_check::exec::Memory::Tso] {
+    for memory in [tlbkit_check::shape::Memory::Sc, tlbkit_check::shape::Memory::Tso] {
         let base = common::small_spec("x86-latr", 2, 5);
         let s = CheckSpec { mms: 1, memory, menu: OpKind::parse("switch,munmap,madvise,fault,tick").unwrap(), ..base };
         let r = alike(&s, &format!("x86-latr under {}", memory.name()));

@@ -1,9 +1,9 @@
 //! The fast subset of the exhaustive checks: every policy on a small machine
 //! (the full runs are `tlbkit check --policy P` in release, see the guide's "Checking for stale translations").
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{crc32, decode, encode};
+use tlbkit_check::shape::Memory;
+use tlbkit_check::token::{crc32, decode, encode};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 mod common;

@@ -3,10 +3,11 @@
 //! the catalogue records and replays the same trace, and the fix candidate passes
 //! where the faithful policy fails.
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::Counterexample;
-use tlbkit_check::spec::{decode, default_asids, default_memory, defaults, encode, preset, Preset};
+use tlbkit_check::report::Counterexample;
+use tlbkit_check::shape::Memory;
+use tlbkit_check::spec::{default_asids, default_memory, defaults, preset, Preset};
+use tlbkit_check::token::{decode, encode};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::findings::{finding, Finding, FINDINGS};
 
@@ -14,7 +15,7 @@ use tlbkit_policy::findings::{finding, Finding, FINDINGS};
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 /// The spec `tlbkit check ARGS` runs (the flags the catalogue uses, with the
-/// defaults of `src/checkcmd.rs`).
+/// defaults of `src/cmd/check.rs`).
 fn spec_of(args: &[&str]) -> CheckSpec {
     let flag = |name: &str| args.iter().position(|a| *a == name).map(|i| args[i + 1]);
     let policy = flag("--policy").expect("a --policy").to_string();

@@ -13,8 +13,8 @@
 mod common;
 
 use std::time::Instant;
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_asids, default_memory, defaults};
 use tlbkit_check::{check, CheckSpec, Mode};
 

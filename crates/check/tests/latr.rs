@@ -5,10 +5,11 @@
 //! (`Variant::ReclaimOneEarly`: the memory goes back when one CPU of the state's
 //! mask is still to sweep).
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
-use tlbkit_check::{check, CheckSpec};
+use tlbkit_check::run::check_policy;
+use tlbkit_check::shape::Memory;
+use tlbkit_check::spec::default_spec;
+use tlbkit_check::{check, CheckReport, CheckSpec};
 use tlbkit_policy::asid::latr::{Latr, Variant};
 
 mod common;

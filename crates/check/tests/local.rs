@@ -8,8 +8,8 @@
 
 use common::verdict;
 use tlbkit_check::ops::OpKind;
+use tlbkit_check::run::{check_exhaustive_jobs, check_policy};
 use tlbkit_check::search::{with_local_steps, with_reduction};
-use tlbkit_check::spec::{check_exhaustive_jobs, check_policy};
 use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
 use tlbkit_policy::asid::NoAsid;
 use tlbkit_policy::sync::{AtomicU32, Ordering};

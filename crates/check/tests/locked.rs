@@ -8,7 +8,7 @@
 //! pruned.
 
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::check_policy;
+use tlbkit_check::run::check_policy;
 use tlbkit_check::{CheckSpec, Mode};
 use tlbkit_policy::asid::NoAsid;
 use tlbkit_policy::sync::SpinLock;

@@ -2,8 +2,9 @@
 //! variant touches has a name (`Policy::name_fields`), so no trace falls back to
 //! the `[policy+0x..]` offset form.
 
-use tlbkit_check::exec::Memory;
-use tlbkit_check::spec::{default_memory, defaults, unnamed_fields};
+use tlbkit_check::run::unnamed_fields;
+use tlbkit_check::shape::Memory;
+use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, CheckSpec};
 use tlbkit_policy::zoo::ZOO;
 
@@ -140,7 +141,8 @@ impl tlbkit_policy::Policy for Nameless {
 
 #[test]
 fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
-    use tlbkit_check::exec::{run, Shape};
+    use tlbkit_check::exec::run;
+    use tlbkit_check::shape::Shape;
     let shape = Shape {
         cpus: 2,
         mms: 2,
@@ -148,7 +150,7 @@ fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
         pages: 1,
         linux: false,
         memory: Memory::Sc,
-        reclaim: tlbkit_check::ops::Reclaim::FreebsdPageDaemon,
+        reclaim: tlbkit_check::shape::Reclaim::FreebsdPageDaemon,
         arm64: true,
         bug: None,
         menu: tlbkit_check::ops::OpKind::all(),

@@ -13,8 +13,9 @@
 //! whenever two CPUs run threads of one mm with two pages.
 
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{check_policy, default_spec, CheckReport};
-use tlbkit_check::{check, CheckSpec, Mode};
+use tlbkit_check::run::check_policy;
+use tlbkit_check::spec::default_spec;
+use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
 use tlbkit_policy::asid::linux_pcid::LinuxX86;
 use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::{Hw, MmId, Policy, Scope};

@@ -3,7 +3,7 @@
 //! the same number of states and the same counterexample, for every worker
 //! count.
 
-use tlbkit_check::spec::check_exhaustive_jobs;
+use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckSpec, Mode};
 
 mod common;

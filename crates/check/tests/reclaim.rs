@@ -7,10 +7,12 @@
 //! found only by such an operation.
 
 use std::sync::atomic::Ordering::SeqCst;
-use tlbkit_check::exec::{self, Shape};
-use tlbkit_check::ops::{OpKind, Reclaim};
+use tlbkit_check::exec;
+use tlbkit_check::ops::OpKind;
+use tlbkit_check::run::check_policy;
 use tlbkit_check::search::{self, Randomised};
-use tlbkit_check::spec::{check_policy, default_asids};
+use tlbkit_check::shape::{Reclaim, Shape};
+use tlbkit_check::spec::default_asids;
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
@@ -136,7 +138,7 @@ impl WithPolicy for Trace<'_> {
     type Out = Vec<String>;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<String> {
         let mut texts = Vec::new();
-        let mut run = |c: &mut dyn exec::Chooser| {
+        let mut run = |c: &mut dyn search::Chooser| {
             let out = exec::run(self.shape, build, c, true);
             texts.extend(out.events.iter().map(|e| e.text.clone()));
             out

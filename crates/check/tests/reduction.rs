@@ -9,8 +9,8 @@
 //! with the reduction on, is `full.rs`'s `every_zoo_entry_is_found_exhaustively`.)
 
 use common::verdict;
+use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction};
-use tlbkit_check::spec::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;

@@ -5,8 +5,8 @@
 //! reach no more states with it on, and find the zoo's bugs either way.
 
 use common::verdict;
+use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction, with_renaming};
-use tlbkit_check::spec::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
 mod common;

@@ -10,9 +10,10 @@
 //! run reaches. The whole runs, in release: `tlbkit check --policy P` (README,
 //! "Checking").
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{check_policy, defaults, family, preset, Family, Preset};
+use tlbkit_check::run::check_policy;
+use tlbkit_check::shape::Memory;
+use tlbkit_check::spec::{defaults, family, preset, Family, Preset};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
 use tlbkit_policy::wrap::{Wrap, WrapHw};

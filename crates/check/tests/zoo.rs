@@ -1,7 +1,7 @@
 //! The bug zoo: every entry is found with its default shape, its counterexample
 //! is short, and replaying its token gives the very same trace.
 
-use tlbkit_check::exec::Memory;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::zoo::ZOO;
@@ -137,6 +137,6 @@ fn modes_and_bad_tokens() {
     let e = replay("t1~nope").unwrap_err();
     assert!(e.contains("not a tlbkit replay token"), "{e}");
     let body = "t5~zoo/nothing~2~3~1~4~6~sc~ff~-~0";
-    let e = replay(&format!("{body}~{:08x}", tlbkit_check::spec::crc32(body.as_bytes()))).unwrap_err();
+    let e = replay(&format!("{body}~{:08x}", tlbkit_check::token::crc32(body.as_bytes()))).unwrap_err();
     assert!(e.contains("unknown bug-zoo entry"), "{e}");
 }

@@ -172,11 +172,6 @@ impl Frames {
         }
         Freed::Nothing
     }
-
-    /// Returns how many frames were ever handed out.
-    pub fn high_water(&self) -> u64 {
-        self.next
-    }
 }
 
 #[cfg(test)]

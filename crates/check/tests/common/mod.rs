@@ -2,8 +2,8 @@
 // Each test file uses the part it needs.
 #![allow(dead_code)]
 
-use tlbkit_check::exec::Memory;
 use tlbkit_check::ops::OpKind;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::{CheckSpec, Mode};
 use tlbkit_policy::contpte::Teardown;
 

@@ -1,0 +1,637 @@
+//! What a check found: the [`CheckReport`], its text (and, through serde,
+//! JSON) form, and the counterexample with its summary and default view.
+
+use crate::kernel::Violation;
+use crate::search::{Outcome, Stats};
+use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, PROPERTIES};
+use crate::trace::{Event, Kind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use tlbkit_policy::contpte::Teardown;
+
+/// One step of a counterexample: what one CPU did between two others' turns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Step {
+    /// 1-based.
+    pub n: usize,
+    /// Who stepped: `cpu0`, or `cpu0 store buffer`.
+    pub who: String,
+    /// What happened, in order (speculative fills included).
+    pub events: Vec<String>,
+}
+
+/// A violation with the schedule that reaches it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Counterexample {
+    /// The property broken.
+    pub property: &'static str,
+    /// The CPU concerned.
+    pub cpu: usize,
+    /// What was wrong.
+    pub detail: String,
+    /// The steps, every event of each.
+    pub steps: Vec<Step>,
+    /// The replay token (`tlbkit replay TOKEN`).
+    pub token: String,
+    /// Three lines: what was used (`used: ...`), by which CPU (`by: ...`), and
+    /// why it was stale (`why: ...`, which rollover or flush it missed).
+    pub summary: Vec<String>,
+    /// The steps that matter, numbered as in `steps`, with only the events that
+    /// matter ([`Counterexample::trace_view`]).
+    pub view: Vec<Step>,
+}
+
+/// What a check found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// The policy.
+    pub policy: String,
+    /// CPUs, address spaces, ASIDs, operations.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// Pages per address space.
+    pub pages: usize,
+    /// ASIDs.
+    pub asids: u32,
+    /// Operations.
+    pub ops: usize,
+    /// Memory model.
+    pub memory: &'static str,
+    /// The kinds of kernel operation offered.
+    pub menu: String,
+    /// The contiguous block's exit teardown, if the machine has one.
+    pub teardown: Option<&'static str>,
+    /// Search mode (`replay` for a replay).
+    pub mode: &'static str,
+    /// The properties checked.
+    pub properties: Vec<&'static str>,
+    /// Executions run.
+    pub executions: u64,
+    /// Distinct states reached (exhaustive mode).
+    pub states: u64,
+    /// Executions cut at a state seen before.
+    pub pruned: u64,
+    /// The longest execution, in steps.
+    pub max_steps: usize,
+    /// Whether the search covered all it set out to.
+    pub complete: bool,
+    /// Worker threads of an exhaustive search (1 otherwise). With more than one,
+    /// `executions`, `pruned`, `max_steps`, `rollovers` and `initiators` may
+    /// differ from run to run: which executions run depends on which worker
+    /// reaches a state first (and with which transitions asleep, see the
+    /// crate documentation). `states`, the verdict and the counterexample do
+    /// not.
+    pub workers: usize,
+    /// The most ASID rollovers the policy noted in one execution (0 for a policy
+    /// without an ASID space, or one the run never exhausted).
+    pub rollovers: u32,
+    /// The most CPUs that started a cross-CPU invalidation (an IPI or a
+    /// broadcast TLBI) in one execution.
+    pub initiators: u32,
+    /// The counterexample, if one was found.
+    pub counterexample: Option<Counterexample>,
+}
+
+/// What the executions of a check reached: the most ASID rollovers, and the
+/// most CPUs that started cross-CPU invalidations, in any one execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Reached {
+    pub(crate) rollovers: u32,
+    pub(crate) initiators: u32,
+}
+
+impl Reached {
+    /// Returns what one execution reached.
+    pub(crate) fn of(out: &Outcome) -> Reached {
+        Reached { rollovers: out.rollovers, initiators: out.initiators.count_ones() }
+    }
+
+    /// Returns the most of each of two.
+    pub(crate) fn max(self, o: Reached) -> Reached {
+        Reached { rollovers: self.rollovers.max(o.rollovers), initiators: self.initiators.max(o.initiators) }
+    }
+}
+
+/// Returns the report of a check of `spec` in `mode` (`replay` for a
+/// replay) whose search did `stats` and whose executions reached `reached`.
+pub(crate) fn report(
+    spec: &CheckSpec,
+    mode: &'static str,
+    stats: Stats,
+    reached: Reached,
+    counterexample: Option<Counterexample>,
+) -> CheckReport {
+    CheckReport {
+        policy: spec.policy.clone(),
+        cpus: spec.cpus,
+        mms: spec.mms,
+        pages: spec.pages,
+        asids: spec.asids,
+        ops: spec.ops,
+        memory: spec.memory.name(),
+        menu: crate::ops::OpKind::names(menu_offered(spec)),
+        teardown: spec.teardown.map(Teardown::name),
+        mode,
+        properties: PROPERTIES
+            .iter()
+            .chain(spec.teardown.iter().flat_map(|_| CONTPTE_PROPERTIES.iter()))
+            .copied()
+            .collect(),
+        executions: stats.executions,
+        states: stats.states,
+        pruned: stats.pruned,
+        max_steps: stats.max_steps,
+        complete: stats.complete,
+        workers: 1,
+        rollovers: reached.rollovers,
+        initiators: reached.initiators,
+        counterexample,
+    }
+}
+
+/// Groups an execution's events into numbered steps.
+pub(crate) fn counterexample(out: &Outcome, token: String) -> Counterexample {
+    let v: &Violation = out.violation.as_ref().expect("a replayed counterexample violates again");
+    let mut steps: Vec<Step> = Vec::new();
+    let mut last: Option<(usize, String)> = None;
+    for e in &out.events {
+        let who = match (e.cpu, e.drain) {
+            (Some(c), false) => format!("cpu{c}"),
+            (Some(c), true) => format!("cpu{c} store buffer"),
+            (None, _) => String::new(),
+        };
+        let text = e.text.clone();
+        if e.cpu.is_none() {
+            // A speculative fill belongs to the step it followed.
+            if let Some(s) = steps.last_mut() {
+                s.events.push(text);
+            }
+            continue;
+        }
+        let same = last.as_ref().is_some_and(|(_, w)| *w == who) && !e.drain;
+        if same {
+            steps.last_mut().expect("a step is open").events.push(text);
+        } else {
+            let n = steps.len() + 1;
+            steps.push(Step { n, who: who.clone(), events: vec![text] });
+        }
+        last = Some((e.step, who));
+    }
+    let view = view(v, &out.events, &steps);
+    let summary = summary(v, &out.events);
+    Counterexample { property: v.property, cpu: v.cpu, detail: v.detail.clone(), steps, token, summary, view }
+}
+
+/// Returns the entry a violation's detail names (`the entry for 0x400000 (asid 3, ...)`),
+/// as [`crate::kernel::describe`] wrote it.
+fn entry_of(detail: &str) -> Option<&str> {
+    let start = ["the entry for ", "the 64 KB entry for ", "the 4 KB entry for "]
+        .iter()
+        .filter_map(|p| detail.find(p))
+        .min()?;
+    let end = detail[start..].find(')')? + start + 1;
+    Some(&detail[start..end])
+}
+
+/// Returns the cached walk a violation's detail names (`a walk through the
+/// freed page-table page (frame 0) of mm1`).
+fn walk_of(detail: &str) -> Option<&str> {
+    let start = detail.find("a walk through ")?;
+    let end = detail[start..].find(" under ").map_or(detail.len(), |e| e + start);
+    Some(&detail[start..end])
+}
+
+/// Returns which events matter to the story of violation `v`: kernel
+/// operations, page-table changes, flushes returning, root writes,
+/// invalidations, IPIs sent and taken, the policy's notes (an ASID rollover), the fills of the entry
+/// the violation is about on its CPU, and the writes of shared fields that
+/// carry a decision from one CPU to another: a write whose value another CPU
+/// reads, and a read-modify-write that changes a value another CPU wrote. A
+/// write its own CPU overwrites before anyone else looks (the fast path's
+/// bookkeeping), loads, lock words, fences, barriers, shootdown phases and
+/// other fills are in the verbose view only.
+fn matters(v: &Violation, events: &[Event]) -> Vec<bool> {
+    let entry = entry_of(&v.detail);
+    let fill_prefix = format!("speculative fill on cpu{}:", v.cpu);
+    let mut keep: Vec<bool> = events
+        .iter()
+        .map(|e| match &e.kind {
+            Kind::Op | Kind::PageTable | Kind::FlushDone | Kind::Root | Kind::Invalidate | Kind::Ipi | Kind::Note => {
+                true
+            }
+            Kind::Fill(d) => entry == Some(d.as_str()) && e.text.starts_with(&fill_prefix),
+            Kind::Access { .. } | Kind::Other => false,
+        })
+        .collect();
+    // The last write of each field: (event index, CPU).
+    let mut last: BTreeMap<&str, (usize, Option<usize>)> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let Kind::Access { field, read, write, lock: false } = &e.kind else { continue };
+        let prev = last.get(field.as_str()).copied();
+        if *read {
+            if let Some((w, c)) = prev {
+                if c != e.cpu {
+                    // Another CPU's decision is read here: the write matters, and so
+                    // does a read-modify-write that replaces it.
+                    keep[w] = true;
+                    keep[i] |= *write;
+                }
+            }
+        }
+        if *write {
+            last.insert(field.as_str(), (i, e.cpu));
+        }
+    }
+    keep
+}
+
+/// Returns the step number of each event, as [`counterexample`] groups them (a
+/// fill belongs to the step before it; 0 before the first step).
+fn step_numbers(events: &[Event]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut n = 0;
+    let mut last: Option<(Option<usize>, bool)> = None;
+    for e in events {
+        if e.cpu.is_some() {
+            let same = last.is_some_and(|(c, d)| c == e.cpu && d == e.drain) && !e.drain;
+            if !same {
+                n += 1;
+            }
+            last = Some((e.cpu, e.drain));
+        }
+        out.push(n);
+    }
+    out
+}
+
+/// Returns the default view: the steps with events that [`matters`], with
+/// those events. A kernel operation whose events that matter are only root
+/// writes and field writes reads as one line (`op: switch to a thread of mm1;
+/// write root: mm1, asid 1`).
+fn view(v: &Violation, events: &[Event], steps: &[Step]) -> Vec<Step> {
+    let nums = step_numbers(events);
+    let keep = matters(v, events);
+    let mut out: Vec<Step> = Vec::new();
+    // The operation being folded into one line: its index in the step's events.
+    let mut open: Option<usize> = None;
+    for (i, e) in events.iter().enumerate() {
+        let n = nums[i];
+        if !keep[i] || n == 0 {
+            continue;
+        }
+        let new_step = out.last().is_none_or(|s| s.n != n);
+        if new_step {
+            out.push(Step { n, who: steps[n - 1].who.clone(), events: Vec::new() });
+            open = None;
+        }
+        let step = out.last_mut().expect("a step is open");
+        let foldable = matches!(e.kind, Kind::Root | Kind::Access { .. });
+        match (open, &e.kind) {
+            (_, Kind::Op) => {
+                open = Some(step.events.len());
+                step.events.push(e.text.clone());
+            }
+            (Some(k), _) if foldable && step.events.len() == k + 1 && step.events[k].len() + e.text.len() < 110 => {
+                step.events[k] = format!("{}; {}", step.events[k], e.text);
+            }
+            _ => {
+                // Anything else ends the folding: the operation's later events get lines of their own.
+                if let Some(k) = open.take() {
+                    // Undo a fold that the rest of the operation would make hard to read.
+                    let parts: Vec<String> = step.events[k].split("; ").map(str::to_string).collect();
+                    step.events.splice(k..=k, parts);
+                }
+                step.events.push(e.text.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Writes a list of step numbers: `3`, `2 and 3`, `2, 3 and 5`.
+fn step_list(v: &[String]) -> String {
+    match v {
+        [] => String::new(),
+        [a] => a.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Returns the three summary lines of violation `v`.
+fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
+    let nums = step_numbers(events);
+    let c = v.cpu;
+    let on_c = format!("on cpu{c}:");
+    // The CPU's translation root before event `end`: the last root write it made.
+    let root_before = |end: usize| {
+        events[..end].iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).map(|(i, e)| {
+            let r = e.text.trim_start_matches("write root: ");
+            (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
+        })
+    };
+    let root = root_before(events.len());
+    let by = match &root {
+        Some((n, r)) => format!("by:    cpu{c}, running {r} (root written at step {n})"),
+        None => format!("by:    cpu{c}, on the root it booted with"),
+    };
+    let rollovers: Vec<String> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == Kind::Note)
+        .map(|(i, e)| format!("{} (cpu{})", nums[i], e.cpu.unwrap_or(0)))
+        .collect();
+    // Two rollovers in one step of one CPU read as one entry, counted.
+    let mut grouped: Vec<(String, usize)> = Vec::new();
+    for r in &rollovers {
+        match grouped.last_mut() {
+            Some((g, k)) if g == r => *k += 1,
+            _ => grouped.push((r.clone(), 1)),
+        }
+    }
+    let grouped: Vec<String> = grouped
+        .into_iter()
+        .map(|(g, k)| if k == 1 { g } else { format!("{}, {k} times)", g.trim_end_matches(')')) })
+        .collect();
+    let rollovers = if rollovers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; ASID rollover{} at step{} {}",
+            if rollovers.len() == 1 { "" } else { "s" },
+            if grouped.len() == 1 { "" } else { "s" },
+            step_list(&grouped)
+        )
+    };
+    if let Some(walk) = walk_of(&v.detail) {
+        // A cached walk through a freed page-table page: the unhooking it outlived.
+        let frame = walk.split(" of ").next().and_then(|w| w.rsplit_once('(')).map_or("", |(_, f)| f);
+        let unhooked = events
+            .iter()
+            .enumerate()
+            .rfind(|(_, e)| e.kind == Kind::PageTable && !frame.is_empty() && e.text.contains(&format!("({frame}")));
+        let why = match unhooked {
+            Some((at, by_cpu)) => {
+                let invals: Vec<String> = events[at..]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
+                    .map(|(i, _)| nums[at + i].to_string())
+                    .collect();
+                let flush = events[at..]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by_cpu.cpu)
+                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
+                    .unwrap_or_default();
+                let reached = if invals.is_empty() {
+                    format!("no invalidation reached cpu{c} after it")
+                } else {
+                    format!(
+                        "the invalidations that reached cpu{c} after it (steps {}) kept the walk",
+                        step_list(&invals)
+                    )
+                };
+                format!("why:   {} at step {}{flush}: {reached}{rollovers}", by_cpu.text, nums[at])
+            }
+            None => format!("why:   {}: {}{rollovers}", v.property, v.detail),
+        };
+        return vec![format!("used:  {walk}, cached by cpu{c}"), by, why];
+    }
+    let Some(entry) = entry_of(&v.detail) else {
+        // Not about a cached translation: what happened, where, and the property.
+        let last = events.iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Op);
+        let used = match last {
+            Some((i, e)) => format!("used:  cpu{c} in {} (step {})", e.text.trim_start_matches("op: "), nums[i]),
+            None => format!("used:  cpu{c}"),
+        };
+        return vec![used, by, format!("why:   {}: {}{rollovers}", v.property, v.detail)];
+    };
+    let fill = events
+        .iter()
+        .enumerate()
+        .rfind(|(_, e)| matches!(&e.kind, Kind::Fill(d) if d == entry) && e.text.contains(&on_c))
+        .map(|(i, _)| i);
+    let used = match fill.map(|i| (i, root_before(i))) {
+        Some((i, Some((n, r)))) => {
+            format!("used:  {entry}, cached by cpu{c} at step {} under root {r} (written at step {n})", nums[i])
+        }
+        Some((i, None)) => format!("used:  {entry}, cached by cpu{c} at step {}", nums[i]),
+        None => format!("used:  {entry}"),
+    };
+    let from = fill.unwrap_or(0);
+    // Invalidations that reached the CPU after it cached the entry (all missed it).
+    let invals: Vec<String> = events[from..]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
+        .map(|(i, _)| nums[from + i].to_string())
+        .collect();
+    let invals = if invals.is_empty() {
+        format!("no invalidation reached cpu{c} after it cached the entry")
+    } else {
+        let mut d = invals.clone();
+        d.dedup();
+        format!(
+            "the invalidations that reached cpu{c} after it cached the entry (step{} {}) did not cover it",
+            if d.len() == 1 { "" } else { "s" },
+            step_list(&d)
+        )
+    };
+    let why = match v.property {
+        "no_asid_alias" => {
+            let asid = root
+                .as_ref()
+                .and_then(|(_, r)| r.split("asid ").nth(1))
+                .map(|a| a.split(',').next().unwrap_or(a).to_string());
+            let asid = asid.map_or("its ASID".to_string(), |a| format!("asid {a}"));
+            let to = root.as_ref().map_or("this address space".to_string(), |(n, r)| {
+                format!("{} at step {n}", r.split(',').next().unwrap_or(r))
+            });
+            format!(
+                "why:   {asid} was handed to {to} while cpu{c} still held another address space's translation \
+                 under it: {invals}{rollovers}"
+            )
+        }
+        _ => {
+            // The removal whose flush should have taken the entry away: the last
+            // change of that page in the address space the CPU runs, and the flush
+            // that followed it on the CPU that made it.
+            let va = entry.split_whitespace().find(|w| w.starts_with("0x")).unwrap_or("");
+            let mm = root.as_ref().map(|(_, r)| format!(" in {}", r.split(',').next().unwrap_or(r)));
+            let changed = events.iter().enumerate().rev().find(|(_, e)| {
+                e.kind == Kind::PageTable
+                    && !e.drain
+                    && !e.text.starts_with("store buffer drains")
+                    && !va.is_empty()
+                    && e.text.contains(va)
+                    && mm.as_ref().is_none_or(|m| e.text.contains(m.as_str()))
+            });
+            let change = changed.map(|(i, e)| format!("{} at step {}", e.text, nums[i]));
+            let flush = changed.and_then(|(at, by)| {
+                events[at..]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by.cpu)
+                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
+            });
+            format!(
+                "why:   {}{}: {invals}{rollovers}",
+                change.unwrap_or_else(|| "its translation was removed".to_string()),
+                flush.unwrap_or_default()
+            )
+        }
+    };
+    vec![used, by, why]
+}
+
+impl CheckReport {
+    /// Renders the report as text, a counterexample in its default view (the
+    /// steps that matter; [`CheckReport::to_text_verbose`] shows every event).
+    pub fn to_text(&self) -> String {
+        self.render(false)
+    }
+
+    /// Renders the report as text, a counterexample with every event of every step.
+    pub fn to_text_verbose(&self) -> String {
+        self.render(true)
+    }
+
+    fn render(&self, verbose: bool) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "check {}: {} CPUs, {} address spaces of {} page{}, {} ASIDs, {} operations ({}), {} memory, {} mode",
+            self.policy,
+            self.cpus,
+            self.mms,
+            self.pages,
+            if self.pages == 1 { "" } else { "s" },
+            self.asids,
+            self.ops,
+            self.menu,
+            self.memory,
+            self.mode
+        );
+        if let Some(t) = self.teardown {
+            let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
+        }
+        let _ = writeln!(s, "properties: {}", self.properties.join(", "));
+        if self.mode == "exhaustive" {
+            let _ = writeln!(
+                s,
+                "explored: {} states, {} executions ({} cut at a state seen before), longest {} steps{}{}",
+                self.states,
+                self.executions,
+                self.pruned,
+                self.max_steps,
+                if self.complete { ", complete" } else { ", stopped early" },
+                if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
+            );
+        } else if self.mode != "replay" {
+            let _ = writeln!(s, "explored: {} schedules, longest {} steps", self.executions, self.max_steps);
+        }
+        if self.mode != "replay" {
+            let _ = writeln!(
+                s,
+                "reached: {} ASID rollover(s), {} CPU(s) starting cross-CPU invalidations (the most in one execution)",
+                self.rollovers, self.initiators
+            );
+        }
+        match &self.counterexample {
+            None => {
+                let _ = writeln!(s, "result: no violation");
+            }
+            Some(cx) => {
+                let _ = writeln!(s, "result: VIOLATION {} on cpu{}", cx.property, cx.cpu);
+                for line in &cx.summary {
+                    let _ = writeln!(s, "  {line}");
+                }
+                if verbose {
+                    let _ = writeln!(s, "  {}", cx.detail);
+                    let _ = writeln!(s, "counterexample ({} steps):", cx.steps.len());
+                    s.push_str(&cx.trace());
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "counterexample ({} steps, {} shown; --verbose for every event):",
+                        cx.steps.len(),
+                        cx.view.len()
+                    );
+                    s.push_str(&cx.trace_view());
+                }
+                let _ = writeln!(s, "replay: tlbkit replay {}", cx.token);
+            }
+        }
+        s
+    }
+}
+
+impl Counterexample {
+    /// Renders the numbered steps. The columns are at least 4 and 18 wide and widen to the longest step
+    /// number and CPU name, so that long traces and many CPUs stay aligned.
+    pub fn trace(&self) -> String {
+        render_steps(&self.steps)
+    }
+
+    /// Renders the default view: the steps that matter, with the events that
+    /// matter (see [`Counterexample::view`]).
+    pub fn trace_view(&self) -> String {
+        render_steps(&self.view)
+    }
+}
+
+/// Renders numbered steps in aligned columns.
+fn render_steps(steps: &[Step]) -> String {
+    {
+        let nw = steps.iter().map(|st| st.n.to_string().len()).max().unwrap_or(0).max(4);
+        let ww = steps.iter().map(|st| st.who.chars().count()).max().unwrap_or(0).max(18);
+        let mut s = String::new();
+        for st in steps {
+            let mut first = true;
+            for e in &st.events {
+                if first {
+                    let _ = writeln!(s, "{:>nw$}. {:<ww$} {e}", st.n, st.who);
+                    first = false;
+                } else {
+                    let _ = writeln!(s, "{:nw$}  {:<ww$} {e}", "", "");
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Returns an event list's text (for tests).
+pub fn texts(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.text.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_keeps_its_columns_for_long_names_and_many_steps() {
+        let step = |n: usize, who: &str| Step { n, who: who.to_string(), events: vec!["a".into(), "b".into()] };
+        let cx = Counterexample {
+            property: "no_stale_use",
+            cpu: 0,
+            detail: String::new(),
+            steps: vec![step(9, "cpu0"), step(10_000, "cpu100 store buffer")],
+            token: String::new(),
+            summary: Vec::new(),
+            view: Vec::new(),
+        };
+        let t = cx.trace();
+        // Every event starts in one column, step numbers end in another.
+        let cols: Vec<usize> = t.lines().map(|l| l.chars().count() - 1).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{t}");
+        let dots: Vec<usize> = t.lines().filter_map(|l| l.find(". ")).collect();
+        assert_eq!(dots, vec![5, 5], "{t}");
+        // The usual widths are unchanged.
+        let cx = Counterexample { steps: vec![step(2, "cpu0")], ..cx };
+        assert_eq!(cx.trace(), format!("   2. {:<18} a\n      {:<18} b\n", "cpu0", ""));
+    }
+}

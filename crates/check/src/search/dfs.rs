@@ -1,0 +1,321 @@
+//! The exhaustive search's chooser: depth-first search over every choice,
+//! replaying a prefix and pruning at states seen before, with partial-order
+//! reduction (sleep sets; local steps explored alone) and the switches the
+//! soundness tests turn off to compare.
+
+use super::{Choice, Chooser, Foot, Pick, Point};
+
+/// A transition asleep at a scheduling point (the sleep sets of
+/// partial-order reduction): a CPU's step, by label, and what it touched when
+/// the search ran it.
+pub(super) type Asleep = (u32, Foot);
+
+/// What the search keeps for each choice of the current path, beside the
+/// choice itself (one node per choice, always: `nodes[i]` is `stack[i]`'s): at
+/// a scheduling point, its labels, the transitions asleep on arrival, the ones
+/// explored here before the current option (with their footprints), and the
+/// footprint of the current option once it has run. An operation choice keeps
+/// nothing: every option of it is explored.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Node {
+    sched: bool,
+    pub(super) labels: Labels,
+    sleep: Vec<Asleep>,
+    pub(super) done: Vec<Asleep>,
+    pub(super) foot: Option<Foot>,
+    /// Labels this visit leaves alone (asleep, explored by an earlier visit,
+    /// or left for a local step explored alone).
+    skip: u64,
+    /// When a local step is explored alone here: the labels to leave alone
+    /// should it turn out not to be local after all.
+    unless_local: Option<u64>,
+}
+
+/// A scheduling point's labels, held inline: a CPU's step or its store
+/// buffer's drain, `2 * cpu` and `2 * cpu + 1`, so at most 16 of them for the
+/// checker's 8 CPUs (one node per choice: a vector would be an allocation
+/// each).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Labels {
+    len: u8,
+    at: [u8; 16],
+}
+
+impl Labels {
+    fn new(labels: &[u32]) -> Self {
+        let mut l = Labels { len: labels.len() as u8, at: [0; 16] };
+        assert!(labels.len() <= l.at.len(), "more options than 8 CPUs have");
+        for (a, &b) in l.at.iter_mut().zip(labels) {
+            *a = u8::try_from(b).expect("a label of one of 8 CPUs");
+        }
+        l
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+impl std::ops::Index<usize> for Labels {
+    type Output = u8;
+    fn index(&self, k: usize) -> &u8 {
+        &self.at[..self.len as usize][k]
+    }
+}
+
+impl Node {
+    /// Returns the next option after `taken` this visit explores.
+    pub(super) fn next_option(&self, taken: u32, n: u32) -> Option<u32> {
+        (taken + 1..n).find(|&k| !self.sched || self.skip & (1 << self.labels[k as usize]) == 0)
+    }
+
+    /// Returns the transitions asleep after taking the current option: those
+    /// asleep here or explored here before it that are independent of it.
+    fn sleep_after(&self) -> Vec<Asleep> {
+        let Some(f) = &self.foot else { return Vec::new() };
+        self.sleep.iter().chain(&self.done).filter(|(_, u)| f.independent(u)).cloned().collect()
+    }
+}
+
+/// The search's switches the soundness tests turn off to compare: all are on
+/// by default.
+#[derive(Clone, Copy)]
+pub(super) struct Switches {
+    /// Partial-order reduction (sleep sets).
+    reduce: bool,
+    /// Local steps explored alone (persistent sets; only with `reduce`).
+    local: bool,
+    /// State hashes with frames and uids up to a renaming.
+    rename: bool,
+    /// Executions that start from a checkpoint instead of replaying their
+    /// prefix ([`crate::exec::Checkpoints`]), where the caller runs them
+    /// with [`crate::exec::run_from`].
+    checkpoints: bool,
+}
+
+thread_local! {
+    /// The switches of searches started on this thread (see [`with_reduction`]
+    /// and [`with_renaming`]).
+    pub(super) static SWITCHES: std::cell::Cell<Switches> = const { std::cell::Cell::new(Switches { reduce: true, local: true, rename: true, checkpoints: true }) };
+}
+
+/// Runs `f` with the switches `set` makes for the exhaustive searches it starts
+/// on this thread, their workers included; restores them after.
+fn with_switches<T>(set: impl FnOnce(&mut Switches), f: impl FnOnce() -> T) -> T {
+    let was = SWITCHES.with(std::cell::Cell::get);
+    let mut now = was;
+    set(&mut now);
+    SWITCHES.with(|s| s.set(now));
+    let out = f();
+    SWITCHES.with(|s| s.set(was));
+    out
+}
+
+/// Runs `f` with partial-order reduction `on` (it is on by default) for the
+/// exhaustive searches it starts on this thread, their workers included: the
+/// soundness tests compare the two.
+pub fn with_reduction<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.reduce = on, f)
+}
+
+/// Runs `f` with local steps explored alone `on` (the default) for the
+/// exhaustive searches it starts on this thread, their workers included (it
+/// takes partial-order reduction on as well): the soundness tests compare the
+/// two.
+pub fn with_local_steps<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.local = on, f)
+}
+
+/// Runs `f` with the state hashes' renaming of frames and uids `on` (it is on
+/// by default) for the exhaustive searches it starts on this thread, their
+/// workers included: the soundness tests compare the two.
+pub fn with_renaming<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.rename = on, f)
+}
+
+/// Runs `f` with checkpoints `on` (they are on by default) for the
+/// exhaustive searches it starts on this thread, their workers included: with
+/// them off, every execution replays its prefix from the beginning. The
+/// soundness tests compare the two.
+pub fn with_checkpoints<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    with_switches(|s| s.checkpoints = on, f)
+}
+
+/// Depth-first search over every choice, replaying a prefix and pruning at any
+/// state seen before (`visit`, given the state and the mask of labels asleep,
+/// says which labels to leave alone, or `None` to prune). With reduction on,
+/// a CPU's step that is independent of the steps taken since it was explored
+/// (or found asleep) is not explored again from here: the two orders reach the
+/// same state (sleep sets).
+pub(super) struct Dfs<'a> {
+    prefix: &'a [Choice],
+    nodes: &'a mut Vec<Node>,
+    at: usize,
+    visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+    switches: Switches,
+    /// The last scheduling choice made, whose step's footprint comes next.
+    last_sched: Option<usize>,
+    /// The label of a local step at the next scheduling choice (with local
+    /// steps on).
+    local: Option<u32>,
+}
+
+impl<'a> Dfs<'a> {
+    /// Returns the search's chooser for an execution that replays `prefix`
+    /// (with its `nodes`) and then explores, visiting states with `visit`.
+    pub(super) fn new(
+        prefix: &'a [Choice],
+        nodes: &'a mut Vec<Node>,
+        visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+        switches: Switches,
+    ) -> Self {
+        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None }
+    }
+}
+
+impl Chooser for Dfs<'_> {
+    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+        let i = self.at;
+        self.at += 1;
+        if let Some(c) = self.prefix.get(i) {
+            debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
+            if point == Point::Sched {
+                self.last_sched = Some(i);
+            }
+            return Pick::Take(c.taken as usize);
+        }
+        self.nodes.truncate(i);
+        if point == Point::Op {
+            self.nodes.push(Node::default());
+            return Pick::Take(0);
+        }
+        let sleep = match self.last_sched {
+            Some(p) if self.switches.reduce => self.nodes[p].sleep_after(),
+            _ => Vec::new(),
+        };
+        let asleep = sleep.iter().fold(0u64, |m, (l, _)| m | 1 << l);
+        // A local step is explored alone, and its state is not looked up: a
+        // later visit runs the step again and meets the state after it. Should
+        // the step turn out not to be local, every option not asleep is
+        // explored, as at a first visit.
+        let (skip, unless_local) = match self.local.take() {
+            Some(l) => (asleep | !(1u64 << l), Some(asleep)),
+            None => match (self.visit)(state, asleep) {
+                Some(skip) => (skip, None),
+                None => return Pick::Prune,
+            },
+        };
+        let Some(first) = (0..labels.len()).find(|&k| skip & (1 << labels[k]) == 0) else {
+            return Pick::Prune;
+        };
+        self.nodes.push(Node {
+            sched: true,
+            labels: Labels::new(labels),
+            sleep,
+            done: Vec::new(),
+            foot: None,
+            skip,
+            unless_local,
+        });
+        self.last_sched = Some(i);
+        Pick::Take(first)
+    }
+
+    /// Only past the replayed prefix: a prefix's states were visited by the
+    /// execution that first took it, and hashing them again is most of the
+    /// work of a re-execution.
+    fn wants_state(&self) -> bool {
+        self.at >= self.prefix.len() && self.local.is_none()
+    }
+
+    fn wants_footprint(&self) -> bool {
+        self.switches.reduce && self.at >= self.prefix.len()
+    }
+
+    fn renames(&self) -> bool {
+        self.switches.rename
+    }
+
+    fn stepped(&mut self, foot: Foot) {
+        if let Some(p) = self.last_sched {
+            self.nodes[p].foot = Some(foot);
+        }
+    }
+
+    fn local(&mut self, label: u32) {
+        if self.switches.local {
+            self.local = Some(label);
+        }
+    }
+
+    fn not_local(&mut self) {
+        if let Some(p) = self.last_sched {
+            if let Some(skip) = self.nodes[p].unless_local.take() {
+                self.nodes[p].skip = skip;
+            }
+        }
+    }
+
+    /// Up to the prefix's last choice, which is the new one.
+    fn replaying(&self) -> bool {
+        self.at < self.prefix.len()
+    }
+
+    fn forced(&self) -> Option<&[Choice]> {
+        self.switches.checkpoints.then_some(self.prefix)
+    }
+
+    /// Past the prefix, when the choice has an option this visit explores
+    /// after the one taken; within it, always (another worker may own the
+    /// rest of its options, which this one cannot tell).
+    fn may_return(&self) -> bool {
+        let i = self.at - 1;
+        if i < self.prefix.len() {
+            return true;
+        }
+        let node = &self.nodes[i];
+        let taken = (0..node.labels.len()).find(|&k| node.skip & (1 << node.labels[k]) == 0);
+        taken.is_some_and(|t| node.next_option(t as u32, node.labels.len() as u32).is_some())
+    }
+
+    /// The skipped choices are the prefix's, whose nodes the search keeps.
+    fn skip(&mut self, made: usize, last_sched: Option<usize>) {
+        debug_assert!(made <= self.prefix.len() && self.at == 0, "a checkpoint off the prefix");
+        self.at = made;
+        self.last_sched = last_sched;
+    }
+}
+
+/// Moves the path `stack` (with its `nodes`) to the next choice to explore:
+/// the deepest choice with an option this visit explores left, the option it
+/// leaves recorded as explored. Returns `false` when none is left below
+/// `frozen` choices.
+pub(super) fn backtrack(
+    stack: &mut Vec<Choice>,
+    nodes: &mut Vec<Node>,
+    frozen: usize,
+    ends: Option<&mut Vec<u32>>,
+) -> bool {
+    debug_assert_eq!(nodes.len(), stack.len(), "one node per choice");
+    let mut ends = ends;
+    while stack.len() > frozen {
+        let i = stack.len() - 1;
+        let end = ends.as_ref().map_or(stack[i].n, |e| e[i]);
+        let taken = stack[i].taken;
+        let node = &mut nodes[i];
+        if let Some(k) = node.next_option(taken, end) {
+            if node.sched {
+                let foot = node.foot.take().unwrap_or_else(Foot::global);
+                node.done.push((node.labels[taken as usize].into(), foot));
+            }
+            stack[i].taken = k;
+            return true;
+        }
+        stack.pop();
+        nodes.truncate(stack.len());
+        if let Some(e) = ends.as_mut() {
+            e.pop();
+        }
+    }
+    false
+}

@@ -1,0 +1,42 @@
+//! Exhaustive search on one thread: every execution, depth first.
+
+use super::dfs::{backtrack, Dfs, Node, SWITCHES};
+use super::visited::{visit, Visited};
+use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
+
+/// Explores every execution of `run` (a closure running one execution with the
+/// given chooser) depth-first, stopping at the first violation or after
+/// `max_executions`. Returns the statistics and the violating execution.
+pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
+    let mut visited = Visited::default();
+    let mut stack: Vec<Choice> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut stats = Stats::default();
+    let switches = SWITCHES.with(std::cell::Cell::get);
+    loop {
+        if stats.executions >= max_executions {
+            stats.states = visited.len() as u64;
+            return (stats, None);
+        }
+        let out = {
+            let mut v = |state, asleep| visit(&mut visited, state, asleep);
+            let mut d = Dfs::new(&stack, &mut nodes, &mut v, switches);
+            run(&mut d)
+        };
+        stats.executions += 1;
+        stats.max_steps = stats.max_steps.max(out.steps);
+        if out.pruned {
+            stats.pruned += 1;
+        }
+        if out.violation.is_some() {
+            stats.states = visited.len() as u64;
+            return (stats, Some(out));
+        }
+        recycle_choices(std::mem::replace(&mut stack, out.choices));
+        if !backtrack(&mut stack, &mut nodes, 0, None) {
+            stats.states = visited.len() as u64;
+            stats.complete = true;
+            return (stats, None);
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Shrinking a counterexample to the fewest context switches.
+
+use super::{Choice, Chooser, Outcome, Point, Replay};
+
+/// Shrinks a violating schedule: every scheduling choice that can be made the
+/// non-preempting one (option 0) while a violation of the same property is
+/// still reached is made so, until nothing changes. Returns the shrunk choices.
+pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome) -> Vec<u32> {
+    let property = found.violation.as_ref().map(|v| v.property);
+    let mut best: Vec<Choice> = found.choices.clone();
+    let takes = |c: &[Choice]| c.iter().map(|c| c.taken).collect::<Vec<u32>>();
+    loop {
+        let mut changed = false;
+        let mut i = 0;
+        while i < best.len() {
+            if best[i].point == Point::Sched && best[i].taken != 0 {
+                let mut trial = takes(&best);
+                trial[i] = 0;
+                let out = run(&mut Replay::new(&trial));
+                if out.violation.as_ref().map(|v| v.property) == property {
+                    best = out.choices;
+                    changed = true;
+                }
+            }
+            i += 1;
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Trailing zeros are what replay does anyway.
+    let mut t = takes(&best);
+    while t.last() == Some(&0) {
+        t.pop();
+    }
+    t
+}

@@ -1,0 +1,83 @@
+//! The shape of the checked machine and of its exploration ([`Shape`]): its
+//! CPUs, address spaces and pages, its memory model, its kernel's locking and
+//! page-out path, a kernel-side bug, the operations offered.
+
+/// Which memory model the execution follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// Sequential consistency: every store is visible to every CPU at once.
+    Sc,
+    /// x86-TSO: plain stores wait in a per-CPU FIFO store buffer (visible to
+    /// their own CPU's loads) until drained.
+    Tso,
+}
+
+impl Memory {
+    /// Returns the model's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Sc => "sc",
+            Memory::Tso => "tso",
+        }
+    }
+}
+
+/// The kernel-side bugs the checker's kernel can carry (policy bugs are
+/// switches in the policy crate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelBug {
+    /// A page-table page is freed before the flush that covers it returns.
+    TableFreeBeforeFlush,
+}
+
+/// The shape of the machine and of the exploration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address-space slots (processes at the start).
+    pub mms: usize,
+    /// Kernel operations in all, over all CPUs.
+    pub ops: usize,
+    /// Pages each address space maps (1 to [`crate::kernel::MAX_PAGES`]).
+    pub pages: usize,
+    /// Whether the policy is a Linux one: its kernel takes the `mmap_lock`
+    /// (a reader-writer semaphore) per operation as Linux does, and flushes
+    /// outside the PTE lock, so flushes of one address space overlap; otherwise
+    /// FreeBSD's `PMAP_LOCK`, held across every change and its shootdown.
+    pub linux: bool,
+    /// The memory model.
+    pub memory: Memory,
+    /// How the kernel reclaims a page of a process no CPU needs to run: the
+    /// flush its page-out path calls (offered on every policy).
+    pub reclaim: Reclaim,
+    /// Whether the policy is arm64's: its kernel clears a PTE with a relaxed
+    /// exchange, whose store may wait in the store buffer (under TSO) until a
+    /// barrier, where x86's `LOCK XCHG` is visible at once.
+    pub arm64: bool,
+    /// A kernel-side bug, if any.
+    pub bug: Option<KernelBug>,
+    /// Which kinds of kernel operation CPUs may start (bits of
+    /// [`crate::ops::OpKind`]).
+    pub menu: u32,
+    /// With contiguous PTEs: how an exit tears the block down (see
+    /// the `block` module); `None`: no block.
+    pub teardown: Option<tlbkit_policy::contpte::Teardown>,
+}
+
+/// How a kernel takes a page away from a process while reclaiming memory: the
+/// flush its page-out path calls. Either kernel does it from a kernel thread, for
+/// an address space that may run on other CPUs or on none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reclaim {
+    /// Linux: `kswapd` clears the PTE in `try_to_unmap_one`, queues the mm for
+    /// the deferred flush (`set_tlb_ubc_flush_pending`), and `try_to_unmap_flush`
+    /// flushes every queued mm at once ([`tlbkit_policy::Policy::flush_batch`]; mm/rmap.c).
+    LinuxBatched,
+    /// FreeBSD: the page daemon (`vm_pageout_scan_inactive` -> `vm_pageout_clean`
+    /// / `vm_page_try_remove_all` -> `pmap_remove_all`) takes each mapping's pmap
+    /// lock, clears the PTE and calls `pmap_invalidate_page(pmap, va)` for that
+    /// pmap ([`tlbkit_policy::Policy::flush_page`]), loaded on some CPU or on none
+    /// (sys/amd64/amd64/pmap.c and sys/arm64/arm64/pmap.c, `pmap_remove_all`).
+    FreebsdPageDaemon,
+}
