@@ -334,6 +334,18 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_under_any_name_gets_the_standard_bounds_of_the_policy_it_copies() {
+        // Each alias copies a registered entry under a name no prefix test would
+        // recognise: a check of the name instead of the entry gives it other bounds.
+        for (i, p) in tlbkit_registry::POLICIES.iter().enumerate() {
+            let name = format!("zz-test-policy-{i}");
+            tlbkit_registry::alias(&name, p.name).unwrap();
+            let (mine, theirs) = (check_args(&name, PAGES, None), check_args(p.name, PAGES, None));
+            assert_eq!(mine.iter().map(|a| a.replace(&name, p.name)).collect::<Vec<_>>(), theirs, "{}", p.name);
+        }
+    }
+
+    #[test]
     fn the_default_policies_are_registered() {
         for p in SEED_POLICIES {
             assert!(tlbkit_registry::policy(p).is_some(), "{p} is not a registered policy");
