@@ -10,7 +10,7 @@
 //! No tool looks at a policy's name to decide what the policy is: a policy of
 //! your own gets the defaults of the family its entry says it belongs to,
 //! whatever it is called. The test `tests/registry.rs` of the workspace holds
-//! every tool to that, under a name no prefix test would recognise ([`alias`],
+//! every tool to that, under a name no prefix test would recognise (`alias`,
 //! feature `test-alias`).
 //!
 //! Layout:
