@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tlbkit_sim::preset;
-use tlbkit_sim::registry::POLICIES;
+use tlbkit_registry::POLICIES;
 use tlbkit_sim::run::{self, RunSpec};
 use tlbkit_sim::workload::WORKLOADS;
 

@@ -6,11 +6,11 @@ use super::Format;
 use crate::table::{Align, Table};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
+use tlbkit_registry::POLICIES;
 use tlbkit_sim::catalog;
 use tlbkit_sim::metrics::METRICS;
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
-use tlbkit_sim::registry::POLICIES;
 use tlbkit_sim::run::MACHINE_KEYS;
 use tlbkit_sim::workload::{self, WORKLOADS};
 

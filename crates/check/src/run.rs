@@ -9,7 +9,7 @@ use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
 use crate::token::{decode, encode};
 use tlbkit_policy::Policy;
-use tlbkit_sim::registry::WithPolicy;
+use tlbkit_registry::WithPolicy;
 
 /// Runs the check `spec` asks for.
 pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {

@@ -8,7 +8,7 @@ use crate::shape::{KernelBug, Memory, Shape};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
-use tlbkit_sim::registry::{self, Build, WithPolicy};
+use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, Os, PolicyDef, WithPolicy};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,15 +90,13 @@ fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
     Ok(asids.trailing_zeros() as u8)
 }
 
-/// The policy whose `--asids` is its space of global ASIDs.
-const INVLPGB: &str = "x86-linux-invlpgb";
-
-/// Returns the `log2` of `asids` global ASIDs for `x86-linux-invlpgb`: a power
-/// of two from 2 to 2048 (the kernel has 2039 on a 12-bit PCID machine).
-fn global_asid_bits(asids: u32) -> Result<u8, String> {
+/// Returns the `log2` of `asids` global ASIDs for `policy` (one whose `--asids`
+/// is its [`AsidSpace::GlobalAsids`]): a power of two from 2 to 2048 (the kernel
+/// has 2039 on a 12-bit PCID machine).
+fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, String> {
     if asids < 2 || !asids.is_power_of_two() || asids > 2048 {
         return Err(format!(
-            "--asids {asids}: {INVLPGB}'s global ASIDs are a power of two between 2 and 2048 (try --asids 2)"
+            "--asids {asids}: {policy}'s global ASIDs are a power of two between 2 and 2048 (try --asids 2)"
         ));
     }
     Ok(asids.trailing_zeros() as u8)
@@ -110,15 +108,12 @@ fn global_asid_bits(asids: u32) -> Result<u8, String> {
 /// 6 slots); the zoo bug with a switch in the policy code (the kernel-side one is
 /// the shape's).
 fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
-    let arm64 = tlbkit_sim::registry::policy(r.base).is_some_and(|p| p.arch == tlbkit_sim::preset::Arch::Arm64);
-    let freebsd_x86 = r.base.starts_with("x86-freebsd");
-    let asid_bits = if r.base == INVLPGB {
-        global_asid_bits(spec.asids)?
-    } else if arm64 || freebsd_x86 {
-        asid_bits(spec.asids, freebsd_x86)?
-    } else {
+    let asid_bits = match r.base.asids {
+        AsidSpace::GlobalAsids => global_asid_bits(spec.asids, r.base.name)?,
+        AsidSpace::Arm64Asids => asid_bits(spec.asids, false)?,
+        AsidSpace::PcidsPerCpu => asid_bits(spec.asids, true)?,
         // Linux x86 keeps its own PCID slots; the width is not theirs to use.
-        12
+        AsidSpace::LinuxPcidSlots => 12,
     };
     Ok(Build {
         cpus: spec.cpus,
@@ -133,47 +128,48 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
 }
 
 /// Returns the ASID space `tlbkit check --policy POLICY --cpus CPUS` uses unless
-/// `--asids` says otherwise: on arm64 the smallest power of two of at least
-/// CPUs + 2 (one ASID per CPU's reservation, the reserved 0, and one to hand
-/// out); for FreeBSD x86 4 PCIDs per CPU (`kernel_pmap`'s, `vmspace0`'s and two
-/// for user pmaps, so that switches between three processes roll over); for
-/// Linux x86 its 6 dynamic PCID slots (fixed: `--asids` does not change them),
-/// except `x86-linux-invlpgb`, whose `--asids` is its global ASIDs: 2 by default,
-/// so that three address spaces exhaust and reset the space.
+/// `--asids` says otherwise, by the [`AsidSpace`] the policy's registry entry
+/// gives: on arm64 the smallest power of two of at least CPUs + 2 (one ASID per
+/// CPU's reservation, the reserved 0, and one to hand out); for FreeBSD x86 4
+/// PCIDs per CPU (`kernel_pmap`'s, `vmspace0`'s and two for user pmaps, so that
+/// switches between three processes roll over); for Linux x86 its 6 dynamic
+/// PCID slots (fixed: `--asids` does not change them), except with `INVLPGB`
+/// (`x86-linux-invlpgb`), whose `--asids` is its global ASIDs: 2 by default, so
+/// that three address spaces exhaust and reset the space. An unknown name gets
+/// arm64's.
 pub fn default_asids(policy: &str, cpus: usize) -> u32 {
-    match resolve(policy) {
-        Ok(r) if r.base.starts_with("x86-freebsd") => 4,
-        Ok(r) if r.base == INVLPGB => 2,
-        Ok(r) if r.base.starts_with("x86") => 6,
-        _ => (cpus as u32 + 2).next_power_of_two(),
-    }
+    let space = resolve(policy).map_or(AsidSpace::Arm64Asids, |r| r.base.asids);
+    space.default_count(cpus)
 }
 
 /// Builds the policy `spec` names and runs `code` with it.
 fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, String> {
     let r = resolve(&spec.policy)?;
-    registry::with_policy(r.base, &build(spec, &r)?, code).map_err(|e| format!("{}: {e}", spec.policy))
+    registry::with_policy(r.base.name, &build(spec, &r)?, code).map_err(|e| format!("{}: {e}", spec.policy))
 }
 
 /// A policy name resolved: the registered policy and the zoo bug it carries.
 struct Resolved {
-    base: &'static str,
+    base: &'static PolicyDef,
     bug: Option<Bug>,
 }
 
 /// Returns what a policy name stands for, or a message listing what exists.
 fn resolve(name: &str) -> Result<Resolved, String> {
-    if let Some(p) = tlbkit_sim::registry::policy(name) {
-        return Ok(Resolved { base: p.name, bug: None });
+    if let Some(p) = registry::policy(name) {
+        return Ok(Resolved { base: p, bug: None });
     }
     if let Some(id) = name.strip_prefix("zoo/") {
         if let Some(e) = zoo::entry(id) {
-            return Ok(Resolved { base: e.base, bug: Some(e.bug) });
+            let base = registry::policy(e.base).ok_or_else(|| {
+                format!("bug-zoo entry '{name}' is based on '{}', which is not a registered policy", e.base)
+            })?;
+            return Ok(Resolved { base, bug: Some(e.bug) });
         }
         let ids: Vec<String> = zoo::ZOO.iter().map(|e| format!("zoo/{}", e.id)).collect();
         return Err(format!("unknown bug-zoo entry '{name}': the zoo has {}", ids.join(", ")));
     }
-    let names: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
+    let names: Vec<&str> = registry::POLICIES.iter().map(|p| p.name).collect();
     Err(format!(
         "unknown policy '{name}': the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
         names.join(", ")
@@ -203,7 +199,7 @@ pub fn default_memory(policy: &str) -> Memory {
 pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
     let r = resolve(&spec.policy)?;
     if let Some(t) = spec.teardown {
-        if !r.base.starts_with("arm64-linux") {
+        if !r.base.switches.contpte {
             return Err(format!(
                 "--teardown {t}: contiguous PTEs are arm64 Linux's; check them with arm64-linux or \
                  arm64-linux-skipbcast, not {}",
@@ -214,7 +210,7 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
     shape_of(
         spec,
         reclaim_of(r.base),
-        r.base.starts_with("arm64"),
+        r.base.arch == Arch::Arm64,
         (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
     )
 }
@@ -260,15 +256,14 @@ fn shape_of(
     })
 }
 
-/// Returns how the kernel `base` (a registered policy's name) comes from pages
-/// out: Linux policies (LATR's is Linux too) with reclaim's batched flush, the FreeBSD ones (their
-/// names say `freebsd`, and `arm64-noasid`, FreeBSD arm64 before ASIDs) with the
-/// page daemon's per-page invalidation of the pmap.
-fn reclaim_of(base: &str) -> crate::ops::Reclaim {
-    if base.starts_with("x86-linux") || base.starts_with("arm64-linux") || base == "x86-latr" {
-        crate::ops::Reclaim::LinuxBatched
-    } else {
-        crate::ops::Reclaim::FreebsdPageDaemon
+/// Returns how the kernel of `base` (a registered policy) pages out, as its
+/// entry's [`Os`] says: Linux (LATR's too) with reclaim's batched flush, FreeBSD
+/// (`arm64-noasid` too, FreeBSD arm64 before ASIDs) with the page daemon's
+/// per-page invalidation of the pmap.
+fn reclaim_of(base: &PolicyDef) -> crate::ops::Reclaim {
+    match base.os {
+        Os::Linux => crate::ops::Reclaim::LinuxBatched,
+        Os::Freebsd => crate::ops::Reclaim::FreebsdPageDaemon,
     }
 }
 
@@ -311,7 +306,7 @@ pub(crate) fn with_spec_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Resu
 /// Returns whether `policy` (a registered name or `zoo/<id>`) is an x86 policy
 /// (its ASID space is PCID slots), `false` when the name is unknown.
 pub fn is_x86(policy: &str) -> bool {
-    resolve(policy).map(|r| r.base.starts_with("x86")).unwrap_or(false)
+    resolve(policy).is_ok_and(|r| r.base.arch == Arch::X86_64)
 }
 
 /// What `tlbkit check` runs unless told otherwise.
@@ -350,25 +345,14 @@ pub enum Preset {
     Deep,
 }
 
-/// What a registered policy is, for its default shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// An ASID allocator whose rollovers a check must reach: the arm64 policies
-    /// with ASIDs (Linux's generations, FreeBSD's epochs).
-    AsidAllocator,
-    /// A shootdown protocol: IPIs (x86) or broadcast invalidation without ASIDs
-    /// (`arm64-noasid`), whose bugs need several initiators and targets.
-    Shootdown,
-}
+/// What a registered policy is, for its default shape (its registry entry says).
+pub use tlbkit_registry::Family;
 
 /// Returns the family of the registered policy `base` (a bug-zoo entry's base
-/// included).
+/// included), as its registry entry says; [`Family::Shootdown`] for an unknown
+/// name.
 pub fn family(base: &str) -> Family {
-    if base.starts_with("arm64") && base != "arm64-noasid" {
-        Family::AsidAllocator
-    } else {
-        Family::Shootdown
-    }
+    registry::policy(base).map_or(Family::Shootdown, |p| p.family)
 }
 
 /// The schedules a default run samples. Measured on the 2-core development
@@ -466,7 +450,7 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             _ => with(2, 3, 6, Mode::Pct, all),
         },
         None => {
-            let fam = r.as_ref().map_or(Family::AsidAllocator, |r| family(r.base));
+            let fam = r.as_ref().map_or(Family::AsidAllocator, |r| r.base.family);
             let d = match fam {
                 Family::AsidAllocator => with(2, 5, 12, Mode::Pct, all),
                 Family::Shootdown => with(3, 3, 9, Mode::Pct, all),

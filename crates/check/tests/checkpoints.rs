@@ -31,7 +31,7 @@ fn alike(spec: &CheckSpec, what: &str) -> CheckReport {
 
 #[test]
 fn every_policy_searches_alike_with_checkpoints_on_and_off() {
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         let r = alike(&common::small_spec(p.name, 1, 3), p.name);
         assert!(r.executions > 100, "{}: a search too small to tell ({} executions)", p.name, r.executions);
     }

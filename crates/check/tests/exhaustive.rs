@@ -33,7 +33,7 @@ fn expected(policy: &str) -> Option<&'static str> {
 
 #[test]
 fn every_policy_passes_a_small_exhaustive_check_or_finds_its_finding() {
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         let r = check(&spec(p.name, 3)).unwrap();
         match expected(p.name) {
             None => {

@@ -42,7 +42,7 @@ fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
 #[ignore = "minutes: run with --release -- --ignored"]
 fn every_policy_exhaustively_and_at_random_on_four_cpus() {
     let mut failed = Vec::new();
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         for (label, s) in [
             ("exhaustive, 2 CPUs, 6 ops", spec(p.name, 2, Mode::Exhaustive, u64::MAX)),
             ("random, 4 CPUs, 10000 schedules", spec(p.name, 4, Mode::Random, 10_000)),

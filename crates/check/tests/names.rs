@@ -33,7 +33,7 @@ fn spec(policy: &str, iterations: u64) -> CheckSpec {
 
 #[test]
 fn every_field_a_registered_policy_or_zoo_variant_touches_has_a_name() {
-    let mut policies: Vec<String> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name.to_string()).collect();
+    let mut policies: Vec<String> = tlbkit_registry::POLICIES.iter().map(|p| p.name.to_string()).collect();
     policies.extend(ZOO.iter().map(|e| format!("zoo/{}", e.id)));
     for policy in &policies {
         for memory in [Memory::Sc, Memory::Tso] {

@@ -18,7 +18,7 @@ use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
-use tlbkit_sim::registry::{self, Build, WithPolicy};
+use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, Os, WithPolicy};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -151,7 +151,7 @@ impl WithPolicy for Trace<'_> {
 #[test]
 fn every_policy_pages_out_through_its_kernels_flush() {
     for p in registry::POLICIES {
-        let linux = p.name.starts_with("x86-linux") || p.name.starts_with("arm64-linux") || p.name == "x86-latr";
+        let linux = p.os == Os::Linux;
         // The shape `tlbkit check --policy P --cpus 2 --mms 2 --ops 4 --menu switch,idle,reclaim` runs.
         let spec = CheckSpec {
             policy: p.name.to_string(),
@@ -164,15 +164,12 @@ fn every_policy_pages_out_through_its_kernels_flush() {
         };
         let shape = tlbkit_check::spec::shape(&spec).unwrap();
         assert_eq!(shape.reclaim, if linux { Reclaim::LinuxBatched } else { Reclaim::FreebsdPageDaemon }, "{}", p.name);
-        let arm64 = p.name.starts_with("arm64");
+        assert_eq!(shape.arm64, p.arch == Arch::Arm64, "{}", p.name);
         let build = Build {
             cpus: 2,
             mm_slots: 3,
-            asid_bits: if arm64 || p.name.starts_with("x86-freebsd") || p.name == "x86-linux-invlpgb" {
-                spec.asids.trailing_zeros() as u8
-            } else {
-                12
-            },
+            // Linux x86 keeps its own PCID slots; every other space is `--asids`'s width.
+            asid_bits: if p.asids == AsidSpace::LinuxPcidSlots { 12 } else { spec.asids.trailing_zeros() as u8 },
             kpti: false,
             tlbi_range: false,
             tlb_mode: None,

@@ -28,7 +28,7 @@ fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
 #[test]
 fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_off() {
     let mut fewer = 0;
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         let (on, off) = both(&common::small_spec(p.name, 1, 3));
         assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
         if verdict(&off).is_none() {

@@ -13,11 +13,12 @@
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::check_policy;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{defaults, family, preset, Family, Preset};
+use tlbkit_check::spec::{defaults, preset, Family, Preset};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
 use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::{CpuMask, Hw, MmId, Policy, VirtAddr};
+use tlbkit_registry::{AsidSpace, PolicyDef};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -31,8 +32,8 @@ fn default_spec(policy: &str, iterations: u64) -> CheckSpec {
 
 /// The policies with an ASID or PCID allocator that rolls over: every arm64
 /// policy with ASIDs, and FreeBSD x86's per-CPU PCID generations.
-fn rolls_over(policy: &str) -> bool {
-    family(policy) == Family::AsidAllocator || policy.starts_with("x86-freebsd")
+fn rolls_over(p: &PolicyDef) -> bool {
+    p.family == Family::AsidAllocator || p.asids == AsidSpace::PcidsPerCpu
 }
 
 /// The registered policies with a finding of the catalogue
@@ -43,10 +44,10 @@ const HAS_FINDING: [&str; 3] = ["arm64-freebsd-asid", "arm64-freebsd-asid-cutoff
 #[test]
 fn a_default_run_of_every_asid_allocator_reaches_two_rollovers() {
     let mut seen = 0;
-    for p in tlbkit_sim::registry::POLICIES.iter().filter(|p| rolls_over(p.name)) {
+    for p in tlbkit_registry::POLICIES.iter().filter(|p| rolls_over(p)) {
         // FreeBSD x86's per-CPU PCID generations need more schedules to reach
         // their second rollover (release: 10,000 reach it, 3,000 do not).
-        let budget = if p.name.starts_with("x86-freebsd") { 10_000 } else { 3_000 };
+        let budget = if p.asids == AsidSpace::PcidsPerCpu { 10_000 } else { 3_000 };
         let r = check(&default_spec(p.name, budget)).unwrap();
         // A policy with a finding of the catalogue stops at it, maybe before its
         // second rollover: the finding is what its default run must reach.
@@ -66,7 +67,7 @@ fn a_default_run_of_every_asid_allocator_reaches_two_rollovers() {
 #[test]
 fn a_default_run_of_every_shootdown_protocol_has_three_cpus_starting_invalidations() {
     let mut seen = 0;
-    for p in tlbkit_sim::registry::POLICIES.iter().filter(|p| family(p.name) == Family::Shootdown) {
+    for p in tlbkit_registry::POLICIES.iter().filter(|p| p.family == Family::Shootdown) {
         let spec = default_spec(p.name, 3_000);
         assert_eq!(spec.cpus, 3, "{}", p.name);
         let r = check(&spec).unwrap();
@@ -89,7 +90,7 @@ fn the_old_small_shape_reaches_neither() {
 
 #[test]
 fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         let (d, quick, deep) = (defaults(p.name), preset(p.name, Preset::Quick), preset(p.name, Preset::Deep));
         assert_eq!((deep.cpus, deep.mms, deep.asids, deep.ops), (d.cpus, d.mms, d.asids, d.ops), "{}", p.name);
         assert_eq!((deep.mode, deep.iterations), (Mode::Exhaustive, u64::MAX), "{}", p.name);

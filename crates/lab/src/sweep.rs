@@ -26,7 +26,6 @@ use schema::{ParamValue, Sweep};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use tlbkit_sim::preset;
-use tlbkit_sim::registry;
 use tlbkit_sim::run::{self, RunOutput, RunSpec};
 
 /// One point of the grid.
@@ -82,7 +81,7 @@ impl Sweep {
             let arch = preset::by_name(machine).map(|p| p.arch);
             for &cpus in &self.cpus {
                 for policy in &self.policies {
-                    let fits = registry::policy(policy).map(|p| p.arch) == arch;
+                    let fits = tlbkit_registry::policy(policy).map(|p| p.arch) == arch;
                     for workload in &self.workloads {
                         for params in combinations(&self.axes[workload]) {
                             let sets: Vec<String> = params.iter().map(|(k, v)| format!("{k}={}", v.arg())).collect();

@@ -6,10 +6,10 @@
 
 use crate::metrics::METRICS;
 use crate::preset::{self, Arch};
-use crate::registry::POLICIES;
 use crate::run::MACHINE_KEYS;
 use crate::workload::{self, WORKLOADS};
 use serde_json::{json, Value};
+use tlbkit_registry::POLICIES;
 
 /// Returns an architecture's name as `tlbkit list` shows it.
 pub fn arch_name(a: Arch) -> &'static str {

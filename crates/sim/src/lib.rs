@@ -20,8 +20,8 @@
 //!   (FIFO, CFS, EEVDF) its scheduler runs.
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
-//! - [`registry`], [`run`]: names, `--set` parameters, and one run end to end; [`metrics`]: what each reported
-//!   figure means, and its unit.
+//! - [`run`]: `--set` parameters, and one run end to end (the policies and what each is are the
+//!   `tlbkit-registry` crate's); [`metrics`]: what each reported figure means, and its unit.
 //! - [`trace`]: the file of a real program's trace that the `trace` workload replays.
 
 pub mod cancel;
@@ -38,7 +38,6 @@ pub mod oracle;
 pub(crate) mod pagetable;
 pub mod preset;
 pub mod program;
-pub mod registry;
 pub mod run;
 pub mod sched;
 pub mod sim;

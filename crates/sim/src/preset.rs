@@ -9,14 +9,8 @@
 
 use crate::sched::SchedKind;
 
-/// The instruction-set family, which decides the policies that can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    /// 64-bit Arm: TTBR0 with an ASID, `TLBI` with inner-shareable broadcast.
-    Arm64,
-    /// x86-64: CR3 with a PCID, `INVLPG`/`INVPCID`, IPIs for remote invalidation.
-    X86_64,
-}
+/// The instruction-set family (the registry's), which decides the policies that can run.
+pub use tlbkit_registry::Arch;
 
 /// TLB and walk-cache geometry of one core.
 #[derive(Clone, Copy, Debug, serde::Serialize)]

@@ -6,7 +6,6 @@
 
 use crate::oracle::Violation;
 use crate::preset::{self, Arch, Preset};
-use crate::registry::{self, Build, WithPolicy, POLICIES};
 use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::swapdev::SwapKind;
@@ -16,6 +15,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::Policy;
+use tlbkit_registry::{self as registry, Build, PolicyDef, WithPolicy, POLICIES};
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
 pub const MAX_CPUS: usize = 4096;
@@ -276,9 +276,6 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The policy `--set tlb_mode` applies to.
-const TLB_MODE_POLICY: &str = "arm64-linux-tlbmode";
-
 /// The key under which `--set jitter` is kept in a run's [`Params`].
 const JITTER: &str = "jitter";
 
@@ -300,6 +297,8 @@ fn on_off(k: &str, v: &str) -> Result<bool, String> {
 
 /// The machine and kernel settings after `--set`.
 struct MachineParams {
+    /// The policy's entry, which says the switches it takes.
+    pol: &'static PolicyDef,
     asid_bits: u8,
     numa: usize,
     kpti: bool,
@@ -362,9 +361,9 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
             fits.join(", ")
         ));
     }
-    if registry::NEEDS_INVLPGB.contains(&pol.name) && !preset.has_broadcast_tlbi() {
+    if pol.needs_broadcast_tlbi && !preset.has_broadcast_tlbi() {
         let fits: Vec<&str> =
-            presets.iter().filter(|p| p.arch == Arch::X86_64 && p.has_broadcast_tlbi()).map(|p| p.name).collect();
+            presets.iter().filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi()).map(|p| p.name).collect();
         return Err(format!(
             "policy '{}' needs INVLPGB, which '{}' does not have; machines with it: {}",
             pol.name,
@@ -389,6 +388,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         ));
     }
     let mut mp = MachineParams {
+        pol,
         asid_bits: preset.asid_bits[0],
         numa: preset.numa[0],
         kpti: false,
@@ -449,7 +449,8 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
             }
             "kpti" | "tlbi_range" => {
                 let on = on_off(k, v)?;
-                if on && !pol.name.starts_with("arm64-linux") {
+                let takes = if k == "kpti" { pol.switches.kpti } else { pol.switches.tlbi_range };
+                if on && !takes {
                     return Err(format!("--set {k}=on applies to the arm64-linux policies only, not {}", pol.name));
                 }
                 if k == "kpti" {
@@ -459,8 +460,10 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 }
             }
             "tlb_mode" => {
-                if pol.name != TLB_MODE_POLICY {
-                    return Err(format!("--set tlb_mode applies to {TLB_MODE_POLICY} only, not {}", pol.name));
+                if pol.switches.tlb_mode.is_none() {
+                    let takes: Vec<&str> =
+                        POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
+                    return Err(format!("--set tlb_mode applies to {} only, not {}", takes.join(", "), pol.name));
                 }
                 let word = match v.strip_prefix("0x") {
                     Some(hex) => u32::from_str_radix(hex, 16),
@@ -532,8 +535,8 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         }
     }
     let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
-    if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.name.starts_with("arm64-linux") {
-        let linux: Vec<&str> = POLICIES.iter().filter(|p| p.name.starts_with("arm64-linux")).map(|p| p.name).collect();
+    if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.switches.contpte {
+        let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
         return Err(format!(
             "--set contpte={} and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to \
              the arm64 Linux policies ({}), not {}",
@@ -715,7 +718,8 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
     }
 }
 
-/// The registry's builder input for a run: the machine's shape and `--set kpti`.
+/// The registry's builder input for a run: the machine's shape and the
+/// switches the policy takes.
 fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
     Build {
         cpus: spec.cpus,
@@ -723,7 +727,7 @@ fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
         asid_bits: mp.asid_bits,
         kpti: mp.kpti,
         // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
-        tlbi_range: mp.tlbi_range && spec.policy.starts_with("arm64-linux"),
+        tlbi_range: mp.tlbi_range && mp.pol.switches.tlbi_range,
         tlb_mode: mp.tlb_mode,
         bug: None,
         checker: false,
@@ -784,16 +788,17 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
     pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));
     pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
     pv.insert("numa".into(), serde_json::json!(mp.numa));
-    if spec.policy.starts_with("arm64-linux") {
+    let switches = mp.pol.switches;
+    if switches.kpti {
         pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
-        // Shown when on only, so that runs without range operations read as before.
-        if mp.tlbi_range {
-            pv.insert("tlbi_range".into(), serde_json::json!("on"));
-        }
-        if spec.policy == TLB_MODE_POLICY {
-            let word = mp.tlb_mode.unwrap_or_else(|| tlbkit_policy::asid::linux_arm64_tlbmode::default_mode(spec.cpus));
-            pv.insert("tlb_mode".into(), serde_json::json!(format!("{word:#x}")));
-        }
+    }
+    // Shown when on only, so that runs without range operations read as before.
+    if switches.tlbi_range && mp.tlbi_range {
+        pv.insert("tlbi_range".into(), serde_json::json!("on"));
+    }
+    if let Some(default) = switches.tlb_mode {
+        let word = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));
+        pv.insert("tlb_mode".into(), serde_json::json!(format!("{word:#x}")));
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), serde_json::json!(if mp.migration() { "on" } else { "off" }));
@@ -1019,4 +1024,32 @@ pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Res
         });
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_policy_runs_in_the_simulator() {
+        for p in POLICIES {
+            let machine = match p.arch {
+                Arch::Arm64 => "cortex-a72",
+                Arch::X86_64 if p.needs_broadcast_tlbi => "milan",
+                Arch::X86_64 => "skylake",
+            };
+            let spec = RunSpec {
+                machine: machine.into(),
+                cpus: 2,
+                policy: p.name.into(),
+                workload: "lat_ctx".into(),
+                sets: vec!["procs=4".into(), "rounds=3".into()],
+                seed: 1,
+                strict: true,
+            };
+            let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+            assert_eq!(out.violations_total, 0, "{}", p.name);
+            assert!(out.metrics.context_switches > 0, "{}", p.name);
+        }
+    }
 }

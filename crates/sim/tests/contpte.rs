@@ -14,6 +14,7 @@ mod common;
 use common::{Flush, Skips};
 use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64};
 use tlbkit_policy::contpte::Teardown;
+use tlbkit_registry::Arch;
 use tlbkit_sim::oracle::Violation;
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
@@ -466,7 +467,11 @@ fn every_teardown_runs_every_workload_clean_under_strict_with_migration() {
 #[test]
 fn the_contpte_switches_are_checked_and_reported_only_when_given() {
     let spec = |policy: &str, sets: &[&str]| RunSpec {
-        machine: if policy.starts_with("x86") { "skylake" } else { "altra" }.into(),
+        machine: match tlbkit_registry::policy(policy).map(|p| p.arch) {
+            Some(Arch::X86_64) => "skylake",
+            _ => "altra",
+        }
+        .into(),
         cpus: 2,
         policy: policy.into(),
         workload: "pingpong".into(),

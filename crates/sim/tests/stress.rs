@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::VirtAddr;
 use tlbkit_policy::{CpuMask, Hw, MmId, Policy, Scope, Tlbi};
+use tlbkit_registry::{self as registry, Build, WithPolicy};
 use tlbkit_sim::preset::{self, Arch};
-use tlbkit_sim::registry::{self, Build, WithPolicy};
 use tlbkit_sim::run::run_phases;
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params};
@@ -266,7 +266,7 @@ impl WithPolicy for Cell<'_> {
 /// says) on the strict matrix's machine for it, `--strict`, migration on,
 /// speculation at 0.2.
 fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outcome {
-    let arch = registry::POLICIES.iter().find(|p| p.name == policy).expect("a registered policy").arch;
+    let arch = registry::policy(policy).expect("a registered policy").arch;
     let (mut preset, asid_bits) = match arch {
         Arch::Arm64 => (preset::emag(), 8),
         Arch::X86_64 => {
@@ -468,15 +468,15 @@ fn stress_is_clean_on_every_preset_under_every_policy_of_its_arch() {
     let mut failures = Vec::new();
     for m in preset::all() {
         // INVLPGB's policy runs only where the machine has it (`milan`).
-        let fits = |name: &str| !registry::NEEDS_INVLPGB.contains(&name) || m.has_broadcast_tlbi();
-        for p in registry::POLICIES.iter().filter(|p| p.arch == m.arch && fits(p.name)) {
+        let fits = |p: &registry::PolicyDef| !p.needs_broadcast_tlbi || m.has_broadcast_tlbi();
+        for p in registry::POLICIES.iter().filter(|p| p.arch == m.arch && fits(p)) {
             failures.extend(stress_failure(m.name, p.name, &[]));
         }
     }
     // Large folios and contiguous PTEs: MAP_FIXED, partial munmap, mprotect
     // and madvise of 64 KB folios, and fork write-protecting whole blocks in
     // place while other CPUs walk them.
-    for p in registry::POLICIES.iter().filter(|p| p.name.starts_with("arm64-linux")) {
+    for p in registry::POLICIES.iter().filter(|p| p.switches.contpte) {
         failures.extend(stress_failure("altra", p.name, &["contpte=folios"]));
         failures.extend(stress_failure("altra", p.name, &["contpte=on"]));
     }

@@ -36,10 +36,10 @@
 use tlbkit_policy::asid::{FreebsdX86, LinuxArm64, LinuxX86};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Policy;
+use tlbkit_registry::{self as registry, Os, POLICIES};
 use tlbkit_sim::oracle::Violation;
 use tlbkit_sim::preset::{self, Arch, Preset};
 use tlbkit_sim::program::{Op, Program, Sys};
-use tlbkit_sim::registry::{self, POLICIES};
 use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::WORKLOADS;
@@ -72,7 +72,7 @@ fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
     match registry::policy(policy).map(|p| p.arch) {
         Some(Arch::Arm64) => ("emag", &["asid_bits=8"]),
         // INVLPGB needs an AMD machine; Milan has 64 cores in a socket.
-        Some(Arch::X86_64) if registry::NEEDS_INVLPGB.contains(&policy) => ("milan", &[]),
+        Some(Arch::X86_64) if registry::policy(policy).is_some_and(|p| p.needs_broadcast_tlbi) => ("milan", &[]),
         // Westmere has 8 cores in 2 sockets; 32 CPUs are 8 such sockets.
         Some(Arch::X86_64) => ("westmere", &["sockets=8"]),
         None => panic!("unknown policy {policy}"),
@@ -102,9 +102,10 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let asids =
         ["arm64-freebsd-asid", "arm64-linux", "arm64-linux-skipbcast", "arm64-linux-activecpu", "arm64-linux-tlbmode"]
             .contains(&s.policy.as_str());
+    let linux_asids = registry::policy(&s.policy).is_some_and(|p| p.arch == Arch::Arm64 && p.os == Os::Linux);
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",
-        "sort_compute" if s.policy.starts_with("arm64-linux") && m.asid_rollovers == 0 => "an ASID rollover",
+        "sort_compute" if linux_asids && m.asid_rollovers == 0 => "an ASID rollover",
         "fileserver" | "stress" if m.ipis_sent + m.broadcast_invalidations == 0 => "a remote invalidation",
         _ => return None,
     };
@@ -154,8 +155,11 @@ fn frozen_json(out: &RunOutput) -> String {
 /// and the digest of every cell's result (see the module's comment).
 fn check_policy(policy: &str) -> (Vec<String>, usize, u64) {
     let mut configs = CONFIGS.to_vec();
-    if policy.starts_with("arm64-linux") {
+    let switches = registry::policy(policy).expect("a registered policy").switches;
+    if switches.kpti {
         configs.push(KPTI);
+    }
+    if switches.tlbi_range {
         configs.push(TLBI_RANGE);
     }
     let mut failures = Vec::new();

@@ -9,9 +9,9 @@
 //!
 //! How it reaches `tlbkit run`, `compare` and `check`: this crate implements
 //! [`Policy`] by wrapping [`FreebsdEpoch`] with [`Wrap`] (only the changed
-//! method is written; the others are the wrapped policy's), and one entry in the registry of the
-//! simulator (`crates/sim/src/registry.rs`, the `register!` table) names it
-//! `arm64-freebsd-asid-cutoff` and says how it is built. Nothing else in tlbkit
+//! method is written; the others are the wrapped policy's), and one entry in tlbkit's policy
+//! registry (`crates/registry/src/policies.rs`, the `register!` table) names it
+//! `arm64-freebsd-asid-cutoff`, says what it is and how it is built. Nothing else in tlbkit
 //! knows about it.
 //!
 //! The rules a policy follows, which this one inherits from the code it wraps:

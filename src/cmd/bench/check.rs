@@ -15,7 +15,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tlbkit_check::kernel::MAX_PAGES;
-use tlbkit_check::spec::is_x86;
+use tlbkit_check::spec::default_asids;
 
 /// `tlbkit bench check`'s flags.
 #[derive(Args)]
@@ -92,19 +92,14 @@ const NOT_TIMED: &[(&str, &str)] = &[
     ("arm64-freebsd-asid-cutoff", "the guide's worked example on arm64-freebsd-asid: stops at the same finding"),
 ];
 
-/// Returns the ASID space of the standard bounds for `policy`: Linux x86's 6
-/// PCID slots per CPU (`TLB_NR_DYN_ASIDS`), otherwise 4 (arm64's ASIDs, and
-/// FreeBSD x86's PCIDs per CPU, a power of two). `x86-linux-invlpgb` takes
-/// `--asids` as its global ASIDs (a power of two; its PCID slots stay 6):
-/// 2, the checker's default (three address spaces exhaust and reset it).
+/// Returns the ASID space of the standard bounds for `policy`: the checker's
+/// default for their 2 CPUs, as the policy's registry entry says (its
+/// `AsidSpace`): 4 arm64 ASIDs, FreeBSD x86's 4 PCIDs per CPU, Linux x86's 6
+/// PCID slots per CPU (`TLB_NR_DYN_ASIDS`), and for `x86-linux-invlpgb`, whose
+/// `--asids` is its global ASIDs (its PCID slots stay 6), 2 (three address
+/// spaces exhaust and reset them).
 fn asids(policy: &str) -> u32 {
-    if policy == "x86-linux-invlpgb" {
-        2
-    } else if is_x86(policy) && !policy.starts_with("x86-freebsd") {
-        6
-    } else {
-        4
-    }
+    default_asids(policy, CPUS)
 }
 
 /// One policy's check, as the benchmark measured it.
@@ -261,7 +256,7 @@ fn measure(policy: &str, pages: usize, jobs: Option<usize>, limit: Option<Durati
 pub fn run(a: CheckArgs) -> Result<u8, String> {
     let CheckArgs { policy, pages, jobs, limit_s, format } = a;
     let policies = policy.as_slice();
-    let all: Vec<&str> = tlbkit_sim::registry::POLICIES.iter().map(|p| p.name).collect();
+    let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
     for p in policies.iter().filter(|p| *p != "all") {
         if !all.contains(&p.as_str()) {
             return Err(format!(
@@ -358,16 +353,28 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_under_any_name_gets_the_standard_bounds_of_the_policy_it_copies() {
+        // Each alias copies a registered entry under a name no prefix test would
+        // recognise: a check of the name instead of the entry gives it other bounds.
+        for (i, p) in tlbkit_registry::POLICIES.iter().enumerate() {
+            let name = format!("zz-test-policy-{i}");
+            tlbkit_registry::alias(&name, p.name).unwrap();
+            let (mine, theirs) = (check_args(&name, PAGES, None), check_args(p.name, PAGES, None));
+            assert_eq!(mine.iter().map(|a| a.replace(&name, p.name)).collect::<Vec<_>>(), theirs, "{}", p.name);
+        }
+    }
+
+    #[test]
     fn the_default_policies_are_registered() {
         for p in SEED_POLICIES {
-            assert!(tlbkit_sim::registry::policy(p).is_some(), "{p} is not a registered policy");
+            assert!(tlbkit_registry::policy(p).is_some(), "{p} is not a registered policy");
         }
     }
 
     #[test]
     fn policy_all_times_every_registered_policy_but_those_that_stop_at_a_finding() {
         let timed = every_real_policy();
-        for p in tlbkit_sim::registry::POLICIES {
+        for p in tlbkit_registry::POLICIES {
             let left_out = NOT_TIMED.iter().any(|(n, _)| *n == p.name);
             assert!(
                 timed.contains(&p.name) != left_out,
@@ -375,6 +382,6 @@ mod tests {
                 p.name
             );
         }
-        assert_eq!(timed.len() + NOT_TIMED.len(), tlbkit_sim::registry::POLICIES.len(), "a policy named twice");
+        assert_eq!(timed.len() + NOT_TIMED.len(), tlbkit_registry::POLICIES.len(), "a policy named twice");
     }
 }

@@ -94,7 +94,7 @@ pub fn no_more_states_with(
     with: impl Fn(bool, &dyn Fn() -> tlbkit_check::CheckReport) -> tlbkit_check::CheckReport,
 ) -> Vec<&'static str> {
     let mut fewer = Vec::new();
-    for p in tlbkit_sim::registry::POLICIES {
+    for p in tlbkit_registry::POLICIES {
         let s = small_spec(p.name, 1, 3);
         let check = || tlbkit_check::check(&s).unwrap();
         let (on, off) = (with(true, &check), with(false, &check));

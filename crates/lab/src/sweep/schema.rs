@@ -30,7 +30,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use tlbkit_sim::preset;
-use tlbkit_sim::registry;
 use tlbkit_sim::run::MAX_CPUS;
 use tlbkit_sim::workload;
 use toml::Spanned;
@@ -358,8 +357,8 @@ impl Sweep {
         let policies = names(
             &raw.policies,
             "policy",
-            &|n| registry::policy(n).is_some(),
-            join(registry::POLICIES.iter().map(|p| p.name).collect()),
+            &|n| tlbkit_registry::policy(n).is_some(),
+            join(tlbkit_registry::POLICIES.iter().map(|p| p.name).collect()),
         )?;
         let workloads = names(
             &raw.workloads,

@@ -1,0 +1,203 @@
+//! The policy registry: which policies exist, what each one is, and how each is
+//! built. It is the one place a policy is added (machines are in the
+//! simulator's `preset`, workloads in its `workload`): one `register!` entry
+//! gives the policy its name in `list`, `run`, `compare`, `sweep` and `check`,
+//! its builder in the simulator and the checker alike ([`with_policy`]), and
+//! everything the tools need to know about it ([`PolicyDef`]): its
+//! architecture, its kernel, the `--set` switches it takes, the checker's ASID
+//! space and default shape.
+//!
+//! No tool looks at a policy's name to decide what the policy is: a policy of
+//! your own gets the defaults of the family its entry says it belongs to,
+//! whatever it is called. The test `tests/registry.rs` of the workspace holds
+//! every tool to that, under a name no prefix test would recognise (`alias`,
+//! feature `test-alias`).
+//!
+//! Layout:
+//! - this file: what an entry says ([`PolicyDef`] and its enums), what a
+//!   policy is built from ([`Build`]), and the lookup by name ([`policy`]);
+//! - `policies.rs`: the `register!` table, one entry per policy ([`POLICIES`],
+//!   [`with_policy`]);
+//! - `alias.rs`: another name for a registered policy, for tests.
+
+mod alias;
+mod policies;
+
+#[cfg(any(test, feature = "test-alias"))]
+pub use alias::alias;
+pub use policies::{with_policy, POLICIES};
+use tlbkit_policy::zoo::Bug;
+use tlbkit_policy::Policy;
+
+/// The instruction-set family, which decides the policies that can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// 64-bit Arm: TTBR0 with an ASID, `TLBI` with inner-shareable broadcast.
+    Arm64,
+    /// x86-64: CR3 with a PCID, `INVLPG`/`INVPCID`, IPIs for remote invalidation.
+    X86_64,
+}
+
+/// The kernel a policy's code comes from, which decides the kernel the checker
+/// runs it under: how that kernel takes pages away while reclaiming memory,
+/// and the locking that goes with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Os {
+    /// Linux (LATR too, which is built on Linux v4.10): `kswapd` clears PTEs and
+    /// flushes the batch once (`try_to_unmap_flush`, mm/rmap.c).
+    Linux,
+    /// FreeBSD (`arm64-noasid` too, FreeBSD arm64 before ASIDs): the page daemon
+    /// invalidates each page in its pmap (`pmap_remove_all` ->
+    /// `pmap_invalidate_page`, sys/*/pmap.c).
+    Freebsd,
+}
+
+/// What the checker's `--asids` counts for a policy, and how many it gives
+/// unless told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsidSpace {
+    /// arm64's ASID space, a power of two from 4 to 65536 (a policy without
+    /// ASIDs accepts and ignores it). By default the smallest power of two of
+    /// at least CPUs + 2: one ASID per CPU's reservation, the reserved 0, and
+    /// one to hand out.
+    Arm64Asids,
+    /// FreeBSD x86's PCIDs per CPU, a power of two from 4 to 4096. By default 4
+    /// (`kernel_pmap`'s, `vmspace0`'s and two for user pmaps), so that switches
+    /// between three processes roll the per-CPU generation over.
+    PcidsPerCpu,
+    /// Linux x86's 6 dynamic PCID slots per CPU (`TLB_NR_DYN_ASIDS`,
+    /// arch/x86/include/asm/tlbflush.h): fixed by the kernel, so `--asids` does
+    /// not change them (a kernel without PCIDs has none to size either).
+    LinuxPcidSlots,
+    /// Linux x86's global ASIDs (v6.15+ with `INVLPGB`), a power of two from 2
+    /// to 2048 (the kernel has 2039 on a 12-bit PCID machine); the PCID slots
+    /// stay 6. By default 2, so that three address spaces exhaust and reset
+    /// the space.
+    GlobalAsids,
+}
+
+impl AsidSpace {
+    /// Returns the count `tlbkit check --cpus CPUS` gives `--asids` unless told
+    /// otherwise (see each variant).
+    pub fn default_count(self, cpus: usize) -> u32 {
+        match self {
+            AsidSpace::Arm64Asids => (cpus as u32 + 2).next_power_of_two(),
+            AsidSpace::PcidsPerCpu => 4,
+            AsidSpace::LinuxPcidSlots => 6,
+            AsidSpace::GlobalAsids => 2,
+        }
+    }
+}
+
+/// What a policy is, for the checker's default shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// An ASID allocator whose rollovers a check must reach: the arm64 policies
+    /// with ASIDs (Linux's generations, FreeBSD's epochs).
+    AsidAllocator,
+    /// A shootdown protocol: IPIs (x86) or broadcast invalidation without ASIDs
+    /// (`arm64-noasid`), whose bugs need several initiators and targets.
+    Shootdown,
+}
+
+/// The kernel switches a policy takes: `tlbkit run --set` and the checker's
+/// `--teardown`. A switch a policy does not take is refused, not ignored.
+#[derive(Clone, Copy, Debug)]
+pub struct Switches {
+    /// `--set kpti=on`: kernel page-table isolation, an ASID pair per mm.
+    pub kpti: bool,
+    /// `--set tlbi_range=on`, and the machine's own `FEAT_TLBIRANGE`: ranges
+    /// flushed with range operations (`TLBI RVAE1IS`).
+    pub tlbi_range: bool,
+    /// `--set contpte` and `--set teardown` (the checker's `--teardown`): 64 KB
+    /// folios and contiguous PTEs (arm64's `contpte.c`).
+    pub contpte: bool,
+    /// `--set tlb_mode=WORD`, with the word used when none is given, for the
+    /// CPU count: `None` for a policy without it.
+    pub tlb_mode: Option<fn(usize) -> u32>,
+}
+
+impl Switches {
+    /// No switch.
+    pub const NONE: Switches = Switches { kpti: false, tlbi_range: false, contpte: false, tlb_mode: None };
+
+    /// arm64 Linux's: KPTI, range invalidation and contiguous PTEs.
+    pub const ARM64_LINUX: Switches = Switches { kpti: true, tlbi_range: true, contpte: true, tlb_mode: None };
+}
+
+/// A registered policy: everything the tools know about it. Each field is set
+/// in the policy's `register!` entry; no tool derives any of it from the name.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyDef {
+    /// The name used on the command line.
+    pub name: &'static str,
+    /// One line for `tlbkit list`.
+    pub description: &'static str,
+    /// The architecture it is written for: it runs on that architecture's
+    /// machines only.
+    pub arch: Arch,
+    /// The kernel it comes from.
+    pub os: Os,
+    /// Whether it runs only on machines with broadcast TLB invalidation, which
+    /// on x86 is `INVLPGB` (every arm64 machine has `TLBI ...IS`).
+    pub needs_broadcast_tlbi: bool,
+    /// The kernel switches it takes.
+    pub switches: Switches,
+    /// What the checker's `--asids` counts for it, and its default.
+    pub asids: AsidSpace,
+    /// What it is, for the checker's default shape.
+    pub family: Family,
+    /// Whether the policy has switches for bug-zoo bugs (`with_bug`).
+    pub zoo: bool,
+}
+
+impl PolicyDef {
+    /// Returns the count `tlbkit check --policy NAME --cpus CPUS` gives `--asids`
+    /// unless told otherwise ([`AsidSpace::default_count`]).
+    pub fn default_asids(&self, cpus: usize) -> u32 {
+        self.asids.default_count(cpus)
+    }
+}
+
+/// What a policy is built from: the machine's shape and the `--set` options.
+/// The simulator and the checker fill it in; a policy takes what it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Build {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address-space slots (slot 0 is the kernel's).
+    pub mm_slots: usize,
+    /// The ASID width (arm64), from `--set asid_bits` or the checker's `--asids`.
+    pub asid_bits: u8,
+    /// `--set kpti=on` ([`Switches::kpti`]).
+    pub kpti: bool,
+    /// `--set tlbi_range=on`, or the machine's `FEAT_TLBIRANGE`
+    /// ([`Switches::tlbi_range`]).
+    pub tlbi_range: bool,
+    /// `--set tlb_mode=WORD`, if given; otherwise the policy's default for the
+    /// CPU count ([`Switches::tlb_mode`]).
+    pub tlb_mode: Option<u32>,
+    /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
+    pub bug: Option<Bug>,
+    /// Built for the checker's small shapes (2 to 4 CPUs, a handful of address
+    /// spaces): a policy may lower what only its heuristics use (how many CPUs an
+    /// mm must run on before it changes mode, how often it samples) so that every
+    /// path is reachable there, and says so in its description.
+    pub checker: bool,
+}
+
+/// Code that runs with a policy of whatever type a name stands for: the
+/// simulator's run, the checker's search. [`with_policy`] calls [`WithPolicy::with`]
+/// with a builder of fresh policies (the checker builds one per execution), so
+/// that the code is monomorphised for each registered policy.
+pub trait WithPolicy {
+    /// What the code returns.
+    type Out;
+    /// Runs the code with `build`, which returns a fresh policy each call.
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out;
+}
+
+/// Returns the policy called `name`.
+pub fn policy(name: &str) -> Option<&'static PolicyDef> {
+    POLICIES.iter().find(|p| p.name == name).or_else(|| alias::find(name))
+}
