@@ -5,11 +5,11 @@
 //! shapes and runs, and the simulator's switches and runs, must be exactly the
 //! registered policy's, with only the name changed. A tool that decided
 //! anything from `starts_with("arm64-linux")`, `== "x86-linux-invlpgb"` and the
-//! like would give the alias another answer. (`tlbkit bench --check`'s
+//! like would give the alias another answer. (`tlbkit bench check`'s
 //! standard bounds are held to the same in its own unit tests.)
 
-use tlbkit_check::shape::Shape;
 use tlbkit_check::options::Options;
+use tlbkit_check::shape::Shape;
 use tlbkit_check::spec::{self, Preset};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_registry::{PolicyDef, POLICIES};
