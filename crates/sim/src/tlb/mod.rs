@@ -24,16 +24,16 @@
 //! # How it is built
 //!
 //! Everything else is there to make that fast, without changing one answer:
-//! - [`entry`]: the entry, its flags and sizes, and the *keys* (tag and size
+//! - `entry.rs`: the entry, its flags and sizes, and the *keys* (tag and size
 //!   code) and *ASID tags* the other parts mirror entries by, so that a scan
 //!   reads a few bytes a slot instead of whole entries.
-//! - [`slots`]: a small fully associative cache's slots: key mirror, an index
+//! - `slots.rs`: a small fully associative cache's slots: key mirror, an index
 //!   by key (a bit mask of the slots per hash bucket), the empty slots, and the
 //!   recency order as a linked list (the L1 and the walk cache).
-//! - [`l1`]: the L1 as a plain LRU cache on those slots.
-//! - [`l2`]: the L2's sets, its LRU stamps (the clock's ticks) and mirrors.
-//! - [`pwc`]: the page-walk cache.
-//! - [`summary`]: what the TLB may hold, said cheaply, so that an invalidation
+//! - `l1.rs`: the L1 as a plain LRU cache on those slots.
+//! - `l2.rs`: the L2's sets, its LRU stamps (the clock's ticks) and mirrors.
+//! - `pwc.rs`: the page-walk cache.
+//! - `summary.rs`: what the TLB may hold, said cheaply, so that an invalidation
 //!   (and the interconnect, which delivers a broadcast only to TLBs that may
 //!   hold what it removes, see [`crate::holders`]) can skip a TLB that holds
 //!   nothing of it: a filter of the ASIDs non-global entries were filled under
@@ -41,26 +41,26 @@
 //!   bucket ([`Tlb::may_hold_block`]), and whether a 64 KB entry may be held
 //!   ([`Tlb::may_hold_cont`]: until one is filled, lookups and invalidations
 //!   do not probe for that size). Each only ever errs towards "may hold".
-//! - [`lookup`], [`fill`], [`invalidate`], [`cont`]: the operations, and the
+//! - `lookup.rs`, `fill.rs`, `invalidate.rs`, `cont.rs`: the operations, and the
 //!   queries of 64 KB entries.
-//! - [`sweep`]: the fast path for a run of consecutive pages that miss the L1
+//! - `sweep.rs`: the fast path for a run of consecutive pages that miss the L1
 //!   and hit the L2 (the steady state of a loop over more pages than the L1
 //!   holds). It probes the L2 and moves its LRU stamps page by page as a
 //!   lookup does, but defers the copies into the L1, of which only the last
-//!   L1-size survive ([`deferred`]). Copies that replace the whole L1 are
-//!   settled by parking them ([`parked`]): they are written into their slots
+//!   L1-size survive (`deferred.rs`). Copies that replace the whole L1 are
+//!   settled by parking them (`parked.rs`): they are written into their slots
 //!   only when something reads them, which in such a loop is seldom before
 //!   the L1's next wholesale replacement.
-//! - [`runs`]: runs of pages a read sweep took page by page, with their L2
+//! - `runs.rs`: runs of pages a read sweep took page by page, with their L2
 //!   slots and one number for their stamps, so that the next sweep of the
 //!   same pages takes each whole.
-//! - [`lazy`]: the L1 with the copies owed or parked. It is the only way to
-//!   the L1: a method gets a settled L1 ([`lazy::Settled`], nothing owed or
-//!   parked) from [`lazy::LazyL1::settled`], the lookup and fill paths get one
-//!   with nothing owed ([`lazy::Unowed`], a run perhaps parked), and the run's
-//!   own checks read the L1 as the run found it. So nothing outside the fast
-//!   path ever sees a TLB with copies owed, by the types.
-//! - [`hints`]: prefetches and the span of host memory, which no result reads.
+//! - `lazy.rs`: the L1 with the copies owed or parked. It is the only way to
+//!   the L1: a method gets a settled L1 (`Settled`, nothing owed or parked)
+//!   from `LazyL1::settled`, the lookup and fill paths get one with nothing
+//!   owed (`Unowed`, a run perhaps parked), and the run's own checks read the
+//!   L1 as the run found it. So nothing outside the fast path ever sees a TLB
+//!   with copies owed, by the types.
+//! - `hints.rs`: prefetches and the span of host memory, which no result reads.
 
 mod cont;
 mod deferred;

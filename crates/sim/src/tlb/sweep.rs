@@ -35,10 +35,9 @@ impl Tlb {
     /// each entry it uses, in page order, but for the pages of a run swept
     /// before and taken whole (a read's: a write calls it for every page). It
     /// stops, changing nothing for that page, at the first page the L1 holds
-    /// (the L1 as the run of copies owed found it, see
-    /// [`Deferred`](super::deferred::Deferred)), the L2 has no 4 KB entry
-    /// for, or whose entry `rule` refuses: the caller's general path takes that
-    /// page.
+    /// (the L1 as the run of copies owed found it, see `deferred.rs`), the L2
+    /// has no 4 KB entry for, or whose entry `rule` refuses: the caller's
+    /// general path takes that page.
     ///
     /// The L2 stamps move and the clock ticks as the lookups would; the L1
     /// copies are deferred. While 64 KB entries may be held it translates
