@@ -237,7 +237,7 @@ pub struct Report {
 }
 
 /// A sweep in progress: the grid, its open (locked) results file, and what has
-/// been recorded so far. [`run`] drives one on the host's cores; another
+/// been recorded so far. [`run()`] drives one on the host's cores; another
 /// executor (the Python binding's Ray backend) drives one with runs made
 /// elsewhere, handing back each run's line, so that expansion, resumption and
 /// writing are this one piece of code whoever makes the runs.

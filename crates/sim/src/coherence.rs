@@ -8,7 +8,7 @@
 //! costs what the preset says for the distance between the line's owner and the
 //! requester (`cacheline_transfer` inside an L3 domain, `cacheline_cross_ccx`
 //! more between the domains of a socket, `cacheline_cross_socket` more across
-//! sockets: [`crate::machine`]'s `transfer_cost`). Reads share: a version is
+//! sockets: `crate::machine`'s `transfer_cost`). Reads share: a version is
 //! read by any number of CPUs, each paying its own transfer, and the reads of one
 //! version overlap (a directory or snoop filter serves them in parallel). Writes
 //! invalidate: a write or atomic waits for the first gap in which the line is not
@@ -48,7 +48,7 @@
 //! shootdown words and every other variable a policy accounts. The kernel's own
 //! contended structures, which the simulator's kernel paths touch, are named by
 //! [`KLine`]: an address space's `mmap_lock`, a VMA's lock, a memory cgroup's
-//! page counter. Both live in one [`Lines`] store (the kernel's spinlocks and
+//! page counter. Both live in one `Lines` store (the kernel's spinlocks and
 //! mutexes, whose words only their holders touch, keep their line's history in
 //! their own timeline of holds: [`crate::locks`]); a [`KLine`]'s address lies above every user-space
 //! address a host gives out, so the two never share a line.

@@ -22,9 +22,9 @@
 //! node is busy or its tracker is full. Every message reaches every node,
 //! since every CPU must see it, so the nodes see one stream of messages; the
 //! model keeps one queue and one tracker that stand for all of them, as
-//! [`crate::stalls`] keeps one queue for the sockets in step.
+//! `crate::stalls` keeps one queue for the sockets in step.
 //!
-//! The way on from the node to the receivers and back is [`crate::stalls`]'s:
+//! The way on from the node to the receivers and back is `crate::stalls`'s:
 //! one queue per socket, `dvm_hop` each way, `dvm_cross_socket` more across
 //! sockets. With more than one socket (one node each), the issuer's node then
 //! takes in the completion of every other node, one at a time, each for
@@ -51,7 +51,7 @@
 //!   its own: the issuing CPU waits in it anyway, and the model charges its
 //!   cost as `dsb`.
 //! - Messages are placed in the queues in the order the simulator runs the
-//!   policy calls that send them, as in [`crate::stalls`].
+//!   policy calls that send them, as in `crate::stalls`.
 //!
 //! # Host cost
 //! A message costs a scan of its requester's slots and of the tracker (a few
@@ -123,7 +123,7 @@ impl Interconnect {
     /// takes `issue` cycles to put it into the interconnect; `deliver` carries
     /// it from the nodes to the receivers, given when the nodes dispatch it, and
     /// returns when the last receiver's acknowledgement is back
-    /// ([`crate::stalls::Stalls::broadcast`]). Returns what the limits did and
+    /// (`crate::stalls::Stalls::broadcast`). Returns what the limits did and
     /// when the broadcast completes for its issuer: every node's completion
     /// collected.
     pub fn broadcast(&mut self, cpu: usize, t: u64, issue: u64, deliver: impl FnOnce(u64) -> u64) -> (Admitted, u64) {

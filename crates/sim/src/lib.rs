@@ -6,9 +6,9 @@
 //!
 //! Layout (one concept per file):
 //! - [`preset`]: machines and their documented costs.
-//! - [`tlb`], [`pagetable`], [`frames`]: the memory-management hardware and memory.
-//! - [`machine`]: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
-//!   [`holders`]: which TLBs a broadcast invalidation must visit; [`stalls`]: the time running CPUs lose to
+//! - [`tlb`], `pagetable`, `frames`: the memory-management hardware and memory.
+//! - `machine`: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
+//!   `holders`: which TLBs a broadcast invalidation must visit; `stalls`: the time running CPUs lose to
 //!   incoming DVM messages, charged lazily; [`interconnect`]: the limits on broadcasts in flight (per
 //!   requester, and the DVM nodes' queue and tracker).
 //! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's

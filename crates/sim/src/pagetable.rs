@@ -98,7 +98,7 @@ enum Leaf {
 /// One incarnation of a last-level table: its chunk of the PTE arena and how
 /// many times that chunk had been freed when the table was read. A walk cache
 /// that kept it walks through a freed page-table page once the chunk's count
-/// moved on ([`PageTables::table_freed`]).
+/// moved on (`PageTables::table_freed`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableRef {
     /// The arena index of the table's first PTE.

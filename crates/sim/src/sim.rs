@@ -692,7 +692,7 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Returns the cycles running CPUs lost processing broadcast invalidations
-    /// they did not issue ([`Machine::broadcast_stall_cycles`]).
+    /// they did not issue (`Machine::broadcast_stall_cycles`).
     pub fn broadcast_stall_cycles(&self) -> u64 {
         self.m.broadcast_stall_cycles()
     }

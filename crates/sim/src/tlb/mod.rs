@@ -35,7 +35,7 @@
 //! - `pwc.rs`: the page-walk cache.
 //! - `summary.rs`: what the TLB may hold, said cheaply, so that an invalidation
 //!   (and the interconnect, which delivers a broadcast only to TLBs that may
-//!   hold what it removes, see [`crate::holders`]) can skip a TLB that holds
+//!   hold what it removes, see `crate::holders`) can skip a TLB that holds
 //!   nothing of it: a filter of the ASIDs non-global entries were filled under
 //!   ([`Tlb::may_hold`]), exact counts per ASID bucket and per 2 MB-block
 //!   bucket ([`Tlb::may_hold_block`]), and whether a 64 KB entry may be held

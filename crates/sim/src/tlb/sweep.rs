@@ -20,7 +20,7 @@ pub struct SweepRule {
     /// The address space the CPU translates user addresses for: an entry filled
     /// from another is an alias (`no_asid_alias`).
     pub uid: u32,
-    /// [`crate::pagetable::PageTables::max_floor`]: an entry of a PTE version at
+    /// `crate::pagetable::PageTables::max_floor`: an entry of a PTE version at
     /// least this cannot be stale (`no_stale_use`).
     pub min_ver: u64,
     /// Whether the access writes: the entry must allow writes.

@@ -25,7 +25,7 @@
 //! fraction of IPI-handler time spent in TLB invalidation (0 without IPIs).
 //! Host time grows with `cpus * ops * pages` times the sockets a broadcast
 //! reaches (it visits only the TLBs that may hold its page, see
-//! [`crate::holders`]), and memory with `cpus * ops` (the oracle keeps every
+//! `crate::holders`), and memory with `cpus * ops` (the oracle keeps every
 //! obligation). At `--cpus 4096` on `altra` the default `ops=2000` is practical.
 //! On the project's 2-core AMD EPYC development machine (shared with other
 //! work), a release build took 126 s and 1085 MiB at most with `arm64-linux`,
