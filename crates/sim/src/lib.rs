@@ -27,6 +27,7 @@
 pub mod cancel;
 pub mod catalog;
 pub mod coherence;
+pub mod error;
 pub mod frames;
 pub mod holders;
 pub(crate) mod host;
@@ -47,3 +48,5 @@ pub mod swapdev;
 pub mod tlb;
 pub mod trace;
 pub mod workload;
+
+pub use error::Error;
