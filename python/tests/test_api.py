@@ -163,6 +163,21 @@ def test_a_bad_grid_is_a_value_error_naming_its_line(tmp_path):
         tlbkit.sweep(tmp_path / "grid.toml", jobs=0)
 
 
+def test_an_error_names_the_python_keyword_not_the_cli_flag(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    foreign = tmp_path / "r.jsonl"
+    foreign.write_text("hello\n")
+    with pytest.raises(ValueError) as e:
+        tlbkit.sweep(grid, results=foreign, progress=False)
+    assert "line 1 is not a result of tlbkit sweep" in str(e.value)
+    assert str(e.value).endswith("give another file with results=") and "--results" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^jobs=0: give at least one thread$"):
+        tlbkit.sweep(grid, jobs=0, results=foreign)
+    with pytest.raises(ValueError, match=r"^params=\{'contpte': True\}: give on or off"):
+        tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", params={"contpte": True})
+
+
 def test_the_gil_is_released_while_simulating():
     ticks = []
     stop = threading.Event()

@@ -27,6 +27,7 @@
 pub mod cancel;
 pub mod catalog;
 pub mod coherence;
+pub mod error;
 pub(crate) mod frames;
 pub(crate) mod holders;
 pub(crate) mod host;
@@ -46,3 +47,5 @@ pub mod swapdev;
 pub mod tlb;
 pub mod trace;
 pub mod workload;
+
+pub use error::Error;

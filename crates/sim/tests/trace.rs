@@ -10,6 +10,7 @@ use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};
 use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::Sim;
+use tlbkit_sim::Error;
 
 /// The fixture's trace: `crates/lab/tests/data/tiny.lackey` and `tiny.strace`, imported.
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace");
@@ -115,9 +116,13 @@ impl Program for Exit {
 fn spawn_with_rejects_overlapping_and_misplaced_regions() {
     let mut sim = Sim::new(config(1, 3, true), FreebsdEpoch::new(1, 16, 16));
     let overlap = [IMAGE, Region { va: IMAGE.va + 4096, pages: 1, write: false }];
-    assert!(sim.spawn_with(Box::new(Exit), &overlap).unwrap_err().contains("overlap"));
+    let e = sim.spawn_with(Box::new(Exit), &overlap).unwrap_err();
+    assert!(matches!(e, Error::ImageOverlap { first, second } if first == IMAGE.va && second == IMAGE.va + 4096));
+    assert!(e.to_string().ends_with("overlap"), "{e}");
     let high = [Region { va: USER_VA_END - 4096, pages: 2, write: false }];
-    assert!(sim.spawn_with(Box::new(Exit), &high).unwrap_err().contains("below"));
+    let e = sim.spawn_with(Box::new(Exit), &high).unwrap_err();
+    assert!(matches!(e, Error::ImageRegion { va, pages: 2 } if va == USER_VA_END - 4096), "{e:?}");
+    assert!(e.to_string().contains("below"), "{e}");
 }
 
 #[test]
