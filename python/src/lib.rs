@@ -5,10 +5,11 @@
 //! prints, which the Python side (`python/tlbkit/__init__.py`) turns into
 //! dicts, dataclasses and DataFrames: one encoding, so the two cannot drift.
 //!
-//! Errors are raised as `ValueError`. The lab's typed errors are worded here
-//! ([`Keywords`]): the CLI's messages, with each parameter named by the Python
-//! keyword that gives it (`results=`, not `--results`). A run's and a check's
-//! errors arrive as text, the CLI's messages as they are. Simulations and
+//! Errors are raised as `ValueError`. The libraries' typed errors (the
+//! simulator's, the lab's, the checker's) are worded here ([`Keywords`]): the
+//! CLI's messages, with each parameter named by the Python keyword that gives
+//! it (`cpus=5000`, `params={'procs': 0}`, `results=`, not `--cpus 5000`,
+//! `--set procs=0`, `--results`). Simulations and
 //! checks run with the GIL released, on a thread of their own, while the
 //! calling thread polls for signals: Ctrl-C raises `KeyboardInterrupt` within
 //! 50 ms and sets the run's cancellation flag (`tlbkit_sim::cancel`), so an
@@ -56,21 +57,57 @@ struct Keywords;
 impl Names for Keywords {
     fn name(&self, p: &Param) -> String {
         match p {
-            Param::Cpus => "cpus=".into(),
             Param::Set(key) => format!("params['{key}']"),
-            Param::Seed => "seed=".into(),
-            Param::Results => "results=".into(),
+            Param::Sets => "params=".into(),
+            Param::Policies => "policies=".into(),
+            Param::Quick => "quick=True".into(),
+            Param::Deep => "deep=True".into(),
+            Param::Cpus
+            | Param::Seed
+            | Param::Results
+            | Param::Machine
+            | Param::Policy
+            | Param::Workload
+            | Param::Mms
+            | Param::Pages
+            | Param::Asids
+            | Param::Ops
+            | Param::Menu
+            | Param::Mode
+            | Param::Memory
+            | Param::Teardown
+            | Param::Jobs
+            | Param::Iterations => format!("{}=", Library.name(p)),
             _ => Library.name(p),
         }
     }
 
     fn given(&self, p: &Param, value: &str) -> String {
         match p {
-            Param::Cpus | Param::Seed | Param::Results => format!("{}{value}", self.name(p)),
-            Param::Set(key) => format!("params={{'{key}': {value}}}"),
+            // A number as Python writes it, anything else as a string.
+            Param::Set(key) if value.parse::<f64>().is_ok() => format!("params={{'{key}': {value}}}"),
+            Param::Set(key) => format!("params={{'{key}': '{value}'}}"),
+            p if self.name(p).ends_with('=') => {
+                let quoted = matches!(p, Param::Mode | Param::Memory | Param::Menu | Param::Teardown | Param::Policy);
+                if quoted {
+                    format!("{}'{value}'", self.name(p))
+                } else {
+                    format!("{}{value}", self.name(p))
+                }
+            }
             _ => Library.given(p, value),
         }
     }
+}
+
+/// Returns the `ValueError` of a simulator error, in the package's words.
+fn sim_error(e: tlbkit_sim::Error) -> PyErr {
+    PyValueError::new_err(e.message(&Keywords))
+}
+
+/// Returns the `ValueError` of a checker error, in the package's words.
+fn check_error(e: tlbkit_check::Error) -> PyErr {
+    PyValueError::new_err(e.message(&Keywords))
 }
 
 /// Returns the `ValueError` of a lab error, in the package's words.
@@ -124,7 +161,7 @@ fn run_json(
     strict: bool,
 ) -> PyResult<String> {
     let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
-    let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(value_error)?;
+    let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(sim_error)?;
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
@@ -216,15 +253,15 @@ fn check_json(
         teardown,
         jobs,
     };
-    o.resolve().map_err(value_error)?;
-    let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(value_error)?;
+    o.resolve().map_err(check_error)?;
+    let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// Replays a counterexample token; returns `tlbkit replay --format json`'s document.
 #[pyfunction]
 fn replay_json(py: Python<'_>, token: String) -> PyResult<String> {
-    let r = interruptible(py, move || tlbkit_check::replay(&token))?.map_err(value_error)?;
+    let r = interruptible(py, move || tlbkit_check::replay(&token))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 

@@ -24,7 +24,7 @@ pub fn default_jobs() -> usize {
 /// over too. Results pass through a rendezvous channel, so a thread starts its
 /// next run only once the caller took its last result: however the host
 /// schedules the threads, at most `jobs` results follow the one that broke. A
-/// run that fails is an [`Error::Run`], one whose simulator panics an
+/// run that fails is an [`Error::Sim`], one whose simulator panics an
 /// [`Error::Panicked`] naming the command that repeats it.
 pub fn run_all(
     specs: &[RunSpec],
@@ -47,7 +47,7 @@ pub fn run_all(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(spec) = specs.get(i) else { break };
                 let out = match std::panic::catch_unwind(|| run(spec)) {
-                    Ok(out) => out.map_err(|message| Error::Run { message }),
+                    Ok(out) => out.map_err(Error::from),
                     Err(p) => {
                         let why = p
                             .downcast_ref::<String>()

@@ -517,7 +517,7 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
     };
     // Returns the run's results and how many violations of `expected` it found.
     let mut results = |policy: &str, extra: &[&str], expected: Option<&str>| -> Result<(Results, u64), Error> {
-        let out = run(&spec(policy, extra)).map_err(|message| Error::Run { message })?;
+        let out = run(&spec(policy, extra))?;
         ran();
         // Every violation, kept in full or not, must be of the expected property.
         let all_expected = expected.is_some_and(|p| out.violations_by_property.keys().all(|k| k == p));

@@ -118,7 +118,7 @@ impl CompareSpec {
                     strict: false,
                 };
                 if seed == self.first_seed {
-                    names = run::metric_names(&spec).map_err(|message| Error::Run { message })?;
+                    names = run::metric_names(&spec)?;
                 }
                 specs.push(spec);
             }
@@ -397,7 +397,7 @@ Difference at 95.0% confidence
         let e = err(spec(&["arm64-noasid", "arm64-noasid"]));
         assert!(matches!(&e, Error::PolicyTwice { policy } if policy == "arm64-noasid"), "{e:?}");
         let run_error = |s: CompareSpec| match err(s) {
-            Error::Run { message } => message,
+            Error::Sim(e) => e.to_string(),
             e => panic!("not a run's error: {e:?}"),
         };
         assert!(run_error(spec(&["arm64-noasid", "x86-linux-pcid"])).contains("policies that fit"));

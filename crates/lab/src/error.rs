@@ -12,29 +12,44 @@
 //! The words are the front end's: [`Error::message`] is the one template of
 //! each variant, naming parameters through [`Names`]. [`Library`], which
 //! [`Display`] uses, names them as a Rust caller writes them (`runs`, `x`);
-//! [`Flags`] by the command line's flags (`--runs`, `--x`), giving exactly the
-//! text `tlbkit` has always printed; the Python package by its keywords
-//! (`results=`). Every message says what was wrong and how to put it right.
+//! the command line by its flags (`--runs`, `--x`); the Python package by its
+//! keywords (`results=`). Every message says what was wrong and how to put it
+//! right.
 //!
-//! What is not typed: the message of a run that failed, which the simulator's
-//! run module gives as text ([`Error::Run`]), and so the errors a sweep's
-//! experiment file gets from checking its runs ([`Error::Experiment`]).
+//! What is not typed: the problems of an experiment file's text (its TOML,
+//! its names and values), which [`Error::Experiment`] gives as text at their
+//! line; a run of its grid that the simulator refuses is typed
+//! ([`Error::GridRun`]).
 //!
 //! [`Display`]: std::fmt::Display
 
 use std::fmt;
 use std::path::PathBuf;
-pub use tlbkit_sim::error::{Flags, Library, Names, Param};
+pub use tlbkit_sim::error::{Library, Names, Param};
 
 /// What went wrong in the lab.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An error of the simulator's library (a trace file that cannot be written).
+    /// An error of the simulator's library: a run it refused or that failed,
+    /// a trace file that cannot be written.
     Sim(#[from] tlbkit_sim::Error),
-    /// A run that failed, with the simulator's message.
-    Run {
-        /// The message.
-        message: String,
+    /// A run of a sweep's grid that the simulator refuses, placed at the line
+    /// of the experiment file that asks for it.
+    GridRun {
+        /// The experiment file, as messages name it.
+        origin: String,
+        /// The line (1-based).
+        line: usize,
+        /// The field of that line (`set.lat_ctx.procs`, `workloads`).
+        field: String,
+        /// Whether the line is the setting the error is about; if not, it is
+        /// the `workloads` line, and the message names the workload.
+        at_setting: bool,
+        /// The run (boxed, as its error: the other variants are small).
+        run: Box<tlbkit_sim::run::RunSpec>,
+        /// Why the simulator refuses it (boxed: the other variants are small).
+        #[source]
+        source: Box<tlbkit_sim::Error>,
     },
     /// A run whose simulator panicked: a bug in tlbkit.
     Panicked {
@@ -264,15 +279,16 @@ pub enum ResultsStep {
 
 impl Error {
     /// Returns the parameter the error is about, if it is about one.
-    pub fn param(&self) -> Option<&Param> {
+    pub fn param(&self) -> Option<Param> {
         match self {
             Error::Sim(e) => e.param(),
-            Error::TooFewPolicies { .. } => Some(&Param::Policies),
-            Error::TooFewRuns { .. } => Some(&Param::Runs),
-            Error::SeedOverflow { .. } => Some(&Param::Seed),
-            Error::UnknownName { param, .. } => Some(param),
-            Error::NoSuchBaseline { .. } => Some(&Param::Baseline),
-            Error::ForeignLine { .. } => Some(&Param::Results),
+            Error::GridRun { source, .. } => source.param(),
+            Error::TooFewPolicies { .. } => Some(Param::Policies),
+            Error::TooFewRuns { .. } => Some(Param::Runs),
+            Error::SeedOverflow { .. } => Some(Param::Seed),
+            Error::UnknownName { param, .. } => Some(param.clone()),
+            Error::NoSuchBaseline { .. } => Some(Param::Baseline),
+            Error::ForeignLine { .. } => Some(Param::Results),
             _ => None,
         }
     }
@@ -283,7 +299,15 @@ impl Error {
         let list = |v: &[String]| v.join(", ");
         match self {
             Error::Sim(e) => e.message(names),
-            Error::Run { message } => message.clone(),
+            Error::GridRun { origin, line, field, at_setting, run, source } => format!(
+                "{origin}: line {line}, {field}: {}{} (in the runs of {} on {}, cpus {}, policy {})",
+                if *at_setting { String::new() } else { format!("{}: ", run.workload) },
+                source.message(names),
+                run.workload,
+                run.machine,
+                run.cpus,
+                run.policy
+            ),
             Error::Panicked { why, command } => format!("the simulator panicked ({why}); repeat with: {command}"),
             Error::Stopped => "a run was stopped before it finished".into(),
             Error::Read { path, source } => format!("cannot read {}: {source}", path.display()),
@@ -382,32 +406,22 @@ impl fmt::Display for Error {
     }
 }
 
-/// The bridge for the command line's code, which handles errors as text: an
-/// error becomes the message `tlbkit` prints ([`Flags`]). The command will
-/// word the typed errors itself, and this conversion will go.
-impl From<Error> for String {
-    fn from(e: Error) -> String {
-        e.message(&Flags)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_parameter_is_named_by_the_library_without_a_flag_and_by_the_command_line_with_one() {
+    fn a_parameter_is_named_by_the_library_without_a_flag() {
         let e = Error::TooFewRuns { runs: 1 };
-        assert_eq!(e.param(), Some(&Param::Runs));
-        let cli = "--runs 1 is too few: give at least 2 runs per policy (a standard deviation needs two)";
-        assert_eq!(e.to_string(), cli.replace("--runs", "runs"));
-        assert_eq!(String::from(e), cli);
+        assert_eq!(e.param(), Some(Param::Runs));
+        assert_eq!(
+            e.to_string(),
+            "runs 1 is too few: give at least 2 runs per policy (a standard deviation needs two)"
+        );
         let e = Error::SeedOverflow { seed: u64::MAX, runs: 2 };
         assert_eq!(e.to_string(), format!("first_seed {} with runs 2 runs past the largest seed", u64::MAX));
-        assert_eq!(String::from(e), format!("--seed {} with --runs 2 runs past the largest seed", u64::MAX));
         let e = Error::TooFewPolicies { got: 1 };
         assert_eq!(e.to_string(), "compare needs at least two policies (policies [A, B]), got 1");
-        assert_eq!(String::from(e), "compare needs at least two policies (--policy A --policy B), got 1");
     }
 
     #[test]
@@ -419,16 +433,24 @@ mod tests {
             placeholder: "TRACE",
         };
         let e = Error::from(sim);
-        assert_eq!(e.param(), Some(&Param::Set("file".into())));
+        assert_eq!(e.param(), Some(Param::Set("file".into())));
         assert_eq!(e.to_string(), "trace: give the trace to replay with set file=TRACE");
-        assert_eq!(String::from(e), "trace: give the trace to replay with --set file=TRACE");
     }
 
     #[test]
     fn an_error_without_a_parameter_reads_the_same_in_every_wording() {
         let e = Error::Log { name: "t.lackey".into(), line: Some(5), what: "not a lackey line: 'x'".into() };
         assert_eq!(e.param(), None);
-        assert_eq!(e.message(&Library), e.message(&Flags));
+        /// A wording that names every parameter in capitals.
+        struct Shout;
+        impl Names for Shout {
+            fn name(&self, p: &Param) -> String {
+                Library.name(p).to_uppercase()
+            }
+        }
+        assert_eq!(e.message(&Library), e.message(&Shout));
         assert_eq!(e.to_string(), "t.lackey:5: not a lackey line: 'x'");
+        let e = Error::TooFewRuns { runs: 1 };
+        assert_ne!(e.message(&Library), e.message(&Shout));
     }
 }

@@ -101,12 +101,7 @@ impl Sweep {
                                     strict: false,
                                 };
                                 if i == 0 {
-                                    run::check(&spec).map_err(|e| {
-                                        self.about_workload(
-                                            workload,
-                                            &format!("{e} (in the runs of {workload} on {machine}, cpus {cpus}, policy {policy})"),
-                                        )
-                                    })?;
+                                    run::check(&spec).map_err(|e| self.about_run(&spec, e))?;
                                 }
                                 points.push(Point { spec, params: params.clone() });
                             }
@@ -438,7 +433,7 @@ impl Point {
 /// worker of a distributed sweep does for one point.
 pub fn run_encoded(point: &str) -> Result<String, Error> {
     let p = Point::decode(point)?;
-    let out = run::run(&p.spec).map_err(|message| Error::Run { message })?;
+    let out = run::run(&p.spec)?;
     Ok(line(&p, &out))
 }
 
@@ -486,13 +481,14 @@ procs = [2, 3]
         assert!(Sweep::parse(&text, "s.toml").unwrap().grid().is_ok());
         let text = text.replace("rounds = 3", "rounds = 3\nsize_kb = 0");
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
-        assert!(matches!(&e, Error::Experiment { place: Some((9, field)), .. } if field == "set.size_kb"), "{e:?}");
+        assert!(matches!(&e, Error::GridRun { line: 9, field, .. } if field == "set.size_kb"), "{e:?}");
+        assert_eq!(e.param(), Some(crate::error::Param::Set("size_kb".into())));
         let e = e.to_string();
         assert!(e.starts_with("s.toml: line 9, set.size_kb: unknown parameter 'size_kb'"), "{e}");
         assert!(e.ends_with("(in the runs of pingpong on cortex-a72, cpus 1, policy arm64-noasid)"), "{e}");
         let text = SMALL.replace("procs = [2, 3]", "procs = [2, 0]");
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err().to_string();
-        assert!(e.starts_with("s.toml: line 10, set.lat_ctx.procs: --set procs=0 is out of range"), "{e}");
+        assert!(e.starts_with("s.toml: line 10, set.lat_ctx.procs: set procs=0 is out of range"), "{e}");
     }
 
     #[test]

@@ -11,144 +11,29 @@
 //! The words are the front end's. A message names parameters through
 //! [`Names`], so each front end spells them its own way from the one template
 //! per variant ([`Error::message`]): [`Library`], which [`Display`] uses, names
-//! them as a Rust caller writes them (`cpus`, `set procs`); [`Flags`], the
-//! command line's wording, by their flags (`--cpus`, `--set procs`); the Python
-//! package by its keywords (`cpus=`). Every message still says what was wrong
-//! and how to put it right.
+//! them as a Rust caller writes them (`cpus`, `set procs`); the command line
+//! by its flags (`--cpus`, `--set procs`); the Python package by its keywords
+//! (`cpus=`). Every message still says what was wrong and how to put it right.
+//! [`Param`] and [`Names`] are the registry's (`tlbkit_registry::param`),
+//! shared with the checker, so that a front end words both libraries' errors
+//! in one place.
 //!
 //! What is guaranteed: a variant without a parameter reads the same in every
-//! wording, and [`Flags`] gives exactly the text `tlbkit` has always printed.
+//! wording, and every error about a parameter says which one ([`Error::param`]).
 //! What is not: that every failure of a simulated run is a variant. The
 //! kernel's own failures (a segmentation fault, an impossible request) stop a
-//! run with the message in [`crate::sim::Sim::error`], which is text.
+//! run with the message in [`crate::sim::Sim::error`], which is text, and
+//! reach the caller as [`Error::Failed`].
 //!
 //! [`Display`]: std::fmt::Display
 
+use crate::workload::Phase;
 use std::fmt;
 use std::path::PathBuf;
 use tlbkit_policy::MmId;
 
-/// A parameter a user gives tlbkit, as an error names it.
-///
-/// One list for the simulator and the lab (which re-exports it), so that a
-/// front end words every parameter in one place.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Param {
-    /// The machine's CPU count.
-    Cpus,
-    /// A workload, machine or kernel parameter, `key=value`.
-    Set(String),
-    /// The policies a comparison runs, the first its reference.
-    Policies,
-    /// The runs per policy of a comparison.
-    Runs,
-    /// The first seed of a comparison's runs.
-    Seed,
-    /// A chart's x axis: a field of the runs.
-    X,
-    /// A chart's plotted figure.
-    Y,
-    /// The field whose values are a chart's series.
-    Group,
-    /// A filter of a chart's runs, `field=value`.
-    Where,
-    /// The policy a report compares every other with.
-    Baseline,
-    /// A sweep's results file.
-    Results,
-}
-
-/// How a front end names parameters in its messages.
-pub trait Names {
-    /// Returns the name of `p`: `cpus` as Rust writes it, `--cpus` on the
-    /// command line.
-    fn name(&self, p: &Param) -> String;
-
-    /// Returns `p` given `value`: `cpus 5000`, `--cpus 5000`, `cpus=5000`.
-    fn given(&self, p: &Param, value: &str) -> String {
-        format!("{} {value}", self.name(p))
-    }
-
-    /// Returns `p` given several values: `policies [A, B]`, `--policy A
-    /// --policy B`.
-    fn given_each(&self, p: &Param, values: &[&str]) -> String {
-        self.given(p, &format!("[{}]", values.join(", ")))
-    }
-}
-
-/// The library's wording: parameters as a Rust caller writes them (the field
-/// or argument, `first_seed`, and `set key` for a `key=value` setting).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Library;
-
-impl Names for Library {
-    fn name(&self, p: &Param) -> String {
-        match p {
-            Param::Cpus => "cpus".into(),
-            Param::Set(key) => format!("set {key}"),
-            Param::Policies => "policies".into(),
-            Param::Runs => "runs".into(),
-            Param::Seed => "first_seed".into(),
-            Param::X => "x".into(),
-            Param::Y => "y".into(),
-            Param::Group => "group".into(),
-            Param::Where => "filters".into(),
-            Param::Baseline => "baseline".into(),
-            Param::Results => "results".into(),
-        }
-    }
-
-    fn given(&self, p: &Param, value: &str) -> String {
-        match p {
-            Param::Set(key) => format!("set {key}={value}"),
-            _ => format!("{} {value}", self.name(p)),
-        }
-    }
-}
-
-/// The `tlbkit` command line's wording: every parameter by its flag, so that
-/// its messages are the ones it has always printed.
-///
-/// It is here only as the bridge `impl From<Error> for String` uses, which
-/// lets the command's code, written for errors as text, use the typed errors
-/// unchanged; the command will take it over, and the bridge will go.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Flags;
-
-impl Names for Flags {
-    fn name(&self, p: &Param) -> String {
-        match p {
-            Param::Cpus => "--cpus".into(),
-            Param::Set(key) => format!("--set {key}"),
-            Param::Policies => "--policy".into(),
-            Param::Runs => "--runs".into(),
-            Param::Seed => "--seed".into(),
-            Param::X => "--x".into(),
-            Param::Y => "--y".into(),
-            Param::Group => "--group".into(),
-            Param::Where => "--where".into(),
-            Param::Baseline => "--baseline".into(),
-            Param::Results => "--results".into(),
-        }
-    }
-
-    fn given(&self, p: &Param, value: &str) -> String {
-        match p {
-            Param::Set(key) => format!("--set {key}={value}"),
-            _ => format!("{} {value}", self.name(p)),
-        }
-    }
-
-    fn given_each(&self, p: &Param, values: &[&str]) -> String {
-        values.iter().map(|v| self.given(p, v)).collect::<Vec<_>>().join(" ")
-    }
-}
-
-impl fmt::Display for Param {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&Library.name(self))
-    }
-}
+pub use tlbkit_registry::param::{Library, Names, Param};
+use tlbkit_registry::Arch;
 
 /// What went wrong in the simulator's library.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +62,161 @@ pub enum Error {
     UnknownWorkload {
         /// The name given.
         name: String,
+    },
+    /// A machine the simulator has no preset for.
+    UnknownMachine {
+        /// The name given.
+        name: String,
+    },
+    /// An error of the policy registry: an unknown policy, a shape the policy
+    /// refuses.
+    Registry(#[from] tlbkit_registry::Error),
+    /// A policy for another architecture than the machine's.
+    WrongArch {
+        /// The policy.
+        policy: &'static str,
+        /// Its architecture.
+        policy_arch: Arch,
+        /// The machine.
+        machine: &'static str,
+        /// Its architecture.
+        machine_arch: Arch,
+        /// The policies that fit the machine.
+        fits: Vec<&'static str>,
+    },
+    /// A policy that needs `INVLPGB` on a machine without it.
+    NeedsInvlpgb {
+        /// The policy.
+        policy: &'static str,
+        /// The machine.
+        machine: &'static str,
+        /// The machines that have it.
+        fits: Vec<&'static str>,
+    },
+    /// A CPU count outside the simulator's range.
+    CpusRange {
+        /// The CPUs given.
+        cpus: usize,
+        /// The most the simulator runs.
+        max: usize,
+    },
+    /// More CPUs than the machine's sockets have cores.
+    TooFewCores {
+        /// The CPUs given.
+        cpus: usize,
+        /// The machine.
+        machine: &'static str,
+        /// The cores its sockets have.
+        max: usize,
+        /// Its sockets.
+        sockets: usize,
+        /// The cores of a socket.
+        per_socket: usize,
+        /// The sockets the CPUs need.
+        need: usize,
+    },
+    /// A scale study without a CPU count.
+    NoCpuCounts {
+        /// The most CPUs a run has.
+        max: usize,
+    },
+    /// A setting that is not `key=value`.
+    MalformedSet {
+        /// The setting given.
+        text: String,
+    },
+    /// A setting whose key is no machine, kernel or workload parameter.
+    UnknownSetting {
+        /// The key given.
+        key: String,
+        /// The keys the run takes.
+        valid: Vec<&'static str>,
+    },
+    /// A setting's value its parameter does not take (not a number, not on or
+    /// off, none of the choices).
+    BadSetting {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What a value must be, in words ("give on or off").
+        want: String,
+    },
+    /// A setting's value outside its parameter's range.
+    SettingRange {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// The range, in words ("0 to 1").
+        range: String,
+    },
+    /// A setting's value the machine does not offer (ASID widths, NUMA nodes).
+    Unsupported {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// The machine.
+        machine: &'static str,
+        /// The values it offers.
+        choices: Vec<String>,
+    },
+    /// A socket count outside what the machine can be grown to.
+    SocketsRange {
+        /// The value given.
+        value: String,
+        /// The machine.
+        machine: &'static str,
+        /// The most sockets.
+        most: usize,
+        /// The cores of a socket.
+        per_socket: usize,
+        /// The real machine's sockets.
+        real: usize,
+    },
+    /// A switch turned on for a policy that does not take it (`kpti`,
+    /// `tlbi_range`).
+    SwitchNotTaken {
+        /// The switch's key.
+        key: String,
+        /// The policy.
+        policy: &'static str,
+    },
+    /// A TLB mode word for a policy without TLB modes.
+    TlbModeNotTaken {
+        /// The policies that take one.
+        takes: Vec<&'static str>,
+        /// The policy.
+        policy: &'static str,
+    },
+    /// Contiguous PTEs for a policy that is not arm64 Linux's.
+    ContpteNotTaken {
+        /// The contiguous-PTE mode asked for.
+        mode: &'static str,
+        /// The policies that take it.
+        takes: Vec<&'static str>,
+        /// The policy.
+        policy: &'static str,
+    },
+    /// A workload's text parameter (a file) not given.
+    NeedsText {
+        /// The workload.
+        workload: &'static str,
+        /// The parameter's key.
+        key: &'static str,
+        /// What it gives.
+        doc: &'static str,
+    },
+    /// A simulation that stopped with the kernel's error (a segmentation
+    /// fault, an impossible request, an interrupted run).
+    Failed {
+        /// The workload.
+        workload: &'static str,
+        /// The phase that failed; `None` for a timed phase of `bench`.
+        phase: Option<Phase>,
+        /// The kernel's message ([`crate::sim::Sim::error`]).
+        message: String,
     },
     /// A workload needs a parameter that was not given.
     MissingParam {
@@ -376,9 +416,22 @@ impl fmt::Display for TraceProblem {
 
 impl Error {
     /// Returns the parameter the error is about, if it is about one.
-    pub fn param(&self) -> Option<&Param> {
+    pub fn param(&self) -> Option<Param> {
         match self {
-            Error::MissingParam { param, .. } => Some(param),
+            Error::MissingParam { param, .. } => Some(param.clone()),
+            Error::UnknownMachine { .. } => Some(Param::Machine),
+            Error::UnknownWorkload { .. } => Some(Param::Workload),
+            Error::Registry(_) | Error::WrongArch { .. } | Error::NeedsInvlpgb { .. } => Some(Param::Policy),
+            Error::CpusRange { .. } | Error::TooFewCores { .. } | Error::NoCpuCounts { .. } => Some(Param::Cpus),
+            Error::MalformedSet { .. } => Some(Param::Sets),
+            Error::UnknownSetting { key, .. }
+            | Error::BadSetting { key, .. }
+            | Error::SettingRange { key, .. }
+            | Error::SwitchNotTaken { key, .. } => Some(set_param(key)),
+            Error::Unsupported { key, .. } | Error::NeedsText { key, .. } => Some(set_param(key)),
+            Error::SocketsRange { .. } => Some(set_param("sockets")),
+            Error::TlbModeNotTaken { .. } => Some(set_param("tlb_mode")),
+            Error::ContpteNotTaken { .. } => Some(set_param("contpte")),
             _ => None,
         }
     }
@@ -395,6 +448,79 @@ impl Error {
                 let all: Vec<&str> = crate::workload::WORKLOADS.iter().map(|w| w.name).collect();
                 format!("unknown workload '{name}'; valid workloads: {}", all.join(", "))
             }
+            Error::UnknownMachine { name } => {
+                let all: Vec<&str> = crate::preset::all().iter().map(|p| p.name).collect();
+                format!("unknown machine '{name}'; valid machines: {}", all.join(", "))
+            }
+            Error::Registry(e) => e.to_string(),
+            Error::WrongArch { policy, policy_arch, machine, machine_arch, fits } => format!(
+                "policy '{policy}' is for {} machines but '{machine}' is {}; policies that fit: {}",
+                arch_name(*policy_arch),
+                arch_name(*machine_arch),
+                fits.join(", ")
+            ),
+            Error::NeedsInvlpgb { policy, machine, fits } => format!(
+                "policy '{policy}' needs INVLPGB, which '{machine}' does not have; machines with it: {}",
+                fits.join(", ")
+            ),
+            Error::CpusRange { cpus, max } => {
+                format!("{} is out of range: give 1 to {max}", names.given(&Param::Cpus, &cpus.to_string()))
+            }
+            Error::TooFewCores { cpus, machine, max, sockets, per_socket, need } => format!(
+                "{}: {machine} has {max} cores ({sockets} socket{} of {per_socket}); give {}, or model a larger \
+                 machine of the same sockets with {}",
+                names.given(&Param::Cpus, &cpus.to_string()),
+                if *sockets == 1 { "" } else { "s" },
+                names.given(&Param::Cpus, &format!("1 to {max}")),
+                names.given(&Param::Set("sockets".into()), &need.to_string())
+            ),
+            Error::NoCpuCounts { max } => {
+                format!("{} needs at least one CPU count from 1 to {max}", names.name(&Param::Cpus))
+            }
+            Error::MalformedSet { text } => format!(
+                "malformed {} '{text}': expected key=value, e.g. {}",
+                names.name(&Param::Sets),
+                names.given(&Param::Set("asid_bits".into()), "8")
+            ),
+            Error::UnknownSetting { key, valid } => {
+                format!("unknown parameter '{key}'; valid keys: {}", valid.join(", "))
+            }
+            Error::BadSetting { key, value, want } => format!("{}: {want}", names.given(&set_param(key), value)),
+            Error::SettingRange { key, value, range } => {
+                format!("{} is out of range: give {range}", names.given(&set_param(key), value))
+            }
+            Error::Unsupported { key, value, machine, choices } => format!(
+                "{} is not supported by {machine}: choose one of {}",
+                names.given(&set_param(key), value),
+                choices.join(", ")
+            ),
+            Error::SocketsRange { value, machine, most, per_socket, real } => format!(
+                "{} is out of range for {machine}: give a whole number from 1 to {most} ({per_socket} cores each; \
+                 the real machine has {real})",
+                names.given(&set_param("sockets"), value)
+            ),
+            Error::SwitchNotTaken { key, policy } => {
+                format!("{} applies to the arm64-linux policies only, not {policy}", names.given(&set_param(key), "on"))
+            }
+            Error::TlbModeNotTaken { takes, policy } => {
+                format!("{} applies to {} only, not {policy}", names.name(&set_param("tlb_mode")), takes.join(", "))
+            }
+            Error::ContpteNotTaken { mode, takes, policy } => format!(
+                "{} and {} model arm64 Linux's contiguous PTEs (contpte.c) and apply only to the arm64 Linux \
+                 policies ({}), not {policy}",
+                names.given(&set_param("contpte"), mode),
+                names.name(&set_param("teardown")),
+                takes.join(", ")
+            ),
+            Error::NeedsText { workload, key, doc } => format!(
+                "workload {workload} needs {}: {doc} (e.g. {})",
+                names.given(&set_param(key), "..."),
+                names.given(&set_param(key), "examples/traces/gzip.trace")
+            ),
+            Error::Failed { workload, phase: Some(phase), message } => {
+                format!("{workload} ({phase:?} phase): {message}")
+            }
+            Error::Failed { phase: None, message, .. } => message.clone(),
             Error::MissingParam { workload, param, what, placeholder } => {
                 format!("{workload}: give {what} with {}", names.given(param, placeholder))
             }
@@ -424,12 +550,16 @@ impl fmt::Display for Error {
     }
 }
 
-/// The bridge for the command line's code, which handles errors as text: an
-/// error becomes the message `tlbkit` prints ([`Flags`]). The command will
-/// word the typed errors itself, and this conversion will go.
-impl From<Error> for String {
-    fn from(e: Error) -> String {
-        e.message(&Flags)
+/// Returns the parameter of the setting `key`.
+fn set_param(key: &str) -> Param {
+    Param::Set(key.to_string())
+}
+
+/// Returns an architecture's name in messages.
+fn arch_name(a: Arch) -> &'static str {
+    match a {
+        Arch::Arm64 => "arm64",
+        Arch::X86_64 => "x86-64",
     }
 }
 
@@ -437,45 +567,27 @@ impl From<Error> for String {
 mod tests {
     use super::*;
 
-    /// Every parameter, for the wordings' tests.
-    fn all_params() -> Vec<Param> {
-        use Param::*;
-        vec![Cpus, Set("procs".into()), Policies, Runs, Seed, X, Y, Group, Where, Baseline, Results]
-    }
-
-    #[test]
-    fn the_command_line_names_each_parameter_by_its_flag() {
-        let flags: Vec<String> = all_params().iter().map(|p| Flags.name(p)).collect();
-        assert_eq!(
-            flags,
-            [
-                "--cpus",
-                "--set procs",
-                "--policy",
-                "--runs",
-                "--seed",
-                "--x",
-                "--y",
-                "--group",
-                "--where",
-                "--baseline",
-                "--results"
-            ]
-        );
-        assert_eq!(Flags.given(&Param::Set("procs".into()), "0"), "--set procs=0");
-        assert_eq!(Flags.given(&Param::Cpus, "5000"), "--cpus 5000");
-        assert_eq!(Flags.given_each(&Param::Policies, &["A", "B"]), "--policy A --policy B");
-    }
-
     #[test]
     fn the_library_names_no_flag() {
-        for p in all_params() {
+        let all = [Param::Cpus, Param::Set("procs".into()), Param::Sets, Param::Policies, Param::Pages, Param::Asids];
+        for p in all {
             for text in [Library.name(&p), Library.given(&p, "1"), Library.given_each(&p, &["A", "B"])] {
                 assert!(!text.contains("--"), "{p:?}: {text}");
             }
         }
         assert_eq!(Library.given(&Param::Set("procs".into()), "0"), "set procs=0");
         assert_eq!(Library.given_each(&Param::Policies, &["A", "B"]), "policies [A, B]");
+    }
+
+    #[test]
+    fn a_setting_out_of_range_names_its_parameter_and_the_range() {
+        let e =
+            Error::SettingRange { key: "procs".into(), value: "0".into(), range: "a whole number from 2 to 64".into() };
+        assert_eq!(e.param(), Some(Param::Set("procs".into())));
+        assert_eq!(e.to_string(), "set procs=0 is out of range: give a whole number from 2 to 64");
+        let e = Error::CpusRange { cpus: 5000, max: 4096 };
+        assert_eq!(e.param(), Some(Param::Cpus));
+        assert_eq!(e.to_string(), "cpus 5000 is out of range: give 1 to 4096");
     }
 
     #[test]
@@ -486,9 +598,8 @@ mod tests {
             what: "the trace to replay",
             placeholder: "TRACE",
         };
-        assert_eq!(e.param(), Some(&Param::Set("file".into())));
+        assert_eq!(e.param(), Some(Param::Set("file".into())));
         assert_eq!(e.to_string(), "trace: give the trace to replay with set file=TRACE");
-        assert_eq!(String::from(e), "trace: give the trace to replay with --set file=TRACE");
     }
 
     #[test]

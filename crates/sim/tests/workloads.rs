@@ -435,7 +435,7 @@ fn a_workload_that_cannot_start_or_measure_says_why_as_data() {
     let p = defaults("stress_ng_tlb_shootdown", &[("pages", 3.0)]);
     let e = workload::setup("stress_ng_tlb_shootdown", &p, &mut sim, Phase::Main).unwrap_err();
     assert!(matches!(&e, Error::BadParam { key: "pages", value, valid: "a power of two", .. } if value == "3"));
-    assert_eq!(String::from(e), "stress_ng_tlb_shootdown: pages=3 is not a power of two");
+    assert_eq!(e.to_string(), "stress_ng_tlb_shootdown: pages=3 is not a power of two");
     let p = defaults("exit_teardown", &[("file_pages", 4.0), ("dirty_pages", 5.0)]);
     let e = workload::setup("exit_teardown", &p, &mut sim, Phase::Main).unwrap_err();
     assert!(matches!(&e, Error::ParamExceeds { key: "dirty_pages", limit_key: "file_pages", .. }), "{e:?}");

@@ -422,9 +422,9 @@ mod tests {
         );
         let spec =
             ChartSpec { x: "procs".into(), y: "lat_us".into(), group: Some("nope".into()), ..Default::default() };
-        assert_eq!(r.chart(&spec).unwrap_err().param(), Some(&Param::Group));
+        assert_eq!(r.chart(&spec).unwrap_err().param(), Some(Param::Group));
         let spec = ChartSpec { filters: vec![("nope".into(), "1".into())], ..spec };
-        assert_eq!(r.chart(&ChartSpec { group: None, ..spec }).unwrap_err().param(), Some(&Param::Where));
+        assert_eq!(r.chart(&ChartSpec { group: None, ..spec }).unwrap_err().param(), Some(Param::Where));
         let e = r.chart(&ChartSpec { x: "procs".into(), y: "nope".into(), ..Default::default() }).unwrap_err();
         assert!(matches!(&e, Error::UnknownName { param: Param::Y, what: "metric", name, valid }
             if name == "nope" && *valid == ["violations", "lat_us", "misses"]));

@@ -23,8 +23,8 @@
 //! every workload; one under `[set.W]` replaces a `[set]` value of the same key
 //! for W.
 
+use crate::error::{Error, Param};
 use crate::sweep::MAX_RUNS;
-use crate::Error;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -308,20 +308,23 @@ impl<'de> Deserialize<'de> for Seeds {
 }
 
 impl Sweep {
-    /// Returns the error `msg` at `span` of the file.
-    fn at(&self, span: &Range<usize>, msg: impl fmt::Display) -> Error {
-        at(&self.origin, &self.text, span, msg)
-    }
-
-    /// Returns the error `msg` about a workload's runs, at the line of the
-    /// `set` key it names, or else at `workloads`.
-    pub(crate) fn about_workload(&self, workload: &str, msg: &str) -> Error {
-        let axes = self.axes.get(workload).map(Vec::as_slice).unwrap_or_default();
-        let named =
-            axes.iter().find(|a| msg.contains(&format!("--set {}=", a.key)) || msg.contains(&format!("'{}'", a.key)));
-        match named {
-            Some(a) => self.at(&a.span, msg),
-            None => self.at(&self.workloads_span, format!("{workload}: {msg}")),
+    /// Returns the error `e` of the run `spec`, at the line of the `set` key
+    /// its parameter names, or else at `workloads`.
+    pub(crate) fn about_run(&self, spec: &tlbkit_sim::run::RunSpec, e: tlbkit_sim::Error) -> Error {
+        let axes = self.axes.get(&spec.workload).map(Vec::as_slice).unwrap_or_default();
+        let named = match e.param() {
+            Some(Param::Set(key)) => axes.iter().find(|a| a.key == key),
+            _ => None,
+        };
+        let span = named.map_or(&self.workloads_span, |a| &a.span);
+        let (line, field) = locate(&self.text, span.start);
+        Error::GridRun {
+            origin: self.origin.clone(),
+            line,
+            field,
+            at_setting: named.is_some(),
+            run: Box::new(spec.clone()),
+            source: Box::new(e),
         }
     }
 
