@@ -8,11 +8,13 @@
 //! violations found.
 
 mod cmd;
+mod error;
 mod files;
 mod png;
 mod progress;
 mod table;
 
+use crate::error::CliError;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -101,7 +103,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs one command; returns its exit code, or the message of a bad input.
-fn dispatch(cmd: Cmd) -> Result<u8, String> {
+fn dispatch(cmd: Cmd) -> Result<u8, CliError> {
     match cmd {
         Cmd::List(a) => cmd::list::list(a),
         Cmd::Run(a) => cmd::run::run(a),

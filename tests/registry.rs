@@ -55,7 +55,7 @@ fn the_checker_gives_a_policy_under_any_name_its_entrys_defaults() {
 
         // The shape: its kernel's page-out path and locking, its architecture, and
         // whether it takes a contiguous block (`--teardown`).
-        let shape = |policy: &str, teardown: Option<&str>| -> Result<Shape, String> {
+        let shape = |policy: &str, teardown: Option<&str>| -> Result<Shape, tlbkit_check::Error> {
             let options =
                 Options { policy: policy.to_string(), teardown: teardown.map(str::to_string), ..Options::default() };
             spec::shape(&options.resolve()?.0)
@@ -74,7 +74,7 @@ fn the_checker_gives_a_policy_under_any_name_its_entrys_defaults() {
             let (mine, theirs) = (check(&spec(alias)), check(&spec(name)));
             assert_eq!(mine.is_ok(), theirs.is_ok(), "{name}, --asids {asids}: {mine:?} / {theirs:?}");
             if let (Err(mine), Err(theirs)) = (mine, theirs) {
-                assert_eq!(mine.replace(alias, name), theirs, "{name}, --asids {asids}");
+                assert_eq!(mine.to_string().replace(alias, name), theirs.to_string(), "{name}, --asids {asids}");
             }
         }
     }

@@ -5,7 +5,11 @@
 //! prints, which the Python side (`python/tlbkit/__init__.py`) turns into
 //! dicts, dataclasses and DataFrames: one encoding, so the two cannot drift.
 //!
-//! Errors are the CLI's messages, raised as `ValueError`. Simulations and
+//! Errors are raised as `ValueError`. The libraries' typed errors (the
+//! simulator's, the lab's, the checker's) are worded here ([`Keywords`]): the
+//! CLI's messages, with each parameter named by the Python keyword that gives
+//! it (`cpus=5000`, `params={'procs': 0}`, `results=`, not `--cpus 5000`,
+//! `--set procs=0`, `--results`). Simulations and
 //! checks run with the GIL released, on a thread of their own, while the
 //! calling thread polls for signals: Ctrl-C raises `KeyboardInterrupt` within
 //! 50 ms and sets the run's cancellation flag (`tlbkit_sim::cancel`), so an
@@ -21,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tlbkit_check::options::Options;
+use tlbkit_lab::error::{Library, Names, Param};
 use tlbkit_lab::stats::{self, Summary};
 use tlbkit_lab::sweep::schema::Sweep;
 use tlbkit_lab::sweep::{self, Event, Session};
@@ -41,6 +46,73 @@ const STACK: usize = 64 << 20;
 
 fn value_error(e: String) -> PyErr {
     PyValueError::new_err(e)
+}
+
+/// The package's wording of tlbkit's errors: a parameter by the keyword of
+/// the function that takes it (`results=`, `cpus=5000`), a `--set` key as the
+/// entry of `params`; one no Python function takes as the Rust library names
+/// it.
+struct Keywords;
+
+impl Names for Keywords {
+    fn name(&self, p: &Param) -> String {
+        match p {
+            Param::Set(key) => format!("params['{key}']"),
+            Param::Sets => "params=".into(),
+            Param::Policies => "policies=".into(),
+            Param::Quick => "quick=True".into(),
+            Param::Deep => "deep=True".into(),
+            Param::Cpus
+            | Param::Seed
+            | Param::Results
+            | Param::Machine
+            | Param::Policy
+            | Param::Workload
+            | Param::Mms
+            | Param::Pages
+            | Param::Asids
+            | Param::Ops
+            | Param::Menu
+            | Param::Mode
+            | Param::Memory
+            | Param::Teardown
+            | Param::Jobs
+            | Param::Iterations => format!("{}=", Library.name(p)),
+            _ => Library.name(p),
+        }
+    }
+
+    fn given(&self, p: &Param, value: &str) -> String {
+        match p {
+            // A number as Python writes it, anything else as a string.
+            Param::Set(key) if value.parse::<f64>().is_ok() => format!("params={{'{key}': {value}}}"),
+            Param::Set(key) => format!("params={{'{key}': '{value}'}}"),
+            p if self.name(p).ends_with('=') => {
+                let quoted = matches!(p, Param::Mode | Param::Memory | Param::Menu | Param::Teardown | Param::Policy);
+                if quoted {
+                    format!("{}'{value}'", self.name(p))
+                } else {
+                    format!("{}{value}", self.name(p))
+                }
+            }
+            _ => Library.given(p, value),
+        }
+    }
+}
+
+/// Returns the `ValueError` of a simulator error, in the package's words.
+fn sim_error(e: tlbkit_sim::Error) -> PyErr {
+    PyValueError::new_err(e.message(&Keywords))
+}
+
+/// Returns the `ValueError` of a checker error, in the package's words.
+fn check_error(e: tlbkit_check::Error) -> PyErr {
+    PyValueError::new_err(e.message(&Keywords))
+}
+
+/// Returns the `ValueError` of a lab error, in the package's words.
+fn lab_error(e: tlbkit_lab::Error) -> PyErr {
+    PyValueError::new_err(e.message(&Keywords))
 }
 
 /// Runs `f` on a thread of its own with the GIL released, checking for
@@ -89,7 +161,7 @@ fn run_json(
     strict: bool,
 ) -> PyResult<String> {
     let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
-    let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(value_error)?;
+    let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(sim_error)?;
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
@@ -181,15 +253,15 @@ fn check_json(
         teardown,
         jobs,
     };
-    o.resolve().map_err(value_error)?;
-    let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(value_error)?;
+    o.resolve().map_err(check_error)?;
+    let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// Replays a counterexample token; returns `tlbkit replay --format json`'s document.
 #[pyfunction]
 fn replay_json(py: Python<'_>, token: String) -> PyResult<String> {
-    let r = interruptible(py, move || tlbkit_check::replay(&token))?.map_err(value_error)?;
+    let r = interruptible(py, move || tlbkit_check::replay(&token))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
@@ -207,7 +279,7 @@ fn grid_toml(json: &str) -> PyResult<String> {
 fn run_point(py: Python<'_>, point: String) -> PyResult<(bool, String)> {
     Ok(match interruptible(py, move || sweep::run_encoded(&point))? {
         Ok(line) => (true, line),
-        Err(e) => (false, e),
+        Err(e) => (false, e.message(&Keywords)),
     })
 }
 
@@ -233,9 +305,9 @@ impl SweepSession {
     #[new]
     #[pyo3(signature = (text, origin, results=None))]
     fn new(text: &str, origin: &str, results: Option<PathBuf>) -> PyResult<Self> {
-        let s = Sweep::parse(text, origin).map_err(value_error)?;
+        let s = Sweep::parse(text, origin).map_err(lab_error)?;
         let results = results.unwrap_or_else(|| s.results_path(std::path::Path::new(origin)));
-        let inner = Session::open(&s, &results).map_err(value_error)?;
+        let inner = Session::open(&s, &results).map_err(lab_error)?;
         Ok(SweepSession { inner: Some(inner), file: origin.to_string() })
     }
 
@@ -261,7 +333,7 @@ impl SweepSession {
     /// Records pending point `i`'s outcome: its line (`ok`), or why it failed.
     fn record(&mut self, i: usize, ok: bool, payload: String) -> PyResult<()> {
         let outcome = if ok { Ok(payload) } else { Err(payload) };
-        self.session()?.record(i, outcome).map_err(value_error)
+        self.session()?.record(i, outcome).map_err(lab_error)
     }
 
     /// Runs the pending points on `jobs` host threads with the GIL released,
@@ -291,14 +363,14 @@ impl SweepSession {
         if let Some(e) = raised {
             return Err(e);
         }
-        result.map_err(value_error)
+        result.map_err(lab_error)
     }
 
     /// Ends the sweep (putting a complete results file in grid order); returns
     /// its report as JSON: `summary`, `failure`, `violating` and the counts.
     fn finish(&mut self) -> PyResult<String> {
         let s = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("the sweep is finished"))?;
-        let r = s.finish().map_err(value_error)?;
+        let r = s.finish().map_err(lab_error)?;
         Ok(serde_json::json!({
             "summary": r.summary(&self.file),
             "failure": r.failure(),

@@ -48,19 +48,25 @@ def test_a_run_with_violations_reports_them_and_its_replay(cli):
     assert r.replay.startswith("tlbkit run --machine skylake")
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(RUN, machine="no-such-machine"),
-    dict(RUN, policy="no-such-policy"),
-    dict(RUN, params={"procs": 0}),
-    dict(RUN, params={"no_such_param": 1}),
-    dict(RUN, cpus=100000),
+@pytest.mark.parametrize("kwargs, keyword, flag", [
+    (dict(RUN, machine="no-such-machine"), None, None),
+    (dict(RUN, policy="no-such-policy"), None, None),
+    (dict(RUN, params={"procs": 0}), "params={'procs': 0}", "--set procs=0"),
+    (dict(RUN, params={"no_such_param": 1}), None, None),
+    (dict(RUN, cpus=100000), "cpus=100000", "--cpus 100000"),
 ])
-def test_bad_input_is_a_value_error_with_the_cli_message(cli, kwargs):
+def test_bad_input_is_a_value_error_with_the_cli_message_in_keywords(cli, kwargs, keyword, flag):
     with pytest.raises(ValueError) as e:
         tlbkit.run(**kwargs)
     p = cli(*cli_run_args(**kwargs), check=False)
     assert p.returncode == 2
-    assert p.stderr.strip() == f"tlbkit: error: {e.value}"
+    # The CLI's message, with the keyword where the CLI names its flag.
+    said = str(e.value)
+    assert "--" not in said
+    if keyword is not None:
+        assert said.startswith(keyword), said
+        said = said.replace(keyword, flag)
+    assert p.stderr.strip() == f"tlbkit: error: {said}"
 
 
 def test_the_catalogue_is_the_cli_list(cli):
@@ -115,7 +121,9 @@ def test_check_bad_input_is_a_value_error(cli):
     with pytest.raises(ValueError) as e:
         tlbkit.check(policy="arm64-linux", asids=3)
     p = cli("check", "--policy", "arm64-linux", "--asids", "3", check=False)
-    assert p.stderr.strip() == f"tlbkit: error: {e.value}"
+    # The CLI's message, with the keywords where the CLI names its flags.
+    assert str(e.value).startswith("asids=3: ") and "--" not in str(e.value), str(e.value)
+    assert p.stderr.strip() == "tlbkit: error: " + str(e.value).replace("asids=", "--asids ")
     with pytest.raises(ValueError, match="exhaustive, random or pct"):
         tlbkit.check(policy="arm64-linux", mode="sideways")
     with pytest.raises(ValueError):
@@ -153,7 +161,7 @@ def test_a_sweep_from_a_dict_resumes_a_cut_file(tmp_path):
 def test_a_bad_grid_is_a_value_error_naming_its_line(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text(SMALL_GRID.replace("procs  = [2, 4, 6]", "procs  = [2, 0]"))
-    with pytest.raises(ValueError, match=r"line \d+, set.lat_ctx.procs: --set procs=0 is out of range"):
+    with pytest.raises(ValueError, match=r"line \d+, set.lat_ctx.procs: params=\{'procs': 0\} is out of range"):
         tlbkit.sweep(grid, results=tmp_path / "r.jsonl", progress=False)
     with pytest.raises(ValueError, match="needs results=PATH"):
         tlbkit.sweep({"machines": ["cortex-a72"]})
@@ -161,6 +169,31 @@ def test_a_bad_grid_is_a_value_error_naming_its_line(tmp_path):
         tlbkit.sweep(tmp_path / "grid.toml", executor="dask")
     with pytest.raises(ValueError, match="at least one thread"):
         tlbkit.sweep(tmp_path / "grid.toml", jobs=0)
+
+
+def test_an_error_names_the_python_keyword_not_the_cli_flag(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    foreign = tmp_path / "r.jsonl"
+    foreign.write_text("hello\n")
+    with pytest.raises(ValueError) as e:
+        tlbkit.sweep(grid, results=foreign, progress=False)
+    assert "line 1 is not a result of tlbkit sweep" in str(e.value)
+    assert str(e.value).endswith("give another file with results=") and "--results" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^jobs=0: give at least one thread$"):
+        tlbkit.sweep(grid, jobs=0, results=foreign)
+    with pytest.raises(ValueError, match=r"^params=\{'contpte': True\}: give on or off"):
+        tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", params={"contpte": True})
+    # A run's error and a check's name the keywords, never a --flag.
+    with pytest.raises(ValueError, match=r"^params=\{'sched': 'sideways'\}: give one of ") as e:
+        tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", params={"sched": "sideways"})
+    assert "--" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^cpus=9: the checker runs 1 to 8 CPUs$"):
+        tlbkit.check(policy="arm64-linux", cpus=9)
+    with pytest.raises(ValueError, match=r"^jobs=0 runs nothing: give 1 or more worker threads$"):
+        tlbkit.check(policy="arm64-linux", mode="exhaustive", jobs=0)
+    with pytest.raises(ValueError, match=r"^mode='sideways': give exhaustive, random or pct$"):
+        tlbkit.check(policy="arm64-linux", mode="sideways")
 
 
 def test_the_gil_is_released_while_simulating():

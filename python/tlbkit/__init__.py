@@ -4,8 +4,9 @@ Every function calls the Rust library that the ``tlbkit`` command calls (the
 extension module ``tlbkit._native``), not the command: ``run`` gives the
 figures of ``tlbkit run --format json``, ``sweep`` writes the results file of
 ``tlbkit sweep`` byte for byte, and bad input raises ``ValueError`` with the
-message the command prints. Simulations run with the GIL released; Ctrl-C
-raises ``KeyboardInterrupt``.
+message the command prints, a parameter named by its keyword (``results=``,
+``jobs=0``) where the command names its flag. Simulations run with the GIL
+released; Ctrl-C raises ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _sets(params: Optional[Mapping[str, Any]]) -> List[str]:
     out = []
     for k, v in (params or {}).items():
         if isinstance(v, bool):
-            raise ValueError(f"--set {k}={v}: give on or off, or a number, not a Python bool")
+            raise ValueError(f"params={{{k!r}: {v}}}: give on or off, or a number, not a Python bool")
         out.append(f"{k}={v}")
     return out
 
@@ -290,7 +291,7 @@ def sweep(
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (host threads) or 'ray'")
     if jobs is not None and jobs < 1:
-        raise ValueError(f"--jobs {jobs}: give at least one thread")
+        raise ValueError(f"jobs={jobs}: give at least one thread")
     text, origin = _grid_text(grid)
     if origin == "grid" and results is None and "results" not in grid:
         raise ValueError("a grid given as a dict needs results=PATH (or a 'results' key)")

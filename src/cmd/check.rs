@@ -1,5 +1,6 @@
 //! `tlbkit check` and `tlbkit replay`: the command-line side of `tlbkit-check`.
 
+use crate::error::CliError;
 use clap::{Args, ValueEnum};
 use std::time::Instant;
 use tlbkit_check::options::Options;
@@ -117,7 +118,7 @@ enum MemoryArg {
 }
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
-pub fn check(a: CheckArgs) -> Result<u8, String> {
+pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     let opts = Options {
         policy: a.policy,
         quick: a.quick,
@@ -150,13 +151,13 @@ pub fn check(a: CheckArgs) -> Result<u8, String> {
 }
 
 /// Runs `tlbkit replay`; returns the exit code (3 when the violation recurs).
-pub fn replay(a: ReplayArgs) -> Result<u8, String> {
+pub fn replay(a: ReplayArgs) -> Result<u8, CliError> {
     let r = tlbkit_check::replay(&a.token)?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 
-fn emit(r: &CheckReport, json: bool, verbose: bool) -> Result<(), String> {
+fn emit(r: &CheckReport, json: bool, verbose: bool) -> Result<(), CliError> {
     if json {
         println!("{}", serde_json::to_string_pretty(r).map_err(|e| e.to_string())?);
     } else if verbose {

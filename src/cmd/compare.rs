@@ -1,5 +1,6 @@
 //! `tlbkit compare`: its flags and output (the work is `tlbkit_lab::compare`).
 
+use crate::error::CliError;
 use crate::progress::{self, Unit};
 use clap::{Args, ValueEnum};
 use tlbkit_lab::batch::default_jobs;
@@ -51,7 +52,7 @@ pub struct CompareArgs {
 }
 
 /// Runs `tlbkit compare`; returns the exit code (3 if a run found violations).
-pub fn compare(a: CompareArgs) -> Result<u8, String> {
+pub fn compare(a: CompareArgs) -> Result<u8, CliError> {
     let spec = CompareSpec {
         machine: a.machine,
         cpus: a.cpus,

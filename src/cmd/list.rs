@@ -3,6 +3,7 @@
 //! costs, each metric's meaning and unit.
 
 use super::Format;
+use crate::error::CliError;
 use crate::table::{Align, Table};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -43,7 +44,7 @@ pub enum What {
 }
 
 /// Runs `tlbkit list`; returns the exit code.
-pub fn list(a: ListArgs) -> Result<u8, String> {
+pub fn list(a: ListArgs) -> Result<u8, CliError> {
     let ListArgs { what, format } = a;
     let Some(what) = what else { return overview(format) };
     let (doc, text) = match what {
@@ -92,7 +93,7 @@ fn named(rows: Vec<(String, String)>) -> (Value, String) {
 }
 
 /// The overview every `tlbkit list` without a kind prints (and its JSON).
-fn overview(format: Format) -> Result<u8, String> {
+fn overview(format: Format) -> Result<u8, CliError> {
     let machines: Vec<(String, String)> =
         preset::all().into_iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
     let policies: Vec<(String, String)> =

@@ -2,6 +2,7 @@
 //! of a sweep's results (the charts and pages are `tlbkit_lab::plot`; the files
 //! are written through `crate::files`).
 
+use crate::error::CliError;
 use crate::files::{check_writable, write_atomically};
 use clap::Args;
 use std::path::PathBuf;
@@ -51,10 +52,10 @@ pub struct ReportArgs {
 }
 
 /// Runs `tlbkit plot`.
-pub fn plot(a: PlotArgs) -> Result<u8, String> {
+pub fn plot(a: PlotArgs) -> Result<u8, CliError> {
     let ext = a.output.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     if ext != "svg" && ext != "png" {
-        return Err(format!("-o {}: give a file ending in .svg or .png", a.output.display()));
+        return Err(format!("-o {}: give a file ending in .svg or .png", a.output.display()).into());
     }
     check_writable(&a.output, "-o", false)?;
     let filters = a
@@ -82,7 +83,7 @@ pub fn plot(a: PlotArgs) -> Result<u8, String> {
 }
 
 /// Runs `tlbkit report`.
-pub fn report(a: ReportArgs) -> Result<u8, String> {
+pub fn report(a: ReportArgs) -> Result<u8, CliError> {
     check_writable(&a.output, "-o", false)?;
     let results = Results::load(&a.results)?;
     let page = html::report(&results, &a.results.display().to_string(), &a.baseline)?;

@@ -3,6 +3,7 @@
 //! (the claims and their verdicts are `tlbkit_lab::claims`).
 
 use super::Format;
+use crate::error::CliError;
 use crate::files::{check_writable, write_atomically};
 use crate::progress::{self, Unit};
 use crate::table::{Align, Table};
@@ -25,7 +26,7 @@ pub struct ReproduceArgs {
 }
 
 /// Runs `tlbkit reproduce`; returns the exit code.
-pub fn reproduce(a: ReproduceArgs) -> Result<u8, String> {
+pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
     let ReproduceArgs { only, format, html } = a;
     if let Some(path) = &html {
         check_writable(path, "--html", false)?;
@@ -33,7 +34,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, String> {
     let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
-        return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")));
+        return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")).into());
     }
     let bar = progress::bar(selected.iter().map(|c| c.runs() as u64).sum(), Unit::Runs);
     let mut results = Vec::new();

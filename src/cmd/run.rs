@@ -3,6 +3,7 @@
 //! `tlbkit_sim::run`).
 
 use super::Format;
+use crate::error::CliError;
 use crate::progress;
 use crate::table::{Align, Table};
 use clap::Args;
@@ -32,7 +33,7 @@ pub struct RunArgs {
 }
 
 /// Runs `tlbkit run`; returns the exit code (3 if the run found violations).
-pub fn run(a: RunArgs) -> Result<u8, String> {
+pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let RunArgs { machine, cpus, policy, workload, sets, seed, strict, format } = a;
     let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
     let spinner = progress::spinner();

@@ -1,6 +1,7 @@
 //! `tlbkit sweep`: its flags, progress bar and summary (the work is
 //! `tlbkit_lab::sweep`).
 
+use crate::error::CliError;
 use crate::progress::{self, Unit};
 use clap::Args;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ pub struct SweepArgs {
 
 /// Runs `tlbkit sweep`; returns the exit code (3 if a recorded run of the grid
 /// found violations; failed runs are an error).
-pub fn sweep(a: SweepArgs) -> Result<u8, String> {
+pub fn sweep(a: SweepArgs) -> Result<u8, CliError> {
     let jobs = match a.jobs {
         Some(0) => return Err("--jobs 0: give at least one thread".into()),
         Some(n) => n,
@@ -56,7 +57,7 @@ pub fn sweep(a: SweepArgs) -> Result<u8, String> {
     bar.finish_and_clear();
     println!("{}", report.summary(&a.file.display().to_string()));
     if let Some(e) = report.failure() {
-        return Err(e);
+        return Err(e.into());
     }
     if let Some(first) = report.violating.first() {
         eprintln!(

@@ -2,6 +2,7 @@
 //! from valgrind's and strace's logs and printed as text (the format and the
 //! import are `tlbkit_sim::trace` and `tlbkit_lab::trace`).
 
+use crate::error::CliError;
 use crate::files::check_writable;
 use crate::progress::{self, Unit};
 use clap::Subcommand;
@@ -33,7 +34,7 @@ pub enum TraceCmd {
 }
 
 /// Runs `tlbkit trace import` or `tlbkit trace dump`; returns the exit code.
-pub fn trace(cmd: TraceCmd) -> Result<u8, String> {
+pub fn trace(cmd: TraceCmd) -> Result<u8, CliError> {
     match cmd {
         TraceCmd::Import { lackey, strace, output, no_ifetch } => {
             check_writable(&output, "-o", false)?;

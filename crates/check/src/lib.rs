@@ -308,7 +308,8 @@
 //! # Layout
 //! The modules form layers, each naming only modules below it
 //! (`crates/check/tests/modules.rs` fails on a circle), from the bottom:
-//! - [`arena`]: the per-execution allocator that keeps addresses stable.
+//! - [`arena`]: the per-execution allocator that keeps addresses stable;
+//!   [`error`]: what went wrong, as data ([`Error`]), for each front end to word.
 //! - [`kernel`]: the machine's ground truth and the oracle.
 //! - [`shape`]: the shape of the machine and of the exploration; `trace`: the
 //!   events an execution records.
@@ -330,6 +331,7 @@
 pub mod arena;
 pub(crate) mod block;
 pub(crate) mod engine;
+pub mod error;
 pub mod exec;
 pub mod kernel;
 pub mod ops;
@@ -342,6 +344,7 @@ pub mod spec;
 pub mod token;
 pub(crate) mod trace;
 
+pub use error::Error;
 pub use report::CheckReport;
 pub use run::{check, check_policy, check_with_progress, replay};
 pub use spec::{CheckSpec, Mode};

@@ -127,17 +127,21 @@ impl OpKind {
     }
 
     /// Parses a comma-separated list of kinds into a mask.
-    pub fn parse(list: &str) -> Result<u32, String> {
+    pub fn parse(list: &str) -> Result<u32, crate::Error> {
         let mut m = 0;
         for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             let k = Self::ALL.iter().find(|k| k.name() == w).ok_or_else(|| {
                 let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-                format!("--menu: unknown operation '{w}'; the operations are {}", names.join(", "))
+                crate::Error::Invalid {
+                    param: crate::error::Param::Menu,
+                    value: None,
+                    problem: format!("unknown operation '{w}'; the operations are {}", names.join(", ")),
+                }
             })?;
             m |= k.bit();
         }
         if m == 0 {
-            return Err("--menu: give at least one operation, e.g. --menu switch,munmap".into());
+            return Err(crate::Error::EmptyMenu);
         }
         Ok(m)
     }

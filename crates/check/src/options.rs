@@ -4,6 +4,7 @@
 //! `tlbkit.check` both resolve their arguments here and run [`Options::run`],
 //! so the two give the same report for the same request.
 
+use crate::error::{Error, Param};
 use crate::report::CheckReport;
 use crate::run;
 use crate::shape::Memory;
@@ -47,9 +48,9 @@ pub struct Options {
 impl Options {
     /// Returns the full request, and the worker threads an exhaustive search
     /// uses (`None`: one, with progress), or the CLI's message for bad input.
-    pub fn resolve(&self) -> Result<(CheckSpec, Option<usize>), String> {
+    pub fn resolve(&self) -> Result<(CheckSpec, Option<usize>), Error> {
         if self.quick && self.deep {
-            return Err("--quick and --deep cannot be used together".into());
+            return Err(Error::QuickAndDeep);
         }
         let preset = match (self.quick, self.deep) {
             (true, _) => Preset::Quick,
@@ -69,17 +70,21 @@ impl Options {
             Some("exhaustive") => Mode::Exhaustive,
             Some("random") => Mode::Random,
             Some("pct") => Mode::Pct,
-            Some(m) => return Err(format!("--mode {m}: give exhaustive, random or pct")),
+            Some(m) => return Err(Error::invalid(Param::Mode, m, "give exhaustive, random or pct")),
             None => d.mode,
         };
         let memory = match self.memory.as_deref() {
             Some("tso") => Memory::Tso,
             Some("sc") => Memory::Sc,
-            Some(m) => return Err(format!("--memory {m}: give sc or tso")),
+            Some(m) => return Err(Error::invalid(Param::Memory, m, "give sc or tso")),
             None => spec::default_memory(&self.policy),
         };
         let teardown = match &self.teardown {
-            Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| format!("--teardown: {e}"))?),
+            Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| Error::Invalid {
+                param: Param::Teardown,
+                value: None,
+                problem: e.to_string(),
+            })?),
             None => None,
         };
         let cpus = self.cpus.unwrap_or(d.cpus);
@@ -112,7 +117,7 @@ impl Options {
 
     /// Resolves and runs the check; `progress` hears the executions so far of a
     /// single-threaded search.
-    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
+    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
         let (spec, jobs) = self.resolve()?;
         run_resolved(&spec, jobs, progress)
     }
@@ -125,7 +130,7 @@ pub fn run_resolved(
     spec: &CheckSpec,
     jobs: Option<usize>,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
+) -> Result<CheckReport, Error> {
     match jobs {
         Some(jobs) => run::check_exhaustive_jobs(spec, jobs),
         None => run::check_with_progress(spec, progress),

@@ -2,6 +2,7 @@
 //! on one thread or several), shrinking what it finds to a counterexample with
 //! its replay token, and replaying a token.
 
+use crate::error::Error;
 use crate::exec;
 use crate::report::{counterexample, report, CheckReport, Reached};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
@@ -12,13 +13,13 @@ use tlbkit_policy::Policy;
 use tlbkit_registry::WithPolicy;
 
 /// Runs the check `spec` asks for.
-pub fn check(spec: &CheckSpec) -> Result<CheckReport, String> {
+pub fn check(spec: &CheckSpec) -> Result<CheckReport, Error> {
     check_with_progress(spec, &mut |_| {})
 }
 
 /// Runs the check `spec` asks for, calling `progress` with the number of
 /// executions run so far every 4,096 executions (for a progress display).
-pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
+pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
     with_spec_policy(spec, Search { spec, shape: &shape, progress })?
 }
@@ -30,12 +31,9 @@ pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> R
 /// whose operations the checker runs it under (a bug-zoo name is refused: its
 /// switch lives in the registered builder). Replay tokens it prints replay the
 /// registered policy, not the caller's.
-pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, String> {
+pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, Error> {
     if zoo_bug(&spec.policy)?.is_some() {
-        return Err(format!(
-            "{}: give the registered policy your policy is written like, not a bug-zoo entry",
-            spec.policy
-        ));
+        return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });
     }
     let shape = shape(spec)?;
     search_with(spec, &shape, build, &mut |_| {})
@@ -47,12 +45,12 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
 /// steps off: [`search::with_local_steps`]); when it finds a violation, the
 /// counterexample reported is the one a one-worker search finds (it searches
 /// again with one worker), so the output does not depend on `jobs` either.
-pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, String> {
+pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, Error> {
     if spec.mode != Mode::Exhaustive {
-        return Err(format!("--jobs applies to exhaustive mode, not {}", spec.mode.name()));
+        return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
     }
     if jobs == 0 {
-        return Err("--jobs 0 runs nothing: give 1 or more worker threads".into());
+        return Err(Error::NoJobs);
     }
     let shape = shape(spec)?;
     // Resolve the policy and build its configuration once here, so that a bad
@@ -76,15 +74,10 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
         return check(spec);
     }
     if stats.executions == 0 {
-        return Err("nothing was checked: no execution ran (--iterations 0); give --iterations 1 or more".into());
+        return Err(Error::NoExecution);
     }
     if started.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-        return Err(format!(
-            "nothing was checked: no CPU could start an operation from the menu ({}) with {} address space(s); \
-             widen --menu or --mms (see `tlbkit check --help`)",
-            crate::ops::OpKind::names(spec.menu),
-            spec.mms
-        ));
+        return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
     }
     let [rollovers, initiators] = reached.map(std::sync::atomic::AtomicU32::into_inner);
     let mut r = report(spec, spec.mode.name(), stats, Reached { rollovers, initiators }, None);
@@ -99,7 +92,7 @@ pub fn default_jobs() -> usize {
 }
 
 /// Re-runs the counterexample a token describes.
-pub fn replay(token: &str) -> Result<CheckReport, String> {
+pub fn replay(token: &str) -> Result<CheckReport, Error> {
     let (spec, choices) = decode(token)?;
     let shape = shape(&spec)?;
     with_spec_policy(&spec, ReplayOne { spec: &spec, shape: &shape, choices: &choices, token })
@@ -109,7 +102,7 @@ pub fn replay(token: &str) -> Result<CheckReport, String> {
 /// violation), recording their traces, and returns the offsets of the policy
 /// fields they accessed that the policy's [`Policy::name_fields`] leaves
 /// unnamed (traces show those as `[policy+0x..]`).
-pub fn unnamed_fields(spec: &CheckSpec, executions: u64) -> Result<Vec<usize>, String> {
+pub fn unnamed_fields(spec: &CheckSpec, executions: u64) -> Result<Vec<usize>, Error> {
     let shape = shape(spec)?;
     with_spec_policy(spec, Coverage { shape: &shape, executions, seed: spec.seed })
 }
@@ -122,7 +115,7 @@ struct Search<'a> {
 }
 
 impl WithPolicy for Search<'_> {
-    type Out = Result<CheckReport, String>;
+    type Out = Result<CheckReport, Error>;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
         search_with(self.spec, self.shape, build, self.progress)
     }
@@ -202,7 +195,7 @@ fn search_with<P: Policy>(
     shape: &Shape,
     build: &dyn Fn() -> P,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
+) -> Result<CheckReport, Error> {
     let mut n = 0u64;
     let started = std::cell::Cell::new(0usize);
     let reached = std::cell::Cell::new(Reached::default());
@@ -224,17 +217,11 @@ fn search_with<P: Policy>(
     };
     if found.is_none() && (stats.executions == 0 || started.get() == 0) {
         // A clean verdict over no behaviour would read as a proof: refuse it.
-        let why = if stats.executions == 0 {
-            "no execution ran (--iterations 0); give --iterations 1 or more".to_string()
+        return Err(if stats.executions == 0 {
+            Error::NoExecution
         } else {
-            format!(
-                "no CPU could start an operation from the menu ({}) with {} address space(s); widen --menu or \
-                 --mms (see `tlbkit check --help`)",
-                crate::ops::OpKind::names(spec.menu),
-                spec.mms
-            )
-        };
-        return Err(format!("nothing was checked: {why}"));
+            Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms }
+        });
     }
     let counterexample = found.map(|out| {
         let choices = search::shrink(&mut run, &out);

@@ -4,6 +4,7 @@
 //! presets). Running the check is [`crate::run`]'s, its report
 //! [`crate::report`]'s, and its replay token [`crate::token`]'s.
 
+use crate::error::{Error, Param};
 use crate::shape::{KernelBug, Memory, Shape};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::zoo::{self, Bug};
@@ -81,11 +82,11 @@ pub const PROPERTIES: [&str; 7] = [
 
 /// Returns the `log2` of `asids` if it is a power of two of at least 4 (and at
 /// most 65536 on arm64, 4096 for FreeBSD x86's PCIDs).
-fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
+fn asid_bits(asids: u32, x86: bool) -> Result<u8, Error> {
     let (max, what) =
         if x86 { (1 << 12, "FreeBSD x86's PCIDs per CPU are") } else { (1 << 16, "an arm64 ASID space is") };
     if asids < 4 || !asids.is_power_of_two() || asids > max {
-        return Err(format!("--asids {asids}: {what} a power of two between 4 and {max} (try --asids 4)"));
+        return Err(Error::Asids { asids, space: what.into(), min: 4, max });
     }
     Ok(asids.trailing_zeros() as u8)
 }
@@ -93,11 +94,9 @@ fn asid_bits(asids: u32, x86: bool) -> Result<u8, String> {
 /// Returns the `log2` of `asids` global ASIDs for `policy` (one whose `--asids`
 /// is its [`AsidSpace::GlobalAsids`]): a power of two from 2 to 2048 (the kernel
 /// has 2039 on a 12-bit PCID machine).
-fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, String> {
+fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, Error> {
     if asids < 2 || !asids.is_power_of_two() || asids > 2048 {
-        return Err(format!(
-            "--asids {asids}: {policy}'s global ASIDs are a power of two between 2 and 2048 (try --asids 2)"
-        ));
+        return Err(Error::Asids { asids, space: format!("{policy}'s global ASIDs are"), min: 2, max: 2048 });
     }
     Ok(asids.trailing_zeros() as u8)
 }
@@ -107,7 +106,7 @@ fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, String> {
 /// arm64 the ASID space, for FreeBSD x86 the PCIDs per CPU; Linux x86 keeps its
 /// 6 slots); the zoo bug with a switch in the policy code (the kernel-side one is
 /// the shape's).
-fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, String> {
+fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, Error> {
     let asid_bits = match r.base.asids {
         AsidSpace::GlobalAsids => global_asid_bits(spec.asids, r.base.name)?,
         AsidSpace::Arm64Asids => asid_bits(spec.asids, false)?,
@@ -143,9 +142,10 @@ pub fn default_asids(policy: &str, cpus: usize) -> u32 {
 }
 
 /// Builds the policy `spec` names and runs `code` with it.
-fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, String> {
+fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, Error> {
     let r = resolve(&spec.policy)?;
-    registry::with_policy(r.base.name, &build(spec, &r)?, code).map_err(|e| format!("{}: {e}", spec.policy))
+    registry::with_policy(r.base.name, &build(spec, &r)?, code)
+        .map_err(|source| Error::Registry { policy: spec.policy.clone(), source })
 }
 
 /// A policy name resolved: the registered policy and the zoo bug it carries.
@@ -155,25 +155,19 @@ struct Resolved {
 }
 
 /// Returns what a policy name stands for, or a message listing what exists.
-fn resolve(name: &str) -> Result<Resolved, String> {
+fn resolve(name: &str) -> Result<Resolved, Error> {
     if let Some(p) = registry::policy(name) {
         return Ok(Resolved { base: p, bug: None });
     }
     if let Some(id) = name.strip_prefix("zoo/") {
         if let Some(e) = zoo::entry(id) {
-            let base = registry::policy(e.base).ok_or_else(|| {
-                format!("bug-zoo entry '{name}' is based on '{}', which is not a registered policy", e.base)
-            })?;
+            let base =
+                registry::policy(e.base).ok_or_else(|| Error::ZooBase { name: name.to_string(), base: e.base })?;
             return Ok(Resolved { base, bug: Some(e.bug) });
         }
-        let ids: Vec<String> = zoo::ZOO.iter().map(|e| format!("zoo/{}", e.id)).collect();
-        return Err(format!("unknown bug-zoo entry '{name}': the zoo has {}", ids.join(", ")));
+        return Err(Error::UnknownZooEntry { name: name.to_string() });
     }
-    let names: Vec<&str> = registry::POLICIES.iter().map(|p| p.name).collect();
-    Err(format!(
-        "unknown policy '{name}': the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
-        names.join(", ")
-    ))
+    Err(Error::UnknownPolicy { name: name.to_string() })
 }
 
 /// Returns the memory model a policy needs by default: x86-TSO for the zoo
@@ -196,14 +190,17 @@ pub fn default_memory(policy: &str) -> Memory {
 
 /// Validates `spec` and returns the machine shape it asks for (its kernel's
 /// page-out path included).
-pub fn shape(spec: &CheckSpec) -> Result<Shape, String> {
+pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
     let r = resolve(&spec.policy)?;
     if let Some(t) = spec.teardown {
         if !r.base.switches.contpte {
-            return Err(format!(
-                "--teardown {t}: contiguous PTEs are arm64 Linux's; check them with arm64-linux or \
-                 arm64-linux-skipbcast, not {}",
-                spec.policy
+            return Err(Error::invalid(
+                Param::Teardown,
+                t,
+                format!(
+                    "contiguous PTEs are arm64 Linux's; check them with arm64-linux or arm64-linux-skipbcast, not {}",
+                    spec.policy
+                ),
             ));
         }
     }
@@ -222,22 +219,25 @@ fn shape_of(
     reclaim: crate::ops::Reclaim,
     arm64: bool,
     bug: Option<KernelBug>,
-) -> Result<Shape, String> {
+) -> Result<Shape, Error> {
     if !(1..=8).contains(&spec.cpus) {
-        return Err(format!("--cpus {}: the checker runs 1 to 8 CPUs", spec.cpus));
+        return Err(Error::invalid(Param::Cpus, spec.cpus, "the checker runs 1 to 8 CPUs"));
     }
     if !(1..=8).contains(&spec.mms) {
-        return Err(format!("--mms {}: the checker runs 1 to 8 address spaces", spec.mms));
+        return Err(Error::invalid(Param::Mms, spec.mms, "the checker runs 1 to 8 address spaces"));
     }
     if !(1..=crate::kernel::MAX_PAGES).contains(&spec.pages) {
-        return Err(format!(
-            "--pages {}: an address space maps 1 to {} pages (2 lets flushes of one address space overlap)",
+        return Err(Error::invalid(
+            Param::Pages,
             spec.pages,
-            crate::kernel::MAX_PAGES
+            format!(
+                "an address space maps 1 to {} pages (2 lets flushes of one address space overlap)",
+                crate::kernel::MAX_PAGES
+            ),
         ));
     }
     if spec.ops == 0 || spec.ops > 64 {
-        return Err(format!("--ops {}: give 1 to 64 kernel operations", spec.ops));
+        return Err(Error::invalid(Param::Ops, spec.ops, "give 1 to 64 kernel operations"));
     }
     // Linux's locking (the `mmap_lock` and the PTE lock) goes with its reclaim.
     let linux = reclaim == crate::ops::Reclaim::LinuxBatched;
@@ -287,19 +287,19 @@ pub(crate) fn menu_offered(spec: &CheckSpec) -> u32 {
 
 /// Returns the bug-zoo bug `policy` names (`None` for a registered policy), or
 /// the message [`resolve`] gives for an unknown name.
-pub(crate) fn zoo_bug(policy: &str) -> Result<Option<Bug>, String> {
+pub(crate) fn zoo_bug(policy: &str) -> Result<Option<Bug>, Error> {
     resolve(policy).map(|r| r.bug)
 }
 
 /// Resolves `spec.policy` and builds its registry configuration without
 /// building the policy: a bad name or size fails here, with its own message.
-pub(crate) fn validate_build(spec: &CheckSpec) -> Result<(), String> {
+pub(crate) fn validate_build(spec: &CheckSpec) -> Result<(), Error> {
     build(spec, &resolve(&spec.policy)?).map(drop)
 }
 
 /// Builds the policy `spec` names and runs `code` with it ([`with_policy`],
 /// for the modules that run checks).
-pub(crate) fn with_spec_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, String> {
+pub(crate) fn with_spec_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, Error> {
     with_policy(spec, code)
 }
 

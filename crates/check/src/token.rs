@@ -1,6 +1,7 @@
 //! The replay token: a check's spec and one schedule in a shell-safe string
 //! (`tlbkit replay TOKEN`), with its format version and checksum.
 
+use crate::error::Error;
 use crate::shape::Memory;
 use crate::spec::{menu_offered, CheckSpec, Mode};
 use std::fmt::Write as _;
@@ -81,11 +82,10 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
 const MAX_TOKEN_CHOICES: usize = 1_000_000;
 
 /// Decodes a token made by [`encode`], refusing one whose checksum does not match.
-pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), String> {
+pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
     let shown: String = token.chars().take(120).collect();
     let shown = if shown.len() < token.len() { format!("{shown}...") } else { shown };
-    let bad =
-        |why: &str| format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output");
+    let bad = |why: &str| Error::BadToken { shown: shown.clone(), why: why.to_string() };
     if token.starts_with("t1~") || token.starts_with("t2~") {
         return Err(bad("a token from an older tlbkit, which carried no checksum; run the `tlbkit check` that \
                         printed it again for a t5 token"));
@@ -188,7 +188,8 @@ mod tests {
         // (decode, encode, decode) would not have given the schedule back.
         let body = "t5~arm64-linux~2~3~1~4~6~sc~3ff~-~z0.";
         let e = decode(&format!("{body}~{:08x}", crc32(body.as_bytes()))).unwrap_err();
-        assert!(e.starts_with("not a tlbkit replay token (it has no choices)"), "{e}");
+        assert!(matches!(&e, Error::BadToken { why, .. } if why == "it has no choices"), "{e:?}");
+        assert!(e.to_string().starts_with("not a tlbkit replay token (it has no choices)"), "{e}");
         let spec = CheckSpec {
             policy: "arm64-linux".into(),
             cpus: 2,
@@ -205,6 +206,6 @@ mod tests {
         };
         let token = encode(&spec, &[0, 0, 0, 7, 40]);
         assert_eq!(token, "t5~arm64-linux~2~3~1~4~6~sc~3ff~-~z3.7(40)~491f3fe7");
-        assert_eq!(decode(&token), Ok((spec, vec![0, 0, 0, 7, 40])));
+        assert_eq!(decode(&token).ok(), Some((spec, vec![0, 0, 0, 7, 40])));
     }
 }

@@ -62,7 +62,8 @@ fn teardown_needs_an_arm64_linux_policy() {
     let mut s = spec(Teardown::NoOpt, 1, 3, "switch", Mode::Exhaustive, 1);
     s.policy = "x86-linux-pcid".to_string();
     let e = check(&s).unwrap_err();
-    assert!(e.contains("--teardown noopt: contiguous PTEs are arm64 Linux's"), "{e}");
+    assert!(e.to_string().contains("teardown noopt: contiguous PTEs are arm64 Linux's"), "{e}");
+    assert_eq!(e.param(), Some(tlbkit_check::error::Param::Teardown));
 }
 
 #[test]

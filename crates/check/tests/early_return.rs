@@ -204,9 +204,10 @@ fn the_broken_protocol_fails_where_the_real_ones_pass() {
 fn check_policy_refuses_a_bad_shape_with_a_message() {
     let spec = CheckSpec { cpus: 9, ..default_spec("x86-freebsd-gen") };
     let e = check_policy(&spec, &short_wait(&spec)).unwrap_err();
-    assert!(e.contains("--cpus 9"), "{e}");
+    assert_eq!(e.param(), Some(tlbkit_check::error::Param::Cpus));
+    assert!(e.to_string().starts_with("cpus 9: "), "{e}");
     let spec =
         CheckSpec { teardown: Some(tlbkit_policy::contpte::Teardown::ALL[0]), ..default_spec("x86-freebsd-gen") };
     let e = check_policy(&spec, &short_wait(&spec)).unwrap_err();
-    assert!(e.contains("arm64"), "{e}");
+    assert!(e.to_string().contains("arm64"), "{e}");
 }

@@ -7,6 +7,7 @@
 //! caller that needs an order (as `tlbkit compare` orders by seed) sorts by the
 //! index it is handed.
 
+use crate::Error;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -22,12 +23,13 @@ pub fn default_jobs() -> usize {
 /// breaks, no further run starts; the runs in progress finish and are handed
 /// over too. Results pass through a rendezvous channel, so a thread starts its
 /// next run only once the caller took its last result: however the host
-/// schedules the threads, at most `jobs` results follow the one that broke. A run whose simulator panics is reported as an `Err` naming the
-/// command that repeats it.
+/// schedules the threads, at most `jobs` results follow the one that broke. A
+/// run that fails is an [`Error::Sim`], one whose simulator panics an
+/// [`Error::Panicked`] naming the command that repeats it.
 pub fn run_all(
     specs: &[RunSpec],
     jobs: usize,
-    mut done: impl FnMut(usize, Result<RunOutput, String>) -> ControlFlow<()>,
+    mut done: impl FnMut(usize, Result<RunOutput, Error>) -> ControlFlow<()>,
 ) {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -44,14 +46,17 @@ pub fn run_all(
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(spec) = specs.get(i) else { break };
-                let out = std::panic::catch_unwind(|| run(spec)).unwrap_or_else(|p| {
-                    let why = p
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| p.downcast_ref::<&str>().copied())
-                        .unwrap_or("no message");
-                    Err(format!("the simulator panicked ({why}); repeat with: {}", spec.command()))
-                });
+                let out = match std::panic::catch_unwind(|| run(spec)) {
+                    Ok(out) => out.map_err(Error::from),
+                    Err(p) => {
+                        let why = p
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| p.downcast_ref::<&str>().copied())
+                            .unwrap_or("no message");
+                        Err(Error::Panicked { why: why.to_string(), command: spec.command() })
+                    }
+                };
                 if tx.send((i, out)).is_err() {
                     break;
                 }

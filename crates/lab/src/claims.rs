@@ -15,6 +15,7 @@
 //! and the rule is applied to each variant's ratio. Such a claim's top-level
 //! ratio fields describe its worst variant, and its verdict is that variant's.
 
+use crate::Error;
 use serde::Serialize;
 use tlbkit_sim::run::{run, RunSpec};
 
@@ -504,7 +505,7 @@ impl Claim {
 }
 
 /// Runs one claim; `ran` is called after each of its [`Claim::runs`] runs.
-pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult, String> {
+pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult, Error> {
     let spec = |policy: &str, extra: &[&str]| RunSpec {
         machine: c.machine.into(),
         cpus: c.cpus,
@@ -515,16 +516,18 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
         strict: false,
     };
     // Returns the run's results and how many violations of `expected` it found.
-    let mut results = |policy: &str, extra: &[&str], expected: Option<&str>| -> Result<(Results, u64), String> {
+    let mut results = |policy: &str, extra: &[&str], expected: Option<&str>| -> Result<(Results, u64), Error> {
         let out = run(&spec(policy, extra))?;
         ran();
         // Every violation, kept in full or not, must be of the expected property.
         let all_expected = expected.is_some_and(|p| out.violations_by_property.keys().all(|k| k == p));
         if out.violations_total > 0 && !all_expected {
-            return Err(format!(
-                "{}: {} violation(s) under {policy}; run `{}`",
-                c.id, out.violations_total, out.replay
-            ));
+            return Err(Error::ClaimViolations {
+                claim: c.id.into(),
+                violations: out.violations_total,
+                policy: policy.into(),
+                replay: out.replay,
+            });
         }
         Ok((out.result, out.violations_total))
     };
@@ -534,8 +537,7 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
         });
     }
     let (rb, rv) = (results(c.baseline, &[], None)?.0, results(c.variant, &[], None)?.0);
-    let get =
-        |r: &Results, k: &str| r.get(k).copied().ok_or_else(|| format!("{}: the workload reports no result {k}", c.id));
+    let get = |r: &Results, k: &str| result(c, r, k);
     let (b, v) = (get(&rb, c.metric)?, get(&rv, c.metric)?);
     let seed_ratio = c.seed_variant / c.seed_baseline;
     let sim_ratio = v / b;
@@ -578,15 +580,19 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
 /// A run's results by key.
 type Results = std::collections::BTreeMap<String, f64>;
 
+/// Returns result `key` of claim `c`'s run `r`.
+fn result(c: &Claim, r: &Results, key: &str) -> Result<f64, Error> {
+    r.get(key).copied().ok_or_else(|| Error::MissingResult { claim: c.id.into(), key: key.into() })
+}
+
 /// Runs the variants of a claim with several against the baseline's results
 /// `rb`; `run_variant` runs one and returns its results and expected violations.
 fn check_variants(
     c: &Claim,
     rb: Results,
-    mut run_variant: impl FnMut(&Variant) -> Result<(Results, u64), String>,
-) -> Result<ClaimResult, String> {
-    let get =
-        |r: &Results, k: &str| r.get(k).copied().ok_or_else(|| format!("{}: the workload reports no result {k}", c.id));
+    mut run_variant: impl FnMut(&Variant) -> Result<(Results, u64), Error>,
+) -> Result<ClaimResult, Error> {
+    let get = |r: &Results, k: &str| result(c, r, k);
     let b = get(&rb, c.metric)?;
     let mut variants = Vec::new();
     for v in c.variants {

@@ -14,6 +14,7 @@
 
 use crate::batch;
 use crate::stats::{self, Comparison, Summary, SYMBOLS};
+use crate::Error;
 use serde_json::json;
 use std::ops::ControlFlow;
 use tlbkit_sim::run::{self, RunOutput, RunSpec};
@@ -83,30 +84,26 @@ impl CompareSpec {
     /// Returns the runs this comparison makes, policy by policy and seed by seed,
     /// and the figure it compares, after checking the whole request (so bad input
     /// fails before anything runs).
-    pub fn plan(&self) -> Result<(Vec<RunSpec>, String), String> {
-        if self.policies.len() < 2 {
-            return Err(format!(
-                "compare needs at least two policies (--policy A --policy B), got {}",
-                self.policies.len()
-            ));
+    pub fn plan(&self) -> Result<(Vec<RunSpec>, String), Error> {
+        let got = self.policies.len();
+        if got < 2 {
+            return Err(Error::TooFewPolicies { got });
         }
-        if self.policies.len() > MAX_POLICIES {
-            return Err(format!("compare takes at most {MAX_POLICIES} policies, got {}", self.policies.len()));
+        if got > MAX_POLICIES {
+            return Err(Error::TooManyPolicies { got, max: MAX_POLICIES });
         }
         for (i, p) in self.policies.iter().enumerate() {
             if self.policies[..i].contains(p) {
-                return Err(format!("policy '{p}' is given twice; give each policy once"));
+                return Err(Error::PolicyTwice { policy: p.clone() });
             }
         }
         if self.runs < 2 {
-            return Err(format!(
-                "--runs {} is too few: give at least 2 runs per policy (a standard deviation needs two)",
-                self.runs
-            ));
+            return Err(Error::TooFewRuns { runs: self.runs });
         }
-        let last = self.first_seed.checked_add(self.runs as u64 - 1).ok_or_else(|| {
-            format!("--seed {} with --runs {} runs past the largest seed", self.first_seed, self.runs)
-        })?;
+        let last = self
+            .first_seed
+            .checked_add(self.runs as u64 - 1)
+            .ok_or(Error::SeedOverflow { seed: self.first_seed, runs: self.runs })?;
         let mut specs = Vec::with_capacity(self.policies.len() * self.runs);
         let mut names = Vec::new();
         for policy in &self.policies {
@@ -130,7 +127,7 @@ impl CompareSpec {
             None => names[0].clone(),
             Some(m) if names.contains(m) => m.clone(),
             Some(m) => {
-                return Err(format!("unknown metric '{m}'; valid metrics for {}: {}", self.workload, names.join(", ")))
+                return Err(Error::UnknownMetric { name: m.clone(), workload: self.workload.clone(), valid: names })
             }
         };
         Ok((specs, metric))
@@ -140,9 +137,9 @@ impl CompareSpec {
     /// runs finished and the runs in all: once before the first run starts, then
     /// as each finishes (in the order they finish, which the output does not
     /// depend on).
-    pub fn run(&self, jobs: usize, mut progress: impl FnMut(usize, usize)) -> Result<CompareOutput, String> {
+    pub fn run(&self, jobs: usize, mut progress: impl FnMut(usize, usize)) -> Result<CompareOutput, Error> {
         let (specs, metric) = self.plan()?;
-        let mut outs: Vec<Option<Result<RunOutput, String>>> = vec![None; specs.len()];
+        let mut outs: Vec<Option<Result<RunOutput, Error>>> = (0..specs.len()).map(|_| None).collect();
         let mut finished = 0;
         progress(finished, specs.len());
         batch::run_all(&specs, jobs, |i, out| {
@@ -159,7 +156,7 @@ impl CompareSpec {
         // The first error in run order, so that the message does not depend on timing.
         let outs: Vec<RunOutput> = outs.into_iter().flatten().collect::<Result<_, _>>()?;
         if outs.len() != specs.len() {
-            return Err("a run was stopped before it finished".into());
+            return Err(Error::Stopped);
         }
         let mut samples = Vec::new();
         let mut first_violation = None;
@@ -396,18 +393,29 @@ Difference at 95.0% confidence
     #[test]
     fn bad_requests_are_refused_before_running() {
         let err = |s: CompareSpec| s.plan().unwrap_err();
-        assert!(err(spec(&["arm64-noasid"])).contains("at least two policies"));
-        assert!(err(spec(&["arm64-noasid", "arm64-noasid"])).contains("given twice"));
-        assert!(err(spec(&["arm64-noasid", "x86-linux-pcid"])).contains("policies that fit"));
-        assert!(err(spec(&["arm64-noasid", "nope"])).contains("unknown policy 'nope'"));
+        assert!(matches!(err(spec(&["arm64-noasid"])), Error::TooFewPolicies { got: 1 }));
+        let e = err(spec(&["arm64-noasid", "arm64-noasid"]));
+        assert!(matches!(&e, Error::PolicyTwice { policy } if policy == "arm64-noasid"), "{e:?}");
+        let run_error = |s: CompareSpec| match err(s) {
+            Error::Sim(e) => e.to_string(),
+            e => panic!("not a run's error: {e:?}"),
+        };
+        assert!(run_error(spec(&["arm64-noasid", "x86-linux-pcid"])).contains("policies that fit"));
+        assert!(run_error(spec(&["arm64-noasid", "nope"])).contains("unknown policy 'nope'"));
         let mut one = spec(&["arm64-noasid", "arm64-linux"]);
         one.runs = 1;
-        assert!(err(one).contains("at least 2 runs"));
+        let e = err(one);
+        assert!(matches!(e, Error::TooFewRuns { runs: 1 }), "{e:?}");
+        assert!(e.to_string().starts_with("runs 1 is too few: give at least 2 runs"), "{e}");
+        let mut last = spec(&["arm64-noasid", "arm64-linux"]);
+        last.first_seed = u64::MAX;
+        assert!(matches!(err(last), Error::SeedOverflow { seed: u64::MAX, runs: 10 }));
         let mut bad = spec(&["arm64-noasid", "arm64-linux"]);
         bad.metric = Some("speed".into());
-        let e = err(bad);
-        assert!(e.contains("unknown metric 'speed'") && e.contains("us_per_switch, ring_us_per_hop"), "{e}");
-        assert!(e.contains("tlb_misses") && !e.contains("contpte_fills"), "{e}");
+        let Error::UnknownMetric { name, workload, valid } = err(bad) else { panic!("not an unknown metric") };
+        assert_eq!((name.as_str(), workload.as_str()), ("speed", "lat_ctx"));
+        assert_eq!(valid[..2], ["us_per_switch", "ring_us_per_hop"]);
+        assert!(valid.iter().any(|m| m == "tlb_misses") && !valid.iter().any(|m| m == "contpte_fills"), "{valid:?}");
     }
 
     #[test]

@@ -11,11 +11,15 @@
 //! - [`plot`]: charts as SVG, and HTML pages of charts and ministat tables (`tlbkit plot`, `tlbkit report`).
 //! - [`trace`]: traces of real programs imported from valgrind lackey and strace logs (`tlbkit trace import`),
 //!   for the simulator's `trace` workload to replay.
+//! - [`error`]: what goes wrong, as typed errors each front end words for its users.
 
 pub mod batch;
 pub mod claims;
 pub mod compare;
+pub mod error;
 pub mod plot;
 pub mod stats;
 pub mod sweep;
 pub mod trace;
+
+pub use error::Error;

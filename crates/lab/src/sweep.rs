@@ -21,6 +21,7 @@ pub mod schema;
 pub const MAX_RUNS: usize = 100_000;
 
 use crate::batch;
+use crate::Error;
 use results::ResultsFile;
 use schema::{ParamValue, Sweep};
 use std::ops::ControlFlow;
@@ -56,8 +57,8 @@ pub struct Grid {
 
 impl Sweep {
     /// Reads and checks the experiment file at `path`.
-    pub fn load(path: &Path) -> Result<Sweep, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Sweep, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
         Sweep::parse(&text, &path.display().to_string())
     }
 
@@ -73,7 +74,7 @@ impl Sweep {
     /// Returns every point of the grid, after checking each as `tlbkit run` would
     /// (a parameter a workload does not take, a value out of range), so that bad
     /// input fails before anything runs.
-    pub fn grid(&self) -> Result<Grid, String> {
+    pub fn grid(&self) -> Result<Grid, Error> {
         self.check_size()?;
         let mut points = Vec::new();
         let mut other_arch = 0;
@@ -100,12 +101,7 @@ impl Sweep {
                                     strict: false,
                                 };
                                 if i == 0 {
-                                    run::check(&spec).map_err(|e| {
-                                        self.about_workload(
-                                            workload,
-                                            &format!("{e} (in the runs of {workload} on {machine}, cpus {cpus}, policy {policy})"),
-                                        )
-                                    })?;
+                                    run::check(&spec).map_err(|e| self.about_run(&spec, e))?;
                                 }
                                 points.push(Point { spec, params: params.clone() });
                             }
@@ -115,11 +111,7 @@ impl Sweep {
             }
         }
         if points.is_empty() {
-            return Err(format!(
-                "{}: no policy of this sweep fits one of its machines (arm64 policies run on arm64 machines, x86 \
-                 ones on x86 machines)",
-                self.origin
-            ));
+            return Err(Error::NoFittingPolicy { origin: self.origin.clone() });
         }
         Ok(Grid { points, other_arch })
     }
@@ -128,7 +120,7 @@ impl Sweep {
 impl Sweep {
     /// Refuses a grid of more than [`MAX_RUNS`] runs, counting them without
     /// building them (a few lines of TOML can describe more runs than memory holds).
-    fn check_size(&self) -> Result<(), String> {
+    fn check_size(&self) -> Result<(), Error> {
         let combos = self.workloads.iter().try_fold(0usize, |sum, w| {
             let axes = self.axes.get(w).map(Vec::as_slice).unwrap_or_default();
             sum.checked_add(axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len()))?)
@@ -139,12 +131,7 @@ impl Sweep {
             .filter(|_| combos.is_some());
         match runs {
             Some(n) if n <= MAX_RUNS => Ok(()),
-            _ => Err(format!(
-                "{}: the grid has {} runs (machines x CPU counts x policies x parameter combinations x seeds); a \
-                 sweep holds at most {MAX_RUNS}: split it into several files",
-                self.origin,
-                runs.map_or("more than 2^64".to_string(), |n| n.to_string())
-            )),
+            _ => Err(Error::TooManyRuns { origin: self.origin.clone(), runs }),
         }
     }
 }
@@ -256,7 +243,7 @@ pub struct Session {
 impl Session {
     /// Expands and checks the grid (bad input fails here, before anything
     /// runs), opens and locks the results file, and finds the points to run.
-    pub fn open(sweep: &Sweep, results: &Path) -> Result<Session, String> {
+    pub fn open(sweep: &Sweep, results: &Path) -> Result<Session, Error> {
         let grid = sweep.grid()?;
         let file = ResultsFile::open(results)?;
         let pending: Vec<Point> =
@@ -274,8 +261,8 @@ impl Session {
     /// (appended at once, in one write), or why it failed (kept for the report,
     /// not written). `Err` only when the results file cannot take the line: the
     /// caller should stop, keeping what the file has.
-    pub fn record(&mut self, i: usize, outcome: Result<String, String>) -> Result<(), String> {
-        let p = self.pending.get(i).ok_or_else(|| format!("no pending point {i}"))?;
+    pub fn record(&mut self, i: usize, outcome: Result<String, String>) -> Result<(), Error> {
+        let p = self.pending.get(i).ok_or(Error::NoPendingPoint { index: i })?;
         let line = match outcome {
             Ok(line) => line,
             Err(e) => {
@@ -286,7 +273,7 @@ impl Session {
         // A line made elsewhere must be this point's, whole, on one line.
         let (command, violations) = results::parse_line(line.as_bytes())
             .filter(|(c, _)| *c == p.key() && !line.contains('\n'))
-            .ok_or_else(|| format!("the line handed back for `{}` is not its results line", p.key()))?;
+            .ok_or_else(|| Error::NotItsLine { command: p.key() })?;
         self.file.append(&line)?;
         self.file.recorded.insert(command, violations);
         self.ran += 1;
@@ -301,17 +288,17 @@ impl Session {
     /// Runs the pending points on up to `jobs` host threads, recording each as
     /// it finishes and telling `on`; when `on` breaks, no further run starts
     /// (the runs in progress are still recorded).
-    pub fn run_local(&mut self, jobs: usize, mut on: impl FnMut(Event) -> ControlFlow<()>) -> Result<(), String> {
+    pub fn run_local(&mut self, jobs: usize, mut on: impl FnMut(Event) -> ControlFlow<()>) -> Result<(), Error> {
         let specs: Vec<RunSpec> = self.pending.iter().map(|p| p.spec.clone()).collect();
         let mut write_error = None;
         let mut stop = false;
         batch::run_all(&specs, jobs, |i, out| {
             let spec = &specs[i];
-            let outcome = out.map(|o| line(&self.pending[i], &o));
+            let outcome = out.map(|o| line(&self.pending[i], &o)).map_err(|e| e.to_string());
             let failed = outcome.is_err();
             if let Err(e) = self.record(i, outcome) {
                 // The results file cannot take more: stop, keeping what it has.
-                let _ = on(Event::Ran { spec, error: Some(&e) });
+                let _ = on(Event::Ran { spec, error: Some(&e.to_string()) });
                 write_error = Some(e);
                 return ControlFlow::Break(());
             }
@@ -332,7 +319,7 @@ impl Session {
     /// file does not depend on the order runs finished in, on how many threads
     /// or machines made them, nor on how often it was interrupted: the same grid
     /// gives the same bytes.
-    pub fn finish(self) -> Result<Report, String> {
+    pub fn finish(self) -> Result<Report, Error> {
         let Session { grid, file, already, ran, failed, .. } = self;
         let violating: Vec<String> =
             grid.points.iter().map(Point::key).filter(|k| file.recorded.get(k).is_some_and(|&v| v > 0)).collect();
@@ -390,7 +377,7 @@ impl Report {
 /// Runs every point of `sweep` that the results file at `results` does not
 /// record, on up to `jobs` host threads, appending a line per finished run, and
 /// tells `on` what happens.
-pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)) -> Result<Report, String> {
+pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)) -> Result<Report, Error> {
     let mut session = Session::open(sweep, results)?;
     on(session.start());
     session.run_local(jobs, |ev| {
@@ -413,8 +400,8 @@ impl Point {
     }
 
     /// Returns the point [`Point::encode`] wrote.
-    pub fn decode(text: &str) -> Result<Point, String> {
-        let bad = || format!("not an encoded sweep point: {text}");
+    pub fn decode(text: &str) -> Result<Point, Error> {
+        let bad = || Error::BadPoint { text: text.to_string() };
         let v: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
         let str_of = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string).ok_or_else(bad);
         let mut params = Vec::new();
@@ -444,7 +431,7 @@ impl Point {
 
 /// Runs the point [`Point::encode`] wrote and returns its results line: what a
 /// worker of a distributed sweep does for one point.
-pub fn run_encoded(point: &str) -> Result<String, String> {
+pub fn run_encoded(point: &str) -> Result<String, Error> {
     let p = Point::decode(point)?;
     let out = run::run(&p.spec)?;
     Ok(line(&p, &out))
@@ -494,11 +481,14 @@ procs = [2, 3]
         assert!(Sweep::parse(&text, "s.toml").unwrap().grid().is_ok());
         let text = text.replace("rounds = 3", "rounds = 3\nsize_kb = 0");
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
+        assert!(matches!(&e, Error::GridRun { line: 9, field, .. } if field == "set.size_kb"), "{e:?}");
+        assert_eq!(e.param(), Some(crate::error::Param::Set("size_kb".into())));
+        let e = e.to_string();
         assert!(e.starts_with("s.toml: line 9, set.size_kb: unknown parameter 'size_kb'"), "{e}");
         assert!(e.ends_with("(in the runs of pingpong on cortex-a72, cpus 1, policy arm64-noasid)"), "{e}");
         let text = SMALL.replace("procs = [2, 3]", "procs = [2, 0]");
-        let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
-        assert!(e.starts_with("s.toml: line 10, set.lat_ctx.procs: --set procs=0 is out of range"), "{e}");
+        let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err().to_string();
+        assert!(e.starts_with("s.toml: line 10, set.lat_ctx.procs: set procs=0 is out of range"), "{e}");
     }
 
     #[test]
@@ -514,13 +504,16 @@ procs = [2, 3]
         let text =
             SMALL.replace("[set]\nrounds = 3\n[set.lat_ctx]\nprocs = [2, 3]\n", &format!("[set.lat_ctx]\n{axes}"));
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
+        assert!(matches!(e, Error::TooManyRuns { runs: Some(2_400_000), .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.starts_with("s.toml: the grid has 2400000 runs"), "{e}");
         assert!(e.ends_with(&format!("a sweep holds at most {MAX_RUNS}: split it into several files")), "{e}");
         // So many axes that the count overflows.
         let axes: String = (0..70).map(|i| format!("k{i} = [1, 2]\n")).collect();
         let text = SMALL.replace("procs = [2, 3]\n", &axes);
         let e = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap_err();
-        assert!(e.starts_with("s.toml: the grid has more than 2^64 runs"), "{e}");
+        assert!(matches!(e, Error::TooManyRuns { runs: None, .. }), "{e:?}");
+        assert!(e.to_string().starts_with("s.toml: the grid has more than 2^64 runs"), "{e}");
     }
 
     #[test]
@@ -560,7 +553,9 @@ procs = [2, 3]
             assert_eq!((back.key(), &back.params, &back.spec.sets), (p.key(), &p.params, &p.spec.sets));
             assert_eq!(run_encoded(&p.encode()).unwrap(), line(p, &run::run(&p.spec).unwrap()));
         }
-        assert!(Point::decode("{\"machine\":1}").unwrap_err().starts_with("not an encoded sweep point"));
+        let e = Point::decode("{\"machine\":1}").unwrap_err();
+        assert!(matches!(&e, Error::BadPoint { text } if text == "{\"machine\":1}"), "{e:?}");
+        assert!(e.to_string().starts_with("not an encoded sweep point"));
     }
 
     #[test]
@@ -575,7 +570,7 @@ procs = [2, 3]
         let mut session = Session::open(&s, &path).unwrap();
         let n = session.pending.len();
         for i in (0..n / 2).rev() {
-            let l = run_encoded(&session.pending[i].encode());
+            let l = run_encoded(&session.pending[i].encode()).map_err(|e| e.to_string());
             session.record(i, l).unwrap();
         }
         let r = session.finish().unwrap();
@@ -586,7 +581,7 @@ procs = [2, 3]
         let mut session = Session::open(&s, &path).unwrap();
         assert_eq!(session.pending.len(), n - n / 2);
         for i in (0..session.pending.len()).rev() {
-            let l = run_encoded(&session.pending[i].encode());
+            let l = run_encoded(&session.pending[i].encode()).map_err(|e| e.to_string());
             session.record(i, l).unwrap();
         }
         let keys: Vec<String> = session.grid.points.iter().map(Point::key).collect();
@@ -605,8 +600,11 @@ procs = [2, 3]
         assert!(before.iter().all(|l| sorted.contains(l)), "a line was lost");
         // A record handed back for another point is refused, and nothing written.
         let mut session = Session::open(&s, &dir.join("other.jsonl")).unwrap();
-        let wrong = run_encoded(&session.pending[1].encode());
-        assert!(session.record(0, wrong).unwrap_err().contains("is not its results line"));
+        let wrong = run_encoded(&session.pending[1].encode()).map_err(|e| e.to_string());
+        let e = session.record(0, wrong).unwrap_err();
+        assert!(matches!(&e, Error::NotItsLine { command } if *command == session.pending[0].key()), "{e:?}");
+        assert!(e.to_string().ends_with("is not its results line"));
+        assert!(matches!(session.record(99, Err("boom".into())), Err(Error::NoPendingPoint { index: 99 })));
         session.record(0, Err("boom".into())).unwrap();
         assert!(session.finish().unwrap().failure().unwrap().contains("1 run(s) failed"));
         assert_eq!(std::fs::read_to_string(dir.join("other.jsonl")).unwrap(), "");

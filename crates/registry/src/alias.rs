@@ -36,19 +36,19 @@ pub(crate) fn builds_as(name: &str) -> Option<&'static str> {
 /// Returns an error if `like` is not a registered policy, or if `name` is one
 /// already or an alias of another.
 #[cfg(any(test, feature = "test-alias"))]
-pub fn alias(name: &str, like: &str) -> Result<&'static PolicyDef, String> {
+pub fn alias(name: &str, like: &str) -> Result<&'static PolicyDef, crate::Error> {
     let Some(def) = crate::POLICIES.iter().find(|p| p.name == like) else {
-        return Err(format!("cannot alias '{like}': it is not a registered policy"));
+        return Err(crate::Error::AliasOfUnknown { like: like.to_string() });
     };
     if crate::POLICIES.iter().any(|p| p.name == name) {
-        return Err(format!("cannot register the alias '{name}': a registered policy has that name"));
+        return Err(crate::Error::AliasTaken { name: name.to_string() });
     }
     let mut aliases = ALIASES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(&(seen, was)) = aliases.iter().find(|(d, _)| d.name == name) {
         return if was == def.name {
             Ok(seen)
         } else {
-            Err(format!("cannot register the alias '{name}' of '{like}': it is an alias of '{was}'"))
+            Err(crate::Error::AliasOfAnother { name: name.to_string(), like: like.to_string(), was: was.to_string() })
         };
     }
     let copy: &'static PolicyDef = Box::leak(Box::new(PolicyDef { name: Box::leak(name.into()), ..*def }));
@@ -96,11 +96,14 @@ mod tests {
         assert_eq!(alias("zz-alias-twice", "x86-latr").map(|p| p.name), Ok("zz-alias-twice"));
         assert_eq!(alias("zz-alias-twice", "x86-latr").map(|p| p.name), Ok("zz-alias-twice"));
         let e = alias("zz-alias-twice", "x86-linux-pcid").unwrap_err();
-        assert_eq!(e, "cannot register the alias 'zz-alias-twice' of 'x86-linux-pcid': it is an alias of 'x86-latr'");
+        assert_eq!(
+            e.to_string(),
+            "cannot register the alias 'zz-alias-twice' of 'x86-linux-pcid': it is an alias of 'x86-latr'"
+        );
         let e = alias("zz-alias-of-an-alias", "zz-alias-twice").unwrap_err();
-        assert_eq!(e, "cannot alias 'zz-alias-twice': it is not a registered policy");
+        assert_eq!(e.to_string(), "cannot alias 'zz-alias-twice': it is not a registered policy");
         let e = alias("x86-latr", "x86-linux-pcid").unwrap_err();
-        assert_eq!(e, "cannot register the alias 'x86-latr': a registered policy has that name");
+        assert_eq!(e.to_string(), "cannot register the alias 'x86-latr': a registered policy has that name");
         assert!(policy("zz-never-registered").is_none());
     }
 }

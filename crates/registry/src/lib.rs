@@ -18,13 +18,21 @@
 //!   policy is built from ([`Build`]), and the lookup by name ([`policy`]);
 //! - `policies.rs`: the `register!` table, one entry per policy ([`POLICIES`],
 //!   [`with_policy`]);
-//! - `alias.rs`: another name for a registered policy, for tests.
+//! - `alias.rs`: another name for a registered policy, for tests;
+//! - `error.rs`: the registry's errors ([`Error`]);
+//! - `param.rs`: the parameters a user gives tlbkit, as the simulator's and
+//!   the checker's errors name them, and how a front end names them
+//!   ([`Param`], [`Names`]).
 
 mod alias;
+pub mod error;
+pub mod param;
 mod policies;
 
 #[cfg(any(test, feature = "test-alias"))]
 pub use alias::alias;
+pub use error::Error;
+pub use param::{Library, Names, Param};
 pub use policies::{with_policy, POLICIES};
 use tlbkit_policy::zoo::Bug;
 use tlbkit_policy::Policy;

@@ -5,11 +5,12 @@
 //! then add an entry below with its name, a one-line description, its
 //! architecture and kernel, whether it needs broadcast TLB invalidation, the
 //! `--set` switches it takes, the checker's ASID space and family, and
-//! `build: |b| ...` returning `Result<YourPolicy, String>` from a [`Build`]. The
+//! `build: |b| ...` returning `Result<YourPolicy, Error>` from a [`Build`] (a
+//! shape it refuses is [`Error::Refused`], in its own words). The
 //! simulator's tests run every entry, and the checker's tests check every
 //! entry, so an entry that cannot be built fails there.
 
-use crate::{Arch, AsidSpace, Build, Family, Os, PolicyDef, Switches, WithPolicy};
+use crate::{Arch, AsidSpace, Build, Error, Family, Os, PolicyDef, Switches, WithPolicy};
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_arm64_tlbmode;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
@@ -53,10 +54,10 @@ macro_rules! register {
         /// Builds the policy called `name` from `b` and runs `code` with it.
         /// Returns an error for an unknown name, a shape the policy refuses, or a
         /// bug it has no switch for.
-        pub fn with_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, String> {
+        pub fn with_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Error> {
             match name {
                 $( $name => {
-                    let make = |$b: &Build| -> Result<_, String> {
+                    let make = |$b: &Build| -> Result<_, Error> {
                         #[allow(unused_mut)]
                         let mut p = $build?;
                         if let Some(bug) = $b.bug {
@@ -70,10 +71,7 @@ macro_rules! register {
                 } )*
                 other => match crate::alias::builds_as(other) {
                     Some(like) => with_policy(like, b, code),
-                    None => Err(format!(
-                        "unknown policy '{other}'; valid policies: {}",
-                        POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
-                    )),
+                    None => Err(Error::UnknownPolicy { name: other.to_string() }),
                 },
             }
         }
@@ -81,7 +79,7 @@ macro_rules! register {
     (@has) => { false };
     (@has $p:ident) => { true };
     (@bug $name:ident, $pol:ident, $bug:ident) => {
-        return Err(format!("{} has no switch for the bug-zoo bug {}", $name, $bug))
+        return Err(Error::NoBugSwitch { policy: $name.to_string(), bug: $bug })
     };
     (@bug $name:ident, $pol:ident, $bug:ident, |$p:ident, $bv:ident| $apply:expr) => {
         $pol = {
@@ -101,7 +99,7 @@ register! {
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: Shootdown,
-        build: |b| Ok::<_, String>(NoAsid::new(b.cpus)),
+        build: |b| Ok::<_, Error>(NoAsid::new(b.cpus)),
     }
     "arm64-freebsd-asid" {
         description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
@@ -112,7 +110,7 @@ register! {
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
-        build: |b| Ok::<_, String>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
+        build: |b| Ok::<_, Error>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-freebsd-asid-fix-reserved-ttbr0" {
@@ -124,7 +122,7 @@ register! {
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
-        build: |b| Ok::<_, String>(
+        build: |b| Ok::<_, Error>(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0)
         ),
     }
@@ -137,7 +135,7 @@ register! {
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
-        build: |b| Ok::<_, String>(
+        build: |b| Ok::<_, Error>(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ParkSelf)
         ),
     }
@@ -151,7 +149,7 @@ register! {
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
-        build: |b| Ok::<_, String>(my_policy::RangeCutoff::new(
+        build: |b| Ok::<_, Error>(my_policy::RangeCutoff::new(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits),
             my_policy::RangeCutoff::DEFAULT_CUTOFF,
         )),
@@ -216,7 +214,7 @@ register! {
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, false)),
+        build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, false)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-pcid" {
@@ -228,7 +226,7 @@ register! {
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, String>(LinuxX86::new(b.cpus, b.mm_slots, true)),
+        build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, true)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-410" {
@@ -240,7 +238,7 @@ register! {
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, String>(LinuxX86v410::new(b.cpus, b.mm_slots)),
+        build: |b| Ok::<_, Error>(LinuxX86v410::new(b.cpus, b.mm_slots)),
     }
     "x86-latr" {
         description: "LATR (ASPLOS 2018) on Linux x86 v4.10: munmap and madvise(DONTNEED) save their shootdown in \
@@ -254,7 +252,7 @@ register! {
         family: Shootdown,
         build: |b| {
             let p = Latr::new(b.cpus, b.mm_slots);
-            Ok::<_, String>(if b.checker { p.with_small_shapes() } else { p })
+            Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
         },
     }
     "x86-linux-613" {
@@ -266,7 +264,7 @@ register! {
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, String>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::V613)),
+        build: |b| Ok::<_, Error>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::V613)),
     }
     "x86-linux-lazytrim" {
         description: "Linux x86 v6.14+: mm_cpumask updated lazily, stale CPUs trimmed by a flush once a second, \
@@ -277,7 +275,7 @@ register! {
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, String>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::LazyTrim)),
+        build: |b| Ok::<_, Error>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::LazyTrim)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-invlpgb" {
@@ -300,7 +298,7 @@ register! {
         switches: Switches::NONE,
         asids: PcidsPerCpu,
         family: Shootdown,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter).with_pcid_overmax(pcids(b)?)),
+        build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-gen" {
@@ -311,7 +309,7 @@ register! {
         switches: Switches::NONE,
         asids: PcidsPerCpu,
         family: Shootdown,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation).with_pcid_overmax(pcids(b)?)),
+        build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-scoreboard" {
@@ -323,7 +321,7 @@ register! {
         switches: Switches::NONE,
         asids: PcidsPerCpu,
         family: Shootdown,
-        build: |b| Ok::<_, String>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard).with_pcid_overmax(pcids(b)?)),
+        build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
 }
@@ -333,30 +331,34 @@ register! {
 fn linux_arm64(
     b: &Build,
     ctor: impl FnOnce(usize, usize, u8, bool) -> Result<LinuxArm64, tlbkit_policy::asid::linux_arm64::ConfigError>,
-) -> Result<LinuxArm64, String> {
-    ctor(b.cpus, b.mm_slots, b.asid_bits, b.kpti).map(|p| p.with_tlbi_range(b.tlbi_range)).map_err(|e| e.to_string())
+) -> Result<LinuxArm64, Error> {
+    ctor(b.cpus, b.mm_slots, b.asid_bits, b.kpti)
+        .map(|p| p.with_tlbi_range(b.tlbi_range))
+        .map_err(|e| Error::refused(e.to_string()))
 }
 
 /// Returns FreeBSD x86's PCIDs per CPU for `b`: `1 << asid_bits` (the x86
 /// machines' 12 bits give the hardware's 4096; the checker's `--asids` fewer).
-fn pcids(b: &Build) -> Result<u32, String> {
+fn pcids(b: &Build) -> Result<u32, Error> {
     match b.asid_bits {
         2..=12 => Ok(1 << b.asid_bits),
-        bits => Err(format!("FreeBSD x86 has 4 to 4096 PCIDs per CPU (2 to 12 bits), not {bits} bits")),
+        bits => Err(Error::refused(format!("FreeBSD x86 has 4 to 4096 PCIDs per CPU (2 to 12 bits), not {bits} bits"))),
     }
 }
 
 /// Returns Linux x86 with INVLPGB for `b`: the kernel's space of global ASIDs on
 /// a machine's 12-bit PCIDs; in the checker `1 << asid_bits` of them (its
 /// `--asids`), any other CPU running the mm enough to qualify, every flush sampled.
-fn invlpgb(b: &Build) -> Result<LinuxX86v615, String> {
+fn invlpgb(b: &Build) -> Result<LinuxX86v615, Error> {
     let p = LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::Invlpgb);
     if !b.checker {
         return Ok(p);
     }
     match b.asid_bits {
         1..=11 => Ok(p.with_small_shapes(1 << b.asid_bits)),
-        bits => Err(format!("x86-linux-invlpgb checks 2 to 2048 global ASIDs (1 to 11 bits), not {bits} bits")),
+        bits => Err(Error::refused(format!(
+            "x86-linux-invlpgb checks 2 to 2048 global ASIDs (1 to 11 bits), not {bits} bits"
+        ))),
     }
 }
 
@@ -384,10 +386,13 @@ mod tests {
             checker: false,
         };
         let e = with_policy("arm64-noasid", &b, Nothing).unwrap_err();
-        assert!(e.contains("arm64-noasid has no switch for the bug-zoo bug freebsd-arm64-epoch-wrap"), "{e}");
+        assert_eq!(e, Error::NoBugSwitch { policy: "arm64-noasid".into(), bug: Bug::FreebsdArm64EpochWrap });
+        assert_eq!(e.to_string(), "arm64-noasid has no switch for the bug-zoo bug freebsd-arm64-epoch-wrap");
         assert!(with_policy("arm64-freebsd-asid", &b, Nothing).is_ok());
         let e = with_policy("arm64-nope", &Build { bug: None, ..b }, Nothing).unwrap_err();
-        assert!(e.contains("valid policies: arm64-noasid, arm64-freebsd-asid"), "{e}");
+        assert_eq!(e, Error::UnknownPolicy { name: "arm64-nope".into() });
+        let e = e.to_string();
+        assert!(e.starts_with("unknown policy 'arm64-nope'; valid policies: arm64-noasid, arm64-freebsd-asid"), "{e}");
         // Only the policies the zoo has no bug in go without a switch.
         let without: Vec<&str> = POLICIES.iter().filter(|p| !p.zoo).map(|p| p.name).collect();
         assert_eq!(

@@ -66,7 +66,8 @@ mod tests {
     fn a_set_flag_stops_the_run_with_interrupted() {
         let err = with(Arc::new(AtomicBool::new(true)), || run(&spec())).expect_err("the run was cancelled");
         // The phase that was running is named before it.
-        assert!(err.ends_with(INTERRUPTED), "{err}");
+        assert!(matches!(&err, crate::Error::Failed { message, .. } if message == INTERRUPTED), "{err:?}");
+        assert!(err.to_string().ends_with(INTERRUPTED), "{err}");
     }
 
     #[test]

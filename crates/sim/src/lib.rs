@@ -20,13 +20,15 @@
 //!   (FIFO, CFS, EEVDF) its scheduler runs.
 //! - [`workload`]: the seeds' benchmarks as programs.
 //! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
-//! - [`run`]: `--set` parameters, and one run end to end (the policies and what each is are the
+//! - [`run`]: a run's parameters (`key=value` settings among them), and one run end to end (the policies and what each is are the
 //!   `tlbkit-registry` crate's); [`metrics`]: what each reported figure means, and its unit.
 //! - [`trace`]: the file of a real program's trace that the `trace` workload replays.
+//! - [`error`]: what went wrong, as data ([`Error`]), for each front end to word in its own terms.
 
 pub mod cancel;
 pub mod catalog;
 pub mod coherence;
+pub mod error;
 pub(crate) mod frames;
 pub(crate) mod holders;
 pub(crate) mod host;
@@ -46,3 +48,5 @@ pub mod swapdev;
 pub mod tlb;
 pub mod trace;
 pub mod workload;
+
+pub use error::Error;

@@ -4,12 +4,13 @@
 //! Every error here is the user's to fix (an unknown name, an impossible value),
 //! so each message says what was wrong and what would be accepted.
 
+use crate::error::Error;
 use crate::oracle::Violation;
-use crate::preset::{self, Arch, Preset};
+use crate::preset::{self, Preset};
 use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use crate::swapdev::SwapKind;
-use crate::workload::{self, Params, Phase, Texts, WORKLOADS};
+use crate::workload::{self, Params, Phase, Texts};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -287,12 +288,22 @@ fn apply_jitter<P: Policy>(sim: &mut Sim<P>, params: &Params) {
 }
 
 /// Parses the value `v` of the on|off setting `k`.
-fn on_off(k: &str, v: &str) -> Result<bool, String> {
+fn on_off(k: &str, v: &str) -> Result<bool, Error> {
     match v {
         "on" => Ok(true),
         "off" => Ok(false),
-        _ => Err(format!("--set {k}={v}: give on or off")),
+        _ => Err(bad_setting(k, v, "give on or off")),
     }
+}
+
+/// Returns the error of the setting `k=v`, whose value must be as `want` says.
+fn bad_setting(k: &str, v: &str, want: impl Into<String>) -> Error {
+    Error::BadSetting { key: k.to_string(), value: v.to_string(), want: want.into() }
+}
+
+/// Returns the error of the setting `k=v`, out of `range`.
+fn out_of_range(k: &str, v: &str, range: impl Into<String>) -> Error {
+    Error::SettingRange { key: k.to_string(), value: v.to_string(), range: range.into() }
 }
 
 /// The machine and kernel settings after `--set`.
@@ -323,15 +334,11 @@ impl MachineParams {
     }
 }
 
-fn valid_keys(wl: &workload::WorkloadDef) -> String {
+fn valid_keys(wl: &workload::WorkloadDef) -> Vec<&'static str> {
     let mut keys: Vec<&str> = MACHINE_KEYS.iter().map(|(k, _)| *k).collect();
     keys.extend(wl.params.iter().map(|p| p.key));
     keys.extend(workload::text_params(wl.name).iter().map(|p| p.key));
-    keys.join(", ")
-}
-
-fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> String {
-    items.iter().map(name).collect::<Vec<_>>().join(", ")
+    keys
 }
 
 /// A run request, checked: the preset, the workload, the machine parameters and
@@ -340,52 +347,40 @@ type Resolved = (Preset, &'static workload::WorkloadDef, MachineParams, Params, 
 
 /// Checks a run request and returns the resolved preset, machine parameters and
 /// workload parameters.
-fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
+fn resolve(spec: &RunSpec) -> Result<Resolved, Error> {
     let presets = preset::all();
-    let preset = preset::by_name(&spec.machine).ok_or_else(|| {
-        format!("unknown machine '{}'; valid machines: {}", spec.machine, names(&presets, |p| p.name))
-    })?;
-    let pol = registry::policy(&spec.policy)
-        .ok_or_else(|| format!("unknown policy '{}'; valid policies: {}", spec.policy, names(POLICIES, |p| p.name)))?;
-    let wl = workload::by_name(&spec.workload).ok_or_else(|| {
-        format!("unknown workload '{}'; valid workloads: {}", spec.workload, names(WORKLOADS, |w| w.name))
-    })?;
+    let preset = preset::by_name(&spec.machine).ok_or_else(|| Error::UnknownMachine { name: spec.machine.clone() })?;
+    let pol =
+        registry::policy(&spec.policy).ok_or_else(|| registry::Error::UnknownPolicy { name: spec.policy.clone() })?;
+    let wl = workload::by_name(&spec.workload).ok_or_else(|| Error::UnknownWorkload { name: spec.workload.clone() })?;
     if pol.arch != preset.arch {
         let fits: Vec<&str> = POLICIES.iter().filter(|p| p.arch == preset.arch).map(|p| p.name).collect();
-        return Err(format!(
-            "policy '{}' is for {} machines but '{}' is {}; policies that fit: {}",
-            pol.name,
-            arch_name(pol.arch),
-            preset.name,
-            arch_name(preset.arch),
-            fits.join(", ")
-        ));
+        return Err(Error::WrongArch {
+            policy: pol.name,
+            policy_arch: pol.arch,
+            machine: preset.name,
+            machine_arch: preset.arch,
+            fits,
+        });
     }
     if pol.needs_broadcast_tlbi && !preset.has_broadcast_tlbi() {
         let fits: Vec<&str> =
             presets.iter().filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi()).map(|p| p.name).collect();
-        return Err(format!(
-            "policy '{}' needs INVLPGB, which '{}' does not have; machines with it: {}",
-            pol.name,
-            preset.name,
-            fits.join(", ")
-        ));
+        return Err(Error::NeedsInvlpgb { policy: pol.name, machine: preset.name, fits });
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
-        return Err(format!("--cpus {} is out of range: give 1 to {MAX_CPUS}", spec.cpus));
+        return Err(Error::CpusRange { cpus: spec.cpus, max: MAX_CPUS });
     }
     let sockets = sockets(&preset, spec)?;
     if spec.cpus > sockets * preset.cores_per_socket {
-        let max = sockets * preset.cores_per_socket;
-        let need = spec.cpus.div_ceil(preset.cores_per_socket);
-        return Err(format!(
-            "--cpus {}: {} has {max} cores ({sockets} socket{} of {}); give --cpus 1 to {max}, or model a larger \
-             machine of the same sockets with --set sockets={need}",
-            spec.cpus,
-            preset.name,
-            if sockets == 1 { "" } else { "s" },
-            preset.cores_per_socket
-        ));
+        return Err(Error::TooFewCores {
+            cpus: spec.cpus,
+            machine: preset.name,
+            max: sockets * preset.cores_per_socket,
+            sockets,
+            per_socket: preset.cores_per_socket,
+            need: spec.cpus.div_ceil(preset.cores_per_socket),
+        });
     }
     let mut mp = MachineParams {
         pol,
@@ -408,30 +403,31 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
         let (k, v) = s
             .split_once('=')
             .filter(|(k, v)| !k.is_empty() && !v.is_empty())
-            .ok_or_else(|| format!("malformed --set '{s}': expected key=value, e.g. --set asid_bits=8"))?;
-        let num = |what: &str| -> Result<f64, String> {
+            .ok_or_else(|| Error::MalformedSet { text: s.clone() })?;
+        let num = |what: &str| -> Result<f64, Error> {
             v.parse::<f64>()
                 .ok()
                 .filter(|x| x.is_finite())
-                .ok_or_else(|| format!("--set {k}={v}: {what} must be a number"))
+                .ok_or_else(|| bad_setting(k, v, format!("{what} must be a number")))
         };
         match k {
             "asid_bits" => {
                 let b = num("asid_bits")?;
                 let fits: Vec<String> = preset.asid_bits.iter().map(|b| b.to_string()).collect();
                 if b.fract() != 0.0 || !preset.asid_bits.contains(&(b as u8)) || b > 16.0 {
-                    return Err(format!(
-                        "--set asid_bits={v} is not supported by {}: choose one of {}",
-                        preset.name,
-                        fits.join(", ")
-                    ));
+                    return Err(Error::Unsupported {
+                        key: "asid_bits",
+                        value: v.to_string(),
+                        machine: preset.name,
+                        choices: fits,
+                    });
                 }
                 mp.asid_bits = b as u8;
             }
             "spec_rate" => {
                 let r = num("spec_rate")?;
                 if !(0.0..=1.0).contains(&r) {
-                    return Err(format!("--set spec_rate={v} is out of range: give 0 to 1"));
+                    return Err(out_of_range(k, v, "0 to 1"));
                 }
                 mp.spec_rate = r;
             }
@@ -439,11 +435,12 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 let n = num("numa")?;
                 if n.fract() != 0.0 || !preset.numa.contains(&(n as usize)) {
                     let fits: Vec<String> = preset.numa.iter().map(|n| n.to_string()).collect();
-                    return Err(format!(
-                        "--set numa={v} is not supported by {}: choose one of {}",
-                        preset.name,
-                        fits.join(", ")
-                    ));
+                    return Err(Error::Unsupported {
+                        key: "numa",
+                        value: v.to_string(),
+                        machine: preset.name,
+                        choices: fits,
+                    });
                 }
                 mp.numa = n as usize;
             }
@@ -451,7 +448,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 let on = on_off(k, v)?;
                 let takes = if k == "kpti" { pol.switches.kpti } else { pol.switches.tlbi_range };
                 if on && !takes {
-                    return Err(format!("--set {k}=on applies to the arm64-linux policies only, not {}", pol.name));
+                    return Err(Error::SwitchNotTaken { key: k.to_string(), policy: pol.name });
                 }
                 if k == "kpti" {
                     mp.kpti = on;
@@ -463,44 +460,44 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
                 if pol.switches.tlb_mode.is_none() {
                     let takes: Vec<&str> =
                         POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
-                    return Err(format!("--set tlb_mode applies to {} only, not {}", takes.join(", "), pol.name));
+                    return Err(Error::TlbModeNotTaken { takes, policy: pol.name });
                 }
                 let word = match v.strip_prefix("0x") {
                     Some(hex) => u32::from_str_radix(hex, 16),
                     None => v.parse(),
                 };
                 mp.tlb_mode = Some(word.map_err(|_| {
-                    format!("--set tlb_mode={v}: give the mode word as a number, decimal or 0x hex (e.g. 0x1404)")
+                    bad_setting(k, v, "give the mode word as a number, decimal or 0x hex (e.g. 0x1404)")
                 })?);
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SwapKind::ALL.iter().map(|k| k.name()).collect();
-                    format!("--set swap={v}: give one of {}", names.join(", "))
+                    bad_setting(k, v, format!("give one of {}", names.join(", ")))
                 })?;
             }
             "sched" => {
                 mp.sched = SchedKind::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SchedKind::ALL.iter().map(|m| m.name()).collect();
-                    format!("--set sched={v}: give one of {}", names.join(", "))
+                    bad_setting(k, v, format!("give one of {}", names.join(", ")))
                 })?;
             }
             "contpte" => {
                 mp.contpte.mode = ContMode::ALL.into_iter().find(|m| m.name() == v).ok_or_else(|| {
                     let modes: Vec<&str> = ContMode::ALL.iter().map(|m| m.name()).collect();
-                    format!("--set contpte={v}: give one of {}", modes.join(", "))
+                    bad_setting(k, v, format!("give one of {}", modes.join(", ")))
                 })?;
                 mp.contpte.report = true;
             }
             "teardown" => {
-                mp.contpte.teardown = Teardown::from_name(v).map_err(|e| format!("--set teardown={v}: {e}"))?;
+                mp.contpte.teardown = Teardown::from_name(v).map_err(|e| bad_setting(k, v, e.to_string()))?;
                 mp.contpte.report = true;
             }
             "jitter" => {
                 let j = num("jitter")?;
                 if !(0.0..=0.5).contains(&j) {
-                    return Err(format!("--set jitter={v} is out of range: give 0 to 0.5"));
+                    return Err(out_of_range(k, v, "0 to 0.5"));
                 }
                 // Kept with the workload's parameters, which the run's phases are set up
                 // from, and printed with them only when given.
@@ -511,7 +508,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
             "slice_us" => {
                 let t = num("slice_us")?;
                 if !(1.0..=1e6).contains(&t) {
-                    return Err(format!("--set slice_us={v} is out of range: give 1 to 1000000"));
+                    return Err(out_of_range(k, v, "1 to 1000000"));
                 }
                 mp.slice_us = t;
                 mp.slice_set = true;
@@ -521,13 +518,14 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
             }
             _ => {
                 let Some(def) = wl.params.iter().find(|p| p.key == k) else {
-                    return Err(format!("unknown parameter '{k}'; valid keys: {}", valid_keys(wl)));
+                    return Err(Error::UnknownSetting { key: k.to_string(), valid: valid_keys(wl) });
                 };
                 let x = num(k)?;
                 if x < def.min || x > def.max || x.fract() != 0.0 {
-                    return Err(format!(
-                        "--set {k}={v} is out of range: give a whole number from {} to {} ({})",
-                        def.min, def.max, def.doc
+                    return Err(out_of_range(
+                        k,
+                        v,
+                        format!("a whole number from {} to {} ({})", def.min, def.max, def.doc),
                     ));
                 }
                 params.insert(k.to_string(), x);
@@ -537,19 +535,10 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
     let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
     if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.switches.contpte {
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
-        return Err(format!(
-            "--set contpte={} and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to \
-             the arm64 Linux policies ({}), not {}",
-            mp.contpte.mode.name(),
-            linux.join(", "),
-            pol.name
-        ));
+        return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
     }
     if let Some(missing) = workload::text_params(wl.name).iter().find(|p| !texts.contains_key(p.key)) {
-        return Err(format!(
-            "workload {} needs --set {}=...: {} (e.g. --set {}=examples/traces/gzip.trace)",
-            wl.name, missing.key, missing.doc, missing.key
-        ));
+        return Err(Error::NeedsText { workload: wl.name, key: missing.key, doc: missing.doc });
     }
     Ok((preset, wl, mp, params, texts))
 }
@@ -558,17 +547,19 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, String> {
 /// sockets=N` asks for a larger (hypothetical) machine of the same sockets, up to
 /// [`MAX_CPUS`] CPUs. CPUs fill the sockets in order, so sockets past the last
 /// CPU are empty and change nothing.
-fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, String> {
+fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, Error> {
     let real = preset.real_cores.div_ceil(preset.cores_per_socket);
     let Some(v) = spec.sets.iter().rev().find_map(|s| s.strip_prefix("sockets=")) else { return Ok(real) };
     let most = MAX_CPUS.div_ceil(preset.cores_per_socket);
     match v.parse::<usize>() {
         Ok(n) if (1..=most).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "--set sockets={v} is out of range for {}: give a whole number from 1 to {most} ({} cores each; the \
-             real machine has {real})",
-            preset.name, preset.cores_per_socket
-        )),
+        _ => Err(Error::SocketsRange {
+            value: v.to_string(),
+            machine: preset.name,
+            most,
+            per_socket: preset.cores_per_socket,
+            real,
+        }),
     }
 }
 
@@ -577,13 +568,6 @@ fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, String> {
 /// `tlbkit bench --cpus`).
 pub fn sockets_for(preset: &Preset, cpus: usize) -> Option<String> {
     (cpus > preset.real_cores).then(|| format!("sockets={}", cpus.div_ceil(preset.cores_per_socket)))
-}
-
-fn arch_name(a: Arch) -> &'static str {
-    match a {
-        Arch::Arm64 => "arm64",
-        Arch::X86_64 => "x86-64",
-    }
 }
 
 /// The main phase's simulator state that outlives the run, and the rest.
@@ -639,7 +623,7 @@ pub fn run_phases<P: Policy>(
     wl: &workload::WorkloadDef,
     params: &Params,
     mk: &dyn Fn() -> P,
-) -> Result<(Sim<P>, Option<Sim<P>>), String> {
+) -> Result<(Sim<P>, Option<Sim<P>>), Error> {
     phases(cfg, wl, params, &Texts::new(), mk)
 }
 
@@ -650,14 +634,14 @@ fn phases<P: Policy>(
     params: &Params,
     texts: &Texts,
     mk: &dyn Fn() -> P,
-) -> Result<(Sim<P>, Option<Sim<P>>), String> {
-    let phase = |ph: Phase| -> Result<Sim<P>, String> {
+) -> Result<(Sim<P>, Option<Sim<P>>), Error> {
+    let phase = |ph: Phase| -> Result<Sim<P>, Error> {
         let mut sim = Sim::new(cfg.clone(), mk());
         apply_jitter(&mut sim, params);
         workload::setup_with(wl.name, params, texts, &mut sim, ph)?;
         sim.run();
         if let Some(e) = &sim.error {
-            return Err(format!("{} ({:?} phase): {e}", wl.name, ph));
+            return Err(Error::Failed { workload: wl.name, phase: Some(ph), message: e.clone() });
         }
         Ok(sim)
     };
@@ -672,7 +656,7 @@ fn outcome<P: Policy>(
     params: &Params,
     texts: &Texts,
     mk: &dyn Fn() -> P,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let (main, ovr) = phases(cfg, wl, params, texts, mk)?;
     let result = workload::result(wl.name, params, &main, ovr.as_ref())?;
     let mut violations = main.oracle.violations.clone();
@@ -743,7 +727,7 @@ struct Runs<'a> {
 }
 
 impl WithPolicy for Runs<'_> {
-    type Out = Result<Outcome, String>;
+    type Out = Result<Outcome, Error>;
     fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
         outcome(self.cfg, self.wl, self.params, self.texts, mk)
     }
@@ -753,31 +737,32 @@ impl WithPolicy for Runs<'_> {
 struct Bench<'a>(Runs<'a>);
 
 impl WithPolicy for Bench<'_> {
-    type Out = Result<BenchResult, String>;
+    type Out = Result<BenchResult, Error>;
     fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
         bench_typed(self.0.cfg, self.0.wl, self.0.params, self.0.texts, mk())
     }
 }
 
 /// Checks a request as [`run`] would, without running it.
-pub fn check(spec: &RunSpec) -> Result<(), String> {
+pub fn check(spec: &RunSpec) -> Result<(), Error> {
     resolve(spec).map(|_| ())
 }
 
 /// Returns the names of the figures a run of `spec` reports, after checking
 /// `spec`: its workload's results (the headline first), then the metrics.
-pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, String> {
+pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
     let (_, wl, mp, _, _) = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
     let zero = Metrics::zero(mp.contpte.report);
-    if let serde_json::Value::Object(m) = serde_json::to_value(&zero).map_err(|e| e.to_string())? {
+    // A struct of numbers always serialises, to an object.
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&zero) {
         names.extend(m.into_iter().map(|(k, _)| k));
     }
     Ok(names)
 }
 
-/// Runs one request; `Err` is a message about bad input.
-pub fn run(spec: &RunSpec) -> Result<RunOutput, String> {
+/// Runs one request; `Err` says what was wrong with it, or why the run failed.
+pub fn run(spec: &RunSpec) -> Result<RunOutput, Error> {
     let (preset, wl, mp, params, texts) = resolve(spec)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
@@ -851,7 +836,7 @@ fn bench_typed<P: Policy>(
     params: &Params,
     texts: &Texts,
     p: P,
-) -> Result<BenchResult, String> {
+) -> Result<BenchResult, Error> {
     let mut sim = Sim::new(cfg.clone(), p);
     apply_jitter(&mut sim, params);
     workload::setup_with(wl.name, params, texts, &mut sim, Phase::Main)?;
@@ -859,7 +844,7 @@ fn bench_typed<P: Policy>(
     sim.run();
     let wall = t.elapsed().as_secs_f64().max(1e-9);
     if let Some(e) = &sim.error {
-        return Err(e.clone());
+        return Err(Error::Failed { workload: wl.name, phase: None, message: e.clone() });
     }
     Ok(BenchResult {
         translations_per_sec: sim.stats.tlb_accesses as f64 / wall,
@@ -872,7 +857,7 @@ fn bench_typed<P: Policy>(
 
 /// Times the main phase of `spec` (setup excluded) `reps` times and returns the
 /// repetition with the median translation rate: the host is shared and noisy.
-pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, String> {
+pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, Error> {
     let (preset, wl, mp, params, texts) = resolve(spec)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
@@ -945,14 +930,9 @@ fn peak_rss_kib() -> Option<u64> {
 /// that bad input fails before anything runs). `workloads` empty means
 /// [`SCALE_WORKLOADS`]; `sets` replace a workload's own bench parameters of the
 /// same key.
-pub fn scale_specs(
-    cpus: &[usize],
-    workloads: &[String],
-    policy: &str,
-    sets: &[String],
-) -> Result<Vec<RunSpec>, String> {
+pub fn scale_specs(cpus: &[usize], workloads: &[String], policy: &str, sets: &[String]) -> Result<Vec<RunSpec>, Error> {
     if cpus.is_empty() {
-        return Err(format!("--cpus needs at least one CPU count from 1 to {MAX_CPUS}"));
+        return Err(Error::NoCpuCounts { max: MAX_CPUS });
     }
     let chosen: Vec<String> = if workloads.is_empty() {
         SCALE_WORKLOADS.iter().map(|(w, _)| w.to_string()).collect()
@@ -994,7 +974,7 @@ pub const MAX_SHORT_RUNS: usize = 101;
 /// [`MAX_SHORT_RUNS`]) and the row is the run with the median event rate: a run
 /// of a few milliseconds is at the mercy of a shared host's load, and a median
 /// of many is not. `progress` is called before each spec.
-pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Result<Vec<ScaleRow>, String> {
+pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Result<Vec<ScaleRow>, Error> {
     let mut rows: Vec<ScaleRow> = Vec::with_capacity(specs.len());
     for spec in specs {
         progress(spec);
@@ -1029,6 +1009,7 @@ pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preset::Arch;
 
     #[test]
     fn every_registered_policy_runs_in_the_simulator() {

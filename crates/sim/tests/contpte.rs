@@ -15,6 +15,7 @@ use common::{Flush, Skips};
 use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_registry::Arch;
+use tlbkit_sim::error::Param;
 use tlbkit_sim::oracle::Violation;
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
@@ -487,16 +488,18 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
     assert_eq!((off.metrics.exits, off.metrics.contpte_fills), (Some(2), Some(0)));
     assert_eq!(off.result, plain.result, "contpte=off is the kernel without folios");
     let err = run(&spec("arm64-linux", &["teardown=clear-ptes"])).unwrap_err();
+    assert_eq!(err.param(), Some(Param::Set("teardown".into())));
     assert_eq!(
-        err,
-        "--set teardown=clear-ptes: unknown teardown 'clear-ptes'; valid teardowns: noopt, simple, robust, clear_ptes"
+        err.to_string(),
+        "set teardown=clear-ptes: unknown teardown 'clear-ptes'; valid teardowns: noopt, simple, robust, clear_ptes"
     );
     let err = run(&spec("arm64-linux", &["contpte=yes"])).unwrap_err();
-    assert_eq!(err, "--set contpte=yes: give one of off, folios, on");
+    assert_eq!(err.to_string(), "set contpte=yes: give one of off, folios, on");
     for p in ["arm64-freebsd-asid", "arm64-noasid", "x86-linux-pcid"] {
         let err = run(&spec(p, &["contpte=on"])).unwrap_err();
+        assert!(matches!(err, tlbkit_sim::Error::ContpteNotTaken { .. }), "{err:?}");
         assert!(
-            err.contains(
+            err.to_string().contains(
                 "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode)"
             ),
             "{err}"

@@ -220,7 +220,7 @@ struct Found {
 }
 
 /// One run's outcome, or the run's error.
-type Outcome = Result<Found, String>;
+type Outcome = Result<Found, tlbkit_sim::Error>;
 
 /// Returns the violations of a run's phases.
 fn count<Q: Policy>(main: &Sim<Q>, overhead: Option<&Sim<Q>>) -> u64 {

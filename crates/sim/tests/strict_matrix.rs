@@ -113,7 +113,7 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
 }
 
 /// Returns what is wrong with one cell's run, if anything.
-fn judge(s: &RunSpec, out: Result<RunOutput, String>) -> Option<String> {
+fn judge(s: &RunSpec, out: Result<RunOutput, tlbkit_sim::Error>) -> Option<String> {
     let out = match out {
         Ok(o) => o,
         Err(e) => return Some(format!("{}\n    failed: {e}", s.command())),
@@ -176,7 +176,7 @@ fn check_policy(policy: &str) -> (Vec<String>, usize, u64) {
                 let out = run(&s);
                 let text = match &out {
                     Ok(o) => frozen_json(o),
-                    Err(e) => e.clone(),
+                    Err(e) => e.to_string(),
                 };
                 digest = fnv1a(digest, text.as_bytes());
                 if let Some(d) = &dump {

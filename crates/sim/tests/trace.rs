@@ -10,6 +10,7 @@ use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};
 use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::Sim;
+use tlbkit_sim::Error;
 
 /// The fixture's trace: `crates/lab/tests/data/tiny.lackey` and `tiny.strace`, imported.
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace");
@@ -57,13 +58,14 @@ fn trace_needs_a_file_and_a_readable_one() {
     let mut s = spec("cortex-a72", 1, "arm64-linux", &[]);
     s.sets.clear();
     let e = run(&s).unwrap_err();
-    assert!(e.contains("workload trace needs --set file="), "{e}");
+    assert!(matches!(e, tlbkit_sim::Error::NeedsText { key: "file", .. }), "{e:?}");
+    assert!(e.to_string().contains("workload trace needs set file="), "{e}");
     s.sets = vec!["file=/no/such/file.trace".into()];
     let e = run(&s).unwrap_err();
-    assert!(e.starts_with("/no/such/file.trace: "), "{e}");
+    assert!(e.to_string().starts_with("/no/such/file.trace: "), "{e}");
     s.sets = vec![concat!("file=", env!("CARGO_MANIFEST_DIR"), "/Cargo.toml").into()];
     let e = run(&s).unwrap_err();
-    assert!(e.contains("not a tlbkit trace"), "{e}");
+    assert!(e.to_string().contains("not a tlbkit trace"), "{e}");
 }
 
 /// The image region every test process starts with: 4 writable pages.
@@ -115,9 +117,13 @@ impl Program for Exit {
 fn spawn_with_rejects_overlapping_and_misplaced_regions() {
     let mut sim = Sim::new(config(1, 3, true), FreebsdEpoch::new(1, 16, 16));
     let overlap = [IMAGE, Region { va: IMAGE.va + 4096, pages: 1, write: false }];
-    assert!(sim.spawn_with(Box::new(Exit), &overlap).unwrap_err().contains("overlap"));
+    let e = sim.spawn_with(Box::new(Exit), &overlap).unwrap_err();
+    assert!(matches!(e, Error::ImageOverlap { first, second } if first == IMAGE.va && second == IMAGE.va + 4096));
+    assert!(e.to_string().ends_with("overlap"), "{e}");
     let high = [Region { va: USER_VA_END - 4096, pages: 2, write: false }];
-    assert!(sim.spawn_with(Box::new(Exit), &high).unwrap_err().contains("below"));
+    let e = sim.spawn_with(Box::new(Exit), &high).unwrap_err();
+    assert!(matches!(e, Error::ImageRegion { va, pages: 2 } if va == USER_VA_END - 4096), "{e:?}");
+    assert!(e.to_string().contains("below"), "{e}");
 }
 
 #[test]

@@ -414,3 +414,35 @@ impl Program for Protect {
         }
     }
 }
+
+/// Returns the parameters of workload `name` at their defaults, with `set`.
+fn defaults(name: &str, set: &[(&str, f64)]) -> tlbkit_sim::workload::Params {
+    let def = tlbkit_sim::workload::by_name(name).unwrap();
+    let mut p: tlbkit_sim::workload::Params = def.params.iter().map(|d| (d.key.to_string(), d.default)).collect();
+    p.extend(set.iter().map(|&(k, v)| (k.to_string(), v)));
+    p
+}
+
+#[test]
+fn a_workload_that_cannot_start_or_measure_says_why_as_data() {
+    use tlbkit_sim::workload::{self, Phase};
+    use tlbkit_sim::Error;
+    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
+    let e = workload::setup("nope", &defaults("lat_ctx", &[]), &mut sim, Phase::Main).unwrap_err();
+    assert!(matches!(&e, Error::UnknownWorkload { name } if name == "nope"), "{e:?}");
+    assert!(e.to_string().starts_with("unknown workload 'nope'; valid workloads: lat_ctx, pingpong"), "{e}");
+    // A value in the parameter's range that the workload still cannot use.
+    let p = defaults("stress_ng_tlb_shootdown", &[("pages", 3.0)]);
+    let e = workload::setup("stress_ng_tlb_shootdown", &p, &mut sim, Phase::Main).unwrap_err();
+    assert!(matches!(&e, Error::BadParam { key: "pages", value, valid: "a power of two", .. } if value == "3"));
+    assert_eq!(e.to_string(), "stress_ng_tlb_shootdown: pages=3 is not a power of two");
+    let p = defaults("exit_teardown", &[("file_pages", 4.0), ("dirty_pages", 5.0)]);
+    let e = workload::setup("exit_teardown", &p, &mut sim, Phase::Main).unwrap_err();
+    assert!(matches!(&e, Error::ParamExceeds { key: "dirty_pages", limit_key: "file_pages", .. }), "{e:?}");
+    assert_eq!(e.to_string(), "exit_teardown: dirty_pages=5 exceeds file_pages=4");
+    // A run that recorded nothing has no measurement.
+    let e = workload::result("lat_ctx", &defaults("lat_ctx", &[]), &sim, None).unwrap_err();
+    assert!(matches!(&e, Error::Unmeasured { workload: "lat_ctx", .. }), "{e:?}");
+    assert_eq!(e.to_string(), "lat_ctx: the ring did not complete; no timing was recorded");
+    assert_eq!(sim.live_threads(), 0, "no failed setup started a process");
+}

@@ -9,6 +9,7 @@
 //! broke), how long it took and how much memory it held, with the command that
 //! runs the same check.
 
+use crate::error::CliError;
 use crate::table::{Align, Table};
 use clap::Args;
 use std::io::Read;
@@ -253,7 +254,7 @@ fn measure(policy: &str, pages: usize, jobs: Option<usize>, limit: Option<Durati
 /// Runs the benchmark: `--policy` (the seeds' nine when not given), each with
 /// `--pages` pages per address space (the standard bounds' one when not given),
 /// `--jobs` worker threads and at most `--limit-s` seconds.
-pub fn run(a: CheckArgs) -> Result<u8, String> {
+pub fn run(a: CheckArgs) -> Result<u8, CliError> {
     let CheckArgs { policy, pages, jobs, limit_s, format } = a;
     let policies = policy.as_slice();
     let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
@@ -262,7 +263,8 @@ pub fn run(a: CheckArgs) -> Result<u8, String> {
             return Err(format!(
                 "--policy {p}: no such policy; the policies are {}, or all (every real one)",
                 all.join(", ")
-            ));
+            )
+            .into());
         }
     }
     let chosen: Vec<&str> = match policies {
@@ -274,7 +276,8 @@ pub fn run(a: CheckArgs) -> Result<u8, String> {
     if !(1..=MAX_PAGES).contains(&pages) {
         return Err(format!(
             "--pages {pages}: an address space maps 1 to {MAX_PAGES} pages; the standard bounds use {PAGES}"
-        ));
+        )
+        .into());
     }
     if limit_s == Some(0) {
         return Err("--limit-s 0 leaves no time: give seconds per check, e.g. --limit-s 600".into());

@@ -16,6 +16,7 @@ pub mod scale;
 pub mod sim;
 
 use super::Format;
+use crate::error::CliError;
 use clap::{ArgGroup, Args, Subcommand};
 
 /// `tlbkit bench`'s flags: a subcommand, or `bench sim`'s flags for the
@@ -91,7 +92,7 @@ struct Legacy {
 
 /// Runs `tlbkit bench`: its subcommand, or the one its old flags spell (`bench
 /// sim` when none); returns the exit code.
-pub fn bench(a: BenchArgs) -> Result<u8, String> {
+pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
     match a.cmd {
         Some(BenchCmd::Sim(s)) => sim::run(s),
         Some(BenchCmd::Scale(s)) => scale::run(s),

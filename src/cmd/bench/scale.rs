@@ -3,6 +3,7 @@
 //! `tlbkit_sim::run::bench_scale`).
 
 use super::Format;
+use crate::error::CliError;
 use crate::progress::{self, Unit};
 use crate::table::{Align, Table};
 use clap::Args;
@@ -46,7 +47,7 @@ fn cpu_counts(values: &[String]) -> Result<Vec<usize>, String> {
 
 /// Runs `tlbkit bench scale`: the scale workloads at each CPU count given;
 /// returns the exit code.
-pub fn run(a: ScaleArgs) -> Result<u8, String> {
+pub fn run(a: ScaleArgs) -> Result<u8, CliError> {
     let ScaleArgs { cpus, workloads, policy, sets, format } = a;
     let cpus = cpu_counts(&cpus)?;
     let policy = policy.as_deref().unwrap_or(SCALE_POLICY);

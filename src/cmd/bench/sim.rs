@@ -8,6 +8,7 @@
 //! build's mean: [`tlbkit_lab::stats::compare`]).
 
 use super::Format;
+use crate::error::CliError;
 use crate::progress;
 use crate::table::{Align, Table};
 use clap::Args;
@@ -34,7 +35,7 @@ pub struct SimArgs {
 
 /// Runs `tlbkit bench sim`: the fixed workload's runs in this process, or with
 /// `--compare-with`, both builds' side by side; returns the exit code.
-pub fn run(a: SimArgs) -> Result<u8, String> {
+pub fn run(a: SimArgs) -> Result<u8, CliError> {
     match a.compare_with {
         Some(other) => compare_with(&other, a.runs.unwrap_or(DEFAULT_ROUNDS), a.format),
         None => bench(a.runs.unwrap_or(DEFAULT_RUNS), a.format),
@@ -107,7 +108,7 @@ fn grouped(x: f64) -> String {
 }
 
 /// `tlbkit bench sim [--runs N]`: `runs` runs of [`spec`] in this process.
-fn bench(runs: usize, format: Format) -> Result<u8, String> {
+fn bench(runs: usize, format: Format) -> Result<u8, CliError> {
     if runs == 0 {
         return Err("--runs 0 times nothing: give 1 or more, e.g. --runs 10".into());
     }
@@ -120,7 +121,7 @@ fn bench(runs: usize, format: Format) -> Result<u8, String> {
             Ok(b) => results.push(b),
             Err(e) => {
                 spinner.finish_and_clear();
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -200,12 +201,14 @@ fn invoke(binary: &Path, args: &[&str]) -> Result<f64, String> {
 /// round to round, so that a drift of the host's load falls on both), each
 /// reporting the median of its runs; then both builds' figures and the ratio of
 /// this one's mean to the other's with its 95% confidence interval.
-fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, String> {
+fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, CliError> {
     if rounds < 2 {
         return Err("--compare-with needs --runs 2 or more (a confidence interval needs a spread)".into());
     }
     if !other.is_file() {
-        return Err(format!("--compare-with {}: no such file; give another tlbkit build's binary", other.display()));
+        return Err(
+            format!("--compare-with {}: no such file; give another tlbkit build's binary", other.display()).into()
+        );
     }
     let me = std::env::current_exe().map_err(|e| format!("cannot find this tlbkit's own binary: {e}"))?;
     let runs = RUNS_PER_INVOCATION.to_string();

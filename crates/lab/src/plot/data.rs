@@ -9,6 +9,7 @@
 //! depend on the order in which a sweep's runs finished.
 
 use super::chart::{axis_label, Chart, Point, Series, XAxis};
+use crate::error::{Error, Param};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -187,25 +188,28 @@ pub struct ChartSpec {
 
 impl Results {
     /// Reads the results file at `path`.
-    pub fn load(path: &Path) -> Result<Results, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Results, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
         Results::parse(&text, &path.display().to_string())
     }
 
     /// Parses JSON lines; a line that is not a JSON object is an error naming
     /// `origin` and the line's number. Blank lines are skipped.
-    pub fn parse(text: &str, origin: &str) -> Result<Results, String> {
+    pub fn parse(text: &str, origin: &str) -> Result<Results, Error> {
         let mut rows = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let row: Row = serde_json::from_str(line)
-                .map_err(|e| format!("{origin}:{}: not a results line (a JSON object): {e}", i + 1))?;
+            let row: Row = serde_json::from_str(line).map_err(|source| Error::ResultsLine {
+                origin: origin.to_string(),
+                line: i + 1,
+                source,
+            })?;
             rows.push(row);
         }
         if rows.is_empty() {
-            return Err(format!("{origin}: no runs (the file has no results lines)"));
+            return Err(Error::NoRuns { origin: origin.to_string() });
         }
         Ok(Results { rows })
     }
@@ -254,25 +258,25 @@ impl Results {
     /// group and `seed`) that differ between runs pooled into one point.
     ///
     /// An unknown field or metric is an error listing the known ones.
-    pub fn chart(&self, spec: &ChartSpec) -> Result<(Chart, Vec<String>), String> {
+    pub fn chart(&self, spec: &ChartSpec) -> Result<(Chart, Vec<String>), Error> {
         let fields = self.fields();
         let metrics = self.metrics();
-        let check = |what: &str, name: &str| {
+        let check = |param: Param, name: &str| {
             if fields.iter().any(|f| f == name) {
                 Ok(())
             } else {
-                Err(format!("unknown field '{name}' for {what}; the results have: {}", fields.join(", ")))
+                Err(Error::UnknownName { param, what: "field", name: name.to_string(), valid: fields.clone() })
             }
         };
-        check("--x", &spec.x)?;
+        check(Param::X, &spec.x)?;
         if let Some(g) = &spec.group {
-            check("--group", g)?;
+            check(Param::Group, g)?;
         }
         for (k, _) in &spec.filters {
-            check("--where", k)?;
+            check(Param::Where, k)?;
         }
         if !metrics.contains(&spec.y) {
-            return Err(format!("unknown metric '{}' for --y; the results have: {}", spec.y, metrics.join(", ")));
+            return Err(Error::UnknownName { param: Param::Y, what: "metric", name: spec.y.clone(), valid: metrics });
         }
         let rows: Vec<&Row> = self
             .select(&spec.filters)
@@ -281,7 +285,7 @@ impl Results {
             .filter(|r| spec.group.as_ref().is_none_or(|g| r.get(g).is_some()))
             .collect();
         if rows.is_empty() {
-            return Err(format!("no run has both '{}' and '{}' (and passes the filters)", spec.x, spec.y));
+            return Err(Error::NoData { x: spec.x.clone(), y: spec.y.clone() });
         }
         let numeric = rows.iter().all(|r| matches!(r.coord(&spec.x), Some(Coord::Num(_))));
         let cats = Results::values(rows.iter().copied(), &spec.x);
@@ -410,15 +414,30 @@ mod tests {
     fn unknown_names_list_the_known_ones() {
         let r = Results::parse(LINES, "t").unwrap();
         let e = r.chart(&ChartSpec { x: "nope".into(), y: "lat_us".into(), ..Default::default() }).unwrap_err();
-        assert!(e.contains("unknown field 'nope' for --x") && e.contains("machine, cpus, policy"), "{e}");
+        assert!(matches!(&e, Error::UnknownName { param: Param::X, what: "field", name, valid }
+            if name == "nope" && valid[..3] == ["machine", "cpus", "policy"]));
+        assert_eq!(
+            e.to_string(),
+            "unknown field 'nope' for x; the results have: machine, cpus, policy, workload, procs, seed"
+        );
+        let spec =
+            ChartSpec { x: "procs".into(), y: "lat_us".into(), group: Some("nope".into()), ..Default::default() };
+        assert_eq!(r.chart(&spec).unwrap_err().param(), Some(Param::Group));
+        let spec = ChartSpec { filters: vec![("nope".into(), "1".into())], ..spec };
+        assert_eq!(r.chart(&ChartSpec { group: None, ..spec }).unwrap_err().param(), Some(Param::Where));
         let e = r.chart(&ChartSpec { x: "procs".into(), y: "nope".into(), ..Default::default() }).unwrap_err();
-        assert!(e.contains("unknown metric 'nope' for --y") && e.contains("violations, lat_us, misses"), "{e}");
+        assert!(matches!(&e, Error::UnknownName { param: Param::Y, what: "metric", name, valid }
+            if name == "nope" && *valid == ["violations", "lat_us", "misses"]));
+        assert!(e.to_string().starts_with("unknown metric 'nope' for y;"), "{e}");
     }
 
     #[test]
     fn malformed_line_is_named_by_number() {
         let text = format!("{LINES}{{\"machine\": \n");
         let e = Results::parse(&text, "r.jsonl").unwrap_err();
-        assert!(e.starts_with("r.jsonl:5: "), "{e}");
+        assert!(matches!(&e, Error::ResultsLine { origin, line: 5, .. } if origin == "r.jsonl"), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("r.jsonl:5: not a results line (a JSON object): "), "{e}");
+        assert!(matches!(Results::parse("\n", "r.jsonl"), Err(Error::NoRuns { .. })));
     }
 }

@@ -9,6 +9,7 @@ use super::data::{ChartSpec, Coord, Results, Row};
 use super::forest;
 use crate::claims::ClaimResult;
 use crate::stats::{self, Summary, SYMBOLS};
+use crate::Error;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use tlbkit_sim::{metrics, workload};
@@ -216,19 +217,16 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
 /// The baseline at a grid point is the first of `baselines` that ran there,
 /// else the policy first in name order there; a name in `baselines` that no run
 /// has is an error listing the policies the results have.
-pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<String, String> {
+pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<String, Error> {
     let all_policies: Vec<String> = Results::values(&results.rows, "policy").iter().map(|c| c.to_string()).collect();
     for b in baselines {
         if !all_policies.contains(b) {
-            return Err(format!(
-                "--baseline {b}: no run of that policy in {source}; the results have: {}",
-                all_policies.join(", ")
-            ));
+            return Err(Error::NoSuchBaseline { policy: b.clone(), origin: source.into(), valid: all_policies });
         }
     }
     let workloads = Results::values(&results.rows, "workload");
     if workloads.is_empty() {
-        return Err(format!("{source}: no line has a 'workload': is it a results file of tlbkit sweep?"));
+        return Err(Error::NotSweepResults { origin: source.into() });
     }
     let mut body = String::new();
     let mut summary = String::new();
@@ -332,7 +330,7 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                         body.push_str(&chart.to_svg(false))
                     }
                     Err(e) => {
-                        let _ = writeln!(body, "<p class=\"note\">{}</p>", escape(&e));
+                        let _ = writeln!(body, "<p class=\"note\">{}</p>", escape(&e.to_string()));
                     }
                 }
             }
@@ -561,9 +559,11 @@ mod tests {
     #[test]
     fn report_refuses_a_baseline_the_results_lack() {
         let e = report(&sweep_lines(), "r.jsonl", &["arm64-linux".into()]).unwrap_err();
+        assert!(matches!(&e, Error::NoSuchBaseline { policy, origin, valid }
+            if policy == "arm64-linux" && origin == "r.jsonl" && valid.len() == 3));
         assert_eq!(
-            e,
-            "--baseline arm64-linux: no run of that policy in r.jsonl; the results have: arm64-freebsd-asid, \
+            e.to_string(),
+            "baseline arm64-linux: no run of that policy in r.jsonl; the results have: arm64-freebsd-asid, \
              arm64-noasid, x86-linux-pcid"
         );
     }

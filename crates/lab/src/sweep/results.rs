@@ -11,6 +11,7 @@
 //! disk before a power failure (nothing is `fsync`ed); a kill of the process
 //! loses nothing the kernel has been handed.
 
+use crate::error::{Error, ResultsStep};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
@@ -33,24 +34,20 @@ pub struct ResultsFile {
 impl ResultsFile {
     /// Opens (or creates) the results file at `path`, locks it, drops a torn
     /// last line, and reads which runs it records.
-    pub fn open(path: &Path) -> Result<ResultsFile, String> {
-        let shown = path.display();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| format!("cannot open results file {shown}: {e}"))?;
+    pub fn open(path: &Path) -> Result<ResultsFile, Error> {
+        let failed = |step| move |source| Error::ResultsFile { path: path.to_path_buf(), step, source };
+        let mut file =
+            OpenOptions::new().read(true).append(true).create(true).open(path).map_err(failed(ResultsStep::Open))?;
         file.try_lock().map_err(|e| match e {
-            TryLockError::WouldBlock => format!("results file {shown} is in use by another tlbkit sweep"),
-            TryLockError::Error(e) => format!("cannot lock results file {shown}: {e}"),
+            TryLockError::WouldBlock => Error::ResultsInUse { path: path.to_path_buf() },
+            TryLockError::Error(e) => failed(ResultsStep::Lock)(e),
         })?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|e| format!("cannot read results file {shown}: {e}"))?;
+        file.read_to_end(&mut bytes).map_err(failed(ResultsStep::Read))?;
         let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let torn_bytes = bytes.len() - whole;
         if torn_bytes > 0 {
-            file.set_len(whole as u64).map_err(|e| format!("cannot drop the torn last line of {shown}: {e}"))?;
+            file.set_len(whole as u64).map_err(failed(ResultsStep::DropTorn))?;
         }
         let mut recorded = BTreeMap::new();
         let mut duplicates = 0;
@@ -58,13 +55,8 @@ impl ResultsFile {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let (command, violations) = parse_line(line).ok_or_else(|| {
-                format!(
-                    "results file {shown}: line {} is not a result of tlbkit sweep (a JSON object with \"command\" \
-                     and \"violations\"); remove it or give another file with --results",
-                    i + 1
-                )
-            })?;
+            let (command, violations) =
+                parse_line(line).ok_or_else(|| Error::ForeignLine { path: path.to_path_buf(), line: i + 1 })?;
             if recorded.insert(command, violations).is_some() {
                 duplicates += 1;
             }
@@ -83,9 +75,10 @@ impl ResultsFile {
     /// to disk and renamed over it: a kill at any moment leaves either the old
     /// file or the new one, never a part of either. Nothing is written when the
     /// file is already in that order.
-    pub fn put_in_order(self, order: &[String]) -> Result<(), String> {
-        let shown = self.path.display();
-        let text = std::fs::read(&self.path).map_err(|e| format!("cannot read results file {shown}: {e}"))?;
+    pub fn put_in_order(self, order: &[String]) -> Result<(), Error> {
+        let path = &self.path;
+        let failed = |step| move |source| Error::ResultsFile { path: path.clone(), step, source };
+        let text = std::fs::read(&self.path).map_err(failed(ResultsStep::Read))?;
         let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
         let mut first: BTreeMap<String, usize> = BTreeMap::new();
         for (i, l) in lines.iter().enumerate() {
@@ -118,20 +111,21 @@ impl ResultsFile {
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(format!("cannot put results file {shown} in grid order: {e}"));
+            return Err(failed(ResultsStep::Reorder)(e));
         }
         Ok(())
     }
 
     /// Appends one line (given without its newline) in one write.
-    pub fn append(&mut self, line: &str) -> Result<(), String> {
+    pub fn append(&mut self, line: &str) -> Result<(), Error> {
         let mut buf = String::with_capacity(line.len() + 1);
         buf.push_str(line);
         buf.push('\n');
-        self.file
-            .write_all(buf.as_bytes())
-            .and_then(|()| self.file.flush())
-            .map_err(|e| format!("cannot append to results file {}: {e}", self.path.display()))
+        self.file.write_all(buf.as_bytes()).and_then(|()| self.file.flush()).map_err(|source| Error::ResultsFile {
+            path: self.path.clone(),
+            step: ResultsStep::Append,
+            source,
+        })
     }
 }
 
@@ -198,14 +192,20 @@ mod tests {
     fn a_foreign_line_is_refused_with_its_number() {
         let p = temp("foreign", "{\"command\":\"a\",\"violations\":0}\nhello\n");
         let e = ResultsFile::open(&p).unwrap_err();
-        assert!(e.contains("line 2 is not a result of tlbkit sweep"), "{e}");
+        assert!(matches!(&e, Error::ForeignLine { path, line: 2 } if *path == *p), "{e:?}");
+        assert!(e.to_string().contains("line 2 is not a result of tlbkit sweep"), "{e}");
+        // The library names its argument.
+        assert!(e.to_string().ends_with("give another file with results"), "{e}");
+        assert_eq!(e.param(), Some(crate::error::Param::Results));
     }
 
     #[test]
     fn a_second_opener_is_refused_while_the_first_holds_the_file() {
         let p = temp("lock", "");
         let first = ResultsFile::open(&p).unwrap();
-        assert!(ResultsFile::open(&p).unwrap_err().contains("in use by another tlbkit sweep"));
+        let e = ResultsFile::open(&p).unwrap_err();
+        assert!(matches!(&e, Error::ResultsInUse { path } if *path == *p), "{e:?}");
+        assert!(e.to_string().ends_with("is in use by another tlbkit sweep"), "{e}");
         drop(first);
         ResultsFile::open(&p).unwrap();
     }

@@ -23,6 +23,7 @@
 //! every workload; one under `[set.W]` replaces a `[set]` value of the same key
 //! for W.
 
+use crate::error::{Error, Param};
 use crate::sweep::MAX_RUNS;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -307,28 +308,31 @@ impl<'de> Deserialize<'de> for Seeds {
 }
 
 impl Sweep {
-    /// Returns the message for an error at `span` of the file.
-    fn at(&self, span: &Range<usize>, msg: impl fmt::Display) -> String {
-        at(&self.origin, &self.text, span, msg)
-    }
-
-    /// Returns the message for an error about a workload's runs, at the line of
-    /// the `set` key it names, or else at `workloads`.
-    pub(crate) fn about_workload(&self, workload: &str, msg: &str) -> String {
-        let axes = self.axes.get(workload).map(Vec::as_slice).unwrap_or_default();
-        let named =
-            axes.iter().find(|a| msg.contains(&format!("--set {}=", a.key)) || msg.contains(&format!("'{}'", a.key)));
-        match named {
-            Some(a) => self.at(&a.span, msg),
-            None => self.at(&self.workloads_span, format!("{workload}: {msg}")),
+    /// Returns the error `e` of the run `spec`, at the line of the `set` key
+    /// its parameter names, or else at `workloads`.
+    pub(crate) fn about_run(&self, spec: &tlbkit_sim::run::RunSpec, e: tlbkit_sim::Error) -> Error {
+        let axes = self.axes.get(&spec.workload).map(Vec::as_slice).unwrap_or_default();
+        let named = match e.param() {
+            Some(Param::Set(key)) => axes.iter().find(|a| a.key == key),
+            _ => None,
+        };
+        let span = named.map_or(&self.workloads_span, |a| &a.span);
+        let (line, field) = locate(&self.text, span.start);
+        Error::GridRun {
+            origin: self.origin.clone(),
+            line,
+            field,
+            at_setting: named.is_some(),
+            run: Box::new(spec.clone()),
+            source: Box::new(e),
         }
     }
 
     /// Parses and checks an experiment file's text; `origin` names it in messages.
-    pub fn parse(text: &str, origin: &str) -> Result<Sweep, String> {
+    pub fn parse(text: &str, origin: &str) -> Result<Sweep, Error> {
         let raw: Raw = toml::from_str(text).map_err(|e| match e.span() {
             Some(span) => at(origin, text, &span, e.message()),
-            None => format!("{origin}: {}", e.message()),
+            None => Error::Experiment { origin: origin.to_string(), place: None, what: e.message().to_string() },
         })?;
         let here = |span: &Range<usize>, msg: String| at(origin, text, span, msg);
         let names = |list: &Spanned<Vec<Spanned<String>>>, what: &str, valid: &dyn Fn(&str) -> bool, all: String| {
@@ -460,10 +464,9 @@ impl Sweep {
     }
 }
 
-/// Returns `origin: line N, field: msg` for an error at `span` of `text`.
-fn at(origin: &str, text: &str, span: &Range<usize>, msg: impl fmt::Display) -> String {
-    let (line, field) = locate(text, span.start);
-    format!("{origin}: line {line}, {field}: {msg}")
+/// Returns the error `msg` at `span` of `text` (`origin: line N, field: msg`).
+fn at(origin: &str, text: &str, span: &Range<usize>, msg: impl fmt::Display) -> Error {
+    Error::Experiment { origin: origin.to_string(), place: Some(locate(text, span.start)), what: msg.to_string() }
 }
 
 #[cfg(test)]
@@ -486,8 +489,11 @@ procs = [4, 16]
 rounds = 5
 "#;
 
+    /// Returns the message of the error in experiment file `text`.
     fn err(text: &str) -> String {
-        Sweep::parse(text, "x.toml").unwrap_err()
+        let e = Sweep::parse(text, "x.toml").unwrap_err();
+        assert!(matches!(&e, Error::Experiment { origin, .. } if origin == "x.toml"), "{e:?}");
+        e.to_string()
     }
 
     #[test]
@@ -533,6 +539,8 @@ rounds = 5
         assert!(e.starts_with("x.toml: line 5, workloads: workload 'lat_ctx' is given twice"), "{e}");
         let e = err(&GOOD.replace("[1, 2]", "[0]"));
         assert!(e.starts_with("x.toml: line 3, cpus: 0 CPUs is out of range"), "{e}");
+        let e = Sweep::parse(&GOOD.replace("[1, 2]", "[0]"), "x.toml").unwrap_err();
+        assert!(matches!(e, Error::Experiment { place: Some((3, field)), .. } if field == "cpus"));
         let e = err(&GOOD.replace("count = 2", "count = 0"));
         assert!(e.starts_with("x.toml: line 6, seeds: { first = 3, count = 0 } is no seed range"), "{e}");
         let e = err(&GOOD.replace("[set.lat_ctx]", "[set.sort_compute]"));

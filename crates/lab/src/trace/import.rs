@@ -4,6 +4,7 @@
 use super::format::{Event, Process, Record, Thread, Trace, PAGE_END};
 use super::lackey::{Item, Lackey, Marker};
 use super::strace::{self, Call, Entry, Ret, What, CREATE};
+use crate::Error;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::io::BufRead;
@@ -102,9 +103,12 @@ pub fn import(
     strace: Option<&Path>,
     opts: Options,
     progress: impl FnMut(u64, u64),
-) -> Result<(Trace, Summary), String> {
-    let open =
-        |p: &Path| std::fs::File::open(p).map(std::io::BufReader::new).map_err(|e| format!("{}: {e}", p.display()));
+) -> Result<(Trace, Summary), Error> {
+    let open = |p: &Path| {
+        std::fs::File::open(p)
+            .map(std::io::BufReader::new)
+            .map_err(|source| Error::LogIo { name: p.display().to_string(), source })
+    };
     let file = open(lackey)?;
     let size = file.get_ref().metadata().map_or(0, |m| m.len());
     let (l, lname) = (Counted { input: file, read: 0, size, progress }, lackey.display().to_string());
@@ -162,7 +166,7 @@ pub fn import_file(
     out: &Path,
     opts: Options,
     progress: impl FnMut(u64, u64),
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let (trace, sum) = import(lackey, strace, opts, progress)?;
     let bytes = trace.encode();
     super::format::write_atomically(out, &bytes)?;
@@ -176,7 +180,7 @@ pub fn import_from(
     lname: &str,
     strace: Option<(&mut dyn BufRead, &str)>,
     opts: Options,
-) -> Result<(Trace, Summary), String> {
+) -> Result<(Trace, Summary), Error> {
     let mut lk = Lackey::new(lackey, lname);
     let mut im = Importer { opts, ..Importer::default() };
     let entries = match strace {
@@ -407,7 +411,7 @@ struct Importer {
 impl Importer {
     /// Learns the process tree from the strace log and indexes the traced
     /// process's calls.
-    fn tree(&mut self, entries: Vec<Entry>, sname: &str, pid: u32, lname: &str) -> Result<(), String> {
+    fn tree(&mut self, entries: Vec<Entry>, sname: &str, pid: u32, lname: &str) -> Result<(), Error> {
         self.strace = Some(sname.to_string());
         let mut entries = entries;
         // One process written to stderr: strace never printed its pid.
@@ -432,10 +436,13 @@ impl Importer {
             }
             if let Some(at) = gone.get(&e.pid) {
                 let what = if matches!(e.what, What::Exit) { "exits again" } else { "makes a call" };
-                return Err(format!(
-                    "{sname}:{}: thread {} {what} after its exit at line {at}: give the log of one run as strace -f \
-                     wrote it",
-                    e.line, e.pid
+                return Err(log_err(
+                    sname,
+                    e.line,
+                    format!(
+                        "thread {} {what} after its exit at line {at}: give the log of one run as strace -f wrote it",
+                        e.pid
+                    ),
                 ));
             }
             match &e.what {
@@ -447,21 +454,33 @@ impl Importer {
                             continue;
                         }
                         if child == e.pid {
-                            return Err(format!("{sname}:{}: {} returns {child}, the caller's own id", e.line, c.name));
+                            return Err(log_err(
+                                sname,
+                                e.line,
+                                format!("{} returns {child}, the caller's own id", c.name),
+                            ));
                         }
                         if let Some(at) = live.insert(child, e.line) {
                             let since = if at == 0 { "the traced process".to_string() } else { format!("line {at}") };
-                            return Err(format!(
-                                "{sname}:{}: {} returns {child}, an id still running (since {since}): give the log \
-                                 of one run as strace -f wrote it",
-                                e.line, c.name
+                            return Err(log_err(
+                                sname,
+                                e.line,
+                                format!(
+                                    "{} returns {child}, an id still running (since {since}): give the log of one \
+                                     run as strace -f wrote it",
+                                    c.name
+                                ),
                             ));
                         }
                         if let Some(at) = unborn.remove(&child) {
-                            return Err(format!(
-                                "{sname}:{}: {} returns {child}, an id that acted before, at line {at}: give the log \
-                                 of one run as strace -f wrote it",
-                                e.line, c.name
+                            return Err(log_err(
+                                sname,
+                                e.line,
+                                format!(
+                                    "{} returns {child}, an id that acted before, at line {at}: give the log of one \
+                                     run as strace -f wrote it",
+                                    c.name
+                                ),
                             ));
                         }
                         gone.remove(&child);
@@ -475,10 +494,14 @@ impl Importer {
             }
         }
         if !entries.iter().any(|e| e.pid == pid) {
-            return Err(format!(
-                "{sname}: process {pid}, which {lname} traced, is not in this strace log: give logs of one run \
-                 (strace -f -o FILE valgrind --tool=lackey ...)"
-            ));
+            return Err(Error::Log {
+                name: sname.to_string(),
+                line: None,
+                what: format!(
+                    "process {pid}, which {lname} traced, is not in this strace log: give logs of one run (strace -f \
+                     -o FILE valgrind --tool=lackey ...)"
+                ),
+            });
         }
         let mut dropped = BTreeSet::new();
         for (i, e) in entries.iter().enumerate() {
@@ -527,13 +550,13 @@ impl Importer {
         false
     }
 
-    fn lackey_err<T>(&self, lname: &str, line: u64, what: impl fmt::Display) -> Result<T, String> {
-        Err(format!("{lname}:{line}: {what}"))
+    fn lackey_err<T>(&self, lname: &str, line: u64, what: impl fmt::Display) -> Result<T, Error> {
+        Err(Error::Log { name: lname.to_string(), line: Some(line), what: what.to_string() })
     }
 
     /// Returns the builder of valgrind thread `vtid`, binding it to the oldest
     /// thread created and not yet named.
-    fn bind(&mut self, vtid: u32, lname: &str, line: u64) -> Result<usize, String> {
+    fn bind(&mut self, vtid: u32, lname: &str, line: u64) -> Result<usize, Error> {
         if let Some(&b) = self.vt.get(&vtid) {
             return Ok(b);
         }
@@ -552,7 +575,7 @@ impl Importer {
     }
 
     /// Reads one lackey item of the traced process.
-    fn item(&mut self, line: u64, it: Item, lname: &str) -> Result<(), String> {
+    fn item(&mut self, line: u64, it: Item, lname: &str) -> Result<(), Error> {
         let strace = self.strace.is_some();
         match it {
             Item::Instr { addr, .. } => {
@@ -585,7 +608,7 @@ impl Importer {
     }
 
     /// Returns the builder the current reference belongs to.
-    fn current(&mut self, lname: &str, line: u64) -> Result<usize, String> {
+    fn current(&mut self, lname: &str, line: u64) -> Result<usize, Error> {
         match self.running {
             Some(v) => self.bind(v, lname, line),
             None => Ok(0),
@@ -594,7 +617,7 @@ impl Importer {
 
     /// Returns the pages a reference of the traced process touches, after
     /// checking them against its address space (module documentation).
-    fn pages(&mut self, addr: u64, size: u64, write: bool, lname: &str, line: u64) -> Result<Vec<u64>, String> {
+    fn pages(&mut self, addr: u64, size: u64, write: bool, lname: &str, line: u64) -> Result<Vec<u64>, Error> {
         let first = addr >> 12;
         let last = (addr.saturating_add(size - 1) >> 12).min(first + 1);
         let mut out = Vec::with_capacity(2);
@@ -635,7 +658,7 @@ impl Importer {
     }
 
     /// Places the strace call a valgrind system-call line stands for.
-    fn marker(&mut self, line: u64, m: Marker, lname: &str) -> Result<(), String> {
+    fn marker(&mut self, line: u64, m: Marker, lname: &str) -> Result<(), Error> {
         self.markers = true;
         let b = self.bind(m.vtid, lname, line)?;
         if m.name == "exit" {
@@ -919,7 +942,7 @@ impl Importer {
         }
     }
 
-    fn finish(mut self) -> Result<(Trace, Summary), String> {
+    fn finish(mut self) -> Result<(Trace, Summary), Error> {
         self.barriers();
         let mut image: Vec<Region> = Vec::new();
         for (&page, &written) in &self.procs[0].image {
@@ -953,17 +976,19 @@ impl Importer {
         self.sum.processes = self.procs.len();
         self.sum.threads = threads.len();
         let trace = Trace { ifetch: self.opts.ifetch, processes, threads };
-        trace.validate().map_err(|e| format!("the import made an invalid trace (a tlbkit bug): {e}"))?;
+        trace.validate().map_err(|source| Error::ImportBug { source })?;
         Ok((trace, self.sum))
     }
 }
 
 /// The error for a lackey log without valgrind's system-call lines.
-fn no_markers(lname: &str) -> String {
-    format!(
-        "{lname}: no system-call lines to place the strace log's calls at: run valgrind with \
-         --trace-syscalls=yes as well (or import the lackey log alone)"
-    )
+fn no_markers(lname: &str) -> Error {
+    Error::NoSyscallLines { lackey: lname.to_string() }
+}
+
+/// The error `what` at line `line` of the strace log `name`.
+fn log_err(name: &str, line: usize, what: impl fmt::Display) -> Error {
+    Error::Log { name: name.to_string(), line: Some(line as u64), what: what.to_string() }
 }
 
 /// Returns the pages `bytes` bytes span.
@@ -1020,7 +1045,7 @@ mod tests {
     const LACKEY: &str = include_str!("../../tests/data/tiny.lackey");
     const STRACE: &str = include_str!("../../tests/data/tiny.strace");
 
-    fn run(lackey: &str, strace: Option<&str>, opts: Options) -> Result<(Trace, Summary), String> {
+    fn run(lackey: &str, strace: Option<&str>, opts: Options) -> Result<(Trace, Summary), Error> {
         match strace {
             Some(s) => import_from(lackey.as_bytes(), "t.lackey", Some((&mut s.as_bytes(), "t.strace")), opts),
             None => import_from(lackey.as_bytes(), "t.lackey", None, opts),
@@ -1033,8 +1058,16 @@ mod tests {
 
     /// Imports the tiny Lackey trace with `strace`, an input the fuzzer found
     /// (crates/lab/tests/data/fuzz/), as `f.strace`.
-    fn import_fuzzed(strace: &[u8]) -> Result<(Trace, Summary), String> {
+    fn import_fuzzed(strace: &[u8]) -> Result<(Trace, Summary), Error> {
         import_from(LACKEY.as_bytes(), "t.lackey", Some((&mut &strace[..], "f.strace")), Options::default())
+    }
+
+    /// Returns the message of an import that failed, checking that it failed
+    /// on the logs ([`Error::Log`]), not on its own trace (a tlbkit bug).
+    fn refused(imported: Result<(Trace, Summary), Error>) -> String {
+        let e = imported.unwrap_err();
+        assert!(matches!(e, Error::Log { .. }), "{e:?}");
+        e.to_string()
     }
 
     /// The input `fuzz/run.sh strace` found (crates/lab/tests/data/fuzz/): a
@@ -1043,21 +1076,20 @@ mod tests {
     /// bug"); it is now refused as a log no kernel writes, with its line.
     #[test]
     fn a_clone_that_returns_an_id_still_running_is_refused() {
-        let e =
-            import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-clone-returns-a-live-id.strace")).unwrap_err();
+        let e = refused(import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-clone-returns-a-live-id.strace")));
         // The check of a thread acting after its exit (below) now stops it first.
         assert!(e.starts_with("f.strace:5: thread 4243 makes a call after its exit at line 4"), "{e}");
         let pid = STRACE.split_whitespace().next().unwrap();
         let (body, last) = STRACE.trim_end().rsplit_once('\n').unwrap();
         let own = format!("{body}\n{pid} 16:46:52.322750 clone(child_stack=NULL, flags=SIGCHLD) = {pid}\n{last}\n");
-        let e = run(LACKEY, Some(&own), Options::default()).unwrap_err();
+        let e = refused(run(LACKEY, Some(&own), Options::default()));
         assert!(e.contains(&format!("clone returns {pid}, the caller's own id")), "{e}");
         // An id created twice without an exit in between, in an otherwise valid log.
         let twice = format!(
             "{body}\n{pid} 16:46:52.322710 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n\
              {pid} 16:46:52.322720 clone(child_stack=NULL, flags=SIGCHLD) = 7777\n{last}\n"
         );
-        let e = run(LACKEY, Some(&twice), Options::default()).unwrap_err();
+        let e = refused(run(LACKEY, Some(&twice), Options::default()));
         assert!(e.contains("clone returns 7777, an id still running (since line"), "{e}");
         // The same id again after its exit is a new process, as on Linux.
         let reused = format!(
@@ -1075,7 +1107,7 @@ mod tests {
     /// after the exit.
     #[test]
     fn a_thread_that_acts_after_its_exit_is_refused() {
-        let e = import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-calls-after-exit.strace")).unwrap_err();
+        let e = refused(import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-calls-after-exit.strace")));
         assert!(e.starts_with("f.strace:6: thread 4243 makes a call after its exit at line 5"), "{e}");
         // A second exit, and a call after the traced process's own exit, in an
         // otherwise valid log.
@@ -1086,10 +1118,10 @@ mod tests {
              7777 16:46:52.322715 +++ exited with 0 +++\n\
              7777 16:46:52.322720 +++ exited with 0 +++\n{last}\n"
         );
-        let e = run(LACKEY, Some(&twice), Options::default()).unwrap_err();
+        let e = refused(run(LACKEY, Some(&twice), Options::default()));
         assert!(e.contains("thread 7777 exits again after its exit at line"), "{e}");
         let after = format!("{STRACE}{pid} 16:46:52.400000 munmap(0x4837000, 8192) = 0\n");
-        let e = run(LACKEY, Some(&after), Options::default()).unwrap_err();
+        let e = refused(run(LACKEY, Some(&after), Options::default()));
         assert!(e.contains(&format!("thread {pid} makes a call after its exit at line")), "{e}");
     }
 
@@ -1098,8 +1130,7 @@ mod tests {
     /// both lines.
     #[test]
     fn a_thread_that_acts_before_its_creation_is_refused() {
-        let e =
-            import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-acts-before-its-creation.strace")).unwrap_err();
+        let e = refused(import_fuzzed(include_bytes!("../../tests/data/fuzz/strace-acts-before-its-creation.strace")));
         assert!(e.starts_with("f.strace:7: clone returns 4244, an id that acted before, at line 6"), "{e}");
     }
 
@@ -1267,23 +1298,25 @@ mod tests {
     fn logs_that_disagree_are_refused_with_the_line() {
         // A reference to memory the thread has unmapped.
         let late = LACKEY.replace("I  0010a014,2\n", "I  0010a014,2\n L 04840000,8\n");
-        let e = run(&late, Some(STRACE), Options::default()).unwrap_err();
+        let e = refused(run(&late, Some(STRACE), Options::default()));
         assert!(e.starts_with("t.lackey:51: references 0x4840000, which the strace log has unmapped"), "{e}");
         // A write to memory mprotect left read-only.
         let write = LACKEY.replace("I  00109025,2\n L 04835000,8", "I  00109025,2\n S 04835000,8");
-        let e = run(&write, Some(STRACE), Options::default()).unwrap_err();
+        let e = refused(run(&write, Some(STRACE), Options::default()));
         assert!(e.starts_with("t.lackey:63: writes 0x4835000, mapped read-only"), "{e}");
         // A strace log of another run.
         let other = STRACE.replace("4242 ", "5151 ");
         let e = run(LACKEY, Some(&other), Options::default()).unwrap_err();
-        assert!(e.contains("process 4242, which t.lackey traced, is not in this strace log"), "{e}");
+        assert!(matches!(&e, Error::Log { name, line: None, .. } if name == "t.strace"), "{e:?}");
+        assert!(e.to_string().contains("process 4242, which t.lackey traced, is not in this strace log"), "{e}");
         // A lackey log without valgrind's system-call lines to join the calls at.
         let bare: String = LACKEY.lines().filter(|l| !l.starts_with("SYSCALL")).map(|l| format!("{l}\n")).collect();
         let e = run(&bare, Some(STRACE), Options::default()).unwrap_err();
-        assert!(e.contains("--trace-syscalls=yes"), "{e}");
+        assert!(matches!(&e, Error::NoSyscallLines { lackey } if lackey == "t.lackey"), "{e:?}");
+        assert!(e.to_string().contains("--trace-syscalls=yes"), "{e}");
         // A valgrind thread no clone created.
         let orphan = STRACE.replace(") = 4243\n", ") = -1 EAGAIN (Resource temporarily unavailable)\n");
-        let e = run(LACKEY, Some(&orphan), Options::default()).unwrap_err();
+        let e = refused(run(LACKEY, Some(&orphan), Options::default()));
         assert!(e.starts_with("t.lackey:33: valgrind thread 2 runs, but the strace log shows no thread"), "{e}");
     }
 

@@ -27,6 +27,7 @@
 //! line.
 
 use super::clip;
+use crate::Error;
 use std::io::BufRead;
 
 /// What one line of a lackey log says.
@@ -121,18 +122,21 @@ impl<R: BufRead> Lackey<R> {
     }
 
     /// Returns an error about the current line.
-    fn err<T>(&self, what: impl std::fmt::Display) -> Result<T, String> {
-        Err(format!("{}:{}: {what}", self.name, self.line))
+    fn err<T>(&self, what: impl std::fmt::Display) -> Result<T, Error> {
+        Err(Error::Log { name: self.name.clone(), line: Some(self.line as u64), what: what.to_string() })
     }
 
     /// Returns the next item with its line number, `None` at a complete end.
-    pub fn next_item(&mut self) -> Result<Option<(usize, Item)>, String> {
+    pub fn next_item(&mut self) -> Result<Option<(usize, Item)>, Error> {
         loop {
             let text = match self.rest.take() {
                 Some(t) => t,
                 None => {
                     self.buf.clear();
-                    let n = self.input.read_line(&mut self.buf).map_err(|e| format!("{}: {e}", self.name))?;
+                    let n = self
+                        .input
+                        .read_line(&mut self.buf)
+                        .map_err(|source| Error::LogIo { name: self.name.clone(), source })?;
                     if n == 0 {
                         return self.finish().map(|_| None);
                     }
@@ -149,8 +153,8 @@ impl<R: BufRead> Lackey<R> {
         }
     }
 
-    fn finish(&self) -> Result<(), String> {
-        let end = |what: &str| Err(format!("{}:{}: {what}", self.name, self.line));
+    fn finish(&self) -> Result<(), Error> {
+        let end = |what: &str| self.err(what);
         if !self.traced {
             return end("no lackey trace lines (run valgrind --tool=lackey --trace-mem=yes)");
         }
@@ -168,7 +172,7 @@ impl<R: BufRead> Lackey<R> {
     }
 
     /// Checks that a valgrind message's pid is the log's.
-    fn same_pid(&mut self, pid: u32) -> Result<(), String> {
+    fn same_pid(&mut self, pid: u32) -> Result<(), Error> {
         match self.pid {
             None => {
                 self.pid = Some(pid);
@@ -182,7 +186,7 @@ impl<R: BufRead> Lackey<R> {
         }
     }
 
-    fn parse(&mut self, text: &str) -> Result<Option<Item>, String> {
+    fn parse(&mut self, text: &str) -> Result<Option<Item>, Error> {
         // Blank lines, and the result valgrind prints on a line of its own after
         // a call it does not know ("unimplemented ... syscall").
         if text.trim().is_empty() || text.starts_with(" --> ") {
@@ -224,7 +228,7 @@ impl<R: BufRead> Lackey<R> {
     }
 
     /// Parses `ADDR,SIZE` of a trace line.
-    fn reference(&self, s: &str) -> Result<(u64, u64), String> {
+    fn reference(&self, s: &str) -> Result<(u64, u64), Error> {
         let parsed = s.split_once(',').and_then(|(a, n)| {
             let addr = u64::from_str_radix(a, 16).ok().filter(|_| !a.is_empty() && !a.starts_with('+'))?;
             let size = n.parse::<u64>().ok().filter(|_| !n.starts_with('+'))?;
@@ -253,7 +257,7 @@ impl<R: BufRead> Lackey<R> {
     }
 
     /// Parses a `SYSCALL[PID,TID](NR) ...` line (`rest` follows `SYSCALL[`).
-    fn syscall(&mut self, text: &str, rest: &str) -> Result<Option<Item>, String> {
+    fn syscall(&mut self, text: &str, rest: &str) -> Result<Option<Item>, Error> {
         let head = rest.split_once("](").and_then(|(ids, r)| {
             let (pid, vtid) = ids.split_once(',')?;
             let (_nr, body) = r.split_once(") ")?;
@@ -303,13 +307,21 @@ mod tests {
         "==7== \n==7== Counted 1 call to main()\n==7==   guest instrs:  3\n==7== Exit code:       0\n";
 
     /// Reads `log` whole; returns its items or the first error.
-    fn read(log: &str) -> Result<Vec<(usize, Item)>, String> {
+    fn read(log: &str) -> Result<Vec<(usize, Item)>, Error> {
         let mut r = Lackey::new(log.as_bytes(), "t.lackey");
         let mut items = Vec::new();
         while let Some(i) = r.next_item()? {
             items.push(i);
         }
         Ok(items)
+    }
+
+    /// Reads `log`, which fails; returns the message, checking that the error
+    /// is about a line of the log.
+    fn err(log: &str) -> String {
+        let e = read(log).unwrap_err();
+        assert!(matches!(&e, Error::Log { name, line: Some(_), .. } if name == "t.lackey"), "{e:?}");
+        e.to_string()
     }
 
     fn log(body: &str) -> String {
@@ -330,11 +342,13 @@ mod tests {
 
     #[test]
     fn a_malformed_line_is_reported_with_its_number() {
-        let e = read(&log("I  0401ab70,3\nI  0401ab73,5\n Q 1234,8\nI  0401ab78,2\n")).unwrap_err();
+        let e = err(&log("I  0401ab70,3\nI  0401ab73,5\n Q 1234,8\nI  0401ab78,2\n"));
         assert!(e.starts_with("t.lackey:5: not a lackey line: ' Q 1234,8'"), "{e}");
-        let e = read(&log("I  0401ab70,3\n S 1fff0006\nI  0401ab73,5\nI  0401ab78,2\n")).unwrap_err();
+        let e = read(&log("I  0401ab70,3\nI  0401ab73,5\n Q 1234,8\nI  0401ab78,2\n")).unwrap_err();
+        assert!(matches!(&e, Error::Log { line: Some(5), what, .. } if what == "not a lackey line: ' Q 1234,8'"));
+        let e = err(&log("I  0401ab70,3\n S 1fff0006\nI  0401ab73,5\nI  0401ab78,2\n"));
         assert!(e.starts_with("t.lackey:4: malformed reference '1fff0006'"), "{e}");
-        let e = read(&log("I  0401ab70,3\nhello from the program\n")).unwrap_err();
+        let e = err(&log("I  0401ab70,3\nhello from the program\n"));
         assert!(e.starts_with("t.lackey:4: not a lackey line"), "{e}");
     }
 
@@ -343,16 +357,16 @@ mod tests {
         let full = log("I  0401ab70,3\n S 1fff000688,8\nI  0401ab73,5\nI  0401ab78,2\n");
         // Cut in the middle of a line.
         let at = full.find(" S 1fff").unwrap() + 6;
-        assert!(read(&full[..at]).unwrap_err().contains("ends in the middle of a line"));
+        assert!(err(&full[..at]).contains("ends in the middle of a line"));
         // Cut at the end of a line, before valgrind's closing lines.
         let at = full.find("I  0401ab73").unwrap();
-        assert!(read(&full[..at]).unwrap_err().contains("ends before valgrind's closing lines"));
+        assert!(err(&full[..at]).contains("ends before valgrind's closing lines"));
         // Cut inside the closing counts.
         let at = full.find("==7== Exit code").unwrap();
-        assert!(read(&full[..at]).unwrap_err().contains("ends before valgrind's closing lines"));
+        assert!(err(&full[..at]).contains("ends before valgrind's closing lines"));
         // Lines lost: the count of instructions disagrees.
         let lost = full.replace("I  0401ab73,5\n", "");
-        assert!(read(&lost).unwrap_err().contains("lackey counted 3 guest instructions but the log has 2"));
+        assert!(err(&lost).contains("lackey counted 3 guest instructions but the log has 2"));
         assert_eq!(read(&full).unwrap().len(), 4);
     }
 
@@ -394,7 +408,7 @@ mod tests {
 
     #[test]
     fn a_second_process_in_the_log_is_an_error() {
-        let e = read(&log("I  0401ab70,3\nSYSCALL[9,1](273) I  048ca84c,3\n")).unwrap_err();
+        let e = err(&log("I  0401ab70,3\nSYSCALL[9,1](273) I  048ca84c,3\n"));
         assert!(e.starts_with("t.lackey:4: output of process 9 in the log of process 7"), "{e}");
     }
 }

@@ -22,6 +22,7 @@
 //! ends before a process it shows has ended (the run or the file was cut).
 
 use super::clip;
+use crate::Error;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 
@@ -87,7 +88,7 @@ const KEPT: &[&str] = &[
 pub const CREATE: &[&str] = &["clone", "clone3", "fork", "vfork"];
 
 /// Reads a whole strace log; returns its entries in the order of their lines.
-pub fn parse(mut input: impl BufRead, name: &str) -> Result<Vec<Entry>, String> {
+pub fn parse(mut input: impl BufRead, name: &str) -> Result<Vec<Entry>, Error> {
     let mut p = Parser { name: name.to_string(), ..Parser::default() };
     let mut buf = String::new();
     // A line strace cut with its "attached" message, waiting for its rest: its
@@ -96,7 +97,7 @@ pub fn parse(mut input: impl BufRead, name: &str) -> Result<Vec<Entry>, String> 
     let mut carry: Option<(usize, String, u32)> = None;
     loop {
         buf.clear();
-        let n = input.read_line(&mut buf).map_err(|e| format!("{name}: {e}"))?;
+        let n = input.read_line(&mut buf).map_err(|source| Error::LogIo { name: name.to_string(), source })?;
         if n == 0 {
             break;
         }
@@ -163,8 +164,8 @@ struct Parser {
 }
 
 impl Parser {
-    fn err<T>(&self, what: impl std::fmt::Display) -> Result<T, String> {
-        Err(format!("{}:{}: {what}", self.name, self.line))
+    fn err<T>(&self, what: impl std::fmt::Display) -> Result<T, Error> {
+        Err(Error::Log { name: self.name.clone(), line: Some(self.line as u64), what: what.to_string() })
     }
 
     /// Notes strace's "Process N attached".
@@ -180,7 +181,7 @@ impl Parser {
     }
 
     /// Returns the id a line belongs to, given its prefix's.
-    fn owner(&mut self, prefix: Option<u32>) -> Result<u32, String> {
+    fn owner(&mut self, prefix: Option<u32>) -> Result<u32, Error> {
         let Some(pid) = prefix else {
             if self.live.len() == 1 {
                 return Ok(*self.live.first().expect("one"));
@@ -221,7 +222,7 @@ impl Parser {
     }
 
     /// Reads one logical line.
-    fn logical(&mut self, text: &str) -> Result<(), String> {
+    fn logical(&mut self, text: &str) -> Result<(), Error> {
         if text.trim().is_empty() || text.starts_with("strace: ") || text.starts_with("[ Process ") {
             return Ok(());
         }
@@ -237,7 +238,10 @@ impl Parser {
             }
             None => match text.split_once(' ') {
                 Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (
-                    Some(n.parse::<u32>().map_err(|_| format!("{}:{}: pid {n} too large", self.name, self.line))?),
+                    match n.parse::<u32>() {
+                        Ok(pid) => Some(pid),
+                        Err(_) => return self.err(format!("pid {n} too large")),
+                    },
                     rest.trim_start(),
                 ),
                 _ => (None, text),
@@ -287,7 +291,7 @@ impl Parser {
     }
 
     /// Reads a whole call, `NAME(ARGS) = RET ...`.
-    fn call(&mut self, pid: u32, text: &str) -> Result<(), String> {
+    fn call(&mut self, pid: u32, text: &str) -> Result<(), Error> {
         let open = text.find('(').unwrap_or(0);
         let name = &text[..open];
         let Some(close) = closing(text, open) else {
@@ -321,7 +325,7 @@ impl Parser {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Vec<Entry>, String> {
+    fn finish(mut self) -> Result<Vec<Entry>, Error> {
         if let Some(pid) = self.known.iter().find(|p| !self.ended.contains(p)) {
             let who = if *pid == 0 { "the first process".to_string() } else { format!("process {pid}") };
             return self.err(format!("the log ends before {who} ended (the run or the file was cut)"));
@@ -418,8 +422,16 @@ pub fn number(s: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn read(log: &str) -> Result<Vec<Entry>, String> {
+    fn read(log: &str) -> Result<Vec<Entry>, Error> {
         parse(log.as_bytes(), "t.strace")
+    }
+
+    /// Reads `log`, which fails; returns the message, checking that the error
+    /// is about a line of the log.
+    fn err(log: &str) -> String {
+        let e = read(log).unwrap_err();
+        assert!(matches!(&e, Error::Log { name, line: Some(_), .. } if name == "t.strace"), "{e:?}");
+        e.to_string()
     }
 
     fn call(name: &str, args: &[&str], ret: Ret) -> What {
@@ -513,26 +525,26 @@ mod tests {
     #[test]
     fn malformed_lines_are_reported_with_their_numbers() {
         let bad = FILE.replace("25563 16:46:57.294478 mmap(NULL, 4096", "25563 16:46:57.294478 mmap NULL, 4096");
-        assert!(read(&bad).unwrap_err().starts_with("t.strace:5: not a strace line"), "{:?}", read(&bad));
+        assert!(err(&bad).starts_with("t.strace:5: not a strace line"), "{:?}", err(&bad));
         let bad = FILE.replace(") = 0x4840000", ")");
-        assert!(read(&bad).unwrap_err().starts_with("t.strace:4: a call without its result"), "{:?}", read(&bad));
+        assert!(err(&bad).starts_with("t.strace:4: a call without its result"), "{:?}", err(&bad));
         let bad =
             FILE.replace("25858 16:46:57.294500 <... mmap resumed>", "25858 16:46:57.294500 <... munmap resumed>");
-        assert!(read(&bad).unwrap_err().starts_with("t.strace:6: 'munmap' resumed, but process 25858 began 'mmap'"));
+        assert!(err(&bad).starts_with("t.strace:6: 'munmap' resumed, but process 25858 began 'mmap'"));
         let bad = FILE.replace("25563 16:46:57.294478 mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = -1 ENOMEM (Cannot allocate memory)", "25563 16:46:57.294478 <... mmap resumed>) = 0");
-        assert!(read(&bad).unwrap_err().starts_with("t.strace:5: 'mmap' resumed, but process 25563 began no call"));
+        assert!(err(&bad).starts_with("t.strace:5: 'mmap' resumed, but process 25563 began no call"));
     }
 
     #[test]
     fn a_truncated_log_is_an_error() {
         let at = FILE.find("25858 16:46:57.320021").unwrap();
-        let e = read(&FILE[..at]).unwrap_err();
+        let e = err(&FILE[..at]);
         assert!(e.contains("ends before process 25563 ended"), "{e}");
-        let e = read(&FILE[..FILE.len() - 5]).unwrap_err();
+        let e = err(&FILE[..FILE.len() - 5]);
         assert!(e.starts_with("t.strace:11: the file ends in the middle of a line"), "{e}");
         // A call still unfinished when the log stops.
         let at = FILE.find("25563 16:46:57.294478").unwrap();
-        let e = read(&FILE[..at]).unwrap_err();
+        let e = err(&FILE[..at]);
         assert!(e.contains("ends before process 25563 ended"), "{e}");
     }
 }

@@ -2,6 +2,7 @@
 //! faults, and the oracle's judgement of every translation used.
 
 use super::*;
+use crate::error::Error;
 
 impl<P: Policy> Sim<P> {
     /// Touches `pages` consecutive pages. The loads of a multi-page touch are
@@ -26,7 +27,7 @@ impl<P: Policy> Sim<P> {
             now = match self.access(cpu, va + i * 4096, write, now) {
                 Ok(t) => t,
                 Err(e) => {
-                    self.error.get_or_insert(e);
+                    self.error.get_or_insert(e.to_string());
                     return now;
                 }
             };
@@ -193,11 +194,11 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Translates and performs one access by `cpu`; returns the time after it.
-    pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+    pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, Error> {
         // (The two costs it charges, not a copy of them all.)
         let (mem_access, tlb_l2_hit) = (self.m.costs.mem_access, self.m.costs.tlb_l2_hit);
         let Some((root, uid)) = self.root_of(cpu, va) else {
-            return Err(format!("cpu{cpu} accessed user address {va:#x} with the reserved root"));
+            return Err(Error::ReservedRoot { cpu, va });
         };
         self.stats.tlb_accesses += 1;
         now += mem_access;
@@ -231,7 +232,7 @@ impl<P: Policy> Sim<P> {
                 _ => now = self.timed_fault(cpu, va, write, now)?,
             }
         }
-        Err(format!("cpu{cpu}: access to {va:#x} kept faulting"))
+        Err(Error::KeptFaulting { cpu, va })
     }
 
     /// A write through `e` (hardware dirty-bit management, arm64 DBM, x86 D): a
@@ -246,7 +247,7 @@ impl<P: Policy> Sim<P> {
         self.pt.set_written(e.pte);
     }
 
-    pub(super) fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, String> {
+    pub(super) fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, Error> {
         let (w0, f0) = (self.walk_cycles, self.fault_cycles);
         let t = self.fault(cpu, va, write, now)?;
         // Walks inside the fault (none today) are part of its serial time.
@@ -339,7 +340,7 @@ impl<P: Policy> Sim<P> {
         match self.access(cpu, va, false, now) {
             Ok(t) => t,
             Err(e) => {
-                self.error.get_or_insert(e);
+                self.error.get_or_insert(e.to_string());
                 now
             }
         }
@@ -410,16 +411,16 @@ impl<P: Policy> Sim<P> {
     /// A user page fault: demand allocation, copy-on-write, or a stale read-only
     /// entry after an upgrade, under its VMA's lock or `mmap_lock`
     /// ([`Sim::fault_lock`]).
-    pub(super) fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, String> {
+    pub(super) fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, Error> {
         let c = self.m.costs;
         self.stats.page_faults += 1;
         now += c.exception_entry + c.fault_path;
         let Some((root, _, mm)) = self.user_root(cpu) else {
-            return Err(format!("cpu{cpu}: fault at {va:#x} without a user root"));
+            return Err(Error::NoUserRoot { cpu, va });
         };
-        let vma = self.vma_of(mm, va).ok_or_else(|| format!("segmentation fault: {va:#x} is not mapped in {mm}"))?;
+        let vma = self.vma_of(mm, va).ok_or(Error::NotMapped { va, mm })?;
         if write && !vma.write {
-            return Err(format!("segmentation fault: write to read-only {va:#x} in {mm}"));
+            return Err(Error::ReadOnly { va, mm });
         }
         let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
         let t = if self.folios() || vma.file.is_some() {

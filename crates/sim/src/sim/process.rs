@@ -2,6 +2,7 @@
 //! `exit` with its address-space teardown, and the reaping of dead address spaces.
 
 use super::*;
+use crate::error::Error;
 
 impl<P: Policy> Sim<P> {
     pub(super) fn new_mm(&mut self) -> Option<MmId> {
@@ -52,8 +53,8 @@ impl<P: Policy> Sim<P> {
 
     /// Starts a new process running `prog` with a text and a stack mapping, on
     /// the least-loaded CPU; returns its thread id.
-    pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, String> {
-        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+    pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, Error> {
+        let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         self.map_image(mm);
         Ok(self.start_process(mm, prog))
     }
@@ -63,22 +64,19 @@ impl<P: Policy> Sim<P> {
     /// as exec and its loader left it, see [`crate::trace`]), on the
     /// least-loaded CPU; returns its thread id. The regions must be page-aligned,
     /// below [`USER_VA_END`] and disjoint.
-    pub fn spawn_with(&mut self, prog: Box<dyn Program>, image: &[Region]) -> Result<usize, String> {
+    pub fn spawn_with(&mut self, prog: Box<dyn Program>, image: &[Region]) -> Result<usize, Error> {
         let mut sorted = image.to_vec();
         sorted.sort_by_key(|r| r.va);
         for (i, r) in sorted.iter().enumerate() {
             let end = r.pages.checked_mul(4096).and_then(|b| r.va.checked_add(b));
             if !r.va.is_multiple_of(4096) || r.pages == 0 || end.is_none_or(|e| e > USER_VA_END) {
-                return Err(format!(
-                    "image region of {} page(s) at {:#x} is not page-aligned user memory below {USER_VA_END:#x}",
-                    r.pages, r.va
-                ));
+                return Err(Error::ImageRegion { va: r.va, pages: r.pages });
             }
             if let Some(next) = sorted.get(i + 1).filter(|n| n.va < r.va + r.pages * 4096) {
-                return Err(format!("image regions at {:#x} and {:#x} overlap", r.va, next.va));
+                return Err(Error::ImageOverlap { first: r.va, second: next.va });
             }
         }
-        let mm = self.new_mm().ok_or_else(|| format!("more than {} address spaces", self.cfg.max_mms))?;
+        let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         let m = &mut self.mms[mm.index()];
         m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
         Ok(self.start_process(mm, prog))
@@ -115,7 +113,7 @@ impl<P: Policy> Sim<P> {
         let c = self.m.costs;
         let parent = self.threads[tid].mm;
         let Some(cm) = self.new_mm() else {
-            self.error.get_or_insert(format!("fork: more than {} address spaces", self.cfg.max_mms));
+            self.error.get_or_insert(format!("fork: {}", Error::AddressSpaces { max: self.cfg.max_mms }));
             return now;
         };
         let vmas = self.mms[parent.index()].vmas.clone();
@@ -274,7 +272,7 @@ impl<P: Policy> Sim<P> {
             return now;
         }
         let Some(new) = self.new_mm() else {
-            self.error.get_or_insert(format!("execve: more than {} address spaces", self.cfg.max_mms));
+            self.error.get_or_insert(format!("execve: {}", Error::AddressSpaces { max: self.cfg.max_mms }));
             return now;
         };
         self.map_image(new);

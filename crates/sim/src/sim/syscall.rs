@@ -218,7 +218,7 @@ impl<P: Policy> Sim<P> {
             now = match self.access(cpu, va + i * 4096, true, now) {
                 Ok(t) => t + c.page_copy,
                 Err(e) => {
-                    self.error.get_or_insert(e);
+                    self.error.get_or_insert(e.to_string());
                     return now;
                 }
             };

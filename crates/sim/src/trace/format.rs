@@ -57,6 +57,7 @@
 //! replay. Writing goes to a temporary file in the same directory, renamed over
 //! the target only once complete, so a failed write leaves no half-written trace.
 
+use crate::error::{Error, TraceProblem};
 use crate::program::Region;
 use std::path::Path;
 
@@ -67,7 +68,7 @@ pub const VERSION: u32 = 1;
 /// `flags` bit: instruction fetches were kept.
 pub const FLAG_IFETCH: u32 = 1;
 /// Bytes of the header.
-const HEADER: usize = 32;
+pub(crate) const HEADER: usize = 32;
 /// The user addresses a trace may name end here (see [`crate::program::USER_VA_END`]).
 pub const PAGE_END: u64 = crate::program::USER_VA_END >> 12;
 
@@ -360,77 +361,84 @@ impl Trace {
     }
 
     /// Decodes a trace file's bytes, checking everything [the module
-    /// documentation](self) lists; `Err` says what is wrong.
-    pub fn decode(bytes: &[u8]) -> Result<Trace, String> {
+    /// documentation](self) lists; the error ([`Error::BadTrace`]) says what
+    /// is wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Trace, Error> {
+        Trace::decode_body(bytes).map_err(|problem| Error::BadTrace { path: None, problem })
+    }
+
+    /// [`Trace::decode`], its error the problem alone.
+    fn decode_body(bytes: &[u8]) -> Result<Trace, TraceProblem> {
         if bytes.len() < HEADER {
             if !MAGIC.starts_with(&bytes[..bytes.len().min(8)]) {
-                return Err("not a tlbkit trace (no \"tlbtrace\" magic)".into());
+                return Err(TraceProblem::NotATrace);
             }
-            return Err(format!("truncated: {} bytes, shorter than the {HEADER}-byte header", bytes.len()));
+            return Err(TraceProblem::ShortHeader { len: bytes.len() });
         }
         if &bytes[..8] != MAGIC {
-            return Err("not a tlbkit trace (no \"tlbtrace\" magic)".into());
+            return Err(TraceProblem::NotATrace);
         }
         let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let dword = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let (version, flags, len, sum) = (word(8), word(12), dword(16), dword(24));
         if version != VERSION {
-            return Err(format!("format version {version}; this tlbkit reads version {VERSION}"));
+            return Err(TraceProblem::Version { version });
         }
         if flags & !FLAG_IFETCH != 0 {
-            return Err(format!("unknown flags {flags:#x} in the header"));
+            return Err(TraceProblem::UnknownFlags { flags });
         }
         let body = &bytes[HEADER..];
         if (body.len() as u64) < len {
-            return Err(format!(
-                "truncated: the header says {len} bytes of records follow, the file has {}",
-                body.len()
-            ));
+            return Err(TraceProblem::ShortBody { announced: len, len: body.len() as u64 });
         }
         if body.len() as u64 > len {
-            return Err(format!(
-                "{} bytes after the {len} bytes of records the header announces",
-                body.len() as u64 - len
-            ));
+            return Err(TraceProblem::Trailing { extra: body.len() as u64 - len, announced: len });
         }
         if fnv1a(body) != sum {
-            return Err("corrupt: the records do not match the header's checksum".into());
+            return Err(TraceProblem::Checksum);
         }
         let trace = Reader { bytes: body, at: 0 }.body(flags & FLAG_IFETCH != 0)?;
-        trace.validate()?;
+        trace.check()?;
         Ok(trace)
     }
 
     /// Reads and decodes the trace file at `path`; the error names the file.
-    pub fn read_file(path: &Path) -> Result<Trace, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Trace::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn read_file(path: &Path) -> Result<Trace, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        Trace::decode_body(&bytes).map_err(|problem| Error::BadTrace { path: Some(path.to_path_buf()), problem })
     }
 
     /// Writes the trace to `path` through a temporary file in the same
     /// directory and a rename, so that `path` is never left half-written.
-    pub fn write_file(&self, path: &Path) -> Result<(), String> {
+    pub fn write_file(&self, path: &Path) -> Result<(), Error> {
         write_atomically(path, &self.encode())
     }
 
-    /// Checks what a replay relies on beyond the encoding (module documentation).
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks what a replay relies on beyond the encoding (module
+    /// documentation); the error is [`Error::BadTrace`].
+    pub fn validate(&self) -> Result<(), Error> {
+        self.check().map_err(|problem| Error::BadTrace { path: None, problem })
+    }
+
+    /// [`Trace::validate`], its error the problem alone.
+    fn check(&self) -> Result<(), TraceProblem> {
         let n = self.threads.len();
         if self.processes.is_empty() || n == 0 || self.threads[0].process != 0 {
-            return Err("corrupt: the first thread must belong to the first process".into());
+            return Err(TraceProblem::FirstThread);
         }
         // Every thread's process first: a fork names a later thread, whose
         // process the loop below has not looked at yet.
         if let Some((i, t)) = self.threads.iter().enumerate().find(|(_, t)| t.process as usize >= self.processes.len())
         {
-            return Err(format!("corrupt: thread {i} (tid {}): process {} does not exist", t.tid, t.process));
+            let what = format!("process {} does not exist", t.process);
+            return Err(TraceProblem::Thread { index: i, tid: t.tid, what });
         }
         let first: Vec<Option<usize>> =
             (0..self.processes.len()).map(|p| self.threads.iter().position(|t| t.process as usize == p)).collect();
         let mut created = vec![false; n];
         created[0] = true;
         for (i, t) in self.threads.iter().enumerate() {
-            let bad = |what: String| Err(format!("corrupt: thread {i} (tid {}): {what}", t.tid));
+            let bad = |what: String| Err(TraceProblem::Thread { index: i, tid: t.tid, what });
             match t.records.iter().position(|r| r.event == Event::Exit) {
                 Some(e) if e + 1 == t.records.len() => {}
                 _ => return bad("its stream does not end with its one exit".into()),
@@ -486,16 +494,14 @@ impl Trace {
             }
         }
         if let Some(i) = created.iter().position(|c| !c) {
-            return Err(format!("corrupt: thread {i} is never created"));
+            return Err(TraceProblem::NeverCreated { index: i });
         }
         for (i, p) in self.processes.iter().enumerate() {
             for (k, r) in p.image.iter().enumerate() {
                 let end = (r.va >> 12).saturating_add(r.pages);
                 let next = p.image.get(k + 1).map_or(PAGE_END, |n| n.va >> 12);
                 if r.pages == 0 || end > next {
-                    return Err(format!(
-                        "corrupt: process {i}'s image regions are empty, overlap or leave user memory"
-                    ));
+                    return Err(TraceProblem::Image { process: i });
                 }
             }
         }
@@ -567,11 +573,11 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn corrupt<T>(&self, what: &str) -> Result<T, String> {
-        Err(format!("corrupt: {what} at byte {} of the records", self.at))
+    fn corrupt<T>(&self, what: &str) -> Result<T, TraceProblem> {
+        Err(TraceProblem::Corrupt { what: what.to_string(), at: self.at })
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, TraceProblem> {
         match self.bytes.get(self.at) {
             Some(&b) => {
                 self.at += 1;
@@ -581,7 +587,7 @@ impl Reader<'_> {
         }
     }
 
-    fn v(&mut self) -> Result<u64, String> {
+    fn v(&mut self) -> Result<u64, TraceProblem> {
         let mut x = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
@@ -596,12 +602,12 @@ impl Reader<'_> {
         self.corrupt("a varint longer than 10 bytes")
     }
 
-    fn v32(&mut self, what: &str) -> Result<u32, String> {
+    fn v32(&mut self, what: &str) -> Result<u32, TraceProblem> {
         let x = self.v()?;
         u32::try_from(x).or_else(|_| self.corrupt(&format!("{what} {x} out of range")))
     }
 
-    fn flag(&mut self) -> Result<bool, String> {
+    fn flag(&mut self) -> Result<bool, TraceProblem> {
         match self.byte()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -611,7 +617,7 @@ impl Reader<'_> {
 
     /// Reads a count of items at least `min_bytes` each, refusing counts the
     /// remaining bytes cannot hold (so a corrupt count allocates nothing).
-    fn count(&mut self, min_bytes: usize) -> Result<usize, String> {
+    fn count(&mut self, min_bytes: usize) -> Result<usize, TraceProblem> {
         let n = self.v()?;
         if n > ((self.bytes.len() - self.at) / min_bytes) as u64 {
             return self.corrupt(&format!("a count of {n} the remaining bytes cannot hold"));
@@ -619,7 +625,7 @@ impl Reader<'_> {
         Ok(n as usize)
     }
 
-    fn body(mut self, ifetch: bool) -> Result<Trace, String> {
+    fn body(mut self, ifetch: bool) -> Result<Trace, TraceProblem> {
         let nprocs = self.count(2)?;
         let mut processes = Vec::with_capacity(nprocs);
         for _ in 0..nprocs {
@@ -671,7 +677,7 @@ impl Reader<'_> {
         Ok(Trace { ifetch, processes, threads })
     }
 
-    fn page(&mut self, dict: &mut Vec<u64>, last_new: &mut u64) -> Result<u64, String> {
+    fn page(&mut self, dict: &mut Vec<u64>, last_new: &mut u64) -> Result<u64, TraceProblem> {
         let i = self.v()?;
         if let Some(&p) = dict.get(i as usize) {
             return Ok(p);
@@ -685,7 +691,7 @@ impl Reader<'_> {
         Ok(page)
     }
 
-    fn record(&mut self, dict: &mut Vec<u64>, last_new: &mut u64) -> Result<Record, String> {
+    fn record(&mut self, dict: &mut Vec<u64>, last_new: &mut u64) -> Result<Record, TraceProblem> {
         let tag = self.byte()?;
         if tag & 0xc0 != 0 {
             return self.corrupt(&format!("tag {tag:#x}"));
@@ -731,9 +737,9 @@ impl Reader<'_> {
 
 /// Writes `bytes` to `path` through a temporary file beside it and a rename;
 /// on failure the temporary file is removed and `path` is left as it was.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     use std::io::Write;
-    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let name = path.file_name().ok_or_else(|| Error::NotAFile { path: path.to_path_buf() })?;
     let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
     let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -741,9 +747,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
-    written.map_err(|e| {
+    written.map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        format!("{}: {e}", path.display())
+        Error::Io { path: path.to_path_buf(), source }
     })
 }
 
@@ -820,16 +826,32 @@ mod tests {
         assert!(longer.encode().len() - bytes.len() <= 4);
     }
 
+    /// Returns the problem decoding `bytes` finds.
+    fn problem(bytes: &[u8]) -> TraceProblem {
+        match Trace::decode(bytes) {
+            Err(Error::BadTrace { path: None, problem }) => problem,
+            other => panic!("not a trace's problem: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_file_shorter_than_its_header_says_is_truncated() {
         let bytes = sample().encode();
-        for cut in [bytes.len() - 1, bytes.len() - 20, HEADER, 20, 0] {
-            let e = Trace::decode(&bytes[..cut]).unwrap_err();
-            assert!(e.starts_with("truncated"), "cut at {cut}: {e}");
+        let body = (bytes.len() - HEADER) as u64;
+        for cut in [bytes.len() - 1, bytes.len() - 20, HEADER] {
+            let p = problem(&bytes[..cut]);
+            assert_eq!(p, TraceProblem::ShortBody { announced: body, len: (cut - HEADER) as u64 }, "cut at {cut}");
+            assert!(p.to_string().starts_with("truncated: the header says"), "{p}");
+        }
+        for cut in [20, 0] {
+            let p = problem(&bytes[..cut]);
+            assert_eq!(p, TraceProblem::ShortHeader { len: cut });
+            assert!(p.to_string().starts_with("truncated"), "{p}");
         }
         let mut long = bytes.clone();
         long.push(0);
-        assert!(Trace::decode(&long).unwrap_err().contains("after the"), "trailing byte");
+        assert_eq!(problem(&long), TraceProblem::Trailing { extra: 1, announced: body });
+        assert!(problem(&long).to_string().contains("1 bytes after the"));
     }
 
     #[test]
@@ -837,37 +859,52 @@ mod tests {
         let bytes = sample().encode();
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert!(Trace::decode(&flipped).unwrap_err().contains("checksum"));
+        assert_eq!(problem(&flipped), TraceProblem::Checksum);
+        assert!(problem(&flipped).to_string().contains("checksum"));
         let mut magic = bytes.clone();
         magic[0] = b'T';
-        assert!(Trace::decode(&magic).unwrap_err().starts_with("not a tlbkit trace"));
+        assert_eq!(problem(&magic), TraceProblem::NotATrace);
+        assert!(problem(&magic).to_string().starts_with("not a tlbkit trace"));
         let mut version = bytes.clone();
         version[8] = 2;
-        assert!(Trace::decode(&version).unwrap_err().contains("version 2"));
+        assert_eq!(problem(&version), TraceProblem::Version { version: 2 });
+        assert!(problem(&version).to_string().contains("version 2"));
     }
 
-    /// Re-encodes `t` with a valid checksum and returns the decoding error.
-    fn invalid(t: &Trace) -> String {
-        Trace::decode(&t.encode()).unwrap_err()
+    /// Re-encodes `t` with a valid checksum and returns the decoding problem.
+    fn invalid(t: &Trace) -> TraceProblem {
+        let p = problem(&t.encode());
+        // Validation finds the same without the encoding.
+        assert!(matches!(t.validate(), Err(Error::BadTrace { path: None, problem }) if problem == p));
+        p
+    }
+
+    /// Returns what is wrong with thread `index` of `t`.
+    fn thread_problem(t: &Trace, index: usize) -> String {
+        match invalid(t) {
+            TraceProblem::Thread { index: i, what, .. } if i == index => what,
+            other => panic!("not thread {index}'s problem: {other:?}"),
+        }
     }
 
     #[test]
     fn streams_a_replay_could_not_follow_are_refused() {
         let mut t = sample();
         t.threads[1].records.pop();
-        assert!(invalid(&t).contains("does not end with its one exit"));
+        assert_eq!(thread_problem(&t, 1), "its stream does not end with its one exit");
         let mut t = sample();
         t.threads[0].records.retain(|r| !matches!(r.event, Event::Clone { .. }));
-        assert!(invalid(&t).contains("thread 1 is never created"));
+        assert_eq!(invalid(&t), TraceProblem::NeverCreated { index: 1 });
+        assert_eq!(invalid(&t).to_string(), "corrupt: thread 1 is never created");
         let mut t = sample();
         t.threads[0].records.insert(0, rec(0, Event::Clone { thread: 2 }));
-        assert!(invalid(&t).contains("another process"));
+        assert!(thread_problem(&t, 0).contains("another process"));
         let mut t = sample();
         t.threads[1].synced = false;
-        assert!(invalid(&t).contains("no semaphore"));
+        assert!(thread_problem(&t, 0).contains("no semaphore"));
         let mut t = sample();
         t.threads[0].records[1] = rec(0, Event::Data { page: PAGE_END, refs: 1, write: false });
-        assert!(invalid(&t).contains("beyond user memory"));
+        assert!(thread_problem(&t, 0).contains("beyond user memory"));
     }
 
     #[test]
@@ -875,11 +912,13 @@ mod tests {
         // Found by `fuzz/run.sh trace_file`: validation indexed the forked
         // thread's process before it had checked that the process exists.
         let file = include_bytes!("../../tests/data/fuzz/trace-fork-names-a-missing-process.trace");
-        let e = Trace::decode(file).unwrap_err();
-        assert!(e.starts_with("corrupt: thread ") && e.ends_with(" does not exist"), "{e}");
+        let e = problem(file);
+        assert!(matches!(&e, TraceProblem::Thread { what, .. } if what.ends_with(" does not exist")), "{e}");
         let mut t = sample();
         t.threads[2].process = 7;
-        assert_eq!(invalid(&t), "corrupt: thread 2 (tid 25860): process 7 does not exist");
+        let p = invalid(&t);
+        assert_eq!(p, TraceProblem::Thread { index: 2, tid: 25860, what: "process 7 does not exist".into() });
+        assert_eq!(p.to_string(), "corrupt: thread 2 (tid 25860): process 7 does not exist");
     }
 
     #[test]
@@ -891,7 +930,16 @@ mod tests {
         sample().write_file(&path).unwrap();
         assert_eq!(Trace::read_file(&path).unwrap(), sample());
         let missing = dir.join("no-such-dir").join("t.trace");
-        assert!(sample().write_file(&missing).is_err());
+        assert!(matches!(sample().write_file(&missing), Err(Error::Io { path, .. }) if path == missing));
+        // Reading names the file, whether it is missing or no trace.
+        let e = Trace::read_file(&missing).unwrap_err();
+        assert!(matches!(&e, Error::Io { path, .. } if *path == missing), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", missing.display())), "{e}");
+        std::fs::write(dir.join("x.trace"), b"tlbtrace").unwrap();
+        let e = Trace::read_file(&dir.join("x.trace")).unwrap_err();
+        assert!(matches!(&e, Error::BadTrace { path: Some(_), problem: TraceProblem::ShortHeader { len: 8 } }));
+        assert!(e.to_string().ends_with("x.trace: truncated: 8 bytes, shorter than the 32-byte header"), "{e}");
+        std::fs::remove_file(dir.join("x.trace")).unwrap();
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from("t.trace")]);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -46,6 +46,7 @@
 //! request's start excluded).
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::cell::Cell;
@@ -209,7 +210,7 @@ impl Program for Main {
 }
 
 /// Starts the server processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let procs = p["procs"] as u64;
     let conc = super::count_or_cpus(p, "concurrency", sim.cfg.ncpus);
     let work = (p["request_us"] * 1e3 * sim.ghz()) as u64;
@@ -238,10 +239,10 @@ pub fn max_mms(p: &Params) -> usize {
 }
 
 /// Returns `requests_per_s` after the warm-up and `us_per_request`.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, mut done) = (super::mark_times(sim, "request_start"), super::mark_times(sim, "request_done"));
     if done.len() < 10 {
-        return Err(format!("apache_like: only {} request(s) were served; raise requests", done.len()));
+        return Err(super::unmeasured(DEF.name, format!("only {} request(s) were served; raise requests", done.len())));
     }
     done.sort_unstable();
     let k = done.len() / 10;
@@ -251,7 +252,7 @@ pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> 
     // Every request started is served (a worker finishes the one it took), so
     // the sum of the ends less the sum of the starts is the sum of the service times.
     if starts.len() != done.len() {
-        return Err(format!("apache_like: {} request(s) started, {} served", starts.len(), done.len()));
+        return Err(super::unmeasured(DEF.name, format!("{} request(s) started, {} served", starts.len(), done.len())));
     }
     let service = (done.iter().sum::<u64>() - starts.iter().sum::<u64>()) as f64;
     r.insert("us_per_request".to_string(), service / done.len() as f64 / sim.ghz() / 1e3);

@@ -41,6 +41,7 @@
 //! the real build's switch rate and compiler working sets are not known.
 
 use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::cell::Cell;
@@ -310,7 +311,7 @@ impl Program for Compiler {
 }
 
 /// Starts `make`.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let cycles = |us: f64| (us * 1000.0 * sim.ghz()) as u64;
     let slices = p["slices"] as u64;
     let sizes = Sizes {

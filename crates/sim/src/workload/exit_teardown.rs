@@ -33,6 +33,7 @@
 //! Scaling: host time grows with `jobs * cpus * (heap_pages + file_pages)`.
 
 use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -131,7 +132,7 @@ impl Program for Compiler {
 }
 
 /// Starts make.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let sizes = Sizes {
         heap_pages: p["heap_pages"] as u64,
         file_pages: p["file_pages"] as u64,
@@ -139,10 +140,13 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
         compute: (p["compute_us"] * 1000.0 * sim.ghz()) as u64,
     };
     if sizes.dirty_pages > sizes.file_pages {
-        return Err(format!(
-            "exit_teardown: dirty_pages={} exceeds file_pages={}",
-            sizes.dirty_pages, sizes.file_pages
-        ));
+        return Err(Error::ParamExceeds {
+            workload: DEF.name,
+            key: "dirty_pages",
+            value: sizes.dirty_pages.to_string(),
+            limit_key: "file_pages",
+            limit: sizes.file_pages.to_string(),
+        });
     }
     let children = p["jobs"] as u64 * sim.cfg.ncpus as u64;
     let mut index = 0;
@@ -155,10 +159,10 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 }
 
 /// Returns `exit_us`: simulated microseconds of teardown per exiting address space.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let s = &sim.stats;
     if s.exits == 0 {
-        return Err("exit_teardown: no process exited".into());
+        return Err(super::unmeasured(DEF.name, "no process exited"));
     }
     let mut r = BTreeMap::new();
     r.insert("exit_us".to_string(), s.exit_teardown_cycles as f64 / s.exits as f64 / sim.ghz() / 1e3);

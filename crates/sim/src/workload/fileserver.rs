@@ -35,6 +35,7 @@
 //! switch, and each one empties all 4096 TLBs.
 
 use super::{mark_sum, ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -143,7 +144,7 @@ impl Program for Server {
 }
 
 /// Starts the server: one thread per CPU.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let req = Request {
         ops: p["ops"] as u64,
         pages: p["pages"] as u64,
@@ -155,11 +156,11 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 }
 
 /// Returns `us_per_op`, `shootdown_us` and `invalidating_share`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (n, ends) = mark_sum(sim, "end");
     let (m, starts) = mark_sum(sim, "start");
     if n == 0 || n != m {
-        return Err(format!("fileserver: {n} of {m} server threads finished; no timing was recorded"));
+        return Err(super::unmeasured(DEF.name, format!("{n} of {m} server threads finished; no timing was recorded")));
     }
     let us = |cycles: f64| cycles / sim.ghz() / 1000.0;
     let h = sim.counters();

@@ -30,6 +30,7 @@
 //! Result: `time_s`, seconds from the start signal until the last child is done.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -221,7 +222,7 @@ impl Program for Parent {
 }
 
 /// Starts the parent.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let parent = Parent::new(p["groups"] as u64, p["fds"] as u64, p["loops"] as u64, p["pipe_msgs"] as u64);
     sim.spawn(Box::new(parent))?;
     Ok(())
@@ -233,8 +234,8 @@ pub fn max_mms(p: &Params) -> usize {
 }
 
 /// Returns `time_s`: from the start signal until the last child reported.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
-    let none = || "hackbench: the children did not all finish; no time was recorded".to_string();
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let none = || super::unmeasured(DEF.name, "the children did not all finish; no time was recorded");
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;
     let mut r = BTreeMap::new();

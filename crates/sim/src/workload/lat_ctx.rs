@@ -17,6 +17,7 @@
 //! on the real machine: refills of user *and* kernel entries.
 
 use super::{ParamDef, Params, Phase, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -239,7 +240,7 @@ impl Program for Overhead {
 }
 
 /// Starts the ring (main phase) or the single overhead process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), Error> {
     let procs = p["procs"] as usize;
     let rounds = p["rounds"] as u64;
     match phase {
@@ -256,20 +257,16 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<()
     Ok(())
 }
 
-fn per_hop<P: Policy>(sim: &Sim<P>, hops: u64) -> Result<f64, String> {
+fn per_hop<P: Policy>(sim: &Sim<P>, hops: u64) -> Result<f64, Error> {
     let (Some(s), Some(e)) = (sim.mark("start"), sim.mark("end")) else {
-        return Err("lat_ctx: the ring did not complete; no timing was recorded".into());
+        return Err(super::unmeasured(DEF.name, "the ring did not complete; no timing was recorded"));
     };
     Ok((e - s) as f64 / hops as f64 / sim.ghz() / 1000.0)
 }
 
 /// Returns `us_per_switch` (per hop, less the overhead), `ring_us_per_hop` and
 /// `overhead_us`.
-pub fn result<P: Policy>(
-    p: &Params,
-    main: &Sim<P>,
-    overhead: Option<&Sim<P>>,
-) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, main: &Sim<P>, overhead: Option<&Sim<P>>) -> Result<BTreeMap<String, f64>, Error> {
     let procs = p["procs"] as u64;
     let rounds = p["rounds"] as u64;
     let ring = per_hop(main, (rounds - 1 - WARMUP) * procs)?;

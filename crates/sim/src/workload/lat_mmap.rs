@@ -41,6 +41,7 @@
 //! `munmap`), averaged over the processes: lmbench's figure.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::cell::Cell;
@@ -221,7 +222,7 @@ impl Program for Parent {
 }
 
 /// Starts `benchmp`'s parent.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let parent = Parent {
         p: p.clone(),
         procs: super::count_or_cpus(p, "procs", sim.cfg.ncpus),
@@ -240,11 +241,14 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 
 /// Returns `us_per_mapping`: each process's timed loop over its iterations,
 /// averaged over the processes.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "lat_mmap_start"), super::mark_times(sim, "lat_mmap_end"));
     let procs = super::count_or_cpus(p, "procs", sim.cfg.ncpus) as usize;
     if ends.len() != procs || starts.len() != procs {
-        return Err(format!("lat_mmap: {} of {procs} processes finished their timed loop", ends.len()));
+        return Err(super::unmeasured(
+            DEF.name,
+            format!("{} of {procs} processes finished their timed loop", ends.len()),
+        ));
     }
     let span: u64 = ends.iter().sum::<u64>() - starts.iter().sum::<u64>();
     let iterations = (procs as u64 * p["iters"] as u64) as f64;

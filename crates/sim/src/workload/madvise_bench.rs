@@ -28,6 +28,7 @@
 //! exit of the system call as `clock_gettime` sees it.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -91,7 +92,7 @@ impl Program for Bench {
 }
 
 /// Starts the process and sets the kernel's `MADV_PAGEOUT` batching.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     sim.set_pageout_batch(p["batch"] != 0.0);
     let b = Bench {
         pages: p["size_mb"] as u64 * 256,
@@ -106,10 +107,10 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 }
 
 /// Returns `ms_per_call`: the mean time of the timed `madvise` calls.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
     if starts.is_empty() || starts.len() != ends.len() {
-        return Err("madvise_bench: no madvise was timed to its end".to_string());
+        return Err(super::unmeasured(DEF.name, "no madvise was timed to its end"));
     }
     let ms: f64 = starts.iter().zip(&ends).map(|(s, e)| (e - s) as f64 / sim.ghz() / 1e6).sum();
     let mut r = BTreeMap::new();

@@ -38,6 +38,7 @@ pub mod tcmalloc_frag;
 pub mod trace;
 pub mod will_it_scale_tlb_flush2;
 
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -174,7 +175,7 @@ pub type Params = BTreeMap<String, f64>;
 
 /// Starts the processes of workload `name` for `phase` (a workload with text
 /// parameters needs [`setup_with`]).
-pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), String> {
+pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), Error> {
     setup_with(name, p, &Texts::new(), sim, phase)
 }
 
@@ -185,7 +186,7 @@ pub fn setup_with<P: Policy>(
     texts: &Texts,
     sim: &mut Sim<P>,
     phase: Phase,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
         "pingpong" => pingpong::setup(p, sim, phase),
@@ -205,7 +206,7 @@ pub fn setup_with<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         "madvise_bench" => madvise_bench::setup(p, sim),
         "redis_like" => redis_like::setup(p, sim),
-        _ => Err(format!("unknown workload {name}")),
+        _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
 
@@ -215,11 +216,15 @@ pub fn result<P: Policy>(
     p: &Params,
     main: &Sim<P>,
     overhead: Option<&Sim<P>>,
-) -> Result<BTreeMap<String, f64>, String> {
+) -> Result<BTreeMap<String, f64>, Error> {
     match name {
         "lat_ctx" => lat_ctx::result(p, main, overhead),
         "pingpong" => pingpong::result(p, main),
-        "mprotect_threaded" | "tcmalloc_frag" | "sort_compute" | "buildkernel" | "stress" => elapsed(name, main),
+        "mprotect_threaded" => elapsed(mprotect_threaded::DEF.name, main),
+        "tcmalloc_frag" => elapsed(tcmalloc_frag::DEF.name, main),
+        "sort_compute" => elapsed(sort_compute::DEF.name, main),
+        "buildkernel" => elapsed(buildkernel::DEF.name, main),
+        "stress" => elapsed(stress::DEF.name, main),
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
         "trace" => trace::result(main),
@@ -231,7 +236,7 @@ pub fn result<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
         "madvise_bench" => madvise_bench::result(main),
         "redis_like" => redis_like::result(p, main),
-        _ => Err(format!("unknown workload {name}")),
+        _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
 
@@ -304,9 +309,15 @@ fn mark_sum<P: Policy>(sim: &Sim<P>, name: &str) -> (u64, u64) {
 /// Returns `elapsed_s`: the time from the start of the run until the last
 /// `"end"` mark (the last copy or the script finishing), as `perf stat`'s
 /// "seconds time elapsed" measures a script that starts every copy and waits.
-fn elapsed<P: Policy>(name: &str, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
-    let end = mark_max(sim, "end").ok_or_else(|| format!("{name}: no copy finished; no timing was recorded"))?;
+fn elapsed<P: Policy>(workload: &'static str, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let end = mark_max(sim, "end").ok_or_else(|| unmeasured(workload, "no copy finished; no timing was recorded"))?;
     let mut r = BTreeMap::new();
     r.insert("elapsed_s".to_string(), end as f64 / sim.ghz() / 1e9);
     Ok(r)
+}
+
+/// Returns the error of a run of `workload` that ended without its
+/// measurement: `why`.
+pub(crate) fn unmeasured(workload: &'static str, why: impl Into<String>) -> Error {
+    Error::Unmeasured { workload, why: why.into() }
 }

@@ -21,6 +21,7 @@
 //! Results: `munmap_us`, the mean over iterations, and `munmap_min_us`.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::cell::Cell;
@@ -159,7 +160,7 @@ impl Program for Unmapper {
 }
 
 /// Starts the unmapper (on CPU 0, the first spawned thread's).
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let u = Unmapper {
         shared: Rc::new(Shared::default()),
         refs: super::count_or_cpus(p, "cores", sim.cfg.ncpus),
@@ -176,10 +177,10 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 }
 
 /// Returns `munmap_us` and `munmap_min_us` over the timed `munmap`s.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "munmap_start"), super::mark_times(sim, "munmap_end"));
     if starts.is_empty() || starts.len() != ends.len() {
-        return Err("munmap_latency: no munmap was timed to its end".to_string());
+        return Err(super::unmeasured(DEF.name, "no munmap was timed to its end"));
     }
     let us: Vec<f64> = starts.iter().zip(&ends).map(|(s, e)| (e - s) as f64 / sim.ghz() / 1e3).collect();
     let mut r = BTreeMap::new();

@@ -27,6 +27,7 @@
 //! and `l1_tlb_misses_per_round`.
 
 use super::{ParamDef, Params, Phase, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -168,7 +169,7 @@ fn trips(p: &Params) -> u64 {
 }
 
 /// Starts process A (which creates the eventfds and forks B).
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(), Error> {
     let a = Player {
         side: Side::A,
         pages: p["pages"] as u64,
@@ -184,12 +185,12 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(
 }
 
 /// Returns `us_per_round`, `tlb_misses_per_round` and `l1_tlb_misses_per_round`.
-pub fn result<P: Policy>(p: &Params, main: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, main: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let rounds = (2 * trips(p)) as f64;
     let (Some(s), Some(e), Some(ss), Some(es)) =
         (main.mark("start"), main.mark("end"), main.mark_stats("start"), main.mark_stats("end"))
     else {
-        return Err("pingpong: the rounds did not complete; no timing was recorded".into());
+        return Err(super::unmeasured(DEF.name, "the rounds did not complete; no timing was recorded"));
     };
     let mut r = BTreeMap::new();
     r.insert("us_per_round".to_string(), (e - s) as f64 / rounds / main.ghz() / 1000.0);

@@ -143,6 +143,7 @@
 //! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
 use crate::sim::Sim;
 use std::cell::{Cell, RefCell};
@@ -921,7 +922,7 @@ impl Program for Child {
 }
 
 /// Boots the server.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let ghz = sim.ghz();
     let cycles = |us: f64| (us * 1e3 * ghz) as u64;
     let cfg = Cfg {
@@ -980,14 +981,14 @@ pub fn max_mms(_: &Params) -> usize {
 }
 
 /// Returns `requests_per_s`, `fork_us` and `saves`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (start, end) = (super::mark_times(sim, "serve_start"), super::mark_times(sim, "serve_end"));
     let (Some(&start), Some(&end)) = (start.first(), end.first()) else {
-        return Err("redis_like: the server did not serve its requests".into());
+        return Err(super::unmeasured(DEF.name, "the server did not serve its requests"));
     };
     let (fs, fe) = (super::mark_times(sim, "fork_start"), super::mark_times(sim, "fork_end"));
     if fs.len() != fe.len() {
-        return Err(format!("redis_like: {} fork(s) started, {} returned", fs.len(), fe.len()));
+        return Err(super::unmeasured(DEF.name, format!("{} fork(s) started, {} returned", fs.len(), fe.len())));
     }
     let g = sim.ghz();
     let mut r = BTreeMap::new();

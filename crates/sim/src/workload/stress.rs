@@ -70,6 +70,7 @@
 //! `procs * threads * iters`; the defaults run in a fraction of a second.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::cell::RefCell;
@@ -380,7 +381,7 @@ impl Program for Child {
 }
 
 /// Starts the processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let sizes = Sizes {
         threads: p["threads"] as u64,
         iters: p["iters"] as u64,

@@ -82,6 +82,7 @@
 //! `tlb_share` (the share of all CPUs' time spent invalidating TLBs).
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::cell::Cell;
@@ -527,10 +528,15 @@ fn seed(run: u64, instance: u64) -> u64 {
 }
 
 /// Starts every instance.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let pages = p["pages"] as u64;
     if !pages.is_power_of_two() {
-        return Err(format!("stress_ng_tlb_shootdown: pages={pages} is not a power of two"));
+        return Err(Error::BadParam {
+            workload: DEF.name,
+            key: "pages",
+            value: pages.to_string(),
+            valid: "a power of two",
+        });
     }
     let c = sim.cfg.preset.costs;
     let workers = super::count_or_cpus(p, "workers", sim.cfg.ncpus);
@@ -568,11 +574,11 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 }
 
 /// Returns `bogo_ops_per_s`, `child_iter_us` and `tlb_share`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let workers = super::count_or_cpus(p, "workers", sim.cfg.ncpus) as usize;
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if starts.len() != workers || ends.len() != workers {
-        return Err(format!("stress_ng_tlb_shootdown: {} of {workers} instances finished", ends.len()));
+        return Err(super::unmeasured(DEF.name, format!("{} of {workers} instances finished", ends.len())));
     }
     let (child_starts, child_ends) = (super::mark_times(sim, "child_start"), super::mark_times(sim, "child_end"));
     let child_ops = super::mark_times(sim, "child_op").len() as u64;

@@ -38,6 +38,7 @@
 //! touch_pages` under broadcast policies.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use tlbkit_policy::Policy;
@@ -149,7 +150,7 @@ impl Program for Frag {
 }
 
 /// Starts one copy per CPU.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     for _ in 0..sim.cfg.ncpus {
         let f = Frag {
             allocs: p["allocs"] as u64,

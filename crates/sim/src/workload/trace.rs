@@ -28,6 +28,7 @@
 //! host time, release build, on the 2-core development machine).
 
 use super::{ParamDef, Params, TextParamDef, Texts, WorkloadDef};
+use crate::error::{Error, Param};
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use crate::trace::{Event, Trace};
@@ -57,9 +58,14 @@ pub const DEF: WorkloadDef = WorkloadDef {
 pub const TEXT_PARAMS: &[TextParamDef] =
     &[TextParamDef { key: "file", doc: "the trace file to replay, made by tlbkit trace import" }];
 
-/// Reads the trace `--set file=` names.
-fn load(texts: &Texts) -> Result<Trace, String> {
-    let path = texts.get("file").ok_or("trace: give the trace to replay with --set file=TRACE")?;
+/// Reads the trace the text parameter `file` names.
+fn load(texts: &Texts) -> Result<Trace, Error> {
+    let path = texts.get("file").ok_or_else(|| Error::MissingParam {
+        workload: DEF.name,
+        param: Param::Set("file".into()),
+        what: "the trace to replay",
+        placeholder: "TRACE",
+    })?;
     Trace::read_file(Path::new(path))
 }
 
@@ -72,7 +78,7 @@ pub fn max_mms(texts: &Texts) -> usize {
 }
 
 /// Starts the first traced process with its image.
-pub fn setup<P: Policy>(p: &Params, texts: &Texts, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, texts: &Texts, sim: &mut Sim<P>) -> Result<(), Error> {
     let trace = Rc::new(load(texts)?);
     let pipes = Rc::new(RefCell::new(vec![None; trace.threads.len()]));
     let root = Replay::new(Rc::clone(&trace), pipes, 0, true, p["instr_cycles"] as u64);
@@ -81,9 +87,9 @@ pub fn setup<P: Policy>(p: &Params, texts: &Texts, sim: &mut Sim<P>) -> Result<(
 }
 
 /// Returns `run_us`.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
+pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     if sim.live_threads() > 0 {
-        return Err(format!("trace: {} thread(s) never finished", sim.live_threads()));
+        return Err(super::unmeasured(DEF.name, format!("{} thread(s) never finished", sim.live_threads())));
     }
     let mut r = BTreeMap::new();
     r.insert("run_us".to_string(), sim.end as f64 / sim.ghz() / 1000.0);

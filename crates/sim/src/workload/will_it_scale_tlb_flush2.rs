@@ -31,6 +31,7 @@
 //! running CPUs processing broadcast invalidations they did not issue.
 
 use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
@@ -202,7 +203,7 @@ impl Program for Leader {
 }
 
 /// Starts the process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let leader = Leader {
         tasks: super::count_or_cpus(p, "tasks", sim.cfg.ncpus),
         laps: p["laps"] as u64,
@@ -218,8 +219,8 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), String> {
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
 /// between the gate opening and the last task finishing.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, String> {
-    let none = || "will_it_scale_tlb_flush2: no task finished; no timing was recorded".to_string();
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let none = || super::unmeasured(DEF.name, "no task finished; no timing was recorded");
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;
     let n = super::count_or_cpus(p, "tasks", sim.cfg.ncpus);

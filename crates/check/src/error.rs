@@ -1,0 +1,221 @@
+//! The checker's errors: what went wrong, as data, for each front end to word.
+//!
+//! # Design
+//!
+//! As in the simulator (`tlbkit_sim::error`), a function that can fail returns
+//! [`Error`], whose variants say what went wrong and carry what the message
+//! needs: the parameter ([`Param`]) and the value given. [`Error::message`] is
+//! the one template of each variant, naming parameters through [`Names`]:
+//! [`Library`], which [`Display`] uses, as a Rust caller writes them
+//! (`pages 9`); the command line by its flags (`--pages 9`); the Python
+//! package by its keywords (`pages=9`).
+//!
+//! [`Param`] and [`Names`] are the registry's, not the checker's own: the
+//! checker must not depend on the simulator, and the registry is the crate
+//! both depend on, so one list of parameters serves both libraries and a
+//! front end words `cpus` once for a run and a check.
+//!
+//! What is not typed: why a replay token does not decode ([`Error::BadToken`])
+//! and why a policy refuses a shape (the registry's
+//! [`tlbkit_registry::Error::Refused`]), which are text about the token and in
+//! the policy's own words.
+//!
+//! [`Display`]: std::fmt::Display
+
+use std::fmt;
+pub use tlbkit_registry::param::{Library, Names, Param};
+
+/// What went wrong in the checker.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The registry's error for the policy given: a shape it refuses, a bug
+    /// it has no switch for.
+    Registry {
+        /// The policy, as given.
+        policy: String,
+        /// The registry's error.
+        #[source]
+        source: tlbkit_registry::Error,
+    },
+    /// A name that is neither a registered policy nor a bug-zoo entry.
+    UnknownPolicy {
+        /// The name given.
+        name: String,
+    },
+    /// A `zoo/<id>` the bug zoo does not have.
+    UnknownZooEntry {
+        /// The name given.
+        name: String,
+    },
+    /// A bug-zoo entry whose base is not a registered policy (a tlbkit bug).
+    ZooBase {
+        /// The entry.
+        name: String,
+        /// Its base.
+        base: &'static str,
+    },
+    /// A bug-zoo entry given where a registered policy is needed (a policy of
+    /// the caller's own is checked as the policy it is written like).
+    ZooNotWrittenLike {
+        /// The entry.
+        policy: String,
+    },
+    /// A parameter's value the checker cannot use.
+    Invalid {
+        /// The parameter.
+        param: Param,
+        /// The value given, if the message shows it.
+        value: Option<String>,
+        /// What is wrong, and what to give instead.
+        problem: String,
+    },
+    /// An ASID space that is not a power of two in the policy's range.
+    Asids {
+        /// The ASIDs given.
+        asids: u32,
+        /// The space, in words ("an arm64 ASID space is").
+        space: String,
+        /// The fewest.
+        min: u32,
+        /// The most.
+        max: u32,
+    },
+    /// An empty menu of operations.
+    EmptyMenu,
+    /// Both presets of bounds at once.
+    QuickAndDeep,
+    /// Worker threads for a search that is not exhaustive.
+    JobsNotExhaustive {
+        /// The search asked for.
+        mode: &'static str,
+    },
+    /// No worker thread.
+    NoJobs,
+    /// No execution ran: a clean verdict would read as a proof.
+    NoExecution,
+    /// No CPU could start an operation: a clean verdict would read as a proof.
+    NothingStarted {
+        /// The menu, comma-separated.
+        menu: String,
+        /// The address spaces.
+        mms: usize,
+    },
+    /// Text that is not a replay token tlbkit can replay.
+    BadToken {
+        /// The token, its first 120 characters.
+        shown: String,
+        /// Why not.
+        why: String,
+    },
+}
+
+impl Error {
+    /// Returns the parameter the error is about, if it is about one.
+    pub fn param(&self) -> Option<Param> {
+        match self {
+            Error::Registry { .. }
+            | Error::UnknownPolicy { .. }
+            | Error::UnknownZooEntry { .. }
+            | Error::ZooBase { .. }
+            | Error::ZooNotWrittenLike { .. } => Some(Param::Policy),
+            Error::Invalid { param, .. } => Some(param.clone()),
+            Error::Asids { .. } => Some(Param::Asids),
+            Error::EmptyMenu => Some(Param::Menu),
+            Error::QuickAndDeep => Some(Param::Quick),
+            Error::JobsNotExhaustive { .. } | Error::NoJobs => Some(Param::Jobs),
+            Error::NoExecution => Some(Param::Iterations),
+            Error::NothingStarted { .. } => Some(Param::Menu),
+            Error::BadToken { .. } => None,
+        }
+    }
+
+    /// Returns the message, naming parameters as `names` does (the one
+    /// template of each variant, whatever the front end).
+    pub fn message(&self, names: &dyn Names) -> String {
+        match self {
+            Error::Registry { policy, source } => format!("{policy}: {source}"),
+            Error::UnknownPolicy { name } => {
+                let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
+                format!(
+                    "unknown policy '{name}': the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
+                    all.join(", ")
+                )
+            }
+            Error::UnknownZooEntry { name } => {
+                let ids: Vec<String> = tlbkit_policy::zoo::ZOO.iter().map(|e| format!("zoo/{}", e.id)).collect();
+                format!("unknown bug-zoo entry '{name}': the zoo has {}", ids.join(", "))
+            }
+            Error::ZooBase { name, base } => {
+                format!("bug-zoo entry '{name}' is based on '{base}', which is not a registered policy")
+            }
+            Error::ZooNotWrittenLike { policy } => {
+                format!("{policy}: give the registered policy your policy is written like, not a bug-zoo entry")
+            }
+            Error::Invalid { param, value: Some(value), problem } => {
+                format!("{}: {problem}", names.given(param, value))
+            }
+            Error::Invalid { param, value: None, problem } => format!("{}: {problem}", names.name(param)),
+            Error::Asids { asids, space, min, max } => format!(
+                "{}: {space} a power of two between {min} and {max} (try {})",
+                names.given(&Param::Asids, &asids.to_string()),
+                names.given(&Param::Asids, &min.to_string())
+            ),
+            Error::EmptyMenu => format!(
+                "{}: give at least one operation, e.g. {}",
+                names.name(&Param::Menu),
+                names.given(&Param::Menu, "switch,munmap")
+            ),
+            Error::QuickAndDeep => {
+                format!("{} and {} cannot be used together", names.name(&Param::Quick), names.name(&Param::Deep))
+            }
+            Error::JobsNotExhaustive { mode } => {
+                format!("{} applies to exhaustive mode, not {mode}", names.name(&Param::Jobs))
+            }
+            Error::NoJobs => {
+                format!("{} runs nothing: give 1 or more worker threads", names.given(&Param::Jobs, "0"))
+            }
+            Error::NoExecution => format!(
+                "nothing was checked: no execution ran ({}); give {} or more",
+                names.given(&Param::Iterations, "0"),
+                names.given(&Param::Iterations, "1")
+            ),
+            Error::NothingStarted { menu, mms } => format!(
+                "nothing was checked: no CPU could start an operation from the menu ({menu}) with {mms} address \
+                 space(s); widen {} or {} (see `tlbkit check --help`)",
+                names.name(&Param::Menu),
+                names.name(&Param::Mms)
+            ),
+            Error::BadToken { shown, why } => {
+                format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output")
+            }
+        }
+    }
+
+    /// Returns the error of `param` given `value`, with what is wrong.
+    pub(crate) fn invalid(param: Param, value: impl fmt::Display, problem: impl Into<String>) -> Error {
+        Error::Invalid { param, value: Some(value.to_string()), problem: problem.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message(&Library))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bound_is_named_by_the_library_without_a_flag() {
+        let e = Error::invalid(Param::Pages, 9, "an address space maps 1 to 8 pages");
+        assert_eq!(e.param(), Some(Param::Pages));
+        assert_eq!(e.to_string(), "pages 9: an address space maps 1 to 8 pages");
+        let e = Error::Asids { asids: 3, space: "an arm64 ASID space is".into(), min: 4, max: 65536 };
+        assert_eq!(e.to_string(), "asids 3: an arm64 ASID space is a power of two between 4 and 65536 (try asids 4)");
+        for e in [Error::EmptyMenu, Error::QuickAndDeep, Error::NoJobs, Error::NoExecution] {
+            assert!(!e.to_string().contains("--"), "{e}");
+        }
+    }
+}
