@@ -281,6 +281,38 @@ impl Verdict {
     }
 }
 
+/// Returns the test in the file at `path`.
+pub fn load(path: &std::path::Path) -> Result<Test, crate::Error> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::Error::LitmusRead { file: file.clone(), why: e.to_string() })?;
+    Ok(parse(&file, &text)?)
+}
+
+/// Returns the litmus files at `path`: the file itself, or a folder's
+/// `*.litmus.toml` files in name order.
+pub fn files(path: &std::path::Path) -> Result<Vec<std::path::PathBuf>, crate::Error> {
+    let read = |e: std::io::Error| crate::Error::LitmusRead { file: path.display().to_string(), why: e.to_string() };
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(read)? {
+        let p = entry.map_err(read)?.path();
+        if p.to_string_lossy().ends_with(".litmus.toml") {
+            out.push(p);
+        }
+    }
+    if out.is_empty() {
+        return Err(crate::Error::LitmusRead {
+            file: path.display().to_string(),
+            why: "the folder has no *.litmus.toml file".into(),
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// tlbkit's verdict on a test's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
@@ -297,9 +329,10 @@ pub struct Run {
 /// Returns tlbkit's verdict on `test`'s final assertion.
 ///
 /// The error is a test the parser accepted that the engine cannot run (an
-/// access through a number, a fault with no handler), in words.
-pub fn run(test: &Test) -> Result<Run, String> {
-    let (finals, states) = engine::explore(test).map_err(|e| format!("{}: {}", test.name, e.0))?;
+/// access through a number, a fault with no handler).
+pub fn run(test: &Test) -> Result<Run, crate::Error> {
+    let (finals, states) =
+        engine::explore(test).map_err(|e| crate::Error::LitmusRun { why: format!("{}: {}", test.name, e.0) })?;
     let reachable = finals.iter().any(|f| engine::holds(test, f, &test.assertion));
     let verdict = if reachable { Verdict::Allowed } else { Verdict::Forbidden };
     Ok(Run { name: test.name.clone(), verdict, states, finals: finals.len() })
