@@ -103,10 +103,10 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
                 let TomlVal::Str(s) = &item.value else {
                     return Err(err(item.line, format!("{key}: a register's value is a string")));
                 };
-                if key == "VBAR_EL1" || key == "PSTATE.EL" {
+                if key == "VBAR_EL1" || key == "PSTATE.EL" || key.starts_with("__isla_") {
                     // Where the handler is and the exception level: the handler is
                     // found by its section's name, and EL0 and EL1 translate alike
-                    // here (no permissions are modelled).
+                    // here (no permissions are modelled). `__isla_*`: hints to isla.
                     continue;
                 }
                 let reg = read_reg(key).ok_or_else(|| {
