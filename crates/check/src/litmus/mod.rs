@@ -43,12 +43,19 @@
 //!   entries from the issuer's TLB, or from every thread's (`IS` forms).
 //! - **Translation ahead of execution until `ISB`.** A thread may translate a
 //!   later access early, at any moment after the last context-synchronising
-//!   event before it (an `ISB`, a taken fault and its return, a taken
+//!   event before it (an `ISB`, or a taken fault and its return), within the
+//!   straight-line code ahead of it (the model does not speculate past a
 //!   branch): it needs only its address registers, so an address dependency
 //!   on a load orders the translation after the load, and `DMB` and `DSB`
 //!   do not. That translation is used when the access runs, whatever
 //!   happens in between: a completed `TLBI` does not undo it, only an `ISB`
 //!   (or a fault) prevents it.
+//!
+//! These are the rules of the Arm Architecture Reference Manual (DDI 0487),
+//! "The AArch64 Virtual Memory System Architecture": TLB maintenance
+//! instructions complete only at a `DSB` by the issuing PE, and only a
+//! context synchronization event makes later instructions' translations
+//! see the result; the paper above states them axiomatically.
 //! - **Faults.** A translation fault runs the thread's handler (its register
 //!   moves) and resumes at the next instruction (or ends the thread, for a
 //!   handler that does not return).
