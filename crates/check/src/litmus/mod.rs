@@ -4,7 +4,7 @@
 //!
 //! # Design
 //!
-//! [`parse`] reads an isla `.litmus.toml` test into a [`Test`]; [`engine`]
+//! [`parse()`] reads an isla `.litmus.toml` test into a [`Test`]; [`engine`]
 //! enumerates every final state the test can reach; [`run`] says whether the
 //! test's final assertion holds in any of them (the outcome is *allowed*) or
 //! in none (*forbidden*); [`compare`] sets that against the published verdict
