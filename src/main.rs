@@ -2,7 +2,7 @@
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
 //! `list`, `run`, `reproduce`, `bench sim|scale|check`, `check`, `replay`,
-//! `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`. Each is a
+//! `litmus`, `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`. Each is a
 //! module of `cmd/`, with its flags and its body; this file holds the command
 //! line's outline, the dispatch and the exit codes: 0 success, 2 bad input, 3
 //! violations found.
@@ -51,6 +51,9 @@ enum Cmd {
     Check(cmd::check::CheckArgs),
     /// Re-run a counterexample from the token `tlbkit check` printed.
     Replay(cmd::check::ReplayArgs),
+    /// Run Arm VMSA system litmus tests (isla's .litmus.toml) under tlbkit's model
+    /// of translation and compare each verdict with the published one.
+    Litmus(cmd::litmus::LitmusArgs),
     /// Run a workload under several policies with many seeds and compare one figure
     /// with Student's t, as ministat does: every policy against the first.
     Compare(cmd::compare::CompareArgs),
@@ -111,6 +114,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, CliError> {
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Check(a) => cmd::check::check(a),
         Cmd::Replay(a) => cmd::check::replay(a),
+        Cmd::Litmus(a) => cmd::litmus::litmus(a),
         Cmd::Compare(a) => cmd::compare::compare(a),
         Cmd::Sweep(a) => cmd::sweep::sweep(a),
         Cmd::Plot(a) => cmd::plot::plot(a),

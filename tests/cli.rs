@@ -1019,3 +1019,48 @@ fn bench_sim_runs_and_compare_with_bad_values_are_one_line_and_exit_2() {
     // bench alone is bench sim, and checks the same.
     assert_bad_input(&["bench", "--runs", "0"], "--runs 0 times nothing");
 }
+
+const LITMUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/check/litmus/vmsa");
+
+#[test]
+fn litmus_agrees_with_every_published_verdict_or_names_the_difference() {
+    let out = tlbkit(&["litmus", "--format", "json", LITMUS]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["disagreements"], 0);
+    let tests = j["tests"].as_array().unwrap();
+    assert!(tests.len() >= 60, "{} tests", tests.len());
+    for t in tests {
+        for k in ["test", "file", "tlbkit", "published", "comparison", "reason", "states"] {
+            assert!(t.get(k).is_some(), "missing {k} in {t}");
+        }
+        let known = t["comparison"].as_str().unwrap().starts_with("known");
+        assert_eq!(known, t["reason"].is_string(), "{t}");
+    }
+}
+
+#[test]
+fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
+    // The published test forbids a stale read after TLBI; DSB; ISB. Without the
+    // ISB tlbkit allows it, under the same name: an unlisted disagreement.
+    let dir = std::env::temp_dir().join(format!("tlbkit-litmus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(format!("{LITMUS}/CoWinvT.EL1+dsb-tlbi-dsb-isb.litmus.toml")).unwrap();
+    let path = dir.join("no-isb.litmus.toml");
+    std::fs::write(&path, text.replacen("    ISB\n", "", 1)).unwrap();
+    let out = tlbkit(&["litmus", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", stderr(&out));
+    assert!(stdout.contains("DISAGREE"), "{stdout}");
+    // A line tlbkit cannot read: exit 2, the file and line named.
+    let bad = dir.join("bad.litmus.toml");
+    std::fs::write(&bad, text.replacen("    ISB\n", "    SVC #0\n", 1)).unwrap();
+    let out = tlbkit(&["litmus", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.litmus.toml:") && err.contains("'SVC #0'") && err.contains("outside the subset"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

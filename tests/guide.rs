@@ -107,6 +107,7 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ),
     ("example-check.txt", &["check", "--policy", "arm64-freebsd-asid-cutoff"]),
     ("list-policies.txt", &["list", "policies"]),
+    ("litmus.txt", &["litmus", "crates/check/litmus/vmsa"]),
 ];
 
 fn bless() -> bool {

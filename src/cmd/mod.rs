@@ -13,6 +13,7 @@ pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod list;
+pub mod litmus;
 pub mod plot;
 pub mod reproduce;
 pub mod run;

@@ -100,6 +100,20 @@ pub enum Error {
         /// The address spaces.
         mms: usize,
     },
+    /// A litmus file that cannot be read.
+    LitmusRead {
+        /// The file, as given.
+        file: String,
+        /// Why not (the system's words).
+        why: String,
+    },
+    /// A litmus file tlbkit cannot read as a test of its subset.
+    Litmus(#[from] crate::litmus::LitmusError),
+    /// A litmus test the engine cannot run.
+    LitmusRun {
+        /// What went wrong, with the test's name.
+        why: String,
+    },
     /// Text that is not a replay token tlbkit can replay.
     BadToken {
         /// The token, its first 120 characters.
@@ -125,7 +139,7 @@ impl Error {
             Error::JobsNotExhaustive { .. } | Error::NoJobs => Some(Param::Jobs),
             Error::NoExecution => Some(Param::Iterations),
             Error::NothingStarted { .. } => Some(Param::Menu),
-            Error::BadToken { .. } => None,
+            Error::BadToken { .. } | Error::LitmusRead { .. } | Error::Litmus(_) | Error::LitmusRun { .. } => None,
         }
     }
 
@@ -185,6 +199,11 @@ impl Error {
                 names.name(&Param::Menu),
                 names.name(&Param::Mms)
             ),
+            Error::LitmusRead { file, why } => format!("{file}: cannot read the litmus test: {why}"),
+            Error::Litmus(e) => e.to_string(),
+            Error::LitmusRun { why } => {
+                format!("{why}; the test is outside the subset tlbkit models (see `tlbkit litmus --help`)")
+            }
             Error::BadToken { shown, why } => {
                 format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output")
             }

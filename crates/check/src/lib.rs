@@ -327,6 +327,9 @@
 //!   text or JSON, with its counterexample.
 //! - [`run`]: running a check: the search, shrinking, replay.
 //! - [`options`]: a request as a person gives it, resolved against the defaults.
+//! - [`litmus`]: the published Arm VMSA litmus tests (a shipped subset), run
+//!   under a small model of translation of its own and compared with the
+//!   published verdicts.
 
 pub mod arena;
 pub(crate) mod block;
@@ -334,6 +337,7 @@ pub(crate) mod engine;
 pub mod error;
 pub mod exec;
 pub mod kernel;
+pub mod litmus;
 pub mod ops;
 pub mod options;
 pub mod report;

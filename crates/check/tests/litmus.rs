@@ -1,0 +1,99 @@
+//! The shipped Arm VMSA litmus tests against their published verdicts: every
+//! difference is a listed strengthening or weakening, with its reason, and
+//! every listed one is still a difference.
+
+use std::path::PathBuf;
+use tlbkit_check::litmus::{self, Agreement, Verdict, KNOWN_STRENGTHENINGS, KNOWN_WEAKENINGS};
+
+fn shipped() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("litmus/vmsa");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the shipped litmus folder")
+        .map(|e| e.expect("a folder entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".litmus.toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Returns (name, tlbkit's verdict, published verdict) for every shipped test.
+fn verdicts() -> Vec<(String, Verdict, Option<Verdict>)> {
+    let published = litmus::published(litmus::EXPECTED_CSV);
+    shipped()
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).expect("read a shipped test");
+            let test = litmus::parse(&p.display().to_string(), &text).expect("a shipped test parses");
+            let run = litmus::run(&test).expect("a shipped test runs");
+            (test.name.clone(), run.verdict, published.get(&test.name).copied())
+        })
+        .collect()
+}
+
+#[test]
+fn every_shipped_test_has_a_published_verdict() {
+    let published = litmus::published(litmus::EXPECTED_CSV);
+    let files = shipped();
+    assert_eq!(files.len(), published.len(), "one expected.csv row per shipped test");
+    for (name, _, p) in verdicts() {
+        assert!(p.is_some(), "{name}: no row in expected.csv");
+    }
+}
+
+#[test]
+fn every_verdict_agrees_or_is_a_listed_difference() {
+    let mut wrong = Vec::new();
+    for (name, ours, theirs) in verdicts() {
+        if litmus::compare(&name, ours, theirs) == Agreement::Disagree {
+            wrong.push(format!("{name}: tlbkit {}, published {}", ours.word(), theirs.unwrap().word()));
+        }
+    }
+    assert!(wrong.is_empty(), "unlisted disagreements:\n  {}", wrong.join("\n  "));
+}
+
+#[test]
+fn every_listed_difference_is_still_a_difference() {
+    let all = verdicts();
+    for (list, ours, theirs) in [
+        (KNOWN_STRENGTHENINGS, Verdict::Forbidden, Verdict::Allowed),
+        (KNOWN_WEAKENINGS, Verdict::Allowed, Verdict::Forbidden),
+    ] {
+        for (name, reason) in list {
+            assert!(!reason.is_empty(), "{name}: a listed difference says why");
+            let found = all.iter().find(|(n, _, _)| n == name);
+            assert_eq!(
+                found.map(|f| (f.1, f.2)),
+                Some((ours, Some(theirs))),
+                "{name} is listed but not that difference"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_model_has_stale_tlb_entries_until_dsb_and_isb() {
+    // Pinned verdicts of the rules the model is built on (the guide quotes them).
+    let v: std::collections::BTreeMap<String, Verdict> = verdicts().into_iter().map(|(n, v, _)| (n, v)).collect();
+    // No invalidation: a cached entry survives the PTE's clear.
+    assert_eq!(v["CoWinvT+dsb-isb"], Verdict::Allowed);
+    // TLBI; DSB without ISB: a translation done before the DSB is used.
+    assert_eq!(v["CoWinvT.EL1+dsb-tlbi-dsb"], Verdict::Allowed);
+    assert_eq!(v["CoWinvT.EL1+dsb-tlbi-dsb-isb"], Verdict::Forbidden);
+    // Another thread's walk sees the PTE only through ISB on its side.
+    assert_eq!(v["MP.RT.EL1+dsb-tlbiis-dsb+dmb"], Verdict::Allowed);
+    assert_eq!(v["MP.RT.EL1+dsb-tlbiis-dsb+dsb-isb"], Verdict::Forbidden);
+}
+
+#[test]
+fn a_bad_file_is_named_with_its_line() {
+    let text =
+        "arch = \"AArch64\"\nname = \"t\"\nsymbolic = [\"x\"]\npage_table_setup = \"\"\"\n    x |-> pa1;\n\"\"\"\n";
+    let e = litmus::parse("t.toml", text).unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+    assert!(e.to_string().starts_with("t.toml:5: 'pa1'"), "{e}");
+    let text = "name = \"t\"\nsymbolic = [\"x\"]\npage_table_setup = \"\"\"\n  physical pa1;\n  x |-> pa1;\n\"\"\"\n\
+                [thread.0]\ncode = \"\"\"\n    SVC #0\n\"\"\"\n[final]\nassertion = \"true\"\n";
+    let e = litmus::parse("t.toml", text).unwrap_err();
+    assert_eq!(e.line, 9, "{e}");
+    assert!(e.problem.contains("outside the subset"), "{e}");
+}
