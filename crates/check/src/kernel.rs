@@ -1369,6 +1369,35 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_invalidation_removes_nothing_until_it_completes_then_takes_refills_too() {
+        let mut m = Machine::new(2, 1, 2, false, false);
+        m.fork(1, 0).unwrap();
+        m.roots[0] = (Root::Mm(MmId(1)), 1);
+        m.fill_all();
+        let asid = Asid::new(1, 8).unwrap();
+        let op = Tlbi::Va { asid, va: VirtAddr(va_of(0)) };
+        // Issued by cpu1, broadcast: cpu0 keeps the entry, a second issue is the same one.
+        assert!(m.issue(1, op, Scope::Broadcast));
+        assert!(!m.issue(1, op, Scope::Broadcast));
+        assert_eq!((m.tlbs[0].len(), m.pending[1].len()), (2, 1));
+        // The PTE changes meanwhile and cpu0 refills from it: both versions held.
+        m.spaces[1].ptes[0].as_mut().unwrap().ver += 1;
+        m.fill_all();
+        assert_eq!(m.tlbs[0].len(), 3);
+        // Completing something else leaves it pending; completing it takes both.
+        let mut done = Vec::new();
+        m.complete(1, |p| !p.broadcast, |p, n| done.push((p, n)));
+        assert!(done.is_empty() && m.pending[1].len() == 1);
+        m.complete(1, |_| true, |p, n| done.push((p, n)));
+        assert_eq!(done, vec![(Pending { op, broadcast: true }, 2)]);
+        assert!(m.pending[1].is_empty() && m.tlbs[0].iter().all(|e| e.page == 1));
+        // Pending lists are state: machines that differ only there hash apart.
+        let mut other = m.clone();
+        other.issue(0, op, Scope::Local);
+        assert_ne!(hash_of(&m, true), hash_of(&other, true));
+    }
+
+    #[test]
     fn a_folded_block_fills_one_64k_entry_that_any_page_invalidation_removes() {
         let mut m = running();
         let big: Vec<_> = m.tlbs[0].iter().filter(|e| e.big).copied().collect();
