@@ -14,10 +14,13 @@
 
 use crate::arena;
 use crate::engine::Engine;
-use crate::kernel::{describe, LockSide, Machine, Violation};
+use crate::kernel::{describe, LockSide, Machine, Pending, Violation};
+
+/// [`Pending::key`]'s type.
+type PendingKey = (u8, u64, u64, u64, bool);
 use crate::search::{choices_buffer, Choice, Chooser, Foot, Outcome, Pick, Point};
 use crate::shape::{Memory, Shape};
-use crate::trace::{Event, Kind};
+use crate::trace::{Event, Kind, ISSUED};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, Ref, RefCell, RefMut};
@@ -27,8 +30,8 @@ use std::ptr::NonNull;
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
-    Access, Barrier, CpuId, CpuMask, Fields, FlushTicket, Hw, MmId, Note, Owner, Phase, Policy, Root, Scope, Tlbi,
-    Value,
+    Access, Barrier, CpuId, CpuMask, Domain, Fields, FlushTicket, Hw, MmId, Note, Owner, Phase, Policy, Root, Scope,
+    Tlbi, Value,
 };
 
 /// Store-buffer addresses at or above this stand for a PTE-clearing store:
@@ -243,6 +246,10 @@ struct State {
     writes: u64,
     violation: Option<Violation>,
     events: Vec<Event>,
+    /// While recording: per invalidation still pending, its CPU, its
+    /// [`Pending::key`] and its event's index, so that one completed in the
+    /// step that issued it reads in the trace as it takes effect.
+    issued: Vec<(usize, PendingKey, usize)>,
     step: usize,
     /// The policy's memory as the state hash takes it: the XOR, over every
     /// store that became visible to a facade atomic of the policy, of
@@ -1194,7 +1201,10 @@ impl<'c> Hw for CheckHw<'c> {
         self.core.pause();
         // A context switch makes this CPU's stores visible before it runs the new
         // context: x86's CR3 write serialises, and arm64's `__switch_to` issues
-        // `DSB ISH`, which is taken here to come with the root write.
+        // `DSB ISH`, whose store drain is taken here to come with the root write.
+        // What that `DSB` completes of this CPU's invalidations it completes at
+        // the switch's end (`ops::switch_to`), the latest point; the root write
+        // itself completes nothing.
         self.core.drain_own(self.cpu);
         let a = asid.get();
         self.st().m.write_root(self.cpu, root, a, noflush);
@@ -1216,7 +1226,14 @@ impl<'c> Hw for CheckHw<'c> {
         if scope == Scope::Broadcast {
             self.initiated();
         }
-        let n = self.st().m.tlbi(self.cpu, op, scope);
+        // x86's local invalidations are synchronous; every other one waits for
+        // its issuer's completing barrier (`kernel::Pending`).
+        let waits = self.core.shape.arm64 || scope == Scope::Broadcast;
+        let (n, fresh) = if waits {
+            (0, self.st().m.issue(self.cpu, op, scope))
+        } else {
+            (self.st().m.tlbi(self.cpu, op, scope), false)
+        };
         let key = match op {
             Tlbi::Va { asid, va } => mix(asid.get() as u64, va.0),
             Tlbi::VaAllAsids { va } => mix(1, va.0),
@@ -1243,17 +1260,84 @@ impl<'c> Hw for CheckHw<'c> {
                 Scope::Local => "local",
                 Scope::Broadcast => "broadcast",
             };
-            format!("invalidate {what} ({s}): {n} entr{} removed", if n == 1 { "y" } else { "ies" })
+            if waits {
+                let by = if self.core.shape.arm64 { "DSB" } else { "TLBSYNC" };
+                format!("invalidate {what} ({s}): {ISSUED} {by}")
+            } else {
+                format!("invalidate {what} ({s}): {n} entr{} removed", if n == 1 { "y" } else { "ies" })
+            }
         });
+        if fresh && self.core.record {
+            let mut st = self.st();
+            let at = st.events.len() - 1;
+            let key = Pending { op, broadcast: scope == Scope::Broadcast }.key();
+            st.issued.push((self.cpu, key, at));
+        }
     }
 
     fn barrier(&self, b: Barrier) {
+        // Which of this CPU's pending invalidations the barrier completes
+        // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the local ones;
+        // x86's `TLBSYNC` its `INVLPGB`s.
+        let completes = |p: &Pending| match b {
+            Barrier::Dsb(Domain::InnerShareable) => true,
+            Barrier::Dsb(Domain::NonShareable) => !p.broadcast,
+            Barrier::TlbSync => p.broadcast,
+            Barrier::DsbSt(_) | Barrier::Isb | Barrier::Full => false,
+        };
+        let (drains, pending) = {
+            let st = self.core.st.borrow();
+            (
+                !matches!(b, Barrier::Isb) && !st.cpus[self.cpu].buffer.is_empty(),
+                st.m.pending[self.cpu].iter().any(completes),
+            )
+        };
         // Only a barrier with stores to drain does anything another CPU can see.
-        if !matches!(b, Barrier::Isb) && !self.core.st.borrow().cpus[self.cpu].buffer.is_empty() {
+        // Completing invalidations needs no point of its own: a step of another
+        // CPU that could come between this step's start and the barrier can come
+        // before this step, where the same invalidations are pending and the
+        // page tables are the same, so completing within the step is completing
+        // at the barrier (and a TLBI followed at once by its DSB is explored as
+        // it was when invalidations took effect when issued).
+        if drains {
             self.core.pause();
             self.core.drain_own(self.cpu);
         }
-        self.core.event(self.cpu, 0xc_0000, || format!("barrier {b:?}"));
+        // Those issued in this step read in the trace as taking effect when
+        // issued (nothing could come between); the others are told here.
+        let (mut k, mut n) = (0, 0);
+        if pending {
+            let me = self.cpu;
+            let record = self.core.record;
+            let st = &mut *self.st();
+            let State { m, events, issued, step, .. } = st;
+            m.complete(me, completes, |p, removed| {
+                let key = p.key();
+                let at = issued.iter().rposition(|i| i.0 == me && i.1 == key).map(|i| issued[i].2);
+                issued.retain(|i| !(i.0 == me && i.1 == key));
+                match at.filter(|&at| record && events[at].step == *step) {
+                    Some(at) => {
+                        let e = &mut events[at];
+                        let head = e.text.split(": ").next().unwrap_or_default().to_string();
+                        e.text = format!("{head}: {removed} entr{} removed", if removed == 1 { "y" } else { "ies" });
+                    }
+                    None => {
+                        k += 1;
+                        n += removed;
+                    }
+                }
+            });
+        }
+        self.core.event(self.cpu, 0xc_0000, || {
+            if k == 0 {
+                format!("barrier {b:?}")
+            } else {
+                format!(
+                    "barrier {b:?}: {k} invalidation(s) issued in earlier steps complete, {n} entr{} removed",
+                    if n == 1 { "y" } else { "ies" }
+                )
+            }
+        });
     }
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
@@ -1450,6 +1534,7 @@ fn new_core<P: Policy>(
         writes: 0,
         violation: None,
         events: Vec::new(),
+        issued: Vec::new(),
         step: 0,
         mem: 0,
         #[cfg(debug_assertions)]

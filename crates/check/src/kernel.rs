@@ -409,12 +409,74 @@ pub struct Machine {
     pub lazy_offer: Vec<Option<LazyFlush>>,
     /// Lazy flushes taken over and not yet completed, in ticket order.
     pub lazy: Vec<LazyFlush>,
+    /// Per CPU: the invalidations it issued that are not complete yet, each
+    /// once, ordered by [`Pending::key`]: they take effect on every TLB they
+    /// cover at this CPU's next barrier that completes them
+    /// ([`Machine::complete`]). See [`Pending`] for which wait and until when.
+    pub pending: Vec<Vec<Pending>>,
     next_uid: u32,
     /// Per CPU: what its last speculative fill ([`Machine::fill_all`]) filled
     /// from, until an invalidation takes entries from it. A fill from the same
     /// root, tag and page table adds nothing, so it is skipped. Not part of
     /// the state: it only says what the TLB already holds.
     filled: Vec<Option<Filled>>,
+}
+
+/// An invalidation issued and not yet complete: until its issuing CPU executes
+/// a barrier that completes it, every TLB it covers (the issuer's for a local
+/// one, every CPU's for a broadcast) may still hold, use and refill what it
+/// removes.
+///
+/// Which invalidations wait, and for what:
+/// - arm64: every `TLBI`, local or broadcast (`…IS`), is guaranteed complete
+///   only after a `DSB` executed by the PE that issued it: `DSB ISH` for a
+///   broadcast one, `DSB NSH` or `DSB ISH` for a local one (Arm ARM, DDI 0487,
+///   "Ordering and completion of TLB maintenance instructions": a TLB
+///   maintenance instruction is complete once a `DSB` executed by the PE that
+///   issued it, in the required shareability domain, completes). `DSB ISHST`
+///   does not complete one, nor does `ISB`, nor Linux's `smp_mb()` (`DMB ISH`,
+///   [`tlbkit_policy::Barrier::Full`]). Linux's `__switch_to` issues
+///   `dsb(ish)` ("Complete any pending TLB or cache maintenance on this CPU in
+///   case the thread migrates to a different CPU",
+///   arch/arm64/kernel/process.c), so a Linux context switch completes the
+///   switching CPU's invalidations when it ends.
+/// - x86: `INVLPG`, `INVPCID` and a CR3 write are synchronous and never
+///   wait here; an `INVLPGB` (a broadcast) is complete on every CPU, its
+///   issuer's included, only after a `TLBSYNC` on the CPU that issued it (AMD64
+///   APM vol. 3, `TLBSYNC`).
+///
+/// Completing at the latest point the architecture allows covers every
+/// earlier completion for the oracle's properties: until it completes, a TLB
+/// it covers holds a superset of what it would hold had the invalidation
+/// completed earlier (an earlier completion only removes entries, and an entry
+/// removed early is refilled, if at all, from the same page tables the fills
+/// here read at every step), and when it completes it removes every matching
+/// entry, refills included, so from then on both are alike. Every property
+/// judges entries only by their presence (a policy cannot see a TLB), so a
+/// violation any earlier completion allows is found with the latest one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// What it removes.
+    pub op: Tlbi,
+    /// Whether it covers every CPU's TLB (otherwise the issuer's only).
+    pub broadcast: bool,
+}
+
+impl Pending {
+    /// Returns the key the pending list is ordered and hashed by (one per
+    /// invalidation, so two lists with the same invalidations are equal).
+    pub fn key(&self) -> (u8, u64, u64, u64, bool) {
+        let asid = |a: tlbkit_policy::Asid| a.get() as u64;
+        let (k, a, b, c) = match self.op {
+            Tlbi::Va { asid: a, va } => (0, asid(a), va.0, 0),
+            Tlbi::VaAllAsids { va } => (1, 0, va.0, 0),
+            Tlbi::Asid(a) => (2, asid(a), 0, 0),
+            Tlbi::All => (3, 0, 0, 0),
+            Tlbi::Range { asid: a, va, pages } => (4, a.map_or(u64::MAX, asid), va.0, pages as u64),
+            Tlbi::AllNonGlobal => (5, 0, 0, 0),
+        };
+        (k, a, b, c, self.broadcast)
+    }
 }
 
 /// What a CPU's speculative fill reads: its root and tag, and the page table
@@ -580,6 +642,10 @@ impl Machine {
         s.dead.extend(self.dead.iter().map(|&(id, p, v)| (u.name(id), p, v)));
         s.dead.sort_unstable();
         s.dead.hash(h);
+        for p in &self.pending {
+            p.len().hash(h);
+            p.iter().for_each(|p| p.key().hash(h));
+        }
         self.roots.hash(h);
         self.tasks.hash(h);
         self.active.hash(h);
@@ -634,6 +700,7 @@ impl Machine {
             deferred: vec![SortedSet::default(); cpus],
             lazy_offer: vec![None; cpus],
             lazy: Vec::new(),
+            pending: vec![Vec::new(); cpus],
             next_uid: 1,
             filled: vec![None; cpus],
         }
@@ -1052,13 +1119,52 @@ impl Machine {
         Ok(())
     }
 
-    /// Applies an invalidation on CPU `cpu` (or every CPU for a broadcast).
-    /// Returns how many entries went.
+    /// Applies an invalidation on CPU `cpu` (or every CPU for a broadcast) at
+    /// once: a synchronous one (x86 `INVLPG`, `INVPCID`). Returns how many
+    /// entries went.
     pub fn tlbi(&mut self, cpu: usize, op: Tlbi, scope: Scope) -> usize {
         let range = match scope {
             Scope::Local => cpu..cpu + 1,
             Scope::Broadcast => 0..self.tlbs.len(),
         };
+        self.apply(range, op)
+    }
+
+    /// Issues an invalidation on CPU `cpu` that completes only at a later
+    /// barrier of that CPU ([`Pending`]): nothing goes yet. Returns whether it
+    /// was not pending already (an invalidation pending twice completes once).
+    pub fn issue(&mut self, cpu: usize, op: Tlbi, scope: Scope) -> bool {
+        let p = Pending { op, broadcast: scope == Scope::Broadcast };
+        let list = &mut self.pending[cpu];
+        match list.binary_search_by_key(&p.key(), Pending::key) {
+            Ok(_) => false,
+            Err(i) => {
+                list.insert(i, p);
+                true
+            }
+        }
+    }
+
+    /// Completes every invalidation CPU `cpu` issued that `done` selects, on
+    /// every TLB it covers (its refills since it was issued included), and
+    /// tells `each` of each one with how many entries it removed.
+    pub fn complete(&mut self, cpu: usize, done: impl Fn(&Pending) -> bool, mut each: impl FnMut(Pending, usize)) {
+        let mut i = 0;
+        while i < self.pending[cpu].len() {
+            let p = self.pending[cpu][i];
+            if !done(&p) {
+                i += 1;
+                continue;
+            }
+            self.pending[cpu].remove(i);
+            let range = if p.broadcast { 0..self.tlbs.len() } else { cpu..cpu + 1 };
+            each(p, self.apply(range, p.op));
+        }
+    }
+
+    /// Removes what `op` removes from the TLBs and walk caches of the CPUs in
+    /// `range`; returns how many TLB entries went.
+    fn apply(&mut self, range: std::ops::Range<usize>, op: Tlbi) -> usize {
         let mut n = 0;
         for c in range {
             self.filled[c] = None;
@@ -1260,6 +1366,35 @@ mod tests {
         new.clear();
         m.roots[1] = (Root::Mm(MmId(2)), 2);
         assert!(m.fill(&mut new) && new.iter().all(|(c, _)| *c == 1) && new.len() == 2);
+    }
+
+    #[test]
+    fn a_pending_invalidation_removes_nothing_until_it_completes_then_takes_refills_too() {
+        let mut m = Machine::new(2, 1, 2, false, false);
+        m.fork(1, 0).unwrap();
+        m.roots[0] = (Root::Mm(MmId(1)), 1);
+        m.fill_all();
+        let asid = Asid::new(1, 8).unwrap();
+        let op = Tlbi::Va { asid, va: VirtAddr(va_of(0)) };
+        // Issued by cpu1, broadcast: cpu0 keeps the entry, a second issue is the same one.
+        assert!(m.issue(1, op, Scope::Broadcast));
+        assert!(!m.issue(1, op, Scope::Broadcast));
+        assert_eq!((m.tlbs[0].len(), m.pending[1].len()), (2, 1));
+        // The PTE changes meanwhile and cpu0 refills from it: both versions held.
+        m.spaces[1].ptes[0].as_mut().unwrap().ver += 1;
+        m.fill_all();
+        assert_eq!(m.tlbs[0].len(), 3);
+        // Completing something else leaves it pending; completing it takes both.
+        let mut done = Vec::new();
+        m.complete(1, |p| !p.broadcast, |p, n| done.push((p, n)));
+        assert!(done.is_empty() && m.pending[1].len() == 1);
+        m.complete(1, |_| true, |p, n| done.push((p, n)));
+        assert_eq!(done, vec![(Pending { op, broadcast: true }, 2)]);
+        assert!(m.pending[1].is_empty() && m.tlbs[0].iter().all(|e| e.page == 1));
+        // Pending lists are state: machines that differ only there hash apart.
+        let mut other = m.clone();
+        other.issue(0, op, Scope::Local);
+        assert_ne!(hash_of(&m, true), hash_of(&other, true));
     }
 
     #[test]

@@ -82,9 +82,16 @@
 //!   speculative fill a real CPU could make: TLBs here are unbounded (no
 //!   eviction), policies cannot observe them, and an entry only ever does harm by
 //!   being present, so any execution with fewer fills holds a subset of these
-//!   entries at every step. An invalidation takes effect when issued, on the
-//!   issuing CPU or (broadcast) on every CPU; so an entry refilled from a PTE that
-//!   is still valid after the invalidation survives it. Invalidation by ASID or
+//!   entries at every step. An invalidation takes effect when it *completes*,
+//!   on the issuing CPU or (broadcast) on every CPU: x86's `INVLPG`, `INVPCID`
+//!   and CR3 write when issued; arm64's `TLBI` (local or broadcast) at the
+//!   issuing CPU's next `DSB` (`DSB ISH` for a broadcast; not `DSB ISHST`,
+//!   `ISB` or `DMB`), or the end of a Linux context switch (`__switch_to`'s
+//!   `dsb(ish)`); x86's `INVLPGB` at the issuing CPU's next `TLBSYNC`. Until
+//!   then it is pending on that CPU ([`kernel::Pending`], part of the state),
+//!   and every TLB it covers may still use and refill what it removes; so an
+//!   entry refilled from a PTE that is still valid when the invalidation
+//!   completes survives it. Invalidation by ASID or
 //!   of everything, and a root write without no-flush, drop walk-cache entries
 //!   too; invalidation by address is taken to be the leaf-only form.
 //! - **Interrupts.** An IPI is taken at the target's next step while its
@@ -291,8 +298,10 @@
 //! - The contiguous block's operations under Linux's real locking: they hold the
 //!   write side throughout (stronger than the kernel: aging runs under no
 //!   `mmap_lock` there, and a `munmap` downgrades).
-//! - Walk caches, TLB capacity and eviction, in-flight walks after a root write,
-//!   and the time an invalidation takes to reach other CPUs.
+//! - Walk caches, TLB capacity and eviction, and in-flight walks after a root
+//!   write. (An invalidation that completes on some CPUs before others needs
+//!   nothing more: each TLB then holds a subset of what it holds when the
+//!   invalidation completes everywhere at its barrier, as it does here.)
 //! - Speculative walks through a stale walk-cache entry into a page-table page
 //!   freed and reused while a target is still inside its handler (the handler
 //!   exemption above judges the walk only when the handler returns): fills here

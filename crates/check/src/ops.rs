@@ -456,6 +456,7 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
             p.switch_mm(&hw, MmId(s));
             core.irq_enable(cpu);
             core.pause();
+            switch_to(core, cpu);
             set_task(core, cpu, Task::User(s), true, false);
         }
         (Op::Idle, _) => switch_idle(core, p, cpu),
@@ -584,7 +585,38 @@ fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     p.enter_lazy(&hw, Lazy::Idle);
     core.irq_enable(cpu);
     core.pause();
+    switch_to(core, cpu);
     set_task(core, cpu, Task::Idle, false, false);
+}
+
+/// Ends a context switch on CPU `cpu` as the kernel's `__switch_to` does. On
+/// Linux arm64 that is `dsb(ish)`, which completes every invalidation the CPU
+/// issued and has not completed yet ("Complete any pending TLB or cache
+/// maintenance on this CPU in case the thread migrates to a different CPU",
+/// arch/arm64/kernel/process.c); it is taken at the switch's last step, the
+/// latest point (see `kernel::Pending`). FreeBSD's and x86's switches complete
+/// nothing a policy did not complete itself.
+fn switch_to<E: Engine>(core: &E, cpu: usize) {
+    if !(core.shape().arm64 && core.shape().linux) {
+        return;
+    }
+    let (mut k, mut n) = (0, 0);
+    core.machine_mut().complete(
+        cpu,
+        |_| true,
+        |_, removed| {
+            k += 1;
+            n += removed;
+        },
+    );
+    if k > 0 {
+        core.event_kind(cpu, 0x12_0000, Kind::Invalidate, || {
+            format!(
+                "__switch_to's DSB ISH: {k} invalidation(s) complete, {n} entr{} removed",
+                if n == 1 { "y" } else { "ies" }
+            )
+        });
+    }
 }
 
 /// Frees frames after the flush that covers them returned.

@@ -4,7 +4,7 @@
 use crate::kernel::Violation;
 use crate::search::{Outcome, Stats};
 use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, PROPERTIES};
-use crate::trace::{Event, Kind};
+use crate::trace::{Event, Kind, ISSUED};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -421,20 +421,38 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
         None => format!("used:  {entry}"),
     };
     let from = fill.unwrap_or(0);
-    // Invalidations that reached the CPU after it cached the entry (all missed it).
-    let invals: Vec<String> = events[from..]
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
-        .map(|(i, _)| nums[from + i].to_string())
-        .collect();
+    // Invalidations that reached the CPU after it cached the entry (all missed it),
+    // and those issued for it that were still waiting for their CPU's barrier.
+    let covering = |e: &Event| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)"));
+    let steps_of = |waiting: bool| -> Vec<String> {
+        events[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| covering(e) && e.text.contains(ISSUED) == waiting)
+            .map(|(i, _)| nums[from + i].to_string())
+            .collect()
+    };
+    let (invals, waiting) = (steps_of(false), steps_of(true));
+    let waiting = if waiting.is_empty() {
+        String::new()
+    } else {
+        let mut d = waiting;
+        d.dedup();
+        format!(
+            " (the invalidation{} issued at step{} {} complete{} only at its CPU's next DSB or TLBSYNC)",
+            if d.len() == 1 { "" } else { "s" },
+            if d.len() == 1 { "" } else { "s" },
+            step_list(&d),
+            if d.len() == 1 { "s" } else { "" }
+        )
+    };
     let invals = if invals.is_empty() {
-        format!("no invalidation reached cpu{c} after it cached the entry")
+        format!("no invalidation reached cpu{c} after it cached the entry{waiting}")
     } else {
         let mut d = invals.clone();
         d.dedup();
         format!(
-            "the invalidations that reached cpu{c} after it cached the entry (step{} {}) did not cover it",
+            "the invalidations that reached cpu{c} after it cached the entry (step{} {}) did not cover it{waiting}",
             if d.len() == 1 { "" } else { "s" },
             step_list(&d)
         )

@@ -1,6 +1,10 @@
 //! What an execution records for its trace: its [`Event`]s, each of a
 //! [`Kind`] (the counterexample's default view picks by it).
 
+/// What the trace of an invalidation that waits for its CPU's completing
+/// barrier (`kernel::Pending`) says instead of what it removed.
+pub(crate) const ISSUED: &str = "issued, complete at this CPU's next";
+
 /// One recorded event, for traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

@@ -1,0 +1,134 @@
+//! An invalidation is complete only at its issuing CPU's completing barrier
+//! (`tlbkit_check::kernel::Pending`): arm64's `DSB ISH` after a broadcast
+//! `TLBI …IS`, x86's `TLBSYNC` after `INVLPGB`. A real policy with that barrier
+//! dropped from its flushes (and nothing else changed) must be found by the
+//! default `tlbkit check`; these tests run its first schedules, as
+//! `shapes.rs` does.
+
+use std::cell::Cell;
+use tlbkit_check::run::check_policy;
+use tlbkit_check::CheckSpec;
+use tlbkit_policy::asid::linux_x86_615::Kernel;
+use tlbkit_policy::asid::{LinuxArm64, LinuxX86v615};
+use tlbkit_policy::wrap::{Wrap, WrapHw};
+use tlbkit_policy::{Barrier, Domain, Hw, MmId, Policy, Scope, Tlbi, VirtAddr};
+
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+/// `tlbkit check --policy POLICY` with no other flag, its first `iterations`
+/// schedules only.
+fn default_spec(policy: &str, iterations: u64) -> CheckSpec {
+    let d = tlbkit_check::spec::default_spec(policy);
+    CheckSpec { iterations: iterations.min(d.iterations), ..d }
+}
+
+/// An [`Hw`] that drops the first completing barrier (`sync`) after each
+/// broadcast invalidation: the sync phase of a broadcast shootdown left out.
+/// Local invalidations and every other barrier go through.
+///
+/// It holds a pointer, not a reference: a handler gets the target's `&H` for the
+/// handler's call only, and `Hw`'s handlers take `&Self`.
+struct NoSync<H: Hw> {
+    hw: *const H,
+    sync: Barrier,
+    /// A broadcast was issued and its completing barrier not dropped yet.
+    owed: Cell<bool>,
+}
+
+impl<H: Hw> NoSync<H> {
+    fn new(hw: &H, sync: Barrier) -> Self {
+        NoSync { hw, sync, owed: Cell::new(false) }
+    }
+}
+
+impl<H: Hw> WrapHw for NoSync<H> {
+    type Inner = H;
+    type Carry = Barrier;
+    fn inner(&self) -> &H {
+        // SAFETY: a NoSync lives only inside the call that lent the `&H` it
+        // points at (a flush, or one handler run).
+        unsafe { &*self.hw }
+    }
+    fn carry(&self) -> Barrier {
+        self.sync
+    }
+    fn on_target(sync: &Barrier, hw: &H) -> Self {
+        NoSync::new(hw, *sync)
+    }
+    fn tlbi(&self, op: Tlbi, scope: Scope) {
+        if scope == Scope::Broadcast {
+            self.owed.set(true);
+        }
+        self.inner().tlbi(op, scope)
+    }
+    fn barrier(&self, b: Barrier) {
+        if b == self.sync && self.owed.replace(false) {
+            return;
+        }
+        self.inner().barrier(b)
+    }
+}
+
+/// A policy whose flushes run on [`NoSync`] with barrier `sync` dropped.
+struct DropSync<P>(P, Barrier);
+
+impl<P: Policy> Wrap for DropSync<P> {
+    type Inner = P;
+    fn inner(&self) -> &P {
+        &self.0
+    }
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.0.flush_page(&NoSync::new(hw, self.1), mm, va)
+    }
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.0.flush_range(&NoSync::new(hw, self.1), mm, start, pages)
+    }
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_mm(&NoSync::new(hw, self.1), mm)
+    }
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.0.flush_batch(&NoSync::new(hw, self.1), mms)
+    }
+}
+
+fn arm64(spec: &CheckSpec, sync: Barrier) -> impl Fn() -> DropSync<LinuxArm64> + '_ {
+    let bits = spec.asids.trailing_zeros() as u8;
+    move || DropSync(LinuxArm64::new(spec.cpus, spec.mms + 1, bits, false).unwrap(), sync)
+}
+
+fn invlpgb(spec: &CheckSpec, sync: Barrier) -> impl Fn() -> DropSync<LinuxX86v615> + '_ {
+    move || DropSync(LinuxX86v615::new(spec.cpus, spec.mms + 1, Kernel::Invlpgb).with_small_shapes(spec.asids), sync)
+}
+
+#[test]
+fn the_default_check_finds_an_arm64_flush_without_the_dsb_after_its_broadcast_tlbi() {
+    let spec = default_spec("arm64-linux", 500);
+    let r = check_policy(&spec, &arm64(&spec, Barrier::Dsb(Domain::InnerShareable))).unwrap();
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    eprintln!("found in {} schedules: {}", r.executions, cx.detail);
+    assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
+}
+
+#[test]
+fn the_default_check_finds_an_invlpgb_flush_without_its_tlbsync() {
+    let spec = default_spec("x86-linux-invlpgb", 500);
+    let r = check_policy(&spec, &invlpgb(&spec, Barrier::TlbSync)).unwrap();
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    eprintln!("found in {} schedules: {}", r.executions, cx.detail);
+    assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
+}
+
+#[test]
+fn the_wrappers_that_drop_nothing_pass() {
+    // The same wrappers dropping the other architecture's completing barrier,
+    // which the policy never issues, are the real policies: what the tests
+    // above find is the dropped barrier, not the wrapper.
+    let spec = default_spec("arm64-linux", 500);
+    let r = check_policy(&spec, &arm64(&spec, Barrier::TlbSync)).unwrap();
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    assert_eq!(r.executions, 500);
+    let spec = default_spec("x86-linux-invlpgb", 500);
+    let r = check_policy(&spec, &invlpgb(&spec, Barrier::Dsb(Domain::InnerShareable))).unwrap();
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+}
