@@ -75,6 +75,14 @@
 //!   a TLBI operand read before the `DSB` that publishes the PTE) need.
 //!   `--memory sc` turns buffers off; it is the default, as the oracle's model
 //!   (the guide, "The oracle's properties") is sequentially consistent, but for the zoo entries whose bugs need TSO.
+//!   `--memory arm` (arm64 policies) is TSO with arm64's rules around TLB
+//!   maintenance ([`shape::Memory::Arm`]): a root write drains nothing (the
+//!   `DSB ISH` at the end of a Linux switch does, `ops::switch_to`), and a `DSB`
+//!   that completes invalidations may do so before its stores drain, so a `TLBI`
+//!   without `DSB ISHST` after its PTE store lets a walk refill. It is still
+//!   stronger than arm64 in that plain stores leave the buffer in order and a
+//!   relaxed read-modify-write drains it (arm64 reorders both); the litmus
+//!   chapter of the guide lists what that hides.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the
