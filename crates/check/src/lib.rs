@@ -99,7 +99,14 @@
 //!   then it is pending on that CPU ([`kernel::Pending`], part of the state),
 //!   and every TLB it covers may still use and refill what it removes; so an
 //!   entry refilled from a PTE that is still valid when the invalidation
-//!   completes survives it. Invalidation by ASID or
+//!   completes survives it. A root write takes effect for the writer's fills
+//!   at once; arm64 makes it effective only after an `ISB` (or the exception
+//!   return to user space), until which the CPU may still walk the old root
+//!   under the old ASID. Every policy here issues its `ISB` right after the
+//!   `TTBR0` write, with nothing another CPU can see in between, so the fills
+//!   of that window are ones the old root allowed just before the write; a
+//!   policy that delays its `ISB` past other work is not modelled exactly.
+//!   Invalidation by ASID or
 //!   of everything, and a root write without no-flush, drop walk-cache entries
 //!   too; invalidation by address is taken to be the leaf-only form.
 //! - **Interrupts.** An IPI is taken at the target's next step while its
