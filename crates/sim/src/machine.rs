@@ -17,7 +17,8 @@
 //! `TLBI`, and a message waits at the nodes behind those in flight. With
 //! several sockets, the issuer's node collects every other node's completion.
 //! Each CPU processes incoming
-//! messages one at a time (each socket's queue: [`crate::stalls`]), so a message
+//! messages one at a time (each socket's queue: [`crate::stalls`]), and removes
+//! what a message names once it has processed it ([`crate::pending`]), so a message
 //! waits behind those of other broadcasters: latency grows with the number of
 //! CPUs broadcasting at the same time. A by-VA message costs a receiver
 //! `dvm_process`, a whole-ASID or whole-TLB one `dvm_process_asid`, and a
@@ -25,7 +26,8 @@
 //! ThunderX2 running Himeno lost 29% of its speed to one other core's
 //! `mprotect` loop (seed 001's thread). A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
-//! last acknowledgement is back and every node's completion is collected.
+//! last acknowledgement is back and every node's completion is collected: after
+//! every receiver has processed the message (debug builds check it).
 //!
 //! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
@@ -70,11 +72,21 @@
 //!
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
+//!
+//! # When a TLB loses what an invalidation removes
+//! A local invalidation (`TLBI` without `IS`, `INVLPG`, `INVPCID`, a CR3 write)
+//! is applied when issued. A broadcast one (`TLBI ...IS`, `INVLPGB`) is applied
+//! on each CPU when its DVM message has been processed there, or at the
+//! issuer's `DSB ISH` / `TLBSYNC` if that comes first in the order of events
+//! ([`crate::pending`]); until then the CPU may still hit on, and refill, what
+//! it removes. That is why every TLB operation of the engine comes after a
+//! [`Machine::catch_up`] at its time, and every fill carries its time.
 
 use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
 use crate::pagetable::TableRef;
+use crate::pending::{Pending, Visit};
 use crate::preset::Costs;
 use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
@@ -121,6 +133,9 @@ pub struct CpuState {
     pub asid: u16,
     /// When every broadcast invalidation this CPU issued is acknowledged.
     pub sync_until: u64,
+    /// When the earliest broadcast invalidation this CPU's TLB has still to
+    /// apply reaches it (`u64::MAX`: none; [`crate::pending`]).
+    pub pending_at: u64,
     /// When the CPU's current operation ends (kept by the engine through
     /// [`Machine::set_busy_until`]).
     pub busy_until: u64,
@@ -144,6 +159,7 @@ impl CpuState {
             root: boot_root(),
             asid: 0,
             sync_until: 0,
+            pending_at: u64::MAX,
             busy_until: 0,
             irq_until: 0,
             stolen: 0,
@@ -170,6 +186,13 @@ pub struct Machine {
     stalls: Stalls,
     /// The limits on broadcasts in flight: requesters' slots, the DVM nodes.
     interconnect: Interconnect,
+    /// Broadcast invalidations sent and not yet applied everywhere.
+    pending: Pending,
+    /// A time no later operation of any CPU comes before: the start of the
+    /// event running (kept by the engine, [`Machine::set_floor`]).
+    floor: u64,
+    /// Scratch: the sockets a message reaches at another time than the rest.
+    deviations: Vec<(u32, u64)>,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state and of the kernel's named structures.
@@ -210,6 +233,9 @@ impl Machine {
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             interconnect: Interconnect::new(&costs, n, cores_per_socket),
+            pending: Pending::new(n, cores_per_socket),
+            floor: 0,
+            deviations: Vec::new(),
             counters: HwCounters::default(),
             lines: Lines::default(),
             root_refs: Vec::new(),
@@ -230,8 +256,10 @@ impl Machine {
         self
     }
 
-    /// Applies `op` to every TLB that may hold what it removes.
-    fn broadcast_inval(&mut self, op: Inval) {
+    /// Sends `op` from `from` to every TLB that may hold what it removes: each
+    /// applies it when the message reaches it ([`crate::pending`]), the
+    /// message having just been through the DVM queues.
+    fn broadcast_inval(&mut self, from: usize, op: Inval) {
         let n = self.cpus.len();
         if cfg!(debug_assertions) {
             for cpu in 0..n {
@@ -241,18 +269,61 @@ impl Machine {
                 );
             }
         }
-        let cpus = &mut self.cpus;
+        let common = self.stalls.last_processed(&mut self.deviations);
+        self.pending.send(from, op, common, &self.deviations, self.floor);
+        let (cpus, pending) = (&mut self.cpus, &mut self.pending);
+        let mut long = Vec::new();
         self.holders.candidates(n, op, |cpu| {
-            let tlb = &mut cpus[cpu].tlb;
-            tlb.invalidate(op);
-            let (asid, block) = match op {
-                Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
-                Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
-                Inval::Asid(asid) => (tlb.may_hold(asid), true),
-                Inval::All | Inval::AllNonGlobal => (true, true),
-            };
-            Still { asid, block }
+            let at = pending.reaches(cpu);
+            let (earliest, len) = pending.queue_last(cpu, at);
+            cpus[cpu].pending_at = earliest;
+            if len > MAX_QUEUED {
+                long.push(cpu);
+            }
+            // Nothing is removed yet: the TLB stays in the sets.
+            Still { asid: true, block: true }
         });
+        // A CPU that has not translated for long applies what has reached it
+        // by the floor, which it would at its next operation anyway.
+        for cpu in long {
+            let floor = self.floor;
+            self.apply_due(cpu, floor);
+        }
+    }
+
+    /// Applies to `cpu`'s TLB every broadcast invalidation that has reached
+    /// it by `now` ([`crate::pending`]). Every operation on a CPU's TLB but
+    /// the policies' own comes after it, at the operation's time.
+    #[inline(always)]
+    pub fn catch_up(&mut self, cpu: usize, now: u64) {
+        if now >= self.cpus[cpu].pending_at {
+            self.apply_due(cpu, now);
+        }
+    }
+
+    /// [`Machine::catch_up`] of a CPU that has something to apply.
+    #[inline(never)]
+    fn apply_due(&mut self, cpu: usize, now: u64) {
+        let (tlb, holders) = (&mut self.cpus[cpu].tlb, &mut self.holders);
+        let next = self.pending.due(cpu, now, |op| apply_inval(tlb, holders, cpu, op));
+        self.cpus[cpu].pending_at = next;
+    }
+
+    /// Completes every broadcast invalidation `issuer` sent (its `DSB ISH` or
+    /// `TLBSYNC`): each CPU that has one still to apply applies it now.
+    fn complete(&mut self, issuer: usize) {
+        let (cpus, holders) = (&mut self.cpus, &mut self.holders);
+        self.pending.complete(issuer, |cpu, visit| match visit {
+            Visit::Apply(op) => apply_inval(&mut cpus[cpu].tlb, holders, cpu, op),
+            Visit::Earliest(t) => cpus[cpu].pending_at = t,
+        });
+    }
+
+    /// Sets the start of the event the engine runs now: no later operation of
+    /// any CPU comes before it.
+    #[inline]
+    pub fn set_floor(&mut self, t: u64) {
+        self.floor = t;
     }
 
     /// Returns this machine with a clock of `freq_ghz` (1 GHz unless set), which
@@ -352,18 +423,36 @@ impl Machine {
         self.cpus[cpu].busy_until = t;
     }
 
-    /// Fills walked translation `e` into `cpu`'s TLB (see [`Tlb::fill`]).
+    /// Fills walked translation `e` into `cpu`'s TLB at `now` (see
+    /// [`Tlb::fill`]), after what has reached it by then; a broadcast
+    /// invalidation that has not reached it yet will remove the entry if it
+    /// names it ([`crate::pending`]).
     #[inline]
-    pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool) {
+    pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool, now: u64) {
+        self.before_fill(cpu, now);
         self.holders.filled(cpu, (!e.global()).then_some(e.asid), e.va());
         self.cpus[cpu].tlb.fill(e, speculative);
     }
 
-    /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache (see [`Tlb::pwc_fill`]).
+    /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache at `now`
+    /// (see [`Tlb::pwc_fill`]), as [`Machine::fill`] fills the TLB.
     #[inline]
-    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32, now: u64) {
+        self.before_fill(cpu, now);
         self.holders.filled(cpu, (!global).then_some(asid), va);
         self.cpus[cpu].tlb.pwc_fill(va, asid, global, table, mm_uid);
+    }
+
+    /// What comes before a fill of `cpu`'s TLB at `now`: the invalidations
+    /// that have reached it applied, and those in flight that have not put
+    /// into its list.
+    #[inline(always)]
+    fn before_fill(&mut self, cpu: usize, now: u64) {
+        self.catch_up(cpu, now);
+        if self.pending.any_in_flight() {
+            self.cpus[cpu].pending_at = self.pending.filling(cpu, now);
+        }
     }
 
     /// Returns whether CPUs `a` and `b` are on different sockets.
@@ -402,7 +491,6 @@ impl Machine {
             Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
             Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm_process_asid,
         };
-        Self::tlb_ops(op, |inv| self.broadcast_inval(inv));
         // Every message, the issuer's own included, goes out to the interconnect
         // and its completion comes back through it (the DVM sync of DSB ISH). A
         // receiver that is running something stalls while its TLBs are
@@ -411,8 +499,33 @@ impl Machine {
         let (admitted, done) = self.interconnect.broadcast(from, t, c.tlbi_bcast_issue, |dispatched| {
             stalls.broadcast(from, dispatched, process, c.dvm_hop, c.dvm_cross_socket, cpus)
         });
+        // Each TLB applies it when its socket has processed the message, by
+        // `done` (the issuer's barrier waits for that: `crate::pending`).
+        Self::tlb_ops(op, |inv| self.broadcast_inval(from, inv));
+        debug_assert!(
+            self.stalls.last_processed(&mut self.deviations) <= done && self.deviations.iter().all(|&(_, t)| t <= done),
+            "a socket processes a message after its issuer's barrier completes"
+        );
         (admitted.issued, done)
     }
+}
+
+/// The longest list of invalidations a CPU may have still to apply before a
+/// broadcast makes it apply what has reached it by the floor (a CPU that has
+/// not translated for long, [`Machine::broadcast_inval`]).
+const MAX_QUEUED: usize = 256;
+
+/// Applies `op` to `cpu`'s TLB `tlb` and records in `holders` what it may
+/// still hold.
+fn apply_inval(tlb: &mut Tlb, holders: &mut Holders, cpu: usize, op: Inval) {
+    tlb.invalidate(op);
+    let (asid, block) = match op {
+        Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
+        Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
+        Inval::Asid(asid) => (tlb.may_hold(asid), true),
+        Inval::All | Inval::AllNonGlobal => (true, true),
+    };
+    holders.visited(cpu, op, Still { asid, block });
 }
 
 /// Returns what moving a cache line from CPU `a` to CPU `b` costs: within an L3
@@ -635,6 +748,9 @@ impl Hw for CpuHw<'_> {
             Barrier::Dsb(Domain::InnerShareable) | Barrier::TlbSync => {
                 let until = m.cpus[self.cpu.get()].sync_until;
                 drop(m);
+                // Every receiver has processed them by `until`
+                // (`crate::pending`): none may use what they removed after.
+                self.m.borrow_mut().complete(self.cpu.get());
                 self.now.set(self.now.get().max(until) + c.dsb);
             }
             Barrier::Dsb(Domain::NonShareable) | Barrier::DsbSt(_) => {
