@@ -230,13 +230,17 @@ impl Pending {
     /// ([`Visit::Apply`]), then with the CPU's earliest time after
     /// ([`Visit::Earliest`]); forgets them.
     pub fn complete(&mut self, issuer: usize, mut visit: impl FnMut(usize, Visit)) {
+        let me = issuer as u32;
+        // Those that reached no CPU's list are in flight all the same.
+        if !self.in_flight.is_empty() {
+            self.in_flight.retain(|f| f.issuer != me);
+        }
         if self.targets[issuer].is_empty() {
             return;
         }
         let mut targets = std::mem::take(&mut self.targets[issuer]);
         targets.sort_unstable();
         targets.dedup();
-        let me = issuer as u32;
         for &cpu in &targets {
             let cpu = cpu as usize;
             let list = &mut self.queues[cpu];
@@ -253,7 +257,6 @@ impl Pending {
         }
         targets.clear();
         self.targets[issuer] = targets;
-        self.in_flight.retain(|f| f.issuer != me);
     }
 
     /// Forgets the invalidations in flight that reach every socket by `floor`,
@@ -375,6 +378,19 @@ mod tests {
         assert!(hits(&mut m, 1, reach + 1), "a fill after the invalidation arrived stays");
         barrier(&mut m, issued, Barrier::Dsb(Domain::InnerShareable));
         assert!(hits(&mut m, 1, reach + 1), "the DSB removes nothing that arrived-then-filled");
+    }
+
+    #[test]
+    fn an_invalidation_that_reached_no_list_is_forgotten_at_its_issuers_barrier() {
+        // Regression: the barrier of an issuer whose invalidation no CPU's
+        // list held (no TLB held the page) left it in flight, so a later fill
+        // anywhere took it into its list and lost the fresh entry.
+        let mut m = machine(preset::altra(), 2);
+        m.cpus[1].tlb.invalidate(crate::tlb::Inval::All);
+        let issued = broadcast(&mut m);
+        barrier(&mut m, issued, Barrier::Dsb(Domain::InnerShareable));
+        m.fill(1, entry(), false, issued);
+        assert!(hits(&mut m, 1, u64::MAX - 1), "a fill after the barrier stays");
     }
 
     #[test]
