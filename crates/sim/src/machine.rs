@@ -86,7 +86,7 @@ use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
 use crate::pagetable::TableRef;
-use crate::pending::{Pending, Visit};
+use crate::pending::Pending;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
@@ -133,9 +133,6 @@ pub struct CpuState {
     pub asid: u16,
     /// When every broadcast invalidation this CPU issued is acknowledged.
     pub sync_until: u64,
-    /// When the earliest broadcast invalidation this CPU's TLB has still to
-    /// apply reaches it (`u64::MAX`: none; [`crate::pending`]).
-    pub pending_at: u64,
     /// When the CPU's current operation ends (kept by the engine through
     /// [`Machine::set_busy_until`]).
     pub busy_until: u64,
@@ -159,7 +156,6 @@ impl CpuState {
             root: boot_root(),
             asid: 0,
             sync_until: 0,
-            pending_at: u64::MAX,
             busy_until: 0,
             irq_until: 0,
             stolen: 0,
@@ -233,7 +229,7 @@ impl Machine {
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             interconnect: Interconnect::new(&costs, n, cores_per_socket),
-            pending: Pending::new(n, cores_per_socket),
+            pending: Pending::new(cores_per_socket),
             floor: 0,
             deviations: Vec::new(),
             counters: HwCounters::default(),
@@ -256,13 +252,12 @@ impl Machine {
         self
     }
 
-    /// Sends `op` from `from` to every TLB that may hold what it removes: each
-    /// applies it when the message reaches it ([`crate::pending`]), the
-    /// message having just been through the DVM queues.
+    /// Sends `op` from `from` to every TLB: each applies it when the message
+    /// reaches it, or at the issuer's barrier ([`crate::pending`]), the message
+    /// having just been through the DVM queues.
     fn broadcast_inval(&mut self, from: usize, op: Inval) {
-        let n = self.cpus.len();
         if cfg!(debug_assertions) {
-            for cpu in 0..n {
+            for cpu in 0..self.cpus.len() {
                 debug_assert!(
                     self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
                     "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
@@ -270,24 +265,9 @@ impl Machine {
             }
         }
         let common = self.stalls.last_processed(&mut self.deviations);
-        self.pending.send(from, op, common, &self.deviations, self.floor);
-        let (cpus, pending) = (&mut self.cpus, &mut self.pending);
-        let mut long = Vec::new();
-        self.holders.candidates(n, op, |cpu| {
-            let at = pending.reaches(cpu);
-            let (earliest, len) = pending.queue_last(cpu, at);
-            cpus[cpu].pending_at = earliest;
-            if len > MAX_QUEUED {
-                long.push(cpu);
-            }
-            // Nothing is removed yet: the TLB stays in the sets.
-            Still { asid: true, block: true }
-        });
-        // A CPU that has not translated for long applies what has reached it
-        // by the floor, which it would at its next operation anyway.
-        for cpu in long {
-            let floor = self.floor;
-            self.apply_due(cpu, floor);
+        if self.pending.send(from, op, common, &self.deviations) {
+            let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
+            self.pending.complete_reached(self.floor, |op, applied| complete_inval(n, cpus, holders, op, applied));
         }
     }
 
@@ -296,27 +276,31 @@ impl Machine {
     /// the policies' own comes after it, at the operation's time.
     #[inline(always)]
     pub fn catch_up(&mut self, cpu: usize, now: u64) {
-        if now >= self.cpus[cpu].pending_at {
+        if now >= self.pending.earliest() {
             self.apply_due(cpu, now);
         }
     }
 
-    /// [`Machine::catch_up`] of a CPU that has something to apply.
+    /// [`Machine::catch_up`] while something is in flight.
     #[inline(never)]
     fn apply_due(&mut self, cpu: usize, now: u64) {
         let (tlb, holders) = (&mut self.cpus[cpu].tlb, &mut self.holders);
-        let next = self.pending.due(cpu, now, |op| apply_inval(tlb, holders, cpu, op));
-        self.cpus[cpu].pending_at = next;
+        self.pending.due(cpu, now, |op| apply_inval(tlb, holders, cpu, op));
     }
 
     /// Completes every broadcast invalidation `issuer` sent (its `DSB ISH` or
-    /// `TLBSYNC`): each CPU that has one still to apply applies it now.
+    /// `TLBSYNC`): each CPU that may hold what one removes and has not
+    /// applied it yet applies it now.
     fn complete(&mut self, issuer: usize) {
-        let (cpus, holders) = (&mut self.cpus, &mut self.holders);
-        self.pending.complete(issuer, |cpu, visit| match visit {
-            Visit::Apply(op) => apply_inval(&mut cpus[cpu].tlb, holders, cpu, op),
-            Visit::Earliest(t) => cpus[cpu].pending_at = t,
-        });
+        let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
+        self.pending.complete(issuer, |op, applied| complete_inval(n, cpus, holders, op, applied));
+    }
+
+    /// Returns when the first broadcast invalidation `cpu` has still to apply
+    /// reaches it (`u64::MAX`: none).
+    #[cfg(test)]
+    pub fn pending_for(&self, cpu: usize) -> u64 {
+        self.pending.next_for(cpu)
     }
 
     /// Sets the start of the event the engine runs now: no later operation of
@@ -426,10 +410,11 @@ impl Machine {
     /// Fills walked translation `e` into `cpu`'s TLB at `now` (see
     /// [`Tlb::fill`]), after what has reached it by then; a broadcast
     /// invalidation that has not reached it yet will remove the entry if it
-    /// names it ([`crate::pending`]).
+    /// names it ([`crate::pending`]: the fill puts the CPU in the sets the
+    /// issuer's barrier visits).
     #[inline]
     pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool, now: u64) {
-        self.before_fill(cpu, now);
+        self.catch_up(cpu, now);
         self.holders.filled(cpu, (!e.global()).then_some(e.asid), e.va());
         self.cpus[cpu].tlb.fill(e, speculative);
     }
@@ -439,20 +424,9 @@ impl Machine {
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32, now: u64) {
-        self.before_fill(cpu, now);
+        self.catch_up(cpu, now);
         self.holders.filled(cpu, (!global).then_some(asid), va);
         self.cpus[cpu].tlb.pwc_fill(va, asid, global, table, mm_uid);
-    }
-
-    /// What comes before a fill of `cpu`'s TLB at `now`: the invalidations
-    /// that have reached it applied, and those in flight that have not put
-    /// into its list.
-    #[inline(always)]
-    fn before_fill(&mut self, cpu: usize, now: u64) {
-        self.catch_up(cpu, now);
-        if self.pending.any_in_flight() {
-            self.cpus[cpu].pending_at = self.pending.filling(cpu, now);
-        }
     }
 
     /// Returns whether CPUs `a` and `b` are on different sockets.
@@ -510,22 +484,36 @@ impl Machine {
     }
 }
 
-/// The longest list of invalidations a CPU may have still to apply before a
-/// broadcast makes it apply what has reached it by the floor (a CPU that has
-/// not translated for long, [`Machine::broadcast_inval`]).
-const MAX_QUEUED: usize = 256;
-
 /// Applies `op` to `cpu`'s TLB `tlb` and records in `holders` what it may
 /// still hold.
 fn apply_inval(tlb: &mut Tlb, holders: &mut Holders, cpu: usize, op: Inval) {
     tlb.invalidate(op);
+    holders.visited(cpu, op, still(tlb, op));
+}
+
+/// Returns what `tlb` may still hold of the sets `op` names.
+#[inline]
+fn still(tlb: &Tlb, op: Inval) -> Still {
     let (asid, block) = match op {
         Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
         Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
         Inval::Asid(asid) => (tlb.may_hold(asid), true),
         Inval::All | Inval::AllNonGlobal => (true, true),
     };
-    holders.visited(cpu, op, Still { asid, block });
+    Still { asid, block }
+}
+
+/// Completes `op` on the `n` CPUs `cpus`: each that may hold what it removes
+/// and is not among `applied` (those that applied it when it reached them)
+/// applies it now.
+fn complete_inval(n: usize, cpus: &mut [CpuState], holders: &mut Holders, op: Inval, applied: &[u32]) {
+    holders.candidates(n, op, |cpu| {
+        let tlb = &mut cpus[cpu].tlb;
+        if !applied.contains(&(cpu as u32)) {
+            tlb.invalidate(op);
+        }
+        still(tlb, op)
+    });
 }
 
 /// Returns what moving a cache line from CPU `a` to CPU `b` costs: within an L3
