@@ -59,8 +59,11 @@
 //! window is seen only where the simulator lets the hardware act inside a
 //! kernel operation: between two page-table accesses of the arm64 contpte
 //! code (`sim/ptemem.rs`), which reclaim's deferred flushes leave open until
-//! their held `DSB ISH` (`sim/reclaim.rs`). A policy that leaves its barrier
-//! for a later call opens it to every other CPU's operations.
+//! their held `DSB ISH` (`sim/reclaim.rs`), while another CPU runs the
+//! address space. Their results are otherwise what applying every broadcast
+//! at once gave (no digest of the strict matrix or of the claims moved with
+//! this model). A policy that leaves its barrier for a later call opens the
+//! window to every other CPU's operations.
 //!
 //! # Which CPUs
 //! The invalidations in flight are one list for the machine, each with the
