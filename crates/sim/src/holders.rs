@@ -154,6 +154,36 @@ impl Holders {
         }
     }
 
+    /// Records what a visit of `cpu` for `op` outside [`Holders::candidates`]
+    /// found (an invalidation applied when it reached the CPU,
+    /// [`crate::pending`]): a CPU that holds nothing of a bucket any more
+    /// leaves that bucket's set.
+    pub fn visited(&mut self, cpu: usize, op: Inval, still: Still) {
+        let (words, sums) = (self.words, self.sums);
+        let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));
+        let sbit = 1u64 << (w % 64);
+        let (asid, block) = match op {
+            Inval::Va { asid, va } => (Some(asid_bucket(asid)), Some(block_bucket(va >> SHIFT_2M))),
+            Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M))),
+            Inval::Asid(asid) => (Some(asid_bucket(asid)), None),
+            Inval::All | Inval::AllNonGlobal => return,
+        };
+        if let (Some(a), false) = (asid, still.asid) {
+            let word = &mut self.by_asid[a * words + w];
+            *word &= !bit;
+            if *word == 0 {
+                self.asid_sums[a * sums + w / 64] &= !sbit;
+            }
+        }
+        if let (Some(b), false) = (block, still.block) {
+            let word = &mut self.by_block[b * words + w];
+            *word &= !bit;
+            if *word == 0 {
+                self.block_sums[b * sums + w / 64] &= !sbit;
+            }
+        }
+    }
+
     /// Returns whether `cpu` is among the candidates of `op` (for debug checks).
     pub fn is_candidate(&self, cpu: usize, op: Inval) -> bool {
         let (w, bit) = (cpu / 64, 1u64 << (cpu % 64));

@@ -8,7 +8,8 @@
 //! - [`preset`]: machines and their documented costs.
 //! - [`tlb`], `pagetable`, `frames`: the memory-management hardware and memory.
 //! - `machine`: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
-//!   `holders`: which TLBs a broadcast invalidation must visit; `stalls`: the time running CPUs lose to
+//!   `holders`: which TLBs a broadcast invalidation must visit; `pending`: broadcast invalidations on their
+//!   way, which a TLB applies when they reach it or at the issuer's completing barrier; `stalls`: the time running CPUs lose to
 //!   incoming DVM messages, charged lazily; [`interconnect`]: the limits on broadcasts in flight (per
 //!   requester, and the DVM nodes' queue and tracker).
 //! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's
@@ -38,6 +39,7 @@ pub(crate) mod machine;
 pub mod metrics;
 pub mod oracle;
 pub(crate) mod pagetable;
+pub(crate) mod pending;
 pub mod preset;
 pub mod program;
 pub mod run;

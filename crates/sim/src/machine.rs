@@ -17,7 +17,8 @@
 //! `TLBI`, and a message waits at the nodes behind those in flight. With
 //! several sockets, the issuer's node collects every other node's completion.
 //! Each CPU processes incoming
-//! messages one at a time (each socket's queue: [`crate::stalls`]), so a message
+//! messages one at a time (each socket's queue: [`crate::stalls`]), and removes
+//! what a message names once it has processed it ([`crate::pending`]), so a message
 //! waits behind those of other broadcasters: latency grows with the number of
 //! CPUs broadcasting at the same time. A by-VA message costs a receiver
 //! `dvm_process`, a whole-ASID or whole-TLB one `dvm_process_asid`, and a
@@ -25,7 +26,8 @@
 //! ThunderX2 running Himeno lost 29% of its speed to one other core's
 //! `mprotect` loop (seed 001's thread). A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
-//! last acknowledgement is back and every node's completion is collected.
+//! last acknowledgement is back and every node's completion is collected: after
+//! every receiver has processed the message (debug builds check it).
 //!
 //! Three shortcuts keep a message's host cost independent of the CPU count; none
 //! changes a result. The CPUs of one socket receive every message at the same
@@ -70,11 +72,21 @@
 //!
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
+//!
+//! # When a TLB loses what an invalidation removes
+//! A local invalidation (`TLBI` without `IS`, `INVLPG`, `INVPCID`, a CR3 write)
+//! is applied when issued. A broadcast one (`TLBI ...IS`, `INVLPGB`) is applied
+//! on each CPU when its DVM message has been processed there, or at the
+//! issuer's `DSB ISH` / `TLBSYNC` if that comes first in the order of events
+//! ([`crate::pending`]); until then the CPU may still hit on, and refill, what
+//! it removes. That is why every TLB operation of the engine comes after a
+//! [`Machine::catch_up`] at its time, and every fill carries its time.
 
 use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
 use crate::pagetable::TableRef;
+use crate::pending::Pending;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
@@ -170,6 +182,13 @@ pub struct Machine {
     stalls: Stalls,
     /// The limits on broadcasts in flight: requesters' slots, the DVM nodes.
     interconnect: Interconnect,
+    /// Broadcast invalidations sent and not yet applied everywhere.
+    pending: Pending,
+    /// A time no later operation of any CPU comes before: the start of the
+    /// event running (kept by the engine, [`Machine::set_floor`]).
+    floor: u64,
+    /// Scratch: the sockets a message reaches at another time than the rest.
+    deviations: Vec<(u32, u64)>,
     /// Counters.
     pub counters: HwCounters,
     /// Cache lines of policy state and of the kernel's named structures.
@@ -210,6 +229,9 @@ impl Machine {
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             interconnect: Interconnect::new(&costs, n, cores_per_socket),
+            pending: Pending::new(cores_per_socket),
+            floor: 0,
+            deviations: Vec::new(),
             counters: HwCounters::default(),
             lines: Lines::default(),
             root_refs: Vec::new(),
@@ -230,29 +252,62 @@ impl Machine {
         self
     }
 
-    /// Applies `op` to every TLB that may hold what it removes.
-    fn broadcast_inval(&mut self, op: Inval) {
-        let n = self.cpus.len();
+    /// Sends `op` from `from` to every TLB: each applies it when the message
+    /// reaches it, or at the issuer's barrier ([`crate::pending`]), the message
+    /// having just been through the DVM queues.
+    fn broadcast_inval(&mut self, from: usize, op: Inval) {
         if cfg!(debug_assertions) {
-            for cpu in 0..n {
+            for cpu in 0..self.cpus.len() {
                 debug_assert!(
                     self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
                     "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
                 );
             }
         }
-        let cpus = &mut self.cpus;
-        self.holders.candidates(n, op, |cpu| {
-            let tlb = &mut cpus[cpu].tlb;
-            tlb.invalidate(op);
-            let (asid, block) = match op {
-                Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
-                Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
-                Inval::Asid(asid) => (tlb.may_hold(asid), true),
-                Inval::All | Inval::AllNonGlobal => (true, true),
-            };
-            Still { asid, block }
-        });
+        let common = self.stalls.last_processed(&mut self.deviations);
+        if self.pending.send(from, op, common, &self.deviations) {
+            let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
+            self.pending.complete_reached(self.floor, |op, applied| complete_inval(n, cpus, holders, op, applied));
+        }
+    }
+
+    /// Applies to `cpu`'s TLB every broadcast invalidation that has reached
+    /// it by `now` ([`crate::pending`]). Every operation on a CPU's TLB but
+    /// the policies' own comes after it, at the operation's time.
+    #[inline(always)]
+    pub fn catch_up(&mut self, cpu: usize, now: u64) {
+        if now >= self.pending.earliest() {
+            self.apply_due(cpu, now);
+        }
+    }
+
+    /// [`Machine::catch_up`] while something is in flight.
+    #[inline(never)]
+    fn apply_due(&mut self, cpu: usize, now: u64) {
+        let (tlb, holders) = (&mut self.cpus[cpu].tlb, &mut self.holders);
+        self.pending.due(cpu, now, |op| apply_inval(tlb, holders, cpu, op));
+    }
+
+    /// Completes every broadcast invalidation `issuer` sent (its `DSB ISH` or
+    /// `TLBSYNC`): each CPU that may hold what one removes and has not
+    /// applied it yet applies it now.
+    fn complete(&mut self, issuer: usize) {
+        let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
+        self.pending.complete(issuer, |op, applied| complete_inval(n, cpus, holders, op, applied));
+    }
+
+    /// Returns when the first broadcast invalidation `cpu` has still to apply
+    /// reaches it (`u64::MAX`: none).
+    #[cfg(test)]
+    pub fn pending_for(&self, cpu: usize) -> u64 {
+        self.pending.next_for(cpu)
+    }
+
+    /// Sets the start of the event the engine runs now: no later operation of
+    /// any CPU comes before it.
+    #[inline]
+    pub fn set_floor(&mut self, t: u64) {
+        self.floor = t;
     }
 
     /// Returns this machine with a clock of `freq_ghz` (1 GHz unless set), which
@@ -352,16 +407,24 @@ impl Machine {
         self.cpus[cpu].busy_until = t;
     }
 
-    /// Fills walked translation `e` into `cpu`'s TLB (see [`Tlb::fill`]).
+    /// Fills walked translation `e` into `cpu`'s TLB at `now` (see
+    /// [`Tlb::fill`]), after what has reached it by then; a broadcast
+    /// invalidation that has not reached it yet will remove the entry if it
+    /// names it ([`crate::pending`]: the fill puts the CPU in the sets the
+    /// issuer's barrier visits).
     #[inline]
-    pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool) {
+    pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool, now: u64) {
+        self.catch_up(cpu, now);
         self.holders.filled(cpu, (!e.global()).then_some(e.asid), e.va());
         self.cpus[cpu].tlb.fill(e, speculative);
     }
 
-    /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache (see [`Tlb::pwc_fill`]).
+    /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache at `now`
+    /// (see [`Tlb::pwc_fill`]), as [`Machine::fill`] fills the TLB.
     #[inline]
-    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32, now: u64) {
+        self.catch_up(cpu, now);
         self.holders.filled(cpu, (!global).then_some(asid), va);
         self.cpus[cpu].tlb.pwc_fill(va, asid, global, table, mm_uid);
     }
@@ -402,7 +465,6 @@ impl Machine {
             Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
             Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm_process_asid,
         };
-        Self::tlb_ops(op, |inv| self.broadcast_inval(inv));
         // Every message, the issuer's own included, goes out to the interconnect
         // and its completion comes back through it (the DVM sync of DSB ISH). A
         // receiver that is running something stalls while its TLBs are
@@ -411,8 +473,47 @@ impl Machine {
         let (admitted, done) = self.interconnect.broadcast(from, t, c.tlbi_bcast_issue, |dispatched| {
             stalls.broadcast(from, dispatched, process, c.dvm_hop, c.dvm_cross_socket, cpus)
         });
+        // Each TLB applies it when its socket has processed the message, by
+        // `done` (the issuer's barrier waits for that: `crate::pending`).
+        Self::tlb_ops(op, |inv| self.broadcast_inval(from, inv));
+        debug_assert!(
+            self.stalls.last_processed(&mut self.deviations) <= done && self.deviations.iter().all(|&(_, t)| t <= done),
+            "a socket processes a message after its issuer's barrier completes"
+        );
         (admitted.issued, done)
     }
+}
+
+/// Applies `op` to `cpu`'s TLB `tlb` and records in `holders` what it may
+/// still hold.
+fn apply_inval(tlb: &mut Tlb, holders: &mut Holders, cpu: usize, op: Inval) {
+    tlb.invalidate(op);
+    holders.visited(cpu, op, still(tlb, op));
+}
+
+/// Returns what `tlb` may still hold of the sets `op` names.
+#[inline]
+fn still(tlb: &Tlb, op: Inval) -> Still {
+    let (asid, block) = match op {
+        Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
+        Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
+        Inval::Asid(asid) => (tlb.may_hold(asid), true),
+        Inval::All | Inval::AllNonGlobal => (true, true),
+    };
+    Still { asid, block }
+}
+
+/// Completes `op` on the `n` CPUs `cpus`: each that may hold what it removes
+/// and is not among `applied` (those that applied it when it reached them)
+/// applies it now.
+fn complete_inval(n: usize, cpus: &mut [CpuState], holders: &mut Holders, op: Inval, applied: &[u32]) {
+    holders.candidates(n, op, |cpu| {
+        let tlb = &mut cpus[cpu].tlb;
+        if !applied.contains(&(cpu as u32)) {
+            tlb.invalidate(op);
+        }
+        still(tlb, op)
+    });
 }
 
 /// Returns what moving a cache line from CPU `a` to CPU `b` costs: within an L3
@@ -635,6 +736,9 @@ impl Hw for CpuHw<'_> {
             Barrier::Dsb(Domain::InnerShareable) | Barrier::TlbSync => {
                 let until = m.cpus[self.cpu.get()].sync_until;
                 drop(m);
+                // Every receiver has processed them by `until`
+                // (`crate::pending`): none may use what they removed after.
+                self.m.borrow_mut().complete(self.cpu.get());
                 self.now.set(self.now.get().max(until) + c.dsb);
             }
             Barrier::Dsb(Domain::NonShareable) | Barrier::DsbSt(_) => {

@@ -203,6 +203,15 @@ impl Stalls {
         done_all
     }
 
+    /// Returns when the sockets in step finished processing the last message,
+    /// and puts into `out` each socket out of step with when it did (what
+    /// [`crate::pending`] takes as the times the message reached them).
+    pub fn last_processed(&self, out: &mut Vec<(u32, u64)>) -> u64 {
+        out.clear();
+        out.extend(self.out_of_step.iter().map(|&s| (s, self.busy_of(s as usize))));
+        self.common_busy
+    }
+
     /// Returns when `socket`'s queue is next free.
     #[inline]
     fn busy_of(&self, socket: usize) -> u64 {

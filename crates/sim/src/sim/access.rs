@@ -17,7 +17,7 @@ impl<P: Policy> Sim<P> {
             // One page alone gains nothing from the fast path (its one copy is
             // owed and settled at once); trying would cost a lookup's first steps.
             if n - i > 1 {
-                let swept = self.sweep(cpu, va + i * 4096, n - i, write);
+                let swept = self.sweep(cpu, va + i * 4096, n - i, write, now);
                 now += swept * (c.mem_access + c.tlb_l2_hit);
                 i += swept;
                 if i == n {
@@ -58,12 +58,18 @@ impl<P: Policy> Sim<P> {
     /// was filled from is the one running, its PTE version is at least every
     /// floor) and, for a write, allows writes, whose PTE it then marks written.
     ///
+    /// The broadcast invalidations that have reached the CPU by `now`, when
+    /// the sweep starts, are applied first; one that reaches it during the
+    /// sweep is applied at the next access (the sweep stands for one
+    /// operation's loads, which overlap).
+    ///
     /// [`Tlb::sweep`]: crate::tlb::Tlb::sweep
     #[inline]
-    fn sweep(&mut self, cpu: usize, va: u64, pages: u64, write: bool) -> u64 {
+    fn sweep(&mut self, cpu: usize, va: u64, pages: u64, write: bool, now: u64) -> u64 {
         let Some((_, uid)) = self.root_of(cpu, va) else {
             return 0;
         };
+        self.m.catch_up(cpu, now);
         let rule = SweepRule { asid: self.m.cpus[cpu].asid, uid, min_ver: self.pt.max_floor(), write };
         let pt = &mut self.pt;
         let done = self.m.cpus[cpu].tlb.sweep(va, pages, &rule, |e| {
@@ -203,6 +209,7 @@ impl<P: Policy> Sim<P> {
         self.stats.tlb_accesses += 1;
         now += mem_access;
         for _attempt in 0..3 {
+            self.m.catch_up(cpu, now);
             let asid = self.m.cpus[cpu].asid;
             let hit = self.m.cpus[cpu].tlb.lookup_entry(va, asid);
             if let Some((h, e)) = hit {
@@ -222,7 +229,7 @@ impl<P: Policy> Sim<P> {
             }
             self.stats.l1_tlb_misses += 1;
             self.stats.tlb_misses += 1;
-            match self.walk_fill(cpu, root, uid, va, false, &mut now) {
+            match self.walk_fill(cpu, root, uid, va, None, &mut now) {
                 Some(e) if !write || e.flags & F_WRITE != 0 => {
                     if write {
                         self.hw_write(cpu, &e, va);
@@ -256,19 +263,25 @@ impl<P: Policy> Sim<P> {
         Ok(t)
     }
 
-    /// Walks `root` for `va` and fills the TLB if the PTE is valid.
+    /// Walks `root` for `va` and fills the TLB if the PTE is valid. `spec`:
+    /// `None` for a demand walk, whose time is `now` (advanced by its cost);
+    /// for a speculative one, the time the hardware walks at (`now` then only
+    /// counts the walk's cycles).
     pub(super) fn walk_fill(
         &mut self,
         cpu: usize,
         root: u32,
         uid: u32,
         va: u64,
-        spec: bool,
+        spec: Option<u64>,
         now: &mut u64,
     ) -> Option<TlbEntry> {
         let c = self.m.costs;
         self.stats.page_walks += 1;
         let kernel = va >= KERNEL_BASE;
+        let at = spec.unwrap_or(*now);
+        let spec = spec.is_some();
+        self.m.catch_up(cpu, at);
         let asid = self.m.cpus[cpu].asid;
         let pwc_hit = self.m.cpus[cpu].tlb.pwc_lookup(va, asid, kernel);
         let w = self.pt.walk(root, va);
@@ -288,16 +301,18 @@ impl<P: Policy> Sim<P> {
         // walker allocates nothing. Kept as it is while results must stay
         // byte-identical (issue 19); filling only on a miss changes the walk
         // costs of every run.
+        // The TLB's time of the fill: after the walk.
+        let at = if spec { at } else { *now };
         if !w.huge {
             let table = self.pt.table_of(w.pte);
-            self.m.pwc_fill(cpu, va, asid, kernel, table, uid);
+            self.m.pwc_fill(cpu, va, asid, kernel, table, uid, at);
         }
         let flags = self.pt.pte(w.pte).flags;
         if flags & P_VALID == 0 {
             return None;
         }
         if flags & P_CONT != 0 {
-            if let Some(e) = self.fill_cont(cpu, w.pte, uid, va, spec, *now) {
+            if let Some(e) = self.fill_cont(cpu, w.pte, uid, va, spec, *now, at) {
                 return Some(e);
             }
         }
@@ -331,7 +346,7 @@ impl<P: Policy> Sim<P> {
         if self.m.cpus[cpu].tlb.may_hold_cont() {
             self.check_overlap(cpu, &e, *now);
         }
-        self.m.fill(cpu, e, spec);
+        self.m.fill(cpu, e, spec, at);
         Some(e)
     }
 
@@ -346,8 +361,9 @@ impl<P: Policy> Sim<P> {
         }
     }
 
-    /// The hardware fills the TLB from a random valid PTE of the current root.
-    pub(super) fn spec_fill(&mut self, cpu: usize) {
+    /// The hardware fills the TLB from a random valid PTE of the current root,
+    /// at `now`.
+    pub(super) fn spec_fill(&mut self, cpu: usize, now: u64) {
         let Some((root, uid, mm)) = self.user_root(cpu) else {
             return;
         };
@@ -361,7 +377,7 @@ impl<P: Policy> Sim<P> {
         let v = self.mms[mm.index()].vmas[(self.rng.next_u64() % n as u64) as usize];
         let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
         let mut t = 0;
-        if self.walk_fill(cpu, root, uid, va, true, &mut t).is_some() {
+        if self.walk_fill(cpu, root, uid, va, Some(now), &mut t).is_some() {
             self.stats.spec_fills += 1;
         }
     }

@@ -219,6 +219,7 @@ impl<P: Policy> Sim<P> {
     /// contiguous PTE `r` it walked to, if the block is consistent; otherwise
     /// reports the conflict and returns `None` (the caller fills a 4 KB entry).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn fill_cont(
         &mut self,
         cpu: usize,
@@ -227,6 +228,7 @@ impl<P: Policy> Sim<P> {
         va: u64,
         spec: bool,
         now: u64,
+        at: u64,
     ) -> Option<TlbEntry> {
         let idx = (va >> SHIFT_4K) & (CONT_PTES - 1);
         let base = r - idx as PteRef;
@@ -278,7 +280,7 @@ impl<P: Policy> Sim<P> {
             pte: base,
         };
         self.check_overlap(cpu, &e, now);
-        self.m.fill(cpu, e, spec);
+        self.m.fill(cpu, e, spec, at);
         self.stats.contpte_fills += 1;
         Some(e)
     }
@@ -327,6 +329,7 @@ impl<P: Policy> Sim<P> {
         let asid = self.m.cpus[cpu].asid;
         let block = va & !(BLOCK - 1);
         let runs_mm = self.sched[cpu].cur.is_some_and(|t| self.threads[t].mm == mm);
+        self.m.catch_up(cpu, now);
         let tlb = &self.m.cpus[cpu].tlb;
         let writer = tlb.cont_entries(block, asid).find(|e| runs_mm && e.flags & F_WRITE != 0).copied();
         match writer.filter(|_| self.rng.next_u64() & 1 == 0) {
@@ -341,7 +344,7 @@ impl<P: Policy> Sim<P> {
             None => {
                 let page = block + (self.rng.next_u64() % CONT_PTES) * 4096;
                 let mut t = now;
-                if self.walk_fill(cpu, root, uid, page, true, &mut t).is_some() {
+                if self.walk_fill(cpu, root, uid, page, Some(now), &mut t).is_some() {
                     self.stats.spec_fills += 1;
                 }
             }

@@ -109,6 +109,7 @@ impl<P: Policy> Sim<P> {
         }
         let cpu = cpu as usize;
         self.sched[cpu].armed = false;
+        self.m.set_floor(t);
         // IPI handlers that interrupted the CPU's last operation (or, on a CPU
         // running a thread, arrived since) made it longer; an idle CPU starts
         // once the handlers that woke it have returned.
@@ -233,7 +234,7 @@ impl<P: Policy> Sim<P> {
 
     pub(super) fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
         if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
-            self.spec_fill(cpu);
+            self.spec_fill(cpu, now);
         }
         if let Some((va, pages, write)) = self.threads[tid].pending.take() {
             return self.touch(cpu, tid, va, pages, write, now);

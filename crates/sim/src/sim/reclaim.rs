@@ -72,10 +72,13 @@
 //! on a view of the CPU ([`NoSync`]) that passes every operation through except
 //! the barriers that wait for invalidations to complete (`DSB ISH`, and x86's
 //! `TLBSYNC`) issued on this CPU, which it holds back; `try_to_unmap_flush_dirty`
-//! issues each held kind once. The machine applies a TLBI to every TLB when it is issued and
-//! charges its completion to the `DSB` that waits for it, so the DVM messages of
-//! one folio's deferred flushes queue behind each other and one `DSB ISH` waits
-//! for the last, as on arm64. For `arm64-linux` this is arm64's sequence exactly:
+//! issues each held kind once. A broadcast TLBI reaches each TLB when its DVM
+//! message has been processed there, and the held `DSB ISH` waits for the last
+//! and completes every one of them (`crate::pending`): until then another CPU
+//! may still translate through, or refill, what they remove (the hardware
+//! acting between two page-table accesses, `sim/ptemem.rs`). So the DVM
+//! messages of one folio's deferred flushes queue behind each other and one
+//! `DSB ISH` waits for the last, as on arm64. For `arm64-linux` this is arm64's sequence exactly:
 //! per deferred flush `DSB ISHST` and the TLBIs of `__flush_tlb_range_op` (one
 //! `TLBI VALE1IS` per page, or with `tlbi_range=on` range operations and a single
 //! op for one page), and one `DSB ISH` per folio. What differs:

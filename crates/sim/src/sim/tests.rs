@@ -55,7 +55,7 @@ fn a_lazy_cpus_walk_through_a_freed_table_page_is_a_violation() {
     let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
     let uid = sim.mms[mm.index()].uid;
     let table = freed_table(&mut sim);
-    sim.m.pwc_fill(0, 0x4000_0000, asid, false, table, uid);
+    sim.m.pwc_fill(0, 0x4000_0000, asid, false, table, uid, 0);
     sim.strict_scan(0, now);
     let v = &sim.oracle.violations;
     assert_eq!(v.len(), 1, "{v:#?}");
@@ -64,7 +64,7 @@ fn a_lazy_cpus_walk_through_a_freed_table_page_is_a_violation() {
     // The same entry under another tag is not usable by what cpu0 runs.
     let mut sim = lazy_cpu0();
     let table = freed_table(&mut sim);
-    sim.m.pwc_fill(0, 0x4000_0000, asid + 1, false, table, uid);
+    sim.m.pwc_fill(0, 0x4000_0000, asid + 1, false, table, uid, 0);
     sim.strict_scan(0, now);
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
 }
