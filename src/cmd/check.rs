@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use clap::{Args, ValueEnum};
 use std::time::Instant;
-use tlbkit_check::options::Options;
+use tlbkit_check::options::{Options, Plan};
 use tlbkit_check::CheckReport;
 
 /// `tlbkit check`'s flags.
@@ -136,13 +136,15 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         teardown: a.teardown,
         jobs: a.jobs,
     };
-    let (spec, jobs) = opts.resolve()?;
+    let plan = opts.plan()?;
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let mode = spec.mode.name();
-    let r =
-        tlbkit_check::options::run_resolved(&spec, jobs, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
+    let mode = match &plan {
+        Plan::One(spec, _) => spec.mode.name(),
+        Plan::Portfolio(_) => "portfolio",
+    };
+    let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

@@ -309,6 +309,18 @@ pub fn is_x86(policy: &str) -> bool {
     resolve(policy).is_ok_and(|r| r.base.arch == Arch::X86_64)
 }
 
+/// Returns whether `policy` (a registered name or `zoo/<id>`) runs under a
+/// Linux kernel (its registry entry's [`Os`]), `false` when the name is unknown.
+pub(crate) fn is_linux(policy: &str) -> bool {
+    resolve(policy).is_ok_and(|r| r.base.os == Os::Linux)
+}
+
+/// Returns the registered policy `policy` names: itself, or a bug-zoo entry's
+/// base; `None` for an unknown name.
+pub(crate) fn base_name(policy: &str) -> Option<&'static str> {
+    resolve(policy).ok().map(|r| r.base.name)
+}
+
 /// What `tlbkit check` runs unless told otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Defaults {
