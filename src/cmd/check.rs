@@ -58,7 +58,9 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// The memory model: sc (the default; tso for the zoo entries whose bug is a
-    /// store passing a load) or tso (per-CPU store buffers).
+    /// store passing a load), tso (per-CPU store buffers) or arm (arm64 policies:
+    /// tso, and root writes drain nothing, and a DSB may complete invalidations
+    /// before the stores it drains are visible).
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
@@ -115,6 +117,7 @@ enum ModeArg {
 enum MemoryArg {
     Tso,
     Sc,
+    Arm,
 }
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).

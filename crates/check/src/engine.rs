@@ -79,6 +79,9 @@ pub(crate) trait Engine {
     /// Makes every store in CPU `cpu`'s store buffer visible, oldest first.
     fn drain_own(&self, cpu: usize);
 
+    /// Returns whether CPU `cpu` has stores in its store buffer.
+    fn has_buffered(&self, cpu: usize) -> bool;
+
     /// Puts a store clearing PTE `page` of `slot` (version `ver`) into the
     /// current CPU's store buffer.
     fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32);

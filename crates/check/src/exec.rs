@@ -968,6 +968,10 @@ impl Engine for Core {
         }
     }
 
+    fn has_buffered(&self, cpu: usize) -> bool {
+        !self.st.borrow().cpus[cpu].buffer.is_empty()
+    }
+
     fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32) {
         let cpu = self.cpu();
         let addr = PTE_STORE | (slot as usize) << 8 | page;
@@ -1046,7 +1050,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     let text = |tail: &str| {
         (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
     };
-    if core.shape.memory == Memory::Tso && ord != Ordering::SeqCst {
+    if core.shape.memory.buffered() && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
         core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));
     } else {
@@ -1199,13 +1203,18 @@ impl<'c> Hw for CheckHw<'c> {
 
     fn write_root(&self, root: Root, asid: tlbkit_policy::Asid, noflush: bool) {
         self.core.pause();
-        // A context switch makes this CPU's stores visible before it runs the new
-        // context: x86's CR3 write serialises, and arm64's `__switch_to` issues
-        // `DSB ISH`, whose store drain is taken here to come with the root write.
-        // What that `DSB` completes of this CPU's invalidations it completes at
-        // the switch's end (`ops::switch_to`), the latest point; the root write
+        // Under TSO a context switch makes this CPU's stores visible before it
+        // runs the new context: x86's CR3 write serialises, and arm64's
+        // `__switch_to` issues `DSB ISH`, whose store drain is taken here to
+        // come with the root write. The arm mode keeps arm64's weaker rule: `MSR
+        // TTBR0_EL1` is no barrier, so what the switch stored before it waits for
+        // the policy's own barrier or the `DSB ISH` at the switch's end
+        // (`ops::switch_to`). What that `DSB` completes of this CPU's
+        // invalidations it completes there, the latest point; the root write
         // itself completes nothing.
-        self.core.drain_own(self.cpu);
+        if self.core.shape.memory != Memory::Arm {
+            self.core.drain_own(self.cpu);
+        }
         let a = asid.get();
         self.st().m.write_root(self.cpu, root, a, noflush);
         let rk = match root {
@@ -1299,9 +1308,21 @@ impl<'c> Hw for CheckHw<'c> {
         // page tables are the same, so completing within the step is completing
         // at the barrier (and a TLBI followed at once by its DSB is explored as
         // it was when invalidations took effect when issued).
+        //
+        // In the arm mode a `DSB` that both completes invalidations and drains
+        // stores may do the first before the second is visible: nothing orders a
+        // `TLBI` after an earlier store but a `DSB ISHST` between them. That
+        // order is explored here: the invalidations complete in the barrier's
+        // step and the stores drain in a step of their own after it, so the
+        // hardware's fills in between read the page tables without them. The
+        // other order, the stores first, is a drain the scheduler offers before
+        // the barrier's step.
+        let split = drains && pending && self.core.shape.memory == Memory::Arm;
         if drains {
             self.core.pause();
-            self.core.drain_own(self.cpu);
+            if !split {
+                self.core.drain_own(self.cpu);
+            }
         }
         // Those issued in this step read in the trace as taking effect when
         // issued (nothing could come between); the others are told here.
@@ -1338,6 +1359,10 @@ impl<'c> Hw for CheckHw<'c> {
                 )
             }
         });
+        if split {
+            self.core.pause();
+            self.core.drain_own(self.cpu);
+        }
     }
 
     fn send_ipi<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {

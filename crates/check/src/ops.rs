@@ -594,7 +594,9 @@ fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
 /// issued and has not completed yet ("Complete any pending TLB or cache
 /// maintenance on this CPU in case the thread migrates to a different CPU",
 /// arch/arm64/kernel/process.c); it is taken at the switch's last step, the
-/// latest point (see `kernel::Pending`). FreeBSD's and x86's switches complete
+/// latest point (see `kernel::Pending`). In the arm mode it also drains the
+/// store buffer (the root write did not, [`Memory::Arm`]), in a step after the
+/// completions, as any `DSB` there may. FreeBSD's and x86's switches complete
 /// nothing a policy did not complete itself.
 fn switch_to<E: Engine>(core: &E, cpu: usize) {
     if !(core.shape().arm64 && core.shape().linux) {
@@ -616,6 +618,12 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
                 if n == 1 { "y" } else { "ies" }
             )
         });
+    }
+    if core.shape().memory == Memory::Arm && core.has_buffered(cpu) {
+        // A point of its own: the history says where this CPU stands.
+        core.remember(cpu, 0x12_0001);
+        core.pause();
+        core.drain_own(cpu);
     }
 }
 
@@ -715,7 +723,7 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
     };
     // arm64 clears with a relaxed exchange, whose store may wait in the store
     // buffer until a barrier; x86's LOCK XCHG is visible at once.
-    let deferred = core.shape().arm64 && core.shape().memory == Memory::Tso;
+    let deferred = core.shape().arm64 && core.shape().memory.buffered();
     if linux {
         core.pte_lock(s);
     }

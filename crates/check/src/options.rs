@@ -38,7 +38,7 @@ pub struct Options {
     pub iterations: Option<u64>,
     /// Seed of random and PCT modes.
     pub seed: u64,
-    /// `sc` or `tso`.
+    /// `sc`, `tso` or `arm`.
     pub memory: Option<String>,
     /// Kinds of kernel operation, comma-separated.
     pub menu: Option<String>,
@@ -121,7 +121,8 @@ impl Options {
         let memory = match self.memory.as_deref() {
             Some("tso") => Memory::Tso,
             Some("sc") => Memory::Sc,
-            Some(m) => return Err(Error::invalid(Param::Memory, m, "give sc or tso")),
+            Some("arm") => Memory::Arm,
+            Some(m) => return Err(Error::invalid(Param::Memory, m, "give sc, tso or arm")),
             None => spec::default_memory(&self.policy),
         };
         let teardown = match &self.teardown {

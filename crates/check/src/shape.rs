@@ -10,6 +10,15 @@ pub enum Memory {
     /// x86-TSO: plain stores wait in a per-CPU FIFO store buffer (visible to
     /// their own CPU's loads) until drained.
     Tso,
+    /// The arm64 mode: TSO's store buffer, and what arm64 adds around TLB
+    /// maintenance: a root write (`MSR TTBR0_EL1`) drains nothing, so a store
+    /// before it reaches other CPUs (and the walker) only at a later barrier
+    /// (the `DSB ISHST` the kernel puts before it, or `__switch_to`'s `DSB
+    /// ISH`); and a `DSB` that completes invalidations may complete them before
+    /// the stores it drains are visible, so a walk in between refills from the
+    /// page table as it was (a `TLBI` not ordered after its PTE store by `DSB
+    /// ISHST`). Only for arm64 policies.
+    Arm,
 }
 
 impl Memory {
@@ -18,7 +27,13 @@ impl Memory {
         match self {
             Memory::Sc => "sc",
             Memory::Tso => "tso",
+            Memory::Arm => "arm",
         }
+    }
+
+    /// Returns whether plain stores wait in store buffers.
+    pub fn buffered(self) -> bool {
+        self != Memory::Sc
     }
 }
 

@@ -171,9 +171,11 @@ fn resolve(name: &str) -> Result<Resolved, Error> {
 }
 
 /// Returns the memory model a policy needs by default: x86-TSO for the zoo
-/// entries whose bug is a store passing a load, sequential consistency otherwise.
+/// entries whose bug is a store passing a load, the arm mode for the one whose
+/// store passes a root write, sequential consistency otherwise.
 pub fn default_memory(policy: &str) -> Memory {
     match resolve(policy) {
+        Ok(Resolved { bug: Some(Bug::ActiveCpuNoSwitchDsb), .. }) => Memory::Arm,
         Ok(Resolved {
             bug:
                 Some(
@@ -238,6 +240,13 @@ fn shape_of(
     }
     if spec.ops == 0 || spec.ops > 64 {
         return Err(Error::invalid(Param::Ops, spec.ops, "give 1 to 64 kernel operations"));
+    }
+    if spec.memory == Memory::Arm && !arm64 {
+        return Err(Error::invalid(
+            Param::Memory,
+            "arm",
+            format!("the arm mode is arm64's; {} is an x86 policy: give tso (or sc)", spec.policy),
+        ));
     }
     // Linux's locking (the `mmap_lock` and the PTE lock) goes with its reclaim.
     let linux = reclaim == crate::ops::Reclaim::LinuxBatched;
@@ -429,7 +438,12 @@ pub fn defaults(policy: &str) -> Defaults {
 /// switches only; 5e10f9887ed8 needs a fourth address space for the ASID that
 /// `kswapd`'s flush reads too early to be handed out again; 83b0177a6c48 needs
 /// one CPU to switch back to an address space it ran before (its mask bit still
-/// set) while the other unmaps there, seven switches and unmaps in all.
+/// set) while the other unmaps there, seven switches and unmaps in all; the
+/// `active_cpu` switch without its `DSB ISHST` needs a CPU's switch into an
+/// address space the other runs to stop between its root write and the end of
+/// the switch while the other unmaps, which PCT's few priority changes seldom
+/// give and a search of every schedule of four switches and unmaps finds at
+/// once.
 pub fn preset(policy: &str, p: Preset) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
@@ -458,6 +472,9 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             Bug::FreebsdX86CounterEarlyAck => with(3, 3, 6, Mode::Pct, all),
             Bug::LinuxX8683b0177a6c48 => {
                 with(2, 2, 7, Mode::Pct, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
+            }
+            Bug::ActiveCpuNoSwitchDsb => {
+                with(2, 2, 4, Mode::Exhaustive, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
             }
             _ => with(2, 3, 6, Mode::Pct, all),
         },

@@ -118,7 +118,8 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
     let memory = match parts[7] {
         "sc" => Memory::Sc,
         "tso" => Memory::Tso,
-        _ => return Err(bad("the memory model is neither sc nor tso")),
+        "arm" => Memory::Arm,
+        _ => return Err(bad("the memory model is none of sc, tso and arm")),
     };
     let small = |s: &str, what: &str| {
         num(s, what).and_then(|n| u32::try_from(n).map_err(|_| bad(&format!("{what} is out of range"))))

@@ -214,11 +214,23 @@ pub enum Bug {
     /// version; only a memory model with store buffers shows it.
     /// Switch: `ActiveCpu::flush_pre`.
     ActiveCpuEarlyRead,
+    /// The same patch with the switching CPU's `DSB ISHST` left out: the store
+    /// that records this CPU in `mm->context.active_cpu` (the patch is "careful
+    /// to ensure that it gets updated *before* installing the mm's pgtables", v2
+    /// changelog, 2026-05-23) is followed at once by the `TTBR0_EL1` write. That
+    /// write is no barrier on arm64: the record may still sit in the store buffer
+    /// while the walker fills this CPU's TLB from the new tables, and a
+    /// flusher that has just cleared a PTE and completed it (`DSB ISH`) reads the
+    /// old `active_cpu` ("only me") and flushes locally. The stale entry stays on
+    /// the switching CPU. Only the arm memory mode shows it: under TSO the root
+    /// write drains the buffer. A constructed variant, not a posted version.
+    /// Switch: `ActiveCpu::on_switch_in`.
+    ActiveCpuNoSwitchDsb,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -230,6 +242,7 @@ impl Bug {
         Bug::LinuxX86Fea4e317f9e7,
         Bug::LinuxX8683b0177a6c48,
         Bug::ActiveCpuEarlyRead,
+        Bug::ActiveCpuNoSwitchDsb,
     ];
 
     /// Returns the bug's registry entry.
@@ -371,6 +384,15 @@ pub const ZOO: &[ZooEntry] = &[
                   a CPU switching in",
         source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" RFC v1 (Ryan Roberts, \
                  2025-08-29), flush_tlb_user_pre; Catalin Marinas's review, 2025-09-02 (a constructed variant)",
+    },
+    ZooEntry {
+        id: "arm64-activecpu-no-switch-dsb",
+        bug: Bug::ActiveCpuNoSwitchDsb,
+        base: "arm64-linux-activecpu",
+        summary: "no DSB ISHST between recording active_cpu and the TTBR0 write: the walk runs before the record \
+                  is visible",
+        source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" (Ryan Roberts; v2 by Linu \
+                 Cherian, 2026-05-23), the switch side (a constructed variant)",
     },
 ];
 

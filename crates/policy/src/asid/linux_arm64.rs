@@ -398,7 +398,8 @@ impl LinuxArm64 {
     /// [`Bug::LinuxArm64A8ffaaa060b8`] and [`Bug::LinuxArm645e10f9887ed8`] on any
     /// of these policies, [`Bug::SkipbcastV1`] and [`Bug::SkipbcastNoBarrier`] only on
     /// the one built by [`LinuxArm64::with_skip_broadcast`],
-    /// [`Bug::ActiveCpuEarlyRead`] only on [`LinuxArm64::with_active_cpu`]'s.
+    /// [`Bug::ActiveCpuEarlyRead`] and [`Bug::ActiveCpuNoSwitchDsb`] only on
+    /// [`LinuxArm64::with_active_cpu`]'s.
     ///
     /// # Panics
     /// If `bug` is another one, a skip-broadcast bug is asked of the stock policy, or
@@ -409,7 +410,7 @@ impl LinuxArm64 {
             Bug::SkipbcastV1 | Bug::SkipbcastNoBarrier => {
                 assert!(self.skip.is_some(), "{bug} applies only to the skip-broadcast policy");
             }
-            Bug::ActiveCpuEarlyRead => {
+            Bug::ActiveCpuEarlyRead | Bug::ActiveCpuNoSwitchDsb => {
                 assert!(self.active.is_some(), "{bug} applies only to the active_cpu policy");
             }
             _ => panic!("{bug} does not apply to Linux arm64"),
@@ -683,7 +684,7 @@ impl LinuxArm64 {
             }
         }
         if let Some(active) = &self.active {
-            active.on_switch_in(hw, mm, cpu);
+            active.on_switch_in(hw, mm, cpu, self.bug == Some(Bug::ActiveCpuNoSwitchDsb));
         }
         if let Some(modes) = &self.tlb_modes {
             modes.on_switch_in(hw, mm, cpu);

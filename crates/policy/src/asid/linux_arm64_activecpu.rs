@@ -124,7 +124,8 @@ impl ActiveCpu {
 
     /// At `switch_mm_fastpath`, before TTBR0 is written: records that `cpu` runs
     /// `mm`, with the `DSB ISHST` that makes the record visible before any walk.
-    pub(super) fn on_switch_in<H: Hw>(&self, hw: &H, mm: MmId, cpu: CpuId) {
+    /// `no_dsb` is the zoo bug [`Bug::ActiveCpuNoSwitchDsb`].
+    pub(super) fn on_switch_in<H: Hw>(&self, hw: &H, mm: MmId, cpu: CpuId, no_dsb: bool) {
         let word = self.word(mm);
         let addr = word.as_ptr() as usize;
         hw.shared(addr, Access::Read);
@@ -146,6 +147,10 @@ impl ActiveCpu {
             hw.shared(addr, Access::Write);
             // Relaxed (WRITE_ONCE): ordered before the walks by the DSB below.
             word.store(ACTIVE_CPU_MULTIPLE, Ordering::Relaxed);
+        }
+        if no_dsb {
+            // Zoo bug activecpu-no-switch-dsb: straight on to the TTBR0 write.
+            return;
         }
         // dsb(ishst): the switching CPU's half of the store-buffering pair; the
         // SeqCst fence stands for it to the checker's store buffers.
