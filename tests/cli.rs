@@ -161,7 +161,15 @@ fn list_shows_every_finding_in_its_own_section_with_its_command() {
     }
     let j: serde_json::Value = serde_json::from_slice(&tlbkit(&["list", "--format", "json"]).stdout).unwrap();
     let ids: Vec<&str> = j["findings"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["freebsd-arm64-asid-reset-self", "freebsd-arm64-asid-reset-curpmap"]);
+    assert_eq!(
+        ids,
+        [
+            "freebsd-arm64-asid-reset-self",
+            "freebsd-arm64-asid-reset-curpmap",
+            "linux-arm64-asid-publish",
+            "arm64-skipbcast-early-mask-read"
+        ]
+    );
 }
 
 /// Runs `tlbkit reproduce --only id` and returns the claim's JSON.

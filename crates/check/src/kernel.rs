@@ -445,15 +445,23 @@ pub struct Machine {
 ///   issuer's included, only after a `TLBSYNC` on the CPU that issued it (AMD64
 ///   APM vol. 3, `TLBSYNC`).
 ///
-/// Completing at the latest point the architecture allows covers every
-/// earlier completion for the oracle's properties: until it completes, a TLB
-/// it covers holds a superset of what it would hold had the invalidation
-/// completed earlier (an earlier completion only removes entries, and an entry
-/// removed early is refilled, if at all, from the same page tables the fills
-/// here read at every step), and when it completes it removes every matching
-/// entry, refills included, so from then on both are alike. Every property
-/// judges entries only by their presence (a policy cannot see a TLB), so a
-/// violation any earlier completion allows is found with the latest one.
+/// Completing at the latest point the architecture allows: until then a TLB it
+/// covers holds a superset of what it would hold had the invalidation
+/// completed earlier (an earlier completion only removes entries, and what it
+/// removes is refilled, if at all, from the same page tables the fills here
+/// read at every step); when it completes it removes every matching entry,
+/// refills included. Every property judges entries only by their presence (a
+/// policy cannot see a TLB). The two differ after the completion only if a
+/// PTE the invalidation covers changed between the earlier completion and the
+/// latest one: an entry refilled from the old PTE in between survives the
+/// earlier completion, not the latest. Where that store is the issuer's own
+/// and not ordered before the `TLBI` by `DSB ISHST` (it sits in the store
+/// buffer), `--memory arm` explores the earlier completion: the completing
+/// `DSB` completes before it drains, with a step between. A store of another
+/// CPU in the window is that CPU's change, covered by its own flush under the
+/// same rule. What is not explored: a policy whose correctness rests on an
+/// invalidation completing *late*, after a later store, which no kernel here
+/// does (a nondeterministic completion point would explore it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pending {
     /// What it removes.

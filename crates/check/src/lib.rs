@@ -75,6 +75,14 @@
 //!   a TLBI operand read before the `DSB` that publishes the PTE) need.
 //!   `--memory sc` turns buffers off; it is the default, as the oracle's model
 //!   (the guide, "The oracle's properties") is sequentially consistent, but for the zoo entries whose bugs need TSO.
+//!   `--memory arm` (arm64 policies) is TSO with arm64's rules around TLB
+//!   maintenance ([`shape::Memory::Arm`]): a root write drains nothing (the
+//!   `DSB ISH` at the end of a Linux switch does, `ops::switch_to`), and a `DSB`
+//!   that completes invalidations may do so before its stores drain, so a `TLBI`
+//!   without `DSB ISHST` after its PTE store lets a walk refill. It is still
+//!   stronger than arm64 in that plain stores leave the buffer in order and a
+//!   relaxed read-modify-write drains it (arm64 reorders both); the litmus
+//!   chapter of the guide lists what that hides.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the
@@ -91,7 +99,14 @@
 //!   then it is pending on that CPU ([`kernel::Pending`], part of the state),
 //!   and every TLB it covers may still use and refill what it removes; so an
 //!   entry refilled from a PTE that is still valid when the invalidation
-//!   completes survives it. Invalidation by ASID or
+//!   completes survives it. A root write takes effect for the writer's fills
+//!   at once; arm64 makes it effective only after an `ISB` (or the exception
+//!   return to user space), until which the CPU may still walk the old root
+//!   under the old ASID. Every policy here issues its `ISB` right after the
+//!   `TTBR0` write, with nothing another CPU can see in between, so the fills
+//!   of that window are ones the old root allowed just before the write; a
+//!   policy that delays its `ISB` past other work is not modelled exactly.
+//!   Invalidation by ASID or
 //!   of everything, and a root write without no-flush, drop walk-cache entries
 //!   too; invalidation by address is taken to be the leaf-only form.
 //! - **Interrupts.** An IPI is taken at the target's next step while its

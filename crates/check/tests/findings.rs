@@ -34,8 +34,15 @@ fn spec_of(args: &[&str]) -> CheckSpec {
         Some(other) => panic!("mode {other}"),
         None => d.mode,
     };
+    let memory = match flag("--memory") {
+        Some("sc") => Memory::Sc,
+        Some("tso") => Memory::Tso,
+        Some("arm") => Memory::Arm,
+        Some(other) => panic!("memory {other}"),
+        None => default_memory(&policy),
+    };
     CheckSpec {
-        memory: default_memory(&policy),
+        memory,
         cpus,
         mms: flag("--mms").map_or(d.mms, |v| v.parse().unwrap()),
         pages: flag("--pages").map_or(d.pages, |v| v.parse().unwrap()),
@@ -127,6 +134,24 @@ fn the_default_check_finds_window_1_the_resetting_cpu_skipping_itself() {
     assert_eq!(f.check_args, ["--policy", "arm64-freebsd-asid"], "window 1 is found with the defaults");
     let cx = found(f);
     assert_eq!(window_of(&cx), Window::ResetSelf, "{}", cx.trace());
+}
+
+#[test]
+fn the_barrier_windows_are_found_only_under_their_memory_model() {
+    for (id, weaker, stronger) in [
+        ("linux-arm64-asid-publish", Memory::Arm, Memory::Tso),
+        ("arm64-skipbcast-early-mask-read", Memory::Tso, Memory::Sc),
+    ] {
+        let f = finding(id).unwrap();
+        let cx = found(f);
+        assert_eq!(cx.property, "no_stale_use", "{id}: {}", cx.detail);
+        let spec = spec_of(f.check_args);
+        assert_eq!(spec.memory, weaker, "{id}");
+        // The same complete search under the stronger model passes: the window
+        // is the memory model's.
+        let r = check(&CheckSpec { memory: stronger, ..spec }).unwrap();
+        assert!(r.counterexample.is_none(), "{id} under {}: {:?}", stronger.name(), r.counterexample.map(|c| c.detail));
+    }
 }
 
 #[test]

@@ -61,7 +61,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-x86-fea4e317f9e7", "no_stale_use"),
         ("linux-x86-83b0177a6c48", "no_stale_use"),
         ("arm64-activecpu-early-read", "no_stale_held"),
-        ("arm64-activecpu-no-switch-dsb", "no_stale_held"),
+        ("arm64-activecpu-no-switch-dsb", "no_stale_use"),
     ];
     assert_eq!(expect.len(), ZOO.len());
     for (id, property) in expect {

@@ -35,6 +35,12 @@ impl CpuMask {
         self.words[cpu.index() / 64].fetch_and(!(1 << (cpu.index() % 64)), Ordering::SeqCst);
     }
 
+    /// Returns whether `cpu`'s bit is set, unseen by a checker (for assertions:
+    /// see [`crate::sync::AtomicU64::peek`]).
+    pub fn peek_test(&self, cpu: CpuId) -> bool {
+        self.words[cpu.index() / 64].peek() & (1 << (cpu.index() % 64)) != 0
+    }
+
     /// Returns whether `cpu`'s bit is set.
     pub fn test(&self, cpu: CpuId) -> bool {
         // SeqCst: pairs with the SeqCst updates above.

@@ -11,7 +11,10 @@
 //!
 //! What a finding does not claim: it has not been shown on hardware, and it rests
 //! on the checker's rule that a CPU may walk the tables in TTBR0 speculatively at
-//! any moment (see `docs/findings/freebsd-arm64-asid-reset.md`).
+//! any moment (see `docs/findings/freebsd-arm64-asid-reset.md`) and, for the
+//! barrier windows, on its memory model (`--memory tso` or `arm`: see
+//! `docs/findings/arm64-barrier-windows.md`). A finding may also be in a posted
+//! patch the simulator models (its policy's docs name the posting).
 
 /// One window of a finding, as `tlbkit list` and the tests see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +85,73 @@ pub const FINDINGS: &[Finding] = &[
         check_args: &["--policy", "arm64-freebsd-asid-fix-self"],
         token: "t5~arm64-freebsd-asid-fix-self~2~5~2~4~12~sc~3ff~-~03z5.5z5.3z20.30016z5.7z5.5z5.2z14.6z7.1~4e2fc95e",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0"],
+    },
+    Finding {
+        id: "linux-arm64-asid-publish",
+        policy: "arm64-linux",
+        summary: "a new context.id is still in the switching CPU's store buffer as it walks under the new ASID",
+        window: "CPU A gives mm a new ASID in check_and_switch_context (atomic64_set of mm->context.id under \
+                 cpu_asid_lock) and writes TTBR0 with it: nothing between the store and the TTBR0 write is a DSB, \
+                 so A's walks may fill the TLB under the new ASID while the store is still invisible to others. \
+                 CPU B clears a PTE of mm, issues DSB ISHST and reads context.id (5e10f9887ed8's order): it reads \
+                 the old id and invalidates the old ASID (or ASID 0 for an mm that never ran, e.g. a fork's \
+                 child); A keeps the entry after the flush returns and the page is freed. The arm mode only: \
+                 under TSO the root write drains the buffer",
+        source: "Linux arch/arm64/mm/context.c check_and_switch_context and arch/arm64/include/asm/tlbflush.h \
+                 __flush_tlb_range_nosync / arch_tlbbatch_add_pending (v6.16; unchanged since 5e10f9887ed8)",
+        check_args: &[
+            "--policy",
+            "arm64-linux",
+            "--cpus",
+            "2",
+            "--mms",
+            "2",
+            "--pages",
+            "1",
+            "--ops",
+            "3",
+            "--menu",
+            "switch,reclaim,munmap,idle",
+            "--mode",
+            "exhaustive",
+            "--memory",
+            "arm",
+        ],
+        token: "t5~arm64-linux~2~2~1~4~3~arm~17~-~z19.1z16.13~bd411875",
+        fixed_by: &[],
+    },
+    Finding {
+        id: "arm64-skipbcast-early-mask-read",
+        policy: "arm64-linux-skipbcast",
+        summary: "seed 001 reads mm_cpumask before its PTE clear is visible: a CPU that ran the mm is never flushed",
+        window: "CPU B clears a PTE (a relaxed xchg) and, in tlb_flush_check, finds every CPU already marked in \
+                 mm_cpumask, so it stores nothing, while the clear is still in its store buffer. CPU A switches in \
+                 (takes its stale mark and flushes), walks the still-valid PTE, goes idle (nr_active_mm back to \
+                 0). B's smp_mb drains the clear and re-reads nr_active_mm: 0, no flush. A's mark is gone, so its \
+                 next switch-in does not flush either. Found under TSO (arm64 lets the load pass the relaxed \
+                 xchg's store too)",
+        source: "seed 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
+                 tlb_flush_check called from flush_tlb_page_nosync after ptep_get_and_clear",
+        check_args: &[
+            "--policy",
+            "arm64-linux-skipbcast",
+            "--cpus",
+            "2",
+            "--mms",
+            "1",
+            "--pages",
+            "2",
+            "--ops",
+            "5",
+            "--menu",
+            "switch,reclaim,idle",
+            "--mode",
+            "exhaustive",
+            "--memory",
+            "tso",
+        ],
+        token: "t5~arm64-linux-skipbcast~2~1~2~4~5~tso~13~-~z19.11z12.1z3.1z17.1~a0e48acd",
+        fixed_by: &[],
     },
 ];
 

@@ -163,6 +163,16 @@ macro_rules! facade_atomic {
                 core::ptr::from_ref(self) as usize
             }
 
+            /// Reads the value as memory holds it, unseen by a checker: for
+            /// assertions and observers only, never for the algorithm. A
+            /// checked `load` in a `debug_assert!` would be a step of its own
+            /// in debug builds only, so debug and release checks would explore
+            /// different schedules (and print different replay tokens).
+            #[inline]
+            pub fn peek(&self) -> $t {
+                self.0.load(SC)
+            }
+
             /// Loads the value.
             #[inline]
             pub fn load(&self, ord: Ordering) -> $t {

@@ -36,8 +36,39 @@ pub struct CheckArgs {
     /// row).
     #[arg(long, value_name = "SECONDS")]
     pub limit_s: Option<u64>,
+    /// The memory model of every check (default sc, the standard bounds'):
+    /// tso, arm (arm64 policies only), or arch, each policy's own
+    /// architecture's (tso on x86, arm on arm64).
+    #[arg(long, value_enum)]
+    pub memory: Option<BenchMemory>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: super::Format,
+}
+
+/// `tlbkit bench check --memory`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchMemory {
+    /// Sequential consistency.
+    Sc,
+    /// x86-TSO store buffers.
+    Tso,
+    /// The arm64 mode (arm64 policies only).
+    Arm,
+    /// Each policy's architecture's own: tso on x86, arm on arm64.
+    Arch,
+}
+
+impl BenchMemory {
+    /// Returns the `tlbkit check --memory` value for `policy`.
+    fn for_policy(self, policy: &str) -> &'static str {
+        match self {
+            BenchMemory::Sc => "sc",
+            BenchMemory::Tso => "tso",
+            BenchMemory::Arm => "arm",
+            BenchMemory::Arch if tlbkit_check::spec::is_x86(policy) => "tso",
+            BenchMemory::Arch => "arm",
+        }
+    }
 }
 
 /// The standard bounds: 2 CPUs, 3 address spaces of one page, 4 ASIDs on
@@ -142,9 +173,11 @@ impl Row {
 
 /// The arguments of `tlbkit check` for `policy` at the standard bounds with
 /// `pages` pages per address space, with `jobs` worker threads (the check's
-/// default, one per core, when `None`).
-fn check_args(policy: &str, pages: usize, jobs: Option<usize>) -> Vec<String> {
+/// default, one per core, when `None`), under `memory` (the check's default,
+/// SC for a real policy, when `None`).
+fn check_args(policy: &str, pages: usize, jobs: Option<usize>, memory: Option<BenchMemory>) -> Vec<String> {
     let jobs = jobs.map(|j| ["--jobs".to_string(), j.to_string()]);
+    let memory = memory.map(|m| ["--memory".to_string(), m.for_policy(policy).to_string()]);
     [
         "check",
         "--policy",
@@ -165,13 +198,20 @@ fn check_args(policy: &str, pages: usize, jobs: Option<usize>) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .chain(jobs.into_iter().flatten())
+    .chain(memory.into_iter().flatten())
     .collect()
 }
 
 /// Runs `tlbkit check` for `policy` in a child and measures it.
-fn measure(policy: &str, pages: usize, jobs: Option<usize>, limit: Option<Duration>) -> Result<Row, String> {
+fn measure(
+    policy: &str,
+    pages: usize,
+    jobs: Option<usize>,
+    memory: Option<BenchMemory>,
+    limit: Option<Duration>,
+) -> Result<Row, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary to run the checks: {e}"))?;
-    let args = check_args(policy, pages, jobs);
+    let args = check_args(policy, pages, jobs, memory);
     let command = format!("tlbkit {}", args.join(" "));
     let started = Instant::now();
     let mut child = Command::new(exe)
@@ -255,7 +295,7 @@ fn measure(policy: &str, pages: usize, jobs: Option<usize>, limit: Option<Durati
 /// `--pages` pages per address space (the standard bounds' one when not given),
 /// `--jobs` worker threads and at most `--limit-s` seconds.
 pub fn run(a: CheckArgs) -> Result<u8, CliError> {
-    let CheckArgs { policy, pages, jobs, limit_s, format } = a;
+    let CheckArgs { policy, pages, jobs, limit_s, memory, format } = a;
     let policies = policy.as_slice();
     let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
     for p in policies.iter().filter(|p| *p != "all") {
@@ -291,13 +331,19 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
     for (i, p) in chosen.iter().enumerate() {
         bar.set_position(i as u64);
         bar.set_message(format!("checking {p}"));
-        rows.push(measure(p, pages, jobs, limit)?);
+        rows.push(measure(p, pages, jobs, memory, limit)?);
     }
     bar.finish_and_clear();
     let host = std::thread::available_parallelism().map_or(0, |n| n.get());
     if format == super::Format::Json {
         let doc = serde_json::json!({
             "bounds": { "cpus": CPUS, "mms": MMS, "pages": pages, "asids_arm64": 4, "pcids_freebsd_x86": 4, "pcid_slots_x86": 6, "ops": OPS },
+            "memory": match memory {
+                None | Some(BenchMemory::Sc) => "sc",
+                Some(BenchMemory::Tso) => "tso",
+                Some(BenchMemory::Arm) => "arm",
+                Some(BenchMemory::Arch) => "arch",
+            },
             "host_cpus": host,
             "limit_s": limit_s,
             "checks": rows.iter().map(Row::json).collect::<Vec<_>>(),
@@ -344,15 +390,21 @@ mod tests {
 
     #[test]
     fn standard_bounds_give_x86_six_pcid_slots_and_arm64_four_asids() {
-        let a = check_args("x86-linux-pcid", PAGES, None);
+        let a = check_args("x86-linux-pcid", PAGES, None, None);
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "6");
-        let a = check_args("arm64-linux", 1, Some(2));
+        let a = check_args("arm64-linux", 1, Some(2), None);
         assert_eq!(a[a.iter().position(|s| s == "--pages").unwrap() + 1], "1");
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "4");
         assert_eq!(a[a.iter().position(|s| s == "--ops").unwrap() + 1], "6");
         assert_eq!(a[a.iter().position(|s| s == "--jobs").unwrap() + 1], "2");
-        let a = check_args("x86-linux-invlpgb", PAGES, None);
+        let a = check_args("x86-linux-invlpgb", PAGES, None, None);
         assert_eq!(a[a.iter().position(|s| s == "--asids").unwrap() + 1], "2");
+        assert!(!a.contains(&"--memory".to_string()), "SC unless asked");
+        let memory = |p: &str| {
+            let a = check_args(p, PAGES, None, Some(BenchMemory::Arch));
+            a[a.iter().position(|s| s == "--memory").unwrap() + 1].clone()
+        };
+        assert_eq!((memory("x86-linux-pcid"), memory("arm64-linux")), ("tso".to_string(), "arm".to_string()));
     }
 
     #[test]
@@ -362,7 +414,7 @@ mod tests {
         for (i, p) in tlbkit_registry::POLICIES.iter().enumerate() {
             let name = format!("zz-test-policy-{i}");
             tlbkit_registry::alias(&name, p.name).unwrap();
-            let (mine, theirs) = (check_args(&name, PAGES, None), check_args(p.name, PAGES, None));
+            let (mine, theirs) = (check_args(&name, PAGES, None, None), check_args(p.name, PAGES, None, None));
             assert_eq!(mine.iter().map(|a| a.replace(&name, p.name)).collect::<Vec<_>>(), theirs, "{}", p.name);
         }
     }

@@ -88,6 +88,9 @@ struct Legacy {
     /// `bench check --limit-s`.
     #[arg(long, hide = true, value_name = "SECONDS", requires = "check")]
     limit_s: Option<u64>,
+    /// `bench check --memory`.
+    #[arg(long, hide = true, value_enum, requires = "check")]
+    memory: Option<check::BenchMemory>,
 }
 
 /// Runs `tlbkit bench`: its subcommand, or the one its old flags spell (`bench
@@ -98,10 +101,10 @@ pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
         Some(BenchCmd::Scale(s)) => scale::run(s),
         Some(BenchCmd::Check(c)) => check::run(c),
         None => {
-            let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s } = a.legacy;
+            let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s, memory } = a.legacy;
             let format = a.sim.format;
             if check {
-                check::run(check::CheckArgs { policy, pages, jobs, limit_s, format })
+                check::run(check::CheckArgs { policy, pages, jobs, limit_s, memory, format })
             } else if !cpus.is_empty() {
                 scale::run(scale::ScaleArgs { cpus, workloads, policy, sets, format })
             } else {

@@ -363,9 +363,14 @@ impl FreebsdEpoch {
         hw.barrier(Barrier::Isb);
     }
 
-    fn invalidate<H: Hw>(hw: &H, ops: impl Iterator<Item = Tlbi>) {
+    /// `pmap_s1_invalidate_*`: `DSB ISHST`, then the TLBIs `ops` makes, then `DSB
+    /// ISH; ISB`. The operands are made after the `DSB ISHST`, as FreeBSD reads
+    /// `pm_cookie` there (`COOKIE_TO_ASID(pmap->pm_cookie)` after `dsb(ishst)`,
+    /// whose `memory` clobber keeps the load after it): the PTE store is visible
+    /// before the ASID is read.
+    fn invalidate<H: Hw, I: Iterator<Item = Tlbi>>(hw: &H, ops: impl FnOnce() -> I) {
         hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
-        for op in ops {
+        for op in ops() {
             hw.tlbi(op, Scope::Broadcast);
         }
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
@@ -427,22 +432,22 @@ impl Policy for FreebsdEpoch {
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        let asid = self.tag(self.cookie_of(mm));
-        Self::invalidate(hw, core::iter::once(Tlbi::Va { asid, va }));
+        Self::invalidate(hw, || core::iter::once(Tlbi::Va { asid: self.tag(self.cookie_of(mm)), va }));
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        let asid = self.tag(self.cookie_of(mm));
-        Self::invalidate(hw, (0..pages).map(|i| Tlbi::Va { asid, va: start.add_pages(i) }));
+        Self::invalidate(hw, || {
+            let asid = self.tag(self.cookie_of(mm));
+            (0..pages).map(move |i| Tlbi::Va { asid, va: start.add_pages(i) })
+        });
     }
 
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        let asid = self.tag(self.cookie_of(mm));
-        Self::invalidate(hw, core::iter::once(Tlbi::Asid(asid)));
+        Self::invalidate(hw, || core::iter::once(Tlbi::Asid(self.tag(self.cookie_of(mm)))));
     }
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        Self::invalidate(hw, (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
+        Self::invalidate(hw, || (0..pages).map(|i| Tlbi::VaAllAsids { va: start.add_pages(i) }));
     }
 
     /// The ASID set under `asid_set_mutex`: its bitmap and its cursor.

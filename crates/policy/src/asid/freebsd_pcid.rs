@@ -534,7 +534,10 @@ impl<C: CompletionProtocol + Sync> Policy for FreebsdX86<C> {
     /// Does nothing for the TLB (`pmap_release`): the pmap's PCIDs are never handed
     /// out again in their generation, and a PCID handed out is loaded without NOFLUSH.
     fn mm_release<H: Hw>(&self, _hw: &H, mm: MmId) {
-        debug_assert!((0..self.pcpu.len()).all(|c| !self.is_active(mm, CpuId(c as u32))), "releasing an active pmap");
+        debug_assert!(
+            (0..self.pcpu.len()).all(|c| !self.pmaps[mm.index()].pm_active.peek_test(CpuId(c as u32))),
+            "releasing an active pmap"
+        );
     }
 
     /// Activates `next` (`pmap_activate_sw`); [`MmId::KERNEL`] is `vmspace0`'s pmap,

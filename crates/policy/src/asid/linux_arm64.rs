@@ -909,7 +909,7 @@ impl Policy for LinuxArm64 {
         // destroy_context is empty on arm64: the ASID's bit stays set until the next
         // rollover, and the mm must have been unpinned.
         // Relaxed: the refcount of a dead mm no longer changes.
-        debug_assert_eq!(self.pinned[mm.index()].load(Ordering::Relaxed), 0, "{mm} released while pinned");
+        debug_assert_eq!(self.pinned[mm.index()].peek(), 0, "{mm} released while pinned");
         if let Some(skip) = &self.skip {
             // Every CPU that ran it has switched away or gone lazy (dropping it).
             debug_assert_eq!(skip.nr_active_mm(mm), 0, "{mm} released while active");

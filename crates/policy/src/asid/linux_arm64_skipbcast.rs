@@ -197,8 +197,7 @@ impl SkipBroadcast {
 
     /// Returns `mm`'s `nr_active_mm`.
     pub(super) fn nr_active_mm(&self, mm: MmId) -> i32 {
-        // Relaxed: a snapshot for observers and assertions.
-        self.count(mm).load(Ordering::Relaxed)
+        self.count(mm).peek()
     }
 
     /// Reads `mm`'s count for `tlb_flush_check`, accounting its line.

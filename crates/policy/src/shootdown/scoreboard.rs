@@ -210,8 +210,8 @@ impl CompletionProtocol for Scoreboard {
         fence(Ordering::Release);
         mask.for_each(|t| {
             let slot = self.slot(t.index(), me);
-            // Relaxed: an INVARIANTS check, not accounted (not in production kernels).
-            debug_assert_ne!(slot.load(Ordering::Relaxed), 0, "scoreboard slot already zero");
+            // An INVARIANTS check, not accounted (not in production kernels).
+            debug_assert_ne!(slot.peek(), 0, "scoreboard slot already zero");
             hw.shared(addr_of(slot), Access::Write);
             // Relaxed: ordered after the request by the fence above, and before our
             // polls below by the IPI (the APIC write fences).
