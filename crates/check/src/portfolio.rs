@@ -104,11 +104,13 @@ const SHOOTDOWN: [Outline; 9] = [
 
 /// Returns the memory model of `policy`'s architecture as the default run
 /// uses it: x86-TSO on x86; on arm64 TSO too, with arm64's PTE clear a
-/// buffered store. (The arm mode, [`Memory::Arm`], is arm64's own and weaker:
-/// root writes order nothing. Under it the default shape of `arm64-linux`
-/// already reports a stale translation through an ASID store still buffered at
-/// the root write, so it is not the default until that is settled; give
-/// `--memory arm` for it.)
+/// buffered store. Not the arm mode ([`Memory::Arm`], arm64's own and weaker:
+/// root writes order nothing): under it `arm64-linux` shows the finding
+/// `linux-arm64-asid-publish` (`tlbkit_policy::findings`), which the default
+/// run of every bug-zoo entry built on it would report before its own bug
+/// (`zoo/linux-arm64-a8ffaaa060b8` does, in its third shape), so the zoo
+/// would no longer show that the portfolio finds its bugs. `--memory arm`
+/// runs it.
 pub fn arch_memory(policy: &str) -> Memory {
     match spec::arch(policy) {
         Some(Arch::X86_64) => Memory::Tso,
