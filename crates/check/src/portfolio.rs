@@ -114,6 +114,7 @@ const SHOOTDOWN: [Outline; 9] = [
 pub fn arch_memory(policy: &str) -> Memory {
     match spec::arch(policy) {
         Some(Arch::X86_64) => Memory::Tso,
+        // Not `Memory::Arm`, for the reason above.
         Some(Arch::Arm64) | None => Memory::Tso,
     }
 }
