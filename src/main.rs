@@ -48,6 +48,11 @@ enum Cmd {
     Bench(cmd::bench::BenchArgs),
     /// Explore interleavings and speculative TLB fills of a policy on a small machine
     /// and report any stale translation with a replayable counterexample (exit 3).
+    ///
+    /// With no shape flag, a portfolio of shapes (1 to 3 CPUs, swarm menus, the
+    /// architecture's store buffers); any of --quick, --deep, --cpus, --mms,
+    /// --pages, --asids, --ops, --mode, --memory, --menu, --teardown, --jobs
+    /// makes it one shape.
     Check(cmd::check::CheckArgs),
     /// Re-run a counterexample from the token `tlbkit check` printed.
     Replay(cmd::check::ReplayArgs),

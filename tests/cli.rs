@@ -534,7 +534,9 @@ fn check_finds_a_zoo_bug_exits_3_and_replay_prints_the_same_trace() {
 
 #[test]
 fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
-    let o = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]);
+    // One shape (`--cpus 2`: the entry's own smallest shape), so that the
+    // report is the counterexample alone, not the portfolio's list of shapes.
+    let o = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--cpus", "2"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     let total = out.lines().count() + stderr(&o).lines().count();
@@ -561,7 +563,7 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
     }
     assert!(!out.contains("load "), "loads are for --verbose:\n{out}");
     // --verbose shows every event, named; replay takes it too and prints the same.
-    let v = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--verbose"]);
+    let v = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--cpus", "2", "--verbose"]);
     let verbose = String::from_utf8_lossy(&v.stdout).into_owned();
     assert!(verbose.lines().count() > 100 && verbose.contains("load asid_generation -> gen 1"), "{verbose}");
     assert!(!verbose.contains("policy+0x"), "{verbose}");
@@ -570,7 +572,7 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
     let tail = |s: &str| s[s.find("result:").expect("a result")..].to_string();
     assert_eq!(tail(&String::from_utf8_lossy(&r.stdout)), tail(&verbose));
     // JSON keeps its keys and adds the names, the summary and the view.
-    let j = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--format", "json"]);
+    let j = tlbkit(&["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--cpus", "2", "--format", "json"]);
     let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
     let cx = &j["counterexample"];
     for k in ["property", "cpu", "detail", "steps", "token", "summary", "view"] {
@@ -766,11 +768,18 @@ fn presets_set_the_shape_and_search_and_exclude_each_other() {
         (Some(2), Some(3), Some(2), Some(6))
     );
     assert_eq!((j["mode"].as_str(), j["executions"].as_u64()), (Some("pct"), Some(50)));
+    // No shape flag: the portfolio, whose family shape is the one shape's default.
     let o = tlbkit(&["check", "--policy", "x86-linux-pcid", "--iterations", "50"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces of 2 pages, 6 ASIDs, 9 operations"), "{out}");
+    assert!(out.starts_with("check x86-linux-pcid: a portfolio of 9 shapes, tso memory, pct mode\n"), "{out}");
+    assert!(out.contains(". 3 CPUs, 3 mms of 2 pages, 6 ASIDs, 9 ops (switch,idle,munmap,fault,reclaim,"), "{out}");
     assert!(out.contains("reached: 0 ASID rollover(s), "), "{out}");
+    let o = tlbkit(&["check", "--policy", "x86-linux-pcid", "--cpus", "3", "--iterations", "50"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces of 2 pages, 6 ASIDs, 9 operations"), "{out}");
+    assert!(out.contains("sc memory, pct mode") && !out.contains("portfolio"), "{out}");
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -253,7 +253,7 @@ fn check_json(
         teardown,
         jobs,
     };
-    o.resolve().map_err(check_error)?;
+    o.plan().map_err(check_error)?;
     let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }

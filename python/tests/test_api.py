@@ -112,6 +112,20 @@ def test_check_finds_a_zoo_bug_and_its_token_replays_it(cli):
     assert again.report == json.loads(cli("replay", r.token, "--format", "json").stdout)
 
 
+def test_a_check_with_no_shape_runs_the_clis_portfolio(cli):
+    # No shape keyword: the portfolio `tlbkit check` runs, the same report.
+    policy = "zoo/freebsd-arm64-epoch-wrap"
+    r = tlbkit.check(policy=policy)
+    assert r.verdict == "violation"
+    shapes = r.report["portfolio"]
+    assert len(shapes) == 9 and [s["found"] for s in shapes].count(True) == 1
+    assert {s["memory"] for s in shapes} == {"tso"}
+    assert r.report == json.loads(cli("check", "--policy", policy, "--format", "json").stdout)
+    # A shape keyword makes it one shape, as a flag does.
+    one = tlbkit.check(policy="arm64-linux", cpus=2, mms=2, ops=3, iterations=20)
+    assert "portfolio" not in one.report and one.report["memory"] == "sc"
+
+
 def test_a_check_of_a_sound_policy_finds_nothing():
     r = tlbkit.check(policy="arm64-linux", cpus=2, mms=2, ops=4, mode="exhaustive", jobs=1)
     assert r.verdict == "no violation" and r.counterexample is None and r.report["complete"]

@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use clap::{Args, ValueEnum};
 use std::time::Instant;
-use tlbkit_check::options::Options;
+use tlbkit_check::options::{Options, Plan};
 use tlbkit_check::CheckReport;
 
 /// `tlbkit check`'s flags.
@@ -16,14 +16,15 @@ pub struct CheckArgs {
     /// schedules: seconds, for a first look. Flags given beside it win.
     #[arg(long, conflicts_with = "deep")]
     quick: bool,
-    /// The default shape searched exhaustively, with no cap: the proof for that
-    /// shape, far longer than the default run. Flags given beside it win.
+    /// The family shape (the --cpus, --mms and --ops defaults) searched
+    /// exhaustively, with no cap: the proof for that shape, far longer than the
+    /// default run. Flags given beside it win.
     #[arg(long)]
     deep: bool,
-    /// CPUs. Default: 2 for ASID allocators (the arm64 policies with ASIDs), 3 for
-    /// shootdown protocols (x86, arm64-noasid), so that a default run reaches two
-    /// ASID rollovers or three CPUs flushing (the report's `reached:` line); a
-    /// bug-zoo entry has its own defaults, see `tlbkit list`.
+    /// CPUs (one shape). Default: 2 for ASID allocators (the arm64 policies with
+    /// ASIDs), 3 for shootdown protocols (x86, arm64-noasid), so that the shape
+    /// reaches two ASID rollovers or three CPUs flushing (the report's `reached:`
+    /// line); a bug-zoo entry has its own smallest shape.
     #[arg(long)]
     cpus: Option<usize>,
     /// Address spaces (processes) at the start. Default: 5 for ASID allocators, 3
@@ -50,17 +51,20 @@ pub struct CheckArgs {
     /// minute).
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
-    /// Schedules for random and pct modes (default 300,000; 10,000 with --quick;
-    /// 100,000 for bug-zoo entries and --teardown); a cap on executions for
-    /// exhaustive mode (default none).
+    /// Schedules for random and pct modes (one shape: default 300,000; 10,000 with
+    /// --quick; 100,000 for bug-zoo entries and --teardown); a cap on executions
+    /// for exhaustive mode (default none). Without a shape flag: the portfolio's
+    /// schedules in all, shared out in its proportions.
     #[arg(long)]
     iterations: Option<u64>,
+    /// Seed of the pct and random schedules, and of the portfolio's menus.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The memory model: sc (the default; tso for the zoo entries whose bug is a
-    /// store passing a load), tso (per-CPU store buffers) or arm (arm64 policies:
-    /// tso, and root writes drain nothing, and a DSB may complete invalidations
-    /// before the stores it drains are visible).
+    /// The memory model (one shape): sc (the default; tso for the zoo entries
+    /// whose bug is a store passing a load), tso (per-CPU store buffers) or arm
+    /// (arm64 policies: tso, and root writes drain nothing, and a DSB may
+    /// complete invalidations before the stores it drains are visible). The
+    /// portfolio's shapes run under tso.
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
@@ -139,13 +143,15 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         teardown: a.teardown,
         jobs: a.jobs,
     };
-    let (spec, jobs) = opts.resolve()?;
+    let plan = opts.plan()?;
     let t = Instant::now();
     // A spinner on a terminal (executions so far); nothing when stderr is not one.
     let bar = crate::progress::spinner();
-    let mode = spec.mode.name();
-    let r =
-        tlbkit_check::options::run_resolved(&spec, jobs, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
+    let mode = match &plan {
+        Plan::One(spec, _) => spec.mode.name(),
+        Plan::Portfolio(_) => "portfolio",
+    };
+    let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
     bar.finish_and_clear();
     let r = r?;
     emit(&r, a.format == super::Format::Json, a.verbose)?;

@@ -347,6 +347,8 @@
 //!   [`tlbkit_policy::Hw`]), which implements `engine`'s trait and runs every
 //!   CPU's kernel operations.
 //! - [`spec`]: what to check (policy, machine shape) and the policies' defaults.
+//! - [`portfolio`]: the default run's shapes (swarm testing) and their
+//!   architecture's memory model.
 //! - [`token`]: the replay token's codec; [`report`]: what a check found, as
 //!   text or JSON, with its counterexample.
 //! - [`run`]: running a check: the search, shrinking, replay.
@@ -364,6 +366,7 @@ pub mod kernel;
 pub mod litmus;
 pub mod ops;
 pub mod options;
+pub mod portfolio;
 pub mod report;
 pub mod run;
 pub mod search;

@@ -1,10 +1,13 @@
 //! A check request as a person gives it: the policy and only the bounds they
-//! chose, every other one taken from the policy's defaults (or the `--quick`
-//! and `--deep` presets). `tlbkit check` and the Python binding's
-//! `tlbkit.check` both resolve their arguments here and run [`Options::run`],
-//! so the two give the same report for the same request.
+//! chose. With no shape flag it is the policy's portfolio
+//! ([`crate::portfolio`]); with one, a single shape whose other bounds come
+//! from the policy's defaults (or the `--quick` and `--deep` presets).
+//! `tlbkit check` and the Python binding's `tlbkit.check` both resolve their
+//! arguments here and run [`Options::run`], so the two give the same report
+//! for the same request.
 
 use crate::error::{Error, Param};
+use crate::portfolio::{self, Portfolio};
 use crate::report::CheckReport;
 use crate::run;
 use crate::shape::Memory;
@@ -45,9 +48,51 @@ pub struct Options {
     pub jobs: Option<usize>,
 }
 
+/// What a request runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// One shape, and the worker threads of its exhaustive search (`None`:
+    /// one, with progress).
+    One(CheckSpec, Option<usize>),
+    /// The policy's portfolio: no flag chose a shape.
+    Portfolio(Portfolio),
+}
+
 impl Options {
-    /// Returns the full request, and the worker threads an exhaustive search
-    /// uses (`None`: one, with progress), or the CLI's message for bad input.
+    /// Returns whether a flag chose the shape or the search, which makes the
+    /// request one shape: `--quick`, `--deep`, `--cpus`, `--mms`, `--pages`,
+    /// `--asids`, `--ops`, `--mode`, `--memory`, `--menu`, `--teardown` or
+    /// `--jobs`. `--iterations` and `--seed` leave a portfolio one.
+    pub fn one_shape(&self) -> bool {
+        self.quick
+            || self.deep
+            || self.cpus.is_some()
+            || self.mms.is_some()
+            || self.pages.is_some()
+            || self.asids.is_some()
+            || self.ops.is_some()
+            || self.mode.is_some()
+            || self.memory.is_some()
+            || self.menu.is_some()
+            || self.teardown.is_some()
+            || self.jobs.is_some()
+    }
+
+    /// Returns what the request runs: its policy's portfolio, with
+    /// `--iterations` schedules in all and `--seed`, unless a flag chose one
+    /// shape ([`Options::one_shape`], then [`Options::resolve`]).
+    pub fn plan(&self) -> Result<Plan, Error> {
+        if self.one_shape() {
+            let (spec, jobs) = self.resolve()?;
+            return Ok(Plan::One(spec, jobs));
+        }
+        Ok(Plan::Portfolio(portfolio::portfolio(&self.policy, self.iterations, self.seed)))
+    }
+
+    /// Returns the request as one shape, its bounds not given taken from the
+    /// policy's one-shape defaults ([`spec::preset`]), and the worker threads an
+    /// exhaustive search uses (`None`: one, with progress), or the CLI's
+    /// message for bad input.
     pub fn resolve(&self) -> Result<(CheckSpec, Option<usize>), Error> {
         if self.quick && self.deep {
             return Err(Error::QuickAndDeep);
@@ -119,8 +164,16 @@ impl Options {
     /// Resolves and runs the check; `progress` hears the executions so far of a
     /// single-threaded search.
     pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
-        let (spec, jobs) = self.resolve()?;
-        run_resolved(&spec, jobs, progress)
+        run_plan(&self.plan()?, progress)
+    }
+}
+
+/// Runs what [`Options::plan`] returned; `progress` hears the executions so
+/// far of a single-threaded search.
+pub fn run_plan(plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    match plan {
+        Plan::One(spec, jobs) => run_resolved(spec, *jobs, progress),
+        Plan::Portfolio(p) => run::check_portfolio(p, progress),
     }
 }
 

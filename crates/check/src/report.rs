@@ -92,6 +92,57 @@ pub struct CheckReport {
     pub initiators: u32,
     /// The counterexample, if one was found.
     pub counterexample: Option<Counterexample>,
+    /// A default run's shapes ([`crate::portfolio`]), in the order they run
+    /// (those after the one that found a violation with no schedules: not run);
+    /// empty (and absent from JSON) for a one-shape check. In a portfolio's report the shape above (`cpus` to
+    /// `menu`), `executions`, `max_steps`, `rollovers` and `initiators` are
+    /// those of the shape that found the violation, or, with none found,
+    /// `cpus` to `menu` are the first shape's and the figures are over every
+    /// shape (`executions` summed, the others their most).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub portfolio: Vec<ShapeRun>,
+}
+
+/// One shape a portfolio ran: its one-shape check, the schedules it sampled and
+/// whether it found the violation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShapeRun {
+    /// CPUs.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// Pages per address space.
+    pub pages: usize,
+    /// ASIDs.
+    pub asids: u32,
+    /// Operations.
+    pub ops: usize,
+    /// Memory model.
+    pub memory: &'static str,
+    /// The kinds of kernel operation offered.
+    pub menu: String,
+    /// Schedules sampled.
+    pub schedules: u64,
+    /// Whether this shape found the violation.
+    pub found: bool,
+}
+
+impl ShapeRun {
+    /// Returns the run of the shape `spec` asks for, which sampled `schedules`
+    /// (0: not run) and found the violation or not.
+    pub(crate) fn of(spec: &CheckSpec, schedules: u64, found: bool) -> ShapeRun {
+        ShapeRun {
+            cpus: spec.cpus,
+            mms: spec.mms,
+            pages: spec.pages,
+            asids: spec.asids,
+            ops: spec.ops,
+            memory: spec.memory.name(),
+            menu: crate::ops::OpKind::names(menu_offered(spec)),
+            schedules,
+            found,
+        }
+    }
 }
 
 /// What the executions of a check reached: the most ASID rollovers, and the
@@ -148,6 +199,7 @@ pub(crate) fn report(
         rollovers: reached.rollovers,
         initiators: reached.initiators,
         counterexample,
+        portfolio: Vec::new(),
     }
 }
 
@@ -518,10 +570,8 @@ impl CheckReport {
 
     fn render(&self, verbose: bool) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "check {}: {} CPUs, {} address spaces of {} page{}, {} ASIDs, {} operations ({}), {} memory, {} mode",
-            self.policy,
+        let shape = format!(
+            "{} CPUs, {} address spaces of {} page{}, {} ASIDs, {} operations ({}), {} memory, {} mode",
             self.cpus,
             self.mms,
             self.pages,
@@ -532,6 +582,42 @@ impl CheckReport {
             self.memory,
             self.mode
         );
+        let found = self.portfolio.iter().position(|r| r.found);
+        if self.portfolio.is_empty() {
+            let _ = writeln!(s, "check {}: {shape}", self.policy);
+        } else {
+            let _ = writeln!(
+                s,
+                "check {}: a portfolio of {} shapes, {} memory, {} mode",
+                self.policy,
+                self.portfolio.len(),
+                self.memory,
+                self.mode
+            );
+            for (i, r) in self.portfolio.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "  {}. {} CPU{}, {} mms of {} page{}, {} ASIDs, {} ops ({}): {}",
+                    i + 1,
+                    r.cpus,
+                    if r.cpus == 1 { "" } else { "s" },
+                    r.mms,
+                    r.pages,
+                    if r.pages == 1 { "" } else { "s" },
+                    r.asids,
+                    r.ops,
+                    r.menu,
+                    match (r.found, r.schedules) {
+                        (true, n) => format!("{n} schedules, VIOLATION"),
+                        (false, 0) => "not run".to_string(),
+                        (false, n) => format!("{n} schedules"),
+                    }
+                );
+            }
+            if let Some(i) = found {
+                let _ = writeln!(s, "found by shape {}: {shape}", i + 1);
+            }
+        }
         if let Some(t) = self.teardown {
             let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
         }
@@ -548,7 +634,17 @@ impl CheckReport {
                 if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
             );
         } else if self.mode != "replay" {
-            let _ = writeln!(s, "explored: {} schedules, longest {} steps", self.executions, self.max_steps);
+            let _ = writeln!(
+                s,
+                "explored: {} schedules{}, longest {} steps",
+                self.executions,
+                match found {
+                    None if !self.portfolio.is_empty() => " over every shape",
+                    Some(_) => " of that shape",
+                    None => "",
+                },
+                self.max_steps
+            );
         }
         if self.mode != "replay" {
             let _ = writeln!(

@@ -4,7 +4,8 @@
 
 use crate::error::Error;
 use crate::exec;
-use crate::report::{counterexample, report, CheckReport, Reached};
+use crate::portfolio::Portfolio;
+use crate::report::{counterexample, report, CheckReport, Reached, ShapeRun};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
 use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
@@ -22,6 +23,46 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, Error> {
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
     with_spec_policy(spec, Search { spec, shape: &shape, progress })?
+}
+
+/// Runs the shapes of `portfolio` one after another, each its own check,
+/// stopping at the first violation: the report is then that shape's (its
+/// counterexample and replay token too), with every shape's run listed
+/// ([`CheckReport::portfolio`]). With none found, the report sums the
+/// schedules and takes the most of what one execution reached over every
+/// shape. `progress` hears the schedules run so far over the whole portfolio.
+pub fn check_portfolio(portfolio: &Portfolio, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    let mut runs = Vec::with_capacity(portfolio.members.len());
+    let mut done = 0u64;
+    let mut all: Option<CheckReport> = None;
+    let mut found = None;
+    for spec in &portfolio.members {
+        if found.is_some() {
+            runs.push(ShapeRun::of(spec, 0, false));
+            continue;
+        }
+        let r = check_with_progress(spec, &mut |n| progress(done + n))?;
+        done += r.executions;
+        runs.push(ShapeRun::of(spec, r.executions, r.counterexample.is_some()));
+        if r.counterexample.is_some() {
+            found = Some(r);
+            continue;
+        }
+        all = Some(match all {
+            None => r,
+            Some(a) => CheckReport {
+                executions: a.executions + r.executions,
+                max_steps: a.max_steps.max(r.max_steps),
+                complete: a.complete && r.complete,
+                rollovers: a.rollovers.max(r.rollovers),
+                initiators: a.initiators.max(r.initiators),
+                ..a
+            },
+        });
+    }
+    let mut r = found.or(all).ok_or(Error::NoExecution)?;
+    r.portfolio = runs;
+    Ok(r)
 }
 
 /// Runs the check `spec` asks for on the policy `build` constructs (a fresh one

@@ -1,7 +1,7 @@
 //! What to check: the policy by name (a registered policy or a `zoo/`
-//! variant), the machine's shape and its bounds, the search mode, and what
-//! `tlbkit check` runs unless told otherwise (the policy's defaults and
-//! presets). Running the check is [`crate::run`]'s, its report
+//! variant), the machine's shape and its bounds, the search mode, and the one
+//! shape `tlbkit check` runs when a flag chooses the shape (the policy's
+//! defaults and presets; with no such flag it runs [`crate::portfolio`]). Running the check is [`crate::run`]'s, its report
 //! [`crate::report`]'s, and its replay token [`crate::token`]'s.
 
 use crate::error::{Error, Param};
@@ -170,9 +170,11 @@ fn resolve(name: &str) -> Result<Resolved, Error> {
     Err(Error::UnknownPolicy { name: name.to_string() })
 }
 
-/// Returns the memory model a policy needs by default: x86-TSO for the zoo
-/// entries whose bug is a store passing a load, the arm mode for the one whose
-/// store passes a root write, sequential consistency otherwise.
+/// Returns the memory model of a one-shape check of a policy unless `--memory`
+/// says: x86-TSO for the zoo entries whose bug is a store passing a load, the
+/// arm mode for the one whose store passes a root write, sequential
+/// consistency otherwise. (The default run's shapes use
+/// [`crate::portfolio::arch_memory`].)
 pub fn default_memory(policy: &str) -> Memory {
     match resolve(policy) {
         Ok(Resolved { bug: Some(Bug::ActiveCpuNoSwitchDsb), .. }) => Memory::Arm,
@@ -318,7 +320,26 @@ pub fn is_x86(policy: &str) -> bool {
     resolve(policy).is_ok_and(|r| r.base.arch == Arch::X86_64)
 }
 
-/// What `tlbkit check` runs unless told otherwise.
+/// Returns whether `policy` (a registered name or `zoo/<id>`) runs under a
+/// Linux kernel (its registry entry's [`Os`]), `false` when the name is unknown.
+pub(crate) fn is_linux(policy: &str) -> bool {
+    resolve(policy).is_ok_and(|r| r.base.os == Os::Linux)
+}
+
+/// Returns the architecture of `policy` (a registered name or `zoo/<id>`),
+/// `None` when the name is unknown.
+pub(crate) fn arch(policy: &str) -> Option<Arch> {
+    resolve(policy).ok().map(|r| r.base.arch)
+}
+
+/// Returns the registered policy `policy` names: itself, or a bug-zoo entry's
+/// base; `None` for an unknown name.
+pub(crate) fn base_name(policy: &str) -> Option<&'static str> {
+    resolve(policy).ok().map(|r| r.base.name)
+}
+
+/// The one shape `tlbkit check` runs when a flag chooses the shape (the bounds
+/// not given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Defaults {
     /// CPUs.
@@ -346,8 +367,8 @@ pub enum Preset {
     /// `--quick`: the small shape (2 CPUs, 3 address spaces, 6 operations),
     /// 10,000 PCT schedules: seconds, for a first look while editing.
     Quick,
-    /// No preset: the policy's default shape (see [`defaults`]), sampled with PCT
-    /// within a schedule budget that keeps a release build near a minute.
+    /// No preset: the policy's one-shape defaults (see [`defaults`]), sampled with
+    /// PCT within a schedule budget that keeps a release build near a minute.
     Default,
     /// `--deep`: the default shape, searched exhaustively with no cap: the proof
     /// for that shape, which takes far longer than the default run.
@@ -364,16 +385,19 @@ pub fn family(base: &str) -> Family {
     registry::policy(base).map_or(Family::Shootdown, |p| p.family)
 }
 
-/// The schedules a default run samples. Measured on the 2-core development
-/// machine with a release build (README, "Checking"): each real policy's
-/// default run finishes in about a minute or less.
+/// The schedules a one-shape run of a registered policy samples unless told.
+/// Measured on the 2-core development machine with a release build: each
+/// real policy's family shape takes about a minute or less. (The default run,
+/// a portfolio, has its own budget: [`crate::portfolio::PORTFOLIO_BUDGET`].)
 pub const DEFAULT_SCHEDULES: u64 = 300_000;
 
 /// The schedules a `--quick` run samples.
 pub const QUICK_SCHEDULES: u64 = 10_000;
 
-/// Returns the spec `tlbkit check --policy POLICY` runs with no other flag:
-/// [`defaults`], seed 1, the policy's [`default_memory`], no contiguous block.
+/// Returns the one shape `tlbkit check --policy POLICY` starts from when a flag
+/// chooses the shape (`--cpus` and the like; with no such flag it runs the
+/// [`crate::portfolio`]): [`defaults`], seed 1, the policy's
+/// [`default_memory`], no contiguous block.
 pub fn default_spec(policy: &str) -> CheckSpec {
     let d = defaults(policy);
     CheckSpec {
@@ -397,13 +421,15 @@ pub fn defaults(policy: &str) -> Defaults {
     preset(policy, Preset::Default)
 }
 
-/// Returns what `tlbkit check --policy POLICY` runs under preset `p`.
+/// Returns the one shape `tlbkit check --policy POLICY` runs under preset `p`
+/// (no preset: the shape a shape flag starts from; with no flag at all the
+/// default run is the [`crate::portfolio`], whose family shape this is).
 ///
 /// Every registered policy's address spaces map 2 pages, the fewest that let
 /// two flushes of one address space cover different pages at once; a bug-zoo
 /// entry's map one.
 ///
-/// A registered policy's default shape is chosen so that one run reaches what
+/// A registered policy's one-shape default (its *family shape*) is chosen so that one run reaches what
 /// its bugs need, and the report shows it did (`reached:`): an ASID allocator
 /// (arm64 with ASIDs) gets 2 CPUs, 5 address spaces, 4 ASIDs and 12 operations
 /// of every kind, which take it through at least two rollovers (three
@@ -418,7 +444,8 @@ pub fn defaults(policy: &str) -> Defaults {
 /// the seed given (default 1); `--deep` is the exhaustive proof at the same
 /// shape, `--quick` the old small shape.
 ///
-/// A bug-zoo entry instead gets the smallest shape its bug needs, searched with
+/// A bug-zoo entry instead gets the smallest shape its bug needs (its
+/// *tailored shape*; its default run is its base policy's portfolio), searched with
 /// PCT, which reaches such shallow-preemption bugs fastest: the counter's early
 /// acknowledgement needs a third CPU, a second initiator overwriting the
 /// request; a8ffaaa060b8 needs two rollovers while one CPU sits between its

@@ -7,7 +7,7 @@
 //!
 //! Every policy exhaustively on 2 CPUs, 3 address spaces, 4 ASIDs (x86: 6 PCID
 //! slots) and 6 operations, and with 10,000 random schedules on 4 CPUs; every
-//! zoo entry with its defaults; every contpte teardown strategy with a
+//! zoo entry with its defaults (its portfolio); every contpte teardown strategy with a
 //! contiguous block. Each prints the figures the guide quotes (docs/guide, "Checking for stale translations").
 
 mod common;
@@ -69,8 +69,8 @@ fn every_policy_exhaustively_and_at_random_on_four_cpus() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// The check of zoo entry `policy` with its defaults, in `mode` (its default
-/// when `None`) with at most `iterations` executions.
+/// The check of zoo entry `policy` at its tailored shape, in `mode` (its
+/// tailored mode when `None`) with at most `iterations` executions.
 fn zoo_spec(policy: &str, mode: Option<Mode>, iterations: u64) -> CheckSpec {
     let d = defaults(policy);
     CheckSpec {
@@ -89,18 +89,26 @@ fn zoo_spec(policy: &str, mode: Option<Mode>, iterations: u64) -> CheckSpec {
     }
 }
 
+/// Every zoo entry with its defaults, as `tlbkit check --policy zoo/<id>`
+/// runs it: its base policy's portfolio (`tlbkit_check::portfolio`), stopping
+/// at the first shape that finds it.
 #[test]
 #[ignore = "run with --release -- --ignored"]
 fn every_zoo_entry_with_its_defaults() {
     for e in tlbkit_policy::zoo::ZOO {
         let policy = format!("zoo/{}", e.id);
-        let s = zoo_spec(&policy, None, 100_000);
+        let o = tlbkit_check::options::Options { policy: policy.clone(), seed: 1, ..Default::default() };
         let t = Instant::now();
-        let r = check(&s).unwrap();
+        let r = o.run(&mut |_| {}).unwrap();
         let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found"));
+        let shape = r.portfolio.iter().position(|s| s.found).expect("a portfolio names the shape that found it");
         println!(
-            "{policy:<40} {:>7} schedules {:>6.2} s  {} in {} steps",
-            r.executions,
+            "{policy:<40} shape {} ({} CPUs, {} ops, {}) {:>7} schedules in all {:>6.2} s  {} in {} steps",
+            shape + 1,
+            r.cpus,
+            r.ops,
+            r.menu,
+            r.portfolio.iter().map(|s| s.schedules).sum::<u64>(),
             t.elapsed().as_secs_f64(),
             cx.property,
             cx.steps.len()

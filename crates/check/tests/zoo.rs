@@ -1,5 +1,8 @@
-//! The bug zoo: every entry is found with its default shape, its counterexample
-//! is short, and replaying its token gives the very same trace.
+//! The bug zoo: every entry is found with its tailored shape (the smallest its
+//! bug needs, which a one-shape run of it starts from and `--deep` searches),
+//! its counterexample is short, and replaying its token gives the very same
+//! trace. Its default run is its base policy's portfolio: `portfolio.rs`, and
+//! `full.rs`'s `every_zoo_entry_with_its_defaults` for every entry.
 
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_memory, defaults};
@@ -9,7 +12,7 @@ use tlbkit_policy::zoo::ZOO;
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
-/// The spec `tlbkit check --policy zoo/<id>` runs with no other flag.
+/// The tailored shape of `zoo/<id>`, as a one-shape check runs it.
 fn zoo_spec(id: &str) -> CheckSpec {
     let policy = format!("zoo/{id}");
     let d = defaults(&policy);
