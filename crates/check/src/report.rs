@@ -586,18 +586,26 @@ impl CheckReport {
         if self.portfolio.is_empty() {
             let _ = writeln!(s, "check {}: {shape}", self.policy);
         } else {
+            // The models the shapes run under, in their order (TSO, then the
+            // arm mode, on arm64).
+            let mut models: Vec<&str> = Vec::new();
+            for r in &self.portfolio {
+                if !models.contains(&r.memory) {
+                    models.push(r.memory);
+                }
+            }
             let _ = writeln!(
                 s,
                 "check {}: a portfolio of {} shapes, {} memory, {} mode",
                 self.policy,
                 self.portfolio.len(),
-                self.memory,
+                models.join(" then "),
                 self.mode
             );
             for (i, r) in self.portfolio.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "  {}. {} CPU{}, {} mms of {} page{}, {} ASIDs, {} ops ({}): {}",
+                    "  {}. {} CPU{}, {} mms of {} page{}, {} ASIDs, {} ops ({}), {}: {}",
                     i + 1,
                     r.cpus,
                     if r.cpus == 1 { "" } else { "s" },
@@ -607,6 +615,7 @@ impl CheckReport {
                     r.asids,
                     r.ops,
                     r.menu,
+                    r.memory,
                     match (r.found, r.schedules) {
                         (true, n) => format!("{n} schedules, VIOLATION"),
                         (false, 0) => "not run".to_string(),
