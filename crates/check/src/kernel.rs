@@ -182,6 +182,11 @@ pub struct Deferred {
     pub flush: &'static str,
     /// The CPU whose flush returned.
     pub cpu: u32,
+    /// For a page-table page: the process has hooked a page-table page at the
+    /// same frame again since (a fault after the unmap). A walk through the
+    /// frame then leads into its current table, stale or not, and the next
+    /// unhook's own flush judges it; so the late judgement skips it.
+    pub rehooked: bool,
 }
 
 /// A flush whose completion the policy took over ([`tlbkit_policy::Hw::defer_flush`]):
@@ -790,6 +795,7 @@ impl Machine {
         if self.spaces[slot as usize].table.is_none() {
             let Some(t) = self.alloc_frame(cpu)? else { return Ok(false) };
             self.spaces[slot as usize].table = Some(t);
+            self.note_rehook(slot, t);
         }
         let Some(f) = self.alloc_frame(cpu)? else { return Ok(false) };
         let s = &mut self.spaces[slot as usize];
@@ -885,6 +891,7 @@ impl Machine {
                     change: o.change,
                     flush,
                     cpu: o.cpu,
+                    rehooked: false,
                 });
                 continue;
             }
@@ -893,10 +900,28 @@ impl Machine {
         Ok(())
     }
 
+    /// Marks every late judgement of a page-table page of `slot` at `frame` as
+    /// rehooked ([`Deferred::rehooked`]): the process's new page-table page is
+    /// at that frame.
+    fn note_rehook(&mut self, slot: u32, frame: u32) {
+        let uid = self.spaces[slot as usize].uid;
+        for set in &mut self.deferred {
+            let hit =
+                |d: &Deferred| d.page.is_none() && d.slot == slot && d.frame == frame && d.uid == uid && !d.rehooked;
+            if !set.iter().any(hit) {
+                continue;
+            }
+            let marked: Vec<Deferred> =
+                set.iter().filter(|d| hit(d)).map(|d| Deferred { rehooked: true, ..d.clone() }).collect();
+            set.retain(|d| !hit(d));
+            set.extend(marked);
+        }
+    }
+
     /// Judges, for CPU `cpu` returning from an interrupt handler, every flush that
     /// returned while it was inside it (`no_stale_held`, as [`Machine::discharge`]).
     pub fn judge_after_irq(&mut self, cpu: usize) -> Result<(), Violation> {
-        for d in std::mem::take(&mut self.deferred[cpu]) {
+        for d in std::mem::take(&mut self.deferred[cpu]).into_iter().filter(|d| !d.rehooked) {
             let o = Obligation {
                 uid: d.uid,
                 slot: d.slot,

@@ -211,3 +211,17 @@ fn check_policy_refuses_a_bad_shape_with_a_message() {
     let e = check_policy(&spec, &short_wait(&spec)).unwrap_err();
     assert!(e.to_string().contains("arm64"), "{e}");
 }
+
+/// The scoreboard's target acknowledges before it invalidates, so a flush that
+/// freed a page-table page returns while the target is still in its handler and
+/// is judged for it when the handler returns. Meanwhile the process may fault a
+/// new page-table page in at the same frame and unmap it again: a walk through
+/// the frame then leads into the process's current table and the new unhook's
+/// own flush judges it. The late judgement once took that walk for the freed
+/// table's (this schedule, found by the default portfolio's second shape).
+#[test]
+fn a_late_judgement_ignores_a_table_hooked_again_at_the_same_frame() {
+    let token = "t5~x86-freebsd-scoreboard~2~3~1~4~10~sc~bd~-~z16.1z9.1z14.2z30.1z11.1z11.1z9.1z3.1~c8dc3fed";
+    let r = tlbkit_check::replay(token).expect("the token decodes");
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
+}
