@@ -152,7 +152,7 @@ fn a_passing_portfolio_lists_its_shapes_and_their_schedules() {
     assert!(text.starts_with("check x86-linux-pcid: a portfolio of 9 shapes, tso memory, pct mode\n"), "{text}");
     for (i, s) in r.portfolio.iter().enumerate() {
         assert!(text.contains(&format!("  {}. {} CPU", i + 1, s.cpus)), "{text}");
-        assert!(text.contains(&format!("({}): {} schedules\n", s.menu, s.schedules)), "{text}");
+        assert!(text.contains(&format!("({}), {}: {} schedules\n", s.menu, s.memory, s.schedules)), "{text}");
     }
     assert!(text.contains(&format!("explored: {} schedules over every shape", r.executions)), "{text}");
     // A one-shape check's JSON has no portfolio.
