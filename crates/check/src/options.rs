@@ -119,10 +119,7 @@ impl Options {
             None => d.mode,
         };
         let memory = match self.memory.as_deref() {
-            Some("tso") => Memory::Tso,
-            Some("sc") => Memory::Sc,
-            Some("arm") => Memory::Arm,
-            Some(m) => return Err(Error::invalid(Param::Memory, m, "give sc, tso or arm")),
+            Some(m) => Memory::from_name(m).ok_or_else(|| Error::invalid(Param::Memory, m, "give sc, tso or arm"))?,
             None => spec::default_memory(&self.policy),
         };
         let teardown = match &self.teardown {

@@ -22,6 +22,14 @@ pub enum Memory {
 }
 
 impl Memory {
+    /// Every model, in the order the command line lists them.
+    pub const ALL: [Memory; 3] = [Memory::Sc, Memory::Tso, Memory::Arm];
+
+    /// Returns the model called `name` on the command line ([`Memory::name`]).
+    pub fn from_name(name: &str) -> Option<Memory> {
+        Memory::ALL.into_iter().find(|m| m.name() == name)
+    }
+
     /// Returns the model's name on the command line.
     pub fn name(self) -> &'static str {
         match self {

@@ -115,12 +115,7 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
     };
     let menu = u32::from_str_radix(parts[8], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
-    let memory = match parts[7] {
-        "sc" => Memory::Sc,
-        "tso" => Memory::Tso,
-        "arm" => Memory::Arm,
-        _ => return Err(bad("the memory model is none of sc, tso and arm")),
-    };
+    let memory = Memory::from_name(parts[7]).ok_or_else(|| bad("the memory model is none of sc, tso and arm"))?;
     let small = |s: &str, what: &str| {
         num(s, what).and_then(|n| u32::try_from(n).map_err(|_| bad(&format!("{what} is out of range"))))
     };

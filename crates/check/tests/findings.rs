@@ -35,10 +35,7 @@ fn spec_of(args: &[&str]) -> CheckSpec {
         None => d.mode,
     };
     let memory = match flag("--memory") {
-        Some("sc") => Memory::Sc,
-        Some("tso") => Memory::Tso,
-        Some("arm") => Memory::Arm,
-        Some(other) => panic!("memory {other}"),
+        Some(m) => Memory::from_name(m).unwrap_or_else(|| panic!("memory {m}")),
         None => default_memory(&policy),
     };
     CheckSpec {

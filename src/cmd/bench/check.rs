@@ -16,6 +16,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tlbkit_check::kernel::MAX_PAGES;
+use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::default_asids;
 
 /// `tlbkit bench check`'s flags.
@@ -59,14 +60,26 @@ pub enum BenchMemory {
 }
 
 impl BenchMemory {
-    /// Returns the `tlbkit check --memory` value for `policy`.
+    /// Returns the `tlbkit check --memory` value for `policy`: for `arch`, the
+    /// weakest of the models the default run uses on its architecture
+    /// (`tlbkit_check::portfolio::arch_memory`).
     fn for_policy(self, policy: &str) -> &'static str {
+        let model = match self {
+            BenchMemory::Sc => Memory::Sc,
+            BenchMemory::Tso => Memory::Tso,
+            BenchMemory::Arm => Memory::Arm,
+            BenchMemory::Arch => tlbkit_check::portfolio::arch_memory(policy).last().copied().unwrap_or(Memory::Tso),
+        };
+        model.name()
+    }
+
+    /// Returns the flag's own name (`arch` included).
+    fn name(self) -> &'static str {
         match self {
             BenchMemory::Sc => "sc",
             BenchMemory::Tso => "tso",
             BenchMemory::Arm => "arm",
-            BenchMemory::Arch if tlbkit_check::spec::is_x86(policy) => "tso",
-            BenchMemory::Arch => "arm",
+            BenchMemory::Arch => "arch",
         }
     }
 }
@@ -338,12 +351,7 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
     if format == super::Format::Json {
         let doc = serde_json::json!({
             "bounds": { "cpus": CPUS, "mms": MMS, "pages": pages, "asids_arm64": 4, "pcids_freebsd_x86": 4, "pcid_slots_x86": 6, "ops": OPS },
-            "memory": match memory {
-                None | Some(BenchMemory::Sc) => "sc",
-                Some(BenchMemory::Tso) => "tso",
-                Some(BenchMemory::Arm) => "arm",
-                Some(BenchMemory::Arch) => "arch",
-            },
+            "memory": memory.unwrap_or(BenchMemory::Sc).name(),
             "host_cpus": host,
             "limit_s": limit_s,
             "checks": rows.iter().map(Row::json).collect::<Vec<_>>(),
