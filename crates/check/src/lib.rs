@@ -16,9 +16,14 @@
 //!   holds it as its lazy `active_mm`); a fork into a free slot;
 //!   and reclaim of a page of any process (running elsewhere or nowhere) by a
 //!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
-//!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
+//!   reclaim's deferred flush (`Policy::tlbbatch_add_pending` with the clear,
+//!   `Policy::flush_batch` later), on FreeBSD ones the page
 //!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
-//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]).
+//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]). While a Linux
+//!   reclaim has marked an address space (`mm->tlb_flush_batched`) or its flush
+//!   is deferred, a `munmap` or `madvise` of a page whose PTE is already gone
+//!   (its VMA still there) is offered too: it clears nothing, but it is where
+//!   the kernel completes the reclaim's flush first (see below).
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -33,10 +38,24 @@
 //!   `tlb_finish_mmu`), and under TSO another CPU takes it only once the PTE
 //!   clear buffered before its release is visible. So two flushes of one
 //!   address space run at once, for different pages, which is what x86's
-//!   `tlb_gen` handles. Reclaim is the exception: it keeps the address space to
-//!   itself (the write side) from its clear until its batched flush returns,
-//!   where the kernel takes no `mmap_lock` and drops the PTE lock before
-//!   `try_to_unmap_flush`; see below.
+//!   `tlb_gen` handles. Reclaim takes no `mmap_lock` (`try_to_unmap_one` with
+//!   `TTU_BATCH_FLUSH`): under the PTE lock it clears the PTE, calls
+//!   `Policy::tlbbatch_add_pending` and marks the mm (`mm->tlb_flush_batched`;
+//!   the mark is set in the clear's step, which no other holder of the PTE lock
+//!   can tell from the kernel's order), and calls `Policy::flush_batch`
+//!   (`try_to_unmap_flush`) only after dropping it, so every other operation of
+//!   the address space may run in between. A `munmap`, `madvise` or whole-range
+//!   `munmap` that takes the PTE lock of a marked mm first calls
+//!   `Policy::flush_batched_pending` (`flush_tlb_batched_pending`, since v4.13,
+//!   3ea277194daa), and clears the mark unless a reclaim set it again
+//!   meanwhile; when it returns, the reclaim obligations of its pages that were
+//!   open when it took the lock are judged as a flush's (`no_stale_held`, and
+//!   `no_stale_use` from then on), though they stay open until the reclaim's own
+//!   flush returns and frees the frame. An exit's zap, a fault and the
+//!   contiguous block's operations do not call it (nothing runs an exiting
+//!   process; a fault changes no valid PTE). The slot of an exited process is
+//!   released only after a reclaim's flush of it returns (the policy's
+//!   `flush_batch` is handed the mm, where the kernel's batch names none).
 //!   On FreeBSD policies it is the pmap's `PMAP_LOCK`, a mutex: every
 //!   page-table change (`pmap_remove`, `pmap_enter`, the page daemon's
 //!   `pmap_remove_all`) and its shootdown happen before `PMAP_UNLOCK`, so
@@ -284,13 +303,11 @@
 //!   with stores, and relaxed read-modify-writes do not order anything there;
 //!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
 //!   instruction or a Linux value-returning atomic does).
-//! - Reclaim's flush overlapping other changes of the same address space. The
-//!   kernel's is lock-free there, but a lazy CPU running `kswapd` that switches
-//!   to `init_mm` inside its own flush handler does so with interrupts off, and
-//!   a page-table page freed meanwhile is reused only after an RCU grace period
-//!   that waits for it (`MMU_GATHER_RCU_TABLE_FREE`); the oracle exempts only
-//!   CPUs inside a context switch, and `Hw` cannot say where a policy turns
-//!   interrupts off, so the overlap would be reported as a stale walk.
+//! - The swap cache: a fault after a reclaim maps a fresh frame, where Linux may
+//!   map the reclaimed folio again, and a stale entry of a clean page that a CPU
+//!   keeps until the reclaim's flush is not judged meanwhile (Linux relies on
+//!   it being clean: a write through it must walk the page tables to set the
+//!   dirty bit and faults). Only a `munmap` or `madvise` judges it early.
 //! - The interrupts a kernel disables around a flush's local part (x86
 //!   `flush_tlb_mm_range` runs its own `flush_tlb_func` with interrupts off): here
 //!   another CPU's flush IPI may be taken in the middle of it, which can only

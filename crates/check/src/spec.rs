@@ -208,7 +208,11 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
         spec,
         reclaim_of(r.base),
         r.base.arch == Arch::Arm64,
-        (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        match r.bug {
+            Some(Bug::LinuxTableFreeBeforeFlush) => Some(KernelBug::TableFreeBeforeFlush),
+            Some(Bug::LinuxX863ea277194daa) => Some(KernelBug::NoBatchedPending),
+            _ => None,
+        },
     )
 }
 
@@ -417,7 +421,13 @@ pub fn defaults(policy: &str) -> Defaults {
 /// switches only; 5e10f9887ed8 needs a fourth address space for the ASID that
 /// `kswapd`'s flush reads too early to be handed out again; 83b0177a6c48 needs
 /// one CPU to switch back to an address space it ran before (its mask bit still
-/// set) while the other unmaps there, seven switches and unmaps in all.
+/// set) while the other unmaps there, seven switches and unmaps in all; the
+/// two reclaim races (4b634918384c, 3ea277194daa) need one address space and
+/// three operations: a CPU switches to it, the other (idle, so `kswapd`)
+/// reclaims its page, and the first unmaps the page while the reclaim's flush is
+/// deferred. PCT needs thousands of schedules for that window on arm64 (the
+/// `munmap` takes more steps than the reclaim has between its clear and its
+/// `DSB`), so these two are searched exhaustively: a few hundred states.
 pub fn preset(policy: &str, p: Preset) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
@@ -446,6 +456,10 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             Bug::FreebsdX86CounterEarlyAck => with(3, 3, 6, Mode::Pct, all),
             Bug::LinuxX8683b0177a6c48 => {
                 with(2, 2, 7, Mode::Pct, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
+            }
+            Bug::LinuxArm644b634918384c | Bug::LinuxX863ea277194daa => {
+                use crate::ops::OpKind::{Munmap, Reclaim, Switch};
+                with(2, 1, 3, Mode::Exhaustive, Switch.bit() | Munmap.bit() | Reclaim.bit())
             }
             _ => with(2, 3, 6, Mode::Pct, all),
         },
