@@ -20,10 +20,10 @@
 //!   `Policy::flush_batch` later), on FreeBSD ones the page
 //!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
 //!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]). While a Linux
-//!   reclaim has marked an address space (`mm->tlb_flush_batched`) or its flush
-//!   is deferred, a `munmap` or `madvise` of a page whose PTE is already gone
-//!   (its VMA still there) is offered too: it clears nothing, but it is where
-//!   the kernel completes the reclaim's flush first (see below).
+//!   reclaim's flush of an address space is deferred, a `munmap` of a page
+//!   whose PTE is already gone (its VMA still there) is offered too: it clears
+//!   nothing, but it returns relying on the kernel having completed the
+//!   reclaim's flush first (see below).
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.

@@ -293,14 +293,14 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
             // A page whose VMA a munmap is still tearing down cannot be mapped
             // again before it is done (`mmap` needs the write side).
             ops.push(Op::Map(p));
-            // Its VMA is still there: a munmap or madvise of it clears no PTE, but
-            // while a reclaim has marked the mm it calls `flush_tlb_batched_pending`,
-            // and while a reclaim's flush is deferred it returns with the page gone
-            // (3ea277194daa's race). Otherwise it changes nothing, so it is not
-            // offered.
-            if core.shape().linux && (space.batched != 0 || reclaim_in_flight(&m, s)) {
+            // Its VMA is still there: a munmap of it clears no PTE, but while a
+            // reclaim's flush of the mm is deferred it returns with the page gone,
+            // relying on `flush_tlb_batched_pending` (3ea277194daa's race).
+            // Otherwise it changes nothing the oracle judges (at most a redundant
+            // flush of a marked mm), and a madvise of it does what the munmap
+            // does, so only this munmap is offered, only then.
+            if core.shape().linux && reclaim_in_flight(&m, s) {
                 ops.push(Op::Unmap(p));
-                ops.push(Op::Madvise(p));
             }
         }
     }
