@@ -73,7 +73,9 @@ pub(crate) trait Engine {
     /// changes one of its PTEs: the lock's read-modify-write drains the
     /// current CPU's store buffer, and another CPU's release of it is visible
     /// only once the PTE clear it buffered before the release is (TSO keeps a
-    /// buffer in order).
+    /// buffer in order). It waits too while another CPU holds the lock across
+    /// steps (`Machine::ptl_held`: Linux reclaim, until its
+    /// `arch_tlbbatch_add_pending` returns).
     fn pte_lock(&self, slot: u32);
 
     /// Makes every store in CPU `cpu`'s store buffer visible, oldest first.

@@ -803,6 +803,13 @@ impl Core {
     }
 
     /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
+    /// Returns whether CPU `c` may take the PTE lock of `slot` now: no other
+    /// CPU holds it across steps ([`Machine::ptl_held`]) and none has a store
+    /// to one of its PTEs still buffered (made before its release).
+    fn ptl_free(st: &State, c: usize, slot: u32) -> bool {
+        st.m.ptl_held[slot as usize].is_none_or(|h| h as usize == c) && !Self::pte_store_pending(st, c, slot)
+    }
+
     fn pte_store_pending(st: &State, c: usize, slot: u32) -> bool {
         st.cpus.iter().enumerate().any(|(o, s)| {
             o != c && s.buffer.iter().any(|&(addr, _, _)| pte_store(addr).is_some_and(|(sl, _)| sl == slot))
@@ -820,7 +827,7 @@ impl Core {
             Block::Sync => s.sync_out == 0 || irq,
             Block::Idle => irq,
             Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
-            Block::Ptl(slot) => irq || !Self::pte_store_pending(st, c, *slot),
+            Block::Ptl(slot) => irq || Self::ptl_free(st, c, *slot),
         }
     }
 
@@ -946,7 +953,7 @@ impl Engine for Core {
         let cpu = self.cpu();
         self.drain_own(cpu);
         loop {
-            if !Self::pte_store_pending(&self.st.borrow(), cpu, slot) {
+            if Self::ptl_free(&self.st.borrow(), cpu, slot) {
                 return;
             }
             self.block(Block::Ptl(slot));

@@ -108,6 +108,12 @@ pub struct Space {
     /// Ground truth: bit `j` is set when page `j` of the block was written since it
     /// was mapped (what `no_lost_dirty` judges each clear against).
     pub written: u16,
+    /// Linux's `mm->tlb_flush_batched`, as the number of reclaim clears of the mm
+    /// that no `flush_tlb_batched_pending` has covered yet (the kernel's pending
+    /// count less its flushed count): reclaim raises it under the PTE lock, and
+    /// `flush_tlb_batched_pending` clears it after its flush unless a reclaim
+    /// raised it again meanwhile (its `atomic_cmpxchg`).
+    pub batched: u8,
 }
 
 /// A cached translation, with the ground truth it was filled from.
@@ -396,6 +402,12 @@ pub struct Machine {
     /// `PMAP_LOCK` (FreeBSD, a mutex, taken as a writer); see `crate::ops` for
     /// which operation takes which side when.
     pub mm_lock: Vec<MmapLock>,
+    /// Per slot: the CPU that holds its PTE lock across steps, if one does:
+    /// Linux reclaim, from its PTE clear until `arch_tlbbatch_add_pending`
+    /// returns (`try_to_unmap_one` calls it under the lock). Every other holder
+    /// takes the lock for the one step that changes a PTE
+    /// ([`crate::engine::Engine::pte_lock`]), waiting while this is another CPU.
+    pub ptl_held: Vec<Option<u8>>,
     /// Pages each address space maps.
     pub pages: usize,
     /// Whether user PTEs are global (the no-ASID baseline).
@@ -405,6 +417,16 @@ pub struct Machine {
     /// Per CPU: whether it is inside an interrupt handler (a mirror of the
     /// executor's CPU state, which the state hash already holds).
     pub in_irq: Vec<bool>,
+    /// Per CPU: whether it is inside its own reclaim's deferred flush
+    /// (`try_to_unmap_flush`), whose local part runs with interrupts off (x86's
+    /// `flush_tlb_func` on a lazy CPU switches to `init_mm` there). A flush
+    /// that returns meanwhile is judged for it when that flush returns, as for a
+    /// CPU inside an interrupt handler: a page-table page freed meanwhile is
+    /// reused only after every CPU has had interrupts on again
+    /// (`MMU_GATHER_RCU_TABLE_FREE`). Taken to last the whole flush, which
+    /// `Hw` cannot split (an over-approximation of the window; the judgement is
+    /// delayed, never dropped).
+    pub in_batch_flush: Vec<bool>,
     /// Per CPU: the flushes that returned while it was inside an interrupt
     /// handler, still to be judged for it when the handler returns.
     pub deferred: Vec<SortedSet<Deferred>>,
@@ -598,6 +620,11 @@ impl Machine {
         let (mut f, mut u) = (Renaming::new(rename), Renaming::new(rename));
         for sp in &self.spaces {
             (u.name(sp.uid), sp.life, sp.table.map(|t| f.name(t)), sp.vers, sp.detached, &sp.block, sp.written).hash(h);
+            // Hashed only when set, so that a machine no reclaim marked hashes as
+            // it did before the count was kept.
+            if sp.batched != 0 {
+                (0xba7c_u16, sp.batched).hash(h);
+            }
             for p in &sp.ptes {
                 p.map(|p| (f.name(p.frame), p.ver)).hash(h);
             }
@@ -633,6 +660,9 @@ impl Machine {
         for l in &self.lazy {
             hash_lazy(l, h);
         }
+        if self.in_batch_flush.iter().any(|&b| b) {
+            self.in_batch_flush.hash(h);
+        }
         for d in &self.deferred {
             s.deferred.clear();
             s.deferred.extend(d.iter().map(|d| Deferred { uid: u.name(d.uid), frame: f.name(d.frame), ..d.clone() }));
@@ -667,6 +697,7 @@ impl Machine {
         self.leaving.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
+        self.ptl_held.hash(h);
         // The next uid only matters while the initial processes are being
         // started (`fork` tells them by it); after that it is just fresh.
         if rename {
@@ -690,6 +721,7 @@ impl Machine {
             detached: 0,
             block: Vec::new(),
             written: 0,
+            batched: 0,
         };
         Machine {
             spaces: vec![empty; mms + 1],
@@ -706,10 +738,12 @@ impl Machine {
             leaving: vec![None; cpus],
             touched: vec![false; mms + 1],
             mm_lock: vec![MmapLock::default(); mms + 1],
+            ptl_held: vec![None; mms + 1],
             pages,
             global_user,
             contpte,
             in_irq: vec![false; cpus],
+            in_batch_flush: vec![false; cpus],
             deferred: vec![SortedSet::default(); cpus],
             lazy_offer: vec![None; cpus],
             lazy: Vec::new(),
@@ -781,6 +815,7 @@ impl Machine {
         s.detached = 0;
         s.block = if self.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
         s.written = 0;
+        s.batched = 0;
         for p in 0..self.pages {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
@@ -874,14 +909,28 @@ impl Machine {
     /// the target "cannot return to userspace before handler finishes"). A target
     /// whose IPI is still pending, not yet taken, is judged now.
     pub fn discharge(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
-        let o = &mut self.obligations[id];
-        o.discharged = true;
-        let o = o.clone();
+        self.obligations[id].discharged = true;
+        self.judge(id, flush)
+    }
+
+    /// Judges obligation `id` as [`Machine::discharge`] does, leaving it open:
+    /// another CPU's flush returned that the kernel relies on for it
+    /// (`flush_tlb_batched_pending` for a reclaim's clear, or a `munmap` of the
+    /// page that found it cleared), while the flush that discharges it, and frees
+    /// its frame, is still to come. From now on no CPU may use the translation.
+    pub fn judge_open(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
+        self.judge(id, flush)
+    }
+
+    /// Kills obligation `id`'s translation and judges `no_stale_held` for it on
+    /// every CPU (see [`Machine::discharge`]).
+    fn judge(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
+        let o = self.obligations[id].clone();
         if o.page.is_some() {
             self.dead.insert((o.uid, o.page.unwrap_or(0), o.ver));
         }
         for c in 0..self.tlbs.len() {
-            if self.in_irq[c] {
+            if self.in_irq[c] || self.in_batch_flush[c] {
                 self.deferred[c].insert(Deferred {
                     uid: o.uid,
                     slot: o.slot,
@@ -921,6 +970,26 @@ impl Machine {
     /// Judges, for CPU `cpu` returning from an interrupt handler, every flush that
     /// returned while it was inside it (`no_stale_held`, as [`Machine::discharge`]).
     pub fn judge_after_irq(&mut self, cpu: usize) -> Result<(), Violation> {
+        if self.in_batch_flush[cpu] {
+            // Inside its reclaim's flush still: judged when that returns.
+            return Ok(());
+        }
+        self.judge_deferred(cpu, "was in an interrupt handler")
+    }
+
+    /// Judges, for CPU `cpu` whose reclaim's deferred flush has returned, every
+    /// flush that returned meanwhile (see [`Machine::in_batch_flush`]).
+    pub fn judge_after_batch_flush(&mut self, cpu: usize) -> Result<(), Violation> {
+        self.in_batch_flush[cpu] = false;
+        if self.in_irq[cpu] {
+            return Ok(());
+        }
+        self.judge_deferred(cpu, "ran its reclaim's deferred flush")
+    }
+
+    /// Judges the flushes deferred for CPU `cpu`, which `was` in a window with
+    /// interrupts off that has now ended.
+    fn judge_deferred(&mut self, cpu: usize, was: &str) -> Result<(), Violation> {
         for d in std::mem::take(&mut self.deferred[cpu]).into_iter().filter(|d| !d.rehooked) {
             let o = Obligation {
                 uid: d.uid,
@@ -932,8 +1001,7 @@ impl Machine {
                 cpu: d.cpu,
                 discharged: true,
             };
-            let when =
-                format!(" (by cpu{}, while cpu{cpu} was in an interrupt handler, which has now returned)", d.cpu);
+            let when = format!(" (by cpu{}, while cpu{cpu} {was}, which has now returned)", d.cpu);
             self.judge_held(cpu, &o, d.flush, &when)?;
         }
         Ok(())

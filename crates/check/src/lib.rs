@@ -16,9 +16,14 @@
 //!   holds it as its lazy `active_mm`); a fork into a free slot;
 //!   and reclaim of a page of any process (running elsewhere or nowhere) by a
 //!   kernel thread, offered to idle CPUs: on Linux policies `kswapd` with
-//!   reclaim's batched flush (`Policy::flush_batch`), on FreeBSD ones the page
+//!   reclaim's deferred flush (`Policy::tlbbatch_add_pending` with the clear,
+//!   `Policy::flush_batch` later), on FreeBSD ones the page
 //!   daemon's `pmap_remove_all`, that pmap's per-page invalidation
-//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]).
+//!   (`Policy::flush_page`) under its lock ([`shape::Reclaim`]). While a Linux
+//!   reclaim's flush of an address space is deferred, a CPU running it is
+//!   offered only a `munmap` of each of its pages (one whose PTE is already
+//!   gone clears nothing, but returns relying on the kernel having completed
+//!   the reclaim's flush first; see below), a switch or going idle.
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -29,14 +34,32 @@
 //!   read side for the zap, the page-table free and the flush (since v4.20,
 //!   dd2283f2605e), and no fault maps a page whose VMA it removed until it is
 //!   done; exit takes the write side. The PTE lock is held only for the step
-//!   that changes the PTE (the flush of a zap runs after `pte_unmap_unlock`, in
+//!   that changes the PTE (reclaim's aside, below; the flush of a zap runs after `pte_unmap_unlock`, in
 //!   `tlb_finish_mmu`), and under TSO another CPU takes it only once the PTE
 //!   clear buffered before its release is visible. So two flushes of one
 //!   address space run at once, for different pages, which is what x86's
-//!   `tlb_gen` handles. Reclaim is the exception: it keeps the address space to
-//!   itself (the write side) from its clear until its batched flush returns,
-//!   where the kernel takes no `mmap_lock` and drops the PTE lock before
-//!   `try_to_unmap_flush`; see below.
+//!   `tlb_gen` handles. Reclaim takes no `mmap_lock` (`try_to_unmap_one` with
+//!   `TTU_BATCH_FLUSH`): under the PTE lock, held across these steps
+//!   (`kernel::Machine::ptl_held`; every other holder takes it for one step),
+//!   it clears the PTE, calls `Policy::tlbbatch_add_pending` and marks the mm (`mm->tlb_flush_batched`;
+//!   the mark is set in the clear's step, which no other holder of the PTE lock
+//!   can tell from the kernel's order), and calls `Policy::flush_batch`
+//!   (`try_to_unmap_flush`) only after dropping it, so other operations of the
+//!   address space may run in between (here only the `munmap`s above start
+//!   there; an operation already running goes on). A `munmap`, `madvise` or whole-range
+//!   `munmap` that takes the PTE lock of a marked mm first calls
+//!   `Policy::flush_batched_pending` (`flush_tlb_batched_pending`, since v4.13,
+//!   3ea277194daa), and clears the mark unless a reclaim set it again
+//!   meanwhile (the checker also clears it when the last reclaim of the mm
+//!   returns from its flush, where Linux leaves the next `munmap` a redundant
+//!   whole-mm flush); when it returns, the reclaim obligations of its pages that were
+//!   open when it took the lock are judged as a flush's (`no_stale_held`, and
+//!   `no_stale_use` from then on), though they stay open until the reclaim's own
+//!   flush returns and frees the frame. An exit's zap, a fault and the
+//!   contiguous block's operations do not call it (nothing runs an exiting
+//!   process; a fault changes no valid PTE). The slot of an exited process is
+//!   released only after a reclaim's flush of it returns (the policy's
+//!   `flush_batch` is handed the mm, where the kernel's batch names none).
 //!   On FreeBSD policies it is the pmap's `PMAP_LOCK`, a mutex: every
 //!   page-table change (`pmap_remove`, `pmap_enter`, the page daemon's
 //!   `pmap_remove_all`) and its shootdown happen before `PMAP_UNLOCK`, so
@@ -241,7 +264,7 @@
 //! entries, two pages under TSO and several workers
 //! (`crates/check/tests/local.rs`). At the standard bounds `x86-linux-invlpgb`
 //! counted 46,254,911 states instead of 180,575,872 when they came in
-//! (34,270,109 with them now, after other changes).
+//! (34,270,109 with them later, after other changes).
 //!
 //! A state is the machine's ground truth (page tables, TLBs,
 //! walk caches, open obligations as a set, discharged translations), every
@@ -299,13 +322,18 @@
 //!   with stores, and relaxed read-modify-writes do not order anything there;
 //!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
 //!   instruction or a Linux value-returning atomic does).
-//! - Reclaim's flush overlapping other changes of the same address space. The
-//!   kernel's is lock-free there, but a lazy CPU running `kswapd` that switches
-//!   to `init_mm` inside its own flush handler does so with interrupts off, and
-//!   a page-table page freed meanwhile is reused only after an RCU grace period
-//!   that waits for it (`MMU_GATHER_RCU_TABLE_FREE`); the oracle exempts only
-//!   CPUs inside a context switch, and `Hw` cannot say where a policy turns
-//!   interrupts off, so the overlap would be reported as a stale walk.
+//! - The swap cache: a fault after a reclaim maps a fresh frame, where Linux may
+//!   map the reclaimed folio again, and a stale entry of a clean page that a CPU
+//!   keeps until the reclaim's flush is not judged meanwhile (Linux relies on
+//!   it being clean: a write through it must walk the page tables to set the
+//!   dirty bit and faults). Only a `munmap` or `madvise` judges it early.
+//! - A reclaim's deferred flush overlapping a fault, `madvise`, fork, exit or
+//!   whole-range `munmap` that starts after its clear, and the whole-mm flush a
+//!   `munmap` makes when the `tlb_flush_batched` mark outlives every reclaim's
+//!   flush: bounds that keep the standard bounds' cost (up to 7.3 times the
+//!   states with both; both were searched at the standard bounds for every
+//!   Linux policy, complete with no violation,
+//!   `bench/2026-11-25-check-reclaim-unlocked.md`).
 //! - The interrupts a kernel disables around a flush's local part (x86
 //!   `flush_tlb_mm_range` runs its own `flush_tlb_func` with interrupts off): here
 //!   another CPU's flush IPI may be taken in the middle of it, which can only

@@ -51,6 +51,10 @@ impl Memory {
 pub enum KernelBug {
     /// A page-table page is freed before the flush that covers it returns.
     TableFreeBeforeFlush,
+    /// No `flush_tlb_batched_pending`: `munmap` and `madvise` neither look at
+    /// nor complete what a reclaim of the same mm has left deferred (Linux before
+    /// 3ea277194daa, v4.13).
+    NoBatchedPending,
 }
 
 /// The shape of the machine and of the exploration.

@@ -212,7 +212,11 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
         spec,
         reclaim_of(r.base),
         r.base.arch == Arch::Arm64,
-        (r.bug == Some(Bug::LinuxTableFreeBeforeFlush)).then_some(KernelBug::TableFreeBeforeFlush),
+        match r.bug {
+            Some(Bug::LinuxTableFreeBeforeFlush) => Some(KernelBug::TableFreeBeforeFlush),
+            Some(Bug::LinuxX863ea277194daa) => Some(KernelBug::NoBatchedPending),
+            _ => None,
+        },
     )
 }
 
@@ -458,7 +462,12 @@ pub fn defaults(policy: &str) -> Defaults {
 /// address space the other runs to stop between its root write and the end of
 /// the switch while the other unmaps, which PCT's few priority changes seldom
 /// give and a search of every schedule of four switches and unmaps finds at
-/// once.
+/// once; the two reclaim races (4b634918384c, 3ea277194daa) need one address
+/// space and three operations: a CPU switches to it, the other (idle, so `kswapd`)
+/// reclaims its page, and the first unmaps the page while the reclaim's flush is
+/// deferred. PCT needs thousands of schedules for that window on arm64 (the
+/// `munmap` takes more steps than the reclaim has between its clear and its
+/// `DSB`), so these two are searched exhaustively: a few hundred states.
 pub fn preset(policy: &str, p: Preset) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
@@ -490,6 +499,10 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             }
             Bug::ActiveCpuNoSwitchDsb => {
                 with(2, 2, 4, Mode::Exhaustive, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
+            }
+            Bug::LinuxArm644b634918384c | Bug::LinuxX863ea277194daa => {
+                use crate::ops::OpKind::{Munmap, Reclaim, Switch};
+                with(2, 1, 3, Mode::Exhaustive, Switch.bit() | Munmap.bit() | Reclaim.bit())
             }
             _ => with(2, 3, 6, Mode::Pct, all),
         },

@@ -90,6 +90,9 @@ impl<P: Policy> Wrap for DropSync<P> {
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         self.0.flush_batch(&NoSync::new(hw, self.1), mms)
     }
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_batched_pending(&NoSync::new(hw, self.1), mm)
+    }
 }
 
 fn arm64(spec: &CheckSpec, sync: Barrier) -> impl Fn() -> DropSync<LinuxArm64> + '_ {

@@ -186,3 +186,56 @@ fn every_policy_pages_out_through_its_kernels_flush() {
         assert!(texts[at..].iter().any(|t| t.starts_with(flush)), "{}: no {flush} after the page-out", p.name);
     }
 }
+
+/// The smallest machine of the reclaim race (3ea277194daa, 4b634918384c): one
+/// process, 3 operations (one CPU switches to it and unmaps its page, the other,
+/// idle, reclaims the page), exhaustively.
+fn race(policy: &str, menu: &str) -> CheckSpec {
+    CheckSpec { policy: policy.to_string(), asids: default_asids(policy, 2), ops: 3, pages: 1, ..small(menu) }
+}
+
+#[test]
+fn every_linux_policy_completes_a_deferred_reclaim_before_a_munmap_of_its_page_returns() {
+    // No mmap_lock keeps a munmap out of reclaim's window: flush_tlb_batched_pending
+    // is what makes it safe, on every Linux policy.
+    for p in registry::POLICIES.iter().filter(|p| p.os == Os::Linux) {
+        let r = check(&race(p.name, "switch,munmap,reclaim")).unwrap();
+        assert!(r.complete && r.counterexample.is_none(), "{}: {:?}", p.name, r.counterexample.map(|c| c.detail));
+    }
+}
+
+#[test]
+fn the_reclaim_race_needs_the_munmap_in_the_window() {
+    // Without munmap nothing relies on the deferred flush before it returns:
+    // both zoo entries pass; with it both are found, after the munmap returned
+    // with the reclaimed page still in the TLB.
+    for id in ["zoo/linux-arm64-4b634918384c", "zoo/linux-x86-3ea277194daa"] {
+        let r = check(&race(id, "switch,reclaim")).unwrap();
+        assert!(r.complete && r.counterexample.is_none(), "{id}: {:?}", r.counterexample.map(|c| c.detail));
+        let cx = check(&race(id, "switch,munmap,reclaim")).unwrap().counterexample.expect(id);
+        assert_eq!(cx.property, "no_stale_held", "{id}: {}", cx.detail);
+        assert!(cx.detail.starts_with("after munmap returned"), "{id}: {}", cx.detail);
+        assert!(cx.detail.ends_with("the change was reclaim"), "{id}: {}", cx.detail);
+    }
+}
+
+#[test]
+fn a_munmap_in_an_mm_a_reclaim_marked_flushes_the_mm_first() {
+    // The arm64 kernel fixed: a munmap of the other page after the reclaim calls
+    // flush_tlb_batched_pending, a whole-ASID flush, because the mm is marked.
+    let spec = CheckSpec { pages: 2, ops: 4, ..race("arm64-linux", "switch,munmap,reclaim") };
+    let shape = tlbkit_check::spec::shape(&spec).unwrap();
+    let build = Build {
+        cpus: 2,
+        mm_slots: 2,
+        asid_bits: 2,
+        kpti: false,
+        tlbi_range: false,
+        tlb_mode: None,
+        bug: None,
+        checker: true,
+    };
+    let texts = registry::with_policy("arm64-linux", &build, Trace { shape: &shape }).unwrap();
+    let marked = texts.iter().position(|t| t.contains("is marked tlb_flush_batched")).expect("a munmap of a marked mm");
+    assert!(texts[marked..].iter().any(|t| t == "flush_tlb_batched_pending returned"));
+}

@@ -158,6 +158,9 @@ impl Wrap for OneTarget {
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         self.0.flush_batch(&FirstTargetOnly(hw as *const H), mms)
     }
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.0.flush_batched_pending(&FirstTargetOnly(hw as *const H), mm)
+    }
 }
 
 fn one_target(spec: &CheckSpec) -> impl Fn() -> OneTarget + '_ {

@@ -54,7 +54,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-arm64-5e10f9887ed8", "no_stale_held"),
         ("linux-x86-8f1d56f64f8d", "no_stale_held"),
         ("arm64-skipbcast-v1", "no_stale_held"),
-        ("arm64-skipbcast-no-barrier", "no_stale_held"),
+        ("arm64-skipbcast-no-barrier", "no_stale_use"),
         ("freebsd-arm64-epoch-wrap", "no_asid_alias"),
         ("freebsd-x86-counter-early-ack", "no_stale_held"),
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
@@ -62,6 +62,8 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-x86-83b0177a6c48", "no_stale_use"),
         ("arm64-activecpu-early-read", "no_stale_held"),
         ("arm64-activecpu-no-switch-dsb", "no_stale_use"),
+        ("linux-arm64-4b634918384c", "no_stale_held"),
+        ("linux-x86-3ea277194daa", "no_stale_held"),
     ];
     assert_eq!(expect.len(), ZOO.len());
     for (id, property) in expect {

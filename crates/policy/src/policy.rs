@@ -93,11 +93,43 @@ pub trait Policy: Sync {
     /// returns, no CPU may use a translation removed before the call.
     ///
     /// The default flushes each mm with [`Policy::flush_mm`]; a policy with a batched
-    /// flush of its own (Linux x86's `arch_tlbbatch_flush`) overrides it.
+    /// flush of its own (Linux x86's `arch_tlbbatch_flush`, arm64's `DSB ISH`
+    /// completing what [`Policy::tlbbatch_add_pending`] issued) overrides it.
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         for &mm in mms {
             self.flush_mm(hw, mm);
         }
+    }
+
+    /// Queues the invalidation of user page `va` of `mm` for reclaim's deferred
+    /// flush (Linux `arch_tlbbatch_add_pending`, which `try_to_unmap_one` calls
+    /// through `set_tlb_ubc_flush_pending` right after it clears the PTE, under
+    /// the PTE lock). The kernel then drops the PTE lock, marks the mm
+    /// (`mm->tlb_flush_batched`) and calls [`Policy::flush_batch`] later, from the
+    /// same task; other CPUs may change the mm's page tables meanwhile, each
+    /// calling [`Policy::flush_batched_pending`] first.
+    ///
+    /// The default queues nothing of its own: the kernel keeps the mm, and the
+    /// default [`Policy::flush_batch`] flushes it whole. An architecture whose
+    /// batch starts its invalidations here (arm64 since v6.5: `TLBI` without the
+    /// completing `DSB`) overrides it.
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        let _ = (hw, mm, va);
+    }
+
+    /// Completes, for `mm`, whatever reclaim's deferred flushes have left pending
+    /// (Linux `flush_tlb_batched_pending(mm)`, called under the PTE lock by
+    /// `munmap`, `madvise` and `mprotect` before they change PTEs, when the mm is
+    /// marked; its arch part is `arch_flush_tlb_batched_pending`). When it
+    /// returns, no CPU may use a translation of `mm` that a reclaim removed
+    /// before the call, whether or not that reclaim's own flush has run: the
+    /// caller relies on it as on a flush of its own.
+    ///
+    /// The default is [`Policy::flush_mm`], which is what x86 has done since the
+    /// function came in (3ea277194daa, v4.13) and arm64 since 4b634918384c
+    /// (v6.16).
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.flush_mm(hw, mm);
     }
 
     /// Invalidates `pages` kernel (global) pages starting at `start`, everywhere.

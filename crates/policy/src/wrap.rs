@@ -99,6 +99,16 @@ pub trait Wrap: Sync {
         self.inner().flush_batch(hw, mms)
     }
 
+    /// [`Policy::tlbbatch_add_pending`].
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.inner().tlbbatch_add_pending(hw, mm, va)
+    }
+
+    /// [`Policy::flush_batched_pending`].
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.inner().flush_batched_pending(hw, mm)
+    }
+
     /// [`Policy::flush_kernel_range`].
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         self.inner().flush_kernel_range(hw, start, pages)
@@ -154,6 +164,12 @@ impl<W: Wrap> Policy for W {
     }
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         Wrap::flush_batch(self, hw, mms)
+    }
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        Wrap::tlbbatch_add_pending(self, hw, mm, va)
+    }
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        Wrap::flush_batched_pending(self, hw, mm)
     }
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         Wrap::flush_kernel_range(self, hw, start, pages)

@@ -226,11 +226,51 @@ pub enum Bug {
     /// write drains the buffer. A constructed variant, not a posted version.
     /// Switch: `ActiveCpu::on_switch_in`.
     ActiveCpuNoSwitchDsb,
+    /// Linux commit 4b634918384c, "arm64/mm: Close theoretical race where stale
+    /// TLB entry remains valid" (Ryan Roberts, posted 2025-05-30 as
+    /// <20250530152445.2430295-1-ryan.roberts@arm.com>, taken by Will Deacon as a
+    /// fix for v6.16). It fixes 43b3dfdd0455 ("arm64: support batched/deferred tlb
+    /// shootdown during page reclamation/migration", v6.5).
+    ///
+    /// The bug: since v6.5 reclaim's `arch_tlbbatch_add_pending` issues `DSB
+    /// ISHST; TLBI VALE1IS` with no `DSB ISH`, leaving the completion to
+    /// `arch_tlbbatch_flush` on the same task. Another CPU that `munmap`s,
+    /// `madvise`s or `mprotect`s the mm meanwhile calls `flush_tlb_batched_pending`,
+    /// whose arm64 part was a lone `dsb(ish)`: a TLBI is complete only at a `DSB`
+    /// of the CPU that issued it, so that barrier completes nothing of the
+    /// reclaiming CPU's. A CPU that cached the page before the reclaim keeps using
+    /// it after the `munmap` returns. Nadav Amit's reclaim-versus-mprotect race
+    /// (3ea277194daa), back on arm64.
+    ///
+    /// The fix: `arch_flush_tlb_batched_pending` is `flush_tlb_mm(mm)`, a
+    /// broadcast invalidation this CPU completes itself (as x86's has been since
+    /// v4.13). Switch: `LinuxArm64::flush_batched_pending`.
+    LinuxArm644b634918384c,
+    /// Linux commit 3ea277194daa, "mm, mprotect: flush TLB if potentially racing
+    /// with a parallel reclaim leaving stale TLB entries" (Mel Gorman, 2017, v4.13;
+    /// race found by Nadav Amit).
+    ///
+    /// The bug: reclaim (`try_to_unmap_one` with `TTU_BATCH_FLUSH`) clears a PTE
+    /// under the PTE lock, queues the flush and drops the lock, flushing only at
+    /// `try_to_unmap_flush`. Before the fix, `munmap`, `madvise(MADV_DONTNEED)` and
+    /// `mprotect` of the same mm meanwhile found the PTE gone, had nothing to flush,
+    /// and returned while another CPU could still use the page through its TLB.
+    ///
+    /// The fix: reclaim marks the mm (`mm->tlb_flush_batched`) and those paths call
+    /// `flush_tlb_batched_pending(mm)` under the PTE lock before they change a PTE,
+    /// flushing the whole mm (x86's `flush_tlb_mm`) when it is marked.
+    ///
+    /// This is the core kernel's code, around the policy: no policy has a switch
+    /// for it ([`Bug::in_policy`] is false); the checker's kernel then never calls
+    /// [`crate::Policy::flush_batched_pending`]. Its base, `x86-linux-410`, is the
+    /// last kernel the checker models before v4.13 (x86 was then the only
+    /// architecture that batched reclaim's flushes).
+    LinuxX863ea277194daa,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 14] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -243,6 +283,8 @@ impl Bug {
         Bug::LinuxX8683b0177a6c48,
         Bug::ActiveCpuEarlyRead,
         Bug::ActiveCpuNoSwitchDsb,
+        Bug::LinuxArm644b634918384c,
+        Bug::LinuxX863ea277194daa,
     ];
 
     /// Returns the bug's registry entry.
@@ -259,10 +301,10 @@ impl Bug {
     }
 
     /// Returns whether the policy code has a switch for this bug. False only for
-    /// [`Bug::LinuxTableFreeBeforeFlush`], which the kernel around the policy
-    /// applies; no `with_bug` accepts it.
+    /// [`Bug::LinuxTableFreeBeforeFlush`] and [`Bug::LinuxX863ea277194daa`], which
+    /// the kernel around the policy applies; no `with_bug` accepts them.
     pub const fn in_policy(self) -> bool {
-        !matches!(self, Bug::LinuxTableFreeBeforeFlush)
+        !matches!(self, Bug::LinuxTableFreeBeforeFlush | Bug::LinuxX863ea277194daa)
     }
 }
 
@@ -394,6 +436,24 @@ pub const ZOO: &[ZooEntry] = &[
         source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" (Ryan Roberts; v2 by Linu \
                  Cherian, 2026-05-23), the switch side (a constructed variant)",
     },
+    ZooEntry {
+        id: "linux-arm64-4b634918384c",
+        bug: Bug::LinuxArm644b634918384c,
+        base: "arm64-linux",
+        summary: "flush_tlb_batched_pending's lone dsb(ish) does not complete reclaim's TLBIs on another CPU: \
+                  stale after munmap",
+        source: "Linux 4b634918384c \"arm64/mm: Close theoretical race where stale TLB entry remains valid\" (Ryan \
+                 Roberts, 2025-05-30, v6.16; fixes 43b3dfdd0455 of v6.5)",
+    },
+    ZooEntry {
+        id: "linux-x86-3ea277194daa",
+        bug: Bug::LinuxX863ea277194daa,
+        base: "x86-linux-410",
+        summary: "kernel-side: munmap of a page reclaim cleared finds nothing to flush and returns before reclaim's \
+                  batched flush",
+        source: "Linux 3ea277194daa \"mm, mprotect: flush TLB if potentially racing with a parallel reclaim leaving \
+                 stale TLB entries\" (Mel Gorman, 2017, v4.13; race found by Nadav Amit)",
+    },
 ];
 
 /// Returns the zoo entry called `id` (without the `zoo/` prefix).
@@ -425,9 +485,9 @@ mod tests {
     }
 
     #[test]
-    fn only_the_table_free_bug_lives_outside_the_policies() {
+    fn only_the_table_free_and_batched_pending_bugs_live_outside_the_policies() {
         let outside: std::vec::Vec<Bug> = Bug::ALL.into_iter().filter(|b| !b.in_policy()).collect();
-        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush]);
+        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush, Bug::LinuxX863ea277194daa]);
     }
 
     #[test]

@@ -44,6 +44,13 @@
 //!   after that read walks the updated tables. Each user flush reports its
 //!   shootdown phases: issue at the start, dispatch before the TLBIs, sync before
 //!   the completing `DSB ISH`, done at the end.
+//! - Reclaim's deferred flush (v6.5, 43b3dfdd0455, with 4b634918384c of v6.16):
+//!   `arch_tlbbatch_add_pending` is the page's user flush without its completing
+//!   `DSB ISH` (`__flush_tlb_range_nosync`), `arch_tlbbatch_flush` that `DSB ISH`
+//!   alone, on the CPU that issued the TLBIs, and `arch_flush_tlb_batched_pending`
+//!   (another CPU's `munmap` or `madvise` of the mm meanwhile) `flush_tlb_mm`. The
+//!   skip-broadcast, `active_cpu` and TLB-mode variants keep the unbatched
+//!   defaults (a whole-mm flush at `try_to_unmap_flush`).
 //! - Kernel threads and idle keep the previous mm in TTBR0 (lazy TLB: arm64's
 //!   `enter_lazy_tlb` does nothing), and `switch_mm` does nothing when the next mm
 //!   is the one already loaded.
@@ -51,10 +58,13 @@
 //! # The zoo
 //! [`LinuxArm64::with_bug`] re-introduces two bugs of this file's history (see
 //! [`crate::zoo`]): [`Bug::LinuxArm64A8ffaaa060b8`], the fast path's unconditional
-//! `xchg` of `active_asids`, in `check_and_switch_context`; and
+//! `xchg` of `active_asids`, in `check_and_switch_context`;
 //! [`Bug::LinuxArm645e10f9887ed8`], the user flush's ASID read before its `DSB
-//! ISHST`, in `begin_user_flush`. Both apply with or without skip-broadcast, whose
-//! own two zoo bugs are described in [`super::linux_arm64_skipbcast`].
+//! ISHST`, in `begin_user_flush`; and [`Bug::LinuxArm644b634918384c`],
+//! v6.5-v6.15's `arch_flush_tlb_batched_pending` (a lone `dsb(ish)` on the
+//! wrong CPU), in `flush_batched_pending`. The first two apply with or without
+//! skip-broadcast, whose own two zoo bugs are described in
+//! [`super::linux_arm64_skipbcast`]; the third only to the stock kernel.
 //!
 //! [`LinuxArm64::with_skip_broadcast`] builds the same allocator with Andrea
 //! Arcangeli's "arm64: tlb: skip tlbi broadcast" (seed 001) on top: user flushes
@@ -399,7 +409,8 @@ impl LinuxArm64 {
     /// of these policies, [`Bug::SkipbcastV1`] and [`Bug::SkipbcastNoBarrier`] only on
     /// the one built by [`LinuxArm64::with_skip_broadcast`],
     /// [`Bug::ActiveCpuEarlyRead`] and [`Bug::ActiveCpuNoSwitchDsb`] only on
-    /// [`LinuxArm64::with_active_cpu`]'s.
+    /// [`LinuxArm64::with_active_cpu`]'s, [`Bug::LinuxArm644b634918384c`] only on
+    /// the stock one (the only one that batches reclaim's flushes).
     ///
     /// # Panics
     /// If `bug` is another one, a skip-broadcast bug is asked of the stock policy, or
@@ -407,6 +418,9 @@ impl LinuxArm64 {
     pub fn with_bug(mut self, bug: Bug) -> Self {
         match bug {
             Bug::LinuxArm64A8ffaaa060b8 | Bug::LinuxArm645e10f9887ed8 => {}
+            Bug::LinuxArm644b634918384c => {
+                assert!(self.batches_reclaim(), "{bug} applies only to the stock policy, which batches reclaim");
+            }
             Bug::SkipbcastV1 | Bug::SkipbcastNoBarrier => {
                 assert!(self.skip.is_some(), "{bug} applies only to the skip-broadcast policy");
             }
@@ -786,6 +800,14 @@ impl LinuxArm64 {
     /// for the mm's tag, issued where [`LinuxArm64::flush_plan`] says, and a `DSB`
     /// of the plan's domain completes them.
     fn user_flush<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl Fn(Asid) -> I) {
+        self.user_flush_sync(hw, mm, ops, true);
+    }
+
+    /// [`LinuxArm64::user_flush`], with the completing `DSB` only if `sync`:
+    /// without it this is `__flush_tlb_range_nosync`, whose TLBIs stay pending on
+    /// this CPU until its next `DSB ISH` (reclaim's `arch_tlbbatch_flush`, or
+    /// `__switch_to`'s).
+    fn user_flush_sync<H: Hw, I: Iterator<Item = Tlbi>>(&self, hw: &H, mm: MmId, ops: impl Fn(Asid) -> I, sync: bool) {
         hw.phase(Phase::Issue);
         if let Some(plan) = self.flush_plan(hw, mm) {
             if let Some(asid) = self.begin_user_flush(hw, mm, plan) {
@@ -796,12 +818,25 @@ impl LinuxArm64 {
                     for op in ops(asid) {
                         self.tlbi_user(hw, op, plan.scope);
                     }
-                    hw.phase(Phase::Sync);
-                    hw.barrier(Barrier::Dsb(plan.sync));
+                    if sync {
+                        hw.phase(Phase::Sync);
+                        hw.barrier(Barrier::Dsb(plan.sync));
+                    }
                 }
             }
         }
         hw.phase(Phase::Done);
+    }
+
+    /// Returns whether reclaim batches its flushes here as v6.5 and later do
+    /// (`ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH`, 43b3dfdd0455): the stock kernel
+    /// only. The skip-broadcast, `active_cpu` and TLB-mode patches keep the
+    /// [`Policy`] defaults (each queued mm flushed whole by
+    /// [`Policy::flush_batch`]), as the kernels they were written against did
+    /// not batch (seed 001 predates v6.5) or as the patches did not say how their
+    /// decision applies to a deferred flush.
+    fn batches_reclaim(&self) -> bool {
+        self.skip.is_none() && self.active.is_none() && self.tlb_modes.is_none()
     }
 
     /// `TLB_IPI`: `on_each_cpu_mask(mm_cpumask(mm), .., wait)`: this CPU, if it is in
@@ -965,6 +1000,46 @@ impl Policy for LinuxArm64 {
         self.user_flush(hw, mm, |asid| core::iter::once(Tlbi::Asid(asid)));
     }
 
+    /// `arch_tlbbatch_add_pending` (v6.5, 43b3dfdd0455): `__flush_tlb_range_nosync`
+    /// of the page, last level only: `DSB ISHST`, the mm's ASID read after it,
+    /// `TLBI VALE1IS`, and *no* `DSB ISH`. The TLBI stays pending on this CPU
+    /// until [`Policy::flush_batch`]'s `DSB ISH` (the same task; if it migrated,
+    /// `__switch_to`'s `dsb(ish)` on this CPU completed it first).
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        if self.batches_reclaim() {
+            self.user_flush_sync(hw, mm, |asid| core::iter::once(Tlbi::Va { asid, va }), false);
+        }
+    }
+
+    /// `arch_tlbbatch_flush`: one `DSB ISH`, which completes every TLBI this
+    /// CPU's [`Policy::tlbbatch_add_pending`] calls issued; the batch names no mm.
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        if !self.batches_reclaim() {
+            for &mm in mms {
+                self.flush_mm(hw, mm);
+            }
+            return;
+        }
+        hw.phase(Phase::Sync);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        hw.phase(Phase::Done);
+    }
+
+    /// `arch_flush_tlb_batched_pending` since 4b634918384c ("arm64/mm: Close
+    /// theoretical race where stale TLB entry remains valid", Ryan Roberts, v6.16):
+    /// `flush_tlb_mm(mm)`, a broadcast `TLBI ASIDE1IS` that this CPU's own `DSB
+    /// ISH` completes. From v6.5 to v6.15 it was a lone `dsb(ish)`
+    /// ([`Bug::LinuxArm644b634918384c`]), which completes only this CPU's TLBIs,
+    /// never those a reclaim on another CPU left pending.
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        if self.bug == Some(Bug::LinuxArm644b634918384c) {
+            // Zoo bug 4b634918384c: v6.5-v6.15's dsb(ish), on the wrong CPU.
+            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+            return;
+        }
+        self.flush_mm(hw, mm);
+    }
+
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         hw.barrier(Barrier::DsbSt(Domain::InnerShareable));
         if self.tlbi_range {
@@ -1036,7 +1111,7 @@ impl Policy for LinuxArm64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{a8, init_mms, Rec, GEN1, GEN2};
+    use crate::testhw::{a8, cpus_with_barriers, init_mms, Rec, GEN1, GEN2};
 
     /// An 8-bit, 2-CPU machine on the verge of its first rollover: cpu1 runs mm 1
     /// (ASID 1), cpu0 has run mms 2..=255 (ASIDs 2..=255) and still runs mm 255.
@@ -1393,6 +1468,69 @@ mod tests {
         let log = hw.take();
         assert_eq!(log.len(), 512 + 3);
         assert_eq!(log.iter().filter(|l| l.starts_with("tlbi VaAllAsids") && l.ends_with("Broadcast")).count(), 512);
+    }
+
+    /// The log of reclaim's deferred flush of a page of mm 1 on cpu0 of a stock
+    /// (or, with `bug`, a zoo) policy, and of cpu1's `flush_tlb_batched_pending`
+    /// of mm 1 in between.
+    fn batched_reclaim(bug: Option<Bug>) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let p = LinuxArm64::new(2, 4, 8, false).unwrap();
+        let p = match bug {
+            Some(b) => p.with_bug(b),
+            None => p,
+        };
+        let cpus = cpus_with_barriers(2);
+        let (cpu0, cpu1) = (&cpus[0], &cpus[1]);
+        p.mm_init(MmId(1));
+        p.switch_mm(cpu1, MmId(1));
+        cpu1.take();
+        let va = VirtAddr(0x1000);
+        p.tlbbatch_add_pending(cpu0, MmId(1), va);
+        let add = cpu0.take();
+        p.flush_batched_pending(cpu1, MmId(1));
+        let pending = cpu1.take();
+        p.flush_batch(cpu0, &[MmId(1)]);
+        (add, pending, cpu0.take())
+    }
+
+    #[test]
+    fn reclaim_issues_its_tlbi_at_add_pending_and_completes_it_at_flush() {
+        let (add, pending, flush) = batched_reclaim(None);
+        let tlbi = format!("tlbi {:?} Broadcast", Tlbi::Va { asid: a8(1), va: VirtAddr(0x1000) });
+        // __flush_tlb_range_nosync: no DSB ISH after the TLBI.
+        assert_eq!(add, vec!["barrier DsbSt(InnerShareable)".to_string(), tlbi]);
+        // arch_tlbbatch_flush: the DSB ISH alone, on the CPU that issued the TLBI.
+        assert_eq!(flush, vec!["barrier Dsb(InnerShareable)"]);
+        // 4b634918384c: flush_tlb_mm, a broadcast this CPU completes itself.
+        let asid = format!("tlbi {:?} Broadcast", Tlbi::Asid(a8(1)));
+        assert_eq!(
+            pending,
+            vec!["barrier DsbSt(InnerShareable)".to_string(), asid, "barrier Dsb(InnerShareable)".to_string()]
+        );
+    }
+
+    #[test]
+    fn zoo_4b634918384c_batched_pending_is_a_lone_dsb_on_the_wrong_cpu() {
+        let (add, pending, flush) = batched_reclaim(Some(Bug::LinuxArm644b634918384c));
+        assert_eq!(add.len(), 2, "{add:?}");
+        assert_eq!(flush, vec!["barrier Dsb(InnerShareable)"]);
+        // v6.5-v6.15: cpu1's DSB completes nothing cpu0 issued.
+        assert_eq!(pending, vec!["barrier Dsb(InnerShareable)"]);
+    }
+
+    #[test]
+    fn variants_that_do_not_batch_flush_the_whole_mm_at_try_to_unmap_flush() {
+        let p = LinuxArm64::with_skip_broadcast(2, 4, 8, false).unwrap();
+        let hw = Rec::new(0, 2);
+        p.mm_init(MmId(1));
+        p.tlbbatch_add_pending(&hw, MmId(1), VirtAddr(0x1000));
+        assert_eq!(hw.take(), Vec::<String>::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "applies only to the stock policy")]
+    fn the_batched_pending_bug_needs_the_stock_policy() {
+        let _ = LinuxArm64::with_skip_broadcast(2, 4, 8, false).unwrap().with_bug(Bug::LinuxArm644b634918384c);
     }
 
     #[test]

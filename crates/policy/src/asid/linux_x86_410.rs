@@ -22,6 +22,11 @@
 //! - Kernel ranges: `INVLPG` per page (or everything) on every CPU by IPI.
 //!   Reclaim's batch (`arch_tlbbatch_flush`, v4.7+): a local CR3 reload if this
 //!   CPU is in the batch's mask, and the handler with no mm on every other CPU of it.
+//! - `flush_tlb_batched_pending` (another CPU's `munmap` or `madvise` while a
+//!   reclaim's flush is deferred) is [`Policy`]'s default, `flush_tlb_mm`: the
+//!   fix 3ea277194daa of v4.13, which v4.10 lacks. This policy is v4.10 with that
+//!   fix; v4.10 as released is the zoo's `linux-x86-3ea277194daa`, whose kernel
+//!   never calls it ([`crate::zoo::Bug::LinuxX863ea277194daa`]).
 //!
 //! # Deliberate readings
 //! - `active_mm` is the slot and, as in [`super::linux_pcid`], the incarnation
