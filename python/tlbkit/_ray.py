@@ -26,7 +26,7 @@ def run(session, bar, address: Optional[str] = None, in_flight: Optional[int] = 
     try:
         import ray
     except ImportError:
-        raise ValueError("executor='ray' needs Ray: pip install 'ray>=2.40' (or tlbkit[ray])") from None
+        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
     pending = session.pending()
     if not pending:
         return

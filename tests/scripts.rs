@@ -1,0 +1,80 @@
+//! `scripts/test`, the README's test command, as a user without the right
+//! Python meets it: it fails in seconds, before the cargo phase, with one line
+//! saying what to install; and on a system Python marked externally managed
+//! (PEP 668, Debian's and Ubuntu's), it installs into its own environment
+//! under `target/` and never into the interpreter.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn script(python: &str, env_dir: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new("bash");
+    c.arg(root().join("scripts/test")).args(args).env("PYTHON", python).current_dir(root());
+    if let Some(d) = env_dir {
+        c.env("TLBKIT_PYENV", d);
+    }
+    c.output().expect("bash runs")
+}
+
+#[test]
+fn without_python_it_fails_before_the_cargo_phase_saying_what_to_install() {
+    let started = std::time::Instant::now();
+    let out = script("/nonexistent/python3", None, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("scripts/test: no /nonexistent/python3: install Python 3.9"), "{err}");
+    assert!(err.contains("python3-venv") && err.contains("PYTHON="), "{err}");
+    // Nothing of cargo's ran: it would have printed to stdout or taken minutes.
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(started.elapsed().as_secs() < 30);
+}
+
+/// Returns a system interpreter marked externally managed, if this machine has
+/// one (`/usr/bin/python3` on Debian and Ubuntu).
+fn externally_managed_python() -> Option<PathBuf> {
+    let py = PathBuf::from("/usr/bin/python3");
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import os, sysconfig; print(os.path.exists(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))",
+        ])
+        .output()
+        .ok()?;
+    (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(py)
+}
+
+#[test]
+fn on_an_externally_managed_python_it_installs_into_its_own_environment() {
+    let Some(py) = externally_managed_python() else {
+        eprintln!("no system Python marked externally managed here: nothing to show");
+        return;
+    };
+    let python = py.to_str().expect("a UTF-8 path");
+    // The interpreter itself refuses pip installs: the situation of the test.
+    let refused = Command::new(&py)
+        .args(["-m", "pip", "install", "--dry-run", "--no-index", "pytest"])
+        .output()
+        .expect("the interpreter runs");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    if !said.contains("externally-managed-environment") {
+        // No pip in the system interpreter at all (`python3-pip` not installed):
+        // it cannot install into itself either way; the set-up below still runs.
+        assert!(!refused.status.success(), "{said}");
+    }
+    let env_dir = root().join("target/pyenv-externally-managed");
+    let out = script(python, Some(&env_dir), &["--python-env"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "scripts/test --python-env with {python} failed:\n{err}");
+    // Its environment has the test runner; the interpreter's site-packages
+    // are where they were (pip would have refused to change them anyway).
+    let venv_py = env_dir.join("bin/python");
+    let ok = Command::new(&venv_py).args(["-c", "import pytest, pandas, maturin"]).status().expect("venv python");
+    assert!(ok.success(), "the environment lacks the test dependencies");
+    let prefix = Command::new(&venv_py).args(["-c", "import sys; print(sys.prefix)"]).output().expect("venv python");
+    assert_eq!(String::from_utf8_lossy(&prefix.stdout).trim(), env_dir.to_str().unwrap());
+}
