@@ -80,7 +80,7 @@ enum Cmd {
     /// Print tlbkit's man page (roff), generated from its command-line definition
     /// (e.g. `tlbkit man > tlbkit.1; man ./tlbkit.1`).
     Man,
-    /// Work with traces of real programs (see crates/sim/src/trace).
+    /// Work with traces of real programs (the guide's chapter: docs/guide/src/traces.md).
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
 }

@@ -95,10 +95,32 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_bad_input(&refs(&with("arm64-freebsd-asid", "magic")), "valid policies: arm64-noasid, arm64-freebsd-asid");
     assert_bad_input(&refs(&with("lat_ctx", "nope")), "valid workloads: lat_ctx");
     assert_bad_input(&refs(&with("2", "0")), "--cpus 0 is out of range");
+    assert_bad_input(&refs(&with("2", "-1")), "--cpus -1 is out of range: give 1 to 4096");
+    assert_bad_input(&["check", "--policy", "arm64-linux", "--cpus", "-1"], "--cpus -1: the checker runs 1 to 8 CPUs");
     assert_bad_input(&refs(&with("procs=6", "asid_bits=7")), "choose one of 16, 8");
     assert_bad_input(&refs(&with("procs=6", "procs")), "malformed --set 'procs'");
     assert_bad_input(&refs(&with("procs=6", "colour=blue")), "valid keys: asid_bits");
     assert_bad_input(&refs(&with("procs=6", "procs=1")), "out of range");
+}
+
+#[test]
+fn a_misspelt_name_gets_the_nearest_valid_one() {
+    assert_bad_input(
+        &refs(&with("cortex-a72", "cortex-a7")),
+        "unknown machine 'cortex-a7' (did you mean 'cortex-a72'?)",
+    );
+    assert_bad_input(
+        &refs(&with("arm64-freebsd-asid", "arm64-freebsd-asdi")),
+        "unknown policy 'arm64-freebsd-asdi' (did you mean 'arm64-freebsd-asid'?); valid policies",
+    );
+    assert_bad_input(&refs(&with("lat_ctx", "lat_ct")), "unknown workload 'lat_ct' (did you mean 'lat_ctx'?)");
+    assert_bad_input(&refs(&with("procs=6", "procz=6")), "unknown parameter 'procz' (did you mean 'procs'?)");
+    assert_bad_input(
+        &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b9"],
+        "(did you mean 'zoo/linux-arm64-a8ffaaa060b8'?)",
+    );
+    // Nothing near: no guess.
+    assert_bad_input(&refs(&with("cortex-a72", "vax")), "unknown machine 'vax'; valid machines");
 }
 
 #[test]

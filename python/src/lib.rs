@@ -153,13 +153,16 @@ fn interruptible<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send
 fn run_json(
     py: Python<'_>,
     machine: String,
-    cpus: usize,
+    cpus: i64,
     policy: String,
     workload: String,
     sets: Vec<String>,
     seed: u64,
     strict: bool,
 ) -> PyResult<String> {
+    // A negative count gets the range message, not PyO3's OverflowError.
+    let cpus = usize::try_from(cpus)
+        .map_err(|_| sim_error(tlbkit_sim::Error::CpusRange { cpus, max: tlbkit_sim::run::MAX_CPUS }))?;
     let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
     let out = interruptible(py, move || tlbkit_sim::run::run(&spec))?.map_err(sim_error)?;
     serde_json::to_string(&out).map_err(|e| PyRuntimeError::new_err(e.to_string()))
@@ -223,7 +226,7 @@ fn check_json(
     policy: String,
     quick: bool,
     deep: bool,
-    cpus: Option<usize>,
+    cpus: Option<i64>,
     mms: Option<usize>,
     pages: Option<usize>,
     asids: Option<u32>,
@@ -236,6 +239,9 @@ fn check_json(
     teardown: Option<String>,
     jobs: Option<usize>,
 ) -> PyResult<String> {
+    let cpus = cpus
+        .map(|c| usize::try_from(c).map_err(|_| check_error(tlbkit_check::spec::cpus_out_of_range(c))))
+        .transpose()?;
     let o = Options {
         policy,
         quick,

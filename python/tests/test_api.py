@@ -54,6 +54,7 @@ def test_a_run_with_violations_reports_them_and_its_replay(cli):
     (dict(RUN, params={"procs": 0}), "params={'procs': 0}", "--set procs=0"),
     (dict(RUN, params={"no_such_param": 1}), None, None),
     (dict(RUN, cpus=100000), "cpus=100000", "--cpus 100000"),
+    (dict(RUN, cpus=-1), "cpus=-1", "--cpus -1"),
 ])
 def test_bad_input_is_a_value_error_with_the_cli_message_in_keywords(cli, kwargs, keyword, flag):
     with pytest.raises(ValueError) as e:
@@ -141,6 +142,11 @@ def test_check_bad_input_is_a_value_error(cli):
     assert p.stderr.strip() == "tlbkit: error: " + str(e.value).replace("asids=", "--asids ")
     with pytest.raises(ValueError, match="exhaustive, random or pct"):
         tlbkit.check(policy="arm64-linux", mode="sideways")
+    with pytest.raises(ValueError) as e:
+        tlbkit.check(policy="arm64-linux", cpus=-1)
+    p = cli("check", "--policy", "arm64-linux", "--cpus", "-1", check=False)
+    assert p.returncode == 2 and str(e.value) == "cpus=-1: the checker runs 1 to 8 CPUs", str(e.value)
+    assert p.stderr.strip() == "tlbkit: error: --cpus -1: the checker runs 1 to 8 CPUs"
     with pytest.raises(ValueError):
         tlbkit.replay("not-a-token")
 
@@ -281,3 +287,12 @@ def test_python_m_tlbkit_sweep_is_the_cli_s_sweep(cli, tmp_path):
     missing = subprocess.run([sys.executable, "-m", "tlbkit", "sweep", str(tmp_path / "missing.toml")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and missing.stderr.startswith("tlbkit: error: cannot read"), missing.stderr
+
+
+def test_a_ray_sweep_without_ray_is_an_import_error_naming_the_extra(tmp_path, monkeypatch):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(SMALL_GRID)
+    # `import ray` raises ImportError while sys.modules maps it to None.
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"python\[ray\]"):
+        tlbkit.sweep(grid, executor="ray", results=tmp_path / "r.jsonl", progress=False)

@@ -25,8 +25,8 @@ pub struct CheckArgs {
     /// ASIDs), 3 for shootdown protocols (x86, arm64-noasid), so that the shape
     /// reaches two ASID rollovers or three CPUs flushing (the report's `reached:`
     /// line); a bug-zoo entry has its own smallest shape.
-    #[arg(long)]
-    cpus: Option<usize>,
+    #[arg(long, allow_negative_numbers = true)]
+    cpus: Option<i64>,
     /// Address spaces (processes) at the start. Default: 5 for ASID allocators, 3
     /// for shootdown protocols (1 with --teardown).
     #[arg(long)]
@@ -130,7 +130,10 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         policy: a.policy,
         quick: a.quick,
         deep: a.deep,
-        cpus: a.cpus,
+        cpus: a
+            .cpus
+            .map(|c| usize::try_from(c).map_err(|_| CliError::from(tlbkit_check::spec::cpus_out_of_range(c))))
+            .transpose()?,
         mms: a.mms,
         pages: a.pages,
         asids: a.asids,

@@ -23,8 +23,8 @@ pub enum CompareFormat {
 pub struct CompareArgs {
     #[arg(long)]
     machine: String,
-    #[arg(long, default_value_t = 1)]
-    cpus: usize,
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    cpus: i64,
     #[arg(long)]
     workload: String,
     /// A policy (repeat: at least two; the first is the reference).
@@ -55,7 +55,7 @@ pub struct CompareArgs {
 pub fn compare(a: CompareArgs) -> Result<u8, CliError> {
     let spec = CompareSpec {
         machine: a.machine,
-        cpus: a.cpus,
+        cpus: super::run::sim_cpus(a.cpus)?,
         workload: a.workload,
         policies: a.policies,
         runs: a.runs,

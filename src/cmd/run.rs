@@ -14,8 +14,8 @@ use tlbkit_sim::run::{run as simulate, RunOutput, RunSpec};
 pub struct RunArgs {
     #[arg(long)]
     machine: String,
-    #[arg(long, default_value_t = 1)]
-    cpus: usize,
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    cpus: i64,
     #[arg(long)]
     policy: String,
     #[arg(long)]
@@ -35,6 +35,7 @@ pub struct RunArgs {
 /// Runs `tlbkit run`; returns the exit code (3 if the run found violations).
 pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let RunArgs { machine, cpus, policy, workload, sets, seed, strict, format } = a;
+    let cpus = sim_cpus(cpus)?;
     let spec = RunSpec { machine, cpus, policy, workload, sets, seed, strict };
     let spinner = progress::spinner();
     spinner.set_message(format!("running {} on {}", spec.workload, spec.machine));
@@ -95,4 +96,11 @@ fn print_run(out: &RunOutput) {
         }
         println!("replay: {}", out.replay);
     }
+}
+
+/// Returns `--cpus` as the simulator takes it; a negative count gets the
+/// simulator's range message (clap would take it for a flag).
+pub fn sim_cpus(cpus: i64) -> Result<usize, CliError> {
+    usize::try_from(cpus)
+        .map_err(|_| CliError::from(tlbkit_sim::Error::CpusRange { cpus, max: tlbkit_sim::run::MAX_CPUS }))
 }

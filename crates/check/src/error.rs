@@ -151,13 +151,18 @@ impl Error {
             Error::UnknownPolicy { name } => {
                 let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
                 format!(
-                    "unknown policy '{name}': the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
+                    "unknown policy '{name}'{}: the policies are {}, and the bug zoo's zoo/<id> (see `tlbkit list`)",
+                    tlbkit_registry::suggest::did_you_mean(name, all.iter().copied()),
                     all.join(", ")
                 )
             }
             Error::UnknownZooEntry { name } => {
                 let ids: Vec<String> = tlbkit_policy::zoo::ZOO.iter().map(|e| format!("zoo/{}", e.id)).collect();
-                format!("unknown bug-zoo entry '{name}': the zoo has {}", ids.join(", "))
+                format!(
+                    "unknown bug-zoo entry '{name}'{}: the zoo has {}",
+                    tlbkit_registry::suggest::did_you_mean(name, ids.iter().map(String::as_str)),
+                    ids.join(", ")
+                )
             }
             Error::ZooBase { name, base } => {
                 format!("bug-zoo entry '{name}' is based on '{base}', which is not a registered policy")

@@ -634,25 +634,25 @@ impl CheckReport {
         if self.mode == "exhaustive" {
             let _ = writeln!(
                 s,
-                "explored: {} states, {} executions ({} cut at a state seen before), longest {} steps{}{}",
+                "explored: {} states, {} executions ({} cut at a state seen before), longest {}{}{}",
                 self.states,
                 self.executions,
                 self.pruned,
-                self.max_steps,
+                steps(self.max_steps),
                 if self.complete { ", complete" } else { ", stopped early" },
                 if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
             );
         } else if self.mode != "replay" {
             let _ = writeln!(
                 s,
-                "explored: {} schedules{}, longest {} steps",
+                "explored: {} schedules{}, longest {}",
                 self.executions,
                 match found {
                     None if !self.portfolio.is_empty() => " over every shape",
                     Some(_) => " of that shape",
                     None => "",
                 },
-                self.max_steps
+                steps(self.max_steps)
             );
         }
         if self.mode != "replay" {
@@ -673,13 +673,13 @@ impl CheckReport {
                 }
                 if verbose {
                     let _ = writeln!(s, "  {}", cx.detail);
-                    let _ = writeln!(s, "counterexample ({} steps):", cx.steps.len());
+                    let _ = writeln!(s, "counterexample ({}):", steps(cx.steps.len()));
                     s.push_str(&cx.trace());
                 } else {
                     let _ = writeln!(
                         s,
-                        "counterexample ({} steps, {} shown; --verbose for every event):",
-                        cx.steps.len(),
+                        "counterexample ({}, {} shown; --verbose for every event):",
+                        steps(cx.steps.len()),
                         cx.view.len()
                     );
                     s.push_str(&cx.trace_view());
@@ -731,9 +731,25 @@ pub fn texts(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| e.text.clone()).collect()
 }
 
+/// Returns `N steps`, or `1 step`.
+fn steps(n: usize) -> String {
+    if n == 1 {
+        "1 step".to_string()
+    } else {
+        format!("{n} steps")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_step_is_singular() {
+        assert_eq!(steps(1), "1 step");
+        assert_eq!(steps(0), "0 steps");
+        assert_eq!(steps(7), "7 steps");
+    }
 
     #[test]
     fn a_trace_keeps_its_columns_for_long_names_and_many_steps() {

@@ -192,6 +192,12 @@ pub fn default_memory(policy: &str) -> Memory {
     }
 }
 
+/// The error for a CPU count outside the checker's 1 to 8 (a front end that
+/// takes signed numbers reports a negative one with it too).
+pub fn cpus_out_of_range(cpus: impl std::fmt::Display) -> Error {
+    Error::invalid(Param::Cpus, cpus, "the checker runs 1 to 8 CPUs")
+}
+
 /// Validates `spec` and returns the machine shape it asks for (its kernel's
 /// page-out path included).
 pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
@@ -229,7 +235,7 @@ fn shape_of(
     bug: Option<KernelBug>,
 ) -> Result<Shape, Error> {
     if !(1..=8).contains(&spec.cpus) {
-        return Err(Error::invalid(Param::Cpus, spec.cpus, "the checker runs 1 to 8 CPUs"));
+        return Err(cpus_out_of_range(spec.cpus));
     }
     if !(1..=8).contains(&spec.mms) {
         return Err(Error::invalid(Param::Mms, spec.mms, "the checker runs 1 to 8 address spaces"));

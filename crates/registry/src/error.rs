@@ -11,7 +11,7 @@ use tlbkit_policy::zoo::Bug;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// A name that is neither a registered policy nor an alias of one.
-    #[error("unknown policy '{name}'; valid policies: {}", names())]
+    #[error("unknown policy '{name}'{}; valid policies: {}", crate::suggest::did_you_mean(name, POLICIES.iter().map(|p| p.name)), names())]
     UnknownPolicy {
         /// The name given.
         name: String,

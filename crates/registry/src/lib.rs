@@ -28,6 +28,7 @@ mod alias;
 pub mod error;
 pub mod param;
 mod policies;
+pub mod suggest;
 
 #[cfg(any(test, feature = "test-alias"))]
 pub use alias::alias;

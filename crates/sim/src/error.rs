@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use tlbkit_policy::MmId;
 
 pub use tlbkit_registry::param::{Library, Names, Param};
+use tlbkit_registry::suggest::did_you_mean;
 use tlbkit_registry::Arch;
 
 /// What went wrong in the simulator's library.
@@ -95,8 +96,9 @@ pub enum Error {
     },
     /// A CPU count outside the simulator's range.
     CpusRange {
-        /// The CPUs given.
-        cpus: usize,
+        /// The CPUs given (a front end that takes signed numbers reports a
+        /// negative count with this too).
+        cpus: i64,
         /// The most the simulator runs.
         max: usize,
     },
@@ -446,11 +448,19 @@ impl Error {
             Error::BadTrace { path: None, problem } => problem.to_string(),
             Error::UnknownWorkload { name } => {
                 let all: Vec<&str> = crate::workload::WORKLOADS.iter().map(|w| w.name).collect();
-                format!("unknown workload '{name}'; valid workloads: {}", all.join(", "))
+                format!(
+                    "unknown workload '{name}'{}; valid workloads: {}",
+                    did_you_mean(name, all.iter().copied()),
+                    all.join(", ")
+                )
             }
             Error::UnknownMachine { name } => {
                 let all: Vec<&str> = crate::preset::all().iter().map(|p| p.name).collect();
-                format!("unknown machine '{name}'; valid machines: {}", all.join(", "))
+                format!(
+                    "unknown machine '{name}'{}; valid machines: {}",
+                    did_you_mean(name, all.iter().copied()),
+                    all.join(", ")
+                )
             }
             Error::Registry(e) => e.to_string(),
             Error::WrongArch { policy, policy_arch, machine, machine_arch, fits } => format!(
@@ -483,7 +493,11 @@ impl Error {
                 names.given(&Param::Set("asid_bits".into()), "8")
             ),
             Error::UnknownSetting { key, valid } => {
-                format!("unknown parameter '{key}'; valid keys: {}", valid.join(", "))
+                format!(
+                    "unknown parameter '{key}'{}; valid keys: {}",
+                    did_you_mean(key, valid.iter().copied()),
+                    valid.join(", ")
+                )
             }
             Error::BadSetting { key, value, want } => format!("{}: {want}", names.given(&set_param(key), value)),
             Error::SettingRange { key, value, range } => {

@@ -369,7 +369,7 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, Error> {
         return Err(Error::NeedsInvlpgb { policy: pol.name, machine: preset.name, fits });
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
-        return Err(Error::CpusRange { cpus: spec.cpus, max: MAX_CPUS });
+        return Err(Error::CpusRange { cpus: spec.cpus as i64, max: MAX_CPUS });
     }
     let sockets = sockets(&preset, spec)?;
     if spec.cpus > sockets * preset.cores_per_socket {

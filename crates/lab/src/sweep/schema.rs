@@ -335,14 +335,20 @@ impl Sweep {
             None => Error::Experiment { origin: origin.to_string(), place: None, what: e.message().to_string() },
         })?;
         let here = |span: &Range<usize>, msg: String| at(origin, text, span, msg);
-        let names = |list: &Spanned<Vec<Spanned<String>>>, what: &str, valid: &dyn Fn(&str) -> bool, all: String| {
+        let names = |list: &Spanned<Vec<Spanned<String>>>,
+                     what: &str,
+                     whats: &str,
+                     valid: &dyn Fn(&str) -> bool,
+                     all: Vec<&str>| {
             if list.get_ref().is_empty() {
                 return Err(here(&list.span(), format!("give at least one {what}")));
             }
             let mut out: Vec<String> = Vec::new();
             for n in list.get_ref() {
                 if !valid(n.get_ref()) {
-                    return Err(here(&n.span(), format!("unknown {what} '{}'; valid {what}s: {all}", n.get_ref())));
+                    let near = tlbkit_registry::suggest::did_you_mean(n.get_ref(), all.iter().copied());
+                    let msg = format!("unknown {what} '{}'{near}; valid {whats}: {}", n.get_ref(), all.join(", "));
+                    return Err(here(&n.span(), msg));
                 }
                 if out.contains(n.get_ref()) {
                     return Err(here(&n.span(), format!("{what} '{}' is given twice", n.get_ref())));
@@ -351,24 +357,26 @@ impl Sweep {
             }
             Ok(out)
         };
-        let join = |v: Vec<&str>| v.join(", ");
         let machines = names(
             &raw.machines,
             "machine",
+            "machines",
             &|n| preset::by_name(n).is_some(),
-            join(preset::all().iter().map(|p| p.name).collect()),
+            preset::all().iter().map(|p| p.name).collect(),
         )?;
         let policies = names(
             &raw.policies,
             "policy",
+            "policies",
             &|n| tlbkit_registry::policy(n).is_some(),
-            join(tlbkit_registry::POLICIES.iter().map(|p| p.name).collect()),
+            tlbkit_registry::POLICIES.iter().map(|p| p.name).collect(),
         )?;
         let workloads = names(
             &raw.workloads,
             "workload",
+            "workloads",
             &|n| workload::by_name(n).is_some(),
-            join(workload::WORKLOADS.iter().map(|w| w.name).collect()),
+            workload::WORKLOADS.iter().map(|w| w.name).collect(),
         )?;
         if raw.cpus.get_ref().is_empty() {
             return Err(here(&raw.cpus.span(), "give at least one CPU count".into()));
@@ -535,6 +543,14 @@ rounds = 5
     fn unknown_names_and_bad_values_are_refused_at_their_line() {
         let e = err(&GOOD.replace("\"skylake\"", "\"vax\""));
         assert!(e.starts_with("x.toml: line 2, machines: unknown machine 'vax'; valid machines: "), "{e}");
+        let e = err(&GOOD.replace("\"x86-linux-pcid\"", "\"x86-linux-pcdi\""));
+        assert!(
+            e.starts_with(
+                "x.toml: line 4, policies: unknown policy 'x86-linux-pcdi' (did you mean 'x86-linux-pcid'?); \
+                 valid policies: arm64-noasid, "
+            ),
+            "{e}"
+        );
         let e = err(&GOOD.replace("\"pingpong\"]", "\"pingpong\", \"lat_ctx\"]"));
         assert!(e.starts_with("x.toml: line 5, workloads: workload 'lat_ctx' is given twice"), "{e}");
         let e = err(&GOOD.replace("[1, 2]", "[0]"));
