@@ -92,8 +92,11 @@ fn plot_and_report_of_a_small_sweep() {
     assert!(page.contains(">lat_ctx: time per context switch</tspan>"));
     // ministat tables at each grid point (procs=2, procs=4), policies against the first.
     assert_eq!(page.matches("<pre class=\"ministat\">").count(), 2);
-    assert!(page.contains("x arm64-freebsd-asid") && page.contains("+ arm64-noasid"));
-    assert!(page.contains("Baseline: at each grid point, the policy first in name order"));
+    // The baseline is the sweep file's first policy, named at the top.
+    assert!(page.contains("x arm64-noasid") && page.contains("+ arm64-freebsd-asid"));
+    assert!(page.contains("Baseline: <strong>arm64-noasid</strong>: at each grid point"));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.starts_with("tlbkit report: wrote ") && said.contains("(12 runs of "), "{said}");
     assert!(page.contains("    N           Min           Max        Median           Avg        Stddev"));
     assert!(page.contains("confidence"));
     // Self-contained: nothing loaded, no scripts.

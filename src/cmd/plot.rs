@@ -46,7 +46,8 @@ pub struct ReportArgs {
     /// The policy every other is compared with (ratios, differences, ministat's
     /// reference). Repeat it for a sweep of several architectures: at each grid
     /// point the first given that ran there is the baseline. Default: the policy
-    /// first in name order at each point; the page says which was used.
+    /// that comes first in the results (a sweep runs its file's policies in the
+    /// order given); the page names the baseline at the top.
     #[arg(long, value_name = "POLICY")]
     baseline: Vec<String>,
 }
@@ -88,5 +89,6 @@ pub fn report(a: ReportArgs) -> Result<u8, CliError> {
     let results = Results::load(&a.results)?;
     let page = html::report(&results, &a.results.display().to_string(), &a.baseline)?;
     write_atomically(&a.output, page.as_bytes())?;
+    println!("tlbkit report: wrote {} ({} runs of {})", a.output.display(), results.rows.len(), a.results.display());
     Ok(0)
 }

@@ -87,7 +87,8 @@ fn choose_x(varying: &[String]) -> Option<String> {
 }
 
 /// Returns the reference policy at a grid point where `present` ran: the first
-/// of `baselines` among them, else the first of them in name order.
+/// of `baselines` among them (the caller ends the list with every policy in
+/// the results' order), else the first of them in name order.
 fn reference<'a>(present: &'a [String], baselines: &[String]) -> Option<&'a String> {
     baselines.iter().find_map(|b| present.iter().find(|p| *p == b)).or_else(|| present.iter().min())
 }
@@ -215,8 +216,10 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
 /// coordinates, and ministat tables comparing the policies at every grid point.
 ///
 /// The baseline at a grid point is the first of `baselines` that ran there,
-/// else the policy first in name order there; a name in `baselines` that no run
-/// has is an error listing the policies the results have.
+/// else the policy that comes first in the results there (a sweep runs its
+/// file's `policies` in the order given, so that is the user's first); a name
+/// in `baselines` that no run has is an error listing the policies the results
+/// have.
 pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<String, Error> {
     let all_policies: Vec<String> = Results::values(&results.rows, "policy").iter().map(|c| c.to_string()).collect();
     for b in baselines {
@@ -224,6 +227,17 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
             return Err(Error::NoSuchBaseline { policy: b.clone(), origin: source.into(), valid: all_policies });
         }
     }
+    let asked = baselines;
+    // Those asked for, then every policy in the order of its first run.
+    let mut baselines: Vec<String> = asked.to_vec();
+    for r in &results.rows {
+        if let Some(p) = r.coord("policy").map(|c| c.to_string()) {
+            if !baselines.contains(&p) {
+                baselines.push(p);
+            }
+        }
+    }
+    let baselines = &baselines[..];
     let workloads = Results::values(&results.rows, "workload");
     if workloads.is_empty() {
         return Err(Error::NotSweepResults { origin: source.into() });
@@ -369,18 +383,18 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
             }
         }
     }
-    let chosen = if baselines.is_empty() {
+    let chosen = if asked.is_empty() {
         format!(
-            "at each grid point, the policy first in name order among those that ran there (here: {}); choose \
-             another with <code>--baseline POLICY</code>",
+            "<strong>{}</strong>: at each grid point, the policy that comes first in the results (the sweep \
+             file's order) among those that ran there; choose another with <code>--baseline POLICY</code>",
             escape(&used.join(", "))
         )
     } else {
         format!(
-            "{} (<code>--baseline</code>): at each grid point, the first of them that ran there, else the policy \
-             first in name order (here: {})",
-            escape(&baselines.join(", ")),
-            escape(&used.join(", "))
+            "<strong>{}</strong>: {} (<code>--baseline</code>), at each grid point the first of them that ran \
+             there, else the policy that comes first in the results",
+            escape(&used.join(", ")),
+            escape(&asked.join(", "))
         )
     };
     let mut head = String::new();
@@ -538,9 +552,9 @@ mod tests {
     #[test]
     fn report_baseline_is_the_one_asked_for_and_the_summary_says_lower_or_higher() {
         let r = sweep_lines();
-        // Default: first in name order, and the page says so.
+        // Default: the first policy of the results, named at the top.
         let page = report(&r, "t", &[]).unwrap();
-        assert!(page.contains("Baseline: at each grid point, the policy first in name order"), "{page}");
+        assert!(page.contains("Baseline: <strong>arm64-freebsd-asid</strong>: at each grid point, the policy that comes first in the results"), "{page}");
         assert!(page.contains("<td>arm64-noasid</td><td>arm64-freebsd-asid</td>"), "{page}");
         assert!(page.contains("+49.5% (higher)"), "{page}");
         // --baseline arm64-noasid: freebsd-asid is a third lower, proven at the one point.
