@@ -1,4 +1,4 @@
-//! An initiator that stops waiting too early (issue 16, class 1): the checker
+//! An initiator that stops waiting too early: the checker
 //! lets a sender of asynchronous IPIs return when its protocol stops waiting, not
 //! when every handler has returned, and judges `no_stale_held`, frame reuse and
 //! page-table-page reuse at that moment. So a completion protocol whose wait ends

@@ -1,4 +1,4 @@
-//! Two flushes of one address space at once (issue 16, class 2). Linux zaps
+//! Two flushes of one address space at once. Linux zaps
 //! pages under the `mmap_lock` read side (`madvise(MADV_DONTNEED)`, a `munmap`
 //! after its downgrade) and reclaim under no `mmap_lock` at all, and flushes
 //! after dropping the PTE lock, so flushes of one mm overlap; x86's `tlb_gen`

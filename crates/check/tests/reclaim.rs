@@ -1,4 +1,4 @@
-//! Reclaim on every policy (issue 16, class 3): each kernel's page-out path is
+//! Reclaim on every policy: each kernel's page-out path is
 //! offered wherever the policy runs, and calls what that kernel calls: Linux's
 //! batched flush (`flush_batch`) from `kswapd`, FreeBSD's per-page invalidation of
 //! the pmap (`flush_page`) from the page daemon, for an address space that may

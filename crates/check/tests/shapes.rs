@@ -1,4 +1,4 @@
-//! Default shapes big enough to reach the bug (issue 16, class 4): a default
+//! Default shapes big enough to reach the bug: a default
 //! `tlbkit check --policy P` takes an ASID allocator through at least two
 //! rollovers and a shootdown protocol through three CPUs starting
 //! invalidations, and the report says so; a shootdown bug that needs a third CPU

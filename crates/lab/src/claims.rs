@@ -156,7 +156,7 @@ const SEED004_NUMA1: [Variant; 4] = seed004([2.90, 1.08, 1.21, 1.13]);
 const SEED004_NUMA2: [Variant; 4] = seed004([8.68, 1.29, 1.19, 1.09]);
 
 /// The notes of both seed 004 claims: the ranking of the cheap strategies is
-/// accepted as modelled (issue 14).
+/// accepted as modelled.
 const SEED004_NOTES: &[&str] =
     &["ranking accepted as modelled: robust makes every page-table access simple makes and \
       neither flushes at exit, so no faithful cost ranks simple above robust; no per-strategy cost is fitted"];

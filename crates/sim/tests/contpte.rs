@@ -1,4 +1,4 @@
-//! Contiguous PTEs in the simulated machine and kernel (issue 5, items 1 and 3):
+//! Contiguous PTEs in the simulated machine and kernel:
 //! 64 KB TLB entries, folios, the four exit teardowns of seed 004, and the
 //! properties the oracle gained, `no_lost_dirty` (judged on the folio),
 //! `no_ungathered_dirty` (the per-PTE contract) and `no_tlb_conflict`.

@@ -1,5 +1,5 @@
-//! The `stress` workload finds what the seeds' workloads miss (issue 16, part 1,
-//! class 5): a range flush whose invalidations never leave the calling CPU.
+//! The `stress` workload finds what the seeds' workloads miss: a range flush
+//! whose invalidations never leave the calling CPU.
 //!
 //! [`LocalRange`] wraps any registered policy and breaks only its
 //! `flush_range` (what `munmap`, `mprotect` and `madvise` call): every TLBI it

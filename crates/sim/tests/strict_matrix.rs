@@ -345,7 +345,7 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> (Vec<Vi
 /// keeps its CR3 and PCID, so after an `mprotect` on another CPU it holds the old
 /// writable entry under the tag it runs with until it switches back, when the
 /// `tlb_gen` check flushes it. The oracle does not judge a lazy CPU's leaf
-/// entries (issue 14): no violation, but the held entries are counted, and the
+/// entries: no violation, but the held entries are counted, and the
 /// scan after the switch back finds nothing because the catch-up flush removed
 /// them. FreeBSD x86 has no lazy mode (idle switches to `vmspace0`'s pmap) and
 /// seed 001 installs the reserved TTBR0 when it goes lazy, so neither holds

@@ -299,7 +299,7 @@ impl<P: Policy> Sim<P> {
         // Every 4 KB walk fills the walk cache, also after a hit in it: the
         // LRU slot then takes a second copy of the descriptor, where a real
         // walker allocates nothing. Kept as it is while results must stay
-        // byte-identical (issue 19); filling only on a miss changes the walk
+        // byte-identical; filling only on a miss changes the walk
         // costs of every run.
         // The TLB's time of the fill: after the walk.
         let at = if spec { at } else { *now };

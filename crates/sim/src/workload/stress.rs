@@ -1,6 +1,5 @@
 //! A flush-path stress test for the `--strict` oracle: threads of one address
-//! space on many CPUs at once, changing and using shared mappings (issue 16,
-//! part 1, class 5).
+//! space on many CPUs at once, changing and using shared mappings.
 //!
 //! The seeds' workloads rarely flush a user mapping that another CPU is using at
 //! that moment: their processes are single-threaded, or their second thread
