@@ -249,6 +249,7 @@ fn seed000_latctx_is_reproduced() {
     assert_eq!(c["id"], "seed000-latctx");
     assert_eq!(c["baseline"], "arm64-noasid");
     assert_eq!(c["variant"], "arm64-freebsd-asid");
+    assert_eq!((c["metric"].as_str(), c["unit"].as_str()), (Some("us_per_switch"), Some("µs")), "{c}");
     assert!((c["seed_ratio"].as_f64().unwrap() - 2.908 / 3.584).abs() < 1e-9);
     assert_eq!(c["verdict"], "reproduced", "{c}");
 }
@@ -509,11 +510,11 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
             assert!(page.contains(&escape(n)), "{n} is not in the HTML page");
         }
         for (row, name) in rows.iter().zip(["noopt", "simple", "robust", "clear_ptes"]) {
-            assert!(row.contains(&format!("contpte {name} ")), "{row}");
+            assert!(row.contains(&format!("contpte=on teardown={name} ")), "{row}");
             assert!(["reproduced", "direction-only", "not-reproduced"].iter().any(|v| row.contains(v)), "{row}");
         }
         let c = &claim(id);
-        assert_eq!(c["baseline"], "arm64-linux folios");
+        assert_eq!(c["baseline"], "arm64-linux contpte=folios");
         let vs = c["variants"].as_array().unwrap();
         assert_eq!(vs.len(), 4, "{c}");
         let ratio = |i: usize| vs[i]["sim_ratio"].as_f64().unwrap();

@@ -52,8 +52,19 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
         return Ok(0);
     }
     use Align::{Left, Right};
-    let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Right, Right, Left]);
-    t.row(["claim", "seed", "baseline", "variant", "sim base", "sim var", "seed ratio", "sim ratio", "verdict"]);
+    let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Left, Right, Right, Left]);
+    t.row([
+        "claim",
+        "seed",
+        "baseline",
+        "variant",
+        "sim base",
+        "sim var",
+        "unit",
+        "seed ratio",
+        "sim ratio",
+        "verdict",
+    ]);
     let figures = |base: f64, var: f64, seed_ratio: f64, sim_ratio: f64| {
         [base, var, seed_ratio, sim_ratio].map(|x| format!("{x:.4}"))
     };
@@ -62,11 +73,15 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
         for v in &r.variants {
             let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
             let verdict = v.verdict_with_note();
-            t.row([&r.id, &r.seed, &r.baseline, &v.name, &b, &var, &seed_ratio, &sim_ratio, &verdict]);
+            // A variant of settings is labelled by them (`contpte=on teardown=simple`).
+            let name = if v.sets.is_empty() { v.name.clone() } else { v.sets.join(" ") };
+            let unit = unit_label(&r.unit);
+            t.row([&r.id, &r.seed, &r.baseline, &name, &b, &var, &unit, &seed_ratio, &sim_ratio, &verdict]);
         }
         if r.variants.is_empty() {
             let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
-            t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &seed_ratio, &sim_ratio, &r.verdict]);
+            let unit = unit_label(&r.unit);
+            t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &unit, &seed_ratio, &sim_ratio, &r.verdict]);
         }
         for n in &r.notes {
             t.note(n.clone());
@@ -74,4 +89,13 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
     }
     print!("{}", t.render());
     Ok(0)
+}
+
+/// Returns a claim's unit as the table shows it: a count or a ratio says so.
+fn unit_label(unit: &str) -> String {
+    if unit.is_empty() {
+        "-".to_string()
+    } else {
+        unit.to_string()
+    }
 }

@@ -407,6 +407,11 @@ pub struct ClaimResult {
     pub sim_baseline: f64,
     /// Simulated variant value.
     pub sim_variant: f64,
+    /// The result the claim compares (`sim_baseline` and `sim_variant` are its
+    /// values), e.g. `us_per_switch`.
+    pub metric: String,
+    /// Its unit, from the metrics catalogue (`µs`, `s`, `count`, ...).
+    pub unit: String,
     /// Further checks.
     pub checks: Vec<CheckResult>,
     /// `reproduced`, `direction-only` or `not-reproduced`.
@@ -448,6 +453,8 @@ impl CheckResult {
 pub struct VariantResult {
     /// Its name.
     pub name: String,
+    /// Its settings besides the claim's (`--set` pairs, e.g. `teardown=simple`).
+    pub sets: Vec<String>,
     /// Seed's variant / baseline.
     pub seed_ratio: f64,
     /// Simulated variant / baseline.
@@ -570,11 +577,19 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
         sim_ratio,
         sim_baseline: b,
         sim_variant: v,
+        metric: c.metric.into(),
+        unit: unit_of(c.metric),
         checks,
         verdict: verdict_now.into(),
         variants: Vec::new(),
         notes,
     })
+}
+
+/// Returns the unit of result `metric` in the metrics catalogue (empty if it
+/// has none there).
+fn unit_of(metric: &str) -> String {
+    tlbkit_sim::metrics::by_name(metric).map_or(String::new(), |m| m.unit.to_string())
 }
 
 /// A run's results by key.
@@ -600,6 +615,7 @@ fn check_variants(
         let sim = get(&rv, c.metric)?;
         variants.push(VariantResult {
             name: v.name.into(),
+            sets: v.sets.iter().map(|s| s.to_string()).collect(),
             seed_ratio: v.seed_ratio,
             sim_ratio: sim / b,
             sim_variant: sim,
@@ -616,16 +632,15 @@ fn check_variants(
         id: c.id.into(),
         seed: c.seed.into(),
         description: c.description.into(),
-        // "arm64-linux folios": the policy and the values of the baseline's settings.
-        baseline: c
-            .baseline_sets
-            .iter()
-            .fold(c.baseline.to_string(), |b, s| format!("{b} {}", s.split('=').next_back().unwrap_or(s))),
+        // "arm64-linux contpte=folios": the policy and the baseline's settings.
+        baseline: c.baseline_sets.iter().fold(c.baseline.to_string(), |b, s| format!("{b} {s}")),
         variant: worst.name.clone(),
         seed_ratio: worst.seed_ratio,
         sim_ratio: worst.sim_ratio,
         sim_baseline: b,
         sim_variant: worst.sim_variant,
+        metric: c.metric.into(),
+        unit: unit_of(c.metric),
         checks: Vec::new(),
         verdict: worst.verdict.clone(),
         variants,

@@ -502,12 +502,15 @@ mod tests {
             sim_ratio: 0.55,
             sim_baseline: 3.4,
             sim_variant: 1.87,
+            metric: "us_per_switch".into(),
+            unit: "µs".into(),
             checks: Vec::new(),
             verdict: "agrees".into(),
             variants: variants
                 .iter()
                 .map(|(n, s, m)| VariantResult {
                     name: n.to_string(),
+                    sets: Vec::new(),
                     seed_ratio: *s,
                     sim_ratio: *m,
                     sim_variant: 1.0,
