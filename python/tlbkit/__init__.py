@@ -282,7 +282,9 @@ def sweep(
     of the same keys. ``results`` is the JSONL results file (default: the
     file's ``results``, else its name with ``.jsonl``); it is the CLI's file,
     appended to as runs finish, resumed from, and put in grid order once
-    complete. ``executor``: None (host threads, ``jobs`` of them) or ``"ray"``
+    complete. A dict with neither ``results=`` nor a ``results`` key runs into
+    a temporary file, removed once the frame is read (nothing to resume).
+    ``executor``: None (host threads, ``jobs`` of them) or ``"ray"``
     (Ray tasks on the cluster at ``address``, or a local one; ``jobs`` caps the
     tasks in flight).
     """
@@ -294,7 +296,10 @@ def sweep(
         raise ValueError(f"jobs={jobs}: give at least one thread")
     text, origin = _grid_text(grid)
     if origin == "grid" and results is None and "results" not in grid:
-        raise ValueError("a grid given as a dict needs results=PATH (or a 'results' key)")
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tlbkit-sweep-") as tmp:
+            return sweep(grid, jobs, os.path.join(tmp, "results.jsonl"), executor, progress, address)
     session = _native.SweepSession(text, origin, None if results is None else os.fspath(results))
     keys = session.keys()
     total, already, torn = session.start()
