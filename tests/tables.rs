@@ -109,7 +109,7 @@ fn run_results_and_metrics_line_up_with_each_other() {
     assert_aligned(&rows, &[Left, Right]);
 }
 
-const CLAIM_COLUMNS: [Align; 9] = [Left, Left, Left, Left, Right, Right, Right, Right, Left];
+const CLAIM_COLUMNS: [Align; 10] = [Left, Left, Left, Left, Right, Right, Left, Right, Right, Left];
 
 #[test]
 fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
