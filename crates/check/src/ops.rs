@@ -281,7 +281,8 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     // The switches go after this process's own operations.
     let switches = std::mem::take(&mut ops);
     let space = &m.spaces[s as usize];
-    if core.shape().linux && reclaim_in_flight(&m, s) {
+    let in_flight = core.shape().linux && reclaim_in_flight(&m, s);
+    if in_flight {
         // A reclaim of this process has cleared a PTE and not yet returned from
         // its deferred flush. Linux lets every operation of the process run in
         // that window; of them, the checker offers the one whose outcome depends
@@ -297,50 +298,46 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
                 ops.push(Op::Unmap(p));
             }
         }
-        ops.extend(switches);
-        ops.push(Op::Idle);
-        if ticks {
-            ops.push(Op::Tick);
-        }
-        ops.retain(|o| core.shape().menu & o.kind().bit() != 0);
-        return ops;
-    }
-    for p in 0..m.pages {
-        if space.ptes[p].is_some() {
-            ops.push(Op::Unmap(p));
-            // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
-            // the accessed and modified bits), so it removes no translation there.
-            if core.shape().linux {
-                ops.push(Op::Madvise(p));
+    } else {
+        for p in 0..m.pages {
+            if space.ptes[p].is_some() {
+                ops.push(Op::Unmap(p));
+                // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
+                // the accessed and modified bits), so it removes no translation there.
+                if core.shape().linux {
+                    ops.push(Op::Madvise(p));
+                }
+            } else if space.detached & (1 << p) == 0 {
+                // A page whose VMA a munmap is still tearing down cannot be mapped
+                // again before it is done (`mmap` needs the write side).
+                // (A munmap of it clears no PTE: with no reclaim in flight it changes
+                // nothing the oracle judges, so it is not offered.)
+                ops.push(Op::Map(p));
             }
-        } else if space.detached & (1 << p) == 0 {
-            // A page whose VMA a munmap is still tearing down cannot be mapped
-            // again before it is done (`mmap` needs the write side).
-            // (A munmap of it clears no PTE: with no reclaim in flight it changes
-            // nothing the oracle judges, so it is not offered.)
-            ops.push(Op::Map(p));
         }
-    }
-    if space.table.is_some() {
-        ops.push(Op::UnmapTable);
-    }
-    if !space.block.is_empty() {
-        for j in 0..BLOCK {
-            if !block::write_targets(&m, cpu, s, j).is_empty() {
-                ops.push(Op::Write(j));
+        if space.table.is_some() {
+            ops.push(Op::UnmapTable);
+        }
+        if !space.block.is_empty() {
+            for j in 0..BLOCK {
+                if !block::write_targets(&m, cpu, s, j).is_empty() {
+                    ops.push(Op::Write(j));
+                }
+                ops.push(if space.block[j].valid() { Op::UnmapBlock(j) } else { Op::MapBlock(j) });
             }
-            ops.push(if space.block[j].valid() { Op::UnmapBlock(j) } else { Op::MapBlock(j) });
         }
     }
     ops.extend(switches);
     ops.push(Op::Idle);
-    // The last thread exits only when no other CPU runs a thread of the process
-    // or is still switching one out.
-    let elsewhere = |c: usize| c != cpu && (m.tasks[c] == Task::User(s) || m.leaving[c] == Some(s));
-    if !(0..m.tasks.len()).any(elsewhere) {
-        ops.push(Op::Exit);
+    if !in_flight {
+        // The last thread exits only when no other CPU runs a thread of the
+        // process or is still switching one out.
+        let elsewhere = |c: usize| c != cpu && (m.tasks[c] == Task::User(s) || m.leaving[c] == Some(s));
+        if !(0..m.tasks.len()).any(elsewhere) {
+            ops.push(Op::Exit);
+        }
+        push_forks(&m, &mut ops);
     }
-    push_forks(&m, &mut ops);
     // A tick may come to any CPU (the sweeps of a ticking policy are what its
     // lazy flushes wait for).
     if ticks {
@@ -878,11 +875,9 @@ fn batched_pending<E: Engine, P: Policy>(
 ) -> bool {
     let n = {
         let m = core.machine();
-        let uid = m.spaces[s as usize].uid;
-        owed.extend(m.obligations.iter().enumerate().filter_map(|(id, o)| {
-            let page = o.page.is_some_and(|pg| pages & (1 << pg) != 0);
-            (!o.discharged && o.slot == s && o.uid == uid && o.change == RECLAIM && page).then_some(id)
-        }));
+        owed.extend(
+            open_reclaims(&m, s).filter(|(_, o)| o.page.is_some_and(|pg| pages & (1 << pg) != 0)).map(|(id, _)| id),
+        );
         m.spaces[s as usize].batched
     };
     if n == 0 || core.shape().bug == Some(KernelBug::NoBatchedPending) {
@@ -1102,8 +1097,17 @@ fn exit<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
 /// policy's [`Policy::flush_batch`] is handed the mm, so the slot is released
 /// (and reused) only after it returns.
 fn reclaim_in_flight(m: &Machine, s: u32) -> bool {
+    open_reclaims(m, s).next().is_some()
+}
+
+/// The open obligations (with their ids) of the reclaims of slot `s`'s current
+/// process: cleared by a reclaim whose deferred flush has not returned.
+fn open_reclaims(m: &Machine, s: u32) -> impl Iterator<Item = (usize, &crate::kernel::Obligation)> {
     let uid = m.spaces[s as usize].uid;
-    m.obligations.iter().any(|o| !o.discharged && o.slot == s && o.uid == uid && o.change == RECLAIM)
+    m.obligations
+        .iter()
+        .enumerate()
+        .filter(move |(_, o)| !o.discharged && o.slot == s && o.uid == uid && o.change == RECLAIM)
 }
 
 /// Clears slot `s`'s `tlb_flush_batched` mark once no reclaim of it is in flight
