@@ -140,6 +140,69 @@ pub fn locate(text: &str, offset: usize) -> (usize, String) {
     (line_no + 1, field)
 }
 
+/// Where a parse error at `offset` comes from an array or inline table left
+/// open on an earlier line: the offset of its `[` or `{` and the bracket that
+/// closes it, when `offset` is inside it and its line starts a new key or
+/// table (the parser reads on and stops at the next line's key, not at the
+/// line that lacks the bracket). Strings and comments are skipped; a `[` that
+/// starts a line outside any value is a table header, not an array.
+fn unclosed(text: &str, offset: usize) -> Option<(usize, char)> {
+    let offset = offset.min(text.len());
+    let bytes = text.as_bytes();
+    let mut open: Vec<usize> = Vec::new();
+    let mut i = 0;
+    let mut line_start = true;
+    while i < offset {
+        let c = bytes[i];
+        match c {
+            b'\n' => line_start = true,
+            b' ' | b'\t' | b'\r' => {}
+            b'#' => {
+                while i < offset && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' | b'\'' => {
+                // A basic string honours backslash escapes; a literal one does not.
+                i += 1;
+                while i < offset && bytes[i] != c && bytes[i] != b'\n' {
+                    i += if c == b'"' && bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                line_start = false;
+            }
+            b'[' if line_start && open.is_empty() => {
+                while i < offset && bytes[i] != b'\n' && bytes[i] != b']' {
+                    i += 1;
+                }
+                line_start = false;
+            }
+            b'[' | b'{' => {
+                open.push(i);
+                line_start = false;
+            }
+            b']' | b'}' => {
+                open.pop();
+                line_start = false;
+            }
+            _ => line_start = false,
+        }
+        i += 1;
+    }
+    let &start = open.last()?;
+    let line_of = |o: usize| text[..o].matches('\n').count();
+    let here = text[offset..].split('\n').next().unwrap_or("");
+    let line = &text[text[..offset].rfind('\n').map_or(0, |n| n + 1)..offset];
+    let whole = format!("{line}{here}");
+    let t = whole.trim_start();
+    let starts_key = t.starts_with('[')
+        || t.split_once('=').is_some_and(|(k, _)| {
+            let k = k.trim();
+            !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || "_-.\"".contains(c))
+        });
+    (line_of(start) < line_of(offset) && starts_key).then(|| (start, if bytes[start] == b'[' { ']' } else { '}' }))
+}
+
 /// The file's fields as `serde` reads them, with where each value is.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -331,7 +394,18 @@ impl Sweep {
     /// Parses and checks an experiment file's text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Sweep, Error> {
         let raw: Raw = toml::from_str(text).map_err(|e| match e.span() {
-            Some(span) => at(origin, text, &span, e.message()),
+            Some(span) => match unclosed(text, span.start) {
+                Some((open, close)) => {
+                    let (stop, _) = locate(text, span.start);
+                    let msg = format!(
+                        "`{}` is not closed: add `{close}` (the parser stopped at line {stop}: {})",
+                        &text[open..open + 1],
+                        e.message().trim_end()
+                    );
+                    at(origin, text, &(open..open), msg)
+                }
+                None => at(origin, text, &span, e.message()),
+            },
             None => Error::Experiment { origin: origin.to_string(), place: None, what: e.message().to_string() },
         })?;
         let here = |span: &Range<usize>, msg: String| at(origin, text, span, msg);
@@ -572,6 +646,25 @@ rounds = 5
         assert!(Sweep::parse(&GOOD.replace("count = 2", "count = 100000"), "x.toml").is_ok());
         let e = err(&GOOD.replace("seeds     = { first = 3, count = 2 }", "seeds = [1, 2, 3, 2]"));
         assert!(e.starts_with("x.toml: line 6, seeds: seed 2 is given twice"), "{e}");
+    }
+
+    #[test]
+    fn a_bracket_left_open_is_reported_at_its_own_line() {
+        let e = err(&GOOD.replace("cpus      = [1, 2]", "cpus      = [1, 2"));
+        assert!(
+            e.starts_with("x.toml: line 3, cpus: `[` is not closed: add `]` (the parser stopped at line 4: "),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("procs = [4, 16]", "procs = [4, 16"));
+        assert!(e.starts_with("x.toml: line 13, set.lat_ctx.procs: `[` is not closed: add `]`"), "{e}");
+        let e = err(&GOOD.replace("count = 2 }", "count = 2"));
+        assert!(e.starts_with("x.toml: line 6, seeds: `{` is not closed: add `}`"), "{e}");
+        // A multi-line array whose element is wrong is not an unclosed one.
+        let e = err("machines = [\n  \"altra\",\n  3 4,\n]\n");
+        assert!(!e.contains("not closed"), "{e}");
+        // Brackets in strings and comments are not counted.
+        let e = err("# [ a comment\nmachines = [\"a[\", \"b\"\ncpus = [1]\n");
+        assert!(e.starts_with("x.toml: line 2, machines: `[` is not closed"), "{e}");
     }
 
     #[test]
