@@ -20,7 +20,7 @@ use crate::kernel::{describe, LockSide, Machine, Pending, Violation};
 type PendingKey = (u8, u64, u64, u64, bool);
 use crate::search::{choices_buffer, Choice, Chooser, Foot, Outcome, Pick, Point};
 use crate::shape::{Memory, Shape};
-use crate::trace::{Event, Kind, ISSUED};
+use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, Ref, RefCell, RefMut};
@@ -969,7 +969,7 @@ impl Engine for Core {
             self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
                 (
                     self.access_kind(addr, false, true),
-                    format!("store buffer drains: {} = {}", self.addr_name(addr), self.show(addr, v)),
+                    format!("{DRAINS}{} = {}", self.addr_name(addr), self.show(addr, v)),
                 )
             });
         }
@@ -1059,7 +1059,7 @@ fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
     };
     if core.shape.memory.buffered() && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
-        core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(" (into its store buffer)"));
+        core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(&format!(" ({INTO_BUFFER})")));
     } else {
         core.drain_own(cpu);
         core.store(addr, w, || write(v));
@@ -1916,7 +1916,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
                             cpu: Some(cpu),
                             drain: true,
                             step: steps,
-                            text: format!("store buffer drains: {} = {}", core.addr_name(addr), core.show(addr, v)),
+                            text: format!("{DRAINS}{} = {}", core.addr_name(addr), core.show(addr, v)),
                             kind: core.access_kind(addr, false, true),
                         });
                     }

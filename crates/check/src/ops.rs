@@ -9,7 +9,7 @@ use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE};
 /// by the name [`crate::spec`] uses for it.
 pub(crate) use crate::shape::Reclaim;
 use crate::shape::{KernelBug, Memory};
-use crate::trace::Kind;
+use crate::trace::{Kind, INTO_BUFFER};
 use tlbkit_policy::{Lazy, MmId, Policy, Tick, VirtAddr};
 
 /// A kernel operation a CPU can start.
@@ -794,11 +794,8 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
         core.buffer_pte_clear(s, pg, ver);
     }
     core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
-        format!(
-            "PTE of {:#x} in mm{s} cleared (frame {frame}){}",
-            va_of(pg),
-            if deferred { ", the store into its store buffer" } else { "" }
-        )
+        let buffered = if deferred { format!(", the store {INTO_BUFFER}") } else { String::new() };
+        format!("PTE of {:#x} in mm{s} cleared (frame {frame}){buffered}", va_of(pg))
     });
     let flush = match zap {
         Zap::Reclaim => {

@@ -4,7 +4,7 @@
 use crate::kernel::Violation;
 use crate::search::{Outcome, Stats};
 use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, PROPERTIES};
-use crate::trace::{Event, Kind, ISSUED};
+use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -318,16 +318,55 @@ fn step_numbers(events: &[Event]) -> Vec<usize> {
     out
 }
 
+/// Returns, for each event, the index of the kernel operation (its `op:`
+/// event) it belongs to: a CPU's events belong to the operation it runs; a
+/// store buffer's drain of a store to the operation that made the store (a
+/// CPU's buffer drains in the order it was filled); a speculative fill to the
+/// operation of the event it followed.
+fn operations(events: &[Event]) -> Vec<Option<usize>> {
+    let mut current: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut buffered: BTreeMap<usize, std::collections::VecDeque<Option<usize>>> = BTreeMap::new();
+    let mut out: Vec<Option<usize>> = Vec::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        let op = match e.cpu {
+            None => out.last().copied().flatten(),
+            Some(c) if e.drain => buffered.entry(c).or_default().pop_front().flatten(),
+            Some(c) => {
+                if e.kind == Kind::Op {
+                    current.insert(c, i);
+                }
+                let op = current.get(&c).copied();
+                if e.text.starts_with(DRAINS) {
+                    // The CPU's own barrier drains it, within its operation.
+                    buffered.entry(c).or_default().pop_front();
+                } else if e.text.contains(INTO_BUFFER) {
+                    buffered.entry(c).or_default().push_back(op);
+                }
+                op
+            }
+        };
+        out.push(op);
+    }
+    out
+}
+
 /// Returns the default view: the steps with events that [`matters`], with
-/// those events. A kernel operation whose events that matter are only root
-/// writes and field writes reads as one line (`op: switch to a thread of mm1;
-/// write root: mm1, asid 1`).
+/// those events. Every event in it is under the `op:` line of the kernel
+/// operation it belongs to ([`operations`]): a step that goes on with an
+/// operation begun in an earlier one starts with that operation's line and
+/// `, from step N`, and a store buffer's drain with the line of the operation
+/// that made the store and `, its store from step N`. A kernel operation
+/// whose events that matter are only root writes and field writes reads as
+/// one line (`op: switch to a thread of mm1; write root: mm1, asid 1`).
 fn view(v: &Violation, events: &[Event], steps: &[Step]) -> Vec<Step> {
     let nums = step_numbers(events);
     let keep = matters(v, events);
+    let ops = operations(events);
     let mut out: Vec<Step> = Vec::new();
     // The operation being folded into one line: its index in the step's events.
     let mut open: Option<usize> = None;
+    // The operation whose line the step shows last.
+    let mut shown: Option<usize> = None;
     for (i, e) in events.iter().enumerate() {
         let n = nums[i];
         if !keep[i] || n == 0 {
@@ -337,11 +376,20 @@ fn view(v: &Violation, events: &[Event], steps: &[Step]) -> Vec<Step> {
         if new_step {
             out.push(Step { n, who: steps[n - 1].who.clone(), events: Vec::new() });
             open = None;
+            shown = None;
         }
         let step = out.last_mut().expect("a step is open");
+        if let Some(op) = ops[i].filter(|&op| op != i && shown != Some(op)) {
+            let whose = if e.drain { "its store from step" } else { "from step" };
+            let line = format!("{}, {whose} {}", events[op].text, nums[op]);
+            shown = Some(op);
+            open = Some(step.events.len());
+            step.events.push(line);
+        }
         let foldable = matches!(e.kind, Kind::Root | Kind::Access { .. });
         match (open, &e.kind) {
             (_, Kind::Op) => {
+                shown = Some(i);
                 open = Some(step.events.len());
                 step.events.push(e.text.clone());
             }
@@ -533,7 +581,7 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
             let changed = events.iter().enumerate().rev().find(|(_, e)| {
                 e.kind == Kind::PageTable
                     && !e.drain
-                    && !e.text.starts_with("store buffer drains")
+                    && !e.text.starts_with(DRAINS)
                     && !va.is_empty()
                     && e.text.contains(va)
                     && mm.as_ref().is_none_or(|m| e.text.contains(m.as_str()))

@@ -5,6 +5,14 @@
 /// barrier (`kernel::Pending`) says instead of what it removed.
 pub(crate) const ISSUED: &str = "issued, complete at this CPU's next";
 
+/// What the trace of a store that waits in its CPU's store buffer says (a
+/// field's store, a PTE's clear): the counterexample's view finds the
+/// operation a later drain belongs to by it.
+pub(crate) const INTO_BUFFER: &str = "into its store buffer";
+
+/// How the trace of a store buffer's drain of one store begins.
+pub(crate) const DRAINS: &str = "store buffer drains: ";
+
 /// One recorded event, for traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

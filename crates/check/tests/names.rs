@@ -72,16 +72,21 @@ fn every_zoo_counterexample_names_fields_and_opens_with_its_summary() {
             assert_eq!(labels, ["used", "by", "why"], "{policy} ({view}):\n{text}");
         }
         assert_eq!(cx.summary.len(), 3, "{policy}");
-        // The default view is a part of the verbose one, step numbers included.
+        // The default view is a part of the verbose one, step numbers included;
+        // every step in it starts with the line of an operation, and a line that
+        // goes on with an operation of an earlier step is that step's `op:` line.
         let all: Vec<(usize, &String)> = cx.steps.iter().flat_map(|s| s.events.iter().map(move |e| (s.n, e))).collect();
         for st in &cx.view {
+            assert!(st.events[0].starts_with("op: "), "{policy}: step {} has no op: line\n{}", st.n, r.to_text());
             for line in &st.events {
                 for part in line.split("; ") {
-                    assert!(
-                        all.iter().any(|(n, e)| *n == st.n && e.as_str() == part),
-                        "{policy}: {part} (step {})",
-                        st.n
-                    );
+                    let earlier = [", from step ", ", its store from step "].iter().find_map(|m| {
+                        let (op, n) = part.rsplit_once(m)?;
+                        Some((op, n.parse::<usize>().expect("a step number")))
+                    });
+                    let (text, n) = earlier.unwrap_or((part, st.n));
+                    assert!(all.iter().any(|(k, e)| *k == n && e.as_str() == text), "{policy}: {part} (step {})", st.n);
+                    assert!(earlier.is_none() || (text.starts_with("op: ") && n < st.n), "{policy}: {part}");
                 }
             }
         }
