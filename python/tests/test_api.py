@@ -181,6 +181,38 @@ def test_a_sweep_from_a_dict_resumes_a_cut_file(tmp_path):
     assert cut.read_bytes() == whole.read_bytes() and again.equals(df)
 
 
+def test_a_sweep_frame_has_nullable_integers_units_and_a_long_form():
+    import pandas as pd
+
+    grid = {"machines": ["cortex-a72"], "cpus": [2], "policies": ["arm64-noasid"],
+            "workloads": ["lat_ctx", "pingpong"], "seeds": {"first": 1, "count": 1},
+            "set": {"rounds": 20, "lat_ctx": {"procs": [2, 4]}}}
+    df = tlbkit.sweep(grid, progress=False)
+    assert list(df["workload"]) == ["lat_ctx", "lat_ctx", "pingpong"]
+    # Integer parameters stay integers; a workload without one has <NA>.
+    for col in ["cpus", "seed", "violations", "procs", "rounds", "context_switches"]:
+        assert str(df[col].dtype) == "Int64", (col, df[col].dtype)
+    assert list(df["procs"][:2]) == [2, 4] and df["procs"][2] is pd.NA
+    assert df["us_per_switch"].dtype == "float64" and pd.isna(df["us_per_switch"][2])
+    units, meaning = df.attrs["units"], df.attrs["descriptions"]
+    catalogue = {m["name"]: m for m in tlbkit.list_metrics()}
+    assert units["us_per_switch"] == catalogue["us_per_switch"]["unit"] == "µs"
+    assert units["tlb_misses"] == "count" and "cpus" not in units
+    assert meaning["us_per_round"] == catalogue["us_per_round"]["meaning"]
+    assert "lat_ctx: processes in the ring" in meaning["procs"] and meaning["seed"].startswith("the run's random seed")
+    # The long form: one row per run and figure the run reports.
+    long = tlbkit.sweep(grid, progress=False, form="long")
+    assert long.equals(tlbkit.to_long(df))
+    assert list(long.columns[-3:]) == ["metric", "value", "unit"]
+    assert len(long) == int(df[list(units)].notna().sum().sum())
+    row = long[(long["procs"] == 4).fillna(False) & (long["metric"] == "us_per_switch")]
+    assert len(row) == 1 and row["value"].iloc[0] == df["us_per_switch"][1] and row["unit"].iloc[0] == "µs"
+    assert list(long["metric"][long["workload"] == "pingpong"]).count("us_per_switch") == 0
+    assert long.attrs == df.attrs
+    with pytest.raises(ValueError, match="form='tall'"):
+        tlbkit.sweep(grid, progress=False, form="tall")
+
+
 def test_a_bad_grid_is_a_value_error_naming_its_line(tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text(SMALL_GRID.replace("procs  = [2, 4, 6]", "procs  = [2, 0]"))

@@ -35,6 +35,7 @@ __all__ = [
     "check",
     "replay",
     "sweep",
+    "to_long",
 ]
 
 
@@ -273,10 +274,18 @@ def sweep(
     executor: Optional[str] = None,
     progress: bool = True,
     address: Optional[str] = None,
+    form: str = "wide",
 ):
     """Runs every point of a grid that the results file does not record yet and
     returns the grid's results as a pandas DataFrame (one row per run, in grid
     order; every coordinate, parameter and figure a column).
+
+    A column whose values are all integers (``cpus``, ``seed``, a workload's
+    integer parameters, the counters) has pandas' nullable ``Int64`` type,
+    ``<NA>`` in the rows of workloads that lack it. ``df.attrs["units"]`` and
+    ``df.attrs["descriptions"]`` give each column's unit and meaning (from
+    ``list_metrics()`` and ``list_workloads()``). ``form="long"`` returns the
+    tidy form instead (``to_long``): one row per run and figure.
 
     ``grid`` is an experiment file (TOML, as ``tlbkit sweep`` takes) or a dict
     of the same keys. ``results`` is the JSONL results file (default: the
@@ -290,6 +299,8 @@ def sweep(
     """
     import pandas as pd
 
+    if form not in ("wide", "long"):
+        raise ValueError(f"form={form!r}: give 'wide' (a row per run) or 'long' (a row per run and figure)")
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (host threads) or 'ray'")
     if jobs is not None and jobs < 1:
@@ -299,7 +310,7 @@ def sweep(
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="tlbkit-sweep-") as tmp:
-            return sweep(grid, jobs, os.path.join(tmp, "results.jsonl"), executor, progress, address)
+            return sweep(grid, jobs, os.path.join(tmp, "results.jsonl"), executor, progress, address, form)
     session = _native.SweepSession(text, origin, None if results is None else os.fspath(results))
     keys = session.keys()
     total, already, torn = session.start()
@@ -329,7 +340,70 @@ def sweep(
             f"replay the first with: {report['violating'][0]}",
             file=sys.stderr,
         )
-    return pd.DataFrame(_grid_rows(report["results"], keys))
+    df = _frame(_grid_rows(report["results"], keys))
+    return to_long(df) if form == "long" else df
+
+
+# The columns every results line has, with what they mean.
+_COORDINATES = {
+    "machine": "the machine preset (tlbkit list machines)",
+    "cpus": "CPUs simulated",
+    "policy": "the policy (tlbkit list policies)",
+    "workload": "the workload (tlbkit list workloads)",
+    "seed": "the run's random seed (--seed)",
+    "command": "the tlbkit run command that reproduces the row",
+    "violations": "stale translations the run's oracle saw (0 for a correct policy)",
+}
+
+
+def _frame(rows: List[Dict[str, Any]]):
+    """The wide frame of results lines: integer columns nullable ``Int64``,
+    units and descriptions in ``attrs``."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        present = [v for v in (r.get(col) for r in rows) if v is not None]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            df[col] = df[col].astype("Int64")
+    metrics = {m["name"]: m for m in list_metrics()}
+    params: Dict[str, List[str]] = {}
+    for w in list_workloads():
+        for p in w["parameters"]:
+            params.setdefault(p["key"], []).append(f"{w['name']}: {p['meaning']}")
+    units: Dict[str, str] = {}
+    descriptions: Dict[str, str] = {}
+    for col in df.columns:
+        if col in metrics:
+            units[col] = metrics[col]["unit"]
+            descriptions[col] = metrics[col]["meaning"]
+        elif col in _COORDINATES:
+            descriptions[col] = _COORDINATES[col]
+        elif col in params:
+            descriptions[col] = "workload parameter (--set " + col + "): " + "; ".join(params[col])
+    df.attrs["units"] = units
+    df.attrs["descriptions"] = descriptions
+    return df
+
+
+def to_long(df):
+    """The tidy form of a ``sweep`` frame: one row per run and figure, with the
+    run's coordinates and parameters, then ``metric``, ``value`` (float) and
+    ``unit``; a figure a run does not report has no row. ``attrs`` carry over."""
+    units = df.attrs.get("units", {})
+    metrics = [c for c in df.columns if c in units]
+    ids = [c for c in df.columns if c not in units]
+    long = df.reset_index(drop=True).melt(
+        id_vars=ids, value_vars=metrics, var_name="metric", value_name="value", ignore_index=False
+    )
+    # Run by run, each run's figures in the frame's column order.
+    long = long.sort_index(kind="stable")
+    long = long[long["value"].notna()].copy()
+    long["value"] = long["value"].astype("float64")
+    long["unit"] = long["metric"].map(units)
+    long = long.reset_index(drop=True)
+    long.attrs = dict(df.attrs)
+    return long
 
 
 def _grid_rows(path: str, keys: List[str]) -> List[Dict[str, Any]]:
