@@ -78,3 +78,22 @@ fn on_an_externally_managed_python_it_installs_into_its_own_environment() {
     let prefix = Command::new(&venv_py).args(["-c", "import sys; print(sys.prefix)"]).output().expect("venv python");
     assert_eq!(String::from_utf8_lossy(&prefix.stdout).trim(), env_dir.to_str().unwrap());
 }
+
+#[test]
+fn where_uv_is_installed_it_makes_the_environment_with_pip_in_it() {
+    let found = Command::new("uv").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("no uv on PATH: scripts/test uses venv and pip, which the test above covers");
+        return;
+    }
+    let env_dir = root().join("target/pyenv-uv");
+    let _ = std::fs::remove_dir_all(&env_dir);
+    let out = script("python3", Some(&env_dir), &["--python-env"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let venv_py = env_dir.join("bin/python");
+    // `--seed`: pip is there for a later run on a machine without uv.
+    let ok = Command::new(&venv_py).args(["-c", "import pytest, pandas, maturin, pip"]).status().expect("venv python");
+    assert!(ok.success(), "the environment uv made lacks the test dependencies or pip");
+    let cfg = std::fs::read_to_string(env_dir.join("pyvenv.cfg")).expect("a pyvenv.cfg");
+    assert!(cfg.contains("uv ="), "not made by uv:\n{cfg}");
+}
