@@ -40,7 +40,7 @@ enum Cmd {
                             Machines, their cores and costs, and the machine and kernel parameters: tlbkit list \
                             machines\nWhat each result and metric means, and its unit: tlbkit list metrics")]
     Run(cmd::run::RunArgs),
-    /// Run every seed claim tlbkit models and compare with the seed's ratio.
+    /// Run every origin claim tlbkit models and compare with the origin's ratio.
     Reproduce(cmd::reproduce::ReproduceArgs),
     /// Measure tlbkit's own speed: the simulator on a fixed workload (`bench sim`,
     /// which `bench` alone runs) or at scale (`bench scale`), or the checker

@@ -96,12 +96,12 @@ fn pages_render_in_headless_chromium_without_console_errors() {
 
     // reproduce --html: one quick claim is enough to draw the forest plot.
     let repro = dir.join("reproduce.html");
-    let o = tlbkit(&["reproduce", "--only", "seed002-pingpong", "--html", repro.to_str().unwrap()]);
+    let o = tlbkit(&["reproduce", "--only", "origin002-pingpong", "--html", repro.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let img = check_page(&browser, &dir, &repro, "reproduce");
-    // The forest's simulated ratio (blue disc) and the seed's (vermillion diamond).
+    // The forest's simulated ratio (blue disc) and the origin's (vermillion diamond).
     assert!(pixels_of(&img, 0x0072B2) > 20, "the simulated ratio's mark is drawn");
-    assert!(pixels_of(&img, 0xD55E00) > 10, "the seed ratio's mark is drawn");
+    assert!(pixels_of(&img, 0xD55E00) > 10, "the origin ratio's mark is drawn");
 
     // report of a small sweep: two policies, two process counts, two seeds.
     let toml = dir.join("s.toml");

@@ -203,8 +203,8 @@ fn claim(id: &str) -> serde_json::Value {
 }
 
 #[test]
-fn seed002_claims_are_reproduced() {
-    for id in ["seed002-pingpong", "seed002-pingpong-512"] {
+fn origin002_claims_are_reproduced() {
+    for id in ["origin002-pingpong", "origin002-pingpong-512"] {
         let c = &claim(id);
         assert_eq!(c["baseline"], "x86-linux-nopcid");
         assert_eq!(c["variant"], "x86-linux-pcid");
@@ -214,8 +214,8 @@ fn seed002_claims_are_reproduced() {
 }
 
 #[test]
-fn seed001_claims_are_reproduced() {
-    for id in ["seed001-mprotect", "seed001-tcmalloc"] {
+fn origin001_claims_are_reproduced() {
+    for id in ["origin001-mprotect", "origin001-tcmalloc"] {
         let c = &claim(id);
         assert_eq!(c["variant"], "arm64-linux-skipbcast");
         assert_eq!(c["verdict"], "reproduced", "{c}");
@@ -223,17 +223,17 @@ fn seed001_claims_are_reproduced() {
 }
 
 #[test]
-fn seed001_sort_is_direction_only_and_its_note_says_why() {
+fn origin001_sort_is_direction_only_and_its_note_says_why() {
     // The kernel's other work moved it just past the band's edge (its note).
-    let c = &claim("seed001-sort");
+    let c = &claim("origin001-sort");
     assert_eq!(c["verdict"], "direction-only", "{c}");
     let notes = c["notes"].as_array().expect("the claim's notes");
     assert!(notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains("kernel's other work"))), "{c}");
 }
 
 #[test]
-fn seed003_shootdown_is_reproduced_on_the_seeds_eight_cpus() {
-    let c = &claim("seed003-shootdown");
+fn origin003_shootdown_is_reproduced_on_the_origins_eight_cpus() {
+    let c = &claim("origin003-shootdown");
     assert_eq!(c["baseline"], "x86-freebsd-counter");
     assert_eq!(c["variant"], "x86-freebsd-gen");
     assert_eq!(c["verdict"], "reproduced", "{c}");
@@ -244,19 +244,25 @@ fn seed003_shootdown_is_reproduced_on_the_seeds_eight_cpus() {
 }
 
 #[test]
-fn seed000_latctx_is_reproduced() {
-    let c = &claim("seed000-latctx");
-    assert_eq!(c["id"], "seed000-latctx");
+fn origin000_latctx_is_reproduced() {
+    let c = &claim("origin000-latctx");
+    assert_eq!(c["id"], "origin000-latctx");
     assert_eq!(c["baseline"], "arm64-noasid");
     assert_eq!(c["variant"], "arm64-freebsd-asid");
     assert_eq!((c["metric"].as_str(), c["unit"].as_str()), (Some("us_per_switch"), Some("µs")), "{c}");
-    assert!((c["seed_ratio"].as_f64().unwrap() - 2.908 / 3.584).abs() < 1e-9);
+    assert!((c["origin_ratio"].as_f64().unwrap() - 2.908 / 3.584).abs() < 1e-9);
     assert_eq!(c["verdict"], "reproduced", "{c}");
+    // The names from before origins were called so still work: the claim's id
+    // and the JSON keys.
+    let old = &claim("seed000-latctx");
+    assert_eq!(old["id"], "origin000-latctx");
+    assert_eq!((&old["seed"], &old["seed_ratio"]), (&c["origin"], &c["origin_ratio"]), "{old}");
 }
 
 #[test]
 fn unknown_claim_lists_the_valid_ones() {
-    assert_bad_input(&["reproduce", "--only", "seed999"], "valid claims: seed000-latctx");
+    assert_bad_input(&["reproduce", "--only", "seed999"], "valid claims: origin000-latctx");
+    assert_bad_input(&["reproduce", "--only", "origin000-latcx"], "(did you mean 'origin000-latctx'?)");
 }
 
 fn bench_json(args: &[&str]) -> serde_json::Value {
@@ -486,9 +492,9 @@ fn bench_compare_with_invokes_the_other_build_as_bench_format_json() {
 }
 
 #[test]
-fn seed004_claims_print_four_strategies_each_with_a_verdict() {
-    for (id, seed_ratios) in
-        [("seed004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("seed004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
+fn origin004_claims_print_four_strategies_each_with_a_verdict() {
+    for (id, origin_ratios) in
+        [("origin004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("origin004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
     {
         let html = std::env::temp_dir().join(format!("tlbkit-cli-{id}-{}.html", std::process::id()));
         let o = tlbkit(&["reproduce", "--only", id, "--html", html.to_str().unwrap()]);
@@ -518,8 +524,8 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
         let vs = c["variants"].as_array().unwrap();
         assert_eq!(vs.len(), 4, "{c}");
         let ratio = |i: usize| vs[i]["sim_ratio"].as_f64().unwrap();
-        for (v, seed) in vs.iter().zip(seed_ratios) {
-            assert!((v["seed_ratio"].as_f64().unwrap() - seed).abs() < 1e-9, "{v}");
+        for (v, seed) in vs.iter().zip(origin_ratios) {
+            assert!((v["origin_ratio"].as_f64().unwrap() - seed).abs() < 1e-9, "{v}");
         }
         // No-opt's unfold TLBIs make it far the dearest; robust is reproduced on both.
         assert!((1..4).all(|i| ratio(0) > 2.0 * ratio(i)), "{c}");
@@ -531,7 +537,7 @@ fn seed004_claims_print_four_strategies_each_with_a_verdict() {
         assert!([0, 2, 3].iter().all(|&i| vs[i]["expected_violations"] == 0), "{c}");
     }
     // Claims of one variant keep their JSON: no `variants` key.
-    assert!(claim("seed000-latctx").get("variants").is_none());
+    assert!(claim("origin000-latctx").get("variants").is_none());
 }
 
 #[test]

@@ -113,9 +113,9 @@ const CLAIM_COLUMNS: [Align; 10] = [Left, Left, Left, Left, Right, Right, Left, 
 
 #[test]
 fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
-    // Seed 004's rows: variants of several widths, figures of two and one digits
+    // Origin 004's rows: variants of several widths, figures of two and one digits
     // before the point, a verdict with a remark.
-    let text = stdout(&["reproduce", "--only", "seed004-exit-numa1"]);
+    let text = stdout(&["reproduce", "--only", "origin004-exit-numa1"]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6, "{text}");
     assert!(lines[0].starts_with("claim "), "{text}");
@@ -129,7 +129,7 @@ fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
 
 #[test]
 fn reproduce_puts_a_claims_further_check_under_the_second_column() {
-    let text = stdout(&["reproduce", "--only", "seed002-pingpong-512"]);
+    let text = stdout(&["reproduce", "--only", "origin002-pingpong-512"]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert_aligned(&lines[..2], &CLAIM_COLUMNS);
@@ -178,7 +178,7 @@ fn progress_writes_nothing_when_stderr_is_not_a_terminal() {
         compare.concat(),
         compare.concat().into_iter().chain(["--set", "jitter=0.02", "--format", "csv"]).collect(),
         run.concat(),
-        vec!["reproduce", "--only", "seed002-pingpong"],
+        vec!["reproduce", "--only", "origin002-pingpong"],
         vec!["bench", "scale", "--cpus", "2,3", "--workload", "mprotect_threaded", "--set", "iters=2"],
         vec!["sweep", sweep_file.to_str().unwrap(), "--results", results.to_str().unwrap()],
         vec!["trace", "import", "--lackey", &lackey, "-o", trace.to_str().unwrap()],

@@ -1,6 +1,6 @@
 //! The strace reader, alone and through `tlbkit trace import --strace F` joined
 //! with a fixed lackey log (crates/lab/tests/data/tiny.lackey), whose process the
-//! seeds' strace logs show.
+//! origins' strace logs show.
 //!
 //! The import must end in a trace or an error about the input: never in its own
 //! "a tlbkit bug" error. A trace it makes must encode to a file that reads back

@@ -1,5 +1,5 @@
-//! `tlbkit reproduce`: every seed claim tlbkit models (or one), run and compared
-//! with the seed's ratio, as a table, JSON, or an HTML page with a forest plot
+//! `tlbkit reproduce`: every origin claim tlbkit models (or one), run and compared
+//! with the origin's ratio, as a table, JSON, or an HTML page with a forest plot
 //! (the claims and their verdicts are `tlbkit_lab::claims`).
 
 use super::Format;
@@ -20,7 +20,7 @@ pub struct ReproduceArgs {
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// Also write the table as an HTML page, with one forest plot of every claim
-    /// (simulated and seed ratios, the verdict's tolerance band, a line at 1).
+    /// (simulated and origin ratios, the verdict's tolerance band, a line at 1).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
 }
@@ -31,10 +31,15 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
     if let Some(path) = &html {
         check_writable(path, "--html", false)?;
     }
-    let selected: Vec<_> = CLAIMS.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.id)).collect();
+    let selected: Vec<&claims::Claim> = match only.as_deref() {
+        None => CLAIMS.iter().collect(),
+        Some(id) => claims::find(id).into_iter().collect(),
+    };
     if selected.is_empty() {
         let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
-        return Err(format!("unknown claim '{}'; valid claims: {}", only.unwrap_or_default(), ids.join(", ")).into());
+        let only = only.unwrap_or_default();
+        let near = tlbkit_registry::suggest::did_you_mean(&only, ids.iter().copied());
+        return Err(format!("unknown claim '{only}'{near}; valid claims: {}", ids.join(", ")).into());
     }
     let bar = progress::bar(selected.iter().map(|c| c.runs() as u64).sum(), Unit::Runs);
     let mut results = Vec::new();
@@ -47,7 +52,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
         write_atomically(&path, tlbkit_lab::plot::html::claims_page(&results).as_bytes())?;
     }
     if format == Format::Json {
-        let doc = serde_json::json!({ "claims": results });
+        let doc = claims::json(&results);
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
@@ -55,33 +60,33 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
     let mut t = Table::new(&[Left, Left, Left, Left, Right, Right, Left, Right, Right, Left]);
     t.row([
         "claim",
-        "seed",
+        "origin",
         "baseline",
         "variant",
         "sim base",
         "sim var",
         "unit",
-        "seed ratio",
+        "origin ratio",
         "sim ratio",
         "verdict",
     ]);
-    let figures = |base: f64, var: f64, seed_ratio: f64, sim_ratio: f64| {
-        [base, var, seed_ratio, sim_ratio].map(|x| format!("{x:.4}"))
+    let figures = |base: f64, var: f64, origin_ratio: f64, sim_ratio: f64| {
+        [base, var, origin_ratio, sim_ratio].map(|x| format!("{x:.4}"))
     };
     for r in &results {
         // A claim with several variants prints one row per variant.
         for v in &r.variants {
-            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.seed_ratio, v.sim_ratio);
+            let [b, var, origin_ratio, sim_ratio] = figures(r.sim_baseline, v.sim_variant, v.origin_ratio, v.sim_ratio);
             let verdict = v.verdict_with_note();
             // A variant of settings is labelled by them (`contpte=on teardown=simple`).
             let name = if v.sets.is_empty() { v.name.clone() } else { v.sets.join(" ") };
             let unit = unit_label(&r.unit);
-            t.row([&r.id, &r.seed, &r.baseline, &name, &b, &var, &unit, &seed_ratio, &sim_ratio, &verdict]);
+            t.row([&r.id, &r.origin, &r.baseline, &name, &b, &var, &unit, &origin_ratio, &sim_ratio, &verdict]);
         }
         if r.variants.is_empty() {
-            let [b, var, seed_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.seed_ratio, r.sim_ratio);
+            let [b, var, origin_ratio, sim_ratio] = figures(r.sim_baseline, r.sim_variant, r.origin_ratio, r.sim_ratio);
             let unit = unit_label(&r.unit);
-            t.row([&r.id, &r.seed, &r.baseline, &r.variant, &b, &var, &unit, &seed_ratio, &sim_ratio, &r.verdict]);
+            t.row([&r.id, &r.origin, &r.baseline, &r.variant, &b, &var, &unit, &origin_ratio, &sim_ratio, &r.verdict]);
         }
         for n in &r.notes {
             t.note(n.clone());

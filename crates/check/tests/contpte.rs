@@ -1,4 +1,4 @@
-//! The contiguous block (`--teardown`): the checker finds seed 004's `simple`
+//! The contiguous block (`--teardown`): the checker finds origin 004's `simple`
 //! teardown returning a page's PTE without the block's gathered dirty state
 //! (`no_ungathered_dirty`) but never losing a write (`no_lost_dirty`: the folio
 //! is marked dirty by the PTE that holds the bit), replays it, and finds nothing

@@ -1,15 +1,15 @@
-//! The seed claims `tlbkit reproduce` checks: a baseline and a variant policy on
-//! the seed's workload and machine, the seed's ratio (variant / baseline) and the
+//! The origin claims `tlbkit reproduce` checks: a baseline and a variant policy on
+//! the origin's workload and machine, the origin's ratio (variant / baseline) and the
 //! simulated one, measured afresh every time, and a verdict.
 //!
-//! Verdict rule: `reproduced` when the simulated ratio has the seed's direction and
-//! `|ln(sim) - ln(seed)| <= max(0.05, 0.35 * |ln(seed)|)`; `direction-only` when
+//! Verdict rule: `reproduced` when the simulated ratio has the origin's direction and
+//! `|ln(sim) - ln(origin)| <= max(0.05, 0.35 * |ln(origin)|)`; `direction-only` when
 //! only the direction matches; otherwise `not-reproduced`. A claim may carry
-//! further checks on other results of the same runs (seed 002: TLB misses fall at
+//! further checks on other results of the same runs (origin 002: TLB misses fall at
 //! least tenfold); the claim's verdict is the worst of its ratio's verdict and its
 //! checks', a failed check counting as `not-reproduced`.
 //!
-//! A claim may instead compare several variants against one baseline (seed 004's
+//! A claim may instead compare several variants against one baseline (origin 004's
 //! four teardowns against large folios without contiguous PTEs): the baseline is
 //! `baseline` with `baseline_sets`, each variant `variant` with its own settings,
 //! and the rule is applied to each variant's ratio. Such a claim's top-level
@@ -19,13 +19,13 @@ use crate::Error;
 use serde::Serialize;
 use tlbkit_sim::run::{run, RunSpec};
 
-/// A claim from a seed document.
+/// A claim from an origin document.
 #[derive(Clone, Debug)]
 pub struct Claim {
-    /// Identifier, e.g. `seed000-latctx`.
+    /// Identifier, e.g. `origin000-latctx`.
     pub id: &'static str,
-    /// The seed document.
-    pub seed: &'static str,
+    /// The origin document.
+    pub origin: &'static str,
     /// What is compared.
     pub description: &'static str,
     /// Machine preset.
@@ -42,33 +42,33 @@ pub struct Claim {
     pub variant: &'static str,
     /// The result key compared.
     pub metric: &'static str,
-    /// The seed's baseline figure.
-    pub seed_baseline: f64,
-    /// The seed's variant figure.
-    pub seed_variant: f64,
+    /// The origin's baseline figure.
+    pub origin_baseline: f64,
+    /// The origin's variant figure.
+    pub origin_variant: f64,
     /// Further checks on the same runs.
     pub also: &'static [Check],
     /// Settings of the baseline run only (with `variants`).
     pub baseline_sets: &'static [&'static str],
     /// Variants compared with the one baseline, each with its own settings; empty
-    /// for a claim of one variant (`variant`, `seed_baseline`, `seed_variant`).
+    /// for a claim of one variant (`variant`, `origin_baseline`, `origin_variant`).
     pub variants: &'static [Variant],
     /// Remarks printed under the claim's rows (in the table and the HTML page).
     pub notes: &'static [&'static str],
 }
 
 /// One variant of a claim with several: settings added to the claim's, and the
-/// seed's ratio for it.
+/// origin's ratio for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Variant {
     /// Its name in the table.
     pub name: &'static str,
     /// Its settings (besides the claim's `sets`).
     pub sets: &'static [&'static str],
-    /// The seed's ratio, variant / baseline.
-    pub seed_ratio: f64,
+    /// The origin's ratio, variant / baseline.
+    pub origin_ratio: f64,
     /// The one property whose violations its runs are expected to show (the
-    /// fragility the seed measured anyway), or `None` if none may occur.
+    /// fragility the origin measured anyway), or `None` if none may occur.
     pub expected_violation: Option<&'static str>,
     /// What those violations mean, for the note beside the verdict.
     pub expected_meaning: &'static str,
@@ -79,10 +79,10 @@ pub struct Variant {
 pub struct Check {
     /// The result key.
     pub metric: &'static str,
-    /// The seed's baseline figure.
-    pub seed_baseline: f64,
-    /// The seed's variant figure.
-    pub seed_variant: f64,
+    /// The origin's baseline figure.
+    pub origin_baseline: f64,
+    /// The origin's variant figure.
+    pub origin_variant: f64,
     /// What must hold.
     pub rule: Rule,
 }
@@ -112,60 +112,60 @@ impl Rule {
     }
 }
 
-/// Returns seed 004's four teardowns with the seed's ratios (no-opt, simple,
+/// Returns origin 004's four teardowns with the origin's ratios (no-opt, simple,
 /// robust, clear_ptes). `simple` returns per-PTE values that do not carry the
-/// block's gathered dirty state (`no_ungathered_dirty`, what the seed's thread
+/// block's gathered dirty state (`no_ungathered_dirty`, what the origin's thread
 /// objected to); its runs must show that and nothing else, `no_lost_dirty`
 /// included: the PTE holding the bit is cleared too, and marks the folio.
-const fn seed004(ratios: [f64; 4]) -> [Variant; 4] {
+const fn origin004(ratios: [f64; 4]) -> [Variant; 4] {
     [
         Variant {
             name: "contpte noopt",
             sets: &["contpte=on", "teardown=noopt"],
-            seed_ratio: ratios[0],
+            origin_ratio: ratios[0],
             expected_violation: None,
             expected_meaning: "",
         },
         Variant {
             name: "contpte simple",
             sets: &["contpte=on", "teardown=simple"],
-            seed_ratio: ratios[1],
+            origin_ratio: ratios[1],
             expected_violation: Some("no_ungathered_dirty"),
             expected_meaning: "values without the block's dirty state, no data lost",
         },
         Variant {
             name: "contpte robust",
             sets: &["contpte=on", "teardown=robust"],
-            seed_ratio: ratios[2],
+            origin_ratio: ratios[2],
             expected_violation: None,
             expected_meaning: "",
         },
         Variant {
             name: "contpte clear_ptes",
             sets: &["contpte=on", "teardown=clear_ptes"],
-            seed_ratio: ratios[3],
+            origin_ratio: ratios[3],
             expected_violation: None,
             expected_meaning: "",
         },
     ]
 }
 
-/// Seed 004's table, numa=1: +190%, +8%, +21%, +13%.
-const SEED004_NUMA1: [Variant; 4] = seed004([2.90, 1.08, 1.21, 1.13]);
-/// Seed 004's table, numa=2: +768%, +29%, +19%, +9%.
-const SEED004_NUMA2: [Variant; 4] = seed004([8.68, 1.29, 1.19, 1.09]);
+/// Origin 004's table, numa=1: +190%, +8%, +21%, +13%.
+const ORIGIN004_NUMA1: [Variant; 4] = origin004([2.90, 1.08, 1.21, 1.13]);
+/// Origin 004's table, numa=2: +768%, +29%, +19%, +9%.
+const ORIGIN004_NUMA2: [Variant; 4] = origin004([8.68, 1.29, 1.19, 1.09]);
 
-/// The notes of both seed 004 claims: the ranking of the cheap strategies is
+/// The notes of both origin 004 claims: the ranking of the cheap strategies is
 /// accepted as modelled.
-const SEED004_NOTES: &[&str] =
+const ORIGIN004_NOTES: &[&str] =
     &["ranking accepted as modelled: robust makes every page-table access simple makes and \
       neither flushes at exit, so no faithful cost ranks simple above robust; no per-strategy cost is fitted"];
 
 /// Every claim.
 pub const CLAIMS: &[Claim] = &[
     Claim {
-        id: "seed000-latctx",
-        seed: "000",
+        id: "origin000-latctx",
+        origin: "000",
         description: "lmbench lat_ctx 20 procs 0 KB on a Cortex-A72, 1 CPU: us per switch",
         machine: "cortex-a72",
         cpus: 1,
@@ -174,16 +174,16 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "arm64-noasid",
         variant: "arm64-freebsd-asid",
         metric: "us_per_switch",
-        seed_baseline: 3.584,
-        seed_variant: 2.908,
+        origin_baseline: 3.584,
+        origin_variant: 2.908,
         also: &[],
         baseline_sets: &[],
         variants: &[],
         notes: &[],
     },
     Claim {
-        id: "seed000-buildkernel",
-        seed: "000",
+        id: "origin000-buildkernel",
+        origin: "000",
         description: "make -j16 buildkernel on a 16-core Cortex-A72: elapsed seconds",
         machine: "cortex-a72",
         cpus: 16,
@@ -193,16 +193,16 @@ pub const CLAIMS: &[Claim] = &[
         variant: "arm64-freebsd-asid",
         metric: "elapsed_s",
         // "about 4:35 ... about 4:29".
-        seed_baseline: 275.0,
-        seed_variant: 269.0,
+        origin_baseline: 275.0,
+        origin_variant: 269.0,
         also: &[],
         baseline_sets: &[],
         variants: &[],
         notes: &[],
     },
     Claim {
-        id: "seed001-mprotect",
-        seed: "001",
+        id: "origin001-mprotect",
+        origin: "001",
         description: "for-each-cpu.sh mprotect-threaded 10000 on a 32-core eMAG: elapsed seconds",
         machine: "emag",
         cpus: 32,
@@ -211,16 +211,16 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "arm64-linux",
         variant: "arm64-linux-skipbcast",
         metric: "elapsed_s",
-        seed_baseline: 2.1696,
-        seed_variant: 0.13941,
+        origin_baseline: 2.1696,
+        origin_variant: 0.13941,
         also: &[],
         baseline_sets: &[],
         variants: &[],
         notes: &[],
     },
     Claim {
-        id: "seed001-tcmalloc",
-        seed: "001",
+        id: "origin001-tcmalloc",
+        origin: "001",
         description: "for-each-cpu.sh tcmalloc large-heap fragmentation unittest on a 32-core eMAG: elapsed seconds",
         machine: "emag",
         cpus: 32,
@@ -229,16 +229,16 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "arm64-linux",
         variant: "arm64-linux-skipbcast",
         metric: "elapsed_s",
-        seed_baseline: 0.99018,
-        seed_variant: 0.90510,
+        origin_baseline: 0.99018,
+        origin_variant: 0.90510,
         also: &[],
         baseline_sets: &[],
         variants: &[],
         notes: &[],
     },
     Claim {
-        id: "seed001-sort",
-        seed: "001",
+        id: "origin001-sort",
+        origin: "001",
         description: "sort-compute (256 shells x 32 sorts) on a 32-core eMAG: elapsed seconds",
         machine: "emag",
         cpus: 32,
@@ -247,8 +247,8 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "arm64-linux",
         variant: "arm64-linux-skipbcast",
         metric: "elapsed_s",
-        seed_baseline: 1.8094,
-        seed_variant: 1.64025,
+        origin_baseline: 1.8094,
+        origin_variant: 1.64025,
         also: &[],
         baseline_sets: &[],
         variants: &[],
@@ -258,8 +258,8 @@ pub const CLAIMS: &[Claim] = &[
                   at the band's edge, to 0.9564, just past it; the baseline moved by -1.4% (1.7288 s to 1.7049 s)"],
     },
     Claim {
-        id: "seed002-pingpong",
-        seed: "002",
+        id: "origin002-pingpong",
+        origin: "002",
         description: "eventfd ping-pong between two mms on one Skylake CPU: us per round trip",
         machine: "skylake",
         cpus: 1,
@@ -268,16 +268,16 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "x86-linux-nopcid",
         variant: "x86-linux-pcid",
         metric: "us_per_round",
-        seed_baseline: 1.33,
-        seed_variant: 1.22,
+        origin_baseline: 1.33,
+        origin_variant: 1.22,
         also: &[],
         baseline_sets: &[],
         variants: &[],
         notes: &[],
     },
     Claim {
-        id: "seed002-pingpong-512",
-        seed: "002",
+        id: "origin002-pingpong-512",
+        origin: "002",
         description: "the same ping-pong touching 512 pages per turn: us per round trip and dTLB misses",
         machine: "skylake",
         cpus: 1,
@@ -286,13 +286,13 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "x86-linux-nopcid",
         variant: "x86-linux-pcid",
         metric: "us_per_round",
-        seed_baseline: 6.2,
-        seed_variant: 1.8,
+        origin_baseline: 6.2,
+        origin_variant: 1.8,
         // dtlb_load_misses.miss_causes_a_walk: 207M without PCID, 11M with.
         also: &[Check {
             metric: "tlb_misses_per_round",
-            seed_baseline: 207e6,
-            seed_variant: 11e6,
+            origin_baseline: 207e6,
+            origin_variant: 11e6,
             rule: Rule::FallsBy(10.0),
         }],
         baseline_sets: &[],
@@ -300,8 +300,8 @@ pub const CLAIMS: &[Claim] = &[
         notes: &[],
     },
     Claim {
-        id: "seed003-shootdown",
-        seed: "003",
+        id: "origin003-shootdown",
+        origin: "003",
         description: "FreeBSD file server on a Westmere, 2 sockets x 4 cores: smp_tlb_shootdown latency, counter vs \
                       per-CPU flags",
         machine: "westmere",
@@ -313,13 +313,13 @@ pub const CLAIMS: &[Claim] = &[
         variant: "x86-freebsd-gen",
         metric: "shootdown_us",
         // "about 50% faster": 1.5 -> 1.
-        seed_baseline: 1.5,
-        seed_variant: 1.0,
+        origin_baseline: 1.5,
+        origin_variant: 1.0,
         // The share of handler time spent invalidating: about 31% -> 71%.
         also: &[Check {
             metric: "invalidating_share",
-            seed_baseline: 0.31,
-            seed_variant: 0.71,
+            origin_baseline: 0.31,
+            origin_variant: 0.71,
             rule: Rule::RisesBy(0.25),
         }],
         baseline_sets: &[],
@@ -327,12 +327,12 @@ pub const CLAIMS: &[Claim] = &[
         notes: &[],
     },
     Claim {
-        id: "seed004-exit-numa1",
-        seed: "004",
+        id: "origin004-exit-numa1",
+        origin: "004",
         description: "kernel-compile-like exits on an 80-core Ampere Altra, one NUMA node: exit_group us per process, \
                       contpte teardowns vs large folios without contpte",
         machine: "altra",
-        // The seed's kernel compile ran on the whole Altra (80 jobs on one node).
+        // The origin's kernel compile ran on the whole Altra (80 jobs on one node).
         cpus: 80,
         workload: "exit_teardown",
         sets: &["numa=1"],
@@ -340,16 +340,16 @@ pub const CLAIMS: &[Claim] = &[
         variant: "arm64-linux",
         metric: "exit_us",
         // "baseline: v6.7-rc1 + anonfolio-v7" is 0%; the variants' percentages are below.
-        seed_baseline: 1.0,
-        seed_variant: 1.0,
+        origin_baseline: 1.0,
+        origin_variant: 1.0,
         also: &[],
         baseline_sets: &["contpte=folios"],
-        variants: &SEED004_NUMA1,
-        notes: SEED004_NOTES,
+        variants: &ORIGIN004_NUMA1,
+        notes: ORIGIN004_NOTES,
     },
     Claim {
-        id: "seed004-exit-numa2",
-        seed: "004",
+        id: "origin004-exit-numa2",
+        origin: "004",
         description: "the same on the Altra booted with two NUMA nodes (40 cores each, TLBIs crossing between them)",
         machine: "altra",
         cpus: 80,
@@ -358,12 +358,12 @@ pub const CLAIMS: &[Claim] = &[
         baseline: "arm64-linux",
         variant: "arm64-linux",
         metric: "exit_us",
-        seed_baseline: 1.0,
-        seed_variant: 1.0,
+        origin_baseline: 1.0,
+        origin_variant: 1.0,
         also: &[],
         baseline_sets: &["contpte=folios"],
-        variants: &SEED004_NUMA2,
-        notes: SEED004_NOTES,
+        variants: &ORIGIN004_NUMA2,
+        notes: ORIGIN004_NOTES,
     },
 ];
 
@@ -374,10 +374,10 @@ pub struct CheckResult {
     pub metric: String,
     /// What must hold.
     pub rule: String,
-    /// Seed's baseline figure.
-    pub seed_baseline: f64,
-    /// Seed's variant figure.
-    pub seed_variant: f64,
+    /// Origin's baseline figure.
+    pub origin_baseline: f64,
+    /// Origin's variant figure.
+    pub origin_variant: f64,
     /// Simulated baseline value.
     pub sim_baseline: f64,
     /// Simulated variant value.
@@ -391,16 +391,16 @@ pub struct CheckResult {
 pub struct ClaimResult {
     /// Claim id.
     pub id: String,
-    /// Seed document.
-    pub seed: String,
+    /// Origin document.
+    pub origin: String,
     /// Description.
     pub description: String,
     /// Baseline policy.
     pub baseline: String,
     /// Variant policy.
     pub variant: String,
-    /// Seed's variant / baseline.
-    pub seed_ratio: f64,
+    /// Origin's variant / baseline.
+    pub origin_ratio: f64,
     /// Simulated variant / baseline.
     pub sim_ratio: f64,
     /// Simulated baseline value.
@@ -436,13 +436,13 @@ impl CheckResult {
     /// Returns the check's outcome as one line of text.
     pub fn line(&self) -> String {
         format!(
-            "check {} {}: sim {:.4} -> {:.4}, seed {} -> {}: {}",
+            "check {} {}: sim {:.4} -> {:.4}, origin {} -> {}: {}",
             self.metric,
             self.rule,
             self.sim_baseline,
             self.sim_variant,
-            self.seed_baseline,
-            self.seed_variant,
+            self.origin_baseline,
+            self.origin_variant,
             if self.passed { "holds" } else { "FAILS" }
         )
     }
@@ -455,8 +455,8 @@ pub struct VariantResult {
     pub name: String,
     /// Its settings besides the claim's (`--set` pairs, e.g. `teardown=simple`).
     pub sets: Vec<String>,
-    /// Seed's variant / baseline.
-    pub seed_ratio: f64,
+    /// Origin's variant / baseline.
+    pub origin_ratio: f64,
     /// Simulated variant / baseline.
     pub sim_ratio: f64,
     /// Simulated variant value.
@@ -489,14 +489,14 @@ fn rank(v: &str) -> u8 {
     }
 }
 
-/// Returns the verdict for a simulated ratio against the seed's.
-pub fn verdict(seed: f64, sim: f64) -> &'static str {
+/// Returns the verdict for a simulated ratio against the origin's.
+pub fn verdict(origin: f64, sim: f64) -> &'static str {
     let dir = |r: f64| (r - 1.0).signum();
-    if sim <= 0.0 || !sim.is_finite() || dir(seed) != dir(sim) {
+    if sim <= 0.0 || !sim.is_finite() || dir(origin) != dir(sim) {
         return "not-reproduced";
     }
-    let tol = (0.35 * seed.ln().abs()).max(0.05);
-    if (sim.ln() - seed.ln()).abs() <= tol {
+    let tol = (0.35 * origin.ln().abs()).max(0.05);
+    if (sim.ln() - origin.ln()).abs() <= tol {
         "reproduced"
     } else {
         "direction-only"
@@ -509,6 +509,47 @@ impl Claim {
     pub fn runs(&self) -> usize {
         1 + self.variants.len().max(1)
     }
+}
+
+/// Returns the claim with id `id`, also under its name before the source
+/// documents were called origins (`seed001-mprotect` for `origin001-mprotect`).
+pub fn find(id: &str) -> Option<&'static Claim> {
+    let id = match id.strip_prefix("seed") {
+        Some(rest) if rest.as_bytes().first().is_some_and(u8::is_ascii_digit) => format!("origin{rest}"),
+        _ => id.to_string(),
+    };
+    CLAIMS.iter().find(|c| c.id == id)
+}
+
+/// Returns `reproduce --format json`'s document of `results`: `{"claims": [...]}`,
+/// each claim with, beside its `origin*` keys, the keys they had before the
+/// rename (`seed`, `seed_ratio`, `seed_baseline`, `seed_variant`), for the tools
+/// that read them.
+pub fn json(results: &[ClaimResult]) -> serde_json::Value {
+    use serde_json::Value;
+    fn alias(v: &mut Value) {
+        let Value::Object(m) = v else { return };
+        for (new, old) in [
+            ("origin", "seed"),
+            ("origin_ratio", "seed_ratio"),
+            ("origin_baseline", "seed_baseline"),
+            ("origin_variant", "seed_variant"),
+        ] {
+            if let Some(x) = m.get(new).cloned() {
+                m.insert(old.to_string(), x);
+            }
+        }
+        for key in ["checks", "variants"] {
+            if let Some(Value::Array(items)) = m.get_mut(key) {
+                items.iter_mut().for_each(alias);
+            }
+        }
+    }
+    let mut claims = serde_json::to_value(results).unwrap_or(Value::Null);
+    if let Value::Array(items) = &mut claims {
+        items.iter_mut().for_each(alias);
+    }
+    serde_json::json!({ "claims": claims })
 }
 
 /// Runs one claim; `ran` is called after each of its [`Claim::runs`] runs.
@@ -546,9 +587,9 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
     let (rb, rv) = (results(c.baseline, &[], None)?.0, results(c.variant, &[], None)?.0);
     let get = |r: &Results, k: &str| result(c, r, k);
     let (b, v) = (get(&rb, c.metric)?, get(&rv, c.metric)?);
-    let seed_ratio = c.seed_variant / c.seed_baseline;
+    let origin_ratio = c.origin_variant / c.origin_baseline;
     let sim_ratio = v / b;
-    let mut verdict_now = verdict(seed_ratio, sim_ratio);
+    let mut verdict_now = verdict(origin_ratio, sim_ratio);
     let mut checks = Vec::new();
     for k in c.also {
         let (cb, cv) = (get(&rb, k.metric)?, get(&rv, k.metric)?);
@@ -559,8 +600,8 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
         checks.push(CheckResult {
             metric: k.metric.into(),
             rule: k.rule.describe(),
-            seed_baseline: k.seed_baseline,
-            seed_variant: k.seed_variant,
+            origin_baseline: k.origin_baseline,
+            origin_variant: k.origin_variant,
             sim_baseline: cb,
             sim_variant: cv,
             passed,
@@ -569,11 +610,11 @@ pub fn check(c: &Claim, seed: u64, mut ran: impl FnMut()) -> Result<ClaimResult,
     let notes = ClaimResult::notes_of(c, &checks);
     Ok(ClaimResult {
         id: c.id.into(),
-        seed: c.seed.into(),
+        origin: c.origin.into(),
         description: c.description.into(),
         baseline: c.baseline.into(),
         variant: c.variant.into(),
-        seed_ratio,
+        origin_ratio,
         sim_ratio,
         sim_baseline: b,
         sim_variant: v,
@@ -616,11 +657,11 @@ fn check_variants(
         variants.push(VariantResult {
             name: v.name.into(),
             sets: v.sets.iter().map(|s| s.to_string()).collect(),
-            seed_ratio: v.seed_ratio,
+            origin_ratio: v.origin_ratio,
             sim_ratio: sim / b,
             sim_variant: sim,
             expected_violations,
-            verdict: verdict(v.seed_ratio, sim / b).into(),
+            verdict: verdict(v.origin_ratio, sim / b).into(),
             note: match (expected_violations, v.expected_violation) {
                 (n @ 1.., Some(p)) => Some(format!("{n} expected violations of {p}: {}", v.expected_meaning)),
                 _ => None,
@@ -630,12 +671,12 @@ fn check_variants(
     let worst = variants.iter().min_by_key(|v| rank(&v.verdict)).expect("a claim with variants has one");
     Ok(ClaimResult {
         id: c.id.into(),
-        seed: c.seed.into(),
+        origin: c.origin.into(),
         description: c.description.into(),
         // "arm64-linux contpte=folios": the policy and the baseline's settings.
         baseline: c.baseline_sets.iter().fold(c.baseline.to_string(), |b, s| format!("{b} {s}")),
         variant: worst.name.clone(),
-        seed_ratio: worst.seed_ratio,
+        origin_ratio: worst.origin_ratio,
         sim_ratio: worst.sim_ratio,
         sim_baseline: b,
         sim_variant: worst.sim_variant,
@@ -654,10 +695,10 @@ mod tests {
 
     #[test]
     fn verdict_rule() {
-        let seed = 2.908 / 3.584;
-        assert_eq!(verdict(seed, seed), "reproduced");
-        assert_eq!(verdict(seed, 0.95), "direction-only");
-        assert_eq!(verdict(seed, 1.05), "not-reproduced");
+        let origin = 2.908 / 3.584;
+        assert_eq!(verdict(origin, origin), "reproduced");
+        assert_eq!(verdict(origin, 0.95), "direction-only");
+        assert_eq!(verdict(origin, 1.05), "not-reproduced");
         // The 0.05 floor applies to ratios near 1.
         assert_eq!(verdict(0.99, 0.96), "reproduced");
     }

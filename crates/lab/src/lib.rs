@@ -4,7 +4,7 @@
 //! draws what they gave.
 //!
 //! Layout (one concept per file):
-//! - [`claims`]: the seed claims `tlbkit reproduce` checks.
+//! - [`claims`]: the origin claims `tlbkit reproduce` checks.
 //! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
 //!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
 //! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).

@@ -52,7 +52,7 @@ impl CpuMask {
     /// bit is either before the store (and undone) or after it, as with an atomic OR.
     ///
     /// The stores are not ordered before the caller's later loads: a caller that
-    /// needs that (seed 001's `tlb_flush_check`) issues a full barrier, as the kernel
+    /// needs that (origin 001's `tlb_flush_check`) issues a full barrier, as the kernel
     /// does. Every other caller sets a mask before sharing it or under a lock.
     pub fn set_all(&self) {
         for (i, w) in self.words.iter().enumerate() {

@@ -123,14 +123,14 @@ pub const FINDINGS: &[Finding] = &[
     Finding {
         id: "arm64-skipbcast-early-mask-read",
         policy: "arm64-linux-skipbcast",
-        summary: "seed 001 reads mm_cpumask before its PTE clear is visible: a CPU that ran the mm is never flushed",
+        summary: "origin 001 reads mm_cpumask before its PTE clear is visible: a CPU that ran the mm is never flushed",
         window: "CPU B clears a PTE (a relaxed xchg) and, in tlb_flush_check, finds every CPU already marked in \
                  mm_cpumask, so it stores nothing, while the clear is still in its store buffer. CPU A switches in \
                  (takes its stale mark and flushes), walks the still-valid PTE, goes idle (nr_active_mm back to \
                  0). B's smp_mb drains the clear and re-reads nr_active_mm: 0, no flush. A's mark is gone, so its \
                  next switch-in does not flush either. Found under TSO (arm64 lets the load pass the relaxed \
                  xchg's store too)",
-        source: "seed 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
+        source: "origin 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
                  tlb_flush_check called from flush_tlb_page_nosync after ptep_get_and_clear",
         check_args: &[
             "--policy",

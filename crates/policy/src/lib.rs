@@ -21,7 +21,7 @@
 //!   `linux_arm64`, `linux_arm64_skipbcast`, `linux_pcid`, `freebsd_pcid`).
 //! - [`shootdown`]: IPI shootdown completion protocols (FreeBSD x86 `counter`,
 //!   `generation`, `scoreboard`), each in issue / dispatch / sync phases.
-//! - [`contpte`]: arm64 contiguous PTEs and the four exit-teardown strategies of seed 004.
+//! - [`contpte`]: arm64 contiguous PTEs and the four exit-teardown strategies of origin 004.
 //! - [`zoo`]: real bugs of these mechanisms, each re-introduced by one switch in the
 //!   policy code (`with_bug`), and their registry [`zoo::ZOO`] for the checker.
 //! - [`findings`]: hazards the checker finds in code still upstream, each window with

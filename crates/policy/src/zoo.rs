@@ -70,7 +70,7 @@ pub enum Bug {
     /// Switch: `LinuxX86::flush_tlb_func`; reached through
     /// [`crate::Policy::flush_batch`].
     LinuxX868f1d56f64f8d,
-    /// v1 of seed 001: "[PATCH 2/2] arm64: tlb: skip tlbi broadcast for single
+    /// v1 of origin 001: "[PATCH 2/2] arm64: tlb: skip tlbi broadcast for single
     /// threaded TLB flushes" (Andrea Arcangeli, 2020-02-03), reviewed by Catalin
     /// Marinas (2020-02-10, 2020-02-11).
     ///
@@ -82,7 +82,7 @@ pub enum Bug {
     /// first answer, also requiring `mm_count == 1`, was shown racy against
     /// `try_to_unmap` the next day.)
     ///
-    /// The fix, v2 (2020-02-23, seed 001): count CPUs in `nr_active_mm` instead of
+    /// The fix, v2 (2020-02-23, origin 001): count CPUs in `nr_active_mm` instead of
     /// threads, and have lazy entry (idle) install the reserved TTBR0 *before* it
     /// drops the count, so that an uncounted CPU can no longer walk the mm.
     ///
@@ -92,7 +92,7 @@ pub enum Bug {
     /// ways the bug does not depend on (it had no "no flush" answer and read
     /// `mm_users`, not a per-CPU count). Switch: `LinuxArm64::enter_lazy_tlb`.
     SkipbcastV1,
-    /// Seed 001 (v2 of "arm64: tlb: skip tlbi broadcast", Andrea Arcangeli,
+    /// Origin 001 (v2 of "arm64: tlb: skip tlbi broadcast", Andrea Arcangeli,
     /// 2020-02-23) without the `smp_mb()` in `tlb_flush_check` between marking the
     /// other CPUs stale (`cpumask_setall`, plain stores) and reading `nr_active_mm`
     /// again. No posted version lacked it; the patch's own comment there says what
@@ -108,7 +108,7 @@ pub enum Bug {
     /// store buffers shows it: with every access sequentially consistent one of the
     /// two always sees the other. Switch: `LinuxArm64::tlb_flush_check`.
     SkipbcastNoBarrier,
-    /// FreeBSD arm64's epoch allocator (seed 000, r354286, Alan Cox, review D21922,
+    /// FreeBSD arm64's epoch allocator (origin 000, r354286, Alan Cox, review D21922,
     /// 2019) with a 1-bit epoch counter instead of its 31 bits.
     ///
     /// FreeBSD keeps `asid_epoch` in `[0, INT_MAX)` and `pmap_reset_asid_set` wraps
@@ -126,7 +126,7 @@ pub enum Bug {
     /// Switch: the wrap in `FreebsdEpoch::reset`.
     FreebsdArm64EpochWrap,
     /// FreeBSD x86's shared-counter shootdown (`smp_targeted_tlb_shootdown` and the
-    /// `inv*_handler`s of `sys/x86/x86/mp_x86.c`, FreeBSD 11.0, before seed 003)
+    /// `inv*_handler`s of `sys/x86/x86/mp_x86.c`, FreeBSD 11.0, before origin 003)
     /// with each handler's two statements swapped: `atomic_add_int(&smp_tlb_wait,
     /// 1)` before the invalidation that reads `smp_tlb_addr1`/`smp_tlb_pmap`.
     ///
@@ -361,7 +361,7 @@ pub const ZOO: &[ZooEntry] = &[
         id: "arm64-skipbcast-v1",
         bug: Bug::SkipbcastV1,
         base: "arm64-linux-skipbcast",
-        summary: "seed 001 as v1: a lazy CPU leaves the count but keeps the mm in TTBR0, so a local flush misses \
+        summary: "origin 001 as v1: a lazy CPU leaves the count but keeps the mm in TTBR0, so a local flush misses \
                   its speculative walks",
         source: "\"arm64: tlb: skip tlbi broadcast for single threaded TLB flushes\" v1 (Andrea Arcangeli, \
                  2020-02-03); Catalin Marinas's review, 2020-02-10",
@@ -370,9 +370,9 @@ pub const ZOO: &[ZooEntry] = &[
         id: "arm64-skipbcast-no-barrier",
         bug: Bug::SkipbcastNoBarrier,
         base: "arm64-linux-skipbcast",
-        summary: "seed 001 without smp_mb() between marking CPUs stale and re-reading nr_active_mm (store \
+        summary: "origin 001 without smp_mb() between marking CPUs stale and re-reading nr_active_mm (store \
                   buffering)",
-        source: "seed 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
+        source: "origin 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
                  tlb_flush_check",
     },
     ZooEntry {

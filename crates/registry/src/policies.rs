@@ -92,7 +92,7 @@ macro_rules! register {
 register! {
     "arm64-noasid" {
         description:
-            "FreeBSD arm64 before seed 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
+            "FreeBSD arm64 before origin 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
         arch: Arm64,
         os: Freebsd,
         needs_broadcast_tlbi: false,
@@ -102,7 +102,7 @@ register! {
         build: |b| Ok::<_, Error>(NoAsid::new(b.cpus)),
     }
     "arm64-freebsd-asid" {
-        description: "FreeBSD arm64 after seed 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
+        description: "FreeBSD arm64 after origin 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
                       (has findings freebsd-arm64-asid-reset-*, see tlbkit list)",
         arch: Arm64,
         os: Freebsd,
@@ -168,7 +168,7 @@ register! {
         bug: |p, bug| p.with_bug(bug),
     }
     "arm64-linux-skipbcast" {
-        description: "Linux arm64 + seed 001: skip the TLBI broadcast when the mm is active only here or nowhere \
+        description: "Linux arm64 + origin 001: skip the TLBI broadcast when the mm is active only here or nowhere \
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
         arch: Arm64,
         os: Linux,
@@ -207,7 +207,7 @@ register! {
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-nopcid" {
-        description: "Linux x86 tlb_gen with PCID off (seed 002 before): every CR3 write to another mm flushes",
+        description: "Linux x86 tlb_gen with PCID off (origin 002 before): every CR3 write to another mm flushes",
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,
@@ -218,7 +218,7 @@ register! {
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-pcid" {
-        description: "Linux x86 PCID (seed 002 after): 6 per-CPU {ctx_id, tlb_gen} slots, CR3 NOFLUSH, lazy TLB, \
+        description: "Linux x86 PCID (origin 002 after): 6 per-CPU {ctx_id, tlb_gen} slots, CR3 NOFLUSH, lazy TLB, \
                       IPI flushes",
         arch: X86_64,
         os: Linux,
@@ -291,7 +291,7 @@ register! {
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-counter" {
-        description: "FreeBSD x86 before seed 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
+        description: "FreeBSD x86 before origin 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,
         os: Freebsd,
         needs_broadcast_tlbi: false,
@@ -302,7 +302,7 @@ register! {
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-gen" {
-        description: "FreeBSD x86 after seed 003: handlers store the generation in their own per-CPU done flag",
+        description: "FreeBSD x86 after origin 003: handlers store the generation in their own per-CPU done flag",
         arch: X86_64,
         os: Freebsd,
         needs_broadcast_tlbi: false,

@@ -39,7 +39,7 @@
 //! away, and has it back before the next writer: every other CPU's write to that
 //! line costs one more move. (This is the most the spinner can cost the writers:
 //! with arbitration that serves requests strictly in the order they are made, a
-//! writer already waiting would go first. The seed-003 notes in
+//! writer already waiting would go first. The origin 003 notes in
 //! `docs/costs/westmere.md` give both.)
 //!
 //! # Whose lines

@@ -1,7 +1,7 @@
 //! The tlbkit machine simulator, the machine a policy runs on: CPUs with
 //! ASID-tagged TLBs, page tables, an interconnect for broadcast invalidations, a
 //! small kernel, workloads, and the oracle that judges every translation. What a
-//! researcher does with runs (seed claims, comparisons, sweeps, charts, trace
+//! researcher does with runs (origin claims, comparisons, sweeps, charts, trace
 //! import) is the `tlbkit-lab` crate, built on this one.
 //!
 //! Layout (one concept per file):
@@ -19,7 +19,7 @@
 //! - [`program`]: what simulated threads run.
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`); [`sched`]: the scheduling classes
 //!   (FIFO, CFS, EEVDF) its scheduler runs.
-//! - [`workload`]: the seeds' benchmarks as programs.
+//! - [`workload`]: the origins' benchmarks as programs.
 //! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
 //! - [`run`]: a run's parameters (`key=value` settings among them), and one run end to end (the policies and what each is are the
 //!   `tlbkit-registry` crate's); [`metrics`]: what each reported figure means, and its unit.

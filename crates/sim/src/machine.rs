@@ -24,7 +24,7 @@
 //! `dvm_process`, a whole-ASID or whole-TLB one `dvm_process_asid`, and a
 //! receiver that is running something loses that time (`stolen`), as a
 //! ThunderX2 running Himeno lost 29% of its speed to one other core's
-//! `mprotect` loop (seed 001's thread). A message to another socket pays
+//! `mprotect` loop (origin 001's thread). A message to another socket pays
 //! `dvm_cross_socket` each way. The issuing CPU's `DSB ISH` completes when the
 //! last acknowledgement is back and every node's completion is collected: after
 //! every receiver has processed the message (debug builds check it).

@@ -87,13 +87,13 @@ pub const METRICS: &[MetricDef] = &[
         "invalidating_share",
         "share of IPI handler time invalidating",
         "ratio",
-        "fileserver: of the time IPI handlers ran, the share spent invalidating TLBs (seed 003's 31% -> 71%)",
+        "fileserver: of the time IPI handlers ran, the share spent invalidating TLBs (origin 003's 31% -> 71%)",
     ),
     result(
         "exit_us",
         "teardown time per exit",
         "µs",
-        "exit_teardown: one address space's teardown at exit (seed 004's exit_group cost)",
+        "exit_teardown: one address space's teardown at exit (origin 004's exit_group cost)",
     ),
     result("run_us", "run time", "µs", "trace: the traced program's run, start to the last thread's end"),
     result(

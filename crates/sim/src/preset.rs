@@ -142,7 +142,7 @@ pub struct Costs {
 
 /// `zap_page` of every preset, in cycles: the core mm's per-page work when a
 /// teardown clears a present PTE. No public per-page figure for these cores was
-/// found; the value is fitted to seed 004's no-opt figure on one NUMA node
+/// found; the value is fitted to origin 004's no-opt figure on one NUMA node
 /// (`docs/costs/altra.md` section 7 gives the arithmetic and the plausibility check).
 const ZAP_PAGE: u64 = 35;
 
@@ -394,12 +394,12 @@ const X86_BASE: Costs = Costs {
     walkers: 1,
 };
 
-/// The seed-000 machine: an AWS EC2 a1 (Graviton 1) with 16 Cortex-A72 cores
+/// The origin 000 machine: an AWS EC2 a1 (Graviton 1) with 16 Cortex-A72 cores
 /// at 2.3 GHz in 4 clusters of 4, one socket. Notes: `docs/costs/cortex-a72.md`.
 pub fn cortex_a72() -> Preset {
     Preset {
         name: "cortex-a72",
-        description: "AWS EC2 a1 (Graviton 1): 16 x Cortex-A72 @ 2.3 GHz, 8/16-bit ASIDs (seed 000)",
+        description: "AWS EC2 a1 (Graviton 1): 16 x Cortex-A72 @ 2.3 GHz, 8/16-bit ASIDs (origin 000)",
         arch: Arch::Arm64,
         // AWS a1 instance type page: "2.3 GHz"; lscpu of an a1.xlarge in sbc-bench results/2iFY.txt.
         freq_ghz: 2.3,
@@ -418,12 +418,12 @@ pub fn cortex_a72() -> Preset {
             // Not published for the A72; A53/A55 TRMs give a 64-entry walk cache. Assumed equal.
             pwc_entries: 64,
         },
-        // Seed 000 is FreeBSD 13-CURRENT (2020).
+        // Origin 000 is FreeBSD 13-CURRENT (2020).
         kernel: Kernel::FreeBsd(13),
         // Not published for Graviton 1: EST, two DDR4-2400 channels (docs/costs/kernel.md).
         mem_bw_gbs: 38.4,
         tlbi_range: false,
-        // Seed 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
+        // Origin 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
         // keep the results this preset always gave.
         sched: SchedKind::Fifo,
         costs: Costs {
@@ -466,15 +466,15 @@ pub fn cortex_a72() -> Preset {
             // Pipe read/write body: uiomove of a word, pipe locks, selwakeup: estimate.
             pipe_op: 600,
             // FreeBSD sleepq + sched_switch + cpu_switch. No public A72 figure exists; this is
-            // calibrated once for the machine from seed 000's *after* measurement (2.908 us =
+            // calibrated once for the machine from origin 000's *after* measurement (2.908 us =
             // 6688 cycles per switch) less the hardware costs this model adds to a switch.
-            // Every other cost of this machine is independent of the seed, and the before/after
+            // Every other cost of this machine is independent of the origin, and the before/after
             // difference comes from the TLB model alone.
             switch_path: 5600,
             // vm_fault: map lookup, page allocation, pmap_enter: estimate.
             fault_path: 1500,
             // The A72's overlap of independent TLB misses is not published: 1, no overlap.
-            // Seed 000's workloads touch one page at a time, which this never affects.
+            // Origin 000's workloads touch one page at a time, which this never affects.
             mlp: 1,
             walkers: 1,
             ..ARM64_BASE
@@ -482,16 +482,16 @@ pub fn cortex_a72() -> Preset {
     }
 }
 
-/// The seed-002 machine: a Skylake laptop at 2.3 GHz (turbo off), measured in a
+/// The origin 002 machine: a Skylake laptop at 2.3 GHz (turbo off), measured in a
 /// KVM guest. Every figure's source or reason is in `docs/costs/skylake.md`.
 pub fn skylake() -> Preset {
     Preset {
         name: "skylake",
-        description: "Skylake laptop @ 2.3 GHz, 12-bit PCIDs, measured under KVM (seed 002)",
+        description: "Skylake laptop @ 2.3 GHz, 12-bit PCIDs, measured under KVM (origin 002)",
         arch: Arch::X86_64,
-        // Seed 002: "a Skylake laptop at 2.3 GHz (turbo off ...)".
+        // Origin 002: "a Skylake laptop at 2.3 GHz (turbo off ...)".
         freq_ghz: 2.3,
-        // The seed names no part; an i5-6200U-class dual core (2.3 GHz base) is assumed.
+        // The origin names no part; an i5-6200U-class dual core (2.3 GHz base) is assumed.
         cores_per_socket: 2,
         cores_per_ccx: 2,
         real_cores: 2,
@@ -504,15 +504,15 @@ pub fn skylake() -> Preset {
             l1d_entries: 64,
             l2_entries: 1536,
             l2_ways: 12,
-            // PDE-cache size is not published: 32 assumed (seed 002's pages span one 2 MB region).
+            // PDE-cache size is not published: 32 assumed (origin 002's pages span one 2 MB region).
             pwc_entries: 32,
         },
-        // Seed 002: the PCID series merged in v4.14.
+        // Origin 002: the PCID series merged in v4.14.
         kernel: Kernel::Linux(4, 14),
         // Intel ARK, i5-6200U: "Max Memory Bandwidth 34.1 GB/s" (2 x DDR4-2133).
         mem_bw_gbs: 34.1,
         tlbi_range: false,
-        // Seed 002's guest ran Linux ~4.14: CFS.
+        // Origin 002's guest ran Linux ~4.14: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
@@ -531,7 +531,7 @@ pub fn skylake() -> Preset {
             tlbi_local_all: 865,
             // MFENCE or a LOCKed instruction: estimate.
             full_barrier: 30,
-            // SYSCALL entry / SYSRET exit before PTI (the seed predates it): estimates below the
+            // SYSCALL entry / SYSRET exit before PTI (the origin predates it): estimates below the
             // 191 ns getpid measured on Skylake-X.
             exception_entry: 80,
             exception_exit: 60,
@@ -544,9 +544,9 @@ pub fn skylake() -> Preset {
             cacheline_transfer: 100,
             cacheline_cross_socket: 0,
             // Linux schedule() + __switch_to besides switch_mm: no public figure for this machine;
-            // calibrated once from seed 002's *after* figure (1.22 us = 2806 cycles per turn of
+            // calibrated once from origin 002's *after* figure (1.22 us = 2806 cycles per turn of
             // the PCID ping-pong) less the hardware costs this model adds to a turn. Every other
-            // figure is independent of the seed; the before/after difference comes from the
+            // figure is independent of the origin; the before/after difference comes from the
             // TLB model alone.
             switch_path: 847,
             // Intel optimization manual (Skylake client): "two page walks in parallel".
@@ -556,12 +556,12 @@ pub fn skylake() -> Preset {
     }
 }
 
-/// Seed 001's machine: a 32-core Ampere eMAG 8180 at 3.0 GHz, one node.
+/// Origin 001's machine: a 32-core Ampere eMAG 8180 at 3.0 GHz, one node.
 /// Every figure's source or reason: `docs/costs/emag.md` (SRC / SRC-derived / EST there).
 pub fn emag() -> Preset {
     Preset {
         name: "emag",
-        description: "Ampere eMAG 8180: 32 cores @ 3.0 GHz, one NUMA node, 16-bit ASIDs (seed 001)",
+        description: "Ampere eMAG 8180: 32 cores @ 3.0 GHz, one NUMA node, 16-bit ASIDs (origin 001)",
         arch: Arch::Arm64,
         freq_ghz: 3.0,
         cores_per_socket: 32,
@@ -576,7 +576,7 @@ pub fn emag() -> Preset {
         // eMAG 8180: 8 x DDR4-2667 channels (Ampere product brief).
         mem_bw_gbs: 170.7,
         tlbi_range: false,
-        // Seed 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
+        // Origin 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
         sched: SchedKind::Cfs,
         costs: Costs {
             mem_access: 5,
@@ -586,7 +586,7 @@ pub fn emag() -> Preset {
             // A by-VA message looks up one set per TLB, as a local TLBI VA does: no eMAG
             // figure, as the A72 preset.
             dvm_process: 40,
-            // Derived from seed 001: stock mprotect-threaded spends (2.1696 - 0.13941) s /
+            // Derived from origin 001: stock mprotect-threaded spends (2.1696 - 0.13941) s /
             // 20,000 = 101.5 us more per mprotect; each mprotect of 4 MiB (1024 4 KB pages, at
             // least MAX_TLBI_OPS) is one TLBI ASIDE1IS, and 32 copies send at once, so each
             // receiver works 304,500 / 32 = ~9,500 cycles per message. QI Fuli's ThunderX2
@@ -609,12 +609,12 @@ pub fn emag() -> Preset {
     }
 }
 
-/// Seed 004's machine: an 80-core Ampere Altra (Neoverse N1) at 3.0 GHz, booted as
+/// Origin 004's machine: an 80-core Ampere Altra (Neoverse N1) at 3.0 GHz, booted as
 /// one NUMA node (`numa=1`) or two (`numa=2`). Notes: `docs/costs/altra.md`.
 pub fn altra() -> Preset {
     Preset {
         name: "altra",
-        description: "Ampere Altra: 80 x Neoverse N1 @ 3.0 GHz, numa=1|2, 16-bit ASIDs (seed 004)",
+        description: "Ampere Altra: 80 x Neoverse N1 @ 3.0 GHz, numa=1|2, 16-bit ASIDs (origin 004)",
         arch: Arch::Arm64,
         freq_ghz: 3.0,
         cores_per_socket: 80,
@@ -624,18 +624,18 @@ pub fn altra() -> Preset {
         numa: &[1, 2],
         // Neoverse N1 TRM: 48-entry L1 DTLB, 1280-entry 5-way L2 TLB (walk cache assumed).
         tlb: TlbGeometry { l1d_entries: 48, l2_entries: 1280, l2_ways: 5, pwc_entries: 64 },
-        // Seed 004: contpte merged in v6.9.
+        // Origin 004: contpte merged in v6.9.
         kernel: Kernel::Linux(6, 9),
         // Altra: 8 x DDR4-3200 channels (Ampere datasheet).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
-        // Seed 004's kernel is v6.9-era: EEVDF.
+        // Origin 004's kernel is v6.9-era: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
             tlb_l2_hit: 3,
             // ~0.35 us for TLBI IS + DSB ISH on an Arm server (as for cortex-a72).
             dvm_hop: 490,
-            // Weak: from seed 004's numa=2 / numa=1 unfold costs (x4.3).
+            // Weak: from origin 004's numa=2 / numa=1 unfold costs (x4.3).
             dvm_cross_socket: 1700,
             // Not separated from the by-VA cost: no Neoverse N1 figure.
             dvm_process_asid: 40,
@@ -646,7 +646,7 @@ pub fn altra() -> Preset {
             ipi_deliver: 800,
             cacheline_transfer: 150,
             cacheline_cross_socket: 1000,
-            // No seed figure to calibrate against yet: the emag estimate.
+            // No origin figure to calibrate against yet: the emag estimate.
             switch_path: 4000,
             // Neoverse N1: four page walks in flight.
             walkers: 4,
@@ -815,17 +815,17 @@ pub fn thunderx() -> Preset {
     }
 }
 
-/// Seed 003's machine: a Westmere file server, 2 sockets x 4 cores with
-/// hyper-threading off (the seed first says "2 sockets x 2 cores x 2 threads",
+/// Origin 003's machine: a Westmere file server, 2 sockets x 4 cores with
+/// hyper-threading off (the origin first says "2 sockets x 2 cores x 2 threads",
 /// then corrects it: "actually 4 cores, 1 thread each"). Notes:
 /// `docs/costs/westmere.md`.
 pub fn westmere() -> Preset {
     Preset {
         name: "westmere",
-        description: "Intel Westmere (Xeon 5600 class) file server: 2 sockets x 4 cores @ 2.67 GHz (seed 003)",
+        description: "Intel Westmere (Xeon 5600 class) file server: 2 sockets x 4 cores @ 2.67 GHz (origin 003)",
         arch: Arch::X86_64,
         freq_ghz: 2.67,
-        // Seed 003: "it's actually 4 cores, 1 thread each" (per socket: the 8 CPUs
+        // Origin 003: "it's actually 4 cores, 1 thread each" (per socket: the 8 CPUs
         // first taken for 2 x 2 x 2; Xeon 5600 parts have 4 or 6 cores).
         cores_per_socket: 4,
         cores_per_ccx: 4,
@@ -834,17 +834,17 @@ pub fn westmere() -> Preset {
         numa: &[1],
         // Nehalem/Westmere: 64-entry DTLB, 512-entry 4-way STLB.
         tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
-        // Seed 003 is FreeBSD (12-CURRENT era).
+        // Origin 003 is FreeBSD (12-CURRENT era).
         kernel: Kernel::FreeBsd(12),
         // Intel ARK, Xeon X5650: "Max Memory Bandwidth 32 GB/s" (3 x DDR3-1333).
         mem_bw_gbs: 32.0,
         tlbi_range: false,
-        // Seed 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
+        // Origin 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
         // per-CPU FIFO queues keep the results this preset always gave.
         sched: SchedKind::Fifo,
         costs: Costs {
             walk_level: 10,
-            // INVLPG ~50 cycles (seed 003's own figure).
+            // INVLPG ~50 cycles (origin 003's own figure).
             tlbi_local_va: 50,
             // Call-function IPIs only (Linux); FreeBSD's TLB vectors enter their
             // handlers directly, and their request and acknowledgement are accounted

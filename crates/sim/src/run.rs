@@ -124,7 +124,7 @@ pub struct Metrics {
     pub exits: Option<u64>,
     /// Simulated time those teardowns took, in nanoseconds, summed: clearing
     /// every PTE, the flush of the address space, freeing the frames (the
-    /// `exit_group` cost seed 004 measures; divide by `exits`).
+    /// `exit_group` cost origin 004 measures; divide by `exits`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_teardown_ns: Option<f64>,
     /// Hardware actions (another CPU's write or speculative fill) the simulator
@@ -269,7 +269,7 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     (
         "contpte",
         "off|folios|on: arm64-linux kernels only; 64 KB folios for anonymous memory and files, mapped with the \
-         contiguous bit (on) or without (folios, seed 004's baseline) (default off)",
+         contiguous bit (on) or without (folios, origin 004's baseline) (default off)",
     ),
     (
         "teardown",

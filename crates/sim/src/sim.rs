@@ -91,7 +91,7 @@ pub enum ContMode {
     #[default]
     Off,
     /// 64 KB folios for anonymous memory and the page cache, mapped without the
-    /// contiguous bit through the generic PTE API (seed 004's baseline: a kernel
+    /// contiguous bit through the generic PTE API (origin 004's baseline: a kernel
     /// with large anonymous folios and no contpte).
     Folios,
     /// 64 KB folios mapped with the contiguous bit by the policy crate's arm64
@@ -175,7 +175,7 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// Returns a quiet machine of `ncpus` CPUs of `preset` for tests and
-    /// embedding: nothing drawn from the seed (no speculative fills, no
+    /// embedding: nothing drawn from the origin (no speculative fills, no
     /// migration), the preset's scheduling class, 4 ms FIFO time slices, the preset's first ASID width, 16
     /// address-space slots, at most a million events, no `--strict`, no
     /// contiguous PTEs. Change a field with struct-update syntax

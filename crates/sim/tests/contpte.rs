@@ -1,5 +1,5 @@
 //! Contiguous PTEs in the simulated machine and kernel:
-//! 64 KB TLB entries, folios, the four exit teardowns of seed 004, and the
+//! 64 KB TLB entries, folios, the four exit teardowns of origin 004, and the
 //! properties the oracle gained, `no_lost_dirty` (judged on the folio),
 //! `no_ungathered_dirty` (the per-PTE contract) and `no_tlb_conflict`.
 //!
@@ -408,7 +408,7 @@ fn hardware_dirtying_a_block_while_software_clears_it_loses_nothing() {
     }
 }
 
-/// Small parameters for each seed workload (those of the strict matrix).
+/// Small parameters for each origin workload (those of the strict matrix).
 const SMALL: &[(&str, &[&str])] = &[
     ("lat_ctx", &["procs=40", "rounds=3", "size_kb=64"]),
     ("pingpong", &["pages=64", "rounds=100"]),

@@ -1,4 +1,4 @@
-//! The `stress` workload finds what the seeds' workloads miss: a range flush
+//! The `stress` workload finds what the origins' workloads miss: a range flush
 //! whose invalidations never leave the calling CPU.
 //!
 //! [`LocalRange`] wraps any registered policy and breaks only its
@@ -10,7 +10,7 @@
 //! early for a CPU that does run the mm). Generations, acknowledgements and the
 //! local flush are untouched, so a CPU that later switches back to the mm catches
 //! up as the real policy does: only a CPU that runs the mm at the moment of the
-//! flush keeps a stale entry. The seeds' processes almost never have two CPUs in
+//! flush keeps a stale entry. The origins' processes almost never have two CPUs in
 //! one mm at once when they flush a range, so none of their workloads catches the
 //! bug; `stress` does, under every registered policy.
 
@@ -148,7 +148,7 @@ impl<P: Policy> Wrap for LocalRange<P> {
 }
 
 /// Cross-CPU work of a policy's user flushes (range, page, mm and batch; not
-/// kernel ranges): what the seeds' workloads rarely ask for on x86.
+/// kernel ranges): what the origins' workloads rarely ask for on x86.
 #[derive(Default)]
 struct UserFlushes {
     /// IPIs sent, one per target CPU.
@@ -318,7 +318,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
 }
 
 /// One policy of each family with an invalidation protocol of its own: the
-/// seeds' workloads are run broken under these (the cells are slow enough that
+/// origins' workloads are run broken under these (the cells are slow enough that
 /// the variants of a family, which share its range flush, are left out).
 const FAMILIES: &[&str] = &[
     "x86-linux-pcid",
@@ -340,22 +340,22 @@ fn stress_catches_a_range_flush_that_stays_on_this_cpu_under_every_policy() {
     }
 }
 
-/// The seeds' workloads (all of the strict matrix's but `trace`, a replay of a
+/// The origins' workloads (all of the strict matrix's but `trace`, a replay of a
 /// user's program, `stress` itself and the benchmarks of the mechanisms that
-/// came after the seeds, whose all-to-all flushes catch the bug too), with the
+/// came after the origins, whose all-to-all flushes catch the bug too), with the
 /// matrix's small parameters.
-fn seeds() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
+fn origin_workloads() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
     small::SMALL.iter().copied().filter(|(w, _)| {
         !["trace", "stress", "will_it_scale_tlb_flush2", "hackbench", "munmap_latency", "apache_like"].contains(w)
     })
 }
 
-/// Returns the seeds' cells at `cpus` (both time slices) that catch the broken
+/// Returns the origins' cells at `cpus` (both time slices) that catch the broken
 /// range flush of any policy of [`FAMILIES`].
 fn seeds_catching(cpus: &[usize]) -> Vec<String> {
     let mut caught = Vec::new();
     for policy in FAMILIES {
-        for (workload, sets) in seeds() {
+        for (workload, sets) in origin_workloads() {
             for (&cpus, slice_us) in cpus.iter().flat_map(|c| SLICES_US.map(|s| (c, s))) {
                 let at = At { cpus, slice_us, seed: AT.seed };
                 let n = cell(policy, workload, sets, Kind::Broken, at).unwrap().violations;
@@ -371,7 +371,7 @@ fn seeds_catching(cpus: &[usize]) -> Vec<String> {
 #[test]
 fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu() {
     let caught = seeds_catching(&[2, 4]);
-    assert!(caught.is_empty(), "a seed's workload catches the bug after all:\n{}", caught.join("\n"));
+    assert!(caught.is_empty(), "an origin's workload catches the bug after all:\n{}", caught.join("\n"));
 }
 
 /// The same at 32 CPUs, the matrix's largest machine (a minute or more):
@@ -380,10 +380,10 @@ fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_thi
 #[ignore]
 fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu_at_32_cpus() {
     let caught = seeds_catching(&[32]);
-    assert!(caught.is_empty(), "a seed's workload catches the bug after all:\n{}", caught.join("\n"));
+    assert!(caught.is_empty(), "an origin's workload catches the bug after all:\n{}", caught.join("\n"));
 }
 
-/// Prints, for every registered policy, what each seed workload (the matrix's
+/// Prints, for every registered policy, what each origin workload (the matrix's
 /// small parameters) and `stress` (its defaults) do at 4 CPUs with the matrix's
 /// settings: the user flushes' IPIs (one per target CPU) and broadcast TLBIs,
 /// and the violations of the policy with [`LocalRange`]'s broken range flush.
@@ -401,7 +401,7 @@ fn cross_cpu_figures() {
             .map(|w| workload::by_name(w).expect("a registered workload").name)
             .map(|w| (w, &[][..]))
             .collect(),
-        None => seeds().chain([("stress", &[][..])]).collect(),
+        None => origin_workloads().chain([("stress", &[][..])]).collect(),
     };
     println!("{:38} {:18} {:>11} {:>10} {:>10}", "policy", "workload", "ipi_targets", "broadcasts", "broken");
     for p in registry::POLICIES.iter().filter(|p| only.is_empty() || only.split(',').any(|o| o == p.name)) {

@@ -348,7 +348,7 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> (Vec<Vi
 /// entries: no violation, but the held entries are counted, and the
 /// scan after the switch back finds nothing because the catch-up flush removed
 /// them. FreeBSD x86 has no lazy mode (idle switches to `vmspace0`'s pmap) and
-/// seed 001 installs the reserved TTBR0 when it goes lazy, so neither holds
+/// origin 001 installs the reserved TTBR0 when it goes lazy, so neither holds
 /// anything to exempt. The other side of the rule, a lazy CPU's walk through a
 /// freed page-table page, is pinned in `crates/sim/src/sim/tests.rs`.
 #[test]

@@ -1,4 +1,4 @@
-//! The seed workloads run cleanly on every policy, and the system calls they
+//! The origin workloads run cleanly on every policy, and the system calls they
 //! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
 //! judged by the oracle.
 
@@ -359,7 +359,7 @@ fn kernel_map_cycles_are_clean_and_a_skipped_kernel_flush_is_caught_on_reuse() {
 fn mprotect_threaded_broadcasts_one_whole_asid_flush_per_call_until_skip_broadcast_keeps_it_local() {
     // 600 pages is more than arm64's MAX_TLBI_OPS (512): each call's flush is one
     // TLBI ASIDE1IS. The sleeping second thread leaves the mm active on one CPU,
-    // so seed 001's check answers LOCAL.
+    // so origin 001's check answers LOCAL.
     let sets = ["iters=20", "pages=600"];
     let calls = 4 * 2 * 20;
     let base = run(&spec("emag", "arm64-linux", "mprotect_threaded", 4, &sets)).unwrap();

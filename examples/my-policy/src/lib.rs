@@ -40,7 +40,7 @@ pub struct RangeCutoff {
 impl RangeCutoff {
     /// The cut-off the registry builds it with: Linux arm64's `MAX_TLBI_OPS`
     /// (`PTRS_PER_PTE`, 512 with 4 KB pages) would almost never trigger for the
-    /// seeds' workloads, so the example takes 64 pages (256 KB) to show an effect.
+    /// origins' workloads, so the example takes 64 pages (256 KB) to show an effect.
     pub const DEFAULT_CUTOFF: u64 = 64;
 
     /// Returns `inner` with ranges of more than `cutoff` pages flushed whole.

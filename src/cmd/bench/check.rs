@@ -1,6 +1,6 @@
 //! `tlbkit bench check`: the checker's own speed, as a benchmark, not a test.
 //!
-//! The nine policies of the seeds (or the one named) are checked exhaustively
+//! The nine policies of the origins (or the one named) are checked exhaustively
 //! at the standard bounds, each in a child process of this binary (`tlbkit check ...
 //! --format json`), so that its peak memory is its own: the child's maximum
 //! resident set size comes from `wait4`, and a child that runs past `--limit-s`
@@ -22,8 +22,8 @@ use tlbkit_check::spec::default_asids;
 /// `tlbkit bench check`'s flags.
 #[derive(Args)]
 pub struct CheckArgs {
-    /// The one policy to check (default the seeds' nine), or `all`: every real
-    /// policy, the seeds' nine and the seven added after them.
+    /// The one policy to check (default the origins' nine), or `all`: every real
+    /// policy, the origins' nine and the seven added after them.
     #[arg(long)]
     pub policy: Option<String>,
     /// Pages per address space (default 1, the standard bounds; 2 lets flushes
@@ -95,11 +95,11 @@ const MMS: usize = 3;
 const OPS: usize = 6;
 const PAGES: usize = 1;
 
-/// The policies the benchmark checks by default: the nine of the seeds, before
-/// and after each seed's change (the fixed variant of FreeBSD arm64's, whose
-/// seed policy stops at its finding within a second). The policies added after
-/// the seeds are checked one at a time with `--policy`.
-pub const SEED_POLICIES: &[&str] = &[
+/// The policies the benchmark checks by default: the nine of the origins, before
+/// and after each origin's change (the fixed variant of FreeBSD arm64's, whose
+/// unfixed policy stops at its finding within a second). The policies added after
+/// the origins are checked one at a time with `--policy`.
+pub const ORIGIN_POLICIES: &[&str] = &[
     "arm64-noasid",
     "arm64-linux",
     "arm64-linux-skipbcast",
@@ -111,7 +111,7 @@ pub const SEED_POLICIES: &[&str] = &[
     "x86-freebsd-scoreboard",
 ];
 
-/// The real policies added after the seeds, which `--policy all` checks after
+/// The real policies added after the origins, which `--policy all` checks after
 /// the nine.
 pub const LATER_POLICIES: &[&str] = &[
     "x86-linux-410",
@@ -123,9 +123,9 @@ pub const LATER_POLICIES: &[&str] = &[
     "x86-linux-invlpgb",
 ];
 
-/// The policies `--policy all` checks: the seeds' nine, then the later ones.
+/// The policies `--policy all` checks: the origins' nine, then the later ones.
 fn every_real_policy() -> Vec<&'static str> {
-    SEED_POLICIES.iter().chain(LATER_POLICIES).copied().collect()
+    ORIGIN_POLICIES.iter().chain(LATER_POLICIES).copied().collect()
 }
 
 /// The registered policies `--policy all` leaves out, and why: each stops at
@@ -304,7 +304,7 @@ fn measure(
     Ok(row)
 }
 
-/// Runs the benchmark: `--policy` (the seeds' nine when not given), each with
+/// Runs the benchmark: `--policy` (the origins' nine when not given), each with
 /// `--pages` pages per address space (the standard bounds' one when not given),
 /// `--jobs` worker threads and at most `--limit-s` seconds.
 pub fn run(a: CheckArgs) -> Result<u8, CliError> {
@@ -321,7 +321,7 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
         }
     }
     let chosen: Vec<&str> = match policies {
-        [] => SEED_POLICIES.to_vec(),
+        [] => ORIGIN_POLICIES.to_vec(),
         [p] if p == "all" => every_real_policy(),
         _ => policies.iter().map(String::as_str).collect(),
     };
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn the_default_policies_are_registered() {
-        for p in SEED_POLICIES {
+        for p in ORIGIN_POLICIES {
             assert!(tlbkit_registry::policy(p).is_some(), "{p} is not a registered policy");
         }
     }

@@ -607,7 +607,7 @@ mod tests {
             y_label: "ratio".into(),
             x_axis: XAxis::Categories(vec!["a".into(), "b<c".into()]),
             series: vec![
-                Series { name: "seed ratio".into(), points: vec![pt(0.0, 2.0, 2.0, 2.0), pt(1.0, 3.0, 3.0, 3.0)] },
+                Series { name: "origin ratio".into(), points: vec![pt(0.0, 2.0, 2.0, 2.0), pt(1.0, 3.0, 3.0, 3.0)] },
                 Series { name: "simulated ratio".into(), points: vec![pt(0.0, 1.9, 1.9, 1.9), pt(1.0, 3.2, 3.2, 3.2)] },
             ],
             legend_title: None,
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(svg.matches("class=\"bar\"").count(), 4);
         assert_eq!(svg.matches("class=\"errorbar\"").count(), 0);
         assert!(svg.contains(">b&lt;c</text>"), "category labels are escaped");
-        assert!(svg.contains(">seed ratio</tspan>"));
+        assert!(svg.contains(">origin ratio</tspan>"));
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The forest plot of `tlbkit reproduce --html`: one row per claim (per
 //! variant, for a claim with several), on a logarithmic ratio axis, with the
-//! simulated ratio, the seed's reported ratio, the tolerance band of the
+//! simulated ratio, the origin's reported ratio, the tolerance band of the
 //! verdict rule ([`crate::claims`]) and a vertical line at 1 (no change).
 //!
 //! A ratio axis is logarithmic because the verdict rule is: halving and
 //! doubling lie equally far from 1, and the tolerance band is symmetric around
-//! the seed's ratio in `ln`.
+//! the origin's ratio in `ln`.
 
 use super::chart::{escape, wrap};
 use crate::claims::{ClaimResult, CLAIMS};
@@ -19,8 +19,8 @@ pub struct ForestRow {
     pub label: String,
     /// The second line: what is compared.
     pub detail: String,
-    /// The seed's ratio, variant / baseline.
-    pub seed_ratio: f64,
+    /// The origin's ratio, variant / baseline.
+    pub origin_ratio: f64,
     /// The simulated ratio.
     pub sim_ratio: f64,
     /// The verdict.
@@ -29,19 +29,19 @@ pub struct ForestRow {
     pub description: String,
 }
 
-/// Returns the tolerance of the verdict rule around `seed` in `ln` units:
-/// `max(0.05, 0.35 * |ln seed|)`, so that the band is `seed * exp(±tol)`.
-pub fn tolerance(seed: f64) -> f64 {
-    (0.35 * seed.ln().abs()).max(0.05)
+/// Returns the tolerance of the verdict rule around `origin` in `ln` units:
+/// `max(0.05, 0.35 * |ln origin|)`, so that the band is `origin * exp(±tol)`.
+pub fn tolerance(origin: f64) -> f64 {
+    (0.35 * origin.ln().abs()).max(0.05)
 }
 
 /// Returns the ratios a simulated ratio must lie between to be `reproduced`
-/// against `seed`: `seed * exp(±tolerance)`, cut at 1 on the side away from
-/// the seed (a ratio across 1 has the wrong direction, whatever its distance).
-pub fn band(seed: f64) -> (f64, f64) {
-    let t = tolerance(seed).exp();
-    let (lo, hi) = (seed / t, seed * t);
-    if seed < 1.0 {
+/// against `origin`: `origin * exp(±tolerance)`, cut at 1 on the side away from
+/// the origin (a ratio across 1 has the wrong direction, whatever its distance).
+pub fn band(origin: f64) -> (f64, f64) {
+    let t = tolerance(origin).exp();
+    let (lo, hi) = (origin / t, origin * t);
+    if origin < 1.0 {
         (lo, hi.min(1.0))
     } else {
         (lo.max(1.0), hi)
@@ -63,7 +63,7 @@ pub fn rows(results: &[ClaimResult]) -> Vec<ForestRow> {
             out.push(ForestRow {
                 label: r.id.clone(),
                 detail: format!("{metric}: {} vs {}", r.variant, r.baseline),
-                seed_ratio: r.seed_ratio,
+                origin_ratio: r.origin_ratio,
                 sim_ratio: r.sim_ratio,
                 verdict: r.verdict.clone(),
                 description: r.description.clone(),
@@ -73,7 +73,7 @@ pub fn rows(results: &[ClaimResult]) -> Vec<ForestRow> {
             out.push(ForestRow {
                 label: format!("{} · {}", r.id, v.name),
                 detail: format!("{metric}: vs {}", r.baseline),
-                seed_ratio: v.seed_ratio,
+                origin_ratio: v.origin_ratio,
                 sim_ratio: v.sim_ratio,
                 verdict: v.verdict.clone(),
                 description: r.description.clone(),
@@ -90,9 +90,9 @@ const PLOT_RIGHT: f64 = 880.0;
 const ROW: f64 = 36.0;
 const TOP: f64 = 92.0;
 const FONT: &str = "DejaVu Sans, Verdana, sans-serif";
-/// The simulated ratio's colour (Okabe and Ito's blue) and the seed's (vermillion).
+/// The simulated ratio's colour (Okabe and Ito's blue) and the origin's (vermillion).
 const SIM: &str = "#0072B2";
-const SEED: &str = "#D55E00";
+const ORIGIN: &str = "#D55E00";
 
 /// Returns the 1-2-5 ticks of a logarithmic axis covering `lo..=hi` (both > 0),
 /// or every whole multiple of each power of ten (0.5, 0.6, ... 1) where that
@@ -133,7 +133,7 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
     let mut lo: f64 = 1.0;
     let mut hi: f64 = 1.0;
     for r in rows {
-        let (b0, b1) = band(r.seed_ratio);
+        let (b0, b1) = band(r.origin_ratio);
         for v in [b0, b1, r.sim_ratio] {
             if v.is_finite() && v > 0.0 {
                 lo = lo.min(v);
@@ -159,7 +159,7 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"forest\" width=\"{WIDTH}\" height=\"{height}\" \
          viewBox=\"0 0 {WIDTH} {height}\" font-family=\"{FONT}\" font-size=\"12\">"
     );
-    let title = "Every claim: simulated ratio against the seed's, variant / baseline";
+    let title = "Every claim: simulated ratio against the origin's, variant / baseline";
     let _ = writeln!(o, "<title>{title}</title>");
     let _ = writeln!(o, "<rect width=\"{WIDTH}\" height=\"{height}\" fill=\"white\"/>");
     let _ = writeln!(
@@ -182,15 +182,15 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
     );
     let _ = writeln!(
         o,
-        "{}<text x=\"{:.1}\" y=\"{:.1}\">seed's reported ratio</text>",
-        diamond(LABELS - 80.0, ly - 4.0, 6.0, SEED),
+        "{}<text x=\"{:.1}\" y=\"{:.1}\">origin's reported ratio</text>",
+        diamond(LABELS - 80.0, ly - 4.0, 6.0, ORIGIN),
         LABELS - 68.0,
         ly
     );
     let _ = writeln!(
         o,
         "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"22\" height=\"12\" fill=\"#f2c9a6\" fill-opacity=\"0.6\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\">tolerance: |ln sim − ln seed| ≤ max(0.05, 0.35·|ln seed|)</text>",
+         <text x=\"{:.1}\" y=\"{:.1}\">tolerance: |ln sim − ln origin| ≤ max(0.05, 0.35·|ln origin|)</text>",
         LABELS + 90.0,
         ly - 10.0,
         LABELS + 118.0,
@@ -226,11 +226,11 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
             let mid = y + ROW / 2.0;
             let _ = writeln!(
                 o,
-                "<g class=\"row\" data-claim=\"{}\"><title>{}: {}; seed {}, simulated {:.4}: {}</title>",
+                "<g class=\"row\" data-claim=\"{}\"><title>{}: {}; origin {}, simulated {:.4}: {}</title>",
                 escape(&r.label),
                 escape(&r.label),
                 escape(&r.description),
-                ratio_label(r.seed_ratio),
+                ratio_label(r.origin_ratio),
                 r.sim_ratio,
                 escape(&r.verdict)
             );
@@ -254,7 +254,7 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
                 mid + 11.0,
                 escape(&detail)
             );
-            let (b0, b1) = band(r.seed_ratio);
+            let (b0, b1) = band(r.origin_ratio);
             let (b0, b1) = (xs(b0), xs(b1));
             let _ = writeln!(
                 o,
@@ -264,8 +264,11 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
                 b1 - b0,
                 ROW - 14.0
             );
-            let _ =
-                writeln!(o, "{}", diamond(xs(r.seed_ratio), mid, 7.0, SEED).replace("<path ", "<path class=\"seed\" "));
+            let _ = writeln!(
+                o,
+                "{}",
+                diamond(xs(r.origin_ratio), mid, 7.0, ORIGIN).replace("<path ", "<path class=\"origin\" ")
+            );
             if r.sim_ratio.is_finite() && r.sim_ratio > 0.0 {
                 let _ = writeln!(
                     o,
@@ -346,11 +349,11 @@ fn diamond(x: f64, y: f64, r: f64, colour: &str) -> String {
 mod tests {
     use super::*;
 
-    fn row(label: &str, seed: f64, sim: f64, verdict: &str) -> ForestRow {
+    fn row(label: &str, origin: f64, sim: f64, verdict: &str) -> ForestRow {
         ForestRow {
             label: label.into(),
             detail: "time per context switch: a vs b".into(),
-            seed_ratio: seed,
+            origin_ratio: origin,
             sim_ratio: sim,
             verdict: verdict.into(),
             description: "d".into(),
@@ -368,12 +371,12 @@ mod tests {
     fn tolerance_band_is_where_the_verdict_rule_says_reproduced() {
         use crate::claims::verdict;
         // Each band edge is exactly where the verdict turns, on both sides.
-        for seed in [0.0643, 0.8114, 0.97, 0.99, 1.02, 2.9, 8.68] {
-            let (lo, hi) = band(seed);
-            assert_eq!(verdict(seed, lo * 1.001), "reproduced", "{seed}");
-            assert_eq!(verdict(seed, hi * 0.999), "reproduced", "{seed}");
-            assert_ne!(verdict(seed, lo * 0.999), "reproduced", "{seed}");
-            assert_ne!(verdict(seed, hi * 1.001), "reproduced", "{seed}");
+        for origin in [0.0643, 0.8114, 0.97, 0.99, 1.02, 2.9, 8.68] {
+            let (lo, hi) = band(origin);
+            assert_eq!(verdict(origin, lo * 1.001), "reproduced", "{origin}");
+            assert_eq!(verdict(origin, hi * 0.999), "reproduced", "{origin}");
+            assert_ne!(verdict(origin, lo * 0.999), "reproduced", "{origin}");
+            assert_ne!(verdict(origin, hi * 1.001), "reproduced", "{origin}");
         }
         // Near 1 the band stops at 1: across it the direction is wrong.
         assert_eq!(band(0.99).1, 1.0);
@@ -386,7 +389,7 @@ mod tests {
         assert_eq!(svg.matches("<g class=\"row\"").count(), 2);
         assert_eq!(svg.matches("class=\"band\"").count(), 2);
         assert_eq!(svg.matches("class=\"sim\"").count(), 2);
-        assert_eq!(svg.matches("class=\"seed\"").count(), 2);
+        assert_eq!(svg.matches("class=\"origin\"").count(), 2);
         assert_eq!(svg.matches("class=\"one\"").count(), 1);
         assert!(svg.contains(">b&lt;c</text>"));
         // The axis reaches past both band edges of 8.68 and includes 1.

@@ -433,38 +433,38 @@ fn coord_of_text(v: &str) -> Coord {
 pub fn claims_page(results: &[ClaimResult]) -> String {
     let mut b = String::new();
     b.push_str(
-        "<p>Each claim of a seed paper, run in the simulator: the seed's ratio (variant over baseline) beside \
+        "<p>Each claim of an origin document, run in the simulator: the origin's ratio (variant over baseline) beside \
          the simulated one.</p>\n<figure>\n",
     );
     b.push_str(&forest::forest_svg(&forest::rows(results)));
     b.push_str(
         "<figcaption class=\"note\">Each simulated ratio is one run of the baseline and one of the variant \
          (seed 1, no <code>jitter</code>): the simulator is deterministic, so a ratio has no confidence interval, \
-         and the shaded band is the verdict rule's tolerance around the seed's ratio, not a statistical interval. \
-         Inside the band: reproduced; outside it on the seed's side of 1: direction-only; across 1: \
+         and the shaded band is the verdict rule's tolerance around the origin's ratio, not a statistical interval. \
+         Inside the band: reproduced; outside it on the origin's side of 1: direction-only; across 1: \
          not-reproduced.</figcaption>\n</figure>\n",
     );
     b.push_str(
-        "<table>\n<tr><th>claim</th><th>seed</th><th>baseline</th><th>variant</th>\
-         <th>sim base</th><th>sim var</th><th>seed ratio</th><th>sim ratio</th><th>verdict</th></tr>\n",
+        "<table>\n<tr><th>claim</th><th>origin</th><th>baseline</th><th>variant</th>\
+         <th>sim base</th><th>sim var</th><th>origin ratio</th><th>sim ratio</th><th>verdict</th></tr>\n",
     );
     for r in results {
         let rows: Vec<(&str, f64, f64, f64, String)> = if r.variants.is_empty() {
-            vec![(r.variant.as_str(), r.sim_variant, r.seed_ratio, r.sim_ratio, r.verdict.clone())]
+            vec![(r.variant.as_str(), r.sim_variant, r.origin_ratio, r.sim_ratio, r.verdict.clone())]
         } else {
             r.variants
                 .iter()
-                .map(|v| (v.name.as_str(), v.sim_variant, v.seed_ratio, v.sim_ratio, v.verdict_with_note()))
+                .map(|v| (v.name.as_str(), v.sim_variant, v.origin_ratio, v.sim_ratio, v.verdict_with_note()))
                 .collect()
         };
-        for (variant, sim_var, seed_ratio, sim_ratio, verdict) in rows {
+        for (variant, sim_var, origin_ratio, sim_ratio, verdict) in rows {
             let _ = writeln!(
                 b,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.4}</td>\
-                 <td class=\"num\">{sim_var:.4}</td><td class=\"num\">{seed_ratio:.4}</td>\
+                 <td class=\"num\">{sim_var:.4}</td><td class=\"num\">{origin_ratio:.4}</td>\
                  <td class=\"num\">{sim_ratio:.4}</td><td>{}</td></tr>",
                 escape(&r.id),
-                escape(&r.seed),
+                escape(&r.origin),
                 escape(&r.baseline),
                 escape(variant),
                 r.sim_baseline,
@@ -494,11 +494,11 @@ mod tests {
     fn claim(id: &str, variants: &[(&str, f64, f64)]) -> ClaimResult {
         ClaimResult {
             id: id.into(),
-            seed: "000".into(),
+            origin: "000".into(),
             description: "switches cost less with ASIDs".into(),
             baseline: "arm64-noasid".into(),
             variant: "arm64-freebsd-asid".into(),
-            seed_ratio: 0.5,
+            origin_ratio: 0.5,
             sim_ratio: 0.55,
             sim_baseline: 3.4,
             sim_variant: 1.87,
@@ -511,7 +511,7 @@ mod tests {
                 .map(|(n, s, m)| VariantResult {
                     name: n.to_string(),
                     sets: Vec::new(),
-                    seed_ratio: *s,
+                    origin_ratio: *s,
                     sim_ratio: *m,
                     sim_variant: 1.0,
                     expected_violations: 0,
@@ -587,11 +587,11 @@ mod tests {
 
     #[test]
     fn claims_page_carries_every_note_the_table_prints() {
-        let mut multi = claim("seed004-exit", &[("simple", 1.08, 1.12), ("robust", 1.21, 1.27)]);
+        let mut multi = claim("origin004-exit", &[("simple", 1.08, 1.12), ("robust", 1.21, 1.27)]);
         multi.variants[0].expected_violations = 2400;
         multi.variants[0].note = Some("2400 expected violations of no_x: breaks a <contract> & more".into());
         multi.notes = vec!["ranking accepted as modelled: a < b".into()];
-        let mut single = claim("seed002", &[]);
+        let mut single = claim("origin002", &[]);
         single.notes = vec!["check tlb_misses falls at least 10x: sim 514.9580 -> 5.9940: holds".into()];
         let page = claims_page(&[multi.clone(), single.clone()]);
         // The verdict cell carries the variant's note, as the table's does.

@@ -1,4 +1,4 @@
-//! FreeBSD arm64 ASIDs with the epoch allocator (seed 000, `sys/arm64/arm64/pmap.c`,
+//! FreeBSD arm64 ASIDs with the epoch allocator (origin 000, `sys/arm64/arm64/pmap.c`,
 //! committed as r354286 in November 2019; the functions below are unchanged in
 //! freebsd-src 6631b589, read for the findings catalogue).
 //!

@@ -1,7 +1,7 @@
 //! FreeBSD amd64's TLB layer: per-CPU PCIDs per pmap and IPI shootdowns
 //! (`sys/amd64/amd64/pmap.c`: `pmap_activate_sw`, `pmap_pcid_alloc`,
 //! `pmap_invalidate_page/range/all`), over one of the three completion protocols of
-//! [`crate::shootdown`] (seed 003 and its neighbours).
+//! [`crate::shootdown`] (origin 003 and its neighbours).
 //!
 //! # The algorithm
 //! A pmap does not own a PCID: it holds `pm_pcids[cpu] = {pm_pcid, pm_gen}` for

@@ -67,7 +67,7 @@
 //! [`super::linux_arm64_skipbcast`]; the third only to the stock kernel.
 //!
 //! [`LinuxArm64::with_skip_broadcast`] builds the same allocator with Andrea
-//! Arcangeli's "arm64: tlb: skip tlbi broadcast" (seed 001) on top: user flushes
+//! Arcangeli's "arm64: tlb: skip tlbi broadcast" (origin 001) on top: user flushes
 //! stay local or vanish when no other CPU runs the mm, lazy CPUs drop to the
 //! reserved TTBR0, and a CPU flushes an ASID locally when it finds itself stale
 //! for it at switch-in. See [`super::linux_arm64_skipbcast`]. [`LinuxArm64::new`]
@@ -317,7 +317,7 @@ pub struct LinuxArm64 {
     context_id: Vec<AtomicU64>,
     /// Per mm slot: `context.pinned`, the pin refcount. Changed only under the lock.
     pinned: Vec<AtomicU32>,
-    /// The seed-001 state (`nr_active_mm`, the stale masks, `cpu_not_lazy_tlb`) when
+    /// The origin 001 state (`nr_active_mm`, the stale masks, `cpu_not_lazy_tlb`) when
     /// built by [`LinuxArm64::with_skip_broadcast`]; `None` for the stock kernel.
     pub(super) skip: Option<SkipBroadcast>,
     /// The `active_cpu` words when built by [`LinuxArm64::with_active_cpu`];
@@ -717,7 +717,7 @@ impl LinuxArm64 {
         hw.barrier(Barrier::Isb);
     }
 
-    /// `local_flush_tlb_asid` (added by seed 001): every entry of `asid` (and of its
+    /// `local_flush_tlb_asid` (added by origin 001): every entry of `asid` (and of its
     /// user twin under KPTI) on this CPU only, nothing broadcast.
     fn local_flush_tlb_asid<H: Hw>(&self, hw: &H, asid: Asid) {
         hw.barrier(Barrier::DsbSt(Domain::NonShareable));
@@ -833,7 +833,7 @@ impl LinuxArm64 {
     /// only. The skip-broadcast, `active_cpu` and TLB-mode patches keep the
     /// [`Policy`] defaults (each queued mm flushed whole by
     /// [`Policy::flush_batch`]), as the kernels they were written against did
-    /// not batch (seed 001 predates v6.5) or as the patches did not say how their
+    /// not batch (origin 001 predates v6.5) or as the patches did not say how their
     /// decision applies to a deferred flush.
     fn batches_reclaim(&self) -> bool {
         self.skip.is_none() && self.active.is_none() && self.tlb_modes.is_none()
@@ -874,7 +874,7 @@ impl LinuxArm64 {
 pub(super) enum Extension {
     /// Nothing: the stock kernel.
     None,
-    /// Seed 001's skip-broadcast ([`super::linux_arm64_skipbcast`]).
+    /// Origin 001's skip-broadcast ([`super::linux_arm64_skipbcast`]).
     SkipBroadcast,
     /// Ryan Roberts' `active_cpu` ([`super::linux_arm64_activecpu`]).
     ActiveCpu,

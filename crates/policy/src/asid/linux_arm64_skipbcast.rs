@@ -1,4 +1,4 @@
-//! Linux arm64 "skip tlbi broadcast" (seed 001): Andrea Arcangeli's patch 3/3 of
+//! Linux arm64 "skip tlbi broadcast" (origin 001): Andrea Arcangeli's patch 3/3 of
 //! "arm64: tlb: skip tlbi broadcast v2" (posted 2020-02-23, never merged), on top
 //! of the rollover allocator of [`super::linux_arm64`], which it reuses unchanged.
 //! Build it with [`LinuxArm64::with_skip_broadcast`].
@@ -267,7 +267,7 @@ impl SkipBroadcast {
 }
 
 impl LinuxArm64 {
-    /// Returns the allocator of [`LinuxArm64::new`] with seed 001's skip-broadcast
+    /// Returns the allocator of [`LinuxArm64::new`] with origin 001's skip-broadcast
     /// on top: user flushes of an mm that runs only on the flushing CPU stay local,
     /// flushes of an mm that runs nowhere issue nothing, and the CPUs they skipped
     /// flush the ASID locally at their next switch to it.
@@ -351,7 +351,7 @@ impl LinuxArm64 {
         TlbFlushKind::Broadcast
     }
 
-    /// `switch_mm` as seed 001 changes it (to [`MmId::KERNEL`]: `enter_lazy_tlb`
+    /// `switch_mm` as origin 001 changes it (to [`MmId::KERNEL`]: `enter_lazy_tlb`
     /// for the idle task).
     pub(super) fn switch_mm_skip_broadcast<H: Hw>(&self, hw: &H, next: MmId) {
         let Some(skip) = &self.skip else {
@@ -385,7 +385,7 @@ impl LinuxArm64 {
         loaded.store(next.0, Ordering::Relaxed);
     }
 
-    /// `enter_lazy_tlb` as seed 001 changes it, for `who`.
+    /// `enter_lazy_tlb` as origin 001 changes it, for `who`.
     pub(super) fn enter_lazy_skip_broadcast<H: Hw>(&self, hw: &H, who: Lazy) {
         let Some(skip) = &self.skip else {
             unreachable!("called only when built with_skip_broadcast");
@@ -899,7 +899,7 @@ mod tests {
     /// dropped right after `MSR TTBR0; ISB`, with no `DSB ISH` to complete walks of
     /// the old tables still in flight (Mark Rutland, 2020-03-31). Andrea's
     /// follow-up puts the DSB between the ISB and the decrement in both places; it
-    /// is not taken here, because seed 001's figures are v2's and the machine
+    /// is not taken here, because origin 001's figures are v2's and the machine
     /// model has no walks in flight after a root write, so the DSB would change
     /// cost only. Whoever adds in-flight walks to the model should add the
     /// follow-up as a policy of its own beside this one, and this test says where

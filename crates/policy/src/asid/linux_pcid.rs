@@ -1,4 +1,4 @@
-//! Linux x86 PCIDs as a per-CPU cache of recently used address spaces (seed 002,
+//! Linux x86 PCIDs as a per-CPU cache of recently used address spaces (origin 002,
 //! `arch/x86/mm/tlb.c`, modelled on v5.4–v6.1: lazy TLB mode with `is_lazy`,
 //! `freed_tables`, the `new_tlb_gen <= local_tlb_gen` early exit of v6.0
 //! (aa44284960d5, with 8f1d56f64f8d), and reclaim's batched flush as in v6.0–v6.4).
@@ -171,8 +171,8 @@ pub struct LinuxX86 {
 
 impl LinuxX86 {
     /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots (slot 0
-    /// is `init_mm`), with PCIDs used if `pcid` (the seed's "patched") or every CR3
-    /// write that changes mm flushing (the seed's "patched, nopcid").
+    /// is `init_mm`), with PCIDs used if `pcid` (the origin's "patched") or every CR3
+    /// write that changes mm flushing (the origin's "patched, nopcid").
     ///
     /// Every CPU starts as after `initialize_tlbstate_and_flush`: `init_mm` loaded in
     /// slot 0, `next_asid` 1.

@@ -1,9 +1,9 @@
-//! Linux x86 `arch/x86/mm/tlb.c` after the seeds: the lazily updated
+//! Linux x86 `arch/x86/mm/tlb.c` after the origins: the lazily updated
 //! `mm_cpumask` with periodic trimming (Rik van Riel, v6.14) and AMD broadcast TLB
 //! invalidation with global ASIDs (Rik van Riel's series, v6.15), with the fixes
 //! that followed them (`fea4e317f9e7`, v6.15-rc6; `83b0177a6c48`, v6.18-rc), and
 //! the v6.13 code they change as the baseline. [`super::linux_pcid`] is the older
-//! v5.4–v6.1 model of seed 002; this one is written against the later file.
+//! v5.4–v6.1 model of origin 002; this one is written against the later file.
 //!
 //! # The three kernels ([`Kernel`])
 //! - [`Kernel::V613`], the baseline: a CPU leaves the old mm's `mm_cpumask` at

@@ -1,13 +1,13 @@
 //! Address-space identifier management: who gets which ASID, and what a context
 //! switch must invalidate.
 //!
-//! - [`noasid`]: FreeBSD arm64 before seed 000 — one ASID, global user mappings,
+//! - [`noasid`]: FreeBSD arm64 before origin 000 — one ASID, global user mappings,
 //!   a broadcast invalidation of everything on every address-space switch.
-//! - [`freebsd_epoch`]: FreeBSD arm64 after seed 000 — the epoch allocator.
+//! - [`freebsd_epoch`]: FreeBSD arm64 after origin 000 — the epoch allocator.
 //! - [`linux_arm64`]: Linux arm64 (`arch/arm64/mm/context.c`) — the rollover
 //!   allocator: generations, per-CPU reserved ASIDs, a deferred local flush instead
 //!   of a broadcast on rollover, pinned ASIDs and KPTI pairs.
-//! - [`linux_arm64_skipbcast`]: seed 001 on top of it — `nr_active_mm` and a per-mm
+//! - [`linux_arm64_skipbcast`]: origin 001 on top of it — `nr_active_mm` and a per-mm
 //!   stale mask let a user flush stay local (or vanish) when no other CPU runs the
 //!   mm; a stale CPU flushes the ASID locally at its next switch to it.
 //! - [`linux_arm64_activecpu`]: Ryan Roberts' `active_cpu` (2025) on top of it —
@@ -16,17 +16,17 @@
 //! - [`linux_arm64_tlbmode`]: Christoph Lameter's TLB modes for Ampere (2023) on
 //!   top of it — each user flush is skipped, local, sent by IPI to the CPUs of
 //!   the mm's `mm_cpumask`, or broadcast, by the weight of that mask.
-//! - [`linux_pcid`]: Linux x86 (seed 002) — a per-CPU cache of the 6 most recently
+//! - [`linux_pcid`]: Linux x86 (origin 002) — a per-CPU cache of the 6 most recently
 //!   used mms in PCID slots, lazy TLB mode and `tlb_gen` shootdowns; with PCIDs off,
 //!   every change of mm flushes.
 //! - [`linux_x86_410`]: Linux x86 v4.10, LATR's base: no PCID, flush IPIs to
 //!   every CPU of the mask, lazy ones leaving the mm (`leave_mm`).
-//! - [`linux_x86_615`]: Linux x86 after the seeds — v6.13's `tlb.c`, the lazily
+//! - [`linux_x86_615`]: Linux x86 after the origins — v6.13's `tlb.c`, the lazily
 //!   trimmed `mm_cpumask` of v6.14, and v6.15's AMD broadcast invalidation with
 //!   global ASIDs (`INVLPGB`/`TLBSYNC`).
 //! - [`freebsd_pcid`]: FreeBSD amd64 — per-pmap, per-CPU PCIDs with a per-CPU
 //!   generation, `pm_active` IPI shootdowns through a [`crate::shootdown`]
-//!   completion protocol (seed 003), `pm_gen` zeroing for inactive CPUs.
+//!   completion protocol (origin 003), `pm_gen` zeroing for inactive CPUs.
 
 pub mod freebsd_epoch;
 pub mod freebsd_pcid;

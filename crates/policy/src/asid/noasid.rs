@@ -1,4 +1,4 @@
-//! FreeBSD arm64 before ASIDs (the "before" of seed 000, FreeBSD r354285's parent).
+//! FreeBSD arm64 before ASIDs (the "before" of origin 000, FreeBSD r354285's parent).
 //!
 //! User page-table entries carry no nG bit, so every entry is global and visible
 //! whatever ASID is in TTBR0. Switching to a different pmap therefore has to

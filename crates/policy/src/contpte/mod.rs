@@ -1,6 +1,6 @@
 //! arm64 contiguous PTEs (contpte): Linux `arch/arm64/mm/contpte.c` and the contpte
 //! wrappers of `arch/arm64/include/asm/pgtable.h` as of v6.9, plus the two exit
-//! teardowns of seed 004 that never landed (the v2 "simple" and the "robust"
+//! teardowns of origin 004 that never landed (the v2 "simple" and the "robust"
 //! `ptep_get_and_clear_full`).
 //!
 //! # What the hardware does
@@ -43,7 +43,7 @@
 //!   [`ptep_set_access_flags`] applies a fault's access/dirty update to all 16 PTEs
 //!   when the write permission does not change and unfolds when it does;
 //!   [`ptep_test_and_clear_young`] ages the whole block.
-//! - **Teardown** ([`teardown`]): the four exit strategies of seed 004, selected by
+//! - **Teardown** ([`teardown`]): the four exit strategies of origin 004, selected by
 //!   [`Teardown`], driven by [`teardown_range`], which is the core mm's
 //!   `zap_pte_range` loop for each.
 //!

@@ -141,7 +141,7 @@ fn try_unfold_partial<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr, nr: u64) {
 /// Returns `orig`, read from a PTE of the block holding `va`, with the access and
 /// dirty bits of every valid PTE of the block ORed in (`contpte_ptep_get`).
 ///
-/// Cleared PTEs are skipped, as the seed's v2 and robust patches added for a block
+/// Cleared PTEs are skipped, as the origin's v2 and robust patches added for a block
 /// torn down one PTE at a time; v6.9 does not skip them, which gives the same
 /// result because a cleared PTE is all zero.
 pub(super) fn gather_block<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr, orig: PteVal) -> PteVal {
@@ -317,7 +317,7 @@ pub fn wrprotect_ptes<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr, nr: u64) {
 
 /// Sets the access flag, dirty state and write permission of `entry` in the PTE at
 /// `va`, never taking one away, atomically against hardware; returns whether the
-/// PTE was not already `entry` (the seed's `__ptep_set_access_flags_notlbi`, the
+/// PTE was not already `entry` (the origin's `__ptep_set_access_flags_notlbi`, the
 /// body of `__ptep_set_access_flags`).
 pub(super) fn set_access_flags_notlbi<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr, entry: PteVal) -> bool {
     let pte = mem.get(mm, va);

@@ -1,4 +1,4 @@
-//! Tearing down contiguous mappings at exit: the four strategies of seed 004
+//! Tearing down contiguous mappings at exit: the four strategies of origin 004
 //! (Ryan Roberts, "[PATCH v2 14/14] arm64/mm: Add ptep_get_and_clear_full() to
 //! optimize process teardown" and its thread, December 2023) and the core mm's
 //! `zap_pte_range` loop that drives each.
@@ -23,7 +23,7 @@
 //!   `__ptep_set_access_flags_notlbi`'s compare-and-exchange loop against the
 //!   hardware) and return them gathered with the block's. No TLBI either; O(n²)
 //!   reads per block, as the thread says.
-//! - [`Teardown::ClearPtes`]: v3 of the series (December 2023), the version seed
+//! - [`Teardown::ClearPtes`]: v3 of the series (December 2023), the version origin
 //!   004 measured. The core mm batches the PTEs that map consecutive pages of one
 //!   large folio (`folio_nr_pages_cont_mapped`, one gathering `ptep_get` per PTE;
 //!   v6.9's `folio_pte_batch` later skips whole blocks with `pte_batch_hint`) and
@@ -76,7 +76,7 @@ pub enum Teardown {
 }
 
 impl Teardown {
-    /// Every strategy, in the order of the seed's table.
+    /// Every strategy, in the order of the origin's table.
     pub const ALL: [Teardown; 4] = [Teardown::NoOpt, Teardown::Simple, Teardown::Robust, Teardown::ClearPtes];
 
     /// Returns the name a parameter selects this strategy by.
@@ -164,7 +164,7 @@ pub fn ptep_get_and_clear_full<M: PteMem>(
     }
 }
 
-/// The robust `contpte_ptep_get_and_clear_full` of the seed's thread.
+/// The robust `contpte_ptep_get_and_clear_full` of the origin's thread.
 fn get_and_clear_full_robust<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr) -> PteVal {
     let orig = mem.get_and_clear(mm, va);
     let (dirty, young) = (orig.dirty(), orig.young());
@@ -193,7 +193,7 @@ fn get_and_clear_full_robust<M: PteMem>(mem: &mut M, mm: MmId, va: VirtAddr) -> 
 }
 
 /// Returns how many PTEs from `va`, at most `max_nr`, map consecutive pages of
-/// `folio` (`folio_nr_pages_cont_mapped` of the series seed 004 measured, v3 of
+/// `folio` (`folio_nr_pages_cont_mapped` of the series origin 004 measured, v3 of
 /// December 2023, patch "mm: Batch-clear PTE ranges during zap_pte_range()"):
 /// after the first, it reads every PTE with [`ptep_get`] and stops at the first
 /// that is not valid or does not map the next frame, or at the folio's end. On a
@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn robust_makes_every_access_simple_makes_and_neither_flushes() {
-        // Seed 004 has simple dearer than robust on two NUMA nodes (+29% against +19%). With
+        // Origin 004 has simple dearer than robust on two NUMA nodes (+29% against +19%). With
         // `full`, simple's accesses are a subsequence of robust's whatever the block's state:
         // the same exchanges in the same order, a subset of the reads, no store, no flush. So
         // no charge per kind of access (local or remote, one node or two) ranks simple above

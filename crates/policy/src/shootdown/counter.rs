@@ -1,5 +1,5 @@
 //! `x86-freebsd-counter`: shootdown completion through one shared counter, as
-//! FreeBSD x86 did before seed 003 (`smp_targeted_tlb_shootdown` in
+//! FreeBSD x86 did before origin 003 (`smp_targeted_tlb_shootdown` in
 //! `sys/x86/x86/mp_x86.c`, FreeBSD 11.0).
 //!
 //! # The protocol
@@ -14,7 +14,7 @@
 //! Every target's `LOCK XADD` needs the counter's line exclusively, so the
 //! increments serialise on one line, and the initiator, spinning on that line
 //! from the moment it has sent the IPIs ([`Hw::spin_on`]), pulls it back after
-//! each of them: the contention seed 003 removes. The request globals and the
+//! each of them: the contention origin 003 removes. The request globals and the
 //! counter are consecutive globals of `mp_x86.c`; they are modelled on one line,
 //! the lock on another.
 //!

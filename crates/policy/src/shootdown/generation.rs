@@ -1,5 +1,5 @@
 //! `x86-freebsd-gen`: shootdown completion through per-CPU generation flags —
-//! seed 003 (review D8041, "Reduce the cost of TLB invalidation on x86 by using
+//! origin 003 (review D8041, "Reduce the cost of TLB invalidation on x86 by using
 //! per-CPU completion flags", committed by kib in October 2016; the code of
 //! FreeBSD 11.1 to 12.x `sys/x86/x86/mp_x86.c`).
 //!

@@ -18,9 +18,9 @@
 //! The three protocols are FreeBSD x86's `smp_targeted_tlb_shootdown` at three
 //! points in its history (`sys/x86/x86/mp_x86.c`, later
 //! `sys/amd64/amd64/mp_machdep.c`):
-//! - [`counter`]: before seed 003 (FreeBSD 11.0) — one spin lock, request globals,
+//! - [`counter`]: before origin 003 (FreeBSD 11.0) — one spin lock, request globals,
 //!   and one shared counter every target increments;
-//! - [`generation`]: seed 003 (review D8041, committed October 2016, in FreeBSD
+//! - [`generation`]: origin 003 (review D8041, committed October 2016, in FreeBSD
 //!   11.1 to 12.x) — the same lock and globals, but each target stores the
 //!   request's generation into its own per-CPU flag;
 //! - [`scoreboard`]: the lock-free rework of 2020 (FreeBSD 13) — per-initiator
@@ -33,12 +33,12 @@
 //! Every load and store of shared protocol state is accounted with [`Hw::shared`]
 //! at the address of the atomic that holds it, and the layout puts variables on
 //! the cache lines FreeBSD puts them on (see each protocol), so that the machine
-//! charges the coherence traffic the seed is about. Every container of shared
+//! charges the coherence traffic the origin is about. Every container of shared
 //! state is 64-byte aligned, so which variables share a line never depends on
 //! where the allocator put them (results stay deterministic).
 //!
 //! # Deliberate readings
-//! - The shorthand for every CPU is what the kernel seed 003 was measured on did:
+//! - The shorthand for every CPU is what the kernel origin 003 was measured on did:
 //!   its `smp_tlb_shootdown` (FreeBSD 10.x, the all-CPUs path of kernel-map
 //!   invalidations) always calls `ipi_all_but_self`, and so does FreeBSD 13's
 //!   `smp_targeted_tlb_shootdown` when `CPU_CMP(&mask, &all_cpus) == 0`. FreeBSD
@@ -78,7 +78,7 @@ pub enum Completion {
     /// Every target atomically increments one shared `smp_tlb_wait` (FreeBSD 11.0).
     Counter,
     /// Every target stores the request's generation into its own per-CPU
-    /// `smp_tlb_done` (seed 003).
+    /// `smp_tlb_done` (origin 003).
     Generation,
     /// Lock-free: per-initiator requests and a `[target][initiator]` scoreboard
     /// (FreeBSD 13).

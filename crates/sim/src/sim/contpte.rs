@@ -22,7 +22,7 @@
 //!   VMA is. The write that faulted then goes through the TLB, and the hardware
 //!   records it (FEAT_HAFDBS). The model gives shared file mappings no write
 //!   notification (no `page_mkwrite`, no dirty accounting fault), so the dirty
-//!   state lives only in the PTEs, which is what seed 004's teardowns must report.
+//!   state lives only in the PTEs, which is what origin 004's teardowns must report.
 //! - **Write fault on a read-only PTE**: copy-on-write of a shared anonymous page
 //!   (`wp_page_copy`: `ptep_clear_flush`, which unfolds the block, then
 //!   `set_ptes` of the copy), otherwise `ptep_set_access_flags` with write, dirty

@@ -46,7 +46,7 @@
 //! through the entry (setting the dirty state in one valid PTE of the block,
 //! chosen at random, if the entry has not written before: FEAT_HAFDBS as the
 //! policy crate describes it), otherwise it fills its TLB speculatively from a
-//! random page of the block. That is how a simulation can show the race of seed
+//! random page of the block. That is how a simulation can show the race of origin
 //! 004: hardware setting dirty in one PTE while software clears another. It is a
 //! sample, not a search: the checker explores every interleaving.
 

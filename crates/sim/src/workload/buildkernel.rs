@@ -1,6 +1,6 @@
-//! `make -j16 buildkernel`: parallel compiler processes (seed 000).
+//! `make -j16 buildkernel`: parallel compiler processes (origin 000).
 //!
-//! What the seed measured: on a 16-core machine, the ASID patch cut a FreeBSD
+//! What the origin measured: on a 16-core machine, the ASID patch cut a FreeBSD
 //! `make -j16 buildkernel` from about 4:35 to about 4:29 (275 to 269 s), which
 //! its author put down to the broadcast TLB flush every context switch made on
 //! every core before ASIDs. A kernel build is some two thousand compiler runs of
@@ -26,17 +26,17 @@
 //! Result: `elapsed_s`, from the start until `make` has reaped its last slot.
 //! Scaling: the real build is about 2000 compilations of 1 to 2 s; the default
 //! is 16 x 100 = 1600 compilations of 20 ms of computation each on average, so
-//! simulated time is far shorter than the seed's while each compilation's TLB
+//! simulated time is far shorter than the origin's while each compilation's TLB
 //! behaviour (fork, exec, faults, unmap, exit, switches, working-set refills)
 //! is whole. Simulated and host time grow with `jobs * units`; host time also
 //! with `slices` and the working sets. All page counts and times are estimates.
 //!
-//! What it shows (seed000-buildkernel in `tlbkit reproduce`, 16 CPUs of
+//! What it shows (origin000-buildkernel in `tlbkit reproduce`, 16 CPUs of
 //! `cortex-a72`, seed 1): the ASID allocator cuts L2 TLB misses fivefold
 //! (11.65 M to 2.15 M), and elapsed time by 0.5% (2.1563 to 2.1451 s; seeds 2
 //! and 3 give 0.2% and 0.4%) where the seed saw 2.2%. The verdict is
-//! `reproduced` because a ratio within 5% of the seed's counts as such; the gain
-//! is a quarter of the seed's. Refills are cheap here (a walk's table loads hit
+//! `reproduced` because a ratio within 5% of the origin's counts as such; the gain
+//! is a quarter of the origin's. Refills are cheap here (a walk's table loads hit
 //! the L2 cache and most walks find the upper levels in the walk cache), and
 //! the real build's switch rate and compiler working sets are not known.
 
@@ -52,7 +52,7 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "buildkernel",
     description: "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
-                  set, exit) (seed 000)",
+                  set, exit) (origin 000)",
     params: &[
         ParamDef { key: "jobs", default: 16.0, min: 1.0, max: 4096.0, doc: "parallel job slots (make -j)" },
         ParamDef {

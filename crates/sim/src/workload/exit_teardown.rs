@@ -1,7 +1,7 @@
-//! Process exit under a kernel compile (seed 004): the time `exit_group` takes
+//! Process exit under a kernel compile (origin 004): the time `exit_group` takes
 //! to tear down address spaces mapped with large folios and contiguous PTEs.
 //!
-//! What the seed measured: "running a kernel compilation workload and measuring
+//! What the origin measured: "running a kernel compilation workload and measuring
 //! the cost of arm64_sys_exit_group() (which at ~1.5% is a very small part of the
 //! overall workload)", on an Ampere Altra with one NUMA node and with two, for
 //! v6.7-rc1 with anonymous large folios (the baseline) and the contpte series
@@ -20,7 +20,7 @@
 //! compile job's footprint, scaled down to keep host time modest; they set the
 //! ratio of folio-backed pages to everything else a process maps. Each
 //! compiler computes 0.5 to 1.5 times `compute_us` (50 ms by default), so exits
-//! are spread out and rarely overlap, as in a kernel build, where the seed puts
+//! are spread out and rarely overlap, as in a kernel build, where the origin puts
 //! `exit_group` at ~1.5% of the time. That matters for no-opt: a kernel operation
 //! is atomic in simulated time, so a CPU's DVM queue takes a whole teardown's
 //! TLBIs at once, and a second teardown that overlaps it waits behind all of them
@@ -43,7 +43,7 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "exit_teardown",
     description: "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
-                  mappings: exit_group time per process (seed 004)",
+                  mappings: exit_group time per process (origin 004)",
     params: &[
         ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" },
         ParamDef {

@@ -1,6 +1,6 @@
-//! A file server whose buffer mappings are invalidated on every CPU (seed 003).
+//! A file server whose buffer mappings are invalidated on every CPU (origin 003).
 //!
-//! What the seed measured: "a basic file server workload" on a Westmere of two
+//! What the origin measured: "a basic file server workload" on a Westmere of two
 //! sockets of four cores (8 CPUs) running FreeBSD, where `smp_tlb_shootdown` became about 50% faster with
 //! per-CPU completion flags, and the share of IPI-handler time spent actually
 //! invalidating (`invlrng_single_page`) rose from 31% to 71%. The invalidations
@@ -45,7 +45,7 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "fileserver",
     description: "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
-                  invalidated on every CPU (seed 003)",
+                  invalidated on every CPU (origin 003)",
     params: &[
         ParamDef { key: "ops", default: 2000.0, min: 1.0, max: 10_000_000.0, doc: "requests per thread" },
         ParamDef {

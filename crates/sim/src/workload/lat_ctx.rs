@@ -1,4 +1,4 @@
-//! lmbench's `lat_ctx`: context-switch latency (seed 000's measurement).
+//! lmbench's `lat_ctx`: context-switch latency (origin 000's measurement).
 //!
 //! As in lmbench 3 (`src/lat_ctx.c`): `procs` processes form a ring of pipes and
 //! pass one token around it. Each process, on receiving the token, sums its own
@@ -26,7 +26,7 @@ use tlbkit_policy::Policy;
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_ctx",
-    description: "lmbench lat_ctx: a ring of processes passing a token through pipes (seed 000)",
+    description: "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
     params: &[
         ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" },
         ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" },

@@ -1,13 +1,13 @@
-//! The seeds' benchmarks, written as programs for the simulated kernel.
+//! The origins' benchmarks, written as programs for the simulated kernel.
 //!
 //! A workload declares its parameters (with defaults and limits, so `--set`
 //! can check them), builds its processes in a booted [`Sim`], and turns what the
 //! run recorded into its result. Some, like lmbench's `lat_ctx`, measure a second
 //! *overhead* phase that is subtracted, as the original benchmark does.
 //!
-//! Contents: [`lat_ctx`] and [`buildkernel`] (seed 000), [`mprotect_threaded`],
-//! [`tcmalloc_frag`] and [`sort_compute`] (seed 001), [`pingpong`] (seed 002),
-//! [`fileserver`] (seed 003), [`exit_teardown`] (seed 004); [`trace`] replays
+//! Contents: [`lat_ctx`] and [`buildkernel`] (origin 000), [`mprotect_threaded`],
+//! [`tcmalloc_frag`] and [`sort_compute`] (origin 001), [`pingpong`] (origin 002),
+//! [`fileserver`] (origin 003), [`exit_teardown`] (origin 004); [`trace`] replays
 //! a real program's trace; [`stress`] races flushes of one address space
 //! across CPUs for the `--strict` oracle. After the seeds:
 //! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and

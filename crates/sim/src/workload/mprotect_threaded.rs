@@ -1,11 +1,11 @@
-//! Andrea Arcangeli's `mprotect-threaded`, one copy per CPU (seed 001).
+//! Andrea Arcangeli's `mprotect-threaded`, one copy per CPU (origin 001).
 //!
-//! What the seed ran: `perf stat -r 10 ./for-each-cpu.sh ./mprotect-threaded 10000`,
+//! What the origin ran: `perf stat -r 10 ./for-each-cpu.sh ./mprotect-threaded 10000`,
 //! where `for-each-cpu.sh` starts `nproc` copies in the background and waits for
 //! them all; `perf stat`'s "seconds time elapsed" (2.170 s before the patch,
 //! 0.139 s after, on the 32-CPU Ampere) is the time until the last copy exits.
 //!
-//! The seed does not print the program. QI Fuli's reply in the v2 thread prints
+//! The origin does not print the program. QI Fuli's reply in the v2 thread prints
 //! `mprotect-attacker-threaded.c`, which the model follows: `pthread_create` of a
 //! thread that only calls `pause()` (so the mm has two users, which defeated
 //! the v1 patch's `mm_users` test, yet runs on one CPU), `mmap` of 4 MiB
@@ -14,7 +14,7 @@
 //! `munmap`. Each `mprotect` rewrites every present PTE and flushes the whole
 //! range (Linux does so for upgrades too, see `Sim::mprotect`); 1024 pages is
 //! at least arm64's `MAX_TLBI_OPS` (512), so the flush is one whole-ASID
-//! invalidation. That the seed's `mprotect-threaded` is this program is an
+//! invalidation. That the origin's `mprotect-threaded` is this program is an
 //! assumption.
 //!
 //! The model's sleeper blocks on a pipe read (standing for `pause()`); the main
@@ -27,7 +27,7 @@
 //! and a loop's `mprotect` counts each table's present PTEs from its bitmaps
 //! rather than reading 1024 PTEs; host memory does not grow with `iters`, since
 //! the oracle collects the obligations of returned flushes. At `--cpus 4096`
-//! on `altra` the seed's `iters=10000` takes one to one and a half minutes
+//! on `altra` the origin's `iters=10000` takes one to one and a half minutes
 //! and 700 MB on the 2-core development host (the guide, "Simulator speed at
 //! scale").
 
@@ -41,14 +41,14 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "mprotect_threaded",
     description: "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
-                  second thread asleep (seed 001)",
+                  second thread asleep (origin 001)",
     params: &[
         ParamDef {
             key: "iters",
             default: 10000.0,
             min: 1.0,
             max: 10_000_000.0,
-            doc: "loops of each copy, two mprotects each (the seed's argument: 10000)",
+            doc: "loops of each copy, two mprotects each (the origin's argument: 10000)",
         },
         ParamDef {
             key: "pages",

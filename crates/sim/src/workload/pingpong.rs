@@ -1,12 +1,12 @@
-//! Ping-pong between two address spaces on one CPU (seed 002's benchmark).
+//! Ping-pong between two address spaces on one CPU (origin 002's benchmark).
 //!
 //! As in the seed: two processes wake each other through eventfds, so the CPU
 //! switches between two different address spaces at every turn, and nothing
 //! else runs. A *round* is one turn: a process wakes, touches its own `pages`
 //! pages, signals the other's eventfd and blocks reading its own. The pages are
-//! read, as the seed's were (it read the zero page to keep data-cache misses out).
+//! read, as the origin's were (it read the zero page to keep data-cache misses out).
 //!
-//! Why a turn and not a round trip: the seed does not say which its "per
+//! Why a turn and not a round trip: the origin does not say which its "per
 //! iteration" figure is. At 2.3 GHz its 1.22 us is 2806 cycles, about what one
 //! eventfd write, one read and one context switch cost in a 2017 KVM guest, not
 //! two of each; and its 207M walks against 6.2 us make 512 pages per figure, one
@@ -23,7 +23,7 @@
 //! eventfd is; its body costs the preset's `pipe_op`.
 //!
 //! Results: `us_per_round` (one turn), `tlb_misses_per_round` (lookups that
-//! missed every TLB level and walked: the seed's `dtlb_load_misses.miss_causes_a_walk`)
+//! missed every TLB level and walked: the origin's `dtlb_load_misses.miss_causes_a_walk`)
 //! and `l1_tlb_misses_per_round`.
 
 use super::{ParamDef, Params, Phase, WorkloadDef};
@@ -36,7 +36,7 @@ use tlbkit_policy::Policy;
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "pingpong",
-    description: "two address spaces on one CPU waking each other through eventfds (seed 002)",
+    description: "two address spaces on one CPU waking each other through eventfds (origin 002)",
     params: &[
         ParamDef { key: "pages", default: 0.0, min: 0.0, max: 65536.0, doc: "4 KB pages a process touches per turn" },
         ParamDef { key: "rounds", default: 1000.0, min: 2.0, max: 10_000_000.0, doc: "timed turns" },

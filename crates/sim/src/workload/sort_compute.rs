@@ -1,6 +1,6 @@
-//! The `sort-compute` script: many short `sort` processes (seed 001).
+//! The `sort-compute` script: many short `sort` processes (origin 001).
 //!
-//! What the seed ran (`perf stat -r 10 ./sort-compute`, 1.809 s before, 1.640 s
+//! What the origin ran (`perf stat -r 10 ./sort-compute`, 1.809 s before, 1.640 s
 //! after on the 32-CPU Ampere):
 //!
 //! ```text
@@ -32,10 +32,10 @@
 //!
 //! Result: `elapsed_s`, from the start until the script's `wait` returns. The
 //! page counts are estimates. `compute_us`, the sorting itself, is fitted to
-//! the seed's *patched* figure: with 6250 us per sort the patched run on `emag`
-//! takes 1.642 s against the seed's 1.640 s (6.4 ms of CPU per sort, start-up
+//! the origin's *patched* figure: with 6250 us per sort the patched run on `emag`
+//! takes 1.642 s against the origin's 1.640 s (6.4 ms of CPU per sort, start-up
 //! included); the stock/patched difference then comes from the model alone
-//! (seed001-sort in `tlbkit reproduce`). Scaling: host time grows with `loops *
+//! (origin001-sort in `tlbkit reproduce`). Scaling: host time grows with `loops *
 //! runs` (compute is free), simulated time with `loops * runs * compute_us / cpus`; at
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
@@ -49,7 +49,7 @@ use tlbkit_policy::Policy;
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "sort_compute",
-    description: "sort-compute: 256 background shells each running 32 short sort processes in turn (seed 001)",
+    description: "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
     params: &[
         ParamDef { key: "loops", default: 256.0, min: 1.0, max: 65536.0, doc: "background shells (the script's 256)" },
         ParamDef { key: "runs", default: 32.0, min: 1.0, max: 65536.0, doc: "sorts each shell runs in turn (32)" },

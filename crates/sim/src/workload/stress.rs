@@ -1,7 +1,7 @@
 //! A flush-path stress test for the `--strict` oracle: threads of one address
 //! space on many CPUs at once, changing and using shared mappings.
 //!
-//! The seeds' workloads rarely flush a user mapping that another CPU is using at
+//! The origins' workloads rarely flush a user mapping that another CPU is using at
 //! that moment: their processes are single-threaded, or their second thread
 //! sleeps, so on x86 almost every user flush is local and a shootdown that
 //! forgot its remote CPUs goes unnoticed. This workload is built to make every
@@ -57,7 +57,7 @@
 //! 0.2) the x86 policies' user flushes send 166 to 172 IPIs, where each seed
 //! workload with the strict matrix's parameters sends 0 to 3, and a range flush
 //! that invalidates only on the calling CPU is caught by this workload and by no
-//! seed's (`crates/sim/tests/stress.rs`).
+//! origin's (`crates/sim/tests/stress.rs`).
 //!
 //! Not reached, because the simulated kernel does not model them: reclaim
 //! (`try_to_unmap` and [`tlbkit_policy::Policy::flush_batch`]), and the freeing of page-table

@@ -1,6 +1,6 @@
-//! gperftools' large-heap fragmentation unittest, one copy per CPU (seed 001).
+//! gperftools' large-heap fragmentation unittest, one copy per CPU (origin 001).
 //!
-//! What the seed ran: `for-each-cpu.sh ./gperftools/tcmalloc_large_heap_fragmentation_unittest`
+//! What the origin ran: `for-each-cpu.sh ./gperftools/tcmalloc_large_heap_fragmentation_unittest`
 //! (one copy per CPU, `perf stat`'s elapsed time until the last exits: 0.990 s
 //! before, 0.905 s after on the 32-CPU Ampere). The unittest
 //! (`src/tests/large_heap_fragmentation_unittest.cc`) makes three passes, each
@@ -18,16 +18,16 @@
 //! `touch_pages` page faults, one `madvise` and one ranged flush, and the first
 //! pass maps about 40 spans. The unittest itself writes nothing into its blocks;
 //! without touches there would be no PTEs to zap and nothing to flush, and the
-//! seed's 9% difference would have no cause, so the touches (tcmalloc's and the
+//! origin's 9% difference would have no cause, so the touches (tcmalloc's and the
 //! C library's own writes) are an assumption, and `touch_pages` says how many.
 //!
 //! What the model does not simulate of an allocation (tcmalloc's page heap:
 //! span search, carving and coalescing, page-map updates) is `user_us` of CPU
-//! time. Its default, 11 us, is fitted to the seed's *patched* figure: 0.90510 s
+//! time. Its default, 11 us, is fitted to the origin's *patched* figure: 0.90510 s
 //! for 62916 allocations is 14.4 us per allocation, of which the simulated
 //! faults, `madvise` and flush take 3.3 us under `arm64-linux-skipbcast` on
 //! `emag`. The stock/patched difference then comes from the interconnect model
-//! alone (seed001-tcmalloc in `tlbkit reproduce`).
+//! alone (origin001-tcmalloc in `tlbkit reproduce`).
 //!
 //! Copies: one per CPU. Result: `elapsed_s` until the last copy finishes.
 //! Scaling: the default of 6000 allocations per copy (the first 29% of the
@@ -47,7 +47,7 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "tcmalloc_frag",
     description: "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
-                  release (seed 001)",
+                  release (origin 001)",
     params: &[
         ParamDef {
             key: "allocs",

@@ -1,6 +1,6 @@
 //! The strict matrix's small parameters of every workload, shared by
 //! `strict_matrix.rs` (which runs them under every policy) and `stress.rs`
-//! (which shows that none of the seeds' workloads among them catches a range
+//! (which shows that none of the origins' workloads among them catches a range
 //! flush that stays on the calling CPU, while `stress` does).
 
 /// Each workload with small parameters, and what they are chosen to reach.
