@@ -67,6 +67,7 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ("check-clean.txt", &["check", "--policy", "arm64-linux", "--deep", "--mms", "3", "--ops", "3", "--jobs", "1"]),
     ("check-zoo.txt", &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]),
     ("check-early-ack.txt", &["check", "--policy", "zoo/freebsd-x86-counter-early-ack"]),
+    ("check-stable-check-use-order.txt", &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep"]),
     (
         "example-run.txt",
         &[

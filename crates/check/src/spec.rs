@@ -461,9 +461,10 @@ pub fn defaults(policy: &str) -> Defaults {
 /// request; a8ffaaa060b8 needs two rollovers while one CPU sits between its
 /// fast-path check and its exchange, so five address spaces and context
 /// switches only; 5e10f9887ed8 needs a fourth address space for the ASID that
-/// `kswapd`'s flush reads too early to be handed out again; 83b0177a6c48 needs
-/// one CPU to switch back to an address space it ran before (its mask bit still
-/// set) while the other unmaps there, seven switches and unmaps in all; the
+/// `kswapd`'s flush reads too early to be handed out again; 83b0177a6c48 and the
+/// stable trees' late `LOADED_MM_SWITCHING` store need one CPU to switch back to
+/// an address space it ran before (its mask bit and PCID slot still set) while
+/// the other unmaps there, seven switches and unmaps in all; the
 /// `active_cpu` switch without its `DSB ISHST` needs a CPU's switch into an
 /// address space the other runs to stop between its root write and the end of
 /// the switch while the other unmaps, which PCT's few priority changes seldom
@@ -500,7 +501,7 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             Bug::LinuxArm64A8ffaaa060b8 => with(2, 5, 12, Mode::Pct, crate::ops::OpKind::Switch.bit()),
             Bug::LinuxArm645e10f9887ed8 => with(2, 4, 10, Mode::Pct, all),
             Bug::FreebsdX86CounterEarlyAck => with(3, 3, 6, Mode::Pct, all),
-            Bug::LinuxX8683b0177a6c48 => {
+            Bug::LinuxX8683b0177a6c48 | Bug::LinuxX86StableCheckUseOrder => {
                 with(2, 2, 7, Mode::Pct, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
             }
             Bug::ActiveCpuNoSwitchDsb => {

@@ -60,6 +60,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
         ("linux-x86-fea4e317f9e7", "no_stale_use"),
         ("linux-x86-83b0177a6c48", "no_stale_use"),
+        ("linux-x86-stable-check-use-order", "no_stale_use"),
         ("arm64-activecpu-early-read", "no_stale_held"),
         ("arm64-activecpu-no-switch-dsb", "no_stale_use"),
         ("linux-arm64-4b634918384c", "no_stale_held"),
@@ -93,6 +94,16 @@ fn the_store_buffering_bugs_need_store_buffers() {
     // The load that decides a local flush passes the PTE store only in a store
     // buffer: under sequential consistency the early read is as good as the fix.
     passes_under("arm64-activecpu-early-read", Memory::Sc);
+}
+
+#[test]
+fn the_stable_trees_late_switching_store_needs_no_store_buffer() {
+    // Unlike 83b0177a6c48, the half-fixed backport's window is an interleaving:
+    // the switch reads tlb_gen before it stores LOADED_MM_SWITCHING.
+    let spec = zoo_spec("linux-x86-stable-check-use-order");
+    assert_eq!(spec.memory, Memory::Sc);
+    let cx = check(&spec).unwrap().counterexample.expect("found under sequential consistency");
+    assert_eq!(cx.property, "no_stale_use", "{}", cx.detail);
 }
 
 #[test]

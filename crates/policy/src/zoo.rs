@@ -167,26 +167,33 @@ pub enum Bug {
     LinuxTableFreeBeforeFlush,
     /// Linux commit fea4e317f9e7, "x86/mm: Eliminate window where TLB flushes may
     /// be inadvertently skipped" (Dave Hansen, 2025-05-08, v6.15-rc6, CVE-2025-37964;
-    /// fixes 6db2526c1d69 of v6.14).
+    /// fixes 6db2526c1d69 of v6.14), with be88a1dd6112.
     ///
     /// The bug: with the lazy `mm_cpumask` of v6.14, a flush sends no IPI to a CPU
     /// whose `loaded_mm` is another mm (unless the mask is being trimmed). v6.14.0's
     /// `switch_mm_irqs_off` read `tlb_gen` and chose a PCID first and stored
     /// `LOADED_MM_SWITCHING` only after, and `should_flush_tlb` did not look for it.
-    /// A CPU coming back to an mm whose bit it kept could read the generation from
-    /// before a flush, keep its PCID's old entries (`NOFLUSH`), and be skipped by
-    /// that flush, which still saw the previous mm loaded there.
+    /// A CPU switching to an mm whose PCID slot still holds it could read the
+    /// generation from before a flush, keep its PCID's old entries (`NOFLUSH`), and
+    /// be skipped by that flush, which still saw the previous mm loaded there.
     ///
-    /// The fix: store `LOADED_MM_SWITCHING` before the mask and generation work and
-    /// send the flush to a CPU that shows it. Switch: `LinuxX86v615::switch_mm_irqs_off`
+    /// The fix came in two commits. fea4e317f9e7 made `should_flush_tlb` send the
+    /// flush to a CPU that shows `LOADED_MM_SWITCHING` (after an `smp_rmb()`); it
+    /// moved no store. The store moved before the mask and generation work in
+    /// be88a1dd6112, "x86/mm: Handle global ASID context switch and TLB flush"
+    /// (Rik van Riel, the v6.15 INVLPGB series, for `finish_asid_transition`, on
+    /// every x86 machine). Upstream the two met in v6.15-rc6. This entry is
+    /// v6.14.0 to v6.14.6: neither half. Switch: `LinuxX86v615::switch_mm_irqs_off`
     /// and `should_flush_tlb`.
     LinuxX86Fea4e317f9e7,
     /// Linux commit 83b0177a6c48, "x86/mm: Fix SMP ordering in switch_mm_irqs_off()"
     /// (Peter Zijlstra and Ingo Molnar, 2025-10-13, v6.18-rc; reported by Stephen
     /// Dolan; fixes 209954cbc7d0 of v6.14).
     ///
-    /// The bug: after fea4e317f9e7 the switch stores `LOADED_MM_SWITCHING` before it
-    /// reads `tlb_gen`, but when the CPU's bit in the mask was already set (it ran
+    /// CVE-2025-40174 (affected v6.14 to v6.17.4; stable fix 0fe5e3f5fb75 in 6.17.5).
+    ///
+    /// The bug: since be88a1dd6112 (v6.15) the switch stores `LOADED_MM_SWITCHING`
+    /// before it reads `tlb_gen`, but when the CPU's bit in the mask was already set (it ran
     /// the mm before) no locked operation followed the store: on x86 it can wait in
     /// the store buffer while the `tlb_gen` load completes. A flusher incrementing
     /// `tlb_gen` and then reading `loaded_mm` sees the previous mm, sends no IPI, and
@@ -196,6 +203,28 @@ pub enum Bug {
     /// The fix: `smp_mb()` when the bit was already set. Switch:
     /// `LinuxX86v615::switch_mm_irqs_off`.
     LinuxX8683b0177a6c48,
+    /// The stable backports of fea4e317f9e7 (v6.14.7 and later 6.14.y; 5.15.183,
+    /// 6.1.139, 6.6.91, 6.12.29): `should_flush_tlb` sends the flush to a CPU that
+    /// shows `LOADED_MM_SWITCHING`, but those trees never had be88a1dd6112, so the
+    /// switch still stores it only after it has read `tlb_gen` and chosen a PCID.
+    ///
+    /// The bug: the half-fixed window is the PCID choice. A CPU switching to an mm
+    /// its PCID slot still holds reads the generation from before a flush; the
+    /// flusher bumps `tlb_gen` and reads that CPU's `loaded_mm`, which is still the
+    /// previous mm (not yet `SWITCHING`), and sends no IPI; the CPU then writes CR3
+    /// with `NOFLUSH` and keeps the old entries. Unlike 83b0177a6c48 this needs no
+    /// store buffer: it happens under sequential consistency.
+    ///
+    /// The fix: Stephen Dolan, "x86/mm: Fix check/use ordering in
+    /// switch_mm_irqs_off()" (stable-only, for 6.1.y, 6.6.y and 6.12.y, posted
+    /// 2025-10-09 and 2025-10-29, acked by Dave Hansen): the store and its
+    /// `barrier()` moved back above the mask and generation work, "the relevant
+    /// code blocks are in the wrong order due to a bad rebase"; his reproducer
+    /// (a copy-on-write write racing a reader thread that keeps switching away
+    /// and back) failed on 6.1, 6.6 and 6.12 until then. No such fix for 6.14.y,
+    /// whose lazy mask this policy models, is known. Switch:
+    /// `LinuxX86v615::switch_mm_irqs_off`.
+    LinuxX86StableCheckUseOrder,
     /// Ryan Roberts' `active_cpu` (RFC v1, "arm64: tlbflush: Don't broadcast if mm
     /// was only active on local cpu", 2025-08-29) deciding on the load of
     /// `mm->context.active_cpu` it makes *before* any barrier.
@@ -270,7 +299,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -281,6 +310,7 @@ impl Bug {
         Bug::LinuxTableFreeBeforeFlush,
         Bug::LinuxX86Fea4e317f9e7,
         Bug::LinuxX8683b0177a6c48,
+        Bug::LinuxX86StableCheckUseOrder,
         Bug::ActiveCpuEarlyRead,
         Bug::ActiveCpuNoSwitchDsb,
         Bug::LinuxArm644b634918384c,
@@ -406,9 +436,11 @@ pub const ZOO: &[ZooEntry] = &[
         id: "linux-x86-fea4e317f9e7",
         bug: Bug::LinuxX86Fea4e317f9e7,
         base: "x86-linux-lazytrim",
-        summary: "v6.14.0's lazy mm_cpumask: a switch shows LOADED_MM_SWITCHING only after reading tlb_gen",
+        summary: "v6.14.0's lazy mm_cpumask: SWITCHING stored only after reading tlb_gen, and no flush looks \
+                  for it",
         source: "Linux fea4e317f9e7 \"x86/mm: Eliminate window where TLB flushes may be inadvertently skipped\" \
-                 (Dave Hansen, 2025-05-08; CVE-2025-37964)",
+                 (Dave Hansen, 2025-05-08; CVE-2025-37964) with be88a1dd6112 \"x86/mm: Handle global ASID context \
+                 switch and TLB flush\" (Rik van Riel, v6.15), which moved the store",
     },
     ZooEntry {
         id: "linux-x86-83b0177a6c48",
@@ -416,7 +448,16 @@ pub const ZOO: &[ZooEntry] = &[
         base: "x86-linux-lazytrim",
         summary: "lazy mm_cpumask without smp_mb() when the bit is set: SWITCHING sits in the store buffer",
         source: "Linux 83b0177a6c48 \"x86/mm: Fix SMP ordering in switch_mm_irqs_off()\" (Peter Zijlstra, Ingo \
-                 Molnar, 2025-10-13; reported by Stephen Dolan)",
+                 Molnar, 2025-10-13; reported by Stephen Dolan; CVE-2025-40174)",
+    },
+    ZooEntry {
+        id: "linux-x86-stable-check-use-order",
+        bug: Bug::LinuxX86StableCheckUseOrder,
+        base: "x86-linux-lazytrim",
+        summary: "fea4e317f9e7 as stable took it (6.14.7+): flushes look for SWITCHING, stored after reading \
+                  tlb_gen",
+        source: "Stephen Dolan, \"x86/mm: Fix check/use ordering in switch_mm_irqs_off()\" (stable-only patch \
+                 for 6.1.y/6.6.y/6.12.y, 2025-10-29, acked by Dave Hansen); none known for 6.14.y",
     },
     ZooEntry {
         id: "arm64-activecpu-early-read",

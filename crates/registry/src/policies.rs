@@ -267,8 +267,8 @@ register! {
         build: |b| Ok::<_, Error>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::V613)),
     }
     "x86-linux-lazytrim" {
-        description: "Linux x86 v6.14+: mm_cpumask updated lazily, stale CPUs trimmed by a flush once a second, \
-                      should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
+        description: "Linux x86 v6.14's lazy mm_cpumask as v6.18 has it: stale CPUs trimmed by a flush once a \
+                      second, should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,

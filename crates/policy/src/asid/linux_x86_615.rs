@@ -1,8 +1,8 @@
 //! Linux x86 `arch/x86/mm/tlb.c` after the origins: the lazily updated
 //! `mm_cpumask` with periodic trimming (Rik van Riel, v6.14) and AMD broadcast TLB
 //! invalidation with global ASIDs (Rik van Riel's series, v6.15), with the fixes
-//! that followed them (`fea4e317f9e7`, v6.15-rc6; `83b0177a6c48`, v6.18-rc), and
-//! the v6.13 code they change as the baseline. [`super::linux_pcid`] is the older
+//! that followed them (`fea4e317f9e7`, v6.15-rc6; `83b0177a6c48`, v6.18-rc and
+//! 6.17.5), and the v6.13 code they change as the baseline. [`super::linux_pcid`] is the older
 //! v5.4–v6.1 model of origin 002; this one is written against the later file.
 //!
 //! # The three kernels ([`Kernel`])
@@ -10,15 +10,17 @@
 //!   every switch and joins the new one's (two locked RMWs); a remote flush goes to
 //!   every CPU of the mask that is not lazy (`tlb_is_not_lazy`), or to all of them
 //!   when page tables were freed.
-//! - [`Kernel::LazyTrim`] (v6.14, `209954cbc7d0`, `6db2526c1d69`, `953753db887f`,
-//!   with `fea4e317f9e7` and `83b0177a6c48`): a switch no longer clears the old
+//! - [`Kernel::LazyTrim`] (v6.14's `209954cbc7d0`, `6db2526c1d69`, `953753db887f`,
+//!   as v6.18 runs them without `INVLPGB`: with v6.15's earlier
+//!   `LOADED_MM_SWITCHING` store from `be88a1dd6112`, `fea4e317f9e7` and
+//!   `83b0177a6c48`; the zoo has the states before): a switch no longer clears the old
 //!   mm's bit and sets the new one's only when it is absent (otherwise it issues a
 //!   full barrier). The first flush IPI that finds another mm loaded clears the
 //!   target's bit (`flush_tlb_func`), and once a second per mm
 //!   (`next_trim_cpumask`) a flush is sent to the mask's stale CPUs too so that they
 //!   do. `should_flush_tlb` picks the targets: not lazy, and running the mm, in the
 //!   middle of a switch (`LOADED_MM_SWITCHING`, which the switcher stores before it
-//!   reads `tlb_gen`), or due to be trimmed.
+//!   reads `tlb_gen` since `be88a1dd6112`), or due to be trimmed.
 //! - [`Kernel::Invlpgb`] (v6.15 on `LazyTrim`): an mm flushed while more than
 //!   three other CPUs run it gets a *global ASID*, the same PCID on every CPU, for
 //!   the rest of its life. Its flushes are `INVLPGB`s of that PCID, which every
@@ -271,14 +273,14 @@ impl LinuxX86v615 {
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]):
-    /// [`Bug::LinuxX86Fea4e317f9e7`] or [`Bug::LinuxX8683b0177a6c48`], on a
-    /// kernel with the lazy mask.
+    /// [`Bug::LinuxX86Fea4e317f9e7`], [`Bug::LinuxX8683b0177a6c48`] or
+    /// [`Bug::LinuxX86StableCheckUseOrder`], on a kernel with the lazy mask.
     ///
     /// # Panics
     /// If `bug` is another one, the kernel is v6.13, or a bug was re-introduced already.
     pub fn with_bug(mut self, bug: Bug) -> Self {
         assert!(
-            matches!(bug, Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX8683b0177a6c48),
+            matches!(bug, Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX8683b0177a6c48 | Bug::LinuxX86StableCheckUseOrder),
             "{bug} does not apply to Linux x86 v6.14+"
         );
         assert!(self.lazy_mask(), "{bug} is a bug of the lazy mm_cpumask (v6.14 and later)");
@@ -479,11 +481,12 @@ impl LinuxX86v615 {
                 (asid, need_flush) = (prev_asid, true);
             }
         } else if self.lazy_mask() {
-            // Zoo bug fea4e317f9e7: v6.14.0 stored SWITCHING only after choosing.
-            let v6140 = self.bug == Some(Bug::LinuxX86Fea4e317f9e7);
-            if !v6140 {
-                // Announce the switch before reading tlb_gen (fea4e317f9e7): a
-                // flusher that sees neither SWITCHING nor next here must be one
+            // Zoo bugs fea4e317f9e7 (v6.14.0) and the stable backports of its fix
+            // (v6.14.7): SWITCHING stored only after choosing.
+            let late = matches!(self.bug, Some(Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX86StableCheckUseOrder));
+            if !late {
+                // Announce the switch before reading tlb_gen (be88a1dd6112, v6.15):
+                // a flusher that sees neither SWITCHING nor next here must be one
                 // whose tlb_gen increment we read below.
                 // Release: `is_lazy` above is visible to whoever sees this store.
                 self.touch_state(hw, cpu, Access::Write);
@@ -497,7 +500,7 @@ impl LinuxX86v615 {
                 // A locked RMW: a full barrier.
                 self.touch_mask(hw, next, Access::Rmw);
                 self.mms[next.index()].cpumask.set(cpu);
-            } else if !v6140 && self.bug != Some(Bug::LinuxX8683b0177a6c48) {
+            } else if !late && self.bug != Some(Bug::LinuxX8683b0177a6c48) {
                 // 83b0177a6c48 (zoo bug: v6.15-v6.17 lack it): a full barrier even
                 // without the RMW, between the SWITCHING store and the tlb_gen read
                 // (Dekker with the flusher's increment and loaded_mm read).
@@ -506,8 +509,8 @@ impl LinuxX86v615 {
             }
             next_tlb_gen = self.read_tlb_gen(hw, next);
             (asid, need_flush) = self.choose_new_asid(hw, st, next, next_tlb_gen);
-            if v6140 {
-                // Relaxed: v6.14.0's this_cpu_write, for nmi_uaccess_okay only.
+            if late {
+                // Relaxed: v6.14's this_cpu_write after choose_new_asid.
                 self.touch_state(hw, cpu, Access::Write);
                 st.loaded_mm.store(LOADED_MM_SWITCHING, Ordering::Relaxed);
             }
@@ -630,7 +633,8 @@ impl LinuxX86v615 {
         if st.is_lazy.load(Ordering::SeqCst) {
             return false;
         }
-        // Zoo bug fea4e317f9e7: v6.14.0 did not treat SWITCHING as running the mm.
+        // Zoo bug fea4e317f9e7: v6.14.0 did not treat SWITCHING as running the mm
+        // (nor had it the smp_rmb(): Acquire is free under x86's TSO).
         let switching = lm == LOADED_MM_SWITCHING && self.bug != Some(Bug::LinuxX86Fea4e317f9e7);
         match f.mm {
             None => true,
