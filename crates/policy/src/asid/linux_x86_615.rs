@@ -1288,6 +1288,55 @@ mod tests {
         assert_eq!(hw.take(), Vec::<String>::new());
     }
 
+    /// The allocator's two quirks together give one global ASID to two live mms:
+    /// the search returns `MAX_ASID_AVAILABLE` when `[last, MAX)` is full, and
+    /// never reads that bit, so a later round hands it out again while its first
+    /// holder lives. The shortest such sequence (a search of the allocator
+    /// alone): with five IDs in `[6, MAX-1]`, twelve allocations and eight
+    /// frees, three rounds. No smaller ID space gives one.
+    #[test]
+    fn the_allocator_hands_max_asid_available_to_two_live_mms() {
+        // MAX_ASID_AVAILABLE = 4 + 7 = 11: IDs 6..=10, four counted available.
+        let p = x86(Kernel::Invlpgb, 2, 12).with_small_shapes(4);
+        let hw = cpu(0, 2);
+        let take = |mm: u32| {
+            p.use_global_asid(&hw, MmId(mm));
+            p.global_asid(MmId(mm))
+        };
+        let free = |mm: u32| p.mm_release(&hw, MmId(mm));
+        // Round 1: 6, 7, 8, 9 taken; 6 freed; 10 taken; 7 freed.
+        assert_eq!([take(1), take(2), take(3), take(4)], [6, 7, 8, 9]);
+        free(1);
+        assert_eq!(take(5), 10);
+        free(2);
+        // Round 2 (a reset at the allocation after 10): 6 and 7 are reused and
+        // freed again, so [7, 11) is full and the search returns 11 itself.
+        assert_eq!(take(6), 6);
+        free(6);
+        assert_eq!(take(7), 7);
+        free(7);
+        let a = 8;
+        assert_eq!(take(a), 11, "MAX_ASID_AVAILABLE handed out");
+        free(3);
+        // Round 3: the reset clears bit 11 among the freed ones; mm 8 still holds 11.
+        hw.take();
+        assert_eq!(take(9), 6);
+        assert!(hw.take().contains(&"note AsidRollover".to_string()));
+        free(9);
+        assert_eq!(take(10), 7);
+        free(10);
+        assert_eq!(take(11), 8);
+        free(11);
+        // [8, 11) is full again: 11 once more, while mm 8 lives.
+        let b = 12;
+        assert_eq!(take(b), 11);
+        assert_eq!(p.global_asid(MmId(a)), 11, "the first holder still has it");
+        // No reset came between: the second holder moves onto PCID 12 without
+        // a flush, where the first one's entries are.
+        let st = &p.cpu_tlbstate[1];
+        assert_eq!(p.choose_new_asid(&cpu(1, 2), st, MmId(b), 1), (11, false));
+    }
+
     #[test]
     fn reclaim_and_kernel_flushes_are_broadcasts_without_ipis() {
         let p = x86(Kernel::Invlpgb, 2, 1);
