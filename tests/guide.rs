@@ -68,6 +68,7 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ("check-zoo.txt", &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]),
     ("check-early-ack.txt", &["check", "--policy", "zoo/freebsd-x86-counter-early-ack"]),
     ("check-stable-check-use-order.txt", &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep"]),
+    ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep"]),
     (
         "example-run.txt",
         &[

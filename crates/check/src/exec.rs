@@ -1540,6 +1540,7 @@ fn new_core<P: Policy>(
 ) -> Core {
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
+    m.va_drops_walks = !shape.arm64;
     for s in 1..=shape.mms as u32 {
         m.fork(s, 0).expect("a fresh machine has no obligations");
     }

@@ -414,6 +414,12 @@ pub struct Machine {
     pub global_user: bool,
     /// Whether every address space maps a contiguous block (`--teardown`).
     pub contpte: bool,
+    /// Whether an invalidation by address also drops the cached walks of its
+    /// ASID: x86's `INVLPG` and `INVPCID` by address invalidate every
+    /// paging-structure-cache entry of the PCID, whatever the address (Intel SDM
+    /// vol. 3A, 4.10.4.1), where arm64's `TLBI VALE1` is leaf-only. Set for x86
+    /// policies; constant for a run.
+    pub va_drops_walks: bool,
     /// Per CPU: whether it is inside an interrupt handler (a mirror of the
     /// executor's CPU state, which the state hash already holds).
     pub in_irq: Vec<bool>,
@@ -742,6 +748,7 @@ impl Machine {
             pages,
             global_user,
             contpte,
+            va_drops_walks: false,
             in_irq: vec![false; cpus],
             in_batch_flush: vec![false; cpus],
             deferred: vec![SortedSet::default(); cpus],
@@ -1272,8 +1279,9 @@ impl Machine {
             let before = self.tlbs[c].len();
             self.tlbs[c].retain(|e| !removes(op, e));
             n += before - self.tlbs[c].len();
-            // By ASID or everything: cached walks go too; by VA this models the
-            // leaf-only forms (`TLBI VALE1`), which leave them.
+            // By ASID or everything: cached walks go too; by VA this models
+            // arm64's leaf-only forms (`TLBI VALE1`), which leave them, and x86's
+            // `INVLPG`, which drops every cached walk of its PCID.
             // A range drops the walks of its tag (of every tag without one) when it
             // covers a user page: Linux never issues `INVLPGB` with `FINAL_ONLY`.
             let user = |va: tlbkit_policy::VirtAddr, pages: u32| {
@@ -1284,6 +1292,7 @@ impl Machine {
                 Tlbi::Range { asid: Some(a), va, pages } if user(va, pages) => self.walks[c].retain(|w| w.0 != a.get()),
                 Tlbi::Range { asid: None, va, pages } if user(va, pages) => self.walks[c].clear(),
                 Tlbi::All | Tlbi::AllNonGlobal => self.walks[c].clear(),
+                Tlbi::Va { asid, .. } if self.va_drops_walks => self.walks[c].retain(|w| w.0 != asid.get()),
                 Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => {}
             }
         }
@@ -1433,6 +1442,23 @@ mod tests {
         other.tlbs[0].remove(&e);
         other.tlbs[0].insert(Entry { uid: m.spaces[1].uid, ..e });
         assert_ne!(hash_of(&m, true), hash_of(&other, true));
+    }
+
+    #[test]
+    fn an_invalidation_by_address_drops_the_cached_walks_of_its_asid_on_x86_only() {
+        for x86 in [false, true] {
+            let mut m = Machine::new(1, 1, 2, false, false);
+            m.va_drops_walks = x86;
+            m.fork(1, 0).unwrap();
+            m.roots[0] = (Root::Mm(MmId(1)), 1);
+            assert!(m.fill(&mut Vec::new()));
+            assert_eq!(m.walks[0].len(), 1);
+            let asid = Asid::new(1, 8).unwrap();
+            assert_eq!(m.tlbi(0, Tlbi::Va { asid, va: VirtAddr(va_of(0)) }, Scope::Local), 1);
+            // arm64's TLBI VALE1 is leaf-only; x86's INVLPG drops the PCID's walks.
+            assert_eq!(m.walks[0].is_empty(), x86);
+            assert_eq!(m.tlbs[0].len(), 1, "the other page's entry stays");
+        }
     }
 
     #[test]

@@ -131,7 +131,10 @@
 //!   policy that delays its `ISB` past other work is not modelled exactly.
 //!   Invalidation by ASID or
 //!   of everything, and a root write without no-flush, drop walk-cache entries
-//!   too; invalidation by address is taken to be the leaf-only form.
+//!   too; invalidation by address drops those of its ASID on x86 (`INVLPG` and
+//!   `INVPCID` by address invalidate every paging-structure-cache entry of the
+//!   PCID, Intel SDM vol. 3A, 4.10.4.1) and is taken to be the leaf-only form
+//!   on arm64 (`TLBI VALE1`).
 //! - **Interrupts.** An IPI is taken at the target's next step while its
 //!   interrupts are on: not inside a context switch, not while it holds a
 //!   [`tlbkit_policy::sync::SpinLock`] (both kernels' spin locks disable

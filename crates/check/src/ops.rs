@@ -4,7 +4,7 @@
 use crate::block;
 use crate::engine::Engine;
 use crate::kernel::LazyFlush;
-use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE};
+use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE, VA0};
 /// How the kernel pages out (part of the machine's [`crate::shape::Shape`]),
 /// by the name [`crate::spec`] uses for it.
 pub(crate) use crate::shape::Reclaim;
@@ -447,7 +447,13 @@ fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, user: bool, switching: 
 
 fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
     let hw = core.hw(cpu);
-    core.event_kind(cpu, 0xf_0000 ^ op.key(), Kind::Op, || format!("op: {}", op.name()));
+    core.event_kind(cpu, 0xf_0000 ^ op.key(), Kind::Op, || match op {
+        // The whole-range unmap stands for khugepaged's collapse there.
+        Op::UnmapTable if core.shape().bug == Some(KernelBug::CollapseRangeFlush) => {
+            "op: khugepaged collapses the range into a huge page, freeing its page table".to_string()
+        }
+        _ => format!("op: {}", op.name()),
+    });
     let task = core.machine().tasks[cpu];
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
@@ -1047,15 +1053,24 @@ fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
         frames.push(tframe);
     }
     let all = core.machine().spaces[s as usize].detached;
-    offer_lazy(core, cpu, s, &ids, &frames, "flush_mm", all);
-    p.flush_mm(&hw, MmId(s));
+    // Kernel bug 3ef938c35035: khugepaged's collapse flushed the PMD's range
+    // with flush_tlb_range, which passed freed_tables=false on x86.
+    let collapse = core.shape().bug == Some(KernelBug::CollapseRangeFlush);
+    let flush = if collapse { "flush_range" } else { "flush_mm" };
+    offer_lazy(core, cpu, s, &ids, &frames, flush, all);
+    if collapse {
+        let pages = core.machine().pages as u64;
+        p.flush_range(&hw, MmId(s), VirtAddr(VA0), pages);
+    } else {
+        p.flush_mm(&hw, MmId(s));
+    }
     if taken_lazy(core, cpu) {
         // The range stays reserved until the flush completes.
         judge_owed(core, &owed, "munmap");
         unlock_mm(core, cpu, s, side);
         return back_to_user(core, cpu, s);
     }
-    discharge(core, cpu, &ids, "flush_mm");
+    discharge(core, cpu, &ids, flush);
     judge_owed(core, &owed, "munmap");
     free_frames(core, &frames);
     finish(core);

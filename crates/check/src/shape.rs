@@ -55,6 +55,11 @@ pub enum KernelBug {
     /// nor complete what a reclaim of the same mm has left deferred (Linux before
     /// 3ea277194daa, v4.13).
     NoBatchedPending,
+    /// The whole-range unmap is khugepaged's `collapse_pte_mapped_thp` before
+    /// 3ef938c35035: `pmdp_collapse_flush` unhooks the PTE table and flushes
+    /// with `flush_tlb_range`, which told x86 no page table was freed, before
+    /// the table is freed.
+    CollapseRangeFlush,
 }
 
 /// The shape of the machine and of the exploration.

@@ -221,6 +221,7 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
         match r.bug {
             Some(Bug::LinuxTableFreeBeforeFlush) => Some(KernelBug::TableFreeBeforeFlush),
             Some(Bug::LinuxX863ea277194daa) => Some(KernelBug::NoBatchedPending),
+            Some(Bug::LinuxX863ef938c35035) => Some(KernelBug::CollapseRangeFlush),
             _ => None,
         },
     )

@@ -295,11 +295,30 @@ pub enum Bug {
     /// last kernel the checker models before v4.13 (x86 was then the only
     /// architecture that batched reclaim's flushes).
     LinuxX863ea277194daa,
+    /// Linux commit 3ef938c35035, "x86/mm: Fix flush_tlb_range() when used for
+    /// zapping normal PMDs" (Jann Horn, January 2025, Cc stable, CVE-2025-22045;
+    /// fixes 016c4d92cd16 of v4.20).
+    ///
+    /// The bug: khugepaged's `collapse_pte_mapped_thp` clears a PMD that points
+    /// to a page table (`pmdp_collapse_flush`), flushes the range with
+    /// `flush_tlb_range`, and frees the table. x86's `flush_tlb_range` passed
+    /// `freed_tables = false` to `flush_tlb_mm_range`, so the flush skipped the
+    /// CPUs that hold the mm lazily (`tlb_is_not_lazy`): such a CPU's CR3 still
+    /// points at the mm, and its paging-structure caches can keep walking
+    /// through the freed table after it has been reused.
+    ///
+    /// The fix: x86's `flush_tlb_range` passes `true`, as arm64's always
+    /// behaved. This is the kernel's code around the policy: no policy has a
+    /// switch for it ([`Bug::in_policy`] is false). The checker's whole-range
+    /// unmap then stands for the collapse: the table unhooked, a flush of its
+    /// range with `Policy::flush_range` (no tables freed) instead of
+    /// `Policy::flush_mm`, the table freed.
+    LinuxX863ef938c35035,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -315,6 +334,7 @@ impl Bug {
         Bug::ActiveCpuNoSwitchDsb,
         Bug::LinuxArm644b634918384c,
         Bug::LinuxX863ea277194daa,
+        Bug::LinuxX863ef938c35035,
     ];
 
     /// Returns the bug's registry entry.
@@ -334,7 +354,7 @@ impl Bug {
     /// [`Bug::LinuxTableFreeBeforeFlush`] and [`Bug::LinuxX863ea277194daa`], which
     /// the kernel around the policy applies; no `with_bug` accepts them.
     pub const fn in_policy(self) -> bool {
-        !matches!(self, Bug::LinuxTableFreeBeforeFlush | Bug::LinuxX863ea277194daa)
+        !matches!(self, Bug::LinuxTableFreeBeforeFlush | Bug::LinuxX863ea277194daa | Bug::LinuxX863ef938c35035)
     }
 }
 
@@ -495,6 +515,14 @@ pub const ZOO: &[ZooEntry] = &[
         source: "Linux 3ea277194daa \"mm, mprotect: flush TLB if potentially racing with a parallel reclaim leaving \
                  stale TLB entries\" (Mel Gorman, 2017, v4.13; race found by Nadav Amit)",
     },
+    ZooEntry {
+        id: "linux-x86-3ef938c35035",
+        bug: Bug::LinuxX863ef938c35035,
+        base: "x86-linux-pcid",
+        summary: "kernel-side: khugepaged's collapse frees a page table after a flush_tlb_range that skips lazy CPUs",
+        source: "Linux 3ef938c35035 \"x86/mm: Fix flush_tlb_range() when used for zapping normal PMDs\" (Jann Horn, \
+                 2025-01-03; CVE-2025-22045; fixes 016c4d92cd16)",
+    },
 ];
 
 /// Returns the zoo entry called `id` (without the `zoo/` prefix).
@@ -526,9 +554,9 @@ mod tests {
     }
 
     #[test]
-    fn only_the_table_free_and_batched_pending_bugs_live_outside_the_policies() {
+    fn only_the_kernel_side_bugs_live_outside_the_policies() {
         let outside: std::vec::Vec<Bug> = Bug::ALL.into_iter().filter(|b| !b.in_policy()).collect();
-        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush, Bug::LinuxX863ea277194daa]);
+        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush, Bug::LinuxX863ea277194daa, Bug::LinuxX863ef938c35035]);
     }
 
     #[test]
