@@ -69,6 +69,7 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ("check-early-ack.txt", &["check", "--policy", "zoo/freebsd-x86-counter-early-ack"]),
     ("check-stable-check-use-order.txt", &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep"]),
     ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep"]),
+    ("check-activecpu-reset.txt", &["check", "--policy", "zoo/arm64-activecpu-reset-reserved", "--deep"]),
     (
         "example-run.txt",
         &[

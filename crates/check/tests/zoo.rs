@@ -63,6 +63,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-x86-stable-check-use-order", "no_stale_use"),
         ("arm64-activecpu-early-read", "no_stale_held"),
         ("arm64-activecpu-no-switch-dsb", "no_stale_use"),
+        ("arm64-activecpu-reset-reserved", "no_stale_held"),
         ("linux-arm64-4b634918384c", "no_stale_held"),
         ("linux-x86-3ea277194daa", "no_stale_held"),
         ("linux-x86-3ef938c35035", "no_stale_held"),

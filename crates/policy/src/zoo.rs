@@ -245,8 +245,8 @@ pub enum Bug {
     ActiveCpuEarlyRead,
     /// The same patch with the switching CPU's `DSB ISHST` left out: the store
     /// that records this CPU in `mm->context.active_cpu` (the patch is "careful
-    /// to ensure that it gets updated *before* installing the mm's pgtables", v2
-    /// changelog, 2026-05-23) is followed at once by the `TTBR0_EL1` write. That
+    /// to ensure that it gets updated *before* installing the mm's pgtables", v1
+    /// commit message, 2025-08-29) is followed at once by the `TTBR0_EL1` write. That
     /// write is no barrier on arm64: the record may still sit in the store buffer
     /// while the walker fills this CPU's TLB from the new tables, and a
     /// flusher that has just cleared a PTE and completed it (`DSB ISH`) reads the
@@ -255,6 +255,22 @@ pub enum Bug {
     /// write drains the buffer. A constructed variant, not a posted version.
     /// Switch: `ActiveCpu::on_switch_in`.
     ActiveCpuNoSwitchDsb,
+    /// The `active_cpu` patch with the rollover reset of its v2 ("Reset
+    /// active_cpu on ASID rollover", Linu Cherian, 2026-05) placed at the top of
+    /// `new_context`, so that it also runs for an mm that keeps its number
+    /// because a CPU was still running it at the rollover
+    /// (`check_update_reserved_asid`). Catalin Marinas suggested the reset
+    /// (2025-09-18: "we can reset active_cpu on the slow path if we got a new
+    /// ASID. I think it's best to do it in new_context()"). Resetting for a
+    /// fresh or reused number is sound: every CPU flushes locally before it
+    /// runs the new generation. On the reserved path it is not: the CPU still
+    /// running the mm keeps its entries under the same number, the next CPU to
+    /// switch in records itself as the only one, and its flush stays local.
+    /// v2's text was not available; this is a constructed variant of the
+    /// placement the review implies, not a posted version. v1 (the base
+    /// policy), whose word never goes back, is only slower for lacking the
+    /// reset. Switch: `LinuxArm64::new_context`.
+    ActiveCpuResetReserved,
     /// Linux commit 4b634918384c, "arm64/mm: Close theoretical race where stale
     /// TLB entry remains valid" (Ryan Roberts, posted 2025-05-30 as
     /// <20250530152445.2430295-1-ryan.roberts@arm.com>, taken by Will Deacon as a
@@ -318,7 +334,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -332,6 +348,7 @@ impl Bug {
         Bug::LinuxX86StableCheckUseOrder,
         Bug::ActiveCpuEarlyRead,
         Bug::ActiveCpuNoSwitchDsb,
+        Bug::ActiveCpuResetReserved,
         Bug::LinuxArm644b634918384c,
         Bug::LinuxX863ea277194daa,
         Bug::LinuxX863ef938c35035,
@@ -496,6 +513,16 @@ pub const ZOO: &[ZooEntry] = &[
                   is visible",
         source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" (Ryan Roberts; v2 by Linu \
                  Cherian, 2026-05-23), the switch side (a constructed variant)",
+    },
+    ZooEntry {
+        id: "arm64-activecpu-reset-reserved",
+        bug: Bug::ActiveCpuResetReserved,
+        base: "arm64-linux-activecpu",
+        summary: "active_cpu reset at every rollover allocation, reserved ASIDs too: a CPU still running the mm \
+                  is forgotten",
+        source: "\"arm64: tlbflush: Don't broadcast if mm was only active on local cpu\" v2 (Linu Cherian, \
+                 2026-05-23) with \"Reset active_cpu on ASID rollover\"; Catalin Marinas's review, 2025-09-18 (a \
+                 constructed placement)",
     },
     ZooEntry {
         id: "linux-arm64-4b634918384c",

@@ -424,7 +424,7 @@ impl LinuxArm64 {
             Bug::SkipbcastV1 | Bug::SkipbcastNoBarrier => {
                 assert!(self.skip.is_some(), "{bug} applies only to the skip-broadcast policy");
             }
-            Bug::ActiveCpuEarlyRead | Bug::ActiveCpuNoSwitchDsb => {
+            Bug::ActiveCpuEarlyRead | Bug::ActiveCpuNoSwitchDsb | Bug::ActiveCpuResetReserved => {
                 assert!(self.active.is_some(), "{bug} applies only to the active_cpu policy");
             }
             _ => panic!("{bug} does not apply to Linux arm64"),
@@ -601,6 +601,11 @@ impl LinuxArm64 {
         // Relaxed: the lock orders these reads after every store to them (all under it).
         let asid = self.context_id[mm.index()].load(Ordering::Relaxed);
         let mut generation = self.asid_generation.load(Ordering::Relaxed);
+        if let (Some(active), Some(Bug::ActiveCpuResetReserved)) = (&self.active, self.bug) {
+            // Zoo bug: the rollover reset of active_cpu before the reserved check,
+            // so also for an mm that keeps its number while a CPU still runs it.
+            active.reset(hw, mm);
+        }
         if asid != 0 {
             let n = self.ctxid2asid(asid);
             let newasid = generation | u64::from(n);

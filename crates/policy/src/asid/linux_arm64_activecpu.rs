@@ -116,6 +116,18 @@ impl ActiveCpu {
         self.word(mm).store(ACTIVE_CPU_NONE, Ordering::Relaxed);
     }
 
+    /// Forgets where the mm in slot `mm` ran: the reset on an ASID rollover
+    /// that the patch's v2 adds ("Reset active_cpu on ASID rollover"), here only
+    /// in the zoo's misplaced form, [`Bug::ActiveCpuResetReserved`]. Runs under
+    /// `cpu_asid_lock`.
+    pub(super) fn reset<H: Hw>(&self, hw: &H, mm: MmId) {
+        let word = self.word(mm);
+        hw.shared(word.as_ptr() as usize, crate::hw::Access::Write);
+        // Relaxed (WRITE_ONCE): every switch that records itself afterwards does
+        // so after taking the lock this CPU holds.
+        word.store(ACTIVE_CPU_NONE, Ordering::Relaxed);
+    }
+
     /// Returns the word of the mm in slot `mm`.
     pub(super) fn get(&self, mm: MmId) -> u32 {
         // Relaxed: a snapshot for observers and assertions.
