@@ -472,7 +472,7 @@ pub fn defaults(policy: &str) -> Defaults {
 /// give and a search of every schedule of four switches and unmaps finds at
 /// once; the misplaced `active_cpu` reset needs a fourth address space for a
 /// rollover while the other CPU still runs the one it reserves, six switches
-/// and unmaps, searched exhaustively; the two reclaim races (4b634918384c, 3ea277194daa) need one address
+/// and unmaps; the two reclaim races (4b634918384c, 3ea277194daa) need one address
 /// space and three operations: a CPU switches to it, the other (idle, so `kswapd`)
 /// reclaims its page, and the first unmaps the page while the reclaim's flush is
 /// deferred. PCT needs thousands of schedules for that window on arm64 (the
@@ -511,7 +511,7 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
                 with(2, 2, 4, Mode::Exhaustive, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
             }
             Bug::ActiveCpuResetReserved => {
-                with(2, 4, 6, Mode::Exhaustive, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
+                with(2, 4, 6, Mode::Pct, crate::ops::OpKind::Switch.bit() | crate::ops::OpKind::Munmap.bit())
             }
             Bug::LinuxArm644b634918384c | Bug::LinuxX863ea277194daa => {
                 use crate::ops::OpKind::{Munmap, Reclaim, Switch};
