@@ -515,6 +515,11 @@ impl Core {
         }
     }
 
+    /// Returns the trace of the store of `v` to `addr` leaving a store buffer.
+    fn drained(&self, addr: usize, v: u64) -> String {
+        format!("{DRAINS}{} = {}", self.addr_name(addr), self.show(addr, v))
+    }
+
     /// Returns the kind of an access to the field at `addr` (a PTE store drained
     /// is a page-table change).
     fn access_kind(&self, addr: usize, read: bool, write: bool) -> Kind {
@@ -802,7 +807,6 @@ impl Core {
         let _ = (addr, w);
     }
 
-    /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
     /// Returns whether CPU `c` may take the PTE lock of `slot` now: no other
     /// CPU holds it across steps ([`Machine::ptl_held`]) and none has a store
     /// to one of its PTEs still buffered (made before its release).
@@ -810,6 +814,7 @@ impl Core {
         st.m.ptl_held[slot as usize].is_none_or(|h| h as usize == c) && !Self::pte_store_pending(st, c, slot)
     }
 
+    /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
     fn pte_store_pending(st: &State, c: usize, slot: u32) -> bool {
         st.cpus.iter().enumerate().any(|(o, s)| {
             o != c && s.buffer.iter().any(|&(addr, _, _)| pte_store(addr).is_some_and(|(sl, _)| sl == slot))
@@ -967,10 +972,7 @@ impl Engine for Core {
             self.drain_one(addr, w, v);
             let k = self.addr_key(addr);
             self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
-                (
-                    self.access_kind(addr, false, true),
-                    format!("{DRAINS}{} = {}", self.addr_name(addr), self.show(addr, v)),
-                )
+                (self.access_kind(addr, false, true), self.drained(addr, v))
             });
         }
     }
@@ -1917,7 +1919,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
                             cpu: Some(cpu),
                             drain: true,
                             step: steps,
-                            text: format!("{DRAINS}{} = {}", core.addr_name(addr), core.show(addr, v)),
+                            text: core.drained(addr, v),
                             kind: core.access_kind(addr, false, true),
                         });
                     }

@@ -917,21 +917,16 @@ impl Machine {
     /// whose IPI is still pending, not yet taken, is judged now.
     pub fn discharge(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
         self.obligations[id].discharged = true;
-        self.judge(id, flush)
+        self.judge_open(id, flush)
     }
 
-    /// Judges obligation `id` as [`Machine::discharge`] does, leaving it open:
-    /// another CPU's flush returned that the kernel relies on for it
+    /// Kills obligation `id`'s translation and judges `no_stale_held` for it on
+    /// every CPU as [`Machine::discharge`] does, leaving it open: another CPU's
+    /// flush returned that the kernel relies on for it
     /// (`flush_tlb_batched_pending` for a reclaim's clear, or a `munmap` of the
     /// page that found it cleared), while the flush that discharges it, and frees
     /// its frame, is still to come. From now on no CPU may use the translation.
     pub fn judge_open(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
-        self.judge(id, flush)
-    }
-
-    /// Kills obligation `id`'s translation and judges `no_stale_held` for it on
-    /// every CPU (see [`Machine::discharge`]).
-    fn judge(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
         let o = self.obligations[id].clone();
         if o.page.is_some() {
             self.dead.insert((o.uid, o.page.unwrap_or(0), o.ver));

@@ -102,6 +102,16 @@ pub struct Sweep {
     workloads_span: Range<usize>,
 }
 
+/// Returns the key a line of TOML assigns (`procs = [` gives `procs`), if it
+/// assigns one.
+fn key_of(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    let (k, _) = t.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty() && !t.starts_with('#') && k.chars().all(|c| c.is_alphanumeric() || "_-.\"".contains(c)))
+        .then(|| k.trim_matches('"').to_string())
+}
+
 /// Returns `(line, field)` for a byte offset of `text`: the 1-based line, and
 /// the dotted key of the assignment it belongs to (the table header it is under,
 /// then the key on its line or, inside a multi-line value, the nearest above).
@@ -112,13 +122,6 @@ pub fn locate(text: &str, offset: usize) -> (usize, String) {
     let header_of = |l: &str| {
         let t = l.trim();
         (t.starts_with('[') && !t.contains('=')).then(|| t.trim_matches(|c| c == '[' || c == ']').trim().to_string())
-    };
-    let key_of = |l: &str| {
-        let t = l.trim_start();
-        let (k, _) = t.split_once('=')?;
-        let k = k.trim();
-        (!k.is_empty() && !t.starts_with('#') && k.chars().all(|c| c.is_alphanumeric() || "_-.\"".contains(c)))
-            .then(|| k.trim_matches('"').to_string())
     };
     let mut key = None;
     let mut header = None;
@@ -191,15 +194,10 @@ fn unclosed(text: &str, offset: usize) -> Option<(usize, char)> {
     }
     let &start = open.last()?;
     let line_of = |o: usize| text[..o].matches('\n').count();
-    let here = text[offset..].split('\n').next().unwrap_or("");
-    let line = &text[text[..offset].rfind('\n').map_or(0, |n| n + 1)..offset];
-    let whole = format!("{line}{here}");
-    let t = whole.trim_start();
-    let starts_key = t.starts_with('[')
-        || t.split_once('=').is_some_and(|(k, _)| {
-            let k = k.trim();
-            !k.is_empty() && k.chars().all(|c| c.is_alphanumeric() || "_-.\"".contains(c))
-        });
+    let from = text[..offset].rfind('\n').map_or(0, |n| n + 1);
+    let to = text[offset..].find('\n').map_or(text.len(), |n| offset + n);
+    let line = &text[from..to];
+    let starts_key = line.trim_start().starts_with('[') || key_of(line).is_some();
     (line_of(start) < line_of(offset) && starts_key).then(|| (start, if bytes[start] == b'[' { ']' } else { '}' }))
 }
 
