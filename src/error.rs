@@ -43,6 +43,8 @@ impl Names for Flags {
             Param::Iterations => "--iterations".into(),
             Param::Quick => "--quick".into(),
             Param::Deep => "--deep".into(),
+            Param::From => "--from".into(),
+            Param::Script => "--script".into(),
         }
     }
 

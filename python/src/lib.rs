@@ -258,6 +258,7 @@ fn check_json(
         menu,
         teardown,
         jobs,
+        ..Options::default()
     };
     o.plan().map_err(check_error)?;
     let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;

@@ -94,6 +94,21 @@ pub struct CheckArgs {
     /// them.
     #[arg(long)]
     jobs: Option<usize>,
+    /// Start every execution with the schedule of this replay token (a
+    /// counterexample's, or the `after:` line of a check with --script) and
+    /// search what can follow it: one shape, the token's (flags given beside it
+    /// must agree), exhaustive unless --mode says, on one thread. Give --ops:
+    /// the operations in all, the schedule's included.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "script")]
+    from: Option<String>,
+    /// Start every execution with a script of operations, one a line in the
+    /// order they run (`cpu1 switch mm1`, `cpu0 munmap 0`, `cpu0 exit`; the
+    /// guide's chapter on checking lists them), and search what can follow it:
+    /// a history too long for any search to reach in every order, then every
+    /// order of the last few operations. Exhaustive unless --mode says; --ops
+    /// counts the script's operations too.
+    #[arg(long, value_name = "FILE")]
+    script: Option<std::path::PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -145,6 +160,14 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         menu: a.menu,
         teardown: a.teardown,
         jobs: a.jobs,
+        from: a.from,
+        script: a
+            .script
+            .map(|f| {
+                std::fs::read_to_string(&f)
+                    .map_err(|e| CliError::from(format!("--script {}: cannot read the script: {e}", f.display())))
+            })
+            .transpose()?,
     };
     let plan = opts.plan()?;
     let t = Instant::now();
@@ -153,6 +176,7 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     let mode = match &plan {
         Plan::One(spec, _) => spec.mode.name(),
         Plan::Portfolio(_) => "portfolio",
+        Plan::After(spec, _) => spec.mode.name(),
     };
     let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
     bar.finish_and_clear();

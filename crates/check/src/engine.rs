@@ -61,6 +61,15 @@ pub(crate) trait Engine {
     /// when the search stops the execution here.
     fn choose_op(&self, labels: &[u32]) -> Option<usize>;
 
+    /// Makes the choice of the kernel operation the current CPU starts among
+    /// `ops`, as [`Engine::choose_op`] does (a script picks by what each
+    /// operation is: [`crate::search::Chooser::script_op`]).
+    fn choose_kernel_op(&self, ops: &[crate::ops::Op]) -> Option<usize>;
+
+    /// Tells the chooser that CPU `cpu` is between kernel operations
+    /// ([`crate::search::Chooser::op_boundary`]).
+    fn op_boundary(&self, cpu: usize);
+
     /// Waits for interrupts only, for good: the current CPU has no operation
     /// left to start.
     fn idle(&self) -> !;

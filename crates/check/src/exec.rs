@@ -944,6 +944,39 @@ impl Engine for Core {
         self.choose(Point::Op, labels, 0)
     }
 
+    fn choose_kernel_op(&self, ops: &[crate::ops::Op]) -> Option<usize> {
+        let cpu = self.cpu();
+        match arena::outside(|| self.with_chooser(|c| c.script_op(cpu, ops))) {
+            None => {
+                let labels: Vec<u32> = (0..ops.len() as u32).collect();
+                self.choose(Point::Op, &labels, 0)
+            }
+            Some(Pick::Take(i)) => {
+                self.touch_global();
+                // Recorded as `choose` records it: only a choice of two or more.
+                if ops.len() > 1 {
+                    arena::outside(|| {
+                        self.choices.borrow_mut().push(Choice {
+                            point: Point::Op,
+                            n: ops.len() as u32,
+                            taken: i as u32,
+                        })
+                    });
+                }
+                Some(i)
+            }
+            Some(Pick::Prune) => {
+                self.pruned.set(true);
+                None
+            }
+        }
+    }
+
+    fn op_boundary(&self, cpu: usize) {
+        // Before any operation, while an execution starts, there is nothing to tell.
+        arena::outside(|| self.with_lent_chooser(|c| c.op_boundary(cpu)));
+    }
+
     fn idle(&self) -> ! {
         loop {
             self.block(Block::Idle);
@@ -1621,9 +1654,16 @@ impl Core {
     /// # Panics
     /// If no chooser was lent, or when called again inside `f`.
     fn with_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> R {
+        self.with_lent_chooser(f).expect("a chooser is lent before the execution steps, and not in use")
+    }
+
+    /// Runs `f` with the execution's chooser if one is lent (`None` if not:
+    /// the CPUs run to their first pause before it is, when an execution starts
+    /// for checkpoints).
+    fn with_lent_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> Option<R> {
         // Taken out while `f` runs, so that no second reference can be made
-        // meanwhile (a call inside `f` finds none and panics).
-        let mut chooser = self.chooser.take().expect("a chooser is lent before the execution steps, and not in use");
+        // meanwhile (a call inside `f` finds none).
+        let mut chooser = self.chooser.take()?;
         // SAFETY: `lend`'s caller keeps the chooser alive and lets nothing
         // else use it until the next `lend` (it lent a `&mut`), so it is
         // valid here; the pointer is out of the cell, so this reference is
@@ -1631,7 +1671,7 @@ impl Core {
         // can be in here at once.
         let out = f(unsafe { chooser.as_mut() });
         self.chooser.set(Some(chooser));
-        out
+        Some(out)
     }
 }
 

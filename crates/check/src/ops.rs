@@ -195,6 +195,25 @@ impl Op {
         }
     }
 
+    /// Returns the operation as a script line names it (after its CPU):
+    /// `switch mm2`, `munmap 0`, `reclaim mm1 1` (see [`crate::search::Script`]).
+    pub fn script_words(self) -> String {
+        match self {
+            Op::Switch(s) => format!("switch mm{s}"),
+            Op::Idle => "idle".into(),
+            Op::Unmap(p) => format!("munmap {p}"),
+            Op::Map(p) => format!("fault {p}"),
+            Op::Reclaim(s, p) | Op::PageOut(s, p) => format!("reclaim mm{s} {p}"),
+            Op::UnmapTable => "unmap-table".into(),
+            Op::Exit => "exit".into(),
+            Op::Fork(s) => format!("fork mm{s}"),
+            Op::Madvise(p) => format!("madvise {p}"),
+            Op::Tick => "tick".into(),
+            // Not a script's: the contiguous block's operations.
+            Op::Write(_) | Op::UnmapBlock(_) | Op::MapBlock(_) | Op::Age(_) => format!("({})", self.name()),
+        }
+    }
+
     fn key(self) -> u64 {
         match self {
             Op::Switch(s) => 0x100 + s as u64,
@@ -358,13 +377,13 @@ fn push_forks(m: &Machine, ops: &mut Vec<Op>) {
 pub(crate) fn kernel_loop<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     loop {
         core.forget_locals(cpu);
+        core.op_boundary(cpu);
         core.pause();
         let ops = menu(core, cpu, p.ticks());
         if ops.is_empty() {
             core.idle();
         }
-        let labels: Vec<u32> = (0..ops.len() as u32).collect();
-        let Some(i) = core.choose_op(&labels) else {
+        let Some(i) = core.choose_kernel_op(&ops) else {
             // Pruned: stop here (the scheduler ends the execution).
             core.idle();
         };

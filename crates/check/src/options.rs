@@ -46,6 +46,11 @@ pub struct Options {
     pub teardown: Option<String>,
     /// Worker threads of an exhaustive search.
     pub jobs: Option<usize>,
+    /// `--from`: a replay token whose schedule every execution starts with.
+    pub from: Option<String>,
+    /// `--script`: a script's text (see [`crate::search::Script`]), whose
+    /// schedule every execution starts with.
+    pub script: Option<String>,
 }
 
 /// What a request runs.
@@ -56,6 +61,9 @@ pub enum Plan {
     One(CheckSpec, Option<usize>),
     /// The policy's portfolio: no flag chose a shape.
     Portfolio(Portfolio),
+    /// One shape, searched on one thread after a schedule (the choices of
+    /// `--from`'s token or of `--script`).
+    After(CheckSpec, Vec<u32>),
 }
 
 impl Options {
@@ -76,12 +84,17 @@ impl Options {
             || self.menu.is_some()
             || self.teardown.is_some()
             || self.jobs.is_some()
+            || self.from.is_some()
+            || self.script.is_some()
     }
 
     /// Returns what the request runs: its policy's portfolio, with
     /// `--iterations` schedules in all and `--seed`, unless a flag chose one
     /// shape ([`Options::one_shape`], then [`Options::resolve`]).
     pub fn plan(&self) -> Result<Plan, Error> {
+        if let Some(plan) = self.plan_after() {
+            return plan;
+        }
         if self.one_shape() {
             let (spec, jobs) = self.resolve()?;
             return Ok(Plan::One(spec, jobs));
@@ -158,6 +171,89 @@ impl Options {
         Ok((spec, jobs))
     }
 
+    /// Returns the plan of a check after a schedule: `--from`'s token fixes the
+    /// machine (a flag given beside it must agree with it) and `--ops` must be
+    /// given; `--script` runs on the machine the flags give. Either searches
+    /// exhaustively unless `--mode` says otherwise, on one thread.
+    fn plan_after(&self) -> Option<Result<Plan, Error>> {
+        if self.from.is_none() && self.script.is_none() {
+            return None;
+        }
+        Some(self.plan_after_schedule())
+    }
+
+    fn plan_after_schedule(&self) -> Result<Plan, Error> {
+        if self.jobs.is_some_and(|j| j != 1) {
+            return Err(Error::Invalid {
+                param: Param::Jobs,
+                value: None,
+                problem: "a check after a schedule runs on one thread: leave it out".into(),
+            });
+        }
+        let mode = match self.mode.as_deref() {
+            None => Mode::Exhaustive,
+            Some(_) => self.resolve()?.0.mode,
+        };
+        let iterations = self.iterations.unwrap_or(match mode {
+            Mode::Exhaustive => u64::MAX,
+            _ => spec::defaults(&self.policy).iterations,
+        });
+        match (&self.from, &self.script) {
+            (Some(_), Some(_)) => Err(Error::Invalid {
+                param: Param::Script,
+                value: None,
+                problem: "give a schedule one way: a token (from) or a script, not both".into(),
+            }),
+            (Some(token), None) => {
+                let (t, choices) = crate::token::decode(token)?;
+                if t.policy != self.policy {
+                    return Err(Error::Invalid {
+                        param: Param::From,
+                        value: None,
+                        problem: format!("the token's schedule is of {}, not {}", t.policy, self.policy),
+                    });
+                }
+                let ops = self.ops.ok_or_else(|| Error::Invalid {
+                    param: Param::Ops,
+                    value: None,
+                    problem: format!(
+                        "give the operations in all, more than the token's schedule starts (its check had {})",
+                        t.ops
+                    ),
+                })?;
+                let given = self.resolve()?.0;
+                let clash = |param: Param, flag: bool, ours: String, theirs: String| {
+                    if flag && ours != theirs {
+                        return Err(Error::invalid(
+                            param,
+                            ours,
+                            format!("the token's schedule was made with {theirs}"),
+                        ));
+                    }
+                    Ok(())
+                };
+                clash(Param::Cpus, self.cpus.is_some(), given.cpus.to_string(), t.cpus.to_string())?;
+                clash(Param::Mms, self.mms.is_some(), given.mms.to_string(), t.mms.to_string())?;
+                clash(Param::Pages, self.pages.is_some(), given.pages.to_string(), t.pages.to_string())?;
+                clash(Param::Asids, self.asids.is_some(), given.asids.to_string(), t.asids.to_string())?;
+                clash(Param::Memory, self.memory.is_some(), given.memory.name().into(), t.memory.name().into())?;
+                clash(
+                    Param::Menu,
+                    self.menu.is_some(),
+                    crate::ops::OpKind::names(given.menu),
+                    crate::ops::OpKind::names(t.menu),
+                )?;
+                let spec = CheckSpec { ops, mode, iterations, seed: self.seed, ..t };
+                Ok(Plan::After(spec, choices))
+            }
+            (None, script) => {
+                let spec = CheckSpec { mode, iterations, ..self.resolve()?.0 };
+                let choices = run::script_schedule(&spec, script.as_deref().unwrap_or_default())?;
+                Ok(Plan::After(spec, choices))
+            }
+        }
+    }
+
     /// Resolves and runs the check; `progress` hears the executions so far of a
     /// single-threaded search.
     pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
@@ -171,6 +267,7 @@ pub fn run_plan(plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckRepor
     match plan {
         Plan::One(spec, jobs) => run_resolved(spec, *jobs, progress),
         Plan::Portfolio(p) => run::check_portfolio(p, progress),
+        Plan::After(spec, schedule) => run::check_after(spec, schedule, progress),
     }
 }
 

@@ -101,6 +101,21 @@ pub struct CheckReport {
     /// shape (`executions` summed, the others their most).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub portfolio: Vec<ShapeRun>,
+    /// The schedule every execution started with (`tlbkit check --from` or
+    /// `--script`); absent from JSON without one. The figures above count the
+    /// search after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<After>,
+}
+
+/// The schedule a check started its executions with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct After {
+    /// The kernel operations it started.
+    pub ops: usize,
+    /// Its replay token (`tlbkit replay` runs it alone; `tlbkit check --from`
+    /// searches after it).
+    pub token: String,
 }
 
 /// One shape a portfolio ran: its one-shape check, the schedules it sampled and
@@ -200,6 +215,7 @@ pub(crate) fn report(
         initiators: reached.initiators,
         counterexample,
         portfolio: Vec::new(),
+        after: None,
     }
 }
 
@@ -677,6 +693,9 @@ impl CheckReport {
         }
         if let Some(t) = self.teardown {
             let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
+        }
+        if let Some(a) = &self.after {
+            let _ = writeln!(s, "after: the {} operations of {} (searched: what can follow them)", a.ops, a.token);
         }
         let _ = writeln!(s, "properties: {}", self.properties.join(", "));
         if self.mode == "exhaustive" {

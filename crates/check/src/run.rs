@@ -22,7 +22,59 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, Error> {
 /// executions run so far every 4,096 executions (for a progress display).
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    with_spec_policy(spec, Search { spec, shape: &shape, progress })?
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: &[] })?
+}
+
+/// Runs the check `spec` asks for on one thread, every execution first taking
+/// the choices of `schedule` (a replay token's or a script's, made on this
+/// spec's machine; see [`search::Prefixed`]): the search explores what can
+/// follow it. `progress` hears the executions so far.
+pub fn check_after(spec: &CheckSpec, schedule: &[u32], progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    let shape = shape(spec)?;
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: schedule })?
+}
+
+/// Runs the script `text` (see [`search::Script`]) on `spec`'s machine and
+/// returns the choices of its schedule, for [`check_after`] (or, encoded, a
+/// replay token). The error names the line that cannot run, or says that
+/// `spec.ops` is too few.
+pub fn script_schedule(spec: &CheckSpec, text: &str) -> Result<Vec<u32>, Error> {
+    let bad = |problem: String| Error::Invalid { param: crate::error::Param::Script, value: None, problem };
+    let items = search::parse_script(text, spec.cpus, spec.mms, spec.pages).map_err(bad)?;
+    if items.len() >= spec.ops {
+        return Err(Error::invalid(
+            crate::error::Param::Ops,
+            spec.ops,
+            format!(
+                "the script has {} operations and a check after it needs more: give at least {}",
+                items.len(),
+                items.len() + 1
+            ),
+        ));
+    }
+    let shape = shape(spec)?;
+    with_spec_policy(spec, RunScript { shape: &shape, items: &items })?.map_err(bad)
+}
+
+/// A script's one execution, for [`with_spec_policy`].
+struct RunScript<'a> {
+    shape: &'a Shape,
+    items: &'a [search::ScriptItem],
+}
+
+impl WithPolicy for RunScript<'_> {
+    type Out = Result<Vec<u32>, String>;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
+        let mut script = search::Script::new(self.items, self.shape.cpus);
+        let out = exec::run(self.shape, build, &mut script, false);
+        if let Some(why) = script.error {
+            return Err(why);
+        }
+        if !script.finished() && out.violation.is_none() {
+            return Err("the execution ended before the script did (every CPU waits)".into());
+        }
+        Ok(out.choices.iter().map(|c| c.taken).collect())
+    }
 }
 
 /// Runs the shapes of `portfolio` one after another, each its own check,
@@ -153,12 +205,17 @@ struct Search<'a> {
     spec: &'a CheckSpec,
     shape: &'a Shape,
     progress: &'a mut dyn FnMut(u64),
+    /// The schedule every execution starts with (none: empty).
+    after: &'a [u32],
 }
 
 impl WithPolicy for Search<'_> {
     type Out = Result<CheckReport, Error>;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
-        search_with(self.spec, self.shape, build, self.progress)
+        if self.after.is_empty() {
+            return search_with(self.spec, self.shape, build, self.progress);
+        }
+        search_after(self.spec, self.shape, build, self.progress, self.after)
     }
 }
 
@@ -274,6 +331,103 @@ fn search_with<P: Policy>(
     // same machine too).
     let reached = reached.get();
     Ok(report(spec, spec.mode.name(), stats, reached, counterexample))
+}
+
+/// [`search_with`] for executions that start with `schedule`: it runs the
+/// schedule alone first (its choices' option counts, and whether it fits
+/// this machine or violates on its own), then searches what follows it.
+fn search_after<P: Policy>(
+    spec: &CheckSpec,
+    shape: &Shape,
+    build: &dyn Fn() -> P,
+    progress: &mut dyn FnMut(u64),
+    schedule: &[u32],
+) -> Result<CheckReport, Error> {
+    let mut follow = search::Schedule::new(schedule);
+    let probe = exec::run(shape, build, &mut follow, false);
+    let after = crate::report::After { ops: probe.ops, token: encode(spec, schedule) };
+    if let Some(why) = follow.mismatch {
+        // Too few operations end a CPU's menu early, which a schedule cannot
+        // tell from another machine: try it with every operation allowed.
+        let wide = Shape { ops: crate::spec::MAX_OPS, ..shape.clone() };
+        let mut again = search::Schedule::new(schedule);
+        let fits = exec::run(&wide, build, &mut again, false);
+        if again.mismatch.is_none() {
+            return Err(Error::invalid(
+                crate::error::Param::Ops,
+                spec.ops,
+                format!(
+                    "the schedule starts {} operations and a check after it needs more: give at least {}",
+                    fits.ops,
+                    fits.ops + 1
+                ),
+            ));
+        }
+        return Err(Error::Invalid { param: crate::error::Param::From, value: None, problem: why });
+    }
+    if probe.violation.is_some() {
+        // The schedule violates on its own, before the search chooses anything.
+        let taken: Vec<u32> = probe.choices.iter().map(|c| c.taken).collect();
+        let out = exec::run(shape, build, &mut Replay::new(&taken), true);
+        let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
+        let cx = counterexample(&out, encode(spec, &taken));
+        let mut r = report(spec, spec.mode.name(), stats, Reached::of(&out), Some(cx));
+        r.after = Some(after);
+        return Ok(r);
+    }
+    if probe.choices.len() < schedule.len() {
+        return Err(Error::invalid(
+            crate::error::Param::Ops,
+            spec.ops,
+            format!(
+                "the schedule's execution ended after {} of its {} choices ({} operations): the check needs more \
+                 operations than the schedule starts",
+                probe.choices.len(),
+                schedule.len(),
+                probe.ops,
+            ),
+        ));
+    }
+    let prefix = probe.choices;
+    let (k, base_ops) = (prefix.len(), after.ops);
+    let mut n = 0u64;
+    let started = std::cell::Cell::new(0usize);
+    let reached = std::cell::Cell::new(Reached::default());
+    let mut saved = exec::Checkpoints::new();
+    let mut run = |c: &mut dyn Chooser| {
+        n += 1;
+        if n.is_multiple_of(4096) {
+            progress(n);
+        }
+        let mut w = search::Prefixed::new(&prefix, c, true);
+        let mut out = exec::run_from(&mut saved, shape, build, &mut w);
+        // The search sees its own choices only.
+        out.choices.drain(..k.min(out.choices.len()));
+        started.set(started.get().max(out.ops.saturating_sub(base_ops)));
+        reached.set(reached.get().max(Reached::of(&out)));
+        out
+    };
+    let (stats, found) = match spec.mode {
+        Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
+        Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
+        Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
+    };
+    if found.is_none() && (stats.executions == 0 || started.get() == 0) {
+        return Err(if stats.executions == 0 {
+            Error::NoExecution
+        } else {
+            Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms }
+        });
+    }
+    let counterexample = found.map(|out| {
+        let suffix = search::shrink(&mut run, &out);
+        let full: Vec<u32> = prefix.iter().map(|c| c.taken).chain(suffix).collect();
+        let out = exec::run(shape, build, &mut Replay::new(&full), true);
+        counterexample(&out, encode(spec, &full))
+    });
+    let mut r = report(spec, spec.mode.name(), stats, reached.get(), counterexample);
+    r.after = Some(after);
+    Ok(r)
 }
 
 /// Tests of the exhaustive search's soundness that need the crate's insides.

@@ -80,6 +80,11 @@ pub const PROPERTIES: [&str; 7] = [
     "no_policy_panic",
 ];
 
+/// The most kernel operations a check runs: enough for a scripted history
+/// (`--script`) before a short search; an exhaustive search of every order
+/// ends in reasonable time only with a dozen or so.
+pub const MAX_OPS: usize = 256;
+
 /// Returns the `log2` of `asids` if it is a power of two of at least 4 (and at
 /// most 65536 on arm64, 4096 for FreeBSD x86's PCIDs).
 fn asid_bits(asids: u32, x86: bool) -> Result<u8, Error> {
@@ -251,8 +256,12 @@ fn shape_of(
             ),
         ));
     }
-    if spec.ops == 0 || spec.ops > 64 {
-        return Err(Error::invalid(Param::Ops, spec.ops, "give 1 to 64 kernel operations"));
+    if spec.ops == 0 || spec.ops > MAX_OPS {
+        return Err(Error::invalid(
+            Param::Ops,
+            spec.ops,
+            format!("give 1 to {MAX_OPS} kernel operations (a history longer than a search reaches goes in a script)"),
+        ));
     }
     if spec.memory == Memory::Arm && !arm64 {
         return Err(Error::invalid(

@@ -79,6 +79,10 @@ pub enum Param {
     Quick,
     /// The checker's large, slow preset of bounds.
     Deep,
+    /// The schedule (a replay token) a check starts after.
+    From,
+    /// The script of operations a check starts after.
+    Script,
 }
 
 /// How a front end names parameters in its messages.
@@ -134,6 +138,8 @@ impl Names for Library {
             Param::Iterations => "iterations".into(),
             Param::Quick => "quick".into(),
             Param::Deep => "deep".into(),
+            Param::From => "from".into(),
+            Param::Script => "script".into(),
         }
     }
 

@@ -5,26 +5,33 @@
 //! schedules and PCT (probabilistic concurrency testing, Burckhardt et al.,
 //! ASPLOS 2010; [`randomised`]), and replay of a recorded schedule
 //! ([`Replay`]). Then the shrinking of a counterexample to the fewest context
-//! switches ([`shrink()`]).
+//! switches ([`shrink()`]). A search may start after a fixed schedule
+//! ([`Prefixed`], `tlbkit check --from`), which a script of operations in
+//! words can write ([`Script`], `tlbkit check --script`).
 
 mod dfs;
 mod exhaustive;
 mod parallel;
 mod pct;
+mod prefix;
 mod random;
 mod replay;
+mod script;
 mod shrink;
 mod visited;
 
 pub use dfs::{with_checkpoints, with_local_steps, with_reduction, with_renaming};
 pub use exhaustive::exhaustive;
 pub use parallel::{exhaustive_parallel, Worker};
+pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
+pub use script::{parse_script, Script, ScriptItem};
 pub use shrink::shrink;
 
 use crate::arena;
 use crate::kernel::Violation;
+use crate::ops::Op;
 use crate::trace::Event;
 use std::cell::RefCell;
 
@@ -116,6 +123,18 @@ pub trait Chooser {
     /// first `made` of its [`Chooser::forced`] choices, as if it had made them;
     /// the last scheduling choice among them is `last_sched`.
     fn skip(&mut self, _made: usize, _last_sched: Option<usize>) {}
+
+    /// Picks, for a script ([`Script`]), which of the operations `ops` CPU
+    /// `cpu` starts: `None` (the default) leaves it to [`Chooser::choose`] at a
+    /// [`Point::Op`] as usual. Asked at every operation choice, even of one
+    /// option, so that a script can tell when its operation is not offered.
+    fn script_op(&mut self, _cpu: usize, _ops: &[Op]) -> Option<Pick> {
+        None
+    }
+
+    /// Tells the chooser that CPU `cpu` is between kernel operations: the one
+    /// it ran (if any) is over, the next not chosen.
+    fn op_boundary(&mut self, _cpu: usize) {}
 }
 
 /// What one step touched, for partial-order reduction: the policy fields it
