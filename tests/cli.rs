@@ -189,7 +189,8 @@ fn list_shows_every_finding_in_its_own_section_with_its_command() {
             "freebsd-arm64-asid-reset-self",
             "freebsd-arm64-asid-reset-curpmap",
             "linux-arm64-asid-publish",
-            "arm64-skipbcast-early-mask-read"
+            "arm64-skipbcast-early-mask-read",
+            "x86-global-asid-max"
         ]
     );
 }

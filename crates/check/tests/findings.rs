@@ -4,9 +4,10 @@
 //! where the faithful policy fails.
 
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::report::Counterexample;
+use tlbkit_check::options::{Options, Plan};
+use tlbkit_check::report::{CheckReport, Counterexample};
+use tlbkit_check::run::check_after;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{default_asids, default_memory, defaults, preset, Preset};
 use tlbkit_check::token::{decode, encode};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::findings::{finding, Finding, FINDINGS};
@@ -14,50 +15,47 @@ use tlbkit_policy::findings::{finding, Finding, FINDINGS};
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
-/// The spec `tlbkit check ARGS` runs (the flags the catalogue uses, with the
-/// defaults of `src/cmd/check.rs`).
-fn spec_of(args: &[&str]) -> CheckSpec {
-    let flag = |name: &str| args.iter().position(|a| *a == name).map(|i| args[i + 1]);
-    let policy = flag("--policy").expect("a --policy").to_string();
-    let d = if args.contains(&"--quick") {
-        preset(&policy, Preset::Quick)
-    } else if args.contains(&"--deep") {
-        preset(&policy, Preset::Deep)
-    } else {
-        preset(&policy, Preset::Default)
-    };
-    let cpus = flag("--cpus").map_or(d.cpus, |v| v.parse().unwrap());
-    let mode = match flag("--mode") {
-        Some("exhaustive") => Mode::Exhaustive,
-        Some("pct") => Mode::Pct,
-        Some("random") => Mode::Random,
-        Some(other) => panic!("mode {other}"),
-        None => d.mode,
-    };
-    let memory = match flag("--memory") {
-        Some(m) => Memory::from_name(m).unwrap_or_else(|| panic!("memory {m}")),
-        None => default_memory(&policy),
-    };
-    CheckSpec {
-        memory,
-        cpus,
-        mms: flag("--mms").map_or(d.mms, |v| v.parse().unwrap()),
-        pages: flag("--pages").map_or(d.pages, |v| v.parse().unwrap()),
-        asids: flag("--asids").map_or(default_asids(&policy, cpus), |v| v.parse().unwrap()),
-        ops: flag("--ops").map_or(d.ops, |v| v.parse().unwrap()),
-        iterations: flag("--iterations").map_or(
-            match (mode, d.mode) {
-                (Mode::Exhaustive, _) => u64::MAX,
-                (_, Mode::Exhaustive) => defaults(&policy).iterations,
-                _ => d.iterations,
-            },
-            |v| v.parse().unwrap(),
-        ),
+/// The request `tlbkit check ARGS` makes (the flags the catalogue uses),
+/// resolved as the command line resolves it.
+fn options_of(args: &[&str]) -> Options {
+    let flag = |name: &str| args.iter().position(|a| *a == name).map(|i| args[i + 1].to_string());
+    let num = |name: &str| flag(name).map(|v| v.parse::<usize>().unwrap());
+    Options {
+        policy: flag("--policy").expect("a --policy"),
+        quick: args.contains(&"--quick"),
+        deep: args.contains(&"--deep"),
+        cpus: num("--cpus"),
+        mms: num("--mms"),
+        pages: num("--pages"),
+        asids: flag("--asids").map(|v| v.parse().unwrap()),
+        ops: num("--ops"),
+        mode: flag("--mode"),
+        iterations: flag("--iterations").map(|v| v.parse().unwrap()),
         seed: flag("--seed").map_or(1, |v| v.parse().unwrap()),
-        menu: flag("--menu").map_or(d.menu, |v| OpKind::parse(v).unwrap()),
-        mode,
-        policy,
-        teardown: None,
+        memory: flag("--memory"),
+        menu: flag("--menu"),
+        from: flag("--from"),
+        ..Options::default()
+    }
+}
+
+/// The spec `tlbkit check ARGS` runs as one shape (with only `--policy`, the
+/// policy's one-shape defaults, where its portfolio starts), and the schedule
+/// it starts after (empty without `--from`).
+fn spec_of(args: &[&str]) -> (CheckSpec, Vec<u32>) {
+    let o = options_of(args);
+    match o.plan().unwrap() {
+        Plan::One(spec, _) => (spec, Vec::new()),
+        Plan::After(spec, schedule) => (spec, schedule),
+        Plan::Portfolio(_) => (o.resolve().unwrap().0, Vec::new()),
+    }
+}
+
+/// Runs `tlbkit check ARGS` on one thread.
+fn check_args(args: &[&str]) -> CheckReport {
+    match spec_of(args) {
+        (spec, schedule) if schedule.is_empty() => check(&spec).unwrap(),
+        (spec, schedule) => check_after(&spec, &schedule, &mut |_| {}).unwrap(),
     }
 }
 
@@ -110,8 +108,7 @@ fn window_of(cx: &Counterexample) -> Window {
 /// Runs a finding's command and checks its token against the catalogue and its
 /// replay against the trace.
 fn found(f: &Finding) -> Counterexample {
-    let spec = spec_of(f.check_args);
-    let r = check(&spec).unwrap();
+    let r = check_args(f.check_args);
     let cx = r.counterexample.unwrap_or_else(|| panic!("{}: `{}` found nothing", f.id, f.command()));
     assert_eq!(
         cx.token,
@@ -142,7 +139,7 @@ fn the_barrier_windows_are_found_only_under_their_memory_model() {
         let f = finding(id).unwrap();
         let cx = found(f);
         assert_eq!(cx.property, "no_stale_use", "{id}: {}", cx.detail);
-        let spec = spec_of(f.check_args);
+        let (spec, _) = spec_of(f.check_args);
         assert_eq!(spec.memory, weaker, "{id}");
         // The same complete search under the stronger model passes: the window
         // is the memory model's.
@@ -166,8 +163,10 @@ fn window_2_is_found_on_freebsds_code_with_window_1_closed() {
 #[test]
 fn the_token_is_what_encode_gives_for_the_commands_spec() {
     for f in FINDINGS {
-        let spec = spec_of(f.check_args);
+        let (spec, schedule) = spec_of(f.check_args);
         let (decoded, choices) = decode(f.token).unwrap_or_else(|e| panic!("{}: {e}", f.id));
+        // A check after a schedule prints tokens that start with it.
+        assert!(choices.starts_with(&schedule), "{}", f.id);
         assert_eq!(
             (&decoded.policy, decoded.cpus, decoded.mms, decoded.pages, decoded.asids, decoded.ops, decoded.menu),
             // No finding's policy ticks, so its token's menu leaves `tick` out.
@@ -223,4 +222,51 @@ fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_windo
     assert!(fixed.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
     let faithful = check(&spec("arm64-freebsd-asid")).unwrap();
     assert_eq!(window_of(&faithful.counterexample.expect("window 1")), Window::ResetSelf);
+}
+
+/// The global ASID finding: the schedule its command starts after is the one
+/// `docs/findings/x86-global-asid-max.script` writes; in the counterexample
+/// two processes are given global ASID 11, the second while the first still
+/// holds it; the fix passes PCT schedules after the same script where the
+/// faithful policy fails at once (its complete search is `full.rs`'s).
+#[test]
+fn the_global_asid_allocator_hands_max_out_twice_and_a_cpu_uses_the_first_mms_entry() {
+    let f = finding("x86-global-asid-max").unwrap();
+    let script = include_str!("../../../docs/findings/x86-global-asid-max.script");
+    let shape = |policy: &str| Options {
+        policy: policy.to_string(),
+        cpus: Some(2),
+        mms: Some(6),
+        pages: Some(2),
+        asids: Some(4),
+        ops: Some(61),
+        memory: Some("sc".into()),
+        menu: Some("switch,munmap,exit,fork".into()),
+        seed: 1,
+        script: Some(script.to_string()),
+        ..Options::default()
+    };
+    let Plan::After(spec, schedule) = shape("x86-linux-invlpgb").plan().unwrap() else { panic!("a schedule") };
+    let from = f.check_args.iter().position(|a| *a == "--from").map(|i| f.check_args[i + 1]).unwrap();
+    assert_eq!(encode(&spec, &schedule), from, "the script no longer writes the catalogue's --from schedule");
+    let cx = found(f);
+    assert_eq!(cx.property, "no_asid_alias", "{}", cx.detail);
+    let events: Vec<&String> = cx.steps.iter().flat_map(|s| s.events.iter()).collect();
+    let given: Vec<&String> = events.iter().copied().filter(|e| e.ends_with(".context.global_asid = 11")).collect();
+    assert_eq!(given.len(), 2, "{}", cx.trace());
+    let first = given[0].strip_prefix("store ").and_then(|e| e.split('.').next()).unwrap();
+    let at = events.iter().position(|e| e == &given[0]).unwrap();
+    let until = events.iter().position(|e| e == &given[1]).unwrap();
+    assert!(
+        !events[at..until].iter().any(|e| e.as_str() == format!("store {first}.context.global_asid = 0")),
+        "{first} gave 11 back before the second:\n{}",
+        cx.trace()
+    );
+    let pct = |policy: &str| {
+        Options { mode: Some("pct".into()), iterations: Some(2_000), ..shape(policy) }.run(&mut |_| {}).unwrap()
+    };
+    assert!(pct("x86-linux-invlpgb").counterexample.is_some());
+    let fixed = pct("x86-linux-invlpgb-fix-max");
+    assert!(fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
+    assert_eq!(fixed.executions, 2_000);
 }

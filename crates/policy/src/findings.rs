@@ -153,6 +153,26 @@ pub const FINDINGS: &[Finding] = &[
         token: "t5~arm64-linux-skipbcast~2~1~2~4~5~tso~13~-~z19.11z12.1z3.1z17.1~a0e48acd",
         fixed_by: &[],
     },
+    Finding {
+        id: "x86-global-asid-max",
+        policy: "x86-linux-invlpgb",
+        summary: "the global ASID search hands out MAX_ASID_AVAILABLE a second time while its first mm still runs",
+        window: "allocate_global_asid searches [last_global_asid, MAX_ASID_AVAILABLE) and, finding every ID set \
+                 (live, or freed but kept until the next reset), returns MAX_ASID_AVAILABLE itself: its \
+                 !global_asid_available test is always false there, use_global_asid having checked the count. \
+                 Process A gets it. The next allocation resets the space (INVLPGB of every non-global entry, then \
+                 used &= ~freed, which also clears bit MAX beyond the bitmap) while A holds it; A runs again and \
+                 its translations are cached under its PCID. Once [last, MAX) is full again, the search returns \
+                 MAX once more and process B gets it: a CPU that moves to B's global ASID (a switch, or the \
+                 ASID-transition IPI that moves a straggler) loads that PCID without a flush, as global ASIDs \
+                 are never flushed on the way in, and can use A's translations for B's addresses",
+        source: "Linux arch/x86/mm/tlb.c allocate_global_asid, reset_global_asid_space, use_global_asid, \
+                 mm_free_global_asid (d504d1247e36, v6.15; the same in the later trees read, CachyOS/linux \
+                 0ebd1b8055ed and linux-next 02a8147f615c)",
+        check_args: &["--policy", "x86-linux-invlpgb", "--from", "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z63.1z26.1z68.21z25.2z26.1z68.31z25.3z26.1z68.11z24.1z14.5z17.3z27.13z79.11z24.1z14.5z17.3z28.13z80.11z66.1z14.5z9.15z37.11z34.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z68.1z14.5z9.15z37.11z6.1z27.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z24.1z13.15z10.5z37.11z5.1z26.11z28.~389bb22c", "--ops", "61"],
+        token: "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z63.1z26.1z68.21z25.2z26.1z68.31z25.3z26.1z68.11z24.1z14.5z17.3z27.13z79.11z24.1z14.5z17.3z28.13z80.11z66.1z14.5z9.15z37.11z34.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z68.1z14.5z9.15z37.11z6.1z27.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z24.1z13.15z10.5z37.11z5.1z26.11z109.4~ec498939",
+        fixed_by: &["x86-linux-invlpgb-fix-max"],
+    },
 ];
 
 /// Returns the finding window called `id`.

@@ -290,6 +290,18 @@ register! {
         build: |b| invlpgb(b),
         bug: |p, bug| p.with_bug(bug),
     }
+    "x86-linux-invlpgb-fix-max" {
+        description: "x86-linux-invlpgb with Hou Wenlong's posted fix (2025-03-29, not merged): a global ASID search \
+                      that finds nothing fails instead of handing out MAX_ASID_AVAILABLE (closes the \
+                      x86-global-asid-max finding)",
+        arch: X86_64,
+        os: Linux,
+        needs_broadcast_tlbi: true,
+        switches: Switches::NONE,
+        asids: GlobalAsids,
+        family: Shootdown,
+        build: |b| invlpgb(b).map(LinuxX86v615::with_max_refused),
+    }
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before origin 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,
@@ -404,7 +416,8 @@ mod tests {
                 "arm64-freebsd-asid-cutoff",
                 "x86-linux-410",
                 "x86-latr",
-                "x86-linux-613"
+                "x86-linux-613",
+                "x86-linux-invlpgb-fix-max"
             ]
         );
     }

@@ -40,7 +40,11 @@
 //! entry and `TLBSYNC`, then `used &= !freed`. The search returns
 //! `MAX_ASID_AVAILABLE` itself when `[last, MAX)` is full and IDs are still
 //! counted available (unfixed upstream); its bit lies beyond the bitmap and is
-//! cleared by the next reset.
+//! cleared by the next reset. The search never reads that bit, so once `[last,
+//! MAX)` is full again it hands `MAX_ASID_AVAILABLE` out a second time while the
+//! first mm that got it still runs: two address spaces share one PCID, and
+//! neither's switch flushes (`docs/findings/x86-global-asid-max.md`, and
+//! [`LinuxX86v615::with_max_refused`], the fix posted for the count).
 //!
 //! # Deliberate readings
 //! - PCIDs are on (`INVLPGB` depends on them since `44126343d58c`) and PTI off
@@ -229,6 +233,9 @@ pub struct LinuxX86v615 {
     global_asid_lock: SpinLock<GlobalAsids>,
     /// The zoo bug re-introduced, if any ([`LinuxX86v615::with_bug`]).
     bug: Option<Bug>,
+    /// Whether a search that finds no clear ID fails the allocation instead of
+    /// handing out `MAX_ASID_AVAILABLE` ([`LinuxX86v615::with_max_refused`]).
+    refuse_max: bool,
 }
 
 impl LinuxX86v615 {
@@ -269,6 +276,7 @@ impl LinuxX86v615 {
             mms,
             global_asid_lock: SpinLock::new(GlobalAsids::new(MAX_ASID_AVAILABLE)),
             bug: None,
+            refuse_max: false,
         }
     }
 
@@ -307,6 +315,19 @@ impl LinuxX86v615 {
         self.global_asid_lock = SpinLock::new(GlobalAsids::new(self.max_asid));
         self.threshold = 0;
         self.sample = false;
+        self
+    }
+
+    /// Returns this policy with Hou Wenlong's fix to `allocate_global_asid`
+    /// ("x86/mm: Fix wrong judgement in allocate_global_asid()", 2025-03-29,
+    /// patch 2 of 3, `Fixes: d504d1247e36`; reviewed by Rik van Riel, not merged
+    /// in the trees read): when the search from `last_global_asid` finds no clear
+    /// ID below `MAX_ASID_AVAILABLE` the allocation fails, as its warning meant
+    /// (the test read `!global_asid_available`, which `use_global_asid` already
+    /// made false), and the mm stays on per-CPU ASIDs until a later flush
+    /// considers it again, after the next reset.
+    pub fn with_max_refused(mut self) -> Self {
+        self.refuse_max = true;
         self
     }
 
@@ -853,7 +874,11 @@ impl LinuxX86v615 {
         }
         let last = g.last_global_asid.load(Ordering::Relaxed);
         let asid = (last..max).find(|&b| !GlobalAsids::test(&g.used, b)).unwrap_or(max);
-        if asid >= max && g.global_asid_available.load(Ordering::Relaxed) == 0 {
+        // Upstream tests `!global_asid_available`, false here (use_global_asid
+        // checked it), so MAX_ASID_AVAILABLE itself goes out; the fix tests it
+        // the other way round, always true here.
+        let available = g.global_asid_available.load(Ordering::Relaxed) != 0;
+        if asid >= max && available == self.refuse_max {
             return 0;
         }
         GlobalAsids::set(&g.used, asid, true);
