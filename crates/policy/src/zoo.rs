@@ -607,8 +607,8 @@ pub const ZOO: &[ZooEntry] = &[
         id: "linux-x86-invlpgb-tlbbatch-v1",
         bug: Bug::InvlpgbTlbbatchSyncOrIpi,
         base: "x86-linux-invlpgb-tlbbatch",
-        summary: "arch_tlbbatch_flush does TLBSYNC or the IPIs: a batch of a global-ASID mm and another skips the \
-                  other's CPUs",
+        summary: "arch_tlbbatch_flush runs TLBSYNC or the IPIs, not both: a batch that needs both leaves its CPUs \
+                  uninterrupted",
         source: "AMD broadcast TLB invalidation RFC v1 (Rik van Riel, December 2024; never merged), fixed in v2 \
                  (2024-12-22) per its change log; v1's code not found: its flush read from that log, put on v5's \
                  add-pending (a constructed combination)",
