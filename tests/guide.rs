@@ -70,6 +70,8 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ("check-stable-check-use-order.txt", &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep"]),
     ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep"]),
     ("check-activecpu-reset.txt", &["check", "--policy", "zoo/arm64-activecpu-reset-reserved", "--deep"]),
+    ("check-tlbbatch-v4.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v4", "--deep"]),
+    ("check-tlbbatch-v1.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v1", "--deep"]),
     (
         "example-run.txt",
         &[

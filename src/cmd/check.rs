@@ -69,10 +69,12 @@ pub struct CheckArgs {
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
     /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise, tick;
-    /// default all). reclaim is kswapd's batched flush on Linux policies, the page
-    /// daemon's per-page invalidation of a pmap (loaded anywhere or nowhere) on
-    /// FreeBSD ones; madvise (MADV_DONTNEED) is offered on Linux policies; tick
-    /// (a scheduler tick) on policies that work at ticks (x86-latr).
+    /// default all; and reclaim2, only when named). reclaim is kswapd's batched
+    /// flush on Linux policies, the page daemon's per-page invalidation of a pmap
+    /// (loaded anywhere or nowhere) on FreeBSD ones; reclaim2 is kswapd's batch
+    /// of a page of each of two processes (Linux); madvise (MADV_DONTNEED) is
+    /// offered on Linux policies; tick (a scheduler tick) on policies that work
+    /// at ticks (x86-latr).
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux

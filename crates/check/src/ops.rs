@@ -54,6 +54,12 @@ pub enum Op {
     /// A scheduler tick (`scheduler_tick`, interrupts off): offered only to
     /// policies that work at ticks ([`Policy::ticks`]), on every CPU.
     Tick,
+    /// Reclaim (by `kswapd`, offered to idle CPUs) of a page of each of two
+    /// processes, these slots and pages, in one batch: both PTEs go, each
+    /// queued with `Policy::tlbbatch_add_pending`, then one
+    /// `Policy::flush_batch` of both (one `shrink_folio_list`, one
+    /// `try_to_unmap_flush`). Linux only.
+    Reclaim2(u32, usize, u32, usize),
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -81,11 +87,14 @@ pub enum OpKind {
     Madvise,
     /// [`Op::Tick`].
     Tick,
+    /// [`Op::Reclaim2`]: offered only when a menu names it (not in
+    /// [`OpKind::all`]).
+    Reclaim2,
 }
 
 impl OpKind {
     /// Every kind, in menu order.
-    pub const ALL: [OpKind; 11] = [
+    pub const ALL: [OpKind; 12] = [
         OpKind::Switch,
         OpKind::Idle,
         OpKind::Munmap,
@@ -97,6 +106,7 @@ impl OpKind {
         OpKind::Write,
         OpKind::Madvise,
         OpKind::Tick,
+        OpKind::Reclaim2,
     ];
 
     /// Returns the kind's name.
@@ -113,6 +123,7 @@ impl OpKind {
             OpKind::Write => "write",
             OpKind::Madvise => "madvise",
             OpKind::Tick => "tick",
+            OpKind::Reclaim2 => "reclaim2",
         }
     }
 
@@ -121,9 +132,11 @@ impl OpKind {
         1 << (self as u32)
     }
 
-    /// Returns the mask of every kind.
+    /// Returns the mask of every kind of the default menu: all but
+    /// `reclaim2`, which only a menu that names it offers (so that the default
+    /// menus, their state counts and tokens stay what they were).
     pub fn all() -> u32 {
-        Self::ALL.iter().fold(0, |m, k| m | k.bit())
+        Self::ALL.iter().filter(|&&k| k != OpKind::Reclaim2).fold(0, |m, k| m | k.bit())
     }
 
     /// Parses a comma-separated list of kinds into a mask.
@@ -170,6 +183,7 @@ impl Op {
             Op::Age(_) => OpKind::Reclaim,
             Op::Madvise(_) => OpKind::Madvise,
             Op::Tick => OpKind::Tick,
+            Op::Reclaim2(..) => OpKind::Reclaim2,
         }
     }
 
@@ -192,6 +206,11 @@ impl Op {
             Op::Age(s) => format!("kswapd ages the contiguous block of mm{s} (ptep_clear_flush_young)"),
             Op::Madvise(p) => format!("madvise(MADV_DONTNEED) of page {:#x}", va_of(p)),
             Op::Tick => "scheduler tick".to_string(),
+            Op::Reclaim2(s, p, t, q) => format!(
+                "kswapd reclaims page {:#x} of mm{s} and page {:#x} of mm{t} (one batched flush)",
+                va_of(p),
+                va_of(q)
+            ),
         }
     }
 
@@ -204,6 +223,7 @@ impl Op {
             Op::Unmap(p) => format!("munmap {p}"),
             Op::Map(p) => format!("fault {p}"),
             Op::Reclaim(s, p) | Op::PageOut(s, p) => format!("reclaim mm{s} {p}"),
+            Op::Reclaim2(s, p, t, q) => format!("reclaim2 mm{s} {p} mm{t} {q}"),
             Op::UnmapTable => "unmap-table".into(),
             Op::Exit => "exit".into(),
             Op::Fork(s) => format!("fork mm{s}"),
@@ -231,6 +251,9 @@ impl Op {
             Op::PageOut(s, p) => 0xd00 + ((s as u64) << 4) + p as u64,
             Op::Madvise(p) => 0xe00 + p as u64,
             Op::Tick => 0xf00,
+            Op::Reclaim2(s, p, t, q) => {
+                0x1_0000 + ((s as u64) << 12) + ((p as u64) << 8) + ((t as u64) << 4) + q as u64
+            }
         }
     }
 }
@@ -289,6 +312,9 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
             if sp.block.iter().any(|v| v.valid()) {
                 ops.push(Op::Age(r));
             }
+        }
+        if core.shape().menu & OpKind::Reclaim2.bit() != 0 && core.shape().reclaim == Reclaim::LinuxBatched {
+            push_reclaim_pairs(&m, &mut ops);
         }
         push_forks(&m, &mut ops);
         if ticks {
@@ -364,6 +390,22 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     }
     ops.retain(|o| core.shape().menu & o.kind().bit() != 0);
     ops
+}
+
+/// Offers `kswapd` a mapped page of each of two live processes (lower slot
+/// first) for one batch ([`Op::Reclaim2`]).
+fn push_reclaim_pairs(m: &Machine, ops: &mut Vec<Op>) {
+    let live = |r: usize| m.spaces[r].life == Life::Live;
+    let mapped = |r: usize| (0..m.pages).filter(move |&p| m.spaces[r].ptes[p].is_some());
+    for r in (1..m.spaces.len()).filter(|&r| live(r)) {
+        for t in (r + 1..m.spaces.len()).filter(|&t| live(t)) {
+            for p in mapped(r) {
+                for q in mapped(t) {
+                    ops.push(Op::Reclaim2(r as u32, p, t as u32, q));
+                }
+            }
+        }
+    }
 }
 
 fn push_forks(m: &Machine, ops: &mut Vec<Op>) {
@@ -531,6 +573,7 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
         (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),
         (Op::Reclaim(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::Reclaim),
         (Op::PageOut(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::PageOut),
+        (Op::Reclaim2(s, pg, t, qg), _) => reclaim_pair(core, p, cpu, [(s, pg), (t, qg)]),
         (Op::Map(pg), Task::User(s)) => {
             // Linux faults under the read side (the PTE lock makes the change);
             // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
@@ -875,6 +918,70 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
     judge_owed(core, &owed, zap.change());
     free_frames(core, &[frame]);
     finish(core, true);
+}
+
+/// `kswapd` reclaims two pages, of two processes, in one batch: each PTE is
+/// cleared and queued (`arch_tlbbatch_add_pending`) under its PTE lock as
+/// [`zap_page`]'s reclaim does, then one deferred flush of both mms returns
+/// and discharges both (Linux's `shrink_folio_list` unmaps folio after folio
+/// and flushes once, `try_to_unmap_flush`).
+#[inline(never)]
+fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pages: [(u32, usize); 2]) {
+    let hw = core.hw(cpu);
+    let deferred = core.shape().arm64 && core.shape().memory.buffered();
+    let (mut slots, mut ids, mut frames) = (Vec::new(), Vec::new(), Vec::new());
+    for (s, pg) in pages {
+        core.pte_lock(s);
+        core.machine_mut().ptl_held[s as usize] = Some(cpu as u8);
+        let cleared = if deferred {
+            let mut m = core.machine_mut();
+            m.clear_pte_deferred(s, pg, RECLAIM, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
+        } else {
+            core.machine_mut().clear_pte(s, pg, RECLAIM, cpu).map(|(id, f)| (id, f, 0))
+        };
+        let Some((id, frame, ver)) = cleared else {
+            core.machine_mut().ptl_held[s as usize] = None;
+            continue;
+        };
+        if core.shape().bug != Some(KernelBug::NoBatchedPending) {
+            let mut m = core.machine_mut();
+            let b = &mut m.spaces[s as usize].batched;
+            *b = b.saturating_add(1);
+        }
+        if deferred {
+            core.buffer_pte_clear(s, pg, ver);
+        }
+        core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
+            let buffered = if deferred { format!(", the store {INTO_BUFFER}") } else { String::new() };
+            format!("PTE of {:#x} in mm{s} cleared (frame {frame}){buffered}", va_of(pg))
+        });
+        p.tlbbatch_add_pending(&hw, MmId(s), VirtAddr(va_of(pg)));
+        let pending = {
+            let mut m = core.machine_mut();
+            m.ptl_held[s as usize] = None;
+            !m.pending[cpu].is_empty()
+        };
+        if pending {
+            core.pause();
+        }
+        slots.push(MmId(s));
+        ids.push(id);
+        frames.push(frame);
+    }
+    if !ids.is_empty() {
+        core.machine_mut().in_batch_flush[cpu] = true;
+        p.flush_batch(&hw, &slots);
+        let r = core.machine_mut().judge_after_batch_flush(cpu);
+        if let Err(v) = r {
+            core.violated(v);
+        }
+        discharge(core, cpu, &ids, "flush_batch");
+        for s in &slots {
+            forget_mark(core, s.0);
+        }
+        free_frames(core, &frames);
+    }
+    end_op(core, cpu);
 }
 
 /// `flush_tlb_batched_pending(mm)` (mm/rmap.c), called by a Linux `munmap` or

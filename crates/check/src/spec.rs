@@ -486,7 +486,12 @@ pub fn defaults(policy: &str) -> Defaults {
 /// reclaims its page, and the first unmaps the page while the reclaim's flush is
 /// deferred. PCT needs thousands of schedules for that window on arm64 (the
 /// `munmap` takes more steps than the reclaim has between its clear and its
-/// `DSB`), so these two are searched exhaustively: a few hundred states.
+/// `DSB`), so these two are searched exhaustively: a few hundred states. The
+/// targeted tlbbatch's two (v4's add-pending, v1's flush) need one address
+/// space and six operations: both CPUs run it, one unmaps its page (the flush's
+/// IPI makes it a global ASID while both still run it on dynamic PCIDs) and
+/// faults it back in, the other goes idle and `kswapd` reclaims the page;
+/// searched exhaustively, a few thousand states.
 pub fn preset(policy: &str, p: Preset) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
@@ -525,6 +530,11 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
             Bug::LinuxArm644b634918384c | Bug::LinuxX863ea277194daa => {
                 use crate::ops::OpKind::{Munmap, Reclaim, Switch};
                 with(2, 1, 3, Mode::Exhaustive, Switch.bit() | Munmap.bit() | Reclaim.bit())
+            }
+            Bug::InvlpgbTlbbatchNoTransition | Bug::InvlpgbTlbbatchSyncOrIpi => {
+                use crate::ops::OpKind::{Fault, Idle, Munmap, Reclaim, Switch};
+                let menu = Switch.bit() | Idle.bit() | Munmap.bit() | Fault.bit() | Reclaim.bit();
+                with(2, 1, 6, Mode::Exhaustive, menu)
             }
             _ => with(2, 3, 6, Mode::Pct, all),
         },

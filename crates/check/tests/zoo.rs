@@ -67,6 +67,8 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-arm64-4b634918384c", "no_stale_held"),
         ("linux-x86-3ea277194daa", "no_stale_held"),
         ("linux-x86-3ef938c35035", "no_stale_held"),
+        ("linux-x86-invlpgb-tlbbatch-v4", "no_stale_held"),
+        ("linux-x86-invlpgb-tlbbatch-v1", "no_stale_held"),
     ];
     assert_eq!(expect.len(), ZOO.len());
     for (id, property) in expect {

@@ -169,8 +169,8 @@ pub const FINDINGS: &[Finding] = &[
         source: "Linux arch/x86/mm/tlb.c allocate_global_asid, reset_global_asid_space, use_global_asid, \
                  mm_free_global_asid (d504d1247e36, v6.15; the same in the later trees read, CachyOS/linux \
                  0ebd1b8055ed and linux-next 02a8147f615c)",
-        check_args: &["--policy", "x86-linux-invlpgb", "--from", "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z63.1z26.1z68.21z25.2z26.1z68.31z25.3z26.1z68.11z24.1z14.5z17.3z27.13z79.11z24.1z14.5z17.3z28.13z80.11z66.1z14.5z9.15z37.11z34.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z68.1z14.5z9.15z37.11z6.1z27.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z24.1z13.15z10.5z37.11z5.1z26.11z28.~389bb22c", "--ops", "61"],
-        token: "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z63.1z26.1z68.21z25.2z26.1z68.31z25.3z26.1z68.11z24.1z14.5z17.3z27.13z79.11z24.1z14.5z17.3z28.13z80.11z66.1z14.5z9.15z37.11z34.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z68.1z14.5z9.15z37.11z6.1z27.1z78.11z24.1z14.5z9.15z36.11z34.1z78.11z24.1z13.15z10.5z37.11z5.1z26.11z109.4~ec498939",
+        check_args: &["--policy", "x86-linux-invlpgb", "--from", "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z62.1z26.1z68.21z24.2z26.1z68.31z24.3z26.1z68.11z23.1z14.5z17.3z27.13z79.11z23.1z14.5z17.3z28.13z80.11z65.1z14.5z9.15z37.11z34.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z67.1z14.5z9.15z37.11z6.1z27.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z23.1z13.15z10.5z37.11z5.1z26.11z28.~70052ade", "--ops", "61"],
+        token: "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z62.1z26.1z68.21z24.2z26.1z68.31z24.3z26.1z68.11z23.1z14.5z17.3z27.13z79.11z23.1z14.5z17.3z28.13z80.11z65.1z14.5z9.15z37.11z34.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z67.1z14.5z9.15z37.11z6.1z27.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z23.1z13.15z10.5z37.11z5.1z26.11z109.4~341759ee",
         fixed_by: &["x86-linux-invlpgb-fix-max"],
     },
 ];

@@ -330,11 +330,53 @@ pub enum Bug {
     /// range with `Policy::flush_range` (no tables freed) instead of
     /// `Policy::flush_mm`, the table freed.
     LinuxX863ef938c35035,
+    /// v4 of Rik van Riel's "AMD broadcast TLB invalidation" (2025-01-12),
+    /// "x86/mm: do targeted broadcast flushing from tlbbatch code", before the
+    /// v5 fix (2025-01-15: "fix a race between reclaim and ASID transition
+    /// (Jann)"). The patch was never merged: Dave Hansen deferred it at v15
+    /// (2025-03-04), and v6.15's reclaim flushes every non-global entry.
+    ///
+    /// The bug: `arch_tlbbatch_add_pending` of an mm with a global ASID issued
+    /// only the `INVLPGB` of that ASID's PCID, neither bumping `tlb_gen` nor
+    /// adding `mm_cpumask` to the batch. While the mm is in transition
+    /// (`asid_transition`), a CPU may still run it on its old dynamic PCID,
+    /// which the `INVLPGB` does not match; no IPI reaches it, and it keeps
+    /// using the reclaimed page after `TLBSYNC`.
+    ///
+    /// The fix (v5; v11 to v15 as `if (mm_in_asid_transition(mm)) asid = 0;`):
+    /// while the mm is in transition, also the generation bump and the mask, so
+    /// that the IPI moves each straggler to the global ASID. Jann Horn's report
+    /// was not found; the interleaving is read from the v4 and v5 code (CachyOS
+    /// snapshots 12e516a3 and 0e7abfd9). Switch:
+    /// `LinuxX86v615::targeted_add_pending`, on
+    /// `LinuxX86v615::with_targeted_tlbbatch`.
+    InvlpgbTlbbatchNoTransition,
+    /// v1 of the same series ("[RFC PATCH 00/10]", December 2024): v2's change
+    /// log (2024-12-22) reads "Fix bug in arch_tlbbatch_flush, where we need to
+    /// do both the TLBSYNC, and flush the CPUs that are in the cpumask". v1's
+    /// code was not found: its `arch_tlbbatch_flush` is read from that sentence
+    /// as `TLBSYNC` when the batch used `INVLPGB`, else the IPI flush of
+    /// `batch->cpumask`.
+    ///
+    /// The bug: a batch that both issued `INVLPGB`s and holds CPUs to
+    /// interrupt runs only `TLBSYNC`: those CPUs get no IPI and keep the
+    /// reclaimed page. In v1 such a batch needed two mms, one with a global
+    /// ASID (its page invalidated by `INVLPGB`) and one without (its mask in
+    /// the batch): v1's add-pending was v4's, with no transition check.
+    ///
+    /// What is modelled, a constructed combination: v1's flush on the v5
+    /// add-pending, where one mm in its ASID transition makes a batch both.
+    /// v1's add-pending is left out because it also has v4's race
+    /// ([`Bug::InvlpgbTlbbatchNoTransition`]), which a check of the faithful
+    /// v1 finds first, even with batches of two mms (`--menu reclaim2`).
+    /// Switch: `LinuxX86v615::targeted_tlbbatch_flush`, on
+    /// `LinuxX86v615::with_targeted_tlbbatch`.
+    InvlpgbTlbbatchSyncOrIpi,
 }
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 19] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -352,6 +394,8 @@ impl Bug {
         Bug::LinuxArm644b634918384c,
         Bug::LinuxX863ea277194daa,
         Bug::LinuxX863ef938c35035,
+        Bug::InvlpgbTlbbatchNoTransition,
+        Bug::InvlpgbTlbbatchSyncOrIpi,
     ];
 
     /// Returns the bug's registry entry.
@@ -549,6 +593,25 @@ pub const ZOO: &[ZooEntry] = &[
         summary: "kernel-side: khugepaged's collapse frees a page table after a flush_tlb_range that skips lazy CPUs",
         source: "Linux 3ef938c35035 \"x86/mm: Fix flush_tlb_range() when used for zapping normal PMDs\" (Jann Horn, \
                  2025-01-03; CVE-2025-22045; fixes 016c4d92cd16)",
+    },
+    ZooEntry {
+        id: "linux-x86-invlpgb-tlbbatch-v4",
+        bug: Bug::InvlpgbTlbbatchNoTransition,
+        base: "x86-linux-invlpgb-tlbbatch",
+        summary: "reclaim's INVLPGB of a global-ASID mm in transition, no IPI: a CPU still on its dynamic PCID \
+                  keeps the page",
+        source: "\"x86/mm: do targeted broadcast flushing from tlbbatch code\" v4 (Rik van Riel, 2025-01-12; never \
+                 merged), fixed in v5 (2025-01-15): \"fix a race between reclaim and ASID transition (Jann)\"",
+    },
+    ZooEntry {
+        id: "linux-x86-invlpgb-tlbbatch-v1",
+        bug: Bug::InvlpgbTlbbatchSyncOrIpi,
+        base: "x86-linux-invlpgb-tlbbatch",
+        summary: "arch_tlbbatch_flush runs TLBSYNC or the IPIs, not both: a batch that needs both leaves its CPUs \
+                  uninterrupted",
+        source: "AMD broadcast TLB invalidation RFC v1 (Rik van Riel, December 2024; never merged), fixed in v2 \
+                 (2024-12-22) per its change log; v1's code not found: its flush read from that log, put on v5's \
+                 add-pending (a constructed combination)",
     },
 ];
 

@@ -302,6 +302,19 @@ register! {
         family: Shootdown,
         build: |b| invlpgb(b).map(LinuxX86v615::with_max_refused),
     }
+    "x86-linux-invlpgb-tlbbatch" {
+        description: "x86-linux-invlpgb with reclaim's targeted batch as posted, not merged (v5-v15 of the series): \
+                      INVLPGB per page of a global-ASID mm, IPIs for the others and during the ASID transition, \
+                      then TLBSYNC",
+        arch: X86_64,
+        os: Linux,
+        needs_broadcast_tlbi: true,
+        switches: Switches::NONE,
+        asids: GlobalAsids,
+        family: Shootdown,
+        build: |b| invlpgb(b).map(LinuxX86v615::with_targeted_tlbbatch),
+        bug: |p, bug| p.with_bug(bug),
+    }
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before origin 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,

@@ -121,6 +121,7 @@ pub const LATER_POLICIES: &[&str] = &[
     "arm64-linux-tlbmode",
     "x86-latr",
     "x86-linux-invlpgb",
+    "x86-linux-invlpgb-tlbbatch",
 ];
 
 /// The policies `--policy all` checks: the origins' nine, then the later ones.

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! The operations are the menu's: `switch mmS`, `idle`, `munmap P`, `fault P`,
-//! `madvise P`, `reclaim mmS P`, `unmap-table`, `exit`, `fork mmS`, `tick`
+//! `madvise P`, `reclaim mmS P`, `reclaim2 mmS P mmT Q`, `unmap-table`, `exit`,
+//! `fork mmS`, `tick`
 //! (P a page number from 0, or its address, `0x400000`). `#` starts a
 //! comment.
 //!
@@ -67,8 +68,8 @@ pub fn parse_script(text: &str, cpus: usize, mms: usize, pages: usize) -> Result
 }
 
 /// The operations a script can name, as its error lists them.
-const OPERATIONS: &str = "switch mmS, idle, munmap P, fault P, madvise P, reclaim mmS P, unmap-table, exit, \
-                          fork mmS, tick";
+const OPERATIONS: &str = "switch mmS, idle, munmap P, fault P, madvise P, reclaim mmS P, reclaim2 mmS P mmT Q, \
+                          unmap-table, exit, fork mmS, tick";
 
 fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
     let slot = |w: Option<&&str>| -> Result<u32, String> {
@@ -97,6 +98,7 @@ fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
         "fault" => Op::Map(page(args.first())?),
         "madvise" => Op::Madvise(page(args.first())?),
         "reclaim" => Op::Reclaim(slot(args.first())?, page(args.get(1))?),
+        "reclaim2" => Op::Reclaim2(slot(args.first())?, page(args.get(1))?, slot(args.get(2))?, page(args.get(3))?),
         "unmap-table" => Op::UnmapTable,
         "exit" => Op::Exit,
         "fork" => Op::Fork(slot(args.first())?),
@@ -106,6 +108,7 @@ fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
     let wanted = match op {
         Op::Switch(_) | Op::Unmap(_) | Op::Map(_) | Op::Madvise(_) | Op::Fork(_) => 2,
         Op::Reclaim(..) => 3,
+        Op::Reclaim2(..) => 5,
         _ => 1,
     };
     if words.len() != wanted {

@@ -31,6 +31,25 @@
 //!   PCID. Kernel ranges become `INVLPGB`s with global entries; reclaim's batched
 //!   flush becomes one `INVLPGB` of every non-global entry (`0b7eb55cb706`).
 //!
+//! # Reclaim's targeted batch (posted, not merged)
+//! [`LinuxX86v615::with_targeted_tlbbatch`] models "x86/mm: do targeted
+//! broadcast flushing from tlbbatch code" as v5 to v15 of Rik van Riel's series
+//! posted it (v15 10/11, 2025-03-04), which Dave Hansen deferred and v6.15 did
+//! not merge. `arch_tlbbatch_add_pending` (here [`Policy::tlbbatch_add_pending`],
+//! per page) reads the mm's global ASID (acquire, pairing with
+//! `use_global_asid`'s release, so that it sees `asid_transition` set); with one
+//! it issues an `INVLPGB` of the page's PCID without waiting, and only while the
+//! mm is in transition (the v5 fix) also bumps `tlb_gen` and ORs `mm_cpumask`
+//! into the batch, as it does for an mm without one. `arch_tlbbatch_flush` sends
+//! the IPI flush to the batch's mask (or flushes locally), then `TLBSYNC` if an
+//! `INVLPGB` was issued. The batch (`current->tlb_ubc`) is kept per CPU: the
+//! checker's `kswapd` finishes its batch on the CPU it started on. v14 also
+//! waits in `switch_mm_irqs_off` and `enter_lazy_tlb` (`tlbsync()`), which can
+//! only complete the `INVLPGB`s earlier; that wait is left out. The zoo has the
+//! two states before: v4's add-pending without the transition check
+//! ([`Bug::InvlpgbTlbbatchNoTransition`]) and v1's flush, `TLBSYNC` *or* the
+//! IPIs ([`Bug::InvlpgbTlbbatchSyncOrIpi`]).
+//!
 //! # The global ASID allocator (v6.15, faithful with its quirks)
 //! `global_asid_lock` serialises a `used` and a `freed` bitmap of
 //! `MAX_ASID_AVAILABLE` bits, `last_global_asid` and `global_asid_available`.
@@ -179,6 +198,15 @@ struct MmContext {
     asid_transition: AtomicBool,
 }
 
+/// Reclaim's batch of one CPU under the posted targeted tlbbatch (the task's
+/// `tlb_ubc.arch` and v14's `cpu_tlbstate.need_tlbsync`).
+struct TlbBatch {
+    /// `batch->cpumask`: the CPUs of the mms flushed by IPI.
+    cpumask: CpuMask,
+    /// `INVLPGB`s issued and not yet waited for (v5's `batch->used_invlpgb`).
+    need_tlbsync: AtomicBool,
+}
+
 /// The global ASID space, under `global_asid_lock`.
 struct GlobalAsids {
     /// Allocated, or freed and not yet reset (one bit beyond the space, for the
@@ -236,6 +264,9 @@ pub struct LinuxX86v615 {
     /// Whether a search that finds no clear ID fails the allocation instead of
     /// handing out `MAX_ASID_AVAILABLE` ([`LinuxX86v615::with_max_refused`]).
     refuse_max: bool,
+    /// Per CPU, reclaim's batch under the posted targeted tlbbatch; empty for
+    /// the merged one ([`LinuxX86v615::with_targeted_tlbbatch`]).
+    tlbbatches: Vec<TlbBatch>,
 }
 
 impl LinuxX86v615 {
@@ -277,21 +308,31 @@ impl LinuxX86v615 {
             global_asid_lock: SpinLock::new(GlobalAsids::new(MAX_ASID_AVAILABLE)),
             bug: None,
             refuse_max: false,
+            tlbbatches: Vec::new(),
         }
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]):
     /// [`Bug::LinuxX86Fea4e317f9e7`], [`Bug::LinuxX8683b0177a6c48`] or
-    /// [`Bug::LinuxX86StableCheckUseOrder`], on a kernel with the lazy mask.
+    /// [`Bug::LinuxX86StableCheckUseOrder`] on a kernel with the lazy mask;
+    /// [`Bug::InvlpgbTlbbatchNoTransition`] or [`Bug::InvlpgbTlbbatchSyncOrIpi`]
+    /// with the targeted tlbbatch ([`LinuxX86v615::with_targeted_tlbbatch`]).
     ///
     /// # Panics
-    /// If `bug` is another one, the kernel is v6.13, or a bug was re-introduced already.
+    /// If `bug` is another one, its kernel or batch is not this one's, or a bug
+    /// was re-introduced already.
     pub fn with_bug(mut self, bug: Bug) -> Self {
+        let tlbbatch = matches!(bug, Bug::InvlpgbTlbbatchNoTransition | Bug::InvlpgbTlbbatchSyncOrIpi);
         assert!(
-            matches!(bug, Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX8683b0177a6c48 | Bug::LinuxX86StableCheckUseOrder),
+            tlbbatch
+                || matches!(
+                    bug,
+                    Bug::LinuxX86Fea4e317f9e7 | Bug::LinuxX8683b0177a6c48 | Bug::LinuxX86StableCheckUseOrder
+                ),
             "{bug} does not apply to Linux x86 v6.14+"
         );
         assert!(self.lazy_mask(), "{bug} is a bug of the lazy mm_cpumask (v6.14 and later)");
+        assert_eq!(tlbbatch, self.targeted(), "{bug}: the tlbbatch bugs are the targeted tlbbatch's, and only they");
         assert!(self.bug.is_none(), "one zoo bug at a time");
         self.bug = Some(bug);
         self
@@ -329,6 +370,29 @@ impl LinuxX86v615 {
     pub fn with_max_refused(mut self) -> Self {
         self.refuse_max = true;
         self
+    }
+
+    /// Returns this policy with reclaim's batch as the posted, unmerged "x86/mm:
+    /// do targeted broadcast flushing from tlbbatch code" has it (v5 to v15 of
+    /// the series; module docs): per page an `INVLPGB` of a global-ASID mm, IPIs
+    /// for the other mms and for one in transition, `TLBSYNC` after the IPIs.
+    ///
+    /// # Panics
+    /// If the kernel is not [`Kernel::Invlpgb`], or a bug was re-introduced
+    /// already (the tlbbatch bugs apply to this batch: build it first).
+    pub fn with_targeted_tlbbatch(mut self) -> Self {
+        assert!(self.invlpgb(), "the targeted tlbbatch needs INVLPGB");
+        assert!(self.bug.is_none(), "choose the batch before the zoo bug");
+        let ncpus = self.cpu_tlbstate.len();
+        self.tlbbatches = (0..ncpus)
+            .map(|_| TlbBatch { cpumask: CpuMask::new(ncpus), need_tlbsync: AtomicBool::new(false) })
+            .collect();
+        self
+    }
+
+    /// Returns whether reclaim's batch is the posted targeted one.
+    pub fn targeted(&self) -> bool {
+        !self.tlbbatches.is_empty()
     }
 
     /// Returns the kernel modelled.
@@ -876,9 +940,9 @@ impl LinuxX86v615 {
         let asid = (last..max).find(|&b| !GlobalAsids::test(&g.used, b)).unwrap_or(max);
         // Upstream tests `!global_asid_available`, false here (use_global_asid
         // checked it), so MAX_ASID_AVAILABLE itself goes out; the fix tests it
-        // the other way round, always true here.
-        let available = g.global_asid_available.load(Ordering::Relaxed) != 0;
-        if asid >= max && available == self.refuse_max {
+        // the other way round, always true here. (The count is read only when
+        // the search found nothing, as the kernel's `&&` reads it.)
+        if asid >= max && (g.global_asid_available.load(Ordering::Relaxed) != 0) == self.refuse_max {
             return 0;
         }
         GlobalAsids::set(&g.used, asid, true);
@@ -934,6 +998,72 @@ impl LinuxX86v615 {
         } else if batch.test(cpu) {
             hw.irqs_off(|| self.flush_tlb_func(hw, &info));
         }
+    }
+}
+
+impl LinuxX86v615 {
+    /// `arch_tlbbatch_add_pending` of the targeted tlbbatch (v15 10/11): an mm
+    /// with a global ASID has page `va` invalidated by `INVLPGB` now, completed
+    /// by the flush's `TLBSYNC`; an mm without one, or one in transition (the
+    /// v5 fix), gets the generation bump and its mask in the batch.
+    fn targeted_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        let b = &self.tlbbatches[hw.cpu().index()];
+        self.touch_ctx(hw, mm, Access::Read);
+        // `global_asid` is an acquire (smp_load_acquire): it pairs with
+        // use_global_asid's release, so the transition flag read below is at
+        // least as new as the ASID.
+        let mut global_asid = self.global_asid(mm);
+        if global_asid != 0 {
+            // invlpgb_flush_user_nr_nosync(kern_pcid(global_asid), uaddr, 1, false).
+            let op = Tlbi::Range { asid: Some(Self::tag(global_asid)), va, pages: 1 };
+            hw.tlbi(op, Scope::Broadcast);
+            // Relaxed: this CPU's own flag.
+            b.need_tlbsync.store(true, Ordering::Relaxed);
+            // Zoo bug (v4; v1 to v4 alike): a mm in transition got no IPIs.
+            let v5 = self.bug != Some(Bug::InvlpgbTlbbatchNoTransition);
+            if v5 && self.in_asid_transition(mm) {
+                // Stragglers still run the mm on a dynamic ASID: IPI them too.
+                global_asid = 0;
+            }
+        }
+        if global_asid == 0 {
+            let m = &self.mms[mm.index()];
+            // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clear.
+            self.touch_ctx(hw, mm, Access::Rmw);
+            m.tlb_gen.fetch_add(1, Ordering::SeqCst);
+            self.touch_mask(hw, mm, Access::Read);
+            m.cpumask.for_each(|c| b.cpumask.set(c));
+        }
+    }
+
+    /// `arch_tlbbatch_flush` of the targeted tlbbatch: the IPI flush of the
+    /// batch's CPUs (or the local one), then `TLBSYNC` for the `INVLPGB`s.
+    fn targeted_tlbbatch_flush<H: Hw>(&self, hw: &H) {
+        let cpu = hw.cpu();
+        let b = &self.tlbbatches[cpu.index()];
+        let info = FlushTlbInfo {
+            mm: None,
+            extent: Extent::All,
+            new_tlb_gen: TLB_GENERATION_INVALID,
+            freed_tables: false,
+            trim_cpumask: false,
+        };
+        // Relaxed: this CPU's own flag.
+        let need_tlbsync = b.need_tlbsync.load(Ordering::Relaxed);
+        // Zoo bug (v1, fixed in v2): TLBSYNC when INVLPGB was used, the IPIs
+        // only otherwise.
+        let ipis = !(need_tlbsync && self.bug == Some(Bug::InvlpgbTlbbatchSyncOrIpi));
+        if ipis && self.other_in(hw, &b.cpumask, cpu) {
+            self.flush_tlb_multi(hw, &b.cpumask, &info);
+        } else if ipis && b.cpumask.test(cpu) {
+            hw.irqs_off(|| self.flush_tlb_func(hw, &info));
+        }
+        if need_tlbsync {
+            hw.barrier(Barrier::TlbSync);
+            // Relaxed: this CPU's own flag.
+            b.need_tlbsync.store(false, Ordering::Relaxed);
+        }
+        b.cpumask.clear_all();
     }
 }
 
@@ -993,8 +1123,23 @@ impl Policy for LinuxX86v615 {
         self.flush_tlb_mm_range(hw, mm, Extent::All, true);
     }
 
+    /// The merged batch (`arch_tlbbatch_add_pending` per mm, then one `INVLPGB`
+    /// of every non-global entry), or the targeted one's flush of what
+    /// [`Policy::tlbbatch_add_pending`] queued (the batch names no mm).
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.tlbbatch(hw, mms);
+        if self.targeted() {
+            self.targeted_tlbbatch_flush(hw);
+        } else {
+            self.tlbbatch(hw, mms);
+        }
+    }
+
+    /// The targeted tlbbatch's `arch_tlbbatch_add_pending`; the merged one's
+    /// runs in [`Policy::flush_batch`].
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        if self.targeted() {
+            self.targeted_add_pending(hw, mm, va);
+        }
     }
 
     /// `flush_tlb_kernel_range`: with INVLPGB, broadcasts that include global
@@ -1068,6 +1213,14 @@ impl Policy for LinuxX86v615 {
             f.add(&x.next_trim_cpumask, format_args!("mm[{m}].context.next_trim_cpumask"), Value::Number);
             f.add(&x.global_asid, format_args!("mm[{m}].context.global_asid"), Value::Number);
             f.add(&x.asid_transition, format_args!("mm[{m}].context.asid_transition"), Value::Bool);
+        }
+        for (c, b) in self.tlbbatches.iter().enumerate() {
+            f.add(&b.cpumask, format_args!("tlbbatch[cpu{c}].cpumask"), Value::Cpus { first: 0 });
+            f.add(&b.need_tlbsync, format_args!("tlbbatch[cpu{c}].need_tlbsync"), Value::Bool);
+            // The batch is the reclaiming task's, on its CPU.
+            let mine = Owner::Cpu { cpu: c as u32, others_read: false };
+            f.own(&b.cpumask, mine);
+            f.own(&b.need_tlbsync, mine);
         }
         f.add(&self.global_asid_lock, format_args!("global_asid_lock"), Value::Lock);
         self.global_asid_lock.name_inner(f, |g, f| {
@@ -1395,6 +1548,55 @@ mod tests {
                 "cpu1: tlbi Asid(Asid(2)) Local".to_string()
             ]
         );
+    }
+
+    /// Returns the log of reclaiming page 0x1000 of mm 1 with the targeted
+    /// batch (`bug` re-introduced, if any) while both CPUs still run mm 1 on
+    /// dynamic PCIDs and it has just got global ASID 6 (PCID 7).
+    fn targeted_batch_in_transition(bug: Option<Bug>) -> Vec<String> {
+        let p = x86(Kernel::Invlpgb, 2, 1).with_small_shapes(2).with_targeted_tlbbatch();
+        let p = match bug {
+            Some(b) => p.with_bug(b),
+            None => p,
+        };
+        init_mms(&p, 1..=1);
+        let (h0, h1) = (cpu(0, 2), cpu(1, 2));
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        assert_eq!((p.global_asid(MmId(1)), p.in_asid_transition(MmId(1))), (6, true));
+        h0.take();
+        p.tlbbatch_add_pending(&h0, MmId(1), VirtAddr(0x1000));
+        p.flush_batch(&h0, &[MmId(1)]);
+        h0.take()
+    }
+
+    #[test]
+    fn the_targeted_batch_also_ipis_an_mm_in_transition_and_syncs_after_the_ipis() {
+        // v5 to v15: the INVLPGB of PCID 7, the generation bump and the mask,
+        // then the IPI flush (which moves each straggler to PCID 7), then TLBSYNC.
+        assert_eq!(
+            targeted_batch_in_transition(None),
+            vec![
+                bcast_range(7, 0x1000, 1),
+                root(1, 7, true),
+                "ipi [1]".to_string(),
+                format!("cpu1: {}", root(1, 7, true)),
+                "barrier TlbSync".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn v4_and_v1_reclaim_leaves_the_stragglers_on_their_dynamic_pcids() {
+        // v4: the INVLPGB only; v1's flush: TLBSYNC instead of the IPIs.
+        for bug in [Bug::InvlpgbTlbbatchNoTransition, Bug::InvlpgbTlbbatchSyncOrIpi] {
+            assert_eq!(
+                targeted_batch_in_transition(Some(bug)),
+                vec![bcast_range(7, 0x1000, 1), "barrier TlbSync".to_string()],
+                "{bug}"
+            );
+        }
     }
 
     #[test]
