@@ -62,9 +62,10 @@ pub(crate) trait Engine {
     fn choose_op(&self, labels: &[u32]) -> Option<usize>;
 
     /// Makes the choice of the kernel operation the current CPU starts among
-    /// `ops`, as [`Engine::choose_op`] does (a script picks by what each
-    /// operation is: [`crate::search::Chooser::script_op`]).
-    fn choose_kernel_op(&self, ops: &[crate::ops::Op]) -> Option<usize>;
+    /// `n`, as [`Engine::choose_op`] does; a script picks by what each one is,
+    /// `words(i)` naming option `i` as a script line does
+    /// ([`crate::search::Chooser::script_op`]).
+    fn choose_kernel_op(&self, n: usize, words: &dyn Fn(usize) -> String) -> Option<usize>;
 
     /// Tells the chooser that CPU `cpu` is between kernel operations
     /// ([`crate::search::Chooser::op_boundary`]).

@@ -944,28 +944,29 @@ impl Engine for Core {
         self.choose(Point::Op, labels, 0)
     }
 
-    fn choose_kernel_op(&self, ops: &[crate::ops::Op]) -> Option<usize> {
+    fn choose_kernel_op(&self, n: usize, words: &dyn Fn(usize) -> String) -> Option<usize> {
+        if !self.with_chooser(|c| c.scripted()) {
+            let labels: Vec<u32> = (0..n as u32).collect();
+            return self.choose(Point::Op, &labels, 0);
+        }
         let cpu = self.cpu();
-        match arena::outside(|| self.with_chooser(|c| c.script_op(cpu, ops))) {
-            None => {
-                let labels: Vec<u32> = (0..ops.len() as u32).collect();
-                self.choose(Point::Op, &labels, 0)
-            }
-            Some(Pick::Take(i)) => {
+        // A script's strings are made in a CPU's coroutine: never in the arena.
+        let pick = arena::outside(|| {
+            let offered: Vec<String> = (0..n).map(words).collect();
+            self.with_chooser(|c| c.script_op(cpu, &offered))
+        });
+        match pick {
+            Pick::Take(i) => {
                 self.touch_global();
                 // Recorded as `choose` records it: only a choice of two or more.
-                if ops.len() > 1 {
+                if n > 1 {
                     arena::outside(|| {
-                        self.choices.borrow_mut().push(Choice {
-                            point: Point::Op,
-                            n: ops.len() as u32,
-                            taken: i as u32,
-                        })
+                        self.choices.borrow_mut().push(Choice { point: Point::Op, n: n as u32, taken: i as u32 })
                     });
                 }
                 Some(i)
             }
-            Some(Pick::Prune) => {
+            Pick::Prune => {
                 self.pruned.set(true);
                 None
             }

@@ -425,7 +425,7 @@ pub(crate) fn kernel_loop<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
         if ops.is_empty() {
             core.idle();
         }
-        let Some(i) = core.choose_kernel_op(&ops) else {
+        let Some(i) = core.choose_kernel_op(ops.len(), &|i| ops[i].script_words()) else {
             // Pruned: stop here (the scheduler ends the execution).
             core.idle();
         };
@@ -833,38 +833,12 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
             core.pte_lock(s);
         }
     }
-    let cleared = {
-        if gone {
-            None
-        } else if deferred {
-            let mut m = core.machine_mut();
-            m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
-        } else {
-            core.machine_mut().clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
-        }
-    };
-    let Some((id, frame, ver)) = cleared else {
+    let cleared = if gone { None } else { clear_page(core, cpu, s, pg, change, deferred) };
+    let Some((id, frame)) = cleared else {
         core.machine_mut().ptl_held[s as usize] = None;
         judge_owed(core, &owed, zap.change());
         return finish(core, true);
     };
-    if zap == Zap::Reclaim {
-        // `set_tlb_ubc_flush_pending`'s `atomic_inc(&mm->tlb_flush_batched)`, in
-        // the clear's step: the kernel does it after `arch_tlbbatch_add_pending`,
-        // still under the PTE lock, where no other holder can tell the two apart.
-        if core.shape().bug != Some(KernelBug::NoBatchedPending) {
-            let mut m = core.machine_mut();
-            let b = &mut m.spaces[s as usize].batched;
-            *b = b.saturating_add(1);
-        }
-    }
-    if deferred {
-        core.buffer_pte_clear(s, pg, ver);
-    }
-    core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
-        let buffered = if deferred { format!(", the store {INTO_BUFFER}") } else { String::new() };
-        format!("PTE of {:#x} in mm{s} cleared (frame {frame}){buffered}", va_of(pg))
-    });
     let flush = match zap {
         Zap::Reclaim => {
             // `arch_tlbbatch_add_pending` under the PTE lock, then the deferred
@@ -920,6 +894,41 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
     finish(core, true);
 }
 
+/// Clears the PTE of page `pg` of `s` for `change` (into CPU `cpu`'s store
+/// buffer when `deferred`) and records it; returns its obligation and frame,
+/// `None` if the page was not mapped. A reclaim's clear also counts the mm's
+/// `tlb_flush_batched` (`set_tlb_ubc_flush_pending`'s `atomic_inc`) in the
+/// clear's step: the kernel does it after `arch_tlbbatch_add_pending`, still
+/// under the PTE lock, where no other holder can tell the two apart.
+fn clear_page<E: Engine>(
+    core: &E,
+    cpu: usize,
+    s: u32,
+    pg: usize,
+    change: &'static str,
+    deferred: bool,
+) -> Option<(usize, u32)> {
+    let (id, frame, ver) = if deferred {
+        let mut m = core.machine_mut();
+        m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
+    } else {
+        core.machine_mut().clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
+    }?;
+    if change == RECLAIM && core.shape().bug != Some(KernelBug::NoBatchedPending) {
+        let mut m = core.machine_mut();
+        let b = &mut m.spaces[s as usize].batched;
+        *b = b.saturating_add(1);
+    }
+    if deferred {
+        core.buffer_pte_clear(s, pg, ver);
+    }
+    core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
+        let buffered = if deferred { format!(", the store {INTO_BUFFER}") } else { String::new() };
+        format!("PTE of {:#x} in mm{s} cleared (frame {frame}){buffered}", va_of(pg))
+    });
+    Some((id, frame))
+}
+
 /// `kswapd` reclaims two pages, of two processes, in one batch: each PTE is
 /// cleared and queued (`arch_tlbbatch_add_pending`) under its PTE lock as
 /// [`zap_page`]'s reclaim does, then one deferred flush of both mms returns
@@ -933,28 +942,10 @@ fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pages: [(u32,
     for (s, pg) in pages {
         core.pte_lock(s);
         core.machine_mut().ptl_held[s as usize] = Some(cpu as u8);
-        let cleared = if deferred {
-            let mut m = core.machine_mut();
-            m.clear_pte_deferred(s, pg, RECLAIM, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
-        } else {
-            core.machine_mut().clear_pte(s, pg, RECLAIM, cpu).map(|(id, f)| (id, f, 0))
-        };
-        let Some((id, frame, ver)) = cleared else {
+        let Some((id, frame)) = clear_page(core, cpu, s, pg, RECLAIM, deferred) else {
             core.machine_mut().ptl_held[s as usize] = None;
             continue;
         };
-        if core.shape().bug != Some(KernelBug::NoBatchedPending) {
-            let mut m = core.machine_mut();
-            let b = &mut m.spaces[s as usize].batched;
-            *b = b.saturating_add(1);
-        }
-        if deferred {
-            core.buffer_pte_clear(s, pg, ver);
-        }
-        core.event_kind(cpu, 0x13_0000 + pg as u64, Kind::PageTable, || {
-            let buffered = if deferred { format!(", the store {INTO_BUFFER}") } else { String::new() };
-            format!("PTE of {:#x} in mm{s} cleared (frame {frame}){buffered}", va_of(pg))
-        });
         p.tlbbatch_add_pending(&hw, MmId(s), VirtAddr(va_of(pg)));
         let pending = {
             let mut m = core.machine_mut();

@@ -75,7 +75,7 @@ fn the_default_run_is_a_portfolio_under_the_architectures_memory() {
 fn an_explicit_shape_flag_means_one_shape() {
     let one = |o: Options| match o.plan().unwrap() {
         Plan::One(spec, _) => spec,
-        Plan::Portfolio(_) => panic!("{o:?}: a portfolio"),
+        other => panic!("{o:?}: {other:?}"),
     };
     let s = one(Options { cpus: Some(3), ..options("arm64-linux") });
     // The rest of the shape is the family's, under sequential consistency, as before.

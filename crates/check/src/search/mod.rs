@@ -31,7 +31,6 @@ pub use shrink::shrink;
 
 use crate::arena;
 use crate::kernel::Violation;
-use crate::ops::Op;
 use crate::trace::Event;
 use std::cell::RefCell;
 
@@ -124,12 +123,19 @@ pub trait Chooser {
     /// the last scheduling choice among them is `last_sched`.
     fn skip(&mut self, _made: usize, _last_sched: Option<usize>) {}
 
-    /// Picks, for a script ([`Script`]), which of the operations `ops` CPU
-    /// `cpu` starts: `None` (the default) leaves it to [`Chooser::choose`] at a
-    /// [`Point::Op`] as usual. Asked at every operation choice, even of one
-    /// option, so that a script can tell when its operation is not offered.
-    fn script_op(&mut self, _cpu: usize, _ops: &[Op]) -> Option<Pick> {
-        None
+    /// Returns whether this chooser picks kernel operations by what they are
+    /// ([`Chooser::script_op`]), as a script does, instead of at a
+    /// [`Point::Op`] by [`Chooser::choose`].
+    fn scripted(&self) -> bool {
+        false
+    }
+
+    /// Picks, for a script ([`Script`]), which of the operations `offered` (as
+    /// a script names them, [`crate::ops::Op::script_words`]) CPU `cpu` starts.
+    /// Asked, when [`Chooser::scripted`], at every operation choice, even of
+    /// one option, so that a script can tell when its operation is not offered.
+    fn script_op(&mut self, _cpu: usize, _offered: &[String]) -> Pick {
+        Pick::Prune
     }
 
     /// Tells the chooser that CPU `cpu` is between kernel operations: the one

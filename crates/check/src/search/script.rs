@@ -117,15 +117,6 @@ fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
     Ok(op)
 }
 
-/// Whether `offered` is the operation a script line names (a reclaim line
-/// names FreeBSD's page-out too).
-fn names(line: Op, offered: Op) -> bool {
-    match (line, offered) {
-        (Op::Reclaim(s, p), Op::PageOut(t, q)) => s == t && p == q,
-        _ => line == offered,
-    }
-}
-
 /// The chooser that runs a script, line by line.
 pub struct Script<'a> {
     items: &'a [ScriptItem],
@@ -195,39 +186,44 @@ impl Chooser for Script<'_> {
         Pick::Take(labels.iter().position(|&l| l % 2 == 0).unwrap_or(0))
     }
 
-    fn script_op(&mut self, cpu: usize, ops: &[crate::ops::Op]) -> Option<Pick> {
+    fn scripted(&self) -> bool {
+        true
+    }
+
+    /// A line names its operation as [`Op::script_words`] does (a reclaim line
+    /// names FreeBSD's page-out too).
+    fn script_op(&mut self, cpu: usize, offered: &[String]) -> Pick {
         if self.error.is_some() {
-            return Some(Pick::Prune);
+            return Pick::Prune;
         }
         let Some(k) = (self.next..self.items.len()).find(|&k| !self.chosen[k] && self.items[k].cpu == cpu) else {
             if self.next == self.items.len() {
                 self.cut = true;
-                return Some(Pick::Prune);
+                return Pick::Prune;
             }
             let waiting = &self.items[self.next];
-            return Some(self.fail(format!(
+            return self.fail(format!(
                 "cpu{cpu} must choose an operation (an interrupt woke it) before line {} starts, but the script \
                  has no more lines for it; add one (e.g. `cpu{cpu} idle`) after line {}",
                 waiting.line,
                 self.items.iter().filter(|i| i.cpu == cpu).map(|i| i.line).max().unwrap_or(0)
-            )));
+            ));
         };
         let item = &self.items[k];
-        let Some(i) = ops.iter().position(|&o| names(item.op, o)) else {
-            let offered: Vec<String> = ops.iter().map(|o| o.script_words()).collect();
-            return Some(self.fail(format!(
-                "line {}: cpu{cpu} cannot start '{}' there; it may start: {}",
+        let words = item.op.script_words();
+        let Some(i) = offered.iter().position(|o| *o == words) else {
+            return self.fail(format!(
+                "line {}: cpu{cpu} cannot start '{words}' there; it may start: {}",
                 item.line,
-                item.op.script_words(),
                 if offered.is_empty() { "nothing".to_string() } else { offered.join(", ") }
-            )));
+            ));
         };
         self.chosen[k] = true;
         self.running[cpu] = Some(k);
         while self.next < self.items.len() && self.chosen[self.next] {
             self.next += 1;
         }
-        Some(Pick::Take(i))
+        Pick::Take(i)
     }
 
     fn op_boundary(&mut self, cpu: usize) {
