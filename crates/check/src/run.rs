@@ -294,43 +294,7 @@ fn search_with<P: Policy>(
     build: &dyn Fn() -> P,
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
-    let mut n = 0u64;
-    let started = std::cell::Cell::new(0usize);
-    let reached = std::cell::Cell::new(Reached::default());
-    let mut saved = exec::Checkpoints::new();
-    let mut run = |c: &mut dyn Chooser| {
-        n += 1;
-        if n.is_multiple_of(4096) {
-            progress(n);
-        }
-        let out = exec::run_from(&mut saved, shape, build, c);
-        started.set(started.get().max(out.ops));
-        reached.set(reached.get().max(Reached::of(&out)));
-        out
-    };
-    let (stats, found) = match spec.mode {
-        Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
-        Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
-        Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
-    };
-    if found.is_none() && (stats.executions == 0 || started.get() == 0) {
-        // A clean verdict over no behaviour would read as a proof: refuse it.
-        return Err(if stats.executions == 0 {
-            Error::NoExecution
-        } else {
-            Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms }
-        });
-    }
-    let counterexample = found.map(|out| {
-        let choices = search::shrink(&mut run, &out);
-        let token = encode(spec, &choices);
-        let out = exec::run(shape, build, &mut Replay::new(&choices), true);
-        counterexample(&out, token)
-    });
-    // What the executions reached (shrinking's replays are executions of the
-    // same machine too).
-    let reached = reached.get();
-    Ok(report(spec, spec.mode.name(), stats, reached, counterexample))
+    search_from(spec, shape, build, progress, &[], 0)
 }
 
 /// [`search_with`] for executions that start with `schedule`: it runs the
@@ -365,17 +329,14 @@ fn search_after<P: Policy>(
         }
         return Err(Error::Invalid { param: crate::error::Param::From, value: None, problem: why });
     }
-    if probe.violation.is_some() {
+    let mut r = if probe.violation.is_some() {
         // The schedule violates on its own, before the search chooses anything.
         let taken: Vec<u32> = probe.choices.iter().map(|c| c.taken).collect();
         let out = exec::run(shape, build, &mut Replay::new(&taken), true);
         let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
         let cx = counterexample(&out, encode(spec, &taken));
-        let mut r = report(spec, spec.mode.name(), stats, Reached::of(&out), Some(cx));
-        r.after = Some(after);
-        return Ok(r);
-    }
-    if probe.choices.len() < schedule.len() {
+        report(spec, spec.mode.name(), stats, Reached::of(&out), Some(cx))
+    } else if probe.choices.len() < schedule.len() {
         return Err(Error::invalid(
             crate::error::Param::Ops,
             spec.ops,
@@ -387,9 +348,24 @@ fn search_after<P: Policy>(
                 probe.ops,
             ),
         ));
-    }
-    let prefix = probe.choices;
-    let (k, base_ops) = (prefix.len(), after.ops);
+    } else {
+        search_from(spec, shape, build, progress, &probe.choices, probe.ops)?
+    };
+    r.after = Some(after);
+    Ok(r)
+}
+
+/// The search of [`search_with`] and [`search_after`]: every execution takes
+/// `prefix` first (none: empty), which started `prefix_ops` operations, and
+/// the search explores what follows; a counterexample's token holds both.
+fn search_from<P: Policy>(
+    spec: &CheckSpec,
+    shape: &Shape,
+    build: &dyn Fn() -> P,
+    progress: &mut dyn FnMut(u64),
+    prefix: &[search::Choice],
+    prefix_ops: usize,
+) -> Result<CheckReport, Error> {
     let mut n = 0u64;
     let started = std::cell::Cell::new(0usize);
     let reached = std::cell::Cell::new(Reached::default());
@@ -399,11 +375,15 @@ fn search_after<P: Policy>(
         if n.is_multiple_of(4096) {
             progress(n);
         }
-        let mut w = search::Prefixed::new(&prefix, c, true);
-        let mut out = exec::run_from(&mut saved, shape, build, &mut w);
-        // The search sees its own choices only.
-        out.choices.drain(..k.min(out.choices.len()));
-        started.set(started.get().max(out.ops.saturating_sub(base_ops)));
+        let out = if prefix.is_empty() {
+            exec::run_from(&mut saved, shape, build, c)
+        } else {
+            let mut out = exec::run_from(&mut saved, shape, build, &mut search::Prefixed::new(prefix, c, true));
+            // The search sees its own choices only.
+            out.choices.drain(..prefix.len().min(out.choices.len()));
+            out
+        };
+        started.set(started.get().max(out.ops.saturating_sub(prefix_ops)));
         reached.set(reached.get().max(Reached::of(&out)));
         out
     };
@@ -413,6 +393,7 @@ fn search_after<P: Policy>(
         Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
     };
     if found.is_none() && (stats.executions == 0 || started.get() == 0) {
+        // A clean verdict over no behaviour would read as a proof: refuse it.
         return Err(if stats.executions == 0 {
             Error::NoExecution
         } else {
@@ -421,13 +402,13 @@ fn search_after<P: Policy>(
     }
     let counterexample = found.map(|out| {
         let suffix = search::shrink(&mut run, &out);
-        let full: Vec<u32> = prefix.iter().map(|c| c.taken).chain(suffix).collect();
-        let out = exec::run(shape, build, &mut Replay::new(&full), true);
-        counterexample(&out, encode(spec, &full))
+        let choices: Vec<u32> = prefix.iter().map(|c| c.taken).chain(suffix).collect();
+        let out = exec::run(shape, build, &mut Replay::new(&choices), true);
+        counterexample(&out, encode(spec, &choices))
     });
-    let mut r = report(spec, spec.mode.name(), stats, reached.get(), counterexample);
-    r.after = Some(after);
-    Ok(r)
+    // What the executions reached (shrinking's replays are executions of the
+    // same machine too).
+    Ok(report(spec, spec.mode.name(), stats, reached.get(), counterexample))
 }
 
 /// Tests of the exhaustive search's soundness that need the crate's insides.

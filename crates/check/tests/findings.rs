@@ -3,6 +3,8 @@
 //! the catalogue records and replays the same trace, and the fix candidate passes
 //! where the faithful policy fails.
 
+mod common;
+
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::options::{Options, Plan};
 use tlbkit_check::report::{CheckReport, Counterexample};
@@ -232,20 +234,7 @@ fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_windo
 #[test]
 fn the_global_asid_allocator_hands_max_out_twice_and_a_cpu_uses_the_first_mms_entry() {
     let f = finding("x86-global-asid-max").unwrap();
-    let script = include_str!("../../../docs/findings/x86-global-asid-max.script");
-    let shape = |policy: &str| Options {
-        policy: policy.to_string(),
-        cpus: Some(2),
-        mms: Some(6),
-        pages: Some(2),
-        asids: Some(4),
-        ops: Some(61),
-        memory: Some("sc".into()),
-        menu: Some("switch,munmap,exit,fork".into()),
-        seed: 1,
-        script: Some(script.to_string()),
-        ..Options::default()
-    };
+    let shape = common::global_asid_script;
     let Plan::After(spec, schedule) = shape("x86-linux-invlpgb").plan().unwrap() else { panic!("a schedule") };
     let from = f.check_args.iter().position(|a| *a == "--from").map(|i| f.check_args[i + 1]).unwrap();
     assert_eq!(encode(&spec, &schedule), from, "the script no longer writes the catalogue's --from schedule");

@@ -191,19 +191,7 @@ fn every_teardown_strategy_with_a_contiguous_block() {
 #[ignore]
 fn the_global_asid_fix_passes_the_complete_search_after_the_findings_script() {
     let t = Instant::now();
-    let o = tlbkit_check::options::Options {
-        policy: "x86-linux-invlpgb-fix-max".into(),
-        cpus: Some(2),
-        mms: Some(6),
-        pages: Some(2),
-        asids: Some(4),
-        ops: Some(61),
-        memory: Some("sc".into()),
-        menu: Some("switch,munmap,exit,fork".into()),
-        seed: 1,
-        script: Some(include_str!("../../../docs/findings/x86-global-asid-max.script").into()),
-        ..Default::default()
-    };
+    let o = common::global_asid_script("x86-linux-invlpgb-fix-max");
     let r = o.run(&mut |_| {}).unwrap();
     assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
     println!("x86-linux-invlpgb-fix-max after the script: {} states, {:.1} s", r.states, t.elapsed().as_secs_f64());

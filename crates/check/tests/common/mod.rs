@@ -114,3 +114,22 @@ pub fn no_more_states_with(
 pub fn verdict(r: &tlbkit_check::CheckReport) -> Option<&'static str> {
     r.counterexample.as_ref().map(|c| c.property)
 }
+
+/// The check of the global ASID finding's report: `policy` after the script
+/// `docs/findings/x86-global-asid-max.script` on its machine (2 CPUs, 6
+/// address spaces of 2 pages, 4 global ASIDs, 61 operations in all).
+pub fn global_asid_script(policy: &str) -> tlbkit_check::options::Options {
+    tlbkit_check::options::Options {
+        policy: policy.to_string(),
+        cpus: Some(2),
+        mms: Some(6),
+        pages: Some(2),
+        asids: Some(4),
+        ops: Some(61),
+        memory: Some("sc".into()),
+        menu: Some("switch,munmap,exit,fork".into()),
+        seed: 1,
+        script: Some(include_str!("../../../../docs/findings/x86-global-asid-max.script").into()),
+        ..Default::default()
+    }
+}
