@@ -68,11 +68,15 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
-    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise, tick;
-    /// default all). reclaim is kswapd's batched flush on Linux policies, the page
-    /// daemon's per-page invalidation of a pmap (loaded anywhere or nowhere) on
-    /// FreeBSD ones; madvise (MADV_DONTNEED) is offered on Linux policies; tick
-    /// (a scheduler tick) on policies that work at ticks (x86-latr).
+    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise, tick, cow,
+    /// migrate; default all but cow and migrate). reclaim is kswapd's batched flush
+    /// on Linux policies, the page daemon's per-page invalidation of a pmap
+    /// (loaded anywhere or nowhere) on FreeBSD ones; madvise (MADV_DONTNEED) is
+    /// offered on Linux policies; tick (a scheduler tick) on policies that work at
+    /// ticks (x86-latr); cow (a copy-on-write fault, mmap_lock read side) and
+    /// migrate (kcompactd moving a page, no mmap_lock; an idle CPU) on Linux
+    /// policies only: each replaces a page's frame with ptep_clear_flush and frees
+    /// the old frame at once.
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux

@@ -120,6 +120,7 @@ pub const LATER_POLICIES: &[&str] = &[
     "arm64-linux-activecpu",
     "arm64-linux-tlbmode",
     "x86-latr",
+    "x86-latr-syscall-only",
     "x86-linux-invlpgb",
 ];
 
