@@ -18,7 +18,7 @@ use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
-use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, Os, WithPolicy};
+use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, WithPolicy};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
