@@ -190,7 +190,9 @@ fn list_shows_every_finding_in_its_own_section_with_its_command() {
             "freebsd-arm64-asid-reset-curpmap",
             "linux-arm64-asid-publish",
             "arm64-skipbcast-early-mask-read",
-            "x86-global-asid-max"
+            "x86-global-asid-max",
+            "latr-artifact-cow",
+            "latr-artifact-migrate"
         ]
     );
 }
@@ -650,6 +652,10 @@ fn check_bad_input_is_exit_2() {
         );
     }
     assert_bad_input(&["check", "--policy", "arm64-linux", "--menu", "fly"], "unknown operation 'fly'");
+    assert_bad_input(
+        &["check", "--policy", "x86-freebsd-gen", "--menu", "switch,cow"],
+        "--menu cow: cow (wp_page_copy) and migrate (try_to_unmap_one for migration) are Linux's paths",
+    );
     assert_bad_input(&["replay", "garbage"], "not a tlbkit replay token");
     assert_bad_input(
         &["check", "--policy", "arm64-linux", "--teardown", "fast"],

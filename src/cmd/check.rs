@@ -68,13 +68,16 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
-    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise, tick;
-    /// default all; and reclaim2, only when named). reclaim is kswapd's batched
-    /// flush on Linux policies, the page daemon's per-page invalidation of a pmap
-    /// (loaded anywhere or nowhere) on FreeBSD ones; reclaim2 is kswapd's batch
-    /// of a page of each of two processes (Linux); madvise (MADV_DONTNEED) is
-    /// offered on Linux policies; tick (a scheduler tick) on policies that work
-    /// at ticks (x86-latr).
+    /// munmap, fault, reclaim, unmap-table, exit, fork, write, madvise, tick, cow,
+    /// migrate, reclaim2; default all but cow, migrate and reclaim2). reclaim is
+    /// kswapd's batched flush on Linux policies, the page daemon's per-page
+    /// invalidation of a pmap (loaded anywhere or nowhere) on FreeBSD ones;
+    /// reclaim2 is kswapd's batch of a page of each of two processes (Linux);
+    /// madvise (MADV_DONTNEED) is offered on Linux policies; tick (a scheduler
+    /// tick) on policies that work at ticks (x86-latr); cow (a copy-on-write
+    /// fault, mmap_lock read side) and migrate (kcompactd moving a page, no
+    /// mmap_lock; an idle CPU) on Linux policies only: each replaces a page's
+    /// frame with ptep_clear_flush and frees the old frame at once.
     #[arg(long)]
     menu: Option<String>,
     /// Give every address space a 64 KB block of contiguous PTEs (arm64 Linux

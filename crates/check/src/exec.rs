@@ -30,8 +30,8 @@ use std::ptr::NonNull;
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
-    Access, Barrier, CpuId, CpuMask, Domain, Fields, FlushTicket, Hw, MmId, Note, Owner, Phase, Policy, Root, Scope,
-    Tlbi, Value,
+    Access, Barrier, CpuId, CpuMask, Defer, Domain, Fields, FlushTicket, Hw, MmId, Note, Owner, Phase, Policy, Root,
+    Scope, Tlbi, Value,
 };
 
 /// Store-buffer addresses at or above this stand for a PTE-clearing store:
@@ -1495,14 +1495,23 @@ impl<'c> Hw for CheckHw<'c> {
         r
     }
 
-    /// The flush offered by the kernel operation this CPU runs (`munmap`,
-    /// `madvise`), taken over with the smallest free ticket.
-    fn defer_flush(&self) -> Option<FlushTicket> {
-        let t = self.st().m.take_lazy(self.cpu)?;
+    /// The flush of `mm` this CPU runs, taken over with the smallest free
+    /// ticket where the kernel allows it under `rule` (see
+    /// `Machine::take_lazy`).
+    fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
+        let (t, holds) = self.st().m.take_lazy(self.cpu, mm.0, rule)?;
         // A lazy shootdown is a cross-CPU invalidation started here.
         self.initiated();
-        self.core.event(self.cpu, mix(0x1a_0000, t as u64), || {
-            format!("the flush is deferred (ticket {t}): its memory is held until the policy completes it")
+        self.core.event(self.cpu, mix(0x1a_0000 + u64::from(!holds) * 0x100, t as u64), || {
+            if holds {
+                format!("the flush is deferred (ticket {t}): its memory is held until the policy completes it")
+            } else {
+                format!(
+                    "the flush is deferred (ticket {t}) as mm{}'s munmap_inprogress is set: it holds nothing, \
+                     and its caller takes it as done when it returns",
+                    mm.0
+                )
+            }
         });
         Some(FlushTicket(t))
     }
@@ -1577,6 +1586,7 @@ fn new_core<P: Policy>(
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
     m.va_drops_walks = !shape.arm64;
+    m.reads_flag = policy.defers() == Some(Defer::WhileMmFlagged);
     for s in 1..=shape.mms as u32 {
         m.fork(s, 0).expect("a fresh machine has no obligations");
     }

@@ -9,7 +9,7 @@
 
 use std::fmt;
 use tlbkit_policy::contpte::{PteVal, CONT_PTES};
-use tlbkit_policy::{Root, Scope, Tlbi};
+use tlbkit_policy::{Defer, Root, Scope, Tlbi};
 
 /// The most pages an address space maps (`--pages`).
 pub const MAX_PAGES: usize = 4;
@@ -114,6 +114,12 @@ pub struct Space {
     /// `flush_tlb_batched_pending` clears it after its flush unless a reclaim
     /// raised it again meanwhile (its `atomic_cmpxchg`).
     pub batched: u8,
+    /// LATR's `mm->munmap_inprogress`: set with a plain store as a `munmap`
+    /// (the system call) or `madvise(MADV_DONTNEED)`'s zap starts, cleared as it
+    /// ends, so the last writer wins. Kept only while [`Machine::reads_flag`]
+    /// (false otherwise); a fork starts with it clear (the checker's fork is a
+    /// fresh mm, not a `dup_mm` copy of a parent's).
+    pub munmap_inprogress: bool,
 }
 
 /// A cached translation, with the ground truth it was filled from.
@@ -215,6 +221,10 @@ pub struct LazyFlush {
     /// The pages whose range a `munmap` removed (bits), reserved until completion.
     pub detached: u8,
 }
+
+/// [`LazyFlush::flush`] of a ticket that holds nothing: another caller's flush
+/// of an mm whose `munmap_inprogress` is set, which it took as done.
+pub const BARE_FLUSH: &str = "flush taken as done";
 
 /// A broken property, as the oracle reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -420,6 +430,11 @@ pub struct Machine {
     /// vol. 3A, 4.10.4.1), where arm64's `TLBI VALE1` is leaf-only. Set for x86
     /// policies; constant for a run.
     pub va_drops_walks: bool,
+    /// Whether the policy reads each mm's `munmap_inprogress`
+    /// ([`Defer::WhileMmFlagged`]): only then do `munmap` and `madvise` keep
+    /// the flag, so that it adds no state for other policies. Constant for a
+    /// run.
+    pub reads_flag: bool,
     /// Per CPU: whether it is inside an interrupt handler (a mirror of the
     /// executor's CPU state, which the state hash already holds).
     pub in_irq: Vec<bool>,
@@ -631,6 +646,10 @@ impl Machine {
             if sp.batched != 0 {
                 (0xba7c_u16, sp.batched).hash(h);
             }
+            // The same for LATR's flag, kept only for a policy that reads it.
+            if sp.munmap_inprogress {
+                0xf1a9_u16.hash(h);
+            }
             for p in &sp.ptes {
                 p.map(|p| (f.name(p.frame), p.ver)).hash(h);
             }
@@ -728,6 +747,7 @@ impl Machine {
             block: Vec::new(),
             written: 0,
             batched: 0,
+            munmap_inprogress: false,
         };
         Machine {
             spaces: vec![empty; mms + 1],
@@ -749,6 +769,7 @@ impl Machine {
             global_user,
             contpte,
             va_drops_walks: false,
+            reads_flag: false,
             in_irq: vec![false; cpus],
             in_batch_flush: vec![false; cpus],
             deferred: vec![SortedSet::default(); cpus],
@@ -782,15 +803,46 @@ impl Machine {
         Ok(Some(f))
     }
 
-    /// Takes over CPU `cpu`'s offered lazy flush with the smallest free ticket
-    /// (`defer_flush`); `None` when none is offered.
-    pub fn take_lazy(&mut self, cpu: usize) -> Option<u32> {
-        let mut l = self.lazy_offer[cpu].take()?;
+    /// Takes over the completion of CPU `cpu`'s flush of slot `slot` with the
+    /// smallest free ticket, if the kernel allows it under `rule`
+    /// (`defer_flush`): the flush CPU `cpu`'s `munmap` or `madvise` offered
+    /// ([`Defer::OwnUnmap`], or [`Defer::WhileMmFlagged`] while the flag is
+    /// still set), which holds that call's memory; or, under
+    /// [`Defer::WhileMmFlagged`] alone, any other flush of a slot whose
+    /// `munmap_inprogress` is set, which holds nothing (its caller treats it as
+    /// done when it returns). Returns the ticket and whether it holds memory;
+    /// `None` when the kernel does not allow it (an offer then stays until
+    /// the flush returns).
+    pub fn take_lazy(&mut self, cpu: usize, slot: u32, rule: Defer) -> Option<(u32, bool)> {
+        let own = self.lazy_offer[cpu].as_ref().is_some_and(|l| l.slot == slot);
+        let flagged = (slot as usize) < self.spaces.len() && self.spaces[slot as usize].munmap_inprogress;
+        let ok = match rule {
+            Defer::OwnUnmap => own,
+            Defer::WhileMmFlagged => flagged,
+        };
+        if !ok {
+            return None;
+        }
+        let mut l = match self.lazy_offer[cpu].take() {
+            Some(l) if own => l,
+            other => {
+                self.lazy_offer[cpu] = other;
+                LazyFlush {
+                    ticket: 0,
+                    obligations: Vec::new(),
+                    frames: Vec::new(),
+                    flush: BARE_FLUSH,
+                    slot,
+                    uid: self.spaces[slot as usize].uid,
+                    detached: 0,
+                }
+            }
+        };
         let t = (1..).find(|t| !self.lazy.iter().any(|x| x.ticket == *t)).expect("a free ticket");
         l.ticket = t;
         let at = self.lazy.partition_point(|x| x.ticket < t);
         self.lazy.insert(at, l);
-        Some(t)
+        Some((t, own))
     }
 
     /// Removes and returns the lazy flush of `ticket`, if it is pending.
@@ -823,6 +875,7 @@ impl Machine {
         s.block = if self.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
         s.written = 0;
         s.batched = 0;
+        s.munmap_inprogress = false;
         for p in 0..self.pages {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
@@ -844,6 +897,14 @@ impl Machine {
         s.vers[p] += 1;
         s.ptes[p] = Some(Pte { frame: f, ver: s.vers[p] });
         Ok(true)
+    }
+
+    /// Points PTE `p` of `slot` at frame `f` (a copy-on-write fault's or a
+    /// migration's new page), with a new version.
+    pub fn set_pte(&mut self, slot: u32, p: usize, f: u32) {
+        let s = &mut self.spaces[slot as usize];
+        s.vers[p] += 1;
+        s.ptes[p] = Some(Pte { frame: f, ver: s.vers[p] });
     }
 
     /// Clears PTE `p` of `slot` and opens an obligation for it; returns its id

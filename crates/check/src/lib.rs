@@ -24,6 +24,14 @@
 //!   offered only a `munmap` of each of its pages (one whose PTE is already
 //!   gone clears nothing, but returns relying on the kernel having completed
 //!   the reclaim's flush first; see below), a switch or going idle.
+//!   Two more kinds, offered on Linux policies only where `--menu` names
+//!   them: `cow`, a copy-on-write fault on a mapped page of the running
+//!   process (`mmap_lock` read side), and `migrate`, `kcompactd` on an idle
+//!   CPU moving a mapped page of any process (no `mmap_lock`); each allocates
+//!   a frame, clears the PTE under the PTE lock (held until the new PTE is
+//!   set), calls `Policy::flush_page`, takes the flush as done when it
+//!   returns (LATR's lazy tickets included, see `ops::replace_page`), points
+//!   the PTE at the new frame and frees the old one at once.
 //!   Which operation a CPU starts next is a choice the search explores like any
 //!   other (`--menu` restricts the kinds). Each address space maps `--pages`
 //!   pages (default 2) through one page-table page.
@@ -32,8 +40,9 @@
 //!   takes it: a fault and `madvise(MADV_DONTNEED)` take the read side;
 //!   `munmap` takes the write side to remove the VMA, then downgrades to the
 //!   read side for the zap, the page-table free and the flush (since v4.20,
-//!   dd2283f2605e), and no fault maps a page whose VMA it removed until it is
-//!   done; exit takes the write side. The PTE lock is held only for the step
+//!   dd2283f2605e; v4.10's, for `x86-linux-410` and LATR, keeps the write side
+//!   throughout: `shape::Shape::munmap_downgrades`), and no fault maps a page
+//!   whose VMA it removed until it is done; exit takes the write side. The PTE lock is held only for the step
 //!   that changes the PTE (reclaim's aside, below; the flush of a zap runs after `pte_unmap_unlock`, in
 //!   `tlb_finish_mmu`), and under TSO another CPU takes it only once the PTE
 //!   clear buffered before its release is visible. So two flushes of one

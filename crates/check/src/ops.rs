@@ -60,6 +60,17 @@ pub enum Op {
     /// `Policy::flush_batch` of both (one `shrink_folio_list`, one
     /// `try_to_unmap_flush`). Linux only.
     Reclaim2(u32, usize, u32, usize),
+    /// A copy-on-write fault on this page of the running process (Linux
+    /// `wp_page_copy`): under the `mmap_lock` read side and the PTE lock, a new
+    /// frame replaces the old one with `ptep_clear_flush` (`flush_page`), and
+    /// the old frame is freed at once.
+    Cow(usize),
+    /// Migration (by `kcompactd`, a kernel thread: offered to idle CPUs) of a
+    /// page of the process in this slot (Linux `try_to_unmap_one` with
+    /// `TTU_MIGRATION`, no `mmap_lock`): under the PTE lock the PTE is cleared
+    /// and flushed with `ptep_clear_flush` (`flush_page`, not the batch), a new
+    /// frame is mapped, and the old one is freed.
+    Migrate(u32, usize),
 }
 
 /// The kinds of kernel operation, as `--menu` names them.
@@ -87,14 +98,20 @@ pub enum OpKind {
     Madvise,
     /// [`Op::Tick`].
     Tick,
+    /// [`Op::Cow`].
+    Cow,
+    /// [`Op::Migrate`].
+    Migrate,
     /// [`Op::Reclaim2`]: offered only when a menu names it (not in
     /// [`OpKind::all`]).
     Reclaim2,
 }
 
 impl OpKind {
-    /// Every kind, in menu order.
-    pub const ALL: [OpKind; 12] = [
+    /// Every kind, in menu order (`cow`, `migrate` and `reclaim2` last, so that
+    /// the bits of the others, and the tokens that carry them, are as before
+    /// they came).
+    pub const ALL: [OpKind; 14] = [
         OpKind::Switch,
         OpKind::Idle,
         OpKind::Munmap,
@@ -106,6 +123,8 @@ impl OpKind {
         OpKind::Write,
         OpKind::Madvise,
         OpKind::Tick,
+        OpKind::Cow,
+        OpKind::Migrate,
         OpKind::Reclaim2,
     ];
 
@@ -123,6 +142,8 @@ impl OpKind {
             OpKind::Write => "write",
             OpKind::Madvise => "madvise",
             OpKind::Tick => "tick",
+            OpKind::Cow => "cow",
+            OpKind::Migrate => "migrate",
             OpKind::Reclaim2 => "reclaim2",
         }
     }
@@ -132,11 +153,12 @@ impl OpKind {
         1 << (self as u32)
     }
 
-    /// Returns the mask of every kind of the default menu: all but
-    /// `reclaim2`, which only a menu that names it offers (so that the default
-    /// menus, their state counts and tokens stay what they were).
+    /// Returns the mask of the default menu: every kind but `cow`, `migrate`
+    /// and `reclaim2`, which a menu must name (added after the checker's
+    /// standard bounds were measured, they would change every default search).
     pub fn all() -> u32 {
-        Self::ALL.iter().filter(|&&k| k != OpKind::Reclaim2).fold(0, |m, k| m | k.bit())
+        let named_only = OpKind::Cow.bit() | OpKind::Migrate.bit() | OpKind::Reclaim2.bit();
+        Self::ALL.iter().fold(0, |m, k| m | k.bit()) & !named_only
     }
 
     /// Parses a comma-separated list of kinds into a mask.
@@ -183,6 +205,8 @@ impl Op {
             Op::Age(_) => OpKind::Reclaim,
             Op::Madvise(_) => OpKind::Madvise,
             Op::Tick => OpKind::Tick,
+            Op::Cow(_) => OpKind::Cow,
+            Op::Migrate(..) => OpKind::Migrate,
             Op::Reclaim2(..) => OpKind::Reclaim2,
         }
     }
@@ -206,6 +230,8 @@ impl Op {
             Op::Age(s) => format!("kswapd ages the contiguous block of mm{s} (ptep_clear_flush_young)"),
             Op::Madvise(p) => format!("madvise(MADV_DONTNEED) of page {:#x}", va_of(p)),
             Op::Tick => "scheduler tick".to_string(),
+            Op::Cow(p) => format!("copy-on-write fault on page {:#x}", va_of(p)),
+            Op::Migrate(s, p) => format!("kcompactd migrates page {:#x} of mm{s} (ptep_clear_flush)", va_of(p)),
             Op::Reclaim2(s, p, t, q) => format!(
                 "kswapd reclaims page {:#x} of mm{s} and page {:#x} of mm{t} (one batched flush)",
                 va_of(p),
@@ -229,6 +255,8 @@ impl Op {
             Op::Fork(s) => format!("fork mm{s}"),
             Op::Madvise(p) => format!("madvise {p}"),
             Op::Tick => "tick".into(),
+            Op::Cow(p) => format!("cow {p}"),
+            Op::Migrate(s, p) => format!("migrate mm{s} {p}"),
             // Not a script's: the contiguous block's operations.
             Op::Write(_) | Op::UnmapBlock(_) | Op::MapBlock(_) | Op::Age(_) => format!("({})", self.name()),
         }
@@ -251,6 +279,8 @@ impl Op {
             Op::PageOut(s, p) => 0xd00 + ((s as u64) << 4) + p as u64,
             Op::Madvise(p) => 0xe00 + p as u64,
             Op::Tick => 0xf00,
+            Op::Cow(p) => 0x1000 + p as u64,
+            Op::Migrate(s, p) => 0x1100 + ((s as u64) << 4) + p as u64,
             Op::Reclaim2(s, p, t, q) => {
                 0x1_0000 + ((s as u64) << 12) + ((p as u64) << 8) + ((t as u64) << 4) + q as u64
             }
@@ -307,6 +337,9 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
                         Reclaim::LinuxBatched => Op::Reclaim(r, p),
                         Reclaim::FreebsdPageDaemon => Op::PageOut(r, p),
                     });
+                    if core.shape().linux {
+                        ops.push(Op::Migrate(r, p));
+                    }
                 }
             }
             if sp.block.iter().any(|v| v.valid()) {
@@ -351,6 +384,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
                 // the accessed and modified bits), so it removes no translation there.
                 if core.shape().linux {
                     ops.push(Op::Madvise(p));
+                    ops.push(Op::Cow(p));
                 }
             } else if space.detached & (1 << p) == 0 {
                 // A page whose VMA a munmap is still tearing down cannot be mapped
@@ -615,6 +649,8 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
             back_to_user(core, cpu, s);
         }
         (Op::Madvise(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Madvise),
+        (Op::Cow(pg), Task::User(s)) => replace_page(core, p, cpu, s, pg, Replace::Cow),
+        (Op::Migrate(s, pg), _) => replace_page(core, p, cpu, s, pg, Replace::Migrate),
         (Op::UnmapTable, Task::User(s)) => unmap_table(core, p, cpu, s),
         // The contiguous block's operations keep the whole lock for their change
         // and flush (see the crate documentation).
@@ -798,17 +834,29 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
         (Zap::Munmap, true) => {
             lock_mm(core, cpu, s, LockSide::Write);
             // The VMA goes under the write side; the zap and the flush run under
-            // the read side, which the same step takes over.
+            // the read side, which the same step takes over (v4.20 on; v4.10
+            // keeps the write side). LATR's flag is set in the same step.
             core.machine_mut().spaces[s as usize].detached |= 1 << pg;
-            downgrade_mm(core, cpu, s);
-            Some(LockSide::Read)
+            set_flag(core, s, true);
+            if core.shape().munmap_downgrades {
+                downgrade_mm(core, cpu, s);
+                Some(LockSide::Read)
+            } else {
+                Some(LockSide::Write)
+            }
         }
     };
+    // A madvise of a page whose VMA a munmap detached meanwhile fails (`ENOMEM`)
+    // before it walks the page tables; the munmap clears the PTE itself.
+    let gone = zap == Zap::Madvise && core.machine().spaces[s as usize].detached & (1 << pg) != 0;
     // `release_va`: false when a lazy flush keeps the page's range reserved.
     let finish = |core: &E, release_va: bool| {
         if let Some(side) = held {
             if zap == Zap::Munmap && linux && release_va {
                 core.machine_mut().spaces[s as usize].detached &= !(1 << pg);
+            }
+            if (zap == Zap::Munmap || zap == Zap::Madvise && !gone) && linux {
+                set_flag(core, s, false);
             }
             unlock_mm(core, cpu, s, side);
         }
@@ -819,9 +867,10 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
     let deferred = core.shape().arm64 && core.shape().memory.buffered();
     // What a reclaim of this page has left deferred, judged when this returns.
     let mut owed = Vec::new();
-    // A madvise of a page whose VMA a munmap detached meanwhile fails (`ENOMEM`)
-    // before it walks the page tables; the munmap clears the PTE itself.
-    let gone = zap == Zap::Madvise && core.machine().spaces[s as usize].detached & (1 << pg) != 0;
+    if zap == Zap::Madvise && linux && !gone {
+        // `madvise_dontneed` sets LATR's flag before its zap.
+        set_flag(core, s, true);
+    }
     if linux {
         core.pte_lock(s);
         if zap == Zap::Reclaim {
@@ -1039,6 +1088,108 @@ fn judge_owed<E: Engine>(core: &E, owed: &[usize], change: &'static str) {
     }
 }
 
+/// Stores `on` in slot `s`'s `munmap_inprogress` (LATR's flag; a plain store,
+/// the last writer wins), where the policy reads it
+/// ([`crate::kernel::Machine::reads_flag`]).
+fn set_flag<E: Engine>(core: &E, s: u32, on: bool) {
+    let mut m = core.machine_mut();
+    if m.reads_flag {
+        m.spaces[s as usize].munmap_inprogress = on;
+    }
+}
+
+/// Which operation replaces a page's frame with a new one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replace {
+    /// A copy-on-write fault (`wp_page_copy`): a user CPU, the `mmap_lock`
+    /// read side (so it runs beside a `madvise`, not beside v4.10's `munmap`).
+    Cow,
+    /// Migration (`migrate_pages` -> `try_to_unmap_one`, `TTU_MIGRATION`): a
+    /// kernel thread, no `mmap_lock` (so it runs beside either).
+    Migrate,
+}
+
+impl Replace {
+    fn change(self) -> &'static str {
+        match self {
+            Replace::Cow => "cow",
+            Replace::Migrate => "migrate",
+        }
+    }
+}
+
+/// Replaces the frame of page `pg` of `s` (Linux only): a new frame is
+/// allocated first (`wp_page_copy`'s `alloc_page_vma`, `unmap_and_move`'s
+/// `get_new_page`), then under the PTE lock, held from the clear to the new
+/// PTE, `ptep_clear_flush` clears the PTE and calls `flush_page`, the PTE is
+/// pointed at the new frame and the old frame is freed. The caller takes the
+/// flush as done when it returns, whatever the policy did with it: a ticket
+/// [`Hw::defer_flush`](tlbkit_policy::Hw::defer_flush) gave it holds nothing
+/// (LATR's artifact, `Defer::WhileMmFlagged`). The old frame stands for the
+/// last reference: `wp_page_copy` frees it when the other sharer has gone, a
+/// migration always. The clear is taken as visible at once, as x86's
+/// `LOCK XCHG` is (arm64's relaxed exchange is not modelled here), and
+/// migration's two PTE-lock holds (the clear, `remove_migration_ptes`) as one.
+#[inline(never)]
+fn replace_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize, how: Replace) {
+    let hw = core.hw(cpu);
+    let change = how.change();
+    let side = (how == Replace::Cow).then_some(LockSide::Read);
+    if let Some(side) = side {
+        lock_mm(core, cpu, s, side);
+    }
+    let finish = |core: &E| {
+        if let Some(side) = side {
+            unlock_mm(core, cpu, s, side);
+        }
+        end_op(core, cpu);
+    };
+    let new = core.machine_mut().alloc_frame(cpu);
+    let new = match new {
+        Err(v) => return core.violated(v),
+        Ok(None) => {
+            core.event(cpu, 0x23_0000, || format!("no free frame: the {change} fails"));
+            return finish(core);
+        }
+        Ok(Some(f)) => f,
+    };
+    core.pte_lock(s);
+    // As the kernel rechecks the PTE under its lock (`pte_same`, the rmap walk):
+    // a zap may have cleared it, or the process exited, meanwhile; a fault
+    // finds no VMA once a munmap has removed it.
+    let cleared = {
+        let mut m = core.machine_mut();
+        let sp = &m.spaces[s as usize];
+        let live = sp.life == Life::Live && !(how == Replace::Cow && sp.detached & (1 << pg) != 0);
+        let r = if live { m.clear_pte(s, pg, change, cpu) } else { None };
+        if r.is_some() {
+            m.ptl_held[s as usize] = Some(cpu as u8);
+        }
+        r
+    };
+    let Some((id, old)) = cleared else {
+        core.event(cpu, 0x23_0001, || format!("the page is no longer mapped: the {change} gives up"));
+        free_frames(core, &[new]);
+        return finish(core);
+    };
+    core.event_kind(cpu, 0x24_0000 + pg as u64, Kind::PageTable, || {
+        format!("PTE of {:#x} in mm{s} cleared for {change} (frame {old}, new frame {new})", va_of(pg))
+    });
+    p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+    discharge(core, cpu, &[id], "flush_page");
+    {
+        let mut m = core.machine_mut();
+        m.set_pte(s, pg, new);
+        m.ptl_held[s as usize] = None;
+    }
+    // Not a change the oracle judges (the new PTE adds a translation).
+    core.event(cpu, 0x25_0000 + pg as u64, || {
+        format!("PTE of {:#x} in mm{s} set to frame {new}; frame {old} freed", va_of(pg))
+    });
+    free_frames(core, &[old]);
+    finish(core);
+}
+
 /// Offers CPU `cpu`'s next flush to the policy as one it may complete late
 /// (`munmap`, `madvise(MADV_DONTNEED)`; LATR's `munmap_inprogress`): it
 /// discharges `ids` and frees `frames`, and keeps the pages `detached` (bits)
@@ -1089,7 +1240,11 @@ pub(crate) fn complete_lazy<E: Engine>(core: &E, cpu: usize, ticket: u32) {
         });
     };
     core.event_kind(cpu, 0x1b_0000 + ticket as u64, Kind::FlushDone, || {
-        format!("deferred {} of mm{} (ticket {ticket}) complete", l.flush, l.slot)
+        if l.flush == crate::kernel::BARE_FLUSH {
+            format!("deferred flush of mm{} (ticket {ticket}) complete: it held nothing", l.slot)
+        } else {
+            format!("deferred {} of mm{} (ticket {ticket}) complete", l.flush, l.slot)
+        }
     });
     discharge(core, cpu, &l.obligations, l.flush);
     free_frames(core, &l.frames);
@@ -1131,13 +1286,22 @@ fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
         let mut m = core.machine_mut();
         m.spaces[s as usize].detached = ((1u32 << m.pages) - 1) as u8;
         drop(m);
-        downgrade_mm(core, cpu, s);
-        LockSide::Read
+        set_flag(core, s, true);
+        if core.shape().munmap_downgrades {
+            downgrade_mm(core, cpu, s);
+            LockSide::Read
+        } else {
+            LockSide::Write
+        }
     } else {
         LockSide::Write
     };
+    let linux = core.shape().linux;
     let finish = |core: &E| {
         core.machine_mut().spaces[s as usize].detached = 0;
+        if linux {
+            set_flag(core, s, false);
+        }
         unlock_mm(core, cpu, s, side);
         back_to_user(core, cpu, s);
     };
@@ -1184,6 +1348,7 @@ fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
     if taken_lazy(core, cpu) {
         // The range stays reserved until the flush completes.
         judge_owed(core, &owed, "munmap");
+        set_flag(core, s, false);
         unlock_mm(core, cpu, s, side);
         return back_to_user(core, cpu, s);
     }

@@ -132,8 +132,10 @@ pub fn arch_memory(policy: &str) -> &'static [Memory] {
 const TAILORED: [Bug; 1] = [Bug::ActiveCpuNoSwitchDsb];
 
 /// Returns the kinds of operation `policy`'s machine implements without a
-/// contiguous block: every kind but `write` (a write needs the block), with
-/// `madvise` only on Linux and `tick` only for a policy that works at ticks.
+/// contiguous block that the portfolio offers: every kind of the default menu
+/// but `write` (a write needs the block; `cow` and `migrate` are offered only
+/// where a menu names them), with `madvise` only on Linux and `tick` only for
+/// a policy that works at ticks.
 pub fn kinds_implemented(policy: &str) -> u32 {
     let mut kinds = OpKind::all() & !OpKind::Write.bit();
     if !spec::is_linux(policy) {

@@ -78,6 +78,11 @@ pub struct Shape {
     /// outside the PTE lock, so flushes of one address space overlap; otherwise
     /// FreeBSD's `PMAP_LOCK`, held across every change and its shootdown.
     pub linux: bool,
+    /// Whether a Linux `munmap` downgrades the `mmap_lock` to its read side for
+    /// the zap and the flush (v4.20's dd2283f2605e on); false for v4.10's
+    /// kernel, whose `munmap` holds the write side until it returns (and for
+    /// FreeBSD, which holds `PMAP_LOCK` throughout anyway).
+    pub munmap_downgrades: bool,
     /// The memory model.
     pub memory: Memory,
     /// How the kernel reclaims a page of a process no CPU needs to run: the

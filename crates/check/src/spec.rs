@@ -207,6 +207,18 @@ pub fn cpus_out_of_range(cpus: impl std::fmt::Display) -> Error {
 /// page-out path included).
 pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
     let r = resolve(&spec.policy)?;
+    let linux_only = crate::ops::OpKind::Cow.bit() | crate::ops::OpKind::Migrate.bit();
+    if spec.menu & linux_only != 0 && !r.base.os.is_linux() {
+        return Err(Error::invalid(
+            Param::Menu,
+            crate::ops::OpKind::names(spec.menu & linux_only),
+            format!(
+                "cow (wp_page_copy) and migrate (try_to_unmap_one for migration) are Linux's paths; {} runs under \
+                 FreeBSD: leave them out",
+                spec.policy
+            ),
+        ));
+    }
     if let Some(t) = spec.teardown {
         if !r.base.switches.contpte {
             return Err(Error::invalid(
@@ -219,7 +231,7 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
             ));
         }
     }
-    shape_of(
+    let shape = shape_of(
         spec,
         reclaim_of(r.base),
         r.base.arch == Arch::Arm64,
@@ -229,7 +241,8 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
             Some(Bug::LinuxX863ef938c35035) => Some(KernelBug::CollapseRangeFlush),
             _ => None,
         },
-    )
+    )?;
+    Ok(Shape { munmap_downgrades: r.base.os == Os::Linux, ..shape })
 }
 
 /// Validates the bounds of `spec` and returns its shape with the kernel's
@@ -278,6 +291,7 @@ fn shape_of(
         ops: spec.ops,
         pages: spec.pages,
         linux,
+        munmap_downgrades: linux,
         memory: spec.memory,
         reclaim,
         arm64,
@@ -293,7 +307,7 @@ fn shape_of(
 /// per-page invalidation of the pmap.
 fn reclaim_of(base: &PolicyDef) -> crate::ops::Reclaim {
     match base.os {
-        Os::Linux => crate::ops::Reclaim::LinuxBatched,
+        Os::Linux | Os::LinuxV410 => crate::ops::Reclaim::LinuxBatched,
         Os::Freebsd => crate::ops::Reclaim::FreebsdPageDaemon,
     }
 }
@@ -343,7 +357,7 @@ pub fn is_x86(policy: &str) -> bool {
 /// Returns whether `policy` (a registered name or `zoo/<id>`) runs under a
 /// Linux kernel (its registry entry's [`Os`]), `false` when the name is unknown.
 pub(crate) fn is_linux(policy: &str) -> bool {
-    resolve(policy).is_ok_and(|r| r.base.os == Os::Linux)
+    resolve(policy).is_ok_and(|r| r.base.os.is_linux())
 }
 
 /// Returns the architecture of `policy` (a registered name or `zoo/<id>`),

@@ -154,6 +154,7 @@ fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
         ops: 4,
         pages: 1,
         linux: false,
+        munmap_downgrades: false,
         memory: Memory::Sc,
         reclaim: tlbkit_check::shape::Reclaim::FreebsdPageDaemon,
         arm64: true,

@@ -18,7 +18,7 @@ use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
-use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, Os, WithPolicy};
+use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, WithPolicy};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
@@ -151,7 +151,7 @@ impl WithPolicy for Trace<'_> {
 #[test]
 fn every_policy_pages_out_through_its_kernels_flush() {
     for p in registry::POLICIES {
-        let linux = p.os == Os::Linux;
+        let linux = p.os.is_linux();
         // The shape `tlbkit check --policy P --cpus 2 --mms 2 --ops 4 --menu switch,idle,reclaim` runs.
         let spec = CheckSpec {
             policy: p.name.to_string(),
@@ -198,7 +198,7 @@ fn race(policy: &str, menu: &str) -> CheckSpec {
 fn every_linux_policy_completes_a_deferred_reclaim_before_a_munmap_of_its_page_returns() {
     // No mmap_lock keeps a munmap out of reclaim's window: flush_tlb_batched_pending
     // is what makes it safe, on every Linux policy.
-    for p in registry::POLICIES.iter().filter(|p| p.os == Os::Linux) {
+    for p in registry::POLICIES.iter().filter(|p| p.os.is_linux()) {
         let r = check(&race(p.name, "switch,munmap,reclaim")).unwrap();
         assert!(r.complete && r.counterexample.is_none(), "{}: {:?}", p.name, r.counterexample.map(|c| c.detail));
     }

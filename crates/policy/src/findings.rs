@@ -14,7 +14,10 @@
 //! any moment (see `docs/findings/freebsd-arm64-asid-reset.md`) and, for the
 //! barrier windows, on its memory model (`--memory tso` or `arm`: see
 //! `docs/findings/arm64-barrier-windows.md`). A finding may also be in a posted
-//! patch the simulator models (its policy's docs name the posting).
+//! patch the simulator models (its policy's docs name the posting), or in a
+//! posted research kernel: the `latr-artifact-*` windows are in LATR's
+//! artifact (`sslab-gatech/latr`), not upstream Linux
+//! (`docs/findings/latr-artifact.md`).
 
 /// One window of a finding, as `tlbkit list` and the tests see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +175,76 @@ pub const FINDINGS: &[Finding] = &[
         check_args: &["--policy", "x86-linux-invlpgb", "--from", "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z62.1z26.1z68.21z24.2z26.1z68.31z24.3z26.1z68.11z23.1z14.5z17.3z27.13z79.11z23.1z14.5z17.3z28.13z80.11z65.1z14.5z9.15z37.11z34.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z67.1z14.5z9.15z37.11z6.1z27.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z23.1z13.15z10.5z37.11z5.1z26.11z28.~70052ade", "--ops", "61"],
         token: "t5~x86-linux-invlpgb~2~6~2~4~61~sc~c5~-~1z26.1z70.11z62.1z26.1z68.21z24.2z26.1z68.31z24.3z26.1z68.11z23.1z14.5z17.3z27.13z79.11z23.1z14.5z17.3z28.13z80.11z65.1z14.5z9.15z37.11z34.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z26.1z13.15z9.15z45.11z79.11z67.1z14.5z9.15z37.11z6.1z27.1z78.11z23.1z14.5z9.15z36.11z34.1z78.11z23.1z13.15z10.5z37.11z5.1z26.11z109.4~341759ee",
         fixed_by: &["x86-linux-invlpgb-fix-max"],
+    },
+    Finding {
+        id: "latr-artifact-cow",
+        policy: "x86-latr",
+        summary: "LATR's artifact defers a COW fault's flush while another thread's madvise runs, and frees the old \
+                  page at once",
+        window: "Thread A in madvise(MADV_DONTNEED) has set mm->munmap_inprogress (madvise_dontneed) and is in its \
+                 zap; thread B on CPU 1 takes a write fault on a page CPU 0's TLB holds (both hold mmap_sem for \
+                 read): wp_page_copy's ptep_clear_flush_notify reaches native_flush_tlb_others, which tests only \
+                 the mm's flag, so it saves a LATR state and sends no IPI; B maps the new page and puts the old \
+                 one, freed if it was the last reference, while CPU 0 still holds the old translation until its \
+                 next tick or switch",
+        source: "sslab-gatech/latr efad1a12, src/linux (v4.10 with latr.patch): arch/x86/mm/tlb.c:688-702 \
+                 native_flush_tlb_others, mm/madvise.c:480-487 madvise_dontneed, mm/memory.c:2246-2304 wp_page_copy, \
+                 mm/pgtable-generic.c:73-82 ptep_clear_flush",
+        check_args: &[
+            "--policy",
+            "x86-latr",
+            "--cpus",
+            "2",
+            "--mms",
+            "1",
+            "--pages",
+            "2",
+            "--ops",
+            "4",
+            "--menu",
+            "switch,madvise,cow,tick",
+            "--mode",
+            "exhaustive",
+            "--memory",
+            "sc",
+        ],
+        token: "t5~x86-latr~2~1~2~6~4~sc~e01~-~z24.1z17.1~4c8c0ff5",
+        fixed_by: &["x86-latr-syscall-only"],
+    },
+    Finding {
+        id: "latr-artifact-migrate",
+        policy: "x86-latr",
+        summary: "LATR's artifact defers a page migration's flush while a munmap of the same mm runs, and frees the \
+                  old page at once",
+        window: "Thread A in the munmap system call has set mm->munmap_inprogress (under mmap_sem's write side) and \
+                 is in do_munmap; kcompactd on CPU 1, which takes no mmap_sem, migrates another page of the mm: \
+                 try_to_unmap_one's ptep_clear_flush reaches native_flush_tlb_others, which tests only the mm's \
+                 flag, so it saves a LATR state and sends no IPI; unmap_and_move maps the new page and frees the \
+                 old one while CPU 0, running A, still holds the old (writable) translation until its next tick or \
+                 switch",
+        source: "sslab-gatech/latr efad1a12, src/linux (v4.10 with latr.patch): arch/x86/mm/tlb.c:688-702 \
+                 native_flush_tlb_others, mm/mmap.c:2820-2838 munmap, mm/rmap.c:1504 try_to_unmap_one, \
+                 mm/migrate.c:1024 __unmap_and_move, mm/migrate.c:1120-1143 unmap_and_move",
+        check_args: &[
+            "--policy",
+            "x86-latr",
+            "--cpus",
+            "2",
+            "--mms",
+            "1",
+            "--pages",
+            "2",
+            "--ops",
+            "3",
+            "--menu",
+            "switch,munmap,migrate,tick",
+            "--mode",
+            "exhaustive",
+            "--memory",
+            "sc",
+        ],
+        token: "t5~x86-latr~2~1~2~6~3~sc~1405~-~z24.11~4ce0ea8f",
+        fixed_by: &["x86-latr-syscall-only"],
     },
 ];
 

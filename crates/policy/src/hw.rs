@@ -125,6 +125,25 @@ pub enum Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlushTicket(pub u32);
 
+/// Which flushes a lazy shootdown asks the kernel to let complete late
+/// ([`Hw::defer_flush`]). The kernel sets an mm's `munmap_inprogress` (a plain
+/// store, the last writer wins) at the start of the `munmap` system call and of
+/// `madvise(MADV_DONTNEED)`'s zap, and clears it at their end; the rules differ
+/// in who may read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Defer {
+    /// Every flush of an mm whose flag is set, whoever calls it: LATR's
+    /// artifact, whose `native_flush_tlb_others` tests only
+    /// `mm->munmap_inprogress` (arch/x86/mm/tlb.c:688-702 at efad1a12). A
+    /// copy-on-write fault or a migration during another thread's `madvise` or
+    /// `munmap` then goes lazy too, and frees its old page at once.
+    WhileMmFlagged,
+    /// Only the flushes of the `munmap` or `madvise(MADV_DONTNEED)` call this
+    /// CPU runs, the call that set the flag and whose memory the kernel holds
+    /// back, whatever the flag says by the time it flushes: safer by design.
+    OwnUnmap,
+}
+
 /// Events a policy reports so that the machine can count them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
@@ -222,18 +241,27 @@ pub trait Hw {
     /// (Linux runs the initiator's own `flush_tlb_func` so).
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R;
 
-    /// Inside a flush the kernel lets complete late, takes its completion over:
-    /// the flush call may return before every CPU has invalidated, and the
-    /// kernel treats the change as flushed (discharges its obligation, frees its
-    /// frames and page-table pages, hands its virtual range out again) only when
-    /// the policy calls [`Hw::flush_complete`] with the ticket, from any CPU.
-    /// Returns `None` everywhere else, and on a second call in one flush.
+    /// Asks to take over the completion of the flush of `mm` this CPU runs now:
+    /// the flush call may then return before every CPU has invalidated. Returns
+    /// a ticket when the kernel allows it under `rule` ([`Defer`]), `None`
+    /// otherwise, for a kernel range or a batch that names no mm, and on a
+    /// second call in one flush. A policy that flushes synchronously never
+    /// calls it.
     ///
-    /// The kernel allows it only for the flushes of `munmap` and
-    /// `madvise(MADV_DONTNEED)`, whose memory it can keep until then: LATR's
-    /// lazy shootdown (its kernel sets `mm->munmap_inprogress` around those two
-    /// calls and nowhere else). A policy that flushes synchronously never calls it.
-    fn defer_flush(&self) -> Option<FlushTicket>;
+    /// What the ticket holds depends on who flushes (LATR's kernel, the
+    /// authors' artifact at `sslab-gatech/latr` efad1a12):
+    /// - the `munmap` or `madvise(MADV_DONTNEED)` that set `mm`'s
+    ///   `munmap_inprogress` (its own `mmu_gather`): the kernel treats the change
+    ///   as flushed (discharges its obligation, frees its frames and page-table
+    ///   pages, hands its virtual range out again) only when the policy calls
+    ///   [`Hw::flush_complete`] with the ticket, from any CPU;
+    /// - any other caller of a flush of `mm` while the flag is set (a
+    ///   copy-on-write fault's `ptep_clear_flush`, page migration, KSM; only
+    ///   under [`Defer::WhileMmFlagged`]): it does not know its flush was
+    ///   deferred, treats it as done when the call returns and frees its old
+    ///   page then. The ticket holds nothing, and its later completion is
+    ///   harmless (it must still come, once).
+    fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket>;
 
     /// Reports that the flush of `ticket` ([`Hw::defer_flush`]) is complete on
     /// every CPU: from here on no CPU may use or hold what it removed.

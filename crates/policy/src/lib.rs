@@ -48,7 +48,7 @@ pub mod zoo;
 
 pub use cpumask::CpuMask;
 pub use fields::{Fields, Named, Owner, Value};
-pub use hw::{Access, Barrier, Domain, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
+pub use hw::{Access, Barrier, Defer, Domain, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
 pub use policy::{Lazy, Policy, Tick};
 pub use types::{Asid, AsidTooBig, CpuId, MmId, Pcid, PcidTooBig, VirtAddr};
 pub use zoo::Bug;

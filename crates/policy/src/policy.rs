@@ -5,14 +5,15 @@
 //! and after every page-table change that removes or weakens a translation.
 //! Each flush call is the *dispatch* and *sync* of that change's shootdown: when
 //! it returns, no CPU may use the old translation any more (the oracle checks
-//! exactly that). The one exception is a lazy shootdown (LATR): inside the
-//! flushes of `munmap` and `madvise(MADV_DONTNEED)` a policy may take the
-//! completion over ([`crate::Hw::defer_flush`]), and the kernel then keeps the
-//! freed memory, and the oracle its judgement, until the policy reports the
-//! flush complete.
+//! exactly that). The one exception is a lazy shootdown (LATR): while an
+//! mm's `munmap` or `madvise(MADV_DONTNEED)` is in progress a policy may take
+//! the completion of a flush of it over ([`crate::Hw::defer_flush`]); for that
+//! call's own flushes the kernel then keeps the freed memory, and the oracle
+//! its judgement, until the policy reports the flush complete, while any other
+//! caller treats its flush as done when it returns.
 
 use crate::fields::Fields;
-use crate::hw::Hw;
+use crate::hw::{Defer, Hw};
 use crate::types::{MmId, VirtAddr};
 
 /// Who runs on a CPU that has left every user address space behind (Linux's
@@ -139,6 +140,14 @@ pub trait Policy: Sync {
     /// the checker then offers a tick as an operation. The default is false.
     fn ticks(&self) -> bool {
         false
+    }
+
+    /// Returns the rule under which the policy asks the kernel to let a flush
+    /// complete late ([`Hw::defer_flush`]), `None` when it never asks (the
+    /// default). The checker keeps each mm's `munmap_inprogress` in its state
+    /// only for [`Defer::WhileMmFlagged`], the one rule that reads it.
+    fn defers(&self) -> Option<Defer> {
+        None
     }
 
     /// Runs at a scheduler point `at` on the calling CPU, interrupts off: LATR

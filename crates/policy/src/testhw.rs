@@ -3,7 +3,7 @@
 //! CPU the test started on (an IPI handler's work).
 
 use crate::cpumask::CpuMask;
-use crate::hw::{Access, Barrier, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
+use crate::hw::{Access, Barrier, Defer, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::types::{Asid, CpuId, MmId};
 use std::boxed::Box;
@@ -66,9 +66,13 @@ pub struct Rec {
     hook: RefCell<Option<(Barrier, Hook)>>,
     /// What [`Hw::jiffies`] returns (0 until a test sets it).
     pub jiffies: Cell<u64>,
-    /// Whether [`Hw::defer_flush`] hands out tickets (as the kernel does inside
-    /// `munmap`); false until a test sets it.
+    /// Whether [`Hw::defer_flush`] hands out tickets under either rule (as the
+    /// kernel does inside this CPU's own `munmap`); false until a test sets it.
     pub lazy: Cell<bool>,
+    /// Whether it hands them out under [`Defer::WhileMmFlagged`] alone (another
+    /// thread's `munmap` or `madvise` has set the mm's `munmap_inprogress`, and
+    /// this flush is not its); false until a test sets it.
+    pub flagged: Cell<bool>,
     /// The last ticket handed out.
     tickets: Cell<u32>,
 }
@@ -89,6 +93,7 @@ impl Rec {
             hook: RefCell::new(None),
             jiffies: Cell::new(0),
             lazy: Cell::new(false),
+            flagged: Cell::new(false),
             tickets: Cell::new(0),
         }
     }
@@ -188,8 +193,8 @@ impl Hw for Rec {
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
     }
-    fn defer_flush(&self) -> Option<FlushTicket> {
-        if !self.lazy.get() {
+    fn defer_flush(&self, _mm: MmId, rule: Defer) -> Option<FlushTicket> {
+        if !(self.lazy.get() || (rule == Defer::WhileMmFlagged && self.flagged.get())) {
             return None;
         }
         let t = self.tickets.get() + 1;

@@ -40,7 +40,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::Fields;
-use crate::hw::{Access, Barrier, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
+use crate::hw::{Access, Barrier, Defer, FlushTicket, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::{Lazy, Policy, Tick};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 
@@ -119,6 +119,11 @@ pub trait Wrap: Sync {
         self.inner().ticks()
     }
 
+    /// [`Policy::defers`].
+    fn defers(&self) -> Option<Defer> {
+        self.inner().defers()
+    }
+
     /// [`Policy::tick`].
     fn tick<H: Hw>(&self, hw: &H, at: Tick) {
         self.inner().tick(hw, at)
@@ -176,6 +181,9 @@ impl<W: Wrap> Policy for W {
     }
     fn ticks(&self) -> bool {
         Wrap::ticks(self)
+    }
+    fn defers(&self) -> Option<Defer> {
+        Wrap::defers(self)
     }
     fn tick<H: Hw>(&self, hw: &H, at: Tick) {
         Wrap::tick(self, hw, at)
@@ -288,8 +296,8 @@ pub trait WrapHw: Sized {
     }
 
     /// [`Hw::defer_flush`].
-    fn defer_flush(&self) -> Option<FlushTicket> {
-        self.inner().defer_flush()
+    fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
+        self.inner().defer_flush(mm, rule)
     }
 
     /// [`Hw::flush_complete`].
@@ -341,8 +349,8 @@ impl<W: WrapHw> Hw for W {
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         WrapHw::irqs_off(self, f)
     }
-    fn defer_flush(&self) -> Option<FlushTicket> {
-        WrapHw::defer_flush(self)
+    fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
+        WrapHw::defer_flush(self, mm, rule)
     }
     fn flush_complete(&self, ticket: FlushTicket) {
         WrapHw::flush_complete(self, ticket)

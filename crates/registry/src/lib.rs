@@ -52,13 +52,27 @@ pub enum Arch {
 /// and the locking that goes with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Os {
-    /// Linux (LATR too, which is built on Linux v4.10): `kswapd` clears PTEs and
-    /// flushes the batch once (`try_to_unmap_flush`, mm/rmap.c).
+    /// Linux: `kswapd` clears PTEs and flushes the batch once
+    /// (`try_to_unmap_flush`, mm/rmap.c); `munmap` detaches the VMAs under the
+    /// write side of the `mmap_lock` and zaps and flushes under the read side
+    /// (`mmap_write_downgrade`, since v4.20's dd2283f2605e).
     Linux,
+    /// Linux v4.10 (`x86-linux-410`, and LATR, which is built on it): reclaim
+    /// as [`Os::Linux`], but `munmap` holds the write side of `mmap_sem` until it
+    /// returns (no downgrade before v4.20), so no fault or `madvise` of the mm
+    /// runs beside it.
+    LinuxV410,
     /// FreeBSD (`arm64-noasid` too, FreeBSD arm64 before ASIDs): the page daemon
     /// invalidates each page in its pmap (`pmap_remove_all` ->
     /// `pmap_invalidate_page`, sys/*/pmap.c).
     Freebsd,
+}
+
+impl Os {
+    /// Returns whether the kernel is a Linux ([`Os::Linux`], [`Os::LinuxV410`]).
+    pub fn is_linux(self) -> bool {
+        matches!(self, Os::Linux | Os::LinuxV410)
+    }
 }
 
 /// What the checker's `--asids` counts for a policy, and how many it gives

@@ -16,6 +16,7 @@ use tlbkit_policy::asid::linux_arm64_tlbmode;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, Latr, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
 use tlbkit_policy::shootdown::Completion;
+use tlbkit_policy::Defer;
 
 /// Registers policies: for each, its name, description, what it is (the fields
 /// of [`PolicyDef`]), how it is built from a [`Build`], and (optionally) how a
@@ -233,7 +234,7 @@ register! {
         description: "Linux x86 v4.10 tlb.c (LATR's base): no PCID, flush IPIs to every CPU of mm_cpumask, lazy \
                       CPUs answering with leave_mm",
         arch: X86_64,
-        os: Linux,
+        os: LinuxV410,
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
@@ -241,17 +242,33 @@ register! {
         build: |b| Ok::<_, Error>(LinuxX86v410::new(b.cpus, b.mm_slots)),
     }
     "x86-latr" {
-        description: "LATR (ASPLOS 2018) on Linux x86 v4.10: munmap and madvise(DONTNEED) save their shootdown in \
-                      per-CPU states instead of sending IPIs; each CPU applies them at its next tick or context \
-                      switch, and the freed memory is reclaimed once every CPU has (checker: 2 states per CPU)",
+        description: "LATR (ASPLOS 2018) on Linux x86 v4.10, as its artifact has it: every flush of an mm while its \
+                      munmap or madvise(DONTNEED) runs is saved in per-CPU states instead of sending IPIs; each CPU \
+                      applies them at its next tick or context switch, and the munmap's memory is reclaimed once \
+                      every CPU has (checker: 2 states per CPU; has findings latr-artifact-*, see tlbkit list)",
         arch: X86_64,
-        os: Linux,
+        os: LinuxV410,
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| {
             let p = Latr::new(b.cpus, b.mm_slots);
+            Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
+        },
+    }
+    "x86-latr-syscall-only" {
+        description: "x86-latr, safer by design: only the munmap or madvise(DONTNEED) that set the mm's \
+                      munmap_inprogress defers its own flushes; a COW fault's or a migration's flush meanwhile \
+                      sends IPIs (the fix candidate for the latr-artifact findings)",
+        arch: X86_64,
+        os: LinuxV410,
+        needs_broadcast_tlbi: false,
+        switches: Switches::NONE,
+        asids: LinuxPcidSlots,
+        family: Shootdown,
+        build: |b| {
+            let p = Latr::new(b.cpus, b.mm_slots).with_defer(Defer::OwnUnmap);
             Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
         },
     }
@@ -429,6 +446,7 @@ mod tests {
                 "arm64-freebsd-asid-cutoff",
                 "x86-linux-410",
                 "x86-latr",
+                "x86-latr-syscall-only",
                 "x86-linux-613",
                 "x86-linux-invlpgb-fix-max"
             ]
@@ -450,14 +468,14 @@ mod tests {
             let s = p.switches;
             // Contiguous PTEs, KPTI's ASID pairs, range TLBIs and the TLB modes are arm64 Linux's.
             if s.kpti || s.tlbi_range || s.contpte || s.tlb_mode.is_some() {
-                assert_eq!((p.arch, p.os), (Arch::Arm64, Os::Linux), "{}", p.name);
+                assert_eq!((p.arch, p.os.is_linux()), (Arch::Arm64, true), "{}", p.name);
             }
             // Every arm64 machine broadcasts; on x86 only INVLPGB does.
             assert!(!p.needs_broadcast_tlbi || p.arch == Arch::X86_64, "{}", p.name);
             let space = match (p.arch, p.os) {
                 (Arch::Arm64, _) => &[AsidSpace::Arm64Asids][..],
                 (Arch::X86_64, Os::Freebsd) => &[AsidSpace::PcidsPerCpu],
-                (Arch::X86_64, Os::Linux) => &[AsidSpace::LinuxPcidSlots, AsidSpace::GlobalAsids],
+                (Arch::X86_64, Os::Linux | Os::LinuxV410) => &[AsidSpace::LinuxPcidSlots, AsidSpace::GlobalAsids],
             };
             assert!(space.contains(&p.asids), "{}: {:?}", p.name, p.asids);
             // Global ASIDs are flushed by INVLPGB.

@@ -92,7 +92,7 @@ use crate::stalls::Stalls;
 use crate::tlb::{Inval, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
 use tlbkit_policy::{
-    Access, Asid, Barrier, CpuId, CpuMask, Domain, FlushTicket, Hw, MmId, Note, Phase, Root, Scope, Tlbi,
+    Access, Asid, Barrier, CpuId, CpuMask, Defer, Domain, FlushTicket, Hw, MmId, Note, Phase, Root, Scope, Tlbi,
 };
 
 /// Counters of hardware events.
@@ -201,13 +201,23 @@ pub struct Machine {
     pub lazy: LazyFlushes,
 }
 
+/// What the kernel says of the flush running now, for [`Hw::defer_flush`]'s
+/// rules ([`Defer`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Deferrable {
+    /// It is the flush of the `munmap` or `madvise(MADV_DONTNEED)` that set its
+    /// mm's `munmap_inprogress` ([`Defer::OwnUnmap`]).
+    pub own: bool,
+    /// Its mm's `munmap_inprogress` is set ([`Defer::WhileMmFlagged`]).
+    pub flagged: bool,
+}
+
 /// The kernel's side of lazy flushes: whether the flush running now may be
 /// deferred, the tickets handed out, and the completions to act on.
 #[derive(Debug, Default)]
 pub struct LazyFlushes {
-    /// Set by the kernel around a flush it lets complete late (`munmap`,
-    /// `madvise(MADV_DONTNEED)`); cleared when a ticket is handed out.
-    pub allowed: bool,
+    /// Set by the kernel around each flush; cleared when a ticket is handed out.
+    pub allowed: Deferrable,
     /// The ticket handed out during the current flush, if any.
     pub taken: Option<u32>,
     /// Tickets in use (handed out, not yet completed).
@@ -829,12 +839,17 @@ impl Hw for CpuHw<'_> {
         f()
     }
 
-    /// A ticket (the smallest free number) inside a flush the kernel allowed
-    /// to be deferred ([`LazyFlushes::allowed`]).
-    fn defer_flush(&self) -> Option<FlushTicket> {
+    /// A ticket (the smallest free number) inside a flush the kernel allows
+    /// to be deferred under `rule` ([`LazyFlushes::allowed`]).
+    fn defer_flush(&self, _mm: MmId, rule: Defer) -> Option<FlushTicket> {
         let mut m = self.m.borrow_mut();
         let l = &mut m.lazy;
-        if !std::mem::take(&mut l.allowed) {
+        let a = std::mem::take(&mut l.allowed);
+        let ok = match rule {
+            Defer::WhileMmFlagged => a.flagged,
+            Defer::OwnUnmap => a.own,
+        };
+        if !ok {
             return None;
         }
         let t = (1..).find(|t| !l.in_use.contains(t)).expect("a free ticket");

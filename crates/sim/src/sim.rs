@@ -294,6 +294,7 @@ impl Mm {
             alive,
             swapped: Default::default(),
             batched: Default::default(),
+            munmap_inprogress: false,
         }
     }
 }
@@ -312,6 +313,11 @@ struct Mm {
     /// walk has completed yet (`mm->tlb_flush_batched`): the completion barriers
     /// the next `MADV_PAGEOUT` walk issues first (`flush_tlb_batched_pending`).
     batched: reclaim::Held,
+    /// LATR's `mm->munmap_inprogress`: set (a plain store) as a `munmap` or
+    /// `madvise(MADV_DONTNEED)` of this address space starts, cleared as it
+    /// ends. Every system call runs whole here, so no other flush of the
+    /// address space happens while it is set.
+    munmap_inprogress: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -408,8 +414,9 @@ pub struct PendingFlush {
     /// Changes the arch code made through `PteMem` that no range flush of its own
     /// covered: discharged by this flush too.
     arch: ptemem::Unflushed,
-    /// Whether the policy may complete it late ([`tlbkit_policy::Hw::defer_flush`]):
-    /// the flushes of `munmap` and `madvise(MADV_DONTNEED)`.
+    /// Whether it is the flush of the `munmap` or `madvise(MADV_DONTNEED)` that
+    /// set its mm's `munmap_inprogress`, whose memory the kernel holds back when
+    /// the policy takes its completion over ([`tlbkit_policy::Hw::defer_flush`]).
     lazy: bool,
 }
 
@@ -499,6 +506,10 @@ pub struct Sim<P: Policy> {
     /// Flushes whose completion the policy took over, by ticket: their
     /// obligations stay open and their frames held until it completes them.
     lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
+    /// Tickets the policy took for a flush that holds nothing (another caller's
+    /// flush while an mm's `munmap_inprogress` is set): their completion is a
+    /// no-op.
+    lazy_bare: std::collections::BTreeSet<u32>,
     /// Emptied lists of a finished flush's PTEs and frames, for the next change
     /// to fill ([`Sim::spare_lists`]): a kernel-map cycle per request would
     /// otherwise allocate two and free them again.
@@ -603,6 +614,7 @@ impl<P: Policy> Sim<P> {
             jitter: 0.0,
             ticks,
             lazy_pending: Default::default(),
+            lazy_bare: Default::default(),
             spare: Vec::new(),
             pageout_batch: false,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),

@@ -13,7 +13,7 @@
 //!
 //! The operations are the menu's: `switch mmS`, `idle`, `munmap P`, `fault P`,
 //! `madvise P`, `reclaim mmS P`, `reclaim2 mmS P mmT Q`, `unmap-table`, `exit`,
-//! `fork mmS`, `tick`
+//! `fork mmS`, `tick`, `cow P`, `migrate mmS P`
 //! (P a page number from 0, or its address, `0x400000`). `#` starts a
 //! comment.
 //!
@@ -69,7 +69,7 @@ pub fn parse_script(text: &str, cpus: usize, mms: usize, pages: usize) -> Result
 
 /// The operations a script can name, as its error lists them.
 const OPERATIONS: &str = "switch mmS, idle, munmap P, fault P, madvise P, reclaim mmS P, reclaim2 mmS P mmT Q, \
-                          unmap-table, exit, fork mmS, tick";
+                          unmap-table, exit, fork mmS, tick, cow P, migrate mmS P";
 
 fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
     let slot = |w: Option<&&str>| -> Result<u32, String> {
@@ -103,11 +103,13 @@ fn parse_op(words: &[&str], mms: usize, pages: usize) -> Result<Op, String> {
         "exit" => Op::Exit,
         "fork" => Op::Fork(slot(args.first())?),
         "tick" => Op::Tick,
+        "cow" => Op::Cow(page(args.first())?),
+        "migrate" => Op::Migrate(slot(args.first())?, page(args.get(1))?),
         other => return Err(format!("unknown operation '{other}': the operations are {OPERATIONS}")),
     };
     let wanted = match op {
-        Op::Switch(_) | Op::Unmap(_) | Op::Map(_) | Op::Madvise(_) | Op::Fork(_) => 2,
-        Op::Reclaim(..) => 3,
+        Op::Switch(_) | Op::Unmap(_) | Op::Map(_) | Op::Madvise(_) | Op::Fork(_) | Op::Cow(_) => 2,
+        Op::Reclaim(..) | Op::Migrate(..) => 3,
         Op::Reclaim2(..) => 5,
         _ => 1,
     };

@@ -11,9 +11,9 @@
 //! RING`), each `{flush_mm, flush_start, flush_end, cpu_mask, valid}`.
 //!
 //! - **Initiator** (`native_flush_tlb_others`, reached from `flush_tlb_mm_range`
-//!   after the local flush when another CPU is in `mm_cpumask`): inside `munmap`
-//!   or `madvise(MADV_DONTNEED)` (the artifact's per-mm `munmap_inprogress`;
-//!   here the kernel's [`Hw::defer_flush`]) it runs `flush_tlb_func` locally once
+//!   after the local flush when another CPU is in `mm_cpumask`): while the mm's
+//!   `munmap_inprogress` is set (here the kernel's [`Hw::defer_flush`] with
+//!   [`Defer::WhileMmFlagged`]) it runs `flush_tlb_func` locally once
 //!   more and saves a state (`native_flush_save_state`): if its ring is not
 //!   full and the slot at `end` is free, it fills in the request, copies
 //!   `mm_cpumask(mm)` (itself included) into `cpu_mask`, publishes `valid = 1`
@@ -43,6 +43,24 @@
 //! (no frame or page-table page handed out while a CPU may hold a translation
 //! of it) and, from the completion on, `no_stale_use` and `no_stale_held`.
 //!
+//! # Who goes lazy: a per-mm flag
+//! The artifact's `munmap` system call (mm/mmap.c:2820-2838, under the write
+//! side of `mmap_sem` throughout) and `madvise_dontneed` (mm/madvise.c:480-487,
+//! under the read side) set `mm->munmap_inprogress` with `atomic_set` around
+//! their zap and clear it after; `native_flush_tlb_others` tests that flag and
+//! nothing else (arch/x86/mm/tlb.c:688-702, efad1a12). So every remote flush of
+//! the mm goes lazy while it is set, not only the flag-setter's: a
+//! copy-on-write fault (`wp_page_copy` -> `ptep_clear_flush_notify`, under the
+//! read side, so beside a `madvise`), a migration (`try_to_unmap_one` ->
+//! `ptep_clear_flush`, no `mmap_sem`, so beside either), KSM. Those callers
+//! free their old page as soon as the flush returns, while other CPUs may
+//! still hold it: the checker finds it (findings `latr-artifact-cow` and
+//! `latr-artifact-migrate`, `docs/findings/latr-artifact.md`). [`Latr::new`]
+//! is the artifact's rule; [`Latr::with_defer`] with [`Defer::OwnUnmap`]
+//! (`x86-latr-syscall-only`) defers only the flushes of the `munmap` or
+//! `madvise` that set the flag, safer by design. Reclaim's batched flush
+//! passes no mm and is never lazy, nor are kernel ranges.
+//!
 //! # Deliberate readings
 //! - The artifact's ring has 256 states per CPU ([`RING`]); the paper says 64.
 //!   The checker's small shapes use two, so that the fallback to IPIs is
@@ -50,7 +68,15 @@
 //! - The artifact's reclamation is a timer (a kthread frees what is older than
 //!   two seconds) and its default configuration frees at once
 //!   (`CONFIG_LAZY_MEM_FREE=n`, [`Variant::ArtifactEagerFree`], which the
-//!   checker shows unsafe); the paper's rule is the one modelled. Its
+//!   checker shows unsafe); the paper's rule is the one modelled. With `=y`
+//!   only the flag-setter's own `mmu_gather` holds memory back
+//!   (`tlb_flush_mmu_free`, mm/memory.c:255-281); even then a batch of 500
+//!   pages or more, or one whose `GFP_NOWAIT` list page cannot be allocated
+//!   (`update_lazy_list`, memory.c:824-846), is freed at once, and since `ret`
+//!   is not reset per batch a full batch after a deferred one is neither freed
+//!   nor deferred (leaked). None of the three is modelled: the checker's
+//!   operations free one page or one page table at a time, and its kernel
+//!   never fails an allocation. Its
 //!   second kthread, which falls back to IPIs for states still pending after
 //!   two wake-ups of a second, is not modelled: with the paper's rule a state
 //!   pends only while a CPU named in it takes no tick (idle under `NO_HZ`), and
@@ -64,7 +90,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Value};
-use crate::hw::{Access, FlushTicket, Hw};
+use crate::hw::{Access, Defer, FlushTicket, Hw};
 use crate::policy::{Policy, Tick};
 use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -132,11 +158,13 @@ pub struct Latr {
     base: LinuxX86v410,
     rings: Vec<Ring>,
     variant: Variant,
+    defer: Defer,
 }
 
 impl Latr {
     /// Returns the policy for `ncpus` CPUs and `max_mms` slots, [`RING`] states
-    /// per CPU.
+    /// per CPU, deferring as the artifact does ([`Defer::WhileMmFlagged`]) and
+    /// reclaiming by the paper's rule ([`Variant::Paper`]).
     pub fn new(ncpus: usize, max_mms: usize) -> Self {
         Self::with_ring(ncpus, max_mms, RING)
     }
@@ -158,7 +186,7 @@ impl Latr {
                 states: (0..ring).map(|_| state()).collect(),
             })
             .collect();
-        Latr { base: LinuxX86v410::new(ncpus, max_mms), rings, variant: Variant::Paper }
+        Latr { base: LinuxX86v410::new(ncpus, max_mms), rings, variant: Variant::Paper, defer: Defer::WhileMmFlagged }
     }
 
     /// The checker's small shapes: two states per CPU, so that a ring fills and
@@ -166,7 +194,14 @@ impl Latr {
     pub fn with_small_shapes(self) -> Self {
         let ncpus = self.base.ncpus();
         let mms = self.base.mm_slots();
-        Latr { variant: self.variant, ..Self::with_ring(ncpus, mms, 2) }
+        Latr { variant: self.variant, defer: self.defer, ..Self::with_ring(ncpus, mms, 2) }
+    }
+
+    /// Returns the policy asking for lazy flushes under `rule`: the artifact's
+    /// [`Defer::WhileMmFlagged`] (the default) or [`Defer::OwnUnmap`].
+    pub fn with_defer(mut self, rule: Defer) -> Self {
+        self.defer = rule;
+        self
     }
 
     /// Returns the policy with reclamation `variant`.
@@ -191,10 +226,11 @@ impl Latr {
         self.base.flush_tlb_mm_range_with(hw, mm, range, |mask, r| self.flush_others(hw, mask, mm, r));
     }
 
-    /// `native_flush_tlb_others` for mm `mm`: a saved state inside `munmap` and
-    /// `madvise(MADV_DONTNEED)`, IPIs otherwise or when the ring is full.
+    /// `native_flush_tlb_others` for mm `mm`: a saved state when the kernel
+    /// lets the flush complete late (under the policy's [`Defer`] rule), IPIs
+    /// otherwise or when the ring is full.
     fn flush_others<H: Hw>(&self, hw: &H, mask: &CpuMask, mm: MmId, range: Range) {
-        let Some(ticket) = hw.defer_flush() else {
+        let Some(ticket) = hw.defer_flush(mm, self.defer) else {
             return self.base.flush_others(hw, mask, Some(mm), range);
         };
         // The artifact runs the handler here once more (a second local flush).
@@ -338,6 +374,10 @@ impl crate::wrap::Wrap for Latr {
         true
     }
 
+    fn defers(&self) -> Option<Defer> {
+        Some(self.defer)
+    }
+
     /// The sweep, at every tick and every `__schedule`.
     fn tick<H: Hw>(&self, hw: &H, _at: Tick) {
         self.sweep(hw)
@@ -414,6 +454,25 @@ mod tests {
             vec![invlpg(0, 0x1000), "ipi [1]".to_string(), "cpu1: ".to_string() + &invlpg(0, 0x1000)]
         );
         assert_eq!(p.pending(0), 0);
+    }
+
+    #[test]
+    fn another_callers_flush_of_a_flagged_mm_is_lazy_only_under_the_artifacts_rule() {
+        // Another thread's madvise has set the mm's munmap_inprogress; this CPU's
+        // flush (a COW fault's ptep_clear_flush) is not the madvise's own.
+        for (rule, lazy) in [(Defer::WhileMmFlagged, true), (Defer::OwnUnmap, false)] {
+            let p = latr(2, 1).with_defer(rule);
+            let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
+            p.switch_mm(&h0, MmId(1));
+            p.switch_mm(&h1, MmId(1));
+            h0.take();
+            h0.flagged.set(true);
+            p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+            let log = h0.take();
+            assert_eq!(log.contains(&"defer ticket 1".to_string()), lazy, "{rule:?}: {log:?}");
+            assert_eq!(log.contains(&"ipi [1]".to_string()), !lazy, "{rule:?}: {log:?}");
+            assert_eq!(p.pending(0), usize::from(lazy), "{rule:?}");
+        }
     }
 
     #[test]

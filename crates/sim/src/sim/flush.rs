@@ -28,7 +28,8 @@ impl<P: Policy> Sim<P> {
         };
         let uid = self.mms[mm.index()].uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
-        // LATR's kernel lets exactly these two be lazy (`munmap_inprogress`).
+        // The two calls that set LATR's `munmap_inprogress`: only their own
+        // flushes hold memory back when deferred.
         let lazy = matches!(change, "munmap" | "madvise");
         PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default(), lazy }
     }
@@ -54,10 +55,16 @@ impl<P: Policy> Sim<P> {
     /// Runs the policy's flush for a change, discharges its obligation when the
     /// flush returns, then frees the frames the change unmapped. A flush whose
     /// completion the policy took over ([`tlbkit_policy::Hw::defer_flush`]) is
-    /// discharged and freed when the policy completes it instead.
+    /// discharged and freed when the policy completes it instead, if it is the
+    /// flush of the `munmap` or `madvise` that set the mm's `munmap_inprogress`;
+    /// any other flush the policy deferred is treated as done when it returns
+    /// (what the artifact's callers do), its ticket's completion a no-op.
     pub fn flush(&mut self, cpu: usize, pf: PendingFlush, now: u64) -> u64 {
         let start = now;
-        self.m.lazy.allowed = pf.lazy;
+        let flagged = !pf.mm.is_kernel()
+            && !matches!(pf.what, FlushWhat::KernelRange(..))
+            && self.mms[pf.mm.index()].munmap_inprogress;
+        self.m.lazy.allowed = crate::machine::Deferrable { own: pf.lazy, flagged };
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
             FlushWhat::Page(va) => self.policy.flush_page(&hw, pf.mm, VirtAddr(va)),
@@ -66,12 +73,17 @@ impl<P: Policy> Sim<P> {
             FlushWhat::KernelRange(va, n) => self.policy.flush_kernel_range(&hw, VirtAddr(va), n),
         }
         let mut now = hw.now();
-        self.m.lazy.allowed = false;
+        self.m.lazy.allowed = Default::default();
         self.stats.flush_cycles += now.saturating_sub(start);
         match self.m.lazy.taken.take() {
-            Some(t) => {
+            Some(t) if pf.lazy => {
                 self.stats.lazy_flushes += 1;
                 self.lazy_pending.insert(t, pf);
+            }
+            Some(t) => {
+                self.stats.lazy_flushes += 1;
+                self.lazy_bare.insert(t);
+                now = self.finish_flush(Some(cpu), pf, now);
             }
             None => now = self.finish_flush(Some(cpu), pf, now),
         }
@@ -129,6 +141,7 @@ impl<P: Policy> Sim<P> {
                 Some(pf) => {
                     self.finish_flush(None, pf, now);
                 }
+                None if self.lazy_bare.remove(&t) => {}
                 None => {
                     self.error.get_or_insert(format!(
                         "the policy completed flush ticket {t}, which is not pending (completed twice, or never \

@@ -79,8 +79,12 @@ impl<P: Policy> Sim<P> {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
         self.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
-        // The zap path: VMA lookup and page-table walk, as madvise's.
-        self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.fault_path)
+        // The zap path: VMA lookup and page-table walk, as madvise's, with LATR's
+        // flag set around it (the artifact's `munmap` system call only).
+        self.mms[mm.index()].munmap_inprogress = true;
+        let now = self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.fault_path);
+        self.mms[mm.index()].munmap_inprogress = false;
+        now
     }
 
     pub(super) fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
@@ -157,9 +161,13 @@ impl<P: Policy> Sim<P> {
             ));
             return now;
         }
-        // The zap path: VMA lookup and page-table walk, as munmap's.
+        // The zap path: VMA lookup and page-table walk, as munmap's, with LATR's
+        // flag set around it (`madvise_dontneed`).
         let now = now + self.m.costs.fault_path;
-        self.zap_range(cpu, mm, va, pages, "madvise", now)
+        self.mms[mm.index()].munmap_inprogress = true;
+        let now = self.zap_range(cpu, mm, va, pages, "madvise", now);
+        self.mms[mm.index()].munmap_inprogress = false;
+        now
     }
 
     /// Clears the present PTEs of `pages` pages at `va` (named `change` for the

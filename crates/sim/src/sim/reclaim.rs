@@ -125,7 +125,7 @@ use super::*;
 use crate::machine::CpuHw;
 use std::cell::Cell;
 use tlbkit_policy::contpte::{self as arch, PteMem, PteVal};
-use tlbkit_policy::hw::{FlushTicket, Note};
+use tlbkit_policy::hw::{Defer, FlushTicket, Note};
 use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, Phase, Scope, Tlbi};
 
 /// The completion barriers deferred flushes held back.
@@ -246,8 +246,8 @@ impl Hw for NoSync<'_, '_> {
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         self.hw.irqs_off(f)
     }
-    fn defer_flush(&self) -> Option<FlushTicket> {
-        self.hw.defer_flush()
+    fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
+        self.hw.defer_flush(mm, rule)
     }
     fn flush_complete(&self, ticket: FlushTicket) {
         self.hw.flush_complete(ticket)
