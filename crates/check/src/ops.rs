@@ -892,21 +892,7 @@ fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize
         Zap::Reclaim => {
             // `arch_tlbbatch_add_pending` under the PTE lock, then the deferred
             // flush once it is dropped (`try_to_unmap_flush`, the same task).
-            p.tlbbatch_add_pending(&hw, MmId(s), VirtAddr(va_of(pg)));
-            // `page_vma_mapped_walk_done`: the PTE lock is dropped, and the rest
-            // of the rmap walk and of `shrink_folio_list` runs before the flush.
-            // That gap is a step of its own only while this CPU's invalidations
-            // are still pending (arm64's TLBI): otherwise nothing of the
-            // machine's changes before the flush's first access, where the
-            // other CPUs may run anyway.
-            let pending = {
-                let mut m = core.machine_mut();
-                m.ptl_held[s as usize] = None;
-                !m.pending[cpu].is_empty()
-            };
-            if pending {
-                core.pause();
-            }
+            add_pending_and_unlock(core, p, cpu, s, pg);
             core.machine_mut().in_batch_flush[cpu] = true;
             p.flush_batch(&hw, &[MmId(s)]);
             let r = core.machine_mut().judge_after_batch_flush(cpu);
@@ -978,6 +964,24 @@ fn clear_page<E: Engine>(
     Some((id, frame))
 }
 
+/// Queues reclaim's flush of page `pg` of `s` (`arch_tlbbatch_add_pending`)
+/// under the PTE lock, then drops the lock (`page_vma_mapped_walk_done`): the
+/// rest of the rmap walk and of `shrink_folio_list` runs before the flush.
+/// That gap is a step of its own only while this CPU's invalidations are still
+/// pending (arm64's TLBI): otherwise nothing of the machine's changes before
+/// the flush's first access, where the other CPUs may run anyway.
+fn add_pending_and_unlock<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, pg: usize) {
+    p.tlbbatch_add_pending(&core.hw(cpu), MmId(s), VirtAddr(va_of(pg)));
+    let pending = {
+        let mut m = core.machine_mut();
+        m.ptl_held[s as usize] = None;
+        !m.pending[cpu].is_empty()
+    };
+    if pending {
+        core.pause();
+    }
+}
+
 /// `kswapd` reclaims two pages, of two processes, in one batch: each PTE is
 /// cleared and queued (`arch_tlbbatch_add_pending`) under its PTE lock as
 /// [`zap_page`]'s reclaim does, then one deferred flush of both mms returns
@@ -995,15 +999,7 @@ fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pages: [(u32,
             core.machine_mut().ptl_held[s as usize] = None;
             continue;
         };
-        p.tlbbatch_add_pending(&hw, MmId(s), VirtAddr(va_of(pg)));
-        let pending = {
-            let mut m = core.machine_mut();
-            m.ptl_held[s as usize] = None;
-            !m.pending[cpu].is_empty()
-        };
-        if pending {
-            core.pause();
-        }
+        add_pending_and_unlock(core, p, cpu, s, pg);
         slots.push(MmId(s));
         ids.push(id);
         frames.push(frame);

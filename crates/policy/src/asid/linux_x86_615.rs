@@ -161,6 +161,18 @@ struct FlushTlbInfo {
     trim_cpumask: bool,
 }
 
+impl FlushTlbInfo {
+    /// Reclaim's batched flush (`arch_tlbbatch_flush`'s `&full_flush_tlb_info`):
+    /// everything, for whatever mm each CPU has loaded.
+    const BATCH: FlushTlbInfo = FlushTlbInfo {
+        mm: None,
+        extent: Extent::All,
+        new_tlb_gen: TLB_GENERATION_INVALID,
+        freed_tables: false,
+        trim_cpumask: false,
+    };
+}
+
 /// One dynamic PCID slot of a CPU (`struct tlb_context`).
 struct TlbContext {
     ctx_id: AtomicU64,
@@ -982,13 +994,7 @@ impl LinuxX86v615 {
             m.cpumask.for_each(|c| batch.set(c));
             unmapped_pages = true;
         }
-        let info = FlushTlbInfo {
-            mm: None,
-            extent: Extent::All,
-            new_tlb_gen: TLB_GENERATION_INVALID,
-            freed_tables: false,
-            trim_cpumask: false,
-        };
+        let info = FlushTlbInfo::BATCH;
         if self.invlpgb() && unmapped_pages {
             // Global-ASID mms may be cached anywhere: every non-global entry goes.
             hw.tlbi(Tlbi::AllNonGlobal, Scope::Broadcast);
@@ -1041,13 +1047,7 @@ impl LinuxX86v615 {
     fn targeted_tlbbatch_flush<H: Hw>(&self, hw: &H) {
         let cpu = hw.cpu();
         let b = &self.tlbbatches[cpu.index()];
-        let info = FlushTlbInfo {
-            mm: None,
-            extent: Extent::All,
-            new_tlb_gen: TLB_GENERATION_INVALID,
-            freed_tables: false,
-            trim_cpumask: false,
-        };
+        let info = FlushTlbInfo::BATCH;
         // Relaxed: this CPU's own flag.
         let need_tlbsync = b.need_tlbsync.load(Ordering::Relaxed);
         // Zoo bug (v1, fixed in v2): TLBSYNC when INVLPGB was used, the IPIs
