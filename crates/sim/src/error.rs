@@ -69,6 +69,8 @@ pub enum Error {
         /// The name given.
         name: String,
     },
+    /// `--machine host` without a usable profile of the host.
+    Host(#[from] crate::preset::host::ProfileError),
     /// An error of the policy registry: an unknown policy, a shape the policy
     /// refuses.
     Registry(#[from] tlbkit_registry::Error),
@@ -421,7 +423,7 @@ impl Error {
     pub fn param(&self) -> Option<Param> {
         match self {
             Error::MissingParam { param, .. } => Some(param.clone()),
-            Error::UnknownMachine { .. } => Some(Param::Machine),
+            Error::UnknownMachine { .. } | Error::Host(_) => Some(Param::Machine),
             Error::UnknownWorkload { .. } => Some(Param::Workload),
             Error::Registry(_) | Error::WrongArch { .. } | Error::NeedsInvlpgb { .. } => Some(Param::Policy),
             Error::CpusRange { .. } | Error::TooFewCores { .. } | Error::NoCpuCounts { .. } => Some(Param::Cpus),
@@ -455,13 +457,14 @@ impl Error {
                 )
             }
             Error::UnknownMachine { name } => {
-                let all: Vec<&str> = crate::preset::all().iter().map(|p| p.name).collect();
+                let all: Vec<&str> = crate::preset::names();
                 format!(
                     "unknown machine '{name}'{}; valid machines: {}",
                     did_you_mean(name, all.iter().copied()),
                     all.join(", ")
                 )
             }
+            Error::Host(e) => e.to_string(),
             Error::Registry(e) => e.to_string(),
             Error::WrongArch { policy, policy_arch, machine, machine_arch, fits } => format!(
                 "policy '{policy}' is for {} machines but '{machine}' is {}; policies that fit: {}",

@@ -5,7 +5,7 @@
 //! import) is the `tlbkit-lab` crate, built on this one.
 //!
 //! Layout (one concept per file):
-//! - [`preset`]: machines and their documented costs.
+//! - [`preset`]: machines and their documented costs; `preset::host`, the machine `tlbkit calibrate` measured.
 //! - [`tlb`], `pagetable`, `frames`: the memory-management hardware and memory.
 //! - `machine`: per-CPU hardware state, the interconnect, and the [`tlbkit_policy::Hw`] implementation;
 //!   `holders`: which TLBs a broadcast invalidation must visit; `pending`: broadcast invalidations on their
@@ -20,6 +20,8 @@
 //! - [`sim`]: the kernel and the discrete-event engine (`step`/`run`); [`sched`]: the scheduling classes
 //!   (FIFO, CFS, EEVDF) its scheduler runs.
 //! - [`workload`]: the origins' benchmarks as programs.
+//! - [`machine_bench`]: `tlbkit calibrate`'s microbenchmarks that need no kernel, on the machine model (the others
+//!   are the `microbench` workload).
 //! - `host`: what the simulator asks of the host's operating system (2 MB pages for a large machine's TLBs).
 //! - [`run`]: a run's parameters (`key=value` settings among them), and one run end to end (the policies and what each is are the
 //!   `tlbkit-registry` crate's); [`metrics`]: what each reported figure means, and its unit.
@@ -36,6 +38,7 @@ pub(crate) mod host;
 pub mod interconnect;
 pub mod locks;
 pub(crate) mod machine;
+pub mod machine_bench;
 pub mod metrics;
 pub mod oracle;
 pub(crate) mod pagetable;

@@ -9,6 +9,8 @@
 
 use crate::sched::SchedKind;
 
+pub mod host;
+
 /// The instruction-set family (the registry's), which decides the policies that can run.
 pub use tlbkit_registry::Arch;
 
@@ -265,9 +267,26 @@ pub fn all() -> Vec<Preset> {
     ]
 }
 
-/// Returns the preset called `name`.
+/// Returns the preset called `name` (not `host`, which [`resolve`] reads).
 pub fn by_name(name: &str) -> Option<Preset> {
     all().into_iter().find(|p| p.name == name)
+}
+
+/// The name of the machine built from the host's calibration ([`host`]).
+pub const HOST: &str = "host";
+
+/// Returns every name `--machine` takes: the presets, then `host`.
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|p| p.name).chain([HOST]).collect()
+}
+
+/// Returns the machine called `name`: a preset, or for `host` the machine
+/// `tlbkit calibrate` measured ([`host::load`]).
+pub fn resolve(name: &str) -> Result<Preset, crate::Error> {
+    if name == HOST {
+        return Ok(host::load()?);
+    }
+    by_name(name).ok_or_else(|| crate::Error::UnknownMachine { name: name.to_string() })
 }
 
 /// The costs every arm64 preset starts from: a figure here holds for each

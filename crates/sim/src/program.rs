@@ -170,6 +170,9 @@ pub enum Sys {
     PipeRead(u32),
     /// Gives up the CPU to the next runnable thread.
     Yield,
+    /// A system call that does nothing (`getppid`): entry, dispatch and exit
+    /// only.
+    Null,
 }
 
 /// One operation of a program.

@@ -348,8 +348,12 @@ type Resolved = (Preset, &'static workload::WorkloadDef, MachineParams, Params, 
 /// Checks a run request and returns the resolved preset, machine parameters and
 /// workload parameters.
 fn resolve(spec: &RunSpec) -> Result<Resolved, Error> {
+    resolve_on(spec, preset::resolve(&spec.machine)?)
+}
+
+/// [`resolve`] on the machine `preset`, whatever `spec.machine` names.
+fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
     let presets = preset::all();
-    let preset = preset::by_name(&spec.machine).ok_or_else(|| Error::UnknownMachine { name: spec.machine.clone() })?;
     let pol =
         registry::policy(&spec.policy).ok_or_else(|| registry::Error::UnknownPolicy { name: spec.policy.clone() })?;
     let wl = workload::by_name(&spec.workload).ok_or_else(|| Error::UnknownWorkload { name: spec.workload.clone() })?;
@@ -763,7 +767,14 @@ pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
 
 /// Runs one request; `Err` says what was wrong with it, or why the run failed.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, Error> {
-    let (preset, wl, mp, params, texts) = resolve(spec)?;
+    run_on(spec, preset::resolve(&spec.machine)?)
+}
+
+/// Runs one request on the machine `preset` (a preset changed by its caller:
+/// `tlbkit calibrate` fits a host's costs this way); `spec.machine` only names
+/// it in the output.
+pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
+    let (preset, wl, mp, params, texts) = resolve_on(spec, preset)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };

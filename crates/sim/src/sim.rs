@@ -55,6 +55,7 @@ mod contpte;
 mod event;
 mod flush;
 mod kwork;
+pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
 mod mmap;
 mod process;
 mod ptemem;

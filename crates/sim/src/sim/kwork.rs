@@ -185,7 +185,16 @@ impl KernelWork {
 /// rate) that a stream of page writes sustains. Estimate: STREAM-class
 /// benchmarks reach 70% to 80% of the peak on server parts
 /// (`docs/costs/kernel.md`).
-const MEM_BW_SUSTAINED: f64 = 0.7;
+pub const MEM_BW_SUSTAINED: f64 = 0.7;
+
+/// Returns the rate, in GB/s, at which `cpus` CPUs of one node of `preset`
+/// zero pages together in the model: each at its `page_copy` per page, all of
+/// them within the node's sustained bandwidth (what `write_pages` charges a
+/// stream of zeroings).
+pub fn zeroing_gbs(preset: &Preset, cpus: usize) -> f64 {
+    let one = 4096.0 * preset.freq_ghz / preset.costs.page_copy.max(1) as f64;
+    (one * cpus as f64).min(preset.mem_bw_gbs * MEM_BW_SUSTAINED)
+}
 
 impl<P: Policy> Sim<P> {
     /// Takes what a fault on `va` of `mm` holds while it runs, for `cpu` from

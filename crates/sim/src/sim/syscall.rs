@@ -103,6 +103,7 @@ impl<P: Policy> Sim<P> {
             Sys::PipeBounded(cap) => self.new_pipe(tid, cap.max(1), now),
             Sys::PipeWrite(p) => self.pipe_write(cpu, tid, p, now),
             Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
+            Sys::Null => now,
             Sys::Yield => {
                 self.requeue(cpu, tid, now, true);
                 self.set_cur(cpu, None);

@@ -27,6 +27,7 @@ pub mod hackbench;
 pub mod lat_ctx;
 pub mod lat_mmap;
 pub mod madvise_bench;
+pub mod microbench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
@@ -163,6 +164,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     stress_ng_tlb_shootdown::DEF,
     madvise_bench::DEF,
     redis_like::DEF,
+    microbench::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -206,6 +208,7 @@ pub fn setup_with<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         "madvise_bench" => madvise_bench::setup(p, sim),
         "redis_like" => redis_like::setup(p, sim),
+        "microbench" => microbench::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -236,6 +239,7 @@ pub fn result<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
         "madvise_bench" => madvise_bench::result(main),
         "redis_like" => redis_like::result(p, main),
+        "microbench" => microbench::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -278,6 +282,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // One process.
         "madvise_bench" => 8,
         "redis_like" => redis_like::max_mms(p),
+        // The benchmark's process, and pipe_switch's second.
+        "microbench" => 8,
         _ => 64,
     }
 }
