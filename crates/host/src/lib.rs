@@ -76,9 +76,11 @@
 //!
 //! Layout: `error.rs` ([`Error`]); `topology/` (the `/sys` and
 //! `/proc/cpuinfo` parser, CPU lists, `uname`); `bench/` (the
-//! microbenchmarks: see [`bench`]).
+//! microbenchmarks: see [`mod@bench`]).
 
+pub mod bench;
 mod error;
 pub mod topology;
 
+pub use bench::{check_cpus, measure, Bench, Cpus, Effort, Measurement};
 pub use error::Error;
