@@ -55,7 +55,7 @@ pub struct Cpus {
 pub enum Effort {
     /// Trials of about 1 ms, 3 of them: a few ms a benchmark, for tests.
     Quick,
-    /// Trials of about 25 ms, 11 of them: about 0.3 s a benchmark.
+    /// Trials of about 25 ms, 11 of them: for `calibrate`.
     Full,
 }
 
