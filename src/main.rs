@@ -1,7 +1,7 @@
 //! `tlbkit`: measure and verify TLB-management policies.
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
-//! `list`, `run`, `reproduce`, `bench sim|scale|check`, `check`, `replay`,
+//! `list`, `run`, `reproduce`, `calibrate`, `bench sim|scale|check`, `check`, `replay`,
 //! `litmus`, `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`. Each is a
 //! module of `cmd/`, with its flags and its body; this file holds the command
 //! line's outline, the dispatch and the exit codes: 0 success, 2 bad input, 3
@@ -42,6 +42,9 @@ enum Cmd {
     Run(cmd::run::RunArgs),
     /// Run every origin claim tlbkit models and compare with the origin's ratio.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Measure this host with microbenchmarks, run the same in the model of it
+    /// and print both; save the host's profile for `--machine host` (Linux).
+    Calibrate(cmd::calibrate::CalibrateArgs),
     /// Measure tlbkit's own speed: the simulator on a fixed workload (`bench sim`,
     /// which `bench` alone runs) or at scale (`bench scale`), or the checker
     /// (`bench check`).
@@ -116,6 +119,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, CliError> {
         Cmd::List(a) => cmd::list::list(a),
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::reproduce(a),
+        Cmd::Calibrate(a) => cmd::calibrate::calibrate(a),
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Check(a) => cmd::check::check(a),
         Cmd::Replay(a) => cmd::check::replay(a),

@@ -10,6 +10,7 @@
 //! beside them.
 
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod list;

@@ -60,6 +60,11 @@ pub enum Error {
     },
     /// A run was stopped before it finished.
     Stopped,
+    /// A microbenchmark `tlbkit calibrate` does not have.
+    UnknownMicrobench {
+        /// The name given.
+        name: String,
+    },
     /// A file could not be read.
     Read {
         /// The file.
@@ -310,6 +315,10 @@ impl Error {
             ),
             Error::Panicked { why, command } => format!("the simulator panicked ({why}); repeat with: {command}"),
             Error::Stopped => "a run was stopped before it finished".into(),
+            Error::UnknownMicrobench { name } => {
+                let all: Vec<&str> = crate::calibrate::BENCHES.iter().map(|(b, _)| *b).collect();
+                format!("unknown microbenchmark '{name}'; valid microbenchmarks: {}", all.join(", "))
+            }
             Error::Read { path, source } => format!("cannot read {}: {source}", path.display()),
             Error::LogIo { name, source } => format!("{name}: {source}"),
             Error::Log { name, line: Some(line), what } => format!("{name}:{line}: {what}"),

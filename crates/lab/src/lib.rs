@@ -4,7 +4,8 @@
 //! draws what they gave.
 //!
 //! Layout (one concept per file):
-//! - [`claims`]: the origin claims `tlbkit reproduce` checks.
+//! - [`claims`]: the origin claims `tlbkit reproduce` checks; [`calibrate`]: the model against the host it runs on
+//!   (`tlbkit calibrate`).
 //! - [`stats`]: ministat's summary figures and Student's t test; [`compare`]: policies against the first over
 //!   many seeds (`tlbkit compare`); [`batch`]: many runs on the host's cores.
 //! - [`sweep`]: a grid of runs from a TOML file, recorded line by line and resumed (`tlbkit sweep`).
@@ -14,6 +15,7 @@
 //! - [`error`]: what goes wrong, as typed errors each front end words for its users.
 
 pub mod batch;
+pub mod calibrate;
 pub mod claims;
 pub mod compare;
 pub mod error;

@@ -89,4 +89,7 @@ pub const SMALL: &[(&str, &[&str])] = &[
             "decay_ms=20",
         ],
     ),
+    // calibrate's shootdown: a thread on CPU 1 reading a page that the one on
+    // CPU 0 makes read-only and writable again (a remote flush each time).
+    ("microbench", &["bench=8", "ops=20"]),
 ];

@@ -1,0 +1,183 @@
+//! `tlbkit calibrate`: the machine model against the machine it runs on.
+//!
+//! The host's side measures thirteen microbenchmarks (the `tlbkit-host`
+//! crate); this module takes their figures, fits the few costs the model can
+//! take from them ([`fit`]), builds the host's machine (`--machine host`,
+//! [`tlbkit_sim::preset::host`]), runs the same thirteen in the model and
+//! sets each beside the host's figure ([`compare`]).
+//!
+//! # Which figures test the model
+//! Seven microbenchmarks each give one cost ([`FITTED`]): the null system call
+//! the system-call path, zeroing the page copy and the memory bandwidth, the
+//! page fault the fault path, the pipe's write and read its body, the pipe
+//! ping-pong the context switch, the line ping-pong the cache-line transfer.
+//! Their rows agree by construction (a row that does not says the fit could
+//! not reach the host's figure, which is itself a finding: the model charges
+//! more than the host takes even with that cost at 0). The other six (`mmap`,
+//! `munmap`, `madvise`, `mprotect`, `lock_handoff`, `shootdown`) are
+//! predictions: the model composes them from the fitted costs and from the
+//! costs the host does not give, which keep the base preset's sourced figures
+//! (IPIs, TLB invalidations, walks). A prediction outside the band names
+//! those costs, so that a reader knows where the difference can come from.
+//!
+//! # The verdict
+//! `reproduce`'s rule ([`crate::claims::verdict`]), applied to each figure as
+//! a multiple of the same side's null system call: the host's ratio is the
+//! origin's, the model's the simulated one. So a figure is judged by its size
+//! in units of the kernel's cheapest path, and the band grows with it as
+//! `reproduce`'s does with an origin's ratio: `reproduced` within
+//! `max(0.05, 0.35 |ln r|)` of the host's ratio `r` in log terms,
+//! `direction-only` when only the side of one null system call agrees. The
+//! zeroing rates are compared as the time to zero a page.
+
+mod fit;
+
+pub use fit::{fit, policy_for, Fitted, FITTED};
+
+use crate::claims::verdict;
+use crate::Error;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tlbkit_sim::preset::{self, host::HostProfile, Preset};
+use tlbkit_sim::run::{run_on, RunSpec};
+use tlbkit_sim::workload::microbench;
+
+/// The microbenchmarks, in the host crate's order, and their units.
+pub const BENCHES: &[(&str, &str)] = &[
+    ("null_syscall", "ns"),
+    ("page_fault", "ns"),
+    ("zeroing", "GB/s"),
+    ("zeroing_all", "GB/s"),
+    ("mmap", "ns"),
+    ("munmap", "ns"),
+    ("madvise", "ns"),
+    ("mprotect", "ns"),
+    ("pipe_rw", "ns"),
+    ("pipe_switch", "ns"),
+    ("line_pingpong", "ns"),
+    ("lock_handoff", "ns"),
+    ("shootdown", "ns"),
+];
+
+/// The host's figures, by microbenchmark name, in its unit.
+pub type Figures = BTreeMap<String, f64>;
+
+/// The costs a prediction's figure is made of besides the fitted ones: what
+/// a difference can come from.
+fn unfitted(bench: &str) -> &'static [&'static str] {
+    match bench {
+        "mmap" | "munmap" | "madvise" | "mprotect" => {
+            &["the mmap_lock and page-table walks", "local TLB invalidations (tlbi_local_*)", "zap_page, zap_folio"]
+        }
+        "lock_handoff" => &["the queued spinlock's model: one handoff per acquisition, no spinning cost"],
+        "shootdown" => &["IPIs (ipi_send, ipi_deliver, ipi_handle)", "local TLB invalidations (tlbi_local_*)"],
+        _ => &[],
+    }
+}
+
+/// One microbenchmark on the host and in the model.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The microbenchmark.
+    pub bench: String,
+    /// Its unit.
+    pub unit: String,
+    /// The host's figure.
+    pub host: f64,
+    /// The model's figure.
+    pub model: f64,
+    /// `model / host`.
+    pub ratio: f64,
+    /// `reproduce`'s verdict (see the module documentation).
+    pub verdict: String,
+    /// The cost fitted to this microbenchmark, if one was.
+    pub fitted: Option<String>,
+    /// The command that runs the model's side, where it is a simulator run.
+    pub command: Option<String>,
+    /// Why a figure outside the band may differ: the costs it uses that the
+    /// host did not give.
+    pub note: Option<String>,
+}
+
+/// Returns the model's figure for every microbenchmark of `benches` on
+/// `preset` (the host's machine), in the host's units; `all_cpus` is how
+/// many CPUs `zeroing_all` used on the host.
+pub fn model_figures(preset: &Preset, policy: &str, benches: &[&str], all_cpus: usize) -> Result<Figures, Error> {
+    let mut out = Figures::new();
+    for &b in benches {
+        out.insert(b.to_string(), model_figure(preset, policy, b, all_cpus)?.0);
+    }
+    Ok(out)
+}
+
+/// Returns the model's figure of `bench` on `preset` and, for a simulator
+/// run, its command.
+fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> Result<(f64, Option<String>), Error> {
+    use tlbkit_sim::machine_bench::{line_pingpong_ns, lock_handoff_ns};
+    use tlbkit_sim::sim::zeroing_gbs;
+    let per_package = preset.cores_per_socket.max(1);
+    Ok(match bench {
+        "zeroing" => (zeroing_gbs(preset, 1), None),
+        "zeroing_all" => {
+            // Each package is a node with its own bandwidth.
+            let full = all_cpus / per_package;
+            let rest = all_cpus % per_package;
+            let gbs =
+                full as f64 * zeroing_gbs(preset, per_package) + if rest > 0 { zeroing_gbs(preset, rest) } else { 0.0 };
+            (gbs, None)
+        }
+        "line_pingpong" => (line_pingpong_ns(preset, 0, 1, 1000), None),
+        "lock_handoff" => (lock_handoff_ns(preset, 0, 1, 1000), None),
+        _ => {
+            let n = microbench::number(bench).ok_or_else(|| Error::UnknownMicrobench { name: bench.to_string() })?;
+            let cpus = if bench == "shootdown" { 2 } else { 1 };
+            let spec = RunSpec {
+                machine: preset::HOST.into(),
+                cpus,
+                policy: policy.into(),
+                workload: microbench::DEF.name.into(),
+                sets: vec![format!("bench={n}")],
+                seed: 1,
+                strict: false,
+            };
+            let out = run_on(&spec, preset.clone())?;
+            (out.result["ns_per_op"], Some(spec.command()))
+        }
+    })
+}
+
+/// Returns, for each microbenchmark of `host` in [`BENCHES`]' order, the
+/// host's figure beside the model's on the machine `profile` describes.
+pub fn compare(profile: &HostProfile, host: &Figures, all_cpus: usize) -> Result<Vec<Row>, Error> {
+    let preset = preset::host::preset(profile);
+    let policy = policy_for(profile);
+    let model_null = model_figure(&preset, policy, "null_syscall", all_cpus)?.0;
+    let host_null = host.get("null_syscall").copied();
+    let mut rows = Vec::new();
+    for &(bench, unit) in BENCHES {
+        let Some(&h) = host.get(bench) else { continue };
+        let (m, command) = model_figure(&preset, policy, bench, all_cpus)?;
+        // Rates are judged as the time to zero a page.
+        let time = |x: f64| if unit == "GB/s" { 4096.0 / x } else { x };
+        let verdict = match host_null {
+            Some(hn) => verdict(time(h) / hn, time(m) / model_null).to_string(),
+            None => "-".to_string(),
+        };
+        let fitted = FITTED.iter().find(|f| f.bench == bench).map(|f| f.cost.to_string());
+        let why = unfitted(bench);
+        let note =
+            (verdict != "reproduced" && !why.is_empty()).then(|| format!("not from this host: {}", why.join("; ")));
+        rows.push(Row {
+            bench: bench.into(),
+            unit: unit.into(),
+            host: h,
+            model: m,
+            ratio: m / h,
+            verdict,
+            fitted,
+            command,
+            note,
+        });
+    }
+    Ok(rows)
+}
