@@ -94,8 +94,9 @@ fn named(rows: Vec<(String, String)>) -> (Value, String) {
 
 /// The overview every `tlbkit list` without a kind prints (and its JSON).
 fn overview(format: Format) -> Result<u8, CliError> {
-    let machines: Vec<(String, String)> =
+    let mut machines: Vec<(String, String)> =
         preset::all().into_iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    machines.push((preset::HOST.into(), HOST.into()));
     let policies: Vec<(String, String)> =
         POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
     let workloads: Vec<(String, String)> =
@@ -136,6 +137,9 @@ fn overview(format: Format) -> Result<u8, CliError> {
     Ok(0)
 }
 
+/// How `tlbkit list` describes `--machine host`.
+const HOST: &str = "this machine, as `tlbkit calibrate` measured it (run that first)";
+
 fn machines() -> (Value, String) {
     let presets = preset::all();
     let mut text = String::new();
@@ -163,6 +167,12 @@ fn machines() -> (Value, String) {
         text.push_str(&format!("  TLB: {}\n", flat(&tlb)));
         text.push_str(&format!("  costs in cycles (each figure's source: {sources}): {}\n", flat(&costs)));
     }
+    text.push_str(&format!(
+        "{}: {HOST}\n  the nearest preset's figures (milan for AMD x86, skylake for other x86, graviton4 for arm64) \
+         with this host's topology, clock, kernel and fitted costs, from the profile tlbkit calibrate saves \
+         ($TLBKIT_HOST_PROFILE, else ~/.cache/tlbkit/host.json)\n",
+        preset::HOST
+    ));
     text.push_str("machine and kernel parameters (--set KEY=VALUE, with every workload):\n");
     let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
     for (k, d) in MACHINE_KEYS {

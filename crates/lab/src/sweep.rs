@@ -79,7 +79,7 @@ impl Sweep {
         let mut points = Vec::new();
         let mut other_arch = 0;
         for machine in &self.machines {
-            let arch = preset::by_name(machine).map(|p| p.arch);
+            let arch = preset::resolve(machine).ok().map(|p| p.arch);
             for &cpus in &self.cpus {
                 for policy in &self.policies {
                     let fits = tlbkit_registry::policy(policy).map(|p| p.arch) == arch;

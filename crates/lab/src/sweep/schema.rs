@@ -433,8 +433,8 @@ impl Sweep {
             &raw.machines,
             "machine",
             "machines",
-            &|n| preset::by_name(n).is_some(),
-            preset::all().iter().map(|p| p.name).collect(),
+            &|n| preset::names().contains(&n),
+            preset::names(),
         )?;
         let policies = names(
             &raw.policies,

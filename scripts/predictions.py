@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Runs every prediction of docs/predictions.md and prints its tables.
+
+Usage: scripts/predictions.py [--tlbkit PATH] [--out DIR] [--only NAME]
+
+Each table is a list of `tlbkit compare` commands (one per row and figure);
+the script runs them (each once, with --format json), keeps every JSON
+document in DIR (default: target/predictions) and prints the tables in
+Markdown: each policy's mean over the seeds, and the ratios of the
+mechanisms to the kernel they modify. The commands are printed above each
+table, so that any figure can be repeated by hand. The simulator is
+deterministic: the same build prints the same tables.
+
+Runs take from seconds to minutes each; the whole set about an hour on two
+cores (use --only to run one table).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+# The tables: name, machine, cpu counts (a count over the preset's sockets is
+# given sockets=2), workload, policies (the first is the reference of the
+# ratios), runs, extra --set, figures (metrics), and a column per variant of
+# settings where a table compares settings instead of policies.
+MILAN_CPUS = [4, 8, 16, 32, 64, 128]
+TABLES = [
+    dict(name="invlpgb-lazytrim-613-tlb_flush2", machine="milan", cpus=MILAN_CPUS,
+         workload="will_it_scale_tlb_flush2",
+         policies=["x86-linux-613", "x86-linux-lazytrim", "x86-linux-invlpgb"], runs=5,
+         metrics=["ops_per_s", "tlb_share"]),
+    dict(name="lazytrim-613-hackbench", machine="milan", cpus=[8, 32, 64, 128], workload="hackbench",
+         policies=["x86-linux-613", "x86-linux-lazytrim"], runs=5, sets=["migration=on"],
+         metrics=["time_s"]),
+    dict(name="lazytrim-613-swap-w-seq-mt", machine="milan", cpus=[4, 8, 16, 32, 64], workload="swap_w_seq_mt",
+         policies=["x86-linux-613", "x86-linux-lazytrim"], runs=3, metrics=["throughput"]),
+    dict(name="latr-munmap", machine="haswell2s", cpus=[2, 4, 8, 12, 16], workload="munmap_latency",
+         policies=["x86-linux-410", "x86-latr"], runs=5, metrics=["munmap_us"]),
+    dict(name="latr-apache", machine="haswell2s", cpus=[2, 4, 8, 12, 16], workload="apache_like",
+         policies=["x86-linux-410", "x86-latr"], runs=5, sets=["migration=on"],
+         metrics=["requests_per_s", "us_per_request"]),
+]
+ARM3 = ["arm64-linux", "arm64-linux-activecpu", "arm64-linux-tlbmode"]
+for m, c in [("graviton4", 96), ("ampereone", 192)]:
+    for label, sets in [("1mb", []), ("8mb", ["size_kb=8192"]), ("4mb-r", ["size_kb=4096", "random=1"])]:
+        TABLES.append(dict(name=f"lat_mmap-{m}-{label}", machine=m, cpus=[c], workload="lat_mmap",
+                           policies=ARM3, runs=3, sets=sets, metrics=["us_per_mapping"]))
+for w in [1, 8, 32, 128]:
+    TABLES.append(dict(name=f"stress_ng-ampereone-{w}", machine="ampereone", cpus=[192],
+                       workload="stress_ng_tlb_shootdown", policies=ARM3, runs=2,
+                       sets=[f"workers={w}", "ops=100"], metrics=["bogo_ops_per_s"]))
+for m in ["graviton4", "ampereone"]:
+    TABLES.append(dict(name=f"redis-{m}", machine=m, cpus=[16], workload="redis_like", policies=ARM3, runs=3,
+                       metrics=["requests_per_s", "fork_us"]))
+    TABLES.append(dict(name=f"redis-{m}-del10", machine=m, cpus=[16], workload="redis_like", policies=ARM3,
+                       runs=3, sets=["del_pct=10"], metrics=["requests_per_s"]))
+    for w, metric in [("mprotect_threaded", "elapsed_s"), ("tcmalloc_frag", "elapsed_s"),
+                      ("exit_teardown", "exit_us")]:
+        TABLES.append(dict(name=f"origin001-{m}-{w}", machine=m, cpus=[32], workload=w,
+                           policies=["arm64-linux", "arm64-linux-skipbcast"] + ARM3[1:], runs=3,
+                           metrics=[metric]))
+    # The active_cpu series' own measurements: a kernel build's kernel time and fork.
+    TABLES.append(dict(name=f"activecpu-buildkernel-{m}", machine=m, cpus=[16, 64], workload="buildkernel",
+                       policies=ARM3[:2], runs=2, metrics=["elapsed_s", "sys_s"]))
+    TABLES.append(dict(name=f"activecpu-lat_proc-{m}", machine=m, cpus=[1, 16], workload="lat_proc",
+                       policies=ARM3[:2], runs=3, metrics=["us_per_fork"]))
+# Range TLBI: settings compared, under the stock policy.
+for label, w, sets, metric in [
+    ("lat_mmap-1mb", "lat_mmap", [], "us_per_mapping"),
+    ("lat_mmap-4mb-r", "lat_mmap", ["size_kb=4096", "random=1"], "us_per_mapping"),
+    ("stress_ng-1", "stress_ng_tlb_shootdown", ["workers=1", "ops=200"], "bogo_ops_per_s"),
+]:
+    TABLES.append(dict(name=f"tlbi_range-{label}", machine="graviton4", cpus=[96], workload=w,
+                       policies=["arm64-linux"], runs=3, sets=sets, metrics=[metric],
+                       variants=[["tlbi_range=off"], ["tlbi_range=on"]]))
+TABLES.append(dict(name="tlbi_range-flush_range", machine="graviton4", cpus=[96], workload="flush_range",
+                   policies=["arm64-linux"], runs=1, metrics=["us_per_call"],
+                   variants=[[f"pages={p}", f"tlbi_range={r}"] for p in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+                             for r in ["off", "on"]]))
+# Batched contpte unmapping, and the contpte series' own measurements.
+for m in ["graviton4", "ampereone"]:
+    TABLES.append(dict(name=f"pageout-{m}", machine=m, cpus=[8], workload="madvise_bench", policies=ARM3[:2],
+                       runs=2, sets=["contpte=on"], metrics=["ms_per_call"],
+                       variants=[["batch=0"], ["batch=1"]]))
+    TABLES.append(dict(name=f"dontneed-{m}", machine=m, cpus=[8], workload="madvise_bench", policies=ARM3[:2],
+                       runs=2, sets=["contpte=on", "advice=1"], metrics=["ms_per_call"],
+                       variants=[["teardown=noopt"], ["teardown=clear_ptes"]]))
+    TABLES.append(dict(name=f"dontneed-per-page-{m}", machine=m, cpus=[8], workload="madvise_bench",
+                       policies=["arm64-linux"], runs=2, sets=["advice=1", "chunk_kb=4"],
+                       metrics=["ms_per_call", "us_per_call"],
+                       variants=[["contpte=folios"], ["contpte=on", "teardown=noopt"],
+                                 ["contpte=on", "teardown=clear_ptes"]]))
+    TABLES.append(dict(name=f"munmap-blocks-{m}", machine=m, cpus=[8], workload="madvise_bench",
+                       policies=["arm64-linux"], runs=2, sets=["advice=2", "chunk_kb=64"],
+                       metrics=["ms_per_call", "us_per_call"],
+                       variants=[["contpte=folios"], ["contpte=on", "teardown=noopt"],
+                                 ["contpte=on", "teardown=clear_ptes"]]))
+TABLES.append(dict(name="pageout-x86-milan", machine="milan", cpus=[8], workload="madvise_bench",
+                   policies=["x86-linux-lazytrim", "x86-linux-invlpgb"], runs=2, sets=["contpte=folios"],
+                   metrics=["ms_per_call"], variants=[["batch=0"], ["batch=1"]]))
+
+CORES = {"milan": 64, "haswell2s": 16, "graviton4": 96, "ampereone": 192}
+
+
+def command(tlbkit, t, cpus, metric, variant):
+    c = [tlbkit, "compare", "--machine", t["machine"], "--cpus", str(cpus), "--workload", t["workload"]]
+    for p in t["policies"]:
+        c += ["--policy", p]
+    c += ["--runs", str(t["runs"])]
+    sets = list(t.get("sets", [])) + list(variant)
+    if cpus > CORES[t["machine"]]:
+        sets.append("sockets=2")
+    for s in sets:
+        c += ["--set", s]
+    if metric:
+        c += ["--metric", metric]
+    return c
+
+
+def run(c, out_dir, key):
+    path = os.path.join(out_dir, key + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    p = subprocess.run(c + ["--format", "json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed: {shlex.join(c)}\n{p.stderr}")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(p.stdout)
+    os.replace(tmp, path)
+    return json.loads(p.stdout)
+
+
+def fmt(x):
+    a = abs(x)
+    if a >= 1000:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.2f}"
+    if a >= 0.1:
+        return f"{x:.4f}"
+    return f"{x:.6f}"
+
+
+def table(tlbkit, t, out_dir):
+    variants = t.get("variants", [[]])
+    pols = t["policies"]
+    print(f"### {t['name']}\n")
+    print("```text")
+    shown = set()
+    for cpus in t["cpus"]:
+        for metric in t["metrics"]:
+            c = command("tlbkit", t, cpus, metric, variants[0] if len(variants) == 1 else ["..."])
+            s = shlex.join(c).replace("'...'", "<variant>")
+            if s not in shown:
+                shown.add(s)
+                print(s)
+    if len(variants) > 1:
+        print("# <variant>: " + " | ".join(" ".join(f"--set {s}" for s in v) for v in variants))
+    print("```\n")
+    head = ["CPUs", "variant"] + [f"{p} `{m}`" for m in t["metrics"] for p in pols]
+    if len(pols) > 1:
+        head += [f"{p} / {pols[0]} (`{t['metrics'][0]}`)" for p in pols[1:]]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for cpus in t["cpus"]:
+        for v in variants:
+            means = {}
+            for metric in t["metrics"]:
+                key = "-".join([t["name"], str(cpus), metric] + [s.replace("=", "") for s in v])
+                doc = run(command(tlbkit, t, cpus, metric, v), out_dir, key)
+                for p in doc["policies"]:
+                    means[(p["policy"], metric)] = p["avg"]
+                    if p["violations"]:
+                        sys.exit(f"violations in {key}")
+            row = [str(cpus), " ".join(v) or "-"]
+            row += [fmt(means[(p, m)]) for m in t["metrics"] for p in pols]
+            if len(pols) > 1:
+                m0 = t["metrics"][0]
+                row += [f"{means[(p, m0)] / means[(pols[0], m0)]:.3f}" for p in pols[1:]]
+            print("| " + " | ".join(row) + " |")
+    print()
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    a.add_argument("--tlbkit", default="target/release/tlbkit")
+    a.add_argument("--out", default="target/predictions")
+    a.add_argument("--only")
+    args = a.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for t in TABLES:
+        if args.only and args.only not in t["name"]:
+            continue
+        table(args.tlbkit, t, args.out)
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
