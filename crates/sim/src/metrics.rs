@@ -72,6 +72,13 @@ pub const METRICS: &[MetricDef] = &[
          script) finished, as perf stat's \"seconds time elapsed\"",
     ),
     result(
+        "sys_s",
+        "kernel CPU time",
+        "s",
+        "buildkernel: CPU time spent in the kernel, summed over the CPUs (system calls, page faults, exits, context \
+         switches, IPI handlers on busy CPUs), as time's sys",
+    ),
+    result(
         "us_per_op",
         "time per request",
         "µs",

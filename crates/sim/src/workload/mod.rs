@@ -223,7 +223,7 @@ pub fn result<P: Policy>(
         "mprotect_threaded" => elapsed(mprotect_threaded::DEF.name, main),
         "tcmalloc_frag" => elapsed(tcmalloc_frag::DEF.name, main),
         "sort_compute" => elapsed(sort_compute::DEF.name, main),
-        "buildkernel" => elapsed(buildkernel::DEF.name, main),
+        "buildkernel" => buildkernel::result(main),
         "stress" => elapsed(stress::DEF.name, main),
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
