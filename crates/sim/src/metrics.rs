@@ -174,8 +174,14 @@ pub const METRICS: &[MetricDef] = &[
         "ms_per_call",
         "time per madvise",
         "ms",
-        "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED) of the whole mapping, entry to exit, mean over \
-         iterations",
+        "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of the whole mapping, entry to exit, \
+         mean over iterations (with chunk_kb, the sum of the mapping's calls)",
+    ),
+    result(
+        "us_per_call",
+        "time per call",
+        "µs",
+        "madvise_bench: one timed madvise (or munmap) call, entry to exit, mean over every call",
     ),
     result(
         "fork_us",

@@ -234,7 +234,7 @@ pub fn result<P: Policy>(
         "apache_like" => apache_like::result(main),
         "lat_mmap" => lat_mmap::result(p, main),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
-        "madvise_bench" => madvise_bench::result(main),
+        "madvise_bench" => madvise_bench::result(p, main),
         "redis_like" => redis_like::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
