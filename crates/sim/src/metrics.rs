@@ -79,6 +79,12 @@ pub const METRICS: &[MetricDef] = &[
          switches, IPI handlers on busy CPUs), as time's sys",
     ),
     result(
+        "us_per_fork",
+        "time per fork",
+        "µs",
+        "lat_proc: one fork of a child that exits at once, and the wait for it (lmbench's \"Process fork+exit\")",
+    ),
+    result(
         "us_per_op",
         "time per request",
         "µs",
@@ -181,7 +187,8 @@ pub const METRICS: &[MetricDef] = &[
         "us_per_call",
         "time per call",
         "µs",
-        "madvise_bench: one timed madvise (or munmap) call, entry to exit, mean over every call",
+        "madvise_bench: one timed madvise (or munmap) call, entry to exit, mean over every call; flush_range: one \
+         mprotect call of the written pages, entry to exit, mean over the calls (both directions flush)",
     ),
     result(
         "fork_us",
