@@ -2,11 +2,10 @@
 //! flushes, in a multi-threaded process, for range invalidation
 //! (`FEAT_TLBIRANGE`, `--set tlbi_range=on|off` on arm64).
 //!
-//! This is a microbenchmark of this project, not a published program: the
-//! range TLBI work was measured by its authors with their own tests, which are
-//! not modelled. What it isolates is `flush_tlb_range` of a user range whose
-//! address space is live on every CPU, so that the flush is broadcast (a
-//! multi-threaded program's case), as a function of the range's size.
+//! This is a microbenchmark of this project, not a published program. What it
+//! isolates is `flush_tlb_range` of a user range whose address space is live
+//! on every CPU, so that the flush is broadcast (a multi-threaded program's
+//! case), as a function of the range's size.
 //!
 //! The model: one process. Its main thread maps `pages` pages of anonymous
 //! memory and writes them; one more thread is bound to each other CPU

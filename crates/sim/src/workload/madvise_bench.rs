@@ -189,7 +189,7 @@ pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f6
     }
     let iters = p["iters"] as u64;
     let calls = starts.len();
-    if calls as u64 % iters != 0 {
+    if !(calls as u64).is_multiple_of(iters) {
         return Err(super::unmeasured(DEF.name, format!("{calls} calls timed over {iters} iterations")));
     }
     let ms: f64 = starts.iter().zip(&ends).map(|(s, e)| (e - s) as f64 / sim.ghz() / 1e6).sum();
