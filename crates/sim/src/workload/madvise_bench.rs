@@ -29,9 +29,10 @@
 //! `chunk_kb` splits the range into calls of that many KB each (rounded up to
 //! whole 4 KB pages; the last call takes what is left), made one after
 //! another over the range from its start: 0 (the default) is the program's
-//! one call of the whole range; 4 is one page per call, which with `contpte=on`
-//! makes each call unfold (or, from v6.9, clear part of) a contiguous block;
-//! 64 is one block per call. Each call is timed on its own, entry to exit, so
+//! one call of the whole range; 4 is one page per call, so that with
+//! `contpte=on` each block is cleared a page at a time, the block's first call
+//! unfolding it whatever the `teardown` (a batched clear takes whole blocks
+//! only); 64 is one block per call. Each call is timed on its own, entry to exit, so
 //! the untimed steps between calls stay out; nothing else runs between them.
 //! This is the variant for the contpte series' per-page `MADV_DONTNEED` and
 //! block-by-block `munmap`, not part of Barry Song's program.
