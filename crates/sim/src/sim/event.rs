@@ -23,6 +23,12 @@
 //! what a CPU loses processing other CPUs' broadcast invalidations (hardware
 //! work with no kernel entry). The count only adds what the engine already
 //! charged; it changes no time.
+//!
+//! What differs from Linux: a system call that waits for a lock (`mmap_lock`,
+//! a pipe's) keeps its CPU in the simulator, so the wait counts whole, where a
+//! Linux task waiting long on an rwsem or mutex sleeps and is charged nothing
+//! meanwhile; and the switch onto a thread of an idle CPU is charged whole,
+//! where Linux charges the part before the switch to the idle task.
 
 use super::*;
 
