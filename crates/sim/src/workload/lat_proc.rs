@@ -37,7 +37,7 @@
 //!
 //! Waiting: the parent reads a pipe the child's exit writes, after its
 //! teardown. A token the child wrote before exiting (as `buildkernel`'s and
-//! `sort_compute`'s [`super::ForkAll`] children do) would let the parent fork
+//! `sort_compute`'s children do, `ForkAll`) would let the parent fork
 //! the next child while this one's address space is still being torn down on
 //! another CPU, hiding the teardown and its flush, which `waitpid` does not.
 //! What stays different from `waitpid`: no `SIGCHLD` is sent and no zombie
