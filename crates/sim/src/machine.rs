@@ -141,6 +141,10 @@ pub struct CpuState {
     /// Cycles IPI handlers and incoming DVM messages took from the operation the CPU
     /// was running (the DVM messages' only once [`Machine::take_stolen`] settles them).
     pub stolen: u64,
+    /// Of `stolen`, the cycles of IPI handlers: kernel time of the interrupted
+    /// CPU (the rest is DVM processing, which the hardware does without
+    /// entering the kernel). Taken by the engine with `stolen`.
+    pub irq_stolen: u64,
     /// Whether a thread runs here (kept by the engine after each event): its next
     /// operation has begun at `busy_until` as far as an interrupt is concerned, so
     /// a handler arriving later takes its time from that operation instead of
@@ -159,6 +163,7 @@ impl CpuState {
             busy_until: 0,
             irq_until: 0,
             stolen: 0,
+            irq_stolen: 0,
             running: false,
         }
     }
@@ -664,6 +669,7 @@ impl<'a> CpuHw<'a> {
                 // in the next one (which runs from `busy_until` on).
                 if st.busy_until > arrive || st.running {
                     st.stolen += end - arrive;
+                    st.irq_stolen += end - arrive;
                 }
             }
             done = done.max(end + ack);
@@ -915,6 +921,23 @@ mod tests {
         assert_eq!(m.take_stolen(1), c.dvm_process, "a running CPU stalls while its TLB is searched");
         assert_eq!(m.take_stolen(2), 0, "an idle CPU loses nothing");
         assert_eq!(m.take_stolen(0), 0, "the issuer waits in its DSB instead");
+    }
+
+    #[test]
+    fn an_ipi_handler_is_kernel_time_of_a_running_receiver_and_a_dvm_message_is_not() {
+        let c = preset::emag().costs;
+        let mut m = machine(1_000_000);
+        let hw = CpuHw::new(&mut m, 0, 0);
+        let targets = CpuMask::new(3);
+        targets.set(CpuId(1));
+        targets.set(CpuId(2));
+        hw.send_ipi(&targets, |_| {});
+        hw.tlbi(Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) }, Scope::Broadcast);
+        hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+        let handler = c.exception_entry + c.ipi_handle + c.exception_exit;
+        assert_eq!(m.cpus[1].irq_stolen, handler, "the busy CPU runs the handler in the kernel");
+        assert_eq!(m.take_stolen(1), handler + c.dvm_process, "and loses the DVM message's processing too");
+        assert_eq!(m.cpus[2].irq_stolen, 0, "an idle CPU's handler is idle time");
     }
 
     #[test]

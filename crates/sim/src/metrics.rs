@@ -72,6 +72,19 @@ pub const METRICS: &[MetricDef] = &[
          script) finished, as perf stat's \"seconds time elapsed\"",
     ),
     result(
+        "sys_s",
+        "kernel CPU time",
+        "s",
+        "buildkernel: CPU time spent in the kernel, summed over the CPUs (system calls, page faults, exits, context \
+         switches, IPI handlers on busy CPUs), as time's sys",
+    ),
+    result(
+        "us_per_fork",
+        "time per fork",
+        "µs",
+        "lat_proc: one fork of a child that exits at once, and the wait for it (lmbench's \"Process fork+exit\")",
+    ),
+    result(
         "us_per_op",
         "time per request",
         "µs",
@@ -167,8 +180,15 @@ pub const METRICS: &[MetricDef] = &[
         "ms_per_call",
         "time per madvise",
         "ms",
-        "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED) of the whole mapping, entry to exit, mean over \
-         iterations",
+        "madvise_bench: one madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of the whole mapping, entry to exit, \
+         mean over iterations (with chunk_kb, the sum of the mapping's calls)",
+    ),
+    result(
+        "us_per_call",
+        "time per call",
+        "µs",
+        "madvise_bench: one timed madvise (or munmap) call, entry to exit, mean over every call; flush_range: one \
+         mprotect call of the written pages, entry to exit, mean over the calls (both directions flush)",
     ),
     result(
         "fork_us",

@@ -194,6 +194,13 @@ pub enum Op {
     Mark(&'static str),
     /// Exits the thread (and its process with its last thread).
     Exit,
+    /// Exits as [`Op::Exit`] does, then writes one token into pipe `id`
+    /// (unbounded, or not full), waking a reader blocked on it: a child's exit
+    /// waking its parent in `wait`, which Linux's `do_exit` does in
+    /// `exit_notify`, after `exit_mm` has torn the address space down. A parent
+    /// that reads the pipe so goes on only once the child's teardown is done,
+    /// where a token written before [`Op::Exit`] lets it go on during it.
+    ExitNotify(u32),
 }
 
 /// A thread's code: returns the next operation, given the previous one's result

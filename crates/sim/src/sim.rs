@@ -54,6 +54,8 @@ mod balance;
 mod contpte;
 mod event;
 mod flush;
+#[cfg(test)]
+mod kernel_time_tests;
 mod kwork;
 pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
 mod mmap;
@@ -263,6 +265,9 @@ pub struct Stats {
     pub pageout_unfolds: u64,
     /// Faults that mapped a page paged out by `MADV_PAGEOUT` again (swap-ins).
     pub swapins: u64,
+    /// Cycles CPUs spent in the kernel for a thread, summed over the CPUs: what
+    /// `time` reports as sys (`sim/event.rs`, "Kernel time").
+    pub kernel_cycles: u64,
 }
 
 /// A mapping of an address space.

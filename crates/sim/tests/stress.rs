@@ -346,7 +346,8 @@ fn stress_catches_a_range_flush_that_stays_on_this_cpu_under_every_policy() {
 /// matrix's small parameters.
 fn origin_workloads() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
     small::SMALL.iter().copied().filter(|(w, _)| {
-        !["trace", "stress", "will_it_scale_tlb_flush2", "hackbench", "munmap_latency", "apache_like"].contains(w)
+        !["trace", "stress", "will_it_scale_tlb_flush2", "hackbench", "munmap_latency", "apache_like", "flush_range"]
+            .contains(w)
     })
 }
 

@@ -1,6 +1,34 @@
 //! The event loop: each event runs one operation of the thread on a CPU (a chunk of
 //! accesses, a computation, a system call) or, when it blocks, yields, exits or
 //! uses up its slice, the next thread.
+//!
+//! # Kernel time
+//! [`Stats::kernel_cycles`] adds up the cycles each CPU spends in the kernel
+//! for a thread, what `time` reports as sys and `getrusage` as `ru_stime`:
+//! - a system call from its entry to its return ([`Op::Sys`]), and the rest of
+//!   a blocked pipe read or write when the thread runs again;
+//! - the page faults of a touch (their serial time; the accesses themselves,
+//!   TLB misses and walks included, are user time);
+//! - an exit ([`Op::Exit`], [`Op::ExitNotify`]): the teardown of a last user's
+//!   address space and the switch away from it;
+//! - the scheduler (pick, switch, the policy's address-space switch) whenever a
+//!   thread leaves the CPU or one starts on it, but not an idle CPU finding
+//!   nothing to run;
+//! - the policy's work at a scheduler tick;
+//! - IPI handlers that interrupt a CPU while it runs something (Linux without
+//!   `CONFIG_IRQ_TIME_ACCOUNTING` charges them to the interrupted task); a
+//!   handler on an idle CPU is idle time.
+//!
+//! Not kernel time: computation ([`Op::Compute`]), the accesses of a touch, and
+//! what a CPU loses processing other CPUs' broadcast invalidations (hardware
+//! work with no kernel entry). The count only adds what the engine already
+//! charged; it changes no time.
+//!
+//! What differs from Linux: a system call that waits for a lock (`mmap_lock`,
+//! a pipe's) keeps its CPU in the simulator, so the wait counts whole, where a
+//! Linux task waiting long on an rwsem or mutex sleeps and is charged nothing
+//! meanwhile; and the switch onto a thread of an idle CPU is charged whole,
+//! where Linux charges the part before the switch to the idle task.
 
 use super::*;
 
@@ -114,6 +142,7 @@ impl<P: Policy> Sim<P> {
         // running a thread, arrived since) made it longer; an idle CPU starts
         // once the handlers that woke it have returned.
         let stolen = self.m.take_stolen(cpu);
+        self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
         let base = t.max(self.sched[cpu].clock) + stolen;
         let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
         let now = self.run_cpu(cpu, now);
@@ -186,9 +215,11 @@ impl<P: Policy> Sim<P> {
 
     pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
         let Some(tid) = self.sched[cpu].cur else {
-            return self.schedule(cpu, None, now);
+            return self.schedule_counted(cpu, None, now);
         };
-        let now = self.timer_tick(cpu, now);
+        let ticked = self.timer_tick(cpu, now);
+        self.stats.kernel_cycles += ticked - now;
+        let now = ticked;
         let preempt = if self.tun.kind.is_fair() {
             // The fair classes: the tick's checks, and a reschedule a wake-up owed.
             if now >= self.sched[cpu].sched_tick {
@@ -205,7 +236,7 @@ impl<P: Policy> Sim<P> {
         if preempt {
             self.requeue(cpu, tid, now, false);
             self.set_cur(cpu, None);
-            return self.schedule(cpu, Some(tid), now);
+            return self.schedule_counted(cpu, Some(tid), now);
         }
         let now = self.exec(cpu, tid, now);
         if self.sched[cpu].cur == Some(tid) {
@@ -213,8 +244,18 @@ impl<P: Policy> Sim<P> {
             now
         } else {
             // The thread blocked, yielded or exited: pick the next one.
-            self.schedule(cpu, Some(tid), now)
+            self.schedule_counted(cpu, Some(tid), now)
         }
+    }
+
+    /// [`Sim::schedule`], its time counted as kernel time when a thread leaves
+    /// `cpu` (`prev`) or starts on it; an idle CPU that finds nothing stays idle.
+    fn schedule_counted(&mut self, cpu: usize, prev: Option<usize>, now: u64) -> u64 {
+        let end = self.schedule(cpu, prev, now);
+        if prev.is_some() || self.sched[cpu].cur.is_some() {
+            self.stats.kernel_cycles += end - now;
+        }
+        end
     }
 
     /// The scheduler tick of a CPU running a task, for a policy that ticks:
@@ -232,40 +273,59 @@ impl<P: Policy> Sim<P> {
         self.tick(cpu, tlbkit_policy::Tick::Timer, now)
     }
 
-    pub(super) fn exec(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
+    pub(super) fn exec(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
             self.spec_fill(cpu, now);
         }
         if let Some((va, pages, write)) = self.threads[tid].pending.take() {
-            return self.touch(cpu, tid, va, pages, write, now);
+            return self.touch_counted(cpu, tid, va, pages, write, now);
         }
         if let Some(p) = self.threads[tid].retry_read.take() {
-            return self.pipe_read(cpu, tid, p, now);
+            return self.in_kernel(now, |s| s.pipe_read(cpu, tid, p, now));
         }
         if let Some(p) = self.threads[tid].retry_write.take() {
-            return self.pipe_write(cpu, tid, p, now);
+            return self.in_kernel(now, |s| s.pipe_write(cpu, tid, p, now));
         }
         let ret = self.threads[tid].ret;
         self.threads[tid].ret = 0;
         let op = self.threads[tid].prog.next(ret);
         match op {
-            Op::Touch { va, pages, write } => self.touch(cpu, tid, va, pages, write, now),
+            Op::Touch { va, pages, write } => self.touch_counted(cpu, tid, va, pages, write, now),
             Op::Compute(c) => now + self.jittered(c),
             Op::Mark(name) => {
                 self.marks.push((name, now, self.stats));
                 now
             }
-            Op::Exit => self.exit(cpu, tid, now),
-            Op::Sys(s) => {
-                let c = self.m.costs;
-                self.stats.syscalls += 1;
-                now += self.jittered(c.exception_entry + c.syscall_body);
-                now = self.kaccess(cpu, self.ktext + KTEXT_ENTRY, now);
-                now = self.kaccess(cpu, self.threads[tid].kstack, now);
-                now = self.syscall(cpu, tid, s, now);
+            Op::Exit => self.in_kernel(now, |s| s.exit(cpu, tid, now)),
+            Op::ExitNotify(p) => self.in_kernel(now, |s| s.exit_notify(cpu, tid, p, now)),
+            Op::Sys(sys) => self.in_kernel(now, |s| {
+                let c = s.m.costs;
+                s.stats.syscalls += 1;
+                let mut now = now + s.jittered(c.exception_entry + c.syscall_body);
+                now = s.kaccess(cpu, s.ktext + KTEXT_ENTRY, now);
+                now = s.kaccess(cpu, s.threads[tid].kstack, now);
+                now = s.syscall(cpu, tid, sys, now);
                 now + c.exception_exit
-            }
+            }),
         }
+    }
+
+    /// Runs `path`, a kernel path of the thread running here from `now`, and
+    /// counts its time as kernel time; returns when it ends.
+    #[inline]
+    fn in_kernel(&mut self, now: u64, path: impl FnOnce(&mut Self) -> u64) -> u64 {
+        let end = path(self);
+        self.stats.kernel_cycles += end - now;
+        end
+    }
+
+    /// [`Sim::touch`], the serial time of its page faults counted as kernel time.
+    #[inline]
+    fn touch_counted(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, now: u64) -> u64 {
+        let f0 = self.fault_cycles;
+        let end = self.touch(cpu, tid, va, pages, write, now);
+        self.stats.kernel_cycles += self.fault_cycles - f0;
+        end
     }
 }
 

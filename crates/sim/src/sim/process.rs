@@ -173,6 +173,20 @@ impl<P: Policy> Sim<P> {
         now
     }
 
+    /// [`Op::ExitNotify`]: `tid` exits, then its CPU writes one token into pipe
+    /// `p` and wakes a reader.
+    pub(super) fn exit_notify(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
+        let now = self.exit(cpu, tid, now);
+        match self.pipes.get(p as usize) {
+            // The dead thread cannot block on a full pipe.
+            Some(pipe) if pipe.count < pipe.cap => self.pipe_write(cpu, tid, p, now),
+            _ => {
+                self.error.get_or_insert(format!("exit notifies pipe {p}, which is unknown or full"));
+                now
+            }
+        }
+    }
+
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         let mm = self.threads[tid].mm;
         self.threads[tid].state = State::Dead;

@@ -197,6 +197,7 @@ impl<P: Policy> Sim<P> {
             let c = self.m.costs;
             self.m.counters.ipis_sent += 1;
             self.m.cpus[cpu].stolen += c.exception_entry + c.exception_exit;
+            self.m.cpus[cpu].irq_stolen += c.exception_entry + c.exception_exit;
         }
     }
 

@@ -16,16 +16,32 @@
 //!
 //! Parameters: `size_mb` (256 as in the program), `iters`, `advice` (0:
 //! `MADV_PAGEOUT`, the program's; 1: `MADV_DONTNEED`, the same program with the
-//! other advice), and `batch` (1: Dev Jain's batched unmap of a large anonymous
-//! folio, [`Sim::set_pageout_batch`]; 0: Linux v7.0, one PTE at a time). `batch`
-//! only affects `MADV_PAGEOUT`; for `MADV_DONTNEED` the switch is the kernel's
-//! `--set teardown`: `clear_ptes` (v6.9's batched `zap_pte_range`, the default)
-//! or `noopt` (one PTE at a time, unfolding each block). The simulated
-//! `MADV_PAGEOUT` and its gaps (no swap I/O is charged, among others) are
-//! described in `sim/reclaim.rs`.
+//! other advice; 2: `munmap`, the same program unmapping instead of advising,
+//! so that each iteration's mapping is gone after its timed calls), `batch` (1:
+//! Dev Jain's batched unmap of a large anonymous folio,
+//! [`Sim::set_pageout_batch`]; 0: Linux v7.0, one PTE at a time), and
+//! `chunk_kb`. `batch` only affects `MADV_PAGEOUT`; for `MADV_DONTNEED` and
+//! `munmap` the switch is the kernel's `--set teardown`: `clear_ptes` (v6.9's
+//! batched `zap_pte_range`, the default) or `noopt` (one PTE at a time,
+//! unfolding each block). The simulated `MADV_PAGEOUT` and its gaps (no swap
+//! I/O is charged, among others) are described in `sim/reclaim.rs`.
 //!
-//! Result: `ms_per_call`, the timed call's mean over the iterations, entry to
-//! exit of the system call as `clock_gettime` sees it.
+//! `chunk_kb` splits the range into calls of that many KB each (rounded up to
+//! whole 4 KB pages; the last call takes what is left), made one after
+//! another over the range from its start: 0 (the default) is the program's
+//! one call of the whole range; 4 is one page per call, so that with
+//! `contpte=on` each block is cleared a page at a time, the block's first call
+//! unfolding it whatever the `teardown` (a batched clear takes whole blocks
+//! only); 64 is one block per call. Each call is timed on its own, entry to exit, so
+//! the untimed steps between calls stay out; nothing else runs between them.
+//! This is the variant for the contpte series' per-page `MADV_DONTNEED` and
+//! block-by-block `munmap`, not part of Barry Song's program.
+//!
+//! Results: `ms_per_call`, the time of the whole range's calls (their sum,
+//! one call unless `chunk_kb` splits it), mean over the iterations, entry to
+//! exit of each system call as `clock_gettime` sees it; `us_per_call`, the mean
+//! of one call in microseconds (with `chunk_kb` 0, `ms_per_call` in
+//! microseconds).
 
 use super::{ParamDef, Params, WorkloadDef};
 use crate::error::Error;
@@ -38,11 +54,17 @@ use tlbkit_policy::Policy;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "madvise_bench",
     description: "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
-                  madvise(MADV_PAGEOUT) (or MADV_DONTNEED) of all of it, munmap",
+                  madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
     params: &[
         ParamDef { key: "size_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped, written and advised" },
         ParamDef { key: "iters", default: 1.0, min: 1.0, max: 10_000.0, doc: "repetitions (madvise calls timed)" },
-        ParamDef { key: "advice", default: 0.0, min: 0.0, max: 1.0, doc: "0: MADV_PAGEOUT; 1: MADV_DONTNEED" },
+        ParamDef {
+            key: "advice",
+            default: 0.0,
+            min: 0.0,
+            max: 2.0,
+            doc: "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
+        },
         ParamDef {
             key: "batch",
             default: 0.0,
@@ -50,19 +72,38 @@ pub const DEF: WorkloadDef = WorkloadDef {
             max: 1.0,
             doc: "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
         },
+        ParamDef {
+            key: "chunk_kb",
+            default: 0.0,
+            min: 0.0,
+            max: 4_194_304.0,
+            doc: "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
+        },
     ],
     has_overhead: false,
-    results: &["ms_per_call"],
+    results: &["ms_per_call", "us_per_call"],
 };
+
+/// What the timed calls do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Advice {
+    Pageout,
+    DontNeed,
+    Munmap,
+}
 
 /// The benchmark's process.
 struct Bench {
     pages: u64,
+    /// Pages per timed call (the whole range when it is `pages`).
+    chunk: u64,
     iters: u64,
-    dontneed: bool,
+    advice: Advice,
     iter: u64,
     step: u8,
     addr: u64,
+    /// Pages of the range the timed calls have covered this iteration.
+    called: u64,
 }
 
 impl Program for Bench {
@@ -76,12 +117,30 @@ impl Program for Bench {
             1 => Op::Sys(Sys::Mmap { pages, write: true }),
             2 => {
                 self.addr = ret;
+                self.called = 0;
                 Op::Touch { va: ret, pages, write: true }
             }
             3 => Op::Mark("call_start"),
-            4 if self.dontneed => Op::Sys(Sys::Madvise { va, pages }),
-            4 => Op::Sys(Sys::MadvisePageout { va, pages }),
-            5 => Op::Mark("call_end"),
+            4 => {
+                let (va, pages) = (va + self.called * 4096, self.chunk.min(pages - self.called));
+                self.called += pages;
+                match self.advice {
+                    Advice::Pageout => Op::Sys(Sys::MadvisePageout { va, pages }),
+                    Advice::DontNeed => Op::Sys(Sys::Madvise { va, pages }),
+                    Advice::Munmap => Op::Sys(Sys::Munmap { va, pages }),
+                }
+            }
+            5 => {
+                if self.called < pages {
+                    // The next call.
+                    self.step = 2;
+                } else if self.advice == Advice::Munmap {
+                    // The calls unmapped the range: the iteration is over.
+                    self.step = 0;
+                    self.iter += 1;
+                }
+                Op::Mark("call_end")
+            }
             _ => {
                 self.step = 0;
                 self.iter += 1;
@@ -94,26 +153,49 @@ impl Program for Bench {
 /// Starts the process and sets the kernel's `MADV_PAGEOUT` batching.
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     sim.set_pageout_batch(p["batch"] != 0.0);
+    let pages = p["size_mb"] as u64 * 256;
     let b = Bench {
-        pages: p["size_mb"] as u64 * 256,
+        pages,
+        chunk: chunk_pages(p).unwrap_or(pages),
         iters: p["iters"] as u64,
-        dontneed: p["advice"] != 0.0,
+        advice: match p["advice"] as u64 {
+            0 => Advice::Pageout,
+            1 => Advice::DontNeed,
+            _ => Advice::Munmap,
+        },
         iter: 0,
         step: 0,
         addr: 0,
+        called: 0,
     };
     sim.spawn(Box::new(b))?;
     Ok(())
 }
 
-/// Returns `ms_per_call`: the mean time of the timed `madvise` calls.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+/// Returns the pages of one call (`chunk_kb` rounded up to pages), `None` for
+/// one call of the whole range.
+fn chunk_pages(p: &Params) -> Option<u64> {
+    match (p["chunk_kb"] as u64).div_ceil(4) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
+/// Returns `ms_per_call`, the mean time of an iteration's timed calls, and
+/// `us_per_call`, the mean time of one call.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
     if starts.is_empty() || starts.len() != ends.len() {
-        return Err(super::unmeasured(DEF.name, "no madvise was timed to its end"));
+        return Err(super::unmeasured(DEF.name, "no call was timed to its end"));
+    }
+    let iters = p["iters"] as u64;
+    let calls = starts.len();
+    if !(calls as u64).is_multiple_of(iters) {
+        return Err(super::unmeasured(DEF.name, format!("{calls} calls timed over {iters} iterations")));
     }
     let ms: f64 = starts.iter().zip(&ends).map(|(s, e)| (e - s) as f64 / sim.ghz() / 1e6).sum();
     let mut r = BTreeMap::new();
-    r.insert("ms_per_call".to_string(), ms / starts.len() as f64);
+    r.insert("ms_per_call".to_string(), ms / iters as f64);
+    r.insert("us_per_call".to_string(), ms * 1e3 / calls as f64);
     Ok(r)
 }

@@ -17,15 +17,20 @@
 //! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`);
 //! [`madvise_bench`] (one `madvise(MADV_PAGEOUT)` of 64 KB folios, Dev Jain's
 //! benchmark); [`redis_like`] (a single-threaded store that forks to save and
-//! reuses freed memory: the arm64 `active_cpu` thread's workload).
+//! reuses freed memory: the arm64 `active_cpu` thread's workload);
+//! [`lat_proc`] (lmbench's fork, exit and wait) and [`flush_range`] (the cost of
+//! an `mprotect`'s range flush by its page count, in a process live on every
+//! CPU).
 
 pub mod apache_like;
 pub mod buildkernel;
 pub mod exit_teardown;
 pub mod fileserver;
+pub mod flush_range;
 pub mod hackbench;
 pub mod lat_ctx;
 pub mod lat_mmap;
+pub mod lat_proc;
 pub mod madvise_bench;
 pub mod microbench;
 pub mod mprotect_threaded;
@@ -164,6 +169,8 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     stress_ng_tlb_shootdown::DEF,
     madvise_bench::DEF,
     redis_like::DEF,
+    lat_proc::DEF,
+    flush_range::DEF,
     microbench::DEF,
 ];
 
@@ -208,6 +215,8 @@ pub fn setup_with<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         "madvise_bench" => madvise_bench::setup(p, sim),
         "redis_like" => redis_like::setup(p, sim),
+        "lat_proc" => lat_proc::setup(p, sim),
+        "flush_range" => flush_range::setup(p, sim),
         "microbench" => microbench::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
@@ -226,7 +235,7 @@ pub fn result<P: Policy>(
         "mprotect_threaded" => elapsed(mprotect_threaded::DEF.name, main),
         "tcmalloc_frag" => elapsed(tcmalloc_frag::DEF.name, main),
         "sort_compute" => elapsed(sort_compute::DEF.name, main),
-        "buildkernel" => elapsed(buildkernel::DEF.name, main),
+        "buildkernel" => buildkernel::result(main),
         "stress" => elapsed(stress::DEF.name, main),
         "fileserver" => fileserver::result(p, main),
         "exit_teardown" => exit_teardown::result(main),
@@ -237,8 +246,10 @@ pub fn result<P: Policy>(
         "apache_like" => apache_like::result(main),
         "lat_mmap" => lat_mmap::result(p, main),
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
-        "madvise_bench" => madvise_bench::result(main),
+        "madvise_bench" => madvise_bench::result(p, main),
         "redis_like" => redis_like::result(p, main),
+        "lat_proc" => lat_proc::result(p, main),
+        "flush_range" => flush_range::result(p, main),
         "microbench" => microbench::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
@@ -282,6 +293,10 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // One process.
         "madvise_bench" => 8,
         "redis_like" => redis_like::max_mms(p),
+        // The parent and one child at a time.
+        "lat_proc" => 8,
+        // One process.
+        "flush_range" => 8,
         // The benchmark's process, and pipe_switch's second.
         "microbench" => 8,
         _ => 64,

@@ -89,6 +89,13 @@ pub const SMALL: &[(&str, &[&str])] = &[
             "decay_ms=20",
         ],
     ),
+    // One process forking a child that exits at once, waking it only after its
+    // teardown, four times: forks' write-protect flushes, exits' flushes.
+    ("lat_proc", &["iters=3"]),
+    // A thread per CPU keeping one process's address space live while its main
+    // thread protects 65 pages read-only and back: range flushes (by range
+    // operations with tlbi_range=on) of an mm running everywhere.
+    ("flush_range", &["pages=65", "iters=2"]),
     // calibrate's shootdown: a thread on CPU 1 reading a page that the one on
     // CPU 0 makes read-only and writable again (a remote flush each time).
     ("microbench", &["bench=8", "ops=20"]),

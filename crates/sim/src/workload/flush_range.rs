@@ -1,0 +1,234 @@
+//! `flush_range`: the cost of one `mprotect` call by the number of pages it
+//! flushes, in a multi-threaded process, for range invalidation
+//! (`FEAT_TLBIRANGE`, `--set tlbi_range=on|off` on arm64).
+//!
+//! This is a microbenchmark of this project, not a published program. What it
+//! isolates is `flush_tlb_range` of a user range whose address space is live
+//! on every CPU, so that the flush is broadcast (a multi-threaded program's
+//! case), as a function of the range's size.
+//!
+//! The model: one process. Its main thread maps `pages` pages of anonymous
+//! memory and writes them; one more thread is bound to each other CPU
+//! (`CloneOn`, as `pthread_create` after `sched_setaffinity`; `spinners` of
+//! them, 0 meaning one per other CPU), each reading one page of its own in a
+//! loop of about a microsecond (`SPIN`, an estimate: a loop that keeps the CPU
+//! busy in user mode in this address space). Once every spinner runs, the main
+//! thread makes one untimed iteration, then `iters` timed ones. An iteration:
+//! 1. a write to each of the `pages` pages (untimed; in the simulated kernel
+//!    each is a write fault, as `mprotect` back to writable leaves private
+//!    anonymous PTEs read-only until written);
+//! 2. `mprotect(PROT_READ)` of the pages, timed: a downgrade of every present
+//!    PTE, then `flush_tlb_range` of the range;
+//! 3. `mprotect(PROT_READ | PROT_WRITE)` of them, timed: the simulated kernel
+//!    rewrites every present PTE and flushes the range whenever it met one,
+//!    upgrade or not. So does Linux on arm64: `change_pte_range` adds a PTE to
+//!    the gather's range when `pte_needs_flush(oldpte, ptent)`, which for arm64
+//!    is any change of a valid PTE's hardware bits (an upgrade clears
+//!    `PTE_RDONLY`), and the generic one before it was always true (x86's
+//!    returns false for an upgrade).
+//!
+//! So every timed call flushes `pages` pages. What arm64 Linux v7.0's
+//! `__flush_tlb_range_nosync` issues for them (`crates/policy`,
+//! `asid/linux_arm64.rs`, `flush_range`): without range operations, one
+//! `TLBI VAE1IS` per page below `MAX_TLBI_OPS` (512 pages), and one
+//! `TLBI ASIDE1IS` for the whole ASID from 512 pages on; with them
+//! (`tlbi_range=on`), `__flush_tlb_range_op`'s decomposition: a range
+//! operation for each scale that fits (scale 1 covers multiples of 64 pages,
+//! scale 0 even counts of 2 to 62), and one `TLBI VAE1IS` for an odd last page.
+//! So 1 page is one by-VA TLBI either way; 2 to 64 pages one range operation
+//! (plus one by-VA TLBI when odd); 511 pages three (448 + 62 + 1); 512 one.
+//! Each is followed by the `DSB ISH` that waits for every CPU.
+//!
+//! What is not modelled: the real `mprotect`'s VMA split and merge (two VMAs
+//! after the first call, merged again by the second) costs only the
+//! simulated kernel's fixed `fault_path`; the spinners' loop is a read and a
+//! computation, not real code.
+//!
+//! Result: `us_per_call`, the mean of the timed `mprotect` calls (both
+//! directions), entry to exit, in microseconds.
+
+use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
+use crate::program::{Op, Program, Sys};
+use crate::sim::Sim;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "flush_range",
+    description: "mprotect read-only and back of N written pages while bound threads keep the address space live on \
+                  every CPU; microseconds per flushing call",
+    params: &[
+        ParamDef { key: "pages", default: 1.0, min: 1.0, max: 512.0, doc: "4 KB pages written and protected" },
+        ParamDef {
+            key: "iters",
+            default: 50.0,
+            min: 1.0,
+            max: 1_000_000.0,
+            doc: "timed iterations (two mprotect calls each), after one untimed",
+        },
+        ParamDef {
+            key: "spinners",
+            default: 0.0,
+            min: 0.0,
+            max: 4095.0,
+            doc: "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
+                  CPUs: one per other CPU)",
+        },
+    ],
+    has_overhead: false,
+    results: &["us_per_call"],
+};
+
+/// Cycles of one pass of a spinner's loop after its read (an estimate, about a
+/// microsecond at 2 to 3 GHz).
+const SPIN: u64 = 2500;
+/// Cycles of one poll of the spinners' count by the main thread (untimed).
+const POLL: u64 = 1000;
+
+/// What the threads share.
+struct Shared {
+    /// Spinners that have started.
+    started: Cell<u64>,
+    /// Set when the main thread is done: the spinners exit.
+    done: Cell<bool>,
+}
+
+/// A thread bound to its CPU, reading one page of its own until the end.
+struct Spinner {
+    shared: Rc<Shared>,
+    page: u64,
+    started: bool,
+    read: bool,
+}
+
+impl Program for Spinner {
+    fn next(&mut self, _: u64) -> Op {
+        if !self.started {
+            self.started = true;
+            self.shared.started.set(self.shared.started.get() + 1);
+        }
+        if self.shared.done.get() {
+            return Op::Exit;
+        }
+        self.read = !self.read;
+        if self.read {
+            Op::Touch { va: self.page, pages: 1, write: false }
+        } else {
+            Op::Compute(SPIN)
+        }
+    }
+}
+
+/// The main thread.
+struct Main {
+    shared: Rc<Shared>,
+    pages: u64,
+    iters: u64,
+    spinners: u64,
+    /// Where the spinners' pages start (one each), then the protected range.
+    spin_va: u64,
+    va: u64,
+    step: u64,
+    /// Iterations done (the first untimed).
+    iter: u64,
+    /// The ops of the current iteration, last first.
+    queue: Vec<Op>,
+}
+
+impl Program for Main {
+    fn next(&mut self, ret: u64) -> Op {
+        if let Some(op) = self.queue.pop() {
+            return op;
+        }
+        self.step += 1;
+        match self.step {
+            1 => return Op::Sys(Sys::Mmap { pages: self.spinners.max(1), write: true }),
+            2 => {
+                self.spin_va = ret;
+                return Op::Touch { va: ret, pages: self.spinners.max(1), write: true };
+            }
+            3 => return Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+            4 => {
+                self.va = ret;
+                for k in 0..self.spinners {
+                    let s = Spinner {
+                        shared: self.shared.clone(),
+                        page: self.spin_va + k * 4096,
+                        started: false,
+                        read: false,
+                    };
+                    self.queue.push(Op::Sys(Sys::CloneOn(k as usize + 1, Box::new(s))));
+                }
+                self.queue.reverse();
+                return self.queue.pop().unwrap_or(Op::Compute(0));
+            }
+            _ => {}
+        }
+        if self.shared.started.get() < self.spinners {
+            return Op::Compute(POLL);
+        }
+        if self.iter == self.iters + 1 {
+            self.shared.done.set(true);
+            return Op::Exit;
+        }
+        let (va, pages) = (self.va, self.pages);
+        let timed = self.iter > 0;
+        self.iter += 1;
+        let mut ops = vec![Op::Touch { va, pages, write: true }];
+        for write in [false, true] {
+            if timed {
+                ops.push(Op::Mark("call_start"));
+            }
+            ops.push(Op::Sys(Sys::Mprotect { va, pages, write }));
+            if timed {
+                ops.push(Op::Mark("call_end"));
+            }
+        }
+        ops.reverse();
+        self.queue = ops;
+        self.queue.pop().expect("queued above")
+    }
+}
+
+/// Returns the spinners of a run on `cpus` CPUs: one per other CPU at most.
+fn spinners(p: &Params, cpus: usize) -> u64 {
+    let others = cpus.saturating_sub(1) as u64;
+    match p["spinners"] as u64 {
+        0 => others,
+        n => n.min(others),
+    }
+}
+
+/// Starts the process.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+    let main = Main {
+        shared: Rc::new(Shared { started: Cell::new(0), done: Cell::new(false) }),
+        pages: p["pages"] as u64,
+        iters: p["iters"] as u64,
+        spinners: spinners(p, sim.cfg.ncpus),
+        spin_va: 0,
+        va: 0,
+        step: 0,
+        iter: 0,
+        queue: Vec::new(),
+    };
+    sim.spawn(Box::new(main))?;
+    Ok(())
+}
+
+/// Returns `us_per_call`: the mean of the timed `mprotect` calls.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
+    let want = 2 * p["iters"] as usize;
+    if starts.len() != want || ends.len() != want {
+        return Err(super::unmeasured(DEF.name, format!("{} of {want} mprotect calls were timed", ends.len())));
+    }
+    let cycles: u64 = starts.iter().zip(&ends).map(|(s, e)| e - s).sum();
+    let mut r = BTreeMap::new();
+    r.insert("us_per_call".to_string(), cycles as f64 / want as f64 / sim.ghz() / 1e3);
+    Ok(r)
+}
