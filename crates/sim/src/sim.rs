@@ -55,6 +55,7 @@ mod contpte;
 mod event;
 mod flush;
 mod kwork;
+mod memcg;
 mod mmap;
 mod process;
 mod ptemem;
@@ -65,6 +66,8 @@ mod sched_tests;
 mod syscall;
 #[cfg(test)]
 mod tests;
+
+pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
 use crate::frames::{FrameKind, Frames, Freed};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
@@ -246,8 +249,8 @@ pub struct Stats {
     pub lazy_flushes: u64,
     /// Scheduler ticks taken (policies that tick only).
     pub ticks: u64,
-    /// Folios `madvise(MADV_PAGEOUT)` reclaimed (an order-0 page counted as a
-    /// folio of its own).
+    /// Folios `madvise(MADV_PAGEOUT)` reclaimed, and the memory cgroup's
+    /// direct reclaim (an order-0 page counted as a folio of its own).
     pub pageout_folios: u64,
     /// Pages those folios had mapped.
     pub pageout_pages: u64,
@@ -523,6 +526,11 @@ pub struct Sim<P: Policy> {
     kw: kwork::KernelWork,
     /// The swap device.
     swap: SwapDevice,
+    /// The memory cgroup's limit and LRU, if memory is limited
+    /// ([`Sim::set_mem_limit`]).
+    memcg: Option<memcg::MemLimit>,
+    /// Counts of the cgroup's direct reclaim.
+    reclaim: memcg::ReclaimStats,
 }
 
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
@@ -619,6 +627,8 @@ impl<P: Policy> Sim<P> {
             pageout_batch: false,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
+            memcg: None,
+            reclaim: memcg::ReclaimStats::default(),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.

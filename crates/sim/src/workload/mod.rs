@@ -17,7 +17,9 @@
 //! file) and [`stress_ng_tlb_shootdown`] (stress-ng's `--tlb-shootdown`);
 //! [`madvise_bench`] (one `madvise(MADV_PAGEOUT)` of 64 KB folios, Dev Jain's
 //! benchmark); [`redis_like`] (a single-threaded store that forks to save and
-//! reuses freed memory: the arm64 `active_cpu` thread's workload).
+//! reuses freed memory: the arm64 `active_cpu` thread's workload);
+//! [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory limit:
+//! direct reclaim to swap, reclaim's batched flush).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -34,6 +36,7 @@ pub mod redis_like;
 pub mod sort_compute;
 pub mod stress;
 pub mod stress_ng_tlb_shootdown;
+pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
 pub mod will_it_scale_tlb_flush2;
@@ -163,6 +166,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     stress_ng_tlb_shootdown::DEF,
     madvise_bench::DEF,
     redis_like::DEF,
+    swap_w_seq_mt::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -206,6 +210,7 @@ pub fn setup_with<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
         "madvise_bench" => madvise_bench::setup(p, sim),
         "redis_like" => redis_like::setup(p, sim),
+        "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -236,6 +241,7 @@ pub fn result<P: Policy>(
         "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
         "madvise_bench" => madvise_bench::result(main),
         "redis_like" => redis_like::result(p, main),
+        "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -278,6 +284,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // One process.
         "madvise_bench" => 8,
         "redis_like" => redis_like::max_mms(p),
+        "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
         _ => 64,
     }
 }
