@@ -46,7 +46,8 @@
 //! `sim/access.rs` (TLB lookups, walks and page faults), `sim/flush.rs`
 //! (invalidations owed, the strict scan), `sim/syscall.rs` (system-call
 //! dispatch, pipes, the kernel-map path), `sim/mmap.rs` (the memory system
-//! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`) and `sim/process.rs`
+//! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`), `sim/memcg.rs` (a
+//! memory cgroup's limit and the faults' direct reclaim) and `sim/process.rs`
 //! (spawn, fork, clone, execve, exit).
 
 mod access;
