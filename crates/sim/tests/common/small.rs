@@ -89,4 +89,8 @@ pub const SMALL: &[(&str, &[&str])] = &[
             "decay_ms=20",
         ],
     ),
+    // One thread per CPU writing 1.5 MB in all past a 1 MB limit: 128 pages
+    // reclaimed by the faults, 32 at a time, each folio's batch flush sent to
+    // the CPUs of the other threads.
+    ("swap_w_seq_mt", &["mem_mb=1", "swap_mb=1"]),
 ];
