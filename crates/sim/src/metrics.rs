@@ -69,7 +69,8 @@ pub const METRICS: &[MetricDef] = &[
         "elapsed time",
         "s",
         "mprotect_threaded, tcmalloc_frag, sort_compute, buildkernel: from the start until the last copy (or the \
-         script) finished, as perf stat's \"seconds time elapsed\"",
+         script) finished, as perf stat's \"seconds time elapsed\"; swap_w_seq_mt: from the start until the last \
+         thread finished writing",
     ),
     result(
         "sys_s",
@@ -198,6 +199,19 @@ pub const METRICS: &[MetricDef] = &[
          saves (INFO's latest_fork_usec)",
     ),
     result("saves", "background saves", "count", "redis_like: background saves (forks) the server started"),
+    result(
+        "throughput",
+        "write throughput",
+        "KB/s",
+        "swap_w_seq_mt: each thread's bytes (usemem's count: its share plus an eighth) over its time from the \
+         start to its last write, in KB/s, summed over the threads (vm-scalability's throughput)",
+    ),
+    result(
+        "swapout_pages",
+        "pages swapped out",
+        "count",
+        "swap_w_seq_mt: pages the faults' direct reclaim wrote to the swap device",
+    ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

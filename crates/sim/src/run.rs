@@ -268,8 +268,9 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ),
     (
         "contpte",
-        "off|folios|on: arm64-linux kernels only; 64 KB folios for anonymous memory and files, mapped with the \
-         contiguous bit (on) or without (folios, origin 004's baseline) (default off)",
+        "off|folios|on: arm64-linux kernels only (folios: x86-64 Linux kernels too, which have large folios but \
+         no contiguous bit); 64 KB folios for anonymous memory and files, mapped with the contiguous bit (on) or \
+         without (folios, origin 004's baseline) (default off)",
     ),
     (
         "teardown",
@@ -537,7 +538,13 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         }
     }
     let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
-    if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.switches.contpte {
+    // x86 Linux maps large anonymous folios (mTHP, v6.8) without a contiguous
+    // bit: `contpte=folios` alone runs there.
+    let x86_folios = mp.contpte.mode == ContMode::Folios
+        && !given("teardown")
+        && pol.arch == registry::Arch::X86_64
+        && pol.os != registry::Os::Freebsd;
+    if (mp.contpte.mode != ContMode::Off || given("teardown")) && !pol.switches.contpte && !x86_folios {
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
         return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
     }

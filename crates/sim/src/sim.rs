@@ -46,7 +46,8 @@
 //! `sim/access.rs` (TLB lookups, walks and page faults), `sim/flush.rs`
 //! (invalidations owed, the strict scan), `sim/syscall.rs` (system-call
 //! dispatch, pipes, the kernel-map path), `sim/mmap.rs` (the memory system
-//! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`) and `sim/process.rs`
+//! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`), `sim/memcg.rs` (a
+//! memory cgroup's limit and the faults' direct reclaim) and `sim/process.rs`
 //! (spawn, fork, clone, execve, exit).
 
 mod access;
@@ -58,6 +59,7 @@ mod flush;
 mod kernel_time_tests;
 mod kwork;
 pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
+mod memcg;
 mod mmap;
 mod process;
 mod ptemem;
@@ -68,6 +70,8 @@ mod sched_tests;
 mod syscall;
 #[cfg(test)]
 mod tests;
+
+pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
 use crate::frames::{FrameKind, Frames, Freed};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
@@ -249,8 +253,8 @@ pub struct Stats {
     pub lazy_flushes: u64,
     /// Scheduler ticks taken (policies that tick only).
     pub ticks: u64,
-    /// Folios `madvise(MADV_PAGEOUT)` reclaimed (an order-0 page counted as a
-    /// folio of its own).
+    /// Folios `madvise(MADV_PAGEOUT)` reclaimed, and the memory cgroup's
+    /// direct reclaim (an order-0 page counted as a folio of its own).
     pub pageout_folios: u64,
     /// Pages those folios had mapped.
     pub pageout_pages: u64,
@@ -529,6 +533,11 @@ pub struct Sim<P: Policy> {
     kw: kwork::KernelWork,
     /// The swap device.
     swap: SwapDevice,
+    /// The memory cgroup's limit and LRU, if memory is limited
+    /// ([`Sim::set_mem_limit`]).
+    memcg: Option<memcg::MemLimit>,
+    /// Counts of the cgroup's direct reclaim.
+    reclaim: memcg::ReclaimStats,
 }
 
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
@@ -625,6 +634,8 @@ impl<P: Policy> Sim<P> {
             pageout_batch: false,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
+            memcg: None,
+            reclaim: memcg::ReclaimStats::default(),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.

@@ -429,13 +429,7 @@ impl Sweep {
             }
             Ok(out)
         };
-        let machines = names(
-            &raw.machines,
-            "machine",
-            "machines",
-            &|n| preset::names().contains(&n),
-            preset::names(),
-        )?;
+        let machines = names(&raw.machines, "machine", "machines", &|n| preset::names().contains(&n), preset::names())?;
         let policies = names(
             &raw.policies,
             "policy",

@@ -439,6 +439,7 @@ impl<P: Policy> Sim<P> {
             return Err(Error::ReadOnly { va, mm });
         }
         let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
+        let t = self.memcg_charge_fault(cpu, mm, vma, va, t);
         let t = if self.folios() || vma.file.is_some() {
             self.fault_folio(cpu, mm, vma, va, write, t)
         } else {
@@ -461,6 +462,7 @@ impl<P: Policy> Sim<P> {
             // zap of this page stays stale after the page is faulted in again.
             let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
             *self.pt.pte_mut(r) = new;
+            self.memcg_add(mm, va & !4095, pfn, 1);
             now = self.note_swapin(mm, va & !4095, 1, now);
         } else if write && !pte.writable() {
             if self.frames.refs(pte.pfn) > 1 {

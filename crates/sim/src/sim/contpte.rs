@@ -639,6 +639,7 @@ impl<P: Policy> Sim<P> {
         let (t, owed) = mem.finish();
         now = t;
         if vma.file.is_none() {
+            self.memcg_add(mm, va, pfn, nr);
             now = self.note_swapin(mm, va, nr, now);
         }
         self.flush_unflushed(cpu, mm, "fault", owed, now)

@@ -43,8 +43,9 @@
 //!
 //! Not modelled: per-mm RSS counters (per-CPU since v6.2, cached per task
 //! before: rarely shared); the `i_mmap` lock of file mappings; the anon_vma
-//! lock; `high` auto-tuning (v6.7); compaction and reclaim under memory
-//! pressure (the simulated machine never runs out of frames).
+//! lock; `high` auto-tuning (v6.7); compaction, and reclaim under a node's
+//! memory pressure (the simulated machine never runs out of frames; a memory
+//! cgroup's limit, `sim/memcg.rs`, is the one reclaim a fault runs).
 
 use super::*;
 use crate::coherence::KLine;
@@ -338,7 +339,7 @@ impl<P: Policy> Sim<P> {
 
     /// Holds `cpu`'s node's LRU lock from `now` while `folios` folios join or
     /// leave its lists.
-    fn lru_hold(&mut self, cpu: usize, now: u64, folios: u32) -> u64 {
+    pub(super) fn lru_hold(&mut self, cpu: usize, now: u64, folios: u32) -> u64 {
         let node = self.kw.node(cpu);
         self.kw.lru_lock[node].hold(&mut self.m, cpu, now, LRU_FOLIO * u64::from(folios))
     }

@@ -30,11 +30,12 @@
 //! Each exchange of a valid PTE records whether its block was dirty as
 //! `ptep_get` would have gathered it, for `no_ungathered_dirty`.
 //!
-//! Reclaim's deferred flushes ([`KernelPtes::flush_deferred`], arm64's
+//! Reclaim's deferred flushes ([`KernelPtes::flush_deferred`],
 //! `arch_tlbbatch_add_pending`) issue their invalidations at once but hold back
-//! the barrier that completes them; the changes they cover wait, owed, until
-//! [`KernelPtes::sync_deferred`] (`arch_tlbbatch_flush`) issues that barrier,
-//! and only then are they discharged (`sim/reclaim.rs`).
+//! the barrier that completes them (arm64), or only queue their mm (x86); the
+//! changes they cover wait, owed, until [`KernelPtes::sync_deferred`]
+//! (`arch_tlbbatch_flush`) issues that barrier or the batch's flush, and only
+//! then are they discharged (`sim/reclaim.rs`).
 //!
 //! # The hardware between two calls
 //! A policy call is atomic in simulated time, so without help no other CPU would
@@ -126,6 +127,9 @@ pub(super) struct KernelPtes<'s, P: Policy> {
     deferred: Vec<Weakened>,
     /// The completion barriers those deferred flushes held back.
     held: Held,
+    /// x86: the mms whose deferred flushes wait for the batch flush
+    /// (`current->tlb_ubc`).
+    batch: Vec<MmId>,
 }
 
 /// Returns the arch layer's view of a PTE.
@@ -153,6 +157,7 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
             exchanged: Vec::new(),
             deferred: Vec::new(),
             held: Held::default(),
+            batch: Vec::new(),
         }
     }
 
@@ -276,18 +281,34 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
 impl<P: Policy> KernelPtes<'_, P> {
     /// Queues the invalidation of `pages` pages of `mm` from `va` without
     /// waiting for it: reclaim's `set_tlb_ubc_flush_pending` →
-    /// `arch_tlbbatch_add_pending`, arm64's `__flush_tlb_range_nosync`. The
-    /// policy's [`Policy::flush_range`] runs on a view of the CPU that holds
-    /// back every completion barrier it issues on this CPU (`DSB ISH`,
-    /// `TLBSYNC`; [`NoSync`]): its `DSB ISHST` and TLBIs go out now, and the
-    /// changes it covers stay owed until [`KernelPtes::sync_deferred`].
+    /// `arch_tlbbatch_add_pending`. The changes it covers stay owed until
+    /// [`KernelPtes::sync_deferred`].
+    ///
+    /// On arm64 (`__flush_tlb_range_nosync`) the policy's
+    /// [`Policy::flush_range`] runs on a view of the CPU that holds back every
+    /// completion barrier it issues on this CPU (`DSB ISH`, `TLBSYNC`;
+    /// [`NoSync`]): its `DSB ISHST` and TLBIs go out now. On x86 the policy's
+    /// own batch hook [`Policy::tlbbatch_add_pending`] runs, once per page, on
+    /// the same view (most x86 policies queue nothing there: their
+    /// `arch_tlbbatch_add_pending` runs inside [`Policy::flush_batch`], once per
+    /// mm), and `mm` joins the batch that [`KernelPtes::sync_deferred`] flushes.
     pub(super) fn flush_deferred(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         self.end_loads();
         let sim = &mut *self.sim;
         sim.stats.pageout_deferred_flushes += 1;
+        let x86 = sim.x86_tlbbatch();
         let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
         let view = NoSync::new(&hw);
-        sim.policy.flush_range(&view, mm, va, pages);
+        if x86 {
+            for i in 0..pages {
+                sim.policy.tlbbatch_add_pending(&view, mm, va.add_pages(i));
+            }
+            if !self.batch.contains(&mm) {
+                self.batch.push(mm);
+            }
+        } else {
+            sim.policy.flush_range(&view, mm, va, pages);
+        }
         self.held.merge(view.held());
         self.now = hw.now();
         let end = va.0 + pages * 4096;
@@ -297,15 +318,27 @@ impl<P: Policy> KernelPtes<'_, P> {
         self.deferred.append(&mut covered);
     }
 
-    /// Completes every deferred flush since the last call: issues once each
-    /// completion barrier they held back (`arch_tlbbatch_flush`, arm64's lone
-    /// `DSB ISH`, from `try_to_unmap_flush_dirty`), then discharges the changes
-    /// they covered. Returns the barriers issued.
+    /// Completes every deferred flush since the last call
+    /// (`try_to_unmap_flush_dirty` → `arch_tlbbatch_flush`), then discharges
+    /// the changes they covered. On arm64 that issues once each completion
+    /// barrier they held back (a lone `DSB ISH`); on x86 it is the policy's
+    /// [`Policy::flush_batch`] of the mms in the batch (`flush_tlb_multi` of
+    /// the CPUs gathered from their `mm_cpumask`, or one `INVLPGB` of
+    /// everything), then any barrier the add-pending hooks held back. Returns
+    /// what the mm's next `flush_tlb_batched_pending` owes: the barriers
+    /// issued, and on x86 the mark.
     pub(super) fn sync_deferred(&mut self) -> Held {
         self.end_loads();
-        let held = std::mem::take(&mut self.held);
+        let mut held = std::mem::take(&mut self.held);
+        let batch = std::mem::take(&mut self.batch);
         let sim = &mut *self.sim;
-        if held.any() {
+        if !batch.is_empty() {
+            let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+            sim.policy.flush_batch(&hw, &batch);
+            held.issue(&hw);
+            self.now = hw.now();
+            held.merge(Held::marked());
+        } else if held.any() {
             let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
             held.issue(&hw);
             self.now = hw.now();

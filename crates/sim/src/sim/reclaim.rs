@@ -42,7 +42,7 @@
 //!   judges that the flush covering their PTEs completed first.
 //! - **`flush_tlb_batched_pending`**: a deferred flush leaves the mm marked
 //!   (`mm->tlb_flush_batched`); the next walk of its page tables under the
-//!   page-table lock completes it again. arm64's `arch_flush_tlb_batched_pending`
+//!   page-table lock completes it again (x86: below). arm64's `arch_flush_tlb_batched_pending`
 //!   is a lone `DSB ISH` (v6.5, "arm64: support batched/deferred tlb shootdown
 //!   during page reclamation/migration"; recalled from the kernel, not from the
 //!   notes this model was written from). It is issued at each table of a
@@ -93,10 +93,40 @@
 //!   covers at most one folio, 16 pages, so it never happens here;
 //! - the shootdown phases a policy reports end before the held barrier, so its
 //!   wait is not in `shootdown_ns`;
-//! - x86 policies run the same mapping (their IPIs are sent and waited for in
-//!   each deferred flush); x86 Linux's own batch (the CPUs of each mm gathered,
-//!   one flush at `arch_tlbbatch_flush`) is not modelled: use them for the
-//!   oracle's verdict only.
+//! - the x86 side is below: x86 uses the policy's own batch.
+//!
+//! # x86: the policy's own batch
+//! On an x86 preset each deferred flush is the policy's
+//! [`Policy::tlbbatch_add_pending`] of each page it covers (on the same
+//! [`NoSync`] view), the mm joins the batch, and `try_to_unmap_flush_dirty` is
+//! the policy's [`Policy::flush_batch`] of the batch's mms, so that each x86
+//! policy flushes as its kernel's `arch/x86/mm/tlb.c` does:
+//! - v4.13 to v6.14 (`x86-linux-pcid`, `x86-linux-613`, `x86-linux-lazytrim`):
+//!   `arch_tlbbatch_add_pending` is `inc_mm_tlb_gen(mm)` and
+//!   `cpumask_or(&batch->cpumask, &batch->cpumask, mm_cpumask(mm))`;
+//!   `arch_tlbbatch_flush` is `flush_tlb_multi` of the gathered mask (a full
+//!   flush per CPU through `flush_tlb_func`, lazy CPUs skipped; with the lazy
+//!   mask, `should_flush_tlb`'s choice, stale CPUs trimmed once a second) or
+//!   the local full flush alone. The policies run the add-pending part once
+//!   per mm inside `flush_batch` (what the flush reads is the same).
+//! - v4.3 to v4.12 (`x86-linux-410`): `set_tlb_ubc_flush_pending` ORs the mm's
+//!   mask into `tlb_ubc->cpumask` and `try_to_unmap_flush` reloads CR3 here if
+//!   this CPU is in it and sends `flush_tlb_others` to the rest.
+//! - v6.15+ with `INVLPGB` (`x86-linux-invlpgb`): one broadcast `INVLPGB` of
+//!   every non-global entry and `TLBSYNC`; the posted targeted batch
+//!   (`x86-linux-invlpgb-tlbbatch`) issues an `INVLPGB` per page in
+//!   add-pending (held `TLBSYNC`), IPIs for mms without a global ASID.
+//!
+//! Per folio that is one flush of everything on every CPU of the mask, where
+//! the arm64 mapping sends one range flush per deferred flush. The mark
+//! (`mm->tlb_flush_batched`) stays after the batch flush, and the next table
+//! of a `MADV_PAGEOUT` walk (or the next `MADV_PAGEOUT` of the mm) calls
+//! `arch_flush_tlb_batched_pending`, x86's `flush_tlb_mm(mm)`: the policy's
+//! [`Policy::flush_batched_pending`] ([`Sim::flush_tlb_batched_pending`]).
+//! Not modelled on x86: `arch_tlbbatch_should_defer` (a mm whose
+//! `mm_cpumask` holds no other CPU is flushed at once, page by page, by
+//! `flush_tlb_page`, not batched): every unmap here defers. The other x86
+//! kernels (FreeBSD, LATR) take the trait's defaults, a `flush_mm` per mm.
 //!
 //! # Not modelled
 //! - Swap's bookkeeping: `folio_alloc_swap` and the swap cache. `pageout`'s
@@ -128,13 +158,19 @@ use tlbkit_policy::contpte::{self as arch, PteMem, PteVal};
 use tlbkit_policy::hw::{Defer, FlushTicket, Note};
 use tlbkit_policy::{Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, Phase, Scope, Tlbi};
 
-/// The completion barriers deferred flushes held back.
+/// The completion barriers deferred flushes held back, and on x86 whether
+/// the batch marked the mm (what the mm's next `flush_tlb_batched_pending`
+/// does).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Held {
     /// `DSB ISH` (arm64).
     dsb_ish: bool,
     /// `TLBSYNC` (x86 with `INVLPGB`).
     tlbsync: bool,
+    /// x86: `mm->tlb_flush_batched` is set, and the next walk's
+    /// `flush_tlb_batched_pending` is `arch_flush_tlb_batched_pending`, the
+    /// policy's [`Policy::flush_batched_pending`] (`flush_tlb_mm`).
+    marked: bool,
 }
 
 impl Held {
@@ -142,14 +178,21 @@ impl Held {
     pub(super) fn merge(&mut self, other: Held) {
         self.dsb_ish |= other.dsb_ish;
         self.tlbsync |= other.tlbsync;
+        self.marked |= other.marked;
     }
 
-    /// Returns whether a barrier was held.
+    /// Returns whether a barrier was held or the mm marked.
     pub(super) fn any(self) -> bool {
-        self.dsb_ish || self.tlbsync
+        self.dsb_ish || self.tlbsync || self.marked
     }
 
-    /// Issues each held barrier once on `hw`.
+    /// Returns what an x86 batch flush leaves: the mm marked.
+    pub(super) fn marked() -> Held {
+        Held { marked: true, ..Held::default() }
+    }
+
+    /// Issues each held barrier once on `hw` (the mark is the caller's: see
+    /// [`Sim::flush_tlb_batched_pending`]).
     pub(super) fn issue<H: Hw>(self, hw: &H) {
         if self.dsb_ish {
             hw.barrier(Barrier::Dsb(Domain::InnerShareable));
@@ -257,10 +300,10 @@ impl Hw for NoSync<'_, '_> {
 /// A folio the walk queued for reclaim: its first page, its pages (all mapped
 /// from there, in order) and its first frame.
 #[derive(Clone, Copy, Debug)]
-struct Queued {
-    va: u64,
-    pages: u64,
-    pfn: u64,
+pub(super) struct Queued {
+    pub(super) va: u64,
+    pub(super) pages: u64,
+    pub(super) pfn: u64,
 }
 
 /// Returns how many PTEs from `va`, at most `max_nr`, map consecutive pages
@@ -290,6 +333,27 @@ fn folio_pte_batch<P: Policy>(
 }
 
 impl<P: Policy> Sim<P> {
+    /// Returns whether reclaim's deferred flushes go through the policy's own
+    /// batch hooks (x86: module documentation) rather than held-back range
+    /// flushes (arm64).
+    pub(super) fn x86_tlbbatch(&self) -> bool {
+        self.cfg.preset.arch == crate::preset::Arch::X86_64
+    }
+
+    /// `flush_tlb_batched_pending(mm)` by `cpu` at `now`, for what the mm's
+    /// last reclaim left (`pending`): the held barriers again (arm64), or,
+    /// where the batch marked the mm (x86), `arch_flush_tlb_batched_pending`,
+    /// the policy's [`Policy::flush_batched_pending`] (x86's `flush_tlb_mm`).
+    /// Returns the time after it.
+    pub(super) fn flush_tlb_batched_pending(&mut self, cpu: usize, mm: MmId, pending: Held, now: u64) -> u64 {
+        let hw = CpuHw::new(&mut self.m, cpu, now);
+        pending.issue(&hw);
+        if pending.marked {
+            self.policy.flush_batched_pending(&hw, mm);
+        }
+        hw.now()
+    }
+
     /// Makes `MADV_PAGEOUT` unmap each large anonymous folio's PTEs in batches
     /// (Dev Jain's series) with `on`, one at a time (Linux v7.0, the default)
     /// without. See the module documentation.
@@ -323,9 +387,7 @@ impl<P: Policy> Sim<P> {
             for (a, n) in tables {
                 // flush_tlb_batched_pending, under the page-table lock.
                 if pending.any() {
-                    let hw = CpuHw::new(&mut mem.sim.m, cpu, mem.now);
-                    pending.issue(&hw);
-                    mem.now = hw.now();
+                    mem.now = mem.sim.flush_tlb_batched_pending(cpu, mm, pending, mem.now);
                     pending = Held::default();
                 }
                 let queued = Self::pageout_scan(&mut mem, mm, a, a + n * 4096);
@@ -380,7 +442,7 @@ impl<P: Policy> Sim<P> {
     /// a time or in batches, each with a deferred flush, completes the flushes,
     /// frees it. Returns the barriers the completion issued (what the mm's next
     /// `flush_tlb_batched_pending` issues again).
-    fn reclaim_folio(mem: &mut KernelPtes<'_, P>, mm: MmId, f: Queued, batch: bool) -> Held {
+    pub(super) fn reclaim_folio(mem: &mut KernelPtes<'_, P>, mm: MmId, f: Queued, batch: bool) -> Held {
         let large = f.pages > 1;
         let mut i = 0;
         while i < f.pages {
@@ -461,10 +523,11 @@ mod tests {
     fn held_barriers_merge_and_are_issued_once_each() {
         let mut h = Held::default();
         assert!(!h.any());
-        h.merge(Held { dsb_ish: true, tlbsync: false });
-        h.merge(Held { dsb_ish: true, tlbsync: false });
-        assert_eq!(h, Held { dsb_ish: true, tlbsync: false });
+        h.merge(Held { dsb_ish: true, ..Held::default() });
+        h.merge(Held { dsb_ish: true, ..Held::default() });
+        assert_eq!(h, Held { dsb_ish: true, ..Held::default() });
         assert!(h.any());
+        assert!(Held::marked().any(), "an x86 batch's mark is owed to the next walk");
     }
 
     #[test]

@@ -20,7 +20,9 @@
 //! reuses freed memory: the arm64 `active_cpu` thread's workload);
 //! [`lat_proc`] (lmbench's fork, exit and wait) and [`flush_range`] (the cost of
 //! an `mprotect`'s range flush by its page count, in a process live on every
-//! CPU).
+//! CPU); [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory
+//! limit: direct reclaim to swap, reclaim's batched flush). [`microbench`] is
+//! `tlbkit calibrate`'s host microbenchmarks, run in the model.
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -40,6 +42,7 @@ pub mod redis_like;
 pub mod sort_compute;
 pub mod stress;
 pub mod stress_ng_tlb_shootdown;
+pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
 pub mod will_it_scale_tlb_flush2;
@@ -172,6 +175,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     lat_proc::DEF,
     flush_range::DEF,
     microbench::DEF,
+    swap_w_seq_mt::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -218,6 +222,7 @@ pub fn setup_with<P: Policy>(
         "lat_proc" => lat_proc::setup(p, sim),
         "flush_range" => flush_range::setup(p, sim),
         "microbench" => microbench::setup(p, sim),
+        "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -251,6 +256,7 @@ pub fn result<P: Policy>(
         "lat_proc" => lat_proc::result(p, main),
         "flush_range" => flush_range::result(p, main),
         "microbench" => microbench::result(p, main),
+        "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -299,6 +305,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "flush_range" => 8,
         // The benchmark's process, and pipe_switch's second.
         "microbench" => 8,
+        "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
         _ => 64,
     }
 }

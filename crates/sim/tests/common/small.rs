@@ -99,4 +99,8 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // calibrate's shootdown: a thread on CPU 1 reading a page that the one on
     // CPU 0 makes read-only and writable again (a remote flush each time).
     ("microbench", &["bench=8", "ops=20"]),
+    // One thread per CPU writing 1.5 MB in all past a 1 MB limit: 128 pages
+    // reclaimed by the faults, 32 at a time, each folio's batch flush sent to
+    // the CPUs of the other threads.
+    ("swap_w_seq_mt", &["mem_mb=1", "swap_mb=1"]),
 ];

@@ -1,0 +1,251 @@
+//! A memory cgroup's limit on user anonymous memory, and the direct reclaim of
+//! a fault that would pass it: what makes vm-scalability's `swap-w-*` cases
+//! swap (`workload/swap_w_seq_mt.rs`).
+//!
+//! # What the simulated kernel does (Linux v6.x memcg, one LRU)
+//! - **The charge**: a fault that maps new anonymous memory (a page, or a 64 KB
+//!   folio) charges its pages to the cgroup (`mem_cgroup_charge` →
+//!   `try_charge`). When the charge would take the cgroup over its limit, the
+//!   faulting thread reclaims first, in the fault (`try_to_free_mem_cgroup_pages`,
+//!   `nr_to_reclaim = max(nr_pages, SWAP_CLUSTER_MAX)`): folios from the head
+//!   of the LRU, the least recently faulted first, until at least
+//!   [`SWAP_CLUSTER_MAX`] pages are reclaimed (`shrink_inactive_list` isolating
+//!   one batch under the node's `lru_lock`, then `shrink_folio_list`), and
+//!   charges once there is room.
+//! - **Each folio** is reclaimed as `MADV_PAGEOUT` reclaims one (`sim/reclaim.rs`:
+//!   `try_to_unmap` with `TTU_BATCH_FLUSH`, the deferred flush of each PTE or
+//!   batch of PTEs, `try_to_unmap_flush_dirty`, which on x86 is the policy's
+//!   batch flush of the mm's CPUs, `pageout` to the swap device, the free); the
+//!   mm stays marked for its next `flush_tlb_batched_pending`.
+//! - **A later touch** of a reclaimed page faults it back from the swap device
+//!   (`Stats::swapins`), as after `MADV_PAGEOUT`.
+//!
+//! # What is not modelled
+//! - Aging: Linux moves a folio whose PTEs are young to the active list
+//!   (`folio_check_references`), clearing the young bits (on x86 without a
+//!   flush, `ptep_clear_flush_young`), and reclaims it on a later pass; here
+//!   the LRU is one list in fault order, every folio on it inactive, and the
+//!   head is reclaimed as found (the order in which sequentially written
+//!   memory leaves in the end; the extra scans and `lru_lock` holds are not
+//!   charged).
+//! - MGLRU, `kswapd` and the watermarks: only the faulting thread reclaims,
+//!   and only at the cgroup's limit (a cgroup limit, not a node's free pages).
+//! - Freed memory leaves the LRU and the charge when reclaim next finds it at
+//!   the head (Linux: when it is freed, under the `lru_lock`, which
+//!   `kfree_work` charges); a folio mapped more than once (after a `fork`) is
+//!   not reclaimed but moved to the tail.
+//! - `arch_tlbbatch_should_defer` (x86 defers only when `mm_cpumask` holds
+//!   another CPU): every unmap defers.
+
+use super::ptemem::KernelPtes;
+use super::reclaim::Queued;
+use super::*;
+
+/// Pages one direct reclaim frees at least: `SWAP_CLUSTER_MAX`
+/// (`include/linux/swap.h`), the `nr_to_reclaim` floor of
+/// `try_to_free_mem_cgroup_pages`.
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// A folio on the LRU: the address space that mapped it (by slot and by its
+/// unique id, as slots are reused), its first page, its first frame and its
+/// pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LruFolio {
+    mm: MmId,
+    uid: u32,
+    va: u64,
+    pfn: u64,
+    pages: u64,
+}
+
+/// The cgroup: its limit, its charge and its LRU.
+#[derive(Clone, Debug, Default)]
+pub(super) struct MemLimit {
+    /// The limit, in 4 KB pages (`memory.max`).
+    limit: u64,
+    /// Pages charged: every folio on the LRU (freed ones until reclaim finds them).
+    charged: u64,
+    /// Folios in fault order, the least recently faulted first.
+    lru: VecDeque<LruFolio>,
+}
+
+/// Counts of the cgroup's reclaim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimStats {
+    /// Direct reclaims run (faults that found the cgroup at its limit).
+    pub direct_reclaims: u64,
+    /// Folios they reclaimed (unmapped, written to swap, freed).
+    pub folios: u64,
+    /// Pages those folios had.
+    pub pages: u64,
+}
+
+impl<P: Policy> Sim<P> {
+    /// Limits user anonymous memory to `pages` 4 KB pages, one cgroup holding
+    /// every process: a fault that would pass the limit reclaims first (module
+    /// documentation). Without a call nothing is limited.
+    pub fn set_mem_limit(&mut self, pages: u64) {
+        self.memcg = Some(MemLimit { limit: pages.max(SWAP_CLUSTER_MAX), ..MemLimit::default() });
+    }
+
+    /// Returns the counts of the cgroup's reclaim so far.
+    pub fn reclaim_stats(&self) -> ReclaimStats {
+        self.reclaim
+    }
+
+    /// The charge of a fault by `cpu` on `va` of `mm` in `vma` at `now`: if it
+    /// will map new anonymous memory that takes the cgroup over its limit,
+    /// reclaims first. Returns the time after it.
+    pub(super) fn memcg_charge_fault(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, mut now: u64) -> u64 {
+        let Some(cg) = &self.memcg else {
+            return now;
+        };
+        if vma.file.is_some() {
+            return now;
+        }
+        let root = self.mms[mm.index()].root;
+        let mapped = self.pt.walk(root, va & !4095).is_some_and(|w| self.pt.pte(w.pte).valid());
+        if mapped {
+            return now;
+        }
+        let block = va & !(CONT_PTES * 4096 - 1);
+        let folio = self.folios() && block >= vma.start && block + CONT_PTES * 4096 <= vma.end();
+        let nr = if folio { CONT_PTES } else { 1 };
+        let mut tries = 0;
+        let (limit, mut charged) = (cg.limit, cg.charged);
+        while charged + nr > limit && tries < MAX_RECLAIM_RETRIES {
+            now = self.direct_reclaim(cpu, now);
+            charged = self.memcg.as_ref().map_or(0, |c| c.charged);
+            tries += 1;
+        }
+        now
+    }
+
+    /// Records that a fault mapped the folio of `pages` pages at `va` of `mm`,
+    /// first frame `pfn`: it joins the LRU's tail, charged.
+    pub(super) fn memcg_add(&mut self, mm: MmId, va: u64, pfn: u64, pages: u64) {
+        let Some(uid) = self.mms.get(mm.index()).map(|m| m.uid) else {
+            return;
+        };
+        if let Some(cg) = &mut self.memcg {
+            cg.lru.push_back(LruFolio { mm, uid, va, pfn, pages });
+            cg.charged += pages;
+        }
+    }
+
+    /// One direct reclaim by `cpu` from `now` (module documentation): isolates
+    /// folios from the LRU's head until they hold [`SWAP_CLUSTER_MAX`] pages,
+    /// then reclaims each. Returns the time after it.
+    fn direct_reclaim(&mut self, cpu: usize, mut now: u64) -> u64 {
+        let isolated = self.isolate();
+        if isolated.is_empty() {
+            return now;
+        }
+        self.reclaim.direct_reclaims += 1;
+        now = self.lru_hold(cpu, now, isolated.len() as u32);
+        let batch = self.pageout_batch;
+        for f in isolated {
+            let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
+            let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
+            let (t, owed) = mem.finish();
+            self.mms[f.mm.index()].batched.merge(held);
+            // Every change was covered by the deferred flushes and completed.
+            debug_assert!(owed.is_empty());
+            now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
+            self.reclaim.folios += 1;
+            self.reclaim.pages += f.pages;
+        }
+        now
+    }
+
+    /// Takes folios off the LRU's head until they hold [`SWAP_CLUSTER_MAX`]
+    /// pages or every folio was looked at once: drops (uncharges) those freed
+    /// since they were faulted, moves those mapped more than once to the tail,
+    /// and returns the others.
+    fn isolate(&mut self) -> Vec<LruFolio> {
+        let Some(mut cg) = self.memcg.take() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let (mut pages, mut looked) = (0, 0);
+        let n = cg.lru.len();
+        while pages < SWAP_CLUSTER_MAX && looked < n {
+            let Some(f) = cg.lru.pop_front() else {
+                break;
+            };
+            looked += 1;
+            match self.lru_state(&f) {
+                LruState::Gone => cg.charged -= f.pages,
+                LruState::Shared => cg.lru.push_back(f),
+                LruState::Reclaimable => {
+                    cg.charged -= f.pages;
+                    pages += f.pages;
+                    out.push(f);
+                }
+            }
+        }
+        self.memcg = Some(cg);
+        out
+    }
+
+    /// Returns what became of LRU folio `f` (module documentation).
+    fn lru_state(&self, f: &LruFolio) -> LruState {
+        let Some(m) = self.mms.get(f.mm.index()) else {
+            return LruState::Gone;
+        };
+        if !m.alive || m.uid != f.uid {
+            return LruState::Gone;
+        }
+        let mapped = (0..f.pages).all(|i| {
+            self.pt.walk(m.root, f.va + i * 4096).is_some_and(|w| {
+                let p = self.pt.pte(w.pte);
+                !w.huge && p.valid() && p.pfn == f.pfn + i
+            })
+        });
+        if !mapped || self.folio(f.pfn).pages != f.pages {
+            return LruState::Gone;
+        }
+        if (0..f.pages).any(|i| self.frames.refs(f.pfn + i) != 1) {
+            return LruState::Shared;
+        }
+        LruState::Reclaimable
+    }
+}
+
+/// What became of a folio on the LRU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LruState {
+    /// Unmapped or remapped since (freed, or its address space gone).
+    Gone,
+    /// Mapped more than once.
+    Shared,
+    /// Mapped once, as when it was faulted.
+    Reclaimable,
+}
+
+/// Reclaims a charge tries before it fails (`MAX_RECLAIM_RETRIES`,
+/// `mm/internal.h`); past it the charge goes through here (Linux would run
+/// the OOM killer).
+const MAX_RECLAIM_RETRIES: u32 = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preset;
+    use tlbkit_policy::asid::LinuxArm64;
+
+    #[test]
+    fn isolation_drops_freed_folios_and_stops_at_a_cluster() {
+        let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(preset::altra(), 1, 1) };
+        let mut sim = Sim::new(cfg, LinuxArm64::new(1, 4, 16, false).unwrap());
+        sim.set_mem_limit(64);
+        // Folios the kernel's address space does not map: all gone.
+        for i in 0..40 {
+            sim.memcg_add(MmId::KERNEL, 0x10_0000 + i * 4096, 1000 + i, 1);
+        }
+        assert_eq!(sim.memcg.as_ref().map(|c| c.charged), Some(40));
+        assert!(sim.isolate().is_empty());
+        let cg = sim.memcg.as_ref().unwrap();
+        assert_eq!((cg.charged, cg.lru.len()), (0, 0), "freed folios leave the charge and the LRU");
+    }
+}
