@@ -84,9 +84,12 @@
 //! visit of the TLBs that may hold what it removes, which is what applying it
 //! at once cost. A CPU translating while something is in flight scans the
 //! list. A policy that never completes its invalidations leaves them in
-//! flight: once `TRIM_AT` are, each broadcast completes those that reached
+//! flight: once `TRIM_AT` are, a broadcast completes those that reached
 //! every socket by the start of the event running (every CPU would apply them
-//! at its next operation anyway).
+//! at its next operation anyway). The next trim waits until twice as many as
+//! remained are in flight, so a burst of invalidations none of which has
+//! reached its sockets yet (a range of 1,024 pages sent as one message per
+//! page) costs each send a constant, not a scan of the burst.
 
 use crate::tlb::Inval;
 
@@ -130,6 +133,9 @@ pub struct Pending {
     in_flight: Vec<InFlight>,
     /// When the first of them reaches its first socket (`u64::MAX`: none).
     earliest: u64,
+    /// How many in flight make [`Pending::send`] ask for a trim: `TRIM_AT`, or
+    /// twice what the last trim left.
+    trim_at: usize,
 }
 
 /// Invalidations in flight beyond which [`Pending::send`] asks for the
@@ -139,7 +145,12 @@ const TRIM_AT: usize = 64;
 impl Pending {
     /// Returns nothing in flight, for CPUs `cores_per_socket` to a socket.
     pub fn new(cores_per_socket: usize) -> Self {
-        Pending { cores_per_socket: cores_per_socket.max(1), in_flight: Vec::new(), earliest: u64::MAX }
+        Pending {
+            cores_per_socket: cores_per_socket.max(1),
+            in_flight: Vec::new(),
+            earliest: u64::MAX,
+            trim_at: TRIM_AT,
+        }
     }
 
     /// Sends an invalidation `op` from `issuer` that reaches a socket at
@@ -150,7 +161,7 @@ impl Pending {
         let f = InFlight { issuer: issuer as u32, op, common, deviations: deviations.into(), applied: Vec::new() };
         self.earliest = self.earliest.min(f.first());
         self.in_flight.push(f);
-        self.in_flight.len() >= TRIM_AT
+        self.in_flight.len() >= self.trim_at
     }
 
     /// Returns a time before which nothing in flight reaches any CPU
@@ -203,6 +214,7 @@ impl Pending {
             !d
         });
         self.earliest = self.in_flight.iter().map(InFlight::first).min().unwrap_or(u64::MAX);
+        self.trim_at = (2 * self.in_flight.len()).max(TRIM_AT);
     }
 
     /// Returns when the first invalidation `cpu` has not applied reaches it
