@@ -35,8 +35,8 @@ TABLES = [
     dict(name="lazytrim-613-hackbench", machine="milan", cpus=[8, 32, 64, 128], workload="hackbench",
          policies=["x86-linux-613", "x86-linux-lazytrim"], runs=5, sets=["migration=on"],
          metrics=["time_s"]),
-    dict(name="lazytrim-613-swap-w-seq-mt", machine="milan", cpus=[4, 8, 16, 32, 64], workload="swap_w_seq_mt",
-         policies=["x86-linux-613", "x86-linux-lazytrim"], runs=3, metrics=["throughput"]),
+    dict(name="lazytrim-613-swap-w-seq-mt", machine="milan", cpus=[4, 8, 16, 32, 64, 128], workload="swap_w_seq_mt",
+         policies=["x86-linux-613", "x86-linux-lazytrim"], runs=3, metrics=["throughput", "elapsed_s"]),
     dict(name="latr-munmap", machine="haswell2s", cpus=[2, 4, 8, 12, 16], workload="munmap_latency",
          policies=["x86-linux-410", "x86-latr"], runs=5, metrics=["munmap_us"]),
     dict(name="latr-apache", machine="haswell2s", cpus=[2, 4, 8, 12, 16], workload="apache_like",
@@ -44,6 +44,7 @@ TABLES = [
          metrics=["requests_per_s", "us_per_request"]),
 ]
 ARM3 = ["arm64-linux", "arm64-linux-activecpu", "arm64-linux-tlbmode"]
+CORES_OF = {"graviton4": 96, "ampereone": 192}
 for m, c in [("graviton4", 96), ("ampereone", 192)]:
     for label, sets in [("1mb", []), ("8mb", ["size_kb=8192"]), ("4mb-r", ["size_kb=4096", "random=1"])]:
         TABLES.append(dict(name=f"lat_mmap-{m}-{label}", machine=m, cpus=[c], workload="lat_mmap",
@@ -64,8 +65,8 @@ for m in ["graviton4", "ampereone"]:
                            metrics=[metric]))
     # The active_cpu series' own measurements: a kernel build's kernel time and fork.
     TABLES.append(dict(name=f"activecpu-buildkernel-{m}", machine=m, cpus=[16, 64], workload="buildkernel",
-                       policies=ARM3[:2], runs=2, metrics=["elapsed_s", "sys_s"]))
-    TABLES.append(dict(name=f"activecpu-lat_proc-{m}", machine=m, cpus=[1, 16], workload="lat_proc",
+                       policies=ARM3[:2], runs=2, sets=["jobs={cpus}"], metrics=["sys_s", "elapsed_s"]))
+    TABLES.append(dict(name=f"activecpu-lat_proc-{m}", machine=m, cpus=[CORES_OF[m]], workload="lat_proc",
                        policies=ARM3[:2], runs=3, metrics=["us_per_fork"]))
 # Range TLBI: settings compared, under the stock policy.
 for label, w, sets, metric in [
@@ -77,7 +78,7 @@ for label, w, sets, metric in [
                        policies=["arm64-linux"], runs=3, sets=sets, metrics=[metric],
                        variants=[["tlbi_range=off"], ["tlbi_range=on"]]))
 TABLES.append(dict(name="tlbi_range-flush_range", machine="graviton4", cpus=[96], workload="flush_range",
-                   policies=["arm64-linux"], runs=1, metrics=["us_per_call"],
+                   policies=["arm64-linux"], runs=2, metrics=["us_per_call"],
                    variants=[[f"pages={p}", f"tlbi_range={r}"] for p in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
                              for r in ["off", "on"]]))
 # Batched contpte unmapping, and the contpte series' own measurements.
@@ -106,33 +107,56 @@ CORES = {"milan": 64, "haswell2s": 16, "graviton4": 96, "ampereone": 192}
 
 
 def command(tlbkit, t, cpus, metric, variant):
-    c = [tlbkit, "compare", "--machine", t["machine"], "--cpus", str(cpus), "--workload", t["workload"]]
+    """Returns the command of one cell: `tlbkit compare` of the table's
+    policies, or for a table of one policy `tlbkit run` (seed 1; the script
+    runs seeds 1 to `runs`)."""
+    one = len(t["policies"]) == 1
+    c = [tlbkit, "run" if one else "compare", "--machine", t["machine"], "--cpus", str(cpus)]
+    c += ["--workload", t["workload"]]
     for p in t["policies"]:
         c += ["--policy", p]
-    c += ["--runs", str(t["runs"])]
-    sets = list(t.get("sets", [])) + list(variant)
+    if not one:
+        c += ["--runs", str(t["runs"])]
+    sets = [x.replace("{cpus}", str(cpus)) for x in t.get("sets", [])] + list(variant)
     if cpus > CORES[t["machine"]]:
         sets.append("sockets=2")
     for s in sets:
         c += ["--set", s]
-    if metric:
+    if metric and not one:
         c += ["--metric", metric]
     return c
 
 
-def run(c, out_dir, key):
+def run(c, out_dir, key, runs=1, metric=None):
+    """Runs `c` (cached in DIR/KEY.json) and returns its JSON; a `tlbkit run`
+    is repeated over seeds 1 to `runs` and summarised as compare does."""
     path = os.path.join(out_dir, key + ".json")
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
-    p = subprocess.run(c + ["--format", "json"], capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"failed: {shlex.join(c)}\n{p.stderr}")
+    if c[1] == "run":
+        values, violations = [], 0
+        for seed in range(1, runs + 1):
+            p = subprocess.run(c + ["--seed", str(seed), "--format", "json"], capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"failed: {shlex.join(c)} --seed {seed}\n{p.stderr}")
+            out = json.loads(p.stdout)
+            values.append(out["result"].get(metric, out["metrics"].get(metric)))
+            violations += out["violations_total"]
+        policy = c[c.index("--policy") + 1]
+        doc = {"policies": [{"policy": policy, "avg": sum(values) / len(values), "values": values,
+                             "violations": violations}]}
+        text = json.dumps(doc, indent=2)
+    else:
+        p = subprocess.run(c + ["--format", "json"], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"failed: {shlex.join(c)}\n{p.stderr}")
+        text = p.stdout
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.write(p.stdout)
+        f.write(text)
     os.replace(tmp, path)
-    return json.loads(p.stdout)
+    return json.loads(text)
 
 
 def fmt(x):
@@ -161,18 +185,23 @@ def table(tlbkit, t, out_dir):
                 print(s)
     if len(variants) > 1:
         print("# <variant>: " + " | ".join(" ".join(f"--set {s}" for s in v) for v in variants))
+    if len(pols) == 1:
+        print(f"# each with --seed 1 to {t['runs']}; the table gives the mean")
     print("```\n")
     head = ["CPUs", "variant"] + [f"{p} `{m}`" for m in t["metrics"] for p in pols]
     if len(pols) > 1:
         head += [f"{p} / {pols[0]} (`{t['metrics'][0]}`)" for p in pols[1:]]
+    if len(variants) > 1:
+        head += [f"{p} / first variant (`{t['metrics'][0]}`)" for p in pols]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for cpus in t["cpus"]:
+        first = None
         for v in variants:
             means = {}
             for metric in t["metrics"]:
                 key = "-".join([t["name"], str(cpus), metric] + [s.replace("=", "") for s in v])
-                doc = run(command(tlbkit, t, cpus, metric, v), out_dir, key)
+                doc = run(command(tlbkit, t, cpus, metric, v), out_dir, key, t["runs"], metric)
                 for p in doc["policies"]:
                     means[(p["policy"], metric)] = p["avg"]
                     if p["violations"]:
@@ -182,6 +211,10 @@ def table(tlbkit, t, out_dir):
             if len(pols) > 1:
                 m0 = t["metrics"][0]
                 row += [f"{means[(p, m0)] / means[(pols[0], m0)]:.3f}" for p in pols[1:]]
+            if len(variants) > 1:
+                m0 = t["metrics"][0]
+                first = first or means
+                row += [f"{means[(p, m0)] / first[(p, m0)]:.3f}" for p in pols]
             print("| " + " | ".join(row) + " |")
     print()
 
