@@ -53,7 +53,10 @@ fn selection(only: Option<&str>) -> Result<(Vec<Bench>, bool), CliError> {
         })?;
         want.push(b);
     }
-    let fitted = calibrate::FITTED.iter().filter_map(|f| Bench::from_name(f.bench));
+    // The fitted costs' microbenchmarks, and the base each chosen one is judged against.
+    let bases: Vec<Bench> =
+        want.iter().filter_map(|b| calibrate::base_of(b.name())).filter_map(|(b, _)| Bench::from_name(b)).collect();
+    let fitted = calibrate::FITTED.iter().filter_map(|f| Bench::from_name(f.bench)).chain(bases);
     let chosen: Vec<Bench> =
         Bench::ALL.iter().copied().filter(|b| want.contains(b) || fitted.clone().any(|f| f == *b)).collect();
     let full = chosen.len() == Bench::ALL.len();

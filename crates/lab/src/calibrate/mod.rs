@@ -21,14 +21,18 @@
 //! those costs, so that a reader knows where the difference can come from.
 //!
 //! # The verdict
-//! `reproduce`'s rule ([`crate::claims::verdict`]), applied to each figure as
-//! a multiple of the same side's null system call: the host's ratio is the
-//! origin's, the model's the simulated one. So a figure is judged by its size
-//! in units of the kernel's cheapest path, and the band grows with it as
-//! `reproduce`'s does with an origin's ratio: `reproduced` within
+//! `reproduce`'s rule ([`crate::claims::verdict`]), applied as `reproduce`
+//! applies it to a claim: to a ratio of a microbenchmark over the simpler one
+//! it extends ([`base_of`]), the host's ratio as the origin's and the model's
+//! as the simulated one. A system call's microbenchmark is set against the
+//! null system call, `lock_handoff` against `line_pingpong` (a handoff is the
+//! lock word's line and the counter's), and `shootdown` against two
+//! `mprotect` calls (what the remote CPU adds). So a figure is judged by how
+//! much it adds to its base on each side: `reproduced` within
 //! `max(0.05, 0.35 |ln r|)` of the host's ratio `r` in log terms,
-//! `direction-only` when only the side of one null system call agrees. The
-//! zeroing rates are compared as the time to zero a page.
+//! `direction-only` when only the side of 1 agrees. The zeroing rates, and
+//! `null_syscall` itself, are fitted and have no base: their verdict is
+//! `fitted`, and `model/host` says how close the fit came.
 
 mod fit;
 
@@ -61,6 +65,19 @@ pub const BENCHES: &[(&str, &str)] = &[
 
 /// The host's figures, by microbenchmark name, in its unit.
 pub type Figures = BTreeMap<String, f64>;
+
+/// Returns the microbenchmark `bench` is judged against and how many of its
+/// operations one of `bench`'s extends (`None`: `bench` has no base).
+pub fn base_of(bench: &str) -> Option<(&'static str, f64)> {
+    match bench {
+        "page_fault" | "mmap" | "munmap" | "madvise" | "mprotect" | "pipe_rw" | "pipe_switch" => {
+            Some(("null_syscall", 1.0))
+        }
+        "lock_handoff" => Some(("line_pingpong", 1.0)),
+        "shootdown" => Some(("mprotect", 2.0)),
+        _ => None,
+    }
+}
 
 /// The costs a prediction's figure is made of besides the fitted ones: what
 /// a difference can come from.
@@ -151,22 +168,27 @@ fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> 
 pub fn compare(profile: &HostProfile, host: &Figures, all_cpus: usize) -> Result<Vec<Row>, Error> {
     let preset = preset::host::preset(profile);
     let policy = policy_for(profile);
-    let model_null = model_figure(&preset, policy, "null_syscall", all_cpus)?.0;
-    let host_null = host.get("null_syscall").copied();
+    let mut model = BTreeMap::new();
+    for &(bench, _) in BENCHES {
+        if host.contains_key(bench) {
+            model.insert(bench, model_figure(&preset, policy, bench, all_cpus)?);
+        }
+    }
     let mut rows = Vec::new();
     for &(bench, unit) in BENCHES {
-        let Some(&h) = host.get(bench) else { continue };
-        let (m, command) = model_figure(&preset, policy, bench, all_cpus)?;
-        // Rates are judged as the time to zero a page.
-        let time = |x: f64| if unit == "GB/s" { 4096.0 / x } else { x };
-        let verdict = match host_null {
-            Some(hn) => verdict(time(h) / hn, time(m) / model_null).to_string(),
-            None => "-".to_string(),
+        let (Some(&h), Some((m, command))) = (host.get(bench), model.get(bench)) else { continue };
+        let (m, command) = (*m, command.clone());
+        let verdict = match base_of(bench) {
+            Some((base, ops)) => match (host.get(base), model.get(base).map(|x| x.0)) {
+                (Some(hb), Some(mb)) => verdict(h / (hb * ops), m / (mb * ops)).to_string(),
+                _ => "-".to_string(),
+            },
+            None => "fitted".to_string(),
         };
         let fitted = FITTED.iter().find(|f| f.bench == bench).map(|f| f.cost.to_string());
         let why = unfitted(bench);
-        let note =
-            (verdict != "reproduced" && !why.is_empty()).then(|| format!("not from this host: {}", why.join("; ")));
+        let judged = verdict != "reproduced" && verdict != "fitted";
+        let note = (judged && !why.is_empty()).then(|| format!("not from this host: {}", why.join("; ")));
         rows.push(Row {
             bench: bench.into(),
             unit: unit.into(),
