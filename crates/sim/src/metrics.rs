@@ -80,6 +80,12 @@ pub const METRICS: &[MetricDef] = &[
          switches, IPI handlers on busy CPUs), as time's sys",
     ),
     result(
+        "ns_per_op",
+        "time per operation",
+        "ns",
+        "microbench: one operation of a tlbkit calibrate microbenchmark in the model (a call, a page faulted, a pass)",
+    ),
+    result(
         "us_per_fork",
         "time per fork",
         "µs",
