@@ -264,6 +264,9 @@ pub fn all() -> Vec<Preset> {
         haswell2s(),
         ampereone(),
         graviton4(),
+        skx8170(),
+        icx8358(),
+        icx8336c(),
     ]
 }
 
@@ -1047,5 +1050,237 @@ pub fn haswell2s() -> Preset {
             walkers: 1,
             ..X86_BASE
         },
+    }
+}
+
+/// A two-socket Intel Xeon Platinum 8170 (Skylake-SP): 26 cores and 52
+/// hardware threads per socket at 2.1 GHz, 104 threads in all, each thread a
+/// CPU of the model (which has no SMT). Fixed from hardware documentation and
+/// microbenchmarks of the hardware before any workload ran on it; nothing comes
+/// from a result reported for a mechanism it predicts. Notes, with every
+/// source, every estimate and what modelling a thread as a core leaves out:
+/// `docs/costs/skx8170.md`.
+pub fn skx8170() -> Preset {
+    Preset {
+        name: "skx8170",
+        description: "Intel Xeon Platinum 8170 (Skylake-SP): 2 sockets x 26 cores x 2 threads @ 2.1 GHz, 104 CPUs",
+        arch: Arch::X86_64,
+        // Intel: "Intel(R) Xeon(R) Platinum 8170 CPU @ 2.10GHz" (base); ns figures converted at it.
+        freq_ghz: 2.1,
+        // 26 cores x 2 threads per socket; the model has no SMT, so each thread is a CPU.
+        cores_per_socket: 52,
+        // One mesh and one non-inclusive L3 (35.75 MB) per socket; sub-NUMA clustering off (EST).
+        cores_per_ccx: 52,
+        real_cores: 104,
+        // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1).
+        asid_bits: &[12],
+        numa: &[1],
+        tlb: TlbGeometry {
+            // AIDA64 on a Skylake-SP core (InstLatx64, i9-7900X): "L1D 4K TLB: 64 entries, 4 way"
+            // (modelled fully associative), "L2I+D 4K+2M TLB: 1536 entries, 12 way"; PDE cache: EST.
+            l1d_entries: 64,
+            l2_entries: 1536,
+            l2_ways: 12,
+            pwc_entries: 32,
+        },
+        // EST: a v5.x kernel of the machine's service years (no source pins one; workloads set theirs).
+        kernel: Kernel::Linux(5, 10),
+        // Xeon Platinum 8170: 6 x DDR4-2666 channels per socket (Intel ARK).
+        mem_bw_gbs: 128.0,
+        tlbi_range: false,
+        // Linux before v6.6: CFS.
+        sched: SchedKind::Cfs,
+        costs: Costs {
+            // InstLatx64 Skylake-SP core (i9-7900X), Page_Random: 4 cycles to 32 KB, 14 in the 1 MB L2.
+            mem_access: 4,
+            // Same table, 4 KB stride: 14 at 256 KB (inside the DTLB's reach), 23 at 384 KB
+            // (an STLB hit and an L2 hit), so an STLB hit adds 9.
+            tlb_l2_hit: 9,
+            // A paging-structure load hitting the L2: 14 (same table).
+            walk_level: 14,
+            // Fixed part of a walk with its upper levels cached: EST.
+            walk_start: 10,
+            // INVLPG ~230 cycles loop-measured (Molnar 2015, Hansen 2014, pre-Skylake Intel), as skylake.
+            tlbi_local_va: 230,
+            // INVPCID single-context: EST, as skylake (no figure).
+            tlbi_local_asid: 400,
+            // INVPCID all-contexts 376 ns on a Skylake core at 2.3 GHz (Lutomirski): 865 cycles.
+            tlbi_local_all: 865,
+            // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Skylake-SP.
+            full_barrier: 20,
+            // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
+            root_write: 100,
+            root_write_flush: 100,
+            // SYSCALL/SYSRET as skylake (80/60, EST) plus one PTI CR3 write each way (root_write):
+            // Skylake-SP does not enumerate RDCL_NO, so Linux runs it with page-table isolation.
+            exception_entry: 180,
+            exception_exit: 160,
+            // x2APIC ICR write after the kernel's fence: EST (no Skylake-SP figure).
+            ipi_send: 150,
+            // Mesh trip (~100) plus interrupt acceptance and IDT vectoring: EST, no figure.
+            ipi_deliver: 1000,
+            // Linux's call-function dispatch: a few hundred instructions (EST).
+            ipi_handle: 300,
+            // The cross-socket extra of a cache-line hand-off (UPI), below.
+            ipi_cross_socket: 184,
+            // Core-to-core CAS one-way medians on a 2 x Xeon 8275CL (Cascade Lake, Skylake-SP's
+            // mesh and UPI; nviennot/core-to-core-latency): 46.6 ns in a socket, 134.1 ns across.
+            cacheline_transfer: 98,
+            cacheline_cross_socket: 184,
+            // Linux software paths: estimates as for the other Linux presets; the switch path
+            // is skylake's calibrated 847 (the project's only Linux figure, a Skylake core).
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 850,
+            fault_path: 1500,
+            page_copy: 256,
+            // L1D fill buffers: EST (as skylake).
+            mlp: 10,
+            // Intel optimization manual (Skylake): "two page walks in parallel".
+            walkers: 2,
+            ..X86_BASE
+        },
+    }
+}
+
+/// The Ice Lake-SP figures shared by [`icx8358`] and [`icx8336c`], at `freq_ghz`:
+/// the core's figures are in cycles and the same for both parts; the
+/// uncore's (mesh, UPI), measured in ns, are converted at the part's clock.
+/// Every figure's source or reason: `docs/costs/icx8358.md`.
+fn icelake_sp_costs(freq_ghz: f64) -> Costs {
+    let cycles = |ns: f64| (ns * freq_ghz).round() as u64;
+    Costs {
+        // Sunny Cove's 48 KB L1D: 5-cycle load-to-use (EST, not confirmed in a source read).
+        mem_access: 5,
+        // STLB hit, walk load (the 1.25 MB L2) and walk start: skx8170's Skylake-SP figures (EST).
+        tlb_l2_hit: 9,
+        walk_level: 14,
+        walk_start: 10,
+        // INVLPG / INVPCID single / all: no Ice Lake figures; skx8170's, a Skylake-family TLB (EST).
+        tlbi_local_va: 230,
+        tlbi_local_asid: 400,
+        tlbi_local_all: 865,
+        // LOCK ADD: Sandy Bridge-E's ~20.5 cycles (rygorous atomic_ops_test); EST for Sunny Cove.
+        full_barrier: 20,
+        // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
+        root_write: 100,
+        root_write_flush: 100,
+        // SYSCALL/SYSRET without PTI (Ice Lake-SP is listed not affected by Meltdown): skylake's EST.
+        exception_entry: 80,
+        exception_exit: 60,
+        // x2APIC ICR write, delivery (mesh trip, acceptance, IDT vectoring) and Linux's
+        // call-function dispatch: estimates, as skx8170 (no Ice Lake-SP figure).
+        ipi_send: 150,
+        ipi_deliver: 1000,
+        ipi_handle: 300,
+        // Core-to-core CAS one-way medians on a 2 x Xeon 8375C (Ice Lake-SP;
+        // nviennot/core-to-core-latency): 51.3 ns in a socket, 107.8 ns across; an IPI
+        // crossing UPI pays the line's cross-socket extra.
+        ipi_cross_socket: cycles(107.8 - 51.3),
+        cacheline_transfer: cycles(51.3),
+        cacheline_cross_socket: cycles(107.8 - 51.3),
+        // Linux software paths: estimates as for skx8170 (a Skylake-family core).
+        syscall_body: 150,
+        pipe_op: 400,
+        switch_path: 850,
+        fault_path: 1500,
+        page_copy: 256,
+        // L1D fill buffers: EST (as skx8170).
+        mlp: 10,
+        // Page walkers: Skylake's two kept (EST: no Sunny Cove figure found).
+        walkers: 2,
+        ..X86_BASE
+    }
+}
+
+/// The Ice Lake-SP TLB: CPUID leaf 0x18 of an Ice Lake-SP (InstLatx64, Xeon Gold
+/// 6330): a 64-entry 4-way load DTLB for 4 KB pages (modelled fully
+/// associative) and two 1024-entry 8-way second-level arrays that both hold
+/// 4 KB pages (one shares them with 2 MB, the other with 1 GB), modelled as one
+/// 2048-entry 16-way STLB. PDE cache: EST.
+const ICELAKE_SP_TLB: TlbGeometry = TlbGeometry { l1d_entries: 64, l2_entries: 2048, l2_ways: 16, pwc_entries: 32 };
+
+/// A two-socket Intel Xeon Platinum 8358 (Ice Lake-SP): 32 cores and 64
+/// hardware threads per socket at 2.6 GHz, 128 threads in all, each thread a
+/// CPU. Fixed before any workload ran on it, from hardware documentation and
+/// microbenchmarks only. Notes: `docs/costs/icx8358.md`.
+pub fn icx8358() -> Preset {
+    Preset {
+        name: "icx8358",
+        description: "Intel Xeon Platinum 8358 (Ice Lake-SP): 2 sockets x 32 cores x 2 threads @ 2.6 GHz, 128 CPUs",
+        arch: Arch::X86_64,
+        // Intel: "Intel(R) Xeon(R) Platinum 8358 CPU @ 2.60GHz" (base).
+        freq_ghz: 2.6,
+        // 32 cores x 2 threads per socket, each thread a CPU (no SMT in the model).
+        cores_per_socket: 64,
+        // One mesh and one L3 (48 MB) per socket; sub-NUMA clustering off (EST).
+        cores_per_ccx: 64,
+        real_cores: 128,
+        asid_bits: &[12],
+        numa: &[1],
+        tlb: ICELAKE_SP_TLB,
+        // EST: a v6.x kernel of the machine's service years (no source pins one).
+        kernel: Kernel::Linux(6, 1),
+        // Ice Lake-SP: 8 x DDR4-3200 channels per socket (Intel ARK, Xeon Platinum 8358).
+        mem_bw_gbs: 204.8,
+        tlbi_range: false,
+        // Linux before v6.6: CFS.
+        sched: SchedKind::Cfs,
+        costs: icelake_sp_costs(2.6),
+    }
+}
+
+/// A two-socket Intel Xeon Platinum 8336C (Ice Lake-SP, a custom part): 16
+/// cores and 32 hardware threads per socket at 2.3 GHz, 64 threads in all. The
+/// Ice Lake-SP figures of [`icx8358`] at this clock. Notes: `docs/costs/icx8336c.md`.
+pub fn icx8336c() -> Preset {
+    Preset {
+        name: "icx8336c",
+        description: "Intel Xeon Platinum 8336C (Ice Lake-SP): 2 sockets x 16 cores x 2 threads @ 2.3 GHz, 64 CPUs",
+        arch: Arch::X86_64,
+        // lscpu: "Intel(R) Xeon(R) Platinum 8336C CPU @ 2.30GHz", model 106 (Ice Lake-SP).
+        freq_ghz: 2.3,
+        // lscpu: "Core(s) per socket: 16", "Socket(s): 2"; x 2 threads, each a CPU.
+        cores_per_socket: 32,
+        cores_per_ccx: 32,
+        real_cores: 64,
+        asid_bits: &[12],
+        numa: &[1],
+        tlb: ICELAKE_SP_TLB,
+        // EST: as icx8358.
+        kernel: Kernel::Linux(6, 1),
+        // EST: the Ice Lake-SP platform's 8 x DDR4-3200 (a custom part; no datasheet found).
+        mem_bw_gbs: 204.8,
+        tlbi_range: false,
+        sched: SchedKind::Cfs,
+        costs: icelake_sp_costs(2.3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intel_server_presets_count_hardware_threads_as_cpus() {
+        let got: Vec<_> =
+            [skx8170(), icx8358(), icx8336c()].iter().map(|p| (p.name, p.cores_per_socket, p.real_cores)).collect();
+        assert_eq!(got, [("skx8170", 52, 104), ("icx8358", 64, 128), ("icx8336c", 32, 64)]);
+    }
+
+    #[test]
+    fn ice_lake_sp_converts_its_mesh_and_upi_latencies_at_each_parts_clock() {
+        let (a, b) = (icx8358().costs, icx8336c().costs);
+        assert_eq!((a.cacheline_transfer, a.cacheline_cross_socket, a.ipi_cross_socket), (133, 147, 147));
+        assert_eq!((b.cacheline_transfer, b.cacheline_cross_socket, b.ipi_cross_socket), (118, 130, 130));
+        // The core's figures are in cycles and the same for both parts.
+        assert_eq!((a.mem_access, a.tlbi_local_va, a.walkers), (b.mem_access, b.tlbi_local_va, b.walkers));
+    }
+
+    #[test]
+    fn intel_server_presets_follow_graviton4_in_the_registry() {
+        let names = names();
+        let at = names.iter().position(|n| *n == "graviton4").expect("graviton4 is a preset");
+        assert_eq!(names[at + 1..at + 4], ["skx8170", "icx8358", "icx8336c"]);
     }
 }
