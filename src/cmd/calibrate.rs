@@ -46,19 +46,15 @@ fn selection(only: Option<&str>) -> Result<(Vec<Bench>, bool), CliError> {
     };
     let mut want = Vec::new();
     for name in list.split(',').map(str::trim) {
-        let b = Bench::from_name(name).ok_or_else(|| {
-            let all: Vec<&str> = Bench::ALL.iter().map(|b| b.name()).collect();
-            let near = tlbkit_registry::suggest::did_you_mean(name, all.iter().copied());
-            format!("unknown microbenchmark '{name}'{near}; valid microbenchmarks: {}", all.join(", "))
-        })?;
+        let b =
+            Bench::from_name(name).ok_or_else(|| tlbkit_lab::Error::UnknownMicrobench { name: name.to_string() })?;
         want.push(b);
     }
-    // The fitted costs' microbenchmarks, and the base each chosen one is judged against.
-    let bases: Vec<Bench> =
-        want.iter().filter_map(|b| calibrate::base_of(b.name())).filter_map(|(b, _)| Bench::from_name(b)).collect();
-    let fitted = calibrate::FITTED.iter().filter_map(|f| Bench::from_name(f.bench)).chain(bases);
-    let chosen: Vec<Bench> =
-        Bench::ALL.iter().copied().filter(|b| want.contains(b) || fitted.clone().any(|f| f == *b)).collect();
+    // With the fitted costs' microbenchmarks, and the base each chosen one is judged against.
+    let bases = want.iter().filter_map(|b| calibrate::base_of(b.name())).map(|(base, _)| base);
+    let fitted = calibrate::FITTED.iter().map(|f| f.bench);
+    want.extend(bases.chain(fitted).filter_map(Bench::from_name).collect::<Vec<_>>());
+    let chosen: Vec<Bench> = Bench::ALL.iter().copied().filter(|b| want.contains(b)).collect();
     let full = chosen.len() == Bench::ALL.len();
     Ok((chosen, full))
 }
@@ -80,18 +76,12 @@ fn cpus(flag: Option<&str>, online: &[usize]) -> Result<Cpus, CliError> {
     Ok(cpus)
 }
 
-/// Returns whether `/proc/cpuinfo` lists x86's `INVLPGB` among the CPU's flags.
-fn has_invlpgb(cpuinfo: &str) -> bool {
-    cpuinfo.lines().filter(|l| l.starts_with("flags")).any(|l| l.split_whitespace().any(|f| f == "invlpgb"))
-}
-
 /// Runs `tlbkit calibrate`; returns the exit code.
 pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
     let topo = topology::read_host().map_err(|e| e.to_string())?;
     let (benches, full) = selection(a.only.as_deref())?;
     let cpus = cpus(a.cpus.as_deref(), &topo.online)?;
     let effort = if a.quick { Effort::Quick } else { Effort::Full };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let Some(mhz) = topo.max_mhz else {
         return Err("this host does not say its clock (no cpufreq, no 'cpu MHz' in /proc/cpuinfo); tlbkit \
                     calibrate needs it to turn measured times into cycles"
@@ -108,7 +98,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
         threads_per_core: topo.threads_per_core,
         numa_nodes: topo.numa_nodes,
         freq_ghz: mhz / 1000.0,
-        broadcast_tlbi: topo.arch != "x86_64" || has_invlpgb(&cpuinfo),
+        broadcast_tlbi: topo.broadcast_tlbi,
         costs: HostCosts {
             syscall_body: 0,
             page_copy: 1,

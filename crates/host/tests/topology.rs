@@ -163,6 +163,7 @@ fn unknown_model_and_no_clock_when_cpuinfo_says_neither() {
     tree.file("devices/system/cpu/online", "0");
     let t = read(tree.path(), "processor\t: 0\nCPU part\t: 0xd0c\n", uname("riscv64")).unwrap();
     assert_eq!((t.model.as_str(), t.max_mhz), ("unknown", None));
+    assert!(!t.broadcast_tlbi, "riscv64 is not known to broadcast TLB invalidations");
     // Nothing under cpu0: one package of one CPU, no SMT.
     assert_eq!((t.packages, t.cpus_per_package, t.cpus_per_l3, t.threads_per_core), (1, 1, 1, 1));
 }
@@ -188,4 +189,15 @@ fn reads_this_host_consistently() {
 #[test]
 fn host_is_not_linux() {
     assert!(matches!(tlbkit_host::topology::read_host(), Err(Error::NotLinux { .. })));
+}
+
+#[test]
+fn broadcast_invalidation_is_every_arm64_cpu_and_an_x86_one_with_invlpgb() {
+    let tree = Tree::new("bcast");
+    tree.file("devices/system/cpu/online", "0");
+    let x86 = |cpuinfo: &str| read(tree.path(), cpuinfo, uname("x86_64")).unwrap().broadcast_tlbi;
+    assert!(!x86(X86_CPUINFO));
+    assert!(!x86("processor\t: 0\nflags\t\t: fpu pcid invpcid invlpgbx\n"));
+    assert!(x86("processor\t: 0\nflags\t\t: fpu pcid invpcid invlpgb rdpid\n"));
+    assert!(read(tree.path(), "", uname("aarch64")).unwrap().broadcast_tlbi);
 }

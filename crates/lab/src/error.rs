@@ -316,8 +316,9 @@ impl Error {
             Error::Panicked { why, command } => format!("the simulator panicked ({why}); repeat with: {command}"),
             Error::Stopped => "a run was stopped before it finished".into(),
             Error::UnknownMicrobench { name } => {
-                let all: Vec<&str> = crate::calibrate::BENCHES.iter().map(|(b, _)| *b).collect();
-                format!("unknown microbenchmark '{name}'; valid microbenchmarks: {}", all.join(", "))
+                let all: Vec<&str> = tlbkit_host::Bench::ALL.iter().map(|b| b.name()).collect();
+                let near = tlbkit_registry::suggest::did_you_mean(name, all.iter().copied());
+                format!("unknown microbenchmark '{name}'{near}; valid microbenchmarks: {}", all.join(", "))
             }
             Error::Read { path, source } => format!("cannot read {}: {source}", path.display()),
             Error::LogIo { name, source } => format!("{name}: {source}"),

@@ -1,5 +1,5 @@
-//! What `/proc/cpuinfo` says of the processor: its model, and its clock when
-//! cpufreq does not.
+//! What `/proc/cpuinfo` says of the processor: its model, its clock when
+//! cpufreq does not, and its feature flags.
 //!
 //! x86 prints one block per CPU with `model name` and `cpu MHz`
 //! (arch/x86/kernel/cpu/proc.c, `show_cpuinfo`); arm64 prints neither, only
@@ -31,4 +31,9 @@ pub(super) fn model(cpuinfo: &str) -> String {
 /// Returns the first CPU's `cpu MHz`, if it is there and a positive number.
 pub(super) fn mhz(cpuinfo: &str) -> Option<f64> {
     value(cpuinfo, "cpu MHz")?.parse::<f64>().ok().filter(|mhz| mhz.is_finite() && *mhz > 0.0)
+}
+
+/// Returns whether the first CPU's `flags` (x86) name `flag`.
+pub(super) fn has_flag(cpuinfo: &str, flag: &str) -> bool {
+    value(cpuinfo, "flags").is_some_and(|flags| flags.split_whitespace().any(|f| f == flag))
 }

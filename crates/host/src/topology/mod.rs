@@ -60,6 +60,10 @@ pub struct Topology {
     pub max_mhz: Option<f64>,
     /// `uname -m`: `x86_64`, `aarch64`.
     pub arch: String,
+    /// Whether the CPUs broadcast TLB invalidations: every arm64 CPU
+    /// (`TLBI ...IS`), and an x86 CPU whose `/proc/cpuinfo` flags name
+    /// `invlpgb`; no other.
+    pub broadcast_tlbi: bool,
     /// `uname -r`.
     pub kernel: String,
     /// `uname -n`.
@@ -117,6 +121,11 @@ pub fn read(sys: &Path, cpuinfo: &str, uname: Uname) -> Result<Topology, Error> 
         numa_nodes: numa_nodes(&sys.join("devices/system/node"))?,
         model: cpuinfo::model(cpuinfo),
         max_mhz,
+        broadcast_tlbi: match uname.machine.as_str() {
+            "aarch64" | "arm64" => true,
+            "x86_64" => cpuinfo::has_flag(cpuinfo, "invlpgb"),
+            _ => false,
+        },
         arch: uname.machine,
         kernel: uname.release,
         hostname: uname.nodename,

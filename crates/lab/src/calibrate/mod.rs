@@ -42,26 +42,10 @@ use crate::claims::verdict;
 use crate::Error;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use tlbkit_host::Bench;
 use tlbkit_sim::preset::{self, host::HostProfile, Preset};
 use tlbkit_sim::run::{run_on, RunSpec};
 use tlbkit_sim::workload::microbench;
-
-/// The microbenchmarks, in the host crate's order, and their units.
-pub const BENCHES: &[(&str, &str)] = &[
-    ("null_syscall", "ns"),
-    ("page_fault", "ns"),
-    ("zeroing", "GB/s"),
-    ("zeroing_all", "GB/s"),
-    ("mmap", "ns"),
-    ("munmap", "ns"),
-    ("madvise", "ns"),
-    ("mprotect", "ns"),
-    ("pipe_rw", "ns"),
-    ("pipe_switch", "ns"),
-    ("line_pingpong", "ns"),
-    ("lock_handoff", "ns"),
-    ("shootdown", "ns"),
-];
 
 /// The host's figures, by microbenchmark name, in its unit.
 pub type Figures = BTreeMap<String, f64>;
@@ -163,19 +147,20 @@ fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> 
     })
 }
 
-/// Returns, for each microbenchmark of `host` in [`BENCHES`]' order, the
+/// Returns, for each microbenchmark of `host` in [`Bench::ALL`]'s order, the
 /// host's figure beside the model's on the machine `profile` describes.
 pub fn compare(profile: &HostProfile, host: &Figures, all_cpus: usize) -> Result<Vec<Row>, Error> {
     let preset = preset::host::preset(profile);
     let policy = policy_for(profile);
     let mut model = BTreeMap::new();
-    for &(bench, _) in BENCHES {
+    for bench in Bench::ALL.iter().map(|b| b.name()) {
         if host.contains_key(bench) {
             model.insert(bench, model_figure(&preset, policy, bench, all_cpus)?);
         }
     }
     let mut rows = Vec::new();
-    for &(bench, unit) in BENCHES {
+    for b in Bench::ALL {
+        let (bench, unit) = (b.name(), b.unit());
         let (Some(&h), Some((m, command))) = (host.get(bench), model.get(bench)) else { continue };
         let (m, command) = (*m, command.clone());
         let verdict = match base_of(bench) {

@@ -19,7 +19,7 @@
 //! figures; SMT (each logical CPU is a core, as in every preset); NUMA nodes
 //! inside a package (a package is one node).
 
-use super::{graviton4, milan, skylake, Arch, Kernel, Preset};
+use super::{graviton4, milan, skylake, Arch, Costs, Kernel, Preset, X86_BASE};
 use crate::sched::SchedKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -176,17 +176,22 @@ pub fn preset(p: &HostProfile) -> Preset {
     costs.switch_path = h.switch_path;
     costs.cacheline_transfer = h.cacheline_transfer.max(1);
     if base.arch == Arch::X86_64 && !p.broadcast_tlbi {
-        // Without INVLPGB remote CPUs are reached by IPI only (`X86_BASE`).
-        costs.tlbi_bcast_issue = 0;
-        costs.dvm_hop = 0;
-        costs.dvm_cross_socket = 0;
-        costs.dvm_process = 0;
-        costs.dvm_process_asid = 0;
-        costs.dvm_issuer_cores = 0;
-        costs.dvm_issuer_outstanding = 0;
-        costs.dvm_node_outstanding = 0;
-        costs.dvm_node_process = 0;
-        costs.dsb = 0;
+        // Without INVLPGB remote CPUs are reached by IPI only: the broadcast
+        // fields are those of every x86 machine without it.
+        let x = X86_BASE;
+        costs = Costs {
+            tlbi_bcast_issue: x.tlbi_bcast_issue,
+            dvm_hop: x.dvm_hop,
+            dvm_cross_socket: x.dvm_cross_socket,
+            dvm_process: x.dvm_process,
+            dvm_process_asid: x.dvm_process_asid,
+            dvm_issuer_cores: x.dvm_issuer_cores,
+            dvm_issuer_outstanding: x.dvm_issuer_outstanding,
+            dvm_node_outstanding: x.dvm_node_outstanding,
+            dvm_node_process: x.dvm_node_process,
+            dsb: x.dsb,
+            ..costs
+        };
     }
     Preset {
         name: "host",
