@@ -44,6 +44,14 @@ pub struct Costs {
     pub tlbi_local_asid: u64,
     /// A local TLBI of everything (`TLBI VMALLE1`).
     pub tlbi_local_all: u64,
+    /// x86 `INVPCID` type 0 (individual address): one page of a PCID other than
+    /// the one in CR3, since `INVLPG` acts on the current PCID only (Intel SDM
+    /// vol. 2A, INVLPG and INVPCID). A local by-VA invalidation of a tag other
+    /// than CR3's is charged this (Linux's page-table isolation flushes the user
+    /// PCID's page so). Zero where the machine has no `INVPCID`
+    /// ([`Preset::invpcid`]), and on arm64, whose `TLBI VAE1` names any ASID at
+    /// `tlbi_local_va`.
+    pub invpcid_va: u64,
     /// Issuing one broadcast TLBI (`TLBI ...IS`, AMD `INVLPGB`) into the interconnect.
     ///
     /// On x86 machines with `INVLPGB` (AMD Zen 3 and later) the broadcast fields
@@ -235,6 +243,11 @@ pub struct Preset {
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
     /// figure for a range's receiver cost was found; see `docs/costs/`).
     pub tlbi_range: bool,
+    /// Whether the CPUs have x86 `INVPCID` (CPUID.(EAX=07H,ECX=0):EBX[10]):
+    /// Intel from Haswell, AMD from Zen 2; never on arm64. Linux's page-table
+    /// isolation flushes a user PCID's page with it, and without it defers the
+    /// whole user PCID's flush to the next return to user (`--set pti=on`).
+    pub invpcid: bool,
     /// The scheduler of the kernel the preset's measurements came from
     /// (`crate::sched`; `--set sched=` overrides it).
     pub sched: SchedKind,
@@ -316,6 +329,8 @@ const ARM64_BASE: Costs = Costs {
     tlbi_local_va: 20,
     tlbi_local_asid: 40,
     tlbi_local_all: 40,
+    // arm64 has no INVPCID: a TLBI VAE1 of any ASID is tlbi_local_va.
+    invpcid_va: 0,
     // Issuing a DVM message is a store-like operation into the interconnect queue.
     tlbi_bcast_issue: 10,
     dvm_hop: 300,
@@ -380,6 +395,8 @@ const X86_BASE: Costs = Costs {
     tlbi_local_va: 230,
     tlbi_local_asid: 150,
     tlbi_local_all: 150,
+    // No INVPCID unless a preset says so (and sets its cost).
+    invpcid_va: 0,
     // No broadcast invalidation without INVLPGB: remote CPUs are reached by IPI.
     tlbi_bcast_issue: 0,
     dvm_hop: 0,
@@ -450,6 +467,7 @@ pub fn cortex_a72() -> Preset {
         // Not published for Graviton 1: EST, two DDR4-2400 channels (docs/costs/kernel.md).
         mem_bw_gbs: 38.4,
         tlbi_range: false,
+        invpcid: false,
         // Origin 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
         // keep the results this preset always gave.
         sched: SchedKind::Fifo,
@@ -539,6 +557,8 @@ pub fn skylake() -> Preset {
         // Intel ARK, i5-6200U: "Max Memory Bandwidth 34.1 GB/s" (2 x DDR4-2133).
         mem_bw_gbs: 34.1,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Origin 002's guest ran Linux ~4.14: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -556,6 +576,9 @@ pub fn skylake() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 400,
             tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // MFENCE or a LOCKed instruction: estimate.
             full_barrier: 30,
             // SYSCALL entry / SYSRET exit before PTI (the origin predates it): estimates below the
@@ -603,6 +626,7 @@ pub fn emag() -> Preset {
         // eMAG 8180: 8 x DDR4-2667 channels (Ampere product brief).
         mem_bw_gbs: 170.7,
         tlbi_range: false,
+        invpcid: false,
         // Origin 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -656,6 +680,7 @@ pub fn altra() -> Preset {
         // Altra: 8 x DDR4-3200 channels (Ampere datasheet).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        invpcid: false,
         // Origin 004's kernel is v6.9-era: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -707,6 +732,7 @@ pub fn ampereone() -> Preset {
         // AmpereOne A192-32X: 8 x DDR5-5200 channels (Ampere product brief).
         mem_bw_gbs: 332.8,
         tlbi_range: false,
+        invpcid: false,
         // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -758,6 +784,7 @@ pub fn graviton4() -> Preset {
         // Graviton4: 12 x DDR5-5600 channels per socket (AWS re:Invent 2023 announcement).
         mem_bw_gbs: 537.6,
         tlbi_range: true,
+        invpcid: false,
         // A recent Linux: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -822,6 +849,7 @@ pub fn kunpeng920() -> Preset {
         mem_bw_gbs: 187.7,
         // Armv8.2-A (WikiChip); range TLBI is Armv8.4 (FEAT_TLBIRANGE): absent.
         tlbi_range: false,
+        invpcid: false,
         // A v5.x Linux: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -878,6 +906,8 @@ pub fn ivb3320m() -> Preset {
         // Intel ARK, i5-3320M: "Max Memory Bandwidth 25.6 GB/s" (2 x DDR3-1600).
         mem_bw_gbs: 25.6,
         tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
         // A v3.x Linux: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -944,6 +974,8 @@ pub fn hsw48() -> Preset {
         // 4 x DDR4-2133 channels per socket (Intel ARK, E5-2680 v3): 4 x 2133 x 8 bytes.
         mem_bw_gbs: 68.3,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -959,6 +991,9 @@ pub fn hsw48() -> Preset {
             tlbi_local_asid: 200,
             // INVPCID all-contexts: haswell2s's estimate for the same core (EST).
             tlbi_local_all: 520,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Haswell.
             full_barrier: 20,
             // MOV CR3: the X86_BASE pair (EST).
@@ -1021,6 +1056,8 @@ pub fn skl56() -> Preset {
         // 6 x DDR4-2666 channels per socket (Intel ARK, Gold 6132): 6 x 2666 x 8 bytes.
         mem_bw_gbs: 128.0,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1033,6 +1070,9 @@ pub fn skl56() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 400,
             tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Skylake-SP.
             full_barrier: 20,
             // MOV CR3: the X86_BASE pair (EST).
@@ -1099,6 +1139,8 @@ pub fn numa4x48() -> Preset {
         // 4 x DDR3-1066 channels per socket (Intel ARK, E5-4607): 4 x 1066 x 8 bytes.
         mem_bw_gbs: 34.1,
         tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
         // A v4.x Linux: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1168,6 +1210,7 @@ pub fn thunderx() -> Preset {
         // CN88xx: 4 x DDR4-2133 channels per socket (Cavium product brief).
         mem_bw_gbs: 68.3,
         tlbi_range: false,
+        invpcid: false,
         // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1224,6 +1267,8 @@ pub fn westmere() -> Preset {
         // Intel ARK, Xeon X5650: "Max Memory Bandwidth 32 GB/s" (3 x DDR3-1333).
         mem_bw_gbs: 32.0,
         tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
         // Origin 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
         // per-CPU FIFO queues keep the results this preset always gave.
         sched: SchedKind::Fifo,
@@ -1283,6 +1328,8 @@ pub fn milan() -> Preset {
         // EPYC 7763: 8 x DDR4-3200 channels (AMD product page).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: AMD from Zen 2 (CPUID 7.EBX[10] on Zen 2 and later).
+        invpcid: true,
         // A recent Linux (the INVLPGB series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -1297,6 +1344,8 @@ pub fn milan() -> Preset {
             tlbi_local_va: 150,
             tlbi_local_asid: 300,
             tlbi_local_all: 500,
+            // INVPCID type 0: no AMD timing published; EST, as INVPCID single-context above (microcoded).
+            invpcid_va: 300,
             // INVLPGB (estimates, floors from measurements): issue like an INVLPG that
             // does not wait; one way through the IO die at least one cross-CCD
             // transfer (108 ns median, core-to-core on a 7R13); +89 ns across sockets
@@ -1373,6 +1422,8 @@ pub fn haswell2s() -> Preset {
         // Intel ARK, E5-2630 v3: "Max Memory Bandwidth 59 GB/s" (4 x DDR4-1866).
         mem_bw_gbs: 59.0,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // LATR ran on Linux 4.10: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1388,6 +1439,9 @@ pub fn haswell2s() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 200,
             tlbi_local_all: 520,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test).
             full_barrier: 20,
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write.
@@ -1451,6 +1505,8 @@ pub fn skx8170() -> Preset {
         // Xeon Platinum 8170: 6 x DDR4-2666 channels per socket (Intel ARK).
         mem_bw_gbs: 128.0,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1469,6 +1525,9 @@ pub fn skx8170() -> Preset {
             tlbi_local_asid: 400,
             // INVPCID all-contexts 376 ns on a Skylake core at 2.3 GHz (Lutomirski): 865 cycles.
             tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Skylake-SP.
             full_barrier: 20,
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
@@ -1523,6 +1582,9 @@ fn icelake_sp_costs(freq_ghz: f64) -> Costs {
         tlbi_local_va: 230,
         tlbi_local_asid: 400,
         tlbi_local_all: 865,
+        // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+        // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+        invpcid_va: 400,
         // LOCK ADD: Sandy Bridge-E's ~20.5 cycles (rygorous atomic_ops_test); EST for Sunny Cove.
         full_barrier: 20,
         // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
@@ -1587,6 +1649,8 @@ pub fn icx8358() -> Preset {
         // Ice Lake-SP: 8 x DDR4-3200 channels per socket (Intel ARK, Xeon Platinum 8358).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: icelake_sp_costs(2.6),
@@ -1615,6 +1679,8 @@ pub fn icx8336c() -> Preset {
         // EST: the Ice Lake-SP platform's 8 x DDR4-3200 (a custom part; no datasheet found).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         sched: SchedKind::Cfs,
         costs: icelake_sp_costs(2.3),
     }
@@ -1641,6 +1707,16 @@ mod tests {
         for p in [hsw48(), skl56(), numa4x48()] {
             assert!(!p.has_broadcast_tlbi(), "{}: Intel before INVLPGB reaches other CPUs by IPI", p.name);
             assert!(p.costs.cacheline_cross_socket > p.costs.cacheline_transfer, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn invpcid_is_costed_exactly_where_the_cpus_have_it() {
+        let with: Vec<&str> = all().iter().filter(|p| p.invpcid).map(|p| p.name).collect();
+        assert_eq!(with, ["skylake", "hsw48", "skl56", "milan", "haswell2s", "skx8170", "icx8358", "icx8336c"]);
+        for p in all() {
+            assert_eq!(p.invpcid, p.costs.invpcid_va > 0, "{}", p.name);
+            assert!(!p.invpcid || p.arch == Arch::X86_64, "{}", p.name);
         }
     }
 
