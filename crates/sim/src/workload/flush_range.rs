@@ -51,7 +51,10 @@
 //! page-table isolation (`--set pti=on` on a machine with `INVPCID`), and a
 //! full flush (`--set flush_ceiling=0`, every range above the ceiling). Every
 //! timed call flushes `pages` pages on every CPU, so at one page count the
-//! calls differ only by the flush.
+//! calls differ only by the flush. That is the flush side of the ceiling's
+//! trade only: the TLB refill a full flush causes falls in the next
+//! iteration's untimed writes (and the spinners' reads), which the run's
+//! `tlb_misses`, `page_walks` and `sim_time_ns` metrics show, not the calls.
 //!
 //! Results: `us_per_call`, the mean of the timed `mprotect` calls (both
 //! directions), entry to exit, in microseconds; `cycles_per_call`, the same
