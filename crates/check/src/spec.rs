@@ -126,6 +126,9 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, Error> {
         kpti: false,
         tlbi_range: false,
         tlb_mode: None,
+        flush_ceiling: None,
+        pti: false,
+        invpcid: false,
         bug: r.bug.filter(|b| b.in_policy()),
         checker: true,
     })

@@ -173,6 +173,9 @@ fn every_policy_pages_out_through_its_kernels_flush() {
             kpti: false,
             tlbi_range: false,
             tlb_mode: None,
+            flush_ceiling: None,
+            pti: false,
+            invpcid: false,
             bug: None,
             checker: true,
         };
@@ -232,6 +235,9 @@ fn a_munmap_in_an_mm_a_reclaim_marked_flushes_the_mm_first() {
         kpti: false,
         tlbi_range: false,
         tlb_mode: None,
+        flush_ceiling: None,
+        pti: false,
+        invpcid: false,
         bug: None,
         checker: true,
     };

@@ -85,6 +85,9 @@ mod tests {
             kpti: false,
             tlbi_range: false,
             tlb_mode: None,
+            flush_ceiling: None,
+            pti: false,
+            invpcid: false,
             bug: None,
             checker: false,
         };

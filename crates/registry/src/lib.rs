@@ -138,14 +138,28 @@ pub struct Switches {
     /// `--set tlb_mode=WORD`, with the word used when none is given, for the
     /// CPU count: `None` for a policy without it.
     pub tlb_mode: Option<fn(usize) -> u32>,
+    /// `--set flush_ceiling=N`: x86 Linux's `tlb_single_page_flush_ceiling`,
+    /// the pages above which a range flush becomes a full flush.
+    pub flush_ceiling: bool,
+    /// `--set pti=on`: x86 Linux's page-table isolation (v4.15 on), a user
+    /// PCID beside each kernel PCID and CR3 writes at kernel entry and exit.
+    pub pti: bool,
 }
 
 impl Switches {
     /// No switch.
-    pub const NONE: Switches = Switches { kpti: false, tlbi_range: false, contpte: false, tlb_mode: None };
+    pub const NONE: Switches =
+        Switches { kpti: false, tlbi_range: false, contpte: false, tlb_mode: None, flush_ceiling: false, pti: false };
 
     /// arm64 Linux's: KPTI, range invalidation and contiguous PTEs.
-    pub const ARM64_LINUX: Switches = Switches { kpti: true, tlbi_range: true, contpte: true, tlb_mode: None };
+    pub const ARM64_LINUX: Switches = Switches { kpti: true, tlbi_range: true, contpte: true, ..Switches::NONE };
+
+    /// x86 Linux's with PCIDs on Intel: the full-flush ceiling and PTI.
+    pub const X86_LINUX_PCID: Switches = Switches { flush_ceiling: true, pti: true, ..Switches::NONE };
+
+    /// x86 Linux's without PTI (a kernel without PCIDs, where PTI's every CR3
+    /// write would flush, or AMD's, which needs none): the full-flush ceiling.
+    pub const X86_LINUX_CEILING: Switches = Switches { flush_ceiling: true, ..Switches::NONE };
 }
 
 /// A registered policy: everything the tools know about it. Each field is set
@@ -200,6 +214,15 @@ pub struct Build {
     /// `--set tlb_mode=WORD`, if given; otherwise the policy's default for the
     /// CPU count ([`Switches::tlb_mode`]).
     pub tlb_mode: Option<u32>,
+    /// `--set flush_ceiling=N`, if given; otherwise the kernel's default of 33
+    /// ([`Switches::flush_ceiling`]).
+    pub flush_ceiling: Option<u64>,
+    /// `--set pti=on` ([`Switches::pti`]).
+    pub pti: bool,
+    /// Whether the machine has `INVPCID` (Intel from Haswell, AMD from Zen 2):
+    /// PTI flushes a user PCID's page with it, and without it defers the
+    /// flush to the next return to user mode.
+    pub invpcid: bool,
     /// The bug-zoo bug to re-introduce (the checker's `zoo/<id>`), if any.
     pub bug: Option<Bug>,
     /// Built for the checker's small shapes (2 to 4 CPUs, a handful of address

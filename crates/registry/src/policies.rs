@@ -13,6 +13,7 @@
 use crate::{Arch, AsidSpace, Build, Error, Family, Os, PolicyDef, Switches, WithPolicy};
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_arm64_tlbmode;
+use tlbkit_policy::asid::linux_pcid::Pti;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, Latr, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
 use tlbkit_policy::shootdown::Completion;
@@ -212,10 +213,10 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_CEILING,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, false)),
+        build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, false).with_flush_ceiling(ceiling(b))),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-pcid" {
@@ -224,10 +225,13 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, true)),
+        build: |b| {
+            let p = LinuxX86::new(b.cpus, b.mm_slots, true).with_flush_ceiling(ceiling(b));
+            Ok::<_, Error>(if b.pti { p.with_pti(pti(b)) } else { p })
+        },
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-410" {
@@ -236,10 +240,10 @@ register! {
         arch: X86_64,
         os: LinuxV410,
         needs_broadcast_tlbi: false,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_CEILING,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86v410::new(b.cpus, b.mm_slots)),
+        build: |b| Ok::<_, Error>(LinuxX86v410::new(b.cpus, b.mm_slots).with_flush_ceiling(ceiling(b))),
     }
     "x86-latr" {
         description: "LATR (ASPLOS 2018) on Linux x86 v4.10, as its artifact has it: every flush of an mm while its \
@@ -278,10 +282,10 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::V613)),
+        build: |b| Ok::<_, Error>(x86_615(b, Kernel::V613)),
     }
     "x86-linux-lazytrim" {
         description: "Linux x86 v6.14's lazy mm_cpumask as v6.18 has it: stale CPUs trimmed by a flush once a \
@@ -289,10 +293,10 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: false,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::LazyTrim)),
+        build: |b| Ok::<_, Error>(x86_615(b, Kernel::LazyTrim)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-linux-invlpgb" {
@@ -301,7 +305,7 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: true,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
         family: Shootdown,
         build: |b| invlpgb(b),
@@ -314,7 +318,7 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: true,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
         family: Shootdown,
         build: |b| invlpgb(b).map(LinuxX86v615::with_max_refused),
@@ -326,7 +330,7 @@ register! {
         arch: X86_64,
         os: Linux,
         needs_broadcast_tlbi: true,
-        switches: Switches::NONE,
+        switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
         family: Shootdown,
         build: |b| invlpgb(b).map(LinuxX86v615::with_targeted_tlbbatch),
@@ -388,11 +392,37 @@ fn pcids(b: &Build) -> Result<u32, Error> {
     }
 }
 
+/// Returns x86 Linux's `tlb_single_page_flush_ceiling` for `b`: its
+/// `--set flush_ceiling`, or the kernel's 33.
+fn ceiling(b: &Build) -> u64 {
+    b.flush_ceiling.unwrap_or(tlbkit_policy::asid::linux_pcid::TLB_SINGLE_PAGE_FLUSH_CEILING)
+}
+
+/// Returns how PTI flushes a user PCID's page on `b`'s machine: by `INVPCID`
+/// where it has it, otherwise at the next return to user.
+fn pti(b: &Build) -> Pti {
+    if b.invpcid {
+        Pti::Invpcid
+    } else {
+        Pti::Deferred
+    }
+}
+
+/// Returns Linux x86 v6.13 or v6.14+ (`kernel`) for `b`, with its ceiling and PTI.
+fn x86_615(b: &Build, kernel: Kernel) -> LinuxX86v615 {
+    let p = LinuxX86v615::new(b.cpus, b.mm_slots, kernel).with_flush_ceiling(ceiling(b));
+    if b.pti {
+        p.with_pti(pti(b))
+    } else {
+        p
+    }
+}
+
 /// Returns Linux x86 with INVLPGB for `b`: the kernel's space of global ASIDs on
 /// a machine's 12-bit PCIDs; in the checker `1 << asid_bits` of them (its
 /// `--asids`), any other CPU running the mm enough to qualify, every flush sampled.
 fn invlpgb(b: &Build) -> Result<LinuxX86v615, Error> {
-    let p = LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::Invlpgb);
+    let p = LinuxX86v615::new(b.cpus, b.mm_slots, Kernel::Invlpgb).with_flush_ceiling(ceiling(b));
     if !b.checker {
         return Ok(p);
     }
@@ -424,6 +454,9 @@ mod tests {
             kpti: false,
             tlbi_range: false,
             tlb_mode: None,
+            flush_ceiling: None,
+            pti: false,
+            invpcid: false,
             bug: Some(Bug::FreebsdArm64EpochWrap),
             checker: false,
         };
@@ -470,6 +503,12 @@ mod tests {
             if s.kpti || s.tlbi_range || s.contpte || s.tlb_mode.is_some() {
                 assert_eq!((p.arch, p.os.is_linux()), (Arch::Arm64, true), "{}", p.name);
             }
+            // The full-flush ceiling and PTI are x86 Linux's; PTI only where PCIDs are used
+            // and no INVLPGB (AMD's) is.
+            if s.flush_ceiling || s.pti {
+                assert_eq!((p.arch, p.os.is_linux()), (Arch::X86_64, true), "{}", p.name);
+            }
+            assert!(!s.pti || (s.flush_ceiling && !p.needs_broadcast_tlbi), "{}", p.name);
             // Every arm64 machine broadcasts; on x86 only INVLPGB does.
             assert!(!p.needs_broadcast_tlbi || p.arch == Arch::X86_64, "{}", p.name);
             let space = match (p.arch, p.os) {
@@ -485,6 +524,8 @@ mod tests {
         }
         let tlb_mode: Vec<&str> = POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
         assert_eq!(tlb_mode, ["arm64-linux-tlbmode"]);
+        let pti: Vec<&str> = POLICIES.iter().filter(|p| p.switches.pti).map(|p| p.name).collect();
+        assert_eq!(pti, ["x86-linux-pcid", "x86-linux-613", "x86-linux-lazytrim"]);
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn machines() -> Value {
                 "numa": p.numa,
                 "tlb": serde_json::to_value(p.tlb).unwrap_or_default(),
                 "tlbi_range": p.tlbi_range,
+                "invpcid": p.invpcid,
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),
                 "cost_sources": format!("docs/costs/{}.md", p.name),
             })

@@ -180,7 +180,7 @@ pub enum Error {
         real: usize,
     },
     /// A switch turned on for a policy that does not take it (`kpti`,
-    /// `tlbi_range`).
+    /// `tlbi_range`, `flush_ceiling`, `pti`).
     SwitchNotTaken {
         /// The switch's key.
         key: String,
@@ -517,7 +517,18 @@ impl Error {
                 names.given(&set_param("sockets"), value)
             ),
             Error::SwitchNotTaken { key, policy } => {
-                format!("{} applies to the arm64-linux policies only, not {policy}", names.given(&set_param(key), "on"))
+                let p = set_param(key);
+                match key.as_str() {
+                    "flush_ceiling" => {
+                        format!("{} applies to the x86 Linux policies only, not {policy}", names.name(&p))
+                    }
+                    "pti" => format!(
+                        "{} applies to x86-linux-pcid, x86-linux-613 and x86-linux-lazytrim only (x86 Linux with \
+                         PCIDs, without INVLPGB), not {policy}",
+                        names.given(&p, "on")
+                    ),
+                    _ => format!("{} applies to the arm64-linux policies only, not {policy}", names.given(&p, "on")),
+                }
             }
             Error::TlbModeNotTaken { takes, policy } => {
                 format!("{} applies to {} only, not {policy}", names.name(&set_param("tlb_mode")), takes.join(", "))

@@ -719,12 +719,17 @@ impl Hw for CpuHw<'_> {
         match scope {
             Scope::Local => {
                 m.counters.local_invalidations += 1;
-                let tlb = &mut m.cpus[self.cpu.get()].tlb;
+                let st = &mut m.cpus[self.cpu.get()];
+                let current = st.asid;
                 Machine::tlb_ops(op, |inv| {
-                    tlb.invalidate(inv);
+                    st.tlb.invalidate(inv);
                 });
-                // A local range is one instruction (arm64 `TLBI RVAE1`).
+                // A local range is one instruction (arm64 `TLBI RVAE1`). On x86 a page
+                // of a PCID other than CR3's cannot be INVLPG, which acts on the
+                // current PCID only: it is INVPCID type 0 (`Costs::invpcid_va`, zero
+                // on arm64 and where the machine has no INVPCID).
                 let cost = match op {
+                    Tlbi::Va { asid, .. } if c.invpcid_va > 0 && asid.get() != current => c.invpcid_va,
                     Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.tlbi_local_va,
                     Tlbi::Asid(_) => c.tlbi_local_asid,
                     Tlbi::All | Tlbi::AllNonGlobal => c.tlbi_local_all,

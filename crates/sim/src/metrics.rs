@@ -191,6 +191,14 @@ pub const METRICS: &[MetricDef] = &[
          mean over iterations (with chunk_kb, the sum of the mapping's calls)",
     ),
     result(
+        "cycles_per_call",
+        "cycles per call",
+        "cycles",
+        "flush_range: one mprotect call of the written pages, entry to exit, mean over the calls, in the machine's \
+         core cycles (us_per_call at the preset's clock): at a given page count the call's other work is the same \
+         for every flush method, so curves by pages differ by the flush's cost",
+    ),
+    result(
         "us_per_call",
         "time per call",
         "µs",

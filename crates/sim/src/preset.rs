@@ -44,6 +44,14 @@ pub struct Costs {
     pub tlbi_local_asid: u64,
     /// A local TLBI of everything (`TLBI VMALLE1`).
     pub tlbi_local_all: u64,
+    /// x86 `INVPCID` type 0 (individual address): one page of a PCID other than
+    /// the one in CR3, since `INVLPG` acts on the current PCID only (Intel SDM
+    /// vol. 2A, INVLPG and INVPCID). A local by-VA invalidation of a tag other
+    /// than CR3's is charged this (Linux's page-table isolation flushes the user
+    /// PCID's page so). Zero where the machine has no `INVPCID`
+    /// ([`Preset::invpcid`]), and on arm64, whose `TLBI VAE1` names any ASID at
+    /// `tlbi_local_va`.
+    pub invpcid_va: u64,
     /// Issuing one broadcast TLBI (`TLBI ...IS`, AMD `INVLPGB`) into the interconnect.
     ///
     /// On x86 machines with `INVLPGB` (AMD Zen 3 and later) the broadcast fields
@@ -235,6 +243,11 @@ pub struct Preset {
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
     /// figure for a range's receiver cost was found; see `docs/costs/`).
     pub tlbi_range: bool,
+    /// Whether the CPUs have x86 `INVPCID` (CPUID.(EAX=07H,ECX=0):EBX[10]):
+    /// Intel from Haswell, AMD from Zen 2; never on arm64. Linux's page-table
+    /// isolation flushes a user PCID's page with it, and without it defers the
+    /// whole user PCID's flush to the next return to user (`--set pti=on`).
+    pub invpcid: bool,
     /// The scheduler of the kernel the preset's measurements came from
     /// (`crate::sched`; `--set sched=` overrides it).
     pub sched: SchedKind,
@@ -269,6 +282,9 @@ pub fn all() -> Vec<Preset> {
         icx8336c(),
         kunpeng920(),
         ivb3320m(),
+        hsw48(),
+        skl56(),
+        numa4x48(),
     ]
 }
 
@@ -313,6 +329,8 @@ const ARM64_BASE: Costs = Costs {
     tlbi_local_va: 20,
     tlbi_local_asid: 40,
     tlbi_local_all: 40,
+    // arm64 has no INVPCID: a TLBI VAE1 of any ASID is tlbi_local_va.
+    invpcid_va: 0,
     // Issuing a DVM message is a store-like operation into the interconnect queue.
     tlbi_bcast_issue: 10,
     dvm_hop: 300,
@@ -377,6 +395,8 @@ const X86_BASE: Costs = Costs {
     tlbi_local_va: 230,
     tlbi_local_asid: 150,
     tlbi_local_all: 150,
+    // No INVPCID unless a preset says so (and sets its cost).
+    invpcid_va: 0,
     // No broadcast invalidation without INVLPGB: remote CPUs are reached by IPI.
     tlbi_bcast_issue: 0,
     dvm_hop: 0,
@@ -447,6 +467,7 @@ pub fn cortex_a72() -> Preset {
         // Not published for Graviton 1: EST, two DDR4-2400 channels (docs/costs/kernel.md).
         mem_bw_gbs: 38.4,
         tlbi_range: false,
+        invpcid: false,
         // Origin 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
         // keep the results this preset always gave.
         sched: SchedKind::Fifo,
@@ -536,6 +557,8 @@ pub fn skylake() -> Preset {
         // Intel ARK, i5-6200U: "Max Memory Bandwidth 34.1 GB/s" (2 x DDR4-2133).
         mem_bw_gbs: 34.1,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Origin 002's guest ran Linux ~4.14: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -553,6 +576,9 @@ pub fn skylake() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 400,
             tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // MFENCE or a LOCKed instruction: estimate.
             full_barrier: 30,
             // SYSCALL entry / SYSRET exit before PTI (the origin predates it): estimates below the
@@ -600,6 +626,7 @@ pub fn emag() -> Preset {
         // eMAG 8180: 8 x DDR4-2667 channels (Ampere product brief).
         mem_bw_gbs: 170.7,
         tlbi_range: false,
+        invpcid: false,
         // Origin 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -653,6 +680,7 @@ pub fn altra() -> Preset {
         // Altra: 8 x DDR4-3200 channels (Ampere datasheet).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        invpcid: false,
         // Origin 004's kernel is v6.9-era: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -704,6 +732,7 @@ pub fn ampereone() -> Preset {
         // AmpereOne A192-32X: 8 x DDR5-5200 channels (Ampere product brief).
         mem_bw_gbs: 332.8,
         tlbi_range: false,
+        invpcid: false,
         // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -755,6 +784,7 @@ pub fn graviton4() -> Preset {
         // Graviton4: 12 x DDR5-5600 channels per socket (AWS re:Invent 2023 announcement).
         mem_bw_gbs: 537.6,
         tlbi_range: true,
+        invpcid: false,
         // A recent Linux: EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -819,6 +849,7 @@ pub fn kunpeng920() -> Preset {
         mem_bw_gbs: 187.7,
         // Armv8.2-A (WikiChip); range TLBI is Armv8.4 (FEAT_TLBIRANGE): absent.
         tlbi_range: false,
+        invpcid: false,
         // A v5.x Linux: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -875,6 +906,8 @@ pub fn ivb3320m() -> Preset {
         // Intel ARK, i5-3320M: "Max Memory Bandwidth 25.6 GB/s" (2 x DDR3-1600).
         mem_bw_gbs: 25.6,
         tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
         // A v3.x Linux: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -910,6 +943,254 @@ pub fn ivb3320m() -> Preset {
     }
 }
 
+/// A two-socket Intel Xeon E5-2680 v3 (Haswell-EP): 12 cores and 24 hardware
+/// threads per socket at 2.5 GHz, 48 threads in all, each thread a CPU of the
+/// model (which has no SMT). Fixed from hardware documentation and
+/// microbenchmarks of the hardware before any workload ran on it; nothing
+/// comes from a result reported for a mechanism it predicts. Notes, with every
+/// source, every estimate and what modelling a thread as a core leaves out:
+/// `docs/costs/hsw48.md`.
+pub fn hsw48() -> Preset {
+    Preset {
+        name: "hsw48",
+        description: "Intel Xeon E5-2680 v3 (Haswell-EP): 2 sockets x 12 cores x 2 threads @ 2.5 GHz, 48 CPUs",
+        arch: Arch::X86_64,
+        // Intel ARK, Xeon E5-2680 v3: 12 cores, 24 threads, 2.5 GHz base (3.3 GHz turbo).
+        freq_ghz: 2.5,
+        // 12 cores x 2 threads per socket, each thread a CPU (no SMT in the model).
+        cores_per_socket: 24,
+        // One 30 MB L3 per socket on the two rings of the 12-core die; Cluster-on-Die off (EST).
+        cores_per_ccx: 24,
+        real_cores: 48,
+        // CR3 bits 11:0 (Intel SDM vol. 3A, 4.10.1); INVPCID since Haswell.
+        asid_bits: &[12],
+        numa: &[1],
+        // AIDA64 on 2 x E5-2660 v3 (InstLatx64, the same Haswell-EP core): "L1D 4K TLB: 64
+        // entries, 4 way" (modelled fully associative), "L2I+D 4K+2M TLB: 1024 entries, 8 way";
+        // PDE cache: EST.
+        tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1024, l2_ways: 8, pwc_entries: 32 },
+        // EST: Linux 4.9, an LTS kernel of the machine's service years; workloads set theirs.
+        kernel: Kernel::Linux(4, 9),
+        // 4 x DDR4-2133 channels per socket (Intel ARK, E5-2680 v3): 4 x 2133 x 8 bytes.
+        mem_bw_gbs: 68.3,
+        tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
+        // Linux before v6.6: CFS.
+        sched: SchedKind::Cfs,
+        costs: Costs {
+            // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit: Haswell's 12-cycle L2 TLB
+            // (mynavi RMMA Haswell article) less L1D; the walk's fixed part: EST.
+            mem_access: 4,
+            tlb_l2_hit: 8,
+            walk_level: 12,
+            walk_start: 8,
+            // EST: pre-Skylake Intel INVLPG, X86_BASE's 230 (docs/costs/hsw48.md, section 3).
+            tlbi_local_va: 230,
+            // A whole-mm flush: a flushing CR3 write (root_write + root_write_flush), EST.
+            tlbi_local_asid: 200,
+            // INVPCID all-contexts: haswell2s's estimate for the same core (EST).
+            tlbi_local_all: 520,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
+            // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Haswell.
+            full_barrier: 20,
+            // MOV CR3: the X86_BASE pair (EST).
+            root_write: 100,
+            root_write_flush: 100,
+            // SYSCALL/SYSRET and interrupt entry without PTI (Linux 4.9): X86_BASE's estimates.
+            exception_entry: 100,
+            exception_exit: 80,
+            // x2APIC ICR write, delivery (ring trip, acceptance, IDT vectoring) and Linux's
+            // call-function dispatch: estimates as skx8170 (no bare-metal Haswell-EP figure).
+            ipi_send: 150,
+            ipi_deliver: 1000,
+            ipi_handle: 300,
+            // One QPI crossing: the cross-socket extra of a cache-line hand-off, below.
+            ipi_cross_socket: 206,
+            // Core-to-core CAS one-way medians on a 2 x Xeon E5-2680 v4 (Broadwell-EP, the same
+            // two-ring die and QPI; nviennot/core-to-core-latency): 45.2 ns in a socket, 127.5
+            // ns across, x 2.5.
+            cacheline_transfer: 113,
+            cacheline_cross_socket: 206,
+            // Linux software paths: estimates as for the other Linux presets; the switch path is
+            // haswell2s's estimate for a Haswell core (skylake's calibrated 847, raised).
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 900,
+            fault_path: 1500,
+            page_copy: 256,
+            // L1D fill buffers: EST (X86_BASE).
+            mlp: 10,
+            // Intel: before Skylake one page walk at a time.
+            walkers: 1,
+            ..X86_BASE
+        },
+    }
+}
+
+/// A two-socket Intel Xeon Gold 6132 (Skylake-SP): 14 cores and 28 hardware
+/// threads per socket at 2.6 GHz, 56 threads in all, each thread a CPU. The
+/// Skylake-SP core's figures are `skx8170`'s; the mesh and UPI are measured on
+/// a part of the same 18-core die. Fixed before any workload ran on it, from
+/// hardware documentation and microbenchmarks only. Notes: `docs/costs/skl56.md`.
+pub fn skl56() -> Preset {
+    Preset {
+        name: "skl56",
+        description: "Intel Xeon Gold 6132 (Skylake-SP): 2 sockets x 14 cores x 2 threads @ 2.6 GHz, 56 CPUs",
+        arch: Arch::X86_64,
+        // Intel ARK, Xeon Gold 6132: 14 cores, 28 threads, 2.6 GHz base (3.7 GHz turbo).
+        freq_ghz: 2.6,
+        // 14 cores x 2 threads per socket, each thread a CPU (no SMT in the model).
+        cores_per_socket: 28,
+        // One mesh and one non-inclusive L3 (19.25 MB) per socket; sub-NUMA clustering off (EST).
+        cores_per_ccx: 28,
+        real_cores: 56,
+        asid_bits: &[12],
+        numa: &[1],
+        // The Skylake-SP core's TLBs, as skx8170 (AIDA64, InstLatx64 i9-7900X).
+        tlb: TlbGeometry { l1d_entries: 64, l2_entries: 1536, l2_ways: 12, pwc_entries: 32 },
+        // EST: as skx8170, a v5.x kernel of the machine's service years.
+        kernel: Kernel::Linux(5, 10),
+        // 6 x DDR4-2666 channels per socket (Intel ARK, Gold 6132): 6 x 2666 x 8 bytes.
+        mem_bw_gbs: 128.0,
+        tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
+        // Linux before v6.6: CFS.
+        sched: SchedKind::Cfs,
+        costs: Costs {
+            // skx8170's Skylake-SP core figures (InstLatx64 i9-7900X; the walk's fixed part EST).
+            mem_access: 4,
+            tlb_l2_hit: 9,
+            walk_level: 14,
+            walk_start: 10,
+            // INVLPG / INVPCID single-context / all-contexts: skx8170's (SRC-derived / EST / SRC-derived).
+            tlbi_local_va: 230,
+            tlbi_local_asid: 400,
+            tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
+            // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Skylake-SP.
+            full_barrier: 20,
+            // MOV CR3: the X86_BASE pair (EST).
+            root_write: 100,
+            root_write_flush: 100,
+            // SYSCALL/SYSRET without PTI's CR3 writes (skylake's estimates): page-table isolation
+            // is the policies' pti switch here, not folded in as skx8170 folds it.
+            exception_entry: 80,
+            exception_exit: 60,
+            // x2APIC IPIs: estimates as skx8170 (no Skylake-SP figure).
+            ipi_send: 150,
+            ipi_deliver: 1000,
+            ipi_handle: 300,
+            // One UPI crossing: the cross-socket extra of a cache-line hand-off, below.
+            ipi_cross_socket: 243,
+            // Core-to-core CAS one-way medians on a 2 x Xeon Gold 6242 (Cascade Lake on the same
+            // 18-core die, three UPI links as the 6132; nviennot/core-to-core-latency): 48.0 ns
+            // in a socket, 141.4 ns across, x 2.6.
+            cacheline_transfer: 125,
+            cacheline_cross_socket: 243,
+            // Linux software paths: skx8170's estimates (a Skylake core).
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 850,
+            fault_path: 1500,
+            page_copy: 256,
+            // L1D fill buffers: EST (as skylake).
+            mlp: 10,
+            // Intel optimization manual (Skylake): "two page walks in parallel".
+            walkers: 2,
+            ..X86_BASE
+        },
+    }
+}
+
+/// A four-socket Intel Xeon E5-4607 (Sandy Bridge-EP) server of the Linux v4.3
+/// era: 6 cores and 12 hardware threads per socket at 2.2 GHz (no turbo), 48
+/// threads in all, one NUMA node per socket (4 nodes), PCID and no INVPCID.
+/// The sockets are joined in a ring by their two QPI links, which the model's
+/// single cross-socket cost averages. Fixed before any workload ran on it, from
+/// hardware documentation and microbenchmarks only. Notes: `docs/costs/numa4x48.md`.
+pub fn numa4x48() -> Preset {
+    Preset {
+        name: "numa4x48",
+        description: "Intel Xeon E5-4607 (Sandy Bridge-EP): 4 sockets x 6 cores x 2 threads @ 2.2 GHz, 4 NUMA nodes, \
+                      48 CPUs, PCID, no INVPCID",
+        arch: Arch::X86_64,
+        // Intel ARK, Xeon E5-4607: 6 cores, 12 threads, 2.2 GHz, no Turbo Boost.
+        freq_ghz: 2.2,
+        // 6 cores x 2 threads per socket, each thread a CPU; 48 CPUs fill 4 sockets.
+        cores_per_socket: 12,
+        // One 12 MB L3 per socket on the ring.
+        cores_per_ccx: 12,
+        real_cores: 48,
+        // CR3 bits 11:0 with CR4.PCIDE (PCID since Westmere); INVPCID came with Haswell.
+        asid_bits: &[12],
+        // One node per socket: 4 sockets are 4 NUMA nodes.
+        numa: &[1],
+        // AIDA64 on a Sandy Bridge-EP (InstLatx64, family 6 model 2D): "L1D 4K TLB: 64 entries,
+        // 4 way" (modelled fully associative), "L2I+D 4K TLB: 512 entries, 4 way"; PDE cache: EST.
+        tlb: TlbGeometry { l1d_entries: 64, l2_entries: 512, l2_ways: 4, pwc_entries: 32 },
+        // EST: the v4.3 era (2015) the machine is dated to; workloads set what they need.
+        kernel: Kernel::Linux(4, 3),
+        // 4 x DDR3-1066 channels per socket (Intel ARK, E5-4607): 4 x 1066 x 8 bytes.
+        mem_bw_gbs: 34.1,
+        tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
+        // A v4.x Linux: CFS.
+        sched: SchedKind::Cfs,
+        costs: Costs {
+            // AIDA64 on a Sandy Bridge-EP (InstLatx64): L1D 4, L2 12 cycles. STLB hit: Ivy
+            // Bridge's 11-cycle L2 TLB (mynavi RMMA) less L1D, as ivb3320m; walk start: EST.
+            mem_access: 4,
+            tlb_l2_hit: 7,
+            walk_level: 12,
+            walk_start: 8,
+            // EST: pre-Skylake Intel INVLPG, as ivb3320m.
+            tlbi_local_va: 230,
+            // No INVPCID: a whole-PCID flush is a flushing MOV CR3 (root_write + root_write_flush).
+            tlbi_local_asid: 200,
+            // No INVPCID: a global flush toggles CR4.PGE, ~750 cycles (EST, as ivb3320m).
+            tlbi_local_all: 750,
+            // LOCK ADD ~20.5 cycles on Sandy Bridge-E, the desktop part of this die (rygorous).
+            full_barrier: 20,
+            // MOV CR3: the X86_BASE pair (EST).
+            root_write: 100,
+            root_write_flush: 100,
+            // SYSCALL/SYSRET and interrupt entry without PTI (v4.3 predates it): X86_BASE's EST.
+            exception_entry: 100,
+            exception_exit: 80,
+            // x2APIC IPIs: estimates as skx8170 and hsw48 (no Sandy Bridge-EP figure).
+            ipi_send: 150,
+            ipi_deliver: 1000,
+            ipi_handle: 300,
+            // The mean cross-socket extra of a cache-line hand-off, below.
+            ipi_cross_socket: 240,
+            // Core-to-core CAS one-way medians on a 2 x Xeon E5-2690 (Sandy Bridge-EP, the same
+            // die; nviennot/core-to-core-latency): 32.4 ns in a socket at 2.9 GHz, a ring at core
+            // clock, kept in cycles (94); 81.9 ns more across one QPI link, and a second link for
+            // the socket opposite in the ring (EST): (2 x 81.9 + 163.8) / 3 = 109 ns, x 2.2.
+            cacheline_transfer: 94,
+            cacheline_cross_socket: 240,
+            // Linux software paths: estimates as ivb3320m (a Sandy Bridge-family core).
+            syscall_body: 150,
+            pipe_op: 400,
+            switch_path: 950,
+            fault_path: 1500,
+            page_copy: 256,
+            // L1D fill buffers: EST (X86_BASE).
+            mlp: 10,
+            // Intel: before Skylake one page walk at a time.
+            walkers: 1,
+            ..X86_BASE
+        },
+    }
+}
+
 /// A two-socket Cavium ThunderX (CN88xx): 2 x 48 cores at 2.0 GHz. Most figures
 /// are estimates; notes: `docs/costs/thunderx.md`.
 pub fn thunderx() -> Preset {
@@ -929,6 +1210,7 @@ pub fn thunderx() -> Preset {
         // CN88xx: 4 x DDR4-2133 channels per socket (Cavium product brief).
         mem_bw_gbs: 68.3,
         tlbi_range: false,
+        invpcid: false,
         // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -985,6 +1267,8 @@ pub fn westmere() -> Preset {
         // Intel ARK, Xeon X5650: "Max Memory Bandwidth 32 GB/s" (3 x DDR3-1333).
         mem_bw_gbs: 32.0,
         tlbi_range: false,
+        // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
+        invpcid: false,
         // Origin 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
         // per-CPU FIFO queues keep the results this preset always gave.
         sched: SchedKind::Fifo,
@@ -1044,6 +1328,8 @@ pub fn milan() -> Preset {
         // EPYC 7763: 8 x DDR4-3200 channels (AMD product page).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: AMD from Zen 2 (CPUID 7.EBX[10] on Zen 2 and later).
+        invpcid: true,
         // A recent Linux (the INVLPGB series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
         costs: Costs {
@@ -1058,6 +1344,8 @@ pub fn milan() -> Preset {
             tlbi_local_va: 150,
             tlbi_local_asid: 300,
             tlbi_local_all: 500,
+            // INVPCID type 0: no AMD timing published; EST, as INVPCID single-context above (microcoded).
+            invpcid_va: 300,
             // INVLPGB (estimates, floors from measurements): issue like an INVLPG that
             // does not wait; one way through the IO die at least one cross-CCD
             // transfer (108 ns median, core-to-core on a 7R13); +89 ns across sockets
@@ -1134,6 +1422,8 @@ pub fn haswell2s() -> Preset {
         // Intel ARK, E5-2630 v3: "Max Memory Bandwidth 59 GB/s" (4 x DDR4-1866).
         mem_bw_gbs: 59.0,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // LATR ran on Linux 4.10: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1149,6 +1439,9 @@ pub fn haswell2s() -> Preset {
             tlbi_local_va: 230,
             tlbi_local_asid: 200,
             tlbi_local_all: 520,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test).
             full_barrier: 20,
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write.
@@ -1212,6 +1505,8 @@ pub fn skx8170() -> Preset {
         // Xeon Platinum 8170: 6 x DDR4-2666 channels per socket (Intel ARK).
         mem_bw_gbs: 128.0,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: Costs {
@@ -1230,6 +1525,9 @@ pub fn skx8170() -> Preset {
             tlbi_local_asid: 400,
             // INVPCID all-contexts 376 ns on a Skylake core at 2.3 GHz (Lutomirski): 865 cycles.
             tlbi_local_all: 865,
+            // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+            // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+            invpcid_va: 400,
             // LOCK ADD ~20.5 cycles (Sandy Bridge-E, rygorous atomic_ops_test); EST for Skylake-SP.
             full_barrier: 20,
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
@@ -1284,6 +1582,9 @@ fn icelake_sp_costs(freq_ghz: f64) -> Costs {
         tlbi_local_va: 230,
         tlbi_local_asid: 400,
         tlbi_local_all: 865,
+        // INVPCID type 0: EST, no timing outside the predicted series found; microcoded and "_slow_"
+        // (Hansen's PTI commit "x86/mm: Use INVPCID for __native_flush_tlb_single()"): ~1.7 x INVLPG.
+        invpcid_va: 400,
         // LOCK ADD: Sandy Bridge-E's ~20.5 cycles (rygorous atomic_ops_test); EST for Sunny Cove.
         full_barrier: 20,
         // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
@@ -1348,6 +1649,8 @@ pub fn icx8358() -> Preset {
         // Ice Lake-SP: 8 x DDR4-3200 channels per socket (Intel ARK, Xeon Platinum 8358).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
         costs: icelake_sp_costs(2.6),
@@ -1376,6 +1679,8 @@ pub fn icx8336c() -> Preset {
         // EST: the Ice Lake-SP platform's 8 x DDR4-3200 (a custom part; no datasheet found).
         mem_bw_gbs: 204.8,
         tlbi_range: false,
+        // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
+        invpcid: true,
         sched: SchedKind::Cfs,
         costs: icelake_sp_costs(2.3),
     }
@@ -1393,6 +1698,36 @@ mod tests {
     }
 
     #[test]
+    fn second_round_servers_count_threads_as_cpus_and_fill_their_sockets() {
+        let got: Vec<_> = [hsw48(), skl56(), numa4x48()]
+            .iter()
+            .map(|p| (p.name, p.cores_per_socket, p.real_cores, p.real_cores / p.cores_per_socket, p.numa[0]))
+            .collect();
+        assert_eq!(got, [("hsw48", 24, 48, 2, 1), ("skl56", 28, 56, 2, 1), ("numa4x48", 12, 48, 4, 1)]);
+        for p in [hsw48(), skl56(), numa4x48()] {
+            assert!(!p.has_broadcast_tlbi(), "{}: Intel before INVLPGB reaches other CPUs by IPI", p.name);
+            assert!(p.costs.cacheline_cross_socket > p.costs.cacheline_transfer, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn invpcid_is_costed_exactly_where_the_cpus_have_it() {
+        let with: Vec<&str> = all().iter().filter(|p| p.invpcid).map(|p| p.name).collect();
+        assert_eq!(with, ["skylake", "milan", "haswell2s", "skx8170", "icx8358", "icx8336c", "hsw48", "skl56"]);
+        for p in all() {
+            assert_eq!(p.invpcid, p.costs.invpcid_va > 0, "{}", p.name);
+            assert!(!p.invpcid || p.arch == Arch::X86_64, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn numa4x48_has_no_invpcid_so_a_pcid_flush_is_a_cr3_write() {
+        let p = numa4x48();
+        assert_eq!(p.costs.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
+        assert_eq!(p.kernel, Kernel::Linux(4, 3));
+    }
+
+    #[test]
     fn ice_lake_sp_converts_its_mesh_and_upi_latencies_at_each_parts_clock() {
         let (a, b) = (icx8358().costs, icx8336c().costs);
         assert_eq!((a.cacheline_transfer, a.cacheline_cross_socket, a.ipi_cross_socket), (133, 147, 147));
@@ -1405,7 +1740,10 @@ mod tests {
     fn the_history_presets_follow_graviton4_in_all_once_each() {
         let names: Vec<&str> = all().iter().map(|p| p.name).collect();
         let g = names.iter().position(|n| *n == "graviton4").expect("graviton4 is a preset");
-        assert_eq!(&names[g + 1..], ["skx8170", "icx8358", "icx8336c", "kunpeng920", "ivb3320m"]);
+        assert_eq!(
+            &names[g + 1..],
+            ["skx8170", "icx8358", "icx8336c", "kunpeng920", "ivb3320m", "hsw48", "skl56", "numa4x48"]
+        );
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();

@@ -256,6 +256,17 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ),
     ("kpti", "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)"),
     (
+        "flush_ceiling",
+        "0..4096: x86 Linux kernels only; tlb_single_page_flush_ceiling, the pages above which a range flush becomes \
+         a full flush (default 33, the kernel's; 0: every range a full flush)",
+    ),
+    (
+        "pti",
+        "on|off: x86-linux-pcid, x86-linux-613 and x86-linux-lazytrim only; page-table isolation (v4.15+): a CR3 \
+         write at every kernel entry and exit, and a user PCID flushed per page by INVPCID, or whole at the next \
+         return to user on machines without INVPCID (default off)",
+    ),
+    (
         "tlbi_range",
         "on|off: arm64-linux kernels only; flush ranges with FEAT_TLBIRANGE range operations (TLBI RVAE1IS), the \
          whole-ASID fallback only past 2^21 pages (default: the machine's, on for graviton4)",
@@ -316,6 +327,11 @@ struct MachineParams {
     kpti: bool,
     tlbi_range: bool,
     tlb_mode: Option<u32>,
+    /// `--set flush_ceiling`, if given.
+    flush_ceiling: Option<u64>,
+    pti: bool,
+    /// The machine's `INVPCID`.
+    invpcid: bool,
     spec_rate: f64,
     /// `None`: the class's default.
     migration: Option<bool>,
@@ -394,6 +410,9 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         kpti: false,
         tlbi_range: preset.tlbi_range,
         tlb_mode: None,
+        flush_ceiling: None,
+        pti: false,
+        invpcid: preset.invpcid,
         spec_rate: 0.02,
         migration: None,
         sched: preset.sched,
@@ -474,6 +493,23 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
                 mp.tlb_mode = Some(word.map_err(|_| {
                     bad_setting(k, v, "give the mode word as a number, decimal or 0x hex (e.g. 0x1404)")
                 })?);
+            }
+            "flush_ceiling" => {
+                if !pol.switches.flush_ceiling {
+                    return Err(Error::SwitchNotTaken { key: k.to_string(), policy: pol.name });
+                }
+                let n = num("flush_ceiling")?;
+                if !(0.0..=4096.0).contains(&n) || n.fract() != 0.0 {
+                    return Err(out_of_range(k, v, "a whole number of pages from 0 to 4096"));
+                }
+                mp.flush_ceiling = Some(n as u64);
+            }
+            "pti" => {
+                let on = on_off(k, v)?;
+                if on && !pol.switches.pti {
+                    return Err(Error::SwitchNotTaken { key: k.to_string(), policy: pol.name });
+                }
+                mp.pti = on;
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
             "swap" => {
@@ -695,6 +731,14 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
     preset.cores_per_socket = (preset.cores_per_socket / mp.numa).max(1);
     // Each node has its share of the socket's memory channels.
     preset.mem_bw_gbs /= mp.numa as f64;
+    // PTI's CR3 writes at every kernel entry (SWITCH_TO_KERNEL_CR3) and return
+    // to user (SWITCH_TO_USER_CR3), with PCIDs NOFLUSH: one `root_write` each
+    // way. Charged at every exception entry and exit, an interrupt of kernel
+    // code (which switches no CR3) included.
+    if mp.pti {
+        preset.costs.exception_entry += preset.costs.root_write;
+        preset.costs.exception_exit += preset.costs.root_write;
+    }
     SimConfig {
         preset,
         ncpus: spec.cpus,
@@ -724,6 +768,9 @@ fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
         // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
         tlbi_range: mp.tlbi_range && mp.pol.switches.tlbi_range,
         tlb_mode: mp.tlb_mode,
+        flush_ceiling: mp.flush_ceiling,
+        pti: mp.pti,
+        invpcid: mp.invpcid,
         bug: None,
         checker: false,
     }
@@ -798,6 +845,13 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     // Shown when on only, so that runs without range operations read as before.
     if switches.tlbi_range && mp.tlbi_range {
         pv.insert("tlbi_range".into(), serde_json::json!("on"));
+    }
+    // Shown when given or on only, so that runs at the kernel's defaults read as before.
+    if let Some(n) = mp.flush_ceiling {
+        pv.insert("flush_ceiling".into(), serde_json::json!(n));
+    }
+    if mp.pti {
+        pv.insert("pti".into(), serde_json::json!("on"));
     }
     if let Some(default) = switches.tlb_mode {
         let word = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));

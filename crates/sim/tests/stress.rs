@@ -311,6 +311,9 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         kpti: false,
         tlbi_range: false,
         tlb_mode: None,
+        flush_ceiling: None,
+        pti: false,
+        invpcid: false,
         bug: None,
         checker: false,
     };

@@ -63,8 +63,44 @@
 //!   [`Policy::flush_batch`]; the kernel runs it as `try_to_unmap_one` clears each
 //!   PTE. Either way the increment follows the PTE change and the mask is read
 //!   after it; reading the mask later only adds CPUs that joined meanwhile.
-//! - Not modelled: PTI (user PCIDs, `invalidate_other`), LAM, IBPB / L1D mitigations,
-//!   paravirt flushes, the per-page `arch_tlbbatch_add_pending` of v6.5 and later.
+//! - Not modelled: LAM, IBPB / L1D mitigations, paravirt flushes, the per-page
+//!   `arch_tlbbatch_add_pending` of v6.5 and later.
+//!
+//! # The full-flush ceiling
+//! `tlb_single_page_flush_ceiling` (33, a debugfs tunable; present at 33 in the
+//! v4.10 and v5.10 `arch/x86/mm/tlb.c` read for this model) turns a range of
+//! more pages into a full flush in `flush_tlb_mm_range` and
+//! `flush_tlb_kernel_range` alike. [`LinuxX86::with_flush_ceiling`] writes the
+//! tunable (`--set flush_ceiling=N`); 0 flushes every range whole.
+//!
+//! # Page-table isolation (PTI, v4.15 on; [`LinuxX86::with_pti`])
+//! With PTI each mm has two PCIDs, the kernel's `kern_pcid(asid)` and the
+//! user's `user_pcid(asid)` (the same with bit 11, `X86_CR3_PTI_PCID_USER_BIT`),
+//! and every entry to the kernel and return to user writes CR3 between them
+//! (`SWITCH_TO_KERNEL_CR3` / `SWITCH_TO_USER_CR3`, NOFLUSH unless the user
+//! PCID's bit in the per-CPU `user_pcid_flush_mask` is set). What the model
+//! does with it (v5.10 `arch/x86/mm/tlb.c`):
+//! - `__flush_tlb_one_user(addr)`: `INVLPG` of the kernel PCID's entry, then,
+//!   with `X86_FEATURE_INVPCID_SINGLE`, `invpcid_flush_one(user_pcid(asid),
+//!   addr)`: an `INVPCID` type 0 of the user PCID per page
+//!   ([`Tlbi::Va`] of a tag other than CR3's, which the machine charges as
+//!   `INVPCID`); without it, `invalidate_user_asid(asid)`, and the user PCID
+//!   is flushed whole by the CR3 write of the next return to user. The model
+//!   does that flush once at the end of the flush function, as a CR3 write
+//!   without NOFLUSH of the loaded mm: the user mappings it drops are the
+//!   same, a little earlier (the kernel runs between the two and touches no
+//!   user page in the model).
+//! - `flush_tlb_local` (a full flush): `invalidate_user_asid` always, so a
+//!   full flush under PTI costs a second flushing CR3 write, modelled the same way.
+//! - The CR3 writes at every kernel entry and exit are not the policy's: the
+//!   run adds one `root_write` to each exception entry and exit (`--set pti=on`).
+//! - Simplified: the simulator's TLB has one tag per CPU's CR3, so user accesses
+//!   fill entries under the kernel PCID; the user PCID's `INVPCID` finds
+//!   nothing, and its cost is what is modelled. A deferred user flush charges
+//!   a CR3 write where the real one replaces the return's NOFLUSH write (one
+//!   `root_write` more than the kernel). Kernel ranges under PTI
+//!   (`invalidate_other`, non-global kernel PTEs) and the user PCID's flush
+//!   after a flushing switch are not modelled.
 //!
 //! # The zoo
 //! [`LinuxX86::with_bug`] re-introduces [`Bug::LinuxX868f1d56f64f8d`] in
@@ -128,6 +164,26 @@ struct FlushTlbInfo {
     freed_tables: bool,
 }
 
+/// How a kernel with page-table isolation flushes a page of the user PCID
+/// (`__flush_tlb_one_user`, by `X86_FEATURE_INVPCID_SINGLE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pti {
+    /// `invpcid_flush_one(user_pcid(asid), addr)`: one `INVPCID` type 0 per page.
+    Invpcid,
+    /// `invalidate_user_asid(asid)`: the user PCID is flushed whole at the next
+    /// return to user (a CPU without `INVPCID`: Ivy Bridge and older).
+    Deferred,
+}
+
+/// Returns the user PCID of slot `asid` under PTI (`user_pcid`): the kernel's
+/// with bit 11 (`X86_CR3_PTI_PCID_USER_BIT`) set.
+fn user_pcid(asid: u16) -> Pcid {
+    match Pcid::new((asid + 1) | (1 << 11)) {
+        Ok(p) => p,
+        Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
+    }
+}
+
 /// One PCID slot of a CPU (`struct tlb_context`). Only its own CPU touches it.
 struct TlbContext {
     ctx_id: AtomicU64,
@@ -159,6 +215,10 @@ struct MmContext {
 /// IPI shootdowns, with or without `X86_FEATURE_PCID`.
 pub struct LinuxX86 {
     pcid: bool,
+    /// `tlb_single_page_flush_ceiling`: ranges of more pages are flushed whole.
+    ceiling: u64,
+    /// Page-table isolation, if on.
+    pti: Option<Pti>,
     /// `last_mm_ctx_id`: the last `ctx_id` handed out.
     last_mm_ctx_id: AtomicU64,
     cpu_tlbstate: Vec<TlbState>,
@@ -198,7 +258,42 @@ impl LinuxX86 {
             .collect();
         let all_cpus = CpuMask::new(ncpus);
         all_cpus.set_all();
-        LinuxX86 { pcid, last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID), cpu_tlbstate, mms, all_cpus, bug: None }
+        LinuxX86 {
+            pcid,
+            ceiling: TLB_SINGLE_PAGE_FLUSH_CEILING,
+            pti: None,
+            last_mm_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
+            cpu_tlbstate,
+            mms,
+            all_cpus,
+            bug: None,
+        }
+    }
+
+    /// Returns this policy with `tlb_single_page_flush_ceiling` set to `pages`
+    /// (the debugfs file's write): user and kernel ranges of more pages become
+    /// full flushes, 0 making every range one.
+    pub fn with_flush_ceiling(mut self, pages: u64) -> Self {
+        self.ceiling = pages;
+        self
+    }
+
+    /// Returns this policy with page-table isolation, flushing the user PCID as
+    /// `how` says (see the module's comment). PTI needs PCIDs here: without
+    /// them every CR3 write at entry and exit flushes the TLB, which the
+    /// simulator's kernel does not model.
+    ///
+    /// # Panics
+    /// If the policy runs without PCIDs.
+    pub fn with_pti(mut self, how: Pti) -> Self {
+        assert!(self.pcid, "PTI is modelled with PCIDs only");
+        self.pti = Some(how);
+        self
+    }
+
+    /// Returns how the user PCID is flushed under PTI, `None` without PTI.
+    pub fn pti(&self) -> Option<Pti> {
+        self.pti
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]): only
@@ -418,6 +513,9 @@ impl LinuxX86 {
         debug_assert!(local_tlb_gen < mm_tlb_gen && f.new_tlb_gen <= mm_tlb_gen);
 
         let tag = self.tag(loaded_mm_asid);
+        // PTI's user PCID: a page at a time by INVPCID, or a whole flush at the
+        // next return to user (`invalidate_user_asid`).
+        let mut flush_user = false;
         match f.extent {
             // Partial only if every generation before this one is done and none after
             // it exists; anything else would skip or duplicate work.
@@ -425,10 +523,26 @@ impl LinuxX86 {
                 if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen =>
             {
                 for i in 0..pages {
-                    hw.tlbi(Tlbi::Va { asid: tag, va: start.add_pages(i) }, Scope::Local);
+                    let va = start.add_pages(i);
+                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
+                    match self.pti {
+                        Some(Pti::Invpcid) => {
+                            hw.tlbi(Tlbi::Va { asid: user_pcid(loaded_mm_asid).asid(), va }, Scope::Local)
+                        }
+                        Some(Pti::Deferred) => flush_user = true,
+                        None => {}
+                    }
                 }
             }
-            _ => hw.tlbi(Tlbi::Asid(tag), Scope::Local),
+            _ => {
+                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
+                flush_user = self.pti.is_some();
+            }
+        }
+        if flush_user {
+            // SWITCH_TO_USER_CR3 with the slot's bit in user_pcid_flush_mask: a
+            // CR3 write without NOFLUSH (see the module's comment).
+            hw.write_root(Root::Mm(loaded_mm), tag, false);
         }
         // Relaxed: this CPU's own slot.
         st.ctxs[loaded_mm_asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
@@ -440,7 +554,7 @@ impl LinuxX86 {
     pub fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: FlushExtent, freed_tables: bool) {
         let cpu = hw.cpu();
         let extent = match extent {
-            FlushExtent::Pages { pages, .. } if pages > TLB_SINGLE_PAGE_FLUSH_CEILING => FlushExtent::All,
+            FlushExtent::Pages { pages, .. } if pages > self.ceiling => FlushExtent::All,
             e => e,
         };
         // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the page-table change
@@ -569,7 +683,7 @@ impl Policy for LinuxX86 {
     /// `flush_tlb_kernel_range`: on every CPU, `INVLPG` per page (kernel PTEs are
     /// global), or a flush of everything above the ceiling.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        let full = pages > self.ceiling;
         let flush = |h: &H| {
             if full {
                 h.tlbi(Tlbi::All, Scope::Local);
@@ -856,6 +970,57 @@ mod tests {
         p.flush_range(&hw, MmId(1), VirtAddr(0), 34);
         assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
         assert_eq!(p.tlb_gen(MmId(1)), 2);
+    }
+
+    #[test]
+    fn flush_ceiling_moves_the_switch_to_a_full_flush() {
+        for (ceiling, by_page, whole) in [(8, 8, 9), (64, 64, 65)] {
+            let p = x86(1, 1, true).with_flush_ceiling(ceiling);
+            let hw = Rec::new(0, 1);
+            p.switch_mm(&hw, MmId(1));
+            hw.take();
+            p.flush_range(&hw, MmId(1), VirtAddr(0), by_page);
+            let want: Vec<String> = (0..by_page).map(|i| invlpg(2, i * 4096)).collect();
+            assert_eq!(hw.take(), want, "ceiling {ceiling}");
+            p.flush_range(&hw, MmId(1), VirtAddr(0), whole);
+            assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"], "ceiling {ceiling}");
+        }
+        // 0: even one page is a full flush (the debugfs file accepts it).
+        let p = x86(1, 1, true).with_flush_ceiling(0);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+        assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
+    }
+
+    #[test]
+    fn pti_with_invpcid_flushes_the_user_pcid_page_by_page() {
+        let p = x86(1, 1, true).with_pti(Pti::Invpcid);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
+        // Slot 1: kernel PCID 2, user PCID 2 | 2048.
+        assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2050, 0x1000), invlpg(2, 0x2000), invlpg(2050, 0x2000)]);
+    }
+
+    #[test]
+    fn pti_without_invpcid_defers_the_user_pcid_to_one_flushing_cr3_write() {
+        let p = x86(1, 1, true).with_pti(Pti::Deferred);
+        let hw = Rec::new(0, 1);
+        p.switch_mm(&hw, MmId(1));
+        hw.take();
+        p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
+        assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2, 0x2000), root(1, 2, false)]);
+        // A full flush invalidates the user PCID too (flush_tlb_local), with or without INVPCID.
+        for how in [Pti::Invpcid, Pti::Deferred] {
+            let p = x86(1, 1, true).with_pti(how);
+            p.switch_mm(&hw, MmId(1));
+            hw.take();
+            p.flush_mm(&hw, MmId(1));
+            assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local".to_string(), root(1, 2, false)], "{how:?}");
+        }
     }
 
     #[test]

@@ -46,7 +46,9 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
-/// More pages than this in one flush become a CR3 reload.
+/// More pages than this in one flush become a CR3 reload: the default of the
+/// debugfs-tunable `tlb_single_page_flush_ceiling` (`arch/x86/mm/tlb.c`;
+/// [`LinuxX86v410::with_flush_ceiling`] sets another).
 pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
 
 /// A CPU's `cpu_tlbstate`.
@@ -75,6 +77,8 @@ pub struct LinuxX86v410 {
     last_uid: AtomicU64,
     cpu_tlbstate: Vec<TlbState>,
     mms: Vec<MmContext>,
+    /// `tlb_single_page_flush_ceiling`: ranges of more pages are flushed whole.
+    ceiling: u64,
 }
 
 impl LinuxX86v410 {
@@ -91,7 +95,15 @@ impl LinuxX86v410 {
         let mms = (0..max_mms.max(1))
             .map(|_| MmContext { uid: AtomicU64::new(0), cpumask: CacheLine(CpuMask::new(ncpus)) })
             .collect();
-        LinuxX86v410 { last_uid: AtomicU64::new(0), cpu_tlbstate, mms }
+        LinuxX86v410 { last_uid: AtomicU64::new(0), cpu_tlbstate, mms, ceiling: TLB_SINGLE_PAGE_FLUSH_CEILING }
+    }
+
+    /// Returns this policy with `tlb_single_page_flush_ceiling` set to
+    /// `pages` (the debugfs file's write): user and kernel ranges of more
+    /// pages are flushed whole, 0 flushing every range whole.
+    pub fn with_flush_ceiling(mut self, pages: u64) -> Self {
+        self.ceiling = pages;
+        self
     }
 
     /// Returns whether `cpu` is in `mm_cpumask(mm)`.
@@ -163,7 +175,7 @@ impl LinuxX86v410 {
     /// Flushes `range` here (`__flush_tlb_single` per page, or `local_flush_tlb`).
     fn flush_local<H: Hw>(&self, hw: &H, range: Range) {
         match range {
-            Some((start, pages)) if pages <= TLB_SINGLE_PAGE_FLUSH_CEILING => {
+            Some((start, pages)) if pages <= self.ceiling => {
                 for i in 0..pages {
                     hw.tlbi(Tlbi::Va { asid: Asid::ZERO, va: start.add_pages(i) }, Scope::Local);
                 }
@@ -220,7 +232,7 @@ impl LinuxX86v410 {
         others: impl FnOnce(&CpuMask, Range),
     ) {
         let cpu = hw.cpu();
-        let range = range.filter(|&(_, pages)| pages <= TLB_SINGLE_PAGE_FLUSH_CEILING);
+        let range = range.filter(|&(_, pages)| pages <= self.ceiling);
         if self.is_active(&self.cpu_tlbstate[cpu.index()], mm) {
             self.flush_local(hw, range);
         }
@@ -315,7 +327,7 @@ impl Policy for LinuxX86v410 {
     /// everything, on every CPU.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         let flush = |h: &H| {
-            if pages > TLB_SINGLE_PAGE_FLUSH_CEILING {
+            if pages > self.ceiling {
                 h.tlbi(Tlbi::All, Scope::Local);
             } else {
                 for i in 0..pages {

@@ -100,6 +100,8 @@ use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
 use crate::zoo::Bug;
 use alloc::vec::Vec;
 
+pub use super::linux_pcid::Pti;
+
 /// The number of per-CPU dynamic PCID slots; global ASIDs start here.
 pub const TLB_NR_DYN_ASIDS: u32 = 6;
 
@@ -279,6 +281,10 @@ pub struct LinuxX86v615 {
     /// Per CPU, reclaim's batch under the posted targeted tlbbatch; empty for
     /// the merged one ([`LinuxX86v615::with_targeted_tlbbatch`]).
     tlbbatches: Vec<TlbBatch>,
+    /// `tlb_single_page_flush_ceiling` ([`LinuxX86v615::with_flush_ceiling`]).
+    ceiling: u64,
+    /// Page-table isolation, if on ([`LinuxX86v615::with_pti`]).
+    pti: Option<Pti>,
 }
 
 impl LinuxX86v615 {
@@ -321,7 +327,30 @@ impl LinuxX86v615 {
             bug: None,
             refuse_max: false,
             tlbbatches: Vec::new(),
+            ceiling: TLB_SINGLE_PAGE_FLUSH_CEILING,
+            pti: None,
         }
+    }
+
+    /// Returns this policy with `tlb_single_page_flush_ceiling` set to `pages`
+    /// (the debugfs file's write): user and kernel ranges of more pages become
+    /// full flushes, 0 making every range one.
+    pub fn with_flush_ceiling(mut self, pages: u64) -> Self {
+        self.ceiling = pages;
+        self
+    }
+
+    /// Returns this policy with page-table isolation, the user PCID flushed as
+    /// `how` says: as [`super::linux_pcid::LinuxX86::with_pti`], whose module
+    /// comment says what is modelled and what is not.
+    ///
+    /// # Panics
+    /// On the INVLPGB kernel (AMD, which needs no PTI; global ASIDs have no
+    /// user twin here).
+    pub fn with_pti(mut self, how: Pti) -> Self {
+        assert!(!self.invlpgb(), "PTI is modelled for the kernels without INVLPGB");
+        self.pti = Some(how);
+        self
     }
 
     /// Returns this policy with `bug` re-introduced (see [`crate::zoo`]):
@@ -504,6 +533,15 @@ impl LinuxX86v615 {
         match Pcid::new(asid as u16 + 1) {
             Ok(p) => p.asid(),
             Err(_) => unreachable!("ASIDs stay below MAX_ASID_AVAILABLE + 1 < 4095"),
+        }
+    }
+
+    /// Returns the TLB tag of ASID `asid`'s user PCID under PTI (`user_pcid`:
+    /// `kern_pcid(asid)` with bit 11, `X86_CR3_PTI_PCID_USER_BIT`).
+    fn user_tag(asid: u32) -> Asid {
+        match Pcid::new((asid as u16 + 1) | (1 << 11)) {
+            Ok(p) => p.asid(),
+            Err(_) => unreachable!("PTI runs with the dynamic ASIDs only, below TLB_NR_DYN_ASIDS"),
         }
     }
 
@@ -701,14 +739,30 @@ impl LinuxX86v615 {
             return;
         }
         let tag = Self::tag(asid);
+        // PTI's user PCID (`__flush_tlb_one_user`, `flush_tlb_local`): as in
+        // `linux_pcid`'s flush function.
+        let mut flush_user = false;
         match f.extent {
             // Partial only if this is exactly the next generation and the latest.
             Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
                 for i in 0..pages {
-                    hw.tlbi(Tlbi::Va { asid: tag, va: start.add_pages(i) }, Scope::Local);
+                    let va = start.add_pages(i);
+                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
+                    match self.pti {
+                        Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: Self::user_tag(asid), va }, Scope::Local),
+                        Some(Pti::Deferred) => flush_user = true,
+                        None => {}
+                    }
                 }
             }
-            _ => hw.tlbi(Tlbi::Asid(tag), Scope::Local),
+            _ => {
+                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
+                flush_user = self.pti.is_some();
+            }
+        }
+        if flush_user {
+            // The next return to user writes CR3 without NOFLUSH.
+            hw.write_root(Root::Mm(loaded_mm), tag, false);
         }
         // Relaxed: this CPU's own slot.
         st.ctxs[asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
@@ -790,7 +844,7 @@ impl LinuxX86v615 {
     fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: Extent, freed_tables: bool) {
         let cpu = hw.cpu();
         let extent = match extent {
-            Extent::Pages { pages, .. } if pages > TLB_SINGLE_PAGE_FLUSH_CEILING => Extent::All,
+            Extent::Pages { pages, .. } if pages > self.ceiling => Extent::All,
             e => e,
         };
         // SeqCst: `inc_mm_tlb_gen` is a locked RMW, a full barrier ordering the
@@ -1146,7 +1200,7 @@ impl Policy for LinuxX86v615 {
     /// entries (or one of everything above the ceiling) and `TLBSYNC`; without,
     /// `INVLPG` per page (or everything) on every CPU by IPI.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        let full = pages > TLB_SINGLE_PAGE_FLUSH_CEILING;
+        let full = pages > self.ceiling;
         if self.invlpgb() {
             if full {
                 hw.tlbi(Tlbi::All, Scope::Broadcast);
@@ -1268,6 +1322,37 @@ mod tests {
 
     fn bcast_range(pcid: u16, va: u64, pages: u32) -> String {
         format!("tlbi Range {{ asid: Some(Asid({pcid})), va: VirtAddr({va}), pages: {pages} }} Broadcast")
+    }
+
+    /// Returns `hw`'s log of TLB invalidations and CR3 writes.
+    fn tlb_ops(hw: &Rec) -> Vec<String> {
+        hw.take().into_iter().filter(|l| l.starts_with("tlbi") || l.starts_with("root")).collect()
+    }
+
+    #[test]
+    fn the_flush_ceiling_and_pti_reach_the_613_flush() {
+        for kernel in [Kernel::V613, Kernel::LazyTrim] {
+            let p = x86(kernel, 1, 1).with_flush_ceiling(2);
+            let hw = Rec::new(0, 1);
+            p.switch_mm(&hw, MmId(1));
+            hw.take();
+            p.flush_range(&hw, MmId(1), VirtAddr(0), 2);
+            assert_eq!(tlb_ops(&hw), vec![invlpg(2, 0), invlpg(2, 4096)], "{kernel:?}");
+            p.flush_range(&hw, MmId(1), VirtAddr(0), 3);
+            assert_eq!(tlb_ops(&hw), vec!["tlbi Asid(Asid(2)) Local"], "{kernel:?}");
+
+            let p = x86(kernel, 1, 1).with_pti(Pti::Invpcid);
+            p.switch_mm(&hw, MmId(1));
+            hw.take();
+            p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+            assert_eq!(tlb_ops(&hw), vec![invlpg(2, 0x1000), invlpg(2050, 0x1000)], "{kernel:?}");
+
+            let p = x86(kernel, 1, 1).with_pti(Pti::Deferred);
+            p.switch_mm(&hw, MmId(1));
+            hw.take();
+            p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
+            assert_eq!(tlb_ops(&hw), vec![invlpg(2, 0x1000), root(1, 2, false)], "{kernel:?}");
+        }
     }
 
     #[test]

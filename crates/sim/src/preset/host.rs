@@ -207,6 +207,8 @@ pub fn preset(p: &HostProfile) -> Preset {
         kernel,
         mem_bw_gbs: h.mem_bw_gbs,
         tlbi_range: base.tlbi_range && base.arch == Arch::Arm64,
+        // The nearest preset's: the host's CPUID is not read for it.
+        invpcid: base.invpcid,
         sched,
         costs,
     }
