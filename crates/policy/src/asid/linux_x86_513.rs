@@ -230,6 +230,9 @@ pub struct LinuxX86v513 {
     /// Each CPU's `flush_tlb_info`: a line the machine accounts (the handler
     /// gets the request by value).
     flush_tlb_info: Vec<CacheLine<u8>>,
+    /// v5.12's `static const struct flush_tlb_info full_flush_tlb_info`, which
+    /// reclaim's batch hands to every CPU: read-only, so shared by all.
+    full_flush_tlb_info: CacheLine<u8>,
 }
 
 impl LinuxX86v513 {
@@ -269,6 +272,7 @@ impl LinuxX86v513 {
             csd_stack: (0..ncpus).map(|_| CacheLine(AtomicBool::new(false))).collect(),
             call_single_queue: (0..ncpus).map(line).collect(),
             flush_tlb_info: (0..ncpus).map(line).collect(),
+            full_flush_tlb_info: CacheLine(0),
         }
     }
 
@@ -548,7 +552,12 @@ impl LinuxX86v513 {
     fn run_func<H: Hw>(&self, hw: &H, func: Func, initiator: CpuId, remote: bool) {
         match func {
             Func::Flush(info) => {
-                hw.shared(addr_of(&*self.flush_tlb_info[initiator.index()]), Access::Read);
+                let line = if self.v512() && info.mm.is_none() {
+                    &self.full_flush_tlb_info
+                } else {
+                    &self.flush_tlb_info[initiator.index()]
+                };
+                hw.shared(addr_of(&**line), Access::Read);
                 self.flush_tlb_func(hw, &info, remote);
             }
             Func::KernelRange { start, pages } => {
@@ -787,11 +796,14 @@ impl LinuxX86v513 {
     }
 
     /// `arch_tlbbatch_flush`: one request with no mm and no generation for the
-    /// CPUs of `batch`.
+    /// CPUs of `batch` (v5.12's static `full_flush_tlb_info`, v5.13's per-CPU
+    /// `flush_tlb_info`, which carries the initiating CPU).
     fn arch_tlbbatch_flush<H: Hw>(&self, hw: &H, batch: &CpuMask) {
         let cpu = hw.cpu();
         let info = FlushTlbInfo { mm: None, extent: Extent::All, new_tlb_gen: 0, freed_tables: false };
-        self.get_flush_tlb_info(hw);
+        if !self.v512() {
+            self.get_flush_tlb_info(hw);
+        }
         match self.version {
             Version::V512 => {
                 if batch.test(cpu) {
