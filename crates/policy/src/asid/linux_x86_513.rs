@@ -15,9 +15,10 @@
 //! `flush_tlb_others`. Without freed page tables that is
 //! `on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func_remote, info, true,
 //! mm_cpumask)`: `smp_call_function_many_cond` evaluates `tlb_is_not_lazy` for
-//! every other CPU of the mask inside its queueing loop (no temporary mask has
-//! been allocated for it since v5.7; `CONFIG_CPUMASK_OFFSTACK` does not matter
-//! here), and after it has waited, `on_each_cpu_cond_mask` runs
+//! every other CPU of the mask inside its queueing loop (read in v5.10's and,
+//! from the context of a32a4d8a815c, v5.12's `kernel/smp.c`: no temporary mask
+//! is allocated, with `GFP_ATOMIC` or otherwise, so `CONFIG_CPUMASK_OFFSTACK`
+//! does not matter here), and after it has waited, `on_each_cpu_cond_mask` runs
 //! `flush_tlb_func_remote` *on this CPU too* if it is in the mask and not lazy:
 //! a second local call, which usually finds `tlb_gen` caught up and does nothing,
 //! but flushes the whole PCID if another CPU bumped `tlb_gen` meanwhile. With
