@@ -14,8 +14,11 @@ use crate::{Arch, AsidSpace, Build, Error, Family, Os, PolicyDef, Switches, With
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_arm64_tlbmode;
 use tlbkit_policy::asid::linux_pcid::Pti;
+use tlbkit_policy::asid::linux_x86_513::Version;
 use tlbkit_policy::asid::linux_x86_615::Kernel;
-use tlbkit_policy::asid::{FreebsdEpoch, FreebsdX86, Latr, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v615, NoAsid};
+use tlbkit_policy::asid::{
+    FreebsdEpoch, FreebsdX86, Latr, LinuxArm64, LinuxX86, LinuxX86v410, LinuxX86v513, LinuxX86v615, NoAsid,
+};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::Defer;
 
@@ -276,6 +279,30 @@ register! {
             Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
         },
     }
+    "x86-linux-512" {
+        description: "Linux x86 v5.12 tlb.c and smp.c, before Nadav Amit's concurrent flush series (before \
+                      4ce94eabac16): local flush, then IPIs and the wait on each csd; is_lazy read on the line of \
+                      cpu_tlbstate.loaded_mm",
+        arch: X86_64,
+        os: Linux,
+        needs_broadcast_tlbi: false,
+        switches: Switches::X86_LINUX_CEILING,
+        asids: LinuxPcidSlots,
+        family: Shootdown,
+        build: |b| Ok::<_, Error>(LinuxX86v513::new(b.cpus, b.mm_slots, Version::V512).with_flush_ceiling(ceiling(b))),
+    }
+    "x86-linux-513" {
+        description: "Linux x86 v5.13, after Nadav Amit's concurrent flush series (4ce94eabac16, a32a4d8a815c, \
+                      2f4305b19fe6, 09c5272e4861): IPIs sent, local flush, then the wait; is_lazy alone in \
+                      cpu_tlbstate_shared, stored only when it changes",
+        arch: X86_64,
+        os: Linux,
+        needs_broadcast_tlbi: false,
+        switches: Switches::X86_LINUX_CEILING,
+        asids: LinuxPcidSlots,
+        family: Shootdown,
+        build: |b| Ok::<_, Error>(LinuxX86v513::new(b.cpus, b.mm_slots, Version::V513).with_flush_ceiling(ceiling(b))),
+    }
     "x86-linux-613" {
         description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
@@ -480,6 +507,8 @@ mod tests {
                 "x86-linux-410",
                 "x86-latr",
                 "x86-latr-syscall-only",
+                "x86-linux-512",
+                "x86-linux-513",
                 "x86-linux-613",
                 "x86-linux-invlpgb-fix-max"
             ]

@@ -181,7 +181,7 @@ fn pageout_ms(policy: &str, batch: u8) -> f64 {
 
 #[test]
 fn madvise_bench_with_folios_runs_on_x86_and_the_batched_unmap_is_faster() {
-    for policy in ["x86-linux-613", "x86-linux-lazytrim", "x86-linux-invlpgb"] {
+    for policy in ["x86-linux-512", "x86-linux-513", "x86-linux-613", "x86-linux-lazytrim", "x86-linux-invlpgb"] {
         let (one, batched) = (pageout_ms(policy, 0), pageout_ms(policy, 1));
         // The same batch flush per folio; fewer PTE reads and one clear of 16.
         assert!(batched < one, "{policy}: {batched} ms batched, {one} ms one PTE at a time");

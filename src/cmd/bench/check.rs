@@ -115,6 +115,8 @@ pub const ORIGIN_POLICIES: &[&str] = &[
 /// the nine.
 pub const LATER_POLICIES: &[&str] = &[
     "x86-linux-410",
+    "x86-linux-512",
+    "x86-linux-513",
     "x86-linux-613",
     "x86-linux-lazytrim",
     "arm64-linux-activecpu",

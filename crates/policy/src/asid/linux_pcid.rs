@@ -57,8 +57,10 @@
 //!   lazy CPU holds a reference to its `loaded_mm`, so an mm's memory is never reused
 //!   while some CPU still has it loaded; the simulator reuses a slot at once, so a
 //!   slot number alone would let a lazy CPU take a new mm for the dead one it holds.
-//! - The local flush runs before the IPIs are sent (v5.4–v5.17); since v5.18 they
-//!   overlap, which a blocking [`Hw::send_ipi`] cannot express anyway.
+//! - The local flush runs before the IPIs are sent (v5.4–v5.12); since v5.13
+//!   (4ce94eabac16, "x86/mm/tlb: Flush remote and local TLBs concurrently") the
+//!   IPIs go out first and the local flush runs while they are in flight, which a
+//!   blocking [`Hw::send_ipi`] cannot express: [`super::linux_x86_513`] models both.
 //! - The batch's `arch_tlbbatch_add_mm` runs for every mm at the start of
 //!   [`Policy::flush_batch`]; the kernel runs it as `try_to_unmap_one` clears each
 //!   PTE. Either way the increment follows the PTE change and the mask is read

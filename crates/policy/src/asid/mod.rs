@@ -21,6 +21,10 @@
 //!   every change of mm flushes.
 //! - [`linux_x86_410`]: Linux x86 v4.10, LATR's base: no PCID, flush IPIs to
 //!   every CPU of the mask, lazy ones leaving the mm (`leave_mm`).
+//! - [`linux_x86_513`]: Linux x86 v5.12 and v5.13, before and after Nadav Amit's
+//!   concurrent TLB flush series: the local flush before the IPIs or between the
+//!   IPIs and the wait, `is_lazy` on the line of `loaded_mm` or on its own, the
+//!   `smp_call_function` csds written out line by line.
 //! - [`linux_x86_615`]: Linux x86 after the origins — v6.13's `tlb.c`, the lazily
 //!   trimmed `mm_cpumask` of v6.14, and v6.15's AMD broadcast invalidation with
 //!   global ASIDs (`INVLPGB`/`TLBSYNC`).
@@ -37,6 +41,7 @@ pub mod linux_arm64_skipbcast;
 pub mod linux_arm64_tlbmode;
 pub mod linux_pcid;
 pub mod linux_x86_410;
+pub mod linux_x86_513;
 pub mod linux_x86_615;
 pub mod noasid;
 
@@ -47,5 +52,6 @@ pub use linux_arm64::LinuxArm64;
 pub use linux_arm64_skipbcast::TlbFlushKind;
 pub use linux_pcid::LinuxX86;
 pub use linux_x86_410::LinuxX86v410;
+pub use linux_x86_513::LinuxX86v513;
 pub use linux_x86_615::LinuxX86v615;
 pub use noasid::NoAsid;
