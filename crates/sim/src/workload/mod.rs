@@ -21,7 +21,8 @@
 //! [`lat_proc`] (lmbench's fork, exit and wait) and [`flush_range`] (the cost of
 //! an `mprotect`'s range flush by its page count, in a process live on every
 //! CPU); [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory
-//! limit: direct reclaim to swap, reclaim's batched flush). [`microbench`] is
+//! limit: direct reclaim to swap, reclaim's batched flush). [`will_it_scale`]
+//! is will-it-scale's harness (threads or process mode). [`microbench`] is
 //! `tlbkit calibrate`'s host microbenchmarks, run in the model.
 
 pub mod apache_like;
@@ -45,6 +46,7 @@ pub mod stress_ng_tlb_shootdown;
 pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
+pub mod will_it_scale;
 pub mod will_it_scale_tlb_flush2;
 
 use crate::error::Error;
@@ -288,8 +290,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
         "trace" => trace::max_mms(texts),
         "stress" => stress::max_mms(p),
-        // One process.
-        "will_it_scale_tlb_flush2" => 8,
+        // One process, or one per task.
+        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::max_mms(p, cpus),
         "hackbench" => hackbench::max_mms(p),
         // One process.
         "munmap_latency" => 8,
