@@ -102,3 +102,15 @@ fn context_switch1_processes_refill_the_tlb_after_every_switch_without_pcid() {
     let (threads, processes) = (misses("mode=0"), misses("mode=1"));
     assert!(processes > threads + 2.0 * 200.0 * 3.0, "{processes} walks in processes vs {threads} in threads");
 }
+
+#[test]
+fn smt_2_spreads_half_the_tasks_over_both_sockets() {
+    // 0-day's nr_task=50% on a two-socket SMT machine: one task per core, so
+    // half the flushes' IPIs cross the sockets; without smt the tasks fill
+    // socket 0 and none does. Cross-socket IPIs cost more: a lower rate.
+    let rate = |smt: &str| {
+        skx("x86-linux-613", "will_it_scale_tlb_flush2", 104, &["tasks=52", "laps=1", "pages=16", smt])["ops_per_s"]
+    };
+    let (packed, spread) = (rate("smt=1"), rate("smt=2"));
+    assert!(spread < packed, "{spread} spread over both sockets vs {packed} on one");
+}

@@ -18,14 +18,14 @@
 //! The model (both modes), for a run of fixed work instead of fixed time:
 //! - Threads ([`Mode::Threads`]): a leader, on CPU 0, maps and touches one
 //!   anonymous page of counters, creates the gate, clones tasks 1 to `n - 1`
-//!   bound to CPUs 1, 2, ... (modulo the CPUs), marks `"start"`, writes one
+//!   each bound to its CPU ([`Binding`]: CPUs 1, 2, ... by default), marks
+//!   `"start"`, writes one
 //!   token per cloned task and then runs task 0 itself. This is how
 //!   `will_it_scale_tlb_flush2` has always run it; `main`'s own thread, asleep
 //!   in `sleep(1)` between samples, is folded into task 0.
 //! - Processes ([`Mode::Processes`]): a parent maps and touches one page of a
 //!   shared file (the counters), creates the gate and a second pipe, forks task
-//!   `i` bound to CPU `i` (modulo the CPUs; task 0 last, as it shares CPU 0 with
-//!   the parent), marks `"start"`, writes one token per task and then waits,
+//!   `i` bound to its CPU (task 0 last, as it shares CPU 0 with the parent), marks `"start"`, writes one token per task and then waits,
 //!   blocked, for one token per task: each task's exit writes it
 //!   ([`Op::ExitNotify`]), after its address space is torn down. The parent
 //!   stands for `main` asleep between samples.
@@ -37,8 +37,8 @@
 //! a small part of it).
 //!
 //! What stays different: hwloc binds a task to a *core* (both SMT siblings),
-//! the model to one CPU; tasks past the CPUs share CPUs the same way
-//! (`i % cpus`). The counters are per page, not per 256-byte slot: every task's
+//! the model to one CPU, which `smt` places as hwloc's core order would
+//! ([`Binding`]); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
 //! increment writes the one counters page.
 
 use super::{ParamDef, Params};
@@ -65,6 +65,51 @@ pub(crate) const MODE: ParamDef = ParamDef {
     max: 1.0,
     doc: "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
 };
+
+/// The `smt` parameter: how hwloc's core binding places tasks on a machine
+/// with SMT, which the simulator models as one CPU per hardware thread.
+pub(crate) const SMT: ParamDef = ParamDef {
+    key: "smt",
+    default: 1.0,
+    min: 1.0,
+    max: 8.0,
+    doc: "hardware threads per core (1: task i on CPU i; 2, skx8170 as 0-day runs it: task i on core i % cores, \
+          each socket's cores in turn, a core's second thread only past every core's first)",
+};
+
+/// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
+/// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
+/// with `smt` threads per core 0-day's `nr_task=50%` puts one task on every
+/// core of both sockets. The simulator numbers a socket's hardware threads
+/// together (socket 0's first), one CPU each; a core's `k`-th thread is taken
+/// to be CPU `k * cores_per_socket + core` of its socket, as Linux numbers
+/// them. With `smt` 1, task `i` runs on CPU `i % cpus`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Binding {
+    cpus: usize,
+    per_socket: usize,
+    smt: usize,
+}
+
+impl Binding {
+    /// Returns the binding of `p` on `sim`'s machine.
+    pub(crate) fn of<P: Policy>(p: &Params, sim: &Sim<P>) -> Binding {
+        let smt = p.get("smt").map_or(1, |&t| t as usize).max(1);
+        let per_socket = sim.cfg.preset.cores_per_socket.max(1);
+        // A socket that does not split into whole cores is bound thread by thread.
+        let smt = if per_socket.is_multiple_of(smt) && sim.cfg.ncpus >= smt { smt } else { 1 };
+        Binding { cpus: sim.cfg.ncpus.max(1), per_socket, smt }
+    }
+
+    /// Returns the CPU task `i` is bound to.
+    pub(crate) fn cpu(&self, i: u64) -> usize {
+        let cores = (self.cpus / self.smt).max(1) as u64;
+        let core_per_socket = (self.per_socket / self.smt) as u64;
+        let (j, thread) = (i % cores, (i / cores) % self.smt as u64);
+        let (socket, core) = (j / core_per_socket, j % core_per_socket);
+        ((socket * self.per_socket as u64 + thread * core_per_socket + core) % self.cpus as u64) as usize
+    }
+}
 
 /// File id of the counters' shared file in process mode (the testcases' own
 /// files take ids from 1).
@@ -127,9 +172,10 @@ pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
 /// Starts `p`'s tasks in `mode`, each built by `make`.
 pub(crate) fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, make: MakeTask) -> Result<(), Error> {
     let n = tasks(p, sim.cfg.ncpus);
+    let bind = Binding::of(p, sim);
     let prog: Box<dyn Program> = match Mode::of(p) {
-        Mode::Threads => Box::new(Leader { tasks: n, make, step: 0, start: 0, counters: 0, task: None }),
-        Mode::Processes => Box::new(Parent { tasks: n, make, step: 0, gate: 0, done: 0, counters: 0 }),
+        Mode::Threads => Box::new(Leader { tasks: n, bind, make, step: 0, start: 0, counters: 0, task: None }),
+        Mode::Processes => Box::new(Parent { tasks: n, bind, make, step: 0, gate: 0, done: 0, counters: 0 }),
     };
     sim.spawn(prog)?;
     Ok(())
@@ -149,6 +195,7 @@ pub(crate) fn max_mms(p: &Params, cpus: usize, extra: u64) -> usize {
 /// gate and runs task 0 itself.
 struct Leader {
     tasks: u64,
+    bind: Binding,
     make: MakeTask,
     step: u64,
     start: u32,
@@ -157,9 +204,10 @@ struct Leader {
 }
 
 impl Leader {
-    /// Returns what task `index`, bound to CPU `index`, starts with.
+    /// Returns what task `index` starts with.
     fn at(&self, index: u64, gate: Option<u32>) -> Start {
-        Start { index, cpu: index as usize, gate, done: None, counters: self.counters, mode: Mode::Threads }
+        let cpu = self.bind.cpu(index);
+        Start { index, cpu, gate, done: None, counters: self.counters, mode: Mode::Threads }
     }
 }
 
@@ -181,12 +229,11 @@ impl Program for Leader {
                 if s == 4 {
                     self.start = ret as u32;
                 }
-                // Task i is bound to CPU i, as hwloc binds it to core i % ncores;
+                // Task i is bound to its CPU, as hwloc binds it to core i % ncores;
                 // the leader, task 0, started on CPU 0.
-                let i = s - 3;
-                let at = self.at(i, Some(self.start));
+                let at = self.at(s - 3, Some(self.start));
                 let task = (self.make)(at);
-                Op::Sys(Sys::CloneOn(i as usize, task))
+                Op::Sys(Sys::CloneOn(at.cpu, task))
             }
             s if s == 4 + (n - 1) => {
                 if n == 1 {
@@ -211,6 +258,7 @@ impl Program for Leader {
 /// and waits for every task's exit.
 struct Parent {
     tasks: u64,
+    bind: Binding,
     make: MakeTask,
     step: u64,
     gate: u32,
@@ -242,13 +290,13 @@ impl Program for Parent {
                 let i = (s - 4) % n;
                 let start = Start {
                     index: i,
-                    cpu: i as usize,
+                    cpu: self.bind.cpu(i),
                     gate: Some(self.gate),
                     done: Some(self.done),
                     counters: self.counters,
                     mode: Mode::Processes,
                 };
-                Op::Sys(Sys::ForkOn(i as usize, (self.make)(start)))
+                Op::Sys(Sys::ForkOn(start.cpu, (self.make)(start)))
             }
             s if s == 5 + n => Op::Mark("start"),
             s if s <= 5 + 2 * n => Op::Sys(Sys::PipeWrite(self.gate)),
@@ -279,4 +327,31 @@ pub(crate) fn result<P: Policy>(
     r.insert("per_thread_ops".to_string(), ops / secs / tasks as f64);
     r.insert("tlb_share".to_string(), invalidating as f64 / ((end - start) as f64 * sim.cfg.ncpus as f64));
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Binding;
+
+    #[test]
+    fn two_threads_per_core_put_half_the_tasks_on_every_core_of_both_sockets() {
+        // skx8170: 2 sockets of 26 cores x 2 threads, 52 CPUs a socket.
+        let b = Binding { cpus: 104, per_socket: 52, smt: 2 };
+        let cpus: Vec<usize> = (0..104).map(|i| b.cpu(i)).collect();
+        assert_eq!(&cpus[..3], &[0, 1, 2]);
+        // Task 26 is socket 1's first core; task 52 is core 0's second thread.
+        assert_eq!((cpus[25], cpus[26], cpus[51], cpus[52], cpus[103]), (25, 52, 77, 26, 103));
+        let mut half = cpus[..52].to_vec();
+        half.sort_unstable();
+        assert_eq!(half.iter().filter(|&&c| c < 52).count(), 26, "{half:?}");
+        let mut all = cpus.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..104).collect::<Vec<_>>(), "every CPU once");
+    }
+
+    #[test]
+    fn one_thread_per_core_binds_task_i_to_cpu_i() {
+        let b = Binding { cpus: 8, per_socket: 4, smt: 1 };
+        assert_eq!((0..10).map(|i| b.cpu(i)).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]);
+    }
 }

@@ -51,6 +51,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     params: &[
         will_it_scale::TASKS,
         will_it_scale::MODE,
+        will_it_scale::SMT,
         ParamDef {
             key: "laps",
             default: 2000.0,

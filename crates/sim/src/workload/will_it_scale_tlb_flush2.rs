@@ -55,6 +55,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
         },
         ParamDef { key: "pages", default: 256.0, min: 1.0, max: 262_144.0, doc: "4 KB pages per mapping (1 MiB: 256)" },
         will_it_scale::MODE,
+        will_it_scale::SMT,
     ],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],

@@ -57,6 +57,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     params: &[
         will_it_scale::TASKS,
         will_it_scale::MODE,
+        will_it_scale::SMT,
         ParamDef {
             key: "iters",
             default: 512.0,
