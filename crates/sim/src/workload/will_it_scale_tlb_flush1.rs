@@ -25,9 +25,10 @@
 //! a write makes. Fixed work instead of fixed time: at the default 512
 //! iterations of a 32768-page mapping no `munmap` falls in the run, as none
 //! falls in 63 of every 64 such stretches of the real loop: one full flush and
-//! a 128 MiB unmap per 32768 iterations is an estimated 1% of the time (32768
-//! present PTEs zapped at tens of nanoseconds each, against a few microseconds
-//! per iteration); `iters` at a multiple of `pages` includes them.
+//! a 128 MiB unmap per 32768 iterations is an estimated 1% of the time or less
+//! (32768 present PTEs zapped at tens of nanoseconds each, against a few
+//! microseconds or more per iteration); `iters` at a multiple of `pages`
+//! includes them.
 //!
 //! What stays different: the write fault allocates a zeroed page where Linux
 //! looks the file's page up in the page cache (allocating it on the first
