@@ -146,21 +146,24 @@ pub const METRICS: &[MetricDef] = &[
         "ops_per_s",
         "iterations per second",
         "ops/s",
-        "will_it_scale_tlb_flush2: pages written, madvise(DONTNEED)d and read per second, summed over the threads \
-         (will-it-scale's average)",
+        "will_it_scale_tlb_flush1, _tlb_flush2, _tlb_flush3: pages written, madvise(DONTNEED)d and read per second; \
+         will_it_scale_context_switch1: two per pipe round trip per second; summed over the tasks (will-it-scale's \
+         average)",
     ),
     result(
         "per_thread_ops",
         "iterations per second per thread",
         "ops/s",
-        "will_it_scale_tlb_flush2: ops_per_s divided by the threads (0-day's per_thread_ops)",
+        "will_it_scale_tlb_flush1, _tlb_flush2, _tlb_flush3, _context_switch1: ops_per_s divided by the tasks \
+         (0-day's per_thread_ops)",
     ),
     result(
         "tlb_share",
         "share of CPU time invalidating TLBs",
         "ratio",
-        "will_it_scale_tlb_flush2, stress_ng_tlb_shootdown: initiators inside flush calls, IPI handlers and CPUs \
-         processing others' broadcast invalidations, over all CPUs' time while the threads (the instances) ran",
+        "will_it_scale_tlb_flush1, _tlb_flush2, _tlb_flush3, _context_switch1, stress_ng_tlb_shootdown: initiators \
+         inside flush calls, IPI handlers and CPUs processing others' broadcast invalidations, over all CPUs' time \
+         while the tasks (the instances) ran",
     ),
     result(
         "us_per_mapping",

@@ -107,6 +107,10 @@ pub enum Sys {
     /// Creates a child process with a copy-on-write copy of this address space,
     /// running `child`; returns the child's thread id.
     Fork(Box<dyn Program>),
+    /// [`Sys::Fork`] of a child bound to CPU `cpu` (modulo the machine's CPUs),
+    /// as `fork` after `sched_setaffinity` or hwloc binding does (the child
+    /// inherits its parent's affinity): it starts there and never migrates.
+    ForkOn(usize, Box<dyn Program>),
     /// Creates a thread in this address space running `thread` (Linux `clone`
     /// with `CLONE_VM`, FreeBSD `thr_new`), on the least-loaded CPU (this one on
     /// ties, as Linux's fork balancing keeps a child local when no group is

@@ -109,7 +109,14 @@ impl<P: Policy> Sim<P> {
         tid
     }
 
-    pub(super) fn fork(&mut self, cpu: usize, tid: usize, child: Box<dyn Program>, mut now: u64) -> u64 {
+    pub(super) fn fork(
+        &mut self,
+        cpu: usize,
+        tid: usize,
+        child: Box<dyn Program>,
+        bind: Option<usize>,
+        mut now: u64,
+    ) -> u64 {
         let c = self.m.costs;
         let parent = self.threads[tid].mm;
         let Some(cm) = self.new_mm() else {
@@ -161,9 +168,11 @@ impl<P: Policy> Sim<P> {
             }
         }
         // Fork balancing places the child on the least-loaded CPU, as both
-        // kernels do; `migration` only governs moving threads afterwards.
-        let ccpu = self.least_loaded();
+        // kernels do; `migration` only governs moving threads afterwards. A
+        // bound child starts on its CPU and stays there.
+        let ccpu = bind.map_or_else(|| self.least_loaded(), |b| b % self.sched.len());
         let ct = self.new_thread(cm, child, ccpu);
+        self.threads[ct].pinned = bind.is_some();
         self.threads[tid].ret = ct as u64;
         now += c.fault_path * 4;
         let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);

@@ -18,6 +18,7 @@ impl<P: Policy> Sim<P> {
                     | Sys::Madvise { .. }
                     | Sys::MadvisePageout { .. }
                     | Sys::Fork(_)
+                    | Sys::ForkOn(..)
                     | Sys::Execve
             )
         {
@@ -48,6 +49,7 @@ impl<P: Policy> Sim<P> {
             | Sys::MmapFixed { .. }
             | Sys::Mprotect { .. }
             | Sys::Fork(_)
+            | Sys::ForkOn(..)
             | Sys::Munmap { .. } => Some(true),
             Sys::Madvise { .. } | Sys::MadvisePageout { .. } => Some(false),
             _ => None,
@@ -89,7 +91,8 @@ impl<P: Policy> Sim<P> {
                 self.munmap(cpu, mm, va, pages, now)
             }
             Sys::Mprotect { va, pages, write } => self.mprotect(cpu, mm, va, pages, write, now),
-            Sys::Fork(child) => self.fork(cpu, tid, child, now),
+            Sys::Fork(child) => self.fork(cpu, tid, child, None, now),
+            Sys::ForkOn(bind, child) => self.fork(cpu, tid, child, Some(bind), now),
             Sys::Clone(thread) => self.clone_thread(cpu, tid, thread, None, now),
             Sys::CloneOn(bind, thread) => self.clone_thread(cpu, tid, thread, Some(bind), now),
             Sys::Madvise { va, pages } => {

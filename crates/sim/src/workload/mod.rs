@@ -21,7 +21,12 @@
 //! [`lat_proc`] (lmbench's fork, exit and wait) and [`flush_range`] (the cost of
 //! an `mprotect`'s range flush by its page count, in a process live on every
 //! CPU); [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory
-//! limit: direct reclaim to swap, reclaim's batched flush). [`microbench`] is
+//! limit: direct reclaim to swap, reclaim's batched flush);
+//! [`will_it_scale_tlb_flush1`], [`will_it_scale_tlb_flush3`] (private and
+//! shared file mappings advised page by page) and
+//! [`will_it_scale_context_switch1`] (pipe round trips between two tasks on one
+//! CPU), which share will-it-scale's harness, [`will_it_scale`], with
+//! `tlb_flush2`, in threads or process mode. [`microbench`] is
 //! `tlbkit calibrate`'s host microbenchmarks, run in the model.
 
 pub mod apache_like;
@@ -45,7 +50,11 @@ pub mod stress_ng_tlb_shootdown;
 pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
+pub mod will_it_scale;
+pub mod will_it_scale_context_switch1;
+pub mod will_it_scale_tlb_flush1;
 pub mod will_it_scale_tlb_flush2;
+pub mod will_it_scale_tlb_flush3;
 
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
@@ -176,6 +185,9 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     flush_range::DEF,
     microbench::DEF,
     swap_w_seq_mt::DEF,
+    will_it_scale_tlb_flush1::DEF,
+    will_it_scale_tlb_flush3::DEF,
+    will_it_scale_context_switch1::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -223,6 +235,9 @@ pub fn setup_with<P: Policy>(
         "flush_range" => flush_range::setup(p, sim),
         "microbench" => microbench::setup(p, sim),
         "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
+        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::setup(p, sim),
+        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::setup(p, sim),
+        "will_it_scale_context_switch1" => will_it_scale_context_switch1::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -257,6 +272,9 @@ pub fn result<P: Policy>(
         "flush_range" => flush_range::result(p, main),
         "microbench" => microbench::result(p, main),
         "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
+        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::result(p, main),
+        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::result(p, main),
+        "will_it_scale_context_switch1" => will_it_scale_context_switch1::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -288,8 +306,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "exit_teardown" => p["jobs"] as usize * cpus + 16,
         "trace" => trace::max_mms(texts),
         "stress" => stress::max_mms(p),
-        // One process.
-        "will_it_scale_tlb_flush2" => 8,
+        // One process, or one per task.
+        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::max_mms(p, cpus),
         "hackbench" => hackbench::max_mms(p),
         // One process.
         "munmap_latency" => 8,
@@ -306,6 +324,9 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // The benchmark's process, and pipe_switch's second.
         "microbench" => 8,
         "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
+        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::max_mms(p, cpus),
+        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::max_mms(p, cpus),
+        "will_it_scale_context_switch1" => will_it_scale_context_switch1::max_mms(p, cpus),
         _ => 64,
     }
 }

@@ -1,23 +1,24 @@
-//! will-it-scale's `tlb_flush2` in threads mode (`tlb_flush2_threads`): the
-//! benchmark the lazy `mm_cpumask` and INVLPGB series were measured with.
+//! will-it-scale's `tlb_flush2` (`tlb_flush2_threads`, `tlb_flush2_processes`):
+//! the benchmark the lazy `mm_cpumask` and INVLPGB series were measured with.
 //!
 //! Source: github.com/antonblanchard/will-it-scale, `tests/tlb_flush2.c`
-//! `testcase()` (Kemi Wang, 2018) and the harness `main.c` built with `THREADS`.
-//! Each task loops: `mmap` 1 MiB (anonymous, private, read-write); for each of its
-//! 256 pages a one-byte store (a write fault that allocates the page), a
-//! one-page `madvise(MADV_DONTNEED)` (a flush of that page on every CPU running
-//! the mm), a one-byte load (a read fault; Linux maps the shared zero page) and
-//! one increment of the task's counter; then `munmap` of the 1 MiB (256 pages,
-//! above the 33-page ceiling: a flush of the whole mm). One iteration is one page.
-//! In threads mode every task is a thread of one process, each bound to its own
-//! core, started together by one byte on a pipe; 0-day runs one per CPU.
+//! `testcase()` (Kemi Wang, 2018), run by the harness `main.c` (see
+//! [`super::will_it_scale`]). Each task loops: `mmap` 1 MiB (`MEMORYSIZE`;
+//! anonymous, private, read-write); for each of its 256 pages a one-byte store
+//! (a write fault that allocates the page), a one-page `madvise(MADV_DONTNEED)`
+//! (a flush of that page on every CPU running the mm), a one-byte load (the
+//! `assert`, compiled in at `-O2`: a read fault; Linux maps the shared zero
+//! page) and one increment of the task's counter; then `munmap` of the 1 MiB
+//! (256 pages, above the 33-page ceiling: a flush of the whole mm). One
+//! iteration is one page. In threads mode every task is a thread of one
+//! process, so every `madvise` flushes every CPU running a task; in process mode
+//! each task is its own process, and a flush reaches no other CPU. 0-day runs
+//! one task per CPU.
 //!
-//! The model: a leader (on CPU 0) clones `tasks - 1` workers bound to CPUs 1,
-//! 2, ... (modulo the CPUs) and is the last task itself; all wait on one pipe
-//! until the leader has cloned them all, then run `laps` map/unmap cycles. The
-//! counters are one shared page, mapped before the tasks start. Fixed work
-//! instead of will-it-scale's fixed time: the run ends when the last task has
-//! finished its laps.
+//! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
+//! processes), each bound to its CPU; each runs `laps` map/unmap cycles of
+//! `pages` pages. Fixed work instead of will-it-scale's fixed time: the run
+//! ends when the last task has finished its laps.
 //!
 //! What stays different: the read after `MADV_DONTNEED` allocates and maps a
 //! page (the simulator has no zero page; the fault path's cost is the same
@@ -30,6 +31,7 @@
 //! inside the policy's flush calls (IPIs and waits included), IPI handlers, and
 //! running CPUs processing broadcast invalidations they did not issue.
 
+use super::will_it_scale::{self, Start};
 use super::{ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
@@ -40,36 +42,43 @@ use tlbkit_policy::Policy;
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "will_it_scale_tlb_flush2",
-    description: "will-it-scale tlb_flush2, threads mode: each thread maps 1 MiB, writes, madvise(DONTNEED)s and \
-                  reads each page, then unmaps it (LKP: one thread per CPU)",
+    description: "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
+                  then unmaps it (threads or processes; LKP: one task per CPU)",
     params: &[
-        ParamDef {
-            key: "tasks",
-            default: 0.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "threads of the one process (0: one per CPU, as 0-day's nr_task=100%)",
-        },
+        will_it_scale::TASKS,
         ParamDef {
             key: "laps",
             default: 2.0,
             min: 1.0,
             max: 100_000.0,
-            doc: "map/unmap cycles of each thread (will-it-scale runs for a time instead)",
+            doc: "map/unmap cycles of each task (will-it-scale runs for a time instead)",
         },
         ParamDef { key: "pages", default: 256.0, min: 1.0, max: 262_144.0, doc: "4 KB pages per mapping (1 MiB: 256)" },
+        will_it_scale::MODE,
+        will_it_scale::SMT,
     ],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
 };
 
-/// One task's loop.
-struct Task {
-    start: u32,
-    counters: u64,
-    laps: u64,
+/// What a task's mapping is backed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// Anonymous private memory (`tlb_flush2`; `tlb_flush1`'s private file
+    /// mapping once written, see its module).
+    Anon,
+    /// A shared mapping of the task's own file (`tlb_flush3`).
+    File(u32),
+}
+
+/// One task's loop: map `pages`, then per page store, `madvise`, load and
+/// count, unmapping after the last page; `iters` iterations in all.
+pub(crate) struct FlushLoop {
+    at: Start,
+    backing: Backing,
+    iters: u64,
     pages: u64,
-    lap: u64,
+    done: u64,
     page: u64,
     buf: u64,
     /// Where in the iteration: 0 store, 1 madvise, 2 load, 3 counter.
@@ -87,29 +96,36 @@ enum Stage {
     Exit,
 }
 
-impl Task {
-    fn new(start: u32, counters: u64, laps: u64, pages: u64) -> Self {
-        Task { start, counters, laps, pages, lap: 0, page: 0, buf: 0, part: 0, stage: Stage::Wait }
+impl FlushLoop {
+    /// Returns the loop of task `at` over mappings of `pages` pages backed by
+    /// `backing`, ending after `iters` iterations (and the `munmap` of a
+    /// mapping its last iteration completes).
+    pub(crate) fn new(at: Start, backing: Backing, iters: u64, pages: u64) -> Self {
+        let stage = if at.gate.is_some() { Stage::Wait } else { Stage::Map };
+        FlushLoop { at, backing, iters, pages, done: 0, page: 0, buf: 0, part: 0, stage }
     }
 }
 
-impl Program for Task {
+impl Program for FlushLoop {
     fn next(&mut self, ret: u64) -> Op {
         loop {
             match self.stage {
                 Stage::Wait => {
                     self.stage = Stage::Map;
-                    return Op::Sys(Sys::PipeRead(self.start));
+                    return Op::Sys(Sys::PipeRead(self.at.gate.unwrap_or_default()));
                 }
                 Stage::Map => {
-                    if self.lap == self.laps {
+                    if self.done == self.iters {
                         self.stage = Stage::Done;
                         continue;
                     }
                     self.stage = Stage::Pages;
                     self.page = 0;
                     self.part = 0;
-                    return Op::Sys(Sys::Mmap { pages: self.pages, write: true });
+                    return Op::Sys(match self.backing {
+                        Backing::Anon => Sys::Mmap { pages: self.pages, write: true },
+                        Backing::File(file) => Sys::MmapFile { file, pages: self.pages, write: true },
+                    });
                 }
                 Stage::Pages => {
                     if self.page == 0 && self.part == 0 {
@@ -119,22 +135,27 @@ impl Program for Task {
                         self.stage = Stage::Unmap;
                         continue;
                     }
+                    if self.done == self.iters {
+                        // The last iteration fell inside a mapping: it stays.
+                        self.stage = Stage::Done;
+                        continue;
+                    }
                     let va = self.buf + self.page * 4096;
                     let op = match self.part {
                         0 => Op::Touch { va, pages: 1, write: true },
                         1 => Op::Sys(Sys::Madvise { va, pages: 1 }),
                         2 => Op::Touch { va, pages: 1, write: false },
-                        _ => Op::Touch { va: self.counters, pages: 1, write: true },
+                        _ => Op::Touch { va: self.at.counters, pages: 1, write: true },
                     };
                     self.part += 1;
                     if self.part == 4 {
                         self.part = 0;
                         self.page += 1;
+                        self.done += 1;
                     }
                     return op;
                 }
                 Stage::Unmap => {
-                    self.lap += 1;
                     self.stage = Stage::Map;
                     return Op::Sys(Sys::Munmap { va: self.buf, pages: self.pages });
                 }
@@ -142,97 +163,29 @@ impl Program for Task {
                     self.stage = Stage::Exit;
                     return Op::Mark("end");
                 }
-                Stage::Exit => return Op::Exit,
+                Stage::Exit => return self.at.exit(),
             }
         }
     }
 }
 
-/// The leader: maps the counters page, clones the other tasks, opens the gate
-/// and runs the last task itself.
-struct Leader {
-    tasks: u64,
-    laps: u64,
-    pages: u64,
-    step: u64,
-    start: u32,
-    counters: u64,
-    task: Option<Task>,
-}
-
-impl Program for Leader {
-    fn next(&mut self, ret: u64) -> Op {
-        if let Some(t) = &mut self.task {
-            return t.next(ret);
-        }
-        self.step += 1;
-        let n = self.tasks;
-        match self.step {
-            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
-            2 => {
-                self.counters = ret;
-                Op::Touch { va: self.counters, pages: 1, write: true }
-            }
-            3 => Op::Sys(Sys::Pipe),
-            s if s <= 3 + (n - 1) => {
-                if s == 4 {
-                    self.start = ret as u32;
-                }
-                // Task i is bound to CPU i, as hwloc binds it to core i % ncores;
-                // the leader, the last task, started on CPU 0.
-                let task = Task::new(self.start, self.counters, self.laps, self.pages);
-                Op::Sys(Sys::CloneOn((s - 3) as usize, Box::new(task)))
-            }
-            s if s == 4 + (n - 1) => {
-                if n == 1 {
-                    self.start = ret as u32;
-                }
-                Op::Mark("start")
-            }
-            s if s <= 4 + 2 * (n - 1) => Op::Sys(Sys::PipeWrite(self.start)),
-            _ => {
-                // The gate is open: run the last task, which skips the wait.
-                let mut t = Task::new(self.start, self.counters, self.laps, self.pages);
-                t.stage = Stage::Map;
-                let op = t.next(0);
-                self.task = Some(t);
-                op
-            }
-        }
-    }
-}
-
-/// Starts the process.
+/// Starts the tasks.
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
-    let leader = Leader {
-        tasks: super::count_or_cpus(p, "tasks", sim.cfg.ncpus),
-        laps: p["laps"] as u64,
-        pages: p["pages"] as u64,
-        step: 0,
-        start: 0,
-        counters: 0,
-        task: None,
-    };
-    sim.spawn(Box::new(leader))?;
-    Ok(())
+    let (pages, iters) = (p["pages"] as u64, p["laps"] as u64 * p["pages"] as u64);
+    let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
+    will_it_scale::setup(p, sim, Box::new(make))
+}
+
+/// Returns the address spaces the run needs at most at once.
+pub fn max_mms(p: &Params, cpus: usize) -> usize {
+    will_it_scale::max_mms(p, cpus, 0)
 }
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
 /// between the gate opening and the last task finishing.
 pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
-    let none = || super::unmeasured(DEF.name, "no task finished; no timing was recorded");
-    let start = super::mark_max(sim, "start").ok_or_else(none)?;
-    let end = super::mark_max(sim, "end").ok_or_else(none)?;
-    let n = super::count_or_cpus(p, "tasks", sim.cfg.ncpus);
-    let ops = (n * p["laps"] as u64 * p["pages"] as u64) as f64;
-    let secs = (end - start) as f64 / sim.ghz() / 1e9;
-    let h = sim.counters();
-    let invalidating = sim.stats.flush_cycles + h.ipi_handler_cycles + sim.broadcast_stall_cycles();
-    let mut r = BTreeMap::new();
-    r.insert("ops_per_s".to_string(), ops / secs);
-    r.insert("per_thread_ops".to_string(), ops / secs / n as f64);
-    r.insert("tlb_share".to_string(), invalidating as f64 / ((end - start) as f64 * sim.cfg.ncpus as f64));
-    Ok(r)
+    let n = will_it_scale::tasks(p, sim.cfg.ncpus);
+    will_it_scale::result(DEF.name, n, n * p["laps"] as u64 * p["pages"] as u64, sim)
 }
 
 #[cfg(test)]

@@ -103,4 +103,13 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // reclaimed by the faults, 32 at a time, each folio's batch flush sent to
     // the CPUs of the other threads.
     ("swap_w_seq_mt", &["mem_mb=1", "swap_mb=1"]),
+    // One bound thread per CPU writing, madvising and reading pages of a
+    // private mapping, unmapping it every 8 pages: tlb_flush2's loop.
+    ("will_it_scale_tlb_flush1", &["iters=16", "pages=8"]),
+    // One forked process per CPU, bound, doing the same to a shared mapping of
+    // its own file: dirty file PTEs zapped, no flush reaching another CPU.
+    ("will_it_scale_tlb_flush3", &["mode=1", "iters=16", "pages=8"]),
+    // A forked process per CPU and its forked partner on the same CPU passing
+    // a byte through pipes: a switch between address spaces at every turn.
+    ("will_it_scale_context_switch1", &["mode=1", "laps=10"]),
 ];

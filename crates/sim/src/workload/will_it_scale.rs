@@ -1,0 +1,357 @@
+//! will-it-scale's harness, `main.c`: starts the testcase's tasks, each bound
+//! to its CPU, opens one gate for all of them, and reports the iterations they
+//! counted per second.
+//!
+//! Source: github.com/antonblanchard/will-it-scale, `main.c` (Anton Blanchard,
+//! 2010). One binary per testcase and mode: `_threads` (built with `THREADS`)
+//! makes every task a `pthread_create`d thread of one process; `_processes`
+//! makes each a `fork`ed child. `main` maps the result counters first (one
+//! 256-byte slot per task in a `MAP_SHARED` file mapping, so that forked
+//! children and the parent see the same counters), creates a pipe, then for
+//! task `i` binds itself to core `i % cores` with hwloc, starts the task (which
+//! inherits the binding) and restores its own; every task `poll`s the pipe. One
+//! byte written to the pipe wakes them all, and each runs `testcase(&counter, i)`
+//! forever; `main` samples the counters once a second, discards five warm-up
+//! seconds and prints the average per second (`average:`), which 0-day reports
+//! as `workload` and divides by the tasks for `per_thread_ops`.
+//!
+//! The model (both modes), for a run of fixed work instead of fixed time:
+//! - Threads ([`Mode::Threads`]): a leader, on CPU 0, maps and touches one
+//!   anonymous page of counters, creates the gate, clones tasks 1 to `n - 1`
+//!   each bound to its CPU ([`Binding`]: CPUs 1, 2, ... by default), marks
+//!   `"start"`, writes one
+//!   token per cloned task and then runs task 0 itself. This is how
+//!   `will_it_scale_tlb_flush2` has always run it; `main`'s own thread, asleep
+//!   in `sleep(1)` between samples, is folded into task 0.
+//! - Processes ([`Mode::Processes`]): a parent maps and touches one page of a
+//!   shared file (the counters), creates the gate and a second pipe, forks task
+//!   `i` bound to its CPU (task 0 last, as it shares CPU 0 with the parent), marks `"start"`, writes one token per task and then waits,
+//!   blocked, for one token per task: each task's exit writes it
+//!   ([`Op::ExitNotify`]), after its address space is torn down. The parent
+//!   stands for `main` asleep between samples.
+//!
+//! The gate is a pipe that each token opens for one reader (the simulated pipe
+//! has no `poll`); a task marks `"end"` when its work is done, and the window
+//! measured runs from the leader's `"start"` to the last `"end"`, first faults
+//! and all (no warm-up is discarded; a workload sizes its work so that they are
+//! a small part of it).
+//!
+//! What stays different: hwloc binds a task to a *core* (both SMT siblings),
+//! the model to one CPU, which `smt` places as hwloc's core order would
+//! ([`Binding`]); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
+//! increment writes the one counters page.
+
+use super::{ParamDef, Params};
+use crate::error::Error;
+use crate::program::{Op, Program, Sys};
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The `tasks` parameter: 0-day's `nr_task`, 100% by default.
+pub(crate) const TASKS: ParamDef = ParamDef {
+    key: "tasks",
+    default: 0.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "tasks (threads or processes) bound one per CPU (0: one per CPU, as 0-day's nr_task=100%)",
+};
+
+/// The `mode` parameter: which of the testcase's two binaries runs.
+pub(crate) const MODE: ParamDef = ParamDef {
+    key: "mode",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
+};
+
+/// The `smt` parameter: how hwloc's core binding places tasks on a machine
+/// with SMT, which the simulator models as one CPU per hardware thread.
+pub(crate) const SMT: ParamDef = ParamDef {
+    key: "smt",
+    default: 1.0,
+    min: 1.0,
+    max: 8.0,
+    doc: "hardware threads per core (1: task i on CPU i; 2, skx8170 as 0-day runs it: task i on core i % cores, \
+          each socket's cores in turn, a core's second thread only past every core's first)",
+};
+
+/// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
+/// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
+/// with `smt` threads per core 0-day's `nr_task=50%` puts one task on every
+/// core of both sockets. The simulator numbers a socket's hardware threads
+/// together (socket 0's first), one CPU each; a core's `k`-th thread is taken
+/// to be CPU `k * cores_per_socket + core` of its socket, as Linux numbers
+/// them. With `smt` 1, task `i` runs on CPU `i % cpus`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Binding {
+    cpus: usize,
+    per_socket: usize,
+    smt: usize,
+}
+
+impl Binding {
+    /// Returns the binding of `p` on `sim`'s machine.
+    pub(crate) fn of<P: Policy>(p: &Params, sim: &Sim<P>) -> Binding {
+        let smt = p.get("smt").map_or(1, |&t| t as usize).max(1);
+        let per_socket = sim.cfg.preset.cores_per_socket.max(1);
+        // A socket that does not split into whole cores is bound thread by thread.
+        let smt = if per_socket.is_multiple_of(smt) && sim.cfg.ncpus >= smt { smt } else { 1 };
+        Binding { cpus: sim.cfg.ncpus.max(1), per_socket, smt }
+    }
+
+    /// Returns the CPU task `i` is bound to.
+    pub(crate) fn cpu(&self, i: u64) -> usize {
+        let cores = (self.cpus / self.smt).max(1) as u64;
+        let core_per_socket = (self.per_socket / self.smt) as u64;
+        let (j, thread) = (i % cores, (i / cores) % self.smt as u64);
+        let (socket, core) = (j / core_per_socket, j % core_per_socket);
+        ((socket * self.per_socket as u64 + thread * core_per_socket + core) % self.cpus as u64) as usize
+    }
+}
+
+/// File id of the counters' shared file in process mode (the testcases' own
+/// files take ids from 1).
+const COUNTERS_FILE: u32 = 0;
+
+/// How the tasks are started: the testcase's `_threads` or `_processes` binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Threads of one process, sharing one address space.
+    Threads,
+    /// One forked process per task, each with its own address space.
+    Processes,
+}
+
+impl Mode {
+    /// Returns the mode that parameter `mode` of `p` selects.
+    pub(crate) fn of(p: &Params) -> Mode {
+        if p.get("mode").copied().unwrap_or(0.0) >= 1.0 {
+            Mode::Processes
+        } else {
+            Mode::Threads
+        }
+    }
+}
+
+/// What the harness hands a task when it starts it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Start {
+    /// Task number, from 0 (the `nr` argument of `testcase`).
+    pub index: u64,
+    /// The CPU it is bound to.
+    pub cpu: usize,
+    /// The pipe to read one token from before starting; `None` when the gate
+    /// is already open (the leader's own task in threads mode).
+    pub gate: Option<u32>,
+    /// The pipe whose token the task's exit writes (process mode).
+    pub done: Option<u32>,
+    /// Address of the counters page; each iteration writes it.
+    pub counters: u64,
+    /// Threads or processes.
+    pub mode: Mode,
+}
+
+impl Start {
+    /// Returns the task's last operation: an exit, which in process mode
+    /// tells the parent.
+    pub(crate) fn exit(&self) -> Op {
+        self.done.map_or(Op::Exit, Op::ExitNotify)
+    }
+}
+
+/// Builds task `Start::index`'s program.
+pub(crate) type MakeTask = Box<dyn FnMut(Start) -> Box<dyn Program>>;
+
+/// Returns the number of tasks that `tasks` in `p` asks for on `cpus` CPUs.
+pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
+    super::count_or_cpus(p, "tasks", cpus)
+}
+
+/// Starts `p`'s tasks in `mode`, each built by `make`.
+pub(crate) fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, make: MakeTask) -> Result<(), Error> {
+    let n = tasks(p, sim.cfg.ncpus);
+    let bind = Binding::of(p, sim);
+    let prog: Box<dyn Program> = match Mode::of(p) {
+        Mode::Threads => Box::new(Leader { tasks: n, bind, make, step: 0, start: 0, counters: 0, task: None }),
+        Mode::Processes => Box::new(Parent { tasks: n, bind, make, step: 0, gate: 0, done: 0, counters: 0 }),
+    };
+    sim.spawn(prog)?;
+    Ok(())
+}
+
+/// Returns the address spaces the harness needs at most at once: the one
+/// process, or the parent and one per task (each task's own `extra` children
+/// besides).
+pub(crate) fn max_mms(p: &Params, cpus: usize, extra: u64) -> usize {
+    match Mode::of(p) {
+        Mode::Threads => 8,
+        Mode::Processes => (tasks(p, cpus) * (1 + extra)) as usize + 8,
+    }
+}
+
+/// Threads mode: maps the counters page, clones the other tasks, opens the
+/// gate and runs task 0 itself.
+struct Leader {
+    tasks: u64,
+    bind: Binding,
+    make: MakeTask,
+    step: u64,
+    start: u32,
+    counters: u64,
+    task: Option<Box<dyn Program>>,
+}
+
+impl Leader {
+    /// Returns what task `index` starts with.
+    fn at(&self, index: u64, gate: Option<u32>) -> Start {
+        let cpu = self.bind.cpu(index);
+        Start { index, cpu, gate, done: None, counters: self.counters, mode: Mode::Threads }
+    }
+}
+
+impl Program for Leader {
+    fn next(&mut self, ret: u64) -> Op {
+        if let Some(t) = &mut self.task {
+            return t.next(ret);
+        }
+        self.step += 1;
+        let n = self.tasks;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            2 => {
+                self.counters = ret;
+                Op::Touch { va: self.counters, pages: 1, write: true }
+            }
+            3 => Op::Sys(Sys::Pipe),
+            s if s <= 3 + (n - 1) => {
+                if s == 4 {
+                    self.start = ret as u32;
+                }
+                // Task i is bound to its CPU, as hwloc binds it to core i % ncores;
+                // the leader, task 0, started on CPU 0.
+                let at = self.at(s - 3, Some(self.start));
+                let task = (self.make)(at);
+                Op::Sys(Sys::CloneOn(at.cpu, task))
+            }
+            s if s == 4 + (n - 1) => {
+                if n == 1 {
+                    self.start = ret as u32;
+                }
+                Op::Mark("start")
+            }
+            s if s <= 4 + 2 * (n - 1) => Op::Sys(Sys::PipeWrite(self.start)),
+            _ => {
+                // The gate is open: run task 0, which skips the wait.
+                let at = self.at(0, None);
+                let mut t = (self.make)(at);
+                let op = t.next(0);
+                self.task = Some(t);
+                op
+            }
+        }
+    }
+}
+
+/// Process mode: maps the shared counters, forks every task, opens the gate
+/// and waits for every task's exit.
+struct Parent {
+    tasks: u64,
+    bind: Binding,
+    make: MakeTask,
+    step: u64,
+    gate: u32,
+    done: u32,
+    counters: u64,
+}
+
+impl Program for Parent {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let n = self.tasks;
+        match self.step {
+            1 => Op::Sys(Sys::MmapFile { file: COUNTERS_FILE, pages: 1, write: true }),
+            2 => {
+                self.counters = ret;
+                Op::Touch { va: self.counters, pages: 1, write: true }
+            }
+            3 => Op::Sys(Sys::Pipe),
+            4 => {
+                self.gate = ret as u32;
+                Op::Sys(Sys::Pipe)
+            }
+            s if s <= 4 + n => {
+                if s == 5 {
+                    self.done = ret as u32;
+                }
+                // Tasks 1, 2, ..., then task 0, which shares CPU 0 with the
+                // parent: its token is the last one written.
+                let i = (s - 4) % n;
+                let start = Start {
+                    index: i,
+                    cpu: self.bind.cpu(i),
+                    gate: Some(self.gate),
+                    done: Some(self.done),
+                    counters: self.counters,
+                    mode: Mode::Processes,
+                };
+                Op::Sys(Sys::ForkOn(start.cpu, (self.make)(start)))
+            }
+            s if s == 5 + n => Op::Mark("start"),
+            s if s <= 5 + 2 * n => Op::Sys(Sys::PipeWrite(self.gate)),
+            s if s <= 5 + 3 * n => Op::Sys(Sys::PipeRead(self.done)),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of a run whose `tasks`
+/// tasks did `ops` iterations in all, from the window between the gate
+/// opening and the last task finishing.
+pub(crate) fn result<P: Policy>(
+    workload: &'static str,
+    tasks: u64,
+    ops: u64,
+    sim: &Sim<P>,
+) -> Result<BTreeMap<String, f64>, Error> {
+    let none = || super::unmeasured(workload, "no task finished; no timing was recorded");
+    let start = super::mark_max(sim, "start").ok_or_else(none)?;
+    let end = super::mark_max(sim, "end").ok_or_else(none)?;
+    let ops = ops as f64;
+    let secs = (end - start) as f64 / sim.ghz() / 1e9;
+    let h = sim.counters();
+    let invalidating = sim.stats.flush_cycles + h.ipi_handler_cycles + sim.broadcast_stall_cycles();
+    let mut r = BTreeMap::new();
+    r.insert("ops_per_s".to_string(), ops / secs);
+    r.insert("per_thread_ops".to_string(), ops / secs / tasks as f64);
+    r.insert("tlb_share".to_string(), invalidating as f64 / ((end - start) as f64 * sim.cfg.ncpus as f64));
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Binding;
+
+    #[test]
+    fn two_threads_per_core_put_half_the_tasks_on_every_core_of_both_sockets() {
+        // skx8170: 2 sockets of 26 cores x 2 threads, 52 CPUs a socket.
+        let b = Binding { cpus: 104, per_socket: 52, smt: 2 };
+        let cpus: Vec<usize> = (0..104).map(|i| b.cpu(i)).collect();
+        assert_eq!(&cpus[..3], &[0, 1, 2]);
+        // Task 26 is socket 1's first core; task 52 is core 0's second thread.
+        assert_eq!((cpus[25], cpus[26], cpus[51], cpus[52], cpus[103]), (25, 52, 77, 26, 103));
+        let mut half = cpus[..52].to_vec();
+        half.sort_unstable();
+        assert_eq!(half.iter().filter(|&&c| c < 52).count(), 26, "{half:?}");
+        let mut all = cpus.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..104).collect::<Vec<_>>(), "every CPU once");
+    }
+
+    #[test]
+    fn one_thread_per_core_binds_task_i_to_cpu_i() {
+        let b = Binding { cpus: 8, per_socket: 4, smt: 1 };
+        assert_eq!((0..10).map(|i| b.cpu(i)).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]);
+    }
+}

@@ -1,0 +1,96 @@
+//! will-it-scale's `tlb_flush1` (`tlb_flush1_threads`, `tlb_flush1_processes`):
+//! "TLB flush of separate file private mapping".
+//!
+//! Source: github.com/antonblanchard/will-it-scale, `tests/tlb_flush1.c`
+//! `testcase()`, run by the harness `main.c` (see [`super::will_it_scale`]).
+//! Each task creates its own 128 MiB file (`FILESIZE`; `mkstemp`, `ftruncate`,
+//! `unlink`: a sparse file) and loops: `mmap` all of it `MAP_PRIVATE`,
+//! read-write; for each of its 32768 pages a one-byte store (a write fault:
+//! the file's page is read into the page cache and copied to a private
+//! anonymous page), a one-page `madvise(MADV_DONTNEED)` (the private page is
+//! zapped, flushed on every CPU running the mm, and freed), a one-byte load
+//! (the `assert(... == 0)`, compiled in at `-O2`: a read fault that maps the
+//! file's page) and one increment of the task's counter; then `munmap` of the
+//! 128 MiB (above the 33-page ceiling: a flush of the whole mm). One iteration
+//! is one page. In threads mode every `madvise` flushes every CPU running a
+//! task; in process mode each task is its own process and no flush reaches
+//! another CPU.
+//!
+//! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
+//! processes), each bound to its CPU; each runs `iters` iterations over
+//! mappings of `pages` pages (the `tlb_flush2` loop,
+//! [`super::will_it_scale_tlb_flush2::FlushLoop`]). A mapping is written,
+//! advised and read as an anonymous private one: the simulator has no private
+//! file mappings, and what this testcase flushes is the private anonymous copy
+//! a write makes. Fixed work instead of fixed time: at the default 512
+//! iterations of a 32768-page mapping no `munmap` falls in the run, as none
+//! falls in 63 of every 64 such stretches of the real loop: one full flush and
+//! a 128 MiB unmap per 32768 iterations is an estimated 1% of the time or less
+//! (32768 present PTEs zapped at tens of nanoseconds each, against a few
+//! microseconds or more per iteration); `iters` at a multiple of `pages`
+//! includes them.
+//!
+//! What stays different: the write fault allocates a zeroed page where Linux
+//! looks the file's page up in the page cache (allocating it on the first
+//! touch of a sparse file) and copies it; the read fault allocates a page where
+//! Linux maps the page cache's (and may map neighbours, fault-around); the
+//! file's page cache is not modelled. The harness's differences are its own.
+//!
+//! Results, as `tlb_flush2`'s: `ops_per_s` (will-it-scale's `average:`, 0-day's
+//! `workload`), `per_thread_ops` and `tlb_share`.
+
+use super::will_it_scale::{self, Start};
+use super::will_it_scale_tlb_flush2::{Backing, FlushLoop};
+use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
+use crate::program::Program;
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "will_it_scale_tlb_flush1",
+    description: "will-it-scale tlb_flush1: each task maps its own 128 MiB file privately, writes, \
+                  madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
+    params: &[
+        will_it_scale::TASKS,
+        will_it_scale::MODE,
+        will_it_scale::SMT,
+        ParamDef {
+            key: "iters",
+            default: 512.0,
+            min: 1.0,
+            max: 10_000_000.0,
+            doc: "iterations (pages) of each task (will-it-scale runs for a time instead)",
+        },
+        ParamDef {
+            key: "pages",
+            default: 32768.0,
+            min: 1.0,
+            max: 262_144.0,
+            doc: "4 KB pages per mapping (128 MiB: 32768); a munmap after each",
+        },
+    ],
+    has_overhead: false,
+    results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+};
+
+/// Starts the tasks.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+    let (iters, pages) = (p["iters"] as u64, p["pages"] as u64);
+    let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
+    will_it_scale::setup(p, sim, Box::new(make))
+}
+
+/// Returns the address spaces the run needs at most at once.
+pub fn max_mms(p: &Params, cpus: usize) -> usize {
+    will_it_scale::max_mms(p, cpus, 0)
+}
+
+/// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
+/// between the gate opening and the last task finishing.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let n = will_it_scale::tasks(p, sim.cfg.ncpus);
+    will_it_scale::result(DEF.name, n, n * p["iters"] as u64, sim)
+}

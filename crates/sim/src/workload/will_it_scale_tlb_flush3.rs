@@ -1,0 +1,100 @@
+//! will-it-scale's `tlb_flush3` (`tlb_flush3_threads`, `tlb_flush3_processes`):
+//! "TLB flush of separate file shared mapping".
+//!
+//! Source: github.com/antonblanchard/will-it-scale, `tests/tlb_flush3.c`
+//! `testcase()`, run by the harness `main.c` (see [`super::will_it_scale`]).
+//! Each task creates its own 128 MiB file (`FILESIZE`; `mkstemp`, `ftruncate`,
+//! `unlink`: a sparse file) and loops: `mmap` all of it `MAP_SHARED`,
+//! read-write; for each of its 32768 pages a one-byte store (a write fault
+//! that maps the page cache's page writable and dirties it), a one-page
+//! `madvise(MADV_DONTNEED)` (the PTE is zapped and flushed on every CPU running
+//! the mm; the page stays in the page cache, dirty, so nothing is freed), a
+//! one-byte load (the `assert(... == 1)`, compiled in at `-O2`: a read fault
+//! that maps the same page again) and one increment of the task's counter;
+//! then `munmap` of the 128 MiB (a flush of the whole mm). One iteration is
+//! one page. In threads mode every `madvise` flushes every CPU running a task;
+//! in process mode each task is its own process and no flush reaches another
+//! CPU.
+//!
+//! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
+//! processes), each bound to its CPU; each runs `iters` iterations (the
+//! `tlb_flush2` loop, [`super::will_it_scale_tlb_flush2::FlushLoop`]) over
+//! shared mappings of `pages` pages of its own file (task `i`'s is file
+//! `i + 1`), whose pages live in the simulated page cache: the store's fault
+//! maps (the first time, allocates) the file's page, the `madvise` zaps a dirty
+//! PTE, whose dirtiness the kernel must keep, and the load maps the page again.
+//! Fixed work instead of fixed time: at the default 512 iterations of a
+//! 32768-page mapping no `munmap` falls in the run, as none falls in 63 of
+//! every 64 such stretches of the real loop (an estimated 1% of its time, see
+//! [`super::will_it_scale_tlb_flush1`]); `iters` at a multiple of `pages`
+//! includes them.
+//!
+//! What stays different: the file's first touch of each page allocates it in
+//! the page cache with no I/O (a sparse file on any file system reads as
+//! zeroes); the file system's `page_mkwrite` on the write fault (on ext4 a
+//! block allocation in the sparse file, on tmpfs none; will-it-scale's files are
+//! in `/tmp`, whichever it is) and writeback of the dirty pages are not
+//! modelled; fault-around on the read fault is modelled only with `contpte`
+//! on. The harness's differences are its own.
+//!
+//! Results, as `tlb_flush2`'s: `ops_per_s` (will-it-scale's `average:`, 0-day's
+//! `workload`), `per_thread_ops` and `tlb_share`.
+
+use super::will_it_scale::{self, Start};
+use super::will_it_scale_tlb_flush2::{Backing, FlushLoop};
+use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
+use crate::program::Program;
+use crate::sim::Sim;
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "will_it_scale_tlb_flush3",
+    description: "will-it-scale tlb_flush3: each task maps its own 128 MiB file shared, writes, \
+                  madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
+    params: &[
+        will_it_scale::TASKS,
+        will_it_scale::MODE,
+        will_it_scale::SMT,
+        ParamDef {
+            key: "iters",
+            default: 512.0,
+            min: 1.0,
+            max: 10_000_000.0,
+            doc: "iterations (pages) of each task (will-it-scale runs for a time instead)",
+        },
+        ParamDef {
+            key: "pages",
+            default: 32768.0,
+            min: 1.0,
+            max: 262_144.0,
+            doc: "4 KB pages per mapping (128 MiB: 32768); a munmap after each",
+        },
+    ],
+    has_overhead: false,
+    results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+};
+
+/// Starts the tasks.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+    let (iters, pages) = (p["iters"] as u64, p["pages"] as u64);
+    let make = move |at: Start| -> Box<dyn Program> {
+        let file = Backing::File(at.index as u32 + 1);
+        Box::new(FlushLoop::new(at, file, iters, pages))
+    };
+    will_it_scale::setup(p, sim, Box::new(make))
+}
+
+/// Returns the address spaces the run needs at most at once.
+pub fn max_mms(p: &Params, cpus: usize) -> usize {
+    will_it_scale::max_mms(p, cpus, 0)
+}
+
+/// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
+/// between the gate opening and the last task finishing.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let n = will_it_scale::tasks(p, sim.cfg.ncpus);
+    will_it_scale::result(DEF.name, n, n * p["iters"] as u64, sim)
+}
