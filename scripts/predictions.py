@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs every prediction of docs/predictions.md and prints its tables.
 
-Usage: scripts/predictions.py [--tlbkit PATH] [--out DIR] [--only NAME]
+Usage: scripts/predictions.py [--tlbkit PATH] [--out DIR] [--only NAME] [--part second|history]
 
 Each table is a list of `tlbkit compare` commands (one per row and figure);
 the script runs them (each once, with --format json), keeps every JSON
@@ -103,7 +103,55 @@ TABLES.append(dict(name="pageout-x86-milan", machine="milan", cpus=[8], workload
                    policies=["x86-linux-lazytrim", "x86-linux-invlpgb"], runs=2, sets=["contpte=folios"],
                    metrics=["ms_per_call"], variants=[["batch=0"], ["batch=1"]]))
 
-CORES = {"milan": 64, "haswell2s": 16, "graviton4": 96, "ampereone": 192}
+# The third set: the shootdown history before the seeds, on the machines its
+# authors and the kernel's test robots used (each preset's hardware threads).
+HISTORY = []
+X86_CF = ["x86-linux-512", "x86-linux-513"]
+for m, n in [("skx8170", 104), ("icx8358", 128)]:
+    nr_task = [1, n // 4, n // 2, n]
+    for w in ["tlb_flush1", "tlb_flush2", "tlb_flush3"]:
+        for mode, label in [(0, "threads"), (1, "processes")]:
+            HISTORY.append(dict(name=f"cflush-{w}-{label}-{m}", machine=m, cpus=[n],
+                                workload=f"will_it_scale_{w}", policies=X86_CF, runs=2,
+                                sets=[f"mode={mode}", "smt=2"], metrics=["ops_per_s", "tlb_share"],
+                                variants=[[f"tasks={t}"] for t in nr_task]))
+    HISTORY.append(dict(name=f"cflush-context_switch1-threads-{m}", machine=m, cpus=[n],
+                        workload="will_it_scale_context_switch1", policies=X86_CF, runs=2, sets=["smt=2"],
+                        metrics=["ops_per_s"], variants=[[f"tasks={t}"] for t in nr_task]))
+HISTORY.append(dict(name="cflush-madvise_dontneed_loop-hsw48", machine="hsw48", cpus=[48],
+                    workload="madvise_dontneed_loop", policies=X86_CF, runs=2, metrics=["iter_ns", "iter_cycles"],
+                    variants=[[f"threads={t}"] for t in [1, 2, 4, 8, 16, 24, 48]]))
+# The full-flush ceiling: one flush's cost by the pages it covers.
+for m in ["ivb3320m", "hsw48", "skx8170"]:
+    HISTORY.append(dict(name=f"ceiling-flush_range-{m}", machine=m, cpus=[1], workload="flush_range",
+                        policies=["x86-linux-pcid"], runs=1, metrics=["cycles_per_call"],
+                        variants=[[f"pages={p}"] + v for p in [1, 2, 4, 8, 16, 24, 32, 33, 34, 48, 64]
+                                  for v in [["flush_ceiling=4096"], ["flush_ceiling=4096", "pti=on"],
+                                            ["flush_ceiling=0"]]]))
+# Per-VMA locks against mmap_lock on faults.
+for m, n, pol in [("skx8170", 104, "x86-linux-613"), ("icx8358", 128, "x86-linux-613"),
+                  ("kunpeng920", 128, "arm64-linux")]:
+    for label, sets in [("threads", ["procs=0"]), ("processes", ["procs=1"])]:
+        HISTORY.append(dict(name=f"vma_locks-pft-{label}-{m}", machine=m, cpus=[n], workload="pft",
+                            policies=[pol], runs=1, sets=sets, metrics=["faults_per_s"],
+                            variants=[[f"tasks={t}", f"vma_locks={v}"] for t in [1, n // 4, n // 2, n]
+                                      for v in ["off", "on"]]))
+# Batched flushing: reclaim (v4.3), migration (v6.3), arm64 (v6.5).
+HISTORY.append(dict(name="tlbbatch-lru-file-mmap-read-numa4x48", machine="numa4x48", cpus=[48],
+                    workload="lru_file_mmap_read", policies=["x86-linux-410"], runs=1,
+                    metrics=["throughput", "reclaim_flushes"],
+                    variants=[["tlbbatch=off"], ["tlbbatch=on"]]))
+HISTORY.append(dict(name="migrate_batch-pmbench-skx8170", machine="skx8170", cpus=[104],
+                    workload="pmbench_migrate", policies=["x86-linux-613"], runs=1,
+                    metrics=["access_ns", "migrate_pages_per_s"],
+                    variants=[["migrate_batch=off"], ["migrate_batch=on"]]))
+for w, metric in [("swap_pageout", "pageout_us"), ("lru_file_mmap_read", "throughput")]:
+    HISTORY.append(dict(name=f"tlbbatch-arm64-{w}-kunpeng920", machine="kunpeng920", cpus=[128], workload=w,
+                        policies=["arm64-linux"], runs=1, metrics=[metric],
+                        variants=[["tlbbatch=off"], ["tlbbatch=on"]]))
+
+CORES = {"milan": 64, "haswell2s": 16, "graviton4": 96, "ampereone": 192, "skx8170": 104, "icx8358": 128,
+         "icx8336c": 64, "hsw48": 48, "skl56": 56, "numa4x48": 48, "kunpeng920": 128, "ivb3320m": 4}
 
 
 def command(tlbkit, t, cpus, metric, variant):
@@ -224,9 +272,11 @@ def main():
     a.add_argument("--tlbkit", default="target/release/tlbkit")
     a.add_argument("--out", default="target/predictions")
     a.add_argument("--only")
+    a.add_argument("--part", choices=["second", "history"], default="second",
+                   help="second: the second set's tables; history: the pre-seed history's")
     args = a.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for t in TABLES:
+    for t in TABLES if args.part == "second" else HISTORY:
         if args.only and args.only not in t["name"]:
             continue
         table(args.tlbkit, t, args.out)
