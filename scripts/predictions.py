@@ -112,14 +112,14 @@ for m, n in [("skx8170", 104), ("icx8358", 128)]:
     for w in ["tlb_flush1", "tlb_flush2", "tlb_flush3"]:
         for mode, label in [(0, "threads"), (1, "processes")]:
             HISTORY.append(dict(name=f"cflush-{w}-{label}-{m}", machine=m, cpus=[n],
-                                workload=f"will_it_scale_{w}", policies=X86_CF, runs=2,
+                                workload=f"will_it_scale_{w}", policies=X86_CF, runs=1,
                                 sets=[f"mode={mode}", "smt=2"], metrics=["ops_per_s", "tlb_share"],
                                 variants=[[f"tasks={t}"] for t in nr_task]))
     HISTORY.append(dict(name=f"cflush-context_switch1-threads-{m}", machine=m, cpus=[n],
-                        workload="will_it_scale_context_switch1", policies=X86_CF, runs=2, sets=["smt=2"],
+                        workload="will_it_scale_context_switch1", policies=X86_CF, runs=1, sets=["smt=2"],
                         metrics=["ops_per_s"], variants=[[f"tasks={t}"] for t in nr_task]))
 HISTORY.append(dict(name="cflush-madvise_dontneed_loop-hsw48", machine="hsw48", cpus=[48],
-                    workload="madvise_dontneed_loop", policies=X86_CF, runs=2, metrics=["iter_ns", "iter_cycles"],
+                    workload="madvise_dontneed_loop", policies=X86_CF, runs=1, metrics=["iter_ns", "iter_cycles"],
                     variants=[[f"threads={t}"] for t in [1, 2, 4, 8, 16, 24, 48]]))
 # The full-flush ceiling: one flush's cost by the pages it covers.
 for m in ["ivb3320m", "hsw48", "skx8170"]:
