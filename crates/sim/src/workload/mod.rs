@@ -21,7 +21,10 @@
 //! [`lat_proc`] (lmbench's fork, exit and wait) and [`flush_range`] (the cost of
 //! an `mprotect`'s range flush by its page count, in a process live on every
 //! CPU); [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory
-//! limit: direct reclaim to swap, reclaim's batched flush). [`microbench`] is
+//! limit: direct reclaim to swap, reclaim's batched flush); [`pmbench_migrate`]
+//! (pmbench's random accesses while `migratepages` moves its pages between
+//! nodes: migration's batched flush) and [`swap_pageout`] (`MADV_PAGEOUT` of
+//! memory several CPUs map: reclaim's batched flush). [`microbench`] is
 //! `tlbkit calibrate`'s host microbenchmarks, run in the model.
 
 pub mod apache_like;
@@ -38,10 +41,12 @@ pub mod microbench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
+pub mod pmbench_migrate;
 pub mod redis_like;
 pub mod sort_compute;
 pub mod stress;
 pub mod stress_ng_tlb_shootdown;
+pub mod swap_pageout;
 pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
@@ -176,6 +181,8 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     flush_range::DEF,
     microbench::DEF,
     swap_w_seq_mt::DEF,
+    pmbench_migrate::DEF,
+    swap_pageout::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -223,6 +230,8 @@ pub fn setup_with<P: Policy>(
         "flush_range" => flush_range::setup(p, sim),
         "microbench" => microbench::setup(p, sim),
         "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
+        "pmbench_migrate" => pmbench_migrate::setup(p, sim),
+        "swap_pageout" => swap_pageout::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -257,6 +266,8 @@ pub fn result<P: Policy>(
         "flush_range" => flush_range::result(p, main),
         "microbench" => microbench::result(p, main),
         "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
+        "pmbench_migrate" => pmbench_migrate::result(p, main),
+        "swap_pageout" => swap_pageout::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -306,6 +317,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // The benchmark's process, and pipe_switch's second.
         "microbench" => 8,
         "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
+        "pmbench_migrate" => pmbench_migrate::max_mms(),
+        "swap_pageout" => swap_pageout::max_mms(),
         _ => 64,
     }
 }

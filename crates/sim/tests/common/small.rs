@@ -103,4 +103,11 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // reclaimed by the faults, 32 at a time, each folio's batch flush sent to
     // the CPUs of the other threads.
     ("swap_w_seq_mt", &["mem_mb=1", "swap_mb=1"]),
+    // One worker accessing 1 MB at random while a migrator moves it to a
+    // memory-only node and back: each page unmapped, flushed (per page or per
+    // batch, as the kernel does), copied and mapped again under accesses.
+    ("pmbench_migrate", &["mapsize_mb=1", "setsize_mb=1", "passes=2", "cpuless_node=1"]),
+    // 256 KB written, read by three other threads and paged out, twice:
+    // reclaim's deferred flushes reaching running readers.
+    ("swap_pageout", &["size_kb=256", "iters=2"]),
 ];
