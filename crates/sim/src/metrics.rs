@@ -258,19 +258,19 @@ pub const METRICS: &[MetricDef] = &[
     ),
     result(
         "pageout_us",
-        "time per MADV_PAGEOUT",
+        "time per page-out call",
         "µs",
         "swap_pageout: one madvise(MADV_PAGEOUT) of the whole range, entry to exit, averaged over the calls",
     ),
     result(
         "pageout_ns_per_byte",
-        "MADV_PAGEOUT time per byte",
+        "page-out time per byte",
         "ns",
         "swap_pageout: the calls' time over the bytes they paged out",
     ),
     result(
         "flushes_per_call",
-        "unmap flushes per MADV_PAGEOUT",
+        "unmap flushes per page-out call",
         "count",
         "swap_pageout: TLB flushes of one call's unmaps: each page's own (tlbbatch=off) or one per batch, completed \
          per folio (try_to_unmap_flush_dirty)",
