@@ -53,6 +53,9 @@ pub struct Frames {
     folio_live: Vec<u8>,
     /// Free folios, by first frame, LIFO.
     free_folios: Vec<u64>,
+    /// Per frame: the NUMA node it is on (empty until the first migration;
+    /// missing means node 0, where every allocation places a frame).
+    node: Vec<u8>,
 }
 
 impl Frames {
@@ -70,8 +73,28 @@ impl Frames {
             }
         };
         self.refs[pfn as usize] = 1;
+        if let Some(n) = self.node.get_mut(pfn as usize) {
+            *n = 0;
+        }
         let obl = std::mem::take(&mut self.pending[pfn as usize]);
         (pfn, obl)
+    }
+
+    /// Returns the NUMA node frame `pfn` is on.
+    pub fn node(&self, pfn: u64) -> u8 {
+        self.node.get(pfn as usize).copied().unwrap_or(0)
+    }
+
+    /// Places frame `pfn` on NUMA node `node` (a migration's new frame; a
+    /// frame allocated again goes back to node 0).
+    pub fn set_node(&mut self, pfn: u64, node: u8) {
+        if self.node.len() <= pfn as usize {
+            if node == 0 {
+                return;
+            }
+            self.node.resize(pfn as usize + 1, 0);
+        }
+        self.node[pfn as usize] = node;
     }
 
     /// Returns `n` physically contiguous new frames (for 2 MB blocks), first one first.

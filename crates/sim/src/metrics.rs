@@ -229,6 +229,63 @@ pub const METRICS: &[MetricDef] = &[
         "count",
         "swap_w_seq_mt: pages the faults' direct reclaim wrote to the swap device",
     ),
+    result(
+        "access_ns",
+        "time per access",
+        "ns",
+        "pmbench_migrate: the workers' mean time per 4 KB-page access while the migrator runs (pmbench's net \
+         average page latency, without its timestamps)",
+    ),
+    result(
+        "accesses_per_s",
+        "accesses per second",
+        "ops/s",
+        "pmbench_migrate: the workers' accesses per second, all workers together",
+    ),
+    result(
+        "migrate_pages_per_s",
+        "pages migrated per second",
+        "pages/s",
+        "pmbench_migrate: pages migrate_pages(2) moved per second of the migrator's calls",
+    ),
+    result(
+        "flushes_per_page",
+        "unmap flushes per page migrated",
+        "ratio",
+        "pmbench_migrate: TLB flushes of the migration's unmaps (each page's own, or one per batch) per page moved",
+    ),
+    result(
+        "ipis_per_page",
+        "IPIs per page migrated",
+        "ratio",
+        "pmbench_migrate: IPIs sent in the whole run per page moved (pmbench sends none of its own once warm)",
+    ),
+    result(
+        "migration_waits",
+        "waits for a page under migration",
+        "count",
+        "pmbench_migrate: accesses that found a page unmapped for migration and waited until it was mapped again \
+         (migration_entry_wait)",
+    ),
+    result(
+        "pageout_us",
+        "time per page-out call",
+        "µs",
+        "swap_pageout: one madvise(MADV_PAGEOUT) of the whole range, entry to exit, averaged over the calls",
+    ),
+    result(
+        "pageout_ns_per_byte",
+        "page-out time per byte",
+        "ns",
+        "swap_pageout: the calls' time over the bytes they paged out",
+    ),
+    result(
+        "flushes_per_call",
+        "unmap flushes per page-out call",
+        "count",
+        "swap_pageout: TLB flushes of one call's unmaps: each page's own (tlbbatch=off) or one per batch, completed \
+         per folio (try_to_unmap_flush_dirty)",
+    ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

@@ -184,6 +184,14 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 4))
     }
 
+    /// Returns whether `migrate_pages` unmaps a batch of folios before one
+    /// flush and then moves them (Linux v6.3, Huang Ying's "migrate_pages:
+    /// batch TLB flushing" series: `migrate_pages_batch`, `try_to_migrate`
+    /// with `TTU_BATCH_FLUSH`).
+    pub fn batches_migration(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 3))
+    }
+
     /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
     /// in recent kernels, whose `pagevec.h` sizes the batch so that 31 pointers
     /// and a header make a power of two; taken here as from v6.10, an estimate

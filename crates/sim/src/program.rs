@@ -146,6 +146,21 @@ pub enum Sys {
         /// Pages.
         pages: u64,
     },
+    /// `migrate_pages(2)` of the process whose thread is `tid` (the
+    /// `migratepages PID FROM TO` command): moves every page of its anonymous
+    /// memory on NUMA node `from` to a new page on node `to`; returns the pages
+    /// moved. Each page is unmapped (its TLB flush sent at once, or deferred
+    /// into one flush per batch of 512 with Linux v6.3's batching), copied and
+    /// mapped again; a CPU touching it meanwhile waits. A node is a socket of
+    /// the machine (`--set numa=2` makes two of each). See `sim/migrate.rs`.
+    MigratePages {
+        /// A thread of the process whose pages move.
+        tid: usize,
+        /// The node they are on.
+        from: u8,
+        /// The node they move to.
+        to: u8,
+    },
     /// Replaces this process's address space with a fresh one holding a new
     /// text, data and stack (`execve`): the old one is torn down and flushed as
     /// exit tears down a last user's, and the calling thread goes on, on this

@@ -287,6 +287,18 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "teardown",
         "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
     ),
+    (
+        "tlbbatch",
+        "on|off: reclaim and MADV_PAGEOUT defer their unmaps' TLB flushes into one batch flush (on, the default: \
+         Linux v4.3's try_to_unmap_flush, arm64's since v6.5) or flush each page as it is unmapped (off: \
+         ptep_clear_flush, before v4.3 and on arm64 before v6.5)",
+    ),
+    (
+        "migrate_batch",
+        "on|off: migrate_pages(2) unmaps up to 512 folios with one deferred TLB flush, then copies them (on: \
+         Linux v6.3's migrate_pages_batch) or unmaps, flushes and copies one folio at a time (off) (default: on \
+         for a preset kernel of v6.3 or later)",
+    ),
 ];
 
 /// The key under which `--set jitter` is kept in a run's [`Params`].
@@ -341,6 +353,9 @@ struct MachineParams {
     /// Whether `slice_us` was given (it then sets the fair classes' base slice).
     slice_set: bool,
     contpte: ContpteConfig,
+    tlbbatch: bool,
+    /// `None`: the preset kernel's.
+    migrate_batch: Option<bool>,
 }
 
 impl MachineParams {
@@ -420,6 +435,8 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         slice_us: 4000.0,
         slice_set: false,
         contpte: ContpteConfig::default(),
+        tlbbatch: true,
+        migrate_batch: None,
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();
@@ -512,6 +529,8 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
                 mp.pti = on;
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
+            "tlbbatch" => mp.tlbbatch = on_off(k, v)?,
+            "migrate_batch" => mp.migrate_batch = Some(on_off(k, v)?),
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SwapKind::ALL.iter().map(|k| k.name()).collect();
@@ -754,6 +773,8 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         max_mms,
         max_events: 200_000_000,
         contpte: mp.contpte,
+        tlbbatch: mp.tlbbatch,
+        migrate_batch: mp.migrate_batch,
     }
 }
 
@@ -862,6 +883,14 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
     pv.insert("swap".into(), serde_json::json!(mp.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
+    // Shown when given only, so that runs without them read as before.
+    let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
+    if given("tlbbatch") {
+        pv.insert("tlbbatch".into(), serde_json::json!(if mp.tlbbatch { "on" } else { "off" }));
+    }
+    if let Some(on) = mp.migrate_batch {
+        pv.insert("migrate_batch".into(), serde_json::json!(if on { "on" } else { "off" }));
+    }
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
         pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));

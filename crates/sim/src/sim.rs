@@ -60,6 +60,7 @@ mod kernel_time_tests;
 mod kwork;
 pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
 mod memcg;
+mod migrate;
 mod mmap;
 mod process;
 mod ptemem;
@@ -178,6 +179,16 @@ pub struct SimConfig {
     pub max_events: u64,
     /// Large folios and contiguous PTEs (off by default).
     pub contpte: ContpteConfig,
+    /// Whether reclaim and `MADV_PAGEOUT` defer their unmaps' flushes into one
+    /// batch (Linux v4.3's `try_to_unmap_flush`, arm64's since v6.5) as the
+    /// policy's kernel does; `false` flushes each page as it is unmapped
+    /// (`ptep_clear_flush`: before v4.3, and arm64 before v6.5). On by default.
+    pub tlbbatch: bool,
+    /// Whether `migrate_pages(2)` unmaps up to 512 folios with their flushes
+    /// deferred into one batch (Linux v6.3, `migrate_pages_batch`) rather than
+    /// one folio at a time, each flushed as it is unmapped; `None`: as the
+    /// preset's kernel does (v6.3 and later batch). See `sim/migrate.rs`.
+    pub migrate_batch: Option<bool>,
 }
 
 impl SimConfig {
@@ -203,6 +214,8 @@ impl SimConfig {
             max_mms: 16,
             max_events: 1_000_000,
             contpte: ContpteConfig::default(),
+            tlbbatch: true,
+            migrate_batch: None,
         }
     }
 }
@@ -269,6 +282,18 @@ pub struct Stats {
     pub pageout_unfolds: u64,
     /// Faults that mapped a page paged out by `MADV_PAGEOUT` again (swap-ins).
     pub swapins: u64,
+    /// Unmaps of reclaim, `MADV_PAGEOUT` or migration flushed at once, one
+    /// flush of the page each (`ptep_clear_flush`: `--set tlbbatch=off`, or a
+    /// migration without its batch).
+    pub unmap_flushes: u64,
+    /// Batch flushes that completed deferred unmap flushes
+    /// (`try_to_unmap_flush` and `try_to_unmap_flush_dirty`).
+    pub tlbbatch_flushes: u64,
+    /// Pages `migrate_pages(2)` moved to another node.
+    pub migrated_pages: u64,
+    /// Accesses that found a page under migration and waited for it
+    /// (`migration_entry_wait`).
+    pub migration_waits: u64,
     /// Cycles CPUs spent in the kernel for a thread, summed over the CPUs: what
     /// `time` reports as sys (`sim/event.rs`, "Kernel time").
     pub kernel_cycles: u64,
@@ -528,6 +553,12 @@ pub struct Sim<P: Policy> {
     /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
     /// (Linux v7.0).
     pageout_batch: bool,
+    /// Pages under migration, by address space and page: when each is
+    /// unmapped and when it is mapped again (`sim/migrate.rs`). Empty unless a
+    /// migration ran.
+    migrating: std::collections::BTreeMap<(u32, u64), (u64, u64)>,
+    /// NUMA nodes with memory and no CPUs ([`Sim::add_cpuless_node`]).
+    cpuless_nodes: usize,
     /// The kernel's other work on the memory paths: locks, per-CPU lists,
     /// bandwidth.
     kw: kwork::KernelWork,
@@ -632,6 +663,8 @@ impl<P: Policy> Sim<P> {
             lazy_bare: Default::default(),
             spare: Vec::new(),
             pageout_batch: false,
+            migrating: Default::default(),
+            cpuless_nodes: 0,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,

@@ -303,6 +303,8 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         max_mms,
         max_events: 200_000_000,
         contpte: Default::default(),
+        tlbbatch: true,
+        migrate_batch: None,
     };
     let build = Build {
         cpus,
@@ -359,6 +361,8 @@ fn origin_workloads() -> impl Iterator<Item = (&'static str, &'static [&'static 
             "apache_like",
             "flush_range",
             "swap_w_seq_mt",
+            "pmbench_migrate",
+            "swap_pageout",
         ]
         .contains(w)
     })

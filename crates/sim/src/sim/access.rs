@@ -229,6 +229,9 @@ impl<P: Policy> Sim<P> {
             }
             self.stats.l1_tlb_misses += 1;
             self.stats.tlb_misses += 1;
+            if !self.migrating.is_empty() {
+                now = self.migration_entry_wait(cpu, va, now);
+            }
             match self.walk_fill(cpu, root, uid, va, None, &mut now) {
                 Some(e) if !write || e.flags & F_WRITE != 0 => {
                     if write {

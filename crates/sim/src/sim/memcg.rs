@@ -133,6 +133,16 @@ impl<P: Policy> Sim<P> {
         }
     }
 
+    /// Records that a migration moved the page at `va` of `mm` (an order-0
+    /// folio) to frame `pfn`: its LRU entry follows it.
+    pub(super) fn memcg_moved(&mut self, mm: MmId, va: u64, pfn: u64) {
+        if let Some(cg) = &mut self.memcg {
+            if let Some(f) = cg.lru.iter_mut().find(|f| f.mm == mm && f.va == va && f.pages == 1) {
+                f.pfn = pfn;
+            }
+        }
+    }
+
     /// One direct reclaim by `cpu` from `now` (module documentation): isolates
     /// folios from the LRU's head until they hold [`SWAP_CLUSTER_MAX`] pages,
     /// then reclaims each. Returns the time after it.

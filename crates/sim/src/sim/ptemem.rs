@@ -292,7 +292,49 @@ impl<P: Policy> KernelPtes<'_, P> {
     /// the same view (most x86 policies queue nothing there: their
     /// `arch_tlbbatch_add_pending` runs inside [`Policy::flush_batch`], once per
     /// mm), and `mm` joins the batch that [`KernelPtes::sync_deferred`] flushes.
+    ///
+    /// With `--set tlbbatch=off` ([`SimConfig::tlbbatch`]) nothing is deferred:
+    /// [`KernelPtes::flush_now`] flushes the pages at once.
     pub(super) fn flush_deferred(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        if self.sim.cfg.tlbbatch {
+            self.defer_flush(mm, va, pages);
+        } else {
+            self.flush_now(mm, va, pages);
+        }
+    }
+
+    /// Flushes `pages` pages of `mm` from `va` and waits for the flush, as
+    /// `ptep_clear_flush` → `flush_tlb_page` does for an unmap that is not
+    /// batched (Linux before v4.3's `try_to_unmap_flush`; arm64 before v6.5): the
+    /// policy's [`Policy::flush_range`] on this CPU, completion barriers
+    /// included; the changes it covers are discharged at once. Nothing reaches
+    /// [`Policy::tlbbatch_add_pending`] or [`Policy::flush_batch`].
+    pub(super) fn flush_now(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
+        self.end_loads();
+        let sim = &mut *self.sim;
+        sim.stats.unmap_flushes += 1;
+        let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+        sim.policy.flush_range(&hw, mm, va, pages);
+        self.now = hw.now();
+        let end = va.0 + pages * 4096;
+        let (covered, rest): (Vec<Weakened>, Vec<Weakened>) =
+            std::mem::take(&mut self.owed.changes).into_iter().partition(|w| w.mm == mm && w.va >= va.0 && w.va < end);
+        self.owed.changes = rest;
+        for w in covered {
+            sim.pt.raise_floor(w.pte, w.seq, w.obl);
+        }
+        let (changes, deferred) = (&self.owed.changes, &self.deferred);
+        discharge_settled(
+            sim,
+            &mut self.owed.obls,
+            |o| changes.iter().chain(deferred.iter()).any(|w| w.obl == o),
+            self.now,
+        );
+    }
+
+    /// The deferred flush of [`KernelPtes::flush_deferred`] (module
+    /// documentation): issued now, completed by [`KernelPtes::sync_deferred`].
+    pub(super) fn defer_flush(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         self.end_loads();
         let sim = &mut *self.sim;
         sim.stats.pageout_deferred_flushes += 1;
@@ -332,6 +374,9 @@ impl<P: Policy> KernelPtes<'_, P> {
         let mut held = std::mem::take(&mut self.held);
         let batch = std::mem::take(&mut self.batch);
         let sim = &mut *self.sim;
+        if !batch.is_empty() || held.any() {
+            sim.stats.tlbbatch_flushes += 1;
+        }
         if !batch.is_empty() {
             let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
             sim.policy.flush_batch(&hw, &batch);

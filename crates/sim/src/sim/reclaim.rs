@@ -128,6 +128,19 @@
 //! `flush_tlb_page`, not batched): every unmap here defers. The other x86
 //! kernels (FreeBSD, LATR) take the trait's defaults, a `flush_mm` per mm.
 //!
+//! # Without the batch (`--set tlbbatch=off`)
+//! Before v4.3 (Mel Gorman's "mm: send one IPI per CPU to TLB flush all
+//! entries after unmapping pages") `try_to_unmap_one` cleared each PTE with
+//! `ptep_clear_flush`, whose `flush_tlb_page` sends the page's flush to the
+//! mm's CPUs and waits for it; arm64 had no batch until v6.5 (43b3dfdd0455),
+//! so there each unmap was a `TLBI VALE1IS` and a `DSB ISH` of its own. With
+//! [`SimConfig::tlbbatch`] off every deferred flush above is instead the
+//! policy's [`Policy::flush_range`] of its pages on the CPU itself, completed
+//! before the next PTE is read ([`KernelPtes::flush_now`]): nothing reaches
+//! [`Policy::tlbbatch_add_pending`] or [`Policy::flush_batch`], no barrier is
+//! held, and the mm is not marked. Migration (`sim/migrate.rs`) follows the
+//! same switch.
+//!
 //! # Not modelled
 //! - Swap's bookkeeping: `folio_alloc_swap` and the swap cache. `pageout`'s
 //!   write and a swap-in's read go to the swap device ([`crate::swapdev`]:

@@ -100,6 +100,11 @@ impl<P: Policy> Sim<P> {
                 self.madvise_dontneed(cpu, mm, va, pages, now)
             }
             Sys::MadvisePageout { va, pages } => self.madvise_pageout(cpu, mm, va, pages, now),
+            Sys::MigratePages { tid: target, from, to } => {
+                let (t, moved) = self.migrate_pages(cpu, target, from, to, now);
+                self.threads[tid].ret = moved;
+                t
+            }
             Sys::Execve => self.execve(cpu, tid, now),
             Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
             Sys::Pipe => self.new_pipe(tid, u64::MAX, now),

@@ -26,7 +26,10 @@
 //! shared file mappings advised page by page) and
 //! [`will_it_scale_context_switch1`] (pipe round trips between two tasks on one
 //! CPU), which share will-it-scale's harness, [`will_it_scale`], with
-//! `tlb_flush2`, in threads or process mode. [`microbench`] is
+//! `tlb_flush2`, in threads or process mode; [`pmbench_migrate`]
+//! (pmbench's random accesses while `migratepages` moves its pages between
+//! nodes: migration's batched flush) and [`swap_pageout`] (`MADV_PAGEOUT` of
+//! memory several CPUs map: reclaim's batched flush). [`microbench`] is
 //! `tlbkit calibrate`'s host microbenchmarks, run in the model.
 
 pub mod apache_like;
@@ -43,10 +46,12 @@ pub mod microbench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
 pub mod pingpong;
+pub mod pmbench_migrate;
 pub mod redis_like;
 pub mod sort_compute;
 pub mod stress;
 pub mod stress_ng_tlb_shootdown;
+pub mod swap_pageout;
 pub mod swap_w_seq_mt;
 pub mod tcmalloc_frag;
 pub mod trace;
@@ -188,6 +193,8 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     will_it_scale_tlb_flush1::DEF,
     will_it_scale_tlb_flush3::DEF,
     will_it_scale_context_switch1::DEF,
+    pmbench_migrate::DEF,
+    swap_pageout::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -238,6 +245,8 @@ pub fn setup_with<P: Policy>(
         "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::setup(p, sim),
         "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::setup(p, sim),
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::setup(p, sim),
+        "pmbench_migrate" => pmbench_migrate::setup(p, sim),
+        "swap_pageout" => swap_pageout::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -275,6 +284,8 @@ pub fn result<P: Policy>(
         "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::result(p, main),
         "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::result(p, main),
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::result(p, main),
+        "pmbench_migrate" => pmbench_migrate::result(p, main),
+        "swap_pageout" => swap_pageout::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -327,6 +338,8 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::max_mms(p, cpus),
         "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::max_mms(p, cpus),
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::max_mms(p, cpus),
+        "pmbench_migrate" => pmbench_migrate::max_mms(),
+        "swap_pageout" => swap_pageout::max_mms(),
         _ => 64,
     }
 }

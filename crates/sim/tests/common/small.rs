@@ -112,4 +112,11 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // A forked process per CPU and its forked partner on the same CPU passing
     // a byte through pipes: a switch between address spaces at every turn.
     ("will_it_scale_context_switch1", &["mode=1", "laps=10"]),
+    // One worker accessing 1 MB at random while a migrator moves it to a
+    // memory-only node and back: each page unmapped, flushed (per page or per
+    // batch, as the kernel does), copied and mapped again under accesses.
+    ("pmbench_migrate", &["mapsize_mb=1", "setsize_mb=1", "passes=2", "cpuless_node=1"]),
+    // 256 KB written, read by three other threads and paged out, twice:
+    // reclaim's deferred flushes reaching running readers.
+    ("swap_pageout", &["size_kb=256", "iters=2"]),
 ];

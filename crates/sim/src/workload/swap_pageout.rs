@@ -1,0 +1,221 @@
+//! `swap_pageout`: a swap microbenchmark for reclaim's batched TLB flush
+//! (Linux v4.3's `try_to_unmap_flush`; arm64's since v6.5): 1 MiB of memory
+//! that several CPUs map is written, read by every thread, and paged out to
+//! zram with `madvise(MADV_PAGEOUT)`, over and over; each call is timed.
+//!
+//! # The benchmark
+//! The program the task describes: map 1 MiB `MAP_SHARED | MAP_ANONYMOUS`,
+//! touch it, have several threads (or processes) read it so that several CPUs
+//! map it, `madvise(MADV_PAGEOUT)` it (to zram), repeat; report the time per
+//! `MADV_PAGEOUT` and per byte. No published program is followed: every
+//! parameter below is its own default, an estimate.
+//!
+//! # The model
+//! - **Shared anonymous memory is not modelled** (shmem: `MAP_SHARED |
+//!   MAP_ANONYMOUS` pages live in the shmem page cache and are written out by
+//!   `shmem_writeout`). The closest that is: private anonymous memory of one
+//!   process whose threads all map it, so that one mm is mapped on several
+//!   CPUs and reclaim's flush reaches each of them. With processes sharing
+//!   shmem, each one's mm would join the batch (one flush per mm on x86's
+//!   `arch_tlbbatch_flush` of their gathered `mm_cpumask`s); here there is one
+//!   mm. `MADV_PAGEOUT` of private anonymous memory takes the reclaim path
+//!   that shmem's does from `shrink_folio_list` on (`try_to_unmap` with
+//!   `TTU_BATCH_FLUSH`, `try_to_unmap_flush_dirty`, `pageout`): `sim/reclaim.rs`.
+//! - The leader thread (CPU 0) maps `size_kb`, then per iteration writes every
+//!   page (faulting each back in from swap after the first iteration), lets the
+//!   `readers` threads (bound to CPUs 1, 2, ...) read every page once, waits
+//!   until all have, and times one `MADV_PAGEOUT` of the whole range. Between
+//!   reads the readers poll, running in the address space ([`POLL_CYCLES`] of
+//!   compute per poll), so that their CPUs are in its `mm_cpumask` and not
+//!   lazy when the flush comes, as threads still reading the memory would be.
+//! - Defaults (estimates): `size_kb` 1024 (the task's 1 MiB), `readers` 3 (so
+//!   that four CPUs map it), `iters` 20.
+//! - `--set tlbbatch=off` makes every unmap flush its page at once
+//!   (`ptep_clear_flush`, as before v4.3 and on arm64 before v6.5).
+//!
+//! Results: `pageout_us`, the mean time of one `MADV_PAGEOUT` call, entry to
+//! exit (µs); `pageout_ns_per_byte`, that time per byte the calls paged out (ns);
+//! `flushes_per_call`, the unmap flushes and batch flushes one call made.
+
+use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
+use crate::program::{Op, Program, Sys};
+use crate::sim::Sim;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "swap_pageout",
+    description: "1 MiB of anonymous memory written, read by several threads on other CPUs, then \
+                  madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
+    params: &[
+        ParamDef { key: "size_kb", default: 1024.0, min: 4.0, max: 1_048_576.0, doc: "KB mapped and paged out" },
+        ParamDef {
+            key: "readers",
+            default: 3.0,
+            min: 0.0,
+            max: 4095.0,
+            doc: "threads that read the memory from other CPUs (CPUs 1, 2, ...)",
+        },
+        ParamDef { key: "iters", default: 20.0, min: 1.0, max: 100_000.0, doc: "MADV_PAGEOUT calls timed" },
+    ],
+    has_overhead: false,
+    results: &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
+};
+
+/// Cycles a reader computes between two looks at whether there is a new
+/// round to read (an estimate: a short polling loop).
+pub const POLL_CYCLES: u64 = 2000;
+
+/// What the leader and the readers share.
+#[derive(Default)]
+struct Shared {
+    /// The round the leader has written (0: none yet).
+    round: Cell<u64>,
+    /// Readers that have read the current round.
+    read: Cell<u64>,
+    /// Set when the last call has returned.
+    done: Cell<bool>,
+}
+
+/// A reader thread.
+struct Reader {
+    sh: Rc<Shared>,
+    va: u64,
+    pages: u64,
+    seen: u64,
+    /// Whether the last operation was this round's read.
+    counted: bool,
+}
+
+impl Program for Reader {
+    fn next(&mut self, _ret: u64) -> Op {
+        if self.counted {
+            self.counted = false;
+            self.sh.read.set(self.sh.read.get() + 1);
+        }
+        if self.sh.done.get() {
+            return Op::Exit;
+        }
+        let round = self.sh.round.get();
+        if round != self.seen {
+            self.seen = round;
+            self.counted = true;
+            return Op::Touch { va: self.va, pages: self.pages, write: false };
+        }
+        Op::Compute(POLL_CYCLES)
+    }
+}
+
+/// The leader thread.
+struct Leader {
+    sh: Rc<Shared>,
+    pages: u64,
+    readers: u64,
+    cpus: usize,
+    iters: u64,
+    va: u64,
+    iter: u64,
+    cloned: u64,
+    step: u8,
+}
+
+impl Program for Leader {
+    fn next(&mut self, ret: u64) -> Op {
+        if self.step == 0 {
+            self.step = 1;
+            return Op::Sys(Sys::Mmap { pages: self.pages, write: true });
+        }
+        if self.step == 1 {
+            self.va = ret;
+            self.step = 2;
+        }
+        if self.cloned < self.readers {
+            self.cloned += 1;
+            let r = Reader { sh: self.sh.clone(), va: self.va, pages: self.pages, seen: 0, counted: false };
+            return Op::Sys(Sys::CloneOn(self.cloned as usize % self.cpus, Box::new(r)));
+        }
+        if self.iter == self.iters {
+            self.sh.done.set(true);
+            return Op::Exit;
+        }
+        match self.step {
+            2 => {
+                self.step = 3;
+                Op::Touch { va: self.va, pages: self.pages, write: true }
+            }
+            3 => {
+                // The readers' round.
+                self.step = 4;
+                self.sh.read.set(0);
+                self.sh.round.set(self.iter + 1);
+                Op::Compute(POLL_CYCLES)
+            }
+            4 if self.sh.read.get() < self.readers => Op::Compute(POLL_CYCLES),
+            4 => {
+                self.step = 5;
+                Op::Mark("pageout_start")
+            }
+            5 => {
+                self.step = 6;
+                Op::Sys(Sys::MadvisePageout { va: self.va, pages: self.pages })
+            }
+            _ => {
+                self.step = 2;
+                self.iter += 1;
+                Op::Mark("pageout_end")
+            }
+        }
+    }
+}
+
+/// Starts the leader.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+    let l = Leader {
+        sh: Rc::new(Shared::default()),
+        pages: (p["size_kb"] as u64).div_ceil(4),
+        readers: p["readers"] as u64,
+        cpus: sim.cfg.ncpus.max(1),
+        iters: p["iters"] as u64,
+        va: 0,
+        iter: 0,
+        cloned: 0,
+        step: 0,
+    };
+    sim.spawn(Box::new(l))?;
+    Ok(())
+}
+
+/// Returns `pageout_us`, `pageout_ns_per_byte` and `flushes_per_call`.
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let pick = |name: &str| -> Vec<(u64, crate::sim::Stats)> {
+        sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, s)| (*t, *s)).collect()
+    };
+    let (starts, ends) = (pick("pageout_start"), pick("pageout_end"));
+    let iters = p["iters"] as usize;
+    if starts.len() != iters || ends.len() != iters {
+        return Err(super::unmeasured(DEF.name, format!("{} of {iters} calls timed", ends.len())));
+    }
+    let g = sim.ghz();
+    let cycles: u64 = starts.iter().zip(&ends).map(|((s, _), (e, _))| e - s).sum();
+    let pages: u64 = starts.iter().zip(&ends).map(|((_, a), (_, b))| b.pageout_pages - a.pageout_pages).sum();
+    let flushes: u64 = starts
+        .iter()
+        .zip(&ends)
+        .map(|((_, a), (_, b))| b.unmap_flushes + b.tlbbatch_flushes - a.unmap_flushes - a.tlbbatch_flushes)
+        .sum();
+    let ns = cycles as f64 / g;
+    let mut r = BTreeMap::new();
+    r.insert("pageout_us".to_string(), ns / 1e3 / iters as f64);
+    r.insert("pageout_ns_per_byte".to_string(), ns / (pages.max(1) * 4096) as f64);
+    r.insert("flushes_per_call".to_string(), flushes as f64 / iters as f64);
+    Ok(r)
+}
+
+/// Returns the address spaces it needs: one process.
+pub fn max_mms() -> usize {
+    4
+}

@@ -1,0 +1,297 @@
+//! The batched TLB flushes of unmaps: reclaim's (`--set tlbbatch`, Linux v4.3's
+//! `try_to_unmap_flush`, arm64's since v6.5) and migration's (`--set
+//! migrate_batch`, Linux v6.3's `migrate_pages_batch`), the two workloads that
+//! show them (`swap_pageout`, `pmbench_migrate`), and the oracle over a
+//! migration.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use tlbkit_policy::asid::linux_x86_615::Kernel;
+use tlbkit_policy::asid::LinuxX86v615;
+use tlbkit_policy::wrap::Wrap;
+use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
+use tlbkit_sim::preset;
+use tlbkit_sim::program::{Op, Program, Sys};
+use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
+use tlbkit_sim::workload::{self, Phase};
+
+/// The calls an unmap's flush makes of the policy.
+#[derive(Default, Debug, PartialEq, Eq, Clone, Copy)]
+struct Calls {
+    add_pending: u64,
+    flush_batch: u64,
+    flush_range: u64,
+}
+
+/// Linux x86 v6.13 with the unmap flush hooks counted.
+struct Counted(LinuxX86v615, [AtomicU64; 3]);
+
+impl Counted {
+    fn take(&self) -> Calls {
+        let [add_pending, flush_batch, flush_range] = self.1.each_ref().map(|c| c.swap(0, Ordering::Relaxed));
+        Calls { add_pending, flush_batch, flush_range }
+    }
+}
+
+impl Wrap for Counted {
+    type Inner = LinuxX86v615;
+    fn inner(&self) -> &LinuxX86v615 {
+        &self.0
+    }
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.1[0].fetch_add(1, Ordering::Relaxed);
+        self.0.tlbbatch_add_pending(hw, mm, va)
+    }
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        self.1[1].fetch_add(1, Ordering::Relaxed);
+        self.0.flush_batch(hw, mms)
+    }
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.1[2].fetch_add(1, Ordering::Relaxed);
+        self.0.flush_range(hw, mm, start, pages)
+    }
+}
+
+/// Maps 64 pages, writes them, starts `spinners` threads computing on other
+/// CPUs in the mm, then runs `op` on the pages between marks `a` and `b`.
+struct Driver {
+    step: usize,
+    va: u64,
+    spinners: usize,
+    op: fn(u64) -> Sys,
+}
+
+impl Program for Driver {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        let s = self.step;
+        match s {
+            1 => Op::Sys(Sys::Mmap { pages: 64, write: true }),
+            2 => {
+                self.va = ret;
+                Op::Touch { va: ret, pages: 64, write: true }
+            }
+            s if s <= 2 + self.spinners => Op::Sys(Sys::CloneOn(s - 2, Box::new(Spinner(0)))),
+            s if s == 3 + self.spinners => Op::Compute(100_000),
+            s if s == 4 + self.spinners => Op::Mark("a"),
+            s if s == 5 + self.spinners => Op::Sys((self.op)(self.va)),
+            s if s == 6 + self.spinners => Op::Mark("b"),
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// A thread that computes for a while on its CPU, running the mm.
+struct Spinner(u32);
+
+impl Program for Spinner {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.0 += 1;
+        if self.0 > 400 {
+            return Op::Exit;
+        }
+        Op::Compute(20_000)
+    }
+}
+
+/// Runs `op` on 64 written pages under the counted x86 policy on `milan`
+/// (`cpus` CPUs, all running the mm); returns the policy calls and the IPIs
+/// between the marks, and the run's unmap and batch flush counts.
+fn x86(cfg: impl FnOnce(SimConfig) -> SimConfig, cpus: usize, op: fn(u64) -> Sys) -> (Calls, u64, u64, u64) {
+    let base = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(preset::milan(), cpus, 1) };
+    let policy = Counted(LinuxX86v615::new(cpus, 16, Kernel::V613), Default::default());
+    let mut sim = Sim::new(cfg(base), policy);
+    sim.add_cpuless_node();
+    sim.spawn(Box::new(Driver { step: 0, va: 0, spinners: cpus - 1, op })).unwrap();
+    let until = |sim: &mut Sim<Counted>, m: &str| {
+        while sim.mark(m).is_none() {
+            assert!(sim.step(), "the run ended before mark {m}");
+        }
+    };
+    until(&mut sim, "a");
+    sim.policy().take();
+    let ipis = sim.counters().ipis_sent;
+    until(&mut sim, "b");
+    let calls = sim.policy().take();
+    let ipis = sim.counters().ipis_sent - ipis;
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
+    (calls, ipis, sim.stats.unmap_flushes, sim.stats.tlbbatch_flushes)
+}
+
+fn pageout(va: u64) -> Sys {
+    Sys::MadvisePageout { va, pages: 64 }
+}
+
+fn folios(tlbbatch: bool) -> impl FnOnce(SimConfig) -> SimConfig {
+    move |c| SimConfig { tlbbatch, contpte: ContpteConfig { mode: ContMode::Folios, ..ContpteConfig::default() }, ..c }
+}
+
+#[test]
+fn x86_reclaim_without_tlbbatch_flushes_each_page_at_once() {
+    // 64 KB folios: with the batch, each folio's 16 pages are added to it and
+    // flushed by one flush_batch; without it, each page is flush_range'd alone
+    // and nothing reaches the batch hooks.
+    let (on, ipis_on, unmap_on, batch_on) = x86(folios(true), 4, pageout);
+    assert_eq!(on, Calls { add_pending: 64, flush_batch: 4, flush_range: 0 });
+    assert_eq!((unmap_on, batch_on), (0, 4));
+    let (off, ipis_off, unmap_off, batch_off) = x86(folios(false), 4, pageout);
+    assert_eq!(off, Calls { add_pending: 0, flush_batch: 0, flush_range: 64 });
+    assert_eq!((unmap_off, batch_off), (64, 0));
+    // Three other CPUs run the mm: one IPI to each per flush.
+    assert_eq!((ipis_on, ipis_off), (4 * 3, 64 * 3));
+}
+
+fn migrate(_va: u64) -> Sys {
+    // The driver is the process's first thread (tid 0); node 1 is memory only.
+    Sys::MigratePages { tid: 0, from: 0, to: 1 }
+}
+
+#[test]
+fn x86_migration_flushes_per_page_without_its_batch_and_once_per_batch_with_it() {
+    let batch = |on: bool| move |c| SimConfig { migrate_batch: Some(on), ..c };
+    // Every page of the process that only it maps (the 64 written; its image
+    // pages too, as no fork shares them) moves: one batch flush of all of
+    // them, or one flush_range each.
+    let (on, ipis_on, unmap_on, batch_on) = x86(batch(true), 4, migrate);
+    assert_eq!((on.flush_batch, on.flush_range, unmap_on, batch_on), (1, 0, 0, 1));
+    let moved = on.add_pending;
+    assert!(moved >= 64, "{moved} pages moved");
+    assert_eq!(ipis_on, 3);
+    let (off, ipis_off, unmap_off, batch_off) = x86(batch(false), 4, migrate);
+    assert_eq!(off, Calls { add_pending: 0, flush_batch: 0, flush_range: moved });
+    assert_eq!((unmap_off, batch_off, ipis_off), (moved, 0, 3 * moved));
+    // Without the architecture's batch (tlbbatch=off) migration cannot defer.
+    let (none, _, unmap_none, _) = x86(|c| SimConfig { tlbbatch: false, ..batch(true)(c) }, 4, migrate);
+    assert_eq!((none.flush_batch, none.flush_range, unmap_none), (0, moved, moved));
+}
+
+/// Runs `workload` with `sets` on `machine` under `--strict` and returns its
+/// output, which must hold no violation.
+fn strict(machine: &str, cpus: usize, policy: &str, workload: &str, sets: &[&str]) -> RunOutput {
+    let spec = RunSpec {
+        machine: machine.into(),
+        cpus,
+        policy: policy.into(),
+        workload: workload.into(),
+        sets: sets.iter().map(|s| s.to_string()).collect(),
+        seed: 1,
+        strict: true,
+    };
+    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
+    assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
+    out
+}
+
+#[test]
+fn arm64_reclaim_flushes_once_per_folio_with_tlbbatch_and_per_page_without() {
+    // 1 MiB of 64 KB folios: 16 folios, 256 pages per MADV_PAGEOUT. v6.5's
+    // batch: the 16 TLBIs of a folio and one DSB ISH; before it, a TLBI and a
+    // DSB ISH per page.
+    let flushes = |tb: &str| {
+        let sets = ["contpte=folios", "iters=2", &format!("tlbbatch={tb}")];
+        strict("kunpeng920", 4, "arm64-linux", "swap_pageout", &sets).result["flushes_per_call"]
+    };
+    assert_eq!((flushes("on"), flushes("off")), (16.0, 256.0));
+}
+
+#[test]
+fn swap_pageout_times_each_pageout_of_the_whole_range() {
+    let out = strict("skx8170", 4, "x86-linux-pcid", "swap_pageout", &["iters=3"]);
+    let r = &out.result;
+    assert!(r["pageout_us"] > 0.0, "{r:?}");
+    // Order-0 dirty pages: try_to_unmap_flush_dirty completes each one's batch.
+    assert_eq!(r["flushes_per_call"], 256.0, "{r:?}");
+    let per_byte = r["pageout_us"] * 1e3 / (1024.0 * 1024.0);
+    assert!((r["pageout_ns_per_byte"] - per_byte).abs() < 1e-9 * per_byte.max(1.0), "{r:?}");
+}
+
+/// `pmbench_migrate`'s result on `machine` with `sets` (small sizes).
+fn pmbench(machine: &str, cpus: usize, policy: &str, sets: &[&str]) -> std::collections::BTreeMap<String, f64> {
+    let mut all = vec!["mapsize_mb=2", "setsize_mb=2", "passes=2"];
+    all.extend_from_slice(sets);
+    strict(machine, cpus, policy, "pmbench_migrate", &all).result
+}
+
+#[test]
+fn pmbench_migrate_batches_by_the_kernel_and_as_told() {
+    // skx8170's kernel (v5.10) predates the batch: one flush per page. Its
+    // second socket is node 1 whether or not the CPUs reach it.
+    let old = pmbench("skx8170", 8, "x86-linux-pcid", &[]);
+    assert_eq!(old["flushes_per_page"], 1.0, "{old:?}");
+    // 512 pages each way: one batch per pass.
+    let new = pmbench("skx8170", 8, "x86-linux-pcid", &["migrate_batch=on"]);
+    assert_eq!(new["flushes_per_page"], 2.0 / 1024.0, "{new:?}");
+    assert!(new["migrate_pages_per_s"] > old["migrate_pages_per_s"], "{old:?} {new:?}");
+    for r in [&old, &new] {
+        assert!(r["access_ns"] > 0.0 && r["accesses_per_s"] > 0.0, "{r:?}");
+    }
+    // altra's kernel (v6.9) batches, on two nodes; arm64 without its own
+    // batch (pre-v6.5, tlbbatch=off) cannot.
+    let arm = pmbench("altra", 8, "arm64-linux", &["numa=2"]);
+    assert_eq!(arm["flushes_per_page"], 2.0 / 1024.0, "{arm:?}");
+    let pre = pmbench("altra", 8, "arm64-linux", &["numa=2", "tlbbatch=off"]);
+    assert_eq!(pre["flushes_per_page"], 1.0, "{pre:?}");
+}
+
+#[test]
+fn pmbench_migrate_needs_two_nodes() {
+    let spec = RunSpec {
+        machine: "altra".into(),
+        cpus: 4,
+        policy: "arm64-linux".into(),
+        workload: "pmbench_migrate".into(),
+        sets: vec!["mapsize_mb=1".into(), "setsize_mb=1".into()],
+        seed: 1,
+        strict: false,
+    };
+    let e = run(&spec).expect_err("one node").to_string();
+    assert!(e.contains("needs two NUMA nodes") && e.contains("numa=2"), "{e}");
+}
+
+/// The x86 policy with every user flush left out: what a migration that never
+/// flushed its unmaps would leave in the TLBs.
+struct NoFlush(LinuxX86v615);
+
+impl Wrap for NoFlush {
+    type Inner = LinuxX86v615;
+    fn inner(&self) -> &LinuxX86v615 {
+        &self.0
+    }
+    fn flush_batch<H: Hw>(&self, _hw: &H, _mms: &[MmId]) {}
+    fn flush_range<H: Hw>(&self, _hw: &H, _mm: MmId, _start: VirtAddr, _pages: u64) {}
+    fn flush_page<H: Hw>(&self, _hw: &H, _mm: MmId, _va: VirtAddr) {}
+}
+
+/// Runs small `pmbench_migrate` under `policy` with `--strict`; returns the
+/// oracle's violation count.
+fn migrate_violations<P: Policy>(policy: P, batch: bool) -> u64 {
+    let cfg = SimConfig {
+        strict: true,
+        migrate_batch: Some(batch),
+        max_events: 5_000_000,
+        ..SimConfig::quiet(preset::milan(), 4, 1)
+    };
+    let mut sim = Sim::new(cfg, policy);
+    let def = workload::by_name("pmbench_migrate").unwrap();
+    let mut p: workload::Params = def.params.iter().map(|d| (d.key.to_string(), d.default)).collect();
+    for (k, v) in [("mapsize_mb", 1.0), ("setsize_mb", 1.0), ("passes", 2.0), ("jobs", 2.0), ("cpuless_node", 1.0)] {
+        p.insert(k.to_string(), v);
+    }
+    workload::setup("pmbench_migrate", &p, &mut sim, Phase::Main).unwrap();
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert!(sim.stats.migrated_pages >= 512, "{} pages moved", sim.stats.migrated_pages);
+    sim.oracle.count
+}
+
+#[test]
+fn a_migration_never_lets_a_cpu_use_a_stale_translation() {
+    for batch in [false, true] {
+        assert_eq!(migrate_violations(LinuxX86v615::new(4, 16, Kernel::V613), batch), 0, "batch {batch}");
+        // The same run without the unmaps' flushes is caught: the workers use
+        // the old frames after they were freed and handed out again.
+        assert!(migrate_violations(NoFlush(LinuxX86v615::new(4, 16, Kernel::V613)), batch) > 0, "batch {batch}");
+    }
+}
