@@ -276,6 +276,11 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "teardown",
         "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
     ),
+    (
+        "vma_locks",
+        "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks) or mmap_lock for reading \
+         (default: the machine's kernel's, on from v6.4)",
+    ),
 ];
 
 /// The key under which `--set jitter` is kept in a run's [`Params`].
@@ -325,6 +330,8 @@ struct MachineParams {
     /// Whether `slice_us` was given (it then sets the fair classes' base slice).
     slice_set: bool,
     contpte: ContpteConfig,
+    /// `--set vma_locks`, if given.
+    vma_locks: Option<bool>,
 }
 
 impl MachineParams {
@@ -401,6 +408,7 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         slice_us: 4000.0,
         slice_set: false,
         contpte: ContpteConfig::default(),
+        vma_locks: None,
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();
@@ -476,6 +484,17 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
                 })?);
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
+            "vma_locks" => {
+                let on = on_off(k, v)?;
+                if !matches!(preset.kernel, preset::Kernel::Linux(..)) {
+                    let why = format!(
+                        "{} runs FreeBSD, whose faults take no VMA lock: give it on a Linux machine",
+                        preset.name
+                    );
+                    return Err(bad_setting(k, v, why));
+                }
+                mp.vma_locks = Some(on);
+            }
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SwapKind::ALL.iter().map(|k| k.name()).collect();
@@ -710,6 +729,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         max_mms,
         max_events: 200_000_000,
         contpte: mp.contpte,
+        vma_locks: mp.vma_locks,
     }
 }
 
@@ -811,6 +831,10 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
         pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));
+    }
+    // Shown when given only, so that other runs read as before.
+    if let Some(on) = mp.vma_locks {
+        pv.insert("vma_locks".into(), serde_json::json!(if on { "on" } else { "off" }));
     }
     Ok(RunOutput {
         machine: spec.machine.clone(),

@@ -178,6 +178,11 @@ pub struct SimConfig {
     pub max_events: u64,
     /// Large folios and contiguous PTEs (off by default).
     pub contpte: ContpteConfig,
+    /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
+    /// (`Some(false)`); `None`: as the preset's kernel does
+    /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
+    /// (`sim/kwork.rs`).
+    pub vma_locks: Option<bool>,
 }
 
 impl SimConfig {
@@ -203,6 +208,7 @@ impl SimConfig {
             max_mms: 16,
             max_events: 1_000_000,
             contpte: ContpteConfig::default(),
+            vma_locks: None,
         }
     }
 }
@@ -585,6 +591,7 @@ impl<P: Policy> Sim<P> {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
+        let vma_locks = cfg.vma_locks;
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -632,7 +639,7 @@ impl<P: Policy> Sim<P> {
             lazy_bare: Default::default(),
             spare: Vec::new(),
             pageout_batch: false,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,
             reclaim: memcg::ReclaimStats::default(),

@@ -303,6 +303,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         max_mms,
         max_events: 200_000_000,
         contpte: Default::default(),
+        vma_locks: None,
     };
     let build = Build {
         cpus,
