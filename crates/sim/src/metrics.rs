@@ -218,6 +218,33 @@ pub const METRICS: &[MetricDef] = &[
         "count",
         "swap_w_seq_mt: pages the faults' direct reclaim wrote to the swap device",
     ),
+    result(
+        "faults_per_s",
+        "page faults per second",
+        "faults/s",
+        "pft: pages written (one fault each) over the time from the earliest test's start to the latest test's end \
+         (pft's fault/wsec, mmtests' faults/sec)",
+    ),
+    result(
+        "faults_per_cpu_s",
+        "page faults per CPU second",
+        "faults/s",
+        "pft: pages written over the tests' times summed, each test alone on its CPU (pft's flt/cpu/s, mmtests' \
+         faults/cpu)",
+    ),
+    result(
+        "iter_ns",
+        "time per iteration",
+        "ns",
+        "madvise_dontneed_loop: one iteration of a thread (a one-page madvise(MADV_DONTNEED) and the store that \
+         refaults the page), mean over the threads",
+    ),
+    result(
+        "iter_cycles",
+        "cycles per iteration",
+        "cycles",
+        "madvise_dontneed_loop: iter_ns in the machine's clock cycles",
+    ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),
     metric("tlb_misses", "TLB misses", "count", "translations that missed every TLB level (each needed a page walk)"),

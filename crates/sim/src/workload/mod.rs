@@ -22,7 +22,11 @@
 //! an `mprotect`'s range flush by its page count, in a process live on every
 //! CPU); [`swap_w_seq_mt`] (vm-scalability's threads writing past a memory
 //! limit: direct reclaim to swap, reclaim's batched flush). [`microbench`] is
-//! `tlbkit calibrate`'s host microbenchmarks, run in the model.
+//! `tlbkit calibrate`'s host microbenchmarks, run in the model. For the
+//! history before the seeds: [`pft`] (mmtests' page fault test: faults of many
+//! threads on one VMA, or of many processes) and [`madvise_dontneed_loop`]
+//! (threads each zapping and refaulting one page: a one-page flush of every
+//! CPU running the mm per iteration).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -34,9 +38,11 @@ pub mod lat_ctx;
 pub mod lat_mmap;
 pub mod lat_proc;
 pub mod madvise_bench;
+pub mod madvise_dontneed_loop;
 pub mod microbench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
+pub mod pft;
 pub mod pingpong;
 pub mod redis_like;
 pub mod sort_compute;
@@ -176,6 +182,8 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     flush_range::DEF,
     microbench::DEF,
     swap_w_seq_mt::DEF,
+    pft::DEF,
+    madvise_dontneed_loop::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -223,6 +231,8 @@ pub fn setup_with<P: Policy>(
         "flush_range" => flush_range::setup(p, sim),
         "microbench" => microbench::setup(p, sim),
         "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
+        "pft" => pft::setup(p, sim),
+        "madvise_dontneed_loop" => madvise_dontneed_loop::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -257,6 +267,8 @@ pub fn result<P: Policy>(
         "flush_range" => flush_range::result(p, main),
         "microbench" => microbench::result(p, main),
         "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
+        "pft" => pft::result(p, main),
+        "madvise_dontneed_loop" => madvise_dontneed_loop::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -306,6 +318,9 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         // The benchmark's process, and pipe_switch's second.
         "microbench" => 8,
         "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
+        "pft" => pft::max_mms(p, cpus),
+        // One process.
+        "madvise_dontneed_loop" => 8,
         _ => 64,
     }
 }

@@ -103,4 +103,10 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // reclaimed by the faults, 32 at a time, each folio's batch flush sent to
     // the CPUs of the other threads.
     ("swap_w_seq_mt", &["mem_mb=1", "swap_mb=1"]),
+    // One thread per CPU writing its share of 1 MB of one mapping: a fault a
+    // page, under mmap_lock or the VMA's lock by the kernel.
+    ("pft", &["mem_mb=1"]),
+    // One thread per CPU zapping and refaulting a page of its own: a one-page
+    // flush of every CPU running the mm per iteration.
+    ("madvise_dontneed_loop", &["iters=5"]),
 ];
