@@ -70,7 +70,7 @@ pub const METRICS: &[MetricDef] = &[
         "s",
         "mprotect_threaded, tcmalloc_frag, sort_compute, buildkernel: from the start until the last copy (or the \
          script) finished, as perf stat's \"seconds time elapsed\"; swap_w_seq_mt: from the start until the last \
-         thread finished writing",
+         thread finished writing; lru_file_mmap_read: from the start until the last process finished reading",
     ),
     result(
         "sys_s",
@@ -210,13 +210,33 @@ pub const METRICS: &[MetricDef] = &[
         "write throughput",
         "KB/s",
         "swap_w_seq_mt: each thread's bytes (usemem's count: its share plus an eighth) over its time from the \
-         start to its last write, in KB/s, summed over the threads (vm-scalability's throughput)",
+         start to its last write, in KB/s, summed over the threads (vm-scalability's throughput); \
+         lru_file_mmap_read: the same of each process's reads of its file",
     ),
     result(
         "swapout_pages",
         "pages swapped out",
         "count",
         "swap_w_seq_mt: pages the faults' direct reclaim wrote to the swap device",
+    ),
+    result(
+        "reclaimed_pages",
+        "page-cache pages reclaimed",
+        "count",
+        "lru_file_mmap_read: page-cache pages the read faults' direct reclaim dropped and freed",
+    ),
+    result(
+        "reclaim_unmaps",
+        "mapped file PTEs reclaimed",
+        "count",
+        "lru_file_mmap_read: present PTEs of page-cache pages that reclaim cleared (unmapped through the rmap)",
+    ),
+    result(
+        "reclaim_flushes",
+        "reclaim's TLB flushes",
+        "count",
+        "lru_file_mmap_read: TLB flushes that completed reclaim's unmaps: one batch flush per reclaim pass with \
+         tlbbatch=1, one flush per PTE with tlbbatch=0",
     ),
     result(
         "faults_per_s",

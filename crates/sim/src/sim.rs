@@ -54,6 +54,7 @@ mod access;
 mod balance;
 mod contpte;
 mod event;
+mod file_reclaim;
 mod flush;
 #[cfg(test)]
 mod kernel_time_tests;
@@ -534,6 +535,13 @@ pub struct Sim<P: Policy> {
     /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
     /// (Linux v7.0).
     pageout_batch: bool,
+    /// Whether the memory cgroup charges the page cache and reclaims it
+    /// ([`Sim::set_file_charge`]; off: only anonymous memory is charged).
+    file_charge: bool,
+    /// Whether file reclaim defers its flushes to one batch flush per pass
+    /// (Linux v4.3 on x86, v6.5 on arm64) rather than flushing each PTE
+    /// (`sim/file_reclaim.rs`).
+    file_reclaim_batch: bool,
     /// The kernel's other work on the memory paths: locks, per-CPU lists,
     /// bandwidth.
     kw: kwork::KernelWork,
@@ -639,6 +647,8 @@ impl<P: Policy> Sim<P> {
             lazy_bare: Default::default(),
             spare: Vec::new(),
             pageout_batch: false,
+            file_charge: false,
+            file_reclaim_batch: true,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,

@@ -26,7 +26,9 @@
 //! history before the seeds: [`pft`] (mmtests' page fault test: faults of many
 //! threads on one VMA, or of many processes) and [`madvise_dontneed_loop`]
 //! (threads each zapping and refaulting one page: a one-page flush of every
-//! CPU running the mm per iteration).
+//! CPU running the mm per iteration) and [`lru_file_mmap_read`]
+//! (vm-scalability's processes reading files larger than memory: reclaim of
+//! mapped page cache, its batched flush).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -37,6 +39,7 @@ pub mod hackbench;
 pub mod lat_ctx;
 pub mod lat_mmap;
 pub mod lat_proc;
+pub mod lru_file_mmap_read;
 pub mod madvise_bench;
 pub mod madvise_dontneed_loop;
 pub mod microbench;
@@ -184,6 +187,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     swap_w_seq_mt::DEF,
     pft::DEF,
     madvise_dontneed_loop::DEF,
+    lru_file_mmap_read::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -233,6 +237,7 @@ pub fn setup_with<P: Policy>(
         "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
         "pft" => pft::setup(p, sim),
         "madvise_dontneed_loop" => madvise_dontneed_loop::setup(p, sim),
+        "lru_file_mmap_read" => lru_file_mmap_read::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -269,6 +274,7 @@ pub fn result<P: Policy>(
         "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
         "pft" => pft::result(p, main),
         "madvise_dontneed_loop" => madvise_dontneed_loop::result(p, main),
+        "lru_file_mmap_read" => lru_file_mmap_read::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -321,6 +327,7 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "pft" => pft::max_mms(p, cpus),
         // One process.
         "madvise_dontneed_loop" => 8,
+        "lru_file_mmap_read" => lru_file_mmap_read::max_mms(p, cpus),
         _ => 64,
     }
 }

@@ -109,4 +109,8 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // One thread per CPU zapping and refaulting a page of its own: a one-page
     // flush of every CPU running the mm per iteration.
     ("madvise_dontneed_loop", &["iters=5"]),
+    // A process per CPU reading a file of its own, 2 MB in all, past a 1 MB
+    // limit on the page cache: mapped file folios reclaimed through the rmap,
+    // one batch flush per pass to the readers' CPUs.
+    ("lru_file_mmap_read", &["mem_mb=1", "file_mb=2"]),
 ];
