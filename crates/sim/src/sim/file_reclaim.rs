@@ -62,6 +62,9 @@ use super::*;
 use crate::sim::memcg::LruFolio;
 use tlbkit_policy::contpte::{self as arch, PteMem};
 
+/// A present PTE of a page-cache page: the address space, the page and the frame.
+type Mapping = (MmId, u64, u64);
+
 impl<P: Policy> Sim<P> {
     /// Makes the memory cgroup ([`Sim::set_mem_limit`]) charge the page cache
     /// and reclaim its folios too (module documentation), deferring each
@@ -87,7 +90,7 @@ impl<P: Policy> Sim<P> {
     /// Returns every present PTE that maps a page of the page-cache folio `f`:
     /// the address space, the page and the frame (`rmap_walk_file`). `None`
     /// when one of them records a write (a dirty folio: not reclaimed here).
-    fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<(MmId, u64, u64)>> {
+    fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<Mapping>> {
         let (first, last) = (f.va, f.va + f.pages);
         let mut out = Vec::new();
         for (slot, m) in self.mms.iter().enumerate().skip(1) {
@@ -121,7 +124,7 @@ impl<P: Policy> Sim<P> {
     pub(super) fn reclaim_file_folios(&mut self, cpu: usize, folios: &[LruFolio], now: u64) -> u64 {
         let batch = self.file_reclaim_batch;
         let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
-        let mut done: Vec<(LruFolio, Vec<(MmId, u64, u64)>)> = Vec::new();
+        let mut done: Vec<(LruFolio, Vec<Mapping>)> = Vec::new();
         let mut mms: Vec<MmId> = Vec::new();
         for f in folios {
             let Some(file) = f.file else { continue };
