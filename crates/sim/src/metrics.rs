@@ -70,7 +70,7 @@ pub const METRICS: &[MetricDef] = &[
         "s",
         "mprotect_threaded, tcmalloc_frag, sort_compute, buildkernel: from the start until the last copy (or the \
          script) finished, as perf stat's \"seconds time elapsed\"; swap_w_seq_mt: from the start until the last \
-         thread finished writing",
+         thread finished writing; lru_file_mmap_read: from the start until the last process finished reading",
     ),
     result(
         "sys_s",
@@ -221,7 +221,8 @@ pub const METRICS: &[MetricDef] = &[
         "write throughput",
         "KB/s",
         "swap_w_seq_mt: each thread's bytes (usemem's count: its share plus an eighth) over its time from the \
-         start to its last write, in KB/s, summed over the threads (vm-scalability's throughput)",
+         start to its last write, in KB/s, summed over the threads (vm-scalability's throughput); \
+         lru_file_mmap_read: the same of each process's reads of its file",
     ),
     result(
         "swapout_pages",
@@ -285,6 +286,50 @@ pub const METRICS: &[MetricDef] = &[
         "count",
         "swap_pageout: TLB flushes of one call's unmaps: each page's own (tlbbatch=off) or one per batch, completed \
          per folio (try_to_unmap_flush_dirty)",
+        "reclaimed_pages",
+        "page-cache pages reclaimed",
+        "count",
+        "lru_file_mmap_read: page-cache pages the read faults' direct reclaim dropped and freed",
+    ),
+    result(
+        "reclaim_unmaps",
+        "mapped file PTEs reclaimed",
+        "count",
+        "lru_file_mmap_read: present PTEs of page-cache pages that reclaim cleared (unmapped through the rmap)",
+    ),
+    result(
+        "reclaim_flushes",
+        "reclaim's TLB flushes",
+        "count",
+        "lru_file_mmap_read: TLB flushes that completed reclaim's unmaps: one batch flush per reclaim pass with \
+         tlbbatch=1, one flush per PTE with tlbbatch=0",
+    ),
+    result(
+        "faults_per_s",
+        "page faults per second",
+        "faults/s",
+        "pft: pages written (one fault each) over the time from the earliest test's start to the latest test's end \
+         (pft's fault/wsec, mmtests' faults/sec)",
+    ),
+    result(
+        "faults_per_cpu_s",
+        "page faults per CPU second",
+        "faults/s",
+        "pft: pages written over the tests' times summed, each test alone on its CPU (pft's flt/cpu/s, mmtests' \
+         faults/cpu)",
+    ),
+    result(
+        "iter_ns",
+        "time per iteration",
+        "ns",
+        "madvise_dontneed_loop: one iteration of a thread (a one-page madvise(MADV_DONTNEED) and the store that \
+         refaults the page), mean over the threads",
+    ),
+    result(
+        "iter_cycles",
+        "cycles per iteration",
+        "cycles",
+        "madvise_dontneed_loop: iter_ns in the machine's clock cycles",
     ),
     metric("sim_time_ns", "simulated time", "ns", "simulated time until the last CPU stopped"),
     metric("tlb_accesses", "translations", "count", "translations performed, user and kernel"),

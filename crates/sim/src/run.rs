@@ -298,6 +298,9 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "on|off: migrate_pages(2) unmaps up to 512 folios with one deferred TLB flush, then copies them (on: \
          Linux v6.3's migrate_pages_batch) or unmaps, flushes and copies one folio at a time (off) (default: on \
          for a preset kernel of v6.3 or later)",
+        "vma_locks",
+        "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks) or mmap_lock for reading \
+         (default: the machine's kernel's, on from v6.4)",
     ),
 ];
 
@@ -356,6 +359,8 @@ struct MachineParams {
     tlbbatch: bool,
     /// `None`: the preset kernel's.
     migrate_batch: Option<bool>,
+    /// `--set vma_locks`, if given.
+    vma_locks: Option<bool>,
 }
 
 impl MachineParams {
@@ -437,6 +442,7 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         contpte: ContpteConfig::default(),
         tlbbatch: true,
         migrate_batch: None,
+        vma_locks: None,
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();
@@ -531,6 +537,17 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
             "migration" => mp.migration = Some(on_off(k, v)?),
             "tlbbatch" => mp.tlbbatch = on_off(k, v)?,
             "migrate_batch" => mp.migrate_batch = Some(on_off(k, v)?),
+            "vma_locks" => {
+                let on = on_off(k, v)?;
+                if !matches!(preset.kernel, preset::Kernel::Linux(..)) {
+                    let why = format!(
+                        "{} runs FreeBSD, whose faults take no VMA lock: give it on a Linux machine",
+                        preset.name
+                    );
+                    return Err(bad_setting(k, v, why));
+                }
+                mp.vma_locks = Some(on);
+            }
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
                     let names: Vec<&str> = SwapKind::ALL.iter().map(|k| k.name()).collect();
@@ -775,6 +792,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         contpte: mp.contpte,
         tlbbatch: mp.tlbbatch,
         migrate_batch: mp.migrate_batch,
+        vma_locks: mp.vma_locks,
     }
 }
 
@@ -894,6 +912,10 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
         pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));
+    }
+    // Shown when given only, so that other runs read as before.
+    if let Some(on) = mp.vma_locks {
+        pv.insert("vma_locks".into(), serde_json::json!(if on { "on" } else { "off" }));
     }
     Ok(RunOutput {
         machine: spec.machine.clone(),

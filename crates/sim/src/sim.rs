@@ -54,6 +54,7 @@ mod access;
 mod balance;
 mod contpte;
 mod event;
+mod file_reclaim;
 mod flush;
 #[cfg(test)]
 mod kernel_time_tests;
@@ -189,6 +190,11 @@ pub struct SimConfig {
     /// one folio at a time, each flushed as it is unmapped; `None`: as the
     /// preset's kernel does (v6.3 and later batch). See `sim/migrate.rs`.
     pub migrate_batch: Option<bool>,
+    /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
+    /// (`Some(false)`); `None`: as the preset's kernel does
+    /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
+    /// (`sim/kwork.rs`).
+    pub vma_locks: Option<bool>,
 }
 
 impl SimConfig {
@@ -216,6 +222,7 @@ impl SimConfig {
             contpte: ContpteConfig::default(),
             tlbbatch: true,
             migrate_batch: None,
+            vma_locks: None,
         }
     }
 }
@@ -559,6 +566,13 @@ pub struct Sim<P: Policy> {
     migrating: std::collections::BTreeMap<(u32, u64), (u64, u64)>,
     /// NUMA nodes with memory and no CPUs ([`Sim::add_cpuless_node`]).
     cpuless_nodes: usize,
+    /// Whether the memory cgroup charges the page cache and reclaims it
+    /// ([`Sim::set_file_charge`]; off: only anonymous memory is charged).
+    file_charge: bool,
+    /// Whether file reclaim defers its flushes to one batch flush per pass
+    /// (Linux v4.3 on x86, v6.5 on arm64) rather than flushing each PTE
+    /// (`sim/file_reclaim.rs`).
+    file_reclaim_batch: bool,
     /// The kernel's other work on the memory paths: locks, per-CPU lists,
     /// bandwidth.
     kw: kwork::KernelWork,
@@ -616,6 +630,7 @@ impl<P: Policy> Sim<P> {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
+        let vma_locks = cfg.vma_locks;
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -665,7 +680,9 @@ impl<P: Policy> Sim<P> {
             pageout_batch: false,
             migrating: Default::default(),
             cpuless_nodes: 0,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket),
+            file_charge: false,
+            file_reclaim_batch: true,
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,
             reclaim: memcg::ReclaimStats::default(),

@@ -305,6 +305,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         contpte: Default::default(),
         tlbbatch: true,
         migrate_batch: None,
+        vma_locks: None,
     };
     let build = Build {
         cpus,

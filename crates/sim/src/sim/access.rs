@@ -443,6 +443,7 @@ impl<P: Policy> Sim<P> {
         }
         let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
         let t = self.memcg_charge_fault(cpu, mm, vma, va, t);
+        let t = self.memcg_charge_file(cpu, vma, va, t);
         let t = if self.folios() || vma.file.is_some() {
             self.fault_folio(cpu, mm, vma, va, write, t)
         } else {

@@ -467,10 +467,18 @@ impl<P: Policy> Sim<P> {
         }
         if self.files[f][page as usize] == NO_FRAME {
             let first = self.alloc_folio(cpu, FrameKind::FileFolio, now);
-            now += self.m.costs.page_copy * CONT_PTES;
+            if self.file_charge {
+                // The allocation's shared work and the zeroing within the
+                // node's bandwidth, as an anonymous folio's (sim/file_reclaim.rs).
+                now = self.kalloc_work(cpu, CONT_PTES as u32, true, now);
+                now = self.write_pages(cpu, CONT_PTES, false, now);
+            } else {
+                now += self.m.costs.page_copy * CONT_PTES;
+            }
             for i in 0..CONT_PTES {
                 self.files[f][(chunk + i) as usize] = first + i;
             }
+            self.memcg_add_file(file, chunk, first, CONT_PTES);
         }
         (self.files[f][page as usize], now)
     }

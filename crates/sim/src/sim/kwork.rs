@@ -13,6 +13,27 @@
 //!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
 //!   while a writer holds it. FreeBSD's `vm_fault` holds its map's lock
 //!   (`vm_map_lock_read`) only for the lookup.
+//! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`SimConfig::vma_locks`]):
+//!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
+//!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
+//!   control it", "mm: introduce lock_vma_under_rcu to be used from
+//!   arch-specific code", and the arch fault handlers "x86/mm: try VMA
+//!   lock-based page fault handling first" and "arm64/mm: try VMA lock-based
+//!   page fault handling first", all merged for v6.4). Before it,
+//!   `do_user_addr_fault` (x86) and `do_page_fault` (arm64) take
+//!   `mmap_lock` for reading (`mmap_read_trylock`, else `mmap_read_lock`) and
+//!   `find_vma` for the whole fault; after it they first call `lock_vma_under_rcu(mm,
+//!   address)` (a maple-tree walk under RCU, `vma_start_read`: the
+//!   `vm_lock_seq` check and `down_read_trylock(&vma->vm_lock->lock)`),
+//!   handle the fault with `FAULT_FLAG_VMA_LOCK` and `vma_end_read`, and fall
+//!   back to `mmap_lock` when the VMA is write-locked (a writer holds
+//!   `mmap_lock` and has marked it). The switch picks either path on any Linux
+//!   preset; the default is the preset's kernel's. What the lock word costs is
+//!   the same in both (an atomic to take, one to release): threads faulting on
+//!   one VMA share its lock word as they share `mmap_lock`'s; only faults on
+//!   different VMAs, and faults while `mmap`, `munmap` or `mprotect` hold
+//!   `mmap_lock` for writing, differ. The RCU walk is in `fault_path` either
+//!   way (not charged apart).
 //! - **Page allocation and freeing**: order-0 pages through per-CPU lists
 //!   (`pcp`), refilled with `batch` pages under the node's zone lock when empty
 //!   (`rmqueue_bulk`), and drained by `batch` pages when a free takes a list
@@ -116,11 +137,16 @@ pub(super) struct KernelWork {
     cpus_per_node: usize,
     /// The kernel whose paths these are.
     kernel: Kernel,
+    /// Whether a Linux fault takes its VMA's lock (the kernel's choice unless
+    /// `--set vma_locks` overrode it).
+    vma_locks: bool,
 }
 
 impl KernelWork {
-    /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node.
-    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize) -> Self {
+    /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node,
+    /// with faults under their VMA's lock as `vma_locks` says (`None`: as the
+    /// preset's kernel does).
+    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, vma_locks: Option<bool>) -> Self {
         let nodes = ncpus.div_ceil(cpus_per_node.max(1)).max(1);
         // A node's bandwidth in pages of 4 KB a window.
         let bytes_per_cycle = preset.mem_bw_gbs * MEM_BW_SUSTAINED / preset.freq_ghz;
@@ -137,6 +163,7 @@ impl KernelWork {
             bw_pages,
             cpus_per_node: cpus_per_node.max(1),
             kernel: preset.kernel,
+            vma_locks: vma_locks.unwrap_or(preset.kernel.per_vma_locks()),
         }
     }
 
@@ -208,7 +235,7 @@ impl<P: Policy> Sim<P> {
                 let t = self.mmap_lock(cpu, mm, false, now);
                 (self.mmap_unlock(cpu, mm, false, t), FaultLock::None)
             }
-            k if k.per_vma_locks() && !writer => {
+            Kernel::Linux(..) if self.kw.vma_locks && !writer => {
                 let page = vma_start >> 12;
                 (self.m.katomic(cpu, now, KLine::VmaLock(mm.index() as u32, page)), FaultLock::Vma(page))
             }
@@ -465,7 +492,7 @@ mod tests {
     fn the_bandwidth_budget_moves_pages_to_the_next_window_with_room() {
         let mut p = preset::altra();
         p.mem_bw_gbs = 4096.0 * 4.5 * p.freq_ghz / BW_WINDOW as f64 / MEM_BW_SUSTAINED;
-        let mut kw = KernelWork::new(&p, 2, 80);
+        let mut kw = KernelWork::new(&p, 2, 80, None);
         assert_eq!(kw.bw_pages, 4);
         assert_eq!(kw.reserve_bandwidth(0, 100, 3), 100);
         // One page left in the first window, then the next window.

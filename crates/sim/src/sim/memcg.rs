@@ -19,6 +19,11 @@
 //!   mm stays marked for its next `flush_tlb_batched_pending`.
 //! - **A later touch** of a reclaimed page faults it back from the swap device
 //!   (`Stats::swapins`), as after `MADV_PAGEOUT`.
+//! - **The page cache** is charged too when asked ([`Sim::set_file_charge`]):
+//!   a fault that reads a file's folio in charges it and, over the limit,
+//!   reclaims first; page-cache folios share the one LRU, and those a pass
+//!   isolates are unmapped and freed together after one flush
+//!   (`sim/file_reclaim.rs`), before the pass's anonymous ones.
 //!
 //! # What is not modelled
 //! - Aging: Linux moves a folio whose PTEs are young to the active list
@@ -48,14 +53,16 @@ pub const SWAP_CLUSTER_MAX: u64 = 32;
 
 /// A folio on the LRU: the address space that mapped it (by slot and by its
 /// unique id, as slots are reused), its first page, its first frame and its
-/// pages.
+/// pages; for a page-cache folio, its file, with `va` its first page's index
+/// in the file (and `mm`, `uid` the kernel's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LruFolio {
-    mm: MmId,
-    uid: u32,
-    va: u64,
-    pfn: u64,
-    pages: u64,
+pub(super) struct LruFolio {
+    pub(super) mm: MmId,
+    pub(super) uid: u32,
+    pub(super) va: u64,
+    pub(super) pfn: u64,
+    pub(super) pages: u64,
+    pub(super) file: Option<u32>,
 }
 
 /// The cgroup: its limit, its charge and its LRU.
@@ -74,14 +81,26 @@ pub(super) struct MemLimit {
 pub struct ReclaimStats {
     /// Direct reclaims run (faults that found the cgroup at its limit).
     pub direct_reclaims: u64,
-    /// Folios they reclaimed (unmapped, written to swap, freed).
+    /// Anonymous folios they reclaimed (unmapped, written to swap, freed).
     pub folios: u64,
     /// Pages those folios had.
     pub pages: u64,
+    /// Page-cache folios they reclaimed (unmapped from every address space
+    /// mapping them, dropped from the page cache, freed: `sim/file_reclaim.rs`).
+    pub file_folios: u64,
+    /// Pages those folios had.
+    pub file_pages: u64,
+    /// Present PTEs of file pages that reclaim cleared.
+    pub file_unmaps: u64,
+    /// TLB flushes that completed file reclaim's unmaps: one batch flush per
+    /// reclaim pass (`try_to_unmap_flush`) with batching, one flush per PTE
+    /// (`ptep_clear_flush`) without.
+    pub file_flushes: u64,
 }
 
 impl<P: Policy> Sim<P> {
-    /// Limits user anonymous memory to `pages` 4 KB pages, one cgroup holding
+    /// Limits user anonymous memory (and the page cache, after
+    /// [`Sim::set_file_charge`]) to `pages` 4 KB pages, one cgroup holding
     /// every process: a fault that would pass the limit reclaims first (module
     /// documentation). Without a call nothing is limited.
     pub fn set_mem_limit(&mut self, pages: u64) {
@@ -128,7 +147,51 @@ impl<P: Policy> Sim<P> {
             return;
         };
         if let Some(cg) = &mut self.memcg {
-            cg.lru.push_back(LruFolio { mm, uid, va, pfn, pages });
+            cg.lru.push_back(LruFolio { mm, uid, va, pfn, pages, file: None });
+            cg.charged += pages;
+        }
+    }
+
+    /// The charge of a fault by `cpu` on `va` of the file mapping `vma` at
+    /// `now`, when the cgroup charges the page cache
+    /// ([`Sim::set_file_charge`]): if the page must be read into the page cache
+    /// (a new folio) and that takes the cgroup over its limit, reclaims first.
+    /// Returns the time after it.
+    pub(super) fn memcg_charge_file(&mut self, cpu: usize, vma: Vma, va: u64, mut now: u64) -> u64 {
+        let (Some(cg), Some(file)) = (&self.memcg, vma.file) else {
+            return now;
+        };
+        if !self.file_charge || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
+            return now;
+        }
+        let (limit, mut charged) = (cg.limit, cg.charged);
+        let mut tries = 0;
+        while charged + CONT_PTES > limit && tries < MAX_RECLAIM_RETRIES {
+            now = self.direct_reclaim(cpu, now);
+            charged = self.memcg.as_ref().map_or(0, |c| c.charged);
+            tries += 1;
+        }
+        now
+    }
+
+    /// Puts isolated folio `f` back at the LRU's tail, charged (one reclaim
+    /// could not free).
+    pub(super) fn memcg_putback(&mut self, f: LruFolio) {
+        if let Some(cg) = &mut self.memcg {
+            cg.lru.push_back(f);
+            cg.charged += f.pages;
+        }
+    }
+
+    /// Records that page `index` of `file` and the `pages` after it were read
+    /// into the page cache at frame `pfn` on: the folio joins the LRU's tail,
+    /// charged, when the cgroup charges the page cache.
+    pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
+        if !self.file_charge {
+            return;
+        }
+        if let Some(cg) = &mut self.memcg {
+            cg.lru.push_back(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
             cg.charged += pages;
         }
     }
@@ -154,7 +217,14 @@ impl<P: Policy> Sim<P> {
         self.reclaim.direct_reclaims += 1;
         now = self.lru_hold(cpu, now, isolated.len() as u32);
         let batch = self.pageout_batch;
-        for f in isolated {
+        // Clean page-cache folios are freed together after one flush, at the
+        // end of shrink_folio_list; anonymous ones are each flushed and written
+        // to swap in turn.
+        let (files, anon): (Vec<LruFolio>, Vec<LruFolio>) = isolated.into_iter().partition(|f| f.file.is_some());
+        if !files.is_empty() {
+            now = self.reclaim_file_folios(cpu, &files, now);
+        }
+        for f in anon {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
             let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
             let (t, owed) = mem.finish();
@@ -200,6 +270,13 @@ impl<P: Policy> Sim<P> {
 
     /// Returns what became of LRU folio `f` (module documentation).
     fn lru_state(&self, f: &LruFolio) -> LruState {
+        if let Some(file) = f.file {
+            return if self.page_cache_frame(file, f.va) == Some(f.pfn) {
+                LruState::Reclaimable
+            } else {
+                LruState::Gone
+            };
+        }
         let Some(m) = self.mms.get(f.mm.index()) else {
             return LruState::Gone;
         };

@@ -30,7 +30,13 @@
 //! (pmbench's random accesses while `migratepages` moves its pages between
 //! nodes: migration's batched flush) and [`swap_pageout`] (`MADV_PAGEOUT` of
 //! memory several CPUs map: reclaim's batched flush). [`microbench`] is
-//! `tlbkit calibrate`'s host microbenchmarks, run in the model.
+//! `tlbkit calibrate`'s host microbenchmarks, run in the model. For the
+//! history before the seeds, besides will-it-scale: [`pft`] (mmtests' page
+//! fault test: faults of many threads on one VMA, or of many processes),
+//! [`madvise_dontneed_loop`] (threads each zapping and refaulting one page: a
+//! one-page flush of every CPU running the mm per iteration) and
+//! [`lru_file_mmap_read`] (vm-scalability's processes reading files larger
+//! than memory: reclaim of mapped page cache, its batched flush).
 
 pub mod apache_like;
 pub mod buildkernel;
@@ -41,10 +47,13 @@ pub mod hackbench;
 pub mod lat_ctx;
 pub mod lat_mmap;
 pub mod lat_proc;
+pub mod lru_file_mmap_read;
 pub mod madvise_bench;
+pub mod madvise_dontneed_loop;
 pub mod microbench;
 pub mod mprotect_threaded;
 pub mod munmap_latency;
+pub mod pft;
 pub mod pingpong;
 pub mod pmbench_migrate;
 pub mod redis_like;
@@ -195,6 +204,9 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     will_it_scale_context_switch1::DEF,
     pmbench_migrate::DEF,
     swap_pageout::DEF,
+    pft::DEF,
+    madvise_dontneed_loop::DEF,
+    lru_file_mmap_read::DEF,
 ];
 
 /// Returns the workload called `name`.
@@ -247,6 +259,9 @@ pub fn setup_with<P: Policy>(
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::setup(p, sim),
         "pmbench_migrate" => pmbench_migrate::setup(p, sim),
         "swap_pageout" => swap_pageout::setup(p, sim),
+        "pft" => pft::setup(p, sim),
+        "madvise_dontneed_loop" => madvise_dontneed_loop::setup(p, sim),
+        "lru_file_mmap_read" => lru_file_mmap_read::setup(p, sim),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -286,6 +301,9 @@ pub fn result<P: Policy>(
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::result(p, main),
         "pmbench_migrate" => pmbench_migrate::result(p, main),
         "swap_pageout" => swap_pageout::result(p, main),
+        "pft" => pft::result(p, main),
+        "madvise_dontneed_loop" => madvise_dontneed_loop::result(p, main),
+        "lru_file_mmap_read" => lru_file_mmap_read::result(p, main),
         _ => Err(Error::UnknownWorkload { name: name.to_string() }),
     }
 }
@@ -340,6 +358,10 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
         "will_it_scale_context_switch1" => will_it_scale_context_switch1::max_mms(p, cpus),
         "pmbench_migrate" => pmbench_migrate::max_mms(),
         "swap_pageout" => swap_pageout::max_mms(),
+        "pft" => pft::max_mms(p, cpus),
+        // One process.
+        "madvise_dontneed_loop" => 8,
+        "lru_file_mmap_read" => lru_file_mmap_read::max_mms(p, cpus),
         _ => 64,
     }
 }

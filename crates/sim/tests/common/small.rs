@@ -119,4 +119,14 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // 256 KB written, read by three other threads and paged out, twice:
     // reclaim's deferred flushes reaching running readers.
     ("swap_pageout", &["size_kb=256", "iters=2"]),
+    // One thread per CPU writing its share of 1 MB of one mapping: a fault a
+    // page, under mmap_lock or the VMA's lock by the kernel.
+    ("pft", &["mem_mb=1"]),
+    // One thread per CPU zapping and refaulting a page of its own: a one-page
+    // flush of every CPU running the mm per iteration.
+    ("madvise_dontneed_loop", &["iters=5"]),
+    // A process per CPU reading a file of its own, 2 MB in all, past a 1 MB
+    // limit on the page cache: mapped file folios reclaimed through the rmap,
+    // one batch flush per pass to the readers' CPUs.
+    ("lru_file_mmap_read", &["mem_mb=1", "file_mb=2"]),
 ];

@@ -1,0 +1,224 @@
+//! vm-scalability's `case-lru-file-mmap-read`: processes each map a sparse
+//! file of their own and read it once, the files together larger than memory,
+//! so that the page cache is reclaimed under them: mapped file pages unmapped
+//! through the rmap, their flushes batched.
+//!
+//! # The benchmark (vm-scalability `case-lru-file-mmap-read`, `hw_vars`, `usemem.c`)
+//! The case ("flush memory with use-once page cache reads") starts `nr_task`
+//! `usemem` processes at once (`&`, then `wait`), process `i` with its own
+//! sparse file of `ROTATE_BYTES / nr_task` bytes (`create_sparse_file`:
+//! `truncate -s`, so reading it reads holes: no device I/O, zeroed pages) and
+//! `usemem -f $file --readonly $size`. `-f` maps the file `MAP_SHARED`,
+//! `--readonly` opens it read-only and maps it `PROT_READ`; `usemem` forks one
+//! child (no `-n`, no `-t`), which waits on a pipe until ready and runs
+//! `do_units` → `do_unit` → `do_rw_once` with `read` set: every 8-byte word of
+//! the mapping in address order, once (`step = sizeof(long)`, no `-r`), then
+//! prints `bytes / usecs = KB/s` and unmaps. The time runs from `start_time`,
+//! taken in `main` before the fork, to the end of the reads; the bytes are the
+//! size plus an eighth (`do_unit` adds `bytes / 8` for the mapping), and `KB/s =
+//! ((bytes * 1000000) >> 10) / usecs`. `ROTATE_BYTES` is set by whoever runs
+//! the case (neither the case nor `hw_vars` sets it; the `run` script's
+//! combined mode calls these cases the ones that "flush memory (mem*10)").
+//! The files' pages stay in the page cache after they are read, so once
+//! memory is full every read fault of a new page reclaims older ones, most of
+//! them still mapped by a reader: reclaim unmaps them from that reader's
+//! address space and flushes its TLBs before freeing them.
+//!
+//! # The model
+//! - `nr_task` processes, each its own address space and its own file, started
+//!   together on the least loaded CPUs (no binding, as `usemem` without `-b`);
+//!   each records its start, maps its file shared and read-only, reads it in
+//!   touches of [`CHUNK`] pages followed by the reads' compute
+//!   ([`READ_CYCLES`] a page), records its end and unmaps.
+//! - Memory is a cgroup limit of `mem_mb` that charges the page cache
+//!   ([`Sim::set_mem_limit`], [`Sim::set_file_charge`]); a read fault that
+//!   brings a new 64 KB folio into the page cache past the limit reclaims the
+//!   least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a pass,
+//!   unmapping them from every reader that maps them (`sim/file_reclaim.rs`),
+//!   with one batch flush per pass (`tlbbatch=1`: Linux v4.3 on x86, v6.5 on
+//!   arm64) or a flush per PTE (`tlbbatch=0`, the kernels before).
+//! - Sizes scaled down (estimates, stated as such): `mem_mb` 64 stands for the
+//!   machine's memory, and `file_mb`, the files together (`ROTATE_BYTES`), is
+//!   ten times it by default, after the `run` script's "mem*10"; the real case
+//!   reads hundreds of GB.
+//!
+//! Results: `throughput`, the processes' KB/s summed (vm-scalability's unit,
+//! one `usemem` line per process; 0-day sums them), with `usemem`'s bytes (the
+//! size plus an eighth) and its clock (from the start of the run to each
+//! process's end of reads); `elapsed_s`, the start until the last end of
+//! reads; `reclaimed_pages`, the page-cache pages reclaimed;
+//! `reclaim_unmaps`, the mapped PTEs reclaim cleared; `reclaim_flushes`, the
+//! TLB flushes that completed them (batch flushes with `tlbbatch=1`).
+//!
+//! Not modelled: reading the holes (the page cache zeroes a new folio; no
+//! device I/O, as for a sparse file), readahead beyond the 64 KB folio a fault
+//! reads, fault-around (without `--set contpte` a fault maps one page),
+//! `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
+
+use super::{ParamDef, Params, WorkloadDef};
+use crate::error::Error;
+use crate::program::{Op, Program, Sys};
+use crate::sim::{Sim, SWAP_CLUSTER_MAX};
+use std::collections::BTreeMap;
+use tlbkit_policy::Policy;
+
+/// The workload's registration.
+pub const DEF: WorkloadDef = WorkloadDef {
+    name: "lru_file_mmap_read",
+    description: "vm-scalability case-lru-file-mmap-read: nr_task processes each map a file of their own and read \
+                  it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
+                  flush)",
+    params: &[
+        ParamDef {
+            key: "nr_task",
+            default: 0.0,
+            min: 0.0,
+            max: 4096.0,
+            doc: "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)",
+        },
+        ParamDef {
+            key: "mem_mb",
+            default: 64.0,
+            min: 1.0,
+            max: 65_536.0,
+            doc: "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
+        },
+        ParamDef {
+            key: "file_mb",
+            default: 640.0,
+            min: 1.0,
+            max: 1_048_576.0,
+            doc: "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
+                  mem*10)",
+        },
+        ParamDef {
+            key: "tlbbatch",
+            default: 1.0,
+            min: 0.0,
+            max: 1.0,
+            doc: "reclaim's unmap flushes: 1 deferred to one batch flush per pass (x86 v4.3+, arm64 v6.5+), 0 one \
+                  flush per PTE (ptep_clear_flush, before)",
+        },
+    ],
+    has_overhead: false,
+    results: &["throughput", "elapsed_s", "reclaimed_pages", "reclaim_unmaps", "reclaim_flushes"],
+};
+
+/// Pages one touch reads: 64 KB, so that the processes' faults (and the
+/// reclaim in them) interleave finely in simulated time.
+pub const CHUNK: u64 = 16;
+
+/// Cycles of `do_rw_once`'s loop per 4 KB page beyond the first access's
+/// fault and translation: 512 iterations of the same loop as
+/// `swap_w_seq_mt`'s writes, with a load instead of a store
+/// ([`super::swap_w_seq_mt::STORE_CYCLES`]; an estimate).
+pub const READ_CYCLES: u64 = super::swap_w_seq_mt::STORE_CYCLES;
+
+/// One `usemem` process (its forked child): map, read once, unmap.
+struct Reader {
+    file: u32,
+    pages: u64,
+    addr: u64,
+    done: u64,
+    stage: Stage,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Map,
+    Touch,
+    Compute,
+    End,
+    Unmap,
+    Exit,
+}
+
+impl Program for Reader {
+    fn next(&mut self, ret: u64) -> Op {
+        match self.stage {
+            Stage::Start => {
+                self.stage = Stage::Map;
+                Op::Mark("start")
+            }
+            Stage::Map => {
+                self.stage = Stage::Touch;
+                Op::Sys(Sys::MmapFile { file: self.file, pages: self.pages, write: false })
+            }
+            Stage::Touch => {
+                if self.done == 0 && self.addr == 0 {
+                    self.addr = ret;
+                }
+                let n = CHUNK.min(self.pages - self.done);
+                self.stage = Stage::Compute;
+                Op::Touch { va: self.addr + self.done * 4096, pages: n, write: false }
+            }
+            Stage::Compute => {
+                let n = CHUNK.min(self.pages - self.done);
+                self.done += n;
+                self.stage = if self.done == self.pages { Stage::End } else { Stage::Touch };
+                Op::Compute(n * READ_CYCLES)
+            }
+            Stage::End => {
+                self.stage = Stage::Unmap;
+                Op::Mark("end")
+            }
+            Stage::Unmap => {
+                self.stage = Stage::Exit;
+                Op::Sys(Sys::Munmap { va: self.addr, pages: self.pages })
+            }
+            Stage::Exit => Op::Exit,
+        }
+    }
+}
+
+/// Returns the processes and the pages of each one's file: `file_mb` split
+/// evenly, at least one page.
+fn shape(p: &Params, cpus: usize) -> (u64, u64) {
+    let tasks = super::count_or_cpus(p, "nr_task", cpus);
+    (tasks, (p["file_mb"] as u64 * 256 / tasks).max(1))
+}
+
+/// Limits memory, makes the page cache charged and starts the processes.
+pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+    let (tasks, pages) = shape(p, sim.cfg.ncpus);
+    sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
+    sim.set_file_charge(p["tlbbatch"] != 0.0);
+    for i in 0..tasks {
+        sim.spawn(Box::new(Reader { file: i as u32, pages, addr: 0, done: 0, stage: Stage::Start }))?;
+    }
+    Ok(())
+}
+
+/// Returns `throughput`, `elapsed_s` and reclaim's counts (module documentation).
+pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+    let (tasks, pages) = shape(p, sim.cfg.ncpus);
+    let start = super::mark_times(sim, "start")
+        .into_iter()
+        .min()
+        .ok_or_else(|| super::unmeasured(DEF.name, "no process started"))?;
+    let ends = super::mark_times(sim, "end");
+    if ends.len() as u64 != tasks {
+        return Err(super::unmeasured(DEF.name, format!("{} of {tasks} processes finished reading", ends.len())));
+    }
+    let bytes = pages * 4096;
+    // do_unit's count: the size, plus bytes / 8 for the mapping.
+    let counted = (bytes + bytes / 8) as f64;
+    let g = sim.ghz();
+    let us = |end: u64| ((end - start) as f64 / g / 1e3).max(1e-3);
+    let throughput: f64 = ends.iter().map(|&e| counted * 1e6 / 1024.0 / us(e)).sum();
+    let last = ends.iter().copied().max().unwrap_or(start);
+    let rs = sim.reclaim_stats();
+    let mut r = BTreeMap::new();
+    r.insert("throughput".to_string(), throughput);
+    r.insert("elapsed_s".to_string(), (last - start) as f64 / g / 1e9);
+    r.insert("reclaimed_pages".to_string(), rs.file_pages as f64);
+    r.insert("reclaim_unmaps".to_string(), rs.file_unmaps as f64);
+    r.insert("reclaim_flushes".to_string(), rs.file_flushes as f64);
+    Ok(r)
+}
+
+/// Returns the address spaces it needs: one per process.
+pub fn max_mms(p: &Params, cpus: usize) -> usize {
+    shape(p, cpus.max(1)).0 as usize + 8
+}
