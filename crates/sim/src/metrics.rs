@@ -286,6 +286,8 @@ pub const METRICS: &[MetricDef] = &[
         "count",
         "swap_pageout: TLB flushes of one call's unmaps: each page's own (tlbbatch=off) or one per batch, completed \
          per folio (try_to_unmap_flush_dirty)",
+    ),
+    result(
         "reclaimed_pages",
         "page-cache pages reclaimed",
         "count",
@@ -302,7 +304,7 @@ pub const METRICS: &[MetricDef] = &[
         "reclaim's TLB flushes",
         "count",
         "lru_file_mmap_read: TLB flushes that completed reclaim's unmaps: one batch flush per reclaim pass with \
-         tlbbatch=1, one flush per PTE with tlbbatch=0",
+         tlbbatch=on, one flush per PTE with tlbbatch=off",
     ),
     result(
         "faults_per_s",

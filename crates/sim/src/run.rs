@@ -298,6 +298,8 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "on|off: migrate_pages(2) unmaps up to 512 folios with one deferred TLB flush, then copies them (on: \
          Linux v6.3's migrate_pages_batch) or unmaps, flushes and copies one folio at a time (off) (default: on \
          for a preset kernel of v6.3 or later)",
+    ),
+    (
         "vma_locks",
         "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks) or mmap_lock for reading \
          (default: the machine's kernel's, on from v6.4)",

@@ -569,10 +569,6 @@ pub struct Sim<P: Policy> {
     /// Whether the memory cgroup charges the page cache and reclaims it
     /// ([`Sim::set_file_charge`]; off: only anonymous memory is charged).
     file_charge: bool,
-    /// Whether file reclaim defers its flushes to one batch flush per pass
-    /// (Linux v4.3 on x86, v6.5 on arm64) rather than flushing each PTE
-    /// (`sim/file_reclaim.rs`).
-    file_reclaim_batch: bool,
     /// The kernel's other work on the memory paths: locks, per-CPU lists,
     /// bandwidth.
     kw: kwork::KernelWork,
@@ -681,7 +677,6 @@ impl<P: Policy> Sim<P> {
             migrating: Default::default(),
             cpuless_nodes: 0,
             file_charge: false,
-            file_reclaim_batch: true,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,

@@ -21,7 +21,7 @@
 //!   clear's flush is deferred (`set_tlb_ubc_flush_pending`: on x86 the mm's
 //!   `mm_cpumask` joins the batch, on arm64 the TLBI is issued without its
 //!   `DSB`; `KernelPtes::flush_deferred`). Without batching (`--set
-//!   tlbbatch=0` of the workload: x86 before v4.3, arm64 before v6.5) each
+//!   tlbbatch=off`: x86 before v4.3, arm64 before v6.5) each
 //!   clear is `ptep_clear_flush`, a flush of that page on every CPU of the mm
 //!   at once (`flush_tlb_page`).
 //! - **Then, for the pass**: a clean file folio needs no write-back, so
@@ -68,12 +68,11 @@ type Mapping = (MmId, u64, u64);
 impl<P: Policy> Sim<P> {
     /// Makes the memory cgroup ([`Sim::set_mem_limit`]) charge the page cache
     /// and reclaim its folios too (module documentation), deferring each
-    /// clear's flush to one flush per pass with `batch` (Linux v4.3 on x86,
-    /// v6.5 on arm64) or flushing each clear at once without. Off by default:
-    /// only anonymous memory is charged.
-    pub fn set_file_charge(&mut self, batch: bool) {
+    /// clear's flush to one flush per pass ([`crate::sim::SimConfig::tlbbatch`],
+    /// Linux v4.3 on x86, v6.5 on arm64) or flushing each clear at once
+    /// (`--set tlbbatch=off`). Off by default: only anonymous memory is charged.
+    pub fn set_file_charge(&mut self) {
         self.file_charge = true;
-        self.file_reclaim_batch = batch;
     }
 
     /// Returns the frame of page `index` of `file` in the page cache, if it is there.
@@ -122,7 +121,7 @@ impl<P: Policy> Sim<P> {
     /// the flushes, drops them from the page cache and frees them. Returns the
     /// time after it.
     pub(super) fn reclaim_file_folios(&mut self, cpu: usize, folios: &[LruFolio], now: u64) -> u64 {
-        let batch = self.file_reclaim_batch;
+        let batch = self.cfg.tlbbatch;
         let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
         let mut done: Vec<(LruFolio, Vec<Mapping>)> = Vec::new();
         let mut mms: Vec<MmId> = Vec::new();

@@ -35,8 +35,8 @@
 //!   brings a new 64 KB folio into the page cache past the limit reclaims the
 //!   least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a pass,
 //!   unmapping them from every reader that maps them (`sim/file_reclaim.rs`),
-//!   with one batch flush per pass (`tlbbatch=1`: Linux v4.3 on x86, v6.5 on
-//!   arm64) or a flush per PTE (`tlbbatch=0`, the kernels before).
+//!   with one batch flush per pass (`--set tlbbatch=on`, the default: Linux v4.3 on x86, v6.5 on
+//!   arm64) or a flush per PTE (`--set tlbbatch=off`, the kernels before).
 //! - Sizes scaled down (estimates, stated as such): `mem_mb` 64 stands for the
 //!   machine's memory, and `file_mb`, the files together (`ROTATE_BYTES`), is
 //!   ten times it by default, after the `run` script's "mem*10"; the real case
@@ -48,7 +48,7 @@
 //! process's end of reads); `elapsed_s`, the start until the last end of
 //! reads; `reclaimed_pages`, the page-cache pages reclaimed;
 //! `reclaim_unmaps`, the mapped PTEs reclaim cleared; `reclaim_flushes`, the
-//! TLB flushes that completed them (batch flushes with `tlbbatch=1`).
+//! TLB flushes that completed them (batch flushes with `tlbbatch=on`).
 //!
 //! Not modelled: reading the holes (the page cache zeroes a new folio; no
 //! device I/O, as for a sparse file), readahead beyond the 64 KB folio a fault
@@ -90,14 +90,6 @@ pub const DEF: WorkloadDef = WorkloadDef {
             max: 1_048_576.0,
             doc: "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
                   mem*10)",
-        },
-        ParamDef {
-            key: "tlbbatch",
-            default: 1.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "reclaim's unmap flushes: 1 deferred to one batch flush per pass (x86 v4.3+, arm64 v6.5+), 0 one \
-                  flush per PTE (ptep_clear_flush, before)",
         },
     ],
     has_overhead: false,
@@ -183,7 +175,7 @@ fn shape(p: &Params, cpus: usize) -> (u64, u64) {
 pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus);
     sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
-    sim.set_file_charge(p["tlbbatch"] != 0.0);
+    sim.set_file_charge();
     for i in 0..tasks {
         sim.spawn(Box::new(Reader { file: i as u32, pages, addr: 0, done: 0, stage: Stage::Start }))?;
     }

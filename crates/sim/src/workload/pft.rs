@@ -35,6 +35,11 @@
 //!   a gate (a pipe, for pft's spin on `comm->go`) and runs test 0. `procs` 1:
 //!   `tasks` processes, each mapping its own share (outside the timed part, as
 //!   pft maps before forking), started on the least loaded CPU; no gate.
+//! - `vmas` 1 (threads only): each thread maps its own part before it waits
+//!   at the gate, so every test faults on a VMA of its own, as the `-M`
+//!   option of pft's source did before it was compiled out: the case where a
+//!   per-VMA lock is a line of the thread's own and `mmap_lock` is still one
+//!   line for all.
 //! - Each test records its start, writes its pages (one access a page, one
 //!   fault each, under `mmap_lock` or its VMA's lock: [`crate::sim::SimConfig::vma_locks`]),
 //!   and records its end.
@@ -85,6 +90,14 @@ pub const DEF: WorkloadDef = WorkloadDef {
                   1: processes, each its own address space (pft -n)",
         },
         ParamDef {
+            key: "vmas",
+            default: 0.0,
+            min: 0.0,
+            max: 1.0,
+            doc: "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
+                  its own part before the start, as pft's compiled-out -M did)",
+        },
+        ParamDef {
             key: "mem_mb",
             default: 256.0,
             min: 1.0,
@@ -106,10 +119,24 @@ struct Test {
     step: u8,
     /// Pages written so far.
     done: u64,
+    /// A thread that maps its own part first (`vmas=1`): 1 before its
+    /// `mmap`, 2 when its address is due, 0 after.
+    premap: u8,
 }
 
 impl Program for Test {
     fn next(&mut self, ret: u64) -> Op {
+        match self.premap {
+            1 => {
+                self.premap = 2;
+                return Op::Sys(Sys::Mmap { pages: self.pages, write: true });
+            }
+            2 => {
+                self.premap = 0;
+                self.va = Some(ret);
+            }
+            _ => {}
+        }
         self.step += 1;
         match self.step {
             1 => match (self.gate, self.va) {
@@ -155,6 +182,8 @@ struct Launcher {
     /// Tokens written to the gate so far.
     opened: u64,
     test: Option<Test>,
+    /// Each test maps its own part (`vmas=1`).
+    own_vmas: bool,
 }
 
 impl Program for Launcher {
@@ -163,6 +192,10 @@ impl Program for Launcher {
             return t.next(ret);
         }
         match self.step {
+            0 if self.own_vmas => {
+                self.step = 2;
+                return Op::Sys(Sys::Pipe);
+            }
             0 => {
                 self.step = 1;
                 return Op::Sys(Sys::Mmap { pages: self.tasks * self.pages, write: true });
@@ -182,16 +215,21 @@ impl Program for Launcher {
         if self.cloned < others {
             self.cloned += 1;
             let j = self.cloned;
-            let va = self.region + j * self.pages * 4096;
-            let t = Test { gate: Some(self.gate), va: Some(va), pages: self.pages, step: 0, done: 0 };
+            let (va, premap) = match self.own_vmas {
+                true => (None, 1),
+                false => (Some(self.region + j * self.pages * 4096), 0),
+            };
+            let t = Test { gate: Some(self.gate), va, pages: self.pages, step: 0, done: 0, premap };
             return Op::Sys(Sys::CloneOn(j as usize % self.cpus, Box::new(t)));
         }
         if self.opened < others {
             self.opened += 1;
             return Op::Sys(Sys::PipeWrite(self.gate));
         }
-        // Test 0, which waits for nothing: comm->go is set.
-        let mut t = Test { gate: None, va: Some(self.region), pages: self.pages, step: 1, done: 0 };
+        // Test 0, which waits for nothing: comm->go is set (with its own VMA,
+        // it maps it first, after the others have started).
+        let (va, premap) = if self.own_vmas { (None, 1) } else { (Some(self.region), 0) };
+        let mut t = Test { gate: None, va, pages: self.pages, step: 1, done: 0, premap };
         let op = t.next(0);
         self.test = Some(t);
         op
@@ -212,11 +250,12 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
     let (tasks, pages) = shape(p, cpus);
     if p["procs"] != 0.0 {
         for _ in 0..tasks {
-            sim.spawn(Box::new(Test { gate: None, va: None, pages, step: 0, done: 0 }))?;
+            sim.spawn(Box::new(Test { gate: None, va: None, pages, step: 0, done: 0, premap: 0 }))?;
         }
         return Ok(());
     }
-    let l = Launcher { tasks, cpus, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None };
+    let own_vmas = p["vmas"] != 0.0;
+    let l = Launcher { tasks, cpus, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
     sim.spawn(Box::new(l))?;
     Ok(())
 }
