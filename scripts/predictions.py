@@ -131,7 +131,7 @@ for m in ["ivb3320m", "hsw48", "skx8170"]:
 # Per-VMA locks against mmap_lock on faults.
 for m, n, pol in [("skx8170", 104, "x86-linux-613"), ("icx8358", 128, "x86-linux-613"),
                   ("kunpeng920", 128, "arm64-linux")]:
-    for label, sets in [("threads", ["procs=0"]), ("processes", ["procs=1"])]:
+    for label, sets in [("one-vma", ["procs=0"]), ("vma-per-thread", ["vmas=1"]), ("processes", ["procs=1"])]:
         HISTORY.append(dict(name=f"vma_locks-pft-{label}-{m}", machine=m, cpus=[n], workload="pft",
                             policies=[pol], runs=1, sets=sets, metrics=["faults_per_s"],
                             variants=[[f"tasks={t}", f"vma_locks={v}"] for t in [1, n // 4, n // 2, n]
