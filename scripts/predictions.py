@@ -16,6 +16,7 @@ cores (use --only to run one table).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -175,6 +176,25 @@ def command(tlbkit, t, cpus, metric, variant):
     return c
 
 
+def run_json(c, out_dir):
+    """Runs the `tlbkit run` command `c` once and returns its JSON, kept in
+    DIR/raw/ under a digest of the command, so that a table's figures read
+    from one run share it."""
+    raw = os.path.join(out_dir, "raw")
+    os.makedirs(raw, exist_ok=True)
+    path = os.path.join(raw, hashlib.sha256(shlex.join(c[1:]).encode()).hexdigest()[:24] + ".json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    p = subprocess.run(c + ["--format", "json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed: {shlex.join(c)}\n{p.stderr}")
+    with open(path + ".tmp", "w") as f:
+        f.write(p.stdout)
+    os.replace(path + ".tmp", path)
+    return json.loads(p.stdout)
+
+
 def run(c, out_dir, key, runs=1, metric=None):
     """Runs `c` (cached in DIR/KEY.json) and returns its JSON; a `tlbkit run`
     is repeated over seeds 1 to `runs` and summarised as compare does."""
@@ -185,10 +205,7 @@ def run(c, out_dir, key, runs=1, metric=None):
     if c[1] == "run":
         values, violations = [], 0
         for seed in range(1, runs + 1):
-            p = subprocess.run(c + ["--seed", str(seed), "--format", "json"], capture_output=True, text=True)
-            if p.returncode != 0:
-                sys.exit(f"failed: {shlex.join(c)} --seed {seed}\n{p.stderr}")
-            out = json.loads(p.stdout)
+            out = run_json(c + ["--seed", str(seed)], out_dir)
             values.append(out["result"].get(metric, out["metrics"].get(metric)))
             violations += out["violations_total"]
         policy = c[c.index("--policy") + 1]
@@ -224,16 +241,19 @@ def table(tlbkit, t, out_dir):
     print(f"### {t['name']}\n")
     print("```text")
     shown = set()
+    # One seed: each policy is a `tlbkit run` (compare needs two seeds).
+    each = [dict(t, policies=[p]) for p in pols] if t["runs"] == 1 and len(pols) > 1 else [t]
     for cpus in t["cpus"]:
         for metric in t["metrics"]:
-            c = command("tlbkit", t, cpus, metric, variants[0] if len(variants) == 1 else ["..."])
-            s = shlex.join(c).replace("'...'", "<variant>")
-            if s not in shown:
-                shown.add(s)
-                print(s)
+            for u in each:
+                c = command("tlbkit", u, cpus, metric, variants[0] if len(variants) == 1 else ["..."])
+                s = shlex.join(c).replace("'...'", "<variant>")
+                if s not in shown:
+                    shown.add(s)
+                    print(s)
     if len(variants) > 1:
         print("# <variant>: " + " | ".join(" ".join(f"--set {s}" for s in v) for v in variants))
-    if len(pols) == 1:
+    if len(each) > 1 or len(pols) == 1:
         print(f"# each with --seed 1 to {t['runs']}; the table gives the mean")
     print("```\n")
     head = ["CPUs", "variant"] + [f"{p} `{m}`" for m in t["metrics"] for p in pols]
@@ -249,8 +269,10 @@ def table(tlbkit, t, out_dir):
             means = {}
             for metric in t["metrics"]:
                 key = "-".join([t["name"], str(cpus), metric] + [s.replace("=", "") for s in v])
-                doc = run(command(tlbkit, t, cpus, metric, v), out_dir, key, t["runs"], metric)
-                for p in doc["policies"]:
+                docs = [run(command(tlbkit, u, cpus, metric, v), out_dir,
+                            key + ("-" + u["policies"][0] if len(each) > 1 else ""), t["runs"], metric)
+                        for u in each]
+                for p in [p for d in docs for p in d["policies"]]:
                     means[(p["policy"], metric)] = p["avg"]
                     if p["violations"]:
                         sys.exit(f"violations in {key}")
