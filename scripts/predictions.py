@@ -247,14 +247,14 @@ def table(tlbkit, t, out_dir):
         for metric in t["metrics"]:
             for u in each:
                 c = command("tlbkit", u, cpus, metric, variants[0] if len(variants) == 1 else ["..."])
-                s = shlex.join(c).replace("'...'", "<variant>")
+                s = shlex.join(c).replace("'...'", "<variant>").replace("--set ...", "<variant>")
                 if s not in shown:
                     shown.add(s)
                     print(s)
     if len(variants) > 1:
         print("# <variant>: " + " | ".join(" ".join(f"--set {s}" for s in v) for v in variants))
     if len(each) > 1 or len(pols) == 1:
-        print(f"# each with --seed 1 to {t['runs']}; the table gives the mean")
+        print("# with --seed 1" if t["runs"] == 1 else f"# each with --seed 1 to {t['runs']}; the table gives the mean")
     print("```\n")
     head = ["CPUs", "variant"] + [f"{p} `{m}`" for m in t["metrics"] for p in pols]
     if len(pols) > 1:
