@@ -119,6 +119,11 @@ for m, n in [("skx8170", 104), ("icx8358", 128)]:
     HISTORY.append(dict(name=f"cflush-context_switch1-threads-{m}", machine=m, cpus=[n],
                         workload="will_it_scale_context_switch1", policies=X86_CF, runs=1, sets=["smt=2"],
                         metrics=["ops_per_s"], variants=[[f"tasks={t}"] for t in nr_task]))
+for m, n in [("icx8336c", 64), ("skl56", 56)]:
+    HISTORY.append(dict(name=f"cflush-tlb_flush2-threads-{m}", machine=m, cpus=[n],
+                        workload="will_it_scale_tlb_flush2", policies=X86_CF, runs=1, sets=["mode=0", "smt=2"],
+                        metrics=["ops_per_s", "tlb_share"],
+                        variants=[[f"tasks={t}"] for t in [1, n // 4, n // 2, n]]))
 HISTORY.append(dict(name="cflush-madvise_dontneed_loop-hsw48", machine="hsw48", cpus=[48],
                     workload="madvise_dontneed_loop", policies=X86_CF, runs=1, metrics=["iter_ns", "iter_cycles"],
                     variants=[[f"threads={t}"] for t in [1, 2, 4, 8, 16, 24, 48]]))
@@ -146,6 +151,13 @@ HISTORY.append(dict(name="migrate_batch-pmbench-skx8170", machine="skx8170", cpu
                     workload="pmbench_migrate", policies=["x86-linux-613"], runs=1,
                     metrics=["access_ns", "migrate_pages_per_s"],
                     variants=[["migrate_batch=off"], ["migrate_batch=on"]]))
+HISTORY.append(dict(name="migrate_batch-pmbench-kunpeng920", machine="kunpeng920", cpus=[128],
+                    workload="pmbench_migrate", policies=["arm64-linux"], runs=1,
+                    metrics=["access_ns", "migrate_pages_per_s"],
+                    variants=[["migrate_batch=off"], ["migrate_batch=on"]]))
+HISTORY.append(dict(name="tlbbatch-swap_pageout-skl56", machine="skl56", cpus=[56], workload="swap_pageout",
+                    policies=["x86-linux-613"], runs=1, metrics=["pageout_us", "flushes_per_call"],
+                    variants=[["tlbbatch=off"], ["tlbbatch=on"]]))
 for w, metric in [("swap_pageout", "pageout_us"), ("lru_file_mmap_read", "throughput")]:
     HISTORY.append(dict(name=f"tlbbatch-arm64-{w}-kunpeng920", machine="kunpeng920", cpus=[128], workload=w,
                         policies=["arm64-linux"], runs=1, metrics=[metric],
