@@ -290,18 +290,18 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     (
         "tlbbatch",
         "on|off: reclaim and MADV_PAGEOUT defer their unmaps' TLB flushes into one batch flush (on, the default: \
-         Linux v4.3's try_to_unmap_flush, arm64's since v6.5) or flush each page as it is unmapped (off: \
+         Linux v4.3's try_to_unmap_flush, 72b252aed506; arm64's since v6.5, 43b3dfdd0455) or flush each page as it is unmapped (off: \
          ptep_clear_flush, before v4.3 and on arm64 before v6.5)",
     ),
     (
         "migrate_batch",
         "on|off: migrate_pages(2) unmaps up to 512 folios with one deferred TLB flush, then copies them (on: \
-         Linux v6.3's migrate_pages_batch) or unmaps, flushes and copies one folio at a time (off) (default: on \
+         Linux v6.3's migrate_pages_batch, 7e12beb8ca2a) or unmaps, flushes and copies one folio at a time (off) (default: on \
          for a preset kernel of v6.3 or later)",
     ),
     (
         "vma_locks",
-        "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks) or mmap_lock for reading \
+        "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks: 0bff0aaea03e on x86, cd7f176aea5f on arm64) or mmap_lock for reading \
          (default: the machine's kernel's, on from v6.4)",
     ),
 ];

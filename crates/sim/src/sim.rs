@@ -181,17 +181,20 @@ pub struct SimConfig {
     /// Large folios and contiguous PTEs (off by default).
     pub contpte: ContpteConfig,
     /// Whether reclaim and `MADV_PAGEOUT` defer their unmaps' flushes into one
-    /// batch (Linux v4.3's `try_to_unmap_flush`, arm64's since v6.5) as the
+    /// batch (Linux v4.3's `try_to_unmap_flush`, 72b252aed506; arm64's since
+    /// v6.5, 43b3dfdd0455) as the
     /// policy's kernel does; `false` flushes each page as it is unmapped
     /// (`ptep_clear_flush`: before v4.3, and arm64 before v6.5). On by default.
     pub tlbbatch: bool,
     /// Whether `migrate_pages(2)` unmaps up to 512 folios with their flushes
-    /// deferred into one batch (Linux v6.3, `migrate_pages_batch`) rather than
+    /// deferred into one batch (Linux v6.3, `migrate_pages_batch`,
+    /// 7e12beb8ca2a) rather than
     /// one folio at a time, each flushed as it is unmapped; `None`: as the
     /// preset's kernel does (v6.3 and later batch). See `sim/migrate.rs`.
     pub migrate_batch: Option<bool>,
     /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
-    /// (`Some(false)`); `None`: as the preset's kernel does
+    /// (`Some(false)`) (Linux v6.4's per-VMA locks, whose fault handlers are
+    /// 0bff0aaea03e on x86 and cd7f176aea5f on arm64); `None`: as the preset's kernel does
     /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
     /// (`sim/kwork.rs`).
     pub vma_locks: Option<bool>,
