@@ -9,9 +9,21 @@ use tlbkit_check::CheckReport;
 /// `tlbkit check`'s flags.
 #[derive(Args)]
 pub struct CheckArgs {
-    /// A policy from `tlbkit list`, or a bug-zoo variant `zoo/<id>`.
-    #[arg(long)]
-    policy: String,
+    /// A policy from `tlbkit list`, a bug-zoo variant `zoo/<id>`, or a C
+    /// policy `c:FILE[+FILE...]` (see --c).
+    #[arg(long, required_unless_present = "c", conflicts_with = "c")]
+    policy: Option<String>,
+    /// A kernel C file to check as written: arch/arm64/mm/context.c, compiled
+    /// with the system's C compiler (`cc`, or $TLBKIT_CC) against tlbkit's
+    /// shims. Give it again for a header that replaces the shims' own
+    /// (asm/tlbflush.h, asm/mmu.h). FILE@REV reads the file at a git revision
+    /// of its tree. The same as --policy c:FILE[+FILE...].
+    #[arg(long, value_name = "FILE")]
+    c: Vec<String>,
+    /// With --c: the machine has FEAT_TTCnP (every ARMv8.2 CPU), so the
+    /// file's system_supports_cnp() is true.
+    #[arg(long, requires = "c")]
+    cnp: bool,
     /// The small shape (2 CPUs, 3 address spaces, 6 operations) with 10,000 pct
     /// schedules: seconds, for a first look. Flags given beside it win.
     #[arg(long, conflicts_with = "deep")]
@@ -147,7 +159,13 @@ enum MemoryArg {
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     let opts = Options {
-        policy: a.policy,
+        policy: match a.policy {
+            Some(p) => p,
+            None => {
+                let cnp = a.cnp.then(|| "cnp=on".to_string());
+                format!("c:{}", a.c.into_iter().chain(cnp).collect::<Vec<_>>().join("+"))
+            }
+        },
         quick: a.quick,
         deep: a.deep,
         cpus: a

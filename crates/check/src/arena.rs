@@ -37,6 +37,9 @@ struct Region {
     base: Cell<usize>,
     len: Cell<usize>,
     used: Cell<usize>,
+    /// Bytes at the region's start that a reset keeps: policy state kept
+    /// outside the allocator ([`adopt`]); 0 for a region of the arena's own.
+    start: Cell<usize>,
     active: Cell<bool>,
     /// The offset from which blocks are size-classed and recycled
     /// ([`NO_RECYCLING`] before [`recycle`]).
@@ -66,6 +69,7 @@ thread_local! {
             base: Cell::new(0),
             len: Cell::new(0),
             used: Cell::new(0),
+            start: Cell::new(0),
             active: Cell::new(false),
             floor: Cell::new(NO_RECYCLING),
             heads: [const { Cell::new(0) }; CLASSES],
@@ -203,7 +207,7 @@ fn in_any_arena(addr: usize) -> bool {
 }
 
 /// How big each thread's arena is.
-const ARENA_BYTES: usize = 64 << 20;
+pub const ARENA_BYTES: usize = 64 << 20;
 
 /// Makes sure the calling thread has an arena and returns its base address.
 pub fn ensure() -> usize {
@@ -228,10 +232,52 @@ pub fn ensure() -> usize {
 /// allocated in it must be dead.
 pub fn reset() {
     REGION.with(|r| {
-        r.used.set(0);
+        r.used.set(r.start.get());
         r.floor.set(NO_RECYCLING);
         r.heads.iter().for_each(|h| h.set(0));
     });
+}
+
+/// Makes `len` bytes from `base` (at least [`ARENA_BYTES`]) the calling
+/// thread's arena, the first `prefix` of them policy state that lives outside
+/// the allocator and that every [`reset`] keeps (a compiled C file's globals,
+/// whose shared object carries the region: `tlbkit_policy::sync::check::adopt_region`).
+/// Blocks are handed out after the prefix, so the state lies below every
+/// execution's mark, at the same offsets in every copy of the object: it is
+/// policy memory, saved with the arena and keyed by offset as the rest.
+///
+/// Call it with nothing allocated since the last [`reset`]. The thread's old
+/// region stays registered (what it held is dead).
+pub fn adopt(base: usize, len: usize, prefix: usize) {
+    assert!(len >= ARENA_BYTES && prefix < len, "an adopted arena holds at least {ARENA_BYTES} bytes past its prefix");
+    REGION.with(|r| {
+        if r.base.get() != base {
+            let n = NREGIONS.load(Ordering::Acquire).min(MAX_REGIONS);
+            // Acquire: pairs with the Release store of a region's base.
+            if !REGIONS[..n].iter().any(|b| b.load(Ordering::Acquire) == base) {
+                let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
+                assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} arenas in one process");
+                // Release: a thread that finds the count finds the base.
+                REGIONS[i].store(base, Ordering::Release);
+            }
+            r.base.set(base);
+            r.len.set(ARENA_BYTES);
+        }
+        r.start.set(prefix);
+        r.used.set(prefix);
+        r.floor.set(NO_RECYCLING);
+        r.heads.iter().for_each(|h| h.set(0));
+    });
+}
+
+/// Returns the calling thread's arena's base address (0 before [`ensure`]).
+pub fn base() -> usize {
+    REGION.with(|r| r.base.get())
+}
+
+/// Returns whether the calling thread's allocations go to its arena.
+pub fn is_active() -> bool {
+    REGION.with(|r| r.active.get())
 }
 
 /// Recycles, from now until the next [`reset`], the blocks the arena hands

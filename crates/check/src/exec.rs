@@ -1185,7 +1185,32 @@ fn h_lock(word: usize, taken: bool) {
     }
 }
 
-static HOOKS: Hooks = Hooks { load: h_load, store: h_store, rmw: h_rmw, fence: h_fence, spin: h_spin, lock: h_lock };
+static HOOKS: Hooks = Hooks {
+    load: h_load,
+    store: h_store,
+    rmw: h_rmw,
+    fence: h_fence,
+    spin: h_spin,
+    lock: h_lock,
+    region: h_region,
+    outside: h_outside,
+};
+
+/// Runs `f` with this thread's arena off (what it allocates outlives the execution).
+fn h_outside(f: &mut dyn FnMut()) {
+    arena::outside(f);
+}
+
+/// A policy's state outside the allocator asks to start this thread's arena
+/// ([`arena::adopt`]): only while a policy is built for an execution, when
+/// the arena is active and empty.
+fn h_region(base: usize, len: usize, prefix: usize) -> bool {
+    if !arena::is_active() {
+        return false;
+    }
+    arena::adopt(base, len, prefix);
+    true
+}
 
 /// The [`Hw`] of one checked CPU.
 pub(crate) struct CheckHw<'a> {
@@ -1532,14 +1557,29 @@ impl<'c> Hw for CheckHw<'c> {
     }
 }
 
+/// Returns the violation a panic of policy code on `cpu` stands for: a
+/// compiled C policy stops with `no_kernel_bug: ...` (a `BUG_ON`, `WARN_ON`
+/// or `panic` of the kernel file) or `no_data_race: ...` (two plain accesses
+/// without a common lock); anything else is the policy code's own panic.
+fn panic_violation(cpu: usize, msg: &str) -> Violation {
+    for property in ["no_kernel_bug", "no_data_race"] {
+        if let Some(detail) = msg.strip_prefix(property).and_then(|m| m.strip_prefix(": ")) {
+            return Violation { property, cpu, detail: detail.to_string() };
+        }
+    }
+    Violation { property: "no_policy_panic", cpu, detail: format!("the policy code panicked: {msg}") }
+}
+
 /// Runs one execution of `policy` on `shape` with `chooser` making every choice.
 /// `build` constructs the policy (in the execution's arena).
 pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Chooser, record: bool) -> Outcome {
     check::install(&HOOKS);
-    let base = arena::ensure();
+    arena::ensure();
     arena::reset();
     let was = arena::set_active(true);
     let (policy, mark) = build_policy(shape, build);
+    // Read after the build: a policy may have moved the arena (`arena::adopt`).
+    let base = arena::base();
     let mut names = BTreeMap::new();
     if record {
         // The table lives outside the arena, which the next execution reuses.
@@ -1947,11 +1987,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
                         .cloned()
                         .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_else(|| "a panic".to_string());
-                    violation = Some(Violation {
-                        property: "no_policy_panic",
-                        cpu,
-                        detail: format!("the policy code panicked: {msg}"),
-                    });
+                    violation = Some(panic_violation(cpu, &msg));
                     break;
                 }
             }

@@ -3,7 +3,7 @@
 
 use crate::kernel::Violation;
 use crate::search::{Outcome, Stats};
-use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, PROPERTIES};
+use crate::spec::{menu_offered, CheckSpec, CONTPTE_PROPERTIES, C_PROPERTIES, PROPERTIES};
 use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -203,6 +203,7 @@ pub(crate) fn report(
         properties: PROPERTIES
             .iter()
             .chain(spec.teardown.iter().flat_map(|_| CONTPTE_PROPERTIES.iter()))
+            .chain(C_PROPERTIES.iter().filter(|_| spec.policy.starts_with(tlbkit_registry::C_PREFIX)))
             .copied()
             .collect(),
         executions: stats.executions,

@@ -69,6 +69,11 @@ pub struct CheckSpec {
 /// The properties a check with a contiguous block judges besides [`PROPERTIES`].
 pub const CONTPTE_PROPERTIES: [&str; 3] = ["no_lost_dirty", "no_ungathered_dirty", "no_tlb_conflict"];
 
+/// The properties a check of a C policy (`c:FILE`) judges besides
+/// [`PROPERTIES`]: the kernel file's own `BUG_ON`/`WARN_ON`/`panic` never
+/// fire, and no two plain accesses race (see `tlbkit_c::race`).
+pub const C_PROPERTIES: [&str; 2] = ["no_kernel_bug", "no_data_race"];
+
 /// The properties every check judges, by name.
 pub const PROPERTIES: [&str; 7] = [
     "no_stale_use",
@@ -152,7 +157,9 @@ pub fn default_asids(policy: &str, cpus: usize) -> u32 {
 /// Builds the policy `spec` names and runs `code` with it.
 fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, Error> {
     let r = resolve(&spec.policy)?;
-    registry::with_policy(r.base.name, &build(spec, &r)?, code)
+    // A C policy is its files, which only its full name says.
+    let name = if spec.policy.starts_with(registry::C_PREFIX) { spec.policy.as_str() } else { r.base.name };
+    registry::with_policy(name, &build(spec, &r)?, code)
         .map_err(|source| Error::Registry { policy: spec.policy.clone(), source })
 }
 

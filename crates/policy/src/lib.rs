@@ -26,7 +26,7 @@
 //!   policy code (`with_bug`), and their registry [`zoo::ZOO`] for the checker.
 //! - [`findings`]: hazards the checker finds in code still upstream, each window with
 //!   the command that finds it and its replay token ([`findings::FINDINGS`]).
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "testhw")), no_std)]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
@@ -40,8 +40,8 @@ pub mod hw;
 pub mod policy;
 pub mod shootdown;
 pub mod sync;
-#[cfg(test)]
-pub(crate) mod testhw;
+#[cfg(any(test, feature = "testhw"))]
+pub mod testhw;
 pub mod types;
 pub mod wrap;
 pub mod zoo;

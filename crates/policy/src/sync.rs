@@ -74,6 +74,16 @@ pub mod check {
         /// interrupts are off on this CPU until the matching release) or
         /// released (`false`).
         pub lock: fn(word: usize, taken: bool),
+        /// Policy state that lives outside the allocator (a compiled C file's
+        /// globals, [`adopt_region`]) asks to become the start of the calling
+        /// thread's memory for executions: `len` bytes from `base`, the first
+        /// `prefix` of them the state. Returns whether the thread runs under
+        /// the checker (and the region is now its own).
+        pub region: fn(base: usize, len: usize, prefix: usize) -> bool,
+        /// Runs the function with the calling thread's allocations going to
+        /// the system allocator, not to the checker's memory for executions
+        /// (what it allocates outlives every execution).
+        pub outside: fn(f: &mut dyn FnMut()),
     }
 
     static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
@@ -93,6 +103,27 @@ pub mod check {
         let p = HOOKS.load(O::Acquire);
         // SAFETY: the pointer is null or came from a `&'static Hooks`.
         unsafe { p.as_ref() }
+    }
+
+    /// Asks a checker, if one runs this thread, to make `len` bytes from
+    /// `base` the memory its executions on this thread allocate from, the
+    /// first `prefix` bytes being policy state kept outside the allocator: a
+    /// compiled C file's globals, which then are saved, restored and hashed
+    /// as the checker does a Rust policy's. Call it first thing when building
+    /// the policy, before anything else is allocated. Returns whether a
+    /// checker took the region (false in the simulator, a kernel, or a
+    /// thread the checker does not run).
+    pub fn adopt_region(base: usize, len: usize, prefix: usize) -> bool {
+        hooks().is_some_and(|h| (h.region)(base, len, prefix))
+    }
+
+    /// Runs `f` so that what it allocates outlives the checker's executions
+    /// on this thread (loading a compiled policy while building one).
+    pub fn outside_executions(f: &mut dyn FnMut()) {
+        match hooks() {
+            Some(h) => (h.outside)(f),
+            None => f(),
+        }
     }
 
     /// Stores `value` into the facade atomic of `width` at `addr` (a store
@@ -373,19 +404,8 @@ impl<T> SpinLock<T> {
 
     /// Spins until the lock is taken and returns a guard that releases it on drop.
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        loop {
-            // Acquire: everything the previous holder wrote before its release is visible.
-            if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                if let Some(h) = hooks() {
-                    (h.lock)(self.word.addr(), true);
-                }
-                return SpinGuard { lock: self };
-            }
-            // Relaxed: only the exchange above orders anything.
-            while self.word.load(Ordering::Relaxed) != 0 {
-                spin_loop();
-            }
-        }
+        raw_spin_lock(&self.word);
+        SpinGuard { lock: self }
     }
 }
 
@@ -442,10 +462,35 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
-        // Release: our writes to the value happen-before the next holder's acquire.
-        self.lock.word.store(0, Ordering::Release);
-        if let Some(h) = hooks() {
-            (h.lock)(self.lock.word.addr(), false);
+        raw_spin_unlock(&self.lock.word);
+    }
+}
+
+/// Spins until the spin lock whose word is `word` is taken, as
+/// [`SpinLock::lock`] does (a word of 0 is free, 1 held), with interrupts off
+/// until [`raw_spin_unlock`]: for locks that are not a [`SpinLock`]'s, such as
+/// a compiled C file's `raw_spinlock_t`.
+pub fn raw_spin_lock(word: &AtomicU64) {
+    loop {
+        // Acquire: everything the previous holder wrote before its release is visible.
+        if word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if let Some(h) = hooks() {
+                (h.lock)(word.addr(), true);
+            }
+            return;
         }
+        // Relaxed: only the exchange above orders anything.
+        while word.load(Ordering::Relaxed) != 0 {
+            spin_loop();
+        }
+    }
+}
+
+/// Releases the spin lock whose word is `word`, taken by [`raw_spin_lock`].
+pub fn raw_spin_unlock(word: &AtomicU64) {
+    // Release: our writes to what it protects happen-before the next holder's acquire.
+    word.store(0, Ordering::Release);
+    if let Some(h) = hooks() {
+        (h.lock)(word.addr(), false);
     }
 }

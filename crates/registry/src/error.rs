@@ -24,6 +24,10 @@ pub enum Error {
         /// Why, in the policy's words.
         why: String,
     },
+    /// A C policy that could not be built (a file that does not compile, no
+    /// compiler, a file that stops while booting).
+    #[error(transparent)]
+    C(#[from] tlbkit_c::Error),
     /// A bug-zoo bug the policy has no switch for.
     #[error("{policy} has no switch for the bug-zoo bug {bug}")]
     NoBugSwitch {

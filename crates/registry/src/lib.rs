@@ -243,7 +243,31 @@ pub trait WithPolicy {
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out;
 }
 
-/// Returns the policy called `name`.
+/// Returns the policy called `name`. Every `c:FILE[+FILE...]` is the one
+/// C policy entry ([`C_POLICY`]): what it is comes from the files, built when
+/// a tool runs it ([`with_policy`]).
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
+    if name.starts_with(C_PREFIX) {
+        return Some(&C_POLICY);
+    }
     POLICIES.iter().find(|p| p.name == name).or_else(|| alias::find(name))
 }
+
+/// How a C policy's name starts: `c:arch/arm64/mm/context.c`.
+pub const C_PREFIX: &str = "c:";
+
+/// What every C policy is to the tools: a Linux arm64 ASID allocator, as
+/// `arch/arm64/mm/context.c` is (the only file the shims take today), with the
+/// kernel's switches for KPTI and range invalidation.
+pub static C_POLICY: PolicyDef = PolicyDef {
+    name: C_PREFIX,
+    description: "a kernel's arch/arm64/mm/context.c (and, if given, its asm/tlbflush.h or asm/mmu.h), compiled \
+                  with the system's C compiler against tlbkit's shims: c:PATH[@REV][+PATH...]",
+    arch: Arch::Arm64,
+    os: Os::Linux,
+    needs_broadcast_tlbi: false,
+    switches: Switches { kpti: true, tlbi_range: true, ..Switches::NONE },
+    asids: AsidSpace::Arm64Asids,
+    family: Family::AsidAllocator,
+    zoo: false,
+};

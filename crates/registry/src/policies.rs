@@ -74,6 +74,7 @@ macro_rules! register {
                     make(b)?;
                     Ok(code.with(&|| make(b).expect("the same configuration was accepted")))
                 } )*
+                other if other.starts_with(crate::C_PREFIX) => c_policy(other, b, code),
                 other => match crate::alias::builds_as(other) {
                     Some(like) => with_policy(like, b, code),
                     None => Err(Error::UnknownPolicy { name: other.to_string() }),
@@ -401,6 +402,29 @@ register! {
 
 /// Builds an arm64 Linux policy with `ctor` (one of [`LinuxArm64`]'s
 /// constructors) from `b`'s shape, with range invalidation as `b` says.
+/// Builds the C policy `name` (`c:FILE...`) for `b` and runs `code` with it:
+/// compiles the files (or finds them compiled), boots one copy to refuse a
+/// configuration the file cannot run, then hands out fresh policies.
+fn c_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Error> {
+    if let Some(bug) = b.bug {
+        return Err(Error::NoBugSwitch { policy: name.to_string(), bug });
+    }
+    let sources = tlbkit_c::Sources::parse(name)?;
+    let options = tlbkit_c::Options {
+        cpus: b.cpus,
+        mm_slots: b.mm_slots,
+        asid_bits: b.asid_bits,
+        kpti: b.kpti,
+        tlbi_range: b.tlbi_range,
+        cnp: false,
+        checker: b.checker,
+    }
+    .with_sources(&sources);
+    let lib = tlbkit_c::Lib::build(&sources, &options)?;
+    drop(tlbkit_c::CPolicy::new(&lib, &options)?);
+    Ok(code.with(&|| tlbkit_c::CPolicy::new(&lib, &options).expect("the same configuration booted")))
+}
+
 fn linux_arm64(
     b: &Build,
     ctor: impl FnOnce(usize, usize, u8, bool) -> Result<LinuxArm64, tlbkit_policy::asid::linux_arm64::ConfigError>,

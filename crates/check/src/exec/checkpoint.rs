@@ -310,7 +310,7 @@ pub fn run_from<P: Policy>(
         l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
     });
     check::install(&HOOKS);
-    let base = arena::ensure();
+    arena::ensure();
     let was = arena::set_active(false);
     let from = match found {
         Some(k) => {
@@ -323,7 +323,7 @@ pub fn run_from<P: Policy>(
         None => {
             // The old execution ends before the new one resets the arena.
             cp.live = None;
-            cp.live = Some(Live::start(shape, build, base));
+            cp.live = Some(Live::start(shape, build));
             Resume::default()
         }
     };
@@ -350,9 +350,11 @@ fn in_arena(st: &State) -> State {
 impl Live {
     /// Builds the policy in the reset arena and starts every CPU, with no
     /// checkpoint yet.
-    fn start<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, base: usize) -> Live {
+    fn start<P: Policy>(shape: &Shape, build: &dyn Fn() -> P) -> Live {
         arena::reset();
         let (policy, mark) = arena::inside(|| build_policy(shape, build));
+        // Read after the build: a policy may have moved the arena (`arena::adopt`).
+        let base = arena::base();
         // From here the arena recycles what is freed: it holds the state, and
         // its bytes are saved at every checkpoint.
         arena::recycle();

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * The thread-sanitizer runtime the compiler's instrumentation of a kernel
+ * file calls (as KCSAN provides its own in the kernel): every plain load and
+ * store of the file goes to tlbkit_ops.plain with its address, size and the
+ * code address that made it. Built without instrumentation.
+ */
+#include <tlbkit/ops.h>
+
+#define TLBKIT_RET __builtin_return_address(0)
+#define TLBKIT_TSAN(n)								\
+	void __tsan_read##n(void *p) { tlbkit_ops.plain(p, n, 0, TLBKIT_RET); }		\
+	void __tsan_write##n(void *p) { tlbkit_ops.plain(p, n, 1, TLBKIT_RET); }		\
+	void __tsan_unaligned_read##n(void *p) { tlbkit_ops.plain(p, n, 0, TLBKIT_RET); }	\
+	void __tsan_unaligned_write##n(void *p) { tlbkit_ops.plain(p, n, 1, TLBKIT_RET); }	\
+	void __tsan_volatile_read##n(void *p) { tlbkit_ops.plain(p, n, 0, TLBKIT_RET); }	\
+	void __tsan_volatile_write##n(void *p) { tlbkit_ops.plain(p, n, 1, TLBKIT_RET); }
+TLBKIT_TSAN(1)
+TLBKIT_TSAN(2)
+TLBKIT_TSAN(4)
+TLBKIT_TSAN(8)
+TLBKIT_TSAN(16)
+void __tsan_read_range(void *p, unsigned long n) { tlbkit_ops.plain(p, (int)n, 0, TLBKIT_RET); }
+void __tsan_write_range(void *p, unsigned long n) { tlbkit_ops.plain(p, (int)n, 1, TLBKIT_RET); }
+void __tsan_func_entry(void *pc) { (void)pc; }
+void __tsan_func_exit(void) { }
+void __tsan_init(void) { }
+void __tsan_vptr_update(void **p, void *v) { (void)p; (void)v; }
+void __tsan_vptr_read(void **p) { (void)p; }

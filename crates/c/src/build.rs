@@ -1,0 +1,373 @@
+//! Compiling a C policy: the user's files, the shim tree, the glue, one
+//! shared object, cached by content.
+//!
+//! The object's writable data is laid out for [`crate::load`]: an object
+//! linked first (`begin.c`) opens `.data` with `tlbkit_data_begin`, the
+//! user's files and the glue follow, and an object linked last (`heap.c`)
+//! closes `.bss` with `tlbkit_heap`, a zeroed region larger than the
+//! checker's arena. Everything from `tlbkit_data_begin` up to `tlbkit_heap`
+//! is the policy's state (the file's globals and statics, the glue's mms and
+//! TTBRs, the ops table); the heap after it serves the checker's executions.
+//!
+//! For the checker the user's files are compiled with `-fsanitize=thread`,
+//! whose calls the shipped runtime (`tsan.c`) turns into plain-access
+//! reports; the simulator's build is not instrumented.
+
+use crate::elf::{self, Symbol};
+use crate::error::Error;
+use crate::load::Copy;
+use crate::shim;
+use crate::source::{Role, Sources};
+use crate::Fnv;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Bytes of the heap that follows the state: at least the checker's arena.
+pub const HEAP_BYTES: usize = 65 << 20;
+
+/// How a policy is built: the machine's shape and the kernel's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// CPUs (`NR_CPUS`).
+    pub cpus: usize,
+    /// Address-space slots, the kernel's (0) included.
+    pub mm_slots: usize,
+    /// The ASID width the machine reports (8 or 16), or another the checker
+    /// explores (see `tlbkit/kernel.h`).
+    pub asid_bits: u8,
+    /// KPTI (`arm64_kernel_unmapped_at_el0`).
+    pub kpti: bool,
+    /// `FEAT_TLBIRANGE` (`system_supports_tlb_range`).
+    pub tlbi_range: bool,
+    /// `FEAT_TTCnP` (`system_supports_cnp`).
+    pub cnp: bool,
+    /// Built for the checker: plain accesses are instrumented and checked.
+    pub checker: bool,
+}
+
+impl Options {
+    /// Returns these options with the machine options the policy's name sets.
+    pub fn with_sources(self, sources: &Sources) -> Options {
+        Options { cnp: sources.cnp, ..self }
+    }
+}
+
+/// A compiled policy: its object and what tlbkit knows of it. Copies of the
+/// object are loaded from it ([`Lib::lease`]).
+pub struct Lib {
+    /// What messages call it (the first C file as named).
+    pub name: String,
+    /// The object.
+    pub path: PathBuf,
+    /// Its symbols.
+    pub(crate) symbols: Vec<Symbol>,
+    /// Whether the file's `check_and_switch_context` takes the CPU (before v5.10).
+    pub switch_takes_cpu: bool,
+    /// How it was built.
+    pub options: Options,
+    /// Loaded copies not in use (boxed: a copy's address is handed out).
+    #[allow(clippy::vec_box)]
+    pub(crate) pool: Mutex<Vec<Box<Copy>>>,
+    /// How many copies were ever loaded (each a file of its own).
+    pub(crate) copies: Mutex<usize>,
+}
+
+impl Lib {
+    /// Compiles `sources` for `options` (or finds the object compiled before).
+    pub fn build(sources: &Sources, options: &Options) -> Result<Arc<Lib>, Error> {
+        static BUILT: OnceLock<Mutex<HashMap<u64, Arc<Lib>>>> = OnceLock::new();
+        let key = key(sources, options);
+        let built = BUILT.get_or_init(Default::default);
+        if let Some(lib) = built.lock().expect("the build cache").get(&key) {
+            return Ok(lib.clone());
+        }
+        let lib = Arc::new(compile(sources, options, key)?);
+        built.lock().expect("the build cache").insert(key, lib.clone());
+        Ok(lib)
+    }
+
+    /// Returns the symbol `name` (an object or function of the file or glue).
+    pub(crate) fn symbol(&self, name: &str) -> Option<&Symbol> {
+        self.symbols.iter().find(|s| s.name == name)
+    }
+}
+
+/// Returns the key of a build: the shims, the files, the options that
+/// change the object, and the compiler.
+fn key(sources: &Sources, options: &Options) -> u64 {
+    let mut h = Fnv::new();
+    h.write(&shim::version().to_le_bytes());
+    for f in &sources.files {
+        h.write(f.file_name.as_bytes());
+        h.write(&f.text);
+    }
+    h.write(&(options.cpus as u64).to_le_bytes());
+    h.write(&(options.mm_slots as u64).to_le_bytes());
+    h.write(&[u8::from(options.checker), u8::from(options.kpti)]);
+    h.write(compiler().unwrap_or_default().as_bytes());
+    h.finish()
+}
+
+/// Returns the C compiler to use: `$TLBKIT_CC`, or `cc`, if it runs.
+pub fn compiler() -> Result<String, Error> {
+    static CC: OnceLock<Result<String, String>> = OnceLock::new();
+    CC.get_or_init(|| {
+        let cc = std::env::var("TLBKIT_CC").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "cc".to_string());
+        match Command::new(&cc).arg("--version").output() {
+            Ok(o) if o.status.success() => Ok(cc),
+            _ => Err(cc),
+        }
+    })
+    .clone()
+    .map_err(|tried| Error::NoCompiler { tried })
+}
+
+/// Returns whether the compiler is gcc (which takes `--param` tuning).
+fn cc_is_gcc() -> bool {
+    static GCC: OnceLock<bool> = OnceLock::new();
+    *GCC.get_or_init(|| {
+        compiler().ok().and_then(|cc| Command::new(cc).arg("--version").output().ok()).is_some_and(|o| {
+            let v = String::from_utf8_lossy(&o.stdout);
+            !v.contains("clang") && (v.contains("gcc") || v.contains("GCC") || v.contains("Free Software"))
+        })
+    })
+}
+
+/// Returns whether a C compiler is available (C policies can be built).
+pub fn have_compiler() -> bool {
+    compiler().is_ok()
+}
+
+/// Returns the directory builds are cached in.
+fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("TLBKIT_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("c");
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("tlbkit").join("c");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(h).join(".cache").join("tlbkit").join("c");
+    }
+    std::env::temp_dir().join("tlbkit-cache").join("c")
+}
+
+/// Returns whether the file's `check_and_switch_context` takes a second
+/// parameter (the CPU, as before v5.10), reading its definition.
+fn switch_takes_cpu(text: &str) -> Option<bool> {
+    let at = text.match_indices("check_and_switch_context(").find(|(i, _)| {
+        let line_start = text[..*i].rfind('\n').map_or(0, |n| n + 1);
+        text[line_start..*i].trim_start().starts_with("void")
+    })?;
+    let rest = &text[at.0 + at.1.len()..];
+    let params = &rest[..rest.find(')')?];
+    Some(params.contains(','))
+}
+
+/// Compiles and links; the object lands in the cache under `key`.
+fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error> {
+    let cc = compiler()?;
+    let name = sources.main_name().to_string();
+    let texts: Vec<String> = sources.files.iter().map(|f| String::from_utf8_lossy(&f.text).into_owned()).collect();
+    let takes_cpu = sources
+        .files
+        .iter()
+        .zip(&texts)
+        .filter(|(f, _)| f.role == Role::Code)
+        .find_map(|(_, t)| switch_takes_cpu(t))
+        .ok_or_else(|| Error::Missing {
+            file: name.clone(),
+            function: "check_and_switch_context()".into(),
+            why: "at every context switch (arm64's switch_mm calls it)".into(),
+        })?;
+    let root = cache_root();
+    let dir = root.join(format!("{key:016x}"));
+    let so = dir.join("policy.so");
+    if !so.exists() {
+        let tmp = root.join(format!("{key:016x}.tmp{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let io = |e: std::io::Error| Error::Load { path: tmp.display().to_string(), why: e.to_string() };
+        std::fs::create_dir_all(tmp.join("include")).map_err(io)?;
+        write_tree(&tmp, sources, &texts).map_err(io)?;
+        let log = root.join(format!("{key:016x}.log"));
+        let defines = [
+            format!("-DNR_CPUS={}", options.cpus),
+            format!("-DTLBKIT_MMS={}", options.mm_slots),
+            format!("-DTLBKIT_SWITCH_TAKES_CPU={}", u8::from(takes_cpu)),
+            // A kernel with KPTI support runs on a CPU that needs it; without, the kernel has none.
+            if options.kpti { "-DCONFIG_UNMAP_KERNEL_AT_EL0=1".into() } else { "-DTLBKIT_NO_KPTI=1".into() },
+        ];
+        let common: Vec<String> = [
+            "-std=gnu11",
+            "-O1",
+            "-g",
+            "-fPIC",
+            "-fno-common",
+            "-fno-builtin",
+            "-fno-stack-protector",
+            "-funwind-tables",
+            "-fno-omit-frame-pointer",
+            "-ffreestanding",
+            "-D__KERNEL__",
+            "-Werror=implicit-function-declaration",
+            "-Iuser/include",
+            "-Iinclude",
+            "-c",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(defines.iter().cloned())
+        .collect();
+        let mut objects = vec!["begin.o".to_string()];
+        for (i, (f, _)) in sources.files.iter().zip(&texts).enumerate().filter(|(_, (f, _))| f.role == Role::Code) {
+            let obj = format!("u{i}.o");
+            let mut args = common.clone();
+            if options.checker {
+                args.push("-fsanitize=thread".into());
+                // Only the accesses: no function entry and exit calls (gcc's option; clang ignores --param).
+                if cc_is_gcc() {
+                    args.push("--param=tsan-instrument-func-entry-exit=0".into());
+                }
+            }
+            args.extend([format!("user/{i}/{}", f.file_name), "-o".into(), obj.clone()]);
+            run_cc(&cc, &tmp, &args, &f.name, &log)?;
+            objects.push(obj);
+        }
+        for (src, obj) in [("glue.c", "glue.o"), ("tsan.c", "tsan.o"), ("begin.c", "begin.o"), ("heap.c", "heap.o")] {
+            let mut args = common.clone();
+            args.extend([src.to_string(), "-o".into(), obj.to_string()]);
+            run_cc(&cc, &tmp, &args, &format!("tlbkit's {src} with {name}"), &log)?;
+        }
+        objects.extend(["glue.o", "tsan.o", "heap.o"].map(String::from));
+        let mut link: Vec<String> = ["-shared", "-nostdlib", "-Wl,--no-undefined", "-Wl,-Bsymbolic", "-o", "policy.so"]
+            .map(String::from)
+            .into();
+        link.extend(objects);
+        run_cc(&cc, &tmp, &link, &name, &log)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir).map_err(|e| Error::Load { path: dir.display().to_string(), why: e.to_string() })?;
+    }
+    let bytes = std::fs::read(&so).map_err(|e| Error::Load { path: so.display().to_string(), why: e.to_string() })?;
+    let symbols = elf::symbols(&bytes).map_err(|why| Error::Load { path: so.display().to_string(), why })?;
+    Ok(Lib {
+        name,
+        path: so,
+        symbols,
+        switch_takes_cpu: takes_cpu,
+        options: *options,
+        pool: Mutex::new(Vec::new()),
+        copies: Mutex::new(0),
+    })
+}
+
+/// Writes the shim tree, the user's files (headers under `user/include/asm`,
+/// with their asm statements translated) and the layout objects.
+fn write_tree(dir: &Path, sources: &Sources, texts: &[String]) -> std::io::Result<()> {
+    let put = |rel: &str, text: &str| -> std::io::Result<()> {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(p, text)
+    };
+    for (path, text) in shim::FILES {
+        put(path, text)?;
+    }
+    for alias in shim::ALIASES {
+        put(
+            &format!("include/{alias}"),
+            "/* SPDX-License-Identifier: MIT OR Apache-2.0 */\n/* tlbkit shim: the interface is tlbkit/kernel.h. */\n#include <tlbkit/kernel.h>\n",
+        )?;
+    }
+    std::fs::create_dir_all(dir.join("user/include/asm"))?;
+    for (i, (f, text)) in sources.files.iter().zip(texts).enumerate() {
+        let text = crate::asm::rewrite(text);
+        match &f.role {
+            Role::Header(h) => put(&format!("user/include/asm/{h}"), &text)?,
+            Role::Code => put(&format!("user/{i}/{}", f.file_name), &text)?,
+        }
+    }
+    put(
+        "begin.c",
+        "/* The first object: opens the state. */\n__attribute__((aligned(4096))) long tlbkit_data_begin = 1;\n",
+    )?;
+    put(
+        "heap.c",
+        &format!(
+            "/* The last object: the heap after the state. */\n__attribute__((aligned(4096))) char tlbkit_heap[{HEAP_BYTES}];\n"
+        ),
+    )
+}
+
+/// Runs the compiler in `dir`; on failure, returns its first error and what
+/// the shims seem to lack, having written its output to `log`.
+fn run_cc(cc: &str, dir: &Path, args: &[String], file: &str, log: &Path) -> Result<(), Error> {
+    let out = Command::new(cc)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .map_err(|e| Error::NoCompiler { tried: format!("{cc}: {e}") })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = format!(
+        "$ {cc} {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::write(log, &text);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(missing) = stderr
+        .lines()
+        .find_map(|l| l.split_once("undefined reference to `").and_then(|(_, r)| r.split_once('\'')).map(|(f, _)| f))
+    {
+        let needed = ["check_and_switch_context", "__tlbkit_early_initcall"];
+        if needed.contains(&missing) {
+            return Err(Error::Missing {
+                file: file.to_string(),
+                function: format!("{missing}()"),
+                why: "to switch address spaces".into(),
+            });
+        }
+        return Err(Error::Compile {
+            file: file.to_string(),
+            first: format!("undefined reference to {missing}"),
+            hint: format!(": the shims do not provide {missing}"),
+            log: log.display().to_string(),
+        });
+    }
+    let first =
+        stderr.lines().find(|l| l.contains("error")).unwrap_or_else(|| stderr.lines().next().unwrap_or("")).trim();
+    let first = first.split_once("user/").map_or(first, |(_, r)| r.split_once('/').map_or(r, |(_, r)| r));
+    let hint = shim_hint(first);
+    Err(Error::Compile { file: file.to_string(), first: first.to_string(), hint, log: log.display().to_string() })
+}
+
+/// Says which shim a compiler error points at, if it can tell.
+fn shim_hint(error: &str) -> String {
+    if let Some((_, rest)) = error.split_once("fatal error: ") {
+        if let Some((header, _)) = rest.split_once(": No such file") {
+            return format!(" (tlbkit's shims have no <{header}>)");
+        }
+    }
+    let lacks = ["implicit declaration", "undeclared", "unknown type name", "has no member", "undefined"];
+    if !lacks.iter().any(|l| error.contains(l)) {
+        return String::new();
+    }
+    for marker in ["implicit declaration of function ", "\u{2018}", "'"] {
+        if let Some((_, rest)) = error.split_once(marker) {
+            let ident: String = rest
+                .trim_start_matches(['\'', '\u{2018}'])
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !ident.is_empty() {
+                return format!(" (the shims lack {ident}: tlbkit/kernel.h has the kernel interface it provides)");
+            }
+        }
+    }
+    String::new()
+}

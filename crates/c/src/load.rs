@@ -1,0 +1,218 @@
+//! Loaded copies of a compiled policy.
+//!
+//! Each copy is the object loaded from a file of its own (the dynamic loader
+//! shares one load per file), so each has its own globals: a checker thread
+//! keeps one copy for all its executions, a simulated machine one for its
+//! life. Copies go back to their [`Lib`]'s pool when their thread ends or
+//! their policy is dropped, and are never unloaded: the checker's arena
+//! registry may still name their memory.
+
+use crate::build::{Lib, HEAP_BYTES};
+use crate::error::Error;
+use crate::runtime::{SysregFns, OPS};
+use std::cell::RefCell;
+use std::ffi::{c_int, CString};
+use std::sync::Arc;
+
+/// The glue's entry points, as the copy has them.
+#[derive(Clone, Copy)]
+pub struct Entries {
+    pub boot: extern "C-unwind" fn() -> c_int,
+    pub mm_init: extern "C-unwind" fn(u32),
+    pub switch_mm: extern "C-unwind" fn(u32),
+    pub flush_page: extern "C-unwind" fn(u32, u64),
+    pub flush_range: extern "C-unwind" fn(u32, u64, u64),
+    pub flush_mm: extern "C-unwind" fn(u32),
+    pub flush_kernel_range: extern "C-unwind" fn(u64, u64),
+    pub tlbbatch_add_pending: extern "C-unwind" fn(u32, u64),
+    pub tlbbatch_flush: extern "C-unwind" fn(),
+    pub flush_batched_pending: extern "C-unwind" fn(u32),
+    pub sysregs: SysregFns,
+}
+
+/// One loaded copy.
+pub struct Copy {
+    /// Where the object's address 0 is.
+    pub load_base: usize,
+    /// The first byte of the state (`tlbkit_data_begin`).
+    pub base: usize,
+    /// The state's bytes (up to `tlbkit_heap`).
+    pub prefix: usize,
+    /// The state as the loader left it, with the ops table filled in.
+    pub pristine: Vec<u8>,
+    /// The entry points.
+    pub entries: Entries,
+}
+
+// SAFETY: a copy is used by one thread at a time (its lease's); its
+// addresses are plain numbers.
+unsafe impl Send for Copy {}
+
+impl Copy {
+    /// Returns the address of `name` in this copy.
+    pub fn addr(&self, lib: &Lib, name: &str) -> Option<usize> {
+        lib.symbol(name).map(|s| self.load_base + s.value as usize)
+    }
+
+    /// Puts the state back as it was when loaded.
+    pub fn reset(&self) {
+        // SAFETY: `[base, base + prefix)` is the copy's writable data, which
+        // no code of the copy uses while its policy is being built.
+        unsafe { std::ptr::copy_nonoverlapping(self.pristine.as_ptr(), self.base as *mut u8, self.prefix) };
+    }
+}
+
+/// Returns the function at `addr` as the function-pointer type `F`.
+///
+/// # Safety
+/// `addr` must be a function of `F`'s signature.
+unsafe fn entry<F: std::marker::Copy>(addr: usize) -> F {
+    // SAFETY: per the contract; function pointers are address-sized.
+    unsafe { std::mem::transmute_copy(&addr) }
+}
+
+/// Loads a new copy of `lib`'s object.
+fn load(lib: &Lib) -> Result<Box<Copy>, Error> {
+    let n = {
+        let mut c = lib.copies.lock().expect("the copy count");
+        *c += 1;
+        *c
+    };
+    let fail = |why: String| Error::Load { path: lib.path.display().to_string(), why };
+    let file = lib.path.with_file_name(format!("copy-{}-{n}.so", std::process::id()));
+    std::fs::copy(&lib.path, &file).map_err(|e| fail(format!("copying it: {e}")))?;
+    let cpath = CString::new(file.as_os_str().as_encoded_bytes()).map_err(|e| fail(e.to_string()))?;
+    // SAFETY: a path to an object tlbkit built, with no constructors of its
+    // own beyond the sanitizer's (a no-op in tsan.c).
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    let _ = std::fs::remove_file(&file);
+    if handle.is_null() {
+        // SAFETY: dlerror returns a message or null.
+        let e = unsafe { libc::dlerror() };
+        let why = if e.is_null() {
+            "dlopen failed".to_string()
+        } else {
+            // SAFETY: a NUL-terminated message from the loader.
+            unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+        };
+        return Err(fail(why));
+    }
+    let sym = |name: &str| -> Result<usize, Error> {
+        let c = CString::new(name).expect("a symbol name");
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+        if p.is_null() {
+            return Err(fail(format!("it has no {name}")));
+        }
+        Ok(p as usize)
+    };
+    let boot = sym("tlbkit_boot")?;
+    let load_base = boot
+        - lib.symbol("tlbkit_boot").ok_or_else(|| fail("no symbol table entry for tlbkit_boot".into()))?.value as usize;
+    let base = sym("tlbkit_data_begin")?;
+    let heap = sym("tlbkit_heap")?;
+    let ops = sym("tlbkit_ops")?;
+    if heap <= base || ops < base || ops >= heap {
+        return Err(fail(
+            "the linker did not lay out the state as tlbkit needs it (tlbkit_data_begin .. tlbkit_heap)".into(),
+        ));
+    }
+    for s in lib.symbols.iter().filter(|s| s.object && s.name != "tlbkit_heap") {
+        let a = load_base + s.value as usize;
+        if a >= load_base && (a < base || a + s.size as usize > heap) && lib.is_file_object(&s.name) {
+            return Err(fail(format!("the file's {} lies outside the state tlbkit saves", s.name)));
+        }
+    }
+    // SAFETY: `ops` is the glue's `struct tlbkit_ops`, which `Ops` mirrors.
+    unsafe { (ops as *mut crate::runtime::Ops).write(OPS) };
+    let prefix = heap - base;
+    let mut pristine = vec![0u8; prefix];
+    // SAFETY: the copy's writable data, just loaded.
+    unsafe { std::ptr::copy_nonoverlapping(base as *const u8, pristine.as_mut_ptr(), prefix) };
+    // SAFETY: each is the glue's function of the C signature of its field.
+    let entries = unsafe {
+        Entries {
+            boot: entry(boot),
+            mm_init: entry(sym("tlbkit_mm_init")?),
+            switch_mm: entry(sym("tlbkit_switch_mm")?),
+            flush_page: entry(sym("tlbkit_flush_page")?),
+            flush_range: entry(sym("tlbkit_flush_range")?),
+            flush_mm: entry(sym("tlbkit_flush_mm")?),
+            flush_kernel_range: entry(sym("tlbkit_flush_kernel_range")?),
+            tlbbatch_add_pending: entry(sym("tlbkit_tlbbatch_add_pending")?),
+            tlbbatch_flush: entry(sym("tlbkit_tlbbatch_flush")?),
+            flush_batched_pending: entry(sym("tlbkit_flush_batched_pending")?),
+            sysregs: (entry(sym("tlbkit_read_sysreg")?), entry(sym("tlbkit_write_sysreg")?)),
+        }
+    };
+    Ok(Box::new(Copy { load_base, base, prefix, pristine, entries }))
+}
+
+impl Lib {
+    /// Returns whether the object `name` is the file's (not tlbkit's glue).
+    pub(crate) fn is_file_object(&self, name: &str) -> bool {
+        const LINKER: [&str; 6] =
+            ["_DYNAMIC", "_GLOBAL_OFFSET_TABLE_", "__dso_handle", "_edata", "_end", "__bss_start"];
+        !(name.starts_with("tlbkit_") || name.starts_with("__tlbkit") || name == "init_mm" || LINKER.contains(&name))
+    }
+
+    /// Takes a copy from the pool, or loads one.
+    pub fn lease(self: &Arc<Lib>) -> Result<Lease, Error> {
+        let copy = self.pool.lock().expect("the pool").pop();
+        let copy = match copy {
+            Some(c) => c,
+            None => load(self)?,
+        };
+        Ok(Lease { lib: self.clone(), copy: Some(copy) })
+    }
+
+    /// Returns the copy this thread keeps for the checker's executions,
+    /// leasing it on first use; it goes back to the pool when the thread ends.
+    pub fn thread_copy(self: &Arc<Lib>) -> Result<*const Copy, Error> {
+        THREAD.with(|t| {
+            let mut t = t.borrow_mut();
+            if let Some(l) = t.0.iter().find(|l| Arc::ptr_eq(&l.lib, self)) {
+                return Ok(l.copy());
+            }
+            let lease = self.lease()?;
+            let p = lease.copy();
+            t.0.push(lease);
+            Ok(p)
+        })
+    }
+
+    /// Returns how big a region the checker's arena gets from a copy.
+    pub fn region_bytes(copy: &Copy) -> usize {
+        copy.prefix + HEAP_BYTES
+    }
+}
+
+/// A copy in use; back to the pool on drop.
+pub struct Lease {
+    lib: Arc<Lib>,
+    copy: Option<Box<Copy>>,
+}
+
+impl Lease {
+    /// Returns the copy.
+    pub fn copy(&self) -> *const Copy {
+        self.copy.as_deref().map_or(std::ptr::null(), std::ptr::from_ref)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(c) = self.copy.take() {
+            if let Ok(mut pool) = self.lib.pool.lock() {
+                pool.push(c);
+            }
+        }
+    }
+}
+
+/// The copies this thread keeps.
+struct Kept(Vec<Lease>);
+
+thread_local! {
+    static THREAD: RefCell<Kept> = const { RefCell::new(Kept(Vec::new())) };
+}

@@ -1,0 +1,420 @@
+//! [`CPolicy`]: a compiled C file as a [`Policy`].
+//!
+//! Every method calls the glue's entry point for it in the policy's copy of
+//! the object, with the calling CPU's [`Hw`] current ([`crate::runtime`]).
+//! Building one resets the copy's state to what the loader left, sets the
+//! machine's options (the ASID width, KPTI, FEAT_TLBIRANGE) and runs the
+//! file's initcalls, as a kernel boots. Under the checker the copy's state
+//! and heap become the thread's arena first, so the state is the execution's
+//! policy memory (see [`crate::load`]).
+
+use crate::build::{Lib, Options};
+use crate::error::Error;
+use crate::load::{Copy, Entries, Lease};
+use crate::race::{Race, Tracker};
+use crate::runtime::{enter, Flush, Frame, State};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::sync::Arc;
+use tlbkit_policy::sync::check;
+use tlbkit_policy::{Fields, Hw, MmId, Phase, Policy, Value, VirtAddr};
+
+/// A kernel C file compiled into a policy.
+pub struct CPolicy {
+    lib: Arc<Lib>,
+    copy: *const Copy,
+    /// The copy, when it is this policy's own (the simulator's); the
+    /// checker's belongs to its thread.
+    _lease: Option<Lease>,
+    state: State,
+    /// The bytes the state hash covers: the state's objects but the ops table.
+    hashed: Vec<(usize, usize)>,
+    /// The arena region a checker gave the copy's memory: `(base, bytes)`.
+    region: (usize, usize),
+    has_tlbbatch: bool,
+    options: Options,
+}
+
+// SAFETY: the copy's code and data are used only through `&self` calls,
+// which the checker makes from one thread at a time and the simulator from
+// the thread that owns the machine.
+unsafe impl Sync for CPolicy {}
+// SAFETY: as above.
+unsafe impl Send for CPolicy {}
+
+/// Returns the panic message of `e`.
+fn message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+impl CPolicy {
+    /// Builds the policy from `lib` for `options` (its shape must be the one
+    /// `lib` was compiled for), booting the file.
+    pub fn new(lib: &Arc<Lib>, options: &Options) -> Result<CPolicy, Error> {
+        assert_eq!((lib.options.cpus, lib.options.mm_slots), (options.cpus, options.mm_slots), "built for this shape");
+        // Loading a copy allocates what outlives every execution.
+        let mut got = None;
+        check::outside_executions(&mut || {
+            got = Some(if lib.options.checker {
+                lib.thread_copy().map(|c| (c, None))
+            } else {
+                lib.lease().map(|l| (l.copy(), Some(l)))
+            })
+        });
+        let (copy_ptr, lease) = got.expect("ran")?;
+        // SAFETY: the copy lives as long as its lease (ours or the thread's).
+        let copy = unsafe { &*copy_ptr };
+        let region_bytes = Lib::region_bytes(copy);
+        let region = if check::adopt_region(copy.base, region_bytes, copy.prefix) {
+            (copy.base, region_bytes)
+        } else {
+            (copy.base, copy.prefix)
+        };
+        copy.reset();
+        let set = |name: &str, v: u32| {
+            if let Some(a) = copy.addr(lib, name) {
+                // SAFETY: a 32-bit global of the glue, in the copy's state.
+                unsafe { (a as *mut u32).write(v) };
+            }
+        };
+        let (mmfr0, option) = match options.asid_bits {
+            8 => (0, 0),
+            16 => (2, 0),
+            bits => (0, u32::from(bits)),
+        };
+        set("tlbkit_mmfr0_asidbits", mmfr0);
+        set("tlbkit_asid_bits_option", option);
+        set("tlbkit_kpti", u32::from(options.kpti));
+        set("tlbkit_tlbi_range", u32::from(options.tlbi_range));
+        set("tlbkit_cnp", u32::from(options.cnp));
+        let has_tlbbatch = copy.addr(lib, "tlbkit_has_tlbbatch").is_some_and(|a| {
+            // SAFETY: an int of the glue.
+            unsafe { *(a as *const i32) != 0 }
+        });
+        let mut races = Tracker::default();
+        let mut hashed = Vec::new();
+        for s in lib.symbols.iter().filter(|s| s.object) {
+            let a = copy.load_base + s.value as usize;
+            if a < copy.base || a >= copy.base + copy.prefix || s.name == "tlbkit_ops" || s.name == "tlbkit_data_begin"
+            {
+                continue;
+            }
+            hashed.push((a, s.size as usize));
+            if lib.is_file_object(&s.name) && options.checker {
+                races.track(a, a + s.size as usize);
+            }
+        }
+        let state = State {
+            asid_bits: options.asid_bits,
+            checker: options.checker,
+            booting: Cell::new(true),
+            generation: copy.addr(lib, "asid_generation").unwrap_or(0),
+            heap: RefCell::new(Vec::new()),
+            races: RefCell::new(races),
+            held: RefCell::new(vec![Vec::new(); options.cpus]),
+            sysregs: copy.entries.sysregs,
+            lib: lib.clone(),
+            load_base: copy.load_base,
+        };
+        let policy = CPolicy {
+            lib: lib.clone(),
+            copy: copy_ptr,
+            _lease: lease,
+            state,
+            hashed,
+            region,
+            has_tlbbatch,
+            options: *options,
+        };
+        policy.boot()?;
+        Ok(policy)
+    }
+
+    fn entries(&self) -> &Entries {
+        // SAFETY: the copy outlives the policy (see `new`).
+        unsafe { &(*self.copy).entries }
+    }
+
+    /// Runs the file's initcalls (no CPU: nothing the file does then may race).
+    fn boot(&self) -> Result<(), Error> {
+        let frame = Frame::boot(&self.state);
+        let boot = self.entries().boot;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enter(&frame, || boot())));
+        self.state.booting.set(false);
+        let name = &self.lib.name;
+        match r {
+            Ok(0) => {}
+            Ok(e) => return Err(Error::Boot(format!("{name}: an initcall returned {e}"))),
+            Err(e) => {
+                let msg = message(&*e);
+                let msg = msg.strip_prefix("no_kernel_bug: ").unwrap_or(&msg);
+                return Err(Error::Boot(format!(
+                    "{name} stopped while booting on a machine of {} CPUs and {}-bit ASIDs: {msg}",
+                    self.options.cpus, self.options.asid_bits
+                )));
+            }
+        }
+        // What the initcalls allocated is the file's memory from now on.
+        if self.options.checker {
+            let mut races = self.state.races.borrow_mut();
+            for &(a, n) in self.state.heap.borrow().iter() {
+                races.track(a, a + n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls into the file on the CPU `hw` stands for; a flush call reports
+    /// its shootdown's start and end (the phases between come from its
+    /// instructions).
+    fn call<H: Hw>(&self, hw: &H, flush: Flush, f: impl FnOnce(&Entries)) {
+        let frame = Frame::new(hw, &self.state, flush);
+        if flush != Flush::None {
+            hw.phase(Phase::Issue);
+        }
+        enter(&frame, || f(self.entries()));
+        if flush != Flush::None {
+            hw.phase(Phase::Done);
+        }
+    }
+
+    /// Returns the mm's `context.id` as memory holds it (for tests and traces).
+    pub fn context_id(&self, mm: MmId) -> u64 {
+        self.mm_field(mm, 1).map_or(0, |a| {
+            // SAFETY: the glue's mm array, in the copy.
+            unsafe { *(a as *const u64) }
+        })
+    }
+
+    /// Returns the address of field `k` of `tlbkit_layout` (1: context.id, 2: pinned) of mm slot `mm`.
+    fn mm_field(&self, mm: MmId, k: usize) -> Option<usize> {
+        // SAFETY: the copy outlives the policy.
+        let copy = unsafe { &*self.copy };
+        let layout = copy.addr(&self.lib, "tlbkit_layout")? as *const u64;
+        let array = copy.addr(&self.lib, "tlbkit_mm")?;
+        // SAFETY: the glue's `const unsigned long tlbkit_layout[4]`.
+        let (size, off) = unsafe { (*layout as usize, *layout.add(k) as usize) };
+        Some(array + mm.index() * size + off)
+    }
+}
+
+/// How a value of the file reads in a trace, by the kernel's name for it.
+fn value_of(name: &str, bits: u8) -> Value {
+    match name {
+        "asid_generation" => Value::Generation { asid_bits: bits },
+        "tlb_flush_pending" => Value::Cpus { first: 0 },
+        n if n.ends_with("_lock") => Value::Lock,
+        n if n.contains("asid") => Value::GenAsid { asid_bits: bits },
+        _ => Value::Number,
+    }
+}
+
+/// Reads an `active_mm` word of the glue: an mm slot, or none.
+fn show_active_mm(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match v {
+        0xffff_ffff => f.write_str("none"),
+        0 => f.write_str("kernel"),
+        m => write!(f, "mm{m}"),
+    }
+}
+
+impl Policy for CPolicy {
+    fn mm_init(&self, mm: MmId) {
+        let frame = Frame::boot(&self.state);
+        let init = self.entries().mm_init;
+        enter(&frame, || init(mm.0));
+    }
+
+    fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {
+        // arm64's destroy_context is empty: the ASID stays allocated until a rollover.
+    }
+
+    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
+        self.call(hw, Flush::None, |e| (e.switch_mm)(next.0));
+    }
+
+    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        self.call(hw, Flush::Issue, |e| (e.flush_page)(mm.0, va.0));
+    }
+
+    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
+        self.call(hw, Flush::Issue, |e| (e.flush_range)(mm.0, start.0, pages));
+    }
+
+    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.call(hw, Flush::Issue, |e| (e.flush_mm)(mm.0));
+    }
+
+    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
+        if !self.has_tlbbatch {
+            for &mm in mms {
+                self.flush_mm(hw, mm);
+            }
+            return;
+        }
+        // arch_tlbbatch_flush completes what the pending adds issued: its DSB is the sync.
+        hw.phase(Phase::Sync);
+        let frame = Frame::new(hw, &self.state, Flush::None);
+        let flush = self.entries().tlbbatch_flush;
+        enter(&frame, || flush());
+        hw.phase(Phase::Done);
+    }
+
+    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
+        if self.has_tlbbatch {
+            self.call(hw, Flush::Issue, |e| (e.tlbbatch_add_pending)(mm.0, va.0));
+        }
+    }
+
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
+        self.call(hw, Flush::Issue, |e| (e.flush_batched_pending)(mm.0));
+    }
+
+    fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
+        self.call(hw, Flush::None, |e| (e.flush_kernel_range)(start.0, pages));
+    }
+
+    fn name_fields(&self, f: &mut dyn Fields) {
+        // SAFETY: the copy outlives the policy.
+        let copy = unsafe { &*self.copy };
+        let (bits, ncpus) = (self.options.asid_bits, self.options.cpus);
+        for s in self.lib.symbols.iter().filter(|s| s.object && self.lib.is_file_object(&s.name)) {
+            let a = copy.load_base + s.value as usize;
+            let value = value_of(&s.name, bits);
+            let size = s.size as usize;
+            if ncpus > 1 && size > 8 && size.is_multiple_of(ncpus) && matches!(size / ncpus, 4 | 8) {
+                for c in 0..ncpus {
+                    f.field(a + c * (size / ncpus), format_args!("{}[cpu{c}]", s.name), value);
+                }
+            } else if size <= 8 {
+                f.field(a, format_args!("{}", s.name), value);
+            } else {
+                for k in 0..size / 8 {
+                    f.field(a + 8 * k, format_args!("{}[{k}]", s.name), value);
+                }
+            }
+        }
+        for m in 0..self.options.mm_slots as u32 {
+            if let Some(a) = self.mm_field(MmId(m), 1) {
+                f.field(a, format_args!("mm[{m}].context.id"), Value::GenAsid { asid_bits: bits });
+            }
+            if let Some(a) = self.mm_field(MmId(m), 2) {
+                f.field(a, format_args!("mm[{m}].context.pinned"), Value::Number);
+            }
+        }
+        if let Some(a) = copy.addr(&self.lib, "tlbkit_active_mm") {
+            for c in 0..ncpus {
+                f.field(a + 8 * c, format_args!("active_mm[cpu{c}]"), Value::Custom(show_active_mm));
+            }
+        }
+    }
+
+    /// The file's globals and statics, the glue's state and the file's
+    /// blocks, byte for byte; an address into the copy's region is hashed as
+    /// its offset, the same in every thread's copy.
+    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        let (base, len) = self.region;
+        let mut word = |w: u64| {
+            let a = w as usize;
+            h.write_u64(if a >= base && a < base + len { (a - base) as u64 | 1 << 63 } else { w });
+        };
+        let heap = self.state.heap.borrow();
+        for &(a, n) in self.hashed.iter().chain(heap.iter()) {
+            for k in (0..n).step_by(8) {
+                let mut b = [0u8; 8];
+                let m = (n - k).min(8);
+                // SAFETY: `[a, a + n)` is an object of the copy or a block the file allocated.
+                unsafe { std::ptr::copy_nonoverlapping((a + k) as *const u8, b.as_mut_ptr(), m) };
+                word(u64::from_le_bytes(b));
+            }
+        }
+    }
+}
+
+/// Says where a plain access was made: the function and, where the system's
+/// `addr2line` can tell, the file and line.
+fn site(lib: &Lib, load_base: usize, pc: usize) -> String {
+    let off = pc.wrapping_sub(load_base) as u64;
+    let func = lib
+        .symbols
+        .iter()
+        .filter(|s| !s.object && s.value <= off && off < s.value + s.size.max(1))
+        .map(|s| format!("{}+{:#x}", s.name, off - s.value))
+        .next()
+        .unwrap_or_else(|| format!("{off:#x}"));
+    let line = std::process::Command::new("addr2line")
+        .arg("-e")
+        .arg(&lib.path)
+        .arg(format!("{:#x}", off.saturating_sub(1)))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|l| !l.starts_with("??"))
+        .map(|l| l.rsplit('/').next().unwrap_or(&l).to_string());
+    match line {
+        Some(l) => format!("{func}, {l}"),
+        None => func,
+    }
+}
+
+/// Names the memory at `addr`: the file's object (a per-CPU element, or at
+/// an offset), or the block one of its pointers holds.
+fn place(state: &State, copy_syms: &Lib, load_base: usize, ncpus: usize, addr: usize) -> String {
+    for s in copy_syms.symbols.iter().filter(|s| s.object) {
+        let a = load_base + s.value as usize;
+        if addr >= a && addr < a + s.size as usize {
+            let size = s.size as usize;
+            if ncpus > 1 && size.is_multiple_of(ncpus) && size > 8 {
+                return format!("{}[cpu{}]", s.name, (addr - a) / (size / ncpus));
+            }
+            return if addr == a { s.name.clone() } else { format!("{}+{:#x}", s.name, addr - a) };
+        }
+    }
+    for &(b, n) in state.heap.borrow().iter() {
+        if addr >= b && addr < b + n {
+            let owner = copy_syms.symbols.iter().filter(|s| s.object && s.size == 8).find(|s| {
+                // SAFETY: a pointer-sized object of the copy.
+                unsafe { *((load_base + s.value as usize) as *const usize) == b }
+            });
+            return match owner {
+                Some(s) => format!("word {} of *{}", (addr - b) / 8, s.name),
+                None => format!("a block the file allocated, +{:#x}", addr - b),
+            };
+        }
+    }
+    format!("{addr:#x}")
+}
+
+/// Describes a data race in the kernel's terms.
+pub(crate) fn describe(state: &State, race: &Race) -> String {
+    let lib = &state.lib;
+    let ncpus = state.held.borrow().len();
+    let kind = |w: bool| if w { "write" } else { "read" };
+    let locks = |l: &[usize]| {
+        if l.is_empty() {
+            "no lock".to_string()
+        } else {
+            l.iter().map(|&w| place(state, lib, state.load_base, ncpus, w)).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let (c1, w1, pc1, l1) = &race.first;
+    let (c2, w2, pc2, l2) = &race.second;
+    format!(
+        "plain {} of {} by cpu{c2} ({}, holding {}) races with cpu{c1}'s plain {} of it ({}, holding {}): \
+         no lock in common, and at least one writes",
+        kind(*w2),
+        place(state, lib, state.load_base, ncpus, race.addr),
+        site(lib, state.load_base, *pc2),
+        locks(l2),
+        kind(*w1),
+        site(lib, state.load_base, *pc1),
+        locks(l1),
+    )
+}
+
+impl fmt::Debug for CPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CPolicy({})", self.lib.name)
+    }
+}

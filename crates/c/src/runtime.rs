@@ -1,0 +1,562 @@
+//! The functions compiled C calls (the `tlbkit_ops` table of `tlbkit/ops.h`),
+//! acting on the CPU that runs the code.
+//!
+//! A call into C ([`enter`]) makes a [`Frame`] current: the [`Hw`] of the
+//! calling CPU (type-erased into a [`HwVt`]) and the policy's [`State`]. The
+//! checker runs every CPU as a coroutine on one thread and may switch CPUs
+//! inside any operation that reaches a hook (an atomic, a lock, a barrier,
+//! a TLBI); each operation therefore reads its frame when it starts and puts
+//! it back as current when it returns, so that the frame is always that of
+//! the CPU whose code is running.
+//!
+//! Marked accesses go through the facade atomics of [`tlbkit_policy::sync`]
+//! (the checker's scheduling points; the simulator's plain atomics), each
+//! accounted to the machine's cache model with [`Hw::shared`] first, as Rust
+//! policies account theirs. A shootdown's phases, which the kernel does not
+//! mark, are read off its instructions: a flush call starts in `Issue`, its
+//! first TLBI starts `Dispatch`, the DSB that follows a TLBI starts `Sync`,
+//! and the call's return is `Done`.
+
+use crate::race;
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use tlbkit_policy::sync::{self, AtomicU32, AtomicU64, Ordering};
+use tlbkit_policy::{Access, Asid, Barrier, CpuId, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi, VirtAddr};
+
+/// The table the C side calls (`struct tlbkit_ops`, in that order).
+#[repr(C)]
+pub struct Ops {
+    load: extern "C-unwind" fn(*const c_void, c_int) -> u64,
+    store: extern "C-unwind" fn(*mut c_void, c_int, u64),
+    rmw: extern "C-unwind" fn(*mut c_void, c_int, c_int, c_int, u64, u64) -> u64,
+    spin_lock: extern "C-unwind" fn(*mut c_void),
+    spin_unlock: extern "C-unwind" fn(*mut c_void),
+    spin_wait: extern "C-unwind" fn(),
+    cpu: extern "C-unwind" fn() -> u32,
+    barrier: extern "C-unwind" fn(c_int),
+    tlbi: extern "C-unwind" fn(c_int, u64),
+    write_root: extern "C-unwind" fn(c_int, u32, u32),
+    phase: extern "C-unwind" fn(c_int),
+    rollover: extern "C-unwind" fn(),
+    alloc: extern "C-unwind" fn(usize) -> *mut c_void,
+    free: extern "C-unwind" fn(*mut c_void),
+    plain: extern "C-unwind" fn(*const c_void, c_int, c_int, *const c_void),
+    bug: extern "C-unwind" fn(*const c_char, *const c_char, c_int),
+    run_asm: extern "C-unwind" fn(*const c_char, *const c_char, *mut u64),
+}
+
+/// The table every loaded copy gets.
+pub const OPS: Ops = Ops {
+    load: op_load,
+    store: op_store,
+    rmw: op_rmw,
+    spin_lock: op_spin_lock,
+    spin_unlock: op_spin_unlock,
+    spin_wait: op_spin_wait,
+    cpu: op_cpu,
+    barrier: op_barrier,
+    tlbi: op_tlbi,
+    write_root: op_write_root,
+    phase: op_phase,
+    rollover: op_rollover,
+    alloc: op_alloc,
+    free: op_free,
+    plain: op_plain,
+    bug: op_bug,
+    run_asm: op_run_asm,
+};
+
+/// A [`Hw`] with its type erased: one function per method the C side needs.
+#[derive(Clone, Copy)]
+pub struct HwVt {
+    cpu: fn(*const ()) -> CpuId,
+    write_root: fn(*const (), Root, Asid, bool),
+    tlbi: fn(*const (), Tlbi, Scope),
+    barrier: fn(*const (), Barrier),
+    phase: fn(*const (), Phase),
+    note: fn(*const (), Note),
+    shared: fn(*const (), usize, Access),
+}
+
+impl HwVt {
+    /// Returns the table of `H`'s methods.
+    pub fn of<H: Hw>() -> HwVt {
+        // SAFETY (each): `p` is the `&H` a frame was made from, alive for
+        // the frame's call (see `Frame::new`).
+        HwVt {
+            cpu: |p| unsafe { &*p.cast::<H>() }.cpu(),
+            write_root: |p, r, a, n| unsafe { &*p.cast::<H>() }.write_root(r, a, n),
+            tlbi: |p, op, s| unsafe { &*p.cast::<H>() }.tlbi(op, s),
+            barrier: |p, b| unsafe { &*p.cast::<H>() }.barrier(b),
+            phase: |p, ph| unsafe { &*p.cast::<H>() }.phase(ph),
+            note: |p, n| unsafe { &*p.cast::<H>() }.note(n),
+            shared: |p, a, k| unsafe { &*p.cast::<H>() }.shared(a, k),
+        }
+    }
+}
+
+/// Where a flush call is in its shootdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Not in a flush call (a context switch, boot).
+    None,
+    /// Started, nothing issued.
+    Issue,
+    /// TLBIs issued.
+    Dispatch,
+    /// Completing.
+    Sync,
+}
+
+/// What the C code of one policy may touch besides its own memory.
+pub struct State {
+    /// The ASID width the machine reports to the file.
+    pub asid_bits: u8,
+    /// Whether plain accesses are checked (the checker's build).
+    pub checker: bool,
+    /// True while the file's initcalls run (one CPU: nothing races).
+    pub booting: Cell<bool>,
+    /// The address of `asid_generation`, whose increment is a rollover, if the file has it.
+    pub generation: usize,
+    /// The blocks the file allocated: `(address, bytes)`.
+    pub heap: RefCell<Vec<(usize, usize)>>,
+    /// The plain-access discipline.
+    pub races: RefCell<race::Tracker>,
+    /// The spin locks each CPU holds (their words' addresses).
+    pub held: RefCell<Vec<Vec<usize>>>,
+    /// The copy's system-register functions, for the file's `msr` and `mrs`.
+    pub sysregs: SysregFns,
+    /// The compiled policy (its symbols name the sites of a race).
+    pub lib: std::sync::Arc<crate::Lib>,
+    /// Where the copy's address 0 is.
+    pub load_base: usize,
+}
+
+/// One call into C: the CPU that makes it and the policy it runs.
+pub struct Frame {
+    hw: *const (),
+    vt: Option<HwVt>,
+    state: *const State,
+    flush: Cell<Flush>,
+}
+
+impl Frame {
+    /// A frame for a call by the CPU `hw` stands for.
+    pub fn new<H: Hw>(hw: &H, state: &State, flush: Flush) -> Frame {
+        Frame { hw: std::ptr::from_ref(hw).cast(), vt: Some(HwVt::of::<H>()), state, flush: Cell::new(flush) }
+    }
+
+    /// A frame for a call made by no CPU (building the policy, a new mm).
+    pub fn boot(state: &State) -> Frame {
+        Frame { hw: std::ptr::null(), vt: None, state, flush: Cell::new(Flush::None) }
+    }
+
+    fn state(&self) -> &State {
+        // SAFETY: the state outlives every call made with it (the policy owns both).
+        unsafe { &*self.state }
+    }
+
+    fn vt(&self) -> HwVt {
+        self.vt.unwrap_or_else(|| panic!("no_kernel_bug: the file used the CPU outside any CPU's call (while booting)"))
+    }
+
+    /// Returns the calling CPU: the boot CPU, 0, for a call no CPU makes.
+    fn cpu(&self) -> CpuId {
+        self.vt.map_or(CpuId(0), |vt| (vt.cpu)(self.hw))
+    }
+
+    fn shared(&self, addr: usize, access: Access) {
+        if let Some(vt) = self.vt {
+            (vt.shared)(self.hw, addr, access);
+        }
+    }
+
+    fn phase(&self, phase: Phase) {
+        if let Some(vt) = self.vt {
+            (vt.phase)(self.hw, phase);
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*const Frame> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Runs `f` (a call into C) with `frame` current, then puts back the frame
+/// that was (an IPI handler or a nested call returns to its caller's).
+pub fn enter<R>(frame: &Frame, f: impl FnOnce() -> R) -> R {
+    struct Restore(*const Frame);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(frame)));
+    f()
+}
+
+/// Runs `f` with the current frame, and makes that frame current again when
+/// it returns: `f` may have let other CPUs run, whose calls changed it.
+fn with<R>(f: impl FnOnce(&Frame) -> R) -> R {
+    let p = CURRENT.with(Cell::get);
+    assert!(!p.is_null(), "no_kernel_bug: the compiled file called tlbkit outside a call from tlbkit");
+    // SAFETY: a current frame lives on the stack of the `enter` that set it,
+    // which has not returned (it is below this call).
+    let frame = unsafe { &*p };
+    let r = f(frame);
+    CURRENT.with(|c| c.set(p));
+    r
+}
+
+fn order(o: c_int) -> Ordering {
+    match o {
+        1 => Ordering::Acquire,
+        2 => Ordering::Release,
+        3 => Ordering::SeqCst,
+        _ => Ordering::Relaxed,
+    }
+}
+
+fn atomic64<'a>(p: *const c_void) -> &'a AtomicU64 {
+    // SAFETY: the C side passes the address of a naturally aligned 64-bit
+    // object (an atomic64_t's counter, an unsigned long) that lives as long
+    // as the policy; the facade atomic is `repr(transparent)` over it.
+    unsafe { &*p.cast::<AtomicU64>() }
+}
+
+fn atomic32<'a>(p: *const c_void) -> &'a AtomicU32 {
+    // SAFETY: as `atomic64`, for a 32-bit object.
+    unsafe { &*p.cast::<AtomicU32>() }
+}
+
+extern "C-unwind" fn op_load(p: *const c_void, bytes: c_int) -> u64 {
+    with(|f| {
+        f.shared(p as usize, Access::Read);
+        match bytes {
+            8 => atomic64(p).load(Ordering::Relaxed),
+            4 => u64::from(atomic32(p).load(Ordering::Relaxed)),
+            // SAFETY: as `atomic64`, for a smaller object (not a scheduling point).
+            2 => u64::from(unsafe { p.cast::<u16>().read_volatile() }),
+            // SAFETY: as above.
+            _ => u64::from(unsafe { p.cast::<u8>().read_volatile() }),
+        }
+    })
+}
+
+extern "C-unwind" fn op_store(p: *mut c_void, bytes: c_int, v: u64) {
+    with(|f| {
+        f.shared(p as usize, Access::Write);
+        match bytes {
+            8 => atomic64(p).store(v, Ordering::Relaxed),
+            4 => atomic32(p).store(v as u32, Ordering::Relaxed),
+            // SAFETY: as `op_load`.
+            2 => unsafe { p.cast::<u16>().write_volatile(v as u16) },
+            // SAFETY: as `op_load`.
+            _ => unsafe { p.cast::<u8>().write_volatile(v as u8) },
+        }
+    })
+}
+
+extern "C-unwind" fn op_rmw(p: *mut c_void, bytes: c_int, kind: c_int, ord: c_int, a: u64, b: u64) -> u64 {
+    with(|f| {
+        f.shared(p as usize, Access::Rmw);
+        let o = order(ord);
+        let old = if bytes == 4 {
+            let x = atomic32(p);
+            let (a, b) = (a as u32, b as u32);
+            u64::from(match kind {
+                0 => x.swap(a, o),
+                1 => x.compare_exchange(a, b, o, Ordering::Relaxed).unwrap_or_else(|v| v),
+                2 => x.fetch_add(a, o),
+                3 => x.fetch_or(a, o),
+                _ => x.fetch_and(!a, o),
+            })
+        } else {
+            let x = atomic64(p);
+            match kind {
+                0 => x.swap(a, o),
+                1 => x.compare_exchange(a, b, o, Ordering::Relaxed).unwrap_or_else(|v| v),
+                2 => x.fetch_add(a, o),
+                3 => x.fetch_or(a, o),
+                _ => x.fetch_and(!a, o),
+            }
+        };
+        if kind == 2 && p as usize == f.state().generation {
+            if let Some(vt) = f.vt {
+                (vt.note)(f.hw, Note::AsidRollover);
+            }
+        }
+        old
+    })
+}
+
+extern "C-unwind" fn op_spin_lock(word: *mut c_void) {
+    with(|f| {
+        f.shared(word as usize, Access::Rmw);
+        sync::raw_spin_lock(atomic64(word));
+        if f.vt.is_some() {
+            let cpu = f.cpu().index();
+            let mut held = f.state().held.borrow_mut();
+            if held.len() <= cpu {
+                held.resize_with(cpu + 1, Vec::new);
+            }
+            held[cpu].push(word as usize);
+        }
+    })
+}
+
+extern "C-unwind" fn op_spin_unlock(word: *mut c_void) {
+    with(|f| {
+        if f.vt.is_some() {
+            let cpu = f.cpu().index();
+            if let Some(h) = f.state().held.borrow_mut().get_mut(cpu) {
+                if let Some(k) = h.iter().rposition(|&w| w == word as usize) {
+                    h.remove(k);
+                }
+            }
+        }
+        f.shared(word as usize, Access::Write);
+        sync::raw_spin_unlock(atomic64(word));
+    })
+}
+
+extern "C-unwind" fn op_spin_wait() {
+    with(|_| sync::spin_loop())
+}
+
+extern "C-unwind" fn op_cpu() -> u32 {
+    with(|f| f.cpu().0)
+}
+
+extern "C-unwind" fn op_barrier(kind: c_int) {
+    with(|f| {
+        let b = match kind {
+            0 => Barrier::Dsb(Domain::NonShareable),
+            1 => Barrier::Dsb(Domain::InnerShareable),
+            2 => Barrier::DsbSt(Domain::NonShareable),
+            3 => Barrier::DsbSt(Domain::InnerShareable),
+            4 => Barrier::Isb,
+            5 => Barrier::Full,
+            6 => return sync::fence(Ordering::Acquire),
+            _ => return sync::fence(Ordering::Release),
+        };
+        if matches!(b, Barrier::Dsb(_)) && f.flush.get() == Flush::Dispatch {
+            f.flush.set(Flush::Sync);
+            f.phase(Phase::Sync);
+        }
+        (f.vt().barrier)(f.hw, b);
+    })
+}
+
+/// Decodes a TLBI: which operation (`enum tlbkit_tlbi`) and its register.
+fn tlbi_of(op: c_int, arg: u64, asid_bits: u8) -> Result<(Tlbi, Scope), String> {
+    // The ASID field's bits above the machine's width are ignored (TCR_EL1.AS).
+    let asid = || {
+        let a = ((arg >> 48) as u32) & ((1 << asid_bits) - 1);
+        Asid::new(a, asid_bits).map_err(|_| format!("a TLBI of ASID {a}, beyond the machine's {asid_bits} bits"))
+    };
+    let va = VirtAddr((arg & ((1 << 44) - 1)) << 12);
+    let range = |asid: Option<Asid>| {
+        let num = (arg >> 39) & 0x1f;
+        let scale = (arg >> 44) & 0x3;
+        let pages = ((num + 1) << (5 * scale + 1)) as u32;
+        Tlbi::Range { asid, va: VirtAddr((arg & ((1 << 37) - 1)) << 12), pages }
+    };
+    use Scope::{Broadcast as B, Local as L};
+    Ok(match op {
+        0 => (Tlbi::All, L),
+        1 => (Tlbi::All, B),
+        2 | 4 => (Tlbi::Va { asid: asid()?, va }, L),
+        3 | 5 => (Tlbi::Va { asid: asid()?, va }, B),
+        6 => (Tlbi::Asid(asid()?), L),
+        7 => (Tlbi::Asid(asid()?), B),
+        8 | 9 => (Tlbi::VaAllAsids { va }, B),
+        10 | 11 => (range(Some(asid()?)), B),
+        12 | 13 => (range(None), B),
+        _ => return Err(format!("TLBI operation {op}")),
+    })
+}
+
+extern "C-unwind" fn op_tlbi(op: c_int, arg: u64) {
+    with(|f| {
+        let (t, scope) = tlbi_of(op, arg, f.state().asid_bits).unwrap_or_else(|e| panic!("no_kernel_bug: {e}"));
+        if f.flush.get() == Flush::Issue {
+            f.flush.set(Flush::Dispatch);
+            f.phase(Phase::Dispatch);
+        }
+        (f.vt().tlbi)(f.hw, t, scope);
+    })
+}
+
+extern "C-unwind" fn op_write_root(reserved: c_int, slot: u32, asid: u32) {
+    with(|f| {
+        let bits = f.state().asid_bits;
+        // As for a TLBI: the TTBR's ASID bits above the machine's width are ignored.
+        let asid = Asid::new(asid & ((1 << bits) - 1), bits).unwrap_or_else(|_| {
+            panic!("no_kernel_bug: ASID {asid} written to a TTBR, beyond the machine's {bits} bits")
+        });
+        let root = if reserved != 0 { Root::Reserved } else { Root::Mm(MmId(slot)) };
+        (f.vt().write_root)(f.hw, root, asid, true);
+    })
+}
+
+extern "C-unwind" fn op_phase(phase: c_int) {
+    with(|f| {
+        f.phase(match phase {
+            0 => Phase::Issue,
+            1 => Phase::Dispatch,
+            2 => Phase::Sync,
+            _ => Phase::Done,
+        })
+    })
+}
+
+extern "C-unwind" fn op_rollover() {
+    with(|f| {
+        if let Some(vt) = f.vt {
+            (vt.note)(f.hw, Note::AsidRollover);
+        }
+    })
+}
+
+extern "C-unwind" fn op_alloc(bytes: usize) -> *mut c_void {
+    with(|f| {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), 16).expect("a small allocation");
+        // SAFETY: a non-zero size.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if !p.is_null() {
+            let st = f.state();
+            st.heap.borrow_mut().push((p as usize, bytes.max(1)));
+            if st.checker && !st.booting.get() {
+                st.races.borrow_mut().track(p as usize, p as usize + bytes.max(1));
+            }
+        }
+        p.cast()
+    })
+}
+
+extern "C-unwind" fn op_free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    with(|f| {
+        let mut heap = f.state().heap.borrow_mut();
+        let Some(k) = heap.iter().position(|&(a, _)| a == p as usize) else {
+            panic!("no_kernel_bug: kfree of {p:p}, which the file never allocated");
+        };
+        let (_, bytes) = heap.remove(k);
+        f.state().races.borrow_mut().untrack(p as usize);
+        let layout = std::alloc::Layout::from_size_align(bytes, 16).expect("as allocated");
+        // SAFETY: allocated by `op_alloc` with this layout and not freed since.
+        unsafe { std::alloc::dealloc(p.cast(), layout) };
+    })
+}
+
+extern "C-unwind" fn op_plain(p: *const c_void, bytes: c_int, write: c_int, pc: *const c_void) {
+    with(|f| {
+        let st = f.state();
+        if !st.checker || st.booting.get() || f.vt.is_none() {
+            return;
+        }
+        let cpu = f.cpu().index();
+        let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
+        let race = st.races.borrow_mut().access(cpu, p as usize, bytes.max(1) as usize, write != 0, pc as usize, &held);
+        if let Some(race) = race {
+            panic!("no_data_race: {}", crate::policy::describe(st, &race));
+        }
+    })
+}
+
+/// Returns a C string's text (empty for null).
+fn text(s: *const c_char) -> String {
+    if s.is_null() {
+        return String::new();
+    }
+    // SAFETY: the C side passes NUL-terminated strings (literals).
+    unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+}
+
+extern "C-unwind" fn op_bug(what: *const c_char, file: *const c_char, line: c_int) {
+    let file = text(file);
+    let file = file.rsplit('/').next().unwrap_or(&file).to_string();
+    panic!("no_kernel_bug: {} at {file}:{line}", text(what));
+}
+
+extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, ops: *mut u64) {
+    let (template, names) = (text(template), text(names));
+    let insns = crate::asm::parse(&template, &names)
+        .unwrap_or_else(|e| panic!("no_kernel_bug: an asm statement tlbkit cannot run: {e}"));
+    let operand = |i: usize| {
+        // SAFETY: the translated statement passes one value per operand
+        // (and a trailing 0), and the template numbers only its operands.
+        unsafe { ops.add(i) }
+    };
+    for insn in insns {
+        match insn {
+            crate::asm::Insn::Tlbi(what, reg) => {
+                let arg = reg.map_or(0, |r| unsafe { *operand(r) });
+                let code = TLBI_NAMES.iter().position(|n| *n == what).unwrap_or_else(|| {
+                    panic!("no_kernel_bug: an asm statement tlbkit cannot run: the instruction `tlbi {what}`")
+                });
+                op_tlbi(code as c_int, arg);
+            }
+            crate::asm::Insn::Dsb(opt) => op_barrier(match opt.as_str() {
+                "nsh" => 0,
+                "ish" | "sy" => 1,
+                "nshst" => 2,
+                "ishst" => 3,
+                other => panic!("no_kernel_bug: an asm statement tlbkit cannot run: `dsb {other}`"),
+            }),
+            crate::asm::Insn::Dmb(opt) => op_barrier(match opt.as_str() {
+                "ishld" => 6,
+                "ishst" => 7,
+                _ => 5,
+            }),
+            crate::asm::Insn::Isb => op_barrier(4),
+            crate::asm::Insn::Msr(reg, r) => with(|f| {
+                let v = unsafe { *operand(r) };
+                (sysregs(f).1)(sysreg(&reg), v);
+            }),
+            crate::asm::Insn::Mrs(r, reg) => with(|f| {
+                let v = (sysregs(f).0)(sysreg(&reg));
+                unsafe { *operand(r) = v };
+            }),
+        }
+    }
+}
+
+/// The TLBI operations in the order of `enum tlbkit_tlbi`.
+const TLBI_NAMES: [&str; 14] = [
+    "vmalle1",
+    "vmalle1is",
+    "vae1",
+    "vae1is",
+    "vale1",
+    "vale1is",
+    "aside1",
+    "aside1is",
+    "vaae1is",
+    "vaale1is",
+    "rvae1is",
+    "rvale1is",
+    "rvaae1is",
+    "rvaale1is",
+];
+
+/// Returns `enum tlbkit_sysreg`'s number for `name`.
+fn sysreg(name: &str) -> c_int {
+    match name {
+        "ttbr0_el1" => 0,
+        "ttbr1_el1" => 1,
+        "tcr_el1" => 2,
+        "id_aa64mmfr0_el1" => 3,
+        other => panic!("no_kernel_bug: an asm statement tlbkit cannot run: system register {other}"),
+    }
+}
+
+/// The glue's system-register functions (`tlbkit_read_sysreg`, `tlbkit_write_sysreg`) of a copy.
+pub type SysregFns = (extern "C-unwind" fn(c_int) -> u64, extern "C-unwind" fn(c_int, u64));
+
+fn sysregs(f: &Frame) -> SysregFns {
+    f.state().sysregs
+}

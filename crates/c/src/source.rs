@@ -1,0 +1,141 @@
+//! The files a C policy is made of, named as `c:PATH[@REV][+PATH[@REV]...]`.
+//!
+//! A `.c` file is compiled; a header named like one of the shims' replaceable
+//! ones (`mmu.h`, `tlbflush.h`, `mmu_context.h`) is used in their place, as
+//! `<asm/NAME>`. `PATH@REV` reads the file as it is at the git revision `REV`
+//! of the tree it lies in (`git show REV:PATH`), so that a kernel developer
+//! can compare the file before and after a patch without checking either out:
+//! `c:arch/arm64/mm/context.c@v6.12`. A part `cnp=on` is no file: it gives the
+//! machine FEAT_TTCnP (`system_supports_cnp()`).
+
+use crate::error::Error;
+use crate::shim::REPLACEABLE;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What one file is to the build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A C file to compile.
+    Code,
+    /// A header used as `<asm/NAME>` in place of the shims' own.
+    Header(String),
+}
+
+/// One file, read.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// As the user named it (`context.c@v6.12`).
+    pub name: String,
+    /// Its file name (`context.c`).
+    pub file_name: String,
+    /// What it is to the build.
+    pub role: Role,
+    /// Its bytes.
+    pub text: Vec<u8>,
+}
+
+/// Every file of one C policy, and the machine options its name sets.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    /// The files, in the order given.
+    pub files: Vec<Source>,
+    /// `cnp=on`: the CPUs have FEAT_TTCnP (every ARMv8.2 CPU does), so
+    /// `system_supports_cnp()` is true. Off by default (an ARMv8.0 machine).
+    pub cnp: bool,
+}
+
+impl Sources {
+    /// Reads the files a policy name names (`c:` and what follows, or only
+    /// what follows).
+    pub fn parse(name: &str) -> Result<Sources, Error> {
+        let list = name.strip_prefix("c:").unwrap_or(name);
+        if list.is_empty() {
+            return Err(Error::Spec(
+                "a C policy names its files: c:PATH[@REV][+PATH...], for example c:arch/arm64/mm/context.c".into(),
+            ));
+        }
+        let mut cnp = false;
+        let mut files = Vec::new();
+        for part in list.split('+') {
+            match part.split_once('=') {
+                Some(("cnp", v)) => {
+                    cnp = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(Error::Spec(format!("{part}: cnp is on or off"))),
+                    }
+                }
+                Some((k, _)) if !k.contains('/') && !k.contains('.') => {
+                    return Err(Error::Spec(format!("{part}: a C policy's one option is cnp=on|off")));
+                }
+                _ => files.push(read(part)?),
+            }
+        }
+        if !files.iter().any(|f| f.role == Role::Code) {
+            return Err(Error::Spec(format!("{name} names no .c file: a C policy compiles at least one")));
+        }
+        Ok(Sources { files, cnp })
+    }
+
+    /// Returns the name of the first C file (what messages call the policy).
+    pub fn main_name(&self) -> &str {
+        self.files.iter().find(|f| f.role == Role::Code).map_or("", |f| f.name.as_str())
+    }
+}
+
+/// Reads one `PATH[@REV]`.
+fn read(part: &str) -> Result<Source, Error> {
+    let (path, rev) = match part.rsplit_once('@') {
+        Some((p, r)) if !r.is_empty() && !r.contains('/') && !p.is_empty() => (p, Some(r)),
+        _ => (part, None),
+    };
+    let file_name = Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path).to_string();
+    let role = if file_name.ends_with(".c") {
+        Role::Code
+    } else if file_name.ends_with(".h") {
+        if !REPLACEABLE.contains(&file_name.as_str()) {
+            return Err(Error::Spec(format!(
+                "{part}: tlbkit's shims have no <asm/{file_name}> to replace; a header may stand for {}",
+                REPLACEABLE.join(", ")
+            )));
+        }
+        Role::Header(file_name.clone())
+    } else {
+        return Err(Error::Spec(format!("{part}: a C policy is made of .c files and the headers that replace shims")));
+    };
+    let text = match rev {
+        None => std::fs::read(path).map_err(|e| Error::Read { path: path.to_string(), why: e.to_string() })?,
+        Some(rev) => git_show(path, rev)?,
+    };
+    Ok(Source { name: part.to_string(), file_name, role, text })
+}
+
+/// Returns `path` as it is at revision `rev` of the git tree it lies in.
+fn git_show(path: &str, rev: &str) -> Result<Vec<u8>, Error> {
+    let fail = |why: String| Error::Read { path: format!("{path}@{rev}"), why };
+    let p = PathBuf::from(path);
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = dir.canonicalize().map_err(|e| fail(format!("its directory: {e}")))?;
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .map_err(|e| fail(format!("running git: {e} (reading a file at a revision needs git)")))
+    };
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    if !top.status.success() {
+        return Err(fail(format!("{} is not in a git tree, so it has no revisions", dir.display())));
+    }
+    let top = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim());
+    let file = dir.join(p.file_name().unwrap_or_default());
+    let rel = file.strip_prefix(&top).map_err(|_| fail("it is outside its git tree".into()))?;
+    let spec = format!("{rev}:{}", rel.display());
+    let out = git(&["show", &spec])?;
+    if !out.status.success() {
+        return Err(fail(format!("git show {spec}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(out.stdout)
+}
