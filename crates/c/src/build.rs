@@ -80,11 +80,14 @@ impl Lib {
         static BUILT: OnceLock<Mutex<HashMap<u64, Arc<Lib>>>> = OnceLock::new();
         let key = key(sources, options);
         let built = BUILT.get_or_init(Default::default);
-        if let Some(lib) = built.lock().expect("the build cache").get(&key) {
+        // One build at a time in a process: two threads asking for the same
+        // object wait for one compilation.
+        let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(lib) = built.get(&key) {
             return Ok(lib.clone());
         }
         let lib = Arc::new(compile(sources, options, key)?);
-        built.lock().expect("the build cache").insert(key, lib.clone());
+        built.insert(key, lib.clone());
         Ok(lib)
     }
 
@@ -246,8 +249,16 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             .into();
         link.extend(objects);
         run_cc(&cc, &tmp, &link, &name, &log)?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&tmp, &dir).map_err(|e| Error::Load { path: dir.display().to_string(), why: e.to_string() })?;
+        // Another process may have finished the same build first: its object is as good.
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+            if !so.exists() {
+                return Err(Error::Load {
+                    path: dir.display().to_string(),
+                    why: "cannot move the build into place".into(),
+                });
+            }
+        }
     }
     let bytes = std::fs::read(&so).map_err(|e| Error::Load { path: so.display().to_string(), why: e.to_string() })?;
     let symbols = elf::symbols(&bytes).map_err(|why| Error::Load { path: so.display().to_string(), why })?;

@@ -355,12 +355,14 @@ fn tlbi_of(op: c_int, arg: u64, asid_bits: u8) -> Result<(Tlbi, Scope), String> 
         let a = ((arg >> 48) as u32) & ((1 << asid_bits) - 1);
         Asid::new(a, asid_bits).map_err(|_| format!("a TLBI of ASID {a}, beyond the machine's {asid_bits} bits"))
     };
-    let va = VirtAddr((arg & ((1 << 44) - 1)) << 12);
+    // The operand holds VA[55:12]; bit 55 says which half (TTBR1's when set), as the top byte does.
+    let sign = |va: u64| if va & (1 << 55) != 0 { va | 0xff00_0000_0000_0000 } else { va };
+    let va = VirtAddr(sign((arg & ((1 << 44) - 1)) << 12));
     let range = |asid: Option<Asid>| {
         let num = (arg >> 39) & 0x1f;
         let scale = (arg >> 44) & 0x3;
         let pages = ((num + 1) << (5 * scale + 1)) as u32;
-        Tlbi::Range { asid, va: VirtAddr((arg & ((1 << 37) - 1)) << 12), pages }
+        Tlbi::Range { asid, va: VirtAddr(sign((arg & ((1 << 37) - 1)) << 12)), pages }
     };
     use Scope::{Broadcast as B, Local as L};
     Ok(match op {

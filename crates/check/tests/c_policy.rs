@@ -1,41 +1,208 @@
-//! C policies under the checker: the kernel's own context.c.
+//! C policies under the checker: the kernel's own `arch/arm64/mm/context.c`,
+//! checked as written (`tlbkit check --c FILE`).
+//!
+//! Every test needs a C compiler; without one it says so and checks nothing
+//! (`.ci/run` runs them where one is installed). The kernel files are the test
+//! data of `crates/c/tests/linux` (GPL-2.0, see its README).
 
-use tlbkit_check::spec::Mode;
-use tlbkit_check::CheckSpec;
+use tlbkit_check::ops::OpKind;
+use tlbkit_check::options::Options;
+use tlbkit_check::run::{check, replay};
+use tlbkit_check::search::with_checkpoints;
+use tlbkit_check::shape::Memory;
+use tlbkit_check::spec::{default_spec, Mode};
+use tlbkit_check::{CheckReport, CheckSpec};
 
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
-fn linux(file: &str) -> String {
-    format!("{}/../c/tests/linux/{file}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn standard(policy: &str) -> CheckSpec {
-    let d = tlbkit_check::spec::default_spec(policy);
-    CheckSpec { cpus: 2, mms: 3, asids: 4, ops: 6, pages: 1, mode: Mode::Exhaustive, iterations: u64::MAX, ..d }
-}
-
-#[test]
-fn scratch() {
-    for policy in [format!("c:{}", linux("v6.12/arch/arm64/mm/context.c")), "arm64-linux".to_string()] {
-        let t = std::time::Instant::now();
-        let r = tlbkit_check::run::check(&standard(&policy)).unwrap_or_else(|e| panic!("{e}"));
-        println!("{}\n{:?}", r.to_text(), t.elapsed());
+/// Returns whether a C compiler is installed, saying so when not.
+fn have_cc() -> bool {
+    let ok = tlbkit_c::build::have_compiler();
+    if !ok {
+        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
     }
+    ok
 }
 
-#[test]
-fn scratch_parents() {
-    for policy in [format!(
+/// A file of the test data, as a path.
+fn data(file: &str) -> String {
+    format!("{}/../c/tests/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Today's file (v6.12).
+fn today() -> String {
+    format!("c:{}", data("linux/v6.12/arch/arm64/mm/context.c"))
+}
+
+/// The files of 5e10f9887ed8's parent (`fixed`: with the commit's headers).
+fn at_5e10f9887ed8(fixed: bool, cnp: bool) -> String {
+    let headers = if fixed { "5e10f9887ed8" } else { "5e10f9887ed8-parent" };
+    let mut p = format!(
         "c:{}+{}+{}",
-        linux("5e10f9887ed8-parent/arch/arm64/mm/context.c"),
-        linux("5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h"),
-        linux("5e10f9887ed8-parent/arch/arm64/include/asm/mmu.h")
-    ) + "+cnp=on"]
-    {
-        let t = std::time::Instant::now();
-        let o = tlbkit_check::options::Options { policy: policy.clone(), seed: 1, ..Default::default() };
-        let r = o.run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
-        println!("{}\n{:?}", r.to_text(), t.elapsed());
+        data("linux/5e10f9887ed8-parent/arch/arm64/mm/context.c"),
+        data(&format!("linux/{headers}/arch/arm64/include/asm/tlbflush.h")),
+        data(&format!("linux/{headers}/arch/arm64/include/asm/mmu.h")),
+    );
+    if cnp {
+        p.push_str("+cnp=on");
     }
+    p
+}
+
+/// `tlbkit check --policy POLICY` with no other flag.
+fn default_run(policy: &str) -> CheckReport {
+    Options { policy: policy.to_string(), seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{policy}: {e}"))
+}
+
+/// The standard bounds but for the operations: 2 CPUs, 3 address spaces of
+/// one page, 4 ASIDs, exhaustive.
+fn bounds(policy: &str, ops: usize) -> CheckSpec {
+    let d = default_spec(policy);
+    CheckSpec { cpus: 2, mms: 3, asids: 4, ops, pages: 1, mode: Mode::Exhaustive, iterations: u64::MAX, ..d }
+}
+
+/// Asserts that `r` found a violation of `property` and that its token replays it.
+fn found(r: &CheckReport, property: &str, what: &str) {
+    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("{what}: no violation found"));
+    assert_eq!(cx.property, property, "{what}:\n{}", r.to_text());
+    let again = replay(&cx.token).unwrap_or_else(|e| panic!("{what}: replaying {}: {e}", cx.token));
+    let re = again.counterexample.unwrap_or_else(|| panic!("{what}: the token replays no violation"));
+    assert_eq!((re.property, re.cpu), (cx.property, cx.cpu), "{what}: the token replays another violation");
+}
+
+#[test]
+fn todays_file_passes_a_complete_search() {
+    if !have_cc() {
+        return;
+    }
+    let r = check(&bounds(&today(), 4)).unwrap();
+    assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.states > 10_000, "a search too small to tell: {} states", r.states);
+    assert!(r.properties.contains(&"no_data_race") && r.properties.contains(&"no_kernel_bug"));
+}
+
+/// The standard bounds (6 operations): about a minute in a release build.
+/// `cargo test --release -p tlbkit-check --test c_policy -- --ignored`.
+#[test]
+#[ignore]
+fn todays_file_passes_the_standard_bounds() {
+    if !have_cc() {
+        return;
+    }
+    let r = check(&bounds(&today(), 6)).unwrap();
+    assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
+}
+
+#[test]
+fn the_compiled_file_searches_alike_with_checkpoints_on_and_off() {
+    if !have_cc() {
+        return;
+    }
+    let spec = bounds(&today(), 3);
+    let run = |on| {
+        let r = with_checkpoints(on, || tlbkit_check::run::check_exhaustive_jobs(&spec, 1)).unwrap();
+        (r.executions, r.states, r.pruned, r.max_steps, r.complete)
+    };
+    assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn a8ffaaa060b8s_parent_is_found_as_the_zoo_finds_it() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("c:{}", data("linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"));
+    let c = default_run(&file);
+    let rust = default_run("zoo/linux-arm64-a8ffaaa060b8");
+    let zoo = rust.counterexample.as_ref().expect("the zoo entry is found").property;
+    found(&c, zoo, "a8ffaaa060b8's parent");
+    // The counterexample reads in the file's terms: its per-CPU active_asids.
+    let text = c.to_text();
+    assert!(text.contains("active_asids[cpu"), "{text}");
+}
+
+#[test]
+fn _5e10f9887ed8s_parent_is_found_as_the_zoo_finds_it_and_the_fix_passes() {
+    if !have_cc() {
+        return;
+    }
+    let rust = default_run("zoo/linux-arm64-5e10f9887ed8");
+    let zoo = rust.counterexample.as_ref().expect("the zoo entry is found").property;
+    // With FEAT_TTCnP the file writes the reserved TTBR0 before it changes
+    // the ASID, so the first hazard found is the flush's early ASID read.
+    let c = default_run(&at_5e10f9887ed8(false, true));
+    found(&c, zoo, "5e10f9887ed8's parent");
+    // The commit's headers, on the shape and schedules that found it.
+    let shape = c.portfolio.iter().find(|s| s.found).expect("the shape that found it");
+    let spec = CheckSpec {
+        policy: at_5e10f9887ed8(true, true),
+        cpus: shape.cpus,
+        mms: shape.mms,
+        pages: shape.pages,
+        asids: shape.asids,
+        ops: shape.ops,
+        memory: match shape.memory {
+            "tso" => Memory::Tso,
+            "arm" => Memory::Arm,
+            _ => Memory::Sc,
+        },
+        menu: OpKind::parse(&shape.menu).unwrap(),
+        mode: Mode::Pct,
+        iterations: shape.schedules,
+        ..default_spec(&at_5e10f9887ed8(true, true))
+    };
+    let fixed = check(&spec).unwrap();
+    assert!(fixed.counterexample.is_none(), "{}", fixed.to_text());
+}
+
+#[test]
+fn the_ttbr_window_of_cpu_do_switch_mm_is_found_without_cnp() {
+    if !have_cc() {
+        return;
+    }
+    // v5.14's cpu_do_switch_mm writes the next mm's ASID into TTBR1 while
+    // TTBR0 still holds the previous mm's tables (an ISB between): one CPU
+    // is enough. Today's file reserves TTBR0 first.
+    let spec = |p: &str| CheckSpec { cpus: 1, mms: 3, asids: 4, ops: 5, ..bounds(p, 5) };
+    let old = check(&spec(&at_5e10f9887ed8(false, false))).unwrap();
+    found(&old, "no_asid_alias", "v5.14 without CnP");
+    let text = old.to_text();
+    assert!(text.contains("write root: mm"), "{text}");
+    for p in [at_5e10f9887ed8(false, true), today()] {
+        let r = check(&spec(&p)).unwrap();
+        assert!(r.complete && r.counterexample.is_none(), "{p}:\n{}", r.to_text());
+    }
+}
+
+#[test]
+fn a_plain_access_race_is_reported_with_both_sites() {
+    if !have_cc() {
+        return;
+    }
+    let spec = |f: &str| CheckSpec { asids: 16, ops: 3, ..bounds(&format!("c:{}", data(f)), 3) };
+    let r = check(&spec("constructed/race.c")).unwrap();
+    found(&r, "no_data_race", "race.c");
+    let detail = &r.counterexample.as_ref().unwrap().detail;
+    assert!(detail.contains("switches"), "{detail}");
+    assert_eq!(detail.matches("check_and_switch_context+").count(), 2, "both sites: {detail}");
+    assert!(detail.contains("holding no lock"), "{detail}");
+    let locked = check(&spec("constructed/locked.c")).unwrap();
+    assert!(locked.complete && locked.counterexample.is_none(), "{}", locked.to_text());
+}
+
+#[test]
+fn a_file_that_does_not_build_says_why_in_one_line() {
+    if !have_cc() {
+        return;
+    }
+    let err = |f: &str| check(&bounds(&format!("c:{}", data(f)), 2)).unwrap_err().to_string();
+    let broken = err("constructed/broken.c");
+    assert!(broken.contains("does not compile against tlbkit's shims"), "{broken}");
+    assert!(broken.contains("<linux/no_such_header.h>"), "{broken}");
+    assert!(!broken.contains('\n'), "one line: {broken}");
+    let missing = err("constructed/noswitch.c");
+    assert!(missing.contains("has no check_and_switch_context()"), "{missing}");
 }
