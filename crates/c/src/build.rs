@@ -169,6 +169,15 @@ fn switch_takes_cpu(text: &str) -> Option<bool> {
     Some(params.contains(','))
 }
 
+/// Returns whether `cpu_switch_mm` writes the reserved TTBR0 before calling
+/// the file's `cpu_do_switch_mm`, as it did from v4.16 until the file's
+/// function did it itself (see `asm/mmu_context.h` of the shims): when the
+/// file defines `cpu_do_switch_mm` without `cpu_set_reserved_ttbr0_nosync`.
+fn switch_mm_reserves(texts: &[String]) -> bool {
+    texts.iter().any(|t| t.contains("void cpu_do_switch_mm("))
+        && !texts.iter().any(|t| t.contains("cpu_set_reserved_ttbr0_nosync"))
+}
+
 /// Compiles and links; the object lands in the cache under `key`.
 fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error> {
     let cc = compiler()?;
@@ -199,6 +208,7 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             format!("-DNR_CPUS={}", options.cpus),
             format!("-DTLBKIT_MMS={}", options.mm_slots),
             format!("-DTLBKIT_SWITCH_TAKES_CPU={}", u8::from(takes_cpu)),
+            format!("-DTLBKIT_SWITCH_MM_RESERVES={}", u8::from(switch_mm_reserves(&texts))),
             // A kernel with KPTI support runs on a CPU that needs it; without, the kernel has none.
             if options.kpti { "-DCONFIG_UNMAP_KERNEL_AT_EL0=1".into() } else { "-DTLBKIT_NO_KPTI=1".into() },
         ];

@@ -24,9 +24,21 @@ static inline void cpu_set_reserved_ttbr0(void)
 
 void cpu_do_switch_mm(phys_addr_t pgd_phys, struct mm_struct *mm);
 
+/*
+ * Until cpu_do_switch_mm wrote the reserved TTBR0 itself
+ * (cpu_set_reserved_ttbr0_nosync, by v6.6), cpu_switch_mm did, with an ISB,
+ * before calling it: from KPTI (v4.16), which moved the ASID into TTBR1, on.
+ * tlbkit builds the form of the file's own era: TLBKIT_SWITCH_MM_RESERVES is
+ * 1 when the file defines cpu_do_switch_mm without that write. A file with
+ * no cpu_do_switch_mm of its own (before v5.8) gets the glue's, v4.15's single
+ * TTBR0 write of table and ASID.
+ */
 static inline void cpu_switch_mm(pgd_t *pgd, struct mm_struct *mm)
 {
 	BUG_ON(pgd == swapper_pg_dir);
+#if TLBKIT_SWITCH_MM_RESERVES
+	cpu_set_reserved_ttbr0();
+#endif
 	cpu_do_switch_mm(virt_to_phys(pgd), mm);
 }
 
