@@ -1117,3 +1117,88 @@ fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Today's arch/arm64/mm/context.c, from the C policies' test data.
+const CONTEXT_C: &str = "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c";
+
+/// Whether C policies can be built here; says so when not.
+fn have_cc() -> bool {
+    let ok = Command::new(std::env::var("TLBKIT_CC").unwrap_or_else(|_| "cc".into()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no C compiler on this machine");
+    }
+    ok
+}
+
+#[test]
+fn a_c_policy_without_a_compiler_says_so_in_one_line() {
+    let o = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(["check", "--c", CONTEXT_C, "--quick"])
+        .env("TLBKIT_CC", "/nonexistent/cc")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(e.contains("need a C compiler") && e.contains("/nonexistent/cc") && e.contains("TLBKIT_CC"), "{e}");
+}
+
+#[test]
+fn a_c_file_that_does_not_compile_is_one_line_and_exit_2() {
+    if !have_cc() {
+        return;
+    }
+    let o = tlbkit(&["check", "--c", "crates/c/tests/constructed/broken.c", "--quick"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(e.contains("<linux/no_such_header.h>") && e.contains(".log"), "{e}");
+}
+
+#[test]
+fn a_c_policy_runs_and_compares_beside_a_rust_one() {
+    if !have_cc() {
+        return;
+    }
+    let policy = format!("c:{CONTEXT_C}");
+    let args = [
+        "compare",
+        "--machine",
+        "altra",
+        "--cpus",
+        "4",
+        "--workload",
+        "mprotect_threaded",
+        "--policy",
+        &policy,
+        "--policy",
+        "arm64-linux",
+        "--runs",
+        "2",
+        "--format",
+        "json",
+    ];
+    let o = tlbkit(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&policy) && text.contains("arm64-linux"), "{text}");
+    assert_eq!(tlbkit(&args).stdout, o.stdout, "the same seed gives the same comparison");
+}
+
+#[test]
+fn a_data_race_in_a_c_file_is_a_violation_with_a_replay_token() {
+    if !have_cc() {
+        return;
+    }
+    let args = ["check", "--c", "crates/c/tests/constructed/race.c", "--mode", "exhaustive", "--ops", "3", "--asids", "16"];
+    let o = tlbkit(&args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(out.contains("VIOLATION no_data_race") && out.contains("switches"), "{out}");
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
+    let r = tlbkit(&["replay", token]);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("no_data_race"), "{}", stderr(&r));
+}
