@@ -63,6 +63,9 @@ pub fn list(a: ListArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
+/// How `tlbkit list` names the C policies: any kernel file, named by its path.
+const C_POLICY_NAME: &str = "c:FILE[+FILE...]";
+
 fn properties() -> Vec<(String, String)> {
     Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect()
 }
@@ -99,6 +102,8 @@ fn overview(format: Format) -> Result<u8, CliError> {
     machines.push((preset::HOST.into(), HOST.into()));
     let policies: Vec<(String, String)> =
         POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
+    let mut policy_rows = policies.clone();
+    policy_rows.push((C_POLICY_NAME.into(), tlbkit_registry::C_POLICY.description.into()));
     let workloads: Vec<(String, String)> =
         WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
     let (properties, zoo, findings) = (properties(), zoo(), findings());
@@ -118,7 +123,7 @@ fn overview(format: Format) -> Result<u8, CliError> {
     }
     let all = [
         ("machines", &machines),
-        ("policies", &policies),
+        ("policies", &policy_rows),
         ("bug zoo (tlbkit check --policy zoo/<id>)", &zoo),
         ("findings (hazards in code still upstream; report and tokens in docs/findings)", &findings),
         ("workloads", &workloads),
@@ -194,6 +199,8 @@ fn policies() -> (Value, String) {
     for p in POLICIES {
         t.row([p.name, catalog::arch_name(p.arch), p.description]);
     }
+    let c = &tlbkit_registry::C_POLICY;
+    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), c.description]);
     (doc, t.render())
 }
 

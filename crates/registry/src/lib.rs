@@ -262,7 +262,7 @@ pub const C_PREFIX: &str = "c:";
 pub static C_POLICY: PolicyDef = PolicyDef {
     name: C_PREFIX,
     description: "a kernel's arch/arm64/mm/context.c (and, if given, its asm/tlbflush.h or asm/mmu.h), compiled \
-                  with the system's C compiler against tlbkit's shims: c:PATH[@REV][+PATH...]",
+                  with the system's C compiler against tlbkit's shims: c:PATH[@REV][+PATH...][+cnp=on]",
     arch: Arch::Arm64,
     os: Os::Linux,
     needs_broadcast_tlbi: false,
