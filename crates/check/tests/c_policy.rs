@@ -81,6 +81,9 @@ fn todays_file_passes_a_complete_search() {
     let r = check(&bounds(&today(), 4)).unwrap();
     assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
     assert!(r.states > 10_000, "a search too small to tell: {} states", r.states);
+    // The Rust port at the same bounds: the same verdict.
+    let rust = check(&bounds("arm64-linux", 4)).unwrap();
+    assert!(rust.complete && rust.counterexample.is_none(), "{}", rust.to_text());
     assert!(r.properties.contains(&"no_data_race") && r.properties.contains(&"no_kernel_bug"));
 }
 
@@ -92,8 +95,11 @@ fn todays_file_passes_the_standard_bounds() {
     if !have_cc() {
         return;
     }
-    let r = check(&bounds(&today(), 6)).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
+    for p in [today(), "arm64-linux".to_string()] {
+        let r = check(&bounds(&p, 6)).unwrap();
+        assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
+        println!("{p}: {} states, {} executions", r.states, r.executions);
+    }
 }
 
 #[test]

@@ -1,0 +1,51 @@
+//! Naming a C policy's files: `c:PATH[@REV][+PATH...][+cnp=on]`.
+
+use std::process::Command;
+use tlbkit_c::source::Role;
+use tlbkit_c::Sources;
+
+#[test]
+fn a_file_at_a_revision_is_read_from_its_git_tree() {
+    let dir = std::env::temp_dir().join(format!("tlbkit-c-sources-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("arch/arm64/mm")).unwrap();
+    let git = |args: &[&str]| Command::new("git").arg("-C").arg(&dir).args(args).output();
+    if !git(&["init", "-q"]).is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no git on this machine");
+        return;
+    }
+    let file = dir.join("arch/arm64/mm/context.c");
+    std::fs::write(&file, "/* as released */\n").unwrap();
+    for args in [&["add", "."][..], &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1"]] {
+        assert!(git(args).unwrap().status.success());
+    }
+    std::fs::write(&file, "/* patched */\n").unwrap();
+    let path = file.display().to_string();
+    let at_head = Sources::parse(&format!("c:{path}@HEAD")).unwrap();
+    assert_eq!(at_head.files[0].text, b"/* as released */\n");
+    assert_eq!(at_head.files[0].name, format!("{path}@HEAD"));
+    let now = Sources::parse(&format!("c:{path}")).unwrap();
+    assert_eq!(now.files[0].text, b"/* patched */\n");
+    let e = Sources::parse(&format!("c:{path}@no-such-rev")).unwrap_err().to_string();
+    assert!(e.contains("no-such-rev") && e.contains("git show"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn headers_replace_shims_by_name_and_options_are_no_files() {
+    let linux = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linux/5e10f9887ed8-parent/arch/arm64");
+    let s = Sources::parse(&format!("c:{linux}/mm/context.c+{linux}/include/asm/tlbflush.h+cnp=on")).unwrap();
+    assert_eq!(s.files.iter().map(|f| f.role.clone()).collect::<Vec<_>>(), [Role::Code, Role::Header("tlbflush.h".into())]);
+    assert!(s.cnp);
+    for (name, says) in [
+        ("c:", "names its files"),
+        (&format!("c:{linux}/include/asm/tlbflush.h"), "names no .c file"),
+        (&format!("c:{linux}/mm/context.c+{linux}/include/asm/cputype.h"), "no <asm/cputype.h> to replace"),
+        (&format!("c:{linux}/mm/context.c+cnp=maybe"), "cnp is on or off"),
+        (&format!("c:{linux}/mm/context.c+kpti=on"), "one option is cnp"),
+        ("c:/no/such/file.c", "cannot read /no/such/file.c"),
+    ] {
+        let e = Sources::parse(name).unwrap_err().to_string();
+        assert!(e.contains(says), "{name}: {e}");
+    }
+}
