@@ -1193,7 +1193,8 @@ fn a_data_race_in_a_c_file_is_a_violation_with_a_replay_token() {
     if !have_cc() {
         return;
     }
-    let args = ["check", "--c", "crates/c/tests/constructed/race.c", "--mode", "exhaustive", "--ops", "3", "--asids", "16"];
+    let args =
+        ["check", "--c", "crates/c/tests/constructed/race.c", "--mode", "exhaustive", "--ops", "3", "--asids", "16"];
     let o = tlbkit(&args);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));

@@ -1,9 +1,9 @@
 //! The shim tree tlbkit compiles a kernel file against, embedded in the
 //! binary and written out next to each build.
 //!
-//! Three headers a developer may replace with the kernel's own
-//! (`asm/mmu.h`, `asm/tlbflush.h`, `asm/mmu_context.h`) are files of their
-//! own; every other `<linux/...>` and `<asm/...>` header a file may include is
+//! Three headers are files of their own: `asm/mmu.h` and `asm/tlbflush.h`,
+//! which a developer may replace with the kernel's own, and
+//! `asm/mmu_context.h`; every other `<linux/...>` and `<asm/...>` header a file may include is
 //! one line that includes `tlbkit/kernel.h`, which holds the whole interface.
 
 /// The shim files with content of their own: `(path under the tree, text)`.
@@ -88,7 +88,8 @@ pub const ALIASES: &[&str] = &[
 ];
 
 /// The headers a developer may give in place of tlbkit's (by file name).
-pub const REPLACEABLE: &[&str] = &["mmu.h", "tlbflush.h", "mmu_context.h"];
+/// `asm/mmu_context.h` stays tlbkit's: the glue is written against it.
+pub const REPLACEABLE: &[&str] = &["mmu.h", "tlbflush.h"];
 
 /// Returns a hash of every shim file, which keys the build cache.
 pub fn version() -> u64 {

@@ -1,8 +1,7 @@
 //! The files a C policy is made of, named as `c:PATH[@REV][+PATH[@REV]...]`.
 //!
 //! A `.c` file is compiled; a header named like one of the shims' replaceable
-//! ones (`mmu.h`, `tlbflush.h`, `mmu_context.h`) is used in their place, as
-//! `<asm/NAME>`. `PATH@REV` reads the file as it is at the git revision `REV`
+//! ones (`mmu.h`, `tlbflush.h`) is used in their place, as `<asm/NAME>`. `PATH@REV` reads the file as it is at the git revision `REV`
 //! of the tree it lies in (`git show REV:PATH`), so that a kernel developer
 //! can compare the file before and after a patch without checking either out:
 //! `c:arch/arm64/mm/context.c@v6.12`. A part `cnp=on` is no file: it gives the
@@ -86,8 +85,10 @@ impl Sources {
 
 /// Reads one `PATH[@REV]`.
 fn read(part: &str) -> Result<Source, Error> {
+    // `PATH@REV`: the path names a .c or .h file, the revision is anything
+    // `git show` takes (`origin/master` included).
     let (path, rev) = match part.rsplit_once('@') {
-        Some((p, r)) if !r.is_empty() && !r.contains('/') && !p.is_empty() => (p, Some(r)),
+        Some((p, r)) if !r.is_empty() && (p.ends_with(".c") || p.ends_with(".h")) => (p, Some(r)),
         _ => (part, None),
     };
     let file_name = Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path).to_string();

@@ -28,6 +28,10 @@ fn a_file_at_a_revision_is_read_from_its_git_tree() {
     assert_eq!(now.files[0].text, b"/* patched */\n");
     let e = Sources::parse(&format!("c:{path}@no-such-rev")).unwrap_err().to_string();
     assert!(e.contains("no-such-rev") && e.contains("git show"), "{e}");
+    // A revision with a slash (a remote branch) is a revision, not a path.
+    assert!(git(&["branch", "-q", "topic/x"]).unwrap().status.success());
+    let branch = Sources::parse(&format!("c:{path}@topic/x")).unwrap();
+    assert_eq!(branch.files[0].text, b"/* as released */\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -35,12 +39,16 @@ fn a_file_at_a_revision_is_read_from_its_git_tree() {
 fn headers_replace_shims_by_name_and_options_are_no_files() {
     let linux = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linux/5e10f9887ed8-parent/arch/arm64");
     let s = Sources::parse(&format!("c:{linux}/mm/context.c+{linux}/include/asm/tlbflush.h+cnp=on")).unwrap();
-    assert_eq!(s.files.iter().map(|f| f.role.clone()).collect::<Vec<_>>(), [Role::Code, Role::Header("tlbflush.h".into())]);
+    assert_eq!(
+        s.files.iter().map(|f| f.role.clone()).collect::<Vec<_>>(),
+        [Role::Code, Role::Header("tlbflush.h".into())]
+    );
     assert!(s.cnp);
     for (name, says) in [
         ("c:", "names its files"),
         (&format!("c:{linux}/include/asm/tlbflush.h"), "names no .c file"),
         (&format!("c:{linux}/mm/context.c+{linux}/include/asm/cputype.h"), "no <asm/cputype.h> to replace"),
+        (&format!("c:{linux}/mm/context.c+{linux}/include/asm/mmu_context.h"), "no <asm/mmu_context.h> to replace"),
         (&format!("c:{linux}/mm/context.c+cnp=maybe"), "cnp is on or off"),
         (&format!("c:{linux}/mm/context.c+kpti=on"), "one option is cnp"),
         ("c:/no/such/file.c", "cannot read /no/such/file.c"),

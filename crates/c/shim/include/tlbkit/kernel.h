@@ -5,8 +5,8 @@
  * tlbkit's checker and simulator run.
  *
  * Every header of <linux/...> and <asm/...> that such a file includes comes
- * here, except the three a developer may give tlbkit in place of ours
- * (asm/mmu.h, asm/tlbflush.h, asm/mmu_context.h). What this file declares is
+ * here, except asm/mmu_context.h and the two a developer may give tlbkit in
+ * place of ours (asm/mmu.h, asm/tlbflush.h). What this file declares is
  * the kernel's interface, reimplemented: each marked access (READ_ONCE,
  * WRITE_ONCE, atomic64_*, refcount_*, test_and_*_bit) is a call into
  * tlbkit_ops, so that the checker sees and schedules it as it does a Rust
