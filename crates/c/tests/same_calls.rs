@@ -40,7 +40,7 @@ fn run<P: Policy>(p: &P, rust: bool) -> Vec<Vec<String>> {
         .map(|c| {
             c.take()
                 .into_iter()
-                .filter(|l| !l.starts_with("root Reserved") && !(ASID_ZERO.contains(&l.as_str()) && !rust))
+                .filter(|l| !l.starts_with("root Reserved") && (rust || !ASID_ZERO.contains(&l.as_str())))
                 .collect()
         })
         .collect()
