@@ -11,7 +11,7 @@ use tlbkit_check::CheckReport;
 pub struct CheckArgs {
     /// A policy from `tlbkit list`, a bug-zoo variant `zoo/<id>`, or a C
     /// policy `c:FILE[+FILE...]` (see --c).
-    #[arg(long, required_unless_present = "c", conflicts_with = "c")]
+    #[arg(long, required_unless_present_any = ["c", "resume"], conflicts_with = "c")]
     policy: Option<String>,
     /// A kernel C file to check as written: arch/arm64/mm/context.c, compiled
     /// with the system's C compiler (`cc`, or $TLBKIT_CC) against tlbkit's
@@ -126,6 +126,28 @@ pub struct CheckArgs {
     /// counts the script's operations too.
     #[arg(long, value_name = "FILE")]
     script: Option<std::path::PathBuf>,
+    /// Exhaustive mode: save the search in this directory as it runs (every
+    /// --checkpoint-every seconds, on SIGINT or SIGTERM, and at the memory
+    /// cap), so that `--resume DIR` goes on from where it got to. A save is
+    /// written to a temporary file and renamed, so a kill leaves the last one
+    /// whole.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: Option<std::path::PathBuf>,
+    /// Seconds between saves with --checkpoint (default 60).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    checkpoint_every: f64,
+    /// Go on with the search saved in this directory (by --checkpoint): the
+    /// same verdict and, once complete, the same states as a search never
+    /// stopped. The check is the save's; give no policy or shape. Saves go on
+    /// into the same directory. A save of another build of tlbkit is refused.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["policy", "c", "checkpoint", "quick", "deep", "cpus", "mms", "pages", "asids", "ops", "mode", "memory", "menu", "teardown", "from", "script"])]
+    resume: Option<std::path::PathBuf>,
+    /// Exhaustive mode: the most memory the visited states may take (e.g.
+    /// 8G, 512M). A search about to pass it saves itself (in --checkpoint's
+    /// directory, or ./tlbkit-checkpoint) and stops with exit 2, saying how
+    /// to go on with more.
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -158,7 +180,79 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
-    let opts = Options {
+    if a.resume.is_some() || a.checkpoint.is_some() || a.max_memory.is_some() {
+        return check_saving(a);
+    }
+    let (format, verbose) = (a.format, a.verbose);
+    let opts = options(a)?;
+    let plan = opts.plan()?;
+    let t = Instant::now();
+    // A spinner on a terminal (executions so far); nothing when stderr is not one.
+    let bar = crate::progress::spinner();
+    let mode = match &plan {
+        Plan::One(spec, _) => spec.mode.name(),
+        Plan::Portfolio(_) => "portfolio",
+        Plan::After(spec, _) => spec.mode.name(),
+    };
+    let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
+    bar.finish_and_clear();
+    let r = r?;
+    emit(&r, format == super::Format::Json, verbose)?;
+    eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
+    Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// `tlbkit check --checkpoint DIR`, `--resume DIR`, `--max-memory SIZE`: an
+/// exhaustive search of one shape that saves itself (`tlbkit_check::search::saved`).
+fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
+    let (format, verbose) = (a.format, a.verbose);
+    let max_memory = a
+        .max_memory
+        .as_deref()
+        .map(|m| tlbkit_check::search::saved::parse_size(m).map_err(|e| CliError::from(format!("--max-memory: {e}"))))
+        .transpose()?;
+    if !(a.checkpoint_every.is_finite() && a.checkpoint_every > 0.0) {
+        return Err(format!("--checkpoint-every {}: give seconds above 0", a.checkpoint_every).into());
+    }
+    let every = std::time::Duration::from_secs_f64(a.checkpoint_every);
+    let (spec, jobs, dir, resume) = match a.resume.clone() {
+        Some(dir) => {
+            let spec = tlbkit_check::run::saved_spec(&dir)?;
+            (spec, a.jobs, dir, true)
+        }
+        None => {
+            let dir = a.checkpoint.clone().unwrap_or_else(|| std::path::PathBuf::from("tlbkit-checkpoint"));
+            let opts = options(a)?;
+            let (spec, jobs) = opts.resolve()?;
+            if opts.from.is_some() || opts.script.is_some() || (opts.one_shape() && spec.mode.name() != "exhaustive") {
+                return Err("--checkpoint and --max-memory save an exhaustive search of one shape: give --mode \
+                            exhaustive (or --deep), without --from or --script"
+                    .into());
+            }
+            if !opts.one_shape() && spec.mode.name() != "exhaustive" {
+                return Err("--checkpoint and --max-memory save an exhaustive search of one shape: give the shape \
+                            (--cpus, --mms, ...) and --mode exhaustive, or --deep"
+                    .into());
+            }
+            (spec, jobs, dir, false)
+        }
+    };
+    let jobs = jobs.unwrap_or_else(tlbkit_check::run::default_jobs);
+    let persist = tlbkit_check::run::Persist { dir, every, max_memory, resume };
+    let t = Instant::now();
+    let r = tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist)?;
+    emit(&r, format == super::Format::Json, verbose)?;
+    eprintln!(
+        "tlbkit: checked in {:.2} s; the search is saved in {}",
+        t.elapsed().as_secs_f64(),
+        persist.dir.display()
+    );
+    Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// The library's options for the flags `a` gives.
+fn options(a: CheckArgs) -> Result<Options, CliError> {
+    Ok(Options {
         policy: match a.policy {
             Some(p) => p,
             None => {
@@ -191,22 +285,7 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
                     .map_err(|e| CliError::from(format!("--script {}: cannot read the script: {e}", f.display())))
             })
             .transpose()?,
-    };
-    let plan = opts.plan()?;
-    let t = Instant::now();
-    // A spinner on a terminal (executions so far); nothing when stderr is not one.
-    let bar = crate::progress::spinner();
-    let mode = match &plan {
-        Plan::One(spec, _) => spec.mode.name(),
-        Plan::Portfolio(_) => "portfolio",
-        Plan::After(spec, _) => spec.mode.name(),
-    };
-    let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
-    bar.finish_and_clear();
-    let r = r?;
-    emit(&r, a.format == super::Format::Json, a.verbose)?;
-    eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
-    Ok(if r.counterexample.is_some() { 3 } else { 0 })
+    })
 }
 
 /// Runs `tlbkit replay`; returns the exit code (3 when the violation recurs).

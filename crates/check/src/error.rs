@@ -114,6 +114,23 @@ pub enum Error {
         /// What went wrong, with the test's name.
         why: String,
     },
+    /// A saved search that cannot be written, read or resumed here.
+    Saved {
+        /// Why, with the file.
+        why: String,
+    },
+    /// A saving search stopped before its end (a signal, the memory cap),
+    /// saved where it got to.
+    Stopped {
+        /// Why.
+        why: crate::search::saved::Stopped,
+        /// The states reached.
+        states: u64,
+        /// The cap, if there was one.
+        cap: Option<u64>,
+        /// The save's directory.
+        dir: String,
+    },
     /// Text that is not a replay token tlbkit can replay.
     BadToken {
         /// The token, its first 120 characters.
@@ -139,6 +156,7 @@ impl Error {
             Error::JobsNotExhaustive { .. } | Error::NoJobs => Some(Param::Jobs),
             Error::NoExecution => Some(Param::Iterations),
             Error::NothingStarted { .. } => Some(Param::Menu),
+            Error::Saved { .. } | Error::Stopped { .. } => None,
             Error::BadToken { .. } | Error::LitmusRead { .. } | Error::Litmus(_) | Error::LitmusRun { .. } => None,
         }
     }
@@ -208,6 +226,25 @@ impl Error {
             Error::Litmus(e) => e.to_string(),
             Error::LitmusRun { why } => {
                 format!("{why}; the test is outside the subset tlbkit models (see `tlbkit litmus --help`)")
+            }
+            Error::Saved { why } => why.clone(),
+            Error::Stopped { why, states, cap, dir } => {
+                let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
+                let what = match why {
+                    crate::search::saved::Stopped::Signal => format!("interrupted after {states} states"),
+                    crate::search::saved::Stopped::Memory(need) => format!(
+                        "the visited set needs {} to go on past {states} states, over the cap of {}",
+                        mib(*need),
+                        mib(cap.unwrap_or(0))
+                    ),
+                };
+                let more = match why {
+                    crate::search::saved::Stopped::Memory(need) => {
+                        format!(" --max-memory {}M", ((2 * need) >> 20).max(1))
+                    }
+                    crate::search::saved::Stopped::Signal => String::new(),
+                };
+                format!("{what}; the search is saved in {dir}: go on with `tlbkit check --resume {dir}{more}`")
             }
             Error::BadToken { shown, why } => {
                 format!("not a tlbkit replay token ({why}): '{shown}'; copy it whole from `tlbkit check`'s output")

@@ -10,6 +10,7 @@ use crate::search::{self, Chooser, Randomised, Replay, Stats};
 use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
 use crate::token::{decode, encode};
+use std::sync::atomic::AtomicU64;
 use tlbkit_policy::Policy;
 use tlbkit_registry::WithPolicy;
 
@@ -139,6 +140,44 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
 /// counterexample reported is the one a one-worker search finds (it searches
 /// again with one worker), so the output does not depend on `jobs` either.
 pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, Error> {
+    exhaustive_jobs(spec, jobs, None)
+}
+
+/// Where and how an exhaustive check saves itself (`--checkpoint DIR`,
+/// `--checkpoint-every`, `--max-memory`) and whether it goes on from the
+/// save there (`--resume DIR`). See [`search::saved`].
+#[derive(Clone, Debug)]
+pub struct Persist {
+    /// The save's directory.
+    pub dir: std::path::PathBuf,
+    /// Seconds between saves.
+    pub every: std::time::Duration,
+    /// The most bytes the visited set may take.
+    pub max_memory: Option<u64>,
+    /// Go on from the save in `dir`.
+    pub resume: bool,
+}
+
+/// Returns the spec of the check whose search is saved in `dir`, read from
+/// the save (`tlbkit check --resume DIR` needs nothing else).
+pub fn saved_spec(dir: &std::path::Path) -> Result<CheckSpec, Error> {
+    let (identity, _) = search::saved::open(dir).map_err(|why| Error::Saved { why })?;
+    let token = identity.split_once(' ').map_or("", |(_, t)| t);
+    let (spec, _) = decode(token).map_err(|_| Error::Saved {
+        why: format!("{}: the save names no check this tlbkit can read", dir.join(search::saved::FILE).display()),
+    })?;
+    Ok(CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..spec })
+}
+
+/// [`check_exhaustive_jobs`], saving the search as `persist` says and going
+/// on from its save if asked: the same verdict and, once complete, the same
+/// states as a search never stopped. A signal or the memory cap ends it
+/// with [`Error::Stopped`], the search saved.
+pub fn check_exhaustive_saving(spec: &CheckSpec, jobs: usize, persist: &Persist) -> Result<CheckReport, Error> {
+    exhaustive_jobs(spec, jobs, Some(persist))
+}
+
+fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> Result<CheckReport, Error> {
     if spec.mode != Mode::Exhaustive {
         return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
     }
@@ -149,19 +188,45 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
     // Resolve the policy and build its configuration once here, so that a bad
     // name or size fails (with its own message) before any thread starts.
     validate_build(spec)?;
-    let started = std::sync::atomic::AtomicUsize::new(0);
-    let reached = [std::sync::atomic::AtomicU32::new(0), std::sync::atomic::AtomicU32::new(0)];
+    // Operations started, rollovers and initiating CPUs of one execution at
+    // most: saved with the search.
+    let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
     // A policy may still refuse the shape when it is built (too few ASIDs for
     // the CPUs): every worker then stops at once, and this is why.
     let refused = std::sync::Mutex::new(None);
     let each = |worker: search::Worker<'_>| {
-        if let Err(e) = with_spec_policy(spec, Work { shape: &shape, worker, started: &started, reached: &reached }) {
+        if let Err(e) = with_spec_policy(spec, Work { shape: &shape, worker, counters: &counters }) {
             refused.lock().expect("no worker panicked holding it").get_or_insert(e);
         }
     };
-    let (stats, found) = search::exhaustive_parallel(&each, jobs, spec.iterations);
+    let saving = persist.map(|p| search::saved::Saving {
+        dir: p.dir.clone(),
+        every: p.every,
+        max_memory: p.max_memory,
+        identity: format!("{} {}", search::saved::binary_id(), encode(spec, &[])),
+    });
+    let body = match (persist, &saving) {
+        (Some(p), Some(s)) if p.resume => {
+            Some(search::saved::read(&p.dir, &s.identity).map_err(|why| Error::Saved { why })?)
+        }
+        _ => None,
+    };
+    if saving.is_some() {
+        search::saved::catch_signals();
+    }
+    let (stats, found, stopped) = search::exhaustive_saving(
+        &each,
+        jobs,
+        spec.iterations,
+        saving.as_ref().map(|s| (s, &counters[..])),
+        body.as_deref(),
+    )
+    .map_err(|why| Error::Saved { why })?;
     if let Some(e) = refused.into_inner().expect("no worker panicked holding it") {
         return Err(e);
+    }
+    if let (Some(why), Some(p)) = (stopped, persist) {
+        return Err(Error::Stopped { why, states: stats.states, cap: p.max_memory, dir: p.dir.display().to_string() });
     }
     if found.is_some() {
         return check(spec);
@@ -169,11 +234,12 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
     if stats.executions == 0 {
         return Err(Error::NoExecution);
     }
-    if started.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+    let [started, rollovers, initiators] = counters.map(AtomicU64::into_inner);
+    if started == 0 {
         return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
     }
-    let [rollovers, initiators] = reached.map(std::sync::atomic::AtomicU32::into_inner);
-    let mut r = report(spec, spec.mode.name(), stats, Reached { rollovers, initiators }, None);
+    let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
+    let mut r = report(spec, spec.mode.name(), stats, reached, None);
     r.workers = jobs;
     Ok(r)
 }
@@ -262,23 +328,23 @@ impl WithPolicy for Coverage<'_> {
 struct Work<'a, 'w> {
     shape: &'a Shape,
     worker: search::Worker<'w>,
-    started: &'a std::sync::atomic::AtomicUsize,
-    /// The most rollovers and initiating CPUs of one execution ([`Reached`]).
-    reached: &'a [std::sync::atomic::AtomicU32; 2],
+    /// The most operations started, rollovers and initiating CPUs of one
+    /// execution ([`Reached`]).
+    counters: &'a [AtomicU64; 3],
 }
 
 impl WithPolicy for Work<'_, '_> {
     type Out = ();
     fn with<P: Policy>(self, build: &dyn Fn() -> P) {
         use std::sync::atomic::Ordering::Relaxed;
-        let (shape, started, reached) = (self.shape, self.started, self.reached);
+        let (shape, counters) = (self.shape, self.counters);
         let mut saved = exec::Checkpoints::new();
         (self.worker)(&mut |c: &mut dyn Chooser| {
             let out = exec::run_from(&mut saved, shape, build, c);
-            started.fetch_max(out.ops, Relaxed);
             let r = Reached::of(&out);
-            reached[0].fetch_max(r.rollovers, Relaxed);
-            reached[1].fetch_max(r.initiators, Relaxed);
+            counters[0].fetch_max(out.ops as u64, Relaxed);
+            counters[1].fetch_max(u64::from(r.rollovers), Relaxed);
+            counters[2].fetch_max(u64::from(r.initiators), Relaxed);
             out
         });
     }

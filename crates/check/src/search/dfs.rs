@@ -64,6 +64,61 @@ impl std::ops::Index<usize> for Labels {
 }
 
 impl Node {
+    /// Writes the node into a saved search.
+    pub(super) fn save(&self, w: &mut super::saved::Writer) {
+        w.u8(u8::from(self.sched));
+        w.u8(self.labels.len);
+        self.labels.at.iter().for_each(|&a| w.u8(a));
+        for list in [&self.sleep, &self.done] {
+            w.u64(list.len() as u64);
+            for (label, foot) in list {
+                w.u32(*label);
+                foot.save(w);
+            }
+        }
+        match &self.foot {
+            Some(f) => {
+                w.u8(1);
+                f.save(w);
+            }
+            None => w.u8(0),
+        }
+        w.u64(self.skip);
+        match self.unless_local {
+            Some(m) => {
+                w.u8(1);
+                w.u64(m);
+            }
+            None => w.u8(0),
+        }
+    }
+
+    /// Reads what [`Node::save`] wrote.
+    pub(super) fn load(r: &mut super::saved::Reader<'_>) -> Result<Node, String> {
+        let sched = r.u8()? != 0;
+        let len = r.u8()?;
+        let mut at = [0u8; 16];
+        for a in &mut at {
+            *a = r.u8()?;
+        }
+        if len as usize > at.len() {
+            return Err("a choice with too many options".into());
+        }
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in &mut lists {
+            let n = r.len(5)?;
+            for _ in 0..n {
+                let label = r.u32()?;
+                list.push((label, Foot::load(r)?));
+            }
+        }
+        let [sleep, done] = lists;
+        let foot = if r.u8()? != 0 { Some(Foot::load(r)?) } else { None };
+        let skip = r.u64()?;
+        let unless_local = if r.u8()? != 0 { Some(r.u64()?) } else { None };
+        Ok(Node { sched, labels: Labels { len, at }, sleep, done, foot, skip, unless_local })
+    }
+
     /// Returns the next option after `taken` this visit explores.
     pub(super) fn next_option(&self, taken: u32, n: u32) -> Option<u32> {
         (taken + 1..n).find(|&k| !self.sched || self.skip & (1 << self.labels[k as usize]) == 0)

@@ -16,13 +16,14 @@ mod pct;
 mod prefix;
 mod random;
 mod replay;
+pub mod saved;
 mod script;
 mod shrink;
 mod visited;
 
 pub use dfs::{with_checkpoints, with_local_steps, with_reduction, with_renaming};
 pub use exhaustive::exhaustive;
-pub use parallel::{exhaustive_parallel, Worker};
+pub use parallel::{exhaustive_parallel, exhaustive_saving, Worker};
 pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
@@ -206,7 +207,38 @@ impl FieldSet {
     }
 }
 
+impl FieldSet {
+    fn save(&self, w: &mut saved::Writer) {
+        w.u8(self.len);
+        self.at.iter().for_each(|&k| w.u32(k));
+    }
+
+    fn load(r: &mut saved::Reader<'_>) -> Result<Self, String> {
+        let len = r.u8()?;
+        if len as usize > FOOT_FIELDS {
+            return Err("a footprint with too many fields".into());
+        }
+        let mut at = [0; FOOT_FIELDS];
+        for a in &mut at {
+            *a = r.u32()?;
+        }
+        Ok(FieldSet { len, at })
+    }
+}
+
 impl Foot {
+    /// Writes the footprint into a saved search.
+    pub(super) fn save(&self, w: &mut saved::Writer) {
+        self.reads.save(w);
+        self.writes.save(w);
+        w.u8(u8::from(self.global));
+    }
+
+    /// Reads what [`Foot::save`] wrote.
+    pub(super) fn load(r: &mut saved::Reader<'_>) -> Result<Self, String> {
+        Ok(Foot { reads: FieldSet::load(r)?, writes: FieldSet::load(r)?, global: r.u8()? != 0 })
+    }
+
     /// Returns the footprint of a step that may have done anything.
     pub fn global() -> Self {
         Foot { global: true, ..Foot::default() }

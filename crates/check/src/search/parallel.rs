@@ -2,11 +2,17 @@
 //! the work split by subtrees.
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
+use super::saved::{self, Reader, Saving, Stopped, Writer};
 use super::visited::{visit, Visited};
-use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
+use super::{recycle_choices, Choice, Chooser, Outcome, Point, Stats};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 /// One worker's part of a parallel exhaustive search: the subtree below a
-/// prefix of choices, explored depth-first as [`exhaustive`](fn@super::exhaustive) does.
+/// prefix of choices, explored depth-first as [`exhaustive`](fn@super::exhaustive) does
+/// (also the work queue's items, and what a saved search keeps of the
+/// frontier: a subtree put back is positioned at the execution it runs next).
+#[derive(Clone)]
 struct Subtree {
     /// The choices of the current execution; the first `frozen` are the
     /// subtree's root and never change.
@@ -18,14 +24,50 @@ struct Subtree {
     nodes: Vec<Node>,
 }
 
-/// A subtree to explore: the choices to its root and what the search keeps
-/// for each.
-type Root = (Vec<Choice>, Vec<Node>);
+impl Subtree {
+    /// The subtree below the root `stack` (each choice's option taken there
+    /// its only one), with what the search keeps for each choice.
+    fn below(stack: Vec<Choice>, nodes: Vec<Node>) -> Subtree {
+        Subtree { ends: stack.iter().map(|c| c.taken + 1).collect(), frozen: stack.len(), stack, nodes }
+    }
+
+    fn save(&self, w: &mut Writer) {
+        w.u64(self.stack.len() as u64);
+        for c in &self.stack {
+            w.u8(u8::from(c.point == Point::Op));
+            w.u32(c.n);
+            w.u32(c.taken);
+        }
+        w.u64(self.frozen as u64);
+        w.u64(self.ends.len() as u64);
+        self.ends.iter().for_each(|&e| w.u32(e));
+        w.u64(self.nodes.len() as u64);
+        self.nodes.iter().for_each(|n| n.save(w));
+    }
+
+    fn load(r: &mut Reader<'_>) -> Result<Subtree, String> {
+        let n = r.len(9)?;
+        let mut stack = Vec::with_capacity(n);
+        for _ in 0..n {
+            let point = if r.u8()? != 0 { Point::Op } else { Point::Sched };
+            stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });
+        }
+        let frozen = r.u64()? as usize;
+        let ne = r.len(4)?;
+        let ends = (0..ne).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
+        let nn = r.len(1)?;
+        let nodes = (0..nn).map(|_| Node::load(r)).collect::<Result<Vec<_>, _>>()?;
+        if frozen > stack.len() || ends.len() != stack.len() || nodes.len() != stack.len() {
+            return Err("a subtree whose parts disagree".into());
+        }
+        Ok(Subtree { stack, frozen, ends, nodes })
+    }
+}
 
 /// The state the workers of [`exhaustive_parallel`] share.
 struct Shared {
-    /// Subtree roots not yet taken, and how many workers are exploring.
-    work: std::sync::Mutex<(Vec<Root>, usize)>,
+    /// Subtrees not yet taken, and how many workers are exploring.
+    work: std::sync::Mutex<(Vec<Subtree>, usize)>,
     wake: std::sync::Condvar,
     /// The visited set, in shards locked one at a time (by bits of the hash).
     visited: Vec<Shard>,
@@ -35,6 +77,14 @@ struct Shared {
     /// Set when a violation is found or the execution cap is reached.
     stop: std::sync::atomic::AtomicBool,
     found: std::sync::Mutex<Option<Outcome>>,
+    /// Set while a saved search writes itself: workers put their subtrees
+    /// back and wait.
+    pause: AtomicBool,
+    /// The bytes the visited set's tables take, and the most they may.
+    table_bytes: AtomicU64,
+    max_bytes: u64,
+    /// Set (to the bytes needed) when the visited set would pass `max_bytes`.
+    over: AtomicU64,
 }
 
 /// A shard of the visited set, alone on its cache lines (two adjacent
@@ -46,10 +96,80 @@ struct Shard(std::sync::Mutex<Visited>);
 const SHARDS: usize = 64;
 
 impl Shared {
+    fn new(work: Vec<Subtree>, visited: Vec<Visited>, max_bytes: u64) -> Shared {
+        let table_bytes = visited.iter().map(Visited::bytes).sum::<u64>();
+        Shared {
+            work: std::sync::Mutex::new((work, 0)),
+            wake: std::sync::Condvar::new(),
+            visited: visited.into_iter().map(|v| Shard(std::sync::Mutex::new(v))).collect(),
+            executions: 0.into(),
+            pruned: 0.into(),
+            max_steps: 0.into(),
+            stop: false.into(),
+            found: std::sync::Mutex::new(None),
+            pause: false.into(),
+            table_bytes: table_bytes.into(),
+            max_bytes,
+            over: 0.into(),
+        }
+    }
+
     fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
         // Bits the shard's own table does not index its slots by (the low bits).
         let shard = (state >> 32) as usize % SHARDS;
-        visit(&mut self.visited[shard].0.lock().expect("no worker panicked holding a shard"), state, asleep)
+        let mut v = self.visited[shard].0.lock().expect("no worker panicked holding a shard");
+        let (before, after) = (v.bytes(), v.bytes_after_insert());
+        if after > before {
+            let total = self.table_bytes.fetch_add(after - before, Relaxed) + after - before;
+            if total > self.max_bytes {
+                // One shard's growth past the cap at most: the saver stops the search next.
+                self.over.fetch_max(total, Relaxed);
+            }
+        }
+        visit(&mut v, state, asleep)
+    }
+
+    /// Writes the counters, the visited set and the queue (every worker waiting).
+    fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
+        w.u64(self.executions.load(Relaxed));
+        w.u64(self.pruned.load(Relaxed));
+        w.u64(self.max_steps.load(Relaxed) as u64);
+        w.u64(extra.len() as u64);
+        extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
+        w.u64(self.visited.len() as u64);
+        for s in &self.visited {
+            s.0.lock().expect("no worker panicked holding a shard").save(w);
+        }
+        let q = self.work.lock().expect("no worker panicked holding the queue");
+        w.u64(q.0.len() as u64);
+        q.0.iter().for_each(|t| t.save(w));
+    }
+
+    /// Reads what [`Shared::save`] wrote into a search that goes on from it.
+    fn load(body: &[u8], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
+        let mut r = Reader::new(body);
+        let (executions, pruned, max_steps) = (r.u64()?, r.u64()?, r.u64()?);
+        let n = r.len(8)?;
+        if n != extra.len() {
+            return Err("a save of another kind of search".into());
+        }
+        for e in extra {
+            e.store(r.u64()?, Relaxed);
+        }
+        if r.len(9)? != SHARDS {
+            return Err("a save with another number of shards".into());
+        }
+        let visited = (0..SHARDS).map(|_| Visited::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
+        let nq = r.len(8)?;
+        let work = (0..nq).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
+        if !r.done() {
+            return Err("bytes after the end of the save".into());
+        }
+        let shared = Shared::new(work, visited, max_bytes);
+        shared.executions.store(executions, Relaxed);
+        shared.pruned.store(pruned, Relaxed);
+        shared.max_steps.store(max_steps as usize, Relaxed);
+        Ok(shared)
     }
 }
 
@@ -82,18 +202,36 @@ pub fn exhaustive_parallel(
     jobs: usize,
     max_executions: u64,
 ) -> (Stats, Option<Outcome>) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let shared = Shared {
-        work: std::sync::Mutex::new((vec![(Vec::new(), Vec::new())], 0)),
-        wake: std::sync::Condvar::new(),
-        visited: (0..SHARDS).map(|_| Shard(std::sync::Mutex::new(Visited::default()))).collect(),
-        executions: 0.into(),
-        pruned: 0.into(),
-        max_steps: 0.into(),
-        stop: false.into(),
-        found: std::sync::Mutex::new(None),
+    let (stats, found, _) = exhaustive_saving(each, jobs, max_executions, None, None)
+        .expect("a search that neither saves nor resumes cannot fail to");
+    (stats, found)
+}
+
+/// [`exhaustive_parallel`], saving itself as [`saved`] says when `saving`
+/// is given (with the caller's own counters, `extra`, saved and restored
+/// beside the search's), and going on from the save body `resume` when
+/// that is given. Returns, besides the statistics and a violation, why the
+/// search stopped before its end if it did (a signal, the memory cap; the
+/// last save then holds where it got to), or why `resume` cannot be read.
+pub fn exhaustive_saving(
+    each: &(dyn Fn(Worker<'_>) + Sync),
+    jobs: usize,
+    max_executions: u64,
+    saving: Option<(&Saving, &[AtomicU64])>,
+    resume: Option<&[u8]>,
+) -> Result<(Stats, Option<Outcome>, Option<Stopped>), String> {
+    let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
+    let shared = match resume {
+        Some(body) => Shared::load(body, saving.map_or(&[][..], |(_, e)| e), max_bytes)?,
+        None => Shared::new(
+            vec![Subtree::below(Vec::new(), Vec::new())],
+            (0..SHARDS).map(|_| Visited::default()).collect(),
+            max_bytes,
+        ),
     };
     let switches = SWITCHES.with(std::cell::Cell::get);
+    let mut stopped = None;
+    let mut save_error = None;
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -101,19 +239,28 @@ pub fn exhaustive_parallel(
                 // it forever; the scope then passes the panic on.
                 let _stop = StopOnPanic(&shared);
                 each(&mut |run| {
-                    while let Some(root) = take_work(&shared) {
-                        explore(run, root, &shared, max_executions, switches);
+                    while let Some(t) = take_work(&shared) {
+                        explore(run, t, &shared, max_executions, switches);
                         let mut w = shared.work.lock().expect("no worker panicked holding the queue");
                         w.1 -= 1;
-                        if w.0.is_empty() && w.1 == 0 {
+                        if w.1 == 0 {
                             shared.wake.notify_all();
                         }
                     }
                 })
             });
         }
+        if let Some((s, extra)) = saving {
+            match saver(&shared, s, extra) {
+                Ok(why) => stopped = why,
+                Err(e) => save_error = Some(e),
+            }
+        }
     });
-    let stopped = shared.stop.load(Relaxed);
+    if let Some(e) = save_error {
+        return Err(e);
+    }
+    let halted = shared.stop.load(Relaxed);
     let found = shared.found.into_inner().expect("no worker panicked holding the result");
     let executions = shared.executions.load(Relaxed);
     let stats = Stats {
@@ -121,10 +268,72 @@ pub fn exhaustive_parallel(
         states: shared.visited.iter().map(|v| v.0.lock().expect("no worker panicked").len() as u64).sum(),
         pruned: shared.pruned.load(Relaxed),
         max_steps: shared.max_steps.load(Relaxed),
-        // The workers stop early only at a violation or at the cap.
-        complete: !stopped,
+        // The workers stop early only at a violation, at the cap, or to save and stop.
+        complete: !halted,
     };
-    (stats, found)
+    Ok((stats, found, stopped))
+}
+
+/// Saves the search every `s.every`, and at once (then stops it) on a
+/// signal or when the visited set would pass the cap; returns when the
+/// search is over, with why it stopped it if it did.
+fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stopped>, String> {
+    let mut last = std::time::Instant::now();
+    loop {
+        {
+            let w = shared.work.lock().expect("no worker panicked holding the queue");
+            let over = (w.0.is_empty() && w.1 == 0) || shared.stop.load(Relaxed);
+            if over {
+                // The end: a last save of the finished search (an empty frontier)
+                // unless it stopped at a violation or the execution cap.
+                drop(w);
+                if !shared.stop.load(Relaxed) {
+                    write(shared, s, extra)?;
+                }
+                return Ok(None);
+            }
+            let _ = shared.wake.wait_timeout(w, Duration::from_millis(50)).expect("no worker panicked");
+        }
+        let why = if saved::signalled() {
+            Some(Stopped::Signal)
+        } else {
+            match shared.over.load(Relaxed) {
+                0 => None,
+                need => Some(Stopped::Memory(need)),
+            }
+        };
+        if why.is_none() && last.elapsed() < s.every {
+            continue;
+        }
+        // Pause: every worker puts its subtree back and waits.
+        shared.pause.store(true, Relaxed);
+        {
+            let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+            while w.1 > 0 {
+                w = shared.wake.wait(w).expect("no worker panicked holding the queue");
+            }
+        }
+        if !shared.stop.load(Relaxed) {
+            write(shared, s, extra)?;
+        }
+        last = std::time::Instant::now();
+        let _w = shared.work.lock().expect("no worker panicked holding the queue");
+        if why.is_some() {
+            shared.stop.store(true, Relaxed);
+        }
+        shared.pause.store(false, Relaxed);
+        shared.wake.notify_all();
+        if why.is_some() {
+            return Ok(why);
+        }
+    }
+}
+
+/// Writes the search (paused) into its save.
+fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<(), String> {
+    let mut w = Writer::default();
+    shared.save(&mut w, extra);
+    saved::write(&s.dir, &s.identity, &w.0).map_err(|e| format!("cannot save the search in {}: {e}", s.dir.display()))
 }
 
 /// Stops the search and wakes every waiting worker if the worker holding it
@@ -145,12 +354,16 @@ impl Drop for StopOnPanic<'_> {
 
 /// Waits for a subtree to explore; `None` when the search is over (no work
 /// left and no worker that could make more, or a stop).
-fn take_work(shared: &Shared) -> Option<Root> {
+fn take_work(shared: &Shared) -> Option<Subtree> {
     let mut w = shared.work.lock().expect("no worker panicked holding the queue");
     loop {
         if shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
             shared.wake.notify_all();
             return None;
+        }
+        if shared.pause.load(Relaxed) {
+            w = shared.wake.wait(w).expect("no worker panicked holding the queue");
+            continue;
         }
         if let Some(root) = w.0.pop() {
             w.1 += 1;
@@ -168,17 +381,18 @@ fn take_work(shared: &Shared) -> Option<Root> {
 /// workers wait for it.
 fn explore(
     run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome,
-    root: Root,
+    mut t: Subtree,
     shared: &Shared,
     max: u64,
     switches: Switches,
 ) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let (root, nodes) = root;
-    let frozen = root.len();
-    let mut t = Subtree { ends: root.iter().map(|c| c.taken + 1).collect(), stack: root, frozen, nodes };
     loop {
         if shared.stop.load(Relaxed) {
+            return;
+        }
+        if shared.pause.load(Relaxed) {
+            // Positioned at its next execution: the saved frontier holds it as it is.
+            shared.work.lock().expect("no worker panicked holding the queue").0.push(t);
             return;
         }
         if shared.executions.fetch_add(1, Relaxed) >= max {
@@ -239,7 +453,7 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
         root.push(Choice { taken: j, ..t.stack[i] });
         let mut nodes = t.nodes[..i].to_vec();
         nodes.push(node.clone());
-        w.0.push((root, nodes));
+        w.0.push(Subtree::below(root, nodes));
         k = j;
     }
     t.ends[i] = t.stack[i].taken + 1;

@@ -22,6 +22,55 @@ impl Visited {
         self.len + self.zero.is_some() as usize
     }
 
+    /// Returns the bytes its table takes.
+    pub(super) fn bytes(&self) -> u64 {
+        (self.slots.len() * std::mem::size_of::<(u64, u64)>()) as u64
+    }
+
+    /// Returns the bytes its table would take after the next insertion.
+    pub(super) fn bytes_after_insert(&self) -> u64 {
+        if 4 * (self.len + 1) > 3 * self.slots.len() {
+            2 * self.bytes().max(16 * std::mem::size_of::<(u64, u64)>() as u64 / 2)
+        } else {
+            self.bytes()
+        }
+    }
+
+    /// Writes every entry into a saved search.
+    pub(super) fn save(&self, w: &mut super::saved::Writer) {
+        w.u64(self.len as u64);
+        match self.zero {
+            Some(m) => {
+                w.u8(1);
+                w.u64(m);
+            }
+            None => w.u8(0),
+        }
+        for &(k, v) in self.slots.iter().filter(|&&(k, _)| k != 0) {
+            w.u64(k);
+            w.u64(v);
+        }
+    }
+
+    /// Reads what [`Visited::save`] wrote.
+    pub(super) fn load(r: &mut super::saved::Reader<'_>) -> Result<Visited, String> {
+        let n = r.len(16)?;
+        let zero = if r.u8()? != 0 { Some(r.u64()?) } else { None };
+        let mut v = Visited { zero, ..Visited::default() };
+        for _ in 0..n {
+            let (k, m) = (r.u64()?, r.u64()?);
+            if k == 0 {
+                return Err("a visited state of hash 0 among the others".into());
+            }
+            let (mask, first) = v.entry(k, m);
+            if !first {
+                return Err("a visited state saved twice".into());
+            }
+            *mask = m;
+        }
+        Ok(v)
+    }
+
     /// Returns the mask of `state`, inserting `asleep` first if it has none
     /// (then with `true`).
     fn entry(&mut self, state: u64, asleep: u64) -> (&mut u64, bool) {

@@ -1,0 +1,147 @@
+//! Saved searches (`tlbkit check --checkpoint DIR`, `--resume DIR`,
+//! `--max-memory SIZE`): a search killed at any moment and resumed ends as
+//! one never stopped; a search over its memory cap saves itself and stops
+//! with exit 2; a save of another build is refused in one line.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A small exhaustive shape: seconds in a debug build.
+const SHAPE: &[&str] = &[
+    "check",
+    "--policy",
+    "arm64-linux",
+    "--mode",
+    "exhaustive",
+    "--cpus",
+    "2",
+    "--mms",
+    "3",
+    "--asids",
+    "4",
+    "--ops",
+    "4",
+    "--pages",
+    "1",
+    "--jobs",
+    "1",
+    "--format",
+    "json",
+];
+
+fn tlbkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
+}
+
+/// The verdict and state count of a report.
+fn verdict(o: &Output) -> (Option<String>, u64, bool) {
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    });
+    (j["counterexample"]["property"].as_str().map(String::from), j["states"].as_u64().unwrap(), j["complete"] == true)
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tlbkit-saved-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_search_killed_at_a_random_point_and_resumed_ends_as_one_never_stopped() {
+    let t = Instant::now();
+    let whole = tlbkit(SHAPE);
+    let took = t.elapsed();
+    let expect = verdict(&whole);
+    assert!(expect.2 && expect.1 > 10_000, "{expect:?}");
+    // A point between a fifth and four fifths of the uninterrupted run, from
+    // the clock (TLBKIT_TEST_KILL_MS fixes it to reproduce a failure).
+    let ms = std::env::var("TLBKIT_TEST_KILL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let ms = took.as_millis() as u64;
+        ms / 5 + u64::from(nanos) % (3 * ms / 5).max(1)
+    });
+    eprintln!("killing after {ms} ms (TLBKIT_TEST_KILL_MS={ms} repeats it)");
+    let dir = scratch("kill");
+    let d = dir.display().to_string();
+    let mut args = SHAPE.to_vec();
+    args.extend(["--checkpoint", &d, "--checkpoint-every", "0.05"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(ms));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(dir.join("search.ckpt").exists(), "a save within {ms} ms (TLBKIT_TEST_KILL_MS={ms})");
+    let resumed = tlbkit(&["check", "--resume", &d, "--jobs", "1", "--format", "json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(verdict(&resumed), expect, "killed after {ms} ms (TLBKIT_TEST_KILL_MS={ms})");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_search_over_its_memory_cap_saves_itself_and_stops_with_exit_2() {
+    let dir = scratch("cap");
+    let d = dir.display().to_string();
+    let mut args = SHAPE.to_vec();
+    args.extend(["--checkpoint", &d, "--max-memory", "1M"]);
+    let o = tlbkit(&args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("over the cap of 1.0 MiB") && err.contains(&format!("--resume {d} --max-memory")), "{err}");
+    let more = tlbkit(&["check", "--resume", &d, "--max-memory", "64M", "--jobs", "1", "--format", "json"]);
+    assert_eq!(more.status.code(), Some(0), "{}", String::from_utf8_lossy(&more.stderr));
+    assert_eq!(verdict(&more), verdict(&tlbkit(SHAPE)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
+    let dir = scratch("other");
+    let d = dir.display().to_string();
+    let mut args = SHAPE.to_vec();
+    let ops = args.iter().position(|a| *a == "--ops").unwrap() + 1;
+    args[ops] = "2";
+    args.extend(["--checkpoint", &d]);
+    assert_eq!(tlbkit(&args).status.code(), Some(0));
+    // The save's identity starts with the binary's hash: make it another's.
+    let path = dir.join("search.ckpt");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = 8 + 4 + 8;
+    bytes[at..at + 16].copy_from_slice(b"0123456789abcdef");
+    std::fs::write(&path, bytes).unwrap();
+    for (args, says) in [
+        (vec!["check", "--resume", d.as_str()], "another build of tlbkit"),
+        (vec!["check", "--resume", "/no/such/dir"], "no saved search to resume"),
+    ] {
+        let o = tlbkit(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(says), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_saving_search_finds_the_counterexample_a_plain_one_finds() {
+    let dir = scratch("found");
+    let d = dir.display().to_string();
+    let base = ["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8", "--mode", "exhaustive", "--format", "json"];
+    let plain = tlbkit(&base);
+    let mut args = base.to_vec();
+    args.extend(["--checkpoint", &d]);
+    let saving = tlbkit(&args);
+    assert_eq!(saving.status.code(), Some(3), "{}", String::from_utf8_lossy(&saving.stderr));
+    let token = |o: &Output| {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        j["counterexample"]["token"].as_str().map(String::from)
+    };
+    assert!(token(&plain).is_some());
+    assert_eq!(token(&saving), token(&plain));
+    let _ = std::fs::remove_dir_all(&dir);
+}
