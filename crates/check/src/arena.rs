@@ -47,7 +47,27 @@ struct Region {
     /// Per size class: the first free block (0 when none); each free block's
     /// first word is the next.
     heads: [Cell<usize>; CLASSES],
+    /// The region [`ensure`] reserved for this thread, if it has one: it goes
+    /// to [`SPARE`] when the thread ends (or adopts another), for the next
+    /// thread (a region is never freed: another thread may still free a
+    /// block it holds into it).
+    own: Cell<usize>,
 }
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        let own = self.own.get();
+        if own != 0 {
+            SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(own);
+        }
+    }
+}
+
+/// Regions of threads that ended, for [`ensure`] to hand out again: a
+/// process that starts checker threads by the thousand (a distributed
+/// search's tasks, one search after another) needs as many regions as it
+/// has threads at once, not as it ever had.
+static SPARE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
 
 /// [`Region::floor`] while nothing is recycled.
 const NO_RECYCLING: usize = usize::MAX;
@@ -73,6 +93,7 @@ thread_local! {
             active: Cell::new(false),
             floor: Cell::new(NO_RECYCLING),
             heads: [const { Cell::new(0) }; CLASSES],
+            own: Cell::new(0),
         }
     };
 }
@@ -213,14 +234,22 @@ pub const ARENA_BYTES: usize = 64 << 20;
 pub fn ensure() -> usize {
     REGION.with(|r| {
         if r.len.get() == 0 {
-            let layout = Layout::from_size_align(ARENA_BYTES, 4096).expect("a valid layout");
-            // SAFETY: non-zero size.
-            let base = unsafe { System.alloc(layout) } as usize;
-            assert!(base != 0, "the checker could not reserve its {} MiB arena", ARENA_BYTES >> 20);
-            let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
-            assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} threads ran the checker");
-            // Release: a thread that finds the count finds the base.
-            REGIONS[i].store(base, Ordering::Release);
+            let spare = SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let base = match spare {
+                Some(base) => base,
+                None => {
+                    let layout = Layout::from_size_align(ARENA_BYTES, 4096).expect("a valid layout");
+                    // SAFETY: non-zero size.
+                    let base = unsafe { System.alloc(layout) } as usize;
+                    assert!(base != 0, "the checker could not reserve its {} MiB arena", ARENA_BYTES >> 20);
+                    let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
+                    assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} threads ran the checker at once");
+                    // Release: a thread that finds the count finds the base.
+                    REGIONS[i].store(base, Ordering::Release);
+                    base
+                }
+            };
+            r.own.set(base);
             r.base.set(base);
             r.len.set(ARENA_BYTES);
         }
@@ -262,6 +291,11 @@ pub fn adopt(base: usize, len: usize, prefix: usize) {
             }
             r.base.set(base);
             r.len.set(ARENA_BYTES);
+            // The region ensure reserved is dead now: another thread may have it.
+            let own = r.own.replace(0);
+            if own != 0 {
+                SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(own);
+            }
         }
         r.start.set(prefix);
         r.used.set(prefix);

@@ -244,6 +244,83 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     Ok(r)
 }
 
+/// A distributed exhaustive check, in rounds (see [`search::rounds`]): a
+/// driver (the Python package's Ray executor) makes the first round's state
+/// with [`round_start`], splits each round's state among tasks
+/// ([`round_split`]), runs each part where it likes ([`round_run`], on any
+/// machine with this build), merges what they hand back ([`round_merge`])
+/// and, once the frontier is empty, makes the report ([`round_report`]): the
+/// verdict and states of the check on one machine. A task that finds a
+/// violation says so; the driver then runs [`check`] for its counterexample,
+/// as [`check_exhaustive_jobs`] does.
+pub mod rounds {
+    use super::*;
+
+    /// The caller's counters a round keeps: operations started, rollovers,
+    /// initiating CPUs (the most of one execution).
+    const COUNTERS: usize = 3;
+
+    /// The state of a check that has not started, once `spec` is known to build.
+    pub fn round_start(spec: &CheckSpec) -> Result<Vec<u8>, Error> {
+        if spec.mode != Mode::Exhaustive {
+            return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
+        }
+        shape(spec)?;
+        validate_build(spec)?;
+        Ok(search::rounds::start(COUNTERS))
+    }
+
+    /// Splits a round's state among at most `parts` tasks.
+    pub fn round_split(state: &[u8], parts: usize) -> Result<Vec<Vec<u8>>, Error> {
+        search::rounds::split(state, parts, COUNTERS).map_err(|why| Error::Saved { why })
+    }
+
+    /// Merges the parts a round's tasks handed back into the state it split.
+    pub fn round_merge(state: &[u8], parts: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
+        search::rounds::merge(state, parts, COUNTERS).map_err(|why| Error::Saved { why })
+    }
+
+    /// Runs a task of a round with `jobs` workers for at most `budget`
+    /// executions: the part to merge, and whether a violation was found.
+    pub fn round_run(spec: &CheckSpec, part: &[u8], budget: u64, jobs: usize) -> Result<(Vec<u8>, bool), Error> {
+        let shape = shape(spec)?;
+        let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+        let refused = std::sync::Mutex::new(None);
+        let each = |worker: search::Worker<'_>| {
+            if let Err(e) = with_spec_policy(spec, Work { shape: &shape, worker, counters: &counters }) {
+                refused.lock().expect("no worker panicked holding it").get_or_insert(e);
+            }
+        };
+        let (body, found) =
+            search::rounds::run(&each, jobs, part, budget, &counters).map_err(|why| Error::Saved { why })?;
+        if let Some(e) = refused.into_inner().expect("no worker panicked holding it") {
+            return Err(e);
+        }
+        Ok((body, found.is_some()))
+    }
+
+    /// Returns the frontier's subtrees and the states of a round's state.
+    pub fn round_progress(state: &[u8]) -> Result<(usize, u64), Error> {
+        let (stats, frontier, _) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
+        Ok((frontier, stats.states))
+    }
+
+    /// The report of a finished distributed check (its frontier empty).
+    pub fn round_report(spec: &CheckSpec, state: &[u8], workers: usize) -> Result<CheckReport, Error> {
+        let (stats, _, c) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
+        if stats.executions == 0 {
+            return Err(Error::NoExecution);
+        }
+        if c[0] == 0 {
+            return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
+        }
+        let reached = Reached { rollovers: c[1] as u32, initiators: c[2] as u32 };
+        let mut r = report(spec, spec.mode.name(), stats, reached, None);
+        r.workers = workers;
+        Ok(r)
+    }
+}
+
 /// Returns the worker threads an exhaustive search uses when `--jobs` is not
 /// given: one per core the host offers (1 if it cannot say).
 pub fn default_jobs() -> usize {

@@ -85,6 +85,9 @@ struct Shared {
     max_bytes: u64,
     /// Set (to the bytes needed) when the visited set would pass `max_bytes`.
     over: AtomicU64,
+    /// A round of a distributed search ends at this many executions, every
+    /// subtree put back (see [`exhaustive_round`]).
+    budget: AtomicU64,
 }
 
 /// A shard of the visited set, alone on its cache lines (two adjacent
@@ -111,7 +114,12 @@ impl Shared {
             table_bytes: table_bytes.into(),
             max_bytes,
             over: 0.into(),
+            budget: u64::MAX.into(),
         }
+    }
+
+    fn over_budget(&self) -> bool {
+        self.executions.load(Relaxed) >= self.budget.load(Relaxed)
     }
 
     fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
@@ -365,6 +373,10 @@ fn take_work(shared: &Shared) -> Option<Subtree> {
             w = shared.wake.wait(w).expect("no worker panicked holding the queue");
             continue;
         }
+        if shared.over_budget() {
+            shared.wake.notify_all();
+            return None;
+        }
         if let Some(root) = w.0.pop() {
             w.1 += 1;
             return Some(root);
@@ -390,7 +402,7 @@ fn explore(
         if shared.stop.load(Relaxed) {
             return;
         }
-        if shared.pause.load(Relaxed) {
+        if shared.pause.load(Relaxed) || shared.over_budget() {
             // Positioned at its next execution: the saved frontier holds it as it is.
             shared.work.lock().expect("no worker panicked holding the queue").0.push(t);
             return;
@@ -437,9 +449,20 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
     if !w.0.is_empty() {
         return;
     }
+    let given = split_off(t);
+    if !given.is_empty() {
+        w.0.extend(given);
+        shared.wake.notify_all();
+    }
+}
+
+/// Takes the untaken options of `t`'s shallowest open choice out of it, each
+/// the root of a subtree of its own, and returns those (none if `t` has no
+/// choice with an option left).
+fn split_off(t: &mut Subtree) -> Vec<Subtree> {
     let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.nodes[i].next_option(t.stack[i].taken, t.ends[i]).is_some())
     else {
-        return;
+        return Vec::new();
     };
     // The subtrees given away sleep on what this worker explored here (with
     // what it touched); the options given away have not run, so they cannot.
@@ -447,17 +470,158 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
     if let Some(f) = node.foot.take() {
         node.done.push((node.labels[t.stack[i].taken as usize].into(), f));
     }
+    let mut given = Vec::new();
     let mut k = t.stack[i].taken;
     while let Some(j) = node.next_option(k, t.ends[i]) {
         let mut root = t.stack[..i].to_vec();
         root.push(Choice { taken: j, ..t.stack[i] });
         let mut nodes = t.nodes[..i].to_vec();
         nodes.push(node.clone());
-        w.0.push(Subtree::below(root, nodes));
+        given.push(Subtree::below(root, nodes));
         k = j;
     }
     t.ends[i] = t.stack[i].taken + 1;
-    shared.wake.notify_all();
+    given
+}
+
+/// A distributed exhaustive search runs in rounds: each round, the frontier
+/// (the subtrees not yet explored) is split among tasks, each task explores
+/// its part with the visited set as the round began for a budget of
+/// executions and hands back its visited set and what is left of its part,
+/// and the parts are merged: the visited sets united (a state two tasks
+/// reached keeps the transitions both left unexplored), the frontiers put
+/// together. A state two tasks reach in one round is explored by both, so a
+/// round does some work twice; none is lost, so the search reaches the states
+/// a search on one machine reaches. A round's state is a save body
+/// ([`saved`]); these functions make, split, run and merge them.
+pub mod rounds {
+    use super::*;
+
+    /// The body of a search that has not started: the root subtree, nothing visited.
+    pub fn start(extra: usize) -> Vec<u8> {
+        let shared = Shared::new(
+            vec![Subtree::below(Vec::new(), Vec::new())],
+            (0..SHARDS).map(|_| Visited::default()).collect(),
+            u64::MAX,
+        );
+        let zero: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let mut w = Writer::default();
+        shared.save(&mut w, &zero);
+        w.0
+    }
+
+    /// Returns the statistics of `body` (complete when its frontier is
+    /// empty), its frontier's subtrees, and the caller's counters.
+    pub fn stats(body: &[u8], extra: usize) -> Result<(Stats, usize, Vec<u64>), String> {
+        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let s = Shared::load(body, &e, u64::MAX)?;
+        let frontier = s.work.lock().expect("unshared").0.len();
+        let stats = Stats {
+            executions: s.executions.load(Relaxed),
+            states: s.visited.iter().map(|v| v.0.lock().expect("unshared").len() as u64).sum(),
+            pruned: s.pruned.load(Relaxed),
+            max_steps: s.max_steps.load(Relaxed),
+            complete: frontier == 0,
+        };
+        Ok((stats, frontier, e.iter().map(|a| a.load(Relaxed)).collect()))
+    }
+
+    /// Splits `body`'s frontier into at most `parts` bodies, each with the
+    /// whole visited set and no counts of its own, refining subtrees (their
+    /// shallowest open choices) until there are enough to go round.
+    pub fn split(body: &[u8], parts: usize, extra: usize) -> Result<Vec<Vec<u8>>, String> {
+        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let s = Shared::load(body, &e, u64::MAX)?;
+        let mut work = std::mem::take(&mut s.work.lock().expect("unshared").0);
+        let mut k = 0;
+        while work.len() < parts && k < work.len() {
+            let more = split_off(&mut work[k]);
+            if more.is_empty() {
+                k += 1;
+            }
+            work.extend(more);
+        }
+        let parts = parts.clamp(1, work.len().max(1));
+        let mut chunks: Vec<Vec<Subtree>> = vec![Vec::new(); parts];
+        for (i, t) in work.into_iter().enumerate() {
+            chunks[i % parts].push(t);
+        }
+        let zero: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let mut out = Vec::with_capacity(parts);
+        for chunk in chunks {
+            s.executions.store(0, Relaxed);
+            s.pruned.store(0, Relaxed);
+            s.max_steps.store(0, Relaxed);
+            s.work.lock().expect("unshared").0 = chunk;
+            let mut w = Writer::default();
+            s.save(&mut w, &zero);
+            out.push(w.0);
+        }
+        Ok(out)
+    }
+
+    /// Merges the bodies a round's tasks handed back into `base` (the body
+    /// the round split): the visited sets united, the frontiers put together,
+    /// the counts added (the caller's own counters: the most of each).
+    pub fn merge(base: &[u8], parts: &[Vec<u8>], extra: usize) -> Result<Vec<u8>, String> {
+        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let total = Shared::load(base, &e, u64::MAX)?;
+        total.work.lock().expect("unshared").0.clear();
+        for body in parts {
+            let pe: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+            let p = Shared::load(body, &pe, u64::MAX)?;
+            total.executions.fetch_add(p.executions.load(Relaxed), Relaxed);
+            total.pruned.fetch_add(p.pruned.load(Relaxed), Relaxed);
+            total.max_steps.fetch_max(p.max_steps.load(Relaxed), Relaxed);
+            for (a, b) in e.iter().zip(&pe) {
+                a.fetch_max(b.load(Relaxed), Relaxed);
+            }
+            for (into, from) in total.visited.iter().zip(&p.visited) {
+                into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
+            }
+            let more = std::mem::take(&mut p.work.lock().expect("unshared").0);
+            total.work.lock().expect("unshared").0.extend(more);
+        }
+        let mut w = Writer::default();
+        total.save(&mut w, &e);
+        Ok(w.0)
+    }
+
+    /// Runs one task of a round: `body`'s frontier with `jobs` workers until
+    /// it is explored or `budget` more executions ran; returns the body to
+    /// merge and a violation if one was found (the search stops there).
+    pub fn run(
+        each: &(dyn Fn(Worker<'_>) + Sync),
+        jobs: usize,
+        body: &[u8],
+        budget: u64,
+        extra: &[AtomicU64],
+    ) -> Result<(Vec<u8>, Option<Outcome>), String> {
+        let shared = Shared::load(body, extra, u64::MAX)?;
+        shared.budget.store(shared.executions.load(Relaxed).saturating_add(budget), Relaxed);
+        let switches = SWITCHES.with(std::cell::Cell::get);
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| {
+                    let _stop = StopOnPanic(&shared);
+                    each(&mut |run| {
+                        while let Some(t) = take_work(&shared) {
+                            explore(run, t, &shared, u64::MAX, switches);
+                            let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+                            w.1 -= 1;
+                            if w.1 == 0 {
+                                shared.wake.notify_all();
+                            }
+                        }
+                    })
+                });
+            }
+        });
+        let found = shared.found.lock().expect("no worker panicked holding the result").take();
+        let mut w = Writer::default();
+        shared.save(&mut w, extra);
+        Ok((w.0, found))
+    }
 }
 
 #[cfg(test)]

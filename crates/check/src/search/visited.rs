@@ -36,6 +36,18 @@ impl Visited {
         }
     }
 
+    /// Adds every state of `other`; a state both hold keeps the transitions
+    /// both left unexplored (the intersection of its masks).
+    pub(super) fn merge(&mut self, other: &Visited) {
+        let zero = other.zero.iter().map(|&m| (0, m));
+        for (k, m) in other.slots.iter().copied().filter(|&(k, _)| k != 0).chain(zero) {
+            let (mask, first) = self.entry(k, m);
+            if !first {
+                *mask &= m;
+            }
+        }
+    }
+
     /// Writes every entry into a saved search.
     pub(super) fn save(&self, w: &mut super::saved::Writer) {
         w.u64(self.len as u64);
