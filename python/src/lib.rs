@@ -265,6 +265,120 @@ fn check_json(
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// Resolves `tlbkit check`'s arguments to one exhaustive shape; returns the
+/// text that names that check to the rounds of a distributed search.
+#[pyfunction]
+#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown))]
+#[allow(clippy::too_many_arguments)]
+fn check_spec_token(
+    policy: String,
+    quick: bool,
+    deep: bool,
+    cpus: Option<i64>,
+    mms: Option<usize>,
+    pages: Option<usize>,
+    asids: Option<u32>,
+    ops: Option<usize>,
+    mode: Option<String>,
+    seed: u64,
+    memory: Option<String>,
+    menu: Option<String>,
+    teardown: Option<String>,
+) -> PyResult<String> {
+    let cpus = cpus
+        .map(|c| usize::try_from(c).map_err(|_| check_error(tlbkit_check::spec::cpus_out_of_range(c))))
+        .transpose()?;
+    let o = Options {
+        policy,
+        quick,
+        deep,
+        cpus,
+        mms,
+        pages,
+        asids,
+        ops,
+        mode,
+        seed,
+        memory,
+        menu,
+        teardown,
+        ..Options::default()
+    };
+    let (spec, _) = o.resolve().map_err(check_error)?;
+    if spec.mode != tlbkit_check::Mode::Exhaustive {
+        return Err(value_error(
+            "executor='ray' runs an exhaustive search of one shape: give mode='exhaustive' or deep=True".into(),
+        ));
+    }
+    use tlbkit_check::run::rounds;
+    rounds::round_start(&spec).map_err(check_error)?;
+    Ok(rounds::spec_token(&spec))
+}
+
+/// The first state of the distributed check `token` names.
+#[pyfunction]
+fn check_round_start(token: &str) -> PyResult<Vec<u8>> {
+    use tlbkit_check::run::rounds;
+    rounds::round_start(&rounds::spec_of(token).map_err(check_error)?).map_err(check_error)
+}
+
+/// Splits a round's state among at most `parts` tasks.
+#[pyfunction]
+fn check_round_split(state: Vec<u8>, parts: usize) -> PyResult<Vec<Vec<u8>>> {
+    tlbkit_check::run::rounds::round_split(&state, parts).map_err(check_error)
+}
+
+/// Merges the parts a round's tasks handed back into the state it split.
+#[pyfunction]
+fn check_round_merge(state: Vec<u8>, parts: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
+    tlbkit_check::run::rounds::round_merge(&state, &parts).map_err(check_error)
+}
+
+/// The frontier's subtrees and the states of a round's state.
+#[pyfunction]
+fn check_round_progress(state: Vec<u8>) -> PyResult<(usize, u64)> {
+    tlbkit_check::run::rounds::round_progress(&state).map_err(check_error)
+}
+
+/// The executions a round's state has run so far.
+#[pyfunction]
+fn check_round_executions(state: Vec<u8>) -> PyResult<u64> {
+    tlbkit_check::run::rounds::round_executions(&state).map_err(check_error)
+}
+
+/// Runs one task of a round (what a Ray task does): `(part, violation found)`.
+#[pyfunction]
+fn check_round_run(
+    py: Python<'_>,
+    token: String,
+    part: Vec<u8>,
+    budget: u64,
+    jobs: usize,
+) -> PyResult<(Vec<u8>, bool)> {
+    use tlbkit_check::run::rounds;
+    let spec = rounds::spec_of(&token).map_err(check_error)?;
+    interruptible(py, move || rounds::round_run(&spec, &part, budget, jobs))?.map_err(check_error)
+}
+
+/// The report of a finished distributed check, `tlbkit check --format json`'s document.
+#[pyfunction]
+fn check_round_report(token: &str, state: Vec<u8>, workers: usize) -> PyResult<String> {
+    use tlbkit_check::run::rounds;
+    let spec = rounds::spec_of(token).map_err(check_error)?;
+    let r = rounds::round_report(&spec, &state, workers).map_err(check_error)?;
+    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// The check `token` names on this machine (one worker), for the
+/// counterexample of a violation a task found.
+#[pyfunction]
+fn check_token_json(py: Python<'_>, token: String) -> PyResult<String> {
+    use tlbkit_check::run::rounds;
+    let spec = rounds::spec_of(&token).map_err(check_error)?;
+    let r = interruptible(py, move || tlbkit_check::check(&spec))?.map_err(check_error)?;
+    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// Replays a counterexample token; returns `tlbkit replay --format json`'s document.
 #[pyfunction]
 fn replay_json(py: Python<'_>, token: String) -> PyResult<String> {
@@ -402,6 +516,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_spec_token, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_start, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_split, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_progress, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_executions, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_run, m)?)?;
+    m.add_function(wrap_pyfunction!(check_round_report, m)?)?;
+    m.add_function(wrap_pyfunction!(check_token_json, m)?)?;
     m.add_function(wrap_pyfunction!(grid_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_point, m)?)?;
     m.add_class::<SweepSession>()?;

@@ -137,3 +137,62 @@ def test_a_ray_sweep_from_python_returns_the_frame(cluster, tmp_path):
         ray.shutdown()
     assert df.equals(local) and len(df) == RUNS // 3
     assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+# Exhaustive checks in rounds of Ray tasks: the states of the check on this
+# machine, for three policies (a shape of seconds, not the standard bounds).
+CHECK_SHAPE = dict(cpus=2, mms=3, pages=1, asids=4, ops=4, mode="exhaustive")
+
+
+def test_a_check_in_rounds_of_ray_tasks_reaches_the_states_of_one_machine(cluster):
+    address, _ = cluster
+    for policy in ["arm64-linux", "x86-linux-pcid", "x86-freebsd-gen"]:
+        local = tlbkit.check(policy, jobs=1, **CHECK_SHAPE)
+        distributed = tlbkit.check(policy, executor="ray", address=address, **CHECK_SHAPE)
+        assert distributed.verdict == local.verdict == "no violation", policy
+        assert distributed.report["states"] == local.report["states"], policy
+        assert distributed.report["complete"], policy
+
+
+def test_a_check_on_ray_finds_the_violation_and_its_counterexample(cluster):
+    address, _ = cluster
+    zoo = "zoo/linux-arm64-a8ffaaa060b8"
+    local = tlbkit.check(zoo, mode="exhaustive", jobs=1)
+    distributed = tlbkit.check(zoo, mode="exhaustive", executor="ray", address=address)
+    assert distributed.verdict == "violation"
+    assert distributed.counterexample.token == local.counterexample.token
+
+
+def test_a_check_on_ray_survives_a_worker_killed_mid_run(cluster, tmp_path):
+    """The binary's --ray, with a worker process killed while it runs a task:
+    Ray runs the task again, and the verdict and states are one machine's."""
+    address, env = cluster
+    tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
+    args = [tlbkit_bin, "check", "--policy", "arm64-linux", "--cpus", "2", "--mms", "3", "--pages", "1",
+            "--asids", "4", "--ops", "5", "--mode", "exhaustive", "--format", "json"]
+    local = subprocess.run(args + ["--jobs", "1"], capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr
+    run = subprocess.Popen(args + ["--ray", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**env, "TLBKIT_PYTHON": sys.executable})
+    killed = 0
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline and not killed:
+        # A worker process running a task of the rounds (Ray names it so).
+        pids = []
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(b"ray::_round_task"):
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed += 1
+        time.sleep(0.05)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    assert killed, "no task was running to kill: the shape is too small"
+    import json
+
+    a, b = json.loads(local.stdout), json.loads(out)
+    assert (b["states"], b["complete"], b["counterexample"]) == (a["states"], True, None)

@@ -217,9 +217,29 @@ def check(
     quick: bool = False,
     deep: bool = False,
     jobs: Optional[int] = None,
+    executor: Optional[str] = None,
+    address: Optional[str] = None,
 ) -> CheckResult:
     """``tlbkit check``: explores interleavings of ``policy`` on a small machine.
-    Arguments left None take the CLI's defaults for the policy."""
+    Arguments left None take the CLI's defaults for the policy.
+
+    ``executor``: None (this machine, ``jobs`` worker threads) or ``"ray"``:
+    an exhaustive search of one shape (``mode="exhaustive"`` or
+    ``deep=True``) split into rounds of Ray tasks on the cluster at
+    ``address`` (None: ``RAY_ADDRESS``, else a new local cluster). Each round
+    hands every task a part of the frontier with the states visited so far;
+    the parts come back and are merged, so the verdict and the states are
+    those of the search on one machine, and a task lost with its worker is
+    run again."""
+    if executor not in (None, "local", "ray"):
+        raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
+    if executor == "ray":
+        token = _native.check_spec_token(
+            policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown
+        )
+        from tlbkit import _ray
+
+        return _check_result(_ray.check(token, address=address))
     return _check_result(
         _native.check_json(
             policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs

@@ -1,7 +1,12 @@
 """``python -m tlbkit sweep FILE.toml [--results PATH] [--jobs N] [--ray [ADDRESS]]``:
 the CLI's sweep, with ``--ray`` to run it as Ray tasks on a cluster (the
 ``tlbkit`` binary has no Ray client; this is its sweep from Python). Exit codes
-as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations."""
+as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations.
+
+``python -m tlbkit check-rounds TOKEN --state-out FILE [--ray ADDRESS]``: the
+rounds of a distributed exhaustive check, for ``tlbkit check --ray`` (which
+makes the report from the final state written to FILE); exit 3 when a task
+found a violation (the binary then finds its counterexample itself)."""
 
 import argparse
 import sys
@@ -19,7 +24,24 @@ def main(argv=None) -> int:
     s.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
                    help="run the points as Ray tasks on the cluster at ADDRESS (without one: RAY_ADDRESS, "
                         "else a local cluster)")
+    c = sub.add_parser("check-rounds", help="the rounds of a distributed check (tlbkit check --ray runs it)")
+    c.add_argument("token", help="the check, as tlbkit check --ray names it")
+    c.add_argument("--state-out", required=True, help="where to write the final state")
+    c.add_argument("--ray", metavar="ADDRESS", default=None, help="the cluster (default: RAY_ADDRESS, else a local one)")
     a = p.parse_args(argv)
+    if a.cmd == "check-rounds":
+        from tlbkit import _ray
+
+        try:
+            r = _ray.check(a.token, address=a.ray or None, state_out=a.state_out)
+        except ValueError as e:
+            print(f"tlbkit: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+        import json
+
+        return 3 if json.loads(r).get("counterexample") else 0
     try:
         df = tlbkit.sweep(a.file, jobs=a.jobs, results=a.results,
                           executor=None if a.ray is None else "ray", address=a.ray or None)

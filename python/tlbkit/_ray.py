@@ -1,4 +1,6 @@
-"""The Ray backend of ``tlbkit.sweep``: each pending point of the grid is one
+"""The Ray backends of ``tlbkit.sweep`` and ``tlbkit.check``.
+
+Sweeps: each pending point of the grid is one
 Ray task that runs it through the extension module and returns its results
 line; the driver records each line in the sweep's results file as its task
 completes (``tlbkit_lab::sweep::Session``, the code ``tlbkit sweep`` uses), so
@@ -49,6 +51,60 @@ def run(session, bar, address: Optional[str] = None, in_flight: Optional[int] = 
                 ok, payload = ray.get(ref)
                 session.record(i, ok, payload)
                 bar.update()
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _round_task(token: str, part: bytes, budget: int):
+    """A Ray task of a distributed check: one part of a round's frontier in,
+    ``(part to merge, violation found)`` out."""
+    from tlbkit import _native
+
+    return _native.check_round_run(token, part, budget, 1)
+
+
+def check(token: str, address: Optional[str] = None, tasks: Optional[int] = None, budget: Optional[int] = None,
+          state_out: Optional[str] = None) -> str:
+    """Runs the exhaustive check ``token`` names in rounds of Ray tasks
+    (``tlbkit_check::run::rounds``): each round splits the frontier into
+    ``tasks`` parts (default: the cluster's CPUs), runs each for at most
+    ``budget`` executions (default: 20,000, or a task's share of every
+    execution so far when that is more, so that the rounds grow with the
+    search and each round's visited set is shipped to its tasks a few dozen
+    times at most) with the states visited so far, and merges what
+    they hand back, until nothing is left. Returns the report (JSON). A task
+    that finds a violation ends the rounds: the check then runs on this
+    machine for its counterexample. ``state_out``: where to write the final
+    state for the ``tlbkit`` binary (which makes the report itself)."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
+    from tlbkit import _native
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        # A task lost with its worker is run again: a part is a pure function of its input.
+        task = ray.remote(num_cpus=1, max_retries=5)(_round_task)
+        tasks = tasks or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        state = _native.check_round_start(token)
+        while True:
+            frontier, _states = _native.check_round_progress(state)
+            if frontier == 0:
+                if state_out is not None:
+                    with open(state_out, "wb") as f:
+                        f.write(state)
+                return _native.check_round_report(token, state, tasks)
+            parts = _native.check_round_split(state, tasks)
+            done = _native.check_round_executions(state)
+            each = budget or max(20000, done // max(1, len(parts)))
+            outs = ray.get([task.remote(token, p, each) for p in parts])
+            if any(found for _, found in outs):
+                return _native.check_token_json(token)
+            state = _native.check_round_merge(state, [part for part, _ in outs])
     finally:
         if started_here:
             ray.shutdown()

@@ -148,6 +148,13 @@ pub struct CheckArgs {
     /// to go on with more.
     #[arg(long, value_name = "SIZE")]
     max_memory: Option<String>,
+    /// Exhaustive mode: run the search in rounds of Ray tasks on the cluster
+    /// at ADDRESS (empty: RAY_ADDRESS, else a new local cluster), through
+    /// tlbkit's Python package (`pip install './python[ray]'`; $TLBKIT_PYTHON
+    /// names the interpreter, default python3). The verdict and the states are
+    /// those of the search on one machine.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
+    ray: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -182,6 +189,9 @@ enum MemoryArg {
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     if a.resume.is_some() || a.checkpoint.is_some() || a.max_memory.is_some() {
         return check_saving(a);
+    }
+    if a.ray.is_some() {
+        return check_on_ray(a);
     }
     let (format, verbose) = (a.format, a.verbose);
     let opts = options(a)?;
@@ -247,6 +257,58 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
         t.elapsed().as_secs_f64(),
         persist.dir.display()
     );
+    Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape in rounds
+/// of Ray tasks (`tlbkit_check::run::rounds`), driven by the Python package's
+/// `python -m tlbkit check-rounds`; the report is made here from the final state.
+fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
+    use tlbkit_check::run::rounds;
+    let (format, verbose, address) = (a.format, a.verbose, a.ray.clone().unwrap_or_default());
+    let opts = options(a)?;
+    let (spec, _) = opts.resolve()?;
+    if opts.from.is_some() || opts.script.is_some() || spec.mode != tlbkit_check::Mode::Exhaustive {
+        return Err("--ray runs an exhaustive search of one shape: give --mode exhaustive (or --deep), without \
+                    --from or --script"
+            .into());
+    }
+    rounds::round_start(&spec)?;
+    let token = rounds::spec_token(&spec);
+    let state = std::env::temp_dir().join(format!("tlbkit-rounds-{}.state", std::process::id()));
+    let python = std::env::var("TLBKIT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args(["-m", "tlbkit", "check-rounds", &token, "--state-out"]).arg(&state);
+    if !address.is_empty() {
+        cmd.args(["--ray", &address]);
+    }
+    // What the driver and Ray print goes to stderr: stdout is the report's.
+    if let Ok(err) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+        cmd.stdout(std::process::Stdio::from(err));
+    }
+    let t = Instant::now();
+    let status = cmd.status().map_err(|e| CliError::from(format!("--ray: cannot run {python}: {e}")))?;
+    let r = match status.code() {
+        Some(0) => {
+            let body = std::fs::read(&state).map_err(|e| CliError::from(format!("--ray: the rounds' state: {e}")));
+            let _ = std::fs::remove_file(&state);
+            let mut r = rounds::round_report(&spec, &body?, 0)?;
+            r.workers = 0;
+            r
+        }
+        // A task found a violation: its counterexample, as on one machine.
+        Some(3) => tlbkit_check::check(&spec)?,
+        Some(1) => {
+            return Err(format!(
+                "--ray needs tlbkit's Python package with Ray: pip install './python[ray]' (the interpreter is \
+                 {python}; set TLBKIT_PYTHON to another)"
+            )
+            .into())
+        }
+        code => return Err(format!("--ray: the Ray driver ({python} -m tlbkit check-rounds) failed ({code:?})").into()),
+    };
+    emit(&r, format == super::Format::Json, verbose)?;
+    eprintln!("tlbkit: checked in {:.2} s on Ray", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 

@@ -260,6 +260,18 @@ pub mod rounds {
     /// initiating CPUs (the most of one execution).
     const COUNTERS: usize = 3;
 
+    /// Returns the text that names the exhaustive check `spec` to a round's
+    /// tasks (its replay token's header).
+    pub fn spec_token(spec: &CheckSpec) -> String {
+        encode(spec, &[])
+    }
+
+    /// Returns the exhaustive check [`spec_token`] named.
+    pub fn spec_of(token: &str) -> Result<CheckSpec, Error> {
+        let (spec, _) = decode(token)?;
+        Ok(CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..spec })
+    }
+
     /// The state of a check that has not started, once `spec` is known to build.
     pub fn round_start(spec: &CheckSpec) -> Result<Vec<u8>, Error> {
         if spec.mode != Mode::Exhaustive {
@@ -297,6 +309,12 @@ pub mod rounds {
             return Err(e);
         }
         Ok((body, found.is_some()))
+    }
+
+    /// Returns the executions a round's state has run.
+    pub fn round_executions(state: &[u8]) -> Result<u64, Error> {
+        let (stats, _, _) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
+        Ok(stats.executions)
     }
 
     /// Returns the frontier's subtrees and the states of a round's state.
