@@ -239,9 +239,7 @@ fn check_json(
     teardown: Option<String>,
     jobs: Option<usize>,
 ) -> PyResult<String> {
-    let cpus = cpus
-        .map(|c| usize::try_from(c).map_err(|_| check_error(tlbkit_check::spec::cpus_out_of_range(c))))
-        .transpose()?;
+    let cpus = check_cpus(cpus)?;
     let o = Options {
         policy,
         quick,
@@ -285,9 +283,7 @@ fn check_spec_token(
     menu: Option<String>,
     teardown: Option<String>,
 ) -> PyResult<String> {
-    let cpus = cpus
-        .map(|c| usize::try_from(c).map_err(|_| check_error(tlbkit_check::spec::cpus_out_of_range(c))))
-        .transpose()?;
+    let cpus = check_cpus(cpus)?;
     let o = Options {
         policy,
         quick,
@@ -377,6 +373,11 @@ fn check_token_json(py: Python<'_>, token: String) -> PyResult<String> {
     let spec = rounds::spec_of(&token).map_err(check_error)?;
     let r = interruptible(py, move || tlbkit_check::check(&spec))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Returns `cpus=` as a CPU count, or the check's error for a negative one.
+fn check_cpus(cpus: Option<i64>) -> PyResult<Option<usize>> {
+    cpus.map(|c| usize::try_from(c).map_err(|_| check_error(tlbkit_check::spec::cpus_out_of_range(c)))).transpose()
 }
 
 /// Replays a counterexample token; returns `tlbkit replay --format json`'s document.

@@ -241,23 +241,7 @@ pub fn exhaustive_saving(
     let mut stopped = None;
     let mut save_error = None;
     std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                // A worker that panics stops the others, which would wait for
-                // it forever; the scope then passes the panic on.
-                let _stop = StopOnPanic(&shared);
-                each(&mut |run| {
-                    while let Some(t) = take_work(&shared) {
-                        explore(run, t, &shared, max_executions, switches);
-                        let mut w = shared.work.lock().expect("no worker panicked holding the queue");
-                        w.1 -= 1;
-                        if w.1 == 0 {
-                            shared.wake.notify_all();
-                        }
-                    }
-                })
-            });
-        }
+        spawn_workers(scope, &shared, each, jobs, max_executions, switches);
         if let Some((s, extra)) = saving {
             match saver(&shared, s, extra) {
                 Ok(why) => stopped = why,
@@ -280,6 +264,35 @@ pub fn exhaustive_saving(
         complete: !halted,
     };
     Ok((stats, found, stopped))
+}
+
+/// Starts `jobs` workers in `scope`, each taking subtrees from the queue and
+/// exploring them until the search is over.
+fn spawn_workers<'s, 'e: 's>(
+    scope: &'s std::thread::Scope<'s, 'e>,
+    shared: &'e Shared,
+    each: &'e (dyn Fn(Worker<'_>) + Sync),
+    jobs: usize,
+    max_executions: u64,
+    switches: Switches,
+) {
+    for _ in 0..jobs.max(1) {
+        scope.spawn(move || {
+            // A worker that panics stops the others, which would wait for
+            // it forever; the scope then passes the panic on.
+            let _stop = StopOnPanic(shared);
+            each(&mut |run| {
+                while let Some(t) = take_work(shared) {
+                    explore(run, t, shared, max_executions, switches);
+                    let mut w = shared.work.lock().expect("no worker panicked holding the queue");
+                    w.1 -= 1;
+                    if w.1 == 0 {
+                        shared.wake.notify_all();
+                    }
+                }
+            })
+        });
+    }
 }
 
 /// Saves the search every `s.every`, and at once (then stops it) on a
@@ -600,23 +613,7 @@ pub mod rounds {
         let shared = Shared::load(body, extra, u64::MAX)?;
         shared.budget.store(shared.executions.load(Relaxed).saturating_add(budget), Relaxed);
         let switches = SWITCHES.with(std::cell::Cell::get);
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.max(1) {
-                scope.spawn(|| {
-                    let _stop = StopOnPanic(&shared);
-                    each(&mut |run| {
-                        while let Some(t) = take_work(&shared) {
-                            explore(run, t, &shared, u64::MAX, switches);
-                            let mut w = shared.work.lock().expect("no worker panicked holding the queue");
-                            w.1 -= 1;
-                            if w.1 == 0 {
-                                shared.wake.notify_all();
-                            }
-                        }
-                    })
-                });
-            }
-        });
+        std::thread::scope(|scope| spawn_workers(scope, &shared, each, jobs, u64::MAX, switches));
         let found = shared.found.lock().expect("no worker panicked holding the result").take();
         let mut w = Writer::default();
         shared.save(&mut w, extra);
