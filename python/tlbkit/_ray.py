@@ -74,8 +74,8 @@ def check(token: str, address: Optional[str] = None, tasks: Optional[int] = None
     search and each round's visited set is shipped to its tasks a few dozen
     times at most) with the states visited so far, and merges what
     they hand back, until nothing is left. Returns the report (JSON). A task
-    that finds a violation ends the rounds: the check then runs on this
-    machine for its counterexample. ``state_out``: where to write the final
+    that finds a violation ends the rounds, the round's other tasks cancelled:
+    the check then runs on this machine for its counterexample. ``state_out``: where to write the final
     state for the ``tlbkit`` binary (which makes the report itself)."""
     try:
         import ray
@@ -101,10 +101,21 @@ def check(token: str, address: Optional[str] = None, tasks: Optional[int] = None
             parts = _native.check_round_split(state, tasks)
             done = _native.check_round_executions(state)
             each = budget or max(20000, done // max(1, len(parts)))
-            outs = ray.get([task.remote(token, p, each) for p in parts])
-            if any(found for _, found in outs):
-                return _native.check_token_json(token)
-            state = _native.check_round_merge(state, [part for part, _ in outs])
+            refs = [task.remote(token, p, each) for p in parts]
+            outs = {}
+            while len(outs) < len(refs):
+                # A timeout, so that Ctrl-C reaches the driver while it waits.
+                ready, _ = ray.wait([r for r in refs if r not in outs], num_returns=1, timeout=0.5)
+                for ref in ready:
+                    outs[ref] = ray.get(ref)
+                if any(found for _, found in outs.values()):
+                    # A violation: the other tasks of the round stop, and the
+                    # counterexample is found on this machine.
+                    for r in refs:
+                        if r not in outs:
+                            ray.cancel(r, force=True)
+                    return _native.check_token_json(token)
+            state = _native.check_round_merge(state, [outs[r][0] for r in refs])
     finally:
         if started_here:
             ray.shutdown()
