@@ -122,8 +122,9 @@ pub enum Error {
     /// A saving search stopped before its end (a signal, the memory cap),
     /// saved where it got to.
     Stopped {
-        /// Why.
-        why: crate::search::saved::Stopped,
+        /// The bytes the visited set needed past the cap, or `None` when a
+        /// signal stopped it.
+        needed: Option<u64>,
         /// The states reached.
         states: u64,
         /// The cap, if there was one.
@@ -228,21 +229,19 @@ impl Error {
                 format!("{why}; the test is outside the subset tlbkit models (see `tlbkit litmus --help`)")
             }
             Error::Saved { why } => why.clone(),
-            Error::Stopped { why, states, cap, dir } => {
+            Error::Stopped { needed, states, cap, dir } => {
                 let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
-                let what = match why {
-                    crate::search::saved::Stopped::Signal => format!("interrupted after {states} states"),
-                    crate::search::saved::Stopped::Memory(need) => format!(
+                let what = match needed {
+                    None => format!("interrupted after {states} states"),
+                    Some(need) => format!(
                         "the visited set needs {} to go on past {states} states, over the cap of {}",
                         mib(*need),
                         mib(cap.unwrap_or(0))
                     ),
                 };
-                let more = match why {
-                    crate::search::saved::Stopped::Memory(need) => {
-                        format!(" --max-memory {}M", ((2 * need) >> 20).max(1))
-                    }
-                    crate::search::saved::Stopped::Signal => String::new(),
+                let more = match needed {
+                    Some(need) => format!(" --max-memory {}M", ((2 * need) >> 20).max(1)),
+                    None => String::new(),
                 };
                 format!("{what}; the search is saved in {dir}: go on with `tlbkit check --resume {dir}{more}`")
             }

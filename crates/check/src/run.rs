@@ -226,7 +226,16 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
         return Err(e);
     }
     if let (Some(why), Some(p)) = (stopped, persist) {
-        return Err(Error::Stopped { why, states: stats.states, cap: p.max_memory, dir: p.dir.display().to_string() });
+        let needed = match why {
+            search::saved::Stopped::Signal => None,
+            search::saved::Stopped::Memory(need) => Some(need),
+        };
+        return Err(Error::Stopped {
+            needed,
+            states: stats.states,
+            cap: p.max_memory,
+            dir: p.dir.display().to_string(),
+        });
     }
     if found.is_some() {
         return check(spec);
