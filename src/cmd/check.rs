@@ -232,18 +232,7 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
         }
         None => {
             let dir = a.checkpoint.clone().unwrap_or_else(|| std::path::PathBuf::from("tlbkit-checkpoint"));
-            let opts = options(a)?;
-            let (spec, jobs) = opts.resolve()?;
-            if opts.from.is_some() || opts.script.is_some() || (opts.one_shape() && spec.mode.name() != "exhaustive") {
-                return Err("--checkpoint and --max-memory save an exhaustive search of one shape: give --mode \
-                            exhaustive (or --deep), without --from or --script"
-                    .into());
-            }
-            if !opts.one_shape() && spec.mode.name() != "exhaustive" {
-                return Err("--checkpoint and --max-memory save an exhaustive search of one shape: give the shape \
-                            (--cpus, --mms, ...) and --mode exhaustive, or --deep"
-                    .into());
-            }
+            let (spec, jobs) = one_exhaustive_shape(a, "--checkpoint and --max-memory save")?;
             (spec, jobs, dir, false)
         }
     };
@@ -266,13 +255,7 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
 fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     use tlbkit_check::run::rounds;
     let (format, verbose, address) = (a.format, a.verbose, a.ray.clone().unwrap_or_default());
-    let opts = options(a)?;
-    let (spec, _) = opts.resolve()?;
-    if opts.from.is_some() || opts.script.is_some() || spec.mode != tlbkit_check::Mode::Exhaustive {
-        return Err("--ray runs an exhaustive search of one shape: give --mode exhaustive (or --deep), without \
-                    --from or --script"
-            .into());
-    }
+    let (spec, _) = one_exhaustive_shape(a, "--ray runs")?;
     rounds::round_start(&spec)?;
     let token = rounds::spec_token(&spec);
     let state = std::env::temp_dir().join(format!("tlbkit-rounds-{}.state", std::process::id()));
@@ -310,6 +293,21 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s on Ray", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// Returns the one shape and workers `a` asks for, refused (the message
+/// starting with `what`) unless it is an exhaustive search of one shape.
+fn one_exhaustive_shape(a: CheckArgs, what: &str) -> Result<(tlbkit_check::CheckSpec, Option<usize>), CliError> {
+    let opts = options(a)?;
+    let (spec, jobs) = opts.resolve()?;
+    if opts.from.is_some() || opts.script.is_some() || spec.mode != tlbkit_check::Mode::Exhaustive {
+        return Err(format!(
+            "{what} an exhaustive search of one shape: give the shape (--cpus, --mms, ...) and --mode exhaustive, \
+             or --deep, without --from or --script"
+        )
+        .into());
+    }
+    Ok((spec, jobs))
 }
 
 /// The library's options for the flags `a` gives.

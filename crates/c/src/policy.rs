@@ -282,9 +282,9 @@ impl Policy for CPolicy {
             let a = copy.load_base + s.value as usize;
             let value = value_of(&s.name, bits);
             let size = s.size as usize;
-            if ncpus > 1 && size > 8 && size.is_multiple_of(ncpus) && matches!(size / ncpus, 4 | 8) {
+            if let Some(stride) = per_cpu_stride(size, ncpus) {
                 for c in 0..ncpus {
-                    f.field(a + c * (size / ncpus), format_args!("{}[cpu{c}]", s.name), value);
+                    f.field(a + c * stride, format_args!("{}[cpu{c}]", s.name), value);
                 }
             } else if size <= 8 {
                 f.field(a, format_args!("{}", s.name), value);
@@ -358,15 +358,21 @@ fn site(lib: &Lib, load_base: usize, pc: usize) -> String {
     }
 }
 
+/// Returns the element size of an object of `size` bytes that is a per-CPU
+/// variable (`DEFINE_PER_CPU` of a 32- or 64-bit type: an array of one
+/// element per CPU), or `None` for any other object.
+fn per_cpu_stride(size: usize, ncpus: usize) -> Option<usize> {
+    (ncpus > 1 && size > 8 && size.is_multiple_of(ncpus) && matches!(size / ncpus, 4 | 8)).then(|| size / ncpus)
+}
+
 /// Names the memory at `addr`: the file's object (a per-CPU element, or at
 /// an offset), or the block one of its pointers holds.
 fn place(state: &State, copy_syms: &Lib, load_base: usize, ncpus: usize, addr: usize) -> String {
     for s in copy_syms.symbols.iter().filter(|s| s.object) {
         let a = load_base + s.value as usize;
         if addr >= a && addr < a + s.size as usize {
-            let size = s.size as usize;
-            if ncpus > 1 && size.is_multiple_of(ncpus) && size > 8 {
-                return format!("{}[cpu{}]", s.name, (addr - a) / (size / ncpus));
+            if let Some(stride) = per_cpu_stride(s.size as usize, ncpus) {
+                return format!("{}[cpu{}]", s.name, (addr - a) / stride);
             }
             return if addr == a { s.name.clone() } else { format!("{}+{:#x}", s.name, addr - a) };
         }

@@ -143,6 +143,30 @@ pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckRepor
     exhaustive_jobs(spec, jobs, None)
 }
 
+/// Runs `search` with the parallel search's way to start a worker on
+/// `spec`'s policy (each worker counting into `counters`), and returns what
+/// it returned, or the policy's refusal: a policy may still refuse the shape
+/// when it is built (too few ASIDs for the CPUs), and every worker then
+/// stops at once.
+fn with_workers<R>(
+    spec: &CheckSpec,
+    shape: &Shape,
+    counters: &[AtomicU64; 3],
+    search: impl FnOnce(&(dyn Fn(search::Worker<'_>) + Sync)) -> R,
+) -> Result<R, Error> {
+    let refused = std::sync::Mutex::new(None);
+    let each = |worker: search::Worker<'_>| {
+        if let Err(e) = with_spec_policy(spec, Work { shape, worker, counters }) {
+            refused.lock().expect("no worker panicked holding it").get_or_insert(e);
+        }
+    };
+    let r = search(&each);
+    match refused.into_inner().expect("no worker panicked holding it") {
+        Some(e) => Err(e),
+        None => Ok(r),
+    }
+}
+
 /// Where and how an exhaustive check saves itself (`--checkpoint DIR`,
 /// `--checkpoint-every`, `--max-memory`) and whether it goes on from the
 /// save there (`--resume DIR`). See [`search::saved`].
@@ -191,14 +215,6 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     // Operations started, rollovers and initiating CPUs of one execution at
     // most: saved with the search.
     let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-    // A policy may still refuse the shape when it is built (too few ASIDs for
-    // the CPUs): every worker then stops at once, and this is why.
-    let refused = std::sync::Mutex::new(None);
-    let each = |worker: search::Worker<'_>| {
-        if let Err(e) = with_spec_policy(spec, Work { shape: &shape, worker, counters: &counters }) {
-            refused.lock().expect("no worker panicked holding it").get_or_insert(e);
-        }
-    };
     let saving = persist.map(|p| search::saved::Saving {
         dir: p.dir.clone(),
         every: p.every,
@@ -214,17 +230,16 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     if saving.is_some() {
         search::saved::catch_signals();
     }
-    let (stats, found, stopped) = search::exhaustive_saving(
-        &each,
-        jobs,
-        spec.iterations,
-        saving.as_ref().map(|s| (s, &counters[..])),
-        body.as_deref(),
-    )
+    let (stats, found, stopped) = with_workers(spec, &shape, &counters, |each| {
+        search::exhaustive_saving(
+            each,
+            jobs,
+            spec.iterations,
+            saving.as_ref().map(|s| (s, &counters[..])),
+            body.as_deref(),
+        )
+    })?
     .map_err(|why| Error::Saved { why })?;
-    if let Some(e) = refused.into_inner().expect("no worker panicked holding it") {
-        return Err(e);
-    }
     if let (Some(why), Some(p)) = (stopped, persist) {
         let needed = match why {
             search::saved::Stopped::Signal => None,
@@ -306,17 +321,9 @@ pub mod rounds {
     pub fn round_run(spec: &CheckSpec, part: &[u8], budget: u64, jobs: usize) -> Result<(Vec<u8>, bool), Error> {
         let shape = shape(spec)?;
         let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-        let refused = std::sync::Mutex::new(None);
-        let each = |worker: search::Worker<'_>| {
-            if let Err(e) = with_spec_policy(spec, Work { shape: &shape, worker, counters: &counters }) {
-                refused.lock().expect("no worker panicked holding it").get_or_insert(e);
-            }
-        };
         let (body, found) =
-            search::rounds::run(&each, jobs, part, budget, &counters).map_err(|why| Error::Saved { why })?;
-        if let Some(e) = refused.into_inner().expect("no worker panicked holding it") {
-            return Err(e);
-        }
+            with_workers(spec, &shape, &counters, |each| search::rounds::run(each, jobs, part, budget, &counters))?
+                .map_err(|why| Error::Saved { why })?;
         Ok((body, found.is_some()))
     }
 

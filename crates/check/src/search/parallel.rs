@@ -510,6 +510,11 @@ fn split_off(t: &mut Subtree) -> Vec<Subtree> {
 pub mod rounds {
     use super::*;
 
+    /// `n` of the caller's counters, at 0.
+    fn zeroed(n: usize) -> Vec<AtomicU64> {
+        (0..n).map(|_| AtomicU64::new(0)).collect()
+    }
+
     /// The body of a search that has not started: the root subtree, nothing visited.
     pub fn start(extra: usize) -> Vec<u8> {
         let shared = Shared::new(
@@ -517,7 +522,7 @@ pub mod rounds {
             (0..SHARDS).map(|_| Visited::default()).collect(),
             u64::MAX,
         );
-        let zero: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let zero = zeroed(extra);
         let mut w = Writer::default();
         shared.save(&mut w, &zero);
         w.0
@@ -526,7 +531,7 @@ pub mod rounds {
     /// Returns the statistics of `body` (complete when its frontier is
     /// empty), its frontier's subtrees, and the caller's counters.
     pub fn stats(body: &[u8], extra: usize) -> Result<(Stats, usize, Vec<u64>), String> {
-        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let e = zeroed(extra);
         let s = Shared::load(body, &e, u64::MAX)?;
         let frontier = s.work.lock().expect("unshared").0.len();
         let stats = Stats {
@@ -543,7 +548,7 @@ pub mod rounds {
     /// whole visited set and no counts of its own, refining subtrees (their
     /// shallowest open choices) until there are enough to go round.
     pub fn split(body: &[u8], parts: usize, extra: usize) -> Result<Vec<Vec<u8>>, String> {
-        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let e = zeroed(extra);
         let s = Shared::load(body, &e, u64::MAX)?;
         let mut work = std::mem::take(&mut s.work.lock().expect("unshared").0);
         let mut k = 0;
@@ -559,7 +564,7 @@ pub mod rounds {
         for (i, t) in work.into_iter().enumerate() {
             chunks[i % parts].push(t);
         }
-        let zero: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let zero = zeroed(extra);
         let mut out = Vec::with_capacity(parts);
         for chunk in chunks {
             s.executions.store(0, Relaxed);
@@ -577,11 +582,11 @@ pub mod rounds {
     /// the round split): the visited sets united, the frontiers put together,
     /// the counts added (the caller's own counters: the most of each).
     pub fn merge(base: &[u8], parts: &[Vec<u8>], extra: usize) -> Result<Vec<u8>, String> {
-        let e: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+        let e = zeroed(extra);
         let total = Shared::load(base, &e, u64::MAX)?;
         total.work.lock().expect("unshared").0.clear();
         for body in parts {
-            let pe: Vec<AtomicU64> = (0..extra).map(|_| AtomicU64::new(0)).collect();
+            let pe = zeroed(extra);
             let p = Shared::load(body, &pe, u64::MAX)?;
             total.executions.fetch_add(p.executions.load(Relaxed), Relaxed);
             total.pruned.fetch_add(p.pruned.load(Relaxed), Relaxed);

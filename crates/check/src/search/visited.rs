@@ -29,11 +29,19 @@ impl Visited {
 
     /// Returns the bytes its table would take after the next insertion.
     pub(super) fn bytes_after_insert(&self) -> u64 {
-        if 4 * (self.len + 1) > 3 * self.slots.len() {
-            2 * self.bytes().max(16 * std::mem::size_of::<(u64, u64)>() as u64 / 2)
-        } else {
-            self.bytes()
-        }
+        let slots = if self.full() { self.grown_len() } else { self.slots.len() };
+        (slots * std::mem::size_of::<(u64, u64)>()) as u64
+    }
+
+    /// Returns whether the next insertion grows the table: it stays at most
+    /// three quarters full, so that probes stay short.
+    fn full(&self) -> bool {
+        4 * (self.len + 1) > 3 * self.slots.len()
+    }
+
+    /// Returns the slots the table has once grown: double, 16 at first.
+    fn grown_len(&self) -> usize {
+        (2 * self.slots.len()).max(16)
     }
 
     /// Adds every state of `other`; a state both hold keeps the transitions
@@ -90,8 +98,7 @@ impl Visited {
             let fresh = self.zero.is_none();
             return (self.zero.get_or_insert(asleep), fresh);
         }
-        // At most three quarters full, so that probes stay short.
-        if 4 * (self.len + 1) > 3 * self.slots.len() {
+        if self.full() {
             self.grow();
         }
         let i = self.slot(state);
@@ -116,7 +123,7 @@ impl Visited {
 
     /// Doubles the table (16 slots at first) and puts every entry back.
     fn grow(&mut self) {
-        let n = (2 * self.slots.len()).max(16);
+        let n = self.grown_len();
         let old = std::mem::replace(&mut self.slots, Slots::new(n));
         for &(k, v) in old.iter().filter(|&&(k, _)| k != 0) {
             let i = self.slot(k);
