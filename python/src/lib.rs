@@ -307,62 +307,101 @@ fn check_spec_token(
         ));
     }
     use tlbkit_check::run::rounds;
-    rounds::round_start(&spec).map_err(check_error)?;
+    rounds::validate(&spec).map_err(check_error)?;
     Ok(rounds::spec_token(&spec))
 }
 
-/// The first state of the distributed check `token` names.
-#[pyfunction]
-fn check_round_start(token: &str) -> PyResult<Vec<u8>> {
-    use tlbkit_check::run::rounds;
-    rounds::round_start(&rounds::spec_of(token).map_err(check_error)?).map_err(check_error)
-}
-
-/// Splits a round's state among at most `parts` tasks.
-#[pyfunction]
-fn check_round_split(state: Vec<u8>, parts: usize) -> PyResult<Vec<Vec<u8>>> {
-    tlbkit_check::run::rounds::round_split(&state, parts).map_err(check_error)
-}
-
-/// Merges the parts a round's tasks handed back into the state it split.
-#[pyfunction]
-fn check_round_merge(state: Vec<u8>, parts: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
-    tlbkit_check::run::rounds::round_merge(&state, &parts).map_err(check_error)
-}
-
-/// The frontier's subtrees and the states of a round's state.
-#[pyfunction]
-fn check_round_progress(state: Vec<u8>) -> PyResult<(usize, u64)> {
-    tlbkit_check::run::rounds::round_progress(&state).map_err(check_error)
-}
-
-/// The executions a round's state has run so far.
-#[pyfunction]
-fn check_round_executions(state: Vec<u8>) -> PyResult<u64> {
-    tlbkit_check::run::rounds::round_executions(&state).map_err(check_error)
-}
-
-/// Runs one task of a round (what a Ray task does): `(part, violation found)`.
-#[pyfunction]
-fn check_round_run(
-    py: Python<'_>,
+/// The driver's side of a distributed check (`tlbkit_check::run::rounds::Rounds`):
+/// the whole search, split into parts each round and merged back.
+#[pyclass(frozen)]
+struct CheckRounds {
     token: String,
-    part: Vec<u8>,
-    budget: u64,
-    jobs: usize,
-) -> PyResult<(Vec<u8>, bool)> {
-    use tlbkit_check::run::rounds;
-    let spec = rounds::spec_of(&token).map_err(check_error)?;
-    interruptible(py, move || rounds::round_run(&spec, &part, budget, jobs))?.map_err(check_error)
+    rounds: tlbkit_check::run::rounds::Rounds,
 }
 
-/// The report of a finished distributed check, `tlbkit check --format json`'s document.
-#[pyfunction]
-fn check_round_report(token: &str, state: Vec<u8>, workers: usize) -> PyResult<String> {
-    use tlbkit_check::run::rounds;
-    let spec = rounds::spec_of(token).map_err(check_error)?;
-    let r = rounds::round_report(&spec, &state, workers).map_err(check_error)?;
-    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+#[pymethods]
+impl CheckRounds {
+    /// The check `token` names, not started.
+    #[new]
+    fn new(token: String) -> PyResult<Self> {
+        use tlbkit_check::run::rounds;
+        let spec = rounds::spec_of(&token).map_err(check_error)?;
+        Ok(CheckRounds { token, rounds: rounds::Rounds::start(spec).map_err(check_error)? })
+    }
+
+    /// The visited set, for a party that starts now.
+    fn visited<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.rounds.visited())
+    }
+
+    /// Takes the frontier out, split into at most `parts` parts (bytes each).
+    fn split<'py>(&self, py: Python<'py>, parts: usize) -> Vec<Bound<'py, pyo3::types::PyBytes>> {
+        self.rounds.split(parts).iter().map(|p| pyo3::types::PyBytes::new(py, p)).collect()
+    }
+
+    /// Merges what a party handed back, or a lost party's part as it was handed out.
+    fn merge(&self, body: &[u8]) -> PyResult<()> {
+        self.rounds.merge(body).map_err(check_error)
+    }
+
+    /// `(frontier's subtrees, states, executions)` so far.
+    fn progress(&self) -> (usize, u64, u64) {
+        self.rounds.progress()
+    }
+
+    /// The whole search, which `tlbkit check --ray` makes its report of.
+    fn save<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.rounds.save())
+    }
+
+    /// The report of the finished check, `tlbkit check --format json`'s document.
+    fn report(&self, workers: usize) -> PyResult<String> {
+        let r = self.rounds.report(workers).map_err(check_error)?;
+        serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// The replay-token header that names the check to its parties.
+    #[getter]
+    fn token(&self) -> String {
+        self.token.clone()
+    }
+}
+
+/// A party of a distributed check (`tlbkit_check::run::rounds::Party`): its
+/// copy of the visited set, kept between rounds; what a Ray actor holds.
+#[pyclass(frozen)]
+struct CheckParty(Arc<tlbkit_check::run::rounds::Party>);
+
+#[pymethods]
+impl CheckParty {
+    /// A party of the check `token` names, from the driver's visited set.
+    #[new]
+    fn new(token: &str, visited: &[u8]) -> PyResult<Self> {
+        use tlbkit_check::run::rounds;
+        let spec = rounds::spec_of(token).map_err(check_error)?;
+        Ok(CheckParty(Arc::new(rounds::Party::new(spec, visited).map_err(check_error)?)))
+    }
+
+    /// Runs one round (the GIL released): takes in `news`, explores `part`
+    /// for at most `budget` executions with `jobs` workers; returns `(body
+    /// to merge, violation found, executions run)`.
+    #[pyo3(signature = (part, news, budget, jobs=1))]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        part: Vec<u8>,
+        news: Vec<Vec<u8>>,
+        budget: u64,
+        jobs: usize,
+    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, bool, u64)> {
+        let party = self.0.clone();
+        let (body, found, ran) = interruptible(py, move || {
+            let news: Vec<&[u8]> = news.iter().map(Vec::as_slice).collect();
+            party.run(&part, &news, budget, jobs)
+        })?
+        .map_err(check_error)?;
+        Ok((pyo3::types::PyBytes::new(py, &body), found, ran))
+    }
 }
 
 /// The check `token` names on this machine (one worker), for the
@@ -518,16 +557,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_spec_token, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_start, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_split, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_merge, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_progress, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_executions, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_run, m)?)?;
-    m.add_function(wrap_pyfunction!(check_round_report, m)?)?;
     m.add_function(wrap_pyfunction!(check_token_json, m)?)?;
     m.add_function(wrap_pyfunction!(grid_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_point, m)?)?;
     m.add_class::<SweepSession>()?;
+    m.add_class::<CheckRounds>()?;
+    m.add_class::<CheckParty>()?;
     Ok(())
 }

@@ -225,12 +225,13 @@ def check(
 
     ``executor``: None (this machine, ``jobs`` worker threads) or ``"ray"``:
     an exhaustive search of one shape (``mode="exhaustive"`` or
-    ``deep=True``) split into rounds of Ray tasks on the cluster at
-    ``address`` (None: ``RAY_ADDRESS``, else a new local cluster). Each round
-    hands every task a part of the frontier with the states visited so far;
-    the parts come back and are merged, so the verdict and the states are
-    those of the search on one machine, and a task lost with its worker is
-    run again."""
+    ``deep=True``) in rounds among Ray actors, one per CPU of the cluster at
+    ``address`` (None: ``RAY_ADDRESS``, else a new local cluster). Each actor
+    keeps its own copy of the visited set between rounds; each round it
+    explores a part of the frontier and hands back only the states it added,
+    which the others take in with their next parts. The verdict and the
+    states are those of the search on one machine; an actor lost with its
+    process loses only its round, which is run again."""
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
     if executor == "ray":

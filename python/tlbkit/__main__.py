@@ -5,7 +5,7 @@ as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations.
 
 ``python -m tlbkit check-rounds TOKEN --state-out FILE [--ray ADDRESS]``: the
 rounds of a distributed exhaustive check, for ``tlbkit check --ray`` (which
-makes the report from the final state written to FILE); exit 3 when a task
+makes the report from the final state written to FILE); exit 3 when an actor
 found a violation (the binary then finds its counterexample itself)."""
 
 import argparse

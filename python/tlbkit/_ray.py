@@ -7,6 +7,9 @@ completes (``tlbkit_lab::sweep::Session``, the code ``tlbkit sweep`` uses), so
 killing the driver loses only the runs in flight and a second sweep runs only
 what the file lacks. Once complete, the file is put in grid order: the same
 bytes as a sweep on host threads.
+
+Exhaustive checks: the search in rounds among Ray actors that each keep a
+copy of the visited set (``check`` below).
 """
 
 from __future__ import annotations
@@ -56,29 +59,72 @@ def run(session, bar, address: Optional[str] = None, in_flight: Optional[int] = 
             ray.shutdown()
 
 
-def _round_task(token: str, part: bytes, budget: int):
-    """A Ray task of a distributed check: one part of a round's frontier in,
-    ``(part to merge, violation found)`` out."""
-    from tlbkit import _native
+class _Party:
+    """A Ray actor of a distributed check, one per node: that node's copy of
+    the visited set, kept between rounds (``tlbkit_check::run::rounds::Party``),
+    explored with one worker thread per CPU of the node."""
 
-    return _native.check_round_run(token, part, budget, 1)
+    def __init__(self, token: str, visited: bytes, jobs: int):
+        from tlbkit import _native
+
+        self.party = _native.CheckParty(token, visited)
+        self.jobs = jobs
+
+    def run(self, part: bytes, budget: int, *news: bytes):
+        """One round: ``news`` taken in, ``part`` explored for at most
+        ``budget`` executions; ``(body to merge, violation found,
+        executions, seconds)``."""
+        import time
+
+        t = time.perf_counter()
+        body, found, ran = self.party.run(part, list(news), budget, self.jobs)
+        return body, found, ran, time.perf_counter() - t
 
 
-def check(token: str, address: Optional[str] = None, tasks: Optional[int] = None, budget: Optional[int] = None,
-          state_out: Optional[str] = None) -> str:
-    """Runs the exhaustive check ``token`` names in rounds of Ray tasks
-    (``tlbkit_check::run::rounds``): each round splits the frontier into
-    ``tasks`` parts (default: the cluster's CPUs), runs each for at most
-    ``budget`` executions (default: 20,000, or a task's share of every
-    execution so far when that is more, so that the rounds grow with the
-    search and each round's visited set is shipped to its tasks a few dozen
-    times at most) with the states visited so far, and merges what
-    they hand back, until nothing is left. Returns the report (JSON). A task
-    that finds a violation ends the rounds, the round's other tasks cancelled:
-    the check then runs on this machine for its counterexample. ``state_out``: where to write the final
-    state for the ``tlbkit`` binary (which makes the report itself)."""
+class _Member:
+    """The driver's record of an actor: its node's CPUs, its budget of
+    executions a round, and what the others handed back since its last round
+    (references into the object store)."""
+
+    def __init__(self, actor, cpus: int, budget: int):
+        self.actor, self.cpus, self.budget, self.news = actor, cpus, budget, []
+
+
+def _nodes(ray) -> dict:
+    """The cluster's live nodes that have CPUs: node id to CPUs."""
+    nodes = {}
+    for n in ray.nodes():
+        cpus = int(n.get("Resources", {}).get("CPU", 0))
+        if n.get("Alive") and cpus >= 1:
+            nodes[n["NodeID"]] = cpus
+    return nodes
+
+
+def check(token: str, address: Optional[str] = None, budget: Optional[int] = None,
+          state_out: Optional[str] = None, round_s: float = 1.0) -> str:
+    """Runs the exhaustive check ``token`` names in rounds among Ray actors
+    (``tlbkit_check::run::rounds``), one per node of the cluster with a
+    worker thread per CPU of its node, so that the threads of a node share
+    one visited set: each round the frontier is split among the actors; each
+    explores its part with its own copy of the visited set for a budget of
+    executions (``budget``, else as many as the last round ran in about
+    ``round_s`` seconds) and hands back what is left of its part and only
+    the states it added or narrowed; those are merged into the driver's
+    whole search and handed to the other actors with their next parts.
+    Nodes that join the cluster get an actor at the next round. Returns the
+    report (JSON).
+
+    An actor lost with its process loses its round alone: its part goes back
+    to the frontier as it was handed out, and a new actor starts on its node
+    (if the node is still there) from the driver's visited set. An actor that
+    finds a violation ends the rounds (the others are stopped): the check then
+    runs on this machine for its counterexample. ``state_out``: where to write
+    the finished search for the ``tlbkit`` binary (which makes the report
+    itself)."""
     try:
         import ray
+        from ray.exceptions import RayActorError
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
     from tlbkit import _native
@@ -86,36 +132,73 @@ def check(token: str, address: Optional[str] = None, tasks: Optional[int] = None
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    Party = ray.remote(max_restarts=0, max_task_retries=0)(_Party)
+    parties = {}  # node id -> _Member
     try:
-        # A task lost with its worker is run again: a part is a pure function of its input.
-        task = ray.remote(num_cpus=1, max_retries=5)(_round_task)
-        tasks = tasks or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        state = _native.check_round_start(token)
+        search = _native.CheckRounds(token)
+
+        def join(nodes):
+            for node, cpus in nodes.items():
+                if node not in parties:
+                    on_node = NodeAffinitySchedulingStrategy(node, soft=False)
+                    actor = Party.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
+                        token, search.visited(), cpus)
+                    parties[node] = _Member(actor, cpus, budget or 20000 * cpus)
+
+        join(_nodes(ray))
+        if not parties:
+            raise ValueError("the Ray cluster has no node with a CPU")
         while True:
-            frontier, _states = _native.check_round_progress(state)
+            frontier, _states, _executions = search.progress()
             if frontier == 0:
                 if state_out is not None:
                     with open(state_out, "wb") as f:
-                        f.write(state)
-                return _native.check_round_report(token, state, tasks)
-            parts = _native.check_round_split(state, tasks)
-            done = _native.check_round_executions(state)
-            each = budget or max(20000, done // max(1, len(parts)))
-            refs = [task.remote(token, p, each) for p in parts]
-            outs = {}
-            while len(outs) < len(refs):
+                        f.write(search.save())
+                return search.report(sum(m.cpus for m in parties.values()))
+            order = list(parties)
+            calls = {}
+            for node, part in zip(order, search.split(len(order))):
+                m = parties[node]
+                calls[m.actor.run.remote(part, m.budget, *m.news)] = (node, part)
+                m.news = []
+            backs, lost = {}, []
+            while calls:
                 # A timeout, so that Ctrl-C reaches the driver while it waits.
-                ready, _ = ray.wait([r for r in refs if r not in outs], num_returns=1, timeout=0.5)
+                ready, _ = ray.wait(list(calls), num_returns=1, timeout=0.5)
                 for ref in ready:
-                    outs[ref] = ray.get(ref)
-                if any(found for _, found in outs.values()):
-                    # A violation: the other tasks of the round stop, and the
-                    # counterexample is found on this machine.
-                    for r in refs:
-                        if r not in outs:
-                            ray.cancel(r, force=True)
-                    return _native.check_token_json(token)
-            state = _native.check_round_merge(state, [outs[r][0] for r in refs])
+                    node, part = calls.pop(ref)
+                    try:
+                        body, found, executions, seconds = ray.get(ref)
+                    except RayActorError:
+                        # Lost with its process: its part goes back as it was handed out.
+                        search.merge(part)
+                        lost.append(node)
+                        continue
+                    if found:
+                        # A violation: the other actors stop, and the
+                        # counterexample is found on this machine.
+                        return _native.check_token_json(token)
+                    search.merge(body)
+                    backs[node] = ray.put(body)
+                    if budget is None and seconds > 0:
+                        # Rounds of about round_s seconds: long enough that
+                        # the driver's merging is small beside them, short
+                        # enough that the actors seldom explore the same new
+                        # states.
+                        parties[node].budget = max(1000, int(executions / seconds * round_s))
+            for node in lost:
+                del parties[node]
+            for node, ref in backs.items():
+                for other, m in parties.items():
+                    if other != node:
+                        m.news.append(ref)
+            # New nodes, and the nodes of lost actors, get an actor that
+            # starts from the whole visited set.
+            join(_nodes(ray))
+            if not parties:
+                raise RuntimeError("every node of the Ray cluster was lost")
     finally:
+        for m in parties.values():
+            ray.kill(m.actor)
         if started_here:
             ray.shutdown()

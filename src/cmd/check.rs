@@ -148,7 +148,7 @@ pub struct CheckArgs {
     /// to go on with more.
     #[arg(long, value_name = "SIZE")]
     max_memory: Option<String>,
-    /// Exhaustive mode: run the search in rounds of Ray tasks on the cluster
+    /// Exhaustive mode: run the search in rounds among Ray actors on the cluster
     /// at ADDRESS (empty: RAY_ADDRESS, else a new local cluster), through
     /// tlbkit's Python package (`pip install './python[ray]'`; $TLBKIT_PYTHON
     /// names the interpreter, default python3). The verdict and the states are
@@ -250,13 +250,13 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
 }
 
 /// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape in rounds
-/// of Ray tasks (`tlbkit_check::run::rounds`), driven by the Python package's
+/// among Ray actors (`tlbkit_check::run::rounds`), driven by the Python package's
 /// `python -m tlbkit check-rounds`; the report is made here from the final state.
 fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     use tlbkit_check::run::rounds;
     let (format, verbose, address) = (a.format, a.verbose, a.ray.clone().unwrap_or_default());
     let (spec, _) = one_exhaustive_shape(a, "--ray runs")?;
-    rounds::round_start(&spec)?;
+    rounds::validate(&spec)?;
     let token = rounds::spec_token(&spec);
     let state = std::env::temp_dir().join(format!("tlbkit-rounds-{}.state", std::process::id()));
     let python = std::env::var("TLBKIT_PYTHON").unwrap_or_else(|_| "python3".into());

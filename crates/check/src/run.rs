@@ -268,15 +268,17 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     Ok(r)
 }
 
-/// A distributed exhaustive check, in rounds (see [`search::rounds`]): a
-/// driver (the Python package's Ray executor) makes the first round's state
-/// with [`round_start`], splits each round's state among tasks
-/// ([`round_split`]), runs each part where it likes ([`round_run`], on any
-/// machine with this build), merges what they hand back ([`round_merge`])
-/// and, once the frontier is empty, makes the report ([`round_report`]): the
-/// verdict and states of the check on one machine. A task that finds a
-/// violation says so; the driver then runs [`check`] for its counterexample,
-/// as [`check_exhaustive_jobs`] does.
+/// A distributed exhaustive check, in rounds among parties (see
+/// [`search::rounds`]): a driver (the Python package's Ray executor) keeps
+/// the whole search in a [`Rounds`], each party (a Ray actor, on any machine
+/// with this build) its copy of the visited set in a [`Party`]. Each round
+/// the driver splits the frontier ([`Rounds::split`]), each party runs its
+/// part ([`Party::run`]) and the driver merges what comes back
+/// ([`Rounds::merge`]); once the frontier is empty, [`Rounds::report`] (or
+/// [`round_report`] of its [`Rounds::save`]) is the verdict and the states of
+/// the check on one machine. A party that finds a violation says so; the
+/// driver then runs [`check`] for its counterexample, as
+/// [`check_exhaustive_jobs`] does.
 pub mod rounds {
     use super::*;
 
@@ -284,8 +286,12 @@ pub mod rounds {
     /// initiating CPUs (the most of one execution).
     const COUNTERS: usize = 3;
 
-    /// Returns the text that names the exhaustive check `spec` to a round's
-    /// tasks (its replay token's header).
+    fn saved(why: String) -> Error {
+        Error::Saved { why }
+    }
+
+    /// Returns the text that names the exhaustive check `spec` to the
+    /// parties (its replay token's header).
     pub fn spec_token(spec: &CheckSpec) -> String {
         encode(spec, &[])
     }
@@ -296,52 +302,103 @@ pub mod rounds {
         Ok(CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..spec })
     }
 
-    /// The state of a check that has not started, once `spec` is known to build.
-    pub fn round_start(spec: &CheckSpec) -> Result<Vec<u8>, Error> {
+    /// Checks that `spec` is an exhaustive check whose policy builds.
+    pub fn validate(spec: &CheckSpec) -> Result<(), Error> {
         if spec.mode != Mode::Exhaustive {
             return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
         }
         shape(spec)?;
-        validate_build(spec)?;
-        Ok(search::rounds::start(COUNTERS))
+        validate_build(spec)
     }
 
-    /// Splits a round's state among at most `parts` tasks.
-    pub fn round_split(state: &[u8], parts: usize) -> Result<Vec<Vec<u8>>, Error> {
-        search::rounds::split(state, parts, COUNTERS).map_err(|why| Error::Saved { why })
+    /// The driver's side: the whole search.
+    pub struct Rounds {
+        spec: CheckSpec,
+        search: search::rounds::Driver,
     }
 
-    /// Merges the parts a round's tasks handed back into the state it split.
-    pub fn round_merge(state: &[u8], parts: &[Vec<u8>]) -> Result<Vec<u8>, Error> {
-        search::rounds::merge(state, parts, COUNTERS).map_err(|why| Error::Saved { why })
+    impl Rounds {
+        /// A check that has not started, once `spec` is known to build.
+        pub fn start(spec: CheckSpec) -> Result<Rounds, Error> {
+            validate(&spec)?;
+            Ok(Rounds { spec, search: search::rounds::Driver::start(COUNTERS) })
+        }
+
+        /// The visited set, for a party that starts now.
+        pub fn visited(&self) -> Vec<u8> {
+            self.search.visited()
+        }
+
+        /// Takes the frontier out, split into at most `parts` parts.
+        pub fn split(&self, parts: usize) -> Vec<Vec<u8>> {
+            self.search.split(parts)
+        }
+
+        /// Merges what a party handed back, or a lost party's part as it was handed out.
+        pub fn merge(&self, body: &[u8]) -> Result<(), Error> {
+            self.search.merge(body).map_err(saved)
+        }
+
+        /// The frontier's subtrees, the states and the executions so far.
+        pub fn progress(&self) -> (usize, u64, u64) {
+            let (stats, frontier, _) = self.search.stats();
+            (frontier, stats.states, stats.executions)
+        }
+
+        /// The whole search, for [`round_report`] in another process.
+        pub fn save(&self) -> Vec<u8> {
+            self.search.save()
+        }
+
+        /// The report of the finished check (its frontier empty), `workers` the parties.
+        pub fn report(&self, workers: usize) -> Result<CheckReport, Error> {
+            let (stats, _, c) = self.search.stats();
+            report_of(&self.spec, stats, &c, workers)
+        }
     }
 
-    /// Runs a task of a round with `jobs` workers for at most `budget`
-    /// executions: the part to merge, and whether a violation was found.
-    pub fn round_run(spec: &CheckSpec, part: &[u8], budget: u64, jobs: usize) -> Result<(Vec<u8>, bool), Error> {
-        let shape = shape(spec)?;
-        let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-        let (body, found) =
-            with_workers(spec, &shape, &counters, |each| search::rounds::run(each, jobs, part, budget, &counters))?
-                .map_err(|why| Error::Saved { why })?;
-        Ok((body, found.is_some()))
+    /// A party's side: its copy of the visited set, kept between rounds.
+    pub struct Party {
+        spec: CheckSpec,
+        shape: Shape,
+        search: search::rounds::Party,
     }
 
-    /// Returns the executions a round's state has run.
-    pub fn round_executions(state: &[u8]) -> Result<u64, Error> {
-        let (stats, _, _) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
-        Ok(stats.executions)
+    impl Party {
+        /// A party of the check `spec` that starts from `visited` ([`Rounds::visited`]).
+        pub fn new(spec: CheckSpec, visited: &[u8]) -> Result<Party, Error> {
+            let shape = shape(&spec)?;
+            let search = search::rounds::Party::new(visited, COUNTERS).map_err(saved)?;
+            Ok(Party { spec, shape, search })
+        }
+
+        /// Runs one round with `jobs` workers: takes in `news` (what the
+        /// other parties handed back since this party's last round), then
+        /// explores `part` for at most `budget` executions. Returns the body
+        /// to merge, whether a violation was found and the executions run.
+        pub fn run(
+            &self,
+            part: &[u8],
+            news: &[&[u8]],
+            budget: u64,
+            jobs: usize,
+        ) -> Result<(Vec<u8>, bool, u64), Error> {
+            let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+            let (body, found, executions) = with_workers(&self.spec, &self.shape, &counters, |each| {
+                self.search.run(each, jobs, part, news, budget, &counters)
+            })?
+            .map_err(saved)?;
+            Ok((body, found.is_some(), executions))
+        }
     }
 
-    /// Returns the frontier's subtrees and the states of a round's state.
-    pub fn round_progress(state: &[u8]) -> Result<(usize, u64), Error> {
-        let (stats, frontier, _) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
-        Ok((frontier, stats.states))
-    }
-
-    /// The report of a finished distributed check (its frontier empty).
+    /// The report of a finished distributed check from its save ([`Rounds::save`]).
     pub fn round_report(spec: &CheckSpec, state: &[u8], workers: usize) -> Result<CheckReport, Error> {
-        let (stats, _, c) = search::rounds::stats(state, COUNTERS).map_err(|why| Error::Saved { why })?;
+        let (stats, _, c) = search::rounds::stats(state, COUNTERS).map_err(saved)?;
+        report_of(spec, stats, &c, workers)
+    }
+
+    fn report_of(spec: &CheckSpec, stats: Stats, c: &[u64], workers: usize) -> Result<CheckReport, Error> {
         if stats.executions == 0 {
             return Err(Error::NoExecution);
         }
@@ -453,9 +510,13 @@ impl WithPolicy for Work<'_, '_> {
         (self.worker)(&mut |c: &mut dyn Chooser| {
             let out = exec::run_from(&mut saved, shape, build, c);
             let r = Reached::of(&out);
-            counters[0].fetch_max(out.ops as u64, Relaxed);
-            counters[1].fetch_max(u64::from(r.rollovers), Relaxed);
-            counters[2].fetch_max(u64::from(r.initiators), Relaxed);
+            // Read first: a write at every execution would move the line
+            // from worker to worker.
+            for (c, v) in counters.iter().zip([out.ops as u64, u64::from(r.rollovers), u64::from(r.initiators)]) {
+                if v > c.load(Relaxed) {
+                    c.fetch_max(v, Relaxed);
+                }
+            }
             out
         });
     }

@@ -85,9 +85,12 @@ struct Shared {
     max_bytes: u64,
     /// Set (to the bytes needed) when the visited set would pass `max_bytes`.
     over: AtomicU64,
-    /// A round of a distributed search ends at this many executions, every
-    /// subtree put back (see [`exhaustive_round`]).
+    /// A party's round of a distributed search ends at this many
+    /// executions, every subtree put back (see [`rounds`]).
     budget: AtomicU64,
+    /// Workers waiting for work: only while one does do the others look at
+    /// the queue after each execution to give some away.
+    hungry: std::sync::atomic::AtomicUsize,
 }
 
 /// A shard of the visited set, alone on its cache lines (two adjacent
@@ -115,6 +118,7 @@ impl Shared {
             max_bytes,
             over: 0.into(),
             budget: u64::MAX.into(),
+            hungry: 0.into(),
         }
     }
 
@@ -139,18 +143,30 @@ impl Shared {
 
     /// Writes the counters, the visited set and the queue (every worker waiting).
     fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
+        let shards: Vec<_> =
+            self.visited.iter().map(|s| s.0.lock().expect("no worker panicked holding a shard")).collect();
+        let q = self.work.lock().expect("no worker panicked holding the queue");
+        self.save_with(w, extra, shards.iter().map(|v| &**v), &q.0);
+    }
+
+    /// Writes the counters with `visited` (its shards) and `work` for the
+    /// visited set and the queue: the layout [`Shared::load`] reads.
+    fn save_with<'v>(
+        &self,
+        w: &mut Writer,
+        extra: &[AtomicU64],
+        visited: impl ExactSizeIterator<Item = &'v Visited>,
+        work: &[Subtree],
+    ) {
         w.u64(self.executions.load(Relaxed));
         w.u64(self.pruned.load(Relaxed));
         w.u64(self.max_steps.load(Relaxed) as u64);
         w.u64(extra.len() as u64);
         extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
-        w.u64(self.visited.len() as u64);
-        for s in &self.visited {
-            s.0.lock().expect("no worker panicked holding a shard").save(w);
-        }
-        let q = self.work.lock().expect("no worker panicked holding the queue");
-        w.u64(q.0.len() as u64);
-        q.0.iter().for_each(|t| t.save(w));
+        w.u64(visited.len() as u64);
+        visited.for_each(|v| v.save(w));
+        w.u64(work.len() as u64);
+        work.iter().for_each(|t| t.save(w));
     }
 
     /// Reads what [`Shared::save`] wrote into a search that goes on from it.
@@ -398,7 +414,48 @@ fn take_work(shared: &Shared) -> Option<Subtree> {
             shared.wake.notify_all();
             return None;
         }
+        shared.hungry.fetch_add(1, Relaxed);
         w = shared.wake.wait(w).expect("no worker panicked holding the queue");
+        shared.hungry.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Executions a worker reserves at a time when the search has no cap on them.
+const BATCH: u64 = 64;
+
+/// A worker's counts while it explores a subtree, added to the shared ones
+/// when it stops (on every way out): a read-modify-write of a shared counter
+/// at every execution moved its cache line from core to core, which at 16
+/// workers cost more than the executions themselves. Executions are reserved
+/// [`BATCH`] at a time (one at a time under a cap, which must be exact), and
+/// those not run are given back.
+struct Tally<'a> {
+    shared: &'a Shared,
+    pruned: u64,
+    /// Executions reserved and not yet run.
+    tickets: u64,
+}
+
+impl Tally<'_> {
+    /// Takes an execution, `false` when `max` have run.
+    fn take(&mut self, max: u64) -> bool {
+        if self.tickets == 0 {
+            let batch = if max == u64::MAX { BATCH } else { 1 };
+            if self.shared.executions.fetch_add(batch, Relaxed) >= max {
+                self.shared.executions.fetch_sub(batch, Relaxed);
+                return false;
+            }
+            self.tickets = batch;
+        }
+        self.tickets -= 1;
+        true
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        self.shared.pruned.fetch_add(self.pruned, Relaxed);
+        self.shared.executions.fetch_sub(self.tickets, Relaxed);
     }
 }
 
@@ -411,17 +468,18 @@ fn explore(
     max: u64,
     switches: Switches,
 ) {
+    let mut tally = Tally { shared, pruned: 0, tickets: 0 };
     loop {
         if shared.stop.load(Relaxed) {
             return;
         }
         if shared.pause.load(Relaxed) || shared.over_budget() {
             // Positioned at its next execution: the saved frontier holds it as it is.
+            drop(tally);
             shared.work.lock().expect("no worker panicked holding the queue").0.push(t);
             return;
         }
-        if shared.executions.fetch_add(1, Relaxed) >= max {
-            shared.executions.fetch_sub(1, Relaxed);
+        if !tally.take(max) {
             shared.stop.store(true, Relaxed);
             return;
         }
@@ -430,10 +488,10 @@ fn explore(
             let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches);
             run(&mut d)
         };
-        shared.max_steps.fetch_max(out.steps, Relaxed);
-        if out.pruned {
-            shared.pruned.fetch_add(1, Relaxed);
+        if out.steps > shared.max_steps.load(Relaxed) {
+            shared.max_steps.fetch_max(out.steps, Relaxed);
         }
+        tally.pruned += u64::from(out.pruned);
         if out.violation.is_some() {
             let mut f = shared.found.lock().expect("no worker panicked holding the result");
             if f.is_none() {
@@ -451,7 +509,9 @@ fn explore(
         if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
             return;
         }
-        give_away(&mut t, shared);
+        if shared.hungry.load(Relaxed) > 0 {
+            give_away(&mut t, shared);
+        }
     }
 }
 
@@ -497,16 +557,22 @@ fn split_off(t: &mut Subtree) -> Vec<Subtree> {
     given
 }
 
-/// A distributed exhaustive search runs in rounds: each round, the frontier
-/// (the subtrees not yet explored) is split among tasks, each task explores
-/// its part with the visited set as the round began for a budget of
-/// executions and hands back its visited set and what is left of its part,
-/// and the parts are merged: the visited sets united (a state two tasks
-/// reached keeps the transitions both left unexplored), the frontiers put
-/// together. A state two tasks reach in one round is explored by both, so a
-/// round does some work twice; none is lost, so the search reaches the states
-/// a search on one machine reaches. A round's state is a save body
-/// ([`saved`]); these functions make, split, run and merge them.
+/// A distributed exhaustive search runs in rounds among *parties* (one per
+/// CPU of a cluster, each a process that lives through the search): each
+/// round, the driver splits the frontier (the subtrees not yet explored)
+/// among the parties; each party explores its part with its own copy of the
+/// visited set for a budget of executions and hands back what is left of its
+/// part and the states its visits inserted or narrowed this round (only
+/// those: the others have the rest); the driver merges them into the whole
+/// visited set (a state two parties reached keeps the transitions both left
+/// unexplored) and the frontier, and hands each party, with its next part,
+/// the states the other parties handed back since its last round. A state two
+/// parties reach in one round is explored by both, so a round does some work
+/// twice; none is lost, so the search reaches the states a search on one
+/// machine reaches. A party lost mid-round loses only its round: its part
+/// goes back to the frontier as it was handed out, and a new party starts
+/// from the driver's visited set. Parts, states and the driver's whole
+/// search travel as save bodies ([`saved`]).
 pub mod rounds {
     use super::*;
 
@@ -515,24 +581,15 @@ pub mod rounds {
         (0..n).map(|_| AtomicU64::new(0)).collect()
     }
 
-    /// The body of a search that has not started: the root subtree, nothing visited.
-    pub fn start(extra: usize) -> Vec<u8> {
-        let shared = Shared::new(
-            vec![Subtree::below(Vec::new(), Vec::new())],
-            (0..SHARDS).map(|_| Visited::default()).collect(),
-            u64::MAX,
-        );
-        let zero = zeroed(extra);
-        let mut w = Writer::default();
-        shared.save(&mut w, &zero);
-        w.0
-    }
-
     /// Returns the statistics of `body` (complete when its frontier is
     /// empty), its frontier's subtrees, and the caller's counters.
     pub fn stats(body: &[u8], extra: usize) -> Result<(Stats, usize, Vec<u64>), String> {
         let e = zeroed(extra);
         let s = Shared::load(body, &e, u64::MAX)?;
+        Ok(stats_of(&s, &e))
+    }
+
+    fn stats_of(s: &Shared, e: &[AtomicU64]) -> (Stats, usize, Vec<u64>) {
         let frontier = s.work.lock().expect("unshared").0.len();
         let stats = Stats {
             executions: s.executions.load(Relaxed),
@@ -541,57 +598,91 @@ pub mod rounds {
             max_steps: s.max_steps.load(Relaxed),
             complete: frontier == 0,
         };
-        Ok((stats, frontier, e.iter().map(|a| a.load(Relaxed)).collect()))
+        (stats, frontier, e.iter().map(|a| a.load(Relaxed)).collect())
     }
 
-    /// Splits `body`'s frontier into at most `parts` bodies, each with the
-    /// whole visited set and no counts of its own, refining subtrees (their
-    /// shallowest open choices) until there are enough to go round.
-    pub fn split(body: &[u8], parts: usize, extra: usize) -> Result<Vec<Vec<u8>>, String> {
-        let e = zeroed(extra);
-        let s = Shared::load(body, &e, u64::MAX)?;
-        let mut work = std::mem::take(&mut s.work.lock().expect("unshared").0);
-        let mut k = 0;
-        while work.len() < parts && k < work.len() {
-            let more = split_off(&mut work[k]);
-            if more.is_empty() {
-                k += 1;
-            }
-            work.extend(more);
+    /// The driver's search: the whole visited set, the frontier, the counts.
+    pub struct Driver {
+        shared: Shared,
+        extra: Vec<AtomicU64>,
+    }
+
+    impl Driver {
+        /// A search that has not started: the root subtree, nothing visited,
+        /// with `extra` counters of the caller's (the most of each is kept).
+        pub fn start(extra: usize) -> Driver {
+            let shared = Shared::new(
+                vec![Subtree::below(Vec::new(), Vec::new())],
+                (0..SHARDS).map(|_| Visited::default()).collect(),
+                u64::MAX,
+            );
+            Driver { shared, extra: zeroed(extra) }
         }
-        let parts = parts.clamp(1, work.len().max(1));
-        let mut chunks: Vec<Vec<Subtree>> = vec![Vec::new(); parts];
-        for (i, t) in work.into_iter().enumerate() {
-            chunks[i % parts].push(t);
-        }
-        let zero = zeroed(extra);
-        let mut out = Vec::with_capacity(parts);
-        for chunk in chunks {
-            s.executions.store(0, Relaxed);
-            s.pruned.store(0, Relaxed);
-            s.max_steps.store(0, Relaxed);
-            s.work.lock().expect("unshared").0 = chunk;
+
+        /// The whole search, as [`stats`] and a resumed search read it.
+        pub fn save(&self) -> Vec<u8> {
             let mut w = Writer::default();
-            s.save(&mut w, &zero);
-            out.push(w.0);
+            self.shared.save(&mut w, &self.extra);
+            w.0
         }
-        Ok(out)
-    }
 
-    /// Merges the bodies a round's tasks handed back into `base` (the body
-    /// the round split): the visited sets united, the frontiers put together,
-    /// the counts added (the caller's own counters: the most of each).
-    pub fn merge(base: &[u8], parts: &[Vec<u8>], extra: usize) -> Result<Vec<u8>, String> {
-        let e = zeroed(extra);
-        let total = Shared::load(base, &e, u64::MAX)?;
-        total.work.lock().expect("unshared").0.clear();
-        for body in parts {
-            let pe = zeroed(extra);
+        /// Returns the statistics (complete when the frontier is empty), the
+        /// frontier's subtrees and the caller's counters.
+        pub fn stats(&self) -> (Stats, usize, Vec<u64>) {
+            stats_of(&self.shared, &self.extra)
+        }
+
+        /// The visited set alone, for a party that starts now ([`Party::new`]).
+        pub fn visited(&self) -> Vec<u8> {
+            let shards: Vec<_> = self.shared.visited.iter().map(|s| s.0.lock().expect("unshared")).collect();
+            let none = Shared::new(Vec::new(), Vec::new(), u64::MAX);
+            let mut w = Writer::default();
+            none.save_with(&mut w, &zeroed(self.extra.len()), shards.iter().map(|v| &**v), &[]);
+            w.0
+        }
+
+        /// Takes the frontier out of the search and splits it into at most
+        /// `parts` parts, refining subtrees (their shallowest open choices)
+        /// until there are enough to go round; what the parties hand back
+        /// (or a lost party's part as it is) goes back with [`Driver::merge`].
+        pub fn split(&self, parts: usize) -> Vec<Vec<u8>> {
+            let mut work = std::mem::take(&mut self.shared.work.lock().expect("unshared").0);
+            let mut k = 0;
+            while work.len() < parts && k < work.len() {
+                let more = split_off(&mut work[k]);
+                if more.is_empty() {
+                    k += 1;
+                }
+                work.extend(more);
+            }
+            let parts = parts.clamp(1, work.len().max(1));
+            let mut chunks: Vec<Vec<Subtree>> = vec![Vec::new(); parts];
+            for (i, t) in work.into_iter().enumerate() {
+                chunks[i % parts].push(t);
+            }
+            let (none, zero) = (Shared::new(Vec::new(), Vec::new(), u64::MAX), zeroed(self.extra.len()));
+            let empty: Vec<Visited> = (0..SHARDS).map(|_| Visited::default()).collect();
+            chunks
+                .iter()
+                .map(|chunk| {
+                    let mut w = Writer::default();
+                    none.save_with(&mut w, &zero, empty.iter(), chunk);
+                    w.0
+                })
+                .collect()
+        }
+
+        /// Merges what a party handed back (or a part handed out): its states
+        /// into the visited set, its frontier into the frontier, its counts
+        /// added (the caller's counters: the most of each).
+        pub fn merge(&self, body: &[u8]) -> Result<(), String> {
+            let pe = zeroed(self.extra.len());
             let p = Shared::load(body, &pe, u64::MAX)?;
+            let total = &self.shared;
             total.executions.fetch_add(p.executions.load(Relaxed), Relaxed);
             total.pruned.fetch_add(p.pruned.load(Relaxed), Relaxed);
             total.max_steps.fetch_max(p.max_steps.load(Relaxed), Relaxed);
-            for (a, b) in e.iter().zip(&pe) {
+            for (a, b) in self.extra.iter().zip(&pe) {
                 a.fetch_max(b.load(Relaxed), Relaxed);
             }
             for (into, from) in total.visited.iter().zip(&p.visited) {
@@ -599,30 +690,64 @@ pub mod rounds {
             }
             let more = std::mem::take(&mut p.work.lock().expect("unshared").0);
             total.work.lock().expect("unshared").0.extend(more);
+            Ok(())
         }
-        let mut w = Writer::default();
-        total.save(&mut w, &e);
-        Ok(w.0)
     }
 
-    /// Runs one task of a round: `body`'s frontier with `jobs` workers until
-    /// it is explored or `budget` more executions ran; returns the body to
-    /// merge and a violation if one was found (the search stops there).
-    pub fn run(
-        each: &(dyn Fn(Worker<'_>) + Sync),
-        jobs: usize,
-        body: &[u8],
-        budget: u64,
-        extra: &[AtomicU64],
-    ) -> Result<(Vec<u8>, Option<Outcome>), String> {
-        let shared = Shared::load(body, extra, u64::MAX)?;
-        shared.budget.store(shared.executions.load(Relaxed).saturating_add(budget), Relaxed);
-        let switches = SWITCHES.with(std::cell::Cell::get);
-        std::thread::scope(|scope| spawn_workers(scope, &shared, each, jobs, u64::MAX, switches));
-        let found = shared.found.lock().expect("no worker panicked holding the result").take();
-        let mut w = Writer::default();
-        shared.save(&mut w, extra);
-        Ok((w.0, found))
+    /// A party: one process's copy of the visited set, kept between rounds.
+    pub struct Party {
+        shared: Shared,
+    }
+
+    impl Party {
+        /// A party that starts from the visited set [`Driver::visited`] wrote.
+        pub fn new(visited: &[u8], extra: usize) -> Result<Party, String> {
+            let shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
+            shared.visited.iter().for_each(|v| v.0.lock().expect("unshared").track());
+            Ok(Party { shared })
+        }
+
+        /// Runs one round: takes in `news` (what the other parties handed
+        /// back since this party's last round), then explores `part` with
+        /// `jobs` workers until it is explored or `budget` executions ran.
+        /// Returns the body to merge (this round's counts, the states its
+        /// visits inserted or narrowed, what is left of the part), a
+        /// violation if one was found (the round stops there) and the
+        /// executions it ran.
+        pub fn run(
+            &self,
+            each: &(dyn Fn(Worker<'_>) + Sync),
+            jobs: usize,
+            part: &[u8],
+            news: &[&[u8]],
+            budget: u64,
+            extra: &[AtomicU64],
+        ) -> Result<(Vec<u8>, Option<Outcome>, u64), String> {
+            let s = &self.shared;
+            for body in news {
+                let n = Shared::load(body, &zeroed(extra.len()), u64::MAX)?;
+                for (into, from) in s.visited.iter().zip(&n.visited) {
+                    // Taken in without recording: every other party has these.
+                    into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
+                }
+            }
+            let p = Shared::load(part, extra, u64::MAX)?;
+            s.work.lock().expect("unshared").0 = std::mem::take(&mut p.work.lock().expect("unshared").0);
+            s.executions.store(0, Relaxed);
+            s.pruned.store(0, Relaxed);
+            s.max_steps.store(0, Relaxed);
+            s.stop.store(false, Relaxed);
+            s.budget.store(budget, Relaxed);
+            let switches = SWITCHES.with(std::cell::Cell::get);
+            std::thread::scope(|scope| spawn_workers(scope, s, each, jobs, u64::MAX, switches));
+            let found = s.found.lock().expect("no worker panicked holding the result").take();
+            let changes: Vec<Visited> =
+                s.visited.iter().map(|v| v.0.lock().expect("unshared").take_changes()).collect();
+            let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
+            let mut w = Writer::default();
+            s.save_with(&mut w, extra, changes.iter(), &left);
+            Ok((w.0, found, s.executions.load(Relaxed)))
+        }
     }
 }
 

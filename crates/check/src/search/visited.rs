@@ -14,6 +14,10 @@ pub(super) struct Visited {
     /// The mask of the state whose hash is 0, if it was visited.
     zero: Option<u64>,
     len: usize,
+    /// While a party of a distributed search runs ([`Visited::track`]): the
+    /// states its visits inserted or narrowed, so that only those travel at
+    /// the end of a round (the other parties have the rest).
+    changed: Option<Vec<u64>>,
 }
 
 impl Visited {
@@ -42,6 +46,25 @@ impl Visited {
     /// Returns the slots the table has once grown: double, 16 at first.
     fn grown_len(&self) -> usize {
         (2 * self.slots.len()).max(16)
+    }
+
+    /// Records, from now on, the states each visit inserts or narrows.
+    pub(super) fn track(&mut self) {
+        self.changed = Some(Vec::new());
+    }
+
+    /// Returns the states recorded since [`Visited::track`] or the last call,
+    /// each with its mask now, and starts recording afresh.
+    pub(super) fn take_changes(&mut self) -> Visited {
+        let mut keys = self.changed.replace(Vec::new()).unwrap_or_default();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut out = Visited::default();
+        for k in keys {
+            let m = if k == 0 { self.zero.expect("a recorded state is held") } else { self.slots[self.slot(k)].1 };
+            out.entry(k, m);
+        }
+        out
     }
 
     /// Adds every state of `other`; a state both hold keeps the transitions
@@ -228,14 +251,19 @@ impl Drop for Slots {
 /// the state keeps the intersection of its visits' sleep sets).
 pub(super) fn visit(map: &mut Visited, state: u64, asleep: u64) -> Option<u64> {
     let (mask, first) = map.entry(state, asleep);
-    if first {
-        return Some(asleep);
+    let left = if first {
+        Some(asleep)
+    } else {
+        let before = *mask;
+        let fresh = before & !asleep;
+        if fresh == 0 {
+            return None;
+        }
+        *mask = before & asleep;
+        Some(!fresh)
+    };
+    if let Some(log) = &mut map.changed {
+        log.push(state);
     }
-    let before = *mask;
-    let fresh = before & !asleep;
-    if fresh == 0 {
-        return None;
-    }
-    *mask = before & asleep;
-    Some(!fresh)
+    left
 }
