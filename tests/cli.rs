@@ -384,6 +384,28 @@ fn check_jobs_reaches_the_states_one_thread_reaches() {
 }
 
 #[test]
+fn bench_rounds_reaches_the_states_of_jobs_in_rounds_among_parties() {
+    let j = bench_json(&[
+        "bench",
+        "rounds",
+        "--policy",
+        "arm64-noasid",
+        "--parties",
+        "2",
+        "--round-ms",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let r = &j.as_array().unwrap()[0];
+    assert_eq!((r["parties"].as_u64(), r["states"].as_u64()), (Some(2), Some(240_895)), "{r}");
+    assert!(r["rounds"].as_u64().unwrap() > 1, "rounds of 100 ms: {r}");
+    assert_bad_input(&["bench", "rounds", "--parties", "0"], "--parties: give party counts of 1 or more");
+    assert_bad_input(&["bench", "rounds", "--round-ms", "0"], "--round-ms 0: give a round's length");
+    assert_bad_input(&["bench", "rounds", "--policy", "nope"], "nope");
+}
+
+#[test]
 fn bench_check_bad_values_are_one_line_and_exit_2() {
     assert_bad_input(&["bench", "check", "--policy", "nope"], "--policy nope: no such policy; the policies are");
     assert_bad_input(&["bench", "check", "--limit-s", "0"], "--limit-s 0 leaves no time");

@@ -90,10 +90,10 @@ impl BenchMemory {
 /// README is measured at. One page, not the check's default two: two pages are
 /// for finding bugs of overlapping ranges, and square the search (`--pages 2`
 /// runs them).
-const CPUS: usize = 2;
-const MMS: usize = 3;
-const OPS: usize = 6;
-const PAGES: usize = 1;
+pub(super) const CPUS: usize = 2;
+pub(super) const MMS: usize = 3;
+pub(super) const OPS: usize = 6;
+pub(super) const PAGES: usize = 1;
 
 /// The policies the benchmark checks by default: the nine of the origins, before
 /// and after each origin's change (the fixed variant of FreeBSD arm64's, whose
@@ -153,7 +153,7 @@ const NOT_TIMED: &[(&str, &str)] = &[
 /// PCID slots per CPU (`TLB_NR_DYN_ASIDS`), and for `x86-linux-invlpgb`, whose
 /// `--asids` is its global ASIDs (its PCID slots stay 6), 2 (three address
 /// spaces exhaust and reset them).
-fn asids(policy: &str) -> u32 {
+pub(super) fn asids(policy: &str) -> u32 {
     default_asids(policy, CPUS)
 }
 

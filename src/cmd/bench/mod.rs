@@ -1,8 +1,9 @@
 //! `tlbkit bench`: tlbkit's own speed, as three subcommands that each take
 //! only their own flags: `bench sim` times the simulator on a fixed workload
 //! ([`sim`]), `bench scale` on the scale workloads at each CPU count
-//! ([`scale`]), and `bench check` times the checker at the standard bounds
-//! ([`check`]).
+//! ([`scale`]), `bench check` times the checker at the standard bounds
+//! ([`check`]), and `bench rounds` the search in rounds that `check --ray`
+//! runs, against one process's workers ([`rounds`]).
 //!
 //! The spellings from before the subcommands keep working, because other tools
 //! and older builds use them: `tlbkit bench` with no subcommand is `bench sim`
@@ -12,6 +13,7 @@
 //! and `bench check` through flags hidden from `--help` ([`Legacy`]).
 
 pub mod check;
+pub mod rounds;
 pub mod scale;
 pub mod sim;
 
@@ -48,6 +50,10 @@ enum BenchCmd {
     /// PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
     /// each in a child process, with states, seconds and peak memory.
     Check(check::CheckArgs),
+    /// Time the search in rounds that `check --ray` runs, among in-process
+    /// parties (a thread and a visited set each), against `check --jobs` with
+    /// as many workers, at a policy's standard bounds.
+    Rounds(rounds::RoundsArgs),
 }
 
 /// The flags of `bench scale` and `bench check` as `bench` itself took them
@@ -100,6 +106,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
         Some(BenchCmd::Sim(s)) => sim::run(s),
         Some(BenchCmd::Scale(s)) => scale::run(s),
         Some(BenchCmd::Check(c)) => check::run(c),
+        Some(BenchCmd::Rounds(r)) => rounds::run(r),
         None => {
             let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s, memory } = a.legacy;
             let format = a.sim.format;
