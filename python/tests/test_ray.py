@@ -187,13 +187,13 @@ def party_pids(running):
 
 
 def test_a_check_on_ray_survives_an_actor_killed_mid_round(cluster, on_one_machine):
-    """The binary's --ray at the standard bounds of arm64-linux, with an
+    """The binary's --ray at the standard bounds of x86-linux-410, with an
     actor's process killed while it runs a round: its round goes back to the
     frontier, a new actor takes its place, and the verdict and states are one
     machine's."""
     address, env = cluster
     tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
-    args = [tlbkit_bin, "check", "--policy", "arm64-linux", "--cpus", "2", "--mms", "3", "--pages", "1",
+    args = [tlbkit_bin, "check", "--policy", "x86-linux-410", "--cpus", "2", "--mms", "3", "--pages", "1",
             "--ops", "6", "--mode", "exhaustive", "--format", "json", "--ray", address]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**env, "TLBKIT_PYTHON": sys.executable})
@@ -210,6 +210,6 @@ def test_a_check_on_ray_survives_an_actor_killed_mid_round(cluster, on_one_machi
     assert killed, "no actor was running a round to kill: the shape is too small"
     import json
 
-    local, b = on_one_machine["arm64-linux"].report, json.loads(out)
+    local, b = on_one_machine["x86-linux-410"].report, json.loads(out)
     assert (b["states"], b["complete"], b["counterexample"]) == (local["states"], True, None)
     assert not party_pids(running=False), "the rounds' actors outlived the check"
