@@ -239,24 +239,10 @@ fn check_json(
     teardown: Option<String>,
     jobs: Option<usize>,
 ) -> PyResult<String> {
-    let cpus = check_cpus(cpus)?;
     let o = Options {
-        policy,
-        quick,
-        deep,
-        cpus,
-        mms,
-        pages,
-        asids,
-        ops,
-        mode,
         iterations,
-        seed,
-        memory,
-        menu,
-        teardown,
         jobs,
-        ..Options::default()
+        ..check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?
     };
     o.plan().map_err(check_error)?;
     let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;
@@ -283,23 +269,7 @@ fn check_spec_token(
     menu: Option<String>,
     teardown: Option<String>,
 ) -> PyResult<String> {
-    let cpus = check_cpus(cpus)?;
-    let o = Options {
-        policy,
-        quick,
-        deep,
-        cpus,
-        mms,
-        pages,
-        asids,
-        ops,
-        mode,
-        seed,
-        memory,
-        menu,
-        teardown,
-        ..Options::default()
-    };
+    let o = check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?;
     let (spec, _) = o.resolve().map_err(check_error)?;
     if spec.mode != tlbkit_check::Mode::Exhaustive {
         return Err(value_error(
@@ -412,6 +382,43 @@ fn check_token_json(py: Python<'_>, token: String) -> PyResult<String> {
     let spec = rounds::spec_of(&token).map_err(check_error)?;
     let r = interruptible(py, move || tlbkit_check::check(&spec))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// `tlbkit check`'s options from the keywords of `check` that name the check
+/// (not how it runs: `iterations`, `jobs`).
+#[allow(clippy::too_many_arguments)]
+fn check_options(
+    policy: String,
+    quick: bool,
+    deep: bool,
+    cpus: Option<i64>,
+    mms: Option<usize>,
+    pages: Option<usize>,
+    asids: Option<u32>,
+    ops: Option<usize>,
+    mode: Option<String>,
+    seed: u64,
+    memory: Option<String>,
+    menu: Option<String>,
+    teardown: Option<String>,
+) -> PyResult<Options> {
+    let cpus = check_cpus(cpus)?;
+    Ok(Options {
+        policy,
+        quick,
+        deep,
+        cpus,
+        mms,
+        pages,
+        asids,
+        ops,
+        mode,
+        seed,
+        memory,
+        menu,
+        teardown,
+        ..Options::default()
+    })
 }
 
 /// Returns `cpus=` as a CPU count, or the check's error for a negative one.

@@ -122,6 +122,23 @@ impl Shared {
         }
     }
 
+    /// A search that has not started: the root subtree, nothing visited.
+    fn fresh(max_bytes: u64) -> Shared {
+        Shared::new(
+            vec![Subtree::below(Vec::new(), Vec::new())],
+            (0..SHARDS).map(|_| Visited::default()).collect(),
+            max_bytes,
+        )
+    }
+
+    /// Adds every state of `other`'s visited set (a state both hold keeps
+    /// what both left unexplored); neither search may be running.
+    fn take_in(&self, other: &Shared) {
+        for (into, from) in self.visited.iter().zip(&other.visited) {
+            into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
+        }
+    }
+
     fn over_budget(&self) -> bool {
         self.executions.load(Relaxed) >= self.budget.load(Relaxed)
     }
@@ -247,11 +264,7 @@ pub fn exhaustive_saving(
     let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
     let shared = match resume {
         Some(body) => Shared::load(body, saving.map_or(&[][..], |(_, e)| e), max_bytes)?,
-        None => Shared::new(
-            vec![Subtree::below(Vec::new(), Vec::new())],
-            (0..SHARDS).map(|_| Visited::default()).collect(),
-            max_bytes,
-        ),
+        None => Shared::fresh(max_bytes),
     };
     let switches = SWITCHES.with(std::cell::Cell::get);
     let mut stopped = None;
@@ -611,12 +624,7 @@ pub mod rounds {
         /// A search that has not started: the root subtree, nothing visited,
         /// with `extra` counters of the caller's (the most of each is kept).
         pub fn start(extra: usize) -> Driver {
-            let shared = Shared::new(
-                vec![Subtree::below(Vec::new(), Vec::new())],
-                (0..SHARDS).map(|_| Visited::default()).collect(),
-                u64::MAX,
-            );
-            Driver { shared, extra: zeroed(extra) }
+            Driver { shared: Shared::fresh(u64::MAX), extra: zeroed(extra) }
         }
 
         /// The whole search, as [`stats`] and a resumed search read it.
@@ -685,9 +693,7 @@ pub mod rounds {
             for (a, b) in self.extra.iter().zip(&pe) {
                 a.fetch_max(b.load(Relaxed), Relaxed);
             }
-            for (into, from) in total.visited.iter().zip(&p.visited) {
-                into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
-            }
+            total.take_in(&p);
             let more = std::mem::take(&mut p.work.lock().expect("unshared").0);
             total.work.lock().expect("unshared").0.extend(more);
             Ok(())
@@ -725,11 +731,8 @@ pub mod rounds {
         ) -> Result<(Vec<u8>, Option<Outcome>, u64), String> {
             let s = &self.shared;
             for body in news {
-                let n = Shared::load(body, &zeroed(extra.len()), u64::MAX)?;
-                for (into, from) in s.visited.iter().zip(&n.visited) {
-                    // Taken in without recording: every other party has these.
-                    into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
-                }
+                // Taken in without recording: every other party has these.
+                s.take_in(&Shared::load(body, &zeroed(extra.len()), u64::MAX)?);
             }
             let p = Shared::load(part, extra, u64::MAX)?;
             s.work.lock().expect("unshared").0 = std::mem::take(&mut p.work.lock().expect("unshared").0);
