@@ -275,11 +275,9 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         Some(0) => {
             let body = std::fs::read(&state).map_err(|e| CliError::from(format!("--ray: the rounds' state: {e}")));
             let _ = std::fs::remove_file(&state);
-            let mut r = rounds::round_report(&spec, &body?, 0)?;
-            r.workers = 0;
-            r
+            rounds::round_report(&spec, &body?, 0)?
         }
-        // A task found a violation: its counterexample, as on one machine.
+        // An actor found a violation: its counterexample, as on one machine.
         Some(3) => tlbkit_check::check(&spec)?,
         Some(1) => {
             return Err(format!(
