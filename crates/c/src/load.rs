@@ -110,6 +110,9 @@ fn load(lib: &Lib) -> Result<Box<Copy>, Error> {
     let load_base = boot
         - lib.symbol("tlbkit_boot").ok_or_else(|| fail("no symbol table entry for tlbkit_boot".into()))?.value as usize;
     let base = sym("tlbkit_data_begin")?;
+    // The copy's file is gone: a fault in its code is described from the
+    // object it was copied from (the code lies below the state).
+    tlbkit_fault::name_code(load_base, base, load_base, lib.path.clone());
     let heap = sym("tlbkit_heap")?;
     let ops = sym("tlbkit_ops")?;
     if heap <= base || ops < base || ops >= heap {

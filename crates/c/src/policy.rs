@@ -139,12 +139,28 @@ impl CPolicy {
     fn boot(&self) -> Result<(), Error> {
         let frame = Frame::boot(&self.state);
         let boot = self.entries().boot;
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enter(&frame, || boot())));
+        // The simulator boots on a guarded stack; the checker boots inside
+        // its execution's arena, where a guarded call's stack cache would not
+        // outlive the execution, so there a fault at boot is not caught.
+        let checker = self.options.checker;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if checker {
+                Ok(enter(&frame, || boot()))
+            } else {
+                tlbkit_fault::call(|| enter(&frame, || boot()))
+            }
+        }));
         self.state.booting.set(false);
         let name = &self.lib.name;
         match r {
-            Ok(0) => {}
-            Ok(e) => return Err(Error::Boot(format!("{name}: an initcall returned {e}"))),
+            Ok(Ok(0)) => {}
+            Ok(Ok(e)) => return Err(Error::Boot(format!("{name}: an initcall returned {e}"))),
+            Ok(Err(fault)) => {
+                return Err(Error::Boot(format!(
+                    "{name} stopped while booting on a machine of {} CPUs and {}-bit ASIDs: {fault}",
+                    self.options.cpus, self.options.asid_bits
+                )))
+            }
             Err(e) => {
                 let msg = message(&*e);
                 let msg = msg.strip_prefix("no_kernel_bug: ").unwrap_or(&msg);
@@ -164,6 +180,33 @@ impl CPolicy {
         Ok(())
     }
 
+    /// Runs `f` (a call into the file) with `frame` current. The checker runs
+    /// it on its CPU's coroutine, whose faults and loops it reports itself;
+    /// the simulator runs it on a guarded stack ([`tlbkit_fault::call`]): a
+    /// fault, a loop that never returns or a `BUG_ON` of the file stops the
+    /// simulation with one line and exit code 3 (what a run writes, it writes
+    /// at its end through a temporary file: nothing already written is lost).
+    fn run<R>(&self, frame: &Frame, f: impl FnOnce() -> R) -> R {
+        if self.options.checker {
+            return enter(frame, f);
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tlbkit_fault::call(|| enter(frame, f))));
+        let why = match r {
+            Ok(Ok(r)) => return r,
+            Ok(Err(fault)) => fault.to_string(),
+            Err(e) => {
+                let msg = message(&*e);
+                msg.strip_prefix("no_kernel_bug: ").map_or(msg.clone(), |m| format!("the file's code stopped: {m}"))
+            }
+        };
+        eprintln!(
+            "tlbkit: error: the C policy {} stopped the simulation: {why} (`tlbkit check --c {}` finds a schedule \
+             that reaches it, with its replay token)",
+            self.lib.name, self.lib.name
+        );
+        std::process::exit(3);
+    }
+
     /// Calls into the file on the CPU `hw` stands for; a flush call reports
     /// its shootdown's start and end (the phases between come from its
     /// instructions).
@@ -172,7 +215,7 @@ impl CPolicy {
         if flush != Flush::None {
             hw.phase(Phase::Issue);
         }
-        enter(&frame, || f(self.entries()));
+        self.run(&frame, || f(self.entries()));
         if flush != Flush::None {
             hw.phase(Phase::Done);
         }
@@ -222,7 +265,7 @@ impl Policy for CPolicy {
     fn mm_init(&self, mm: MmId) {
         let frame = Frame::boot(&self.state);
         let init = self.entries().mm_init;
-        enter(&frame, || init(mm.0));
+        self.run(&frame, || init(mm.0));
     }
 
     fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {
@@ -256,7 +299,7 @@ impl Policy for CPolicy {
         hw.phase(Phase::Sync);
         let frame = Frame::new(hw, &self.state, Flush::None);
         let flush = self.entries().tlbbatch_flush;
-        enter(&frame, || flush());
+        self.run(&frame, || flush());
         hw.phase(Phase::Done);
     }
 

@@ -58,7 +58,7 @@ impl Drop for Region {
     fn drop(&mut self) {
         let own = self.own.get();
         if own != 0 {
-            SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(own);
+            spare_push(own);
         }
     }
 }
@@ -66,8 +66,32 @@ impl Drop for Region {
 /// Regions of threads that ended, for [`ensure`] to hand out again: a
 /// process that starts checker threads by the thousand (a distributed
 /// search's tasks, one search after another) needs as many regions as it
-/// has threads at once, not as it ever had.
-static SPARE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// has threads at once, not as it ever had. Base addresses, 0 for a free
+/// slot.
+///
+/// A fixed table, never a growable list: a region is given back while the
+/// giving thread's arena may be active ([`adopt`] runs while a policy is
+/// built, inside an execution), and a list that grew then would have put
+/// its buffer in that arena, to be overwritten by the next execution (it
+/// was: a later thread took a garbage base from it and crashed).
+static SPARE: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX_REGIONS];
+
+/// Gives the region at `base` back for another thread.
+fn spare_push(base: usize) {
+    // AcqRel: the taker that finds the base finds the region's last use before it.
+    let given = SPARE.iter().any(|s| s.compare_exchange(0, base, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+    // Every region has a slot of REGIONS, so SPARE (as long) always has a free one.
+    debug_assert!(given, "more spare regions than regions");
+}
+
+/// Takes a region given back by a thread that no longer uses it.
+fn spare_pop() -> Option<usize> {
+    SPARE.iter().find_map(|s| {
+        let b = s.load(Ordering::Acquire);
+        // AcqRel: as in `spare_push`; a slot another taker emptied first is skipped.
+        (b != 0 && s.compare_exchange(b, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()).then_some(b)
+    })
+}
 
 /// [`Region::floor`] while nothing is recycled.
 const NO_RECYCLING: usize = usize::MAX;
@@ -234,7 +258,7 @@ pub const ARENA_BYTES: usize = 64 << 20;
 pub fn ensure() -> usize {
     REGION.with(|r| {
         if r.len.get() == 0 {
-            let spare = SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let spare = spare_pop();
             let base = match spare {
                 Some(base) => base,
                 None => {
@@ -294,7 +318,7 @@ pub fn adopt(base: usize, len: usize, prefix: usize) {
             // The region ensure reserved is dead now: another thread may have it.
             let own = r.own.replace(0);
             if own != 0 {
-                SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(own);
+                spare_push(own);
             }
         }
         r.start.set(prefix);

@@ -654,7 +654,9 @@ impl Core {
             self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
                 format!("interrupt: IPI from cpu{}", irq.from)
             });
-            // SAFETY (lifetime only): the core outlives every step of its execution.
+            // SAFETY: lifetime only: the core outlives every step of its execution,
+            // and this `&'static` goes only into `hw`, which the handler gets by
+            // reference (`CheckHw` is not `Clone`) and which drops in this call.
             let core: &'static Core = unsafe { &*(self as *const Core) };
             let hw = CheckHw { core, cpu };
             // SAFETY: a synchronous handler borrows from its sender, which waits
@@ -1570,10 +1572,34 @@ fn panic_violation(cpu: usize, msg: &str) -> Violation {
     Violation { property: "no_policy_panic", cpu, detail: format!("the policy code panicked: {msg}") }
 }
 
+/// Returns the violation a fault or a runaway loop of policy code on `cpu`
+/// stands for ([`tlbkit_fault`]): `no_kernel_bug` for a fault (the kernel
+/// would oops), `no_livelock` for a loop that never reaches the machine,
+/// with the function and line. The coroutine it happened on has ended: the
+/// execution stops there, as at any violation.
+fn fault_violation(cpu: usize, fault: tlbkit_fault::Fault) -> Violation {
+    // Out of the arena: describing it runs addr2line and keeps a string.
+    let was = arena::set_active(false);
+    let detail = fault.to_string();
+    arena::set_active(was);
+    Violation { property: fault.property(), cpu, detail }
+}
+
+/// Makes faults and runaway loops of policy code on this thread's
+/// coroutines findings instead of the process's death or hang (see
+/// [`tlbkit_fault`]). Outside the arena: the first call allocates.
+pub(crate) fn guard_policy_code() {
+    let was = arena::set_active(false);
+    tlbkit_fault::install();
+    tlbkit_fault::watch_this_thread();
+    arena::set_active(was);
+}
+
 /// Runs one execution of `policy` on `shape` with `chooser` making every choice.
 /// `build` constructs the policy (in the execution's arena).
 pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Chooser, record: bool) -> Outcome {
     check::install(&HOOKS);
+    guard_policy_code();
     arena::ensure();
     arena::reset();
     let was = arena::set_active(true);
@@ -1693,7 +1719,8 @@ impl Core {
     unsafe fn lend(&self, chooser: &mut dyn Chooser, locked: &dyn Fn(&mut dyn Hasher)) {
         let chooser: NonNull<dyn Chooser + '_> = NonNull::from(chooser);
         let locked: *const (dyn Fn(&mut dyn Hasher) + '_) = locked;
-        // SAFETY (lifetimes only): the caller keeps both alive.
+        // SAFETY: lifetimes only (same pointer types, same metadata): the
+        // caller keeps both alive until the next `lend`, per the contract.
         unsafe {
             self.chooser.set(Some(std::mem::transmute::<NonNull<dyn Chooser + '_>, NonNull<dyn Chooser>>(chooser)));
             self.locked.set(std::mem::transmute::<*const (dyn Fn(&mut dyn Hasher) + '_), LockedData>(locked));
@@ -1869,7 +1896,8 @@ fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() -> DefaultS
     CURRENT.with(|c| c.set(core));
     for (cpu, co) in cos.iter_mut().enumerate() {
         core.current.set(cpu);
-        let _ = arena::inside(|| co.resume(()));
+        let trap = co.trap_handler();
+        let _ = arena::inside(|| tlbkit_fault::guarded(trap, || co.resume(())));
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
     cos
@@ -1975,19 +2003,29 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             let cpu = runs[i];
             last = cpu;
             core.current.set(cpu);
+            let trap = cos[cpu].trap_handler();
             let r = arena::inside(|| {
-                quiet_panics(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cos[cpu].resume(()))))
+                quiet_panics(|| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        tlbkit_fault::guarded(trap, || cos[cpu].resume(()))
+                    }))
+                })
             });
             match r {
                 Ok(CoroutineResult::Yield(())) => {}
                 Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),
                 Err(e) => {
-                    let msg = e
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "a panic".to_string());
-                    violation = Some(panic_violation(cpu, &msg));
+                    violation = Some(match tlbkit_fault::Fault::of(e.as_ref()) {
+                        Some(fault) => fault_violation(cpu, fault),
+                        None => {
+                            let msg = e
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_else(|| "a panic".to_string());
+                            panic_violation(cpu, &msg)
+                        }
+                    });
                     break;
                 }
             }

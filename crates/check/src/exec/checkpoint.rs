@@ -310,6 +310,7 @@ pub fn run_from<P: Policy>(
         l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
     });
     check::install(&HOOKS);
+    super::guard_policy_code();
     arena::ensure();
     let was = arena::set_active(false);
     let from = match found {

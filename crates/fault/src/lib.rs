@@ -1,0 +1,479 @@
+//! Faults and runaway loops of policy code, caught and turned into findings.
+//!
+//! A kernel developer runs tlbkit on a patch because the patch may be wrong.
+//! A wrong patch may fault — a NULL or wild pointer, a division by zero, a
+//! trap instruction, a stack overflow — or loop forever without calling into
+//! the machine. Either must be a result the tool reports, with where it
+//! happened and how to replay it, never the tool's own death or hang.
+//!
+//! # How
+//! Policy code runs on a coroutine stack: the checker runs every CPU as a
+//! coroutine, and the simulator runs each call into a compiled C file on one
+//! ([`call`]). While a coroutine runs, its thread names it ([`guarded`]).
+//! A synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) taken on
+//! that stack is caught by this crate's handler, which rewrites the
+//! interrupted context (corosensei's trap support) so that, when the handler
+//! returns, the coroutine abandons its stack and panics with a [`Fault`] as
+//! the payload. The panic reaches the coroutine's parent, which reports it:
+//! the checker as a violation of the schedule it ran (with its replay token),
+//! the simulator as one line and exit code 3. Nothing on the abandoned stack
+//! is dropped: the checker treats it as it treats any execution it cuts short
+//! (its memory is the execution's arena), the simulator stops.
+//!
+//! A loop is caught by a watchdog thread. Each guarded run counts up a
+//! per-thread sequence number as it starts and ends; the watchdog reads the
+//! thread's CPU clock, and when one run has used more than [`STEP_BUDGET`] of
+//! CPU time it sends the thread [`watchdog_signal`]. The handler turns that
+//! into a [`Fault`] of kind [`Kind::Spin`] only where the interrupted code is
+//! the policy's: never inside the C library, the dynamic loader or any object
+//! loaded before [`install`] other than tlbkit's own (a lock of theirs may be
+//! held); there the signal is ignored and the watchdog sends it again.
+//!
+//! A fault outside a guarded coroutine, or in a system library, is not ours:
+//! the handler passes it to the handler that was installed before (Rust's
+//! stack-overflow report, or the default action), so the tool's own bugs
+//! still crash loudly.
+//!
+//! # What is not caught
+//! `abort()` (SIGABRT) and `exit()` called by Rust policy code (a C policy is
+//! linked without the C library and cannot call them); a fault inside the C
+//! library (see above); a loop that holds a lock tlbkit's own code needs
+//! after the fault (policy code takes none of tlbkit's locks).
+
+use corosensei::trap::CoroutineTrapHandler;
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+mod describe;
+mod watchdog;
+
+pub use describe::name_code;
+
+/// The CPU time one guarded run (one step of the checker, one call of the
+/// simulator into C) may take before it is reported as looping. A step of
+/// the checker takes microseconds; two seconds of CPU is far beyond any
+/// legitimate one, and short enough that a loop is found in seconds.
+pub const STEP_BUDGET: Duration = Duration::from_secs(2);
+
+/// What went wrong in policy code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A synchronous signal: its number, its `si_code`, and the faulting
+    /// address (`si_addr`; for SIGFPE and SIGILL, the instruction's).
+    Signal { signal: i32, code: i32, addr: usize, write: Option<bool>, overflow: bool },
+    /// One run took more than [`STEP_BUDGET`] of CPU time.
+    Spin,
+}
+
+/// A fault of policy code: what and where (the instruction's address).
+///
+/// It is the payload of the panic a trapped coroutine raises; [`Fault::of`]
+/// takes it back out of a caught panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// What happened.
+    pub kind: Kind,
+    /// The address of the instruction that faulted or was spinning.
+    pub pc: usize,
+}
+
+impl Fault {
+    /// Returns the fault a caught panic carries, if it is one.
+    pub fn of(payload: &(dyn std::any::Any + Send)) -> Option<Fault> {
+        payload.downcast_ref::<Fault>().copied()
+    }
+
+    /// Returns the name of the property the fault violates: `no_livelock`
+    /// for a loop, `no_kernel_bug` for a fault (the kernel would oops).
+    pub fn property(&self) -> &'static str {
+        match self.kind {
+            Kind::Spin => "no_livelock",
+            Kind::Signal { .. } => "no_kernel_bug",
+        }
+    }
+
+    /// Returns where the fault happened: the function and, where the
+    /// system's `addr2line` can tell from the object's debug information,
+    /// the file and line (`flush_context, context.c:141`).
+    pub fn site(&self) -> String {
+        describe::site(self.pc, matches!(self.kind, Kind::Signal { .. }))
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let site = self.site();
+        match self.kind {
+            Kind::Spin => write!(
+                f,
+                "the policy code ran for more than {} s of CPU time without reaching the machine (a loop that never \
+                 ends?), at {site}",
+                STEP_BUDGET.as_secs()
+            ),
+            Kind::Signal { signal, code, addr, write, overflow } => {
+                let what = match signal {
+                    libc::SIGSEGV | libc::SIGBUS if overflow => "overflowed its stack".to_string(),
+                    libc::SIGSEGV | libc::SIGBUS => {
+                        let access = match write {
+                            Some(true) => "a write to",
+                            Some(false) => "a read of",
+                            None => "an access to",
+                        };
+                        let name = if signal == libc::SIGBUS { "SIGBUS" } else { "SIGSEGV" };
+                        format!("faulted ({name}): {access} address {addr:#x}")
+                    }
+                    libc::SIGFPE if code == FPE_INTDIV => "divided by zero (SIGFPE)".to_string(),
+                    libc::SIGFPE => "raised an arithmetic exception (SIGFPE)".to_string(),
+                    libc::SIGILL => "ran an illegal or trapping instruction (SIGILL: __builtin_trap, BUG?)".to_string(),
+                    libc::SIGTRAP => "hit a breakpoint (SIGTRAP)".to_string(),
+                    other => format!("took signal {other}"),
+                };
+                write!(f, "the policy code {what} at {site}")
+            }
+        }
+    }
+}
+
+/// `si_code` of an integer division by zero (Linux's `FPE_INTDIV`).
+const FPE_INTDIV: i32 = 1;
+
+/// The signals taken as faults of policy code.
+const FAULTS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGTRAP];
+
+/// Returns the signal the watchdog sends a thread whose run is over its
+/// budget: a real-time signal nothing else in tlbkit uses.
+pub fn watchdog_signal() -> i32 {
+    libc::SIGRTMAX() - 2
+}
+
+/// The handlers that were installed before ours, readable from the handler
+/// without a lock: for each of [`FAULTS`], its `sa_sigaction` and `sa_flags`.
+static PREV_ACTION: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+static PREV_FLAGS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+
+/// The executable ranges of the system's libraries loaded at [`install`]
+/// ([`SYSTEM_LIBRARIES`]): `[start, end)` pairs, 0 past the last. Code there
+/// may hold a lock of its own (the allocator's, the loader's, the
+/// unwinder's), so neither a loop nor a fault is cut there.
+static SYSTEM: [AtomicUsize; 2 * MAX_SYSTEM] = [const { AtomicUsize::new(0) }; 2 * MAX_SYSTEM];
+const MAX_SYSTEM: usize = 64;
+/// The libraries whose code holds locks tlbkit's own code needs: the C
+/// library and its parts, the loader, the unwinder, C++'s runtime, Python.
+const SYSTEM_LIBRARIES: [&[u8]; 11] = [
+    b"libc.so",
+    b"libc-",
+    b"ld-linux",
+    b"ld64.so",
+    b"libgcc_s",
+    b"libpthread",
+    b"libm.so",
+    b"libdl",
+    b"librt",
+    b"libstdc++",
+    b"libpython",
+];
+
+thread_local! {
+    /// The coroutine this thread is running policy code on, if any.
+    static CURRENT: Cell<Option<CoroutineTrapHandler<()>>> = const { Cell::new(None) };
+    /// Counts up when a guarded run starts and when it ends (odd: running).
+    static RUN: AtomicU64 = const { AtomicU64::new(0) };
+}
+
+/// Installs the handlers (once per process; later calls return at once).
+/// Call it before running policy code, outside any arena (it allocates).
+pub fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        record_system_code();
+        let previous_hook = std::panic::take_hook();
+        // A fault is a finding its catcher reports: the panic it travels
+        // as prints nothing.
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<Fault>().is_none() {
+                previous_hook(info);
+            }
+        }));
+        for (i, &sig) in FAULTS.iter().enumerate() {
+            // SAFETY: a zeroed sigaction is a valid value to be filled in.
+            let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+            new.sa_sigaction = handler as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+            // SAFETY: a zeroed sigaction for the kernel to fill.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointers to sigactions; `handler` has the
+            // SA_SIGINFO signature.
+            unsafe {
+                libc::sigemptyset(&mut new.sa_mask);
+                libc::sigaction(sig, &new, &mut old);
+            }
+            PREV_ACTION[i].store(old.sa_sigaction, Ordering::Relaxed);
+            PREV_FLAGS[i].store(old.sa_flags as usize, Ordering::Relaxed);
+        }
+        // SAFETY: as above.
+        let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+        new.sa_sigaction = handler as *const () as usize;
+        new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        // SAFETY: as above.
+        unsafe {
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(watchdog_signal(), &new, std::ptr::null_mut());
+        }
+    });
+}
+
+/// Records the executable ranges of every object loaded now but tlbkit's own.
+fn record_system_code() {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid info for the call's duration;
+        // `data` is the `(own address, next slot)` pair `record_system_code` passes.
+        let (info, state) = unsafe { (&*info, &mut *data.cast::<(usize, usize)>()) };
+        let base = info.dlpi_addr as usize;
+        let phdrs = if info.dlpi_phdr.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them.
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+        };
+        let exec = |p: &&libc::Elf64_Phdr| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0;
+        let ranges: Vec<(usize, usize)> =
+            phdrs.iter().filter(exec).map(|p| (base + p.p_vaddr as usize, base + (p.p_vaddr + p.p_memsz) as usize)).collect();
+        if ranges.iter().any(|&(s, e)| state.0 >= s && state.0 < e) {
+            return 0; // tlbkit's own code (the executable, or the Python extension)
+        }
+        let name = if info.dlpi_name.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: the loader's NUL-terminated name of the object.
+            unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
+        };
+        let file = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+        if !SYSTEM_LIBRARIES.iter().any(|l| file.starts_with(l)) {
+            return 0;
+        }
+        for (s, e) in ranges {
+            if state.1 < MAX_SYSTEM {
+                SYSTEM[2 * state.1].store(s, Ordering::Relaxed);
+                SYSTEM[2 * state.1 + 1].store(e, Ordering::Relaxed);
+                state.1 += 1;
+            }
+        }
+        0
+    }
+    let mut state: (usize, usize) = (record_system_code as *const () as usize, 0);
+    // SAFETY: `each` has the callback's signature and only reads what the
+    // loader passes; `state` outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::from_mut(&mut state).cast()) };
+}
+
+/// Returns whether `pc` lies in code of an object loaded before [`install`]
+/// that is not tlbkit's own.
+fn in_system_code(pc: usize) -> bool {
+    (0..MAX_SYSTEM).any(|i| {
+        let s = SYSTEM[2 * i].load(Ordering::Relaxed);
+        s != 0 && pc >= s && pc < SYSTEM[2 * i + 1].load(Ordering::Relaxed)
+    })
+}
+
+/// Runs `f` — which resumes the coroutine `trap` was taken from — with
+/// faults and runaway loops on that coroutine's stack caught: they make the
+/// coroutine panic with a [`Fault`] (see the crate's documentation). The
+/// calling thread must have called [`watch_this_thread`] for loops to be
+/// caught; faults are caught regardless, once [`install`] ran.
+pub fn guarded<T>(trap: CoroutineTrapHandler<()>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<CoroutineTrapHandler<()>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+            // Release: the watchdog that reads an even count sees the run ended.
+            RUN.with(|r| r.fetch_add(1, Ordering::Release));
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(trap))));
+    // Release: pairs with the watchdog's Acquire load of the count.
+    RUN.with(|r| r.fetch_add(1, Ordering::Release));
+    f()
+}
+
+/// Puts the calling thread under the watchdog, for as long as it lives (a
+/// second call does nothing). Call it outside any arena: the first call
+/// starts the watchdog thread.
+pub fn watch_this_thread() {
+    watchdog::watch();
+}
+
+/// Runs `f` on a coroutine stack of this thread's, with faults and loops
+/// caught: `Err` with the fault when `f`'s code faulted or looped (its stack
+/// is then abandoned, nothing on it dropped), `f`'s value otherwise. A panic
+/// of `f` reaches the caller as a panic.
+///
+/// For callers that run policy code outside the checker (the simulator's C
+/// policies): each call costs a switch of stacks, a stack taken from and
+/// given back to a per-thread cache.
+pub fn call<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
+    use corosensei::stack::DefaultStack;
+    use corosensei::{Coroutine, CoroutineResult};
+    thread_local! {
+        static STACKS: std::cell::RefCell<Vec<DefaultStack>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    install();
+    watch_this_thread();
+    let stack = STACKS.with(|s| s.borrow_mut().pop()).map_or_else(|| DefaultStack::new(1 << 20), Ok);
+    let stack = stack.unwrap_or_else(|e| panic!("tlbkit could not map a 1 MiB stack for policy code: {e}"));
+    let mut out = None;
+    let slot = &mut out;
+    // SAFETY: the coroutine borrows `f` and `out`, which outlive it: it runs
+    // to its end here, or is trapped (which ends it too), before either is
+    // dropped; a panic unwinds it to its end as well.
+    let mut co: Coroutine<(), (), (), DefaultStack> =
+        unsafe { Coroutine::with_stack_unchecked(stack, move |_, ()| *slot = Some(f())) };
+    let trap = co.trap_handler();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guarded(trap, || co.resume(()))));
+    let fault = match r {
+        Ok(CoroutineResult::Return(())) => None,
+        Ok(CoroutineResult::Yield(())) => unreachable!("policy code on a guarded call never yields"),
+        Err(payload) => match Fault::of(payload.as_ref()) {
+            Some(fault) => Some(fault),
+            None => {
+                STACKS.with(|s| s.borrow_mut().push(co.into_stack()));
+                std::panic::resume_unwind(payload)
+            }
+        },
+    };
+    STACKS.with(|s| s.borrow_mut().push(co.into_stack()));
+    match fault {
+        Some(fault) => Err(fault),
+        None => Ok(out.expect("the call returned")),
+    }
+}
+
+/// Reads the interrupted context's instruction and stack pointers.
+///
+/// # Safety
+/// `ctx` must be the `ucontext_t` the kernel passed to a signal handler.
+#[cfg(target_arch = "x86_64")]
+unsafe fn registers(ctx: *mut libc::c_void) -> (usize, usize, Option<bool>) {
+    // SAFETY: per the contract.
+    let uc = unsafe { &*ctx.cast::<libc::ucontext_t>() };
+    let g = &uc.uc_mcontext.gregs;
+    // The page-fault error code's bit 1: the access was a write.
+    let write = Some(g[libc::REG_ERR as usize] & 2 != 0);
+    (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize, write)
+}
+
+/// Points the interrupted context at corosensei's trap trampoline.
+///
+/// # Safety
+/// `ctx` must be the `ucontext_t` the kernel passed to a signal handler.
+#[cfg(target_arch = "x86_64")]
+unsafe fn redirect(ctx: *mut libc::c_void, r: corosensei::trap::TrapHandlerRegs) {
+    // SAFETY: per the contract; the kernel restores these registers on return.
+    let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RIP as usize] = r.rip as i64;
+    g[libc::REG_RSP as usize] = r.rsp as i64;
+    g[libc::REG_RBP as usize] = r.rbp as i64;
+    g[libc::REG_RDI as usize] = r.rdi as i64;
+    g[libc::REG_RSI as usize] = r.rsi as i64;
+}
+
+/// Reads the interrupted context's instruction and stack pointers.
+///
+/// # Safety
+/// `ctx` must be the `ucontext_t` the kernel passed to a signal handler.
+#[cfg(target_arch = "aarch64")]
+unsafe fn registers(ctx: *mut libc::c_void) -> (usize, usize, Option<bool>) {
+    // SAFETY: per the contract.
+    let uc = unsafe { &*ctx.cast::<libc::ucontext_t>() };
+    (uc.uc_mcontext.pc as usize, uc.uc_mcontext.sp as usize, None)
+}
+
+/// Points the interrupted context at corosensei's trap trampoline.
+///
+/// # Safety
+/// `ctx` must be the `ucontext_t` the kernel passed to a signal handler.
+#[cfg(target_arch = "aarch64")]
+unsafe fn redirect(ctx: *mut libc::c_void, r: corosensei::trap::TrapHandlerRegs) {
+    // SAFETY: per the contract; the kernel restores these registers on return.
+    let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
+    let m = &mut uc.uc_mcontext;
+    m.pc = r.pc;
+    m.sp = r.sp;
+    m.regs[0] = r.x0;
+    m.regs[1] = r.x1;
+    m.regs[29] = r.x29;
+    m.regs[30] = r.lr;
+}
+
+/// The handler of every fault signal and of the watchdog's.
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes this handler's context.
+    let (pc, sp, write) = unsafe { registers(ctx) };
+    let trap = CURRENT.try_with(Cell::get).ok().flatten();
+    let ours = trap.filter(|t| t.stack_ptr_in_bounds(sp));
+    let watchdog = sig == watchdog_signal();
+    if let Some(t) = ours.filter(|_| !in_system_code(pc)) {
+        let kind = if watchdog {
+            Kind::Spin
+        } else {
+            // SAFETY: the kernel's siginfo for a synchronous fault.
+            let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+            // A fault just below the stack pointer, in the coroutine's
+            // stack or its guard page: the stack overflowed.
+            let overflow = (sig == libc::SIGSEGV || sig == libc::SIGBUS)
+                && t.stack_ptr_in_bounds(addr)
+                && addr < sp.saturating_add(4096);
+            let write = if sig == libc::SIGSEGV || sig == libc::SIGBUS { write } else { None };
+            Kind::Signal { signal: sig, code, addr, write, overflow }
+        };
+        let fault = Fault { kind, pc };
+        // SAFETY: the interrupted stack pointer is the coroutine's (checked
+        // above), policy code there touches its own memory (the checker's
+        // arena, the simulator's policy state), and the context is redirected
+        // as `setup_trap_handler` asks.
+        unsafe {
+            let regs = t.setup_trap_handler(move || std::panic::panic_any(fault));
+            redirect(ctx, regs);
+        }
+        return;
+    }
+    if watchdog {
+        return; // not in policy code now: the watchdog tries again
+    }
+    forward(sig, info, ctx);
+}
+
+/// Passes a fault that is not policy code's to the handler installed
+/// before ours, or takes the default action.
+fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(i) = FAULTS.iter().position(|&s| s == sig) else { return };
+    let action = PREV_ACTION[i].load(Ordering::Relaxed);
+    let flags = PREV_FLAGS[i].load(Ordering::Relaxed) as libc::c_int;
+    if action == libc::SIG_IGN {
+        return;
+    }
+    if action == libc::SIG_DFL {
+        // Back to the default action; the faulting instruction runs again
+        // on return and the process dies of the signal, as it would have.
+        // SAFETY: a zeroed sigaction is SIG_DFL with no flags.
+        unsafe {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        return;
+    }
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: a handler installed with SA_SIGINFO has this signature.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(action) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: a handler installed without SA_SIGINFO has this signature.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(action) };
+        f(sig);
+    }
+}
