@@ -1225,3 +1225,43 @@ fn a_data_race_in_a_c_file_is_a_violation_with_a_replay_token() {
     let r = tlbkit(&["replay", token]);
     assert!(String::from_utf8_lossy(&r.stdout).contains("no_data_race"), "{}", stderr(&r));
 }
+
+/// Writes v6.12's `context.c` with `line` added at the top of
+/// `flush_context()`'s body, as `NAME.c` in a directory of this test's.
+fn patched_context(name: &str, line: &str) -> String {
+    let text = std::fs::read_to_string(CONTEXT_C).unwrap();
+    let head = "static void flush_context(void)\n{\n\tint i;\n\tu64 asid;\n";
+    let at = text.find(head).expect("flush_context's opening lines") + head.len();
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-patched-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.c"));
+    std::fs::write(&path, format!("{}{line}\n{}", &text[..at], &text[at..])).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_c_policy_that_faults_or_loops_stops_a_run_with_one_line_and_exit_3() {
+    if !have_cc() {
+        return;
+    }
+    for (name, line, needle) in [
+        ("null_write", "\t*(volatile int *)0 = 1;", "a write to address 0x0 at flush_context, null_write.c:"),
+        ("endless", "\tfor (;;) ;", "without reaching the machine"),
+    ] {
+        let policy = format!("c:{}", patched_context(name, line));
+        // 8-bit ASIDs and hackbench's 400 processes: the ASIDs roll over.
+        let args = ["run", "--machine", "altra", "--cpus", "4", "--workload", "hackbench", "--set", "asid_bits=8"];
+        let o = tlbkit(&[&args[..], &["--policy", &policy]].concat());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{name}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{name}: one line: {e}");
+        assert!(e.contains(needle) && e.contains("tlbkit check --c"), "{name}: {e}");
+        // And the checker finds it, with a token that replays it.
+        let o = tlbkit(&["check", "--c", &policy[2..]]);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert_eq!(o.status.code(), Some(3), "{name}: {out}{}", stderr(&o));
+        let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line");
+        let r = String::from_utf8_lossy(&tlbkit(&["replay", token]).stdout).into_owned();
+        assert!(r.contains(if name == "endless" { "no_livelock" } else { "no_kernel_bug" }), "{name}: {r}");
+    }
+}
