@@ -10,8 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tlbkit_sim::preset;
 use tlbkit_registry::POLICIES;
+use tlbkit_sim::preset;
 use tlbkit_sim::run::{self, RunSpec};
 use tlbkit_sim::workload::WORKLOADS;
 

@@ -256,7 +256,14 @@ pub fn parse(template: &str, names: &str) -> Result<Vec<Insn>, String> {
         if let Some(n) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
             return names.iter().position(|x| *x == n).ok_or_else(|| format!("no operand named {n}"));
         }
-        s.parse::<usize>().map_err(|_| format!("an operand tlbkit cannot read: {s}"))
+        let n = s.parse::<usize>().map_err(|_| format!("an operand tlbkit cannot read: {s}"))?;
+        // The runtime reads and writes operand `n` in the statement's array,
+        // which holds a value per name and a trailing 0: past the names may
+        // be past the array (gcc rejects such a statement too).
+        if n >= names.len() {
+            return Err(format!("operand %{n}, past the statement's operands"));
+        }
+        Ok(n)
     };
     let mut out = Vec::new();
     for insn in template.split(['\n', ';']) {
@@ -310,5 +317,12 @@ mod tests {
         assert_eq!(parse("tlbi vale1is, %0\nnop\n nop", "").unwrap(), vec![Insn::Tlbi("vale1is".into(), Some(0))]);
         assert_eq!(parse("msr ttbr0_el1, %x[v]; isb", "v").unwrap(), vec![Insn::Msr("ttbr0_el1".into(), 0), Insn::Isb]);
         assert_eq!(parse("ic iallu", "").unwrap_err(), "the instruction `ic iallu`");
+    }
+
+    #[test]
+    fn rejects_an_operand_number_past_the_operands_as_out_of_the_array() {
+        assert_eq!(parse("msr ttbr0_el1, %1", "a,b").unwrap(), vec![Insn::Msr("ttbr0_el1".into(), 1)]);
+        assert_eq!(parse("mrs %2, ttbr0_el1", "a,b").unwrap_err(), "operand %2, past the statement's operands");
+        assert_eq!(parse("tlbi vae1is, %1", "").unwrap_err(), "operand %1, past the statement's operands");
     }
 }

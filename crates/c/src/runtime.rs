@@ -84,12 +84,22 @@ impl HwVt {
         // SAFETY (each): `p` is the `&H` a frame was made from, alive for
         // the frame's call (see `Frame::new`).
         HwVt {
+            // SAFETY: the fields are private and called only as
+            // `(vt.f)(frame.hw)`, with the `&H` that `Frame::new` took along
+            // with this `H`'s table; `CPolicy` makes each frame inside the
+            // call that lent that `&H` and drops it before returning.
             cpu: |p| unsafe { &*p.cast::<H>() }.cpu(),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             write_root: |p, r, a, n| unsafe { &*p.cast::<H>() }.write_root(r, a, n),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             tlbi: |p, op, s| unsafe { &*p.cast::<H>() }.tlbi(op, s),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             barrier: |p, b| unsafe { &*p.cast::<H>() }.barrier(b),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             phase: |p, ph| unsafe { &*p.cast::<H>() }.phase(ph),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             note: |p, n| unsafe { &*p.cast::<H>() }.note(n),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             shared: |p, a, k| unsafe { &*p.cast::<H>() }.shared(a, k),
         }
     }
@@ -496,6 +506,9 @@ extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, o
     for insn in insns {
         match insn {
             crate::asm::Insn::Tlbi(what, reg) => {
+                // SAFETY: `operand(r)` is inside the statement's array (`asm::parse`
+                // rejects an index past its operands), a local `tlbkit_u64[]` of the
+                // C caller, which waits in this call and touches it only after.
                 let arg = reg.map_or(0, |r| unsafe { *operand(r) });
                 let code = TLBI_NAMES.iter().position(|n| *n == what).unwrap_or_else(|| {
                     panic!("no_kernel_bug: an asm statement tlbkit cannot run: the instruction `tlbi {what}`")
@@ -516,11 +529,14 @@ extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, o
             }),
             crate::asm::Insn::Isb => op_barrier(4),
             crate::asm::Insn::Msr(reg, r) => with(|f| {
+                // SAFETY: as for `tlbi`: an element of the waiting caller's array.
                 let v = unsafe { *operand(r) };
                 (sysregs(f).1)(sysreg(&reg), v);
             }),
             crate::asm::Insn::Mrs(r, reg) => with(|f| {
                 let v = (sysregs(f).0)(sysreg(&reg));
+                // SAFETY: as for `tlbi`; the caller's array is writable (`ops` is
+                // `*mut`), and the caller reads its outputs back from it after.
                 unsafe { *operand(r) = v };
             }),
         }

@@ -405,7 +405,7 @@ impl<T> SpinLock<T> {
     /// Spins until the lock is taken and returns a guard that releases it on drop.
     pub fn lock(&self) -> SpinGuard<'_, T> {
         raw_spin_lock(&self.word);
-        SpinGuard { lock: self }
+        SpinGuard { lock: self, _not_sync: core::marker::PhantomData }
     }
 }
 
@@ -441,14 +441,35 @@ impl<T> crate::fields::Named for SpinLock<T> {
 }
 
 /// Exclusive access to a [`SpinLock`]'s value; unlocks on drop.
+///
+/// A guard is `Sync` only where `T` is: threads that share a guard share its
+/// `&T` (it once was `Sync` for any `T: Send`, so two threads could use one
+/// `Cell` through it at once).
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<tlbkit_policy::sync::SpinGuard<'static, core::cell::Cell<u64>>>();
+/// ```
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Keeps the guard from being `Sync` on its own account (it would be for
+    /// any `T: Send`, through `&SpinLock<T>`): it is `Sync` only as `&T` is,
+    /// below, as `std`'s `MutexGuard` is.
+    _not_sync: core::marker::PhantomData<core::cell::Cell<()>>,
 }
+
+// SAFETY: a shared guard gives out only `&T` (`deref`), and `&mut T` only
+// through `&mut` to the guard itself; so threads sharing one guard share `&T`,
+// which `T: Sync` makes safe.
+unsafe impl<T: Sync> Sync for SpinGuard<'_, T> {}
 
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the guard exists only while the lock is held by this thread.
+        // SAFETY: the guard exists only while its lock is held (taken in
+        // `lock`, released in `drop`), so no other guard of the lock exists
+        // and nothing else writes the value; the `&T` lives no longer than
+        // `&self`, and reaches another thread only where `T: Sync` (above).
         unsafe { &*self.lock.value.get() }
     }
 }
