@@ -1265,3 +1265,23 @@ fn a_c_policy_that_faults_or_loops_stops_a_run_with_one_line_and_exit_3() {
         assert!(r.contains(if name == "endless" { "no_livelock" } else { "no_kernel_bug" }), "{name}: {r}");
     }
 }
+
+#[test]
+fn an_interrupted_check_says_what_it_explored_and_how_to_keep_it() {
+    let child = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(["check", "--policy", "arm64-linux", "--mode", "exhaustive", "--ops", "8"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough that the search has published its counts (every 4,096 executions).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: a signal to our own child, still running (it cannot finish this shape in seconds).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(e.contains("interrupted after") && e.contains("executions") && e.contains("--checkpoint DIR"), "{e}");
+    assert!(o.stdout.is_empty(), "no report of an unfinished check");
+}

@@ -197,19 +197,101 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     let opts = options(a)?;
     let plan = opts.plan()?;
     let t = Instant::now();
-    // A spinner on a terminal (executions so far); nothing when stderr is not one.
-    let bar = crate::progress::spinner();
-    let mode = match &plan {
-        Plan::One(spec, _) => spec.mode.name(),
-        Plan::Portfolio(_) => "portfolio",
-        Plan::After(spec, _) => spec.mode.name(),
+    let shapes: Vec<String> = match &plan {
+        Plan::One(spec, _) | Plan::After(spec, _) => vec![shape_line(spec)],
+        Plan::Portfolio(p) => p.members.iter().map(shape_line).collect(),
     };
-    let r = tlbkit_check::options::run_plan(&plan, &mut |n| bar.set_message(format!("{n} executions, {mode}")));
-    bar.finish_and_clear();
-    let r = r?;
+    let live = Live::start(shapes);
+    let r = tlbkit_check::options::run_plan(&plan, &mut |_| {});
+    let r = live.finish(r)?;
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// Returns a shape as the progress line names it.
+fn shape_line(s: &tlbkit_check::CheckSpec) -> String {
+    format!("{} CPUs, {} mms, {} ASIDs, {} ops, {}, {}", s.cpus, s.mms, s.asids, s.ops, s.memory.name(), s.mode.name())
+}
+
+/// Says what an interrupted check explored, and how to keep the next one,
+/// in one line; ends the process (exit 130, a shell's code for SIGINT).
+fn interrupted(p: &tlbkit_check::progress::Snapshot, shapes: &[String], seconds: f64) -> ! {
+    let states = if p.states > 0 { format!(", {} states", p.states) } else { String::new() };
+    let longest = if p.longest > 0 { format!(", the longest execution {} steps", p.longest) } else { String::new() };
+    let shape = match (shapes.len(), p.shape) {
+        (1, _) => format!("of {}", shapes[0]),
+        (n, k) if k > 0 => format!("through shape {k} of a portfolio of {n} (shape {k}, {}, unfinished)", shapes[k - 1]),
+        (n, _) => format!("of a portfolio of {n} shapes"),
+    };
+    eprintln!(
+        "tlbkit: interrupted after {seconds:.1} s: {} executions{states}{longest} {shape}, no violation so far; \
+         nothing of the search is kept (an exhaustive check of one shape keeps it with --checkpoint DIR, and \
+         --resume DIR goes on from there)",
+        p.executions
+    );
+    std::process::exit(130);
+}
+
+/// Progress of a running check on a terminal (nothing when stderr is not
+/// one): executions, states, the rate, the shape and the time so far,
+/// redrawn five times a second from what the search publishes
+/// (`tlbkit_check::progress`).
+struct Live {
+    bar: indicatif::ProgressBar,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Live {
+    fn start(shapes: Vec<String>) -> Live {
+        Live::start_with(shapes, true)
+    }
+
+    /// `interrupt`: SIGINT and SIGTERM end the check with what it explored
+    /// and how to keep the next one (the saving search handles them itself).
+    fn start_with(shapes: Vec<String>, interrupt: bool) -> Live {
+        tlbkit_check::progress::reset();
+        if interrupt {
+            tlbkit_check::search::saved::catch_signals();
+        }
+        let bar = crate::progress::spinner();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = (interrupt || !bar.is_hidden()).then(|| {
+            let (bar, stop) = (bar.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let p = tlbkit_check::progress::snapshot();
+                    if interrupt && tlbkit_check::search::saved::signalled() {
+                        bar.finish_and_clear();
+                        interrupted(&p, &shapes, t.elapsed().as_secs_f64());
+                    }
+                    let rate = p.executions as f64 / t.elapsed().as_secs_f64().max(1e-3);
+                    let states = if p.states > 0 { format!(", {} states", p.states) } else { String::new() };
+                    let shape = match (shapes.len(), p.shape) {
+                        (1, _) => shapes[0].clone(),
+                        (n, k) if k > 0 => format!("shape {k}/{n}: {}", shapes[k - 1]),
+                        (n, _) => format!("a portfolio of {n} shapes"),
+                    };
+                    bar.set_message(format!("{} executions{states}, {rate:.0}/s; {shape}", p.executions));
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+            })
+        });
+        Live { bar, stop, ticker }
+    }
+
+    /// Stops drawing and clears the line; passes the check's result on.
+    /// (`Live::start_with(.., false)` for the saving search.)
+    fn finish<T>(mut self, r: T) -> T {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+        r
+    }
 }
 
 /// `tlbkit check --checkpoint DIR`, `--resume DIR`, `--max-memory SIZE`: an
@@ -239,7 +321,8 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
     let jobs = jobs.unwrap_or_else(tlbkit_check::run::default_jobs);
     let persist = tlbkit_check::run::Persist { dir, every, max_memory, resume };
     let t = Instant::now();
-    let r = tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist)?;
+    let live = Live::start_with(vec![shape_line(&spec)], false);
+    let r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!(
         "tlbkit: checked in {:.2} s; the search is saved in {}",

@@ -407,6 +407,7 @@ pub mod litmus;
 pub mod ops;
 pub mod options;
 pub mod portfolio;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod search;

@@ -89,7 +89,10 @@ pub fn check_portfolio(portfolio: &Portfolio, progress: &mut dyn FnMut(u64)) -> 
     let mut done = 0u64;
     let mut all: Option<CheckReport> = None;
     let mut found = None;
-    for spec in &portfolio.members {
+    for (i, spec) in portfolio.members.iter().enumerate() {
+        if found.is_none() {
+            crate::progress::member(i + 1, done);
+        }
         if found.is_some() {
             runs.push(ShapeRun::of(spec, 0, false));
             continue;
@@ -185,10 +188,12 @@ pub struct Persist {
 /// Returns the spec of the check whose search is saved in `dir`, read from
 /// the save (`tlbkit check --resume DIR` needs nothing else).
 pub fn saved_spec(dir: &std::path::Path) -> Result<CheckSpec, Error> {
-    let (identity, _) = search::saved::open(dir).map_err(|why| Error::Saved { why })?;
+    let (identity, _) = search::saved::open(dir)?;
+    search::saved::same_build(dir, &identity)?;
     let token = identity.split_once(' ').map_or("", |(_, t)| t);
-    let (spec, _) = decode(token).map_err(|_| Error::Saved {
-        why: format!("{}: the save names no check this tlbkit can read", dir.join(search::saved::FILE).display()),
+    let (spec, _) = decode(token).map_err(|_| Error::Save {
+        file: dir.join(search::saved::FILE).display().to_string(),
+        problem: crate::error::SaveProblem::Unreadable { why: "it names no check this tlbkit can run".into() },
     })?;
     Ok(CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..spec })
 }
@@ -223,7 +228,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     });
     let body = match (persist, &saving) {
         (Some(p), Some(s)) if p.resume => {
-            Some(search::saved::read(&p.dir, &s.identity).map_err(|why| Error::Saved { why })?)
+            Some(search::saved::read(&p.dir, &s.identity)?)
         }
         _ => None,
     };
@@ -238,8 +243,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
             saving.as_ref().map(|s| (s, &counters[..])),
             body.as_deref(),
         )
-    })?
-    .map_err(|why| Error::Saved { why })?;
+    })??;
     if let (Some(why), Some(p)) = (stopped, persist) {
         let needed = match why {
             search::saved::Stopped::Signal => None,
@@ -612,6 +616,9 @@ fn search_from<P: Policy>(
         n += 1;
         if n.is_multiple_of(4096) {
             progress(n);
+            if spec.mode != Mode::Exhaustive {
+                crate::progress::publish(n, None);
+            }
         }
         let out = if prefix.is_empty() {
             exec::run_from(&mut saved, shape, build, c)
@@ -622,6 +629,7 @@ fn search_from<P: Policy>(
             out
         };
         started.set(started.get().max(out.ops.saturating_sub(prefix_ops)));
+        crate::progress::longest(out.steps);
         reached.set(reached.get().max(Reached::of(&out)));
         out
     };

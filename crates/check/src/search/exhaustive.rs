@@ -24,6 +24,9 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             run(&mut d)
         };
         stats.executions += 1;
+        if stats.executions.is_multiple_of(4096) {
+            crate::progress::publish(stats.executions, Some(visited.len() as u64));
+        }
         stats.max_steps = stats.max_steps.max(out.steps);
         if out.pruned {
             stats.pruned += 1;

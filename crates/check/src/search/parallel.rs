@@ -253,17 +253,25 @@ pub fn exhaustive_parallel(
 /// beside the search's), and going on from the save body `resume` when
 /// that is given. Returns, besides the statistics and a violation, why the
 /// search stopped before its end if it did (a signal, the memory cap; the
-/// last save then holds where it got to), or why `resume` cannot be read.
+/// last save then holds where it got to), or why `resume` cannot be read
+/// or a save cannot be written.
 pub fn exhaustive_saving(
     each: &(dyn Fn(Worker<'_>) + Sync),
     jobs: usize,
     max_executions: u64,
     saving: Option<(&Saving, &[AtomicU64])>,
     resume: Option<&[u8]>,
-) -> Result<(Stats, Option<Outcome>, Option<Stopped>), String> {
+) -> Result<(Stats, Option<Outcome>, Option<Stopped>), crate::Error> {
     let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
     let shared = match resume {
-        Some(body) => Shared::load(body, saving.map_or(&[][..], |(_, e)| e), max_bytes)?,
+        Some(body) => Shared::load(body, saving.map_or(&[][..], |(_, e)| e), max_bytes).map_err(|why| match saving {
+            // A body from a file whose checksums matched: a save this build cannot read.
+            Some((s, _)) => crate::Error::Save {
+                file: s.dir.join(saved::FILE).display().to_string(),
+                problem: crate::error::SaveProblem::Unreadable { why },
+            },
+            None => crate::Error::Saved { why },
+        })?,
         None => Shared::fresh(max_bytes),
     };
     let switches = SWITCHES.with(std::cell::Cell::get);
@@ -327,7 +335,7 @@ fn spawn_workers<'s, 'e: 's>(
 /// Saves the search every `s.every`, and at once (then stops it) on a
 /// signal or when the visited set would pass the cap; returns when the
 /// search is over, with why it stopped it if it did.
-fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stopped>, String> {
+fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stopped>, crate::Error> {
     let mut last = std::time::Instant::now();
     loop {
         {
@@ -363,16 +371,17 @@ fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stop
                 w = shared.wake.wait(w).expect("no worker panicked holding the queue");
             }
         }
-        if !shared.stop.load(Relaxed) {
-            write(shared, s, extra)?;
-        }
+        let written = if shared.stop.load(Relaxed) { Ok(()) } else { write(shared, s, extra) };
         last = std::time::Instant::now();
         let _w = shared.work.lock().expect("no worker panicked holding the queue");
-        if why.is_some() {
+        if why.is_some() || written.is_err() {
+            // A save that failed stops the search too (its workers, paused,
+            // would otherwise wait for the saver forever).
             shared.stop.store(true, Relaxed);
         }
         shared.pause.store(false, Relaxed);
         shared.wake.notify_all();
+        written?;
         if why.is_some() {
             return Ok(why);
         }
@@ -380,10 +389,10 @@ fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stop
 }
 
 /// Writes the search (paused) into its save.
-fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<(), String> {
+fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<(), crate::Error> {
     let mut w = Writer::default();
     shared.save(&mut w, extra);
-    saved::write(&s.dir, &s.identity, &w.0).map_err(|e| format!("cannot save the search in {}: {e}", s.dir.display()))
+    saved::write(&s.dir, &s.identity, &w.0)
 }
 
 /// Stops the search and wakes every waiting worker if the worker holding it
@@ -454,10 +463,17 @@ impl Tally<'_> {
     fn take(&mut self, max: u64) -> bool {
         if self.tickets == 0 {
             let batch = if max == u64::MAX { BATCH } else { 1 };
-            if self.shared.executions.fetch_add(batch, Relaxed) >= max {
+            let before = self.shared.executions.fetch_add(batch, Relaxed);
+            if before >= max {
                 self.shared.executions.fetch_sub(batch, Relaxed);
                 return false;
             }
+            // States now and then (every 16,384 executions): a look at
+            // every shard of the visited set, under its lock.
+            let states = (before % (1 << 14) < batch).then(|| {
+                self.shared.visited.iter().map(|v| v.0.lock().map_or(0, |g| g.len() as u64)).sum::<u64>()
+            });
+            crate::progress::publish(before, states);
             self.tickets = batch;
         }
         self.tickets -= 1;
@@ -503,6 +519,7 @@ fn explore(
         };
         if out.steps > shared.max_steps.load(Relaxed) {
             shared.max_steps.fetch_max(out.steps, Relaxed);
+            crate::progress::longest(out.steps);
         }
         tally.pruned += u64::from(out.pruned);
         if out.violation.is_some() {
