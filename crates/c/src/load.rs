@@ -6,6 +6,46 @@
 //! life. Copies go back to their [`Lib`]'s pool when their thread ends or
 //! their policy is dropped, and are never unloaded: the checker's arena
 //! registry may still name their memory.
+//!
+//! # The memory of a copy, and why the checker may own it
+//! [`crate::build`] links the object so that its writable data is one run:
+//! `tlbkit_data_begin` (page-aligned, first), the file's and the glue's
+//! globals and statics, then `tlbkit_heap` ([`HEAP_BYTES`], zeroed, last).
+//! [`load`] checks that every object of the file lies in
+//! `[tlbkit_data_begin, tlbkit_heap)` (the *state*, `prefix` bytes) and
+//! refuses the object otherwise. The checker then adopts
+//! `[tlbkit_data_begin, tlbkit_heap + HEAP_BYTES)` as the thread's arena
+//! (`tlbkit_check::arena::adopt`): the state is its first `prefix` bytes,
+//! kept by every reset, and the heap past it serves the executions'
+//! allocations — the file's `kmalloc` and everything the checker allocates
+//! while the policy runs. So the file's globals sit at the same offsets in
+//! every copy, are saved and restored with the arena at checkpoints, and are
+//! hashed by offset: two threads' copies give equal states equal hashes.
+//!
+//! This is sound because:
+//! - **one copy, one thread.** [`Lib::thread_copy`] leases a copy to the
+//!   calling thread until the thread ends (the simulator's policy holds its
+//!   own lease); no other thread runs its code or adopts its region until
+//!   the lease goes back to the pool, and the thread that held it runs no
+//!   more executions then (its thread-locals are being destroyed);
+//! - **the region is registered with its own length**, so a block of it
+//!   freed on any thread is recognised as the arena's and never handed to
+//!   the system allocator, however large the file's globals (the arena is
+//!   always at least `tlbkit_check::arena::ARENA_BYTES` past them);
+//! - **nothing outside the arena points into a copy's heap across
+//!   executions**: what an execution allocated is dead at its end
+//!   (the arena's contract); what must outlive executions (the pool, the
+//!   symbol table, this module's bookkeeping) is allocated with the arena
+//!   off (`check::outside_executions`), and the arena's own list of spare
+//!   regions is a fixed table, never a growable list (one that grew while a
+//!   copy was being adopted put its buffer in the copy's heap, and the next
+//!   thread took a garbage region from it);
+//! - **a copy is never unloaded**, so an address that some registry still
+//!   names stays mapped.
+//!
+//! `crates/check/tests/c_layout.rs` tests the edges: a file with megabytes
+//! of globals, a file that allocates in its operations, many threads
+//! checking one file at once.
 
 use crate::build::{Lib, HEAP_BYTES};
 use crate::error::Error;

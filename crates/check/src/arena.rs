@@ -231,11 +231,15 @@ unsafe impl GlobalAlloc for CheckAlloc {
     }
 }
 
-/// Every arena region ever handed out (by base address; each is `ARENA_BYTES`
-/// long), for `dealloc` on any thread. Regions are leaked on purpose (one per
-/// checker thread, reused for all its executions). A fixed table, so that no
-/// allocation or lock is ever needed inside the allocator.
+/// Every arena region ever handed out (by base address), with its length
+/// in [`REGION_LENS`] ([`ARENA_BYTES`] for the arena's own; an adopted one
+/// is as long as its object's state and heap), for `dealloc` on any thread.
+/// Regions are leaked on purpose (one per checker thread, reused for all its
+/// executions). Fixed tables, so that no allocation or lock is ever needed
+/// inside the allocator.
 static REGIONS: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX_REGIONS];
+/// The length of each region of [`REGIONS`], stored before its base.
+static REGION_LENS: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX_REGIONS];
 /// How many entries of [`REGIONS`] are taken.
 static NREGIONS: AtomicUsize = AtomicUsize::new(0);
 /// The most checker threads a process may have.
@@ -244,10 +248,11 @@ const MAX_REGIONS: usize = 256;
 /// Returns whether `addr` lies in an arena region.
 fn in_any_arena(addr: usize) -> bool {
     let n = NREGIONS.load(Ordering::Acquire).min(MAX_REGIONS);
-    REGIONS[..n].iter().any(|b| {
-        // Acquire: pairs with the Release store of a region's base.
+    REGIONS[..n].iter().zip(&REGION_LENS).any(|(b, len)| {
+        // Acquire: pairs with the Release store of a region's base, made
+        // after its length's.
         let b = b.load(Ordering::Acquire);
-        b != 0 && addr >= b && addr < b + ARENA_BYTES
+        b != 0 && addr >= b && addr < b + len.load(Ordering::Relaxed)
     })
 }
 
@@ -268,7 +273,8 @@ pub fn ensure() -> usize {
                     assert!(base != 0, "the checker could not reserve its {} MiB arena", ARENA_BYTES >> 20);
                     let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
                     assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} threads ran the checker at once");
-                    // Release: a thread that finds the count finds the base.
+                    REGION_LENS[i].store(ARENA_BYTES, Ordering::Relaxed);
+                    // Release: a thread that finds the base finds the length.
                     REGIONS[i].store(base, Ordering::Release);
                     base
                 }
@@ -291,7 +297,7 @@ pub fn reset() {
     });
 }
 
-/// Makes `len` bytes from `base` (at least [`ARENA_BYTES`]) the calling
+/// Makes `len` bytes from `base` (at least [`ARENA_BYTES`] past `prefix`) the calling
 /// thread's arena, the first `prefix` of them policy state that lives outside
 /// the allocator and that every [`reset`] keeps (a compiled C file's globals,
 /// whose shared object carries the region: `tlbkit_policy::sync::check::adopt_region`).
@@ -302,7 +308,10 @@ pub fn reset() {
 /// Call it with nothing allocated since the last [`reset`]. The thread's old
 /// region stays registered (what it held is dead).
 pub fn adopt(base: usize, len: usize, prefix: usize) {
-    assert!(len >= ARENA_BYTES && prefix < len, "an adopted arena holds at least {ARENA_BYTES} bytes past its prefix");
+    assert!(
+        len.saturating_sub(prefix) >= ARENA_BYTES,
+        "an adopted arena holds at least {ARENA_BYTES} bytes past its prefix"
+    );
     REGION.with(|r| {
         if r.base.get() != base {
             let n = NREGIONS.load(Ordering::Acquire).min(MAX_REGIONS);
@@ -310,11 +319,14 @@ pub fn adopt(base: usize, len: usize, prefix: usize) {
             if !REGIONS[..n].iter().any(|b| b.load(Ordering::Acquire) == base) {
                 let i = NREGIONS.fetch_add(1, Ordering::AcqRel);
                 assert!(i < MAX_REGIONS, "more than {MAX_REGIONS} arenas in one process");
-                // Release: a thread that finds the count finds the base.
+                REGION_LENS[i].store(len, Ordering::Relaxed);
+                // Release: a thread that finds the base finds the length.
                 REGIONS[i].store(base, Ordering::Release);
             }
             r.base.set(base);
-            r.len.set(ARENA_BYTES);
+            // All of it: the executions get the whole heap past the prefix,
+            // however large the file's globals.
+            r.len.set(len);
             // The region ensure reserved is dead now: another thread may have it.
             let own = r.own.replace(0);
             if own != 0 {
