@@ -1285,3 +1285,29 @@ fn an_interrupted_check_says_what_it_explored_and_how_to_keep_it() {
     assert!(e.contains("interrupted after") && e.contains("executions") && e.contains("--checkpoint DIR"), "{e}");
     assert!(o.stdout.is_empty(), "no report of an unfinished check");
 }
+
+#[test]
+fn a_c_file_that_faults_while_booting_is_refused_in_one_line_with_its_line() {
+    if !have_cc() {
+        return;
+    }
+    let text = std::fs::read_to_string(CONTEXT_C).unwrap();
+    let head = "static int asids_init(void)\n{\n";
+    let at = text.find(head).expect("asids_init") + head.len();
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-boot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("boot_fault.c");
+    std::fs::write(&path, format!("{}\t*(volatile int *)0 = 1;\n{}", &text[..at], &text[at..])).unwrap();
+    let path = path.display().to_string();
+    let policy = format!("c:{path}");
+    for args in [
+        vec!["check", "--c", &path],
+        vec!["run", "--machine", "altra", "--cpus", "4", "--workload", "lat_ctx", "--policy", &policy],
+    ] {
+        let o = tlbkit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+        assert!(e.contains("stopped while booting") && e.contains("asids_init, boot_fault.c:"), "{e}");
+    }
+}

@@ -139,17 +139,11 @@ impl CPolicy {
     fn boot(&self) -> Result<(), Error> {
         let frame = Frame::boot(&self.state);
         let boot = self.entries().boot;
-        // The simulator boots on a guarded stack; the checker boots inside
-        // its execution's arena, where a guarded call's stack cache would not
-        // outlive the execution, so there a fault at boot is not caught.
-        let checker = self.options.checker;
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if checker {
-                Ok(enter(&frame, || boot()))
-            } else {
-                tlbkit_fault::call(|| enter(&frame, || boot()))
-            }
-        }));
+        // On a guarded stack, in the simulator and the checker alike (which
+        // boots inside an execution's arena: a guarded call allocates nothing
+        // there): a fault or a loop of the file's initcalls is a refusal to
+        // boot that says where.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tlbkit_fault::call(|| enter(&frame, || boot()))));
         self.state.booting.set(false);
         let name = &self.lib.name;
         match r {

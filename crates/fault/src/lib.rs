@@ -310,18 +310,19 @@ pub fn watch_this_thread() {
 /// is then abandoned, nothing on it dropped), `f`'s value otherwise. A panic
 /// of `f` reaches the caller as a panic.
 ///
-/// For callers that run policy code outside the checker (the simulator's C
-/// policies): each call costs a switch of stacks, a stack taken from and
-/// given back to a per-thread cache.
+/// For callers that run policy code outside the checker's CPUs (the
+/// simulator's C policies, a C file's boot): each call costs a switch of
+/// stacks, on a stack kept for the thread's next call. It allocates nothing
+/// of Rust's heap once [`install`] and [`watch_this_thread`] have run on
+/// the thread (a stack is mapped, not allocated), so the checker may call it
+/// inside an execution's arena.
 pub fn call<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
     use corosensei::stack::DefaultStack;
     use corosensei::{Coroutine, CoroutineResult};
-    thread_local! {
-        static STACKS: std::cell::RefCell<Vec<DefaultStack>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
     install();
     watch_this_thread();
-    let stack = STACKS.with(|s| s.borrow_mut().pop()).map_or_else(|| DefaultStack::new(1 << 20), Ok);
+    let kept = STACK.with(|s| s.borrow_mut().take());
+    let stack = kept.map_or_else(|| DefaultStack::new(1 << 20), Ok);
     let stack = stack.unwrap_or_else(|e| panic!("tlbkit could not map a 1 MiB stack for policy code: {e}"));
     let mut out = None;
     let slot = &mut out;
@@ -338,16 +339,31 @@ pub fn call<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
         Err(payload) => match Fault::of(payload.as_ref()) {
             Some(fault) => Some(fault),
             None => {
-                STACKS.with(|s| s.borrow_mut().push(co.into_stack()));
+                keep(co.into_stack());
                 std::panic::resume_unwind(payload)
             }
         },
     };
-    STACKS.with(|s| s.borrow_mut().push(co.into_stack()));
+    keep(co.into_stack());
     match fault {
         Some(fault) => Err(fault),
         None => Ok(out.expect("the call returned")),
     }
+}
+
+thread_local! {
+    /// The stack of the thread's last [`call`] (a call within a call maps one of its own).
+    static STACK: std::cell::RefCell<Option<corosensei::stack::DefaultStack>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps `stack` for the thread's next [`call`] (or unmaps it, when one is kept).
+fn keep(stack: corosensei::stack::DefaultStack) {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.is_none() {
+            *s = Some(stack);
+        }
+    });
 }
 
 /// Reads the interrupted context's instruction and stack pointers.
