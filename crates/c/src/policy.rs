@@ -255,6 +255,25 @@ fn show_active_mm(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
+impl Drop for CPolicy {
+    /// Frees what the file allocated and did not free (the kernel keeps it
+    /// for the machine's life: `asid_map`, say). The checker's blocks are its
+    /// execution's arena, which the next execution reuses whole: only the
+    /// simulator's are freed here.
+    fn drop(&mut self) {
+        if self.options.checker {
+            return;
+        }
+        for (a, bytes) in self.state.heap.borrow_mut().drain(..) {
+            let layout = std::alloc::Layout::from_size_align(bytes, 16).expect("as allocated");
+            // SAFETY: allocated by the runtime's `op_alloc` with this layout
+            // and not freed since (`op_free` takes a block out of the list);
+            // the file's code, which alone holds it, never runs again.
+            unsafe { std::alloc::dealloc(a as *mut u8, layout) };
+        }
+    }
+}
+
 impl Policy for CPolicy {
     fn mm_init(&self, mm: MmId) {
         let frame = Frame::boot(&self.state);

@@ -1897,7 +1897,7 @@ fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() -> DefaultS
     for (cpu, co) in cos.iter_mut().enumerate() {
         core.current.set(cpu);
         let trap = co.trap_handler();
-        let _ = arena::inside(|| tlbkit_fault::guarded(trap, || co.resume(())));
+        let _ = arena::inside(|| tlbkit_fault::guarded(cpu, trap, || co.resume(())));
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
     cos
@@ -2007,7 +2007,7 @@ fn drive(core: &Core, cos: &mut [Co<'_>], from: Resume, mut saved: Option<&mut c
             let r = arena::inside(|| {
                 quiet_panics(|| {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        tlbkit_fault::guarded(trap, || cos[cpu].resume(()))
+                        tlbkit_fault::guarded(cpu, trap, || cos[cpu].resume(()))
                     }))
                 })
             });

@@ -283,10 +283,15 @@ fn in_system_code(pc: usize) -> bool {
 /// coroutine panic with a [`Fault`] (see the crate's documentation). The
 /// calling thread must have called [`watch_this_thread`] for loops to be
 /// caught; faults are caught regardless, once [`install`] ran.
-pub fn guarded<T>(trap: CoroutineTrapHandler<()>, f: impl FnOnce() -> T) -> T {
+///
+/// `fiber` names the coroutine among this thread's (the checker's CPU
+/// number), for ThreadSanitizer's fibers where tlbkit is built with it
+/// (the `tsan` feature): each resume switches to that fiber and back.
+pub fn guarded<T>(fiber: usize, trap: CoroutineTrapHandler<()>, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<CoroutineTrapHandler<()>>);
     impl Drop for Restore {
         fn drop(&mut self) {
+            tsan::leave();
             CURRENT.with(|c| c.set(self.0));
             // Release: the watchdog that reads an even count sees the run ended.
             RUN.with(|r| r.fetch_add(1, Ordering::Release));
@@ -295,7 +300,68 @@ pub fn guarded<T>(trap: CoroutineTrapHandler<()>, f: impl FnOnce() -> T) -> T {
     let _restore = Restore(CURRENT.with(|c| c.replace(Some(trap))));
     // Release: pairs with the watchdog's Acquire load of the count.
     RUN.with(|r| r.fetch_add(1, Ordering::Release));
+    tsan::enter(fiber);
     f()
+}
+
+/// ThreadSanitizer's fibers (the `tsan` feature; nothing otherwise): a
+/// coroutine's code runs on a fiber of its own, so that TSan keeps its
+/// shadow stack and its clock apart from the thread's.
+mod tsan {
+    #[cfg(feature = "tsan")]
+    mod on {
+        use std::cell::Cell;
+        use std::ffi::c_void;
+
+        extern "C" {
+            fn __tsan_get_current_fiber() -> *mut c_void;
+            fn __tsan_create_fiber(flags: u32) -> *mut c_void;
+            fn __tsan_switch_to_fiber(fiber: *mut c_void, flags: u32);
+        }
+
+        /// The most coroutines a thread names (the checker's CPUs, a call's own).
+        const FIBERS: usize = 64;
+
+        thread_local! {
+            /// This thread's fibers, by name (created on first use, kept).
+            static MADE: [Cell<usize>; FIBERS] = const { [const { Cell::new(0) }; FIBERS] };
+            /// The fibers to go back to, innermost last (a depth and a stack).
+            static BACK: [Cell<usize>; FIBERS] = const { [const { Cell::new(0) }; FIBERS] };
+            static DEPTH: Cell<usize> = const { Cell::new(0) };
+        }
+
+        pub(crate) fn enter(fiber: usize) {
+            let k = fiber % FIBERS;
+            // SAFETY: TSan's fiber interface, linked in a build with -Zsanitizer=thread.
+            unsafe {
+                let f = MADE.with(|m| {
+                    if m[k].get() == 0 {
+                        m[k].set(__tsan_create_fiber(0) as usize);
+                    }
+                    m[k].get()
+                });
+                let d = DEPTH.with(|d| d.replace(d.get() + 1));
+                BACK.with(|b| b[d % FIBERS].set(__tsan_get_current_fiber() as usize));
+                __tsan_switch_to_fiber(f as *mut c_void, 0);
+            }
+        }
+
+        pub(crate) fn leave() {
+            let d = DEPTH.with(|d| {
+                d.set(d.get() - 1);
+                d.get()
+            });
+            // SAFETY: as above; the fiber saved by the matching `enter`.
+            unsafe { __tsan_switch_to_fiber(BACK.with(|b| b[d % FIBERS].get()) as *mut c_void, 0) };
+        }
+    }
+    #[cfg(feature = "tsan")]
+    pub(crate) use on::{enter, leave};
+
+    #[cfg(not(feature = "tsan"))]
+    pub(crate) fn enter(_fiber: usize) {}
+    #[cfg(not(feature = "tsan"))]
+    pub(crate) fn leave() {}
 }
 
 /// Puts the calling thread under the watchdog, for as long as it lives (a
@@ -332,7 +398,8 @@ pub fn call<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
     let mut co: Coroutine<(), (), (), DefaultStack> =
         unsafe { Coroutine::with_stack_unchecked(stack, move |_, ()| *slot = Some(f())) };
     let trap = co.trap_handler();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guarded(trap, || co.resume(()))));
+    // Fiber 63: a call's own, apart from the checker's CPUs.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guarded(63, trap, || co.resume(()))));
     let fault = match r {
         Ok(CoroutineResult::Return(())) => None,
         Ok(CoroutineResult::Yield(())) => unreachable!("policy code on a guarded call never yields"),
