@@ -304,6 +304,25 @@ pub fn guarded<T>(fiber: usize, trap: CoroutineTrapHandler<()>, f: impl FnOnce()
     f()
 }
 
+/// Marks `len` bytes from `addr` addressable for AddressSanitizer (the
+/// `asan` feature; nothing otherwise): the checker copies a suspended
+/// coroutine's stack whole, dead frames and their redzones included, into a
+/// checkpoint and back, which is a copy of bytes, not an access to the
+/// frames' variables.
+pub fn asan_unpoison(addr: usize, len: usize) {
+    #[cfg(feature = "asan")]
+    {
+        extern "C" {
+            fn __asan_unpoison_memory_region(addr: *const u8, size: usize);
+        }
+        // SAFETY: ASan's interface, linked in a build with -Zsanitizer=address;
+        // it only changes ASan's shadow of the range.
+        unsafe { __asan_unpoison_memory_region(addr as *const u8, len) };
+    }
+    #[cfg(not(feature = "asan"))]
+    let _ = (addr, len);
+}
+
 /// ThreadSanitizer's fibers (the `tsan` feature; nothing otherwise): a
 /// coroutine's code runs on a fiber of its own, so that TSan keeps its
 /// shadow stack and its clock apart from the thread's.

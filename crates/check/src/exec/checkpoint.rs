@@ -228,6 +228,7 @@ impl Saved {
             *at = from;
             bytes.clear();
             bytes.reserve(top - from);
+            tlbkit_fault::asan_unpoison(from, top - from);
             // SAFETY: `from..top` is this coroutine's stack, mapped and ours
             // (it is suspended); `bytes` has room.
             unsafe {
@@ -257,6 +258,7 @@ impl Saved {
         unsafe { arena::restore(&s.arena) };
         for (cpu, co) in cos.iter_mut().enumerate() {
             let (from, bytes) = &s.stacks[cpu];
+            tlbkit_fault::asan_unpoison(*from, bytes.len());
             // SAFETY: the same stack, suspended; the handle is plain data and
             // these bytes are a handle of this coroutine on this stack.
             unsafe {
