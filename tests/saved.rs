@@ -1,7 +1,8 @@
 //! Saved searches (`tlbkit check --checkpoint DIR`, `--resume DIR`,
 //! `--max-memory SIZE`): a search killed at any moment and resumed ends as
 //! one never stopped; a search over its memory cap saves itself and stops
-//! with exit 2; a save of another build is refused in one line.
+//! with exit 2; a save of another build, or one cut short or corrupted, is
+//! refused in one line that says which.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -116,12 +117,13 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
     args[ops] = "2";
     args.extend(["--checkpoint", &d]);
     assert_eq!(tlbkit(&args).status.code(), Some(0));
-    // The save's identity starts with the binary's hash: make it another's.
-    let path = dir.join("search.ckpt");
-    let mut bytes = std::fs::read(&path).unwrap();
-    let at = 8 + 4 + 8;
-    bytes[at..at + 16].copy_from_slice(b"0123456789abcdef");
-    std::fs::write(&path, bytes).unwrap();
+    // The save's identity starts with the binary's hash: save it again as
+    // another build's (with checksums that match, so that it is not taken
+    // for a corrupted file).
+    use tlbkit_check::search::saved;
+    let (identity, body) = saved::open(&dir).unwrap();
+    let (_, check) = identity.split_once(' ').unwrap();
+    saved::write(&dir, &format!("0123456789abcdef {check}"), &body).unwrap();
     for (args, says) in [
         (vec!["check", "--resume", d.as_str()], "another build of tlbkit"),
         (vec!["check", "--resume", "/no/such/dir"], "no saved search to resume"),
@@ -131,6 +133,34 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert!(err.contains(says), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_save_cut_short_corrupted_or_no_save_at_all_is_refused_in_one_line_that_says_which() {
+    let dir = scratch("damaged");
+    let d = dir.display().to_string();
+    let mut args = SHAPE.to_vec();
+    let ops = args.iter().position(|a| *a == "--ops").unwrap() + 1;
+    args[ops] = "2";
+    args.extend(["--checkpoint", &d]);
+    assert_eq!(tlbkit(&args).status.code(), Some(0));
+    let path = dir.join("search.ckpt");
+    let good = std::fs::read(&path).unwrap();
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 1;
+    for (bytes, says) in [
+        (good[..good.len() / 2].to_vec(), "is cut short"),
+        (flipped, "is corrupted: its checksum does not match (a byte of it changed"),
+        (b"not a save".to_vec(), "is not a saved tlbkit search"),
+    ] {
+        std::fs::write(&path, bytes).unwrap();
+        let o = tlbkit(&["check", "--resume", &d]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(&format!("{} {says}", path.display())), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

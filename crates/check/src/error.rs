@@ -114,10 +114,18 @@ pub enum Error {
         /// What went wrong, with the test's name.
         why: String,
     },
-    /// A saved search that cannot be written, read or resumed here.
+    /// A save body that cannot be read (a distributed search's part or state).
     Saved {
         /// Why, with the file.
         why: String,
+    },
+    /// A saved search's file that cannot be resumed here, or a save that
+    /// could not be written.
+    Save {
+        /// The file (`DIR/search.ckpt`).
+        file: String,
+        /// What is wrong.
+        problem: SaveProblem,
     },
     /// A saving search stopped before its end (a signal, the memory cap),
     /// saved where it got to.
@@ -157,7 +165,7 @@ impl Error {
             Error::JobsNotExhaustive { .. } | Error::NoJobs => Some(Param::Jobs),
             Error::NoExecution => Some(Param::Iterations),
             Error::NothingStarted { .. } => Some(Param::Menu),
-            Error::Saved { .. } | Error::Stopped { .. } => None,
+            Error::Saved { .. } | Error::Save { .. } | Error::Stopped { .. } => None,
             Error::BadToken { .. } | Error::LitmusRead { .. } | Error::Litmus(_) | Error::LitmusRun { .. } => None,
         }
     }
@@ -229,6 +237,7 @@ impl Error {
                 format!("{why}; the test is outside the subset tlbkit models (see `tlbkit litmus --help`)")
             }
             Error::Saved { why } => why.clone(),
+            Error::Save { file, problem } => problem.message(file),
             Error::Stopped { needed, states, cap, dir } => {
                 let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
                 let what = match needed {
@@ -254,6 +263,122 @@ impl Error {
     /// Returns the error of `param` given `value`, with what is wrong.
     pub(crate) fn invalid(param: Param, value: impl fmt::Display, problem: impl Into<String>) -> Error {
         Error::Invalid { param, value: Some(value.to_string()), problem: problem.into() }
+    }
+}
+
+/// What is wrong with a saved search's file (`tlbkit check --resume DIR`),
+/// or with writing one (`--checkpoint DIR`): each its own kind, so that a
+/// front end (and a test) tells a file cut short from one corrupted, from
+/// another build's and from one that is no save at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaveProblem {
+    /// No file to read (the system's words).
+    Missing {
+        /// Why not.
+        why: String,
+    },
+    /// A file that does not start as a tlbkit save does.
+    NotASave,
+    /// A save of another format version.
+    Format {
+        /// The save's version.
+        found: u32,
+        /// The version this tlbkit reads.
+        reads: u32,
+    },
+    /// A file shorter than its header says: written only in part, or cut in a copy.
+    CutShort {
+        /// Its bytes.
+        have: u64,
+        /// The bytes its header says it has, or `None` when the header itself is cut.
+        need: Option<u64>,
+    },
+    /// A file whose checksum does not match its bytes.
+    Corrupted,
+    /// A save made by another build of tlbkit.
+    OtherBuild {
+        /// The hash of the build that made it.
+        theirs: String,
+        /// This build's.
+        ours: String,
+    },
+    /// A save of another check.
+    OtherCheck {
+        /// The check it saved (its replay token's header).
+        theirs: String,
+        /// The check asked for.
+        ours: String,
+    },
+    /// A file whose checksums match but whose contents this build cannot
+    /// read (a tlbkit bug, or a file made to look like a save).
+    Unreadable {
+        /// What is wrong.
+        why: String,
+    },
+    /// A save that could not be written: the one there before, if any, is
+    /// as it was, and the partial file is removed.
+    WriteFailed {
+        /// Why (the system's words).
+        why: String,
+    },
+    /// A save written and renamed into place whose directory could not be
+    /// synced: it is there, but may not survive a power cut.
+    NotSynced {
+        /// Why (the system's words).
+        why: String,
+    },
+}
+
+impl SaveProblem {
+    /// Returns the one line that says what is wrong with `file` and what to do.
+    pub fn message(&self, file: &str) -> String {
+        let again = "or start the search again";
+        match self {
+            SaveProblem::Missing { why } => format!("no saved search to resume: {file}: {why}"),
+            SaveProblem::NotASave => format!(
+                "{file} is not a saved tlbkit search (it does not start with TLBKITSV): resume from the directory \
+                 a saving check wrote"
+            ),
+            SaveProblem::Format { found, reads } => {
+                let which = if found < reads { "an older" } else { "a newer" };
+                format!(
+                    "{file} is a save of format {found}, from {which} tlbkit; this one reads format {reads}: resume \
+                     it with the build that made it, {again}"
+                )
+            }
+            SaveProblem::CutShort { have, need: Some(need) } => format!(
+                "{file} is cut short ({have} of its {need} bytes): it was half-written or truncated; resume from a \
+                 whole copy, {again}"
+            ),
+            SaveProblem::CutShort { have, need: None } => format!(
+                "{file} is cut short ({have} bytes, less than its header): it was half-written or truncated; resume \
+                 from a whole copy, {again}"
+            ),
+            SaveProblem::Corrupted => format!(
+                "{file} is corrupted: its checksum does not match (a byte of it changed after it was written); resume \
+                 from a good copy, {again}"
+            ),
+            SaveProblem::OtherBuild { theirs, ours } => format!(
+                "{file} was saved by another build of tlbkit (binary {theirs}, this is {ours}): resume it with that \
+                 build, {again}"
+            ),
+            SaveProblem::OtherCheck { theirs, ours } => format!(
+                "{file} is a save of another check ({theirs}); this one is {ours}: resume it as the check it saved, \
+                 or save this one in another directory"
+            ),
+            SaveProblem::Unreadable { why } => format!(
+                "{file} matches its checksums but cannot be read ({why}): a tlbkit bug, or not a file tlbkit wrote; \
+                 start the search again"
+            ),
+            SaveProblem::WriteFailed { why } => format!(
+                "cannot write {file}: {why}; the save there before (if any) is as it was and nothing half-written \
+                 is left: fix the cause and resume from it"
+            ),
+            SaveProblem::NotSynced { why } => format!(
+                "{file} is written but its directory could not be synced ({why}): the save may not survive a power \
+                 cut"
+            ),
+        }
     }
 }
 

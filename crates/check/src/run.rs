@@ -227,9 +227,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
         identity: format!("{} {}", search::saved::binary_id(), encode(spec, &[])),
     });
     let body = match (persist, &saving) {
-        (Some(p), Some(s)) if p.resume => {
-            Some(search::saved::read(&p.dir, &s.identity)?)
-        }
+        (Some(p), Some(s)) if p.resume => Some(search::saved::read(&p.dir, &s.identity)?),
         _ => None,
     };
     if saving.is_some() {

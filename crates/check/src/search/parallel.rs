@@ -264,14 +264,17 @@ pub fn exhaustive_saving(
 ) -> Result<(Stats, Option<Outcome>, Option<Stopped>), crate::Error> {
     let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
     let shared = match resume {
-        Some(body) => Shared::load(body, saving.map_or(&[][..], |(_, e)| e), max_bytes).map_err(|why| match saving {
-            // A body from a file whose checksums matched: a save this build cannot read.
-            Some((s, _)) => crate::Error::Save {
-                file: s.dir.join(saved::FILE).display().to_string(),
-                problem: crate::error::SaveProblem::Unreadable { why },
-            },
-            None => crate::Error::Saved { why },
-        })?,
+        Some(body) => {
+            let extra = saving.map_or(&[][..], |(_, e)| e);
+            Shared::load(body, extra, max_bytes).map_err(|why| match saving {
+                // A body from a file whose checksums matched: a save this build cannot read.
+                Some((s, _)) => crate::Error::Save {
+                    file: s.dir.join(saved::FILE).display().to_string(),
+                    problem: crate::error::SaveProblem::Unreadable { why },
+                },
+                None => crate::Error::Saved { why },
+            })?
+        }
         None => Shared::fresh(max_bytes),
     };
     let switches = SWITCHES.with(std::cell::Cell::get);

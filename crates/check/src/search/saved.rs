@@ -26,18 +26,40 @@
 //! spec (its replay token's header: policy, shape, memory model, menu). A
 //! save made by another build or for another check is refused in one line.
 //! The number of workers is free: `--jobs` may differ on resume.
+//!
+//! # The file
+//! A 36-byte header: the magic `TLBKITSV`, the format's version (2), the
+//! length of the rest, the rest's xxh3-64 checksum and the checksum of the
+//! header's bytes before it; then the identity and the body. Each problem a
+//! file can have is refused in one line that says which ([`SaveProblem`]):
+//! no file; not a save (other first bytes); another format version (an older
+//! tlbkit's); cut short (fewer bytes than the header says: a copy cut off, or
+//! a file written only in part); corrupted (a checksum does not match: a byte
+//! changed); another build; another check. A checksum catches bytes changed
+//! by accident (a disk, a copy), not a file made to look like a save; the
+//! reader reads such a body too without panicking, and every count in it is
+//! bounded by the bytes left, so it allocates no more than the file holds.
+//! A save whose write fails (a full disk) removes its temporary file and
+//! leaves the save before it as it was.
 
+use crate::error::{Error, SaveProblem};
+use std::cell::Cell;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use xxhash_rust::xxh3::xxh3_64;
 
 /// The file a saved search lives in, under its directory.
 pub const FILE: &str = "search.ckpt";
 
 /// The format's first bytes and version.
 const MAGIC: &[u8; 8] = b"TLBKITSV";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+
+/// The header's bytes: the magic, the version, the length of the rest, its
+/// checksum and the checksum of the header's bytes before this one.
+const HEAD: usize = 8 + 4 + 8 + 8 + 8;
 
 /// How a search saves itself.
 #[derive(Clone, Debug)]
@@ -86,7 +108,7 @@ pub fn signalled() -> bool {
 /// Returns the identity of this binary: a hash of its executable file.
 pub fn binary_id() -> String {
     let bytes = std::env::current_exe().and_then(std::fs::read).unwrap_or_default();
-    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes))
+    format!("{:016x}", xxh3_64(&bytes))
 }
 
 /// Little-endian bytes of a save.
@@ -120,7 +142,7 @@ impl<'a> Reader<'a> {
         Reader { bytes, at: 0 }
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("the file is cut short")?;
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("its contents end early")?;
         let s = &self.bytes[self.at..end];
         self.at = end;
         Ok(s)
@@ -138,7 +160,7 @@ impl<'a> Reader<'a> {
     pub fn len(&mut self, min_bytes: usize) -> Result<usize, String> {
         let n = self.u64()? as usize;
         if n.saturating_mul(min_bytes.max(1)) > self.bytes.len() - self.at {
-            return Err("a count larger than the file".into());
+            return Err("a count larger than the bytes left".into());
         }
         Ok(n)
     }
@@ -151,54 +173,169 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Writes `body` as the save of `identity` in `dir`, atomically.
-pub fn write(dir: &Path, identity: &str, body: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!("{FILE}.tmp{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        let mut head = Writer::default();
-        head.0.extend_from_slice(MAGIC);
-        head.u32(VERSION);
-        head.str(identity);
-        f.write_all(&head.0)?;
-        f.write_all(body)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, dir.join(FILE))
+/// Returns the header and the identity: the bytes of a save before `body`.
+fn head(identity: &str, body: &[u8]) -> Vec<u8> {
+    let mut id = Writer::default();
+    id.str(identity);
+    let mut sum = xxhash_rust::xxh3::Xxh3Default::new();
+    sum.update(&id.0);
+    sum.update(body);
+    let mut w = Writer::default();
+    w.0.extend_from_slice(MAGIC);
+    w.u32(VERSION);
+    w.u64((id.0.len() + body.len()) as u64);
+    w.u64(sum.digest());
+    w.u64(xxh3_64(&w.0));
+    w.0.extend_from_slice(&id.0);
+    w.0
 }
 
-/// Returns the identity the save in `dir` was made with, and its body.
-pub fn open(dir: &Path) -> Result<(String, Vec<u8>), String> {
+/// Returns the bytes of the save of `identity` whose body is `body`: what
+/// [`write`] puts in the file and [`decode`] reads.
+pub fn encode(identity: &str, body: &[u8]) -> Vec<u8> {
+    let mut bytes = head(identity, body);
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Returns the identity a save's bytes were made with and its body, or what
+/// is wrong with them (see the module's "The file"). Reads nothing beyond
+/// `bytes` and allocates no more than they hold, whatever they say.
+pub fn decode(bytes: &[u8]) -> Result<(String, &[u8]), SaveProblem> {
+    let cut = SaveProblem::CutShort { have: bytes.len() as u64, need: None };
+    let Some(magic) = bytes.get(..MAGIC.len()) else {
+        return Err(if MAGIC.starts_with(bytes) { cut } else { SaveProblem::NotASave });
+    };
+    if magic != MAGIC {
+        return Err(SaveProblem::NotASave);
+    }
+    let version = bytes.get(8..12).ok_or(cut.clone())?;
+    let found = u32::from_le_bytes(version.try_into().expect("4 bytes"));
+    if found != VERSION {
+        return Err(SaveProblem::Format { found, reads: VERSION });
+    }
+    let word = |at: usize| bytes.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let (Some(len), Some(sum), Some(head_sum)) = (word(12), word(20), word(28)) else { return Err(cut) };
+    if xxh3_64(&bytes[..HEAD - 8]) != head_sum {
+        return Err(SaveProblem::Corrupted);
+    }
+    let rest = &bytes[HEAD..];
+    if (rest.len() as u64) < len {
+        return Err(SaveProblem::CutShort { have: bytes.len() as u64, need: Some(len.saturating_add(HEAD as u64)) });
+    }
+    if rest.len() as u64 != len || xxh3_64(rest) != sum {
+        return Err(SaveProblem::Corrupted);
+    }
+    let mut r = Reader::new(rest);
+    let identity = r.str().map_err(|why| SaveProblem::Unreadable { why })?;
+    Ok((identity, &rest[r.at..]))
+}
+
+thread_local! {
+    /// The bytes saves written on this thread may still take before the disk
+    /// is full, if [`with_room`] says so.
+    static ROOM: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Runs `f` as if the disk had room for only `bytes` more bytes of saves
+/// written on this thread (a saving search writes on the thread that runs
+/// it): a write past them fails as a full disk's does (`ENOSPC`). For tests
+/// of what a failed save leaves behind.
+pub fn with_room<R>(bytes: u64, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<u64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ROOM.set(self.0);
+        }
+    }
+    let _restore = Restore(ROOM.replace(Some(bytes)));
+    f()
+}
+
+/// A save's file, which takes bytes while [`ROOM`] lasts.
+struct SaveFile(std::fs::File);
+
+impl std::io::Write for SaveFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(room) = ROOM.get() else { return self.0.write(buf) };
+        if room == 0 && !buf.is_empty() {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        let n = self.0.write(&buf[..buf.len().min(usize::try_from(room).unwrap_or(usize::MAX))])?;
+        ROOM.set(Some(room - n as u64));
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Writes `body` as the save of `identity` in `dir`: into a temporary file,
+/// synced, renamed over `DIR/search.ckpt`, then the directory synced (so that
+/// the rename survives a power cut). A kill at any moment leaves the last
+/// whole save; a failure before the rename (a full disk) removes the
+/// temporary file and leaves the save there before as it was.
+pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<(), Error> {
     let path = dir.join(FILE);
-    let bytes = std::fs::read(&path).map_err(|e| format!("no saved search to resume: {}: {e}", path.display()))?;
-    let mut r = Reader::new(&bytes);
-    if r.take(8).ok() != Some(&MAGIC[..]) {
-        return Err(format!("{} is not a saved tlbkit search", path.display()));
+    let fail = |problem| Error::Save { file: path.display().to_string(), problem };
+    let tmp = dir.join(format!("{FILE}.tmp{}", std::process::id()));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::File::create(&tmp))
+        .and_then(|f| {
+            let mut f = SaveFile(f);
+            f.write_all(&head(identity, body))?;
+            f.write_all(body)?;
+            f.0.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(SaveProblem::WriteFailed { why: e.to_string() }));
     }
-    let version = r.u32()?;
-    if version != VERSION {
-        return Err(format!("{} is a save of format {version}; this tlbkit reads format {VERSION}", path.display()));
-    }
-    let identity = r.str().map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((identity, bytes[r.at..].to_vec()))
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))
+}
+
+/// Returns the identity the save in `dir` was made with, and its body; or
+/// why the file is no save this build can read.
+pub fn open(dir: &Path) -> Result<(String, Vec<u8>), Error> {
+    let path = dir.join(FILE);
+    let refuse = |problem| Error::Save { file: path.display().to_string(), problem };
+    let mut bytes = std::fs::read(&path).map_err(|e| refuse(SaveProblem::Missing { why: e.to_string() }))?;
+    let (identity, at) = decode(&bytes).map(|(id, body)| (id, bytes.len() - body.len())).map_err(refuse)?;
+    bytes.drain(..at);
+    Ok((identity, bytes))
 }
 
 /// Reads the save in `dir` made by the check `identity`; returns its body,
 /// or why it cannot be resumed here.
-pub fn read(dir: &Path, identity: &str) -> Result<Vec<u8>, String> {
-    let path = dir.join(FILE);
+pub fn read(dir: &Path, identity: &str) -> Result<Vec<u8>, Error> {
     let (theirs, body) = open(dir)?;
-    if theirs != identity {
-        let (their_bin, their_check) = theirs.split_once(' ').unwrap_or((&theirs, ""));
-        let (our_bin, our_check) = identity.split_once(' ').unwrap_or((identity, ""));
-        return Err(if their_bin != our_bin {
-            format!("{} was saved by another build of tlbkit (binary {their_bin}, this is {our_bin}): resume it with that build", path.display())
-        } else {
-            format!("{} is a save of another check ({their_check}); this one is {our_check}", path.display())
-        });
-    }
+    same_check(dir, &theirs, identity)?;
     Ok(body)
+}
+
+/// Refuses the save in `dir`, made with the identity `theirs`, unless this
+/// build made it ([`binary_id`]): before its check is even decoded, which
+/// another build may name in words this one does not read.
+pub fn same_build(dir: &Path, theirs: &str) -> Result<(), Error> {
+    let check = theirs.split_once(' ').map_or("", |(_, c)| c);
+    same_check(dir, theirs, &format!("{} {check}", binary_id()))
+}
+
+/// Refuses the save in `dir`, made with the identity `theirs`, for the check
+/// `ours` if another build made it or it saves another check.
+fn same_check(dir: &Path, theirs: &str, ours: &str) -> Result<(), Error> {
+    let (their_bin, their_check) = theirs.split_once(' ').unwrap_or((theirs, ""));
+    let (our_bin, our_check) = ours.split_once(' ').unwrap_or((ours, ""));
+    let problem = if their_bin != our_bin {
+        SaveProblem::OtherBuild { theirs: their_bin.into(), ours: our_bin.into() }
+    } else if their_check != our_check {
+        SaveProblem::OtherCheck { theirs: their_check.into(), ours: our_check.into() }
+    } else {
+        return Ok(());
+    };
+    Err(Error::Save { file: dir.join(FILE).display().to_string(), problem })
 }
 
 /// Returns the size `text` gives (`512M`, `4G`, `1.5G`, `100000` bytes).
@@ -230,15 +367,30 @@ mod tests {
         assert!(parse_size("lots").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
     }
 
+    /// Returns what `read` refused the save for.
+    fn refused(r: Result<Vec<u8>, Error>) -> SaveProblem {
+        match r {
+            Err(Error::Save { problem, .. }) => problem,
+            other => panic!("not a refused save: {other:?}"),
+        }
+    }
+
     #[test]
-    fn a_save_of_another_check_or_build_is_refused() {
+    fn a_save_of_another_check_build_or_format_is_refused() {
         let dir = std::env::temp_dir().join(format!("tlbkit-saved-{}", std::process::id()));
         write(&dir, "b1 t5~p~2", b"body").unwrap();
         assert_eq!(read(&dir, "b1 t5~p~2").unwrap(), b"body");
-        assert!(read(&dir, "b1 t5~q~2").unwrap_err().contains("another check"));
-        assert!(read(&dir, "b2 t5~p~2").unwrap_err().contains("another build"));
+        assert!(matches!(refused(read(&dir, "b1 t5~q~2")), SaveProblem::OtherCheck { .. }));
+        assert!(matches!(refused(read(&dir, "b2 t5~p~2")), SaveProblem::OtherBuild { .. }));
         std::fs::write(dir.join(FILE), b"TLBKITSV\x01\x00\x00\x00\x05").unwrap();
-        assert!(read(&dir, "b1 t5~p~2").unwrap_err().contains("cut short"));
+        assert_eq!(refused(read(&dir, "b1 t5~p~2")), SaveProblem::Format { found: 1, reads: VERSION });
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_encodes_to_what_it_decodes_from() {
+        let bytes = encode("b1 t5~p~2", b"body");
+        assert_eq!(bytes.len(), HEAD + 8 + 9 + 4);
+        assert_eq!(decode(&bytes), Ok(("b1 t5~p~2".to_string(), &b"body"[..])));
     }
 }
