@@ -221,7 +221,9 @@ fn interrupted(p: &tlbkit_check::progress::Snapshot, shapes: &[String], seconds:
     let longest = if p.longest > 0 { format!(", the longest execution {} steps", p.longest) } else { String::new() };
     let shape = match (shapes.len(), p.shape) {
         (1, _) => format!("of {}", shapes[0]),
-        (n, k) if k > 0 => format!("through shape {k} of a portfolio of {n} (shape {k}, {}, unfinished)", shapes[k - 1]),
+        (n, k) if k > 0 => {
+            format!("through shape {k} of a portfolio of {n} (shape {k}, {}, unfinished)", shapes[k - 1])
+        }
         (n, _) => format!("of a portfolio of {n} shapes"),
     };
     eprintln!(

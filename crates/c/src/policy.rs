@@ -143,7 +143,8 @@ impl CPolicy {
         // boots inside an execution's arena: a guarded call allocates nothing
         // there): a fault or a loop of the file's initcalls is a refusal to
         // boot that says where.
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tlbkit_fault::call(|| enter(&frame, || boot()))));
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tlbkit_fault::call(|| enter(&frame, || boot()))));
         self.state.booting.set(false);
         let name = &self.lib.name;
         match r {

@@ -30,7 +30,8 @@ fn have_cc() -> bool {
 fn variant(name: &str, global: &str, on_switch: &str) -> String {
     let src = format!("{}/../c/tests/constructed/locked.c", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(src).unwrap();
-    let text = text.replacen("static unsigned long switches;\n", &format!("static unsigned long switches;\n{global}\n"), 1);
+    let text =
+        text.replacen("static unsigned long switches;\n", &format!("static unsigned long switches;\n{global}\n"), 1);
     let at = text.find("\tu64 asid = atomic64_read(&mm->context.id);\n").expect("the switch's first line");
     let text = format!("{}{on_switch}\n{}", &text[..at], &text[at..]);
     let dir = std::env::temp_dir().join(format!("tlbkit-c-layout-{}", std::process::id()));
@@ -75,11 +76,8 @@ fn a_file_that_allocates_in_its_operations_is_checked_as_one_that_does_not() {
     let plain = clean(&check(&small(&format!("c:{}", variant("plain2", "", "")))).unwrap(), "plain");
     // A block per switch, written and freed at once: the heap is the
     // execution's arena, reused from one execution to the next.
-    let allocating = variant(
-        "allocating",
-        "",
-        "\t{ unsigned long *b = kmalloc(64, GFP_ATOMIC); if (b) { b[7] = 1; kfree(b); } }",
-    );
+    let allocating =
+        variant("allocating", "", "\t{ unsigned long *b = kmalloc(64, GFP_ATOMIC); if (b) { b[7] = 1; kfree(b); } }");
     let states = clean(&check(&small(&format!("c:{allocating}"))).unwrap(), "allocating");
     assert_eq!(states, plain, "a block freed at once leaves no state behind");
 }

@@ -60,7 +60,11 @@ fn found(r: &CheckReport, property: &str, needles: &[&str]) {
     }
     let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
     let re = again.counterexample.unwrap_or_else(|| panic!("the token {} replays no violation", cx.token));
-    assert_eq!((re.property, re.cpu, &re.detail), (cx.property, cx.cpu, &cx.detail), "the token replays another violation");
+    assert_eq!(
+        (re.property, re.cpu, &re.detail),
+        (cx.property, cx.cpu, &cx.detail),
+        "the token replays another violation"
+    );
 }
 
 #[test]
@@ -72,7 +76,11 @@ fn a_null_write_in_flush_context_is_a_kernel_bug_at_its_line() {
     let t = std::time::Instant::now();
     let r = default_run(&format!("c:{}", path.display()));
     eprintln!("found in {:.1} s (test build)", t.elapsed().as_secs_f64());
-    found(&r, "no_kernel_bug", &["SIGSEGV", "a write to address 0x0", "flush_context", &format!("null_write.c:{line}")]);
+    found(
+        &r,
+        "no_kernel_bug",
+        &["SIGSEGV", "a write to address 0x0", "flush_context", &format!("null_write.c:{line}")],
+    );
 }
 
 #[test]

@@ -239,8 +239,11 @@ fn record_system_code() {
             unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
         };
         let exec = |p: &&libc::Elf64_Phdr| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0;
-        let ranges: Vec<(usize, usize)> =
-            phdrs.iter().filter(exec).map(|p| (base + p.p_vaddr as usize, base + (p.p_vaddr + p.p_memsz) as usize)).collect();
+        let ranges: Vec<(usize, usize)> = phdrs
+            .iter()
+            .filter(exec)
+            .map(|p| (base + p.p_vaddr as usize, base + (p.p_vaddr + p.p_memsz) as usize))
+            .collect();
         if ranges.iter().any(|&(s, e)| state.0 >= s && state.0 < e) {
             return 0; // tlbkit's own code (the executable, or the Python extension)
         }

@@ -71,10 +71,10 @@ pub(crate) fn watch() {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     let run = RUN.with(std::ptr::from_ref);
     GUARD.with(|g| *g.borrow_mut() = Some(Watched(id)));
-    SLOTS.lock().unwrap_or_else(PoisonError::into_inner).push((
-        id,
-        Slot { thread, clock, run, seen: u64::MAX, since: Duration::ZERO },
-    ));
+    SLOTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((id, Slot { thread, clock, run, seen: u64::MAX, since: Duration::ZERO }));
     WATCHED.with(|w| w.set(true));
 }
 
@@ -82,8 +82,7 @@ pub(crate) fn watch() {
 fn cpu_time(clock: libc::clockid_t) -> Option<Duration> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec to fill.
-    (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
-        .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    (unsafe { libc::clock_gettime(clock, &mut ts) } == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// The watchdog's loop.

@@ -473,9 +473,8 @@ impl Tally<'_> {
             }
             // States now and then (every 16,384 executions): a look at
             // every shard of the visited set, under its lock.
-            let states = (before % (1 << 14) < batch).then(|| {
-                self.shared.visited.iter().map(|v| v.0.lock().map_or(0, |g| g.len() as u64)).sum::<u64>()
-            });
+            let states = (before % (1 << 14) < batch)
+                .then(|| self.shared.visited.iter().map(|v| v.0.lock().map_or(0, |g| g.len() as u64)).sum::<u64>());
             crate::progress::publish(before, states);
             self.tickets = batch;
         }
