@@ -13,7 +13,7 @@ use tlbkit_check::search::parse_script;
 
 fuzz_target!(|data: &[u8]| {
     let [c, m, p, script @ ..] = data else { return };
-    let (cpus, mms, pages) = (1 + usize::from(c % 8), 1 + usize::from(m % 8), 1 + usize::from(p) % MAX_PAGES);
+    let (cpus, mms, pages) = (1 + usize::from(c % 8), 1 + usize::from(m % 8), 1 + usize::from(*p) % MAX_PAGES);
     let Ok(text) = std::str::from_utf8(script) else { return };
     match parse_script(text, cpus, mms, pages) {
         Ok(items) => {
