@@ -258,14 +258,14 @@ fn show_active_mm(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 impl Drop for CPolicy {
     /// Frees what the file allocated and did not free (the kernel keeps it
-    /// for the machine's life: `asid_map`, say). The checker's blocks are its
-    /// execution's arena, which the next execution reuses whole: only the
-    /// simulator's are freed here.
+    /// for the machine's life: `asid_map`, say). Blocks in the copy's region
+    /// are the checker's execution arena, which the next execution reuses
+    /// whole; the others (the simulator's, and a checker's policy built
+    /// outside any execution) came from the system allocator.
     fn drop(&mut self) {
-        if self.options.checker {
-            return;
-        }
-        for (a, bytes) in self.state.heap.borrow_mut().drain(..) {
+        let (base, len) = self.region;
+        let arena = |a: usize| self.options.checker && a >= base && a < base + len;
+        for (a, bytes) in self.state.heap.borrow_mut().drain(..).filter(|&(a, _)| !arena(a)) {
             let layout = std::alloc::Layout::from_size_align(bytes, 16).expect("as allocated");
             // SAFETY: allocated by the runtime's `op_alloc` with this layout
             // and not freed since (`op_free` takes a block out of the list);

@@ -1790,6 +1790,13 @@ fn take_stack() -> DefaultStack {
 }
 
 fn give_stack(s: DefaultStack) {
+    // A coroutine abandoned where it was (or trapped) never returned from
+    // its frames, so AddressSanitizer's marks of their redzones and scopes
+    // are still on the stack: clear them, or the next coroutine's frames
+    // there read as overflows (nothing without the `asan` feature).
+    use corosensei::stack::Stack as _;
+    let (base, limit) = (s.base().get(), s.limit().get());
+    tlbkit_fault::asan_unpoison(limit, base - limit);
     arena::outside(|| STACKS.with(|v| v.borrow_mut().push(s)));
 }
 

@@ -258,7 +258,11 @@ impl Saved {
         unsafe { arena::restore(&s.arena) };
         for (cpu, co) in cos.iter_mut().enumerate() {
             let (from, bytes) = &s.stacks[cpu];
-            tlbkit_fault::asan_unpoison(*from, bytes.len());
+            // The whole stack, not only the bytes put back: the frames the
+            // coroutine had below them never return, and their marks would
+            // make the next frames there read as out of scope.
+            let top = self.tops[cpu];
+            tlbkit_fault::asan_unpoison(top - STACK_BYTES, STACK_BYTES);
             // SAFETY: the same stack, suspended; the handle is plain data and
             // these bytes are a handle of this coroutine on this stack.
             unsafe {
