@@ -13,17 +13,11 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::{CheckReport, CheckSpec};
 
+mod common;
+use common::have_cc;
+
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
-/// Returns whether a C compiler is installed, saying so when not.
-fn have_cc() -> bool {
-    let ok = tlbkit_c::build::have_compiler();
-    if !ok {
-        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
-    }
-    ok
-}
 
 /// A file of the test data, as a path.
 fn data(file: &str) -> String {

@@ -14,17 +14,11 @@ use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, MmId, Policy, VirtAddr};
 
+mod common;
+use common::have_cc;
+
 #[global_allocator]
 static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
-/// Returns whether a C compiler is installed, saying so when not.
-fn have_cc() -> bool {
-    let ok = tlbkit_c::build::have_compiler();
-    if !ok {
-        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
-    }
-    ok
-}
 
 /// Writes v6.12's `context.c` with `line` added at the top of
 /// `flush_context()`'s body (after its declarations), as `NAME.c` in a

@@ -133,3 +133,13 @@ pub fn global_asid_script(policy: &str) -> tlbkit_check::options::Options {
         ..Default::default()
     }
 }
+
+/// Returns whether a C compiler is installed (C policies can be built),
+/// saying so when not: the tests of C policies then check nothing.
+pub fn have_cc() -> bool {
+    let ok = tlbkit_c::build::have_compiler();
+    if !ok {
+        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
+    }
+    ok
+}
