@@ -1226,12 +1226,16 @@ fn a_data_race_in_a_c_file_is_a_violation_with_a_replay_token() {
     assert!(String::from_utf8_lossy(&r.stdout).contains("no_data_race"), "{}", stderr(&r));
 }
 
-/// Writes v6.12's `context.c` with `line` added at the top of
-/// `flush_context()`'s body, as `NAME.c` in a directory of this test's.
-fn patched_context(name: &str, line: &str) -> String {
+/// The opening lines of v6.12's `flush_context()` and `asids_init()`: a
+/// patch's line goes after them.
+const FLUSH_CONTEXT: &str = "static void flush_context(void)\n{\n\tint i;\n\tu64 asid;\n";
+const ASIDS_INIT: &str = "static int asids_init(void)\n{\n";
+
+/// Writes v6.12's `context.c` with `line` added after `head` (the opening
+/// lines of a function), as `NAME.c` in a directory of this test's.
+fn patched_context(name: &str, head: &str, line: &str) -> String {
     let text = std::fs::read_to_string(CONTEXT_C).unwrap();
-    let head = "static void flush_context(void)\n{\n\tint i;\n\tu64 asid;\n";
-    let at = text.find(head).expect("flush_context's opening lines") + head.len();
+    let at = text.find(head).expect("the function's opening lines") + head.len();
     let dir = std::env::temp_dir().join(format!("tlbkit-cli-patched-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.c"));
@@ -1248,7 +1252,7 @@ fn a_c_policy_that_faults_or_loops_stops_a_run_with_one_line_and_exit_3() {
         ("null_write", "\t*(volatile int *)0 = 1;", "a write to address 0x0 at flush_context, null_write.c:"),
         ("endless", "\tfor (;;) ;", "without reaching the machine"),
     ] {
-        let policy = format!("c:{}", patched_context(name, line));
+        let policy = format!("c:{}", patched_context(name, FLUSH_CONTEXT, line));
         // 8-bit ASIDs and hackbench's 400 processes: the ASIDs roll over.
         let args = ["run", "--machine", "altra", "--cpus", "4", "--workload", "hackbench", "--set", "asid_bits=8"];
         let o = tlbkit(&[&args[..], &["--policy", &policy]].concat());
@@ -1291,14 +1295,7 @@ fn a_c_file_that_faults_while_booting_is_refused_in_one_line_with_its_line() {
     if !have_cc() {
         return;
     }
-    let text = std::fs::read_to_string(CONTEXT_C).unwrap();
-    let head = "static int asids_init(void)\n{\n";
-    let at = text.find(head).expect("asids_init") + head.len();
-    let dir = std::env::temp_dir().join(format!("tlbkit-cli-boot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("boot_fault.c");
-    std::fs::write(&path, format!("{}\t*(volatile int *)0 = 1;\n{}", &text[..at], &text[at..])).unwrap();
-    let path = path.display().to_string();
+    let path = patched_context("boot_fault", ASIDS_INIT, "\t*(volatile int *)0 = 1;");
     let policy = format!("c:{path}");
     for args in [
         vec!["check", "--c", &path],
