@@ -42,6 +42,11 @@ enum Cmd {
     Run(cmd::run::RunArgs),
     /// Run every origin claim tlbkit models and compare with the origin's ratio.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Run the validation corpus (measurements published by the mechanisms'
+    /// authors and the kernel's test robots) and judge each figure: ratios in
+    /// band or not, curve shapes, absolute baselines; exit 1 when an accuracy
+    /// target is not met.
+    Validate(cmd::validate::ValidateArgs),
     /// Measure this host with microbenchmarks, run the same in the model of it
     /// and print both; save the host's profile for `--machine host` (Linux).
     Calibrate(cmd::calibrate::CalibrateArgs),
@@ -119,6 +124,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, CliError> {
         Cmd::List(a) => cmd::list::list(a),
         Cmd::Run(a) => cmd::run::run(a),
         Cmd::Reproduce(a) => cmd::reproduce::reproduce(a),
+        Cmd::Validate(a) => cmd::validate::validate(a),
         Cmd::Calibrate(a) => cmd::calibrate::calibrate(a),
         Cmd::Bench(a) => cmd::bench::bench(a),
         Cmd::Check(a) => cmd::check::check(a),

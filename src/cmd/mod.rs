@@ -20,6 +20,7 @@ pub mod reproduce;
 pub mod run;
 pub mod sweep;
 pub mod trace;
+pub mod validate;
 
 use clap::ValueEnum;
 

@@ -12,6 +12,7 @@
 //! - [`plot`]: charts as SVG, and HTML pages of charts and ministat tables (`tlbkit plot`, `tlbkit report`).
 //! - [`trace`]: traces of real programs imported from valgrind lackey and strace logs (`tlbkit trace import`),
 //!   for the simulator's `trace` workload to replay.
+//! - [`validate`]: the simulator against published measurements, a corpus of TOML files (`tlbkit validate`).
 //! - [`error`]: what goes wrong, as typed errors each front end words for its users.
 
 pub mod batch;
@@ -23,5 +24,6 @@ pub mod plot;
 pub mod stats;
 pub mod sweep;
 pub mod trace;
+pub mod validate;
 
 pub use error::Error;

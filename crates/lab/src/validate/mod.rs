@@ -1,0 +1,633 @@
+//! `tlbkit validate`: the simulator against measurements published by the
+//! mechanisms' authors and the kernel's test robots.
+//!
+//! The **corpus** is data, one TOML file per source or mechanism
+//! (`crates/lab/corpus/`, built into the binary; `--corpus DIR` reads another
+//! folder). An entry holds the facts of one published result: what was
+//! measured, on which machine, the figure exactly as published (`published`,
+//! verbatim, and `[numbers]`, the same numbers as data), its source, and how
+//! tlbkit expresses it: the runs (`[runs.NAME]`: machine, CPUs, policy,
+//! workload, `--set` values; `{x}` is a curve's point) and the figures
+//! (`[[figure]]`), each a published and a simulated expression ([`expr`]) and
+//! the rule that judges them ([`judge`]). Where the mapping is a stand-in (SMT
+//! threads run as cores, another benchmark standing for the published one, an
+//! unnamed machine), `stand_in` says so and its rows are counted apart.
+//!
+//! A validation is three steps, so that the front end owns the running (its
+//! cores, its cache, its progress): [`plan`] lists the runs the selected
+//! entries need (each a [`RunSpec`], seed 1, deduplicated by command);
+//! [`judge_all`] evaluates every figure on their metrics; [`Report`] prints the
+//! rows and the summary against the accuracy targets.
+
+pub mod expr;
+pub mod judge;
+mod report;
+
+pub use report::{Report, Summary, Tally};
+
+use expr::{Expr, Scope, Value};
+use judge::Verdict;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use tlbkit_sim::run::RunSpec;
+
+/// The corpus shipped with tlbkit: `(file name, contents)` of every file in
+/// `crates/lab/corpus/`, listed by the build script.
+pub const SHIPPED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/corpus_files.rs"));
+
+/// Which part of the corpus an entry belongs to: the two are summarised apart.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    /// The mechanisms modelled after the origins, measured by their authors.
+    AfterOrigins,
+    /// The shootdown history before the origins, and the baselines around it.
+    History,
+}
+
+impl Part {
+    /// Its heading in the table.
+    pub fn title(self) -> &'static str {
+        match self {
+            Part::AfterOrigins => "The mechanisms after the origins",
+            Part::History => "The history before the origins (H01-H25)",
+        }
+    }
+}
+
+/// One published result and how tlbkit runs it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// Identifier (`H05`, `invlpgb-2`): what `--only` selects.
+    pub id: String,
+    /// What the entry is, in one line.
+    pub title: String,
+    /// The part of the corpus.
+    pub part: Part,
+    /// The benchmark and its parameters, as the source gives them.
+    pub benchmark: String,
+    /// The machine the source measured on, as it names it.
+    pub machine: String,
+    /// The published figures, verbatim.
+    pub published: String,
+    /// Where they were published.
+    pub source: String,
+    /// How tlbkit expresses the measurement, and where that differs.
+    #[serde(default)]
+    pub mapping: Option<String>,
+    /// Why the mapping is a stand-in, if it is: its rows are counted apart.
+    #[serde(default)]
+    pub stand_in: Option<String>,
+    /// Why the figure was not blind to the model's makers, if it was not.
+    #[serde(default)]
+    pub disclosed: Option<String>,
+    /// Why the entry is not judged at all (an origin's own figures).
+    #[serde(default)]
+    pub excluded: Option<String>,
+    /// The parts of the result tlbkit cannot express, each with what is missing.
+    #[serde(default)]
+    pub not_expressible: Vec<String>,
+    /// The published numbers by name: a number, a list (repeated runs) or a
+    /// table by point (`{ "1" = 315000, "2" = 423000 }`).
+    #[serde(default)]
+    pub numbers: BTreeMap<String, toml::Value>,
+    /// The runs, by name.
+    #[serde(default)]
+    pub runs: BTreeMap<String, RunTemplate>,
+    /// The figures judged.
+    #[serde(default, rename = "figure")]
+    pub figures: Vec<Figure>,
+    /// The file the entry came from.
+    #[serde(skip)]
+    pub file: String,
+}
+
+/// A run of the simulator, `{x}` standing for a curve's point.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunTemplate {
+    /// Machine preset.
+    pub machine: String,
+    /// CPUs: a number, or `"{x}"`.
+    pub cpus: toml::Value,
+    /// Policy.
+    pub policy: String,
+    /// Workload.
+    pub workload: String,
+    /// `--set` values.
+    #[serde(default)]
+    pub sets: Vec<String>,
+}
+
+/// How a figure is judged.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A ratio (after / before), at each point if there are points.
+    Ratio,
+    /// A ratio against a published upper bound.
+    AtMost,
+    /// A ratio printed and not counted (a second mapping of the same figure).
+    Info,
+    /// An absolute figure: the factor sim / ref.
+    Abs,
+    /// The trend of each step of a curve of ratios.
+    Trend,
+    /// The knee of a curve.
+    Knee,
+    /// The peak of a curve.
+    Peak,
+    /// The first point of a curve below 1.
+    Crossover,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Ratio | Kind::AtMost => "ratio",
+            Kind::Info => "info",
+            Kind::Abs => "abs",
+            Kind::Trend | Kind::Knee | Kind::Peak | Kind::Crossover => "shape",
+        }
+    }
+
+    fn is_curve(self) -> bool {
+        matches!(self, Kind::Trend | Kind::Knee | Kind::Peak | Kind::Crossover)
+    }
+}
+
+/// One figure of an entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    /// How it is judged.
+    pub kind: Kind,
+    /// Its name in the table (`513/512 per_thread_ops @128`, `(A)`).
+    #[serde(default)]
+    pub label: String,
+    /// The points of a curve (threads, pages); a ratio or absolute figure
+    /// with points is one row per point.
+    #[serde(default)]
+    pub x: Vec<f64>,
+    /// The simulated value.
+    pub sim: String,
+    /// The published value.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Why this figure alone is a stand-in.
+    #[serde(default)]
+    pub stand_in: Option<String>,
+    /// A remark printed under the row.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// The corpus: every entry, checked.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    /// The entries, ordered by part and file.
+    pub entries: Vec<Entry>,
+}
+
+impl Corpus {
+    /// Returns the corpus shipped with tlbkit.
+    pub fn shipped() -> Result<Corpus, String> {
+        Corpus::from_files(SHIPPED.iter().map(|(n, t)| (n.to_string(), t.to_string())))
+    }
+
+    /// Reads every `.toml` file of `dir`.
+    pub fn from_dir(dir: &Path) -> Result<Corpus, String> {
+        let read =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read the corpus folder {}: {e}", dir.display()))?;
+        let mut files = Vec::new();
+        for f in read {
+            let path = f.map_err(|e| format!("cannot read the corpus folder {}: {e}", dir.display()))?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text =
+                    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                files.push((path.display().to_string(), text));
+            }
+        }
+        if files.is_empty() {
+            return Err(format!("no .toml file in {}: a corpus is one TOML file per source", dir.display()));
+        }
+        files.sort();
+        Corpus::from_files(files)
+    }
+
+    /// Parses and checks files `(name, text)`: every name an expression reads
+    /// must be defined, every curve must have points, ids must be unique.
+    pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Corpus, String> {
+        let mut entries = Vec::new();
+        for (name, text) in files {
+            let mut e: Entry = toml::from_str(&text).map_err(|err| format!("{name}: {err}"))?;
+            e.file = name.clone();
+            check_entry(&e).map_err(|err| format!("{name}: entry {}: {err}", e.id))?;
+            entries.push(e);
+        }
+        let mut seen = HashMap::new();
+        for e in &entries {
+            if let Some(other) = seen.insert(e.id.clone(), e.file.clone()) {
+                return Err(format!("entry id '{}' is in both {other} and {}; ids must be unique", e.id, e.file));
+            }
+        }
+        entries.sort_by(|a, b| (a.part, &a.file).cmp(&(b.part, &b.file)));
+        Ok(Corpus { entries })
+    }
+
+    /// The entries `only` selects (an id, or every entry): an unknown id is an
+    /// error listing the valid ones.
+    pub fn select(&self, only: Option<&str>) -> Result<Vec<&Entry>, String> {
+        let Some(id) = only else { return Ok(self.entries.iter().collect()) };
+        let found: Vec<&Entry> = self.entries.iter().filter(|e| e.id.eq_ignore_ascii_case(id)).collect();
+        if found.is_empty() {
+            let ids: Vec<&str> = self.entries.iter().map(|e| e.id.as_str()).collect();
+            return Err(format!("no corpus entry '{id}'; the entries are: {}", ids.join(", ")));
+        }
+        Ok(found)
+    }
+}
+
+/// Checks what can be checked before any run.
+fn check_entry(e: &Entry) -> Result<(), String> {
+    for (name, v) in &e.numbers {
+        published_value(name, v, None).or_else(|err| match v {
+            // A table by point is checked where it is read.
+            toml::Value::Table(_) => Ok(Value::Num(0.0)),
+            _ => Err(err),
+        })?;
+    }
+    for (name, r) in &e.runs {
+        match &r.cpus {
+            toml::Value::Integer(n) if *n > 0 => {}
+            toml::Value::String(s) if s.contains("{x}") => {}
+            other => return Err(format!("run '{name}': cpus must be a positive number or \"{{x}}\", not {other}")),
+        }
+    }
+    if e.excluded.is_none() && e.figures.is_empty() && e.not_expressible.is_empty() {
+        return Err("no figure, and no reason it has none (not_expressible or excluded)".into());
+    }
+    for f in &e.figures {
+        let what = if f.label.is_empty() { format!("{:?}", f.kind) } else { f.label.clone() };
+        let parse = |text: &str, side: &str| Expr::parse(text).map_err(|err| format!("figure '{what}', {side}: {err}"));
+        let (sim, reference) = (parse(&f.sim, "sim")?, parse(&f.reference, "ref")?);
+        if f.kind.is_curve() && f.x.len() < 2 {
+            return Err(format!("figure '{what}': a {:?} needs at least two points in x", f.kind));
+        }
+        for ex in [&sim, &reference] {
+            for (run, _) in ex.metrics() {
+                if !e.runs.contains_key(run) {
+                    let names: Vec<&str> = e.runs.keys().map(String::as_str).collect();
+                    return Err(format!(
+                        "figure '{what}' reads run '{run}', which is not defined (runs: {})",
+                        names.join(", ")
+                    ));
+                }
+            }
+            for n in ex.published_names() {
+                if !e.numbers.contains_key(n) {
+                    return Err(format!("figure '{what}' reads '{n}', which is not in [numbers]"));
+                }
+            }
+            if ex.uses_x() && f.x.is_empty() {
+                return Err(format!("figure '{what}' reads x but has no points"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A published value at point `x`.
+fn published_value(name: &str, v: &toml::Value, x: Option<f64>) -> Result<Value, String> {
+    let num = |v: &toml::Value| match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    };
+    match v {
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|v| num(v).ok_or_else(|| format!("'{name}' holds {v}, not a number")))
+            .collect::<Result<_, _>>()
+            .map(Value::List),
+        toml::Value::Table(t) => {
+            let Some(x) = x else { return Err(format!("'{name}' is a table by point, read where there is no point")) };
+            let key = judge::num(x);
+            let v = t.get(&key).ok_or_else(|| format!("'{name}' has no value at x={key}"))?;
+            num(v).map(Value::Num).ok_or_else(|| format!("'{name}' at x={key} is {v}, not a number"))
+        }
+        other => num(other).map(Value::Num).ok_or_else(|| format!("'{name}' is {other}, not a number")),
+    }
+}
+
+impl RunTemplate {
+    /// The run at point `x` (seed 1).
+    pub fn at(&self, x: Option<f64>) -> Result<RunSpec, String> {
+        let fill = |s: &str| match x {
+            Some(x) => s.replace("{x}", &judge::num(x)),
+            None => s.to_string(),
+        };
+        let cpus = match &self.cpus {
+            toml::Value::Integer(n) => *n as usize,
+            toml::Value::String(s) => {
+                let s = fill(s);
+                s.parse().map_err(|_| format!("cpus '{s}' is not a number of CPUs"))?
+            }
+            other => return Err(format!("cpus {other} is not a number of CPUs")),
+        };
+        Ok(RunSpec {
+            machine: self.machine.clone(),
+            cpus,
+            policy: self.policy.clone(),
+            workload: self.workload.clone(),
+            sets: self.sets.iter().map(|s| fill(s)).collect(),
+            seed: 1,
+            strict: false,
+        })
+    }
+}
+
+/// The points a figure is evaluated at: its `x`, or one point without one.
+fn points(f: &Figure) -> Vec<Option<f64>> {
+    if f.x.is_empty() {
+        vec![None]
+    } else {
+        f.x.iter().map(|x| Some(*x)).collect()
+    }
+}
+
+/// Returns the runs `entries` need, each once, in a stable order.
+pub fn plan(entries: &[&Entry]) -> Result<Vec<RunSpec>, String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for e in entries {
+        for f in &e.figures {
+            let exprs = [Expr::parse(&f.sim)?, Expr::parse(&f.reference)?];
+            for x in points(f) {
+                for ex in &exprs {
+                    for (run, _) in ex.metrics() {
+                        let spec = e.runs[run].at(x).map_err(|err| format!("{}: run '{run}': {err}", e.id))?;
+                        if seen.insert(spec.command()) {
+                            out.push(spec);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The metrics of every run, by the command that repeats it; a run that
+/// failed holds its error.
+pub type Results = HashMap<String, Result<BTreeMap<String, f64>, String>>;
+
+struct At<'a> {
+    entry: &'a Entry,
+    x: Option<f64>,
+    results: &'a Results,
+}
+
+impl Scope for At<'_> {
+    fn published(&self, name: &str) -> Result<Value, String> {
+        let v = self.entry.numbers.get(name).ok_or_else(|| format!("no published number '{name}'"))?;
+        published_value(name, v, self.x)
+    }
+
+    fn metric(&self, run: &str, metric: &str) -> Result<f64, String> {
+        let spec = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?.at(self.x)?;
+        let command = spec.command();
+        match self.results.get(&command) {
+            None => Err(format!("'{command}' was not run")),
+            Some(Err(e)) => Err(format!("'{command}' failed: {e}")),
+            Some(Ok(m)) => m.get(metric).copied().ok_or_else(|| {
+                let names: Vec<&str> = m.keys().map(String::as_str).collect();
+                format!("run '{run}' has no metric '{metric}'; it has: {}", names.join(", "))
+            }),
+        }
+    }
+
+    fn x(&self) -> Result<f64, String> {
+        self.x.ok_or_else(|| "x read where the figure has no points".to_string())
+    }
+}
+
+/// How a row counts in the summary.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Counted {
+    /// Counted toward the targets.
+    Yes,
+    /// Counted apart: the mapping is a stand-in.
+    StandIn,
+    /// Printed, not counted.
+    No,
+}
+
+/// One judged row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// `ratio`, `abs`, `shape` or `info`.
+    pub kind: &'static str,
+    /// Its label (with the point, for a row of a curve).
+    pub label: String,
+    /// The point, for a ratio or absolute figure of a curve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x: Option<f64>,
+    /// The simulated value (a ratio, an absolute figure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim: Option<f64>,
+    /// The published value.
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<f64>,
+    /// A ratio's verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// A shape's verdict: right or not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape_right: Option<bool>,
+    /// An absolute figure's factor sim / ref.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
+    /// The shape's points (`sim peaks at x=4, ref at x=24`), or the bound.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// How it counts.
+    pub counted: Counted,
+    /// Why it could not be judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The figure's note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// For a curve: the simulated and published values at each point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<(f64, f64, f64)>,
+}
+
+/// The judged rows of one entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct Judged {
+    /// The entry's id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Its part.
+    pub part: Part,
+    /// Its mapping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<String>,
+    /// Why it is a stand-in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stand_in: Option<String>,
+    /// Why it was not blind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disclosed: Option<String>,
+    /// Why it is excluded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<String>,
+    /// What cannot be expressed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_expressible: Vec<String>,
+    /// The source.
+    pub source: String,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// Judges every figure of `entries` on `results`.
+pub fn judge_all(entries: &[&Entry], results: &Results) -> Vec<Judged> {
+    entries.iter().map(|e| judge_entry(e, results)).collect()
+}
+
+fn judge_entry(e: &Entry, results: &Results) -> Judged {
+    let mut rows = Vec::new();
+    for f in &e.figures {
+        let counted = if f.kind == Kind::Info {
+            Counted::No
+        } else if e.stand_in.is_some() || f.stand_in.is_some() {
+            Counted::StandIn
+        } else {
+            Counted::Yes
+        };
+        let row = |label: String, x: Option<f64>| Row {
+            kind: f.kind.word(),
+            label,
+            x,
+            sim: None,
+            reference: None,
+            verdict: None,
+            shape_right: None,
+            factor: None,
+            detail: String::new(),
+            counted,
+            error: None,
+            note: f.note.clone(),
+            curve: Vec::new(),
+        };
+        let (sim, reference) = match (Expr::parse(&f.sim), Expr::parse(&f.reference)) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(err), _) | (_, Err(err)) => {
+                let mut r = row(f.label.clone(), None);
+                r.error = Some(err);
+                rows.push(r);
+                continue;
+            }
+        };
+        let eval = |x: Option<f64>| -> Result<(f64, f64), String> {
+            let scope = At { entry: e, x, results };
+            Ok((sim.eval(&scope)?, reference.eval(&scope)?))
+        };
+        if f.kind.is_curve() {
+            let mut r = row(f.label.clone(), None);
+            match f.x.iter().map(|x| eval(Some(*x))).collect::<Result<Vec<_>, _>>() {
+                Err(err) => r.error = Some(err),
+                Ok(v) => {
+                    let (s, p): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
+                    r.curve = f.x.iter().zip(s.iter().zip(&p)).map(|(x, (s, p))| (*x, *s, *p)).collect();
+                    judge_curve(f, &s, &p, &mut r);
+                }
+            }
+            rows.push(r);
+            continue;
+        }
+        for x in points(f) {
+            let label = match x {
+                Some(x) if f.label.is_empty() => format!("x={}", judge::num(x)),
+                Some(x) => format!("{} x={}", f.label, judge::num(x)),
+                None => f.label.clone(),
+            };
+            let mut r = row(label, x);
+            match eval(x) {
+                Err(err) => r.error = Some(err),
+                Ok((s, p)) => {
+                    r.sim = Some(s);
+                    r.reference = Some(p);
+                    match f.kind {
+                        Kind::Abs => r.factor = Some(s / p),
+                        Kind::AtMost => {
+                            r.verdict = Some(judge::bound(s, p, true));
+                            r.detail = format!("bound <= {}", report::fmt(p));
+                        }
+                        _ => r.verdict = Some(judge::ratio(s, p)),
+                    }
+                }
+            }
+            rows.push(r);
+        }
+    }
+    Judged {
+        id: e.id.clone(),
+        title: e.title.clone(),
+        part: e.part,
+        mapping: e.mapping.clone(),
+        stand_in: e.stand_in.clone(),
+        disclosed: e.disclosed.clone(),
+        excluded: e.excluded.clone(),
+        not_expressible: e.not_expressible.clone(),
+        source: e.source.clone(),
+        rows,
+    }
+}
+
+fn judge_curve(f: &Figure, s: &[f64], p: &[f64], r: &mut Row) {
+    let x = &f.x;
+    let n = |v: f64| judge::num(v);
+    match f.kind {
+        Kind::Trend => {
+            let wrong = judge::trend(x, s, p);
+            r.shape_right = Some(wrong.is_empty());
+            r.detail = if wrong.is_empty() {
+                "every step rises/falls where the reference's does".into()
+            } else {
+                wrong.iter().map(judge::WrongStep::describe).collect::<Vec<_>>().join("; ")
+            };
+        }
+        Kind::Knee => {
+            let (a, b) = (judge::knee(x, s), judge::knee(x, p));
+            r.shape_right = Some(judge::within_a_doubling(a, b));
+            r.detail = format!("sim peaks/flattens at x={}, ref at x={}", n(a), n(b));
+        }
+        Kind::Peak => {
+            let (a, b) = (judge::peak(x, s), judge::peak(x, p));
+            r.shape_right = Some(judge::within_a_doubling(a, b));
+            r.detail = format!("sim peaks at x={}, ref at x={}", n(a), n(b));
+        }
+        Kind::Crossover => {
+            let (a, b) = (judge::crossover(x, s), judge::crossover(x, p));
+            r.shape_right = Some(match (a, b) {
+                (Some(a), Some(b)) => judge::within_a_doubling(a, b),
+                (None, None) => true,
+                _ => false,
+            });
+            let at = |v: Option<f64>| v.map_or("nowhere".to_string(), |v| format!("x={}", n(v)));
+            r.detail = format!("sim from {}, ref from {}", at(a), at(b));
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+use super::*;
+
+const ENTRY: &str = r#"
+id = "T1"
+title = "a curve"
+part = "history"
+benchmark = "loop"
+machine = "a machine"
+published = "1: 100 -> 100; 2: 150 -> 180; 4: 160 -> 300"
+source = "a list post"
+
+[numbers]
+before = { "1" = 100, "2" = 150, "4" = 160 }
+after = { "1" = 100, "2" = 180, "4" = 300 }
+single = [10, 20, 30]
+
+[runs.old]
+machine = "milan"
+cpus = "{x}"
+policy = "x86-linux-613"
+workload = "will_it_scale_tlb_flush2"
+sets = ["tasks={x}"]
+
+[runs.new]
+machine = "milan"
+cpus = "{x}"
+policy = "x86-linux-invlpgb"
+workload = "will_it_scale_tlb_flush2"
+sets = ["tasks={x}"]
+
+[[figure]]
+kind = "ratio"
+x = [1, 2, 4]
+sim = "new.ops_per_s / old.ops_per_s"
+ref = "after / before"
+
+[[figure]]
+kind = "trend"
+label = "ratio trend"
+x = [1, 2, 4]
+sim = "new.ops_per_s / old.ops_per_s"
+ref = "after / before"
+
+[[figure]]
+kind = "knee"
+label = "knee of the 'after' curve"
+x = [1, 2, 4]
+sim = "new.ops_per_s"
+ref = "after"
+
+[[figure]]
+kind = "abs"
+label = "one thread"
+sim = "old.ops_per_s"
+ref = "mean(single)"
+x = [1]
+"#;
+
+fn corpus(text: &str) -> Result<Corpus, String> {
+    Corpus::from_files([("t.toml".to_string(), text.to_string())])
+}
+
+fn results(pairs: &[(&str, f64)]) -> Results {
+    let mut r = Results::new();
+    for (x, policy, v) in pairs.iter().flat_map(|(k, v)| {
+        let (policy, x) = k.split_once('@').unwrap();
+        Some((x.parse::<usize>().unwrap(), policy, *v))
+    }) {
+        let spec = RunSpec {
+            machine: "milan".into(),
+            cpus: x,
+            policy: policy.into(),
+            workload: "will_it_scale_tlb_flush2".into(),
+            sets: vec![format!("tasks={x}")],
+            seed: 1,
+            strict: false,
+        };
+        r.insert(spec.command(), Ok(BTreeMap::from([("ops_per_s".to_string(), v)])));
+    }
+    r
+}
+
+#[test]
+fn the_shipped_corpus_loads_and_every_entry_is_judged_or_says_why_not() {
+    let c = Corpus::shipped().unwrap();
+    assert!(!c.entries.is_empty());
+    for e in &c.entries {
+        assert!(
+            !e.figures.is_empty() || !e.not_expressible.is_empty() || e.excluded.is_some(),
+            "{} has nothing to judge",
+            e.id
+        );
+    }
+    let all: Vec<&Entry> = c.entries.iter().collect();
+    assert!(!plan(&all).unwrap().is_empty());
+}
+
+#[test]
+fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    let specs = plan(&e).unwrap();
+    assert_eq!(specs.len(), 6, "two runs at three points, each once");
+    assert_eq!(specs[0].cpus, 1);
+    assert_eq!(specs[0].sets, ["tasks=1"]);
+    let r = results(&[
+        ("x86-linux-613@1", 100.0),
+        ("x86-linux-invlpgb@1", 100.0),
+        ("x86-linux-613@2", 150.0),
+        ("x86-linux-invlpgb@2", 150.0),
+        ("x86-linux-613@4", 160.0),
+        ("x86-linux-invlpgb@4", 400.0),
+    ]);
+    let j = &judge_all(&e, &r)[0];
+    let verdicts: Vec<Option<Verdict>> = j.rows.iter().take(3).map(|r| r.verdict).collect();
+    // 1.0 vs 1.0; 1.0 vs 1.2 (no change against a rise); 2.5 vs 1.875 (the same way, but
+    // |ln 2.5 - ln 1.875| = 0.29 > 0.35 * ln 1.875 = 0.22).
+    assert_eq!(verdicts, [Some(Verdict::InBand), Some(Verdict::WrongDirection), Some(Verdict::DirectionOnly)]);
+    assert_eq!(j.rows[3].shape_right, Some(false), "{}", j.rows[3].detail);
+    assert!(j.rows[3].detail.starts_with("1->2 sim flat"), "{}", j.rows[3].detail);
+    assert_eq!(j.rows[4].detail, "sim peaks/flattens at x=4, ref at x=4");
+    assert_eq!(j.rows[5].factor, Some(5.0));
+    let report = Report::new(judge_all(&e, &r), 6, 0);
+    assert_eq!(report.total.counted.in_band, 1);
+    assert_eq!(report.total.counted.direction_only, 1);
+    assert_eq!(report.total.counted.wrong_direction, 1);
+    assert!(!report.passed());
+    let text = report.render();
+    assert!(text.contains("ratios: in band 1/3, direction-only 1, wrong direction 1, errors 0"), "{text}");
+    assert!(text.ends_with("FAIL\n"));
+}
+
+#[test]
+fn a_failed_or_missing_run_is_an_error_row_not_a_verdict() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(None).unwrap();
+    let mut r = results(&[("x86-linux-613@1", 100.0)]);
+    // The first run the first row reads fails; the second row's was never run.
+    let failed = plan(&e).unwrap()[0].command();
+    r.insert(failed.clone(), Err("the machine has 64 CPUs".into()));
+    let j = &judge_all(&e, &r)[0];
+    let e0 = j.rows[0].error.as_deref().unwrap();
+    assert!(e0.contains(&failed) && e0.contains("64 CPUs"), "{e0}");
+    assert!(j.rows[1].error.as_deref().unwrap().contains("was not run"));
+    // Every row but the absolute one, whose run is there.
+    assert_eq!(Report::new(judge_all(&e, &r), 0, 0).total.counted.errors, 5);
+}
+
+#[test]
+fn mistakes_in_a_corpus_file_are_refused_with_the_file_and_the_fix() {
+    let bad = |from: &str, to: &str| corpus(&ENTRY.replacen(from, to, 1)).unwrap_err();
+    let e = bad("sim = \"new.ops_per_s / old", "sim = \"newer.ops_per_s / old");
+    assert!(e.starts_with("t.toml: entry T1:") && e.contains("run 'newer'") && e.contains("runs: new, old"), "{e}");
+    let e = bad("ref = \"after / before\"", "ref = \"after / befor\"");
+    assert!(e.contains("'befor', which is not in [numbers]"), "{e}");
+    let e = bad("kind = \"trend\"", "kind = \"trends\"");
+    assert!(e.contains("t.toml") && e.contains("trends"), "{e}");
+    let e = bad("cpus = \"{x}\"", "cpus = 0");
+    assert!(e.contains("cpus must be a positive number"), "{e}");
+    let e = bad("sim = \"new.ops_per_s\"", "sim = \"new.ops_per_s *\"");
+    assert!(e.contains("expected a number"), "{e}");
+    let e = bad("title =", "titel =");
+    assert!(e.contains("titel"), "{e}");
+    let two =
+        Corpus::from_files([("a.toml".to_string(), ENTRY.to_string()), ("b.toml".to_string(), ENTRY.to_string())])
+            .unwrap_err();
+    assert!(two.contains("'T1' is in both a.toml and b.toml"), "{two}");
+    let c = corpus(ENTRY).unwrap();
+    assert!(c.select(Some("H99")).unwrap_err().contains("the entries are: T1"));
+}
