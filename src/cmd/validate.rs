@@ -10,6 +10,7 @@
 
 use super::Format;
 use crate::error::CliError;
+use crate::files::write_atomically;
 use crate::progress::{self, Unit};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -35,6 +36,10 @@ pub struct ValidateArgs {
     /// Simulate every run again, reading and writing no cache.
     #[arg(long)]
     no_cache: bool,
+    /// Also write one SVG chart per curve (published against simulated) into
+    /// this folder, named by entry and row (`H09-3.svg`).
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
 }
 
 /// Runs `tlbkit validate`; returns the exit code.
@@ -75,6 +80,12 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
     });
     bar.finish_and_clear();
     let report = Report::new(validate::judge_all(&entries, &results), todo.len(), cached);
+    if let Some(dir) = &a.charts {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--charts: cannot create {}: {e}", dir.display()))?;
+        for (name, svg) in validate::charts::charts(&report.entries) {
+            write_atomically(&dir.join(name), svg.as_bytes())?;
+        }
+    }
     if a.format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {

@@ -17,8 +17,10 @@
 //! cores, its cache, its progress): [`plan`] lists the runs the selected
 //! entries need (each a [`RunSpec`], seed 1, deduplicated by command);
 //! [`judge_all`] evaluates every figure on their metrics; [`Report`] prints the
-//! rows and the summary against the accuracy targets.
+//! rows and the summary against the accuracy targets; [`charts`] draws each
+//! curve, published against simulated.
 
+pub mod charts;
 pub mod expr;
 pub mod judge;
 mod report;
@@ -129,8 +131,6 @@ pub enum Kind {
     Ratio,
     /// A ratio against a published upper bound.
     AtMost,
-    /// A ratio printed and not counted (a second mapping of the same figure).
-    Info,
     /// An absolute figure: the factor sim / ref.
     Abs,
     /// The trend of each step of a curve of ratios.
@@ -147,7 +147,6 @@ impl Kind {
     fn word(self) -> &'static str {
         match self {
             Kind::Ratio | Kind::AtMost => "ratio",
-            Kind::Info => "info",
             Kind::Abs => "abs",
             Kind::Trend | Kind::Knee | Kind::Peak | Kind::Crossover => "shape",
         }
@@ -179,9 +178,17 @@ pub struct Figure {
     /// Why this figure alone is a stand-in.
     #[serde(default)]
     pub stand_in: Option<String>,
+    /// Whether the figure counts toward the summary: `false` prints it as
+    /// information only (a second mapping of a figure already judged).
+    #[serde(default = "yes")]
+    pub counted: bool,
     /// A remark printed under the row.
     #[serde(default)]
     pub note: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The corpus: every entry, checked.
@@ -505,7 +512,7 @@ pub fn judge_all(entries: &[&Entry], results: &Results) -> Vec<Judged> {
 fn judge_entry(e: &Entry, results: &Results) -> Judged {
     let mut rows = Vec::new();
     for f in &e.figures {
-        let counted = if f.kind == Kind::Info {
+        let counted = if !f.counted {
             Counted::No
         } else if e.stand_in.is_some() || f.stand_in.is_some() {
             Counted::StandIn
@@ -513,7 +520,7 @@ fn judge_entry(e: &Entry, results: &Results) -> Judged {
             Counted::Yes
         };
         let row = |label: String, x: Option<f64>| Row {
-            kind: f.kind.word(),
+            kind: if f.counted { f.kind.word() } else { "info" },
             label,
             x,
             sim: None,
