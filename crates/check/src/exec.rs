@@ -1583,7 +1583,7 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
     arena::set_active(false);
     let mut cos = start(&core, &*policy, take_stack);
     let outcome = drive(&core, &mut cos, Resume::default(), None);
-    cos.into_iter().for_each(abandon);
+    cos.into_iter().enumerate().for_each(|(cpu, co)| abandon(cpu, co));
     arena::set_active(was);
     give_buffer(core.bytes.take());
     drop(core);
@@ -1764,14 +1764,16 @@ fn give_stack(s: DefaultStack) {
     arena::outside(|| STACKS.with(|v| v.borrow_mut().push(s)));
 }
 
-/// Abandons a CPU's coroutine where it is and keeps its stack for the next
-/// execution: what its stack owns is in the arena.
-fn abandon(mut co: Co<'_>) {
+/// Abandons CPU `cpu`'s coroutine where it is and keeps its stack for the
+/// next execution: what its stack owns is in the arena. Its frames never
+/// return, so its sanitizer fiber goes too.
+fn abandon(cpu: usize, mut co: Co<'_>) {
     if !co.done() {
         // SAFETY: nothing on the stack needs dropping for soundness: its
         // objects are arena memory or guards of this execution's own state.
         unsafe { co.force_reset() };
     }
+    tlbkit_fault::forget_fiber(cpu);
     give_stack(co.into_stack());
 }
 

@@ -289,12 +289,13 @@ fn in_system_code(pc: usize) -> bool {
 ///
 /// `fiber` names the coroutine among this thread's (the checker's CPU
 /// number), for ThreadSanitizer's fibers where tlbkit is built with it
-/// (the `tsan` feature): each resume switches to that fiber and back.
+/// (the `tsan` feature): `f` runs on that fiber. A coroutine that ended or
+/// was abandoned is told with [`forget_fiber`], one put back to an earlier
+/// state with [`rewind_fiber`], before that name runs another.
 pub fn guarded<T>(fiber: usize, trap: CoroutineTrapHandler<()>, f: impl FnOnce() -> T) -> T {
     struct Restore(Option<CoroutineTrapHandler<()>>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            tsan::leave();
             CURRENT.with(|c| c.set(self.0));
             // Release: the watchdog that reads an even count sees the run ended.
             RUN.with(|r| r.fetch_add(1, Ordering::Release));
@@ -303,8 +304,32 @@ pub fn guarded<T>(fiber: usize, trap: CoroutineTrapHandler<()>, f: impl FnOnce()
     let _restore = Restore(CURRENT.with(|c| c.replace(Some(trap))));
     // Release: pairs with the watchdog's Acquire load of the count.
     RUN.with(|r| r.fetch_add(1, Ordering::Release));
-    tsan::enter(fiber);
-    f()
+    // Both switches are made here, in this frame, and `f` returns between
+    // them even when it panics: no instrumented frame is entered on one
+    // fiber and left on the other (see the `tsan` module).
+    let (to, back) = tsan::fibers(fiber);
+    // SAFETY: fibers of this thread's, from `tsan::fibers`.
+    unsafe { tsan::switch_to_fiber(to, 0) };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    // SAFETY: as above.
+    unsafe { tsan::switch_to_fiber(back, 0) };
+    r.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+}
+
+/// Tells the sanitizer support that the coroutine [`guarded`] ran on
+/// `fiber` ended, or was abandoned where it stood (its frames never
+/// return): the next coroutine of that name runs on a fresh ThreadSanitizer
+/// fiber (the `tsan` feature; nothing otherwise).
+pub fn forget_fiber(fiber: usize) {
+    tsan::forget(fiber);
+}
+
+/// Tells the sanitizer support that the coroutine [`guarded`] runs on
+/// `fiber` had its stack put back to an earlier state (its frames return
+/// again): it goes on on a fresh ThreadSanitizer fiber made for that (the
+/// `tsan` feature; nothing otherwise).
+pub fn rewind_fiber(fiber: usize) {
+    tsan::rewind(fiber);
 }
 
 /// Marks `len` bytes from `addr` addressable for AddressSanitizer (the
@@ -329,6 +354,21 @@ pub fn asan_unpoison(addr: usize, len: usize) {
 /// ThreadSanitizer's fibers (the `tsan` feature; nothing otherwise): a
 /// coroutine's code runs on a fiber of its own, so that TSan keeps its
 /// shadow stack and its clock apart from the thread's.
+///
+/// TSan keeps a fiber's stack as a fixed array of 64 Ki return addresses
+/// with a position that every instrumented function's entry moves up and its
+/// exit moves down, unchecked. So every instrumented frame must be entered
+/// and left on the same fiber: [`guarded`] switches in its own frame, never
+/// in a helper's (a helper entered on the thread's fiber and left on the
+/// coroutine's put the coroutine's position one below its array, and the
+/// next entry wrote there: ThreadSanitizer's SEGV, or a silent write into
+/// the mapping below). A coroutine's own frames stay on its fiber across its
+/// pauses, but some never leave it: corosensei's start function never
+/// returns (one entry per coroutine), nor do the frames of a coroutine
+/// abandoned or trapped. So a fiber lives as long as its coroutine
+/// (`forget`). The frames of a coroutine put back to a checkpoint leave it
+/// again, more often than they entered it: its new fiber starts `PAD`
+/// entries up (`rewind`).
 mod tsan {
     #[cfg(feature = "tsan")]
     mod on {
@@ -338,52 +378,126 @@ mod tsan {
         extern "C" {
             fn __tsan_get_current_fiber() -> *mut c_void;
             fn __tsan_create_fiber(flags: u32) -> *mut c_void;
-            fn __tsan_switch_to_fiber(fiber: *mut c_void, flags: u32);
+            fn __tsan_destroy_fiber(fiber: *mut c_void);
+            pub(crate) fn __tsan_switch_to_fiber(fiber: *mut c_void, flags: u32);
+            fn __tsan_func_entry(pc: *mut c_void);
         }
 
         /// The most coroutines a thread names (the checker's CPUs, a call's own).
         const FIBERS: usize = 64;
 
-        thread_local! {
-            /// This thread's fibers, by name (created on first use, kept).
-            static MADE: [Cell<usize>; FIBERS] = const { [const { Cell::new(0) }; FIBERS] };
-            /// The fibers to go back to, innermost last (a depth and a stack).
-            static BACK: [Cell<usize>; FIBERS] = const { [const { Cell::new(0) }; FIBERS] };
-            static DEPTH: Cell<usize> = const { Cell::new(0) };
-        }
+        /// Entries a rewound coroutine's fiber starts with: it returns from
+        /// at most the frames its stack holds, and a checker's 256 KiB stack
+        /// holds at most 16 Ki of them (16 bytes each at least: a return
+        /// address and a frame pointer). A quarter of a fiber's 64 Ki.
+        const PAD: usize = 16 << 10;
 
-        pub(crate) fn enter(fiber: usize) {
-            let k = fiber % FIBERS;
-            // SAFETY: TSan's fiber interface, linked in a build with -Zsanitizer=thread.
-            unsafe {
-                let f = MADE.with(|m| {
-                    if m[k].get() == 0 {
-                        m[k].set(__tsan_create_fiber(0) as usize);
+        /// This thread's fibers, by name (made on first use; destroyed when
+        /// forgotten and when the thread ends).
+        struct Made([Cell<usize>; FIBERS]);
+
+        impl Drop for Made {
+            fn drop(&mut self) {
+                for f in &self.0 {
+                    if f.get() != 0 {
+                        // SAFETY: a fiber this thread made, not the current one
+                        // (the thread is ending outside any guarded run).
+                        unsafe { __tsan_destroy_fiber(f.replace(0) as *mut c_void) };
                     }
-                    m[k].get()
-                });
-                let d = DEPTH.with(|d| d.replace(d.get() + 1));
-                BACK.with(|b| b[d % FIBERS].set(__tsan_get_current_fiber() as usize));
-                __tsan_switch_to_fiber(f as *mut c_void, 0);
+                }
             }
         }
 
-        pub(crate) fn leave() {
-            let d = DEPTH.with(|d| {
-                d.set(d.get() - 1);
-                d.get()
-            });
-            // SAFETY: as above; the fiber saved by the matching `enter`.
-            unsafe { __tsan_switch_to_fiber(BACK.with(|b| b[d % FIBERS].get()) as *mut c_void, 0) };
+        thread_local! {
+            static MADE: Made = const { Made([const { Cell::new(0) }; FIBERS]) };
+        }
+
+        /// Returns the fiber named `fiber` and the current one (the same
+        /// twice where the thread's fibers are gone: it is ending).
+        pub(crate) fn fibers(fiber: usize) -> (*mut c_void, *mut c_void) {
+            // SAFETY: TSan's fiber interface, linked in a build with -Zsanitizer=thread.
+            let here = unsafe { __tsan_get_current_fiber() };
+            let to = MADE
+                .try_with(|m| {
+                    let slot = &m.0[fiber % FIBERS];
+                    if slot.get() == 0 {
+                        slot.set(make(0) as usize);
+                    }
+                    slot.get() as *mut c_void
+                })
+                .unwrap_or(here);
+            (to, here)
+        }
+
+        /// Makes a fiber whose stack starts `pad` entries up. They are
+        /// pushed on it between two switches made here, so this frame is
+        /// entered and left on the current fiber.
+        fn make(pad: usize) -> *mut c_void {
+            // SAFETY: as above; the fiber is new, and the one switched back
+            // to is the current one.
+            unsafe {
+                let fiber = __tsan_create_fiber(0);
+                let here = __tsan_get_current_fiber();
+                __tsan_switch_to_fiber(fiber, 0);
+                for _ in 0..pad {
+                    __tsan_func_entry(make as *const () as *mut c_void);
+                }
+                __tsan_switch_to_fiber(here, 0);
+                fiber
+            }
+        }
+
+        /// Destroys the fiber named `fiber` unless it is running (a call
+        /// within a call: what its abandoned frames leave is bounded by the
+        /// fault that abandoned them); returns whether it is gone.
+        pub(crate) fn forget(fiber: usize) -> bool {
+            MADE.try_with(|m| {
+                let slot = &m.0[fiber % FIBERS];
+                // SAFETY: as above.
+                let here = unsafe { __tsan_get_current_fiber() } as usize;
+                if slot.get() == here {
+                    return false;
+                }
+                if slot.get() != 0 {
+                    // SAFETY: a fiber this thread made, not the current one.
+                    unsafe { __tsan_destroy_fiber(slot.replace(0) as *mut c_void) };
+                }
+                true
+            })
+            .unwrap_or(false)
+        }
+
+        pub(crate) fn rewind(fiber: usize) {
+            if forget(fiber) {
+                let _ = MADE.try_with(|m| m.0[fiber % FIBERS].set(make(PAD) as usize));
+            }
         }
     }
     #[cfg(feature = "tsan")]
-    pub(crate) use on::{enter, leave};
+    pub(crate) use on::{__tsan_switch_to_fiber as switch_to_fiber, fibers, forget, rewind};
 
+    /// No fibers: the same calls, doing nothing.
     #[cfg(not(feature = "tsan"))]
-    pub(crate) fn enter(_fiber: usize) {}
+    mod off {
+        use std::ffi::c_void;
+
+        pub(crate) fn fibers(_fiber: usize) -> (*mut c_void, *mut c_void) {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        }
+
+        /// # Safety
+        /// None: the signature of the `tsan` build's, which switches fibers.
+        #[inline(always)]
+        pub(crate) unsafe fn switch_to_fiber(_fiber: *mut c_void, _flags: u32) {}
+
+        pub(crate) fn forget(_fiber: usize) -> bool {
+            true
+        }
+
+        pub(crate) fn rewind(_fiber: usize) {}
+    }
     #[cfg(not(feature = "tsan"))]
-    pub(crate) fn leave() {}
+    pub(crate) use off::{fibers, forget, rewind, switch_to_fiber};
 }
 
 /// Puts the calling thread under the watchdog, for as long as it lives (a
@@ -428,11 +542,15 @@ pub fn call<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
         Err(payload) => match Fault::of(payload.as_ref()) {
             Some(fault) => Some(fault),
             None => {
+                forget_fiber(63);
                 keep(co.into_stack());
                 std::panic::resume_unwind(payload)
             }
         },
     };
+    // The coroutine ended (its start function never returns; a trapped
+    // one's frames never did).
+    forget_fiber(63);
     keep(co.into_stack());
     match fault {
         Some(fault) => Err(fault),

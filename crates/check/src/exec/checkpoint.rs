@@ -121,7 +121,7 @@ struct Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
-        self.cos.drain(..).for_each(abandon);
+        self.cos.drain(..).enumerate().for_each(|(cpu, co)| abandon(cpu, co));
         // The live state is forgotten, not dropped: its memory is the arena's,
         // which another execution on this thread may have reset since.
         // SAFETY: nothing borrows it; an empty state owns no memory.
@@ -263,6 +263,8 @@ impl Saved {
             // make the next frames there read as out of scope.
             let top = self.tops[cpu];
             tlbkit_fault::asan_unpoison(top - STACK_BYTES, STACK_BYTES);
+            // Its frames return again from where they were.
+            tlbkit_fault::rewind_fiber(cpu);
             // SAFETY: the same stack, suspended; the handle is plain data and
             // these bytes are a handle of this coroutine on this stack.
             unsafe {
