@@ -4,7 +4,7 @@
 #     fuzz/run.sh TARGET [EXECUTIONS]
 #
 # TARGET is one of trace_file, lackey, strace, sweep_toml, replay_token, run_set,
-# saved_search, litmus, script (fuzz/fuzz_targets/TARGET.rs); EXECUTIONS
+# saved_search, litmus, script, validation_corpus (fuzz/fuzz_targets/TARGET.rs); EXECUTIONS
 # defaults to 10000000 (0: until stopped). Installs cargo-fuzz from crates.io if it is missing; needs the
 # nightly toolchain (rustup toolchain install nightly). One fuzzing process, in
 # the foreground (libFuzzer's default: no -jobs/-workers/-fork, which would start
@@ -35,6 +35,8 @@ fi
 # 860 bytes), whose grid costs grow fastest with the file.
 case $target in
     sweep_toml) max_len=1024 ;;
+    # The seeds (four of the corpus's files) are up to 3 KiB; larger entries exist.
+    validation_corpus) max_len=8192 ;;
     *) max_len=4096 ;;
 esac
 # No allocation stacks: the code fuzzed is safe Rust, so AddressSanitizer reports
