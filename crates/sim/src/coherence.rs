@@ -19,14 +19,15 @@
 //! Accesses reach the machine in the order the simulator runs code, which is not
 //! the order of simulated time: the handlers of one IPI run one after another,
 //! each to its end, although they run at the same time on their CPUs. So each
-//! line keeps a short history in simulated time: who owned it from when, which
-//! CPUs read each version, and the intervals in which it was moving. An access is
-//! placed at its own time in that history:
+//! line keeps its history in simulated time: who owned it from when, which
+//! CPUs read each version, and the intervals in which it was moving
+//! (`timeline.rs`). An access is placed at its own time in that history:
 //! - a read costs a transfer from the owner of the version it finds (nothing if
 //!   the CPU already holds that version); reads of one version do not wait for
 //!   one another, only for a move in progress;
-//! - a write or atomic waits for the first gap in which the line is not moving,
-//!   one move at a time per line;
+//! - a write or atomic waits for the first gap in which the line is not moving
+//!   that is long enough for its move (from whoever owns the line then), one
+//!   move at a time per line, however many CPUs are queued;
 //! - an access never completes before the latest write to the *same variable*
 //!   that ran before it in simulator order is visible: what it reads or
 //!   overwrites is that write's value. (A spin lock's acquisition therefore
@@ -42,6 +43,14 @@
 //! writer already waiting would go first. The origin 003 notes in
 //! `docs/costs/westmere.md` give both.)
 //!
+//! # What a line keeps
+//! No access of any CPU comes before the start of the event the engine runs
+//! (`Machine::set_floor`), so a line forgets the moves that ended by then and
+//! the versions before the one current then, and keeps everything later: its
+//! history is bounded by the accesses still ahead of that time (4,096 CPUs
+//! queued on one counter are 4,096 moves, served one after another), never by
+//! a constant, and no queue is ever cut short.
+//!
 //! # Whose lines
 //! A policy's shared variables are named by their address in the host's memory
 //! (`Hw::shared`): `mm_cpumask`, `tlb_gen`, `is_lazy`, `loaded_mm`, FreeBSD's
@@ -53,6 +62,7 @@
 //! their own timeline of holds: [`crate::locks`]); a [`KLine`]'s address lies above every user-space
 //! address a host gives out, so the two never share a line.
 
+use crate::timeline::Timeline;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use tlbkit_policy::Access;
@@ -69,25 +79,16 @@ struct Version {
     readers: Vec<(u32, u64)>,
 }
 
-/// An interval in which a line moves, to a new owner or back to a CPU spinning on it.
-#[derive(Clone, Copy, Debug)]
-struct Move {
-    start: u64,
-    end: u64,
-}
-
-/// How many versions and moves a line remembers. The simulator runs policy calls
-/// in the order they start, so an access lands among the last few; older history
-/// is dropped.
-const LINE_HISTORY: usize = 64;
-
-/// One cache line of policy state: its recent history in simulated time.
+/// One cache line of policy state: its history in simulated time, back to the
+/// floor (the module docs, "What a line keeps").
 #[derive(Clone, Debug)]
 pub(crate) struct Line {
-    /// Versions, oldest first, by `at`; never empty.
+    /// Versions, oldest first, by `at`; never empty, and the first is the one
+    /// current at the floor.
     versions: VecDeque<Version>,
-    /// Moves, by start; no two overlap.
-    moves: VecDeque<Move>,
+    /// The intervals in which the line moves, to a new owner or back to a CPU
+    /// spinning on it: one at a time.
+    moves: Timeline<()>,
     /// Per variable on the line (by address): when its latest write, in the order
     /// the simulator ran them, was visible.
     vars: Vec<(usize, u64)>,
@@ -99,7 +100,7 @@ impl Default for Line {
     fn default() -> Self {
         Line {
             versions: VecDeque::from([Version { at: 0, writer: None, readers: Vec::new() }]),
-            moves: VecDeque::new(),
+            moves: Timeline::default(),
             vars: Vec::new(),
             spinner: None,
         }
@@ -107,6 +108,15 @@ impl Default for Line {
 }
 
 impl Line {
+    /// Forgets what no access from `floor` on can meet: the moves that ended by
+    /// then, and the versions before the one current then.
+    fn forget(&mut self, floor: u64) {
+        self.moves.forget(floor);
+        while self.versions.get(1).is_some_and(|v| v.at <= floor) {
+            self.versions.pop_front();
+        }
+    }
+
     /// Returns the index of the version current at `t`.
     fn version_at(&self, t: u64) -> usize {
         self.versions.partition_point(|v| v.at <= t).saturating_sub(1)
@@ -114,7 +124,7 @@ impl Line {
 
     /// Returns the end of the move in progress at `t`, if any.
     fn moving_at(&self, t: u64) -> Option<u64> {
-        self.moves.iter().find(|m| m.start <= t && t < m.end).map(|m| m.end)
+        self.moves.at(t).map(|m| m.1)
     }
 
     /// Returns the end of a move to `cpu` in progress at `t`, if any: its stores
@@ -141,59 +151,29 @@ impl Line {
         }
     }
 
-    /// Returns the first start from `t` on of a move lasting `d` that overlaps no
-    /// other move.
-    fn gap(&self, t: u64, d: u64) -> u64 {
-        let mut s = t;
-        for m in &self.moves {
-            if m.end <= s {
-                continue;
-            }
-            if m.start >= s + d {
-                break;
-            }
-            s = m.end;
-        }
-        s
-    }
-
-    /// Inserts `m` in start order.
-    fn insert_move(&mut self, m: Move) {
-        let i = self.moves.partition_point(|x| x.start <= m.start);
-        self.moves.insert(i, m);
-        if self.moves.len() > LINE_HISTORY {
-            self.moves.pop_front();
-        }
-    }
-
     /// Inserts a version written by `writer` and complete at `at`; returns its index.
     fn insert_version(&mut self, at: u64, writer: u32) -> usize {
         let i = self.versions.partition_point(|v| v.at <= at);
         self.versions.insert(i, Version { at, writer: Some(writer), readers: Vec::new() });
-        if self.versions.len() > LINE_HISTORY {
-            // Drop the oldest version other than this one.
-            let oldest = usize::from(i == 0);
-            self.versions.remove(oldest);
-            if oldest < i {
-                return i - 1;
-            }
-        }
         i
     }
 
     /// Performs `access` by CPU `me` at `t` on the variable at `addr` of this line,
     /// a line move from CPU `a` to CPU `b` costing `cost(a, b)` (`a` is `None` for
-    /// memory) and a hit `mem`. Returns when the access is done and how many moves
-    /// it caused.
+    /// memory) and a hit `mem`, no access coming before `floor` from now on.
+    /// Returns when the access is done and how many moves it caused.
+    #[allow(clippy::too_many_arguments)]
     fn access(
         &mut self,
         me: u32,
         t_in: u64,
+        floor: u64,
         addr: usize,
         access: Access,
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
+        self.forget(floor);
         // What this access reads or overwrites is the latest write to the variable.
         let t = if addr == COMMUTATIVE { t_in } else { t_in.max(self.visible(addr)) };
         // A line in motion is nobody's to use until it arrives.
@@ -226,9 +206,12 @@ impl Line {
                     // A plain store retires into the store buffer without waiting.
                     return (if store { t_in } else { t } + mem, 0);
                 }
-                let start = self.gap(t, cost(version.writer, me));
-                let end = start + cost(self.versions[self.version_at(start)].writer, me);
-                self.insert_move(Move { start, end });
+                // The move comes from whoever owns the line when it starts, and
+                // must fit before the next move from there.
+                let from = |s: u64| self.versions[self.version_at(s)].writer;
+                let (start, _) = self.moves.fit(t, |s, _| cost(from(s), me));
+                let end = start + cost(from(start), me);
+                self.moves.insert(start, end, ());
                 let nv = self.insert_version(end, me);
                 self.set_visible(addr, end);
                 let mut moves = 1;
@@ -236,8 +219,8 @@ impl Line {
                 // and has it back before the next writer.
                 if let Some((spinner, _)) = self.spinner.filter(|&(sp, since)| sp != me && since <= start) {
                     let back = cost(Some(me), spinner);
-                    let s = self.gap(end, back);
-                    self.insert_move(Move { start: s, end: s + back });
+                    let (s, _) = self.moves.fit(end, |_, _| back);
+                    self.moves.insert(s, s + back, ());
                     self.versions[nv].readers.push((spinner, s + back));
                     moves += 1;
                 }
@@ -263,17 +246,20 @@ pub(crate) struct Lines {
 impl Lines {
     /// Performs `access` by CPU `me` at `t` on the variable at `addr`, a move
     /// from CPU `a` to CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and
-    /// a hit `mem`. Returns when the access is done and how many moves it caused.
+    /// a hit `mem`; no access of any CPU comes before `floor` from now on.
+    /// Returns when the access is done and how many moves it caused.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn access(
         &mut self,
         me: u32,
         t: u64,
+        floor: u64,
         addr: usize,
         access: Access,
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
-        self.map.entry(addr / 64).or_default().access(me, t, addr, access, mem, cost)
+        self.map.entry(addr / 64).or_default().access(me, t, floor, addr, access, mem, cost)
     }
 
     /// Performs a commutative atomic (an add whose result nobody waits on, as
@@ -285,11 +271,12 @@ impl Lines {
         &mut self,
         me: u32,
         t: u64,
+        floor: u64,
         addr: usize,
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
-        self.map.entry(addr / 64).or_default().access(me, t, COMMUTATIVE, Access::Rmw, mem, cost)
+        self.map.entry(addr / 64).or_default().access(me, t, floor, COMMUTATIVE, Access::Rmw, mem, cost)
     }
 
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
@@ -333,9 +320,9 @@ impl KLine {
 mod tests {
     use super::*;
 
-    /// One move of a line costs 100 cycles, a hit 4.
+    /// One move of a line costs 100 cycles, a hit 4; the floor stays at 0.
     fn access(line: &mut Line, cpu: u32, t: u64, var: usize, a: Access) -> u64 {
-        line.access(cpu, t, var, a, 4, |_, _| 100).0
+        line.access(cpu, t, 0, var, a, 4, |_, _| 100).0
     }
 
     /// Returns a line whose variables 0 and 8 CPU 0 wrote at time 0 (visible at 100).
@@ -400,25 +387,61 @@ mod tests {
     }
 
     #[test]
-    fn a_line_remembers_a_bounded_history() {
+    fn a_line_forgets_only_what_ended_before_the_floor() {
+        // One increment per event, events 1000 cycles apart: the floor follows
+        // them, and the line keeps the version current at the floor and what
+        // came after, however long the run.
         let mut line = Line::default();
         for i in 0..200u64 {
-            access(&mut line, (i % 2) as u32, i * 1000, 0, Access::Rmw);
+            line.access((i % 2) as u32, i * 1000, i * 1000, 0, Access::Rmw, 4, |_, _| 100);
+            assert!(line.versions.len() <= 2 && line.moves.len() <= 1, "{i}: {line:?}");
         }
-        assert!(line.versions.len() <= LINE_HISTORY && line.moves.len() <= LINE_HISTORY);
-        // A write placed before everything remembered keeps the newest history.
-        line.vars.clear();
-        line.moves.clear();
-        access(&mut line, 2, 0, 8, Access::Write);
-        assert_eq!(line.versions.len(), LINE_HISTORY);
         assert_eq!(line.versions.back().map(|v| v.at), Some(199_100));
+    }
+
+    /// Returns the moves of `line`, checking that no two overlap.
+    fn serial_moves(line: &Line) -> Vec<(u64, u64)> {
+        let moves: Vec<(u64, u64)> = line.moves.intervals().map(|(a, b, ())| (a, b)).collect();
+        for w in moves.windows(2) {
+            assert!(w[0].1 <= w[1].0, "moves {:?} and {:?} overlap", w[0], w[1]);
+        }
+        moves
+    }
+
+    #[test]
+    fn atomics_of_any_number_of_cpus_at_once_queue_one_move_each() {
+        // 64, 65, 200 and 4,096 CPUs increment one counter at the same time, in
+        // one event (the floor does not move): each waits for every earlier
+        // one, and the last is done one move per CPU after they asked.
+        for n in [64u32, 65, 200, 4096] {
+            let mut line = written_by_cpu0();
+            let done: Vec<u64> = (1..=n).map(|cpu| access(&mut line, cpu, 1000, 8, Access::Rmw)).collect();
+            let want: Vec<u64> = (1..=u64::from(n)).map(|k| 1000 + 100 * k).collect();
+            assert_eq!(done, want, "{n} CPUs");
+            assert_eq!(serial_moves(&line).len(), n as usize + 1, "{n} CPUs: cpu0's write and one move each");
+            // The first increment, placed last in the simulator's order, still
+            // sees every earlier one done: the value is the n-th writer's.
+            assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1000 + 100 * u64::from(n) + 100);
+        }
+    }
+
+    #[test]
+    fn a_write_placed_in_a_gap_never_overlaps_the_move_after_it() {
+        // cpu1's increment at 10,000 is run first; cpu2's of another variable at
+        // 1000 goes in the gap before it, and cpu3's of a third at 9950, where
+        // only half a move fits before cpu1's, goes after it.
+        let mut line = written_by_cpu0();
+        assert_eq!(access(&mut line, 1, 10_000, 8, Access::Rmw), 10_100);
+        assert_eq!(access(&mut line, 2, 1000, 16, Access::Rmw), 1100);
+        assert_eq!(access(&mut line, 3, 9950, 24, Access::Rmw), 10_200);
+        serial_moves(&line);
     }
 
     #[test]
     fn stores_behind_a_move_to_the_same_cpu_share_it() {
         // cpu1 writes three variables of a line cpu0 owns: one move, not three.
         let mut line = written_by_cpu0();
-        let moves: u64 = [0, 8, 16].iter().map(|&v| line.access(1, 1000, v, Access::Write, 4, |_, _| 100).1).sum();
+        let moves: u64 = [0, 8, 16].iter().map(|&v| line.access(1, 1000, 0, v, Access::Write, 4, |_, _| 100).1).sum();
         assert_eq!(moves, 1);
         assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
     }

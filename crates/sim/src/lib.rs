@@ -13,7 +13,8 @@
 //!   incoming DVM messages, charged lazily; [`interconnect`]: the limits on broadcasts in flight (per
 //!   requester, and the DVM nodes' queue and tracker).
 //! - [`coherence`]: cache lines of policy state and of the kernel's named structures; [`locks`]: the kernel's
-//!   spinlock, rwsem and mutex on them.
+//!   spinlock, rwsem and mutex on them;
+//!   `timeline`: a resource used one interval at a time (a line's moves, a lock's holds).
 //! - [`swapdev`]: the swap device page-out writes to and swap-ins read from.
 //! - [`oracle`]: obligations and violations.
 //! - [`program`]: what simulated threads run.
@@ -50,6 +51,7 @@ pub mod sched;
 pub mod sim;
 pub(crate) mod stalls;
 pub mod swapdev;
+pub(crate) mod timeline;
 pub mod tlb;
 pub mod trace;
 pub mod workload;

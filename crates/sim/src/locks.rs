@@ -5,14 +5,19 @@
 //! order, and one event may cover many paths of a CPU (a touch of 64 pages
 //! faults up to 64 times), so a CPU's later holds can reach the machine before
 //! another CPU's earlier ones. A spinlock or mutex therefore keeps its holds as
-//! intervals in simulated time, and a hold is placed in the first gap at or after
-//! the time it is asked for that fits its work (the caller says how long it holds
-//! the lock, as every spinlock-protected path here knows). The handoff is the
-//! lock word's line moving to the new holder, charged by the line model at the
+//! intervals in simulated time (`timeline.rs`), and a hold is placed in
+//! the first gap at or after the time it is asked for that fits the whole hold:
+//! the handoff from the holder before it, the work (the caller says how long it
+//! holds the lock, as every spinlock-protected path here knows) and the release.
+//! The handoff is the lock word's line moving to the new holder, charged at the
 //! distance from the previous holder (the lock word is touched by its holders
-//! only, so the timeline of holds is its line's history). The
-//! rwsem, whose write holds last a whole system call, keeps the simulator's
-//! order instead (below).
+//! only, so the timeline of holds is its line's history). No two holds overlap
+//! and each waiter is served after every hold already placed before it, for any
+//! number of waiters: a lock keeps every hold that ends after the start of the
+//! event running (no CPU asks before it, `Machine::set_floor`) and who held it
+//! last before then, so what it keeps is bounded by the holds still ahead, not by a
+//! constant. The rwsem, whose write holds last a whole system call, keeps the
+//! simulator's order instead (below).
 //!
 //! - [`SpinLock`], Linux's queued spinlock (`kernel/locking/qspinlock.c`,
 //!   v4.2 and later). An uncontended acquisition is one `cmpxchg` on the lock word.
@@ -46,68 +51,40 @@
 
 use crate::coherence::KLine;
 use crate::machine::Machine;
-use std::collections::VecDeque;
+use crate::timeline::Timeline;
 
-/// Hold intervals a spinlock or mutex remembers; a hold asked for before the
-/// oldest (a path the simulator runs very late) is not held back.
-const HOLDS: usize = 64;
-
-/// The hold intervals of a spinlock or a mutex, in simulated time.
+/// The hold intervals of a spinlock or a mutex, in simulated time, each with
+/// its holder ([`Timeline`]: every hold a later request can still meet, however
+/// many CPUs are queued).
 #[derive(Clone, Debug, Default)]
 struct Holds {
-    /// (start, end, holder) of each hold, by start; no two overlap.
-    busy: VecDeque<(u64, u64, u32)>,
+    busy: Timeline<u32>,
 }
 
 impl Holds {
-    /// Returns the first start from `t` on of a hold of `d` cycles that
-    /// overlaps no other, and the hold it follows (the index of the latest
-    /// that ends by then), if any is remembered.
-    fn gap(&self, t: u64, d: u64) -> (u64, Option<usize>) {
-        // Holds do not overlap, so their ends are in order too: skip those
-        // over by `t` at once (usually all of them: holds come in time order).
-        let first = self.busy.partition_point(|&(_, b, _)| b <= t);
-        let mut s = t;
-        let mut before = first.checked_sub(1);
-        for (i, &(a, b, _)) in self.busy.iter().enumerate().skip(first) {
-            if a >= s + d {
-                break;
-            }
-            s = s.max(b);
-            before = Some(i);
-        }
-        (s, before)
-    }
-
-    fn insert(&mut self, start: u64, end: u64, cpu: u32) {
-        let i = self.busy.partition_point(|&(a, _, _)| a <= start);
-        self.busy.insert(i, (start, end, cpu));
-        if self.busy.len() > HOLDS {
-            self.busy.pop_front();
-        }
-    }
-
     /// Holds the lock on `line` for `cpu` from the first gap at or after `t`
-    /// long enough for `work` cycles: the lock word's line comes to `cpu` from
+    /// long enough for the hold: the lock word's line comes to `cpu` from
     /// the holder before it (one transfer at their distance, a hit if that was
-    /// `cpu`; from memory the first time), the work runs, and a `release`
+    /// `cpu`; from memory the first time), `work` cycles run, and a `release`
     /// atomic on the line, now `cpu`'s, ends it. Returns when `cpu` goes on.
     ///
     /// The lock word is touched by nothing but its holders, so its line's
     /// owner is the previous holder: the timeline of holds is the line's
     /// history, and the general line model ([`crate::coherence`]) is not asked.
     fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, release: bool) -> u64 {
-        let (start, before) = self.gap(t, work);
         let mem = m.costs.mem_access;
-        let from = before.map_or(cpu, |i| self.busy[i].2 as usize);
-        let handoff = if before.is_some() && from == cpu {
-            mem
-        } else {
-            m.counters.line_transfers += 1;
-            m.transfer_cost(from, cpu)
+        let handoff = |from: Option<u32>| match from {
+            Some(from) if from as usize == cpu => mem,
+            from => m.transfer_cost(from.map_or(cpu, |f| f as usize), cpu),
         };
-        let end = start + handoff + work + if release { mem } else { 0 };
-        self.insert(start, end, cpu as u32);
+        let tail = work + if release { mem } else { 0 };
+        self.busy.forget(m.floor());
+        let (start, from) = self.busy.fit(t, |_, from| handoff(from) + tail);
+        let end = start + handoff(from) + tail;
+        if from.is_none_or(|f| f as usize != cpu) {
+            m.counters.line_transfers += 1;
+        }
+        self.busy.insert(start, end, cpu as u32);
         end
     }
 }
@@ -255,6 +232,89 @@ mod tests {
         let mut lock = SpinLock::default();
         let ends: Vec<u64> = [3, 1, 2].iter().map(|&cpu| lock.hold(&mut m, cpu, 10, 1000)).collect();
         assert!(ends.windows(2).all(|w| w[1] >= w[0] + 1000), "{ends:?}");
+    }
+
+    /// A machine of `n` CPUs with Westmere's costs (4 a socket) and TLBs of
+    /// one entry: for locks, whose model reads no TLB.
+    fn many(n: usize) -> Machine {
+        let p = preset::westmere();
+        Machine::new(p.costs, (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect(), p.cores_per_socket)
+    }
+
+    /// Returns the holds of `holds`, checking that no two overlap.
+    fn serial(holds: &Holds) -> Vec<(u64, u64, u32)> {
+        let v: Vec<(u64, u64, u32)> = holds.busy.intervals().collect();
+        for w in v.windows(2) {
+            assert!(w[0].1 <= w[1].0, "holds {:?} and {:?} overlap", w[0], w[1]);
+        }
+        v
+    }
+
+    #[test]
+    fn any_number_of_waiters_are_served_one_after_another() {
+        // 64, 65, 200 and 4,096 CPUs ask for a spinlock and for a mutex at the
+        // same time, in one event (the floor stays): each hold starts when the
+        // one before ends, so the last ends after the sum of every hold's
+        // handoff and work, a time linear in the waiters.
+        for n in [64, 65, 200, 4096] {
+            let mut m = many(n);
+            let c = m.costs;
+            let (mut spin, mut mutex) = (SpinLock::default(), Mutex::default());
+            let (mut spin_end, mut mutex_end) = (10, 10);
+            for cpu in 0..n {
+                let handoff = if cpu == 0 { m.transfer_cost(0, 0) } else { m.transfer_cost(cpu - 1, cpu) };
+                spin_end += handoff + 1000;
+                mutex_end += handoff + 1000 + c.mem_access;
+                assert_eq!(spin.hold(&mut m, cpu, 10, 1000), spin_end, "spinlock, {n} waiters, cpu{cpu}");
+                assert_eq!(mutex.hold(&mut m, cpu, 10, 1000), mutex_end, "mutex, {n} waiters, cpu{cpu}");
+            }
+            assert_eq!(serial(&spin.holds).len(), n);
+            assert_eq!(serial(&mutex.holds).len(), n);
+            // Within a socket a handoff is one transfer: 1,000 cycles of work and
+            // one transfer per waiter, whatever their number.
+            let per = 1000 + c.cacheline_transfer;
+            let socket = (spin_end - 10) / n as u64;
+            assert!(socket >= per && socket < per + c.cacheline_cross_socket, "{socket} cycles a hold");
+        }
+    }
+
+    #[test]
+    fn holds_asked_for_in_any_order_never_overlap() {
+        // 4,096 holds of 64 CPUs, asked for at random times and run in a random
+        // order (the simulator's order is not that of time): each fits a gap at
+        // or after its asking time, and no two overlap.
+        let mut m = many(64);
+        let mut lock = SpinLock::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..4096 {
+            let (cpu, t, work) = ((next() % 64) as usize, next() % 2_000_000, 100 + next() % 2000);
+            let end = lock.hold(&mut m, cpu, t, work);
+            assert!(end >= t + work, "a hold asked at {t} ended at {end}");
+        }
+        assert_eq!(serial(&lock.holds).len(), 4096);
+    }
+
+    #[test]
+    fn a_lock_forgets_the_holds_no_later_request_can_meet() {
+        // One hold per event, the floor at each event's start: what is kept is
+        // the hold the next one follows, not a history.
+        let mut m = many(8);
+        let mut lock = Mutex::default();
+        for i in 0..1000u64 {
+            m.set_floor(i * 10_000);
+            lock.hold(&mut m, (i % 8) as usize, i * 10_000, 1000);
+            assert!(lock.holds.busy.len() <= 1, "{} holds kept", lock.holds.busy.len());
+        }
+        // The next handoff still comes from the last holder, cpu7.
+        m.set_floor(10_000_000);
+        let out = lock.hold(&mut m, 0, 10_000_000, 1000);
+        assert_eq!(out, 10_000_000 + m.transfer_cost(7, 0) + 1000 + m.costs.mem_access);
     }
 
     #[test]

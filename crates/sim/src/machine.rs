@@ -325,6 +325,13 @@ impl Machine {
         self.floor = t;
     }
 
+    /// Returns the start of the event the engine runs now ([`Machine::set_floor`]):
+    /// what a line or a lock keeps of its past goes back to it.
+    #[inline]
+    pub(crate) fn floor(&self) -> u64 {
+        self.floor
+    }
+
     /// Returns this machine with a clock of `freq_ghz` (1 GHz unless set), which
     /// only [`Hw::jiffies`] reads: every cost is in cycles.
     pub fn with_clock(mut self, freq_ghz: f64) -> Self {
@@ -395,8 +402,8 @@ impl Machine {
         let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
         let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
         let (done, moves) = match access {
-            Some(a) => self.lines.access(cpu as u32, t, addr, a, c.mem_access, cost),
-            None => self.lines.atomic(cpu as u32, t, addr, c.mem_access, cost),
+            Some(a) => self.lines.access(cpu as u32, t, self.floor, addr, a, c.mem_access, cost),
+            None => self.lines.atomic(cpu as u32, t, self.floor, addr, c.mem_access, cost),
         };
         self.counters.line_transfers += moves;
         done
