@@ -240,7 +240,36 @@ const COMMUTATIVE: usize = usize::MAX;
 /// Every line touched so far, by address / 64 (looked up, never iterated).
 #[derive(Default)]
 pub(crate) struct Lines {
-    map: HashMap<usize, Line, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>,
+    map: HashMap<usize, Line, BuildHasherDefault<LineHasher>>,
+}
+
+/// Hashes a line's number with one multiplication (Fibonacci hashing), where
+/// the standard library's SipHash, made to resist chosen keys, took a run's
+/// time on every access: the keys are addresses the simulator chose, and the
+/// map is never iterated, so the hash decides no result.
+#[derive(Default)]
+pub(crate) struct LineHasher(u64);
+
+impl std::hash::Hasher for LineHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // The product's well-mixed upper half becomes the low bits the table
+        // indexes by; its middle bits the top ones it tags entries with.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
 
 impl Lines {
