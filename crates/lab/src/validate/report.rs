@@ -254,7 +254,7 @@ impl Report {
 }
 
 fn render_entry(j: &Judged, out: &mut String) {
-    let _ = writeln!(out, "{:<5}{}", j.id, j.title);
+    let _ = writeln!(out, "{:<4} {}", j.id, j.title);
     for (what, text) in [("excluded", &j.excluded), ("disclosed", &j.disclosed), ("mapping", &j.mapping)] {
         if let Some(t) = text {
             let _ = writeln!(out, "       {what}: {t}");

@@ -128,6 +128,11 @@ fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
     let text = report.render();
     assert!(text.contains("ratios: in band 1/3, direction-only 1, wrong direction 1, errors 0"), "{text}");
     assert!(text.ends_with("FAIL\n"));
+    assert!(text.contains("\nT1   a curve\n"), "{text}");
+    let long = corpus(&ENTRY.replace("id = \"T1\"", "id = \"activecpu\"")).unwrap();
+    let e = long.select(None).unwrap();
+    let text = Report::new(judge_all(&e, &r), 6, 0).render();
+    assert!(text.contains("\nactivecpu a curve\n"), "an id longer than the column keeps a space: {text}");
 }
 
 #[test]
