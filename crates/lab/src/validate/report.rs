@@ -279,7 +279,7 @@ fn render_entry(j: &Judged, out: &mut String) {
         } else if let (Some(s), Some(p)) = (r.sim, r.reference) {
             let figures = format!("sim {:>9}  ref {:>9}", fmt(s), fmt(p));
             let judged = match (r.verdict, r.factor) {
-                (_, Some(f)) => format!("factor x{}", sig3(f)),
+                (_, Some(f)) => format!("factor x{}", sig(f, 3)),
                 (Some(v), _) if r.detail.is_empty() => v.words().to_string(),
                 (Some(v), _) => format!("{} ({})", v.words(), r.detail),
                 _ => String::new(),
@@ -317,22 +317,16 @@ pub fn fmt(x: f64) -> String {
     if a >= 1000.0 {
         return format!("{x:.0}");
     }
-    sig4(x)
+    sig(x, 4)
 }
 
-fn sig4(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    let digits = (3 - x.abs().log10().floor() as i32).clamp(0, 10) as usize;
-    format!("{x:.digits$}")
-}
-
-fn sig3(x: f64) -> String {
+/// `x` to `n` significant digits (at most ten decimals); zero and non-finite
+/// values as Rust prints them.
+fn sig(x: f64, n: i32) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
-    let digits = (2 - x.abs().log10().floor() as i32).clamp(0, 10) as usize;
+    let digits = (n - 1 - x.abs().log10().floor() as i32).clamp(0, 10) as usize;
     format!("{x:.digits$}")
 }
 
@@ -347,7 +341,7 @@ mod tests {
         assert_eq!(fmt(1683.2), "1683");
         assert_eq!(fmt(899603.0), "899,603");
         assert_eq!(fmt(13566210.0), "13,566,210");
-        assert_eq!(sig3(0.1219), "0.122");
-        assert_eq!(sig3(2.55), "2.55");
+        assert_eq!(sig(0.1219, 3), "0.122");
+        assert_eq!(sig(2.55, 3), "2.55");
     }
 }
