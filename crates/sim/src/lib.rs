@@ -41,6 +41,7 @@ pub mod locks;
 pub(crate) mod machine;
 pub mod machine_bench;
 pub mod metrics;
+pub mod noise;
 pub mod oracle;
 pub(crate) mod pagetable;
 pub(crate) mod pending;

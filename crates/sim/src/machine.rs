@@ -43,7 +43,8 @@
 //! interrupt-controller write per target; [`Hw::send_ipi_all_but_self_async`] one
 //! write for all of them (the APIC's "all excluding self" shorthand), so every
 //! target is interrupted at about the same time. Each target takes the interrupt
-//! after the delivery latency (more across sockets) and once its previous handler
+//! after the delivery latency (more across sockets; each IPI's drawn from the
+//! seed around that mean, [`crate::noise`]) and once its previous handler
 //! is done, pays exception entry, the handler's own operations and exception exit;
 //! a call-function IPI ([`Hw::send_ipi`]) also pays the generic dispatch
 //! (`ipi_handle`: finding the request, calling the function, clearing its flag),
@@ -85,6 +86,7 @@
 use crate::coherence::{KLine, Lines};
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
+use crate::noise::Noise;
 use crate::pagetable::TableRef;
 use crate::pending::Pending;
 use crate::preset::Costs;
@@ -181,6 +183,9 @@ pub struct Machine {
     pub cores_per_ccx: usize,
     /// Cycles in a millisecond (one jiffy at `HZ` = 1000), for [`Hw::jiffies`].
     cycles_per_ms: u64,
+    /// The seed's noise: the tick's phase (which [`Hw::jiffies`] follows) and
+    /// IPI delivery latencies ([`crate::noise`]).
+    pub(crate) noise: Noise,
     /// Which CPUs' TLBs a broadcast invalidation must visit.
     holders: Holders,
     /// The DVM queues, and the stalls of running receivers, charged lazily.
@@ -241,6 +246,7 @@ impl Machine {
             cores_per_socket,
             cores_per_ccx: cores_per_socket,
             cycles_per_ms: 1_000_000,
+            noise: Noise::off(),
             holders: Holders::new(n),
             stalls: Stalls::new(n, cores_per_socket),
             interconnect: Interconnect::new(&costs, n, cores_per_socket),
@@ -336,6 +342,12 @@ impl Machine {
     /// only [`Hw::jiffies`] reads: every cost is in cycles.
     pub fn with_clock(mut self, freq_ghz: f64) -> Self {
         self.cycles_per_ms = ((freq_ghz * 1e6).round() as u64).max(1);
+        self
+    }
+
+    /// Returns this machine with the seed's noise (none unless set).
+    pub fn with_noise(mut self, noise: Noise) -> Self {
+        self.noise = noise;
         self
     }
 
@@ -647,7 +659,8 @@ impl<'a> CpuHw<'a> {
                 }
                 m.counters.ipis_sent += 1;
                 let cross = m.cross_socket(me, target);
-                let arrive = sent + c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 };
+                let latency = m.noise.ipi_delivery(c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 });
+                let arrive = sent + latency;
                 list.push((arrive.max(m.cpus[target].irq_until), target));
             });
         }
@@ -848,7 +861,9 @@ impl Hw for CpuHw<'_> {
     }
 
     fn jiffies(&self) -> u64 {
-        self.now.get() / self.m.borrow().cycles_per_ms
+        let m = self.m.borrow();
+        let period = m.cycles_per_ms;
+        crate::noise::ticks_by(self.now.get(), period, m.noise.tick_phase(period))
     }
 
     /// Runs `f`: the simulator runs an IPI handler whole when it is sent, so

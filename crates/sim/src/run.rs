@@ -248,6 +248,12 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "0..0.5: spread every compute time and system-call path by a random factor in [1-jitter, 1+jitter] drawn \
          from the seed, so that seeds differ as runs of a real machine do (default 0: none, nothing drawn)",
     ),
+    (
+        "noise",
+        "on|off: the seed draws what varies between runs of a real machine: the tick's phase, each IPI's delivery \
+         latency and each wake-up's, around their means (default on; off: every seed the same timing, as before \
+         this setting existed)",
+    ),
     ("numa", "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)"),
     (
         "sockets",
@@ -363,6 +369,8 @@ struct MachineParams {
     migrate_batch: Option<bool>,
     /// `--set vma_locks`, if given.
     vma_locks: Option<bool>,
+    /// `--set noise` (on unless given off).
+    noise: bool,
 }
 
 impl MachineParams {
@@ -445,6 +453,7 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         tlbbatch: true,
         migrate_batch: None,
         vma_locks: None,
+        noise: true,
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();
@@ -538,6 +547,7 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
             }
             "migration" => mp.migration = Some(on_off(k, v)?),
             "tlbbatch" => mp.tlbbatch = on_off(k, v)?,
+            "noise" => mp.noise = on_off(k, v)?,
             "migrate_batch" => mp.migrate_batch = Some(on_off(k, v)?),
             "vma_locks" => {
                 let on = on_off(k, v)?;
@@ -795,6 +805,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         tlbbatch: mp.tlbbatch,
         migrate_batch: mp.migrate_batch,
         vma_locks: mp.vma_locks,
+        noise: mp.noise,
     }
 }
 

@@ -77,6 +77,7 @@ pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
 use crate::frames::{FrameKind, Frames, Freed};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
+use crate::noise::Noise;
 use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
@@ -198,6 +199,10 @@ pub struct SimConfig {
     /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
     /// (`sim/kwork.rs`).
     pub vma_locks: Option<bool>,
+    /// Whether the seed draws the hardware's run-to-run noise: the tick's
+    /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
+    /// every `tlbkit run` unless `--set noise=off`.
+    pub noise: bool,
 }
 
 impl SimConfig {
@@ -226,6 +231,7 @@ impl SimConfig {
             tlbbatch: true,
             migrate_batch: None,
             vma_locks: None,
+            noise: false,
         }
     }
 }
@@ -620,9 +626,11 @@ impl<P: Policy> Sim<P> {
         let g = cfg.preset.tlb;
         let n = cfg.ncpus;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let noise = if cfg.noise { Noise::from_seed(cfg.seed) } else { Noise::off() };
         let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket)
             .with_ccx(cfg.preset.cores_per_ccx)
-            .with_clock(cfg.preset.freq_ghz);
+            .with_clock(cfg.preset.freq_ghz)
+            .with_noise(noise);
         let mut pt = PageTables::default();
         let kroot = pt.new_root();
         let user_global = policy.user_ptes_global();
@@ -710,8 +718,8 @@ impl<P: Policy> Sim<P> {
                 clock: 0,
                 armed: false,
                 runq_page: page,
-                next_tick: 0,
-                sched_tick: 0,
+                next_tick: sim.m.noise.tick_phase(sim.cycles_per_tick()),
+                sched_tick: sim.m.noise.tick_phase(sim.tun.tick),
                 need_resched: false,
                 skip: None,
                 llc: llc as u32,
@@ -756,6 +764,17 @@ impl<P: Policy> Sim<P> {
         }
         let factor = 1.0 + self.jitter * (2.0 * self.unit_random() - 1.0);
         (cycles as f64 * factor).round() as u64
+    }
+
+    /// Returns the first tick after `now` of a tick every `period` cycles, on
+    /// the run's tick grid (its phase drawn from the seed, [`crate::noise`]).
+    fn tick_after(&self, now: u64, period: u64) -> u64 {
+        crate::noise::next_tick(now, period, self.m.noise.tick_phase(period))
+    }
+
+    /// Returns the cycles of a policy's timer tick (`HZ` = 1000).
+    fn cycles_per_tick(&self) -> u64 {
+        ((self.ghz() * 1e6) as u64).max(1)
     }
 
     /// Returns the policy under test.

@@ -306,6 +306,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         tlbbatch: true,
         migrate_batch: None,
         vma_locks: None,
+        noise: true,
     };
     let build = Build {
         cpus,

@@ -260,15 +260,16 @@ impl<P: Policy> Sim<P> {
 
     /// The scheduler tick of a CPU running a task, for a policy that ticks:
     /// taken at the first event at or after it is due, every millisecond
-    /// (`HZ` = 1000; an idle CPU takes none, as under `NO_HZ_IDLE`). Only the
+    /// (`HZ` = 1000; an idle CPU takes none, as under `NO_HZ_IDLE`) on the
+    /// run's tick grid, whose phase the seed draws ([`crate::noise`]). Only the
     /// policy's work in it is charged: the tick's own path costs the same
     /// whatever the policy, and policies that do not tick are not charged it.
     fn timer_tick(&mut self, cpu: usize, now: u64) -> u64 {
         if !self.ticks || now < self.sched[cpu].next_tick {
             return now;
         }
-        let ms = (self.ghz() * 1e6) as u64;
-        self.sched[cpu].next_tick = (now / ms + 1) * ms;
+        let ms = self.cycles_per_tick();
+        self.sched[cpu].next_tick = self.tick_after(now, ms);
         self.stats.ticks += 1;
         self.tick(cpu, tlbkit_policy::Tick::Timer, now)
     }

@@ -29,7 +29,11 @@
 //! - A thread woken onto another CPU's queue costs the waker that queue's lock
 //!   line (one cache-line transfer between the two CPUs); the IPI's handler
 //!   (exception entry and return) is taken from the target's operation.
-//! - At the 1 ms tick of a busy CPU: the running thread's runtime is charged,
+//! - An idle CPU woken by another is armed after the reschedule IPI's
+//!   delivery, each wake-up's latency drawn from the seed around its mean
+//!   ([`crate::noise`]).
+//! - At the 1 ms tick of a busy CPU (on the run's tick grid, its phase drawn
+//!   from the seed): the running thread's runtime is charged,
 //!   the class's tick preemption is checked, and balancing runs when due.
 //! - Load is a count of runnable threads (no PELT), loads compared with it.
 
@@ -147,7 +151,8 @@ impl<P: Policy> Sim<P> {
             if cpu != from {
                 // Wake an idle CPU with a reschedule IPI.
                 self.m.counters.ipis_sent += 1;
-                t += c.ipi_send + c.ipi_deliver + if self.m.cross_socket(from, cpu) { c.ipi_cross_socket } else { 0 };
+                let mean = c.ipi_deliver + if self.m.cross_socket(from, cpu) { c.ipi_cross_socket } else { 0 };
+                t += c.ipi_send + self.m.noise.wake_delivery(mean);
             }
             self.arm(cpu, t);
         } else if self.tun.kind.is_fair() {
@@ -360,8 +365,7 @@ impl<P: Policy> Sim<P> {
     /// The fair classes' tick on busy `cpu` running `tid` at `now`: charges its
     /// runtime, checks tick preemption, and balances when due.
     pub(super) fn sched_tick(&mut self, cpu: usize, tid: usize, now: u64) {
-        let tick = self.tun.tick;
-        self.sched[cpu].sched_tick = (now / tick + 1) * tick;
+        self.sched[cpu].sched_tick = self.tick_after(now, self.tun.tick);
         let expired = self.update_curr(cpu, now);
         let rq = &self.sched[cpu].runq;
         if !rq.is_empty() {
@@ -445,8 +449,7 @@ impl<P: Policy> Sim<P> {
         t.se.exec_start = now;
         t.se.protect = true;
         if fair && self.sched[cpu].sched_tick <= now {
-            let tick = self.tun.tick;
-            self.sched[cpu].sched_tick = (now / tick + 1) * tick;
+            self.sched[cpu].sched_tick = self.tick_after(now, self.tun.tick);
         }
         self.arm(cpu, now);
         now
