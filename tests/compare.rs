@@ -191,3 +191,64 @@ fn bad_input_exits_2_with_what_would_be_accepted() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("at least two policies"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_figure_every_seed_gives_alike_is_one_sample_with_no_interval() {
+    // pingpong on one CPU without jitter: no IPI, and the tick decides nothing.
+    // Under PCID nothing the result depends on draws from the seed; without
+    // it, speculative fills of the 64 pages (which a switch flushes) do.
+    assert_eq!(COMPARE[COMPARE.len() - 2..], ["--set", "jitter=0.02"]);
+    let args = &COMPARE[..COMPARE.len() - 2];
+    let o = tlbkit(args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(!table.contains("+/-") && !table.contains("proven"), "{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[5].starts_with("x   5 "), "{table}");
+    assert!(lines[6].starts_with("+ deterministic: one sample, "), "{table}");
+    assert!(lines[6].ends_with(" (every one of 5 seeds)"), "{table}");
+    assert_eq!(lines[7], "Difference, deterministic: one sample (no confidence interval)");
+    assert!(stderr(&o).contains("(deterministic: one sample)"), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&tlbkit(&[args, &["--format", "json"]].concat()).stdout).unwrap();
+    assert_eq!(j["policies"][0]["deterministic"], serde_json::json!(false));
+    assert_eq!(j["policies"][1]["deterministic"], serde_json::json!(true));
+    assert_eq!(j["policies"][1]["vs_first"]["deterministic"], serde_json::json!(true));
+    assert!(j["policies"][1]["vs_first"]["half_width"].is_null());
+    let csv = stdout(&tlbkit(&[args, &["--format", "csv"]].concat()));
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = |r: usize, name: &str| rows[r][rows[0].iter().position(|h| *h == name).unwrap()];
+    assert_eq!((col(2, "deterministic"), col(2, "half_width"), col(2, "proven")), ("true", "", ""));
+}
+
+#[test]
+fn hackbench_on_several_cpus_varies_with_the_seed_by_default() {
+    let o = tlbkit(&[
+        "compare",
+        "--machine",
+        "skx8170",
+        "--cpus",
+        "4",
+        "--workload",
+        "hackbench",
+        "--policy",
+        "x86-linux-613",
+        "--policy",
+        "x86-linux-pcid",
+        "--runs",
+        "3",
+        "--set",
+        "groups=2",
+        "--set",
+        "fds=5",
+        "--set",
+        "loops=20",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for p in j["policies"].as_array().unwrap() {
+        assert_eq!(p["deterministic"], serde_json::json!(false), "{p}");
+    }
+    assert_eq!(j["policies"][1]["vs_first"]["deterministic"], serde_json::json!(false));
+}

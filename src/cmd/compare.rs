@@ -82,14 +82,14 @@ pub fn compare(a: CompareArgs) -> Result<u8, CliError> {
         }
         CompareFormat::Csv => print!("{}", out.csv()),
     }
-    let constant: Vec<&str> =
-        out.policies.iter().filter(|p| p.summary.min == p.summary.max).map(|p| p.policy.as_str()).collect();
+    let constant: Vec<&str> = out.policies.iter().filter(|p| p.deterministic).map(|p| p.policy.as_str()).collect();
     if !constant.is_empty() {
         eprintln!(
-            "tlbkit: note: every seed gave the same {} under {}: nothing it depends on draws from the seed \
+            "tlbkit: note: every seed gave the same {} under {} ({}): nothing it depends on draws from the seed \
              (--set jitter=0.02 spreads compute and system-call times by 2%)",
             out.metric,
-            constant.join(", ")
+            constant.join(", "),
+            tlbkit_lab::compare::DETERMINISTIC
         );
     }
     match &out.first_violation {

@@ -6,11 +6,14 @@
 //! What is guaranteed: the output depends only on the request, never on the
 //! number of host threads (samples are ordered by seed), and every figure of the
 //! table is in the JSON and CSV forms at full precision. What is not: that the
-//! runs differ. Randomness in a run comes from its seed alone (speculative TLB
-//! fills, contpte's hardware races, and `--set jitter`), and where a workload
-//! gives every seed the same result, the standard deviations are 0 and any
-//! difference of means is "proven": the simulator is deterministic, not the
-//! policies better.
+//! runs differ. Randomness in a run comes from its seed alone (the tick's
+//! phase, IPI and wake-up latencies, `tlbkit_sim::noise`; speculative TLB
+//! fills, contpte's hardware races, and `--set jitter`), and a workload none of
+//! it reaches gives every seed the same result. Such a policy's runs are one
+//! sample repeated, not a set without spread: it is marked *deterministic:
+//! one sample*, and a comparison with it gives the difference alone, with no
+//! confidence interval and no verdict ([`Versus::Deterministic`]), where a t
+//! test would call any difference proven.
 
 use crate::batch;
 use crate::stats::{self, Comparison, Summary, SYMBOLS};
@@ -41,6 +44,48 @@ pub struct CompareSpec {
     pub sets: Vec<String>,
 }
 
+/// How a policy's figure compares with the first policy's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Versus {
+    /// Both varied with the seed: Student's t at 95%, as ministat.
+    Tested(Comparison),
+    /// One of the two (or both) gave every seed the same value: that is one
+    /// sample, from which no interval follows, so only the difference is given.
+    Deterministic {
+        /// This policy's mean minus the first's.
+        difference: f64,
+        /// The difference in percent of the first's mean.
+        relative_pct: f64,
+    },
+}
+
+impl Versus {
+    /// Returns the JSON form, `vs_first`: the t test's figures and
+    /// `"deterministic": false`, or the difference, `"deterministic": true`
+    /// and `null` for the interval's figures and the verdict.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Versus::Tested(c) => {
+                let mut o = c.to_json();
+                o.as_object_mut().expect("a comparison is an object").insert("deterministic".into(), json!(false));
+                o
+            }
+            Versus::Deterministic { difference, relative_pct } => json!({
+                "deterministic": true,
+                "proven": null,
+                "difference": difference,
+                "half_width": null,
+                "relative_pct": relative_pct,
+                "relative_half_width_pct": null,
+                "pooled_stddev": null,
+            }),
+        }
+    }
+}
+
+/// The words that stand for a figure every seed gave alike, in all three forms.
+pub const DETERMINISTIC: &str = "deterministic: one sample";
+
 /// One policy's samples and figures.
 #[derive(Clone, Debug)]
 pub struct PolicySamples {
@@ -50,8 +95,10 @@ pub struct PolicySamples {
     pub values: Vec<f64>,
     /// Their summary.
     pub summary: Summary,
-    /// The test against the first policy (`None` for the first).
-    pub vs_first: Option<Comparison>,
+    /// Whether every seed gave the same value ([`DETERMINISTIC`]).
+    pub deterministic: bool,
+    /// The comparison with the first policy (`None` for the first).
+    pub vs_first: Option<Versus>,
     /// Violations the runs found, summed.
     pub violations: u64,
 }
@@ -174,6 +221,35 @@ impl CompareSpec {
     }
 }
 
+/// Returns whether a set's samples are all one value.
+fn is_deterministic(s: &Summary) -> bool {
+    s.min == s.max
+}
+
+/// Compares `set` with the `reference` set: Student's t where both vary, the
+/// difference alone where either is deterministic.
+fn versus(set: &Summary, reference: &Summary) -> Versus {
+    if is_deterministic(set) || is_deterministic(reference) {
+        let difference = set.avg - reference.avg;
+        Versus::Deterministic { difference, relative_pct: difference * 100.0 / reference.avg }
+    } else {
+        Versus::Tested(stats::compare(set, reference))
+    }
+}
+
+/// Returns the table's line for a deterministic set marked `symbol`, in place
+/// of ministat's figures.
+fn deterministic_line(symbol: char, s: &Summary) -> String {
+    format!("{symbol} {DETERMINISTIC}, {} (every one of {} seeds)", stats::format_g(s.avg, 8), s.n)
+}
+
+/// Returns the verdict for a comparison with a deterministic set: the
+/// difference, absolute and relative, and no interval.
+fn deterministic_verdict(difference: f64, relative_pct: f64) -> String {
+    let g = |x: f64| stats::format_g(x, 6);
+    format!("Difference, {DETERMINISTIC} (no confidence interval)\n\t{}\n\t{}%\n", g(difference), g(relative_pct))
+}
+
 impl CompareOutput {
     /// Returns the comparison of given samples: per policy its name, its values in
     /// seed order and the violations its runs found. The first is the reference.
@@ -193,7 +269,8 @@ impl CompareOutput {
                 policy,
                 values,
                 summary: *s,
-                vs_first: (i > 0).then(|| stats::compare(s, &summaries[0])),
+                deterministic: is_deterministic(s),
+                vs_first: (i > 0).then(|| versus(s, &summaries[0])),
                 violations,
             })
             .collect();
@@ -238,10 +315,18 @@ impl CompareOutput {
         out.push_str(&stats::vitals_header(w));
         out.push('\n');
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
-            out.push_str(&stats::vitals_line(sym, &p.summary, w));
+            if p.deterministic {
+                out.push_str(&deterministic_line(sym, &p.summary));
+            } else {
+                out.push_str(&stats::vitals_line(sym, &p.summary, w));
+            }
             out.push('\n');
-            if let Some(c) = &p.vs_first {
-                out.push_str(&stats::verdict_text(c));
+            match &p.vs_first {
+                Some(Versus::Tested(c)) => out.push_str(&stats::verdict_text(c)),
+                Some(Versus::Deterministic { difference, relative_pct }) => {
+                    out.push_str(&deterministic_verdict(*difference, *relative_pct))
+                }
+                None => {}
             }
         }
         out
@@ -257,6 +342,7 @@ impl CompareOutput {
                 let m = o.as_object_mut().expect("a summary is an object");
                 m.insert("policy".into(), json!(p.policy));
                 m.insert("values".into(), json!(p.values));
+                m.insert("deterministic".into(), json!(p.deterministic));
                 m.insert("vs_first".into(), p.vs_first.map_or(serde_json::Value::Null, |c| c.to_json()));
                 m.insert("violations".into(), json!(p.violations));
                 o
@@ -276,17 +362,18 @@ impl CompareOutput {
     }
 
     /// Returns the CSV form: a header and one row per policy with the figures of
-    /// the JSON form (the comparison's columns empty for the first policy, the
-    /// values in seed order separated by spaces).
+    /// the JSON form (the comparison's columns empty for the first policy, and
+    /// those of the interval and the verdict empty where the JSON has `null`;
+    /// the values in seed order separated by spaces).
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "machine,cpus,workload,metric,policy,n,min,max,median,avg,stddev,confidence,proven,difference,\
-             half_width,relative_pct,relative_half_width_pct,pooled_stddev,violations,values\n",
+            "machine,cpus,workload,metric,policy,n,min,max,median,avg,stddev,deterministic,confidence,proven,\
+             difference,half_width,relative_pct,relative_half_width_pct,pooled_stddev,violations,values\n",
         );
         for p in &self.policies {
             let s = &p.summary;
             let cmp = match &p.vs_first {
-                Some(c) => format!(
+                Some(Versus::Tested(c)) => format!(
                     "{},{},{},{},{},{},{}",
                     c.confidence,
                     c.proven,
@@ -296,11 +383,14 @@ impl CompareOutput {
                     c.relative_half_width_pct,
                     c.pooled_stddev
                 ),
+                Some(Versus::Deterministic { difference, relative_pct }) => {
+                    format!(",,{difference},,{relative_pct},,")
+                }
                 None => ",,,,,,".into(),
             };
             let values: Vec<String> = p.values.iter().map(|v| v.to_string()).collect();
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{cmp},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{cmp},{},{}\n",
                 self.machine,
                 self.cpus,
                 self.workload,
@@ -312,6 +402,7 @@ impl CompareOutput {
                 s.median,
                 s.avg,
                 s.stddev(),
+                p.deterministic,
                 p.violations,
                 values.join(" ")
             ));
@@ -388,6 +479,76 @@ Difference at 95.0% confidence
             let values: Vec<f64> = col("values").split(' ').map(|v| v.parse().unwrap()).collect();
             assert_eq!(json!(values), p["values"]);
         }
+    }
+
+    #[test]
+    fn identical_samples_are_one_sample_with_no_interval_in_every_form() {
+        let s = spec(&["arm64-noasid", "arm64-freebsd-asid", "arm64-linux"]);
+        let varying = vec![2.87, 2.86, 2.89, 2.85, 2.88, 2.87, 2.90, 2.86, 2.84, 2.88];
+        let out = CompareOutput::from_samples(
+            &s,
+            "us_per_switch",
+            vec![
+                ("arm64-noasid".into(), vec![3.44; 10], 0),
+                ("arm64-freebsd-asid".into(), vec![2.87; 10], 0),
+                ("arm64-linux".into(), varying, 0),
+            ],
+        );
+        // ministat (and this command before) printed a Stddev of 0 for the first
+        // two and called their difference proven, -0.57 +/- 0.
+        let expected = "\
+us_per_switch: lat_ctx --set procs=6 on cortex-a72 (2 CPUs), 10 runs per policy (seeds 1 to 10)
+x arm64-noasid
++ arm64-freebsd-asid
+* arm64-linux
+    N           Min           Max        Median           Avg        Stddev
+x deterministic: one sample, 3.44 (every one of 10 seeds)
++ deterministic: one sample, 2.87 (every one of 10 seeds)
+Difference, deterministic: one sample (no confidence interval)
+\t-0.57
+\t-16.5698%
+*  10          2.84           2.9          2.87          2.87   0.018257419
+Difference, deterministic: one sample (no confidence interval)
+\t-0.57
+\t-16.5698%
+";
+        assert_eq!(out.table(), expected);
+        assert!(!out.table().contains("+/-"));
+        let j = out.json();
+        let deterministic: Vec<bool> =
+            j["policies"].as_array().unwrap().iter().map(|p| p["deterministic"].as_bool().unwrap()).collect();
+        assert_eq!(deterministic, [true, true, false]);
+        for p in &j["policies"].as_array().unwrap()[1..] {
+            let v = &p["vs_first"];
+            assert_eq!(v["deterministic"], json!(true));
+            for k in ["proven", "half_width", "relative_half_width_pct", "pooled_stddev"] {
+                assert!(v[k].is_null(), "{k}");
+            }
+            assert!((v["difference"].as_f64().unwrap() + 0.57).abs() < 1e-12);
+        }
+        let csv = out.csv();
+        let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        let col = |r: usize, name: &str| rows[r][rows[0].iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            [col(1, "deterministic"), col(2, "deterministic"), col(3, "deterministic")],
+            ["true", "true", "false"]
+        );
+        for k in ["confidence", "proven", "half_width", "relative_half_width_pct", "pooled_stddev"] {
+            assert_eq!(col(2, k), "", "{k}");
+        }
+        assert_eq!(
+            col(2, "difference").parse::<f64>().unwrap(),
+            j["policies"][1]["vs_first"]["difference"].as_f64().unwrap()
+        );
+        // Two varying sets are still tested, and say so.
+        let x = vec![3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
+        let tested = CompareOutput::from_samples(
+            &spec(&["arm64-noasid", "arm64-linux"]),
+            "us_per_switch",
+            vec![("arm64-noasid".into(), x, 0), ("arm64-linux".into(), vec![2.87, 2.86, 2.89, 2.85, 2.88], 0)],
+        );
+        assert_eq!(tested.json()["policies"][1]["vs_first"]["deterministic"], json!(false));
+        assert!(tested.table().contains("Difference at 95.0% confidence"));
     }
 
     #[test]
