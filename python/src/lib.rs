@@ -26,6 +26,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tlbkit_check::options::Options;
 use tlbkit_lab::error::{Library, Names, Param};
+use tlbkit_lab::compare;
 use tlbkit_lab::stats::{self, Summary};
 use tlbkit_lab::sweep::schema::Sweep;
 use tlbkit_lab::sweep::{self, Event, Session};
@@ -199,20 +200,21 @@ fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
         return Err(value_error(format!("sample {x} is not a finite number")));
     }
     let (sa, sb) = (Summary::of(&a).expect("non-empty"), Summary::of(&b).expect("non-empty"));
-    let c = stats::compare(&sb, &sa);
+    // A set that is one value repeated is one sample: the difference alone, no interval.
+    let v = compare::versus(&sb, &sa);
     let w = stats::n_width([sa.n, sb.n]);
     let table = format!(
         "{}\n{}\n{}\n{}",
         stats::vitals_header(w),
-        stats::vitals_line('x', &sa, w),
-        stats::vitals_line('+', &sb, w),
-        stats::verdict_text(&c)
+        compare::summary_line('x', &sa, w),
+        compare::summary_line('+', &sb, w),
+        v.text()
     );
-    let mut doc = c.to_json();
+    let mut doc = v.to_json();
     let m = doc.as_object_mut().expect("a comparison is an object");
     m.insert("a".into(), sa.to_json());
     m.insert("b".into(), sb.to_json());
-    m.insert("confidence".into(), serde_json::json!(c.confidence));
+    m.insert("confidence".into(), serde_json::json!(stats::CONFIDENCE));
     m.insert("table".into(), serde_json::json!(table));
     Ok(doc.to_string())
 }

@@ -94,6 +94,12 @@ def test_compare_gives_ministats_figures():
     far = tlbkit.compare([10.0, 10.1, 9.9, 10.0], [12.0, 12.1, 11.9, 12.0])
     assert far.proven and far.relative_pct == pytest.approx(20.0)
     assert "Difference at 95.0% confidence" in far.table
+    assert not c.deterministic and not far.deterministic
+    # A set that is one value repeated is one sample: no interval, no verdict.
+    one = tlbkit.compare([3.0, 3.0, 3.0], [2.0, 2.5, 3.0])
+    assert one.deterministic and one.proven is None and one.half_width is None
+    assert one.difference == pytest.approx(-0.5) and one.relative_pct == pytest.approx(-50.0 / 3)
+    assert "deterministic: one sample" in one.table and "+/-" not in one.table
     with pytest.raises(ValueError, match="at least three samples"):
         tlbkit.compare([1.0], [2.0])
     with pytest.raises(ValueError, match="both sets"):

@@ -126,17 +126,23 @@ class Summary:
 
 @dataclass(frozen=True)
 class Comparison:
-    """ministat's comparison of set b against set a at 95% confidence."""
+    """ministat's comparison of set b against set a at 95% confidence.
+
+    Where either set is one value repeated (``deterministic``: one sample,
+    as a simulation that every seed runs alike gives), no interval follows:
+    ``proven``, ``half_width``, ``relative_half_width_pct`` and
+    ``pooled_stddev`` are ``None`` and only the difference is given."""
 
     a: Summary
     b: Summary
     confidence: float
-    proven: bool
+    deterministic: bool
+    proven: Optional[bool]
     difference: float
-    half_width: float
+    half_width: Optional[float]
     relative_pct: float
-    relative_half_width_pct: float
-    pooled_stddev: float
+    relative_half_width_pct: Optional[float]
+    pooled_stddev: Optional[float]
     table: str
 
     def __str__(self) -> str:
@@ -144,7 +150,8 @@ class Comparison:
 
 
 def compare(samples_a: Sequence[float], samples_b: Sequence[float]) -> Comparison:
-    """ministat over two sets of samples: b's mean against a's, Student's t."""
+    """ministat over two sets of samples: b's mean against a's, Student's t;
+    the difference alone where either set is one value repeated."""
     d = json.loads(_native.compare_json([float(x) for x in samples_a], [float(x) for x in samples_b]))
     d["a"], d["b"] = Summary(**d["a"]), Summary(**d["b"])
     return Comparison(**d)

@@ -222,18 +222,40 @@ impl CompareSpec {
 }
 
 /// Returns whether a set's samples are all one value.
-fn is_deterministic(s: &Summary) -> bool {
+pub fn is_deterministic(s: &Summary) -> bool {
     s.min == s.max
 }
 
 /// Compares `set` with the `reference` set: Student's t where both vary, the
 /// difference alone where either is deterministic.
-fn versus(set: &Summary, reference: &Summary) -> Versus {
+pub fn versus(set: &Summary, reference: &Summary) -> Versus {
     if is_deterministic(set) || is_deterministic(reference) {
         let difference = set.avg - reference.avg;
         Versus::Deterministic { difference, relative_pct: difference * 100.0 / reference.avg }
     } else {
         Versus::Tested(stats::compare(set, reference))
+    }
+}
+
+/// Returns a set's line of the table, marked `symbol`: ministat's figures in
+/// columns `n_width` wide, or the deterministic line where every sample is one
+/// value.
+pub fn summary_line(symbol: char, s: &Summary, n_width: usize) -> String {
+    if is_deterministic(s) {
+        deterministic_line(symbol, s)
+    } else {
+        stats::vitals_line(symbol, s, n_width)
+    }
+}
+
+impl Versus {
+    /// Returns the verdict's lines: ministat's, or the difference alone for a
+    /// comparison with a deterministic set.
+    pub fn text(&self) -> String {
+        match self {
+            Versus::Tested(c) => stats::verdict_text(c),
+            Versus::Deterministic { difference, relative_pct } => deterministic_verdict(*difference, *relative_pct),
+        }
     }
 }
 
@@ -315,18 +337,10 @@ impl CompareOutput {
         out.push_str(&stats::vitals_header(w));
         out.push('\n');
         for (p, sym) in self.policies.iter().zip(SYMBOLS) {
-            if p.deterministic {
-                out.push_str(&deterministic_line(sym, &p.summary));
-            } else {
-                out.push_str(&stats::vitals_line(sym, &p.summary, w));
-            }
+            out.push_str(&summary_line(sym, &p.summary, w));
             out.push('\n');
-            match &p.vs_first {
-                Some(Versus::Tested(c)) => out.push_str(&stats::verdict_text(c)),
-                Some(Versus::Deterministic { difference, relative_pct }) => {
-                    out.push_str(&deterministic_verdict(*difference, *relative_pct))
-                }
-                None => {}
+            if let Some(v) = &p.vs_first {
+                out.push_str(&v.text());
             }
         }
         out
