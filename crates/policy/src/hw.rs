@@ -192,6 +192,19 @@ pub trait Hw {
     /// request from global or per-CPU memory, never from the initiator's stack.
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F);
 
+    /// [`Hw::send_ipi_async`] for Linux's call-function IPIs whose handler
+    /// accounts its own dispatch (`smp_call_function_many_cond` after the
+    /// caller queued a csd on each target's `call_single_queue`): a target
+    /// whose queue an earlier IPI's handler has not yet taken (`llist_add`
+    /// returned false) gets no IPI, and that handler runs this request after
+    /// its own; the rest are sent as the kernel's `arch_send_call_function_ipi_mask`
+    /// sends them. The handler runs on every target either way, under the same
+    /// contract as `send_ipi_async`'s. By default exactly `send_ipi_async`, an
+    /// IPI per target: the extra IPIs' interleavings include the coalesced ones'.
+    fn send_call_function_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.send_ipi_async(targets, handler)
+    }
+
     /// Sends an IPI to every CPU but the caller with one interrupt-controller
     /// write (the x86 APIC's "all excluding self" destination shorthand, FreeBSD
     /// `ipi_all_but_self`), runs `handler` on each of them and returns without

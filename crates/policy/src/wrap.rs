@@ -259,6 +259,12 @@ pub trait WrapHw: Sized {
         self.inner().send_ipi_async(targets, move |h| handler(&Self::on_target(&carry, h)))
     }
 
+    /// [`Hw::send_call_function_ipi_async`]: the handler owns what it carries.
+    fn send_call_function_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let carry = self.carry();
+        self.inner().send_call_function_ipi_async(targets, move |h| handler(&Self::on_target(&carry, h)))
+    }
+
     /// [`Hw::send_ipi_all_but_self_async`]: the handler owns what it carries.
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         let carry = self.carry();
@@ -327,6 +333,9 @@ impl<W: WrapHw> Hw for W {
     }
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         WrapHw::send_ipi_async(self, targets, handler)
+    }
+    fn send_call_function_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        WrapHw::send_call_function_ipi_async(self, targets, handler)
     }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         WrapHw::send_ipi_all_but_self_async(self, handler)

@@ -57,6 +57,21 @@
 //! current operation by the engine); an idle one is merely busy until the handler
 //! ends (`irq_until`).
 //!
+//! Linux's call-function IPIs ([`Hw::send_ipi`], [`Hw::send_call_function_ipi_async`])
+//! go through the target's `call_single_queue` (kernel/smp.c,
+//! `smp_call_function_many_cond` and `generic_exec_single`, v4.10 to v6.x): the
+//! initiator's `llist_add` returns true only on an empty queue, and only then is
+//! the target sent an IPI; the handler's `flush_smp_call_function_queue` takes
+//! the whole queue (`llist_del_all`) and runs every request in it. So a request
+//! queued on a CPU before the handler of an IPI already sent there has taken its
+//! queue gets no IPI: that handler runs it after its other functions, with no
+//! entry or exit of its own (`ipis_coalesced` counts them). The IPIs that are sent
+//! go as `native_send_call_func_ipi` sends them: with one write when they are for
+//! every other CPU (the all-excluding-self shorthand, [`Costs::ipi_shorthand`]),
+//! otherwise one write per x2APIC cluster of targets ([`Costs::ipi_cluster`];
+//! `__x2apic_send_IPI_mask`), or one per target where the machine has no
+//! clusters. Vectored IPIs (FreeBSD's) are written once per target as before.
+//!
 //! # Coherence
 //! A policy's shared variables live in cache lines (by address, 64 bytes), beside
 //! the kernel's own contended lines: [`crate::coherence`] holds the model (reads
@@ -110,6 +125,9 @@ pub struct HwCounters {
     pub asid_rollovers: u64,
     /// IPIs sent (reschedule and TLB-flush IPIs).
     pub ipis_sent: u64,
+    /// Linux call-function requests run by a handler already on its way to
+    /// their CPU, which therefore sent no IPI of their own.
+    pub ipis_coalesced: u64,
     /// Cycles IPI handlers spent in all (entry and exit included).
     pub ipi_handler_cycles: u64,
     /// Cycles IPI handlers spent in TLB invalidations and root writes.
@@ -152,6 +170,12 @@ pub struct CpuState {
     /// a handler arriving later takes its time from that operation instead of
     /// holding the operation back until the handler's end.
     pub running: bool,
+    /// When the last call-function handler here took its `call_single_queue`
+    /// (`llist_del_all`): a request queued before then is run by that handler,
+    /// with no IPI of its own.
+    pub csq_taken: u64,
+    /// When that handler's last function returned (before its exception exit).
+    pub csq_end: u64,
 }
 
 impl CpuState {
@@ -167,6 +191,8 @@ impl CpuState {
             stolen: 0,
             irq_stolen: 0,
             running: false,
+            csq_taken: 0,
+            csq_end: 0,
         }
     }
 }
@@ -468,6 +494,13 @@ impl Machine {
         a / self.cores_per_socket != b / self.cores_per_socket
     }
 
+    /// Returns the x2APIC cluster of `cpu` ([`Costs::ipi_cluster`] consecutive
+    /// CPUs of one socket), as (socket, cluster in the socket).
+    fn ipi_cluster_of(&self, cpu: usize) -> (usize, usize) {
+        let per = self.costs.ipi_cluster.max(1) as usize;
+        (cpu / self.cores_per_socket, cpu % self.cores_per_socket / per)
+    }
+
     /// Calls `f` with what `op` removes, in the TLB's own terms: one [`Inval`],
     /// or one per page of a range.
     fn tlb_ops(op: Tlbi, mut f: impl FnMut(Inval)) {
@@ -579,6 +612,17 @@ enum IpiKind {
     /// A vectored IPI to every other CPU with one write
     /// ([`Hw::send_ipi_all_but_self_async`], FreeBSD `ipi_all_but_self`).
     VectorAllButSelf,
+    /// Linux's call-function IPI whose handler accounts its own dispatch
+    /// ([`Hw::send_call_function_ipi_async`]): queued and sent as
+    /// [`IpiKind::CallFunction`], entered as [`IpiKind::Vector`].
+    CallQueued,
+}
+
+impl IpiKind {
+    /// Whether the request goes through Linux's `call_single_queue`.
+    fn queued(self) -> bool {
+        matches!(self, IpiKind::CallFunction | IpiKind::CallQueued)
+    }
 }
 
 /// The hardware interface of one CPU during one kernel operation.
@@ -636,34 +680,57 @@ impl<'a> CpuHw<'a> {
     /// sending, when the last completion flag is back).
     ///
     /// `kind` says how the IPI is sent and entered. Handlers run in the order their
-    /// CPUs are interrupted (then by CPU number).
+    /// CPUs are interrupted (then by CPU number). A Linux call-function request
+    /// (module docs, "IPIs") whose target's queue a handler has not yet taken is
+    /// run by that handler, after its functions, and gets no IPI.
     fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, kind: IpiKind, handler: F) -> (u64, u64) {
-        let shorthand = kind == IpiKind::VectorAllButSelf;
-        let dispatch = if kind == IpiKind::CallFunction { self.m.borrow().costs.ipi_handle } else { 0 };
-        let me = self.cpu.get();
         let c = self.m.borrow().costs;
-        let mut sent = self.now.get();
+        let dispatch = if kind == IpiKind::CallFunction { c.ipi_handle } else { 0 };
+        let me = self.cpu.get();
+        let queued_at = self.now.get();
+        // (when the handler starts, target, whether it rides an earlier IPI).
         let mut list = Vec::new();
-        {
+        let sent = {
             let mut m = self.m.borrow_mut();
-            if shorthand {
-                sent += c.ipi_send;
-            }
+            let mut send = Vec::new();
             targets.for_each(|t| {
                 let target = t.index();
                 if target == me {
                     return;
                 }
-                if !shorthand {
-                    sent += c.ipi_send;
+                let st = &m.cpus[target];
+                if kind.queued() && queued_at < st.csq_taken {
+                    // llist_add found the queue non-empty: no IPI.
+                    list.push((st.csq_end.max(queued_at), target, true));
+                    m.counters.ipis_coalesced += 1;
+                } else {
+                    send.push(target);
+                }
+            });
+            let others = m.cpus.len() - 1;
+            let one_write = kind == IpiKind::VectorAllButSelf
+                || (kind.queued() && c.ipi_shorthand && !send.is_empty() && send.len() == others);
+            let mut sent = queued_at;
+            if one_write {
+                sent += c.ipi_send;
+            }
+            let mut cluster = None;
+            for target in send {
+                if !one_write {
+                    let here = (kind.queued() && c.ipi_cluster > 0).then(|| m.ipi_cluster_of(target));
+                    if here.is_none() || here != cluster {
+                        sent += c.ipi_send;
+                    }
+                    cluster = here;
                 }
                 m.counters.ipis_sent += 1;
                 let cross = m.cross_socket(me, target);
                 let latency = m.noise.ipi_delivery(c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 });
                 let arrive = sent + latency;
-                list.push((arrive.max(m.cpus[target].irq_until), target));
-            });
-        }
+                list.push((arrive.max(m.cpus[target].irq_until), target, false));
+            }
+            sent
+        };
         list.sort_unstable();
         // The sender spins from its last interrupt-controller write on.
         if let Some(addr) = self.spin.take() {
@@ -671,26 +738,37 @@ impl<'a> CpuHw<'a> {
             self.spinning.set(Some(addr));
         }
         let mut done = sent;
-        for (arrive, target) in list {
+        for (start, target, rides) in list {
             let ack = self.m.borrow().transfer_cost(me, target);
             self.cpu.set(target);
             self.in_irq.set(true);
-            self.now.set(arrive + c.exception_entry + dispatch);
+            let body = if rides { start + dispatch } else { start + c.exception_entry + dispatch };
+            self.now.set(body);
             handler(self);
             self.in_irq.set(false);
-            let end = self.now.get() + c.exception_exit;
+            let returned = self.now.get();
+            let end = returned + c.exception_exit;
             {
                 let mut m = self.m.borrow_mut();
-                m.counters.ipi_handler_cycles += end - arrive;
                 let st = &mut m.cpus[target];
-                st.irq_until = end;
+                if kind.queued() {
+                    if !rides {
+                        st.csq_taken = start + c.exception_entry;
+                    }
+                    st.csq_end = returned;
+                }
+                // A request that rides an earlier handler adds its own run to that
+                // handler's time, which already counts its entry and exit.
+                let took = if rides { returned - start } else { end - start };
+                st.irq_until = st.irq_until.max(end);
                 // A running CPU loses the handler's time from what it runs, whether
                 // the interrupt lands in the operation the engine last ran there or
                 // in the next one (which runs from `busy_until` on).
-                if st.busy_until > arrive || st.running {
-                    st.stolen += end - arrive;
-                    st.irq_stolen += end - arrive;
+                if st.busy_until > start || st.running {
+                    st.stolen += took;
+                    st.irq_stolen += took;
                 }
+                m.counters.ipi_handler_cycles += took;
             }
             done = done.max(end + ack);
         }
@@ -804,6 +882,11 @@ impl Hw for CpuHw<'_> {
 
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         let (sent, _) = self.deliver(targets, IpiKind::Vector, handler);
+        self.now.set(sent);
+    }
+
+    fn send_call_function_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        let (sent, _) = self.deliver(targets, IpiKind::CallQueued, handler);
         self.now.set(sent);
     }
 
@@ -1026,6 +1109,78 @@ mod tests {
         let cpus: Vec<usize> = seen.iter().map(|&(c, _)| c).collect();
         assert_eq!(cpus, vec![5, 6, 7, 0, 1, 2, 3]);
         assert_eq!(seen[3].1 - seen[2].1, preset::westmere().costs.ipi_cross_socket);
+    }
+
+    #[test]
+    fn a_call_function_request_queued_before_the_pending_handler_takes_the_queue_rides_it() {
+        let c = preset::westmere().costs;
+        let mut m = westmere(4);
+        let one = CpuMask::new(4);
+        one.set(CpuId(1));
+        let seen = RefCell::new(Vec::new());
+        let record = |h: &CpuHw| {
+            seen.borrow_mut().push((h.cpu().index(), h.now()));
+            h.spend(500);
+        };
+        CpuHw::new(&mut m, 0, 0).send_call_function_ipi_async(&one, record);
+        let first = c.ipi_send + c.ipi_deliver + c.exception_entry;
+        assert_eq!(seen.borrow()[0], (1, first));
+        assert_eq!((m.counters.ipis_sent, m.cpus[1].csq_taken, m.cpus[1].csq_end), (1, first, first + 500));
+        // CPU 2 queues on CPU 1 before that handler took the queue: no IPI, and
+        // the handler runs the request after its own function.
+        let hw = CpuHw::new(&mut m, 2, first - 1);
+        hw.send_call_function_ipi_async(&one, record);
+        assert_eq!(hw.now(), first - 1, "no interrupt-controller write");
+        drop(hw);
+        assert_eq!(seen.borrow()[1], (1, first + 500));
+        assert_eq!((m.counters.ipis_sent, m.counters.ipis_coalesced), (1, 1));
+        assert_eq!(m.cpus[1].irq_until, first + 1000 + c.exception_exit, "one exit, after both functions");
+        // CPU 3 queues once the queue was taken: an IPI of its own, entered when
+        // it arrives (after the first handler's exit).
+        CpuHw::new(&mut m, 3, first).send_call_function_ipi_async(&one, record);
+        assert_eq!(m.counters.ipis_sent, 2);
+        assert!(first + c.ipi_send + c.ipi_deliver > first + 1000 + c.exception_exit);
+        assert_eq!(seen.borrow()[2], (1, first + c.ipi_send + c.ipi_deliver + c.exception_entry));
+    }
+
+    #[test]
+    fn a_blocking_call_function_ipi_rides_a_pending_handler_too_but_a_vectored_one_never_does() {
+        let mut m = westmere(3);
+        let one = CpuMask::new(3);
+        one.set(CpuId(1));
+        CpuHw::new(&mut m, 0, 0).send_ipi(&one, |_| {});
+        CpuHw::new(&mut m, 2, 1).send_ipi(&one, |_| {});
+        assert_eq!((m.counters.ipis_sent, m.counters.ipis_coalesced), (1, 1));
+        CpuHw::new(&mut m, 2, 2).send_ipi_async(&one, |_| {});
+        assert_eq!((m.counters.ipis_sent, m.counters.ipis_coalesced), (2, 1));
+    }
+
+    /// Returns when CPU 0 of a 40-CPU socket (x2APIC clusters of 16) is done
+    /// sending a call-function IPI to `targets`.
+    fn sent_to(targets: impl IntoIterator<Item = usize>) -> u64 {
+        let p = preset::icx8358();
+        let g = p.tlb;
+        let cpus = (0..40).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let mut m = Machine::new(p.costs, cpus.collect(), 40);
+        let mask = CpuMask::new(40);
+        targets.into_iter().for_each(|t| mask.set(CpuId(t as u32)));
+        let hw = CpuHw::new(&mut m, 0, 0);
+        hw.send_call_function_ipi_async(&mask, |_| {});
+        hw.now()
+    }
+
+    #[test]
+    fn a_call_function_ipi_is_one_write_per_x2apic_cluster_or_one_for_every_other_cpu() {
+        let send = preset::icx8358().costs.ipi_send;
+        assert_eq!(preset::icx8358().costs.ipi_cluster, 16);
+        assert_eq!(sent_to([5]), send);
+        assert_eq!(sent_to(1..16), send, "one cluster");
+        assert_eq!(sent_to([3, 17, 18, 39]), 3 * send, "three clusters");
+        assert_eq!(sent_to(1..39), 3 * send, "every cluster, one CPU left out");
+        assert_eq!(sent_to(1..40), send, "every other CPU: the shorthand");
+        // arm64's presets have neither: one write per target.
+        let a = preset::altra().costs;
+        assert_eq!((a.ipi_cluster, a.ipi_shorthand), (0, false));
     }
 
     /// CPUs 1..=3 each write their own flag (one line each) at time 0; returns

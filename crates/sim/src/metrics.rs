@@ -353,6 +353,12 @@ pub const METRICS: &[MetricDef] = &[
         "broadcast TLB invalidation operations (arm64 TLBI ...IS, x86 INVLPGB)",
     ),
     metric("ipis_sent", "IPIs sent", "count", "inter-processor interrupts sent"),
+    metric(
+        "ipis_coalesced",
+        "IPIs coalesced",
+        "count",
+        "Linux call-function requests run by an IPI already pending on their CPU, which sent none of their own",
+    ),
     metric("ipi_handler_ns", "IPI handler time", "ns", "time IPI handlers ran, summed over CPUs"),
     metric(
         "ipi_invalidating_ns",

@@ -112,6 +112,18 @@ pub struct Costs {
     pub ipi_handle: u64,
     /// Extra IPI delivery latency across sockets.
     pub ipi_cross_socket: u64,
+    /// How many CPUs one interrupt-controller write of a Linux call-function
+    /// IPI can reach: 16 in x2APIC cluster mode (`__x2apic_send_IPI_mask`,
+    /// arch/x86/kernel/apic/x2apic_cluster.c, v4.10 to v6.x: one ICR write per
+    /// cluster of 16 logical APIC IDs, its targets in the mask collected into
+    /// that write), 0 for one write per target. Clusters are taken as 16
+    /// consecutive CPUs of a socket.
+    pub ipi_cluster: u64,
+    /// Whether Linux sends a call-function IPI whose targets are every other
+    /// CPU with the APIC's all-excluding-self shorthand, one write
+    /// (`native_send_call_func_ipi`: v4.10 when the mask equals the online CPUs
+    /// but this one; v5.5 on under `apic_use_ipi_shorthand`, the same test).
+    pub ipi_shorthand: bool,
     /// Moving one cache line between cores in the same socket.
     pub cacheline_transfer: u64,
     /// Extra for a cache-line transfer between two L3 domains (AMD CCXs) of one
@@ -374,6 +386,11 @@ const ARM64_BASE: Costs = Costs {
     // indirect call; a few hundred instructions (estimate).
     ipi_handle: 300,
     ipi_cross_socket: 500,
+    // GICv3's gic_ipi_send_mask writes ICC_SGI1R once per group of CPUs that
+    // share Aff3.Aff2.Aff1; how the presets' MPIDRs group is not sourced, so
+    // one write per target is kept. No shorthand: Linux arm64 never uses IRM.
+    ipi_cluster: 0,
+    ipi_shorthand: false,
     cacheline_transfer: 200,
     cacheline_cross_ccx: 0,
     cacheline_cross_socket: 300,
@@ -429,6 +446,12 @@ const X86_BASE: Costs = Costs {
     ipi_deliver: 1200,
     ipi_handle: 300,
     ipi_cross_socket: 200,
+    // x2APIC cluster mode: Linux's choice where the firmware enables x2APIC and
+    // the FADT does not force physical destination mode (x2apic_cluster.c's
+    // probe); the server presets' notes assume it (skx8170.md, icx8358.md,
+    // haswell2s.md, section 0).
+    ipi_cluster: 16,
+    ipi_shorthand: true,
     cacheline_transfer: 100,
     cacheline_cross_ccx: 0,
     cacheline_cross_socket: 190,

@@ -81,6 +81,9 @@ pub struct Metrics {
     pub broadcast_invalidations: u64,
     /// IPIs sent.
     pub ipis_sent: u64,
+    /// Linux call-function requests run by a handler already on its way to
+    /// their CPU, with no IPI of their own.
+    pub ipis_coalesced: u64,
     /// Time IPI handlers ran, in nanoseconds, summed over CPUs.
     pub ipi_handler_ns: f64,
     /// Of that, time spent invalidating TLBs.
@@ -153,6 +156,7 @@ impl Metrics {
             local_invalidations: 0,
             broadcast_invalidations: 0,
             ipis_sent: 0,
+            ipis_coalesced: 0,
             ipi_handler_ns: 0.0,
             ipi_invalidating_ns: 0.0,
             ipi_sync_ns: 0.0,
@@ -689,6 +693,7 @@ fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
         local_invalidations: h.local_invalidations,
         broadcast_invalidations: h.broadcast_invalidations,
         ipis_sent: h.ipis_sent,
+        ipis_coalesced: h.ipis_coalesced,
         ipi_handler_ns: h.ipi_handler_cycles as f64 / sim.ghz(),
         ipi_invalidating_ns: h.ipi_invalidating_cycles as f64 / sim.ghz(),
         ipi_sync_ns: h.ipi_sync_cycles as f64 / sim.ghz(),

@@ -101,10 +101,11 @@
 //!   (`alloc_percpu` of 32-byte csds may pack two initiators' csds for one target
 //!   into one line; not modelled), and the v5.12 stack csd one line per
 //!   initiator.
-//! - Each queued csd gets its own IPI. The kernel sends none when the target's
-//!   `call_single_queue` already held an entry (the pending IPI runs both); the
-//!   simulator runs every handler when it is sent, so its queues are always
-//!   empty, and the checker explores the extra IPI's interleavings as well.
+//! - The IPIs go through [`Hw::send_call_function_ipi_async`]: where the
+//!   target's `call_single_queue` already held a request whose IPI's handler had
+//!   not yet taken it (`llist_add` returned false), the simulator sends no IPI and
+//!   that handler runs this request too; the checker sends one per csd, whose
+//!   interleavings include the coalesced ones.
 //! - `flush_tlb_info` is carried to the handler by value ([`Hw::send_ipi_async`]'s
 //!   contract); the handler accounts the read of the initiator's line, which the
 //!   initiator does not write again before every handler is done.
@@ -634,7 +635,7 @@ impl LinuxX86v513 {
         let me = hw.cpu();
         hw.phase(Phase::Dispatch);
         hw.spin_on(self.csd_addr(me, first));
-        hw.send_ipi_async(targets, move |h| self.call_function_interrupt(h, me, false, func));
+        hw.send_call_function_ipi_async(targets, move |h| self.call_function_interrupt(h, me, false, func));
     }
 
     /// Waits on the csd of every CPU in `others` (`csd_lock_wait` in turn).
@@ -705,7 +706,7 @@ impl LinuxX86v513 {
         hw.spin_on(addr_of(csd));
         let one = CpuMask::new(self.ncpus);
         one.set(target);
-        hw.send_ipi_async(&one, move |h| self.call_function_interrupt(h, me, true, func));
+        hw.send_call_function_ipi_async(&one, move |h| self.call_function_interrupt(h, me, true, func));
         hw.phase(Phase::Sync);
         self.csd_lock_wait(hw, csd);
         hw.phase(Phase::Done);

@@ -281,6 +281,9 @@ impl Hw for NoSync<'_, '_> {
     fn send_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
         self.hw.send_ipi_async(targets, |h| self.in_handler(h, &handler))
     }
+    fn send_call_function_ipi_async<F: Fn(&Self)>(&self, targets: &CpuMask, handler: F) {
+        self.hw.send_call_function_ipi_async(targets, |h| self.in_handler(h, &handler))
+    }
     fn send_ipi_all_but_self_async<F: Fn(&Self)>(&self, handler: F) {
         self.hw.send_ipi_all_but_self_async(|h| self.in_handler(h, &handler))
     }
