@@ -72,14 +72,15 @@ fn a_second_validation_reads_the_cache_and_prints_the_same_rows() {
     let args = ["validate", "--corpus", dir.to_str().unwrap(), "--jobs", "2"];
     let first = tlbkit(&args, &cache);
     let text = stdout(&first);
-    assert!(text.contains("runs: 4 simulated now, 0 from cache"), "{text}");
+    // Two runs at two points, with seeds 1 to 3: each figure is their mean.
+    assert!(text.contains("runs: 12 simulated now, 0 from cache; each figure the mean of seeds 1 to 3"), "{text}");
     assert!(text.contains("  ratio  time x=8") && text.contains("  ratio  time x=64"), "{text}");
     assert!(text.contains("  abs    a fixed reference x=8") && text.contains("factor x"), "{text}");
     let passed = text.trim_end().ends_with("PASS");
     assert_eq!(first.status.code(), Some(if passed { 0 } else { 1 }), "{text}");
     let second = tlbkit(&args, &cache);
     let again = stdout(&second);
-    assert!(again.contains("runs: 0 simulated now, 4 from cache"), "{again}");
+    assert!(again.contains("runs: 0 simulated now, 12 from cache"), "{again}");
     let strip = |s: &str| s.lines().filter(|l| !l.starts_with("runs:")).collect::<Vec<_>>().join("\n");
     assert_eq!(strip(&text), strip(&again), "the cache gives the same figures");
     assert_eq!(first.status.code(), second.status.code());
@@ -89,7 +90,7 @@ fn a_second_validation_reads_the_cache_and_prints_the_same_rows() {
     assert_eq!(rows.len(), 3);
     assert!(["in_band", "direction_only", "wrong_direction"].contains(&rows[0]["verdict"].as_str().unwrap()));
     assert!(rows[2]["factor"].as_f64().unwrap() > 0.0);
-    assert_eq!(doc["cached"], 4);
+    assert_eq!((&doc["cached"], &doc["seeds"]), (&serde_json::json!(12), &serde_json::json!(3)));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&cache);
 }
@@ -105,22 +106,26 @@ fn a_bad_corpus_is_refused_naming_the_file_and_the_mistake() {
     let o = tlbkit(&["validate", "--only", "H99"], &cache);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("the entries are:"));
+    let o = tlbkit(&["validate", "--seeds", "0"], &cache);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--seeds must be 1 to 100, not 0"));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&cache);
 }
 
 /// The fast subset of the shipped corpus that runs with the tests: H18, four
-/// one-CPU runs (the full corpus is `tlbkit validate`, a benchmark of hours).
+/// one-CPU runs with one seed (the full corpus is `tlbkit validate`, a
+/// benchmark of minutes).
 #[test]
 fn the_shipped_corpus_runs_its_pti_entry() {
     let cache = scratch("h18");
-    let o = tlbkit(&["validate", "--only", "H18", "--no-cache"], &cache);
+    let o = tlbkit(&["validate", "--only", "H18", "--seeds", "1", "--no-cache"], &cache);
     let text = stdout(&o);
     assert!(text.contains("H18  PTI user-PCID flush"), "{text}");
     assert!(text.contains("ratio  per-page cost INVPCID+INVLPG / INVLPG"), "{text}");
     assert_eq!(text.matches("factor x").count(), 2, "{text}");
     assert!(!text.contains("ERROR"), "{text}");
-    assert!(text.contains("runs: 4 simulated now, 0 from cache"), "{text}");
+    assert!(text.contains("runs: 4 simulated now, 0 from cache; each figure from seed 1"), "{text}");
     assert!(std::fs::read_dir(&cache).map_or(true, |mut d| d.next().is_none()), "--no-cache writes nothing");
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     match Corpus::from_files([("f.toml".to_string(), text.to_string())]) {
         Ok(corpus) => {
             let entries: Vec<_> = corpus.entries.iter().collect();
-            let Ok(specs) = plan(&entries) else { return };
+            let Ok(specs) = plan(&entries, 2) else { return };
             let mut results = Results::new();
             for s in &specs {
                 assert!(!s.command().contains("{x}"), "an unfilled point in {}", s.command());
@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
                     corpus.entries[0].figures.iter().map(|_| ("ops_per_s".to_string(), 1.0)).collect();
                 results.insert(s.command(), Ok(metrics));
             }
-            let judged = judge_all(&entries, &results);
+            let judged = judge_all(&entries, &results, 2);
             assert_eq!(judged.len(), 1);
         }
         Err(why) => assert!(why.starts_with("f.toml"), "a refusal that does not name the file: {why}"),

@@ -33,6 +33,9 @@ pub struct ValidateArgs {
     /// shipped with tlbkit.
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
+    /// Run each figure's runs with seeds 1 to N and take each metric's mean.
+    #[arg(long, value_name = "N", default_value_t = validate::DEFAULT_SEEDS)]
+    seeds: u64,
     /// Simulate every run again, reading and writing no cache.
     #[arg(long)]
     no_cache: bool,
@@ -51,8 +54,11 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
     if a.jobs == Some(0) {
         return Err("--jobs must be at least 1".to_string().into());
     }
+    if !(1..=100).contains(&a.seeds) {
+        return Err(format!("--seeds must be 1 to 100, not {}", a.seeds).into());
+    }
     let entries = corpus.select(a.only.as_deref())?;
-    let specs = validate::plan(&entries)?;
+    let specs = validate::plan(&entries, a.seeds)?;
     let cache = if a.no_cache { None } else { Cache::open() };
     let mut results = Results::new();
     let mut todo = Vec::new();
@@ -79,7 +85,7 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
         ControlFlow::Continue(())
     });
     bar.finish_and_clear();
-    let report = Report::new(validate::judge_all(&entries, &results), todo.len(), cached);
+    let report = Report::new(validate::judge_all(&entries, &results, a.seeds), a.seeds, todo.len(), cached);
     if let Some(dir) = &a.charts {
         std::fs::create_dir_all(dir).map_err(|e| format!("--charts: cannot create {}: {e}", dir.display()))?;
         for (name, svg) in validate::charts::charts(&report.entries) {

@@ -273,7 +273,69 @@ pub struct Preset {
     pub sched: SchedKind,
     /// Costs.
     pub costs: Costs,
+    /// The costs that rest on one weak source, or on none for this machine
+    /// (`tlbkit validate` names them beside every row whose runs use them).
+    pub estimates: &'static [Estimate],
 }
+
+/// Costs of a preset that rest on one weak source, or on another machine's
+/// figure: what a result that depends on them can be trusted for is what the
+/// source can carry (the preset's notes in `docs/costs/` give the arithmetic).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Estimate {
+    /// The costs, as `Costs` names them.
+    pub costs: &'static str,
+    /// The metric that counts the operations that pay them.
+    pub used_when: &'static str,
+    /// The cycles each such operation pays in them.
+    #[serde(skip)]
+    pub cycles_each: fn(&Costs) -> u64,
+    /// Where they come from.
+    pub why: &'static str,
+}
+
+impl Estimate {
+    /// The share of a run's CPU time (`cpus` CPUs for `sim_time_ns` at
+    /// `ghz`) that `count` operations spend in these costs.
+    pub fn share(&self, costs: &Costs, count: f64, sim_time_ns: f64, ghz: f64, cpus: usize) -> f64 {
+        let total = sim_time_ns * ghz * cpus as f64;
+        if total > 0.0 {
+            count * (self.cycles_each)(costs) as f64 / total
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What one broadcast invalidation costs its issuer in the DVM estimates:
+/// the issue, the message's two hops and one receiver's processing.
+fn broadcast_cycles(c: &Costs) -> u64 {
+    c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process
+}
+
+/// What one context switch costs besides the address-space switch.
+fn switch_cycles(c: &Costs) -> u64 {
+    c.switch_path
+}
+
+/// The arm64 broadcast-invalidation costs of the presets whose `dvm_hop` is
+/// derived from, or scaled from, `altra`'s.
+const ARM64_DVM_FROM_ONE_MPROTECT: Estimate = Estimate {
+    costs: "tlbi_bcast_issue, dvm_hop, dvm_process, dvm_process_asid",
+    used_when: "broadcast_invalidations",
+    cycles_each: broadcast_cycles,
+    why: "dvm_hop follows from one TLBI + DSB time difference in mprotect on an unnamed Arm server (Dev Jain, \
+          2025: 3.2 us -> 2.85 us), kept in ns or scaled for this machine; issue and processing are estimates",
+};
+
+/// `switch_path` of the Intel presets after `skylake`'s.
+const INTEL_SWITCH_FROM_SKYLAKE: Estimate = Estimate {
+    costs: "switch_path",
+    used_when: "context_switches",
+    cycles_each: switch_cycles,
+    why: "skylake's 847 cycles, fitted to origin 002's one ping-pong figure on a Skylake desktop, carried to this \
+          core: no lat_ctx was found for it",
+};
 
 impl Preset {
     /// Returns whether the machine has broadcast TLB invalidation: every arm64
@@ -502,6 +564,7 @@ pub fn cortex_a72() -> Preset {
         // Origin 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
         // keep the results this preset always gave.
         sched: SchedKind::Fifo,
+        estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
             mem_access: 4,
@@ -592,6 +655,12 @@ pub fn skylake() -> Preset {
         invpcid: true,
         // Origin 002's guest ran Linux ~4.14: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[Estimate {
+            costs: "switch_path",
+            used_when: "context_switches",
+            cycles_each: switch_cycles,
+            why: "fitted to origin 002's one ping-pong figure (1.22 us) on this Skylake desktop",
+        }],
         costs: Costs {
             // Intel optimization manual, Skylake client caches: L1D fastest latency 4.
             mem_access: 4,
@@ -660,6 +729,13 @@ pub fn emag() -> Preset {
         invpcid: false,
         // Origin 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
         sched: SchedKind::Cfs,
+        estimates: &[Estimate {
+            costs: "dvm_hop, dvm_process_asid",
+            used_when: "broadcast_invalidations",
+            cycles_each: broadcast_cycles,
+            why: "dvm_process_asid derived from origin 001's stock mprotect figure on this machine; dvm_hop a \
+                  core-to-core hand-off times 3.0 (an estimate)",
+        }],
         costs: Costs {
             mem_access: 5,
             walk_level: 13,
@@ -714,6 +790,7 @@ pub fn altra() -> Preset {
         invpcid: false,
         // Origin 004's kernel is v6.9-era: EEVDF.
         sched: SchedKind::Eevdf,
+        estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             tlb_l2_hit: 3,
             // ~0.35 us for TLBI IS + DSB ISH on an Arm server (as for cortex-a72).
@@ -766,6 +843,7 @@ pub fn ampereone() -> Preset {
         invpcid: false,
         // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
+        estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
             mem_access: 4,
@@ -818,6 +896,7 @@ pub fn graviton4() -> Preset {
         invpcid: false,
         // A recent Linux: EEVDF.
         sched: SchedKind::Eevdf,
+        estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
             mem_access: 4,
@@ -883,6 +962,7 @@ pub fn kunpeng920() -> Preset {
         invpcid: false,
         // A v5.x Linux: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedTSV110.td: LoadLatency 4.
             mem_access: 4,
@@ -941,6 +1021,7 @@ pub fn ivb3320m() -> Preset {
         invpcid: false,
         // A v3.x Linux: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // Intel optimization manual, Sandy Bridge family: L1D load-to-use 4.
             mem_access: 4,
@@ -1009,6 +1090,7 @@ pub fn hsw48() -> Preset {
         invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit: Haswell's 12-cycle L2 TLB
             // (mynavi RMMA Haswell article) less L1D; the walk's fixed part: EST.
@@ -1091,6 +1173,7 @@ pub fn skl56() -> Preset {
         invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // skx8170's Skylake-SP core figures (InstLatx64 i9-7900X; the walk's fixed part EST).
             mem_access: 4,
@@ -1174,6 +1257,7 @@ pub fn numa4x48() -> Preset {
         invpcid: false,
         // A v4.x Linux: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // AIDA64 on a Sandy Bridge-EP (InstLatx64): L1D 4, L2 12 cycles. STLB hit: Ivy
             // Bridge's 11-cycle L2 TLB (mynavi RMMA) less L1D, as ivb3320m; walk start: EST.
@@ -1244,6 +1328,12 @@ pub fn thunderx() -> Preset {
         invpcid: false,
         // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
         sched: SchedKind::Cfs,
+        estimates: &[Estimate {
+            costs: "tlbi_bcast_issue, dvm_hop, dvm_process, dvm_process_asid",
+            used_when: "broadcast_invalidations",
+            cycles_each: broadcast_cycles,
+            why: "estimates: no ThunderX TLBI or DVM latency was found",
+        }],
         costs: Costs {
             walk_level: 40,
             // CCPI between the sockets.
@@ -1303,6 +1393,7 @@ pub fn westmere() -> Preset {
         // Origin 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
         // per-CPU FIFO queues keep the results this preset always gave.
         sched: SchedKind::Fifo,
+        estimates: &[],
         costs: Costs {
             walk_level: 10,
             // INVLPG ~50 cycles (origin 003's own figure).
@@ -1363,6 +1454,12 @@ pub fn milan() -> Preset {
         invpcid: true,
         // A recent Linux (the INVLPGB series is v6.x): EEVDF.
         sched: SchedKind::Eevdf,
+        estimates: &[Estimate {
+            costs: "switch_path",
+            used_when: "context_switches",
+            cycles_each: switch_cycles,
+            why: "3,200 cycles: the Linux-typical 1.3 us of the arm64 presets at 2.45 GHz; no Zen 3 lat_ctx was found",
+        }],
         costs: Costs {
             // AMD software optimization guide 19h (via LLVM's Znver3 model): 4-cycle
             // load-to-use; L2 13 cycles (Rome, same L2); L2-TLB hit and walk start: estimates.
@@ -1457,6 +1554,7 @@ pub fn haswell2s() -> Preset {
         invpcid: true,
         // LATR ran on Linux 4.10: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
             // miss with cached upper levels ~20 cycles (mynavi RMMA, Haswell).
@@ -1540,6 +1638,7 @@ pub fn skx8170() -> Preset {
         invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 Skylake-SP core (i9-7900X), Page_Random: 4 cycles to 32 KB, 14 in the 1 MB L2.
             mem_access: 4,
@@ -1684,6 +1783,7 @@ pub fn icx8358() -> Preset {
         invpcid: true,
         // Linux before v6.6: CFS.
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: icelake_sp_costs(2.6),
     }
 }
@@ -1713,6 +1813,7 @@ pub fn icx8336c() -> Preset {
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
         sched: SchedKind::Cfs,
+        estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: icelake_sp_costs(2.3),
     }
 }

@@ -15,10 +15,16 @@
 //!
 //! A validation is three steps, so that the front end owns the running (its
 //! cores, its cache, its progress): [`plan`] lists the runs the selected
-//! entries need (each a [`RunSpec`], seed 1, deduplicated by command);
+//! entries need (each a [`RunSpec`] once per seed, deduplicated by command);
 //! [`judge_all`] evaluates every figure on their metrics; [`Report`] prints the
 //! rows and the summary against the accuracy targets; [`charts`] draws each
 //! curve, published against simulated.
+//!
+//! A simulated figure is the mean over seeds 1 to N ([`DEFAULT_SEEDS`]) of each
+//! run's metric: a seed draws the tick's phase and the IPI and wake-up
+//! latencies, and one draw can move a workload that turns on the order of
+//! wake-ups by several percent, as a single run on hardware can; a published
+//! figure is itself a mean of runs.
 
 pub mod charts;
 pub mod expr;
@@ -33,6 +39,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use tlbkit_sim::run::RunSpec;
+
+/// Seeds per run by default (`tlbkit validate --seeds`).
+pub const DEFAULT_SEEDS: u64 = 3;
 
 /// The corpus shipped with tlbkit: `(file name, contents)` of every file in
 /// `crates/lab/corpus/`, listed by the build script.
@@ -330,8 +339,8 @@ fn published_value(name: &str, v: &toml::Value, x: Option<f64>) -> Result<Value,
 }
 
 impl RunTemplate {
-    /// The run at point `x` (seed 1).
-    pub fn at(&self, x: Option<f64>) -> Result<RunSpec, String> {
+    /// The run at point `x` with `seed`.
+    pub fn at(&self, x: Option<f64>, seed: u64) -> Result<RunSpec, String> {
         let fill = |s: &str| match x {
             Some(x) => s.replace("{x}", &judge::num(x)),
             None => s.to_string(),
@@ -350,7 +359,7 @@ impl RunTemplate {
             policy: self.policy.clone(),
             workload: self.workload.clone(),
             sets: self.sets.iter().map(|s| fill(s)).collect(),
-            seed: 1,
+            seed,
             strict: false,
         })
     }
@@ -365,8 +374,9 @@ fn points(f: &Figure) -> Vec<Option<f64>> {
     }
 }
 
-/// Returns the runs `entries` need, each once, in a stable order.
-pub fn plan(entries: &[&Entry]) -> Result<Vec<RunSpec>, String> {
+/// Returns the runs `entries` need with seeds 1 to `seeds`, each once, in a
+/// stable order.
+pub fn plan(entries: &[&Entry], seeds: u64) -> Result<Vec<RunSpec>, String> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for e in entries {
@@ -375,9 +385,12 @@ pub fn plan(entries: &[&Entry]) -> Result<Vec<RunSpec>, String> {
             for x in points(f) {
                 for ex in &exprs {
                     for (run, _) in ex.metrics() {
-                        let spec = e.runs[run].at(x).map_err(|err| format!("{}: run '{run}': {err}", e.id))?;
-                        if seen.insert(spec.command()) {
-                            out.push(spec);
+                        for seed in 1..=seeds {
+                            let spec =
+                                e.runs[run].at(x, seed).map_err(|err| format!("{}: run '{run}': {err}", e.id))?;
+                            if seen.insert(spec.command()) {
+                                out.push(spec);
+                            }
                         }
                     }
                 }
@@ -395,6 +408,7 @@ struct At<'a> {
     entry: &'a Entry,
     x: Option<f64>,
     results: &'a Results,
+    seeds: u64,
 }
 
 impl Scope for At<'_> {
@@ -403,17 +417,22 @@ impl Scope for At<'_> {
         published_value(name, v, self.x)
     }
 
+    /// The mean of `metric` over the run's seeds.
     fn metric(&self, run: &str, metric: &str) -> Result<f64, String> {
-        let spec = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?.at(self.x)?;
-        let command = spec.command();
-        match self.results.get(&command) {
-            None => Err(format!("'{command}' was not run")),
-            Some(Err(e)) => Err(format!("'{command}' failed: {e}")),
-            Some(Ok(m)) => m.get(metric).copied().ok_or_else(|| {
-                let names: Vec<&str> = m.keys().map(String::as_str).collect();
-                format!("run '{run}' has no metric '{metric}'; it has: {}", names.join(", "))
-            }),
+        let template = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?;
+        let mut sum = 0.0;
+        for seed in 1..=self.seeds {
+            let command = template.at(self.x, seed)?.command();
+            sum += match self.results.get(&command) {
+                None => return Err(format!("'{command}' was not run")),
+                Some(Err(e)) => return Err(format!("'{command}' failed: {e}")),
+                Some(Ok(m)) => m.get(metric).copied().ok_or_else(|| {
+                    let names: Vec<&str> = m.keys().map(String::as_str).collect();
+                    format!("run '{run}' has no metric '{metric}'; it has: {}", names.join(", "))
+                })?,
+            };
         }
+        Ok(sum / self.seeds as f64)
     }
 
     fn x(&self) -> Result<f64, String> {
@@ -472,6 +491,11 @@ pub struct Row {
     /// For a curve: the simulated and published values at each point.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub curve: Vec<(f64, f64, f64)>,
+    /// The estimated costs its simulated runs rest on (`machine: costs`): the
+    /// [`tlbkit_sim::preset::Estimate`]s of their machines that take at least
+    /// [`ESTIMATE_SHARE`] of a run's CPU time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<String>,
 }
 
 /// The judged rows of one entry.
@@ -502,15 +526,21 @@ pub struct Judged {
     pub source: String,
     /// The rows.
     pub rows: Vec<Row>,
+    /// Every estimate its rows name, with where it comes from
+    /// (`machine: costs: why`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<String>,
 }
 
-/// Judges every figure of `entries` on `results`.
-pub fn judge_all(entries: &[&Entry], results: &Results) -> Vec<Judged> {
-    entries.iter().map(|e| judge_entry(e, results)).collect()
+/// Judges every figure of `entries` on `results`, each run's metric the mean
+/// over its seeds 1 to `seeds`.
+pub fn judge_all(entries: &[&Entry], results: &Results, seeds: u64) -> Vec<Judged> {
+    entries.iter().map(|e| judge_entry(e, results, seeds)).collect()
 }
 
-fn judge_entry(e: &Entry, results: &Results) -> Judged {
+fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
     let mut rows = Vec::new();
+    let mut why = Vec::new();
     for f in &e.figures {
         let counted = if !f.counted {
             Counted::No
@@ -533,6 +563,7 @@ fn judge_entry(e: &Entry, results: &Results) -> Judged {
             error: None,
             note: f.note.clone(),
             curve: Vec::new(),
+            estimates: Vec::new(),
         };
         let (sim, reference) = match (Expr::parse(&f.sim), Expr::parse(&f.reference)) {
             (Ok(s), Ok(r)) => (s, r),
@@ -544,11 +575,14 @@ fn judge_entry(e: &Entry, results: &Results) -> Judged {
             }
         };
         let eval = |x: Option<f64>| -> Result<(f64, f64), String> {
-            let scope = At { entry: e, x, results };
+            let scope = At { entry: e, x, results, seeds };
             Ok((sim.eval(&scope)?, reference.eval(&scope)?))
         };
         if f.kind.is_curve() {
             let mut r = row(f.label.clone(), None);
+            for x in &f.x {
+                estimates_used(e, &sim, Some(*x), results, &mut r.estimates, &mut why);
+            }
             match f.x.iter().map(|x| eval(Some(*x))).collect::<Result<Vec<_>, _>>() {
                 Err(err) => r.error = Some(err),
                 Ok(v) => {
@@ -567,6 +601,7 @@ fn judge_entry(e: &Entry, results: &Results) -> Judged {
                 None => f.label.clone(),
             };
             let mut r = row(label, x);
+            estimates_used(e, &sim, x, results, &mut r.estimates, &mut why);
             match eval(x) {
                 Err(err) => r.error = Some(err),
                 Ok((s, p)) => {
@@ -596,6 +631,37 @@ fn judge_entry(e: &Entry, results: &Results) -> Judged {
         not_expressible: e.not_expressible.clone(),
         source: e.source.clone(),
         rows,
+        estimates: why,
+    }
+}
+
+/// The share of a run's CPU time an estimated cost must take for a row to
+/// name it: a cost below it cannot move the run's figure by 1% even if it
+/// were twice as large.
+pub const ESTIMATE_SHARE: f64 = 0.01;
+
+/// Adds to `used` each estimate (`machine: costs`) that takes at least
+/// [`ESTIMATE_SHARE`] of a run of `sim` at `x` (its seed 1 run), and to `why`
+/// its source, each once.
+fn estimates_used(e: &Entry, sim: &Expr, x: Option<f64>, results: &Results, used: &mut Vec<String>, why: &mut Vec<String>) {
+    for (run, _) in sim.metrics() {
+        let Some(Ok(spec)) = e.runs.get(run).map(|t| t.at(x, 1)) else { continue };
+        let Some(Ok(metrics)) = results.get(&spec.command()) else { continue };
+        let Some(preset) = tlbkit_sim::preset::by_name(&spec.machine) else { continue };
+        let time = metrics.get("sim_time_ns").copied().unwrap_or(0.0);
+        for est in preset.estimates {
+            let count = metrics.get(est.used_when).copied().unwrap_or(0.0);
+            if est.share(&preset.costs, count, time, preset.freq_ghz, spec.cpus) >= ESTIMATE_SHARE {
+                let name = format!("{}: {}", preset.name, est.costs);
+                if !used.contains(&name) {
+                    used.push(name.clone());
+                }
+                let full = format!("{name}: {}", est.why);
+                if !why.contains(&full) {
+                    why.push(full);
+                }
+            }
+        }
     }
 }
 

@@ -172,6 +172,11 @@ pub struct Report {
     pub total: Summary,
     /// The accuracy targets over all counted rows.
     pub targets: Vec<Target>,
+    /// Each figure is the mean over seeds 1 to this.
+    pub seeds: u64,
+    /// Judged rows (not in error) whose runs used an estimated cost, and all
+    /// judged rows.
+    pub on_estimates: (usize, usize),
     /// Runs simulated now.
     pub simulated: usize,
     /// Runs read from the cache.
@@ -180,7 +185,7 @@ pub struct Report {
 
 impl Report {
     /// Builds the report of `entries`.
-    pub fn new(entries: Vec<Judged>, simulated: usize, cached: usize) -> Report {
+    pub fn new(entries: Vec<Judged>, seeds: u64, simulated: usize, cached: usize) -> Report {
         let mut parts = Vec::new();
         for part in [Part::AfterOrigins, Part::History] {
             if entries.iter().any(|j| j.part == part) {
@@ -215,7 +220,9 @@ impl Report {
             },
             Target { what: "no row in error".into(), found: format!("{}", c.errors), met: c.errors == 0 },
         ];
-        Report { entries, parts, total, targets, simulated, cached }
+        let judged = entries.iter().flat_map(|j| &j.rows).filter(|r| r.error.is_none());
+        let on_estimates = judged.fold((0, 0), |(e, n), r| (e + usize::from(!r.estimates.is_empty()), n + 1));
+        Report { entries, parts, total, targets, seeds, on_estimates, simulated, cached }
     }
 
     /// Whether every target is met.
@@ -243,11 +250,21 @@ impl Report {
             self.total.render(&mut out);
             let _ = writeln!(out);
         }
+        let _ = writeln!(
+            out,
+            "rows whose runs spend at least 1% of their CPU time in an estimated cost (named under each row): {} of {}",
+            self.on_estimates.0, self.on_estimates.1
+        );
+        let _ = writeln!(out);
         let _ = writeln!(out, "targets (counted rows, both parts):");
         for t in &self.targets {
             let _ = writeln!(out, "  {:<46} {:>8}  {}", t.what, t.found, if t.met { "met" } else { "NOT met" });
         }
-        let _ = writeln!(out, "runs: {} simulated now, {} from cache", self.simulated, self.cached);
+        let seeds = match self.seeds {
+            1 => "each figure from seed 1".to_string(),
+            n => format!("each figure the mean of seeds 1 to {n}"),
+        };
+        let _ = writeln!(out, "runs: {} simulated now, {} from cache; {seeds}", self.simulated, self.cached);
         let _ = writeln!(out, "{}", if self.passed() { "PASS" } else { "FAIL" });
         out
     }
@@ -290,9 +307,15 @@ fn render_entry(j: &Judged, out: &mut String) {
         if let Some(n) = &r.note {
             let _ = writeln!(out, "         note: {n}");
         }
+        if !r.estimates.is_empty() {
+            let _ = writeln!(out, "         rests on estimates: {}", r.estimates.join("; "));
+        }
     }
     for n in &j.not_expressible {
         let _ = writeln!(out, "  not expressible: {n}");
+    }
+    for w in &j.estimates {
+        let _ = writeln!(out, "  estimate: {w}");
     }
 }
 

@@ -92,14 +92,14 @@ fn the_shipped_corpus_loads_and_every_entry_is_judged_or_says_why_not() {
         );
     }
     let all: Vec<&Entry> = c.entries.iter().collect();
-    assert!(!plan(&all).unwrap().is_empty());
+    assert!(!plan(&all, 1).unwrap().is_empty());
 }
 
 #[test]
 fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
     let c = corpus(ENTRY).unwrap();
     let e = c.select(Some("t1")).unwrap();
-    let specs = plan(&e).unwrap();
+    let specs = plan(&e, 1).unwrap();
     assert_eq!(specs.len(), 6, "two runs at three points, each once");
     assert_eq!(specs[0].cpus, 1);
     assert_eq!(specs[0].sets, ["tasks=1"]);
@@ -111,7 +111,7 @@ fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
         ("x86-linux-613@4", 160.0),
         ("x86-linux-invlpgb@4", 400.0),
     ]);
-    let j = &judge_all(&e, &r)[0];
+    let j = &judge_all(&e, &r, 1)[0];
     let verdicts: Vec<Option<Verdict>> = j.rows.iter().take(3).map(|r| r.verdict).collect();
     // 1.0 vs 1.0; 1.0 vs 1.2 (no change against a rise); 2.5 vs 1.875 (the same way, but
     // |ln 2.5 - ln 1.875| = 0.29 > 0.35 * ln 1.875 = 0.22).
@@ -120,7 +120,7 @@ fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
     assert!(j.rows[3].detail.starts_with("1->2 sim flat"), "{}", j.rows[3].detail);
     assert_eq!(j.rows[4].detail, "sim peaks/flattens at x=4, ref at x=4");
     assert_eq!(j.rows[5].factor, Some(5.0));
-    let report = Report::new(judge_all(&e, &r), 6, 0);
+    let report = Report::new(judge_all(&e, &r, 1), 1, 6, 0);
     assert_eq!(report.total.counted.in_band, 1);
     assert_eq!(report.total.counted.direction_only, 1);
     assert_eq!(report.total.counted.wrong_direction, 1);
@@ -131,7 +131,7 @@ fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
     assert!(text.contains("\nT1   a curve\n"), "{text}");
     let long = corpus(&ENTRY.replace("id = \"T1\"", "id = \"activecpu\"")).unwrap();
     let e = long.select(None).unwrap();
-    let text = Report::new(judge_all(&e, &r), 6, 0).render();
+    let text = Report::new(judge_all(&e, &r, 1), 1, 6, 0).render();
     assert!(text.contains("\nactivecpu a curve\n"), "an id longer than the column keeps a space: {text}");
 }
 
@@ -141,14 +141,14 @@ fn a_failed_or_missing_run_is_an_error_row_not_a_verdict() {
     let e = c.select(None).unwrap();
     let mut r = results(&[("x86-linux-613@1", 100.0)]);
     // The first run the first row reads fails; the second row's was never run.
-    let failed = plan(&e).unwrap()[0].command();
+    let failed = plan(&e, 1).unwrap()[0].command();
     r.insert(failed.clone(), Err("the machine has 64 CPUs".into()));
-    let j = &judge_all(&e, &r)[0];
+    let j = &judge_all(&e, &r, 1)[0];
     let e0 = j.rows[0].error.as_deref().unwrap();
     assert!(e0.contains(&failed) && e0.contains("64 CPUs"), "{e0}");
     assert!(j.rows[1].error.as_deref().unwrap().contains("was not run"));
     // Every row but the absolute one, whose run is there.
-    assert_eq!(Report::new(judge_all(&e, &r), 0, 0).total.counted.errors, 5);
+    assert_eq!(Report::new(judge_all(&e, &r, 1), 1, 0, 0).total.counted.errors, 5);
 }
 
 #[test]
@@ -172,4 +172,79 @@ fn mistakes_in_a_corpus_file_are_refused_with_the_file_and_the_fix() {
     assert!(two.contains("'T1' is in both a.toml and b.toml"), "{two}");
     let c = corpus(ENTRY).unwrap();
     assert!(c.select(Some("H99")).unwrap_err().contains("the entries are: T1"));
+}
+
+#[test]
+fn a_simulated_figure_is_the_mean_of_its_runs_over_the_seeds() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    let specs = plan(&e, 2).unwrap();
+    assert_eq!(specs.len(), 12, "two runs at three points, each with seeds 1 and 2");
+    assert_eq!((specs[0].seed, specs[1].seed), (1, 2));
+    // Seed 1 as in the test above; seed 2 gives invlpgb at 4 tasks 200, not 400.
+    let mut r = results(&[
+        ("x86-linux-613@1", 100.0),
+        ("x86-linux-invlpgb@1", 100.0),
+        ("x86-linux-613@2", 150.0),
+        ("x86-linux-invlpgb@2", 150.0),
+        ("x86-linux-613@4", 160.0),
+        ("x86-linux-invlpgb@4", 400.0),
+    ]);
+    for s in &specs {
+        if s.seed == 2 {
+            let one = RunSpec { seed: 1, ..s.clone() };
+            let mut m = r[&one.command()].clone().unwrap();
+            if s.policy == "x86-linux-invlpgb" && s.cpus == 4 {
+                m.insert("ops_per_s".into(), 200.0);
+            }
+            r.insert(s.command(), Ok(m));
+        }
+    }
+    let j = &judge_all(&e, &r, 2)[0];
+    // (400 + 200) / 2 = 300 against 160: 1.875, the published ratio.
+    let at4 = j.rows.iter().find(|row| row.x == Some(4.0)).unwrap();
+    assert!((at4.sim.unwrap() - 1.875).abs() < 1e-12, "{at4:?}");
+    assert_eq!(at4.verdict, Some(Verdict::InBand));
+    // A seed that was not run is an error naming its command.
+    r.retain(|k, _| !k.ends_with("--seed 2") || !k.contains("invlpgb"));
+    let j = &judge_all(&e, &r, 2)[0];
+    assert!(j.rows[0].error.as_deref().is_some_and(|e| e.contains("--seed 2") && e.contains("was not run")), "{:?}", j.rows[0]);
+}
+
+#[test]
+fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_comes_from() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    let mut r = results(&[
+        ("x86-linux-613@1", 100.0),
+        ("x86-linux-invlpgb@1", 100.0),
+        ("x86-linux-613@2", 150.0),
+        ("x86-linux-invlpgb@2", 150.0),
+        ("x86-linux-613@4", 160.0),
+        ("x86-linux-invlpgb@4", 400.0),
+    ]);
+    // Every run switched contexts, and milan's switch_path is an estimate;
+    // only at 2 tasks do the switches take 1% of the CPU time (n CPUs for 1 ms
+    // at 2.45 GHz are n x 2.45 M cycles: 16 switches of 3,200 cycles on 2 are
+    // 1.04%, 7.5 per CPU elsewhere 0.98%).
+    for s in plan(&e, 1).unwrap() {
+        if let Some(Ok(m)) = r.get_mut(&s.command()) {
+            m.insert("sim_time_ns".into(), 1e6);
+            m.insert("context_switches".into(), if s.cpus == 2 { 16.0 } else { 7.5 * s.cpus as f64 });
+        }
+    }
+    let j = &judge_all(&e, &r, 1)[0];
+    let named: Vec<&[String]> = j.rows.iter().take(3).map(|r| r.estimates.as_slice()).collect();
+    assert_eq!(named[0], [] as [String; 0]);
+    assert_eq!(named[1], ["milan: switch_path".to_string()]);
+    assert_eq!(named[2], [] as [String; 0]);
+    assert_eq!(j.rows[3].estimates, ["milan: switch_path"], "the curve's row, over all its points");
+    assert_eq!(j.estimates.len(), 1);
+    assert!(j.estimates[0].starts_with("milan: switch_path: ") && j.estimates[0].contains("lat_ctx"), "{:?}", j.estimates);
+    let report = Report::new(judge_all(&e, &r, 1), 1, 6, 0);
+    // The ratio at 2 tasks and the two curves over every point; not the other ratios.
+    assert_eq!(report.on_estimates, (3, 6));
+    let text = report.render();
+    assert!(text.contains("rests on estimates: milan: switch_path"), "{text}");
+    assert!(text.contains("in an estimated cost (named under each row): 3 of 6"), "{text}");
 }
