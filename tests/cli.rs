@@ -964,6 +964,19 @@ fn list_workloads_gives_every_parameter_with_default_range_and_meaning() {
     let a72 = m["machines"].as_array().unwrap().iter().find(|p| p["name"] == "cortex-a72").unwrap();
     assert_eq!((a72["cores"].as_u64(), a72["cost_sources"].as_str()), (Some(16), Some("docs/costs/cortex-a72.md")));
     assert!(a72["costs_cycles"]["switch_path"].as_u64().is_some());
+    // The costs that rest on one weak source, with the metric of the
+    // operations that pay them: every estimate names real costs and a metric.
+    let est = &a72["estimates"][0];
+    assert_eq!(est["used_when"], "broadcast_invalidations", "{a72}");
+    assert!(est["why"].as_str().unwrap().contains("unnamed Arm server"), "{a72}");
+    for p in m["machines"].as_array().unwrap() {
+        for e in p["estimates"].as_array().unwrap() {
+            assert!(tlbkit_sim::metrics::by_name(e["used_when"].as_str().unwrap()).is_some(), "{e}");
+            for c in e["costs"].as_str().unwrap().split(", ") {
+                assert!(p["costs_cycles"].get(c).is_some(), "{}: no cost {c}", p["name"]);
+            }
+        }
+    }
     for p in m["machines"].as_array().unwrap() {
         let doc = format!("{}/{}", env!("CARGO_MANIFEST_DIR"), p["cost_sources"].as_str().unwrap());
         assert!(std::path::Path::new(&doc).exists(), "{doc}");

@@ -40,6 +40,7 @@ pub fn machines() -> Value {
                 "invpcid": p.invpcid,
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),
                 "cost_sources": format!("docs/costs/{}.md", p.name),
+                "estimates": serde_json::to_value(p.estimates).unwrap_or_default(),
             })
         })
         .collect();
