@@ -643,7 +643,14 @@ pub const ESTIMATE_SHARE: f64 = 0.01;
 /// Adds to `used` each estimate (`machine: costs`) that takes at least
 /// [`ESTIMATE_SHARE`] of a run of `sim` at `x` (its seed 1 run), and to `why`
 /// its source, each once.
-fn estimates_used(e: &Entry, sim: &Expr, x: Option<f64>, results: &Results, used: &mut Vec<String>, why: &mut Vec<String>) {
+fn estimates_used(
+    e: &Entry,
+    sim: &Expr,
+    x: Option<f64>,
+    results: &Results,
+    used: &mut Vec<String>,
+    why: &mut Vec<String>,
+) {
     for (run, _) in sim.metrics() {
         let Some(Ok(spec)) = e.runs.get(run).map(|t| t.at(x, 1)) else { continue };
         let Some(Ok(metrics)) = results.get(&spec.command()) else { continue };

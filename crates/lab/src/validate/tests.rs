@@ -208,7 +208,11 @@ fn a_simulated_figure_is_the_mean_of_its_runs_over_the_seeds() {
     // A seed that was not run is an error naming its command.
     r.retain(|k, _| !k.ends_with("--seed 2") || !k.contains("invlpgb"));
     let j = &judge_all(&e, &r, 2)[0];
-    assert!(j.rows[0].error.as_deref().is_some_and(|e| e.contains("--seed 2") && e.contains("was not run")), "{:?}", j.rows[0]);
+    assert!(
+        j.rows[0].error.as_deref().is_some_and(|e| e.contains("--seed 2") && e.contains("was not run")),
+        "{:?}",
+        j.rows[0]
+    );
 }
 
 #[test]
@@ -240,7 +244,11 @@ fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_
     assert_eq!(named[2], [] as [String; 0]);
     assert_eq!(j.rows[3].estimates, ["milan: switch_path"], "the curve's row, over all its points");
     assert_eq!(j.estimates.len(), 1);
-    assert!(j.estimates[0].starts_with("milan: switch_path: ") && j.estimates[0].contains("lat_ctx"), "{:?}", j.estimates);
+    assert!(
+        j.estimates[0].starts_with("milan: switch_path: ") && j.estimates[0].contains("lat_ctx"),
+        "{:?}",
+        j.estimates
+    );
     let report = Report::new(judge_all(&e, &r, 1), 1, 6, 0);
     // The ratio at 2 tasks and the two curves over every point; not the other ratios.
     assert_eq!(report.on_estimates, (3, 6));
