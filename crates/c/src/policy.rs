@@ -369,7 +369,7 @@ impl Policy for CPolicy {
     /// The file's globals and statics, the glue's state and the file's
     /// blocks, byte for byte; an address into the copy's region is hashed as
     /// its offset, the same in every thread's copy.
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
         let (base, len) = self.region;
         let mut word = |w: u64| {
             let a = w as usize;

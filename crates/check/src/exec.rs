@@ -1576,7 +1576,8 @@ pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Ch
         arena::outside(|| policy.name_fields(&mut NameTable(&mut names)));
     }
     let core = new_core(shape, &*policy, base, mark, names, record);
-    let locked_data = |h: &mut dyn Hasher| policy.hash_locked(h);
+    // SAFETY: the core calls this only between steps, when no CPU runs the policy.
+    let locked_data = |h: &mut dyn Hasher| unsafe { policy.hash_locked(h) };
     // SAFETY: the closure and the chooser outlive the core, which is dropped
     // before them below.
     unsafe { core.lend(chooser, &locked_data) };

@@ -128,8 +128,9 @@ impl Wrap for Broken {
         }
         self.inner.flush_page(hw, mm, va)
     }
-    fn hash_locked(&self, h: &mut dyn std::hash::Hasher) {
-        self.inner.hash_locked(h)
+    unsafe fn hash_locked(&self, h: &mut dyn std::hash::Hasher) {
+        // SAFETY: the caller keeps every CPU out of the policy, as ours.
+        unsafe { self.inner.hash_locked(h) }
     }
     fn name_fields(&self, f: &mut dyn Fields) {
         self.inner.name_fields(f)

@@ -40,9 +40,9 @@ impl Wrap for LastSwitcher {
         self.inner.name_fields(f);
         self.last.name_to(f, format_args!("last_lock"), Value::Lock);
     }
-    fn hash_locked(&self, h: &mut dyn std::hash::Hasher) {
+    unsafe fn hash_locked(&self, h: &mut dyn std::hash::Hasher) {
         if self.feed {
-            // SAFETY: the checker calls this between steps, one CPU at a time.
+            // SAFETY: no CPU runs the policy meanwhile (this function's contract).
             h.write_u32(unsafe { *self.last.peek() });
         }
     }

@@ -183,7 +183,12 @@ pub trait Policy: Sync {
     ///
     /// The default feeds nothing, right for a policy whose shared state is
     /// all atomics; a wrapper policy forwards it to the policy it wraps.
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+    ///
+    /// # Safety
+    /// No CPU may run the policy while it is called (it reads locked data
+    /// without the lock): call it only between steps of a checker that runs
+    /// one CPU at a time.
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
         let _ = h;
     }
 }

@@ -137,8 +137,12 @@ pub trait Wrap: Sync {
 
     /// [`Policy::hash_locked`]: the inner policy's locked data; a change that
     /// adds some feeds it here too.
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
-        self.inner().hash_locked(h)
+    ///
+    /// # Safety
+    /// As [`Policy::hash_locked`]'s.
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: the caller keeps every CPU out of the policy, as ours.
+        unsafe { self.inner().hash_locked(h) }
     }
 }
 
@@ -191,8 +195,9 @@ impl<W: Wrap> Policy for W {
     fn name_fields(&self, f: &mut dyn Fields) {
         Wrap::name_fields(self, f)
     }
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
-        Wrap::hash_locked(self, h)
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: the caller keeps every CPU out of the policy, as ours.
+        unsafe { Wrap::hash_locked(self, h) }
     }
 }
 

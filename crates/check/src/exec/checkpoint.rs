@@ -338,7 +338,8 @@ pub fn run_from<P: Policy>(
     };
     let live = cp.live.as_mut().expect("a live execution");
     let policy = live.policy as *const P;
-    // SAFETY: the policy lives in the arena for as long as the live execution.
+    // SAFETY: the policy lives in the arena for as long as the live execution,
+    // and the core calls this only between steps, when no CPU runs it.
     let locked = |h: &mut dyn Hasher| unsafe { (*policy).hash_locked(h) };
     // SAFETY: both outlive this execution, the last use of the core before
     // the next `lend`.

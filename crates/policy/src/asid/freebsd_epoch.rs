@@ -451,8 +451,8 @@ impl Policy for FreebsdEpoch {
     }
 
     /// The ASID set under `asid_set_mutex`: its bitmap and its cursor.
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
-        // SAFETY: the checker calls this between steps, one CPU at a time.
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: no CPU runs the policy meanwhile (this function's contract).
         let s = unsafe { self.set.peek() };
         s.map.iter().for_each(|w| h.write_u64(*w));
         h.write_u32(s.next);

@@ -1102,8 +1102,8 @@ impl Policy for LinuxArm64 {
 
     /// The allocator under `cpu_asid_lock`: the map, the cursor, the reserved
     /// ASIDs and the pinned map and count (`tlb_flush_pending` is atomics).
-    fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
-        // SAFETY: the checker calls this between steps, one CPU at a time.
+    unsafe fn hash_locked(&self, h: &mut dyn core::hash::Hasher) {
+        // SAFETY: no CPU runs the policy meanwhile (this function's contract).
         let a = unsafe { self.cpu_asid_lock.peek() };
         a.asid_map.words.iter().for_each(|w| h.write_u64(*w));
         h.write_u32(a.cur_idx);
