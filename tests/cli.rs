@@ -428,7 +428,8 @@ fn assert_refused(args: &[&str], needle: &str) {
 
 #[test]
 fn each_bench_subcommand_takes_only_its_own_flags() {
-    assert_refused(&["bench", "scale", "--cpus", "2", "--runs", "3"], "unexpected argument '--runs'");
+    // bench scale takes --runs only with --compare-with (invocations of each build).
+    assert_refused(&["bench", "scale", "--cpus", "2", "--runs", "3"], "required arguments were not provided");
     assert_refused(&["bench", "scale", "--cpus", "2", "--pages", "2"], "unexpected argument '--pages'");
     assert_refused(&["bench", "scale", "--workload", "fileserver"], "--cpus <CPUS>");
     assert_refused(&["bench", "check", "--cpus", "2"], "unexpected argument '--cpus'");
@@ -516,6 +517,47 @@ fn bench_compare_with_invokes_the_other_build_as_bench_format_json() {
     let j = bench_json(&["bench", "sim", "--compare-with", other.to_str().unwrap(), "--runs", "2", "--format", "json"]);
     assert_eq!(j["other"]["translations_per_sec_runs"], serde_json::json!([1000.0, 1000.0]), "{j}");
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "bench --format json\nbench --format json\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bench scale --compare-with OTHER` times the same runs with OTHER's `bench
+/// scale` (the same arguments, JSON) and gives each run's wall time against
+/// it; a build that timed other runs is refused.
+#[test]
+fn bench_scale_compare_with_times_the_same_runs_with_the_other_build() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-scale-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("args.log");
+    let fake = |name: &str, workload: &str| {
+        let other = dir.join(name);
+        let run = format!("{{\"workload\": \"{workload}\", \"cpus\": 2, \"wall_s\": 1000.0}}");
+        let script = format!("#!/bin/sh\necho \"$@\" >> '{}'\necho '{{\"runs\": [{run}]}}'\n", log.display());
+        std::fs::write(&other, script).unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+        other
+    };
+    let other = fake("tlbkit-other", "mprotect_threaded");
+    let args = ["bench", "scale", "--cpus", "2", "--workload", "mprotect_threaded", "--set", "iters=5"];
+    let mut with = args.to_vec();
+    with.extend(["--compare-with", other.to_str().unwrap(), "--runs", "2", "--format", "json"]);
+    let j = bench_json(&with);
+    let run = &j["runs"][0];
+    assert_eq!(
+        (&run["workload"], &run["cpus"]),
+        (&serde_json::json!("mprotect_threaded"), &serde_json::json!(2)),
+        "{j}"
+    );
+    assert_eq!(run["other_wall_s"], serde_json::json!([1000.0, 1000.0]), "{j}");
+    assert!(run["ratio"].as_f64().unwrap() < 0.01 && run["proven"] == true, "{j}");
+    let called = "bench scale --format json --cpus 2 --workload mprotect_threaded --policy arm64-linux --set iters=5\n";
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), called.repeat(2));
+    let stranger = fake("tlbkit-stranger", "fileserver");
+    let n = with.len();
+    with[n - 5] = stranger.to_str().unwrap();
+    assert_refused(&with, "its runs are not this build's (fileserver at 2 CPUs)");
+    with[n - 3] = "1";
+    assert_refused(&with, "--runs 2 or more");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

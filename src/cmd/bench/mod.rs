@@ -113,7 +113,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
             if check {
                 check::run(check::CheckArgs { policy, pages, jobs, limit_s, memory, format })
             } else if !cpus.is_empty() {
-                scale::run(scale::ScaleArgs { cpus, workloads, policy, sets, format })
+                scale::run(scale::ScaleArgs { cpus, workloads, policy, sets, format, compare_with: None, runs: None })
             } else {
                 sim::run(a.sim)
             }

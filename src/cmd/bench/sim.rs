@@ -74,7 +74,7 @@ const NOISY_CV: f64 = 0.05;
 const NOISY_SPREAD: f64 = 1.25;
 
 /// Returns the warning to print when `s`'s spread suggests a loaded host.
-fn noise_warning(s: &Summary) -> Option<String> {
+pub(super) fn noise_warning(s: &Summary) -> Option<String> {
     if s.n < 2 {
         return None;
     }
