@@ -5,7 +5,7 @@
 //! turn, so that a slowdown at 4,096 CPUs shows as a ratio measured in one
 //! session on one host.
 
-use super::Format;
+use super::{sim, Format};
 use crate::error::CliError;
 use crate::progress::{self, Unit};
 use crate::table::{Align, Table};
@@ -172,15 +172,7 @@ fn invoke(binary: &Path, args: &[String]) -> Result<Vec<(String, usize, f64)>, S
 /// mean wall time and this one's relative to the other's (below 1: faster),
 /// with its 95% confidence interval.
 fn compare_builds(other: &Path, args: &[String], n: usize, rounds: usize, format: Format) -> Result<u8, CliError> {
-    if rounds < 2 {
-        return Err("--compare-with needs --runs 2 or more (a confidence interval needs a spread)".into());
-    }
-    if !other.is_file() {
-        return Err(
-            format!("--compare-with {}: no such file; give another tlbkit build's binary", other.display()).into()
-        );
-    }
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this tlbkit's own binary: {e}"))?;
+    let me = sim::this_and_other(other, rounds)?;
     // Per run: (workload, cpus, this build's wall times, the other's).
     let mut times: Vec<(String, usize, Vec<f64>, Vec<f64>)> = Vec::new();
     let bar = progress::bar(2 * rounds as u64, Unit::Runs);
@@ -227,7 +219,7 @@ fn compare_builds(other: &Path, args: &[String], n: usize, rounds: usize, format
         let cmp = stats::compare(&a, &b);
         let ratio = a.avg / b.avg;
         let half = cmp.relative_half_width_pct / 100.0;
-        noisy = noisy.or_else(|| super::sim::noise_warning(&a)).or_else(|| super::sim::noise_warning(&b));
+        noisy = noisy.or_else(|| sim::noise_warning(&a)).or_else(|| sim::noise_warning(&b));
         let verdict = match (cmp.proven, ratio > 1.0) {
             (false, _) => "no difference proven",
             (true, true) => "slower, proven",

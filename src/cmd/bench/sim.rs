@@ -196,12 +196,9 @@ fn invoke(binary: &Path, args: &[&str]) -> Result<f64, String> {
         .ok_or_else(|| format!("--compare-with {}: its bench reported no translations_per_sec", binary.display()))
 }
 
-/// `tlbkit bench sim --compare-with BINARY [--runs N]`: `rounds` invocations of this
-/// build's `bench` and of `other`'s, in turn (which goes first alternates from
-/// round to round, so that a drift of the host's load falls on both), each
-/// reporting the median of its runs; then both builds' figures and the ratio of
-/// this one's mean to the other's with its 95% confidence interval.
-fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, CliError> {
+/// Checks a `--compare-with` request of `rounds` invocations of `other`, and
+/// returns this build's own binary, which is invoked in turn with it.
+pub(super) fn this_and_other(other: &Path, rounds: usize) -> Result<PathBuf, CliError> {
     if rounds < 2 {
         return Err("--compare-with needs --runs 2 or more (a confidence interval needs a spread)".into());
     }
@@ -210,7 +207,16 @@ fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, CliEr
             format!("--compare-with {}: no such file; give another tlbkit build's binary", other.display()).into()
         );
     }
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this tlbkit's own binary: {e}"))?;
+    Ok(std::env::current_exe().map_err(|e| format!("cannot find this tlbkit's own binary: {e}"))?)
+}
+
+/// `tlbkit bench sim --compare-with BINARY [--runs N]`: `rounds` invocations of this
+/// build's `bench` and of `other`'s, in turn (which goes first alternates from
+/// round to round, so that a drift of the host's load falls on both), each
+/// reporting the median of its runs; then both builds' figures and the ratio of
+/// this one's mean to the other's with its 95% confidence interval.
+fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, CliError> {
+    let me = this_and_other(other, rounds)?;
     let runs = RUNS_PER_INVOCATION.to_string();
     let (mut this, mut that) = (Vec::new(), Vec::new());
     let bar = progress::bar(2 * rounds as u64, progress::Unit::Runs);

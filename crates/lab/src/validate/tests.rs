@@ -80,6 +80,18 @@ fn results(pairs: &[(&str, f64)]) -> Results {
     r
 }
 
+/// The runs of entry `t1` at seed 1: ratios 1.0, 1.0 and 2.5 at 1, 2 and 4 tasks.
+fn t1_results() -> Results {
+    results(&[
+        ("x86-linux-613@1", 100.0),
+        ("x86-linux-invlpgb@1", 100.0),
+        ("x86-linux-613@2", 150.0),
+        ("x86-linux-invlpgb@2", 150.0),
+        ("x86-linux-613@4", 160.0),
+        ("x86-linux-invlpgb@4", 400.0),
+    ])
+}
+
 #[test]
 fn the_shipped_corpus_loads_and_every_entry_is_judged_or_says_why_not() {
     let c = Corpus::shipped().unwrap();
@@ -103,14 +115,7 @@ fn a_curve_is_planned_once_per_point_and_judged_by_the_rules() {
     assert_eq!(specs.len(), 6, "two runs at three points, each once");
     assert_eq!(specs[0].cpus, 1);
     assert_eq!(specs[0].sets, ["tasks=1"]);
-    let r = results(&[
-        ("x86-linux-613@1", 100.0),
-        ("x86-linux-invlpgb@1", 100.0),
-        ("x86-linux-613@2", 150.0),
-        ("x86-linux-invlpgb@2", 150.0),
-        ("x86-linux-613@4", 160.0),
-        ("x86-linux-invlpgb@4", 400.0),
-    ]);
+    let r = t1_results();
     let j = &judge_all(&e, &r, 1)[0];
     let verdicts: Vec<Option<Verdict>> = j.rows.iter().take(3).map(|r| r.verdict).collect();
     // 1.0 vs 1.0; 1.0 vs 1.2 (no change against a rise); 2.5 vs 1.875 (the same way, but
@@ -182,14 +187,7 @@ fn a_simulated_figure_is_the_mean_of_its_runs_over_the_seeds() {
     assert_eq!(specs.len(), 12, "two runs at three points, each with seeds 1 and 2");
     assert_eq!((specs[0].seed, specs[1].seed), (1, 2));
     // Seed 1 as in the test above; seed 2 gives invlpgb at 4 tasks 200, not 400.
-    let mut r = results(&[
-        ("x86-linux-613@1", 100.0),
-        ("x86-linux-invlpgb@1", 100.0),
-        ("x86-linux-613@2", 150.0),
-        ("x86-linux-invlpgb@2", 150.0),
-        ("x86-linux-613@4", 160.0),
-        ("x86-linux-invlpgb@4", 400.0),
-    ]);
+    let mut r = t1_results();
     for s in &specs {
         if s.seed == 2 {
             let one = RunSpec { seed: 1, ..s.clone() };
@@ -219,14 +217,7 @@ fn a_simulated_figure_is_the_mean_of_its_runs_over_the_seeds() {
 fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_comes_from() {
     let c = corpus(ENTRY).unwrap();
     let e = c.select(Some("t1")).unwrap();
-    let mut r = results(&[
-        ("x86-linux-613@1", 100.0),
-        ("x86-linux-invlpgb@1", 100.0),
-        ("x86-linux-613@2", 150.0),
-        ("x86-linux-invlpgb@2", 150.0),
-        ("x86-linux-613@4", 160.0),
-        ("x86-linux-invlpgb@4", 400.0),
-    ]);
+    let mut r = t1_results();
     // Every run switched contexts, and milan's switch_path is an estimate;
     // only at 2 tasks do the switches take 1% of the CPU time (n CPUs for 1 ms
     // at 2.45 GHz are n x 2.45 M cycles: 16 switches of 3,200 cycles on 2 are
