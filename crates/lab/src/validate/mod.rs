@@ -281,6 +281,11 @@ fn check_entry(e: &Entry) -> Result<(), String> {
             toml::Value::String(s) if s.contains("{x}") => {}
             other => return Err(format!("run '{name}': cpus must be a positive number or \"{{x}}\", not {other}")),
         }
+        for (field, v) in [("machine", &r.machine), ("policy", &r.policy), ("workload", &r.workload)] {
+            if v.contains("{x}") {
+                return Err(format!("run '{name}': {field} '{v}' holds {{x}}, a point only cpus and sets may use"));
+            }
+        }
     }
     if e.excluded.is_none() && e.figures.is_empty() && e.not_expressible.is_empty() {
         return Err("no figure, and no reason it has none (not_expressible or excluded)".into());
@@ -294,11 +299,17 @@ fn check_entry(e: &Entry) -> Result<(), String> {
         }
         for ex in [&sim, &reference] {
             for (run, _) in ex.metrics() {
-                if !e.runs.contains_key(run) {
+                let Some(t) = e.runs.get(run) else {
                     let names: Vec<&str> = e.runs.keys().map(String::as_str).collect();
                     return Err(format!(
                         "figure '{what}' reads run '{run}', which is not defined (runs: {})",
                         names.join(", ")
+                    ));
+                };
+                if f.x.is_empty() && t.uses_x() {
+                    return Err(format!(
+                        "figure '{what}' reads run '{run}', whose cpus or sets use {{x}}, but has no points: \
+                         give the figure x = [...] or the run fixed values"
                     ));
                 }
             }
@@ -339,6 +350,11 @@ fn published_value(name: &str, v: &toml::Value, x: Option<f64>) -> Result<Value,
 }
 
 impl RunTemplate {
+    /// Whether its CPUs or `--set` values hold the point `{x}`.
+    fn uses_x(&self) -> bool {
+        matches!(&self.cpus, toml::Value::String(c) if c.contains("{x}")) || self.sets.iter().any(|s| s.contains("{x}"))
+    }
+
     /// The run at point `x` with `seed`.
     pub fn at(&self, x: Option<f64>, seed: u64) -> Result<RunSpec, String> {
         let fill = |s: &str| match x {

@@ -247,3 +247,15 @@ fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_
     assert!(text.contains("rests on estimates: milan: switch_path"), "{text}");
     assert!(text.contains("in an estimated cost (named under each row): 3 of 6"), "{text}");
 }
+
+#[test]
+fn a_point_where_no_figure_gives_one_is_refused_before_any_run() {
+    // The absolute figure without its points reads runs whose sets use {x}
+    // (found by the validation_corpus fuzz target: the command kept "{x}").
+    assert_eq!(ENTRY.matches("x = [1]\n").count(), 1);
+    let e = corpus(&ENTRY.replace("x = [1]\n", "")).expect_err("refused");
+    assert!(e.contains("whose cpus or sets use {x}, but has no points"), "{e}");
+    let e =
+        corpus(&ENTRY.replacen("policy = \"x86-linux-613\"", "policy = \"x86-linux-{x}\"", 1)).expect_err("refused");
+    assert!(e.contains("policy 'x86-linux-{x}' holds {x}"), "{e}");
+}
