@@ -714,10 +714,11 @@ impl<'a> CpuHw<'a> {
             if one_write {
                 sent += c.ipi_send;
             }
+            let clustered = kind.queued() && c.ipi_cluster > 0;
             let mut cluster = None;
             for target in send {
                 if !one_write {
-                    let here = (kind.queued() && c.ipi_cluster > 0).then(|| m.ipi_cluster_of(target));
+                    let here = clustered.then(|| m.ipi_cluster_of(target));
                     if here.is_none() || here != cluster {
                         sent += c.ipi_send;
                     }
