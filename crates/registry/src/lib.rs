@@ -175,6 +175,12 @@ pub struct PolicyDef {
     pub arch: Arch,
     /// The kernel it comes from.
     pub os: Os,
+    /// The Linux release whose code it is, where it is one release's (its
+    /// `register!` entry's `version`): a simulated run then uses that
+    /// kernel's settings (batches, scheduler, PTI) whatever the machine's
+    /// measurements were taken on. `None`: the code is no one release's, and
+    /// a run uses the machine's kernel.
+    pub version: Option<(u8, u8)>,
     /// Whether it runs only on machines with broadcast TLB invalidation, which
     /// on x86 is `INVLPGB` (every arm64 machine has `TLBI ...IS`).
     pub needs_broadcast_tlbi: bool,
@@ -265,6 +271,7 @@ pub static C_POLICY: PolicyDef = PolicyDef {
                   with the system's C compiler against tlbkit's shims: c:PATH[@REV][+PATH...][+cnp=on]",
     arch: Arch::Arm64,
     os: Os::Linux,
+    version: None,
     needs_broadcast_tlbi: false,
     switches: Switches { kpti: true, tlbi_range: true, ..Switches::NONE },
     asids: AsidSpace::Arm64Asids,

@@ -3,7 +3,8 @@
 //!
 //! Adding a policy: write its file (a type implementing [`tlbkit_policy::Policy`]),
 //! then add an entry below with its name, a one-line description, its
-//! architecture and kernel, whether it needs broadcast TLB invalidation, the
+//! architecture and kernel (with `version: (major, minor)` where the code is one
+//! Linux release's, whose settings a run then uses), whether it needs broadcast TLB invalidation, the
 //! `--set` switches it takes, the checker's ASID space and family, and
 //! `build: |b| ...` returning `Result<YourPolicy, Error>` from a [`Build`] (a
 //! shape it refuses is [`Error::Refused`], in its own words). The
@@ -34,6 +35,7 @@ macro_rules! register {
         description: $desc:expr,
         arch: $arch:ident,
         os: $os:ident,
+        $(version: ($major:literal, $minor:literal),)?
         needs_broadcast_tlbi: $bcast:expr,
         switches: $switches:expr,
         asids: $asids:ident,
@@ -48,6 +50,7 @@ macro_rules! register {
                 description: $desc,
                 arch: Arch::$arch,
                 os: Os::$os,
+                version: register!(@version $(($major, $minor))?),
                 needs_broadcast_tlbi: $bcast,
                 switches: $switches,
                 asids: AsidSpace::$asids,
@@ -82,6 +85,8 @@ macro_rules! register {
             }
         }
     };
+    (@version) => { None };
+    (@version ($major:literal, $minor:literal)) => { Some(($major, $minor)) };
     (@has) => { false };
     (@has $p:ident) => { true };
     (@bug $name:ident, $pol:ident, $bug:ident) => {
@@ -243,6 +248,7 @@ register! {
                       CPUs answering with leave_mm",
         arch: X86_64,
         os: LinuxV410,
+        version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_CEILING,
         asids: LinuxPcidSlots,
@@ -256,6 +262,7 @@ register! {
                       every CPU has (checker: 2 states per CPU; has findings latr-artifact-*, see tlbkit list)",
         arch: X86_64,
         os: LinuxV410,
+        version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
@@ -271,6 +278,7 @@ register! {
                       sends IPIs (the fix candidate for the latr-artifact findings)",
         arch: X86_64,
         os: LinuxV410,
+        version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: LinuxPcidSlots,
@@ -286,11 +294,12 @@ register! {
                       cpu_tlbstate.loaded_mm",
         arch: X86_64,
         os: Linux,
+        version: (5, 12),
         needs_broadcast_tlbi: false,
-        switches: Switches::X86_LINUX_CEILING,
+        switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86v513::new(b.cpus, b.mm_slots, Version::V512).with_flush_ceiling(ceiling(b))),
+        build: |b| Ok::<_, Error>(x86_513(b, Version::V512)),
     }
     "x86-linux-513" {
         description: "Linux x86 v5.13, after Nadav Amit's concurrent flush series (4ce94eabac16, a32a4d8a815c, \
@@ -298,17 +307,19 @@ register! {
                       cpu_tlbstate_shared, stored only when it changes",
         arch: X86_64,
         os: Linux,
+        version: (5, 13),
         needs_broadcast_tlbi: false,
-        switches: Switches::X86_LINUX_CEILING,
+        switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| Ok::<_, Error>(LinuxX86v513::new(b.cpus, b.mm_slots, Version::V513).with_flush_ceiling(ceiling(b))),
+        build: |b| Ok::<_, Error>(x86_513(b, Version::V513)),
     }
     "x86-linux-613" {
         description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
         arch: X86_64,
         os: Linux,
+        version: (6, 13),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
@@ -320,6 +331,7 @@ register! {
                       second, should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
         arch: X86_64,
         os: Linux,
+        version: (6, 18),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
@@ -332,6 +344,7 @@ register! {
                       of IPIs, broadcast kernel and reclaim flushes (checker: --asids global ASIDs, threshold 0)",
         arch: X86_64,
         os: Linux,
+        version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
@@ -345,6 +358,7 @@ register! {
                       x86-global-asid-max finding)",
         arch: X86_64,
         os: Linux,
+        version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
@@ -357,6 +371,7 @@ register! {
                       then TLBSYNC",
         arch: X86_64,
         os: Linux,
+        version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
@@ -456,6 +471,16 @@ fn pti(b: &Build) -> Pti {
         Pti::Invpcid
     } else {
         Pti::Deferred
+    }
+}
+
+/// Returns Linux x86 v5.12 or v5.13 (`version`) for `b`, with its ceiling and PTI.
+fn x86_513(b: &Build, version: Version) -> LinuxX86v513 {
+    let p = LinuxX86v513::new(b.cpus, b.mm_slots, version).with_flush_ceiling(ceiling(b));
+    if b.pti {
+        p.with_pti(pti(b))
+    } else {
+        p
     }
 }
 
@@ -578,7 +603,12 @@ mod tests {
         let tlb_mode: Vec<&str> = POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
         assert_eq!(tlb_mode, ["arm64-linux-tlbmode"]);
         let pti: Vec<&str> = POLICIES.iter().filter(|p| p.switches.pti).map(|p| p.name).collect();
-        assert_eq!(pti, ["x86-linux-pcid", "x86-linux-613", "x86-linux-lazytrim"]);
+        assert_eq!(pti, ["x86-linux-pcid", "x86-linux-512", "x86-linux-513", "x86-linux-613", "x86-linux-lazytrim"]);
+        // A policy's release is a Linux one, and only Linux policies have one.
+        for p in POLICIES {
+            assert!(p.version.is_none() || p.os.is_linux(), "{}", p.name);
+        }
+        assert_eq!(crate::policy("x86-linux-513").map(|p| p.version), Some(Some((5, 13))));
     }
 
     #[test]

@@ -522,11 +522,15 @@ impl Error {
                     "flush_ceiling" => {
                         format!("{} applies to the x86 Linux policies only, not {policy}", names.name(&p))
                     }
-                    "pti" => format!(
-                        "{} applies to x86-linux-pcid, x86-linux-613 and x86-linux-lazytrim only (x86 Linux with \
-                         PCIDs, without INVLPGB), not {policy}",
-                        names.given(&p, "on")
-                    ),
+                    "pti" => {
+                        let takes: Vec<&str> =
+                            tlbkit_registry::POLICIES.iter().filter(|d| d.switches.pti).map(|d| d.name).collect();
+                        format!(
+                            "{} applies to {} only (x86 Linux with PCIDs, without INVLPGB), not {policy}",
+                            names.given(&p, "on"),
+                            takes.join(", ")
+                        )
+                    }
                     _ => format!("{} applies to the arm64-linux policies only, not {policy}", names.given(&p, "on")),
                 }
             }

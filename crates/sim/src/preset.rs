@@ -215,6 +215,58 @@ impl Kernel {
         }
     }
 
+    /// Returns the pages a per-CPU page list is refilled and drained by
+    /// (`zone_batchsize()` for a zone of 1 GiB or more, `mm/page_alloc.c`: a
+    /// quarter of the pages in 512 KB, rounded to a power of two less one
+    /// after adding half: 31; from v4.19, d8a759b57035 "mm, page_alloc:
+    /// double zone's batchsize", a quarter of 1 MB: 63). FreeBSD's per-domain
+    /// page caches are not modelled apart: Linux's current figure.
+    pub fn pcp_batch(self) -> u32 {
+        match self {
+            Kernel::Linux(a, b) if (a, b) < (4, 19) => 31,
+            _ => 63,
+        }
+    }
+
+    /// Returns a per-CPU page list's high mark: `6 * batch`, as
+    /// `pageset_set_batch` set it before v5.14; later kernels derive it from
+    /// the zone's low watermark and the node's CPUs (an estimate there,
+    /// `docs/costs/kernel.md`).
+    pub fn pcp_high(self) -> u32 {
+        6 * self.pcp_batch()
+    }
+
+    /// Returns the scheduler class of the kernel (`--set sched=` overrides
+    /// it): Linux's CFS before v6.6, EEVDF from v6.6 (147f3efaa241
+    /// "sched/fair: Implement an EEVDF-like scheduling policy"); FreeBSD's
+    /// ULE is not modelled, so per-CPU FIFO queues.
+    pub fn sched(self) -> SchedKind {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (6, 6) => SchedKind::Eevdf,
+            Kernel::Linux(..) => SchedKind::Cfs,
+            Kernel::FreeBsd(_) => SchedKind::Fifo,
+        }
+    }
+
+    /// Returns whether x86 page-table isolation is on by default on a CPU
+    /// affected by Meltdown: Linux from v4.15 (aa8c6248f8c7 "x86/mm/pti: Add
+    /// infrastructure for page table isolation"; `pti_check_boottime_disable`
+    /// turns it on where the CPU has `X86_BUG_CPU_MELTDOWN`, unless `pti=off`
+    /// or `nopti` is given). FreeBSD's PTI (`vm.pmap.pti`) belongs to its x86
+    /// policies, which do not model it.
+    pub fn pti_on_meltdown(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (4, 15))
+    }
+
+    /// Returns the kernel's name as a run's parameters give it, one word:
+    /// `linux-5.13`, `freebsd-12`.
+    pub fn name(self) -> String {
+        match self {
+            Kernel::Linux(a, b) => format!("linux-{a}.{b}"),
+            Kernel::FreeBsd(a) => format!("freebsd-{a}"),
+        }
+    }
+
     /// Returns the pages a CPU's memcg stock is refilled with
     /// (`MEMCG_CHARGE_BATCH`: 32, 64 from v6.1).
     pub fn memcg_batch(self) -> u32 {
@@ -268,9 +320,12 @@ pub struct Preset {
     /// isolation flushes a user PCID's page with it, and without it defers the
     /// whole user PCID's flush to the next return to user (`--set pti=on`).
     pub invpcid: bool,
-    /// The scheduler of the kernel the preset's measurements came from
-    /// (`crate::sched`; `--set sched=` overrides it).
-    pub sched: SchedKind,
+    /// Whether the CPUs are affected by Meltdown (x86's `X86_BUG_CPU_MELTDOWN`:
+    /// Intel before Ice Lake and Cascade Lake's `RDCL_NO`, no AMD CPU). A Linux
+    /// kernel from v4.15 then runs with page-table isolation by default
+    /// ([`Kernel::pti_on_meltdown`]; `--set pti=off` overrides it). Always
+    /// false on arm64, whose policies take KPTI as their `kpti` switch.
+    pub meltdown: bool,
     /// Costs.
     pub costs: Costs,
     /// The costs that rest on one weak source, or on none for this machine
@@ -561,9 +616,8 @@ pub fn cortex_a72() -> Preset {
         mem_bw_gbs: 38.4,
         tlbi_range: false,
         invpcid: false,
-        // Origin 000 measured FreeBSD: ULE is not modelled, and per-CPU FIFO queues
-        // keep the results this preset always gave.
-        sched: SchedKind::Fifo,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // L1D load-to-use of 4 cycles (LLVM's Cortex-A57 model, used for -mcpu=cortex-a72).
@@ -653,8 +707,8 @@ pub fn skylake() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // Origin 002's guest ran Linux ~4.14: CFS.
-        sched: SchedKind::Cfs,
+        // Skylake client: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754; no RDCL_NO).
+        meltdown: true,
         estimates: &[Estimate {
             costs: "switch_path",
             used_when: "context_switches",
@@ -727,8 +781,8 @@ pub fn emag() -> Preset {
         mem_bw_gbs: 170.7,
         tlbi_range: false,
         invpcid: false,
-        // Origin 001's 2020 Linux (v5.x): CFS (EEVDF came with v6.6).
-        sched: SchedKind::Cfs,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[Estimate {
             costs: "dvm_hop, dvm_process_asid",
             used_when: "broadcast_invalidations",
@@ -788,8 +842,8 @@ pub fn altra() -> Preset {
         mem_bw_gbs: 204.8,
         tlbi_range: false,
         invpcid: false,
-        // Origin 004's kernel is v6.9-era: EEVDF.
-        sched: SchedKind::Eevdf,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             tlb_l2_hit: 3,
@@ -841,8 +895,8 @@ pub fn ampereone() -> Preset {
         mem_bw_gbs: 332.8,
         tlbi_range: false,
         invpcid: false,
-        // A recent Linux (the Ampere TLB-mode series is v6.x): EEVDF.
-        sched: SchedKind::Eevdf,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedAmpere1.td LoadLatency 4; ramlat 1.254 ns x 3.2.
@@ -894,8 +948,8 @@ pub fn graviton4() -> Preset {
         mem_bw_gbs: 537.6,
         tlbi_range: true,
         invpcid: false,
-        // A recent Linux: EEVDF.
-        sched: SchedKind::Eevdf,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedNeoverseV2.td LoadLatency 4.
@@ -960,8 +1014,8 @@ pub fn kunpeng920() -> Preset {
         // Armv8.2-A (WikiChip); range TLBI is Armv8.4 (FEAT_TLBIRANGE): absent.
         tlbi_range: false,
         invpcid: false,
-        // A v5.x Linux: CFS.
-        sched: SchedKind::Cfs,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[ARM64_DVM_FROM_ONE_MPROTECT],
         costs: Costs {
             // LLVM AArch64SchedTSV110.td: LoadLatency 4.
@@ -1019,8 +1073,8 @@ pub fn ivb3320m() -> Preset {
         tlbi_range: false,
         // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
         invpcid: false,
-        // A v3.x Linux: CFS.
-        sched: SchedKind::Cfs,
+        // Ivy Bridge: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // Intel optimization manual, Sandy Bridge family: L1D load-to-use 4.
@@ -1088,8 +1142,8 @@ pub fn hsw48() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // Linux before v6.6: CFS.
-        sched: SchedKind::Cfs,
+        // Haswell-EP: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit: Haswell's 12-cycle L2 TLB
@@ -1171,8 +1225,8 @@ pub fn skl56() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // Linux before v6.6: CFS.
-        sched: SchedKind::Cfs,
+        // Skylake-SP: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754; no RDCL_NO).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // skx8170's Skylake-SP core figures (InstLatx64 i9-7900X; the walk's fixed part EST).
@@ -1192,8 +1246,8 @@ pub fn skl56() -> Preset {
             // MOV CR3: the X86_BASE pair (EST).
             root_write: 100,
             root_write_flush: 100,
-            // SYSCALL/SYSRET without PTI's CR3 writes (skylake's estimates): page-table isolation
-            // is the policies' pti switch here, not folded in as skx8170 folds it.
+            // SYSCALL/SYSRET without PTI's CR3 writes (skylake's estimates): the run adds them
+            // where PTI is on (by default here, a Meltdown-affected CPU).
             exception_entry: 80,
             exception_exit: 60,
             // x2APIC IPIs: estimates as skx8170 (no Skylake-SP figure).
@@ -1255,8 +1309,8 @@ pub fn numa4x48() -> Preset {
         tlbi_range: false,
         // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
         invpcid: false,
-        // A v4.x Linux: CFS.
-        sched: SchedKind::Cfs,
+        // Sandy Bridge-EP: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // AIDA64 on a Sandy Bridge-EP (InstLatx64): L1D 4, L2 12 cycles. STLB hit: Ivy
@@ -1326,8 +1380,8 @@ pub fn thunderx() -> Preset {
         mem_bw_gbs: 68.3,
         tlbi_range: false,
         invpcid: false,
-        // ThunderX ran v4.x-era Linux (its errata work, KPTI forced off): CFS.
-        sched: SchedKind::Cfs,
+        // arm64: `meltdown` is x86's (the arm64 policies' KPTI is their `kpti` switch).
+        meltdown: false,
         estimates: &[Estimate {
             costs: "tlbi_bcast_issue, dvm_hop, dvm_process, dvm_process_asid",
             used_when: "broadcast_invalidations",
@@ -1390,9 +1444,8 @@ pub fn westmere() -> Preset {
         tlbi_range: false,
         // No INVPCID: it came with Haswell (PTI defers a user PCID's flush to the return to user).
         invpcid: false,
-        // Origin 003 measured a FreeBSD 10.x-derived system: ULE is not modelled, and
-        // per-CPU FIFO queues keep the results this preset always gave.
-        sched: SchedKind::Fifo,
+        // Westmere: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754).
+        meltdown: true,
         estimates: &[],
         costs: Costs {
             walk_level: 10,
@@ -1452,8 +1505,8 @@ pub fn milan() -> Preset {
         tlbi_range: false,
         // INVPCID: AMD from Zen 2 (CPUID 7.EBX[10] on Zen 2 and later).
         invpcid: true,
-        // A recent Linux (the INVLPGB series is v6.x): EEVDF.
-        sched: SchedKind::Eevdf,
+        // AMD: not affected (Linux sets X86_BUG_CPU_MELTDOWN on no AMD CPU: cpu_vuln_whitelist's NO_MELTDOWN).
+        meltdown: false,
         estimates: &[Estimate {
             costs: "switch_path",
             used_when: "context_switches",
@@ -1552,8 +1605,8 @@ pub fn haswell2s() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // LATR ran on Linux 4.10: CFS.
-        sched: SchedKind::Cfs,
+        // Haswell-EP: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 E5-2660 v3: L1D 4, L2 12 cycles; STLB hit 12 - 4 and an STLB
@@ -1636,8 +1689,8 @@ pub fn skx8170() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // Linux before v6.6: CFS.
-        sched: SchedKind::Cfs,
+        // Skylake-SP: Meltdown-affected (Intel's affected-processor list, CVE-2017-5754; no RDCL_NO).
+        meltdown: true,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: Costs {
             // InstLatx64 Skylake-SP core (i9-7900X), Page_Random: 4 cycles to 32 KB, 14 in the 1 MB L2.
@@ -1663,10 +1716,10 @@ pub fn skx8170() -> Preset {
             // MOV CR3: the pair inside Molnar's 96-251 cycles for a flushing write (EST).
             root_write: 100,
             root_write_flush: 100,
-            // SYSCALL/SYSRET as skylake (80/60, EST) plus one PTI CR3 write each way (root_write):
-            // Skylake-SP does not enumerate RDCL_NO, so Linux runs it with page-table isolation.
-            exception_entry: 180,
-            exception_exit: 160,
+            // SYSCALL/SYSRET as skylake (80/60, EST). PTI's CR3 write each way is the run's
+            // (`root_write`, added where PTI is on: by default here, a Meltdown-affected CPU).
+            exception_entry: 80,
+            exception_exit: 60,
             // x2APIC ICR write after the kernel's fence: EST (no Skylake-SP figure).
             ipi_send: 150,
             // Mesh trip (~100) plus interrupt acceptance and IDT vectoring: EST, no figure.
@@ -1781,8 +1834,8 @@ pub fn icx8358() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        // Linux before v6.6: CFS.
-        sched: SchedKind::Cfs,
+        // Ice Lake-SP: not Meltdown-affected (it enumerates RDCL_NO; Intel's affected-processor list).
+        meltdown: false,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: icelake_sp_costs(2.6),
     }
@@ -1812,7 +1865,8 @@ pub fn icx8336c() -> Preset {
         tlbi_range: false,
         // INVPCID: Intel from Haswell ("systems with INVPCID (Haswell and newer)", Dave Hansen, LKML 2017).
         invpcid: true,
-        sched: SchedKind::Cfs,
+        // Ice Lake-SP: not Meltdown-affected (it enumerates RDCL_NO; Intel's affected-processor list).
+        meltdown: false,
         estimates: &[INTEL_SWITCH_FROM_SKYLAKE],
         costs: icelake_sp_costs(2.3),
     }

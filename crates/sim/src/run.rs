@@ -272,9 +272,10 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
     ),
     (
         "pti",
-        "on|off: x86-linux-pcid, x86-linux-613 and x86-linux-lazytrim only; page-table isolation (v4.15+): a CR3 \
-         write at every kernel entry and exit, and a user PCID flushed per page by INVPCID, or whole at the next \
-         return to user on machines without INVPCID (default off)",
+        "on|off: x86 Linux with PCIDs only (x86-linux-pcid, -512, -513, -613, -lazytrim); page-table isolation \
+         (v4.15+): a CR3 write at every kernel entry and exit, and a user PCID flushed per page by INVPCID, or \
+         whole at the next return to user on machines without INVPCID (default: on where the kernel turns it on, \
+         a Meltdown-affected CPU under Linux v4.15 or later; the run's kernel and pti say which)",
     ),
     (
         "tlbi_range",
@@ -403,10 +404,16 @@ fn resolve(spec: &RunSpec) -> Result<Resolved, Error> {
 }
 
 /// [`resolve`] on the machine `preset`, whatever `spec.machine` names.
-fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
+fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved, Error> {
     let presets = preset::all();
     let pol =
         registry::policy(&spec.policy).ok_or_else(|| registry::Error::UnknownPolicy { name: spec.policy.clone() })?;
+    // A policy that is one Linux release's code runs under that release's
+    // settings (batches, scheduler, PTI), whatever kernel the machine's
+    // measurements were taken on; the run's `kernel` says which.
+    if let Some((major, minor)) = pol.version {
+        preset.kernel = preset::Kernel::Linux(major, minor);
+    }
     let wl = workload::by_name(&spec.workload).ok_or_else(|| Error::UnknownWorkload { name: spec.workload.clone() })?;
     if pol.arch != preset.arch {
         let fits: Vec<&str> = POLICIES.iter().filter(|p| p.arch == preset.arch).map(|p| p.name).collect();
@@ -445,11 +452,13 @@ fn resolve_on(spec: &RunSpec, preset: Preset) -> Result<Resolved, Error> {
         tlbi_range: preset.tlbi_range,
         tlb_mode: None,
         flush_ceiling: None,
-        pti: false,
+        // PTI by default where the kernel turns it on (a Meltdown-affected
+        // CPU, Linux v4.15 on) and the policy models it.
+        pti: pol.switches.pti && preset.meltdown && preset.kernel.pti_on_meltdown(),
         invpcid: preset.invpcid,
         spec_rate: 0.02,
         migration: None,
-        sched: preset.sched,
+        sched: preset.kernel.sched(),
         swap: SwapKind::default(),
         slice_us: 4000.0,
         slice_set: false,
@@ -907,9 +916,10 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     if let Some(n) = mp.flush_ceiling {
         pv.insert("flush_ceiling".into(), serde_json::json!(n));
     }
-    if mp.pti {
-        pv.insert("pti".into(), serde_json::json!("on"));
+    if switches.pti {
+        pv.insert("pti".into(), serde_json::json!(if mp.pti { "on" } else { "off" }));
     }
+    pv.insert("kernel".into(), serde_json::json!(cfg.preset.kernel.name()));
     if let Some(default) = switches.tlb_mode {
         let word = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));
         pv.insert("tlb_mode".into(), serde_json::json!(format!("{word:#x}")));

@@ -215,7 +215,7 @@ impl SimConfig {
     pub fn quiet(preset: Preset, ncpus: usize, seed: u64) -> Self {
         SimConfig {
             asid_bits: preset.asid_bits[0],
-            sched: preset.sched,
+            sched: preset.kernel.sched(),
             preset,
             ncpus,
             seed,

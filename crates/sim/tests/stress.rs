@@ -287,7 +287,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
     }
     let max_mms = workload::max_mms(workload, &params, cpus) + cpus;
     let cfg = SimConfig {
-        sched: preset.sched,
+        sched: preset.kernel.sched(),
         preset,
         ncpus: cpus,
         seed: at.seed,

@@ -93,8 +93,17 @@
 //! modelled the same way, so what differs between them is only what the series
 //! changed.
 //!
+//! # Page-table isolation ([`LinuxX86v513::with_pti`])
+//! Both kernels flush the user PCID as v5.10's does ([`super::linux_pcid`]'s
+//! module comment, which says what is modelled): `native_flush_tlb_one_user`
+//! follows each `INVLPG` with `invpcid_flush_one(user_pcid(asid), addr)` where
+//! the CPU has `INVPCID_SINGLE`, or marks the user PCID for a flush at the next
+//! return to user (`invalidate_user_asid`) where it has not; `flush_tlb_local`
+//! marks it always. The series changed none of this.
+//!
 //! # Deliberate readings
-//! - PCIDs on, PTI off: the PCID of slot `asid` is `asid + 1`, no user PCIDs.
+//! - PCIDs on: the PCID of slot `asid` is `asid + 1`, its user twin under PTI
+//!   the same with bit 11.
 //! - Whether a CPU has `mm` loaded is decided by slot and `ctx_id`, as in
 //!   [`super::linux_pcid`] (the simulator reuses slots at once).
 //! - Every csd is a line of its own, one per (initiator, target) pair
@@ -124,6 +133,8 @@ use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
 use alloc::vec::Vec;
+
+pub use super::linux_pcid::Pti;
 
 /// The number of per-CPU PCID slots.
 pub const TLB_NR_DYN_ASIDS: usize = 6;
@@ -237,6 +248,8 @@ pub struct LinuxX86v513 {
     full_flush_tlb_info: CacheLine<u8>,
     /// `tlb_single_page_flush_ceiling`: ranges of more pages are flushed whole.
     ceiling: u64,
+    /// Page-table isolation, if on ([`LinuxX86v513::with_pti`]).
+    pti: Option<Pti>,
 }
 
 impl LinuxX86v513 {
@@ -278,6 +291,7 @@ impl LinuxX86v513 {
             flush_tlb_info: (0..ncpus).map(line).collect(),
             ceiling: TLB_SINGLE_PAGE_FLUSH_CEILING,
             full_flush_tlb_info: CacheLine(0),
+            pti: None,
         }
     }
 
@@ -287,6 +301,18 @@ impl LinuxX86v513 {
     pub fn with_flush_ceiling(mut self, pages: u64) -> Self {
         self.ceiling = pages;
         self
+    }
+
+    /// Returns this policy with page-table isolation, the user PCID flushed as
+    /// `how` says (the module's comment).
+    pub fn with_pti(mut self, how: Pti) -> Self {
+        self.pti = Some(how);
+        self
+    }
+
+    /// Returns how the user PCID is flushed under PTI, `None` without PTI.
+    pub fn pti(&self) -> Option<Pti> {
+        self.pti
     }
 
     /// Returns the kernel modelled.
@@ -413,6 +439,15 @@ impl LinuxX86v513 {
     /// Returns the PCID of slot `asid` (`kern_pcid`).
     fn tag(asid: u32) -> Asid {
         match Pcid::new(asid as u16 + 1) {
+            Ok(p) => p.asid(),
+            Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
+        }
+    }
+
+    /// Returns the TLB tag of slot `asid`'s user PCID under PTI (`user_pcid`:
+    /// `kern_pcid(asid)` with bit 11, `X86_CR3_PTI_PCID_USER_BIT`).
+    fn user_tag(asid: u32) -> Asid {
+        match Pcid::new((asid as u16 + 1) | (1 << 11)) {
             Ok(p) => p.asid(),
             Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
         }
@@ -546,14 +581,29 @@ impl LinuxX86v513 {
             return;
         }
         let tag = Self::tag(asid);
+        // PTI's user PCID: per page by INVPCID, or whole at the next return to user.
+        let mut flush_user = false;
         match f.extent {
             // Partial only if this is exactly the next generation and the latest.
             Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
                 for i in 0..pages {
-                    hw.tlbi(Tlbi::Va { asid: tag, va: start.add_pages(i) }, Scope::Local);
+                    let va = start.add_pages(i);
+                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
+                    match self.pti {
+                        Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: Self::user_tag(asid), va }, Scope::Local),
+                        Some(Pti::Deferred) => flush_user = true,
+                        None => {}
+                    }
                 }
             }
-            _ => hw.tlbi(Tlbi::Asid(tag), Scope::Local),
+            _ => {
+                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
+                flush_user = self.pti.is_some();
+            }
+        }
+        if flush_user {
+            // The next return to user writes CR3 without NOFLUSH.
+            hw.write_root(Root::Mm(loaded_mm), tag, false);
         }
         let slot = &st.ctxs[asid as usize];
         hw.shared(addr_of(slot), Access::Write);
@@ -1173,6 +1223,35 @@ mod tests {
             let hw = cpus(2, false);
             machine(&p, &hw, &[0], &[]);
             p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
+            assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000)], "{v:?}");
+        }
+    }
+
+    #[test]
+    fn pti_flushes_the_user_pcid_per_page_with_invpcid_or_at_the_return_without() {
+        for v in BOTH {
+            let hw = cpus(1, false);
+            // Slot 1: kernel PCID 2, user PCID 2 | 2048.
+            let p = x86(1, 1, v).with_pti(Pti::Invpcid);
+            machine(&p, &hw, &[0], &[]);
+            p.flush_range(&hw[0], MmId(1), VirtAddr(0x1000), 2);
+            let want = vec![invlpg(2, 0x1000), invlpg(2050, 0x1000), invlpg(2, 0x2000), invlpg(2050, 0x2000)];
+            assert_eq!(hw[0].take(), want, "{v:?}");
+            let p = x86(1, 1, v).with_pti(Pti::Deferred);
+            machine(&p, &hw, &[0], &[]);
+            p.flush_range(&hw[0], MmId(1), VirtAddr(0x1000), 2);
+            assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000), invlpg(2, 0x2000), root(1, 2, false)], "{v:?}");
+            // flush_tlb_local marks the user PCID whatever the CPU has.
+            for how in [Pti::Invpcid, Pti::Deferred] {
+                let p = x86(1, 1, v).with_pti(how);
+                machine(&p, &hw, &[0], &[]);
+                p.flush_mm(&hw[0], MmId(1));
+                assert_eq!(hw[0].take(), vec!["tlbi Asid(Asid(2)) Local".to_string(), root(1, 2, false)], "{v:?}");
+            }
+            // Without PTI, the kernel PCID alone.
+            let p = x86(1, 1, v);
+            machine(&p, &hw, &[0], &[]);
+            p.flush_range(&hw[0], MmId(1), VirtAddr(0x1000), 1);
             assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000)], "{v:?}");
         }
     }

@@ -20,7 +20,6 @@
 //! inside a package (a package is one node).
 
 use super::{graviton4, milan, skylake, Arch, Costs, Kernel, Preset, X86_BASE};
-use crate::sched::SchedKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -161,11 +160,6 @@ impl HostProfile {
 pub fn preset(p: &HostProfile) -> Preset {
     let base = p.base();
     let kernel = p.kernel().unwrap_or(base.kernel);
-    let sched = match kernel {
-        Kernel::Linux(a, b) if (a, b) >= (6, 6) => SchedKind::Eevdf,
-        Kernel::Linux(..) => SchedKind::Cfs,
-        Kernel::FreeBsd(_) => SchedKind::Fifo,
-    };
     let per_package = p.cpus_per_package.min(p.cpus).max(1);
     let mut costs = base.costs;
     let h = p.costs;
@@ -209,7 +203,9 @@ pub fn preset(p: &HostProfile) -> Preset {
         tlbi_range: base.tlbi_range && base.arch == Arch::Arm64,
         // The nearest preset's: the host's CPUID is not read for it.
         invpcid: base.invpcid,
-        sched,
+        // The nearest preset's: the host's /sys/devices/system/cpu/vulnerabilities
+        // are not read for it (`--set pti=` says what a run uses).
+        meltdown: base.meltdown,
         costs,
         // The nearest preset's, but for `switch_path`, which calibration measures.
         estimates: if base.estimates.iter().any(|e| e.costs == "switch_path") { &[] } else { base.estimates },
@@ -256,6 +252,7 @@ pub fn load() -> Result<Preset, ProfileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::SchedKind;
 
     /// A two-CPU AMD guest like the one the guide's figures come from.
     fn guest() -> HostProfile {
@@ -290,7 +287,7 @@ mod tests {
         assert_eq!(p.arch, Arch::X86_64);
         assert_eq!((p.cores_per_socket, p.cores_per_ccx, p.real_cores), (2, 2, 2));
         assert_eq!(p.kernel, Kernel::Linux(6, 1));
-        assert_eq!(p.sched, SchedKind::Cfs);
+        assert_eq!(p.kernel.sched(), SchedKind::Cfs);
         assert!(!p.has_broadcast_tlbi());
         assert_eq!(p.tlb.l2_entries, milan().tlb.l2_entries);
         let c = p.costs;
@@ -310,7 +307,7 @@ mod tests {
         let p = preset(&g);
         assert!(p.has_broadcast_tlbi());
         assert_eq!(p.costs.dvm_hop, milan().costs.dvm_hop);
-        assert_eq!(p.sched, SchedKind::Eevdf);
+        assert_eq!(p.kernel.sched(), SchedKind::Eevdf);
     }
 
     #[test]

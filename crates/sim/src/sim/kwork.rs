@@ -35,8 +35,8 @@
 //!   `mmap_lock` for writing, differ. The RCU walk is in `fault_path` either
 //!   way (not charged apart).
 //! - **Page allocation and freeing**: order-0 pages through per-CPU lists
-//!   (`pcp`), refilled with `batch` pages under the node's zone lock when empty
-//!   (`rmqueue_bulk`), and drained by `batch` pages when a free takes a list
+//!   (`pcp`), refilled with `batch` pages ([`Kernel::pcp_batch`]) under the
+//!   node's zone lock when empty (`rmqueue_bulk`), and drained by `batch` pages when a free takes a list
 //!   above `high` (`free_pcppages_bulk`). A 64 KB folio (order 4) is above the
 //!   orders the per-CPU lists keep (up to `PAGE_ALLOC_COSTLY_ORDER`, 3, and the
 //!   pageblock order, since v5.13), so each takes the zone lock.
@@ -82,16 +82,6 @@ pub const BW_WINDOW: u64 = 8192;
 /// at any preset's clock); a page asked for before the oldest (an operation the
 /// simulator runs very late) is placed from the oldest on.
 const BW_WINDOWS: usize = 1024;
-
-/// Per-CPU list batch: `zone_batchsize()` for any zone of 1 GiB or more
-/// (`mm/page_alloc.c`: a quarter of 1 MiB of pages, 64, rounded to a power of
-/// two less one after adding half: 63).
-pub const PCP_BATCH: u32 = 63;
-
-/// Per-CPU list high mark: `6 * batch`, as `pageset_set_batch` set it before
-/// v5.14; later kernels derive it from the zone's low watermark and the CPUs of
-/// the node (an estimate here, `docs/costs/kernel.md`).
-pub const PCP_HIGH: u32 = 6 * PCP_BATCH;
 
 /// Cycles the zone lock is held per page moved between the buddy lists and a
 /// per-CPU list (`__rmqueue_smallest` or `__free_one_page`: list and counter
@@ -292,7 +282,7 @@ impl<P: Policy> Sim<P> {
             self.kw.pcp[cpu] -= pages;
         } else {
             // rmqueue_bulk: a batch (or what this needs, if more) under the zone lock.
-            let take = PCP_BATCH.max(pages);
+            let take = self.kw.kernel.pcp_batch().max(pages);
             now = self.zone_hold(cpu, now, take);
             self.kw.pcp[cpu] += take - pages;
         }
@@ -337,10 +327,11 @@ impl<P: Policy> Sim<P> {
             now = self.zone_hold(cpu, now, folios);
         }
         self.kw.pcp[cpu] += pages;
-        while self.kw.pcp[cpu] > PCP_HIGH {
+        let batch = self.kw.kernel.pcp_batch();
+        while self.kw.pcp[cpu] > self.kw.kernel.pcp_high() {
             // free_pcppages_bulk: a batch back to the buddy lists.
-            now = self.zone_hold(cpu, now, PCP_BATCH);
-            self.kw.pcp[cpu] -= PCP_BATCH;
+            now = self.zone_hold(cpu, now, batch);
+            self.kw.pcp[cpu] -= batch;
         }
         now
     }
@@ -453,6 +444,12 @@ mod tests {
     /// each faulting in `pages` pages of its own mapping; returns the cycles
     /// until the last is done and the cache-line transfers.
     fn fault_in(threads: usize, pages: u64, change: impl Fn(&mut Preset)) -> (u64, u64) {
+        let sim = faulted(threads, pages, change);
+        (sim.end, sim.m.counters.line_transfers)
+    }
+
+    /// [`fault_in`]'s machine after the run.
+    fn faulted(threads: usize, pages: u64, change: impl Fn(&mut Preset)) -> Sim<LinuxArm64> {
         let mut p = preset::altra();
         change(&mut p);
         let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(p, threads, 1) };
@@ -461,7 +458,19 @@ mod tests {
         sim.run();
         assert!(sim.error.is_none(), "{:?}", sim.error);
         assert_eq!(sim.stats.page_faults, threads as u64 * pages);
-        (sim.end, sim.m.counters.line_transfers)
+        sim
+    }
+
+    #[test]
+    fn the_per_cpu_lists_move_31_pages_at_a_time_before_v4_19_and_63_after() {
+        assert_eq!((Kernel::Linux(4, 18).pcp_batch(), Kernel::Linux(4, 19).pcp_batch()), (31, 63));
+        assert_eq!((Kernel::Linux(4, 9).pcp_high(), Kernel::Linux(6, 9).pcp_high()), (186, 378));
+        // One thread's 40 faults take two refills of 31 or one of 63, and its exit
+        // gives the 40 pages back: the list ends with the refills whole.
+        for (kernel, refilled) in [(Kernel::Linux(4, 18), 62), (Kernel::Linux(6, 9), 63)] {
+            let left = faulted(1, 40, |p| p.kernel = kernel).kw.pcp[0];
+            assert_eq!(left, refilled, "{kernel:?}");
+        }
     }
 
     #[test]
