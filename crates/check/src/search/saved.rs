@@ -279,6 +279,7 @@ impl std::io::Write for SaveFile {
 pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<(), Error> {
     let path = dir.join(FILE);
     let fail = |problem| Error::Save { file: path.display().to_string(), problem };
+    remove_stale_temporaries(dir);
     let tmp = dir.join(format!("{FILE}.tmp{}", std::process::id()));
     let written = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::File::create(&tmp))
@@ -294,6 +295,28 @@ pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<(), Error> {
         return Err(fail(SaveProblem::WriteFailed { why: e.to_string() }));
     }
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))
+}
+
+/// Removes the temporary files of saves in `dir` that a killed check left
+/// (`search.ckpt.tmpPID`, written before its rename): those whose process is
+/// no longer running, as `/proc/PID` says. Where there is no `/proc` (not
+/// Linux) nothing is removed, since a running check's file cannot be told
+/// from a dead one's. Errors are ignored: a file left is only disk.
+fn remove_stale_temporaries(dir: &Path) {
+    let proc = Path::new("/proc/self");
+    if !proc.exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let prefix = format!("{FILE}.tmp");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let alive = pid.parse::<u32>().map(|p| Path::new("/proc").join(p.to_string()).exists());
+        if alive == Ok(false) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Returns the identity the save in `dir` was made with, and its body; or
@@ -384,6 +407,24 @@ mod tests {
         assert!(matches!(refused(read(&dir, "b2 t5~p~2")), SaveProblem::OtherBuild { .. }));
         std::fs::write(dir.join(FILE), b"TLBKITSV\x01\x00\x00\x00\x05").unwrap();
         assert_eq!(refused(read(&dir, "b1 t5~p~2")), SaveProblem::Format { found: 1, reads: VERSION });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_killed_checks_temporary_save_is_removed_and_a_running_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("tlbkit-saved-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Above any pid_max (2^22): no such process. Process 1 always runs.
+        let dead = dir.join(format!("{FILE}.tmp4294967295"));
+        let running = dir.join(format!("{FILE}.tmp1"));
+        let other = dir.join(format!("{FILE}.tmpnotapid"));
+        for f in [&dead, &running, &other] {
+            std::fs::write(f, b"half a save").unwrap();
+        }
+        write(&dir, "b1 t5~p~2", b"body").unwrap();
+        assert!(!dead.exists(), "a dead process's temporary save is removed");
+        assert!(running.exists() && other.exists(), "a running process's, and a file not named by a pid, stay");
+        assert_eq!(read(&dir, "b1 t5~p~2").unwrap(), b"body");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
