@@ -170,6 +170,21 @@ fn list_json_has_the_contract_shape() {
 }
 
 #[test]
+fn list_names_each_policys_release_and_each_machines_kernel_and_meltdown() {
+    let json = |kind: &str| -> serde_json::Value {
+        serde_json::from_slice(&tlbkit(&["list", kind, "--format", "json"]).stdout).unwrap()
+    };
+    let policies = json("policies");
+    let of = |name: &str| policies.as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()["kernel"].clone();
+    assert_eq!(of("x86-linux-513"), "linux-5.13");
+    assert!(of("arm64-linux").is_null(), "a policy of no one release runs under the machine's kernel");
+    let machines = json("machines");
+    let m = |name: &str| machines["machines"].as_array().unwrap().iter().find(|m| m["name"] == name).unwrap().clone();
+    assert_eq!((m("hsw48")["kernel"].clone(), m("hsw48")["meltdown"].clone()), ("linux-4.9".into(), true.into()));
+    assert_eq!(m("icx8358")["meltdown"], false);
+}
+
+#[test]
 fn list_shows_every_finding_in_its_own_section_with_its_command() {
     let o = tlbkit(&["list"]);
     assert_eq!(o.status.code(), Some(0));

@@ -158,7 +158,7 @@ fn machines() -> (Value, String) {
         let numa: Vec<String> = p.numa.iter().map(|n| n.to_string()).collect();
         text.push_str(&format!(
             "  {} at {} GHz; {} cores ({} socket{} of {}; --cpus 1 to {}, more with --set sockets=N); asid_bits {}; \
-             numa {}\n",
+             numa {}; kernel {}{}\n",
             catalog::arch_name(p.arch),
             p.freq_ghz,
             p.real_cores,
@@ -167,7 +167,9 @@ fn machines() -> (Value, String) {
             p.cores_per_socket,
             p.real_cores,
             widths.join(" or "),
-            numa.join(" or ")
+            numa.join(" or "),
+            p.kernel.name(),
+            if p.meltdown { "; Meltdown-affected (PTI on under Linux v4.15+)" } else { "" }
         ));
         text.push_str(&format!("  TLB: {}\n", flat(&tlb)));
         text.push_str(&format!("  costs in cycles (each figure's source: {sources}): {}\n", flat(&costs)));
@@ -194,13 +196,14 @@ fn flat(v: &Value) -> String {
 
 fn policies() -> (Value, String) {
     let doc = catalog::policies();
-    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left]);
-    t.row(["policy", "arch", "description"]);
+    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left, Align::Left]);
+    t.row(["policy", "arch", "kernel", "description"]);
     for p in POLICIES {
-        t.row([p.name, catalog::arch_name(p.arch), p.description]);
+        let kernel = p.version.map(catalog::release_name).unwrap_or_else(|| "machine's".into());
+        t.row([p.name, catalog::arch_name(p.arch), kernel.as_str(), p.description]);
     }
     let c = &tlbkit_registry::C_POLICY;
-    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), c.description]);
+    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), "machine's", c.description]);
     (doc, t.render())
 }
 

@@ -38,6 +38,8 @@ pub fn machines() -> Value {
                 "tlb": serde_json::to_value(p.tlb).unwrap_or_default(),
                 "tlbi_range": p.tlbi_range,
                 "invpcid": p.invpcid,
+                "meltdown": p.meltdown,
+                "kernel": p.kernel.name(),
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),
                 "cost_sources": format!("docs/costs/{}.md", p.name),
                 "estimates": serde_json::to_value(p.estimates).unwrap_or_default(),
@@ -48,9 +50,26 @@ pub fn machines() -> Value {
     json!({"machines": docs, "parameters": keys})
 }
 
-/// `[{"name", "arch", "description"}, ...]`: every registered policy.
+/// `[{"name", "arch", "kernel", "description"}, ...]`: every registered
+/// policy; `kernel` is the Linux release its code is ([`release_name`]), or
+/// null where a run takes the machine's.
 pub fn policies() -> Value {
-    POLICIES.iter().map(|p| json!({"name": p.name, "arch": arch_name(p.arch), "description": p.description})).collect()
+    POLICIES
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "arch": arch_name(p.arch),
+                "kernel": p.version.map(release_name),
+                "description": p.description,
+            })
+        })
+        .collect()
+}
+
+/// Returns a policy's release as a run's `kernel` parameter names it.
+pub fn release_name((major, minor): (u8, u8)) -> String {
+    preset::Kernel::Linux(major, minor).name()
 }
 
 /// `{"workloads": [...]}`: every workload with its results (the headline
