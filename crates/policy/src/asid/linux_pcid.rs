@@ -177,9 +177,45 @@ pub enum Pti {
     Deferred,
 }
 
+/// Flushes, on this CPU, `pages` from `start` (`Some`) or the whole of PCID
+/// `tag` (`None`), with PTI's user side as `pti` says (`user` is the user
+/// twin's tag): per page by INVPCID, or, deferred, one CR3 write without
+/// NOFLUSH of `root` standing for the next return to user; `flush_tlb_local`
+/// marks the user PCID always. The flush function of every x86 Linux model.
+pub(super) fn flush_local<H: Hw>(
+    hw: &H,
+    pti: Option<Pti>,
+    tag: Asid,
+    user: Asid,
+    root: Root,
+    range: Option<(VirtAddr, u64)>,
+) {
+    let mut flush_user = false;
+    match range {
+        Some((start, pages)) => {
+            for i in 0..pages {
+                let va = start.add_pages(i);
+                hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
+                match pti {
+                    Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: user, va }, Scope::Local),
+                    Some(Pti::Deferred) => flush_user = true,
+                    None => {}
+                }
+            }
+        }
+        None => {
+            hw.tlbi(Tlbi::Asid(tag), Scope::Local);
+            flush_user = pti.is_some();
+        }
+    }
+    if flush_user {
+        hw.write_root(root, tag, false);
+    }
+}
+
 /// Returns the user PCID of slot `asid` under PTI (`user_pcid`): the kernel's
 /// with bit 11 (`X86_CR3_PTI_PCID_USER_BIT`) set.
-fn user_pcid(asid: u16) -> Pcid {
+pub(super) fn user_pcid(asid: u16) -> Pcid {
     match Pcid::new((asid + 1) | (1 << 11)) {
         Ok(p) => p,
         Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
@@ -515,37 +551,18 @@ impl LinuxX86 {
         debug_assert!(local_tlb_gen < mm_tlb_gen && f.new_tlb_gen <= mm_tlb_gen);
 
         let tag = self.tag(loaded_mm_asid);
-        // PTI's user PCID: a page at a time by INVPCID, or a whole flush at the
-        // next return to user (`invalidate_user_asid`).
-        let mut flush_user = false;
-        match f.extent {
-            // Partial only if every generation before this one is done and none after
-            // it exists; anything else would skip or duplicate work.
+        // Partial only if every generation before this one is done and none after
+        // it exists; anything else would skip or duplicate work. PTI's user PCID
+        // as `flush_local` says (the module's comment).
+        let range = match f.extent {
             FlushExtent::Pages { start, pages }
                 if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen =>
             {
-                for i in 0..pages {
-                    let va = start.add_pages(i);
-                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
-                    match self.pti {
-                        Some(Pti::Invpcid) => {
-                            hw.tlbi(Tlbi::Va { asid: user_pcid(loaded_mm_asid).asid(), va }, Scope::Local)
-                        }
-                        Some(Pti::Deferred) => flush_user = true,
-                        None => {}
-                    }
-                }
+                Some((start, pages))
             }
-            _ => {
-                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
-                flush_user = self.pti.is_some();
-            }
-        }
-        if flush_user {
-            // SWITCH_TO_USER_CR3 with the slot's bit in user_pcid_flush_mask: a
-            // CR3 write without NOFLUSH (see the module's comment).
-            hw.write_root(Root::Mm(loaded_mm), tag, false);
-        }
+            _ => None,
+        };
+        flush_local(hw, self.pti, tag, user_pcid(loaded_mm_asid).asid(), Root::Mm(loaded_mm), range);
         // Relaxed: this CPU's own slot.
         st.ctxs[loaded_mm_asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
     }

@@ -135,6 +135,7 @@ use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
 use alloc::vec::Vec;
 
 pub use super::linux_pcid::Pti;
+use super::linux_pcid::{flush_local, user_pcid};
 
 /// The number of per-CPU PCID slots.
 pub const TLB_NR_DYN_ASIDS: usize = 6;
@@ -444,15 +445,6 @@ impl LinuxX86v513 {
         }
     }
 
-    /// Returns the TLB tag of slot `asid`'s user PCID under PTI (`user_pcid`:
-    /// `kern_pcid(asid)` with bit 11, `X86_CR3_PTI_PCID_USER_BIT`).
-    fn user_tag(asid: u32) -> Asid {
-        match Pcid::new((asid as u16 + 1) | (1 << 11)) {
-            Ok(p) => p.asid(),
-            Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
-        }
-    }
-
     /// Returns the slot for `next` and whether it must be flushed (`choose_new_asid`).
     fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u32, bool) {
         let ctx_id = self.ctx_id(next);
@@ -581,30 +573,14 @@ impl LinuxX86v513 {
             return;
         }
         let tag = Self::tag(asid);
-        // PTI's user PCID: per page by INVPCID, or whole at the next return to user.
-        let mut flush_user = false;
-        match f.extent {
-            // Partial only if this is exactly the next generation and the latest.
+        // Partial only if this is exactly the next generation and the latest.
+        let range = match f.extent {
             Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
-                for i in 0..pages {
-                    let va = start.add_pages(i);
-                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
-                    match self.pti {
-                        Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: Self::user_tag(asid), va }, Scope::Local),
-                        Some(Pti::Deferred) => flush_user = true,
-                        None => {}
-                    }
-                }
+                Some((start, pages))
             }
-            _ => {
-                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
-                flush_user = self.pti.is_some();
-            }
-        }
-        if flush_user {
-            // The next return to user writes CR3 without NOFLUSH.
-            hw.write_root(Root::Mm(loaded_mm), tag, false);
-        }
+            _ => None,
+        };
+        flush_local(hw, self.pti, tag, user_pcid(asid as u16).asid(), Root::Mm(loaded_mm), range);
         let slot = &st.ctxs[asid as usize];
         hw.shared(addr_of(slot), Access::Write);
         // Relaxed: this CPU's own slot.

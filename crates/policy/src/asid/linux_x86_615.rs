@@ -101,6 +101,7 @@ use crate::zoo::Bug;
 use alloc::vec::Vec;
 
 pub use super::linux_pcid::Pti;
+use super::linux_pcid::{flush_local, user_pcid};
 
 /// The number of per-CPU dynamic PCID slots; global ASIDs start here.
 pub const TLB_NR_DYN_ASIDS: u32 = 6;
@@ -536,15 +537,6 @@ impl LinuxX86v615 {
         }
     }
 
-    /// Returns the TLB tag of ASID `asid`'s user PCID under PTI (`user_pcid`:
-    /// `kern_pcid(asid)` with bit 11, `X86_CR3_PTI_PCID_USER_BIT`).
-    fn user_tag(asid: u32) -> Asid {
-        match Pcid::new((asid as u16 + 1) | (1 << 11)) {
-            Ok(p) => p.asid(),
-            Err(_) => unreachable!("PTI runs with the dynamic ASIDs only, below TLB_NR_DYN_ASIDS"),
-        }
-    }
-
     /// `mm_needs_global_asid`: `mm` has a global ASID and this CPU is not on it.
     fn needs_global_asid(&self, mm: MmId, asid: u32) -> bool {
         let g = self.global_asid(mm);
@@ -739,31 +731,15 @@ impl LinuxX86v615 {
             return;
         }
         let tag = Self::tag(asid);
-        // PTI's user PCID (`__flush_tlb_one_user`, `flush_tlb_local`): as in
-        // `linux_pcid`'s flush function.
-        let mut flush_user = false;
-        match f.extent {
-            // Partial only if this is exactly the next generation and the latest.
+        // Partial only if this is exactly the next generation and the latest;
+        // PTI's user PCID as `linux_pcid`'s flush function.
+        let range = match f.extent {
             Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
-                for i in 0..pages {
-                    let va = start.add_pages(i);
-                    hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
-                    match self.pti {
-                        Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: Self::user_tag(asid), va }, Scope::Local),
-                        Some(Pti::Deferred) => flush_user = true,
-                        None => {}
-                    }
-                }
+                Some((start, pages))
             }
-            _ => {
-                hw.tlbi(Tlbi::Asid(tag), Scope::Local);
-                flush_user = self.pti.is_some();
-            }
-        }
-        if flush_user {
-            // The next return to user writes CR3 without NOFLUSH.
-            hw.write_root(Root::Mm(loaded_mm), tag, false);
-        }
+            _ => None,
+        };
+        flush_local(hw, self.pti, tag, user_pcid(asid as u16).asid(), Root::Mm(loaded_mm), range);
         // Relaxed: this CPU's own slot.
         st.ctxs[asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
     }
