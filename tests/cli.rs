@@ -647,6 +647,31 @@ fn check_finds_a_zoo_bug_exits_3_and_replay_prints_the_same_trace() {
 }
 
 #[test]
+fn all_violations_lists_each_class_with_a_token_and_refuses_jobs() {
+    let args = ["check", "--policy", "arm64-freebsd-asid", "--cpus", "2", "--ops", "3", "--pages", "1"];
+    let o = tlbkit(&[&args[..], &["--mode", "exhaustive", "--all-violations", "--format", "json"]].concat());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let found = v["violations"].as_array().expect("a violations list");
+    assert!(!found.is_empty() && v["complete"] == true, "{v}");
+    for f in found {
+        assert!(f["class"].as_str().is_some_and(|c| c.contains(": ")), "{f}");
+        assert!(f["executions"].as_u64().is_some_and(|n| n >= 1), "{f}");
+        let token = f["counterexample"]["token"].as_str().expect("a token");
+        assert_eq!(tlbkit(&["replay", token]).status.code(), Some(3), "{token} replays its violation");
+    }
+    assert_eq!(v["counterexample"], found[0]["counterexample"]);
+    // A parallel search stops at its first violation: refused, with why.
+    let o = tlbkit(&[&args[..], &["--all-violations", "--jobs", "2"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--jobs"), "{}", stderr(&o));
+    // Without it, the report has no such list.
+    let o = tlbkit(&[&args[..], &["--mode", "exhaustive", "--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(v.get("violations").is_none(), "{v}");
+}
+
+#[test]
 fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
     // One shape (`--cpus 2`: the entry's own smallest shape), so that the
     // report is the counterexample alone, not the portfolio's list of shapes.

@@ -155,6 +155,16 @@ pub struct CheckArgs {
     /// those of the search on one machine.
     #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
     ray: Option<String>,
+    /// Go on past every violation instead of stopping at the first, and list
+    /// each class of them (the property, and what was wrong with its numbers
+    /// left out: one class for the same hazard at any address, ASID or CPU;
+    /// a C file's fault, loop or race by its line), with how many executions
+    /// reached it and its first, shrunk, with a replay token. On one thread; a
+    /// default run searches every shape of its portfolio. A policy that loops
+    /// costs its step budget (2 s of CPU) at every execution that reaches the
+    /// loop.
+    #[arg(long, conflicts_with_all = ["jobs", "checkpoint", "resume", "max_memory", "ray"])]
+    all_violations: bool,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -194,6 +204,8 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         return check_on_ray(a);
     }
     let (format, verbose) = (a.format, a.verbose);
+    let found =
+        if a.all_violations { tlbkit_check::run::Violations::All } else { tlbkit_check::run::Violations::First };
     let opts = options(a)?;
     let plan = opts.plan()?;
     let t = Instant::now();
@@ -202,7 +214,7 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         Plan::Portfolio(p) => p.members.iter().map(shape_line).collect(),
     };
     let live = Live::start(shapes);
-    let r = tlbkit_check::options::run_plan(&plan, &mut |_| {});
+    let r = tlbkit_check::options::run_plan_violations(&plan, found, &mut |_| {});
     let r = live.finish(r)?;
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
@@ -428,6 +440,7 @@ fn options(a: CheckArgs) -> Result<Options, CliError> {
                     .map_err(|e| CliError::from(format!("--script {}: cannot read the script: {e}", f.display())))
             })
             .transpose()?,
+        all_violations: a.all_violations,
     })
 }
 

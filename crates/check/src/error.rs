@@ -91,6 +91,8 @@ pub enum Error {
     },
     /// No worker thread.
     NoJobs,
+    /// Every violation asked of a parallel search, which stops at its first.
+    AllViolationsJobs,
     /// No execution ran: a clean verdict would read as a proof.
     NoExecution,
     /// No CPU could start an operation: a clean verdict would read as a proof.
@@ -162,7 +164,7 @@ impl Error {
             Error::Asids { .. } => Some(Param::Asids),
             Error::EmptyMenu => Some(Param::Menu),
             Error::QuickAndDeep => Some(Param::Quick),
-            Error::JobsNotExhaustive { .. } | Error::NoJobs => Some(Param::Jobs),
+            Error::JobsNotExhaustive { .. } | Error::NoJobs | Error::AllViolationsJobs => Some(Param::Jobs),
             Error::NoExecution => Some(Param::Iterations),
             Error::NothingStarted { .. } => Some(Param::Menu),
             Error::Saved { .. } | Error::Save { .. } | Error::Stopped { .. } => None,
@@ -217,6 +219,12 @@ impl Error {
             Error::JobsNotExhaustive { mode } => {
                 format!("{} applies to exhaustive mode, not {mode}", names.name(&Param::Jobs))
             }
+            Error::AllViolationsJobs => format!(
+                "a search with {} stops at its first violation: every violation is searched for on one thread, so \
+                 leave {} out",
+                names.name(&Param::Jobs),
+                names.name(&Param::Jobs)
+            ),
             Error::NoJobs => {
                 format!("{} runs nothing: give 1 or more worker threads", names.given(&Param::Jobs, "0"))
             }

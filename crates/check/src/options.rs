@@ -51,6 +51,10 @@ pub struct Options {
     /// `--script`: a script's text (see [`crate::search::Script`]), whose
     /// schedule every execution starts with.
     pub script: Option<String>,
+    /// `--all-violations`: the search goes on past every violation and the
+    /// report lists each class of them ([`run::Violations::All`]); on one
+    /// thread.
+    pub all_violations: bool,
 }
 
 /// What a request runs.
@@ -165,6 +169,8 @@ impl Options {
         };
         let jobs = match (self.jobs, spec.mode) {
             (Some(jobs), _) => Some(jobs),
+            // Every violation is searched for on one thread.
+            (None, _) if self.all_violations => None,
             (None, Mode::Exhaustive) => Some(run::default_jobs()).filter(|&j| j > 1),
             (None, _) => None,
         };
@@ -257,17 +263,31 @@ impl Options {
     /// Resolves and runs the check; `progress` hears the executions so far of a
     /// single-threaded search.
     pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
-        run_plan(&self.plan()?, progress)
+        let found = if self.all_violations { run::Violations::All } else { run::Violations::First };
+        run_plan_violations(&self.plan()?, found, progress)
     }
 }
 
 /// Runs what [`Options::plan`] returned; `progress` hears the executions so
 /// far of a single-threaded search.
 pub fn run_plan(plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
-    match plan {
-        Plan::One(spec, jobs) => run_resolved(spec, *jobs, progress),
-        Plan::Portfolio(p) => run::check_portfolio(p, progress),
-        Plan::After(spec, schedule) => run::check_after(spec, schedule, progress),
+    run_plan_violations(plan, run::Violations::First, progress)
+}
+
+/// [`run_plan`], stopping at the first violation or going on past every one
+/// ([`run::Violations`]); every violation is searched for on one thread (a
+/// plan with worker threads is refused).
+pub fn run_plan_violations(
+    plan: &Plan,
+    found: run::Violations,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, Error> {
+    match (plan, found) {
+        (Plan::One(spec, jobs), run::Violations::First) => run_resolved(spec, *jobs, progress),
+        (Plan::One(_, Some(j)), run::Violations::All) if *j > 1 => Err(Error::AllViolationsJobs),
+        (Plan::One(spec, _), _) => run::check_violations(spec, found, progress),
+        (Plan::Portfolio(p), _) => run::check_portfolio_violations(p, found, progress),
+        (Plan::After(spec, schedule), _) => run::check_after_violations(spec, schedule, found, progress),
     }
 }
 

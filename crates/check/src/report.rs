@@ -106,6 +106,59 @@ pub struct CheckReport {
     /// search after it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<After>,
+    /// Every class of violation an all-violations check found
+    /// (`tlbkit check --all-violations`), in the order first found, the
+    /// first being `counterexample`; empty (and absent from JSON) otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<Found>,
+}
+
+/// One class of violation an all-violations check found: the executions
+/// that reached it, and the first of them shrunk to its counterexample.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Found {
+    /// The class ([`class_of`]).
+    pub class: String,
+    /// Executions that ended in a violation of this class.
+    pub executions: u64,
+    /// The first such execution, shrunk, with its replay token.
+    pub counterexample: Counterexample,
+}
+
+/// Returns the class of a violation, which an all-violations check reports
+/// once: its property and its detail with every number blanked (`#`), so
+/// that the same hazard at another address, ASID, CPU or generation is one
+/// class, except a source line (`context.c:123`, `policy.rs:45`), which tells
+/// one fault, loop or race of a file from another.
+pub fn class_of(v: &Violation) -> String {
+    let mut out = format!("{}: ", v.property);
+    let d: Vec<char> = v.detail.chars().collect();
+    let mut i = 0;
+    while i < d.len() {
+        if !d[i].is_ascii_digit() {
+            out.push(d[i]);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if d[i] == '0' && d.get(i + 1) == Some(&'x') && d.get(i + 2).is_some_and(char::is_ascii_hexdigit) {
+            i += 2;
+            while i < d.len() && d[i].is_ascii_hexdigit() {
+                i += 1;
+            }
+        } else {
+            while i < d.len() && d[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+        let line = [".c:", ".h:", ".rs:", ".S:"].iter().any(|e| out.ends_with(e));
+        if line {
+            out.extend(&d[start..i]);
+        } else {
+            out.push('#');
+        }
+    }
+    out
 }
 
 /// The schedule a check started its executions with.
@@ -217,6 +270,7 @@ pub(crate) fn report(
         counterexample,
         portfolio: Vec::new(),
         after: None,
+        violations: Vec::new(),
     }
 }
 
@@ -755,6 +809,30 @@ impl CheckReport {
                 let _ = writeln!(s, "replay: tlbkit replay {}", cx.token);
             }
         }
+        if !self.violations.is_empty() {
+            let total: u64 = self.violations.iter().map(|f| f.executions).sum();
+            let _ = writeln!(
+                s,
+                "all violations: {} class{}, {total} violating execution{} (each class's first, shrunk; the first is above)",
+                self.violations.len(),
+                if self.violations.len() == 1 { "" } else { "es" },
+                if total == 1 { "" } else { "s" },
+            );
+            for (i, f) in self.violations.iter().enumerate() {
+                let cx = &f.counterexample;
+                let _ = writeln!(
+                    s,
+                    "  {}. {} on cpu{} ({} execution{}): {}",
+                    i + 1,
+                    cx.property,
+                    cx.cpu,
+                    f.executions,
+                    if f.executions == 1 { "" } else { "s" },
+                    cx.detail
+                );
+                let _ = writeln!(s, "     replay: tlbkit replay {}", cx.token);
+            }
+        }
         s
     }
 }
@@ -840,5 +918,23 @@ mod tests {
         // The usual widths are unchanged.
         let cx = Counterexample { steps: vec![step(2, "cpu0")], ..cx };
         assert_eq!(cx.trace(), format!("   2. {:<18} a\n      {:<18} b\n", "cpu0", ""));
+    }
+
+    #[test]
+    fn a_class_leaves_out_numbers_but_keeps_source_lines() {
+        let v = |property, detail: &str| Violation { property, cpu: 1, detail: detail.to_string() };
+        let a = v("no_stale_use", "cpu1 used the entry for 0x400000 (asid 3, frame 5) after generation 12");
+        let b = v("no_stale_use", "cpu0 used the entry for 0x7f2000 (asid 1, frame 9) after generation 2");
+        assert_eq!(class_of(&a), class_of(&b));
+        assert_eq!(class_of(&a), "no_stale_use: cpu# used the entry for # (asid #, frame #) after generation #");
+        // Another property is another class.
+        assert_ne!(class_of(&a), class_of(&v("no_stale_held", &a.detail)));
+        // A fault's line is its class; the address it touched is not.
+        let f = |addr: &str, line: u32| {
+            v("no_kernel_bug", &format!("a write to address {addr} in flush_context, context.c:{line}"))
+        };
+        assert_eq!(class_of(&f("0x0", 140)), class_of(&f("0x8", 140)));
+        assert_ne!(class_of(&f("0x0", 140)), class_of(&f("0x0", 141)));
+        assert!(class_of(&f("0x0", 140)).ends_with("context.c:140"), "{}", class_of(&f("0x0", 140)));
     }
 }

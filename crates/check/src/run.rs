@@ -22,8 +22,30 @@ pub fn check(spec: &CheckSpec) -> Result<CheckReport, Error> {
 /// Runs the check `spec` asks for, calling `progress` with the number of
 /// executions run so far every 4,096 executions (for a progress display).
 pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    check_violations(spec, Violations::First, progress)
+}
+
+/// Which violations a search reports: the first (the search stops there), or
+/// every class of them (`tlbkit check --all-violations`: the search goes on
+/// past each, and the report lists every class, each class's first
+/// execution shrunk to its counterexample; see [`crate::report::class_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Violations {
+    /// Stop at the first violation.
+    First,
+    /// Go on past every violation; report each class.
+    All,
+}
+
+/// [`check_with_progress`], stopping at the first violation or going on past
+/// every one, as `found` says.
+pub fn check_violations(
+    spec: &CheckSpec,
+    found: Violations,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: &[] })?
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: &[], found })?
 }
 
 /// Runs the check `spec` asks for on one thread, every execution first taking
@@ -31,8 +53,19 @@ pub fn check_with_progress(spec: &CheckSpec, progress: &mut dyn FnMut(u64)) -> R
 /// spec's machine; see [`search::Prefixed`]): the search explores what can
 /// follow it. `progress` hears the executions so far.
 pub fn check_after(spec: &CheckSpec, schedule: &[u32], progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    check_after_violations(spec, schedule, Violations::First, progress)
+}
+
+/// [`check_after`], stopping at the first violation or going on past every
+/// one, as `found` says.
+pub fn check_after_violations(
+    spec: &CheckSpec,
+    schedule: &[u32],
+    found: Violations,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: schedule })?
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: schedule, found })?
 }
 
 /// Runs the script `text` (see [`search::Script`]) on `spec`'s machine and
@@ -85,7 +118,20 @@ impl WithPolicy for RunScript<'_> {
 /// schedules and takes the most of what one execution reached over every
 /// shape. `progress` hears the schedules run so far over the whole portfolio.
 pub fn check_portfolio(portfolio: &Portfolio, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+    check_portfolio_violations(portfolio, Violations::First, progress)
+}
+
+/// [`check_portfolio`], stopping at the first violation or, with
+/// [`Violations::All`], running every shape to its end and listing every class
+/// of violation over them all (a class a later shape finds again counts its
+/// executions into the first one's).
+pub fn check_portfolio_violations(
+    portfolio: &Portfolio,
+    how: Violations,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, Error> {
     let mut runs = Vec::with_capacity(portfolio.members.len());
+    let mut classes: Vec<crate::report::Found> = Vec::new();
     let mut done = 0u64;
     let mut all: Option<CheckReport> = None;
     let mut found = None;
@@ -93,15 +139,23 @@ pub fn check_portfolio(portfolio: &Portfolio, progress: &mut dyn FnMut(u64)) -> 
         if found.is_none() {
             crate::progress::member(i + 1, done);
         }
-        if found.is_some() {
+        if found.is_some() && how == Violations::First {
             runs.push(ShapeRun::of(spec, 0, false));
             continue;
         }
-        let r = check_with_progress(spec, &mut |n| progress(done + n))?;
+        let mut r = check_violations(spec, how, &mut |n| progress(done + n))?;
         done += r.executions;
         runs.push(ShapeRun::of(spec, r.executions, r.counterexample.is_some()));
+        for f in std::mem::take(&mut r.violations) {
+            match classes.iter_mut().find(|c| c.class == f.class) {
+                Some(c) => c.executions += f.executions,
+                None => classes.push(f),
+            }
+        }
         if r.counterexample.is_some() {
-            found = Some(r);
+            if found.is_none() {
+                found = Some(r);
+            }
             continue;
         }
         all = Some(match all {
@@ -118,6 +172,7 @@ pub fn check_portfolio(portfolio: &Portfolio, progress: &mut dyn FnMut(u64)) -> 
     }
     let mut r = found.or(all).ok_or(Error::NoExecution)?;
     r.portfolio = runs;
+    r.violations = classes;
     Ok(r)
 }
 
@@ -443,15 +498,16 @@ struct Search<'a> {
     progress: &'a mut dyn FnMut(u64),
     /// The schedule every execution starts with (none: empty).
     after: &'a [u32],
+    found: Violations,
 }
 
 impl WithPolicy for Search<'_> {
     type Out = Result<CheckReport, Error>;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
         if self.after.is_empty() {
-            return search_with(self.spec, self.shape, build, self.progress);
+            return search_from(self.spec, self.shape, build, self.progress, &[], 0, self.found);
         }
-        search_after(self.spec, self.shape, build, self.progress, self.after)
+        search_after(self.spec, self.shape, build, self.progress, self.after, self.found)
     }
 }
 
@@ -534,7 +590,7 @@ fn search_with<P: Policy>(
     build: &dyn Fn() -> P,
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
-    search_from(spec, shape, build, progress, &[], 0)
+    search_from(spec, shape, build, progress, &[], 0, Violations::First)
 }
 
 /// [`search_with`] for executions that start with `schedule`: it runs the
@@ -546,6 +602,7 @@ fn search_after<P: Policy>(
     build: &dyn Fn() -> P,
     progress: &mut dyn FnMut(u64),
     schedule: &[u32],
+    found: Violations,
 ) -> Result<CheckReport, Error> {
     let mut follow = search::Schedule::new(schedule);
     let probe = exec::run(shape, build, &mut follow, false);
@@ -589,7 +646,7 @@ fn search_after<P: Policy>(
             ),
         ));
     } else {
-        search_from(spec, shape, build, progress, &probe.choices, probe.ops)?
+        search_from(spec, shape, build, progress, &probe.choices, probe.ops, found)?
     };
     r.after = Some(after);
     Ok(r)
@@ -598,6 +655,12 @@ fn search_after<P: Policy>(
 /// The search of [`search_with`] and [`search_after`]: every execution takes
 /// `prefix` first (none: empty), which started `prefix_ops` operations, and
 /// the search explores what follows; a counterexample's token holds both.
+///
+/// With [`Violations::All`] the search never sees a violation: each violating
+/// execution is counted into its class (the first of each kept) and handed
+/// to the search as an execution that ended there, so the search backtracks
+/// from it as from any other and goes on; once it is over, each class's
+/// first execution is shrunk, keeping its class.
 fn search_from<P: Policy>(
     spec: &CheckSpec,
     shape: &Shape,
@@ -605,7 +668,11 @@ fn search_from<P: Policy>(
     progress: &mut dyn FnMut(u64),
     prefix: &[search::Choice],
     prefix_ops: usize,
+    how: Violations,
 ) -> Result<CheckReport, Error> {
+    // The classes found so far, each with its count and first execution.
+    let classes: std::cell::RefCell<Vec<(String, u64, search::Outcome)>> = Default::default();
+    let absorb = std::cell::Cell::new(how == Violations::All);
     let mut n = 0u64;
     let started = std::cell::Cell::new(0usize);
     let reached = std::cell::Cell::new(Reached::default());
@@ -618,7 +685,7 @@ fn search_from<P: Policy>(
                 crate::progress::publish(n, None);
             }
         }
-        let out = if prefix.is_empty() {
+        let mut out = if prefix.is_empty() {
             exec::run_from(&mut saved, shape, build, c)
         } else {
             let mut out = exec::run_from(&mut saved, shape, build, &mut search::Prefixed::new(prefix, c, true));
@@ -629,6 +696,19 @@ fn search_from<P: Policy>(
         started.set(started.get().max(out.ops.saturating_sub(prefix_ops)));
         crate::progress::longest(out.steps);
         reached.set(reached.get().max(Reached::of(&out)));
+        if absorb.get() {
+            if let Some(v) = out.violation.take() {
+                let class = crate::report::class_of(&v);
+                let mut classes = classes.borrow_mut();
+                match classes.iter_mut().find(|(c, _, _)| *c == class) {
+                    Some((_, k, _)) => *k += 1,
+                    None => {
+                        let first = search::Outcome { violation: Some(v), ..out.clone() };
+                        classes.push((class, 1, first));
+                    }
+                }
+            }
+        }
         out
     };
     let (stats, found) = match spec.mode {
@@ -636,7 +716,9 @@ fn search_from<P: Policy>(
         Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
         Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
     };
-    if found.is_none() && (stats.executions == 0 || started.get() == 0) {
+    absorb.set(false);
+    let classes = std::mem::take(&mut *classes.borrow_mut());
+    if found.is_none() && classes.is_empty() && (stats.executions == 0 || started.get() == 0) {
         // A clean verdict over no behaviour would read as a proof: refuse it.
         return Err(if stats.executions == 0 {
             Error::NoExecution
@@ -644,15 +726,29 @@ fn search_from<P: Policy>(
             Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms }
         });
     }
-    let counterexample = found.map(|out| {
-        let suffix = search::shrink(&mut run, &out);
+    let mut shrunk = |out: &search::Outcome, same: &dyn Fn(Option<&crate::kernel::Violation>) -> bool| {
+        let suffix = search::shrink_where(&mut run, out, same);
         let choices: Vec<u32> = prefix.iter().map(|c| c.taken).chain(suffix).collect();
         let out = exec::run(shape, build, &mut Replay::new(&choices), true);
         counterexample(&out, encode(spec, &choices))
+    };
+    let counterexample = found.map(|out| {
+        let property = out.violation.as_ref().map(|v| v.property);
+        shrunk(&out, &|v| v.map(|v| v.property) == property)
     });
+    let violations: Vec<crate::report::Found> = classes
+        .into_iter()
+        .map(|(class, executions, out)| {
+            let counterexample = shrunk(&out, &|v| v.is_some_and(|v| crate::report::class_of(v) == class));
+            crate::report::Found { class, executions, counterexample }
+        })
+        .collect();
     // What the executions reached (shrinking's replays are executions of the
     // same machine too).
-    Ok(report(spec, spec.mode.name(), stats, reached.get(), counterexample))
+    let first = counterexample.or_else(|| violations.first().map(|f| f.counterexample.clone()));
+    let mut r = report(spec, spec.mode.name(), stats, reached.get(), first);
+    r.violations = violations;
+    Ok(r)
 }
 
 /// Tests of the exhaustive search's soundness that need the crate's insides.

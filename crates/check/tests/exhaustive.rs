@@ -196,3 +196,38 @@ fn bad_specs_are_errors() {
     assert!(matches!(&e, tlbkit_check::Error::UnknownPolicy { name } if name == "arm64-nope"), "{e:?}");
     assert!(OpKind::parse("switch,teleport").unwrap_err().to_string().contains("unknown operation 'teleport'"));
 }
+
+#[test]
+fn a_search_for_all_violations_goes_on_to_the_end_and_replays_each_class() {
+    use tlbkit_check::run::{check_violations, Violations};
+    let s = spec("arm64-freebsd-asid", 3);
+    let first = check(&s).unwrap();
+    let all = check_violations(&s, Violations::All, &mut |_| {}).unwrap();
+    assert!(first.counterexample.is_some() && !first.complete, "{}", first.to_text());
+    // The search went past the first violation to the end of the space.
+    assert!(all.complete, "{}", all.to_text());
+    assert!(all.executions > first.executions, "{} then {}", first.executions, all.executions);
+    assert!(all.violations.iter().any(|f| f.counterexample.property == "no_asid_alias"), "{}", all.to_text());
+    let total: u64 = all.violations.iter().map(|f| f.executions).sum();
+    assert!(total > all.violations.len() as u64, "violating executions are counted, not only classes");
+    assert_eq!(all.counterexample.as_ref(), Some(&all.violations[0].counterexample));
+    for f in &all.violations {
+        let again = tlbkit_check::replay(&f.counterexample.token).unwrap();
+        let v = again.counterexample.expect("the class's token replays a violation");
+        let v = tlbkit_check::kernel::Violation { property: v.property, cpu: v.cpu, detail: v.detail };
+        assert_eq!(tlbkit_check::report::class_of(&v), f.class);
+    }
+    // Deterministic: the same search gives the same report.
+    let again = check_violations(&s, Violations::All, &mut |_| {}).unwrap();
+    assert_eq!(again.to_text(), all.to_text());
+}
+
+#[test]
+fn a_clean_search_for_all_violations_is_the_search_for_the_first() {
+    use tlbkit_check::run::{check_violations, Violations};
+    let s = spec("x86-freebsd-gen", 3);
+    let first = check(&s).unwrap();
+    let all = check_violations(&s, Violations::All, &mut |_| {}).unwrap();
+    assert!(first.counterexample.is_none() && all.violations.is_empty());
+    assert_eq!(all.to_text(), first.to_text());
+}

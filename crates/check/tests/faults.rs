@@ -78,6 +78,38 @@ fn a_null_write_in_flush_context_is_a_kernel_bug_at_its_line() {
 }
 
 #[test]
+fn a_search_for_all_violations_goes_on_past_every_fault_and_counts_them_as_one_class() {
+    if !have_cc() {
+        return;
+    }
+    let (path, line) = patched("null_write_all", "\t*(volatile int *)0 = 1;");
+    let policy = format!("c:{}", path.display());
+    // Random schedules of the one-shape defaults, which reach rollovers.
+    let mode = Some("random".to_string());
+    let o = Options { policy, mode, iterations: Some(2_000), seed: 1, all_violations: true, ..Default::default() };
+    let r = o.run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    // Every schedule ran: the search did not stop at the first fault.
+    assert_eq!(r.executions, 2_000, "{}", r.to_text());
+    assert!(r.complete, "{}", r.to_text());
+    let site = format!("null_write_all.c:{line}");
+    let faults: Vec<_> = r.violations.iter().filter(|f| f.class.contains(&site)).collect();
+    assert_eq!(faults.len(), 1, "one class for the fault at its line, whatever CPU and schedule:\n{}", r.to_text());
+    let f = faults[0];
+    assert!(f.executions > 1, "the fault was met again and counted: {}", r.to_text());
+    assert_eq!(f.counterexample.property, "no_kernel_bug");
+    // The first class is the report's counterexample, and each token replays
+    // a violation of its own class.
+    assert_eq!(r.counterexample.as_ref(), Some(&r.violations[0].counterexample));
+    for f in &r.violations {
+        let again = replay(&f.counterexample.token).unwrap_or_else(|e| panic!("{e}"));
+        let v = again.counterexample.unwrap_or_else(|| panic!("{} replays no violation", f.counterexample.token));
+        let v = tlbkit_check::kernel::Violation { property: v.property, cpu: v.cpu, detail: v.detail };
+        assert_eq!(tlbkit_check::report::class_of(&v), f.class, "the token replays another class");
+    }
+    assert!(r.to_text().contains("all violations: "), "{}", r.to_text());
+}
+
+#[test]
 fn a_division_by_zero_in_flush_context_is_a_kernel_bug() {
     if !have_cc() {
         return;

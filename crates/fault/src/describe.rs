@@ -45,13 +45,33 @@ fn object(pc: usize) -> Option<(PathBuf, usize)> {
 /// function it was inlined in follows (`atomic64_add_return_relaxed,
 /// kernel.h:184, inlined in new_context, context.c:203`): an optimised
 /// object's line table may give a loop the line of the code beside it.
+///
+/// Answers are kept per object and offset: a search that goes on past its
+/// violations meets the same fault at every execution that reaches it, and
+/// `addr2line` is a process each time.
 pub(crate) fn site(pc: usize, exact: bool) -> String {
     let Some((file, off)) = object(pc) else { return format!("{pc:#x}") };
     let off = if exact { off } else { off.saturating_sub(1) };
+    let key = (file, off);
+    let known = SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
+    if let Some(s) = known {
+        return s;
+    }
+    let s = ask_addr2line(&key.0, off);
+    SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, s.clone());
+    s
+}
+
+/// What [`site`] has answered, by object file and offset.
+static SITES: Mutex<std::collections::BTreeMap<(PathBuf, usize), String>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// Runs `addr2line` for the code at `off` in `file`, as [`site`] describes.
+fn ask_addr2line(file: &std::path::Path, off: usize) -> String {
     let short = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
     let out = std::process::Command::new("addr2line")
         .args(["-f", "-i", "-C", "-e"])
-        .arg(&file)
+        .arg(file)
         .arg(format!("{off:#x}"))
         .output()
         .ok()

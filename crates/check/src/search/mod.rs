@@ -28,7 +28,7 @@ pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
 pub use script::{parse_script, Script, ScriptItem};
-pub use shrink::shrink;
+pub use shrink::{shrink, shrink_where};
 
 use crate::arena;
 use crate::kernel::Violation;

@@ -1,12 +1,24 @@
 //! Shrinking a counterexample to the fewest context switches.
 
 use super::{Choice, Chooser, Outcome, Point, Replay};
+use crate::kernel::Violation;
 
 /// Shrinks a violating schedule: every scheduling choice that can be made the
 /// non-preempting one (option 0) while a violation of the same property is
 /// still reached is made so, until nothing changes. Returns the shrunk choices.
 pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome) -> Vec<u32> {
     let property = found.violation.as_ref().map(|v| v.property);
+    shrink_where(run, found, &|v| v.map(|v| v.property) == property)
+}
+
+/// [`shrink`], keeping a trial when `same` holds of the violation it reached
+/// (`None`: it reached none): an all-violations check keeps each class of
+/// violation its own ([`crate::report::class_of`]).
+pub fn shrink_where(
+    run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome,
+    found: &Outcome,
+    same: &dyn Fn(Option<&Violation>) -> bool,
+) -> Vec<u32> {
     let mut best: Vec<Choice> = found.choices.clone();
     let takes = |c: &[Choice]| c.iter().map(|c| c.taken).collect::<Vec<u32>>();
     loop {
@@ -17,7 +29,7 @@ pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome)
                 let mut trial = takes(&best);
                 trial[i] = 0;
                 let out = run(&mut Replay::new(&trial));
-                if out.violation.as_ref().map(|v| v.property) == property {
+                if same(out.violation.as_ref()) {
                     best = out.choices;
                     changed = true;
                 }
