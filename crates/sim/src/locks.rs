@@ -141,6 +141,13 @@ impl RwSem {
         done
     }
 
+    /// Says that a reader holds it until at least `t`, before its release is
+    /// simulated (a read hold whose `up_read` runs at a later event): a
+    /// writer asking meanwhile waits for it.
+    pub fn read_held_until(&mut self, t: u64) {
+        self.readers_until = self.readers_until.max(t);
+    }
+
     /// Takes the semaphore on `line` for writing by `cpu` asking at `t`; returns
     /// when it holds it (every earlier reader and writer gone).
     pub fn down_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {

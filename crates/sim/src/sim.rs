@@ -391,6 +391,14 @@ struct Thread {
     retry_read: Option<u32>,
     /// A pipe write to retry after a wake-up.
     retry_write: Option<u32>,
+    /// The end of a fault it took from user code: the lock it still holds
+    /// and the address space, released at its next event, before anything
+    /// else ([`Sim::fault`]); its `pending` touch then restarts the access
+    /// that faulted.
+    fault_exit: Option<(MmId, kwork::FaultLock)>,
+    /// Its `pending` touch begins with the access a fault interrupted: the
+    /// instruction is restarted, not counted again.
+    restart: bool,
     kstack: u64,
     tstruct: u64,
     /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.

@@ -396,8 +396,12 @@ fn seeds_catching(cpus: &[usize]) -> Vec<String> {
 }
 
 #[test]
-fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu() {
-    let caught = seeds_catching(&[2, 4]);
+fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu_on_x86() {
+    // On arm64 redis_like's threads do: a madvise on one CPU while the other
+    // runs the address space holding the page's entry (a fault's return is
+    // its own event, so the other thread is caught between its fault and its
+    // access). On x86 the origins' user flushes stay local.
+    let caught: Vec<String> = seeds_catching(&[2, 4]).into_iter().filter(|c| c.starts_with("x86-")).collect();
     assert!(caught.is_empty(), "an origin's workload catches the bug after all:\n{}", caught.join("\n"));
 }
 
@@ -406,7 +410,7 @@ fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_thi
 #[test]
 #[ignore]
 fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_this_cpu_at_32_cpus() {
-    let caught = seeds_catching(&[32]);
+    let caught: Vec<String> = seeds_catching(&[32]).into_iter().filter(|c| c.starts_with("x86-")).collect();
     assert!(caught.is_empty(), "an origin's workload catches the bug after all:\n{}", caught.join("\n"));
 }
 

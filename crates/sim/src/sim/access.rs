@@ -1,6 +1,7 @@
 //! Memory accesses: TLB lookups, page walks and fills (speculative ones too), page
 //! faults, and the oracle's judgement of every translation used.
 
+use super::kwork::FaultLock;
 use super::*;
 use crate::error::Error;
 
@@ -13,10 +14,12 @@ impl<P: Policy> Sim<P> {
         let c = self.m.costs;
         let (start, w0, f0) = (now, self.walk_cycles, self.fault_cycles);
         let mut i = 0;
+        // The first access restarts one a fault interrupted: it was counted.
+        let mut restart = std::mem::take(&mut self.threads[tid].restart);
         while i < n {
             // One page alone gains nothing from the fast path (its one copy is
             // owed and settled at once); trying would cost a lookup's first steps.
-            if n - i > 1 {
+            if n - i > 1 && !restart {
                 let swept = self.sweep(cpu, va + i * 4096, n - i, write, now);
                 now += swept * (c.mem_access + c.tlb_l2_hit);
                 i += swept;
@@ -24,13 +27,20 @@ impl<P: Policy> Sim<P> {
                     break;
                 }
             }
-            now = match self.access(cpu, va + i * 4096, write, now) {
+            now = match self.access_as(cpu, va + i * 4096, write, now, Some((tid, restart))) {
                 Ok(t) => t,
                 Err(e) => {
                     self.error.get_or_insert(e.to_string());
                     return now;
                 }
             };
+            restart = false;
+            if self.threads[tid].fault_exit.is_some() {
+                // A fault stopped at its unlock: the event ends there, and the
+                // thread's next one releases the lock and restarts this access.
+                self.threads[tid].restart = true;
+                break;
+            }
             i += 1;
         }
         if pages > 1 {
@@ -40,7 +50,9 @@ impl<P: Policy> Sim<P> {
             let walk = if walk == 0 { 0 } else { walk.div_ceil(c.walkers.max(1)) };
             now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk;
         }
-        if pages > n {
+        if i < n {
+            self.threads[tid].pending = Some((va + i * 4096, pages - i, write));
+        } else if pages > n {
             self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
         }
         now
@@ -200,14 +212,39 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Translates and performs one access by `cpu`; returns the time after it.
-    pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, Error> {
+    pub(super) fn access(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, Error> {
+        self.access_as(cpu, va, write, now, None)
+    }
+
+    /// [`Sim::access`] by user code: `user` is the thread whose instruction
+    /// it is, and whether the instruction is one a fault interrupted being
+    /// restarted (not counted again). A fault it takes that holds a lock
+    /// returns at its unlock point with the rest left to the thread's next
+    /// event ([`Sim::fault`]); the access then returns at once, unfinished
+    /// (the caller sees `fault_exit` set), and the thread restarts it.
+    pub(super) fn access_as(
+        &mut self,
+        cpu: usize,
+        va: u64,
+        write: bool,
+        mut now: u64,
+        user: Option<(usize, bool)>,
+    ) -> Result<u64, Error> {
         // (The two costs it charges, not a copy of them all.)
         let (mem_access, tlb_l2_hit) = (self.m.costs.mem_access, self.m.costs.tlb_l2_hit);
         let Some((root, uid)) = self.root_of(cpu, va) else {
             return Err(Error::ReservedRoot { cpu, va });
         };
-        self.stats.tlb_accesses += 1;
-        now += mem_access;
+        // A restarted access that faults again keeps its fault whole: without
+        // that, CPUs that reclaim each other's pages between a fault and its
+        // restart (a memcg at its limit) could refault for ever, where the
+        // kernel's fresh pages wait in a per-CPU LRU batch (`folio_add_lru`),
+        // out of reclaim's reach, until the batch is drained.
+        let tid = user.filter(|&(_, restart)| !restart).map(|(tid, _)| tid);
+        if !user.is_some_and(|(_, restart)| restart) {
+            self.stats.tlb_accesses += 1;
+            now += mem_access;
+        }
         for _attempt in 0..3 {
             self.m.catch_up(cpu, now);
             let asid = self.m.cpus[cpu].asid;
@@ -219,7 +256,10 @@ impl<P: Policy> Sim<P> {
                 }
                 self.check_use(cpu, e, va, uid, now);
                 if write && e.flags & F_WRITE == 0 {
-                    now = self.timed_fault(cpu, va, write, now)?;
+                    now = self.timed_fault(cpu, va, write, now, tid)?;
+                    if tid.is_some_and(|t| self.threads[t].fault_exit.is_some()) {
+                        return Ok(now);
+                    }
                     continue;
                 }
                 if write {
@@ -239,7 +279,12 @@ impl<P: Policy> Sim<P> {
                     }
                     return Ok(now);
                 }
-                _ => now = self.timed_fault(cpu, va, write, now)?,
+                _ => {
+                    now = self.timed_fault(cpu, va, write, now, tid)?;
+                    if tid.is_some_and(|t| self.threads[t].fault_exit.is_some()) {
+                        return Ok(now);
+                    }
+                }
             }
         }
         Err(Error::KeptFaulting { cpu, va })
@@ -257,9 +302,16 @@ impl<P: Policy> Sim<P> {
         self.pt.set_written(e.pte);
     }
 
-    pub(super) fn timed_fault(&mut self, cpu: usize, va: u64, write: bool, now: u64) -> Result<u64, Error> {
+    pub(super) fn timed_fault(
+        &mut self,
+        cpu: usize,
+        va: u64,
+        write: bool,
+        now: u64,
+        user: Option<usize>,
+    ) -> Result<u64, Error> {
         let (w0, f0) = (self.walk_cycles, self.fault_cycles);
-        let t = self.fault(cpu, va, write, now)?;
+        let t = self.fault(cpu, va, write, now, user)?;
         // Walks inside the fault (none today) are part of its serial time.
         self.walk_cycles = w0;
         self.fault_cycles = f0 + (t - now);
@@ -430,7 +482,24 @@ impl<P: Policy> Sim<P> {
     /// A user page fault: demand allocation, copy-on-write, or a stale read-only
     /// entry after an upgrade, under its VMA's lock or `mmap_lock`
     /// ([`Sim::fault_lock`]).
-    pub(super) fn fault(&mut self, cpu: usize, va: u64, write: bool, mut now: u64) -> Result<u64, Error> {
+    ///
+    /// A fault from user code (`user`: its thread) that holds a lock returns
+    /// at its unlock point and leaves the release and the exception's return
+    /// to the thread's next event ([`Sim::fault_exit`]): the release is an
+    /// atomic on a line the other CPUs' faults take, and run in the same
+    /// event as the acquisition it would find the line still this CPU's
+    /// whatever they did in between (`vma_end_read` and `mmap_read_unlock`
+    /// are separate accesses of the line, at the end of
+    /// `do_user_addr_fault`/`do_page_fault`, Linux `arch/x86/mm/fault.c`,
+    /// `arch/arm64/mm/fault.c`).
+    pub(super) fn fault(
+        &mut self,
+        cpu: usize,
+        va: u64,
+        write: bool,
+        mut now: u64,
+        user: Option<usize>,
+    ) -> Result<u64, Error> {
         let c = self.m.costs;
         self.stats.page_faults += 1;
         now += c.exception_entry + c.fault_path;
@@ -449,7 +518,27 @@ impl<P: Policy> Sim<P> {
         } else {
             self.fault_page(cpu, root, mm, vma, va, write, t)
         };
+        if let (Some(tid), FaultLock::Vma(_) | FaultLock::Mmap) = (user, held) {
+            // The unlock is an atomic on a line other CPUs take too: it runs
+            // at its own event, after theirs that come before it.
+            self.threads[tid].fault_exit = Some((mm, held));
+            if let FaultLock::Mmap = held {
+                // A writer's down_write until then waits for this read hold.
+                self.kw.mmap_lock(mm).read_held_until(t);
+            }
+            return Ok(t);
+        }
         Ok(self.fault_unlock(cpu, mm, held, t) + c.exception_exit)
+    }
+
+    /// The end of a fault from user code that [`Sim::fault`] left to the
+    /// thread's next event: the lock's release and the exception's return,
+    /// counted as the fault's time. Returns when `cpu` goes on.
+    pub(super) fn fault_exit(&mut self, cpu: usize, mm: MmId, held: FaultLock, now: u64) -> u64 {
+        let end = self.fault_unlock(cpu, mm, held, now) + self.m.costs.exception_exit;
+        self.fault_cycles += end - now;
+        self.stats.kernel_cycles += end - now;
+        end
     }
 
     /// The body of a fault on a base page of `vma` (no large folios).

@@ -217,6 +217,12 @@ impl<P: Policy> Sim<P> {
         let Some(tid) = self.sched[cpu].cur else {
             return self.schedule_counted(cpu, None, now);
         };
+        // A fault's end first: the kernel path has not returned to the task
+        // (no tick or preemption sees it in between).
+        let now = match self.threads[tid].fault_exit.take() {
+            Some((mm, held)) => self.fault_exit(cpu, mm, held, now),
+            None => now,
+        };
         let ticked = self.timer_tick(cpu, now);
         self.stats.kernel_cycles += ticked - now;
         let now = ticked;

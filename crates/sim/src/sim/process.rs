@@ -41,6 +41,8 @@ impl<P: Policy> Sim<P> {
             pending: None,
             retry_read: None,
             retry_write: None,
+            fault_exit: None,
+            restart: false,
             kstack,
             tstruct,
             pinned: false,
