@@ -50,10 +50,9 @@ impl<P: Policy> Sim<P> {
             let walk = if walk == 0 { 0 } else { walk.div_ceil(c.walkers.max(1)) };
             now = start + fault + rest.div_ceil(c.mlp.max(1)) + walk;
         }
-        if i < n {
+        // The rest: past the chunk, or from the access a fault left to restart.
+        if pages > i {
             self.threads[tid].pending = Some((va + i * 4096, pages - i, write));
-        } else if pages > n {
-            self.threads[tid].pending = Some((va + n * 4096, pages - n, write));
         }
         now
     }
@@ -240,8 +239,9 @@ impl<P: Policy> Sim<P> {
         // restart (a memcg at its limit) could refault for ever, where the
         // kernel's fresh pages wait in a per-CPU LRU batch (`folio_add_lru`),
         // out of reclaim's reach, until the batch is drained.
-        let tid = user.filter(|&(_, restart)| !restart).map(|(tid, _)| tid);
-        if !user.is_some_and(|(_, restart)| restart) {
+        let restarted = user.is_some_and(|(_, restart)| restart);
+        let tid = user.filter(|_| !restarted).map(|(tid, _)| tid);
+        if !restarted {
             self.stats.tlb_accesses += 1;
             now += mem_access;
         }
