@@ -2,7 +2,8 @@
 //! `--max-memory SIZE`): a search killed at any moment and resumed ends as
 //! one never stopped; a search over its memory cap saves itself and stops
 //! with exit 2; a save of another build, or one cut short or corrupted, is
-//! refused in one line that says which.
+//! refused in one line that says which; so is a save or a token of a C file
+//! edited since.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -181,5 +182,62 @@ fn a_saving_search_finds_the_counterexample_a_plain_one_finds() {
     };
     assert!(token(&plain).is_some());
     assert_eq!(token(&saving), token(&plain));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether a C compiler runs here (C policies' tests are skipped without one).
+fn have_cc() -> bool {
+    let ok = Command::new(std::env::var("TLBKIT_CC").unwrap_or_else(|_| "cc".into()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no C compiler on this machine");
+    }
+    ok
+}
+
+#[test]
+fn a_c_file_edited_after_its_check_is_refused_on_resume_and_replay_in_one_line() {
+    if !have_cc() {
+        return;
+    }
+    let dir = scratch("edited");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (clean, racy, save) = (dir.join("context.c"), dir.join("race.c"), dir.join("save"));
+    std::fs::copy("crates/c/tests/linux/v6.12/arch/arm64/mm/context.c", &clean).unwrap();
+    std::fs::copy("crates/c/tests/constructed/race.c", &racy).unwrap();
+    let (clean, racy, save) = (clean.display().to_string(), racy.display().to_string(), save.display().to_string());
+    let shape = ["--mode", "exhaustive", "--cpus", "2", "--mms", "2", "--ops", "2", "--pages", "1", "--jobs", "1"];
+    let saving = tlbkit(&[&["check", "--c", &clean][..], &shape, &["--checkpoint", &save]].concat());
+    assert_eq!(saving.status.code(), Some(0), "{}", String::from_utf8_lossy(&saving.stderr));
+    let racing = tlbkit(&["check", "--c", &racy, "--mode", "exhaustive", "--ops", "3", "--asids", "16"]);
+    assert_eq!(racing.status.code(), Some(3), "{}", String::from_utf8_lossy(&racing.stderr));
+    let out = String::from_utf8_lossy(&racing.stdout).into_owned();
+    let token = out.lines().find_map(|l| l.strip_prefix("replay: tlbkit replay ")).expect("a replay line").to_string();
+    let resume = ["check", "--resume", save.as_str(), "--jobs", "1"];
+    let replay = ["replay", token.as_str()];
+    // As they were: both run.
+    assert_eq!(tlbkit(&resume).status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&tlbkit(&replay).stdout).contains("no_data_race"));
+    // One comment more in each file: refused, in one line that says why.
+    let originals = [std::fs::read(&clean).unwrap(), std::fs::read(&racy).unwrap()];
+    for file in [&clean, &racy] {
+        let mut text = std::fs::read(file).unwrap();
+        text.extend_from_slice(b"/* edited */\n");
+        std::fs::write(file, text).unwrap();
+    }
+    for (args, file) in [(&resume[..], &clean), (&replay[..], &racy)] {
+        let o = tlbkit(args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(&format!("c:{file} has changed since this was recorded")), "{err}");
+    }
+    // Restored, they run again.
+    std::fs::write(&clean, &originals[0]).unwrap();
+    std::fs::write(&racy, &originals[1]).unwrap();
+    assert_eq!(tlbkit(&resume).status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&tlbkit(&replay).stdout).contains("no_data_race"));
     let _ = std::fs::remove_dir_all(&dir);
 }

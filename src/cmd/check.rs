@@ -338,11 +338,17 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
     let live = Live::start_with(vec![shape_line(&spec)], false);
     let r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
     emit(&r, format == super::Format::Json, verbose)?;
-    eprintln!(
-        "tlbkit: checked in {:.2} s; the search is saved in {}",
-        t.elapsed().as_secs_f64(),
-        persist.dir.display()
-    );
+    let took = t.elapsed().as_secs_f64();
+    let dir = persist.dir.display();
+    // A search that stops at a violation is not saved at its end (it needs
+    // no resume): say what the directory holds.
+    match (r.counterexample.is_some(), persist.dir.join(tlbkit_check::search::saved::FILE).exists()) {
+        (false, _) => eprintln!("tlbkit: checked in {took:.2} s; the search is saved in {dir}"),
+        (true, true) => {
+            eprintln!("tlbkit: checked in {took:.2} s; stopped at the violation: {dir} holds the last save before it")
+        }
+        (true, false) => eprintln!("tlbkit: checked in {took:.2} s; stopped at the violation before its first save"),
+    }
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 

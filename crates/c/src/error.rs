@@ -6,6 +6,21 @@ pub enum Error {
     /// The policy name is malformed.
     #[error("{0}")]
     Spec(String),
+    /// A pinned name's files hold other content than when it was pinned
+    /// (see [`crate::source`], "Identity by content").
+    #[error(
+        "{name} has changed since this was recorded (its content's digest was {then:016x}, is {now:016x}): a \
+         schedule or saved search of the old file cannot run on the new one; run the check again on the file as it \
+         is, or restore the file"
+    )]
+    Changed {
+        /// The files, as named.
+        name: String,
+        /// The digest recorded.
+        then: u64,
+        /// The files' digest now.
+        now: u64,
+    },
     /// A file could not be read.
     #[error("cannot read {path}: {why}")]
     Read {

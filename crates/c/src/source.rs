@@ -6,6 +6,15 @@
 //! can compare the file before and after a patch without checking either out:
 //! `c:arch/arm64/mm/context.c@v6.12`. A part `cnp=on` is no file: it gives the
 //! machine FEAT_TTCnP (`system_supports_cnp()`).
+//!
+//! # Identity by content
+//! A check's replay tokens and saves name the policy as the user did, with the
+//! digest of what the files held when it ran: `c:context.c#0123456789abcdef`
+//! ([`pin`]). Reading a pinned name reads the files again and refuses them in
+//! one line when their content differs ([`Error::Changed`]), so a schedule or
+//! a saved search of one program is never replayed or resumed over another
+//! (an edited file, a moved revision). The digest covers each file's name,
+//! its role and its bytes, and the options the name sets.
 
 use crate::error::Error;
 use crate::shim::REPLACEABLE;
@@ -49,6 +58,7 @@ impl Sources {
     /// what follows).
     pub fn parse(name: &str) -> Result<Sources, Error> {
         let list = name.strip_prefix("c:").unwrap_or(name);
+        let (list, pinned) = split_digest(list);
         if list.is_empty() {
             return Err(Error::Spec(
                 "a C policy names its files: c:PATH[@REV][+PATH...], for example c:arch/arm64/mm/context.c".into(),
@@ -74,12 +84,65 @@ impl Sources {
         if !files.iter().any(|f| f.role == Role::Code) {
             return Err(Error::Spec(format!("{name} names no .c file: a C policy compiles at least one")));
         }
-        Ok(Sources { files, cnp })
+        let sources = Sources { files, cnp };
+        if let Some(then) = pinned {
+            let now = sources.digest();
+            if now != then {
+                return Err(Error::Changed { name: format!("c:{list}"), then, now });
+            }
+        }
+        Ok(sources)
+    }
+
+    /// Returns the digest of the files' content and the options the name
+    /// sets: what a pinned name ([`pin`]) carries.
+    pub fn digest(&self) -> u64 {
+        let mut h = crate::Fnv::new();
+        for f in &self.files {
+            h.write(f.file_name.as_bytes());
+            h.write(match &f.role {
+                Role::Code => b"c",
+                Role::Header(_) => b"h",
+            });
+            h.write(&f.text);
+        }
+        h.write(&[u8::from(self.cnp)]);
+        h.finish()
     }
 
     /// Returns the name of the first C file (what messages call the policy).
     pub fn main_name(&self) -> &str {
         self.files.iter().find(|f| f.role == Role::Code).map_or("", |f| f.name.as_str())
+    }
+}
+
+/// The mark between a C policy's files and the digest of their content.
+pub const DIGEST_MARK: char = '#';
+
+/// Returns `name` (`c:FILES...`, pinned or not) pinned to the content its
+/// files hold now: `c:FILES#DIGEST`, the [`Sources::digest`] as 16 hex
+/// digits. A name pinned already is read (and refused if its files changed)
+/// and returned as it was.
+pub fn pin(name: &str) -> Result<String, Error> {
+    let sources = Sources::parse(name)?;
+    let bare = split_digest(name).0;
+    Ok(format!("{bare}{DIGEST_MARK}{:016x}", sources.digest()))
+}
+
+/// Returns `name` without its digest (`c:context.c#0123456789abcdef` →
+/// `c:context.c`): what it names, as the user wrote it.
+pub fn unpinned(name: &str) -> &str {
+    split_digest(name).0
+}
+
+/// Splits a trailing `#DIGEST` (16 hex digits) off `list`; anything else
+/// after a `#` is part of a path.
+fn split_digest(list: &str) -> (&str, Option<u64>) {
+    match list.rsplit_once(DIGEST_MARK) {
+        Some((files, hex)) if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            (files, u64::from_str_radix(hex, 16).ok())
+        }
+        _ => (list, None),
     }
 }
 

@@ -57,3 +57,28 @@ fn headers_replace_shims_by_name_and_options_are_no_files() {
         assert!(e.contains(says), "{name}: {e}");
     }
 }
+
+#[test]
+fn a_pinned_name_reads_its_files_only_while_their_content_is_the_same() {
+    let dir = std::env::temp_dir().join(format!("tlbkit-c-pinned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("context.c");
+    std::fs::write(&file, "/* one */\n").unwrap();
+    let name = format!("c:{}", file.display());
+    let pinned = tlbkit_c::source::pin(&name).unwrap();
+    let (bare, digest) = pinned.rsplit_once('#').unwrap();
+    assert_eq!((bare, digest.len()), (name.as_str(), 16), "{pinned}");
+    assert_eq!(tlbkit_c::source::unpinned(&pinned), name);
+    assert_eq!(tlbkit_c::source::pin(&pinned).unwrap(), pinned, "pinning twice changes nothing");
+    assert_eq!(Sources::parse(&pinned).unwrap().files[0].text, b"/* one */\n");
+    // The same bytes under another option, or other bytes: another digest.
+    assert_ne!(tlbkit_c::source::pin(&format!("{name}+cnp=on")).unwrap().rsplit_once('#').unwrap().1, digest);
+    std::fs::write(&file, "/* two */\n").unwrap();
+    let e = Sources::parse(&pinned).unwrap_err();
+    assert!(matches!(e, tlbkit_c::Error::Changed { .. }), "{e}");
+    let e = e.to_string();
+    assert!(e.starts_with(&format!("{name} has changed since this was recorded")) && !e.contains('\n'), "{e}");
+    // A '#' not followed by 16 hex digits is part of a path.
+    assert_eq!(tlbkit_c::source::unpinned("c:dir#1/context.c"), "c:dir#1/context.c");
+    let _ = std::fs::remove_dir_all(&dir);
+}

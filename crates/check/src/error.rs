@@ -176,7 +176,15 @@ impl Error {
     /// template of each variant, whatever the front end).
     pub fn message(&self, names: &dyn Names) -> String {
         match self {
-            Error::Registry { policy, source } => format!("{policy}: {source}"),
+            Error::Registry { policy, source } => {
+                // A C policy's error names its files itself.
+                let said = source.to_string();
+                if said.starts_with(tlbkit_registry::unpinned(policy)) {
+                    said
+                } else {
+                    format!("{policy}: {said}")
+                }
+            }
             Error::UnknownPolicy { name } => {
                 let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
                 format!(
@@ -317,6 +325,11 @@ pub enum SaveProblem {
         /// The check asked for.
         ours: String,
     },
+    /// A save of the same check of a C policy whose files have changed since.
+    OtherContent {
+        /// The policy, as named.
+        policy: String,
+    },
     /// A file whose checksums match but whose contents this build cannot
     /// read (a tlbkit bug, or a file made to look like a save).
     Unreadable {
@@ -373,6 +386,11 @@ impl SaveProblem {
             SaveProblem::OtherCheck { theirs, ours } => format!(
                 "{file} is a save of another check ({theirs}); this one is {ours}: resume it as the check it saved, \
                  or save this one in another directory"
+            ),
+            SaveProblem::OtherContent { policy } => format!(
+                "{file} saved a search of {policy} as its files were then, and they have changed since: a search of \
+                 one program cannot go on over another; start the search again (a new --checkpoint directory), or \
+                 restore the files to resume"
             ),
             SaveProblem::Unreadable { why } => format!(
                 "{file} matches its checksums but cannot be read ({why}): a tlbkit bug, or not a file tlbkit wrote; \

@@ -103,7 +103,16 @@ impl Options {
             let (spec, jobs) = self.resolve()?;
             return Ok(Plan::One(spec, jobs));
         }
-        Ok(Plan::Portfolio(portfolio::portfolio(&self.policy, self.iterations, self.seed)))
+        Ok(Plan::Portfolio(portfolio::portfolio(&self.pinned_policy()?, self.iterations, self.seed)))
+    }
+
+    /// Returns the policy as the check records it: a C policy's name pinned
+    /// to its files' content (`c:context.c#DIGEST`, see [`tlbkit_c::source`]),
+    /// so that its tokens and saves never replay or resume over an edited
+    /// file; any other name as given.
+    fn pinned_policy(&self) -> Result<String, Error> {
+        tlbkit_registry::pin_content(&self.policy)
+            .map_err(|source| Error::Registry { policy: self.policy.clone(), source })
     }
 
     /// Returns the request as one shape, its bounds not given taken from the
@@ -150,7 +159,7 @@ impl Options {
         let cpus = self.cpus.unwrap_or(d.cpus);
         let spec = CheckSpec {
             asids: self.asids.unwrap_or(spec::default_asids(&self.policy, cpus)),
-            policy: self.policy.clone(),
+            policy: self.pinned_policy()?,
             cpus,
             mms: self.mms.unwrap_or(d.mms),
             pages: self.pages.unwrap_or(d.pages),
@@ -212,7 +221,7 @@ impl Options {
             }),
             (Some(token), None) => {
                 let (t, choices) = crate::token::decode(token)?;
-                if t.policy != self.policy {
+                if tlbkit_registry::unpinned(&t.policy) != tlbkit_registry::unpinned(&self.policy) {
                     return Err(Error::Invalid {
                         param: Param::From,
                         value: None,

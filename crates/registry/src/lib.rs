@@ -262,6 +262,27 @@ pub fn policy(name: &str) -> Option<&'static PolicyDef> {
 /// How a C policy's name starts: `c:arch/arm64/mm/context.c`.
 pub const C_PREFIX: &str = "c:";
 
+/// Returns `name` as a check records it: a C policy pinned to its files'
+/// content (`c:context.c#DIGEST`; see `tlbkit_c::source`, "Identity by
+/// content"), refused if pinned already and its files have changed since;
+/// any other name as it is.
+pub fn pin_content(name: &str) -> Result<String, Error> {
+    if !name.starts_with(C_PREFIX) {
+        return Ok(name.to_string());
+    }
+    Ok(tlbkit_c::source::pin(name)?)
+}
+
+/// Returns `name` without the content digest [`pin_content`] adds: the
+/// policy as the user named it.
+pub fn unpinned(name: &str) -> &str {
+    if name.starts_with(C_PREFIX) {
+        tlbkit_c::source::unpinned(name)
+    } else {
+        name
+    }
+}
+
 /// What every C policy is to the tools: a Linux arm64 ASID allocator, as
 /// `arch/arm64/mm/context.c` is (the only file the shims take today), with the
 /// kernel's switches for KPTI and range invalidation.

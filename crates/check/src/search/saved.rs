@@ -353,12 +353,26 @@ fn same_check(dir: &Path, theirs: &str, ours: &str) -> Result<(), Error> {
     let (our_bin, our_check) = ours.split_once(' ').unwrap_or((ours, ""));
     let problem = if their_bin != our_bin {
         SaveProblem::OtherBuild { theirs: their_bin.into(), ours: our_bin.into() }
+    } else if let Some(policy) = edited_policy(their_check, our_check) {
+        SaveProblem::OtherContent { policy: policy.into() }
     } else if their_check != our_check {
         SaveProblem::OtherCheck { theirs: their_check.into(), ours: our_check.into() }
     } else {
         return Ok(());
     };
     Err(Error::Save { file: dir.join(FILE).display().to_string(), problem })
+}
+
+/// Returns the C policy whose content alone tells the checks `theirs` and
+/// `ours` apart (token headers, `t5~POLICY~...`): the same files, named the
+/// same, edited since the save.
+fn edited_policy<'a>(theirs: &'a str, ours: &str) -> Option<&'a str> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (theirs.split('~').collect(), ours.split('~').collect());
+    if a.len() != b.len() || a.len() < 2 || a[0] != b[0] || a[1] == b[1] || a[2..] != b[2..] {
+        return None;
+    }
+    let policy = tlbkit_registry::unpinned(a[1]);
+    (policy == tlbkit_registry::unpinned(b[1])).then_some(policy)
 }
 
 /// Returns the size `text` gives (`512M`, `4G`, `1.5G`, `100000` bytes).
@@ -405,6 +419,14 @@ mod tests {
         assert_eq!(read(&dir, "b1 t5~p~2").unwrap(), b"body");
         assert!(matches!(refused(read(&dir, "b1 t5~q~2")), SaveProblem::OtherCheck { .. }));
         assert!(matches!(refused(read(&dir, "b2 t5~p~2")), SaveProblem::OtherBuild { .. }));
+        // The same check of a C file whose content changed, and of another file.
+        write(&dir, "b1 t5~c:a.c#0000000000000001~2", b"body").unwrap();
+        assert_eq!(
+            refused(read(&dir, "b1 t5~c:a.c#0000000000000002~2")),
+            SaveProblem::OtherContent { policy: "c:a.c".into() }
+        );
+        assert!(matches!(refused(read(&dir, "b1 t5~c:b.c#0000000000000002~2")), SaveProblem::OtherCheck { .. }));
+        assert!(matches!(refused(read(&dir, "b1 t5~c:a.c#0000000000000002~3")), SaveProblem::OtherCheck { .. }));
         std::fs::write(dir.join(FILE), b"TLBKITSV\x01\x00\x00\x00\x05").unwrap();
         assert_eq!(refused(read(&dir, "b1 t5~p~2")), SaveProblem::Format { found: 1, reads: VERSION });
         let _ = std::fs::remove_dir_all(&dir);
