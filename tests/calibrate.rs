@@ -63,11 +63,29 @@ fn calibrate_prints_every_microbenchmark_and_saves_a_profile_host_runs_on() {
         }
         let v = r["verdict"].as_str().unwrap();
         assert!(["reproduced", "direction-only", "not-reproduced", "fitted"].contains(&v), "{r}");
+        // A prediction is judged by its own figure too: outside a factor of 2
+        // of the host's it is not reproduced, and its note says so.
+        let ratio = r["ratio"].as_f64().unwrap();
+        if v != "fitted" && !(0.5..=2.0).contains(&ratio) {
+            assert_eq!(v, "not-reproduced", "{r}");
+            assert!(r["note"].as_str().unwrap().contains(&format!("{ratio:.2}x the host's, outside 1/2 to 2")), "{r}");
+        }
         // A prediction outside the band says what it rests on that the host did not give.
         if v != "reproduced" && r["fitted"].is_null() {
-            assert!(r["note"].as_str().unwrap().starts_with("not from this host: "), "{r}");
+            assert!(r["note"].as_str().unwrap().contains("not from this host: "), "{r}");
         }
     }
+    let count = |v: &str| rows.iter().filter(|r| r["verdict"] == v).count();
+    assert_eq!(
+        doc["summary"],
+        format!(
+            "verdicts: {} reproduced, {} direction-only, {} not-reproduced, {} fitted, of 13 microbenchmarks",
+            count("reproduced"),
+            count("direction-only"),
+            count("not-reproduced"),
+            count("fitted")
+        )
+    );
     assert_eq!(doc["profile"].as_str().unwrap(), profile.to_str().unwrap());
     let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
     assert_eq!(saved, doc["host"]);

@@ -117,7 +117,7 @@ fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
     // before the point, a verdict with a remark.
     let text = stdout(&["reproduce", "--only", "origin004-exit-numa1"]);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines.len(), 7, "{text}");
     assert!(lines[0].starts_with("claim "), "{text}");
     assert_aligned(&lines[..5], &CLAIM_COLUMNS);
     // The claim's note follows its rows, starting under the second column.
@@ -125,13 +125,28 @@ fn reproduce_rows_of_names_and_figures_of_several_widths_align() {
     let note = lines[5].chars().position(|c| c != ' ').unwrap();
     assert_eq!(note, second, "{text}");
     assert!(lines[5][note..].starts_with("ranking accepted as modelled"), "{text}");
+    // The count of the rows' verdicts ends the table.
+    let tally = ["reproduced", "direction-only", "not-reproduced"]
+        .map(|v| lines[1..5].iter().filter(|l| l.split("  ").any(|c| c.trim().split(' ').next() == Some(v))).count());
+    assert_eq!(
+        lines[6],
+        format!(
+            "verdicts: {} reproduced, {} direction-only, {} not-reproduced, of 4 rows (1 claim); further checks: 0 of \
+             0 fail",
+            tally[0], tally[1], tally[2]
+        ),
+        "{text}"
+    );
 }
 
 #[test]
 fn reproduce_puts_a_claims_further_check_under_the_second_column() {
     let text = stdout(&["reproduce", "--only", "origin002-pingpong-512"]);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[3].starts_with("verdicts: ") && lines[3].ends_with("of 1 row (1 claim); further checks: 0 of 1 fail")
+    );
     assert_aligned(&lines[..2], &CLAIM_COLUMNS);
     let second = cells(lines[0], CLAIM_COLUMNS.len())[1].0;
     let note = lines[2].chars().position(|c| c != ' ').unwrap();

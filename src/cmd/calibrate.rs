@@ -110,15 +110,26 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
         },
     };
     profile.validate().map_err(|why| format!("this host cannot be simulated: {why}"))?;
+    // The minute before is other work's: calibrate's own threads come after.
+    let load_before = load_average();
     let bar = progress::bar(benches.len() as u64, Unit::Runs);
     let mut host = Figures::new();
+    let mut widest: Option<(f64, &'static str)> = None;
     for b in &benches {
         bar.set_message(b.name());
         let m = tlbkit_host::measure(*b, cpus, effort).map_err(|e| format!("{}: {e}", b.name()))?;
         host.insert(b.name().to_string(), m.median);
+        let spread = m.max / m.min;
+        if spread.is_finite() && widest.is_none_or(|(w, _)| spread > w) {
+            widest = Some((spread, b.name()));
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let warning = load_warning(load_before, widest);
+    if let Some(w) = &warning {
+        eprintln!("{w}");
+    }
     let all_cpus = topo.online.len();
     let profile = calibrate::fit(profile, &host, all_cpus)?;
     let rows = calibrate::compare(&profile, &host, all_cpus)?;
@@ -144,6 +155,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
             "effort": if a.quick { "quick" } else { "full" },
             "rows": rows,
             "profile": saved.as_ref().map(|p| p.display().to_string()),
+            "summary": calibrate::summary(&rows),
+            "warning": warning,
         });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
@@ -178,6 +191,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
         }
     }
     print!("{}", t.render());
+    println!("{}", calibrate::summary(&rows));
     println!(
         "fitted costs (cycles at {:.2} GHz): syscall_body {}, page_copy {}, fault_path {}, pipe_op {}, switch_path \
          {}, cacheline_transfer {}; mem_bw_gbs {:.1}",
@@ -195,4 +209,54 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
         None => println!("not saved: --only ran part of the microbenchmarks"),
     }
     Ok(0)
+}
+
+/// The one-minute load average above which other work is taken to share the
+/// host (a quiet host reads well under it).
+const LOADED: f64 = 0.5;
+
+/// A microbenchmark's slowest trial over its fastest above which its trials
+/// are taken to have been disturbed.
+const SPREAD: f64 = 1.5;
+
+/// Returns the host's one-minute load average (`/proc/loadavg`), where it
+/// has one.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Returns the warning to print when the host looked loaded: a load average
+/// of `LOADED` or more in the minute before calibrating, or a
+/// microbenchmark's trials spread by more than `SPREAD` (`widest`: the
+/// widest spread and its microbenchmark).
+fn load_warning(load: Option<f64>, widest: Option<(f64, &str)>) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(l) = load.filter(|&l| l >= LOADED) {
+        why.push(format!("a load average of {l:.2} over the minute before calibrating"));
+    }
+    if let Some((w, name)) = widest.filter(|&(w, _)| w > SPREAD) {
+        why.push(format!("{name}'s slowest trial took {w:.2} times its fastest"));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "Warning: the host looks loaded ({}): other work shares its CPUs and caches, so the figures and the \
+             costs fitted to them are upper bounds; calibrate on a quiet host",
+            why.join("; ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_warning;
+
+    #[test]
+    fn a_loaded_host_is_named_with_what_showed_it() {
+        assert_eq!(load_warning(Some(0.1), Some((1.1, "mmap"))), None);
+        assert_eq!(load_warning(None, None), None);
+        let w = load_warning(Some(3.5), Some((2.0, "munmap"))).unwrap();
+        assert!(w.contains("load average of 3.50") && w.contains("munmap's slowest trial took 2.00 times"), "{w}");
+        let w = load_warning(Some(0.2), Some((1.8, "shootdown"))).unwrap();
+        assert!(!w.contains("load average") && w.contains("shootdown"), "{w}");
+    }
 }

@@ -93,6 +93,7 @@ pub fn reproduce(a: ReproduceArgs) -> Result<u8, CliError> {
         }
     }
     print!("{}", t.render());
+    println!("{}", claims::summary(&results));
     Ok(0)
 }
 

@@ -525,6 +525,39 @@ pub fn find(id: &str) -> Option<&'static Claim> {
     CLAIMS.iter().find(|c| c.id == id)
 }
 
+/// Returns the line `tlbkit reproduce` ends its table with: how many of the
+/// table's rows (a claim's, or each of its variants') have each verdict, and
+/// how many further checks fail.
+pub fn summary(results: &[ClaimResult]) -> String {
+    let verdicts: Vec<&str> = results
+        .iter()
+        .flat_map(|r| {
+            let rows: Vec<&str> = r.variants.iter().map(|v| v.verdict.as_str()).collect();
+            if rows.is_empty() {
+                vec![r.verdict.as_str()]
+            } else {
+                rows
+            }
+        })
+        .collect();
+    let count = |v: &str| verdicts.iter().filter(|&&x| x == v).count();
+    let checks: Vec<&CheckResult> = results.iter().flat_map(|r| &r.checks).collect();
+    let failing = checks.iter().filter(|c| !c.passed).count();
+    let claims = if results.len() == 1 { "claim" } else { "claims" };
+    let rows = if verdicts.len() == 1 { "row" } else { "rows" };
+    format!(
+        "verdicts: {} reproduced, {} direction-only, {} not-reproduced, of {} {rows} ({} {claims}); further checks: \
+         {} of {} fail",
+        count("reproduced"),
+        count("direction-only"),
+        count("not-reproduced"),
+        verdicts.len(),
+        results.len(),
+        failing,
+        checks.len()
+    )
+}
+
 /// Returns `reproduce --format json`'s document of `results`: `{"claims": [...]}`,
 /// each claim with, beside its `origin*` keys, the keys they had before the
 /// rename (`seed`, `seed_ratio`, `seed_baseline`, `seed_variant`), for the tools

@@ -30,9 +30,13 @@
 //! `mprotect` calls (what the remote CPU adds). So a figure is judged by how
 //! much it adds to its base on each side: `reproduced` within
 //! `max(0.05, 0.35 |ln r|)` of the host's ratio `r` in log terms,
-//! `direction-only` when only the side of 1 agrees. The zeroing rates, and
-//! `null_syscall` itself, are fitted and have no base: their verdict is
-//! `fitted`, and `model/host` says how close the fit came.
+//! `direction-only` when only the side of 1 agrees. A prediction is also
+//! judged by its own figure: one whose `model/host` is outside ½ to 2 (the
+//! validation corpus's rule for absolute figures, `crate::validate`) is
+//! `not-reproduced` whatever its increment, with a note that says so, since
+//! a large base can hide a figure several times the host's. The zeroing
+//! rates, and `null_syscall` itself, are fitted and have no base: their
+//! verdict is `fitted`, and `model/host` says how close the fit came.
 
 mod fit;
 
@@ -46,6 +50,24 @@ use tlbkit_host::Bench;
 use tlbkit_sim::preset::{self, host::HostProfile, Preset};
 use tlbkit_sim::run::{run_on, RunSpec};
 use tlbkit_sim::workload::microbench;
+
+/// The factors of the host's figure a predicted figure must lie within
+/// (the module documentation, "The verdict").
+pub const ABSOLUTE_BAND: (f64, f64) = (0.5, 2.0);
+
+/// Returns the line `tlbkit calibrate` ends its table with: how many
+/// microbenchmarks have each verdict.
+pub fn summary(rows: &[Row]) -> String {
+    let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
+    format!(
+        "verdicts: {} reproduced, {} direction-only, {} not-reproduced, {} fitted, of {} microbenchmarks",
+        count("reproduced"),
+        count("direction-only"),
+        count("not-reproduced"),
+        count("fitted"),
+        rows.len()
+    )
+}
 
 /// The host's figures, by microbenchmark name, in its unit.
 pub type Figures = BTreeMap<String, f64>;
@@ -172,8 +194,19 @@ pub fn compare(profile: &HostProfile, host: &Figures, all_cpus: usize) -> Result
         };
         let fitted = FITTED.iter().find(|f| f.bench == bench).map(|f| f.cost.to_string());
         let why = unfitted(bench);
+        // A prediction's own figure: outside a factor of 2 of the host's, it
+        // is not reproduced, however its increment over its base compares.
+        let off = verdict != "fitted" && !(ABSOLUTE_BAND.0..=ABSOLUTE_BAND.1).contains(&(m / h));
+        let verdict = if off { "not-reproduced".to_string() } else { verdict };
         let judged = verdict != "reproduced" && verdict != "fitted";
-        let note = (judged && !why.is_empty()).then(|| format!("not from this host: {}", why.join("; ")));
+        let mut notes = Vec::new();
+        if off {
+            notes.push(format!("the model's figure is {:.2}x the host's, outside 1/2 to 2", m / h));
+        }
+        if judged && !why.is_empty() {
+            notes.push(format!("not from this host: {}", why.join("; ")));
+        }
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
         rows.push(Row {
             bench: bench.into(),
             unit: unit.into(),
