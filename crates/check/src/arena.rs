@@ -20,9 +20,11 @@
 //! were always laid out.
 //!
 //! [`CheckAlloc`] must be the binary's global allocator for this to hold (the
-//! `tlbkit` binary and the checker's tests install it). Without it everything
-//! still runs, but state hashing prunes less (addresses differ from execution
-//! to execution) and abandoned executions leak what their stacks owned.
+//! `tlbkit` binary and the checker's tests install it). Without it a policy's
+//! heap lies outside the arena, so a checkpoint restores the policy's atomics
+//! but not what it allocated, and a search reports states no execution can
+//! reach (a policy with a `Vec` of locks deadlocks where it cannot): the
+//! checker refuses to start instead ([`installed`], `Error::NoCheckAlloc`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -338,6 +340,27 @@ pub fn adopt(base: usize, len: usize, prefix: usize) {
         r.floor.set(NO_RECYCLING);
         r.heads.iter().for_each(|h| h.set(0));
     });
+}
+
+/// Returns whether [`CheckAlloc`] is the process's global allocator: an
+/// allocation made with the calling thread's arena active lands in an arena
+/// (found once per process). Call it between executions.
+pub fn installed() -> bool {
+    static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        ensure();
+        REGION.with(|r| {
+            let used = r.used.get();
+            let was = r.active.replace(true);
+            let probe = Box::new(0u64);
+            let at = &*probe as *const u64 as usize;
+            drop(probe);
+            r.active.set(was);
+            // The probe's bytes are dead: the arena is as it was.
+            r.used.set(used);
+            in_any_arena(at)
+        })
+    })
 }
 
 /// Returns the calling thread's arena's base address (0 before [`ensure`]).

@@ -95,6 +95,9 @@ pub enum Error {
     AllViolationsJobs,
     /// No execution ran: a clean verdict would read as a proof.
     NoExecution,
+    /// The binary's global allocator is not the checker's arena
+    /// ([`crate::arena`]): checkpoints would not restore what policies allocate.
+    NoCheckAlloc,
     /// No CPU could start an operation: a clean verdict would read as a proof.
     NothingStarted {
         /// The menu, comma-separated.
@@ -166,6 +169,7 @@ impl Error {
             Error::QuickAndDeep => Some(Param::Quick),
             Error::JobsNotExhaustive { .. } | Error::NoJobs | Error::AllViolationsJobs => Some(Param::Jobs),
             Error::NoExecution => Some(Param::Iterations),
+            Error::NoCheckAlloc => None,
             Error::NothingStarted { .. } => Some(Param::Menu),
             Error::Saved { .. } | Error::Save { .. } | Error::Stopped { .. } => None,
             Error::BadToken { .. } | Error::LitmusRead { .. } | Error::Litmus(_) | Error::LitmusRun { .. } => None,
@@ -236,6 +240,12 @@ impl Error {
             Error::NoJobs => {
                 format!("{} runs nothing: give 1 or more worker threads", names.given(&Param::Jobs, "0"))
             }
+            Error::NoCheckAlloc => "this program's global allocator is not the checker's arena, so a search would \
+                                     restore policies' atomics but not what they allocate and report states no \
+                                     execution reaches: add `#[global_allocator] static ALLOC: \
+                                     tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;` to the \
+                                     binary (or test file) that runs the check"
+                .to_string(),
             Error::NoExecution => format!(
                 "nothing was checked: no execution ran ({}); give {} or more",
                 names.given(&Param::Iterations, "0"),

@@ -182,7 +182,9 @@ pub fn check_portfolio_violations(
 /// names the registered policy it is written like: the kernel and architecture
 /// whose operations the checker runs it under (a bug-zoo name is refused: its
 /// switch lives in the registered builder). Replay tokens it prints replay the
-/// registered policy, not the caller's.
+/// registered policy, not the caller's. The calling binary allocates through
+/// [`crate::arena::CheckAlloc`] (`#[global_allocator]`), or the check is
+/// refused ([`Error::NoCheckAlloc`]).
 pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, Error> {
     if zoo_bug(&spec.policy)?.is_some() {
         return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });

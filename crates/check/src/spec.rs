@@ -216,6 +216,9 @@ pub fn cpus_out_of_range(cpus: impl std::fmt::Display) -> Error {
 /// Validates `spec` and returns the machine shape it asks for (its kernel's
 /// page-out path included).
 pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
+    if !crate::arena::installed() {
+        return Err(Error::NoCheckAlloc);
+    }
     let r = resolve(&spec.policy)?;
     let linux_only = crate::ops::OpKind::Cow.bit() | crate::ops::OpKind::Migrate.bit();
     if spec.menu & linux_only != 0 && !r.base.os.is_linux() {

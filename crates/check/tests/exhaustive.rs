@@ -21,9 +21,8 @@ fn spec(policy: &str, ops: usize) -> CheckSpec {
 /// (`tlbkit_policy::findings`) find it; every other policy passes.
 fn expected(policy: &str) -> Option<&'static str> {
     match policy {
-        // freebsd-arm64-asid-reset-self: window 1 needs 3 switches. The worked
-        // example of a policy of one's own wraps the faithful allocator, so it has it too.
-        "arm64-freebsd-asid" | "arm64-freebsd-asid-cutoff" => Some("no_asid_alias"),
+        // freebsd-arm64-asid-reset-self: window 1 needs 3 switches.
+        "arm64-freebsd-asid" => Some("no_asid_alias"),
         // freebsd-arm64-asid-reset-curpmap (window 2) needs more operations than 3:
         // with window 1 closed, 3 operations pass (crates/check/tests/findings.rs
         // finds window 2 with the catalogue's command).

@@ -151,18 +151,18 @@ register! {
         ),
     }
     // ANCHOR: example
-    "arm64-freebsd-asid-cutoff" {
-        description: "worked example (examples/my-policy): arm64-freebsd-asid with ranges over 64 pages flushed by \
-                      one TLBI ASIDE1IS",
+    "arm64-freebsd-asid-activecpu" {
+        description: "worked example (examples/my-policy): Linux's active_cpu on arm64-freebsd-asid-fix-reserved-ttbr0, \
+                      user flushes of a pmap that only ever ran here stay local",
         arch: Arm64,
         os: Freebsd,
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
-        build: |b| Ok::<_, Error>(my_policy::RangeCutoff::new(
-            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits),
-            my_policy::RangeCutoff::DEFAULT_CUTOFF,
+        build: |b| Ok::<_, Error>(my_policy::ActiveCpu::new(
+            FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0),
+            b.mm_slots,
         )),
     }
     // ANCHOR_END: example
@@ -552,7 +552,7 @@ mod tests {
                 "arm64-noasid",
                 "arm64-freebsd-asid-fix-reserved-ttbr0",
                 "arm64-freebsd-asid-fix-self",
-                "arm64-freebsd-asid-cutoff",
+                "arm64-freebsd-asid-activecpu",
                 "x86-linux-410",
                 "x86-latr",
                 "x86-latr-syscall-only",

@@ -1,0 +1,61 @@
+//! The guide's worked example (`examples/my-policy`, registered as
+//! `arm64-freebsd-asid-activecpu`): its change is what the checker judges.
+//! As written it passes the default portfolio; with each of its
+//! [`Mistake`]s made the default portfolio finds a violation, so the check
+//! reaches the code the example changes.
+
+use my_policy::{ActiveCpu, Mistake};
+use tlbkit_check::portfolio::portfolio;
+use tlbkit_check::run::check_policy;
+use tlbkit_check::CheckReport;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
+use tlbkit_policy::asid::FreebsdEpoch;
+
+// The checker's arena: a policy's allocations are restored with its checkpoints.
+#[global_allocator]
+static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+
+const NAME: &str = "arm64-freebsd-asid-activecpu";
+
+/// Runs the default portfolio of the example (`tlbkit check --policy NAME`)
+/// on the example built with `mistake` (the registry's builder for the
+/// checker's shape: arm64 ASIDs of `--asids`, one pmap slot per address space
+/// and the kernel's), shape after shape until one finds a
+/// violation; returns that shape's number (from 1) and report.
+fn default_check(mistake: Option<Mistake>) -> Option<(usize, CheckReport)> {
+    for (i, spec) in portfolio(NAME, None, 1).members.iter().enumerate() {
+        let build = || {
+            let inner = FreebsdEpoch::new(spec.cpus, spec.mms + 1, spec.asids.trailing_zeros() as u8)
+                .with_variant(Variant::ReservedTtbr0);
+            let p = ActiveCpu::new(inner, spec.mms + 1);
+            match mistake {
+                Some(m) => p.with_mistake(m),
+                None => p,
+            }
+        };
+        let r = check_policy(spec, &build).expect("the check runs");
+        if r.counterexample.is_some() {
+            return Some((i + 1, r));
+        }
+    }
+    None
+}
+
+#[test]
+fn the_example_as_written_passes_its_default_check() {
+    assert!(default_check(None).is_none());
+}
+
+#[test]
+fn recording_only_the_last_cpu_is_a_stale_translation_the_default_check_finds() {
+    let (shape, r) = default_check(Some(Mistake::LastCpuOnly)).expect("a violation");
+    let c = r.counterexample.expect("a counterexample");
+    assert_eq!((c.property, shape), ("no_stale_held", 3), "{c:?}");
+}
+
+#[test]
+fn deciding_on_the_first_load_is_a_stale_walk_the_default_check_finds() {
+    let (shape, r) = default_check(Some(Mistake::EarlyRead)).expect("a violation");
+    let c = r.counterexample.expect("a counterexample");
+    assert_eq!((c.property, shape, r.memory), ("no_stale_held", 3, "tso"), "{c:?}");
+}
