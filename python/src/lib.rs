@@ -221,7 +221,7 @@ fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
 
 /// A check; returns `tlbkit check --format json`'s document.
 #[pyfunction]
-#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs))]
+#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs, all_violations=false))]
 #[allow(clippy::too_many_arguments)]
 fn check_json(
     py: Python<'_>,
@@ -240,10 +240,12 @@ fn check_json(
     menu: Option<String>,
     teardown: Option<String>,
     jobs: Option<usize>,
+    all_violations: bool,
 ) -> PyResult<String> {
     let o = Options {
         iterations,
         jobs,
+        all_violations,
         ..check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?
     };
     o.plan().map_err(check_error)?;

@@ -134,6 +134,21 @@ def test_a_check_with_no_shape_runs_the_clis_portfolio(cli):
     assert "portfolio" not in one.report and one.report["memory"] == "sc"
 
 
+def test_a_check_for_every_violation_lists_each_class_as_the_cli_does(cli):
+    policy = "zoo/linux-arm64-a8ffaaa060b8"
+    args = dict(quick=True, iterations=2000)
+    r = tlbkit.check(policy=policy, all_violations=True, **args)
+    flags = ["--quick", "--iterations", "2000"]
+    out = cli("check", "--policy", policy, *flags, "--all-violations", "--format", "json", check=False).stdout
+    report = json.loads(out)
+    assert r.report == report
+    assert r.violations and all(isinstance(v, tlbkit.Counterexample) and v.token for v in r.violations)
+    assert [v.token for v in r.violations] == [c["counterexample"]["token"] for c in report["violations"]]
+    assert r.counterexample.token == r.violations[0].token
+    # A first-stop check lists none.
+    assert tlbkit.check(policy=policy, **args).violations == []
+
+
 def test_a_check_of_a_sound_policy_finds_nothing():
     r = tlbkit.check(policy="arm64-linux", cpus=2, mms=2, ops=4, mode="exhaustive", jobs=1)
     assert r.verdict == "no violation" and r.counterexample is None and r.report["complete"]

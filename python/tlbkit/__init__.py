@@ -193,14 +193,23 @@ class CheckResult:
         """The replay token of the counterexample, if there is one."""
         return self.counterexample.token if self.counterexample else None
 
+    @property
+    def violations(self) -> List[Counterexample]:
+        """Each class of violation a check with ``all_violations=True`` found,
+        in the order first found (its first execution, shrunk); empty
+        otherwise."""
+        return [_counterexample(v["counterexample"]) for v in self.report.get("violations", [])]
+
+
+def _counterexample(cx: Dict[str, Any]) -> Counterexample:
+    return Counterexample(**{**cx, "steps": [Step(**s) for s in cx["steps"]], "view": [Step(**s) for s in cx["view"]]})
+
 
 def _check_result(text: str) -> CheckResult:
     r = json.loads(text)
     cx = r.get("counterexample")
     if cx is not None:
-        cx = Counterexample(
-            **{**cx, "steps": [Step(**s) for s in cx["steps"]], "view": [Step(**s) for s in cx["view"]]}
-        )
+        cx = _counterexample(cx)
         verdict = "violation"
     else:
         verdict = "no violation" if r.get("complete") else "no violation (search stopped early)"
@@ -226,6 +235,7 @@ def check(
     jobs: Optional[int] = None,
     executor: Optional[str] = None,
     address: Optional[str] = None,
+    all_violations: bool = False,
 ) -> CheckResult:
     """``tlbkit check``: explores interleavings of ``policy`` on a small machine.
     Arguments left None take the CLI's defaults for the policy.
@@ -238,9 +248,16 @@ def check(
     explores a part of the frontier and hands back only the states it added,
     which the others take in with their next parts. The verdict and the
     states are those of the search on one machine; an actor lost with its
-    process loses only its round, which is run again."""
+    process loses only its round, which is run again.
+
+    ``all_violations``: go on past every violation (``tlbkit check
+    --all-violations``, on one thread); ``report["violations"]`` lists each
+    class found with its count and counterexample, and ``violations`` gives
+    them as ``Counterexample`` objects."""
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
+    if all_violations and executor == "ray":
+        raise ValueError("all_violations searches on this machine, on one thread: leave executor out")
     if executor == "ray":
         token = _native.check_spec_token(
             policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown
@@ -250,7 +267,22 @@ def check(
         return _check_result(_ray.check(token, address=address))
     return _check_result(
         _native.check_json(
-            policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs
+            policy,
+            quick,
+            deep,
+            cpus,
+            mms,
+            pages,
+            asids,
+            ops,
+            mode,
+            iterations,
+            seed,
+            memory,
+            menu,
+            teardown,
+            jobs,
+            all_violations,
         )
     )
 

@@ -402,6 +402,7 @@ pub(crate) mod block;
 pub(crate) mod engine;
 pub mod error;
 pub mod exec;
+pub mod hooks;
 pub mod kernel;
 pub mod litmus;
 pub mod ops;

@@ -111,6 +111,11 @@ pub struct CheckReport {
     /// first being `counterexample`; empty (and absent from JSON) otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<Found>,
+    /// Each of the policy's hooks with the times the check called it, over
+    /// every execution ([`crate::hooks`]); empty (and absent from JSON) for a
+    /// replay. A hook never called is code the check never ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::HookCount>,
 }
 
 /// One class of violation an all-violations check found: the executions
@@ -271,6 +276,7 @@ pub(crate) fn report(
         portfolio: Vec::new(),
         after: None,
         violations: Vec::new(),
+        hooks: Vec::new(),
     }
 }
 
@@ -783,6 +789,10 @@ impl CheckReport {
                 "reached: {} ASID rollover(s), {} CPU(s) starting cross-CPU invalidations (the most in one execution)",
                 self.rollovers, self.initiators
             );
+            // What a clean verdict covers: a violation speaks for itself.
+            if !self.hooks.is_empty() && self.counterexample.is_none() {
+                let _ = writeln!(s, "{}", crate::hooks::line(&self.hooks));
+            }
         }
         match &self.counterexample {
             None => {

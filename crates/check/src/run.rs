@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::exec;
+use crate::hooks::{Counting, Tally};
 use crate::portfolio::Portfolio;
 use crate::report::{counterexample, report, CheckReport, Reached, ShapeRun};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
@@ -45,7 +46,11 @@ pub fn check_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: &[], found })?
+    let tally = Tally::new();
+    let code = Search { spec, shape: &shape, progress, after: &[], found };
+    let mut r = with_spec_policy(spec, Counting { code, tally })??;
+    r.hooks = tally.counts();
+    Ok(r)
 }
 
 /// Runs the check `spec` asks for on one thread, every execution first taking
@@ -65,7 +70,11 @@ pub fn check_after_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: schedule, found })?
+    let tally = Tally::new();
+    let code = Search { spec, shape: &shape, progress, after: schedule, found };
+    let mut r = with_spec_policy(spec, Counting { code, tally })??;
+    r.hooks = tally.counts();
+    Ok(r)
 }
 
 /// Runs the script `text` (see [`search::Script`]) on `spec`'s machine and
@@ -161,6 +170,7 @@ pub fn check_portfolio_violations(
         all = Some(match all {
             None => r,
             Some(a) => CheckReport {
+                hooks: crate::hooks::sum(&a.hooks, &r.hooks),
                 executions: a.executions + r.executions,
                 max_steps: a.max_steps.max(r.max_steps),
                 complete: a.complete && r.complete,
@@ -190,7 +200,11 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
         return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });
     }
     let shape = shape(spec)?;
-    search_with(spec, &shape, build, &mut |_| {})
+    let tally = Tally::new();
+    let code = Search { spec, shape: &shape, progress: &mut |_| {}, after: &[], found: Violations::First };
+    let mut r = tlbkit_registry::WithPolicy::with(Counting { code, tally }, build)?;
+    r.hooks = tally.counts();
+    Ok(r)
 }
 
 /// Runs the exhaustive check `spec` asks for with `jobs` worker threads
@@ -212,11 +226,17 @@ fn with_workers<R>(
     spec: &CheckSpec,
     shape: &Shape,
     counters: &[AtomicU64; 3],
+    tally: Option<&'static Tally>,
     search: impl FnOnce(&(dyn Fn(search::Worker<'_>) + Sync)) -> R,
 ) -> Result<R, Error> {
     let refused = std::sync::Mutex::new(None);
     let each = |worker: search::Worker<'_>| {
-        if let Err(e) = with_spec_policy(spec, Work { shape, worker, counters }) {
+        let work = Work { shape, worker, counters };
+        let done = match tally {
+            Some(tally) => with_spec_policy(spec, Counting { code: work, tally }),
+            None => with_spec_policy(spec, work),
+        };
+        if let Err(e) = done {
             refused.lock().expect("no worker panicked holding it").get_or_insert(e);
         }
     };
@@ -290,7 +310,8 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     if saving.is_some() {
         search::saved::catch_signals();
     }
-    let (stats, found, stopped) = with_workers(spec, &shape, &counters, |each| {
+    let tally = Tally::new();
+    let (stats, found, stopped) = with_workers(spec, &shape, &counters, Some(tally), |each| {
         search::exhaustive_saving(
             each,
             jobs,
@@ -324,6 +345,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
     let mut r = report(spec, spec.mode.name(), stats, reached, None);
     r.workers = jobs;
+    r.hooks = tally.counts();
     Ok(r)
 }
 
@@ -443,7 +465,8 @@ pub mod rounds {
             jobs: usize,
         ) -> Result<(Vec<u8>, bool, u64), Error> {
             let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-            let (body, found, executions) = with_workers(&self.spec, &self.shape, &counters, |each| {
+            // A party's calls are not counted: its report is the driver's.
+            let (body, found, executions) = with_workers(&self.spec, &self.shape, &counters, None, |each| {
                 self.search.run(each, jobs, part, news, budget, &counters)
             })?
             .map_err(saved)?;
@@ -582,20 +605,7 @@ impl WithPolicy for Work<'_, '_> {
     }
 }
 
-/// Runs the search `spec.mode` asks for over executions of `build`'s policy on
-/// `shape`, shrinks a violation it finds to its counterexample, and returns the
-/// report; a clean verdict over no behaviour (no execution, or no operation
-/// started) is refused.
-fn search_with<P: Policy>(
-    spec: &CheckSpec,
-    shape: &Shape,
-    build: &dyn Fn() -> P,
-    progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, Error> {
-    search_from(spec, shape, build, progress, &[], 0, Violations::First)
-}
-
-/// [`search_with`] for executions that start with `schedule`: it runs the
+/// [`search_from`] for executions that start with `schedule`: it runs the
 /// schedule alone first (its choices' option counts, and whether it fits
 /// this machine or violates on its own), then searches what follows it.
 fn search_after<P: Policy>(
@@ -654,7 +664,7 @@ fn search_after<P: Policy>(
     Ok(r)
 }
 
-/// The search of [`search_with`] and [`search_after`]: every execution takes
+/// The search of [`Search`] and [`search_after`]: every execution takes
 /// `prefix` first (none: empty), which started `prefix_ops` operations, and
 /// the search explores what follows; a counterexample's token holds both.
 ///

@@ -59,3 +59,19 @@ fn deciding_on_the_first_load_is_a_stale_walk_the_default_check_finds() {
     let c = r.counterexample.expect("a counterexample");
     assert_eq!((c.property, shape, r.memory), ("no_stale_held", 3, "tso"), "{c:?}");
 }
+
+#[test]
+fn the_report_says_which_hooks_the_check_ran() {
+    // The portfolio's first shape: the example's methods run, flush_range
+    // never (the checker's FreeBSD kernel unmaps page by page).
+    let spec = &portfolio(NAME, Some(2_000), 1).members[0];
+    let r = tlbkit_check::check(spec).expect("the check runs");
+    let calls = |hook: &str| r.hooks.iter().find(|h| h.hook == hook).map(|h| h.calls);
+    assert_eq!(r.hooks.len(), tlbkit_check::hooks::HOOKS.len());
+    assert!(calls("switch_mm") > Some(0) && calls("flush_page") > Some(0), "{:?}", r.hooks);
+    assert_eq!(calls("flush_range"), Some(0));
+    let text = r.to_text();
+    let line = text.lines().find(|l| l.starts_with("hooks called: ")).expect("a line of hooks");
+    let never = line.split_once("; never called: ").map_or("", |(_, n)| n);
+    assert!(never.split(", ").any(|h| h == "flush_range"), "{line}");
+}
