@@ -1,5 +1,7 @@
 //! The command line's contract: names, exit codes, JSON fields, determinism.
 
+mod common;
+use common::have_cc;
 use std::process::{Command, Output};
 
 fn tlbkit(args: &[&str]) -> Output {
@@ -1240,18 +1242,6 @@ fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
 
 /// Today's arch/arm64/mm/context.c, from the C policies' test data.
 const CONTEXT_C: &str = "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c";
-
-/// Whether C policies can be built here; says so when not.
-fn have_cc() -> bool {
-    let ok = Command::new(std::env::var("TLBKIT_CC").unwrap_or_else(|_| "cc".into()))
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: no C compiler on this machine");
-    }
-    ok
-}
 
 #[test]
 fn a_c_policy_without_a_compiler_says_so_in_one_line() {

@@ -5,6 +5,8 @@
 //! refused in one line that says which; so is a save or a token of a C file
 //! edited since.
 
+mod common;
+use common::have_cc;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -183,18 +185,6 @@ fn a_saving_search_finds_the_counterexample_a_plain_one_finds() {
     assert!(token(&plain).is_some());
     assert_eq!(token(&saving), token(&plain));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Whether a C compiler runs here (C policies' tests are skipped without one).
-fn have_cc() -> bool {
-    let ok = Command::new(std::env::var("TLBKIT_CC").unwrap_or_else(|_| "cc".into()))
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: no C compiler on this machine");
-    }
-    ok
 }
 
 #[test]
