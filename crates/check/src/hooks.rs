@@ -4,10 +4,10 @@
 //!
 //! Every policy a check builds is wrapped in [`Counted`], which adds one to
 //! its hook's counter and calls the policy's own method. The counters are the
-//! check's ([`Tally`], made once per check and leaked: a few hundred bytes),
-//! outside the arena and outside the policy's named state, so they change no
-//! state, hash or schedule; they are plain atomics, since the workers of a
-//! parallel search share them.
+//! check's ([`Tally`], on the stack of the call that runs the check and lent
+//! to every policy it builds), outside the arena and outside the policy's
+//! named state, so they change no state, hash or schedule; they are plain
+//! atomics, since the workers of a parallel search share them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
@@ -33,6 +33,12 @@ pub const HOOKS: [&str; 12] = [
 /// One check's counters, one per entry of [`HOOKS`].
 pub struct Tally([AtomicU64; HOOKS.len()]);
 
+impl Default for Tally {
+    fn default() -> Self {
+        Tally([const { AtomicU64::new(0) }; HOOKS.len()])
+    }
+}
+
 /// A hook and the times a check called it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HookCount {
@@ -43,11 +49,6 @@ pub struct HookCount {
 }
 
 impl Tally {
-    /// Returns a fresh tally for one check, outside any execution's arena.
-    pub fn new() -> &'static Tally {
-        crate::arena::outside(|| Box::leak(Box::new(Tally([const { AtomicU64::new(0) }; HOOKS.len()]))))
-    }
-
     fn add(&self, hook: usize) {
         // Relaxed: a count read once the check is over.
         self.0[hook].fetch_add(1, Ordering::Relaxed);
@@ -71,18 +72,18 @@ pub fn sum(a: &[HookCount], b: &[HookCount]) -> Vec<HookCount> {
 }
 
 /// A policy whose hook calls are counted into a [`Tally`].
-pub struct Counted<P> {
+pub struct Counted<'t, P> {
     inner: P,
-    tally: &'static Tally,
+    tally: &'t Tally,
 }
 
-impl<P: Policy> Counted<P> {
+impl<P: Policy> Counted<'_, P> {
     fn count(&self, hook: usize) {
         self.tally.add(hook);
     }
 }
 
-impl<P: Policy> Wrap for Counted<P> {
+impl<P: Policy> Wrap for Counted<'_, P> {
     type Inner = P;
 
     fn inner(&self) -> &P {
@@ -151,14 +152,14 @@ impl<P: Policy> Wrap for Counted<P> {
 }
 
 /// Runs `code` with every policy its builder makes counted into `tally`.
-pub struct Counting<W> {
+pub struct Counting<'t, W> {
     /// What runs the policy.
     pub code: W,
     /// Where its calls are counted.
-    pub tally: &'static Tally,
+    pub tally: &'t Tally,
 }
 
-impl<W: WithPolicy> WithPolicy for Counting<W> {
+impl<W: WithPolicy> WithPolicy for Counting<'_, W> {
     type Out = W::Out;
 
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> W::Out {
@@ -186,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_line_names_what_ran_and_what_never_did() {
-        let t = Tally::new();
+        let t = Tally::default();
         t.add(2);
         t.add(2);
         t.add(4);

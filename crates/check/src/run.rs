@@ -46,7 +46,7 @@ pub fn check_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    let tally = Tally::new();
+    let tally = &Tally::default();
     let code = Search { spec, shape: &shape, progress, after: &[], found };
     let mut r = with_spec_policy(spec, Counting { code, tally })??;
     r.hooks = tally.counts();
@@ -70,7 +70,7 @@ pub fn check_after_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    let tally = Tally::new();
+    let tally = &Tally::default();
     let code = Search { spec, shape: &shape, progress, after: schedule, found };
     let mut r = with_spec_policy(spec, Counting { code, tally })??;
     r.hooks = tally.counts();
@@ -200,7 +200,7 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
         return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });
     }
     let shape = shape(spec)?;
-    let tally = Tally::new();
+    let tally = &Tally::default();
     let code = Search { spec, shape: &shape, progress: &mut |_| {}, after: &[], found: Violations::First };
     let mut r = tlbkit_registry::WithPolicy::with(Counting { code, tally }, build)?;
     r.hooks = tally.counts();
@@ -226,7 +226,7 @@ fn with_workers<R>(
     spec: &CheckSpec,
     shape: &Shape,
     counters: &[AtomicU64; 3],
-    tally: Option<&'static Tally>,
+    tally: Option<&Tally>,
     search: impl FnOnce(&(dyn Fn(search::Worker<'_>) + Sync)) -> R,
 ) -> Result<R, Error> {
     let refused = std::sync::Mutex::new(None);
@@ -310,7 +310,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     if saving.is_some() {
         search::saved::catch_signals();
     }
-    let tally = Tally::new();
+    let tally = &Tally::default();
     let (stats, found, stopped) = with_workers(spec, &shape, &counters, Some(tally), |each| {
         search::exhaustive_saving(
             each,
