@@ -2,19 +2,36 @@
 //! to read when a check says "no violation" of a change (a hook it never
 //! called is code it never ran).
 //!
-//! Every policy a check builds is wrapped in [`Counted`], which adds one to
-//! its hook's counter and calls the policy's own method. The counters are the
-//! check's ([`Tally`], on the stack of the call that runs the check and lent
-//! to every policy it builds), outside the arena and outside the policy's
-//! named state, so they change no state, hash or schedule; they are plain
-//! atomics, since the workers of a parallel search share them.
+//! Every policy a check's search builds is wrapped in [`Counted`] (by the
+//! searches' runners in `crate::run`), which adds one to its hook's counter
+//! and calls the policy's own method. The counters are the search's
+//! ([`Tally`], on the stack of the call that runs it and lent to every policy
+//! it builds), outside the arena and outside the policy's named state, so
+//! they change no state, hash or schedule; they are plain atomics, since the
+//! workers of a parallel search share them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, Lazy, MmId, Policy, Tick, VirtAddr};
-use tlbkit_registry::WithPolicy;
 
-/// The hooks counted, in the order of the `Policy` trait.
+/// A hook counted: its place in [`HOOKS`].
+#[derive(Clone, Copy)]
+enum Hook {
+    MmInit,
+    MmRelease,
+    SwitchMm,
+    EnterLazy,
+    FlushPage,
+    FlushRange,
+    FlushMm,
+    FlushBatch,
+    TlbbatchAddPending,
+    FlushBatchedPending,
+    FlushKernelRange,
+    Tick,
+}
+
+/// The hooks counted, in the order of the `Policy` trait (and of [`Hook`]).
 pub const HOOKS: [&str; 12] = [
     "mm_init",
     "mm_release",
@@ -49,9 +66,9 @@ pub struct HookCount {
 }
 
 impl Tally {
-    fn add(&self, hook: usize) {
+    fn add(&self, hook: Hook) {
         // Relaxed: a count read once the check is over.
-        self.0[hook].fetch_add(1, Ordering::Relaxed);
+        self.0[hook as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Returns every hook with its calls so far.
@@ -77,8 +94,13 @@ pub struct Counted<'t, P> {
     tally: &'t Tally,
 }
 
-impl<P: Policy> Counted<'_, P> {
-    fn count(&self, hook: usize) {
+impl<'t, P: Policy> Counted<'t, P> {
+    /// Returns `inner` with its hook calls counted into `tally`.
+    pub(crate) fn new(inner: P, tally: &'t Tally) -> Self {
+        Counted { inner, tally }
+    }
+
+    fn count(&self, hook: Hook) {
         self.tally.add(hook);
     }
 }
@@ -91,80 +113,63 @@ impl<P: Policy> Wrap for Counted<'_, P> {
     }
 
     fn mm_init(&self, mm: MmId) {
-        self.count(0);
+        self.count(Hook::MmInit);
         self.inner.mm_init(mm)
     }
 
     fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.count(1);
+        self.count(Hook::MmRelease);
         self.inner.mm_release(hw, mm)
     }
 
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        self.count(2);
+        self.count(Hook::SwitchMm);
         self.inner.switch_mm(hw, next)
     }
 
     fn enter_lazy<H: Hw>(&self, hw: &H, who: Lazy) {
-        self.count(3);
+        self.count(Hook::EnterLazy);
         self.inner.enter_lazy(hw, who)
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.count(4);
+        self.count(Hook::FlushPage);
         self.inner.flush_page(hw, mm, va)
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.count(5);
+        self.count(Hook::FlushRange);
         self.inner.flush_range(hw, mm, start, pages)
     }
 
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.count(6);
+        self.count(Hook::FlushMm);
         self.inner.flush_mm(hw, mm)
     }
 
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.count(7);
+        self.count(Hook::FlushBatch);
         self.inner.flush_batch(hw, mms)
     }
 
     fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.count(8);
+        self.count(Hook::TlbbatchAddPending);
         self.inner.tlbbatch_add_pending(hw, mm, va)
     }
 
     fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.count(9);
+        self.count(Hook::FlushBatchedPending);
         self.inner.flush_batched_pending(hw, mm)
     }
 
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        self.count(10);
+        self.count(Hook::FlushKernelRange);
         self.inner.flush_kernel_range(hw, start, pages)
     }
 
     fn tick<H: Hw>(&self, hw: &H, at: Tick) {
-        self.count(11);
+        self.count(Hook::Tick);
         self.inner.tick(hw, at)
-    }
-}
-
-/// Runs `code` with every policy its builder makes counted into `tally`.
-pub struct Counting<'t, W> {
-    /// What runs the policy.
-    pub code: W,
-    /// Where its calls are counted.
-    pub tally: &'t Tally,
-}
-
-impl<W: WithPolicy> WithPolicy for Counting<'_, W> {
-    type Out = W::Out;
-
-    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> W::Out {
-        let tally = self.tally;
-        self.code.with(&|| Counted { inner: build(), tally })
     }
 }
 
@@ -188,9 +193,9 @@ mod tests {
     #[test]
     fn the_line_names_what_ran_and_what_never_did() {
         let t = Tally::default();
-        t.add(2);
-        t.add(2);
-        t.add(4);
+        t.add(Hook::SwitchMm);
+        t.add(Hook::SwitchMm);
+        t.add(Hook::FlushPage);
         let c = t.counts();
         assert_eq!(c.len(), HOOKS.len());
         let l = line(&c);

@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::exec;
-use crate::hooks::{Counting, Tally};
+use crate::hooks::{Counted, Tally};
 use crate::portfolio::Portfolio;
 use crate::report::{counterexample, report, CheckReport, Reached, ShapeRun};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
@@ -46,11 +46,7 @@ pub fn check_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    let tally = &Tally::default();
-    let code = Search { spec, shape: &shape, progress, after: &[], found };
-    let mut r = with_spec_policy(spec, Counting { code, tally })??;
-    r.hooks = tally.counts();
-    Ok(r)
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: &[], found })?
 }
 
 /// Runs the check `spec` asks for on one thread, every execution first taking
@@ -70,11 +66,7 @@ pub fn check_after_violations(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, Error> {
     let shape = shape(spec)?;
-    let tally = &Tally::default();
-    let code = Search { spec, shape: &shape, progress, after: schedule, found };
-    let mut r = with_spec_policy(spec, Counting { code, tally })??;
-    r.hooks = tally.counts();
-    Ok(r)
+    with_spec_policy(spec, Search { spec, shape: &shape, progress, after: schedule, found })?
 }
 
 /// Runs the script `text` (see [`search::Script`]) on `spec`'s machine and
@@ -200,11 +192,7 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
         return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });
     }
     let shape = shape(spec)?;
-    let tally = &Tally::default();
-    let code = Search { spec, shape: &shape, progress: &mut |_| {}, after: &[], found: Violations::First };
-    let mut r = tlbkit_registry::WithPolicy::with(Counting { code, tally }, build)?;
-    r.hooks = tally.counts();
-    Ok(r)
+    Search { spec, shape: &shape, progress: &mut |_| {}, after: &[], found: Violations::First }.with(build)
 }
 
 /// Runs the exhaustive check `spec` asks for with `jobs` worker threads
@@ -231,12 +219,7 @@ fn with_workers<R>(
 ) -> Result<R, Error> {
     let refused = std::sync::Mutex::new(None);
     let each = |worker: search::Worker<'_>| {
-        let work = Work { shape, worker, counters };
-        let done = match tally {
-            Some(tally) => with_spec_policy(spec, Counting { code: work, tally }),
-            None => with_spec_policy(spec, work),
-        };
-        if let Err(e) = done {
+        if let Err(e) = with_spec_policy(spec, Work { shape, worker, counters, tally }) {
             refused.lock().expect("no worker panicked holding it").get_or_insert(e);
         }
     };
@@ -529,10 +512,16 @@ struct Search<'a> {
 impl WithPolicy for Search<'_> {
     type Out = Result<CheckReport, Error>;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out {
-        if self.after.is_empty() {
-            return search_from(self.spec, self.shape, build, self.progress, &[], 0, self.found);
-        }
-        search_after(self.spec, self.shape, build, self.progress, self.after, self.found)
+        // Every policy the search builds counts its hook calls for the report.
+        let tally = Tally::default();
+        let build = || Counted::new(build(), &tally);
+        let mut r = if self.after.is_empty() {
+            search_from(self.spec, self.shape, &build, self.progress, &[], 0, self.found)
+        } else {
+            search_after(self.spec, self.shape, &build, self.progress, self.after, self.found)
+        }?;
+        r.hooks = tally.counts();
+        Ok(r)
     }
 }
 
@@ -582,11 +571,23 @@ struct Work<'a, 'w> {
     /// The most operations started, rollovers and initiating CPUs of one
     /// execution ([`Reached`]).
     counters: &'a [AtomicU64; 3],
+    /// Where the policies' hook calls are counted (none: a distributed
+    /// search's party, whose report is the driver's).
+    tally: Option<&'a Tally>,
 }
 
 impl WithPolicy for Work<'_, '_> {
     type Out = ();
     fn with<P: Policy>(self, build: &dyn Fn() -> P) {
+        match self.tally {
+            Some(tally) => self.explore(&|| Counted::new(build(), tally)),
+            None => self.explore(build),
+        }
+    }
+}
+
+impl Work<'_, '_> {
+    fn explore<P: Policy>(self, build: &dyn Fn() -> P) {
         use std::sync::atomic::Ordering::Relaxed;
         let (shape, counters) = (self.shape, self.counters);
         let mut saved = exec::Checkpoints::new();
