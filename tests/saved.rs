@@ -6,7 +6,7 @@
 //! edited since.
 
 mod common;
-use common::have_cc;
+use common::{have_cc, tlbkit};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,10 +32,6 @@ const SHAPE: &[&str] = &[
     "--format",
     "json",
 ];
-
-fn tlbkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
 
 /// The verdict and state count of a report.
 fn verdict(o: &Output) -> (Option<String>, u64, bool) {
