@@ -73,6 +73,12 @@ pub struct CheckReport {
     pub states: u64,
     /// Executions cut at a state seen before.
     pub pruned: u64,
+    /// Exhaustive mode: the pairs of distinct states the search expects to
+    /// have taken for one, their hashes agreeing on the bits its visited set
+    /// keeps (`n²/2^61` for `n` states of 60-bit fingerprints, the estimate
+    /// TLC prints); absent otherwise. The text report gives it from 0.001 up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collisions_expected: Option<f64>,
     /// The longest execution, in steps.
     pub max_steps: usize,
     /// Whether the search covered all it set out to.
@@ -267,6 +273,7 @@ pub(crate) fn report(
         executions: stats.executions,
         states: stats.states,
         pruned: stats.pruned,
+        collisions_expected: (mode == "exhaustive").then(|| crate::search::expected_collisions(stats.states)),
         max_steps: stats.max_steps,
         complete: stats.complete,
         workers: 1,
@@ -770,6 +777,13 @@ impl CheckReport {
                 if self.complete { ", complete" } else { ", stopped early" },
                 if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
             );
+            if let Some(c) = self.collisions_expected.filter(|&c| c >= 1e-3) {
+                let _ = writeln!(
+                    s,
+                    "fingerprints: {c:.3} pairs of states expected taken for one (hashes alike in the {} bits kept)",
+                    crate::search::FINGERPRINT_BITS
+                );
+            }
         } else if self.mode != "replay" {
             let _ = writeln!(
                 s,

@@ -1,14 +1,14 @@
 //! Exhaustive search on one thread: every execution, depth first.
 
 use super::dfs::{backtrack, Dfs, Node, SWITCHES};
-use super::visited::{visit, Visited};
+use super::table::Table;
 use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
 
 /// Explores every execution of `run` (a closure running one execution with the
 /// given chooser) depth-first, stopping at the first violation or after
 /// `max_executions`. Returns the statistics and the violating execution.
 pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
-    let mut visited = Visited::default();
+    let visited = Table::default();
     let mut stack: Vec<Choice> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
@@ -19,7 +19,7 @@ pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executio
             return (stats, None);
         }
         let out = {
-            let mut v = |state, asleep| visit(&mut visited, state, asleep);
+            let mut v = |state, asleep| visited.visit(state, asleep).0;
             let mut d = Dfs::new(&stack, &mut nodes, &mut v, switches);
             run(&mut d)
         };

@@ -1,7 +1,7 @@
 //! Search strategies, each a [`Chooser`] behind the one execution engine
 //! ([`crate::exec::run`]), one file each: exhaustive depth-first search with
 //! state hashing ([`exhaustive()`], its chooser in `dfs.rs`, its visited set in
-//! `visited.rs`; several threads: [`exhaustive_parallel`]), uniformly random
+//! `table.rs`, lock-free and shared by the threads of [`exhaustive_parallel`]), uniformly random
 //! schedules and PCT (probabilistic concurrency testing, Burckhardt et al.,
 //! ASPLOS 2010; [`randomised`]), and replay of a recorded schedule
 //! ([`Replay`]). Then the shrinking of a counterexample to the fewest context
@@ -19,7 +19,7 @@ mod replay;
 pub mod saved;
 mod script;
 mod shrink;
-mod visited;
+mod table;
 
 pub use dfs::{with_checkpoints, with_local_steps, with_reduction, with_renaming};
 pub use exhaustive::exhaustive;
@@ -29,6 +29,7 @@ pub use random::{randomised, Randomised};
 pub use replay::Replay;
 pub use script::{parse_script, Script, ScriptItem};
 pub use shrink::{shrink, shrink_where};
+pub use table::{expected_collisions, FINGERPRINT_BITS};
 
 use crate::arena;
 use crate::kernel::Violation;

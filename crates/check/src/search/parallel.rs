@@ -3,7 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
-use super::visited::{visit, Visited};
+use super::table::Table;
 use super::{recycle_choices, Choice, Chooser, Outcome, Point, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -69,8 +69,8 @@ struct Shared {
     /// Subtrees not yet taken, and how many workers are exploring.
     work: std::sync::Mutex<(Vec<Subtree>, usize)>,
     wake: std::sync::Condvar,
-    /// The visited set, in shards locked one at a time (by bits of the hash).
-    visited: Vec<Shard>,
+    /// The visited set (lock-free: see [`Table`]).
+    visited: Table,
     executions: std::sync::atomic::AtomicU64,
     pruned: std::sync::atomic::AtomicU64,
     max_steps: std::sync::atomic::AtomicUsize,
@@ -93,21 +93,13 @@ struct Shared {
     hungry: std::sync::atomic::AtomicUsize,
 }
 
-/// A shard of the visited set, alone on its cache lines (two adjacent
-/// shards on one line would bounce it between the workers that lock them).
-#[repr(align(128))]
-struct Shard(std::sync::Mutex<Visited>);
-
-/// Shards of [`Shared::visited`].
-const SHARDS: usize = 64;
-
 impl Shared {
-    fn new(work: Vec<Subtree>, visited: Vec<Visited>, max_bytes: u64) -> Shared {
-        let table_bytes = visited.iter().map(Visited::bytes).sum::<u64>();
+    fn new(work: Vec<Subtree>, visited: Table, max_bytes: u64) -> Shared {
+        let table_bytes = visited.bytes();
         Shared {
             work: std::sync::Mutex::new((work, 0)),
             wake: std::sync::Condvar::new(),
-            visited: visited.into_iter().map(|v| Shard(std::sync::Mutex::new(v))).collect(),
+            visited,
             executions: 0.into(),
             pruned: 0.into(),
             max_steps: 0.into(),
@@ -116,7 +108,8 @@ impl Shared {
             pause: false.into(),
             table_bytes: table_bytes.into(),
             max_bytes,
-            over: 0.into(),
+            // The table's first slots count too: a cap below them stops the search at once.
+            over: if table_bytes > max_bytes { table_bytes } else { 0 }.into(),
             budget: u64::MAX.into(),
             hungry: 0.into(),
         }
@@ -124,19 +117,14 @@ impl Shared {
 
     /// A search that has not started: the root subtree, nothing visited.
     fn fresh(max_bytes: u64) -> Shared {
-        Shared::new(
-            vec![Subtree::below(Vec::new(), Vec::new())],
-            (0..SHARDS).map(|_| Visited::default()).collect(),
-            max_bytes,
-        )
+        Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::default(), max_bytes)
     }
 
     /// Adds every state of `other`'s visited set (a state both hold keeps
     /// what both left unexplored); neither search may be running.
     fn take_in(&self, other: &Shared) {
-        for (into, from) in self.visited.iter().zip(&other.visited) {
-            into.0.lock().expect("unshared").merge(&from.0.lock().expect("unshared"));
-        }
+        let grew = self.visited.merge(&other.visited);
+        self.table_bytes.fetch_add(grew, Relaxed);
     }
 
     fn over_budget(&self) -> bool {
@@ -144,44 +132,36 @@ impl Shared {
     }
 
     fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
-        // Bits the shard's own table does not index its slots by (the low bits).
-        let shard = (state >> 32) as usize % SHARDS;
-        let mut v = self.visited[shard].0.lock().expect("no worker panicked holding a shard");
-        let (before, after) = (v.bytes(), v.bytes_after_insert());
-        if after > before {
-            let total = self.table_bytes.fetch_add(after - before, Relaxed) + after - before;
+        let (left, grew) = self.visited.visit(state, asleep);
+        if grew > 0 {
+            let total = self.table_bytes.fetch_add(grew, Relaxed) + grew;
             if total > self.max_bytes {
-                // One shard's growth past the cap at most: the saver stops the search next.
+                // One part's growth past the cap at most: the saver stops the search next.
                 self.over.fetch_max(total, Relaxed);
             }
         }
-        visit(&mut v, state, asleep)
+        left
     }
 
     /// Writes the counters, the visited set and the queue (every worker waiting).
     fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
-        let shards: Vec<_> =
-            self.visited.iter().map(|s| s.0.lock().expect("no worker panicked holding a shard")).collect();
         let q = self.work.lock().expect("no worker panicked holding the queue");
-        self.save_with(w, extra, shards.iter().map(|v| &**v), &q.0);
+        self.save_with(w, extra, Some(&self.visited), &q.0);
     }
 
     /// Writes the counters with `visited` (its shards) and `work` for the
     /// visited set and the queue: the layout [`Shared::load`] reads.
-    fn save_with<'v>(
-        &self,
-        w: &mut Writer,
-        extra: &[AtomicU64],
-        visited: impl ExactSizeIterator<Item = &'v Visited>,
-        work: &[Subtree],
-    ) {
+    fn save_with(&self, w: &mut Writer, extra: &[AtomicU64], visited: Option<&Table>, work: &[Subtree]) {
         w.u64(self.executions.load(Relaxed));
         w.u64(self.pruned.load(Relaxed));
         w.u64(self.max_steps.load(Relaxed) as u64);
         w.u64(extra.len() as u64);
         extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
-        w.u64(visited.len() as u64);
-        visited.for_each(|v| v.save(w));
+        // Sections of the visited set: one (an earlier build wrote one per shard).
+        w.u64(visited.is_some() as u64);
+        if let Some(v) = visited {
+            v.save(w);
+        }
         w.u64(work.len() as u64);
         work.iter().for_each(|t| t.save(w));
     }
@@ -197,10 +177,10 @@ impl Shared {
         for e in extra {
             e.store(r.u64()?, Relaxed);
         }
-        if r.len(9)? != SHARDS {
-            return Err("a save with another number of shards".into());
+        let visited = Table::default();
+        for _ in 0..r.len(9)? {
+            visited.load_into(&mut r)?;
         }
-        let visited = (0..SHARDS).map(|_| Visited::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
         let nq = r.len(8)?;
         let work = (0..nq).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
         if !r.done() {
@@ -297,7 +277,7 @@ pub fn exhaustive_saving(
     let executions = shared.executions.load(Relaxed);
     let stats = Stats {
         executions,
-        states: shared.visited.iter().map(|v| v.0.lock().expect("no worker panicked").len() as u64).sum(),
+        states: shared.visited.len() as u64,
         pruned: shared.pruned.load(Relaxed),
         max_steps: shared.max_steps.load(Relaxed),
         // The workers stop early only at a violation, at the cap, or to save and stop.
@@ -472,9 +452,8 @@ impl Tally<'_> {
                 return false;
             }
             // States now and then (every 16,384 executions): a look at
-            // every shard of the visited set, under its lock.
-            let states = (before % (1 << 14) < batch)
-                .then(|| self.shared.visited.iter().map(|v| v.0.lock().map_or(0, |g| g.len() as u64)).sum::<u64>());
+            // every part of the visited set.
+            let states = (before % (1 << 14) < batch).then(|| self.shared.visited.len() as u64);
             crate::progress::publish(before, states);
             self.tickets = batch;
         }
@@ -625,7 +604,7 @@ pub mod rounds {
         let frontier = s.work.lock().expect("unshared").0.len();
         let stats = Stats {
             executions: s.executions.load(Relaxed),
-            states: s.visited.iter().map(|v| v.0.lock().expect("unshared").len() as u64).sum(),
+            states: s.visited.len() as u64,
             pruned: s.pruned.load(Relaxed),
             max_steps: s.max_steps.load(Relaxed),
             complete: frontier == 0,
@@ -661,10 +640,9 @@ pub mod rounds {
 
         /// The visited set alone, for a party that starts now ([`Party::new`]).
         pub fn visited(&self) -> Vec<u8> {
-            let shards: Vec<_> = self.shared.visited.iter().map(|s| s.0.lock().expect("unshared")).collect();
-            let none = Shared::new(Vec::new(), Vec::new(), u64::MAX);
+            let none = Shared::new(Vec::new(), Table::default(), u64::MAX);
             let mut w = Writer::default();
-            none.save_with(&mut w, &zeroed(self.extra.len()), shards.iter().map(|v| &**v), &[]);
+            none.save_with(&mut w, &zeroed(self.extra.len()), Some(&self.shared.visited), &[]);
             w.0
         }
 
@@ -687,13 +665,12 @@ pub mod rounds {
             for (i, t) in work.into_iter().enumerate() {
                 chunks[i % parts].push(t);
             }
-            let (none, zero) = (Shared::new(Vec::new(), Vec::new(), u64::MAX), zeroed(self.extra.len()));
-            let empty: Vec<Visited> = (0..SHARDS).map(|_| Visited::default()).collect();
+            let (none, zero) = (Shared::new(Vec::new(), Table::default(), u64::MAX), zeroed(self.extra.len()));
             chunks
                 .iter()
                 .map(|chunk| {
                     let mut w = Writer::default();
-                    none.save_with(&mut w, &zero, empty.iter(), chunk);
+                    none.save_with(&mut w, &zero, None, chunk);
                     w.0
                 })
                 .collect()
@@ -727,8 +704,8 @@ pub mod rounds {
     impl Party {
         /// A party that starts from the visited set [`Driver::visited`] wrote.
         pub fn new(visited: &[u8], extra: usize) -> Result<Party, String> {
-            let shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
-            shared.visited.iter().for_each(|v| v.0.lock().expect("unshared").track());
+            let mut shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
+            shared.visited.track();
             Ok(Party { shared })
         }
 
@@ -763,11 +740,10 @@ pub mod rounds {
             let switches = SWITCHES.with(std::cell::Cell::get);
             std::thread::scope(|scope| spawn_workers(scope, s, each, jobs, u64::MAX, switches));
             let found = s.found.lock().expect("no worker panicked holding the result").take();
-            let changes: Vec<Visited> =
-                s.visited.iter().map(|v| v.0.lock().expect("unshared").take_changes()).collect();
+            let changes = s.visited.take_changes();
             let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
             let mut w = Writer::default();
-            s.save_with(&mut w, extra, changes.iter(), &left);
+            s.save_with(&mut w, extra, Some(&changes), &left);
             Ok((w.0, found, s.executions.load(Relaxed)))
         }
     }
