@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::exec;
 use crate::hooks::{Counted, Tally};
 use crate::portfolio::Portfolio;
-use crate::report::{counterexample, report, CheckReport, Reached, ShapeRun};
+use crate::report::{counterexample, report, CheckReport, Counterexample, Reached, ShapeRun};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
 use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
@@ -199,8 +199,10 @@ pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Resul
 /// sharing one visited set ([`search::exhaustive_parallel`]). A complete search
 /// gives the same verdict for every `jobs` (and the same states, with local
 /// steps off: [`search::with_local_steps`]); when it finds a violation, the
-/// counterexample reported is the one a one-worker search finds (it searches
-/// again with one worker), so the output does not depend on `jobs` either.
+/// counterexample is the violating execution of the worker that found it
+/// first, shrunk (see [`search::shrink`]): with one worker the one a
+/// one-thread search reports, with more the first a worker reached, which
+/// may differ from run to run (never searched for again).
 pub fn check_exhaustive_jobs(spec: &CheckSpec, jobs: usize) -> Result<CheckReport, Error> {
     exhaustive_jobs(spec, jobs, None)
 }
@@ -315,9 +317,12 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
             dir: p.dir.display().to_string(),
         });
     }
-    if found.is_some() {
-        return check(spec);
-    }
+    let counterexample = match found {
+        // The worker's own violating path, shrunk: searching again from the
+        // start on one thread would take as long as a one-worker search.
+        Some(out) => Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: out })?),
+        None => None,
+    };
     if stats.executions == 0 {
         return Err(Error::NoExecution);
     }
@@ -326,10 +331,30 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
         return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
     }
     let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
-    let mut r = report(spec, spec.mode.name(), stats, reached, None);
+    let mut r = report(spec, spec.mode.name(), stats, reached, counterexample);
     r.workers = jobs;
     r.hooks = tally.counts();
     Ok(r)
+}
+
+/// The counterexample of a violation a worker of a parallel search found:
+/// its execution shrunk as a one-thread search's is, and replayed with
+/// traces, for [`with_spec_policy`].
+struct FromPath<'a> {
+    spec: &'a CheckSpec,
+    shape: &'a Shape,
+    found: search::Outcome,
+}
+
+impl WithPolicy for FromPath<'_> {
+    type Out = Counterexample;
+    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Counterexample {
+        let mut saved = exec::Checkpoints::new();
+        let mut run = |c: &mut dyn Chooser| exec::run_from(&mut saved, self.shape, build, c);
+        let choices = search::shrink(&mut run, &self.found);
+        let out = exec::run(self.shape, build, &mut Replay::new(&choices), true);
+        counterexample(&out, encode(self.spec, &choices))
+    }
 }
 
 /// A distributed exhaustive check, in rounds among parties (see

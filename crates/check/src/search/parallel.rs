@@ -216,8 +216,7 @@ pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outc
 /// are explored alone (with sleep sets, the states they leave out depend on
 /// the order: see the crate documentation). `executions` and
 /// `pruned` do, and so does which violation is found first when there are
-/// several; callers that need the same counterexample for every `jobs`
-/// re-search with one worker (see [`crate::run::check_exhaustive_jobs`]).
+/// several ([`crate::run::check_exhaustive_jobs`] shrinks the one returned).
 pub fn exhaustive_parallel(
     each: &(dyn Fn(Worker<'_>) + Sync),
     jobs: usize,
