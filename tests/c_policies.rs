@@ -3,8 +3,7 @@
 //! it, is one line and an exit code; one that builds runs and compares
 //! beside a Rust policy.
 
-mod common;
-use common::{have_cc, stderr, tlbkit};
+use crate::common::{have_cc, stderr, tlbkit};
 use std::process::Command;
 
 /// Today's arch/arm64/mm/context.c, from the C policies' test data.

@@ -2,8 +2,7 @@
 //! codes, counterexamples and their tokens, every violation, bad input in
 //! one line, an interrupted check.
 
-mod common;
-use common::{assert_bad_input, stderr, tlbkit};
+use crate::common::{assert_bad_input, stderr, tlbkit};
 use std::process::Command;
 
 #[test]

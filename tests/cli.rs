@@ -1,7 +1,6 @@
 //! The command line's contract: names, exit codes, JSON fields, determinism.
 
-mod common;
-use common::{assert_bad_input, stderr, tlbkit};
+use crate::common::{assert_bad_input, stderr, tlbkit};
 use std::process::Command;
 
 const RUN: &[&str] = &[

@@ -67,11 +67,17 @@ const OUTPUTS: &[(&str, &[&str])] = &[
     ("check-clean.txt", &["check", "--policy", "arm64-linux", "--deep", "--mms", "3", "--ops", "3", "--jobs", "1"]),
     ("check-zoo.txt", &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]),
     ("check-early-ack.txt", &["check", "--policy", "zoo/freebsd-x86-counter-early-ack"]),
-    ("check-stable-check-use-order.txt", &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep"]),
-    ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep"]),
-    ("check-activecpu-reset.txt", &["check", "--policy", "zoo/arm64-activecpu-reset-reserved", "--deep"]),
-    ("check-tlbbatch-v4.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v4", "--deep"]),
-    ("check-tlbbatch-v1.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v1", "--deep"]),
+    (
+        "check-stable-check-use-order.txt",
+        &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep", "--jobs", "1"],
+    ),
+    ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep", "--jobs", "1"]),
+    (
+        "check-activecpu-reset.txt",
+        &["check", "--policy", "zoo/arm64-activecpu-reset-reserved", "--deep", "--jobs", "1"],
+    ),
+    ("check-tlbbatch-v4.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v4", "--deep", "--jobs", "1"]),
+    ("check-tlbbatch-v1.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v1", "--deep", "--jobs", "1"]),
     (
         "example-run.txt",
         &[

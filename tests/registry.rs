@@ -15,9 +15,6 @@ use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_registry::{PolicyDef, POLICIES};
 use tlbkit_sim::run::{self, RunSpec};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// Returns every registered policy with its alias.
 fn aliases() -> Vec<(&'static PolicyDef, &'static str)> {
     POLICIES

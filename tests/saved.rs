@@ -5,8 +5,7 @@
 //! refused in one line that says which; so is a save or a token of a C file
 //! edited since.
 
-mod common;
-use common::{have_cc, tlbkit};
+use crate::common::{have_cc, tlbkit};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 

@@ -7,9 +7,6 @@ use tlbkit_check::options::{Options, Plan};
 use tlbkit_check::token::encode;
 use tlbkit_check::{replay, CheckReport};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// FreeBSD arm64's allocator on 2 CPUs, 3 processes of 1 page, 4 ASIDs.
 fn freebsd(ops: usize) -> Options {
     Options {

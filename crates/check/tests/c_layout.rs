@@ -14,11 +14,7 @@ use tlbkit_check::run::check;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::{CheckReport, CheckSpec};
 
-mod common;
-use common::have_cc;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common::have_cc;
 
 /// Writes `locked.c` with `global` added after its globals and `on_switch`
 /// at the start of `check_and_switch_context`, as `NAME.c`; returns the path.

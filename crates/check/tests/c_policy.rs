@@ -13,11 +13,7 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::{CheckReport, CheckSpec};
 
-mod common;
-use common::have_cc;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common::have_cc;
 
 /// A file of the test data, as a path.
 fn data(file: &str) -> String {
@@ -82,7 +78,7 @@ fn todays_file_passes_a_complete_search() {
 }
 
 /// The standard bounds (6 operations): about a minute in a release build.
-/// `cargo test --release -p tlbkit-check --test c_policy -- --ignored`.
+/// `cargo test --release -p tlbkit-check --test check -- c_policy:: --ignored`.
 #[test]
 #[ignore]
 fn todays_file_passes_the_standard_bounds() {

@@ -10,10 +10,7 @@ use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_checkpoints, with_reduction};
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// What a one-worker search did: the figures and the counterexample's token.
 fn search(r: &CheckReport) -> (u64, u64, u64, usize, bool, Option<String>) {

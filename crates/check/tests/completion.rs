@@ -13,9 +13,6 @@ use tlbkit_policy::asid::{LinuxArm64, LinuxX86v615};
 use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::{Barrier, Domain, Hw, MmId, Policy, Scope, Tlbi, VirtAddr};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// `tlbkit check --policy POLICY` with no other flag, its first `iterations`
 /// schedules only.
 fn default_spec(policy: &str, iterations: u64) -> CheckSpec {

@@ -5,13 +5,10 @@
 //! against the other three strategies, with writes racing `munmap`'s unfold and
 //! a fault's refold.
 
-mod common;
+use crate::common;
 
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::contpte::Teardown;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 fn spec(teardown: Teardown, cpus: usize, ops: usize, menu: &str, mode: Mode, iterations: u64) -> CheckSpec {
     common::contpte_spec(teardown, cpus, ops, menu, mode, iterations)

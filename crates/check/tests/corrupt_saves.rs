@@ -11,10 +11,7 @@ use tlbkit_check::run::{check_exhaustive_jobs, check_exhaustive_saving, saved_sp
 use tlbkit_check::search::saved::{self, FILE};
 use tlbkit_check::{CheckSpec, Error};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// The check whose saves the tests damage.
 fn spec() -> CheckSpec {

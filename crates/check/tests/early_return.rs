@@ -20,9 +20,6 @@ fn short_wait(spec: &CheckSpec) -> impl Fn() -> FreebsdX86<ShortWait> {
     move || FreebsdX86::with_protocol(cpus, slots, ShortWait::new(cpus))
 }
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// FreeBSD 11.1's generation protocol (review D8041, `smp_targeted_tlb_shootdown`
 /// in `sys/x86/x86/mp_x86.c`): under `smp_ipi_mtx` the initiator publishes the
 /// request in the `smp_tlb_*` globals, bumps `smp_tlb_generation`, sends the IPIs;

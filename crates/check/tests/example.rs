@@ -12,9 +12,6 @@ use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::FreebsdEpoch;
 
 // The checker's arena: a policy's allocations are restored with its checkpoints.
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 const NAME: &str = "arm64-freebsd-asid-activecpu";
 
 /// Runs the default portfolio of the example (`tlbkit check --policy NAME`)

@@ -14,11 +14,7 @@ use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, MmId, Policy, VirtAddr};
 
-mod common;
-use common::have_cc;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common::have_cc;
 
 /// Writes v6.12's `context.c` with `line` added at the top of
 /// `flush_context()`'s body (after its declarations), as `NAME.c` in a

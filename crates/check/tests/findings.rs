@@ -3,7 +3,7 @@
 //! the catalogue records and replays the same trace, and the fix candidate passes
 //! where the faithful policy fails.
 
-mod common;
+use crate::common;
 
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::options::{Options, Plan};
@@ -13,9 +13,6 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::token::{decode, encode};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::findings::{finding, Finding, FINDINGS};
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 /// The request `tlbkit check ARGS` makes (the flags the catalogue uses),
 /// resolved as the command line resolves it.

@@ -2,7 +2,7 @@
 //! release):
 //!
 //! ```sh
-//! cargo test --release -p tlbkit-check --test full -- --ignored --nocapture
+//! cargo test --release -p tlbkit-check --test check -- full:: --ignored --nocapture
 //! ```
 //!
 //! Every policy exhaustively on 2 CPUs, 3 address spaces, 4 ASIDs (x86: 6 PCID
@@ -10,16 +10,13 @@
 //! zoo entry with its defaults (its portfolio); every contpte teardown strategy with a
 //! contiguous block. Each prints the figures the guide quotes (docs/guide, "Checking for stale translations").
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_asids, default_memory, defaults};
 use tlbkit_check::{check, CheckSpec, Mode};
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 
 fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
     CheckSpec {

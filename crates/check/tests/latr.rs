@@ -12,10 +12,7 @@ use tlbkit_check::spec::default_spec;
 use tlbkit_check::{check, CheckReport, CheckSpec};
 use tlbkit_policy::asid::latr::{Latr, Variant};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 fn small(ops: usize, menu: &str) -> CheckSpec {
     CheckSpec { mms: 1, ops, menu: OpKind::parse(menu).unwrap(), ..common::small_spec("x86-latr", 2, ops) }

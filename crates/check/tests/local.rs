@@ -6,7 +6,7 @@
 //! search finds quickly, two pages under TSO and the parallel search. A
 //! policy that breaks its own declaration is reported, not trusted.
 
-use common::verdict;
+use crate::common::verdict;
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::{check_exhaustive_jobs, check_policy};
 use tlbkit_check::search::{with_local_steps, with_reduction};
@@ -16,10 +16,7 @@ use tlbkit_policy::sync::{AtomicU32, Ordering};
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Fields, Hw, MmId, Owner, Policy, Value};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// Checks `spec` (sleep sets on) with local steps explored alone and not.
 fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {

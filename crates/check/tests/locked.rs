@@ -15,9 +15,6 @@ use tlbkit_policy::sync::SpinLock;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Fields, Hw, MmId, Named, Policy, Value};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// `arm64-noasid` with a lock whose plain data records which CPU switched
 /// last: two CPUs' switches in either order leave the same atomics and
 /// different data. `feed` says whether `hash_locked` feeds it to the checker.

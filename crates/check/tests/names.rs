@@ -8,9 +8,6 @@ use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, CheckSpec};
 use tlbkit_policy::zoo::ZOO;
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// The spec `tlbkit check --policy POLICY` runs with no other flag, sampled
 /// randomly `iterations` times.
 fn spec(policy: &str, iterations: u64) -> CheckSpec {

@@ -21,10 +21,7 @@ use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::{Hw, MmId, Policy, Scope};
 use tlbkit_policy::{Tlbi, VirtAddr};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// The hardware as a single-page flush of [`PartialFlush`] sees it, locally and
 /// in the IPI handlers it sends: a whole-PCID invalidation becomes the

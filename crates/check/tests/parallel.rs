@@ -6,10 +6,7 @@
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::{check, CheckSpec, Mode};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// The small exhaustive check of `policy` (one page per address space).
 fn spec(policy: &str, ops: usize) -> CheckSpec {

@@ -11,9 +11,6 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::token::decode;
 use tlbkit_check::{replay, Mode};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 fn options(policy: &str) -> Options {
     Options { policy: policy.to_string(), seed: 1, ..Options::default() }
 }

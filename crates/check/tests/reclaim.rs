@@ -20,9 +20,6 @@ use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{asid::FreebsdX86, Fields, Hw, Lazy, MmId, Policy, Value, VirtAddr};
 use tlbkit_registry::{self as registry, Arch, AsidSpace, Build, WithPolicy};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// `x86-freebsd-gen` with a plausible page-out mistake: `pmap_invalidate_page`
 /// returns at once when the pmap's `pm_active` is empty ("nobody runs it, so
 /// nothing to shoot down"), skipping the generation reset that makes the next

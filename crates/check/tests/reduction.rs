@@ -8,15 +8,12 @@
 //! states are compared, and `local.rs` tests them. (The full zoo, exhaustively
 //! with the reduction on, is `full.rs`'s `every_zoo_entry_is_found_exhaustively`.)
 
-use common::verdict;
+use crate::common::verdict;
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction};
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// Checks `spec` with the reduction on and off; returns both reports.
 fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {

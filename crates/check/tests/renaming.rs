@@ -4,15 +4,12 @@
 //! can tell apart, so the search must give the same verdict with it on and off,
 //! reach no more states with it on, and find the zoo's bugs either way.
 
-use common::verdict;
+use crate::common::verdict;
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction, with_renaming};
 use tlbkit_check::{check, CheckReport, CheckSpec};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// Checks `spec` with the renaming on and off; returns both reports.
 fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {

@@ -9,10 +9,7 @@
 use tlbkit_check::run::rounds::{round_report, Party, Rounds};
 use tlbkit_check::{CheckSpec, Mode};
 
-mod common;
-
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
+use crate::common;
 
 /// Runs `spec` in rounds among `parties` parties of `budget` executions a
 /// round; in round `lose` (if any) the first party's round is lost with it

@@ -20,9 +20,6 @@ use tlbkit_policy::wrap::{Wrap, WrapHw};
 use tlbkit_policy::{CpuMask, Hw, MmId, Policy, VirtAddr};
 use tlbkit_registry::{AsidSpace, PolicyDef};
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// `tlbkit check --policy POLICY` with no other flag, its first `iterations`
 /// schedules only.
 fn default_spec(policy: &str, iterations: u64) -> CheckSpec {

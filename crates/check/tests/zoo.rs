@@ -9,9 +9,6 @@ use tlbkit_check::spec::{default_memory, defaults};
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::zoo::ZOO;
 
-#[global_allocator]
-static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
-
 /// The tailored shape of `zoo/<id>`, as a one-shape check runs it.
 fn zoo_spec(id: &str) -> CheckSpec {
     let policy = format!("zoo/{id}");

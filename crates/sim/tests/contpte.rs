@@ -9,9 +9,8 @@
 //! the arch code (`PteMem`), it is a sample of one seed, not a proof: the checker
 //! explores every interleaving.
 
-mod common;
-
-use common::{Flush, Skips};
+use crate::common;
+use crate::common::{Flush, Skips};
 use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_registry::Arch;

@@ -1,8 +1,6 @@
 //! The oracle catches broken policies, and the real ones stay clean under stress.
 
-mod common;
-
-use common::{config, Flush, Skips};
+use crate::common::{config, Flush, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};

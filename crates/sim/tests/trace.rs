@@ -2,9 +2,7 @@
 //! with a traced program's image (`Sim::spawn_with`) and mappings placed at the
 //! traced program's own addresses (`Sys::MmapFixed`).
 
-mod common;
-
-use common::config;
+use crate::common::config;
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};

@@ -2,9 +2,7 @@
 //! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
 //! judged by the oracle.
 
-mod common;
-
-use common::{config, Flush, Skips};
+use crate::common::{config, Flush, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::MmId;
