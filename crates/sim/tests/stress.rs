@@ -24,8 +24,7 @@ use tlbkit_sim::run::run_phases;
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params};
 
-#[path = "common/small.rs"]
-mod small;
+use crate::common::small;
 
 /// What a [`View`] does to the operations it passes on.
 #[derive(Clone, Copy)]

@@ -44,8 +44,7 @@ use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::WORKLOADS;
 
-#[path = "common/small.rs"]
-mod small;
+use crate::common::small;
 use small::SMALL;
 
 /// The CPU counts the issue names.

@@ -1,6 +1,8 @@
 //! Test support shared by the simulator's integration tests: a small machine
 //! configuration and a real policy with one kind of flush left out.
 
+pub mod small;
+
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
