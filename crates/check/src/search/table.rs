@@ -379,8 +379,9 @@ unsafe impl Sync for Words {}
 const HUGE: usize = 2 << 20;
 
 impl Words {
-    /// `len` zeroed words; a process out of address space is a panic, as
-    /// an allocation that fails is.
+    /// `len` zeroed words; a mapping that fails is an allocation failure
+    /// (the process stops, as on any; `--max-memory` is the cap that stops a
+    /// search with its save instead).
     fn new(len: usize) -> Words {
         let bytes = len * 8;
         // SAFETY: a fresh private anonymous mapping (zeroed by the kernel).
