@@ -18,7 +18,7 @@
 //!
 //! # What a slot holds
 //!
-//! A state is kept as a [`FP_BITS`]-bit fingerprint of its 64-bit hash (hash
+//! A state is kept as a [`FINGERPRINT_BITS`]-bit fingerprint of its 64-bit hash (hash
 //! compaction, as TLC's and SPIN's): the low 8 bits pick the part, the next
 //! `k` bits the home slot in a part of `2^k` slots, and the slot stores the
 //! rest (the *quotient*, `52 - k` bits, at most 40 since a part starts at
@@ -48,11 +48,10 @@ use std::sync::{Mutex, RwLock};
 
 /// Bits of a state hash the visited set keeps (its fingerprint).
 pub const FINGERPRINT_BITS: u32 = 60;
-const FP_BITS: u32 = FINGERPRINT_BITS;
 /// `log2` of the number of parts.
 const SHARD_BITS: u32 = 8;
 /// Parts of the table.
-pub(super) const SHARDS: usize = 1 << SHARD_BITS;
+const SHARDS: usize = 1 << SHARD_BITS;
 /// `log2` of a part's slots at first (4,096 slots, 32 KiB): the quotient
 /// then takes 40 bits, all the slot has for it.
 const MIN_BITS: u32 = 12;
@@ -61,11 +60,16 @@ const MAX_DISPLACEMENT: usize = 127;
 
 const PRESENT: u64 = 1 << 63;
 const MASK_BITS: u64 = 0xffff;
-const FP_MASK: u64 = (1 << FP_BITS) - 1;
+const FP_MASK: u64 = (1 << FINGERPRINT_BITS) - 1;
 
 /// The fingerprint of a state hash.
 pub(super) fn fingerprint(state: u64) -> u64 {
     state & FP_MASK
+}
+
+/// The part that holds fingerprint `fp`: its low bits.
+fn shard_of(fp: u64) -> usize {
+    (fp & (SHARDS as u64 - 1)) as usize
 }
 
 /// The pairs of states a search that kept `states` expects to have merged
@@ -73,7 +77,7 @@ pub(super) fn fingerprint(state: u64) -> u64 {
 /// estimate for `n` uniform fingerprints of `b` bits, `n²/2^(b+1)`).
 pub fn expected_collisions(states: u64) -> f64 {
     let n = states as f64;
-    n * n / 2f64.powi(FP_BITS as i32 + 1)
+    n * n / 2f64.powi(FINGERPRINT_BITS as i32 + 1)
 }
 
 /// One part: `2^bits` slots and how many are filled.
@@ -98,6 +102,23 @@ impl Part {
         ((rest & ((1 << self.bits) - 1)) as usize, rest >> self.bits)
     }
 
+    /// The slots fingerprint `fp` may lie in, in the order it is looked for,
+    /// each with the word's bits above the mask that `fp` has there: its
+    /// home slot and the next [`MAX_DISPLACEMENT`].
+    fn probe(&self, fp: u64) -> impl Iterator<Item = (&AtomicU64, u64)> + '_ {
+        let (home, quotient) = self.place(fp);
+        let n = self.slots.len() - 1;
+        (0..=MAX_DISPLACEMENT).map(move |d| (&self.slots[(home + d) & n], PRESENT | (d as u64) << 56 | quotient << 16))
+    }
+
+    /// The mask of `fp`, if the part holds it.
+    fn find(&self, fp: u64) -> Option<u64> {
+        self.probe(fp).find_map(|(slot, key)| {
+            let w = slot.load(Ordering::Acquire);
+            (w & !MASK_BITS == key).then_some(w & MASK_BITS)
+        })
+    }
+
     /// The fingerprint's bits above the part's, from the slot `i` that holds
     /// `word`.
     fn rest_of(&self, i: usize, word: u64) -> u64 {
@@ -110,18 +131,14 @@ impl Part {
     /// Visits fingerprint `fp` with `asleep`, or `Err(())` when the part
     /// must grow first.
     fn visit(&self, fp: u64, asleep: u64) -> Result<Visit, ()> {
-        let (home, quotient) = self.place(fp);
-        let mask = self.slots.len() - 1;
         let asleep = asleep & MASK_BITS;
-        for d in 0..=MAX_DISPLACEMENT {
-            let i = (home + d) & mask;
-            let key = PRESENT | (d as u64) << 56 | quotient << 16;
-            let mut word = self.slots[i].load(Ordering::Acquire);
+        for (slot, key) in self.probe(fp) {
+            let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
                 if 4 * (self.len.load(Ordering::Relaxed) + 1) > 3 * self.slots.len() {
                     return Err(());
                 }
-                match self.slots[i].compare_exchange(0, key | asleep, Ordering::AcqRel, Ordering::Acquire) {
+                match slot.compare_exchange(0, key | asleep, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
                         self.len.fetch_add(1, Ordering::Relaxed);
                         return Ok(Visit::First);
@@ -132,7 +149,7 @@ impl Part {
             }
             if word & !MASK_BITS == key {
                 // Keep the transitions both this visit and the earlier ones left asleep.
-                let before = self.slots[i].fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
+                let before = slot.fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
                 return Ok(Visit::Again { fresh: before & !asleep });
             }
         }
@@ -143,16 +160,11 @@ impl Part {
     /// built); `false` if it lies too far from its home slot. A state it
     /// holds already keeps the intersection of the masks.
     fn put(&mut self, fp: u64, mask: u64) -> bool {
-        let (home, quotient) = self.place(fp);
-        let n = self.slots.len() - 1;
-        for d in 0..=MAX_DISPLACEMENT {
-            let i = (home + d) & n;
-            let key = PRESENT | (d as u64) << 56 | quotient << 16;
-            let slot = &self.slots[i];
+        for (slot, key) in self.probe(fp) {
             let word = slot.load(Ordering::Relaxed);
             if word == 0 {
                 slot.store(key | (mask & MASK_BITS), Ordering::Relaxed);
-                *self.len.get_mut() += 1;
+                self.len.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
             if word & !MASK_BITS == key {
@@ -241,7 +253,7 @@ impl Table {
     /// [`Table::visit`] of a fingerprint, recorded as a change while
     /// [`Table::track`]ing if `log`.
     fn admit(&self, fp: u64, asleep: u64, log: bool) -> (Option<u64>, u64) {
-        let shard = (fp & (SHARDS as u64 - 1)) as usize;
+        let shard = shard_of(fp);
         let mut grew = 0;
         loop {
             let seen = {
@@ -313,15 +325,7 @@ impl Table {
 
     /// The mask of `fp`, if it holds it.
     fn mask_of(&self, fp: u64) -> Option<u64> {
-        let shard = (fp & (SHARDS as u64 - 1)) as usize;
-        let part = self.read(shard);
-        let (home, quotient) = part.place(fp);
-        let n = part.slots.len() - 1;
-        (0..=MAX_DISPLACEMENT).find_map(|d| {
-            let w = part.slots[(home + d) & n].load(Ordering::Acquire);
-            let key = PRESENT | (d as u64) << 56 | quotient << 16;
-            (w & !MASK_BITS == key).then_some(w & MASK_BITS)
-        })
+        self.read(shard_of(fp)).find(fp)
     }
 
     /// Writes every entry into a saved search: the count, a 0 (the state of
