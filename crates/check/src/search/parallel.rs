@@ -146,15 +146,19 @@ impl Shared {
     /// Writes the counters, the visited set and the queue (every worker waiting).
     fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
         let q = self.work.lock().expect("no worker panicked holding the queue");
-        self.save_with(w, extra, Some(&self.visited), &q.0);
+        Shared::write_body(w, self.counts(), extra, Some(&self.visited), &q.0);
     }
 
-    /// Writes the counters with `visited` (its shards) and `work` for the
-    /// visited set and the queue: the layout [`Shared::load`] reads.
-    fn save_with(&self, w: &mut Writer, extra: &[AtomicU64], visited: Option<&Table>, work: &[Subtree]) {
-        w.u64(self.executions.load(Relaxed));
-        w.u64(self.pruned.load(Relaxed));
-        w.u64(self.max_steps.load(Relaxed) as u64);
+    /// Its executions, cut executions and most steps.
+    fn counts(&self) -> [u64; 3] {
+        [self.executions.load(Relaxed), self.pruned.load(Relaxed), self.max_steps.load(Relaxed) as u64]
+    }
+
+    /// Writes `counts` (as [`Shared::counts`] gives them), the caller's
+    /// counters, `visited` (none: an empty visited set) and `work` for the
+    /// queue: the layout [`Shared::load`] reads.
+    fn write_body(w: &mut Writer, counts: [u64; 3], extra: &[AtomicU64], visited: Option<&Table>, work: &[Subtree]) {
+        counts.iter().for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
         // Sections of the visited set: one (an earlier build wrote one per shard).
@@ -639,9 +643,8 @@ pub mod rounds {
 
         /// The visited set alone, for a party that starts now ([`Party::new`]).
         pub fn visited(&self) -> Vec<u8> {
-            let none = Shared::new(Vec::new(), Table::default(), u64::MAX);
             let mut w = Writer::default();
-            none.save_with(&mut w, &zeroed(self.extra.len()), Some(&self.shared.visited), &[]);
+            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&self.shared.visited), &[]);
             w.0
         }
 
@@ -664,12 +667,12 @@ pub mod rounds {
             for (i, t) in work.into_iter().enumerate() {
                 chunks[i % parts].push(t);
             }
-            let (none, zero) = (Shared::new(Vec::new(), Table::default(), u64::MAX), zeroed(self.extra.len()));
+            let zero = zeroed(self.extra.len());
             chunks
                 .iter()
                 .map(|chunk| {
                     let mut w = Writer::default();
-                    none.save_with(&mut w, &zero, None, chunk);
+                    Shared::write_body(&mut w, [0; 3], &zero, None, chunk);
                     w.0
                 })
                 .collect()
@@ -742,7 +745,7 @@ pub mod rounds {
             let changes = s.visited.take_changes();
             let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
             let mut w = Writer::default();
-            s.save_with(&mut w, extra, Some(&changes), &left);
+            Shared::write_body(&mut w, s.counts(), extra, Some(&changes), &left);
             Ok((w.0, found, s.executions.load(Relaxed)))
         }
     }
