@@ -352,9 +352,21 @@ impl WithPolicy for FromPath<'_> {
         let mut saved = exec::Checkpoints::new();
         let mut run = |c: &mut dyn Chooser| exec::run_from(&mut saved, self.shape, build, c);
         let choices = search::shrink(&mut run, &self.found);
-        let out = exec::run(self.shape, build, &mut Replay::new(&choices), true);
-        counterexample(&out, encode(self.spec, &choices))
+        replayed(self.spec, self.shape, build, &choices).1
     }
+}
+
+/// Replays the violating schedule `choices` of `spec` with traces on: the
+/// execution, and its counterexample with the token of `choices`.
+fn replayed<P: Policy>(
+    spec: &CheckSpec,
+    shape: &Shape,
+    build: &dyn Fn() -> P,
+    choices: &[u32],
+) -> (search::Outcome, Counterexample) {
+    let out = exec::run(shape, build, &mut Replay::new(choices), true);
+    let cx = counterexample(&out, encode(spec, choices));
+    (out, cx)
 }
 
 /// A distributed exhaustive check, in rounds among parties (see
@@ -667,9 +679,8 @@ fn search_after<P: Policy>(
     let mut r = if probe.violation.is_some() {
         // The schedule violates on its own, before the search chooses anything.
         let taken: Vec<u32> = probe.choices.iter().map(|c| c.taken).collect();
-        let out = exec::run(shape, build, &mut Replay::new(&taken), true);
+        let (out, cx) = replayed(spec, shape, build, &taken);
         let stats = Stats { executions: 1, max_steps: out.steps, complete: true, ..Stats::default() };
-        let cx = counterexample(&out, encode(spec, &taken));
         report(spec, spec.mode.name(), stats, Reached::of(&out), Some(cx))
     } else if probe.choices.len() < schedule.len() {
         return Err(Error::invalid(
@@ -767,8 +778,7 @@ fn search_from<P: Policy>(
     let mut shrunk = |out: &search::Outcome, same: &dyn Fn(Option<&crate::kernel::Violation>) -> bool| {
         let suffix = search::shrink_where(&mut run, out, same);
         let choices: Vec<u32> = prefix.iter().map(|c| c.taken).chain(suffix).collect();
-        let out = exec::run(shape, build, &mut Replay::new(&choices), true);
-        counterexample(&out, encode(spec, &choices))
+        replayed(spec, shape, build, &choices).1
     };
     let counterexample = found.map(|out| {
         let property = out.violation.as_ref().map(|v| v.property);
