@@ -103,6 +103,16 @@ pub enum Access {
     Write,
     /// An atomic read-modify-write (`LOCK XADD`, `LDADD`, compare-and-exchange).
     Rmw,
+    /// An atomic read-modify-write whose order among the CPUs doing it at
+    /// the same time is the hardware's (whichever request reaches the line
+    /// first) and changes nothing the caller goes on to do: a lock-free push
+    /// onto a list (`llist_add`'s compare-and-exchange on the head, retried
+    /// until it lands; which request is first in the list is never looked
+    /// at), or an add whose result nobody reads. A simulator places it at its
+    /// own time among the line's moves, where an [`Access::Rmw`] waits for the
+    /// latest write to the variable that it ran before, wherever in time that
+    /// write is (an atomic that takes a lock must follow the release it reads).
+    RmwAnyOrder,
 }
 
 /// The three phases of a shootdown (issue, dispatch, sync; frames are freed only after sync).

@@ -31,7 +31,15 @@
 //! - an access never completes before the latest write to the *same variable*
 //!   that ran before it in simulator order is visible: what it reads or
 //!   overwrites is that write's value. (A spin lock's acquisition therefore
-//!   waits for the previous holder's release: [`crate::locks`].)
+//!   waits for the previous holder's release: [`crate::locks`].) An atomic
+//!   whose order among its peers is the hardware's and decides nothing its CPU
+//!   does next (`Access::RmwAnyOrder`: `llist_add`'s push; [`Lines::atomic`]:
+//!   a counter's add) is the exception: it is placed at its own time. Ordered
+//!   after a write the simulator happened to run first, an `llist_add` on a
+//!   CPU's `call_single_queue` would wait for the handler of an IPI that the
+//!   simulator sent earlier but that takes the queue later in time, and every
+//!   initiator's request would queue behind every other's handler: a convoy
+//!   the hardware does not have.
 //!
 //! So a counter every IPI handler increments is a queue of moves while the
 //! handlers' reads of the request beside it overlap, and per-CPU flags are not a
@@ -190,7 +198,7 @@ impl Line {
                 self.versions[v].readers.push((me, end));
                 (end, 1)
             }
-            Access::Write | Access::Rmw => {
+            Access::Write | Access::Rmw | Access::RmwAnyOrder => {
                 let store = access == Access::Write;
                 // Behind a move to this CPU already under way, the access rides on it.
                 if let Some(end) = self.moving_to(me, t) {
@@ -288,6 +296,9 @@ impl Lines {
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
+        if access == Access::RmwAnyOrder {
+            return self.atomic(me, t, floor, addr, mem, cost);
+        }
         self.map.entry(addr / 64).or_default().access(me, t, floor, addr, access, mem, cost)
     }
 
@@ -452,6 +463,24 @@ mod tests {
             // sees every earlier one done: the value is the n-th writer's.
             assert_eq!(access(&mut line, 0, 0, 8, Access::Read), 1000 + 100 * u64::from(n) + 100);
         }
+    }
+
+    #[test]
+    fn an_any_order_atomic_is_placed_at_its_own_time_not_after_a_later_write_run_first() {
+        // cpu1's take of a queue at 10,000 (an IPI handler the simulator ran
+        // first) is a write of the queue's head; cpu2 pushes onto the same head
+        // at 1000. As an ordered atomic the push would read the take's value
+        // and wait for it; pushed in any order it is done one move after 1000.
+        let cost = |_: Option<u32>, _: u32| 100;
+        let mut lines = Lines::default();
+        lines.access(1, 10_000, 0, 8, Access::Rmw, 4, cost);
+        assert_eq!(lines.access(2, 1000, 0, 8, Access::Rmw, 4, cost).0, 10_200);
+        let mut lines = Lines::default();
+        lines.access(1, 10_000, 0, 8, Access::Rmw, 4, cost);
+        assert_eq!(lines.access(2, 1000, 0, 8, Access::RmwAnyOrder, 4, cost), (1100, 1));
+        // It still takes the line one move at a time: a second push at 1000
+        // queues behind the first.
+        assert_eq!(lines.access(3, 1000, 0, 8, Access::RmwAnyOrder, 4, cost), (1200, 1));
     }
 
     #[test]

@@ -652,8 +652,9 @@ impl LinuxX86v513 {
         // Relaxed: `csd->flags |= CSD_FLAG_LOCK` then smp_wmb(); the IPI orders
         // the stores before the handler's loads.
         csd.store(true, Ordering::Relaxed);
-        // llist_add: a cmpxchg on the target's queue head.
-        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::Rmw);
+        // llist_add: a cmpxchg on the target's queue head, in whatever order
+        // the other CPUs' adds and the target's take reach the line.
+        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::RmwAnyOrder);
     }
 
     /// Sends the IPIs of this CPU's queued csds to `targets` (none is this CPU).
@@ -727,7 +728,7 @@ impl LinuxX86v513 {
         hw.shared(addr_of(csd), Access::Write);
         // Relaxed: ordered before the handler's loads by the IPI.
         csd.store(true, Ordering::Relaxed);
-        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::Rmw);
+        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::RmwAnyOrder);
         hw.phase(Phase::Dispatch);
         hw.spin_on(addr_of(csd));
         let one = CpuMask::new(self.ncpus);
