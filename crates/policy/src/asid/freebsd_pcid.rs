@@ -347,7 +347,7 @@ impl<C: CompletionProtocol> FreebsdX86<C> {
             return;
         }
         let new = &self.pmaps[next.index()];
-        hw.shared(addr_of(&new.pm_active), Access::Rmw);
+        hw.shared(addr_of(&new.pm_active), Access::RmwAnyOrder);
         new.pm_active.set(me);
         let (pcid, cached) = self.pmap_pcid_alloc(hw, next);
         // FreeBSD skips the load only if cached and CR3 already holds this root,
@@ -357,7 +357,7 @@ impl<C: CompletionProtocol> FreebsdX86<C> {
         pc.curpmap.store(next.0, Ordering::Relaxed);
         pc.cr3_pcid.store(pcid, Ordering::Relaxed);
         let old = &self.pmaps[old.index()];
-        hw.shared(addr_of(&old.pm_active), Access::Rmw);
+        hw.shared(addr_of(&old.pm_active), Access::RmwAnyOrder);
         old.pm_active.clear(me);
     }
 
@@ -732,18 +732,18 @@ mod tests {
         assert_eq!(
             named(&p, hw.take()),
             vec![
-                "shared mm1.pm_active Rmw".to_string(),
+                "shared mm1.pm_active RmwAnyOrder".to_string(),
                 "shared mm1.pm_gen[0] Read".into(),
                 "shared mm1.pm_pcid[0] Write".into(),
                 "shared mm1.pm_gen[0] Write".into(),
                 root(1, 2, false),
-                "shared mm0.pm_active Rmw".into(),
+                "shared mm0.pm_active RmwAnyOrder".into(),
                 // Idle: vmspace0's pmap with its boot PCID, still current.
-                "shared mm0.pm_active Rmw".into(),
+                "shared mm0.pm_active RmwAnyOrder".into(),
                 "shared mm0.pm_gen[0] Read".into(),
                 "shared mm0.pm_pcid[0] Read".into(),
                 root(0, 1, true),
-                "shared mm1.pm_active Rmw".into(),
+                "shared mm1.pm_active RmwAnyOrder".into(),
             ]
         );
         assert!(!p.is_active(MmId(1), CpuId(0)));

@@ -129,7 +129,7 @@ impl LinuxX86v410 {
             return;
         }
         let m = &self.mms[mm.index()].cpumask;
-        hw.shared(addr_of(&**m), Access::Rmw);
+        hw.shared(addr_of(&**m), Access::RmwAnyOrder);
         if on {
             m.set(hw.cpu());
         } else {

@@ -496,11 +496,11 @@ impl LinuxX86v513 {
         } else {
             // Leave prev's mask, join next's (locked RMWs), then read its generation.
             if !prev.is_kernel() {
-                self.touch_mask(hw, prev, Access::Rmw);
+                self.touch_mask(hw, prev, Access::RmwAnyOrder);
                 self.mms[prev.index()].cpumask.clear(cpu);
             }
             if !next.is_kernel() {
-                self.touch_mask(hw, next, Access::Rmw);
+                self.touch_mask(hw, next, Access::RmwAnyOrder);
                 self.mms[next.index()].cpumask.set(cpu);
             }
             next_tlb_gen = self.read_tlb_gen(hw, next);

@@ -625,7 +625,7 @@ impl LinuxX86v615 {
             }
             if !next.is_kernel() && !self.mms[next.index()].cpumask.test(cpu) {
                 // A locked RMW: a full barrier.
-                self.touch_mask(hw, next, Access::Rmw);
+                self.touch_mask(hw, next, Access::RmwAnyOrder);
                 self.mms[next.index()].cpumask.set(cpu);
             } else if !late && self.bug != Some(Bug::LinuxX8683b0177a6c48) {
                 // 83b0177a6c48 (zoo bug: v6.15-v6.17 lack it): a full barrier even
@@ -644,11 +644,11 @@ impl LinuxX86v615 {
         } else {
             // v6.13: leave prev's mask, join next's, then read its generation.
             if !prev.is_kernel() {
-                self.touch_mask(hw, prev, Access::Rmw);
+                self.touch_mask(hw, prev, Access::RmwAnyOrder);
                 self.mms[prev.index()].cpumask.clear(cpu);
             }
             if !next.is_kernel() {
-                self.touch_mask(hw, next, Access::Rmw);
+                self.touch_mask(hw, next, Access::RmwAnyOrder);
                 self.mms[next.index()].cpumask.set(cpu);
             }
             next_tlb_gen = self.read_tlb_gen(hw, next);
@@ -693,7 +693,7 @@ impl LinuxX86v615 {
             if !self.is_loaded(st, mm) {
                 // Switched away since the flusher read the mask: leave it.
                 if self.lazy_mask() {
-                    self.touch_mask(hw, mm, Access::Rmw);
+                    self.touch_mask(hw, mm, Access::RmwAnyOrder);
                     self.mms[mm.index()].cpumask.clear(cpu);
                 }
                 return;
