@@ -122,8 +122,10 @@ impl Shared {
 
     /// Adds every state of `other`'s visited set (a state both hold keeps
     /// what both left unexplored); neither search may be running.
-    fn take_in(&self, other: &Shared) {
-        let grew = self.visited.merge(&other.visited);
+    /// Adds the visited states `entries` (of another party's body), counting
+    /// what the table grew by.
+    fn admit_all(&self, entries: &[(u64, u64)]) {
+        let grew = self.visited.admit_all(entries);
         self.table_bytes.fetch_add(grew, Relaxed);
     }
 
@@ -170,31 +172,58 @@ impl Shared {
         work.iter().for_each(|t| t.save(w));
     }
 
-    /// Reads what [`Shared::save`] wrote into a search that goes on from it.
-    fn load(body: &[u8], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
+    /// Reads a whole body [`Shared::write_body`] wrote, with `extra` of the
+    /// caller's counters, before anything is taken from it (a body that turns
+    /// out corrupt changes nothing).
+    fn read_body(body: &[u8], extra: usize) -> Result<Body, String> {
         let mut r = Reader::new(body);
-        let (executions, pruned, max_steps) = (r.u64()?, r.u64()?, r.u64()?);
-        let n = r.len(8)?;
-        if n != extra.len() {
+        let counts = [r.u64()?, r.u64()?, r.u64()?];
+        if r.len(8)? != extra {
             return Err("a save of another kind of search".into());
         }
-        for e in extra {
-            e.store(r.u64()?, Relaxed);
-        }
-        let visited = Table::default();
+        let extra = (0..extra).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        let mut visited = Vec::new();
         for _ in 0..r.len(9)? {
-            visited.load_into(&mut r)?;
+            visited.extend(Table::read_entries(&mut r)?);
         }
         let nq = r.len(8)?;
         let work = (0..nq).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
         if !r.done() {
             return Err("bytes after the end of the save".into());
         }
-        let shared = Shared::new(work, visited, max_bytes);
-        shared.executions.store(executions, Relaxed);
-        shared.pruned.store(pruned, Relaxed);
-        shared.max_steps.store(max_steps as usize, Relaxed);
+        Ok(Body { counts, extra, visited, work })
+    }
+
+    /// Reads what [`Shared::save`] wrote into a search that goes on from it.
+    fn load(body: &[u8], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
+        let b = Shared::read_body(body, extra.len())?;
+        b.store_extra(extra);
+        let visited = Table::default();
+        visited.admit_all(&b.visited);
+        let shared = Shared::new(b.work, visited, max_bytes);
+        shared.executions.store(b.counts[0], Relaxed);
+        shared.pruned.store(b.counts[1], Relaxed);
+        shared.max_steps.store(b.counts[2] as usize, Relaxed);
         Ok(shared)
+    }
+}
+
+/// A body [`Shared::read_body`] read whole: the search's counts (executions,
+/// cut executions, most steps), the caller's counters, the visited states
+/// and the queue.
+struct Body {
+    counts: [u64; 3],
+    extra: Vec<u64>,
+    visited: Vec<(u64, u64)>,
+    work: Vec<Subtree>,
+}
+
+impl Body {
+    /// Sets the caller's counters to the body's.
+    fn store_extra(&self, extra: &[AtomicU64]) {
+        for (e, &v) in extra.iter().zip(&self.extra) {
+            e.store(v, Relaxed);
+        }
     }
 }
 
@@ -682,18 +711,16 @@ pub mod rounds {
         /// into the visited set, its frontier into the frontier, its counts
         /// added (the caller's counters: the most of each).
         pub fn merge(&self, body: &[u8]) -> Result<(), String> {
-            let pe = zeroed(self.extra.len());
-            let p = Shared::load(body, &pe, u64::MAX)?;
+            let b = Shared::read_body(body, self.extra.len())?;
             let total = &self.shared;
-            total.executions.fetch_add(p.executions.load(Relaxed), Relaxed);
-            total.pruned.fetch_add(p.pruned.load(Relaxed), Relaxed);
-            total.max_steps.fetch_max(p.max_steps.load(Relaxed), Relaxed);
-            for (a, b) in self.extra.iter().zip(&pe) {
-                a.fetch_max(b.load(Relaxed), Relaxed);
+            total.executions.fetch_add(b.counts[0], Relaxed);
+            total.pruned.fetch_add(b.counts[1], Relaxed);
+            total.max_steps.fetch_max(b.counts[2] as usize, Relaxed);
+            for (a, &v) in self.extra.iter().zip(&b.extra) {
+                a.fetch_max(v, Relaxed);
             }
-            total.take_in(&p);
-            let more = std::mem::take(&mut p.work.lock().expect("unshared").0);
-            total.work.lock().expect("unshared").0.extend(more);
+            total.admit_all(&b.visited);
+            total.work.lock().expect("unshared").0.extend(b.work);
             Ok(())
         }
     }
@@ -730,10 +757,11 @@ pub mod rounds {
             let s = &self.shared;
             for body in news {
                 // Taken in without recording: every other party has these.
-                s.take_in(&Shared::load(body, &zeroed(extra.len()), u64::MAX)?);
+                s.admit_all(&Shared::read_body(body, extra.len())?.visited);
             }
-            let p = Shared::load(part, extra, u64::MAX)?;
-            s.work.lock().expect("unshared").0 = std::mem::take(&mut p.work.lock().expect("unshared").0);
+            let p = Shared::read_body(part, extra.len())?;
+            p.store_extra(extra);
+            s.work.lock().expect("unshared").0 = p.work;
             s.executions.store(0, Relaxed);
             s.pruned.store(0, Relaxed);
             s.max_steps.store(0, Relaxed);
@@ -754,6 +782,30 @@ pub mod rounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body is read whole before anything is taken from it, now that its
+    /// states go straight into the driver's table (not into a table of its
+    /// own first): a driver handed one cut short (in its queue, after its
+    /// visited states) keeps its search as it was; the same body whole is
+    /// merged.
+    #[test]
+    fn a_body_cut_short_changes_nothing_in_the_driver() {
+        let t = Table::default();
+        for s in 1..=1000u64 {
+            t.visit(super::super::table::fingerprint(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
+        }
+        let mut w = Writer::default();
+        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&t), &[]);
+        let whole = w.0;
+        let driver = rounds::Driver::start(0);
+        let before = driver.stats();
+        assert!(driver.merge(&whole[..whole.len() - 8]).is_err());
+        let after = driver.stats();
+        assert_eq!((after.0.states, after.0.executions, after.1), (before.0.states, before.0.executions, before.1));
+        driver.merge(&whole).expect("the whole body");
+        let (stats, _, _) = driver.stats();
+        assert_eq!((stats.states, stats.executions, stats.max_steps), (1000, 5, 3));
+    }
 
     /// A worker whose execution panics stops the search: the others, waiting
     /// for the work it held, are woken and the panic comes out of the search

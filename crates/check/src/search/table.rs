@@ -293,11 +293,12 @@ impl Table {
         out
     }
 
-    /// Adds every state of `other`; a state both hold keeps the transitions
-    /// both left unexplored (the intersection of its masks).
-    /// Returns the bytes it grew by. Not recorded as changes.
-    pub(super) fn merge(&self, other: &Table) -> u64 {
-        other.entries().into_iter().map(|(fp, m)| self.admit(fp, m, false).1).sum()
+    /// Adds every `(fingerprint, mask)` of `entries` (as [`Table::read_entries`]
+    /// gives them); a state it already holds keeps the transitions both left
+    /// unexplored (the intersection of its masks). Returns the bytes it grew
+    /// by. Not recorded as changes.
+    pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
+        entries.iter().map(|&(fp, m)| self.admit(fp, m, false).1).sum()
     }
 
     /// Records, from now on, the states each visit inserts or narrows.
@@ -342,24 +343,26 @@ impl Table {
     }
 
     /// Reads what [`Table::save`] wrote (or the full hashes an earlier build
-    /// saved: each is cut to its fingerprint) into this table.
-    pub(super) fn load_into(&self, r: &mut Reader<'_>) -> Result<(), String> {
+    /// saved: each is cut to its fingerprint), for [`Table::admit_all`]: a
+    /// caller reads a whole save before it admits any of it, so a save that
+    /// turns out corrupt leaves a table as it was.
+    pub(super) fn read_entries(r: &mut Reader<'_>) -> Result<Vec<(u64, u64)>, String> {
         let n = r.len(16)?;
-        if r.u8()? != 0 {
-            let m = r.u64()?;
+        let mut out = Vec::with_capacity(n + 1);
+        let checked = |m: u64| {
             if m & !MASK_BITS != 0 {
-                return Err("a visited state asleep on a label past the 16 a scheduling point has".into());
+                return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
             }
-            self.admit(0, m, false);
+            Ok(m)
+        };
+        if r.u8()? != 0 {
+            out.push((0, checked(r.u64()?)?));
         }
         for _ in 0..n {
             let (k, m) = (r.u64()?, r.u64()?);
-            if m & !MASK_BITS != 0 {
-                return Err("a visited state asleep on a label past the 16 a scheduling point has".into());
-            }
-            self.admit(fingerprint(k), m, false);
+            out.push((fingerprint(k), checked(m)?));
         }
-        Ok(())
+        Ok(out)
     }
 }
 
@@ -480,7 +483,7 @@ mod tests {
         let mut w = Writer::default();
         t.save(&mut w);
         let back = Table::default();
-        back.load_into(&mut Reader::new(&w.0)).expect("its own save");
+        back.admit_all(&Table::read_entries(&mut Reader::new(&w.0)).expect("its own save"));
         let (mut a, mut b) = (before, back.entries());
         a.sort_unstable();
         b.sort_unstable();
