@@ -33,7 +33,7 @@
 //!   overwrites is that write's value. (A spin lock's acquisition therefore
 //!   waits for the previous holder's release: [`crate::locks`].) An atomic
 //!   whose order among its peers is the hardware's and decides nothing its CPU
-//!   does next (`Access::RmwAnyOrder`: `llist_add`'s push; [`Lines::atomic`]:
+//!   does next (`Access::RmwAnyOrder`: `llist_add`'s push; `Machine::katomic`:
 //!   a counter's add) is the exception: it is placed at its own time. Ordered
 //!   after a write the simulator happened to run first, an `llist_add` on a
 //!   CPU's `call_single_queue` would wait for the handler of an IPI that the
@@ -149,10 +149,8 @@ impl Line {
     }
 
     /// Records that a write to `addr` is visible at `t`.
-    fn set_visible(&mut self, addr: usize, t: u64) {
-        if addr == COMMUTATIVE {
-            return;
-        }
+    fn set_visible(&mut self, var: Option<usize>, t: u64) {
+        let Some(addr) = var else { return };
         match self.vars.iter_mut().find(|(a, _)| *a == addr) {
             Some(v) => v.1 = v.1.max(t),
             None => self.vars.push((addr, t)),
@@ -182,8 +180,11 @@ impl Line {
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
         self.forget(floor);
-        // What this access reads or overwrites is the latest write to the variable.
-        let t = if addr == COMMUTATIVE { t_in } else { t_in.max(self.visible(addr)) };
+        // What this access reads or overwrites is the latest write to the
+        // variable; an atomic in any order is placed at its own time and
+        // leaves no write for later accesses to follow.
+        let var = (access != Access::RmwAnyOrder).then_some(addr);
+        let t = var.map_or(t_in, |a| t_in.max(self.visible(a)));
         // A line in motion is nobody's to use until it arrives.
         let moving = self.moving_at(t);
         match access {
@@ -202,7 +203,7 @@ impl Line {
                 let store = access == Access::Write;
                 // Behind a move to this CPU already under way, the access rides on it.
                 if let Some(end) = self.moving_to(me, t) {
-                    self.set_visible(addr, end + mem);
+                    self.set_visible(var, end + mem);
                     return (if store { t_in } else { end } + mem, 0);
                 }
                 let version = &self.versions[self.version_at(t)];
@@ -210,7 +211,7 @@ impl Line {
                     && version.writer == Some(me)
                     && version.readers.iter().all(|&(r, at)| r == me || at > t)
                 {
-                    self.set_visible(addr, t + mem);
+                    self.set_visible(var, t + mem);
                     // A plain store retires into the store buffer without waiting.
                     return (if store { t_in } else { t } + mem, 0);
                 }
@@ -221,7 +222,7 @@ impl Line {
                 let end = start + cost(from(start), me);
                 self.moves.insert(start, end, ());
                 let nv = self.insert_version(end, me);
-                self.set_visible(addr, end);
+                self.set_visible(var, end);
                 let mut moves = 1;
                 // A CPU spinning on the line asks for it back as soon as it loses it,
                 // and has it back before the next writer.
@@ -239,11 +240,6 @@ impl Line {
         }
     }
 }
-
-/// The variable of a commutative atomic ([`Lines::atomic`]): one whose
-/// outcome does not depend on which earlier write it follows, so it is not
-/// ordered after them; it still queues on its line.
-const COMMUTATIVE: usize = usize::MAX;
 
 /// Every line touched so far, by address / 64 (looked up, never iterated).
 #[derive(Default)]
@@ -296,27 +292,7 @@ impl Lines {
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
-        if access == Access::RmwAnyOrder {
-            return self.atomic(me, t, floor, addr, mem, cost);
-        }
         self.map.entry(addr / 64).or_default().access(me, t, floor, addr, access, mem, cost)
-    }
-
-    /// Performs a commutative atomic (an add whose result nobody waits on, as
-    /// an rwsem's count or a page counter takes) by CPU `me` at `t` on the line
-    /// holding `addr`: it moves the line like any atomic, one move at a time,
-    /// but is placed at its own time, not after the latest write the
-    /// simulator ran. Returns when it is done and how many moves it caused.
-    pub(crate) fn atomic(
-        &mut self,
-        me: u32,
-        t: u64,
-        floor: u64,
-        addr: usize,
-        mem: u64,
-        cost: impl Fn(Option<u32>, u32) -> u64,
-    ) -> (u64, u64) {
-        self.map.entry(addr / 64).or_default().access(me, t, floor, COMMUTATIVE, Access::Rmw, mem, cost)
     }
 
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).

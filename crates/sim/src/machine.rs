@@ -419,30 +419,21 @@ impl Machine {
         }
     }
 
-    /// Performs `access` by `cpu` at `t` on the shared variable at `addr`; returns
-    /// when it is done (see the module docs, "Coherence").
-    fn line_access(&mut self, cpu: usize, t: u64, addr: usize, access: Access) -> u64 {
-        self.on_line(cpu, t, addr, Some(access))
-    }
-
-    /// Performs a commutative atomic by `cpu` at `t` on the kernel's named line
-    /// `line` (an rwsem's count, a page counter: [`crate::coherence`]'s
-    /// `Lines::atomic`); returns when it is done.
+    /// Performs an atomic whose order among CPUs decides nothing by `cpu` at
+    /// `t` on the kernel's named line `line` (an rwsem's count, a page
+    /// counter: [`Access::RmwAnyOrder`]); returns when it is done.
     pub fn katomic(&mut self, cpu: usize, t: u64, line: KLine) -> u64 {
-        self.on_line(cpu, t, line.addr(), None)
+        self.line_access(cpu, t, line.addr(), Access::RmwAnyOrder)
     }
 
-    /// Performs `access` (`None`: a commutative atomic) by `cpu` at `t` on the
-    /// line holding `addr`, a move costing the distance between the two CPUs;
-    /// counts the moves and returns when it is done.
-    fn on_line(&mut self, cpu: usize, t: u64, addr: usize, access: Option<Access>) -> u64 {
+    /// Performs `access` by `cpu` at `t` on the shared variable at `addr`, a
+    /// move of its line costing the distance between the two CPUs (see the
+    /// module docs, "Coherence"); counts the moves and returns when it is done.
+    fn line_access(&mut self, cpu: usize, t: u64, addr: usize, access: Access) -> u64 {
         let c = self.costs;
         let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
         let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
-        let (done, moves) = match access {
-            Some(a) => self.lines.access(cpu as u32, t, self.floor, addr, a, c.mem_access, cost),
-            None => self.lines.atomic(cpu as u32, t, self.floor, addr, c.mem_access, cost),
-        };
+        let (done, moves) = self.lines.access(cpu as u32, t, self.floor, addr, access, c.mem_access, cost);
         self.counters.line_transfers += moves;
         done
     }

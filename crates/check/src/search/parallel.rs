@@ -120,10 +120,9 @@ impl Shared {
         Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::default(), max_bytes)
     }
 
-    /// Adds every state of `other`'s visited set (a state both hold keeps
-    /// what both left unexplored); neither search may be running.
-    /// Adds the visited states `entries` (of another party's body), counting
-    /// what the table grew by.
+    /// Adds the visited states `entries` (of another party's body: a state
+    /// both hold keeps what both left unexplored), counting what the table
+    /// grew by; no worker may be running.
     fn admit_all(&self, entries: &[(u64, u64)]) {
         let grew = self.visited.admit_all(entries);
         self.table_bytes.fetch_add(grew, Relaxed);
