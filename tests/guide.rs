@@ -2,7 +2,7 @@
 //! output is a file under `docs/guide/src/outputs/`, included by the chapters
 //! with `{{#include}}`, and this test runs the command that produced it and
 //! compares: a change to what tlbkit prints fails here until the guide says the
-//! same. `TLBKIT_BLESS=1 cargo test --test guide` rewrites the files from the
+//! same. `TLBKIT_BLESS=1 cargo test --test commands guide::` rewrites the files from the
 //! current binary (then read the diff: the prose around them may need words).
 //!
 //! It also holds the guide to the rest of the repository: every chapter the
@@ -130,6 +130,17 @@ const OUTPUTS: &[(&str, &[&str])] = &[
             "5",
             "--pages",
             "1",
+        ],
+    ),
+    (
+        "kernel-base.txt",
+        &[
+            "check",
+            "--c",
+            "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c",
+            "--quick",
+            "--base",
+            "c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c",
         ],
     ),
     ("kernel-a8ffaaa060b8.txt", &["check", "--c", "crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"]),

@@ -165,6 +165,13 @@ pub struct CheckArgs {
     /// loop.
     #[arg(long, conflicts_with_all = ["jobs", "checkpoint", "resume", "max_memory", "ray"])]
     all_violations: bool,
+    /// A C policy: what its change is, for the report's coverage: `@REV`
+    /// (the same files at that git revision of their tree) or other files
+    /// (`c:FILE[@REV]...`, paired by file name). The report says how many of
+    /// the changed lines with code any execution reached, and its result
+    /// says so when none was: the verdict then says nothing of the change.
+    #[arg(long, value_name = "BASE", conflicts_with_all = ["resume", "ray"])]
+    base: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
 }
@@ -206,7 +213,10 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     let (format, verbose) = (a.format, a.verbose);
     let found =
         if a.all_violations { tlbkit_check::run::Violations::All } else { tlbkit_check::run::Violations::First };
+    let base = a.base.clone();
     let opts = options(a)?;
+    let c = opts.policy.starts_with("c:");
+    read_base(&opts.policy, base.as_deref())?;
     let plan = opts.plan()?;
     let t = Instant::now();
     let shapes: Vec<String> = match &plan {
@@ -215,10 +225,27 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
     };
     let live = Live::start(shapes);
     let r = tlbkit_check::options::run_plan_violations(&plan, found, &mut |_| {});
-    let r = live.finish(r)?;
+    let mut r = live.finish(r)?;
+    if c {
+        r.code = tlbkit_check::code::reached(&opts.policy, base.as_deref()).map_err(|e| e.to_string())?;
+    }
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// Refuses `--base` for a policy whose lines are not measured (a Rust
+/// one), or one that cannot be read, before the check runs.
+fn read_base(policy: &str, base: Option<&str>) -> Result<(), CliError> {
+    let Some(b) = base else { return Ok(()) };
+    if !policy.starts_with("c:") {
+        return Err(format!(
+            "--base {b}: a change's coverage is measured line by line in C policies only (--c FILE or --policy \
+             c:FILE); for {policy}, the report's `hooks called:` line says which of its methods the check ran"
+        )
+        .into());
+    }
+    tlbkit_check::code::read_base(policy, b).map_err(|e| CliError::from(format!("--base {b}: {e}")))
 }
 
 /// Returns a shape as the progress line names it.
@@ -332,6 +359,7 @@ impl Live {
 /// exhaustive search of one shape that saves itself (`tlbkit_check::search::saved`).
 fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
     let (format, verbose) = (a.format, a.verbose);
+    let base = a.base.clone();
     let max_memory = a
         .max_memory
         .as_deref()
@@ -352,11 +380,15 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
             (spec, jobs, dir, false)
         }
     };
+    read_base(&spec.policy, base.as_deref())?;
     let jobs = jobs.unwrap_or_else(tlbkit_check::run::default_jobs);
     let persist = tlbkit_check::run::Persist { dir, every, max_memory, resume };
     let t = Instant::now();
     let live = Live::start_with(vec![shape_line(&spec)], false);
-    let r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
+    let mut r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
+    if spec.policy.starts_with("c:") && !persist.resume {
+        r.code = tlbkit_check::code::reached(&spec.policy, base.as_deref()).map_err(|e| e.to_string())?;
+    }
     emit(&r, format == super::Format::Json, verbose)?;
     let took = t.elapsed().as_secs_f64();
     let dir = persist.dir.display();

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * The thread-sanitizer runtime the compiler's instrumentation of a kernel
- * file calls (as KCSAN provides its own in the kernel): every plain load and
- * store of the file goes to tlbkit_ops.plain with its address, size and the
- * code address that made it. Built without instrumentation.
+ * The sanitizer runtime the compiler's instrumentation of a kernel file calls
+ * in the checker's build (as KCSAN and KCOV provide their own in the kernel):
+ * every plain load and store of the file goes to tlbkit_ops.plain with its
+ * address, size and the code address that made it, and every basic block
+ * the file runs to tlbkit_ops.reached (-fsanitize-coverage=trace-pc), which
+ * a check's report reads as the lines it reached. Built without
+ * instrumentation.
  */
 #include <tlbkit/ops.h>
 
@@ -27,3 +30,9 @@ void __tsan_func_exit(void) { }
 void __tsan_init(void) { }
 void __tsan_vptr_update(void **p, void *v) { (void)p; (void)v; }
 void __tsan_vptr_read(void **p) { (void)p; }
+/* Also called by the object's constructors, before tlbkit fills the table. */
+void __sanitizer_cov_trace_pc(void)
+{
+	if (tlbkit_ops.reached)
+		tlbkit_ops.reached(TLBKIT_RET);
+}

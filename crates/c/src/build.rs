@@ -9,9 +9,10 @@
 //! is the policy's state (the file's globals and statics, the glue's mms and
 //! TTBRs, the ops table); the heap after it serves the checker's executions.
 //!
-//! For the checker the user's files are compiled with `-fsanitize=thread`,
-//! whose calls the shipped runtime (`tsan.c`) turns into plain-access
-//! reports; the simulator's build is not instrumented.
+//! For the checker the user's files are compiled with `-fsanitize=thread`
+//! and `-fsanitize-coverage=trace-pc`, whose calls the shipped runtime
+//! (`tsan.c`) turns into plain-access reports and marks of the code that ran
+//! ([`crate::coverage`]); the simulator's build is not instrumented.
 
 use crate::elf::{self, Symbol};
 use crate::error::Error;
@@ -22,6 +23,7 @@ use crate::Fnv;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Bytes of the heap that follows the state: at least the checker's arena.
@@ -72,12 +74,20 @@ pub struct Lib {
     pub(crate) pool: Mutex<Vec<Box<Copy>>>,
     /// How many copies were ever loaded (each a file of its own).
     pub(crate) copies: Mutex<usize>,
+    /// The files compiled, as named, in the order given (the build's
+    /// `user/{i}/` directories): what the object's line table names.
+    pub(crate) code_files: Vec<(usize, String, String)>,
+    /// [`Sources::digest`] of the files it was built from.
+    pub(crate) digest: u64,
+    /// The checker's build: one byte per byte of the object's code, set
+    /// once a basic block whose instrumentation returns there ran, by any
+    /// copy ([`Lib::mark_reached`]); empty for the simulator's build.
+    pub(crate) reached: Box<[AtomicU8]>,
 }
 
 impl Lib {
     /// Compiles `sources` for `options` (or finds the object compiled before).
     pub fn build(sources: &Sources, options: &Options) -> Result<Arc<Lib>, Error> {
-        static BUILT: OnceLock<Mutex<HashMap<u64, Arc<Lib>>>> = OnceLock::new();
         let key = key(sources, options);
         let built = BUILT.get_or_init(Default::default);
         // One build at a time in a process: two threads asking for the same
@@ -91,11 +101,34 @@ impl Lib {
         Ok(lib)
     }
 
+    /// Returns every object this process built for the checker from files
+    /// of `digest` ([`Sources::digest`]): a check's shapes each have theirs.
+    pub(crate) fn checked(digest: u64) -> Vec<Arc<Lib>> {
+        let Some(built) = BUILT.get() else { return Vec::new() };
+        let built = built.lock().unwrap_or_else(|e| e.into_inner());
+        built.values().filter(|l| l.options.checker && l.digest == digest).cloned().collect()
+    }
+
+    /// Marks the code at offset `off` of the object as reached (the return
+    /// address of its basic block's coverage call).
+    pub(crate) fn mark_reached(&self, off: usize) {
+        if let Some(b) = self.reached.get(off) {
+            // Relaxed: a mark read once the check is over; loaded first so
+            // that code run again does not write its line again.
+            if b.load(Ordering::Relaxed) == 0 {
+                b.store(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Returns the symbol `name` (an object or function of the file or glue).
     pub(crate) fn symbol(&self, name: &str) -> Option<&Symbol> {
         self.symbols.iter().find(|s| s.name == name)
     }
 }
+
+/// Every object this process built, by key ([`Lib::build`]).
+static BUILT: OnceLock<Mutex<HashMap<u64, Arc<Lib>>>> = OnceLock::new();
 
 /// Returns the key of a build: the shims, the files, the options that
 /// change the object, and the compiler.
@@ -109,6 +142,8 @@ fn key(sources: &Sources, options: &Options) -> u64 {
     h.write(&(options.cpus as u64).to_le_bytes());
     h.write(&(options.mm_slots as u64).to_le_bytes());
     h.write(&[u8::from(options.checker), u8::from(options.kpti)]);
+    // The checker's instrumentation (see `compile`).
+    h.write(b"-fsanitize=thread -fsanitize-coverage=trace-pc");
     h.write(compiler().unwrap_or_default().as_bytes());
     h.finish()
 }
@@ -239,6 +274,8 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             let mut args = common.clone();
             if options.checker {
                 args.push("-fsanitize=thread".into());
+                // A call at every basic block: what a check reached (gcc and clang).
+                args.push("-fsanitize-coverage=trace-pc".into());
                 // Only the accesses: no function entry and exit calls (gcc's option; clang ignores --param).
                 if cc_is_gcc() {
                     args.push("--param=tsan-instrument-func-entry-exit=0".into());
@@ -272,7 +309,18 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
     }
     let bytes = std::fs::read(&so).map_err(|e| Error::Load { path: so.display().to_string(), why: e.to_string() })?;
     let symbols = elf::symbols(&bytes).map_err(|why| Error::Load { path: so.display().to_string(), why })?;
+    let code_end = symbols.iter().filter(|s| !s.object).map(|s| s.value + s.size).max().unwrap_or(0) as usize;
+    let code_files = sources
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.role == Role::Code)
+        .map(|(i, f)| (i, f.name.clone(), f.file_name.clone()))
+        .collect();
     Ok(Lib {
+        code_files,
+        digest: sources.digest(),
+        reached: if options.checker { (0..code_end).map(|_| AtomicU8::new(0)).collect() } else { Box::default() },
         name,
         path: so,
         symbols,

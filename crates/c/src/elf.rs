@@ -62,3 +62,38 @@ pub fn symbols(bytes: &[u8]) -> Result<Vec<Symbol>, String> {
     out.sort_by_key(|s| s.value);
     Ok(out)
 }
+
+/// An executable segment of an ELF object: its load offset and bytes.
+pub struct Code<'a> {
+    pub vaddr: u64,
+    pub bytes: &'a [u8],
+}
+
+/// Returns the executable loadable segments of the ELF object `bytes`.
+pub fn code(bytes: &[u8]) -> Result<Vec<Code<'_>>, String> {
+    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    if bytes.get(0..4) != Some(b"\x7fELF") || bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
+        return Err("not a 64-bit little-endian ELF object".into());
+    }
+    let bad = || "a truncated ELF object".to_string();
+    let phoff = u64_at(0x20).ok_or_else(bad)? as usize;
+    let phentsize = u16_at(0x36).ok_or_else(bad)? as usize;
+    let phnum = u16_at(0x38).ok_or_else(bad)? as usize;
+    const PT_LOAD: u32 = 1;
+    const PF_X: u32 = 1;
+    let mut out = Vec::new();
+    for i in 0..phnum {
+        let o = phoff + i * phentsize;
+        let (kind, flags) = (u32_at(o).ok_or_else(bad)?, u32_at(o + 4).ok_or_else(bad)?);
+        if kind != PT_LOAD || flags & PF_X == 0 {
+            continue;
+        }
+        let offset = u64_at(o + 8).ok_or_else(bad)? as usize;
+        let vaddr = u64_at(o + 0x10).ok_or_else(bad)?;
+        let filesz = u64_at(o + 0x20).ok_or_else(bad)? as usize;
+        out.push(Code { vaddr, bytes: bytes.get(offset..offset + filesz).ok_or_else(bad)? });
+    }
+    Ok(out)
+}

@@ -30,12 +30,15 @@
 //!   lock held in common, is a data race (as KCSAN would report it).
 //! - [`policy`]: [`CPolicy`], the [`Policy`](tlbkit_policy::Policy) whose
 //!   every method is a call of the glue.
+//! - [`coverage`]: what a check ran of the files, line by line, and which
+//!   lines differ from a base version.
 //!
 //! Nothing of the kernel is linked into tlbkit: the user's files are
 //! compiled on the user's machine into an object tlbkit loads at run time.
 
 pub mod asm;
 pub mod build;
+pub mod coverage;
 mod elf;
 mod error;
 pub mod load;

@@ -43,6 +43,7 @@ pub struct Ops {
     plain: extern "C-unwind" fn(*const c_void, c_int, c_int, *const c_void),
     bug: extern "C-unwind" fn(*const c_char, *const c_char, c_int),
     run_asm: extern "C-unwind" fn(*const c_char, *const c_char, *mut u64),
+    reached: extern "C-unwind" fn(*const c_void),
 }
 
 /// The table every loaded copy gets.
@@ -64,6 +65,7 @@ pub const OPS: Ops = Ops {
     plain: op_plain,
     bug: op_bug,
     run_asm: op_run_asm,
+    reached: op_reached,
 };
 
 /// A [`Hw`] with its type erased: one function per method the C side needs.
@@ -477,6 +479,19 @@ extern "C-unwind" fn op_plain(p: *const c_void, bytes: c_int, write: c_int, pc: 
             panic!("no_data_race: {}", crate::policy::describe(st, &race));
         }
     })
+}
+
+/// A basic block of the file ran (the checker's build): marked in the
+/// object's record of what ran ([`crate::coverage`]). Code run outside any
+/// call from tlbkit marks nothing.
+extern "C-unwind" fn op_reached(pc: *const c_void) {
+    let p = CURRENT.with(Cell::get);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: as in `with`: the current frame lives below this call.
+    let st = unsafe { &*p }.state();
+    st.lib.mark_reached((pc as usize).wrapping_sub(st.load_base));
 }
 
 /// Returns a C string's text (empty for null).

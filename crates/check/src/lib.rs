@@ -390,7 +390,8 @@
 //! - [`portfolio`]: the default run's shapes (swarm testing) and their
 //!   architecture's memory model.
 //! - [`token`]: the replay token's codec; [`report`]: what a check found, as
-//!   text or JSON, with its counterexample.
+//!   text or JSON, with its counterexample; [`hooks`] and [`code`]: what it
+//!   ran of the policy (its methods; a C policy's lines, and a change's).
 //! - [`run`]: running a check: the search, shrinking, replay.
 //! - [`options`]: a request as a person gives it, resolved against the defaults.
 //! - [`litmus`]: the published Arm VMSA litmus tests (a shipped subset), run
@@ -399,6 +400,7 @@
 
 pub mod arena;
 pub(crate) mod block;
+pub mod code;
 pub(crate) mod engine;
 pub mod error;
 pub mod exec;

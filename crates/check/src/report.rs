@@ -122,6 +122,11 @@ pub struct CheckReport {
     /// replay. A hook never called is code the check never ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<crate::hooks::HookCount>,
+    /// A C policy's files, line by line: what the check reached of each,
+    /// and of the lines changed since a base ([`crate::code`]); empty (and
+    /// absent from JSON) for a Rust policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub code: Vec<crate::code::CodeReached>,
 }
 
 /// One class of violation an all-violations check found: the executions
@@ -284,6 +289,7 @@ pub(crate) fn report(
         after: None,
         violations: Vec::new(),
         hooks: Vec::new(),
+        code: Vec::new(),
     }
 }
 
@@ -806,12 +812,26 @@ impl CheckReport {
             // What a clean verdict covers: a violation speaks for itself.
             if !self.hooks.is_empty() && self.counterexample.is_none() {
                 let _ = writeln!(s, "{}", crate::hooks::line(&self.hooks));
+                for c in &self.code {
+                    s.push_str(&c.lines());
+                }
             }
         }
         match &self.counterexample {
-            None => {
-                let _ = writeln!(s, "result: no violation");
-            }
+            None => match self.code.iter().find(|c| c.change_unreached()) {
+                Some(c) => {
+                    let base = c.changed.as_ref().map_or("", |ch| ch.base.as_str());
+                    let _ = writeln!(
+                        s,
+                        "result: no violation, but no execution reached the lines of {} changed since {base}: the \
+                         verdict says nothing of the change (a shape, --menu or --ops that reaches them?)",
+                        c.file
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "result: no violation");
+                }
+            },
             Some(cx) => {
                 let _ = writeln!(s, "result: VIOLATION {} on cpu{}", cx.property, cx.cpu);
                 for line in &cx.summary {

@@ -183,3 +183,69 @@ fn a_file_that_does_not_build_says_why_in_one_line() {
     let missing = err("constructed/noswitch.c");
     assert!(missing.contains("has no check_and_switch_context()"), "{missing}");
 }
+
+/// Writes `text` as `context.c` in a directory of its own named for `tag`;
+/// returns the file's path.
+fn write_context(tag: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("tlbkit-code-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("context.c");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_change_no_execution_reaches_is_named_and_a_change_that_runs_is_counted() {
+    if !have_cc() {
+        return;
+    }
+    let today = std::fs::read_to_string(data("linux/v6.12/arch/arm64/mm/context.c")).unwrap();
+    let line = "\t\tasid = atomic64_xchg_relaxed(&per_cpu(active_asids, i), 0);\n";
+    assert!(today.contains(line), "the test's anchor in flush_context");
+    // The base has a branch no execution takes (the generation never gets
+    // near that value); the change is behind it.
+    let guarded = |body: &str| {
+        today.replacen(
+            line,
+            &format!("{line}\t\tif (atomic64_read(&asid_generation) == 0x5a5a5a5a00000000ULL)\n\t\t\t{body}\n"),
+            1,
+        )
+    };
+    let base = write_context("base", &guarded("atomic64_inc(&asid_generation);"));
+    let behind = write_context("behind", &guarded("atomic64_dec(&asid_generation);"));
+    // Eight operations: enough forks for rollovers (flush_context).
+    let spec = |file: &str| CheckSpec { mode: Mode::Pct, iterations: 3_000, ..bounds(&format!("c:{file}"), 8) };
+    let mut r = check(&spec(&behind)).unwrap();
+    assert!(r.counterexample.is_none() && r.rollovers > 0, "flush_context runs: {}", r.to_text());
+    r.code = tlbkit_check::code::reached(&format!("c:{behind}"), Some(&format!("c:{base}"))).unwrap();
+    let c = &r.code[0];
+    let changed = c.changed.as_ref().expect("a base was given");
+    let body_line = today[..today.find(line).unwrap()].lines().count() as u32 + 3;
+    assert_eq!(
+        (changed.lines.clone(), changed.with_code.clone()),
+        (vec![body_line], vec![body_line]),
+        "{}",
+        r.to_text()
+    );
+    assert!(c.change_unreached(), "{}", r.to_text());
+    let text = r.to_text();
+    assert!(text.contains("result: no violation, but no execution reached the lines of"), "{text}");
+    assert!(c.reached > 0 && c.reached < c.lines, "{text}");
+    assert!(!c.functions_unreached.iter().any(|f| f == "flush_context"), "{text}");
+
+    // The same change where it runs: counted, and the verdict stands alone.
+    let runs = write_context("runs", &today.replacen(line, &line.replace(", 0);", ", 0 * 1);"), 1));
+    let mut r = check(&spec(&runs)).unwrap();
+    r.code = tlbkit_check::code::reached(
+        &format!("c:{runs}"),
+        Some(&format!("c:{}", data("linux/v6.12/arch/arm64/mm/context.c"))),
+    )
+    .unwrap();
+    let changed = r.code[0].changed.as_ref().unwrap();
+    assert_eq!(changed.with_code.len(), 1, "{}", r.to_text());
+    assert!(changed.unreached.is_empty() && !r.code[0].change_unreached(), "{}", r.to_text());
+    assert!(r.to_text().contains("result: no violation\n"), "{}", r.to_text());
+    for f in [base, behind, runs] {
+        let _ = std::fs::remove_dir_all(std::path::Path::new(&f).parent().unwrap());
+    }
+}

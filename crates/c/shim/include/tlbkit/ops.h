@@ -58,6 +58,8 @@ struct tlbkit_ops {
 	 * (outputs first, as the template numbers them; outputs are written back).
 	 */
 	void (*run_asm)(const char *tmpl, const char *names, tlbkit_u64 *operands);
+	/* The checker's build: the code at `pc` (a basic block of the file) ran. */
+	void (*reached)(const void *pc);
 };
 
 extern struct tlbkit_ops tlbkit_ops;
