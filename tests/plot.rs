@@ -82,6 +82,98 @@ fn plot_and_report_of_a_small_sweep() {
     let b = std::fs::read_to_string(&bars).unwrap();
     assert_eq!(b.matches("class=\"bar\"").count(), 2);
 
+    // Size, font and logarithmic axes: a font half as large again is the
+    // chart laid out on a canvas two thirds the size, drawn at the size asked.
+    let styled = dir.join("styled.svg");
+    let o = tlbkit(&[
+        "plot",
+        r,
+        "--x",
+        "procs",
+        "--y",
+        "us_per_switch",
+        "--group",
+        "policy",
+        "--width",
+        "1200",
+        "--height",
+        "600",
+        "--font-size",
+        "18",
+        "--font",
+        "Helvetica, sans-serif",
+        "--log-x",
+        "--log-y",
+        "-o",
+        styled.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = std::fs::read_to_string(&styled).unwrap();
+    assert!(t.contains("width=\"1200\"") && t.contains("viewBox=\"0 0 800 "), "{t}");
+    assert!(t.contains("font-family=\"Helvetica, sans-serif\""), "{t}");
+    // procs 2 and 4 on a logarithmic x: the ticks of 1, 2 and 5 around them.
+    assert!(t.contains("\">2</text>") && t.contains("\">5</text>") && !t.contains("\">1</text>"), "{t}");
+    assert_eq!(t.matches("class=\"mark\"").count(), 4);
+    let o = tlbkit(&["plot", r, "--x", "policy", "--y", "us_per_switch", "--log-x", "-o", styled.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--log-x: the x axis holds categories"), "{}", stderr(&o));
+    let o = tlbkit(&[
+        "plot",
+        r,
+        "--x",
+        "procs",
+        "--y",
+        "us_per_switch",
+        "--font-size",
+        "40",
+        "-o",
+        styled.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("leaves too little room"), "{}", stderr(&o));
+
+    // Runs of two CPU counts pooled into one point: refused, with the way out.
+    let two = dir.join("two-cpus.jsonl");
+    let lines = std::fs::read_to_string(&results).unwrap();
+    let more = lines.replace("\"cpus\":1,", "\"cpus\":2,");
+    assert_ne!(more, lines, "the results name their CPUs");
+    std::fs::write(&two, format!("{lines}{more}")).unwrap();
+    let t2 = two.to_str().unwrap();
+    let o = tlbkit(&[
+        "plot",
+        t2,
+        "--x",
+        "procs",
+        "--y",
+        "us_per_switch",
+        "--group",
+        "policy",
+        "-o",
+        styled.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("each point would pool runs of different cpus values (1, 2)")
+            && stderr(&o).contains("--where cpus=VALUE"),
+        "{}",
+        stderr(&o)
+    );
+    let o = tlbkit(&[
+        "plot",
+        t2,
+        "--x",
+        "procs",
+        "--y",
+        "us_per_switch",
+        "--group",
+        "policy",
+        "--where",
+        "cpus=2",
+        "-o",
+        styled.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
     let html = dir.join("report.html");
     let o = tlbkit(&["report", r, "-o", html.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));

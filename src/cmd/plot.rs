@@ -6,6 +6,7 @@ use crate::error::CliError;
 use crate::files::{check_writable, write_atomically};
 use clap::Args;
 use std::path::PathBuf;
+use tlbkit_lab::plot::chart::Style;
 use tlbkit_lab::plot::data::{ChartSpec, Results};
 use tlbkit_lab::plot::html;
 
@@ -33,6 +34,28 @@ pub struct PlotArgs {
     /// The file to write: .svg or .png.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
+    /// The figure's width in pixels (320 to 10000).
+    #[arg(long, default_value_t = 760.0)]
+    width: f64,
+    /// The figure's height in pixels (200 to 10000; more where the title or
+    /// labels wrap).
+    #[arg(long, default_value_t = 440.0)]
+    height: f64,
+    /// The body text's size in pixels (titles and labels in proportion):
+    /// a larger font draws the chart smaller and scales it up, marks and
+    /// lines with it.
+    #[arg(long, default_value_t = 12.0)]
+    font_size: f64,
+    /// The font family, as CSS names it (families in order of preference;
+    /// a PNG uses the system's fonts).
+    #[arg(long, default_value = "DejaVu Sans, Verdana, sans-serif")]
+    font: String,
+    /// A logarithmic x axis (numbers above 0: CPU counts that double, sizes).
+    #[arg(long)]
+    log_x: bool,
+    /// A logarithmic y axis (every figure above 0).
+    #[arg(long)]
+    log_y: bool,
 }
 
 /// Writes one HTML page of charts and ministat tables for a results file.
@@ -67,9 +90,36 @@ pub fn plot(a: PlotArgs) -> Result<u8, CliError> {
             None => Err(format!("--where '{f}': give FIELD=VALUE, e.g. --where workload=lat_ctx")),
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let style = Style {
+        width: a.width,
+        height: a.height,
+        font_size: a.font_size,
+        font: a.font,
+        log_x: a.log_x,
+        log_y: a.log_y,
+    };
+    style.check().map_err(|e| CliError::from(format!("--width, --height, --font-size, --font: {e}")))?;
     let results = Results::load(&a.results)?;
-    let spec = ChartSpec { x: a.x, y: a.y, group: a.group, filters, title: a.title };
+    let spec = ChartSpec { x: a.x, y: a.y, group: a.group, filters, title: a.title, bars: false };
     let (chart, pooled) = results.chart(&spec)?;
+    // A mean over different machines or CPU counts is no figure of either.
+    if let Some(f) = pooled.iter().find(|f| *f == "machine" || *f == "cpus") {
+        let values: Vec<String> = results
+            .select(&spec.filters)
+            .iter()
+            .filter_map(|r| r.coord(f))
+            .map(|c| c.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        return Err(format!(
+            "each point would pool runs of different {f} values ({}): a mean over them is no figure of any; \
+             give --where {f}=VALUE, or --group {f}",
+            values.join(", ")
+        )
+        .into());
+    }
+    chart.check_scales(&style)?;
     if !pooled.is_empty() {
         eprintln!(
             "tlbkit plot: note: each point pools runs that differ in {} (narrow with --where FIELD=VALUE, or \
@@ -77,7 +127,7 @@ pub fn plot(a: PlotArgs) -> Result<u8, CliError> {
             pooled.join(", ")
         );
     }
-    let svg = chart.to_svg(true);
+    let svg = chart.to_svg_styled(true, &style);
     let bytes = if ext == "png" { crate::png::render(&svg)? } else { svg.into_bytes() };
     write_atomically(&a.output, &bytes)?;
     Ok(0)

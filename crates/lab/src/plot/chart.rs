@@ -67,6 +67,68 @@ pub struct Chart {
     pub note: Option<String>,
 }
 
+/// How a chart is drawn: its size, its type and its axes' scales
+/// (`tlbkit plot --width --height --font --font-size --log-x --log-y`).
+///
+/// A larger font is a smaller drawing scaled up: the chart is laid out on a
+/// canvas of the size divided by `font_size / 12` at the default sizes of
+/// its texts and marks, then drawn at the size asked for, so that texts,
+/// marks and lines grow together and the layout (wrapping, margins) fits
+/// them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Style {
+    /// Width of the drawing, in pixels.
+    pub width: f64,
+    /// Height of the drawing, in pixels (more where the title, the x label
+    /// or the note wrap onto more lines).
+    pub height: f64,
+    /// The body text's size, in pixels (titles and labels in proportion).
+    pub font_size: f64,
+    /// The font family (CSS: families in order of preference).
+    pub font: String,
+    /// A logarithmic x axis (a numeric one; every x above 0).
+    pub log_x: bool,
+    /// A logarithmic y axis (every mark and error bar above 0).
+    pub log_y: bool,
+}
+
+impl Default for Style {
+    fn default() -> Style {
+        Style { width: WIDTH, height: HEIGHT, font_size: 12.0, font: FONT.to_string(), log_x: false, log_y: false }
+    }
+}
+
+impl Style {
+    /// Refuses a style no chart can have: a size too small for the margins
+    /// and legend, or a font size out of proportion to it.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.width.is_finite() && self.width >= 320.0 && self.width <= 10_000.0) {
+            return Err(format!("width {}: give 320 to 10000 pixels", self.width));
+        }
+        if !(self.height.is_finite() && self.height >= 200.0 && self.height <= 10_000.0) {
+            return Err(format!("height {}: give 200 to 10000 pixels", self.height));
+        }
+        if !(self.font_size.is_finite() && self.font_size >= 6.0 && self.font_size <= 48.0) {
+            return Err(format!("font size {}: give 6 to 48 pixels", self.font_size));
+        }
+        let k = self.font_size / 12.0;
+        if self.width / k < 320.0 || self.height / k < 200.0 {
+            return Err(format!(
+                "font size {} on {}x{} pixels leaves too little room: give a larger size or a smaller font \
+                 (at most {:.0} here)",
+                self.font_size,
+                self.width,
+                self.height,
+                12.0 * (self.width / 320.0).min(self.height / 200.0)
+            ));
+        }
+        if self.font.contains(['"', '<', '>', '&']) {
+            return Err(format!("font '{}': give font family names, comma-separated", self.font));
+        }
+        Ok(())
+    }
+}
+
 /// Colours of the series, in order (Okabe and Ito's palette, readable by
 /// colour-blind readers), then again.
 pub const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
@@ -242,6 +304,44 @@ pub fn ticks(lo: f64, hi: f64, target: usize) -> (Vec<f64>, f64) {
     (ticks, step)
 }
 
+/// Returns the ticks of a logarithmic axis covering `lo..=hi` (both above
+/// 0): the powers of ten around them, with 2 and 5 times each where the
+/// values span two and a half decades or less.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil().max(lo.log10().floor() + 1.0) as i32);
+    let steps: &[f64] = if (hi / lo).log10() <= 2.5 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let mut t: Vec<f64> = Vec::new();
+    for e in a..=b {
+        for m in steps {
+            let v = m * 10f64.powi(e);
+            if e == b && *m > 1.0 {
+                break;
+            }
+            t.push(v);
+        }
+    }
+    // Trim the decades' ticks outside the values, keeping one each side.
+    let first = t.iter().rposition(|&v| v <= lo).unwrap_or(0);
+    let last = t.iter().position(|&v| v >= hi).unwrap_or(t.len() - 1);
+    t[first..=last].to_vec()
+}
+
+/// Returns a logarithmic axis's tick label: its value with the decimals it
+/// needs (`0.05`, `2`, `1000`).
+fn log_label(v: f64) -> String {
+    let decimals = (-v.log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// Returns a size in the SVG's text: whole pixels without decimals.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 /// Returns a tick's label: as many decimals as the step needs, no more.
 fn tick_label(v: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).max(0.0) as usize;
@@ -260,18 +360,51 @@ pub fn escape(s: &str) -> String {
 
 impl Chart {
     /// Returns the chart as a standalone SVG document (with an XML declaration
-    /// when `standalone`; without, for inlining in HTML).
+    /// when `standalone`; without, for inlining in HTML), in the default
+    /// [`Style`].
     pub fn to_svg(&self, standalone: bool) -> String {
+        self.to_svg_styled(standalone, &Style::default())
+    }
+
+    /// Refuses a logarithmic axis over values at or below 0.
+    pub fn check_scales(&self, style: &Style) -> Result<(), String> {
+        let points = || self.series.iter().flat_map(|s| s.points.iter());
+        if style.log_x {
+            if self.x_axis != XAxis::Numeric {
+                return Err("--log-x: the x axis holds categories, not numbers".into());
+            }
+            if let Some(p) = points().find(|p| p.x <= 0.0) {
+                return Err(format!("--log-x: x {} is not above 0 (a logarithmic axis has no place for it)", p.x));
+            }
+        }
+        if style.log_y {
+            if let Some(v) = points().flat_map(|p| [p.min, p.mean, p.max]).find(|v| *v <= 0.0) {
+                return Err(format!("--log-y: a value of {v} is not above 0 (a logarithmic axis has no place for it)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the chart as SVG in `style` (see [`Chart::to_svg`]); a
+    /// logarithmic scale over values not above 0 is drawn linear (refuse
+    /// them first with [`Chart::check_scales`]).
+    pub fn to_svg_styled(&self, standalone: bool, style: &Style) -> String {
+        let k = style.font_size / 12.0;
+        let (width, canvas_height) = (style.width / k, style.height / k);
+        let points = || self.series.iter().flat_map(|s| s.points.iter());
+        let log_x = style.log_x && self.x_axis == XAxis::Numeric && points().all(|p| p.x > 0.0);
+        let log_y = style.log_y && points().flat_map(|p| [p.min, p.mean, p.max]).all(|v| v > 0.0);
+        let font = &style.font;
         let legend = self.series.iter().any(|s| !s.name.is_empty());
-        let plot_right = WIDTH - RIGHT - if legend { LEGEND_WIDTH } else { 0.0 };
+        let plot_right = width - RIGHT - if legend { LEGEND_WIDTH } else { 0.0 };
         // Wrapped texts decide the margins: the title's lines above, the x
         // label's and the note's below.
-        let title = wrap(&self.title, fits(WIDTH - 40.0, 15.0, true));
+        let title = wrap(&self.title, fits(width - 40.0, 15.0, true));
         let x_label = wrap(&self.x_label, fits(plot_right - LEFT, 13.0, false));
-        let note = self.note.as_deref().map(|n| wrap(n, fits(WIDTH - 40.0, 11.0, false))).unwrap_or_default();
+        let note = self.note.as_deref().map(|n| wrap(n, fits(width - 40.0, 11.0, false))).unwrap_or_default();
         let top = 30.0 + 19.0 * title.len() as f64;
         let bottom_margin = BOTTOM + 15.0 * (x_label.len() as f64 - 1.0) + 14.0 * note.len() as f64;
-        let height = HEIGHT + 19.0 * (title.len() as f64 - 1.0) + (bottom_margin - BOTTOM);
+        let height = canvas_height + 19.0 * (title.len() as f64 - 1.0) + (bottom_margin - BOTTOM);
         let (x0, x1, y0, y1) = (LEFT, plot_right, height - bottom_margin, top);
         let y_label = wrap(&self.y_label, fits(y0 - y1 + 60.0, 13.0, false));
         let mut o = String::new();
@@ -280,17 +413,21 @@ impl Chart {
         }
         let _ = writeln!(
             o,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-             viewBox=\"0 0 {WIDTH} {height}\" font-family=\"{FONT}\" font-size=\"12\">"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" \
+             viewBox=\"0 0 {} {}\" font-family=\"{font}\" font-size=\"12\">",
+            num(width * k),
+            num(height * k),
+            num(width),
+            num(height)
         );
         let _ = writeln!(o, "<title>{}</title>", escape(&self.title));
-        let _ = writeln!(o, "<rect width=\"{WIDTH}\" height=\"{height}\" fill=\"white\"/>");
+        let _ = writeln!(o, "<rect width=\"{}\" height=\"{}\" fill=\"white\"/>", num(width), num(height));
         let _ = writeln!(
             o,
             "<text class=\"title\" x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" \
              font-weight=\"bold\">{}</text>",
-            WIDTH / 2.0,
-            tspans(&title, WIDTH / 2.0, 19.0)
+            width / 2.0,
+            tspans(&title, width / 2.0, 19.0)
         );
 
         // The y range: every mark and error bar, and 0 when all are positive.
@@ -300,16 +437,32 @@ impl Chart {
         if lo > hi {
             (lo, hi) = (0.0, 1.0);
         }
-        if lo >= 0.0 {
+        if lo >= 0.0 && !log_y {
             lo = 0.0;
         }
         if hi <= lo {
             // All zero (or one value): a unit range above it, not one straddling 0.
-            hi = lo + 1.0;
+            hi = if log_y { lo * 10.0 } else { lo + 1.0 };
         }
-        let (yt, ystep) = ticks(lo, hi, 6);
+        let (yt, ylabels) = if log_y {
+            let t = log_ticks(lo, hi);
+            let l = t.iter().map(|&v| log_label(v)).collect::<Vec<_>>();
+            (t, l)
+        } else {
+            let (t, step) = ticks(lo, hi, 6);
+            let l = t.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>();
+            (t, l)
+        };
         let (ylo, yhi) = (yt[0], yt[yt.len() - 1]);
-        let ys = |v: f64| y0 - (v - ylo) / (yhi - ylo) * (y0 - y1);
+        let ys = move |v: f64| {
+            if log_y {
+                y0 - (v.log10() - ylo.log10()) / (yhi.log10() - ylo.log10()) * (y0 - y1)
+            } else {
+                y0 - (v - ylo) / (yhi - ylo) * (y0 - y1)
+            }
+        };
+        // Where a bar starts: 0, or the bottom of a logarithmic axis.
+        let base = if log_y { ylo } else { 0.0 };
 
         // The x mapping.
         let (xs, xticks): (XMap, Vec<(f64, String)>) = match &self.x_axis {
@@ -317,12 +470,20 @@ impl Chart {
                 let xv = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
                 let (l, h) = xv.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
                 let (l, h) = if l > h { (0.0, 1.0) } else { (l, h) };
-                let (xt, xstep) = ticks(l, h, 8);
-                let (xlo, xhi) = (xt[0], xt[xt.len() - 1]);
-                let labels = xt.iter().map(|&v| (v, tick_label(v, xstep))).collect();
                 // A margin inside the axis, so that marks at the ends are not cut by it.
                 let (a, b) = (x0 + 12.0, x1 - 12.0);
-                (Box::new(move |v| a + (v - xlo) / (xhi - xlo) * (b - a)), labels)
+                if log_x {
+                    let h = if h <= l { l * 10.0 } else { h };
+                    let xt = log_ticks(l, h);
+                    let (xlo, xhi) = (xt[0].log10(), xt[xt.len() - 1].log10());
+                    let labels = xt.iter().map(|&v| (v, log_label(v))).collect();
+                    (Box::new(move |v: f64| a + (v.log10() - xlo) / (xhi - xlo) * (b - a)), labels)
+                } else {
+                    let (xt, xstep) = ticks(l, h, 8);
+                    let (xlo, xhi) = (xt[0], xt[xt.len() - 1]);
+                    let labels = xt.iter().map(|&v| (v, tick_label(v, xstep))).collect();
+                    (Box::new(move |v| a + (v - xlo) / (xhi - xlo) * (b - a)), labels)
+                }
             }
             XAxis::Categories(cats) => {
                 let band = (x1 - x0) / cats.len().max(1) as f64;
@@ -333,7 +494,7 @@ impl Chart {
 
         // Grid lines and y ticks.
         o.push_str("<g class=\"y-axis\">\n");
-        for &v in &yt {
+        for (&v, label) in yt.iter().zip(&ylabels) {
             let y = ys(v);
             let _ = writeln!(o, "<line x1=\"{x0:.1}\" y1=\"{y:.1}\" x2=\"{x1:.1}\" y2=\"{y:.1}\" stroke=\"#e0e0e0\"/>");
             let _ = writeln!(
@@ -341,7 +502,7 @@ impl Chart {
                 "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
                 x0 - 6.0,
                 y + 4.0,
-                tick_label(v, ystep)
+                label
             );
         }
         o.push_str("</g>\n<g class=\"x-axis\">\n");
@@ -438,7 +599,7 @@ impl Chart {
                     let w = band * 0.8 / nseries;
                     for p in &s.points {
                         let left = x0 + p.x * band + band * 0.1 + si as f64 * w;
-                        let (top, bottom) = (ys(p.mean.max(0.0)), ys(p.mean.min(0.0)));
+                        let (top, bottom) = (ys(p.mean.max(base)), ys(p.mean.min(base)));
                         let _ = writeln!(
                             o,
                             "<rect class=\"bar\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
@@ -577,6 +738,32 @@ mod tests {
         assert_eq!((t[0], *t.last().unwrap(), step), (2.0, 8.0, 1.0));
         assert_eq!(tick_label(0.30000000000000004, 0.1), "0.3");
         assert_eq!(tick_label(-0.0, 0.5), "0.0");
+    }
+
+    #[test]
+    fn logarithmic_ticks_are_decades_or_one_two_five_and_cover_the_range() {
+        assert_eq!(log_ticks(1.0, 128.0), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]);
+        assert_eq!(log_ticks(0.5, 5000.0), vec![0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]);
+        assert_eq!(log_ticks(3.0, 3.0), vec![2.0, 5.0]);
+        assert_eq!((log_label(0.05), log_label(2.0), log_label(1000.0)), ("0.05".into(), "2".into(), "1000".into()));
+    }
+
+    #[test]
+    fn a_style_scales_the_drawing_and_refuses_what_cannot_be_drawn() {
+        let c = line_chart();
+        assert_eq!(c.to_svg(true), c.to_svg_styled(true, &Style::default()));
+        let big = Style { width: 1520.0, height: 880.0, font_size: 24.0, ..Style::default() };
+        let svg = c.to_svg_styled(true, &big);
+        // The default layout, drawn twice the size.
+        assert!(svg.contains("width=\"1520\" height=\"880\" viewBox=\"0 0 760 440\""), "{svg}");
+        assert!(Style { width: 100.0, ..Style::default() }.check().is_err());
+        assert!(Style { font_size: 30.0, ..Style::default() }.check().unwrap_err().contains("too little room"));
+        assert!(Style { font: "a\"b".into(), ..Style::default() }.check().is_err());
+        let log = Style { log_y: true, ..Style::default() };
+        assert!(c.check_scales(&log).is_ok());
+        let mut zero = line_chart();
+        zero.series[0].points[0].min = 0.0;
+        assert!(zero.check_scales(&log).unwrap_err().contains("not above 0"));
     }
 
     #[test]

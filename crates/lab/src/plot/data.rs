@@ -184,6 +184,9 @@ pub struct ChartSpec {
     pub filters: Vec<(String, String)>,
     /// The title (default: "Y by X" and the filters).
     pub title: Option<String>,
+    /// Draw a numeric x as categories, one band per value (a bar chart):
+    /// for an x of one or two values, where a line has nothing to show.
+    pub bars: bool,
 }
 
 impl Results {
@@ -287,7 +290,7 @@ impl Results {
         if rows.is_empty() {
             return Err(Error::NoData { x: spec.x.clone(), y: spec.y.clone() });
         }
-        let numeric = rows.iter().all(|r| matches!(r.coord(&spec.x), Some(Coord::Num(_))));
+        let numeric = !spec.bars && rows.iter().all(|r| matches!(r.coord(&spec.x), Some(Coord::Num(_))));
         let cats = Results::values(rows.iter().copied(), &spec.x);
         let mut cells: BTreeMap<(Option<Coord>, Coord), Vec<f64>> = BTreeMap::new();
         for r in &rows {

@@ -189,6 +189,13 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
             }
             let base_means: Vec<f64> = pts.iter().map(|(b, _, _)| *b).collect();
             let means: Vec<f64> = pts.iter().map(|(_, v, _)| *v).collect();
+            let mean_text = |v: &[f64]| {
+                let mean = stats::format_g(v.iter().sum::<f64>() / v.len() as f64, 4);
+                match range_text(v) {
+                    r if v.len() > 1 && r.contains('–') => format!("{mean} ({r})"),
+                    _ => mean,
+                }
+            };
             let _ = writeln!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -198,8 +205,8 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
                 escape(p),
                 escape(base),
                 pts.len(),
-                escape(&range_text(&base_means)),
-                escape(&range_text(&means)),
+                escape(&mean_text(&base_means)),
+                escape(&mean_text(&means)),
                 escape(&ratio),
                 escape(&change),
                 escape(&t.join("; "))
@@ -321,6 +328,12 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                 let _ = writeln!(body, "<h3>{}</h3>", escape(&p.join(", ")));
             }
             body.push_str("<div class=\"charts\">\n");
+            // Figures with nothing to draw (0 in every run of the panel) are
+            // named in one line after the charts, not drawn empty.
+            let mut flat: Vec<&str> = Vec::new();
+            // An x of fewer than three values has no curve: a bar per policy
+            // at each value compares them better than two marks a line.
+            let few_x = x.as_ref().is_some_and(|k| Results::values(results.select(&filters).into_iter(), k).len() < 3);
             for m in &metrics {
                 let label = metrics::by_name(m).map_or(m.as_str(), |d| d.label);
                 let title = match panel.is_empty() {
@@ -336,8 +349,14 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                     group: x.as_ref().map(|_| "policy".into()),
                     filters: filters.clone(),
                     title: Some(title),
+                    bars: few_x,
                 };
                 match results.chart(&spec) {
+                    Ok((chart, _))
+                        if chart.series.iter().flat_map(|s| &s.points).all(|p| p.min == 0.0 && p.max == 0.0) =>
+                    {
+                        flat.push(label);
+                    }
                     Ok((mut chart, _)) => {
                         // The spread's source is said once per workload, above its charts.
                         chart.note = None;
@@ -349,6 +368,10 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                 }
             }
             body.push_str("</div>\n");
+            if !flat.is_empty() {
+                let _ =
+                    writeln!(body, "<p class=\"note\">Not drawn, 0 in every run: {}.</p>", escape(&flat.join(", ")));
+            }
             // ministat per grid point: the panel, and each x value.
             let in_panel = results.select(&filters);
             let xs = x.as_ref().map(|k| Results::values(in_panel.iter().copied(), k)).unwrap_or_default();
@@ -402,8 +425,9 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
         head,
         "<p>{} runs from <code>{}</code>. Baseline: {chosen}.</p>\n<h2>Summary</h2>\n<p>Per result, each policy \
          against the baseline at the grid points (same machine, CPUs and parameters; seeds pooled) where both ran. \
-         <b>Ratio</b> is the policy's mean over the baseline's, both averaged over those points (the range of \
-         the points' own ratios in parentheses); <b>change</b> is that ratio less 1: negative (lower) means the policy's figure is below \
+         The <b>means</b> are averaged over those points (the range of the points' own means in parentheses); \
+         <b>ratio</b> is the policy's mean over the baseline's (the range of the points' own ratios in \
+         parentheses); <b>change</b> is that ratio less 1: negative (lower) means the policy's figure is below \
          the baseline's, which for a time means faster. <b>t test</b> counts the points where Student's t at 95% \
          confidence proves the policy lower or higher (ministat's test, as in the tables below).</p>\n\
          <table class=\"summary\">\n<tr><th>workload</th><th>result</th><th>policy</th><th>baseline</th>\
@@ -545,7 +569,7 @@ mod tests {
                 let v = base + seed as f64 * 0.01;
                 text.push_str(&format!(
                     "{{\"machine\":\"m\",\"cpus\":1,\"policy\":\"{policy}\",\"workload\":\"lat_ctx\",\"procs\":2,\
-                     \"seed\":{seed},\"jitter\":0.02,\"command\":\"c\",\"violations\":0,\"us_per_switch\":{v}}}\n"
+                     \"seed\":{seed},\"jitter\":0.02,\"command\":\"c\",\"violations\":0,\"us_per_switch\":{v},\"overhead_us\":0}}\n"
                 ));
             }
         }
@@ -570,6 +594,15 @@ mod tests {
         assert!(page.find("class=\"summary\"").unwrap() < page.find("<h2>lat_ctx</h2>").unwrap());
         // Jitter is named beside the figures.
         assert!(page.contains("Spread over seeds is synthetic: these runs set jitter=0.02"), "{page}");
+        // A figure 0 in every run is named, not drawn: one chart.
+        assert_eq!(page.matches("<svg ").count(), 1, "{page}");
+        assert!(page.contains("Not drawn, 0 in every run: "), "{page}");
+        // The mean columns: the means (one point here).
+        assert!(
+            page.contains("<td class=\"num\">2.02</td><td class=\"num\">3.02</td>")
+                || page.contains("<td class=\"num\">3.02</td><td class=\"num\">2.02</td>"),
+            "{page}"
+        );
         assert_eq!(page, report(&r, "t", &["arm64-noasid".into()]).unwrap());
     }
 
