@@ -333,7 +333,7 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
             let mut flat: Vec<&str> = Vec::new();
             // An x of fewer than three values has no curve: a bar per policy
             // at each value compares them better than two marks a line.
-            let few_x = x.as_ref().is_some_and(|k| Results::values(results.select(&filters).into_iter(), k).len() < 3);
+            let few_x = x.as_ref().is_some_and(|k| Results::values(results.select(&filters), k).len() < 3);
             for m in &metrics {
                 let label = metrics::by_name(m).map_or(m.as_str(), |d| d.label);
                 let title = match panel.is_empty() {
