@@ -221,6 +221,12 @@ def test_a_sweep_frame_has_nullable_integers_units_and_a_long_form():
     assert units["tlb_misses"] == "count" and "cpus" not in units
     assert meaning["us_per_round"] == catalogue["us_per_round"]["meaning"]
     assert "lat_ctx: processes in the ring" in meaning["procs"] and meaning["seed"].startswith("the run's random seed")
+    # Every column is described; text columns are strings, not objects.
+    assert set(meaning) == set(df.columns), set(df.columns) - set(meaning)
+    assert all(isinstance(m, str) and m for m in meaning.values())
+    for col in ["machine", "policy", "workload", "command"]:
+        assert str(df[col].dtype) == "string", (col, df[col].dtype)
+    assert df["command"][0].startswith("tlbkit run ")
     # The long form: one row per run and figure the run reports.
     long = tlbkit.sweep(grid, progress=False, form="long")
     assert long.equals(tlbkit.to_long(df))

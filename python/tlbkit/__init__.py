@@ -342,9 +342,12 @@ def sweep(
 
     A column whose values are all integers (``cpus``, ``seed``, a workload's
     integer parameters, the counters) has pandas' nullable ``Int64`` type,
-    ``<NA>`` in the rows of workloads that lack it. ``df.attrs["units"]`` and
-    ``df.attrs["descriptions"]`` give each column's unit and meaning (from
-    ``list_metrics()`` and ``list_workloads()``). ``form="long"`` returns the
+    ``<NA>`` in the rows of workloads that lack it; text columns
+    (``machine``, ``policy``, ``workload``, ``command``) have pandas'
+    ``string`` type.
+    ``df.attrs["units"]`` gives each figure's unit and
+    ``df.attrs["descriptions"]`` every column's meaning (from
+    ``list_metrics()``, ``list_workloads()`` and the machine parameters). ``form="long"`` returns the
     tidy form instead (``to_long``): one row per run and figure.
 
     ``grid`` is an experiment file (TOML, as ``tlbkit sweep`` takes) or a dict
@@ -418,7 +421,8 @@ _COORDINATES = {
 
 def _frame(rows: List[Dict[str, Any]]):
     """The wide frame of results lines: integer columns nullable ``Int64``,
-    units and descriptions in ``attrs``."""
+    text columns ``string``; units and a description of every column in
+    ``attrs``."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
@@ -426,11 +430,17 @@ def _frame(rows: List[Dict[str, Any]]):
         present = [v for v in (r.get(col) for r in rows) if v is not None]
         if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
             df[col] = df[col].astype("Int64")
+        elif present and all(isinstance(v, str) for v in present):
+            # Not `category`: a groupby over categories makes a group of
+            # every combination (an x86 policy on an arm64 machine) unless
+            # told observed=True.
+            df[col] = df[col].astype("string")
     metrics = {m["name"]: m for m in list_metrics()}
     params: Dict[str, List[str]] = {}
     for w in list_workloads():
         for p in w["parameters"]:
             params.setdefault(p["key"], []).append(f"{w['name']}: {p['meaning']}")
+    switches = {p["key"]: p["meaning"] for p in json.loads(_native.catalog("machines"))["parameters"]}
     units: Dict[str, str] = {}
     descriptions: Dict[str, str] = {}
     for col in df.columns:
@@ -441,6 +451,10 @@ def _frame(rows: List[Dict[str, Any]]):
             descriptions[col] = _COORDINATES[col]
         elif col in params:
             descriptions[col] = "workload parameter (--set " + col + "): " + "; ".join(params[col])
+        elif col in switches:
+            descriptions[col] = "machine or kernel parameter (--set " + col + "): " + switches[col]
+        else:
+            descriptions[col] = "a figure or setting of the results file that tlbkit's catalogues do not describe"
     df.attrs["units"] = units
     df.attrs["descriptions"] = descriptions
     return df
