@@ -13,14 +13,35 @@ pub struct Symbol {
     pub object: bool,
 }
 
+/// Little-endian reads of a 64-bit ELF object's bytes (`None` past its end).
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    /// Checks that `bytes` are a 64-bit little-endian ELF object.
+    fn of(bytes: &'a [u8]) -> Result<Reader<'a>, String> {
+        if bytes.get(0..4) != Some(b"\x7fELF") || bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
+            return Err("not a 64-bit little-endian ELF object".into());
+        }
+        Ok(Reader(bytes))
+    }
+
+    fn u16(&self, o: usize) -> Option<u16> {
+        self.0.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&self, o: usize) -> Option<u32> {
+        self.0.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    fn u64(&self, o: usize) -> Option<u64> {
+        self.0.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+}
+
 /// Reads the symbol table of the ELF object `bytes`.
 pub fn symbols(bytes: &[u8]) -> Result<Vec<Symbol>, String> {
-    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    if bytes.get(0..4) != Some(b"\x7fELF") || bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
-        return Err("not a 64-bit little-endian ELF object".into());
-    }
+    let r = Reader::of(bytes)?;
+    let (u16_at, u32_at, u64_at) = (|o| r.u16(o), |o| r.u32(o), |o| r.u64(o));
     let bad = || "a truncated ELF object".to_string();
     let shoff = u64_at(0x28).ok_or_else(bad)? as usize;
     let shentsize = u16_at(0x3a).ok_or_else(bad)? as usize;
@@ -71,12 +92,8 @@ pub struct Code<'a> {
 
 /// Returns the executable loadable segments of the ELF object `bytes`.
 pub fn code(bytes: &[u8]) -> Result<Vec<Code<'_>>, String> {
-    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    if bytes.get(0..4) != Some(b"\x7fELF") || bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
-        return Err("not a 64-bit little-endian ELF object".into());
-    }
+    let r = Reader::of(bytes)?;
+    let (u16_at, u32_at, u64_at) = (|o| r.u16(o), |o| r.u32(o), |o| r.u64(o));
     let bad = || "a truncated ELF object".to_string();
     let phoff = u64_at(0x20).ok_or_else(bad)? as usize;
     let phentsize = u16_at(0x36).ok_or_else(bad)? as usize;
