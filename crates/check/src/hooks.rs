@@ -10,7 +10,8 @@
 //! they change no state, hash or schedule; they are plain atomics, since the
 //! workers of a parallel search share them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::ops::OpKind;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, Lazy, MmId, Policy, Tick, VirtAddr};
 
@@ -47,13 +48,62 @@ pub const HOOKS: [&str; 12] = [
     "tick",
 ];
 
-/// One check's counters, one per entry of [`HOOKS`].
-pub struct Tally([AtomicU64; HOOKS.len()]);
+/// One check's counters, one per entry of [`HOOKS`], and whether the
+/// policy works at ticks (else the checker never calls `tick`).
+pub struct Tally {
+    calls: [AtomicU64; HOOKS.len()],
+    ticks: AtomicBool,
+}
 
 impl Default for Tally {
     fn default() -> Self {
-        Tally([const { AtomicU64::new(0) }; HOOKS.len()])
+        Tally { calls: [const { AtomicU64::new(0) }; HOOKS.len()], ticks: AtomicBool::new(false) }
     }
+}
+
+/// The kinds of operation whose kernel paths call each hook (in the order
+/// of [`HOOKS`]; `crate::ops`): a hook none of the menu's kinds calls cannot
+/// run. `mm_init` runs as every address space is made; `flush_kernel_range`
+/// no operation calls; `flush_batched_pending` needs a reclaim to mark an mm
+/// and then an unmap (below).
+fn callers(hook: usize) -> u32 {
+    use OpKind::*;
+    let any = |kinds: &[OpKind]| kinds.iter().fold(0, |m, k| m | k.bit());
+    match HOOKS[hook] {
+        "mm_release" => any(&[Exit]),
+        "switch_mm" => any(&[Switch]),
+        // An exiting task's CPU goes idle.
+        "enter_lazy" => any(&[Idle, Exit]),
+        "flush_page" => any(&[Munmap, Reclaim, Cow, Migrate]),
+        "flush_range" => any(&[Munmap, Madvise, UnmapTable]),
+        "flush_mm" => any(&[UnmapTable, Exit]),
+        "flush_batch" | "tlbbatch_add_pending" | "flush_batched_pending" => any(&[Reclaim, Reclaim2]),
+        "tick" => any(&[Switch, Idle, Tick, Exit]),
+        _ => 0,
+    }
+}
+
+/// Says why a check whose menu is `menu` cannot call hook `k`, where the
+/// shape alone decides it.
+fn unreachable(k: usize, menu: u32, ticks: bool) -> Option<String> {
+    let name = HOOKS[k];
+    if name == "mm_init" {
+        return None;
+    }
+    if name == "flush_kernel_range" {
+        return Some("no operation of the checker calls it".into());
+    }
+    if name == "tick" && !ticks {
+        return Some("the policy does not work at ticks".into());
+    }
+    if menu & callers(k) == 0 {
+        return Some(format!("the menu has none of {}", OpKind::names(callers(k)).replace(',', ", ")));
+    }
+    let unmaps = OpKind::Munmap.bit() | OpKind::Madvise.bit() | OpKind::UnmapTable.bit();
+    if name == "flush_batched_pending" && menu & unmaps == 0 {
+        return Some(format!("the menu has none of {}", OpKind::names(unmaps).replace(',', ", ")));
+    }
+    None
 }
 
 /// A hook and the times a check called it.
@@ -63,18 +113,32 @@ pub struct HookCount {
     pub hook: &'static str,
     /// Calls over every execution of the check.
     pub calls: u64,
+    /// For a hook never called that the shape cannot call: why (no
+    /// operation of the menu calls it, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
 }
 
 impl Tally {
     fn add(&self, hook: Hook) {
         // Relaxed: a count read once the check is over.
-        self.0[hook as usize].fetch_add(1, Ordering::Relaxed);
+        self.calls[hook as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Returns every hook with its calls so far.
-    pub fn counts(&self) -> Vec<HookCount> {
+    /// Returns every hook with its calls so far, and for each never called
+    /// that a check of the operations `menu` cannot call, why.
+    pub fn counts(&self, menu: u32) -> Vec<HookCount> {
         // Relaxed: read after the workers were joined.
-        HOOKS.iter().zip(&self.0).map(|(&hook, c)| HookCount { hook, calls: c.load(Ordering::Relaxed) }).collect()
+        let ticks = self.ticks.load(Ordering::Relaxed);
+        HOOKS
+            .iter()
+            .zip(&self.calls)
+            .enumerate()
+            .map(|(k, (&hook, c))| {
+                let calls = c.load(Ordering::Relaxed);
+                HookCount { hook, calls, unreachable: if calls == 0 { unreachable(k, menu, ticks) } else { None } }
+            })
+            .collect()
     }
 }
 
@@ -84,7 +148,16 @@ pub fn sum(a: &[HookCount], b: &[HookCount]) -> Vec<HookCount> {
     match (a.is_empty(), b.is_empty()) {
         (true, _) => b.to_vec(),
         (_, true) => a.to_vec(),
-        _ => a.iter().zip(b).map(|(x, y)| HookCount { hook: x.hook, calls: x.calls + y.calls }).collect(),
+        // A hook no shape called is unreachable where every shape says so.
+        _ => a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| HookCount {
+                hook: x.hook,
+                calls: x.calls + y.calls,
+                unreachable: x.unreachable.clone().filter(|_| y.unreachable.is_some()),
+            })
+            .collect(),
     }
 }
 
@@ -97,6 +170,8 @@ pub struct Counted<'t, P> {
 impl<'t, P: Policy> Counted<'t, P> {
     /// Returns `inner` with its hook calls counted into `tally`.
     pub(crate) fn new(inner: P, tally: &'t Tally) -> Self {
+        // Relaxed: every policy a check builds says the same.
+        tally.ticks.store(inner.ticks(), Ordering::Relaxed);
         Counted { inner, tally }
     }
 
@@ -174,11 +249,18 @@ impl<P: Policy> Wrap for Counted<'_, P> {
 }
 
 /// Returns the report's line of hooks: each called one with its calls, then
-/// those never called.
+/// those never called, each with why where the shape could not call it.
 pub fn line(counts: &[HookCount]) -> String {
     let called: Vec<String> =
         counts.iter().filter(|c| c.calls > 0).map(|c| format!("{} {}", c.hook, c.calls)).collect();
-    let never: Vec<&str> = counts.iter().filter(|c| c.calls == 0).map(|c| c.hook).collect();
+    let never: Vec<String> = counts
+        .iter()
+        .filter(|c| c.calls == 0)
+        .map(|c| match &c.unreachable {
+            Some(why) => format!("{} ({why})", c.hook),
+            None => c.hook.to_string(),
+        })
+        .collect();
     let mut s = format!("hooks called: {}", if called.is_empty() { "none".into() } else { called.join(", ") });
     if !never.is_empty() {
         s.push_str(&format!("; never called: {}", never.join(", ")));
@@ -196,11 +278,34 @@ mod tests {
         t.add(Hook::SwitchMm);
         t.add(Hook::SwitchMm);
         t.add(Hook::FlushPage);
-        let c = t.counts();
+        let all = OpKind::all();
+        let c = t.counts(all);
         assert_eq!(c.len(), HOOKS.len());
         let l = line(&c);
-        assert!(l.starts_with("hooks called: switch_mm 2, flush_page 1; never called: mm_init, mm_release"), "{l}");
+        assert!(l.starts_with("hooks called: switch_mm 2, flush_page 1; never called: mm_init, mm_release, "), "{l}");
+        assert!(l.contains("flush_kernel_range (no operation of the checker calls it)"), "{l}");
+        assert!(l.ends_with("tick (the policy does not work at ticks)"), "{l}");
         assert_eq!(sum(&c, &c)[2].calls, 4);
         assert_eq!(sum(&[], &c), c);
+    }
+
+    #[test]
+    fn a_hook_the_menu_cannot_reach_says_so() {
+        let t = Tally::default();
+        t.ticks.store(true, Ordering::Relaxed);
+        let menu = OpKind::Switch.bit() | OpKind::Idle.bit() | OpKind::Munmap.bit();
+        let c = t.counts(menu);
+        let why = |h: &str| c.iter().find(|c| c.hook == h).unwrap().unreachable.clone();
+        assert_eq!(why("flush_batch").as_deref(), Some("the menu has none of reclaim, reclaim2"));
+        assert_eq!(why("mm_release").as_deref(), Some("the menu has none of exit"));
+        // In the menu, or only the schedule decides: no reason given.
+        assert_eq!((why("flush_page"), why("tick"), why("mm_init")), (None, None, None));
+        // With a reclaim but no unmap, flush_batched_pending has nothing to find.
+        let c = t.counts(OpKind::Reclaim.bit() | OpKind::Switch.bit());
+        let why = c.iter().find(|c| c.hook == "flush_batched_pending").unwrap().unreachable.clone();
+        assert_eq!(why.as_deref(), Some("the menu has none of munmap, unmap-table, madvise"));
+        // A portfolio keeps a reason only where every shape gives it.
+        let open = t.counts(menu | OpKind::Reclaim.bit());
+        assert_eq!(sum(&t.counts(menu), &open)[7].unreachable, None);
     }
 }
