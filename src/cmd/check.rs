@@ -215,7 +215,7 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
         if a.all_violations { tlbkit_check::run::Violations::All } else { tlbkit_check::run::Violations::First };
     let base = a.base.clone();
     let opts = options(a)?;
-    let c = opts.policy.starts_with("c:");
+    let c = opts.policy.starts_with(tlbkit_registry::C_PREFIX);
     read_base(&opts.policy, base.as_deref())?;
     let plan = opts.plan()?;
     let t = Instant::now();
@@ -238,7 +238,7 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
 /// one), or one that cannot be read, before the check runs.
 fn read_base(policy: &str, base: Option<&str>) -> Result<(), CliError> {
     let Some(b) = base else { return Ok(()) };
-    if !policy.starts_with("c:") {
+    if !policy.starts_with(tlbkit_registry::C_PREFIX) {
         return Err(format!(
             "--base {b}: a change's coverage is measured line by line in C policies only (--c FILE or --policy \
              c:FILE); for {policy}, the report's `hooks called:` line says which of its methods the check ran"
@@ -386,7 +386,7 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
     let t = Instant::now();
     let live = Live::start_with(vec![shape_line(&spec)], false);
     let mut r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
-    if spec.policy.starts_with("c:") && !persist.resume {
+    if spec.policy.starts_with(tlbkit_registry::C_PREFIX) && !persist.resume {
         r.code = tlbkit_check::code::reached(&spec.policy, base.as_deref()).map_err(|e| e.to_string())?;
     }
     emit(&r, format == super::Format::Json, verbose)?;

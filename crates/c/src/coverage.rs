@@ -122,13 +122,12 @@ fn blocks(lib: &Lib) -> Result<Vec<(usize, Block)>, Error> {
     }
     let addresses: Vec<u64> = owned.iter().map(|&(b, _)| b).collect();
     let located = addr2line(lib, &addresses)?;
+    // Where the build put each of the user's files (`compile`'s tree).
+    let places: Vec<String> = lib.code_files.iter().map(|(i, _, name)| format!("user/{i}/{name}")).collect();
     let mut out = Vec::new();
     for (&(_, ret), chain) in owned.iter().zip(located) {
         let user = chain.into_iter().find_map(|(function, file, line)| {
-            lib.code_files
-                .iter()
-                .position(|(i, _, name)| file.ends_with(&format!("user/{i}/{name}")))
-                .map(|k| (k, line, function))
+            places.iter().position(|p| file.ends_with(p.as_str())).map(|k| (k, line, function))
         });
         let Some((k, line, function)) = user else { continue };
         // A constructor the compiler made (it runs as the object is loaded).
@@ -257,8 +256,8 @@ pub fn changed_lines(old: &[u8], new: &[u8]) -> BTreeSet<u32> {
     changed
 }
 
-/// Returns `lines` as ranges: `112, 140-143, 230`.
-pub fn ranges(lines: &[u32]) -> String {
+/// Returns `lines` (ascending) as runs: `112`, `140-143`, `230`.
+pub fn runs(lines: &[u32]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut k = 0;
     while k < lines.len() {
@@ -269,7 +268,12 @@ pub fn ranges(lines: &[u32]) -> String {
         out.push(if e == k { lines[k].to_string() } else { format!("{}-{}", lines[k], lines[e]) });
         k = e + 1;
     }
-    out.join(", ")
+    out
+}
+
+/// Returns `lines` (ascending) as ranges: `112, 140-143, 230`.
+pub fn ranges(lines: &[u32]) -> String {
+    runs(lines).join(", ")
 }
 
 #[cfg(test)]

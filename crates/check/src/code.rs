@@ -103,12 +103,11 @@ impl CodeReached {
 /// Returns `lines` as ranges, the first [`LISTED`] of them, then how many
 /// more (the JSON report lists every one).
 fn listed(lines: &[u32]) -> String {
-    let all = coverage::ranges(lines);
-    let parts: Vec<&str> = all.split(", ").collect();
-    if parts.len() <= LISTED {
-        return all;
+    let runs = coverage::runs(lines);
+    if runs.len() <= LISTED {
+        return runs.join(", ");
     }
-    format!("{} and {} more ranges", parts[..LISTED].join(", "), parts.len() - LISTED)
+    format!("{} and {} more ranges", runs[..LISTED].join(", "), runs.len() - LISTED)
 }
 
 /// Returns what the checks this process ran of the C policy `policy`
@@ -167,7 +166,7 @@ pub fn read_base(policy: &str, base: &str) -> Result<(), tlbkit_c::Error> {
 fn base_sources(policy: &str, base: &str) -> Result<Sources, tlbkit_c::Error> {
     match base.strip_prefix('@') {
         Some(rev) => {
-            let list = policy.strip_prefix("c:").unwrap_or(policy);
+            let list = policy.strip_prefix(tlbkit_registry::C_PREFIX).unwrap_or(policy);
             let at: Vec<String> = list
                 .split('+')
                 .map(|part| {
@@ -178,7 +177,7 @@ fn base_sources(policy: &str, base: &str) -> Result<Sources, tlbkit_c::Error> {
                     }
                 })
                 .collect();
-            Sources::parse(&format!("c:{}", at.join("+")))
+            Sources::parse(&at.join("+"))
         }
         None => Sources::parse(base),
     }

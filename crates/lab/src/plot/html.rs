@@ -333,7 +333,9 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
             let mut flat: Vec<&str> = Vec::new();
             // An x of fewer than three values has no curve: a bar per policy
             // at each value compares them better than two marks a line.
-            let few_x = x.as_ref().is_some_and(|k| Results::values(results.select(&filters), k).len() < 3);
+            let in_panel = results.select(&filters);
+            let xs = x.as_ref().map(|k| Results::values(in_panel.iter().copied(), k)).unwrap_or_default();
+            let few_x = x.is_some() && xs.len() < 3;
             for m in &metrics {
                 let label = metrics::by_name(m).map_or(m.as_str(), |d| d.label);
                 let title = match panel.is_empty() {
@@ -373,8 +375,6 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                     writeln!(body, "<p class=\"note\">Not drawn, 0 in every run: {}.</p>", escape(&flat.join(", ")));
             }
             // ministat per grid point: the panel, and each x value.
-            let in_panel = results.select(&filters);
-            let xs = x.as_ref().map(|k| Results::values(in_panel.iter().copied(), k)).unwrap_or_default();
             let points: Vec<Option<&Coord>> = if xs.is_empty() { vec![None] } else { xs.iter().map(Some).collect() };
             for xv in points {
                 let at: Vec<&Row> = in_panel
