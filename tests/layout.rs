@@ -30,3 +30,39 @@ fn every_test_file_is_built() {
         }
     }
 }
+
+/// `bench/README.md` is the index of the measurement records: every record
+/// in `bench/` has its row there, and every file it links exists.
+#[test]
+fn the_bench_index_links_every_record() {
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench");
+    let index = std::fs::read_to_string(bench.join("README.md")).expect("bench/README.md");
+    // The files the index links, without anchors; no web addresses.
+    let links: Vec<&str> = index
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .map(|s| s.split('#').next().unwrap_or_default())
+        .filter(|s| !s.is_empty() && !s.contains("://"))
+        .collect();
+    let mut wrong: Vec<String> = links
+        .iter()
+        .filter(|link| !bench.join(link).is_file())
+        .map(|link| format!("bench/README.md links {link}, which does not exist"))
+        .collect();
+    let mut records = 0;
+    for entry in std::fs::read_dir(&bench).expect("the bench folder") {
+        let path = entry.expect("an entry").path();
+        let Some(name) = path.file_name().and_then(|s| s.to_str()) else { continue };
+        if !name.ends_with(".md") || name == "README.md" {
+            continue;
+        }
+        records += 1;
+        if !links.contains(&name) {
+            wrong.push(format!("bench/{name} is not linked from bench/README.md"));
+        }
+    }
+    assert!(records >= 10, "found only {records} records in bench/");
+    wrong.sort();
+    assert!(wrong.is_empty(), "bench/README.md does not index bench/:\n  {}", wrong.join("\n  "));
+}
