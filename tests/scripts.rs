@@ -97,3 +97,51 @@ fn where_uv_is_installed_it_makes_the_environment_with_pip_in_it() {
     let cfg = std::fs::read_to_string(env_dir.join("pyvenv.cfg")).expect("a pyvenv.cfg");
     assert!(cfg.contains("uv ="), "not made by uv:\n{cfg}");
 }
+
+/// Each package of a `cargo tree` listing with the features it is built with.
+fn features(args: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--prefix", "none", "--format", "{p}|{f}"])
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(p, f)| (p.split(" (").next().unwrap_or(p).to_string(), f.trim_end_matches(" (*)").to_string()))
+        .collect()
+}
+
+#[test]
+fn the_python_tests_wheel_is_built_with_the_features_of_the_rust_tests_build() {
+    // `scripts/test` builds the wheel with `--profile dev --features
+    // test-build` so that cargo reuses every crate `cargo test --workspace`
+    // built: a crate both builds use, built with other features, would be
+    // compiled again, with everything above it (minutes).
+    // Features are resolved over the whole workspace (the binding's own
+    // requests included), but the tests' build compiles only what the other
+    // members need: pyo3 and the binding are the wheel's alone.
+    let tests = features(&["--workspace", "--edges", "normal,build,dev"]);
+    let built = features(&["--workspace", "--exclude", "tlbkit-python", "--edges", "normal,build,dev"]);
+    let wheel =
+        features(&["-p", "tlbkit-python", "--features", "test-build,extension-module", "--edges", "normal,build"]);
+    let differ: Vec<String> = wheel
+        .iter()
+        .filter(|(p, _)| built.contains_key(*p))
+        .filter_map(|(p, f)| {
+            let t = tests.get(p)?;
+            (t != f).then(|| format!("{p}: the tests' build has [{t}], the wheel's [{f}]"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "add what the tests' build turns on to python/Cargo.toml's `test-build` feature:\n{}",
+        differ.join("\n")
+    );
+    // The list is not vacuous: the crates the wheel binds are in both.
+    assert!(
+        wheel.keys().any(|p| p.starts_with("tlbkit-check ")) && tests.keys().any(|p| p.starts_with("tlbkit-check "))
+    );
+}

@@ -1,7 +1,7 @@
 //! The `stress` workload finds what the origins' workloads miss: a range flush
 //! whose invalidations never leave the calling CPU.
 //!
-//! [`LocalRange`] wraps any registered policy and breaks only its
+//! [`Probed`] wraps any registered policy and breaks only its
 //! `flush_range` (what `munmap`, `mprotect` and `madvise` call): every TLBI it
 //! would broadcast is issued for this CPU only (arm64 `TLBI VAE1` where `TLBI
 //! VAE1IS` was meant, as a skip-broadcast patch does when it wrongly believes the
@@ -39,7 +39,7 @@ enum Mode {
     Count(*const UserFlushes),
 }
 
-/// The hardware as a flush of [`LocalRange`] or [`Counted`] sees it.
+/// The hardware as a flush of a [`Probed`] policy sees it.
 ///
 /// It holds pointers, not references: an IPI handler is given `&Self` of the
 /// sender's type, whose lifetime cannot name the target CPU's shorter borrow.
@@ -133,19 +133,6 @@ impl<H: Hw> WrapHw for View<H> {
     }
 }
 
-/// A real policy whose ranged user flushes invalidate on the calling CPU only.
-struct LocalRange<P>(P);
-
-impl<P: Policy> Wrap for LocalRange<P> {
-    type Inner = P;
-    fn inner(&self) -> &P {
-        &self.0
-    }
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.0.flush_range(&View::new(hw, Mode::Local), mm, start, pages)
-    }
-}
-
 /// Cross-CPU work of a policy's user flushes (range, page, mm and batch; not
 /// kernel ranges): what the origins' workloads rarely ask for on x86.
 #[derive(Default)]
@@ -156,31 +143,55 @@ struct UserFlushes {
     broadcasts: AtomicU64,
 }
 
-/// A real policy whose user flushes are counted.
-struct Counted<P>(P, UserFlushes);
+/// A real policy, broken or counted as [`Kind`] says: for [`Kind::Broken`] its
+/// ranged user flushes invalidate on the calling CPU only, for
+/// [`Kind::Counted`] its user flushes are counted.
+///
+/// One wrapper for both, its kind a value: the simulator is compiled once per
+/// wrapped policy type, and every registered policy is wrapped.
+struct Probed<P> {
+    inner: P,
+    kind: Kind,
+    counts: UserFlushes,
+}
 
-impl<P: Policy> Counted<P> {
+impl<P: Policy> Probed<P> {
+    /// Returns the view a user flush of `kind` (other than a broken page, mm
+    /// or batch flush, which pass through) sees `hw` through.
     fn view<H: Hw>(&self, hw: &H) -> View<H> {
-        View::new(hw, Mode::Count(&self.1))
+        View::new(hw, if self.kind == Kind::Broken { Mode::Local } else { Mode::Count(&self.counts) })
+    }
+
+    fn counted(&self) -> bool {
+        self.kind == Kind::Counted
     }
 }
 
-impl<P: Policy> Wrap for Counted<P> {
+impl<P: Policy> Wrap for Probed<P> {
     type Inner = P;
     fn inner(&self) -> &P {
-        &self.0
+        &self.inner
     }
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.0.flush_page(&self.view(hw), mm, va)
+        match self.counted() {
+            true => self.inner.flush_page(&self.view(hw), mm, va),
+            false => self.inner.flush_page(hw, mm, va),
+        }
     }
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.0.flush_range(&self.view(hw), mm, start, pages)
+        self.inner.flush_range(&self.view(hw), mm, start, pages)
     }
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.0.flush_mm(&self.view(hw), mm)
+        match self.counted() {
+            true => self.inner.flush_mm(&self.view(hw), mm),
+            false => self.inner.flush_mm(hw, mm),
+        }
     }
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.0.flush_batch(&self.view(hw), mms)
+        match self.counted() {
+            true => self.inner.flush_batch(&self.view(hw), mms),
+            false => self.inner.flush_batch(hw, mms),
+        }
     }
 }
 
@@ -203,9 +214,9 @@ const AT: At = At { cpus: 4, slice_us: 4000.0, seed: 11 };
 enum Kind {
     /// The registered policy.
     Real,
-    /// It wrapped in [`LocalRange`].
+    /// It wrapped in [`Probed`], its range flushes local.
     Broken,
-    /// It wrapped in [`Counted`].
+    /// It wrapped in [`Probed`], its user flushes counted.
     Counted,
 }
 
@@ -244,13 +255,10 @@ impl WithPolicy for Cell<'_> {
                 let (m, o) = run_phases(cfg, wl, params, build)?;
                 Found { violations: count(&m, o.as_ref()), ..Found::default() }
             }
-            Kind::Broken => {
-                let (m, o) = run_phases(cfg, wl, params, &|| LocalRange(build()))?;
-                Found { violations: count(&m, o.as_ref()), ..Found::default() }
-            }
-            Kind::Counted => {
-                let (m, o) = run_phases(cfg, wl, params, &|| Counted(build(), UserFlushes::default()))?;
-                let c = &m.policy().1;
+            kind => {
+                let wrapped = || Probed { inner: build(), kind, counts: UserFlushes::default() };
+                let (m, o) = run_phases(cfg, wl, params, &wrapped)?;
+                let c = &m.policy().counts;
                 Found {
                     violations: count(&m, o.as_ref()),
                     ipi_targets: c.ipi_targets.load(Ordering::Relaxed),
@@ -416,7 +424,7 @@ fn no_seed_workload_of_the_strict_matrix_catches_a_range_flush_that_stays_on_thi
 /// Prints, for every registered policy, what each origin workload (the matrix's
 /// small parameters) and `stress` (its defaults) do at 4 CPUs with the matrix's
 /// settings: the user flushes' IPIs (one per target CPU) and broadcast TLBIs,
-/// and the violations of the policy with [`LocalRange`]'s broken range flush.
+/// and the violations of the policy with [`Probed`]'s broken range flush.
 /// `cargo test -p tlbkit-sim --test stress cross_cpu_figures -- --ignored --nocapture`;
 /// `WORKLOADS=a,b` runs those workloads at their defaults instead, and
 /// `POLICIES=a,b` only those policies.
