@@ -156,8 +156,9 @@ struct Probed<P> {
 }
 
 impl<P: Policy> Probed<P> {
-    /// Returns the view a user flush of `kind` (other than a broken page, mm
-    /// or batch flush, which pass through) sees `hw` through.
+    /// Returns `hw` as this policy's ranged user flush sees it: on the calling
+    /// CPU only for [`Kind::Broken`], counted for [`Kind::Counted`] (whose
+    /// other user flushes see it too).
     fn view<H: Hw>(&self, hw: &H) -> View<H> {
         View::new(hw, if self.kind == Kind::Broken { Mode::Local } else { Mode::Count(&self.counts) })
     }
@@ -173,24 +174,27 @@ impl<P: Policy> Wrap for Probed<P> {
         &self.inner
     }
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        match self.counted() {
-            true => self.inner.flush_page(&self.view(hw), mm, va),
-            false => self.inner.flush_page(hw, mm, va),
+        if self.counted() {
+            self.inner.flush_page(&self.view(hw), mm, va)
+        } else {
+            self.inner.flush_page(hw, mm, va)
         }
     }
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         self.inner.flush_range(&self.view(hw), mm, start, pages)
     }
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        match self.counted() {
-            true => self.inner.flush_mm(&self.view(hw), mm),
-            false => self.inner.flush_mm(hw, mm),
+        if self.counted() {
+            self.inner.flush_mm(&self.view(hw), mm)
+        } else {
+            self.inner.flush_mm(hw, mm)
         }
     }
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        match self.counted() {
-            true => self.inner.flush_batch(&self.view(hw), mms),
-            false => self.inner.flush_batch(hw, mms),
+        if self.counted() {
+            self.inner.flush_batch(&self.view(hw), mms)
+        } else {
+            self.inner.flush_batch(hw, mms)
         }
     }
 }
