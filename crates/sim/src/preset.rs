@@ -204,6 +204,19 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 3))
     }
 
+    /// Returns whether a zap begins by draining the CPU's LRU-add batch
+    /// (`lru_add_drain()`): the first call of `zap_page_range` and
+    /// `zap_page_range_single` (`mm/memory.c`, what `madvise(MADV_DONTNEED)`
+    /// runs), of `unmap_region` (`mm/mmap.c`, later `mm/vma.c`: `munmap` and
+    /// a `MAP_FIXED` mapping over an old one) and of `exit_mmap`, from before
+    /// v4.14 to v6.14. Rik van Riel's "mm: remove unnecessary calls to
+    /// lru_add_drain" took them out; it was in Andrew Morton's mm-unstable
+    /// branch on 2025-01-26, during v6.14's merge window and not in it, so
+    /// v6.15 is taken as the first release without them.
+    pub fn drains_lru_at_zap(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) < (6, 15))
+    }
+
     /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
     /// in recent kernels, whose `pagevec.h` sizes the batch so that 31 pointers
     /// and a header make a power of two; taken here as from v6.10, an estimate

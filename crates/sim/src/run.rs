@@ -315,6 +315,12 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
         "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks: 0bff0aaea03e on x86, cd7f176aea5f on arm64) or mmap_lock for reading \
          (default: the machine's kernel's, on from v6.4)",
     ),
+    (
+        "lru_drain",
+        "on|off: Linux machines only; madvise(MADV_DONTNEED), munmap and exit first drain the CPU's LRU-add batch \
+         onto the LRU under its lock (lru_add_drain(), until v6.14) or leave it to fill (default: the run's kernel's, on \
+         until v6.14)",
+    ),
 ];
 
 /// The key under which `--set jitter` is kept in a run's [`Params`].
@@ -374,6 +380,8 @@ struct MachineParams {
     migrate_batch: Option<bool>,
     /// `--set vma_locks`, if given.
     vma_locks: Option<bool>,
+    /// `--set lru_drain`, if given.
+    lru_drain: Option<bool>,
     /// `--set noise` (on unless given off).
     noise: bool,
 }
@@ -466,6 +474,7 @@ fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved, Error> {
         tlbbatch: true,
         migrate_batch: None,
         vma_locks: None,
+        lru_drain: None,
         noise: true,
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
@@ -572,6 +581,17 @@ fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved, Error> {
                     return Err(bad_setting(k, v, why));
                 }
                 mp.vma_locks = Some(on);
+            }
+            "lru_drain" => {
+                let on = on_off(k, v)?;
+                if !matches!(preset.kernel, preset::Kernel::Linux(..)) {
+                    let why = format!(
+                        "{} runs FreeBSD, which has no LRU-add batches: give it on a Linux machine",
+                        preset.name
+                    );
+                    return Err(bad_setting(k, v, why));
+                }
+                mp.lru_drain = Some(on);
             }
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {
@@ -819,6 +839,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         tlbbatch: mp.tlbbatch,
         migrate_batch: mp.migrate_batch,
         vma_locks: mp.vma_locks,
+        lru_drain: mp.lru_drain,
         noise: mp.noise,
     }
 }
@@ -944,6 +965,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     // Shown when given only, so that other runs read as before.
     if let Some(on) = mp.vma_locks {
         pv.insert("vma_locks".into(), serde_json::json!(if on { "on" } else { "off" }));
+    }
+    if let Some(on) = mp.lru_drain {
+        pv.insert("lru_drain".into(), serde_json::json!(if on { "on" } else { "off" }));
     }
     Ok(RunOutput {
         machine: spec.machine.clone(),

@@ -199,6 +199,11 @@ pub struct SimConfig {
     /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
     /// (`sim/kwork.rs`).
     pub vma_locks: Option<bool>,
+    /// Whether a zap first drains the CPU's LRU-add batch (`Some(true)`,
+    /// `lru_add_drain()` in Linux until v6.14) or leaves it to fill
+    /// (`Some(false)`); `None`: as the preset's kernel does
+    /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
+    pub lru_drain: Option<bool>,
     /// Whether the seed draws the hardware's run-to-run noise: the tick's
     /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
     /// every `tlbkit run` unless `--set noise=off`.
@@ -231,6 +236,7 @@ impl SimConfig {
             tlbbatch: true,
             migrate_batch: None,
             vma_locks: None,
+            lru_drain: None,
             noise: false,
         }
     }
@@ -645,7 +651,7 @@ impl<P: Policy> Sim<P> {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
-        let vma_locks = cfg.vma_locks;
+        let (vma_locks, lru_drain) = (cfg.vma_locks, cfg.lru_drain);
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -696,7 +702,7 @@ impl<P: Policy> Sim<P> {
             migrating: Default::default(),
             cpuless_nodes: 0,
             file_charge: false,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks),
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks, lru_drain),
             swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
             memcg: None,
             reclaim: memcg::ReclaimStats::default(),

@@ -317,6 +317,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         tlbbatch: true,
         migrate_batch: None,
         vma_locks: None,
+        lru_drain: None,
         noise: true,
     };
     let build = Build {

@@ -173,7 +173,9 @@ impl<P: Policy> Sim<P> {
     /// Clears the present PTEs of `pages` pages at `va` (named `change` for the
     /// oracle), flushes the span of pages actually cleared (nothing when none
     /// was) and frees their frames after the flush: `madvise(MADV_DONTNEED)`'s
-    /// zap, which a `MAP_FIXED` mapping also makes of what it replaces.
+    /// zap, which `munmap` and a `MAP_FIXED` mapping also make of what they
+    /// remove. It begins, as the kernel's did until v6.14, by draining the
+    /// CPU's LRU-add batch ([`Sim::lru_drain_at_zap`]).
     pub(super) fn zap_range(
         &mut self,
         cpu: usize,
@@ -183,6 +185,7 @@ impl<P: Policy> Sim<P> {
         change: &'static str,
         now: u64,
     ) -> u64 {
+        let now = self.lru_drain_at_zap(cpu, now);
         if self.folios() {
             let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, change, now);
             let Some((lo, hi)) = span else {

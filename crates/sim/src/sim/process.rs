@@ -227,8 +227,10 @@ impl<P: Policy> Sim<P> {
     /// `cpu`: clears every PTE, flushes the whole address space, frees the frames
     /// after the flush, and queues `mm` for release once no CPU's root points at
     /// it (the caller switches this CPU away). `change` names the teardown for the
-    /// oracle. Returns the time after the flush.
-    pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, mut now: u64) -> u64 {
+    /// oracle. Like `exit_mmap` until v6.14, it first drains the CPU's LRU-add
+    /// batch ([`Sim::lru_drain_at_zap`]). Returns the time after the flush.
+    pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, now: u64) -> u64 {
+        let mut now = self.lru_drain_at_zap(cpu, now);
         let m = &mut self.mms[mm.index()];
         let root = m.root;
         let vmas = std::mem::take(&mut m.vmas);
