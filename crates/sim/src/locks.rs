@@ -28,6 +28,13 @@
 //!   transfer per handoff, from whichever CPU released to whichever is next.
 //!   (The head's handing of the MCS queue to its successor is a write to the
 //!   successor's node, off the lock word's critical path; not charged.)
+//!   What the lock protects moves with it: a path whose critical section
+//!   follows pointers through shared data (a list's links) waits for each line
+//!   on that chain, which the previous holder wrote, as it waited for the lock
+//!   word ([`SpinLock::hold_data`]: each such line one more transfer from the
+//!   previous holder, a hit when that was this CPU). Lines written without a
+//!   dependent load before them (counters whose address is known) are fetched
+//!   alongside and not charged.
 //! - [`RwSem`], Linux's reader-writer semaphore (`kernel/locking/rwsem.c`), as
 //!   `mmap_lock` is. Every `down_read` and `up_read` is an atomic add on the one
 //!   count word, so readers that never wait for one another still queue on its
@@ -71,18 +78,26 @@ impl Holds {
     /// The lock word is touched by nothing but its holders, so its line's
     /// owner is the previous holder: the timeline of holds is the line's
     /// history, and the general line model ([`crate::coherence`]) is not asked.
-    fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, release: bool) -> u64 {
+    ///
+    /// `data` lines of protected data on the critical section's chain of
+    /// dependent loads come from the previous holder too, each at the lock
+    /// word's cost.
+    fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, release: bool, data: u32) -> u64 {
         let mem = m.costs.mem_access;
-        let handoff = |from: Option<u32>| match from {
-            Some(from) if from as usize == cpu => mem,
-            from => m.transfer_cost(from.map_or(cpu, |f| f as usize), cpu),
+        let lines = 1 + u64::from(data);
+        let handoff = |from: Option<u32>| {
+            lines
+                * match from {
+                    Some(from) if from as usize == cpu => mem,
+                    from => m.transfer_cost(from.map_or(cpu, |f| f as usize), cpu),
+                }
         };
         let tail = work + if release { mem } else { 0 };
         self.busy.forget(m.floor());
         let (start, from) = self.busy.fit(t, |_, from| handoff(from) + tail);
         let end = start + handoff(from) + tail;
         if from.is_none_or(|f| f as usize != cpu) {
-            m.counters.line_transfers += 1;
+            m.counters.line_transfers += lines;
         }
         self.busy.insert(start, end, cpu as u32);
         end
@@ -99,7 +114,14 @@ impl SpinLock {
     /// Takes the lock for `cpu` asking at `t`, does `work` cycles under it and
     /// releases it (a store: the CPU goes on at once); returns when `cpu` goes on.
     pub fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64) -> u64 {
-        self.holds.hold(m, cpu, t, work, false)
+        self.holds.hold(m, cpu, t, work, false, 0)
+    }
+
+    /// [`SpinLock::hold`] of a critical section that follows a chain of `data`
+    /// dependent lines of the data the lock protects, last written by the
+    /// previous holder: each comes from it as the lock word did.
+    pub fn hold_data(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, data: u32) -> u64 {
+        self.holds.hold(m, cpu, t, work, false, data)
     }
 }
 
@@ -113,7 +135,7 @@ impl Mutex {
     /// Takes the mutex for `cpu` asking at `t`, does `work` cycles under it and
     /// releases it (an atomic on the owner word); returns when `cpu` goes on.
     pub fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64) -> u64 {
-        self.holds.hold(m, cpu, t, work, true)
+        self.holds.hold(m, cpu, t, work, true, 0)
     }
 }
 
@@ -217,6 +239,24 @@ mod tests {
         // cpu4 (the other socket) queued behind cpu1: its handoff crosses the socket.
         let rel4 = lock.hold(&mut m, 4, 200, 5000);
         assert_eq!(rel4, rel1 + c.cacheline_transfer + c.cacheline_cross_socket + 5000);
+    }
+
+    #[test]
+    fn the_data_a_spinlock_protects_comes_with_it_from_the_previous_holder() {
+        let mut m = westmere();
+        let c = m.costs;
+        let mut lock = SpinLock::default();
+        let rel0 = lock.hold_data(&mut m, 0, 0, 5000, 2);
+        let moved = m.counters.line_transfers;
+        // cpu1 waits for the lock word and then, one after the other, for the
+        // two lines of the list cpu0 wrote: three transfers inside its hold.
+        let rel1 = lock.hold_data(&mut m, 1, 100, 5000, 2);
+        assert_eq!(rel1, rel0 + 3 * c.cacheline_transfer + 5000);
+        assert_eq!(m.counters.line_transfers - moved, 3);
+        // cpu1 again: the word and the list are still its own.
+        let again = lock.hold_data(&mut m, 1, rel1 + 10, 5000, 2);
+        assert_eq!(again, rel1 + 10 + 3 * c.mem_access + 5000);
+        assert_eq!(m.counters.line_transfers - moved, 3);
     }
 
     #[test]

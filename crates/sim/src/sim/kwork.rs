@@ -96,6 +96,17 @@ pub const ZONE_PAGE: u64 = 60;
 /// LRU flag, the lruvec's size counters). Estimate, `docs/costs/kernel.md`.
 pub const LRU_FOLIO: u64 = 40;
 
+/// Lines of the LRU list an LRU-lock hold follows one from another, each last
+/// written by the previous holder: `lruvec_add_folio`'s `list_add` loads the
+/// list head's `next` and then writes that folio's `prev`;
+/// `lruvec_del_folio`'s `list_del` loads the folio's own links (rewritten by
+/// whoever added a folio next to it since) and then writes its neighbours'
+/// (`include/linux/mm_inline.h`, `include/linux/list.h`). Once one folio
+/// of a batch has brought them, the batch's next folios find them here. The
+/// lruvec's size counter, at an address known before the hold, is fetched
+/// alongside and not counted.
+pub const LRU_CHAIN_LINES: u32 = 2;
+
 /// What a fault holds while it runs: its VMA's lock or `mmap_lock`.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum FaultLock {
@@ -371,10 +382,11 @@ impl<P: Policy> Sim<P> {
     }
 
     /// Holds `cpu`'s node's LRU lock from `now` while `folios` folios join or
-    /// leave its lists.
+    /// leave its lists, the list's links coming from the previous holder
+    /// ([`LRU_CHAIN_LINES`]).
     pub(super) fn lru_hold(&mut self, cpu: usize, now: u64, folios: u32) -> u64 {
         let node = self.kw.node(cpu);
-        self.kw.lru_lock[node].hold(&mut self.m, cpu, now, LRU_FOLIO * u64::from(folios))
+        self.kw.lru_lock[node].hold_data(&mut self.m, cpu, now, LRU_FOLIO * u64::from(folios), LRU_CHAIN_LINES)
     }
 
     /// Charges `pages` to the memory cgroup from `cpu`'s stock, refilling it
