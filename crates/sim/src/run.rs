@@ -347,6 +347,17 @@ fn bad_setting(k: &str, v: &str, want: impl Into<String>) -> Error {
     Error::BadSetting { key: k.to_string(), value: v.to_string(), want: want.into() }
 }
 
+/// Refuses the setting `k=v` of a Linux mechanism on a machine that runs
+/// FreeBSD, which lacks it (`why`: "which has no ...").
+fn linux_only(preset: &Preset, k: &str, v: &str, why: &str) -> Result<(), Error> {
+    match preset.kernel {
+        preset::Kernel::Linux(..) => Ok(()),
+        preset::Kernel::FreeBsd(_) => {
+            Err(bad_setting(k, v, format!("{} runs FreeBSD, {why}: give it on a Linux machine", preset.name)))
+        }
+    }
+}
+
 /// Returns the error of the setting `k=v`, out of `range`.
 fn out_of_range(k: &str, v: &str, range: impl Into<String>) -> Error {
     Error::SettingRange { key: k.to_string(), value: v.to_string(), range: range.into() }
@@ -572,26 +583,12 @@ fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved, Error> {
             "noise" => mp.noise = on_off(k, v)?,
             "migrate_batch" => mp.migrate_batch = Some(on_off(k, v)?),
             "vma_locks" => {
-                let on = on_off(k, v)?;
-                if !matches!(preset.kernel, preset::Kernel::Linux(..)) {
-                    let why = format!(
-                        "{} runs FreeBSD, whose faults take no VMA lock: give it on a Linux machine",
-                        preset.name
-                    );
-                    return Err(bad_setting(k, v, why));
-                }
-                mp.vma_locks = Some(on);
+                let why = "whose faults take no VMA lock";
+                mp.vma_locks = Some(linux_only(&preset, k, v, why).and_then(|()| on_off(k, v))?);
             }
             "lru_drain" => {
-                let on = on_off(k, v)?;
-                if !matches!(preset.kernel, preset::Kernel::Linux(..)) {
-                    let why = format!(
-                        "{} runs FreeBSD, which has no LRU-add batches: give it on a Linux machine",
-                        preset.name
-                    );
-                    return Err(bad_setting(k, v, why));
-                }
-                mp.lru_drain = Some(on);
+                let why = "which has no LRU-add batches";
+                mp.lru_drain = Some(linux_only(&preset, k, v, why).and_then(|()| on_off(k, v))?);
             }
             "swap" => {
                 mp.swap = SwapKind::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| {

@@ -82,19 +82,22 @@ fn vma_locks_changes_a_run_whose_faults_meet_mmap_writers() {
 }
 
 #[test]
-fn vma_locks_is_refused_on_freebsd() {
-    // westmere runs FreeBSD 12 (origin 003): its faults take no VMA lock.
-    let spec = RunSpec {
-        machine: "westmere".into(),
-        cpus: 2,
-        policy: "x86-freebsd-gen".into(),
-        workload: "pft".into(),
-        sets: vec!["vma_locks=on".into()],
-        seed: 1,
-        strict: false,
-    };
-    let e = run(&spec).unwrap_err();
-    assert!(e.to_string().contains("FreeBSD"), "{e}");
+fn vma_locks_and_lru_drain_are_refused_on_freebsd() {
+    // westmere runs FreeBSD 12 (origin 003): its faults take no VMA lock and
+    // its pages join no per-CPU LRU-add batch.
+    for (set, lacks) in [("vma_locks=on", "VMA lock"), ("lru_drain=off", "LRU-add batches")] {
+        let spec = RunSpec {
+            machine: "westmere".into(),
+            cpus: 2,
+            policy: "x86-freebsd-gen".into(),
+            workload: "pft".into(),
+            sets: vec![set.into()],
+            seed: 1,
+            strict: false,
+        };
+        let e = run(&spec).unwrap_err().to_string();
+        assert!(e.contains("FreeBSD") && e.contains(lacks), "{set}: {e}");
+    }
 }
 
 #[test]
