@@ -934,37 +934,33 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     if let Some(n) = mp.flush_ceiling {
         pv.insert("flush_ceiling".into(), serde_json::json!(n));
     }
+    let word = |on: bool| serde_json::json!(if on { "on" } else { "off" });
     if switches.pti {
-        pv.insert("pti".into(), serde_json::json!(if mp.pti { "on" } else { "off" }));
+        pv.insert("pti".into(), word(mp.pti));
     }
     pv.insert("kernel".into(), serde_json::json!(cfg.preset.kernel.name()));
     if let Some(default) = switches.tlb_mode {
-        let word = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));
-        pv.insert("tlb_mode".into(), serde_json::json!(format!("{word:#x}")));
+        let mode = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));
+        pv.insert("tlb_mode".into(), serde_json::json!(format!("{mode:#x}")));
     }
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
-    pv.insert("migration".into(), serde_json::json!(if mp.migration() { "on" } else { "off" }));
+    pv.insert("migration".into(), word(mp.migration()));
     pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
     pv.insert("swap".into(), serde_json::json!(mp.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     // Shown when given only, so that runs without them read as before.
     let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
     if given("tlbbatch") {
-        pv.insert("tlbbatch".into(), serde_json::json!(if mp.tlbbatch { "on" } else { "off" }));
+        pv.insert("tlbbatch".into(), word(mp.tlbbatch));
     }
-    if let Some(on) = mp.migrate_batch {
-        pv.insert("migrate_batch".into(), serde_json::json!(if on { "on" } else { "off" }));
+    for (key, on) in [("migrate_batch", mp.migrate_batch), ("vma_locks", mp.vma_locks), ("lru_drain", mp.lru_drain)] {
+        if let Some(on) = on {
+            pv.insert(key.into(), word(on));
+        }
     }
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
         pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));
-    }
-    // Shown when given only, so that other runs read as before.
-    if let Some(on) = mp.vma_locks {
-        pv.insert("vma_locks".into(), serde_json::json!(if on { "on" } else { "off" }));
-    }
-    if let Some(on) = mp.lru_drain {
-        pv.insert("lru_drain".into(), serde_json::json!(if on { "on" } else { "off" }));
     }
     Ok(RunOutput {
         machine: spec.machine.clone(),

@@ -444,6 +444,7 @@ mod tests {
     use tlbkit_policy::asid::LinuxArm64;
 
     /// A thread that maps `pages` pages of its own and writes each once.
+    #[derive(Clone)]
     struct Toucher {
         pages: u64,
         step: u32,
@@ -460,23 +461,21 @@ mod tests {
         }
     }
 
-    /// A process whose `threads` threads, one bound to each CPU, each run a [`Toucher`].
-    struct Starter {
+    /// A process whose `threads` threads, one bound to each CPU, each run a
+    /// copy of `own` (the first thread's own, once it has started the others).
+    struct Starter<T> {
         threads: usize,
-        pages: u64,
-        step: usize,
+        own: T,
+        started: usize,
     }
 
-    impl Program for Starter {
+    impl<T: Program + Clone + 'static> Program for Starter<T> {
         fn next(&mut self, ret: u64) -> Op {
-            self.step += 1;
-            let pages = self.pages;
-            match self.step {
-                s if s < self.threads => Op::Sys(Sys::CloneOn(s, Box::new(Toucher { pages, step: 0 }))),
-                s if s == self.threads => Op::Sys(Sys::Mmap { pages, write: true }),
-                s if s == self.threads + 1 => Op::Touch { va: ret, pages, write: true },
-                _ => Op::Exit,
+            if self.started + 1 < self.threads {
+                self.started += 1;
+                return Op::Sys(Sys::CloneOn(self.started, Box::new(self.own.clone())));
             }
+            self.own.next(ret)
         }
     }
 
@@ -494,7 +493,7 @@ mod tests {
         change(&mut p);
         let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(p, threads, 1) };
         let mut sim = Sim::new(cfg, LinuxArm64::new(threads, 4, 16, false).unwrap());
-        sim.spawn(Box::new(Starter { threads, pages, step: 0 })).unwrap();
+        sim.spawn(Box::new(Starter { threads, own: Toucher { pages, step: 0 }, started: 0 })).unwrap();
         sim.run();
         assert!(sim.error.is_none(), "{:?}", sim.error);
         assert_eq!(sim.stats.page_faults, threads as u64 * pages);
@@ -549,6 +548,7 @@ mod tests {
     /// A thread that maps `pages` pages and, for each, writes it (a fault that
     /// allocates it and adds it to the CPU's LRU batch) and zaps it with a
     /// one-page `madvise(MADV_DONTNEED)`: will-it-scale `tlb_flush2`'s loop.
+    #[derive(Clone)]
     struct FaultAndZap {
         pages: u64,
         va: u64,
@@ -574,25 +574,6 @@ mod tests {
         }
     }
 
-    /// A process whose `threads` threads, one bound to each CPU, each run a
-    /// [`FaultAndZap`] (the first thread's is `own`, once it has started the others).
-    struct ZapStarter {
-        threads: usize,
-        own: FaultAndZap,
-        started: usize,
-    }
-
-    impl Program for ZapStarter {
-        fn next(&mut self, ret: u64) -> Op {
-            if self.started + 1 < self.threads {
-                self.started += 1;
-                let pages = self.own.pages;
-                return Op::Sys(Sys::CloneOn(self.started, Box::new(FaultAndZap { pages, va: 0, step: 0 })));
-            }
-            self.own.next(ret)
-        }
-    }
-
     #[test]
     fn a_zap_drains_the_cpus_lru_batch_until_v6_14_and_not_from_v6_15() {
         assert!(Kernel::Linux(4, 14).drains_lru_at_zap() && Kernel::Linux(6, 14).drains_lru_at_zap());
@@ -605,7 +586,7 @@ mod tests {
             let cfg = SimConfig { max_mms: 2, lru_drain, ..SimConfig::quiet(p, THREADS, 1) };
             let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
             let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
-            sim.spawn(Box::new(ZapStarter { threads: THREADS, own, started: 0 })).unwrap();
+            sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
             sim.run();
             assert!(sim.error.is_none(), "{:?}", sim.error);
             assert_eq!(sim.stats.page_faults, THREADS as u64 * PAGES);
