@@ -187,7 +187,7 @@ pub fn check_portfolio_violations(
 /// registered policy, not the caller's. The calling binary allocates through
 /// [`crate::arena::CheckAlloc`] (`#[global_allocator]`), or the check is
 /// refused ([`Error::NoCheckAlloc`]).
-pub fn check_policy<P: Policy>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, Error> {
+pub fn check_policy<P: Policy + 'static>(spec: &CheckSpec, build: &dyn Fn() -> P) -> Result<CheckReport, Error> {
     if zoo_bug(&spec.policy)?.is_some() {
         return Err(Error::ZooNotWrittenLike { policy: spec.policy.clone() });
     }

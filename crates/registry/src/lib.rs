@@ -241,12 +241,14 @@ pub struct Build {
 /// Code that runs with a policy of whatever type a name stands for: the
 /// simulator's run, the checker's search. [`with_policy`] calls [`WithPolicy::with`]
 /// with a builder of fresh policies (the checker builds one per execution), so
-/// that the code is monomorphised for each registered policy.
+/// that the policy's hooks are direct calls on its own type: the checker's
+/// search is compiled for each registered policy; the simulator keeps only a
+/// thin adapter per policy (its `sim/hooks.rs`).
 pub trait WithPolicy {
     /// What the code returns.
     type Out;
     /// Runs the code with `build`, which returns a fresh policy each call.
-    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Self::Out;
+    fn with<P: Policy + 'static>(self, build: &dyn Fn() -> P) -> Self::Out;
 }
 
 /// Returns the policy called `name`. Every `c:FILE[+FILE...]` is the one

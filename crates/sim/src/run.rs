@@ -327,7 +327,7 @@ pub const MACHINE_KEYS: &[(&str, &str)] = &[
 const JITTER: &str = "jitter";
 
 /// Applies the run's `--set jitter`, if given, to a freshly built simulator.
-fn apply_jitter<P: Policy>(sim: &mut Sim<P>, params: &Params) {
+fn apply_jitter(sim: &mut Sim, params: &Params) {
     if let Some(&j) = params.get(JITTER) {
         sim.set_jitter(j);
     }
@@ -704,7 +704,7 @@ struct Outcome {
     by_property: BTreeMap<String, u64>,
 }
 
-fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
+fn metrics(sim: &Sim) -> Metrics {
     let s = sim.stats;
     let h = sim.counters();
     let cont = |x: u64| sim.cfg.contpte.report.then_some(x);
@@ -742,26 +742,27 @@ fn metrics<P: Policy>(sim: &Sim<P>) -> Metrics {
     }
 }
 
-/// Runs a workload's phases under the policy `mk` builds; generic so that every
-/// policy gets a monomorphised simulator.
-pub fn run_phases<P: Policy>(
+/// Runs a workload's phases under the policy `mk` builds. The simulator holds
+/// the policy behind its hooks (`sim/hooks.rs`), so only the policy's own code
+/// is compiled per policy type, not the simulator.
+pub fn run_phases<P: Policy + 'static>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,
     mk: &dyn Fn() -> P,
-) -> Result<(Sim<P>, Option<Sim<P>>), Error> {
+) -> Result<(Sim, Option<Sim>), Error> {
     phases(cfg, wl, params, &Texts::new(), mk)
 }
 
 /// [`run_phases`] with the workload's text parameters.
-fn phases<P: Policy>(
+fn phases<P: Policy + 'static>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,
     texts: &Texts,
     mk: &dyn Fn() -> P,
-) -> Result<(Sim<P>, Option<Sim<P>>), Error> {
-    let phase = |ph: Phase| -> Result<Sim<P>, Error> {
+) -> Result<(Sim, Option<Sim>), Error> {
+    let phase = |ph: Phase| -> Result<Sim, Error> {
         let mut sim = Sim::new(cfg.clone(), mk());
         apply_jitter(&mut sim, params);
         workload::setup_with(wl.name, params, texts, &mut sim, ph)?;
@@ -776,7 +777,7 @@ fn phases<P: Policy>(
     Ok((main, ovr))
 }
 
-fn outcome<P: Policy>(
+fn outcome<P: Policy + 'static>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,
@@ -870,7 +871,7 @@ struct Runs<'a> {
 
 impl WithPolicy for Runs<'_> {
     type Out = Result<Outcome, Error>;
-    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+    fn with<P: Policy + 'static>(self, mk: &dyn Fn() -> P) -> Self::Out {
         outcome(self.cfg, self.wl, self.params, self.texts, mk)
     }
 }
@@ -880,7 +881,7 @@ struct Bench<'a>(Runs<'a>);
 
 impl WithPolicy for Bench<'_> {
     type Out = Result<BenchResult, Error>;
-    fn with<P: Policy>(self, mk: &dyn Fn() -> P) -> Self::Out {
+    fn with<P: Policy + 'static>(self, mk: &dyn Fn() -> P) -> Self::Out {
         bench_typed(self.0.cfg, self.0.wl, self.0.params, self.0.texts, mk())
     }
 }
@@ -998,7 +999,7 @@ pub struct BenchResult {
     pub translations: u64,
 }
 
-fn bench_typed<P: Policy>(
+fn bench_typed<P: Policy + 'static>(
     cfg: &SimConfig,
     wl: &workload::WorkloadDef,
     params: &Params,

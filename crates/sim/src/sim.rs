@@ -56,6 +56,7 @@ mod contpte;
 mod event;
 mod file_reclaim;
 mod flush;
+mod hooks;
 #[cfg(test)]
 mod kernel_time_tests;
 mod kwork;
@@ -85,6 +86,7 @@ use crate::program::*;
 use crate::sched::{Entity, RunQueue, SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
+use hooks::Hooks;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use std::cmp::Reverse;
@@ -496,10 +498,10 @@ const KTEXT_SWITCH: u64 = 6 << 20;
 const TOUCH_CHUNK: u64 = 64;
 
 /// The simulated machine, its kernel, and the policy under test.
-pub struct Sim<P: Policy> {
+pub struct Sim {
     /// The configuration.
     pub cfg: SimConfig,
-    policy: P,
+    policy: Box<dyn Hooks>,
     m: Machine,
     pt: PageTables,
     frames: Frames,
@@ -633,10 +635,10 @@ fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(
 /// A page-cache slot with no frame.
 const NO_FRAME: u64 = u64::MAX;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns a booted machine: kernel page tables with the kernel text in 2 MB
     /// blocks, a run queue per CPU, no processes.
-    pub fn new(cfg: SimConfig, policy: P) -> Self {
+    pub fn new<P: Policy + 'static>(cfg: SimConfig, policy: P) -> Self {
         let g = cfg.preset.tlb;
         let n = cfg.ncpus;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
@@ -657,7 +659,7 @@ impl<P: Policy> Sim<P> {
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
-            policy,
+            policy: Box::new(policy),
             m,
             pt,
             frames: Frames::default(),
@@ -791,9 +793,9 @@ impl<P: Policy> Sim<P> {
         ((self.ghz() * 1e6) as u64).max(1)
     }
 
-    /// Returns the policy under test.
-    pub fn policy(&self) -> &P {
-        &self.policy
+    /// Returns the policy under test, if it is a `P`.
+    pub fn policy<P: Policy + 'static>(&self) -> Option<&P> {
+        self.policy.as_any().downcast_ref()
     }
 
     /// Returns the hardware counters.

@@ -103,16 +103,16 @@ fn x86(cfg: impl FnOnce(SimConfig) -> SimConfig, cpus: usize, op: fn(u64) -> Sys
     let mut sim = Sim::new(cfg(base), policy);
     sim.add_cpuless_node();
     sim.spawn(Box::new(Driver { step: 0, va: 0, spinners: cpus - 1, op })).unwrap();
-    let until = |sim: &mut Sim<Counted>, m: &str| {
+    let until = |sim: &mut Sim, m: &str| {
         while sim.mark(m).is_none() {
             assert!(sim.step(), "the run ended before mark {m}");
         }
     };
     until(&mut sim, "a");
-    sim.policy().take();
+    sim.policy::<Counted>().expect("the policy run").take();
     let ipis = sim.counters().ipis_sent;
     until(&mut sim, "b");
-    let calls = sim.policy().take();
+    let calls = sim.policy::<Counted>().expect("the policy run").take();
     let ipis = sim.counters().ipis_sent - ipis;
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
@@ -266,7 +266,7 @@ impl Wrap for NoFlush {
 
 /// Runs small `pmbench_migrate` under `policy` with `--strict`; returns the
 /// oracle's violation count.
-fn migrate_violations<P: Policy>(policy: P, batch: bool) -> u64 {
+fn migrate_violations<P: Policy + 'static>(policy: P, batch: bool) -> u64 {
     let cfg = SimConfig {
         strict: true,
         migrate_batch: Some(batch),

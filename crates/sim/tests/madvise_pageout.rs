@@ -164,12 +164,12 @@ fn pageout_of_four_folios(mode: ContMode, batch: bool, tlbi_range: bool) -> Page
         assert!(sim.step());
     }
     let (c0, s0) = (sim.counters(), sim.stats);
-    sim.policy().take();
+    sim.policy::<Counted>().expect("the policy run").take();
     while sim.mark("b").is_none() {
         assert!(sim.step());
     }
     let (c1, s1) = (sim.counters(), sim.stats);
-    let asked = sim.policy().take();
+    let asked = sim.policy::<Counted>().expect("the policy run").take();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);

@@ -267,7 +267,7 @@ impl Program for ProtectAndReuse {
 
 /// Runs [`ProtectAndReuse`] with the range flushes skipped, collecting the
 /// oracle's obligations after `collect_after` openings (see `Oracle::collect`).
-fn protect_and_reuse(collect_after: Option<usize>) -> Sim<Skips> {
+fn protect_and_reuse(collect_after: Option<usize>) -> Sim {
     let mut sim = Sim::new(config(1, 3, true), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
     if let Some(n) = collect_after {
         sim.oracle.set_collect_after(n);
@@ -282,10 +282,10 @@ fn protect_and_reuse(collect_after: Option<usize>) -> Sim<Skips> {
 fn collecting_obligations_changes_no_violation_and_bounds_the_table() {
     let kept = protect_and_reuse(None);
     let collected = protect_and_reuse(Some(1));
-    let text = |s: &Sim<Skips>| s.oracle.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+    let text = |s: &Sim| s.oracle.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>();
     // Under --strict, the skipped flushes are seen as held (the mprotects' and
     // the munmaps') and as used (the reads after munmap).
-    let by = |s: &Sim<Skips>, p: &str| s.oracle.by_property.get(p).copied().unwrap_or(0);
+    let by = |s: &Sim, p: &str| s.oracle.by_property.get(p).copied().unwrap_or(0);
     assert!(by(&kept, "no_stale_use") >= 3 && by(&kept, "no_stale_held") > 30, "{:?}", kept.oracle.by_property);
     assert!(text(&kept).iter().any(|v| v.contains("change: munmap of 1 page(s)")));
     assert!(text(&kept).iter().any(|v| v.contains("change: mprotect of 2 page(s)")));

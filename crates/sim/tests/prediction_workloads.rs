@@ -42,7 +42,7 @@ fn params(name: &str, set: &[(&str, f64)]) -> Params {
 }
 
 /// Runs `name` with `set` on a quiet 4-CPU `graviton4` under stock arm64 Linux.
-fn sim_of(name: &str, set: &[(&str, f64)]) -> Sim<LinuxArm64> {
+fn sim_of(name: &str, set: &[(&str, f64)]) -> Sim {
     let cfg = SimConfig { max_mms: 16, max_events: 5_000_000, ..SimConfig::quiet(preset::graviton4(), 4, 1) };
     let mut sim = Sim::new(cfg, LinuxArm64::new(4, 16, 16, false).unwrap());
     workload::setup(name, &params(name, set), &mut sim, Phase::Main).unwrap();

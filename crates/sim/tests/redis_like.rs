@@ -30,7 +30,7 @@ const BASE: &[(&str, f64)] = &[
 
 /// Runs the server on 4 CPUs of an Altra under arm64 Linux, strict, with the
 /// workload's defaults, then [`BASE`], then `sets`; checks it finished cleanly.
-fn server(sets: &[(&str, f64)]) -> Sim<LinuxArm64> {
+fn server(sets: &[(&str, f64)]) -> Sim {
     let def = workload::by_name("redis_like").unwrap();
     let mut p: Params = def.params.iter().map(|d| (d.key.to_string(), d.default)).collect();
     p.extend(BASE.iter().chain(sets).map(|&(k, v)| (k.to_string(), v)));
@@ -48,19 +48,19 @@ fn server(sets: &[(&str, f64)]) -> Sim<LinuxArm64> {
 }
 
 /// Returns the times of every mark called `name`.
-fn marks(sim: &Sim<LinuxArm64>, name: &str) -> Vec<u64> {
+fn marks(sim: &Sim, name: &str) -> Vec<u64> {
     sim.marks.iter().filter(|m| m.0 == name).map(|m| m.1).collect()
 }
 
 /// Returns the server's address-space uid: of those that exited (the server
 /// and its children), the first created.
-fn server_uid(sim: &Sim<LinuxArm64>) -> Option<u32> {
+fn server_uid(sim: &Sim) -> Option<u32> {
     sim.oracle.obligations.iter().filter(|o| o.change == "exit").map(|o| o.mm_uid).min()
 }
 
 /// Returns how many obligations each change opened in the server's address
 /// space (`true`) and in others (`false`).
-fn changes(sim: &Sim<LinuxArm64>) -> BTreeMap<(bool, &'static str), usize> {
+fn changes(sim: &Sim) -> BTreeMap<(bool, &'static str), usize> {
     let server = server_uid(sim);
     let mut n = BTreeMap::new();
     for o in &sim.oracle.obligations {

@@ -237,7 +237,7 @@ struct Found {
 type Outcome = Result<Found, tlbkit_sim::Error>;
 
 /// Returns the violations of a run's phases.
-fn count<Q: Policy>(main: &Sim<Q>, overhead: Option<&Sim<Q>>) -> u64 {
+fn count(main: &Sim, overhead: Option<&Sim>) -> u64 {
     main.oracle.count + overhead.map_or(0, |o| o.oracle.count)
 }
 
@@ -252,7 +252,7 @@ struct Cell<'a> {
 
 impl WithPolicy for Cell<'_> {
     type Out = Outcome;
-    fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Outcome {
+    fn with<P: Policy + 'static>(self, build: &dyn Fn() -> P) -> Outcome {
         let (cfg, wl, params) = (&self.cfg, self.workload, self.params);
         Ok(match self.kind {
             Kind::Real => {
@@ -262,7 +262,7 @@ impl WithPolicy for Cell<'_> {
             kind => {
                 let wrapped = || Probed { inner: build(), kind, counts: UserFlushes::default() };
                 let (m, o) = run_phases(cfg, wl, params, &wrapped)?;
-                let c = &m.policy().counts;
+                let c = &m.policy::<Probed<P>>().expect("the wrapped policy").counts;
                 Found {
                     violations: count(&m, o.as_ref()),
                     ipi_targets: c.ipi_targets.load(Ordering::Relaxed),

@@ -328,7 +328,7 @@ impl Program for Protector {
 /// Runs [`Sleeper`] on 2 CPUs of `preset` without speculation or migration, under
 /// `--strict`, and returns the violations and how many stale or foreign leaf
 /// entries lazy CPUs held unjudged.
-fn leave_cpu_idle_on_flushed_mm<P: Policy>(preset: Preset, policy: P) -> (Vec<Violation>, u64) {
+fn leave_cpu_idle_on_flushed_mm<P: Policy + 'static>(preset: Preset, policy: P) -> (Vec<Violation>, u64) {
     let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
     let mut sim = Sim::new(cfg, policy);
     sim.spawn(Box::new(Sleeper { step: 0, buf: 0, pipe: 0 })).unwrap();

@@ -71,7 +71,7 @@ const IMAGE: Region = Region { va: 0x5555_0000_0000, pages: 4, write: true };
 
 /// Runs `ops` (the result of each operation is recorded) in a process started
 /// with [`IMAGE`]; returns the finished simulator and the results.
-fn run_ops(ops: Vec<Op>) -> (Sim<FreebsdEpoch>, Vec<u64>) {
+fn run_ops(ops: Vec<Op>) -> (Sim, Vec<u64>) {
     struct Script(Vec<Op>, std::rc::Rc<std::cell::RefCell<Vec<u64>>>, bool);
     impl Program for Script {
         fn next(&mut self, ret: u64) -> Op {

@@ -111,19 +111,19 @@ fn pageout(mode: ContMode, batch: bool, cpus: usize) -> (Calls, Calls, u64, u64)
     let mut sim = Sim::new(cfg, policy);
     sim.set_pageout_batch(batch);
     sim.spawn(Box::new(Pager { step: 0, va: 0, spinners: cpus - 1 })).unwrap();
-    let until = |sim: &mut Sim<Counted>, m: &str| {
+    let until = |sim: &mut Sim, m: &str| {
         while sim.mark(m).is_none() {
             assert!(sim.step(), "the run ended before mark {m}");
         }
     };
     until(&mut sim, "a");
-    sim.policy().take();
+    sim.policy::<Counted>().expect("the policy run").take();
     let (ipis, deferred) = (sim.counters().ipis_sent, sim.stats.pageout_deferred_flushes);
     until(&mut sim, "b");
-    let first = sim.policy().take();
+    let first = sim.policy::<Counted>().expect("the policy run").take();
     let (ipis, deferred) = (sim.counters().ipis_sent - ipis, sim.stats.pageout_deferred_flushes - deferred);
     until(&mut sim, "c");
-    let second = sim.policy().take();
+    let second = sim.policy::<Counted>().expect("the policy run").take();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);

@@ -5,7 +5,7 @@ use super::kwork::FaultLock;
 use super::*;
 use crate::error::Error;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Touches `pages` consecutive pages. The loads of a multi-page touch are
     /// independent, so the out-of-order core overlaps them: their cache and TLB
     /// latency counts `1/mlp`, their walks `1/walkers`; page faults are serial.

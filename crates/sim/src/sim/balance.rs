@@ -45,7 +45,7 @@
 use super::*;
 use crate::sched::{eevdf, SchedKind, NR_MIGRATE};
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns whether thread `tid` is cache-hot at `now` (`task_hot`).
     fn hot(&self, tid: usize, now: u64) -> bool {
         let s = self.threads[tid].se.exec_start;

@@ -156,7 +156,7 @@ pub(super) fn cont_held_stale(pt: &PageTables, e: &TlbEntry) -> Option<(u64, u32
     cont_stale_page(pt, e)
 }
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns whether user memory comes in large folios.
     pub(super) fn folios(&self) -> bool {
         self.cont.mode != ContMode::Off
@@ -532,7 +532,7 @@ impl<P: Policy> Sim<P> {
     /// Writes `nr` PTEs from `va` for consecutive frames from `pte`'s, all of
     /// `folio`: `set_ptes` of the contpte API (folding whole aligned blocks) with
     /// contiguous PTEs, the generic `set_ptes` (never contiguous) otherwise.
-    fn map_ptes(mem: &mut KernelPtes<'_, P>, mm: MmId, va: u64, pte: PteVal, nr: u64, folio: Folio) {
+    fn map_ptes(mem: &mut KernelPtes<'_>, mm: MmId, va: u64, pte: PteVal, nr: u64, folio: Folio) {
         if mem.sim.cont.mode == ContMode::On {
             arch::set_ptes(mem, mm, VirtAddr(va), pte, nr, Some(folio));
         } else {

@@ -112,7 +112,7 @@ const PREFETCH_FROM_CPUS: usize = 1024;
 /// the next and, usually, the one after it.
 const PREFETCH_EVENTS: usize = 3;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     pub(super) fn arm(&mut self, cpu: usize, t: u64) {
         if !self.sched[cpu].armed {
             self.sched[cpu].armed = true;

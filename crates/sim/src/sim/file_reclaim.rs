@@ -65,7 +65,7 @@ use tlbkit_policy::contpte::{self as arch, PteMem};
 /// A present PTE of a page-cache page: the address space, the page and the frame.
 type Mapping = (MmId, u64, u64);
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Makes the memory cgroup ([`Sim::set_mem_limit`]) charge the page cache
     /// and reclaim its folios too (module documentation), deferring each
     /// clear's flush to one flush per pass ([`crate::sim::SimConfig::tlbbatch`],

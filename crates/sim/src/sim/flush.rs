@@ -7,7 +7,7 @@ use super::*;
 /// The most emptied lists [`Sim::spare_lists`] keeps.
 const MAX_SPARE_LISTS: usize = 8;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open_flush(
         &mut self,

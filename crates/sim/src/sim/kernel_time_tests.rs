@@ -7,7 +7,7 @@ use tlbkit_policy::asid::LinuxX86;
 
 /// Runs `ops` (a closure of the step number and the last return value) as one
 /// process on a quiet 2-CPU Westmere under x86 Linux (PCID) to its end.
-fn run_one(ops: impl FnMut(u32, u64) -> Op + 'static) -> Sim<LinuxX86> {
+fn run_one(ops: impl FnMut(u32, u64) -> Op + 'static) -> Sim {
     struct Script<F>(u32, F);
     impl<F: FnMut(u32, u64) -> Op> Program for Script<F> {
         fn next(&mut self, ret: u64) -> Op {

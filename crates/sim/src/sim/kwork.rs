@@ -240,7 +240,7 @@ pub fn zeroing_gbs(preset: &Preset, cpus: usize) -> f64 {
     (one * cpus as f64).min(preset.mem_bw_gbs * MEM_BW_SUSTAINED)
 }
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Takes what a fault on `va` of `mm` holds while it runs, for `cpu` from
     /// `now`; returns when it holds it.
     pub(super) fn fault_lock(&mut self, cpu: usize, mm: MmId, vma_start: u64, now: u64) -> (u64, FaultLock) {
@@ -488,7 +488,7 @@ mod tests {
     }
 
     /// [`fault_in`]'s machine after the run.
-    fn faulted(threads: usize, pages: u64, change: impl Fn(&mut Preset)) -> Sim<LinuxArm64> {
+    fn faulted(threads: usize, pages: u64, change: impl Fn(&mut Preset)) -> Sim {
         let mut p = preset::altra();
         change(&mut p);
         let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(p, threads, 1) };

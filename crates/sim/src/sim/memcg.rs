@@ -98,7 +98,7 @@ pub struct ReclaimStats {
     pub file_flushes: u64,
 }
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Limits user anonymous memory (and the page cache, after
     /// [`Sim::set_file_charge`]) to `pages` 4 KB pages, one cgroup holding
     /// every process: a fault that would pass the limit reclaims first (module

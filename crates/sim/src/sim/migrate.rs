@@ -72,7 +72,7 @@ use tlbkit_policy::contpte::{self as arch, PteMem, PteVal};
 /// without THP and `HPAGE_PMD_NR`, also 512 with 4 KB pages, with it).
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns the machine's NUMA nodes (module documentation): its sockets
     /// times `--set numa`, or the nodes its CPUs span if more (`--set
     /// sockets`), plus a memory-only node if one was added
@@ -168,7 +168,7 @@ impl<P: Policy> Sim<P> {
     /// one). Returns what the batch flush leaves for the mm's next
     /// `flush_tlb_batched_pending`.
     fn migrate_batch(
-        mem: &mut KernelPtes<'_, P>,
+        mem: &mut KernelPtes<'_>,
         mm: MmId,
         chunk: &[(VirtAddr, PteVal)],
         to: u8,

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Places a mapping of `pages` pages (of `file` from its start, shared, if
     /// given) above the address space's previous ones; returns its address. With
     /// large folios the start is 64 KB-aligned, so that every whole block of it

@@ -4,7 +4,7 @@
 use super::*;
 use crate::error::Error;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     pub(super) fn new_mm(&mut self) -> Option<MmId> {
         let slot = match self.free_slots.pop() {
             Some(s) => s,

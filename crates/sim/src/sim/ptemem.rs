@@ -104,8 +104,8 @@ impl Unflushed {
 
 /// The page tables as the arch code sees them during one kernel operation on
 /// `cpu`, whose clock is `now`.
-pub(super) struct KernelPtes<'s, P: Policy> {
-    pub(super) sim: &'s mut Sim<P>,
+pub(super) struct KernelPtes<'s> {
+    pub(super) sim: &'s mut Sim,
     pub(super) cpu: usize,
     pub(super) now: u64,
     /// What the operation is, for the obligations it opens.
@@ -142,9 +142,9 @@ fn weakens(old: &Pte, new: PteVal) -> bool {
     old.valid() && (!new.valid() || new.pfn != old.pfn || old.flags & !new.flags & PROT_BITS != 0)
 }
 
-impl<'s, P: Policy> KernelPtes<'s, P> {
+impl<'s> KernelPtes<'s> {
     /// Returns the page tables for an operation called `change` by `cpu` at `now`.
-    pub(super) fn new(sim: &'s mut Sim<P>, cpu: usize, now: u64, change: &'static str) -> Self {
+    pub(super) fn new(sim: &'s mut Sim, cpu: usize, now: u64, change: &'static str) -> Self {
         KernelPtes {
             sim,
             cpu,
@@ -278,7 +278,7 @@ impl<'s, P: Policy> KernelPtes<'s, P> {
     }
 }
 
-impl<P: Policy> KernelPtes<'_, P> {
+impl KernelPtes<'_> {
     /// Queues the invalidation of `pages` pages of `mm` from `va` without
     /// waiting for it: reclaim's `set_tlb_ubc_flush_pending` →
     /// `arch_tlbbatch_add_pending`. The changes it covers stay owed until
@@ -349,7 +349,7 @@ impl<P: Policy> KernelPtes<'_, P> {
                 self.batch.push(mm);
             }
         } else {
-            sim.policy.flush_range(&view, mm, va, pages);
+            sim.policy.flush_range_unsynced(&view, mm, va, pages);
         }
         self.held.merge(view.held());
         self.now = hw.now();
@@ -398,7 +398,7 @@ impl<P: Policy> KernelPtes<'_, P> {
     }
 }
 
-impl<P: Policy> PteMem for KernelPtes<'_, P> {
+impl PteMem for KernelPtes<'_> {
     fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
         self.charge_load();
         let v = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
@@ -488,7 +488,7 @@ impl<P: Policy> PteMem for KernelPtes<'_, P> {
 /// Marks discharged at `now` every obligation of `obls` that no change still
 /// owed holds (`open`), keeps the others, and under `--strict` scans every
 /// CPU's TLB against what is now flushed.
-fn discharge_settled<P: Policy>(sim: &mut Sim<P>, obls: &mut Vec<u32>, open: impl Fn(u32) -> bool, now: u64) {
+fn discharge_settled(sim: &mut Sim, obls: &mut Vec<u32>, open: impl Fn(u32) -> bool, now: u64) {
     obls.retain(|&o| {
         let open = open(o);
         if !open {
@@ -503,7 +503,7 @@ fn discharge_settled<P: Policy>(sim: &mut Sim<P>, obls: &mut Vec<u32>, open: imp
     }
 }
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Discharges, at `now`, the changes of `owed` that the kernel's flush `what`
     /// of `mm`, which has just returned, covers. A change it does not cover stays
     /// owed for ever, its obligation open (a frame it mapped is then reported if

@@ -220,7 +220,7 @@ impl Held {
 /// operation goes to the CPU's [`CpuHw`], except the barriers that wait for
 /// invalidations to complete (`DSB ISH`, `TLBSYNC`) issued on this CPU outside an
 /// IPI handler, which are held back ([`NoSync::held`]).
-pub(super) struct NoSync<'h, 'm> {
+pub(crate) struct NoSync<'h, 'm> {
     hw: &'h CpuHw<'m>,
     /// IPI handlers running (their barriers are the target CPU's own, never held).
     handlers: Cell<u32>,
@@ -326,8 +326,8 @@ pub(super) struct Queued {
 /// from `first`'s frame with `first`'s protection (`folio_pte_batch_flags`; the
 /// write permission compared only with `respect_write`, the access and dirty
 /// state never), reading one PTE per step of arm64's `pte_batch_hint`.
-fn folio_pte_batch<P: Policy>(
-    mem: &mut KernelPtes<'_, P>,
+fn folio_pte_batch(
+    mem: &mut KernelPtes<'_>,
     mm: MmId,
     va: u64,
     first: PteVal,
@@ -348,7 +348,7 @@ fn folio_pte_batch<P: Policy>(
     nr
 }
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns whether reclaim's deferred flushes go through the policy's own
     /// batch hooks (x86: module documentation) rather than held-back range
     /// flushes (arm64).
@@ -422,7 +422,7 @@ impl<P: Policy> Sim<P> {
 
     /// The walk of one last-level table's part `[start, end)` of an anonymous
     /// VMA: returns the folios it queues for reclaim, in address order.
-    fn pageout_scan(mem: &mut KernelPtes<'_, P>, mm: MmId, start: u64, end: u64) -> Vec<Queued> {
+    fn pageout_scan(mem: &mut KernelPtes<'_>, mm: MmId, start: u64, end: u64) -> Vec<Queued> {
         let mut queued = Vec::new();
         let mut a = start;
         while a < end {
@@ -458,7 +458,7 @@ impl<P: Policy> Sim<P> {
     /// a time or in batches, each with a deferred flush, completes the flushes,
     /// frees it. Returns the barriers the completion issued (what the mm's next
     /// `flush_tlb_batched_pending` issues again).
-    pub(super) fn reclaim_folio(mem: &mut KernelPtes<'_, P>, mm: MmId, f: Queued, batch: bool) -> Held {
+    pub(super) fn reclaim_folio(mem: &mut KernelPtes<'_>, mm: MmId, f: Queued, batch: bool) -> Held {
         let large = f.pages > 1;
         let mut i = 0;
         while i < f.pages {

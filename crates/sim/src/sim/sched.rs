@@ -41,7 +41,7 @@ use super::*;
 use crate::sched::{cfs, eevdf, wake_wide, Queued};
 use tlbkit_policy::Tick;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     /// Returns the least load of any CPU and the lowest CPU with it (`None`
     /// without CPUs), from the dense [`Sim`] `loads`.
     fn least_load(&self) -> Option<(u32, usize)> {

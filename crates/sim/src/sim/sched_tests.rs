@@ -37,14 +37,14 @@ impl Program for Sleeper {
 }
 
 /// Returns `ncpus` CPUs of an Ampere Altra under `sched`, with `migration`.
-fn machine(sched: SchedKind, ncpus: usize, migration: bool) -> Sim<LinuxArm64> {
+fn machine(sched: SchedKind, ncpus: usize, migration: bool) -> Sim {
     let cfg = SimConfig { sched, migration, max_events: 100_000, ..SimConfig::quiet(preset::altra(), ncpus, 1) };
     Sim::new(cfg, LinuxArm64::new(ncpus, 16, 16, false).unwrap())
 }
 
 /// Returns one CPU under `sched` where a [`Sleeper`] sleeps and a [`Spin`]
 /// runs, and their thread ids.
-fn spinner_and_sleeper(sched: SchedKind) -> (Sim<LinuxArm64>, usize, usize) {
+fn spinner_and_sleeper(sched: SchedKind) -> (Sim, usize, usize) {
     let mut sim = machine(sched, 1, false);
     let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     let spin = sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
@@ -127,7 +127,7 @@ fn eevdf_a_sleeper_is_placed_at_its_lag_behind_the_average() {
 
 /// Sets `loads` as the CPUs' runnable counts that the placement rules read
 /// (and the idle counts beside them), without threads behind them.
-fn set_loads(sim: &mut Sim<LinuxArm64>, loads: &[u32]) {
+fn set_loads(sim: &mut Sim, loads: &[u32]) {
     sim.loads.copy_from_slice(loads);
     sim.idle_llc = vec![loads.iter().filter(|&&l| l == 0).count() as u32];
 }
@@ -147,7 +147,7 @@ fn wake_affine_puts_a_sync_wakee_on_the_wakers_cpu() {
 }
 
 /// Returns 2 CPUs where cpu0 has two tasks queued and cpu1 none, nothing run yet.
-fn two_queued_on_cpu0() -> (Sim<LinuxArm64>, [usize; 2]) {
+fn two_queued_on_cpu0() -> (Sim, [usize; 2]) {
     let mut sim = machine(SchedKind::Eevdf, 2, true);
     let a = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
     let _ = sim.spawn(Box::new(Spin { left: 10 })).unwrap();

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<P: Policy> Sim<P> {
+impl Sim {
     pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
         let mm = self.threads[tid].mm;

@@ -27,7 +27,7 @@ impl Program for WriteThenWait {
 
 /// Returns a 2-CPU x86 Linux (PCID) machine whose cpu0 went idle, lazily, from
 /// a process that wrote a page.
-fn lazy_cpu0() -> Sim<LinuxX86> {
+fn lazy_cpu0() -> Sim {
     let preset = preset::westmere();
     let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
@@ -40,7 +40,7 @@ fn lazy_cpu0() -> Sim<LinuxX86> {
 }
 
 /// Returns a last-level table of a tree built and freed: a freed page-table page.
-fn freed_table(sim: &mut Sim<LinuxX86>) -> TableRef {
+fn freed_table(sim: &mut Sim) -> TableRef {
     let root = sim.pt.new_root();
     let leaf = sim.pt.ensure_leaf(root, 0x4000_0000);
     let t = sim.pt.table_of(leaf);
@@ -125,7 +125,7 @@ impl Program for WriteBlockThenWait {
 /// Returns a 1-CPU arm64 Linux machine with contiguous PTEs whose cpu0 went
 /// idle, lazily, from a process that wrote a folded 64 KB block, the block's
 /// address and its first PTE.
-fn lazy_cpu0_with_a_block() -> (Sim<tlbkit_policy::asid::LinuxArm64>, u64, PteRef) {
+fn lazy_cpu0_with_a_block() -> (Sim, u64, PteRef) {
     let contpte = ContpteConfig { mode: ContMode::On, ..ContpteConfig::default() };
     let cfg =
         SimConfig { strict: true, max_mms: 4, max_events: 10_000, contpte, ..SimConfig::quiet(preset::altra(), 1, 1) };
@@ -145,7 +145,7 @@ fn lazy_cpu0_with_a_block() -> (Sim<tlbkit_policy::asid::LinuxArm64>, u64, PteRe
 
 /// Write-protects PTE 3 of the block at `base` as `wrprotect_ptes` in place
 /// does; with `flushed`, the change's flush has returned.
-fn wrprotect_pte_3(sim: &mut Sim<tlbkit_policy::asid::LinuxArm64>, va: u64, base: PteRef, flushed: bool) {
+fn wrprotect_pte_3(sim: &mut Sim, va: u64, base: PteRef, flushed: bool) {
     let now = sim.end;
     let Root::Mm(mm) = sim.m.cpus[0].root else { unreachable!() };
     let seq = sim.oracle.next_seq();

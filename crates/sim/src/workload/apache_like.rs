@@ -52,7 +52,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -210,7 +209,7 @@ impl Program for Main {
 }
 
 /// Starts the server processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let procs = p["procs"] as u64;
     let conc = super::count_or_cpus(p, "concurrency", sim.cfg.ncpus);
     let work = (p["request_us"] * 1e3 * sim.ghz()) as u64;
@@ -239,7 +238,7 @@ pub fn max_mms(p: &Params) -> usize {
 }
 
 /// Returns `requests_per_s` after the warm-up and `us_per_request`.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, mut done) = (super::mark_times(sim, "request_start"), super::mark_times(sim, "request_done"));
     if done.len() < 10 {
         return Err(super::unmeasured(DEF.name, format!("only {} request(s) were served; raise requests", done.len())));

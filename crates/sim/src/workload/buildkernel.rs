@@ -55,7 +55,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -320,7 +319,7 @@ impl Program for Compiler {
 }
 
 /// Starts `make`.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let cycles = |us: f64| (us * 1000.0 * sim.ghz()) as u64;
     let slices = p["slices"] as u64;
     let sizes = Sizes {
@@ -344,7 +343,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `elapsed_s` and `sys_s`, the kernel time of every CPU over the run.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let mut r = super::elapsed(DEF.name, sim)?;
     r.insert("sys_s".to_string(), sim.stats.kernel_cycles as f64 / sim.ghz() / 1e9);
     Ok(r)

@@ -37,7 +37,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -132,7 +131,7 @@ impl Program for Compiler {
 }
 
 /// Starts make.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let sizes = Sizes {
         heap_pages: p["heap_pages"] as u64,
         file_pages: p["file_pages"] as u64,
@@ -159,7 +158,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `exit_us`: simulated microseconds of teardown per exiting address space.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let s = &sim.stats;
     if s.exits == 0 {
         return Err(super::unmeasured(DEF.name, "no process exited"));

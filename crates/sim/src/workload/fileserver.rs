@@ -39,7 +39,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -144,7 +143,7 @@ impl Program for Server {
 }
 
 /// Starts the server: one thread per CPU.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let req = Request {
         ops: p["ops"] as u64,
         pages: p["pages"] as u64,
@@ -156,7 +155,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `us_per_op`, `shootdown_us` and `invalidating_share`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (n, ends) = mark_sum(sim, "end");
     let (m, starts) = mark_sum(sim, "start");
     if n == 0 || n != m {

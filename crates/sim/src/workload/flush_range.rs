@@ -67,7 +67,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -217,7 +216,7 @@ fn spinners(p: &Params, cpus: usize) -> u64 {
 }
 
 /// Starts the process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let main = Main {
         shared: Rc::new(Shared { started: Cell::new(0), done: Cell::new(false) }),
         pages: p["pages"] as u64,
@@ -235,7 +234,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 
 /// Returns `us_per_call` and `cycles_per_call`: the mean of the timed
 /// `mprotect` calls, in microseconds and in cycles.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
     let want = 2 * p["iters"] as usize;
     if starts.len() != want || ends.len() != want {

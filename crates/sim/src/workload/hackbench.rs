@@ -34,7 +34,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -222,7 +221,7 @@ impl Program for Parent {
 }
 
 /// Starts the parent.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let parent = Parent::new(p["groups"] as u64, p["fds"] as u64, p["loops"] as u64, p["pipe_msgs"] as u64);
     sim.spawn(Box::new(parent))?;
     Ok(())
@@ -234,7 +233,7 @@ pub fn max_mms(p: &Params) -> usize {
 }
 
 /// Returns `time_s`: from the start signal until the last child reported.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let none = || super::unmeasured(DEF.name, "the children did not all finish; no time was recorded");
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;

@@ -21,7 +21,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -240,7 +239,7 @@ impl Program for Overhead {
 }
 
 /// Starts the ring (main phase) or the single overhead process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
     let procs = p["procs"] as usize;
     let rounds = p["rounds"] as u64;
     match phase {
@@ -257,7 +256,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<()
     Ok(())
 }
 
-fn per_hop<P: Policy>(sim: &Sim<P>, hops: u64) -> Result<f64, Error> {
+fn per_hop(sim: &Sim, hops: u64) -> Result<f64, Error> {
     let (Some(s), Some(e)) = (sim.mark("start"), sim.mark("end")) else {
         return Err(super::unmeasured(DEF.name, "the ring did not complete; no timing was recorded"));
     };
@@ -266,7 +265,7 @@ fn per_hop<P: Policy>(sim: &Sim<P>, hops: u64) -> Result<f64, Error> {
 
 /// Returns `us_per_switch` (per hop, less the overhead), `ring_us_per_hop` and
 /// `overhead_us`.
-pub fn result<P: Policy>(p: &Params, main: &Sim<P>, overhead: Option<&Sim<P>>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, main: &Sim, overhead: Option<&Sim>) -> Result<BTreeMap<String, f64>, Error> {
     let procs = p["procs"] as u64;
     let rounds = p["rounds"] as u64;
     let ring = per_hop(main, (rounds - 1 - WARMUP) * procs)?;

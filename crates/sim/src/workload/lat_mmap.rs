@@ -47,7 +47,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// `PSIZE`: the distance between touches by default.
 const PSIZE: u64 = 16 << 10;
@@ -222,7 +221,7 @@ impl Program for Parent {
 }
 
 /// Starts `benchmp`'s parent.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let parent = Parent {
         p: p.clone(),
         procs: super::count_or_cpus(p, "procs", sim.cfg.ncpus),
@@ -241,7 +240,7 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 
 /// Returns `us_per_mapping`: each process's timed loop over its iterations,
 /// averaged over the processes.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "lat_mmap_start"), super::mark_times(sim, "lat_mmap_end"));
     let procs = super::count_or_cpus(p, "procs", sim.cfg.ncpus) as usize;
     if ends.len() != procs || starts.len() != procs {

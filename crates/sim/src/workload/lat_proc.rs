@@ -54,7 +54,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -183,7 +182,7 @@ impl Program for Parent {
 }
 
 /// Starts the timed process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let parent = Parent {
         iters: p["iters"] as u64,
         extra_pages: (p["extra_kb"] as u64).div_ceil(4),
@@ -197,7 +196,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `us_per_fork`: the timed loop's span over its iterations.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (Some(start), Some(end)) = (sim.mark("lat_proc_start"), sim.mark("lat_proc_end")) else {
         return Err(super::unmeasured(DEF.name, "the timed loop did not finish"));
     };

@@ -60,7 +60,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -172,7 +171,7 @@ fn shape(p: &Params, cpus: usize) -> (u64, u64) {
 }
 
 /// Limits memory, makes the page cache charged and starts the processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus);
     sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
     sim.set_file_charge();
@@ -183,7 +182,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `throughput`, `elapsed_s` and reclaim's counts (module documentation).
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus);
     let start = super::mark_times(sim, "start")
         .into_iter()

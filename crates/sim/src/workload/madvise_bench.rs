@@ -48,7 +48,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -151,7 +150,7 @@ impl Program for Bench {
 }
 
 /// Starts the process and sets the kernel's `MADV_PAGEOUT` batching.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     sim.set_pageout_batch(p["batch"] != 0.0);
     let pages = p["size_mb"] as u64 * 256;
     let b = Bench {
@@ -183,7 +182,7 @@ fn chunk_pages(p: &Params) -> Option<u64> {
 
 /// Returns `ms_per_call`, the mean time of an iteration's timed calls, and
 /// `us_per_call`, the mean time of one call.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
     if starts.is_empty() || starts.len() != ends.len() {
         return Err(super::unmeasured(DEF.name, "no call was timed to its end"));

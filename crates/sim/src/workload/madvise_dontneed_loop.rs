@@ -41,7 +41,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -169,7 +168,7 @@ impl Program for Leader {
 }
 
 /// Starts the process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let l = Leader {
         threads: super::count_or_cpus(p, "threads", sim.cfg.ncpus),
         cpus: sim.cfg.ncpus.max(1),
@@ -185,7 +184,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `iter_cycles` and `iter_ns` (module documentation).
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let threads = super::count_or_cpus(p, "threads", sim.cfg.ncpus);
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if ends.len() as u64 != threads || starts.len() != ends.len() {

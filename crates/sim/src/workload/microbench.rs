@@ -38,7 +38,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The microbenchmarks, by their number (`--set bench=N`) and the name the
 /// host's side gives them.
@@ -259,7 +258,7 @@ impl Program for Echo {
 }
 
 /// Starts the microbenchmark `--set bench` names.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let kind = p["bench"] as usize;
     if kind == 8 && sim.cfg.ncpus < 2 {
         return Err(Error::BadParam {
@@ -287,7 +286,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 
 /// Returns `ns_per_op`: the timed windows' mean, per call for `mprotect`,
 /// per page for `page_fault`, per pass for `pipe_switch` (two per turn).
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "op_start"), super::mark_times(sim, "op_end"));
     if starts.is_empty() || starts.len() != ends.len() {
         return Err(super::unmeasured(DEF.name, "no operation was timed to its end"));

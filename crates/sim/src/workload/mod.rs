@@ -74,7 +74,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// A parent process that forks `children` (each made by `child` from the pipe it
 /// writes when it finishes), waits for all of them, marks `"end"` and exits: the
@@ -219,18 +218,12 @@ pub type Params = BTreeMap<String, f64>;
 
 /// Starts the processes of workload `name` for `phase` (a workload with text
 /// parameters needs [`setup_with`]).
-pub fn setup<P: Policy>(name: &str, p: &Params, sim: &mut Sim<P>, phase: Phase) -> Result<(), Error> {
+pub fn setup(name: &str, p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
     setup_with(name, p, &Texts::new(), sim, phase)
 }
 
 /// Starts the processes of workload `name` for `phase`, with its text parameters.
-pub fn setup_with<P: Policy>(
-    name: &str,
-    p: &Params,
-    texts: &Texts,
-    sim: &mut Sim<P>,
-    phase: Phase,
-) -> Result<(), Error> {
+pub fn setup_with(name: &str, p: &Params, texts: &Texts, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
     match name {
         "lat_ctx" => lat_ctx::setup(p, sim, phase),
         "pingpong" => pingpong::setup(p, sim, phase),
@@ -267,12 +260,7 @@ pub fn setup_with<P: Policy>(
 }
 
 /// Computes the result of workload `name` from its finished phases.
-pub fn result<P: Policy>(
-    name: &str,
-    p: &Params,
-    main: &Sim<P>,
-    overhead: Option<&Sim<P>>,
-) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(name: &str, p: &Params, main: &Sim, overhead: Option<&Sim>) -> Result<BTreeMap<String, f64>, Error> {
     match name {
         "lat_ctx" => lat_ctx::result(p, main, overhead),
         "pingpong" => pingpong::result(p, main),
@@ -376,24 +364,24 @@ pub(crate) fn count_or_cpus(p: &Params, key: &str, cpus: usize) -> u64 {
 }
 
 /// Returns the times, in cycles, of every mark called `name`, in the order recorded.
-pub(crate) fn mark_times<P: Policy>(sim: &Sim<P>, name: &str) -> Vec<u64> {
+pub(crate) fn mark_times(sim: &Sim, name: &str) -> Vec<u64> {
     sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).collect()
 }
 
 /// Returns the latest time, in cycles, at which any thread recorded mark `name`.
-pub(crate) fn mark_max<P: Policy>(sim: &Sim<P>, name: &str) -> Option<u64> {
+pub(crate) fn mark_max(sim: &Sim, name: &str) -> Option<u64> {
     sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).max()
 }
 
 /// Returns how many marks called `name` were recorded, and their times' sum in cycles.
-fn mark_sum<P: Policy>(sim: &Sim<P>, name: &str) -> (u64, u64) {
+fn mark_sum(sim: &Sim, name: &str) -> (u64, u64) {
     sim.marks.iter().filter(|(n, _, _)| *n == name).fold((0, 0), |(k, s), (_, t, _)| (k + 1, s + t))
 }
 
 /// Returns `elapsed_s`: the time from the start of the run until the last
 /// `"end"` mark (the last copy or the script finishing), as `perf stat`'s
 /// "seconds time elapsed" measures a script that starts every copy and waits.
-fn elapsed<P: Policy>(workload: &'static str, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+fn elapsed(workload: &'static str, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let end = mark_max(sim, "end").ok_or_else(|| unmeasured(workload, "no copy finished; no timing was recorded"))?;
     let mut r = BTreeMap::new();
     r.insert("elapsed_s".to_string(), end as f64 / sim.ghz() / 1e9);

@@ -35,7 +35,6 @@ use super::{ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -118,7 +117,7 @@ impl Program for Sleeper {
 }
 
 /// Starts one copy per CPU, as `for-each-cpu.sh` starts `nproc` of them.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     for _ in 0..sim.cfg.ncpus {
         let m = Main { iters: p["iters"] as u64, pages: p["pages"] as u64, step: 0, buf: 0, pause: 0, calls: 0 };
         sim.spawn(Box::new(m))?;

@@ -27,7 +27,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -160,7 +159,7 @@ impl Program for Unmapper {
 }
 
 /// Starts the unmapper (on CPU 0, the first spawned thread's).
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let u = Unmapper {
         shared: Rc::new(Shared::default()),
         refs: super::count_or_cpus(p, "cores", sim.cfg.ncpus),
@@ -177,7 +176,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `munmap_us` and `munmap_min_us` over the timed `munmap`s.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "munmap_start"), super::mark_times(sim, "munmap_end"));
     if starts.is_empty() || starts.len() != ends.len() {
         return Err(super::unmeasured(DEF.name, "no munmap was timed to its end"));

@@ -66,7 +66,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -245,7 +244,7 @@ fn shape(p: &Params, cpus: usize) -> (u64, u64) {
 }
 
 /// Starts the launcher (threads) or the processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let cpus = sim.cfg.ncpus.max(1);
     let (tasks, pages) = shape(p, cpus);
     if p["procs"] != 0.0 {
@@ -261,7 +260,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `faults_per_s` and `faults_per_cpu_s` (module documentation).
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus.max(1));
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if ends.len() as u64 != tasks || starts.len() != ends.len() {

@@ -31,7 +31,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -169,7 +168,7 @@ fn trips(p: &Params) -> u64 {
 }
 
 /// Starts process A (which creates the eventfds and forks B).
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim, _phase: Phase) -> Result<(), Error> {
     let a = Player {
         side: Side::A,
         pages: p["pages"] as u64,
@@ -185,7 +184,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, _phase: Phase) -> Result<(
 }
 
 /// Returns `us_per_round`, `tlb_misses_per_round` and `l1_tlb_misses_per_round`.
-pub fn result<P: Policy>(p: &Params, main: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, main: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let rounds = (2 * trips(p)) as f64;
     let (Some(s), Some(e), Some(ss), Some(es)) =
         (main.mark("start"), main.mark("end"), main.mark_stats("start"), main.mark_stats("end"))

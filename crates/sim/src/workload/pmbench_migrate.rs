@@ -64,7 +64,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -309,7 +308,7 @@ impl Program for Main {
 
 /// Starts pmbench (which forks the migrator); errs unless the machine has two
 /// NUMA nodes and the working set fits the map.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     if p["cpuless_node"] != 0.0 {
         sim.add_cpuless_node();
     }
@@ -359,7 +358,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns the results the module documentation lists.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let jobs = p["jobs"] as usize;
     let (starts, ends) = (super::mark_times(sim, "access_start"), super::mark_times(sim, "access_end"));
     if starts.len() != jobs || ends.len() != jobs {

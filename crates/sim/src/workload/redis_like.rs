@@ -149,7 +149,6 @@ use crate::sim::Sim;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -922,7 +921,7 @@ impl Program for Child {
 }
 
 /// Boots the server.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let ghz = sim.ghz();
     let cycles = |us: f64| (us * 1e3 * ghz) as u64;
     let cfg = Cfg {
@@ -981,7 +980,7 @@ pub fn max_mms(_: &Params) -> usize {
 }
 
 /// Returns `requests_per_s`, `fork_us` and `saves`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (start, end) = (super::mark_times(sim, "serve_start"), super::mark_times(sim, "serve_end"));
     let (Some(&start), Some(&end)) = (start.first(), end.first()) else {
         return Err(super::unmeasured(DEF.name, "the server did not serve its requests"));

@@ -44,7 +44,6 @@ use super::{ForkAll, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -188,7 +187,7 @@ impl Program for Sort {
 }
 
 /// Starts the script.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let sizes = Sizes {
         runs: p["runs"] as u64,
         heap_pages: p["heap_pages"] as u64,

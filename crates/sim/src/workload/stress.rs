@@ -78,7 +78,6 @@ use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::cell::RefCell;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -409,7 +408,7 @@ impl Program for Child {
 }
 
 /// Starts the processes.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let sizes = Sizes {
         threads: p["threads"] as u64,
         iters: p["iters"] as u64,

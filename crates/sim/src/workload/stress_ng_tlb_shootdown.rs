@@ -88,7 +88,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// `MIN_TLB_PROCS`.
 const MIN_PROCS: u64 = 2;
@@ -528,7 +527,7 @@ fn seed(run: u64, instance: u64) -> u64 {
 }
 
 /// Starts every instance.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let pages = p["pages"] as u64;
     if !pages.is_power_of_two() {
         return Err(Error::BadParam {
@@ -574,7 +573,7 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 }
 
 /// Returns `bogo_ops_per_s`, `child_iter_us` and `tlb_share`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let workers = super::count_or_cpus(p, "workers", sim.cfg.ncpus) as usize;
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if starts.len() != workers || ends.len() != workers {

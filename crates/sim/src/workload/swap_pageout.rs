@@ -44,7 +44,6 @@ use crate::sim::Sim;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -173,7 +172,7 @@ impl Program for Leader {
 }
 
 /// Starts the leader.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let l = Leader {
         sh: Rc::new(Shared::default()),
         pages: (p["size_kb"] as u64).div_ceil(4),
@@ -190,7 +189,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 }
 
 /// Returns `pageout_us`, `pageout_ns_per_byte` and `flushes_per_call`.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let pick = |name: &str| -> Vec<(u64, crate::sim::Stats)> {
         sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, s)| (*t, *s)).collect()
     };

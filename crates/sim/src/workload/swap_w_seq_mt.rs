@@ -58,7 +58,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -202,7 +201,7 @@ fn pages_per_thread(p: &Params, threads: u64) -> u64 {
 }
 
 /// Limits memory, sets the reclaim's batching and starts the process.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let threads = super::count_or_cpus(p, "nr_task", sim.cfg.ncpus);
     sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
     sim.set_pageout_batch(p["batch"] != 0.0);
@@ -213,7 +212,7 @@ pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
 
 /// Returns `throughput` (KB/s summed over threads), `elapsed_s` and
 /// `swapout_pages` (module documentation).
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let threads = super::count_or_cpus(p, "nr_task", sim.cfg.ncpus);
     let start = super::mark_max(sim, "start").ok_or_else(|| super::unmeasured(DEF.name, "the leader never ran"))?;
     let ends = super::mark_times(sim, "end");

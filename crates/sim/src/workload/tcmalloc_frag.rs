@@ -41,7 +41,6 @@ use super::{ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -150,7 +149,7 @@ impl Program for Frag {
 }
 
 /// Starts one copy per CPU.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     for _ in 0..sim.cfg.ncpus {
         let f = Frag {
             allocs: p["allocs"] as u64,

@@ -36,7 +36,6 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::rc::Rc;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -78,7 +77,7 @@ pub fn max_mms(texts: &Texts) -> usize {
 }
 
 /// Starts the first traced process with its image.
-pub fn setup<P: Policy>(p: &Params, texts: &Texts, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, texts: &Texts, sim: &mut Sim) -> Result<(), Error> {
     let trace = Rc::new(load(texts)?);
     let pipes = Rc::new(RefCell::new(vec![None; trace.threads.len()]));
     let root = Replay::new(Rc::clone(&trace), pipes, 0, true, p["instr_cycles"] as u64);
@@ -87,7 +86,7 @@ pub fn setup<P: Policy>(p: &Params, texts: &Texts, sim: &mut Sim<P>) -> Result<(
 }
 
 /// Returns `run_us`.
-pub fn result<P: Policy>(sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     if sim.live_threads() > 0 {
         return Err(super::unmeasured(DEF.name, format!("{} thread(s) never finished", sim.live_threads())));
     }

@@ -46,7 +46,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The `tasks` parameter: 0-day's `nr_task`, 100% by default.
 pub(crate) const TASKS: ParamDef = ParamDef {
@@ -93,7 +92,7 @@ pub(crate) struct Binding {
 
 impl Binding {
     /// Returns the binding of `p` on `sim`'s machine.
-    pub(crate) fn of<P: Policy>(p: &Params, sim: &Sim<P>) -> Binding {
+    pub(crate) fn of(p: &Params, sim: &Sim) -> Binding {
         let smt = p.get("smt").map_or(1, |&t| t as usize).max(1);
         let per_socket = sim.cfg.preset.cores_per_socket.max(1);
         // A socket that does not split into whole cores is bound thread by thread.
@@ -170,7 +169,7 @@ pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
 }
 
 /// Starts `p`'s tasks in `mode`, each built by `make`.
-pub(crate) fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>, make: MakeTask) -> Result<(), Error> {
+pub(crate) fn setup(p: &Params, sim: &mut Sim, make: MakeTask) -> Result<(), Error> {
     let n = tasks(p, sim.cfg.ncpus);
     let bind = Binding::of(p, sim);
     let prog: Box<dyn Program> = match Mode::of(p) {
@@ -309,12 +308,7 @@ impl Program for Parent {
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of a run whose `tasks`
 /// tasks did `ops` iterations in all, from the window between the gate
 /// opening and the last task finishing.
-pub(crate) fn result<P: Policy>(
-    workload: &'static str,
-    tasks: u64,
-    ops: u64,
-    sim: &Sim<P>,
-) -> Result<BTreeMap<String, f64>, Error> {
+pub(crate) fn result(workload: &'static str, tasks: u64, ops: u64, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let none = || super::unmeasured(workload, "no task finished; no timing was recorded");
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;

@@ -41,7 +41,6 @@ use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -160,7 +159,7 @@ impl Program for Partner {
 }
 
 /// Starts the tasks.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let laps = p["laps"] as u64;
     let make = move |at: Start| -> Box<dyn Program> {
         Box::new(Task { at, laps, fd1: 0, fd2: 0, step: 0, lap: 0, ended: false })
@@ -176,7 +175,7 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
 /// between the gate opening and the last task finishing.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
     will_it_scale::result(DEF.name, n, n * 2 * p["laps"] as u64, sim)
 }

@@ -46,7 +46,6 @@ use crate::error::Error;
 use crate::program::Program;
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-use tlbkit_policy::Policy;
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -77,7 +76,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
 };
 
 /// Starts the tasks.
-pub fn setup<P: Policy>(p: &Params, sim: &mut Sim<P>) -> Result<(), Error> {
+pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let (iters, pages) = (p["iters"] as u64, p["pages"] as u64);
     let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
     will_it_scale::setup(p, sim, Box::new(make))
@@ -90,7 +89,7 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
 /// between the gate opening and the last task finishing.
-pub fn result<P: Policy>(p: &Params, sim: &Sim<P>) -> Result<BTreeMap<String, f64>, Error> {
+pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
     will_it_scale::result(DEF.name, n, n * p["iters"] as u64, sim)
 }
