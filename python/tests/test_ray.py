@@ -141,10 +141,11 @@ def test_a_ray_sweep_from_python_returns_the_frame(cluster, tmp_path):
 
 # Exhaustive checks in rounds among Ray actors, at the standard bounds (those
 # of `tlbkit bench check`: 2 CPUs, 3 address spaces of one page, 6 operations,
-# each policy's own ASIDs) of the three real policies whose searches are the
-# quickest (0.24, 1.1 and 4.5 million states).
+# each policy's own ASIDs) of the two real policies whose searches are the
+# quickest (0.24 and 1.1 million states: each takes many rounds among the
+# actors; `tlbkit bench rounds` measures the larger searches).
 STANDARD = dict(cpus=2, mms=3, pages=1, ops=6, mode="exhaustive")
-POLICIES = ["arm64-noasid", "x86-linux-410", "arm64-linux"]
+POLICIES = ["arm64-noasid", "x86-linux-410"]
 
 
 @pytest.fixture(scope="module")
