@@ -238,9 +238,26 @@ fn bless() -> bool {
 #[test]
 fn the_guide_quotes_what_tlbkit_prints() {
     let dir = root().join("docs/guide/src/outputs");
+    // The commands run on the host's cores, each output compared in the
+    // guide's order.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let runs = std::sync::Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(OUTPUTS.len());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((_, args)) = OUTPUTS.get(i) else { break };
+                let out = tlbkit(args);
+                runs.lock().unwrap().push((i, out));
+            });
+        }
+    });
+    let mut runs = runs.into_inner().unwrap();
+    runs.sort_by_key(|r| r.0);
+    assert_eq!(runs.len(), OUTPUTS.len());
     let mut stale = Vec::new();
-    for (file, args) in OUTPUTS {
-        let out = tlbkit(args);
+    for ((file, args), (_, out)) in OUTPUTS.iter().zip(runs) {
         let code = out.status.code();
         assert!(
             matches!(code, Some(0) | Some(3)),
