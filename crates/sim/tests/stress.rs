@@ -359,34 +359,14 @@ fn stress_catches_a_range_flush_that_stays_on_this_cpu_under_every_policy() {
     }
 }
 
-/// The origins' workloads (all of the strict matrix's but `trace`, a replay of a
-/// user's program, `stress` itself and the benchmarks of the mechanisms that
-/// came after the origins and of the history before them, whose all-to-all
-/// flushes catch the bug too: among them `swap_w_seq_mt`, whose faults reclaim
-/// pages the other threads' CPUs have just written, `will_it_scale_tlb_flush1`
-/// and `madvise_dontneed_loop`), with the matrix's small parameters.
+/// The origins' workloads (those whose registry entry names an origin), with
+/// the strict matrix's small parameters. The benchmarks of the mechanisms
+/// after the origins and of the history before them are not among them: the
+/// all-to-all flushes of several catch the bug (`swap_w_seq_mt`, whose faults
+/// reclaim pages the other threads' CPUs have just written,
+/// `will_it_scale_tlb_flush1`, `madvise_dontneed_loop`, ...).
 fn origin_workloads() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
-    small::SMALL.iter().copied().filter(|(w, _)| {
-        ![
-            "trace",
-            "stress",
-            "will_it_scale_tlb_flush2",
-            "hackbench",
-            "munmap_latency",
-            "apache_like",
-            "flush_range",
-            "swap_w_seq_mt",
-            "pmbench_migrate",
-            "swap_pageout",
-            "will_it_scale_tlb_flush1",
-            "will_it_scale_tlb_flush3",
-            "will_it_scale_context_switch1",
-            "pft",
-            "madvise_dontneed_loop",
-            "lru_file_mmap_read",
-        ]
-        .contains(w)
-    })
+    small::SMALL.iter().copied().filter(|(w, _)| workload::by_name(w).is_some_and(|d| d.origin.is_some()))
 }
 
 /// Returns the origins' cells at `cpus` (both time slices) that catch the broken

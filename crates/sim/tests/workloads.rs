@@ -444,3 +444,16 @@ fn a_workload_that_cannot_start_or_measure_says_why_as_data() {
     assert_eq!(e.to_string(), "lat_ctx: the ring did not complete; no timing was recorded");
     assert_eq!(sim.live_threads(), 0, "no failed setup started a process");
 }
+
+/// Each of the five origins has its benchmarks among the workloads, and no
+/// workload names an origin that is not one of them: what a test means by
+/// "the origins' workloads" is the registry's `origin`, declared with each.
+#[test]
+fn every_origin_has_its_benchmarks_and_no_workload_claims_another() {
+    let origins: std::collections::BTreeSet<&str> = WORKLOADS.iter().filter_map(|w| w.origin).collect();
+    assert_eq!(origins, ["000", "001", "002", "003", "004"].into_iter().collect());
+    let tools = ["trace", "stress", "microbench"];
+    for w in WORKLOADS.iter().filter(|w| tools.contains(&w.name)) {
+        assert_eq!(w.origin, None, "{} is tlbkit's own, not an origin's benchmark", w.name);
+    }
+}

@@ -58,6 +58,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "apache_like",
     description: "an Apache-like static-file server (LATR's macrobenchmark): worker threads mmap, read and munmap \
                   the file of every request, a closed-loop client",
+    origin: None,
     params: &[
         ParamDef { key: "procs", default: 3.0, min: 1.0, max: 64.0, doc: "server processes (httpd StartServers)" },
         ParamDef {

@@ -61,6 +61,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "buildkernel",
     description: "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
                   set, exit) (origin 000)",
+    origin: Some("000"),
     params: &[
         ParamDef { key: "jobs", default: 16.0, min: 1.0, max: 4096.0, doc: "parallel job slots (make -j)" },
         ParamDef {

@@ -43,6 +43,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "exit_teardown",
     description: "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
                   mappings: exit_group time per process (origin 004)",
+    origin: Some("004"),
     params: &[
         ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" },
         ParamDef {

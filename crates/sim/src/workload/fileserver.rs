@@ -45,6 +45,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "fileserver",
     description: "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
                   invalidated on every CPU (origin 003)",
+    origin: Some("003"),
     params: &[
         ParamDef { key: "ops", default: 2000.0, min: 1.0, max: 10_000_000.0, doc: "requests per thread" },
         ParamDef {

@@ -73,6 +73,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "flush_range",
     description: "mprotect read-only and back of N written pages while bound threads keep the address space live on \
                   every CPU; microseconds per flushing call",
+    origin: None,
     params: &[
         ParamDef { key: "pages", default: 1.0, min: 1.0, max: 512.0, doc: "4 KB pages written and protected" },
         ParamDef {

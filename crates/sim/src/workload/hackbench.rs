@@ -40,6 +40,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "hackbench",
     description: "hackbench -p (processes, pipes): groups of 20 senders writing 100-byte messages to 20 receivers \
                   each, 400 processes by default",
+    origin: None,
     params: &[
         ParamDef { key: "groups", default: 10.0, min: 1.0, max: 100.0, doc: "groups of senders and receivers (-g)" },
         ParamDef { key: "fds", default: 20.0, min: 1.0, max: 100.0, doc: "senders and receivers per group (-f)" },

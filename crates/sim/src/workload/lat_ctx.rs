@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_ctx",
     description: "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
+    origin: Some("000"),
     params: &[
         ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" },
         ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" },

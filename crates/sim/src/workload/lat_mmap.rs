@@ -62,6 +62,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_mmap",
     description: "lmbench lat_mmap: each process maps a shared file, writes a byte every 16 KB of its first tenth \
                   (-r: every 160 KB of all of it) and unmaps it; microseconds per mapping",
+    origin: None,
     params: &[
         ParamDef {
             key: "size_kb",

@@ -60,6 +60,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_proc",
     description: "lmbench lat_proc fork: fork a child that exits at once and wait for it; microseconds per \
                   fork+exit+wait",
+    origin: None,
     params: &[
         ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "timed forks, after one untimed" },
         ParamDef {

@@ -67,6 +67,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "vm-scalability case-lru-file-mmap-read: nr_task processes each map a file of their own and read \
                   it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
                   flush)",
+    origin: None,
     params: &[
         ParamDef {
             key: "nr_task",

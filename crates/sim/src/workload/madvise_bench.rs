@@ -54,6 +54,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "madvise_bench",
     description: "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
                   madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
+    origin: None,
     params: &[
         ParamDef { key: "size_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped, written and advised" },
         ParamDef { key: "iters", default: 1.0, min: 1.0, max: 10_000.0, doc: "repetitions (madvise calls timed)" },

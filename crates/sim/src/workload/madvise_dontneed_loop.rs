@@ -47,6 +47,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "madvise_dontneed_loop",
     description: "threads of one process each loop: madvise(MADV_DONTNEED) one page of their own (a flush of every \
                   CPU running the mm), then write it (a fault); time per iteration",
+    origin: None,
     params: &[
         ParamDef {
             key: "threads",

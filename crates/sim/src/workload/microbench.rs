@@ -48,6 +48,7 @@ pub const BENCHES: &[&str] =
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "microbench",
     description: "tlbkit calibrate's host microbenchmarks in the model (--set bench=0..8)",
+    origin: None,
     params: &[
         ParamDef {
             key: "bench",

@@ -166,6 +166,12 @@ pub struct WorkloadDef {
     pub name: &'static str,
     /// One line for `tlbkit list`.
     pub description: &'static str,
+    /// The origin whose benchmark it is (`"000"` to `"004"`, the documents
+    /// tlbkit comes from), or `None`: a benchmark of a mechanism after the
+    /// origins or of the history before them, or one of tlbkit's own tools
+    /// (`trace`, `stress`, `microbench`). Tests that speak of the origins'
+    /// workloads read this, never a list of names.
+    pub origin: Option<&'static str>,
     /// Its parameters.
     pub params: &'static [ParamDef],
     /// Whether it has an overhead phase.

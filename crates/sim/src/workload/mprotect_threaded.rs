@@ -41,6 +41,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "mprotect_threaded",
     description: "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
                   second thread asleep (origin 001)",
+    origin: Some("001"),
     params: &[
         ParamDef {
             key: "iters",

@@ -33,6 +33,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "munmap_latency",
     description: "LATR's munmap microbenchmark: threads on N cores write a mapping's pages, one thread times its \
                   munmap",
+    origin: None,
     params: &[
         ParamDef {
             key: "cores",

@@ -72,6 +72,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "pft",
     description: "mmtests pft: threads (or processes) each write one byte to every page of their share of one \
                   anonymous mapping (a write fault a page); faults per second",
+    origin: None,
     params: &[
         ParamDef {
             key: "tasks",

@@ -36,6 +36,7 @@ use std::collections::BTreeMap;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "pingpong",
     description: "two address spaces on one CPU waking each other through eventfds (origin 002)",
+    origin: Some("002"),
     params: &[
         ParamDef { key: "pages", default: 0.0, min: 0.0, max: 65536.0, doc: "4 KB pages a process touches per turn" },
         ParamDef { key: "rounds", default: 1000.0, min: 2.0, max: 10_000_000.0, doc: "timed turns" },

@@ -70,6 +70,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "pmbench_migrate",
     description: "pmbench (uniform random 4 KB accesses, 50% reads, over a 128 MB working set) while another \
                   process moves its pages between NUMA nodes 0 and 1 with migrate_pages(2), back and forth",
+    origin: None,
     params: &[
         ParamDef { key: "mapsize_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped (pmbench -m)" },
         ParamDef {

@@ -155,6 +155,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "redis_like",
     description: "a redis-like store: one thread serves GETs and SETs from 50 clients, serverCron forks a child \
                   that saves every key and madvises each away, jemalloc reuses and purges freed values",
+    origin: None,
     params: &[
         ParamDef {
             key: "keys",

@@ -49,6 +49,7 @@ use crate::sim::Sim;
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "sort_compute",
     description: "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
+    origin: Some("001"),
     params: &[
         ParamDef { key: "loops", default: 256.0, min: 1.0, max: 65536.0, doc: "background shells (the script's 256)" },
         ParamDef { key: "runs", default: 32.0, min: 1.0, max: 65536.0, doc: "sorts each shell runs in turn (32)" },

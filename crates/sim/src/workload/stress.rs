@@ -84,6 +84,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "stress",
     description: "threads of one mm on many CPUs racing munmap, mmap(MAP_FIXED), mprotect, madvise(DONTNEED), \
                   fork and exit over shared pages: cross-CPU flushes for --strict (use with --set migration=on)",
+    origin: None,
     params: &[
         ParamDef { key: "procs", default: 2.0, min: 1.0, max: 64.0, doc: "processes" },
         ParamDef {

@@ -107,6 +107,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "stress_ng_tlb_shootdown",
     description: "stress-ng --tlb-shootdown: per instance, 2 to 8 forked children mprotect shared memory (one page, \
                   then all 512) and touch it, while the instance madvise(DONTNEED)s and refaults its pages",
+    origin: None,
     params: &[
         ParamDef {
             key: "workers",

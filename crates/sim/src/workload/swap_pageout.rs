@@ -50,6 +50,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "swap_pageout",
     description: "1 MiB of anonymous memory written, read by several threads on other CPUs, then \
                   madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
+    origin: None,
     params: &[
         ParamDef { key: "size_kb", default: 1024.0, min: 4.0, max: 1_048_576.0, doc: "KB mapped and paged out" },
         ParamDef {

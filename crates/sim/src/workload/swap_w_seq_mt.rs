@@ -64,6 +64,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "swap_w_seq_mt",
     description: "vm-scalability case-swap-w-seq-mt: nr_task threads of one process each write their share of \
                   3/4 of memory + swap once, sequentially; faults past the memory limit reclaim to swap",
+    origin: None,
     params: &[
         ParamDef {
             key: "nr_task",

@@ -47,6 +47,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "tcmalloc_frag",
     description: "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
                   release (origin 001)",
+    origin: Some("001"),
     params: &[
         ParamDef {
             key: "allocs",

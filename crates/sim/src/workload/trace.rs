@@ -42,6 +42,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "trace",
     description: "a real program traced with valgrind lackey and strace (tlbkit trace import), replayed: one \
                   simulated thread per traced thread (--set file=TRACE)",
+    origin: None,
     params: &[ParamDef {
         key: "instr_cycles",
         default: 1.0,

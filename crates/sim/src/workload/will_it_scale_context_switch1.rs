@@ -47,6 +47,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "will_it_scale_context_switch1",
     description: "will-it-scale context_switch1: each task and a partner on its CPU pass a byte back and forth \
                   through two pipes (threads or processes; LKP: one task per CPU)",
+    origin: None,
     params: &[
         will_it_scale::TASKS,
         will_it_scale::MODE,

@@ -52,6 +52,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "will_it_scale_tlb_flush1",
     description: "will-it-scale tlb_flush1: each task maps its own 128 MiB file privately, writes, \
                   madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
+    origin: None,
     params: &[
         will_it_scale::TASKS,
         will_it_scale::MODE,

@@ -43,6 +43,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "will_it_scale_tlb_flush2",
     description: "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
                   then unmaps it (threads or processes; LKP: one task per CPU)",
+    origin: None,
     params: &[
         will_it_scale::TASKS,
         ParamDef {

@@ -53,6 +53,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     name: "will_it_scale_tlb_flush3",
     description: "will-it-scale tlb_flush3: each task maps its own 128 MiB file shared, writes, \
                   madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
+    origin: None,
     params: &[
         will_it_scale::TASKS,
         will_it_scale::MODE,
