@@ -457,3 +457,51 @@ fn every_origin_has_its_benchmarks_and_no_workload_claims_another() {
         assert_eq!(w.origin, None, "{} is tlbkit's own, not an origin's benchmark", w.name);
     }
 }
+
+/// No tool decides anything from a workload's name: what it is comes from its
+/// entry (`WorkloadDef`). Every non-test source file of the code that runs
+/// workloads (the command line, the Python package, the simulator, lab, the
+/// registry, the host's calibration; not the checker and the policies, whose
+/// `flush_range` is a hook) is read, up to its `#[cfg(test)]` module, for a
+/// match arm on a workload's name or an equality test with one; the entry's
+/// own module may name itself.
+#[test]
+fn no_source_dispatches_on_a_workload_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    let mut dirs: Vec<_> =
+        ["src", "python/src", "crates/sim/src", "crates/lab/src", "crates/registry/src", "crates/host/src"]
+            .into_iter()
+            .map(|d| root.join(d))
+            .collect();
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries {
+            let p = e.expect("a folder entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 80, "the workspace's sources were not found from {}", root.display());
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for w in WORKLOADS {
+            if f.file_stem().is_some_and(|s| s == w.name) && f.parent().is_some_and(|p| p.ends_with("workload")) {
+                continue;
+            }
+            let q = format!("\"{}\"", w.name);
+            let tests = [format!("{q} =>"), format!("{q} |"), format!("== {q}"), format!("!= {q}"), format!("{q} ==")];
+            for (n, line) in code.lines().enumerate() {
+                if tests.iter().any(|t| line.contains(t.as_str())) {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "decided from a workload's name (put it in the workload's entry):\n{}", found.join("\n"));
+}

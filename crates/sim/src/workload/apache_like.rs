@@ -99,6 +99,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["requests_per_s", "us_per_request"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| result(main),
+    max_mms: |p, _, _| max_mms(p),
 };
 
 /// Pages of a worker's request pool (apr pool, buckets, log buffer), touched

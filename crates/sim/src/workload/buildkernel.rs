@@ -98,6 +98,13 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["elapsed_s", "sys_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| result(main),
+    // make, each job slot and its compiler (one more during an exec); with
+    // wake-up preemption a slot may fork its next compiler before the last
+    // one, which signalled it, has exited: twice that.
+    max_mms: |p, _, _| 4 * p["jobs"] as usize + 16,
 };
 
 /// Pages of one heap growth (`mmap` of 256 KB).

@@ -77,6 +77,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["exit_us"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| result(main),
+    // make and every compiler (all may be alive at once).
+    max_mms: |p, _, cpus| p["jobs"] as usize * cpus + 16,
 };
 
 /// The shared file every compiler maps.

@@ -72,6 +72,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["us_per_op", "shootdown_us", "invalidating_share"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |_, _, _| 8,
 };
 
 /// What every server thread does.

@@ -94,6 +94,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["us_per_call", "cycles_per_call"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // One process.
+    max_mms: |_, _, _| 8,
 };
 
 /// Cycles of one pass of a spinner's loop after its read (an estimate, about a

@@ -61,6 +61,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["time_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| result(main),
+    max_mms: |p, _, _| max_mms(p),
 };
 
 /// A receiver: waits for the start, reads its messages, reports, exits.

@@ -34,6 +34,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: true,
     results: &["us_per_switch", "ring_us_per_hop", "overhead_us"],
+    text_params: &[],
+    setup: |p, _, sim, phase| setup(p, sim, phase),
+    result: |p, main, overhead| result(p, main, overhead),
+    max_mms: |p, _, _| p["procs"] as usize + 8,
 };
 
 /// Rounds run before timing starts.

@@ -95,6 +95,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["us_per_mapping"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// What one iteration maps and touches.

@@ -73,6 +73,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["us_per_fork"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // The parent and one child at a time.
+    max_mms: |_, _, _| 8,
 };
 
 /// Data pages the parent has written before timing (an estimate).

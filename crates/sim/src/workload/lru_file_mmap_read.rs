@@ -94,6 +94,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["throughput", "elapsed_s", "reclaimed_pages", "reclaim_unmaps", "reclaim_flushes"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// Pages one touch reads: 64 KB, so that the processes' faults (and the

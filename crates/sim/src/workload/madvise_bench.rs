@@ -82,6 +82,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["ms_per_call", "us_per_call"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // One process.
+    max_mms: |_, _, _| 8,
 };
 
 /// What the timed calls do.

@@ -60,6 +60,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["iter_ns", "iter_cycles"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // One process.
+    max_mms: |_, _, _| 8,
 };
 
 /// One thread's loop.

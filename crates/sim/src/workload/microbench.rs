@@ -62,6 +62,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["ns_per_op"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // The benchmark's process, and pipe_switch's second.
+    max_mms: |_, _, _| 8,
 };
 
 /// Pages each mapping of the system-call microbenchmarks spans.

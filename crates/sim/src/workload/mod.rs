@@ -1,9 +1,12 @@
 //! The origins' benchmarks, written as programs for the simulated kernel.
 //!
-//! A workload declares its parameters (with defaults and limits, so `--set`
-//! can check them), builds its processes in a booted [`Sim`], and turns what the
-//! run recorded into its result. Some, like lmbench's `lat_ctx`, measure a second
-//! *overhead* phase that is subtracted, as the original benchmark does.
+//! A workload is one entry, its module's [`WorkloadDef`] listed in
+//! [`WORKLOADS`]: its parameters (with defaults and limits, so `--set` can
+//! check them), whose benchmark it is, how it builds its processes in a booted
+//! [`Sim`], how it turns what the run recorded into its result, and how many
+//! address spaces it needs. Nothing else dispatches on its name. Some, like
+//! lmbench's `lat_ctx`, measure a second *overhead* phase that is subtracted,
+//! as the original benchmark does.
 //!
 //! Contents: [`lat_ctx`] and [`buildkernel`] (origin 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (origin 001), [`pingpong`] (origin 002),
@@ -142,12 +145,12 @@ pub struct TextParamDef {
 /// Text parameter values by key.
 pub type Texts = BTreeMap<String, String>;
 
+/// A workload's result figures by key.
+pub type Figures = BTreeMap<String, f64>;
+
 /// Returns the text parameters of workload `name` (most have none).
 pub fn text_params(name: &str) -> &'static [TextParamDef] {
-    match name {
-        "trace" => trace::TEXT_PARAMS,
-        _ => &[],
-    }
+    by_name(name).map_or(&[], |w| w.text_params)
 }
 
 /// Which part of a workload's measurement a simulation runs.
@@ -178,6 +181,17 @@ pub struct WorkloadDef {
     pub has_overhead: bool,
     /// The result keys it reports, the first one being its headline.
     pub results: &'static [&'static str],
+    /// Its text parameters (most have none).
+    pub text_params: &'static [TextParamDef],
+    /// Starts its processes in a booted simulator for a phase, from its
+    /// parameters and text parameters.
+    pub setup: fn(&Params, &Texts, &mut Sim, Phase) -> Result<(), Error>,
+    /// Its result, from its finished main phase and, where it has one, its
+    /// overhead phase.
+    pub result: fn(&Params, &Sim, Option<&Sim>) -> Result<Figures, Error>,
+    /// The address spaces it needs at most at once on a number of CPUs
+    /// (exited ones a lazy CPU still holds are the caller's to add).
+    pub max_mms: fn(&Params, &Texts, usize) -> usize,
 }
 
 /// Every workload.
@@ -230,76 +244,14 @@ pub fn setup(name: &str, p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), 
 
 /// Starts the processes of workload `name` for `phase`, with its text parameters.
 pub fn setup_with(name: &str, p: &Params, texts: &Texts, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
-    match name {
-        "lat_ctx" => lat_ctx::setup(p, sim, phase),
-        "pingpong" => pingpong::setup(p, sim, phase),
-        "mprotect_threaded" => mprotect_threaded::setup(p, sim),
-        "tcmalloc_frag" => tcmalloc_frag::setup(p, sim),
-        "sort_compute" => sort_compute::setup(p, sim),
-        "fileserver" => fileserver::setup(p, sim),
-        "buildkernel" => buildkernel::setup(p, sim),
-        "exit_teardown" => exit_teardown::setup(p, sim),
-        "trace" => trace::setup(p, texts, sim),
-        "stress" => stress::setup(p, sim),
-        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::setup(p, sim),
-        "hackbench" => hackbench::setup(p, sim),
-        "munmap_latency" => munmap_latency::setup(p, sim),
-        "apache_like" => apache_like::setup(p, sim),
-        "lat_mmap" => lat_mmap::setup(p, sim),
-        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::setup(p, sim),
-        "madvise_bench" => madvise_bench::setup(p, sim),
-        "redis_like" => redis_like::setup(p, sim),
-        "lat_proc" => lat_proc::setup(p, sim),
-        "flush_range" => flush_range::setup(p, sim),
-        "microbench" => microbench::setup(p, sim),
-        "swap_w_seq_mt" => swap_w_seq_mt::setup(p, sim),
-        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::setup(p, sim),
-        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::setup(p, sim),
-        "will_it_scale_context_switch1" => will_it_scale_context_switch1::setup(p, sim),
-        "pmbench_migrate" => pmbench_migrate::setup(p, sim),
-        "swap_pageout" => swap_pageout::setup(p, sim),
-        "pft" => pft::setup(p, sim),
-        "madvise_dontneed_loop" => madvise_dontneed_loop::setup(p, sim),
-        "lru_file_mmap_read" => lru_file_mmap_read::setup(p, sim),
-        _ => Err(Error::UnknownWorkload { name: name.to_string() }),
-    }
+    let w = by_name(name).ok_or_else(|| Error::UnknownWorkload { name: name.to_string() })?;
+    (w.setup)(p, texts, sim, phase)
 }
 
 /// Computes the result of workload `name` from its finished phases.
 pub fn result(name: &str, p: &Params, main: &Sim, overhead: Option<&Sim>) -> Result<BTreeMap<String, f64>, Error> {
-    match name {
-        "lat_ctx" => lat_ctx::result(p, main, overhead),
-        "pingpong" => pingpong::result(p, main),
-        "mprotect_threaded" => elapsed(mprotect_threaded::DEF.name, main),
-        "tcmalloc_frag" => elapsed(tcmalloc_frag::DEF.name, main),
-        "sort_compute" => elapsed(sort_compute::DEF.name, main),
-        "buildkernel" => buildkernel::result(main),
-        "stress" => elapsed(stress::DEF.name, main),
-        "fileserver" => fileserver::result(p, main),
-        "exit_teardown" => exit_teardown::result(main),
-        "trace" => trace::result(main),
-        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::result(p, main),
-        "hackbench" => hackbench::result(main),
-        "munmap_latency" => munmap_latency::result(main),
-        "apache_like" => apache_like::result(main),
-        "lat_mmap" => lat_mmap::result(p, main),
-        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::result(p, main),
-        "madvise_bench" => madvise_bench::result(p, main),
-        "redis_like" => redis_like::result(p, main),
-        "lat_proc" => lat_proc::result(p, main),
-        "flush_range" => flush_range::result(p, main),
-        "microbench" => microbench::result(p, main),
-        "swap_w_seq_mt" => swap_w_seq_mt::result(p, main),
-        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::result(p, main),
-        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::result(p, main),
-        "will_it_scale_context_switch1" => will_it_scale_context_switch1::result(p, main),
-        "pmbench_migrate" => pmbench_migrate::result(p, main),
-        "swap_pageout" => swap_pageout::result(p, main),
-        "pft" => pft::result(p, main),
-        "madvise_dontneed_loop" => madvise_dontneed_loop::result(p, main),
-        "lru_file_mmap_read" => lru_file_mmap_read::result(p, main),
-        _ => Err(Error::UnknownWorkload { name: name.to_string() }),
-    }
+    let w = by_name(name).ok_or_else(|| Error::UnknownWorkload { name: name.to_string() })?;
+    (w.result)(p, main, overhead)
 }
 
 /// Returns the number of address spaces a workload needs at most at once on
@@ -311,53 +263,7 @@ pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
 
 /// [`max_mms`] with the workload's text parameters.
 pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize {
-    match name {
-        "lat_ctx" => p["procs"] as usize + 8,
-        "pingpong" => 8,
-        // One process per CPU.
-        "mprotect_threaded" | "tcmalloc_frag" => cpus + 8,
-        // The script, each loop's shell and the sort it waits for (one more during an
-        // exec); a woken parent that preempts the child that signalled it may fork
-        // the next before that one has exited (CFS and EEVDF): twice that.
-        "sort_compute" => 4 * p["loops"] as usize + 16,
-        "fileserver" => 8,
-        // make, each job slot and its compiler (one more during an exec); with
-        // wake-up preemption a slot may fork its next compiler before the last
-        // one, which signalled it, has exited: twice that.
-        "buildkernel" => 4 * p["jobs"] as usize + 16,
-        // make and every compiler (all may be alive at once).
-        "exit_teardown" => p["jobs"] as usize * cpus + 16,
-        "trace" => trace::max_mms(texts),
-        "stress" => stress::max_mms(p),
-        // One process, or one per task.
-        "will_it_scale_tlb_flush2" => will_it_scale_tlb_flush2::max_mms(p, cpus),
-        "hackbench" => hackbench::max_mms(p),
-        // One process.
-        "munmap_latency" => 8,
-        "apache_like" => apache_like::max_mms(p),
-        "lat_mmap" => lat_mmap::max_mms(p, cpus),
-        "stress_ng_tlb_shootdown" => stress_ng_tlb_shootdown::max_mms(p, cpus),
-        // One process.
-        "madvise_bench" => 8,
-        "redis_like" => redis_like::max_mms(p),
-        // The parent and one child at a time.
-        "lat_proc" => 8,
-        // One process.
-        "flush_range" => 8,
-        // The benchmark's process, and pipe_switch's second.
-        "microbench" => 8,
-        "swap_w_seq_mt" => swap_w_seq_mt::max_mms(),
-        "will_it_scale_tlb_flush1" => will_it_scale_tlb_flush1::max_mms(p, cpus),
-        "will_it_scale_tlb_flush3" => will_it_scale_tlb_flush3::max_mms(p, cpus),
-        "will_it_scale_context_switch1" => will_it_scale_context_switch1::max_mms(p, cpus),
-        "pmbench_migrate" => pmbench_migrate::max_mms(),
-        "swap_pageout" => swap_pageout::max_mms(),
-        "pft" => pft::max_mms(p, cpus),
-        // One process.
-        "madvise_dontneed_loop" => 8,
-        "lru_file_mmap_read" => lru_file_mmap_read::max_mms(p, cpus),
-        _ => 64,
-    }
+    by_name(name).map_or(64, |w| (w.max_mms)(p, texts, cpus))
 }
 
 /// Returns parameter `key` of `p` as a count, 0 standing for one per CPU of

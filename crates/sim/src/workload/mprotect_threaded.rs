@@ -60,6 +60,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["elapsed_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| super::elapsed("mprotect_threaded", main),
+    // One process per CPU.
+    max_mms: |_, _, cpus| cpus + 8,
 };
 
 /// A copy's main thread: the program's `main`.

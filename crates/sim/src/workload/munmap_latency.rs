@@ -53,6 +53,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["munmap_us", "munmap_min_us"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| result(main),
+    // One process.
+    max_mms: |_, _, _| 8,
 };
 
 /// What the unmapper shares with the references: the mapping's address, and

@@ -107,6 +107,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["faults_per_s", "faults_per_cpu_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// One test: `pft_loop` over its part.

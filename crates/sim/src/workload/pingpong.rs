@@ -43,6 +43,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
+    text_params: &[],
+    setup: |p, _, sim, phase| setup(p, sim, phase),
+    result: |p, main, _| result(p, main),
+    max_mms: |_, _, _| 8,
 };
 
 /// Untimed round trips first: page faults and cold TLBs stay out of the timing.

@@ -113,6 +113,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
         "ipis_per_page",
         "migration_waits",
     ],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |_, _, _| max_mms(),
 };
 
 /// Accesses a worker makes between two looks at whether the migrator is done.

@@ -226,6 +226,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["requests_per_s", "fork_us", "saves"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, _| max_mms(p),
 };
 
 /// Pages of a client's reply buffer (`PROTO_REPLY_CHUNK_BYTES`, 16 KB).

@@ -70,6 +70,13 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["elapsed_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| super::elapsed("sort_compute", main),
+    // The script, each loop's shell and the sort it waits for (one more during an
+    // exec); a woken parent that preempts the child that signalled it may fork
+    // the next before that one has exited (CFS and EEVDF): twice that.
+    max_mms: |p, _, _| 4 * p["loops"] as usize + 16,
 };
 
 /// The sizes every process of the run shares.

@@ -106,6 +106,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["elapsed_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| super::elapsed("stress", main),
+    max_mms: |p, _, _| max_mms(p),
 };
 
 /// Pages of one chunk of the region.

@@ -133,6 +133,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["bogo_ops_per_s", "child_iter_us", "tlb_share"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// stress-ng's multiply-with-carry generator (`core-mwc.c`, Marsaglia's).

@@ -64,6 +64,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |_, _, _| max_mms(),
 };
 
 /// Cycles a reader computes between two looks at whether there is a new

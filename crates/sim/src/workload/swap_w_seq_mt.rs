@@ -91,6 +91,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["throughput", "elapsed_s", "swapout_pages"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |_, _, _| max_mms(),
 };
 
 /// Pages one touch writes: 64 KB, so that the threads' faults (and the reclaim

@@ -73,6 +73,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["elapsed_s"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |_, main, _| super::elapsed("tcmalloc_frag", main),
+    // One process per CPU.
+    max_mms: |_, _, cpus| cpus + 8,
 };
 
 /// The first block of a pass: 100 MB, in pages.

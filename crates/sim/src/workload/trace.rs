@@ -52,6 +52,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     }],
     has_overhead: false,
     results: &["run_us"],
+    text_params: TEXT_PARAMS,
+    setup: |p, texts, sim, _| setup(p, texts, sim),
+    result: |_, main, _| result(main),
+    max_mms: |_, texts, _| max_mms(texts),
 };
 
 /// The workload's text parameters.

@@ -74,6 +74,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// Starts the tasks.

@@ -59,6 +59,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
     ],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+    text_params: &[],
+    setup: |p, _, sim, _| setup(p, sim),
+    result: |p, main, _| result(p, main),
+    // One process, or one per task.
+    max_mms: |p, _, cpus| max_mms(p, cpus),
 };
 
 /// What a task's mapping is backed by.
