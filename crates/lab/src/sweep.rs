@@ -619,8 +619,9 @@ procs = [2, 3]
             cpus: 1,
             policy: "arm64-linux".into(),
             workload: w.into(),
-            sets: if w == "trace" {
-                // The trace workload needs its file; the fixture's trace will do.
+            sets: if !tlbkit_sim::workload::text_params(w).is_empty() {
+                // A workload with text parameters (`trace`) needs its file; the
+                // fixture's trace will do.
                 vec!["contpte=on".into(), format!("file={}/../sim/tests/data/tiny.trace", env!("CARGO_MANIFEST_DIR"))]
             } else {
                 vec!["contpte=on".into()]
