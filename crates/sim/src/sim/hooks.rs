@@ -5,11 +5,10 @@
 //! the simulator's two views of the hardware (a CPU's [`CpuHw`], and reclaim's
 //! [`NoSync`], which holds completion barriers back), implemented once for
 //! every policy type. So only this adapter and the policy's own code are
-//! compiled for each policy; the simulator (its events, TLBs, kernel paths
-//! and workloads) is compiled once, where a generic `Sim` was compiled
-//! again for each registered policy in every build. A hook costs one
-//! indirect call; what the policy does on the hardware inside it stays a
-//! direct call on the view's own type.
+//! compiled for each policy type; the simulator (its events, TLBs, kernel
+//! paths and workloads) is compiled once. A hook costs one indirect call;
+//! what the policy does on the hardware inside it stays a direct call on the
+//! view's own type.
 
 use std::any::Any;
 
