@@ -75,7 +75,7 @@ fn refs(v: &[String]) -> Vec<&str> {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    assert_bad_input(&refs(&with("cortex-a72", "vax")), "valid machines: cortex-a72");
+    assert_bad_input(&refs(&with("cortex-a72", "vax")), "valid machines: altra, ampereone, cortex-a72");
     assert_bad_input(&refs(&with("arm64-freebsd-asid", "magic")), "valid policies: arm64-noasid, arm64-freebsd-asid");
     assert_bad_input(&refs(&with("lat_ctx", "nope")), "valid workloads: lat_ctx");
     assert_bad_input(&refs(&with("2", "0")), "--cpus 0 is out of range");
@@ -921,4 +921,40 @@ fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--machine PATH.toml`: a partial machine file runs as its base with the
+/// fields it sets, and a bad one is refused with what to change.
+#[test]
+fn a_machine_file_runs_as_its_base_with_the_fields_it_changes() {
+    let dir = std::env::temp_dir().join(format!("tlbkit-cli-machine-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a72-slow-switch.toml");
+    std::fs::write(
+        &file,
+        "name = \"a72-slow-switch\"\nbase = \"cortex-a72\"\n[costs_cycles]\n\
+         switch_path = { value = 56000, estimate = \"ten times the preset's, to see what it moves\" }\n",
+    )
+    .unwrap();
+    let run = |machine: &str| {
+        let args: Vec<&str> = RUN.iter().map(|a| if *a == "cortex-a72" { machine } else { a }).collect();
+        let o = tlbkit(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let (preset, own) = (run("cortex-a72"), run(file.to_str().unwrap()));
+    let json = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    let (preset, own_doc) = (json(&preset), json(&own));
+    // The run names the file, so that its replay command reads the same machine.
+    assert_eq!(own_doc["machine"].as_str(), file.to_str(), "{own}");
+    let switch = |d: &serde_json::Value| d["result"]["us_per_switch"].as_f64().unwrap();
+    assert!(switch(&own_doc) > 5.0 * switch(&preset), "a slower switch path shows in the times: {own}");
+    // The same file gives the same output twice.
+    assert_eq!(own, run(file.to_str().unwrap()));
+    std::fs::write(&file, "name = \"x\"\nbase = \"cortex-a72\"\n[costs_cycles]\ndvm_hopp = 3\n").unwrap();
+    let args: Vec<&str> = RUN.iter().map(|a| if *a == "cortex-a72" { file.to_str().unwrap() } else { a }).collect();
+    let o = tlbkit(&args);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("unknown field 'costs_cycles.dvm_hopp' (did you mean 'dvm_hop'?)"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -430,3 +430,34 @@ fn the_readme_stays_under_150_lines() {
         "README.md has {lines} lines, more than 150: move history to bench/ or CHANGELOG.md and detail to the guide"
     );
 }
+
+/// The cost model's table of presets is the machine files': one row per
+/// preset, in any order, each linking the notes its file names, and no row
+/// for a machine that has no file.
+#[test]
+fn the_cost_models_preset_table_is_the_machine_files() {
+    let text = std::fs::read_to_string(root().join("docs/guide/src/cost-model.md")).unwrap();
+    let o = tlbkit(&["list", "machines", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut files: Vec<(String, String)> = doc["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let notes = m["cost_sources"].as_str().unwrap().trim_start_matches("docs/").to_string();
+            (m["name"].as_str().unwrap().to_string(), notes)
+        })
+        .collect();
+    let mut rows: Vec<(String, String)> = text
+        .lines()
+        .filter(|l| l.starts_with("| `") && l.contains("](costs/"))
+        .map(|l| {
+            let name = l.split('`').nth(1).unwrap().to_string();
+            let link = l.rsplit("](").next().unwrap().split(')').next().unwrap().to_string();
+            (name, link)
+        })
+        .collect();
+    files.sort();
+    rows.sort();
+    assert_eq!(rows, files, "docs/guide/src/cost-model.md's preset table against crates/sim/machines/");
+}

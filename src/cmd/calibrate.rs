@@ -145,7 +145,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
         None
     };
     let policy = calibrate::policy_for(&profile);
-    let base = profile.base().name;
+    let base = profile.base_name();
     if a.format == Format::Json {
         let doc = serde_json::json!({
             "host": profile,

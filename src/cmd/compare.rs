@@ -21,6 +21,7 @@ pub enum CompareFormat {
 /// figure with Student's t, as ministat does: every policy against the first.
 #[derive(Args)]
 pub struct CompareArgs {
+    /// A preset (tlbkit list machines), host, or a machine file (PATH.toml).
     #[arg(long)]
     machine: String,
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]

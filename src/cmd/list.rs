@@ -152,7 +152,6 @@ fn machines() -> (Value, String) {
         let sockets = p.real_cores.div_ceil(p.cores_per_socket);
         let costs = serde_json::to_value(p.costs).unwrap_or_default();
         let tlb = serde_json::to_value(p.tlb).unwrap_or_default();
-        let sources = format!("docs/costs/{}.md", p.name);
         text.push_str(&format!("{}: {}\n", p.name, p.description));
         let widths: Vec<String> = p.asid_bits.iter().map(|b| b.to_string()).collect();
         let numa: Vec<String> = p.numa.iter().map(|n| n.to_string()).collect();
@@ -172,7 +171,7 @@ fn machines() -> (Value, String) {
             if p.meltdown { "; Meltdown-affected (PTI on under Linux v4.15+)" } else { "" }
         ));
         text.push_str(&format!("  TLB: {}\n", flat(&tlb)));
-        text.push_str(&format!("  costs in cycles (each figure's source: {sources}): {}\n", flat(&costs)));
+        text.push_str(&format!("  costs in cycles (sources: {}): {}\n", p.cost_sources, flat(&costs)));
     }
     text.push_str(&format!(
         "{}: {HOST}\n  the nearest preset's figures (milan for AMD x86, skylake for other x86, graviton4 for arm64) \
@@ -180,6 +179,10 @@ fn machines() -> (Value, String) {
          ($TLBKIT_HOST_PROFILE, else ~/.cache/tlbkit/host.json)\n",
         preset::HOST
     ));
+    text.push_str(
+        "your own machine: --machine PATH.toml, a file of these fields by the names --format json gives them \
+         (base = \"milan\" starts from a preset and sets only what differs; every field's source: --format json)\n",
+    );
     text.push_str("machine and kernel parameters (--set KEY=VALUE, with every workload):\n");
     let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
     for (k, d) in MACHINE_KEYS {

@@ -12,6 +12,7 @@ use tlbkit_sim::run::{run as simulate, RunOutput, RunSpec};
 /// `tlbkit run`'s flags.
 #[derive(Args)]
 pub struct RunArgs {
+    /// A preset (tlbkit list machines), host, or a machine file (PATH.toml).
     #[arg(long)]
     machine: String,
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]

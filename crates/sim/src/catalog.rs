@@ -20,7 +20,9 @@ pub fn arch_name(a: Arch) -> &'static str {
 }
 
 /// `{"machines": [...], "parameters": [...]}`: every preset's cores, TLBs and
-/// costs, and the machine and kernel parameters every run accepts.
+/// costs with each field's source (`sources`, by the field's name here), and
+/// the machine and kernel parameters every run accepts. The names are those a
+/// machine file sets (`--machine PATH.toml`, `preset/file.rs`).
 pub fn machines() -> Value {
     let docs: Vec<Value> = preset::all()
         .iter()
@@ -32,6 +34,7 @@ pub fn machines() -> Value {
                 "freq_ghz": p.freq_ghz,
                 "cores": p.real_cores,
                 "cores_per_socket": p.cores_per_socket,
+                "cores_per_ccx": p.cores_per_ccx,
                 "sockets": p.real_cores.div_ceil(p.cores_per_socket),
                 "asid_bits": p.asid_bits,
                 "numa": p.numa,
@@ -40,9 +43,11 @@ pub fn machines() -> Value {
                 "invpcid": p.invpcid,
                 "meltdown": p.meltdown,
                 "kernel": p.kernel.name(),
+                "mem_bw_gbs": p.mem_bw_gbs,
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),
-                "cost_sources": format!("docs/costs/{}.md", p.name),
-                "estimates": serde_json::to_value(p.estimates).unwrap_or_default(),
+                "cost_sources": p.cost_sources,
+                "estimates": serde_json::to_value(&p.estimates).unwrap_or_default(),
+                "sources": p.sources,
             })
         })
         .collect();

@@ -71,6 +71,8 @@ pub enum Error {
     },
     /// `--machine host` without a usable profile of the host.
     Host(#[from] crate::preset::host::ProfileError),
+    /// A machine file (`--machine PATH.toml`) that cannot be used.
+    MachineFile(#[from] crate::preset::file::MachineFileError),
     /// An error of the policy registry: an unknown policy, a shape the policy
     /// refuses.
     Registry(#[from] tlbkit_registry::Error),
@@ -81,7 +83,7 @@ pub enum Error {
         /// Its architecture.
         policy_arch: Arch,
         /// The machine.
-        machine: &'static str,
+        machine: String,
         /// Its architecture.
         machine_arch: Arch,
         /// The policies that fit the machine.
@@ -92,9 +94,9 @@ pub enum Error {
         /// The policy.
         policy: &'static str,
         /// The machine.
-        machine: &'static str,
+        machine: String,
         /// The machines that have it.
-        fits: Vec<&'static str>,
+        fits: Vec<String>,
     },
     /// A CPU count outside the simulator's range.
     CpusRange {
@@ -109,7 +111,7 @@ pub enum Error {
         /// The CPUs given.
         cpus: usize,
         /// The machine.
-        machine: &'static str,
+        machine: String,
         /// The cores its sockets have.
         max: usize,
         /// Its sockets.
@@ -162,7 +164,7 @@ pub enum Error {
         /// The value given.
         value: String,
         /// The machine.
-        machine: &'static str,
+        machine: String,
         /// The values it offers.
         choices: Vec<String>,
     },
@@ -171,7 +173,7 @@ pub enum Error {
         /// The value given.
         value: String,
         /// The machine.
-        machine: &'static str,
+        machine: String,
         /// The most sockets.
         most: usize,
         /// The cores of a socket.
@@ -423,7 +425,7 @@ impl Error {
     pub fn param(&self) -> Option<Param> {
         match self {
             Error::MissingParam { param, .. } => Some(param.clone()),
-            Error::UnknownMachine { .. } | Error::Host(_) => Some(Param::Machine),
+            Error::UnknownMachine { .. } | Error::Host(_) | Error::MachineFile(_) => Some(Param::Machine),
             Error::UnknownWorkload { .. } => Some(Param::Workload),
             Error::Registry(_) | Error::WrongArch { .. } | Error::NeedsInvlpgb { .. } => Some(Param::Policy),
             Error::CpusRange { .. } | Error::TooFewCores { .. } | Error::NoCpuCounts { .. } => Some(Param::Cpus),
@@ -457,14 +459,15 @@ impl Error {
                 )
             }
             Error::UnknownMachine { name } => {
-                let all: Vec<&str> = crate::preset::names();
+                let all: Vec<String> = crate::preset::names();
                 format!(
                     "unknown machine '{name}'{}; valid machines: {}",
-                    did_you_mean(name, all.iter().copied()),
+                    did_you_mean(name, all.iter().map(String::as_str)),
                     all.join(", ")
-                )
+                ) + "; or the path of a machine file (my.toml)"
             }
             Error::Host(e) => e.to_string(),
+            Error::MachineFile(e) => e.to_string(),
             Error::Registry(e) => e.to_string(),
             Error::WrongArch { policy, policy_arch, machine, machine_arch, fits } => format!(
                 "policy '{policy}' is for {} machines but '{machine}' is {}; policies that fit: {}",

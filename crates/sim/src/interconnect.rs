@@ -158,7 +158,7 @@ mod tests {
     /// Costs with the given limits; every message takes 1000 cycles to be
     /// acknowledged once dispatched.
     fn costs(issuer_cores: u64, per_issuer: u64, tracker: u64, node_process: u64) -> Costs {
-        let mut c = preset::altra().costs;
+        let mut c = preset::named("altra").costs;
         c.dvm_issuer_cores = issuer_cores;
         c.dvm_issuer_outstanding = per_issuer;
         c.dvm_node_outstanding = tracker;

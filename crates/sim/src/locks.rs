@@ -208,7 +208,7 @@ mod tests {
     /// A two-socket Westmere of 8 CPUs (4 a socket): transfers of 100 cycles in a
     /// socket and more across.
     fn westmere() -> Machine {
-        let p = preset::westmere();
+        let p = preset::named("westmere");
         let cpus = (0..8)
             .map(|_| CpuState::new(Tlb::new(p.tlb.l1d_entries, p.tlb.l2_entries, p.tlb.l2_ways, p.tlb.pwc_entries)))
             .collect();
@@ -284,7 +284,7 @@ mod tests {
     /// A machine of `n` CPUs with Westmere's costs (4 a socket) and TLBs of
     /// one entry: for locks, whose model reads no TLB.
     fn many(n: usize) -> Machine {
-        let p = preset::westmere();
+        let p = preset::named("westmere");
         Machine::new(p.costs, (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect(), p.cores_per_socket)
     }
 

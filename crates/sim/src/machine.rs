@@ -998,7 +998,7 @@ mod tests {
 
     /// Three CPUs of an eMAG; CPU 1 is in the middle of an operation until `busy`.
     fn machine(busy: u64) -> Machine {
-        let p = preset::emag();
+        let p = preset::named("emag");
         let g = p.tlb;
         let cpus = (0..3).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         let mut m = Machine::new(p.costs, cpus.collect(), p.cores_per_socket);
@@ -1016,7 +1016,7 @@ mod tests {
 
     #[test]
     fn a_running_receiver_loses_the_processing_time_and_an_idle_one_does_not() {
-        let c = preset::emag().costs;
+        let c = preset::named("emag").costs;
         let va = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
         let mut m = machine(1_000_000);
         broadcast_and_sync(&mut m, va);
@@ -1027,7 +1027,7 @@ mod tests {
 
     #[test]
     fn an_ipi_handler_is_kernel_time_of_a_running_receiver_and_a_dvm_message_is_not() {
-        let c = preset::emag().costs;
+        let c = preset::named("emag").costs;
         let mut m = machine(1_000_000);
         let hw = CpuHw::new(&mut m, 0, 0);
         let targets = CpuMask::new(3);
@@ -1044,7 +1044,7 @@ mod tests {
 
     #[test]
     fn a_whole_asid_message_costs_every_receiver_more_than_a_by_va_one() {
-        let c = preset::emag().costs;
+        let c = preset::named("emag").costs;
         assert!(c.dvm_process_asid > c.dvm_process);
         let mut m = machine(10_000_000);
         let by_va = broadcast_and_sync(&mut m, Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) });
@@ -1056,7 +1056,7 @@ mod tests {
 
     /// `n` CPUs of the Westmere preset (four to a socket).
     fn westmere(n: usize) -> Machine {
-        let p = preset::westmere();
+        let p = preset::named("westmere");
         let g = p.tlb;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         Machine::new(p.costs, cpus.collect(), p.cores_per_socket)
@@ -1078,7 +1078,7 @@ mod tests {
 
     #[test]
     fn all_but_self_is_one_write_and_a_vectored_ipi_enters_its_handler_directly() {
-        let c = preset::westmere().costs;
+        let c = preset::named("westmere").costs;
         let all = CpuMask::new(4);
         all.set_all();
         let entry = c.ipi_send + c.ipi_deliver + c.exception_entry;
@@ -1100,12 +1100,12 @@ mod tests {
         let (seen, _) = entries_from(&mut westmere(8), 4, |hw, f| hw.send_ipi_all_but_self_async(f));
         let cpus: Vec<usize> = seen.iter().map(|&(c, _)| c).collect();
         assert_eq!(cpus, vec![5, 6, 7, 0, 1, 2, 3]);
-        assert_eq!(seen[3].1 - seen[2].1, preset::westmere().costs.ipi_cross_socket);
+        assert_eq!(seen[3].1 - seen[2].1, preset::named("westmere").costs.ipi_cross_socket);
     }
 
     #[test]
     fn a_call_function_request_queued_before_the_pending_handler_takes_the_queue_rides_it() {
-        let c = preset::westmere().costs;
+        let c = preset::named("westmere").costs;
         let mut m = westmere(4);
         let one = CpuMask::new(4);
         one.set(CpuId(1));
@@ -1150,7 +1150,7 @@ mod tests {
     /// Returns when CPU 0 of a 40-CPU socket (x2APIC clusters of 16) is done
     /// sending a call-function IPI to `targets`.
     fn sent_to(targets: impl IntoIterator<Item = usize>) -> u64 {
-        let p = preset::icx8358();
+        let p = preset::named("icx8358");
         let g = p.tlb;
         let cpus = (0..40).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         let mut m = Machine::new(p.costs, cpus.collect(), 40);
@@ -1163,15 +1163,15 @@ mod tests {
 
     #[test]
     fn a_call_function_ipi_is_one_write_per_x2apic_cluster_or_one_for_every_other_cpu() {
-        let send = preset::icx8358().costs.ipi_send;
-        assert_eq!(preset::icx8358().costs.ipi_cluster, 16);
+        let send = preset::named("icx8358").costs.ipi_send;
+        assert_eq!(preset::named("icx8358").costs.ipi_cluster, 16);
         assert_eq!(sent_to([5]), send);
         assert_eq!(sent_to(1..16), send, "one cluster");
         assert_eq!(sent_to([3, 17, 18, 39]), 3 * send, "three clusters");
         assert_eq!(sent_to(1..39), 3 * send, "every cluster, one CPU left out");
         assert_eq!(sent_to(1..40), send, "every other CPU: the shorthand");
         // arm64's presets have neither: one write per target.
-        let a = preset::altra().costs;
+        let a = preset::named("altra").costs;
         assert_eq!((a.ipi_cluster, a.ipi_shorthand), (0, false));
     }
 
@@ -1196,7 +1196,7 @@ mod tests {
 
     #[test]
     fn polls_of_the_sync_phase_overlap_after_the_first() {
-        let t = preset::westmere().costs.cacheline_transfer;
+        let t = preset::named("westmere").costs.cacheline_transfer;
         assert_eq!(read_three_flags(false), 1000 + 3 * t, "one after another");
         assert_eq!(read_three_flags(true), 1000 + 2 * t, "the first, then the other two together");
     }
@@ -1218,7 +1218,7 @@ mod tests {
 
     #[test]
     fn a_spinning_initiator_takes_the_counter_back_after_every_increment() {
-        let c = preset::westmere().costs;
+        let c = preset::named("westmere").costs;
         let (t, mem) = (c.cacheline_transfer, c.mem_access);
         let entry = 1000 + c.ipi_send + c.ipi_deliver + c.exception_entry;
         // Three increments back to back, then the poll's own move.
@@ -1229,7 +1229,7 @@ mod tests {
 
     /// `n` CPUs of the Altra preset, `cores_per_socket` to a socket, all idle.
     fn altra(n: usize, cores_per_socket: usize) -> Machine {
-        let p = preset::altra();
+        let p = preset::named("altra");
         let g = p.tlb;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         Machine::new(p.costs, cpus.collect(), cores_per_socket)
@@ -1238,12 +1238,12 @@ mod tests {
     /// The Altra costs with limits on broadcasts in flight, which no preset sets
     /// today: four per requester (of two cores) and four in the nodes' tracker.
     fn limited_costs() -> Costs {
-        Costs { dvm_issuer_outstanding: 4, dvm_node_outstanding: 4, ..preset::altra().costs }
+        Costs { dvm_issuer_outstanding: 4, dvm_node_outstanding: 4, ..preset::named("altra").costs }
     }
 
     /// `n` CPUs of [`limited_costs`], `cores_per_socket` to a socket, all idle.
     fn altra_limited(n: usize, cores_per_socket: usize) -> Machine {
-        let p = preset::altra();
+        let p = preset::named("altra");
         let g = p.tlb;
         let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
         Machine::new(limited_costs(), cpus.collect(), cores_per_socket)
@@ -1260,7 +1260,7 @@ mod tests {
     #[test]
     fn an_uncontended_broadcast_costs_issue_two_hops_processing_and_the_dsb() {
         // As before the interconnect's limits: one socket, nothing in flight.
-        let c = preset::altra().costs;
+        let c = preset::named("altra").costs;
         let done = sync_from(&mut altra(8, 80), 0, 0);
         assert_eq!(done, c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process + c.dsb);
     }
@@ -1304,7 +1304,7 @@ mod tests {
     fn a_machine_of_more_sockets_completes_a_broadcast_later() {
         // Two sockets and four: the cross-socket hops are the same, but the
         // issuer's node collects the completion of each other node.
-        let c = preset::altra().costs;
+        let c = preset::named("altra").costs;
         let two = sync_from(&mut altra(160, 80), 0, 0);
         let four = sync_from(&mut altra(320, 80), 0, 0);
         assert_eq!(four - two, 2 * c.dvm_node_process);
@@ -1313,7 +1313,7 @@ mod tests {
 
     #[test]
     fn concurrent_broadcasts_queue_at_each_receiver() {
-        let c = preset::emag().costs;
+        let c = preset::named("emag").costs;
         let mut m = machine(0);
         let op = Tlbi::Asid(asid());
         let first = broadcast_and_sync(&mut m, op);

@@ -72,7 +72,7 @@ mod tests {
 
     #[test]
     fn a_pass_costs_one_transfer_and_crossing_a_ccx_costs_more() {
-        let p = preset::milan();
+        let p = preset::named("milan");
         let c = p.costs;
         let near = line_pingpong_ns(&p, 0, 1, 100);
         let want = c.cacheline_transfer as f64 / p.freq_ghz;
@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn a_handoff_costs_the_lock_words_transfer_and_the_counters() {
-        let p = preset::milan();
+        let p = preset::named("milan");
         let c = p.costs;
         let ns = lock_handoff_ns(&p, 0, 1, 1000);
         let per = (2 * c.cacheline_transfer + c.mem_access) as f64 / p.freq_ghz;

@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn a_target_hits_until_a_broadcast_tlbi_reaches_it_and_misses_after_the_issuers_dsb() {
-        let mut m = machine(preset::altra(), 3);
+        let mut m = machine(preset::named("altra"), 3);
         let issued = broadcast(&mut m);
         let reach = m.pending_for(1);
         assert!(reach > issued, "the message reaches CPU 1 after it is issued ({reach} <= {issued})");
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_dsb_nsh_does_not_complete_a_broadcast() {
-        let mut m = machine(preset::altra(), 2);
+        let mut m = machine(preset::named("altra"), 2);
         let issued = broadcast(&mut m);
         barrier(&mut m, issued, Barrier::Dsb(Domain::NonShareable));
         assert!(hits(&mut m, 1, issued), "DSB NSH waits for no other CPU");
@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn an_invlpgb_is_complete_only_at_the_issuers_tlbsync() {
-        let p = preset::milan();
+        let p = preset::named("milan");
         assert!(p.has_broadcast_tlbi(), "milan has INVLPGB");
         let mut m = machine(p, 2);
         let issued = broadcast(&mut m);
@@ -319,7 +319,7 @@ mod tests {
         // CPU 2 holds nothing when the TLBI is sent (the interconnect does not
         // visit it), then refills in the window; CPU 1 refills after the
         // invalidation reached it, which keeps that entry.
-        let mut m = machine(preset::altra(), 3);
+        let mut m = machine(preset::named("altra"), 3);
         m.cpus[2].tlb.invalidate(crate::tlb::Inval::All);
         let issued = broadcast(&mut m);
         let reach = m.pending_for(1);
@@ -338,7 +338,7 @@ mod tests {
         // Regression: a barrier that completed only what some TLB held left
         // an invalidation no TLB held in flight, so a later fill lost its
         // fresh entry when the invalidation came due.
-        let mut m = machine(preset::altra(), 2);
+        let mut m = machine(preset::named("altra"), 2);
         m.cpus[1].tlb.invalidate(crate::tlb::Inval::All);
         let issued = broadcast(&mut m);
         barrier(&mut m, issued, Barrier::Dsb(Domain::InnerShareable));
@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn an_x86_invlpg_is_synchronous() {
         // A CPU's own INVLPG (a local invalidation) removes the entry at once.
-        let mut m = machine(preset::skylake(), 2);
+        let mut m = machine(preset::named("skylake"), 2);
         let hw = CpuHw::new(&mut m, 1, 0);
         hw.tlbi(Tlbi::Va { asid: Asid::new(ASID.into(), 12).unwrap(), va: VirtAddr(VA) }, Scope::Local);
         let t = hw.now();

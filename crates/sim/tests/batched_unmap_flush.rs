@@ -98,7 +98,7 @@ impl Program for Spinner {
 /// (`cpus` CPUs, all running the mm); returns the policy calls and the IPIs
 /// between the marks, and the run's unmap and batch flush counts.
 fn x86(cfg: impl FnOnce(SimConfig) -> SimConfig, cpus: usize, op: fn(u64) -> Sys) -> (Calls, u64, u64, u64) {
-    let base = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(preset::milan(), cpus, 1) };
+    let base = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(preset::named("milan"), cpus, 1) };
     let policy = Counted(LinuxX86v615::new(cpus, 16, Kernel::V613), Default::default());
     let mut sim = Sim::new(cfg(base), policy);
     sim.add_cpuless_node();
@@ -271,7 +271,7 @@ fn migrate_violations<P: Policy + 'static>(policy: P, batch: bool) -> u64 {
         strict: true,
         migrate_batch: Some(batch),
         max_events: 5_000_000,
-        ..SimConfig::quiet(preset::milan(), 4, 1)
+        ..SimConfig::quiet(preset::named("milan"), 4, 1)
     };
     let mut sim = Sim::new(cfg, policy);
     let def = workload::by_name("pmbench_migrate").unwrap();

@@ -127,7 +127,7 @@ fn config(ncpus: usize, seed: u64, mode: ContMode, teardown: Teardown, spec_rate
         slice_us: 50.0,
         max_events: 5_000_000,
         contpte: ContpteConfig { mode, teardown, report: true, skip_convert_flush: false },
-        ..SimConfig::quiet(preset::altra(), ncpus, seed)
+        ..SimConfig::quiet(preset::named("altra"), ncpus, seed)
     }
 }
 

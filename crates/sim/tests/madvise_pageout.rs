@@ -138,7 +138,7 @@ impl Wrap for Counted {
 /// An Altra of `ncpus` CPUs with contiguous PTEs, strict.
 fn altra(ncpus: usize, seed: u64, mode: ContMode) -> SimConfig {
     let contpte = ContpteConfig { mode, ..ContpteConfig::default() };
-    SimConfig { strict: true, contpte, max_events: 5_000_000, ..SimConfig::quiet(preset::altra(), ncpus, seed) }
+    SimConfig { strict: true, contpte, max_events: 5_000_000, ..SimConfig::quiet(preset::named("altra"), ncpus, seed) }
 }
 
 /// What one `MADV_PAGEOUT` did: the counters it changed, the policy's flush

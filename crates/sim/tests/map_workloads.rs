@@ -76,7 +76,7 @@ fn a_4_mb_lat_mmap_munmap_flushes_the_span_it_touched() {
 fn stress_ng_marks(cpus: usize, p: &[(&str, f64)]) -> impl Fn(&str) -> usize {
     let p: Params = p.iter().map(|&(k, v)| (k.to_string(), v)).collect();
     let mms = workload::max_mms("stress_ng_tlb_shootdown", &p, cpus) + cpus;
-    let cfg = SimConfig { max_mms: mms, max_events: 50_000_000, ..SimConfig::quiet(preset::altra(), cpus, 1) };
+    let cfg = SimConfig { max_mms: mms, max_events: 50_000_000, ..SimConfig::quiet(preset::named("altra"), cpus, 1) };
     let mut sim = Sim::new(cfg, LinuxArm64::new(cpus, mms, 16, false).unwrap());
     workload::setup("stress_ng_tlb_shootdown", &p, &mut sim, Phase::Main).unwrap();
     sim.run();

@@ -43,7 +43,7 @@ fn params(name: &str, set: &[(&str, f64)]) -> Params {
 
 /// Runs `name` with `set` on a quiet 4-CPU `graviton4` under stock arm64 Linux.
 fn sim_of(name: &str, set: &[(&str, f64)]) -> Sim {
-    let cfg = SimConfig { max_mms: 16, max_events: 5_000_000, ..SimConfig::quiet(preset::graviton4(), 4, 1) };
+    let cfg = SimConfig { max_mms: 16, max_events: 5_000_000, ..SimConfig::quiet(preset::named("graviton4"), 4, 1) };
     let mut sim = Sim::new(cfg, LinuxArm64::new(4, 16, 16, false).unwrap());
     workload::setup(name, &params(name, set), &mut sim, Phase::Main).unwrap();
     sim.run();
@@ -105,7 +105,7 @@ impl Program for Parent {
 
 #[test]
 fn exit_notify_wakes_the_waiting_parent_only_after_the_child_s_teardown() {
-    let cfg = SimConfig { max_mms: 8, max_events: 100_000, ..SimConfig::quiet(preset::graviton4(), 2, 1) };
+    let cfg = SimConfig { max_mms: 8, max_events: 100_000, ..SimConfig::quiet(preset::named("graviton4"), 2, 1) };
     let mut sim = Sim::new(cfg, LinuxArm64::new(2, 16, 16, false).unwrap());
     sim.spawn(Box::new(Parent(0, 0))).unwrap();
     sim.run();

@@ -36,8 +36,12 @@ fn server(sets: &[(&str, f64)]) -> Sim {
     p.extend(BASE.iter().chain(sets).map(|&(k, v)| (k.to_string(), v)));
     let cpus = 4;
     let mms = workload::max_mms("redis_like", &p, cpus) + cpus;
-    let cfg =
-        SimConfig { max_mms: mms, strict: true, max_events: 50_000_000, ..SimConfig::quiet(preset::altra(), cpus, 1) };
+    let cfg = SimConfig {
+        max_mms: mms,
+        strict: true,
+        max_events: 50_000_000,
+        ..SimConfig::quiet(preset::named("altra"), cpus, 1)
+    };
     let mut sim = Sim::new(cfg, LinuxArm64::new(cpus, mms, 16, false).unwrap());
     workload::setup("redis_like", &p, &mut sim, Phase::Main).unwrap();
     sim.run();
@@ -106,7 +110,7 @@ fn copy_on_write_faults_hit_the_server_only_while_a_child_lives() {
     let (starts, exits) = (marks(&sim, "fork_start"), marks(&sim, "child_exit"));
     assert_eq!(starts.len(), exits.len());
     // A fault that began before the child's exit may finish after it: 100 µs.
-    let slack = (100e3 * preset::altra().freq_ghz) as u64;
+    let slack = (100e3 * preset::named("altra").freq_ghz) as u64;
     let cows: Vec<u64> =
         sim.oracle.obligations.iter().filter(|o| o.mm_uid == uid && o.change == "cow").map(|o| o.opened).collect();
     assert!(!cows.is_empty(), "the server writes pages it shares with its children");

@@ -279,9 +279,9 @@ impl WithPolicy for Cell<'_> {
 fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outcome {
     let arch = registry::policy(policy).expect("a registered policy").arch;
     let (mut preset, asid_bits) = match arch {
-        Arch::Arm64 => (preset::emag(), 8),
+        Arch::Arm64 => (preset::named("emag"), 8),
         Arch::X86_64 => {
-            let p = preset::westmere();
+            let p = preset::named("westmere");
             let bits = p.asid_bits[0];
             (p, bits)
         }
@@ -493,7 +493,7 @@ fn stress_is_clean_on_every_preset_under_every_policy_of_its_arch() {
         // INVLPGB's policy runs only where the machine has it (`milan`).
         let fits = |p: &registry::PolicyDef| !p.needs_broadcast_tlbi || m.has_broadcast_tlbi();
         for p in registry::POLICIES.iter().filter(|p| p.arch == m.arch && fits(p)) {
-            failures.extend(stress_failure(m.name, p.name, &[]));
+            failures.extend(stress_failure(&m.name, p.name, &[]));
         }
     }
     // Large folios and contiguous PTEs: MAP_FIXED, partial munmap, mprotect

@@ -353,13 +353,14 @@ fn leave_cpu_idle_on_flushed_mm<P: Policy + 'static>(preset: Preset, policy: P) 
 #[test]
 fn a_lazy_x86_linux_cpu_holding_what_a_skipped_flush_removed_is_no_violation() {
     for pcid in [true, false] {
-        let (v, exempt) = leave_cpu_idle_on_flushed_mm(preset::westmere(), LinuxX86::new(2, 4, pcid));
+        let (v, exempt) = leave_cpu_idle_on_flushed_mm(preset::named("westmere"), LinuxX86::new(2, 4, pcid));
         assert!(v.is_empty(), "pcid {pcid}: {v:#?}");
         assert!(exempt > 0, "pcid {pcid}: the lazy CPU held nothing stale");
     }
-    let (v, exempt) = leave_cpu_idle_on_flushed_mm(preset::westmere(), FreebsdX86::new(2, 4, Completion::Generation));
+    let (v, exempt) =
+        leave_cpu_idle_on_flushed_mm(preset::named("westmere"), FreebsdX86::new(2, 4, Completion::Generation));
     assert!(v.is_empty() && exempt == 0, "{exempt} {v:#?}");
     let (v, exempt) =
-        leave_cpu_idle_on_flushed_mm(preset::emag(), LinuxArm64::with_skip_broadcast(2, 4, 16, false).unwrap());
+        leave_cpu_idle_on_flushed_mm(preset::named("emag"), LinuxArm64::with_skip_broadcast(2, 4, 16, false).unwrap());
     assert!(v.is_empty() && exempt == 0, "{exempt} {v:#?}");
 }

@@ -47,7 +47,8 @@ fn the_replay_makes_the_traced_calls_and_the_barriers_pipe_calls() {
     let slow = run(&spec("cortex-a72", 2, "arm64-linux", &["instr_cycles=1000"])).unwrap();
     let trace = tlbkit_sim::trace::Trace::read_file(std::path::Path::new(TINY)).unwrap();
     let main_instrs: u64 = trace.threads[0].records.iter().map(|r| r.instrs).sum();
-    let longer = (slow.result["run_us"] - out.result["run_us"]) * 1000.0 * tlbkit_sim::preset::cortex_a72().freq_ghz;
+    let longer =
+        (slow.result["run_us"] - out.result["run_us"]) * 1000.0 * tlbkit_sim::preset::named("cortex-a72").freq_ghz;
     assert!(longer >= (main_instrs * 999) as f64, "{longer} cycles longer; main thread: {main_instrs} instructions");
 }
 

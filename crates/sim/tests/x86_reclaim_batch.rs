@@ -106,7 +106,8 @@ impl Program for Spinner {
 /// IPIs and deferred flushes of the first.
 fn pageout(mode: ContMode, batch: bool, cpus: usize) -> (Calls, Calls, u64, u64) {
     let contpte = ContpteConfig { mode, ..ContpteConfig::default() };
-    let cfg = SimConfig { strict: true, contpte, max_events: 5_000_000, ..SimConfig::quiet(preset::milan(), cpus, 1) };
+    let cfg =
+        SimConfig { strict: true, contpte, max_events: 5_000_000, ..SimConfig::quiet(preset::named("milan"), cpus, 1) };
     let policy = Counted(LinuxX86v615::new(cpus, 16, Kernel::V613), Default::default());
     let mut sim = Sim::new(cfg, policy);
     sim.set_pageout_batch(batch);

@@ -70,7 +70,8 @@ pub fn fit(mut profile: HostProfile, host: &Figures, all_cpus: usize) -> Result<
             "page_copy" => profile.costs.page_copy = (4096.0 * profile.freq_ghz / want).round().max(1.0) as u64,
             cost => {
                 let figure = |p: &HostProfile| -> Result<f64, Error> {
-                    Ok(model_figures(&preset(p), policy, &[f.bench], all_cpus)?[f.bench])
+                    let machine = preset(p).map_err(tlbkit_sim::Error::from)?;
+                    Ok(model_figures(&machine, policy, &[f.bench], all_cpus)?[f.bench])
                 };
                 let at = |x: f64| -> Result<f64, Error> {
                     let mut p = profile.clone();

@@ -172,7 +172,7 @@ fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> 
 /// Returns, for each microbenchmark of `host` in [`Bench::ALL`]'s order, the
 /// host's figure beside the model's on the machine `profile` describes.
 pub fn compare(profile: &HostProfile, host: &Figures, all_cpus: usize) -> Result<Vec<Row>, Error> {
-    let preset = preset::host::preset(profile);
+    let preset = preset::host::preset(profile).map_err(tlbkit_sim::Error::from)?;
     let policy = policy_for(profile);
     let mut model = BTreeMap::new();
     for bench in Bench::ALL.iter().map(|b| b.name()) {

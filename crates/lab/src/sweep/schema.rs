@@ -429,7 +429,15 @@ impl Sweep {
             }
             Ok(out)
         };
-        let machines = names(&raw.machines, "machine", "machines", &|n| preset::names().contains(&n), preset::names())?;
+        let machines_known = preset::names();
+        let machines = names(
+            &raw.machines,
+            "machine",
+            "machines",
+            // A machine file is read when its runs start (`preset::resolve`).
+            &|n| machines_known.iter().any(|m| m == n) || n.ends_with(".toml"),
+            machines_known.iter().map(String::as_str).collect(),
+        )?;
         let policies = names(
             &raw.policies,
             "policy",

@@ -672,8 +672,8 @@ fn estimates_used(
         let Some(Ok(metrics)) = results.get(&spec.command()) else { continue };
         let Some(preset) = tlbkit_sim::preset::by_name(&spec.machine) else { continue };
         let time = metrics.get("sim_time_ns").copied().unwrap_or(0.0);
-        for est in preset.estimates {
-            let count = metrics.get(est.used_when).copied().unwrap_or(0.0);
+        for est in &preset.estimates {
+            let count = metrics.get(&est.used_when).copied().unwrap_or(0.0);
             if est.share(&preset.costs, count, time, preset.freq_ghz, spec.cpus) >= ESTIMATE_SHARE {
                 let name = format!("{}: {}", preset.name, est.costs);
                 if !used.contains(&name) {

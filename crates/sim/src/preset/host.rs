@@ -19,7 +19,7 @@
 //! figures; SMT (each logical CPU is a core, as in every preset); NUMA nodes
 //! inside a package (a package is one node).
 
-use super::{graviton4, milan, skylake, Arch, Costs, Kernel, Preset, X86_BASE};
+use super::{by_name, file::MachineFileError, Arch, Costs, Kernel, Preset};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -94,6 +94,9 @@ pub enum ProfileError {
         /// Why.
         source: std::io::Error,
     },
+    /// The preset the host's figures start from could not be read.
+    #[error("{0}")]
+    Base(#[from] MachineFileError),
     /// The file is not a profile.
     #[error("{path}: not a host profile ({why}); run `tlbkit calibrate` again to rewrite it")]
     Malformed {
@@ -115,14 +118,23 @@ impl HostProfile {
         }
     }
 
-    /// Returns the published preset whose unmeasured figures the host keeps:
-    /// the nearest kind of core.
-    pub fn base(&self) -> Preset {
+    /// Returns the name of the published preset whose unmeasured figures the
+    /// host keeps: the nearest kind of core.
+    pub fn base_name(&self) -> &'static str {
         match self.isa() {
-            Some(Arch::Arm64) => graviton4(),
-            _ if self.model.contains("AMD") => milan(),
-            _ => skylake(),
+            Some(Arch::Arm64) => "graviton4",
+            _ if self.model.contains("AMD") => "milan",
+            _ => "skylake",
         }
+    }
+
+    /// Returns the published preset whose unmeasured figures the host keeps
+    /// ([`HostProfile::base_name`]).
+    pub fn base(&self) -> Result<Preset, ProfileError> {
+        let name = self.base_name();
+        by_name(name).ok_or_else(|| {
+            ProfileError::Base(MachineFileError { file: format!("machines/{name}.toml"), why: "not built in".into() })
+        })
     }
 
     /// Returns the kernel the host runs, from its release (`6.1.0-28-amd64` is
@@ -155,10 +167,9 @@ impl HostProfile {
 
 /// Returns the machine a profile describes (see the module documentation).
 ///
-/// # Panics
-/// Never for a profile that passes [`HostProfile::validate`]; [`load`] checks.
-pub fn preset(p: &HostProfile) -> Preset {
-    let base = p.base();
+/// Fails only where the base preset's file cannot be read.
+pub fn preset(p: &HostProfile) -> Result<Preset, ProfileError> {
+    let base = p.base()?;
     let kernel = p.kernel().unwrap_or(base.kernel);
     let per_package = p.cpus_per_package.min(p.cpus).max(1);
     let mut costs = base.costs;
@@ -172,7 +183,7 @@ pub fn preset(p: &HostProfile) -> Preset {
     if base.arch == Arch::X86_64 && !p.broadcast_tlbi {
         // Without INVLPGB remote CPUs are reached by IPI only: the broadcast
         // fields are those of every x86 machine without it.
-        let x = X86_BASE;
+        let x = super::base_costs(Arch::X86_64)?;
         costs = Costs {
             tlbi_bcast_issue: x.tlbi_bcast_issue,
             dvm_hop: x.dvm_hop,
@@ -187,16 +198,24 @@ pub fn preset(p: &HostProfile) -> Preset {
             ..costs
         };
     }
-    Preset {
-        name: "host",
-        description: "this machine: topology from /sys, costs from `tlbkit calibrate`",
+    let measured = ["syscall_body", "page_copy", "fault_path", "pipe_op", "switch_path", "cacheline_transfer"];
+    let mut sources = base.sources.clone();
+    for k in measured {
+        sources.insert(format!("costs_cycles.{k}"), format!("measured by tlbkit calibrate on {}", p.hostname));
+    }
+    for k in ["freq_ghz", "cores_per_socket", "cores_per_ccx", "cores", "numa", "kernel", "mem_bw_gbs"] {
+        sources.insert(k.to_string(), format!("this host ({}), read or measured by tlbkit calibrate", p.hostname));
+    }
+    Ok(Preset {
+        name: "host".into(),
+        description: "this machine: topology from /sys, costs from `tlbkit calibrate`".into(),
         arch: base.arch,
         freq_ghz: p.freq_ghz,
         cores_per_socket: per_package,
         cores_per_ccx: p.cpus_per_l3.clamp(1, per_package),
         real_cores: p.cpus,
         asid_bits: base.asid_bits,
-        numa: &[1],
+        numa: vec![1],
         tlb: base.tlb,
         kernel,
         mem_bw_gbs: h.mem_bw_gbs,
@@ -208,8 +227,10 @@ pub fn preset(p: &HostProfile) -> Preset {
         meltdown: base.meltdown,
         costs,
         // The nearest preset's, but for `switch_path`, which calibration measures.
-        estimates: if base.estimates.iter().any(|e| e.costs == "switch_path") { &[] } else { base.estimates },
-    }
+        estimates: if base.estimates.iter().any(|e| e.costs == "switch_path") { Vec::new() } else { base.estimates },
+        cost_sources: base.cost_sources,
+        sources,
+    })
 }
 
 /// Returns where the profile is kept: the file [`PROFILE_ENV`] names, else
@@ -246,7 +267,7 @@ pub fn read(path: &Path) -> Result<HostProfile, ProfileError> {
 
 /// Reads the profile at [`profile_path`] and returns the machine it describes.
 pub fn load() -> Result<Preset, ProfileError> {
-    read(&profile_path()).map(|p| preset(&p))
+    preset(&read(&profile_path())?)
 }
 
 #[cfg(test)]
@@ -282,20 +303,20 @@ mod tests {
 
     #[test]
     fn an_amd_guest_without_invlpgb_is_milan_without_broadcasts() {
-        let p = preset(&guest());
+        let p = preset(&guest()).unwrap();
         assert_eq!(p.name, "host");
         assert_eq!(p.arch, Arch::X86_64);
         assert_eq!((p.cores_per_socket, p.cores_per_ccx, p.real_cores), (2, 2, 2));
         assert_eq!(p.kernel, Kernel::Linux(6, 1));
         assert_eq!(p.kernel.sched(), SchedKind::Cfs);
         assert!(!p.has_broadcast_tlbi());
-        assert_eq!(p.tlb.l2_entries, milan().tlb.l2_entries);
+        assert_eq!(p.tlb.l2_entries, crate::preset::named("milan").tlb.l2_entries);
         let c = p.costs;
         assert_eq!(
             (c.syscall_body, c.page_copy, c.fault_path, c.pipe_op, c.switch_path, c.cacheline_transfer),
             (111, 222, 333, 444, 555, 66)
         );
-        assert_eq!(c.ipi_deliver, milan().costs.ipi_deliver);
+        assert_eq!(c.ipi_deliver, crate::preset::named("milan").costs.ipi_deliver);
         assert_eq!(p.mem_bw_gbs, 9.5);
     }
 
@@ -304,9 +325,9 @@ mod tests {
         let mut g = guest();
         g.broadcast_tlbi = true;
         g.kernel_release = "6.15.2".into();
-        let p = preset(&g);
+        let p = preset(&g).unwrap();
         assert!(p.has_broadcast_tlbi());
-        assert_eq!(p.costs.dvm_hop, milan().costs.dvm_hop);
+        assert_eq!(p.costs.dvm_hop, crate::preset::named("milan").costs.dvm_hop);
         assert_eq!(p.kernel.sched(), SchedKind::Eevdf);
     }
 
@@ -315,11 +336,11 @@ mod tests {
         let mut g = guest();
         g.arch = "aarch64".into();
         g.model = "0x41 0xd4f".into();
-        assert_eq!(preset(&g).tlb.l1d_entries, graviton4().tlb.l1d_entries);
-        assert_eq!(preset(&g).arch, Arch::Arm64);
+        assert_eq!(preset(&g).unwrap().tlb.l1d_entries, crate::preset::named("graviton4").tlb.l1d_entries);
+        assert_eq!(preset(&g).unwrap().arch, Arch::Arm64);
         g.arch = "x86_64".into();
         g.model = "Intel(R) Xeon(R) Platinum 8375C".into();
-        assert_eq!(preset(&g).tlb.l2_entries, skylake().tlb.l2_entries);
+        assert_eq!(preset(&g).unwrap().tlb.l2_entries, crate::preset::named("skylake").tlb.l2_entries);
     }
 
     #[test]

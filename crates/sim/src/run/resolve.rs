@@ -212,15 +212,15 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         return Err(Error::WrongArch {
             policy: pol.name,
             policy_arch: pol.arch,
-            machine: preset.name,
+            machine: preset.name.clone(),
             machine_arch: preset.arch,
             fits,
         });
     }
     if pol.needs_broadcast_tlbi && !preset.has_broadcast_tlbi() {
-        let fits: Vec<&str> =
-            presets.iter().filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi()).map(|p| p.name).collect();
-        return Err(Error::NeedsInvlpgb { policy: pol.name, machine: preset.name, fits });
+        let fits: Vec<String> =
+            presets.iter().filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi()).map(|p| p.name.clone()).collect();
+        return Err(Error::NeedsInvlpgb { policy: pol.name, machine: preset.name.clone(), fits });
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
         return Err(Error::CpusRange { cpus: spec.cpus as i64, max: MAX_CPUS });
@@ -229,7 +229,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
     if spec.cpus > sockets * preset.cores_per_socket {
         return Err(Error::TooFewCores {
             cpus: spec.cpus,
-            machine: preset.name,
+            machine: preset.name.clone(),
             max: sockets * preset.cores_per_socket,
             sockets,
             per_socket: preset.cores_per_socket,
@@ -282,7 +282,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
                     return Err(Error::Unsupported {
                         key: "asid_bits",
                         value: v.to_string(),
-                        machine: preset.name,
+                        machine: preset.name.clone(),
                         choices: fits,
                     });
                 }
@@ -302,7 +302,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
                     return Err(Error::Unsupported {
                         key: "numa",
                         value: v.to_string(),
-                        machine: preset.name,
+                        machine: preset.name.clone(),
                         choices: fits,
                     });
                 }
@@ -453,7 +453,7 @@ pub(super) fn sockets(preset: &Preset, spec: &RunSpec) -> Result<usize, Error> {
         Ok(n) if (1..=most).contains(&n) => Ok(n),
         _ => Err(Error::SocketsRange {
             value: v.to_string(),
-            machine: preset.name,
+            machine: preset.name.clone(),
             most,
             per_socket: preset.cores_per_socket,
             real,

@@ -15,7 +15,7 @@ fn run_one(ops: impl FnMut(u32, u64) -> Op + 'static) -> Sim {
             (self.1)(self.0, ret)
         }
     }
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::westmere(), 2, 1) };
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::named("westmere"), 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
     sim.spawn(Box::new(Script(0, ops))).unwrap();
     sim.run();
@@ -64,7 +64,7 @@ fn a_touch_counts_its_page_faults_as_kernel_time_and_its_accesses_as_user_time()
 #[test]
 fn an_ipi_handler_that_lands_in_a_computation_is_kernel_time() {
     // cpu0 computes; an IPI handler of 700 cycles lands in its computation.
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::westmere(), 2, 1) };
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::named("westmere"), 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
     struct Work(u32);
     impl Program for Work {

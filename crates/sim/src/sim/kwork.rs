@@ -489,7 +489,7 @@ mod tests {
 
     /// [`fault_in`]'s machine after the run.
     fn faulted(threads: usize, pages: u64, change: impl Fn(&mut Preset)) -> Sim {
-        let mut p = preset::altra();
+        let mut p = preset::named("altra");
         change(&mut p);
         let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(p, threads, 1) };
         let mut sim = Sim::new(cfg, LinuxArm64::new(threads, 4, 16, false).unwrap());
@@ -520,12 +520,12 @@ mod tests {
         // which take it in between: at least the cost of those moves over the
         // fault's own work. (Each fault here is about 5,000 cycles and a move
         // about 200: 1,024 faults over 16 CPUs, so 5% or more.)
-        let moves = 2 * 64 * preset::altra().costs.cacheline_transfer;
+        let moves = 2 * 64 * preset::named("altra").costs.cacheline_transfer;
         assert!(old > new + moves, "faults under mmap_lock took {old} cycles, under VMA locks {new}");
         let (one_old, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(5, 15));
         let (one_new, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(6, 9));
         // Alone, either lock is a hit after its first use (the VMA's line comes from memory once).
-        let first_use = preset::altra().costs.cacheline_transfer;
+        let first_use = preset::named("altra").costs.cacheline_transfer;
         assert!(one_old.abs_diff(one_new) <= first_use, "alone: {one_old} under mmap_lock, {one_new} under VMA locks");
     }
 
@@ -581,7 +581,7 @@ mod tests {
         const THREADS: usize = 8;
         const PAGES: u64 = 62;
         let run_with = |kernel: Kernel, lru_drain: Option<bool>| {
-            let mut p = preset::altra();
+            let mut p = preset::named("altra");
             p.kernel = kernel;
             let cfg = SimConfig { max_mms: 2, lru_drain, ..SimConfig::quiet(p, THREADS, 1) };
             let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
@@ -621,7 +621,7 @@ mod tests {
 
     #[test]
     fn the_bandwidth_budget_moves_pages_to_the_next_window_with_room() {
-        let mut p = preset::altra();
+        let mut p = preset::named("altra");
         p.mem_bw_gbs = 4096.0 * 4.5 * p.freq_ghz / BW_WINDOW as f64 / MEM_BW_SUSTAINED;
         let mut kw = KernelWork::new(&p, 2, 80, None, None);
         assert_eq!(kw.bw_pages, 4);

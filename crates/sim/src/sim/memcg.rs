@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn isolation_drops_freed_folios_and_stops_at_a_cluster() {
-        let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(preset::altra(), 1, 1) };
+        let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(preset::named("altra"), 1, 1) };
         let mut sim = Sim::new(cfg, LinuxArm64::new(1, 4, 16, false).unwrap());
         sim.set_mem_limit(64);
         // Folios the kernel's address space does not map: all gone.

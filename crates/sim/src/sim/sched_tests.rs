@@ -38,7 +38,7 @@ impl Program for Sleeper {
 
 /// Returns `ncpus` CPUs of an Ampere Altra under `sched`, with `migration`.
 fn machine(sched: SchedKind, ncpus: usize, migration: bool) -> Sim {
-    let cfg = SimConfig { sched, migration, max_events: 100_000, ..SimConfig::quiet(preset::altra(), ncpus, 1) };
+    let cfg = SimConfig { sched, migration, max_events: 100_000, ..SimConfig::quiet(preset::named("altra"), ncpus, 1) };
     Sim::new(cfg, LinuxArm64::new(ncpus, 16, 16, false).unwrap())
 }
 

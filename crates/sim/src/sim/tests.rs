@@ -28,7 +28,7 @@ impl Program for WriteThenWait {
 /// Returns a 2-CPU x86 Linux (PCID) machine whose cpu0 went idle, lazily, from
 /// a process that wrote a page.
 fn lazy_cpu0() -> Sim {
-    let preset = preset::westmere();
+    let preset = preset::named("westmere");
     let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
     sim.spawn(Box::new(WriteThenWait { step: 0 })).unwrap();
@@ -127,8 +127,13 @@ impl Program for WriteBlockThenWait {
 /// address and its first PTE.
 fn lazy_cpu0_with_a_block() -> (Sim, u64, PteRef) {
     let contpte = ContpteConfig { mode: ContMode::On, ..ContpteConfig::default() };
-    let cfg =
-        SimConfig { strict: true, max_mms: 4, max_events: 10_000, contpte, ..SimConfig::quiet(preset::altra(), 1, 1) };
+    let cfg = SimConfig {
+        strict: true,
+        max_mms: 4,
+        max_events: 10_000,
+        contpte,
+        ..SimConfig::quiet(preset::named("altra"), 1, 1)
+    };
     let mut sim = Sim::new(cfg, tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap());
     sim.spawn(Box::new(WriteBlockThenWait { step: 0, va: 0 })).unwrap();
     while !sim.is_lazy(0) {

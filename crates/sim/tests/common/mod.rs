@@ -11,7 +11,7 @@ use tlbkit_sim::sim::SimConfig;
 
 /// Returns a `cortex-a72` machine of `ncpus` with no speculation and no migration.
 pub fn config(ncpus: usize, seed: u64, strict: bool) -> SimConfig {
-    SimConfig { strict, ..SimConfig::quiet(preset::cortex_a72(), ncpus, seed) }
+    SimConfig { strict, ..SimConfig::quiet(preset::named("cortex-a72"), ncpus, seed) }
 }
 
 /// Which flush [`Skips`] leaves out.

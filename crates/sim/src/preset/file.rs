@@ -1,0 +1,703 @@
+//! Machines as data: a machine is a TOML file of its fields, each with its
+//! source.
+//!
+//! The presets are the files in `crates/sim/machines/` (compiled into the
+//! binary: `build.rs` lists them), and `--machine PATH.toml` reads a user's
+//! own. A file's keys are the names `tlbkit list machines --format json`
+//! gives: top-level fields (`freq_ghz`, `cores`, `cores_per_socket`, ...),
+//! `[tlb]` and `[costs_cycles]` tables, and `estimates`. A field is either a
+//! plain value (`cores = 32`) or a table saying where the value comes from:
+//!
+//! ```toml
+//! freq_ghz = { value = 2.6, source = "Intel ARK: 2.60 GHz base" }
+//! walkers = { value = 2, estimate = "no Sunny Cove figure found: Skylake's two" }
+//! walk_start = { value = 10, source_as = "walk_level" }   # the sibling's source
+//! cacheline_transfer = { ns = 51.3, source = "..." }      # a cost in ns, at freq_ghz
+//! dvm_hop = { value = 300, source = "notes" }             # the machine's notes file
+//! ```
+//!
+//! A file may name a `base` (a preset, or one of the architecture bases in
+//! `machines/base/`, which hold costs only): it starts from the base's fields
+//! and replaces those it sets. A file without a base sets every field. The
+//! loader checks every key against the fields a machine has (an unknown key
+//! is refused with the known ones), every type, and the ranges the simulator
+//! needs ([`check`]), so a bad file is an error that says what to change,
+//! never a panic.
+//!
+//! Layers are resolved in three steps: each file to a [`Layer`] of entries
+//! (its own keys, nothing inherited); the chain of bases merged, the later
+//! file's entries replacing the earlier's; the merged entries typed into a
+//! [`Preset`], the costs given in ns converted at the final clock.
+
+use super::{Arch, Costs, Estimate, Kernel, Preset, TlbGeometry, ESTIMATE_USES};
+use std::collections::BTreeMap;
+
+/// The top-level fields a machine file sets, with what each holds (the
+/// `[tlb]` and `[costs_cycles]` keys are those of [`TlbGeometry`] and
+/// [`Costs`]).
+const TOP: &[(&str, Kind)] = &[
+    ("description", Kind::Text),
+    ("cost_sources", Kind::Text),
+    ("arch", Kind::Arch),
+    ("freq_ghz", Kind::Float),
+    ("cores", Kind::Count),
+    ("cores_per_socket", Kind::Count),
+    ("cores_per_ccx", Kind::Count),
+    ("asid_bits", Kind::Counts),
+    ("numa", Kind::Counts),
+    ("kernel", Kind::Kernel),
+    ("mem_bw_gbs", Kind::Float),
+    ("tlbi_range", Kind::Flag),
+    ("invpcid", Kind::Flag),
+    ("meltdown", Kind::Flag),
+];
+
+/// Keys a file has besides its fields.
+const META: &[&str] = &["name", "base", "estimates", "tlb", "costs_cycles"];
+
+/// The most layers of bases a file may stand on.
+const MAX_DEPTH: usize = 8;
+
+/// The largest cost a file may give, in cycles (a second at 10 GHz: more is a
+/// mistake, and would overflow the simulator's time arithmetic).
+const MAX_CYCLES: u64 = 10_000_000_000;
+
+/// What a field holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Text,
+    Arch,
+    Float,
+    Count,
+    Counts,
+    Kernel,
+    Flag,
+    Cycles,
+}
+
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Text => "a string",
+            Kind::Arch => "\"arm64\" or \"x86-64\"",
+            Kind::Float => "a number",
+            Kind::Count => "a whole number",
+            Kind::Counts => "a list of whole numbers",
+            Kind::Kernel => "a kernel such as \"linux-6.9\" or \"freebsd-13\"",
+            Kind::Flag => "true or false",
+            Kind::Cycles => "a whole number of cycles (or { ns = ... })",
+        }
+    }
+}
+
+/// Why a machine file could not be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {why}")]
+pub struct MachineFileError {
+    /// The file (a path, or `machines/NAME.toml` for a preset).
+    pub file: String,
+    /// What is wrong and how to fix it.
+    pub why: String,
+}
+
+/// One field as a file gives it.
+#[derive(Clone, Debug)]
+struct Entry {
+    value: Value,
+    source: Source,
+}
+
+/// A field's value: as given, or a cost in ns to convert at the clock.
+#[derive(Clone, Debug)]
+enum Value {
+    Given(toml::Value),
+    Ns(f64),
+}
+
+/// Where a field's value comes from, as its file says.
+#[derive(Clone, Debug)]
+enum Source {
+    /// A source (`source = "..."`); `notes` stands for the machine's notes.
+    Given(String),
+    /// An estimate and its reason.
+    Estimate(String),
+    /// The same source as the named field of the same table.
+    As(String),
+    /// A plain value: the file that set it.
+    File(String),
+}
+
+/// One file's own keys.
+#[derive(Clone, Debug)]
+struct Layer {
+    file: String,
+    name: String,
+    base: Option<String>,
+    /// Field path (`freq_ghz`, `tlb.l2_ways`, `costs_cycles.dvm_hop`) to entry.
+    entries: BTreeMap<String, Entry>,
+    estimates: Option<Vec<Estimate>>,
+}
+
+/// The machine files compiled in: `(stem, text)` of every preset, of every
+/// architecture base, and the shared estimates (`build.rs`).
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/machines.rs"));
+}
+
+/// Returns every built-in preset, in file-name order.
+pub(super) fn builtin() -> Result<Vec<Preset>, MachineFileError> {
+    embedded::PRESETS.iter().map(|(stem, text)| load_text(text, &format!("machines/{stem}.toml"))).collect()
+}
+
+/// Returns the costs an architecture's base file gives (the figures every
+/// preset of it starts from).
+pub(super) fn base_costs(arch: Arch) -> Result<Costs, MachineFileError> {
+    let stem = super::catalog_arch(arch);
+    let layer = base_layer(stem, "the simulator")?;
+    let mut c = Costs::default();
+    for (path, e) in &layer.entries {
+        if let Some(key) = path.strip_prefix("costs_cycles.") {
+            let Value::Given(v) = &e.value else { continue };
+            set_cost(&mut c, key, v, &layer.file)?;
+        }
+    }
+    Ok(c)
+}
+
+/// Reads the machine file at `path`.
+pub fn load_path(path: &std::path::Path) -> Result<Preset, MachineFileError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| MachineFileError {
+        file: file.clone(),
+        why: format!("cannot read it ({e}); --machine takes a preset's name or the path of a .toml machine file"),
+    })?;
+    load_text(&text, &file)
+}
+
+/// Reads a machine from `text`, the contents of `file`.
+pub fn load_text(text: &str, file: &str) -> Result<Preset, MachineFileError> {
+    let top = parse(text, file)?;
+    let mut chain = vec![top];
+    while let Some(base) = chain.last().and_then(|l| l.base.clone()) {
+        if chain.len() > MAX_DEPTH {
+            return Err(err(file, format!("more than {MAX_DEPTH} bases deep (a base names itself in a circle?)")));
+        }
+        if chain.iter().any(|l| l.name == base) {
+            return Err(err(file, format!("base '{base}' is in a circle of bases")));
+        }
+        let from = chain.last().map(|l| l.file.clone()).unwrap_or_default();
+        chain.push(base_layer(&base, &from)?);
+    }
+    build(chain, file)
+}
+
+/// Returns the layer of the preset or architecture base called `name`.
+fn base_layer(name: &str, from: &str) -> Result<Layer, MachineFileError> {
+    let found = embedded::PRESETS
+        .iter()
+        .map(|(s, t)| (s, t, "machines"))
+        .chain(embedded::BASES.iter().map(|(s, t)| (s, t, "machines/base")))
+        .find(|(s, _, _)| **s == name);
+    match found {
+        Some((stem, text, dir)) => parse(text, &format!("{dir}/{stem}.toml")),
+        None => {
+            let names: Vec<&str> = embedded::PRESETS.iter().chain(embedded::BASES.iter()).map(|(s, _)| *s).collect();
+            Err(err(from, format!("unknown base '{name}'; a base is one of: {}", names.join(", "))))
+        }
+    }
+}
+
+fn err(file: &str, why: String) -> MachineFileError {
+    MachineFileError { file: file.to_string(), why }
+}
+
+/// Returns the kind of the field at `path`, or `None` for a key no machine has.
+fn kind_of(path: &str) -> Option<Kind> {
+    if let Some(k) = path.strip_prefix("tlb.") {
+        return field_names(&TlbGeometry::default()).contains(&k.to_string()).then_some(Kind::Count);
+    }
+    if let Some(k) = path.strip_prefix("costs_cycles.") {
+        return field_names(&Costs::default()).contains(&k.to_string()).then_some(Kind::Cycles);
+    }
+    TOP.iter().find(|(k, _)| *k == path).map(|(_, kind)| *kind)
+}
+
+/// Returns the field names of a struct as it serialises.
+fn field_names<T: serde::Serialize>(t: &T) -> Vec<String> {
+    match serde_json::to_value(t) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Returns every field path a complete machine sets.
+pub(crate) fn all_paths() -> Vec<String> {
+    let top = TOP.iter().map(|(k, _)| k.to_string());
+    let tlb = field_names(&TlbGeometry::default()).into_iter().map(|k| format!("tlb.{k}"));
+    let costs = field_names(&Costs::default()).into_iter().map(|k| format!("costs_cycles.{k}"));
+    top.chain(tlb).chain(costs).collect()
+}
+
+/// Parses one file into its layer, checking every key and the form of every entry.
+fn parse(text: &str, file: &str) -> Result<Layer, MachineFileError> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(file, format!("not TOML: {e}")))?;
+    let name = match table.get("name") {
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(_) => return Err(err(file, "'name' must be a non-empty string".into())),
+        None => return Err(err(file, "no 'name': a machine file names its machine (name = \"my-machine\")".into())),
+    };
+    let base = match table.get("base") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(err(file, "'base' must be a preset's name, as a string (base = \"milan\")".into())),
+    };
+    let mut entries = BTreeMap::new();
+    for (key, v) in &table {
+        match key.as_str() {
+            "tlb" | "costs_cycles" => {
+                let toml::Value::Table(t) = v else {
+                    return Err(err(file, format!("'{key}' must be a table ([{key}])")));
+                };
+                for (k, v) in t {
+                    let path = format!("{key}.{k}");
+                    entries.insert(path.clone(), entry(&path, v, file)?);
+                }
+            }
+            k if META.contains(&k) => {}
+            k => {
+                entries.insert(k.to_string(), entry(k, v, file)?);
+            }
+        }
+    }
+    let estimates = match table.get("estimates") {
+        None => None,
+        Some(v) => Some(estimates(v, file)?),
+    };
+    Ok(Layer { file: file.to_string(), name, base, entries, estimates })
+}
+
+/// Parses one field's entry.
+fn entry(path: &str, v: &toml::Value, file: &str) -> Result<Entry, MachineFileError> {
+    let Some(kind) = kind_of(path) else {
+        let (table, key) = path.rsplit_once('.').map_or(("", path), |(t, k)| (t, k));
+        let known: Vec<String> = all_paths()
+            .into_iter()
+            .filter(|p| p.rsplit_once('.').map_or("", |(t, _)| t) == table)
+            .map(|p| p.rsplit_once('.').map_or(p.clone(), |(_, k)| k.to_string()))
+            .collect();
+        let hint = if key == "sockets" {
+            " (sockets follow from cores / cores_per_socket; a run takes --set sockets=N)".to_string()
+        } else {
+            String::new()
+        };
+        let place = if table.is_empty() {
+            "a machine (besides name, base, estimates, [tlb] and [costs_cycles])".to_string()
+        } else {
+            format!("[{table}]")
+        };
+        let near = tlbkit_registry::suggest::did_you_mean(key, known.iter().map(String::as_str));
+        return Err(err(file, format!("unknown field '{path}'{near}{hint}; {place} takes: {}", known.join(", "))));
+    };
+    let toml::Value::Table(t) = v else {
+        return Ok(Entry { value: Value::Given(v.clone()), source: Source::File(file.to_string()) });
+    };
+    for k in t.keys() {
+        if !["value", "ns", "source", "estimate", "source_as"].contains(&k.as_str()) {
+            return Err(err(
+                file,
+                format!("{path}: unknown key '{k}'; a field is a value or {{ value = ..., source = \"...\" }} (or estimate, source_as, and ns for a cost)"),
+            ));
+        }
+    }
+    let value = match (t.get("value"), t.get("ns")) {
+        (Some(v), None) => Value::Given(v.clone()),
+        (None, Some(ns)) if kind == Kind::Cycles => match ns.as_float().or_else(|| ns.as_integer().map(|i| i as f64)) {
+            Some(x) if x.is_finite() && x >= 0.0 => Value::Ns(x),
+            _ => return Err(err(file, format!("{path}: ns must be a number of nanoseconds, 0 or more"))),
+        },
+        (None, Some(_)) => {
+            return Err(err(file, format!("{path}: only a cost under [costs_cycles] can be given in ns")))
+        }
+        (Some(_), Some(_)) => return Err(err(file, format!("{path}: give value or ns, not both"))),
+        (None, None) => return Err(err(file, format!("{path}: no value (value = ...)"))),
+    };
+    let text = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let source = match (text("source"), text("estimate"), text("source_as")) {
+        (Some(s), None, None) => Source::Given(s),
+        (None, Some(s), None) => Source::Estimate(s),
+        (None, None, Some(s)) => Source::As(s),
+        (None, None, None) => Source::File(file.to_string()),
+        _ => return Err(err(file, format!("{path}: give one of source, estimate or source_as, as a string"))),
+    };
+    Ok(Entry { value, source })
+}
+
+/// Parses `estimates`: a list of shared estimates' names or of tables.
+fn estimates(v: &toml::Value, file: &str) -> Result<Vec<Estimate>, MachineFileError> {
+    let toml::Value::Array(items) = v else {
+        return Err(err(file, "'estimates' must be a list ([[estimates]] tables, or names of shared ones)".into()));
+    };
+    let shared: toml::Table =
+        embedded::ESTIMATES.parse().map_err(|e: toml::de::Error| err("machines/estimates.toml", e.to_string()))?;
+    items
+        .iter()
+        .map(|item| {
+            let t = match item {
+                toml::Value::String(name) => match shared.get(name) {
+                    Some(toml::Value::Table(t)) => t,
+                    _ => {
+                        let known: Vec<&str> = shared.keys().map(String::as_str).collect();
+                        return Err(err(
+                            file,
+                            format!("unknown shared estimate '{name}'; known: {}", known.join(", ")),
+                        ));
+                    }
+                },
+                toml::Value::Table(t) => t,
+                _ => {
+                    return Err(err(
+                        file,
+                        "an estimate is a table (costs, used_when, why) or a shared one's name".into(),
+                    ))
+                }
+            };
+            let text = |k: &str| {
+                t.get(k)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| err(file, format!("an estimate needs '{k}' as a string (costs, used_when, why)")))
+            };
+            let used_when = text("used_when")?;
+            if !ESTIMATE_USES.iter().any(|(m, _)| *m == used_when) {
+                let known: Vec<&str> = ESTIMATE_USES.iter().map(|(m, _)| *m).collect();
+                return Err(err(file, format!("estimate used_when '{used_when}': one of {}", known.join(", "))));
+            }
+            Ok(Estimate { costs: text("costs")?, used_when, why: text("why")? })
+        })
+        .collect()
+}
+
+/// Merges a chain of layers (the file first, its deepest base last) and types
+/// the result.
+fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
+    let own = chain[0].clone();
+    let mut merged: BTreeMap<String, (Entry, String)> = BTreeMap::new();
+    let mut estimates = Vec::new();
+    for layer in chain.iter().rev() {
+        for (path, e) in &layer.entries {
+            merged.insert(path.clone(), (e.clone(), layer.file.clone()));
+        }
+        if let Some(e) = &layer.estimates {
+            estimates = e.clone();
+        }
+    }
+    // A partial file keeps its base's description unless it gives its own.
+    if let (Some(base), false) = (&own.base, own.entries.contains_key("description")) {
+        if let Some((e, from)) = merged.get("description").cloned() {
+            if let Value::Given(toml::Value::String(d)) = e.value {
+                let changed: Vec<&str> = own.entries.keys().map(String::as_str).collect();
+                let text = format!("{base} with {} from {file}: {d}", changed.join(", "));
+                merged
+                    .insert("description".into(), (Entry { value: Value::Given(text.into()), source: e.source }, from));
+            }
+        }
+    }
+    let missing: Vec<String> = all_paths().into_iter().filter(|p| !merged.contains_key(p)).collect();
+    if !missing.is_empty() {
+        return Err(err(
+            file,
+            format!(
+                "missing {}: {} (name a base = \"<preset>\" to start from one, or set them)",
+                if missing.len() == 1 { "field" } else { "fields" },
+                missing.join(", ")
+            ),
+        ));
+    }
+    let get = |p: &str| merged.get(p).map(|(e, f)| (e, f.as_str()));
+    let text = |p: &str| -> Result<String, MachineFileError> {
+        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
+        match &e.value {
+            Value::Given(toml::Value::String(s)) => Ok(s.clone()),
+            _ => Err(err(f, format!("{p}: expected {}", Kind::Text.expected()))),
+        }
+    };
+    let float = |p: &str| -> Result<f64, MachineFileError> {
+        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
+        match &e.value {
+            Value::Given(toml::Value::Float(x)) => Ok(*x),
+            Value::Given(toml::Value::Integer(i)) => Ok(*i as f64),
+            _ => Err(err(f, format!("{p}: expected {}", Kind::Float.expected()))),
+        }
+    };
+    let count = |p: &str| -> Result<usize, MachineFileError> {
+        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
+        match &e.value {
+            Value::Given(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as usize),
+            Value::Given(toml::Value::Integer(i)) => Err(err(f, format!("{p}: {i} is below 0"))),
+            _ => Err(err(f, format!("{p}: expected {}", Kind::Count.expected()))),
+        }
+    };
+    let counts = |p: &str| -> Result<Vec<usize>, MachineFileError> {
+        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
+        let bad = || err(f, format!("{p}: expected {}", Kind::Counts.expected()));
+        match &e.value {
+            Value::Given(toml::Value::Array(a)) => {
+                a.iter().map(|v| v.as_integer().filter(|i| *i >= 0).map(|i| i as usize).ok_or_else(bad)).collect()
+            }
+            _ => Err(bad()),
+        }
+    };
+    let flag = |p: &str| -> Result<bool, MachineFileError> {
+        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
+        match &e.value {
+            Value::Given(toml::Value::Boolean(b)) => Ok(*b),
+            _ => Err(err(f, format!("{p}: expected {}", Kind::Flag.expected()))),
+        }
+    };
+    let arch = match text("arch")?.as_str() {
+        "arm64" => Arch::Arm64,
+        "x86-64" => Arch::X86_64,
+        other => return Err(err(file, format!("arch '{other}': expected {}", Kind::Arch.expected()))),
+    };
+    let kernel_name = text("kernel")?;
+    let kernel = parse_kernel(&kernel_name)
+        .ok_or_else(|| err(file, format!("kernel '{kernel_name}': expected {}", Kind::Kernel.expected())))?;
+    let freq_ghz = float("freq_ghz")?;
+    let mut tlb = TlbGeometry::default();
+    let mut costs = Costs::default();
+    for (path, (e, f)) in &merged {
+        if let Some(k) = path.strip_prefix("tlb.") {
+            let n = count(path)?;
+            match k {
+                "l1d_entries" => tlb.l1d_entries = n,
+                "l2_entries" => tlb.l2_entries = n,
+                "l2_ways" => tlb.l2_ways = n,
+                "pwc_entries" => tlb.pwc_entries = n,
+                _ => return Err(err(f, format!("unknown field '{path}'"))),
+            }
+        } else if let Some(k) = path.strip_prefix("costs_cycles.") {
+            match &e.value {
+                Value::Given(v) => set_cost(&mut costs, k, v, f)?,
+                Value::Ns(ns) => {
+                    let cycles = (ns * freq_ghz).round();
+                    set_cost(&mut costs, k, &toml::Value::Integer(cycles as i64), f)?;
+                }
+            }
+        }
+    }
+    let cost_sources = text("cost_sources")?;
+    let sources = sources(&merged, &cost_sources);
+    let asid_bits = counts("asid_bits")?
+        .into_iter()
+        .map(|b| u8::try_from(b).map_err(|_| err(file, format!("asid_bits: {b} bits is more than any machine has"))))
+        .collect::<Result<Vec<u8>, _>>()?;
+    let preset = Preset {
+        name: own.name.clone(),
+        description: text("description")?,
+        arch,
+        freq_ghz,
+        cores_per_socket: count("cores_per_socket")?,
+        cores_per_ccx: count("cores_per_ccx")?,
+        real_cores: count("cores")?,
+        asid_bits,
+        numa: counts("numa")?,
+        tlb,
+        kernel,
+        mem_bw_gbs: float("mem_bw_gbs")?,
+        tlbi_range: flag("tlbi_range")?,
+        invpcid: flag("invpcid")?,
+        meltdown: flag("meltdown")?,
+        costs,
+        estimates,
+        cost_sources,
+        sources,
+    };
+    check(&preset).map_err(|why| err(file, why))?;
+    Ok(preset)
+}
+
+/// Sets the cost `key` from a TOML value.
+fn set_cost(c: &mut Costs, key: &str, v: &toml::Value, file: &str) -> Result<(), MachineFileError> {
+    let mut map = match serde_json::to_value(*c) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => return Err(err(file, "internal: costs do not serialise".into())),
+    };
+    let json = match (map.get(key), v) {
+        (Some(serde_json::Value::Bool(_)), toml::Value::Boolean(b)) => serde_json::Value::from(*b),
+        (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) if *i >= 0 && (*i as u64) <= MAX_CYCLES => {
+            serde_json::Value::from(*i as u64)
+        }
+        (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) => {
+            return Err(err(file, format!("costs_cycles.{key}: {i} is out of range (0 to {MAX_CYCLES} cycles)")))
+        }
+        (Some(serde_json::Value::Bool(_)), _) => {
+            return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Flag.expected())))
+        }
+        (Some(_), _) => return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Cycles.expected()))),
+        (None, _) => return Err(err(file, format!("unknown field 'costs_cycles.{key}'"))),
+    };
+    map.insert(key.to_string(), json);
+    *c = serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| err(file, format!("costs_cycles.{key}: {e}")))?;
+    Ok(())
+}
+
+/// Returns each field's source as text: the source, `estimate: why`, or the
+/// file that set a plain value; `notes` is the machine's notes file.
+fn sources(merged: &BTreeMap<String, (Entry, String)>, notes: &str) -> BTreeMap<String, String> {
+    let resolve = |path: &str| -> String {
+        let mut path = path.to_string();
+        for _ in 0..=merged.len() {
+            let Some((e, _)) = merged.get(&path) else { return String::new() };
+            match &e.source {
+                Source::Given(s) if s == "notes" => return format!("notes: {notes}"),
+                Source::Given(s) => return s.clone(),
+                Source::Estimate(s) => return format!("estimate: {s}"),
+                Source::File(f) => return format!("set in {f}"),
+                Source::As(sibling) => {
+                    path = match path.rsplit_once('.') {
+                        Some((table, _)) => format!("{table}.{sibling}"),
+                        None => sibling.clone(),
+                    }
+                }
+            }
+        }
+        String::new()
+    };
+    merged.keys().map(|p| (p.clone(), resolve(p))).collect()
+}
+
+/// Returns the kernel a file names (`linux-6.9`, `freebsd-13`).
+pub fn parse_kernel(s: &str) -> Option<Kernel> {
+    if let Some(v) = s.strip_prefix("linux-") {
+        let (a, b) = v.split_once('.')?;
+        return Some(Kernel::Linux(a.parse().ok()?, b.parse().ok()?));
+    }
+    s.strip_prefix("freebsd-").and_then(|v| v.parse().ok()).map(Kernel::FreeBsd)
+}
+
+/// Checks that a machine is one the simulator can build; returns what is wrong.
+pub fn check(p: &Preset) -> Result<(), String> {
+    let mut bad = Vec::new();
+    if !(p.freq_ghz.is_finite() && (0.1..=20.0).contains(&p.freq_ghz)) {
+        bad.push(format!("freq_ghz {} is out of range (0.1 to 20)", p.freq_ghz));
+    }
+    if p.real_cores == 0 || p.cores_per_socket == 0 || p.cores_per_ccx == 0 {
+        bad.push("cores, cores_per_socket and cores_per_ccx must each be 1 or more".into());
+    } else if !p.cores_per_socket.is_multiple_of(p.cores_per_ccx) {
+        bad.push(format!(
+            "cores_per_ccx {} does not divide cores_per_socket {} (a socket is whole cache domains)",
+            p.cores_per_ccx, p.cores_per_socket
+        ));
+    }
+    if p.real_cores > crate::run::MAX_CPUS {
+        bad.push(format!("cores {} is more than the simulator's {} CPUs", p.real_cores, crate::run::MAX_CPUS));
+    }
+    let max_bits = if p.arch == Arch::X86_64 { 12 } else { 16 };
+    if p.asid_bits.is_empty() || p.asid_bits.iter().any(|b| *b == 0 || *b > max_bits) {
+        bad.push(format!("asid_bits {:?}: one or more widths, each 1 to {max_bits} on this arch", p.asid_bits));
+    }
+    if p.numa.is_empty() || p.numa.iter().any(|n| *n == 0 || *n > p.cores_per_socket.max(1)) {
+        bad.push(format!("numa {:?}: one or more node counts, each 1 to cores_per_socket", p.numa));
+    }
+    let t = &p.tlb;
+    if t.l1d_entries == 0 || t.l2_entries == 0 || t.l2_ways == 0 || t.pwc_entries == 0 {
+        bad.push("every [tlb] size must be 1 or more".into());
+    } else if !t.l2_entries.is_multiple_of(t.l2_ways) {
+        bad.push(format!("tlb.l2_entries {} is not a multiple of tlb.l2_ways {}", t.l2_entries, t.l2_ways));
+    }
+    if t.l1d_entries > 1 << 16 || t.l2_entries > 1 << 20 || t.pwc_entries > 1 << 16 {
+        bad.push("a [tlb] size is beyond any machine's (L1 and walk cache at most 65536, L2 at most 1048576)".into());
+    }
+    if !(p.mem_bw_gbs.is_finite() && p.mem_bw_gbs > 0.0) {
+        bad.push(format!("mem_bw_gbs {} must be a positive number", p.mem_bw_gbs));
+    }
+    if p.invpcid && p.arch != Arch::X86_64 {
+        bad.push("invpcid is an x86 instruction: false on arm64".into());
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Preset, String> {
+        load_text(text, "my.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_partial_file_starts_from_its_base_and_replaces_what_it_sets() {
+        let milan = crate::preset::named("milan");
+        let p = load(
+            "name = \"milan32\"\nbase = \"milan\"\ncores = 32\ncores_per_socket = { value = 32, source = \"a 32-core part\" }\n\
+             [costs_cycles]\nipi_deliver = 900\ncacheline_transfer = { ns = 20, estimate = \"a guess\" }\n",
+        )
+        .unwrap();
+        assert_eq!((p.name.as_str(), p.real_cores, p.cores_per_socket), ("milan32", 32, 32));
+        assert_eq!((p.costs.ipi_deliver, p.costs.cacheline_transfer), (900, 49), "20 ns at 2.45 GHz");
+        assert_eq!(p.costs.dvm_hop, milan.costs.dvm_hop);
+        assert_eq!((p.tlb, p.kernel, p.estimates.clone()), (milan.tlb, milan.kernel, milan.estimates.clone()));
+        assert_eq!(p.sources["cores"], "set in my.toml");
+        assert_eq!(p.sources["cores_per_socket"], "a 32-core part");
+        assert_eq!(p.sources["costs_cycles.cacheline_transfer"], "estimate: a guess");
+        assert_eq!(p.sources["costs_cycles.dvm_hop"], milan.sources["costs_cycles.dvm_hop"]);
+        assert!(p.description.starts_with("milan with "), "{}", p.description);
+    }
+
+    #[test]
+    fn a_cost_in_ns_follows_the_clock_a_derived_file_sets() {
+        let p = load("name = \"slow\"\nbase = \"icx8358\"\nfreq_ghz = 1.0\n").unwrap();
+        assert_eq!(p.costs.cacheline_transfer, 51, "icx8358's 51.3 ns at 1 GHz");
+        assert_eq!(p.costs.walk_level, crate::preset::named("icx8358").costs.walk_level, "cycles stay cycles");
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_what_to_change() {
+        let cases = [
+            ("name = \"x\"\nbase = \"milan\"\ncorez = 3\n", "unknown field 'corez' (did you mean 'cores'?); a machine (besides name, base, estimates, [tlb] and [costs_cycles]) takes: description"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nipi_delivr = 3\n", "'costs_cycles.ipi_delivr' (did you mean 'ipi_deliver'?); [costs_cycles] takes: cacheline_cross_ccx"),
+            ("name = \"x\"\nbase = \"milan\"\nsockets = 2\n", "a run takes --set sockets=N"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = -1\n", "cores: -1 is below 0"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = \"many\"\n", "cores: expected a whole number"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = 0\n", "must each be 1 or more"),
+            ("name = \"x\"\nbase = \"milan\"\nfreq_ghz = 0\n", "freq_ghz 0 is out of range"),
+            ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl2_ways = 7\n", "not a multiple of tlb.l2_ways 7"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\ndvm_hop = 1e3\n", "dvm_hop: expected a whole number of cycles"),
+            ("name = \"x\"\nbase = \"milna\"\n", "unknown base 'milna'; a base is one of: altra"),
+            ("name = \"x\"\narch = \"arm64\"\n", "missing fields: description, cost_sources, freq_ghz"),
+            ("base = \"milan\"\n", "no 'name'"),
+            ("name = \"x\"\nbase = \"milan\"\nkernel = \"linux-six\"\n", "kernel 'linux-six': expected a kernel"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = { value = 3, sauce = \"me\" }\n", "cores: unknown key 'sauce'"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nmlp = { ns = -1 }\n", "ns must be a number"),
+            ("name = \"x\"\nbase = \"milan\"\nestimates = [\"nope\"]\n", "unknown shared estimate 'nope'"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = 9000\n", "more than the simulator's 4096 CPUs"),
+            ("name = \"x\"\nbase = \"milan\"\ninvpcid = 1\n", "invpcid: expected true or false"),
+            ("name = \"x\"\nbase = \"milan\"\ncores = 3\n[[x]]\n", "unknown field 'x'"),
+            ("name = \"x\"\n[costs_cycles\n", "not TOML"),
+        ];
+        for (text, want) in cases {
+            let e = load(text).expect_err(text);
+            assert!(e.starts_with("my.toml: ") && e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_field_a_machine_lists_is_a_field_a_file_sets() {
+        let p = crate::preset::named("altra");
+        let json = crate::catalog::machines();
+        let listed = json["machines"].as_array().unwrap().iter().find(|m| m["name"] == "altra").unwrap().clone();
+        for path in all_paths() {
+            let v = match path.split_once('.') {
+                Some((t, k)) => &listed[t][k],
+                None => &listed[path.as_str()],
+            };
+            assert!(!v.is_null(), "{path} is settable but `list machines --format json` does not give it");
+            assert!(p.sources.contains_key(&path), "{path} has no source");
+        }
+    }
+}
