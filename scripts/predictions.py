@@ -104,7 +104,7 @@ TABLES.append(dict(name="pageout-x86-milan", machine="milan", cpus=[8], workload
                    policies=["x86-linux-lazytrim", "x86-linux-invlpgb"], runs=2, sets=["contpte=folios"],
                    metrics=["ms_per_call"], variants=[["batch=0"], ["batch=1"]]))
 
-# The third set: the shootdown history before the seeds, on the machines its
+# The third set: the shootdown history before the origins, on the machines its
 # authors and the kernel's test robots used (each preset's hardware threads).
 HISTORY = []
 X86_CF = ["x86-linux-512", "x86-linux-513"]

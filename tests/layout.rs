@@ -66,3 +66,55 @@ fn the_bench_index_links_every_record() {
     wrong.sort();
     assert!(wrong.is_empty(), "bench/README.md does not index bench/:\n  {}", wrong.join("\n  "));
 }
+
+/// `CHANGELOG.md` is in released sections with one line per change: after
+/// its header, `## [Unreleased]` then `## YYYY-MM-DD` sections, newest
+/// first; within a section each `### ` kind at most once; and every other
+/// line blank or a bullet on one line (no wrapped continuation lines).
+#[test]
+fn the_changelog_is_dated_sections_of_one_line_changes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("CHANGELOG.md");
+    let text = std::fs::read_to_string(&path).expect("CHANGELOG.md");
+    let is_date = |s: &str| {
+        let b = s.as_bytes();
+        b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
+    };
+    let mut wrong: Vec<String> = Vec::new();
+    let mut sections = 0;
+    let mut last_date: Option<&str> = None;
+    let mut kinds: Vec<&str> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if let Some(title) = line.strip_prefix("## ") {
+            if sections == 0 {
+                if title != "[Unreleased]" {
+                    wrong.push(format!("line {number}: the first section is not `## [Unreleased]`: {line}"));
+                }
+            } else if !is_date(title) {
+                wrong.push(format!("line {number}: a section that is not `## YYYY-MM-DD`: {line}"));
+            } else {
+                if last_date.is_some_and(|last| title >= last) {
+                    wrong.push(format!(
+                        "line {number}: {line} is not older than the section before it ({})",
+                        last_date.unwrap_or_default()
+                    ));
+                }
+                last_date = Some(title);
+            }
+            sections += 1;
+            kinds.clear();
+        } else if sections == 0 {
+            // The header: title and introductory lines.
+        } else if let Some(kind) = line.strip_prefix("### ") {
+            if kinds.contains(&kind) {
+                wrong.push(format!("line {number}: a second `### {kind}` in its section: {line}"));
+            }
+            kinds.push(kind);
+        } else if !line.trim().is_empty() && !line.starts_with("- ") {
+            wrong.push(format!("line {number}: neither blank, a heading nor a one-line `- ` change: {line}"));
+        }
+    }
+    assert!(sections >= 2, "CHANGELOG.md has {sections} `## ` sections");
+    assert!(wrong.is_empty(), "CHANGELOG.md is not dated sections of one-line changes:\n  {}", wrong.join("\n  "));
+}

@@ -148,3 +148,56 @@ fn the_simulator_takes_the_same_switches_and_machines_under_any_name() {
         assert!(ran > 0, "{} ran nowhere", p.name);
     }
 }
+
+/// No tool keeps its own list of policies: which are the origins', the
+/// history's or later, and which `tlbkit bench check` leaves out, are each
+/// entry's (`era`, `untimed`). A list of two or more registered names, one
+/// per line, in a non-test source is such a hand list.
+#[test]
+fn no_source_lists_policies_by_hand() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![root.join("src"), root.join("python/src"), root.join("crates")];
+    let mut files = Vec::new();
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries {
+            let p = e.expect("a folder entry").path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            if p.is_dir() && !["tests", "benches", "target", "fuzz"].contains(&name.as_str()) {
+                dirs.push(p);
+            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 100, "the workspace's sources were not found from {}", root.display());
+    let registry = root.join("crates/registry/src/policies.rs");
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| **f != registry) {
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let is_name = |line: &str| POLICIES.iter().any(|p| line.trim() == format!("\"{}\",", p.name));
+        let lines: Vec<&str> = code.lines().collect();
+        for (n, pair) in lines.windows(2).enumerate() {
+            if is_name(pair[0]) && is_name(pair[1]) {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, pair[0].trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a hand list of policies (say it in each policy's registry entry):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Every policy says where it stands against the origins, and the origins'
+/// policies are each origin's before and after.
+#[test]
+fn every_origin_has_policies_and_every_policy_an_era() {
+    use tlbkit_registry::Era;
+    for n in 0..=3u8 {
+        assert!(POLICIES.iter().filter(|p| p.era == Era::Origin(n)).count() >= 2, "origin {n:03}: before and after");
+    }
+    assert!(POLICIES.iter().any(|p| p.era == Era::History) && POLICIES.iter().any(|p| p.era == Era::Later));
+}

@@ -199,14 +199,14 @@ fn flat(v: &Value) -> String {
 
 fn policies() -> (Value, String) {
     let doc = catalog::policies();
-    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left, Align::Left]);
-    t.row(["policy", "arch", "kernel", "description"]);
+    let mut t = Table::new(&[Align::Left, Align::Left, Align::Left, Align::Left, Align::Left]);
+    t.row(["policy", "arch", "kernel", "era", "description"]);
     for p in POLICIES {
         let kernel = p.version.map(catalog::release_name).unwrap_or_else(|| "machine's".into());
-        t.row([p.name, catalog::arch_name(p.arch), kernel.as_str(), p.description]);
+        t.row([p.name, catalog::arch_name(p.arch), kernel.as_str(), p.era.name().as_str(), p.description]);
     }
     let c = &tlbkit_registry::C_POLICY;
-    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), "machine's", c.description]);
+    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), "machine's", c.era.name().as_str(), c.description]);
     (doc, t.render())
 }
 

@@ -68,6 +68,33 @@ pub enum Os {
     Freebsd,
 }
 
+/// Where a policy's mechanism stands against the origins, the five documents
+/// the project's mechanisms come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// One of an origin's policies (its number, 0 to 4): the kernel before or
+    /// after the origin's change, or a fix of what the checker found in it.
+    Origin(u8),
+    /// A mechanism of the kernels before the origins (the history: Linux x86
+    /// v4.10 to v5.13's shootdowns).
+    History,
+    /// A mechanism that came after the origins (Linux's INVLPGB, lazy
+    /// `mm_cpumask` trimming, arm64's per-mm TLB modes; LATR).
+    Later,
+}
+
+impl Era {
+    /// Returns the era as `tlbkit list policies` gives it: `origin 002`,
+    /// `history`, `later`.
+    pub fn name(self) -> String {
+        match self {
+            Era::Origin(n) => format!("origin {n:03}"),
+            Era::History => "history".into(),
+            Era::Later => "later".into(),
+        }
+    }
+}
+
 impl Os {
     /// Returns whether the kernel is a Linux ([`Os::Linux`], [`Os::LinuxV410`]).
     pub fn is_linux(self) -> bool {
@@ -192,6 +219,11 @@ pub struct PolicyDef {
     pub family: Family,
     /// Whether the policy has switches for bug-zoo bugs (`with_bug`).
     pub zoo: bool,
+    /// Where its mechanism stands against the origins.
+    pub era: Era,
+    /// Why `tlbkit bench check --policy all` leaves it out, where it does (a
+    /// policy that stops at its finding times nothing); `None`: timed.
+    pub untimed: Option<&'static str>,
 }
 
 impl PolicyDef {
@@ -300,4 +332,6 @@ pub static C_POLICY: PolicyDef = PolicyDef {
     asids: AsidSpace::Arm64Asids,
     family: Family::AsidAllocator,
     zoo: false,
+    era: Era::Later,
+    untimed: Some("a kernel's own C: checked one file at a time with --policy c:PATH"),
 };

@@ -11,7 +11,7 @@
 //! simulator's tests run every entry, and the checker's tests check every
 //! entry, so an entry that cannot be built fails there.
 
-use crate::{Arch, AsidSpace, Build, Error, Family, Os, PolicyDef, Switches, WithPolicy};
+use crate::{Arch, AsidSpace, Build, Era, Error, Family, Os, PolicyDef, Switches, WithPolicy};
 use tlbkit_policy::asid::freebsd_epoch::Variant;
 use tlbkit_policy::asid::linux_arm64_tlbmode;
 use tlbkit_policy::asid::linux_pcid::Pti;
@@ -35,11 +35,13 @@ macro_rules! register {
         description: $desc:expr,
         arch: $arch:ident,
         os: $os:ident,
+        era: $era:expr,
         $(version: ($major:literal, $minor:literal),)?
         needs_broadcast_tlbi: $bcast:expr,
         switches: $switches:expr,
         asids: $asids:ident,
         family: $family:ident,
+        $(untimed: $untimed:literal,)?
         build: |$b:ident| $build:expr
         $(, bug: |$p:ident, $bv:ident| $apply:expr)? $(,)?
     } )*) => {
@@ -56,6 +58,8 @@ macro_rules! register {
                 asids: AsidSpace::$asids,
                 family: Family::$family,
                 zoo: register!(@has $($p)?),
+                era: $era,
+                untimed: register!(@untimed $($untimed)?),
             } ),*
         ];
 
@@ -87,6 +91,8 @@ macro_rules! register {
     };
     (@version) => { None };
     (@version ($major:literal, $minor:literal)) => { Some(($major, $minor)) };
+    (@untimed) => { None };
+    (@untimed $why:literal) => { Some($why) };
     (@has) => { false };
     (@has $p:ident) => { true };
     (@bug $name:ident, $pol:ident, $bug:ident) => {
@@ -106,6 +112,7 @@ register! {
             "FreeBSD arm64 before origin 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
         arch: Arm64,
         os: Freebsd,
+        era: Era::Origin(0),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
@@ -117,10 +124,12 @@ register! {
                       (has findings freebsd-arm64-asid-reset-*, see tlbkit list)",
         arch: Arm64,
         os: Freebsd,
+        era: Era::Origin(0),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
+        untimed: "stops at its finding; its fix candidate is timed",
         build: |b| Ok::<_, Error>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
         bug: |p, bug| p.with_bug(bug),
     }
@@ -129,6 +138,7 @@ register! {
                       store, the reset's flush after its loop, stale cookies not restamped",
         arch: Arm64,
         os: Freebsd,
+        era: Era::Origin(0),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
@@ -142,10 +152,12 @@ register! {
                       table before the flush (closes window 1 of the reset finding only)",
         arch: Arm64,
         os: Freebsd,
+        era: Era::Origin(0),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
+        untimed: "a partial fix: stops at the finding's second window",
         build: |b| Ok::<_, Error>(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ParkSelf)
         ),
@@ -156,10 +168,13 @@ register! {
                       user flushes of a pmap that only ever ran here stay local",
         arch: Arm64,
         os: Freebsd,
+        era: Era::Origin(0),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: Arm64Asids,
         family: AsidAllocator,
+        untimed: "the guide's worked example: its fix candidate's check, with a word per pmap; its own test \
+                  checks it",
         build: |b| Ok::<_, Error>(my_policy::ActiveCpu::new(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0),
             b.mm_slots,
@@ -171,6 +186,7 @@ register! {
                       broadcast TLBI by ASID",
         arch: Arm64,
         os: Linux,
+        era: Era::Origin(1),
         needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
         asids: Arm64Asids,
@@ -183,6 +199,7 @@ register! {
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
         arch: Arm64,
         os: Linux,
+        era: Era::Origin(1),
         needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
         asids: Arm64Asids,
@@ -195,6 +212,7 @@ register! {
                       this CPU stays local (one word per mm: none, one CPU, many)",
         arch: Arm64,
         os: Linux,
+        era: Era::Later,
         needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
         asids: Arm64Asids,
@@ -207,6 +225,7 @@ register! {
                       flush, a local one, IPIs to a few CPUs that flush locally, or broadcast (--set tlb_mode=WORD)",
         arch: Arm64,
         os: Linux,
+        era: Era::Later,
         needs_broadcast_tlbi: false,
         switches: Switches { tlb_mode: Some(linux_arm64_tlbmode::default_mode), ..Switches::ARM64_LINUX },
         asids: Arm64Asids,
@@ -221,6 +240,7 @@ register! {
         description: "Linux x86 tlb_gen with PCID off (origin 002 before): every CR3 write to another mm flushes",
         arch: X86_64,
         os: Linux,
+        era: Era::Origin(2),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_CEILING,
         asids: LinuxPcidSlots,
@@ -233,6 +253,7 @@ register! {
                       IPI flushes",
         arch: X86_64,
         os: Linux,
+        era: Era::Origin(2),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
         asids: LinuxPcidSlots,
@@ -248,6 +269,7 @@ register! {
                       CPUs answering with leave_mm",
         arch: X86_64,
         os: LinuxV410,
+        era: Era::History,
         version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_CEILING,
@@ -262,6 +284,7 @@ register! {
                       every CPU has (checker: 2 states per CPU; has findings latr-artifact-*, see tlbkit list)",
         arch: X86_64,
         os: LinuxV410,
+        era: Era::Later,
         version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
@@ -278,6 +301,7 @@ register! {
                       sends IPIs (the fix candidate for the latr-artifact findings)",
         arch: X86_64,
         os: LinuxV410,
+        era: Era::Later,
         version: (4, 10),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
@@ -294,6 +318,7 @@ register! {
                       cpu_tlbstate.loaded_mm",
         arch: X86_64,
         os: Linux,
+        era: Era::History,
         version: (5, 12),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
@@ -307,6 +332,7 @@ register! {
                       cpu_tlbstate_shared, stored only when it changes",
         arch: X86_64,
         os: Linux,
+        era: Era::History,
         version: (5, 13),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
@@ -319,6 +345,7 @@ register! {
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
         arch: X86_64,
         os: Linux,
+        era: Era::Later,
         version: (6, 13),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
@@ -331,6 +358,7 @@ register! {
                       second, should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
         arch: X86_64,
         os: Linux,
+        era: Era::Later,
         version: (6, 18),
         needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
@@ -344,6 +372,7 @@ register! {
                       of IPIs, broadcast kernel and reclaim flushes (checker: --asids global ASIDs, threshold 0)",
         arch: X86_64,
         os: Linux,
+        era: Era::Later,
         version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
@@ -358,11 +387,14 @@ register! {
                       x86-global-asid-max finding)",
         arch: X86_64,
         os: Linux,
+        era: Era::Later,
         version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
         asids: GlobalAsids,
         family: Shootdown,
+        untimed: "x86-linux-invlpgb up to its third reset, past the standard bounds: its search after the \
+                  finding's script is full.rs's",
         build: |b| invlpgb(b).map(LinuxX86v615::with_max_refused),
     }
     "x86-linux-invlpgb-tlbbatch" {
@@ -371,6 +403,7 @@ register! {
                       then TLBSYNC",
         arch: X86_64,
         os: Linux,
+        era: Era::Later,
         version: (6, 15),
         needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
@@ -383,6 +416,7 @@ register! {
         description: "FreeBSD x86 before origin 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
         arch: X86_64,
         os: Freebsd,
+        era: Era::Origin(3),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: PcidsPerCpu,
@@ -394,6 +428,7 @@ register! {
         description: "FreeBSD x86 after origin 003: handlers store the generation in their own per-CPU done flag",
         arch: X86_64,
         os: Freebsd,
+        era: Era::Origin(3),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: PcidsPerCpu,
@@ -406,6 +441,7 @@ register! {
                       ack before invalidate",
         arch: X86_64,
         os: Freebsd,
+        era: Era::Origin(3),
         needs_broadcast_tlbi: false,
         switches: Switches::NONE,
         asids: PcidsPerCpu,

@@ -55,9 +55,11 @@ pub fn machines() -> Value {
     json!({"machines": docs, "parameters": keys})
 }
 
-/// `[{"name", "arch", "kernel", "description"}, ...]`: every registered
-/// policy; `kernel` is the Linux release its code is ([`release_name`]), or
-/// null where a run takes the machine's.
+/// `[{"name", "arch", "kernel", "era", "untimed", "description"}, ...]`:
+/// every registered policy; `kernel` is the Linux release its code is
+/// ([`release_name`]), or null where a run takes the machine's; `era` where
+/// its mechanism stands against the origins (`origin 002`, `history`,
+/// `later`); `untimed` why `tlbkit bench check --policy all` leaves it out.
 pub fn policies() -> Value {
     POLICIES
         .iter()
@@ -66,6 +68,8 @@ pub fn policies() -> Value {
                 "name": p.name,
                 "arch": arch_name(p.arch),
                 "kernel": p.version.map(release_name),
+                "era": p.era.name(),
+                "untimed": p.untimed,
                 "description": p.description,
             })
         })

@@ -1,4 +1,4 @@
-//! The workloads for the history before the seeds: mmtests' `pft`, the
+//! The workloads for the history before the origins: mmtests' `pft`, the
 //! single-page `MADV_DONTNEED` loop, vm-scalability's `lru-file-mmap-read`,
 //! and the `vma_locks` switch: each does what its benchmark does to the TLBs
 //! and the locks, and every run passes the oracle.

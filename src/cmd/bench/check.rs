@@ -1,8 +1,8 @@
 //! `tlbkit bench check`: the checker's own speed, as a benchmark, not a test.
 //!
-//! The nine policies of the origins (or the one named, or with `--policy all`
-//! every real policy: the list and the left-out ones are below, and a test
-//! holds them to the registry) are checked exhaustively
+//! The origins' policies (or the one named, or with `--policy all` every real
+//! policy: each registry entry's `era` and `untimed` decide which) are checked
+//! exhaustively
 //! at the standard bounds, each in a child process of this binary (`tlbkit check ...
 //! --format json`), so that its peak memory is its own: the child's maximum
 //! resident set size comes from `wait4`, and a child that runs past `--limit-s`
@@ -20,14 +20,16 @@ use std::time::{Duration, Instant};
 use tlbkit_check::kernel::MAX_PAGES;
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::default_asids;
+use tlbkit_registry::Era;
 
 /// `tlbkit bench check`'s flags.
 #[derive(Args)]
 pub struct CheckArgs {
-    /// The one policy to check (default the origins' nine), or `all`: every real
-    /// policy, the origins' nine then every one added after them (those that
-    /// time nothing new left out: a partial fix that stops at its finding, the
-    /// guide's example, a fix that differs only past the standard bounds).
+    /// The one policy to check (default the origins' policies, before and after
+    /// each change), or `all`: every real policy, the origins' then the
+    /// history's and the later ones (those that time nothing new left out: a
+    /// partial fix that stops at its finding, the guide's example, a fix that
+    /// differs only past the standard bounds; `untimed` in `tlbkit list policies --format json` says why).
     #[arg(long)]
     pub policy: Option<String>,
     /// Pages per address space (default 1, the standard bounds; 2 lets flushes
@@ -99,60 +101,27 @@ pub(super) const MMS: usize = 3;
 pub(super) const OPS: usize = 6;
 pub(super) const PAGES: usize = 1;
 
-/// The policies the benchmark checks by default: the nine of the origins, before
-/// and after each origin's change (the fixed variant of FreeBSD arm64's, whose
-/// unfixed policy stops at its finding within a second). The policies added after
-/// the origins are checked one at a time with `--policy`.
-pub const ORIGIN_POLICIES: &[&str] = &[
-    "arm64-noasid",
-    "arm64-linux",
-    "arm64-linux-skipbcast",
-    "arm64-freebsd-asid-fix-reserved-ttbr0",
-    "x86-linux-nopcid",
-    "x86-linux-pcid",
-    "x86-freebsd-counter",
-    "x86-freebsd-gen",
-    "x86-freebsd-scoreboard",
-];
-
-/// The real policies added after the origins, which `--policy all` checks after
-/// the nine.
-pub const LATER_POLICIES: &[&str] = &[
-    "x86-linux-410",
-    "x86-linux-512",
-    "x86-linux-513",
-    "x86-linux-613",
-    "x86-linux-lazytrim",
-    "arm64-linux-activecpu",
-    "arm64-linux-tlbmode",
-    "x86-latr",
-    "x86-latr-syscall-only",
-    "x86-linux-invlpgb",
-    "x86-linux-invlpgb-tlbbatch",
-];
-
-/// The policies `--policy all` checks: the origins' nine, then the later ones.
-fn every_real_policy() -> Vec<&'static str> {
-    ORIGIN_POLICIES.iter().chain(LATER_POLICIES).copied().collect()
+/// The policies the benchmark checks by default: the origins' policies, before
+/// and after each origin's change, that its check times (the registry's
+/// `era` and `untimed`: FreeBSD arm64's unfixed policy stops at its finding
+/// within a second, so its fix candidate stands for it). The policies of the
+/// history and after the origins are checked one at a time with `--policy`,
+/// or all with `--policy all`.
+pub fn origin_policies() -> Vec<&'static str> {
+    timed().filter(|p| matches!(p.era, Era::Origin(_))).map(|p| p.name).collect()
 }
 
-/// The registered policies `--policy all` leaves out, and why: each stops at
-/// its finding within a second, so its check times nothing, or differs from a
-/// timed policy only past the standard bounds.
-#[cfg(test)]
-const NOT_TIMED: &[(&str, &str)] = &[
-    ("arm64-freebsd-asid", "stops at its finding; its fix candidate is timed"),
-    ("arm64-freebsd-asid-fix-self", "a partial fix: stops at the finding's second window"),
-    (
-        "arm64-freebsd-asid-activecpu",
-        "the guide's worked example: its fix candidate's check, with a word per pmap; its own test checks it",
-    ),
-    (
-        "x86-linux-invlpgb-fix-max",
-        "x86-linux-invlpgb up to its third reset, past the standard bounds: its search after the finding's script \
-         is full.rs's",
-    ),
-];
+/// The registered policies `--policy all` times: every one but those whose
+/// entry says why not (`untimed`), the origins' first.
+fn every_real_policy() -> Vec<&'static str> {
+    let later = timed().filter(|p| !matches!(p.era, Era::Origin(_))).map(|p| p.name);
+    origin_policies().into_iter().chain(later).collect()
+}
+
+/// The registered policies a check times, in the registry's order.
+fn timed() -> impl Iterator<Item = &'static tlbkit_registry::PolicyDef> {
+    tlbkit_registry::POLICIES.iter().filter(|p| p.untimed.is_none())
+}
 
 /// Returns the ASID space of the standard bounds for `policy`: the checker's
 /// default for their 2 CPUs, as the policy's registry entry says (its
@@ -321,7 +290,7 @@ fn measure(
     Ok(row)
 }
 
-/// Runs the benchmark: `--policy` (the origins' nine when not given), each with
+/// Runs the benchmark: `--policy` (the origins' policies when not given), each with
 /// `--pages` pages per address space (the standard bounds' one when not given),
 /// `--jobs` worker threads and at most `--limit-s` seconds.
 pub fn run(a: CheckArgs) -> Result<u8, CliError> {
@@ -339,7 +308,7 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
         }
     }
     let chosen: Vec<&str> = match policies {
-        [] => ORIGIN_POLICIES.to_vec(),
+        [] => origin_policies(),
         [p] if p == "all" => every_real_policy(),
         _ => policies.iter().map(String::as_str).collect(),
     };
@@ -446,9 +415,11 @@ mod tests {
     }
 
     #[test]
-    fn the_default_policies_are_registered() {
-        for p in ORIGIN_POLICIES {
-            assert!(tlbkit_registry::policy(p).is_some(), "{p} is not a registered policy");
+    fn the_default_policies_are_the_origins_before_and_after_each_change() {
+        let origins = origin_policies();
+        assert_eq!(origins.len(), 9, "{origins:?}");
+        for p in ["arm64-noasid", "arm64-freebsd-asid-fix-reserved-ttbr0", "x86-linux-pcid", "x86-freebsd-gen"] {
+            assert!(origins.contains(&p), "{p}: {origins:?}");
         }
     }
 
@@ -456,13 +427,8 @@ mod tests {
     fn policy_all_times_every_registered_policy_but_those_that_stop_at_a_finding() {
         let timed = every_real_policy();
         for p in tlbkit_registry::POLICIES {
-            let left_out = NOT_TIMED.iter().any(|(n, _)| *n == p.name);
-            assert!(
-                timed.contains(&p.name) != left_out,
-                "{}: add it to LATER_POLICIES (or to NOT_TIMED, saying why), once",
-                p.name
-            );
+            assert_eq!(timed.contains(&p.name), p.untimed.is_none(), "{}", p.name);
+            assert_eq!(timed.iter().filter(|n| **n == p.name).count(), usize::from(p.untimed.is_none()));
         }
-        assert_eq!(timed.len() + NOT_TIMED.len(), tlbkit_registry::POLICIES.len(), "a policy named twice");
     }
 }

@@ -45,7 +45,7 @@ enum BenchCmd {
     /// events and translations per second, each count against the first, peak
     /// memory.
     Scale(scale::ScaleArgs),
-    /// Time the checker: the exhaustive check of the origins' nine policies at the
+    /// Time the checker: the exhaustive check of the origins' policies at the
     /// standard bounds (2 CPUs, 3 address spaces of 1 page, 4 ASIDs on arm64 / 4
     /// PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
     /// each in a child process, with states, seconds and peak memory.

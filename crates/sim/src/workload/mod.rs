@@ -12,7 +12,7 @@
 //! [`tcmalloc_frag`] and [`sort_compute`] (origin 001), [`pingpong`] (origin 002),
 //! [`fileserver`] (origin 003), [`exit_teardown`] (origin 004); [`trace`] replays
 //! a real program's trace; [`stress`] races flushes of one address space
-//! across CPUs for the `--strict` oracle. After the seeds:
+//! across CPUs for the `--strict` oracle. After the origins:
 //! [`will_it_scale_tlb_flush2`] (the lazy `mm_cpumask` and INVLPGB series) and
 //! [`hackbench`] (pipes between processes: switches between address spaces);
 //! [`munmap_latency`] (LATR's microbenchmark) and [`apache_like`] (its
@@ -34,7 +34,7 @@
 //! nodes: migration's batched flush) and [`swap_pageout`] (`MADV_PAGEOUT` of
 //! memory several CPUs map: reclaim's batched flush). [`microbench`] is
 //! `tlbkit calibrate`'s host microbenchmarks, run in the model. For the
-//! history before the seeds, besides will-it-scale: [`pft`] (mmtests' page
+//! history before the origins, besides will-it-scale: [`pft`] (mmtests' page
 //! fault test: faults of many threads on one VMA, or of many processes),
 //! [`madvise_dontneed_loop`] (threads each zapping and refaulting one page: a
 //! one-page flush of every CPU running the mm per iteration) and
