@@ -12,7 +12,7 @@ use tlbkit_sim::catalog;
 use tlbkit_sim::metrics::METRICS;
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
-use tlbkit_sim::run::MACHINE_KEYS;
+use tlbkit_sim::run::SWITCHES;
 use tlbkit_sim::workload::{self, WORKLOADS};
 
 /// `tlbkit list`'s flags.
@@ -185,8 +185,8 @@ fn machines() -> (Value, String) {
     );
     text.push_str("machine and kernel parameters (--set KEY=VALUE, with every workload):\n");
     let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
-    for (k, d) in MACHINE_KEYS {
-        t.row([*k, *d]);
+    for s in SWITCHES {
+        t.row([s.key, s.doc]);
     }
     text.push_str(&t.render());
     (catalog::machines(), text)

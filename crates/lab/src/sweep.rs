@@ -631,10 +631,8 @@ procs = [2, 3]
         };
         let figures: Vec<String> = WORKLOADS.iter().flat_map(|w| run::metric_names(&spec(w.name)).unwrap()).collect();
         taken.extend(figures.iter().map(String::as_str));
-        let params = WORKLOADS
-            .iter()
-            .flat_map(|w| w.params.iter().map(|p| p.key))
-            .chain(run::machine_keys().iter().map(|(k, _)| *k));
+        let params =
+            WORKLOADS.iter().flat_map(|w| w.params.iter().map(|p| p.key)).chain(run::machine_keys().map(|(k, _)| k));
         for p in params {
             assert!(!taken.contains(&p), "parameter {p} would overwrite a field of a results line");
         }

@@ -6,7 +6,7 @@
 
 use crate::metrics::METRICS;
 use crate::preset::{self, Arch};
-use crate::run::MACHINE_KEYS;
+use crate::run::SWITCHES;
 use crate::workload::{self, WORKLOADS};
 use serde_json::{json, Value};
 use tlbkit_registry::POLICIES;
@@ -51,7 +51,7 @@ pub fn machines() -> Value {
             })
         })
         .collect();
-    let keys: Vec<Value> = MACHINE_KEYS.iter().map(|(k, d)| json!({"key": k, "meaning": d})).collect();
+    let keys: Vec<Value> = SWITCHES.iter().map(|s| json!({"key": s.key, "meaning": s.doc})).collect();
     json!({"machines": docs, "parameters": keys})
 }
 

@@ -521,21 +521,10 @@ impl Error {
             ),
             Error::SwitchNotTaken { key, policy } => {
                 let p = set_param(key);
-                match key.as_str() {
-                    "flush_ceiling" => {
-                        format!("{} applies to the x86 Linux policies only, not {policy}", names.name(&p))
-                    }
-                    "pti" => {
-                        let takes: Vec<&str> =
-                            tlbkit_registry::POLICIES.iter().filter(|d| d.switches.pti).map(|d| d.name).collect();
-                        format!(
-                            "{} applies to {} only (x86 Linux with PCIDs, without INVLPGB), not {policy}",
-                            names.given(&p, "on"),
-                            takes.join(", ")
-                        )
-                    }
-                    _ => format!("{} applies to the arm64-linux policies only, not {policy}", names.given(&p, "on")),
-                }
+                let sw = crate::run::switch(key);
+                let what = if sw.is_some_and(|s| s.is_on_off()) { names.given(&p, "on") } else { names.name(&p) };
+                let takers = sw.map(|s| (s.applies_to)()).unwrap_or_default();
+                format!("{what} applies to {takers} only, not {policy}")
             }
             Error::TlbModeNotTaken { takes, policy } => {
                 format!("{} applies to {} only, not {policy}", names.name(&set_param("tlb_mode")), takes.join(", "))

@@ -23,13 +23,15 @@ use tlbkit_registry::{self as registry, Build, PolicyDef, WithPolicy, POLICIES};
 
 mod bench;
 mod resolve;
+mod switches;
 
 pub use bench::{
     bench, bench_scale, scale_specs, BenchResult, ScaleRow, MAX_SHORT_RUNS, SCALE_MACHINE, SCALE_POLICY,
     SCALE_WORKLOADS,
 };
-pub use resolve::{machine_keys, sockets_for, MACHINE_KEYS};
+pub use resolve::machine_keys;
 use resolve::{resolve, resolve_on, MachineParams};
+pub use switches::{sockets_for, switch, Switch, SOCKETS, SWITCHES};
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
 pub const MAX_CPUS: usize = 4096;
@@ -384,7 +386,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         max_mms,
         max_events: 200_000_000,
         contpte: mp.contpte,
-        tlbbatch: mp.tlbbatch,
+        tlbbatch: mp.tlbbatch.unwrap_or(true),
         migrate_batch: mp.migrate_batch,
         vma_locks: mp.vma_locks,
         lru_drain: mp.lru_drain,
@@ -490,11 +492,12 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     pv.insert("swap".into(), serde_json::json!(mp.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     // Shown when given only, so that runs without them read as before.
-    let given = |key: &str| spec.sets.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k == key));
-    if given("tlbbatch") {
-        pv.insert("tlbbatch".into(), word(mp.tlbbatch));
-    }
-    for (key, on) in [("migrate_batch", mp.migrate_batch), ("vma_locks", mp.vma_locks), ("lru_drain", mp.lru_drain)] {
+    for (key, on) in [
+        ("tlbbatch", mp.tlbbatch),
+        ("migrate_batch", mp.migrate_batch),
+        ("vma_locks", mp.vma_locks),
+        ("lru_drain", mp.lru_drain),
+    ] {
         if let Some(on) = on {
             pv.insert(key.into(), word(on));
         }

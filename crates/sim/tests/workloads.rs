@@ -467,6 +467,62 @@ fn every_origin_has_its_benchmarks_and_no_workload_claims_another() {
 /// own module may name itself.
 #[test]
 fn no_source_dispatches_on_a_workload_name() {
+    let files = workspace_sources();
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for w in WORKLOADS {
+            if f.file_stem().is_some_and(|s| s == w.name) && f.parent().is_some_and(|p| p.ends_with("workload")) {
+                continue;
+            }
+            let q = format!("\"{}\"", w.name);
+            let tests = [format!("{q} =>"), format!("{q} |"), format!("== {q}"), format!("!= {q}"), format!("{q} ==")];
+            for (n, line) in code.lines().enumerate() {
+                if tests.iter().any(|t| line.contains(t.as_str())) {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "decided from a workload's name (put it in the workload's entry):\n{}", found.join("\n"));
+}
+
+/// No tool decides anything from a `--set` switch's key outside its entry
+/// (`run/switches.rs`): not what it applies to, not its default, not whether
+/// to print it. (A machine file's fields share some of the names, so
+/// `preset/file.rs` is left out.)
+#[test]
+fn no_source_decides_from_a_switchs_name() {
+    let mut found = Vec::new();
+    for f in workspace_sources() {
+        if f.ends_with("run/switches.rs") || f.ends_with("preset/file.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("read a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for s in tlbkit_sim::run::SWITCHES {
+            let q = format!("\"{}\"", s.key);
+            let tests = [
+                format!("{q} =>"),
+                format!("== {q}"),
+                format!("!= {q}"),
+                format!("{q} =="),
+                format!("given({q})"),
+                format!("strip_prefix(\"{}=", s.key),
+            ];
+            for (n, line) in code.lines().enumerate() {
+                if tests.iter().any(|t| line.contains(t.as_str())) {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "decided from a switch's key (put it in its entry):\n{}", found.join("\n"));
+}
+
+/// Every Rust source of the tools (not their tests' own files).
+fn workspace_sources() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = Vec::new();
     let mut dirs: Vec<_> =
@@ -486,22 +542,5 @@ fn no_source_dispatches_on_a_workload_name() {
         }
     }
     assert!(files.len() > 80, "the workspace's sources were not found from {}", root.display());
-    let mut found = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).expect("read a source file");
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for w in WORKLOADS {
-            if f.file_stem().is_some_and(|s| s == w.name) && f.parent().is_some_and(|p| p.ends_with("workload")) {
-                continue;
-            }
-            let q = format!("\"{}\"", w.name);
-            let tests = [format!("{q} =>"), format!("{q} |"), format!("== {q}"), format!("!= {q}"), format!("{q} ==")];
-            for (n, line) in code.lines().enumerate() {
-                if tests.iter().any(|t| line.contains(t.as_str())) {
-                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
-                }
-            }
-        }
-    }
-    assert!(found.is_empty(), "decided from a workload's name (put it in the workload's entry):\n{}", found.join("\n"));
+    files
 }

@@ -145,7 +145,7 @@ pub fn scale_specs(cpus: &[usize], workloads: &[String], policy: &str, sets: &[S
             let own = own.iter().filter(|o| !sets.iter().any(|s| key(s) == key(o))).map(|s| s.to_string());
             // A scale study asks for a larger machine of the preset's sockets.
             let preset = preset::by_name(SCALE_MACHINE).expect("the scale machine is a preset");
-            let grow = sockets_for(&preset, n).filter(|_| !sets.iter().any(|s| key(s) == "sockets"));
+            let grow = sockets_for(&preset, n).filter(|_| !sets.iter().any(|s| key(s) == SOCKETS));
             let spec = RunSpec {
                 machine: SCALE_MACHINE.into(),
                 cpus: n,
