@@ -11,6 +11,9 @@ use std::io::BufRead;
 use std::path::Path;
 use tlbkit_sim::program::{Region, DATA_PAGES, DATA_VA, STACK_PAGES, STACK_VA, TEXT_PAGES, TEXT_VA};
 
+mod counted;
+mod view;
+
 /// How to import.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
@@ -127,36 +130,6 @@ struct Counted<R, F> {
     progress: F,
 }
 
-impl<R: std::io::Read, F: FnMut(u64, u64)> std::io::Read for Counted<R, F> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.input.read(buf)?;
-        self.count(n);
-        Ok(n)
-    }
-}
-
-impl<R: BufRead, F: FnMut(u64, u64)> BufRead for Counted<R, F> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        self.input.fill_buf()
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.input.consume(n);
-        self.count(n);
-    }
-}
-
-impl<R, F: FnMut(u64, u64)> Counted<R, F> {
-    fn count(&mut self, n: usize) {
-        let before = self.read;
-        self.read += n as u64;
-        // Once a mebibyte: reading calls this once a line.
-        if self.read >> 20 != before >> 20 {
-            (self.progress)(self.read, self.size);
-        }
-    }
-}
-
 /// Imports the lackey log at `lackey` and the strace log at `strace` into the
 /// trace file `out` (`tlbkit trace import`); returns the report to print.
 /// `progress` is as [`import`]'s.
@@ -228,75 +201,6 @@ struct Prot {
     image: bool,
 }
 
-impl View {
-    fn get(&self, page: u64) -> Option<Prot> {
-        let (_, &(end, prot)) = self.map.range(..=page).next_back()?;
-        (page < end).then_some(prot)
-    }
-
-    /// Removes `[start, end)` and, with `prot`, maps it again.
-    fn set(&mut self, start: u64, end: u64, prot: Option<Prot>) {
-        let over: Vec<u64> =
-            self.map.range(..end).rev().take_while(|(_, (e, _))| *e > start).map(|(s, _)| *s).collect();
-        for s in over {
-            let (e, p) = self.map.remove(&s).expect("listed");
-            if s < start {
-                self.map.insert(s, (start, p));
-            }
-            if e > end {
-                self.map.insert(end, (e, p));
-            }
-        }
-        if let Some(p) = prot {
-            self.map.insert(start, (end, p));
-        }
-    }
-
-    /// Returns the mapped pieces of `[start, end)`, with their protection.
-    fn pieces(&self, start: u64, end: u64) -> Vec<(u64, u64, Prot)> {
-        let mut out: Vec<(u64, u64, Prot)> = self
-            .map
-            .range(..end)
-            .rev()
-            .take_while(|(_, (e, _))| *e > start)
-            .map(|(&s, &(e, p))| (s.max(start), e.min(end), p))
-            .collect();
-        out.reverse();
-        out
-    }
-
-    /// Changes the protection of what is mapped in `[start, end)`; the pages
-    /// stop being image pages.
-    fn protect(&mut self, start: u64, end: u64, write: bool) {
-        for (s, e, _) in self.pieces(start, end) {
-            self.set(s, e, Some(Prot { write, image: false }));
-        }
-    }
-
-    /// Returns the mapped runs of `[start, end)`, adjacent pieces joined.
-    fn runs(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::new();
-        for (s, e, _) in self.pieces(start, end) {
-            match out.last_mut() {
-                Some(last) if last.1 == s => last.1 = e,
-                _ => out.push((s, e)),
-            }
-        }
-        out
-    }
-
-    /// The simulator's own image, which an `execve` gives a process.
-    fn exec_image() -> View {
-        let mut v = View::default();
-        for (va, pages, write) in
-            [(TEXT_VA, TEXT_PAGES, false), (DATA_VA, DATA_PAGES, true), (STACK_VA, STACK_PAGES, true)]
-        {
-            v.set(va >> 12, (va >> 12) + pages, Some(Prot { write, image: false }));
-        }
-        v
-    }
-}
-
 /// One process of the trace being built.
 #[derive(Default)]
 struct Proc {
@@ -338,35 +242,6 @@ struct Run {
     page: u64,
     refs: u64,
     write: bool,
-}
-
-impl Builder {
-    fn flush_run(&mut self) {
-        if let Some(r) = self.run.take() {
-            let event = Event::Data { page: r.page, refs: r.refs, write: r.write };
-            self.recs.push((r.at, Record { instrs: r.instrs, event }));
-        }
-    }
-
-    fn push(&mut self, at: u64, event: Event) {
-        self.flush_run();
-        let instrs = std::mem::take(&mut self.instrs);
-        self.recs.push((at, Record { instrs, event }));
-    }
-
-    fn data(&mut self, at: u64, page: u64, write: bool) {
-        match &mut self.run {
-            Some(r) if r.page == page => {
-                r.refs += 1;
-                r.write |= write;
-            }
-            _ => {
-                self.flush_run();
-                let instrs = std::mem::take(&mut self.instrs);
-                self.run = Some(Run { at, instrs, page, refs: 1, write });
-            }
-        }
-    }
 }
 
 /// Where a strace process or thread came from.

@@ -1,0 +1,545 @@
+//! Running one execution: building the policy and the engine's core, the CPUs'
+//! coroutines and their stacks, and the drive loop that asks the chooser for
+//! each step and runs it.
+
+use super::*;
+
+/// Runs one execution of `policy` on `shape` with `chooser` making every choice.
+/// `build` constructs the policy (in the execution's arena).
+pub fn run<P: Policy>(shape: &Shape, build: &dyn Fn() -> P, chooser: &mut dyn Chooser, record: bool) -> Outcome {
+    check::install(&HOOKS);
+    guard_policy_code();
+    arena::ensure();
+    arena::reset();
+    let was = arena::set_active(true);
+    let (policy, mark) = build_policy(shape, build);
+    // Read after the build: a policy may have moved the arena (`arena::adopt`).
+    let base = arena::base();
+    let mut names = BTreeMap::new();
+    if record {
+        // The table lives outside the arena, which the next execution reuses.
+        arena::outside(|| policy.name_fields(&mut NameTable(&mut names)));
+    }
+    let core = new_core(shape, &*policy, base, mark, names, record);
+    // SAFETY: the core calls this only between steps, when no CPU runs the policy.
+    let locked_data = |h: &mut dyn Hasher| unsafe { policy.hash_locked(h) };
+    // SAFETY: the closure and the chooser outlive the core, which is dropped
+    // before them below.
+    unsafe { core.lend(chooser, &locked_data) };
+    arena::set_active(false);
+    let mut cos = start(&core, &*policy, take_stack);
+    let outcome = drive(&core, &mut cos, Resume::default(), None);
+    cos.into_iter().enumerate().for_each(|(cpu, co)| abandon(cpu, co));
+    arena::set_active(was);
+    give_buffer(core.bytes.take());
+    drop(core);
+    drop(policy);
+    outcome
+}
+
+/// Builds the policy in the calling thread's (reset, active) arena and
+/// initialises every address space's policy data; returns it and the arena
+/// mark below which its shared memory lies.
+pub(super) fn build_policy<P: Policy>(shape: &Shape, build: &dyn Fn() -> P) -> (Box<P>, usize) {
+    let policy = Box::new(build());
+    let mark = arena::used();
+    for s in 1..=shape.mms as u32 {
+        policy.mm_init(MmId(s));
+    }
+    (policy, mark)
+}
+
+/// Returns a fresh execution's core (every address space forked by the
+/// kernel, every CPU between operations), with no chooser yet ([`Core::lend`]).
+pub(super) fn new_core<P: Policy>(
+    shape: &Shape,
+    policy: &P,
+    base: usize,
+    mark: usize,
+    names: BTreeMap<usize, (String, Value)>,
+    record: bool,
+) -> Core {
+    let global_user = policy.user_ptes_global();
+    let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
+    m.va_drops_walks = !shape.arm64;
+    m.reads_flag = policy.defers() == Some(Defer::WhileMmFlagged);
+    for s in 1..=shape.mms as u32 {
+        m.fork(s, 0).expect("a fresh machine has no obligations");
+    }
+    let cpus = (0..shape.cpus)
+        .map(|_| Cpu {
+            block: Block::No,
+            irq_off: 0,
+            in_handler: false,
+            pending: VecDeque::new(),
+            buffer: VecDeque::new(),
+            sync_out: 0,
+            history: 0,
+            reads: Vec::new(),
+            trail: (0, 0),
+            next: None,
+            anchor: None,
+            ops_done: 0,
+            held: [NO_LOCK; MAX_HELD],
+        })
+        .collect();
+    let st = State {
+        m: Tracked { m, changed: true },
+        cpus,
+        writes: 0,
+        violation: None,
+        events: Vec::new(),
+        issued: Vec::new(),
+        step: 0,
+        mem: 0,
+        #[cfg(debug_assertions)]
+        shared: SortedMap::default(),
+    };
+    let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();
+    Core {
+        st: RefCell::new(st),
+        yielders: (0..shape.cpus).map(|_| Cell::new(std::ptr::null())).collect(),
+        current: Cell::new(0),
+        low: (0..shape.cpus).map(|_| Cell::new(0)).collect(),
+        chooser: Cell::new(None),
+        choices: RefCell::new(choices_buffer()),
+        pruned: Cell::new(false),
+        shape: shape.clone(),
+        record,
+        base,
+        mark,
+        names,
+        unnamed: RefCell::new(BTreeSet::new()),
+        rollovers: Cell::new(0),
+        initiators: Cell::new(0),
+        bytes: RefCell::new(take_buffer()),
+        machine_hash: Cell::new(0),
+        foot: RefCell::new(None),
+        locked: Cell::new(no_data),
+        owners: owners(policy, base, mark),
+    }
+}
+
+impl Core {
+    /// Hands the core the execution's chooser and the way to hash the
+    /// policy's locked data.
+    ///
+    /// # Safety
+    /// Both must outlive every use of the core until the next `lend`.
+    pub(super) unsafe fn lend(&self, chooser: &mut dyn Chooser, locked: &dyn Fn(&mut dyn Hasher)) {
+        let chooser: NonNull<dyn Chooser + '_> = NonNull::from(chooser);
+        let locked: *const (dyn Fn(&mut dyn Hasher) + '_) = locked;
+        // SAFETY: lifetimes only (same pointer types, same metadata): the
+        // caller keeps both alive until the next `lend`, per the contract.
+        unsafe {
+            self.chooser.set(Some(std::mem::transmute::<NonNull<dyn Chooser + '_>, NonNull<dyn Chooser>>(chooser)));
+            self.locked.set(std::mem::transmute::<*const (dyn Fn(&mut dyn Hasher) + '_), LockedData>(locked));
+        }
+    }
+
+    /// Runs `f` with the execution's chooser: the one way the core reaches it.
+    ///
+    /// # Panics
+    /// If no chooser was lent, or when called again inside `f`.
+    pub(super) fn with_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> R {
+        self.with_lent_chooser(f).expect("a chooser is lent before the execution steps, and not in use")
+    }
+
+    /// Runs `f` with the execution's chooser if one is lent (`None` if not:
+    /// the CPUs run to their first pause before it is, when an execution starts
+    /// for checkpoints).
+    pub(super) fn with_lent_chooser<R>(&self, f: impl FnOnce(&mut dyn Chooser) -> R) -> Option<R> {
+        // Taken out while `f` runs, so that no second reference can be made
+        // meanwhile (a call inside `f` finds none).
+        let mut chooser = self.chooser.take()?;
+        // SAFETY: `lend`'s caller keeps the chooser alive and lets nothing
+        // else use it until the next `lend` (it lent a `&mut`), so it is
+        // valid here; the pointer is out of the cell, so this reference is
+        // the only one while `f` runs. `Core` is not `Sync`: no other thread
+        // can be in here at once.
+        let out = f(unsafe { chooser.as_mut() });
+        self.chooser.set(Some(chooser));
+        Some(out)
+    }
+}
+
+thread_local! {
+    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+    /// The hash buffers of [`Core`], kept from one execution to the next so
+    /// that each execution does not grow them again from nothing.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Returns an empty hash buffer, with the capacity an earlier execution gave it.
+pub(super) fn take_buffer() -> Vec<u8> {
+    arena::outside(|| BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default())
+}
+
+/// Keeps a hash buffer for the next execution, unless it grew while the arena
+/// was active (the hashes run with it off, so it should not): the arena is
+/// reset between executions, so its memory must not outlive this one. Called
+/// before that reset, when everything this execution allocated there lies
+/// below [`arena::used`].
+pub(super) fn give_buffer(mut b: Vec<u8>) {
+    if arena::below(b.as_ptr() as usize, arena::used()) {
+        debug_assert!(false, "a hash buffer grew inside the execution's arena");
+        std::mem::forget(b);
+        return;
+    }
+    b.clear();
+    arena::outside(|| BUFFERS.with(|v| v.borrow_mut().push(b)));
+}
+
+/// The coroutine stack size: policy code in debug builds with nested handlers.
+pub(super) const STACK_BYTES: usize = 256 << 10;
+
+pub(super) fn take_stack() -> DefaultStack {
+    STACKS.with(|s| s.borrow_mut().pop()).unwrap_or_else(|| {
+        arena::outside(|| DefaultStack::new(STACK_BYTES).expect("the checker could not map a coroutine stack"))
+    })
+}
+
+pub(super) fn give_stack(s: DefaultStack) {
+    // A coroutine abandoned where it was (or trapped) never returned from
+    // its frames, so AddressSanitizer's marks of their redzones and scopes
+    // are still on the stack: clear them, or the next coroutine's frames
+    // there read as overflows (nothing without the `asan` feature).
+    use corosensei::stack::Stack as _;
+    let (base, limit) = (s.base().get(), s.limit().get());
+    tlbkit_fault::asan_unpoison(limit, base - limit);
+    arena::outside(|| STACKS.with(|v| v.borrow_mut().push(s)));
+}
+
+/// Abandons CPU `cpu`'s coroutine where it is and keeps its stack for the
+/// next execution: what its stack owns is in the arena. Its frames never
+/// return, so its sanitizer fiber goes too.
+pub(super) fn abandon(cpu: usize, mut co: Co<'_>) {
+    if !co.done() {
+        // SAFETY: nothing on the stack needs dropping for soundness: its
+        // objects are arena memory or guards of this execution's own state.
+        unsafe { co.force_reset() };
+    }
+    tlbkit_fault::forget_fiber(cpu);
+    give_stack(co.into_stack());
+}
+
+pub(super) type Co<'a> = Coroutine<(), (), (), DefaultStack>;
+
+/// Puts into `out` the store-buffer drains worth offering, as `(cpu, last index to
+/// drain)`: a buffered store matters to other CPUs only when one of them is about
+/// to access its address, or spins on it, so a CPU's buffer drains up to the
+/// newest such store (its older stores drain with it: the buffer is FIFO). When
+/// no CPU can step (`stuck`), every buffer may drain whole. Draining later than
+/// a real CPU would is never observable before that access.
+pub(super) fn drain_options(st: &State, stuck: bool, out: &mut Vec<(usize, usize)>) {
+    out.clear();
+    for c in 0..st.cpus.len() {
+        let buf = &st.cpus[c].buffer;
+        if buf.is_empty() {
+            continue;
+        }
+        // A PTE store is wanted at once: page-table walkers read all the time.
+        let wanted = |addr: usize| {
+            pte_store(addr).is_some()
+                || st.cpus.iter().enumerate().any(|(d, cpu)| {
+                    d != c
+                        && (cpu.next.is_some_and(|(a, _)| a == addr)
+                            || matches!(&cpu.block, Block::Spin(reads, _) if reads.iter().any(|(a, _)| *a == addr)))
+                })
+        };
+        if let Some(k) = (0..buf.len()).rev().find(|&k| wanted(buf[k].0)) {
+            out.push((c, k));
+        } else if stuck {
+            out.push((c, buf.len() - 1));
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is running policy code in a coroutine (see [`quiet_panics`]).
+    static IN_POLICY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (which resumes a CPU's coroutine) with panics kept quiet: a policy's
+/// panic is a finding, reported as the `no_policy_panic` violation with its
+/// message, so the process-wide panic hook must neither print it nor capture a
+/// backtrace. Capturing one is also unsafe here: the standard library's
+/// symbolisation caches would be allocated in the execution's arena, which the
+/// next execution reuses (with `RUST_BACKTRACE=1` that ended in a segfault).
+///
+/// The hook is installed once per process and passes every panic outside a
+/// coroutine on to the hook that was there before, so the checker's own bugs and
+/// other threads' panics still print as usual.
+pub(super) fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        // The hook lives as long as the process: not in the arena.
+        let was = arena::set_active(false);
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_POLICY.with(Cell::get) {
+                previous(info);
+            }
+        }));
+        arena::set_active(was);
+    });
+    IN_POLICY.with(|p| p.set(true));
+    let r = f();
+    IN_POLICY.with(|p| p.set(false));
+    r
+}
+
+/// Creates every CPU's coroutine (on stacks from `stack`) and runs each up
+/// to its first pause, with the arena active while it runs.
+pub(super) fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() -> DefaultStack) -> Vec<Co<'static>> {
+    let n = core.shape.cpus;
+    let mut cos: Vec<Co<'_>> = Vec::with_capacity(n);
+    for cpu in 0..n {
+        let c: *const Core = core;
+        let p: *const P = policy;
+        // SAFETY: `core` and `policy` outlive the coroutines: every coroutine is
+        // reset before they are dropped (by `run`, or by a checkpointed
+        // execution's owner).
+        let co = unsafe {
+            Coroutine::with_stack_unchecked(stack(), move |y: &Yielder<(), ()>, ()| {
+                let core = &*c;
+                core.yielders[cpu].set(y);
+                crate::ops::kernel_loop(core, &*p, cpu);
+            })
+        };
+        cos.push(co);
+    }
+    CURRENT.with(|c| c.set(core));
+    for (cpu, co) in cos.iter_mut().enumerate() {
+        core.current.set(cpu);
+        let trap = co.trap_handler();
+        let _ = arena::inside(|| tlbkit_fault::guarded(cpu, trap, || co.resume(())));
+    }
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    cos
+}
+
+/// Where [`drive`] starts: the scheduler's own variables at a scheduling point.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Resume {
+    /// Steps taken so far.
+    steps: usize,
+    /// The CPU that stepped last (`None` before the first step).
+    last: Option<usize>,
+    /// The state's hash there, where the search computed one (0 otherwise):
+    /// builds with debug assertions check that a restored checkpoint
+    /// hashes the same.
+    hash: u64,
+}
+
+/// Steps the execution from `from` until it ends, then returns how; with
+/// `saved`, it saves a checkpoint at every scheduling point deeper than its
+/// deepest where the chooser may come back ([`Chooser::may_return`]).
+pub(super) fn drive(
+    core: &Core,
+    cos: &mut [Co<'_>],
+    from: Resume,
+    mut saved: Option<&mut checkpoint::Saved>,
+) -> Outcome {
+    let n = core.shape.cpus;
+    CURRENT.with(|c| c.set(core));
+    arena::set_active(false);
+    let mut violation = None;
+    let mut steps = from.steps;
+    let mut last = from.last.unwrap_or(usize::MAX);
+    // The options' buffers, kept across steps (this loop runs for every step of
+    // every execution, replayed or not).
+    let mut runs: Vec<usize> = Vec::with_capacity(n);
+    let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
+    let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
+    if cfg!(debug_assertions) && from.hash != 0 {
+        let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
+        core.refresh_machine();
+        if let Some(kept) = kept {
+            assert_eq!(kept, core.machine_hash.get(), "a restored checkpoint kept a stale machine hash");
+        }
+        assert_eq!(core.state_hash(), from.hash, "a restored checkpoint hashes differently from the state it saved");
+    }
+    loop {
+        // The options: stepping a runnable CPU (the one that ran last first, so that
+        // option 0 never preempts), or draining a store buffer.
+        {
+            let st = core.st.borrow();
+            runs.clear();
+            runs.extend((0..n).filter(|&c| Core::runnable(&st, c)));
+            if let Some(i) = runs.iter().position(|&c| c == last) {
+                runs.remove(i);
+                runs.insert(0, last);
+            }
+            drain_options(&st, runs.is_empty(), &mut drains);
+        }
+        let total = runs.len() + drains.len();
+        if total == 0 {
+            let st = core.st.borrow();
+            if let Some(c) = (0..n).find(|&c| !matches!(st.cpus[c].block, Block::Idle)) {
+                violation = Some(Violation {
+                    property: "no_deadlock",
+                    cpu: c,
+                    detail: format!(
+                        "no CPU can take a step: cpu{c} waits ({:?}) for something that can no longer happen",
+                        st.cpus[c].block
+                    ),
+                });
+            }
+            break;
+        }
+        // A local step, told to the chooser first: a state with one needs no
+        // hash (see `Chooser::local`).
+        let local = if core.with_chooser(|c| c.wants_footprint()) { core.local_cpu(&runs) } else { None };
+        if let Some(c) = local {
+            core.with_chooser(|ch| ch.local(2 * c as u32));
+        }
+        // The machine is serialized and hashed once here for the state hash and the
+        // footprint's "before", which see the same machine.
+        let hash = if core.with_chooser(|c| c.wants_state()) {
+            core.fresh_machine();
+            core.state_hash()
+        } else {
+            0
+        };
+        labels.clear();
+        labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
+        let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
+        if let Some(saved) = saved.as_deref_mut() {
+            if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
+                let depth = core.choices.borrow().len() - 1;
+                let last = (last != usize::MAX).then_some(last);
+                saved.save(core, cos, depth, Resume { steps, last, hash });
+            }
+        }
+        let track = core.with_chooser(|c| c.wants_footprint());
+        let before = (track && i < runs.len()).then(|| {
+            *core.foot.borrow_mut() = Some(Foot::default());
+            core.fresh_machine();
+            core.others(runs[i])
+        });
+        steps += 1;
+        core.st.borrow_mut().step = steps;
+        if i < runs.len() {
+            let cpu = runs[i];
+            last = cpu;
+            core.current.set(cpu);
+            let trap = cos[cpu].trap_handler();
+            let r = arena::inside(|| {
+                quiet_panics(|| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        tlbkit_fault::guarded(cpu, trap, || cos[cpu].resume(()))
+                    }))
+                })
+            });
+            match r {
+                Ok(CoroutineResult::Yield(())) => {}
+                Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),
+                Err(e) => {
+                    violation = Some(gone_wrong::violation(cpu, e.as_ref()));
+                    break;
+                }
+            }
+        } else {
+            let (cpu, upto) = drains[i - runs.len()];
+            // What a drain adds to the state is the state's: in the arena.
+            arena::inside(|| {
+                for _ in 0..=upto {
+                    let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
+                    core.drain_one(addr, w, v);
+                    let k = core.addr_key(addr);
+                    let mut st = core.st.borrow_mut();
+                    st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
+                    if core.record {
+                        st.events.push(Event {
+                            cpu: Some(cpu),
+                            drain: true,
+                            step: steps,
+                            text: core.drained(addr, v),
+                            kind: core.access_kind(addr, false, true),
+                        });
+                    }
+                }
+            });
+        }
+        if track {
+            if before.is_some() {
+                core.fresh_machine();
+            }
+            let foot = core.foot.borrow_mut().take();
+            let foot = match (foot, before) {
+                (Some(f), Some(h)) if core.others(runs[i]) == h => f,
+                // A drain, or a step that changed what other CPUs see.
+                (Some(f), _) => Foot { global: true, ..f },
+                (None, _) => Foot::global(),
+            };
+            // A local step that did more than its access: the rest of the
+            // state's options are explored after all.
+            let broke = local.is_some_and(|c| i >= runs.len() || runs[i] != c || !core.is_local(c, &foot));
+            core.with_chooser(|c| c.stepped(foot));
+            if broke {
+                core.with_chooser(|c| c.not_local());
+            }
+        }
+        if core.pruned.get() {
+            break;
+        }
+        // The hardware fills speculatively; the oracle looks.
+        let mut st = core.st.borrow_mut();
+        // What the fills add to the state is the state's: in the arena.
+        let filled = arena::inside(|| {
+            let mut fills = Vec::new();
+            // Not through `DerefMut`: a fill that adds nothing changes nothing.
+            let filled = st.m.m.fill(&mut fills);
+            if core.record {
+                for &(c, e) in &fills {
+                    let entry = describe(&e);
+                    let text = format!("speculative fill on cpu{c}: {entry}");
+                    st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
+                }
+            }
+            filled
+        });
+        st.m.changed |= filled;
+        if let Some(v) = st.violation.take() {
+            violation = Some(v);
+            break;
+        }
+        let judged_before = core.with_chooser(|c| c.replaying());
+        if !judged_before {
+            if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
+                violation = Some(v);
+                break;
+            }
+        }
+        if steps >= MAX_STEPS {
+            violation = Some(Violation {
+                property: "no_livelock",
+                cpu: last,
+                detail: format!("the execution took {MAX_STEPS} steps without ending"),
+            });
+            break;
+        }
+    }
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    // Copy what the outcome keeps out of the arena (the engine runs with it off,
+    // but violations and events made inside coroutines, drains and fills live
+    // there).
+    let mut st = core.st.borrow_mut();
+    let events = std::mem::take(&mut st.events)
+        .into_iter()
+        .map(|e| Event { text: e.text.as_str().to_string(), kind: e.kind.clone(), ..e })
+        .collect();
+    let ops = st.cpus.iter().map(|c| c.ops_done).sum();
+    Outcome {
+        choices: core.choices.take(),
+        violation: violation.map(|v| Violation { detail: v.detail.as_str().to_string(), ..v }),
+        pruned: core.pruned.get(),
+        steps,
+        ops,
+        events,
+        unnamed: core.unnamed.borrow().iter().copied().collect(),
+        rollovers: core.rollovers.get(),
+        initiators: core.initiators.get(),
+    }
+}

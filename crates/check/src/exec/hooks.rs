@@ -1,0 +1,171 @@
+//! The hooks the policy's atomics and locks call (`tlbkit_policy::sync::check`):
+//! each load, store, read-modify-write, fence, spin and lock of policy code
+//! becomes a preemption point of the running CPU.
+
+use super::*;
+
+/// Reads the facade atomic of width `w` at `addr`.
+///
+/// # Safety
+/// `addr` must be a live facade atomic of that width.
+pub(super) unsafe fn read_raw(addr: usize, w: Width) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering as O};
+    // SAFETY: per the contract; facade atomics are repr(transparent) over core's.
+    unsafe {
+        match w {
+            Width::W8 => (*(addr as *const AtomicBool)).load(O::SeqCst) as u64,
+            Width::W32 => (*(addr as *const AtomicU32)).load(O::SeqCst) as u64,
+            Width::W64 => (*(addr as *const AtomicU64)).load(O::SeqCst),
+        }
+    }
+}
+
+pub(super) fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return read() };
+    core.pause_for(addr, false);
+    let cpu = core.cpu();
+    core.check_owner(cpu, addr, false);
+    core.note_shared(addr, w);
+    core.touch(addr, false);
+    let k = core.addr_key(addr);
+    core.st.borrow_mut().read(cpu, addr, k);
+    let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
+    let v = fwd.unwrap_or_else(read);
+    core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
+        let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
+        (
+            core.access_kind(addr, true, false),
+            format!("load {} -> {}{buffered}", core.addr_name(addr), core.show(addr, v)),
+        )
+    });
+    v
+}
+
+pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return write(v) };
+    core.pause_for(addr, true);
+    let cpu = core.cpu();
+    core.check_owner(cpu, addr, true);
+    core.note_shared(addr, w);
+    let k = core.addr_key(addr);
+    let text = |tail: &str| {
+        (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
+    };
+    if core.shape.memory.buffered() && ord != Ordering::SeqCst {
+        core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
+        core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(&format!(" ({INTO_BUFFER})")));
+    } else {
+        core.drain_own(cpu);
+        core.store(addr, w, || write(v));
+        core.touch(addr, true);
+        core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
+    }
+}
+
+pub(super) fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
+    let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return op().0 };
+    core.pause_for(addr, true);
+    let cpu = core.cpu();
+    core.check_owner(cpu, addr, true);
+    core.note_shared(addr, w);
+    core.drain_own(cpu);
+    core.touch(addr, false);
+    core.touch(addr, true);
+    let k = core.addr_key(addr);
+    core.st.borrow_mut().read(cpu, addr, k);
+    let (old, new) = op();
+    // A failed compare-exchange stores nothing.
+    if old != new {
+        core.wrote(addr, old, new);
+    }
+    core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || {
+        let kind = core.access_kind(addr, true, old != new);
+        (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))
+    });
+    old
+}
+
+pub(super) fn h_fence(ord: Ordering) {
+    let Some(core) = current() else {
+        return std::sync::atomic::fence(ord);
+    };
+    let cpu = core.cpu();
+    if ord == Ordering::SeqCst && !core.st.borrow().cpus[cpu].buffer.is_empty() {
+        // Only a fence with stores to drain does anything another CPU can see.
+        core.pause();
+        core.drain_own(cpu);
+    }
+    core.event_in(cpu, 0x8_0000, true, || (Kind::Other, format!("fence({ord:?})")));
+}
+
+pub(super) fn h_spin() {
+    let Some(core) = current() else {
+        return std::hint::spin_loop();
+    };
+    let cpu = core.cpu();
+    let why = {
+        let mut st = core.st.borrow_mut();
+        let reads = std::mem::take(&mut st.cpus[cpu].reads);
+        if reads.is_empty() {
+            // It waits for any store after this one: which stores come before
+            // it is not a matter of fields.
+            core.touch_global();
+        }
+        let c = &mut st.cpus[cpu];
+        let trail = std::mem::take(&mut c.trail);
+        match &c.anchor {
+            Some((h, a)) if a.0 == trail.0 => c.history = *h,
+            _ => c.anchor = Some((c.history, trail)),
+        }
+        Block::Spin(reads, st.writes)
+    };
+    core.block(why);
+}
+
+pub(super) fn h_lock(word: usize, taken: bool) {
+    let Some(core) = current() else { return };
+    let cpu = core.cpu();
+    let mut st = core.st.borrow_mut();
+    let c = &mut st.cpus[cpu];
+    if core.shared_addr(word) {
+        let k = (word - core.base) as u32;
+        let (from, to) = if taken { (NO_LOCK, k) } else { (k, NO_LOCK) };
+        let Some(slot) = c.held.iter_mut().find(|l| **l == from) else {
+            drop(st);
+            panic!("cpu{cpu} holds more than {MAX_HELD} spin locks at once");
+        };
+        *slot = to;
+    }
+    if taken {
+        c.irq_off += 1;
+    } else {
+        c.irq_off -= 1;
+    }
+}
+
+pub(super) static HOOKS: Hooks = Hooks {
+    load: h_load,
+    store: h_store,
+    rmw: h_rmw,
+    fence: h_fence,
+    spin: h_spin,
+    lock: h_lock,
+    region: h_region,
+    outside: h_outside,
+};
+
+/// Runs `f` with this thread's arena off (what it allocates outlives the execution).
+pub(super) fn h_outside(f: &mut dyn FnMut()) {
+    arena::outside(f);
+}
+
+/// A policy's state outside the allocator asks to start this thread's arena
+/// ([`arena::adopt`]): only while a policy is built for an execution, when
+/// the arena is active and empty.
+pub(super) fn h_region(base: usize, len: usize, prefix: usize) -> bool {
+    if !arena::is_active() {
+        return false;
+    }
+    arena::adopt(base, len, prefix);
+    true
+}
