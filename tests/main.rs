@@ -18,6 +18,7 @@ mod check;
 mod cli;
 mod compare;
 mod guide;
+mod layers;
 mod layout;
 mod plot;
 mod registry;

@@ -16,11 +16,12 @@
 
 use crate::elf::{self, Symbol};
 use crate::error::Error;
-use crate::load::Copy;
+use crate::runtime::SysregFns;
 use crate::shim;
 use crate::source::{Role, Sources};
 use crate::Fnv;
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -439,4 +440,34 @@ fn shim_hint(error: &str) -> String {
         }
     }
     String::new()
+}
+
+/// The glue's entry points, as the copy has them.
+#[derive(Clone, Copy)]
+pub struct Entries {
+    pub boot: extern "C-unwind" fn() -> c_int,
+    pub mm_init: extern "C-unwind" fn(u32),
+    pub switch_mm: extern "C-unwind" fn(u32),
+    pub flush_page: extern "C-unwind" fn(u32, u64),
+    pub flush_range: extern "C-unwind" fn(u32, u64, u64),
+    pub flush_mm: extern "C-unwind" fn(u32),
+    pub flush_kernel_range: extern "C-unwind" fn(u64, u64),
+    pub tlbbatch_add_pending: extern "C-unwind" fn(u32, u64),
+    pub tlbbatch_flush: extern "C-unwind" fn(),
+    pub flush_batched_pending: extern "C-unwind" fn(u32),
+    pub sysregs: SysregFns,
+}
+
+/// One loaded copy.
+pub struct Copy {
+    /// Where the object's address 0 is.
+    pub load_base: usize,
+    /// The first byte of the state (`tlbkit_data_begin`).
+    pub base: usize,
+    /// The state's bytes (up to `tlbkit_heap`).
+    pub prefix: usize,
+    /// The state as the loader left it, with the ops table filled in.
+    pub pristine: Vec<u8>,
+    /// The entry points.
+    pub entries: Entries,
 }

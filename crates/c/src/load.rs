@@ -47,42 +47,13 @@
 //! of globals, a file that allocates in its operations, many threads
 //! checking one file at once.
 
+pub use crate::build::{Copy, Entries};
 use crate::build::{Lib, HEAP_BYTES};
 use crate::error::Error;
-use crate::runtime::{SysregFns, OPS};
+use crate::runtime::OPS;
 use std::cell::RefCell;
-use std::ffi::{c_int, CString};
+use std::ffi::CString;
 use std::sync::Arc;
-
-/// The glue's entry points, as the copy has them.
-#[derive(Clone, Copy)]
-pub struct Entries {
-    pub boot: extern "C-unwind" fn() -> c_int,
-    pub mm_init: extern "C-unwind" fn(u32),
-    pub switch_mm: extern "C-unwind" fn(u32),
-    pub flush_page: extern "C-unwind" fn(u32, u64),
-    pub flush_range: extern "C-unwind" fn(u32, u64, u64),
-    pub flush_mm: extern "C-unwind" fn(u32),
-    pub flush_kernel_range: extern "C-unwind" fn(u64, u64),
-    pub tlbbatch_add_pending: extern "C-unwind" fn(u32, u64),
-    pub tlbbatch_flush: extern "C-unwind" fn(),
-    pub flush_batched_pending: extern "C-unwind" fn(u32),
-    pub sysregs: SysregFns,
-}
-
-/// One loaded copy.
-pub struct Copy {
-    /// Where the object's address 0 is.
-    pub load_base: usize,
-    /// The first byte of the state (`tlbkit_data_begin`).
-    pub base: usize,
-    /// The state's bytes (up to `tlbkit_heap`).
-    pub prefix: usize,
-    /// The state as the loader left it, with the ops table filled in.
-    pub pristine: Vec<u8>,
-    /// The entry points.
-    pub entries: Entries,
-}
 
 // SAFETY: a copy is used by one thread at a time (its lease's); its
 // addresses are plain numbers.

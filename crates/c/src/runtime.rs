@@ -476,7 +476,7 @@ extern "C-unwind" fn op_plain(p: *const c_void, bytes: c_int, write: c_int, pc: 
         let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
         let race = st.races.borrow_mut().access(cpu, p as usize, bytes.max(1) as usize, write != 0, pc as usize, &held);
         if let Some(race) = race {
-            panic!("no_data_race: {}", crate::policy::describe(st, &race));
+            panic!("no_data_race: {}", describe(st, &race));
         }
     })
 }
@@ -592,4 +592,92 @@ pub type SysregFns = (extern "C-unwind" fn(c_int) -> u64, extern "C-unwind" fn(c
 
 fn sysregs(f: &Frame) -> SysregFns {
     f.state().sysregs
+}
+
+/// Says where a plain access was made: the function and, where the system's
+/// `addr2line` can tell, the file and line.
+fn site(lib: &crate::Lib, load_base: usize, pc: usize) -> String {
+    let off = pc.wrapping_sub(load_base) as u64;
+    let func = lib
+        .symbols
+        .iter()
+        .filter(|s| !s.object && s.value <= off && off < s.value + s.size.max(1))
+        .map(|s| format!("{}+{:#x}", s.name, off - s.value))
+        .next()
+        .unwrap_or_else(|| format!("{off:#x}"));
+    let line = std::process::Command::new("addr2line")
+        .arg("-e")
+        .arg(&lib.path)
+        .arg(format!("{:#x}", off.saturating_sub(1)))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|l| !l.starts_with("??"))
+        .map(|l| l.rsplit('/').next().unwrap_or(&l).to_string());
+    match line {
+        Some(l) => format!("{func}, {l}"),
+        None => func,
+    }
+}
+
+/// Returns the element size of an object of `size` bytes that is a per-CPU
+/// variable (`DEFINE_PER_CPU` of a 32- or 64-bit type: an array of one
+/// element per CPU), or `None` for any other object.
+pub(crate) fn per_cpu_stride(size: usize, ncpus: usize) -> Option<usize> {
+    (ncpus > 1 && size > 8 && size.is_multiple_of(ncpus) && matches!(size / ncpus, 4 | 8)).then(|| size / ncpus)
+}
+
+/// Names the memory at `addr`: the file's object (a per-CPU element, or at
+/// an offset), or the block one of its pointers holds.
+fn place(state: &State, copy_syms: &crate::Lib, load_base: usize, ncpus: usize, addr: usize) -> String {
+    for s in copy_syms.symbols.iter().filter(|s| s.object) {
+        let a = load_base + s.value as usize;
+        if addr >= a && addr < a + s.size as usize {
+            if let Some(stride) = per_cpu_stride(s.size as usize, ncpus) {
+                return format!("{}[cpu{}]", s.name, (addr - a) / stride);
+            }
+            return if addr == a { s.name.clone() } else { format!("{}+{:#x}", s.name, addr - a) };
+        }
+    }
+    for &(b, n) in state.heap.borrow().iter() {
+        if addr >= b && addr < b + n {
+            let owner = copy_syms.symbols.iter().filter(|s| s.object && s.size == 8).find(|s| {
+                // SAFETY: a pointer-sized object of the copy.
+                unsafe { *((load_base + s.value as usize) as *const usize) == b }
+            });
+            return match owner {
+                Some(s) => format!("word {} of *{}", (addr - b) / 8, s.name),
+                None => format!("a block the file allocated, +{:#x}", addr - b),
+            };
+        }
+    }
+    format!("{addr:#x}")
+}
+
+/// Describes a data race in the kernel's terms.
+pub(crate) fn describe(state: &State, race: &race::Race) -> String {
+    let lib = &state.lib;
+    let ncpus = state.held.borrow().len();
+    let kind = |w: bool| if w { "write" } else { "read" };
+    let locks = |l: &[usize]| {
+        if l.is_empty() {
+            "no lock".to_string()
+        } else {
+            l.iter().map(|&w| place(state, lib, state.load_base, ncpus, w)).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let (c1, w1, pc1, l1) = &race.first;
+    let (c2, w2, pc2, l2) = &race.second;
+    format!(
+        "plain {} of {} by cpu{c2} ({}, holding {}) races with cpu{c1}'s plain {} of it ({}, holding {}): \
+         no lock in common, and at least one writes",
+        kind(*w2),
+        place(state, lib, state.load_base, ncpus, race.addr),
+        site(lib, state.load_base, *pc2),
+        locks(l2),
+        kind(*w1),
+        site(lib, state.load_base, *pc1),
+        locks(l1),
+    )
 }

@@ -371,7 +371,7 @@
 //!
 //! # Layout
 //! The modules form layers, each naming only modules below it
-//! (`crates/check/tests/modules.rs` fails on a circle), from the bottom:
+//! (the workspace's `tests/layers.rs` fails on a circle), from the bottom:
 //! - [`arena`]: the per-execution allocator that keeps addresses stable;
 //!   [`error`]: what went wrong, as data ([`Error`]), for each front end to word.
 //! - [`kernel`]: the machine's ground truth and the oracle.

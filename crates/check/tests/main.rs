@@ -2,8 +2,9 @@
 //! file here is a module of it, named as the file (`cargo test -p
 //! tlbkit-check --test check parallel::` runs `parallel.rs`'s tests). Every
 //! module checks policies, so the binary installs the checker's allocator
-//! once, for all of them ([`tlbkit_check::arena::CheckAlloc`]). `modules.rs`
-//! is a binary of its own: it tests a program without that allocator.
+//! once, for all of them ([`tlbkit_check::arena::CheckAlloc`]).
+//! `no_allocator.rs` is a binary of its own: it tests a program without that
+//! allocator.
 //! Cargo builds only the files this one names (`autotests = false`):
 //! `tests/layout.rs` (the command line's) fails when a file is left out.
 

@@ -111,12 +111,14 @@ pub enum Error {
         /// What is wrong, and how to put it right.
         what: String,
     },
-    /// A grid of more runs than a sweep holds ([`crate::sweep::MAX_RUNS`]).
+    /// A grid of more runs than a sweep holds.
     TooManyRuns {
         /// The experiment file, as messages name it.
         origin: String,
         /// The runs, `None` past 2^64.
         runs: Option<usize>,
+        /// The most a sweep holds (`sweep::MAX_RUNS`).
+        most: usize,
     },
     /// A sweep none of whose policies fits one of its machines.
     NoFittingPolicy {
@@ -335,11 +337,11 @@ impl Error {
                 format!("{origin}: line {line}, {field}: {what}")
             }
             Error::Experiment { origin, place: None, what } => format!("{origin}: {what}"),
-            Error::TooManyRuns { origin, runs } => format!(
+            Error::TooManyRuns { origin, runs, most } => format!(
                 "{origin}: the grid has {} runs (machines x CPU counts x policies x parameter combinations x \
                  seeds); a sweep holds at most {}: split it into several files",
                 runs.map_or("more than 2^64".to_string(), |n| n.to_string()),
-                crate::sweep::MAX_RUNS
+                most
             ),
             Error::NoFittingPolicy { origin } => format!(
                 "{origin}: no policy of this sweep fits one of its machines (arm64 policies run on arm64 \

@@ -131,7 +131,7 @@ impl Sweep {
             .filter(|_| combos.is_some());
         match runs {
             Some(n) if n <= MAX_RUNS => Ok(()),
-            _ => Err(Error::TooManyRuns { origin: self.origin.clone(), runs }),
+            _ => Err(Error::TooManyRuns { origin: self.origin.clone(), runs, most: MAX_RUNS }),
         }
     }
 }

@@ -5,19 +5,14 @@
 //! them, so both describe the simulator with one piece of code.
 
 use crate::metrics::METRICS;
-use crate::preset::{self, Arch};
+use crate::preset;
 use crate::run::SWITCHES;
 use crate::workload::{self, WORKLOADS};
 use serde_json::{json, Value};
 use tlbkit_registry::POLICIES;
 
 /// Returns an architecture's name as `tlbkit list` shows it.
-pub fn arch_name(a: Arch) -> &'static str {
-    match a {
-        Arch::Arm64 => "arm64",
-        Arch::X86_64 => "x86-64",
-    }
-}
+pub use crate::preset::arch_name;
 
 /// `{"machines": [...], "parameters": [...]}`: every preset's cores, TLBs and
 /// costs with each field's source (`sources`, by the field's name here), and
@@ -117,4 +112,24 @@ pub fn metrics() -> Value {
             json!({"name": m.name, "unit": m.unit, "kind": if m.result { "result" } else { "metric" }, "meaning": m.meaning})
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_a_machine_lists_is_a_field_a_file_sets() {
+        let p = crate::preset::named("altra");
+        let json = machines();
+        let listed = json["machines"].as_array().unwrap().iter().find(|m| m["name"] == "altra").unwrap().clone();
+        for path in crate::preset::file::all_paths() {
+            let v = match path.split_once('.') {
+                Some((t, k)) => &listed[t][k],
+                None => &listed[path.as_str()],
+            };
+            assert!(!v.is_null(), "{path} is settable but `list machines --format json` does not give it");
+            assert!(p.sources.contains_key(&path), "{path} has no source");
+        }
+    }
 }

@@ -27,7 +27,7 @@
 //!
 //! [`Display`]: std::fmt::Display
 
-use crate::workload::Phase;
+use crate::preset::arch_name;
 use std::fmt;
 use std::path::PathBuf;
 use tlbkit_policy::MmId;
@@ -63,6 +63,8 @@ pub enum Error {
     UnknownWorkload {
         /// The name given.
         name: String,
+        /// The workloads there are.
+        valid: Vec<&'static str>,
     },
     /// A machine the simulator has no preset for.
     UnknownMachine {
@@ -188,6 +190,10 @@ pub enum Error {
         key: String,
         /// The policy.
         policy: &'static str,
+        /// The policies that take it, in words (its entry's).
+        takers: String,
+        /// Whether its values are on and off (the message names `KEY=on`).
+        on_off: bool,
     },
     /// A TLB mode word for a policy without TLB modes.
     TlbModeNotTaken {
@@ -219,8 +225,9 @@ pub enum Error {
     Failed {
         /// The workload.
         workload: &'static str,
-        /// The phase that failed; `None` for a timed phase of `bench`.
-        phase: Option<Phase>,
+        /// The phase that failed (`Main`, `Overhead`: [`crate::workload::Phase`]'s
+        /// name); `None` for a timed phase of `bench`.
+        phase: Option<&'static str>,
         /// The kernel's message ([`crate::sim::Sim::error`]).
         message: String,
     },
@@ -333,11 +340,15 @@ pub enum TraceProblem {
     ShortHeader {
         /// The bytes there are.
         len: usize,
+        /// The header's bytes.
+        header: usize,
     },
     /// A format version this tlbkit does not read.
     Version {
         /// The file's version.
         version: u32,
+        /// The version this tlbkit reads.
+        reads: u32,
     },
     /// Header flags this tlbkit does not know.
     UnknownFlags {
@@ -392,14 +403,13 @@ pub enum TraceProblem {
 
 impl fmt::Display for TraceProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::trace::format::{HEADER, VERSION};
         match self {
             TraceProblem::NotATrace => write!(f, "not a tlbkit trace (no \"tlbtrace\" magic)"),
-            TraceProblem::ShortHeader { len } => {
-                write!(f, "truncated: {len} bytes, shorter than the {HEADER}-byte header")
+            TraceProblem::ShortHeader { len, header } => {
+                write!(f, "truncated: {len} bytes, shorter than the {header}-byte header")
             }
-            TraceProblem::Version { version } => {
-                write!(f, "format version {version}; this tlbkit reads version {VERSION}")
+            TraceProblem::Version { version, reads } => {
+                write!(f, "format version {version}; this tlbkit reads version {reads}")
             }
             TraceProblem::UnknownFlags { flags } => write!(f, "unknown flags {flags:#x} in the header"),
             TraceProblem::ShortBody { announced, len } => {
@@ -450,8 +460,7 @@ impl Error {
             Error::NotAFile { path } => format!("{}: not a file name", path.display()),
             Error::BadTrace { path: Some(path), problem } => format!("{}: {problem}", path.display()),
             Error::BadTrace { path: None, problem } => problem.to_string(),
-            Error::UnknownWorkload { name } => {
-                let all: Vec<&str> = crate::workload::WORKLOADS.iter().map(|w| w.name).collect();
+            Error::UnknownWorkload { name, valid: all } => {
                 format!(
                     "unknown workload '{name}'{}; valid workloads: {}",
                     did_you_mean(name, all.iter().copied()),
@@ -519,11 +528,9 @@ impl Error {
                  the real machine has {real})",
                 names.given(&set_param("sockets"), value)
             ),
-            Error::SwitchNotTaken { key, policy } => {
+            Error::SwitchNotTaken { key, policy, takers, on_off } => {
                 let p = set_param(key);
-                let sw = crate::run::switch(key);
-                let what = if sw.is_some_and(|s| s.is_on_off()) { names.given(&p, "on") } else { names.name(&p) };
-                let takers = sw.map(|s| (s.applies_to)()).unwrap_or_default();
+                let what = if *on_off { names.given(&p, "on") } else { names.name(&p) };
                 format!("{what} applies to {takers} only, not {policy}")
             }
             Error::TlbModeNotTaken { takes, policy } => {
@@ -542,7 +549,7 @@ impl Error {
                 names.given(&set_param(key), "examples/traces/gzip.trace")
             ),
             Error::Failed { workload, phase: Some(phase), message } => {
-                format!("{workload} ({phase:?} phase): {message}")
+                format!("{workload} ({phase} phase): {message}")
             }
             Error::Failed { phase: None, message, .. } => message.clone(),
             Error::MissingParam { workload, param, what, placeholder } => {
@@ -577,14 +584,6 @@ impl fmt::Display for Error {
 /// Returns the parameter of the setting `key`.
 fn set_param(key: &str) -> Param {
     Param::Set(key.to_string())
-}
-
-/// Returns an architecture's name in messages.
-fn arch_name(a: Arch) -> &'static str {
-    match a {
-        Arch::Arm64 => "arm64",
-        Arch::X86_64 => "x86-64",
-    }
 }
 
 #[cfg(test)]

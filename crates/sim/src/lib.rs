@@ -32,6 +32,7 @@
 pub mod cancel;
 pub mod catalog;
 pub mod coherence;
+pub(crate) mod cpu;
 pub mod error;
 pub(crate) mod frames;
 pub(crate) mod holders;

@@ -99,6 +99,7 @@
 //! [`Machine::catch_up`] at its time, and every fill carries its time.
 
 use crate::coherence::{KLine, Lines};
+pub use crate::cpu::CpuState;
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
 use crate::noise::Noise;
@@ -140,61 +141,6 @@ pub struct HwCounters {
     pub shootdown_cycles: u64,
     /// Cache-line transfers.
     pub line_transfers: u64,
-}
-
-/// One CPU's translation state.
-pub struct CpuState {
-    /// The CPU's TLBs.
-    pub tlb: Tlb,
-    /// What TTBR0/CR3 points at (written only by [`Hw::write_root`], which keeps
-    /// [`Machine::roots_on`] in step).
-    pub root: Root,
-    /// The ASID/PCID in the root register.
-    pub asid: u16,
-    /// When every broadcast invalidation this CPU issued is acknowledged.
-    pub sync_until: u64,
-    /// When the CPU's current operation ends (kept by the engine through
-    /// [`Machine::set_busy_until`]).
-    pub busy_until: u64,
-    /// When the last IPI handler that interrupted this CPU returned.
-    pub irq_until: u64,
-    /// Cycles IPI handlers and incoming DVM messages took from the operation the CPU
-    /// was running (the DVM messages' only once [`Machine::take_stolen`] settles them).
-    pub stolen: u64,
-    /// Of `stolen`, the cycles of IPI handlers: kernel time of the interrupted
-    /// CPU (the rest is DVM processing, which the hardware does without
-    /// entering the kernel). Taken by the engine with `stolen`.
-    pub irq_stolen: u64,
-    /// Whether a thread runs here (kept by the engine after each event): its next
-    /// operation has begun at `busy_until` as far as an interrupt is concerned, so
-    /// a handler arriving later takes its time from that operation instead of
-    /// holding the operation back until the handler's end.
-    pub running: bool,
-    /// When the last call-function handler here took its `call_single_queue`
-    /// (`llist_del_all`): a request queued before then is run by that handler,
-    /// with no IPI of its own.
-    pub csq_taken: u64,
-    /// When that handler's last function returned (before its exception exit).
-    pub csq_end: u64,
-}
-
-impl CpuState {
-    /// Returns a CPU with empty TLBs, its root on the kernel's tables.
-    pub fn new(tlb: Tlb) -> Self {
-        CpuState {
-            tlb,
-            root: boot_root(),
-            asid: 0,
-            sync_until: 0,
-            busy_until: 0,
-            irq_until: 0,
-            stolen: 0,
-            irq_stolen: 0,
-            running: false,
-            csq_taken: 0,
-            csq_end: 0,
-        }
-    }
 }
 
 /// Hardware state shared by all CPUs.
@@ -979,11 +925,6 @@ impl Hw for CpuHw<'_> {
             Note::AsidRollover => self.m.borrow_mut().counters.asid_rollovers += 1,
         }
     }
-}
-
-/// Returns the root register value of a CPU that has not yet run anything.
-pub fn boot_root() -> Root {
-    Root::Mm(MmId::KERNEL)
 }
 
 #[cfg(test)]

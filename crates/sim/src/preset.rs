@@ -470,9 +470,15 @@ pub fn resolve(name: &str) -> Result<Preset, crate::Error> {
 }
 
 /// Returns an architecture's name as machine files and `tlbkit list` give it.
-pub(crate) fn catalog_arch(a: Arch) -> &'static str {
-    crate::catalog::arch_name(a)
+pub fn arch_name(a: Arch) -> &'static str {
+    match a {
+        Arch::Arm64 => "arm64",
+        Arch::X86_64 => "x86-64",
+    }
 }
+
+/// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
+pub const MAX_CPUS: usize = 4096;
 
 #[cfg(test)]
 mod tests {

@@ -34,7 +34,7 @@ use resolve::{resolve, resolve_on, MachineParams};
 pub use switches::{sockets_for, switch, Switch, SOCKETS, SWITCHES};
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
-pub const MAX_CPUS: usize = 4096;
+pub use crate::preset::MAX_CPUS;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -320,7 +320,7 @@ fn phases<P: Policy + 'static>(
         workload::setup_with(wl.name, params, texts, &mut sim, ph)?;
         sim.run();
         if let Some(e) = &sim.error {
-            return Err(Error::Failed { workload: wl.name, phase: Some(ph), message: e.clone() });
+            return Err(Error::Failed { workload: wl.name, phase: Some(ph.name()), message: e.clone() });
         }
         Ok(sim)
     };

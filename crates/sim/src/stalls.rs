@@ -46,7 +46,7 @@
 //! per message stays constant (the trim length is at least [`TRIM_AT`] and at
 //! least twice the CPUs, so at most one binary search per two messages).
 
-use crate::machine::CpuState;
+use crate::cpu::CpuState;
 
 /// Messages logged since the last trim, for every socket at once.
 #[derive(Default)]

@@ -427,7 +427,7 @@ fn a_workload_that_cannot_start_or_measure_says_why_as_data() {
     use tlbkit_sim::Error;
     let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
     let e = workload::setup("nope", &defaults("lat_ctx", &[]), &mut sim, Phase::Main).unwrap_err();
-    assert!(matches!(&e, Error::UnknownWorkload { name } if name == "nope"), "{e:?}");
+    assert!(matches!(&e, Error::UnknownWorkload { name, .. } if name == "nope"), "{e:?}");
     assert!(e.to_string().starts_with("unknown workload 'nope'; valid workloads: lat_ctx, pingpong"), "{e}");
     // A value in the parameter's range that the workload still cannot use.
     let p = defaults("stress_ng_tlb_shootdown", &[("pages", 3.0)]);

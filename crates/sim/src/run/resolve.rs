@@ -109,7 +109,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
     if let Some((major, minor)) = pol.version {
         preset.kernel = preset::Kernel::Linux(major, minor);
     }
-    let wl = workload::by_name(&spec.workload).ok_or_else(|| Error::UnknownWorkload { name: spec.workload.clone() })?;
+    let wl = workload::by_name(&spec.workload).ok_or_else(|| workload::unknown(&spec.workload))?;
     if pol.arch != preset.arch {
         let fits: Vec<&str> = POLICIES.iter().filter(|p| p.arch == preset.arch).map(|p| p.name).collect();
         return Err(Error::WrongArch {

@@ -74,7 +74,7 @@ impl Setting<'_> {
     fn switch_on(&self, takes: bool) -> Result<bool, Error> {
         let on = self.on_off()?;
         if on && !takes {
-            return Err(Error::SwitchNotTaken { key: self.key.to_string(), policy: self.pol.name });
+            return Err(self.not_taken());
         }
         Ok(on)
     }
@@ -85,6 +85,17 @@ impl Setting<'_> {
             let names: Vec<&str> = all.iter().map(|t| name(*t)).collect();
             bad_setting(self.key, self.value, format!("give one of {}", names.join(", ")))
         })
+    }
+
+    /// The error of a switch the run's policy does not take.
+    fn not_taken(&self) -> Error {
+        let sw = switch(self.key);
+        Error::SwitchNotTaken {
+            key: self.key.to_string(),
+            policy: self.pol.name,
+            takers: sw.map(|s| (s.applies_to)()).unwrap_or_default(),
+            on_off: sw.is_some_and(Switch::is_on_off),
+        }
     }
 
     /// The error of a value the machine does not offer (`choices`).
@@ -260,7 +271,7 @@ pub static SWITCHES: &[Switch] = &[
         applies_to: || "the x86 Linux policies".into(),
         set: |s| {
             if !s.pol.switches.flush_ceiling {
-                return Err(Error::SwitchNotTaken { key: s.key.to_string(), policy: s.pol.name });
+                return Err(s.not_taken());
             }
             let n = s.num()?;
             if !(0.0..=4096.0).contains(&n) || n.fract() != 0.0 {

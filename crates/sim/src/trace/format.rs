@@ -373,7 +373,7 @@ impl Trace {
             if !MAGIC.starts_with(&bytes[..bytes.len().min(8)]) {
                 return Err(TraceProblem::NotATrace);
             }
-            return Err(TraceProblem::ShortHeader { len: bytes.len() });
+            return Err(TraceProblem::ShortHeader { len: bytes.len(), header: HEADER });
         }
         if &bytes[..8] != MAGIC {
             return Err(TraceProblem::NotATrace);
@@ -382,7 +382,7 @@ impl Trace {
         let dword = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         let (version, flags, len, sum) = (word(8), word(12), dword(16), dword(24));
         if version != VERSION {
-            return Err(TraceProblem::Version { version });
+            return Err(TraceProblem::Version { version, reads: VERSION });
         }
         if flags & !FLAG_IFETCH != 0 {
             return Err(TraceProblem::UnknownFlags { flags });
@@ -845,7 +845,7 @@ mod tests {
         }
         for cut in [20, 0] {
             let p = problem(&bytes[..cut]);
-            assert_eq!(p, TraceProblem::ShortHeader { len: cut });
+            assert_eq!(p, TraceProblem::ShortHeader { len: cut, header: HEADER });
             assert!(p.to_string().starts_with("truncated"), "{p}");
         }
         let mut long = bytes.clone();
@@ -867,7 +867,7 @@ mod tests {
         assert!(problem(&magic).to_string().starts_with("not a tlbkit trace"));
         let mut version = bytes.clone();
         version[8] = 2;
-        assert_eq!(problem(&version), TraceProblem::Version { version: 2 });
+        assert_eq!(problem(&version), TraceProblem::Version { version: 2, reads: VERSION });
         assert!(problem(&version).to_string().contains("version 2"));
     }
 
@@ -937,7 +937,7 @@ mod tests {
         assert!(e.to_string().starts_with(&format!("{}: ", missing.display())), "{e}");
         std::fs::write(dir.join("x.trace"), b"tlbtrace").unwrap();
         let e = Trace::read_file(&dir.join("x.trace")).unwrap_err();
-        assert!(matches!(&e, Error::BadTrace { path: Some(_), problem: TraceProblem::ShortHeader { len: 8 } }));
+        assert!(matches!(&e, Error::BadTrace { path: Some(_), problem: TraceProblem::ShortHeader { len: 8, .. } }));
         assert!(e.to_string().ends_with("x.trace: truncated: 8 bytes, shorter than the 32-byte header"), "{e}");
         std::fs::remove_file(dir.join("x.trace")).unwrap();
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -153,6 +153,11 @@ pub fn text_params(name: &str) -> &'static [TextParamDef] {
     by_name(name).map_or(&[], |w| w.text_params)
 }
 
+/// Returns the error of a workload no entry is called `name`.
+pub fn unknown(name: &str) -> Error {
+    Error::UnknownWorkload { name: name.to_string(), valid: WORKLOADS.iter().map(|w| w.name).collect() }
+}
+
 /// Which part of a workload's measurement a simulation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -160,6 +165,16 @@ pub enum Phase {
     Main,
     /// The benchmark's own overhead, subtracted from the main phase.
     Overhead,
+}
+
+impl Phase {
+    /// Returns the phase's name in messages: `Main`, `Overhead`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Main => "Main",
+            Phase::Overhead => "Overhead",
+        }
+    }
 }
 
 /// A registered workload.
@@ -244,13 +259,13 @@ pub fn setup(name: &str, p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), 
 
 /// Starts the processes of workload `name` for `phase`, with its text parameters.
 pub fn setup_with(name: &str, p: &Params, texts: &Texts, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
-    let w = by_name(name).ok_or_else(|| Error::UnknownWorkload { name: name.to_string() })?;
+    let w = by_name(name).ok_or_else(|| unknown(name))?;
     (w.setup)(p, texts, sim, phase)
 }
 
 /// Computes the result of workload `name` from its finished phases.
 pub fn result(name: &str, p: &Params, main: &Sim, overhead: Option<&Sim>) -> Result<BTreeMap<String, f64>, Error> {
-    let w = by_name(name).ok_or_else(|| Error::UnknownWorkload { name: name.to_string() })?;
+    let w = by_name(name).ok_or_else(|| unknown(name))?;
     (w.result)(p, main, overhead)
 }
 
