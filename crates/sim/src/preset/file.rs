@@ -31,6 +31,7 @@
 
 use super::{Arch, Costs, Estimate, Kernel, Preset, TlbGeometry, ESTIMATE_USES};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 /// The top-level fields a machine file sets, with what each holds (the
 /// `[tlb]` and `[costs_cycles]` keys are those of [`TlbGeometry`] and
@@ -146,7 +147,13 @@ mod embedded {
 
 /// Returns every built-in preset, in file-name order.
 pub(super) fn builtin() -> Result<Vec<Preset>, MachineFileError> {
-    embedded::PRESETS.iter().map(|(stem, text)| load_text(text, &format!("machines/{stem}.toml"))).collect()
+    embedded::PRESETS
+        .iter()
+        .map(|(stem, _)| {
+            let file = format!("machines/{stem}.toml");
+            resolve_chain(base_layer(stem, &file)?, &file)
+        })
+        .collect()
 }
 
 /// Returns the costs an architecture's base file gives (the figures every
@@ -154,14 +161,14 @@ pub(super) fn builtin() -> Result<Vec<Preset>, MachineFileError> {
 pub(super) fn base_costs(arch: Arch) -> Result<Costs, MachineFileError> {
     let stem = super::arch_name(arch);
     let layer = base_layer(stem, "the simulator")?;
-    let mut c = Costs::default();
+    let mut c = CostMap::new(&layer.file)?;
     for (path, e) in &layer.entries {
         if let Some(key) = path.strip_prefix("costs_cycles.") {
             let Value::Given(v) = &e.value else { continue };
-            set_cost(&mut c, key, v, &layer.file)?;
+            c.set(key, v, &layer.file)?;
         }
     }
-    Ok(c)
+    c.costs(&layer.file)
 }
 
 /// Reads the machine file at `path`.
@@ -176,7 +183,11 @@ pub fn load_path(path: &std::path::Path) -> Result<Preset, MachineFileError> {
 
 /// Reads a machine from `text`, the contents of `file`.
 pub fn load_text(text: &str, file: &str) -> Result<Preset, MachineFileError> {
-    let top = parse(text, file)?;
+    resolve_chain(parse(text, file)?, file)
+}
+
+/// Resolves a parsed file's chain of bases and types the machine.
+fn resolve_chain(top: Layer, file: &str) -> Result<Preset, MachineFileError> {
     let mut chain = vec![top];
     while let Some(base) = chain.last().and_then(|l| l.base.clone()) {
         if chain.len() > MAX_DEPTH {
@@ -193,13 +204,17 @@ pub fn load_text(text: &str, file: &str) -> Result<Preset, MachineFileError> {
 
 /// Returns the layer of the preset or architecture base called `name`.
 fn base_layer(name: &str, from: &str) -> Result<Layer, MachineFileError> {
-    let found = embedded::PRESETS
-        .iter()
-        .map(|(s, t)| (s, t, "machines"))
-        .chain(embedded::BASES.iter().map(|(s, t)| (s, t, "machines/base")))
-        .find(|(s, _, _)| **s == name);
-    match found {
-        Some((stem, text, dir)) => parse(text, &format!("{dir}/{stem}.toml")),
+    // Each compiled-in file is parsed once per process, however many files
+    // stand on it.
+    type Parsed = BTreeMap<&'static str, Result<Layer, MachineFileError>>;
+    static LAYERS: OnceLock<Parsed> = OnceLock::new();
+    let layers = LAYERS.get_or_init(|| {
+        let presets = embedded::PRESETS.iter().map(|(s, t)| (*s, parse(t, &format!("machines/{s}.toml"))));
+        let bases = embedded::BASES.iter().map(|(s, t)| (*s, parse(t, &format!("machines/base/{s}.toml"))));
+        bases.chain(presets).collect()
+    });
+    match layers.get(name) {
+        Some(layer) => layer.clone(),
         None => {
             let names: Vec<&str> = embedded::PRESETS.iter().chain(embedded::BASES.iter()).map(|(s, _)| *s).collect();
             Err(err(from, format!("unknown base '{name}'; a base is one of: {}", names.join(", "))))
@@ -214,12 +229,24 @@ fn err(file: &str, why: String) -> MachineFileError {
 /// Returns the kind of the field at `path`, or `None` for a key no machine has.
 fn kind_of(path: &str) -> Option<Kind> {
     if let Some(k) = path.strip_prefix("tlb.") {
-        return field_names(&TlbGeometry::default()).contains(&k.to_string()).then_some(Kind::Count);
+        return tlb_fields().iter().any(|f| f == k).then_some(Kind::Count);
     }
     if let Some(k) = path.strip_prefix("costs_cycles.") {
-        return field_names(&Costs::default()).contains(&k.to_string()).then_some(Kind::Cycles);
+        return cost_fields().iter().any(|f| f == k).then_some(Kind::Cycles);
     }
     TOP.iter().find(|(k, _)| *k == path).map(|(_, kind)| *kind)
+}
+
+/// The names of the TLB geometry's fields, as a file gives them.
+fn tlb_fields() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| field_names(&TlbGeometry::default()))
+}
+
+/// The names of the costs, as a file gives them.
+fn cost_fields() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| field_names(&Costs::default()))
 }
 
 /// Returns the field names of a struct as it serialises.
@@ -233,8 +260,8 @@ fn field_names<T: serde::Serialize>(t: &T) -> Vec<String> {
 /// Returns every field path a complete machine sets.
 pub(crate) fn all_paths() -> Vec<String> {
     let top = TOP.iter().map(|(k, _)| k.to_string());
-    let tlb = field_names(&TlbGeometry::default()).into_iter().map(|k| format!("tlb.{k}"));
-    let costs = field_names(&Costs::default()).into_iter().map(|k| format!("costs_cycles.{k}"));
+    let tlb = tlb_fields().iter().map(|k| format!("tlb.{k}"));
+    let costs = cost_fields().iter().map(|k| format!("costs_cycles.{k}"));
     top.chain(tlb).chain(costs).collect()
 }
 
@@ -464,7 +491,7 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
         .ok_or_else(|| err(file, format!("kernel '{kernel_name}': expected {}", Kind::Kernel.expected())))?;
     let freq_ghz = float("freq_ghz")?;
     let mut tlb = TlbGeometry::default();
-    let mut costs = Costs::default();
+    let mut costs = CostMap::new(file)?;
     for (path, (e, f)) in &merged {
         if let Some(k) = path.strip_prefix("tlb.") {
             let n = count(path)?;
@@ -477,14 +504,15 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
             }
         } else if let Some(k) = path.strip_prefix("costs_cycles.") {
             match &e.value {
-                Value::Given(v) => set_cost(&mut costs, k, v, f)?,
+                Value::Given(v) => costs.set(k, v, f)?,
                 Value::Ns(ns) => {
                     let cycles = (ns * freq_ghz).round();
-                    set_cost(&mut costs, k, &toml::Value::Integer(cycles as i64), f)?;
+                    costs.set(k, &toml::Value::Integer(cycles as i64), f)?;
                 }
             }
         }
     }
+    let costs = costs.costs(file)?;
     let cost_sources = text("cost_sources")?;
     let sources = sources(&merged, &cost_sources);
     let asid_bits = counts("asid_bits")?
@@ -516,30 +544,43 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
     Ok(preset)
 }
 
-/// Sets the cost `key` from a TOML value.
-fn set_cost(c: &mut Costs, key: &str, v: &toml::Value, file: &str) -> Result<(), MachineFileError> {
-    let mut map = match serde_json::to_value(*c) {
-        Ok(serde_json::Value::Object(m)) => m,
-        _ => return Err(err(file, "internal: costs do not serialise".into())),
-    };
-    let json = match (map.get(key), v) {
-        (Some(serde_json::Value::Bool(_)), toml::Value::Boolean(b)) => serde_json::Value::from(*b),
-        (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) if *i >= 0 && (*i as u64) <= MAX_CYCLES => {
-            serde_json::Value::from(*i as u64)
+/// The costs being set, by name, as JSON values: typed into [`Costs`] once
+/// every field is set.
+struct CostMap(serde_json::Map<String, serde_json::Value>);
+
+impl CostMap {
+    /// Every cost at zero.
+    fn new(file: &str) -> Result<Self, MachineFileError> {
+        match serde_json::to_value(Costs::default()) {
+            Ok(serde_json::Value::Object(m)) => Ok(CostMap(m)),
+            _ => Err(err(file, "internal: costs do not serialise".into())),
         }
-        (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) => {
-            return Err(err(file, format!("costs_cycles.{key}: {i} is out of range (0 to {MAX_CYCLES} cycles)")))
-        }
-        (Some(serde_json::Value::Bool(_)), _) => {
-            return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Flag.expected())))
-        }
-        (Some(_), _) => return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Cycles.expected()))),
-        (None, _) => return Err(err(file, format!("unknown field 'costs_cycles.{key}'"))),
-    };
-    map.insert(key.to_string(), json);
-    *c = serde_json::from_value(serde_json::Value::Object(map))
-        .map_err(|e| err(file, format!("costs_cycles.{key}: {e}")))?;
-    Ok(())
+    }
+
+    /// Sets the cost `key` from a TOML value, checking its type and range.
+    fn set(&mut self, key: &str, v: &toml::Value, file: &str) -> Result<(), MachineFileError> {
+        let json = match (self.0.get(key), v) {
+            (Some(serde_json::Value::Bool(_)), toml::Value::Boolean(b)) => serde_json::Value::from(*b),
+            (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) if *i >= 0 && (*i as u64) <= MAX_CYCLES => {
+                serde_json::Value::from(*i as u64)
+            }
+            (Some(serde_json::Value::Number(_)), toml::Value::Integer(i)) => {
+                return Err(err(file, format!("costs_cycles.{key}: {i} is out of range (0 to {MAX_CYCLES} cycles)")))
+            }
+            (Some(serde_json::Value::Bool(_)), _) => {
+                return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Flag.expected())))
+            }
+            (Some(_), _) => return Err(err(file, format!("costs_cycles.{key}: expected {}", Kind::Cycles.expected()))),
+            (None, _) => return Err(err(file, format!("unknown field 'costs_cycles.{key}'"))),
+        };
+        self.0.insert(key.to_string(), json);
+        Ok(())
+    }
+
+    /// The costs, typed.
+    fn costs(self, file: &str) -> Result<Costs, MachineFileError> {
+        serde_json::from_value(serde_json::Value::Object(self.0)).map_err(|e| err(file, format!("costs_cycles: {e}")))
+    }
 }
 
 /// Returns each field's source as text: the source, `estimate: why`, or the

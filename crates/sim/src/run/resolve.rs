@@ -100,7 +100,6 @@ pub(super) fn resolve(spec: &RunSpec) -> Result<Resolved, Error> {
 
 /// [`resolve`] on the machine `preset`, whatever `spec.machine` names.
 pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved, Error> {
-    let presets = preset::all();
     let pol =
         registry::policy(&spec.policy).ok_or_else(|| registry::Error::UnknownPolicy { name: spec.policy.clone() })?;
     // A policy that is one Linux release's code runs under that release's
@@ -121,8 +120,11 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         });
     }
     if pol.needs_broadcast_tlbi && !preset.has_broadcast_tlbi() {
-        let fits: Vec<String> =
-            presets.iter().filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi()).map(|p| p.name.clone()).collect();
+        let fits: Vec<String> = preset::all()
+            .into_iter()
+            .filter(|p| p.arch == pol.arch && p.has_broadcast_tlbi())
+            .map(|p| p.name)
+            .collect();
         return Err(Error::NeedsInvlpgb { policy: pol.name, machine: preset.name.clone(), fits });
     }
     if spec.cpus == 0 || spec.cpus > MAX_CPUS {
