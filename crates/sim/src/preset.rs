@@ -450,7 +450,8 @@ pub const HOST: &str = "host";
 
 /// Returns every name `--machine` takes: the presets, then `host`.
 pub fn names() -> Vec<String> {
-    all().into_iter().map(|p| p.name).chain([HOST.to_string()]).collect()
+    let presets = builtin().as_ref().map(|all| all.iter().map(|p| p.name.clone()).collect()).unwrap_or_default();
+    [presets, vec![HOST.to_string()]].concat()
 }
 
 /// Returns the machine `name` names: a preset; for `host` the machine

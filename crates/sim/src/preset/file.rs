@@ -440,45 +440,51 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
             ),
         ));
     }
-    let get = |p: &str| merged.get(p).map(|(e, f)| (e, f.as_str()));
+    // The value of the field at `p`, with the file that gave it (every field
+    // is there: checked above), and the error of one of the wrong kind.
+    let given = |p: &str| -> Result<(&toml::Value, &str), MachineFileError> {
+        match merged.get(p) {
+            Some((Entry { value: Value::Given(v), .. }, f)) => Ok((v, f.as_str())),
+            Some((_, f)) => Err(err(f, format!("{p}: only a cost can be given in ns"))),
+            None => Err(err(file, format!("missing field {p}"))),
+        }
+    };
+    let wrong = |f: &str, p: &str, kind: Kind| err(f, format!("{p}: expected {}", kind.expected()));
     let text = |p: &str| -> Result<String, MachineFileError> {
-        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
-        match &e.value {
-            Value::Given(toml::Value::String(s)) => Ok(s.clone()),
-            _ => Err(err(f, format!("{p}: expected {}", Kind::Text.expected()))),
+        match given(p)? {
+            (toml::Value::String(s), _) => Ok(s.clone()),
+            (_, f) => Err(wrong(f, p, Kind::Text)),
         }
     };
     let float = |p: &str| -> Result<f64, MachineFileError> {
-        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
-        match &e.value {
-            Value::Given(toml::Value::Float(x)) => Ok(*x),
-            Value::Given(toml::Value::Integer(i)) => Ok(*i as f64),
-            _ => Err(err(f, format!("{p}: expected {}", Kind::Float.expected()))),
+        match given(p)? {
+            (toml::Value::Float(x), _) => Ok(*x),
+            (toml::Value::Integer(i), _) => Ok(*i as f64),
+            (_, f) => Err(wrong(f, p, Kind::Float)),
         }
     };
     let count = |p: &str| -> Result<usize, MachineFileError> {
-        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
-        match &e.value {
-            Value::Given(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as usize),
-            Value::Given(toml::Value::Integer(i)) => Err(err(f, format!("{p}: {i} is below 0"))),
-            _ => Err(err(f, format!("{p}: expected {}", Kind::Count.expected()))),
+        match given(p)? {
+            (toml::Value::Integer(i), _) if *i >= 0 => Ok(*i as usize),
+            (toml::Value::Integer(i), f) => Err(err(f, format!("{p}: {i} is below 0"))),
+            (_, f) => Err(wrong(f, p, Kind::Count)),
         }
     };
     let counts = |p: &str| -> Result<Vec<usize>, MachineFileError> {
-        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
-        let bad = || err(f, format!("{p}: expected {}", Kind::Counts.expected()));
-        match &e.value {
-            Value::Given(toml::Value::Array(a)) => {
-                a.iter().map(|v| v.as_integer().filter(|i| *i >= 0).map(|i| i as usize).ok_or_else(bad)).collect()
-            }
-            _ => Err(bad()),
+        match given(p)? {
+            (toml::Value::Array(a), f) => a
+                .iter()
+                .map(|v| {
+                    v.as_integer().filter(|i| *i >= 0).map(|i| i as usize).ok_or_else(|| wrong(f, p, Kind::Counts))
+                })
+                .collect(),
+            (_, f) => Err(wrong(f, p, Kind::Counts)),
         }
     };
     let flag = |p: &str| -> Result<bool, MachineFileError> {
-        let (e, f) = get(p).ok_or_else(|| err(file, format!("missing field {p}")))?;
-        match &e.value {
-            Value::Given(toml::Value::Boolean(b)) => Ok(*b),
-            _ => Err(err(f, format!("{p}: expected {}", Kind::Flag.expected()))),
+        match given(p)? {
+            (toml::Value::Boolean(b), _) => Ok(*b),
+            (_, f) => Err(wrong(f, p, Kind::Flag)),
         }
     };
     let arch = match text("arch")?.as_str() {
