@@ -13,7 +13,7 @@ use tlbkit_sim::metrics::METRICS;
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
 use tlbkit_sim::run::SWITCHES;
-use tlbkit_sim::workload::{self, WORKLOADS};
+use tlbkit_sim::workload::WORKLOADS;
 
 /// `tlbkit list`'s flags.
 #[derive(Args)]
@@ -213,7 +213,7 @@ fn policies() -> (Value, String) {
 fn workloads() -> (Value, String) {
     let mut text = String::new();
     for w in WORKLOADS {
-        let texts = workload::text_params(w.name);
+        let texts = w.text_params;
         text.push_str(&format!("{}: {}\n", w.name, w.description));
         text.push_str(&format!("  results: {} (the first is the headline)\n", w.results.join(", ")));
         let mut t = Table::new(&[Align::Left, Align::Right, Align::Left, Align::Left]).indented("  ");

@@ -7,7 +7,7 @@
 use crate::metrics::METRICS;
 use crate::preset;
 use crate::run::SWITCHES;
-use crate::workload::{self, WORKLOADS};
+use crate::workload::WORKLOADS;
 use serde_json::{json, Value};
 use tlbkit_registry::POLICIES;
 
@@ -87,7 +87,7 @@ pub fn workloads() -> Value {
                 .iter()
                 .map(|p| json!({"key": p.key, "default": p.default, "min": p.min, "max": p.max, "meaning": p.doc}))
                 .chain(
-                    workload::text_params(w.name)
+                    w.text_params
                         .iter()
                         .map(|p| json!({"key": p.key, "default": null, "required": true, "meaning": p.doc})),
                 )

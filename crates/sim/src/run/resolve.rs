@@ -84,7 +84,7 @@ impl MachineParams {
 pub(super) fn valid_keys(wl: &workload::WorkloadDef) -> Vec<&'static str> {
     let mut keys: Vec<&str> = switches::SWITCHES.iter().map(|s| s.key).collect();
     keys.extend(wl.params.iter().map(|p| p.key));
-    keys.extend(workload::text_params(wl.name).iter().map(|p| p.key));
+    keys.extend(wl.text_params.iter().map(|p| p.key));
     keys
 }
 
@@ -179,7 +179,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
             (sw.set)(&mut setting)?;
             continue;
         }
-        if workload::text_params(wl.name).iter().any(|p| p.key == k) {
+        if wl.text_params.iter().any(|p| p.key == k) {
             texts.insert(k.to_string(), v.to_string());
             continue;
         }
@@ -206,7 +206,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
         return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
     }
-    if let Some(missing) = workload::text_params(wl.name).iter().find(|p| !texts.contains_key(p.key)) {
+    if let Some(missing) = wl.text_params.iter().find(|p| !texts.contains_key(p.key)) {
         return Err(Error::NeedsText { workload: wl.name, key: missing.key, doc: missing.doc });
     }
     Ok((preset, wl, mp, params, texts))
