@@ -61,8 +61,8 @@ pub(super) fn new_core<P: Policy>(
 ) -> Core {
     let global_user = policy.user_ptes_global();
     let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
-    m.va_drops_walks = !shape.arm64;
-    m.reads_flag = policy.defers() == Some(Defer::WhileMmFlagged);
+    m.consts.va_drops_walks = !shape.arm64;
+    m.consts.reads_flag = policy.defers() == Some(Defer::WhileMmFlagged);
     for s in 1..=shape.mms as u32 {
         m.fork(s, 0).expect("a fresh machine has no obligations");
     }
@@ -375,17 +375,7 @@ pub(super) fn drive(
         }
         let total = runs.len() + drains.len();
         if total == 0 {
-            let st = core.st.borrow();
-            if let Some(c) = (0..n).find(|&c| !matches!(st.cpus[c].block, Block::Idle)) {
-                violation = Some(Violation {
-                    property: "no_deadlock",
-                    cpu: c,
-                    detail: format!(
-                        "no CPU can take a step: cpu{c} waits ({:?}) for something that can no longer happen",
-                        st.cpus[c].block
-                    ),
-                });
-            }
+            violation = deadlock(core);
             break;
         }
         // A local step, told to the chooser first: a state with one needs no
@@ -423,94 +413,23 @@ pub(super) fn drive(
         if i < runs.len() {
             let cpu = runs[i];
             last = cpu;
-            core.current.set(cpu);
-            let trap = cos[cpu].trap_handler();
-            let r = arena::inside(|| {
-                quiet_panics(|| {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        tlbkit_fault::guarded(cpu, trap, || cos[cpu].resume(()))
-                    }))
-                })
-            });
-            match r {
-                Ok(CoroutineResult::Yield(())) => {}
-                Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),
-                Err(e) => {
-                    violation = Some(gone_wrong::violation(cpu, e.as_ref()));
-                    break;
-                }
+            if let Err(v) = step_cpu(core, cos, cpu) {
+                violation = Some(v);
+                break;
             }
         } else {
             let (cpu, upto) = drains[i - runs.len()];
-            // What a drain adds to the state is the state's: in the arena.
-            arena::inside(|| {
-                for _ in 0..=upto {
-                    let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
-                    core.drain_one(addr, w, v);
-                    let k = core.addr_key(addr);
-                    let mut st = core.st.borrow_mut();
-                    st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
-                    if core.record {
-                        st.events.push(Event {
-                            cpu: Some(cpu),
-                            drain: true,
-                            step: steps,
-                            text: core.drained(addr, v),
-                            kind: core.access_kind(addr, false, true),
-                        });
-                    }
-                }
-            });
+            drain(core, cpu, upto, steps);
         }
         if track {
-            if before.is_some() {
-                core.fresh_machine();
-            }
-            let foot = core.foot.borrow_mut().take();
-            let foot = match (foot, before) {
-                (Some(f), Some(h)) if core.others(runs[i]) == h => f,
-                // A drain, or a step that changed what other CPUs see.
-                (Some(f), _) => Foot { global: true, ..f },
-                (None, _) => Foot::global(),
-            };
-            // A local step that did more than its access: the rest of the
-            // state's options are explored after all.
-            let broke = local.is_some_and(|c| i >= runs.len() || runs[i] != c || !core.is_local(c, &foot));
-            core.with_chooser(|c| c.stepped(foot));
-            if broke {
-                core.with_chooser(|c| c.not_local());
-            }
+            footprint(core, runs.get(i).copied(), before, local);
         }
         if core.pruned.get() {
             break;
         }
-        // The hardware fills speculatively; the oracle looks.
-        let mut st = core.st.borrow_mut();
-        // What the fills add to the state is the state's: in the arena.
-        let filled = arena::inside(|| {
-            let mut fills = Vec::new();
-            // Not through `DerefMut`: a fill that adds nothing changes nothing.
-            let filled = st.m.m.fill(&mut fills);
-            if core.record {
-                for &(c, e) in &fills {
-                    let entry = describe(&e);
-                    let text = format!("speculative fill on cpu{c}: {entry}");
-                    st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
-                }
-            }
-            filled
-        });
-        st.m.changed |= filled;
-        if let Some(v) = st.violation.take() {
+        if let Some(v) = fill_and_judge(core, steps) {
             violation = Some(v);
             break;
-        }
-        let judged_before = core.with_chooser(|c| c.replaying());
-        if !judged_before {
-            if let Err(v) = st.m.check_uses().and_then(|()| st.m.check_block()) {
-                violation = Some(v);
-                break;
-            }
         }
         if steps >= MAX_STEPS {
             violation = Some(Violation {
@@ -522,6 +441,120 @@ pub(super) fn drive(
         }
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
+    outcome(core, violation, steps)
+}
+
+/// The violation when no CPU can take a step: a CPU that is not idle waits
+/// for something that can no longer happen (none when every CPU is idle).
+fn deadlock(core: &Core) -> Option<Violation> {
+    let st = core.st.borrow();
+    let c = (0..core.shape.cpus).find(|&c| !matches!(st.cpus[c].block, Block::Idle))?;
+    Some(Violation {
+        property: "no_deadlock",
+        cpu: c,
+        detail: format!(
+            "no CPU can take a step: cpu{c} waits ({:?}) for something that can no longer happen",
+            st.cpus[c].block
+        ),
+    })
+}
+
+/// Runs `cpu`'s kernel to its next yield; a panic or a fault of the policy
+/// is the violation returned.
+fn step_cpu(core: &Core, cos: &mut [Co<'_>], cpu: usize) -> Result<(), Violation> {
+    core.current.set(cpu);
+    let trap = cos[cpu].trap_handler();
+    let r = arena::inside(|| {
+        quiet_panics(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tlbkit_fault::guarded(cpu, trap, || cos[cpu].resume(()))
+            }))
+        })
+    });
+    match r {
+        Ok(CoroutineResult::Yield(())) => Ok(()),
+        Ok(CoroutineResult::Return(())) => unreachable!("a CPU's kernel loop never returns"),
+        Err(e) => Err(gone_wrong::violation(cpu, e.as_ref())),
+    }
+}
+
+/// Drains `cpu`'s store buffer up to and including its `upto`th store.
+fn drain(core: &Core, cpu: usize, upto: usize, steps: usize) {
+    // What a drain adds to the state is the state's: in the arena.
+    arena::inside(|| {
+        for _ in 0..=upto {
+            let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
+            core.drain_one(addr, w, v);
+            let k = core.addr_key(addr);
+            let mut st = core.st.borrow_mut();
+            st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
+            if core.record {
+                st.events.push(Event {
+                    cpu: Some(cpu),
+                    drain: true,
+                    step: steps,
+                    text: core.drained(addr, v),
+                    kind: core.access_kind(addr, false, true),
+                });
+            }
+        }
+    });
+}
+
+/// Tells the chooser the footprint of the step just taken: `ran` the CPU
+/// that stepped (`None` for a drain), `before` what the other CPUs saw
+/// before it, `local` the CPU whose step was announced as local.
+fn footprint(core: &Core, ran: Option<usize>, before: Option<u64>, local: Option<usize>) {
+    if before.is_some() {
+        core.fresh_machine();
+    }
+    let foot = core.foot.borrow_mut().take();
+    let foot = match (foot, before, ran) {
+        (Some(f), Some(h), Some(cpu)) if core.others(cpu) == h => f,
+        // A drain, or a step that changed what other CPUs see.
+        (Some(f), _, _) => Foot { global: true, ..f },
+        (None, _, _) => Foot::global(),
+    };
+    // A local step that did more than its access: the rest of the
+    // state's options are explored after all.
+    let broke = local.is_some_and(|c| ran != Some(c) || !core.is_local(c, &foot));
+    core.with_chooser(|c| c.stepped(foot));
+    if broke {
+        core.with_chooser(|c| c.not_local());
+    }
+}
+
+/// After a step: the hardware fills speculatively, then the oracle looks;
+/// returns the violation it sees.
+fn fill_and_judge(core: &Core, steps: usize) -> Option<Violation> {
+    let mut st = core.st.borrow_mut();
+    // What the fills add to the state is the state's: in the arena.
+    let filled = arena::inside(|| {
+        let mut fills = Vec::new();
+        // Not through `DerefMut`: a fill that adds nothing changes nothing.
+        let filled = st.m.m.fill(&mut fills);
+        if core.record {
+            for &(c, e) in &fills {
+                let entry = describe(&e);
+                let text = format!("speculative fill on cpu{c}: {entry}");
+                st.events.push(Event { cpu: None, drain: false, step: steps, text, kind: Kind::Fill(entry) });
+            }
+        }
+        filled
+    });
+    st.m.changed |= filled;
+    if let Some(v) = st.violation.take() {
+        return Some(v);
+    }
+    let judged_before = core.with_chooser(|c| c.replaying());
+    if judged_before {
+        return None;
+    }
+    st.m.check_uses().and_then(|()| st.m.check_block()).err()
+}
+
+/// The execution's outcome, once it ended with `violation` after `steps`.
+fn outcome(core: &Core, violation: Option<Violation>, steps: usize) -> Outcome {
     // Copy what the outcome keeps out of the arena (the engine runs with it off,
     // but violations and events made inside coroutines, drains and fills live
     // there).

@@ -368,17 +368,16 @@ impl Chart {
 
     /// Refuses a logarithmic axis over values at or below 0.
     pub fn check_scales(&self, style: &Style) -> Result<(), String> {
-        let points = || self.series.iter().flat_map(|s| s.points.iter());
         if style.log_x {
             if self.x_axis != XAxis::Numeric {
                 return Err("--log-x: the x axis holds categories, not numbers".into());
             }
-            if let Some(p) = points().find(|p| p.x <= 0.0) {
+            if let Some(p) = self.points().find(|p| p.x <= 0.0) {
                 return Err(format!("--log-x: x {} is not above 0 (a logarithmic axis has no place for it)", p.x));
             }
         }
         if style.log_y {
-            if let Some(v) = points().flat_map(|p| [p.min, p.mean, p.max]).find(|v| *v <= 0.0) {
+            if let Some(v) = self.points().flat_map(|p| [p.min, p.mean, p.max]).find(|v| *v <= 0.0) {
                 return Err(format!("--log-y: a value of {v} is not above 0 (a logarithmic axis has no place for it)"));
             }
         }
@@ -389,16 +388,40 @@ impl Chart {
     /// logarithmic scale over values not above 0 is drawn linear (refuse
     /// them first with [`Chart::check_scales`]).
     pub fn to_svg_styled(&self, standalone: bool, style: &Style) -> String {
+        let log_x = style.log_x && self.x_axis == XAxis::Numeric && self.points().all(|p| p.x > 0.0);
+        let log_y = style.log_y && self.points().flat_map(|p| [p.min, p.mean, p.max]).all(|v| v > 0.0);
+        let frame = self.frame(style);
+        let ys = self.y_scale(log_y, &frame);
+        let (xs, xticks) = self.x_scale(log_x, &frame);
+        let coincide = self.coincide(&xs, &ys);
+        let plot = Plot { chart: self, frame, ys, xs, xticks, coincide };
+        let mut o = String::new();
+        plot.draw_head(&mut o, standalone, &style.font);
+        plot.draw_ticks(&mut o);
+        plot.draw_labels(&mut o);
+        for (si, s) in self.series.iter().enumerate() {
+            plot.draw_series(&mut o, si, s);
+        }
+        if plot.frame.legend {
+            plot.draw_legend(&mut o);
+        }
+        o.push_str("</svg>\n");
+        o
+    }
+
+    /// Returns every point of every series, series by series.
+    fn points(&self) -> impl Iterator<Item = &Point> + '_ {
+        self.series.iter().flat_map(|s| s.points.iter())
+    }
+
+    /// Returns where the chart's parts lie in `style`: the wrapped texts
+    /// decide the margins, the title's lines above, the x label's and the
+    /// note's below.
+    fn frame(&self, style: &Style) -> Frame {
         let k = style.font_size / 12.0;
         let (width, canvas_height) = (style.width / k, style.height / k);
-        let points = || self.series.iter().flat_map(|s| s.points.iter());
-        let log_x = style.log_x && self.x_axis == XAxis::Numeric && points().all(|p| p.x > 0.0);
-        let log_y = style.log_y && points().flat_map(|p| [p.min, p.mean, p.max]).all(|v| v > 0.0);
-        let font = &style.font;
         let legend = self.series.iter().any(|s| !s.name.is_empty());
         let plot_right = width - RIGHT - if legend { LEGEND_WIDTH } else { 0.0 };
-        // Wrapped texts decide the margins: the title's lines above, the x
-        // label's and the note's below.
         let title = wrap(&self.title, fits(width - 40.0, 15.0, true));
         let x_label = wrap(&self.x_label, fits(plot_right - LEFT, 13.0, false));
         let note = self.note.as_deref().map(|n| wrap(n, fits(width - 40.0, 11.0, false))).unwrap_or_default();
@@ -407,44 +430,26 @@ impl Chart {
         let height = canvas_height + 19.0 * (title.len() as f64 - 1.0) + (bottom_margin - BOTTOM);
         let (x0, x1, y0, y1) = (LEFT, plot_right, height - bottom_margin, top);
         let y_label = wrap(&self.y_label, fits(y0 - y1 + 60.0, 13.0, false));
-        let mut o = String::new();
-        if standalone {
-            o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-        }
-        let _ = writeln!(
-            o,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" \
-             viewBox=\"0 0 {} {}\" font-family=\"{font}\" font-size=\"12\">",
-            num(width * k),
-            num(height * k),
-            num(width),
-            num(height)
-        );
-        let _ = writeln!(o, "<title>{}</title>", escape(&self.title));
-        let _ = writeln!(o, "<rect width=\"{}\" height=\"{}\" fill=\"white\"/>", num(width), num(height));
-        let _ = writeln!(
-            o,
-            "<text class=\"title\" x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" \
-             font-weight=\"bold\">{}</text>",
-            width / 2.0,
-            tspans(&title, width / 2.0, 19.0)
-        );
+        Frame { k, width, height, x0, x1, y0, y1, legend, title, x_label, y_label, note }
+    }
 
-        // The y range: every mark and error bar, and 0 when all are positive.
-        let values = self.series.iter().flat_map(|s| s.points.iter()).flat_map(|p| [p.min, p.max, p.mean]);
+    /// Returns the y axis of `frame`: its range covers every mark and error
+    /// bar, and 0 when all are positive.
+    fn y_scale(&self, log: bool, frame: &Frame) -> YScale {
+        let values = self.points().flat_map(|p| [p.min, p.max, p.mean]);
         let (mut lo, mut hi) =
             values.filter(|v| v.is_finite()).fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
         if lo > hi {
             (lo, hi) = (0.0, 1.0);
         }
-        if lo >= 0.0 && !log_y {
+        if lo >= 0.0 && !log {
             lo = 0.0;
         }
         if hi <= lo {
             // All zero (or one value): a unit range above it, not one straddling 0.
-            hi = if log_y { lo * 10.0 } else { lo + 1.0 };
+            hi = if log { lo * 10.0 } else { lo + 1.0 };
         }
-        let (yt, ylabels) = if log_y {
+        let (ticks, labels) = if log {
             let t = log_ticks(lo, hi);
             let l = t.iter().map(|&v| log_label(v)).collect::<Vec<_>>();
             (t, l)
@@ -453,26 +458,21 @@ impl Chart {
             let l = t.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>();
             (t, l)
         };
-        let (ylo, yhi) = (yt[0], yt[yt.len() - 1]);
-        let ys = move |v: f64| {
-            if log_y {
-                y0 - (v.log10() - ylo.log10()) / (yhi.log10() - ylo.log10()) * (y0 - y1)
-            } else {
-                y0 - (v - ylo) / (yhi - ylo) * (y0 - y1)
-            }
-        };
-        // Where a bar starts: 0, or the bottom of a logarithmic axis.
-        let base = if log_y { ylo } else { 0.0 };
+        YScale { ticks, labels, log, y0: frame.y0, y1: frame.y1 }
+    }
 
-        // The x mapping.
-        let (xs, xticks): (XMap, Vec<(f64, String)>) = match &self.x_axis {
+    /// Returns the x mapping of `frame` and the x axis's ticks: a position
+    /// per number, or a band per category.
+    fn x_scale(&self, log: bool, frame: &Frame) -> (XMap, Vec<(f64, String)>) {
+        let (x0, x1) = (frame.x0, frame.x1);
+        match &self.x_axis {
             XAxis::Numeric => {
-                let xv = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
+                let xv = self.points().map(|p| p.x);
                 let (l, h) = xv.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
                 let (l, h) = if l > h { (0.0, 1.0) } else { (l, h) };
                 // A margin inside the axis, so that marks at the ends are not cut by it.
                 let (a, b) = (x0 + 12.0, x1 - 12.0);
-                if log_x {
+                if log {
                     let h = if h <= l { l * 10.0 } else { h };
                     let xt = log_ticks(l, h);
                     let (xlo, xhi) = (xt[0].log10(), xt[xt.len() - 1].log10());
@@ -486,16 +486,173 @@ impl Chart {
                 }
             }
             XAxis::Categories(cats) => {
-                let band = (x1 - x0) / cats.len().max(1) as f64;
+                let band = frame.band(cats.len());
                 let labels = cats.iter().enumerate().map(|(i, c)| (i as f64, c.clone())).collect();
                 (Box::new(move |v| x0 + (v + 0.5) * band), labels)
             }
-        };
+        }
+    }
 
-        // Grid lines and y ticks.
+    /// Returns whether marks of different series of a line chart coincide
+    /// (closer than [`COINCIDE`] pixels both ways).
+    fn coincide(&self, xs: &XMap, ys: &YScale) -> bool {
+        self.x_axis == XAxis::Numeric
+            && self.series.iter().enumerate().any(|(i, a)| {
+                self.series[i + 1..].iter().any(|b| {
+                    a.points.iter().any(|p| {
+                        b.points.iter().any(|q| {
+                            (xs(p.x) - xs(q.x)).abs() < COINCIDE && (ys.at(p.mean) - ys.at(q.mean)).abs() < COINCIDE
+                        })
+                    })
+                })
+            })
+    }
+}
+
+/// Where a chart's parts lie on its canvas, in the canvas's pixels (before
+/// the drawing is scaled up by `k`): the plot's box, and the wrapped texts
+/// that decide its margins.
+struct Frame {
+    /// The drawing's scale over the canvas (`font_size / 12`).
+    k: f64,
+    /// The canvas's width.
+    width: f64,
+    /// The canvas's height, with the wrapped texts' extra lines.
+    height: f64,
+    /// The plot's left edge.
+    x0: f64,
+    /// The plot's right edge.
+    x1: f64,
+    /// The plot's bottom.
+    y0: f64,
+    /// The plot's top.
+    y1: f64,
+    /// Whether a legend stands right of the plot (some series has a name).
+    legend: bool,
+    /// The title's lines.
+    title: Vec<String>,
+    /// The x label's lines.
+    x_label: Vec<String>,
+    /// The y label's lines.
+    y_label: Vec<String>,
+    /// The note's lines (none without a note).
+    note: Vec<String>,
+}
+
+impl Frame {
+    /// Returns the width of each band of a bar chart of `categories`.
+    fn band(&self, categories: usize) -> f64 {
+        (self.x1 - self.x0) / categories.max(1) as f64
+    }
+}
+
+/// The y axis: its ticks, their labels and the height of a value.
+struct YScale {
+    /// The tick values, lowest first: the first and last are the axis's ends.
+    ticks: Vec<f64>,
+    /// The ticks' labels.
+    labels: Vec<String>,
+    /// Whether the axis is logarithmic.
+    log: bool,
+    /// The plot's bottom.
+    y0: f64,
+    /// The plot's top.
+    y1: f64,
+}
+
+impl YScale {
+    /// Returns the height of value `v`.
+    fn at(&self, v: f64) -> f64 {
+        let (lo, hi) = (self.ticks[0], self.ticks[self.ticks.len() - 1]);
+        if self.log {
+            self.y0 - (v.log10() - lo.log10()) / (hi.log10() - lo.log10()) * (self.y0 - self.y1)
+        } else {
+            self.y0 - (v - lo) / (hi - lo) * (self.y0 - self.y1)
+        }
+    }
+
+    /// Returns where a bar starts: 0, or the bottom of a logarithmic axis.
+    fn base(&self) -> f64 {
+        if self.log {
+            self.ticks[0]
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A chart being drawn: the chart, where its parts lie, its scales, and
+/// whether its series are nudged apart.
+struct Plot<'a> {
+    /// The chart drawn.
+    chart: &'a Chart,
+    /// Where its parts lie.
+    frame: Frame,
+    /// The y axis.
+    ys: YScale,
+    /// The x mapping.
+    xs: XMap,
+    /// The x axis's ticks: value and label.
+    xticks: Vec<(f64, String)>,
+    /// Marks of different series coincide: each series is then nudged
+    /// sideways by its own offset.
+    coincide: bool,
+}
+
+impl Plot<'_> {
+    /// Returns whether the x axis holds numbers (lines and markers, not bars).
+    fn numeric(&self) -> bool {
+        self.chart.x_axis == XAxis::Numeric
+    }
+
+    /// Returns how many series share the plot (at least 1).
+    fn nseries(&self) -> f64 {
+        self.chart.series.len().max(1) as f64
+    }
+
+    /// Returns the sideways nudge of series `si`'s marks (0 unless marks
+    /// coincide).
+    fn nudge(&self, si: usize) -> f64 {
+        if self.coincide {
+            (si as f64 - (self.nseries() - 1.0) / 2.0) * NUDGE
+        } else {
+            0.0
+        }
+    }
+
+    /// Draws the opening of the SVG: its element (in `font`), its title, the
+    /// white ground and the chart's title.
+    fn draw_head(&self, o: &mut String, standalone: bool, font: &str) {
+        let Frame { k, width, height, .. } = self.frame;
+        if standalone {
+            o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        }
+        let _ = writeln!(
+            o,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" \
+             viewBox=\"0 0 {} {}\" font-family=\"{font}\" font-size=\"12\">",
+            num(width * k),
+            num(height * k),
+            num(width),
+            num(height)
+        );
+        let _ = writeln!(o, "<title>{}</title>", escape(&self.chart.title));
+        let _ = writeln!(o, "<rect width=\"{}\" height=\"{}\" fill=\"white\"/>", num(width), num(height));
+        let _ = writeln!(
+            o,
+            "<text class=\"title\" x=\"{:.1}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" \
+             font-weight=\"bold\">{}</text>",
+            width / 2.0,
+            tspans(&self.frame.title, width / 2.0, 19.0)
+        );
+    }
+
+    /// Draws the grid lines and y ticks, then the x ticks.
+    fn draw_ticks(&self, o: &mut String) {
+        let Frame { x0, x1, y0, .. } = self.frame;
         o.push_str("<g class=\"y-axis\">\n");
-        for (&v, label) in yt.iter().zip(&ylabels) {
-            let y = ys(v);
+        for (&v, label) in self.ys.ticks.iter().zip(&self.ys.labels) {
+            let y = self.ys.at(v);
             let _ = writeln!(o, "<line x1=\"{x0:.1}\" y1=\"{y:.1}\" x2=\"{x1:.1}\" y2=\"{y:.1}\" stroke=\"#e0e0e0\"/>");
             let _ = writeln!(
                 o,
@@ -506,8 +663,8 @@ impl Chart {
             );
         }
         o.push_str("</g>\n<g class=\"x-axis\">\n");
-        for (v, label) in &xticks {
-            let x = xs(*v);
+        for (v, label) in &self.xticks {
+            let x = (self.xs)(*v);
             let _ = writeln!(
                 o,
                 "<line x1=\"{x:.1}\" y1=\"{y0:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#333\"/>",
@@ -521,7 +678,12 @@ impl Chart {
             );
         }
         o.push_str("</g>\n");
-        // The axes themselves and their labels.
+    }
+
+    /// Draws the axes themselves, their labels and the note under the chart.
+    fn draw_labels(&self, o: &mut String) {
+        let Frame { x0, x1, y0, y1, height, .. } = self.frame;
+        let (y_label, note) = (&self.frame.y_label, &self.frame.note);
         let _ = writeln!(
             o,
             "<path class=\"axes\" d=\"M{x0:.1},{y1:.1} V{y0:.1} H{x1:.1}\" fill=\"none\" stroke=\"#333\"/>"
@@ -531,7 +693,7 @@ impl Chart {
             "<text class=\"x-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
             (x0 + x1) / 2.0,
             y0 + 48.0,
-            tspans(&x_label, (x0 + x1) / 2.0, 15.0)
+            tspans(&self.frame.x_label, (x0 + x1) / 2.0, 15.0)
         );
         // A rotated label's lines stack leftwards: the first line furthest out.
         let yl_x = (22.0 - 7.5 * (y_label.len() as f64 - 1.0)).max(10.0);
@@ -540,157 +702,161 @@ impl Chart {
             "<text class=\"y-label\" transform=\"translate({yl_x:.1},{:.1}) rotate(-90)\" text-anchor=\"middle\" \
              font-size=\"13\">{}</text>",
             (y0 + y1) / 2.0,
-            tspans(&y_label, 0.0, 15.0)
+            tspans(y_label, 0.0, 15.0)
         );
         if !note.is_empty() {
             let _ = writeln!(
                 o,
                 "<text class=\"note\" x=\"20\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
                 height - 8.0 - 14.0 * (note.len() as f64 - 1.0),
-                tspans(&note, 20.0, 14.0)
+                tspans(note, 20.0, 14.0)
             );
         }
+    }
 
-        // Coinciding marks of different series: each series is then nudged
-        // sideways by its own offset.
-        let numeric = self.x_axis == XAxis::Numeric;
-        let coincide = numeric
-            && self.series.iter().enumerate().any(|(i, a)| {
-                self.series[i + 1..].iter().any(|b| {
-                    a.points.iter().any(|p| {
-                        b.points
-                            .iter()
-                            .any(|q| (xs(p.x) - xs(q.x)).abs() < COINCIDE && (ys(p.mean) - ys(q.mean)).abs() < COINCIDE)
-                    })
-                })
-            });
-        let nseries = self.series.len().max(1) as f64;
-        let nudge = |si: usize| if coincide { (si as f64 - (nseries - 1.0) / 2.0) * NUDGE } else { 0.0 };
-
-        // The data.
-        for (si, s) in self.series.iter().enumerate() {
-            let colour = PALETTE[si % PALETTE.len()];
-            let shape = SHAPES[si % SHAPES.len()];
-            let _ = writeln!(o, "<g class=\"series\" data-name=\"{}\">", escape(&s.name));
-            let mut marks = Vec::new();
-            match &self.x_axis {
-                XAxis::Numeric => {
-                    let dx = nudge(si);
-                    let pts: Vec<String> =
-                        s.points.iter().map(|p| format!("{:.1},{:.1}", xs(p.x) + dx, ys(p.mean))).collect();
-                    // Fewer than three points: markers only.
-                    if pts.len() >= 3 {
-                        let dash = DASHES[si % DASHES.len()];
-                        let dash =
-                            if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
-                        let _ = writeln!(
-                            o,
-                            "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" \
-                             stroke-width=\"2\"{dash}/>",
-                            pts.join(" ")
-                        );
-                    }
-                    for p in &s.points {
-                        marks.push((xs(p.x) + dx, *p));
-                    }
-                }
-                XAxis::Categories(cats) => {
-                    let band = (x1 - x0) / cats.len().max(1) as f64;
-                    let w = band * 0.8 / nseries;
-                    for p in &s.points {
-                        let left = x0 + p.x * band + band * 0.1 + si as f64 * w;
-                        let (top, bottom) = (ys(p.mean.max(base)), ys(p.mean.min(base)));
-                        let _ = writeln!(
-                            o,
-                            "<rect class=\"bar\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
-                             fill=\"{colour}\"><title>{}</title></rect>",
-                            w * 0.92,
-                            bottom - top,
-                            escape(&format!("{}: {}", s.name, p.mean))
-                        );
-                        marks.push((left + w * 0.46, *p));
-                    }
-                }
-            }
-            for (x, p) in &marks {
-                if p.max > p.min {
-                    let (a, b) = (ys(p.min), ys(p.max));
-                    let _ = writeln!(
-                        o,
-                        "<path class=\"errorbar\" d=\"M{x:.1},{a:.1} V{b:.1} M{:.1},{a:.1} H{:.1} M{:.1},{b:.1} H{:.1}\" \
-                         stroke=\"#222\" stroke-width=\"1.2\" fill=\"none\"/>",
-                        x - 4.0,
-                        x + 4.0,
-                        x - 4.0,
-                        x + 4.0
-                    );
-                }
-            }
-            // Markers over the error bars, so that a short bar does not hide them.
-            if numeric {
-                for (x, p) in &marks {
-                    let _ = writeln!(o, "{}", shape.svg(*x, ys(p.mean), 4.0, colour, "mark"));
-                }
-            }
-            o.push_str("</g>\n");
-        }
-
-        // The legend.
-        if legend {
-            let lx = plot_right + 16.0;
-            let mut ly = top + 6.0;
-            let names = fits(LEGEND_WIDTH - 48.0, 12.0, false);
-            o.push_str("<g class=\"legend\">\n");
-            if let Some(t) = &self.legend_title {
-                let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-weight=\"bold\">{}</text>", escape(t));
-                ly += 20.0;
-            }
-            for (si, s) in self.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
-                let colour = PALETTE[si % PALETTE.len()];
-                let key = if numeric {
-                    let dash = DASHES[si % DASHES.len()];
-                    let line = if s.points.len() >= 3 {
-                        let dash =
-                            if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
-                        format!(
-                            "<path d=\"M{lx:.1},{:.1} h24\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>",
-                            ly - 4.0
-                        )
-                    } else {
-                        String::new()
-                    };
-                    format!("{line}{}", SHAPES[si % SHAPES.len()].svg(lx + 12.0, ly - 4.0, 4.0, colour, "key"))
-                } else {
-                    format!("<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"24\" height=\"10\" fill=\"{colour}\"/>", ly - 9.0)
-                };
-                let name = wrap(&s.name, names);
+    /// Draws series `si`: its line and markers, or its bars, with their
+    /// error bars.
+    fn draw_series(&self, o: &mut String, si: usize, s: &Series) {
+        let colour = PALETTE[si % PALETTE.len()];
+        let _ = writeln!(o, "<g class=\"series\" data-name=\"{}\">", escape(&s.name));
+        let marks = match &self.chart.x_axis {
+            XAxis::Numeric => self.draw_line(o, si, s, colour),
+            XAxis::Categories(cats) => self.draw_bars(o, si, s, colour, cats.len()),
+        };
+        for (x, p) in &marks {
+            if p.max > p.min {
+                let (a, b) = (self.ys.at(p.min), self.ys.at(p.max));
                 let _ = writeln!(
                     o,
-                    "{key}<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
-                    lx + 30.0,
-                    tspans(&name, lx + 30.0, 14.0)
+                    "<path class=\"errorbar\" d=\"M{x:.1},{a:.1} V{b:.1} M{:.1},{a:.1} H{:.1} M{:.1},{b:.1} H{:.1}\" \
+                     stroke=\"#222\" stroke-width=\"1.2\" fill=\"none\"/>",
+                    x - 4.0,
+                    x + 4.0,
+                    x - 4.0,
+                    x + 4.0
                 );
-                ly += 18.0 + 14.0 * (name.len() as f64 - 1.0);
             }
-            let mut remarks: Vec<&str> = Vec::new();
-            if self.series.iter().flat_map(|s| &s.points).any(|p| p.max > p.min) {
-                remarks.extend(["marks: mean;", "bars: min to max"]);
-            }
-            if numeric && self.series.iter().any(|s| !s.points.is_empty() && s.points.len() < 3) {
-                remarks.extend(["fewer than 3 points:", "marks only, no line"]);
-            }
-            if coincide {
-                remarks.extend(["series coincide: marks", "nudged apart sideways", "by 5 px each"]);
-            }
-            ly += 8.0;
-            for r in remarks {
-                let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{r}</text>");
-                ly += 14.0;
-            }
-            o.push_str("</g>\n");
         }
-        o.push_str("</svg>\n");
-        o
+        // Markers over the error bars, so that a short bar does not hide them.
+        if self.numeric() {
+            let shape = SHAPES[si % SHAPES.len()];
+            for (x, p) in &marks {
+                let _ = writeln!(o, "{}", shape.svg(*x, self.ys.at(p.mean), 4.0, colour, "mark"));
+            }
+        }
+        o.push_str("</g>\n");
+    }
+
+    /// Draws the line of series `si` of a line chart (none through fewer
+    /// than three points: markers only); returns where its marks go.
+    fn draw_line(&self, o: &mut String, si: usize, s: &Series, colour: &str) -> Vec<(f64, Point)> {
+        let dx = self.nudge(si);
+        let pts: Vec<String> =
+            s.points.iter().map(|p| format!("{:.1},{:.1}", (self.xs)(p.x) + dx, self.ys.at(p.mean))).collect();
+        if pts.len() >= 3 {
+            let dash = dash_attribute(si);
+            let _ = writeln!(
+                o,
+                "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>",
+                pts.join(" ")
+            );
+        }
+        s.points.iter().map(|p| ((self.xs)(p.x) + dx, *p)).collect()
+    }
+
+    /// Draws the bars of series `si` of a bar chart of `categories`, one in
+    /// each category's band; returns where their error bars go.
+    fn draw_bars(&self, o: &mut String, si: usize, s: &Series, colour: &str, categories: usize) -> Vec<(f64, Point)> {
+        let band = self.frame.band(categories);
+        let w = band * 0.8 / self.nseries();
+        let base = self.ys.base();
+        let mut marks = Vec::new();
+        for p in &s.points {
+            let left = self.frame.x0 + p.x * band + band * 0.1 + si as f64 * w;
+            let (top, bottom) = (self.ys.at(p.mean.max(base)), self.ys.at(p.mean.min(base)));
+            let _ = writeln!(
+                o,
+                "<rect class=\"bar\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+                 fill=\"{colour}\"><title>{}</title></rect>",
+                w * 0.92,
+                bottom - top,
+                escape(&format!("{}: {}", s.name, p.mean))
+            );
+            marks.push((left + w * 0.46, *p));
+        }
+        marks
+    }
+
+    /// Draws the legend: its title, a key and the name of each named
+    /// series, then remarks on what the marks mean.
+    fn draw_legend(&self, o: &mut String) {
+        let lx = self.frame.x1 + 16.0;
+        let mut ly = self.frame.y1 + 6.0;
+        let names = fits(LEGEND_WIDTH - 48.0, 12.0, false);
+        o.push_str("<g class=\"legend\">\n");
+        if let Some(t) = &self.chart.legend_title {
+            let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-weight=\"bold\">{}</text>", escape(t));
+            ly += 20.0;
+        }
+        for (si, s) in self.chart.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
+            let key = self.legend_key(si, s, lx, ly);
+            let name = wrap(&s.name, names);
+            let _ = writeln!(
+                o,
+                "{key}<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+                lx + 30.0,
+                tspans(&name, lx + 30.0, 14.0)
+            );
+            ly += 18.0 + 14.0 * (name.len() as f64 - 1.0);
+        }
+        ly += 8.0;
+        for r in self.remarks() {
+            let _ = writeln!(o, "<text x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"11\" fill=\"#555\">{r}</text>");
+            ly += 14.0;
+        }
+        o.push_str("</g>\n");
+    }
+
+    /// Returns the legend's key of series `si`, its name's baseline at
+    /// (`lx`, `ly`): its line and marker, or its bars' colour.
+    fn legend_key(&self, si: usize, s: &Series, lx: f64, ly: f64) -> String {
+        let colour = PALETTE[si % PALETTE.len()];
+        if !self.numeric() {
+            return format!("<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"24\" height=\"10\" fill=\"{colour}\"/>", ly - 9.0);
+        }
+        let line = if s.points.len() >= 3 {
+            let dash = dash_attribute(si);
+            format!("<path d=\"M{lx:.1},{:.1} h24\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>", ly - 4.0)
+        } else {
+            String::new()
+        };
+        format!("{line}{}", SHAPES[si % SHAPES.len()].svg(lx + 12.0, ly - 4.0, 4.0, colour, "key"))
+    }
+
+    /// Returns the legend's remarks, one line each: what marks and bars
+    /// mean, and why lines are missing or marks moved.
+    fn remarks(&self) -> Vec<&'static str> {
+        let mut remarks: Vec<&str> = Vec::new();
+        if self.chart.points().any(|p| p.max > p.min) {
+            remarks.extend(["marks: mean;", "bars: min to max"]);
+        }
+        if self.numeric() && self.chart.series.iter().any(|s| !s.points.is_empty() && s.points.len() < 3) {
+            remarks.extend(["fewer than 3 points:", "marks only, no line"]);
+        }
+        if self.coincide {
+            remarks.extend(["series coincide: marks", "nudged apart sideways", "by 5 px each"]);
+        }
+        remarks
+    }
+}
+
+/// Returns the dash attribute of series `si`'s line (none for a solid one).
+fn dash_attribute(si: usize) -> String {
+    let dash = DASHES[si % DASHES.len()];
+    if dash.is_empty() {
+        String::new()
+    } else {
+        format!(" stroke-dasharray=\"{dash}\"")
     }
 }
 

@@ -129,31 +129,64 @@ fn ratio_label(v: f64) -> String {
 
 /// Returns the forest plot of `rows` as SVG to inline in HTML.
 pub fn forest_svg(rows: &[ForestRow]) -> String {
-    // The axis: every ratio and band edge, and 1, with a margin, out to 1-2-5 ticks.
-    let mut lo: f64 = 1.0;
-    let mut hi: f64 = 1.0;
-    for r in rows {
-        let (b0, b1) = band(r.origin_ratio);
-        for v in [b0, b1, r.sim_ratio] {
-            if v.is_finite() && v > 0.0 {
-                lo = lo.min(v);
-                hi = hi.max(v);
+    let axis = RatioAxis::of(rows);
+    let bottom = TOP + ROW * rows.len() as f64;
+    let mut o = String::new();
+    draw_head(&mut o, bottom + 78.0);
+    draw_legend(&mut o);
+    // The grid and ticks under the rows; the line at 1 and the axis over them.
+    draw_grid(&mut o, &axis, bottom);
+    o.push_str("<g class=\"rows\">\n");
+    for (i, r) in rows.iter().enumerate() {
+        draw_row(&mut o, &axis, i, r);
+    }
+    o.push_str("</g>\n");
+    draw_axis(&mut o, &axis, bottom);
+    o.push_str("</svg>\n");
+    o
+}
+
+/// The ratio axis: its ends, at the 1-2-5 ticks just outside every ratio
+/// and band edge, and 1.
+struct RatioAxis {
+    /// The lowest ratio on the axis.
+    lo: f64,
+    /// The highest ratio on the axis.
+    hi: f64,
+}
+
+impl RatioAxis {
+    /// Returns the axis of `rows`: every ratio and band edge, and 1, with a
+    /// margin, out to 1-2-5 ticks.
+    fn of(rows: &[ForestRow]) -> RatioAxis {
+        let mut lo: f64 = 1.0;
+        let mut hi: f64 = 1.0;
+        for r in rows {
+            let (b0, b1) = band(r.origin_ratio);
+            for v in [b0, b1, r.sim_ratio] {
+                if v.is_finite() && v > 0.0 {
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                }
             }
         }
+        // The range extends to the ticks just outside the data.
+        let steps = [1.0, 2.0, 5.0];
+        let below = |v: f64| log_ticks_of(v / 10.0, v, &steps).into_iter().rfind(|t| *t <= v).unwrap_or(v);
+        let above = |v: f64| log_ticks_of(v, v * 10.0, &steps).into_iter().find(|t| *t >= v).unwrap_or(v);
+        RatioAxis { lo: below(lo), hi: above(hi) }
     }
-    // The range extends to the ticks just outside the data.
-    let steps = [1.0, 2.0, 5.0];
-    let below = |v: f64| log_ticks_of(v / 10.0, v, &steps).into_iter().rfind(|t| *t <= v).unwrap_or(v);
-    let above = |v: f64| log_ticks_of(v, v * 10.0, &steps).into_iter().find(|t| *t >= v).unwrap_or(v);
-    let (axis_lo, axis_hi) = (below(lo), above(hi));
-    let ticks = log_ticks(axis_lo, axis_hi);
-    let xs = |v: f64| {
-        let v = v.clamp(axis_lo, axis_hi);
-        PLOT_LEFT + (v.ln() - axis_lo.ln()) / (axis_hi.ln() - axis_lo.ln()) * (PLOT_RIGHT - PLOT_LEFT)
-    };
-    let bottom = TOP + ROW * rows.len() as f64;
-    let height = bottom + 78.0;
-    let mut o = String::new();
+
+    /// Returns the horizontal position of ratio `v` (clamped to the axis).
+    fn x(&self, v: f64) -> f64 {
+        let v = v.clamp(self.lo, self.hi);
+        PLOT_LEFT + (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln()) * (PLOT_RIGHT - PLOT_LEFT)
+    }
+}
+
+/// Draws the opening of the SVG, `height` pixels high: its element, title,
+/// white ground and the plot's title.
+fn draw_head(o: &mut String, height: f64) {
     let _ = writeln!(
         o,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"forest\" width=\"{WIDTH}\" height=\"{height}\" \
@@ -168,7 +201,10 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
          {title}</text>",
         WIDTH / 2.0
     );
-    // The legend, one line across the top.
+}
+
+/// Draws the legend, one line across the top, and the columns' headings.
+fn draw_legend(o: &mut String) {
     let ly = 50.0;
     o.push_str("<g class=\"legend\">\n");
     let _ = writeln!(
@@ -215,89 +251,14 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
         PLOT_RIGHT + 14.0,
         TOP - 8.0
     );
+}
 
-    // Rows: a shaded stripe every other row, the label, the band, the marks
-    // (kept aside: the grid goes under them, the line at 1 over them).
-    let rows_svg = {
-        let mut o = String::new();
-        o.push_str("<g class=\"rows\">\n");
-        for (i, r) in rows.iter().enumerate() {
-            let y = TOP + ROW * i as f64;
-            let mid = y + ROW / 2.0;
-            let _ = writeln!(
-                o,
-                "<g class=\"row\" data-claim=\"{}\"><title>{}: {}; origin {}, simulated {:.4}: {}</title>",
-                escape(&r.label),
-                escape(&r.label),
-                escape(&r.description),
-                ratio_label(r.origin_ratio),
-                r.sim_ratio,
-                escape(&r.verdict)
-            );
-            if i % 2 == 0 {
-                let _ = writeln!(
-                    o,
-                    "<rect x=\"4\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{ROW}\" fill=\"#f4f6f8\"/>",
-                    WIDTH - 8.0
-                );
-            }
-            let _ = writeln!(
-                o,
-                "<text class=\"label\" x=\"12\" y=\"{:.1}\" font-weight=\"bold\">{}</text>",
-                mid - 3.0,
-                escape(&r.label)
-            );
-            let detail = wrap(&r.detail, 62).into_iter().next().unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "<text class=\"detail\" x=\"12\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
-                mid + 11.0,
-                escape(&detail)
-            );
-            let (b0, b1) = band(r.origin_ratio);
-            let (b0, b1) = (xs(b0), xs(b1));
-            let _ = writeln!(
-                o,
-                "<rect class=\"band\" x=\"{b0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f2c9a6\" \
-             fill-opacity=\"0.6\"/>",
-                y + 7.0,
-                b1 - b0,
-                ROW - 14.0
-            );
-            let _ = writeln!(
-                o,
-                "{}",
-                diamond(xs(r.origin_ratio), mid, 7.0, ORIGIN).replace("<path ", "<path class=\"origin\" ")
-            );
-            if r.sim_ratio.is_finite() && r.sim_ratio > 0.0 {
-                let _ = writeln!(
-                    o,
-                    "<circle class=\"sim\" cx=\"{:.1}\" cy=\"{mid:.1}\" r=\"5\" fill=\"{SIM}\"/>",
-                    xs(r.sim_ratio)
-                );
-            }
-            let colour = match r.verdict.as_str() {
-                "reproduced" => "#1a7a3a",
-                "direction-only" => "#9a6200",
-                _ => "#b00020",
-            };
-            let _ = writeln!(
-                o,
-                "<text class=\"verdict\" x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
-                PLOT_RIGHT + 14.0,
-                mid + 4.0,
-                escape(&r.verdict)
-            );
-            o.push_str("</g>\n");
-        }
-        o.push_str("</g>\n");
-        o
-    };
-
-    // The grid and ticks under the rows; the line at 1 and the axis over them.
+/// Draws the grid lines and ticks of `axis`, from the top of the rows down
+/// to `bottom`.
+fn draw_grid(o: &mut String, axis: &RatioAxis, bottom: f64) {
     o.push_str("<g class=\"x-axis\">\n");
-    for &t in &ticks {
-        let x = xs(t);
+    for t in log_ticks(axis.lo, axis.hi) {
+        let x = axis.x(t);
         let _ = writeln!(
             o,
             "<line x1=\"{x:.1}\" y1=\"{TOP:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#d8d8d8\" \
@@ -309,8 +270,81 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
         );
     }
     o.push_str("</g>\n");
-    o.push_str(&rows_svg);
-    let one = xs(1.0);
+}
+
+/// Draws row `i`: a shaded stripe every other row, the label, the band and
+/// the marks, and the verdict.
+fn draw_row(o: &mut String, axis: &RatioAxis, i: usize, r: &ForestRow) {
+    let y = TOP + ROW * i as f64;
+    let mid = y + ROW / 2.0;
+    let _ = writeln!(
+        o,
+        "<g class=\"row\" data-claim=\"{}\"><title>{}: {}; origin {}, simulated {:.4}: {}</title>",
+        escape(&r.label),
+        escape(&r.label),
+        escape(&r.description),
+        ratio_label(r.origin_ratio),
+        r.sim_ratio,
+        escape(&r.verdict)
+    );
+    if i.is_multiple_of(2) {
+        let _ =
+            writeln!(o, "<rect x=\"4\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{ROW}\" fill=\"#f4f6f8\"/>", WIDTH - 8.0);
+    }
+    let _ = writeln!(
+        o,
+        "<text class=\"label\" x=\"12\" y=\"{:.1}\" font-weight=\"bold\">{}</text>",
+        mid - 3.0,
+        escape(&r.label)
+    );
+    let detail = wrap(&r.detail, 62).into_iter().next().unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "<text class=\"detail\" x=\"12\" y=\"{:.1}\" font-size=\"11\" fill=\"#555\">{}</text>",
+        mid + 11.0,
+        escape(&detail)
+    );
+    let (b0, b1) = band(r.origin_ratio);
+    let (b0, b1) = (axis.x(b0), axis.x(b1));
+    let _ = writeln!(
+        o,
+        "<rect class=\"band\" x=\"{b0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f2c9a6\" \
+         fill-opacity=\"0.6\"/>",
+        y + 7.0,
+        b1 - b0,
+        ROW - 14.0
+    );
+    let _ = writeln!(
+        o,
+        "{}",
+        diamond(axis.x(r.origin_ratio), mid, 7.0, ORIGIN).replace("<path ", "<path class=\"origin\" ")
+    );
+    if r.sim_ratio.is_finite() && r.sim_ratio > 0.0 {
+        let _ = writeln!(
+            o,
+            "<circle class=\"sim\" cx=\"{:.1}\" cy=\"{mid:.1}\" r=\"5\" fill=\"{SIM}\"/>",
+            axis.x(r.sim_ratio)
+        );
+    }
+    let colour = match r.verdict.as_str() {
+        "reproduced" => "#1a7a3a",
+        "direction-only" => "#9a6200",
+        _ => "#b00020",
+    };
+    let _ = writeln!(
+        o,
+        "<text class=\"verdict\" x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>",
+        PLOT_RIGHT + 14.0,
+        mid + 4.0,
+        escape(&r.verdict)
+    );
+    o.push_str("</g>\n");
+}
+
+/// Draws what lies over the rows: the line at 1, the axis at `bottom` and
+/// its label.
+fn draw_axis(o: &mut String, axis: &RatioAxis, bottom: f64) {
+    let one = axis.x(1.0);
     let _ = writeln!(
         o,
         "<line class=\"one\" x1=\"{one:.1}\" y1=\"{:.1}\" x2=\"{one:.1}\" y2=\"{bottom:.1}\" stroke=\"#333\" \
@@ -328,8 +362,6 @@ pub fn forest_svg(rows: &[ForestRow]) -> String {
         (PLOT_LEFT + PLOT_RIGHT) / 2.0,
         bottom + 40.0
     );
-    o.push_str("</svg>\n");
-    o
 }
 
 /// Returns a diamond of half-width `r` centred on (`x`, `y`), outlined in

@@ -139,8 +139,7 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
         // (policy, baseline) -> per point: baseline mean, policy mean, t outcome.
         let mut pairs: BTreeMap<(String, String), Vec<PointComparison>> = BTreeMap::new();
         for at in points.values() {
-            let present: Vec<String> =
-                Results::values(at.iter().copied(), "policy").iter().map(|c| c.to_string()).collect();
+            let present = policies_in(at);
             let Some(base) = reference(&present, baselines) else { continue };
             let Some(bs) = Summary::of(&samples(at, base, m)) else { continue };
             for p in present.iter().filter(|p| *p != base) {
@@ -228,14 +227,29 @@ fn summary_rows(wl: &str, rows: &[&Row], keys: &[String], metrics: &[String], ba
 /// in `baselines` that no run has is an error listing the policies the results
 /// have.
 pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<String, Error> {
+    let order = baseline_order(results, source, baselines)?;
+    let workloads = Results::values(&results.rows, "workload");
+    if workloads.is_empty() {
+        return Err(Error::NotSweepResults { origin: source.into() });
+    }
+    let mut report =
+        Report { results, baselines: &order, summary: String::new(), body: String::new(), used: Vec::new() };
+    for wl in &workloads {
+        report.workload(&wl.to_string());
+    }
+    Ok(page("tlbkit report", &report.page_body(source, baselines)))
+}
+
+/// Returns the baselines in the order a grid point tries them: those `asked`
+/// for, then every policy in the order of its first run; a name asked for
+/// that no run has is an error listing the policies the results have.
+fn baseline_order(results: &Results, source: &str, asked: &[String]) -> Result<Vec<String>, Error> {
     let all_policies: Vec<String> = Results::values(&results.rows, "policy").iter().map(|c| c.to_string()).collect();
-    for b in baselines {
+    for b in asked {
         if !all_policies.contains(b) {
             return Err(Error::NoSuchBaseline { policy: b.clone(), origin: source.into(), valid: all_policies });
         }
     }
-    let asked = baselines;
-    // Those asked for, then every policy in the order of its first run.
     let mut baselines: Vec<String> = asked.to_vec();
     for r in &results.rows {
         if let Some(p) = r.coord("policy").map(|c| c.to_string()) {
@@ -244,39 +258,117 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
             }
         }
     }
-    let baselines = &baselines[..];
-    let workloads = Results::values(&results.rows, "workload");
-    if workloads.is_empty() {
-        return Err(Error::NotSweepResults { origin: source.into() });
+    Ok(baselines)
+}
+
+/// Returns the coordinates of `rows` that tell grid points apart: every one
+/// but the policy, the workload and the seed, in the order first met.
+fn grid_keys(rows: &[&Row]) -> Vec<String> {
+    let mut k: Vec<String> = Vec::new();
+    for (name, _) in rows.iter().flat_map(|r| r.coords()) {
+        if !k.contains(name) && !["policy", "workload", "seed"].contains(&name.as_str()) {
+            k.push(name.clone());
+        }
     }
-    let mut body = String::new();
-    let mut summary = String::new();
-    let mut used: Vec<String> = Vec::new();
-    for wl in &workloads {
+    k
+}
+
+/// Returns every combination of the coordinates `panel_keys` that some run
+/// of `rows` has, in coordinate order: one panel of charts each.
+fn panels(rows: &[&Row], panel_keys: &[&String]) -> Vec<Vec<(String, String)>> {
+    let mut panels: Vec<Vec<(String, String)>> = rows
+        .iter()
+        .map(|r| {
+            panel_keys.iter().map(|k| (k.to_string(), r.coord(k).map(|c| c.to_string()).unwrap_or_default())).collect()
+        })
+        .collect();
+    panels.sort_by(|a, b| {
+        let key = |p: &Vec<(String, String)>| p.iter().map(|(_, v)| coord_of_text(v)).collect::<Vec<Coord>>();
+        key(a).cmp(&key(b))
+    });
+    panels.dedup();
+    panels
+}
+
+/// Returns a panel's coordinates as its heading writes them (`procs=4, cpus=2`).
+fn panel_text(panel: &[(String, String)]) -> String {
+    let p: Vec<String> = panel.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    p.join(", ")
+}
+
+/// Returns the policies that ran among `rows`, in coordinate order.
+fn policies_in(rows: &[&Row]) -> Vec<String> {
+    Results::values(rows.iter().copied(), "policy").iter().map(|c| c.to_string()).collect()
+}
+
+/// A report page being written: the results, the baselines in the order a
+/// grid point tries them, and the page's parts so far.
+struct Report<'a> {
+    /// The results reported.
+    results: &'a Results,
+    /// The baselines, in the order a grid point tries them.
+    baselines: &'a [String],
+    /// The summary table's rows.
+    summary: String,
+    /// The workloads' sections.
+    body: String,
+    /// The baselines of the grid points, in the order first used.
+    used: Vec<String>,
+}
+
+impl Report<'_> {
+    /// Adds workload `wl`: its summary rows, and its section of what varies,
+    /// then per panel its charts and ministat tables.
+    fn workload(&mut self, wl: &str) {
+        let results = self.results;
         let wl_filter = vec![("workload".to_string(), wl.to_string())];
         let rows = results.select(&wl_filter);
-        let metrics = results_of(&wl.to_string(), &rows);
-        let keys: Vec<String> = {
-            let mut k: Vec<String> = Vec::new();
-            for (name, _) in rows.iter().flat_map(|r| r.coords()) {
-                if !k.contains(name) && !["policy", "workload", "seed"].contains(&name.as_str()) {
-                    k.push(name.clone());
-                }
+        let metrics = results_of(wl, &rows);
+        let keys = grid_keys(&rows);
+        self.note_baselines(&rows, &keys);
+        self.summary.push_str(&summary_rows(wl, &rows, &keys, &metrics, self.baselines));
+        let varying: Vec<String> =
+            keys.iter().filter(|k| Results::values(rows.iter().copied(), k).len() > 1).cloned().collect();
+        let x = choose_x(&varying);
+        let _ = writeln!(self.body, "<h2>{}</h2>", escape(wl));
+        self.describe(&rows, &keys, &varying);
+        if metrics.is_empty() {
+            self.body.push_str("<p class=\"note\">No results of this workload in the file.</p>\n");
+            return;
+        }
+        let panel_keys: Vec<&String> = varying.iter().filter(|k| Some(*k) != x.as_ref()).collect();
+        for panel in &panels(&rows, &panel_keys) {
+            let mut filters = wl_filter.clone();
+            filters.extend(panel.iter().cloned());
+            if !panel.is_empty() {
+                let _ = writeln!(self.body, "<h3>{}</h3>", escape(&panel_text(panel)));
             }
-            k
-        };
-        for at in grid_points(&rows, &keys).values() {
-            let present: Vec<String> =
-                Results::values(at.iter().copied(), "policy").iter().map(|c| c.to_string()).collect();
-            if let Some(b) = reference(&present, baselines) {
-                if !used.contains(b) {
-                    used.push(b.clone());
+            // An x of fewer than three values has no curve: a bar per policy
+            // at each value compares them better than two marks a line.
+            let in_panel = results.select(&filters);
+            let xs = x.as_ref().map(|k| Results::values(in_panel.iter().copied(), k)).unwrap_or_default();
+            let few_x = x.is_some() && xs.len() < 3;
+            self.charts(wl, panel, &filters, x.as_deref(), few_x, &metrics);
+            self.ministat_tables(&in_panel, x.as_deref(), &xs, &metrics);
+        }
+    }
+
+    /// Adds the baseline of each grid point of `rows` (told apart by
+    /// `keys`) to those used, if it is not there yet.
+    fn note_baselines(&mut self, rows: &[&Row], keys: &[String]) {
+        for at in grid_points(rows, keys).values() {
+            if let Some(b) = reference(&policies_in(at), self.baselines) {
+                if !self.used.contains(b) {
+                    self.used.push(b.clone());
                 }
             }
         }
-        summary.push_str(&summary_rows(&wl.to_string(), &rows, &keys, &metrics, baselines));
-        let varying: Vec<String> =
-            keys.iter().filter(|k| Results::values(rows.iter().copied(), k).len() > 1).cloned().collect();
+    }
+
+    /// Writes what a workload's `rows` are: how many runs, of which
+    /// policies, the coordinates that vary and the fixed ones, and where
+    /// their spread comes from.
+    fn describe(&mut self, rows: &[&Row], keys: &[String], varying: &[String]) {
         let fixed: Vec<String> = keys
             .iter()
             .filter(|k| !varying.contains(k))
@@ -285,165 +377,143 @@ pub fn report(results: &Results, source: &str, baselines: &[String]) -> Result<S
                 format!("{k}={}", v.join("|"))
             })
             .collect();
-        let x = choose_x(&varying);
-        let panel_keys: Vec<&String> = varying.iter().filter(|k| Some(*k) != x.as_ref()).collect();
-        let _ = writeln!(body, "<h2>{}</h2>", escape(&wl.to_string()));
-        let policies: Vec<String> =
-            Results::values(rows.iter().copied(), "policy").iter().map(|c| c.to_string()).collect();
         let _ = writeln!(
-            body,
+            self.body,
             "<p>{} runs; policies {}; varying: {}; fixed: {}.</p>",
             rows.len(),
-            escape(&policies.join(", ")),
+            escape(&policies_in(rows).join(", ")),
             escape(&if varying.is_empty() { "nothing but the seed".into() } else { varying.join(", ") }),
             escape(&fixed.join(", "))
         );
-        if let Some(n) = super::data::spread_note(&rows) {
-            let _ = writeln!(body, "<p class=\"note spread\">{}</p>", escape(&n));
-        }
-        if metrics.is_empty() {
-            body.push_str("<p class=\"note\">No results of this workload in the file.</p>\n");
-            continue;
-        }
-        // Every combination of the panel coordinates that some run has.
-        let mut panels: Vec<Vec<(String, String)>> = rows
-            .iter()
-            .map(|r| {
-                panel_keys
-                    .iter()
-                    .map(|k| (k.to_string(), r.coord(k).map(|c| c.to_string()).unwrap_or_default()))
-                    .collect()
-            })
-            .collect();
-        panels.sort_by(|a, b| {
-            let key = |p: &Vec<(String, String)>| p.iter().map(|(_, v)| coord_of_text(v)).collect::<Vec<Coord>>();
-            key(a).cmp(&key(b))
-        });
-        panels.dedup();
-        for panel in &panels {
-            let mut filters = wl_filter.clone();
-            filters.extend(panel.iter().cloned());
-            if !panel.is_empty() {
-                let p: Vec<String> = panel.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let _ = writeln!(body, "<h3>{}</h3>", escape(&p.join(", ")));
-            }
-            body.push_str("<div class=\"charts\">\n");
-            // Figures with nothing to draw (0 in every run of the panel) are
-            // named in one line after the charts, not drawn empty.
-            let mut flat: Vec<&str> = Vec::new();
-            // An x of fewer than three values has no curve: a bar per policy
-            // at each value compares them better than two marks a line.
-            let in_panel = results.select(&filters);
-            let xs = x.as_ref().map(|k| Results::values(in_panel.iter().copied(), k)).unwrap_or_default();
-            let few_x = x.is_some() && xs.len() < 3;
-            for m in &metrics {
-                let label = metrics::by_name(m).map_or(m.as_str(), |d| d.label);
-                let title = match panel.is_empty() {
-                    true => format!("{wl}: {label}"),
-                    false => {
-                        let p: Vec<String> = panel.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                        format!("{wl}: {label} ({})", p.join(", "))
-                    }
-                };
-                let spec = ChartSpec {
-                    x: x.clone().unwrap_or_else(|| "policy".into()),
-                    y: m.clone(),
-                    group: x.as_ref().map(|_| "policy".into()),
-                    filters: filters.clone(),
-                    title: Some(title),
-                    bars: few_x,
-                };
-                match results.chart(&spec) {
-                    Ok((chart, _))
-                        if chart.series.iter().flat_map(|s| &s.points).all(|p| p.min == 0.0 && p.max == 0.0) =>
-                    {
-                        flat.push(label);
-                    }
-                    Ok((mut chart, _)) => {
-                        // The spread's source is said once per workload, above its charts.
-                        chart.note = None;
-                        body.push_str(&chart.to_svg(false))
-                    }
-                    Err(e) => {
-                        let _ = writeln!(body, "<p class=\"note\">{}</p>", escape(&e.to_string()));
-                    }
-                }
-            }
-            body.push_str("</div>\n");
-            if !flat.is_empty() {
-                let _ =
-                    writeln!(body, "<p class=\"note\">Not drawn, 0 in every run: {}.</p>", escape(&flat.join(", ")));
-            }
-            // ministat per grid point: the panel, and each x value.
-            let points: Vec<Option<&Coord>> = if xs.is_empty() { vec![None] } else { xs.iter().map(Some).collect() };
-            for xv in points {
-                let at: Vec<&Row> = in_panel
-                    .iter()
-                    .copied()
-                    .filter(|r| match (&x, xv) {
-                        (Some(k), Some(v)) => r.coord(k).as_ref() == Some(v),
-                        _ => true,
-                    })
-                    .collect();
-                let present: Vec<String> =
-                    Results::values(at.iter().copied(), "policy").iter().map(|c| c.to_string()).collect();
-                let base = reference(&present, baselines).cloned().unwrap_or_default();
-                let mut pre = String::new();
-                if let (Some(k), Some(v)) = (&x, xv) {
-                    let _ = writeln!(pre, "{k}={v}");
-                }
-                let _ = writeln!(pre, "baseline: {base}");
-                // The baseline first: ministat tests every set against the first.
-                let order: Vec<&String> =
-                    std::iter::once(&base).chain(present.iter().filter(|p| **p != base)).collect();
-                for m in &metrics {
-                    let sets: Vec<(String, Vec<f64>)> =
-                        order.iter().map(|p| (p.to_string(), samples(&at, p, m))).collect();
-                    pre.push_str(&ministat(m, &sets));
-                    pre.push('\n');
-                }
-                let _ = writeln!(body, "<pre class=\"ministat\">{}</pre>", escape(pre.trim_end()));
-            }
+        if let Some(n) = super::data::spread_note(rows) {
+            let _ = writeln!(self.body, "<p class=\"note spread\">{}</p>", escape(&n));
         }
     }
-    let chosen = if asked.is_empty() {
-        format!(
-            "<strong>{}</strong>: at each grid point, the policy that comes first in the results (the sweep \
-             file's order) among those that ran there; choose another with <code>--baseline POLICY</code>",
-            escape(&used.join(", "))
-        )
-    } else {
-        format!(
-            "<strong>{}</strong>: {} (<code>--baseline</code>), at each grid point the first of them that ran \
-             there, else the policy that comes first in the results",
-            escape(&used.join(", ")),
-            escape(&asked.join(", "))
-        )
-    };
-    let mut head = String::new();
-    let _ = writeln!(
-        head,
-        "<p>{} runs from <code>{}</code>. Baseline: {chosen}.</p>\n<h2>Summary</h2>\n<p>Per result, each policy \
-         against the baseline at the grid points (same machine, CPUs and parameters; seeds pooled) where both ran. \
-         The <b>means</b> are averaged over those points (the range of the points' own means in parentheses); \
-         <b>ratio</b> is the policy's mean over the baseline's (the range of the points' own ratios in \
-         parentheses); <b>change</b> is that ratio less 1: negative (lower) means the policy's figure is below \
-         the baseline's, which for a time means faster. <b>t test</b> counts the points where Student's t at 95% \
-         confidence proves the policy lower or higher (ministat's test, as in the tables below).</p>\n\
-         <table class=\"summary\">\n<tr><th>workload</th><th>result</th><th>policy</th><th>baseline</th>\
-         <th>points</th><th>baseline mean</th><th>policy mean</th><th>ratio policy / baseline</th><th>change</th>\
-         <th>t test (95%)</th></tr>",
-        results.rows.len(),
-        escape(source)
-    );
-    head.push_str(&summary);
-    head.push_str(
-        "</table>\n<p>Below, per workload: marks are means over the runs at a point (seeds); bars span their \
-         minimum to maximum. Tables are ministat's: every policy against the grid point's baseline (listed first), \
-         Student's t at 95% confidence; a difference is the policy's mean less the baseline's.</p>\n",
-    );
-    head.push_str(&body);
-    Ok(page("tlbkit report", &head))
+
+    /// Writes the charts of a panel of workload `wl` (its runs: those
+    /// `filters` select): one per result of `metrics` against `x`, as bars
+    /// where `bars`; those 0 in every run are named, not drawn.
+    fn charts(
+        &mut self,
+        wl: &str,
+        panel: &[(String, String)],
+        filters: &[(String, String)],
+        x: Option<&str>,
+        bars: bool,
+        metrics: &[String],
+    ) {
+        self.body.push_str("<div class=\"charts\">\n");
+        // Figures with nothing to draw (0 in every run of the panel) are
+        // named in one line after the charts, not drawn empty.
+        let mut flat: Vec<&str> = Vec::new();
+        for m in metrics {
+            let label = metrics::by_name(m).map_or(m.as_str(), |d| d.label);
+            let title = match panel.is_empty() {
+                true => format!("{wl}: {label}"),
+                false => format!("{wl}: {label} ({})", panel_text(panel)),
+            };
+            let spec = ChartSpec {
+                x: x.unwrap_or("policy").to_string(),
+                y: m.clone(),
+                group: x.map(|_| "policy".into()),
+                filters: filters.to_vec(),
+                title: Some(title),
+                bars,
+            };
+            match self.results.chart(&spec) {
+                Ok((chart, _)) if chart.series.iter().flat_map(|s| &s.points).all(|p| p.min == 0.0 && p.max == 0.0) => {
+                    flat.push(label);
+                }
+                Ok((mut chart, _)) => {
+                    // The spread's source is said once per workload, above its charts.
+                    chart.note = None;
+                    self.body.push_str(&chart.to_svg(false))
+                }
+                Err(e) => {
+                    let _ = writeln!(self.body, "<p class=\"note\">{}</p>", escape(&e.to_string()));
+                }
+            }
+        }
+        self.body.push_str("</div>\n");
+        if !flat.is_empty() {
+            let _ =
+                writeln!(self.body, "<p class=\"note\">Not drawn, 0 in every run: {}.</p>", escape(&flat.join(", ")));
+        }
+    }
+
+    /// Writes ministat's tables of a panel's runs `in_panel`, one per grid
+    /// point: at each value `xs` of `x`, or one for the panel without an x.
+    fn ministat_tables(&mut self, in_panel: &[&Row], x: Option<&str>, xs: &[Coord], metrics: &[String]) {
+        let points: Vec<Option<&Coord>> = if xs.is_empty() { vec![None] } else { xs.iter().map(Some).collect() };
+        for xv in points {
+            let at: Vec<&Row> = in_panel
+                .iter()
+                .copied()
+                .filter(|r| match (x, xv) {
+                    (Some(k), Some(v)) => r.coord(k).as_ref() == Some(v),
+                    _ => true,
+                })
+                .collect();
+            let present = policies_in(&at);
+            let base = reference(&present, self.baselines).cloned().unwrap_or_default();
+            let mut pre = String::new();
+            if let (Some(k), Some(v)) = (x, xv) {
+                let _ = writeln!(pre, "{k}={v}");
+            }
+            let _ = writeln!(pre, "baseline: {base}");
+            // The baseline first: ministat tests every set against the first.
+            let order: Vec<&String> = std::iter::once(&base).chain(present.iter().filter(|p| **p != base)).collect();
+            for m in metrics {
+                let sets: Vec<(String, Vec<f64>)> = order.iter().map(|p| (p.to_string(), samples(&at, p, m))).collect();
+                pre.push_str(&ministat(m, &sets));
+                pre.push('\n');
+            }
+            let _ = writeln!(self.body, "<pre class=\"ministat\">{}</pre>", escape(pre.trim_end()));
+        }
+    }
+
+    /// Returns the page's body: what the runs are and the baselines `asked`
+    /// for or chosen, the summary table, then the workloads' sections.
+    fn page_body(&self, source: &str, asked: &[String]) -> String {
+        let chosen = if asked.is_empty() {
+            format!(
+                "<strong>{}</strong>: at each grid point, the policy that comes first in the results (the sweep \
+                 file's order) among those that ran there; choose another with <code>--baseline POLICY</code>",
+                escape(&self.used.join(", "))
+            )
+        } else {
+            format!(
+                "<strong>{}</strong>: {} (<code>--baseline</code>), at each grid point the first of them that ran \
+                 there, else the policy that comes first in the results",
+                escape(&self.used.join(", ")),
+                escape(&asked.join(", "))
+            )
+        };
+        let mut head = String::new();
+        let _ = writeln!(
+            head,
+            "<p>{} runs from <code>{}</code>. Baseline: {chosen}.</p>\n<h2>Summary</h2>\n<p>Per result, each policy \
+             against the baseline at the grid points (same machine, CPUs and parameters; seeds pooled) where both ran. \
+             The <b>means</b> are averaged over those points (the range of the points' own means in parentheses); \
+             <b>ratio</b> is the policy's mean over the baseline's (the range of the points' own ratios in \
+             parentheses); <b>change</b> is that ratio less 1: negative (lower) means the policy's figure is below \
+             the baseline's, which for a time means faster. <b>t test</b> counts the points where Student's t at 95% \
+             confidence proves the policy lower or higher (ministat's test, as in the tables below).</p>\n\
+             <table class=\"summary\">\n<tr><th>workload</th><th>result</th><th>policy</th><th>baseline</th>\
+             <th>points</th><th>baseline mean</th><th>policy mean</th><th>ratio policy / baseline</th><th>change</th>\
+             <th>t test (95%)</th></tr>",
+            self.results.rows.len(),
+            escape(source)
+        );
+        head.push_str(&self.summary);
+        head.push_str(
+            "</table>\n<p>Below, per workload: marks are means over the runs at a point (seeds); bars span their \
+             minimum to maximum. Tables are ministat's: every policy against the grid point's baseline (listed first), \
+             Student's t at 95% confidence; a difference is the policy's mean less the baseline's.</p>\n",
+        );
+        head.push_str(&self.body);
+        head
+    }
 }
 
 /// Returns the coordinate a filter's text stands for (a number if it reads as one).

@@ -391,46 +391,10 @@ impl Sweep {
 
     /// Parses and checks an experiment file's text; `origin` names it in messages.
     pub fn parse(text: &str, origin: &str) -> Result<Sweep, Error> {
-        let raw: Raw = toml::from_str(text).map_err(|e| match e.span() {
-            Some(span) => match unclosed(text, span.start) {
-                Some((open, close)) => {
-                    let (stop, _) = locate(text, span.start);
-                    let msg = format!(
-                        "`{}` is not closed: add `{close}` (the parser stopped at line {stop}: {})",
-                        &text[open..open + 1],
-                        e.message().trim_end()
-                    );
-                    at(origin, text, &(open..open), msg)
-                }
-                None => at(origin, text, &span, e.message()),
-            },
-            None => Error::Experiment { origin: origin.to_string(), place: None, what: e.message().to_string() },
-        })?;
-        let here = |span: &Range<usize>, msg: String| at(origin, text, span, msg);
-        let names = |list: &Spanned<Vec<Spanned<String>>>,
-                     what: &str,
-                     whats: &str,
-                     valid: &dyn Fn(&str) -> bool,
-                     all: Vec<&str>| {
-            if list.get_ref().is_empty() {
-                return Err(here(&list.span(), format!("give at least one {what}")));
-            }
-            let mut out: Vec<String> = Vec::new();
-            for n in list.get_ref() {
-                if !valid(n.get_ref()) {
-                    let near = tlbkit_registry::suggest::did_you_mean(n.get_ref(), all.iter().copied());
-                    let msg = format!("unknown {what} '{}'{near}; valid {whats}: {}", n.get_ref(), all.join(", "));
-                    return Err(here(&n.span(), msg));
-                }
-                if out.contains(n.get_ref()) {
-                    return Err(here(&n.span(), format!("{what} '{}' is given twice", n.get_ref())));
-                }
-                out.push(n.get_ref().clone());
-            }
-            Ok(out)
-        };
+        let file = ExperimentFile { text, origin };
+        let raw = file.read()?;
         let machines_known = preset::names();
-        let machines = names(
+        let machines = file.names(
             &raw.machines,
             "machine",
             "machines",
@@ -438,97 +402,27 @@ impl Sweep {
             &|n| machines_known.iter().any(|m| m == n) || n.ends_with(".toml"),
             machines_known.iter().map(String::as_str).collect(),
         )?;
-        let policies = names(
+        let policies = file.names(
             &raw.policies,
             "policy",
             "policies",
             &|n| tlbkit_registry::policy(n).is_some(),
             tlbkit_registry::POLICIES.iter().map(|p| p.name).collect(),
         )?;
-        let workloads = names(
+        let workloads = file.names(
             &raw.workloads,
             "workload",
             "workloads",
             &|n| workload::by_name(n).is_some(),
             workload::WORKLOADS.iter().map(|w| w.name).collect(),
         )?;
-        if raw.cpus.get_ref().is_empty() {
-            return Err(here(&raw.cpus.span(), "give at least one CPU count".into()));
-        }
-        let mut cpus = Vec::new();
-        for c in raw.cpus.get_ref() {
-            let n = *c.get_ref();
-            if n < 1 || n > MAX_CPUS as i64 {
-                return Err(here(&c.span(), format!("{n} CPUs is out of range: give 1 to {MAX_CPUS}")));
-            }
-            if cpus.contains(&(n as usize)) {
-                return Err(here(&c.span(), format!("{n} CPUs is given twice")));
-            }
-            cpus.push(n as usize);
-        }
-        let seeds = match raw.seeds.get_ref() {
-            Seeds::List(v) => {
-                if v.is_empty() {
-                    return Err(here(&raw.seeds.span(), "give at least one seed".into()));
-                }
-                let mut seen = std::collections::BTreeSet::new();
-                if let Some(d) = v.iter().find(|s| !seen.insert(**s)) {
-                    return Err(here(&raw.seeds.span(), format!("seed {d} is given twice")));
-                }
-                v.clone()
-            }
-            &Seeds::Range { first, count } => {
-                if count == 0 || first.checked_add(count - 1).is_none() {
-                    return Err(here(
-                        &raw.seeds.span(),
-                        format!(
-                            "{{ first = {first}, count = {count} }} is no seed range: give a count from 1 and \
-                                 seeds that fit in 64 bits"
-                        ),
-                    ));
-                }
-                if count > MAX_RUNS as u64 {
-                    return Err(here(
-                        &raw.seeds.span(),
-                        format!("{count} seeds: a sweep holds at most {MAX_RUNS} runs; split it into several files"),
-                    ));
-                }
-                (first..=first + (count - 1)).collect()
-            }
-        };
-        let mut common: Vec<Axis> = Vec::new();
-        let mut own: BTreeMap<String, Vec<Axis>> = BTreeMap::new();
-        for (key, entry) in &raw.set {
-            match entry.get_ref() {
-                SetEntry::Values(v) => common.push(Axis { key: key.clone(), values: v.clone(), span: entry.span() }),
-                SetEntry::Workload(t) => {
-                    if !workloads.contains(key) {
-                        return Err(here(
-                            &entry.span(),
-                            format!(
-                                "[set.{key}] names no workload of this sweep (workloads: {})",
-                                workloads.join(", ")
-                            ),
-                        ));
-                    }
-                    let axes =
-                        t.iter().map(|(k, v)| Axis { key: k.clone(), values: v.get_ref().0.clone(), span: v.span() });
-                    own.insert(key.clone(), axes.collect());
-                }
-            }
-        }
-        let mut axes = BTreeMap::new();
-        for w in &workloads {
-            let mut merged: BTreeMap<String, Axis> = common.iter().map(|a| (a.key.clone(), a.clone())).collect();
-            for a in own.get(w).into_iter().flatten() {
-                merged.insert(a.key.clone(), a.clone());
-            }
-            axes.insert(w.clone(), merged.into_values().collect());
-        }
+        let cpus = file.cpus(&raw.cpus)?;
+        let seeds = file.seeds(&raw.seeds)?;
+        let axes = file.axes(&raw.set, &workloads)?;
         let results = raw.results.as_ref().map(|r| r.get_ref().clone());
         if let Some(r) = &raw.results {
             if r.get_ref().trim().is_empty() {
-                return Err(here(&r.span(), "give a file name".into()));
+                return Err(file.here(&r.span(), "give a file name".into()));
             }
         }
         Ok(Sweep {
@@ -543,6 +437,166 @@ impl Sweep {
             text: text.to_string(),
             workloads_span: raw.workloads.span(),
         })
+    }
+}
+
+/// An experiment file being checked: its text, and the name it goes by in
+/// messages.
+struct ExperimentFile<'a> {
+    /// The file's text.
+    text: &'a str,
+    /// Where it came from.
+    origin: &'a str,
+}
+
+impl ExperimentFile<'_> {
+    /// Returns the error `msg` at `span` of the file.
+    fn here(&self, span: &Range<usize>, msg: String) -> Error {
+        at(self.origin, self.text, span, msg)
+    }
+
+    /// Reads the file's fields with `serde`; a bracket left open is reported
+    /// at the line that opens it.
+    fn read(&self) -> Result<Raw, Error> {
+        let text = self.text;
+        toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => match unclosed(text, span.start) {
+                Some((open, close)) => {
+                    let (stop, _) = locate(text, span.start);
+                    let msg = format!(
+                        "`{}` is not closed: add `{close}` (the parser stopped at line {stop}: {})",
+                        &text[open..open + 1],
+                        e.message().trim_end()
+                    );
+                    self.here(&(open..open), msg)
+                }
+                None => at(self.origin, text, &span, e.message()),
+            },
+            None => Error::Experiment { origin: self.origin.to_string(), place: None, what: e.message().to_string() },
+        })
+    }
+
+    /// Checks a list of names (`what` each, `whats` together): at least one,
+    /// each `valid` and given once; an unknown one is refused with the `all`
+    /// valid names.
+    fn names(
+        &self,
+        list: &Spanned<Vec<Spanned<String>>>,
+        what: &str,
+        whats: &str,
+        valid: &dyn Fn(&str) -> bool,
+        all: Vec<&str>,
+    ) -> Result<Vec<String>, Error> {
+        if list.get_ref().is_empty() {
+            return Err(self.here(&list.span(), format!("give at least one {what}")));
+        }
+        let mut out: Vec<String> = Vec::new();
+        for n in list.get_ref() {
+            if !valid(n.get_ref()) {
+                let near = tlbkit_registry::suggest::did_you_mean(n.get_ref(), all.iter().copied());
+                let msg = format!("unknown {what} '{}'{near}; valid {whats}: {}", n.get_ref(), all.join(", "));
+                return Err(self.here(&n.span(), msg));
+            }
+            if out.contains(n.get_ref()) {
+                return Err(self.here(&n.span(), format!("{what} '{}' is given twice", n.get_ref())));
+            }
+            out.push(n.get_ref().clone());
+        }
+        Ok(out)
+    }
+
+    /// Checks the CPU counts: at least one, each in range and given once.
+    fn cpus(&self, cpus: &Spanned<Vec<Spanned<i64>>>) -> Result<Vec<usize>, Error> {
+        if cpus.get_ref().is_empty() {
+            return Err(self.here(&cpus.span(), "give at least one CPU count".into()));
+        }
+        let mut out = Vec::new();
+        for c in cpus.get_ref() {
+            let n = *c.get_ref();
+            if n < 1 || n > MAX_CPUS as i64 {
+                return Err(self.here(&c.span(), format!("{n} CPUs is out of range: give 1 to {MAX_CPUS}")));
+            }
+            if out.contains(&(n as usize)) {
+                return Err(self.here(&c.span(), format!("{n} CPUs is given twice")));
+            }
+            out.push(n as usize);
+        }
+        Ok(out)
+    }
+
+    /// Returns the seeds of a list (at least one, each given once) or of a
+    /// range (of 1 to [`MAX_RUNS`] seeds that fit in 64 bits).
+    fn seeds(&self, seeds: &Spanned<Seeds>) -> Result<Vec<u64>, Error> {
+        match seeds.get_ref() {
+            Seeds::List(v) => {
+                if v.is_empty() {
+                    return Err(self.here(&seeds.span(), "give at least one seed".into()));
+                }
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(d) = v.iter().find(|s| !seen.insert(**s)) {
+                    return Err(self.here(&seeds.span(), format!("seed {d} is given twice")));
+                }
+                Ok(v.clone())
+            }
+            &Seeds::Range { first, count } => {
+                if count == 0 || first.checked_add(count - 1).is_none() {
+                    return Err(self.here(
+                        &seeds.span(),
+                        format!(
+                            "{{ first = {first}, count = {count} }} is no seed range: give a count from 1 and \
+                                 seeds that fit in 64 bits"
+                        ),
+                    ));
+                }
+                if count > MAX_RUNS as u64 {
+                    return Err(self.here(
+                        &seeds.span(),
+                        format!("{count} seeds: a sweep holds at most {MAX_RUNS} runs; split it into several files"),
+                    ));
+                }
+                Ok((first..=first + (count - 1)).collect())
+            }
+        }
+    }
+
+    /// Returns each workload's parameter axes in key order: `[set]`'s, a
+    /// `[set.W]` value replacing one of the same key for W; a `[set.W]`
+    /// naming no workload of the sweep is refused.
+    fn axes(
+        &self,
+        set: &BTreeMap<String, Spanned<SetEntry>>,
+        workloads: &[String],
+    ) -> Result<BTreeMap<String, Vec<Axis>>, Error> {
+        let mut common: Vec<Axis> = Vec::new();
+        let mut own: BTreeMap<String, Vec<Axis>> = BTreeMap::new();
+        for (key, entry) in set {
+            match entry.get_ref() {
+                SetEntry::Values(v) => common.push(Axis { key: key.clone(), values: v.clone(), span: entry.span() }),
+                SetEntry::Workload(t) => {
+                    if !workloads.contains(key) {
+                        return Err(self.here(
+                            &entry.span(),
+                            format!(
+                                "[set.{key}] names no workload of this sweep (workloads: {})",
+                                workloads.join(", ")
+                            ),
+                        ));
+                    }
+                    let axes =
+                        t.iter().map(|(k, v)| Axis { key: k.clone(), values: v.get_ref().0.clone(), span: v.span() });
+                    own.insert(key.clone(), axes.collect());
+                }
+            }
+        }
+        let mut axes = BTreeMap::new();
+        for w in workloads {
+            let mut merged: BTreeMap<String, Axis> = common.iter().map(|a| (a.key.clone(), a.clone())).collect();
+            for a in own.get(w).into_iter().flatten() {
+                merged.insert(a.key.clone(), a.clone());
+            }
+            axes.insert(w.clone(), merged.into_values().collect());
+        }
+        Ok(axes)
     }
 }
 
