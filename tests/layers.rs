@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Puts every `.rs` file under `dir` into `out`.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     for entry in entries {
         let path = entry.expect("a directory entry").path();
@@ -34,8 +34,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Returns `src` with its comments and its string and character literals
-/// replaced by spaces, so that only code is left to search.
-fn code_only(src: &str) -> String {
+/// replaced by spaces, so that only code is left to search; the newlines
+/// inside them are kept, so that the code keeps its line numbers.
+pub(crate) fn code_only(src: &str) -> String {
     let c: Vec<char> = src.chars().collect();
     let mut out = String::with_capacity(src.len());
     let mut i = 0;
@@ -59,6 +60,7 @@ fn code_only(src: &str) -> String {
                         break;
                     }
                 } else {
+                    keep_newline(&mut out, c[i]);
                     i += 1;
                 }
             }
@@ -78,6 +80,7 @@ fn code_only(src: &str) -> String {
             }
             j += 1;
             while j < c.len() && !(c[j] == '"' && (1..=hashes).all(|k| c.get(j + k) == Some(&'#'))) {
+                keep_newline(&mut out, c[j]);
                 j += 1;
             }
             i = j + 1 + hashes;
@@ -85,7 +88,9 @@ fn code_only(src: &str) -> String {
         } else if c[i] == '"' {
             i += 1;
             while i < c.len() && c[i] != '"' {
-                i += if c[i] == '\\' { 2 } else { 1 };
+                let step = if c[i] == '\\' { 2 } else { 1 };
+                c[i..(i + step).min(c.len())].iter().for_each(|&x| keep_newline(&mut out, x));
+                i += step;
             }
             i += 1;
             out.push(' ');
@@ -103,6 +108,13 @@ fn code_only(src: &str) -> String {
         }
     }
     out
+}
+
+/// Keeps a newline met inside a comment or a literal left out of the code.
+fn keep_newline(out: &mut String, c: char) {
+    if c == '\n' {
+        out.push('\n');
+    }
 }
 
 fn ident_char(c: Option<&char>) -> bool {
@@ -214,7 +226,7 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 
 /// Every crate's sources: the tool's, each library's, the Python binding's
 /// and the example policy's.
-fn crate_sources() -> Vec<PathBuf> {
+pub(crate) fn crate_sources() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut dirs = vec![root.join("src"), root.join("python/src"), root.join("examples/my-policy/src")];
     let crates = std::fs::read_dir(root.join("crates")).expect("crates/");

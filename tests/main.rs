@@ -24,6 +24,7 @@ mod plot;
 mod registry;
 mod saved;
 mod scripts;
+mod sizes;
 mod sweep;
 mod tables;
 mod trace;

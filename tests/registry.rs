@@ -83,7 +83,13 @@ fn the_checker_runs_a_policy_under_any_name_as_it_runs_the_policy() {
         let spec = |policy: &str| CheckSpec { mode: Mode::Pct, iterations: 40, ..spec::default_spec(policy) };
         let (mine, theirs) = (check(&spec(alias)).unwrap(), check(&spec(p.name)).unwrap());
         let found = |r: &tlbkit_check::CheckReport| {
-            (r.executions, r.max_steps, r.rollovers, r.initiators, r.counterexample.as_ref().map(|c| c.property))
+            (
+                r.explored.executions,
+                r.explored.max_steps,
+                r.explored.rollovers,
+                r.explored.initiators,
+                r.counterexample.as_ref().map(|c| c.property),
+            )
         };
         assert_eq!(found(&mine), found(&theirs), "{}", p.name);
         assert_eq!(mine.to_text().replace(alias, p.name).lines().next(), theirs.to_text().lines().next(), "{}", p.name);

@@ -33,45 +33,10 @@ pub struct CheckArgs {
     /// default run. Flags given beside it win.
     #[arg(long)]
     deep: bool,
-    /// CPUs (one shape). Default: 2 for ASID allocators (the arm64 policies with
-    /// ASIDs), 3 for shootdown protocols (x86, arm64-noasid), so that the shape
-    /// reaches two ASID rollovers or three CPUs flushing (the report's `reached:`
-    /// line); a bug-zoo entry has its own smallest shape.
-    #[arg(long, allow_negative_numbers = true)]
-    cpus: Option<i64>,
-    /// Address spaces (processes) at the start. Default: 5 for ASID allocators, 3
-    /// for shootdown protocols (1 with --teardown).
-    #[arg(long)]
-    mms: Option<usize>,
-    /// Pages each address space maps, 1 to 4 (default 2, so that two flushes of
-    /// one address space can cover different pages at once; 1 with --teardown,
-    /// and 1 for the shape of tokens before t4).
-    #[arg(long)]
-    pages: Option<usize>,
-    /// The ASID space (arm64: a power of two); FreeBSD x86: the PCIDs per CPU (a
-    /// power of two, 0 and 1 being the kernel's); Linux x86: fixed at its 6 dynamic
-    /// PCID slots. Default: on arm64 the smallest power of two of at least CPUs +
-    /// 2 (4 for 2 CPUs), for FreeBSD x86 4 (its generations roll over), for Linux x86 6.
-    #[arg(long)]
-    asids: Option<u32>,
-    /// Kernel operations in all, shared out over the CPUs. Default: 12 for ASID
-    /// allocators, 9 for shootdown protocols (6 with --quick or --teardown).
-    #[arg(long)]
-    ops: Option<usize>,
-    /// exhaustive (the default with --deep), random or pct (the default
-    /// otherwise: exhaustive search at the default shapes takes far longer than a
-    /// minute).
-    #[arg(long, value_enum)]
-    mode: Option<ModeArg>,
-    /// Schedules for random and pct modes (one shape: default 300,000; 10,000 with
-    /// --quick; 100,000 for bug-zoo entries and --teardown); a cap on executions
-    /// for exhaustive mode (default none). Without a shape flag: the portfolio's
-    /// schedules in all, shared out in its proportions.
-    #[arg(long)]
-    iterations: Option<u64>,
-    /// Seed of the pct and random schedules, and of the portfolio's menus.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    #[command(flatten)]
+    search: SearchArgs,
     /// The memory model (one shape): sc (the default; tso for the zoo entries
     /// whose bug is a store passing a load), tso (per-CPU store buffers) or arm
     /// (arm64 policies: tso, and root writes drain nothing, and a DSB may
@@ -126,28 +91,8 @@ pub struct CheckArgs {
     /// counts the script's operations too.
     #[arg(long, value_name = "FILE")]
     script: Option<std::path::PathBuf>,
-    /// Exhaustive mode: save the search in this directory as it runs (every
-    /// --checkpoint-every seconds, on SIGINT or SIGTERM, and at the memory
-    /// cap), so that `--resume DIR` goes on from where it got to. A save is
-    /// written to a temporary file and renamed, so a kill leaves the last one
-    /// whole.
-    #[arg(long, value_name = "DIR")]
-    checkpoint: Option<std::path::PathBuf>,
-    /// Seconds between saves with --checkpoint (default 60).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
-    checkpoint_every: f64,
-    /// Go on with the search saved in this directory (by --checkpoint): the
-    /// same verdict and, once complete, the same states as a search never
-    /// stopped. The check is the save's; give no policy or shape. Saves go on
-    /// into the same directory. A save of another build of tlbkit is refused.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["policy", "c", "checkpoint", "quick", "deep", "cpus", "mms", "pages", "asids", "ops", "mode", "memory", "menu", "teardown", "from", "script"])]
-    resume: Option<std::path::PathBuf>,
-    /// Exhaustive mode: the most memory the visited states may take (e.g.
-    /// 8G, 512M). A search about to pass it saves itself (in --checkpoint's
-    /// directory, or ./tlbkit-checkpoint) and stops with exit 2, saying how
-    /// to go on with more.
-    #[arg(long, value_name = "SIZE")]
-    max_memory: Option<String>,
+    #[command(flatten)]
+    save: SaveArgs,
     /// Exhaustive mode: run the search in rounds among Ray actors on the cluster
     /// at ADDRESS (empty: RAY_ADDRESS, else a new local cluster), through
     /// tlbkit's Python package (`pip install './python[ray]'`; $TLBKIT_PYTHON
@@ -174,6 +119,82 @@ pub struct CheckArgs {
     base: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     format: super::Format,
+}
+
+/// `tlbkit check`'s shape: the machine and the work the search explores.
+#[derive(Args)]
+struct ShapeArgs {
+    /// CPUs (one shape). Default: 2 for ASID allocators (the arm64 policies with
+    /// ASIDs), 3 for shootdown protocols (x86, arm64-noasid), so that the shape
+    /// reaches two ASID rollovers or three CPUs flushing (the report's `reached:`
+    /// line); a bug-zoo entry has its own smallest shape.
+    #[arg(long, allow_negative_numbers = true)]
+    cpus: Option<i64>,
+    /// Address spaces (processes) at the start. Default: 5 for ASID allocators, 3
+    /// for shootdown protocols (1 with --teardown).
+    #[arg(long)]
+    mms: Option<usize>,
+    /// Pages each address space maps, 1 to 4 (default 2, so that two flushes of
+    /// one address space can cover different pages at once; 1 with --teardown,
+    /// and 1 for the shape of tokens before t4).
+    #[arg(long)]
+    pages: Option<usize>,
+    /// The ASID space (arm64: a power of two); FreeBSD x86: the PCIDs per CPU (a
+    /// power of two, 0 and 1 being the kernel's); Linux x86: fixed at its 6 dynamic
+    /// PCID slots. Default: on arm64 the smallest power of two of at least CPUs +
+    /// 2 (4 for 2 CPUs), for FreeBSD x86 4 (its generations roll over), for Linux x86 6.
+    #[arg(long)]
+    asids: Option<u32>,
+    /// Kernel operations in all, shared out over the CPUs. Default: 12 for ASID
+    /// allocators, 9 for shootdown protocols (6 with --quick or --teardown).
+    #[arg(long)]
+    ops: Option<usize>,
+}
+
+/// `tlbkit check`'s search: its mode, how long, and its seed.
+#[derive(Args)]
+struct SearchArgs {
+    /// exhaustive (the default with --deep), random or pct (the default
+    /// otherwise: exhaustive search at the default shapes takes far longer than a
+    /// minute).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// Schedules for random and pct modes (one shape: default 300,000; 10,000 with
+    /// --quick; 100,000 for bug-zoo entries and --teardown); a cap on executions
+    /// for exhaustive mode (default none). Without a shape flag: the portfolio's
+    /// schedules in all, shared out in its proportions.
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Seed of the pct and random schedules, and of the portfolio's menus.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// `tlbkit check`'s saves of an exhaustive search, and its memory cap.
+#[derive(Args)]
+struct SaveArgs {
+    /// Exhaustive mode: save the search in this directory as it runs (every
+    /// --checkpoint-every seconds, on SIGINT or SIGTERM, and at the memory
+    /// cap), so that `--resume DIR` goes on from where it got to. A save is
+    /// written to a temporary file and renamed, so a kill leaves the last one
+    /// whole.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: Option<std::path::PathBuf>,
+    /// Seconds between saves with --checkpoint (default 60).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    checkpoint_every: f64,
+    /// Go on with the search saved in this directory (by --checkpoint): the
+    /// same verdict and, once complete, the same states as a search never
+    /// stopped. The check is the save's; give no policy or shape. Saves go on
+    /// into the same directory. A save of another build of tlbkit is refused.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["policy", "c", "checkpoint", "quick", "deep", "cpus", "mms", "pages", "asids", "ops", "mode", "memory", "menu", "teardown", "from", "script"])]
+    resume: Option<std::path::PathBuf>,
+    /// Exhaustive mode: the most memory the visited states may take (e.g.
+    /// 8G, 512M). A search about to pass it saves itself (in --checkpoint's
+    /// directory, or ./tlbkit-checkpoint) and stops with exit 2, saying how
+    /// to go on with more.
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
 }
 
 /// `tlbkit replay`'s flags.
@@ -204,7 +225,7 @@ enum MemoryArg {
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation).
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
-    if a.resume.is_some() || a.checkpoint.is_some() || a.max_memory.is_some() {
+    if a.save.resume.is_some() || a.save.checkpoint.is_some() || a.save.max_memory.is_some() {
         return check_saving(a);
     }
     if a.ray.is_some() {
@@ -361,21 +382,22 @@ fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
     let (format, verbose) = (a.format, a.verbose);
     let base = a.base.clone();
     let max_memory = a
+        .save
         .max_memory
         .as_deref()
         .map(|m| tlbkit_check::search::saved::parse_size(m).map_err(|e| CliError::from(format!("--max-memory: {e}"))))
         .transpose()?;
-    if !(a.checkpoint_every.is_finite() && a.checkpoint_every > 0.0) {
-        return Err(format!("--checkpoint-every {}: give seconds above 0", a.checkpoint_every).into());
+    if !(a.save.checkpoint_every.is_finite() && a.save.checkpoint_every > 0.0) {
+        return Err(format!("--checkpoint-every {}: give seconds above 0", a.save.checkpoint_every).into());
     }
-    let every = std::time::Duration::from_secs_f64(a.checkpoint_every);
-    let (spec, jobs, dir, resume) = match a.resume.clone() {
+    let every = std::time::Duration::from_secs_f64(a.save.checkpoint_every);
+    let (spec, jobs, dir, resume) = match a.save.resume.clone() {
         Some(dir) => {
             let spec = tlbkit_check::run::saved_spec(&dir)?;
             (spec, a.jobs, dir, true)
         }
         None => {
-            let dir = a.checkpoint.clone().unwrap_or_else(|| std::path::PathBuf::from("tlbkit-checkpoint"));
+            let dir = a.save.checkpoint.clone().unwrap_or_else(|| std::path::PathBuf::from("tlbkit-checkpoint"));
             let (spec, jobs) = one_exhaustive_shape(a, "--checkpoint and --max-memory save")?;
             (spec, jobs, dir, false)
         }
@@ -476,16 +498,17 @@ fn options(a: CheckArgs) -> Result<Options, CliError> {
         quick: a.quick,
         deep: a.deep,
         cpus: a
+            .shape
             .cpus
             .map(|c| usize::try_from(c).map_err(|_| CliError::from(tlbkit_check::spec::cpus_out_of_range(c))))
             .transpose()?,
-        mms: a.mms,
-        pages: a.pages,
-        asids: a.asids,
-        ops: a.ops,
-        mode: a.mode.map(|m| m.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()),
-        iterations: a.iterations,
-        seed: a.seed,
+        mms: a.shape.mms,
+        pages: a.shape.pages,
+        asids: a.shape.asids,
+        ops: a.shape.ops,
+        mode: a.search.mode.map(|m| m.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()),
+        iterations: a.search.iterations,
+        seed: a.search.seed,
         memory: a.memory.map(|m| m.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()),
         menu: a.menu,
         teardown: a.teardown,

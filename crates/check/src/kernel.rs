@@ -394,21 +394,6 @@ pub struct Machine {
     pub walks: Vec<SortedSet<(u16, u32, u32)>>,
     /// Per CPU: the translation root and the tag it runs with.
     pub roots: Vec<(Root, u16)>,
-    /// Per CPU: what it runs.
-    pub tasks: Vec<Task>,
-    /// Per CPU: the process whose address space it holds a reference on (the
-    /// scheduler's `active_mm`): the one it runs, or lazily the last one it ran.
-    /// An exited address space is released only when no CPU holds it.
-    pub active: Vec<Option<u32>>,
-    /// Per CPU: whether it is in user mode (between kernel operations).
-    pub user_mode: Vec<bool>,
-    /// Per CPU: whether it is in the middle of a context switch (its task is
-    /// the next one, its root and tag may still be the previous one's).
-    pub switching: Vec<bool>,
-    /// Per CPU in a context switch away from a process: that process. Its thread
-    /// is still alive until the switch completes (it is being switched out, not
-    /// exiting), so no exit of the process may start elsewhere meanwhile.
-    pub leaving: Vec<Option<u32>>,
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
     pub touched: Vec<bool>,
@@ -422,23 +407,6 @@ pub struct Machine {
     /// takes the lock for the one step that changes a PTE
     /// ([`crate::engine::Engine::pte_lock`]), waiting while this is another CPU.
     pub ptl_held: Vec<Option<u8>>,
-    /// Pages each address space maps.
-    pub pages: usize,
-    /// Whether user PTEs are global (the no-ASID baseline).
-    pub global_user: bool,
-    /// Whether every address space maps a contiguous block (`--teardown`).
-    pub contpte: bool,
-    /// Whether an invalidation by address also drops the cached walks of its
-    /// ASID: x86's `INVLPG` and `INVPCID` by address invalidate every
-    /// paging-structure-cache entry of the PCID, whatever the address (Intel SDM
-    /// vol. 3A, 4.10.4.1), where arm64's `TLBI VALE1` is leaf-only. Set for x86
-    /// policies; constant for a run.
-    pub va_drops_walks: bool,
-    /// Whether the policy reads each mm's `munmap_inprogress`
-    /// ([`Defer::WhileMmFlagged`]): only then do `munmap` and `madvise` keep
-    /// the flag, so that it adds no state for other policies. Constant for a
-    /// run.
-    pub reads_flag: bool,
     /// Per CPU: whether it is inside an interrupt handler (a mirror of the
     /// executor's CPU state, which the state hash already holds).
     pub in_irq: Vec<bool>,
@@ -466,12 +434,59 @@ pub struct Machine {
     /// cover at this CPU's next barrier that completes them
     /// ([`Machine::complete`]). See [`Pending`] for which wait and until when.
     pub pending: Vec<Vec<Pending>>,
+    /// Per CPU: what it runs, and where it is between kernel and user.
+    pub sched: CpuTasks,
+    /// What stays the same for a run.
+    pub consts: RunConstants,
     next_uid: u32,
     /// Per CPU: what its last speculative fill ([`Machine::fill_all`]) filled
     /// from, until an invalidation takes entries from it. A fill from the same
     /// root, tag and page table adds nothing, so it is skipped. Not part of
     /// the state: it only says what the TLB already holds.
     filled: Vec<Option<Filled>>,
+}
+
+/// Per CPU: what it runs and where it stands between user and kernel mode.
+#[derive(Clone, Debug, Default)]
+pub struct CpuTasks {
+    /// Per CPU: what it runs.
+    pub tasks: Vec<Task>,
+    /// Per CPU: the process whose address space it holds a reference on (the
+    /// scheduler's `active_mm`): the one it runs, or lazily the last one it ran.
+    /// An exited address space is released only when no CPU holds it.
+    pub active: Vec<Option<u32>>,
+    /// Per CPU: whether it is in user mode (between kernel operations).
+    pub user_mode: Vec<bool>,
+    /// Per CPU: whether it is in the middle of a context switch (its task is
+    /// the next one, its root and tag may still be the previous one's).
+    pub switching: Vec<bool>,
+    /// Per CPU in a context switch away from a process: that process. Its thread
+    /// is still alive until the switch completes (it is being switched out, not
+    /// exiting), so no exit of the process may start elsewhere meanwhile.
+    pub leaving: Vec<Option<u32>>,
+}
+
+/// The machine's settings for a run: its size and what the policy and the
+/// architecture make of it.
+#[derive(Clone, Debug, Default)]
+pub struct RunConstants {
+    /// Pages each address space maps.
+    pub pages: usize,
+    /// Whether user PTEs are global (the no-ASID baseline).
+    pub global_user: bool,
+    /// Whether every address space maps a contiguous block (`--teardown`).
+    pub contpte: bool,
+    /// Whether an invalidation by address also drops the cached walks of its
+    /// ASID: x86's `INVLPG` and `INVPCID` by address invalidate every
+    /// paging-structure-cache entry of the PCID, whatever the address (Intel SDM
+    /// vol. 3A, 4.10.4.1), where arm64's `TLBI VALE1` is leaf-only. Set for x86
+    /// policies; constant for a run.
+    pub va_drops_walks: bool,
+    /// Whether the policy reads each mm's `munmap_inprogress`
+    /// ([`Defer::WhileMmFlagged`]): only then do `munmap` and `madvise` keep
+    /// the flag, so that it adds no state for other policies. Constant for a
+    /// run.
+    pub reads_flag: bool,
 }
 
 /// An invalidation issued and not yet complete: until its issuing CPU executes
@@ -655,25 +670,23 @@ impl Machine {
             tlbs: vec![SortedSet::default(); cpus],
             walks: vec![SortedSet::default(); cpus],
             roots: vec![(Root::Reserved, 0); cpus],
-            tasks: vec![Task::Idle; cpus],
-            active: vec![None; cpus],
-            user_mode: vec![false; cpus],
-            switching: vec![false; cpus],
-            leaving: vec![None; cpus],
             touched: vec![false; mms + 1],
             mm_lock: vec![MmapLock::default(); mms + 1],
             ptl_held: vec![None; mms + 1],
-            pages,
-            global_user,
-            contpte,
-            va_drops_walks: false,
-            reads_flag: false,
             in_irq: vec![false; cpus],
             in_batch_flush: vec![false; cpus],
             deferred: vec![SortedSet::default(); cpus],
             lazy_offer: vec![None; cpus],
             lazy: Vec::new(),
             pending: vec![Vec::new(); cpus],
+            sched: CpuTasks {
+                tasks: vec![Task::Idle; cpus],
+                active: vec![None; cpus],
+                user_mode: vec![false; cpus],
+                switching: vec![false; cpus],
+                leaving: vec![None; cpus],
+            },
+            consts: RunConstants { pages, global_user, contpte, va_drops_walks: false, reads_flag: false },
             next_uid: 1,
             filled: vec![None; cpus],
         }
@@ -770,11 +783,12 @@ impl Machine {
         s.ptes = [None; MAX_PAGES];
         s.vers = [0; MAX_PAGES];
         s.detached = 0;
-        s.block = if self.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
+        s.block =
+            if self.consts.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
         s.written = 0;
         s.batched = 0;
         s.munmap_inprogress = false;
-        for p in 0..self.pages {
+        for p in 0..self.consts.pages {
             if !self.map(slot, p, cpu)? {
                 return Ok(false);
             }
@@ -997,7 +1011,7 @@ mod tests {
     fn an_invalidation_by_address_drops_the_cached_walks_of_its_asid_on_x86_only() {
         for x86 in [false, true] {
             let mut m = Machine::new(1, 1, 2, false, false);
-            m.va_drops_walks = x86;
+            m.consts.va_drops_walks = x86;
             m.fork(1, 0).unwrap();
             m.roots[0] = (Root::Mm(MmId(1)), 1);
             assert!(m.fill(&mut Vec::new()));

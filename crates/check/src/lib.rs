@@ -420,7 +420,7 @@ pub mod token;
 pub(crate) mod trace;
 
 pub use error::Error;
-pub use report::CheckReport;
+pub use report::{CheckReport, Explored};
 pub use run::{check, check_policy, check_with_progress, replay};
 pub use spec::{CheckSpec, Mode};
 

@@ -319,7 +319,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
 
     let m = core.machine();
     // The menu depends on every CPU's task and every slot's life.
-    let cur = m.tasks[cpu];
+    let cur = m.sched.tasks[cpu];
     let mut fresh_offered = false;
     for s in 1..m.spaces.len() as u32 {
         if m.spaces[s as usize].life != Life::Live || cur == Task::User(s) {
@@ -341,7 +341,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
             if sp.life != Life::Live {
                 continue;
             }
-            for p in 0..m.pages {
+            for p in 0..m.consts.pages {
                 if sp.ptes[p].is_some() {
                     ops.push(match core.shape().reclaim {
                         Reclaim::LinuxBatched => Op::Reclaim(r, p),
@@ -381,13 +381,13 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
         // number of operations: offering all of them cost 1.1 to 3.7 times the
         // states at the standard bounds and found nothing more
         // (`bench/2026-11-25-check-reclaim-unlocked.md`).
-        for p in 0..m.pages {
+        for p in 0..m.consts.pages {
             if space.ptes[p].is_some() || space.detached & (1 << p) == 0 {
                 ops.push(Op::Unmap(p));
             }
         }
     } else {
-        for p in 0..m.pages {
+        for p in 0..m.consts.pages {
             if space.ptes[p].is_some() {
                 ops.push(Op::Unmap(p));
                 // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
@@ -421,8 +421,8 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     if !in_flight {
         // The last thread exits only when no other CPU runs a thread of the
         // process or is still switching one out.
-        let elsewhere = |c: usize| c != cpu && (m.tasks[c] == Task::User(s) || m.leaving[c] == Some(s));
-        if !(0..m.tasks.len()).any(elsewhere) {
+        let elsewhere = |c: usize| c != cpu && (m.sched.tasks[c] == Task::User(s) || m.sched.leaving[c] == Some(s));
+        if !(0..m.sched.tasks.len()).any(elsewhere) {
             ops.push(Op::Exit);
         }
         push_forks(&m, &mut ops);
@@ -440,7 +440,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
 /// first) for one batch ([`Op::Reclaim2`]).
 fn push_reclaim_pairs(m: &Machine, ops: &mut Vec<Op>) {
     let live = |r: usize| m.spaces[r].life == Life::Live;
-    let mapped = |r: usize| (0..m.pages).filter(move |&p| m.spaces[r].ptes[p].is_some());
+    let mapped = |r: usize| (0..m.consts.pages).filter(move |&p| m.spaces[r].ptes[p].is_some());
     for r in (1..m.spaces.len()).filter(|&r| live(r)) {
         for t in (r + 1..m.spaces.len()).filter(|&t| live(t)) {
             for p in mapped(r) {
@@ -534,24 +534,23 @@ fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, user: bool, switching: 
     // What a CPU may use depends on its task as much as on its TLB.
     let mut m = core.machine_mut();
     // A switch starting: the process switched away from, if any, is being left.
-    if switching && !m.switching[cpu] {
-        m.leaving[cpu] = match m.tasks[cpu] {
+    if switching && !m.sched.switching[cpu] {
+        m.sched.leaving[cpu] = match m.sched.tasks[cpu] {
             Task::User(prev) if Task::User(prev) != task => Some(prev),
             _ => None,
         };
     } else if !switching {
-        m.leaving[cpu] = None;
+        m.sched.leaving[cpu] = None;
     }
     if let Task::User(s) = task {
-        m.active[cpu] = Some(s);
+        m.sched.active[cpu] = Some(s);
     }
-    m.tasks[cpu] = task;
-    m.user_mode[cpu] = user;
-    m.switching[cpu] = switching;
+    m.sched.tasks[cpu] = task;
+    m.sched.user_mode[cpu] = user;
+    m.sched.switching[cpu] = switching;
 }
 
 fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
-    let hw = core.hw(cpu);
     core.event_kind(cpu, 0xf_0000 ^ op.key(), Kind::Op, || match op {
         // The whole-range unmap stands for khugepaged's collapse there.
         Op::UnmapTable if core.shape().bug == Some(KernelBug::CollapseRangeFlush) => {
@@ -559,7 +558,7 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
         }
         _ => format!("op: {}", op.name()),
     });
-    let task = core.machine().tasks[cpu];
+    let task = core.machine().sched.tasks[cpu];
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
         return block::write(core, cpu, s, j);
@@ -577,87 +576,14 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
     }
     reap(core, p, cpu);
     match (op, task) {
-        (Op::Switch(s), _) => {
-            {
-                core.irq_disable(cpu);
-                core.machine_mut().touched[s as usize] = true;
-            }
-            set_task(core, cpu, Task::User(s), false, true);
-            // `__schedule`: after the next task is picked, before the switch.
-            if p.ticks() {
-                p.tick(&hw, Tick::Schedule);
-            }
-            p.switch_mm(&hw, MmId(s));
-            core.irq_enable(cpu);
-            core.pause();
-            switch_to(core, cpu);
-            set_task(core, cpu, Task::User(s), true, false);
-        }
+        (Op::Switch(s), _) => switch(core, p, cpu, s),
         (Op::Idle, _) => switch_idle(core, p, cpu),
-        (Op::Tick, _) => {
-            // The timer interrupt: judged as an IPI handler is (flushes that
-            // return meanwhile are judged for this CPU when it returns), since
-            // it cannot run anything else before.
-            {
-                core.irq_disable(cpu);
-                core.machine_mut().in_irq[cpu] = true;
-            }
-            p.tick(&hw, Tick::Timer);
-            let judged = {
-                core.irq_enable(cpu);
-                let mut m = core.machine_mut();
-                m.in_irq[cpu] = false;
-                m.judge_after_irq(cpu)
-            };
-            if let Err(v) = judged {
-                core.violated(v);
-            }
-            end_op(core, cpu);
-        }
+        (Op::Tick, _) => timer_tick(core, p, cpu),
         (Op::Unmap(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Munmap),
         (Op::Reclaim(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::Reclaim),
         (Op::PageOut(s, pg), _) => zap_page(core, p, cpu, s, pg, Zap::PageOut),
         (Op::Reclaim2(s, pg, t, qg), _) => reclaim_pair(core, p, cpu, [(s, pg), (t, qg)]),
-        (Op::Map(pg), Task::User(s)) => {
-            // Linux faults under the read side (the PTE lock makes the change);
-            // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
-            let side = side(core, LockSide::Read);
-            lock_mm(core, cpu, s, side);
-            if core.shape().linux {
-                core.pte_lock(s);
-            }
-            // As Linux rechecks `pte_none` under the page-table lock: another
-            // thread's fault may have mapped the page while this one slept.
-            let (mapped, detached) = {
-                let m = core.machine();
-                let sp = &m.spaces[s as usize];
-                (sp.ptes[pg].is_some(), sp.detached & (1 << pg) != 0)
-            };
-            if mapped || detached {
-                core.event(cpu, 0x10_0002 + detached as u64, || {
-                    if detached {
-                        "a munmap removed the page's VMA meanwhile: the fault fails".to_string()
-                    } else {
-                        "the page is mapped already: the fault is done".to_string()
-                    }
-                });
-                unlock_mm(core, cpu, s, side);
-                return back_to_user(core, cpu, s);
-            }
-            let r = core.machine_mut().map(s, pg, cpu);
-            match r {
-                Err(v) => core.violated(v),
-                Ok(ok) => core.event_kind(cpu, 0x10_0000 + ok as u64, Kind::PageTable, || {
-                    if ok {
-                        format!("PTE of {:#x} in mm{s} set", va_of(pg))
-                    } else {
-                        "no free frame: the fault fails".to_string()
-                    }
-                }),
-            }
-            unlock_mm(core, cpu, s, side);
-            back_to_user(core, cpu, s);
-        }
+        (Op::Map(pg), Task::User(s)) => fault(core, cpu, s, pg),
         (Op::Madvise(pg), Task::User(s)) => zap_page(core, p, cpu, s, pg, Zap::Madvise),
         (Op::Cow(pg), Task::User(s)) => replace_page(core, p, cpu, s, pg, Replace::Cow),
         (Op::Migrate(s, pg), _) => replace_page(core, p, cpu, s, pg, Replace::Migrate),
@@ -683,25 +609,113 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
             back_to_user(core, cpu, s);
         }
         (Op::Exit, Task::User(s)) => exit(core, p, cpu, s),
-        (Op::Fork(s), _) => {
-            p.mm_init(MmId(s));
-            core.pause();
-            let r = core.machine_mut().fork(s, cpu);
-            match r {
-                Err(v) => core.violated(v),
-                Ok(ok) => core.event_kind(cpu, 0x11_0000 + ok as u64, Kind::PageTable, || {
-                    if ok {
-                        format!("mm{s} created with its pages mapped")
-                    } else {
-                        format!("mm{s} created; frames ran out before all its pages were mapped")
-                    }
-                }),
-            }
-            if let Task::User(r) = task {
-                back_to_user(core, cpu, r);
-            }
-        }
+        (Op::Fork(s), _) => fork(core, p, cpu, s, task),
         (op, task) => unreachable!("{op:?} offered to a CPU running {task:?}"),
+    }
+}
+
+/// A context switch to user thread `s` (`__schedule`, then `switch_mm`).
+fn switch<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
+    let hw = core.hw(cpu);
+    {
+        core.irq_disable(cpu);
+        core.machine_mut().touched[s as usize] = true;
+    }
+    set_task(core, cpu, Task::User(s), false, true);
+    // `__schedule`: after the next task is picked, before the switch.
+    if p.ticks() {
+        p.tick(&hw, Tick::Schedule);
+    }
+    p.switch_mm(&hw, MmId(s));
+    core.irq_enable(cpu);
+    core.pause();
+    switch_to(core, cpu);
+    set_task(core, cpu, Task::User(s), true, false);
+}
+
+/// The timer interrupt's tick.
+fn timer_tick<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
+    let hw = core.hw(cpu);
+    // The timer interrupt: judged as an IPI handler is (flushes that
+    // return meanwhile are judged for this CPU when it returns), since
+    // it cannot run anything else before.
+    {
+        core.irq_disable(cpu);
+        core.machine_mut().in_irq[cpu] = true;
+    }
+    p.tick(&hw, Tick::Timer);
+    let judged = {
+        core.irq_enable(cpu);
+        let mut m = core.machine_mut();
+        m.in_irq[cpu] = false;
+        m.judge_after_irq(cpu)
+    };
+    if let Err(v) = judged {
+        core.violated(v);
+    }
+    end_op(core, cpu);
+}
+
+/// A page fault of user thread `s` on page `pg`, which maps it.
+fn fault<E: Engine>(core: &E, cpu: usize, s: u32, pg: usize) {
+    // Linux faults under the read side (the PTE lock makes the change);
+    // FreeBSD's `pmap_enter` under `PMAP_LOCK`.
+    let side = side(core, LockSide::Read);
+    lock_mm(core, cpu, s, side);
+    if core.shape().linux {
+        core.pte_lock(s);
+    }
+    // As Linux rechecks `pte_none` under the page-table lock: another
+    // thread's fault may have mapped the page while this one slept.
+    let (mapped, detached) = {
+        let m = core.machine();
+        let sp = &m.spaces[s as usize];
+        (sp.ptes[pg].is_some(), sp.detached & (1 << pg) != 0)
+    };
+    if mapped || detached {
+        core.event(cpu, 0x10_0002 + detached as u64, || {
+            if detached {
+                "a munmap removed the page's VMA meanwhile: the fault fails".to_string()
+            } else {
+                "the page is mapped already: the fault is done".to_string()
+            }
+        });
+        unlock_mm(core, cpu, s, side);
+        return back_to_user(core, cpu, s);
+    }
+    let r = core.machine_mut().map(s, pg, cpu);
+    match r {
+        Err(v) => core.violated(v),
+        Ok(ok) => core.event_kind(cpu, 0x10_0000 + ok as u64, Kind::PageTable, || {
+            if ok {
+                format!("PTE of {:#x} in mm{s} set", va_of(pg))
+            } else {
+                "no free frame: the fault fails".to_string()
+            }
+        }),
+    }
+    unlock_mm(core, cpu, s, side);
+    back_to_user(core, cpu, s);
+}
+
+/// Creates process `s` by a fork, its pages mapped, then returns to the
+/// user thread `task` ran, if it ran one.
+fn fork<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, task: Task) {
+    p.mm_init(MmId(s));
+    core.pause();
+    let r = core.machine_mut().fork(s, cpu);
+    match r {
+        Err(v) => core.violated(v),
+        Ok(ok) => core.event_kind(cpu, 0x11_0000 + ok as u64, Kind::PageTable, || {
+            if ok {
+                format!("mm{s} created with its pages mapped")
+            } else {
+                format!("mm{s} created; frames ran out before all its pages were mapped")
+            }
+        }),
+    }
+    if let Task::User(r) = task {
+        back_to_user(core, cpu, r);
     }
 }
 
@@ -787,7 +801,7 @@ fn discharge<E: Engine>(core: &E, cpu: usize, ids: &[usize], flush: &'static str
 /// Ends an operation that kept the CPU's task: back to user mode if it runs a
 /// process.
 fn end_op<E: Engine>(core: &E, cpu: usize) {
-    let task = core.machine().tasks[cpu];
+    let task = core.machine().sched.tasks[cpu];
     match task {
         Task::User(s) => back_to_user(core, cpu, s),
         Task::Idle => {
@@ -801,5 +815,5 @@ fn end_op<E: Engine>(core: &E, cpu: usize) {
 /// and the frames to free once they are discharged.
 fn clear_all<E: Engine>(core: &E, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
     let mut m = core.machine_mut();
-    (0..m.pages).filter_map(|pg| m.clear_pte(s, pg, change, cpu)).unzip()
+    (0..m.consts.pages).filter_map(|pg| m.clear_pte(s, pg, change, cpu)).unzip()
 }

@@ -42,31 +42,11 @@ pub struct Counterexample {
     pub view: Vec<Step>,
 }
 
-/// What a check found.
-#[derive(Clone, Debug, Serialize)]
-pub struct CheckReport {
-    /// The policy.
-    pub policy: String,
-    /// CPUs, address spaces, ASIDs, operations.
-    pub cpus: usize,
-    /// Address spaces.
-    pub mms: usize,
-    /// Pages per address space.
-    pub pages: usize,
-    /// ASIDs.
-    pub asids: u32,
-    /// Operations.
-    pub ops: usize,
-    /// Memory model.
-    pub memory: &'static str,
-    /// The kinds of kernel operation offered.
-    pub menu: String,
-    /// The contiguous block's exit teardown, if the machine has one.
-    pub teardown: Option<&'static str>,
-    /// Search mode (`replay` for a replay).
-    pub mode: &'static str,
-    /// The properties checked.
-    pub properties: Vec<&'static str>,
+/// How much a check explored: its executions, states and longest execution,
+/// and the most of the policy's rollovers and initiators one execution
+/// reached. In JSON these are fields of the report itself.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Explored {
     /// Executions run.
     pub executions: u64,
     /// Distinct states reached (exhaustive mode).
@@ -96,6 +76,36 @@ pub struct CheckReport {
     /// The most CPUs that started a cross-CPU invalidation (an IPI or a
     /// broadcast TLBI) in one execution.
     pub initiators: u32,
+}
+
+/// What a check found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// The policy.
+    pub policy: String,
+    /// CPUs, address spaces, ASIDs, operations.
+    pub cpus: usize,
+    /// Address spaces.
+    pub mms: usize,
+    /// Pages per address space.
+    pub pages: usize,
+    /// ASIDs.
+    pub asids: u32,
+    /// Operations.
+    pub ops: usize,
+    /// Memory model.
+    pub memory: &'static str,
+    /// The kinds of kernel operation offered.
+    pub menu: String,
+    /// The contiguous block's exit teardown, if the machine has one.
+    pub teardown: Option<&'static str>,
+    /// Search mode (`replay` for a replay).
+    pub mode: &'static str,
+    /// The properties checked.
+    pub properties: Vec<&'static str>,
+    /// How much the search explored.
+    #[serde(flatten)]
+    pub explored: Explored,
     /// The counterexample, if one was found.
     pub counterexample: Option<Counterexample>,
     /// A default run's shapes ([`crate::portfolio`]), in the order they run
@@ -275,15 +285,17 @@ pub(crate) fn report(
             .chain(C_PROPERTIES.iter().filter(|_| spec.policy.starts_with(tlbkit_registry::C_PREFIX)))
             .copied()
             .collect(),
-        executions: stats.executions,
-        states: stats.states,
-        pruned: stats.pruned,
-        collisions_expected: (mode == "exhaustive").then(|| crate::search::expected_collisions(stats.states)),
-        max_steps: stats.max_steps,
-        complete: stats.complete,
-        workers: 1,
-        rollovers: reached.rollovers,
-        initiators: reached.initiators,
+        explored: Explored {
+            executions: stats.executions,
+            states: stats.states,
+            pruned: stats.pruned,
+            collisions_expected: (mode == "exhaustive").then(|| crate::search::expected_collisions(stats.states)),
+            max_steps: stats.max_steps,
+            complete: stats.complete,
+            workers: 1,
+            rollovers: reached.rollovers,
+            initiators: reached.initiators,
+        },
         counterexample,
         portfolio: Vec::new(),
         after: None,
@@ -513,19 +525,71 @@ fn step_list(v: &[String]) -> String {
 fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
     let nums = step_numbers(events);
     let c = v.cpu;
-    let on_c = format!("on cpu{c}:");
-    // The CPU's translation root before event `end`: the last root write it made.
-    let root_before = |end: usize| {
-        events[..end].iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).map(|(i, e)| {
-            let r = e.text.trim_start_matches("write root: ");
-            (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
-        })
-    };
-    let root = root_before(events.len());
+    let root = root_before(events, &nums, c, events.len());
     let by = match &root {
         Some((n, r)) => format!("by:    cpu{c}, running {r} (root written at step {n})"),
         None => format!("by:    cpu{c}, on the root it booted with"),
     };
+    let rollovers = rollovers(events, &nums);
+    if let Some(walk) = walk_of(&v.detail) {
+        let why = walk_why(v, events, &nums, walk, &rollovers);
+        return vec![format!("used:  {walk}, cached by cpu{c}"), by, why];
+    }
+    let Some(entry) = entry_of(&v.detail) else {
+        // Not about a cached translation: what happened, where, and the property.
+        let last = events.iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Op);
+        let used = match last {
+            Some((i, e)) => format!("used:  cpu{c} in {} (step {})", e.text.trim_start_matches("op: "), nums[i]),
+            None => format!("used:  cpu{c}"),
+        };
+        return vec![used, by, format!("why:   {}: {}{rollovers}", v.property, v.detail)];
+    };
+    let on_c = format!("on cpu{c}:");
+    let fill = events
+        .iter()
+        .enumerate()
+        .rfind(|(_, e)| matches!(&e.kind, Kind::Fill(d) if d == entry) && e.text.contains(&on_c))
+        .map(|(i, _)| i);
+    let used = match fill.map(|i| (i, root_before(events, &nums, c, i))) {
+        Some((i, Some((n, r)))) => {
+            format!("used:  {entry}, cached by cpu{c} at step {} under root {r} (written at step {n})", nums[i])
+        }
+        Some((i, None)) => format!("used:  {entry}, cached by cpu{c} at step {}", nums[i]),
+        None => format!("used:  {entry}"),
+    };
+    let invals = missed_invalidations(events, &nums, c, fill.unwrap_or(0));
+    let why = match v.property {
+        "no_asid_alias" => {
+            let asid = root
+                .as_ref()
+                .and_then(|(_, r)| r.split("asid ").nth(1))
+                .map(|a| a.split(',').next().unwrap_or(a).to_string());
+            let asid = asid.map_or("its ASID".to_string(), |a| format!("asid {a}"));
+            let to = root.as_ref().map_or("this address space".to_string(), |(n, r)| {
+                format!("{} at step {n}", r.split(',').next().unwrap_or(r))
+            });
+            format!(
+                "why:   {asid} was handed to {to} while cpu{c} still held another address space's translation \
+                 under it: {invals}{rollovers}"
+            )
+        }
+        _ => removal_why(events, &nums, entry, root.as_ref(), &invals, &rollovers),
+    };
+    vec![used, by, why]
+}
+
+/// CPU `c`'s translation root before event `end`, from the last root write
+/// it made: (its step, the root).
+fn root_before(events: &[Event], nums: &[usize], c: usize, end: usize) -> Option<(usize, String)> {
+    events[..end].iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Root).map(|(i, e)| {
+        let r = e.text.trim_start_matches("write root: ");
+        (nums[i], r.split(", flushing").next().unwrap_or(r).to_string())
+    })
+}
+
+/// The ASID rollovers of the execution as the end of a "why" line (empty
+/// when there were none).
+fn rollovers(events: &[Event], nums: &[usize]) -> String {
     let rollovers: Vec<String> = events
         .iter()
         .enumerate()
@@ -544,7 +608,7 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
         .into_iter()
         .map(|(g, k)| if k == 1 { g } else { format!("{}, {k} times)", g.trim_end_matches(')')) })
         .collect();
-    let rollovers = if rollovers.is_empty() {
+    if rollovers.is_empty() {
         String::new()
     } else {
         format!(
@@ -553,66 +617,50 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
             if grouped.len() == 1 { "" } else { "s" },
             step_list(&grouped)
         )
-    };
-    if let Some(walk) = walk_of(&v.detail) {
-        // A cached walk through a freed page-table page: the unhooking it outlived.
-        let frame = walk.split(" of ").next().and_then(|w| w.rsplit_once('(')).map_or("", |(_, f)| f);
-        let unhooked = events
-            .iter()
-            .enumerate()
-            .rfind(|(_, e)| e.kind == Kind::PageTable && !frame.is_empty() && e.text.contains(&format!("({frame}")));
-        let why = match unhooked {
-            Some((at, by_cpu)) => {
-                let invals: Vec<String> = events[at..]
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
-                    .map(|(i, _)| nums[at + i].to_string())
-                    .collect();
-                let flush = events[at..]
-                    .iter()
-                    .enumerate()
-                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by_cpu.cpu)
-                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
-                    .unwrap_or_default();
-                let reached = if invals.is_empty() {
-                    format!("no invalidation reached cpu{c} after it")
-                } else {
-                    format!(
-                        "the invalidations that reached cpu{c} after it (steps {}) kept the walk",
-                        step_list(&invals)
-                    )
-                };
-                format!("why:   {} at step {}{flush}: {reached}{rollovers}", by_cpu.text, nums[at])
-            }
-            None => format!("why:   {}: {}{rollovers}", v.property, v.detail),
-        };
-        return vec![format!("used:  {walk}, cached by cpu{c}"), by, why];
     }
-    let Some(entry) = entry_of(&v.detail) else {
-        // Not about a cached translation: what happened, where, and the property.
-        let last = events.iter().enumerate().rfind(|(_, e)| e.cpu == Some(c) && e.kind == Kind::Op);
-        let used = match last {
-            Some((i, e)) => format!("used:  cpu{c} in {} (step {})", e.text.trim_start_matches("op: "), nums[i]),
-            None => format!("used:  cpu{c}"),
-        };
-        return vec![used, by, format!("why:   {}: {}{rollovers}", v.property, v.detail)];
-    };
-    let fill = events
+}
+
+/// The "why" line of a cached walk through a freed page-table page: the
+/// unhooking it outlived, and the invalidations that reached the CPU after.
+fn walk_why(v: &Violation, events: &[Event], nums: &[usize], walk: &str, rollovers: &str) -> String {
+    let c = v.cpu;
+    let frame = walk.split(" of ").next().and_then(|w| w.rsplit_once('(')).map_or("", |(_, f)| f);
+    let unhooked = events
         .iter()
         .enumerate()
-        .rfind(|(_, e)| matches!(&e.kind, Kind::Fill(d) if d == entry) && e.text.contains(&on_c))
-        .map(|(i, _)| i);
-    let used = match fill.map(|i| (i, root_before(i))) {
-        Some((i, Some((n, r)))) => {
-            format!("used:  {entry}, cached by cpu{c} at step {} under root {r} (written at step {n})", nums[i])
-        }
-        Some((i, None)) => format!("used:  {entry}, cached by cpu{c} at step {}", nums[i]),
-        None => format!("used:  {entry}"),
+        .rfind(|(_, e)| e.kind == Kind::PageTable && !frame.is_empty() && e.text.contains(&format!("({frame}")));
+    let Some((at, by_cpu)) = unhooked else {
+        return format!("why:   {}: {}{rollovers}", v.property, v.detail);
     };
-    let from = fill.unwrap_or(0);
-    // Invalidations that reached the CPU after it cached the entry (all missed it),
-    // and those issued for it that were still waiting for their CPU's barrier.
+    let invals: Vec<String> = events[at..]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)")))
+        .map(|(i, _)| nums[at + i].to_string())
+        .collect();
+    let flush = flush_after(events, nums, at, by_cpu.cpu).unwrap_or_default();
+    let reached = if invals.is_empty() {
+        format!("no invalidation reached cpu{c} after it")
+    } else {
+        format!("the invalidations that reached cpu{c} after it (steps {}) kept the walk", step_list(&invals))
+    };
+    format!("why:   {} at step {}{flush}: {reached}{rollovers}", by_cpu.text, nums[at])
+}
+
+/// The first flush that completed on `cpu` from event `at` on, as the end of
+/// a sentence: ", <flush> at step N".
+fn flush_after(events: &[Event], nums: &[usize], at: usize, cpu: Option<usize>) -> Option<String> {
+    events[at..]
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == cpu)
+        .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
+}
+
+/// What became of the invalidations after CPU `c` cached the entry at event
+/// `from`: those that reached it (all missed it), and those issued for it
+/// that were still waiting for their CPU's barrier.
+fn missed_invalidations(events: &[Event], nums: &[usize], c: usize, from: usize) -> String {
     let covering = |e: &Event| e.kind == Kind::Invalidate && (e.cpu == Some(c) || e.text.contains("(broadcast)"));
     let steps_of = |waiting: bool| -> Vec<String> {
         events[from..]
@@ -636,7 +684,7 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
             if d.len() == 1 { "s" } else { "" }
         )
     };
-    let invals = if invals.is_empty() {
+    if invals.is_empty() {
         format!("no invalidation reached cpu{c} after it cached the entry{waiting}")
     } else {
         let mut d = invals.clone();
@@ -646,52 +694,37 @@ fn summary(v: &Violation, events: &[Event]) -> Vec<String> {
             if d.len() == 1 { "" } else { "s" },
             step_list(&d)
         )
-    };
-    let why = match v.property {
-        "no_asid_alias" => {
-            let asid = root
-                .as_ref()
-                .and_then(|(_, r)| r.split("asid ").nth(1))
-                .map(|a| a.split(',').next().unwrap_or(a).to_string());
-            let asid = asid.map_or("its ASID".to_string(), |a| format!("asid {a}"));
-            let to = root.as_ref().map_or("this address space".to_string(), |(n, r)| {
-                format!("{} at step {n}", r.split(',').next().unwrap_or(r))
-            });
-            format!(
-                "why:   {asid} was handed to {to} while cpu{c} still held another address space's translation \
-                 under it: {invals}{rollovers}"
-            )
-        }
-        _ => {
-            // The removal whose flush should have taken the entry away: the last
-            // change of that page in the address space the CPU runs, and the flush
-            // that followed it on the CPU that made it.
-            let va = entry.split_whitespace().find(|w| w.starts_with("0x")).unwrap_or("");
-            let mm = root.as_ref().map(|(_, r)| format!(" in {}", r.split(',').next().unwrap_or(r)));
-            let changed = events.iter().enumerate().rev().find(|(_, e)| {
-                e.kind == Kind::PageTable
-                    && !e.drain
-                    && !e.text.starts_with(DRAINS)
-                    && !va.is_empty()
-                    && e.text.contains(va)
-                    && mm.as_ref().is_none_or(|m| e.text.contains(m.as_str()))
-            });
-            let change = changed.map(|(i, e)| format!("{} at step {}", e.text, nums[i]));
-            let flush = changed.and_then(|(at, by)| {
-                events[at..]
-                    .iter()
-                    .enumerate()
-                    .find(|(_, e)| e.kind == Kind::FlushDone && e.cpu == by.cpu)
-                    .map(|(i, e)| format!(", {} at step {}", e.text.split(':').next().unwrap_or(""), nums[at + i]))
-            });
-            format!(
-                "why:   {}{}: {invals}{rollovers}",
-                change.unwrap_or_else(|| "its translation was removed".to_string()),
-                flush.unwrap_or_default()
-            )
-        }
-    };
-    vec![used, by, why]
+    }
+}
+
+/// The "why" line of a stale entry: the removal whose flush should have
+/// taken it away (the last change of its page in the address space the CPU
+/// runs) and the flush that followed it on the CPU that made it.
+fn removal_why(
+    events: &[Event],
+    nums: &[usize],
+    entry: &str,
+    root: Option<&(usize, String)>,
+    invals: &str,
+    rollovers: &str,
+) -> String {
+    let va = entry.split_whitespace().find(|w| w.starts_with("0x")).unwrap_or("");
+    let mm = root.map(|(_, r)| format!(" in {}", r.split(',').next().unwrap_or(r)));
+    let changed = events.iter().enumerate().rev().find(|(_, e)| {
+        e.kind == Kind::PageTable
+            && !e.drain
+            && !e.text.starts_with(DRAINS)
+            && !va.is_empty()
+            && e.text.contains(va)
+            && mm.as_ref().is_none_or(|m| e.text.contains(m.as_str()))
+    });
+    let change = changed.map(|(i, e)| format!("{} at step {}", e.text, nums[i]));
+    let flush = changed.and_then(|(at, by)| flush_after(events, nums, at, by.cpu));
+    format!(
+        "why:   {}{}: {invals}{rollovers}",
+        change.unwrap_or_else(|| "its translation was removed".to_string()),
+        flush.unwrap_or_default()
+    )
 }
 
 impl CheckReport {
@@ -721,6 +754,37 @@ impl CheckReport {
             self.mode
         );
         let found = self.portfolio.iter().position(|r| r.found);
+        self.write_shapes(&mut s, &shape, found);
+        if let Some(t) = self.teardown {
+            let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
+        }
+        if let Some(a) = &self.after {
+            let _ = writeln!(s, "after: the {} operations of {} (searched: what can follow them)", a.ops, a.token);
+        }
+        let _ = writeln!(s, "properties: {}", self.properties.join(", "));
+        self.write_explored(&mut s, found);
+        if self.mode != "replay" {
+            let _ = writeln!(
+                s,
+                "reached: {} ASID rollover(s), {} CPU(s) starting cross-CPU invalidations (the most in one execution)",
+                self.explored.rollovers, self.explored.initiators
+            );
+            // What a clean verdict covers: a violation speaks for itself.
+            if !self.hooks.is_empty() && self.counterexample.is_none() {
+                let _ = writeln!(s, "{}", crate::hooks::line(&self.hooks));
+                for c in &self.code {
+                    s.push_str(&c.lines());
+                }
+            }
+        }
+        self.write_result(&mut s, verbose);
+        self.write_violations(&mut s);
+        s
+    }
+
+    /// The shape checked, or the portfolio of shapes and the one that found
+    /// the violation.
+    fn write_shapes(&self, s: &mut String, shape: &str, found: Option<usize>) {
         if self.portfolio.is_empty() {
             let _ = writeln!(s, "check {}: {shape}", self.policy);
         } else {
@@ -765,25 +829,22 @@ impl CheckReport {
                 let _ = writeln!(s, "found by shape {}: {shape}", i + 1);
             }
         }
-        if let Some(t) = self.teardown {
-            let _ = writeln!(s, "contpte: a 64 KB contiguous block per address space, torn down at exit by {t}");
-        }
-        if let Some(a) = &self.after {
-            let _ = writeln!(s, "after: the {} operations of {} (searched: what can follow them)", a.ops, a.token);
-        }
-        let _ = writeln!(s, "properties: {}", self.properties.join(", "));
+    }
+
+    /// How much was explored.
+    fn write_explored(&self, s: &mut String, found: Option<usize>) {
         if self.mode == "exhaustive" {
             let _ = writeln!(
                 s,
                 "explored: {} states, {} executions ({} cut at a state seen before), longest {}{}{}",
-                self.states,
-                self.executions,
-                self.pruned,
-                steps(self.max_steps),
-                if self.complete { ", complete" } else { ", stopped early" },
-                if self.workers > 1 { format!(" ({} workers)", self.workers) } else { String::new() }
+                self.explored.states,
+                self.explored.executions,
+                self.explored.pruned,
+                steps(self.explored.max_steps),
+                if self.explored.complete { ", complete" } else { ", stopped early" },
+                if self.explored.workers > 1 { format!(" ({} workers)", self.explored.workers) } else { String::new() }
             );
-            if let Some(c) = self.collisions_expected.filter(|&c| c >= 1e-3) {
+            if let Some(c) = self.explored.collisions_expected.filter(|&c| c >= 1e-3) {
                 let _ = writeln!(
                     s,
                     "fingerprints: {c:.3} pairs of states expected taken for one (hashes alike in the {} bits kept)",
@@ -794,29 +855,19 @@ impl CheckReport {
             let _ = writeln!(
                 s,
                 "explored: {} schedules{}, longest {}",
-                self.executions,
+                self.explored.executions,
                 match found {
                     None if !self.portfolio.is_empty() => " over every shape",
                     Some(_) => " of that shape",
                     None => "",
                 },
-                steps(self.max_steps)
+                steps(self.explored.max_steps)
             );
         }
-        if self.mode != "replay" {
-            let _ = writeln!(
-                s,
-                "reached: {} ASID rollover(s), {} CPU(s) starting cross-CPU invalidations (the most in one execution)",
-                self.rollovers, self.initiators
-            );
-            // What a clean verdict covers: a violation speaks for itself.
-            if !self.hooks.is_empty() && self.counterexample.is_none() {
-                let _ = writeln!(s, "{}", crate::hooks::line(&self.hooks));
-                for c in &self.code {
-                    s.push_str(&c.lines());
-                }
-            }
-        }
+    }
+
+    /// The verdict, and a violation's counterexample and replay command.
+    fn write_result(&self, s: &mut String, verbose: bool) {
         match &self.counterexample {
             None => match self.code.iter().find(|c| c.change_unreached()) {
                 Some(c) => {
@@ -853,31 +904,35 @@ impl CheckReport {
                 let _ = writeln!(s, "replay: tlbkit replay {}", cx.token);
             }
         }
-        if !self.violations.is_empty() {
-            let total: u64 = self.violations.iter().map(|f| f.executions).sum();
+    }
+
+    /// Every class of violation found, each with its replay command.
+    fn write_violations(&self, s: &mut String) {
+        if self.violations.is_empty() {
+            return;
+        }
+        let total: u64 = self.violations.iter().map(|f| f.executions).sum();
+        let _ = writeln!(
+            s,
+            "all violations: {} class{}, {total} violating execution{} (each class's first, shrunk; the first is above)",
+            self.violations.len(),
+            if self.violations.len() == 1 { "" } else { "es" },
+            if total == 1 { "" } else { "s" },
+        );
+        for (i, f) in self.violations.iter().enumerate() {
+            let cx = &f.counterexample;
             let _ = writeln!(
                 s,
-                "all violations: {} class{}, {total} violating execution{} (each class's first, shrunk; the first is above)",
-                self.violations.len(),
-                if self.violations.len() == 1 { "" } else { "es" },
-                if total == 1 { "" } else { "s" },
+                "  {}. {} on cpu{} ({} execution{}): {}",
+                i + 1,
+                cx.property,
+                cx.cpu,
+                f.executions,
+                if f.executions == 1 { "" } else { "s" },
+                cx.detail
             );
-            for (i, f) in self.violations.iter().enumerate() {
-                let cx = &f.counterexample;
-                let _ = writeln!(
-                    s,
-                    "  {}. {} on cpu{} ({} execution{}): {}",
-                    i + 1,
-                    cx.property,
-                    cx.cpu,
-                    f.executions,
-                    if f.executions == 1 { "" } else { "s" },
-                    cx.detail
-                );
-                let _ = writeln!(s, "     replay: tlbkit replay {}", cx.token);
-            }
+            let _ = writeln!(s, "     replay: tlbkit replay {}", cx.token);
         }
-        s
     }
 }
 

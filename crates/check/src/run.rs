@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::exec;
 use crate::hooks::{Counted, Tally};
 use crate::portfolio::Portfolio;
-use crate::report::{counterexample, report, CheckReport, Counterexample, Reached, ShapeRun};
+use crate::report::{counterexample, report, CheckReport, Counterexample, Explored, Reached, ShapeRun};
 use crate::search::{self, Chooser, Randomised, Replay, Stats};
 use crate::shape::Shape;
 use crate::spec::{shape, validate_build, with_spec_policy, zoo_bug, CheckSpec, Mode};
@@ -145,8 +145,8 @@ pub fn check_portfolio_violations(
             continue;
         }
         let mut r = check_violations(spec, how, &mut |n| progress(done + n))?;
-        done += r.executions;
-        runs.push(ShapeRun::of(spec, r.executions, r.counterexample.is_some()));
+        done += r.explored.executions;
+        runs.push(ShapeRun::of(spec, r.explored.executions, r.counterexample.is_some()));
         for f in std::mem::take(&mut r.violations) {
             match classes.iter_mut().find(|c| c.class == f.class) {
                 Some(c) => c.executions += f.executions,
@@ -163,11 +163,14 @@ pub fn check_portfolio_violations(
             None => r,
             Some(a) => CheckReport {
                 hooks: crate::hooks::sum(&a.hooks, &r.hooks),
-                executions: a.executions + r.executions,
-                max_steps: a.max_steps.max(r.max_steps),
-                complete: a.complete && r.complete,
-                rollovers: a.rollovers.max(r.rollovers),
-                initiators: a.initiators.max(r.initiators),
+                explored: Explored {
+                    executions: a.explored.executions + r.explored.executions,
+                    max_steps: a.explored.max_steps.max(r.explored.max_steps),
+                    complete: a.explored.complete && r.explored.complete,
+                    rollovers: a.explored.rollovers.max(r.explored.rollovers),
+                    initiators: a.explored.initiators.max(r.explored.initiators),
+                    ..a.explored
+                },
                 ..a
             },
         });
@@ -332,7 +335,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     }
     let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
     let mut r = report(spec, spec.mode.name(), stats, reached, counterexample);
-    r.workers = jobs;
+    r.explored.workers = jobs;
     r.hooks = tally.counts(spec.menu);
     Ok(r)
 }
@@ -509,7 +512,7 @@ pub mod rounds {
         }
         let reached = Reached { rollovers: c[1] as u32, initiators: c[2] as u32 };
         let mut r = report(spec, spec.mode.name(), stats, reached, None);
-        r.workers = workers;
+        r.explored.workers = workers;
         Ok(r)
     }
 }

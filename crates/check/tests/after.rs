@@ -55,7 +55,7 @@ fn a_search_after_a_script_starts_where_the_script_leaves_the_machine() {
     // --from the script's token searches the same.
     let from = run(&Options { from: Some(after.token.clone()), ..freebsd(5) });
     assert_eq!(from.counterexample.map(|c| c.token), Some(cx.token));
-    assert_eq!((from.executions, from.states), (r.executions, r.states));
+    assert_eq!((from.explored.executions, from.explored.states), (r.explored.executions, r.explored.states));
 }
 
 #[test]
@@ -64,8 +64,8 @@ fn an_exhaustive_search_after_a_script_covers_every_continuation() {
     // that the faithful policy fails one operation after.
     let after = |policy: &str| run(&Options { policy: policy.into(), script: Some(BOTH_TAKEN.into()), ..freebsd(5) });
     let fixed = after("arm64-freebsd-asid-fix-reserved-ttbr0");
-    assert!(fixed.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
-    assert!(fixed.executions > 2, "both CPUs' choices are explored: {}", fixed.executions);
+    assert!(fixed.explored.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
+    assert!(fixed.explored.executions > 2, "both CPUs' choices are explored: {}", fixed.explored.executions);
     let faithful = run(&Options { script: Some(BOTH_TAKEN.into()), ..freebsd(3) });
     assert_eq!(faithful.counterexample.map(|c| c.property), Some("no_asid_alias"));
 }

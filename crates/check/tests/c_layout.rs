@@ -40,8 +40,8 @@ fn small(policy: &str) -> CheckSpec {
 
 fn clean(r: &CheckReport, what: &str) -> u64 {
     assert!(r.counterexample.is_none(), "{what}: {}", r.to_text());
-    assert!(r.complete, "{what}: the search completed");
-    r.states
+    assert!(r.explored.complete, "{what}: the search completed");
+    r.explored.states
 }
 
 #[test]

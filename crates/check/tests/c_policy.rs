@@ -69,11 +69,11 @@ fn todays_file_passes_a_complete_search() {
         return;
     }
     let r = check(&bounds(&today(), 4)).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
-    assert!(r.states > 10_000, "a search too small to tell: {} states", r.states);
+    assert!(r.explored.complete && r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.explored.states > 10_000, "a search too small to tell: {} states", r.explored.states);
     // The Rust port at the same bounds: the same verdict.
     let rust = check(&bounds("arm64-linux", 4)).unwrap();
-    assert!(rust.complete && rust.counterexample.is_none(), "{}", rust.to_text());
+    assert!(rust.explored.complete && rust.counterexample.is_none(), "{}", rust.to_text());
     assert!(r.properties.contains(&"no_data_race") && r.properties.contains(&"no_kernel_bug"));
 }
 
@@ -87,8 +87,8 @@ fn todays_file_passes_the_standard_bounds() {
     }
     for p in [today(), "arm64-linux".to_string()] {
         let r = check(&bounds(&p, 6)).unwrap();
-        assert!(r.complete && r.counterexample.is_none(), "{}", r.to_text());
-        println!("{p}: {} states, {} executions", r.states, r.executions);
+        assert!(r.explored.complete && r.counterexample.is_none(), "{}", r.to_text());
+        println!("{p}: {} states, {} executions", r.explored.states, r.explored.executions);
     }
 }
 
@@ -100,7 +100,7 @@ fn the_compiled_file_searches_alike_with_checkpoints_on_and_off() {
     let spec = bounds(&today(), 3);
     let run = |on| {
         let r = with_checkpoints(on, || tlbkit_check::run::check_exhaustive_jobs(&spec, 1)).unwrap();
-        (r.executions, r.states, r.pruned, r.max_steps, r.complete)
+        (r.explored.executions, r.explored.states, r.explored.pruned, r.explored.max_steps, r.explored.complete)
     };
     assert_eq!(run(true), run(false));
 }
@@ -167,7 +167,7 @@ fn a_plain_access_race_is_reported_with_both_sites() {
     assert_eq!(detail.matches("check_and_switch_context+").count(), 2, "both sites: {detail}");
     assert!(detail.contains("holding no lock"), "{detail}");
     let locked = check(&spec("constructed/locked.c")).unwrap();
-    assert!(locked.complete && locked.counterexample.is_none(), "{}", locked.to_text());
+    assert!(locked.explored.complete && locked.counterexample.is_none(), "{}", locked.to_text());
 }
 
 #[test]
@@ -216,7 +216,7 @@ fn a_change_no_execution_reaches_is_named_and_a_change_that_runs_is_counted() {
     // Eight operations: enough forks for rollovers (flush_context).
     let spec = |file: &str| CheckSpec { mode: Mode::Pct, iterations: 3_000, ..bounds(&format!("c:{file}"), 8) };
     let mut r = check(&spec(&behind)).unwrap();
-    assert!(r.counterexample.is_none() && r.rollovers > 0, "flush_context runs: {}", r.to_text());
+    assert!(r.counterexample.is_none() && r.explored.rollovers > 0, "flush_context runs: {}", r.to_text());
     r.code = tlbkit_check::code::reached(&format!("c:{behind}"), Some(&format!("c:{base}"))).unwrap();
     let c = &r.code[0];
     let changed = c.changed.as_ref().expect("a base was given");

@@ -14,7 +14,14 @@ use crate::common;
 
 /// What a one-worker search did: the figures and the counterexample's token.
 fn search(r: &CheckReport) -> (u64, u64, u64, usize, bool, Option<String>) {
-    (r.executions, r.states, r.pruned, r.max_steps, r.complete, r.counterexample.as_ref().map(|c| c.token.clone()))
+    (
+        r.explored.executions,
+        r.explored.states,
+        r.explored.pruned,
+        r.explored.max_steps,
+        r.explored.complete,
+        r.counterexample.as_ref().map(|c| c.token.clone()),
+    )
 }
 
 /// Checks `spec` with checkpoints on and off; asserts the two searches alike
@@ -30,7 +37,12 @@ fn alike(spec: &CheckSpec, what: &str) -> CheckReport {
 fn every_policy_searches_alike_with_checkpoints_on_and_off() {
     for p in tlbkit_registry::POLICIES {
         let r = alike(&common::small_spec(p.name, 1, 3), p.name);
-        assert!(r.executions > 100, "{}: a search too small to tell ({} executions)", p.name, r.executions);
+        assert!(
+            r.explored.executions > 100,
+            "{}: a search too small to tell ({} executions)",
+            p.name,
+            r.explored.executions
+        );
     }
 }
 
@@ -58,8 +70,8 @@ fn a_parallel_search_with_checkpoints_reaches_the_states_of_one_without() {
         let off = with_checkpoints(false, || check(&s)).unwrap();
         for jobs in [2, 3] {
             let on = check_exhaustive_jobs(&s, jobs).unwrap();
-            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
-            assert_eq!(on.states, off.states, "{policy} --jobs {jobs}");
+            assert!(on.explored.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.explored.states, off.explored.states, "{policy} --jobs {jobs}");
         }
     }
 }
@@ -74,6 +86,10 @@ fn lazy_flushes_held_across_a_pause_search_alike() {
         let base = common::small_spec("x86-latr", 2, 5);
         let s = CheckSpec { mms: 1, memory, menu: OpKind::parse("switch,munmap,madvise,fault,tick").unwrap(), ..base };
         let r = alike(&s, &format!("x86-latr under {}", memory.name()));
-        assert!(r.executions > 1000, "x86-latr: a search too small to tell ({} executions)", r.executions);
+        assert!(
+            r.explored.executions > 1000,
+            "x86-latr: a search too small to tell ({} executions)",
+            r.explored.executions
+        );
     }
 }

@@ -105,8 +105,8 @@ fn invlpgb(spec: &CheckSpec, sync: Barrier) -> impl Fn() -> DropSync<LinuxX86v61
 fn the_default_check_finds_an_arm64_flush_without_the_dsb_after_its_broadcast_tlbi() {
     let spec = default_spec("arm64-linux", 500);
     let r = check_policy(&spec, &arm64(&spec, Barrier::Dsb(Domain::InnerShareable))).unwrap();
-    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
-    eprintln!("found in {} schedules: {}", r.executions, cx.detail);
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.explored.executions));
+    eprintln!("found in {} schedules: {}", r.explored.executions, cx.detail);
     assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
 }
 
@@ -114,8 +114,8 @@ fn the_default_check_finds_an_arm64_flush_without_the_dsb_after_its_broadcast_tl
 fn the_default_check_finds_an_invlpgb_flush_without_its_tlbsync() {
     let spec = default_spec("x86-linux-invlpgb", 500);
     let r = check_policy(&spec, &invlpgb(&spec, Barrier::TlbSync)).unwrap();
-    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
-    eprintln!("found in {} schedules: {}", r.executions, cx.detail);
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.explored.executions));
+    eprintln!("found in {} schedules: {}", r.explored.executions, cx.detail);
     assert!(matches!(cx.property, "no_stale_held" | "no_stale_use"), "{}: {}", cx.property, cx.detail);
 }
 
@@ -127,7 +127,7 @@ fn the_wrappers_that_drop_nothing_pass() {
     let spec = default_spec("arm64-linux", 500);
     let r = check_policy(&spec, &arm64(&spec, Barrier::TlbSync)).unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
-    assert_eq!(r.executions, 500);
+    assert_eq!(r.explored.executions, 500);
     let spec = default_spec("x86-linux-invlpgb", 500);
     let r = check_policy(&spec, &invlpgb(&spec, Barrier::Dsb(Domain::InnerShareable))).unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));

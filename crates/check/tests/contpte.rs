@@ -36,10 +36,10 @@ fn simple_returns_a_value_without_the_blocks_dirty_state_at_exit_and_replays_ide
 fn the_other_strategies_keep_every_write_through_exit() {
     for t in [Teardown::NoOpt, Teardown::Robust, Teardown::ClearPtes] {
         let r = check(&spec(t, 1, 3, "switch,write,exit", Mode::Exhaustive, u64::MAX)).unwrap();
-        assert!(r.complete, "{t}");
+        assert!(r.explored.complete, "{t}");
         assert!(r.counterexample.is_none(), "{t}: {:?}", r.counterexample);
         // A write anywhere in the block, recorded anywhere in it: thousands of states.
-        assert!(r.states > 5_000, "{t}: {} states", r.states);
+        assert!(r.explored.states > 5_000, "{t}: {} states", r.explored.states);
     }
 }
 
@@ -50,7 +50,7 @@ fn writes_racing_munmaps_unfold_and_a_faults_refold_lose_nothing() {
     for t in Teardown::ALL {
         let r = check(&spec(t, 2, 8, "switch,write,munmap,fault", Mode::Random, 300)).unwrap();
         assert!(r.counterexample.is_none(), "{t}: {:?}", r.counterexample.map(|c| c.trace()));
-        assert!(r.max_steps > 60, "{t}: the unfold's accesses are steps ({} steps)", r.max_steps);
+        assert!(r.explored.max_steps > 60, "{t}: the unfold's accesses are steps ({} steps)", r.explored.max_steps);
     }
 }
 

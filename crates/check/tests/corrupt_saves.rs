@@ -41,7 +41,7 @@ fn save_mid_search(dir: &Path) -> Vec<u8> {
 
 /// Resumes the search saved in `dir`: its report's states, or the error.
 fn resume(dir: &Path) -> Result<u64, Error> {
-    check_exhaustive_saving(&spec(), 1, &persist(dir, None, true)).map(|r| r.states)
+    check_exhaustive_saving(&spec(), 1, &persist(dir, None, true)).map(|r| r.explored.states)
 }
 
 /// Returns the problem `e` says the save has, after checking that its message
@@ -183,7 +183,7 @@ fn a_half_written_temporary_file_beside_a_good_save_is_not_resumed() {
     // What a save killed mid-write leaves: its temporary file, part written.
     std::fs::write(dir.join(format!("{FILE}.tmp4194304")), &good[..good.len() / 2]).unwrap();
     let whole = check_exhaustive_jobs(&spec(), 1).unwrap();
-    assert_eq!(resume(&dir).unwrap(), whole.states);
+    assert_eq!(resume(&dir).unwrap(), whole.explored.states);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -205,7 +205,7 @@ fn a_save_whose_write_fails_leaves_the_save_before_it_byte_identical() {
         assert_eq!(temporaries(&dir), Vec::<String>::new(), "room for {room} bytes: a temporary file is left");
     }
     // And the save before still resumes to the whole search.
-    assert_eq!(resume(&dir).unwrap(), check_exhaustive_jobs(&spec(), 1).unwrap().states);
+    assert_eq!(resume(&dir).unwrap(), check_exhaustive_jobs(&spec(), 1).unwrap().explored.states);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -156,7 +156,9 @@ fn an_initiator_that_stops_waiting_one_target_short_is_caught_when_it_returns() 
     for spec in [base.clone(), CheckSpec { cpus: 2, ..base }] {
         let r = check_policy(&spec, &short_wait(&spec)).expect("the spec is valid");
         let cpus = spec.cpus;
-        let cx = r.counterexample.unwrap_or_else(|| panic!("{cpus} CPUs: not found in {} executions", r.executions));
+        let cx = r
+            .counterexample
+            .unwrap_or_else(|| panic!("{cpus} CPUs: not found in {} executions", r.explored.executions));
         // Either a target still holds the page when the initiator's flush
         // returns (judged at that moment), or the initiator, gone early, lets the
         // next request overwrite the one a late target has not read yet, which

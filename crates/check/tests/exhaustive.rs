@@ -33,9 +33,9 @@ fn every_policy_passes_a_small_exhaustive_check_or_finds_its_finding() {
         let r = check(&spec(p.name, 3)).unwrap();
         match expected(p.name) {
             None => {
-                assert!(r.complete, "{}: stopped early", p.name);
+                assert!(r.explored.complete, "{}: stopped early", p.name);
                 assert!(r.counterexample.is_none(), "{}: {:?}", p.name, r.counterexample.map(|c| c.detail));
-                assert!(r.states > 100, "{}: only {} states", p.name, r.states);
+                assert!(r.explored.states > 100, "{}: only {} states", p.name, r.explored.states);
             }
             Some(property) => {
                 let cx = r.counterexample.unwrap_or_else(|| panic!("{}: its finding was not found", p.name));
@@ -51,8 +51,11 @@ fn exhaustive_state_count_is_deterministic() {
     // and so state hashes, the same from one execution to the next).
     let a = check(&spec("arm64-linux", 2)).unwrap();
     let b = check(&spec("arm64-linux", 2)).unwrap();
-    assert_eq!((a.states, a.executions, a.max_steps), (b.states, b.executions, b.max_steps));
-    assert!(a.complete && a.counterexample.is_none());
+    assert_eq!(
+        (a.explored.states, a.explored.executions, a.explored.max_steps),
+        (b.explored.states, b.explored.executions, b.explored.max_steps)
+    );
+    assert!(a.explored.complete && a.counterexample.is_none());
     // Pinned: a change to the model, the hooks or the pruning shows here first.
     // (4085, 3389, 3355, 40) before the state hash took in each CPU's operations
     // left and write versions as stores made since (see `spec::soundness`).
@@ -73,7 +76,10 @@ fn exhaustive_state_count_is_deterministic() {
     // (2565, 1826, 1798, 37) while reclaim took the PTE lock for its clear's
     // step only (it now holds it until `tlbbatch_add_pending` returns, and
     // pauses before its flush while its TLBIs are pending).
-    assert_eq!((a.states, a.executions, a.pruned, a.max_steps), (2587, 1848, 1820, 37));
+    assert_eq!(
+        (a.explored.states, a.explored.executions, a.explored.pruned, a.explored.max_steps),
+        (2587, 1848, 1820, 37)
+    );
 }
 
 #[test]
@@ -199,10 +205,15 @@ fn a_search_for_all_violations_goes_on_to_the_end_and_replays_each_class() {
     let s = spec("arm64-freebsd-asid", 3);
     let first = check(&s).unwrap();
     let all = check_violations(&s, Violations::All, &mut |_| {}).unwrap();
-    assert!(first.counterexample.is_some() && !first.complete, "{}", first.to_text());
+    assert!(first.counterexample.is_some() && !first.explored.complete, "{}", first.to_text());
     // The search went past the first violation to the end of the space.
-    assert!(all.complete, "{}", all.to_text());
-    assert!(all.executions > first.executions, "{} then {}", first.executions, all.executions);
+    assert!(all.explored.complete, "{}", all.to_text());
+    assert!(
+        all.explored.executions > first.explored.executions,
+        "{} then {}",
+        first.explored.executions,
+        all.explored.executions
+    );
     assert!(all.violations.iter().any(|f| f.counterexample.property == "no_asid_alias"), "{}", all.to_text());
     let total: u64 = all.violations.iter().map(|f| f.executions).sum();
     assert!(total > all.violations.len() as u64, "violating executions are counted, not only classes");

@@ -85,8 +85,8 @@ fn a_search_for_all_violations_goes_on_past_every_fault_and_counts_them_as_one_c
     let o = Options { policy, mode, iterations: Some(2_000), seed: 1, all_violations: true, ..Default::default() };
     let r = o.run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
     // Every schedule ran: the search did not stop at the first fault.
-    assert_eq!(r.executions, 2_000, "{}", r.to_text());
-    assert!(r.complete, "{}", r.to_text());
+    assert_eq!(r.explored.executions, 2_000, "{}", r.to_text());
+    assert!(r.explored.complete, "{}", r.to_text());
     let site = format!("null_write_all.c:{line}");
     let faults: Vec<_> = r.violations.iter().filter(|f| f.class.contains(&site)).collect();
     assert_eq!(faults.len(), 1, "one class for the fault at its line, whatever CPU and schedule:\n{}", r.to_text());
@@ -224,8 +224,8 @@ fn the_checker_goes_on_after_a_fault_in_the_same_thread() {
     let search = move || {
         let build = || FreebsdX86::new(spec.cpus, spec.mms + 1, Completion::Generation);
         let r = check_policy(&spec, &build).unwrap();
-        assert!(r.counterexample.is_none() && r.complete, "{}", r.to_text());
-        r.states
+        assert!(r.counterexample.is_none() && r.explored.complete, "{}", r.to_text());
+        r.explored.states
     };
     let fresh = std::thread::spawn(search.clone()).join().unwrap();
     let faulted = broken(How::Null);

@@ -208,7 +208,7 @@ fn the_fix_passes_a_pct_search_that_finds_the_faithful_policys_alias() {
     assert_eq!(cx.property, "no_asid_alias", "{}", cx.detail);
     let fixed = check(&spec("arm64-freebsd-asid-fix-reserved-ttbr0")).unwrap();
     assert!(fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
-    assert_eq!(fixed.executions, 2_000);
+    assert_eq!(fixed.explored.executions, 2_000);
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_windo
         teardown: None,
     };
     let fixed = check(&spec("arm64-freebsd-asid-fix-reserved-ttbr0")).unwrap();
-    assert!(fixed.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
+    assert!(fixed.explored.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
     let faithful = check(&spec("arm64-freebsd-asid")).unwrap();
     assert_eq!(window_of(&faithful.counterexample.expect("window 1")), Window::ResetSelf);
 }
@@ -264,7 +264,7 @@ fn the_global_asid_allocator_hands_max_out_twice_and_a_cpu_uses_the_first_mms_en
     assert!(pct("x86-linux-invlpgb").counterexample.is_some());
     let fixed = pct("x86-linux-invlpgb-fix-max");
     assert!(fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));
-    assert_eq!(fixed.executions, 2_000);
+    assert_eq!(fixed.explored.executions, 2_000);
 }
 
 #[test]
@@ -289,24 +289,24 @@ fn latrs_artifact_frees_a_cow_or_migrated_page_while_a_cpu_still_holds_it() {
         for fix in f.fixed_by {
             let r = check(&CheckSpec { policy: fix.to_string(), ..spec.clone() }).unwrap();
             assert!(
-                r.complete && r.counterexample.is_none(),
+                r.explored.complete && r.counterexample.is_none(),
                 "{id} on {fix}: {:?}",
                 r.counterexample.map(|c| c.detail)
             );
-            assert!(r.executions <= 100_000, "{id} on {fix}: {} executions", r.executions);
+            assert!(r.explored.executions <= 100_000, "{id} on {fix}: {} executions", r.explored.executions);
         }
         // Controls: v4.10 without LATR passes the same search, and so does the
         // artifact without the operation that is not the flag-setter's.
         let r = check(&CheckSpec { policy: "x86-linux-410".into(), ..spec.clone() }).unwrap();
         assert!(
-            r.complete && r.counterexample.is_none(),
+            r.explored.complete && r.counterexample.is_none(),
             "{id} on x86-linux-410: {:?}",
             r.counterexample.map(|c| c.detail)
         );
         let without = spec.menu & !(OpKind::Cow.bit() | OpKind::Migrate.bit());
         let r = check(&CheckSpec { menu: without, ..spec }).unwrap();
         assert!(
-            r.complete && r.counterexample.is_none(),
+            r.explored.complete && r.counterexample.is_none(),
             "{id} without cow/migrate: {:?}",
             r.counterexample.map(|c| c.detail)
         );

@@ -53,7 +53,7 @@ fn every_policy_exhaustively_and_at_random_on_four_cpus() {
             };
             println!(
                 "{:<24} {label:<32} {:>9} states {:>9} executions {:>5} max steps {:>8.1} s  {verdict}",
-                p.name, r.states, r.executions, r.max_steps, secs
+                p.name, r.explored.states, r.explored.executions, r.explored.max_steps, secs
             );
             // arm64-freebsd-asid and its window-1-only fix have catalogued findings.
             let finding = ["arm64-freebsd-asid", "arm64-freebsd-asid-fix-self"].contains(&p.name);
@@ -131,7 +131,7 @@ fn every_zoo_entry_is_found_exhaustively() {
         let t = Instant::now();
         let r = check(&s).unwrap();
         let cx = r.counterexample.unwrap_or_else(|| panic!("{policy} not found exhaustively"));
-        println!("{policy:<40} {:>9} states {:>8.2} s  {}", r.states, t.elapsed().as_secs_f64(), cx.property);
+        println!("{policy:<40} {:>9} states {:>8.2} s  {}", r.explored.states, t.elapsed().as_secs_f64(), cx.property);
     }
 }
 
@@ -165,8 +165,8 @@ fn every_teardown_strategy_with_a_contiguous_block() {
             println!(
                 "{:<10} {label:<42} {:>9} states {:>9} executions {:>8.1} s  {verdict}",
                 t.name(),
-                r.states,
-                r.executions,
+                r.explored.states,
+                r.explored.executions,
                 clock.elapsed().as_secs_f64()
             );
             // Only `simple` may return a value without the block's dirty state
@@ -189,6 +189,10 @@ fn the_global_asid_fix_passes_the_complete_search_after_the_findings_script() {
     let t = Instant::now();
     let o = common::global_asid_script("x86-linux-invlpgb-fix-max");
     let r = o.run(&mut |_| {}).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
-    println!("x86-linux-invlpgb-fix-max after the script: {} states, {:.1} s", r.states, t.elapsed().as_secs_f64());
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    println!(
+        "x86-linux-invlpgb-fix-max after the script: {} states, {:.1} s",
+        r.explored.states,
+        t.elapsed().as_secs_f64()
+    );
 }

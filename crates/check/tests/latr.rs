@@ -32,9 +32,9 @@ fn the_real_policy_passes_two_cpus_unmapping_and_sweeping() {
     for memory in [Memory::Sc, Memory::Tso] {
         let spec = CheckSpec { memory, ..small(5, "switch,munmap,madvise,fault,tick") };
         let r = check(&spec).unwrap();
-        assert!(r.complete, "{memory:?}: stopped early");
+        assert!(r.explored.complete, "{memory:?}: stopped early");
         assert!(r.counterexample.is_none(), "{memory:?}: {:?}", r.counterexample.map(|c| c.trace()));
-        assert!(r.states > 1000, "{memory:?}: only {} states", r.states);
+        assert!(r.explored.states > 1000, "{memory:?}: only {} states", r.explored.states);
     }
 }
 
@@ -67,7 +67,7 @@ fn without_ticks_or_switches_a_lazy_munmap_never_completes_and_nothing_is_freed(
     // so the frame is never reused and nothing can go wrong; the search is
     // complete and clean.
     let r = early(&small(4, "switch,munmap,fault"));
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
 }
 
 #[test]

@@ -41,7 +41,12 @@ fn two_pages_and_tso_give_the_same_verdicts_with_local_steps() {
     for (p, s) in common::two_pages_under_tso() {
         let (on, off) = both(&s);
         assert_eq!(verdict(&on), verdict(&off), "{p}");
-        assert!(on.complete && off.complete && on.states <= off.states, "{p}: {} vs {}", on.states, off.states);
+        assert!(
+            on.explored.complete && off.explored.complete && on.explored.states <= off.explored.states,
+            "{p}: {} vs {}",
+            on.explored.states,
+            off.explored.states
+        );
     }
 }
 
@@ -62,14 +67,14 @@ fn the_parallel_search_with_local_steps_gives_the_verdict_of_the_full_search() {
         for jobs in [1, 2, 3] {
             let on = check_exhaustive_jobs(&s, jobs).unwrap();
             assert!(
-                on.complete && on.counterexample.is_none() && full.counterexample.is_none(),
+                on.explored.complete && on.counterexample.is_none() && full.counterexample.is_none(),
                 "{policy} --jobs {jobs}"
             );
             assert!(
-                on.states < full.states,
+                on.explored.states < full.explored.states,
                 "{policy} --jobs {jobs}: {} states, {} without any reduction",
-                on.states,
-                full.states
+                on.explored.states,
+                full.explored.states
             );
         }
     }

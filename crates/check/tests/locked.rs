@@ -64,8 +64,8 @@ fn states_that_differ_only_in_locked_data_are_two_states() {
     let states = |feed: bool| {
         let build = || LastSwitcher { inner: NoAsid::new(s.cpus), last: SpinLock::new(u32::MAX), feed };
         let r = check_policy(&s, &build).unwrap();
-        assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
-        r.states
+        assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+        r.explored.states
     };
     let (fed, hidden) = (states(true), states(false));
     assert!(fed > hidden, "{fed} states with the locked data in the hash, {hidden} without");

@@ -129,7 +129,7 @@ fn with_one_page_the_partial_flush_is_never_caught_since_flushes_of_one_mm_cover
     // is why the default shape needs two pages.
     let spec = CheckSpec { pages: 1, ..small("x86-linux-pcid", 1, 5, "switch,munmap,madvise,fault") };
     let r = partial_flush(&spec);
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.trace()));
 }
 
 #[test]
@@ -139,8 +139,8 @@ fn the_real_policies_pass_two_threads_of_one_mm_zapping_its_two_pages_at_once() 
     // zap a page each.
     for policy in ["x86-linux-pcid", "x86-linux-nopcid", "arm64-linux", "arm64-linux-skipbcast", "x86-freebsd-gen"] {
         let r = check(&small(policy, 1, 4, "switch,munmap,madvise")).unwrap();
-        assert!(r.complete, "{policy}: stopped early");
+        assert!(r.explored.complete, "{policy}: stopped early");
         assert!(r.counterexample.is_none(), "{policy}: {:?}", r.counterexample.map(|c| c.trace()));
-        assert!(r.states > 100, "{policy}: only {} states", r.states);
+        assert!(r.explored.states > 100, "{policy}: only {} states", r.explored.states);
     }
 }

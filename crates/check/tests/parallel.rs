@@ -18,13 +18,16 @@ fn every_worker_count_reaches_the_same_states_and_verdict_as_one_thread() {
     for (policy, ops) in [("arm64-noasid", 4), ("x86-freebsd-counter", 3), ("x86-linux-pcid", 2)] {
         let s = spec(policy, ops);
         let one = check(&s).unwrap();
-        assert!(one.complete && one.counterexample.is_none(), "{policy}: {one:?}");
+        assert!(one.explored.complete && one.counterexample.is_none(), "{policy}: {one:?}");
         for jobs in [1, 2, 3] {
             let r = check_exhaustive_jobs(&s, jobs).unwrap();
-            assert!(r.complete, "{policy} --jobs {jobs}: incomplete");
+            assert!(r.explored.complete, "{policy} --jobs {jobs}: incomplete");
             assert!(r.counterexample.is_none(), "{policy} --jobs {jobs}: {:?}", r.counterexample);
-            assert_eq!(r.states, one.states, "{policy} --jobs {jobs}: states differ from one thread's");
-            assert_eq!(r.workers, jobs);
+            assert_eq!(
+                r.explored.states, one.explored.states,
+                "{policy} --jobs {jobs}: states differ from one thread's"
+            );
+            assert_eq!(r.explored.workers, jobs);
             // Without partial-order reduction every state is expanded once, by
             // whichever worker visits it first, and each of its choices starts
             // one execution: so the executions and the cuts do not depend on the
@@ -34,8 +37,8 @@ fn every_worker_count_reaches_the_same_states_and_verdict_as_one_thread() {
                 (check(&s).unwrap(), check_exhaustive_jobs(&s, jobs).unwrap())
             });
             assert_eq!(
-                (b.states, b.executions, b.pruned),
-                (a.states, a.executions, a.pruned),
+                (b.explored.states, b.explored.executions, b.explored.pruned),
+                (a.explored.states, a.explored.executions, a.explored.pruned),
                 "{policy} --jobs {jobs}"
             );
         }
@@ -69,8 +72,8 @@ fn a_cap_on_executions_leaves_the_search_incomplete() {
     let mut s = spec("arm64-linux", 4);
     s.iterations = 50;
     let r = check_exhaustive_jobs(&s, 2).unwrap();
-    assert!(!r.complete);
-    assert!(r.executions <= 50, "{}", r.executions);
+    assert!(!r.explored.complete);
+    assert!(r.explored.executions <= 50, "{}", r.explored.executions);
 }
 
 #[test]

@@ -109,7 +109,7 @@ fn the_report_names_the_shape_that_found_a_violation() {
         (r.cpus, r.mms, r.pages, r.ops, r.memory, &r.menu),
         (shape.cpus, shape.mms, shape.pages, shape.ops, shape.memory, &shape.menu)
     );
-    assert_eq!(r.executions, shape.schedules);
+    assert_eq!(r.explored.executions, shape.schedules);
     let (spec, _) = decode(&cx.token).unwrap();
     assert_eq!(
         (spec.cpus, spec.mms, spec.pages, spec.ops, spec.memory.name()),
@@ -142,16 +142,16 @@ fn the_report_names_the_shape_that_found_a_violation() {
 #[test]
 fn a_passing_portfolio_lists_its_shapes_and_their_schedules() {
     let r = Options { iterations: Some(180), ..options("x86-linux-pcid") }.run(&mut |_| {}).unwrap();
-    assert!(r.counterexample.is_none() && r.complete);
+    assert!(r.counterexample.is_none() && r.explored.complete);
     assert_eq!(r.portfolio.len(), 9);
-    assert_eq!(r.executions, r.portfolio.iter().map(|s| s.schedules).sum::<u64>());
+    assert_eq!(r.explored.executions, r.portfolio.iter().map(|s| s.schedules).sum::<u64>());
     let text = r.to_text();
     assert!(text.starts_with("check x86-linux-pcid: a portfolio of 9 shapes, tso memory, pct mode\n"), "{text}");
     for (i, s) in r.portfolio.iter().enumerate() {
         assert!(text.contains(&format!("  {}. {} CPU", i + 1, s.cpus)), "{text}");
         assert!(text.contains(&format!("({}), {}: {} schedules\n", s.menu, s.memory, s.schedules)), "{text}");
     }
-    assert!(text.contains(&format!("explored: {} schedules over every shape", r.executions)), "{text}");
+    assert!(text.contains(&format!("explored: {} schedules over every shape", r.explored.executions)), "{text}");
     // A one-shape check's JSON has no portfolio.
     let one = Options { cpus: Some(2), iterations: Some(10), ..options("x86-linux-pcid") }.run(&mut |_| {}).unwrap();
     assert!(serde_json::to_value(&one).unwrap().get("portfolio").is_none());

@@ -87,11 +87,11 @@ fn the_default_check_finds_a_page_out_that_skips_a_pmap_loaded_nowhere() {
     let spec = default_spec(None);
     let t = std::time::Instant::now();
     let r = check_policy(&spec, &skip_inactive(&spec)).unwrap();
-    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.explored.executions));
     assert_eq!(cx.property, "no_stale_use", "{}", cx.detail);
     let text = cx.trace();
     assert!(text.contains("the page daemon pages out page"), "{text}");
-    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.explored.executions, t.elapsed().as_secs_f64());
 }
 
 /// A small machine on which the skip needs no more than page-out: 2 CPUs, one
@@ -115,7 +115,7 @@ fn without_page_out_the_small_machine_proves_the_skip_harmless() {
     // exhaustive search completes clean without page-out and finds the skip with it.
     let without = small("switch,idle,munmap");
     let r = check_policy(&without, &skip_inactive(&without)).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
     let with = small("switch,idle,munmap,reclaim");
     let r = check_policy(&with, &skip_inactive(&with)).unwrap();
     assert_eq!(r.counterexample.map(|c| c.property), Some("no_stale_use"));
@@ -124,7 +124,7 @@ fn without_page_out_the_small_machine_proves_the_skip_harmless() {
 #[test]
 fn the_real_freebsd_policy_passes_where_the_skip_is_found() {
     let r = check(&small("switch,idle,munmap,reclaim")).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
 }
 
 /// Random executions of a registered policy, recording their events.
@@ -201,7 +201,12 @@ fn every_linux_policy_completes_a_deferred_reclaim_before_a_munmap_of_its_page_r
     // is what makes it safe, on every Linux policy.
     for p in registry::POLICIES.iter().filter(|p| p.os.is_linux()) {
         let r = check(&race(p.name, "switch,munmap,reclaim")).unwrap();
-        assert!(r.complete && r.counterexample.is_none(), "{}: {:?}", p.name, r.counterexample.map(|c| c.detail));
+        assert!(
+            r.explored.complete && r.counterexample.is_none(),
+            "{}: {:?}",
+            p.name,
+            r.counterexample.map(|c| c.detail)
+        );
     }
 }
 
@@ -212,7 +217,7 @@ fn the_reclaim_race_needs_the_munmap_in_the_window() {
     // with the reclaimed page still in the TLB.
     for id in ["zoo/linux-arm64-4b634918384c", "zoo/linux-x86-3ea277194daa"] {
         let r = check(&race(id, "switch,reclaim")).unwrap();
-        assert!(r.complete && r.counterexample.is_none(), "{id}: {:?}", r.counterexample.map(|c| c.detail));
+        assert!(r.explored.complete && r.counterexample.is_none(), "{id}: {:?}", r.counterexample.map(|c| c.detail));
         let cx = check(&race(id, "switch,munmap,reclaim")).unwrap().counterexample.expect(id);
         assert_eq!(cx.property, "no_stale_held", "{id}: {}", cx.detail);
         assert!(cx.detail.starts_with("after munmap returned"), "{id}: {}", cx.detail);

@@ -29,10 +29,16 @@ fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_of
         let (on, off) = both(&common::small_spec(p.name, 1, 3));
         assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
         if verdict(&off).is_none() {
-            assert!(on.complete && off.complete, "{}", p.name);
-            assert_eq!(on.states, off.states, "{}: states differ with the reduction", p.name);
-            assert!(on.executions <= off.executions, "{}: {} > {}", p.name, on.executions, off.executions);
-            fewer += (on.executions < off.executions) as usize;
+            assert!(on.explored.complete && off.explored.complete, "{}", p.name);
+            assert_eq!(on.explored.states, off.explored.states, "{}: states differ with the reduction", p.name);
+            assert!(
+                on.explored.executions <= off.explored.executions,
+                "{}: {} > {}",
+                p.name,
+                on.explored.executions,
+                off.explored.executions
+            );
+            fewer += (on.explored.executions < off.explored.executions) as usize;
         }
     }
     // The reduction does something: most policies need fewer executions.
@@ -44,7 +50,7 @@ fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
     for (p, s) in common::two_pages_under_tso() {
         let (on, off) = both(&s);
         assert_eq!(verdict(&on), verdict(&off), "{p}");
-        assert_eq!((on.states, on.complete), (off.states, off.complete), "{p}");
+        assert_eq!((on.explored.states, on.explored.complete), (off.explored.states, off.explored.complete), "{p}");
     }
 }
 
@@ -65,8 +71,8 @@ fn the_parallel_search_with_the_reduction_reaches_the_same_states_as_one_thread_
         let off = with_reduction(false, || check(&s)).unwrap();
         for jobs in [1, 2, 3] {
             let on = with_local_steps(false, || with_reduction(true, || check_exhaustive_jobs(&s, jobs))).unwrap();
-            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
-            assert_eq!(on.states, off.states, "{policy} --jobs {jobs}");
+            assert!(on.explored.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.explored.states, off.explored.states, "{policy} --jobs {jobs}");
         }
     }
 }

@@ -32,13 +32,18 @@ fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_p
         for reduce in [true, false] {
             let (on, off) = with_reduction(reduce, || both(&s));
             assert_eq!(verdict(&on), verdict(&off), "{p}");
-            assert!(on.complete && off.complete && on.states <= off.states, "{p}: {} vs {}", on.states, off.states);
+            assert!(
+                on.explored.complete && off.explored.complete && on.explored.states <= off.explored.states,
+                "{p}: {} vs {}",
+                on.explored.states,
+                off.explored.states
+            );
         }
         // Sleep sets reach exactly the states the full search does with the
         // renaming on too (local steps explored alone leave some out).
         let por = with_local_steps(false, || with_reduction(true, || check(&s))).unwrap();
         let full = with_reduction(false, || check(&s)).unwrap();
-        assert_eq!(por.states, full.states, "{p}");
+        assert_eq!(por.explored.states, full.explored.states, "{p}");
     }
 }
 
@@ -58,11 +63,16 @@ fn the_renamed_parallel_search_reaches_the_same_states_with_any_number_of_worker
         let s = common::small_spec(policy, 1, ops);
         let one = check(&s).unwrap();
         let off = with_renaming(false, || check(&s)).unwrap();
-        assert!(one.states < off.states, "{policy}: {} renamed, {} not", one.states, off.states);
+        assert!(
+            one.explored.states < off.explored.states,
+            "{policy}: {} renamed, {} not",
+            one.explored.states,
+            off.explored.states
+        );
         for jobs in [2, 3] {
             let on = check_exhaustive_jobs(&s, jobs).unwrap();
-            assert!(on.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
-            assert_eq!(on.states, one.states, "{policy} --jobs {jobs}");
+            assert!(on.explored.complete && on.counterexample.is_none(), "{policy} --jobs {jobs}");
+            assert_eq!(on.explored.states, one.explored.states, "{policy} --jobs {jobs}");
         }
     }
 }

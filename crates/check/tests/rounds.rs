@@ -32,7 +32,7 @@ fn in_rounds(
             let r = driver.report(parties).unwrap();
             // The binary's --ray makes the report from the driver's save.
             let saved = round_report(spec, &driver.save(), parties).unwrap();
-            assert_eq!((saved.states, saved.executions), (r.states, r.executions));
+            assert_eq!((saved.explored.states, saved.explored.executions), (r.explored.states, r.explored.executions));
             return (Some(r), rounds);
         }
         rounds += 1;
@@ -72,13 +72,16 @@ fn rounds_reach_the_states_of_one_machine() {
     for policy in ["arm64-linux", "x86-linux-pcid", "x86-freebsd-gen"] {
         let spec = common::small_spec(policy, 1, 3);
         let local = tlbkit_check::run::check_exhaustive_jobs(&spec, 1).unwrap();
-        assert!(local.complete && local.counterexample.is_none());
+        assert!(local.explored.complete && local.counterexample.is_none());
         for (parties, budget, lose) in [(3, 400, None), (2, 150, Some(2))] {
             let (dist, rounds) = in_rounds(&spec, parties, budget, lose);
             let dist = dist.expect("no violation");
             assert!(rounds > 2, "{policy}: the search should take several rounds ({rounds})");
-            assert!(dist.complete, "{policy}");
-            assert_eq!(dist.states, local.states, "{policy}, {parties} parties, a party lost: {lose:?}");
+            assert!(dist.explored.complete, "{policy}");
+            assert_eq!(
+                dist.explored.states, local.explored.states,
+                "{policy}, {parties} parties, a party lost: {lose:?}"
+            );
         }
     }
 }
@@ -104,7 +107,7 @@ fn a_party_hands_back_only_what_it_changed() {
         let part = driver.split(1).pop().unwrap();
         let (body, _, ran) = party.run(&part, &[], 200, 1).unwrap();
         assert!(ran > 0 && ran <= 200, "{ran} executions in a round of 200");
-        held.push(round_report(&spec, &body, 1).unwrap().states);
+        held.push(round_report(&spec, &body, 1).unwrap().explored.states);
         driver.merge(&body).unwrap();
         states.push(driver.progress().1);
     }

@@ -50,12 +50,27 @@ fn a_default_run_of_every_asid_allocator_reaches_two_rollovers() {
         // second rollover: the finding is what its default run must reach.
         if let Some(cx) = &r.counterexample {
             assert!(HAS_FINDING.contains(&p.name), "{}: {} {}", p.name, cx.property, cx.detail);
-            assert!(r.rollovers >= 1, "{}: the finding needs a reset; {} rollovers", p.name, r.rollovers);
+            assert!(
+                r.explored.rollovers >= 1,
+                "{}: the finding needs a reset; {} rollovers",
+                p.name,
+                r.explored.rollovers
+            );
             seen += 1;
             continue;
         }
-        assert!(r.rollovers >= 2, "{}: {} rollovers in {} schedules", p.name, r.rollovers, r.executions);
-        assert!(r.to_text().contains(&format!("reached: {} ASID rollover(s)", r.rollovers)), "{}", r.to_text());
+        assert!(
+            r.explored.rollovers >= 2,
+            "{}: {} rollovers in {} schedules",
+            p.name,
+            r.explored.rollovers,
+            r.explored.executions
+        );
+        assert!(
+            r.to_text().contains(&format!("reached: {} ASID rollover(s)", r.explored.rollovers)),
+            "{}",
+            r.to_text()
+        );
         seen += 1;
     }
     assert_eq!(seen, 11, "eight arm64 policies with ASIDs and three FreeBSD x86 ones");
@@ -68,7 +83,7 @@ fn a_default_run_of_every_shootdown_protocol_has_three_cpus_starting_invalidatio
         let spec = default_spec(p.name, 3_000);
         assert_eq!(spec.cpus, 3, "{}", p.name);
         let r = check(&spec).unwrap();
-        assert_eq!(r.initiators, 3, "{}: {} schedules", p.name, r.executions);
+        assert_eq!(r.explored.initiators, 3, "{}: {} schedules", p.name, r.explored.executions);
         seen += 1;
     }
     assert_eq!(seen, 16, "arm64-noasid and the fifteen x86 policies");
@@ -80,9 +95,9 @@ fn the_old_small_shape_reaches_neither() {
     let quick = preset("arm64-linux", Preset::Quick);
     assert_eq!((quick.cpus, quick.mms, quick.ops), (2, 3, 6));
     let r = check(&CheckSpec { mms: quick.mms, ops: quick.ops, ..default_spec("arm64-linux", 400) }).unwrap();
-    assert!(r.rollovers < 2, "{} rollovers", r.rollovers);
+    assert!(r.explored.rollovers < 2, "{} rollovers", r.explored.rollovers);
     let r = check(&CheckSpec { cpus: 2, ..default_spec("x86-linux-pcid", 400) }).unwrap();
-    assert!(r.initiators <= 2);
+    assert!(r.explored.initiators <= 2);
 }
 
 #[test]
@@ -169,10 +184,10 @@ fn the_default_check_finds_a_flush_that_interrupts_one_target_of_two() {
     let spec = CheckSpec { iterations: defaults("x86-linux-pcid").iterations, ..default_spec("x86-linux-pcid", 1) };
     let t = std::time::Instant::now();
     let r = check_policy(&spec, &one_target(&spec)).unwrap();
-    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.executions));
+    let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.explored.executions));
     assert_eq!(cx.property, "no_stale_held", "{}", cx.detail);
     assert_eq!(spec.cpus, 3);
-    eprintln!("found in {} schedules, {:.1} s (test build)", r.executions, t.elapsed().as_secs_f64());
+    eprintln!("found in {} schedules, {:.1} s (test build)", r.explored.executions, t.elapsed().as_secs_f64());
 }
 
 #[test]
@@ -192,7 +207,7 @@ fn on_two_cpus_the_one_target_flush_is_the_real_one() {
         ..default_spec("x86-linux-pcid", 1)
     };
     let r = check_policy(&spec, &one_target(&spec)).unwrap();
-    assert!(r.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    assert!(r.explored.complete && r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
     // And the real policy passes the default run's first schedules.
     let r = check(&default_spec("x86-linux-pcid", 2_000)).unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));

@@ -35,7 +35,8 @@ fn every_zoo_entry_is_found_short_and_replays_identically() {
     for e in ZOO {
         let spec = zoo_spec(e.id);
         let r = check(&spec).unwrap_or_else(|m| panic!("zoo/{}: {m}", e.id));
-        let cx = r.counterexample.unwrap_or_else(|| panic!("zoo/{} not found in {} schedules", e.id, r.executions));
+        let cx =
+            r.counterexample.unwrap_or_else(|| panic!("zoo/{} not found in {} schedules", e.id, r.explored.executions));
         assert!(cx.steps.len() <= 30, "zoo/{}: {} steps", e.id, cx.steps.len());
         let again = replay(&cx.token).expect("the token replays");
         let cx2 = again.counterexample.expect("the replay violates again");

@@ -92,16 +92,16 @@ impl Interconnect {
     /// Returns idle requesters and nodes for `ncpus` CPUs, `cores_per_socket`
     /// to a socket (and a node), with the limits of `c`.
     pub fn new(c: &Costs, ncpus: usize, cores_per_socket: usize) -> Self {
-        let issuer_cores = (c.dvm_issuer_cores as usize).max(1);
-        let per_issuer = c.dvm_issuer_outstanding as usize;
+        let issuer_cores = (c.dvm.dvm_issuer_cores as usize).max(1);
+        let per_issuer = c.dvm.dvm_issuer_outstanding as usize;
         let requesters = ncpus.div_ceil(issuer_cores).max(1);
         Interconnect {
             issuer_cores,
             per_issuer,
             slots: vec![0; requesters * per_issuer],
-            tracker: vec![0; c.dvm_node_outstanding as usize],
+            tracker: vec![0; c.dvm.dvm_node_outstanding as usize],
             node_free: 0,
-            node_process: c.dvm_node_process,
+            node_process: c.dvm.dvm_node_process,
             nodes: ncpus.div_ceil(cores_per_socket.max(1)).max(1),
         }
     }
@@ -159,10 +159,10 @@ mod tests {
     /// acknowledged once dispatched.
     fn costs(issuer_cores: u64, per_issuer: u64, tracker: u64, node_process: u64) -> Costs {
         let mut c = preset::named("altra").costs;
-        c.dvm_issuer_cores = issuer_cores;
-        c.dvm_issuer_outstanding = per_issuer;
-        c.dvm_node_outstanding = tracker;
-        c.dvm_node_process = node_process;
+        c.dvm.dvm_issuer_cores = issuer_cores;
+        c.dvm.dvm_issuer_outstanding = per_issuer;
+        c.dvm.dvm_node_outstanding = tracker;
+        c.dvm.dvm_node_process = node_process;
         c
     }
 

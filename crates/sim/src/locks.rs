@@ -235,10 +235,10 @@ mod tests {
         let rel0 = lock.hold(&mut m, 0, 0, 5000);
         // cpu1 (same socket) asked at 100, long before the release.
         let rel1 = lock.hold(&mut m, 1, 100, 5000);
-        assert_eq!(rel1, rel0 + c.cacheline_transfer + 5000);
+        assert_eq!(rel1, rel0 + c.lines.cacheline_transfer + 5000);
         // cpu4 (the other socket) queued behind cpu1: its handoff crosses the socket.
         let rel4 = lock.hold(&mut m, 4, 200, 5000);
-        assert_eq!(rel4, rel1 + c.cacheline_transfer + c.cacheline_cross_socket + 5000);
+        assert_eq!(rel4, rel1 + c.lines.cacheline_transfer + c.lines.cacheline_cross_socket + 5000);
     }
 
     #[test]
@@ -251,7 +251,7 @@ mod tests {
         // cpu1 waits for the lock word and then, one after the other, for the
         // two lines of the list cpu0 wrote: three transfers inside its hold.
         let rel1 = lock.hold_data(&mut m, 1, 100, 5000, 2);
-        assert_eq!(rel1, rel0 + 3 * c.cacheline_transfer + 5000);
+        assert_eq!(rel1, rel0 + 3 * c.lines.cacheline_transfer + 5000);
         assert_eq!(m.counters.line_transfers - moved, 3);
         // cpu1 again: the word and the list are still its own.
         let again = lock.hold_data(&mut m, 1, rel1 + 10, 5000, 2);
@@ -319,9 +319,9 @@ mod tests {
             assert_eq!(serial(&mutex.holds).len(), n);
             // Within a socket a handoff is one transfer: 1,000 cycles of work and
             // one transfer per waiter, whatever their number.
-            let per = 1000 + c.cacheline_transfer;
+            let per = 1000 + c.lines.cacheline_transfer;
             let socket = (spin_end - 10) / n as u64;
-            assert!(socket >= per && socket < per + c.cacheline_cross_socket, "{socket} cycles a hold");
+            assert!(socket >= per && socket < per + c.lines.cacheline_cross_socket, "{socket} cycles a hold");
         }
     }
 
@@ -380,7 +380,7 @@ mod tests {
         // And a reader never waits for another's release.
         let late = s.down_read(&mut m, 3, line, 2000);
         assert!(late < rel, "reader 3 at {late} waited for reader 0's release at {rel}");
-        assert!(late - 2000 <= 4 * (c.cacheline_transfer + c.mem_access), "{late}");
+        assert!(late - 2000 <= 4 * (c.lines.cacheline_transfer + c.mem_access), "{late}");
     }
 
     #[test]
@@ -422,12 +422,12 @@ mod tests {
         let mut mutex = Mutex::default();
         // The first hold brings the line from memory; its release is an atomic that hits.
         let rel0 = mutex.hold(&mut m, 0, 0, 1000);
-        assert_eq!(rel0, c.cacheline_transfer + 1000 + c.mem_access);
+        assert_eq!(rel0, c.lines.cacheline_transfer + 1000 + c.mem_access);
         // The same CPU again: every access hits.
         let again = mutex.hold(&mut m, 0, rel0, 1000);
         assert_eq!(again, rel0 + c.mem_access + 1000 + c.mem_access);
         // Another CPU waiting since 10 gets it one transfer after the release.
         let rel1 = mutex.hold(&mut m, 1, 10, 1000);
-        assert_eq!(rel1, again + c.cacheline_transfer + 1000 + c.mem_access);
+        assert_eq!(rel1, again + c.lines.cacheline_transfer + 1000 + c.mem_access);
     }
 }

@@ -434,7 +434,7 @@ impl Machine {
     /// Returns the x2APIC cluster of `cpu` ([`Costs::ipi_cluster`] consecutive
     /// CPUs of one socket), as (socket, cluster in the socket).
     fn ipi_cluster_of(&self, cpu: usize) -> (usize, usize) {
-        let per = self.costs.ipi_cluster.max(1) as usize;
+        let per = self.costs.ipi.ipi_cluster.max(1) as usize;
         (cpu / self.cores_per_socket, cpu % self.cores_per_socket / per)
     }
 
@@ -466,16 +466,16 @@ impl Machine {
     fn broadcast(&mut self, from: usize, t: u64, op: Tlbi) -> (u64, u64) {
         let c = self.costs;
         let process = match op {
-            Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm_process,
-            Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm_process_asid,
+            Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.dvm.dvm_process,
+            Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal => c.dvm.dvm_process_asid,
         };
         // Every message, the issuer's own included, goes out to the interconnect
         // and its completion comes back through it (the DVM sync of DSB ISH). A
         // receiver that is running something stalls while its TLBs are
         // invalidated (the issuer is waiting in its DSB anyway).
         let (stalls, cpus) = (&mut self.stalls, &mut self.cpus);
-        let (admitted, done) = self.interconnect.broadcast(from, t, c.tlbi_bcast_issue, |dispatched| {
-            stalls.broadcast(from, dispatched, process, c.dvm_hop, c.dvm_cross_socket, cpus)
+        let (admitted, done) = self.interconnect.broadcast(from, t, c.dvm.tlbi_bcast_issue, |dispatched| {
+            stalls.broadcast(from, dispatched, process, c.dvm.dvm_hop, c.dvm.dvm_cross_socket, cpus)
         });
         // Each TLB applies it when its socket has processed the message, by
         // `done` (the issuer's barrier waits for that: `crate::pending`).
@@ -524,12 +524,12 @@ fn complete_inval(n: usize, cpus: &mut [CpuState], holders: &mut Holders, op: In
 /// domain (`cores_per_ccx` cores), across domains of a socket, or across sockets.
 fn transfer_cost(c: &Costs, cores_per_socket: usize, cores_per_ccx: usize, a: usize, b: usize) -> u64 {
     let (cps, ccx) = (cores_per_socket.max(1), cores_per_ccx.max(1));
-    let mut cost = c.cacheline_transfer;
+    let mut cost = c.lines.cacheline_transfer;
     if a / ccx != b / ccx {
-        cost += c.cacheline_cross_ccx;
+        cost += c.lines.cacheline_cross_ccx;
     }
     if a / cps != b / cps {
-        cost += c.cacheline_cross_socket;
+        cost += c.lines.cacheline_cross_socket;
     }
     cost
 }
@@ -622,7 +622,7 @@ impl<'a> CpuHw<'a> {
     /// run by that handler, after its functions, and gets no IPI.
     fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, kind: IpiKind, handler: F) -> (u64, u64) {
         let c = self.m.borrow().costs;
-        let dispatch = if kind == IpiKind::CallFunction { c.ipi_handle } else { 0 };
+        let dispatch = if kind == IpiKind::CallFunction { c.ipi.ipi_handle } else { 0 };
         let me = self.cpu.get();
         let queued_at = self.now.get();
         // (when the handler starts, target, whether it rides an earlier IPI).
@@ -646,24 +646,24 @@ impl<'a> CpuHw<'a> {
             });
             let others = m.cpus.len() - 1;
             let one_write = kind == IpiKind::VectorAllButSelf
-                || (kind.queued() && c.ipi_shorthand && !send.is_empty() && send.len() == others);
+                || (kind.queued() && c.ipi.ipi_shorthand && !send.is_empty() && send.len() == others);
             let mut sent = queued_at;
             if one_write {
-                sent += c.ipi_send;
+                sent += c.ipi.ipi_send;
             }
-            let clustered = kind.queued() && c.ipi_cluster > 0;
+            let clustered = kind.queued() && c.ipi.ipi_cluster > 0;
             let mut cluster = None;
             for target in send {
                 if !one_write {
                     let here = clustered.then(|| m.ipi_cluster_of(target));
                     if here.is_none() || here != cluster {
-                        sent += c.ipi_send;
+                        sent += c.ipi.ipi_send;
                     }
                     cluster = here;
                 }
                 m.counters.ipis_sent += 1;
                 let cross = m.cross_socket(me, target);
-                let latency = m.noise.ipi_delivery(c.ipi_deliver + if cross { c.ipi_cross_socket } else { 0 });
+                let latency = m.noise.ipi_delivery(c.ipi.ipi_deliver + if cross { c.ipi.ipi_cross_socket } else { 0 });
                 let arrive = sent + latency;
                 list.push((arrive.max(m.cpus[target].irq_until), target, false));
             }
@@ -765,10 +765,10 @@ impl Hw for CpuHw<'_> {
                 // current PCID only: it is INVPCID type 0 (`Costs::invpcid_va`, zero
                 // on arm64 and where the machine has no INVPCID).
                 let cost = match op {
-                    Tlbi::Va { asid, .. } if c.invpcid_va > 0 && asid.get() != current => c.invpcid_va,
-                    Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.tlbi_local_va,
-                    Tlbi::Asid(_) => c.tlbi_local_asid,
-                    Tlbi::All | Tlbi::AllNonGlobal => c.tlbi_local_all,
+                    Tlbi::Va { asid, .. } if c.local.invpcid_va > 0 && asid.get() != current => c.local.invpcid_va,
+                    Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => c.local.tlbi_local_va,
+                    Tlbi::Asid(_) => c.local.tlbi_local_asid,
+                    Tlbi::All | Tlbi::AllNonGlobal => c.local.tlbi_local_all,
                 };
                 drop(m);
                 self.spend_tlb(cost);
@@ -781,7 +781,7 @@ impl Hw for CpuHw<'_> {
                 st.sync_until = st.sync_until.max(acked);
                 drop(m);
                 // Waiting for a slot of its requester, then issuing.
-                self.spend_tlb(issued - now + c.tlbi_bcast_issue);
+                self.spend_tlb(issued - now + c.dvm.tlbi_bcast_issue);
             }
         }
     }
@@ -961,7 +961,7 @@ mod tests {
         let va = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
         let mut m = machine(1_000_000);
         broadcast_and_sync(&mut m, va);
-        assert_eq!(m.take_stolen(1), c.dvm_process, "a running CPU stalls while its TLB is searched");
+        assert_eq!(m.take_stolen(1), c.dvm.dvm_process, "a running CPU stalls while its TLB is searched");
         assert_eq!(m.take_stolen(2), 0, "an idle CPU loses nothing");
         assert_eq!(m.take_stolen(0), 0, "the issuer waits in its DSB instead");
     }
@@ -977,22 +977,22 @@ mod tests {
         hw.send_ipi(&targets, |_| {});
         hw.tlbi(Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) }, Scope::Broadcast);
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        let handler = c.exception_entry + c.ipi_handle + c.exception_exit;
+        let handler = c.exception_entry + c.ipi.ipi_handle + c.exception_exit;
         assert_eq!(m.cpus[1].irq_stolen, handler, "the busy CPU runs the handler in the kernel");
-        assert_eq!(m.take_stolen(1), handler + c.dvm_process, "and loses the DVM message's processing too");
+        assert_eq!(m.take_stolen(1), handler + c.dvm.dvm_process, "and loses the DVM message's processing too");
         assert_eq!(m.cpus[2].irq_stolen, 0, "an idle CPU's handler is idle time");
     }
 
     #[test]
     fn a_whole_asid_message_costs_every_receiver_more_than_a_by_va_one() {
         let c = preset::named("emag").costs;
-        assert!(c.dvm_process_asid > c.dvm_process);
+        assert!(c.dvm.dvm_process_asid > c.dvm.dvm_process);
         let mut m = machine(10_000_000);
         let by_va = broadcast_and_sync(&mut m, Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) });
         let mut m = machine(10_000_000);
         let whole = broadcast_and_sync(&mut m, Tlbi::Asid(asid()));
-        assert_eq!(whole - by_va, c.dvm_process_asid - c.dvm_process);
-        assert_eq!(m.take_stolen(1), c.dvm_process_asid);
+        assert_eq!(whole - by_va, c.dvm.dvm_process_asid - c.dvm.dvm_process);
+        assert_eq!(m.take_stolen(1), c.dvm.dvm_process_asid);
     }
 
     /// `n` CPUs of the Westmere preset (four to a socket).
@@ -1022,17 +1022,17 @@ mod tests {
         let c = preset::named("westmere").costs;
         let all = CpuMask::new(4);
         all.set_all();
-        let entry = c.ipi_send + c.ipi_deliver + c.exception_entry;
+        let entry = c.ipi.ipi_send + c.ipi.ipi_deliver + c.exception_entry;
         let (seen, sent) = entries(&mut westmere(4), |hw, f| hw.send_ipi_all_but_self_async(f));
         assert_eq!(seen, vec![(1, entry), (2, entry), (3, entry)]);
-        assert_eq!(sent, c.ipi_send);
+        assert_eq!(sent, c.ipi.ipi_send);
         let (seen, sent) = entries(&mut westmere(4), |hw, f| hw.send_ipi_async(&all, f));
-        let each = c.ipi_send;
+        let each = c.ipi.ipi_send;
         assert_eq!(seen, vec![(1, entry), (2, entry + each), (3, entry + 2 * each)]);
-        assert_eq!(sent, 3 * c.ipi_send);
+        assert_eq!(sent, 3 * c.ipi.ipi_send);
         // A call-function IPI also pays the generic dispatch.
         let (seen, _) = entries(&mut westmere(4), |hw, f| hw.send_ipi(&all, f));
-        assert_eq!(seen[0], (1, entry + c.ipi_handle));
+        assert_eq!(seen[0], (1, entry + c.ipi.ipi_handle));
     }
 
     #[test]
@@ -1041,7 +1041,7 @@ mod tests {
         let (seen, _) = entries_from(&mut westmere(8), 4, |hw, f| hw.send_ipi_all_but_self_async(f));
         let cpus: Vec<usize> = seen.iter().map(|&(c, _)| c).collect();
         assert_eq!(cpus, vec![5, 6, 7, 0, 1, 2, 3]);
-        assert_eq!(seen[3].1 - seen[2].1, preset::named("westmere").costs.ipi_cross_socket);
+        assert_eq!(seen[3].1 - seen[2].1, preset::named("westmere").costs.ipi.ipi_cross_socket);
     }
 
     #[test]
@@ -1056,7 +1056,7 @@ mod tests {
             h.spend(500);
         };
         CpuHw::new(&mut m, 0, 0).send_call_function_ipi_async(&one, record);
-        let first = c.ipi_send + c.ipi_deliver + c.exception_entry;
+        let first = c.ipi.ipi_send + c.ipi.ipi_deliver + c.exception_entry;
         assert_eq!(seen.borrow()[0], (1, first));
         assert_eq!((m.counters.ipis_sent, m.cpus[1].csq_taken, m.cpus[1].csq_end), (1, first, first + 500));
         // CPU 2 queues on CPU 1 before that handler took the queue: no IPI, and
@@ -1072,8 +1072,8 @@ mod tests {
         // it arrives (after the first handler's exit).
         CpuHw::new(&mut m, 3, first).send_call_function_ipi_async(&one, record);
         assert_eq!(m.counters.ipis_sent, 2);
-        assert!(first + c.ipi_send + c.ipi_deliver > first + 1000 + c.exception_exit);
-        assert_eq!(seen.borrow()[2], (1, first + c.ipi_send + c.ipi_deliver + c.exception_entry));
+        assert!(first + c.ipi.ipi_send + c.ipi.ipi_deliver > first + 1000 + c.exception_exit);
+        assert_eq!(seen.borrow()[2], (1, first + c.ipi.ipi_send + c.ipi.ipi_deliver + c.exception_entry));
     }
 
     #[test]
@@ -1104,8 +1104,8 @@ mod tests {
 
     #[test]
     fn a_call_function_ipi_is_one_write_per_x2apic_cluster_or_one_for_every_other_cpu() {
-        let send = preset::named("icx8358").costs.ipi_send;
-        assert_eq!(preset::named("icx8358").costs.ipi_cluster, 16);
+        let send = preset::named("icx8358").costs.ipi.ipi_send;
+        assert_eq!(preset::named("icx8358").costs.ipi.ipi_cluster, 16);
         assert_eq!(sent_to([5]), send);
         assert_eq!(sent_to(1..16), send, "one cluster");
         assert_eq!(sent_to([3, 17, 18, 39]), 3 * send, "three clusters");
@@ -1113,7 +1113,7 @@ mod tests {
         assert_eq!(sent_to(1..40), send, "every other CPU: the shorthand");
         // arm64's presets have neither: one write per target.
         let a = preset::named("altra").costs;
-        assert_eq!((a.ipi_cluster, a.ipi_shorthand), (0, false));
+        assert_eq!((a.ipi.ipi_cluster, a.ipi.ipi_shorthand), (0, false));
     }
 
     /// CPUs 1..=3 each write their own flag (one line each) at time 0; returns
@@ -1137,7 +1137,7 @@ mod tests {
 
     #[test]
     fn polls_of_the_sync_phase_overlap_after_the_first() {
-        let t = preset::named("westmere").costs.cacheline_transfer;
+        let t = preset::named("westmere").costs.lines.cacheline_transfer;
         assert_eq!(read_three_flags(false), 1000 + 3 * t, "one after another");
         assert_eq!(read_three_flags(true), 1000 + 2 * t, "the first, then the other two together");
     }
@@ -1160,8 +1160,8 @@ mod tests {
     #[test]
     fn a_spinning_initiator_takes_the_counter_back_after_every_increment() {
         let c = preset::named("westmere").costs;
-        let (t, mem) = (c.cacheline_transfer, c.mem_access);
-        let entry = 1000 + c.ipi_send + c.ipi_deliver + c.exception_entry;
+        let (t, mem) = (c.lines.cacheline_transfer, c.mem_access);
+        let entry = 1000 + c.ipi.ipi_send + c.ipi.ipi_deliver + c.exception_entry;
         // Three increments back to back, then the poll's own move.
         assert_eq!(count_three(false), entry + 3 * t + t);
         // Each increment is followed by the spinner's move; the poll then hits.
@@ -1179,7 +1179,9 @@ mod tests {
     /// The Altra costs with limits on broadcasts in flight, which no preset sets
     /// today: four per requester (of two cores) and four in the nodes' tracker.
     fn limited_costs() -> Costs {
-        Costs { dvm_issuer_outstanding: 4, dvm_node_outstanding: 4, ..preset::named("altra").costs }
+        let mut c = preset::named("altra").costs;
+        (c.dvm.dvm_issuer_outstanding, c.dvm.dvm_node_outstanding) = (4, 4);
+        c
     }
 
     /// `n` CPUs of [`limited_costs`], `cores_per_socket` to a socket, all idle.
@@ -1203,7 +1205,7 @@ mod tests {
         // As before the interconnect's limits: one socket, nothing in flight.
         let c = preset::named("altra").costs;
         let done = sync_from(&mut altra(8, 80), 0, 0);
-        assert_eq!(done, c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process + c.dsb);
+        assert_eq!(done, c.dvm.tlbi_bcast_issue + 2 * c.dvm.dvm_hop + c.dvm.dvm_process + c.dsb);
     }
 
     #[test]
@@ -1215,12 +1217,12 @@ mod tests {
         let done: Vec<u64> = (0..16).map(|cpu| sync_from(&mut m, cpu, 0)).collect();
         assert!(done.windows(2).all(|w| w[1] > w[0]), "{done:?}");
         let alone = sync_from(&mut altra_limited(16, 80), 0, 0);
-        let tracked = c.dvm_node_outstanding as usize;
+        let tracked = c.dvm.dvm_node_outstanding as usize;
         // It is dispatched when the first completes (its DSB aside), then
         // takes an uncontended broadcast's time (its issue aside).
         assert_eq!(
             done[tracked],
-            (done[0] - c.dsb) + (alone - c.tlbi_bcast_issue),
+            (done[0] - c.dsb) + (alone - c.dvm.tlbi_bcast_issue),
             "the first beyond the tracker waits for the first's completion: {done:?}"
         );
     }
@@ -1228,17 +1230,17 @@ mod tests {
     #[test]
     fn a_per_issuer_limit_makes_a_cpus_next_broadcast_wait() {
         let c = limited_costs();
-        let limit = c.dvm_issuer_outstanding;
+        let limit = c.dvm.dvm_issuer_outstanding;
         let mut m = altra_limited(4, 80);
         let hw = CpuHw::new(&mut m, 0, 0);
         let op = Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) };
         for _ in 0..limit {
             hw.tlbi(op, Scope::Broadcast);
         }
-        assert_eq!(hw.now(), limit * c.tlbi_bcast_issue, "within the limit each costs its issue");
+        assert_eq!(hw.now(), limit * c.dvm.tlbi_bcast_issue, "within the limit each costs its issue");
         hw.tlbi(op, Scope::Broadcast);
-        let first_done = c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process;
-        assert_eq!(hw.now(), first_done + c.tlbi_bcast_issue, "the next waits for the first to complete");
+        let first_done = c.dvm.tlbi_bcast_issue + 2 * c.dvm.dvm_hop + c.dvm.dvm_process;
+        assert_eq!(hw.now(), first_done + c.dvm.tlbi_bcast_issue, "the next waits for the first to complete");
     }
 
     #[test]
@@ -1248,7 +1250,7 @@ mod tests {
         let c = preset::named("altra").costs;
         let two = sync_from(&mut altra(160, 80), 0, 0);
         let four = sync_from(&mut altra(320, 80), 0, 0);
-        assert_eq!(four - two, 2 * c.dvm_node_process);
+        assert_eq!(four - two, 2 * c.dvm.dvm_node_process);
         assert!(two > sync_from(&mut altra(80, 80), 0, 0));
     }
 
@@ -1260,6 +1262,6 @@ mod tests {
         let first = broadcast_and_sync(&mut m, op);
         // A second message issued at the same time waits behind the first at every CPU.
         let second = broadcast_and_sync(&mut m, op);
-        assert_eq!(second - first, c.dvm_process_asid);
+        assert_eq!(second - first, c.dvm.dvm_process_asid);
     }
 }

@@ -75,10 +75,10 @@ mod tests {
         let p = preset::named("milan");
         let c = p.costs;
         let near = line_pingpong_ns(&p, 0, 1, 100);
-        let want = c.cacheline_transfer as f64 / p.freq_ghz;
+        let want = c.lines.cacheline_transfer as f64 / p.freq_ghz;
         assert!((near - want).abs() < 1e-9, "{near} against {want}");
         let far = line_pingpong_ns(&p, 0, 8, 100);
-        let want = (c.cacheline_transfer + c.cacheline_cross_ccx) as f64 / p.freq_ghz;
+        let want = (c.lines.cacheline_transfer + c.lines.cacheline_cross_ccx) as f64 / p.freq_ghz;
         assert!((far - want).abs() < 1e-9, "{far} against {want}");
     }
 
@@ -87,7 +87,7 @@ mod tests {
         let p = preset::named("milan");
         let c = p.costs;
         let ns = lock_handoff_ns(&p, 0, 1, 1000);
-        let per = (2 * c.cacheline_transfer + c.mem_access) as f64 / p.freq_ghz;
+        let per = (2 * c.lines.cacheline_transfer + c.mem_access) as f64 / p.freq_ghz;
         // The first acquisition finds the lock free (no handoff).
         assert!((ns - per).abs() < per * 0.01, "{ns} against {per}");
     }

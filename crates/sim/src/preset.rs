@@ -43,6 +43,48 @@ pub struct Costs {
     pub walk_level: u64,
     /// Fixed overhead of starting a walk after an L2 TLB miss.
     pub walk_start: u64,
+    /// The local TLB invalidations.
+    #[serde(flatten)]
+    pub local: LocalTlbiCosts,
+    /// The broadcast invalidations and the interconnect that carries them.
+    #[serde(flatten)]
+    pub dvm: DvmCosts,
+    /// `DSB` (without waiting for outstanding broadcast invalidations); on x86
+    /// with `INVLPGB`, `TLBSYNC`'s own cost besides that wait.
+    pub dsb: u64,
+    /// `ISB`.
+    pub isb: u64,
+    /// A full memory barrier between ordinary accesses.
+    pub full_barrier: u64,
+    /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3` with NOFLUSH), without the ISB.
+    pub root_write: u64,
+    /// Extra cycles of a root write that flushes the tag's entries (x86 `MOV CR3`
+    /// without NOFLUSH); arm64 never writes the root that way.
+    pub root_write_flush: u64,
+    /// Exception entry (SVC, fault, IRQ) including register save.
+    pub exception_entry: u64,
+    /// Exception return (`ERET`) including register restore.
+    pub exception_exit: u64,
+    /// Inter-processor interrupts.
+    #[serde(flatten)]
+    pub ipi: IpiCosts,
+    /// Cache-line transfers between CPUs.
+    #[serde(flatten)]
+    pub lines: LineCosts,
+    /// The kernel's own paths.
+    #[serde(flatten)]
+    pub kernel: KernelPathCosts,
+    /// Independent loads of one multi-page touch the out-of-order core overlaps
+    /// (fill buffers and L2 TLB ports): their L1/L2 TLB and cache latency is divided by this.
+    pub mlp: u64,
+    /// Page walks the core runs at once: the walk latency of a multi-page touch
+    /// is divided by this.
+    pub walkers: u64,
+}
+
+/// The local TLB invalidations (this CPU's TLB only), in cycles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LocalTlbiCosts {
     /// A local TLBI by VA (`TLBI VAE1`/`VALE1`, `INVLPG`).
     pub tlbi_local_va: u64,
     /// A local TLBI of one ASID (`TLBI ASIDE1`, `INVPCID` type 1).
@@ -57,6 +99,11 @@ pub struct Costs {
     /// ([`Preset::invpcid`]), and on arm64, whose `TLBI VAE1` names any ASID at
     /// `tlbi_local_va`.
     pub invpcid_va: u64,
+}
+
+/// A broadcast TLB invalidation's costs and the interconnect's (DVM) limits, in cycles or counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DvmCosts {
     /// Issuing one broadcast TLBI (`TLBI ...IS`, AMD `INVLPGB`) into the interconnect.
     ///
     /// On x86 machines with `INVLPGB` (AMD Zen 3 and later) the broadcast fields
@@ -92,22 +139,11 @@ pub struct Costs {
     /// receivers), during which it sends no other; and, on a machine of several
     /// sockets, with each other socket's node's completion of a broadcast.
     pub dvm_node_process: u64,
-    /// `DSB` (without waiting for outstanding broadcast invalidations); on x86
-    /// with `INVLPGB`, `TLBSYNC`'s own cost besides that wait.
-    pub dsb: u64,
-    /// `ISB`.
-    pub isb: u64,
-    /// A full memory barrier between ordinary accesses.
-    pub full_barrier: u64,
-    /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3` with NOFLUSH), without the ISB.
-    pub root_write: u64,
-    /// Extra cycles of a root write that flushes the tag's entries (x86 `MOV CR3`
-    /// without NOFLUSH); arm64 never writes the root that way.
-    pub root_write_flush: u64,
-    /// Exception entry (SVC, fault, IRQ) including register save.
-    pub exception_entry: u64,
-    /// Exception return (`ERET`) including register restore.
-    pub exception_exit: u64,
+}
+
+/// An inter-processor interrupt's costs, in cycles, and how the machine sends one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IpiCosts {
     /// Sending an IPI (writing the interrupt controller's SGI/ICR register).
     pub ipi_send: u64,
     /// Delivering an IPI to a CPU in the same socket.
@@ -129,6 +165,11 @@ pub struct Costs {
     /// (`native_send_call_func_ipi`: v4.10 when the mask equals the online CPUs
     /// but this one; v5.5 on under `apic_use_ipi_shorthand`, the same test).
     pub ipi_shorthand: bool,
+}
+
+/// A cache line's move between CPUs, in cycles, by how far it goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LineCosts {
     /// Moving one cache line between cores in the same socket.
     pub cacheline_transfer: u64,
     /// Extra for a cache-line transfer between two L3 domains (AMD CCXs) of one
@@ -138,6 +179,11 @@ pub struct Costs {
     /// Extra for a cache-line transfer across sockets (on top of
     /// `cacheline_cross_ccx`: sockets never share a CCX).
     pub cacheline_cross_socket: u64,
+}
+
+/// The kernel's own paths (system calls, switches, faults, page work), in cycles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelPathCosts {
     /// The kernel's software work in one system call besides entry and exit
     /// (argument checks, file lookup), excluding the call's own body.
     pub syscall_body: u64,
@@ -159,12 +205,6 @@ pub struct Costs {
     /// and returning the folio to the allocator, `folios_put`), with large folios
     /// only; an order-0 page is a folio of its own.
     pub zap_folio: u64,
-    /// Independent loads of one multi-page touch the out-of-order core overlaps
-    /// (fill buffers and L2 TLB ports): their L1/L2 TLB and cache latency is divided by this.
-    pub mlp: u64,
-    /// Page walks the core runs at once: the walk latency of a multi-page touch
-    /// is divided by this.
-    pub walkers: u64,
 }
 
 /// The kernel whose paths the simulator's kernel follows on a machine, where
@@ -394,12 +434,12 @@ impl Estimate {
 /// What one broadcast invalidation costs its issuer in the DVM estimates:
 /// the issue, the message's two hops and one receiver's processing.
 fn broadcast_cycles(c: &Costs) -> u64 {
-    c.tlbi_bcast_issue + 2 * c.dvm_hop + c.dvm_process
+    c.dvm.tlbi_bcast_issue + 2 * c.dvm.dvm_hop + c.dvm.dvm_process
 }
 
 /// What one context switch costs besides the address-space switch.
 fn switch_cycles(c: &Costs) -> u64 {
-    c.switch_path
+    c.kernel.switch_path
 }
 
 impl Preset {
@@ -407,7 +447,7 @@ impl Preset {
     /// machine (`TLBI ...IS`), and x86 machines with `INVLPGB` (those whose
     /// broadcast costs are set).
     pub fn has_broadcast_tlbi(&self) -> bool {
-        self.arch == Arch::Arm64 || self.costs.dvm_hop > 0
+        self.arch == Arch::Arm64 || self.costs.dvm.dvm_hop > 0
     }
 }
 
@@ -528,7 +568,7 @@ mod tests {
         assert_eq!(got, [("hsw48", 24, 48, 2, 1), ("skl56", 28, 56, 2, 1), ("numa4x48", 12, 48, 4, 1)]);
         for p in ps {
             assert!(!p.has_broadcast_tlbi(), "{}: Intel before INVLPGB reaches other CPUs by IPI", p.name);
-            assert!(p.costs.cacheline_cross_socket > p.costs.cacheline_transfer, "{}", p.name);
+            assert!(p.costs.lines.cacheline_cross_socket > p.costs.lines.cacheline_transfer, "{}", p.name);
         }
     }
 
@@ -538,7 +578,7 @@ mod tests {
         with.sort();
         assert_eq!(with, ["haswell2s", "hsw48", "icx8336c", "icx8358", "milan", "skl56", "skx8170", "skylake"]);
         for p in all() {
-            assert_eq!(p.invpcid, p.costs.invpcid_va > 0, "{}", p.name);
+            assert_eq!(p.invpcid, p.costs.local.invpcid_va > 0, "{}", p.name);
             assert!(!p.invpcid || p.arch == Arch::X86_64, "{}", p.name);
         }
     }
@@ -546,17 +586,23 @@ mod tests {
     #[test]
     fn numa4x48_has_no_invpcid_so_a_pcid_flush_is_a_cr3_write() {
         let p = named("numa4x48");
-        assert_eq!(p.costs.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
+        assert_eq!(p.costs.local.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
         assert_eq!(p.kernel, Kernel::Linux(4, 3));
     }
 
     #[test]
     fn ice_lake_sp_converts_its_mesh_and_upi_latencies_at_each_parts_clock() {
         let (a, b) = (named("icx8358").costs, named("icx8336c").costs);
-        assert_eq!((a.cacheline_transfer, a.cacheline_cross_socket, a.ipi_cross_socket), (133, 147, 147));
-        assert_eq!((b.cacheline_transfer, b.cacheline_cross_socket, b.ipi_cross_socket), (118, 130, 130));
+        assert_eq!(
+            (a.lines.cacheline_transfer, a.lines.cacheline_cross_socket, a.ipi.ipi_cross_socket),
+            (133, 147, 147)
+        );
+        assert_eq!(
+            (b.lines.cacheline_transfer, b.lines.cacheline_cross_socket, b.ipi.ipi_cross_socket),
+            (118, 130, 130)
+        );
         // The core's figures are in cycles and the same for both parts.
-        assert_eq!((a.mem_access, a.tlbi_local_va, a.walkers), (b.mem_access, b.tlbi_local_va, b.walkers));
+        assert_eq!((a.mem_access, a.local.tlbi_local_va, a.walkers), (b.mem_access, b.local.tlbi_local_va, b.walkers));
     }
 
     #[test]
@@ -574,7 +620,7 @@ mod tests {
     fn kunpeng920_is_two_sockets_of_two_32_core_dies_without_range_tlbi() {
         let p = named("kunpeng920");
         assert_eq!((p.arch, p.cores_per_socket, p.cores_per_ccx, p.real_cores), (Arch::Arm64, 64, 32, 128));
-        assert!(p.costs.cacheline_cross_ccx > 0 && !p.tlbi_range && p.has_broadcast_tlbi());
+        assert!(p.costs.lines.cacheline_cross_ccx > 0 && !p.tlbi_range && p.has_broadcast_tlbi());
         assert_eq!(p.asid_bits[0], 16);
     }
 
@@ -584,6 +630,6 @@ mod tests {
         assert_eq!((p.arch, p.cores_per_socket, p.cores_per_ccx, p.real_cores), (Arch::X86_64, 4, 4, 4));
         assert!(!p.has_broadcast_tlbi());
         // No INVPCID: a whole-PCID flush is a flushing CR3 write.
-        assert_eq!(p.costs.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
+        assert_eq!(p.costs.local.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
     }
 }

@@ -94,6 +94,30 @@ pub struct Metrics {
     pub local_invalidations: u64,
     /// Broadcast TLB invalidation operations.
     pub broadcast_invalidations: u64,
+    /// The IPIs and shootdowns.
+    #[serde(flatten)]
+    pub ipi: IpiMetrics,
+    /// Cache-line transfers of policy state.
+    pub line_transfers: u64,
+    /// Context switches.
+    pub context_switches: u64,
+    /// ASID rollovers (epoch resets, generation bumps).
+    pub asid_rollovers: u64,
+    /// Invalidations of a whole ASID or the whole TLB.
+    pub full_flushes: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Simulator events processed.
+    pub events: u64,
+    /// The contiguous-PTE and exit-teardown metrics.
+    #[serde(flatten)]
+    pub contpte: ContpteMetrics,
+}
+
+/// The IPIs a run sent and the shootdowns it made (in JSON, fields of the
+/// run's metrics).
+#[derive(Clone, Debug, Serialize)]
+pub struct IpiMetrics {
     /// IPIs sent.
     pub ipis_sent: u64,
     /// Linux call-function requests run by a handler already on its way to
@@ -109,20 +133,13 @@ pub struct Metrics {
     pub shootdowns: u64,
     /// Their total latency from issue to done, in nanoseconds.
     pub shootdown_ns: f64,
-    /// Cache-line transfers of policy state.
-    pub line_transfers: u64,
-    /// Context switches.
-    pub context_switches: u64,
-    /// ASID rollovers (epoch resets, generation bumps).
-    pub asid_rollovers: u64,
-    /// Invalidations of a whole ASID or the whole TLB.
-    pub full_flushes: u64,
-    /// System calls.
-    pub syscalls: u64,
-    /// Simulator events processed.
-    pub events: u64,
-    /// The contpte metrics below are reported when `--set contpte` or `--set
-    /// teardown` is given (so other runs print what they always printed).
+}
+
+/// The contpte metrics: reported when `--set contpte` or `--set teardown` is
+/// given (so other runs print what they always printed), and in JSON fields
+/// of the run's metrics.
+#[derive(Clone, Debug, Serialize)]
+pub struct ContpteMetrics {
     /// 64 KB TLB fills, speculative ones included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contpte_fills: Option<u64>,
@@ -170,27 +187,31 @@ impl Metrics {
             page_faults: 0,
             local_invalidations: 0,
             broadcast_invalidations: 0,
-            ipis_sent: 0,
-            ipis_coalesced: 0,
-            ipi_handler_ns: 0.0,
-            ipi_invalidating_ns: 0.0,
-            ipi_sync_ns: 0.0,
-            shootdowns: 0,
-            shootdown_ns: 0.0,
+            ipi: IpiMetrics {
+                ipis_sent: 0,
+                ipis_coalesced: 0,
+                ipi_handler_ns: 0.0,
+                ipi_invalidating_ns: 0.0,
+                ipi_sync_ns: 0.0,
+                shootdowns: 0,
+                shootdown_ns: 0.0,
+            },
             line_transfers: 0,
             context_switches: 0,
             asid_rollovers: 0,
             full_flushes: 0,
             syscalls: 0,
             events: 0,
-            contpte_fills: report,
-            folios: report,
-            pte_range_flushes: report,
-            exit_range_flushes: report,
-            exits: report,
-            exit_teardown_ns: report.map(|x| x as f64),
-            hw_races: report,
-            file_writebacks: report,
+            contpte: ContpteMetrics {
+                contpte_fills: report,
+                folios: report,
+                pte_range_flushes: report,
+                exit_range_flushes: report,
+                exits: report,
+                exit_teardown_ns: report.map(|x| x as f64),
+                hw_races: report,
+                file_writebacks: report,
+            },
         }
     }
 }
@@ -270,27 +291,31 @@ fn metrics(sim: &Sim) -> Metrics {
         page_faults: s.page_faults,
         local_invalidations: h.local_invalidations,
         broadcast_invalidations: h.broadcast_invalidations,
-        ipis_sent: h.ipis_sent,
-        ipis_coalesced: h.ipis_coalesced,
-        ipi_handler_ns: h.ipi_handler_cycles as f64 / sim.ghz(),
-        ipi_invalidating_ns: h.ipi_invalidating_cycles as f64 / sim.ghz(),
-        ipi_sync_ns: h.ipi_sync_cycles as f64 / sim.ghz(),
-        shootdowns: h.shootdowns,
-        shootdown_ns: h.shootdown_cycles as f64 / sim.ghz(),
+        ipi: IpiMetrics {
+            ipis_sent: h.ipis_sent,
+            ipis_coalesced: h.ipis_coalesced,
+            ipi_handler_ns: h.ipi_handler_cycles as f64 / sim.ghz(),
+            ipi_invalidating_ns: h.ipi_invalidating_cycles as f64 / sim.ghz(),
+            ipi_sync_ns: h.ipi_sync_cycles as f64 / sim.ghz(),
+            shootdowns: h.shootdowns,
+            shootdown_ns: h.shootdown_cycles as f64 / sim.ghz(),
+        },
         line_transfers: h.line_transfers,
         context_switches: s.context_switches,
         asid_rollovers: h.asid_rollovers,
         full_flushes: h.full_flushes,
         syscalls: s.syscalls,
         events: s.events,
-        contpte_fills: cont(s.contpte_fills),
-        folios: cont(s.folios),
-        pte_range_flushes: cont(s.pte_range_flushes),
-        exit_range_flushes: cont(s.exit_range_flushes),
-        exits: cont(s.exits),
-        exit_teardown_ns: sim.cfg.contpte.report.then_some(s.exit_teardown_cycles as f64 / sim.ghz()),
-        hw_races: cont(s.hw_races),
-        file_writebacks: cont(s.file_writebacks),
+        contpte: ContpteMetrics {
+            contpte_fills: cont(s.contpte.contpte_fills),
+            folios: cont(s.contpte.folios),
+            pte_range_flushes: cont(s.contpte.pte_range_flushes),
+            exit_range_flushes: cont(s.contpte.exit_range_flushes),
+            exits: cont(s.contpte.exits),
+            exit_teardown_ns: sim.cfg.contpte.report.then_some(s.contpte.exit_teardown_cycles as f64 / sim.ghz()),
+            hw_races: cont(s.contpte.hw_races),
+            file_writebacks: cont(s.contpte.file_writebacks),
+        },
     }
 }
 
@@ -379,17 +404,17 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         spec_rate: mp.spec_rate,
         migration: mp.migration(),
         sched: mp.sched,
-        swap: mp.swap,
+        swap: mp.mm.swap,
         slice_us: mp.slice_us,
         base_slice_us: mp.slice_set.then_some(mp.slice_us),
         asid_bits: mp.asid_bits,
         max_mms,
         max_events: 200_000_000,
         contpte: mp.contpte,
-        tlbbatch: mp.tlbbatch.unwrap_or(true),
-        migrate_batch: mp.migrate_batch,
-        vma_locks: mp.vma_locks,
-        lru_drain: mp.lru_drain,
+        tlbbatch: mp.mm.tlbbatch.unwrap_or(true),
+        migrate_batch: mp.mm.migrate_batch,
+        vma_locks: mp.mm.vma_locks,
+        lru_drain: mp.mm.lru_drain,
         noise: mp.noise,
     }
 }
@@ -489,14 +514,14 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
     pv.insert("migration".into(), word(mp.migration()));
     pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
-    pv.insert("swap".into(), serde_json::json!(mp.swap.name()));
+    pv.insert("swap".into(), serde_json::json!(mp.mm.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     // Shown when given only, so that runs without them read as before.
     for (key, on) in [
-        ("tlbbatch", mp.tlbbatch),
-        ("migrate_batch", mp.migrate_batch),
-        ("vma_locks", mp.vma_locks),
-        ("lru_drain", mp.lru_drain),
+        ("tlbbatch", mp.mm.tlbbatch),
+        ("migrate_batch", mp.mm.migrate_batch),
+        ("vma_locks", mp.mm.vma_locks),
+        ("lru_drain", mp.mm.lru_drain),
     ] {
         if let Some(on) = on {
             pv.insert(key.into(), word(on));

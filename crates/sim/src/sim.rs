@@ -265,6 +265,25 @@ pub struct Stats {
     pub syscalls: u64,
     /// Events processed.
     pub events: u64,
+    /// Cycles initiators spent inside the policy's flush calls (`flush_page`,
+    /// `flush_range`, `flush_mm`, `flush_kernel_range`), IPIs and waits included.
+    pub flush_cycles: u64,
+    /// Flushes whose completion the policy deferred (LATR's saved states).
+    pub lazy_flushes: u64,
+    /// Scheduler ticks taken (policies that tick only).
+    pub ticks: u64,
+    /// Cycles CPUs spent in the kernel for a thread, summed over the CPUs: what
+    /// `time` reports as sys (`sim/event.rs`, "Kernel time").
+    pub kernel_cycles: u64,
+    /// The contiguous-PTE and exit-teardown counters.
+    pub contpte: ContpteStats,
+    /// The reclaim, `MADV_PAGEOUT` and migration counters.
+    pub pageout: PageoutStats,
+}
+
+/// The counters of contiguous PTEs and of address spaces torn down at exit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ContpteStats {
     /// 64 KB TLB fills (speculative ones included).
     pub contpte_fills: u64,
     /// Folios allocated (anonymous and page cache).
@@ -283,13 +302,11 @@ pub struct Stats {
     pub exits: u64,
     /// Cycles those teardowns took: clearing every PTE, the flush, freeing.
     pub exit_teardown_cycles: u64,
-    /// Cycles initiators spent inside the policy's flush calls (`flush_page`,
-    /// `flush_range`, `flush_mm`, `flush_kernel_range`), IPIs and waits included.
-    pub flush_cycles: u64,
-    /// Flushes whose completion the policy deferred (LATR's saved states).
-    pub lazy_flushes: u64,
-    /// Scheduler ticks taken (policies that tick only).
-    pub ticks: u64,
+}
+
+/// The counters of reclaim, `MADV_PAGEOUT` and page migration.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageoutStats {
     /// Folios `madvise(MADV_PAGEOUT)` reclaimed, and the memory cgroup's
     /// direct reclaim (an order-0 page counted as a folio of its own).
     pub pageout_folios: u64,
@@ -318,9 +335,6 @@ pub struct Stats {
     /// Accesses that found a page under migration and waited for it
     /// (`migration_entry_wait`).
     pub migration_waits: u64,
-    /// Cycles CPUs spent in the kernel for a thread, summed over the CPUs: what
-    /// `time` reports as sys (`sim/event.rs`, "Kernel time").
-    pub kernel_cycles: u64,
 }
 
 /// A mapping of an address space.
@@ -508,9 +522,36 @@ pub struct Sim {
     /// The oracle and its findings.
     pub oracle: Oracle,
     rng: ChaCha8Rng,
-    mms: Vec<Mm>,
-    free_slots: Vec<u32>,
-    next_uid: u32,
+    /// The kernel's address spaces, pipes, maps and pending flushes.
+    kern: KernelState,
+    /// The scheduler: threads, run queues and their load.
+    scheduler: Scheduler,
+    events: event::Events,
+    ev_seq: u64,
+    /// Named timestamps recorded by `Op::Mark`, in cycles, with the counters then.
+    pub marks: Vec<(&'static str, u64, Stats)>,
+    /// Counters.
+    pub stats: Stats,
+    /// The first workload error (a segmentation fault, an impossible request).
+    pub error: Option<String>,
+    /// Latest time any CPU reached, in cycles.
+    pub end: u64,
+    /// Whether user PTEs are global (from the policy).
+    user_global: bool,
+    /// Time owed across events: walks and faults, and the jitter.
+    timing: Timing,
+    /// Large folios and contiguous PTEs.
+    cont: ContpteConfig,
+    /// Memory beyond the page tables: page cache, swap, cgroup, migration.
+    mem: MemoryState,
+    /// The kernel's other work on the memory paths: locks, per-CPU lists,
+    /// bandwidth.
+    kw: kwork::KernelWork,
+}
+
+/// The scheduler's state: every thread, each CPU's queue and the load
+/// figures placement and balancing read.
+struct Scheduler {
     threads: Vec<Thread>,
     sched: Vec<CpuSched>,
     /// Per CPU, the threads queued on or running on it (`runq.len()` plus one
@@ -531,25 +572,20 @@ pub struct Sim {
     ovl_llc: Vec<u32>,
     /// CPUs with a queued task balancing may move, all told.
     ovl_total: u32,
+    /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
+    ticks: bool,
+}
+
+/// The kernel's own state: address spaces and their slots, pipes, the
+/// kernel's allocators, exits in progress and flushes the policy took over.
+struct KernelState {
+    mms: Vec<Mm>,
+    free_slots: Vec<u32>,
+    next_uid: u32,
     pipes: Vec<Pipe>,
-    events: event::Events,
-    ev_seq: u64,
     kheap_next: u64,
     ktext: u64,
     live: usize,
-    /// Named timestamps recorded by `Op::Mark`, in cycles, with the counters then.
-    pub marks: Vec<(&'static str, u64, Stats)>,
-    /// Counters.
-    pub stats: Stats,
-    /// The first workload error (a segmentation fault, an impossible request).
-    pub error: Option<String>,
-    /// Latest time any CPU reached, in cycles.
-    pub end: u64,
-    /// Whether user PTEs are global (from the policy).
-    user_global: bool,
-    /// Cycles of demand walks and of page faults so far (to overlap walks in touches).
-    walk_cycles: u64,
-    fault_cycles: u64,
     /// Exited address spaces some CPU's root may still point at.
     zombies: Vec<MmId>,
     /// [`Machine::root_releases`] when `reap` last looked at every zombie, or
@@ -558,18 +594,8 @@ pub struct Sim {
     reaped_at: Option<u64>,
     /// The next slot of the kernel-map pool ([`KMAP_BASE`]).
     kmap_next: u64,
-    /// Large folios and contiguous PTEs.
-    cont: ContpteConfig,
-    /// The page cache: per file, per page, the frame holding it (`NO_FRAME`
-    /// while not cached). The cache holds one reference on each frame and never
-    /// drops it, so file frames are never freed.
-    files: Vec<Vec<u64>>,
     /// Whether an exiting address space is being torn down (for the metrics).
     in_exit: bool,
-    /// The spread of compute and system-call times ([`Sim::set_jitter`]).
-    jitter: f64,
-    /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
-    ticks: bool,
     /// Flushes whose completion the policy took over, by ticket: their
     /// obligations stay open and their frames held until it completes them.
     lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
@@ -581,6 +607,15 @@ pub struct Sim {
     /// to fill ([`Sim::spare_lists`]): a kernel-map cycle per request would
     /// otherwise allocate two and free them again.
     spare: Vec<(Vec<PteRef>, Vec<u64>)>,
+}
+
+/// Memory beyond the page tables: the page cache, reclaim and swap, the
+/// memory cgroup, pages under migration and memory-only NUMA nodes.
+struct MemoryState {
+    /// The page cache: per file, per page, the frame holding it (`NO_FRAME`
+    /// while not cached). The cache holds one reference on each frame and never
+    /// drops it, so file frames are never freed.
+    files: Vec<Vec<u64>>,
     /// Whether `MADV_PAGEOUT` unmaps a large anonymous folio's PTEs in one batch
     /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
     /// (Linux v7.0).
@@ -594,9 +629,6 @@ pub struct Sim {
     /// Whether the memory cgroup charges the page cache and reclaims it
     /// ([`Sim::set_file_charge`]; off: only anonymous memory is charged).
     file_charge: bool,
-    /// The kernel's other work on the memory paths: locks, per-CPU lists,
-    /// bandwidth.
-    kw: kwork::KernelWork,
     /// The swap device.
     swap: SwapDevice,
     /// The memory cgroup's limit and LRU, if memory is limited
@@ -604,6 +636,17 @@ pub struct Sim {
     memcg: Option<memcg::MemLimit>,
     /// Counts of the cgroup's direct reclaim.
     reclaim: memcg::ReclaimStats,
+}
+
+/// Time a run carries from one event to the next: demand walks' and
+/// faults' cycles so far (to overlap walks in touches), and the spread of
+/// compute and system-call times.
+struct Timing {
+    /// Cycles of demand walks and of page faults so far (to overlap walks in touches).
+    walk_cycles: u64,
+    fault_cycles: u64,
+    /// The spread of compute and system-call times ([`Sim::set_jitter`]).
+    jitter: f64,
 }
 
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
@@ -664,50 +707,55 @@ impl Sim {
             pt,
             frames: Frames::default(),
             oracle: Oracle::new(false),
-            mms: vec![Mm::new(0, kroot, 0, true)],
-            free_slots: Vec::new(),
-            next_uid: 1,
-            threads: Vec::new(),
-            sched: Vec::new(),
-            loads: Vec::new(),
-            tun,
-            fifo_seq: 0,
-            llcs,
-            idle_llc: Vec::new(),
-            ovl_llc: Vec::new(),
-            ovl_total: 0,
-            pipes: Vec::new(),
             events: event::Events::default(),
             ev_seq: 0,
-            kheap_next: KERNEL_BASE + (1 << 30),
-            ktext: KERNEL_BASE,
-            live: 0,
             marks: Vec::new(),
             stats: Stats::default(),
             error: None,
             end: 0,
             user_global,
-            walk_cycles: 0,
-            fault_cycles: 0,
-            zombies: Vec::new(),
-            reaped_at: None,
-            kmap_next: 0,
             cont: cfg_cont,
-            files: Vec::new(),
-            in_exit: false,
-            jitter: 0.0,
-            ticks,
-            lazy_pending: Default::default(),
-            lazy_bare: Default::default(),
-            spare: Vec::new(),
-            pageout_batch: false,
-            migrating: Default::default(),
-            cpuless_nodes: 0,
-            file_charge: false,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks, lru_drain),
-            swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
-            memcg: None,
-            reclaim: memcg::ReclaimStats::default(),
+
+            scheduler: Scheduler {
+                threads: Vec::new(),
+                sched: Vec::new(),
+                loads: Vec::new(),
+                tun,
+                fifo_seq: 0,
+                llcs,
+                idle_llc: Vec::new(),
+                ovl_llc: Vec::new(),
+                ovl_total: 0,
+                ticks,
+            },
+            kern: KernelState {
+                mms: vec![Mm::new(0, kroot, 0, true)],
+                free_slots: Vec::new(),
+                next_uid: 1,
+                pipes: Vec::new(),
+                kheap_next: KERNEL_BASE + (1 << 30),
+                ktext: KERNEL_BASE,
+                live: 0,
+                zombies: Vec::new(),
+                reaped_at: None,
+                kmap_next: 0,
+                in_exit: false,
+                lazy_pending: Default::default(),
+                lazy_bare: Default::default(),
+                spare: Vec::new(),
+            },
+            mem: MemoryState {
+                files: Vec::new(),
+                pageout_batch: false,
+                migrating: Default::default(),
+                cpuless_nodes: 0,
+                file_charge: false,
+                swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
+                memcg: None,
+                reclaim: memcg::ReclaimStats::default(),
+            },
+            timing: Timing { walk_cycles: 0, fault_cycles: 0, jitter: 0.0 },
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -718,15 +766,15 @@ impl Sim {
             *sim.pt.pte_mut(r) =
                 Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, ..Pte::default() };
         }
-        sim.idle_llc = sim.llcs.iter().map(|&(a, b)| b - a).collect();
-        sim.ovl_llc = vec![0; sim.llcs.len()];
+        sim.scheduler.idle_llc = sim.scheduler.llcs.iter().map(|&(a, b)| b - a).collect();
+        sim.scheduler.ovl_llc = vec![0; sim.scheduler.llcs.len()];
         let mut llc = 0;
         for cpu in 0..n {
             let page = sim.kalloc_page();
-            if cpu as u32 >= sim.llcs[llc].1 {
+            if cpu as u32 >= sim.scheduler.llcs[llc].1 {
                 llc += 1;
             }
-            sim.sched.push(CpuSched {
+            sim.scheduler.sched.push(CpuSched {
                 cur: None,
                 runq: RunQueue::default(),
                 loaded: MmId::KERNEL,
@@ -735,7 +783,7 @@ impl Sim {
                 armed: false,
                 runq_page: page,
                 next_tick: sim.m.noise.tick_phase(sim.cycles_per_tick()),
-                sched_tick: sim.m.noise.tick_phase(sim.tun.tick),
+                sched_tick: sim.m.noise.tick_phase(sim.scheduler.tun.tick),
                 need_resched: false,
                 skip: None,
                 llc: llc as u32,
@@ -744,7 +792,7 @@ impl Sim {
                 next_wide: 0,
                 balance_failed: false,
             });
-            sim.loads.push(0);
+            sim.scheduler.loads.push(0);
         }
         if n >= HUGE_PAGES_FROM_CPUS {
             sim.back_with_huge_pages();
@@ -758,7 +806,7 @@ impl Sim {
     fn back_with_huge_pages(&self) {
         use crate::host::{hull, span};
         let tlbs = self.m.cpus.iter().map(|c| c.tlb.heap_bounds());
-        let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(&self.sched)]));
+        let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(&self.scheduler.sched)]));
         crate::host::back_with_huge_pages(lo, hi);
     }
 
@@ -769,16 +817,16 @@ impl Sim {
     /// default) nothing is drawn and a run is what it was without jitter.
     pub fn set_jitter(&mut self, jitter: f64) {
         debug_assert!((0.0..1.0).contains(&jitter), "jitter {jitter} would make times negative");
-        self.jitter = jitter;
+        self.timing.jitter = jitter;
     }
 
     /// Returns `cycles` scaled by a factor from `[1 - jitter, 1 + jitter]`, or
     /// `cycles` itself, drawing nothing, without jitter.
     fn jittered(&mut self, cycles: u64) -> u64 {
-        if self.jitter == 0.0 || cycles == 0 {
+        if self.timing.jitter == 0.0 || cycles == 0 {
             return cycles;
         }
-        let factor = 1.0 + self.jitter * (2.0 * self.unit_random() - 1.0);
+        let factor = 1.0 + self.timing.jitter * (2.0 * self.unit_random() - 1.0);
         (cycles as f64 * factor).round() as u64
     }
 
@@ -815,10 +863,10 @@ impl Sim {
     }
 
     fn kalloc_page(&mut self) -> u64 {
-        let va = self.kheap_next;
-        self.kheap_next += 4096;
+        let va = self.kern.kheap_next;
+        self.kern.kheap_next += 4096;
         let (pfn, _) = self.frames.alloc();
-        let kroot = self.mms[0].root;
+        let kroot = self.kern.mms[0].root;
         let r = self.pt.ensure_leaf(kroot, va);
         let ver = self.oracle.next_seq();
         *self.pt.pte_mut(r) = Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS, ver, ..Pte::default() };
@@ -832,7 +880,7 @@ impl Sim {
 
     /// Returns the address space `cpu` last switched to.
     pub fn loaded_mm(&self, cpu: usize) -> MmId {
-        self.sched[cpu].loaded
+        self.scheduler.sched[cpu].loaded
     }
 
     /// Returns a uniform random number in [0, 1) from the run's generator.
@@ -842,7 +890,7 @@ impl Sim {
 
     /// Returns the number of threads not yet exited.
     pub fn live_threads(&self) -> usize {
-        self.live
+        self.kern.live
     }
 
     /// Returns the time of the latest mark called `name`, in cycles.

@@ -117,7 +117,7 @@ fn x86(cfg: impl FnOnce(SimConfig) -> SimConfig, cpus: usize, op: fn(u64) -> Sys
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
-    (calls, ipis, sim.stats.unmap_flushes, sim.stats.tlbbatch_flushes)
+    (calls, ipis, sim.stats.pageout.unmap_flushes, sim.stats.pageout.tlbbatch_flushes)
 }
 
 fn pageout(va: u64) -> Sys {
@@ -282,7 +282,7 @@ fn migrate_violations<P: Policy + 'static>(policy: P, batch: bool) -> u64 {
     workload::setup("pmbench_migrate", &p, &mut sim, Phase::Main).unwrap();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
-    assert!(sim.stats.migrated_pages >= 512, "{} pages moved", sim.stats.migrated_pages);
+    assert!(sim.stats.pageout.migrated_pages >= 512, "{} pages moved", sim.stats.pageout.migrated_pages);
     sim.oracle.count
 }
 

@@ -174,15 +174,15 @@ fn contpte_maps_folios_as_64k_entries_and_cuts_tlb_misses() {
     assert!(v.is_empty(), "{v:?}");
     let (on, v) = run_script(cfg(ContMode::On), large_touch());
     assert!(v.is_empty(), "{v:?}");
-    assert_eq!((off.contpte_fills, off.folios, folios.contpte_fills), (0, 0, 0));
-    assert_eq!(folios.folios, 64, "one folio per 64 KB block of the mapping");
-    assert_eq!(on.folios, 64);
+    assert_eq!((off.contpte.contpte_fills, off.contpte.folios, folios.contpte.contpte_fills), (0, 0, 0));
+    assert_eq!(folios.contpte.folios, 64, "one folio per 64 KB block of the mapping");
+    assert_eq!(on.contpte.folios, 64);
     assert_eq!((folios.page_faults, on.page_faults), (64, 64), "a fault maps the whole folio");
-    assert!(on.contpte_fills > 0);
+    assert!(on.contpte.contpte_fills > 0);
     // The altra L2 TLB holds 1280 entries: 1024 pages do not stay in it as 4 KB
     // entries after the first pass, but 64 blocks do.
     assert!(on.tlb_misses * 10 < off.tlb_misses, "on {} vs off {}", on.tlb_misses, off.tlb_misses);
-    assert_eq!(on.contpte_fills, 64, "one 64 KB fill per block, which then stays in the TLB");
+    assert_eq!(on.contpte.contpte_fills, 64, "one 64 KB fill per block, which then stays in the TLB");
 }
 
 /// Writes page 3 of each of 8 blocks of file 7, then exits: with contiguous PTEs,
@@ -203,19 +203,19 @@ fn simple_teardown_returns_values_without_the_blocks_dirty_state_but_loses_no_wr
     // holding the bit is cleared too and marks the folio dirty: no write is lost.
     assert_eq!(properties(&v), ["no_ungathered_dirty"], "{v:?}");
     assert_eq!(v.len(), UNGATHERED_IN_8_BLOCKS, "{v:#?}");
-    assert_eq!(s.file_writebacks, 8, "one page per block, the one whose PTE the hardware picked");
+    assert_eq!(s.contpte.file_writebacks, 8, "one page per block, the one whose PTE the hardware picked");
     for t in [Teardown::NoOpt, Teardown::Robust, Teardown::ClearPtes] {
         let (s, v) = run_script(cfg(ContMode::On, t), write_one_page_per_block());
         assert!(v.is_empty(), "{t}: {v:#?}");
-        assert!(s.file_writebacks >= 8, "{t}: {}", s.file_writebacks);
+        assert!(s.contpte.file_writebacks >= 8, "{t}: {}", s.contpte.file_writebacks);
     }
     // ClearPtes reports the whole block's gathered state for every page of it.
     let (s, _) = run_script(cfg(ContMode::On, Teardown::ClearPtes), write_one_page_per_block());
-    assert_eq!(s.file_writebacks, 128);
+    assert_eq!(s.contpte.file_writebacks, 128);
     // Without the contiguous bit each write dirties its own PTE.
     let (s, v) = run_script(cfg(ContMode::Folios, Teardown::Simple), write_one_page_per_block());
     assert!(v.is_empty(), "{v:#?}");
-    assert_eq!(s.file_writebacks, 8);
+    assert_eq!(s.contpte.file_writebacks, 8);
 }
 
 /// How many values the simple teardown of [`write_one_page_per_block`] returns
@@ -233,10 +233,10 @@ fn noopt_flushes_every_block_at_exit_and_the_others_none() {
     for t in Teardown::ALL {
         let (s, v) = run_script(config(1, 1, ContMode::On, t, 0.0, false), four_blocks());
         assert!(v.is_empty(), "{t}: {v:?}");
-        assert_eq!(s.exits, 1);
+        assert_eq!(s.contpte.exits, 1);
         let want = if t == Teardown::NoOpt { 4 } else { 0 };
-        assert_eq!(s.exit_range_flushes, want, "{t}");
-        assert_eq!(s.pte_range_flushes, want, "{t}: no fold or unfold before the exit");
+        assert_eq!(s.contpte.exit_range_flushes, want, "{t}");
+        assert_eq!(s.contpte.pte_range_flushes, want, "{t}: no fold or unfold before the exit");
     }
 }
 
@@ -245,8 +245,8 @@ fn exit_teardown_time_is_recorded_for_every_kernel() {
     let time = |mode, t| {
         let (s, v) = run_script(config(1, 1, mode, t, 0.0, false), four_blocks());
         assert!(v.is_empty(), "{v:?}");
-        assert_eq!(s.exits, 1);
-        s.exit_teardown_cycles
+        assert_eq!(s.contpte.exits, 1);
+        s.contpte.exit_teardown_cycles
     };
     let base = time(ContMode::Folios, Teardown::ClearPtes);
     let off = time(ContMode::Off, Teardown::ClearPtes);
@@ -292,9 +292,13 @@ fn unfolding_part_of_a_block_is_break_before_make_under_speculation() {
         let cfg = config(2, 5, ContMode::On, t, 0.5, false);
         let (s, v) = run_script(cfg, protect_part_of_a_block(file));
         assert!(v.is_empty(), "file {file}, {t}: {v:#?}");
-        assert!(s.pte_range_flushes >= 30, "file {file}, {t}: an unfold per mprotect: {}", s.pte_range_flushes);
-        assert!(s.hw_races > 0, "file {file}, {t}: the reader acted inside the arch code");
-        assert!(s.contpte_fills > 0 && s.spec_fills > 0);
+        assert!(
+            s.contpte.pte_range_flushes >= 30,
+            "file {file}, {t}: an unfold per mprotect: {}",
+            s.contpte.pte_range_flushes
+        );
+        assert!(s.contpte.hw_races > 0, "file {file}, {t}: the reader acted inside the arch code");
+        assert!(s.contpte.contpte_fills > 0 && s.spec_fills > 0);
     }
 }
 
@@ -312,7 +316,7 @@ fn a_64k_entry_used_after_a_skipped_munmap_flush_is_stale() {
     sim.spawn(prog).unwrap();
     sim.run();
     let v = &sim.oracle.violations;
-    assert_eq!(sim.stats.contpte_fills, 1);
+    assert_eq!(sim.stats.contpte.contpte_fills, 1);
     assert_eq!(properties(v), ["no_stale_held", "no_stale_use"], "{v:#?}");
     let used = v.iter().find(|v| v.property == "no_stale_use").unwrap();
     assert!(used.va.ends_with("5000") && used.change.as_deref().is_some_and(|c| c.starts_with("munmap")), "{used:#?}");
@@ -362,7 +366,7 @@ fn a_walk_inside_fork_wrprotecting_a_whole_block_in_place_is_no_conflict() {
     for seed in 1..=4 {
         let (s, v) = run_script(config(2, seed, ContMode::On, Teardown::ClearPtes, 0.5, false), fork_under_a_reader());
         assert!(v.is_empty(), "seed {seed}: {v:#?}");
-        assert!(s.hw_races > 0 && s.spec_fills > 0 && s.contpte_fills > 0, "seed {seed}: {s:?}");
+        assert!(s.contpte.hw_races > 0 && s.spec_fills > 0 && s.contpte.contpte_fills > 0, "seed {seed}: {s:?}");
         assert!(s.page_faults >= 40, "seed {seed}: a write fault per fork at least: {}", s.page_faults);
     }
 }
@@ -394,8 +398,8 @@ fn hardware_dirtying_a_block_while_software_clears_it_loses_nothing() {
     for t in Teardown::ALL {
         for n in [2, 4] {
             let (s, v) = run_script(config(n, 9, ContMode::On, t, 0.2, true), write_while_zapping());
-            assert!(s.hw_races > 0, "{t} on {n} CPUs");
-            assert!(s.file_writebacks > 0);
+            assert!(s.contpte.hw_races > 0, "{t} on {n} CPUs");
+            assert!(s.contpte.file_writebacks > 0);
             if t == Teardown::Simple {
                 // The writers outlive the zaps, so the exit finds blocks they
                 // dirtied: values without the block's state, but no write lost.
@@ -455,7 +459,7 @@ fn every_teardown_runs_every_workload_clean_under_strict_with_migration() {
                         let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
                         assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
                         if contpte == "contpte=on" {
-                            assert!(out.metrics.contpte_fills > Some(0), "{}", spec.command());
+                            assert!(out.metrics.contpte.contpte_fills > Some(0), "{}", spec.command());
                         }
                     }
                 }
@@ -480,11 +484,11 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
         strict: false,
     };
     let plain = run(&spec("arm64-linux", &[])).unwrap();
-    assert!(!plain.params.contains_key("contpte") && plain.metrics.exits.is_none());
+    assert!(!plain.params.contains_key("contpte") && plain.metrics.contpte.exits.is_none());
     let off = run(&spec("arm64-linux", &["contpte=off"])).unwrap();
     assert_eq!(off.params["contpte"], "off");
     assert_eq!(off.params["teardown"], "clear_ptes");
-    assert_eq!((off.metrics.exits, off.metrics.contpte_fills), (Some(2), Some(0)));
+    assert_eq!((off.metrics.contpte.exits, off.metrics.contpte.contpte_fills), (Some(2), Some(0)));
     assert_eq!(off.result, plain.result, "contpte=off is the kernel without folios");
     let err = run(&spec("arm64-linux", &["teardown=clear-ptes"])).unwrap_err();
     assert_eq!(err.param(), Some(Param::Set("teardown".into())));
@@ -542,8 +546,8 @@ fn exit_teardown_is_clean_under_noopt_robust_and_clear_ptes_and_simple_only_brea
             let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
             assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
             let m = &out.metrics;
-            assert!(m.contpte_fills > Some(0) && m.file_writebacks > Some(0), "{}", spec.command());
-            assert_eq!(m.exits, Some(2 * cpus as u64 + 1), "every compiler and make: {}", spec.command());
+            assert!(m.contpte.contpte_fills > Some(0) && m.contpte.file_writebacks > Some(0), "{}", spec.command());
+            assert_eq!(m.contpte.exits, Some(2 * cpus as u64 + 1), "every compiler and make: {}", spec.command());
             assert!(out.result["exit_us"] > 0.0);
         }
         // Every compiler writes whole blocks of the file through 64 KB entries, so

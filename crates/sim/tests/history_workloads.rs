@@ -107,7 +107,7 @@ fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
     let out = go("skx8170", "x86-linux-pcid", n, "madvise_dontneed_loop", &["iters=20"]);
     // Each madvise's one-page flush goes to the other three CPUs running the mm
     // (the last iterations of a thread may find some already finished).
-    let ipis = out.metrics.ipis_sent as f64;
+    let ipis = out.metrics.ipi.ipis_sent as f64;
     let most = (iters * n * (n - 1)) as f64;
     assert!(ipis >= 0.8 * most && ipis <= most + 64.0, "{ipis} IPIs for {most} flush targets");
     // And each store refaults: the first write and one per iteration.

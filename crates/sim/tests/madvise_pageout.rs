@@ -13,7 +13,7 @@ use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::{run, RunSpec};
-use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig, Stats};
+use tlbkit_sim::sim::{ContMode, ContpteConfig, ContpteStats, PageoutStats, Sim, SimConfig, Stats};
 
 /// One step of a test program; addresses are pages of the region it maps first.
 #[derive(Clone, Copy, Debug)]
@@ -173,13 +173,20 @@ fn pageout_of_four_folios(mode: ContMode, batch: bool, tlbi_range: bool) -> Page
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
+    let (p0, p1) = (s0.pageout, s1.pageout);
     let stats = Stats {
-        pageout_folios: s1.pageout_folios - s0.pageout_folios,
-        pageout_pages: s1.pageout_pages - s0.pageout_pages,
-        pageout_skipped: s1.pageout_skipped - s0.pageout_skipped,
-        pageout_deferred_flushes: s1.pageout_deferred_flushes - s0.pageout_deferred_flushes,
-        pageout_unfolds: s1.pageout_unfolds - s0.pageout_unfolds,
-        pte_range_flushes: s1.pte_range_flushes - s0.pte_range_flushes,
+        pageout: PageoutStats {
+            pageout_folios: p1.pageout_folios - p0.pageout_folios,
+            pageout_pages: p1.pageout_pages - p0.pageout_pages,
+            pageout_skipped: p1.pageout_skipped - p0.pageout_skipped,
+            pageout_deferred_flushes: p1.pageout_deferred_flushes - p0.pageout_deferred_flushes,
+            pageout_unfolds: p1.pageout_unfolds - p0.pageout_unfolds,
+            ..PageoutStats::default()
+        },
+        contpte: ContpteStats {
+            pte_range_flushes: s1.contpte.pte_range_flushes - s0.contpte.pte_range_flushes,
+            ..ContpteStats::default()
+        },
         ..Stats::default()
     };
     Pageout {
@@ -193,9 +200,12 @@ fn pageout_of_four_folios(mode: ContMode, batch: bool, tlbi_range: bool) -> Page
 #[test]
 fn v7_0_unfolds_each_block_and_defers_a_flush_per_page() {
     let p = pageout_of_four_folios(ContMode::On, false, false);
-    assert_eq!((p.stats.pageout_folios, p.stats.pageout_pages, p.stats.pageout_skipped), (4, 64, 0));
-    assert_eq!(p.stats.pageout_unfolds, 4, "the first PTE of each block unfolds it");
-    assert_eq!(p.stats.pageout_deferred_flushes, 64, "one deferred flush per PTE");
+    assert_eq!(
+        (p.stats.pageout.pageout_folios, p.stats.pageout.pageout_pages, p.stats.pageout.pageout_skipped),
+        (4, 64, 0)
+    );
+    assert_eq!(p.stats.pageout.pageout_unfolds, 4, "the first PTE of each block unfolds it");
+    assert_eq!(p.stats.pageout.pageout_deferred_flushes, 64, "one deferred flush per PTE");
     // The unfolds' synchronous 64 KB flushes, then 64 one-page deferred ones.
     assert_eq!(p.asked, Asked { one: 64, sixteen: 4, other: 0 });
     // Without range operations: 16 TLBI VALE1IS per unfold, one per page.
@@ -205,9 +215,9 @@ fn v7_0_unfolds_each_block_and_defers_a_flush_per_page() {
 #[test]
 fn dev_jains_batching_clears_each_block_whole_with_one_deferred_range_flush() {
     let p = pageout_of_four_folios(ContMode::On, true, false);
-    assert_eq!((p.stats.pageout_folios, p.stats.pageout_pages), (4, 64));
-    assert_eq!((p.stats.pageout_unfolds, p.stats.pte_range_flushes), (0, 0), "no unfold");
-    assert_eq!(p.stats.pageout_deferred_flushes, 4, "one deferred flush per folio");
+    assert_eq!((p.stats.pageout.pageout_folios, p.stats.pageout.pageout_pages), (4, 64));
+    assert_eq!((p.stats.pageout.pageout_unfolds, p.stats.contpte.pte_range_flushes), (0, 0), "no unfold");
+    assert_eq!(p.stats.pageout.pageout_deferred_flushes, 4, "one deferred flush per folio");
     assert_eq!(p.asked, Asked { one: 0, sixteen: 4, other: 0 });
     assert_eq!((p.broadcasts, p.full_flushes), (4 * 16, 0));
 }
@@ -229,16 +239,16 @@ fn with_range_operations_a_64_kb_flush_is_one_range_tlbi() {
 fn without_contiguous_ptes_v7_0_goes_page_by_page_and_batching_needs_a_large_folio() {
     for mode in [ContMode::Off, ContMode::Folios] {
         let p = pageout_of_four_folios(mode, false, false);
-        assert_eq!(p.stats.pageout_pages, 64, "{mode:?}");
-        assert_eq!((p.stats.pageout_unfolds, p.stats.pageout_deferred_flushes), (0, 64), "{mode:?}");
+        assert_eq!(p.stats.pageout.pageout_pages, 64, "{mode:?}");
+        assert_eq!((p.stats.pageout.pageout_unfolds, p.stats.pageout.pageout_deferred_flushes), (0, 64), "{mode:?}");
         assert_eq!((p.asked.one, p.asked.sixteen, p.broadcasts), (64, 0, 64), "{mode:?}");
     }
     // Order-0 pages are unmapped alone even with the batching; 64 KB folios
     // without the contiguous bit are batched (the series is core mm).
     let p = pageout_of_four_folios(ContMode::Off, true, false);
-    assert_eq!((p.stats.pageout_folios, p.stats.pageout_deferred_flushes), (64, 64));
+    assert_eq!((p.stats.pageout.pageout_folios, p.stats.pageout.pageout_deferred_flushes), (64, 64));
     let p = pageout_of_four_folios(ContMode::Folios, true, false);
-    assert_eq!((p.stats.pageout_folios, p.stats.pageout_deferred_flushes, p.asked.sixteen), (4, 4, 4));
+    assert_eq!((p.stats.pageout.pageout_folios, p.stats.pageout.pageout_deferred_flushes, p.asked.sixteen), (4, 4, 4));
 }
 
 #[test]
@@ -260,14 +270,14 @@ fn a_paged_out_page_faults_back_in_as_a_fresh_folio() {
         assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
         let at = |m: &str| sim.mark_stats(m).unwrap();
         let (out, one, block) = (at("out"), at("one"), at("block"));
-        assert_eq!(out.pageout_pages, 32, "{mode:?}");
-        assert_eq!((one.page_faults - out.page_faults, one.swapins - out.swapins), (1, 1), "{mode:?}");
+        assert_eq!(out.pageout.pageout_pages, 32, "{mode:?}");
+        assert_eq!((one.page_faults - out.page_faults, one.pageout.swapins - out.pageout.swapins), (1, 1), "{mode:?}");
         if mode == ContMode::On {
             // The fault mapped the whole 64 KB folio: the rest of the block is there.
-            assert_eq!(one.folios - out.folios, 1);
-            assert_eq!((block.page_faults, block.swapins), (one.page_faults, one.swapins));
+            assert_eq!(one.contpte.folios - out.contpte.folios, 1);
+            assert_eq!((block.page_faults, block.pageout.swapins), (one.page_faults, one.pageout.swapins));
         } else {
-            assert_eq!((block.page_faults - one.page_faults, block.swapins - one.swapins), (15, 15));
+            assert_eq!((block.page_faults - one.page_faults, block.pageout.swapins - one.pageout.swapins), (15, 15));
         }
     }
 }
@@ -281,7 +291,7 @@ fn shared_and_partly_covered_folios_are_left_mapped() {
     assert!(sim.error.is_none(), "{:?}", sim.error);
     let s = sim.mark_stats("half").unwrap();
     // Pages 8..24 cover half of each of two 64 KB folios: both are skipped.
-    assert_eq!((s.pageout_pages, s.pageout_skipped, s.pageout_deferred_flushes), (0, 2, 0));
+    assert_eq!((s.pageout.pageout_pages, s.pageout.pageout_skipped, s.pageout.pageout_deferred_flushes), (0, 2, 0));
 }
 
 /// A first thread that writes 64 pages and starts three that read and write
@@ -313,9 +323,9 @@ fn pageout_under_migration_on_4_cpus_is_strict_clean() {
             let what = format!("seed {seed}, batch {batch}, tlbi_range {tlbi_range}, {mode:?}");
             assert!(sim.error.is_none(), "{what}: {:?}", sim.error);
             assert_eq!(sim.oracle.count, 0, "{what}: {:#?}", sim.oracle.violations);
-            assert!(sim.stats.pageout_pages > 0 && sim.stats.swapins > 0, "{what}: {:?}", sim.stats);
+            assert!(sim.stats.pageout.pageout_pages > 0 && sim.stats.pageout.swapins > 0, "{what}: {:?}", sim.stats);
             if mode == ContMode::On {
-                assert!(sim.stats.hw_races > 0, "{what}: other CPUs acted inside the arch code");
+                assert!(sim.stats.contpte.hw_races > 0, "{what}: other CPUs acted inside the arch code");
             }
         }
     }
@@ -399,7 +409,7 @@ fn the_teardown_setting_is_dontneeds_switch() {
         sim.spawn(Box::new(Dontneed(Script::new(64, STEPS, 1), false))).unwrap();
         sim.run();
         assert!(sim.error.is_none() && sim.oracle.count == 0);
-        sim.stats.pte_range_flushes - sim.mark_stats("a").unwrap().pte_range_flushes
+        sim.stats.contpte.pte_range_flushes - sim.mark_stats("a").unwrap().contpte.pte_range_flushes
     };
     assert_eq!(unfolds(Teardown::ClearPtes), 0);
     assert_eq!(unfolds(Teardown::NoOpt), 4);

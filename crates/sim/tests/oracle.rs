@@ -211,7 +211,7 @@ fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
     assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
     // Ten address spaces per CPU cycle through six slots: CR3 writes that flush.
     assert!(out.metrics.full_flushes > out.metrics.context_switches / 4, "{:?}", out.metrics);
-    assert!(out.metrics.ipis_sent > 0, "fork and exit flush other CPUs by IPI: {:?}", out.metrics);
+    assert!(out.metrics.ipi.ipis_sent > 0, "fork and exit flush other CPUs by IPI: {:?}", out.metrics);
 }
 
 #[test]

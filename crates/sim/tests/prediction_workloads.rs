@@ -57,9 +57,9 @@ fn lat_proc_forks_once_per_iteration_and_each_child_exits() {
     assert!(out.result.contains_key("us_per_fork"));
     let sim = sim_of("lat_proc", &[("iters", 3.0)]);
     // The warm-up child, three timed ones and the parent.
-    assert_eq!(sim.stats.exits, 5);
+    assert_eq!(sim.stats.contpte.exits, 5);
     let sim = sim_of("lat_proc", &[("iters", 3.0), ("extra_kb", 64.0)]);
-    assert_eq!(sim.stats.exits, 5);
+    assert_eq!(sim.stats.contpte.exits, 5);
 }
 
 #[test]
@@ -112,14 +112,14 @@ fn exit_notify_wakes_the_waiting_parent_only_after_the_child_s_teardown() {
     assert!(sim.error.is_none(), "{:?}", sim.error);
     let (exiting, woken) = (sim.mark("exiting").unwrap(), sim.mark("woken").unwrap());
     let at_wake = sim.mark_stats("woken").unwrap();
-    assert_eq!(at_wake.exits, 1, "the child's address space was torn down before the parent ran");
-    assert!(at_wake.exit_teardown_cycles > 0);
+    assert_eq!(at_wake.contpte.exits, 1, "the child's address space was torn down before the parent ran");
+    assert!(at_wake.contpte.exit_teardown_cycles > 0);
     assert!(
-        woken >= exiting + at_wake.exit_teardown_cycles,
+        woken >= exiting + at_wake.contpte.exit_teardown_cycles,
         "woken at {woken}, the child started exiting at {exiting} and tore down for {}",
-        at_wake.exit_teardown_cycles
+        at_wake.contpte.exit_teardown_cycles
     );
-    assert_eq!(sim.stats.exits, 2);
+    assert_eq!(sim.stats.contpte.exits, 2);
 }
 
 #[test]

@@ -479,7 +479,7 @@ fn stress_failure(machine: &str, policy: &str, sets: &[&str]) -> Option<String> 
     match run(&spec) {
         Err(e) => Some(format!("{}: {e}", spec.command())),
         Ok(o) if o.violations_total > 0 => Some(format!("{}: {:?}", spec.command(), o.violations.first())),
-        Ok(o) if o.metrics.ipis_sent + o.metrics.broadcast_invalidations == 0 => {
+        Ok(o) if o.metrics.ipi.ipis_sent + o.metrics.broadcast_invalidations == 0 => {
             Some(format!("{}: no remote invalidation", spec.command()))
         }
         Ok(_) => None,

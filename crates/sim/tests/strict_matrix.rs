@@ -105,7 +105,7 @@ fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",
         "sort_compute" if linux_asids && m.asid_rollovers == 0 => "an ASID rollover",
-        "fileserver" | "stress" if m.ipis_sent + m.broadcast_invalidations == 0 => "a remote invalidation",
+        "fileserver" | "stress" if m.ipi.ipis_sent + m.broadcast_invalidations == 0 => "a remote invalidation",
         _ => return None,
     };
     Some(format!("{}\n    reached no {missing}: {m:?}", s.command()))

@@ -49,7 +49,7 @@ fn without_reclaim_nothing_is_swapped() {
 fn the_batch_flush_reaches_the_other_threads_cpus() {
     let alone = swap("milan", "x86-linux-613", 4, &["nr_task=1"]);
     let four = swap("milan", "x86-linux-613", 4, &["nr_task=4"]);
-    let (ipis_alone, ipis_four) = (alone.metrics.ipis_sent as f64, four.metrics.ipis_sent as f64);
+    let (ipis_alone, ipis_four) = (alone.metrics.ipi.ipis_sent as f64, four.metrics.ipi.ipis_sent as f64);
     let swapped = four.result["swapout_pages"];
     // Alone, no other CPU runs the mm: only the gate's wake-ups.
     assert!(ipis_alone < 8.0, "{ipis_alone} IPIs with one thread");
@@ -64,5 +64,5 @@ fn arm64_reclaims_through_its_deferred_flushes() {
     assert!(swapped >= 128.0, "{swapped}");
     // One TLBI VALE1IS per reclaimed page; the only IPIs are the gate's wake-ups.
     assert!(out.metrics.broadcast_invalidations as f64 >= swapped);
-    assert!(out.metrics.ipis_sent < 8, "{} IPIs", out.metrics.ipis_sent);
+    assert!(out.metrics.ipi.ipis_sent < 8, "{} IPIs", out.metrics.ipi.ipis_sent);
 }

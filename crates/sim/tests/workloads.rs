@@ -98,7 +98,7 @@ fn fileserver_reports_ipi_handler_split_on_x86_and_zero_without_shootdown_phases
     let share = out.result["invalidating_share"];
     assert!(share > 0.0 && share < 1.0, "{share}");
     // No policy reports shootdown phases yet: the mean is 0, not a division by zero.
-    assert_eq!(out.metrics.shootdowns, 0);
+    assert_eq!(out.metrics.ipi.shootdowns, 0);
     assert_eq!(out.result["shootdown_us"], 0.0);
     let s = spec("cortex-a72", "arm64-linux", "fileserver", 4, &["ops=10", "pages=4"]);
     let out = run(&s).unwrap();

@@ -119,10 +119,10 @@ fn pageout(mode: ContMode, batch: bool, cpus: usize) -> (Calls, Calls, u64, u64)
     };
     until(&mut sim, "a");
     sim.policy::<Counted>().expect("the policy run").take();
-    let (ipis, deferred) = (sim.counters().ipis_sent, sim.stats.pageout_deferred_flushes);
+    let (ipis, deferred) = (sim.counters().ipis_sent, sim.stats.pageout.pageout_deferred_flushes);
     until(&mut sim, "b");
     let first = sim.policy::<Counted>().expect("the policy run").take();
-    let (ipis, deferred) = (sim.counters().ipis_sent - ipis, sim.stats.pageout_deferred_flushes - deferred);
+    let (ipis, deferred) = (sim.counters().ipis_sent - ipis, sim.stats.pageout.pageout_deferred_flushes - deferred);
     until(&mut sim, "c");
     let second = sim.policy::<Counted>().expect("the policy run").take();
     sim.run();

@@ -68,21 +68,23 @@ pub fn run(a: RoundsArgs) -> Result<u8, CliError> {
         let t = Instant::now();
         let local = tlbkit_check::run::check_exhaustive_jobs(&spec, n)?;
         let jobs_s = t.elapsed().as_secs_f64();
-        if report.states != local.states || report.counterexample.is_some() != local.counterexample.is_some() {
+        if report.explored.states != local.explored.states
+            || report.counterexample.is_some() != local.counterexample.is_some()
+        {
             return Err(format!(
                 "{} parties reached {} states, --jobs {n} {}: the rounds lost or added states (a bug in tlbkit)",
-                n, report.states, local.states
+                n, report.explored.states, local.explored.states
             )
             .into());
         }
         rows.push(Row {
             parties: n,
-            states: local.states,
+            states: local.explored.states,
             rounds_s,
-            rounds_executions: report.executions,
+            rounds_executions: report.explored.executions,
             rounds,
             jobs_s,
-            jobs_executions: local.executions,
+            jobs_executions: local.explored.executions,
         });
     }
     if a.format == super::Format::Json {

@@ -95,11 +95,11 @@ impl Machine {
             p.iter().for_each(|p| p.key().hash(h));
         }
         self.roots.hash(h);
-        self.tasks.hash(h);
-        self.active.hash(h);
-        self.user_mode.hash(h);
-        self.switching.hash(h);
-        self.leaving.hash(h);
+        self.sched.tasks.hash(h);
+        self.sched.active.hash(h);
+        self.sched.user_mode.hash(h);
+        self.sched.switching.hash(h);
+        self.sched.leaving.hash(h);
         self.touched.hash(h);
         self.mm_lock.hash(h);
         self.ptl_held.hash(h);

@@ -126,7 +126,7 @@ impl Machine {
             // Judged late (after an interrupt handler), the frame may be the
             // process's page-table page again: a walk through it is then current.
             let live = self.spaces[slot as usize].uid == uid && self.spaces[slot as usize].table == Some(frame);
-            if !self.switching[c] && !live && self.walks[c].contains(&(asid, frame, uid)) {
+            if !self.sched.switching[c] && !live && self.walks[c].contains(&(asid, frame, uid)) {
                 return Err(Violation {
                     property: "no_stale_held",
                     cpu: c,
@@ -139,8 +139,8 @@ impl Machine {
             }
             return Ok(());
         };
-        if self.tasks[c] != Task::User(slot)
-            || self.switching[c]
+        if self.sched.tasks[c] != Task::User(slot)
+            || self.sched.switching[c]
             || self.roots[c].0 != Root::Mm(tlbkit_policy::MmId(slot))
         {
             return Ok(());
@@ -168,7 +168,7 @@ impl Machine {
     /// Contiguous bit"), and no CPU holds a 64 KB and a 4 KB entry of one page
     /// under one tag (a TLB conflict abort, or either translation).
     pub fn check_block(&self) -> Result<(), Violation> {
-        if !self.contpte {
+        if !self.consts.contpte {
             return Ok(());
         }
         for c in 0..self.tlbs.len() {
@@ -208,10 +208,10 @@ impl Machine {
     /// may use at this instant (`no_asid_alias`, `no_stale_use`).
     pub fn check_uses(&self) -> Result<(), Violation> {
         for c in 0..self.tlbs.len() {
-            let Task::User(slot) = self.tasks[c] else { continue };
+            let Task::User(slot) = self.sched.tasks[c] else { continue };
             // A CPU inside an interrupt handler runs the kernel, whatever it
             // interrupted: it uses nothing of the process until the handler returns.
-            if !self.user_mode[c] || self.in_irq[c] {
+            if !self.sched.user_mode[c] || self.in_irq[c] {
                 continue;
             }
             let uid = self.spaces[slot as usize].uid;

@@ -36,15 +36,15 @@ impl Machine {
                 continue;
             }
             self.filled[c] = from;
-            let tag = if self.global_user { 0 } else { asid };
+            let tag = if self.consts.global_user { 0 } else { asid };
             if let Some(table) = s.table {
                 changed |= self.walks[c].insert((tag, table, s.uid));
             }
             for (p, pte) in s.ptes.iter().enumerate() {
                 let Some(pte) = pte.filter(|_| s.table.is_some()) else { continue };
                 let e = Entry {
-                    global: self.global_user,
-                    asid: if self.global_user { 0 } else { asid },
+                    global: self.consts.global_user,
+                    asid: if self.consts.global_user { 0 } else { asid },
                     page: p as u8,
                     frame: pte.frame,
                     uid: s.uid,
@@ -67,7 +67,7 @@ impl Machine {
                 }
                 let big = pte.cont() && agree;
                 let e = Entry {
-                    global: self.global_user,
+                    global: self.consts.global_user,
                     asid: tag,
                     page: (BLOCK_PAGE + if big { 0 } else { j }) as u8,
                     frame: (pte.pfn - if big { j as u64 } else { 0 }) as u32,
@@ -149,7 +149,7 @@ impl Machine {
                 Tlbi::Range { asid: Some(a), va, pages } if user(va, pages) => self.walks[c].retain(|w| w.0 != a.get()),
                 Tlbi::Range { asid: None, va, pages } if user(va, pages) => self.walks[c].clear(),
                 Tlbi::All | Tlbi::AllNonGlobal => self.walks[c].clear(),
-                Tlbi::Va { asid, .. } if self.va_drops_walks => self.walks[c].retain(|w| w.0 != asid.get()),
+                Tlbi::Va { asid, .. } if self.consts.va_drops_walks => self.walks[c].retain(|w| w.0 != asid.get()),
                 Tlbi::Va { .. } | Tlbi::VaAllAsids { .. } | Tlbi::Range { .. } => {}
             }
         }

@@ -12,7 +12,7 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     lock_mm(core, cpu, s, LockSide::Write);
     let side = if core.shape().linux {
         let mut m = core.machine_mut();
-        m.spaces[s as usize].detached = ((1u32 << m.pages) - 1) as u8;
+        m.spaces[s as usize].detached = ((1u32 << m.consts.pages) - 1) as u8;
         drop(m);
         set_flag(core, s, true);
         if core.shape().munmap_downgrades {
@@ -36,7 +36,7 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     let mut owed = Vec::new();
     if core.shape().linux {
         core.pte_lock(s);
-        let all = ((1u32 << core.machine().pages) - 1) as u8;
+        let all = ((1u32 << core.machine().consts.pages) - 1) as u8;
         if batched_pending(core, p, cpu, s, all, &mut owed) {
             core.pte_lock(s);
         }
@@ -68,7 +68,7 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     let flush = if collapse { "flush_range" } else { "flush_mm" };
     offer_lazy(core, cpu, s, &ids, &frames, flush, all);
     if collapse {
-        let pages = core.machine().pages as u64;
+        let pages = core.machine().consts.pages as u64;
         p.flush_range(&hw, MmId(s), VirtAddr(VA0), pages);
     } else {
         p.flush_mm(&hw, MmId(s));

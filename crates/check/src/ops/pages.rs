@@ -236,7 +236,7 @@ pub(super) fn judge_owed<E: Engine>(core: &E, owed: &[usize], change: &'static s
 /// ([`crate::kernel::Machine::reads_flag`]).
 pub(super) fn set_flag<E: Engine>(core: &E, s: u32, on: bool) {
     let mut m = core.machine_mut();
-    if m.reads_flag {
+    if m.consts.reads_flag {
         m.spaces[s as usize].munmap_inprogress = on;
     }
 }

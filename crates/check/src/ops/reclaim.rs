@@ -137,7 +137,7 @@ pub(super) fn reap<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
             (1..m.spaces.len() as u32).find(|&s| {
                 m.spaces[s as usize].life == Life::Zombie
                     && m.roots_on(s) == 0
-                    && !m.active.contains(&Some(s))
+                    && !m.sched.active.contains(&Some(s))
                     && !reclaim_in_flight(&m, s)
             })
         };

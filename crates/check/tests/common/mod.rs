@@ -100,9 +100,15 @@ pub fn no_more_states_with(
         let (on, off) = (with(true, &check), with(false, &check));
         assert_eq!(verdict(&on), verdict(&off), "{} with and without {what}", p.name);
         if verdict(&off).is_none() {
-            assert!(on.complete && off.complete, "{}", p.name);
-            assert!(on.states <= off.states, "{}: {} states with {what}, {} without", p.name, on.states, off.states);
-            if on.states < off.states {
+            assert!(on.explored.complete && off.explored.complete, "{}", p.name);
+            assert!(
+                on.explored.states <= off.explored.states,
+                "{}: {} states with {what}, {} without",
+                p.name,
+                on.explored.states,
+                off.explored.states
+            );
+            if on.explored.states < off.explored.states {
                 fewer.push(p.name);
             }
         }

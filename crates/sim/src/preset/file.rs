@@ -686,8 +686,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!((p.name.as_str(), p.real_cores, p.cores_per_socket), ("milan32", 32, 32));
-        assert_eq!((p.costs.ipi_deliver, p.costs.cacheline_transfer), (900, 49), "20 ns at 2.45 GHz");
-        assert_eq!(p.costs.dvm_hop, milan.costs.dvm_hop);
+        assert_eq!((p.costs.ipi.ipi_deliver, p.costs.lines.cacheline_transfer), (900, 49), "20 ns at 2.45 GHz");
+        assert_eq!(p.costs.dvm.dvm_hop, milan.costs.dvm.dvm_hop);
         assert_eq!((p.tlb, p.kernel, p.estimates.clone()), (milan.tlb, milan.kernel, milan.estimates.clone()));
         assert_eq!(p.sources["cores"], "set in my.toml");
         assert_eq!(p.sources["cores_per_socket"], "a 32-core part");
@@ -699,7 +699,7 @@ mod tests {
     #[test]
     fn a_cost_in_ns_follows_the_clock_a_derived_file_sets() {
         let p = load("name = \"slow\"\nbase = \"icx8358\"\nfreq_ghz = 1.0\n").unwrap();
-        assert_eq!(p.costs.cacheline_transfer, 51, "icx8358's 51.3 ns at 1 GHz");
+        assert_eq!(p.costs.lines.cacheline_transfer, 51, "icx8358's 51.3 ns at 1 GHz");
         assert_eq!(p.costs.walk_level, crate::preset::named("icx8358").costs.walk_level, "cycles stay cycles");
     }
 

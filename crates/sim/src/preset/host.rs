@@ -174,29 +174,17 @@ pub fn preset(p: &HostProfile) -> Result<Preset, ProfileError> {
     let per_package = p.cpus_per_package.min(p.cpus).max(1);
     let mut costs = base.costs;
     let h = p.costs;
-    costs.syscall_body = h.syscall_body;
-    costs.page_copy = h.page_copy.max(1);
-    costs.fault_path = h.fault_path;
-    costs.pipe_op = h.pipe_op;
-    costs.switch_path = h.switch_path;
-    costs.cacheline_transfer = h.cacheline_transfer.max(1);
+    costs.kernel.syscall_body = h.syscall_body;
+    costs.kernel.page_copy = h.page_copy.max(1);
+    costs.kernel.fault_path = h.fault_path;
+    costs.kernel.pipe_op = h.pipe_op;
+    costs.kernel.switch_path = h.switch_path;
+    costs.lines.cacheline_transfer = h.cacheline_transfer.max(1);
     if base.arch == Arch::X86_64 && !p.broadcast_tlbi {
         // Without INVLPGB remote CPUs are reached by IPI only: the broadcast
         // fields are those of every x86 machine without it.
         let x = super::base_costs(Arch::X86_64)?;
-        costs = Costs {
-            tlbi_bcast_issue: x.tlbi_bcast_issue,
-            dvm_hop: x.dvm_hop,
-            dvm_cross_socket: x.dvm_cross_socket,
-            dvm_process: x.dvm_process,
-            dvm_process_asid: x.dvm_process_asid,
-            dvm_issuer_cores: x.dvm_issuer_cores,
-            dvm_issuer_outstanding: x.dvm_issuer_outstanding,
-            dvm_node_outstanding: x.dvm_node_outstanding,
-            dvm_node_process: x.dvm_node_process,
-            dsb: x.dsb,
-            ..costs
-        };
+        costs = Costs { dvm: x.dvm, dsb: x.dsb, ..costs };
     }
     let measured = ["syscall_body", "page_copy", "fault_path", "pipe_op", "switch_path", "cacheline_transfer"];
     let mut sources = base.sources.clone();
@@ -313,10 +301,17 @@ mod tests {
         assert_eq!(p.tlb.l2_entries, crate::preset::named("milan").tlb.l2_entries);
         let c = p.costs;
         assert_eq!(
-            (c.syscall_body, c.page_copy, c.fault_path, c.pipe_op, c.switch_path, c.cacheline_transfer),
+            (
+                c.kernel.syscall_body,
+                c.kernel.page_copy,
+                c.kernel.fault_path,
+                c.kernel.pipe_op,
+                c.kernel.switch_path,
+                c.lines.cacheline_transfer
+            ),
             (111, 222, 333, 444, 555, 66)
         );
-        assert_eq!(c.ipi_deliver, crate::preset::named("milan").costs.ipi_deliver);
+        assert_eq!(c.ipi.ipi_deliver, crate::preset::named("milan").costs.ipi.ipi_deliver);
         assert_eq!(p.mem_bw_gbs, 9.5);
     }
 
@@ -327,7 +322,7 @@ mod tests {
         g.kernel_release = "6.15.2".into();
         let p = preset(&g).unwrap();
         assert!(p.has_broadcast_tlbi());
-        assert_eq!(p.costs.dvm_hop, crate::preset::named("milan").costs.dvm_hop);
+        assert_eq!(p.costs.dvm.dvm_hop, crate::preset::named("milan").costs.dvm.dvm_hop);
         assert_eq!(p.kernel.sched(), SchedKind::Eevdf);
     }
 

@@ -54,23 +54,32 @@ pub(super) struct MachineParams {
     /// `None`: the class's default.
     pub(super) migration: Option<bool>,
     pub(super) sched: SchedKind,
-    pub(super) swap: SwapKind,
     pub(super) slice_us: f64,
     /// Whether `slice_us` was given (it then sets the fair classes' base slice).
     pub(super) slice_set: bool,
     pub(super) contpte: ContpteConfig,
-    /// `--set tlbbatch`, if given (on otherwise).
-    pub(super) tlbbatch: Option<bool>,
     /// Whether `--set teardown` was given.
     pub(super) teardown_set: bool,
+    /// `--set noise` (on unless given off).
+    pub(super) noise: bool,
+    /// The memory-management switches.
+    pub(super) mm: MmSwitches,
+}
+
+/// The switches of the kernel's memory management: swap, reclaim's and
+/// migration's flush batching, per-VMA locks, the LRU drain.
+#[derive(Default)]
+pub(super) struct MmSwitches {
+    /// The swap device.
+    pub(super) swap: SwapKind,
+    /// `--set tlbbatch`, if given (on otherwise).
+    pub(super) tlbbatch: Option<bool>,
     /// `None`: the preset kernel's.
     pub(super) migrate_batch: Option<bool>,
     /// `--set vma_locks`, if given.
     pub(super) vma_locks: Option<bool>,
     /// `--set lru_drain`, if given.
     pub(super) lru_drain: Option<bool>,
-    /// `--set noise` (on unless given off).
-    pub(super) noise: bool,
 }
 
 impl MachineParams {
@@ -156,16 +165,12 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         spec_rate: 0.02,
         migration: None,
         sched: preset.kernel.sched(),
-        swap: SwapKind::default(),
         slice_us: 4000.0,
         slice_set: false,
         contpte: ContpteConfig::default(),
-        tlbbatch: None,
         teardown_set: false,
-        migrate_batch: None,
-        vma_locks: None,
-        lru_drain: None,
         noise: true,
+        mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();

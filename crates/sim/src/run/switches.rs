@@ -184,7 +184,7 @@ pub static SWITCHES: &[Switch] = &[
          compressed on the CPU)",
         applies_to: String::new,
         set: |s| {
-            s.mp.swap = s.choice(&SwapKind::ALL, SwapKind::name)?;
+            s.mp.mm.swap = s.choice(&SwapKind::ALL, SwapKind::name)?;
             Ok(())
         },
     },
@@ -354,7 +354,7 @@ pub static SWITCHES: &[Switch] = &[
          ptep_clear_flush, before v4.3 and on arm64 before v6.5)",
         applies_to: String::new,
         set: |s| {
-            s.mp.tlbbatch = Some(s.on_off()?);
+            s.mp.mm.tlbbatch = Some(s.on_off()?);
             Ok(())
         },
     },
@@ -365,7 +365,7 @@ pub static SWITCHES: &[Switch] = &[
          for a preset kernel of v6.3 or later)",
         applies_to: String::new,
         set: |s| {
-            s.mp.migrate_batch = Some(s.on_off()?);
+            s.mp.mm.migrate_batch = Some(s.on_off()?);
             Ok(())
         },
     },
@@ -376,7 +376,7 @@ pub static SWITCHES: &[Switch] = &[
         applies_to: String::new,
         set: |s| {
             linux_only(s.preset, s.key, s.value, "whose faults take no VMA lock")?;
-            s.mp.vma_locks = Some(s.on_off()?);
+            s.mp.mm.vma_locks = Some(s.on_off()?);
             Ok(())
         },
     },
@@ -388,7 +388,7 @@ pub static SWITCHES: &[Switch] = &[
         applies_to: String::new,
         set: |s| {
             linux_only(s.preset, s.key, s.value, "which has no LRU-add batches")?;
-            s.mp.lru_drain = Some(s.on_off()?);
+            s.mp.mm.lru_drain = Some(s.on_off()?);
             Ok(())
         },
     },

@@ -72,12 +72,12 @@ impl Sim {
     /// Linux v4.3 on x86, v6.5 on arm64) or flushing each clear at once
     /// (`--set tlbbatch=off`). Off by default: only anonymous memory is charged.
     pub fn set_file_charge(&mut self) {
-        self.file_charge = true;
+        self.mem.file_charge = true;
     }
 
     /// Returns the frame of page `index` of `file` in the page cache, if it is there.
     pub(super) fn page_cache_frame(&self, file: u32, index: u64) -> Option<u64> {
-        let f = self.files.get(file as usize)?;
+        let f = self.mem.files.get(file as usize)?;
         f.get(index as usize).copied().filter(|&p| p != NO_FRAME)
     }
 
@@ -92,7 +92,7 @@ impl Sim {
     fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<Mapping>> {
         let (first, last) = (f.va, f.va + f.pages);
         let mut out = Vec::new();
-        for (slot, m) in self.mms.iter().enumerate().skip(1) {
+        for (slot, m) in self.kern.mms.iter().enumerate().skip(1) {
             if !m.alive {
                 continue;
             }
@@ -143,7 +143,7 @@ impl Sim {
                 } else {
                     // ptep_clear_flush: flush_tlb_page at once.
                     mem.flush_tlb_range(mm, v, 1);
-                    mem.sim.reclaim.file_flushes += 1;
+                    mem.sim.mem.reclaim.file_flushes += 1;
                 }
                 if !mms.contains(&mm) {
                     mms.push(mm);
@@ -155,14 +155,14 @@ impl Sim {
         let mut held = reclaim::Held::default();
         if batch && done.iter().any(|(_, m)| !m.is_empty()) {
             held = mem.sync_deferred();
-            mem.sim.reclaim.file_flushes += 1;
+            mem.sim.mem.reclaim.file_flushes += 1;
         }
         let c = mem.sim.m.costs;
         for (f, maps) in &done {
-            mem.now += c.zap_page * maps.len() as u64 + c.zap_folio;
+            mem.now += c.kernel.zap_page * maps.len() as u64 + c.kernel.zap_folio;
             let file = f.file.unwrap_or_default() as usize;
             for i in 0..f.pages {
-                mem.sim.files[file][(f.va + i) as usize] = NO_FRAME;
+                mem.sim.mem.files[file][(f.va + i) as usize] = NO_FRAME;
             }
             // The mappings' references, then the page cache's.
             let unmapped: Vec<u64> = maps.iter().map(|&(_, _, pfn)| pfn).collect();
@@ -171,14 +171,14 @@ impl Sim {
             freed = (freed.0 + cache.0, freed.1 + cache.1);
             mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
             let sim = &mut *mem.sim;
-            sim.reclaim.file_folios += 1;
-            sim.reclaim.file_pages += f.pages;
-            sim.reclaim.file_unmaps += maps.len() as u64;
+            sim.mem.reclaim.file_folios += 1;
+            sim.mem.reclaim.file_pages += f.pages;
+            sim.mem.reclaim.file_unmaps += maps.len() as u64;
         }
         let (t, owed) = mem.finish();
         if held.any() {
             for &mm in &mms {
-                self.mms[mm.index()].batched.merge(held);
+                self.kern.mms[mm.index()].batched.merge(held);
             }
         }
         // Every change was covered by a flush and completed.

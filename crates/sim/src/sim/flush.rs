@@ -26,7 +26,7 @@ impl Sim {
             FlushWhat::Mm => (0, 0, "flush_mm"),
             FlushWhat::KernelRange(va, p) => (va, p, "flush_kernel_range"),
         };
-        let uid = self.mms[mm.index()].uid;
+        let uid = self.kern.mms[mm.index()].uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
         // The two calls that set LATR's `munmap_inprogress`: only their own
         // flushes hold memory back when deferred.
@@ -63,7 +63,7 @@ impl Sim {
         let start = now;
         let flagged = !pf.mm.is_kernel()
             && !matches!(pf.what, FlushWhat::KernelRange(..))
-            && self.mms[pf.mm.index()].munmap_inprogress;
+            && self.kern.mms[pf.mm.index()].munmap_inprogress;
         self.m.lazy.allowed = crate::machine::Deferrable { own: pf.lazy, flagged };
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
@@ -78,11 +78,11 @@ impl Sim {
         match self.m.lazy.taken.take() {
             Some(t) if pf.lazy => {
                 self.stats.lazy_flushes += 1;
-                self.lazy_pending.insert(t, pf);
+                self.kern.lazy_pending.insert(t, pf);
             }
             Some(t) => {
                 self.stats.lazy_flushes += 1;
-                self.lazy_bare.insert(t);
+                self.kern.lazy_bare.insert(t);
                 now = self.finish_flush(Some(cpu), pf, now);
             }
             None => now = self.finish_flush(Some(cpu), pf, now),
@@ -112,11 +112,11 @@ impl Sim {
                 self.strict_scan(c, now);
             }
         }
-        if self.spare.len() < MAX_SPARE_LISTS && (pf.changed.capacity() > 0 || pf.frames.capacity() > 0) {
+        if self.kern.spare.len() < MAX_SPARE_LISTS && (pf.changed.capacity() > 0 || pf.frames.capacity() > 0) {
             let (mut changed, mut frames) = (pf.changed, pf.frames);
             changed.clear();
             frames.clear();
-            self.spare.push((changed, frames));
+            self.kern.spare.push((changed, frames));
         }
         match cpu {
             Some(cpu) => self.kfree_work(cpu, freed, now),
@@ -127,7 +127,7 @@ impl Sim {
     /// Returns empty lists for a change's PTEs and frames, with the room a
     /// finished flush's had ([`PendingFlush`]'s `changed` and `frames`).
     pub(super) fn spare_lists(&mut self) -> (Vec<PteRef>, Vec<u64>) {
-        self.spare.pop().unwrap_or_default()
+        self.kern.spare.pop().unwrap_or_default()
     }
 
     /// Finishes every lazy flush the policy completed since the last look
@@ -137,11 +137,11 @@ impl Sim {
             return;
         }
         for t in std::mem::take(&mut self.m.lazy.completed) {
-            match self.lazy_pending.remove(&t) {
+            match self.kern.lazy_pending.remove(&t) {
                 Some(pf) => {
                     self.finish_flush(None, pf, now);
                 }
-                None if self.lazy_bare.remove(&t) => {}
+                None if self.kern.lazy_bare.remove(&t) => {}
                 None => {
                     self.error.get_or_insert(format!(
                         "the policy completed flush ticket {t}, which is not pending (completed twice, or never \
@@ -155,7 +155,7 @@ impl Sim {
     /// Runs the policy's work at scheduler point `at` on `cpu` (policies that
     /// tick only), then finishes the lazy flushes it completed.
     pub(super) fn tick(&mut self, cpu: usize, at: tlbkit_policy::Tick, now: u64) -> u64 {
-        if !self.ticks {
+        if !self.scheduler.ticks {
             return now;
         }
         let hw = CpuHw::new(&mut self.m, cpu, now);
@@ -168,7 +168,7 @@ impl Sim {
     /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its
     /// root still points at a user address space (x86 Linux's `is_lazy`).
     pub fn is_lazy(&self, cpu: usize) -> bool {
-        self.sched[cpu].loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
+        self.scheduler.sched[cpu].loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
     }
 
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry

@@ -236,7 +236,7 @@ pub const MEM_BW_SUSTAINED: f64 = 0.7;
 /// them within the node's sustained bandwidth (what `write_pages` charges a
 /// stream of zeroings).
 pub fn zeroing_gbs(preset: &Preset, cpus: usize) -> f64 {
-    let one = 4096.0 * preset.freq_ghz / preset.costs.page_copy.max(1) as f64;
+    let one = 4096.0 * preset.freq_ghz / preset.costs.kernel.page_copy.max(1) as f64;
     (one * cpus as f64).min(preset.mem_bw_gbs * MEM_BW_SUSTAINED)
 }
 
@@ -432,7 +432,7 @@ impl Sim {
     pub(super) fn write_pages(&mut self, cpu: usize, pages: u64, copy: bool, now: u64) -> u64 {
         let traffic = (pages * if copy { 2 } else { 1 }) as u32;
         let last = self.kw.reserve_bandwidth(cpu, now, traffic);
-        let c = self.m.costs.page_copy;
+        let c = self.m.costs.kernel.page_copy;
         (now + c * pages).max(last + c)
     }
 }
@@ -520,12 +520,12 @@ mod tests {
         // which take it in between: at least the cost of those moves over the
         // fault's own work. (Each fault here is about 5,000 cycles and a move
         // about 200: 1,024 faults over 16 CPUs, so 5% or more.)
-        let moves = 2 * 64 * preset::named("altra").costs.cacheline_transfer;
+        let moves = 2 * 64 * preset::named("altra").costs.lines.cacheline_transfer;
         assert!(old > new + moves, "faults under mmap_lock took {old} cycles, under VMA locks {new}");
         let (one_old, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(5, 15));
         let (one_new, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(6, 9));
         // Alone, either lock is a hit after its first use (the VMA's line comes from memory once).
-        let first_use = preset::named("altra").costs.cacheline_transfer;
+        let first_use = preset::named("altra").costs.lines.cacheline_transfer;
         assert!(one_old.abs_diff(one_new) <= first_use, "alone: {one_old} under mmap_lock, {one_new} under VMA locks");
     }
 

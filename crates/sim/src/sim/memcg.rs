@@ -104,25 +104,25 @@ impl Sim {
     /// every process: a fault that would pass the limit reclaims first (module
     /// documentation). Without a call nothing is limited.
     pub fn set_mem_limit(&mut self, pages: u64) {
-        self.memcg = Some(MemLimit { limit: pages.max(SWAP_CLUSTER_MAX), ..MemLimit::default() });
+        self.mem.memcg = Some(MemLimit { limit: pages.max(SWAP_CLUSTER_MAX), ..MemLimit::default() });
     }
 
     /// Returns the counts of the cgroup's reclaim so far.
     pub fn reclaim_stats(&self) -> ReclaimStats {
-        self.reclaim
+        self.mem.reclaim
     }
 
     /// The charge of a fault by `cpu` on `va` of `mm` in `vma` at `now`: if it
     /// will map new anonymous memory that takes the cgroup over its limit,
     /// reclaims first. Returns the time after it.
     pub(super) fn memcg_charge_fault(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, mut now: u64) -> u64 {
-        let Some(cg) = &self.memcg else {
+        let Some(cg) = &self.mem.memcg else {
             return now;
         };
         if vma.file.is_some() {
             return now;
         }
-        let root = self.mms[mm.index()].root;
+        let root = self.kern.mms[mm.index()].root;
         let mapped = self.pt.walk(root, va & !4095).is_some_and(|w| self.pt.pte(w.pte).valid());
         if mapped {
             return now;
@@ -134,7 +134,7 @@ impl Sim {
         let (limit, mut charged) = (cg.limit, cg.charged);
         while charged + nr > limit && tries < MAX_RECLAIM_RETRIES {
             now = self.direct_reclaim(cpu, now);
-            charged = self.memcg.as_ref().map_or(0, |c| c.charged);
+            charged = self.mem.memcg.as_ref().map_or(0, |c| c.charged);
             tries += 1;
         }
         now
@@ -143,10 +143,10 @@ impl Sim {
     /// Records that a fault mapped the folio of `pages` pages at `va` of `mm`,
     /// first frame `pfn`: it joins the LRU's tail, charged.
     pub(super) fn memcg_add(&mut self, mm: MmId, va: u64, pfn: u64, pages: u64) {
-        let Some(uid) = self.mms.get(mm.index()).map(|m| m.uid) else {
+        let Some(uid) = self.kern.mms.get(mm.index()).map(|m| m.uid) else {
             return;
         };
-        if let Some(cg) = &mut self.memcg {
+        if let Some(cg) = &mut self.mem.memcg {
             cg.lru.push_back(LruFolio { mm, uid, va, pfn, pages, file: None });
             cg.charged += pages;
         }
@@ -158,17 +158,17 @@ impl Sim {
     /// (a new folio) and that takes the cgroup over its limit, reclaims first.
     /// Returns the time after it.
     pub(super) fn memcg_charge_file(&mut self, cpu: usize, vma: Vma, va: u64, mut now: u64) -> u64 {
-        let (Some(cg), Some(file)) = (&self.memcg, vma.file) else {
+        let (Some(cg), Some(file)) = (&self.mem.memcg, vma.file) else {
             return now;
         };
-        if !self.file_charge || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
+        if !self.mem.file_charge || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
             return now;
         }
         let (limit, mut charged) = (cg.limit, cg.charged);
         let mut tries = 0;
         while charged + CONT_PTES > limit && tries < MAX_RECLAIM_RETRIES {
             now = self.direct_reclaim(cpu, now);
-            charged = self.memcg.as_ref().map_or(0, |c| c.charged);
+            charged = self.mem.memcg.as_ref().map_or(0, |c| c.charged);
             tries += 1;
         }
         now
@@ -177,7 +177,7 @@ impl Sim {
     /// Puts isolated folio `f` back at the LRU's tail, charged (one reclaim
     /// could not free).
     pub(super) fn memcg_putback(&mut self, f: LruFolio) {
-        if let Some(cg) = &mut self.memcg {
+        if let Some(cg) = &mut self.mem.memcg {
             cg.lru.push_back(f);
             cg.charged += f.pages;
         }
@@ -187,10 +187,10 @@ impl Sim {
     /// into the page cache at frame `pfn` on: the folio joins the LRU's tail,
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
-        if !self.file_charge {
+        if !self.mem.file_charge {
             return;
         }
-        if let Some(cg) = &mut self.memcg {
+        if let Some(cg) = &mut self.mem.memcg {
             cg.lru.push_back(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
             cg.charged += pages;
         }
@@ -199,7 +199,7 @@ impl Sim {
     /// Records that a migration moved the page at `va` of `mm` (an order-0
     /// folio) to frame `pfn`: its LRU entry follows it.
     pub(super) fn memcg_moved(&mut self, mm: MmId, va: u64, pfn: u64) {
-        if let Some(cg) = &mut self.memcg {
+        if let Some(cg) = &mut self.mem.memcg {
             if let Some(f) = cg.lru.iter_mut().find(|f| f.mm == mm && f.va == va && f.pages == 1) {
                 f.pfn = pfn;
             }
@@ -214,9 +214,9 @@ impl Sim {
         if isolated.is_empty() {
             return now;
         }
-        self.reclaim.direct_reclaims += 1;
+        self.mem.reclaim.direct_reclaims += 1;
         now = self.lru_hold(cpu, now, isolated.len() as u32);
-        let batch = self.pageout_batch;
+        let batch = self.mem.pageout_batch;
         // Clean page-cache folios are freed together after one flush, at the
         // end of shrink_folio_list; anonymous ones are each flushed and written
         // to swap in turn.
@@ -228,12 +228,12 @@ impl Sim {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
             let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
             let (t, owed) = mem.finish();
-            self.mms[f.mm.index()].batched.merge(held);
+            self.kern.mms[f.mm.index()].batched.merge(held);
             // Every change was covered by the deferred flushes and completed.
             debug_assert!(owed.is_empty());
             now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
-            self.reclaim.folios += 1;
-            self.reclaim.pages += f.pages;
+            self.mem.reclaim.folios += 1;
+            self.mem.reclaim.pages += f.pages;
         }
         now
     }
@@ -243,7 +243,7 @@ impl Sim {
     /// since they were faulted, moves those mapped more than once to the tail,
     /// and returns the others.
     fn isolate(&mut self) -> Vec<LruFolio> {
-        let Some(mut cg) = self.memcg.take() else {
+        let Some(mut cg) = self.mem.memcg.take() else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -264,7 +264,7 @@ impl Sim {
                 }
             }
         }
-        self.memcg = Some(cg);
+        self.mem.memcg = Some(cg);
         out
     }
 
@@ -277,7 +277,7 @@ impl Sim {
                 LruState::Gone
             };
         }
-        let Some(m) = self.mms.get(f.mm.index()) else {
+        let Some(m) = self.kern.mms.get(f.mm.index()) else {
             return LruState::Gone;
         };
         if !m.alive || m.uid != f.uid {
@@ -330,9 +330,9 @@ mod tests {
         for i in 0..40 {
             sim.memcg_add(MmId::KERNEL, 0x10_0000 + i * 4096, 1000 + i, 1);
         }
-        assert_eq!(sim.memcg.as_ref().map(|c| c.charged), Some(40));
+        assert_eq!(sim.mem.memcg.as_ref().map(|c| c.charged), Some(40));
         assert!(sim.isolate().is_empty());
-        let cg = sim.memcg.as_ref().unwrap();
+        let cg = sim.mem.memcg.as_ref().unwrap();
         assert_eq!((cg.charged, cg.lru.len()), (0, 0), "freed folios leave the charge and the LRU");
     }
 }

@@ -80,14 +80,14 @@ impl Sim {
     pub fn nodes(&self) -> usize {
         let n = self.node_cpus();
         let sockets = self.cfg.preset.real_cores.div_ceil(n).max(self.m.cpus.len().div_ceil(n)).max(1);
-        sockets + self.cpuless_nodes
+        sockets + self.mem.cpuless_nodes
     }
 
     /// Adds a NUMA node with memory and no CPUs (a CXL memory expander, or a
     /// socket whose CPUs are offline) as the last node: a migration's target
     /// on a machine of one node.
     pub fn add_cpuless_node(&mut self) {
-        self.cpuless_nodes += 1;
+        self.mem.cpuless_nodes += 1;
     }
 
     /// Returns the CPUs of one NUMA node: CPU `c` is on node `c / node_cpus()`.
@@ -115,21 +115,21 @@ impl Sim {
             ));
             return (now, 0);
         }
-        let Some(mm) = self.threads.get(target).map(|t| t.mm).filter(|mm| !mm.is_kernel()) else {
+        let Some(mm) = self.scheduler.threads.get(target).map(|t| t.mm).filter(|mm| !mm.is_kernel()) else {
             return (now, 0);
         };
-        if from == to || !self.mms[mm.index()].alive {
+        if from == to || !self.kern.mms[mm.index()].alive {
             return (now, 0);
         }
         let now = self.mmap_lock(cpu, mm, false, now);
-        self.migrating.retain(|_, (_, until)| *until > now);
+        self.mem.migrating.retain(|_, (_, until)| *until > now);
         let batch = if self.migrate_batches() { NR_MAX_BATCHED_MIGRATION } else { 1 };
-        let root = self.mms[mm.index()].root;
-        let mut vmas: Vec<Vma> = self.mms[mm.index()].vmas.iter().copied().filter(|v| v.file.is_none()).collect();
+        let root = self.kern.mms[mm.index()].root;
+        let mut vmas: Vec<Vma> = self.kern.mms[mm.index()].vmas.iter().copied().filter(|v| v.file.is_none()).collect();
         vmas.sort_by_key(|v| v.start);
         let mut pending = reclaim::Held::default();
         let mut moved = 0;
-        let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.fault_path, "migrate");
+        let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.kernel.fault_path, "migrate");
         for v in vmas {
             let mut tables = Vec::new();
             mem.sim.pt.for_each_leaf_table(root, v.start, v.pages, |a, n| tables.push((a, n)));
@@ -156,8 +156,8 @@ impl Sim {
         }
         let (t, owed) = mem.finish();
         debug_assert!(owed.is_empty(), "a migration's unmap was never flushed");
-        self.mms[mm.index()].batched.merge(pending);
-        self.stats.migrated_pages += moved;
+        self.kern.mms[mm.index()].batched.merge(pending);
+        self.stats.pageout.migrated_pages += moved;
         let t = self.flush_unflushed(cpu, mm, "migrate", owed, t);
         (self.mmap_unlock(cpu, mm, false, t), moved)
     }
@@ -199,9 +199,9 @@ impl Sim {
             mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
             mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
             mem.set(mm, va, PteVal::new(new, old.flags));
-            mem.now += c.zap_page;
-            let uid = mem.sim.mms[mm.index()].uid;
-            mem.sim.migrating.insert((uid, va.0), (at, mem.now));
+            mem.now += c.kernel.zap_page;
+            let uid = mem.sim.kern.mms[mm.index()].uid;
+            mem.sim.mem.migrating.insert((uid, va.0), (at, mem.now));
             mem.sim.memcg_moved(mm, va.0, new);
             let freed = mem.sim.put_frames([old.pfn]);
             mem.now = mem.sim.kfree_work(cpu, freed, mem.now);
@@ -216,12 +216,12 @@ impl Sim {
     /// mapped again. Returns the time it goes on.
     pub(super) fn migration_entry_wait(&mut self, cpu: usize, va: u64, now: u64) -> u64 {
         let Some((_, uid, _)) = self.user_root(cpu) else { return now };
-        match self.migrating.get(&(uid, va & !4095)) {
+        match self.mem.migrating.get(&(uid, va & !4095)) {
             Some(&(at, until)) if at <= now && now < until => {
                 let c = self.m.costs;
-                self.stats.migration_waits += 1;
+                self.stats.pageout.migration_waits += 1;
                 self.stats.page_faults += 1;
-                (now + c.exception_entry + c.fault_path).max(until) + c.exception_exit
+                (now + c.exception_entry + c.kernel.fault_path).max(until) + c.exception_exit
             }
             _ => now,
         }

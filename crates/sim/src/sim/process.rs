@@ -6,20 +6,20 @@ use crate::error::Error;
 
 impl Sim {
     pub(super) fn new_mm(&mut self) -> Option<MmId> {
-        let slot = match self.free_slots.pop() {
+        let slot = match self.kern.free_slots.pop() {
             Some(s) => s,
             None => {
-                if self.mms.len() >= self.cfg.max_mms {
+                if self.kern.mms.len() >= self.cfg.max_mms {
                     return None;
                 }
-                self.mms.push(Mm::new(0, 0, 0, false));
-                (self.mms.len() - 1) as u32
+                self.kern.mms.push(Mm::new(0, 0, 0, false));
+                (self.kern.mms.len() - 1) as u32
             }
         };
         let root = self.pt.new_root();
-        let uid = self.next_uid;
-        self.next_uid += 1;
-        self.mms[slot as usize] = Mm::new(uid, root, MMAP_BASE, true);
+        let uid = self.kern.next_uid;
+        self.kern.next_uid += 1;
+        self.kern.mms[slot as usize] = Mm::new(uid, root, MMAP_BASE, true);
         let mm = MmId(slot);
         self.policy.mm_init(mm);
         Some(mm)
@@ -27,12 +27,12 @@ impl Sim {
 
     pub(super) fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
         let kstack = self.kalloc_page();
-        let tstruct = if self.threads.len().is_multiple_of(8) {
+        let tstruct = if self.scheduler.threads.len().is_multiple_of(8) {
             self.kalloc_page()
         } else {
-            self.threads.last().unwrap().tstruct
+            self.scheduler.threads.last().unwrap().tstruct
         };
-        self.threads.push(Thread {
+        self.scheduler.threads.push(Thread {
             mm,
             state: State::Runnable,
             cpu,
@@ -48,9 +48,9 @@ impl Sim {
             pinned: false,
             se: Entity::default(),
         });
-        self.mms[mm.index()].users += 1;
-        self.live += 1;
-        self.threads.len() - 1
+        self.kern.mms[mm.index()].users += 1;
+        self.kern.live += 1;
+        self.scheduler.threads.len() - 1
     }
 
     /// Starts a new process running `prog` with a text and a stack mapping, on
@@ -79,7 +79,7 @@ impl Sim {
             }
         }
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
-        let m = &mut self.mms[mm.index()];
+        let m = &mut self.kern.mms[mm.index()];
         m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
         Ok(self.start_process(mm, prog))
     }
@@ -95,7 +95,7 @@ impl Sim {
 
     /// Gives a new address space a program image: text, data and stack.
     pub(super) fn map_image(&mut self, mm: MmId) {
-        let m = &mut self.mms[mm.index()];
+        let m = &mut self.kern.mms[mm.index()];
         m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
         m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
         m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
@@ -105,7 +105,7 @@ impl Sim {
     /// address space (FreeBSD's `pmap0`, Linux's `init_mm`), so it can touch
     /// kernel addresses only. Returns its thread id.
     pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
-        let cpu = cpu.min(self.sched.len() - 1);
+        let cpu = cpu.min(self.scheduler.sched.len() - 1);
         let tid = self.new_thread(MmId::KERNEL, prog, cpu);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
@@ -120,18 +120,18 @@ impl Sim {
         mut now: u64,
     ) -> u64 {
         let c = self.m.costs;
-        let parent = self.threads[tid].mm;
+        let parent = self.scheduler.threads[tid].mm;
         let Some(cm) = self.new_mm() else {
             self.error.get_or_insert(format!("fork: {}", Error::AddressSpaces { max: self.cfg.max_mms }));
             return now;
         };
-        let vmas = self.mms[parent.index()].vmas.clone();
-        self.mms[cm.index()].vmas = vmas.clone();
-        self.mms[cm.index()].mmap_next = self.mms[parent.index()].mmap_next;
+        let vmas = self.kern.mms[parent.index()].vmas.clone();
+        self.kern.mms[cm.index()].vmas = vmas.clone();
+        self.kern.mms[cm.index()].mmap_next = self.kern.mms[parent.index()].mmap_next;
         // The child's PTEs of pages the parent paged out are swap entries too
         // (copy_nonpresent_pte): a touch swaps them in.
-        self.mms[cm.index()].swapped = self.mms[parent.index()].swapped.clone();
-        let (proot, croot) = (self.mms[parent.index()].root, self.mms[cm.index()].root);
+        self.kern.mms[cm.index()].swapped = self.kern.mms[parent.index()].swapped.clone();
+        let (proot, croot) = (self.kern.mms[parent.index()].root, self.kern.mms[cm.index()].root);
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut owed = ptemem::Unflushed::default();
@@ -172,11 +172,11 @@ impl Sim {
         // Fork balancing places the child on the least-loaded CPU, as both
         // kernels do; `migration` only governs moving threads afterwards. A
         // bound child starts on its CPU and stays there.
-        let ccpu = bind.map_or_else(|| self.least_loaded(), |b| b % self.sched.len());
+        let ccpu = bind.map_or_else(|| self.least_loaded(), |b| b % self.scheduler.sched.len());
         let ct = self.new_thread(cm, child, ccpu);
-        self.threads[ct].pinned = bind.is_some();
-        self.threads[tid].ret = ct as u64;
-        now += c.fault_path * 4;
+        self.scheduler.threads[ct].pinned = bind.is_some();
+        self.scheduler.threads[tid].ret = ct as u64;
+        now += c.kernel.fault_path * 4;
         let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
         pf.arch = owed;
         now = self.flush(cpu, pf, now);
@@ -188,7 +188,7 @@ impl Sim {
     /// `p` and wakes a reader.
     pub(super) fn exit_notify(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
         let now = self.exit(cpu, tid, now);
-        match self.pipes.get(p as usize) {
+        match self.kern.pipes.get(p as usize) {
             // The dead thread cannot block on a full pipe.
             Some(pipe) if pipe.count < pipe.cap => self.pipe_write(cpu, tid, p, now),
             _ => {
@@ -199,23 +199,23 @@ impl Sim {
     }
 
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
-        let mm = self.threads[tid].mm;
-        self.threads[tid].state = State::Dead;
+        let mm = self.scheduler.threads[tid].mm;
+        self.scheduler.threads[tid].state = State::Dead;
         self.set_cur(cpu, None);
-        self.live -= 1;
-        let m = &mut self.mms[mm.index()];
+        self.kern.live -= 1;
+        let m = &mut self.kern.mms[mm.index()];
         m.users -= 1;
         if m.users > 0 || mm.is_kernel() {
             return now;
         }
         // Last user: tear the address space down while it is still current here
         // (FreeBSD pmap_remove_pages), switch away, then release it.
-        self.in_exit = true;
+        self.kern.in_exit = true;
         let start = now;
         let now = self.teardown(cpu, mm, "exit", now);
-        self.in_exit = false;
-        self.stats.exits += 1;
-        self.stats.exit_teardown_cycles += now - start;
+        self.kern.in_exit = false;
+        self.stats.contpte.exits += 1;
+        self.stats.contpte.exit_teardown_cycles += now - start;
         // The exiting thread's CPU leaves the address space (`exit_mm` calls
         // `enter_lazy_tlb` with the exiting task, not the idle one); a lazy-TLB
         // policy may keep it loaded, and then it lives on (Linux's mmgrab by the
@@ -231,7 +231,7 @@ impl Sim {
     /// batch ([`Sim::lru_drain_at_zap`]). Returns the time after the flush.
     pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, now: u64) -> u64 {
         let mut now = self.lru_drain_at_zap(cpu, now);
-        let m = &mut self.mms[mm.index()];
+        let m = &mut self.kern.mms[mm.index()];
         let root = m.root;
         let vmas = std::mem::take(&mut m.vmas);
         if self.folios() {
@@ -239,8 +239,8 @@ impl Sim {
             let seq = self.oracle.next_seq();
             let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, frames, owed, t);
             now = self.flush(cpu, pf, t);
-            self.zombies.push(mm);
-            self.reaped_at = None;
+            self.kern.zombies.push(mm);
+            self.kern.reaped_at = None;
             return now;
         }
         let seq = self.oracle.next_seq();
@@ -260,8 +260,8 @@ impl Sim {
         }
         let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, now);
         now = self.flush(cpu, pf, now);
-        self.zombies.push(mm);
-        self.reaped_at = None;
+        self.kern.zombies.push(mm);
+        self.kern.reaped_at = None;
         now
     }
 
@@ -274,15 +274,15 @@ impl Sim {
         bind: Option<usize>,
         mut now: u64,
     ) -> u64 {
-        let mm = self.threads[tid].mm;
-        let target = bind.map_or_else(|| self.least_loaded_near(cpu), |b| b % self.sched.len());
+        let mm = self.scheduler.threads[tid].mm;
+        let target = bind.map_or_else(|| self.least_loaded_near(cpu), |b| b % self.scheduler.sched.len());
         let t = self.new_thread(mm, thread, target);
-        self.threads[t].pinned = bind.is_some();
-        self.threads[tid].ret = t as u64;
+        self.scheduler.threads[t].pinned = bind.is_some();
+        self.scheduler.threads[tid].ret = t as u64;
         // Thread creation (kernel stack, thread structure, register copy) is about
         // half of fork's fixed software path, which also copies the address space:
         // an estimate, as fork's is.
-        now += self.m.costs.fault_path * 2;
+        now += self.m.costs.kernel.fault_path * 2;
         self.enqueue_new(t, target, now, cpu);
         now
     }
@@ -290,11 +290,11 @@ impl Sim {
     /// `execve`: a fresh address space with a new image replaces the caller's,
     /// which is torn down as exit tears down a last user's.
     pub(super) fn execve(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
-        let old = self.threads[tid].mm;
-        if self.mms[old.index()].users > 1 {
+        let old = self.scheduler.threads[tid].mm;
+        if self.kern.mms[old.index()].users > 1 {
             self.error.get_or_insert(format!(
                 "execve from {old}, which has {} threads: the simulated kernel does not end the other threads",
-                self.mms[old.index()].users
+                self.kern.mms[old.index()].users
             ));
             return now;
         }
@@ -305,10 +305,10 @@ impl Sim {
         self.map_image(new);
         // Image activation (reading the header, building the stack and arguments)
         // is costed like fork's fixed path: an estimate.
-        now += self.m.costs.fault_path * 4;
-        self.threads[tid].mm = new;
-        self.mms[new.index()].users = 1;
-        self.mms[old.index()].users = 0;
+        now += self.m.costs.kernel.fault_path * 4;
+        self.scheduler.threads[tid].mm = new;
+        self.kern.mms[new.index()].users = 1;
+        self.kern.mms[old.index()].users = 0;
         now = self.teardown(cpu, old, "execve", now);
         self.switch_mm(cpu, new, now)
     }
@@ -317,25 +317,25 @@ impl Sim {
     /// its page tables, lets the policy release it and frees its slot.
     pub(super) fn reap(&mut self, cpu: usize, mut now: u64) -> u64 {
         let releases = self.m.root_releases();
-        if self.zombies.is_empty() || self.reaped_at == Some(releases) {
+        if self.kern.zombies.is_empty() || self.kern.reaped_at == Some(releases) {
             return now;
         }
         // A release during the scan (by `mm_release`) makes the next call scan again.
-        self.reaped_at = Some(releases);
+        self.kern.reaped_at = Some(releases);
         let mut i = 0;
-        while i < self.zombies.len() {
-            let mm = self.zombies[i];
+        while i < self.kern.zombies.len() {
+            let mm = self.kern.zombies[i];
             if self.m.roots_on(mm) > 0 {
                 i += 1;
                 continue;
             }
-            self.zombies.swap_remove(i);
-            self.pt.free_tree(self.mms[mm.index()].root);
+            self.kern.zombies.swap_remove(i);
+            self.pt.free_tree(self.kern.mms[mm.index()].root);
             let hw = CpuHw::new(&mut self.m, cpu, now);
             self.policy.mm_release(&hw, mm);
             now = hw.now();
-            self.mms[mm.index()].alive = false;
-            self.free_slots.push(mm.0);
+            self.kern.mms[mm.index()].alive = false;
+            self.kern.free_slots.push(mm.0);
         }
         now
     }

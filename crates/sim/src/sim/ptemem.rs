@@ -204,7 +204,7 @@ impl<'s> KernelPtes<'s> {
 
     /// Returns the PTE slot mapping `va` in `mm`, if its table exists.
     fn resolve(&self, mm: MmId, va: VirtAddr) -> Option<PteRef> {
-        let root = self.sim.mms[mm.index()].root;
+        let root = self.sim.kern.mms[mm.index()].root;
         self.sim.pt.walk(root, va.0).filter(|w| !w.huge).map(|w| w.pte)
     }
 
@@ -235,7 +235,7 @@ impl<'s> KernelPtes<'s> {
         if self.sim.oracle.strict {
             let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
             if let Some(why) = block_conflict(&self.sim.pt, base, true) {
-                let uid = self.sim.mms[mm.index()].uid;
+                let uid = self.sim.kern.mms[mm.index()].uid;
                 self.sim.report_conflict(self.cpu, va.0 & !(CONT_PTES * 4096 - 1), uid, why, self.now);
             }
         }
@@ -252,7 +252,7 @@ impl<'s> KernelPtes<'s> {
             ob.pages = (end - ob.va) / 4096;
             return o;
         }
-        let uid = sim.mms[mm.index()].uid;
+        let uid = sim.kern.mms[mm.index()].uid;
         let o = sim.oracle.open(mm.0, uid, va, 1, self.change, "flush_range", seq, self.cpu as u32, self.now);
         self.owed.obls.push(o);
         o
@@ -273,7 +273,7 @@ impl<'s> KernelPtes<'s> {
             return;
         }
         let other = others[(self.sim.rng.next_u64() % others.len() as u64) as usize];
-        self.sim.stats.hw_races += 1;
+        self.sim.stats.contpte.hw_races += 1;
         self.sim.hw_act_on_block(other, mm, va.0, self.now);
     }
 }
@@ -312,7 +312,7 @@ impl KernelPtes<'_> {
     pub(super) fn flush_now(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         self.end_loads();
         let sim = &mut *self.sim;
-        sim.stats.unmap_flushes += 1;
+        sim.stats.pageout.unmap_flushes += 1;
         let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
         sim.policy.flush_range(&hw, mm, va, pages);
         self.now = hw.now();
@@ -337,7 +337,7 @@ impl KernelPtes<'_> {
     pub(super) fn defer_flush(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         self.end_loads();
         let sim = &mut *self.sim;
-        sim.stats.pageout_deferred_flushes += 1;
+        sim.stats.pageout.pageout_deferred_flushes += 1;
         let x86 = sim.x86_tlbbatch();
         let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
         let view = NoSync::new(&hw);
@@ -375,7 +375,7 @@ impl KernelPtes<'_> {
         let batch = std::mem::take(&mut self.batch);
         let sim = &mut *self.sim;
         if !batch.is_empty() || held.any() {
-            sim.stats.tlbbatch_flushes += 1;
+            sim.stats.pageout.tlbbatch_flushes += 1;
         }
         if !batch.is_empty() {
             let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
@@ -408,7 +408,7 @@ impl PteMem for KernelPtes<'_> {
 
     fn set(&mut self, mm: MmId, va: VirtAddr, pte: PteVal) {
         self.charge(PLAIN);
-        let root = self.sim.mms[mm.index()].root;
+        let root = self.sim.kern.mms[mm.index()].root;
         let r = self.sim.pt.ensure_leaf(root, va.0);
         self.write(mm, va, r, pte);
         self.hw_between(mm, va);
@@ -446,7 +446,7 @@ impl PteMem for KernelPtes<'_> {
             Err(now)
         } else {
             if now != new {
-                let root = self.sim.mms[mm.index()].root;
+                let root = self.sim.kern.mms[mm.index()].root;
                 let r = self.sim.pt.ensure_leaf(root, va.0);
                 self.write(mm, va, r, new);
             }
@@ -459,9 +459,9 @@ impl PteMem for KernelPtes<'_> {
     fn flush_tlb_range(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
         self.end_loads();
         let sim = &mut *self.sim;
-        sim.stats.pte_range_flushes += 1;
-        if sim.in_exit {
-            sim.stats.exit_range_flushes += 1;
+        sim.stats.contpte.pte_range_flushes += 1;
+        if sim.kern.in_exit {
+            sim.stats.contpte.exit_range_flushes += 1;
         }
         if sim.cont.skip_convert_flush && pages == CONT_PTES {
             return;

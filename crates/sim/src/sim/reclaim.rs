@@ -374,7 +374,7 @@ impl Sim {
     /// (Dev Jain's series) with `on`, one at a time (Linux v7.0, the default)
     /// without. See the module documentation.
     pub fn set_pageout_batch(&mut self, on: bool) {
-        self.pageout_batch = on;
+        self.mem.pageout_batch = on;
     }
 
     /// `madvise(MADV_PAGEOUT)` of `pages` pages at `va` in `mm` (module
@@ -382,7 +382,7 @@ impl Sim {
     pub(super) fn madvise_pageout(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         let end = va + pages * 4096;
         let mut vmas: Vec<Vma> =
-            self.mms[mm.index()].vmas.iter().copied().filter(|v| v.start < end && va < v.end()).collect();
+            self.kern.mms[mm.index()].vmas.iter().copied().filter(|v| v.start < end && va < v.end()).collect();
         let covered: u64 = vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
         if !va.is_multiple_of(4096) || covered != pages {
             self.error.get_or_insert(format!(
@@ -391,11 +391,11 @@ impl Sim {
             return now;
         }
         vmas.sort_by_key(|v| v.start);
-        let root = self.mms[mm.index()].root;
-        let unfolds = self.stats.pte_range_flushes;
-        let batch = self.pageout_batch;
-        let mut pending = std::mem::take(&mut self.mms[mm.index()].batched);
-        let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.fault_path, "pageout");
+        let root = self.kern.mms[mm.index()].root;
+        let unfolds = self.stats.contpte.pte_range_flushes;
+        let batch = self.mem.pageout_batch;
+        let mut pending = std::mem::take(&mut self.kern.mms[mm.index()].batched);
+        let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.kernel.fault_path, "pageout");
         for v in vmas.iter().filter(|v| v.file.is_none()) {
             let (s, e) = (v.start.max(va), v.end().min(end));
             let mut tables = Vec::new();
@@ -413,8 +413,8 @@ impl Sim {
             }
         }
         let (now, owed) = mem.finish();
-        self.mms[mm.index()].batched = pending;
-        self.stats.pageout_unfolds += self.stats.pte_range_flushes - unfolds;
+        self.kern.mms[mm.index()].batched = pending;
+        self.stats.pageout.pageout_unfolds += self.stats.contpte.pte_range_flushes - unfolds;
         // Every change was covered by a deferred flush and completed: nothing owed.
         debug_assert!(owed.is_empty());
         self.flush_unflushed(cpu, mm, "pageout", owed, now)
@@ -438,7 +438,7 @@ impl Sim {
                 nr = folio_pte_batch(mem, mm, a, pte, max_nr, false);
                 if nr < folio.pages {
                     // Covered in part (Linux would split it) or mapped in part.
-                    mem.sim.stats.pageout_skipped += 1;
+                    mem.sim.stats.pageout.pageout_skipped += 1;
                     a += nr * 4096;
                     continue;
                 }
@@ -447,7 +447,7 @@ impl Sim {
             if exclusive && mem.sim.frames.kind(pte.pfn) != FrameKind::FileFolio {
                 queued.push(Queued { va: a, pages: nr, pfn: pte.pfn });
             } else {
-                mem.sim.stats.pageout_skipped += 1;
+                mem.sim.stats.pageout.pageout_skipped += 1;
             }
             a += nr * 4096;
         }
@@ -484,14 +484,14 @@ impl Sim {
         // device), then the folio is freed.
         let held = mem.sync_deferred();
         let c = mem.sim.m.costs;
-        mem.now += c.zap_page * f.pages + c.zap_folio;
-        mem.now = mem.sim.swap.write(mem.now, f.pages);
+        mem.now += c.kernel.zap_page * f.pages + c.kernel.zap_folio;
+        mem.now = mem.sim.mem.swap.write(mem.now, f.pages);
         let freed = mem.sim.put_frames(f.pfn..f.pfn + f.pages);
         mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
         let sim = &mut *mem.sim;
-        sim.mms[mm.index()].swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
-        sim.stats.pageout_folios += 1;
-        sim.stats.pageout_pages += f.pages;
+        sim.kern.mms[mm.index()].swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
+        sim.stats.pageout.pageout_folios += 1;
+        sim.stats.pageout.pageout_pages += f.pages;
         held
     }
 
@@ -499,7 +499,7 @@ impl Sim {
     /// those that `MADV_PAGEOUT` had paged out are swapped in (one swap-in per
     /// fault), read from the swap device. Returns when they are in memory.
     pub(super) fn note_swapin(&mut self, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
-        let swapped = &mut self.mms[mm.index()].swapped;
+        let swapped = &mut self.kern.mms[mm.index()].swapped;
         if swapped.is_empty() {
             return now;
         }
@@ -510,15 +510,15 @@ impl Sim {
         for &p in &hit {
             swapped.remove(&p);
         }
-        self.stats.swapins += 1;
-        self.swap.read(now, hit.len() as u64)
+        self.stats.pageout.swapins += 1;
+        self.mem.swap.read(now, hit.len() as u64)
     }
 
     /// Forgets the paged-out pages of `pages` pages from `va` in `mm`: their swap
     /// entries are zapped (`munmap`, `MAP_FIXED`, `MADV_DONTNEED`), which frees the
     /// swap slots and touches no TLB.
     pub(super) fn forget_swapped(&mut self, mm: MmId, va: u64, pages: u64) {
-        let swapped = &mut self.mms[mm.index()].swapped;
+        let swapped = &mut self.kern.mms[mm.index()].swapped;
         if swapped.is_empty() {
             return;
         }

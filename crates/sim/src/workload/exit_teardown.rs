@@ -166,10 +166,10 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns `exit_us`: simulated microseconds of teardown per exiting address space.
 pub fn result(sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let s = &sim.stats;
-    if s.exits == 0 {
+    if s.contpte.exits == 0 {
         return Err(super::unmeasured(DEF.name, "no process exited"));
     }
     let mut r = BTreeMap::new();
-    r.insert("exit_us".to_string(), s.exit_teardown_cycles as f64 / s.exits as f64 / sim.ghz() / 1e3);
+    r.insert("exit_us".to_string(), s.contpte.exit_teardown_cycles as f64 / s.contpte.exits as f64 / sim.ghz() / 1e3);
     Ok(r)
 }

@@ -378,15 +378,18 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let busy: u64 = ends.iter().sum::<u64>() - starts.iter().sum::<u64>();
     let first = starts.iter().copied().min().unwrap_or(0);
     let last = ends.iter().copied().max().unwrap_or(first);
-    let moved = sim.stats.migrated_pages.max(1) as f64;
-    let flushes = (sim.stats.unmap_flushes + sim.stats.tlbbatch_flushes) as f64;
+    let moved = sim.stats.pageout.migrated_pages.max(1) as f64;
+    let flushes = (sim.stats.pageout.unmap_flushes + sim.stats.pageout.tlbbatch_flushes) as f64;
     let mut r = BTreeMap::new();
     r.insert("access_ns".to_string(), busy as f64 / g / accesses.max(1) as f64);
     r.insert("accesses_per_s".to_string(), accesses as f64 / ((last - first).max(1) as f64 / g / 1e9));
-    r.insert("migrate_pages_per_s".to_string(), sim.stats.migrated_pages as f64 / ((m1 - m0).max(1) as f64 / g / 1e9));
+    r.insert(
+        "migrate_pages_per_s".to_string(),
+        sim.stats.pageout.migrated_pages as f64 / ((m1 - m0).max(1) as f64 / g / 1e9),
+    );
     r.insert("flushes_per_page".to_string(), flushes / moved);
     r.insert("ipis_per_page".to_string(), sim.counters().ipis_sent as f64 / moved);
-    r.insert("migration_waits".to_string(), sim.stats.migration_waits as f64);
+    r.insert("migration_waits".to_string(), sim.stats.pageout.migration_waits as f64);
     Ok(r)
 }
 

@@ -653,7 +653,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         write_pct: p["write_pct"] as u64,
         del_pct: p["del_pct"] as u64,
         request: cycles(p["request_us"]),
-        page_copy: sim.cfg.preset.costs.page_copy,
+        page_copy: sim.cfg.preset.costs.kernel.page_copy,
         rdb_per_page: cycles(p["rdb_us_per_page"]),
         cron: cycles(1e6 / p["hz"]).max(1),
         save: cycles(p["save_ms"] * 1e3),

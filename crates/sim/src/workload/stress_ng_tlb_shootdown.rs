@@ -554,7 +554,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
             memfd: Cell::new(0),
             stats: Cell::new(0),
             rest: (4096 / LINE - 1) * c.mem_access / c.mlp.max(1),
-            null_syscall: c.exception_entry + c.syscall_body + c.exception_exit,
+            null_syscall: c.exception_entry + c.kernel.syscall_body + c.exception_exit,
         };
         let parent = Parent {
             inst: Rc::new(inst),

@@ -205,11 +205,14 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     }
     let g = sim.ghz();
     let cycles: u64 = starts.iter().zip(&ends).map(|((s, _), (e, _))| e - s).sum();
-    let pages: u64 = starts.iter().zip(&ends).map(|((_, a), (_, b))| b.pageout_pages - a.pageout_pages).sum();
+    let pages: u64 =
+        starts.iter().zip(&ends).map(|((_, a), (_, b))| b.pageout.pageout_pages - a.pageout.pageout_pages).sum();
     let flushes: u64 = starts
         .iter()
         .zip(&ends)
-        .map(|((_, a), (_, b))| b.unmap_flushes + b.tlbbatch_flushes - a.unmap_flushes - a.tlbbatch_flushes)
+        .map(|((_, a), (_, b))| {
+            b.pageout.unmap_flushes + b.pageout.tlbbatch_flushes - a.pageout.unmap_flushes - a.pageout.tlbbatch_flushes
+        })
         .sum();
     let ns = cycles as f64 / g;
     let mut r = BTreeMap::new();
