@@ -10,7 +10,7 @@
 
 use tlbkit_check::options::Options;
 use tlbkit_check::shape::Shape;
-use tlbkit_check::spec::{self, Preset};
+use tlbkit_check::spec::{self, Depth};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_registry::{PolicyDef, POLICIES};
 use tlbkit_sim::run::{self, RunSpec};
@@ -42,7 +42,7 @@ fn the_checker_gives_a_policy_under_any_name_its_entrys_defaults() {
         }
         assert_eq!(spec::family(alias), spec::family(name), "{name}");
         assert_eq!(spec::default_memory(alias), spec::default_memory(name), "{name}");
-        for preset in [Preset::Quick, Preset::Default, Preset::Deep] {
+        for preset in [Depth::Quick, Depth::Default, Depth::Deep] {
             assert_eq!(spec::preset(alias, preset), spec::preset(name, preset), "{name}, {preset:?}");
             assert_eq!(spec::contpte_defaults(alias, preset), spec::contpte_defaults(name, preset), "{name}");
         }

@@ -72,7 +72,7 @@ pub struct Lib {
     pub options: Options,
     /// Loaded copies not in use (boxed: a copy's address is handed out).
     #[allow(clippy::vec_box)]
-    pub(crate) pool: Mutex<Vec<Box<Copy>>>,
+    pub(crate) pool: Mutex<Vec<Box<LoadedCopy>>>,
     /// How many copies were ever loaded (each a file of its own).
     pub(crate) copies: Mutex<usize>,
     /// The files compiled, as named, in the order given (the build's
@@ -459,7 +459,7 @@ pub struct Entries {
 }
 
 /// One loaded copy.
-pub struct Copy {
+pub struct LoadedCopy {
     /// Where the object's address 0 is.
     pub load_base: usize,
     /// The first byte of the state (`tlbkit_data_begin`).

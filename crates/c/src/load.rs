@@ -47,7 +47,7 @@
 //! of globals, a file that allocates in its operations, many threads
 //! checking one file at once.
 
-pub use crate::build::{Copy, Entries};
+pub use crate::build::{Entries, LoadedCopy};
 use crate::build::{Lib, HEAP_BYTES};
 use crate::error::Error;
 use crate::runtime::OPS;
@@ -57,9 +57,9 @@ use std::sync::Arc;
 
 // SAFETY: a copy is used by one thread at a time (its lease's); its
 // addresses are plain numbers.
-unsafe impl Send for Copy {}
+unsafe impl Send for LoadedCopy {}
 
-impl Copy {
+impl LoadedCopy {
     /// Returns the address of `name` in this copy.
     pub fn addr(&self, lib: &Lib, name: &str) -> Option<usize> {
         lib.symbol(name).map(|s| self.load_base + s.value as usize)
@@ -77,13 +77,13 @@ impl Copy {
 ///
 /// # Safety
 /// `addr` must be a function of `F`'s signature.
-unsafe fn entry<F: std::marker::Copy>(addr: usize) -> F {
+unsafe fn entry<F: Copy>(addr: usize) -> F {
     // SAFETY: per the contract; function pointers are address-sized.
     unsafe { std::mem::transmute_copy(&addr) }
 }
 
 /// Loads a new copy of `lib`'s object.
-fn load(lib: &Lib) -> Result<Box<Copy>, Error> {
+fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
     let n = {
         let mut c = lib.copies.lock().expect("the copy count");
         *c += 1;
@@ -159,7 +159,7 @@ fn load(lib: &Lib) -> Result<Box<Copy>, Error> {
             sysregs: (entry(sym("tlbkit_read_sysreg")?), entry(sym("tlbkit_write_sysreg")?)),
         }
     };
-    Ok(Box::new(Copy { load_base, base, prefix, pristine, entries }))
+    Ok(Box::new(LoadedCopy { load_base, base, prefix, pristine, entries }))
 }
 
 impl Lib {
@@ -182,7 +182,7 @@ impl Lib {
 
     /// Returns the copy this thread keeps for the checker's executions,
     /// leasing it on first use; it goes back to the pool when the thread ends.
-    pub fn thread_copy(self: &Arc<Lib>) -> Result<*const Copy, Error> {
+    pub fn thread_copy(self: &Arc<Lib>) -> Result<*const LoadedCopy, Error> {
         THREAD.with(|t| {
             let mut t = t.borrow_mut();
             if let Some(l) = t.0.iter().find(|l| Arc::ptr_eq(&l.lib, self)) {
@@ -196,7 +196,7 @@ impl Lib {
     }
 
     /// Returns how big a region the checker's arena gets from a copy.
-    pub fn region_bytes(copy: &Copy) -> usize {
+    pub fn region_bytes(copy: &LoadedCopy) -> usize {
         copy.prefix + HEAP_BYTES
     }
 }
@@ -204,12 +204,12 @@ impl Lib {
 /// A copy in use; back to the pool on drop.
 pub struct Lease {
     lib: Arc<Lib>,
-    copy: Option<Box<Copy>>,
+    copy: Option<Box<LoadedCopy>>,
 }
 
 impl Lease {
     /// Returns the copy.
-    pub fn copy(&self) -> *const Copy {
+    pub fn copy(&self) -> *const LoadedCopy {
         self.copy.as_deref().map_or(std::ptr::null(), std::ptr::from_ref)
     }
 }

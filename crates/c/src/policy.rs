@@ -10,7 +10,7 @@
 
 use crate::build::{Lib, Options};
 use crate::error::Error;
-use crate::load::{Copy, Entries, Lease};
+use crate::load::{Entries, Lease, LoadedCopy};
 use crate::race::Tracker;
 use crate::runtime::{enter, Flush, Frame, State};
 use std::cell::{Cell, RefCell};
@@ -22,7 +22,7 @@ use tlbkit_policy::{Fields, Hw, MmId, Phase, Policy, Value, VirtAddr};
 /// A kernel C file compiled into a policy.
 pub struct CPolicy {
     lib: Arc<Lib>,
-    copy: *const Copy,
+    copy: *const LoadedCopy,
     /// The copy, when it is this policy's own (the simulator's); the
     /// checker's belongs to its thread.
     _lease: Option<Lease>,

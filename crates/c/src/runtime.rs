@@ -340,17 +340,55 @@ extern "C-unwind" fn op_cpu() -> u32 {
     with(|f| f.cpu().0)
 }
 
+/// A barrier the shims ask for: `enum tlbkit_barrier` of `tlbkit/ops.h`, in
+/// its order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CBarrier {
+    DsbNsh,
+    DsbIsh,
+    DsbNshSt,
+    DsbIshSt,
+    Isb,
+    SmpMb,
+    SmpRmb,
+    SmpWmb,
+}
+
+impl CBarrier {
+    /// The barrier of `enum tlbkit_barrier`'s value `kind` (past the last,
+    /// the last, as the shims never pass one).
+    fn of(kind: c_int) -> CBarrier {
+        const ALL: [CBarrier; 8] = [
+            CBarrier::DsbNsh,
+            CBarrier::DsbIsh,
+            CBarrier::DsbNshSt,
+            CBarrier::DsbIshSt,
+            CBarrier::Isb,
+            CBarrier::SmpMb,
+            CBarrier::SmpRmb,
+            CBarrier::SmpWmb,
+        ];
+        ALL[usize::try_from(kind).unwrap_or(ALL.len() - 1).min(ALL.len() - 1)]
+    }
+}
+
 extern "C-unwind" fn op_barrier(kind: c_int) {
+    barrier(CBarrier::of(kind));
+}
+
+/// Runs barrier `kind` on the current CPU: a DSB or ISB through the policy's
+/// hardware, `smp_rmb()` and `smp_wmb()` as fences.
+fn barrier(kind: CBarrier) {
     with(|f| {
         let b = match kind {
-            0 => Barrier::Dsb(Domain::NonShareable),
-            1 => Barrier::Dsb(Domain::InnerShareable),
-            2 => Barrier::DsbSt(Domain::NonShareable),
-            3 => Barrier::DsbSt(Domain::InnerShareable),
-            4 => Barrier::Isb,
-            5 => Barrier::Full,
-            6 => return sync::fence(Ordering::Acquire),
-            _ => return sync::fence(Ordering::Release),
+            CBarrier::DsbNsh => Barrier::Dsb(Domain::NonShareable),
+            CBarrier::DsbIsh => Barrier::Dsb(Domain::InnerShareable),
+            CBarrier::DsbNshSt => Barrier::DsbSt(Domain::NonShareable),
+            CBarrier::DsbIshSt => Barrier::DsbSt(Domain::InnerShareable),
+            CBarrier::Isb => Barrier::Isb,
+            CBarrier::SmpMb => Barrier::Full,
+            CBarrier::SmpRmb => return sync::fence(Ordering::Acquire),
+            CBarrier::SmpWmb => return sync::fence(Ordering::Release),
         };
         if matches!(b, Barrier::Dsb(_)) && f.flush.get() == Flush::Dispatch {
             f.flush.set(Flush::Sync);
@@ -530,19 +568,19 @@ extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, o
                 });
                 op_tlbi(code as c_int, arg);
             }
-            crate::asm::Insn::Dsb(opt) => op_barrier(match opt.as_str() {
-                "nsh" => 0,
-                "ish" | "sy" => 1,
-                "nshst" => 2,
-                "ishst" => 3,
+            crate::asm::Insn::Dsb(opt) => barrier(match opt.as_str() {
+                "nsh" => CBarrier::DsbNsh,
+                "ish" | "sy" => CBarrier::DsbIsh,
+                "nshst" => CBarrier::DsbNshSt,
+                "ishst" => CBarrier::DsbIshSt,
                 other => panic!("no_kernel_bug: an asm statement tlbkit cannot run: `dsb {other}`"),
             }),
-            crate::asm::Insn::Dmb(opt) => op_barrier(match opt.as_str() {
-                "ishld" => 6,
-                "ishst" => 7,
-                _ => 5,
+            crate::asm::Insn::Dmb(opt) => barrier(match opt.as_str() {
+                "ishld" => CBarrier::SmpRmb,
+                "ishst" => CBarrier::SmpWmb,
+                _ => CBarrier::SmpMb,
             }),
-            crate::asm::Insn::Isb => op_barrier(4),
+            crate::asm::Insn::Isb => barrier(CBarrier::Isb),
             crate::asm::Insn::Msr(reg, r) => with(|f| {
                 // SAFETY: as for `tlbi`: an element of the waiting caller's array.
                 let v = unsafe { *operand(r) };

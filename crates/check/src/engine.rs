@@ -56,7 +56,7 @@ pub(crate) trait Engine {
     /// Records a violation found by the kernel side (the first one wins).
     fn violated(&self, v: Violation);
 
-    /// Makes an operation choice (a [`crate::search::Point::Op`]) among
+    /// Makes an operation choice (a [`crate::search::ChoiceKind::Op`]) among
     /// `labels`, the options' indices, and returns the option taken; `None`
     /// when the search stops the execution here.
     fn choose_op(&self, labels: &[u32]) -> Option<usize>;

@@ -8,17 +8,17 @@
 //! buffer is a step of its own. After every step the hardware fills every TLB
 //! from every reachable PTE and the oracle looks at every CPU in user mode.
 //!
-//! The choices are of two kinds ([`Point`]): which step comes next, and which
+//! The choices are of two kinds ([`ChoiceKind`]): which step comes next, and which
 //! kernel operation a CPU starts. The sequence of choices *is* the schedule: the
 //! same sequence replays the same execution, event for event.
 
 use crate::arena;
 use crate::engine::Engine;
-use crate::kernel::{describe, LockSide, Machine, Pending, Violation};
+use crate::kernel::{describe, LockSide, Machine, Pending, RunConstants, Violation};
 
 /// [`Pending::key`]'s type.
 type PendingKey = (u8, u64, u64, u64, bool);
-use crate::search::{choices_buffer, Choice, Chooser, Foot, Outcome, Pick, Point};
+use crate::search::{choices_buffer, Choice, ChoiceKind, Chooser, Foot, Outcome, Pick};
 use crate::shape::{Memory, Shape};
 use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use corosensei::stack::DefaultStack;
@@ -642,15 +642,15 @@ impl Core {
     }
 
     /// Makes a choice among `labels`, recording it.
-    fn choose(&self, point: Point, labels: &[u32], state: u64) -> Option<usize> {
+    fn choose(&self, point: ChoiceKind, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
-        if point == Point::Op {
+        if point == ChoiceKind::Op {
             // A step that chooses is not one transition.
             self.touch_global();
         }
         // Every scheduling point reaches the chooser (a search may prune at any state,
         // even one with a single way on); an operation choice only when there is one.
-        if n == 1 && point == Point::Op {
+        if n == 1 && point == ChoiceKind::Op {
             return Some(0);
         }
         // The chooser's memory outlives the execution: never in its arena (an
@@ -746,13 +746,13 @@ impl Engine for Core {
     }
 
     fn choose_op(&self, labels: &[u32]) -> Option<usize> {
-        self.choose(Point::Op, labels, 0)
+        self.choose(ChoiceKind::Op, labels, 0)
     }
 
     fn choose_kernel_op(&self, n: usize, words: &dyn Fn(usize) -> String) -> Option<usize> {
         if !self.with_chooser(|c| c.scripted()) {
             let labels: Vec<u32> = (0..n as u32).collect();
-            return self.choose(Point::Op, &labels, 0);
+            return self.choose(ChoiceKind::Op, &labels, 0);
         }
         let cpu = self.cpu();
         // A script's strings are made in a CPU's coroutine: never in the arena.
@@ -766,7 +766,7 @@ impl Engine for Core {
                 // Recorded as `choose` records it: only a choice of two or more.
                 if n > 1 {
                     arena::outside(|| {
-                        self.choices.borrow_mut().push(Choice { point: Point::Op, n: n as u32, taken: i as u32 })
+                        self.choices.borrow_mut().push(Choice { point: ChoiceKind::Op, n: n as u32, taken: i as u32 })
                     });
                 }
                 Some(i)

@@ -644,10 +644,11 @@ impl Renaming {
 }
 
 impl Machine {
-    /// Returns a machine of `cpus` CPUs and `mms` address-space slots of `pages`
-    /// pages each (1 to [`MAX_PAGES`]), every CPU idle on the reserved root,
-    /// every frame free.
-    pub fn new(cpus: usize, mms: usize, pages: usize, global_user: bool, contpte: bool) -> Self {
+    /// Returns a machine of `cpus` CPUs and `mms` address-space slots of
+    /// `consts.pages` pages each (1 to [`MAX_PAGES`]), every CPU idle on the
+    /// reserved root, every frame free.
+    pub fn new(cpus: usize, mms: usize, consts: RunConstants) -> Self {
+        let pages = consts.pages;
         debug_assert!((1..=MAX_PAGES).contains(&pages));
         let frames = (mms * (pages + 1) + 2) as u32;
         let empty = Space {
@@ -686,7 +687,7 @@ impl Machine {
                 switching: vec![false; cpus],
                 leaving: vec![None; cpus],
             },
-            consts: RunConstants { pages, global_user, contpte, va_drops_walks: false, reads_flag: false },
+            consts,
             next_uid: 1,
             filled: vec![None; cpus],
         }
@@ -940,7 +941,7 @@ mod tests {
 
     /// One CPU running mm1, whose block is mapped, with its TLB filled.
     fn running() -> Machine {
-        let mut m = Machine::new(1, 1, 1, false, true);
+        let mut m = Machine::new(1, 1, RunConstants { pages: 1, contpte: true, ..RunConstants::default() });
         m.fork(1, 0).unwrap();
         m.roots[0] = (Root::Mm(MmId(1)), 1);
         m.fill_all();
@@ -982,7 +983,7 @@ mod tests {
         // Two processes with a page each, both in the TLB, one page cleared and
         // its flush pending: frames in tables, pages, the free list, an
         // obligation, TLB and walk-cache entries.
-        let mut m = Machine::new(1, 2, 1, false, false);
+        let mut m = Machine::new(1, 2, RunConstants { pages: 1, ..RunConstants::default() });
         m.fork(1, 0).unwrap();
         m.fork(2, 0).unwrap();
         for mm in [2, 1] {
@@ -1010,7 +1011,7 @@ mod tests {
     #[test]
     fn an_invalidation_by_address_drops_the_cached_walks_of_its_asid_on_x86_only() {
         for x86 in [false, true] {
-            let mut m = Machine::new(1, 1, 2, false, false);
+            let mut m = Machine::new(1, 1, RunConstants { pages: 2, ..RunConstants::default() });
             m.consts.va_drops_walks = x86;
             m.fork(1, 0).unwrap();
             m.roots[0] = (Root::Mm(MmId(1)), 1);
@@ -1026,7 +1027,7 @@ mod tests {
 
     #[test]
     fn a_fill_from_what_was_filled_from_adds_nothing_until_an_invalidation_takes_entries() {
-        let mut m = Machine::new(2, 2, 2, false, false);
+        let mut m = Machine::new(2, 2, RunConstants { pages: 2, ..RunConstants::default() });
         m.fork(1, 0).unwrap();
         m.fork(2, 0).unwrap();
         m.roots[0] = (Root::Mm(MmId(1)), 1);
@@ -1060,7 +1061,7 @@ mod tests {
 
     #[test]
     fn a_pending_invalidation_removes_nothing_until_it_completes_then_takes_refills_too() {
-        let mut m = Machine::new(2, 1, 2, false, false);
+        let mut m = Machine::new(2, 1, RunConstants { pages: 2, ..RunConstants::default() });
         m.fork(1, 0).unwrap();
         m.roots[0] = (Root::Mm(MmId(1)), 1);
         m.fill_all();

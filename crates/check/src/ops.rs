@@ -529,8 +529,21 @@ fn unlock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
     }
 }
 
-/// Sets what CPU `cpu` runs and whether it is in user mode or switching.
-fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, user: bool, switching: bool) {
+/// Where a CPU stands between its task's user code and the kernel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// In the kernel: an operation, or idle.
+    Kernel,
+    /// In a context switch: its task is the next one, its root and tag may
+    /// still be the previous one's.
+    Switching,
+    /// In user mode, between kernel operations.
+    User,
+}
+
+/// Sets what CPU `cpu` runs and where it stands ([`Mode`]).
+fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, mode: Mode) {
+    let (user, switching) = (mode == Mode::User, mode == Mode::Switching);
     // What a CPU may use depends on its task as much as on its TLB.
     let mut m = core.machine_mut();
     // A switch starting: the process switched away from, if any, is being left.
@@ -567,12 +580,12 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
     // pause: the thread switched to is this CPU's (no exit of its process may
     // start elsewhere), and a slot forked into is taken.
     match op {
-        Op::Switch(s) => set_task(core, cpu, Task::User(s), false, true),
+        Op::Switch(s) => set_task(core, cpu, Task::User(s), Mode::Switching),
         Op::Fork(s) => {
             core.machine_mut().spaces[s as usize].life = Life::Forking;
-            set_task(core, cpu, task, false, false);
+            set_task(core, cpu, task, Mode::Kernel);
         }
-        _ => set_task(core, cpu, task, false, false),
+        _ => set_task(core, cpu, task, Mode::Kernel),
     }
     reap(core, p, cpu);
     match (op, task) {
@@ -621,7 +634,7 @@ fn switch<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
         core.irq_disable(cpu);
         core.machine_mut().touched[s as usize] = true;
     }
-    set_task(core, cpu, Task::User(s), false, true);
+    set_task(core, cpu, Task::User(s), Mode::Switching);
     // `__schedule`: after the next task is picked, before the switch.
     if p.ticks() {
         p.tick(&hw, Tick::Schedule);
@@ -630,7 +643,7 @@ fn switch<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
     core.irq_enable(cpu);
     core.pause();
     switch_to(core, cpu);
-    set_task(core, cpu, Task::User(s), true, false);
+    set_task(core, cpu, Task::User(s), Mode::User);
 }
 
 /// The timer interrupt's tick.
@@ -722,14 +735,14 @@ fn fork<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, task: Task) {
 /// Returns CPU `cpu` to user mode in process `s` at the end of an operation.
 fn back_to_user<E: Engine>(core: &E, cpu: usize, s: u32) {
     core.pause();
-    set_task(core, cpu, Task::User(s), true, false);
+    set_task(core, cpu, Task::User(s), Mode::User);
 }
 
 #[inline(never)]
 fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     let hw = core.hw(cpu);
     core.irq_disable(cpu);
-    set_task(core, cpu, Task::Idle, false, true);
+    set_task(core, cpu, Task::Idle, Mode::Switching);
     if p.ticks() {
         p.tick(&hw, Tick::Schedule);
     }
@@ -737,7 +750,7 @@ fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     core.irq_enable(cpu);
     core.pause();
     switch_to(core, cpu);
-    set_task(core, cpu, Task::Idle, false, false);
+    set_task(core, cpu, Task::Idle, Mode::Kernel);
 }
 
 /// Ends a context switch on CPU `cpu` as the kernel's `__switch_to` does. On
@@ -806,7 +819,7 @@ fn end_op<E: Engine>(core: &E, cpu: usize) {
         Task::User(s) => back_to_user(core, cpu, s),
         Task::Idle => {
             core.pause();
-            set_task(core, cpu, Task::Idle, false, false);
+            set_task(core, cpu, Task::Idle, Mode::Kernel);
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::portfolio::{self, Portfolio};
 use crate::report::CheckReport;
 use crate::run;
 use crate::shape::Memory;
-use crate::spec::{self, CheckSpec, Mode, Preset};
+use crate::spec::{self, CheckSpec, Depth, Mode};
 
 /// What a check request gives; `None` is "the default".
 #[derive(Clone, Debug, Default)]
@@ -124,9 +124,9 @@ impl Options {
             return Err(Error::QuickAndDeep);
         }
         let preset = match (self.quick, self.deep) {
-            (true, _) => Preset::Quick,
-            (_, true) => Preset::Deep,
-            _ => Preset::Default,
+            (true, _) => Depth::Quick,
+            (_, true) => Depth::Deep,
+            _ => Depth::Default,
         };
         let d = if self.teardown.is_some() {
             spec::contpte_defaults(&self.policy, preset)

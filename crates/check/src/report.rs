@@ -83,20 +83,9 @@ pub struct Explored {
 pub struct CheckReport {
     /// The policy.
     pub policy: String,
-    /// CPUs, address spaces, ASIDs, operations.
-    pub cpus: usize,
-    /// Address spaces.
-    pub mms: usize,
-    /// Pages per address space.
-    pub pages: usize,
-    /// ASIDs.
-    pub asids: u32,
-    /// Operations.
-    pub ops: usize,
-    /// Memory model.
-    pub memory: &'static str,
-    /// The kinds of kernel operation offered.
-    pub menu: String,
+    /// The shape checked (in JSON, fields of the report itself).
+    #[serde(flatten)]
+    pub bounds: Bounds,
     /// The contiguous block's exit teardown, if the machine has one.
     pub teardown: Option<&'static str>,
     /// Search mode (`replay` for a replay).
@@ -197,10 +186,9 @@ pub struct After {
     pub token: String,
 }
 
-/// One shape a portfolio ran: its one-shape check, the schedules it sampled and
-/// whether it found the violation.
+/// The shape a check ran: its machine, its work and its memory model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ShapeRun {
+pub struct Bounds {
     /// CPUs.
     pub cpus: usize,
     /// Address spaces.
@@ -215,6 +203,30 @@ pub struct ShapeRun {
     pub memory: &'static str,
     /// The kinds of kernel operation offered.
     pub menu: String,
+}
+
+impl Bounds {
+    /// The shape `spec` asks for.
+    pub(crate) fn of(spec: &CheckSpec) -> Bounds {
+        Bounds {
+            cpus: spec.cpus,
+            mms: spec.mms,
+            pages: spec.pages,
+            asids: spec.asids,
+            ops: spec.ops,
+            memory: spec.memory.name(),
+            menu: crate::ops::OpKind::names(menu_offered(spec)),
+        }
+    }
+}
+
+/// One shape a portfolio ran: its one-shape check, the schedules it sampled and
+/// whether it found the violation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShapeRun {
+    /// Its shape (in JSON, fields of the shape's own).
+    #[serde(flatten)]
+    pub bounds: Bounds,
     /// Schedules sampled.
     pub schedules: u64,
     /// Whether this shape found the violation.
@@ -225,17 +237,7 @@ impl ShapeRun {
     /// Returns the run of the shape `spec` asks for, which sampled `schedules`
     /// (0: not run) and found the violation or not.
     pub(crate) fn of(spec: &CheckSpec, schedules: u64, found: bool) -> ShapeRun {
-        ShapeRun {
-            cpus: spec.cpus,
-            mms: spec.mms,
-            pages: spec.pages,
-            asids: spec.asids,
-            ops: spec.ops,
-            memory: spec.memory.name(),
-            menu: crate::ops::OpKind::names(menu_offered(spec)),
-            schedules,
-            found,
-        }
+        ShapeRun { bounds: Bounds::of(spec), schedules, found }
     }
 }
 
@@ -270,13 +272,7 @@ pub(crate) fn report(
 ) -> CheckReport {
     CheckReport {
         policy: spec.policy.clone(),
-        cpus: spec.cpus,
-        mms: spec.mms,
-        pages: spec.pages,
-        asids: spec.asids,
-        ops: spec.ops,
-        memory: spec.memory.name(),
-        menu: crate::ops::OpKind::names(menu_offered(spec)),
+        bounds: Bounds::of(spec),
         teardown: spec.teardown.map(Teardown::name),
         mode,
         properties: PROPERTIES
@@ -743,14 +739,14 @@ impl CheckReport {
         let mut s = String::new();
         let shape = format!(
             "{} CPUs, {} address spaces of {} page{}, {} ASIDs, {} operations ({}), {} memory, {} mode",
-            self.cpus,
-            self.mms,
-            self.pages,
-            if self.pages == 1 { "" } else { "s" },
-            self.asids,
-            self.ops,
-            self.menu,
-            self.memory,
+            self.bounds.cpus,
+            self.bounds.mms,
+            self.bounds.pages,
+            if self.bounds.pages == 1 { "" } else { "s" },
+            self.bounds.asids,
+            self.bounds.ops,
+            self.bounds.menu,
+            self.bounds.memory,
             self.mode
         );
         let found = self.portfolio.iter().position(|r| r.found);
@@ -792,8 +788,8 @@ impl CheckReport {
             // arm mode, on arm64).
             let mut models: Vec<&str> = Vec::new();
             for r in &self.portfolio {
-                if !models.contains(&r.memory) {
-                    models.push(r.memory);
+                if !models.contains(&r.bounds.memory) {
+                    models.push(r.bounds.memory);
                 }
             }
             let _ = writeln!(
@@ -809,15 +805,15 @@ impl CheckReport {
                     s,
                     "  {}. {} CPU{}, {} mms of {} page{}, {} ASIDs, {} ops ({}), {}: {}",
                     i + 1,
-                    r.cpus,
-                    if r.cpus == 1 { "" } else { "s" },
-                    r.mms,
-                    r.pages,
-                    if r.pages == 1 { "" } else { "s" },
-                    r.asids,
-                    r.ops,
-                    r.menu,
-                    r.memory,
+                    r.bounds.cpus,
+                    if r.bounds.cpus == 1 { "" } else { "s" },
+                    r.bounds.mms,
+                    r.bounds.pages,
+                    if r.bounds.pages == 1 { "" } else { "s" },
+                    r.bounds.asids,
+                    r.bounds.ops,
+                    r.bounds.menu,
+                    r.bounds.memory,
                     match (r.found, r.schedules) {
                         (true, n) => format!("{n} schedules, VIOLATION"),
                         (false, 0) => "not run".to_string(),

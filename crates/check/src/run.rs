@@ -465,14 +465,14 @@ pub mod rounds {
     pub struct Party {
         spec: CheckSpec,
         shape: Shape,
-        search: search::rounds::Party,
+        search: search::rounds::Replica,
     }
 
     impl Party {
         /// A party of the check `spec` that starts from `visited` ([`Rounds::visited`]).
         pub fn new(spec: CheckSpec, visited: &[u8]) -> Result<Party, Error> {
             let shape = shape(&spec)?;
-            let search = search::rounds::Party::new(visited, COUNTERS).map_err(saved)?;
+            let search = search::rounds::Replica::new(visited, COUNTERS).map_err(saved)?;
             Ok(Party { spec, shape, search })
         }
 
@@ -806,7 +806,7 @@ fn search_from<P: Policy>(
 #[cfg(test)]
 mod soundness {
     use super::*;
-    use crate::search::{Foot, Pick, Point};
+    use crate::search::{ChoiceKind, Foot, Pick};
     use crate::shape::Memory;
     use crate::spec::default_asids;
 
@@ -832,7 +832,7 @@ mod soundness {
     struct Reversed<'a>(&'a mut dyn Chooser);
 
     impl Chooser for Reversed<'_> {
-        fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
             match self.0.choose(point, labels, state) {
                 Pick::Take(i) => Pick::Take(labels.len() - 1 - i),
                 Pick::Prune => Pick::Prune,
@@ -906,8 +906,8 @@ mod soundness {
     struct Hashes(Vec<u64>, u64);
 
     impl Chooser for Hashes {
-        fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
-            if point == Point::Sched {
+        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
+            if point == ChoiceKind::Sched {
                 self.0.push(state);
             }
             self.1 = self.1.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);

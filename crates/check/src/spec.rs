@@ -408,9 +408,10 @@ pub struct Defaults {
     pub menu: u32,
 }
 
-/// A shape-and-search preset of `tlbkit check` (`--quick`, none, `--deep`).
+/// How deep `tlbkit check` looks: its shape and search for `--quick`, none,
+/// or `--deep`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Preset {
+pub enum Depth {
     /// `--quick`: the small shape (2 CPUs, 3 address spaces, 6 operations),
     /// 10,000 PCT schedules: seconds, for a first look while editing.
     Quick,
@@ -465,7 +466,7 @@ pub fn default_spec(policy: &str) -> CheckSpec {
 
 /// Returns the defaults for `policy` (no preset): see [`preset`].
 pub fn defaults(policy: &str) -> Defaults {
-    preset(policy, Preset::Default)
+    preset(policy, Depth::Default)
 }
 
 /// Returns the one shape `tlbkit check --policy POLICY` runs under preset `p`
@@ -519,7 +520,7 @@ pub fn defaults(policy: &str) -> Defaults {
 /// IPI makes it a global ASID while both still run it on dynamic PCIDs) and
 /// faults it back in, the other goes idle and `kswapd` reclaims the page;
 /// searched exhaustively, a few thousand states.
-pub fn preset(policy: &str, p: Preset) -> Defaults {
+pub fn preset(policy: &str, p: Depth) -> Defaults {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
     let asids = |cpus: usize| default_asids(policy, cpus);
@@ -535,7 +536,7 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
         mode,
         iterations: match (p, mode) {
             (_, Mode::Exhaustive) => u64::MAX,
-            (Preset::Quick, _) => QUICK_SCHEDULES,
+            (Depth::Quick, _) => QUICK_SCHEDULES,
             _ => 100_000,
         },
         menu,
@@ -575,12 +576,12 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
         }
     };
     match p {
-        Preset::Default => shape,
-        Preset::Quick if r.as_ref().is_some_and(|r| r.bug.is_some()) => {
+        Depth::Default => shape,
+        Depth::Quick if r.as_ref().is_some_and(|r| r.bug.is_some()) => {
             Defaults { iterations: QUICK_SCHEDULES, ..shape }
         }
-        Preset::Quick => with(2, 3, 6, Mode::Pct, all),
-        Preset::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..shape },
+        Depth::Quick => with(2, 3, 6, Mode::Pct, all),
+        Depth::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..shape },
     }
 }
 
@@ -591,14 +592,14 @@ pub fn preset(policy: &str, p: Preset) -> Defaults {
 /// unfold is a step and a write may land in any of 16 PTEs, so exhaustive runs
 /// need fewer operations (`--mode exhaustive --ops 4` on 2 CPUs: millions of
 /// states).
-pub fn contpte_defaults(policy: &str, p: Preset) -> Defaults {
+pub fn contpte_defaults(policy: &str, p: Depth) -> Defaults {
     let zoo = resolve(policy).ok().is_some_and(|r| r.bug.is_some());
-    let d = if zoo { defaults(policy) } else { preset(policy, Preset::Quick) };
+    let d = if zoo { defaults(policy) } else { preset(policy, Depth::Quick) };
     let d = Defaults { mms: 1, pages: 1, mode: Mode::Pct, iterations: 100_000, ..d };
     match p {
-        Preset::Default => d,
-        Preset::Quick => Defaults { iterations: QUICK_SCHEDULES, ..d },
-        Preset::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..d },
+        Depth::Default => d,
+        Depth::Quick => Defaults { iterations: QUICK_SCHEDULES, ..d },
+        Depth::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..d },
     }
 }
 

@@ -135,17 +135,17 @@ fn _5e10f9887ed8s_parent_is_found_as_the_zoo_finds_it_and_the_fix_passes() {
     let shape = c.portfolio.iter().find(|s| s.found).expect("the shape that found it");
     let spec = CheckSpec {
         policy: at_5e10f9887ed8(true, false),
-        cpus: shape.cpus,
-        mms: shape.mms,
-        pages: shape.pages,
-        asids: shape.asids,
-        ops: shape.ops,
-        memory: match shape.memory {
+        cpus: shape.bounds.cpus,
+        mms: shape.bounds.mms,
+        pages: shape.bounds.pages,
+        asids: shape.bounds.asids,
+        ops: shape.bounds.ops,
+        memory: match shape.bounds.memory {
             "tso" => Memory::Tso,
             "arm" => Memory::Arm,
             _ => Memory::Sc,
         },
-        menu: OpKind::parse(&shape.menu).unwrap(),
+        menu: OpKind::parse(&shape.bounds.menu).unwrap(),
         mode: Mode::Pct,
         iterations: shape.schedules,
         ..default_spec(&at_5e10f9887ed8(true, false))

@@ -54,7 +54,7 @@ fn recording_only_the_last_cpu_is_a_stale_translation_the_default_check_finds() 
 fn deciding_on_the_first_load_is_a_stale_walk_the_default_check_finds() {
     let (shape, r) = default_check(Some(Mistake::EarlyRead)).expect("a violation");
     let c = r.counterexample.expect("a counterexample");
-    assert_eq!((c.property, shape, r.memory), ("no_stale_held", 3, "tso"), "{c:?}");
+    assert_eq!((c.property, shape, r.bounds.memory), ("no_stale_held", 3, "tso"), "{c:?}");
 }
 
 #[test]

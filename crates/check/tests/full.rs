@@ -101,9 +101,9 @@ fn every_zoo_entry_with_its_defaults() {
         println!(
             "{policy:<40} shape {} ({} CPUs, {} ops, {}) {:>7} schedules in all {:>6.2} s  {} in {} steps",
             shape + 1,
-            r.cpus,
-            r.ops,
-            r.menu,
+            r.bounds.cpus,
+            r.bounds.ops,
+            r.bounds.menu,
             r.portfolio.iter().map(|s| s.schedules).sum::<u64>(),
             t.elapsed().as_secs_f64(),
             cx.property,

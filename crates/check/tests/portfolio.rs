@@ -106,16 +106,23 @@ fn the_report_names_the_shape_that_found_a_violation() {
     assert!(r.portfolio[k + 1..].iter().all(|s| s.schedules == 0));
     // The report's shape is that shape's, and so is the token's.
     assert_eq!(
-        (r.cpus, r.mms, r.pages, r.ops, r.memory, &r.menu),
-        (shape.cpus, shape.mms, shape.pages, shape.ops, shape.memory, &shape.menu)
+        (r.bounds.cpus, r.bounds.mms, r.bounds.pages, r.bounds.ops, r.bounds.memory, &r.bounds.menu),
+        (
+            shape.bounds.cpus,
+            shape.bounds.mms,
+            shape.bounds.pages,
+            shape.bounds.ops,
+            shape.bounds.memory,
+            &shape.bounds.menu
+        )
     );
     assert_eq!(r.explored.executions, shape.schedules);
     let (spec, _) = decode(&cx.token).unwrap();
     assert_eq!(
         (spec.cpus, spec.mms, spec.pages, spec.ops, spec.memory.name()),
-        (shape.cpus, shape.mms, shape.pages, shape.ops, shape.memory)
+        (shape.bounds.cpus, shape.bounds.mms, shape.bounds.pages, shape.bounds.ops, shape.bounds.memory)
     );
-    assert_eq!(OpKind::names(spec.menu), shape.menu);
+    assert_eq!(OpKind::names(spec.menu), shape.bounds.menu);
     let again = replay(&cx.token).unwrap().counterexample.unwrap();
     assert_eq!((again.trace(), again.property), (cx.trace(), cx.property));
     // The text says which shape, with its menu; JSON lists the shapes.
@@ -123,12 +130,12 @@ fn the_report_names_the_shape_that_found_a_violation() {
     let line = format!(
         "found by shape {}: {} CPUs, {} address spaces of {} page, {} ASIDs, {} operations ({}), tso memory, pct mode",
         k + 1,
-        shape.cpus,
-        shape.mms,
-        shape.pages,
-        shape.asids,
-        shape.ops,
-        shape.menu
+        shape.bounds.cpus,
+        shape.bounds.mms,
+        shape.bounds.pages,
+        shape.bounds.asids,
+        shape.bounds.ops,
+        shape.bounds.menu
     );
     assert!(text.contains(&line), "{text}");
     assert!(text.contains("schedules, VIOLATION") && text.contains("not run"), "{text}");
@@ -148,8 +155,11 @@ fn a_passing_portfolio_lists_its_shapes_and_their_schedules() {
     let text = r.to_text();
     assert!(text.starts_with("check x86-linux-pcid: a portfolio of 9 shapes, tso memory, pct mode\n"), "{text}");
     for (i, s) in r.portfolio.iter().enumerate() {
-        assert!(text.contains(&format!("  {}. {} CPU", i + 1, s.cpus)), "{text}");
-        assert!(text.contains(&format!("({}), {}: {} schedules\n", s.menu, s.memory, s.schedules)), "{text}");
+        assert!(text.contains(&format!("  {}. {} CPU", i + 1, s.bounds.cpus)), "{text}");
+        assert!(
+            text.contains(&format!("({}), {}: {} schedules\n", s.bounds.menu, s.bounds.memory, s.schedules)),
+            "{text}"
+        );
     }
     assert!(text.contains(&format!("explored: {} schedules over every shape", r.explored.executions)), "{text}");
     // A one-shape check's JSON has no portfolio.

@@ -13,7 +13,7 @@
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::check_policy;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{defaults, preset, Family, Preset};
+use tlbkit_check::spec::{defaults, preset, Depth, Family};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
 use tlbkit_policy::wrap::{Wrap, WrapHw};
@@ -92,7 +92,7 @@ fn a_default_run_of_every_shootdown_protocol_has_three_cpus_starting_invalidatio
 #[test]
 fn the_old_small_shape_reaches_neither() {
     // What the defaults were: 2 CPUs, 3 address spaces, 6 operations (now `--quick`).
-    let quick = preset("arm64-linux", Preset::Quick);
+    let quick = preset("arm64-linux", Depth::Quick);
     assert_eq!((quick.cpus, quick.mms, quick.ops), (2, 3, 6));
     let r = check(&CheckSpec { mms: quick.mms, ops: quick.ops, ..default_spec("arm64-linux", 400) }).unwrap();
     assert!(r.explored.rollovers < 2, "{} rollovers", r.explored.rollovers);
@@ -103,7 +103,7 @@ fn the_old_small_shape_reaches_neither() {
 #[test]
 fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
     for p in tlbkit_registry::POLICIES {
-        let (d, quick, deep) = (defaults(p.name), preset(p.name, Preset::Quick), preset(p.name, Preset::Deep));
+        let (d, quick, deep) = (defaults(p.name), preset(p.name, Depth::Quick), preset(p.name, Depth::Deep));
         assert_eq!((deep.cpus, deep.mms, deep.asids, deep.ops), (d.cpus, d.mms, d.asids, d.ops), "{}", p.name);
         assert_eq!((deep.mode, deep.iterations), (Mode::Exhaustive, u64::MAX), "{}", p.name);
         assert_eq!((d.mode, quick.mode), (Mode::Pct, Mode::Pct), "{}", p.name);

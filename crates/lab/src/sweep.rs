@@ -31,14 +31,14 @@ use tlbkit_sim::run::{self, RunOutput, RunSpec};
 
 /// One point of the grid.
 #[derive(Clone, Debug)]
-pub struct Point {
+pub struct GridPoint {
     /// The run.
     pub spec: RunSpec,
     /// Its parameter values, in key order (the same as `spec.sets`).
     pub params: Vec<(String, ParamValue)>,
 }
 
-impl Point {
+impl GridPoint {
     /// Returns the point's identity in a results file: the command that repeats it.
     pub fn key(&self) -> String {
         self.spec.command()
@@ -50,7 +50,7 @@ impl Point {
 pub struct Grid {
     /// Every point to run, machine by machine, CPU count by CPU count, policy by
     /// policy, workload by workload, parameter values (the last key fastest), seed.
-    pub points: Vec<Point>,
+    pub points: Vec<GridPoint>,
     /// Points left out because the policy is for another architecture than the machine.
     pub other_arch: usize,
 }
@@ -103,7 +103,7 @@ impl Sweep {
                                 if i == 0 {
                                     run::check(&spec).map_err(|e| self.about_run(&spec, e))?;
                                 }
-                                points.push(Point { spec, params: params.clone() });
+                                points.push(GridPoint { spec, params: params.clone() });
                             }
                         }
                     }
@@ -156,7 +156,7 @@ fn combinations(axes: &[schema::Axis]) -> Vec<Vec<(String, ParamValue)>> {
 }
 
 /// Returns the results line of a point's run (without a newline).
-pub fn line(p: &Point, out: &RunOutput) -> String {
+pub fn line(p: &GridPoint, out: &RunOutput) -> String {
     use serde_json::{json, Value};
     let mut fields: Vec<(String, Value)> = vec![
         ("machine".into(), json!(p.spec.machine)),
@@ -234,7 +234,7 @@ pub struct Session {
     pub grid: Grid,
     file: ResultsFile,
     /// The points the results file did not record when the session opened.
-    pub pending: Vec<Point>,
+    pub pending: Vec<GridPoint>,
     already: usize,
     ran: usize,
     failed: Vec<String>,
@@ -246,7 +246,7 @@ impl Session {
     pub fn open(sweep: &Sweep, results: &Path) -> Result<Session, Error> {
         let grid = sweep.grid()?;
         let file = ResultsFile::open(results)?;
-        let pending: Vec<Point> =
+        let pending: Vec<GridPoint> =
             grid.points.iter().filter(|p| !file.recorded.contains_key(&p.key())).cloned().collect();
         let already = grid.points.len() - pending.len();
         Ok(Session { grid, file, pending, already, ran: 0, failed: Vec::new() })
@@ -322,7 +322,7 @@ impl Session {
     pub fn finish(self) -> Result<Report, Error> {
         let Session { grid, file, already, ran, failed, .. } = self;
         let violating: Vec<String> =
-            grid.points.iter().map(Point::key).filter(|k| file.recorded.get(k).is_some_and(|&v| v > 0)).collect();
+            grid.points.iter().map(GridPoint::key).filter(|k| file.recorded.get(k).is_some_and(|&v| v > 0)).collect();
         let in_grid = grid.points.iter().filter(|p| file.recorded.contains_key(&p.key())).count();
         let report = Report {
             total: grid.points.len(),
@@ -336,7 +336,7 @@ impl Session {
             results: file.path().to_path_buf(),
         };
         if in_grid == grid.points.len() {
-            file.put_in_order(&grid.points.iter().map(Point::key).collect::<Vec<_>>())?;
+            file.put_in_order(&grid.points.iter().map(GridPoint::key).collect::<Vec<_>>())?;
         }
         Ok(report)
     }
@@ -387,9 +387,9 @@ pub fn run(sweep: &Sweep, results: &Path, jobs: usize, mut on: impl FnMut(Event)
     session.finish()
 }
 
-impl Point {
+impl GridPoint {
     /// Returns the point as one JSON text, for a run made in another process
-    /// (a Ray task): [`Point::decode`] gives it back, and [`run_encoded`] runs it.
+    /// (a Ray task): [`GridPoint::decode`] gives it back, and [`run_encoded`] runs it.
     pub fn encode(&self) -> String {
         use serde_json::json;
         let params: Vec<serde_json::Value> = self.params.iter().map(|(k, v)| json!([k, v.json()])).collect();
@@ -399,8 +399,8 @@ impl Point {
         .to_string()
     }
 
-    /// Returns the point [`Point::encode`] wrote.
-    pub fn decode(text: &str) -> Result<Point, Error> {
+    /// Returns the point [`GridPoint::encode`] wrote.
+    pub fn decode(text: &str) -> Result<GridPoint, Error> {
         let bad = || Error::BadPoint { text: text.to_string() };
         let v: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
         let str_of = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string).ok_or_else(bad);
@@ -425,14 +425,14 @@ impl Point {
             seed: v.get("seed").and_then(|c| c.as_u64()).ok_or_else(bad)?,
             strict: false,
         };
-        Ok(Point { spec, params })
+        Ok(GridPoint { spec, params })
     }
 }
 
-/// Runs the point [`Point::encode`] wrote and returns its results line: what a
+/// Runs the point [`GridPoint::encode`] wrote and returns its results line: what a
 /// worker of a distributed sweep does for one point.
 pub fn run_encoded(point: &str) -> Result<String, Error> {
-    let p = Point::decode(point)?;
+    let p = GridPoint::decode(point)?;
     let out = run::run(&p.spec)?;
     Ok(line(&p, &out))
 }
@@ -467,7 +467,7 @@ procs = [2, 3]
         );
         assert_eq!(g.points[1].spec.seed, 2);
         assert_eq!(g.points[2].spec.sets, ["procs=3", "rounds=3"]);
-        let mut keys: Vec<String> = g.points.iter().map(Point::key).collect();
+        let mut keys: Vec<String> = g.points.iter().map(GridPoint::key).collect();
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), 24);
@@ -549,11 +549,11 @@ procs = [2, 3]
         let text = SMALL.replace("rounds = 3", "rounds = 3\njitter = 0.02");
         let g = Sweep::parse(&text, "s.toml").unwrap().grid().unwrap();
         for p in &g.points[..3] {
-            let back = Point::decode(&p.encode()).unwrap();
+            let back = GridPoint::decode(&p.encode()).unwrap();
             assert_eq!((back.key(), &back.params, &back.spec.sets), (p.key(), &p.params, &p.spec.sets));
             assert_eq!(run_encoded(&p.encode()).unwrap(), line(p, &run::run(&p.spec).unwrap()));
         }
-        let e = Point::decode("{\"machine\":1}").unwrap_err();
+        let e = GridPoint::decode("{\"machine\":1}").unwrap_err();
         assert!(matches!(&e, Error::BadPoint { text } if text == "{\"machine\":1}"), "{e:?}");
         assert!(e.to_string().starts_with("not an encoded sweep point"));
     }
@@ -584,7 +584,7 @@ procs = [2, 3]
             let l = run_encoded(&session.pending[i].encode()).map_err(|e| e.to_string());
             session.record(i, l).unwrap();
         }
-        let keys: Vec<String> = session.grid.points.iter().map(Point::key).collect();
+        let keys: Vec<String> = session.grid.points.iter().map(GridPoint::key).collect();
         session.finish().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let commands: Vec<String> = text

@@ -30,7 +30,7 @@ pub use bench::{
     SCALE_WORKLOADS,
 };
 pub use resolve::machine_keys;
-use resolve::{resolve, resolve_on, MachineParams};
+use resolve::{resolve, resolve_on, MachineParams, Resolved};
 pub use switches::{sockets_for, switch, Switch, SOCKETS, SWITCHES};
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
@@ -461,7 +461,7 @@ pub fn check(spec: &RunSpec) -> Result<(), Error> {
 /// Returns the names of the figures a run of `spec` reports, after checking
 /// `spec`: its workload's results (the headline first), then the metrics.
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
-    let (_, wl, mp, _, _) = resolve(spec)?;
+    let Resolved { wl, mp, .. } = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
     let zero = Metrics::zero(mp.contpte.report);
     // A struct of numbers always serialises, to an object.
@@ -480,7 +480,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, Error> {
 /// `tlbkit calibrate` fits a host's costs this way); `spec.machine` only names
 /// it in the output.
 pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
-    let (preset, wl, mp, params, texts) = resolve_on(spec, preset)?;
+    let Resolved { preset, wl, mp, params, texts } = resolve_on(spec, preset)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };

@@ -66,8 +66,8 @@
 //! entries, two pages under TSO and several workers.
 
 use super::{
-    abandon, arena, build_policy, check, drive, new_core, run, start, take_stack, Choice, Chooser, Co, Core, Outcome,
-    Point, Policy, Resume, Shape, State, HOOKS, STACK_BYTES,
+    abandon, arena, build_policy, check, drive, new_core, run, start, take_stack, Choice, ChoiceKind, Chooser, Co,
+    Core, Outcome, Policy, Resume, Shape, State, HOOKS, STACK_BYTES,
 };
 use corosensei::stack::Stack;
 use std::hash::Hasher;
@@ -325,7 +325,7 @@ pub fn run_from<P: Policy>(
         Some(k) => {
             let live = cp.live.as_mut().expect("a live execution");
             let (made, at) = live.saved.restore(k, &live.core, &mut live.cos);
-            let last_sched = live.saved.path[..made].iter().rposition(|c| c.point == Point::Sched);
+            let last_sched = live.saved.path[..made].iter().rposition(|c| c.point == ChoiceKind::Sched);
             chooser.skip(made, last_sched);
             at
         }

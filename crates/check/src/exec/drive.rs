@@ -60,9 +60,14 @@ pub(super) fn new_core<P: Policy>(
     record: bool,
 ) -> Core {
     let global_user = policy.user_ptes_global();
-    let mut m = Machine::new(shape.cpus, shape.mms, shape.pages, global_user, shape.teardown.is_some());
-    m.consts.va_drops_walks = !shape.arm64;
-    m.consts.reads_flag = policy.defers() == Some(Defer::WhileMmFlagged);
+    let consts = RunConstants {
+        pages: shape.pages,
+        global_user,
+        contpte: shape.teardown.is_some(),
+        va_drops_walks: !shape.arm64,
+        reads_flag: policy.defers() == Some(Defer::WhileMmFlagged),
+    };
+    let mut m = Machine::new(shape.cpus, shape.mms, consts);
     for s in 1..=shape.mms as u32 {
         m.fork(s, 0).expect("a fresh machine has no obligations");
     }
@@ -394,7 +399,7 @@ pub(super) fn drive(
         };
         labels.clear();
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
-        let Some(i) = core.choose(Point::Sched, &labels, hash) else { break };
+        let Some(i) = core.choose(ChoiceKind::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
             if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
                 let depth = core.choices.borrow().len() - 1;

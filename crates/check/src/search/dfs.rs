@@ -3,7 +3,7 @@
 //! reduction (sleep sets; local steps explored alone) and the switches the
 //! soundness tests turn off to compare.
 
-use super::{Choice, Chooser, Foot, Pick, Point};
+use super::{Choice, ChoiceKind, Chooser, Foot, Pick};
 
 /// A transition asleep at a scheduling point (the sleep sets of
 /// partial-order reduction): a CPU's step, by label, and what it touched when
@@ -229,18 +229,18 @@ impl<'a> Dfs<'a> {
 }
 
 impl Chooser for Dfs<'_> {
-    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
         let i = self.at;
         self.at += 1;
         if let Some(c) = self.prefix.get(i) {
             debug_assert_eq!(c.n as usize, labels.len(), "a replayed prefix took another path");
-            if point == Point::Sched {
+            if point == ChoiceKind::Sched {
                 self.last_sched = Some(i);
             }
             return Pick::Take(c.taken as usize);
         }
         self.nodes.truncate(i);
-        if point == Point::Op {
+        if point == ChoiceKind::Op {
             self.nodes.push(Node::default());
             return Pick::Take(0);
         }

@@ -38,7 +38,7 @@ use std::cell::RefCell;
 
 /// A kind of choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Point {
+pub enum ChoiceKind {
     /// Which CPU steps next (or whose store buffer drains).
     Sched,
     /// Which kernel operation a CPU starts.
@@ -57,20 +57,20 @@ pub enum Pick {
 /// What decides every choice of an execution: a search strategy or a replay.
 pub trait Chooser {
     /// Picks one of `labels.len() >= 2` options at a choice point. At a
-    /// [`Point::Sched`] a label is `2 * cpu` for stepping that CPU and
-    /// `2 * cpu + 1` for draining its store buffer; at a [`Point::Op`] it is the
+    /// [`ChoiceKind::Sched`] a label is `2 * cpu` for stepping that CPU and
+    /// `2 * cpu + 1` for draining its store buffer; at a [`ChoiceKind::Op`] it is the
     /// option's index. `state` is the hash of the whole state at a
-    /// [`Point::Sched`] when [`Chooser::wants_state`], else 0.
-    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick;
+    /// [`ChoiceKind::Sched`] when [`Chooser::wants_state`], else 0.
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick;
 
     /// Returns whether the next call of [`Chooser::choose`] needs the state's
-    /// hash (asked before every choice at a [`Point::Sched`]).
+    /// hash (asked before every choice at a [`ChoiceKind::Sched`]).
     fn wants_state(&self) -> bool {
         false
     }
 
     /// Returns whether the step about to run (chosen at the last
-    /// [`Point::Sched`]) should report its [`Foot`] to [`Chooser::stepped`].
+    /// [`ChoiceKind::Sched`]) should report its [`Foot`] to [`Chooser::stepped`].
     fn wants_footprint(&self) -> bool {
         false
     }
@@ -81,11 +81,11 @@ pub trait Chooser {
         true
     }
 
-    /// Takes the footprint of the step chosen at the last [`Point::Sched`].
+    /// Takes the footprint of the step chosen at the last [`ChoiceKind::Sched`].
     fn stepped(&mut self, _foot: Foot) {}
 
     /// Tells the chooser, before the next [`Chooser::choose`] at a
-    /// [`Point::Sched`], that the step of `label` is *local* (see the crate
+    /// [`ChoiceKind::Sched`], that the step of `label` is *local* (see the crate
     /// documentation's local steps): it commutes with every step any other CPU can
     /// take from here on, so exploring it alone from this state is enough
     /// (a persistent set). Asked only when [`Chooser::wants_footprint`].
@@ -127,7 +127,7 @@ pub trait Chooser {
 
     /// Returns whether this chooser picks kernel operations by what they are
     /// ([`Chooser::script_op`]), as a script does, instead of at a
-    /// [`Point::Op`] by [`Chooser::choose`].
+    /// [`ChoiceKind::Op`] by [`Chooser::choose`].
     fn scripted(&self) -> bool {
         false
     }
@@ -259,7 +259,7 @@ impl Foot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Choice {
     /// Its kind.
-    pub point: Point,
+    pub point: ChoiceKind,
     /// How many options there were.
     pub n: u32,
     /// Which was taken.

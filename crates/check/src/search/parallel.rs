@@ -4,7 +4,7 @@
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
 use super::table::Table;
-use super::{recycle_choices, Choice, Chooser, Outcome, Point, Stats};
+use super::{recycle_choices, Choice, ChoiceKind, Chooser, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ impl Subtree {
     fn save(&self, w: &mut Writer) {
         w.u64(self.stack.len() as u64);
         for c in &self.stack {
-            w.u8(u8::from(c.point == Point::Op));
+            w.u8(u8::from(c.point == ChoiceKind::Op));
             w.u32(c.n);
             w.u32(c.taken);
         }
@@ -49,7 +49,7 @@ impl Subtree {
         let n = r.len(9)?;
         let mut stack = Vec::with_capacity(n);
         for _ in 0..n {
-            let point = if r.u8()? != 0 { Point::Op } else { Point::Sched };
+            let point = if r.u8()? != 0 { ChoiceKind::Op } else { ChoiceKind::Sched };
             stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });
         }
         let frozen = r.u64()? as usize;
@@ -669,7 +669,7 @@ pub mod rounds {
             stats_of(&self.shared, &self.extra)
         }
 
-        /// The visited set alone, for a party that starts now ([`Party::new`]).
+        /// The visited set alone, for a party that starts now ([`Replica::new`]).
         pub fn visited(&self) -> Vec<u8> {
             let mut w = Writer::default();
             Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&self.shared.visited), &[]);
@@ -724,17 +724,18 @@ pub mod rounds {
         }
     }
 
-    /// A party: one process's copy of the visited set, kept between rounds.
-    pub struct Party {
+    /// A party's replica of the visited set, kept between rounds (the search
+    /// side of [`crate::run::rounds::Party`]).
+    pub struct Replica {
         shared: Shared,
     }
 
-    impl Party {
+    impl Replica {
         /// A party that starts from the visited set [`Driver::visited`] wrote.
-        pub fn new(visited: &[u8], extra: usize) -> Result<Party, String> {
+        pub fn new(visited: &[u8], extra: usize) -> Result<Replica, String> {
             let mut shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
             shared.visited.track();
-            Ok(Party { shared })
+            Ok(Replica { shared })
         }
 
         /// Runs one round: takes in `news` (what the other parties handed

@@ -1,7 +1,7 @@
 //! PCT, probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010):
 //! random priorities with a few random change points.
 
-use super::{Chooser, Pick, Point};
+use super::{ChoiceKind, Chooser, Pick};
 use rand_chacha::ChaCha8Rng;
 use rand_core::Rng;
 
@@ -29,8 +29,8 @@ impl Pct {
 }
 
 impl Chooser for Pct {
-    fn choose(&mut self, point: Point, labels: &[u32], _state: u64) -> Pick {
-        if point == Point::Op {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+        if point == ChoiceKind::Op {
             return Pick::Take((self.rng.next_u64() % labels.len() as u64) as usize);
         }
         self.step += 1;

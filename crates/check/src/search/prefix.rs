@@ -12,7 +12,7 @@
 //! counterexample's token is the schedule's choices and then the search's,
 //! and `tlbkit replay` needs nothing else.
 
-use super::{Choice, Chooser, Foot, Pick, Point};
+use super::{Choice, ChoiceKind, Chooser, Foot, Pick};
 
 /// Takes `prefix` first, then asks `inner`.
 pub struct Prefixed<'a> {
@@ -40,17 +40,17 @@ impl<'a> Prefixed<'a> {
 }
 
 impl Chooser for Prefixed<'_> {
-    fn choose(&mut self, point: Point, labels: &[u32], state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
         let i = self.at;
         self.at += 1;
         if let Some(c) = self.prefix.get(i) {
             debug_assert_eq!(c.n as usize, labels.len(), "the schedule took another path");
-            if point == Point::Sched {
+            if point == ChoiceKind::Sched {
                 self.inner_sched = false;
             }
             return Pick::Take(c.taken as usize);
         }
-        if point == Point::Sched {
+        if point == ChoiceKind::Sched {
             self.inner_sched = true;
         }
         self.inner.choose(point, labels, state)
@@ -130,7 +130,7 @@ impl<'a> Schedule<'a> {
 }
 
 impl Chooser for Schedule<'_> {
-    fn choose(&mut self, _point: Point, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
         let Some(&c) = self.choices.get(self.at) else { return Pick::Prune };
         if c as usize >= labels.len() {
             self.mismatch = Some(format!(

@@ -2,7 +2,7 @@
 //! ([`super::pct`]), each execution seeded from one seed.
 
 use super::pct::Pct;
-use super::{Chooser, Outcome, Pick, Point, Stats};
+use super::{ChoiceKind, Chooser, Outcome, Pick, Stats};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
@@ -12,7 +12,7 @@ struct Random {
 }
 
 impl Chooser for Random {
-    fn choose(&mut self, _point: Point, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
         Pick::Take((self.rng.next_u64() % labels.len() as u64) as usize)
     }
 }

@@ -1,7 +1,7 @@
 //! Replay of a recorded schedule (a replay token's choices, or a trial of
 //! shrinking).
 
-use super::{Chooser, Pick, Point};
+use super::{ChoiceKind, Chooser, Pick};
 
 /// Replays a schedule: choice `i` takes `choices[i]` (clamped to the options
 /// there), and every choice past the end takes option 0 (no preemption, the
@@ -19,7 +19,7 @@ impl<'a> Replay<'a> {
 }
 
 impl Chooser for Replay<'_> {
-    fn choose(&mut self, _point: Point, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
         let i = self.choices.get(self.at).copied().unwrap_or(0) as usize;
         self.at += 1;
         Pick::Take(i.min(labels.len() - 1))

@@ -27,7 +27,7 @@
 //! ends when its last line is over, or when every line has started and a CPU
 //! with no line left must choose (the search then makes that choice).
 
-use super::{Chooser, Pick, Point};
+use super::{ChoiceKind, Chooser, Pick};
 use crate::kernel::{va_of, MAX_PAGES};
 use crate::ops::Op;
 
@@ -166,11 +166,11 @@ impl<'a> Script<'a> {
 }
 
 impl Chooser for Script<'_> {
-    fn choose(&mut self, point: Point, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
         if self.error.is_some() || self.finished() {
             return Pick::Prune;
         }
-        if point == Point::Op {
+        if point == ChoiceKind::Op {
             return self.fail("the script reached a choice it cannot make (where a block write lands)".into());
         }
         let step = |c: usize| labels.iter().position(|&l| l == 2 * c as u32);

@@ -1,6 +1,6 @@
 //! Shrinking a counterexample to the fewest context switches.
 
-use super::{Choice, Chooser, Outcome, Point, Replay};
+use super::{Choice, ChoiceKind, Chooser, Outcome, Replay};
 use crate::kernel::Violation;
 
 /// Shrinks a violating schedule: every scheduling choice that can be made the
@@ -25,7 +25,7 @@ pub fn shrink_where(
         let mut changed = false;
         let mut i = 0;
         while i < best.len() {
-            if best[i].point == Point::Sched && best[i].taken != 0 {
+            if best[i].point == ChoiceKind::Sched && best[i].taken != 0 {
                 let mut trial = takes(&best);
                 trial[i] = 0;
                 let out = run(&mut Replay::new(&trial));

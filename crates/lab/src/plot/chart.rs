@@ -26,7 +26,7 @@ pub enum XAxis {
 
 /// One point: the mean of the runs at one x, and their extremes.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Point {
+pub struct Datum {
     /// The x value (for a bar chart, the category's index).
     pub x: f64,
     /// Mean of the runs.
@@ -45,7 +45,7 @@ pub struct Series {
     /// The legend's text (empty: no legend entry).
     pub name: String,
     /// Points in x order.
-    pub points: Vec<Point>,
+    pub points: Vec<Datum>,
 }
 
 /// A chart, ready to be written as SVG.
@@ -410,7 +410,7 @@ impl Chart {
     }
 
     /// Returns every point of every series, series by series.
-    fn points(&self) -> impl Iterator<Item = &Point> + '_ {
+    fn points(&self) -> impl Iterator<Item = &Datum> + '_ {
         self.series.iter().flat_map(|s| s.points.iter())
     }
 
@@ -749,7 +749,7 @@ impl Plot<'_> {
 
     /// Draws the line of series `si` of a line chart (none through fewer
     /// than three points: markers only); returns where its marks go.
-    fn draw_line(&self, o: &mut String, si: usize, s: &Series, colour: &str) -> Vec<(f64, Point)> {
+    fn draw_line(&self, o: &mut String, si: usize, s: &Series, colour: &str) -> Vec<(f64, Datum)> {
         let dx = self.nudge(si);
         let pts: Vec<String> =
             s.points.iter().map(|p| format!("{:.1},{:.1}", (self.xs)(p.x) + dx, self.ys.at(p.mean))).collect();
@@ -766,7 +766,7 @@ impl Plot<'_> {
 
     /// Draws the bars of series `si` of a bar chart of `categories`, one in
     /// each category's band; returns where their error bars go.
-    fn draw_bars(&self, o: &mut String, si: usize, s: &Series, colour: &str, categories: usize) -> Vec<(f64, Point)> {
+    fn draw_bars(&self, o: &mut String, si: usize, s: &Series, colour: &str, categories: usize) -> Vec<(f64, Datum)> {
         let band = self.frame.band(categories);
         let w = band * 0.8 / self.nseries();
         let base = self.ys.base();
@@ -864,8 +864,8 @@ fn dash_attribute(si: usize) -> String {
 mod tests {
     use super::*;
 
-    fn pt(x: f64, min: f64, mean: f64, max: f64) -> Point {
-        Point { x, mean, min, max, n: 3 }
+    fn pt(x: f64, min: f64, mean: f64, max: f64) -> Datum {
+        Datum { x, mean, min, max, n: 3 }
     }
 
     fn line_chart() -> Chart {

@@ -8,7 +8,7 @@
 //! in any order: points, series and categories are sorted, so a chart does not
 //! depend on the order in which a sweep's runs finished.
 
-use super::chart::{axis_label, Chart, Point, Series, XAxis};
+use super::chart::{axis_label, Chart, Datum, Series, XAxis};
 use crate::error::{Error, Param};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
@@ -312,7 +312,7 @@ impl Results {
             let mean = ys.iter().sum::<f64>() / n as f64;
             let (min, max) = ys.iter().fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
             if let Some(s) = series.last_mut() {
-                s.points.push(Point { x: xv, mean, min, max, n });
+                s.points.push(Datum { x: xv, mean, min, max, n });
             }
         }
         // Coordinates that vary inside a point: the reader should know what a mark pools.
@@ -400,7 +400,7 @@ mod tests {
         // Series sorted by name whatever the line order.
         assert_eq!(c.series[0].name, "a");
         assert_eq!(c.series[0].points.len(), 2);
-        assert_eq!(c.series[1].points, vec![Point { x: 2.0, mean: 4.0, min: 3.0, max: 5.0, n: 2 }]);
+        assert_eq!(c.series[1].points, vec![Datum { x: 2.0, mean: 4.0, min: 3.0, max: 5.0, n: 2 }]);
         assert_eq!(c.y_label, "lat_us (µs) — mean of 1 to 2 runs");
     }
 

@@ -5,7 +5,7 @@
 //! call timed differently) and what is judged is their shape.
 
 use super::{Judged, Row};
-use crate::plot::chart::{Chart, Point, Series, XAxis};
+use crate::plot::chart::{Chart, Datum, Series, XAxis};
 
 /// Returns `(file name, SVG)` for every curve of `entries`: `H09-3.svg` is
 /// entry H09's third row.
@@ -32,7 +32,7 @@ fn chart(j: &Judged, r: &Row) -> Chart {
             .iter()
             .map(|c| {
                 let v = if relative { pick(c) / first } else { pick(c) };
-                Point { x: c.0, mean: v, min: v, max: v, n: 1 }
+                Datum { x: c.0, mean: v, min: v, max: v, n: 1 }
             })
             .collect();
         Series { name: name.to_string(), points }

@@ -56,7 +56,7 @@ fn bench_typed<P: Policy + 'static>(
 /// Times the main phase of `spec` (setup excluded) `reps` times and returns the
 /// repetition with the median translation rate: the host is shared and noisy.
 pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, Error> {
-    let (preset, wl, mp, params, texts) = resolve(spec)?;
+    let Resolved { preset, wl, mp, params, texts } = resolve(spec)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let mut runs = Vec::with_capacity(reps.max(1));

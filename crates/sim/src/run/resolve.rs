@@ -97,9 +97,19 @@ pub(super) fn valid_keys(wl: &workload::WorkloadDef) -> Vec<&'static str> {
     keys
 }
 
-/// A run request, checked: the preset, the workload, the machine parameters and
-/// the workload's numeric and text parameters.
-pub(super) type Resolved = (Preset, &'static workload::WorkloadDef, MachineParams, Params, Texts);
+/// A run request, checked.
+pub(super) struct Resolved {
+    /// The machine, with the policy's kernel.
+    pub(super) preset: Preset,
+    /// The workload's entry.
+    pub(super) wl: &'static workload::WorkloadDef,
+    /// The machine and kernel settings after `--set`.
+    pub(super) mp: MachineParams,
+    /// The workload's numeric parameters.
+    pub(super) params: Params,
+    /// The workload's text parameters.
+    pub(super) texts: Texts,
+}
 
 /// Checks a run request and returns the resolved preset, machine parameters and
 /// workload parameters.
@@ -214,7 +224,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
     if let Some(missing) = wl.text_params.iter().find(|p| !texts.contains_key(p.key)) {
         return Err(Error::NeedsText { workload: wl.name, key: missing.key, doc: missing.doc });
     }
-    Ok((preset, wl, mp, params, texts))
+    Ok(Resolved { preset, wl, mp, params, texts })
 }
 
 /// Returns the machine and kernel parameter keys with their meaning.
