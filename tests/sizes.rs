@@ -19,24 +19,23 @@ const MAX_FIELDS: usize = 20;
 /// newlines kept.
 fn without_tests(code: &str) -> String {
     let mut out: Vec<char> = code.chars().collect();
-    let text: String = out.iter().collect();
     let mut from = 0;
-    while let Some(k) = text[from..].find("#[cfg(test)]") {
+    while let Some(k) = code[from..].find("#[cfg(test)]") {
         let at = from + k;
         // Char and byte indices agree: the code is ASCII outside literals,
         // and literals are blanked. Items end at their block or at `;`.
-        let rest = &text[at..];
+        let rest = &code[at..];
         let end = match (rest.find('{'), rest.find(';')) {
             (Some(b), semi) if semi.is_none_or(|s| b < s) => at + b + matching(&rest[b..]),
             (_, Some(s)) => at + s + 1,
-            _ => text.len(),
+            _ => code.len(),
         };
-        for c in &mut out[at..end.min(text.len())] {
+        for c in &mut out[at..end.min(code.len())] {
             if *c != '\n' {
                 *c = ' ';
             }
         }
-        from = end.min(text.len());
+        from = end.min(code.len());
     }
     out.into_iter().collect()
 }
@@ -206,18 +205,24 @@ fn no_file_holds_more_than_a_thousand_lines_of_code() {
     );
 }
 
-#[test]
-fn no_function_is_longer_than_150_lines() {
-    let mut long = Vec::new();
-    let mut seen = 0;
+/// Measures every item `items` finds in every source: how many there are,
+/// and one line for each whose size passes `limit`.
+fn over(items: fn(&str) -> Vec<(String, usize, usize)>, kind: &str, unit: &str, limit: usize) -> (usize, Vec<String>) {
+    let (mut seen, mut over) = (0, Vec::new());
     for s in sources() {
-        for (name, line, n) in functions(&s.code) {
+        for (name, line, n) in items(&s.code) {
             seen += 1;
-            if n > MAX_FN_LINES {
-                long.push(format!("  {}:{line}: fn {name}, {n} lines", s.path));
+            if n > limit {
+                over.push(format!("  {}:{line}: {kind} {name}, {n} {unit}", s.path));
             }
         }
     }
+    (seen, over)
+}
+
+#[test]
+fn no_function_is_longer_than_150_lines() {
+    let (seen, long) = over(functions, "fn", "lines", MAX_FN_LINES);
     assert!(seen > 1000, "the functions were not found: {seen}");
     assert!(
         long.is_empty(),
@@ -228,16 +233,7 @@ fn no_function_is_longer_than_150_lines() {
 
 #[test]
 fn no_struct_has_more_than_20_fields() {
-    let mut wide = Vec::new();
-    let mut seen = 0;
-    for s in sources() {
-        for (name, line, n) in structs(&s.code) {
-            seen += 1;
-            if n > MAX_FIELDS {
-                wide.push(format!("  {}:{line}: struct {name}, {n} fields", s.path));
-            }
-        }
-    }
+    let (seen, wide) = over(structs, "struct", "fields", MAX_FIELDS);
     assert!(seen > 100, "the structs were not found: {seen}");
     assert!(
         wide.is_empty(),
