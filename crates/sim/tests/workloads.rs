@@ -521,6 +521,43 @@ fn no_source_decides_from_a_switchs_name() {
     assert!(found.is_empty(), "decided from a switch's key (put it in its entry):\n{}", found.join("\n"));
 }
 
+#[test]
+fn no_workload_reads_a_parameter_by_its_key() {
+    // A workload declares each parameter once, as a typed handle
+    // (`workload::Count`, `Real`, `Flag`), and reads it through that:
+    // `p["iters"]` would repeat the key, panic on a typo and decide the type
+    // where it is read.
+    let mut found = Vec::new();
+    let mut files = 0;
+    for f in workspace_sources() {
+        if !f.to_string_lossy().replace('\\', "/").contains("crates/sim/src/workload/") {
+            continue;
+        }
+        files += 1;
+        let text = std::fs::read_to_string(&f).expect("read a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if !line.trim_start().starts_with("//") && indexes_by_a_key(line) {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files >= 30, "the workloads' sources were not found ({files} files)");
+    assert!(found.is_empty(), "a parameter read by its key (declare a handle and read it):\n{}", found.join("\n"));
+}
+
+/// Whether `line` indexes something (a name, a call's or an index's result)
+/// by a string literal that is a key: `p["iters"]`, `self.p["size_kb"]`.
+fn indexes_by_a_key(line: &str) -> bool {
+    line.match_indices("[\"").any(|(at, _)| {
+        let indexed =
+            line[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ')' || c == ']');
+        let rest = &line[at + 2..];
+        let key = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        indexed && key > 0 && rest[key..].starts_with("\"]")
+    })
+}
+
 /// Every Rust source of the tools (not their tests' own files).
 fn workspace_sources() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

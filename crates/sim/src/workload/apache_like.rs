@@ -45,7 +45,7 @@
 //! (the mean service time of a request by one worker, `mmap` to the next
 //! request's start excluded).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -53,50 +53,52 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const PROCS: Count =
+    Count(ParamDef { key: "procs", default: 3.0, min: 1.0, max: 64.0, doc: "server processes (httpd StartServers)" });
+const THREADS: Count = Count(ParamDef {
+    key: "threads",
+    default: 25.0,
+    min: 1.0,
+    max: 256.0,
+    doc: "worker threads per process (httpd ThreadsPerChild)",
+});
+const CONCURRENCY: Count = Count(ParamDef {
+    key: "concurrency",
+    default: 0.0,
+    min: 0.0,
+    max: 65536.0,
+    doc: "requests outstanding (ab -c), spread over the processes (0: one per CPU)",
+});
+const FILE_PAGES: Count = Count(ParamDef {
+    key: "file_pages",
+    default: 1.0,
+    min: 1.0,
+    max: 1024.0,
+    doc: "4 KB pages of the file served (1: httpd's stock index.html)",
+});
+const REQUEST_US: Real = Real(ParamDef {
+    key: "request_us",
+    default: 50.0,
+    min: 0.0,
+    max: 100_000.0,
+    doc: "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
+});
+const REQUESTS: Count = Count(ParamDef {
+    key: "requests",
+    default: 6000.0,
+    min: 10.0,
+    max: 10_000_000.0,
+    doc: "requests in all (ab -n), served by whichever process takes each",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "apache_like",
     description: "an Apache-like static-file server (LATR's macrobenchmark): worker threads mmap, read and munmap \
                   the file of every request, a closed-loop client",
     origin: None,
-    params: &[
-        ParamDef { key: "procs", default: 3.0, min: 1.0, max: 64.0, doc: "server processes (httpd StartServers)" },
-        ParamDef {
-            key: "threads",
-            default: 25.0,
-            min: 1.0,
-            max: 256.0,
-            doc: "worker threads per process (httpd ThreadsPerChild)",
-        },
-        ParamDef {
-            key: "concurrency",
-            default: 0.0,
-            min: 0.0,
-            max: 65536.0,
-            doc: "requests outstanding (ab -c), spread over the processes (0: one per CPU)",
-        },
-        ParamDef {
-            key: "file_pages",
-            default: 1.0,
-            min: 1.0,
-            max: 1024.0,
-            doc: "4 KB pages of the file served (1: httpd's stock index.html)",
-        },
-        ParamDef {
-            key: "request_us",
-            default: 50.0,
-            min: 0.0,
-            max: 100_000.0,
-            doc: "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
-        },
-        ParamDef {
-            key: "requests",
-            default: 6000.0,
-            min: 10.0,
-            max: 10_000_000.0,
-            doc: "requests in all (ab -n), served by whichever process takes each",
-        },
-    ],
+    params: &[PROCS.0, THREADS.0, CONCURRENCY.0, FILE_PAGES.0, REQUEST_US.0, REQUESTS.0],
     has_overhead: false,
     results: &["requests_per_s", "us_per_request"],
     text_params: &[],
@@ -215,19 +217,19 @@ impl Program for Main {
 
 /// Starts the server processes.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let procs = p["procs"] as u64;
-    let conc = super::count_or_cpus(p, "concurrency", sim.cfg.ncpus);
-    let work = (p["request_us"] * 1e3 * sim.ghz()) as u64;
-    let server = Rc::new(Server { left: Cell::new(p["requests"] as u64) });
+    let procs = PROCS.of(p);
+    let conc = CONCURRENCY.or_cpus(p, sim.cfg.ncpus);
+    let work = (REQUEST_US.of(p) * 1e3 * sim.ghz()) as u64;
+    let server = Rc::new(Server { left: Cell::new(REQUESTS.of(p)) });
     for i in 0..procs {
         // The client's connections spread evenly, the first processes taking the rest.
         let share = conc / procs + u64::from(i < conc % procs);
         let m = Main {
             server: server.clone(),
-            threads: p["threads"] as u64,
+            threads: THREADS.of(p),
             conc: share.max(1),
             file: 0,
-            pages: p["file_pages"] as u64,
+            pages: FILE_PAGES.of(p),
             work,
             queue: 0,
             step: 0,
@@ -239,7 +241,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns the address spaces the workload needs.
 pub fn max_mms(p: &Params) -> usize {
-    p["procs"] as usize + 8
+    PROCS.usize(p) + 8
 }
 
 /// Returns `requests_per_s` after the warm-up and `us_per_request`.

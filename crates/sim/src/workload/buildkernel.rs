@@ -48,7 +48,7 @@
 //! the L2 cache and most walks find the upper levels in the walk cache), and
 //! the real build's switch rate and compiler working sets are not known.
 
-use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -56,46 +56,56 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const JOBS: Count =
+    Count(ParamDef { key: "jobs", default: 16.0, min: 1.0, max: 4096.0, doc: "parallel job slots (make -j)" });
+const UNITS: Count = Count(ParamDef {
+    key: "units",
+    default: 100.0,
+    min: 1.0,
+    max: 100_000.0,
+    doc: "compilations per slot (the build is jobs x units)",
+});
+const COMPUTE_MS: Real = Real(ParamDef {
+    key: "compute_ms",
+    default: 20.0,
+    min: 0.0,
+    max: 100_000.0,
+    doc: "milliseconds of computation per compilation",
+});
+const SLICES: Count = Count(ParamDef {
+    key: "slices",
+    default: 40.0,
+    min: 1.0,
+    max: 100_000.0,
+    doc: "working-set passes per compilation",
+});
+const TEXT_PAGES: Count = Count(ParamDef {
+    key: "text_pages",
+    default: 8192.0,
+    min: 16.0,
+    max: 1_000_000.0,
+    doc: "4 KB pages of compiler text mapped (32 MB)",
+});
+const TEXT_WS: Count =
+    Count(ParamDef { key: "text_ws", default: 128.0, min: 4.0, max: 65536.0, doc: "text pages read per slice" });
+const HEAP_PAGES: Count = Count(ParamDef {
+    key: "heap_pages",
+    default: 512.0,
+    min: 64.0,
+    max: 1_000_000.0,
+    doc: "4 KB heap pages a compilation grows to (2 MB)",
+});
+const HEAP_WS: Count =
+    Count(ParamDef { key: "heap_ws", default: 192.0, min: 1.0, max: 1_000_000.0, doc: "heap pages touched per slice" });
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "buildkernel",
     description: "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
                   set, exit) (origin 000)",
     origin: Some("000"),
-    params: &[
-        ParamDef { key: "jobs", default: 16.0, min: 1.0, max: 4096.0, doc: "parallel job slots (make -j)" },
-        ParamDef {
-            key: "units",
-            default: 100.0,
-            min: 1.0,
-            max: 100_000.0,
-            doc: "compilations per slot (the build is jobs x units)",
-        },
-        ParamDef {
-            key: "compute_ms",
-            default: 20.0,
-            min: 0.0,
-            max: 100_000.0,
-            doc: "milliseconds of computation per compilation",
-        },
-        ParamDef { key: "slices", default: 40.0, min: 1.0, max: 100_000.0, doc: "working-set passes per compilation" },
-        ParamDef {
-            key: "text_pages",
-            default: 8192.0,
-            min: 16.0,
-            max: 1_000_000.0,
-            doc: "4 KB pages of compiler text mapped (32 MB)",
-        },
-        ParamDef { key: "text_ws", default: 128.0, min: 4.0, max: 65536.0, doc: "text pages read per slice" },
-        ParamDef {
-            key: "heap_pages",
-            default: 512.0,
-            min: 64.0,
-            max: 1_000_000.0,
-            doc: "4 KB heap pages a compilation grows to (2 MB)",
-        },
-        ParamDef { key: "heap_ws", default: 192.0, min: 1.0, max: 1_000_000.0, doc: "heap pages touched per slice" },
-    ],
+    params: &[JOBS.0, UNITS.0, COMPUTE_MS.0, SLICES.0, TEXT_PAGES.0, TEXT_WS.0, HEAP_PAGES.0, HEAP_WS.0],
     has_overhead: false,
     results: &["elapsed_s", "sys_s"],
     text_params: &[],
@@ -104,7 +114,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     // make, each job slot and its compiler (one more during an exec); with
     // wake-up preemption a slot may fork its next compiler before the last
     // one, which signalled it, has exited: twice that.
-    max_mms: |p, _, _| 4 * p["jobs"] as usize + 16,
+    max_mms: |p, _, _| 4 * JOBS.usize(p) + 16,
 };
 
 /// Pages of one heap growth (`mmap` of 256 KB).
@@ -329,23 +339,22 @@ impl Program for Compiler {
 /// Starts `make`.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let cycles = |us: f64| (us * 1000.0 * sim.ghz()) as u64;
-    let slices = p["slices"] as u64;
+    let slices = SLICES.of(p);
     let sizes = Sizes {
-        units: p["units"] as u64 * p["jobs"] as u64,
-        slice_cycles: cycles(p["compute_ms"] * 1000.0) / slices,
+        units: UNITS.of(p) * JOBS.of(p),
+        slice_cycles: cycles(COMPUTE_MS.of(p) * 1000.0) / slices,
         slices,
-        text_pages: p["text_pages"] as u64,
-        text_ws: (p["text_ws"] as u64).min(p["text_pages"] as u64),
-        heap_pages: (p["heap_pages"] as u64).next_multiple_of(HEAP_CHUNK),
-        heap_ws: p["heap_ws"] as u64,
+        text_pages: TEXT_PAGES.of(p),
+        text_ws: TEXT_WS.of(p).min(TEXT_PAGES.of(p)),
+        heap_pages: HEAP_PAGES.of(p).next_multiple_of(HEAP_CHUNK),
+        heap_ws: HEAP_WS.of(p),
         make_cycles: cycles(MAKE_US),
         seed: sim.cfg.seed,
     };
     // `make`: forks the job slots and waits for them.
     let next = Rc::new(Cell::new(0));
-    let make = ForkAll::new(p["jobs"] as u64, move |done| {
-        Box::new(Slot::new(sizes, Rc::clone(&next), done)) as Box<dyn Program>
-    });
+    let make =
+        ForkAll::new(JOBS.of(p), move |done| Box::new(Slot::new(sizes, Rc::clone(&next), done)) as Box<dyn Program>);
     sim.spawn(Box::new(make))?;
     Ok(())
 }

@@ -32,11 +32,43 @@
 //! whole-mm flush), over every process that exited (the compilers and make).
 //! Scaling: host time grows with `jobs * cpus * (heap_pages + file_pages)`.
 
-use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const JOBS: Count =
+    Count(ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" });
+const HEAP_PAGES: Count = Count(ParamDef {
+    key: "heap_pages",
+    default: 512.0,
+    min: 16.0,
+    max: 65536.0,
+    doc: "4 KB anonymous heap pages each compiler writes (2 MB)",
+});
+const FILE_PAGES: Count = Count(ParamDef {
+    key: "file_pages",
+    default: 128.0,
+    min: 16.0,
+    max: 65536.0,
+    doc: "4 KB pages of the shared file each compiler maps and reads",
+});
+const DIRTY_PAGES: Count = Count(ParamDef {
+    key: "dirty_pages",
+    default: 32.0,
+    min: 0.0,
+    max: 65536.0,
+    doc: "pages of the file each compiler writes (at most file_pages)",
+});
+const COMPUTE_US: Real = Real(ParamDef {
+    key: "compute_us",
+    default: 50000.0,
+    min: 0.0,
+    max: 1e6,
+    doc: "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -44,44 +76,14 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
                   mappings: exit_group time per process (origin 004)",
     origin: Some("004"),
-    params: &[
-        ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" },
-        ParamDef {
-            key: "heap_pages",
-            default: 512.0,
-            min: 16.0,
-            max: 65536.0,
-            doc: "4 KB anonymous heap pages each compiler writes (2 MB)",
-        },
-        ParamDef {
-            key: "file_pages",
-            default: 128.0,
-            min: 16.0,
-            max: 65536.0,
-            doc: "4 KB pages of the shared file each compiler maps and reads",
-        },
-        ParamDef {
-            key: "dirty_pages",
-            default: 32.0,
-            min: 0.0,
-            max: 65536.0,
-            doc: "pages of the file each compiler writes (at most file_pages)",
-        },
-        ParamDef {
-            key: "compute_us",
-            default: 50000.0,
-            min: 0.0,
-            max: 1e6,
-            doc: "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
-        },
-    ],
+    params: &[JOBS.0, HEAP_PAGES.0, FILE_PAGES.0, DIRTY_PAGES.0, COMPUTE_US.0],
     has_overhead: false,
     results: &["exit_us"],
     text_params: &[],
     setup: |p, _, sim, _| setup(p, sim),
     result: |_, main, _| result(main),
     // make and every compiler (all may be alive at once).
-    max_mms: |p, _, cpus| p["jobs"] as usize * cpus + 16,
+    max_mms: |p, _, cpus| JOBS.usize(p) * cpus + 16,
 };
 
 /// The shared file every compiler maps.
@@ -139,21 +141,21 @@ impl Program for Compiler {
 /// Starts make.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let sizes = Sizes {
-        heap_pages: p["heap_pages"] as u64,
-        file_pages: p["file_pages"] as u64,
-        dirty_pages: p["dirty_pages"] as u64,
-        compute: (p["compute_us"] * 1000.0 * sim.ghz()) as u64,
+        heap_pages: HEAP_PAGES.of(p),
+        file_pages: FILE_PAGES.of(p),
+        dirty_pages: DIRTY_PAGES.of(p),
+        compute: (COMPUTE_US.of(p) * 1000.0 * sim.ghz()) as u64,
     };
     if sizes.dirty_pages > sizes.file_pages {
         return Err(Error::ParamExceeds {
             workload: DEF.name,
-            key: "dirty_pages",
+            key: DIRTY_PAGES.0.key,
             value: sizes.dirty_pages.to_string(),
-            limit_key: "file_pages",
+            limit_key: FILE_PAGES.0.key,
             limit: sizes.file_pages.to_string(),
         });
     }
-    let children = p["jobs"] as u64 * sim.cfg.ncpus as u64;
+    let children = JOBS.of(p) * sim.cfg.ncpus as u64;
     let mut index = 0;
     let make = ForkAll::new(children, move |done| {
         index += 1;

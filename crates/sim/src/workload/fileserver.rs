@@ -34,11 +34,36 @@
 //! `arm64-noasid` is not practical there: it broadcasts `TLBI VMALLE1IS` at every
 //! switch, and each one empties all 4096 TLBs.
 
-use super::{mark_sum, ParamDef, Params, WorkloadDef};
+use super::{mark_sum, Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const OPS: Count =
+    Count(ParamDef { key: "ops", default: 2000.0, min: 1.0, max: 10_000_000.0, doc: "requests per thread" });
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 8.0,
+    min: 1.0,
+    max: KMAP_SLOT_PAGES as f64,
+    doc: "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)",
+});
+const USER_PAGES: Count = Count(ParamDef {
+    key: "user_pages",
+    default: 4.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "4 KB pages of user buffer read per request",
+});
+const USER_CYCLES: Count = Count(ParamDef {
+    key: "user_cycles",
+    default: 2000.0,
+    min: 0.0,
+    max: 1e9,
+    doc: "cycles of user computation per request",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -46,30 +71,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
                   invalidated on every CPU (origin 003)",
     origin: Some("003"),
-    params: &[
-        ParamDef { key: "ops", default: 2000.0, min: 1.0, max: 10_000_000.0, doc: "requests per thread" },
-        ParamDef {
-            key: "pages",
-            default: 8.0,
-            min: 1.0,
-            max: KMAP_SLOT_PAGES as f64,
-            doc: "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)",
-        },
-        ParamDef {
-            key: "user_pages",
-            default: 4.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "4 KB pages of user buffer read per request",
-        },
-        ParamDef {
-            key: "user_cycles",
-            default: 2000.0,
-            min: 0.0,
-            max: 1e9,
-            doc: "cycles of user computation per request",
-        },
-    ],
+    params: &[OPS.0, PAGES.0, USER_PAGES.0, USER_CYCLES.0],
     has_overhead: false,
     results: &["us_per_op", "shootdown_us", "invalidating_share"],
     text_params: &[],
@@ -149,12 +151,8 @@ impl Program for Server {
 
 /// Starts the server: one thread per CPU.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let req = Request {
-        ops: p["ops"] as u64,
-        pages: p["pages"] as u64,
-        user_pages: p["user_pages"] as u64,
-        user_cycles: p["user_cycles"] as u64,
-    };
+    let req =
+        Request { ops: OPS.of(p), pages: PAGES.of(p), user_pages: USER_PAGES.of(p), user_cycles: USER_CYCLES.of(p) };
     sim.spawn(Box::new(Server::new(req, sim.cfg.ncpus - 1)))?;
     Ok(())
 }
@@ -169,7 +167,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let us = |cycles: f64| cycles / sim.ghz() / 1000.0;
     let h = sim.counters();
     let mut r = BTreeMap::new();
-    r.insert("us_per_op".to_string(), us((ends - starts) as f64 / n as f64 / p["ops"]));
+    r.insert("us_per_op".to_string(), us((ends - starts) as f64 / n as f64 / OPS.of(p) as f64));
     let shootdown = if h.shootdowns == 0 { 0.0 } else { us(h.shootdown_cycles as f64 / h.shootdowns as f64) };
     r.insert("shootdown_us".to_string(), shootdown);
     let share =

@@ -60,7 +60,7 @@
 //! directions), entry to exit, in microseconds; `cycles_per_call`, the same
 //! in the machine's core cycles.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -68,30 +68,32 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const PAGES: Count =
+    Count(ParamDef { key: "pages", default: 1.0, min: 1.0, max: 512.0, doc: "4 KB pages written and protected" });
+const ITERS: Count = Count(ParamDef {
+    key: "iters",
+    default: 50.0,
+    min: 1.0,
+    max: 1_000_000.0,
+    doc: "timed iterations (two mprotect calls each), after one untimed",
+});
+const SPINNERS: Count = Count(ParamDef {
+    key: "spinners",
+    default: 0.0,
+    min: 0.0,
+    max: 4095.0,
+    doc: "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
+          CPUs: one per other CPU)",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "flush_range",
     description: "mprotect read-only and back of N written pages while bound threads keep the address space live on \
                   every CPU; microseconds per flushing call",
     origin: None,
-    params: &[
-        ParamDef { key: "pages", default: 1.0, min: 1.0, max: 512.0, doc: "4 KB pages written and protected" },
-        ParamDef {
-            key: "iters",
-            default: 50.0,
-            min: 1.0,
-            max: 1_000_000.0,
-            doc: "timed iterations (two mprotect calls each), after one untimed",
-        },
-        ParamDef {
-            key: "spinners",
-            default: 0.0,
-            min: 0.0,
-            max: 4095.0,
-            doc: "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
-                  CPUs: one per other CPU)",
-        },
-    ],
+    params: &[PAGES.0, ITERS.0, SPINNERS.0],
     has_overhead: false,
     results: &["us_per_call", "cycles_per_call"],
     text_params: &[],
@@ -215,7 +217,7 @@ impl Program for Main {
 /// Returns the spinners of a run on `cpus` CPUs: one per other CPU at most.
 fn spinners(p: &Params, cpus: usize) -> u64 {
     let others = cpus.saturating_sub(1) as u64;
-    match p["spinners"] as u64 {
+    match SPINNERS.of(p) {
         0 => others,
         n => n.min(others),
     }
@@ -225,8 +227,8 @@ fn spinners(p: &Params, cpus: usize) -> u64 {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let main = Main {
         shared: Rc::new(Shared { started: Cell::new(0), done: Cell::new(false) }),
-        pages: p["pages"] as u64,
-        iters: p["iters"] as u64,
+        pages: PAGES.of(p),
+        iters: ITERS.of(p),
         spinners: spinners(p, sim.cfg.ncpus),
         spin_va: 0,
         va: 0,
@@ -242,7 +244,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// `mprotect` calls, in microseconds and in cycles.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "call_start"), super::mark_times(sim, "call_end"));
-    let want = 2 * p["iters"] as usize;
+    let want = 2 * ITERS.usize(p);
     if starts.len() != want || ends.len() != want {
         return Err(super::unmeasured(DEF.name, format!("{} of {want} mprotect calls were timed", ends.len())));
     }

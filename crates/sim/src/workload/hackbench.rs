@@ -29,11 +29,31 @@
 //!
 //! Result: `time_s`, seconds from the start signal until the last child is done.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const GROUPS: Count =
+    Count(ParamDef { key: "groups", default: 10.0, min: 1.0, max: 100.0, doc: "groups of senders and receivers (-g)" });
+const FDS: Count =
+    Count(ParamDef { key: "fds", default: 20.0, min: 1.0, max: 100.0, doc: "senders and receivers per group (-f)" });
+const LOOPS: Count = Count(ParamDef {
+    key: "loops",
+    default: 100.0,
+    min: 1.0,
+    max: 100_000.0,
+    doc: "messages from each sender to each receiver (-l)",
+});
+const PIPE_MSGS: Count = Count(ParamDef {
+    key: "pipe_msgs",
+    default: 655.0,
+    min: 1.0,
+    max: 1_000_000.0,
+    doc: "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -41,24 +61,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "hackbench -p (processes, pipes): groups of 20 senders writing 100-byte messages to 20 receivers \
                   each, 400 processes by default",
     origin: None,
-    params: &[
-        ParamDef { key: "groups", default: 10.0, min: 1.0, max: 100.0, doc: "groups of senders and receivers (-g)" },
-        ParamDef { key: "fds", default: 20.0, min: 1.0, max: 100.0, doc: "senders and receivers per group (-f)" },
-        ParamDef {
-            key: "loops",
-            default: 100.0,
-            min: 1.0,
-            max: 100_000.0,
-            doc: "messages from each sender to each receiver (-l)",
-        },
-        ParamDef {
-            key: "pipe_msgs",
-            default: 655.0,
-            min: 1.0,
-            max: 1_000_000.0,
-            doc: "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)",
-        },
-    ],
+    params: &[GROUPS.0, FDS.0, LOOPS.0, PIPE_MSGS.0],
     has_overhead: false,
     results: &["time_s"],
     text_params: &[],
@@ -227,14 +230,14 @@ impl Program for Parent {
 
 /// Starts the parent.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let parent = Parent::new(p["groups"] as u64, p["fds"] as u64, p["loops"] as u64, p["pipe_msgs"] as u64);
+    let parent = Parent::new(GROUPS.of(p), FDS.of(p), LOOPS.of(p), PIPE_MSGS.of(p));
     sim.spawn(Box::new(parent))?;
     Ok(())
 }
 
 /// Returns the address spaces the run needs: every child and the parent.
 pub fn max_mms(p: &Params) -> usize {
-    2 * (p["groups"] * p["fds"]) as usize + 8
+    2 * GROUPS.usize(p) * FDS.usize(p) + 8
 }
 
 /// Returns `time_s`: from the start signal until the last child reported.

@@ -16,28 +16,37 @@
 //! and the thread structures. So a TLB flush on the switch costs what it costs
 //! on the real machine: refills of user *and* kernel entries.
 
-use super::{ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, ParamDef, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const PROCS: Count =
+    Count(ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" });
+const SIZE_KB: Count =
+    Count(ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" });
+const ROUNDS: Count = Count(ParamDef {
+    key: "rounds",
+    default: 50.0,
+    min: 3.0,
+    max: 100000.0,
+    doc: "times the token goes round the ring",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_ctx",
     description: "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
     origin: Some("000"),
-    params: &[
-        ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" },
-        ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" },
-        ParamDef { key: "rounds", default: 50.0, min: 3.0, max: 100000.0, doc: "times the token goes round the ring" },
-    ],
+    params: &[PROCS.0, SIZE_KB.0, ROUNDS.0],
     has_overhead: true,
     results: &["us_per_switch", "ring_us_per_hop", "overhead_us"],
     text_params: &[],
     setup: |p, _, sim, phase| setup(p, sim, phase),
     result: |p, main, overhead| result(p, main, overhead),
-    max_mms: |p, _, _| p["procs"] as usize + 8,
+    max_mms: |p, _, _| PROCS.usize(p) + 8,
 };
 
 /// Rounds run before timing starts.
@@ -45,11 +54,11 @@ const WARMUP: u64 = 1;
 
 /// Hops the overhead phase times (it needs no more than this to be stable).
 fn overhead_hops(p: &Params) -> u64 {
-    (p["rounds"] as u64 * p["procs"] as u64).min(20_000)
+    (ROUNDS.of(p) * PROCS.of(p)).min(20_000)
 }
 
 fn pages(p: &Params) -> u64 {
-    (p["size_kb"] as u64).div_ceil(4)
+    SIZE_KB.of(p).div_ceil(4)
 }
 
 /// Appends the work of one hop to `ops`: lmbench's summing of the process's
@@ -245,8 +254,8 @@ impl Program for Overhead {
 
 /// Starts the ring (main phase) or the single overhead process.
 pub fn setup(p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
-    let procs = p["procs"] as usize;
-    let rounds = p["rounds"] as u64;
+    let procs = PROCS.usize(p);
+    let rounds = ROUNDS.of(p);
     match phase {
         Phase::Main => sim.spawn(Box::new(Member::leader(procs, rounds, pages(p))))?,
         Phase::Overhead => sim.spawn(Box::new(Overhead {
@@ -271,8 +280,8 @@ fn per_hop(sim: &Sim, hops: u64) -> Result<f64, Error> {
 /// Returns `us_per_switch` (per hop, less the overhead), `ring_us_per_hop` and
 /// `overhead_us`.
 pub fn result(p: &Params, main: &Sim, overhead: Option<&Sim>) -> Result<BTreeMap<String, f64>, Error> {
-    let procs = p["procs"] as u64;
-    let rounds = p["rounds"] as u64;
+    let procs = PROCS.of(p);
+    let rounds = ROUNDS.of(p);
     let ring = per_hop(main, (rounds - 1 - WARMUP) * procs)?;
     let ovr = match overhead {
         Some(o) => per_hop(o, overhead_hops(p))?,

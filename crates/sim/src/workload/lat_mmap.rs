@@ -40,7 +40,7 @@
 //! Result: `us_per_mapping`, microseconds per iteration (`mmap`, touches and
 //! `munmap`), averaged over the processes: lmbench's figure.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -57,42 +57,43 @@ const FILE: u32 = 0;
 /// Cycles of one poll of the start flag by a waiting process (untimed).
 const POLL: u64 = 1000;
 
+// Its parameters, in the order its entry lists them.
+const SIZE_KB: Count = Count(ParamDef {
+    key: "size_kb",
+    default: 1024.0,
+    min: 320.0,
+    max: 1_048_576.0,
+    doc: "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)",
+});
+const PROCS: Count = Count(ParamDef {
+    key: "procs",
+    default: 1.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "processes mapping at once, each its own address space (-P; 0: one per CPU)",
+});
+const RANDOM: Flag = Flag(ParamDef {
+    key: "random",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth",
+});
+const ITERS: Count = Count(ParamDef {
+    key: "iters",
+    default: 20.0,
+    min: 1.0,
+    max: 1_000_000.0,
+    doc: "timed iterations per process, after one untimed",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "lat_mmap",
     description: "lmbench lat_mmap: each process maps a shared file, writes a byte every 16 KB of its first tenth \
                   (-r: every 160 KB of all of it) and unmaps it; microseconds per mapping",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "size_kb",
-            default: 1024.0,
-            min: 320.0,
-            max: 1_048_576.0,
-            doc: "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)",
-        },
-        ParamDef {
-            key: "procs",
-            default: 1.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "processes mapping at once, each its own address space (-P; 0: one per CPU)",
-        },
-        ParamDef {
-            key: "random",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth",
-        },
-        ParamDef {
-            key: "iters",
-            default: 20.0,
-            min: 1.0,
-            max: 1_000_000.0,
-            doc: "timed iterations per process, after one untimed",
-        },
-    ],
+    params: &[SIZE_KB.0, PROCS.0, RANDOM.0, ITERS.0],
     has_overhead: false,
     results: &["us_per_mapping"],
     text_params: &[],
@@ -114,8 +115,8 @@ struct Mapping {
 
 impl Mapping {
     fn new(p: &Params) -> Self {
-        let size = p["size_kb"] as u64 * 1024;
-        let (step, end) = if p["random"] != 0.0 { (STRIDE, size) } else { (PSIZE, size / 10) };
+        let size = SIZE_KB.of(p) * 1024;
+        let (step, end) = if RANDOM.of(p) { (STRIDE, size) } else { (PSIZE, size / 10) };
         Mapping { pages: size.div_ceil(4096), step, end }
     }
 
@@ -205,7 +206,7 @@ impl Program for Parent {
                 }
                 let m = Mapper {
                     m: Mapping::new(&self.p),
-                    iters: self.p["iters"] as u64,
+                    iters: ITERS.of(&self.p),
                     go: self.go.clone(),
                     done: self.done,
                     started: false,
@@ -229,7 +230,7 @@ impl Program for Parent {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let parent = Parent {
         p: p.clone(),
-        procs: super::count_or_cpus(p, "procs", sim.cfg.ncpus),
+        procs: PROCS.or_cpus(p, sim.cfg.ncpus),
         go: Rc::new(Cell::new(false)),
         done: 0,
         step: 0,
@@ -240,14 +241,14 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns the address spaces the run needs: the parent and every process.
 pub fn max_mms(p: &Params, cpus: usize) -> usize {
-    super::count_or_cpus(p, "procs", cpus) as usize + 8
+    PROCS.or_cpus(p, cpus) as usize + 8
 }
 
 /// Returns `us_per_mapping`: each process's timed loop over its iterations,
 /// averaged over the processes.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let (starts, ends) = (super::mark_times(sim, "lat_mmap_start"), super::mark_times(sim, "lat_mmap_end"));
-    let procs = super::count_or_cpus(p, "procs", sim.cfg.ncpus) as usize;
+    let procs = PROCS.or_cpus(p, sim.cfg.ncpus) as usize;
     if ends.len() != procs || starts.len() != procs {
         return Err(super::unmeasured(
             DEF.name,
@@ -255,7 +256,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
         ));
     }
     let span: u64 = ends.iter().sum::<u64>() - starts.iter().sum::<u64>();
-    let iterations = (procs as u64 * p["iters"] as u64) as f64;
+    let iterations = (procs as u64 * ITERS.of(p)) as f64;
     let mut r = BTreeMap::new();
     r.insert("us_per_mapping".to_string(), span as f64 / iterations / sim.ghz() / 1e3);
     Ok(r)

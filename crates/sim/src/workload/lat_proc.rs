@@ -49,11 +49,22 @@
 //! timed loop's span over its iterations, where lmbench takes the median of
 //! its repetitions.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "timed forks, after one untimed" });
+const EXTRA_KB: Count = Count(ParamDef {
+    key: "extra_kb",
+    default: 0.0,
+    min: 0.0,
+    max: 4_194_304.0,
+    doc: "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -61,16 +72,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "lmbench lat_proc fork: fork a child that exits at once and wait for it; microseconds per \
                   fork+exit+wait",
     origin: None,
-    params: &[
-        ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "timed forks, after one untimed" },
-        ParamDef {
-            key: "extra_kb",
-            default: 0.0,
-            min: 0.0,
-            max: 4_194_304.0,
-            doc: "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)",
-        },
-    ],
+    params: &[ITERS.0, EXTRA_KB.0],
     has_overhead: false,
     results: &["us_per_fork"],
     text_params: &[],
@@ -190,8 +192,8 @@ impl Program for Parent {
 /// Starts the timed process.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let parent = Parent {
-        iters: p["iters"] as u64,
-        extra_pages: (p["extra_kb"] as u64).div_ceil(4),
+        iters: ITERS.of(p),
+        extra_pages: EXTRA_KB.of(p).div_ceil(4),
         done: 0,
         forks: 0,
         started: false,
@@ -207,6 +209,6 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
         return Err(super::unmeasured(DEF.name, "the timed loop did not finish"));
     };
     let mut r = BTreeMap::new();
-    r.insert("us_per_fork".to_string(), (end - start) as f64 / p["iters"] / sim.ghz() / 1e3);
+    r.insert("us_per_fork".to_string(), (end - start) as f64 / ITERS.of(p) as f64 / sim.ghz() / 1e3);
     Ok(r)
 }

@@ -55,11 +55,35 @@
 //! reads, fault-around (without `--set contpte` a fault maps one page),
 //! `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const NR_TASK: Count = Count(ParamDef {
+    key: "nr_task",
+    default: 0.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)",
+});
+const MEM_MB: Count = Count(ParamDef {
+    key: "mem_mb",
+    default: 64.0,
+    min: 1.0,
+    max: 65_536.0,
+    doc: "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
+});
+const FILE_MB: Count = Count(ParamDef {
+    key: "file_mb",
+    default: 640.0,
+    min: 1.0,
+    max: 1_048_576.0,
+    doc: "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
+          mem*10)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -68,30 +92,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
                   it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
                   flush)",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "nr_task",
-            default: 0.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)",
-        },
-        ParamDef {
-            key: "mem_mb",
-            default: 64.0,
-            min: 1.0,
-            max: 65_536.0,
-            doc: "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
-        },
-        ParamDef {
-            key: "file_mb",
-            default: 640.0,
-            min: 1.0,
-            max: 1_048_576.0,
-            doc: "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
-                  mem*10)",
-        },
-    ],
+    params: &[NR_TASK.0, MEM_MB.0, FILE_MB.0],
     has_overhead: false,
     results: &["throughput", "elapsed_s", "reclaimed_pages", "reclaim_unmaps", "reclaim_flushes"],
     text_params: &[],
@@ -171,14 +172,14 @@ impl Program for Reader {
 /// Returns the processes and the pages of each one's file: `file_mb` split
 /// evenly, at least one page.
 fn shape(p: &Params, cpus: usize) -> (u64, u64) {
-    let tasks = super::count_or_cpus(p, "nr_task", cpus);
-    (tasks, (p["file_mb"] as u64 * 256 / tasks).max(1))
+    let tasks = NR_TASK.or_cpus(p, cpus);
+    (tasks, (FILE_MB.of(p) * 256 / tasks).max(1))
 }
 
 /// Limits memory, makes the page cache charged and starts the processes.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus);
-    sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
+    sim.set_mem_limit((MEM_MB.of(p) * 256).max(SWAP_CLUSTER_MAX));
     sim.set_file_charge();
     for i in 0..tasks {
         sim.spawn(Box::new(Reader { file: i as u32, pages, addr: 0, done: 0, stage: Stage::Start }))?;

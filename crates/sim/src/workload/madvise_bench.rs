@@ -43,11 +43,38 @@
 //! of one call in microseconds (with `chunk_kb` 0, `ms_per_call` in
 //! microseconds).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const SIZE_MB: Count =
+    Count(ParamDef { key: "size_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped, written and advised" });
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 1.0, min: 1.0, max: 10_000.0, doc: "repetitions (madvise calls timed)" });
+const ADVICE: Count = Count(ParamDef {
+    key: "advice",
+    default: 0.0,
+    min: 0.0,
+    max: 2.0,
+    doc: "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
+});
+const BATCH: Flag = Flag(ParamDef {
+    key: "batch",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
+});
+const CHUNK_KB: Count = Count(ParamDef {
+    key: "chunk_kb",
+    default: 0.0,
+    min: 0.0,
+    max: 4_194_304.0,
+    doc: "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -55,31 +82,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
                   madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
     origin: None,
-    params: &[
-        ParamDef { key: "size_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped, written and advised" },
-        ParamDef { key: "iters", default: 1.0, min: 1.0, max: 10_000.0, doc: "repetitions (madvise calls timed)" },
-        ParamDef {
-            key: "advice",
-            default: 0.0,
-            min: 0.0,
-            max: 2.0,
-            doc: "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
-        },
-        ParamDef {
-            key: "batch",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
-        },
-        ParamDef {
-            key: "chunk_kb",
-            default: 0.0,
-            min: 0.0,
-            max: 4_194_304.0,
-            doc: "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
-        },
-    ],
+    params: &[SIZE_MB.0, ITERS.0, ADVICE.0, BATCH.0, CHUNK_KB.0],
     has_overhead: false,
     results: &["ms_per_call", "us_per_call"],
     text_params: &[],
@@ -157,13 +160,13 @@ impl Program for Bench {
 
 /// Starts the process and sets the kernel's `MADV_PAGEOUT` batching.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    sim.set_pageout_batch(p["batch"] != 0.0);
-    let pages = p["size_mb"] as u64 * 256;
+    sim.set_pageout_batch(BATCH.of(p));
+    let pages = SIZE_MB.of(p) * 256;
     let b = Bench {
         pages,
         chunk: chunk_pages(p).unwrap_or(pages),
-        iters: p["iters"] as u64,
-        advice: match p["advice"] as u64 {
+        iters: ITERS.of(p),
+        advice: match ADVICE.of(p) {
             0 => Advice::Pageout,
             1 => Advice::DontNeed,
             _ => Advice::Munmap,
@@ -180,7 +183,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns the pages of one call (`chunk_kb` rounded up to pages), `None` for
 /// one call of the whole range.
 fn chunk_pages(p: &Params) -> Option<u64> {
-    match (p["chunk_kb"] as u64).div_ceil(4) {
+    match CHUNK_KB.of(p).div_ceil(4) {
         0 => None,
         n => Some(n),
     }
@@ -193,7 +196,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     if starts.is_empty() || starts.len() != ends.len() {
         return Err(super::unmeasured(DEF.name, "no call was timed to its end"));
     }
-    let iters = p["iters"] as u64;
+    let iters = ITERS.of(p);
     let calls = starts.len();
     if !(calls as u64).is_multiple_of(iters) {
         return Err(super::unmeasured(DEF.name, format!("{calls} calls timed over {iters} iterations")));

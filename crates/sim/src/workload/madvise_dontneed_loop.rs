@@ -36,11 +36,22 @@
 //! VMAs; a real `malloc`'d page may share a VMA (and its lock) with the
 //! others'.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const THREADS: Count = Count(ParamDef {
+    key: "threads",
+    default: 0.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "threads of the one process (0: one per CPU)",
+});
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "iterations of each thread" });
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -48,16 +59,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "threads of one process each loop: madvise(MADV_DONTNEED) one page of their own (a flush of every \
                   CPU running the mm), then write it (a fault); time per iteration",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "threads",
-            default: 0.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "threads of the one process (0: one per CPU)",
-        },
-        ParamDef { key: "iters", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "iterations of each thread" },
-    ],
+    params: &[THREADS.0, ITERS.0],
     has_overhead: false,
     results: &["iter_ns", "iter_cycles"],
     text_params: &[],
@@ -176,9 +178,9 @@ impl Program for Leader {
 /// Starts the process.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let l = Leader {
-        threads: super::count_or_cpus(p, "threads", sim.cfg.ncpus),
+        threads: THREADS.or_cpus(p, sim.cfg.ncpus),
         cpus: sim.cfg.ncpus.max(1),
-        iters: p["iters"] as u64,
+        iters: ITERS.of(p),
         gate: 0,
         started: false,
         cloned: 0,
@@ -191,7 +193,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns `iter_cycles` and `iter_ns` (module documentation).
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let threads = super::count_or_cpus(p, "threads", sim.cfg.ncpus);
+    let threads = THREADS.or_cpus(p, sim.cfg.ncpus);
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if ends.len() as u64 != threads || starts.len() != ends.len() {
         return Err(super::unmeasured(DEF.name, format!("{} of {threads} threads finished", ends.len())));
@@ -199,7 +201,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     // One start and one end per thread: the sums' difference is the sum of
     // the threads' times.
     let busy = ends.iter().sum::<u64>().saturating_sub(starts.iter().sum::<u64>());
-    let cycles = busy as f64 / (threads * p["iters"] as u64) as f64;
+    let cycles = busy as f64 / (threads * ITERS.of(p)) as f64;
     let mut r = BTreeMap::new();
     r.insert("iter_cycles".to_string(), cycles);
     r.insert("iter_ns".to_string(), cycles / sim.ghz());

@@ -31,7 +31,7 @@
 //!   reading a page while the first, on CPU 0, changes the page to read-only
 //!   and back; per pair of calls. Run it with `--cpus 2` or more.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -44,22 +44,23 @@ use std::rc::Rc;
 pub const BENCHES: &[&str] =
     &["null_syscall", "page_fault", "mmap", "munmap", "madvise", "mprotect", "pipe_rw", "pipe_switch", "shootdown"];
 
+// Its parameters, in the order its entry lists them.
+const BENCH: Count = Count(ParamDef {
+    key: "bench",
+    default: 0.0,
+    min: 0.0,
+    max: 8.0,
+    doc: "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, \
+          7 pipe_switch (--cpus 1), 8 shootdown (--cpus 2)",
+});
+const OPS: Count = Count(ParamDef { key: "ops", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "timed operations" });
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "microbench",
     description: "tlbkit calibrate's host microbenchmarks in the model (--set bench=0..8)",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "bench",
-            default: 0.0,
-            min: 0.0,
-            max: 8.0,
-            doc: "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, \
-                  7 pipe_switch (--cpus 1), 8 shootdown (--cpus 2)",
-        },
-        ParamDef { key: "ops", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "timed operations" },
-    ],
+    params: &[BENCH.0, OPS.0],
     has_overhead: false,
     results: &["ns_per_op"],
     text_params: &[],
@@ -265,16 +266,16 @@ impl Program for Echo {
 
 /// Starts the microbenchmark `--set bench` names.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let kind = p["bench"] as usize;
+    let kind = BENCH.usize(p);
     if kind == 8 && sim.cfg.ncpus < 2 {
         return Err(Error::BadParam {
             workload: DEF.name,
-            key: "bench",
+            key: BENCH.0.key,
             value: kind.to_string(),
             valid: "runnable on one CPU: shootdown (8) needs --cpus 2 or more",
         });
     }
-    let ops = p["ops"] as u64;
+    let ops = OPS.of(p);
     let b = Bench {
         kind,
         ops,
@@ -298,8 +299,8 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
         return Err(super::unmeasured(DEF.name, "no operation was timed to its end"));
     }
     let total: u64 = starts.iter().zip(&ends).map(|(s, e)| e - s).sum();
-    let per_window = match p["bench"] as usize {
-        1 => p["ops"],
+    let per_window = match BENCH.usize(p) {
+        1 => OPS.of(p) as f64,
         5 | 7 => 2.0,
         _ => 1.0,
     };

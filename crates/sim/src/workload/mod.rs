@@ -8,6 +8,11 @@
 //! lmbench's `lat_ctx`, measure a second *overhead* phase that is subtracted,
 //! as the original benchmark does.
 //!
+//! A workload declares each parameter once, as a `const` handle of its kind
+//! ([`Count`], [`Real`] or [`Flag`]) wrapping its [`ParamDef`], lists the
+//! handles' definitions in its entry's `params` (`params: &[ITERS.0, PAGES.0]`)
+//! and reads a value through the handle (`ITERS.of(p)`), never by its key.
+//!
 //! Contents: [`lat_ctx`] and [`buildkernel`] (origin 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (origin 001), [`pingpong`] (origin 002),
 //! [`fileserver`] (origin 003), [`exit_teardown`] (origin 004); [`trace`] replays
@@ -72,6 +77,9 @@ pub mod will_it_scale_context_switch1;
 pub mod will_it_scale_tlb_flush1;
 pub mod will_it_scale_tlb_flush2;
 pub mod will_it_scale_tlb_flush3;
+
+mod param;
+pub use param::{Count, Flag, Real};
 
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
@@ -279,15 +287,6 @@ pub fn max_mms(name: &str, p: &Params, cpus: usize) -> usize {
 /// [`max_mms`] with the workload's text parameters.
 pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize {
     by_name(name).map_or(64, |w| (w.max_mms)(p, texts, cpus))
-}
-
-/// Returns parameter `key` of `p` as a count, 0 standing for one per CPU of
-/// `cpus` (the workloads whose threads default to the machine's size).
-pub(crate) fn count_or_cpus(p: &Params, key: &str, cpus: usize) -> u64 {
-    match p[key] as u64 {
-        0 => cpus as u64,
-        n => n,
-    }
 }
 
 /// Returns the times, in cycles, of every mark called `name`, in the order recorded.

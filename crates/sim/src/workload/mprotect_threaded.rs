@@ -31,10 +31,26 @@
 //! and 700 MB on the 2-core development host (the guide, "Simulator speed at
 //! scale").
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
+
+// Its parameters, in the order its entry lists them.
+const ITERS: Count = Count(ParamDef {
+    key: "iters",
+    default: 10000.0,
+    min: 1.0,
+    max: 10_000_000.0,
+    doc: "loops of each copy, two mprotects each (the origin's argument: 10000)",
+});
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 1024.0,
+    min: 1.0,
+    max: 262_144.0,
+    doc: "4 KB pages of the buffer (the program's 4 MiB: 1024)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -42,22 +58,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
                   second thread asleep (origin 001)",
     origin: Some("001"),
-    params: &[
-        ParamDef {
-            key: "iters",
-            default: 10000.0,
-            min: 1.0,
-            max: 10_000_000.0,
-            doc: "loops of each copy, two mprotects each (the origin's argument: 10000)",
-        },
-        ParamDef {
-            key: "pages",
-            default: 1024.0,
-            min: 1.0,
-            max: 262_144.0,
-            doc: "4 KB pages of the buffer (the program's 4 MiB: 1024)",
-        },
-    ],
+    params: &[ITERS.0, PAGES.0],
     has_overhead: false,
     results: &["elapsed_s"],
     text_params: &[],
@@ -125,7 +126,7 @@ impl Program for Sleeper {
 /// Starts one copy per CPU, as `for-each-cpu.sh` starts `nproc` of them.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     for _ in 0..sim.cfg.ncpus {
-        let m = Main { iters: p["iters"] as u64, pages: p["pages"] as u64, step: 0, buf: 0, pause: 0, calls: 0 };
+        let m = Main { iters: ITERS.of(p), pages: PAGES.of(p), step: 0, buf: 0, pause: 0, calls: 0 };
         sim.spawn(Box::new(m))?;
     }
     Ok(())

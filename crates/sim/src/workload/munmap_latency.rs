@@ -20,7 +20,7 @@
 //!
 //! Results: `munmap_us`, the mean over iterations, and `munmap_min_us`.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -28,29 +28,31 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const CORES: Count = Count(ParamDef {
+    key: "cores",
+    default: 0.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "reference threads, one per core from core 0 on (0: one per CPU)",
+});
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 1.0,
+    min: 1.0,
+    max: 4096.0,
+    doc: "4 KB pages mapped and unmapped each iteration",
+});
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "iterations (munmaps timed)" });
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "munmap_latency",
     description: "LATR's munmap microbenchmark: threads on N cores write a mapping's pages, one thread times its \
                   munmap",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "cores",
-            default: 0.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "reference threads, one per core from core 0 on (0: one per CPU)",
-        },
-        ParamDef {
-            key: "pages",
-            default: 1.0,
-            min: 1.0,
-            max: 4096.0,
-            doc: "4 KB pages mapped and unmapped each iteration",
-        },
-        ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "iterations (munmaps timed)" },
-    ],
+    params: &[CORES.0, PAGES.0, ITERS.0],
     has_overhead: false,
     results: &["munmap_us", "munmap_min_us"],
     text_params: &[],
@@ -168,9 +170,9 @@ impl Program for Unmapper {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let u = Unmapper {
         shared: Rc::new(Shared::default()),
-        refs: super::count_or_cpus(p, "cores", sim.cfg.ncpus),
-        pages: p["pages"] as u64,
-        iters: p["iters"] as u64,
+        refs: CORES.or_cpus(p, sim.cfg.ncpus),
+        pages: PAGES.of(p),
+        iters: ITERS.of(p),
         go: 0,
         ready: 0,
         step: 0,

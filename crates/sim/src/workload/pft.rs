@@ -61,11 +61,43 @@
 //! and do not start together, and the RCU walk of `lock_vma_under_rcu` costs
 //! what `find_vma` does (the preset's `fault_path`).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const TASKS: Count = Count(ParamDef {
+    key: "tasks",
+    default: 0.0,
+    min: 0.0,
+    max: 128.0,
+    doc: "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)",
+});
+const PROCS: Flag = Flag(ParamDef {
+    key: "procs",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); \
+          1: processes, each its own address space (pft -n)",
+});
+const VMAS: Flag = Flag(ParamDef {
+    key: "vmas",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
+          its own part before the start, as pft's compiled-out -M did)",
+});
+const MEM_MB: Count = Count(ParamDef {
+    key: "mem_mb",
+    default: 256.0,
+    min: 1.0,
+    max: 65_536.0,
+    doc: "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -73,38 +105,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "mmtests pft: threads (or processes) each write one byte to every page of their share of one \
                   anonymous mapping (a write fault a page); faults per second",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "tasks",
-            default: 0.0,
-            min: 0.0,
-            max: 128.0,
-            doc: "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)",
-        },
-        ParamDef {
-            key: "procs",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); \
-                  1: processes, each its own address space (pft -n)",
-        },
-        ParamDef {
-            key: "vmas",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
-                  its own part before the start, as pft's compiled-out -M did)",
-        },
-        ParamDef {
-            key: "mem_mb",
-            default: 256.0,
-            min: 1.0,
-            max: 65_536.0,
-            doc: "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)",
-        },
-    ],
+    params: &[TASKS.0, PROCS.0, VMAS.0, MEM_MB.0],
     has_overhead: false,
     results: &["faults_per_s", "faults_per_cpu_s"],
     text_params: &[],
@@ -243,8 +244,8 @@ impl Program for Launcher {
 /// Returns the tests and the pages of each: `mem_mb` rounded up to a multiple
 /// of the tests, as pft rounds it.
 fn shape(p: &Params, cpus: usize) -> (u64, u64) {
-    let tasks = super::count_or_cpus(p, "tasks", cpus).min(DEF.params[0].max as u64);
-    let pages = p["mem_mb"] as u64 * 256;
+    let tasks = TASKS.or_cpus(p, cpus).min(TASKS.0.max as u64);
+    let pages = MEM_MB.of(p) * 256;
     (tasks, pages.div_ceil(tasks).max(1))
 }
 
@@ -252,13 +253,13 @@ fn shape(p: &Params, cpus: usize) -> (u64, u64) {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let cpus = sim.cfg.ncpus.max(1);
     let (tasks, pages) = shape(p, cpus);
-    if p["procs"] != 0.0 {
+    if PROCS.of(p) {
         for _ in 0..tasks {
             sim.spawn(Box::new(Test { gate: None, va: None, pages, step: 0, done: 0, premap: 0 }))?;
         }
         return Ok(());
     }
-    let own_vmas = p["vmas"] != 0.0;
+    let own_vmas = VMAS.of(p);
     let l = Launcher { tasks, cpus, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
     sim.spawn(Box::new(l))?;
     Ok(())
@@ -288,7 +289,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
 
 /// Returns the address spaces it needs: one, or one per process.
 pub fn max_mms(p: &Params, cpus: usize) -> usize {
-    if p["procs"] != 0.0 {
+    if PROCS.of(p) {
         shape(p, cpus.max(1)).0 as usize + 8
     } else {
         8

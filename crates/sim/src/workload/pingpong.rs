@@ -26,21 +26,29 @@
 //! missed every TLB level and walked: the origin's `dtlb_load_misses.miss_causes_a_walk`)
 //! and `l1_tlb_misses_per_round`.
 
-use super::{ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, ParamDef, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 0.0,
+    min: 0.0,
+    max: 65536.0,
+    doc: "4 KB pages a process touches per turn",
+});
+const ROUNDS: Count =
+    Count(ParamDef { key: "rounds", default: 1000.0, min: 2.0, max: 10_000_000.0, doc: "timed turns" });
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "pingpong",
     description: "two address spaces on one CPU waking each other through eventfds (origin 002)",
     origin: Some("002"),
-    params: &[
-        ParamDef { key: "pages", default: 0.0, min: 0.0, max: 65536.0, doc: "4 KB pages a process touches per turn" },
-        ParamDef { key: "rounds", default: 1000.0, min: 2.0, max: 10_000_000.0, doc: "timed turns" },
-    ],
+    params: &[PAGES.0, ROUNDS.0],
     has_overhead: false,
     results: &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
     text_params: &[],
@@ -169,14 +177,14 @@ impl Program for Player {
 
 /// Returns the round trips that make `rounds` turns.
 fn trips(p: &Params) -> u64 {
-    (p["rounds"] as u64).div_ceil(2)
+    ROUNDS.of(p).div_ceil(2)
 }
 
 /// Starts process A (which creates the eventfds and forks B).
 pub fn setup(p: &Params, sim: &mut Sim, _phase: Phase) -> Result<(), Error> {
     let a = Player {
         side: Side::A,
-        pages: p["pages"] as u64,
+        pages: PAGES.of(p),
         trips: trips(p),
         efd: Vec::new(),
         data: 0,

@@ -57,7 +57,7 @@
 //! (the whole run's: once warm, pmbench sends none of its own);
 //! `migration_waits`, the accesses that waited for a page under migration.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -65,45 +65,48 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const MAPSIZE_MB: Count =
+    Count(ParamDef { key: "mapsize_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped (pmbench -m)" });
+const SETSIZE_MB: Count = Count(ParamDef {
+    key: "setsize_mb",
+    default: 128.0,
+    min: 1.0,
+    max: 4096.0,
+    doc: "MB of the working set accessed (pmbench -s; at most mapsize_mb)",
+});
+const JOBS: Count =
+    Count(ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 64.0, doc: "worker threads (pmbench -j)" });
+const RATIO: Count = Count(ParamDef {
+    key: "ratio",
+    default: 50.0,
+    min: 0.0,
+    max: 100.0,
+    doc: "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)",
+});
+const CPULESS_NODE: Flag = Flag(ParamDef {
+    key: "cpuless_node",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine \
+          can run it; 0: none",
+});
+const PASSES: Count = Count(ParamDef {
+    key: "passes",
+    default: 4.0,
+    min: 1.0,
+    max: 1000.0,
+    doc: "migrate_pages calls, alternately node 0 to 1 and 1 to 0",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "pmbench_migrate",
     description: "pmbench (uniform random 4 KB accesses, 50% reads, over a 128 MB working set) while another \
                   process moves its pages between NUMA nodes 0 and 1 with migrate_pages(2), back and forth",
     origin: None,
-    params: &[
-        ParamDef { key: "mapsize_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped (pmbench -m)" },
-        ParamDef {
-            key: "setsize_mb",
-            default: 128.0,
-            min: 1.0,
-            max: 4096.0,
-            doc: "MB of the working set accessed (pmbench -s; at most mapsize_mb)",
-        },
-        ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 64.0, doc: "worker threads (pmbench -j)" },
-        ParamDef {
-            key: "ratio",
-            default: 50.0,
-            min: 0.0,
-            max: 100.0,
-            doc: "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)",
-        },
-        ParamDef {
-            key: "cpuless_node",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine \
-                  can run it; 0: none",
-        },
-        ParamDef {
-            key: "passes",
-            default: 4.0,
-            min: 1.0,
-            max: 1000.0,
-            doc: "migrate_pages calls, alternately node 0 to 1 and 1 to 0",
-        },
-    ],
+    params: &[MAPSIZE_MB.0, SETSIZE_MB.0, JOBS.0, RATIO.0, CPULESS_NODE.0, PASSES.0],
     has_overhead: false,
     results: &[
         "access_ns",
@@ -314,7 +317,7 @@ impl Program for Main {
 /// Starts pmbench (which forks the migrator); errs unless the machine has two
 /// NUMA nodes and the working set fits the map.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    if p["cpuless_node"] != 0.0 {
+    if CPULESS_NODE.of(p) {
         sim.add_cpuless_node();
     }
     if sim.nodes() < 2 {
@@ -328,24 +331,24 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
             ),
         ));
     }
-    if p["setsize_mb"] > p["mapsize_mb"] {
+    if SETSIZE_MB.of(p) > MAPSIZE_MB.of(p) {
         return Err(Error::ParamExceeds {
             workload: DEF.name,
-            key: "setsize_mb",
-            value: p["setsize_mb"].to_string(),
-            limit_key: "mapsize_mb",
-            limit: p["mapsize_mb"].to_string(),
+            key: SETSIZE_MB.0.key,
+            value: SETSIZE_MB.of(p).to_string(),
+            limit_key: MAPSIZE_MB.0.key,
+            limit: MAPSIZE_MB.of(p).to_string(),
         });
     }
     let sh = Rc::new(Shared::default());
     let node_cpus = sim.node_cpus();
     let main = Main {
         sh: sh.clone(),
-        map_pages: p["mapsize_mb"] as u64 * 256,
-        set_pages: p["setsize_mb"] as u64 * 256,
-        jobs: p["jobs"] as u64,
-        writes: 100 - p["ratio"] as u64,
-        passes: p["passes"] as u64,
+        map_pages: MAPSIZE_MB.of(p) * 256,
+        set_pages: SETSIZE_MB.of(p) * 256,
+        jobs: JOBS.of(p),
+        writes: 100 - RATIO.of(p),
+        passes: PASSES.of(p),
         seed: sim.cfg.seed,
         node_cpus,
         migrator_cpu: node_cpus.min(sim.cfg.ncpus - 1),
@@ -364,7 +367,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns the results the module documentation lists.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let jobs = p["jobs"] as usize;
+    let jobs = JOBS.usize(p);
     let (starts, ends) = (super::mark_times(sim, "access_start"), super::mark_times(sim, "access_end"));
     if starts.len() != jobs || ends.len() != jobs {
         return Err(super::unmeasured(DEF.name, format!("{} of {jobs} workers finished", ends.len())));

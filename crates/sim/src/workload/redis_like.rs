@@ -142,7 +142,7 @@
 //! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
 //! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
 use crate::sim::Sim;
@@ -153,6 +153,77 @@ use std::rc::Rc;
 mod jemalloc;
 use jemalloc::Jemalloc;
 
+// Its parameters, in the order its entry lists them.
+const KEYS: Count = Count(ParamDef {
+    key: "keys",
+    default: 2000.0,
+    min: 1.0,
+    max: 1_000_000.0,
+    doc: "keys, all loaded at boot (redis-benchmark -r)",
+});
+const VALUE_PAGES: Count = Count(ParamDef {
+    key: "value_pages",
+    default: 4.0,
+    min: 1.0,
+    max: 7.0,
+    doc: "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)",
+});
+const CLIENTS: Count =
+    Count(ParamDef { key: "clients", default: 50.0, min: 1.0, max: 10_000.0, doc: "connections (redis-benchmark -c)" });
+const REQUESTS: Count = Count(ParamDef {
+    key: "requests",
+    default: 200_000.0,
+    min: 1.0,
+    max: 100_000_000.0,
+    doc: "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
+});
+const WRITE_PCT: Count = Count(ParamDef {
+    key: "write_pct",
+    default: 50.0,
+    min: 0.0,
+    max: 100.0,
+    doc: "percent of requests that are writes (SET or DEL), the rest GETs",
+});
+const DEL_PCT: Count =
+    Count(ParamDef { key: "del_pct", default: 0.0, min: 0.0, max: 100.0, doc: "percent of writes that are DELs" });
+const REQUEST_US: Real = Real(ParamDef {
+    key: "request_us",
+    default: 8.0,
+    min: 0.0,
+    max: 100_000.0,
+    doc: "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
+});
+const RDB_US_PER_PAGE: Real = Real(ParamDef {
+    key: "rdb_us_per_page",
+    default: 16.0,
+    min: 0.0,
+    max: 100_000.0,
+    doc: "the child's LZF compression and write() of a 4 KB page of a value, us",
+});
+const HZ: Real =
+    Real(ParamDef { key: "hz", default: 10.0, min: 1.0, max: 500.0, doc: "serverCron runs a second (redis hz)" });
+const SAVE_MS: Real = Real(ParamDef {
+    key: "save_ms",
+    default: 250.0,
+    min: 0.0,
+    max: 3_600_000.0,
+    doc: "save point: fork a save when more than this many ms passed since the last (0: never)",
+});
+const SAVE_CHANGES: Count = Count(ParamDef {
+    key: "save_changes",
+    default: 42.0,
+    min: 0.0,
+    max: 1e12,
+    doc: "save point: and at least this many writes were made since",
+});
+const DECAY_MS: Real = Real(ParamDef {
+    key: "decay_ms",
+    default: 10_000.0,
+    min: 1.0,
+    max: 3_600_000.0,
+    doc: "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "redis_like",
@@ -160,72 +231,18 @@ pub const DEF: WorkloadDef = WorkloadDef {
                   that saves every key and madvises each away, jemalloc reuses and purges freed values",
     origin: None,
     params: &[
-        ParamDef {
-            key: "keys",
-            default: 2000.0,
-            min: 1.0,
-            max: 1_000_000.0,
-            doc: "keys, all loaded at boot (redis-benchmark -r)",
-        },
-        ParamDef {
-            key: "value_pages",
-            default: 4.0,
-            min: 1.0,
-            max: 7.0,
-            doc: "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)",
-        },
-        ParamDef { key: "clients", default: 50.0, min: 1.0, max: 10_000.0, doc: "connections (redis-benchmark -c)" },
-        ParamDef {
-            key: "requests",
-            default: 200_000.0,
-            min: 1.0,
-            max: 100_000_000.0,
-            doc: "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
-        },
-        ParamDef {
-            key: "write_pct",
-            default: 50.0,
-            min: 0.0,
-            max: 100.0,
-            doc: "percent of requests that are writes (SET or DEL), the rest GETs",
-        },
-        ParamDef { key: "del_pct", default: 0.0, min: 0.0, max: 100.0, doc: "percent of writes that are DELs" },
-        ParamDef {
-            key: "request_us",
-            default: 8.0,
-            min: 0.0,
-            max: 100_000.0,
-            doc: "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
-        },
-        ParamDef {
-            key: "rdb_us_per_page",
-            default: 16.0,
-            min: 0.0,
-            max: 100_000.0,
-            doc: "the child's LZF compression and write() of a 4 KB page of a value, us",
-        },
-        ParamDef { key: "hz", default: 10.0, min: 1.0, max: 500.0, doc: "serverCron runs a second (redis hz)" },
-        ParamDef {
-            key: "save_ms",
-            default: 250.0,
-            min: 0.0,
-            max: 3_600_000.0,
-            doc: "save point: fork a save when more than this many ms passed since the last (0: never)",
-        },
-        ParamDef {
-            key: "save_changes",
-            default: 42.0,
-            min: 0.0,
-            max: 1e12,
-            doc: "save point: and at least this many writes were made since",
-        },
-        ParamDef {
-            key: "decay_ms",
-            default: 10_000.0,
-            min: 1.0,
-            max: 3_600_000.0,
-            doc: "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
-        },
+        KEYS.0,
+        VALUE_PAGES.0,
+        CLIENTS.0,
+        REQUESTS.0,
+        WRITE_PCT.0,
+        DEL_PCT.0,
+        REQUEST_US.0,
+        RDB_US_PER_PAGE.0,
+        HZ.0,
+        SAVE_MS.0,
+        SAVE_CHANGES.0,
+        DECAY_MS.0,
     ],
     has_overhead: false,
     results: &["requests_per_s", "fork_us", "saves"],
@@ -646,25 +663,25 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let ghz = sim.ghz();
     let cycles = |us: f64| (us * 1e3 * ghz) as u64;
     let cfg = Cfg {
-        keys: p["keys"] as u64,
-        pages: p["value_pages"] as u64,
-        clients: p["clients"] as u64,
-        requests: p["requests"] as u64,
-        write_pct: p["write_pct"] as u64,
-        del_pct: p["del_pct"] as u64,
-        request: cycles(p["request_us"]),
+        keys: KEYS.of(p),
+        pages: VALUE_PAGES.of(p),
+        clients: CLIENTS.of(p),
+        requests: REQUESTS.of(p),
+        write_pct: WRITE_PCT.of(p),
+        del_pct: DEL_PCT.of(p),
+        request: cycles(REQUEST_US.of(p)),
         page_copy: sim.cfg.preset.costs.kernel.page_copy,
-        rdb_per_page: cycles(p["rdb_us_per_page"]),
-        cron: cycles(1e6 / p["hz"]).max(1),
-        save: cycles(p["save_ms"] * 1e3),
-        save_changes: p["save_changes"] as u64,
+        rdb_per_page: cycles(RDB_US_PER_PAGE.of(p)),
+        cron: cycles(1e6 / HZ.of(p)).max(1),
+        save: cycles(SAVE_MS.of(p) * 1e3),
+        save_changes: SAVE_CHANGES.of(p),
         seed: sim.cfg.seed,
     };
     let jm = Jemalloc::new(
         cfg.pages,
         cfg.keys,
         arena_slots(cfg.keys),
-        cycles(p["decay_ms"] * 1e3),
+        cycles(DECAY_MS.of(p) * 1e3),
         cycles(BG_MIN_INTERVAL_MS * 1e3),
     );
     let sh = Rc::new(Shared {
@@ -712,7 +729,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     }
     let g = sim.ghz();
     let mut r = BTreeMap::new();
-    r.insert("requests_per_s".to_string(), p["requests"] / ((end - start) as f64 / g / 1e9));
+    r.insert("requests_per_s".to_string(), REQUESTS.of(p) as f64 / ((end - start) as f64 / g / 1e9));
     let fork: u64 = fe.iter().zip(&fs).map(|(e, s)| e - s).sum();
     r.insert("fork_us".to_string(), if fs.is_empty() { 0.0 } else { fork as f64 / fs.len() as f64 / g / 1e3 });
     r.insert("saves".to_string(), fs.len() as f64);

@@ -40,34 +40,42 @@
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
 
-use super::{ForkAll, ParamDef, Params, WorkloadDef};
+use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
+
+// Its parameters, in the order its entry lists them.
+const LOOPS: Count = Count(ParamDef {
+    key: "loops",
+    default: 256.0,
+    min: 1.0,
+    max: 65536.0,
+    doc: "background shells (the script's 256)",
+});
+const RUNS: Count =
+    Count(ParamDef { key: "runs", default: 32.0, min: 1.0, max: 65536.0, doc: "sorts each shell runs in turn (32)" });
+const HEAP_PAGES: Count = Count(ParamDef {
+    key: "heap_pages",
+    default: 32.0,
+    min: 1.0,
+    max: 65536.0,
+    doc: "4 KB heap pages each sort fills (its ~100 KB input)",
+});
+const COMPUTE_US: Real = Real(ParamDef {
+    key: "compute_us",
+    default: 6250.0,
+    min: 0.0,
+    max: 1e6,
+    doc: "microseconds each sort computes after reading its input",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "sort_compute",
     description: "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
     origin: Some("001"),
-    params: &[
-        ParamDef { key: "loops", default: 256.0, min: 1.0, max: 65536.0, doc: "background shells (the script's 256)" },
-        ParamDef { key: "runs", default: 32.0, min: 1.0, max: 65536.0, doc: "sorts each shell runs in turn (32)" },
-        ParamDef {
-            key: "heap_pages",
-            default: 32.0,
-            min: 1.0,
-            max: 65536.0,
-            doc: "4 KB heap pages each sort fills (its ~100 KB input)",
-        },
-        ParamDef {
-            key: "compute_us",
-            default: 6250.0,
-            min: 0.0,
-            max: 1e6,
-            doc: "microseconds each sort computes after reading its input",
-        },
-    ],
+    params: &[LOOPS.0, RUNS.0, HEAP_PAGES.0, COMPUTE_US.0],
     has_overhead: false,
     results: &["elapsed_s"],
     text_params: &[],
@@ -76,7 +84,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     // The script, each loop's shell and the sort it waits for (one more during an
     // exec); a woken parent that preempts the child that signalled it may fork
     // the next before that one has exited (CFS and EEVDF): twice that.
-    max_mms: |p, _, _| 4 * p["loops"] as usize + 16,
+    max_mms: |p, _, _| 4 * LOOPS.usize(p) + 16,
 };
 
 /// The sizes every process of the run shares.
@@ -197,12 +205,12 @@ impl Program for Sort {
 /// Starts the script.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let sizes = Sizes {
-        runs: p["runs"] as u64,
-        heap_pages: p["heap_pages"] as u64,
-        compute: (p["compute_us"] * 1000.0 * sim.ghz()) as u64,
+        runs: RUNS.of(p),
+        heap_pages: HEAP_PAGES.of(p),
+        compute: (COMPUTE_US.of(p) * 1000.0 * sim.ghz()) as u64,
     };
     // The script: forks the shells, then waits for them all.
-    let script = ForkAll::new(p["loops"] as u64, move |done| {
+    let script = ForkAll::new(LOOPS.of(p), move |done| {
         Box::new(Shell { sizes, done, wait: Wait::None, run: 0, queue: Vec::new() }) as Box<dyn Program>
     });
     sim.spawn(Box::new(script))?;

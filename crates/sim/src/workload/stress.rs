@@ -72,12 +72,33 @@
 //! simulated time until the last thread finished. Host time grows with
 //! `procs * threads * iters`; the defaults run in a fraction of a second.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::cell::RefCell;
 use std::rc::Rc;
+
+// Its parameters, in the order its entry lists them.
+const PROCS: Count = Count(ParamDef { key: "procs", default: 2.0, min: 1.0, max: 64.0, doc: "processes" });
+const THREADS: Count = Count(ParamDef {
+    key: "threads",
+    default: 4.0,
+    min: 1.0,
+    max: 256.0,
+    doc: "threads per process (the first maps the region and clones the others)",
+});
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 60.0, min: 1.0, max: 1_000_000.0, doc: "operations of each thread" });
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 64.0,
+    min: 1.0,
+    max: 65536.0,
+    doc: "4 KB pages of each process's shared region (chunks of 16)",
+});
+const FORKS: Count =
+    Count(ParamDef { key: "forks", default: 2.0, min: 0.0, max: 64.0, doc: "forks each thread may make at most" });
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -85,25 +106,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "threads of one mm on many CPUs racing munmap, mmap(MAP_FIXED), mprotect, madvise(DONTNEED), \
                   fork and exit over shared pages: cross-CPU flushes for --strict (use with --set migration=on)",
     origin: None,
-    params: &[
-        ParamDef { key: "procs", default: 2.0, min: 1.0, max: 64.0, doc: "processes" },
-        ParamDef {
-            key: "threads",
-            default: 4.0,
-            min: 1.0,
-            max: 256.0,
-            doc: "threads per process (the first maps the region and clones the others)",
-        },
-        ParamDef { key: "iters", default: 60.0, min: 1.0, max: 1_000_000.0, doc: "operations of each thread" },
-        ParamDef {
-            key: "pages",
-            default: 64.0,
-            min: 1.0,
-            max: 65536.0,
-            doc: "4 KB pages of each process's shared region (chunks of 16)",
-        },
-        ParamDef { key: "forks", default: 2.0, min: 0.0, max: 64.0, doc: "forks each thread may make at most" },
-    ],
+    params: &[PROCS.0, THREADS.0, ITERS.0, PAGES.0, FORKS.0],
     has_overhead: false,
     results: &["elapsed_s"],
     text_params: &[],
@@ -414,14 +417,9 @@ impl Program for Child {
 
 /// Starts the processes.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let sizes = Sizes {
-        threads: p["threads"] as u64,
-        iters: p["iters"] as u64,
-        pages: p["pages"] as u64,
-        forks: p["forks"] as u64,
-    };
+    let sizes = Sizes { threads: THREADS.of(p), iters: ITERS.of(p), pages: PAGES.of(p), forks: FORKS.of(p) };
     let root = SplitMix(sim.cfg.seed ^ 0x5354_5245_5353);
-    for i in 0..p["procs"] as u64 {
+    for i in 0..PROCS.of(p) {
         let w = Worker {
             id: 0,
             sizes,
@@ -442,6 +440,6 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns the address spaces the workload may have at once: every process and
 /// every child its threads may fork.
 pub fn max_mms(p: &Params) -> usize {
-    let procs = p["procs"] as usize;
-    procs * (1 + p["threads"] as usize * p["forks"] as usize) + 8
+    let procs = PROCS.usize(p);
+    procs * (1 + THREADS.usize(p) * FORKS.usize(p)) + 8
 }

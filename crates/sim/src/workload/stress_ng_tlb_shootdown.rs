@@ -81,7 +81,7 @@
 //! of one child iteration, the part with the 512-page `mprotect`s) and
 //! `tlb_share` (the share of all CPUs' time spent invalidating TLBs).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -102,35 +102,36 @@ const STATS_FILE: u32 = 0;
 /// Cycles of one poll of the start flag by a waiting child (untimed).
 const POLL: u64 = 1000;
 
+// Its parameters, in the order its entry lists them.
+const WORKERS: Count = Count(ParamDef {
+    key: "workers",
+    default: 1.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)",
+});
+const OPS: Count = Count(ParamDef {
+    key: "ops",
+    default: 1000.0,
+    min: 1.0,
+    max: 100_000_000.0,
+    doc: "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)",
+});
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 512.0,
+    min: 1.0,
+    max: 65536.0,
+    doc: "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "stress_ng_tlb_shootdown",
     description: "stress-ng --tlb-shootdown: per instance, 2 to 8 forked children mprotect shared memory (one page, \
                   then all 512) and touch it, while the instance madvise(DONTNEED)s and refaults its pages",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "workers",
-            default: 1.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)",
-        },
-        ParamDef {
-            key: "ops",
-            default: 1000.0,
-            min: 1.0,
-            max: 100_000_000.0,
-            doc: "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)",
-        },
-        ParamDef {
-            key: "pages",
-            default: 512.0,
-            min: 1.0,
-            max: 65536.0,
-            doc: "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)",
-        },
-    ],
+    params: &[WORKERS.0, OPS.0, PAGES.0],
     has_overhead: false,
     results: &["bogo_ops_per_s", "child_iter_us", "tlb_share"],
     text_params: &[],
@@ -533,20 +534,20 @@ fn seed(run: u64, instance: u64) -> u64 {
 
 /// Starts every instance.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let pages = p["pages"] as u64;
+    let pages = PAGES.of(p);
     if !pages.is_power_of_two() {
         return Err(Error::BadParam {
             workload: DEF.name,
-            key: "pages",
+            key: PAGES.0.key,
             value: pages.to_string(),
             valid: "a power of two",
         });
     }
     let c = sim.cfg.preset.costs;
-    let workers = super::count_or_cpus(p, "workers", sim.cfg.ncpus);
+    let workers = WORKERS.or_cpus(p, sim.cfg.ncpus);
     for w in 0..workers {
         let inst = Instance {
-            ops: p["ops"] as u64,
+            ops: OPS.of(p),
             counter: Cell::new(0),
             go: Cell::new(false),
             pages,
@@ -574,12 +575,12 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns the address spaces the run needs: each instance and its children.
 pub fn max_mms(p: &Params, cpus: usize) -> usize {
-    super::count_or_cpus(p, "workers", cpus) as usize * (1 + children(cpus) as usize) + 8
+    WORKERS.or_cpus(p, cpus) as usize * (1 + children(cpus) as usize) + 8
 }
 
 /// Returns `bogo_ops_per_s`, `child_iter_us` and `tlb_share`.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let workers = super::count_or_cpus(p, "workers", sim.cfg.ncpus) as usize;
+    let workers = WORKERS.or_cpus(p, sim.cfg.ncpus) as usize;
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
     if starts.len() != workers || ends.len() != workers {
         return Err(super::unmeasured(DEF.name, format!("{} of {workers} instances finished", ends.len())));

@@ -37,7 +37,7 @@
 //! exit (µs); `pageout_ns_per_byte`, that time per byte the calls paged out (ns);
 //! `flushes_per_call`, the unmap flushes and batch flushes one call made.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -45,23 +45,26 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+// Its parameters, in the order its entry lists them.
+const SIZE_KB: Count =
+    Count(ParamDef { key: "size_kb", default: 1024.0, min: 4.0, max: 1_048_576.0, doc: "KB mapped and paged out" });
+const READERS: Count = Count(ParamDef {
+    key: "readers",
+    default: 3.0,
+    min: 0.0,
+    max: 4095.0,
+    doc: "threads that read the memory from other CPUs (CPUs 1, 2, ...)",
+});
+const ITERS: Count =
+    Count(ParamDef { key: "iters", default: 20.0, min: 1.0, max: 100_000.0, doc: "MADV_PAGEOUT calls timed" });
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "swap_pageout",
     description: "1 MiB of anonymous memory written, read by several threads on other CPUs, then \
                   madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
     origin: None,
-    params: &[
-        ParamDef { key: "size_kb", default: 1024.0, min: 4.0, max: 1_048_576.0, doc: "KB mapped and paged out" },
-        ParamDef {
-            key: "readers",
-            default: 3.0,
-            min: 0.0,
-            max: 4095.0,
-            doc: "threads that read the memory from other CPUs (CPUs 1, 2, ...)",
-        },
-        ParamDef { key: "iters", default: 20.0, min: 1.0, max: 100_000.0, doc: "MADV_PAGEOUT calls timed" },
-    ],
+    params: &[SIZE_KB.0, READERS.0, ITERS.0],
     has_overhead: false,
     results: &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
     text_params: &[],
@@ -180,10 +183,10 @@ impl Program for Leader {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let l = Leader {
         sh: Rc::new(Shared::default()),
-        pages: (p["size_kb"] as u64).div_ceil(4),
-        readers: p["readers"] as u64,
+        pages: SIZE_KB.of(p).div_ceil(4),
+        readers: READERS.of(p),
         cpus: sim.cfg.ncpus.max(1),
-        iters: p["iters"] as u64,
+        iters: ITERS.of(p),
         va: 0,
         iter: 0,
         cloned: 0,
@@ -199,7 +202,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
         sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, s)| (*t, *s)).collect()
     };
     let (starts, ends) = (pick("pageout_start"), pick("pageout_end"));
-    let iters = p["iters"] as usize;
+    let iters = ITERS.usize(p);
     if starts.len() != iters || ends.len() != iters {
         return Err(super::unmeasured(DEF.name, format!("{} of {iters} calls timed", ends.len())));
     }

@@ -53,11 +53,41 @@
 //! gate), `usemem`'s per-word loop beyond its compute estimate, aging and
 //! `kswapd` (`sim/memcg.rs`).
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const NR_TASK: Count = Count(ParamDef {
+    key: "nr_task",
+    default: 0.0,
+    min: 0.0,
+    max: 4096.0,
+    doc: "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)",
+});
+const MEM_MB: Count = Count(ParamDef {
+    key: "mem_mb",
+    default: 64.0,
+    min: 1.0,
+    max: 65_536.0,
+    doc: "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)",
+});
+const SWAP_MB: Count = Count(ParamDef {
+    key: "swap_mb",
+    default: 64.0,
+    min: 1.0,
+    max: 65_536.0,
+    doc: "swap, MB (SwapTotal; scaled down)",
+});
+const BATCH: Flag = Flag(ParamDef {
+    key: "batch",
+    default: 0.0,
+    min: 0.0,
+    max: 1.0,
+    doc: "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -65,30 +95,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "vm-scalability case-swap-w-seq-mt: nr_task threads of one process each write their share of \
                   3/4 of memory + swap once, sequentially; faults past the memory limit reclaim to swap",
     origin: None,
-    params: &[
-        ParamDef {
-            key: "nr_task",
-            default: 0.0,
-            min: 0.0,
-            max: 4096.0,
-            doc: "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)",
-        },
-        ParamDef {
-            key: "mem_mb",
-            default: 64.0,
-            min: 1.0,
-            max: 65_536.0,
-            doc: "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)",
-        },
-        ParamDef { key: "swap_mb", default: 64.0, min: 1.0, max: 65_536.0, doc: "swap, MB (SwapTotal; scaled down)" },
-        ParamDef {
-            key: "batch",
-            default: 0.0,
-            min: 0.0,
-            max: 1.0,
-            doc: "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
-        },
-    ],
+    params: &[NR_TASK.0, MEM_MB.0, SWAP_MB.0, BATCH.0],
     has_overhead: false,
     results: &["throughput", "elapsed_s", "swapout_pages"],
     text_params: &[],
@@ -201,15 +208,15 @@ impl Program for Leader {
 /// Returns the pages each thread writes: `(mem + swap) * 3 / 4` split evenly,
 /// at least one.
 fn pages_per_thread(p: &Params, threads: u64) -> u64 {
-    let total_kb = (p["mem_mb"] as u64 + p["swap_mb"] as u64) * 1024 * 3 / 4;
+    let total_kb = (MEM_MB.of(p) + SWAP_MB.of(p)) * 1024 * 3 / 4;
     (total_kb / 4 / threads).max(1)
 }
 
 /// Limits memory, sets the reclaim's batching and starts the process.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let threads = super::count_or_cpus(p, "nr_task", sim.cfg.ncpus);
-    sim.set_mem_limit((p["mem_mb"] as u64 * 256).max(SWAP_CLUSTER_MAX));
-    sim.set_pageout_batch(p["batch"] != 0.0);
+    let threads = NR_TASK.or_cpus(p, sim.cfg.ncpus);
+    sim.set_mem_limit((MEM_MB.of(p) * 256).max(SWAP_CLUSTER_MAX));
+    sim.set_pageout_batch(BATCH.of(p));
     let leader = Leader { threads, cpus: sim.cfg.ncpus.max(1), pages: pages_per_thread(p, threads), gate: 0, step: 0 };
     sim.spawn(Box::new(leader))?;
     Ok(())
@@ -218,7 +225,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns `throughput` (KB/s summed over threads), `elapsed_s` and
 /// `swapout_pages` (module documentation).
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let threads = super::count_or_cpus(p, "nr_task", sim.cfg.ncpus);
+    let threads = NR_TASK.or_cpus(p, sim.cfg.ncpus);
     let start = super::mark_max(sim, "start").ok_or_else(|| super::unmeasured(DEF.name, "the leader never ran"))?;
     let ends = super::mark_times(sim, "end");
     if ends.len() as u64 != threads {

@@ -37,10 +37,33 @@
 //! (about ten times longer). Host time grows with `cpus * cpus * allocs *
 //! touch_pages` under broadcast policies.
 
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
+
+// Its parameters, in the order its entry lists them.
+const ALLOCS: Count = Count(ParamDef {
+    key: "allocs",
+    default: 6000.0,
+    min: 1.0,
+    max: 10_000_000.0,
+    doc: "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
+});
+const TOUCH_PAGES: Count = Count(ParamDef {
+    key: "touch_pages",
+    default: 4.0,
+    min: 1.0,
+    max: 512.0,
+    doc: "4 KB pages written at the start of each block",
+});
+const USER_US: Real = Real(ParamDef {
+    key: "user_us",
+    default: 11.0,
+    min: 0.0,
+    max: 1_000_000.0,
+    doc: "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -48,29 +71,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
                   release (origin 001)",
     origin: Some("001"),
-    params: &[
-        ParamDef {
-            key: "allocs",
-            default: 6000.0,
-            min: 1.0,
-            max: 10_000_000.0,
-            doc: "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
-        },
-        ParamDef {
-            key: "touch_pages",
-            default: 4.0,
-            min: 1.0,
-            max: 512.0,
-            doc: "4 KB pages written at the start of each block",
-        },
-        ParamDef {
-            key: "user_us",
-            default: 11.0,
-            min: 0.0,
-            max: 1_000_000.0,
-            doc: "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)",
-        },
-    ],
+    params: &[ALLOCS.0, TOUCH_PAGES.0, USER_US.0],
     has_overhead: false,
     results: &["elapsed_s"],
     text_params: &[],
@@ -158,9 +159,9 @@ impl Program for Frag {
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     for _ in 0..sim.cfg.ncpus {
         let f = Frag {
-            allocs: p["allocs"] as u64,
-            touch: p["touch_pages"] as u64,
-            user: (p["user_us"] * 1000.0 * sim.ghz()) as u64,
+            allocs: ALLOCS.of(p),
+            touch: TOUCH_PAGES.of(p),
+            user: (USER_US.of(p) * 1000.0 * sim.ghz()) as u64,
             i: 0,
             spans: Vec::new(),
             growing: false,

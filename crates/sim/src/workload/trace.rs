@@ -27,7 +27,7 @@
 //! each: the guide's `gzip`, 38 644 records, runs 74 708 events in 0.02 s of
 //! host time, release build, on the 2-core development machine).
 
-use super::{ParamDef, Params, TextParamDef, Texts, WorkloadDef};
+use super::{Count, ParamDef, Params, TextParamDef, Texts, WorkloadDef};
 use crate::error::{Error, Param};
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -37,19 +37,22 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::rc::Rc;
 
+// Its one parameter.
+const INSTR_CYCLES: Count = Count(ParamDef {
+    key: "instr_cycles",
+    default: 1.0,
+    min: 0.0,
+    max: 1000.0,
+    doc: "cycles of computation per traced guest instruction (1: one instruction a cycle)",
+});
+
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "trace",
     description: "a real program traced with valgrind lackey and strace (tlbkit trace import), replayed: one \
                   simulated thread per traced thread (--set file=TRACE)",
     origin: None,
-    params: &[ParamDef {
-        key: "instr_cycles",
-        default: 1.0,
-        min: 0.0,
-        max: 1000.0,
-        doc: "cycles of computation per traced guest instruction (1: one instruction a cycle)",
-    }],
+    params: &[INSTR_CYCLES.0],
     has_overhead: false,
     results: &["run_us"],
     text_params: TEXT_PARAMS,
@@ -85,7 +88,7 @@ pub fn max_mms(texts: &Texts) -> usize {
 pub fn setup(p: &Params, texts: &Texts, sim: &mut Sim) -> Result<(), Error> {
     let trace = Rc::new(load(texts)?);
     let pipes = Rc::new(RefCell::new(vec![None; trace.threads.len()]));
-    let root = Replay::new(Rc::clone(&trace), pipes, 0, true, p["instr_cycles"] as u64);
+    let root = Replay::new(Rc::clone(&trace), pipes, 0, true, INSTR_CYCLES.of(p));
     sim.spawn_with(Box::new(root), &trace.processes[0].image)?;
     Ok(())
 }

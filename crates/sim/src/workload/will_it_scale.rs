@@ -41,40 +41,40 @@
 //! ([`Binding`]); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
 //! increment writes the one counters page.
 
-use super::{ParamDef, Params};
+use super::{Count, ParamDef, Params};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 /// The `tasks` parameter: 0-day's `nr_task`, 100% by default.
-pub(crate) const TASKS: ParamDef = ParamDef {
+pub(crate) const TASKS: Count = Count(ParamDef {
     key: "tasks",
     default: 0.0,
     min: 0.0,
     max: 4096.0,
     doc: "tasks (threads or processes) bound one per CPU (0: one per CPU, as 0-day's nr_task=100%)",
-};
+});
 
 /// The `mode` parameter: which of the testcase's two binaries runs.
-pub(crate) const MODE: ParamDef = ParamDef {
+pub(crate) const MODE: Count = Count(ParamDef {
     key: "mode",
     default: 0.0,
     min: 0.0,
     max: 1.0,
     doc: "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
-};
+});
 
 /// The `smt` parameter: how hwloc's core binding places tasks on a machine
 /// with SMT, which the simulator models as one CPU per hardware thread.
-pub(crate) const SMT: ParamDef = ParamDef {
+pub(crate) const SMT: Count = Count(ParamDef {
     key: "smt",
     default: 1.0,
     min: 1.0,
     max: 8.0,
     doc: "hardware threads per core (1: task i on CPU i; 2, skx8170 as 0-day runs it: task i on core i % cores, \
           each socket's cores in turn, a core's second thread only past every core's first)",
-};
+});
 
 /// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
 /// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
@@ -93,7 +93,7 @@ pub(crate) struct Binding {
 impl Binding {
     /// Returns the binding of `p` on `sim`'s machine.
     pub(crate) fn of(p: &Params, sim: &Sim) -> Binding {
-        let smt = p.get("smt").map_or(1, |&t| t as usize).max(1);
+        let smt = SMT.usize(p).max(1);
         let per_socket = sim.cfg.preset.cores_per_socket.max(1);
         // A socket that does not split into whole cores is bound thread by thread.
         let smt = if per_socket.is_multiple_of(smt) && sim.cfg.ncpus >= smt { smt } else { 1 };
@@ -126,7 +126,7 @@ pub(crate) enum Mode {
 impl Mode {
     /// Returns the mode that parameter `mode` of `p` selects.
     pub(crate) fn of(p: &Params) -> Mode {
-        if p.get("mode").copied().unwrap_or(0.0) >= 1.0 {
+        if MODE.of(p) >= 1 {
             Mode::Processes
         } else {
             Mode::Threads
@@ -165,7 +165,7 @@ pub(crate) type MakeTask = Box<dyn FnMut(Start) -> Box<dyn Program>>;
 
 /// Returns the number of tasks that `tasks` in `p` asks for on `cpus` CPUs.
 pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
-    super::count_or_cpus(p, "tasks", cpus)
+    TASKS.or_cpus(p, cpus)
 }
 
 /// Starts `p`'s tasks in `mode`, each built by `make`.

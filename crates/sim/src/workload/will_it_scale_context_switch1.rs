@@ -36,11 +36,20 @@
 //! flushed).
 
 use super::will_it_scale::{self, Mode, Start};
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const LAPS: Count = Count(ParamDef {
+    key: "laps",
+    default: 2000.0,
+    min: 1.0,
+    max: 10_000_000.0,
+    doc: "round trips of each task, two iterations each (will-it-scale runs for a time instead)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -48,18 +57,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "will-it-scale context_switch1: each task and a partner on its CPU pass a byte back and forth \
                   through two pipes (threads or processes; LKP: one task per CPU)",
     origin: None,
-    params: &[
-        will_it_scale::TASKS,
-        will_it_scale::MODE,
-        will_it_scale::SMT,
-        ParamDef {
-            key: "laps",
-            default: 2000.0,
-            min: 1.0,
-            max: 10_000_000.0,
-            doc: "round trips of each task, two iterations each (will-it-scale runs for a time instead)",
-        },
-    ],
+    params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::SMT.0, LAPS.0],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
     text_params: &[],
@@ -165,7 +163,7 @@ impl Program for Partner {
 
 /// Starts the tasks.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let laps = p["laps"] as u64;
+    let laps = LAPS.of(p);
     let make = move |at: Start| -> Box<dyn Program> {
         Box::new(Task { at, laps, fd1: 0, fd2: 0, step: 0, lap: 0, ended: false })
     };
@@ -182,5 +180,5 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 /// between the gate opening and the last task finishing.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
-    will_it_scale::result(DEF.name, n, n * 2 * p["laps"] as u64, sim)
+    will_it_scale::result(DEF.name, n, n * 2 * LAPS.of(p), sim)
 }

@@ -32,11 +32,27 @@
 //! running CPUs processing broadcast invalidations they did not issue.
 
 use super::will_it_scale::{self, Start};
-use super::{ParamDef, Params, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
+
+// Its parameters, in the order its entry lists them.
+const LAPS: Count = Count(ParamDef {
+    key: "laps",
+    default: 2.0,
+    min: 1.0,
+    max: 100_000.0,
+    doc: "map/unmap cycles of each task (will-it-scale runs for a time instead)",
+});
+const PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 256.0,
+    min: 1.0,
+    max: 262_144.0,
+    doc: "4 KB pages per mapping (1 MiB: 256)",
+});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -44,19 +60,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
                   then unmaps it (threads or processes; LKP: one task per CPU)",
     origin: None,
-    params: &[
-        will_it_scale::TASKS,
-        ParamDef {
-            key: "laps",
-            default: 2.0,
-            min: 1.0,
-            max: 100_000.0,
-            doc: "map/unmap cycles of each task (will-it-scale runs for a time instead)",
-        },
-        ParamDef { key: "pages", default: 256.0, min: 1.0, max: 262_144.0, doc: "4 KB pages per mapping (1 MiB: 256)" },
-        will_it_scale::MODE,
-        will_it_scale::SMT,
-    ],
+    params: &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0, will_it_scale::SMT.0],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
     text_params: &[],
@@ -176,7 +180,7 @@ impl Program for FlushLoop {
 
 /// Starts the tasks.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let (pages, iters) = (p["pages"] as u64, p["laps"] as u64 * p["pages"] as u64);
+    let (pages, iters) = (PAGES.of(p), LAPS.of(p) * PAGES.of(p));
     let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
     will_it_scale::setup(p, sim, Box::new(make))
 }
@@ -190,7 +194,7 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 /// between the gate opening and the last task finishing.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
-    will_it_scale::result(DEF.name, n, n * p["laps"] as u64 * p["pages"] as u64, sim)
+    will_it_scale::result(DEF.name, n, n * LAPS.of(p) * PAGES.of(p), sim)
 }
 
 #[cfg(test)]

@@ -1,0 +1,86 @@
+//! Typed workload parameters: each is declared once, as a `const` handle that
+//! carries its [`ParamDef`] (key, default, limits, meaning) and says what kind
+//! of value it is, and is read through that handle, never by its key.
+//!
+//! A handle reads its key from a [`Params`] map and falls back to its
+//! default where the map has no entry. A map filled from a workload's
+//! definition, as the command line, sweeps and Python fill it, holds every
+//! parameter, so the fallback only spares a hand-built map (a test's) from
+//! naming every key.
+
+use super::{ParamDef, Params};
+
+/// Returns the value of `def` in `p`: the entry for its key, or its default
+/// when `p` has none.
+fn value(def: &ParamDef, p: &Params) -> f64 {
+    p.get(def.key).copied().unwrap_or(def.default)
+}
+
+/// A parameter that counts something: a non-negative whole number (also the
+/// code of a choice, decoded where it is used).
+#[derive(Clone, Copy, Debug)]
+pub struct Count(pub ParamDef);
+
+impl Count {
+    /// Returns its value in `p` (its default if `p` has none), truncated to a
+    /// whole number as `as u64` truncates.
+    pub fn of(self, p: &Params) -> u64 {
+        value(&self.0, p) as u64
+    }
+
+    /// [`Count::of`] as a `usize` (`as usize` of the value).
+    pub fn usize(self, p: &Params) -> usize {
+        value(&self.0, p) as usize
+    }
+
+    /// Returns its value in `p` (its default if `p` has none), 0 standing for
+    /// one per CPU of `cpus`: the workloads whose tasks default to the
+    /// machine's size.
+    pub fn or_cpus(self, p: &Params, cpus: usize) -> u64 {
+        match self.of(p) {
+            0 => cpus as u64,
+            n => n,
+        }
+    }
+}
+
+/// A parameter that is a real number (a time, a rate).
+#[derive(Clone, Copy, Debug)]
+pub struct Real(pub ParamDef);
+
+impl Real {
+    /// Returns its value in `p` (its default if `p` has none).
+    pub fn of(self, p: &Params) -> f64 {
+        value(&self.0, p)
+    }
+}
+
+/// A parameter that switches something on (any value but 0) or off (0).
+#[derive(Clone, Copy, Debug)]
+pub struct Flag(pub ParamDef);
+
+impl Flag {
+    /// Returns whether it is on in `p` (by its default if `p` has none): its
+    /// value is not 0.
+    pub fn of(self, p: &Params) -> bool {
+        value(&self.0, p) != 0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Count, Flag, ParamDef, Params, Real};
+
+    const DEF: ParamDef = ParamDef { key: "n", default: 3.0, min: 0.0, max: 10.0, doc: "a count" };
+
+    #[test]
+    fn a_handle_reads_its_key_and_falls_back_to_its_default() {
+        let mut p = Params::new();
+        assert_eq!((Count(DEF).of(&p), Real(DEF).of(&p), Flag(DEF).of(&p)), (3, 3.0, true));
+        assert_eq!(Count(DEF).or_cpus(&p, 8), 3);
+        p.insert("n".to_string(), 0.0);
+        assert_eq!((Count(DEF).of(&p), Count(DEF).or_cpus(&p, 8), Flag(DEF).of(&p)), (0, 8, false));
+        p.insert("n".to_string(), 2.75);
+        assert_eq!((Count(DEF).of(&p), Count(DEF).usize(&p), Real(DEF).of(&p)), (2, 2, 2.75));
+    }
+}
