@@ -113,11 +113,11 @@ impl<'a, E: Engine, P: Policy> CheckPtes<'a, E, P> {
     }
 
     fn pte(&self, mm: MmId, j: usize) -> PteVal {
-        self.core.machine().spaces[mm.index()].block[j]
+        self.core.machine().block_pte(mm.0, j)
     }
 
     fn put(&self, mm: MmId, j: usize, v: PteVal, what: &'static str) {
-        let old = std::mem::replace(&mut self.core.machine_mut().spaces[mm.index()].block[j], v);
+        let old = self.core.machine_mut().write_block_pte(mm.0, j, v);
         self.core.event_kind(self.cpu, 0x19_0000 ^ (j as u64) << 40 ^ key(v), Kind::PageTable, || {
             format!("{what} PTE of {:#x} in mm{}: {old:?} -> {v:?}", va_of(BLOCK_PAGE + j), mm.0)
         });
@@ -146,7 +146,7 @@ impl<E: Engine, P: Policy> PteMem for CheckPtes<'_, E, P> {
         let j = index(va);
         let old = self.pte(mm, j);
         if old.valid() {
-            let block_dirty = self.core.machine().spaces[mm.index()].block.iter().any(|p| p.valid_cont() && p.dirty());
+            let block_dirty = self.core.machine().space(mm.0).block.iter().any(|p| p.valid_cont() && p.dirty());
             self.gathered[j] = Some(if old.valid_cont() { block_dirty } else { old.dirty() });
         }
         self.put(mm, j, PteVal::NONE, "clear");
@@ -185,11 +185,11 @@ impl<E: Engine, P: Policy> PteMem for CheckPtes<'_, E, P> {
 /// 64 KB entry of the block under the tag it runs with, the page's own valid PTE
 /// if it holds a 4 KB entry of the page.
 pub(crate) fn write_targets(m: &crate::kernel::Machine, cpu: usize, slot: u32, i: usize) -> Vec<usize> {
-    let s = &m.spaces[slot as usize];
-    let tag = m.roots[cpu].1;
+    let s = m.space(slot);
+    let tag = m.root(cpu).1;
     let mut targets = Vec::new();
     let held = |big: bool| {
-        m.tlbs[cpu].iter().any(|e| {
+        m.tlb(cpu).iter().any(|e| {
             (e.global || e.asid == tag)
                 && e.uid == s.uid
                 && e.big == big
@@ -212,12 +212,7 @@ pub(crate) fn write<E: Engine>(core: &E, cpu: usize, slot: u32, i: usize) {
     let labels: Vec<u32> = (0..targets.len() as u32).collect();
     let Some(k) = core.choose_op(&labels) else { return };
     let j = targets[k];
-    {
-        let mut m = core.machine_mut();
-        let s = &mut m.spaces[slot as usize];
-        s.block[j] = s.block[j].mkdirty();
-        s.written |= 1 << i;
-    }
+    core.machine_mut().record_write(slot, i, j);
     core.event_kind(cpu, 0x1d_0000 ^ (i as u64) << 8 ^ j as u64, Kind::PageTable, || {
         format!(
             "user write to {:#x}: the hardware records it as dirty in the PTE of {:#x}",
@@ -246,30 +241,8 @@ fn judge<E: Engine>(
     gathered: &[Option<bool>; BLOCK],
     how: &str,
 ) {
-    let (lost, ungathered) = {
-        let mut m = core.machine_mut();
-        let s = &mut m.spaces[slot as usize];
-        let mut unrecorded = None;
-        for &(j, pte) in cleared {
-            if s.written & (1 << j) != 0 && !pte.dirty() {
-                unrecorded.get_or_insert((j, pte));
-            }
-            s.written &= !(1 << j);
-        }
-        let marked = cleared.iter().any(|c| c.1.dirty());
-        let lost = match unrecorded {
-            Some(_) if marked => None,
-            Some(u) => match s.block.iter().position(|p| p.valid() && p.dirty()) {
-                Some(k) => {
-                    s.written |= 1 << k;
-                    None
-                }
-                None => Some(u),
-            },
-            None => None,
-        };
-        (lost, cleared.iter().find(|&&(j, pte)| gathered[j] == Some(true) && !pte.dirty()).copied())
-    };
+    let lost = core.machine_mut().forget_block_writes(slot, cleared);
+    let ungathered = cleared.iter().find(|&&(j, pte)| gathered[j] == Some(true) && !pte.dirty()).copied();
     if let Some((j, pte)) = lost {
         core.violated(Violation {
             property: "no_lost_dirty",
@@ -302,7 +275,7 @@ fn judge<E: Engine>(
 pub(crate) fn check_dirty_kept<E: Engine>(core: &E, cpu: usize, slot: u32) {
     let lost = {
         let m = core.machine();
-        let s = &m.spaces[slot as usize];
+        let s = m.space(slot);
         let folio_dirty = s.block.iter().any(|p| p.valid() && p.dirty());
         (0..s.block.len()).find(|&j| s.written & (1 << j) != 0 && s.block[j].valid() && !folio_dirty)
     };
@@ -359,7 +332,7 @@ pub(crate) fn fault<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, slot: u32
 /// kswapd ages the first mapped page of `slot`'s block (the caller holds its
 /// `mmap_lock`, standing for the page-table lock `folio_referenced` takes).
 pub(crate) fn age<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, slot: u32) {
-    let first = core.machine().spaces[slot as usize].block.iter().position(|v| v.valid());
+    let first = core.machine().space(slot).block.iter().position(|v| v.valid());
     let Some(j) = first else { return };
     let mut mem = CheckPtes::new(core, p, cpu, true);
     let young = ptep_clear_flush_young(&mut mem, MmId(slot), VirtAddr(va_of(BLOCK_PAGE + j)));

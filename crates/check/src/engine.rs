@@ -84,7 +84,7 @@ pub(crate) trait Engine {
     /// current CPU's store buffer, and another CPU's release of it is visible
     /// only once the PTE clear it buffered before the release is (TSO keeps a
     /// buffer in order). It waits too while another CPU holds the lock across
-    /// steps (`Machine::ptl_held`: Linux reclaim, until its
+    /// steps (`Machine::hold_ptl`: Linux reclaim, until its
     /// `arch_tlbbatch_add_pending` returns).
     fn pte_lock(&self, slot: u32);
 

@@ -450,7 +450,7 @@ impl Core {
                 // A CPU that was waiting runs the handler; it waits again after.
                 let blocked = std::mem::replace(&mut c.block, Block::No);
                 let saved = c.history;
-                st.m.in_irq[cpu] = true;
+                st.m.enter_irq(cpu);
                 (irq, saved, blocked)
             };
             let (irq, saved, blocked) = irq;
@@ -478,10 +478,9 @@ impl Core {
                 if irq.sync {
                     st.cpus[irq.from].sync_out -= 1;
                 }
-                st.m.in_irq[cpu] = false;
                 // Flushes that returned while this CPU was in the handler are
                 // judged for it now, before it can run anything else.
-                st.m.judge_after_irq(cpu)
+                st.m.leave_irq(cpu)
             };
             if let Err(v) = judged {
                 self.violated(v);
@@ -613,10 +612,10 @@ impl Core {
     }
 
     /// Returns whether CPU `c` may take the PTE lock of `slot` now: no other
-    /// CPU holds it across steps ([`Machine::ptl_held`]) and none has a store
+    /// CPU holds it across steps ([`Machine::ptl_holder`]) and none has a store
     /// to one of its PTEs still buffered (made before its release).
     fn ptl_free(st: &State, c: usize, slot: u32) -> bool {
-        st.m.ptl_held[slot as usize].is_none_or(|h| h as usize == c) && !Self::pte_store_pending(st, c, slot)
+        st.m.ptl_holder(slot).is_none_or(|h| h as usize == c) && !Self::pte_store_pending(st, c, slot)
     }
 
     /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
@@ -636,7 +635,7 @@ impl Core {
             Block::Spin(reads, _) => irq || reads.iter().any(|r| r.1),
             Block::Sync => s.sync_out == 0 || irq,
             Block::Idle => irq,
-            Block::MmLock(s, side) => irq || st.m.mm_lock[*s as usize].can_take(*side),
+            Block::MmLock(s, side) => irq || st.m.can_lock_mm(*s, *side),
             Block::Ptl(slot) => irq || Self::ptl_free(st, c, *slot),
         }
     }

@@ -11,8 +11,11 @@ use std::fmt;
 use tlbkit_policy::contpte::{PteVal, CONT_PTES};
 use tlbkit_policy::{Defer, Root, Scope, Tlbi};
 
+mod cpus;
 mod hash;
+mod locks;
 mod oracle;
+mod slots;
 mod tlb;
 
 /// The most pages an address space maps (`--pages`).
@@ -120,7 +123,7 @@ pub struct Space {
     pub batched: u8,
     /// LATR's `mm->munmap_inprogress`: set with a plain store as a `munmap`
     /// (the system call) or `madvise(MADV_DONTNEED)`'s zap starts, cleared as it
-    /// ends, so the last writer wins. Kept only while [`Machine::reads_flag`]
+    /// ends, so the last writer wins. Kept only while [`RunConstants::reads_flag`]
     /// (false otherwise); a fork starts with it clear (the checker's fork is a
     /// fresh mm, not a `dup_mm` copy of a parent's).
     pub munmap_inprogress: bool,
@@ -155,6 +158,18 @@ pub enum Task {
     Idle,
     /// A thread of the process in this slot.
     User(u32),
+}
+
+/// Where a CPU stands between its task's user code and the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// In the kernel: an operation, or idle.
+    Kernel,
+    /// In a context switch: its task is the next one, its root and tag may
+    /// still be the previous one's.
+    Switching,
+    /// In user mode, between kernel operations.
+    User,
 }
 
 /// An open or discharged duty to invalidate.
@@ -376,40 +391,46 @@ impl<'a, T> IntoIterator for &'a SortedSet<T> {
 
 /// The machine's ground truth and the kernel's memory. (Its `Default` is a
 /// machine of no CPUs and no address spaces, a placeholder.)
+///
+/// Its fields are its own: the kernel operations read them through views
+/// ([`Machine::space`], [`Machine::sched`], ...) and change them only through
+/// methods named for what the kernel does (`hold_ptl`, `lock_mm`,
+/// `enter_batch_flush`, `offer_lazy`, ...), each keeping its part of the state
+/// consistent, so that no caller keeps an invariant of the machine's for it.
 #[derive(Clone, Debug, Default)]
 pub struct Machine {
     /// Address-space slots; slot 0 is the kernel's and never used.
-    pub spaces: Vec<Space>,
+    spaces: Vec<Space>,
     /// Free frames, the next one to hand out last.
-    pub free: Vec<u32>,
+    free: Vec<u32>,
     /// Every obligation, by id.
-    pub obligations: Vec<Obligation>,
+    obligations: Vec<Obligation>,
     /// `(uid, page, ver)` of every translation whose obligation is discharged.
-    pub dead: SortedSet<(u32, u8, u32)>,
+    dead: SortedSet<(u32, u8, u32)>,
     /// Per CPU: the TLB.
-    pub tlbs: Vec<SortedSet<Entry>>,
+    tlbs: Vec<SortedSet<Entry>>,
     /// Per CPU: the walk cache, as `(asid, page-table frame, uid)`: a cached
     /// pointer to an address space's page-table page, which speculative walks
     /// under that tag may follow without reading the upper levels again.
-    pub walks: Vec<SortedSet<(u16, u32, u32)>>,
+    walks: Vec<SortedSet<(u16, u32, u32)>>,
     /// Per CPU: the translation root and the tag it runs with.
-    pub roots: Vec<(Root, u16)>,
+    roots: Vec<(Root, u16)>,
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
-    pub touched: Vec<bool>,
+    touched: Vec<bool>,
     /// Per slot: its `mmap_lock` (Linux, a reader-writer semaphore) or its
     /// `PMAP_LOCK` (FreeBSD, a mutex, taken as a writer); see `crate::ops` for
     /// which operation takes which side when.
-    pub mm_lock: Vec<MmapLock>,
+    mm_lock: Vec<MmapLock>,
     /// Per slot: the CPU that holds its PTE lock across steps, if one does:
     /// Linux reclaim, from its PTE clear until `arch_tlbbatch_add_pending`
     /// returns (`try_to_unmap_one` calls it under the lock). Every other holder
     /// takes the lock for the one step that changes a PTE
     /// ([`crate::engine::Engine::pte_lock`]), waiting while this is another CPU.
-    pub ptl_held: Vec<Option<u8>>,
+    ptl_held: Vec<Option<u8>>,
     /// Per CPU: whether it is inside an interrupt handler (a mirror of the
     /// executor's CPU state, which the state hash already holds).
-    pub in_irq: Vec<bool>,
+    in_irq: Vec<bool>,
     /// Per CPU: whether it is inside its own reclaim's deferred flush
     /// (`try_to_unmap_flush`), whose local part runs with interrupts off (x86's
     /// `flush_tlb_func` on a lazy CPU switches to `init_mm` there). A flush
@@ -419,25 +440,25 @@ pub struct Machine {
     /// (`MMU_GATHER_RCU_TABLE_FREE`). Taken to last the whole flush, which
     /// `Hw` cannot split (an over-approximation of the window; the judgement is
     /// delayed, never dropped).
-    pub in_batch_flush: Vec<bool>,
+    in_batch_flush: Vec<bool>,
     /// Per CPU: the flushes that returned while it was inside an interrupt
     /// handler, still to be judged for it when the handler returns.
-    pub deferred: Vec<SortedSet<Deferred>>,
+    deferred: Vec<SortedSet<Deferred>>,
     /// Per CPU: the flush it runs now, if the kernel lets it complete late
     /// (`munmap`, `madvise(MADV_DONTNEED)`), until the policy takes it with
     /// `defer_flush` (its ticket then set) or the flush returns.
-    pub lazy_offer: Vec<Option<LazyFlush>>,
+    lazy_offer: Vec<Option<LazyFlush>>,
     /// Lazy flushes taken over and not yet completed, in ticket order.
-    pub lazy: Vec<LazyFlush>,
+    lazy: Vec<LazyFlush>,
     /// Per CPU: the invalidations it issued that are not complete yet, each
     /// once, ordered by [`Pending::key`]: they take effect on every TLB they
     /// cover at this CPU's next barrier that completes them
     /// ([`Machine::complete`]). See [`Pending`] for which wait and until when.
-    pub pending: Vec<Vec<Pending>>,
+    pending: Vec<Vec<Pending>>,
     /// Per CPU: what it runs, and where it is between kernel and user.
-    pub sched: CpuTasks,
+    sched: CpuTasks,
     /// What stays the same for a run.
-    pub consts: RunConstants,
+    consts: RunConstants,
     next_uid: u32,
     /// Per CPU: what its last speculative fill ([`Machine::fill_all`]) filled
     /// from, until an invalidation takes entries from it. A fill from the same
@@ -763,9 +784,13 @@ impl Machine {
         Some(self.lazy.remove(i))
     }
 
-    /// Returns a frame to the free list.
-    pub fn free_frame(&mut self, f: u32) {
-        self.free.push(f);
+    /// Returns `frames` to the free list in their order: the last one is the
+    /// next [`Machine::alloc_frame`] hands out.
+    #[inline]
+    pub fn release_frames(&mut self, frames: &[u32]) {
+        for &f in frames {
+            self.free.push(f);
+        }
     }
 
     /// Starts a process in free slot `slot` with every page mapped. Returns
@@ -877,6 +902,65 @@ impl Machine {
             discharged: false,
         });
         Some((self.obligations.len() - 1, t))
+    }
+}
+
+/// Views: what the kernel operations and the executor read of the machine.
+impl Machine {
+    /// Returns every address-space slot, slot 0 (the kernel's) included.
+    #[inline]
+    pub fn spaces(&self) -> &[Space] {
+        &self.spaces
+    }
+
+    /// Returns address-space slot `slot`.
+    #[inline]
+    pub fn space(&self, slot: u32) -> &Space {
+        &self.spaces[slot as usize]
+    }
+
+    /// Returns every obligation, by id.
+    #[inline]
+    pub fn obligations(&self) -> &[Obligation] {
+        &self.obligations
+    }
+
+    /// Returns CPU `cpu`'s TLB.
+    #[inline]
+    pub fn tlb(&self, cpu: usize) -> &SortedSet<Entry> {
+        &self.tlbs[cpu]
+    }
+
+    /// Returns CPU `cpu`'s translation root and the tag it runs with.
+    #[inline]
+    pub fn root(&self, cpu: usize) -> (Root, u16) {
+        self.roots[cpu]
+    }
+
+    /// Returns whether any CPU ever switched to slot `slot` or it was forked.
+    #[inline]
+    pub fn touched(&self, slot: u32) -> bool {
+        self.touched[slot as usize]
+    }
+
+    /// Returns the invalidations CPU `cpu` issued that are not complete yet,
+    /// ordered by [`Pending::key`].
+    #[inline]
+    pub fn pending(&self, cpu: usize) -> &[Pending] {
+        &self.pending[cpu]
+    }
+
+    /// Returns what each CPU runs and where it stands (changed only through
+    /// [`Machine::set_task`]).
+    #[inline]
+    pub fn sched(&self) -> &CpuTasks {
+        &self.sched
+    }
+
+    /// Returns the run's constants.
+    #[inline]
+    pub fn consts(&self) -> &RunConstants {
+        &self.consts
     }
 }
 

@@ -49,7 +49,7 @@
 //!   address space run at once, for different pages, which is what x86's
 //!   `tlb_gen` handles. Reclaim takes no `mmap_lock` (`try_to_unmap_one` with
 //!   `TTU_BATCH_FLUSH`): under the PTE lock, held across these steps
-//!   (`kernel::Machine::ptl_held`; every other holder takes it for one step),
+//!   (`kernel::Machine::hold_ptl`; every other holder takes it for one step),
 //!   it clears the PTE, calls `Policy::tlbbatch_add_pending` and marks the mm (`mm->tlb_flush_batched`;
 //!   the mark is set in the clear's step, which no other holder of the PTE lock
 //!   can tell from the kernel's order), and calls `Policy::flush_batch`

@@ -3,8 +3,7 @@
 
 use crate::block;
 use crate::engine::Engine;
-use crate::kernel::LazyFlush;
-use crate::kernel::{va_of, Life, LockSide, Machine, Task, BLOCK, BLOCK_PAGE, VA0};
+use crate::kernel::{va_of, Life, LockSide, Machine, Mode, Task, BLOCK, BLOCK_PAGE, VA0};
 /// How the kernel pages out (part of the machine's [`crate::shape::Shape`]),
 /// by the name [`crate::spec`] uses for it.
 pub(crate) use crate::shape::Reclaim;
@@ -319,13 +318,13 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
 
     let m = core.machine();
     // The menu depends on every CPU's task and every slot's life.
-    let cur = m.sched.tasks[cpu];
+    let cur = m.sched().tasks[cpu];
     let mut fresh_offered = false;
-    for s in 1..m.spaces.len() as u32 {
-        if m.spaces[s as usize].life != Life::Live || cur == Task::User(s) {
+    for s in 1..m.spaces().len() as u32 {
+        if m.space(s).life != Life::Live || cur == Task::User(s) {
             continue;
         }
-        if !m.touched[s as usize] {
+        if !m.touched(s) {
             if fresh_offered {
                 continue;
             }
@@ -336,12 +335,12 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     let Task::User(s) = cur else {
         // Both kernels reclaim from a kernel thread (`kswapd`, the page daemon),
         // for processes running elsewhere or nowhere.
-        for r in 1..m.spaces.len() as u32 {
-            let sp = &m.spaces[r as usize];
+        for r in 1..m.spaces().len() as u32 {
+            let sp = m.space(r);
             if sp.life != Life::Live {
                 continue;
             }
-            for p in 0..m.consts.pages {
+            for p in 0..m.consts().pages {
                 if sp.ptes[p].is_some() {
                     ops.push(match core.shape().reclaim {
                         Reclaim::LinuxBatched => Op::Reclaim(r, p),
@@ -368,7 +367,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     };
     // The switches go after this process's own operations.
     let switches = std::mem::take(&mut ops);
-    let space = &m.spaces[s as usize];
+    let space = m.space(s);
     let in_flight = core.shape().linux && reclaim_in_flight(&m, s);
     if in_flight {
         // A reclaim of this process has cleared a PTE and not yet returned from
@@ -381,13 +380,13 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
         // number of operations: offering all of them cost 1.1 to 3.7 times the
         // states at the standard bounds and found nothing more
         // (`bench/2026-11-25-check-reclaim-unlocked.md`).
-        for p in 0..m.consts.pages {
+        for p in 0..m.consts().pages {
             if space.ptes[p].is_some() || space.detached & (1 << p) == 0 {
                 ops.push(Op::Unmap(p));
             }
         }
     } else {
-        for p in 0..m.consts.pages {
+        for p in 0..m.consts().pages {
             if space.ptes[p].is_some() {
                 ops.push(Op::Unmap(p));
                 // FreeBSD's MADV_DONTNEED keeps the mapping (`pmap_advise` only clears
@@ -421,8 +420,9 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
     if !in_flight {
         // The last thread exits only when no other CPU runs a thread of the
         // process or is still switching one out.
-        let elsewhere = |c: usize| c != cpu && (m.sched.tasks[c] == Task::User(s) || m.sched.leaving[c] == Some(s));
-        if !(0..m.sched.tasks.len()).any(elsewhere) {
+        let sched = m.sched();
+        let elsewhere = |c: usize| c != cpu && (sched.tasks[c] == Task::User(s) || sched.leaving[c] == Some(s));
+        if !(0..sched.tasks.len()).any(elsewhere) {
             ops.push(Op::Exit);
         }
         push_forks(&m, &mut ops);
@@ -439,10 +439,11 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
 /// Offers `kswapd` a mapped page of each of two live processes (lower slot
 /// first) for one batch ([`Op::Reclaim2`]).
 fn push_reclaim_pairs(m: &Machine, ops: &mut Vec<Op>) {
-    let live = |r: usize| m.spaces[r].life == Life::Live;
-    let mapped = |r: usize| (0..m.consts.pages).filter(move |&p| m.spaces[r].ptes[p].is_some());
-    for r in (1..m.spaces.len()).filter(|&r| live(r)) {
-        for t in (r + 1..m.spaces.len()).filter(|&t| live(t)) {
+    let spaces = m.spaces();
+    let live = |r: usize| spaces[r].life == Life::Live;
+    let mapped = |r: usize| (0..m.consts().pages).filter(move |&p| spaces[r].ptes[p].is_some());
+    for r in (1..spaces.len()).filter(|&r| live(r)) {
+        for t in (r + 1..spaces.len()).filter(|&t| live(t)) {
             for p in mapped(r) {
                 for q in mapped(t) {
                     ops.push(Op::Reclaim2(r as u32, p, t as u32, q));
@@ -453,7 +454,8 @@ fn push_reclaim_pairs(m: &Machine, ops: &mut Vec<Op>) {
 }
 
 fn push_forks(m: &Machine, ops: &mut Vec<Op>) {
-    if let Some(s) = (1..m.spaces.len()).find(|&s| m.spaces[s].life == Life::Free) {
+    let spaces = m.spaces();
+    if let Some(s) = (1..spaces.len()).find(|&s| spaces[s].life == Life::Free) {
         ops.push(Op::Fork(s as u32));
     }
 }
@@ -494,14 +496,9 @@ fn side<E: Engine>(core: &E, linux: LockSide) -> LockSide {
 /// Takes `side` of the `mmap_lock` of `slot`, sleeping while it cannot.
 fn lock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
     loop {
-        let free = core.machine().mm_lock[slot as usize].can_take(side);
+        let free = core.machine().can_lock_mm(slot, side);
         if free {
-            let mut m = core.machine_mut();
-            let l = &mut m.mm_lock[slot as usize];
-            match side {
-                LockSide::Read => l.readers += 1,
-                LockSide::Write => l.writer = Some(cpu as u8),
-            }
+            core.machine_mut().lock_mm(slot, cpu, side);
             return;
         }
         core.wait_mm_lock(slot, side);
@@ -511,56 +508,20 @@ fn lock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
 /// Turns CPU `cpu`'s write hold of the `mmap_lock` of `slot` into a read hold
 /// (`mmap_write_downgrade`): readers may enter at once, writers still wait.
 fn downgrade_mm<E: Engine>(core: &E, cpu: usize, slot: u32) {
-    let mut m = core.machine_mut();
-    let l = &mut m.mm_lock[slot as usize];
-    debug_assert_eq!(l.writer, Some(cpu as u8));
-    *l = crate::kernel::MmapLock { writer: None, readers: l.readers + 1 };
+    core.machine_mut().downgrade_mm(slot, cpu);
 }
 
 /// Releases `side` of the `mmap_lock` of `slot`. A release orders every earlier
 /// store, so the CPU's store buffer drains first.
 fn unlock_mm<E: Engine>(core: &E, cpu: usize, slot: u32, side: LockSide) {
     core.drain_own(cpu);
-    let mut m = core.machine_mut();
-    let l = &mut m.mm_lock[slot as usize];
-    match side {
-        LockSide::Read => l.readers -= 1,
-        LockSide::Write => l.writer = None,
-    }
-}
-
-/// Where a CPU stands between its task's user code and the kernel.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// In the kernel: an operation, or idle.
-    Kernel,
-    /// In a context switch: its task is the next one, its root and tag may
-    /// still be the previous one's.
-    Switching,
-    /// In user mode, between kernel operations.
-    User,
+    core.machine_mut().unlock_mm(slot, cpu, side);
 }
 
 /// Sets what CPU `cpu` runs and where it stands ([`Mode`]).
 fn set_task<E: Engine>(core: &E, cpu: usize, task: Task, mode: Mode) {
-    let (user, switching) = (mode == Mode::User, mode == Mode::Switching);
     // What a CPU may use depends on its task as much as on its TLB.
-    let mut m = core.machine_mut();
-    // A switch starting: the process switched away from, if any, is being left.
-    if switching && !m.sched.switching[cpu] {
-        m.sched.leaving[cpu] = match m.sched.tasks[cpu] {
-            Task::User(prev) if Task::User(prev) != task => Some(prev),
-            _ => None,
-        };
-    } else if !switching {
-        m.sched.leaving[cpu] = None;
-    }
-    if let Task::User(s) = task {
-        m.sched.active[cpu] = Some(s);
-    }
-    m.sched.tasks[cpu] = task;
-    m.sched.user_mode[cpu] = user;
-    m.sched.switching[cpu] = switching;
+    core.machine_mut().set_task(cpu, task, mode);
 }
 
 fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
@@ -571,7 +532,7 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
         }
         _ => format!("op: {}", op.name()),
     });
-    let task = core.machine().sched.tasks[cpu];
+    let task = core.machine().sched().tasks[cpu];
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
         return block::write(core, cpu, s, j);
@@ -582,7 +543,7 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
     match op {
         Op::Switch(s) => set_task(core, cpu, Task::User(s), Mode::Switching),
         Op::Fork(s) => {
-            core.machine_mut().spaces[s as usize].life = Life::Forking;
+            core.machine_mut().claim_for_fork(s);
             set_task(core, cpu, task, Mode::Kernel);
         }
         _ => set_task(core, cpu, task, Mode::Kernel),
@@ -632,7 +593,7 @@ fn switch<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
     let hw = core.hw(cpu);
     {
         core.irq_disable(cpu);
-        core.machine_mut().touched[s as usize] = true;
+        core.machine_mut().touch(s);
     }
     set_task(core, cpu, Task::User(s), Mode::Switching);
     // `__schedule`: after the next task is picked, before the switch.
@@ -654,14 +615,12 @@ fn timer_tick<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     // it cannot run anything else before.
     {
         core.irq_disable(cpu);
-        core.machine_mut().in_irq[cpu] = true;
+        core.machine_mut().enter_irq(cpu);
     }
     p.tick(&hw, Tick::Timer);
     let judged = {
         core.irq_enable(cpu);
-        let mut m = core.machine_mut();
-        m.in_irq[cpu] = false;
-        m.judge_after_irq(cpu)
+        core.machine_mut().leave_irq(cpu)
     };
     if let Err(v) = judged {
         core.violated(v);
@@ -682,7 +641,7 @@ fn fault<E: Engine>(core: &E, cpu: usize, s: u32, pg: usize) {
     // thread's fault may have mapped the page while this one slept.
     let (mapped, detached) = {
         let m = core.machine();
-        let sp = &m.spaces[s as usize];
+        let sp = m.space(s);
         (sp.ptes[pg].is_some(), sp.detached & (1 << pg) != 0)
     };
     if mapped || detached {
@@ -793,8 +752,8 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 
 /// Frees frames after the flush that covers them returned.
 fn free_frames<E: Engine>(core: &E, frames: &[u32]) {
-    for &f in frames {
-        core.machine_mut().free_frame(f);
+    if !frames.is_empty() {
+        core.machine_mut().release_frames(frames);
     }
 }
 
@@ -814,7 +773,7 @@ fn discharge<E: Engine>(core: &E, cpu: usize, ids: &[usize], flush: &'static str
 /// Ends an operation that kept the CPU's task: back to user mode if it runs a
 /// process.
 fn end_op<E: Engine>(core: &E, cpu: usize) {
-    let task = core.machine().sched.tasks[cpu];
+    let task = core.machine().sched().tasks[cpu];
     match task {
         Task::User(s) => back_to_user(core, cpu, s),
         Task::Idle => {
@@ -828,5 +787,5 @@ fn end_op<E: Engine>(core: &E, cpu: usize) {
 /// and the frames to free once they are discharged.
 fn clear_all<E: Engine>(core: &E, cpu: usize, s: u32, change: &'static str) -> (Vec<usize>, Vec<u32>) {
     let mut m = core.machine_mut();
-    (0..m.consts.pages).filter_map(|pg| m.clear_pte(s, pg, change, cpu)).unzip()
+    (0..m.consts().pages).filter_map(|pg| m.clear_pte(s, pg, change, cpu)).unzip()
 }

@@ -152,7 +152,7 @@ impl<'c> Hw for CheckHw<'c> {
             let st = self.core.st.borrow();
             (
                 !matches!(b, Barrier::Isb) && !st.cpus[self.cpu].buffer.is_empty(),
-                st.m.pending[self.cpu].iter().any(completes),
+                st.m.pending(self.cpu).iter().any(completes),
             )
         };
         // Only a barrier with stores to drain does anything another CPU can see.

@@ -11,7 +11,7 @@ impl Machine {
     /// (not lazily) may still hold the translation under the tag it runs with.
     ///
     /// A CPU inside an interrupt handler is judged when the handler returns
-    /// instead ([`Machine::judge_after_irq`]): it cannot use a user translation
+    /// instead ([`Machine::leave_irq`]): it cannot use a user translation
     /// before, which is what lets a target acknowledge a request before it
     /// invalidates (FreeBSD's `invlop_handler`, `sys/amd64/amd64/mp_machdep.c`:
     /// the target "cannot return to userspace before handler finishes"). A target
@@ -68,26 +68,6 @@ impl Machine {
             set.retain(|d| !hit(d));
             set.extend(marked);
         }
-    }
-
-    /// Judges, for CPU `cpu` returning from an interrupt handler, every flush that
-    /// returned while it was inside it (`no_stale_held`, as [`Machine::discharge`]).
-    pub fn judge_after_irq(&mut self, cpu: usize) -> Result<(), Violation> {
-        if self.in_batch_flush[cpu] {
-            // Inside its reclaim's flush still: judged when that returns.
-            return Ok(());
-        }
-        self.judge_deferred(cpu, "was in an interrupt handler")
-    }
-
-    /// Judges, for CPU `cpu` whose reclaim's deferred flush has returned, every
-    /// flush that returned meanwhile (see [`Machine::in_batch_flush`]).
-    pub fn judge_after_batch_flush(&mut self, cpu: usize) -> Result<(), Violation> {
-        self.in_batch_flush[cpu] = false;
-        if self.in_irq[cpu] {
-            return Ok(());
-        }
-        self.judge_deferred(cpu, "ran its reclaim's deferred flush")
     }
 
     /// Judges the flushes deferred for CPU `cpu`, which `was` in a window with

@@ -12,7 +12,8 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     lock_mm(core, cpu, s, LockSide::Write);
     let side = if core.shape().linux {
         let mut m = core.machine_mut();
-        m.spaces[s as usize].detached = ((1u32 << m.consts.pages) - 1) as u8;
+        let all = ((1u32 << m.consts().pages) - 1) as u8;
+        m.detach(s, all);
         drop(m);
         set_flag(core, s, true);
         if core.shape().munmap_downgrades {
@@ -26,7 +27,8 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     };
     let linux = core.shape().linux;
     let finish = |core: &E| {
-        core.machine_mut().spaces[s as usize].detached = 0;
+        // Every page's range is free to map again.
+        core.machine_mut().reattach(s, u8::MAX);
         if linux {
             set_flag(core, s, false);
         }
@@ -36,7 +38,7 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     let mut owed = Vec::new();
     if core.shape().linux {
         core.pte_lock(s);
-        let all = ((1u32 << core.machine().consts.pages) - 1) as u8;
+        let all = ((1u32 << core.machine().consts().pages) - 1) as u8;
         if batched_pending(core, p, cpu, s, all, &mut owed) {
             core.pte_lock(s);
         }
@@ -61,14 +63,14 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
     if !early {
         frames.push(tframe);
     }
-    let all = core.machine().spaces[s as usize].detached;
+    let all = core.machine().space(s).detached;
     // Kernel bug 3ef938c35035: khugepaged's collapse flushed the PMD's range
     // with flush_tlb_range, which passed freed_tables=false on x86.
     let collapse = core.shape().bug == Some(KernelBug::CollapseRangeFlush);
     let flush = if collapse { "flush_range" } else { "flush_mm" };
     offer_lazy(core, cpu, s, &ids, &frames, flush, all);
     if collapse {
-        let pages = core.machine().consts.pages as u64;
+        let pages = core.machine().consts().pages as u64;
         p.flush_range(&hw, MmId(s), VirtAddr(VA0), pages);
     } else {
         p.flush_mm(&hw, MmId(s));
@@ -95,7 +97,7 @@ pub(super) fn exit<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32) {
         core.pte_lock(s);
     }
     // No thread is left to switch to: nothing but this CPU touches the mm now.
-    core.machine_mut().spaces[s as usize].life = Life::Zombie;
+    core.machine_mut().exit_mm(s);
     let (ids, frames) = clear_all(core, cpu, s, "exit");
     core.event_kind(cpu, 0x16_0000, Kind::PageTable, || format!("mm{s} torn down: its PTEs cleared"));
     if let Some(strategy) = core.shape().teardown {

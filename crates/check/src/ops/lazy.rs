@@ -16,23 +16,13 @@ pub(super) fn offer_lazy<E: Engine>(
     flush: &'static str,
     detached: u8,
 ) {
-    let mut m = core.machine_mut();
-    let uid = m.spaces[s as usize].uid;
-    m.lazy_offer[cpu] = Some(LazyFlush {
-        ticket: 0,
-        obligations: ids.to_vec(),
-        frames: frames.to_vec(),
-        flush,
-        slot: s,
-        uid,
-        detached,
-    });
+    core.machine_mut().offer_lazy(cpu, s, ids, frames, flush, detached);
 }
 
 /// After a flush [`offer_lazy`] offered: withdraws the offer and returns whether
 /// the policy took it (`defer_flush`), which makes its completion the policy's.
 pub(super) fn taken_lazy<E: Engine>(core: &E, cpu: usize) -> bool {
-    core.machine_mut().lazy_offer[cpu].take().is_none()
+    core.machine_mut().withdraw_lazy(cpu)
 }
 
 /// Completes the lazy flush of `ticket` on behalf of CPU `cpu`, whose policy
@@ -62,8 +52,7 @@ pub(crate) fn complete_lazy<E: Engine>(core: &E, cpu: usize, ticket: u32) {
     discharge(core, cpu, &l.obligations, l.flush);
     free_frames(core, &l.frames);
     let mut m = core.machine_mut();
-    let sp = &mut m.spaces[l.slot as usize];
-    if sp.uid == l.uid {
-        sp.detached &= !l.detached;
+    if m.space(l.slot).uid == l.uid {
+        m.reattach(l.slot, l.detached);
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
             // The VMA goes under the write side; the zap and the flush run under
             // the read side, which the same step takes over (v4.20 on; v4.10
             // keeps the write side). LATR's flag is set in the same step.
-            core.machine_mut().spaces[s as usize].detached |= 1 << pg;
+            core.machine_mut().detach(s, 1 << pg);
             set_flag(core, s, true);
             if core.shape().munmap_downgrades {
                 downgrade_mm(core, cpu, s);
@@ -78,12 +78,12 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
     };
     // A madvise of a page whose VMA a munmap detached meanwhile fails (`ENOMEM`)
     // before it walks the page tables; the munmap clears the PTE itself.
-    let gone = zap == Zap::Madvise && core.machine().spaces[s as usize].detached & (1 << pg) != 0;
+    let gone = zap == Zap::Madvise && core.machine().space(s).detached & (1 << pg) != 0;
     // `release_va`: false when a lazy flush keeps the page's range reserved.
     let finish = |core: &E, release_va: bool| {
         if let Some(side) = held {
             if zap == Zap::Munmap && linux && release_va {
-                core.machine_mut().spaces[s as usize].detached &= !(1 << pg);
+                core.machine_mut().reattach(s, 1 << pg);
             }
             if (zap == Zap::Munmap || zap == Zap::Madvise && !gone) && linux {
                 set_flag(core, s, false);
@@ -105,7 +105,7 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
         core.pte_lock(s);
         if zap == Zap::Reclaim {
             // Held until `arch_tlbbatch_add_pending` returns.
-            core.machine_mut().ptl_held[s as usize] = Some(cpu as u8);
+            core.machine_mut().hold_ptl(s, cpu);
         }
         if zap != Zap::Reclaim && !gone && batched_pending(core, p, cpu, s, 1 << pg, &mut owed) {
             // The flush paused: take the PTE lock again for the change.
@@ -114,7 +114,7 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
     }
     let cleared = if gone { None } else { clear_page(core, cpu, s, pg, change, deferred) };
     let Some((id, frame)) = cleared else {
-        core.machine_mut().ptl_held[s as usize] = None;
+        core.machine_mut().release_ptl(s, cpu);
         judge_owed(core, &owed, zap.change());
         return finish(core, true);
     };
@@ -123,9 +123,9 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
             // `arch_tlbbatch_add_pending` under the PTE lock, then the deferred
             // flush once it is dropped (`try_to_unmap_flush`, the same task).
             add_pending_and_unlock(core, p, cpu, s, pg);
-            core.machine_mut().in_batch_flush[cpu] = true;
+            core.machine_mut().enter_batch_flush(cpu);
             p.flush_batch(&hw, &[MmId(s)]);
-            let r = core.machine_mut().judge_after_batch_flush(cpu);
+            let r = core.machine_mut().leave_batch_flush(cpu);
             if let Err(v) = r {
                 core.violated(v);
             }
@@ -173,17 +173,19 @@ pub(super) fn clear_page<E: Engine>(
     change: &'static str,
     deferred: bool,
 ) -> Option<(usize, u32)> {
-    let (id, frame, ver) = if deferred {
+    let mark = change == RECLAIM && core.shape().bug != Some(KernelBug::NoBatchedPending);
+    let (id, frame, ver) = {
         let mut m = core.machine_mut();
-        m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations[id].ver))
-    } else {
-        core.machine_mut().clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
+        let cleared = if deferred {
+            m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations()[id].ver))
+        } else {
+            m.clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
+        };
+        if cleared.is_some() && mark {
+            m.mark_batched(s);
+        }
+        cleared
     }?;
-    if change == RECLAIM && core.shape().bug != Some(KernelBug::NoBatchedPending) {
-        let mut m = core.machine_mut();
-        let b = &mut m.spaces[s as usize].batched;
-        *b = b.saturating_add(1);
-    }
     if deferred {
         core.buffer_pte_clear(s, pg, ver);
     }
@@ -204,8 +206,8 @@ pub(super) fn add_pending_and_unlock<E: Engine, P: Policy>(core: &E, p: &P, cpu:
     p.tlbbatch_add_pending(&core.hw(cpu), MmId(s), VirtAddr(va_of(pg)));
     let pending = {
         let mut m = core.machine_mut();
-        m.ptl_held[s as usize] = None;
-        !m.pending[cpu].is_empty()
+        m.release_ptl(s, cpu);
+        !m.pending(cpu).is_empty()
     };
     if pending {
         core.pause();
@@ -219,7 +221,7 @@ pub(super) fn judge_owed<E: Engine>(core: &E, owed: &[usize], change: &'static s
     for &id in owed {
         let r = {
             let mut m = core.machine_mut();
-            if m.obligations[id].discharged {
+            if m.obligations()[id].discharged {
                 continue;
             }
             m.judge_open(id, change)
@@ -233,12 +235,9 @@ pub(super) fn judge_owed<E: Engine>(core: &E, owed: &[usize], change: &'static s
 
 /// Stores `on` in slot `s`'s `munmap_inprogress` (LATR's flag; a plain store,
 /// the last writer wins), where the policy reads it
-/// ([`crate::kernel::Machine::reads_flag`]).
+/// ([`crate::kernel::Machine::set_munmap_flag`]).
 pub(super) fn set_flag<E: Engine>(core: &E, s: u32, on: bool) {
-    let mut m = core.machine_mut();
-    if m.consts.reads_flag {
-        m.spaces[s as usize].munmap_inprogress = on;
-    }
+    core.machine_mut().set_munmap_flag(s, on);
 }
 
 /// Which operation replaces a page's frame with a new one.
@@ -302,11 +301,11 @@ pub(super) fn replace_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s:
     // finds no VMA once a munmap has removed it.
     let cleared = {
         let mut m = core.machine_mut();
-        let sp = &m.spaces[s as usize];
+        let sp = m.space(s);
         let live = sp.life == Life::Live && !(how == Replace::Cow && sp.detached & (1 << pg) != 0);
         let r = if live { m.clear_pte(s, pg, change, cpu) } else { None };
         if r.is_some() {
-            m.ptl_held[s as usize] = Some(cpu as u8);
+            m.hold_ptl(s, cpu);
         }
         r
     };
@@ -323,7 +322,7 @@ pub(super) fn replace_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s:
     {
         let mut m = core.machine_mut();
         m.set_pte(s, pg, new);
-        m.ptl_held[s as usize] = None;
+        m.release_ptl(s, cpu);
     }
     // Not a change the oracle judges (the new PTE adds a translation).
     core.event(cpu, 0x25_0000 + pg as u64, || {

@@ -16,9 +16,9 @@ pub(super) fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pa
     let (mut slots, mut ids, mut frames) = (Vec::new(), Vec::new(), Vec::new());
     for (s, pg) in pages {
         core.pte_lock(s);
-        core.machine_mut().ptl_held[s as usize] = Some(cpu as u8);
+        core.machine_mut().hold_ptl(s, cpu);
         let Some((id, frame)) = clear_page(core, cpu, s, pg, RECLAIM, deferred) else {
-            core.machine_mut().ptl_held[s as usize] = None;
+            core.machine_mut().release_ptl(s, cpu);
             continue;
         };
         add_pending_and_unlock(core, p, cpu, s, pg);
@@ -27,9 +27,9 @@ pub(super) fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pa
         frames.push(frame);
     }
     if !ids.is_empty() {
-        core.machine_mut().in_batch_flush[cpu] = true;
+        core.machine_mut().enter_batch_flush(cpu);
         p.flush_batch(&hw, &slots);
-        let r = core.machine_mut().judge_after_batch_flush(cpu);
+        let r = core.machine_mut().leave_batch_flush(cpu);
         if let Err(v) = r {
             core.violated(v);
         }
@@ -65,7 +65,7 @@ pub(super) fn batched_pending<E: Engine, P: Policy>(
         owed.extend(
             open_reclaims(&m, s).filter(|(_, o)| o.page.is_some_and(|pg| pages & (1 << pg) != 0)).map(|(id, _)| id),
         );
-        m.spaces[s as usize].batched
+        m.space(s).batched
     };
     if n == 0 || core.shape().bug == Some(KernelBug::NoBatchedPending) {
         return false;
@@ -76,13 +76,7 @@ pub(super) fn batched_pending<E: Engine, P: Policy>(
     let hw = core.hw(cpu);
     p.flush_batched_pending(&hw, MmId(s));
     core.pause();
-    {
-        let mut m = core.machine_mut();
-        let b = &mut m.spaces[s as usize].batched;
-        if *b == n {
-            *b = 0;
-        }
-    }
+    core.machine_mut().clear_batched(s, n);
     core.event_kind(cpu, 0x22_0000 + s as u64, Kind::FlushDone, || "flush_tlb_batched_pending returned".to_string());
     true
 }
@@ -99,8 +93,8 @@ pub(super) fn reclaim_in_flight(m: &Machine, s: u32) -> bool {
 /// The open obligations (with their ids) of the reclaims of slot `s`'s current
 /// process: cleared by a reclaim whose deferred flush has not returned.
 pub(super) fn open_reclaims(m: &Machine, s: u32) -> impl Iterator<Item = (usize, &crate::kernel::Obligation)> {
-    let uid = m.spaces[s as usize].uid;
-    m.obligations
+    let uid = m.space(s).uid;
+    m.obligations()
         .iter()
         .enumerate()
         .filter(move |(_, o)| !o.discharged && o.slot == s && o.uid == uid && o.change == RECLAIM)
@@ -120,7 +114,7 @@ pub(super) fn open_reclaims(m: &Machine, s: u32) -> impl Iterator<Item = (usize,
 pub(super) fn forget_mark<E: Engine>(core: &E, s: u32) {
     let mut m = core.machine_mut();
     if !reclaim_in_flight(&m, s) {
-        m.spaces[s as usize].batched = 0;
+        m.forget_batched(s);
     }
 }
 
@@ -134,23 +128,19 @@ pub(super) fn reap<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     loop {
         let z = {
             let m = core.machine();
-            (1..m.spaces.len() as u32).find(|&s| {
-                m.spaces[s as usize].life == Life::Zombie
+            (1..m.spaces().len() as u32).find(|&s| {
+                m.space(s).life == Life::Zombie
                     && m.roots_on(s) == 0
-                    && !m.sched.active.contains(&Some(s))
+                    && !m.sched().active.contains(&Some(s))
                     && !reclaim_in_flight(&m, s)
             })
         };
         let Some(s) = z else { return };
-        let table = {
-            let mut m = core.machine_mut();
-            m.spaces[s as usize].life = Life::Releasing;
-            m.spaces[s as usize].table.take()
-        };
+        let table = core.machine_mut().start_release(s);
         let hw = core.hw(cpu);
         p.mm_release(&hw, MmId(s));
         // Only now may a fork reuse the slot: mm_release still wrote the old mm's state.
-        core.machine_mut().spaces[s as usize].life = Life::Free;
+        core.machine_mut().finish_release(s);
         core.pause();
         if let Some(t) = table {
             free_frames(core, &[t]);
