@@ -45,6 +45,11 @@ impl Names for Flags {
             Param::Deep => "--deep".into(),
             Param::From => "--from".into(),
             Param::Script => "--script".into(),
+            Param::Checkpoint => "--checkpoint".into(),
+            Param::Resume => "--resume".into(),
+            Param::MaxMemory => "--max-memory".into(),
+            Param::Ray => "--ray".into(),
+            Param::Base => "--base".into(),
         }
     }
 

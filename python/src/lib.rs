@@ -63,6 +63,7 @@ impl Names for Keywords {
             Param::Policies => "policies=".into(),
             Param::Quick => "quick=True".into(),
             Param::Deep => "deep=True".into(),
+            Param::Ray => "executor='ray'".into(),
             Param::Cpus
             | Param::Seed
             | Param::Results
@@ -274,12 +275,7 @@ fn check_spec_token(
     teardown: Option<String>,
 ) -> PyResult<String> {
     let o = check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?;
-    let (spec, _) = o.resolve().map_err(check_error)?;
-    if spec.mode != tlbkit_check::Mode::Exhaustive {
-        return Err(value_error(
-            "executor='ray' runs an exhaustive search of one shape: give mode='exhaustive' or deep=True".into(),
-        ));
-    }
+    let (spec, _) = o.exhaustive_shape(tlbkit_check::error::Param::Ray).map_err(check_error)?;
     use tlbkit_check::run::rounds;
     rounds::validate(&spec).map_err(check_error)?;
     Ok(rounds::spec_token(&spec))

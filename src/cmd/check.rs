@@ -223,50 +223,47 @@ enum MemoryArg {
     Arm,
 }
 
-/// Runs `tlbkit check`; returns the exit code (3 on a violation).
+/// Runs `tlbkit check`; returns the exit code (3 on a violation). The
+/// checker's library decides what runs ([`Options::plan`]) and runs it
+/// ([`Options::run_plan`]); this shows its progress and words its ending.
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
-    if a.save.resume.is_some() || a.save.checkpoint.is_some() || a.save.max_memory.is_some() {
-        return check_saving(a);
-    }
     if a.ray.is_some() {
         return check_on_ray(a);
     }
     let (format, verbose) = (a.format, a.verbose);
-    let found =
-        if a.all_violations { tlbkit_check::run::Violations::All } else { tlbkit_check::run::Violations::First };
-    let base = a.base.clone();
     let opts = options(a)?;
-    let c = opts.policy.starts_with(tlbkit_registry::C_PREFIX);
-    read_base(&opts.policy, base.as_deref())?;
     let plan = opts.plan()?;
     let t = Instant::now();
-    let shapes: Vec<String> = match &plan {
-        Plan::One(spec, _) | Plan::After(spec, _) => vec![shape_line(spec)],
-        Plan::Portfolio(p) => p.members.iter().map(shape_line).collect(),
+    let shapes = plan.specs().into_iter().map(shape_line).collect();
+    let saving = match &plan {
+        Plan::Saving(_, _, persist) => Some(persist.dir.clone()),
+        _ => None,
     };
-    let live = Live::start(shapes);
-    let r = tlbkit_check::options::run_plan_violations(&plan, found, &mut |_| {});
-    let mut r = live.finish(r)?;
-    if c {
-        r.code = tlbkit_check::code::reached(&opts.policy, base.as_deref()).map_err(|e| e.to_string())?;
-    }
+    // A saving search saves itself on SIGINT and SIGTERM and stops with
+    // `Error::Stopped`; any other is interrupted here.
+    let live = Live::start_with(shapes, saving.is_none());
+    let r = live.finish(opts.run_plan(&plan, &mut |_| {}))?;
     emit(&r, format == super::Format::Json, verbose)?;
-    eprintln!("tlbkit: checked in {:.2} s", t.elapsed().as_secs_f64());
-    Ok(if r.counterexample.is_some() { 3 } else { 0 })
-}
-
-/// Refuses `--base` for a policy whose lines are not measured (a Rust
-/// one), or one that cannot be read, before the check runs.
-fn read_base(policy: &str, base: Option<&str>) -> Result<(), CliError> {
-    let Some(b) = base else { return Ok(()) };
-    if !policy.starts_with(tlbkit_registry::C_PREFIX) {
-        return Err(format!(
-            "--base {b}: a change's coverage is measured line by line in C policies only (--c FILE or --policy \
-             c:FILE); for {policy}, the report's `hooks called:` line says which of its methods the check ran"
-        )
-        .into());
+    let took = t.elapsed().as_secs_f64();
+    let found = r.counterexample.is_some();
+    match saving {
+        None => eprintln!("tlbkit: checked in {took:.2} s"),
+        Some(dir) => {
+            // A search that stops at a violation is not saved at its end (it
+            // needs no resume): say what the directory holds.
+            let shown = dir.display();
+            match (found, dir.join(tlbkit_check::search::saved::FILE).exists()) {
+                (false, _) => eprintln!("tlbkit: checked in {took:.2} s; the search is saved in {shown}"),
+                (true, true) => eprintln!(
+                    "tlbkit: checked in {took:.2} s; stopped at the violation: {shown} holds the last save before it"
+                ),
+                (true, false) => {
+                    eprintln!("tlbkit: checked in {took:.2} s; stopped at the violation before its first save")
+                }
+            }
+        }
     }
-    tlbkit_check::code::read_base(policy, b).map_err(|e| CliError::from(format!("--base {b}: {e}")))
+    Ok(if found { 3 } else { 0 })
 }
 
 /// Returns a shape as the progress line names it.
@@ -325,10 +322,6 @@ struct Live {
 }
 
 impl Live {
-    fn start(shapes: Vec<String>) -> Live {
-        Live::start_with(shapes, true)
-    }
-
     /// `interrupt`: SIGINT and SIGTERM end the check with what it explored
     /// and how to keep the next one (the saving search handles them itself).
     fn start_with(shapes: Vec<String>, interrupt: bool) -> Live {
@@ -376,63 +369,13 @@ impl Live {
     }
 }
 
-/// `tlbkit check --checkpoint DIR`, `--resume DIR`, `--max-memory SIZE`: an
-/// exhaustive search of one shape that saves itself (`tlbkit_check::search::saved`).
-fn check_saving(a: CheckArgs) -> Result<u8, CliError> {
-    let (format, verbose) = (a.format, a.verbose);
-    let base = a.base.clone();
-    let max_memory = a
-        .save
-        .max_memory
-        .as_deref()
-        .map(|m| tlbkit_check::search::saved::parse_size(m).map_err(|e| CliError::from(format!("--max-memory: {e}"))))
-        .transpose()?;
-    if !(a.save.checkpoint_every.is_finite() && a.save.checkpoint_every > 0.0) {
-        return Err(format!("--checkpoint-every {}: give seconds above 0", a.save.checkpoint_every).into());
-    }
-    let every = std::time::Duration::from_secs_f64(a.save.checkpoint_every);
-    let (spec, jobs, dir, resume) = match a.save.resume.clone() {
-        Some(dir) => {
-            let spec = tlbkit_check::run::saved_spec(&dir)?;
-            (spec, a.jobs, dir, true)
-        }
-        None => {
-            let dir = a.save.checkpoint.clone().unwrap_or_else(|| std::path::PathBuf::from("tlbkit-checkpoint"));
-            let (spec, jobs) = one_exhaustive_shape(a, "--checkpoint and --max-memory save")?;
-            (spec, jobs, dir, false)
-        }
-    };
-    read_base(&spec.policy, base.as_deref())?;
-    let jobs = jobs.unwrap_or_else(tlbkit_check::run::default_jobs);
-    let persist = tlbkit_check::run::Persist { dir, every, max_memory, resume };
-    let t = Instant::now();
-    let live = Live::start_with(vec![shape_line(&spec)], false);
-    let mut r = live.finish(tlbkit_check::run::check_exhaustive_saving(&spec, jobs, &persist))?;
-    if spec.policy.starts_with(tlbkit_registry::C_PREFIX) && !persist.resume {
-        r.code = tlbkit_check::code::reached(&spec.policy, base.as_deref()).map_err(|e| e.to_string())?;
-    }
-    emit(&r, format == super::Format::Json, verbose)?;
-    let took = t.elapsed().as_secs_f64();
-    let dir = persist.dir.display();
-    // A search that stops at a violation is not saved at its end (it needs
-    // no resume): say what the directory holds.
-    match (r.counterexample.is_some(), persist.dir.join(tlbkit_check::search::saved::FILE).exists()) {
-        (false, _) => eprintln!("tlbkit: checked in {took:.2} s; the search is saved in {dir}"),
-        (true, true) => {
-            eprintln!("tlbkit: checked in {took:.2} s; stopped at the violation: {dir} holds the last save before it")
-        }
-        (true, false) => eprintln!("tlbkit: checked in {took:.2} s; stopped at the violation before its first save"),
-    }
-    Ok(if r.counterexample.is_some() { 3 } else { 0 })
-}
-
 /// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape in rounds
 /// among Ray actors (`tlbkit_check::run::rounds`), driven by the Python package's
 /// `python -m tlbkit check-rounds`; the report is made here from the final state.
 fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     use tlbkit_check::run::rounds;
     let (format, verbose, address) = (a.format, a.verbose, a.ray.clone().unwrap_or_default());
-    let (spec, _) = one_exhaustive_shape(a, "--ray runs")?;
+    let (spec, _) = options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?;
     rounds::validate(&spec)?;
     let token = rounds::spec_token(&spec);
     let state = std::env::temp_dir().join(format!("tlbkit-rounds-{}.state", std::process::id()));
@@ -470,23 +413,9 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 
-/// Returns the one shape and workers `a` asks for, refused (the message
-/// starting with `what`) unless it is an exhaustive search of one shape.
-fn one_exhaustive_shape(a: CheckArgs, what: &str) -> Result<(tlbkit_check::CheckSpec, Option<usize>), CliError> {
-    let opts = options(a)?;
-    let (spec, jobs) = opts.resolve()?;
-    if opts.from.is_some() || opts.script.is_some() || spec.mode != tlbkit_check::Mode::Exhaustive {
-        return Err(format!(
-            "{what} an exhaustive search of one shape: give the shape (--cpus, --mms, ...) and --mode exhaustive, \
-             or --deep, without --from or --script"
-        )
-        .into());
-    }
-    Ok((spec, jobs))
-}
-
 /// The library's options for the flags `a` gives.
 fn options(a: CheckArgs) -> Result<Options, CliError> {
+    let save = save(&a.save)?;
     Ok(Options {
         policy: match a.policy {
             Some(p) => p,
@@ -522,7 +451,36 @@ fn options(a: CheckArgs) -> Result<Options, CliError> {
             })
             .transpose()?,
         all_violations: a.all_violations,
+        save,
+        base: a.base,
     })
+}
+
+/// Where a check saves itself, from `--checkpoint`, `--resume`,
+/// `--max-memory` and `--checkpoint-every`; `None` when none of the first
+/// three is given (a check that does not save).
+fn save(a: &SaveArgs) -> Result<Option<tlbkit_check::run::Persist>, CliError> {
+    if a.resume.is_none() && a.checkpoint.is_none() && a.max_memory.is_none() {
+        return Ok(None);
+    }
+    let max_memory = a
+        .max_memory
+        .as_deref()
+        .map(|m| tlbkit_check::search::saved::parse_size(m).map_err(|e| CliError::from(format!("--max-memory: {e}"))))
+        .transpose()?;
+    if !(a.checkpoint_every.is_finite() && a.checkpoint_every > 0.0) {
+        return Err(format!("--checkpoint-every {}: give seconds above 0", a.checkpoint_every).into());
+    }
+    let dir = match (&a.resume, &a.checkpoint) {
+        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+        (None, None) => std::path::PathBuf::from("tlbkit-checkpoint"),
+    };
+    Ok(Some(tlbkit_check::run::Persist {
+        dir,
+        every: std::time::Duration::from_secs_f64(a.checkpoint_every),
+        max_memory,
+        resume: a.resume.is_some(),
+    }))
 }
 
 /// Runs `tlbkit replay`; returns the exit code (3 when the violation recurs).

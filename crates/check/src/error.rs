@@ -93,6 +93,36 @@ pub enum Error {
     NoJobs,
     /// Every violation asked of a parallel search, which stops at its first.
     AllViolationsJobs,
+    /// A request that is not one exhaustive search of one shape, given what
+    /// runs nothing else (saving, the distributed search).
+    NotOneExhaustive {
+        /// What asked for one: [`Param::Checkpoint`], [`Param::Ray`].
+        asked: Param,
+    },
+    /// A base for a C policy's changed lines that cannot be read, or given
+    /// for a policy whose lines are not measured (a Rust one).
+    Base {
+        /// The base, as given.
+        base: String,
+        /// The C front end's error.
+        #[source]
+        source: Box<tlbkit_c::Error>,
+    },
+    /// A base given for a policy whose lines are not measured (a Rust one).
+    BaseNotC {
+        /// The base, as given.
+        base: String,
+        /// The policy.
+        policy: String,
+    },
+    /// What a check reached of a C policy's files could not be read.
+    Coverage {
+        /// The policy.
+        policy: String,
+        /// The C front end's error.
+        #[source]
+        source: Box<tlbkit_c::Error>,
+    },
     /// No execution ran: a clean verdict would read as a proof.
     NoExecution,
     /// The binary's global allocator is not the checker's arena
@@ -168,6 +198,9 @@ impl Error {
             Error::EmptyMenu => Some(Param::Menu),
             Error::QuickAndDeep => Some(Param::Quick),
             Error::JobsNotExhaustive { .. } | Error::NoJobs | Error::AllViolationsJobs => Some(Param::Jobs),
+            Error::NotOneExhaustive { asked } => Some(asked.clone()),
+            Error::Base { .. } | Error::BaseNotC { .. } => Some(Param::Base),
+            Error::Coverage { .. } => Some(Param::Policy),
             Error::NoExecution => Some(Param::Iterations),
             Error::NoCheckAlloc => None,
             Error::NothingStarted { .. } => Some(Param::Menu),
@@ -230,6 +263,26 @@ impl Error {
             }
             Error::JobsNotExhaustive { mode } => {
                 format!("{} applies to exhaustive mode, not {mode}", names.name(&Param::Jobs))
+            }
+            Error::NotOneExhaustive { asked } => format!(
+                "{} runs an exhaustive search of one shape: give the shape ({}, {}, ...) and {}, or {}, without {} or {}",
+                names.name(asked),
+                names.name(&Param::Cpus),
+                names.name(&Param::Mms),
+                names.given(&Param::Mode, "exhaustive"),
+                names.name(&Param::Deep),
+                names.name(&Param::From),
+                names.name(&Param::Script)
+            ),
+            Error::Base { base, source } => format!("{}: {source}", names.given(&Param::Base, base)),
+            Error::BaseNotC { base, policy } => format!(
+                "{}: a change's coverage is measured line by line in C policies only ({}); for {policy}, the \
+                 report's `hooks called:` line says which of its methods the check ran",
+                names.given(&Param::Base, base),
+                names.given(&Param::Policy, "c:FILE")
+            ),
+            Error::Coverage { policy, source } => {
+                format!("{policy}: what the check reached of its code could not be read: {source}")
             }
             Error::AllViolationsJobs => format!(
                 "a search with {} stops at its first violation: every violation is searched for on one thread, so \

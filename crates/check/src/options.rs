@@ -2,9 +2,17 @@
 //! chose. With no shape flag it is the policy's portfolio
 //! ([`crate::portfolio`]); with one, a single shape whose other bounds come
 //! from the policy's defaults (or the `--quick` and `--deep` presets).
-//! `tlbkit check` and the Python binding's `tlbkit.check` both resolve their
-//! arguments here and run [`Options::run`], so the two give the same report
-//! for the same request.
+//!
+//! This is the one way into the checker for a front end: `tlbkit check` and
+//! the Python binding's `tlbkit.check` fill an [`Options`], and
+//! [`Options::plan`] decides what runs (a portfolio, one shape, a search
+//! after a schedule, or a search that saves itself), [`Options::run_plan`]
+//! runs it and adds what it reached of a C policy's code, so the two give
+//! the same report for the same request. The distributed search
+//! (`tlbkit check --ray`, `executor='ray'`) takes its one exhaustive shape
+//! from [`Options::exhaustive_shape`]. The functions of [`crate::run`] stay
+//! for a Rust caller with a policy of its own ([`run::check_policy`]) and
+//! for the tests.
 
 use crate::error::{Error, Param};
 use crate::portfolio::{self, Portfolio};
@@ -55,6 +63,13 @@ pub struct Options {
     /// report lists each class of them ([`run::Violations::All`]); on one
     /// thread.
     pub all_violations: bool,
+    /// `--checkpoint`, `--resume`, `--max-memory`: an exhaustive search of
+    /// one shape that saves itself there ([`run::Persist`]); with `resume`,
+    /// the saved check, whatever the other options say.
+    pub save: Option<run::Persist>,
+    /// `--base`: what a C policy's changed lines are counted against (`@REV`
+    /// or `c:FILE...`, see [`crate::code::reached`]).
+    pub base: Option<String>,
 }
 
 /// What a request runs.
@@ -68,6 +83,19 @@ pub enum Plan {
     /// One shape, searched on one thread after a schedule (the choices of
     /// `--from`'s token or of `--script`).
     After(CheckSpec, Vec<u32>),
+    /// One exhaustive shape searched by worker threads, saving itself as
+    /// [`run::Persist`] says (going on from its save with `resume`).
+    Saving(CheckSpec, usize, run::Persist),
+}
+
+impl Plan {
+    /// Returns the shapes it checks, in order.
+    pub fn specs(&self) -> Vec<&CheckSpec> {
+        match self {
+            Plan::One(spec, _) | Plan::After(spec, _) | Plan::Saving(spec, _, _) => vec![spec],
+            Plan::Portfolio(p) => p.members.iter().collect(),
+        }
+    }
 }
 
 impl Options {
@@ -96,6 +124,28 @@ impl Options {
     /// `--iterations` schedules in all and `--seed`, unless a flag chose one
     /// shape ([`Options::one_shape`], then [`Options::resolve`]).
     pub fn plan(&self) -> Result<Plan, Error> {
+        let plan = self.plan_unchecked()?;
+        if let Some(base) = &self.base {
+            let policy = plan.specs().first().map_or(self.policy.as_str(), |s| s.policy.as_str());
+            if !policy.starts_with(tlbkit_registry::C_PREFIX) {
+                return Err(Error::BaseNotC { base: base.clone(), policy: policy.to_string() });
+            }
+            crate::code::read_base(policy, base)
+                .map_err(|source| Error::Base { base: base.clone(), source: Box::new(source) })?;
+        }
+        Ok(plan)
+    }
+
+    /// [`Options::plan`] before `base` is read.
+    fn plan_unchecked(&self) -> Result<Plan, Error> {
+        if let Some(persist) = &self.save {
+            let (spec, jobs) = if persist.resume {
+                (run::saved_spec(&persist.dir)?, self.jobs)
+            } else {
+                self.exhaustive_shape(Param::Checkpoint)?
+            };
+            return Ok(Plan::Saving(spec, jobs.unwrap_or_else(run::default_jobs), persist.clone()));
+        }
         if let Some(plan) = self.plan_after() {
             return plan;
         }
@@ -269,47 +319,46 @@ impl Options {
         }
     }
 
-    /// Resolves and runs the check; `progress` hears the executions so far of a
-    /// single-threaded search.
+    /// Returns the request as one exhaustive search of one shape, and its
+    /// worker threads, or why it is not one: what `asked` for it
+    /// (`--checkpoint`, `--ray`) runs nothing else.
+    pub fn exhaustive_shape(&self, asked: Param) -> Result<(CheckSpec, Option<usize>), Error> {
+        let (spec, jobs) = self.resolve()?;
+        if self.from.is_some() || self.script.is_some() || spec.mode != Mode::Exhaustive {
+            return Err(Error::NotOneExhaustive { asked });
+        }
+        Ok((spec, jobs))
+    }
+
+    /// Resolves and runs the check ([`Options::plan`], [`Options::run_plan`]);
+    /// `progress` hears the executions so far of a single-threaded search.
     pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
+        self.run_plan(&self.plan()?, progress)
+    }
+
+    /// Runs what [`Options::plan`] returned, stopping at the first violation
+    /// or, with `all_violations`, going on past every one (on one thread: a
+    /// plan with worker threads is refused); then, for a C policy, adds what
+    /// the check reached of its files and of the lines changed since `base`
+    /// ([`CheckReport::code`]; not for a resumed search, whose earlier part
+    /// ran in another process). `progress` hears the executions so far of a
+    /// single-threaded search.
+    pub fn run_plan(&self, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
         let found = if self.all_violations { run::Violations::All } else { run::Violations::First };
-        run_plan_violations(&self.plan()?, found, progress)
-    }
-}
-
-/// Runs what [`Options::plan`] returned; `progress` hears the executions so
-/// far of a single-threaded search.
-pub fn run_plan(plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
-    run_plan_violations(plan, run::Violations::First, progress)
-}
-
-/// [`run_plan`], stopping at the first violation or going on past every one
-/// ([`run::Violations`]); every violation is searched for on one thread (a
-/// plan with worker threads is refused).
-pub fn run_plan_violations(
-    plan: &Plan,
-    found: run::Violations,
-    progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, Error> {
-    match (plan, found) {
-        (Plan::One(spec, jobs), run::Violations::First) => run_resolved(spec, *jobs, progress),
-        (Plan::One(_, Some(j)), run::Violations::All) if *j > 1 => Err(Error::AllViolationsJobs),
-        (Plan::One(spec, _), _) => run::check_violations(spec, found, progress),
-        (Plan::Portfolio(p), _) => run::check_portfolio_violations(p, found, progress),
-        (Plan::After(spec, schedule), _) => run::check_after_violations(spec, schedule, found, progress),
-    }
-}
-
-/// Runs a request [`Options::resolve`] returned: with `jobs`, the parallel
-/// exhaustive search; without, the single-threaded search, which `progress`
-/// hears.
-pub fn run_resolved(
-    spec: &CheckSpec,
-    jobs: Option<usize>,
-    progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, Error> {
-    match jobs {
-        Some(jobs) => run::check_exhaustive_jobs(spec, jobs),
-        None => run::check_with_progress(spec, progress),
+        let mut r = match (plan, found) {
+            (Plan::One(spec, Some(jobs)), run::Violations::First) => run::check_exhaustive_jobs(spec, *jobs)?,
+            (Plan::One(_, Some(j)), run::Violations::All) if *j > 1 => return Err(Error::AllViolationsJobs),
+            (Plan::One(spec, _), _) => run::check_violations(spec, found, progress)?,
+            (Plan::Portfolio(p), _) => run::check_portfolio_violations(p, found, progress)?,
+            (Plan::After(spec, schedule), _) => run::check_after_violations(spec, schedule, found, progress)?,
+            (Plan::Saving(spec, jobs, persist), _) => run::check_exhaustive_saving(spec, *jobs, persist)?,
+        };
+        let resumed = matches!(plan, Plan::Saving(_, _, p) if p.resume);
+        let policy = plan.specs().first().map_or(self.policy.as_str(), |s| s.policy.as_str()).to_string();
+        if policy.starts_with(tlbkit_registry::C_PREFIX) && !resumed {
+            r.code = crate::code::reached(&policy, self.base.as_deref())
+                .map_err(|source| Error::Coverage { policy, source: Box::new(source) })?;
+        }
+        Ok(r)
     }
 }

@@ -238,7 +238,7 @@ fn with_workers<R>(
 /// Where and how an exhaustive check saves itself (`--checkpoint DIR`,
 /// `--checkpoint-every`, `--max-memory`) and whether it goes on from the
 /// save there (`--resume DIR`). See [`search::saved`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Persist {
     /// The save's directory.
     pub dir: std::path::PathBuf,

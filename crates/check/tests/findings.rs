@@ -46,7 +46,7 @@ fn spec_of(args: &[&str]) -> (CheckSpec, Vec<u32>) {
     match o.plan().unwrap() {
         Plan::One(spec, _) => (spec, Vec::new()),
         Plan::After(spec, schedule) => (spec, schedule),
-        Plan::Portfolio(_) => (o.resolve().unwrap().0, Vec::new()),
+        Plan::Portfolio(_) | Plan::Saving(..) => (o.resolve().unwrap().0, Vec::new()),
     }
 }
 

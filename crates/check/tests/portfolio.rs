@@ -174,3 +174,41 @@ fn a_zoo_entry_only_its_own_shape_finds_ends_its_portfolio_with_it() {
     assert_eq!(f.members.len(), base.members.len() + 1);
     assert_eq!(f.members.last(), Some(&tlbkit_check::spec::default_spec("zoo/arm64-activecpu-no-switch-dsb")));
 }
+
+#[test]
+fn a_saving_request_plans_one_exhaustive_shape_and_refuses_anything_else() {
+    use tlbkit_check::error::{Error, Param};
+    use tlbkit_check::run::Persist;
+    let persist = Persist {
+        dir: std::env::temp_dir().join("tlbkit-plan-test-never-written"),
+        every: std::time::Duration::from_secs(60),
+        max_memory: None,
+        resume: false,
+    };
+    let saving = Options {
+        cpus: Some(2),
+        mode: Some("exhaustive".into()),
+        jobs: Some(3),
+        save: Some(persist.clone()),
+        ..options("arm64-noasid")
+    };
+    match saving.plan().unwrap() {
+        Plan::Saving(spec, jobs, p) => {
+            assert_eq!((spec.cpus, spec.mode, jobs), (2, Mode::Exhaustive, 3));
+            assert_eq!(p, persist);
+        }
+        other => panic!("a saving request planned {other:?}"),
+    }
+    // Sampling is not a search that can be saved; neither is a portfolio.
+    for o in [
+        Options { mode: Some("pct".into()), ..saving.clone() },
+        Options { save: Some(persist.clone()), ..options("arm64-noasid") },
+    ] {
+        let e = o.plan().unwrap_err();
+        assert!(matches!(e, Error::NotOneExhaustive { asked: Param::Checkpoint }), "{e}");
+        assert!(e.to_string().starts_with("checkpoint runs an exhaustive search of one shape"), "{e}");
+    }
+    // A base is a C policy's alone.
+    let e = Options { base: Some("@HEAD".into()), ..options("arm64-noasid") }.plan().unwrap_err();
+    assert!(matches!(e, Error::BaseNotC { .. }), "{e}");
+}

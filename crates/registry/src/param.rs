@@ -83,6 +83,17 @@ pub enum Param {
     From,
     /// The script of operations a check starts after.
     Script,
+    /// The directory a check saves its search in.
+    Checkpoint,
+    /// The directory of a saved search a check goes on from.
+    Resume,
+    /// The memory a saving check keeps its visited set under.
+    MaxMemory,
+    /// A check's search spread over a Ray cluster.
+    Ray,
+    /// What a C policy's changed lines are counted against: a git revision
+    /// or other files.
+    Base,
 }
 
 /// How a front end names parameters in its messages.
@@ -140,6 +151,11 @@ impl Names for Library {
             Param::Deep => "deep".into(),
             Param::From => "from".into(),
             Param::Script => "script".into(),
+            Param::Checkpoint => "checkpoint".into(),
+            Param::Resume => "resume".into(),
+            Param::MaxMemory => "max_memory".into(),
+            Param::Ray => "ray".into(),
+            Param::Base => "base".into(),
         }
     }
 
