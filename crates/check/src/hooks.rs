@@ -11,6 +11,7 @@
 //! workers of a parallel search share them.
 
 use crate::ops::OpKind;
+use crate::shape::{KernelBug, Shape};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, Lazy, MmId, Policy, Tick, VirtAddr};
@@ -61,12 +62,45 @@ impl Default for Tally {
     }
 }
 
+/// What of a check's shape decides which hooks its operations can call: the
+/// menu, the kernel (Linux or FreeBSD), the operations of an execution and a
+/// zoo entry's kernel bug.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach {
+    /// The kinds of operation CPUs may start (bits of [`OpKind`]).
+    pub menu: u32,
+    /// Whether the kernel is Linux's (else FreeBSD's).
+    pub linux: bool,
+    /// Kernel operations per execution.
+    pub ops: usize,
+    /// Whether an unmapped page table is flushed by its range, as before
+    /// 3ef938c35035 (the zoo's [`KernelBug::CollapseRangeFlush`]).
+    pub collapse_range: bool,
+}
+
+impl Reach {
+    /// Returns what `shape` lets its operations reach.
+    pub fn of(shape: &Shape) -> Reach {
+        Reach {
+            menu: shape.menu,
+            linux: shape.linux,
+            ops: shape.ops,
+            collapse_range: shape.bug == Some(KernelBug::CollapseRangeFlush),
+        }
+    }
+}
+
 /// The kinds of operation whose kernel paths call each hook (in the order
-/// of [`HOOKS`]; `crate::ops`): a hook none of the menu's kinds calls cannot
-/// run. `mm_init` runs as every address space is made; `flush_kernel_range`
-/// no operation calls; `flush_batched_pending` needs a reclaim to mark an mm
-/// and then an unmap (below).
-fn callers(hook: usize) -> u32 {
+/// of [`HOOKS`]; `crate::ops`) under the kernel `r` says: a hook none of the
+/// menu's kinds calls cannot run. `mm_init` runs as every address space is
+/// made; `flush_kernel_range` no operation calls; `flush_batched_pending`
+/// needs a reclaim to mark an mm and then an unmap (below). A `munmap` of
+/// one page calls `flush_page` (`ops::pages`); `flush_range` comes from
+/// Linux's `madvise(MADV_DONTNEED)` and, before 3ef938c35035, a collapsed
+/// page table; FreeBSD's page daemon invalidates each page it takes
+/// (`flush_page`, `shape::Reclaim::FreebsdPageDaemon`), where Linux batches
+/// reclaim's flushes.
+fn callers(hook: usize, r: &Reach) -> u32 {
     use OpKind::*;
     let any = |kinds: &[OpKind]| kinds.iter().fold(0, |m, k| m | k.bit());
     match HOOKS[hook] {
@@ -74,8 +108,11 @@ fn callers(hook: usize) -> u32 {
         "switch_mm" => any(&[Switch]),
         // An exiting task's CPU goes idle.
         "enter_lazy" => any(&[Idle, Exit]),
-        "flush_page" => any(&[Munmap, Reclaim, Cow, Migrate]),
-        "flush_range" => any(&[Munmap, Madvise, UnmapTable]),
+        "flush_page" if r.linux => any(&[Munmap, Cow, Migrate]),
+        // FreeBSD's page daemon; no migration or reclaimed pairs.
+        "flush_page" => any(&[Munmap, Reclaim, Cow]),
+        "flush_range" if r.collapse_range => any(&[Madvise, UnmapTable]),
+        "flush_range" => any(&[Madvise]),
         "flush_mm" => any(&[UnmapTable, Exit]),
         "flush_batch" | "tlbbatch_add_pending" | "flush_batched_pending" => any(&[Reclaim, Reclaim2]),
         "tick" => any(&[Switch, Idle, Tick, Exit]),
@@ -83,9 +120,9 @@ fn callers(hook: usize) -> u32 {
     }
 }
 
-/// Says why a check whose menu is `menu` cannot call hook `k`, where the
-/// shape alone decides it.
-fn unreachable(k: usize, menu: u32, ticks: bool) -> Option<String> {
+/// Says why a check of `r` cannot call hook `k`, where the shape alone
+/// decides it.
+fn unreachable(k: usize, r: &Reach, ticks: bool) -> Option<String> {
     let name = HOOKS[k];
     if name == "mm_init" {
         return None;
@@ -96,12 +133,41 @@ fn unreachable(k: usize, menu: u32, ticks: bool) -> Option<String> {
     if name == "tick" && !ticks {
         return Some("the policy does not work at ticks".into());
     }
-    if menu & callers(k) == 0 {
-        return Some(format!("the menu has none of {}", OpKind::names(callers(k)).replace(',', ", ")));
+    let batched = matches!(name, "flush_batch" | "tlbbatch_add_pending" | "flush_batched_pending");
+    if batched && !r.linux {
+        return Some("FreeBSD's page daemon invalidates each page it takes with flush_page: only Linux batches".into());
     }
-    let unmaps = OpKind::Munmap.bit() | OpKind::Madvise.bit() | OpKind::UnmapTable.bit();
-    if name == "flush_batched_pending" && menu & unmaps == 0 {
-        return Some(format!("the menu has none of {}", OpKind::names(unmaps).replace(',', ", ")));
+    if name == "flush_range" && !r.linux {
+        return Some(
+            "FreeBSD's kernel here invalidates a munmap's page with flush_page, a page table's pmap with flush_mm"
+                .into(),
+        );
+    }
+    let callers = callers(k, r);
+    if r.menu & callers == 0 {
+        return Some(format!("the menu has none of {}", OpKind::names(callers).replace(',', ", ")));
+    }
+    // A process's own operations come after its CPU's switch to it.
+    let user = OpKind::Munmap.bit() | OpKind::Madvise.bit() | OpKind::Cow.bit() | OpKind::UnmapTable.bit();
+    if r.ops < 2 && r.menu & callers & !user == 0 {
+        return Some(format!(
+            "an execution has {} operation (ops {}): a process's {} comes after its CPU's switch to it",
+            r.ops,
+            r.ops,
+            OpKind::names(r.menu & callers).replace(',', " or ")
+        ));
+    }
+    if name == "flush_batched_pending" {
+        let unmaps = OpKind::Munmap.bit() | OpKind::Madvise.bit() | OpKind::UnmapTable.bit();
+        if r.menu & unmaps == 0 {
+            return Some(format!("the menu has none of {}", OpKind::names(unmaps).replace(',', ", ")));
+        }
+        if r.ops < 2 {
+            return Some(format!(
+                "an execution has {} operation (ops {}): it needs a reclaim, then a munmap or madvise of that process",
+                r.ops, r.ops
+            ));
+        }
     }
     None
 }
@@ -126,8 +192,8 @@ impl Tally {
     }
 
     /// Returns every hook with its calls so far, and for each never called
-    /// that a check of the operations `menu` cannot call, why.
-    pub fn counts(&self, menu: u32) -> Vec<HookCount> {
+    /// that a check of `reach` cannot call, why.
+    pub fn counts(&self, reach: &Reach) -> Vec<HookCount> {
         // Relaxed: read after the workers were joined.
         let ticks = self.ticks.load(Ordering::Relaxed);
         HOOKS
@@ -136,7 +202,7 @@ impl Tally {
             .enumerate()
             .map(|(k, (&hook, c))| {
                 let calls = c.load(Ordering::Relaxed);
-                HookCount { hook, calls, unreachable: if calls == 0 { unreachable(k, menu, ticks) } else { None } }
+                HookCount { hook, calls, unreachable: if calls == 0 { unreachable(k, reach, ticks) } else { None } }
             })
             .collect()
     }
@@ -278,8 +344,7 @@ mod tests {
         t.add(Hook::SwitchMm);
         t.add(Hook::SwitchMm);
         t.add(Hook::FlushPage);
-        let all = OpKind::all();
-        let c = t.counts(all);
+        let c = t.counts(&linux(OpKind::all(), 6));
         assert_eq!(c.len(), HOOKS.len());
         let l = line(&c);
         assert!(l.starts_with("hooks called: switch_mm 2, flush_page 1; never called: mm_init, mm_release, "), "{l}");
@@ -294,18 +359,47 @@ mod tests {
         let t = Tally::default();
         t.ticks.store(true, Ordering::Relaxed);
         let menu = OpKind::Switch.bit() | OpKind::Idle.bit() | OpKind::Munmap.bit();
-        let c = t.counts(menu);
+        let c = t.counts(&linux(menu, 6));
         let why = |h: &str| c.iter().find(|c| c.hook == h).unwrap().unreachable.clone();
         assert_eq!(why("flush_batch").as_deref(), Some("the menu has none of reclaim, reclaim2"));
         assert_eq!(why("mm_release").as_deref(), Some("the menu has none of exit"));
         // In the menu, or only the schedule decides: no reason given.
         assert_eq!((why("flush_page"), why("tick"), why("mm_init")), (None, None, None));
         // With a reclaim but no unmap, flush_batched_pending has nothing to find.
-        let c = t.counts(OpKind::Reclaim.bit() | OpKind::Switch.bit());
+        let c = t.counts(&linux(OpKind::Reclaim.bit() | OpKind::Switch.bit(), 6));
         let why = c.iter().find(|c| c.hook == "flush_batched_pending").unwrap().unreachable.clone();
         assert_eq!(why.as_deref(), Some("the menu has none of munmap, unmap-table, madvise"));
         // A portfolio keeps a reason only where every shape gives it.
-        let open = t.counts(menu | OpKind::Reclaim.bit());
-        assert_eq!(sum(&t.counts(menu), &open)[7].unreachable, None);
+        let open = t.counts(&linux(menu | OpKind::Reclaim.bit(), 6));
+        assert_eq!(sum(&t.counts(&linux(menu, 6)), &open)[7].unreachable, None);
+    }
+
+    /// A Linux shape of `menu` and `ops` operations.
+    fn linux(menu: u32, ops: usize) -> Reach {
+        Reach { menu, linux: true, ops, collapse_range: false }
+    }
+
+    #[test]
+    fn a_hook_the_kernel_or_the_bounds_cannot_reach_says_why() {
+        let t = Tally::default();
+        let why = |r: Reach, h: &str| t.counts(&r).iter().find(|c| c.hook == h).unwrap().unreachable.clone();
+        // FreeBSD batches nothing and flushes no range, whatever the menu.
+        let bsd = Reach { linux: false, ..linux(OpKind::all(), 6) };
+        for h in ["flush_batch", "tlbbatch_add_pending", "flush_batched_pending"] {
+            assert!(why(bsd, h).is_some_and(|w| w.starts_with("FreeBSD's page daemon")), "{h}");
+        }
+        assert!(why(bsd, "flush_range").is_some_and(|w| w.starts_with("FreeBSD's kernel here")));
+        assert_eq!(why(bsd, "flush_page"), None);
+        // On Linux a range flush needs madvise, unless the zoo's collapse bug
+        // flushes an unmapped table by its range.
+        let no_madvise = linux(OpKind::all() & !OpKind::Madvise.bit(), 6);
+        assert_eq!(why(no_madvise, "flush_range").as_deref(), Some("the menu has none of madvise"));
+        assert_eq!(why(Reach { collapse_range: true, ..no_madvise }, "flush_range"), None);
+        // A reclaim and then an unmap take two operations.
+        let one = why(linux(OpKind::all(), 1), "flush_batched_pending").unwrap();
+        assert!(one.starts_with("an execution has 1 operation (ops 1)"), "{one}");
+        assert_eq!(why(linux(OpKind::all(), 2), "flush_batched_pending"), None);
+        let one = why(linux(OpKind::all(), 1), "flush_range").unwrap();
+        assert_eq!(one, "an execution has 1 operation (ops 1): a process's madvise comes after its CPU's switch to it");
     }
 }

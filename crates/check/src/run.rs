@@ -336,7 +336,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
     let mut r = report(spec, spec.mode.name(), stats, reached, counterexample);
     r.explored.workers = jobs;
-    r.hooks = tally.counts(spec.menu);
+    r.hooks = tally.counts(&crate::hooks::Reach::of(&shape));
     Ok(r)
 }
 
@@ -560,7 +560,7 @@ impl WithPolicy for Search<'_> {
         } else {
             search_after(self.spec, self.shape, &build, self.progress, self.after, self.found)
         }?;
-        r.hooks = tally.counts(self.spec.menu);
+        r.hooks = tally.counts(&crate::hooks::Reach::of(self.shape));
         Ok(r)
     }
 }
