@@ -330,6 +330,17 @@ impl CheckRounds {
         serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
+    /// The report of the check a party ended with the violation `found`
+    /// (the token its `run` returned), its execution shrunk here (the GIL
+    /// released): `tlbkit check --format json`'s document.
+    fn report_found(&self, py: Python<'_>, found: String, workers: usize) -> PyResult<String> {
+        use tlbkit_check::run::rounds;
+        let (spec, state) = (rounds::spec_of(&self.token).map_err(check_error)?, self.rounds.save());
+        let r = interruptible(py, move || rounds::round_report(&spec, &state, workers, Some(&found)))?
+            .map_err(check_error)?;
+        serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
     /// The replay-token header that names the check to its parties.
     #[getter]
     fn token(&self) -> String {
@@ -354,7 +365,8 @@ impl CheckParty {
 
     /// Runs one round (the GIL released): takes in `news`, explores `part`
     /// for at most `budget` executions with `jobs` workers; returns `(body
-    /// to merge, violation found, executions run)`.
+    /// to merge, the replay token of a violation found or None, executions
+    /// run)`.
     #[pyo3(signature = (part, news, budget, jobs=1))]
     fn run<'py>(
         &self,
@@ -363,7 +375,7 @@ impl CheckParty {
         news: Vec<Vec<u8>>,
         budget: u64,
         jobs: usize,
-    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, bool, u64)> {
+    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, Option<String>, u64)> {
         let party = self.0.clone();
         let (body, found, ran) = interruptible(py, move || {
             let news: Vec<&[u8]> = news.iter().map(Vec::as_slice).collect();
@@ -372,16 +384,6 @@ impl CheckParty {
         .map_err(check_error)?;
         Ok((pyo3::types::PyBytes::new(py, &body), found, ran))
     }
-}
-
-/// The check `token` names on this machine (one worker), for the
-/// counterexample of a violation a task found.
-#[pyfunction]
-fn check_token_json(py: Python<'_>, token: String) -> PyResult<String> {
-    use tlbkit_check::run::rounds;
-    let spec = rounds::spec_of(&token).map_err(check_error)?;
-    let r = interruptible(py, move || tlbkit_check::check(&spec))?.map_err(check_error)?;
-    serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// `tlbkit check`'s options from the keywords of `check` that name the check
@@ -564,7 +566,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_spec_token, m)?)?;
-    m.add_function(wrap_pyfunction!(check_token_json, m)?)?;
     m.add_function(wrap_pyfunction!(grid_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_point, m)?)?;
     m.add_class::<SweepSession>()?;

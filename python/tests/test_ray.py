@@ -165,12 +165,24 @@ def test_a_check_among_ray_actors_reaches_the_states_of_one_machine(cluster, on_
 
 
 def test_a_check_on_ray_finds_the_violation_and_its_counterexample(cluster):
-    address, _ = cluster
+    """The actor that finds the violation hands back its execution, which
+    the driver shrinks (the Python package) or the binary does (its --ray):
+    the violation one machine finds, whose token replays it."""
+    address, env = cluster
     zoo = "zoo/linux-arm64-a8ffaaa060b8"
     local = tlbkit.check(zoo, mode="exhaustive", jobs=1)
     distributed = tlbkit.check(zoo, mode="exhaustive", executor="ray", address=address)
     assert distributed.verdict == "violation"
-    assert distributed.counterexample.token == local.counterexample.token
+    assert distributed.counterexample.property == local.counterexample.property
+    assert tlbkit.replay(distributed.counterexample.token).counterexample.property == local.counterexample.property
+    tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
+    run = subprocess.run([tlbkit_bin, "check", "--policy", zoo, "--mode", "exhaustive", "--format", "json",
+                          "--ray", address], capture_output=True, text=True, timeout=600,
+                         env={**env, "TLBKIT_PYTHON": sys.executable})
+    assert run.returncode == 3, run.stderr
+    import json
+
+    assert json.loads(run.stdout)["counterexample"]["property"] == local.counterexample.property
 
 
 def party_pids(running):

@@ -5,8 +5,9 @@ as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations.
 
 ``python -m tlbkit check-rounds TOKEN --state-out FILE [--ray ADDRESS]``: the
 rounds of a distributed exhaustive check, for ``tlbkit check --ray`` (which
-makes the report from the final state written to FILE); exit 3 when an actor
-found a violation (the binary then finds its counterexample itself)."""
+makes the report from the state written to FILE); exit 3 when an actor found
+a violation, whose token is then written beside FILE, with the suffix
+``.found`` (the binary shrinks it to its counterexample)."""
 
 import argparse
 import sys

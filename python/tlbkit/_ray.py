@@ -14,6 +14,7 @@ copy of the visited set (``check`` below).
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 
@@ -72,8 +73,8 @@ class _Party:
 
     def run(self, part: bytes, budget: int, *news: bytes):
         """One round: ``news`` taken in, ``part`` explored for at most
-        ``budget`` executions; ``(body to merge, violation found,
-        executions, seconds)``."""
+        ``budget`` executions; ``(body to merge, the replay token of a
+        violation found or None, executions, seconds)``."""
         import time
 
         t = time.perf_counter()
@@ -117,10 +118,12 @@ def check(token: str, address: Optional[str] = None, budget: Optional[int] = Non
     An actor lost with its process loses its round alone: its part goes back
     to the frontier as it was handed out, and a new actor starts on its node
     (if the node is still there) from the driver's visited set. An actor that
-    finds a violation ends the rounds (the others are stopped): the check then
-    runs on this machine for its counterexample. ``state_out``: where to write
-    the finished search for the ``tlbkit`` binary (which makes the report
-    itself)."""
+    finds a violation ends the rounds (the others are stopped): its violating
+    execution is run again on this machine and shrunk to the counterexample
+    (never searched for again). ``state_out``: where to write the search, when
+    it is finished or stopped at a violation, for the ``tlbkit`` binary (which
+    makes the report itself); with a violation, its token goes beside it, in
+    ``state_out`` with the suffix ``.found``."""
     try:
         import ray
         from ray.exceptions import RayActorError
@@ -175,9 +178,15 @@ def check(token: str, address: Optional[str] = None, budget: Optional[int] = Non
                         lost.append(node)
                         continue
                     if found:
-                        # A violation: the other actors stop, and the
-                        # counterexample is found on this machine.
-                        return _native.check_token_json(token)
+                        # A violation: the other actors stop; its execution
+                        # is shrunk here.
+                        workers = sum(m.cpus for m in parties.values())
+                        if state_out is not None:
+                            with open(state_out, "wb") as f:
+                                f.write(search.save())
+                            with open(os.path.splitext(state_out)[0] + ".found", "w") as f:
+                                f.write(found)
+                        return search.report_found(found, workers)
                     search.merge(body)
                     backs[node] = ray.put(body)
                     if budget is None and seconds > 0:

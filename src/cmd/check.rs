@@ -395,10 +395,19 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         Some(0) => {
             let body = std::fs::read(&state).map_err(|e| CliError::from(format!("--ray: the rounds' state: {e}")));
             let _ = std::fs::remove_file(&state);
-            rounds::round_report(&spec, &body?, 0)?
+            rounds::round_report(&spec, &body?, 0, None)?
         }
-        // An actor found a violation: its counterexample, as on one machine.
-        Some(3) => tlbkit_check::check(&spec)?,
+        // An actor found a violation: the driver wrote the search so far and
+        // the violating execution's token beside it; shrunk here, never
+        // searched for again.
+        Some(3) => {
+            let found = state.with_extension("found");
+            let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| CliError::from(format!("--ray: {e}")));
+            let (body, token) = (read(&state), read(&found));
+            let _ = (std::fs::remove_file(&state), std::fs::remove_file(&found));
+            let token = String::from_utf8(token?).map_err(|_| CliError::from("--ray: the violation's token"))?;
+            rounds::round_report(&spec, &body?, 0, Some(token.trim()))?
+        }
         Some(1) => {
             return Err(format!(
                 "--ray needs tlbkit's Python package with Ray: pip install './python[ray]' (the interpreter is \

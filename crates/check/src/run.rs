@@ -323,7 +323,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     let counterexample = match found {
         // The worker's own violating path, shrunk: searching again from the
         // start on one thread would take as long as a one-worker search.
-        Some(out) => Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: out })?),
+        Some(out) => Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: Found::Ran(out) })?),
         None => None,
     };
     if stats.executions == 0 {
@@ -346,15 +346,26 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
 struct FromPath<'a> {
     spec: &'a CheckSpec,
     shape: &'a Shape,
-    found: search::Outcome,
+    found: Found,
+}
+
+/// A violating execution another search found: as it ran, or only its
+/// choices (a party's of a distributed search), run again here.
+enum Found {
+    Ran(search::Outcome),
+    Choices(Vec<u32>),
 }
 
 impl WithPolicy for FromPath<'_> {
     type Out = Counterexample;
     fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Counterexample {
+        let found = match self.found {
+            Found::Ran(out) => out,
+            Found::Choices(choices) => exec::run(self.shape, build, &mut Replay::new(&choices), false),
+        };
         let mut saved = exec::Checkpoints::new();
         let mut run = |c: &mut dyn Chooser| exec::run_from(&mut saved, self.shape, build, c);
-        let choices = search::shrink(&mut run, &self.found);
+        let choices = search::shrink(&mut run, &found);
         replayed(self.spec, self.shape, build, &choices).1
     }
 }
@@ -380,9 +391,11 @@ fn replayed<P: Policy>(
 /// part ([`Party::run`]) and the driver merges what comes back
 /// ([`Rounds::merge`]); once the frontier is empty, [`Rounds::report`] (or
 /// [`round_report`] of its [`Rounds::save`]) is the verdict and the states of
-/// the check on one machine. A party that finds a violation says so; the
-/// driver then runs [`check`] for its counterexample, as
-/// [`check_exhaustive_jobs`] does.
+/// the check on one machine. A party that finds a violation returns its
+/// execution's replay token; the driver runs that execution again and
+/// shrinks it ([`Rounds::report_found`], [`round_report`]), as
+/// [`check_exhaustive_jobs`] does with its worker's: the violation is never
+/// searched for again.
 pub mod rounds {
     use super::*;
 
@@ -457,7 +470,16 @@ pub mod rounds {
         /// The report of the finished check (its frontier empty), `workers` the parties.
         pub fn report(&self, workers: usize) -> Result<CheckReport, Error> {
             let (stats, _, c) = self.search.stats();
-            report_of(&self.spec, stats, &c, workers)
+            report_of(&self.spec, stats, &c, workers, None)
+        }
+
+        /// The report of the check a party ended with a violation, `found`
+        /// the token [`Party::run`] returned: the execution it names, run
+        /// again here and shrunk as a one-machine search's counterexample is
+        /// (never searched for again), with what the search explored so far.
+        pub fn report_found(&self, found: &str, workers: usize) -> Result<CheckReport, Error> {
+            let (stats, _, c) = self.search.stats();
+            report_of(&self.spec, stats, &c, workers, Some(found))
         }
     }
 
@@ -479,39 +501,69 @@ pub mod rounds {
         /// Runs one round with `jobs` workers: takes in `news` (what the
         /// other parties handed back since this party's last round), then
         /// explores `part` for at most `budget` executions. Returns the body
-        /// to merge, whether a violation was found and the executions run.
+        /// to merge, the replay token of the violating execution a worker
+        /// found, if one did (as it ran, not shrunk: the driver shrinks it,
+        /// [`Rounds::report_found`]), and the executions run.
         pub fn run(
             &self,
             part: &[u8],
             news: &[&[u8]],
             budget: u64,
             jobs: usize,
-        ) -> Result<(Vec<u8>, bool, u64), Error> {
+        ) -> Result<(Vec<u8>, Option<String>, u64), Error> {
             let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
             // A party's calls are not counted: its report is the driver's.
             let (body, found, executions) = with_workers(&self.spec, &self.shape, &counters, None, |each| {
                 self.search.run(each, jobs, part, news, budget, &counters)
             })?
             .map_err(saved)?;
-            Ok((body, found.is_some(), executions))
+            let found = found.map(|out| encode(&self.spec, &out.choices.iter().map(|c| c.taken).collect::<Vec<_>>()));
+            Ok((body, found, executions))
         }
     }
 
-    /// The report of a finished distributed check from its save ([`Rounds::save`]).
-    pub fn round_report(spec: &CheckSpec, state: &[u8], workers: usize) -> Result<CheckReport, Error> {
+    /// The report of a distributed check from its save ([`Rounds::save`]):
+    /// finished, or ended by the violation whose token a party returned
+    /// (`found`, see [`Rounds::report_found`]).
+    pub fn round_report(
+        spec: &CheckSpec,
+        state: &[u8],
+        workers: usize,
+        found: Option<&str>,
+    ) -> Result<CheckReport, Error> {
         let (stats, _, c) = search::rounds::stats(state, COUNTERS).map_err(saved)?;
-        report_of(spec, stats, &c, workers)
+        report_of(spec, stats, &c, workers, found)
     }
 
-    fn report_of(spec: &CheckSpec, stats: Stats, c: &[u64], workers: usize) -> Result<CheckReport, Error> {
-        if stats.executions == 0 {
+    fn report_of(
+        spec: &CheckSpec,
+        stats: Stats,
+        c: &[u64],
+        workers: usize,
+        found: Option<&str>,
+    ) -> Result<CheckReport, Error> {
+        let counterexample = match found {
+            Some(token) => {
+                let (of, choices) = decode(token)?;
+                if encode(&of, &[]) != encode(spec, &[]) {
+                    return Err(Error::BadToken {
+                        shown: token.chars().take(120).collect(),
+                        why: "it names another check than the distributed one".into(),
+                    });
+                }
+                let shape = shape(spec)?;
+                Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: Found::Choices(choices) })?)
+            }
+            None => None,
+        };
+        if stats.executions == 0 && counterexample.is_none() {
             return Err(Error::NoExecution);
         }
-        if c[0] == 0 {
+        if c[0] == 0 && counterexample.is_none() {
             return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
         }
         let reached = Reached { rollovers: c[1] as u32, initiators: c[2] as u32 };
-        let mut r = report(spec, spec.mode.name(), stats, reached, None);
+        let mut r = report(spec, spec.mode.name(), stats, reached, counterexample);
         r.explored.workers = workers;
         Ok(r)
     }

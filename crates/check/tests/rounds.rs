@@ -13,8 +13,9 @@ use crate::common;
 
 /// Runs `spec` in rounds among `parties` parties of `budget` executions a
 /// round; in round `lose` (if any) the first party's round is lost with it
-/// and a new party takes its place. Returns the report, or `None` when a
-/// party found a violation, and the rounds run.
+/// and a new party takes its place. Returns the report (with the
+/// counterexample of the violation a party found, if one did), and the
+/// rounds run.
 fn in_rounds(
     spec: &CheckSpec,
     parties: usize,
@@ -31,7 +32,7 @@ fn in_rounds(
         if frontier == 0 {
             let r = driver.report(parties).unwrap();
             // The binary's --ray makes the report from the driver's save.
-            let saved = round_report(spec, &driver.save(), parties).unwrap();
+            let saved = round_report(spec, &driver.save(), parties, None).unwrap();
             assert_eq!((saved.explored.states, saved.explored.executions), (r.explored.states, r.explored.executions));
             return (Some(r), rounds);
         }
@@ -41,8 +42,12 @@ fn in_rounds(
             let taken: Vec<&[u8]> = news[i].iter().map(Vec::as_slice).collect();
             let (body, found, _) = party[i].run(&part, &taken, budget, 1).unwrap();
             news[i].clear();
-            if found {
-                return (None, rounds);
+            if let Some(token) = found {
+                let r = driver.report_found(&token, parties).unwrap();
+                // The binary's --ray makes it from the driver's save and the token.
+                let saved = round_report(spec, &driver.save(), parties, Some(&token)).unwrap();
+                assert_eq!(saved.counterexample, r.counterexample);
+                return (Some(r), rounds);
             }
             if lose == Some(rounds) && i == 0 {
                 // Lost with its process: its part goes back as it was.
@@ -75,7 +80,8 @@ fn rounds_reach_the_states_of_one_machine() {
         assert!(local.explored.complete && local.counterexample.is_none());
         for (parties, budget, lose) in [(3, 400, None), (2, 150, Some(2))] {
             let (dist, rounds) = in_rounds(&spec, parties, budget, lose);
-            let dist = dist.expect("no violation");
+            let dist = dist.expect("a report");
+            assert!(dist.counterexample.is_none(), "{policy}");
             assert!(rounds > 2, "{policy}: the search should take several rounds ({rounds})");
             assert!(dist.explored.complete, "{policy}");
             assert_eq!(
@@ -87,12 +93,16 @@ fn rounds_reach_the_states_of_one_machine() {
 }
 
 #[test]
-fn a_party_that_finds_a_violation_says_so() {
+fn a_party_that_finds_a_violation_hands_back_its_execution_shrunk_by_the_driver() {
     let spec =
         CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..common::zoo_spec("linux-arm64-a8ffaaa060b8") };
-    assert!(tlbkit_check::run::check_exhaustive_jobs(&spec, 1).unwrap().counterexample.is_some());
+    let one = tlbkit_check::run::check_exhaustive_jobs(&spec, 1).unwrap().counterexample.expect("one machine finds it");
     let (report, _) = in_rounds(&spec, 2, 300, None);
-    assert!(report.is_none(), "the rounds missed the violation one machine finds");
+    let c = report.expect("a report").counterexample.expect("the rounds missed the violation one machine finds");
+    // The same violation, shrunk as one machine's is; its token replays it.
+    assert_eq!(c.property, one.property);
+    let again = tlbkit_check::replay(&c.token).unwrap().counterexample.expect("the token replays the violation");
+    assert_eq!(again.property, c.property);
 }
 
 #[test]
@@ -107,7 +117,7 @@ fn a_party_hands_back_only_what_it_changed() {
         let part = driver.split(1).pop().unwrap();
         let (body, _, ran) = party.run(&part, &[], 200, 1).unwrap();
         assert!(ran > 0 && ran <= 200, "{ran} executions in a round of 200");
-        held.push(round_report(&spec, &body, 1).unwrap().explored.states);
+        held.push(round_report(&spec, &body, 1, None).unwrap().explored.states);
         driver.merge(&body).unwrap();
         states.push(driver.progress().1);
     }
