@@ -49,6 +49,30 @@
 //! calls), `sim/reclaim.rs` (`madvise(MADV_PAGEOUT)`), `sim/memcg.rs` (a
 //! memory cgroup's limit and the faults' direct reclaim) and `sim/process.rs`
 //! (spawn, fork, clone, execve, exit).
+//!
+//! Parts: four of [`Sim`]'s parts are rooms with walls, each a type in its own
+//! module whose fields only that module touches; the paths reach each through
+//! methods named for what the kernel or hardware does, and each module's
+//! documentation says what its methods keep true:
+//! - `scheduler` (`Scheduler`, `sim/scheduler.rs`): threads, each CPU's run
+//!   queue and scheduler state, the dense `loads` and the per-domain idle and
+//!   overloaded counts (kept in step with the queues by its queue and
+//!   running-thread setters), and the class's rules that need only them
+//!   (placement, picking, preemption decisions, balancing's choices);
+//! - `kern` (`KernelState`, `sim/kernel_state.rs`): address-space slots and
+//!   unique ids, live threads, zombies and their reaping, pipes, the kernel
+//!   heap, text and map pool, the lazy flushes the policy took over, and the
+//!   spare lists of finished flushes;
+//! - `mem` (`MemoryState`, `sim/memory.rs`): the page cache, the memory
+//!   cgroup's charge and LRU, the swap device, pages under migration, and
+//!   reclaim's switches and counts;
+//! - `timing` (`Timing`, `sim/timing.rs`): the demand walks' and faults'
+//!   cycles a touch overlaps, and the jitter.
+//!
+//! An address space (`Mm`), a thread and a CPU's scheduler state are handed
+//! out whole by id (`kern.mm_mut`, `scheduler.thread_mut`,
+//! `scheduler.cpu_mut`), their fields the paths'; a CPU's run queue, running
+//! thread and cache domain stay the scheduler's.
 
 mod access;
 mod balance;
@@ -57,11 +81,13 @@ mod event;
 mod file_reclaim;
 mod flush;
 mod hooks;
+mod kernel_state;
 #[cfg(test)]
 mod kernel_time_tests;
 mod kwork;
 pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
 mod memcg;
+mod memory;
 mod migrate;
 mod mmap;
 mod process;
@@ -70,9 +96,11 @@ mod reclaim;
 mod sched;
 #[cfg(test)]
 mod sched_tests;
+mod scheduler;
 mod syscall;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
@@ -83,14 +111,18 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
-use crate::sched::{Entity, RunQueue, SchedKind, Tunables};
+use crate::sched::{Entity, SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use hooks::Hooks;
+use kernel_state::KernelState;
+use memory::MemoryState;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
+use scheduler::{CpuSched, Scheduler};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use timing::Timing;
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::{Lazy, MmId, Policy, Root, VirtAddr};
 
@@ -429,37 +461,6 @@ struct Thread {
     se: Entity,
 }
 
-struct CpuSched {
-    cur: Option<usize>,
-    runq: RunQueue,
-    loaded: MmId,
-    slice_start: u64,
-    clock: u64,
-    armed: bool,
-    runq_page: u64,
-    /// When this CPU's next scheduler tick is due, in cycles (policies that
-    /// tick only).
-    next_tick: u64,
-    /// When the fair classes' next tick is due (preemption and balancing).
-    sched_tick: u64,
-    /// A reschedule is owed: the running task is switched out at its next event.
-    need_resched: bool,
-    /// CFS `yield`: the task that yielded, run after any other.
-    skip: Option<u32>,
-    /// The cache (LLC) domain this CPU is in ([`Sim`] `llcs`).
-    llc: u32,
-    /// When this busy CPU next balances its cache domain.
-    next_balance: u64,
-    /// When this CPU, overloaded, next kicks an idle one to pull from it.
-    next_kick: u64,
-    /// When this CPU, going idle, may next look for work past its cache
-    /// domain, after such a search found none.
-    next_wide: u64,
-    /// Whether its last balance found only cache-hot tasks to move
-    /// (`nr_balance_failed`, which lets the next one move a hot task).
-    balance_failed: bool,
-}
-
 struct Pipe {
     count: u64,
     /// The most tokens it holds (`u64::MAX`: unbounded).
@@ -549,106 +550,6 @@ pub struct Sim {
     kw: kwork::KernelWork,
 }
 
-/// The scheduler's state: every thread, each CPU's queue and the load
-/// figures placement and balancing read.
-struct Scheduler {
-    threads: Vec<Thread>,
-    sched: Vec<CpuSched>,
-    /// Per CPU, the threads queued on or running on it (`runq.len()` plus one
-    /// for `cur`), kept in step by the scheduler's queue and `cur` setters
-    /// ([`Sim::queue`] and the others in `sched.rs`): a dense copy, so that
-    /// placing a new thread scans 4 bytes a CPU rather than each CPU's
-    /// scheduler state.
-    loads: Vec<u32>,
-    /// The scheduling class's tunables, in cycles.
-    tun: Tunables,
-    /// The FIFO class's arrival counter (its queue key).
-    fifo_seq: u64,
-    /// The cache (LLC) domains: per domain its first CPU and one past its last.
-    llcs: Vec<(u32, u32)>,
-    /// Per cache domain, the CPUs with nothing running or queued.
-    idle_llc: Vec<u32>,
-    /// Per cache domain, the CPUs with a queued task balancing may move.
-    ovl_llc: Vec<u32>,
-    /// CPUs with a queued task balancing may move, all told.
-    ovl_total: u32,
-    /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
-    ticks: bool,
-}
-
-/// The kernel's own state: address spaces and their slots, pipes, the
-/// kernel's allocators, exits in progress and flushes the policy took over.
-struct KernelState {
-    mms: Vec<Mm>,
-    free_slots: Vec<u32>,
-    next_uid: u32,
-    pipes: Vec<Pipe>,
-    kheap_next: u64,
-    ktext: u64,
-    live: usize,
-    /// Exited address spaces some CPU's root may still point at.
-    zombies: Vec<MmId>,
-    /// [`Machine::root_releases`] when `reap` last looked at every zombie, or
-    /// `None` when a zombie was added since: `reap` has nothing to do while neither
-    /// a zombie was added nor some address space lost its last root.
-    reaped_at: Option<u64>,
-    /// The next slot of the kernel-map pool ([`KMAP_BASE`]).
-    kmap_next: u64,
-    /// Whether an exiting address space is being torn down (for the metrics).
-    in_exit: bool,
-    /// Flushes whose completion the policy took over, by ticket: their
-    /// obligations stay open and their frames held until it completes them.
-    lazy_pending: std::collections::BTreeMap<u32, PendingFlush>,
-    /// Tickets the policy took for a flush that holds nothing (another caller's
-    /// flush while an mm's `munmap_inprogress` is set): their completion is a
-    /// no-op.
-    lazy_bare: std::collections::BTreeSet<u32>,
-    /// Emptied lists of a finished flush's PTEs and frames, for the next change
-    /// to fill ([`Sim::spare_lists`]): a kernel-map cycle per request would
-    /// otherwise allocate two and free them again.
-    spare: Vec<(Vec<PteRef>, Vec<u64>)>,
-}
-
-/// Memory beyond the page tables: the page cache, reclaim and swap, the
-/// memory cgroup, pages under migration and memory-only NUMA nodes.
-struct MemoryState {
-    /// The page cache: per file, per page, the frame holding it (`NO_FRAME`
-    /// while not cached). The cache holds one reference on each frame and never
-    /// drops it, so file frames are never freed.
-    files: Vec<Vec<u64>>,
-    /// Whether `MADV_PAGEOUT` unmaps a large anonymous folio's PTEs in one batch
-    /// (Dev Jain's series, [`Sim::set_pageout_batch`]) rather than one at a time
-    /// (Linux v7.0).
-    pageout_batch: bool,
-    /// Pages under migration, by address space and page: when each is
-    /// unmapped and when it is mapped again (`sim/migrate.rs`). Empty unless a
-    /// migration ran.
-    migrating: std::collections::BTreeMap<(u32, u64), (u64, u64)>,
-    /// NUMA nodes with memory and no CPUs ([`Sim::add_cpuless_node`]).
-    cpuless_nodes: usize,
-    /// Whether the memory cgroup charges the page cache and reclaims it
-    /// ([`Sim::set_file_charge`]; off: only anonymous memory is charged).
-    file_charge: bool,
-    /// The swap device.
-    swap: SwapDevice,
-    /// The memory cgroup's limit and LRU, if memory is limited
-    /// ([`Sim::set_mem_limit`]).
-    memcg: Option<memcg::MemLimit>,
-    /// Counts of the cgroup's direct reclaim.
-    reclaim: memcg::ReclaimStats,
-}
-
-/// Time a run carries from one event to the next: demand walks' and
-/// faults' cycles so far (to overlap walks in touches), and the spread of
-/// compute and system-call times.
-struct Timing {
-    /// Cycles of demand walks and of page faults so far (to overlap walks in touches).
-    walk_cycles: u64,
-    fault_cycles: u64,
-    /// The spread of compute and system-call times ([`Sim::set_jitter`]).
-    jitter: f64,
-}
-
 /// The machine size from which [`Sim::new`] asks the host to back the CPUs'
 /// state with 2 MB pages ([`crate::host`]): the size from which the engine
 /// prefetches for the events to come too (`PREFETCH_FROM_CPUS`), a state the
@@ -674,9 +575,6 @@ fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(
     }
     v
 }
-
-/// A page-cache slot with no frame.
-const NO_FRAME: u64 = u64::MAX;
 
 impl Sim {
     /// Returns a booted machine: kernel page tables with the kernel text in 2 MB
@@ -717,45 +615,10 @@ impl Sim {
             cont: cfg_cont,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks, lru_drain),
 
-            scheduler: Scheduler {
-                threads: Vec::new(),
-                sched: Vec::new(),
-                loads: Vec::new(),
-                tun,
-                fifo_seq: 0,
-                llcs,
-                idle_llc: Vec::new(),
-                ovl_llc: Vec::new(),
-                ovl_total: 0,
-                ticks,
-            },
-            kern: KernelState {
-                mms: vec![Mm::new(0, kroot, 0, true)],
-                free_slots: Vec::new(),
-                next_uid: 1,
-                pipes: Vec::new(),
-                kheap_next: KERNEL_BASE + (1 << 30),
-                ktext: KERNEL_BASE,
-                live: 0,
-                zombies: Vec::new(),
-                reaped_at: None,
-                kmap_next: 0,
-                in_exit: false,
-                lazy_pending: Default::default(),
-                lazy_bare: Default::default(),
-                spare: Vec::new(),
-            },
-            mem: MemoryState {
-                files: Vec::new(),
-                pageout_batch: false,
-                migrating: Default::default(),
-                cpuless_nodes: 0,
-                file_charge: false,
-                swap: SwapDevice::new(swap_kind, cfg_preset.freq_ghz),
-                memcg: None,
-                reclaim: memcg::ReclaimStats::default(),
-            },
-            timing: Timing { walk_cycles: 0, fault_cycles: 0, jitter: 0.0 },
+            scheduler: Scheduler::new(tun, llcs, ticks),
+            kern: KernelState::new(kroot),
+            mem: MemoryState::new(SwapDevice::new(swap_kind, cfg_preset.freq_ghz)),
+            timing: Timing::new(),
         };
         sim.oracle.strict = sim.cfg.strict;
         // Kernel text and data: 4 x 2 MB blocks, global.
@@ -766,33 +629,11 @@ impl Sim {
             *sim.pt.pte_mut(r) =
                 Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_HUGE | P_ACCESS, ver: 1, ..Pte::default() };
         }
-        sim.scheduler.idle_llc = sim.scheduler.llcs.iter().map(|&(a, b)| b - a).collect();
-        sim.scheduler.ovl_llc = vec![0; sim.scheduler.llcs.len()];
-        let mut llc = 0;
-        for cpu in 0..n {
+        for _ in 0..n {
             let page = sim.kalloc_page();
-            if cpu as u32 >= sim.scheduler.llcs[llc].1 {
-                llc += 1;
-            }
-            sim.scheduler.sched.push(CpuSched {
-                cur: None,
-                runq: RunQueue::default(),
-                loaded: MmId::KERNEL,
-                slice_start: 0,
-                clock: 0,
-                armed: false,
-                runq_page: page,
-                next_tick: sim.m.noise.tick_phase(sim.cycles_per_tick()),
-                sched_tick: sim.m.noise.tick_phase(sim.scheduler.tun.tick),
-                need_resched: false,
-                skip: None,
-                llc: llc as u32,
-                next_balance: 0,
-                next_kick: 0,
-                next_wide: 0,
-                balance_failed: false,
-            });
-            sim.scheduler.loads.push(0);
+            let next_tick = sim.m.noise.tick_phase(sim.cycles_per_tick());
+            let sched_tick = sim.m.noise.tick_phase(sim.scheduler.tun().tick);
+            sim.scheduler.add_cpu(page, next_tick, sched_tick);
         }
         if n >= HUGE_PAGES_FROM_CPUS {
             sim.back_with_huge_pages();
@@ -806,7 +647,7 @@ impl Sim {
     fn back_with_huge_pages(&self) {
         use crate::host::{hull, span};
         let tlbs = self.m.cpus.iter().map(|c| c.tlb.heap_bounds());
-        let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(&self.scheduler.sched)]));
+        let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(self.scheduler.cpu_states())]));
         crate::host::back_with_huge_pages(lo, hi);
     }
 
@@ -817,17 +658,17 @@ impl Sim {
     /// default) nothing is drawn and a run is what it was without jitter.
     pub fn set_jitter(&mut self, jitter: f64) {
         debug_assert!((0.0..1.0).contains(&jitter), "jitter {jitter} would make times negative");
-        self.timing.jitter = jitter;
+        self.timing.set_jitter(jitter);
     }
 
     /// Returns `cycles` scaled by a factor from `[1 - jitter, 1 + jitter]`, or
     /// `cycles` itself, drawing nothing, without jitter.
     fn jittered(&mut self, cycles: u64) -> u64 {
-        if self.timing.jitter == 0.0 || cycles == 0 {
+        if !self.timing.jitters(cycles) {
             return cycles;
         }
-        let factor = 1.0 + self.timing.jitter * (2.0 * self.unit_random() - 1.0);
-        (cycles as f64 * factor).round() as u64
+        let unit = self.unit_random();
+        self.timing.jittered(cycles, unit)
     }
 
     /// Returns the first tick after `now` of a tick every `period` cycles, on
@@ -863,10 +704,9 @@ impl Sim {
     }
 
     fn kalloc_page(&mut self) -> u64 {
-        let va = self.kern.kheap_next;
-        self.kern.kheap_next += 4096;
+        let va = self.kern.kheap_page();
         let (pfn, _) = self.frames.alloc();
-        let kroot = self.kern.mms[0].root;
+        let kroot = self.kern.kernel_root();
         let r = self.pt.ensure_leaf(kroot, va);
         let ver = self.oracle.next_seq();
         *self.pt.pte_mut(r) = Pte { pfn, flags: P_VALID | P_WRITE | P_GLOBAL | P_ACCESS, ver, ..Pte::default() };
@@ -880,7 +720,7 @@ impl Sim {
 
     /// Returns the address space `cpu` last switched to.
     pub fn loaded_mm(&self, cpu: usize) -> MmId {
-        self.scheduler.sched[cpu].loaded
+        self.scheduler.cpu(cpu).loaded
     }
 
     /// Returns a uniform random number in [0, 1) from the run's generator.
@@ -890,7 +730,7 @@ impl Sim {
 
     /// Returns the number of threads not yet exited.
     pub fn live_threads(&self) -> usize {
-        self.kern.live
+        self.kern.live()
     }
 
     /// Returns the time of the latest mark called `name`, in cycles.

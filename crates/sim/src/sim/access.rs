@@ -12,10 +12,10 @@ impl Sim {
     pub(super) fn touch(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, mut now: u64) -> u64 {
         let n = pages.min(TOUCH_CHUNK);
         let c = self.m.costs;
-        let (start, w0, f0) = (now, self.timing.walk_cycles, self.timing.fault_cycles);
+        let (start, t0) = (now, self.timing.mark());
         let mut i = 0;
         // The first access restarts one a fault interrupted: it was counted.
-        let mut restart = std::mem::take(&mut self.scheduler.threads[tid].restart);
+        let mut restart = std::mem::take(&mut self.scheduler.thread_mut(tid).restart);
         while i < n {
             // One page alone gains nothing from the fast path (its one copy is
             // owed and settled at once); trying would cost a lookup's first steps.
@@ -35,16 +35,17 @@ impl Sim {
                 }
             };
             restart = false;
-            if self.scheduler.threads[tid].fault_exit.is_some() {
+            if self.scheduler.thread(tid).fault_exit.is_some() {
                 // A fault stopped at its unlock: the event ends there, and the
                 // thread's next one releases the lock and restarts this access.
-                self.scheduler.threads[tid].restart = true;
+                self.scheduler.thread_mut(tid).restart = true;
                 break;
             }
             i += 1;
         }
         if pages > 1 {
-            let (walk, fault) = (self.timing.walk_cycles - w0, self.timing.fault_cycles - f0);
+            let t1 = self.timing.mark();
+            let (walk, fault) = (t1.walk - t0.walk, t1.fault - t0.fault);
             let rest = now - start - walk - fault;
             // (A division is dear on the host; most touches walk nothing.)
             let walk = if walk == 0 { 0 } else { walk.div_ceil(c.walkers.max(1)) };
@@ -52,7 +53,7 @@ impl Sim {
         }
         // The rest: past the chunk, or from the access a fault left to restart.
         if pages > i {
-            self.scheduler.threads[tid].pending = Some((va + i * 4096, pages - i, write));
+            self.scheduler.thread_mut(tid).pending = Some((va + i * 4096, pages - i, write));
         }
         now
     }
@@ -99,7 +100,7 @@ impl Sim {
     #[inline]
     fn root_of(&self, cpu: usize, va: u64) -> Option<(u32, u32)> {
         if va >= KERNEL_BASE {
-            Some((self.kern.mms[0].root, 0))
+            Some((self.kern.kernel_root(), 0))
         } else {
             self.user_root(cpu).map(|(r, u, _)| (r, u))
         }
@@ -110,7 +111,7 @@ impl Sim {
     pub(super) fn user_root(&self, cpu: usize) -> Option<(u32, u32, MmId)> {
         match self.m.cpus[cpu].root {
             Root::Mm(mm) => {
-                let m = &self.kern.mms[mm.index()];
+                let m = self.kern.mm(mm);
                 Some((m.root, m.uid, mm))
             }
             Root::Reserved => None,
@@ -203,7 +204,7 @@ impl Sim {
     }
 
     pub(super) fn mm_name_of_uid(&self, uid: u32) -> String {
-        match self.kern.mms.iter().position(|m| m.alive && m.uid == uid) {
+        match self.kern.slot_of_uid(uid) {
             Some(0) => "mm:kernel".to_string(),
             Some(s) => format!("mm{s} (uid {uid})"),
             None => format!("uid {uid}"),
@@ -257,7 +258,7 @@ impl Sim {
                 self.check_use(cpu, e, va, uid, now);
                 if write && e.flags & F_WRITE == 0 {
                     now = self.timed_fault(cpu, va, write, now, tid)?;
-                    if tid.is_some_and(|t| self.scheduler.threads[t].fault_exit.is_some()) {
+                    if tid.is_some_and(|t| self.scheduler.thread(t).fault_exit.is_some()) {
                         return Ok(now);
                     }
                     continue;
@@ -269,7 +270,7 @@ impl Sim {
             }
             self.stats.l1_tlb_misses += 1;
             self.stats.tlb_misses += 1;
-            if !self.mem.migrating.is_empty() {
+            if self.mem.any_migrating() {
                 now = self.migration_entry_wait(cpu, va, now);
             }
             match self.walk_fill(cpu, root, uid, va, None, &mut now) {
@@ -281,7 +282,7 @@ impl Sim {
                 }
                 _ => {
                     now = self.timed_fault(cpu, va, write, now, tid)?;
-                    if tid.is_some_and(|t| self.scheduler.threads[t].fault_exit.is_some()) {
+                    if tid.is_some_and(|t| self.scheduler.thread(t).fault_exit.is_some()) {
                         return Ok(now);
                     }
                 }
@@ -310,11 +311,10 @@ impl Sim {
         now: u64,
         user: Option<usize>,
     ) -> Result<u64, Error> {
-        let (w0, f0) = (self.timing.walk_cycles, self.timing.fault_cycles);
+        let mark = self.timing.mark();
         let t = self.fault(cpu, va, write, now, user)?;
         // Walks inside the fault (none today) are part of its serial time.
-        self.timing.walk_cycles = w0;
-        self.timing.fault_cycles = f0 + (t - now);
+        self.timing.fault_since(mark, t - now);
         Ok(t)
     }
 
@@ -348,7 +348,7 @@ impl Sim {
         let cost = c.walk_start + loads as u64 * c.walk_level;
         *now += cost;
         if !spec {
-            self.timing.walk_cycles += cost;
+            self.timing.count_walk(cost);
         }
         let w = w?;
         // Every 4 KB walk fills the walk cache, also after a hit in it: the
@@ -425,11 +425,11 @@ impl Sim {
         if mm.is_kernel() {
             return;
         }
-        let n = self.kern.mms[mm.index()].vmas.len();
+        let n = self.kern.mm(mm).vmas.len();
         if n == 0 {
             return;
         }
-        let v = self.kern.mms[mm.index()].vmas[(self.rng.next_u64() % n as u64) as usize];
+        let v = self.kern.mm(mm).vmas[(self.rng.next_u64() % n as u64) as usize];
         let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
         let mut t = 0;
         if self.walk_fill(cpu, root, uid, va, Some(now), &mut t).is_some() {
@@ -438,7 +438,7 @@ impl Sim {
     }
 
     pub(super) fn vma_of(&self, mm: MmId, va: u64) -> Option<Vma> {
-        self.kern.mms[mm.index()].vmas.iter().copied().find(|v| v.start <= va && va < v.end())
+        self.kern.mm(mm).vmas.iter().copied().find(|v| v.start <= va && va < v.end())
     }
 
     pub(super) fn new_pte(&mut self, pfn: u64, write: bool) -> Pte {
@@ -521,7 +521,7 @@ impl Sim {
         if let (Some(tid), FaultLock::Vma(_) | FaultLock::Mmap) = (user, held) {
             // The unlock is an atomic on a line other CPUs take too: it runs
             // at its own event, after theirs that come before it.
-            self.scheduler.threads[tid].fault_exit = Some((mm, held));
+            self.scheduler.thread_mut(tid).fault_exit = Some((mm, held));
             if let FaultLock::Mmap = held {
                 // A writer's down_write until then waits for this read hold.
                 self.kw.mmap_lock(mm).read_held_until(t);
@@ -536,7 +536,7 @@ impl Sim {
     /// counted as the fault's time. Returns when `cpu` goes on.
     pub(super) fn fault_exit(&mut self, cpu: usize, mm: MmId, held: FaultLock, now: u64) -> u64 {
         let end = self.fault_unlock(cpu, mm, held, now) + self.m.costs.exception_exit;
-        self.timing.fault_cycles += end - now;
+        self.timing.count_fault(end - now);
         self.stats.kernel_cycles += end - now;
         end
     }

@@ -41,113 +41,61 @@
 //! Cost: a balance scans a cache domain's CPUs, or the per-domain counts of
 //! idle and overloaded CPUs kept by the queue setters, never every CPU at
 //! every event.
+//!
+//! The choices (the busiest CPU, the task to move, its detaching in virtual
+//! time) are the scheduler part's (`sim/scheduler.rs`); this file decides
+//! when to balance and where to look, and charges the moves.
 
 use super::*;
-use crate::sched::{eevdf, SchedKind, NR_MIGRATE};
 
 impl Sim {
-    /// Returns whether thread `tid` is cache-hot at `now` (`task_hot`).
-    fn hot(&self, tid: usize, now: u64) -> bool {
-        let s = self.scheduler.threads[tid].se.exec_start;
-        s != 0 && now.saturating_sub(s) < self.scheduler.tun.migration_cost
-    }
-
-    /// Returns the position in `src`'s queue of the task a balance moves: of the
-    /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
-    /// cache-hot unless `hot_ok`.
-    fn task_to_move(&self, src: usize, now: u64, hot_ok: bool) -> Option<usize> {
-        let rq = &self.scheduler.sched[src].runq;
-        rq.iter()
-            .enumerate()
-            .filter(|(_, e)| !e.pinned)
-            .take(NR_MIGRATE)
-            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, now))
-            .min_by_key(|(i, e)| (self.scheduler.threads[e.tid as usize].se.exec_start, *i))
-            .map(|(i, _)| i)
-    }
-
-    /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
-    /// virtual time; returns it, not yet queued anywhere.
-    fn detach(&mut self, src: usize, at: usize, dst: usize) -> Option<usize> {
-        let tid = self.unqueue(src, at)?;
-        let t = self.scheduler.tun;
-        match t.kind {
-            SchedKind::Fifo => {}
-            SchedKind::Cfs => {
-                let (from, to) =
-                    (self.scheduler.sched[src].runq.min_vruntime, self.scheduler.sched[dst].runq.min_vruntime);
-                let se = &mut self.scheduler.threads[tid].se;
-                se.vruntime = se.vruntime.wrapping_sub(from).wrapping_add(to);
-            }
-            SchedKind::Eevdf => {
-                let curr = self.scheduler.sched[src]
-                    .cur
-                    .map(|c| (self.scheduler.threads[c].se.vruntime, self.scheduler.threads[c].se.weight));
-                eevdf::save_lag_queued(&self.scheduler.sched[src].runq, curr, &mut self.scheduler.threads[tid].se, &t);
-                self.place(tid, src, dst, false);
-            }
-        }
-        self.scheduler.threads[tid].cpu = dst;
-        Some(tid)
-    }
-
-    /// Returns the busiest CPU of `cpus` other than `cpu` that has a movable
-    /// queued task and at least two runnable (most runnable, lowest id).
-    fn busiest(&self, cpu: usize, cpus: std::ops::Range<usize>) -> Option<usize> {
-        cpus.filter(|&c| c != cpu && self.scheduler.sched[c].runq.movable() > 0 && self.scheduler.loads[c] >= 2)
-            .max_by_key(|&c| (self.scheduler.loads[c], Reverse(c)))
-    }
-
-    /// Returns the CPUs of cache domain `llc`.
-    fn llc_cpus(&self, llc: usize) -> std::ops::Range<usize> {
-        let (a, b) = self.scheduler.llcs[llc];
-        a as usize..b as usize
-    }
-
     /// Returns the socket of cache domain `llc`.
     fn llc_socket(&self, llc: usize) -> usize {
-        self.scheduler.llcs[llc].0 as usize / self.m.cores_per_socket.max(1)
+        self.scheduler.llc_range(llc).0 as usize / self.m.cores_per_socket.max(1)
     }
 
     /// Returns the cache domains other than `cpu`'s whose count `count` is not
     /// zero, those of `cpu`'s socket first (then by index).
     fn other_llcs<'a>(&'a self, cpu: usize, count: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
-        let own = self.scheduler.sched[cpu].llc as usize;
+        let own = self.scheduler.cpu(cpu).llc() as usize;
         let socket = self.llc_socket(own);
         let near =
-            (0..self.scheduler.llcs.len()).filter(move |&l| l != own && count[l] > 0 && self.llc_socket(l) == socket);
-        let far = (0..self.scheduler.llcs.len()).filter(move |&l| count[l] > 0 && self.llc_socket(l) != socket);
+            (0..self.scheduler.nllcs()).filter(move |&l| l != own && count[l] > 0 && self.llc_socket(l) == socket);
+        let far = (0..self.scheduler.nllcs()).filter(move |&l| count[l] > 0 && self.llc_socket(l) != socket);
         near.chain(far)
     }
 
     /// Newly idle balance: `cpu`, about to go idle at `now`, pulls one task;
     /// returns it (not queued: it runs next) and the time after the pull.
     pub(super) fn newidle_balance(&mut self, cpu: usize, now: u64) -> (Option<usize>, u64) {
-        if self.scheduler.ovl_total == 0 {
+        if self.scheduler.overloaded() == 0 {
             return (None, now);
         }
-        let own = self.scheduler.sched[cpu].llc as usize;
+        let own = self.scheduler.cpu(cpu).llc() as usize;
         let mut sources: [Option<usize>; 3] = [None; 3];
-        if self.scheduler.ovl_llc[own] > 0 {
-            sources[0] = self.busiest(cpu, self.llc_cpus(own));
+        if self.scheduler.overloaded_llcs()[own] > 0 {
+            sources[0] = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own));
         }
-        let wide = self.scheduler.ovl_total > self.scheduler.ovl_llc[own] && now >= self.scheduler.sched[cpu].next_wide;
+        let wide = self.scheduler.overloaded() > self.scheduler.overloaded_llcs()[own]
+            && now >= self.scheduler.cpu(cpu).next_wide;
         if wide {
             // The socket's other domains, then the machine's: the busiest of each level.
             let socket = self.llc_socket(own);
             let (mut near, mut far): (Option<usize>, Option<usize>) = (None, None);
-            for l in self.other_llcs(cpu, &self.scheduler.ovl_llc) {
-                let Some(b) = self.busiest(cpu, self.llc_cpus(l)) else { continue };
+            for l in self.other_llcs(cpu, self.scheduler.overloaded_llcs()) {
+                let Some(b) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(l)) else { continue };
                 let slot = if self.llc_socket(l) == socket { &mut near } else { &mut far };
-                if slot.is_none_or(|s| (self.scheduler.loads[b], Reverse(b)) > (self.scheduler.loads[s], Reverse(s))) {
+                if slot
+                    .is_none_or(|s| (self.scheduler.load_of(b), Reverse(b)) > (self.scheduler.load_of(s), Reverse(s)))
+                {
                     *slot = Some(b);
                 }
             }
             (sources[1], sources[2]) = (near, far);
         }
         for src in sources.into_iter().flatten() {
-            if let Some(at) = self.task_to_move(src, now, false) {
-                let tid = self.detach(src, at, cpu);
+            if let Some(at) = self.scheduler.task_to_move(src, now, false) {
+                let tid = self.scheduler.detach(src, at, cpu);
                 return (tid, now + 2 * self.m.transfer_cost(src, cpu));
             }
         }
@@ -155,7 +103,7 @@ impl Sim {
             // Nothing to take past the cache domain: not looked for again for
             // a tick (the kernel's newidle cost limit, `max_newidle_lb_cost`
             // against `avg_idle`, stops such searches too).
-            self.scheduler.sched[cpu].next_wide = now + self.scheduler.tun.tick;
+            self.scheduler.cpu_mut(cpu).next_wide = now + self.scheduler.tun().tick;
         }
         (None, now)
     }
@@ -163,44 +111,44 @@ impl Sim {
     /// Balancing at the tick of busy `cpu` at `now`: handing a task to an idle
     /// CPU, and the periodic balance of its cache domain.
     pub(super) fn tick_balance(&mut self, cpu: usize, now: u64) {
-        let own = self.scheduler.sched[cpu].llc as usize;
-        let weight = u64::from(self.scheduler.llcs[own].1 - self.scheduler.llcs[own].0);
-        let interval = self.scheduler.tun.ms * weight;
-        if self.scheduler.sched[cpu].runq.movable() > 0 && now >= self.scheduler.sched[cpu].next_kick {
-            self.scheduler.sched[cpu].next_kick = now + interval;
-            let idle = if self.scheduler.idle_llc[own] > 0 {
-                self.llc_cpus(own).find(|&c| self.idle(c))
+        let own = self.scheduler.cpu(cpu).llc() as usize;
+        let weight = u64::from(self.scheduler.llc_range(own).1 - self.scheduler.llc_range(own).0);
+        let interval = self.scheduler.tun().ms * weight;
+        if self.scheduler.cpu(cpu).runq().movable() > 0 && now >= self.scheduler.cpu(cpu).next_kick {
+            self.scheduler.cpu_mut(cpu).next_kick = now + interval;
+            let idle = if self.scheduler.idle_llcs()[own] > 0 {
+                self.scheduler.llc_cpus(own).find(|&c| self.scheduler.idle(c))
             } else {
-                self.other_llcs(cpu, &self.scheduler.idle_llc)
+                self.other_llcs(cpu, self.scheduler.idle_llcs())
                     .next()
-                    .and_then(|l| self.llc_cpus(l).find(|&c| self.idle(c)))
+                    .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
             };
             if let Some(dst) = idle {
-                if let Some(at) = self.task_to_move(cpu, now, false) {
+                if let Some(at) = self.scheduler.task_to_move(cpu, now, false) {
                     // The idle CPU takes the task from this one's queue.
                     let t = now + 2 * self.m.transfer_cost(cpu, dst);
-                    if let Some(tid) = self.detach(cpu, at, dst) {
+                    if let Some(tid) = self.scheduler.detach(cpu, at, dst) {
                         self.enqueue(tid, dst, t, cpu);
                     }
                 }
             }
         }
-        if now >= self.scheduler.sched[cpu].next_balance {
-            self.scheduler.sched[cpu].next_balance = now + interval * self.scheduler.tun.busy_factor;
-            let Some(src) = self.busiest(cpu, self.llc_cpus(own)) else { return };
-            let (b, l) = (u64::from(self.scheduler.loads[src]), u64::from(self.scheduler.loads[cpu]));
-            if 100 * b <= self.scheduler.tun.imbalance_pct * l || b < l + 2 {
+        if now >= self.scheduler.cpu(cpu).next_balance {
+            self.scheduler.cpu_mut(cpu).next_balance = now + interval * self.scheduler.tun().busy_factor;
+            let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return };
+            let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
+            if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {
                 return;
             }
-            let hot_ok = self.scheduler.sched[cpu].balance_failed;
-            match self.task_to_move(src, now, hot_ok) {
+            let hot_ok = self.scheduler.cpu(cpu).balance_failed;
+            match self.scheduler.task_to_move(src, now, hot_ok) {
                 Some(at) => {
-                    self.scheduler.sched[cpu].balance_failed = false;
-                    if let Some(tid) = self.detach(src, at, cpu) {
+                    self.scheduler.cpu_mut(cpu).balance_failed = false;
+                    if let Some(tid) = self.scheduler.detach(src, at, cpu) {
                         self.enqueue(tid, cpu, now, cpu);
                     }
                 }
-                None => self.scheduler.sched[cpu].balance_failed = true,
+                None => self.scheduler.cpu_mut(cpu).balance_failed = true,
             }
         }
     }

@@ -114,8 +114,8 @@ const PREFETCH_EVENTS: usize = 3;
 
 impl Sim {
     pub(super) fn arm(&mut self, cpu: usize, t: u64) {
-        if !self.scheduler.sched[cpu].armed {
-            self.scheduler.sched[cpu].armed = true;
+        if !self.scheduler.cpu(cpu).armed {
+            self.scheduler.cpu_mut(cpu).armed = true;
             self.ev_seq += 1;
             self.events.push((t, self.ev_seq, cpu as u32));
         }
@@ -136,19 +136,19 @@ impl Sim {
             self.prefetch_upcoming();
         }
         let cpu = cpu as usize;
-        self.scheduler.sched[cpu].armed = false;
+        self.scheduler.cpu_mut(cpu).armed = false;
         self.m.set_floor(t);
         // IPI handlers that interrupted the CPU's last operation (or, on a CPU
         // running a thread, arrived since) made it longer; an idle CPU starts
         // once the handlers that woke it have returned.
         let stolen = self.m.take_stolen(cpu);
         self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
-        let base = t.max(self.scheduler.sched[cpu].clock) + stolen;
+        let base = t.max(self.scheduler.cpu(cpu).clock) + stolen;
         let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
         let now = self.run_cpu(cpu, now);
-        self.scheduler.sched[cpu].clock = now;
+        self.scheduler.cpu_mut(cpu).clock = now;
         self.m.set_busy_until(cpu, now);
-        self.m.cpus[cpu].running = self.scheduler.sched[cpu].cur.is_some();
+        self.m.cpus[cpu].running = self.scheduler.cpu(cpu).cur().is_some();
         self.end = self.end.max(now);
         true
     }
@@ -170,13 +170,13 @@ impl Sim {
             let c = &self.m.cpus[*cpu as usize];
             prefetch_bytes(c, std::mem::size_of::<crate::machine::CpuState>());
             c.tlb.prefetch();
-            prefetch_bytes(&self.scheduler.sched[*cpu as usize], std::mem::size_of::<CpuSched>());
+            prefetch_bytes(self.scheduler.cpu(*cpu as usize), std::mem::size_of::<CpuSched>());
         }
         // The thread needs its CPU's scheduler state, fetched an event ago
         // when that CPU was already among the first few.
         if let Some((_, _, cpu)) = self.events.peek() {
-            if let Some(tid) = self.scheduler.sched[cpu as usize].cur {
-                let t = &self.scheduler.threads[tid];
+            if let Some(tid) = self.scheduler.cpu(cpu as usize).cur() {
+                let t = self.scheduler.thread(tid);
                 prefetch_bytes(t, std::mem::size_of::<Thread>());
                 prefetch_bytes(&*t.prog, 128);
             }
@@ -214,39 +214,39 @@ impl Sim {
     }
 
     pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
-        let Some(tid) = self.scheduler.sched[cpu].cur else {
+        let Some(tid) = self.scheduler.cpu(cpu).cur() else {
             return self.schedule_counted(cpu, None, now);
         };
         // A fault's end first: the kernel path has not returned to the task
         // (no tick or preemption sees it in between).
-        let now = match self.scheduler.threads[tid].fault_exit.take() {
+        let now = match self.scheduler.thread_mut(tid).fault_exit.take() {
             Some((mm, held)) => self.fault_exit(cpu, mm, held, now),
             None => now,
         };
         let ticked = self.timer_tick(cpu, now);
         self.stats.kernel_cycles += ticked - now;
         let now = ticked;
-        let preempt = if self.scheduler.tun.kind.is_fair() {
+        let preempt = if self.scheduler.tun().kind.is_fair() {
             // The fair classes: the tick's checks, and a reschedule a wake-up owed.
-            if now >= self.scheduler.sched[cpu].sched_tick {
+            if now >= self.scheduler.cpu(cpu).sched_tick {
                 self.sched_tick(cpu, tid, now);
             }
-            let s = &mut self.scheduler.sched[cpu];
-            if s.need_resched && s.runq.is_empty() {
+            let s = self.scheduler.cpu_mut(cpu);
+            if s.need_resched && s.runq().is_empty() {
                 s.need_resched = false;
             }
             s.need_resched
         } else {
-            !self.scheduler.sched[cpu].runq.is_empty()
-                && now - self.scheduler.sched[cpu].slice_start >= self.scheduler.tun.fifo_slice
+            !self.scheduler.cpu(cpu).runq().is_empty()
+                && now - self.scheduler.cpu(cpu).slice_start >= self.scheduler.tun().fifo_slice
         };
         if preempt {
-            self.requeue(cpu, tid, now, false);
-            self.set_cur(cpu, None);
+            self.scheduler.requeue(cpu, tid, now, false);
+            self.scheduler.set_cur(cpu, None);
             return self.schedule_counted(cpu, Some(tid), now);
         }
         let now = self.exec(cpu, tid, now);
-        if self.scheduler.sched[cpu].cur == Some(tid) {
+        if self.scheduler.cpu(cpu).cur() == Some(tid) {
             self.arm(cpu, now);
             now
         } else {
@@ -259,7 +259,7 @@ impl Sim {
     /// `cpu` (`prev`) or starts on it; an idle CPU that finds nothing stays idle.
     fn schedule_counted(&mut self, cpu: usize, prev: Option<usize>, now: u64) -> u64 {
         let end = self.schedule(cpu, prev, now);
-        if prev.is_some() || self.scheduler.sched[cpu].cur.is_some() {
+        if prev.is_some() || self.scheduler.cpu(cpu).cur().is_some() {
             self.stats.kernel_cycles += end - now;
         }
         end
@@ -272,11 +272,11 @@ impl Sim {
     /// policy's work in it is charged: the tick's own path costs the same
     /// whatever the policy, and policies that do not tick are not charged it.
     fn timer_tick(&mut self, cpu: usize, now: u64) -> u64 {
-        if !self.scheduler.ticks || now < self.scheduler.sched[cpu].next_tick {
+        if !self.scheduler.ticks() || now < self.scheduler.cpu(cpu).next_tick {
             return now;
         }
         let ms = self.cycles_per_tick();
-        self.scheduler.sched[cpu].next_tick = self.tick_after(now, ms);
+        self.scheduler.cpu_mut(cpu).next_tick = self.tick_after(now, ms);
         self.stats.ticks += 1;
         self.tick(cpu, tlbkit_policy::Tick::Timer, now)
     }
@@ -285,18 +285,18 @@ impl Sim {
         if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
             self.spec_fill(cpu, now);
         }
-        if let Some((va, pages, write)) = self.scheduler.threads[tid].pending.take() {
+        if let Some((va, pages, write)) = self.scheduler.thread_mut(tid).pending.take() {
             return self.touch_counted(cpu, tid, va, pages, write, now);
         }
-        if let Some(p) = self.scheduler.threads[tid].retry_read.take() {
+        if let Some(p) = self.scheduler.thread_mut(tid).retry_read.take() {
             return self.in_kernel(now, |s| s.pipe_read(cpu, tid, p, now));
         }
-        if let Some(p) = self.scheduler.threads[tid].retry_write.take() {
+        if let Some(p) = self.scheduler.thread_mut(tid).retry_write.take() {
             return self.in_kernel(now, |s| s.pipe_write(cpu, tid, p, now));
         }
-        let ret = self.scheduler.threads[tid].ret;
-        self.scheduler.threads[tid].ret = 0;
-        let op = self.scheduler.threads[tid].prog.next(ret);
+        let ret = self.scheduler.thread(tid).ret;
+        self.scheduler.thread_mut(tid).ret = 0;
+        let op = self.scheduler.thread_mut(tid).prog.next(ret);
         match op {
             Op::Touch { va, pages, write } => self.touch_counted(cpu, tid, va, pages, write, now),
             Op::Compute(c) => now + self.jittered(c),
@@ -310,8 +310,8 @@ impl Sim {
                 let c = s.m.costs;
                 s.stats.syscalls += 1;
                 let mut now = now + s.jittered(c.exception_entry + c.kernel.syscall_body);
-                now = s.kaccess(cpu, s.kern.ktext + KTEXT_ENTRY, now);
-                now = s.kaccess(cpu, s.scheduler.threads[tid].kstack, now);
+                now = s.kaccess(cpu, s.kern.ktext() + KTEXT_ENTRY, now);
+                now = s.kaccess(cpu, s.scheduler.thread(tid).kstack, now);
                 now = s.syscall(cpu, tid, sys, now);
                 now + c.exception_exit
             }),
@@ -330,9 +330,9 @@ impl Sim {
     /// [`Sim::touch`], the serial time of its page faults counted as kernel time.
     #[inline]
     fn touch_counted(&mut self, cpu: usize, tid: usize, va: u64, pages: u64, write: bool, now: u64) -> u64 {
-        let f0 = self.timing.fault_cycles;
+        let f0 = self.timing.fault_cycles();
         let end = self.touch(cpu, tid, va, pages, write, now);
-        self.stats.kernel_cycles += self.timing.fault_cycles - f0;
+        self.stats.kernel_cycles += self.timing.fault_cycles() - f0;
         end
     }
 }

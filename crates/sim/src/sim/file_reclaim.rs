@@ -72,13 +72,12 @@ impl Sim {
     /// Linux v4.3 on x86, v6.5 on arm64) or flushing each clear at once
     /// (`--set tlbbatch=off`). Off by default: only anonymous memory is charged.
     pub fn set_file_charge(&mut self) {
-        self.mem.file_charge = true;
+        self.mem.charge_page_cache();
     }
 
     /// Returns the frame of page `index` of `file` in the page cache, if it is there.
     pub(super) fn page_cache_frame(&self, file: u32, index: u64) -> Option<u64> {
-        let f = self.mem.files.get(file as usize)?;
-        f.get(index as usize).copied().filter(|&p| p != NO_FRAME)
+        self.mem.page_cache_frame(file, index)
     }
 
     /// Returns whether page `index` of `file` is in the page cache.
@@ -92,7 +91,7 @@ impl Sim {
     fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<Mapping>> {
         let (first, last) = (f.va, f.va + f.pages);
         let mut out = Vec::new();
-        for (slot, m) in self.kern.mms.iter().enumerate().skip(1) {
+        for (mm, m) in self.kern.user_mms() {
             if !m.alive {
                 continue;
             }
@@ -108,7 +107,7 @@ impl Sim {
                         if p.written || p.flags & P_DIRTY != 0 {
                             return None;
                         }
-                        out.push((MmId(slot as u32), va, p.pfn));
+                        out.push((mm, va, p.pfn));
                     }
                 }
             }
@@ -143,7 +142,7 @@ impl Sim {
                 } else {
                     // ptep_clear_flush: flush_tlb_page at once.
                     mem.flush_tlb_range(mm, v, 1);
-                    mem.sim.mem.reclaim.file_flushes += 1;
+                    mem.sim.mem.count_file_flush();
                 }
                 if !mms.contains(&mm) {
                     mms.push(mm);
@@ -155,30 +154,24 @@ impl Sim {
         let mut held = reclaim::Held::default();
         if batch && done.iter().any(|(_, m)| !m.is_empty()) {
             held = mem.sync_deferred();
-            mem.sim.mem.reclaim.file_flushes += 1;
+            mem.sim.mem.count_file_flush();
         }
         let c = mem.sim.m.costs;
         for (f, maps) in &done {
             mem.now += c.kernel.zap_page * maps.len() as u64 + c.kernel.zap_folio;
-            let file = f.file.unwrap_or_default() as usize;
-            for i in 0..f.pages {
-                mem.sim.mem.files[file][(f.va + i) as usize] = NO_FRAME;
-            }
+            mem.sim.mem.page_cache_remove(f.file.unwrap_or_default(), f.va, f.pages);
             // The mappings' references, then the page cache's.
             let unmapped: Vec<u64> = maps.iter().map(|&(_, _, pfn)| pfn).collect();
             let mut freed = mem.sim.put_frames(unmapped);
             let cache = mem.sim.put_frames(f.pfn..f.pfn + f.pages);
             freed = (freed.0 + cache.0, freed.1 + cache.1);
             mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
-            let sim = &mut *mem.sim;
-            sim.mem.reclaim.file_folios += 1;
-            sim.mem.reclaim.file_pages += f.pages;
-            sim.mem.reclaim.file_unmaps += maps.len() as u64;
+            mem.sim.mem.count_file_reclaimed(f.pages, maps.len() as u64);
         }
         let (t, owed) = mem.finish();
         if held.any() {
             for &mm in &mms {
-                self.kern.mms[mm.index()].batched.merge(held);
+                self.kern.mm_mut(mm).batched.merge(held);
             }
         }
         // Every change was covered by a flush and completed.

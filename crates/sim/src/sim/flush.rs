@@ -2,10 +2,8 @@
 //! flush runs, its return discharges it; and `--strict`'s scan of what each CPU
 //! holds.
 
+use super::kernel_state::LazyDone;
 use super::*;
-
-/// The most emptied lists [`Sim::spare_lists`] keeps.
-const MAX_SPARE_LISTS: usize = 8;
 
 impl Sim {
     #[allow(clippy::too_many_arguments)]
@@ -26,7 +24,7 @@ impl Sim {
             FlushWhat::Mm => (0, 0, "flush_mm"),
             FlushWhat::KernelRange(va, p) => (va, p, "flush_kernel_range"),
         };
-        let uid = self.kern.mms[mm.index()].uid;
+        let uid = self.kern.mm(mm).uid;
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
         // The two calls that set LATR's `munmap_inprogress`: only their own
         // flushes hold memory back when deferred.
@@ -63,7 +61,7 @@ impl Sim {
         let start = now;
         let flagged = !pf.mm.is_kernel()
             && !matches!(pf.what, FlushWhat::KernelRange(..))
-            && self.kern.mms[pf.mm.index()].munmap_inprogress;
+            && self.kern.mm(pf.mm).munmap_inprogress;
         self.m.lazy.allowed = crate::machine::Deferrable { own: pf.lazy, flagged };
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
@@ -78,11 +76,11 @@ impl Sim {
         match self.m.lazy.taken.take() {
             Some(t) if pf.lazy => {
                 self.stats.lazy_flushes += 1;
-                self.kern.lazy_pending.insert(t, pf);
+                self.kern.hold_lazy(t, pf);
             }
             Some(t) => {
                 self.stats.lazy_flushes += 1;
-                self.kern.lazy_bare.insert(t);
+                self.kern.hold_bare(t);
                 now = self.finish_flush(Some(cpu), pf, now);
             }
             None => now = self.finish_flush(Some(cpu), pf, now),
@@ -112,12 +110,7 @@ impl Sim {
                 self.strict_scan(c, now);
             }
         }
-        if self.kern.spare.len() < MAX_SPARE_LISTS && (pf.changed.capacity() > 0 || pf.frames.capacity() > 0) {
-            let (mut changed, mut frames) = (pf.changed, pf.frames);
-            changed.clear();
-            frames.clear();
-            self.kern.spare.push((changed, frames));
-        }
+        self.kern.keep_spare(pf.changed, pf.frames);
         match cpu {
             Some(cpu) => self.kfree_work(cpu, freed, now),
             None => now,
@@ -127,7 +120,7 @@ impl Sim {
     /// Returns empty lists for a change's PTEs and frames, with the room a
     /// finished flush's had ([`PendingFlush`]'s `changed` and `frames`).
     pub(super) fn spare_lists(&mut self) -> (Vec<PteRef>, Vec<u64>) {
-        self.kern.spare.pop().unwrap_or_default()
+        self.kern.spare_lists()
     }
 
     /// Finishes every lazy flush the policy completed since the last look
@@ -137,12 +130,12 @@ impl Sim {
             return;
         }
         for t in std::mem::take(&mut self.m.lazy.completed) {
-            match self.kern.lazy_pending.remove(&t) {
-                Some(pf) => {
+            match self.kern.complete_lazy(t) {
+                LazyDone::Held(pf) => {
                     self.finish_flush(None, pf, now);
                 }
-                None if self.kern.lazy_bare.remove(&t) => {}
-                None => {
+                LazyDone::Bare => {}
+                LazyDone::Unknown => {
                     self.error.get_or_insert(format!(
                         "the policy completed flush ticket {t}, which is not pending (completed twice, or never \
                          handed out by defer_flush): a bug in the policy"
@@ -155,7 +148,7 @@ impl Sim {
     /// Runs the policy's work at scheduler point `at` on `cpu` (policies that
     /// tick only), then finishes the lazy flushes it completed.
     pub(super) fn tick(&mut self, cpu: usize, at: tlbkit_policy::Tick, now: u64) -> u64 {
-        if !self.scheduler.ticks {
+        if !self.scheduler.ticks() {
             return now;
         }
         let hw = CpuHw::new(&mut self.m, cpu, now);
@@ -168,7 +161,7 @@ impl Sim {
     /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its
     /// root still points at a user address space (x86 Linux's `is_lazy`).
     pub fn is_lazy(&self, cpu: usize) -> bool {
-        self.scheduler.sched[cpu].loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
+        self.scheduler.cpu(cpu).loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
     }
 
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry

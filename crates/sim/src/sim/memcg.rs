@@ -65,17 +65,6 @@ pub(super) struct LruFolio {
     pub(super) file: Option<u32>,
 }
 
-/// The cgroup: its limit, its charge and its LRU.
-#[derive(Clone, Debug, Default)]
-pub(super) struct MemLimit {
-    /// The limit, in 4 KB pages (`memory.max`).
-    limit: u64,
-    /// Pages charged: every folio on the LRU (freed ones until reclaim finds them).
-    charged: u64,
-    /// Folios in fault order, the least recently faulted first.
-    lru: VecDeque<LruFolio>,
-}
-
 /// Counts of the cgroup's reclaim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimStats {
@@ -104,25 +93,22 @@ impl Sim {
     /// every process: a fault that would pass the limit reclaims first (module
     /// documentation). Without a call nothing is limited.
     pub fn set_mem_limit(&mut self, pages: u64) {
-        self.mem.memcg = Some(MemLimit { limit: pages.max(SWAP_CLUSTER_MAX), ..MemLimit::default() });
+        self.mem.set_mem_limit(pages);
     }
 
     /// Returns the counts of the cgroup's reclaim so far.
     pub fn reclaim_stats(&self) -> ReclaimStats {
-        self.mem.reclaim
+        self.mem.reclaim_stats()
     }
 
     /// The charge of a fault by `cpu` on `va` of `mm` in `vma` at `now`: if it
     /// will map new anonymous memory that takes the cgroup over its limit,
     /// reclaims first. Returns the time after it.
     pub(super) fn memcg_charge_fault(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, mut now: u64) -> u64 {
-        let Some(cg) = &self.mem.memcg else {
-            return now;
-        };
-        if vma.file.is_some() {
+        if !self.mem.memcg_limited() || vma.file.is_some() {
             return now;
         }
-        let root = self.kern.mms[mm.index()].root;
+        let root = self.kern.mm(mm).root;
         let mapped = self.pt.walk(root, va & !4095).is_some_and(|w| self.pt.pte(w.pte).valid());
         if mapped {
             return now;
@@ -131,10 +117,8 @@ impl Sim {
         let folio = self.folios() && block >= vma.start && block + CONT_PTES * 4096 <= vma.end();
         let nr = if folio { CONT_PTES } else { 1 };
         let mut tries = 0;
-        let (limit, mut charged) = (cg.limit, cg.charged);
-        while charged + nr > limit && tries < MAX_RECLAIM_RETRIES {
+        while self.mem.memcg_over(nr) && tries < MAX_RECLAIM_RETRIES {
             now = self.direct_reclaim(cpu, now);
-            charged = self.mem.memcg.as_ref().map_or(0, |c| c.charged);
             tries += 1;
         }
         now
@@ -143,13 +127,10 @@ impl Sim {
     /// Records that a fault mapped the folio of `pages` pages at `va` of `mm`,
     /// first frame `pfn`: it joins the LRU's tail, charged.
     pub(super) fn memcg_add(&mut self, mm: MmId, va: u64, pfn: u64, pages: u64) {
-        let Some(uid) = self.kern.mms.get(mm.index()).map(|m| m.uid) else {
+        let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid) else {
             return;
         };
-        if let Some(cg) = &mut self.mem.memcg {
-            cg.lru.push_back(LruFolio { mm, uid, va, pfn, pages, file: None });
-            cg.charged += pages;
-        }
+        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
     }
 
     /// The charge of a fault by `cpu` on `va` of the file mapping `vma` at
@@ -158,17 +139,15 @@ impl Sim {
     /// (a new folio) and that takes the cgroup over its limit, reclaims first.
     /// Returns the time after it.
     pub(super) fn memcg_charge_file(&mut self, cpu: usize, vma: Vma, va: u64, mut now: u64) -> u64 {
-        let (Some(cg), Some(file)) = (&self.mem.memcg, vma.file) else {
+        let Some(file) = vma.file.filter(|_| self.mem.memcg_limited()) else {
             return now;
         };
-        if !self.mem.file_charge || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
+        if !self.mem.charges_page_cache() || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
             return now;
         }
-        let (limit, mut charged) = (cg.limit, cg.charged);
         let mut tries = 0;
-        while charged + CONT_PTES > limit && tries < MAX_RECLAIM_RETRIES {
+        while self.mem.memcg_over(CONT_PTES) && tries < MAX_RECLAIM_RETRIES {
             now = self.direct_reclaim(cpu, now);
-            charged = self.mem.memcg.as_ref().map_or(0, |c| c.charged);
             tries += 1;
         }
         now
@@ -177,33 +156,22 @@ impl Sim {
     /// Puts isolated folio `f` back at the LRU's tail, charged (one reclaim
     /// could not free).
     pub(super) fn memcg_putback(&mut self, f: LruFolio) {
-        if let Some(cg) = &mut self.mem.memcg {
-            cg.lru.push_back(f);
-            cg.charged += f.pages;
-        }
+        self.mem.memcg_charge(f);
     }
 
     /// Records that page `index` of `file` and the `pages` after it were read
     /// into the page cache at frame `pfn` on: the folio joins the LRU's tail,
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
-        if !self.mem.file_charge {
-            return;
-        }
-        if let Some(cg) = &mut self.mem.memcg {
-            cg.lru.push_back(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
-            cg.charged += pages;
+        if self.mem.charges_page_cache() {
+            self.mem.memcg_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
         }
     }
 
     /// Records that a migration moved the page at `va` of `mm` (an order-0
     /// folio) to frame `pfn`: its LRU entry follows it.
     pub(super) fn memcg_moved(&mut self, mm: MmId, va: u64, pfn: u64) {
-        if let Some(cg) = &mut self.mem.memcg {
-            if let Some(f) = cg.lru.iter_mut().find(|f| f.mm == mm && f.va == va && f.pages == 1) {
-                f.pfn = pfn;
-            }
-        }
+        self.mem.memcg_moved(mm, va, pfn);
     }
 
     /// One direct reclaim by `cpu` from `now` (module documentation): isolates
@@ -214,9 +182,9 @@ impl Sim {
         if isolated.is_empty() {
             return now;
         }
-        self.mem.reclaim.direct_reclaims += 1;
+        self.mem.count_direct_reclaim();
         now = self.lru_hold(cpu, now, isolated.len() as u32);
-        let batch = self.mem.pageout_batch;
+        let batch = self.mem.pageout_batch();
         // Clean page-cache folios are freed together after one flush, at the
         // end of shrink_folio_list; anonymous ones are each flushed and written
         // to swap in turn.
@@ -228,12 +196,11 @@ impl Sim {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
             let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
             let (t, owed) = mem.finish();
-            self.kern.mms[f.mm.index()].batched.merge(held);
+            self.kern.mm_mut(f.mm).batched.merge(held);
             // Every change was covered by the deferred flushes and completed.
             debug_assert!(owed.is_empty());
             now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
-            self.mem.reclaim.folios += 1;
-            self.mem.reclaim.pages += f.pages;
+            self.mem.count_anon_reclaimed(f.pages);
         }
         now
     }
@@ -243,28 +210,11 @@ impl Sim {
     /// since they were faulted, moves those mapped more than once to the tail,
     /// and returns the others.
     fn isolate(&mut self) -> Vec<LruFolio> {
-        let Some(mut cg) = self.mem.memcg.take() else {
+        let Some(mut cg) = self.mem.memcg_lend() else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        let (mut pages, mut looked) = (0, 0);
-        let n = cg.lru.len();
-        while pages < SWAP_CLUSTER_MAX && looked < n {
-            let Some(f) = cg.lru.pop_front() else {
-                break;
-            };
-            looked += 1;
-            match self.lru_state(&f) {
-                LruState::Gone => cg.charged -= f.pages,
-                LruState::Shared => cg.lru.push_back(f),
-                LruState::Reclaimable => {
-                    cg.charged -= f.pages;
-                    pages += f.pages;
-                    out.push(f);
-                }
-            }
-        }
-        self.mem.memcg = Some(cg);
+        let out = cg.isolate(|f| self.lru_state(f));
+        self.mem.memcg_return(cg);
         out
     }
 
@@ -277,7 +227,7 @@ impl Sim {
                 LruState::Gone
             };
         }
-        let Some(m) = self.kern.mms.get(f.mm.index()) else {
+        let Some(m) = self.kern.get_mm(f.mm) else {
             return LruState::Gone;
         };
         if !m.alive || m.uid != f.uid {
@@ -301,7 +251,7 @@ impl Sim {
 
 /// What became of a folio on the LRU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LruState {
+pub(super) enum LruState {
     /// Unmapped or remapped since (freed, or its address space gone).
     Gone,
     /// Mapped more than once.
@@ -330,9 +280,9 @@ mod tests {
         for i in 0..40 {
             sim.memcg_add(MmId::KERNEL, 0x10_0000 + i * 4096, 1000 + i, 1);
         }
-        assert_eq!(sim.mem.memcg.as_ref().map(|c| c.charged), Some(40));
+        assert_eq!(sim.mem.memcg_charged(), Some(40));
         assert!(sim.isolate().is_empty());
-        let cg = sim.mem.memcg.as_ref().unwrap();
-        assert_eq!((cg.charged, cg.lru.len()), (0, 0), "freed folios leave the charge and the LRU");
+        let cg = (sim.mem.memcg_charged().unwrap(), sim.mem.memcg_lru_len().unwrap());
+        assert_eq!(cg, (0, 0), "freed folios leave the charge and the LRU");
     }
 }

@@ -80,14 +80,14 @@ impl Sim {
     pub fn nodes(&self) -> usize {
         let n = self.node_cpus();
         let sockets = self.cfg.preset.real_cores.div_ceil(n).max(self.m.cpus.len().div_ceil(n)).max(1);
-        sockets + self.mem.cpuless_nodes
+        sockets + self.mem.cpuless_nodes()
     }
 
     /// Adds a NUMA node with memory and no CPUs (a CXL memory expander, or a
     /// socket whose CPUs are offline) as the last node: a migration's target
     /// on a machine of one node.
     pub fn add_cpuless_node(&mut self) {
-        self.mem.cpuless_nodes += 1;
+        self.mem.add_cpuless_node();
     }
 
     /// Returns the CPUs of one NUMA node: CPU `c` is on node `c / node_cpus()`.
@@ -115,17 +115,17 @@ impl Sim {
             ));
             return (now, 0);
         }
-        let Some(mm) = self.scheduler.threads.get(target).map(|t| t.mm).filter(|mm| !mm.is_kernel()) else {
+        let Some(mm) = self.scheduler.get_thread(target).map(|t| t.mm).filter(|mm| !mm.is_kernel()) else {
             return (now, 0);
         };
-        if from == to || !self.kern.mms[mm.index()].alive {
+        if from == to || !self.kern.mm(mm).alive {
             return (now, 0);
         }
         let now = self.mmap_lock(cpu, mm, false, now);
-        self.mem.migrating.retain(|_, (_, until)| *until > now);
+        self.mem.forget_migrated(now);
         let batch = if self.migrate_batches() { NR_MAX_BATCHED_MIGRATION } else { 1 };
-        let root = self.kern.mms[mm.index()].root;
-        let mut vmas: Vec<Vma> = self.kern.mms[mm.index()].vmas.iter().copied().filter(|v| v.file.is_none()).collect();
+        let root = self.kern.mm(mm).root;
+        let mut vmas: Vec<Vma> = self.kern.mm(mm).vmas.iter().copied().filter(|v| v.file.is_none()).collect();
         vmas.sort_by_key(|v| v.start);
         let mut pending = reclaim::Held::default();
         let mut moved = 0;
@@ -156,7 +156,7 @@ impl Sim {
         }
         let (t, owed) = mem.finish();
         debug_assert!(owed.is_empty(), "a migration's unmap was never flushed");
-        self.kern.mms[mm.index()].batched.merge(pending);
+        self.kern.mm_mut(mm).batched.merge(pending);
         self.stats.pageout.migrated_pages += moved;
         let t = self.flush_unflushed(cpu, mm, "migrate", owed, t);
         (self.mmap_unlock(cpu, mm, false, t), moved)
@@ -200,8 +200,8 @@ impl Sim {
             mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
             mem.set(mm, va, PteVal::new(new, old.flags));
             mem.now += c.kernel.zap_page;
-            let uid = mem.sim.kern.mms[mm.index()].uid;
-            mem.sim.mem.migrating.insert((uid, va.0), (at, mem.now));
+            let uid = mem.sim.kern.mm(mm).uid;
+            mem.sim.mem.mark_migrating(uid, va.0, at, mem.now);
             mem.sim.memcg_moved(mm, va.0, new);
             let freed = mem.sim.put_frames([old.pfn]);
             mem.now = mem.sim.kfree_work(cpu, freed, mem.now);
@@ -216,8 +216,8 @@ impl Sim {
     /// mapped again. Returns the time it goes on.
     pub(super) fn migration_entry_wait(&mut self, cpu: usize, va: u64, now: u64) -> u64 {
         let Some((_, uid, _)) = self.user_root(cpu) else { return now };
-        match self.mem.migrating.get(&(uid, va & !4095)) {
-            Some(&(at, until)) if at <= now && now < until => {
+        match self.mem.migration_of(uid, va & !4095) {
+            Some((at, until)) if at <= now && now < until => {
                 let c = self.m.costs;
                 self.stats.pageout.migration_waits += 1;
                 self.stats.page_faults += 1;

@@ -10,7 +10,7 @@ impl Sim {
     /// can be mapped by one folio.
     pub(super) fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>) -> u64 {
         let folios = self.cont.mode != ContMode::Off;
-        let m = &mut self.kern.mms[mm.index()];
+        let m = self.kern.mm_mut(mm);
         let va = if folios { m.mmap_next.next_multiple_of(CONT_PTES * 4096) } else { m.mmap_next };
         m.mmap_next = va + (pages + 16) * 4096;
         m.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
@@ -28,12 +28,12 @@ impl Sim {
             return now;
         };
         let mut now = now + self.m.costs.kernel.fault_path;
-        if self.kern.mms[mm.index()].vmas.iter().any(|v| v.start < end && va < v.end()) {
+        if self.kern.mm(mm).vmas.iter().any(|v| v.start < end && va < v.end()) {
             self.split_vmas(mm, va, pages);
-            self.kern.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+            self.kern.mm_mut(mm).vmas.retain(|v| v.end() <= va || v.start >= end);
             now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
         }
-        let m = &mut self.kern.mms[mm.index()];
+        let m = self.kern.mm_mut(mm);
         m.vmas.push(Vma { start: va, pages, write, file: None, pgoff: 0 });
         if end > m.mmap_next {
             m.mmap_next = end + 16 * 4096;
@@ -44,7 +44,7 @@ impl Sim {
     /// Splits VMAs so that `[va, va + pages)` starts and ends on VMA boundaries.
     pub(super) fn split_vmas(&mut self, mm: MmId, va: u64, pages: u64) {
         let end = va + pages * 4096;
-        let vmas = &mut self.kern.mms[mm.index()].vmas;
+        let vmas = &mut self.kern.mm_mut(mm).vmas;
         let inside = |v: &Vma, x: u64| v.start < x && x < v.end();
         if !vmas.iter().any(|v| inside(v, va) || inside(v, end)) {
             // Already on boundaries (an mprotect loop's common case): nothing to allocate.
@@ -78,19 +78,19 @@ impl Sim {
     pub(super) fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
-        self.kern.mms[mm.index()].vmas.retain(|v| v.end() <= va || v.start >= end);
+        self.kern.mm_mut(mm).vmas.retain(|v| v.end() <= va || v.start >= end);
         // The zap path: VMA lookup and page-table walk, as madvise's, with LATR's
         // flag set around it (the artifact's `munmap` system call only).
-        self.kern.mms[mm.index()].munmap_inprogress = true;
+        self.kern.mm_mut(mm).munmap_inprogress = true;
         let now = self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.kernel.fault_path);
-        self.kern.mms[mm.index()].munmap_inprogress = false;
+        self.kern.mm_mut(mm).munmap_inprogress = false;
         now
     }
 
     pub(super) fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
-        for v in &mut self.kern.mms[mm.index()].vmas {
+        for v in &mut self.kern.mm_mut(mm).vmas {
             if v.start >= va && v.end() <= end {
                 v.write = write;
             }
@@ -106,7 +106,7 @@ impl Sim {
             let pf = self.open_flush_arch(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, Vec::new(), owed, now);
             return self.flush(cpu, pf, now);
         }
-        let root = self.kern.mms[mm.index()].root;
+        let root = self.kern.mm(mm).root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut runs = Vec::new();
@@ -153,11 +153,8 @@ impl Sim {
     /// range only when it clears a PTE, and flushes nothing when it cleared none).
     pub(super) fn madvise_dontneed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         let end = va + pages * 4096;
-        let covered: u64 = self.kern.mms[mm.index()]
-            .vmas
-            .iter()
-            .map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096)
-            .sum();
+        let covered: u64 =
+            self.kern.mm(mm).vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
         if !va.is_multiple_of(4096) || covered != pages {
             self.error.get_or_insert(format!(
                 "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
@@ -167,9 +164,9 @@ impl Sim {
         // The zap path: VMA lookup and page-table walk, as munmap's, with LATR's
         // flag set around it (`madvise_dontneed`).
         let now = now + self.m.costs.kernel.fault_path;
-        self.kern.mms[mm.index()].munmap_inprogress = true;
+        self.kern.mm_mut(mm).munmap_inprogress = true;
         let now = self.zap_range(cpu, mm, va, pages, "madvise", now);
-        self.kern.mms[mm.index()].munmap_inprogress = false;
+        self.kern.mm_mut(mm).munmap_inprogress = false;
         now
     }
 
@@ -199,7 +196,7 @@ impl Sim {
             let pf = self.open_flush_arch(cpu, mm, what, change, seq, frames, owed, now);
             return self.flush(cpu, pf, now);
         }
-        let root = self.kern.mms[mm.index()].root;
+        let root = self.kern.mm(mm).root;
         let seq = self.oracle.next_seq();
         let mut slots = Vec::new();
         self.pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));

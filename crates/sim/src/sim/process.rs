@@ -6,33 +6,18 @@ use crate::error::Error;
 
 impl Sim {
     pub(super) fn new_mm(&mut self) -> Option<MmId> {
-        let slot = match self.kern.free_slots.pop() {
-            Some(s) => s,
-            None => {
-                if self.kern.mms.len() >= self.cfg.max_mms {
-                    return None;
-                }
-                self.kern.mms.push(Mm::new(0, 0, 0, false));
-                (self.kern.mms.len() - 1) as u32
-            }
-        };
+        let slot = self.kern.take_slot(self.cfg.max_mms)?;
         let root = self.pt.new_root();
-        let uid = self.kern.next_uid;
-        self.kern.next_uid += 1;
-        self.kern.mms[slot as usize] = Mm::new(uid, root, MMAP_BASE, true);
-        let mm = MmId(slot);
+        let mm = self.kern.open_mm(slot, root, MMAP_BASE);
         self.policy.mm_init(mm);
         Some(mm)
     }
 
     pub(super) fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
         let kstack = self.kalloc_page();
-        let tstruct = if self.scheduler.threads.len().is_multiple_of(8) {
-            self.kalloc_page()
-        } else {
-            self.scheduler.threads.last().unwrap().tstruct
-        };
-        self.scheduler.threads.push(Thread {
+        let n = self.scheduler.nthreads();
+        let tstruct = if n.is_multiple_of(8) { self.kalloc_page() } else { self.scheduler.thread(n - 1).tstruct };
+        let tid = self.scheduler.add_thread(Thread {
             mm,
             state: State::Runnable,
             cpu,
@@ -48,9 +33,8 @@ impl Sim {
             pinned: false,
             se: Entity::default(),
         });
-        self.kern.mms[mm.index()].users += 1;
-        self.kern.live += 1;
-        self.scheduler.threads.len() - 1
+        self.kern.join(mm);
+        tid
     }
 
     /// Starts a new process running `prog` with a text and a stack mapping, on
@@ -79,7 +63,7 @@ impl Sim {
             }
         }
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
-        let m = &mut self.kern.mms[mm.index()];
+        let m = self.kern.mm_mut(mm);
         m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
         Ok(self.start_process(mm, prog))
     }
@@ -87,7 +71,7 @@ impl Sim {
     /// Gives the new address space `mm` its first thread, running `prog` on the
     /// least-loaded CPU; returns the thread id.
     pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
-        let cpu = self.least_loaded();
+        let cpu = self.scheduler.least_loaded();
         let tid = self.new_thread(mm, prog, cpu);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
@@ -95,7 +79,7 @@ impl Sim {
 
     /// Gives a new address space a program image: text, data and stack.
     pub(super) fn map_image(&mut self, mm: MmId) {
-        let m = &mut self.kern.mms[mm.index()];
+        let m = self.kern.mm_mut(mm);
         m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
         m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
         m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
@@ -105,7 +89,7 @@ impl Sim {
     /// address space (FreeBSD's `pmap0`, Linux's `init_mm`), so it can touch
     /// kernel addresses only. Returns its thread id.
     pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
-        let cpu = cpu.min(self.scheduler.sched.len() - 1);
+        let cpu = cpu.min(self.scheduler.ncpus() - 1);
         let tid = self.new_thread(MmId::KERNEL, prog, cpu);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
@@ -120,18 +104,19 @@ impl Sim {
         mut now: u64,
     ) -> u64 {
         let c = self.m.costs;
-        let parent = self.scheduler.threads[tid].mm;
+        let parent = self.scheduler.thread(tid).mm;
         let Some(cm) = self.new_mm() else {
             self.error.get_or_insert(format!("fork: {}", Error::AddressSpaces { max: self.cfg.max_mms }));
             return now;
         };
-        let vmas = self.kern.mms[parent.index()].vmas.clone();
-        self.kern.mms[cm.index()].vmas = vmas.clone();
-        self.kern.mms[cm.index()].mmap_next = self.kern.mms[parent.index()].mmap_next;
+        let p = self.kern.mm(parent);
+        let (vmas, mmap_next, proot) = (p.vmas.clone(), p.mmap_next, p.root);
         // The child's PTEs of pages the parent paged out are swap entries too
         // (copy_nonpresent_pte): a touch swaps them in.
-        self.kern.mms[cm.index()].swapped = self.kern.mms[parent.index()].swapped.clone();
-        let (proot, croot) = (self.kern.mms[parent.index()].root, self.kern.mms[cm.index()].root);
+        let swapped = p.swapped.clone();
+        let m = self.kern.mm_mut(cm);
+        (m.vmas, m.mmap_next, m.swapped) = (vmas.clone(), mmap_next, swapped);
+        let croot = m.root;
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut owed = ptemem::Unflushed::default();
@@ -172,10 +157,10 @@ impl Sim {
         // Fork balancing places the child on the least-loaded CPU, as both
         // kernels do; `migration` only governs moving threads afterwards. A
         // bound child starts on its CPU and stays there.
-        let ccpu = bind.map_or_else(|| self.least_loaded(), |b| b % self.scheduler.sched.len());
+        let ccpu = bind.map_or_else(|| self.scheduler.least_loaded(), |b| b % self.scheduler.ncpus());
         let ct = self.new_thread(cm, child, ccpu);
-        self.scheduler.threads[ct].pinned = bind.is_some();
-        self.scheduler.threads[tid].ret = ct as u64;
+        self.scheduler.thread_mut(ct).pinned = bind.is_some();
+        self.scheduler.thread_mut(tid).ret = ct as u64;
         now += c.kernel.fault_path * 4;
         let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
         pf.arch = owed;
@@ -188,7 +173,7 @@ impl Sim {
     /// `p` and wakes a reader.
     pub(super) fn exit_notify(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
         let now = self.exit(cpu, tid, now);
-        match self.kern.pipes.get(p as usize) {
+        match self.kern.pipe(p) {
             // The dead thread cannot block on a full pipe.
             Some(pipe) if pipe.count < pipe.cap => self.pipe_write(cpu, tid, p, now),
             _ => {
@@ -199,21 +184,18 @@ impl Sim {
     }
 
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
-        let mm = self.scheduler.threads[tid].mm;
-        self.scheduler.threads[tid].state = State::Dead;
-        self.set_cur(cpu, None);
-        self.kern.live -= 1;
-        let m = &mut self.kern.mms[mm.index()];
-        m.users -= 1;
-        if m.users > 0 || mm.is_kernel() {
+        let mm = self.scheduler.thread(tid).mm;
+        self.scheduler.thread_mut(tid).state = State::Dead;
+        self.scheduler.set_cur(cpu, None);
+        if self.kern.leave(mm) > 0 || mm.is_kernel() {
             return now;
         }
         // Last user: tear the address space down while it is still current here
         // (FreeBSD pmap_remove_pages), switch away, then release it.
-        self.kern.in_exit = true;
+        self.kern.set_in_exit(true);
         let start = now;
         let now = self.teardown(cpu, mm, "exit", now);
-        self.kern.in_exit = false;
+        self.kern.set_in_exit(false);
         self.stats.contpte.exits += 1;
         self.stats.contpte.exit_teardown_cycles += now - start;
         // The exiting thread's CPU leaves the address space (`exit_mm` calls
@@ -231,7 +213,7 @@ impl Sim {
     /// batch ([`Sim::lru_drain_at_zap`]). Returns the time after the flush.
     pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, now: u64) -> u64 {
         let mut now = self.lru_drain_at_zap(cpu, now);
-        let m = &mut self.kern.mms[mm.index()];
+        let m = self.kern.mm_mut(mm);
         let root = m.root;
         let vmas = std::mem::take(&mut m.vmas);
         if self.folios() {
@@ -239,8 +221,7 @@ impl Sim {
             let seq = self.oracle.next_seq();
             let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, frames, owed, t);
             now = self.flush(cpu, pf, t);
-            self.kern.zombies.push(mm);
-            self.kern.reaped_at = None;
+            self.kern.bury(mm);
             return now;
         }
         let seq = self.oracle.next_seq();
@@ -260,8 +241,7 @@ impl Sim {
         }
         let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, now);
         now = self.flush(cpu, pf, now);
-        self.kern.zombies.push(mm);
-        self.kern.reaped_at = None;
+        self.kern.bury(mm);
         now
     }
 
@@ -274,11 +254,11 @@ impl Sim {
         bind: Option<usize>,
         mut now: u64,
     ) -> u64 {
-        let mm = self.scheduler.threads[tid].mm;
-        let target = bind.map_or_else(|| self.least_loaded_near(cpu), |b| b % self.scheduler.sched.len());
+        let mm = self.scheduler.thread(tid).mm;
+        let target = bind.map_or_else(|| self.scheduler.least_loaded_near(cpu), |b| b % self.scheduler.ncpus());
         let t = self.new_thread(mm, thread, target);
-        self.scheduler.threads[t].pinned = bind.is_some();
-        self.scheduler.threads[tid].ret = t as u64;
+        self.scheduler.thread_mut(t).pinned = bind.is_some();
+        self.scheduler.thread_mut(tid).ret = t as u64;
         // Thread creation (kernel stack, thread structure, register copy) is about
         // half of fork's fixed software path, which also copies the address space:
         // an estimate, as fork's is.
@@ -290,11 +270,11 @@ impl Sim {
     /// `execve`: a fresh address space with a new image replaces the caller's,
     /// which is torn down as exit tears down a last user's.
     pub(super) fn execve(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
-        let old = self.scheduler.threads[tid].mm;
-        if self.kern.mms[old.index()].users > 1 {
+        let old = self.scheduler.thread(tid).mm;
+        if self.kern.mm(old).users > 1 {
             self.error.get_or_insert(format!(
                 "execve from {old}, which has {} threads: the simulated kernel does not end the other threads",
-                self.kern.mms[old.index()].users
+                self.kern.mm(old).users
             ));
             return now;
         }
@@ -306,9 +286,9 @@ impl Sim {
         // Image activation (reading the header, building the stack and arguments)
         // is costed like fork's fixed path: an estimate.
         now += self.m.costs.kernel.fault_path * 4;
-        self.scheduler.threads[tid].mm = new;
-        self.kern.mms[new.index()].users = 1;
-        self.kern.mms[old.index()].users = 0;
+        self.scheduler.thread_mut(tid).mm = new;
+        self.kern.mm_mut(new).users = 1;
+        self.kern.mm_mut(old).users = 0;
         now = self.teardown(cpu, old, "execve", now);
         self.switch_mm(cpu, new, now)
     }
@@ -317,25 +297,22 @@ impl Sim {
     /// its page tables, lets the policy release it and frees its slot.
     pub(super) fn reap(&mut self, cpu: usize, mut now: u64) -> u64 {
         let releases = self.m.root_releases();
-        if self.kern.zombies.is_empty() || self.kern.reaped_at == Some(releases) {
+        // A release during the scan (by `mm_release`) makes the next call scan again.
+        if !self.kern.reap_due(releases) {
             return now;
         }
-        // A release during the scan (by `mm_release`) makes the next call scan again.
-        self.kern.reaped_at = Some(releases);
         let mut i = 0;
-        while i < self.kern.zombies.len() {
-            let mm = self.kern.zombies[i];
+        while let Some(mm) = self.kern.zombie(i) {
             if self.m.roots_on(mm) > 0 {
                 i += 1;
                 continue;
             }
-            self.kern.zombies.swap_remove(i);
-            self.pt.free_tree(self.kern.mms[mm.index()].root);
+            self.kern.unbury(i);
+            self.pt.free_tree(self.kern.mm(mm).root);
             let hw = CpuHw::new(&mut self.m, cpu, now);
             self.policy.mm_release(&hw, mm);
             now = hw.now();
-            self.kern.mms[mm.index()].alive = false;
-            self.kern.free_slots.push(mm.0);
+            self.kern.free_slot(mm);
         }
         now
     }

@@ -6,7 +6,7 @@ use super::*;
 impl Sim {
     pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
-        let mm = self.scheduler.threads[tid].mm;
+        let mm = self.scheduler.thread(tid).mm;
         if mm.is_kernel()
             && matches!(
                 s,
@@ -71,18 +71,18 @@ impl Sim {
     /// Runs system call `s` of `tid` on `cpu` from `now` (its locks held).
     fn syscall_body(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
-        let mm = self.scheduler.threads[tid].mm;
+        let mm = self.scheduler.thread(tid).mm;
         match s {
             Sys::Mmap { pages, write } => {
-                self.scheduler.threads[tid].ret = self.mmap(mm, pages, write, None);
+                self.scheduler.thread_mut(tid).ret = self.mmap(mm, pages, write, None);
                 now + c.kernel.fault_path
             }
             Sys::MmapFile { file, pages, write } => {
-                self.scheduler.threads[tid].ret = self.mmap(mm, pages, write, Some(file));
+                self.scheduler.thread_mut(tid).ret = self.mmap(mm, pages, write, Some(file));
                 now + c.kernel.fault_path
             }
             Sys::MmapFixed { va, pages, write } => {
-                self.scheduler.threads[tid].ret = va;
+                self.scheduler.thread_mut(tid).ret = va;
                 self.forget_swapped(mm, va, pages);
                 self.mmap_fixed(cpu, mm, va, pages, write, now)
             }
@@ -102,7 +102,7 @@ impl Sim {
             Sys::MadvisePageout { va, pages } => self.madvise_pageout(cpu, mm, va, pages, now),
             Sys::MigratePages { tid: target, from, to } => {
                 let (t, moved) = self.migrate_pages(cpu, target, from, to, now);
-                self.scheduler.threads[tid].ret = moved;
+                self.scheduler.thread_mut(tid).ret = moved;
                 t
             }
             Sys::Execve => self.execve(cpu, tid, now),
@@ -113,8 +113,8 @@ impl Sim {
             Sys::PipeRead(p) => self.pipe_read(cpu, tid, p, now),
             Sys::Null => now,
             Sys::Yield => {
-                self.requeue(cpu, tid, now, true);
-                self.set_cur(cpu, None);
+                self.scheduler.requeue(cpu, tid, now, true);
+                self.scheduler.set_cur(cpu, None);
                 now
             }
         }
@@ -123,14 +123,14 @@ impl Sim {
     /// Creates a pipe holding at most `cap` tokens and returns its id to `tid`.
     fn new_pipe(&mut self, tid: usize, cap: u64, now: u64) -> u64 {
         let kva = self.kalloc_page();
-        self.kern.pipes.push(Pipe { count: 0, cap, waiters: VecDeque::new(), writers: VecDeque::new(), kva });
-        self.scheduler.threads[tid].ret = (self.kern.pipes.len() - 1) as u32 as u64;
+        let p = self.kern.new_pipe(cap, kva);
+        self.scheduler.thread_mut(tid).ret = p as u64;
         now + self.m.costs.kernel.pipe_op
     }
 
     pub(super) fn pipe_write(&mut self, cpu: usize, tid: usize, p: u32, mut now: u64) -> u64 {
         let c = self.m.costs;
-        let Some(pipe) = self.kern.pipes.get_mut(p as usize) else {
+        let Some(pipe) = self.kern.pipe_mut(p) else {
             self.error.get_or_insert(format!("write to unknown pipe {p}"));
             return now;
         };
@@ -138,20 +138,20 @@ impl Sim {
         if pipe.count >= pipe.cap {
             // Full: sleep until a read makes room, then write again.
             pipe.writers.push_back(tid);
-            self.scheduler.threads[tid].state = State::Blocked;
-            self.scheduler.threads[tid].retry_write = Some(p);
-            self.set_cur(cpu, None);
-            now = self.kaccess(cpu, self.kern.ktext + KTEXT_IPC, now);
+            self.scheduler.thread_mut(tid).state = State::Blocked;
+            self.scheduler.thread_mut(tid).retry_write = Some(p);
+            self.scheduler.set_cur(cpu, None);
+            now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
             let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
             return self.kaccess(cpu, kva, t);
         }
         pipe.count += 1;
         let waiter = pipe.waiters.pop_front();
-        now = self.kaccess(cpu, self.kern.ktext + KTEXT_IPC, now);
+        now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
         let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
         now = self.kaccess(cpu, kva, t);
         if let Some(w) = waiter {
-            now = self.kaccess(cpu, self.scheduler.threads[w].tstruct, now);
+            now = self.kaccess(cpu, self.scheduler.thread(w).tstruct, now);
             now = self.wake(w, cpu, now, true);
         }
         now
@@ -159,13 +159,13 @@ impl Sim {
 
     pub(super) fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
         let c = self.m.costs;
-        let Some(pipe) = self.kern.pipes.get_mut(p as usize) else {
+        let Some(pipe) = self.kern.pipe_mut(p) else {
             self.error.get_or_insert(format!("read from unknown pipe {p}"));
             return now;
         };
         let kva = pipe.kva;
-        let now = self.kaccess(cpu, self.kern.ktext + KTEXT_IPC, now);
-        let Some(pipe) = self.kern.pipes.get_mut(p as usize) else {
+        let now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
+        let Some(pipe) = self.kern.pipe_mut(p) else {
             return now;
         };
         if pipe.count > 0 {
@@ -174,15 +174,15 @@ impl Sim {
             let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
             let mut now = self.kaccess(cpu, kva, t);
             if let Some(w) = writer {
-                now = self.kaccess(cpu, self.scheduler.threads[w].tstruct, now);
+                now = self.kaccess(cpu, self.scheduler.thread(w).tstruct, now);
                 now = self.wake(w, cpu, now, true);
             }
             return now;
         }
         pipe.waiters.push_back(tid);
-        self.scheduler.threads[tid].state = State::Blocked;
-        self.scheduler.threads[tid].retry_read = Some(p);
-        self.set_cur(cpu, None);
+        self.scheduler.thread_mut(tid).state = State::Blocked;
+        self.scheduler.thread_mut(tid).retry_read = Some(p);
+        self.scheduler.set_cur(cpu, None);
         let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
         self.kaccess(cpu, kva, t)
     }
@@ -195,9 +195,8 @@ impl Sim {
             return now;
         }
         let c = self.m.costs;
-        let va = KMAP_BASE + (self.kern.kmap_next % KMAP_SLOTS) * KMAP_SLOT_PAGES * 4096;
-        self.kern.kmap_next += 1;
-        let kroot = self.kern.mms[0].root;
+        let va = self.kern.kmap_slot();
+        let kroot = self.kern.kernel_root();
         // The copy below looks each page up: fetch its TLB sets while the PTEs are entered.
         self.m.cpus[cpu].tlb.prefetch_l2(va, pages);
         // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid

@@ -1,0 +1,629 @@
+//! The scheduler's state ([`Scheduler`]): every thread, each CPU's run queue
+//! and scheduler state, the load figures placement and balancing read, and
+//! the scheduling class's rules that need nothing but them: queueing and
+//! picking, placement in virtual time, wake-up placement
+//! (`select_task_rq_fair`), wake-up and tick preemption, and the choices of
+//! load balancing. The paths that also drive the machine (the context
+//! switch, wake-ups' IPIs, the balancing moves' costs) are `sim/sched.rs`
+//! and `sim/balance.rs`, which reach the scheduler through the methods here.
+//!
+//! What the methods keep true:
+//! - `loads[cpu]` is `cpu`'s queued threads plus one if one runs there, and
+//!   the per-domain counts of idle CPUs (`idle_llc`) and of CPUs with a queued
+//!   task balancing may move (`ovl_llc`, `ovl_total`) agree with them: a run
+//!   queue and a CPU's running thread change only through
+//!   [`Scheduler::queue`], [`Scheduler::unqueue`] and [`Scheduler::set_cur`],
+//!   which update them (`track`), so that placing a thread scans 4 bytes a CPU
+//!   and balancing reads a count rather than every CPU;
+//! - a CPU's cache domain (`llc`) is fixed when the CPU is added.
+//!
+//! A thread ([`Thread`]) and the other fields of a CPU's state ([`CpuSched`])
+//! are reached by id ([`Scheduler::thread_mut`], [`Scheduler::cpu_mut`]).
+
+use super::{State, Thread};
+use crate::sched::{cfs, eevdf, wake_wide, Queued, RunQueue, SchedKind, Tunables, NR_MIGRATE};
+use std::cmp::Reverse;
+use tlbkit_policy::MmId;
+
+/// The scheduler's state: every thread, each CPU's queue and the load
+/// figures placement and balancing read.
+pub(super) struct Scheduler {
+    /// Every thread, by id.
+    threads: Vec<Thread>,
+    /// Each CPU's scheduler state.
+    sched: Vec<CpuSched>,
+    /// Per CPU, the threads queued on or running on it (`runq.len()` plus one
+    /// for `cur`), kept in step by [`Scheduler::queue`],
+    /// [`Scheduler::unqueue`] and [`Scheduler::set_cur`]: a dense copy, so
+    /// that placing a new thread scans 4 bytes a CPU rather than each CPU's
+    /// scheduler state.
+    loads: Vec<u32>,
+    /// The scheduling class's tunables, in cycles.
+    tun: Tunables,
+    /// The FIFO class's arrival counter (its queue key).
+    fifo_seq: u64,
+    /// The cache (LLC) domains: per domain its first CPU and one past its last.
+    llcs: Vec<(u32, u32)>,
+    /// Per cache domain, the CPUs with nothing running or queued.
+    idle_llc: Vec<u32>,
+    /// Per cache domain, the CPUs with a queued task balancing may move.
+    ovl_llc: Vec<u32>,
+    /// CPUs with a queued task balancing may move, all told.
+    ovl_total: u32,
+    /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
+    ///
+    /// [`Policy::ticks`]: tlbkit_policy::Policy::ticks
+    ticks: bool,
+}
+
+/// One CPU's scheduler state.
+pub(super) struct CpuSched {
+    /// The thread running here, if any (set by [`Scheduler::set_cur`]).
+    cur: Option<usize>,
+    /// The threads queued here (changed by [`Scheduler::queue`] and
+    /// [`Scheduler::unqueue`]).
+    runq: RunQueue,
+    /// The address space this CPU last switched to.
+    pub(super) loaded: MmId,
+    /// When the running thread's slice started, in cycles.
+    pub(super) slice_start: u64,
+    /// The CPU's time after its last event, in cycles.
+    pub(super) clock: u64,
+    /// Whether an event of this CPU is queued.
+    pub(super) armed: bool,
+    /// The kernel page holding this CPU's run queue.
+    pub(super) runq_page: u64,
+    /// When this CPU's next scheduler tick is due, in cycles (policies that
+    /// tick only).
+    pub(super) next_tick: u64,
+    /// When the fair classes' next tick is due (preemption and balancing).
+    pub(super) sched_tick: u64,
+    /// A reschedule is owed: the running task is switched out at its next event.
+    pub(super) need_resched: bool,
+    /// CFS `yield`: the task that yielded, run after any other.
+    pub(super) skip: Option<u32>,
+    /// The cache (LLC) domain this CPU is in ([`Scheduler`] `llcs`).
+    llc: u32,
+    /// When this busy CPU next balances its cache domain.
+    pub(super) next_balance: u64,
+    /// When this CPU, overloaded, next kicks an idle one to pull from it.
+    pub(super) next_kick: u64,
+    /// When this CPU, going idle, may next look for work past its cache
+    /// domain, after such a search found none.
+    pub(super) next_wide: u64,
+    /// Whether its last balance found only cache-hot tasks to move
+    /// (`nr_balance_failed`, which lets the next one move a hot task).
+    pub(super) balance_failed: bool,
+}
+
+impl CpuSched {
+    /// Returns the thread running here, if any.
+    #[inline]
+    pub(super) fn cur(&self) -> Option<usize> {
+        self.cur
+    }
+
+    /// Returns the threads queued here.
+    #[inline]
+    pub(super) fn runq(&self) -> &RunQueue {
+        &self.runq
+    }
+
+    /// Returns the cache (LLC) domain this CPU is in.
+    #[inline]
+    pub(super) fn llc(&self) -> u32 {
+        self.llc
+    }
+}
+
+impl Scheduler {
+    /// Returns a scheduler with no threads and no CPUs yet
+    /// ([`Scheduler::add_cpu`]): the class's tunables `tun`, the cache
+    /// domains `llcs` (every CPU of each idle), and whether the policy ticks.
+    pub(super) fn new(tun: Tunables, llcs: Vec<(u32, u32)>, ticks: bool) -> Self {
+        let idle_llc = llcs.iter().map(|&(a, b)| b - a).collect();
+        let ovl_llc = vec![0; llcs.len()];
+        Scheduler {
+            threads: Vec::new(),
+            sched: Vec::new(),
+            loads: Vec::new(),
+            tun,
+            fifo_seq: 0,
+            llcs,
+            idle_llc,
+            ovl_llc,
+            ovl_total: 0,
+            ticks,
+        }
+    }
+
+    /// Adds the next CPU, idle, in the next cache domain once the current one
+    /// is full: its run queue's kernel page `runq_page`, its first policy tick
+    /// `next_tick` and fair-class tick `sched_tick`.
+    pub(super) fn add_cpu(&mut self, runq_page: u64, next_tick: u64, sched_tick: u64) {
+        let cpu = self.sched.len();
+        let mut llc = self.sched.last().map_or(0, |s| s.llc as usize);
+        if cpu as u32 >= self.llcs[llc].1 {
+            llc += 1;
+        }
+        self.sched.push(CpuSched {
+            cur: None,
+            runq: RunQueue::default(),
+            loaded: MmId::KERNEL,
+            slice_start: 0,
+            clock: 0,
+            armed: false,
+            runq_page,
+            next_tick,
+            sched_tick,
+            need_resched: false,
+            skip: None,
+            llc: llc as u32,
+            next_balance: 0,
+            next_kick: 0,
+            next_wide: 0,
+            balance_failed: false,
+        });
+        self.loads.push(0);
+    }
+
+    /// Returns thread `tid`, which must exist.
+    #[inline]
+    pub(super) fn thread(&self, tid: usize) -> &Thread {
+        &self.threads[tid]
+    }
+
+    /// Returns thread `tid`, which must exist, to change.
+    #[inline]
+    pub(super) fn thread_mut(&mut self, tid: usize) -> &mut Thread {
+        &mut self.threads[tid]
+    }
+
+    /// Returns thread `tid`, if it exists.
+    pub(super) fn get_thread(&self, tid: usize) -> Option<&Thread> {
+        self.threads.get(tid)
+    }
+
+    /// Returns the threads created so far (exited ones included).
+    pub(super) fn nthreads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Adds thread `t` (not queued anywhere); returns its id.
+    pub(super) fn add_thread(&mut self, t: Thread) -> usize {
+        self.threads.push(t);
+        self.threads.len() - 1
+    }
+
+    /// Returns `cpu`'s scheduler state.
+    #[inline]
+    pub(super) fn cpu(&self, cpu: usize) -> &CpuSched {
+        &self.sched[cpu]
+    }
+
+    /// Returns `cpu`'s scheduler state, to change (its queue and running
+    /// thread stay the setters').
+    #[inline]
+    pub(super) fn cpu_mut(&mut self, cpu: usize) -> &mut CpuSched {
+        &mut self.sched[cpu]
+    }
+
+    /// Returns the CPUs.
+    pub(super) fn ncpus(&self) -> usize {
+        self.sched.len()
+    }
+
+    /// Returns every CPU's scheduler state (for the host's huge pages).
+    pub(super) fn cpu_states(&self) -> &[CpuSched] {
+        &self.sched
+    }
+
+    /// Returns the scheduling class's tunables.
+    #[inline]
+    pub(super) fn tun(&self) -> &Tunables {
+        &self.tun
+    }
+
+    /// Returns whether the policy works at scheduler ticks.
+    #[inline]
+    pub(super) fn ticks(&self) -> bool {
+        self.ticks
+    }
+
+    /// Returns `cpu`'s threads queued or running, from the dense `loads`.
+    #[inline]
+    pub(super) fn load_of(&self, cpu: usize) -> u32 {
+        self.loads[cpu]
+    }
+
+    /// Returns the cache domains.
+    pub(super) fn nllcs(&self) -> usize {
+        self.llcs.len()
+    }
+
+    /// Returns cache domain `llc`'s first CPU and one past its last.
+    pub(super) fn llc_range(&self, llc: usize) -> (u32, u32) {
+        self.llcs[llc]
+    }
+
+    /// Returns, per cache domain, its CPUs with nothing running or queued.
+    pub(super) fn idle_llcs(&self) -> &[u32] {
+        &self.idle_llc
+    }
+
+    /// Returns, per cache domain, its CPUs with a queued task balancing may move.
+    pub(super) fn overloaded_llcs(&self) -> &[u32] {
+        &self.ovl_llc
+    }
+
+    /// Returns the CPUs with a queued task balancing may move, all told.
+    pub(super) fn overloaded(&self) -> u32 {
+        self.ovl_total
+    }
+
+    /// Sets `loads` as the CPUs' runnable counts that the placement rules read
+    /// (and the idle counts of one cache domain beside them), without threads
+    /// behind them (for tests).
+    #[cfg(test)]
+    pub(super) fn fake_loads(&mut self, loads: &[u32]) {
+        self.loads.copy_from_slice(loads);
+        self.idle_llc = vec![loads.iter().filter(|&&l| l == 0).count() as u32];
+    }
+
+    /// `check_preempt_wakeup`'s decision: whether `tid`, just queued on `cpu`,
+    /// preempts the thread running there at `now` (none does while a
+    /// reschedule is already owed). Charges the running thread's runtime.
+    pub(super) fn wakeup_preempts(&mut self, cpu: usize, tid: usize, now: u64) -> bool {
+        let Some(cur) = self.sched[cpu].cur else { return false };
+        if self.sched[cpu].need_resched {
+            return false;
+        }
+        let expired = self.update_curr(cpu, now);
+        let curr = &self.threads[cur].se;
+        match self.tun.kind {
+            SchedKind::Fifo => false,
+            SchedKind::Cfs => cfs::wakeup_preempts(curr.vruntime, &self.threads[tid].se, &self.tun),
+            SchedKind::Eevdf => expired || eevdf::wakeup_preempts(&self.sched[cpu].runq, curr, tid),
+        }
+    }
+
+    /// The fair classes' tick preemption on busy `cpu` running `tid` at
+    /// `now`: charges its runtime, then returns whether a queued thread
+    /// preempts it (CFS's `check_preempt_tick`, EEVDF's deadline).
+    pub(super) fn tick_preempts(&mut self, cpu: usize, tid: usize, now: u64) -> bool {
+        let expired = self.update_curr(cpu, now);
+        let rq = &self.sched[cpu].runq;
+        if rq.is_empty() {
+            return false;
+        }
+        match self.tun.kind {
+            SchedKind::Cfs => {
+                cfs::tick_preempts(rq, &self.threads[tid].se, now - self.sched[cpu].slice_start, &self.tun)
+            }
+            _ => expired,
+        }
+    }
+
+    /// Returns the least load of any CPU and the lowest CPU with it (`None`
+    /// without CPUs), from the dense `loads`.
+    fn least_load(&self) -> Option<(u32, usize)> {
+        self.loads.iter().enumerate().min_by_key(|&(c, &l)| (l, c)).map(|(c, &l)| (l, c))
+    }
+
+    /// Returns the CPU with the fewest threads queued or running (lowest id on ties).
+    pub(super) fn least_loaded(&self) -> usize {
+        let cpu = self.least_load().map_or(0, |(_, c)| c);
+        debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0));
+        cpu
+    }
+
+    /// Returns the CPU with the fewest threads queued or running, `near` itself on
+    /// ties, then the lowest id: Linux's `find_idlest_cpu` keeps a new task on the
+    /// local group unless another group is idler.
+    pub(super) fn least_loaded_near(&self, near: usize) -> usize {
+        let cpu = match self.least_load() {
+            Some((min, c)) if self.loads.get(near) != Some(&min) => c,
+            _ => near,
+        };
+        debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c != near, c)).unwrap_or(near));
+        cpu
+    }
+
+    /// Returns the threads queued on or running on `cpu`, from its scheduler
+    /// state: what the debug checks of `loads` compare it with.
+    pub(super) fn load(&self, cpu: usize) -> usize {
+        let load = self.sched[cpu].runq.len() + self.sched[cpu].cur.is_some() as usize;
+        debug_assert_eq!(load, self.loads[cpu] as usize, "CPU {cpu}'s load changed without its setter");
+        load
+    }
+
+    /// Returns whether `cpu` has nothing running or queued (`available_idle_cpu`).
+    #[inline]
+    pub(super) fn idle(&self, cpu: usize) -> bool {
+        self.loads[cpu] == 0
+    }
+
+    /// Keeps the per-domain idle and movable counts in step after `cpu`'s load
+    /// was `load` and its movable queued threads `movable`.
+    #[inline]
+    fn track(&mut self, cpu: usize, load: u32, movable: u32) {
+        let llc = self.sched[cpu].llc as usize;
+        let (l1, m1) = (self.loads[cpu], self.sched[cpu].runq.movable());
+        if (load == 0) != (l1 == 0) {
+            if l1 == 0 {
+                self.idle_llc[llc] += 1;
+            } else {
+                self.idle_llc[llc] -= 1;
+            }
+        }
+        if (movable > 0) != (m1 > 0) {
+            if m1 > 0 {
+                self.ovl_llc[llc] += 1;
+                self.ovl_total += 1;
+            } else {
+                self.ovl_llc[llc] -= 1;
+                self.ovl_total -= 1;
+            }
+        }
+    }
+
+    /// Queues `tid` on `cpu`'s run queue: last (FIFO), or by its virtual runtime.
+    pub(super) fn queue(&mut self, cpu: usize, tid: usize) {
+        let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
+        let t = &self.threads[tid];
+        let e = if self.tun.kind.is_fair() {
+            t.se.queued(tid, t.pinned)
+        } else {
+            self.fifo_seq += 1;
+            Queued { key: self.fifo_seq, deadline: 0, tid: tid as u32, weight: t.se.weight, pinned: t.pinned }
+        };
+        self.sched[cpu].runq.insert(e);
+        self.loads[cpu] += 1;
+        self.track(cpu, load, movable);
+    }
+
+    /// Takes the thread queued at `at` on `cpu`'s run queue (0: the first).
+    pub(super) fn unqueue(&mut self, cpu: usize, at: usize) -> Option<usize> {
+        let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
+        let tid = self.sched[cpu].runq.remove(at).map(|e| e.tid as usize);
+        self.loads[cpu] -= tid.is_some() as u32;
+        self.track(cpu, load, movable);
+        tid
+    }
+
+    /// Sets the thread running on `cpu` (`None`: none).
+    pub(super) fn set_cur(&mut self, cpu: usize, tid: Option<usize>) {
+        let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
+        let s = &mut self.sched[cpu];
+        self.loads[cpu] = self.loads[cpu] + tid.is_some() as u32 - s.cur.is_some() as u32;
+        s.cur = tid;
+        self.track(cpu, load, movable);
+    }
+
+    /// Charges the thread running on `cpu` its runtime up to `now`
+    /// (`update_curr`) and raises the queue's `min_vruntime`; returns whether an
+    /// EEVDF thread reached its deadline (and got a new one).
+    pub(super) fn update_curr(&mut self, cpu: usize, now: u64) -> bool {
+        let Some(c) = self.sched[cpu].cur else { return false };
+        let se = &mut self.threads[c].se;
+        se.account(now);
+        let expired = self.tun.kind == SchedKind::Eevdf && eevdf::update_deadline(se, &self.tun);
+        let v = se.vruntime;
+        self.sched[cpu].runq.update_min(Some(v));
+        expired
+    }
+
+    /// Places `tid` (last on `prev`'s queue, or new with `new`) in `cpu`'s
+    /// queue by the class's rule, before it is queued there.
+    pub(super) fn place(&mut self, tid: usize, prev: usize, cpu: usize, new: bool) {
+        let curr = self.sched[cpu].cur.map(|c| (self.threads[c].se.vruntime, self.threads[c].se.weight));
+        let rq = &self.sched[cpu].runq;
+        let se = &mut self.threads[tid].se;
+        match self.tun.kind {
+            SchedKind::Fifo => {}
+            SchedKind::Cfs if new => {
+                se.vruntime = 0;
+                cfs::place_new(rq, se, &self.tun, curr.map_or(0, |(_, w)| w));
+            }
+            SchedKind::Cfs => {
+                if prev != cpu {
+                    // Relative to the old queue's floor, then to the new one's.
+                    let from_min = self.sched[prev].runq.min_vruntime;
+                    se.vruntime = se.vruntime.wrapping_sub(from_min).wrapping_add(rq.min_vruntime);
+                }
+                cfs::place_wakeup(rq, se, &self.tun);
+            }
+            SchedKind::Eevdf => {
+                if new {
+                    se.vlag = 0;
+                }
+                eevdf::place(rq, curr, se, &self.tun, new);
+            }
+        }
+    }
+
+    /// `select_task_rq_fair` for a wake-up of `tid`, last on `prev`, by the
+    /// thread running on `this`.
+    pub(super) fn select_task_rq(&mut self, tid: usize, prev: usize, this: usize, sync: bool) -> usize {
+        let llc = &self.llcs[self.sched[this].llc as usize];
+        let llc_size = (llc.1 - llc.0) as usize;
+        let wide = self.sched[this]
+            .cur
+            .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
+        let target = if !wide && this != prev { self.wake_affine(this, prev, sync) } else { prev };
+        self.select_idle_sibling(prev, target)
+    }
+
+    /// Returns whether CPUs `a` and `b` share a cache (LLC) domain.
+    #[inline]
+    pub(super) fn share_cache(&self, a: usize, b: usize) -> bool {
+        self.sched[a].llc == self.sched[b].llc
+    }
+
+    /// `wake_affine`: the waker's CPU `this` or the wakee's previous one.
+    fn wake_affine(&self, this: usize, prev: usize, sync: bool) -> usize {
+        // WA_IDLE (`wake_affine_idle`).
+        if self.idle(this) && self.share_cache(this, prev) {
+            return if self.idle(prev) { prev } else { this };
+        }
+        if sync && self.loads[this] == 1 {
+            return this;
+        }
+        if self.tun.affine_prev_idle && self.idle(prev) {
+            return prev;
+        }
+        // WA_WEIGHT (`wake_affine_weight`), loads in tasks: the waker leaves
+        // `this` when sync, the wakee joins it; the sleeping wakee is not
+        // counted on `prev`.
+        let mut this_load = i64::from(self.loads[this]);
+        if sync {
+            if this_load < 1 {
+                return this;
+            }
+            this_load -= 1;
+        }
+        let this_eff = (this_load + 1) * 100;
+        let prev_eff = i64::from(self.loads[prev]) * (100 + (self.tun.imbalance_pct as i64 - 100) / 2);
+        if this_eff < prev_eff {
+            this
+        } else {
+            prev
+        }
+    }
+
+    /// `select_idle_sibling`: an idle CPU sharing cache with `target`, or `target`.
+    fn select_idle_sibling(&self, prev: usize, target: usize) -> usize {
+        if self.idle(target) {
+            return target;
+        }
+        if prev != target && self.share_cache(prev, target) && self.idle(prev) {
+            return prev;
+        }
+        let llc = self.sched[target].llc as usize;
+        if self.idle_llc[llc] == 0 {
+            return target;
+        }
+        // `select_idle_cpu`: the first idle CPU after the target, wrapping.
+        let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
+        (target + 1..hi).chain(lo..target).find(|&c| self.idle(c)).unwrap_or(target)
+    }
+
+    /// Puts the running thread `tid` of `cpu` back on its queue at `now`,
+    /// runnable: preempted, its slice used, or yielding (`yielded`).
+    pub(super) fn requeue(&mut self, cpu: usize, tid: usize, now: u64, yielded: bool) {
+        self.threads[tid].state = State::Runnable;
+        if self.tun.kind.is_fair() {
+            let t = self.tun;
+            let se = &mut self.threads[tid].se;
+            se.account(now);
+            if t.kind == SchedKind::Eevdf {
+                eevdf::update_deadline(se, &t);
+                if yielded {
+                    // `yield_task_fair`: the deadline moves a slice on.
+                    se.deadline += crate::sched::calc_delta_fair(t.base_slice, se.weight);
+                    se.protect = false;
+                }
+            } else if yielded {
+                self.sched[cpu].skip = Some(tid as u32);
+            }
+        }
+        self.queue(cpu, tid);
+    }
+
+    /// The thread the fair class picks to run next on `cpu`, taken off the queue.
+    pub(super) fn pick_next(&mut self, cpu: usize) -> Option<usize> {
+        let skip = self.sched[cpu].skip.take();
+        let rq = &self.sched[cpu].runq;
+        let at = match self.tun.kind {
+            SchedKind::Fifo => 0,
+            SchedKind::Cfs => usize::from(rq.len() > 1 && rq.get(0).map(|e| e.tid) == skip),
+            SchedKind::Eevdf => match eevdf::pick(rq, None) {
+                eevdf::Pick::Queued(i) => i,
+                _ => return None,
+            },
+        };
+        self.unqueue(cpu, at)
+    }
+
+    /// The fair classes' `put_prev_task` for `prev`, which left `cpu` blocked
+    /// or dead (a runnable one was queued again by [`Scheduler::requeue`]): its
+    /// runtime up to `now`, EEVDF's lag, the queue's floor.
+    pub(super) fn put_prev(&mut self, cpu: usize, prev: usize, now: u64) {
+        let t = self.tun;
+        let rq = &mut self.sched[cpu].runq;
+        let th = &mut self.threads[prev];
+        if th.state == State::Runnable {
+            return;
+        }
+        th.se.account(now);
+        if t.kind == SchedKind::Eevdf && th.state == State::Blocked {
+            eevdf::save_lag(rq, &mut th.se, &t);
+        }
+        rq.update_min(None);
+    }
+
+    /// Takes the last queued thread that is not pinned from the busiest other CPU.
+    pub(super) fn steal(&mut self, cpu: usize) -> Option<usize> {
+        let movable = |c: usize| self.sched[c].runq.iter().rposition(|e| !e.pinned);
+        let victim = (0..self.sched.len())
+            .filter(|&c| c != cpu && movable(c).is_some())
+            .max_by_key(|&c| (self.sched[c].runq.len(), Reverse(c)))?;
+        let at = movable(victim)?;
+        self.unqueue(victim, at)
+    }
+
+    /// Returns whether thread `tid` is cache-hot at `now` (`task_hot`).
+    fn hot(&self, tid: usize, now: u64) -> bool {
+        let s = self.threads[tid].se.exec_start;
+        s != 0 && now.saturating_sub(s) < self.tun.migration_cost
+    }
+
+    /// Returns the position in `src`'s queue of the task a balance moves: of the
+    /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
+    /// cache-hot unless `hot_ok`.
+    pub(super) fn task_to_move(&self, src: usize, now: u64, hot_ok: bool) -> Option<usize> {
+        let rq = &self.sched[src].runq;
+        rq.iter()
+            .enumerate()
+            .filter(|(_, e)| !e.pinned)
+            .take(NR_MIGRATE)
+            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, now))
+            .min_by_key(|(i, e)| (self.threads[e.tid as usize].se.exec_start, *i))
+            .map(|(i, _)| i)
+    }
+
+    /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
+    /// virtual time; returns it, not yet queued anywhere.
+    pub(super) fn detach(&mut self, src: usize, at: usize, dst: usize) -> Option<usize> {
+        let tid = self.unqueue(src, at)?;
+        let t = self.tun;
+        match t.kind {
+            SchedKind::Fifo => {}
+            SchedKind::Cfs => {
+                let (from, to) = (self.sched[src].runq.min_vruntime, self.sched[dst].runq.min_vruntime);
+                let se = &mut self.threads[tid].se;
+                se.vruntime = se.vruntime.wrapping_sub(from).wrapping_add(to);
+            }
+            SchedKind::Eevdf => {
+                let curr = self.sched[src].cur.map(|c| (self.threads[c].se.vruntime, self.threads[c].se.weight));
+                eevdf::save_lag_queued(&self.sched[src].runq, curr, &mut self.threads[tid].se, &t);
+                self.place(tid, src, dst, false);
+            }
+        }
+        self.threads[tid].cpu = dst;
+        Some(tid)
+    }
+
+    /// Returns the busiest CPU of `cpus` other than `cpu` that has a movable
+    /// queued task and at least two runnable (most runnable, lowest id).
+    pub(super) fn busiest(&self, cpu: usize, cpus: std::ops::Range<usize>) -> Option<usize> {
+        cpus.filter(|&c| c != cpu && self.sched[c].runq.movable() > 0 && self.loads[c] >= 2)
+            .max_by_key(|&c| (self.loads[c], Reverse(c)))
+    }
+
+    /// Returns the CPUs of cache domain `llc`.
+    pub(super) fn llc_cpus(&self, llc: usize) -> std::ops::Range<usize> {
+        let (a, b) = self.llcs[llc];
+        a as usize..b as usize
+    }
+}
