@@ -97,7 +97,8 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{MmId, VirtAddr};
 use alloc::vec::Vec;
 
-use super::linux_x86_410::{LinuxX86v410, Range};
+use super::linux_x86_410::LinuxX86v410;
+use super::linux_x86_common::Range;
 
 /// LATR states per CPU (`LAZY_TLB_NUM_ENTRIES` in the artifact).
 pub const RING: usize = 256;

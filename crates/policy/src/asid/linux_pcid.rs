@@ -48,10 +48,19 @@
 //! its `ctx_id` matches, and `ctx_id`s are never reused, so a slot left behind by a
 //! dead mm never matches again and `mm_release` has nothing to do.
 //!
+//! # Shared with the later models
+//! What this file's `tlb.c` does as v5.12–v6.15 do is written once in
+//! `linux_x86_common.rs`: the slot search of `choose_new_asid`,
+//! `init_new_context`, `inc_mm_tlb_gen`, the switch's `mm_cpumask` update and
+//! lazy catch-up, `arch_tlbbatch_add_mm`, the flush `flush_tlb_func` ends with
+//! and the kernel-range flush. This model accounts no cache lines, so the
+//! shared code's accounting is off here; `is_loaded` stays its own (it reads
+//! the loaded slot's `ctx_id`, keeping no `loaded_ctx_id`).
+//!
 //! # Deliberate readings
 //! - The PCID written is `kern_pcid(asid) = asid + 1` as in every kernel since v4.15
 //!   (PCID 0 stays for PCID-unaware code); without PCID the tag is 0.
-//! - The whole-PCID flush is modelled as `INVPCID` single-context ([`Tlbi::Asid`]);
+//! - The whole-PCID flush is modelled as `INVPCID` single-context ([`Tlbi::Asid`](crate::hw::Tlbi::Asid));
 //!   the kernel reloads CR3 without `NOFLUSH`, which drops the same entries.
 //! - Whether `next` is the loaded mm is decided by slot *and* `ctx_id`. In Linux a
 //!   lazy CPU holds a reference to its `loaded_mm`, so an mm's memory is never reused
@@ -85,13 +94,13 @@
 //! - `__flush_tlb_one_user(addr)`: `INVLPG` of the kernel PCID's entry, then,
 //!   with `X86_FEATURE_INVPCID_SINGLE`, `invpcid_flush_one(user_pcid(asid),
 //!   addr)`: an `INVPCID` type 0 of the user PCID per page
-//!   ([`Tlbi::Va`] of a tag other than CR3's, which the machine charges as
-//!   `INVPCID`); without it, `invalidate_user_asid(asid)`, and the user PCID
-//!   is flushed whole by the CR3 write of the next return to user. The model
-//!   does that flush once at the end of the flush function, as a CR3 write
-//!   without NOFLUSH of the loaded mm: the user mappings it drops are the
-//!   same, a little earlier (the kernel runs between the two and touches no
-//!   user page in the model).
+//!   ([`Tlbi::Va`](crate::hw::Tlbi::Va) of a tag other than CR3's, which the
+//!   machine charges as `INVPCID`); without it, `invalidate_user_asid(asid)`,
+//!   and the user PCID is flushed whole by the CR3 write of the next return
+//!   to user. The model does that flush once at the end of the flush
+//!   function, as a CR3 write without NOFLUSH of the loaded mm: the user
+//!   mappings it drops are the same, a little earlier (the kernel runs
+//!   between the two and touches no user page in the model).
 //! - `flush_tlb_local` (a full flush): `invalidate_user_asid` always, so a
 //!   full flush under PTI costs a second flushing CR3 write, modelled the same way.
 //! - The CR3 writes at every kernel entry and exit are not the policy's: the
@@ -111,122 +120,19 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Owner, Value};
-use crate::hw::{Barrier, Hw, Root, Scope, Tlbi};
+use crate::hw::{Hw, Root};
 use crate::policy::Policy;
-use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use crate::shootdown::addr_of;
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use crate::zoo::Bug;
 use alloc::vec::Vec;
 
-/// The number of PCID slots each CPU caches mms in.
-pub const TLB_NR_DYN_ASIDS: usize = 6;
-
-/// More pages than this in one flush become a flush of the whole address space (the
-/// kernel's default for the debugfs-tunable `tlb_single_page_flush_ceiling`).
-pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
-
-/// The `ctx_id` of `init_mm` ([`MmId::KERNEL`]); user mms get 2, 3, ...
-pub const INIT_MM_CTX_ID: u64 = 1;
-
-/// A `new_tlb_gen` of 0 means "no generation" (batched flushes carry it, named since
-/// 8f1d56f64f8d); the early exit must not compare it.
-const TLB_GENERATION_INVALID: u64 = 0;
-
-/// Returns the PCID the kernel writes into CR3 for slot `asid` (`kern_pcid`).
-fn kern_pcid(asid: u16) -> Pcid {
-    debug_assert!((asid as usize) < TLB_NR_DYN_ASIDS);
-    match Pcid::new(asid + 1) {
-        Ok(p) => p,
-        Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
-    }
-}
-
-/// What a flush covers: the kernel's `start`/`end`, with `end == TLB_FLUSH_ALL` as
-/// [`FlushExtent::All`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushExtent {
-    /// `pages` base pages from `start`.
-    Pages {
-        /// The first page.
-        start: VirtAddr,
-        /// How many pages.
-        pages: u64,
-    },
-    /// The whole address space.
-    All,
-}
-
-/// One flush request (`struct flush_tlb_info`), handed to every CPU that runs it.
-#[derive(Clone, Copy, Debug)]
-struct FlushTlbInfo {
-    /// `None` for a batched flush, which is for whatever mm each CPU has loaded.
-    mm: Option<MmId>,
-    extent: FlushExtent,
-    new_tlb_gen: u64,
-    freed_tables: bool,
-}
-
-/// How a kernel with page-table isolation flushes a page of the user PCID
-/// (`__flush_tlb_one_user`, by `X86_FEATURE_INVPCID_SINGLE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pti {
-    /// `invpcid_flush_one(user_pcid(asid), addr)`: one `INVPCID` type 0 per page.
-    Invpcid,
-    /// `invalidate_user_asid(asid)`: the user PCID is flushed whole at the next
-    /// return to user (a CPU without `INVPCID`: Ivy Bridge and older).
-    Deferred,
-}
-
-/// Flushes, on this CPU, `pages` from `start` (`Some`) or the whole of PCID
-/// `tag` (`None`), with PTI's user side as `pti` says (`user` is the user
-/// twin's tag): per page by INVPCID, or, deferred, one CR3 write without
-/// NOFLUSH of `root` standing for the next return to user; `flush_tlb_local`
-/// marks the user PCID always. The flush function of every x86 Linux model.
-pub(super) fn flush_local<H: Hw>(
-    hw: &H,
-    pti: Option<Pti>,
-    tag: Asid,
-    user: Asid,
-    root: Root,
-    range: Option<(VirtAddr, u64)>,
-) {
-    let mut flush_user = false;
-    match range {
-        Some((start, pages)) => {
-            for i in 0..pages {
-                let va = start.add_pages(i);
-                hw.tlbi(Tlbi::Va { asid: tag, va }, Scope::Local);
-                match pti {
-                    Some(Pti::Invpcid) => hw.tlbi(Tlbi::Va { asid: user, va }, Scope::Local),
-                    Some(Pti::Deferred) => flush_user = true,
-                    None => {}
-                }
-            }
-        }
-        None => {
-            hw.tlbi(Tlbi::Asid(tag), Scope::Local);
-            flush_user = pti.is_some();
-        }
-    }
-    if flush_user {
-        hw.write_root(root, tag, false);
-    }
-}
-
-/// Returns the user PCID of slot `asid` under PTI (`user_pcid`): the kernel's
-/// with bit 11 (`X86_CR3_PTI_PCID_USER_BIT`) set.
-pub(super) fn user_pcid(asid: u16) -> Pcid {
-    match Pcid::new((asid + 1) | (1 << 11)) {
-        Ok(p) => p,
-        Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
-    }
-}
-
-/// One PCID slot of a CPU (`struct tlb_context`). Only its own CPU touches it.
-struct TlbContext {
-    ctx_id: AtomicU64,
-    tlb_gen: AtomicU64,
-}
+use super::linux_x86_common::{
+    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushTlbInfo,
+    MmFields, PcidMms, TlbContext, TLB_GENERATION_INVALID,
+};
+pub use super::linux_x86_common::{FlushExtent, Pti, INIT_MM_CTX_ID, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
 /// A CPU's TLB state (`cpu_tlbstate`, with `is_lazy` from `cpu_tlbstate_shared`).
 struct TlbState {
@@ -280,10 +186,7 @@ impl LinuxX86 {
                 loaded_mm: AtomicU32::new(MmId::KERNEL.0),
                 loaded_mm_asid: AtomicU32::new(0),
                 next_asid: AtomicU32::new(1),
-                ctxs: core::array::from_fn(|asid| TlbContext {
-                    ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
-                    tlb_gen: AtomicU64::new(0),
-                }),
+                ctxs: TlbContext::boot_slots(),
                 is_lazy: AtomicBool::new(false),
             })
             .collect();
@@ -386,14 +289,12 @@ impl LinuxX86 {
 
     /// Returns the `ctx_id` of the mm in slot `mm`.
     pub fn ctx_id(&self, mm: MmId) -> u64 {
-        // Relaxed: set in `mm_init` before the mm is published to any CPU, then constant.
-        self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
+        PcidMms::ctx_id(self, mm)
     }
 
     /// Returns the flush generation of `mm`.
     pub fn tlb_gen(&self, mm: MmId) -> u64 {
-        // SeqCst: as every access to `tlb_gen` (see `flush_tlb_mm_range`).
-        self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
+        PcidMms::tlb_gen(self, mm)
     }
 
     /// Returns whether `cpu` is in `mm_cpumask(mm)`.
@@ -403,6 +304,7 @@ impl LinuxX86 {
 
     /// Returns whether `cpu`'s loaded mm is `mm` — the same slot and the same
     /// incarnation of it (the loaded slot always holds the loaded mm's `ctx_id`).
+    /// Not the later models' shared test: this model keeps no `loaded_ctx_id`.
     fn is_loaded(&self, st: &TlbState, mm: MmId) -> bool {
         // Relaxed: only this CPU writes its own tlbstate.
         let loaded = st.loaded_mm.load(Ordering::Relaxed);
@@ -413,32 +315,22 @@ impl LinuxX86 {
     /// Returns the TLB tag of slot `asid`: its PCID, or 0 without PCIDs (`build_cr3`).
     fn tag(&self, asid: u16) -> Asid {
         if self.pcid {
-            kern_pcid(asid).asid()
+            debug_assert!((asid as usize) < TLB_NR_DYN_ASIDS);
+            kern_pcid(asid.into())
         } else {
             Asid::ZERO
         }
     }
 
     /// Returns the slot for `next` on this CPU and whether it must be flushed
-    /// (`choose_new_asid`).
+    /// (`choose_new_asid`: the shared search of the slots, or without PCIDs
+    /// always slot 0 with a flush).
     fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u16, bool) {
         if !self.pcid {
             return (0, true);
         }
-        let ctx_id = self.ctx_id(next);
-        for (asid, slot) in st.ctxs.iter().enumerate() {
-            // Relaxed (all of `st` here): only this CPU reads or writes its slots.
-            if slot.ctx_id.load(Ordering::Relaxed) != ctx_id {
-                continue;
-            }
-            return (asid as u16, slot.tlb_gen.load(Ordering::Relaxed) < next_tlb_gen);
-        }
-        let mut asid = st.next_asid.fetch_add(1, Ordering::Relaxed);
-        if asid as usize >= TLB_NR_DYN_ASIDS {
-            asid = 0;
-            st.next_asid.store(1, Ordering::Relaxed);
-        }
-        (asid as u16, true)
+        let (asid, need_flush) = choose_dynamic_asid(&st.ctxs, &st.next_asid, self.ctx_id(next), next_tlb_gen);
+        (asid as u16, need_flush)
     }
 
     /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); `next` may be
@@ -465,38 +357,22 @@ impl LinuxX86 {
             if !was_lazy {
                 return;
             }
-            // smp_mb(): pairs with the full barrier of the tlb_gen increment.
-            fence(Ordering::SeqCst);
-            hw.barrier(Barrier::Full);
-            next_tlb_gen = self.tlb_gen(next);
-            // Relaxed: this CPU's own slot.
-            if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
+            // Flushes skipped while lazy are caught up in the same slot.
+            let Some(behind) = self.lazy_catch_up(hw, &st.ctxs[prev_asid as usize], next) else {
                 return;
-            }
-            // Flushes were skipped while lazy: catch up in the same slot.
+            };
+            next_tlb_gen = behind;
             new_asid = prev_asid;
             need_flush = true;
         } else {
-            // Stop receiving flushes for the previous mm (init_mm's mask is unused).
-            if !real_prev.is_kernel() {
-                self.mms[real_prev.index()].cpumask.clear(cpu);
-            }
-            // Start receiving flushes for next, then read its generation: a flusher
-            // that bumped tlb_gen after our read sees our bit (SeqCst mask update and
-            // SeqCst tlb_gen accesses on both sides), and one that bumped it before is
-            // covered by the generation we read.
-            if !next.is_kernel() {
-                self.mms[next.index()].cpumask.set(cpu);
-            }
-            next_tlb_gen = self.tlb_gen(next);
+            // Leave the previous mm's mask, join next's, then read its generation.
+            next_tlb_gen = self.switch_mm_cpumask(hw, real_prev, next);
             (new_asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
         }
 
         let slot = &st.ctxs[new_asid as usize];
         if need_flush {
-            // Relaxed: only this CPU reads or writes its slots.
-            slot.ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
-            slot.tlb_gen.store(next_tlb_gen, Ordering::Relaxed);
+            slot.fill(self.ctx_id(next), next_tlb_gen);
         }
         hw.write_root(Root::Mm(next), self.tag(new_asid), !need_flush);
         // Relaxed: only this CPU writes them; CR3 is written first (it serializes).
@@ -550,19 +426,11 @@ impl LinuxX86 {
         }
         debug_assert!(local_tlb_gen < mm_tlb_gen && f.new_tlb_gen <= mm_tlb_gen);
 
+        // Partial or whole (`FlushExtent::partial`); PTI's user PCID as
+        // `flush_local` says (the module's comment).
+        let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
         let tag = self.tag(loaded_mm_asid);
-        // Partial only if every generation before this one is done and none after
-        // it exists; anything else would skip or duplicate work. PTI's user PCID
-        // as `flush_local` says (the module's comment).
-        let range = match f.extent {
-            FlushExtent::Pages { start, pages }
-                if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen =>
-            {
-                Some((start, pages))
-            }
-            _ => None,
-        };
-        flush_local(hw, self.pti, tag, user_pcid(loaded_mm_asid).asid(), Root::Mm(loaded_mm), range);
+        flush_local(hw, self.pti, tag, user_pcid(loaded_mm_asid.into()), Root::Mm(loaded_mm), range);
         // Relaxed: this CPU's own slot.
         st.ctxs[loaded_mm_asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
     }
@@ -572,13 +440,10 @@ impl LinuxX86 {
     /// freed, so lazy CPUs must be interrupted too.
     pub fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: FlushExtent, freed_tables: bool) {
         let cpu = hw.cpu();
-        let extent = match extent {
-            FlushExtent::Pages { pages, .. } if pages > self.ceiling => FlushExtent::All,
-            e => e,
-        };
-        // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the page-table change
-        // and the increment before the reads of mm_cpumask and is_lazy below.
-        let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let extent = extent.capped(self.ceiling);
+        // A full barrier, ordering the page-table change and the increment before
+        // the reads of mm_cpumask and is_lazy below.
+        let new_tlb_gen = self.inc_mm_tlb_gen(hw, mm);
         let info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables };
 
         if self.is_loaded(&self.cpu_tlbstate[cpu.index()], mm) {
@@ -599,33 +464,14 @@ impl LinuxX86 {
         }
     }
 
-    /// Queues `mm` in a reclaim batch whose CPUs are `batch` (`arch_tlbbatch_add_mm`,
-    /// as in v4.13–v6.4): bumps its generation and adds the CPUs of its `mm_cpumask`.
-    fn arch_tlbbatch_add_mm(&self, batch: &CpuMask, mm: MmId) {
-        let m = &self.mms[mm.index()];
-        // SeqCst: `inc_mm_tlb_gen` is a full barrier, ordering the PTE changes and the
-        // increment before the mm_cpumask read below, as in `flush_tlb_mm_range`.
-        m.tlb_gen.fetch_add(1, Ordering::SeqCst);
-        // cpumask_or(&batch->cpumask, &batch->cpumask, mm_cpumask(mm)).
-        m.cpumask.for_each(|c| batch.set(c));
-    }
-
     /// Flushes the CPUs of a reclaim batch (`arch_tlbbatch_flush`, v6.0–v6.4): one
     /// request with no mm, the whole address space and no generation, run by every
     /// CPU of `batch` that is not lazy (`flush_tlb_multi` without freed tables, this
     /// CPU included), or here alone when this is the batch's only CPU.
     fn arch_tlbbatch_flush<H: Hw>(&self, hw: &H, batch: &CpuMask) {
         let cpu = hw.cpu();
-        let info = FlushTlbInfo {
-            mm: None,
-            extent: FlushExtent::All,
-            new_tlb_gen: TLB_GENERATION_INVALID,
-            freed_tables: false,
-        };
-        // cpumask_any_but(&batch->cpumask, cpu) < nr_cpu_ids.
-        let mut others = false;
-        batch.for_each(|c| others |= c != cpu);
-        if others {
+        let info = FlushTlbInfo::BATCH;
+        if cpumask_any_but(batch, cpu) {
             // flush_tlb_multi: tlb_is_not_lazy on every CPU of the batch, this one
             // included; lazy CPUs catch up through tlb_gen at their next switch.
             if batch.test(cpu) && !self.is_lazy(cpu) {
@@ -648,19 +494,20 @@ impl LinuxX86 {
     }
 }
 
+/// The shared code reaches `mm->context` here; this model accounts no lines.
+impl PcidMms for LinuxX86 {
+    const LINES: bool = false;
+    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
+        let m = &self.mms[mm.index()];
+        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
+    }
+}
+
 impl Policy for LinuxX86 {
     /// `init_new_context` and `mm_init_cpumask`: a fresh `ctx_id`, generation 0 and
     /// an empty `mm_cpumask`.
     fn mm_init(&self, mm: MmId) {
-        debug_assert!(!mm.is_kernel());
-        let m = &self.mms[mm.index()];
-        // Relaxed: RMWs of one atomic are totally ordered, which is all uniqueness needs.
-        let ctx_id = self.last_mm_ctx_id.fetch_add(1, Ordering::Relaxed) + 1;
-        // Relaxed: the mm is published to other CPUs (fork, wakeup) after this.
-        m.ctx_id.store(ctx_id, Ordering::Relaxed);
-        // SeqCst: as every access to `tlb_gen`.
-        m.tlb_gen.store(0, Ordering::SeqCst);
-        m.cpumask.clear_all();
+        self.init_new_context(mm, &self.last_mm_ctx_id);
     }
 
     /// Does nothing: the mm's slots on each CPU never match a new `ctx_id`.
@@ -689,12 +536,12 @@ impl Policy for LinuxX86 {
         self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
     }
 
-    /// `try_to_unmap_flush`: every mm joins one batch (`arch_tlbbatch_add_mm`), then
-    /// one `arch_tlbbatch_flush`.
+    /// `try_to_unmap_flush`: every mm joins one batch (`arch_tlbbatch_add_mm`, as
+    /// in v4.13–v6.4), then one `arch_tlbbatch_flush`.
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         let batch = CpuMask::new(self.cpu_tlbstate.len());
         for &mm in mms {
-            self.arch_tlbbatch_add_mm(&batch, mm);
+            self.arch_tlbbatch_add_mm(hw, &batch, mm);
         }
         self.arch_tlbbatch_flush(hw, &batch);
     }
@@ -703,15 +550,7 @@ impl Policy for LinuxX86 {
     /// global), or a flush of everything above the ceiling.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
         let full = pages > self.ceiling;
-        let flush = |h: &H| {
-            if full {
-                h.tlbi(Tlbi::All, Scope::Local);
-            } else {
-                for i in 0..pages {
-                    h.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
-                }
-            }
-        };
+        let flush = |h: &H| do_kernel_range_flush(h, start, pages, full);
         flush(hw);
         if self.cpu_tlbstate.len() > 1 {
             hw.send_ipi(&self.all_cpus, flush);
@@ -724,10 +563,7 @@ impl Policy for LinuxX86 {
             f.add(&t.loaded_mm, format_args!("cpu_tlbstate[cpu{c}].loaded_mm"), Value::Mm);
             f.add(&t.loaded_mm_asid, format_args!("cpu_tlbstate[cpu{c}].loaded_mm_asid"), Value::Number);
             f.add(&t.next_asid, format_args!("cpu_tlbstate[cpu{c}].next_asid"), Value::Number);
-            for (a, x) in t.ctxs.iter().enumerate() {
-                f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
-                f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
-            }
+            TlbContext::name_slots(&t.ctxs, f, c);
             f.add(&t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
             // Per-CPU variables only their CPU writes; the CPUs that flush
             // read `loaded_mm`, `loaded_mm_asid` and `is_lazy`.
@@ -742,10 +578,8 @@ impl Policy for LinuxX86 {
                 f.own(&x.tlb_gen, mine);
             }
         }
-        for (m, x) in self.mms.iter().enumerate() {
-            f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
-            f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
-            f.add(&x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+        for m in 0..self.mms.len() {
+            self.mm_fields(MmId(m as u32)).name(f, m);
         }
         f.add(&self.all_cpus, format_args!("cpu_online_mask"), Value::Cpus { first: 0 });
     }

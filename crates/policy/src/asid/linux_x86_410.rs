@@ -28,6 +28,10 @@
 //!   fix; v4.10 as released is the zoo's `linux-x86-3ea277194daa`, whose kernel
 //!   never calls it ([`crate::zoo::Bug::LinuxX863ea277194daa`]).
 //!
+//! # Shared with the later models
+//! The kernel-range flush and `cpumask_any_but` are written once in
+//! `linux_x86_common.rs`; the rest (no PCID, `leave_mm`) is v4.10's own.
+//!
 //! # Deliberate readings
 //! - `active_mm` is the slot and, as in [`super::linux_pcid`], the incarnation
 //!   (a per-mm id that `mm_init` renews), because a slot may be reused while a
@@ -46,10 +50,8 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
-/// More pages than this in one flush become a CR3 reload: the default of the
-/// debugfs-tunable `tlb_single_page_flush_ceiling` (`arch/x86/mm/tlb.c`;
-/// [`LinuxX86v410::with_flush_ceiling`] sets another).
-pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+pub use super::linux_x86_common::TLB_SINGLE_PAGE_FLUSH_CEILING;
+use super::linux_x86_common::{cpumask_any_but, do_kernel_range_flush, Range};
 
 /// A CPU's `cpu_tlbstate`.
 #[repr(align(64))]
@@ -68,9 +70,6 @@ struct MmContext {
     uid: AtomicU64,
     cpumask: CacheLine<CpuMask>,
 }
-
-/// What a flush covers: `None` for everything.
-pub(super) type Range = Option<(VirtAddr, u64)>;
 
 /// Linux x86 v4.10's TLB code: no PCID, IPIs to every CPU of the mask.
 pub struct LinuxX86v410 {
@@ -172,7 +171,8 @@ impl LinuxX86v410 {
         }
     }
 
-    /// Flushes `range` here (`__flush_tlb_single` per page, or `local_flush_tlb`).
+    /// Flushes `range` here (`__flush_tlb_single` per page, or `local_flush_tlb`):
+    /// v4.10's own, as it has no PCIDs (the later models share theirs).
     fn flush_local<H: Hw>(&self, hw: &H, range: Range) {
         match range {
             Some((start, pages)) if pages <= self.ceiling => {
@@ -238,18 +238,14 @@ impl LinuxX86v410 {
         }
         let mask = &self.mms[mm.index()].cpumask;
         hw.shared(addr_of(&**mask), Access::Read);
-        let mut any = false;
-        mask.for_each(|c| any |= c != cpu);
-        if any {
+        if cpumask_any_but(mask, cpu) {
             others(mask, range);
         }
     }
 
     /// `native_flush_tlb_others`: `smp_call_function_many` on `mask` but this CPU.
     pub(super) fn flush_others<H: Hw>(&self, hw: &H, mask: &CpuMask, mm: Option<MmId>, range: Range) {
-        let mut others = false;
-        mask.for_each(|c| others |= c != hw.cpu());
-        if others {
+        if cpumask_any_but(mask, hw.cpu()) {
             hw.send_ipi(mask, |h| self.flush_tlb_func(h, mm, range));
         }
     }
@@ -326,15 +322,8 @@ impl Policy for LinuxX86v410 {
     /// `flush_tlb_kernel_range`: `INVLPG` per page (kernel PTEs are global) or
     /// everything, on every CPU.
     fn flush_kernel_range<H: Hw>(&self, hw: &H, start: VirtAddr, pages: u64) {
-        let flush = |h: &H| {
-            if pages > self.ceiling {
-                h.tlbi(Tlbi::All, Scope::Local);
-            } else {
-                for i in 0..pages {
-                    h.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
-                }
-            }
-        };
+        let full = pages > self.ceiling;
+        let flush = |h: &H| do_kernel_range_flush(h, start, pages, full);
         flush(hw);
         let all = CpuMask::new(self.cpu_tlbstate.len());
         all.set_all();

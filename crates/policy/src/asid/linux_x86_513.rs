@@ -101,6 +101,14 @@
 //! return to user (`invalidate_user_asid`) where it has not; `flush_tlb_local`
 //! marks it always. The series changed none of this.
 //!
+//! # Shared with the other models
+//! What these kernels' `tlb.c` does as v5.4 and v6.13 do (the slot search of
+//! `choose_new_asid`, `init_new_context`, `inc_mm_tlb_gen`, the switch's
+//! `mm_cpumask` update and lazy catch-up, `arch_tlbbatch_add_mm`, the flush
+//! `flush_tlb_func` ends with, the `mm->context` line accounting) is written
+//! once in `linux_x86_common.rs`; the `smp_call_function` machinery and the
+//! `is_lazy` placement are this file's.
+//!
 //! # Deliberate readings
 //! - PCIDs on: the PCID of slot `asid` is `asid + 1`, its user twin under PTI
 //!   the same with bit 11.
@@ -127,25 +135,18 @@
 
 use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Owner, Value};
-use crate::hw::{Access, Barrier, Hw, Phase, Root, Scope, Tlbi};
+use crate::hw::{Access, Hw, Phase, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, CacheLine};
-use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use crate::sync::{spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::types::{CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
-pub use super::linux_pcid::Pti;
-use super::linux_pcid::{flush_local, user_pcid};
-
-/// The number of per-CPU PCID slots.
-pub const TLB_NR_DYN_ASIDS: usize = 6;
-
-/// More pages than this in one flush become a flush of the whole PCID (or, for
-/// a kernel range, of everything).
-pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
-
-/// The `ctx_id` of `init_mm`; user mms get 2, 3, ...
-const INIT_MM_CTX_ID: u64 = 1;
+use super::linux_x86_common::{
+    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
+    FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
+};
+pub use super::linux_x86_common::{Pti, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
 /// Which kernel's `tlb.c` and `smp.c`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,39 +159,16 @@ pub enum Version {
     V513,
 }
 
-/// What a flush covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Extent {
-    Pages { start: VirtAddr, pages: u64 },
-    All,
-}
-
-/// One flush request (`struct flush_tlb_info`).
-#[derive(Clone, Copy, Debug)]
-struct FlushTlbInfo {
-    /// `None` for reclaim's batch (`full_flush_tlb_info`).
-    mm: Option<MmId>,
-    extent: Extent,
-    /// 0 for the batch, which names no generation.
-    new_tlb_gen: u64,
-    freed_tables: bool,
-}
-
 /// What a call-function request runs (`csd->func` with `csd->info`).
 #[derive(Clone, Copy, Debug)]
 enum Func {
-    /// `flush_tlb_func` (v5.12's `flush_tlb_func_remote` on a target).
+    /// `flush_tlb_func` (v5.12's `flush_tlb_func_remote` on a target); reclaim's
+    /// batch is v5.12's `full_flush_tlb_info`.
     Flush(FlushTlbInfo),
     /// `do_kernel_range_flush`: `INVLPG` per page.
     KernelRange { start: VirtAddr, pages: u64 },
     /// `do_flush_tlb_all`.
     FlushAll,
-}
-
-/// One PCID slot of a CPU (`struct tlb_context`).
-struct TlbContext {
-    ctx_id: AtomicU64,
-    tlb_gen: AtomicU64,
 }
 
 /// A CPU's `cpu_tlbstate`, laid out so that the lines hold what the kernel's
@@ -265,10 +243,7 @@ impl LinuxX86v513 {
                 next_asid: AtomicU32::new(1),
                 is_lazy_512: AtomicBool::new(false),
                 _cr4: 0,
-                ctxs: core::array::from_fn(|asid| TlbContext {
-                    ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
-                    tlb_gen: AtomicU64::new(0),
-                }),
+                ctxs: TlbContext::boot_slots(),
                 is_lazy_513: CacheLine(AtomicBool::new(false)),
             })
             .collect();
@@ -340,8 +315,7 @@ impl LinuxX86v513 {
 
     /// Returns the flush generation of `mm`.
     pub fn tlb_gen(&self, mm: MmId) -> u64 {
-        // SeqCst: every access to tlb_gen (the increment is a full barrier).
-        self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
+        PcidMms::tlb_gen(self, mm)
     }
 
     /// Returns `(ctx_id, tlb_gen)` of slot `asid` of `cpu`.
@@ -410,56 +384,10 @@ impl LinuxX86v513 {
         hw.shared(addr_of(&self.cpu_tlbstate[hw.cpu().index()].loaded_mm), Access::Write);
     }
 
-    /// Accounts an access to `mm`'s context line (`tlb_gen`).
-    fn touch_ctx<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr_of(&self.mms[mm.index()]), a);
-    }
-
-    /// Accounts an access to `mm_cpumask(mm)`.
-    fn touch_mask<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr_of(&*self.mms[mm.index()].cpumask), a);
-    }
-
-    /// Reads `mm`'s `tlb_gen`, accounting the line.
-    fn read_tlb_gen<H: Hw>(&self, hw: &H, mm: MmId) -> u64 {
-        self.touch_ctx(hw, mm, Access::Read);
-        self.tlb_gen(mm)
-    }
-
-    fn ctx_id(&self, mm: MmId) -> u64 {
-        // Relaxed: set in `mm_init` before the mm is published, then constant.
-        self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
-    }
-
-    /// Returns whether `st`'s CPU has this incarnation of `mm` loaded.
+    /// Returns whether `st`'s CPU has this incarnation of `mm` loaded (by slot
+    /// and `ctx_id`, as the later models).
     fn is_loaded(&self, st: &TlbState, mm: MmId) -> bool {
-        // Relaxed: only the owning CPU writes these, and this is that CPU.
-        st.loaded_mm.load(Ordering::Relaxed) == mm.0 && st.loaded_ctx_id.load(Ordering::Relaxed) == self.ctx_id(mm)
-    }
-
-    /// Returns the PCID of slot `asid` (`kern_pcid`).
-    fn tag(asid: u32) -> Asid {
-        match Pcid::new(asid as u16 + 1) {
-            Ok(p) => p.asid(),
-            Err(_) => unreachable!("slots are below TLB_NR_DYN_ASIDS"),
-        }
-    }
-
-    /// Returns the slot for `next` and whether it must be flushed (`choose_new_asid`).
-    fn choose_new_asid(&self, st: &TlbState, next: MmId, next_tlb_gen: u64) -> (u32, bool) {
-        let ctx_id = self.ctx_id(next);
-        for (asid, slot) in st.ctxs.iter().enumerate() {
-            // Relaxed (all of `st`): this CPU's own slots.
-            if slot.ctx_id.load(Ordering::Relaxed) == ctx_id {
-                return (asid as u32, slot.tlb_gen.load(Ordering::Relaxed) < next_tlb_gen);
-            }
-        }
-        let mut asid = st.next_asid.fetch_add(1, Ordering::Relaxed);
-        if asid as usize >= TLB_NR_DYN_ASIDS {
-            asid = 0;
-            st.next_asid.store(1, Ordering::Relaxed);
-        }
-        (asid, true)
+        self.is_loaded_as(&st.loaded_mm, &st.loaded_ctx_id, mm)
     }
 
     /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); [`MmId::KERNEL`]
@@ -484,38 +412,25 @@ impl LinuxX86v513 {
             if !was_lazy {
                 return;
             }
-            // smp_mb(): pairs with the barrier of the tlb_gen increment.
-            fence(Ordering::SeqCst);
-            hw.barrier(Barrier::Full);
-            next_tlb_gen = self.read_tlb_gen(hw, next);
-            // Relaxed: this CPU's own slot.
-            if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
+            // Back from lazy mode: catch up in the same slot if it fell behind.
+            let Some(behind) = self.lazy_catch_up(hw, &st.ctxs[prev_asid as usize], next) else {
                 return;
-            }
-            (asid, need_flush) = (prev_asid, true);
+            };
+            (asid, need_flush, next_tlb_gen) = (prev_asid, true, behind);
         } else {
             // Leave prev's mask, join next's (locked RMWs), then read its generation.
-            if !prev.is_kernel() {
-                self.touch_mask(hw, prev, Access::RmwAnyOrder);
-                self.mms[prev.index()].cpumask.clear(cpu);
-            }
-            if !next.is_kernel() {
-                self.touch_mask(hw, next, Access::RmwAnyOrder);
-                self.mms[next.index()].cpumask.set(cpu);
-            }
-            next_tlb_gen = self.read_tlb_gen(hw, next);
-            (asid, need_flush) = self.choose_new_asid(st, next, next_tlb_gen);
+            next_tlb_gen = self.switch_mm_cpumask(hw, prev, next);
+            (asid, need_flush) = choose_dynamic_asid(&st.ctxs, &st.next_asid, self.ctx_id(next), next_tlb_gen);
             // this_cpu_write(cpu_tlbstate.loaded_mm, LOADED_MM_SWITCHING).
             self.touch_state(hw);
         }
         if need_flush {
             let slot = &st.ctxs[asid as usize];
+            // Accounted: `ctxs[0..2]` share `cpu_tlbstate`'s first line (and v5.12's `is_lazy`).
             hw.shared(addr_of(slot), Access::Write);
-            // Relaxed: this CPU's own slot.
-            slot.ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
-            slot.tlb_gen.store(next_tlb_gen, Ordering::Relaxed);
+            slot.fill(self.ctx_id(next), next_tlb_gen);
         }
-        hw.write_root(Root::Mm(next), Self::tag(asid), !need_flush);
+        hw.write_root(Root::Mm(next), kern_pcid(asid), !need_flush);
         self.touch_state(hw);
         // Relaxed: CR3 was written first (it serialises); only this CPU reads these.
         st.loaded_ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
@@ -572,15 +487,9 @@ impl LinuxX86v513 {
         if local_tlb_gen == mm_tlb_gen {
             return;
         }
-        let tag = Self::tag(asid);
         // Partial only if this is exactly the next generation and the latest.
-        let range = match f.extent {
-            Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
-                Some((start, pages))
-            }
-            _ => None,
-        };
-        flush_local(hw, self.pti, tag, user_pcid(asid as u16).asid(), Root::Mm(loaded_mm), range);
+        let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
+        flush_local(hw, self.pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
         let slot = &st.ctxs[asid as usize];
         hw.shared(addr_of(slot), Access::Write);
         // Relaxed: this CPU's own slot.
@@ -601,9 +510,7 @@ impl LinuxX86v513 {
             }
             Func::KernelRange { start, pages } => {
                 hw.shared(addr_of(&*self.flush_tlb_info[initiator.index()]), Access::Read);
-                for i in 0..pages {
-                    hw.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
-                }
+                do_kernel_range_flush(hw, start, pages, false);
             }
             Func::FlushAll => hw.tlbi(Tlbi::All, Scope::Local),
         }
@@ -791,25 +698,14 @@ impl LinuxX86v513 {
         self.smp_call_function_many_513(hw, &cond, Func::Flush(info));
     }
 
-    /// Returns whether a CPU other than this one is in `mask` (`cpumask_any_but`).
-    fn any_other<H: Hw>(&self, hw: &H, mask: &CpuMask) -> bool {
-        let mut any = false;
-        mask.for_each(|c| any |= c != hw.cpu());
-        any
-    }
-
     /// Invalidates `extent` of `mm` wherever it may be cached and returns when
     /// that is done (`flush_tlb_mm_range`).
-    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: Extent, freed_tables: bool) {
+    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: FlushExtent, freed_tables: bool) {
         let cpu = hw.cpu();
-        let extent = match extent {
-            Extent::Pages { pages, .. } if pages > self.ceiling => Extent::All,
-            e => e,
-        };
-        // SeqCst: inc_mm_tlb_gen, a locked RMW and full barrier ordering the
-        // page-table change before the mask and is_lazy reads below.
-        self.touch_ctx(hw, mm, Access::Rmw);
-        let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let extent = extent.capped(self.ceiling);
+        // A locked RMW and full barrier ordering the page-table change before the
+        // mask and is_lazy reads below.
+        let new_tlb_gen = self.inc_mm_tlb_gen(hw, mm);
         self.get_flush_tlb_info(hw);
         let info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables };
         let mask = &self.mms[mm.index()].cpumask;
@@ -820,13 +716,13 @@ impl LinuxX86v513 {
                     hw.irqs_off(|| self.flush_tlb_func(hw, &info, false));
                 }
                 self.touch_mask(hw, mm, Access::Read);
-                if self.any_other(hw, mask) {
+                if cpumask_any_but(mask, cpu) {
                     self.flush_tlb_others_512(hw, mask, info);
                 }
             }
             Version::V513 => {
                 self.touch_mask(hw, mm, Access::Read);
-                if self.any_other(hw, mask) {
+                if cpumask_any_but(mask, cpu) {
                     self.flush_tlb_multi_513(hw, mask, info);
                 } else if loaded {
                     hw.irqs_off(|| self.flush_tlb_func(hw, &info, false));
@@ -840,7 +736,7 @@ impl LinuxX86v513 {
     /// `flush_tlb_info`, which carries the initiating CPU).
     fn arch_tlbbatch_flush<H: Hw>(&self, hw: &H, batch: &CpuMask) {
         let cpu = hw.cpu();
-        let info = FlushTlbInfo { mm: None, extent: Extent::All, new_tlb_gen: 0, freed_tables: false };
+        let info = FlushTlbInfo::BATCH;
         if !self.v512() {
             self.get_flush_tlb_info(hw);
         }
@@ -849,12 +745,12 @@ impl LinuxX86v513 {
                 if batch.test(cpu) {
                     hw.irqs_off(|| self.flush_tlb_func(hw, &info, false));
                 }
-                if self.any_other(hw, batch) {
+                if cpumask_any_but(batch, cpu) {
                     self.flush_tlb_others_512(hw, batch, info);
                 }
             }
             Version::V513 => {
-                if self.any_other(hw, batch) {
+                if cpumask_any_but(batch, cpu) {
                     self.flush_tlb_multi_513(hw, batch, info);
                 } else if batch.test(cpu) {
                     hw.irqs_off(|| self.flush_tlb_func(hw, &info, false));
@@ -864,17 +760,18 @@ impl LinuxX86v513 {
     }
 }
 
+/// The shared code reaches `mm->context` here, and accounts its two lines.
+impl PcidMms for LinuxX86v513 {
+    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
+        let m = &self.mms[mm.index()];
+        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
+    }
+}
+
 impl Policy for LinuxX86v513 {
     /// `init_new_context`: a fresh `ctx_id`, generation 0, an empty mask.
     fn mm_init(&self, mm: MmId) {
-        debug_assert!(!mm.is_kernel());
-        let m = &self.mms[mm.index()];
-        // Relaxed: RMWs of one atomic are totally ordered; the mm is published later.
-        let ctx_id = self.last_mm_ctx_id.fetch_add(1, Ordering::Relaxed) + 1;
-        m.ctx_id.store(ctx_id, Ordering::Relaxed);
-        // SeqCst: as every access to tlb_gen.
-        m.tlb_gen.store(0, Ordering::SeqCst);
-        m.cpumask.clear_all();
+        self.init_new_context(mm, &self.last_mm_ctx_id);
     }
 
     /// Does nothing: the mm's slots never match a new `ctx_id`.
@@ -890,16 +787,16 @@ impl Policy for LinuxX86v513 {
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start: va, pages: 1 }, false);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start, pages }, false);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
     }
 
     /// `flush_tlb_mm`: everything, page tables freed.
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.flush_tlb_mm_range(hw, mm, Extent::All, true);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
     }
 
     /// `try_to_unmap_flush`: `arch_tlbbatch_add_mm` for each mm (a generation
@@ -907,11 +804,7 @@ impl Policy for LinuxX86v513 {
     fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         let batch = CpuMask::new(self.ncpus);
         for &mm in mms {
-            // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clears.
-            self.touch_ctx(hw, mm, Access::Rmw);
-            self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst);
-            self.touch_mask(hw, mm, Access::Read);
-            self.mms[mm.index()].cpumask.for_each(|c| batch.set(c));
+            self.arch_tlbbatch_add_mm(hw, &batch, mm);
         }
         self.arch_tlbbatch_flush(hw, &batch);
     }
@@ -949,10 +842,7 @@ impl Policy for LinuxX86v513 {
             f.add(&t.loaded_ctx_id, format_args!("cpu_tlbstate[cpu{c}].loaded_mm->context.ctx_id"), Value::Number);
             f.add(&t.loaded_mm_asid, format_args!("cpu_tlbstate[cpu{c}].loaded_mm_asid"), Value::Number);
             f.add(&t.next_asid, format_args!("cpu_tlbstate[cpu{c}].next_asid"), Value::Number);
-            for (a, x) in t.ctxs.iter().enumerate() {
-                f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
-                f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
-            }
+            TlbContext::name_slots(&t.ctxs, f, c);
             let is_lazy = self.lazy(CpuId(c as u32));
             f.add(is_lazy, format_args!("{lazy}[cpu{c}].is_lazy"), Value::Bool);
             // Per-CPU variables only their CPU writes; the CPUs that flush read
@@ -979,10 +869,8 @@ impl Policy for LinuxX86v513 {
                 f.add(&*self.csd_stack[i], format_args!("cpu{i}.csd_stack.locked"), Value::Bool);
             }
         }
-        for (m, x) in self.mms.iter().enumerate() {
-            f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
-            f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
-            f.add(&*x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+        for m in 0..self.mms.len() {
+            self.mm_fields(MmId(m as u32)).name(f, m);
         }
     }
 }

@@ -31,6 +31,10 @@
 //! - [`freebsd_pcid`]: FreeBSD amd64 — per-pmap, per-CPU PCIDs with a per-CPU
 //!   generation, `pm_active` IPI shootdowns through a [`crate::shootdown`]
 //!   completion protocol (origin 003), `pm_gen` zeroing for inactive CPUs.
+//!
+//! The Linux x86 models share, in a private `linux_x86_common`, the pieces of
+//! `tlb.c` that read the same in every release they model (`choose_new_asid`,
+//! `inc_mm_tlb_gen`, the flush `flush_tlb_func` ends with, ...).
 
 pub mod freebsd_epoch;
 pub mod freebsd_pcid;
@@ -43,6 +47,7 @@ pub mod linux_pcid;
 pub mod linux_x86_410;
 pub mod linux_x86_513;
 pub mod linux_x86_615;
+mod linux_x86_common;
 pub mod noasid;
 
 pub use freebsd_epoch::FreebsdEpoch;

@@ -60,21 +60,25 @@ impl LinuxX86v615 {
     /// IPIs if any, then `TLBSYNC`.
     pub(super) fn broadcast_tlb_flush<H: Hw>(&self, hw: &H, f: &FlushTlbInfo) {
         let Some(mm) = f.mm else { return };
-        let tag = Self::tag(self.global_asid(mm));
+        let tag = kern_pcid(self.global_asid(mm));
         match f.extent {
-            Extent::All => hw.tlbi(Tlbi::Asid(tag), Scope::Broadcast),
-            Extent::Pages { start, pages } => {
-                let mut done = 0;
-                while done < pages {
-                    let nr = (pages - done).clamp(1, self.count_max as u64);
-                    let op = Tlbi::Range { asid: Some(tag), va: start.add_pages(done), pages: nr as u32 };
-                    hw.tlbi(op, Scope::Broadcast);
-                    done += nr;
-                }
-            }
+            FlushExtent::All => hw.tlbi(Tlbi::Asid(tag), Scope::Broadcast),
+            FlushExtent::Pages { start, pages } => self.invlpgb_range(hw, Some(tag), start, pages),
         }
         self.finish_asid_transition(hw, f);
         hw.barrier(Barrier::TlbSync);
+    }
+
+    /// `INVLPGB`s of `pages` from `start`, of PCID `asid` or with global entries
+    /// (`None`), at most `invlpgb_count_max` pages each (`__invlpgb_flush_*`'s
+    /// loop; no `TLBSYNC`).
+    pub(super) fn invlpgb_range<H: Hw>(&self, hw: &H, asid: Option<Asid>, start: VirtAddr, pages: u64) {
+        let mut done = 0;
+        while done < pages {
+            let nr = (pages - done).clamp(1, self.count_max as u64);
+            hw.tlbi(Tlbi::Range { asid, va: start.add_pages(done), pages: nr as u32 }, Scope::Broadcast);
+            done += nr;
+        }
     }
 
     /// `finish_asid_transition`: while the mm is in transition, any CPU that runs

@@ -34,6 +34,14 @@
 //! The global ASID allocator and the broadcast flushes are in `global_asid.rs`,
 //! reclaim's targeted batch in `targeted.rs`.
 //!
+//! # Shared with the earlier models
+//! What v6.13's `tlb.c` does as v5.4 and v5.13 do (the dynamic-slot search of
+//! `choose_new_asid`, `init_new_context`, `inc_mm_tlb_gen`, v6.13's
+//! `mm_cpumask` update and the lazy catch-up of a switch, the batch's
+//! generation bump and mask, the flush `flush_tlb_func` ends with, the
+//! `mm->context` line accounting) is written once in `linux_x86_common.rs`;
+//! the lazy mask, `LOADED_MM_SWITCHING` and global ASIDs are this module's.
+//!
 //! # Deliberate readings
 //! - PCIDs are on (`INVLPGB` depends on them since `44126343d58c`) and PTI off
 //!   (`94a17f2dc90b` disables `INVLPGB` under PTI): one PCID per ASID, `asid + 1`.
@@ -65,22 +73,27 @@ use crate::hw::{Access, Barrier, Hw, Note, Root, Scope, Tlbi};
 use crate::policy::Policy;
 use crate::shootdown::{addr_of, CacheLine};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering, SpinLock};
-use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use crate::zoo::Bug;
 use alloc::vec::Vec;
 
 mod global_asid;
 mod targeted;
 
-pub use super::linux_pcid::Pti;
-use super::linux_pcid::{flush_local, user_pcid};
+use super::linux_x86_common as common;
+use common::{
+    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
+    MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
+};
+pub use common::{Pti, TLB_SINGLE_PAGE_FLUSH_CEILING};
 use global_asid::GlobalAsids;
 
-/// The number of per-CPU dynamic PCID slots; global ASIDs start here.
-pub const TLB_NR_DYN_ASIDS: u32 = 6;
+/// The number of per-CPU dynamic PCID slots; global ASIDs start here (the
+/// shared count, as this model's ASIDs: a `u32`).
+pub const TLB_NR_DYN_ASIDS: u32 = common::TLB_NR_DYN_ASIDS as u32;
 
-/// More pages than this in one flush become a flush of the whole address space.
-pub const TLB_SINGLE_PAGE_FLUSH_CEILING: u64 = 33;
+/// `loaded_mm` while a CPU is inside `switch_mm_irqs_off` changing mm.
+const LOADED_MM_SWITCHING: u32 = u32::MAX;
 
 /// `jiffies` per second ([`Hw::jiffies`] counts at 1000 Hz).
 pub const HZ: u64 = 1000;
@@ -97,15 +110,6 @@ pub const INVLPGB_COUNT_MAX: u32 = 8;
 /// gets a global ASID.
 pub const GLOBAL_ASID_CPU_THRESHOLD: usize = 3;
 
-/// `loaded_mm` while a CPU is inside `switch_mm_irqs_off` changing mm.
-const LOADED_MM_SWITCHING: u32 = u32::MAX;
-
-/// The `ctx_id` of `init_mm`; user mms get 2, 3, ...
-const INIT_MM_CTX_ID: u64 = 1;
-
-/// A flush without a generation (reclaim's batch).
-const TLB_GENERATION_INVALID: u64 = 0;
-
 /// Which kernel's `tlb.c` this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
@@ -118,19 +122,13 @@ pub enum Kernel {
     Invlpgb,
 }
 
-/// What a flush covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Extent {
-    Pages { start: VirtAddr, pages: u64 },
-    All,
-}
-
-/// One flush request (`struct flush_tlb_info`).
+/// One flush request (`struct flush_tlb_info`): not the earlier models' shared
+/// one, as v6.14 adds `trim_cpumask`.
 #[derive(Clone, Copy, Debug)]
 struct FlushTlbInfo {
     /// `None` for reclaim's batch: for whatever mm each CPU has loaded.
     mm: Option<MmId>,
-    extent: Extent,
+    extent: FlushExtent,
     new_tlb_gen: u64,
     freed_tables: bool,
     /// Send to the mask's stale CPUs too, so that they leave it.
@@ -142,17 +140,11 @@ impl FlushTlbInfo {
     /// everything, for whatever mm each CPU has loaded.
     const BATCH: FlushTlbInfo = FlushTlbInfo {
         mm: None,
-        extent: Extent::All,
+        extent: FlushExtent::All,
         new_tlb_gen: TLB_GENERATION_INVALID,
         freed_tables: false,
         trim_cpumask: false,
     };
-}
-
-/// One dynamic PCID slot of a CPU (`struct tlb_context`).
-struct TlbContext {
-    ctx_id: AtomicU64,
-    tlb_gen: AtomicU64,
 }
 
 /// A CPU's TLB state (`cpu_tlbstate`, `is_lazy` from `cpu_tlbstate_shared`).
@@ -166,7 +158,7 @@ struct TlbState {
     /// CPUs (`finish_asid_transition`).
     loaded_mm_asid: AtomicU32,
     next_asid: AtomicU32,
-    ctxs: [TlbContext; TLB_NR_DYN_ASIDS as usize],
+    ctxs: [TlbContext; common::TLB_NR_DYN_ASIDS],
     is_lazy: CacheLine<AtomicBool>,
 }
 
@@ -234,10 +226,7 @@ impl LinuxX86v615 {
                 loaded_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
                 loaded_mm_asid: AtomicU32::new(0),
                 next_asid: AtomicU32::new(1),
-                ctxs: core::array::from_fn(|asid| TlbContext {
-                    ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
-                    tlb_gen: AtomicU64::new(0),
-                }),
+                ctxs: TlbContext::boot_slots(),
                 is_lazy: CacheLine(AtomicBool::new(false)),
             })
             .collect();
@@ -423,19 +412,7 @@ impl LinuxX86v615 {
 
     /// Returns the flush generation of `mm`.
     pub fn tlb_gen(&self, mm: MmId) -> u64 {
-        // SeqCst: every access to tlb_gen (the increment is a full barrier).
-        self.mms[mm.index()].tlb_gen.load(Ordering::SeqCst)
-    }
-
-    /// Accounts an access to `mm`'s context line (`tlb_gen`, the trim deadline,
-    /// the global ASID and its transition flag).
-    fn touch_ctx<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr_of(&self.mms[mm.index()]), a);
-    }
-
-    /// Accounts an access to `mm_cpumask(mm)`.
-    fn touch_mask<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
-        hw.shared(addr_of(&*self.mms[mm.index()].cpumask), a);
+        PcidMms::tlb_gen(self, mm)
     }
 
     /// Accounts an access to CPU `c`'s `cpu_tlbstate` line (`loaded_mm`).
@@ -448,29 +425,10 @@ impl LinuxX86v615 {
         hw.shared(addr_of(&*self.cpu_tlbstate[c.index()].is_lazy), a);
     }
 
-    /// Reads `mm`'s `tlb_gen`, accounting the line.
-    fn read_tlb_gen<H: Hw>(&self, hw: &H, mm: MmId) -> u64 {
-        self.touch_ctx(hw, mm, Access::Read);
-        self.tlb_gen(mm)
-    }
-
-    fn ctx_id(&self, mm: MmId) -> u64 {
-        // Relaxed: set in `mm_init` before the mm is published, then constant.
-        self.mms[mm.index()].ctx_id.load(Ordering::Relaxed)
-    }
-
-    /// Returns whether `st`'s CPU has this incarnation of `mm` loaded.
+    /// Returns whether `st`'s CPU has this incarnation of `mm` loaded, by slot
+    /// and the `ctx_id` it keeps.
     fn is_loaded(&self, st: &TlbState, mm: MmId) -> bool {
-        // Relaxed: only the owning CPU writes these and this is that CPU.
-        st.loaded_mm.load(Ordering::Relaxed) == mm.0 && st.loaded_ctx_id.load(Ordering::Relaxed) == self.ctx_id(mm)
-    }
-
-    /// Returns the TLB tag of ASID `asid`: `kern_pcid(asid) = asid + 1`.
-    fn tag(asid: u32) -> Asid {
-        match Pcid::new(asid as u16 + 1) {
-            Ok(p) => p.asid(),
-            Err(_) => unreachable!("ASIDs stay below MAX_ASID_AVAILABLE + 1 < 4095"),
-        }
+        self.is_loaded_as(&st.loaded_mm, &st.loaded_ctx_id, mm)
     }
 
     /// `mm_needs_global_asid`: `mm` has a global ASID and this CPU is not on it.
@@ -490,19 +448,7 @@ impl LinuxX86v615 {
         if g != 0 {
             return (g, false);
         }
-        let ctx_id = self.ctx_id(next);
-        for (asid, slot) in st.ctxs.iter().enumerate() {
-            // Relaxed (all of `st`): only this CPU touches its own slots.
-            if slot.ctx_id.load(Ordering::Relaxed) == ctx_id {
-                return (asid as u32, slot.tlb_gen.load(Ordering::Relaxed) < next_tlb_gen);
-            }
-        }
-        let mut asid = st.next_asid.fetch_add(1, Ordering::Relaxed);
-        if asid >= TLB_NR_DYN_ASIDS {
-            asid = 0;
-            st.next_asid.store(1, Ordering::Relaxed);
-        }
-        (asid, true)
+        choose_dynamic_asid(&st.ctxs, &st.next_asid, self.ctx_id(next), next_tlb_gen)
     }
 
     /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); `next` may be
@@ -533,15 +479,11 @@ impl LinuxX86v615 {
             } else if !was_lazy {
                 return;
             } else {
-                // smp_mb(): pairs with the barrier of the tlb_gen increment.
-                fence(Ordering::SeqCst);
-                hw.barrier(Barrier::Full);
-                next_tlb_gen = self.read_tlb_gen(hw, next);
-                // Relaxed: this CPU's own slot.
-                if st.ctxs[prev_asid as usize].tlb_gen.load(Ordering::Relaxed) == next_tlb_gen {
+                // Back from lazy mode: catch up in the same slot if it fell behind.
+                let Some(behind) = self.lazy_catch_up(hw, &st.ctxs[prev_asid as usize], next) else {
                     return;
-                }
-                (asid, need_flush) = (prev_asid, true);
+                };
+                (asid, need_flush, next_tlb_gen) = (prev_asid, true, behind);
             }
         } else if self.lazy_mask() {
             // Zoo bugs fea4e317f9e7 (v6.14.0) and the stable backports of its fix
@@ -579,26 +521,15 @@ impl LinuxX86v615 {
             }
         } else {
             // v6.13: leave prev's mask, join next's, then read its generation.
-            if !prev.is_kernel() {
-                self.touch_mask(hw, prev, Access::RmwAnyOrder);
-                self.mms[prev.index()].cpumask.clear(cpu);
-            }
-            if !next.is_kernel() {
-                self.touch_mask(hw, next, Access::RmwAnyOrder);
-                self.mms[next.index()].cpumask.set(cpu);
-            }
-            next_tlb_gen = self.read_tlb_gen(hw, next);
+            next_tlb_gen = self.switch_mm_cpumask(hw, prev, next);
             (asid, need_flush) = self.choose_new_asid(hw, st, next, next_tlb_gen);
         }
 
         if need_flush {
             debug_assert!(asid < TLB_NR_DYN_ASIDS, "a global ASID is never flushed at a switch");
-            let slot = &st.ctxs[asid as usize];
-            // Relaxed: this CPU's own slot.
-            slot.ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
-            slot.tlb_gen.store(next_tlb_gen, Ordering::Relaxed);
+            st.ctxs[asid as usize].fill(self.ctx_id(next), next_tlb_gen);
         }
-        hw.write_root(Root::Mm(next), Self::tag(asid), !need_flush);
+        hw.write_root(Root::Mm(next), kern_pcid(asid), !need_flush);
         // Relaxed: CR3 was written first (it serialises); readers of loaded_mm
         // read loaded_mm_asid after it (x86 keeps loads in order).
         st.loaded_ctx_id.store(self.ctx_id(next), Ordering::Relaxed);
@@ -666,16 +597,10 @@ impl LinuxX86v615 {
         if local_tlb_gen == mm_tlb_gen {
             return;
         }
-        let tag = Self::tag(asid);
         // Partial only if this is exactly the next generation and the latest;
         // PTI's user PCID as `linux_pcid`'s flush function.
-        let range = match f.extent {
-            Extent::Pages { start, pages } if f.new_tlb_gen == local_tlb_gen + 1 && f.new_tlb_gen == mm_tlb_gen => {
-                Some((start, pages))
-            }
-            _ => None,
-        };
-        flush_local(hw, self.pti, tag, user_pcid(asid as u16).asid(), Root::Mm(loaded_mm), range);
+        let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
+        flush_local(hw, self.pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
         // Relaxed: this CPU's own slot.
         st.ctxs[asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
     }
@@ -753,16 +678,12 @@ impl LinuxX86v615 {
 
     /// Invalidates `extent` of `mm` everywhere it may be cached and returns when
     /// that is done (`flush_tlb_mm_range`).
-    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: Extent, freed_tables: bool) {
+    fn flush_tlb_mm_range<H: Hw>(&self, hw: &H, mm: MmId, extent: FlushExtent, freed_tables: bool) {
         let cpu = hw.cpu();
-        let extent = match extent {
-            Extent::Pages { pages, .. } if pages > self.ceiling => Extent::All,
-            e => e,
-        };
-        // SeqCst: `inc_mm_tlb_gen` is a locked RMW, a full barrier ordering the
-        // page-table change before every read below and before the INVLPGBs.
-        self.touch_ctx(hw, mm, Access::Rmw);
-        let new_tlb_gen = self.mms[mm.index()].tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        let extent = extent.capped(self.ceiling);
+        // A locked RMW, a full barrier ordering the page-table change before
+        // every read below and before the INVLPGBs.
+        let new_tlb_gen = self.inc_mm_tlb_gen(hw, mm);
         let mut info = FlushTlbInfo { mm: Some(mm), extent, new_tlb_gen, freed_tables, trim_cpumask: false };
         let mask = &self.mms[mm.index()].cpumask;
         if self.invlpgb() {
@@ -786,9 +707,7 @@ impl LinuxX86v615 {
     /// Returns whether a CPU other than `me` is in `mask` (`cpumask_any_but`).
     fn other_in<H: Hw>(&self, hw: &H, mask: &CpuMask, me: CpuId) -> bool {
         hw.shared(addr_of(mask), Access::Read);
-        let mut any = false;
-        mask.for_each(|c| any |= c != me);
-        any
+        cpumask_any_but(mask, me)
     }
 
     /// Flushes reclaim's batch of `mms` (`arch_tlbbatch_add_pending` for each,
@@ -798,12 +717,7 @@ impl LinuxX86v615 {
         let batch = CpuMask::new(self.cpu_tlbstate.len());
         let mut unmapped_pages = false;
         for &mm in mms {
-            let m = &self.mms[mm.index()];
-            // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clears.
-            self.touch_ctx(hw, mm, Access::Rmw);
-            m.tlb_gen.fetch_add(1, Ordering::SeqCst);
-            self.touch_mask(hw, mm, Access::Read);
-            m.cpumask.for_each(|c| batch.set(c));
+            self.arch_tlbbatch_add_mm(hw, &batch, mm);
             unmapped_pages = true;
         }
         let info = FlushTlbInfo::BATCH;
@@ -819,18 +733,21 @@ impl LinuxX86v615 {
     }
 }
 
+/// The shared code reaches `mm->context` here, whose line also holds the trim
+/// deadline and the global ASID.
+impl PcidMms for LinuxX86v615 {
+    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
+        let m = &self.mms[mm.index()];
+        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
+    }
+}
+
 impl Policy for LinuxX86v615 {
     /// `init_new_context`: a fresh `ctx_id`, generation 0, an empty mask, no
     /// global ASID.
     fn mm_init(&self, mm: MmId) {
-        debug_assert!(!mm.is_kernel());
+        self.init_new_context(mm, &self.last_mm_ctx_id);
         let m = &self.mms[mm.index()];
-        // Relaxed: RMWs of one atomic are totally ordered; the mm is published later.
-        let ctx_id = self.last_mm_ctx_id.fetch_add(1, Ordering::Relaxed) + 1;
-        m.ctx_id.store(ctx_id, Ordering::Relaxed);
-        // SeqCst: as every access to tlb_gen.
-        m.tlb_gen.store(0, Ordering::SeqCst);
-        m.cpumask.clear_all();
         // Relaxed: the mm is not yet visible to any other CPU.
         m.next_trim_cpumask.store(u64::MAX, Ordering::Relaxed);
         m.global_asid.store(0, Ordering::Relaxed);
@@ -863,16 +780,16 @@ impl Policy for LinuxX86v615 {
     }
 
     fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start: va, pages: 1 }, false);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
     }
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.flush_tlb_mm_range(hw, mm, Extent::Pages { start, pages }, false);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
     }
 
     /// `flush_tlb_mm`: everything, page tables freed.
     fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.flush_tlb_mm_range(hw, mm, Extent::All, true);
+        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
     }
 
     /// The merged batch (`arch_tlbbatch_add_pending` per mm, then one `INVLPGB`
@@ -903,25 +820,12 @@ impl Policy for LinuxX86v615 {
             if full {
                 hw.tlbi(Tlbi::All, Scope::Broadcast);
             } else {
-                let mut done = 0;
-                while done < pages {
-                    let nr = (pages - done).clamp(1, self.count_max as u64);
-                    hw.tlbi(Tlbi::Range { asid: None, va: start.add_pages(done), pages: nr as u32 }, Scope::Broadcast);
-                    done += nr;
-                }
+                self.invlpgb_range(hw, None, start, pages);
             }
             hw.barrier(Barrier::TlbSync);
             return;
         }
-        let flush = |h: &H| {
-            if full {
-                h.tlbi(Tlbi::All, Scope::Local);
-            } else {
-                for i in 0..pages {
-                    h.tlbi(Tlbi::VaAllAsids { va: start.add_pages(i) }, Scope::Local);
-                }
-            }
-        };
+        let flush = |h: &H| do_kernel_range_flush(h, start, pages, full);
         flush(hw);
         if self.cpu_tlbstate.len() > 1 {
             let all = CpuMask::new(self.cpu_tlbstate.len());
@@ -937,10 +841,7 @@ impl Policy for LinuxX86v615 {
             f.add(&t.loaded_ctx_id, format_args!("cpu_tlbstate[cpu{c}].loaded_mm->context.ctx_id"), Value::Number);
             f.add(&t.loaded_mm_asid, format_args!("cpu_tlbstate[cpu{c}].loaded_mm_asid"), Value::Number);
             f.add(&t.next_asid, format_args!("cpu_tlbstate[cpu{c}].next_asid"), Value::Number);
-            for (a, x) in t.ctxs.iter().enumerate() {
-                f.add(&x.ctx_id, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].ctx_id"), Value::Number);
-                f.add(&x.tlb_gen, format_args!("cpu_tlbstate[cpu{c}].ctxs[{a}].tlb_gen"), Value::Number);
-            }
+            TlbContext::name_slots(&t.ctxs, f, c);
             f.add(&*t.is_lazy, format_args!("cpu_tlbstate_shared[cpu{c}].is_lazy"), Value::Bool);
             // ANCHOR: own_fields
             // Per-CPU variables only their CPU writes (`this_cpu_write`); the
@@ -959,9 +860,7 @@ impl Policy for LinuxX86v615 {
             // ANCHOR_END: own_fields
         }
         for (m, x) in self.mms.iter().enumerate() {
-            f.add(&x.ctx_id, format_args!("mm[{m}].context.ctx_id"), Value::Number);
-            f.add(&x.tlb_gen, format_args!("mm[{m}].context.tlb_gen"), Value::Number);
-            f.add(&*x.cpumask, format_args!("mm_cpumask(mm[{m}])"), Value::Cpus { first: 0 });
+            self.mm_fields(MmId(m as u32)).name(f, m);
             f.add(&x.next_trim_cpumask, format_args!("mm[{m}].context.next_trim_cpumask"), Value::Number);
             f.add(&x.global_asid, format_args!("mm[{m}].context.global_asid"), Value::Number);
             f.add(&x.asid_transition, format_args!("mm[{m}].context.asid_transition"), Value::Bool);
@@ -1102,7 +1001,7 @@ mod tests {
         p.switch_mm(&h1, MmId(2));
         let f = FlushTlbInfo {
             mm: Some(MmId(1)),
-            extent: Extent::All,
+            extent: FlushExtent::All,
             new_tlb_gen: 1,
             freed_tables: false,
             trim_cpumask: false,

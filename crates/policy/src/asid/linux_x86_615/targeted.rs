@@ -34,7 +34,7 @@ impl LinuxX86v615 {
         let mut global_asid = self.global_asid(mm);
         if global_asid != 0 {
             // invlpgb_flush_user_nr_nosync(kern_pcid(global_asid), uaddr, 1, false).
-            let op = Tlbi::Range { asid: Some(Self::tag(global_asid)), va, pages: 1 };
+            let op = Tlbi::Range { asid: Some(kern_pcid(global_asid)), va, pages: 1 };
             hw.tlbi(op, Scope::Broadcast);
             // Relaxed: this CPU's own flag.
             b.need_tlbsync.store(true, Ordering::Relaxed);
@@ -46,12 +46,8 @@ impl LinuxX86v615 {
             }
         }
         if global_asid == 0 {
-            let m = &self.mms[mm.index()];
-            // SeqCst: inc_mm_tlb_gen, a full barrier after the PTE clear.
-            self.touch_ctx(hw, mm, Access::Rmw);
-            m.tlb_gen.fetch_add(1, Ordering::SeqCst);
-            self.touch_mask(hw, mm, Access::Read);
-            m.cpumask.for_each(|c| b.cpumask.set(c));
+            // inc_mm_tlb_gen, a full barrier after the PTE clear, and the mask.
+            self.arch_tlbbatch_add_mm(hw, &b.cpumask, mm);
         }
     }
 
