@@ -90,7 +90,7 @@ fn pages_render_in_headless_chromium_without_console_errors() {
         eprintln!("skipped: no chromium binary on PATH (install chromium, or set TLBKIT_CHROMIUM)");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("tlbkit-browser-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-browser-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
 

@@ -6,7 +6,7 @@ use tlbkit_c::Sources;
 
 #[test]
 fn a_file_at_a_revision_is_read_from_its_git_tree() {
-    let dir = std::env::temp_dir().join(format!("tlbkit-c-sources-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-c-sources-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("arch/arm64/mm")).unwrap();
     let git = |args: &[&str]| Command::new("git").arg("-C").arg(&dir).args(args).output();
@@ -60,7 +60,7 @@ fn headers_replace_shims_by_name_and_options_are_no_files() {
 
 #[test]
 fn a_pinned_name_reads_its_files_only_while_their_content_is_the_same() {
-    let dir = std::env::temp_dir().join(format!("tlbkit-c-pinned-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-c-pinned-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("context.c");
     std::fs::write(&file, "/* one */\n").unwrap();

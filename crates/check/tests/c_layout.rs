@@ -25,7 +25,7 @@ fn variant(name: &str, global: &str, on_switch: &str) -> String {
         text.replacen("static unsigned long switches;\n", &format!("static unsigned long switches;\n{global}\n"), 1);
     let at = text.find("\tu64 asid = atomic64_read(&mm->context.id);\n").expect("the switch's first line");
     let text = format!("{}{on_switch}\n{}", &text[..at], &text[at..]);
-    let dir = std::env::temp_dir().join(format!("tlbkit-c-layout-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-c-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.c"));
     std::fs::write(&path, text).unwrap();

@@ -26,7 +26,7 @@ fn patched(name: &str, line: &str) -> (PathBuf, usize) {
     let at = text.find(head).expect("flush_context's opening lines") + head.len();
     let lineno = text[..at].lines().count() + 1;
     let out = format!("{}{line}\n{}", &text[..at], &text[at..]);
-    let dir = std::env::temp_dir().join(format!("tlbkit-faults-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-faults-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.c"));
     std::fs::write(&path, out).unwrap();

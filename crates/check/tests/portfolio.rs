@@ -180,7 +180,7 @@ fn a_saving_request_plans_one_exhaustive_shape_and_refuses_anything_else() {
     use tlbkit_check::error::{Error, Param};
     use tlbkit_check::run::Persist;
     let persist = Persist {
-        dir: std::env::temp_dir().join("tlbkit-plan-test-never-written"),
+        dir: std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tlbkit-plan-test-never-written"),
         every: std::time::Duration::from_secs(60),
         max_memory: None,
         resume: false,
