@@ -90,7 +90,8 @@ const ASIDS_INIT: &str = "static int asids_init(void)\n{\n";
 fn patched_context(name: &str, head: &str, line: &str) -> String {
     let text = std::fs::read_to_string(CONTEXT_C).unwrap();
     let at = text.find(head).expect("the function's opening lines") + head.len();
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-patched-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-patched-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.c"));
     std::fs::write(&path, format!("{}{line}\n{}", &text[..at], &text[at..])).unwrap();

@@ -17,7 +17,8 @@ fn tlbkit(args: &[&str], profile: &Path) -> Output {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-calibrate-{name}-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tlbkit-calibrate-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join("host.json")
 }

@@ -513,7 +513,8 @@ fn bench_old_spellings_run_the_subcommands() {
 #[test]
 fn bench_compare_with_invokes_the_other_build_as_bench_format_json() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-compare-with-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tlbkit-cli-compare-with-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("args.log");
     let other = dir.join("tlbkit-other");
@@ -533,7 +534,8 @@ fn bench_compare_with_invokes_the_other_build_as_bench_format_json() {
 #[test]
 fn bench_scale_compare_with_times_the_same_runs_with_the_other_build() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-scale-compare-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tlbkit-cli-scale-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("args.log");
     let fake = |name: &str, workload: &str| {
@@ -573,7 +575,8 @@ fn origin004_claims_print_four_strategies_each_with_a_verdict() {
     for (id, origin_ratios) in
         [("origin004-exit-numa1", [2.90, 1.08, 1.21, 1.13]), ("origin004-exit-numa2", [8.68, 1.29, 1.19, 1.09])]
     {
-        let html = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-{id}-{}.html", std::process::id()));
+        let html = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("tlbkit-cli-{id}-{}.html", std::process::id()));
         let o = tlbkit(&["reproduce", "--only", id, "--html", html.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let text = String::from_utf8(o.stdout).unwrap();
@@ -927,7 +930,8 @@ fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
 /// fields it sets, and a bad one is refused with what to change.
 #[test]
 fn a_machine_file_runs_as_its_base_with_the_fields_it_changes() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-cli-machine-file-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("tlbkit-cli-machine-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("a72-slow-switch.toml");
     std::fs::write(

@@ -41,7 +41,8 @@ fn verdict(o: &Output) -> (Option<String>, u64, bool) {
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-saved-{name}-{}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-saved-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

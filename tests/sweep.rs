@@ -33,7 +33,8 @@ impl Drop for Folder {
 
 /// Returns a fresh folder for one test.
 fn folder(test: &str) -> Folder {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-sweep-{}-{test}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-sweep-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     Folder(d)

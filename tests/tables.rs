@@ -179,7 +179,8 @@ fn progress_writes_nothing_when_stderr_is_not_a_terminal() {
     let runs = ["--machine", "cortex-a72", "--cpus", "2", "--workload", "lat_ctx", "--set", "rounds=3"];
     let compare = [&["compare"][..], &runs, &["--policy", "arm64-noasid", "--policy", "arm64-linux"]];
     let run = [&["run"][..], &runs, &["--policy", "arm64-linux"]];
-    let sweep_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-tables-{}.toml", std::process::id()));
+    let sweep_file =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-tables-{}.toml", std::process::id()));
     let results = sweep_file.with_extension("jsonl");
     std::fs::write(
         &sweep_file,
@@ -187,7 +188,8 @@ fn progress_writes_nothing_when_stderr_is_not_a_terminal() {
          seeds = { first = 1, count = 2 }\n[set.lat_ctx]\nrounds = 3\n",
     )
     .unwrap();
-    let trace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-tables-{}.trace", std::process::id()));
+    let trace =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-tables-{}.trace", std::process::id()));
     let lackey = format!("{}/crates/lab/tests/data/tiny.lackey", env!("CARGO_MANIFEST_DIR"));
     let commands: Vec<Vec<&str>> = vec![
         compare.concat(),

@@ -39,7 +39,8 @@ fn one_file_built_by_many_threads_and_processes_at_once_from_an_empty_cache() {
         eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
         return;
     }
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-build-cache-{}", std::process::id()));
+    let cache =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-build-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&cache).unwrap();
     // This binary's other test reads no variable: setting it here races nothing.

@@ -6,7 +6,8 @@ use tlbkit_c::Sources;
 
 #[test]
 fn a_file_at_a_revision_is_read_from_its_git_tree() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-c-sources-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-c-sources-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("arch/arm64/mm")).unwrap();
     let git = |args: &[&str]| Command::new("git").arg("-C").arg(&dir).args(args).output();

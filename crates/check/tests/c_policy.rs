@@ -187,7 +187,8 @@ fn a_file_that_does_not_build_says_why_in_one_line() {
 /// Writes `text` as `context.c` in a directory of its own named for `tag`;
 /// returns the file's path.
 fn write_context(tag: &str, text: &str) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-code-{tag}-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-code-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("context.c");
     std::fs::write(&path, text).unwrap();

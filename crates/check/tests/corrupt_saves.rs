@@ -20,7 +20,8 @@ fn spec() -> CheckSpec {
 
 /// An empty directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-corrupt-{name}-{}", std::process::id()));
+    let d =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-corrupt-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

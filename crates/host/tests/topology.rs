@@ -12,7 +12,8 @@ struct Tree(PathBuf);
 impl Tree {
     /// Creates an empty tree named after the test.
     fn new(name: &str) -> Tree {
-        let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-host-{name}-{}", std::process::id()));
+        let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("tlbkit-host-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(&root).unwrap();
         Tree(root)

@@ -39,7 +39,8 @@ fn profile(arch: &str, model: &str) -> HostProfile {
 
 #[test]
 fn every_workload_runs_on_the_host_machine_of_either_architecture() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-host-machine-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-host-machine-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("host.json");
     // The only test of this file: nothing else reads the variable meanwhile.

@@ -76,6 +76,25 @@ pub(crate) const SMT: Count = Count(ParamDef {
           each socket's cores in turn, a core's second thread only past every core's first)",
 });
 
+/// The iterations of each task of the file-mapping benchmarks (`tlb_flush1`
+/// and `tlb_flush3`, whose parameters are the same).
+pub(crate) const FILE_ITERS: Count = Count(ParamDef {
+    key: "iters",
+    default: 512.0,
+    min: 1.0,
+    max: 10_000_000.0,
+    doc: "iterations (pages) of each task (will-it-scale runs for a time instead)",
+});
+
+/// The pages per mapping of the file-mapping benchmarks.
+pub(crate) const FILE_PAGES: Count = Count(ParamDef {
+    key: "pages",
+    default: 32768.0,
+    min: 1.0,
+    max: 262_144.0,
+    doc: "4 KB pages per mapping (128 MiB: 32768); a munmap after each",
+});
+
 /// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
 /// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
 /// with `smt` threads per core 0-day's `nr_task=50%` puts one task on every

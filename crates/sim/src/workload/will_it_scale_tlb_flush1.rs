@@ -41,27 +41,11 @@
 
 use super::will_it_scale::{self, Start};
 use super::will_it_scale_tlb_flush2::{Backing, FlushLoop};
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::Program;
 use crate::sim::Sim;
 use std::collections::BTreeMap;
-
-// Its parameters, in the order its entry lists them.
-const ITERS: Count = Count(ParamDef {
-    key: "iters",
-    default: 512.0,
-    min: 1.0,
-    max: 10_000_000.0,
-    doc: "iterations (pages) of each task (will-it-scale runs for a time instead)",
-});
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 32768.0,
-    min: 1.0,
-    max: 262_144.0,
-    doc: "4 KB pages per mapping (128 MiB: 32768); a munmap after each",
-});
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
@@ -69,7 +53,13 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "will-it-scale tlb_flush1: each task maps its own 128 MiB file privately, writes, \
                   madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
     origin: None,
-    params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::SMT.0, ITERS.0, PAGES.0],
+    params: &[
+        will_it_scale::TASKS.0,
+        will_it_scale::MODE.0,
+        will_it_scale::SMT.0,
+        will_it_scale::FILE_ITERS.0,
+        will_it_scale::FILE_PAGES.0,
+    ],
     has_overhead: false,
     results: &["ops_per_s", "per_thread_ops", "tlb_share"],
     text_params: &[],
@@ -80,7 +70,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
 
 /// Starts the tasks.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let (iters, pages) = (ITERS.of(p), PAGES.of(p));
+    let (iters, pages) = (will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p));
     let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
     will_it_scale::setup(p, sim, Box::new(make))
 }
@@ -94,5 +84,5 @@ pub fn max_mms(p: &Params, cpus: usize) -> usize {
 /// between the gate opening and the last task finishing.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
-    will_it_scale::result(DEF.name, n, n * ITERS.of(p), sim)
+    will_it_scale::result(DEF.name, n, n * will_it_scale::FILE_ITERS.of(p), sim)
 }
