@@ -120,9 +120,13 @@ impl Options {
             || self.script.is_some()
     }
 
-    /// Returns what the request runs: its policy's portfolio, with
-    /// `--iterations` schedules in all and `--seed`, unless a flag chose one
-    /// shape ([`Options::one_shape`], then [`Options::resolve`]).
+    /// Returns what the request runs: with `save`, one exhaustive shape that
+    /// saves itself (or, resuming, the saved check); with `--from` or
+    /// `--script`, a search after that schedule; otherwise its policy's
+    /// portfolio, with `--iterations` schedules in all and `--seed`, unless a
+    /// flag chose one shape ([`Options::one_shape`], then
+    /// [`Options::resolve`]). A `base` is read here, so that one that cannot
+    /// be read (or is given for a Rust policy) fails before the check runs.
     pub fn plan(&self) -> Result<Plan, Error> {
         let plan = self.plan_unchecked()?;
         if let Some(base) = &self.base {
