@@ -6,7 +6,7 @@
 //! dicts, dataclasses and DataFrames: one encoding, so the two cannot drift.
 //!
 //! Errors are raised as `ValueError`. The libraries' typed errors (the
-//! simulator's, the lab's, the checker's) are worded here ([`Keywords`]): the
+//! simulator's, the lab's, the checker's) are worded here (`Keywords`): the
 //! CLI's messages, with each parameter named by the Python keyword that gives
 //! it (`cpus=5000`, `params={'procs': 0}`, `results=`, not `--cpus 5000`,
 //! `--set procs=0`, `--results`). Simulations and

@@ -8,7 +8,7 @@
 //! tokens as they are (macro arguments, `#op`, `ALTERNATIVE(...)`, which the
 //! shims define as their first instruction sequence), so that the
 //! preprocessor builds the same template string the assembler would see.
-//! [`run`] executes that string: `tlbi`, `dsb`, `dmb`, `isb`, `msr` and
+//! `run` executes that string: `tlbi`, `dsb`, `dmb`, `isb`, `msr` and
 //! `mrs` of the registers the shims model, `nop`s and assembler directives;
 //! anything else stops the run with the instruction's name.
 

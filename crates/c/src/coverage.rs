@@ -6,7 +6,7 @@
 //! `-fsanitize-coverage=trace-pc`: the compiler puts a call of
 //! `__sanitizer_cov_trace_pc` at the start of every basic block, and the
 //! shipped runtime (`tsan.c`) passes its return address to
-//! [`Lib::mark_reached`], one byte per byte of the object's code, shared by
+//! `Lib::mark_reached`, one byte per byte of the object's code, shared by
 //! every copy the check's workers load. At the end, [`reached`]:
 //! - finds every such call in the object's code (a direct call to the
 //!   runtime's function: `call rel32` on x86-64, `bl` on arm64), so that it

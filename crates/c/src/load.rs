@@ -11,7 +11,7 @@
 //! [`crate::build`] links the object so that its writable data is one run:
 //! `tlbkit_data_begin` (page-aligned, first), the file's and the glue's
 //! globals and statics, then `tlbkit_heap` ([`HEAP_BYTES`], zeroed, last).
-//! [`load`] checks that every object of the file lies in
+//! `load` checks that every object of the file lies in
 //! `[tlbkit_data_begin, tlbkit_heap)` (the *state*, `prefix` bytes) and
 //! refuses the object otherwise. The checker then adopts
 //! `[tlbkit_data_begin, tlbkit_heap + HEAP_BYTES)` as the thread's arena

@@ -33,7 +33,7 @@ enum Hook {
     Tick,
 }
 
-/// The hooks counted, in the order of the `Policy` trait (and of [`Hook`]).
+/// The hooks counted, in the order of the `Policy` trait (and of the private `Hook`).
 pub const HOOKS: [&str; 12] = [
     "mm_init",
     "mm_release",

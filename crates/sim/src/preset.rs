@@ -1,7 +1,7 @@
 //! Machines: topology, TLB geometry and costs, one file per machine.
 //!
 //! The types a machine is made of are here; the machines themselves are data,
-//! one TOML file each in `crates/sim/machines/` ([`file`] reads them). Every
+//! one TOML file each in `crates/sim/machines/` ([`mod@file`] reads them). Every
 //! field carries its source or `estimate: why`: a preset's costs are its
 //! architecture's base (`machines/base/arm64.toml`, `x86-64.toml`) with the
 //! figures that differ set in the preset's own file, with their sources. The
@@ -326,7 +326,7 @@ impl Kernel {
 }
 
 /// A machine: topology, geometry, costs, each field with its source. The
-/// presets are files (`crates/sim/machines/NAME.toml`, [`file`]); a user's
+/// presets are files (`crates/sim/machines/NAME.toml`, [`mod@file`]); a user's
 /// own machine is a file too (`--machine PATH.toml`).
 #[derive(Clone, Debug)]
 pub struct Preset {
@@ -365,7 +365,7 @@ pub struct Preset {
     /// message costs its receivers `dvm_process`, as a by-VA one does (no
     /// figure for a range's receiver cost was found; see `docs/costs/`).
     pub tlbi_range: bool,
-    /// Whether the CPUs have x86 `INVPCID` (CPUID.(EAX=07H,ECX=0):EBX[10]):
+    /// Whether the CPUs have x86 `INVPCID` (CPUID.(EAX=07H,ECX=0):EBX bit 10):
     /// Intel from Haswell, AMD from Zen 2; never on arm64. Linux's page-table
     /// isolation flushes a user PCID's page with it, and without it defers the
     /// whole user PCID's flush to the next return to user (`--set pti=on`).

@@ -24,7 +24,7 @@
 //! - A user flush loads the word; only if it says this CPU, `DSB ISH` (the page
 //!   table stores that made the flush necessary are complete) and a second load
 //!   decides. Then FreeBSD's own invalidation runs on a view of the hardware
-//!   whose invalidations are local ([`Local`]), with FreeBSD's barriers.
+//!   whose invalidations are local (`Local`), with FreeBSD's barriers.
 //!   Otherwise FreeBSD's broadcast runs unchanged.
 //!
 //! The two barriers make a store-buffering pair: the switching CPU stores the

@@ -191,7 +191,7 @@ fn head(identity: &str, body: &[u8]) -> Vec<u8> {
 }
 
 /// Returns the bytes of the save of `identity` whose body is `body`: what
-/// [`write`] puts in the file and [`decode`] reads.
+/// [`write()`] puts in the file and [`decode`] reads.
 pub fn encode(identity: &str, body: &[u8]) -> Vec<u8> {
     let mut bytes = head(identity, body);
     bytes.extend_from_slice(body);

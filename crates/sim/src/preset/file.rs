@@ -24,7 +24,7 @@
 //! needs ([`check`]), so a bad file is an error that says what to change,
 //! never a panic.
 //!
-//! Layers are resolved in three steps: each file to a [`Layer`] of entries
+//! Layers are resolved in three steps: each file to a `Layer` of entries
 //! (its own keys, nothing inherited); the chain of bases merged, the later
 //! file's entries replacing the earlier's; the merged entries typed into a
 //! [`Preset`], the costs given in ns converted at the final clock.

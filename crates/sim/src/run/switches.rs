@@ -105,7 +105,7 @@ impl Setting<'_> {
 }
 
 /// The key of the switch that sizes the machine (`--set sockets=N`), read
-/// before the others since the CPU count depends on it ([`sockets`]).
+/// before the others since the CPU count depends on it (`sockets`).
 pub const SOCKETS: &str = "sockets";
 
 /// Returns the sockets the machine has: the real machine's unless `--set

@@ -16,14 +16,14 @@
 //! as `workload` and divides by the tasks for `per_thread_ops`.
 //!
 //! The model (both modes), for a run of fixed work instead of fixed time:
-//! - Threads ([`Mode::Threads`]): a leader, on CPU 0, maps and touches one
+//! - Threads (`Mode::Threads`): a leader, on CPU 0, maps and touches one
 //!   anonymous page of counters, creates the gate, clones tasks 1 to `n - 1`
-//!   each bound to its CPU ([`Binding`]: CPUs 1, 2, ... by default), marks
+//!   each bound to its CPU (`Binding`: CPUs 1, 2, ... by default), marks
 //!   `"start"`, writes one
 //!   token per cloned task and then runs task 0 itself. This is how
 //!   `will_it_scale_tlb_flush2` has always run it; `main`'s own thread, asleep
 //!   in `sleep(1)` between samples, is folded into task 0.
-//! - Processes ([`Mode::Processes`]): a parent maps and touches one page of a
+//! - Processes (`Mode::Processes`): a parent maps and touches one page of a
 //!   shared file (the counters), creates the gate and a second pipe, forks task
 //!   `i` bound to its CPU (task 0 last, as it shares CPU 0 with the parent), marks `"start"`, writes one token per task and then waits,
 //!   blocked, for one token per task: each task's exit writes it
@@ -38,7 +38,7 @@
 //!
 //! What stays different: hwloc binds a task to a *core* (both SMT siblings),
 //! the model to one CPU, which `smt` places as hwloc's core order would
-//! ([`Binding`]); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
+//! (`Binding`); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
 //! increment writes the one counters page.
 
 use super::{Count, ParamDef, Params};

@@ -19,7 +19,7 @@
 //! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
 //! processes), each bound to its CPU; each runs `iters` iterations over
 //! mappings of `pages` pages (the `tlb_flush2` loop,
-//! [`super::will_it_scale_tlb_flush2::FlushLoop`]). A mapping is written,
+//! `will_it_scale_tlb_flush2::FlushLoop`). A mapping is written,
 //! advised and read as an anonymous private one: the simulator has no private
 //! file mappings, and what this testcase flushes is the private anonymous copy
 //! a write makes. Fixed work instead of fixed time: at the default 512

@@ -18,7 +18,7 @@
 //!
 //! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
 //! processes), each bound to its CPU; each runs `iters` iterations (the
-//! `tlb_flush2` loop, [`super::will_it_scale_tlb_flush2::FlushLoop`]) over
+//! `tlb_flush2` loop, `will_it_scale_tlb_flush2::FlushLoop`) over
 //! shared mappings of `pages` pages of its own file (task `i`'s is file
 //! `i + 1`), whose pages live in the simulated page cache: the store's fault
 //! maps (the first time, allocates) the file's page, the `madvise` zaps a dirty
