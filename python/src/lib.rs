@@ -79,6 +79,7 @@ impl Names for Keywords {
             | Param::Memory
             | Param::Teardown
             | Param::Jobs
+            | Param::Base
             | Param::Iterations => format!("{}=", Library.name(p)),
             _ => Library.name(p),
         }
@@ -90,7 +91,10 @@ impl Names for Keywords {
             Param::Set(key) if value.parse::<f64>().is_ok() => format!("params={{'{key}': {value}}}"),
             Param::Set(key) => format!("params={{'{key}': '{value}'}}"),
             p if self.name(p).ends_with('=') => {
-                let quoted = matches!(p, Param::Mode | Param::Memory | Param::Menu | Param::Teardown | Param::Policy);
+                let quoted = matches!(
+                    p,
+                    Param::Mode | Param::Memory | Param::Menu | Param::Teardown | Param::Policy | Param::Base
+                );
                 if quoted {
                     format!("{}'{value}'", self.name(p))
                 } else {
@@ -222,7 +226,7 @@ fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
 
 /// A check; returns `tlbkit check --format json`'s document.
 #[pyfunction]
-#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs, all_violations=false))]
+#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs, all_violations=false, base=None))]
 #[allow(clippy::too_many_arguments)]
 fn check_json(
     py: Python<'_>,
@@ -242,11 +246,13 @@ fn check_json(
     teardown: Option<String>,
     jobs: Option<usize>,
     all_violations: bool,
+    base: Option<String>,
 ) -> PyResult<String> {
     let o = Options {
         iterations,
         jobs,
         all_violations,
+        base,
         ..check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?
     };
     o.plan().map_err(check_error)?;

@@ -154,6 +154,22 @@ def test_a_check_of_a_sound_policy_finds_nothing():
     assert r.verdict == "no violation" and r.counterexample is None and r.report["complete"]
 
 
+def test_a_c_policy_s_check_counts_its_change_against_a_base_as_the_cli_does(cli):
+    # The guide's own example: today's context.c against an older one's.
+    here, older = "c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c", \
+        "c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"
+    r = tlbkit.check(policy=here, quick=True, base=older)
+    p = cli("check", "--policy", here, "--quick", "--base", older, "--format", "json")
+    assert r.report["code"] == json.loads(p.stdout)["code"]
+    changed = r.report["code"][0]["changed"]
+    assert changed["base"] and changed["with_code"], changed
+    # A base is a C policy's alone, worded with the keyword.
+    with pytest.raises(ValueError) as e:
+        tlbkit.check(policy="arm64-linux", quick=True, base="@HEAD")
+    assert str(e.value).startswith("base='@HEAD': a change's coverage is measured line by line in C policies only "
+                                   "(policy='c:FILE')"), str(e.value)
+
+
 def test_check_bad_input_is_a_value_error(cli):
     with pytest.raises(ValueError) as e:
         tlbkit.check(policy="arm64-linux", asids=3)

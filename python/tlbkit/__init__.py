@@ -236,6 +236,7 @@ def check(
     executor: Optional[str] = None,
     address: Optional[str] = None,
     all_violations: bool = False,
+    base: Optional[str] = None,
 ) -> CheckResult:
     """``tlbkit check``: explores interleavings of ``policy`` on a small machine.
     Arguments left None take the CLI's defaults for the policy.
@@ -253,12 +254,21 @@ def check(
     ``all_violations``: go on past every violation (``tlbkit check
     --all-violations``, on one thread); ``report["violations"]`` lists each
     class found with its count and counterexample, and ``violations`` gives
-    them as ``Counterexample`` objects."""
+    them as ``Counterexample`` objects.
+
+    ``base``: for a C policy (``policy="c:FILE"``), what its changed lines
+    are counted against (``"@REV"``, the same files at a git revision, or
+    ``"c:OTHER.c"``; ``tlbkit check --base``): ``report["code"]`` then says,
+    per file, which lines with code the change touched and whether any
+    execution reached them (a check of a C policy gives ``report["code"]``,
+    the lines it reached, with or without a base)."""
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
     if all_violations and executor == "ray":
         raise ValueError("all_violations searches on this machine, on one thread: leave executor out")
     if executor == "ray":
+        if base is not None:
+            raise ValueError("base is counted on this machine's check: leave executor out")
         token = _native.check_spec_token(
             policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown
         )
@@ -283,6 +293,7 @@ def check(
             teardown,
             jobs,
             all_violations,
+            base,
         )
     )
 
