@@ -50,6 +50,7 @@ impl Names for Flags {
             Param::MaxMemory => "--max-memory".into(),
             Param::Ray => "--ray".into(),
             Param::Base => "--base".into(),
+            Param::AllViolations => "--all-violations".into(),
         }
     }
 

@@ -64,6 +64,7 @@ impl Names for Keywords {
             Param::Quick => "quick=True".into(),
             Param::Deep => "deep=True".into(),
             Param::Ray => "executor='ray'".into(),
+            Param::AllViolations => "all_violations=True".into(),
             Param::Cpus
             | Param::Seed
             | Param::Results

@@ -325,11 +325,24 @@ impl Options {
 
     /// Returns the request as one exhaustive search of one shape, and its
     /// worker threads, or why it is not one: what `asked` for it
-    /// (`--checkpoint`, `--ray`) runs nothing else.
+    /// (`--checkpoint`, `--ray`) runs nothing else, and stops at its first
+    /// violation (every violation is searched for on one thread, without
+    /// saving); the distributed search reports no code coverage (a `base`
+    /// is this machine's check's).
     pub fn exhaustive_shape(&self, asked: Param) -> Result<(CheckSpec, Option<usize>), Error> {
         let (spec, jobs) = self.resolve()?;
         if self.from.is_some() || self.script.is_some() || spec.mode != Mode::Exhaustive {
             return Err(Error::NotOneExhaustive { asked });
+        }
+        let refuse = |with: Param, why: &str| Error::Invalid { param: with, value: None, problem: why.into() };
+        if self.all_violations {
+            return Err(refuse(Param::AllViolations, "a saved or distributed search stops at its first violation: leave it out (every violation is searched for on one thread)"));
+        }
+        if asked == Param::Ray && self.base.is_some() {
+            return Err(refuse(
+                Param::Base,
+                "the coverage of a change is counted by a check on one machine: leave it out of a distributed one",
+            ));
         }
         Ok((spec, jobs))
     }

@@ -211,4 +211,12 @@ fn a_saving_request_plans_one_exhaustive_shape_and_refuses_anything_else() {
     // A base is a C policy's alone.
     let e = Options { base: Some("@HEAD".into()), ..options("arm64-noasid") }.plan().unwrap_err();
     assert!(matches!(e, Error::BaseNotC { .. }), "{e}");
+    // A saved or distributed search stops at its first violation, and the
+    // distributed one counts no coverage.
+    let every = Options { all_violations: true, ..saving.clone() };
+    assert!(matches!(every.plan().unwrap_err(), Error::Invalid { param: Param::AllViolations, .. }));
+    let shape = Options { save: None, ..saving.clone() };
+    assert!(shape.exhaustive_shape(Param::Ray).is_ok());
+    let based = Options { base: Some("@HEAD".into()), ..shape };
+    assert!(matches!(based.exhaustive_shape(Param::Ray).unwrap_err(), Error::Invalid { param: Param::Base, .. }));
 }

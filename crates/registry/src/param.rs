@@ -94,6 +94,8 @@ pub enum Param {
     /// What a C policy's changed lines are counted against: a git revision
     /// or other files.
     Base,
+    /// A check that goes on past every violation.
+    AllViolations,
 }
 
 /// How a front end names parameters in its messages.
@@ -156,6 +158,7 @@ impl Names for Library {
             Param::MaxMemory => "max_memory".into(),
             Param::Ray => "ray".into(),
             Param::Base => "base".into(),
+            Param::AllViolations => "all_violations".into(),
         }
     }
 
