@@ -16,7 +16,11 @@ mod hash;
 mod locks;
 mod oracle;
 mod slots;
+mod sorted_set;
 mod tlb;
+mod views;
+
+pub use sorted_set::SortedSet;
 
 /// The most pages an address space maps (`--pages`).
 pub const MAX_PAGES: usize = 4;
@@ -288,104 +292,6 @@ impl MmapLock {
             LockSide::Read => self.writer.is_none(),
             LockSide::Write => self.writer.is_none() && self.readers == 0,
         }
-    }
-}
-
-/// A set kept as a vector sorted in the set's order: the machine's sets (a
-/// TLB, a walk cache) hold a handful of entries, are hashed at most steps
-/// and live in the checker's arena, whose bytes every checkpoint copies;
-/// one small buffer serves all of that better than a tree of nodes.
-/// Iterates in order, as a `BTreeSet` does.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SortedSet<T>(Vec<T>);
-
-impl<T> Default for SortedSet<T> {
-    fn default() -> Self {
-        SortedSet(Vec::new())
-    }
-}
-
-impl<T: Ord> SortedSet<T> {
-    /// Adds `v`; returns whether it was not there.
-    pub fn insert(&mut self, v: T) -> bool {
-        match self.0.binary_search(&v) {
-            Ok(_) => false,
-            Err(i) => {
-                self.0.insert(i, v);
-                true
-            }
-        }
-    }
-
-    /// Takes `v` out; returns whether it was there.
-    pub fn remove(&mut self, v: &T) -> bool {
-        match self.0.binary_search(v) {
-            Ok(i) => {
-                self.0.remove(i);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Returns whether `v` is in the set.
-    pub fn contains(&self, v: &T) -> bool {
-        self.0.binary_search(v).is_ok()
-    }
-
-    /// Returns the entries in order.
-    pub fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.0.iter()
-    }
-
-    /// Keeps the entries `f` accepts.
-    pub fn retain(&mut self, f: impl FnMut(&T) -> bool) {
-        self.0.retain(f);
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-}
-
-impl<T: Ord> Extend<T> for SortedSet<T> {
-    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
-        iter.into_iter().for_each(|v| {
-            self.insert(v);
-        });
-    }
-}
-
-impl<T: Ord> FromIterator<T> for SortedSet<T> {
-    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut v: Vec<T> = iter.into_iter().collect();
-        v.sort();
-        v.dedup();
-        SortedSet(v)
-    }
-}
-
-impl<T> IntoIterator for SortedSet<T> {
-    type Item = T;
-    type IntoIter = std::vec::IntoIter<T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
-    }
-}
-
-impl<'a, T> IntoIterator for &'a SortedSet<T> {
-    type Item = &'a T;
-    type IntoIter = std::slice::Iter<'a, T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
     }
 }
 
@@ -902,65 +808,6 @@ impl Machine {
             discharged: false,
         });
         Some((self.obligations.len() - 1, t))
-    }
-}
-
-/// Views: what the kernel operations and the executor read of the machine.
-impl Machine {
-    /// Returns every address-space slot, slot 0 (the kernel's) included.
-    #[inline]
-    pub fn spaces(&self) -> &[Space] {
-        &self.spaces
-    }
-
-    /// Returns address-space slot `slot`.
-    #[inline]
-    pub fn space(&self, slot: u32) -> &Space {
-        &self.spaces[slot as usize]
-    }
-
-    /// Returns every obligation, by id.
-    #[inline]
-    pub fn obligations(&self) -> &[Obligation] {
-        &self.obligations
-    }
-
-    /// Returns CPU `cpu`'s TLB.
-    #[inline]
-    pub fn tlb(&self, cpu: usize) -> &SortedSet<Entry> {
-        &self.tlbs[cpu]
-    }
-
-    /// Returns CPU `cpu`'s translation root and the tag it runs with.
-    #[inline]
-    pub fn root(&self, cpu: usize) -> (Root, u16) {
-        self.roots[cpu]
-    }
-
-    /// Returns whether any CPU ever switched to slot `slot` or it was forked.
-    #[inline]
-    pub fn touched(&self, slot: u32) -> bool {
-        self.touched[slot as usize]
-    }
-
-    /// Returns the invalidations CPU `cpu` issued that are not complete yet,
-    /// ordered by [`Pending::key`].
-    #[inline]
-    pub fn pending(&self, cpu: usize) -> &[Pending] {
-        &self.pending[cpu]
-    }
-
-    /// Returns what each CPU runs and where it stands (changed only through
-    /// [`Machine::set_task`]).
-    #[inline]
-    pub fn sched(&self) -> &CpuTasks {
-        &self.sched
-    }
-
-    /// Returns the run's constants.
-    #[inline]
-    pub fn consts(&self) -> &RunConstants {
-        &self.consts
     }
 }
 
