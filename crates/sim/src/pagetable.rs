@@ -111,6 +111,9 @@ pub struct TableRef {
 #[derive(Default)]
 pub struct PageTables {
     dirs: Vec<[u32; 512]>,
+    /// Per directory, used for roots only: the level-2 directory the root's
+    /// tree last gained or found under one 1 GB region (see [`L2Hint`]).
+    l2_hints: Vec<L2Hint>,
     free_dirs: Vec<u32>,
     ptes: Vec<Pte>,
     free_chunks: Vec<u32>,
@@ -155,6 +158,35 @@ struct ChunkBits {
     writable: [u64; 8],
 }
 
+/// A root's shortcut to one of its level-2 directories: the directory that
+/// covers the 1 GB region `gb` (`va >> 30`), `gb == NO_REGION` for none.
+///
+/// Why: a walk from the root reads three directories one after another, and
+/// with thousands of address spaces each is a cold line of the host's memory;
+/// the shortcut is one line per root in a dense table (the simulator's time,
+/// never the simulated: a walk costs the same simulated cycles either way).
+/// It stays right because a directory entry, once set, changes only when its
+/// whole tree is freed ([`PageTables::free_tree`]), which clears the
+/// shortcut; a reused directory starts with none.
+#[derive(Clone, Copy, Debug)]
+struct L2Hint {
+    gb: u32,
+    dir: u32,
+}
+
+const NO_REGION: u32 = u32::MAX;
+
+impl L2Hint {
+    const NONE: L2Hint = L2Hint { gb: NO_REGION, dir: 0 };
+}
+
+/// The 1 GB region of `va`, as an [`L2Hint`] names it: the bits the walk's
+/// first two levels index (`va` bits 30 to 47).
+#[inline]
+fn region(va: u64) -> u32 {
+    ((va >> 30) & 0x3ffff) as u32
+}
+
 #[inline]
 fn idx(va: u64, level: u32) -> usize {
     ((va >> (39 - 9 * level)) & 511) as usize
@@ -169,9 +201,11 @@ impl PageTables {
     fn alloc_dir(&mut self) -> u32 {
         if let Some(d) = self.free_dirs.pop() {
             self.dirs[d as usize] = [EMPTY; 512];
+            self.l2_hints[d as usize] = L2Hint::NONE;
             d
         } else {
             self.dirs.push([EMPTY; 512]);
+            self.l2_hints.push(L2Hint::NONE);
             (self.dirs.len() - 1) as u32
         }
     }
@@ -327,8 +361,8 @@ impl PageTables {
     /// returned PTE may still be invalid.
     #[inline]
     pub fn walk(&self, root: u32, va: u64) -> Option<Walked> {
-        let mut d = root;
-        for level in 0..3 {
+        let (mut d, first) = self.start_of_walk(root, va);
+        for level in first..3 {
             let e = self.dirs[d as usize][idx(va, level)];
             if e == EMPTY {
                 return None;
@@ -345,8 +379,29 @@ impl PageTables {
         unreachable!()
     }
 
-    /// Returns the level-2 directory covering `va`, allocating missing levels.
+    /// Returns where a walk of `root` for `va` may begin: the level-2
+    /// directory and level 2 when the root's [`L2Hint`] covers `va`, the root
+    /// and level 0 otherwise.
+    #[inline]
+    fn start_of_walk(&self, root: u32, va: u64) -> (u32, u32) {
+        let h = self.l2_hints[root as usize];
+        let start = if h.gb == region(va) { (h.dir, 2) } else { (root, 0) };
+        #[cfg(debug_assertions)]
+        if start.1 == 2 {
+            let top = self.dirs[root as usize][idx(va, 0)];
+            let l1 = self.dirs[(top - 1) as usize][idx(va, 1)];
+            debug_assert_eq!(l1 - 1, h.dir, "a root's level-2 shortcut names another directory");
+        }
+        start
+    }
+
+    /// Returns the level-2 directory covering `va`, allocating missing levels,
+    /// and makes it the root's shortcut ([`L2Hint`]).
     fn ensure_l2_dir(&mut self, root: u32, va: u64) -> u32 {
+        let h = self.l2_hints[root as usize];
+        if h.gb == region(va) {
+            return h.dir;
+        }
         let mut d = root;
         for level in 0..2 {
             let i = idx(va, level);
@@ -359,6 +414,7 @@ impl PageTables {
                 e - 1
             };
         }
+        self.l2_hints[root as usize] = L2Hint { gb: region(va), dir: d };
         d
     }
 
@@ -439,8 +495,8 @@ impl PageTables {
         let next = |va: u64, shift: u32| ((((va >> shift) as u128 + 1) << shift).min(end as u128)) as u64;
         let mut va = start;
         while va < end {
-            let mut d = root;
-            for level in 0..3 {
+            let (mut d, first) = self.start_of_walk(root, va);
+            for level in first..3 {
                 let e = self.dirs[d as usize][idx(va, level)];
                 if e == EMPTY {
                     va = next(va, 39 - 9 * level);
@@ -464,6 +520,7 @@ impl PageTables {
 
     /// Frees every table of the tree under `root`, the root included.
     pub fn free_tree(&mut self, root: u32) {
+        self.l2_hints[root as usize] = L2Hint::NONE;
         self.free_dir(root, 0);
     }
 
