@@ -89,17 +89,22 @@ struct Version {
 
 /// One cache line of policy state: its history in simulated time, back to the
 /// floor (the module docs, "What a line keeps").
+///
+/// A line quiet at the floor (one version, no move in progress, one variable
+/// written: an address space's `mmap_lock` taken by the one CPU that runs
+/// it) keeps all it has inline, so that an access reads nothing but the
+/// line's own entry in the store; the simulator's time at thousands of CPUs
+/// is mostly that of cold reads of the host's memory.
 #[derive(Clone, Debug)]
 pub(crate) struct Line {
-    /// Versions, oldest first, by `at`; never empty, and the first is the one
-    /// current at the floor.
-    versions: VecDeque<Version>,
+    /// Versions, oldest first, by `at`; the first is the one current at the floor.
+    versions: Versions,
     /// The intervals in which the line moves, to a new owner or back to a CPU
     /// spinning on it: one at a time.
     moves: Timeline<()>,
     /// Per variable on the line (by address): when its latest write, in the order
     /// the simulator ran them, was visible.
-    vars: Vec<(usize, u64)>,
+    vars: Vars,
     /// The CPU spinning on the line and since when, while its handlers run.
     spinner: Option<(u32, u64)>,
 }
@@ -107,10 +112,106 @@ pub(crate) struct Line {
 impl Default for Line {
     fn default() -> Self {
         Line {
-            versions: VecDeque::from([Version { at: 0, writer: None, readers: Vec::new() }]),
+            versions: Versions { first: Version { at: 0, writer: None, readers: Vec::new() }, rest: VecDeque::new() },
             moves: Timeline::default(),
-            vars: Vec::new(),
+            vars: Vars { first: None, rest: Vec::new() },
             spinner: None,
+        }
+    }
+}
+
+/// A line's versions, oldest first and never none: the first inline, the
+/// later ones (while a move or a write ahead of the floor is kept) queued.
+#[derive(Clone, Debug)]
+struct Versions {
+    first: Version,
+    rest: VecDeque<Version>,
+}
+
+impl Versions {
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&Version> {
+        match i {
+            0 => Some(&self.first),
+            _ => self.rest.get(i - 1),
+        }
+    }
+
+    #[cfg(test)]
+    fn last(&self) -> &Version {
+        self.rest.back().unwrap_or(&self.first)
+    }
+
+    /// Drops the first version; the second takes its place (there must be one).
+    fn pop_front(&mut self) {
+        if let Some(v) = self.rest.pop_front() {
+            self.first = v;
+        }
+    }
+
+    /// The number of versions, from the first, for which `pred` holds (it must
+    /// hold for a prefix).
+    fn partition_point(&self, pred: impl Fn(&Version) -> bool) -> usize {
+        match pred(&self.first) {
+            false => 0,
+            true => 1 + self.rest.partition_point(pred),
+        }
+    }
+
+    /// Puts `v` at index `i`, after the versions before it.
+    fn insert(&mut self, i: usize, v: Version) {
+        match i {
+            0 => {
+                let old = std::mem::replace(&mut self.first, v);
+                self.rest.push_front(old);
+            }
+            _ => self.rest.insert(i - 1, v),
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Versions {
+    type Output = Version;
+
+    fn index(&self, i: usize) -> &Version {
+        self.get(i).expect("a line's version by index")
+    }
+}
+
+impl std::ops::IndexMut<usize> for Versions {
+    fn index_mut(&mut self, i: usize) -> &mut Version {
+        match i {
+            0 => &mut self.first,
+            _ => &mut self.rest[i - 1],
+        }
+    }
+}
+
+/// A line's variables with when each one's latest write was visible: the
+/// first inline, others (a line several variables share) after it.
+#[derive(Clone, Debug)]
+struct Vars {
+    first: Option<(usize, u64)>,
+    rest: Vec<(usize, u64)>,
+}
+
+impl Vars {
+    fn iter(&self) -> impl Iterator<Item = &(usize, u64)> {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (usize, u64)> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
+    }
+
+    fn push(&mut self, var: (usize, u64)) {
+        match self.first {
+            None => self.first = Some(var),
+            Some(_) => self.rest.push(var),
         }
     }
 }
@@ -151,10 +252,11 @@ impl Line {
     /// Records that a write to `addr` is visible at `t`.
     fn set_visible(&mut self, var: Option<usize>, t: u64) {
         let Some(addr) = var else { return };
-        match self.vars.iter_mut().find(|(a, _)| *a == addr) {
-            Some(v) => v.1 = v.1.max(t),
-            None => self.vars.push((addr, t)),
+        if let Some(v) = self.vars.iter_mut().find(|(a, _)| *a == addr) {
+            v.1 = v.1.max(t);
+            return;
         }
+        self.vars.push((addr, t));
     }
 
     /// Inserts a version written by `writer` and complete at `at`; returns its index.
@@ -412,7 +514,7 @@ mod tests {
             line.access((i % 2) as u32, i * 1000, i * 1000, 0, Access::Rmw, 4, |_, _| 100);
             assert!(line.versions.len() <= 2 && line.moves.len() <= 1, "{i}: {line:?}");
         }
-        assert_eq!(line.versions.back().map(|v| v.at), Some(199_100));
+        assert_eq!(line.versions.last().at, 199_100);
     }
 
     /// Returns the moves of `line`, checking that no two overlap.
