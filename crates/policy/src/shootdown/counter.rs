@@ -35,8 +35,7 @@
 //! the target can return to user mode: that order is what makes its early
 //! acknowledgement safe and this one not.
 
-use super::{addr_of, others, CacheLine, CompletionProtocol, Request, RequestFields};
-use crate::cpumask::CpuMask;
+use super::{addr_of, CacheLine, LockedProtocol, Others, Request, RequestFields};
 use crate::hw::{Access, Hw, Phase};
 use crate::sync::{AtomicU32, Ordering, SpinLock};
 use crate::zoo::Bug;
@@ -139,25 +138,16 @@ impl Counter {
     }
 }
 
-impl CompletionProtocol for Counter {
-    fn shootdown<H, L, I>(&self, hw: &H, targets: &CpuMask, req: &Request, local: L, invalidate: I)
-    where
-        H: Hw,
-        L: Fn(&H),
-        I: Fn(&H, &Request),
-    {
-        // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
-        local(hw);
-        let others = others(hw, targets);
-        let ncpu = others.n;
-        if ncpu == 0 {
-            return;
-        }
+impl LockedProtocol for Counter {
+    fn smp_ipi_mtx(&self) -> &SpinLock<()> {
+        &self.smp_ipi_mtx.0
+    }
 
-        hw.phase(Phase::Issue);
-        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Rmw);
-        let guard = self.smp_ipi_mtx.0.lock();
-        self.globals.req.publish(hw, req);
+    fn request_fields(&self) -> &RequestFields {
+        &self.globals.req
+    }
+
+    fn complete<H: Hw, I: Fn(&H, &Request)>(&self, hw: &H, others: &Others, invalidate: I) {
         hw.shared(addr_of(&self.globals.wait), Access::Write);
         // Release: `atomic_store_rel_int`; orders the request stores before it.
         self.globals.wait.store(0, Ordering::Release);
@@ -170,13 +160,10 @@ impl CompletionProtocol for Counter {
         loop {
             hw.shared(addr_of(&self.globals.wait), Access::Read);
             // Acquire: pairs with the handlers' Release increments.
-            if self.globals.wait.load(Ordering::Acquire) >= ncpu {
+            if self.globals.wait.load(Ordering::Acquire) >= others.n {
                 break;
             }
             crate::sync::spin_loop();
         }
-        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Write);
-        drop(guard);
-        hw.phase(Phase::Done);
     }
 }

@@ -30,8 +30,7 @@
 //! that has never acknowledged one still holds 0 and would look done. Flags start
 //! at 0 and the first generation is 1, as in FreeBSD.
 
-use super::{addr_of, others, CacheLine, CompletionProtocol, Request, RequestFields};
-use crate::cpumask::CpuMask;
+use super::{addr_of, CacheLine, LockedProtocol, Others, Request, RequestFields};
 use crate::hw::{Access, Hw, Phase};
 use crate::sync::{AtomicU32, Ordering, SpinLock};
 use alloc::vec::Vec;
@@ -115,25 +114,16 @@ impl Generation {
     }
 }
 
-impl CompletionProtocol for Generation {
-    fn shootdown<H, L, I>(&self, hw: &H, targets: &CpuMask, req: &Request, local: L, invalidate: I)
-    where
-        H: Hw,
-        L: Fn(&H),
-        I: Fn(&H, &Request),
-    {
-        // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
-        local(hw);
-        let others = others(hw, targets);
-        let ncpu = others.n;
-        if ncpu == 0 {
-            return;
-        }
+impl LockedProtocol for Generation {
+    fn smp_ipi_mtx(&self) -> &SpinLock<()> {
+        &self.smp_ipi_mtx.0
+    }
 
-        hw.phase(Phase::Issue);
-        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Rmw);
-        let guard = self.smp_ipi_mtx.0.lock();
-        self.globals.req.publish(hw, req);
+    fn request_fields(&self) -> &RequestFields {
+        &self.globals.req
+    }
+
+    fn complete<H: Hw, I: Fn(&H, &Request)>(&self, hw: &H, others: &Others, invalidate: I) {
         // `++smp_tlb_generation`: a plain increment under the lock.
         hw.shared(addr_of(&self.globals.generation), Access::Read);
         // Relaxed (load and store): only lock holders write it; handlers read it
@@ -160,8 +150,5 @@ impl CompletionProtocol for Generation {
                 crate::sync::spin_loop();
             }
         });
-        hw.shared(addr_of(&self.smp_ipi_mtx.0), Access::Write);
-        drop(guard);
-        hw.phase(Phase::Done);
     }
 }

@@ -67,8 +67,8 @@ pub use generation::Generation;
 pub use scoreboard::Scoreboard;
 
 use crate::cpumask::CpuMask;
-use crate::hw::{Access, Hw};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::hw::{Access, Hw, Phase};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
 use crate::types::{CpuId, MmId, VirtAddr};
 use core::fmt;
 
@@ -444,6 +444,54 @@ pub(crate) fn others<H: Hw>(hw: &H, targets: &CpuMask) -> Others {
         }
     }
     Others { mask, n, all }
+}
+
+/// A protocol whose `smp_targeted_tlb_shootdown` runs under `smp_ipi_mtx`:
+/// [`counter`] (FreeBSD 11.0) and [`generation`] (FreeBSD 11.1 to 12.x), both
+/// `sys/x86/x86/mp_x86.c`, whose kernels differ only in how the targets
+/// acknowledge. Each is a [`CompletionProtocol`] whose shootdown is the same:
+/// the caller's own invalidation first (the pmap layer's, before
+/// `smp_masked_*`), nothing more without another target; otherwise, in the
+/// issue phase, `mtx_lock_spin(&smp_ipi_mtx)` and the request globals
+/// (`smp_tlb_addr1`, `smp_tlb_addr2`, `smp_tlb_pmap`), then the protocol's own
+/// [`LockedProtocol::complete`], then `mtx_unlock_spin(&smp_ipi_mtx)`.
+pub(crate) trait LockedProtocol {
+    /// Returns `smp_ipi_mtx`.
+    fn smp_ipi_mtx(&self) -> &SpinLock<()>;
+
+    /// Returns the request globals.
+    fn request_fields(&self) -> &RequestFields;
+
+    /// Runs the rest of the issue phase (what the protocol publishes besides
+    /// the request), the dispatch of the IPIs running `invalidate` on `others`
+    /// and the sync, under the lock.
+    fn complete<H: Hw, I: Fn(&H, &Request)>(&self, hw: &H, others: &Others, invalidate: I);
+}
+
+impl<P: LockedProtocol> CompletionProtocol for P {
+    fn shootdown<H, L, I>(&self, hw: &H, targets: &CpuMask, req: &Request, local: L, invalidate: I)
+    where
+        H: Hw,
+        L: Fn(&H),
+        I: Fn(&H, &Request),
+    {
+        // pmap_invalidate_*: the local invalidation precedes smp_masked_*.
+        local(hw);
+        let others = others(hw, targets);
+        if others.n == 0 {
+            return;
+        }
+
+        hw.phase(Phase::Issue);
+        let smp_ipi_mtx = self.smp_ipi_mtx();
+        hw.shared(addr_of(smp_ipi_mtx), Access::Rmw);
+        let guard = smp_ipi_mtx.lock();
+        self.request_fields().publish(hw, req);
+        self.complete(hw, &others, invalidate);
+        hw.shared(addr_of(smp_ipi_mtx), Access::Write);
+        drop(guard);
+        hw.phase(Phase::Done);
+    }
 }
 
 #[cfg(test)]
