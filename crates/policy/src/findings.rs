@@ -53,6 +53,49 @@ impl Finding {
     }
 }
 
+/// A `tlbkit check` that searches every schedule within bounds
+/// (`--mode exhaustive`): the command of each window found that way.
+struct Exhaustive {
+    /// `--policy`.
+    policy: &'static str,
+    /// `--cpus`.
+    cpus: &'static str,
+    /// `--mms`.
+    mms: &'static str,
+    /// `--pages`.
+    pages: &'static str,
+    /// `--ops`.
+    ops: &'static str,
+    /// `--menu`: the operations the search may choose.
+    menu: &'static str,
+    /// `--memory`: `sc`, `tso` or `arm`.
+    memory: &'static str,
+}
+
+impl Exhaustive {
+    /// Returns the command's arguments: these bounds with `--mode exhaustive`.
+    const fn args(self) -> [&'static str; 16] {
+        [
+            "--policy",
+            self.policy,
+            "--cpus",
+            self.cpus,
+            "--mms",
+            self.mms,
+            "--pages",
+            self.pages,
+            "--ops",
+            self.ops,
+            "--menu",
+            self.menu,
+            "--mode",
+            "exhaustive",
+            "--memory",
+            self.memory,
+        ]
+    }
+}
+
 /// Where FreeBSD's code is, for both windows.
 const FREEBSD_SOURCE: &str = "FreeBSD sys/arm64/arm64/pmap.c: pmap_reset_asid_set, pmap_alloc_asid, \
                               pmap_activate_int (r354286; unchanged in freebsd-src 6631b589)";
@@ -102,24 +145,16 @@ pub const FINDINGS: &[Finding] = &[
                  under TSO the root write drains the buffer",
         source: "Linux arch/arm64/mm/context.c check_and_switch_context and arch/arm64/include/asm/tlbflush.h \
                  __flush_tlb_range_nosync / arch_tlbbatch_add_pending (v6.16; unchanged since 5e10f9887ed8)",
-        check_args: &[
-            "--policy",
-            "arm64-linux",
-            "--cpus",
-            "2",
-            "--mms",
-            "2",
-            "--pages",
-            "1",
-            "--ops",
-            "3",
-            "--menu",
-            "switch,reclaim,munmap,idle",
-            "--mode",
-            "exhaustive",
-            "--memory",
-            "arm",
-        ],
+        check_args: &Exhaustive {
+            policy: "arm64-linux",
+            cpus: "2",
+            mms: "2",
+            pages: "1",
+            ops: "3",
+            menu: "switch,reclaim,munmap,idle",
+            memory: "arm",
+        }
+        .args(),
         token: "t5~arm64-linux~2~2~1~4~3~arm~17~-~z19.1z16.13~bd411875",
         fixed_by: &[],
     },
@@ -135,24 +170,16 @@ pub const FINDINGS: &[Finding] = &[
                  xchg's store too)",
         source: "origin 001: \"arm64: tlb: skip tlbi broadcast\" v2 patch 3/3 (Andrea Arcangeli, 2020-02-23), \
                  tlb_flush_check called from flush_tlb_page_nosync after ptep_get_and_clear",
-        check_args: &[
-            "--policy",
-            "arm64-linux-skipbcast",
-            "--cpus",
-            "2",
-            "--mms",
-            "1",
-            "--pages",
-            "2",
-            "--ops",
-            "5",
-            "--menu",
-            "switch,reclaim,idle",
-            "--mode",
-            "exhaustive",
-            "--memory",
-            "tso",
-        ],
+        check_args: &Exhaustive {
+            policy: "arm64-linux-skipbcast",
+            cpus: "2",
+            mms: "1",
+            pages: "2",
+            ops: "5",
+            menu: "switch,reclaim,idle",
+            memory: "tso",
+        }
+        .args(),
         token: "t5~arm64-linux-skipbcast~2~1~2~4~5~tso~13~-~z19.11z12.1z3.1z17.1~a0e48acd",
         fixed_by: &[],
     },
@@ -190,24 +217,16 @@ pub const FINDINGS: &[Finding] = &[
         source: "sslab-gatech/latr efad1a12, src/linux (v4.10 with latr.patch): arch/x86/mm/tlb.c:688-702 \
                  native_flush_tlb_others, mm/madvise.c:480-487 madvise_dontneed, mm/memory.c:2246-2304 wp_page_copy, \
                  mm/pgtable-generic.c:73-82 ptep_clear_flush",
-        check_args: &[
-            "--policy",
-            "x86-latr",
-            "--cpus",
-            "2",
-            "--mms",
-            "1",
-            "--pages",
-            "2",
-            "--ops",
-            "4",
-            "--menu",
-            "switch,madvise,cow,tick",
-            "--mode",
-            "exhaustive",
-            "--memory",
-            "sc",
-        ],
+        check_args: &Exhaustive {
+            policy: "x86-latr",
+            cpus: "2",
+            mms: "1",
+            pages: "2",
+            ops: "4",
+            menu: "switch,madvise,cow,tick",
+            memory: "sc",
+        }
+        .args(),
         token: "t5~x86-latr~2~1~2~6~4~sc~e01~-~z24.1z17.1~4c8c0ff5",
         fixed_by: &["x86-latr-syscall-only"],
     },
@@ -225,24 +244,16 @@ pub const FINDINGS: &[Finding] = &[
         source: "sslab-gatech/latr efad1a12, src/linux (v4.10 with latr.patch): arch/x86/mm/tlb.c:688-702 \
                  native_flush_tlb_others, mm/mmap.c:2820-2838 munmap, mm/rmap.c:1504 try_to_unmap_one, \
                  mm/migrate.c:1024 __unmap_and_move, mm/migrate.c:1120-1143 unmap_and_move",
-        check_args: &[
-            "--policy",
-            "x86-latr",
-            "--cpus",
-            "2",
-            "--mms",
-            "1",
-            "--pages",
-            "2",
-            "--ops",
-            "3",
-            "--menu",
-            "switch,munmap,migrate,tick",
-            "--mode",
-            "exhaustive",
-            "--memory",
-            "sc",
-        ],
+        check_args: &Exhaustive {
+            policy: "x86-latr",
+            cpus: "2",
+            mms: "1",
+            pages: "2",
+            ops: "3",
+            menu: "switch,munmap,migrate,tick",
+            memory: "sc",
+        }
+        .args(),
         token: "t5~x86-latr~2~1~2~6~3~sc~1405~-~z24.11~4ce0ea8f",
         fixed_by: &["x86-latr-syscall-only"],
     },
