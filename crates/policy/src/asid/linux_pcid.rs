@@ -52,8 +52,9 @@
 //! What this file's `tlb.c` does as v5.12–v6.15 do is written once in
 //! `linux_x86_common.rs`: the slot search of `choose_new_asid`,
 //! `init_new_context`, `inc_mm_tlb_gen`, the switch's `mm_cpumask` update and
-//! lazy catch-up, `arch_tlbbatch_add_mm`, the flush `flush_tlb_func` ends with
-//! and the kernel-range flush. This model accounts no cache lines, so the
+//! lazy catch-up, `arch_tlbbatch_add_mm`, the flush `flush_tlb_func` ends with,
+//! the kernel-range flush, and `switch_mm` and the user flushes of
+//! `tlbflush.h` as [`Policy`] methods. This model accounts no cache lines, so the
 //! shared code's accounting is off here; `is_loaded` stays its own (it reads
 //! the loaded slot's `ctx_id`, keeping no `loaded_ctx_id`).
 //!
@@ -128,6 +129,7 @@ use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use crate::zoo::Bug;
 use alloc::vec::Vec;
 
+use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
     choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushTlbInfo,
     MmFields, PcidMms, TlbContext, TLB_GENERATION_INVALID,
@@ -513,28 +515,8 @@ impl Policy for LinuxX86 {
     /// Does nothing: the mm's slots on each CPU never match a new `ctx_id`.
     fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {}
 
-    /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] (a kernel thread or idle)
-    /// is `enter_lazy_tlb` and leaves CR3 alone.
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        if next.is_kernel() {
-            self.enter_lazy_tlb(hw);
-        } else {
-            self.switch_mm_irqs_off(hw, next);
-        }
-    }
-
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
-    }
-
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
-    }
-
-    /// `flush_tlb_mm`: everything, with page tables freed.
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
-    }
+    // `switch_mm` and the user flushes, as every model with PCIDs has them.
+    pcid_switch_and_flushes!();
 
     /// `try_to_unmap_flush`: every mm joins one batch (`arch_tlbbatch_add_mm`, as
     /// in v4.13–v6.4), then one `arch_tlbbatch_flush`.

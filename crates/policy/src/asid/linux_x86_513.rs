@@ -105,7 +105,8 @@
 //! What these kernels' `tlb.c` does as v5.4 and v6.13 do (the slot search of
 //! `choose_new_asid`, `init_new_context`, `inc_mm_tlb_gen`, the switch's
 //! `mm_cpumask` update and lazy catch-up, `arch_tlbbatch_add_mm`, the flush
-//! `flush_tlb_func` ends with, the `mm->context` line accounting) is written
+//! `flush_tlb_func` ends with, the `mm->context` line accounting, `switch_mm`
+//! and the user flushes of `tlbflush.h` as [`Policy`] methods) is written
 //! once in `linux_x86_common.rs`; the `smp_call_function` machinery and the
 //! `is_lazy` placement are this file's.
 //!
@@ -142,6 +143,7 @@ use crate::sync::{spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
+use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
     choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
     FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
@@ -777,27 +779,8 @@ impl Policy for LinuxX86v513 {
     /// Does nothing: the mm's slots never match a new `ctx_id`.
     fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {}
 
-    /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] is `enter_lazy_tlb`.
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        if next.is_kernel() {
-            self.enter_lazy_tlb(hw);
-        } else {
-            self.switch_mm_irqs_off(hw, next);
-        }
-    }
-
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
-    }
-
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
-    }
-
-    /// `flush_tlb_mm`: everything, page tables freed.
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
-    }
+    // `switch_mm` and the user flushes, as every model with PCIDs has them.
+    pcid_switch_and_flushes!();
 
     /// `try_to_unmap_flush`: `arch_tlbbatch_add_mm` for each mm (a generation
     /// bump and the union of the masks), then `arch_tlbbatch_flush`.

@@ -6,8 +6,11 @@
 //! `choose_new_asid`, `inc_mm_tlb_gen`, `init_new_context` and the flush that
 //! `flush_tlb_func` ends with read the same from [`super::linux_pcid`]
 //! (v5.4–v6.1) through [`super::linux_x86_513`] (v5.12, v5.13) to
-//! [`super::linux_x86_615`] (v6.13–v6.15). v4.10's [`super::linux_x86_410`],
-//! without PCIDs, shares the kernel-range flush and `cpumask_any_but`.
+//! [`super::linux_x86_615`] (v6.13–v6.15), and so do `switch_mm` and the user
+//! flushes of `arch/x86/include/asm/tlbflush.h` (`flush_tlb_page`,
+//! `flush_tlb_range`, `flush_tlb_mm`), which those models' `impl Policy` take
+//! from `pcid_switch_and_flushes!`. v4.10's [`super::linux_x86_410`], without
+//! PCIDs, shares the kernel-range flush and `cpumask_any_but`.
 //!
 //! Each model keeps its release's `cpu_tlbstate` and `mm->context` as its own
 //! types: their layouts are the release's, and the simulator charges, and the
@@ -404,3 +407,46 @@ pub(super) trait PcidMms {
         loaded_mm.load(Ordering::Relaxed) == mm.0 && loaded_ctx_id.load(Ordering::Relaxed) == self.ctx_id(mm)
     }
 }
+
+/// The [`Policy`](crate::Policy) methods whose kernel code is the same in
+/// every Linux x86 model with PCIDs (v5.4–v6.1, v5.12/v5.13, v6.13–v6.15), for
+/// a model's `impl Policy`: `switch_mm` and the three user flushes of
+/// `arch/x86/include/asm/tlbflush.h`, which are `flush_tlb_mm_range` with fixed
+/// arguments there (`flush_tlb_mm` and `flush_tlb_range` are macros,
+/// `flush_tlb_page` an inline function). The model provides
+/// `enter_lazy_tlb(hw)`, `switch_mm_irqs_off(hw, next)` and
+/// `flush_tlb_mm_range(hw, mm, extent, freed_tables)`. A macro, because an
+/// `impl Policy` cannot take methods from another trait's defaults, and a
+/// blanket `impl Policy` would overlap [`crate::wrap::Wrap`]'s.
+macro_rules! pcid_switch_and_flushes {
+    () => {
+        /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] (a kernel
+        /// thread or idle) is `enter_lazy_tlb`, which leaves CR3 alone.
+        fn switch_mm<H: $crate::Hw>(&self, hw: &H, next: $crate::MmId) {
+            if next.is_kernel() {
+                self.enter_lazy_tlb(hw);
+            } else {
+                self.switch_mm_irqs_off(hw, next);
+            }
+        }
+
+        /// `flush_tlb_page`: one page, no page tables freed.
+        fn flush_page<H: $crate::Hw>(&self, hw: &H, mm: $crate::MmId, va: $crate::VirtAddr) {
+            let extent = $crate::asid::linux_x86_common::FlushExtent::Pages { start: va, pages: 1 };
+            self.flush_tlb_mm_range(hw, mm, extent, false);
+        }
+
+        /// `flush_tlb_range`: `pages` pages from `start`, no page tables freed.
+        fn flush_range<H: $crate::Hw>(&self, hw: &H, mm: $crate::MmId, start: $crate::VirtAddr, pages: u64) {
+            let extent = $crate::asid::linux_x86_common::FlushExtent::Pages { start, pages };
+            self.flush_tlb_mm_range(hw, mm, extent, false);
+        }
+
+        /// `flush_tlb_mm`: everything (`0UL, TLB_FLUSH_ALL`), with page tables
+        /// freed.
+        fn flush_mm<H: $crate::Hw>(&self, hw: &H, mm: $crate::MmId) {
+            self.flush_tlb_mm_range(hw, mm, $crate::asid::linux_x86_common::FlushExtent::All, true);
+        }
+    };
+}
+pub(super) use pcid_switch_and_flushes;

@@ -39,7 +39,9 @@
 //! `choose_new_asid`, `init_new_context`, `inc_mm_tlb_gen`, v6.13's
 //! `mm_cpumask` update and the lazy catch-up of a switch, the batch's
 //! generation bump and mask, the flush `flush_tlb_func` ends with, the
-//! `mm->context` line accounting) is written once in `linux_x86_common.rs`;
+//! `mm->context` line accounting, `switch_mm` and the user flushes of
+//! `tlbflush.h` as [`Policy`] methods) is written once in
+//! `linux_x86_common.rs`;
 //! the lazy mask, `LOADED_MM_SWITCHING` and global ASIDs are this module's.
 //!
 //! # Deliberate readings
@@ -81,6 +83,7 @@ mod global_asid;
 mod targeted;
 
 use super::linux_x86_common as common;
+use common::pcid_switch_and_flushes;
 use common::{
     choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
     MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
@@ -770,27 +773,8 @@ impl Policy for LinuxX86v615 {
         g.global_asid_available.store(avail + 1, Ordering::Relaxed);
     }
 
-    /// `switch_mm_irqs_off` for a user mm; [`MmId::KERNEL`] is `enter_lazy_tlb`.
-    fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
-        if next.is_kernel() {
-            self.enter_lazy_tlb(hw);
-        } else {
-            self.switch_mm_irqs_off(hw, next);
-        }
-    }
-
-    fn flush_page<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start: va, pages: 1 }, false);
-    }
-
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::Pages { start, pages }, false);
-    }
-
-    /// `flush_tlb_mm`: everything, page tables freed.
-    fn flush_mm<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.flush_tlb_mm_range(hw, mm, FlushExtent::All, true);
-    }
+    // `switch_mm` and the user flushes, as every model with PCIDs has them.
+    pcid_switch_and_flushes!();
 
     /// The merged batch (`arch_tlbbatch_add_pending` per mm, then one `INVLPGB`
     /// of every non-global entry), or the targeted one's flush of what
