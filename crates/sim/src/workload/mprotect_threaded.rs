@@ -27,7 +27,7 @@
 //! and a loop's `mprotect` counts each table's present PTEs from its bitmaps
 //! rather than reading 1024 PTEs; host memory does not grow with `iters`, since
 //! the oracle collects the obligations of returned flushes. At `--cpus 4096`
-//! on `altra` the origin's `iters=10000` takes one to one and a half minutes
+//! on `altra` the origin's `iters=10000` takes under two minutes
 //! and 700 MB on the 2-core development host (the guide, "Simulator speed at
 //! scale").
 
