@@ -124,19 +124,7 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, Error> {
         // Linux x86 keeps its own PCID slots; the width is not theirs to use.
         AsidSpace::LinuxPcidSlots => 12,
     };
-    Ok(Build {
-        cpus: spec.cpus,
-        mm_slots: spec.mms + 1,
-        asid_bits,
-        kpti: false,
-        tlbi_range: false,
-        tlb_mode: None,
-        flush_ceiling: None,
-        pti: false,
-        invpcid: false,
-        bug: r.bug.filter(|b| b.in_policy()),
-        checker: true,
-    })
+    Ok(Build { bug: r.bug.filter(|b| b.in_policy()), checker: true, ..Build::new(spec.cpus, spec.mms + 1, asid_bits) })
 }
 
 /// Returns the ASID space `tlbkit check --policy POLICY --cpus CPUS` uses unless

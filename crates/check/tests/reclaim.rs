@@ -163,20 +163,9 @@ fn every_policy_pages_out_through_its_kernels_flush() {
         let shape = tlbkit_check::spec::shape(&spec).unwrap();
         assert_eq!(shape.reclaim, if linux { Reclaim::LinuxBatched } else { Reclaim::FreebsdPageDaemon }, "{}", p.name);
         assert_eq!(shape.arm64, p.arch == Arch::Arm64, "{}", p.name);
-        let build = Build {
-            cpus: 2,
-            mm_slots: 3,
-            // Linux x86 keeps its own PCID slots; every other space is `--asids`'s width.
-            asid_bits: if p.asids == AsidSpace::LinuxPcidSlots { 12 } else { spec.asids.trailing_zeros() as u8 },
-            kpti: false,
-            tlbi_range: false,
-            tlb_mode: None,
-            flush_ceiling: None,
-            pti: false,
-            invpcid: false,
-            bug: None,
-            checker: true,
-        };
+        // Linux x86 keeps its own PCID slots; every other space is `--asids`'s width.
+        let asid_bits = if p.asids == AsidSpace::LinuxPcidSlots { 12 } else { spec.asids.trailing_zeros() as u8 };
+        let build = Build { checker: true, ..Build::new(2, 3, asid_bits) };
         let texts = registry::with_policy(p.name, &build, Trace { shape: &shape }).unwrap();
         let (op, flush) = if linux {
             ("op: kswapd reclaims page", "flush_batch returned")
@@ -231,19 +220,7 @@ fn a_munmap_in_an_mm_a_reclaim_marked_flushes_the_mm_first() {
     // flush_tlb_batched_pending, a whole-ASID flush, because the mm is marked.
     let spec = CheckSpec { pages: 2, ops: 4, ..race("arm64-linux", "switch,munmap,reclaim") };
     let shape = tlbkit_check::spec::shape(&spec).unwrap();
-    let build = Build {
-        cpus: 2,
-        mm_slots: 2,
-        asid_bits: 2,
-        kpti: false,
-        tlbi_range: false,
-        tlb_mode: None,
-        flush_ceiling: None,
-        pti: false,
-        invpcid: false,
-        bug: None,
-        checker: true,
-    };
+    let build = Build { checker: true, ..Build::new(2, 2, 2) };
     let texts = registry::with_policy("arm64-linux", &build, Trace { shape: &shape }).unwrap();
     let marked = texts.iter().position(|t| t.contains("is marked tlb_flush_batched")).expect("a munmap of a marked mm");
     assert!(texts[marked..].iter().any(|t| t == "flush_tlb_batched_pending returned"));

@@ -78,19 +78,7 @@ mod tests {
                 std::any::type_name::<P>()
             }
         }
-        let b = Build {
-            cpus: 2,
-            mm_slots: 4,
-            asid_bits: 8,
-            kpti: false,
-            tlbi_range: false,
-            tlb_mode: None,
-            flush_ceiling: None,
-            pti: false,
-            invpcid: false,
-            bug: None,
-            checker: false,
-        };
+        let b = Build::new(2, 4, 8);
         assert_eq!(with_policy("zz-alias-of-tlbmode", &b, Name), with_policy("arm64-linux-tlbmode", &b, Name));
     }
 

@@ -270,6 +270,27 @@ pub struct Build {
     pub checker: bool,
 }
 
+impl Build {
+    /// Returns the build of `cpus` CPUs, `mm_slots` address-space slots and
+    /// `asid_bits`-bit ASIDs with every switch off, no bug and not for the
+    /// checker: set what differs with `Build { ..., ..Build::new(...) }`.
+    pub fn new(cpus: usize, mm_slots: usize, asid_bits: u8) -> Build {
+        Build {
+            cpus,
+            mm_slots,
+            asid_bits,
+            kpti: false,
+            tlbi_range: false,
+            tlb_mode: None,
+            flush_ceiling: None,
+            pti: false,
+            invpcid: false,
+            bug: None,
+            checker: false,
+        }
+    }
+}
+
 /// Code that runs with a policy of whatever type a name stands for: the
 /// simulator's run, the checker's search. [`with_policy`] calls [`WithPolicy::with`]
 /// with a builder of fresh policies (the checker builds one per execution), so

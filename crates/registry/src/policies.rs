@@ -559,19 +559,7 @@ mod tests {
             type Out = ();
             fn with<P: Policy>(self, _build: &dyn Fn() -> P) {}
         }
-        let b = Build {
-            cpus: 2,
-            mm_slots: 4,
-            asid_bits: 8,
-            kpti: false,
-            tlbi_range: false,
-            tlb_mode: None,
-            flush_ceiling: None,
-            pti: false,
-            invpcid: false,
-            bug: Some(Bug::FreebsdArm64EpochWrap),
-            checker: false,
-        };
+        let b = Build { bug: Some(Bug::FreebsdArm64EpochWrap), ..Build::new(2, 4, 8) };
         let e = with_policy("arm64-noasid", &b, Nothing).unwrap_err();
         assert_eq!(e, Error::NoBugSwitch { policy: "arm64-noasid".into(), bug: Bug::FreebsdArm64EpochWrap });
         assert_eq!(e.to_string(), "arm64-noasid has no switch for the bug-zoo bug freebsd-arm64-epoch-wrap");

@@ -320,19 +320,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         lru_drain: None,
         noise: true,
     };
-    let build = Build {
-        cpus,
-        mm_slots: max_mms,
-        asid_bits,
-        kpti: false,
-        tlbi_range: false,
-        tlb_mode: None,
-        flush_ceiling: None,
-        pti: false,
-        invpcid: false,
-        bug: None,
-        checker: false,
-    };
+    let build = Build::new(cpus, max_mms, asid_bits);
     registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?
 }
 
