@@ -55,9 +55,10 @@
 //! reads, fault-around (without `--set contpte` a fault maps one page),
 //! `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
 
+use super::swap_w_seq_mt::{timing, Mapping, Unit};
 use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
-use crate::program::{Op, Program, Sys};
+use crate::program::{Op, Program};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
@@ -111,61 +112,20 @@ pub const CHUNK: u64 = 16;
 /// ([`super::swap_w_seq_mt::STORE_CYCLES`]; an estimate).
 pub const READ_CYCLES: u64 = super::swap_w_seq_mt::STORE_CYCLES;
 
-/// One `usemem` process (its forked child): map, read once, unmap.
+/// One `usemem` process (its forked child): marks its start, then map, read
+/// once, unmap.
 struct Reader {
-    file: u32,
-    pages: u64,
-    addr: u64,
-    done: u64,
-    stage: Stage,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Start,
-    Map,
-    Touch,
-    Compute,
-    End,
-    Unmap,
-    Exit,
+    started: bool,
+    unit: Unit,
 }
 
 impl Program for Reader {
     fn next(&mut self, ret: u64) -> Op {
-        match self.stage {
-            Stage::Start => {
-                self.stage = Stage::Map;
-                Op::Mark("start")
-            }
-            Stage::Map => {
-                self.stage = Stage::Touch;
-                Op::Sys(Sys::MmapFile { file: self.file, pages: self.pages, write: false })
-            }
-            Stage::Touch => {
-                if self.done == 0 && self.addr == 0 {
-                    self.addr = ret;
-                }
-                let n = CHUNK.min(self.pages - self.done);
-                self.stage = Stage::Compute;
-                Op::Touch { va: self.addr + self.done * 4096, pages: n, write: false }
-            }
-            Stage::Compute => {
-                let n = CHUNK.min(self.pages - self.done);
-                self.done += n;
-                self.stage = if self.done == self.pages { Stage::End } else { Stage::Touch };
-                Op::Compute(n * READ_CYCLES)
-            }
-            Stage::End => {
-                self.stage = Stage::Unmap;
-                Op::Mark("end")
-            }
-            Stage::Unmap => {
-                self.stage = Stage::Exit;
-                Op::Sys(Sys::Munmap { va: self.addr, pages: self.pages })
-            }
-            Stage::Exit => Op::Exit,
+        if !self.started {
+            self.started = true;
+            return Op::Mark("start");
         }
+        self.unit.next(ret)
     }
 }
 
@@ -182,7 +142,8 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     sim.set_mem_limit((MEM_MB.of(p) * 256).max(SWAP_CLUSTER_MAX));
     sim.set_file_charge();
     for i in 0..tasks {
-        sim.spawn(Box::new(Reader { file: i as u32, pages, addr: 0, done: 0, stage: Stage::Start }))?;
+        let unit = Unit::new(Mapping::File(i as u32), pages, CHUNK, READ_CYCLES);
+        sim.spawn(Box::new(Reader { started: false, unit }))?;
     }
     Ok(())
 }
@@ -198,17 +159,8 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     if ends.len() as u64 != tasks {
         return Err(super::unmeasured(DEF.name, format!("{} of {tasks} processes finished reading", ends.len())));
     }
-    let bytes = pages * 4096;
-    // do_unit's count: the size, plus bytes / 8 for the mapping.
-    let counted = (bytes + bytes / 8) as f64;
-    let g = sim.ghz();
-    let us = |end: u64| ((end - start) as f64 / g / 1e3).max(1e-3);
-    let throughput: f64 = ends.iter().map(|&e| counted * 1e6 / 1024.0 / us(e)).sum();
-    let last = ends.iter().copied().max().unwrap_or(start);
     let rs = sim.reclaim_stats();
-    let mut r = BTreeMap::new();
-    r.insert("throughput".to_string(), throughput);
-    r.insert("elapsed_s".to_string(), (last - start) as f64 / g / 1e9);
+    let mut r = timing(sim, pages, start, &ends);
     r.insert("reclaimed_pages".to_string(), rs.file_pages as f64);
     r.insert("reclaim_unmaps".to_string(), rs.file_unmaps as f64);
     r.insert("reclaim_flushes".to_string(), rs.file_flushes as f64);

@@ -116,10 +116,41 @@ pub const CHUNK: u64 = 16;
 /// hit the cache.
 pub const STORE_CYCLES: u64 = 768;
 
-/// One `usemem` thread: `do_units` with one unit.
+/// One `usemem` thread: waits at the gate, then `do_units` with one unit.
 struct Thread {
     gate: u32,
+    waited: bool,
+    unit: Unit,
+}
+
+impl Program for Thread {
+    fn next(&mut self, ret: u64) -> Op {
+        if !self.waited {
+            self.waited = true;
+            return Op::Sys(Sys::PipeRead(self.gate));
+        }
+        self.unit.next(ret)
+    }
+}
+
+/// What a `usemem` unit maps: anonymous memory, which it writes, or a file of
+/// its own (`-f`, `--readonly`), which it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mapping {
+    /// Anonymous memory, mapped writable and written.
+    Anon,
+    /// The file, mapped read-only and read.
+    File(u32),
+}
+
+/// `do_units` with one unit, from its `mmap` on: maps `pages` pages, touches
+/// each once in address order, `chunk` pages a touch, each touch followed by
+/// its loop's compute (`cycles` a page), marks `"end"`, unmaps and exits.
+pub(crate) struct Unit {
+    mapping: Mapping,
     pages: u64,
+    chunk: u64,
+    cycles: u64,
     addr: u64,
     done: u64,
     stage: Stage,
@@ -127,7 +158,6 @@ struct Thread {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    Wait,
     Map,
     Touch,
     Compute,
@@ -136,31 +166,37 @@ enum Stage {
     Exit,
 }
 
-impl Program for Thread {
+impl Unit {
+    /// Returns the unit of `pages` pages of `mapping`.
+    pub(crate) fn new(mapping: Mapping, pages: u64, chunk: u64, cycles: u64) -> Unit {
+        Unit { mapping, pages, chunk, cycles, addr: 0, done: 0, stage: Stage::Map }
+    }
+}
+
+impl Program for Unit {
     fn next(&mut self, ret: u64) -> Op {
+        let write = self.mapping == Mapping::Anon;
         match self.stage {
-            Stage::Wait => {
-                self.stage = Stage::Map;
-                Op::Sys(Sys::PipeRead(self.gate))
-            }
             Stage::Map => {
                 self.stage = Stage::Touch;
-                Op::Sys(Sys::Mmap { pages: self.pages, write: true })
+                match self.mapping {
+                    Mapping::Anon => Op::Sys(Sys::Mmap { pages: self.pages, write }),
+                    Mapping::File(file) => Op::Sys(Sys::MmapFile { file, pages: self.pages, write }),
+                }
             }
             Stage::Touch => {
                 if self.done == 0 && self.addr == 0 {
                     self.addr = ret;
                 }
-                let n = CHUNK.min(self.pages - self.done);
-                let va = self.addr + self.done * 4096;
+                let n = self.chunk.min(self.pages - self.done);
                 self.stage = Stage::Compute;
-                Op::Touch { va, pages: n, write: true }
+                Op::Touch { va: self.addr + self.done * 4096, pages: n, write }
             }
             Stage::Compute => {
-                let n = CHUNK.min(self.pages - self.done);
+                let n = self.chunk.min(self.pages - self.done);
                 self.done += n;
                 self.stage = if self.done == self.pages { Stage::End } else { Stage::Touch };
-                Op::Compute(n * STORE_CYCLES)
+                Op::Compute(n * self.cycles)
             }
             Stage::End => {
                 self.stage = Stage::Unmap;
@@ -173,6 +209,23 @@ impl Program for Thread {
             Stage::Exit => Op::Exit,
         }
     }
+}
+
+/// Returns `usemem`'s `throughput` (KB/s summed over the units, each ending at
+/// one of `ends`) and `elapsed_s` (to the last end) of units of `pages` pages
+/// each, timed from `start`.
+pub(crate) fn timing(sim: &Sim, pages: u64, start: u64, ends: &[u64]) -> BTreeMap<String, f64> {
+    let bytes = pages * 4096;
+    // do_unit's count: the unit, plus bytes / 8 for the mapping.
+    let counted = (bytes + bytes / 8) as f64;
+    let g = sim.ghz();
+    let us = |end: u64| ((end - start) as f64 / g / 1e3).max(1e-3);
+    let throughput: f64 = ends.iter().map(|&e| counted * 1e6 / 1024.0 / us(e)).sum();
+    let last = ends.iter().copied().max().unwrap_or(start);
+    let mut r = BTreeMap::new();
+    r.insert("throughput".to_string(), throughput);
+    r.insert("elapsed_s".to_string(), (last - start) as f64 / g / 1e9);
+    r
 }
 
 /// The leader: marks the start, makes the gate, clones the threads, opens the
@@ -196,7 +249,8 @@ impl Program for Leader {
                 if s == 3 {
                     self.gate = ret as u32;
                 }
-                let t = Thread { gate: self.gate, pages: self.pages, addr: 0, done: 0, stage: Stage::Wait };
+                let unit = Unit::new(Mapping::Anon, self.pages, CHUNK, STORE_CYCLES);
+                let t = Thread { gate: self.gate, waited: false, unit };
                 Op::Sys(Sys::CloneOn((s - 3) as usize % self.cpus, Box::new(t)))
             }
             s if s <= 2 + 2 * n => Op::Sys(Sys::PipeWrite(self.gate)),
@@ -231,16 +285,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     if ends.len() as u64 != threads {
         return Err(super::unmeasured(DEF.name, format!("{} of {threads} threads finished writing", ends.len())));
     }
-    let bytes = pages_per_thread(p, threads) * 4096;
-    // do_unit's count: the share, plus bytes / 8 for the allocation.
-    let counted = (bytes + bytes / 8) as f64;
-    let g = sim.ghz();
-    let us = |end: u64| ((end - start) as f64 / g / 1e3).max(1e-3);
-    let throughput: f64 = ends.iter().map(|&e| counted * 1e6 / 1024.0 / us(e)).sum();
-    let last = ends.iter().copied().max().unwrap_or(start);
-    let mut r = BTreeMap::new();
-    r.insert("throughput".to_string(), throughput);
-    r.insert("elapsed_s".to_string(), (last - start) as f64 / g / 1e9);
+    let mut r = timing(sim, pages_per_thread(p, threads), start, &ends);
     r.insert("swapout_pages".to_string(), sim.reclaim_stats().pages as f64);
     Ok(r)
 }

@@ -324,6 +324,9 @@ impl Program for Parent {
     }
 }
 
+/// The result keys of every testcase: what [`result`] returns.
+pub(crate) const RESULTS: &[&str] = &["ops_per_s", "per_thread_ops", "tlb_share"];
+
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of a run whose `tasks`
 /// tasks did `ops` iterations in all, from the window between the gate
 /// opening and the last task finishing.

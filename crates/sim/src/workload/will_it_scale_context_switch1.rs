@@ -59,7 +59,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     origin: None,
     params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::SMT.0, LAPS.0],
     has_overhead: false,
-    results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+    results: will_it_scale::RESULTS,
     text_params: &[],
     setup: |p, _, sim, _| setup(p, sim),
     result: |p, main, _| result(p, main),

@@ -32,7 +32,7 @@
 //! running CPUs processing broadcast invalidations they did not issue.
 
 use super::will_it_scale::{self, Start};
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Figures, ParamDef, Params, Phase, Texts, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -62,12 +62,12 @@ pub const DEF: WorkloadDef = WorkloadDef {
     origin: None,
     params: &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0, will_it_scale::SMT.0],
     has_overhead: false,
-    results: &["ops_per_s", "per_thread_ops", "tlb_share"],
+    results: will_it_scale::RESULTS,
     text_params: &[],
     setup: |p, _, sim, _| setup(p, sim),
     result: |p, main, _| result(p, main),
     // One process, or one per task.
-    max_mms: |p, _, cpus| max_mms(p, cpus),
+    max_mms: |p, _, cpus| will_it_scale::max_mms(p, cpus, 0),
 };
 
 /// What a task's mapping is backed by.
@@ -185,16 +185,63 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     will_it_scale::setup(p, sim, Box::new(make))
 }
 
-/// Returns the address spaces the run needs at most at once.
-pub fn max_mms(p: &Params, cpus: usize) -> usize {
-    will_it_scale::max_mms(p, cpus, 0)
-}
-
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
 /// between the gate opening and the last task finishing.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let n = will_it_scale::tasks(p, sim.cfg.ncpus);
     will_it_scale::result(DEF.name, n, n * LAPS.of(p) * PAGES.of(p), sim)
+}
+
+/// The parameters of the testcases whose tasks each loop over a mapping of a
+/// file of their own (`tlb_flush1`, `tlb_flush3`).
+pub(crate) const FILE_PARAMS: &[ParamDef] = &[
+    will_it_scale::TASKS.0,
+    will_it_scale::MODE.0,
+    will_it_scale::SMT.0,
+    will_it_scale::FILE_ITERS.0,
+    will_it_scale::FILE_PAGES.0,
+];
+
+/// Returns the entry of a file testcase (`tlb_flush1`, `tlb_flush3`): its own
+/// `setup` calls [`setup_file`], its `result` [`file_result`].
+pub(crate) const fn file_def(
+    name: &'static str,
+    description: &'static str,
+    setup: fn(&Params, &Texts, &mut Sim, Phase) -> Result<(), Error>,
+    result: fn(&Params, &Sim, Option<&Sim>) -> Result<Figures, Error>,
+) -> WorkloadDef {
+    WorkloadDef {
+        name,
+        description,
+        origin: None,
+        params: FILE_PARAMS,
+        has_overhead: false,
+        results: will_it_scale::RESULTS,
+        text_params: &[],
+        setup,
+        result,
+        max_mms: |p, _, cpus| will_it_scale::max_mms(p, cpus, 0),
+    }
+}
+
+/// Starts the tasks of a file testcase (`tlb_flush1`, `tlb_flush3`): each
+/// loops `iters` times over mappings of `pages` pages, backed by
+/// `backing(task)`.
+pub(crate) fn setup_file(p: &Params, sim: &mut Sim, backing: fn(&Start) -> Backing) -> Result<(), Error> {
+    let (iters, pages) = (will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p));
+    let make = move |at: Start| -> Box<dyn Program> {
+        let backing = backing(&at);
+        Box::new(FlushLoop::new(at, backing, iters, pages))
+    };
+    will_it_scale::setup(p, sim, Box::new(make))
+}
+
+/// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of file testcase
+/// `workload` (`tlb_flush1`, `tlb_flush3`) from the window between the gate
+/// opening and the last task finishing.
+pub(crate) fn file_result(workload: &'static str, p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
+    let n = will_it_scale::tasks(p, sim.cfg.ncpus);
+    will_it_scale::result(workload, n, n * will_it_scale::FILE_ITERS.of(p), sim)
 }
 
 #[cfg(test)]

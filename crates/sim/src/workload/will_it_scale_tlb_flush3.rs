@@ -40,53 +40,14 @@
 //! Results, as `tlb_flush2`'s: `ops_per_s` (will-it-scale's `average:`, 0-day's
 //! `workload`), `per_thread_ops` and `tlb_share`.
 
-use super::will_it_scale::{self, Start};
-use super::will_it_scale_tlb_flush2::{Backing, FlushLoop};
-use super::{Params, WorkloadDef};
-use crate::error::Error;
-use crate::program::Program;
-use crate::sim::Sim;
-use std::collections::BTreeMap;
+use super::will_it_scale_tlb_flush2::{file_def, file_result, setup_file, Backing};
+use super::WorkloadDef;
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "will_it_scale_tlb_flush3",
-    description: "will-it-scale tlb_flush3: each task maps its own 128 MiB file shared, writes, \
-                  madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
-    origin: None,
-    params: &[
-        will_it_scale::TASKS.0,
-        will_it_scale::MODE.0,
-        will_it_scale::SMT.0,
-        will_it_scale::FILE_ITERS.0,
-        will_it_scale::FILE_PAGES.0,
-    ],
-    has_overhead: false,
-    results: &["ops_per_s", "per_thread_ops", "tlb_share"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
-
-/// Starts the tasks.
-pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
-    let (iters, pages) = (will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p));
-    let make = move |at: Start| -> Box<dyn Program> {
-        let file = Backing::File(at.index as u32 + 1);
-        Box::new(FlushLoop::new(at, file, iters, pages))
-    };
-    will_it_scale::setup(p, sim, Box::new(make))
-}
-
-/// Returns the address spaces the run needs at most at once.
-pub fn max_mms(p: &Params, cpus: usize) -> usize {
-    will_it_scale::max_mms(p, cpus, 0)
-}
-
-/// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
-/// between the gate opening and the last task finishing.
-pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let n = will_it_scale::tasks(p, sim.cfg.ncpus);
-    will_it_scale::result(DEF.name, n, n * will_it_scale::FILE_ITERS.of(p), sim)
-}
+pub const DEF: WorkloadDef = file_def(
+    "will_it_scale_tlb_flush3",
+    "will-it-scale tlb_flush3: each task maps its own 128 MiB file shared, writes, \
+     madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
+    |p, _, sim, _| setup_file(p, sim, |at| Backing::File(at.index as u32 + 1)),
+    |p, main, _| file_result(DEF.name, p, main),
+);
