@@ -3,11 +3,12 @@
 //!
 //! Adding a policy: write its file (a type implementing [`tlbkit_policy::Policy`]),
 //! then add an entry below with its name, a one-line description, its
-//! architecture and kernel (with `version: (major, minor)` where the code is one
-//! Linux release's, whose settings a run then uses), whether it needs broadcast TLB invalidation, the
-//! `--set` switches it takes, the checker's ASID space and family, and
-//! `build: |b| ...` returning `Result<YourPolicy, Error>` from a [`Build`] (a
-//! shape it refuses is [`Error::Refused`], in its own words). The
+//! platform (architecture, kernel, whether it needs broadcast TLB invalidation
+//! and the checker's ASID space: one of the `Platform`s below), its era (with
+//! `version: (major, minor)` where the code is one Linux release's, whose
+//! settings a run then uses), the `--set` switches it takes, the checker's
+//! family, and `build: |b| ...` returning `Result<YourPolicy, Error>` from a
+//! [`Build`] (a shape it refuses is [`Error::Refused`], in its own words). The
 //! simulator's tests run every entry, and the checker's tests check every
 //! entry, so an entry that cannot be built fails there.
 
@@ -33,13 +34,10 @@ use tlbkit_policy::Defer;
 macro_rules! register {
     ($( $name:literal {
         description: $desc:expr,
-        arch: $arch:ident,
-        os: $os:ident,
+        platform: $platform:ident,
         era: $era:expr,
         $(version: ($major:literal, $minor:literal),)?
-        needs_broadcast_tlbi: $bcast:expr,
         switches: $switches:expr,
-        asids: $asids:ident,
         family: $family:ident,
         $(untimed: $untimed:literal,)?
         build: |$b:ident| $build:expr
@@ -50,12 +48,12 @@ macro_rules! register {
             $( PolicyDef {
                 name: $name,
                 description: $desc,
-                arch: Arch::$arch,
-                os: Os::$os,
+                arch: $platform.arch,
+                os: $platform.os,
                 version: register!(@version $(($major, $minor))?),
-                needs_broadcast_tlbi: $bcast,
+                needs_broadcast_tlbi: $platform.needs_broadcast_tlbi,
                 switches: $switches,
-                asids: AsidSpace::$asids,
+                asids: $platform.asids,
                 family: Family::$family,
                 zoo: register!(@has $($p)?),
                 era: $era,
@@ -106,28 +104,51 @@ macro_rules! register {
     };
 }
 
+/// What a policy runs on, as its entry's `platform` names it: the
+/// [`PolicyDef`] fields `arch`, `os`, `needs_broadcast_tlbi` and `asids`.
+struct Platform {
+    arch: Arch,
+    os: Os,
+    needs_broadcast_tlbi: bool,
+    asids: AsidSpace,
+}
+
+/// FreeBSD on arm64: ASIDs of the architecture's space.
+const FREEBSD_ARM64: Platform =
+    Platform { arch: Arch::Arm64, os: Os::Freebsd, needs_broadcast_tlbi: false, asids: AsidSpace::Arm64Asids };
+/// Linux on arm64: ASIDs of the architecture's space.
+const LINUX_ARM64: Platform =
+    Platform { arch: Arch::Arm64, os: Os::Linux, needs_broadcast_tlbi: false, asids: AsidSpace::Arm64Asids };
+/// Linux on x86: its fixed PCID slots per CPU.
+const LINUX_X86: Platform =
+    Platform { arch: Arch::X86_64, os: Os::Linux, needs_broadcast_tlbi: false, asids: AsidSpace::LinuxPcidSlots };
+/// Linux v4.10 on x86 (`x86-linux-410` and LATR, built on it; [`Os::LinuxV410`]):
+/// its PCID slots.
+const LINUX_X86_V410: Platform =
+    Platform { arch: Arch::X86_64, os: Os::LinuxV410, needs_broadcast_tlbi: false, asids: AsidSpace::LinuxPcidSlots };
+/// Linux on x86 with `INVLPGB`: broadcast invalidation, global ASIDs.
+const LINUX_X86_INVLPGB: Platform =
+    Platform { arch: Arch::X86_64, os: Os::Linux, needs_broadcast_tlbi: true, asids: AsidSpace::GlobalAsids };
+/// FreeBSD on x86: PCIDs per CPU.
+const FREEBSD_X86: Platform =
+    Platform { arch: Arch::X86_64, os: Os::Freebsd, needs_broadcast_tlbi: false, asids: AsidSpace::PcidsPerCpu };
+
 register! {
     "arm64-noasid" {
         description:
             "FreeBSD arm64 before origin 000: global user mappings, broadcast TLBI VMALLE1IS on every pmap switch",
-        arch: Arm64,
-        os: Freebsd,
+        platform: FREEBSD_ARM64,
         era: Era::Origin(0),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: Arm64Asids,
         family: Shootdown,
         build: |b| Ok::<_, Error>(NoAsid::new(b.cpus)),
     }
     "arm64-freebsd-asid" {
         description: "FreeBSD arm64 after origin 000: nG user mappings, epoch ASID allocator, broadcast per-page TLBI \
                       (has findings freebsd-arm64-asid-reset-*, see tlbkit list)",
-        arch: Arm64,
-        os: Freebsd,
+        platform: FREEBSD_ARM64,
         era: Era::Origin(0),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: Arm64Asids,
         family: AsidAllocator,
         untimed: "stops at its finding; its fix candidate is timed",
         build: |b| Ok::<_, Error>(FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits)),
@@ -136,12 +157,9 @@ register! {
     "arm64-freebsd-asid-fix-reserved-ttbr0" {
         description: "arm64-freebsd-asid with a fix candidate for its reset finding: reserved TTBR0 before the curpmap \
                       store, the reset's flush after its loop, stale cookies not restamped",
-        arch: Arm64,
-        os: Freebsd,
+        platform: FREEBSD_ARM64,
         era: Era::Origin(0),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: Arm64Asids,
         family: AsidAllocator,
         build: |b| Ok::<_, Error>(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0)
@@ -150,12 +168,9 @@ register! {
     "arm64-freebsd-asid-fix-self" {
         description: "arm64-freebsd-asid with a partial fix: the resetting CPU parks its own TTBR0 on the reserved \
                       table before the flush (closes window 1 of the reset finding only)",
-        arch: Arm64,
-        os: Freebsd,
+        platform: FREEBSD_ARM64,
         era: Era::Origin(0),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: Arm64Asids,
         family: AsidAllocator,
         untimed: "a partial fix: stops at the finding's second window",
         build: |b| Ok::<_, Error>(
@@ -166,12 +181,9 @@ register! {
     "arm64-freebsd-asid-activecpu" {
         description: "worked example (examples/my-policy): Linux's active_cpu on arm64-freebsd-asid-fix-reserved-ttbr0, \
                       user flushes of a pmap that only ever ran here stay local",
-        arch: Arm64,
-        os: Freebsd,
+        platform: FREEBSD_ARM64,
         era: Era::Origin(0),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: Arm64Asids,
         family: AsidAllocator,
         untimed: "the guide's worked example: its fix candidate's check, with a word per pmap; its own test \
                   checks it",
@@ -184,12 +196,9 @@ register! {
     "arm64-linux" {
         description: "Linux arm64: generation rollover allocator, lock-free fast path, pinned ASIDs, optional KPTI, \
                       broadcast TLBI by ASID",
-        arch: Arm64,
-        os: Linux,
+        platform: LINUX_ARM64,
         era: Era::Origin(1),
-        needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
-        asids: Arm64Asids,
         family: AsidAllocator,
         build: |b| linux_arm64(b, LinuxArm64::new),
         bug: |p, bug| p.with_bug(bug),
@@ -197,12 +206,9 @@ register! {
     "arm64-linux-skipbcast" {
         description: "Linux arm64 + origin 001: skip the TLBI broadcast when the mm is active only here or nowhere \
                       (nr_active_mm, stale mask, reserved TTBR0 when lazy)",
-        arch: Arm64,
-        os: Linux,
+        platform: LINUX_ARM64,
         era: Era::Origin(1),
-        needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
-        asids: Arm64Asids,
         family: AsidAllocator,
         build: |b| linux_arm64(b, LinuxArm64::with_skip_broadcast),
         bug: |p, bug| p.with_bug(bug),
@@ -210,12 +216,9 @@ register! {
     "arm64-linux-activecpu" {
         description: "Linux arm64 + active_cpu (Ryan Roberts, 2025): a user flush of an mm that only ever ran on \
                       this CPU stays local (one word per mm: none, one CPU, many)",
-        arch: Arm64,
-        os: Linux,
+        platform: LINUX_ARM64,
         era: Era::Later,
-        needs_broadcast_tlbi: false,
         switches: Switches::ARM64_LINUX,
-        asids: Arm64Asids,
         family: AsidAllocator,
         build: |b| linux_arm64(b, LinuxArm64::with_active_cpu),
         bug: |p, bug| p.with_bug(bug),
@@ -223,12 +226,9 @@ register! {
     "arm64-linux-tlbmode" {
         description: "Linux arm64 + Christoph Lameter's TLB modes (Ampere, 2023): by the weight of mm_cpumask, no \
                       flush, a local one, IPIs to a few CPUs that flush locally, or broadcast (--set tlb_mode=WORD)",
-        arch: Arm64,
-        os: Linux,
+        platform: LINUX_ARM64,
         era: Era::Later,
-        needs_broadcast_tlbi: false,
         switches: Switches { tlb_mode: Some(linux_arm64_tlbmode::default_mode), ..Switches::ARM64_LINUX },
-        asids: Arm64Asids,
         family: AsidAllocator,
         build: |b| {
             let word = b.tlb_mode.unwrap_or_else(|| linux_arm64_tlbmode::default_mode(b.cpus));
@@ -238,12 +238,9 @@ register! {
     }
     "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (origin 002 before): every CR3 write to another mm flushes",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::Origin(2),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_CEILING,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(LinuxX86::new(b.cpus, b.mm_slots, false).with_flush_ceiling(ceiling(b))),
         bug: |p, bug| p.with_bug(bug),
@@ -251,12 +248,9 @@ register! {
     "x86-linux-pcid" {
         description: "Linux x86 PCID (origin 002 after): 6 per-CPU {ctx_id, tlb_gen} slots, CR3 NOFLUSH, lazy TLB, \
                       IPI flushes",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::Origin(2),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| {
             let p = LinuxX86::new(b.cpus, b.mm_slots, true).with_flush_ceiling(ceiling(b));
@@ -267,13 +261,10 @@ register! {
     "x86-linux-410" {
         description: "Linux x86 v4.10 tlb.c (LATR's base): no PCID, flush IPIs to every CPU of mm_cpumask, lazy \
                       CPUs answering with leave_mm",
-        arch: X86_64,
-        os: LinuxV410,
+        platform: LINUX_X86_V410,
         era: Era::History,
         version: (4, 10),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_CEILING,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(LinuxX86v410::new(b.cpus, b.mm_slots).with_flush_ceiling(ceiling(b))),
     }
@@ -282,47 +273,32 @@ register! {
                       munmap or madvise(DONTNEED) runs is saved in per-CPU states instead of sending IPIs; each CPU \
                       applies them at its next tick or context switch, and the munmap's memory is reclaimed once \
                       every CPU has (checker: 2 states per CPU; has findings latr-artifact-*, see tlbkit list)",
-        arch: X86_64,
-        os: LinuxV410,
+        platform: LINUX_X86_V410,
         era: Era::Later,
         version: (4, 10),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| {
-            let p = Latr::new(b.cpus, b.mm_slots);
-            Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
-        },
+        build: |b| Ok::<_, Error>(latr(b, Defer::WhileMmFlagged)),
     }
     "x86-latr-syscall-only" {
         description: "x86-latr, safer by design: only the munmap or madvise(DONTNEED) that set the mm's \
                       munmap_inprogress defers its own flushes; a COW fault's or a migration's flush meanwhile \
                       sends IPIs (the fix candidate for the latr-artifact findings)",
-        arch: X86_64,
-        os: LinuxV410,
+        platform: LINUX_X86_V410,
         era: Era::Later,
         version: (4, 10),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: LinuxPcidSlots,
         family: Shootdown,
-        build: |b| {
-            let p = Latr::new(b.cpus, b.mm_slots).with_defer(Defer::OwnUnmap);
-            Ok::<_, Error>(if b.checker { p.with_small_shapes() } else { p })
-        },
+        build: |b| Ok::<_, Error>(latr(b, Defer::OwnUnmap)),
     }
     "x86-linux-512" {
         description: "Linux x86 v5.12 tlb.c and smp.c, before Nadav Amit's concurrent flush series (before \
                       4ce94eabac16): local flush, then IPIs and the wait on each csd; is_lazy read on the line of \
                       cpu_tlbstate.loaded_mm",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::History,
         version: (5, 12),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(x86_513(b, Version::V512)),
     }
@@ -330,39 +306,30 @@ register! {
         description: "Linux x86 v5.13, after Nadav Amit's concurrent flush series (4ce94eabac16, a32a4d8a815c, \
                       2f4305b19fe6, 09c5272e4861): IPIs sent, local flush, then the wait; is_lazy alone in \
                       cpu_tlbstate_shared, stored only when it changes",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::History,
         version: (5, 13),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(x86_513(b, Version::V513)),
     }
     "x86-linux-613" {
         description: "Linux x86 v6.13 tlb.c: PCID slots and tlb_gen, mm_cpumask left and joined at every switch, \
                       IPIs to CPUs not lazy (the baseline of x86-linux-lazytrim)",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::Later,
         version: (6, 13),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(x86_615(b, Kernel::V613)),
     }
     "x86-linux-lazytrim" {
         description: "Linux x86 v6.14's lazy mm_cpumask as v6.18 has it: stale CPUs trimmed by a flush once a \
                       second, should_flush_tlb with LOADED_MM_SWITCHING (the baseline of x86-linux-invlpgb)",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86,
         era: Era::Later,
         version: (6, 18),
-        needs_broadcast_tlbi: false,
         switches: Switches::X86_LINUX_PCID,
-        asids: LinuxPcidSlots,
         family: Shootdown,
         build: |b| Ok::<_, Error>(x86_615(b, Kernel::LazyTrim)),
         bug: |p, bug| p.with_bug(bug),
@@ -370,13 +337,10 @@ register! {
     "x86-linux-invlpgb" {
         description: "Linux x86 v6.15+ on AMD: global ASIDs for mms on more than 3 CPUs, INVLPGB/TLBSYNC instead \
                       of IPIs, broadcast kernel and reclaim flushes (checker: --asids global ASIDs, threshold 0)",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86_INVLPGB,
         era: Era::Later,
         version: (6, 15),
-        needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
-        asids: GlobalAsids,
         family: Shootdown,
         build: |b| invlpgb(b),
         bug: |p, bug| p.with_bug(bug),
@@ -385,13 +349,10 @@ register! {
         description: "x86-linux-invlpgb with Hou Wenlong's posted fix (2025-03-29, not merged): a global ASID search \
                       that finds nothing fails instead of handing out MAX_ASID_AVAILABLE (closes the \
                       x86-global-asid-max finding)",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86_INVLPGB,
         era: Era::Later,
         version: (6, 15),
-        needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
-        asids: GlobalAsids,
         family: Shootdown,
         untimed: "x86-linux-invlpgb up to its third reset, past the standard bounds: its search after the \
                   finding's script is full.rs's",
@@ -401,37 +362,28 @@ register! {
         description: "x86-linux-invlpgb with reclaim's targeted batch as posted, not merged (v5-v15 of the series): \
                       INVLPGB per page of a global-ASID mm, IPIs for the others and during the ASID transition, \
                       then TLBSYNC",
-        arch: X86_64,
-        os: Linux,
+        platform: LINUX_X86_INVLPGB,
         era: Era::Later,
         version: (6, 15),
-        needs_broadcast_tlbi: true,
         switches: Switches::X86_LINUX_CEILING,
-        asids: GlobalAsids,
         family: Shootdown,
         build: |b| invlpgb(b).map(LinuxX86v615::with_targeted_tlbbatch),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-counter" {
         description: "FreeBSD x86 before origin 003: per-CPU PCIDs, one IPI lock, handlers increment one shared counter",
-        arch: X86_64,
-        os: Freebsd,
+        platform: FREEBSD_X86,
         era: Era::Origin(3),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: PcidsPerCpu,
         family: Shootdown,
         build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Counter).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
     }
     "x86-freebsd-gen" {
         description: "FreeBSD x86 after origin 003: handlers store the generation in their own per-CPU done flag",
-        arch: X86_64,
-        os: Freebsd,
+        platform: FREEBSD_X86,
         era: Era::Origin(3),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: PcidsPerCpu,
         family: Shootdown,
         build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Generation).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
@@ -439,12 +391,9 @@ register! {
     "x86-freebsd-scoreboard" {
         description: "FreeBSD x86 (2020 rework): lock-free per-initiator requests, target x initiator scoreboard, \
                       ack before invalidate",
-        arch: X86_64,
-        os: Freebsd,
+        platform: FREEBSD_X86,
         era: Era::Origin(3),
-        needs_broadcast_tlbi: false,
         switches: Switches::NONE,
-        asids: PcidsPerCpu,
         family: Shootdown,
         build: |b| Ok::<_, Error>(FreebsdX86::new(b.cpus, b.mm_slots, Completion::Scoreboard).with_pcid_overmax(pcids(b)?)),
         bug: |p, bug| p.with_bug(bug),
@@ -507,6 +456,17 @@ fn pti(b: &Build) -> Pti {
         Pti::Invpcid
     } else {
         Pti::Deferred
+    }
+}
+
+/// Returns LATR for `b`, asking for lazy flushes under `defer`; for the
+/// checker with its small shapes (two states per CPU).
+fn latr(b: &Build, defer: Defer) -> Latr {
+    let p = Latr::new(b.cpus, b.mm_slots).with_defer(defer);
+    if b.checker {
+        p.with_small_shapes()
+    } else {
+        p
     }
 }
 
