@@ -161,6 +161,38 @@ const ORIGIN004_NOTES: &[&str] =
     &["ranking accepted as modelled: robust makes every page-table access simple makes and \
       neither flushes at exit, so no faithful cost ranks simple above robust; no per-strategy cost is fitted"];
 
+/// Returns origin 004's claim `id` of kernel-compile-like exits on the whole
+/// Ampere Altra booted as `sets` says (its NUMA nodes): exit_group us per
+/// process of arm64 Linux, large folios without contpte against the
+/// teardowns of `variants`.
+const fn origin004_exit(
+    id: &'static str,
+    description: &'static str,
+    sets: &'static [&'static str],
+    variants: &'static [Variant],
+) -> Claim {
+    Claim {
+        id,
+        origin: "004",
+        description,
+        machine: "altra",
+        // The origin's kernel compile ran on the whole Altra (80 jobs on one node).
+        cpus: 80,
+        workload: "exit_teardown",
+        sets,
+        baseline: "arm64-linux",
+        variant: "arm64-linux",
+        metric: "exit_us",
+        // "baseline: v6.7-rc1 + anonfolio-v7" is 0%; the variants' percentages are theirs.
+        origin_baseline: 1.0,
+        origin_variant: 1.0,
+        also: &[],
+        baseline_sets: &["contpte=folios"],
+        variants,
+        notes: ORIGIN004_NOTES,
+    }
+}
+
 /// Every claim.
 pub const CLAIMS: &[Claim] = &[
     Claim {
@@ -333,45 +365,19 @@ pub const CLAIMS: &[Claim] = &[
                   6.2382, flags 4.4690 to 4.8861), a larger share of the flags' shorter one, so the ratio moved from 0.7599 to 0.7833 (seeds 1 to 8: mean 0.779), past the band's edge at 0.7683; \
                   with --set noise=off it is 0.7599 again"],
     },
-    Claim {
-        id: "origin004-exit-numa1",
-        origin: "004",
-        description: "kernel-compile-like exits on an 80-core Ampere Altra, one NUMA node: exit_group us per process, \
-                      contpte teardowns vs large folios without contpte",
-        machine: "altra",
-        // The origin's kernel compile ran on the whole Altra (80 jobs on one node).
-        cpus: 80,
-        workload: "exit_teardown",
-        sets: &["numa=1"],
-        baseline: "arm64-linux",
-        variant: "arm64-linux",
-        metric: "exit_us",
-        // "baseline: v6.7-rc1 + anonfolio-v7" is 0%; the variants' percentages are below.
-        origin_baseline: 1.0,
-        origin_variant: 1.0,
-        also: &[],
-        baseline_sets: &["contpte=folios"],
-        variants: &ORIGIN004_NUMA1,
-        notes: ORIGIN004_NOTES,
-    },
-    Claim {
-        id: "origin004-exit-numa2",
-        origin: "004",
-        description: "the same on the Altra booted with two NUMA nodes (40 cores each, TLBIs crossing between them)",
-        machine: "altra",
-        cpus: 80,
-        workload: "exit_teardown",
-        sets: &["numa=2"],
-        baseline: "arm64-linux",
-        variant: "arm64-linux",
-        metric: "exit_us",
-        origin_baseline: 1.0,
-        origin_variant: 1.0,
-        also: &[],
-        baseline_sets: &["contpte=folios"],
-        variants: &ORIGIN004_NUMA2,
-        notes: ORIGIN004_NOTES,
-    },
+    origin004_exit(
+        "origin004-exit-numa1",
+        "kernel-compile-like exits on an 80-core Ampere Altra, one NUMA node: exit_group us per process, \
+         contpte teardowns vs large folios without contpte",
+        &["numa=1"],
+        &ORIGIN004_NUMA1,
+    ),
+    origin004_exit(
+        "origin004-exit-numa2",
+        "the same on the Altra booted with two NUMA nodes (40 cores each, TLBIs crossing between them)",
+        &["numa=2"],
+        &ORIGIN004_NUMA2,
+    ),
 ];
 
 /// The outcome of a further check.
