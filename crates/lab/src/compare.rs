@@ -428,6 +428,7 @@ impl CompareOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::tests::{PROVEN_TABLE, PROVEN_X, PROVEN_Y};
 
     fn spec(policies: &[&str]) -> CompareSpec {
         CompareSpec {
@@ -445,8 +446,7 @@ mod tests {
     #[test]
     fn fixed_samples_give_ministats_table_and_the_same_figures_in_json_and_csv() {
         // The samples of the stats tests' proven difference, as two policies' runs.
-        let x = vec![3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
-        let y = vec![2.87, 2.86, 2.89, 2.85, 2.88, 2.87, 2.90, 2.86, 2.84, 2.88];
+        let (x, y) = (PROVEN_X.to_vec(), PROVEN_Y.to_vec());
         let s = spec(&["arm64-noasid", "arm64-freebsd-asid"]);
         let out = CompareOutput::from_samples(
             &s,
@@ -454,18 +454,10 @@ mod tests {
             vec![("arm64-noasid".into(), x.clone(), 0), ("arm64-freebsd-asid".into(), y, 0)],
         );
         // Below the first line, ministat -A's output for these samples, names aside.
-        let expected = "\
-us_per_switch: lat_ctx --set procs=6 on cortex-a72 (2 CPUs), 10 runs per policy (seeds 1 to 10)
-x arm64-noasid
-+ arm64-freebsd-asid
-    N           Min           Max        Median           Avg        Stddev
-x  10           3.4          3.48          3.44          3.44   0.025819889
-+  10          2.84           2.9          2.87          2.87   0.018257419
-Difference at 95.0% confidence
-\t-0.57 +/- 0.02101
-\t-16.5698% +/- 0.610756%
-\t(Student's t, pooled s = 0.0223607)
-";
+        let expected = format!(
+            "us_per_switch: lat_ctx --set procs=6 on cortex-a72 (2 CPUs), 10 runs per policy (seeds 1 to 10)\n\
+             x arm64-noasid\n+ arm64-freebsd-asid\n{PROVEN_TABLE}"
+        );
         assert_eq!(out.table(), expected);
         let j = out.json();
         let second = &j["policies"][1];
@@ -555,7 +547,7 @@ Difference, deterministic: one sample (no confidence interval)
             j["policies"][1]["vs_first"]["difference"].as_f64().unwrap()
         );
         // Two varying sets are still tested, and say so.
-        let x = vec![3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
+        let x = PROVEN_X.to_vec();
         let tested = CompareOutput::from_samples(
             &spec(&["arm64-noasid", "arm64-linux"]),
             "us_per_switch",

@@ -254,8 +254,23 @@ fn trim_fraction(s: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Two sets of samples whose difference is proven (lower by 16.6%).
+    pub(crate) const PROVEN_X: [f64; 10] = [3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
+    /// The second set of [`PROVEN_X`]'s pair.
+    pub(crate) const PROVEN_Y: [f64; 10] = [2.87, 2.86, 2.89, 2.85, 2.88, 2.87, 2.90, 2.86, 2.84, 2.88];
+    /// `ministat -A`'s table and verdict for [`PROVEN_X`] against
+    /// [`PROVEN_Y`], below the legend.
+    pub(crate) const PROVEN_TABLE: &str = "    N           Min           Max        Median           Avg        Stddev
+x  10           3.4          3.48          3.44          3.44   0.025819889
++  10          2.84           2.9          2.87          2.87   0.018257419
+Difference at 95.0% confidence
+\t-0.57 +/- 0.02101
+\t-16.5698% +/- 0.610756%
+\t(Student's t, pooled s = 0.0223607)
+";
 
     /// Returns what `tlbkit compare` prints for sets named and valued as given:
     /// the legend, the table, and a verdict below each set after the first,
@@ -300,21 +315,9 @@ No difference proven at 95.0% confidence
 
     #[test]
     fn a_lower_mean_is_a_proven_negative_difference_as_ministat() {
-        let x = [3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];
-        let y = [2.87, 2.86, 2.89, 2.85, 2.88, 2.87, 2.90, 2.86, 2.84, 2.88];
         // n = 10: the median is the 6th smallest (3.44 and 2.87), not the mean of 5th and 6th.
-        let expected = "\
-x b_x
-+ b_y
-    N           Min           Max        Median           Avg        Stddev
-x  10           3.4          3.48          3.44          3.44   0.025819889
-+  10          2.84           2.9          2.87          2.87   0.018257419
-Difference at 95.0% confidence
-\t-0.57 +/- 0.02101
-\t-16.5698% +/- 0.610756%
-\t(Student's t, pooled s = 0.0223607)
-";
-        assert_eq!(ministat_a(&[("b_x", &x), ("b_y", &y)]), expected);
+        let expected = format!("x b_x\n+ b_y\n{PROVEN_TABLE}");
+        assert_eq!(ministat_a(&[("b_x", &PROVEN_X), ("b_y", &PROVEN_Y)]), expected);
     }
 
     #[test]
