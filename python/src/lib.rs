@@ -225,63 +225,28 @@ fn compare_json(a: Vec<f64>, b: Vec<f64>) -> PyResult<String> {
     Ok(doc.to_string())
 }
 
-/// A check; returns `tlbkit check --format json`'s document.
+/// A check of `what`; returns `tlbkit check --format json`'s document.
 #[pyfunction]
-#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, iterations, seed, memory, menu, teardown, jobs, all_violations=false, base=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (what, iterations, jobs, all_violations=false, base=None))]
 fn check_json(
     py: Python<'_>,
-    policy: String,
-    quick: bool,
-    deep: bool,
-    cpus: Option<i64>,
-    mms: Option<usize>,
-    pages: Option<usize>,
-    asids: Option<u32>,
-    ops: Option<usize>,
-    mode: Option<String>,
+    what: CheckWhat,
     iterations: Option<u64>,
-    seed: u64,
-    memory: Option<String>,
-    menu: Option<String>,
-    teardown: Option<String>,
     jobs: Option<usize>,
     all_violations: bool,
     base: Option<String>,
 ) -> PyResult<String> {
-    let o = Options {
-        iterations,
-        jobs,
-        all_violations,
-        base,
-        ..check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?
-    };
+    let o = Options { iterations, jobs, all_violations, base, ..what.options()? };
     o.plan().map_err(check_error)?;
     let r = interruptible(py, move || o.run(&mut |_| {}))?.map_err(check_error)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// Resolves `tlbkit check`'s arguments to one exhaustive shape; returns the
-/// text that names that check to the rounds of a distributed search.
+/// Resolves the check `what` to one exhaustive shape; returns the text that
+/// names that check to the rounds of a distributed search.
 #[pyfunction]
-#[pyo3(signature = (policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown))]
-#[allow(clippy::too_many_arguments)]
-fn check_spec_token(
-    policy: String,
-    quick: bool,
-    deep: bool,
-    cpus: Option<i64>,
-    mms: Option<usize>,
-    pages: Option<usize>,
-    asids: Option<u32>,
-    ops: Option<usize>,
-    mode: Option<String>,
-    seed: u64,
-    memory: Option<String>,
-    menu: Option<String>,
-    teardown: Option<String>,
-) -> PyResult<String> {
-    let o = check_options(policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown)?;
+fn check_spec_token(what: CheckWhat) -> PyResult<String> {
+    let o = what.options()?;
     let (spec, _) = o.exhaustive_shape(tlbkit_check::error::Param::Ray).map_err(check_error)?;
     use tlbkit_check::run::rounds;
     rounds::validate(&spec).map_err(check_error)?;
@@ -393,10 +358,12 @@ impl CheckParty {
     }
 }
 
-/// `tlbkit check`'s options from the keywords of `check` that name the check
-/// (not how it runs: `iterations`, `jobs`).
-#[allow(clippy::too_many_arguments)]
-fn check_options(
+/// The keywords of `check` that name the check (not how it runs:
+/// `iterations`, `jobs`, `all_violations`, `base`), as the package passes them:
+/// a dict.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct CheckWhat {
     policy: String,
     quick: bool,
     deep: bool,
@@ -410,24 +377,28 @@ fn check_options(
     memory: Option<String>,
     menu: Option<String>,
     teardown: Option<String>,
-) -> PyResult<Options> {
-    let cpus = check_cpus(cpus)?;
-    Ok(Options {
-        policy,
-        quick,
-        deep,
-        cpus,
-        mms,
-        pages,
-        asids,
-        ops,
-        mode,
-        seed,
-        memory,
-        menu,
-        teardown,
-        ..Options::default()
-    })
+}
+
+impl CheckWhat {
+    /// Returns `tlbkit check`'s options for the check.
+    fn options(self) -> PyResult<Options> {
+        Ok(Options {
+            cpus: check_cpus(self.cpus)?,
+            policy: self.policy,
+            quick: self.quick,
+            deep: self.deep,
+            mms: self.mms,
+            pages: self.pages,
+            asids: self.asids,
+            ops: self.ops,
+            mode: self.mode,
+            seed: self.seed,
+            memory: self.memory,
+            menu: self.menu,
+            teardown: self.teardown,
+            ..Options::default()
+        })
+    }
 }
 
 /// Returns `cpus=` as a CPU count, or the check's error for a negative one.

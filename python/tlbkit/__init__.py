@@ -266,36 +266,29 @@ def check(
         raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
     if all_violations and executor == "ray":
         raise ValueError("all_violations searches on this machine, on one thread: leave executor out")
+    what = dict(
+        policy=policy,
+        quick=quick,
+        deep=deep,
+        cpus=cpus,
+        mms=mms,
+        pages=pages,
+        asids=asids,
+        ops=ops,
+        mode=mode,
+        seed=seed,
+        memory=memory,
+        menu=menu,
+        teardown=teardown,
+    )
     if executor == "ray":
         if base is not None:
             raise ValueError("base is counted on this machine's check: leave executor out")
-        token = _native.check_spec_token(
-            policy, quick, deep, cpus, mms, pages, asids, ops, mode, seed, memory, menu, teardown
-        )
+        token = _native.check_spec_token(what)
         from tlbkit import _ray
 
         return _check_result(_ray.check(token, address=address))
-    return _check_result(
-        _native.check_json(
-            policy,
-            quick,
-            deep,
-            cpus,
-            mms,
-            pages,
-            asids,
-            ops,
-            mode,
-            iterations,
-            seed,
-            memory,
-            menu,
-            teardown,
-            jobs,
-            all_violations,
-            base,
-        )
-    )
+    return _check_result(_native.check_json(what, iterations, jobs, all_violations, base))
 
 
 def replay(token: str) -> CheckResult:
