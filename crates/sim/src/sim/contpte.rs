@@ -659,7 +659,7 @@ impl Sim {
             return now;
         }
         let seq = self.oracle.next_seq();
-        let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), owed, now);
+        let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), Vec::new(), now).with_arch(owed);
         self.flush(cpu, pf, now)
     }
 

@@ -5,6 +5,15 @@
 use super::kernel_state::LazyDone;
 use super::*;
 
+impl PendingFlush {
+    /// Returns the flush of an operation that also changed PTEs through the
+    /// arch code: it discharges `arch`, what the arch code's own flushes left
+    /// owed, too.
+    pub(super) fn with_arch(self, arch: ptemem::Unflushed) -> PendingFlush {
+        PendingFlush { arch, ..self }
+    }
+}
+
 impl Sim {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open_flush(
@@ -30,24 +39,6 @@ impl Sim {
         // flushes hold memory back when deferred.
         let lazy = matches!(change, "munmap" | "madvise");
         PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default(), lazy }
-    }
-
-    /// [`Sim::open_flush`] for an operation that also changed PTEs through the
-    /// arch code: `arch` is what its own flushes left owed.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn open_flush_arch(
-        &mut self,
-        cpu: usize,
-        mm: MmId,
-        what: FlushWhat,
-        change: &'static str,
-        seq: u64,
-        frames: Vec<u64>,
-        arch: ptemem::Unflushed,
-        now: u64,
-    ) -> PendingFlush {
-        let pf = self.open_flush(cpu, mm, what, change, seq, Vec::new(), frames, now);
-        PendingFlush { arch, ..pf }
     }
 
     /// Runs the policy's flush for a change, discharges its obligation when the

@@ -103,7 +103,9 @@ impl Sim {
                 return now;
             }
             let seq = self.oracle.next_seq();
-            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, Vec::new(), owed, now);
+            let pf = self
+                .open_flush(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, Vec::new(), Vec::new(), now)
+                .with_arch(owed);
             return self.flush(cpu, pf, now);
         }
         let root = self.kern.mm(mm).root;
@@ -193,7 +195,7 @@ impl Sim {
             };
             let seq = self.oracle.next_seq();
             let what = FlushWhat::Range(lo, (hi - lo) / 4096 + 1);
-            let pf = self.open_flush_arch(cpu, mm, what, change, seq, frames, owed, now);
+            let pf = self.open_flush(cpu, mm, what, change, seq, Vec::new(), frames, now).with_arch(owed);
             return self.flush(cpu, pf, now);
         }
         let root = self.kern.mm(mm).root;

@@ -219,7 +219,7 @@ impl Sim {
         if self.folios() {
             let (t, owed, frames) = self.teardown_folio(cpu, mm, &vmas, change, now);
             let seq = self.oracle.next_seq();
-            let pf = self.open_flush_arch(cpu, mm, FlushWhat::Mm, change, seq, frames, owed, t);
+            let pf = self.open_flush(cpu, mm, FlushWhat::Mm, change, seq, Vec::new(), frames, t).with_arch(owed);
             now = self.flush(cpu, pf, t);
             self.kern.bury(mm);
             return now;
