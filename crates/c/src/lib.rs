@@ -33,6 +33,18 @@
 //! - [`coverage`]: what a check ran of the files, line by line, and which
 //!   lines differ from a base version.
 //!
+//! # How a C policy is found by name
+//! The registry (`tlbkit-registry`) describes every C policy (its entry
+//! `C_POLICY`, for the prefix `c:`) but builds none, and does not depend on
+//! this crate: this crate depends on the registry and adds its one entry on
+//! top. [`front::with_policy`] is the door the simulator and the checker
+//! build every named policy through: it builds a `c:FILE...` name here and
+//! hands any other to the registry's `with_policy`; [`front::pin_content`]
+//! and [`front::unpinned`] are the same door for the name a check records.
+//! (A policy cannot be registered at run time instead: the registry's
+//! `WithPolicy::with` is generic over the policy's type, and a policy's
+//! methods over the hardware.)
+//!
 //! Nothing of the kernel is linked into tlbkit: the user's files are
 //! compiled on the user's machine into an object tlbkit loads at run time.
 
@@ -41,6 +53,7 @@ pub mod build;
 pub mod coverage;
 mod elf;
 mod error;
+pub mod front;
 pub mod load;
 pub mod policy;
 pub mod race;

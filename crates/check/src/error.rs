@@ -37,6 +37,16 @@ pub enum Error {
         #[source]
         source: tlbkit_registry::Error,
     },
+    /// The C front end's error for the C policy given: a file that does not
+    /// compile, no compiler, a file that stops while booting, files changed
+    /// since a token or save pinned them.
+    CPolicy {
+        /// The policy, as given.
+        policy: String,
+        /// The C front end's error.
+        #[source]
+        source: Box<tlbkit_c::Error>,
+    },
     /// A name that is neither a registered policy nor a bug-zoo entry.
     UnknownPolicy {
         /// The name given.
@@ -189,6 +199,7 @@ impl Error {
     pub fn param(&self) -> Option<Param> {
         match self {
             Error::Registry { .. }
+            | Error::CPolicy { .. }
             | Error::UnknownPolicy { .. }
             | Error::UnknownZooEntry { .. }
             | Error::ZooBase { .. }
@@ -213,15 +224,8 @@ impl Error {
     /// template of each variant, whatever the front end).
     pub fn message(&self, names: &dyn Names) -> String {
         match self {
-            Error::Registry { policy, source } => {
-                // A C policy's error names its files itself.
-                let said = source.to_string();
-                if said.starts_with(tlbkit_registry::unpinned(policy)) {
-                    said
-                } else {
-                    format!("{policy}: {said}")
-                }
-            }
+            Error::Registry { policy, source } => about_policy(policy, source.to_string()),
+            Error::CPolicy { policy, source } => about_policy(policy, source.to_string()),
             Error::UnknownPolicy { name } => {
                 let all: Vec<&str> = tlbkit_registry::POLICIES.iter().map(|p| p.name).collect();
                 format!(
@@ -339,9 +343,30 @@ impl Error {
         }
     }
 
+    /// Returns the error of building the policy given (`policy`) through the
+    /// front door (`tlbkit_c::front`): the registry's, or the C front end's.
+    pub(crate) fn building(policy: &str, e: tlbkit_c::front::Error) -> Error {
+        let policy = policy.to_string();
+        match e {
+            tlbkit_c::front::Error::Registry(source) => Error::Registry { policy, source },
+            tlbkit_c::front::Error::C(source) => Error::CPolicy { policy, source: Box::new(source) },
+        }
+    }
+
     /// Returns the error of `param` given `value`, with what is wrong.
     pub(crate) fn invalid(param: Param, value: impl fmt::Display, problem: impl Into<String>) -> Error {
         Error::Invalid { param, value: Some(value.to_string()), problem: problem.into() }
+    }
+}
+
+/// Returns `said` about `policy`, after the policy's name unless it names the
+/// policy already (as a C policy's error names its files, and a refused bug
+/// its policy).
+fn about_policy(policy: &str, said: String) -> String {
+    if said.starts_with(tlbkit_c::front::unpinned(policy)) {
+        said
+    } else {
+        format!("{policy}: {said}")
     }
 }
 

@@ -161,12 +161,12 @@ impl Options {
     }
 
     /// Returns the policy as the check records it: a C policy's name pinned
-    /// to its files' content (`c:context.c#DIGEST`, see [`tlbkit_c::source`]),
+    /// to its files' content (`c:context.c#DIGEST`, see [`tlbkit_c::front`]),
     /// so that its tokens and saves never replay or resume over an edited
     /// file; any other name as given.
     fn pinned_policy(&self) -> Result<String, Error> {
-        tlbkit_registry::pin_content(&self.policy)
-            .map_err(|source| Error::Registry { policy: self.policy.clone(), source })
+        tlbkit_c::front::pin_content(&self.policy)
+            .map_err(|source| Error::CPolicy { policy: self.policy.clone(), source: Box::new(source) })
     }
 
     /// Returns the request as one shape, its bounds not given taken from the
@@ -275,7 +275,7 @@ impl Options {
             }),
             (Some(token), None) => {
                 let (t, choices) = crate::token::decode(token)?;
-                if tlbkit_registry::unpinned(&t.policy) != tlbkit_registry::unpinned(&self.policy) {
+                if tlbkit_c::front::unpinned(&t.policy) != tlbkit_c::front::unpinned(&self.policy) {
                     return Err(Error::Invalid {
                         param: Param::From,
                         value: None,

@@ -147,8 +147,7 @@ fn with_policy<W: WithPolicy>(spec: &CheckSpec, code: W) -> Result<W::Out, Error
     let r = resolve(&spec.policy)?;
     // A C policy is its files, which only its full name says.
     let name = if spec.policy.starts_with(registry::C_PREFIX) { spec.policy.as_str() } else { r.base.name };
-    registry::with_policy(name, &build(spec, &r)?, code)
-        .map_err(|source| Error::Registry { policy: spec.policy.clone(), source })
+    tlbkit_c::front::with_policy(name, &build(spec, &r)?, code).map_err(|e| Error::building(&spec.policy, e))
 }
 
 /// A policy name resolved: the registered policy and the zoo bug it carries.

@@ -1,5 +1,6 @@
 //! The registry's errors: a policy it does not have, a shape a policy refuses,
-//! a bug a policy has no switch for.
+//! a bug a policy has no switch for, a C policy it is asked to build (the C
+//! front end builds those, and has errors of its own).
 //!
 //! No variant names a parameter: the simulator and the checker wrap this
 //! error in theirs (`#[from]`) and say which of their parameters led to it.
@@ -24,10 +25,15 @@ pub enum Error {
         /// Why, in the policy's words.
         why: String,
     },
-    /// A C policy that could not be built (a file that does not compile, no
-    /// compiler, a file that stops while booting).
-    #[error(transparent)]
-    C(#[from] tlbkit_c::Error),
+    /// A C policy (`c:FILE...`) given to the registry's own `with_policy`:
+    /// the registry describes C policies ([`crate::C_POLICY`]) but does not
+    /// build them; the C front end does (`tlbkit_c::front::with_policy`, the
+    /// door the simulator and the checker go through for every name).
+    #[error("{name} is a C policy, which the C front end builds (tlbkit_c::front::with_policy), not the registry")]
+    CPolicy {
+        /// The name given.
+        name: String,
+    },
     /// A bug-zoo bug the policy has no switch for.
     #[error("{policy} has no switch for the bug-zoo bug {bug}")]
     NoBugSwitch {

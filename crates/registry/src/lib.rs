@@ -7,6 +7,20 @@
 //! architecture, its kernel, the `--set` switches it takes, the checker's ASID
 //! space and default shape.
 //!
+//! C policies (`c:FILE...`, a kernel's own arch file compiled at run time) are
+//! described here and built elsewhere. The registry knows what every C policy
+//! is to the tools ([`C_POLICY`], found by its prefix [`C_PREFIX`]), so that
+//! `list`, the catalogues and the checker's defaults read it as any entry;
+//! but it compiles nothing and does not depend on the C front end
+//! (`tlbkit-c`). The front end depends on the registry instead and adds its
+//! one entry on top: `tlbkit_c::front::with_policy` builds a `c:` name
+//! itself and hands every other name to [`with_policy`], so the simulator
+//! and the checker go through that door; the registry's own [`with_policy`],
+//! given a `c:` name, says so ([`Error::CPolicy`]). A policy cannot be handed
+//! to the registry at run time instead, as an object or a function pointer:
+//! [`WithPolicy::with`] is generic over the policy's type, and so are the
+//! policy's methods over the hardware.
+//!
 //! No tool looks at a policy's name to decide what the policy is: a policy of
 //! your own gets the defaults of the family its entry says it belongs to,
 //! whatever it is called. The test `tests/registry.rs` of the workspace holds
@@ -305,8 +319,8 @@ pub trait WithPolicy {
 }
 
 /// Returns the policy called `name`. Every `c:FILE[+FILE...]` is the one
-/// C policy entry ([`C_POLICY`]): what it is comes from the files, built when
-/// a tool runs it ([`with_policy`]).
+/// C policy entry ([`C_POLICY`]): what it is comes from the files, which the
+/// C front end builds when a tool runs it (`tlbkit_c::front::with_policy`).
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
     if name.starts_with(C_PREFIX) {
         return Some(&C_POLICY);
@@ -316,27 +330,6 @@ pub fn policy(name: &str) -> Option<&'static PolicyDef> {
 
 /// How a C policy's name starts: `c:arch/arm64/mm/context.c`.
 pub const C_PREFIX: &str = "c:";
-
-/// Returns `name` as a check records it: a C policy pinned to its files'
-/// content (`c:context.c#DIGEST`; see `tlbkit_c::source`, "Identity by
-/// content"), refused if pinned already and its files have changed since;
-/// any other name as it is.
-pub fn pin_content(name: &str) -> Result<String, Error> {
-    if !name.starts_with(C_PREFIX) {
-        return Ok(name.to_string());
-    }
-    Ok(tlbkit_c::source::pin(name)?)
-}
-
-/// Returns `name` without the content digest [`pin_content`] adds: the
-/// policy as the user named it.
-pub fn unpinned(name: &str) -> &str {
-    if name.starts_with(C_PREFIX) {
-        tlbkit_c::source::unpinned(name)
-    } else {
-        name
-    }
-}
 
 /// What every C policy is to the tools: a Linux arm64 ASID allocator, as
 /// `arch/arm64/mm/context.c` is (the only file the shims take today), with the

@@ -63,7 +63,9 @@ macro_rules! register {
 
         /// Builds the policy called `name` from `b` and runs `code` with it.
         /// Returns an error for an unknown name, a shape the policy refuses, or a
-        /// bug it has no switch for.
+        /// bug it has no switch for. A C policy (`c:FILE...`) is not built here
+        /// but by the C front end (`tlbkit_c::front::with_policy`, the door for
+        /// every name): given one, this returns [`Error::CPolicy`].
         pub fn with_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Error> {
             match name {
                 $( $name => {
@@ -79,7 +81,9 @@ macro_rules! register {
                     make(b)?;
                     Ok(code.with(&|| make(b).expect("the same configuration was accepted")))
                 } )*
-                other if other.starts_with(crate::C_PREFIX) => c_policy(other, b, code),
+                // A C policy is built by the C front end, above the registry
+                // (`tlbkit_c::front::with_policy`), which sends every other name here.
+                other if other.starts_with(crate::C_PREFIX) => Err(Error::CPolicy { name: other.to_string() }),
                 other => match crate::alias::builds_as(other) {
                     Some(like) => with_policy(like, b, code),
                     None => Err(Error::UnknownPolicy { name: other.to_string() }),
@@ -402,29 +406,6 @@ register! {
 
 /// Builds an arm64 Linux policy with `ctor` (one of [`LinuxArm64`]'s
 /// constructors) from `b`'s shape, with range invalidation as `b` says.
-/// Builds the C policy `name` (`c:FILE...`) for `b` and runs `code` with it:
-/// compiles the files (or finds them compiled), boots one copy to refuse a
-/// configuration the file cannot run, then hands out fresh policies.
-fn c_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Error> {
-    if let Some(bug) = b.bug {
-        return Err(Error::NoBugSwitch { policy: name.to_string(), bug });
-    }
-    let sources = tlbkit_c::Sources::parse(name)?;
-    let options = tlbkit_c::Options {
-        cpus: b.cpus,
-        mm_slots: b.mm_slots,
-        asid_bits: b.asid_bits,
-        kpti: b.kpti,
-        tlbi_range: b.tlbi_range,
-        cnp: false,
-        checker: b.checker,
-    }
-    .with_sources(&sources);
-    let lib = tlbkit_c::Lib::build(&sources, &options)?;
-    drop(tlbkit_c::CPolicy::new(&lib, &options)?);
-    Ok(code.with(&|| tlbkit_c::CPolicy::new(&lib, &options).expect("the same configuration booted")))
-}
-
 fn linux_arm64(
     b: &Build,
     ctor: impl FnOnce(usize, usize, u8, bool) -> Result<LinuxArm64, tlbkit_policy::asid::linux_arm64::ConfigError>,
@@ -545,6 +526,24 @@ mod tests {
                 "x86-linux-613",
                 "x86-linux-invlpgb-fix-max"
             ]
+        );
+    }
+
+    #[test]
+    fn a_c_policy_is_described_here_and_built_by_the_c_front_end() {
+        struct Nothing;
+        impl WithPolicy for Nothing {
+            type Out = ();
+            fn with<P: Policy>(self, _build: &dyn Fn() -> P) {}
+        }
+        let name = "c:arch/arm64/mm/context.c";
+        assert_eq!(crate::policy(name).map(|p| p.name), Some(crate::C_PREFIX));
+        let e = with_policy(name, &Build::new(2, 4, 8), Nothing).unwrap_err();
+        assert_eq!(e, Error::CPolicy { name: name.into() });
+        assert_eq!(
+            e.to_string(),
+            "c:arch/arm64/mm/context.c is a C policy, which the C front end builds \
+             (tlbkit_c::front::with_policy), not the registry"
         );
     }
 

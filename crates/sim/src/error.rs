@@ -78,6 +78,9 @@ pub enum Error {
     /// An error of the policy registry: an unknown policy, a shape the policy
     /// refuses.
     Registry(#[from] tlbkit_registry::Error),
+    /// A C policy that could not be built (a file that does not compile, no
+    /// compiler, a file that stops while booting): the C front end's error.
+    C(#[from] tlbkit_c::Error),
     /// A policy for another architecture than the machine's.
     WrongArch {
         /// The policy.
@@ -437,7 +440,9 @@ impl Error {
             Error::MissingParam { param, .. } => Some(param.clone()),
             Error::UnknownMachine { .. } | Error::Host(_) | Error::MachineFile(_) => Some(Param::Machine),
             Error::UnknownWorkload { .. } => Some(Param::Workload),
-            Error::Registry(_) | Error::WrongArch { .. } | Error::NeedsInvlpgb { .. } => Some(Param::Policy),
+            Error::Registry(_) | Error::C(_) | Error::WrongArch { .. } | Error::NeedsInvlpgb { .. } => {
+                Some(Param::Policy)
+            }
             Error::CpusRange { .. } | Error::TooFewCores { .. } | Error::NoCpuCounts { .. } => Some(Param::Cpus),
             Error::MalformedSet { .. } => Some(Param::Sets),
             Error::UnknownSetting { key, .. }
@@ -478,6 +483,7 @@ impl Error {
             Error::Host(e) => e.to_string(),
             Error::MachineFile(e) => e.to_string(),
             Error::Registry(e) => e.to_string(),
+            Error::C(e) => e.to_string(),
             Error::WrongArch { policy, policy_arch, machine, machine_arch, fits } => format!(
                 "policy '{policy}' is for {} machines but '{machine}' is {}; policies that fit: {}",
                 arch_name(*policy_arch),
@@ -571,6 +577,17 @@ impl Error {
             Error::NoUserRoot { cpu, va } => format!("cpu{cpu}: fault at {va:#x} without a user root"),
             Error::NotMapped { va, mm } => format!("segmentation fault: {va:#x} is not mapped in {mm}"),
             Error::ReadOnly { va, mm } => format!("segmentation fault: write to read-only {va:#x} in {mm}"),
+        }
+    }
+}
+
+/// The front door's error (`tlbkit_c::front::with_policy`): the registry's
+/// or the C front end's, each its own variant.
+impl From<tlbkit_c::front::Error> for Error {
+    fn from(e: tlbkit_c::front::Error) -> Self {
+        match e {
+            tlbkit_c::front::Error::Registry(e) => Error::Registry(e),
+            tlbkit_c::front::Error::C(e) => Error::C(e),
         }
     }
 }

@@ -438,7 +438,7 @@ fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
     }
 }
 
-/// One run of a workload's phases, for [`registry::with_policy`].
+/// One run of a workload's phases, for [`tlbkit_c::front::with_policy`].
 struct Runs<'a> {
     cfg: &'a SimConfig,
     wl: &'a workload::WorkloadDef,
@@ -484,7 +484,7 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
     let cfg = config(spec, preset, &mp, max_mms);
     let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };
-    let out = registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), runs)??;
+    let out = tlbkit_c::front::with_policy(&spec.policy, &build(spec, &mp, max_mms), runs)??;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
     pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));

@@ -371,8 +371,8 @@ fn edited_policy<'a>(theirs: &'a str, ours: &str) -> Option<&'a str> {
     if a.len() != b.len() || a.len() < 2 || a[0] != b[0] || a[1] == b[1] || a[2..] != b[2..] {
         return None;
     }
-    let policy = tlbkit_registry::unpinned(a[1]);
-    (policy == tlbkit_registry::unpinned(b[1])).then_some(policy)
+    let policy = tlbkit_c::front::unpinned(a[1]);
+    (policy == tlbkit_c::front::unpinned(b[1])).then_some(policy)
 }
 
 /// Returns the size `text` gives (`512M`, `4G`, `1.5G`, `100000` bytes).

@@ -18,7 +18,7 @@ pub struct BenchResult {
     pub translations: u64,
 }
 
-/// One timed main phase, for [`registry::with_policy`].
+/// One timed main phase, for [`tlbkit_c::front::with_policy`].
 struct Bench<'a>(Runs<'a>);
 
 impl WithPolicy for Bench<'_> {
@@ -62,7 +62,7 @@ pub fn bench(spec: &RunSpec, reps: usize) -> Result<BenchResult, Error> {
     let mut runs = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
         let one = Bench(Runs { cfg: &cfg, wl, params: &params, texts: &texts });
-        runs.push(registry::with_policy(&spec.policy, &build(spec, &mp, max_mms), one)??);
+        runs.push(tlbkit_c::front::with_policy(&spec.policy, &build(spec, &mp, max_mms), one)??);
     }
     runs.sort_by(|a, b| a.translations_per_sec.total_cmp(&b.translations_per_sec));
     Ok(runs[runs.len() / 2])
