@@ -9,6 +9,10 @@
 //! the sources, builds each crate's graph of top-level modules and names any
 //! circle that comes back.
 //!
+//! The crates are in layers too. Cargo refuses a circle of them, but not a
+//! dependency that turns two layers over: a test here keeps the registry
+//! below the C front end, which builds C policies on top of it.
+//!
 //! Paths in comments and string literals are not references and are left
 //! out; so are `super::` paths, which stay inside one top-level module, and
 //! tests (a file's code from its `#[cfg(test)]` on, `tests.rs` and
@@ -265,6 +269,76 @@ fn no_crates_modules_name_each_other_in_a_circle() {
          engine::Engine):\n{}",
         circles.join("\n")
     );
+}
+
+/// Returns the workspace's crates `manifest` (a `Cargo.toml`) depends on:
+/// each dependency given by `path`, in any dependencies section (normal,
+/// `dev-`, `build-`, per target), by the name it is given there.
+fn path_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut deps = BTreeSet::new();
+    // The section's header, and whether it lists dependencies.
+    let mut section = String::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let (key, value) = (key.trim(), value.trim());
+        if section.ends_with("dependencies") && value.starts_with('{') && value.contains("path") {
+            deps.insert(key.to_string());
+        }
+        // `[dependencies.NAME]`, then `path = "..."`.
+        if let Some((head, name)) = section.rsplit_once('.') {
+            if head.ends_with("dependencies") && key == "path" {
+                deps.insert(name.to_string());
+            }
+        }
+    }
+    deps
+}
+
+/// The crates' own layers: the registry describes every policy, C ones
+/// included, but builds no C policy and does not depend on the C front end
+/// (`tlbkit-c`), which depends on it and adds its one entry on top
+/// (`tlbkit_c::front::with_policy`); the simulator and the checker build
+/// their policies through that door.
+#[test]
+fn the_registry_does_not_depend_on_the_c_front_end() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let deps = |krate: &str| {
+        let path = root.join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        path_dependencies(&text)
+    };
+    let registry = deps("crates/registry");
+    assert!(registry.contains("tlbkit-policy"), "the registry's manifest was not read: {registry:?}");
+    let beyond: Vec<&String> =
+        registry.iter().filter(|d| !["tlbkit-policy", "my-policy"].contains(&d.as_str())).collect();
+    assert!(
+        beyond.is_empty(),
+        "tlbkit-registry depends on {beyond:?}: it depends on the policies only (a C policy is built by the C front \
+         end, which depends on the registry: tlbkit_c::front)"
+    );
+    let c = deps("crates/c");
+    assert!(c.contains("tlbkit-registry"), "tlbkit-c no longer builds C policies on top of the registry: {c:?}");
+    for above in ["tlbkit-sim", "tlbkit-check", "tlbkit-lab", "tlbkit"] {
+        assert!(!c.contains(above), "tlbkit-c depends on {above}, which is above it");
+    }
+    for front in ["crates/sim", "crates/check"] {
+        assert!(deps(front).contains("tlbkit-c"), "{front} no longer builds its policies through tlbkit_c::front");
+    }
+}
+
+#[test]
+fn a_manifests_path_dependencies_are_read_from_every_section() {
+    let manifest =
+        "[package]\nname = \"x\"\npath = \"no\"\n\n[dependencies]\ntlbkit-policy = { path = \"../policy\" }\n\
+                    thiserror = \"2\"\n[dev-dependencies]\ntlbkit-c = { path = \"../c\", features = [] }\n\
+                    [target.'cfg(unix)'.dependencies]\nlibc = { version = \"0.2\" }\n\
+                    [build-dependencies.tlbkit-sim]\npath = \"../sim\"\n";
+    let deps: Vec<String> = path_dependencies(manifest).into_iter().collect();
+    assert_eq!(deps, ["tlbkit-c", "tlbkit-policy", "tlbkit-sim"]);
 }
 
 #[test]
