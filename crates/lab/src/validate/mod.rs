@@ -24,7 +24,10 @@
 //! run's metric: a seed draws the tick's phase and the IPI and wake-up
 //! latencies, and one draw can move a workload that turns on the order of
 //! wake-ups by several percent, as a single run on hardware can; a published
-//! figure is itself a mean of runs.
+//! figure is itself a mean of runs. Where the seeds' runs differ, a row also
+//! gives the figure each seed's runs give alone, lowest and highest
+//! ([`Row::seeds`]), and says when they disagree on its direction: such a
+//! verdict is not a finding.
 
 pub mod charts;
 pub mod expr;
@@ -424,7 +427,19 @@ struct At<'a> {
     entry: &'a Entry,
     x: Option<f64>,
     results: &'a Results,
-    seeds: u64,
+    /// The seeds whose runs' metrics are averaged: 1 to `seeds`, or only
+    /// `seeds.1` when given.
+    seeds: (u64, Option<u64>),
+}
+
+impl At<'_> {
+    /// The seeds this scope reads.
+    fn seed_range(&self) -> std::ops::RangeInclusive<u64> {
+        match self.seeds {
+            (_, Some(one)) => one..=one,
+            (n, None) => 1..=n,
+        }
+    }
 }
 
 impl Scope for At<'_> {
@@ -437,7 +452,9 @@ impl Scope for At<'_> {
     fn metric(&self, run: &str, metric: &str) -> Result<f64, String> {
         let template = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?;
         let mut sum = 0.0;
-        for seed in 1..=self.seeds {
+        let seeds = self.seed_range();
+        let n = seeds.clone().count() as f64;
+        for seed in seeds {
             let command = template.at(self.x, seed)?.command();
             sum += match self.results.get(&command) {
                 None => return Err(format!("'{command}' was not run")),
@@ -448,7 +465,7 @@ impl Scope for At<'_> {
                 })?,
             };
         }
-        Ok(sum / self.seeds as f64)
+        Ok(sum / n)
     }
 
     fn x(&self) -> Result<f64, String> {
@@ -512,6 +529,10 @@ pub struct Row {
     /// [`ESTIMATE_SHARE`] of a run's CPU time.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub estimates: Vec<String>,
+    /// For a ratio or absolute figure whose seeds' runs differ: the lowest and
+    /// highest figure one seed's runs give alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<(f64, f64)>,
 }
 
 /// The judged rows of one entry.
@@ -580,6 +601,7 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
             note: f.note.clone(),
             curve: Vec::new(),
             estimates: Vec::new(),
+            seeds: None,
         };
         let (sim, reference) = match (Expr::parse(&f.sim), Expr::parse(&f.reference)) {
             (Ok(s), Ok(r)) => (s, r),
@@ -591,8 +613,16 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
             }
         };
         let eval = |x: Option<f64>| -> Result<(f64, f64), String> {
-            let scope = At { entry: e, x, results, seeds };
+            let scope = At { entry: e, x, results, seeds: (seeds, None) };
             Ok((sim.eval(&scope)?, reference.eval(&scope)?))
+        };
+        // The figure of each seed's runs alone, lowest and highest, where they differ.
+        let spread = |x: Option<f64>| -> Option<(f64, f64)> {
+            let one = |seed| sim.eval(&At { entry: e, x, results, seeds: (seeds, Some(seed)) }).ok();
+            let each: Vec<f64> = (1..=seeds).map(one).collect::<Option<_>>()?;
+            let lo = each.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = each.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (hi - lo > 1e-9 * hi.abs().max(lo.abs())).then_some((lo, hi))
         };
         if f.kind.is_curve() {
             let mut r = row(f.label.clone(), None);
@@ -623,6 +653,7 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
                 Ok((s, p)) => {
                     r.sim = Some(s);
                     r.reference = Some(p);
+                    r.seeds = spread(x);
                     match f.kind {
                         Kind::Abs => r.factor = Some(s / p),
                         Kind::AtMost => {

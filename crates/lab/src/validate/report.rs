@@ -304,6 +304,13 @@ fn render_entry(j: &Judged, out: &mut String) {
             let judged = if r.counted == Counted::No { format!("[{judged}; not counted]") } else { judged };
             let _ = writeln!(out, "{head} {figures}  {judged}{apart}");
         }
+        // (Seeds that differ only past the printed digits are not shown.)
+        if let Some((lo, hi)) = r.seeds.filter(|&(lo, hi)| r.error.is_none() && fmt(lo) != fmt(hi)) {
+            // A ratio whose seeds fall on both sides of 1 has no direction yet.
+            let split = r.factor.is_none() && r.verdict.is_some() && lo < 1.0 && hi > 1.0;
+            let split = if split { "; the seeds disagree on its direction" } else { "" };
+            let _ = writeln!(out, "         seeds alone: {} to {}{split}", fmt(lo), fmt(hi));
+        }
         if let Some(n) = &r.note {
             let _ = writeln!(out, "         note: {n}");
         }

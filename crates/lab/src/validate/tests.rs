@@ -259,3 +259,56 @@ fn a_point_where_no_figure_gives_one_is_refused_before_any_run() {
         corpus(&ENTRY.replacen("policy = \"x86-linux-613\"", "policy = \"x86-linux-{x}\"", 1)).expect_err("refused");
     assert!(e.contains("policy 'x86-linux-{x}' holds {x}"), "{e}");
 }
+
+#[test]
+fn a_row_whose_seeds_differ_gives_each_seeds_figure_and_says_when_they_split_on_direction() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    // Seed 1 as `t1_results`; seed 2 makes the new policy slower at 2 tasks
+    // (ratio 0.9 there) and changes nothing at 1 task.
+    let mut r = t1_results();
+    for (x, policy, v) in [
+        (1, "x86-linux-613", 100.0),
+        (1, "x86-linux-invlpgb", 100.0),
+        (2, "x86-linux-613", 150.0),
+        (2, "x86-linux-invlpgb", 135.0),
+        (4, "x86-linux-613", 160.0),
+        (4, "x86-linux-invlpgb", 480.0),
+    ] {
+        let spec = RunSpec {
+            machine: "milan".into(),
+            cpus: x,
+            policy: policy.into(),
+            workload: "will_it_scale_tlb_flush2".into(),
+            sets: vec![format!("tasks={x}")],
+            seed: 2,
+            strict: false,
+        };
+        r.insert(spec.command(), Ok(BTreeMap::from([("ops_per_s".to_string(), v)])));
+    }
+    let j = &judge_all(&e, &r, 2)[0];
+    assert_eq!(j.rows[0].seeds, None, "the same figure from both seeds");
+    assert_eq!(j.rows[1].seeds, Some((0.9, 1.0)));
+    assert_eq!(j.rows[2].seeds, Some((2.5, 3.0)));
+    // The mean of the seeds' metrics, as before: (400 + 480) / 2 over 160.
+    assert_eq!(j.rows[2].sim, Some(2.75));
+    let text = Report::new(judge_all(&e, &r, 2), 2, 12, 0).render();
+    assert!(text.contains("seeds alone: 2.500 to 3.000\n"), "{text}");
+    assert!(!text.contains("seeds alone: 0.9000 to 1.000; the seeds disagree"), "0.9 to 1.0 never rises: {text}");
+    // A split across 1 is named.
+    r.insert(
+        RunSpec {
+            machine: "milan".into(),
+            cpus: 2,
+            policy: "x86-linux-invlpgb".into(),
+            workload: "will_it_scale_tlb_flush2".into(),
+            sets: vec!["tasks=2".into()],
+            seed: 1,
+            strict: false,
+        }
+        .command(),
+        Ok(BTreeMap::from([("ops_per_s".to_string(), 165.0)])),
+    );
+    let text = Report::new(judge_all(&e, &r, 2), 2, 12, 0).render();
+    assert!(text.contains("seeds alone: 0.9000 to 1.100; the seeds disagree on its direction\n"), "{text}");
+}
