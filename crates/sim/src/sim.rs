@@ -69,10 +69,14 @@
 //! - `timing` (`Timing`, `sim/timing.rs`): the demand walks' and faults'
 //!   cycles a touch overlaps, and the jitter.
 //!
-//! An address space (`Mm`), a thread and a CPU's scheduler state are handed
-//! out whole by id (`kern.mm_mut`, `scheduler.thread_mut`,
-//! `scheduler.cpu_mut`), their fields the paths'; a CPU's run queue, running
-//! thread and cache domain stay the scheduler's.
+//! Records: an address space (`Mm`), a pipe, a thread and a CPU's scheduler
+//! state own their fields too, each in its part's module (`Mm` and `Pipe` the
+//! kernel state's, `Thread` and `CpuSched` the scheduler's): the paths read
+//! them by id and change them through narrow methods named for what the
+//! kernel does (`mm.begin_munmap()`, `thread.set_return(v)`,
+//! `cpu.owe_resched()`), and what must change together (a thread's state
+//! with its CPU's running thread, an address space's users with the live
+//! threads) changes in one method of the part that keeps it.
 
 mod access;
 mod balance;
@@ -111,7 +115,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
-use crate::sched::{Entity, SchedKind, Tunables};
+use crate::sched::{SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 use hooks::Hooks;
@@ -119,7 +123,9 @@ use kernel_state::KernelState;
 use memory::MemoryState;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use scheduler::{CpuSched, Scheduler};
+#[cfg(test)]
+use scheduler::State;
+use scheduler::{CpuSched, Retry, Scheduler, Thread};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use timing::Timing;
@@ -387,91 +393,6 @@ impl Vma {
     }
 }
 
-impl Mm {
-    /// Returns an address space with no mappings and no users.
-    fn new(uid: u32, root: u32, mmap_next: u64, alive: bool) -> Self {
-        Mm {
-            uid,
-            root,
-            vmas: Vec::new(),
-            users: 0,
-            mmap_next,
-            alive,
-            swapped: Default::default(),
-            batched: Default::default(),
-            munmap_inprogress: false,
-        }
-    }
-}
-
-struct Mm {
-    uid: u32,
-    root: u32,
-    vmas: Vec<Vma>,
-    users: u32,
-    mmap_next: u64,
-    alive: bool,
-    /// Pages `MADV_PAGEOUT` paged out and nothing has mapped or zapped since
-    /// (their PTEs are none: the model has no swap entries).
-    swapped: std::collections::BTreeSet<u64>,
-    /// Reclaim deferred flushes of this address space that no later page-table
-    /// walk has completed yet (`mm->tlb_flush_batched`): the completion barriers
-    /// the next `MADV_PAGEOUT` walk issues first (`flush_tlb_batched_pending`).
-    batched: reclaim::Held,
-    /// LATR's `mm->munmap_inprogress`: set (a plain store) as a `munmap` or
-    /// `madvise(MADV_DONTNEED)` of this address space starts, cleared as it
-    /// ends. Every system call runs whole here, so no other flush of the
-    /// address space happens while it is set.
-    munmap_inprogress: bool,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
-    Runnable,
-    Running,
-    Blocked,
-    Dead,
-}
-
-struct Thread {
-    mm: MmId,
-    state: State,
-    cpu: usize,
-    prog: Box<dyn Program>,
-    ret: u64,
-    /// The rest of a touch that did not fit in one event.
-    pending: Option<(u64, u64, bool)>,
-    /// A pipe read to retry after a wake-up.
-    retry_read: Option<u32>,
-    /// A pipe write to retry after a wake-up.
-    retry_write: Option<u32>,
-    /// The end of a fault it took from user code: the lock it still holds
-    /// and the address space, released at its next event, before anything
-    /// else ([`Sim::fault`]); its `pending` touch then restarts the access
-    /// that faulted.
-    fault_exit: Option<(MmId, kwork::FaultLock)>,
-    /// Its `pending` touch begins with the access a fault interrupted: the
-    /// instruction is restarted, not counted again.
-    restart: bool,
-    kstack: u64,
-    tstruct: u64,
-    /// Bound to its CPU (`CloneOn`): wake-ups and idle CPUs leave it there.
-    pinned: bool,
-    /// Its scheduling entity (the fair classes).
-    se: Entity,
-}
-
-struct Pipe {
-    count: u64,
-    /// The most tokens it holds (`u64::MAX`: unbounded).
-    cap: u64,
-    /// Blocked readers.
-    waiters: VecDeque<usize>,
-    /// Writers blocked on a full pipe.
-    writers: VecDeque<usize>,
-    kva: u64,
-}
-
 /// What a flush must cover.
 #[derive(Clone, Copy, Debug)]
 enum FlushWhat {
@@ -720,7 +641,7 @@ impl Sim {
 
     /// Returns the address space `cpu` last switched to.
     pub fn loaded_mm(&self, cpu: usize) -> MmId {
-        self.scheduler.cpu(cpu).loaded
+        self.scheduler.cpu(cpu).loaded()
     }
 
     /// Returns a uniform random number in [0, 1) from the run's generator.

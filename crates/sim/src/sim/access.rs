@@ -15,7 +15,7 @@ impl Sim {
         let (start, t0) = (now, self.timing.mark());
         let mut i = 0;
         // The first access restarts one a fault interrupted: it was counted.
-        let mut restart = std::mem::take(&mut self.scheduler.thread_mut(tid).restart);
+        let mut restart = self.scheduler.thread_mut(tid).take_restart();
         while i < n {
             // One page alone gains nothing from the fast path (its one copy is
             // owed and settled at once); trying would cost a lookup's first steps.
@@ -35,10 +35,10 @@ impl Sim {
                 }
             };
             restart = false;
-            if self.scheduler.thread(tid).fault_exit.is_some() {
+            if self.scheduler.thread(tid).in_fault() {
                 // A fault stopped at its unlock: the event ends there, and the
                 // thread's next one releases the lock and restarts this access.
-                self.scheduler.thread_mut(tid).restart = true;
+                self.scheduler.thread_mut(tid).restart_access();
                 break;
             }
             i += 1;
@@ -53,7 +53,7 @@ impl Sim {
         }
         // The rest: past the chunk, or from the access a fault left to restart.
         if pages > i {
-            self.scheduler.thread_mut(tid).pending = Some((va + i * 4096, pages - i, write));
+            self.scheduler.thread_mut(tid).resume_later(va + i * 4096, pages - i, write);
         }
         now
     }
@@ -112,7 +112,7 @@ impl Sim {
         match self.m.cpus[cpu].root {
             Root::Mm(mm) => {
                 let m = self.kern.mm(mm);
-                Some((m.root, m.uid, mm))
+                Some((m.root(), m.uid(), mm))
             }
             Root::Reserved => None,
         }
@@ -258,7 +258,7 @@ impl Sim {
                 self.check_use(cpu, e, va, uid, now);
                 if write && e.flags & F_WRITE == 0 {
                     now = self.timed_fault(cpu, va, write, now, tid)?;
-                    if tid.is_some_and(|t| self.scheduler.thread(t).fault_exit.is_some()) {
+                    if tid.is_some_and(|t| self.scheduler.thread(t).in_fault()) {
                         return Ok(now);
                     }
                     continue;
@@ -282,7 +282,7 @@ impl Sim {
                 }
                 _ => {
                     now = self.timed_fault(cpu, va, write, now, tid)?;
-                    if tid.is_some_and(|t| self.scheduler.thread(t).fault_exit.is_some()) {
+                    if tid.is_some_and(|t| self.scheduler.thread(t).in_fault()) {
                         return Ok(now);
                     }
                 }
@@ -425,11 +425,11 @@ impl Sim {
         if mm.is_kernel() {
             return;
         }
-        let n = self.kern.mm(mm).vmas.len();
+        let n = self.kern.mm(mm).vmas().len();
         if n == 0 {
             return;
         }
-        let v = self.kern.mm(mm).vmas[(self.rng.next_u64() % n as u64) as usize];
+        let v = self.kern.mm(mm).vmas()[(self.rng.next_u64() % n as u64) as usize];
         let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
         let mut t = 0;
         if self.walk_fill(cpu, root, uid, va, Some(now), &mut t).is_some() {
@@ -438,7 +438,7 @@ impl Sim {
     }
 
     pub(super) fn vma_of(&self, mm: MmId, va: u64) -> Option<Vma> {
-        self.kern.mm(mm).vmas.iter().copied().find(|v| v.start <= va && va < v.end())
+        self.kern.mm(mm).vmas().iter().copied().find(|v| v.start <= va && va < v.end())
     }
 
     pub(super) fn new_pte(&mut self, pfn: u64, write: bool) -> Pte {
@@ -521,7 +521,7 @@ impl Sim {
         if let (Some(tid), FaultLock::Vma(_) | FaultLock::Mmap) = (user, held) {
             // The unlock is an atomic on a line other CPUs take too: it runs
             // at its own event, after theirs that come before it.
-            self.scheduler.thread_mut(tid).fault_exit = Some((mm, held));
+            self.scheduler.thread_mut(tid).end_fault_later(mm, held);
             if let FaultLock::Mmap = held {
                 // A writer's down_write until then waits for this read hold.
                 self.kw.mmap_lock(mm).read_held_until(t);

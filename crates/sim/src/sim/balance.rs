@@ -77,7 +77,7 @@ impl Sim {
             sources[0] = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own));
         }
         let wide = self.scheduler.overloaded() > self.scheduler.overloaded_llcs()[own]
-            && now >= self.scheduler.cpu(cpu).next_wide;
+            && now >= self.scheduler.cpu(cpu).next_wide();
         if wide {
             // The socket's other domains, then the machine's: the busiest of each level.
             let socket = self.llc_socket(own);
@@ -103,7 +103,8 @@ impl Sim {
             // Nothing to take past the cache domain: not looked for again for
             // a tick (the kernel's newidle cost limit, `max_newidle_lb_cost`
             // against `avg_idle`, stops such searches too).
-            self.scheduler.cpu_mut(cpu).next_wide = now + self.scheduler.tun().tick;
+            let at = now + self.scheduler.tun().tick;
+            self.scheduler.cpu_mut(cpu).wide_next_at(at);
         }
         (None, now)
     }
@@ -114,8 +115,8 @@ impl Sim {
         let own = self.scheduler.cpu(cpu).llc() as usize;
         let weight = u64::from(self.scheduler.llc_range(own).1 - self.scheduler.llc_range(own).0);
         let interval = self.scheduler.tun().ms * weight;
-        if self.scheduler.cpu(cpu).runq().movable() > 0 && now >= self.scheduler.cpu(cpu).next_kick {
-            self.scheduler.cpu_mut(cpu).next_kick = now + interval;
+        if self.scheduler.cpu(cpu).runq().movable() > 0 && now >= self.scheduler.cpu(cpu).next_kick() {
+            self.scheduler.cpu_mut(cpu).kick_next_at(now + interval);
             let idle = if self.scheduler.idle_llcs()[own] > 0 {
                 self.scheduler.llc_cpus(own).find(|&c| self.scheduler.idle(c))
             } else {
@@ -133,22 +134,23 @@ impl Sim {
                 }
             }
         }
-        if now >= self.scheduler.cpu(cpu).next_balance {
-            self.scheduler.cpu_mut(cpu).next_balance = now + interval * self.scheduler.tun().busy_factor;
+        if now >= self.scheduler.cpu(cpu).next_balance() {
+            let at = now + interval * self.scheduler.tun().busy_factor;
+            self.scheduler.cpu_mut(cpu).balance_next_at(at);
             let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return };
             let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
             if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {
                 return;
             }
-            let hot_ok = self.scheduler.cpu(cpu).balance_failed;
+            let hot_ok = self.scheduler.cpu(cpu).balance_failed();
             match self.scheduler.task_to_move(src, now, hot_ok) {
                 Some(at) => {
-                    self.scheduler.cpu_mut(cpu).balance_failed = false;
+                    self.scheduler.cpu_mut(cpu).set_balance_failed(false);
                     if let Some(tid) = self.scheduler.detach(src, at, cpu) {
                         self.enqueue(tid, cpu, now, cpu);
                     }
                 }
-                None => self.scheduler.cpu_mut(cpu).balance_failed = true,
+                None => self.scheduler.cpu_mut(cpu).set_balance_failed(true),
             }
         }
     }

@@ -169,7 +169,7 @@ impl Sim {
 
     /// Reports a `no_lost_dirty` for page `va` of `mm`.
     fn report_lost_dirty(&mut self, cpu: usize, mm: MmId, va: u64, detail: String, now: u64) {
-        let uid = self.kern.mm(mm).uid;
+        let uid = self.kern.mm(mm).uid();
         self.report_page(Property::NoLostDirty, cpu, va, uid, detail, now);
     }
 
@@ -325,10 +325,10 @@ impl Sim {
     /// of the block, one or the other with even odds; otherwise (an idle CPU that
     /// kept `mm` loaded lazily only walks speculatively) the fill.
     pub(super) fn hw_act_on_block(&mut self, cpu: usize, mm: MmId, va: u64, now: u64) {
-        let (root, uid) = (self.kern.mm(mm).root, self.kern.mm(mm).uid);
+        let (root, uid) = (self.kern.mm(mm).root(), self.kern.mm(mm).uid());
         let asid = self.m.cpus[cpu].asid;
         let block = va & !(BLOCK - 1);
-        let runs_mm = self.scheduler.cpu(cpu).cur().is_some_and(|t| self.scheduler.thread(t).mm == mm);
+        let runs_mm = self.scheduler.cpu(cpu).cur().is_some_and(|t| self.scheduler.thread(t).mm() == mm);
         self.m.catch_up(cpu, now);
         let tlb = &self.m.cpus[cpu].tlb;
         let writer = tlb.cont_entries(block, asid).find(|e| runs_mm && e.flags & F_WRITE != 0).copied();
@@ -356,7 +356,7 @@ impl Sim {
     /// the write recorded in a valid PTE of its folio there (the page's own, or a
     /// sibling's: clearing any of them marks the folio dirty).
     pub(super) fn check_dirty_kept(&mut self, cpu: usize, mm: MmId, block_va: u64, now: u64) {
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let Some(w) = self.pt.walk(root, block_va).filter(|w| !w.huge) else {
             return;
         };
@@ -393,7 +393,7 @@ impl Sim {
     ///   dirty and no valid PTE of the folio left in its block still records the
     ///   dirty state; if one does, that PTE carries the write from then on.
     fn judge_clears(&mut self, cpu: usize, mm: MmId, cleared: &[(u64, PteVal)], exchanged: &[(u64, bool)], now: u64) {
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let mut marked: Vec<u64> = Vec::new();
         let mut unrecorded: Vec<(u64, u64)> = Vec::new();
         for &(va, pte) in cleared {
@@ -420,7 +420,7 @@ impl Sim {
                      ptep_get_and_clear_full contract)",
                     pte.pfn
                 );
-                let uid = self.kern.mm(mm).uid;
+                let uid = self.kern.mm(mm).uid();
                 self.report_page(Property::NoUngatheredDirty, cpu, va, uid, detail, now);
             }
         }
@@ -539,7 +539,7 @@ impl Sim {
     pub(super) fn fault_folio(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, write: bool, mut now: u64) -> u64 {
         let c = self.m.costs;
         let page = va & !4095;
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let cur = match self.pt.walk(root, page) {
             Some(w) if !w.huge => *self.pt.pte(w.pte),
             _ => Pte::default(),
@@ -630,7 +630,7 @@ impl Sim {
         }
         let folio = mem.sim.folio(pfn);
         Self::map_ptes(&mut mem, mm, va, PteVal::new(pfn, flags), nr, folio);
-        let root = mem.sim.kern.mm(mm).root;
+        let root = mem.sim.kern.mm(mm).root();
         for i in 0..nr {
             if let Some(w) = mem.sim.pt.walk(root, va + i * 4096) {
                 mem.sim.pt.pte_mut(w.pte).written = false;
@@ -676,7 +676,7 @@ impl Sim {
         change: &'static str,
         now: u64,
     ) -> (u64, Unflushed, Vec<u64>, Option<(u64, u64)>) {
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let mut pieces = Vec::new();
         self.pt.for_each_leaf_table(root, va, pages, |a, n| pieces.push((a, n)));
         let batched = self.teardown_strategy() == Teardown::ClearPtes;
@@ -719,7 +719,7 @@ impl Sim {
         pages: u64,
         now: u64,
     ) -> (u64, Unflushed, u64) {
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let mut runs: Vec<(u64, u64)> = Vec::new();
         self.pt.for_each_slot(root, va, pages, |a, r| {
             if self.pt.pte(r).valid() {
@@ -749,7 +749,7 @@ impl Sim {
         vma: Vma,
         now: u64,
     ) -> (u64, Unflushed) {
-        let proot = self.kern.mm(parent).root;
+        let proot = self.kern.mm(parent).root();
         // folio_pte_batch: runs of PTEs mapping consecutive pages of one folio
         // with the same protection.
         let mut batches: Vec<(u64, u64, u64, u16)> = Vec::new();
@@ -800,7 +800,7 @@ impl Sim {
         change: &'static str,
         now: u64,
     ) -> (u64, Unflushed, Vec<u64>) {
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let strategy = self.teardown_strategy();
         let mut reports: Vec<(u64, PteVal)> = Vec::new();
         let mut mem = KernelPtes::new(self, cpu, now, change);

@@ -114,8 +114,7 @@ const PREFETCH_EVENTS: usize = 3;
 
 impl Sim {
     pub(super) fn arm(&mut self, cpu: usize, t: u64) {
-        if !self.scheduler.cpu(cpu).armed {
-            self.scheduler.cpu_mut(cpu).armed = true;
+        if self.scheduler.cpu_mut(cpu).arm() {
             self.ev_seq += 1;
             self.events.push((t, self.ev_seq, cpu as u32));
         }
@@ -136,17 +135,17 @@ impl Sim {
             self.prefetch_upcoming();
         }
         let cpu = cpu as usize;
-        self.scheduler.cpu_mut(cpu).armed = false;
+        self.scheduler.cpu_mut(cpu).disarm();
         self.m.set_floor(t);
         // IPI handlers that interrupted the CPU's last operation (or, on a CPU
         // running a thread, arrived since) made it longer; an idle CPU starts
         // once the handlers that woke it have returned.
         let stolen = self.m.take_stolen(cpu);
         self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
-        let base = t.max(self.scheduler.cpu(cpu).clock) + stolen;
+        let base = t.max(self.scheduler.cpu(cpu).clock()) + stolen;
         let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
         let now = self.run_cpu(cpu, now);
-        self.scheduler.cpu_mut(cpu).clock = now;
+        self.scheduler.cpu_mut(cpu).ran_until(now);
         self.m.set_busy_until(cpu, now);
         self.m.cpus[cpu].running = self.scheduler.cpu(cpu).cur().is_some();
         self.end = self.end.max(now);
@@ -178,7 +177,7 @@ impl Sim {
             if let Some(tid) = self.scheduler.cpu(cpu as usize).cur() {
                 let t = self.scheduler.thread(tid);
                 prefetch_bytes(t, std::mem::size_of::<Thread>());
-                prefetch_bytes(&*t.prog, 128);
+                prefetch_bytes(t.program(), 128);
             }
         }
     }
@@ -219,7 +218,7 @@ impl Sim {
         };
         // A fault's end first: the kernel path has not returned to the task
         // (no tick or preemption sees it in between).
-        let now = match self.scheduler.thread_mut(tid).fault_exit.take() {
+        let now = match self.scheduler.thread_mut(tid).take_fault_exit() {
             Some((mm, held)) => self.fault_exit(cpu, mm, held, now),
             None => now,
         };
@@ -228,17 +227,13 @@ impl Sim {
         let now = ticked;
         let preempt = if self.scheduler.tun().kind.is_fair() {
             // The fair classes: the tick's checks, and a reschedule a wake-up owed.
-            if now >= self.scheduler.cpu(cpu).sched_tick {
+            if now >= self.scheduler.cpu(cpu).sched_tick() {
                 self.sched_tick(cpu, tid, now);
             }
-            let s = self.scheduler.cpu_mut(cpu);
-            if s.need_resched && s.runq().is_empty() {
-                s.need_resched = false;
-            }
-            s.need_resched
+            self.scheduler.cpu_mut(cpu).resched_owed()
         } else {
             !self.scheduler.cpu(cpu).runq().is_empty()
-                && now - self.scheduler.cpu(cpu).slice_start >= self.scheduler.tun().fifo_slice
+                && now - self.scheduler.cpu(cpu).slice_start() >= self.scheduler.tun().fifo_slice
         };
         if preempt {
             self.scheduler.requeue(cpu, tid, now, false);
@@ -272,11 +267,12 @@ impl Sim {
     /// policy's work in it is charged: the tick's own path costs the same
     /// whatever the policy, and policies that do not tick are not charged it.
     fn timer_tick(&mut self, cpu: usize, now: u64) -> u64 {
-        if !self.scheduler.ticks() || now < self.scheduler.cpu(cpu).next_tick {
+        if !self.scheduler.ticks() || now < self.scheduler.cpu(cpu).next_tick() {
             return now;
         }
         let ms = self.cycles_per_tick();
-        self.scheduler.cpu_mut(cpu).next_tick = self.tick_after(now, ms);
+        let next = self.tick_after(now, ms);
+        self.scheduler.cpu_mut(cpu).tick_next_at(next);
         self.stats.ticks += 1;
         self.tick(cpu, tlbkit_policy::Tick::Timer, now)
     }
@@ -285,18 +281,16 @@ impl Sim {
         if self.cfg.spec_rate > 0.0 && self.unit_random() < self.cfg.spec_rate {
             self.spec_fill(cpu, now);
         }
-        if let Some((va, pages, write)) = self.scheduler.thread_mut(tid).pending.take() {
+        if let Some((va, pages, write)) = self.scheduler.thread_mut(tid).take_pending() {
             return self.touch_counted(cpu, tid, va, pages, write, now);
         }
-        if let Some(p) = self.scheduler.thread_mut(tid).retry_read.take() {
+        if let Some(p) = self.scheduler.thread_mut(tid).take_retry_read() {
             return self.in_kernel(now, |s| s.pipe_read(cpu, tid, p, now));
         }
-        if let Some(p) = self.scheduler.thread_mut(tid).retry_write.take() {
+        if let Some(p) = self.scheduler.thread_mut(tid).take_retry_write() {
             return self.in_kernel(now, |s| s.pipe_write(cpu, tid, p, now));
         }
-        let ret = self.scheduler.thread(tid).ret;
-        self.scheduler.thread_mut(tid).ret = 0;
-        let op = self.scheduler.thread_mut(tid).prog.next(ret);
+        let op = self.scheduler.thread_mut(tid).next_op();
         match op {
             Op::Touch { va, pages, write } => self.touch_counted(cpu, tid, va, pages, write, now),
             Op::Compute(c) => now + self.jittered(c),
@@ -311,7 +305,7 @@ impl Sim {
                 s.stats.syscalls += 1;
                 let mut now = now + s.jittered(c.exception_entry + c.kernel.syscall_body);
                 now = s.kaccess(cpu, s.kern.ktext() + KTEXT_ENTRY, now);
-                now = s.kaccess(cpu, s.scheduler.thread(tid).kstack, now);
+                now = s.kaccess(cpu, s.scheduler.thread(tid).kstack(), now);
                 now = s.syscall(cpu, tid, sys, now);
                 now + c.exception_exit
             }),

@@ -92,14 +92,14 @@ impl Sim {
         let (first, last) = (f.va, f.va + f.pages);
         let mut out = Vec::new();
         for (mm, m) in self.kern.user_mms() {
-            if !m.alive {
+            if !m.alive() {
                 continue;
             }
-            for v in m.vmas.iter().filter(|v| v.file == Some(file)) {
+            for v in m.vmas().iter().filter(|v| v.file == Some(file)) {
                 let (lo, hi) = (first.max(v.pgoff), last.min(v.pgoff + v.pages));
                 for index in lo..hi {
                     let va = v.start + (index - v.pgoff) * 4096;
-                    let Some(w) = self.pt.walk(m.root, va).filter(|w| !w.huge) else {
+                    let Some(w) = self.pt.walk(m.root(), va).filter(|w| !w.huge) else {
                         continue;
                     };
                     let p = self.pt.pte(w.pte);
@@ -171,7 +171,7 @@ impl Sim {
         let (t, owed) = mem.finish();
         if held.any() {
             for &mm in &mms {
-                self.kern.mm_mut(mm).batched.merge(held);
+                self.kern.mm_mut(mm).defer_batched(held);
             }
         }
         // Every change was covered by a flush and completed.

@@ -33,7 +33,7 @@ impl Sim {
             FlushWhat::Mm => (0, 0, "flush_mm"),
             FlushWhat::KernelRange(va, p) => (va, p, "flush_kernel_range"),
         };
-        let uid = self.kern.mm(mm).uid;
+        let uid = self.kern.mm(mm).uid();
         let obl = self.oracle.open(mm.0, uid, va, pages, change, flush, seq, cpu as u32, now);
         // The two calls that set LATR's `munmap_inprogress`: only their own
         // flushes hold memory back when deferred.
@@ -52,7 +52,7 @@ impl Sim {
         let start = now;
         let flagged = !pf.mm.is_kernel()
             && !matches!(pf.what, FlushWhat::KernelRange(..))
-            && self.kern.mm(pf.mm).munmap_inprogress;
+            && self.kern.mm(pf.mm).munmap_inprogress();
         self.m.lazy.allowed = crate::machine::Deferrable { own: pf.lazy, flagged };
         let hw = CpuHw::new(&mut self.m, cpu, now);
         match pf.what {
@@ -152,7 +152,7 @@ impl Sim {
     /// Returns whether `cpu` is lazy: it runs idle or a kernel thread while its
     /// root still points at a user address space (x86 Linux's `is_lazy`).
     pub fn is_lazy(&self, cpu: usize) -> bool {
-        self.scheduler.cpu(cpu).loaded.is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
+        self.scheduler.cpu(cpu).loaded().is_kernel() && matches!(self.m.cpus[cpu].root, Root::Mm(mm) if !mm.is_kernel())
     }
 
     /// `no_stale_held`: does `cpu` hold, under the tag it runs with, an entry

@@ -16,14 +16,22 @@
 //! - a lazy flush the policy took over is pending or bare by its ticket, until
 //!   its completion takes it once.
 //!
-//! An address space ([`Mm`]) and a pipe ([`Pipe`]) are reached whole, by id
-//! ([`KernelState::mm`], [`KernelState::mm_mut`], [`KernelState::pipe_mut`]):
-//! the paths change a mapping list or a pipe's count as the system call does.
+//! Records: an address space ([`Mm`], `sim/kernel_state/mm.rs`) and a pipe
+//! ([`Pipe`], `sim/kernel_state/pipe.rs`) own their fields. The paths reach
+//! one by id ([`KernelState::mm`], [`KernelState::pipe`] to read;
+//! [`KernelState::mm_mut`], [`KernelState::pipe_mut`] for its narrow
+//! methods, named for what the system call does to it), never to write a
+//! field; an address space's users change only here, with the live threads.
 
-use super::{Mm, PendingFlush, Pipe};
+mod mm;
+mod pipe;
+pub(super) use mm::Mm;
+pub(super) use pipe::Pipe;
+
+use super::PendingFlush;
 use crate::pagetable::PteRef;
 use crate::program::{KERNEL_BASE, KMAP_BASE, KMAP_SLOTS, KMAP_SLOT_PAGES};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use tlbkit_policy::MmId;
 
 /// The most emptied lists [`KernelState::keep_spare`] keeps.
@@ -110,7 +118,8 @@ impl KernelState {
         &self.mms[mm.index()]
     }
 
-    /// Returns the address space in slot `mm`, which must exist, to change.
+    /// Returns the address space in slot `mm`, which must exist, for its
+    /// narrow methods.
     #[inline]
     pub(super) fn mm_mut(&mut self, mm: MmId) -> &mut Mm {
         &mut self.mms[mm.index()]
@@ -124,7 +133,7 @@ impl KernelState {
     /// Returns the page-table root of the kernel's address space.
     #[inline]
     pub(super) fn kernel_root(&self) -> u32 {
-        self.mms[0].root
+        self.mms[0].root()
     }
 
     /// Returns every user slot's address space (live or not), with its id.
@@ -134,7 +143,7 @@ impl KernelState {
 
     /// Returns the slot of the live address space whose unique id is `uid`.
     pub(super) fn slot_of_uid(&self, uid: u32) -> Option<usize> {
-        self.mms.iter().position(|m| m.alive && m.uid == uid)
+        self.mms.iter().position(|m| m.alive() && m.uid() == uid)
     }
 
     /// Takes a slot for a new address space (`mm_alloc`): a released one, else a
@@ -163,7 +172,7 @@ impl KernelState {
 
     /// A new thread uses `mm`: its users and the live threads count it.
     pub(super) fn join(&mut self, mm: MmId) {
-        self.mms[mm.index()].users += 1;
+        self.mms[mm.index()].add_user();
         self.live += 1;
     }
 
@@ -171,9 +180,14 @@ impl KernelState {
     /// Returns the users `mm` has left.
     pub(super) fn leave(&mut self, mm: MmId) -> u32 {
         self.live -= 1;
-        let m = &mut self.mms[mm.index()];
-        m.users -= 1;
-        m.users
+        self.mms[mm.index()].drop_user()
+    }
+
+    /// `execve`: the one thread of `old` moves to the new address space
+    /// `new`, which it is the one user of; the live threads stay as they are.
+    pub(super) fn exec(&mut self, old: MmId, new: MmId) {
+        self.mms[new.index()].exec_user(true);
+        self.mms[old.index()].exec_user(false);
     }
 
     /// Returns the threads not yet exited.
@@ -225,14 +239,14 @@ impl KernelState {
     /// Releases `mm`'s slot, its page tables freed: the address space is no
     /// longer live and the slot is reused by a later [`KernelState::take_slot`].
     pub(super) fn free_slot(&mut self, mm: MmId) {
-        self.mms[mm.index()].alive = false;
+        self.mms[mm.index()].release();
         self.free_slots.push(mm.0);
     }
 
     /// Creates a pipe holding at most `cap` tokens, its buffer at kernel
     /// address `kva`; returns its id.
     pub(super) fn new_pipe(&mut self, cap: u64, kva: u64) -> u32 {
-        self.pipes.push(Pipe { count: 0, cap, waiters: VecDeque::new(), writers: VecDeque::new(), kva });
+        self.pipes.push(Pipe::new(cap, kva));
         (self.pipes.len() - 1) as u32
     }
 
@@ -241,7 +255,7 @@ impl KernelState {
         self.pipes.get(p as usize)
     }
 
-    /// Returns pipe `p`, if it exists, to change.
+    /// Returns pipe `p`, if it exists, for its narrow methods.
     pub(super) fn pipe_mut(&mut self, p: u32) -> Option<&mut Pipe> {
         self.pipes.get_mut(p as usize)
     }

@@ -80,12 +80,12 @@ fn an_ipi_handler_that_lands_in_a_computation_is_kernel_time() {
     sim.spawn(Box::new(Work(0))).unwrap();
     // The switch in and the first computation.
     assert!(sim.step() && sim.step());
-    let (k0, t0) = (sim.stats.kernel_cycles, sim.scheduler.cpu(0).clock);
+    let (k0, t0) = (sim.stats.kernel_cycles, sim.scheduler.cpu(0).clock());
     assert!(k0 > 0, "the switch to the new thread is kernel time");
     sim.m.cpus[0].stolen += 700;
     sim.m.cpus[0].irq_stolen += 700;
     assert!(sim.step());
-    assert_eq!(sim.scheduler.cpu(0).clock, t0 + 700 + 10_000, "the handler delays the computation");
+    assert_eq!(sim.scheduler.cpu(0).clock(), t0 + 700 + 10_000, "the handler delays the computation");
     assert_eq!(sim.stats.kernel_cycles, k0 + 700, "the handler is kernel time; the computation is not");
     sim.run();
     // The handler's cycles are in both.

@@ -108,7 +108,7 @@ impl Sim {
         if !self.mem.memcg_limited() || vma.file.is_some() {
             return now;
         }
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let mapped = self.pt.walk(root, va & !4095).is_some_and(|w| self.pt.pte(w.pte).valid());
         if mapped {
             return now;
@@ -127,7 +127,7 @@ impl Sim {
     /// Records that a fault mapped the folio of `pages` pages at `va` of `mm`,
     /// first frame `pfn`: it joins the LRU's tail, charged.
     pub(super) fn memcg_add(&mut self, mm: MmId, va: u64, pfn: u64, pages: u64) {
-        let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid) else {
+        let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid()) else {
             return;
         };
         self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
@@ -196,7 +196,7 @@ impl Sim {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
             let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
             let (t, owed) = mem.finish();
-            self.kern.mm_mut(f.mm).batched.merge(held);
+            self.kern.mm_mut(f.mm).defer_batched(held);
             // Every change was covered by the deferred flushes and completed.
             debug_assert!(owed.is_empty());
             now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
@@ -230,11 +230,11 @@ impl Sim {
         let Some(m) = self.kern.get_mm(f.mm) else {
             return LruState::Gone;
         };
-        if !m.alive || m.uid != f.uid {
+        if !m.alive() || m.uid() != f.uid {
             return LruState::Gone;
         }
         let mapped = (0..f.pages).all(|i| {
-            self.pt.walk(m.root, f.va + i * 4096).is_some_and(|w| {
+            self.pt.walk(m.root(), f.va + i * 4096).is_some_and(|w| {
                 let p = self.pt.pte(w.pte);
                 !w.huge && p.valid() && p.pfn == f.pfn + i
             })

@@ -115,17 +115,17 @@ impl Sim {
             ));
             return (now, 0);
         }
-        let Some(mm) = self.scheduler.get_thread(target).map(|t| t.mm).filter(|mm| !mm.is_kernel()) else {
+        let Some(mm) = self.scheduler.get_thread(target).map(|t| t.mm()).filter(|mm| !mm.is_kernel()) else {
             return (now, 0);
         };
-        if from == to || !self.kern.mm(mm).alive {
+        if from == to || !self.kern.mm(mm).alive() {
             return (now, 0);
         }
         let now = self.mmap_lock(cpu, mm, false, now);
         self.mem.forget_migrated(now);
         let batch = if self.migrate_batches() { NR_MAX_BATCHED_MIGRATION } else { 1 };
-        let root = self.kern.mm(mm).root;
-        let mut vmas: Vec<Vma> = self.kern.mm(mm).vmas.iter().copied().filter(|v| v.file.is_none()).collect();
+        let root = self.kern.mm(mm).root();
+        let mut vmas: Vec<Vma> = self.kern.mm(mm).vmas().iter().copied().filter(|v| v.file.is_none()).collect();
         vmas.sort_by_key(|v| v.start);
         let mut pending = reclaim::Held::default();
         let mut moved = 0;
@@ -156,7 +156,7 @@ impl Sim {
         }
         let (t, owed) = mem.finish();
         debug_assert!(owed.is_empty(), "a migration's unmap was never flushed");
-        self.kern.mm_mut(mm).batched.merge(pending);
+        self.kern.mm_mut(mm).defer_batched(pending);
         self.stats.pageout.migrated_pages += moved;
         let t = self.flush_unflushed(cpu, mm, "migrate", owed, t);
         (self.mmap_unlock(cpu, mm, false, t), moved)
@@ -200,7 +200,7 @@ impl Sim {
             mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
             mem.set(mm, va, PteVal::new(new, old.flags));
             mem.now += c.kernel.zap_page;
-            let uid = mem.sim.kern.mm(mm).uid;
+            let uid = mem.sim.kern.mm(mm).uid();
             mem.sim.mem.mark_migrating(uid, va.0, at, mem.now);
             mem.sim.memcg_moved(mm, va.0, new);
             let freed = mem.sim.put_frames([old.pfn]);

@@ -10,11 +10,7 @@ impl Sim {
     /// can be mapped by one folio.
     pub(super) fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>) -> u64 {
         let folios = self.cont.mode != ContMode::Off;
-        let m = self.kern.mm_mut(mm);
-        let va = if folios { m.mmap_next.next_multiple_of(CONT_PTES * 4096) } else { m.mmap_next };
-        m.mmap_next = va + (pages + 16) * 4096;
-        m.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
-        va
+        self.kern.mm_mut(mm).map_above(pages, write, file, folios.then_some(CONT_PTES * 4096))
     }
 
     /// `mmap(MAP_FIXED)` of `pages` anonymous pages at `va`: what the range
@@ -28,44 +24,18 @@ impl Sim {
             return now;
         };
         let mut now = now + self.m.costs.kernel.fault_path;
-        if self.kern.mm(mm).vmas.iter().any(|v| v.start < end && va < v.end()) {
+        if self.kern.mm(mm).vmas().iter().any(|v| v.start < end && va < v.end()) {
             self.split_vmas(mm, va, pages);
-            self.kern.mm_mut(mm).vmas.retain(|v| v.end() <= va || v.start >= end);
+            self.kern.mm_mut(mm).retain_vmas_outside(va, end);
             now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
         }
-        let m = self.kern.mm_mut(mm);
-        m.vmas.push(Vma { start: va, pages, write, file: None, pgoff: 0 });
-        if end > m.mmap_next {
-            m.mmap_next = end + 16 * 4096;
-        }
+        self.kern.mm_mut(mm).map_fixed(Vma { start: va, pages, write, file: None, pgoff: 0 });
         now
     }
 
     /// Splits VMAs so that `[va, va + pages)` starts and ends on VMA boundaries.
     pub(super) fn split_vmas(&mut self, mm: MmId, va: u64, pages: u64) {
-        let end = va + pages * 4096;
-        let vmas = &mut self.kern.mm_mut(mm).vmas;
-        let inside = |v: &Vma, x: u64| v.start < x && x < v.end();
-        if !vmas.iter().any(|v| inside(v, va) || inside(v, end)) {
-            // Already on boundaries (an mprotect loop's common case): nothing to allocate.
-            return;
-        }
-        let mut out = Vec::with_capacity(vmas.len() + 2);
-        for v in vmas.drain(..) {
-            let (mut cuts, mut n) = ([v.start; 4], 1);
-            for x in [va, end] {
-                if inside(&v, x) {
-                    cuts[n] = x;
-                    n += 1;
-                }
-            }
-            cuts[n] = v.end();
-            for w in cuts[..=n].windows(2) {
-                let pgoff = v.pgoff + (w[0] - v.start) / 4096;
-                out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, pgoff, ..v });
-            }
-        }
-        *vmas = out;
+        self.kern.mm_mut(mm).split_vmas(va, va + pages * 4096);
     }
 
     /// `munmap`: removes the VMAs of the range, clears its present PTEs and
@@ -78,23 +48,19 @@ impl Sim {
     pub(super) fn munmap(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
-        self.kern.mm_mut(mm).vmas.retain(|v| v.end() <= va || v.start >= end);
+        self.kern.mm_mut(mm).retain_vmas_outside(va, end);
         // The zap path: VMA lookup and page-table walk, as madvise's, with LATR's
         // flag set around it (the artifact's `munmap` system call only).
-        self.kern.mm_mut(mm).munmap_inprogress = true;
+        self.kern.mm_mut(mm).begin_munmap();
         let now = self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.kernel.fault_path);
-        self.kern.mm_mut(mm).munmap_inprogress = false;
+        self.kern.mm_mut(mm).end_munmap();
         now
     }
 
     pub(super) fn mprotect(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, write: bool, now: u64) -> u64 {
         self.split_vmas(mm, va, pages);
         let end = va + pages * 4096;
-        for v in &mut self.kern.mm_mut(mm).vmas {
-            if v.start >= va && v.end() <= end {
-                v.write = write;
-            }
-        }
+        self.kern.mm_mut(mm).protect_vmas(va, end, write);
         let c = self.m.costs;
         let mut now = now + c.kernel.fault_path;
         if self.folios() && !write {
@@ -108,7 +74,7 @@ impl Sim {
                 .with_arch(owed);
             return self.flush(cpu, pf, now);
         }
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut runs = Vec::new();
@@ -156,7 +122,7 @@ impl Sim {
     pub(super) fn madvise_dontneed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         let end = va + pages * 4096;
         let covered: u64 =
-            self.kern.mm(mm).vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
+            self.kern.mm(mm).vmas().iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
         if !va.is_multiple_of(4096) || covered != pages {
             self.error.get_or_insert(format!(
                 "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
@@ -166,9 +132,9 @@ impl Sim {
         // The zap path: VMA lookup and page-table walk, as munmap's, with LATR's
         // flag set around it (`madvise_dontneed`).
         let now = now + self.m.costs.kernel.fault_path;
-        self.kern.mm_mut(mm).munmap_inprogress = true;
+        self.kern.mm_mut(mm).begin_munmap();
         let now = self.zap_range(cpu, mm, va, pages, "madvise", now);
-        self.kern.mm_mut(mm).munmap_inprogress = false;
+        self.kern.mm_mut(mm).end_munmap();
         now
     }
 
@@ -198,7 +164,7 @@ impl Sim {
             let pf = self.open_flush(cpu, mm, what, change, seq, Vec::new(), frames, now).with_arch(owed);
             return self.flush(cpu, pf, now);
         }
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let seq = self.oracle.next_seq();
         let mut slots = Vec::new();
         self.pt.for_each_slot(root, va, pages, |a, r| slots.push((a, r)));

@@ -13,26 +13,11 @@ impl Sim {
         Some(mm)
     }
 
-    pub(super) fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize) -> usize {
+    pub(super) fn new_thread(&mut self, mm: MmId, prog: Box<dyn Program>, cpu: usize, pinned: bool) -> usize {
         let kstack = self.kalloc_page();
         let n = self.scheduler.nthreads();
-        let tstruct = if n.is_multiple_of(8) { self.kalloc_page() } else { self.scheduler.thread(n - 1).tstruct };
-        let tid = self.scheduler.add_thread(Thread {
-            mm,
-            state: State::Runnable,
-            cpu,
-            prog,
-            ret: 0,
-            pending: None,
-            retry_read: None,
-            retry_write: None,
-            fault_exit: None,
-            restart: false,
-            kstack,
-            tstruct,
-            pinned: false,
-            se: Entity::default(),
-        });
+        let tstruct = if n.is_multiple_of(8) { self.kalloc_page() } else { self.scheduler.thread(n - 1).tstruct() };
+        let tid = self.scheduler.add_thread(Thread::new(mm, prog, cpu, pinned, kstack, tstruct));
         self.kern.join(mm);
         tid
     }
@@ -64,7 +49,9 @@ impl Sim {
         }
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         let m = self.kern.mm_mut(mm);
-        m.vmas.extend(sorted.iter().map(|r| Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 }));
+        for r in &sorted {
+            m.map_image(Vma { start: r.va, pages: r.pages, write: r.write, file: None, pgoff: 0 });
+        }
         Ok(self.start_process(mm, prog))
     }
 
@@ -72,7 +59,7 @@ impl Sim {
     /// least-loaded CPU; returns the thread id.
     pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
         let cpu = self.scheduler.least_loaded();
-        let tid = self.new_thread(mm, prog, cpu);
+        let tid = self.new_thread(mm, prog, cpu, false);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
     }
@@ -80,9 +67,9 @@ impl Sim {
     /// Gives a new address space a program image: text, data and stack.
     pub(super) fn map_image(&mut self, mm: MmId) {
         let m = self.kern.mm_mut(mm);
-        m.vmas.push(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
-        m.vmas.push(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
-        m.vmas.push(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
+        m.map_image(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, pgoff: 0 });
+        m.map_image(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, pgoff: 0 });
+        m.map_image(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, pgoff: 0 });
     }
 
     /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's
@@ -90,7 +77,7 @@ impl Sim {
     /// kernel addresses only. Returns its thread id.
     pub fn spawn_kernel_thread(&mut self, prog: Box<dyn Program>, cpu: usize) -> usize {
         let cpu = cpu.min(self.scheduler.ncpus() - 1);
-        let tid = self.new_thread(MmId::KERNEL, prog, cpu);
+        let tid = self.new_thread(MmId::KERNEL, prog, cpu, false);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
     }
@@ -104,19 +91,18 @@ impl Sim {
         mut now: u64,
     ) -> u64 {
         let c = self.m.costs;
-        let parent = self.scheduler.thread(tid).mm;
+        let parent = self.scheduler.thread(tid).mm();
         let Some(cm) = self.new_mm() else {
             self.error.get_or_insert(format!("fork: {}", Error::AddressSpaces { max: self.cfg.max_mms }));
             return now;
         };
-        let p = self.kern.mm(parent);
-        let (vmas, mmap_next, proot) = (p.vmas.clone(), p.mmap_next, p.root);
+        let proot = self.kern.mm(parent).root();
         // The child's PTEs of pages the parent paged out are swap entries too
         // (copy_nonpresent_pte): a touch swaps them in.
-        let swapped = p.swapped.clone();
+        let (vmas, mmap_next, swapped) = self.kern.mm(parent).fork_copy();
         let m = self.kern.mm_mut(cm);
-        (m.vmas, m.mmap_next, m.swapped) = (vmas.clone(), mmap_next, swapped);
-        let croot = m.root;
+        m.fork_from(vmas.clone(), mmap_next, swapped);
+        let croot = m.root();
         let seq = self.oracle.next_seq();
         let mut changed = Vec::new();
         let mut owed = ptemem::Unflushed::default();
@@ -158,9 +144,8 @@ impl Sim {
         // kernels do; `migration` only governs moving threads afterwards. A
         // bound child starts on its CPU and stays there.
         let ccpu = bind.map_or_else(|| self.scheduler.least_loaded(), |b| b % self.scheduler.ncpus());
-        let ct = self.new_thread(cm, child, ccpu);
-        self.scheduler.thread_mut(ct).pinned = bind.is_some();
-        self.scheduler.thread_mut(tid).ret = ct as u64;
+        let ct = self.new_thread(cm, child, ccpu, bind.is_some());
+        self.scheduler.thread_mut(tid).set_return(ct as u64);
         now += c.kernel.fault_path * 4;
         let mut pf = self.open_flush(cpu, parent, FlushWhat::Mm, "fork-wrprotect", seq, changed, Vec::new(), now);
         pf.arch = owed;
@@ -175,7 +160,7 @@ impl Sim {
         let now = self.exit(cpu, tid, now);
         match self.kern.pipe(p) {
             // The dead thread cannot block on a full pipe.
-            Some(pipe) if pipe.count < pipe.cap => self.pipe_write(cpu, tid, p, now),
+            Some(pipe) if !pipe.is_full() => self.pipe_write(cpu, tid, p, now),
             _ => {
                 self.error.get_or_insert(format!("exit notifies pipe {p}, which is unknown or full"));
                 now
@@ -184,9 +169,8 @@ impl Sim {
     }
 
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
-        let mm = self.scheduler.thread(tid).mm;
-        self.scheduler.thread_mut(tid).state = State::Dead;
-        self.scheduler.set_cur(cpu, None);
+        let mm = self.scheduler.thread(tid).mm();
+        self.scheduler.exit(cpu, tid);
         if self.kern.leave(mm) > 0 || mm.is_kernel() {
             return now;
         }
@@ -213,9 +197,8 @@ impl Sim {
     /// batch ([`Sim::lru_drain_at_zap`]). Returns the time after the flush.
     pub(super) fn teardown(&mut self, cpu: usize, mm: MmId, change: &'static str, now: u64) -> u64 {
         let mut now = self.lru_drain_at_zap(cpu, now);
-        let m = self.kern.mm_mut(mm);
-        let root = m.root;
-        let vmas = std::mem::take(&mut m.vmas);
+        let root = self.kern.mm(mm).root();
+        let vmas = self.kern.mm_mut(mm).take_vmas();
         if self.folios() {
             let (t, owed, frames) = self.teardown_folio(cpu, mm, &vmas, change, now);
             let seq = self.oracle.next_seq();
@@ -254,11 +237,10 @@ impl Sim {
         bind: Option<usize>,
         mut now: u64,
     ) -> u64 {
-        let mm = self.scheduler.thread(tid).mm;
+        let mm = self.scheduler.thread(tid).mm();
         let target = bind.map_or_else(|| self.scheduler.least_loaded_near(cpu), |b| b % self.scheduler.ncpus());
-        let t = self.new_thread(mm, thread, target);
-        self.scheduler.thread_mut(t).pinned = bind.is_some();
-        self.scheduler.thread_mut(tid).ret = t as u64;
+        let t = self.new_thread(mm, thread, target, bind.is_some());
+        self.scheduler.thread_mut(tid).set_return(t as u64);
         // Thread creation (kernel stack, thread structure, register copy) is about
         // half of fork's fixed software path, which also copies the address space:
         // an estimate, as fork's is.
@@ -270,11 +252,11 @@ impl Sim {
     /// `execve`: a fresh address space with a new image replaces the caller's,
     /// which is torn down as exit tears down a last user's.
     pub(super) fn execve(&mut self, cpu: usize, tid: usize, mut now: u64) -> u64 {
-        let old = self.scheduler.thread(tid).mm;
-        if self.kern.mm(old).users > 1 {
+        let old = self.scheduler.thread(tid).mm();
+        if self.kern.mm(old).users() > 1 {
             self.error.get_or_insert(format!(
                 "execve from {old}, which has {} threads: the simulated kernel does not end the other threads",
-                self.kern.mm(old).users
+                self.kern.mm(old).users()
             ));
             return now;
         }
@@ -286,9 +268,8 @@ impl Sim {
         // Image activation (reading the header, building the stack and arguments)
         // is costed like fork's fixed path: an estimate.
         now += self.m.costs.kernel.fault_path * 4;
-        self.scheduler.thread_mut(tid).mm = new;
-        self.kern.mm_mut(new).users = 1;
-        self.kern.mm_mut(old).users = 0;
+        self.scheduler.thread_mut(tid).exec_into(new);
+        self.kern.exec(old, new);
         now = self.teardown(cpu, old, "execve", now);
         self.switch_mm(cpu, new, now)
     }
@@ -308,7 +289,7 @@ impl Sim {
                 continue;
             }
             self.kern.unbury(i);
-            self.pt.free_tree(self.kern.mm(mm).root);
+            self.pt.free_tree(self.kern.mm(mm).root());
             let hw = CpuHw::new(&mut self.m, cpu, now);
             self.policy.mm_release(&hw, mm);
             now = hw.now();

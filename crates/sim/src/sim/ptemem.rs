@@ -204,7 +204,7 @@ impl<'s> KernelPtes<'s> {
 
     /// Returns the PTE slot mapping `va` in `mm`, if its table exists.
     fn resolve(&self, mm: MmId, va: VirtAddr) -> Option<PteRef> {
-        let root = self.sim.kern.mm(mm).root;
+        let root = self.sim.kern.mm(mm).root();
         self.sim.pt.walk(root, va.0).filter(|w| !w.huge).map(|w| w.pte)
     }
 
@@ -235,7 +235,7 @@ impl<'s> KernelPtes<'s> {
         if self.sim.oracle.strict {
             let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
             if let Some(why) = block_conflict(&self.sim.pt, base, true) {
-                let uid = self.sim.kern.mm(mm).uid;
+                let uid = self.sim.kern.mm(mm).uid();
                 self.sim.report_conflict(self.cpu, va.0 & !(CONT_PTES * 4096 - 1), uid, why, self.now);
             }
         }
@@ -252,7 +252,7 @@ impl<'s> KernelPtes<'s> {
             ob.pages = (end - ob.va) / 4096;
             return o;
         }
-        let uid = sim.kern.mm(mm).uid;
+        let uid = sim.kern.mm(mm).uid();
         let o = sim.oracle.open(mm.0, uid, va, 1, self.change, "flush_range", seq, self.cpu as u32, self.now);
         self.owed.obls.push(o);
         o
@@ -408,7 +408,7 @@ impl PteMem for KernelPtes<'_> {
 
     fn set(&mut self, mm: MmId, va: VirtAddr, pte: PteVal) {
         self.charge(PLAIN);
-        let root = self.sim.kern.mm(mm).root;
+        let root = self.sim.kern.mm(mm).root();
         let r = self.sim.pt.ensure_leaf(root, va.0);
         self.write(mm, va, r, pte);
         self.hw_between(mm, va);
@@ -446,7 +446,7 @@ impl PteMem for KernelPtes<'_> {
             Err(now)
         } else {
             if now != new {
-                let root = self.sim.kern.mm(mm).root;
+                let root = self.sim.kern.mm(mm).root();
                 let r = self.sim.pt.ensure_leaf(root, va.0);
                 self.write(mm, va, r, new);
             }

@@ -382,7 +382,7 @@ impl Sim {
     pub(super) fn madvise_pageout(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
         let end = va + pages * 4096;
         let mut vmas: Vec<Vma> =
-            self.kern.mm(mm).vmas.iter().copied().filter(|v| v.start < end && va < v.end()).collect();
+            self.kern.mm(mm).vmas().iter().copied().filter(|v| v.start < end && va < v.end()).collect();
         let covered: u64 = vmas.iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
         if !va.is_multiple_of(4096) || covered != pages {
             self.error.get_or_insert(format!(
@@ -391,10 +391,10 @@ impl Sim {
             return now;
         }
         vmas.sort_by_key(|v| v.start);
-        let root = self.kern.mm(mm).root;
+        let root = self.kern.mm(mm).root();
         let unfolds = self.stats.contpte.pte_range_flushes;
         let batch = self.mem.pageout_batch();
-        let mut pending = std::mem::take(&mut self.kern.mm_mut(mm).batched);
+        let mut pending = self.kern.mm_mut(mm).take_batched();
         let mut mem = KernelPtes::new(self, cpu, now + self.m.costs.kernel.fault_path, "pageout");
         for v in vmas.iter().filter(|v| v.file.is_none()) {
             let (s, e) = (v.start.max(va), v.end().min(end));
@@ -413,7 +413,7 @@ impl Sim {
             }
         }
         let (now, owed) = mem.finish();
-        self.kern.mm_mut(mm).batched = pending;
+        self.kern.mm_mut(mm).keep_batched(pending);
         self.stats.pageout.pageout_unfolds += self.stats.contpte.pte_range_flushes - unfolds;
         // Every change was covered by a deferred flush and completed: nothing owed.
         debug_assert!(owed.is_empty());
@@ -489,7 +489,7 @@ impl Sim {
         let freed = mem.sim.put_frames(f.pfn..f.pfn + f.pages);
         mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
         let sim = &mut *mem.sim;
-        sim.kern.mm_mut(mm).swapped.extend((0..f.pages).map(|j| f.va + j * 4096));
+        sim.kern.mm_mut(mm).paged_out((0..f.pages).map(|j| f.va + j * 4096));
         sim.stats.pageout.pageout_folios += 1;
         sim.stats.pageout.pageout_pages += f.pages;
         held
@@ -499,16 +499,9 @@ impl Sim {
     /// those that `MADV_PAGEOUT` had paged out are swapped in (one swap-in per
     /// fault), read from the swap device. Returns when they are in memory.
     pub(super) fn note_swapin(&mut self, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
-        let swapped = &mut self.kern.mm_mut(mm).swapped;
-        if swapped.is_empty() {
-            return now;
-        }
-        let hit: Vec<u64> = swapped.range(va..va + pages * 4096).copied().collect();
+        let hit = self.kern.mm_mut(mm).take_swapped(va, va + pages * 4096);
         if hit.is_empty() {
             return now;
-        }
-        for &p in &hit {
-            swapped.remove(&p);
         }
         self.stats.pageout.swapins += 1;
         self.mem.swap_in(now, hit.len() as u64)
@@ -518,15 +511,8 @@ impl Sim {
     /// entries are zapped (`munmap`, `MAP_FIXED`, `MADV_DONTNEED`), which frees the
     /// swap slots and touches no TLB.
     pub(super) fn forget_swapped(&mut self, mm: MmId, va: u64, pages: u64) {
-        let swapped = &mut self.kern.mm_mut(mm).swapped;
-        if swapped.is_empty() {
-            return;
-        }
         let end = va.saturating_add(pages.saturating_mul(4096));
-        let hit: Vec<u64> = swapped.range(va..end).copied().collect();
-        for p in hit {
-            swapped.remove(&p);
-        }
+        self.kern.mm_mut(mm).take_swapped(va, end);
     }
 }
 

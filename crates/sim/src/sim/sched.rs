@@ -49,12 +49,10 @@ impl Sim {
     /// runnable): wakes `cpu` if it is idle, or, for the fair classes, checks
     /// whether it preempts the thread running there.
     pub(super) fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
-        self.scheduler.thread_mut(tid).state = State::Runnable;
-        self.scheduler.thread_mut(tid).cpu = cpu;
-        self.scheduler.queue(cpu, tid);
-        if self.scheduler.cpu(cpu).cur().is_none() && !self.scheduler.cpu(cpu).armed {
+        self.scheduler.queue_runnable(cpu, tid);
+        if self.scheduler.cpu(cpu).cur().is_none() && !self.scheduler.cpu(cpu).armed() {
             let c = self.m.costs;
-            let mut t = now.max(self.scheduler.cpu(cpu).clock);
+            let mut t = now.max(self.scheduler.cpu(cpu).clock());
             if cpu != from {
                 // Wake an idle CPU with a reschedule IPI.
                 self.m.counters.ipis_sent += 1;
@@ -80,7 +78,7 @@ impl Sim {
     /// is another CPU: its handler's entry and return are taken from the
     /// operation the target runs.
     fn resched(&mut self, cpu: usize, from: usize) {
-        self.scheduler.cpu_mut(cpu).need_resched = true;
+        self.scheduler.cpu_mut(cpu).owe_resched();
         if cpu != from {
             let c = self.m.costs;
             self.m.counters.ipis_sent += 1;
@@ -94,16 +92,16 @@ impl Sim {
     pub(super) fn wake(&mut self, tid: usize, from: usize, now: u64, sync: bool) -> u64 {
         if !self.scheduler.tun().kind.is_fair() {
             let t = self.scheduler.thread(tid);
-            let cpu = if self.cfg.migration && !t.pinned { self.scheduler.least_loaded() } else { t.cpu };
+            let cpu = if self.cfg.migration && !t.pinned() { self.scheduler.least_loaded() } else { t.cpu() };
             self.enqueue(tid, cpu, now, from);
             return now;
         }
-        let prev = self.scheduler.thread(tid).cpu;
+        let prev = self.scheduler.thread(tid).cpu();
         if let Some(w) = self.scheduler.cpu(from).cur() {
             let hz = self.scheduler.tun().ms * 1000;
-            self.scheduler.thread_mut(w).se.record_wakee(tid, now, hz);
+            self.scheduler.thread_mut(w).record_wakee(tid, now, hz);
         }
-        let cpu = if self.cfg.migration && !self.scheduler.thread(tid).pinned {
+        let cpu = if self.cfg.migration && !self.scheduler.thread(tid).pinned() {
             self.scheduler.select_task_rq(tid, prev, from, sync)
         } else {
             prev
@@ -131,9 +129,10 @@ impl Sim {
     /// The fair classes' tick on busy `cpu` running `tid` at `now`: charges its
     /// runtime, checks tick preemption, and balances when due.
     pub(super) fn sched_tick(&mut self, cpu: usize, tid: usize, now: u64) {
-        self.scheduler.cpu_mut(cpu).sched_tick = self.tick_after(now, self.scheduler.tun().tick);
+        let next = self.tick_after(now, self.scheduler.tun().tick);
+        self.scheduler.cpu_mut(cpu).sched_tick_next_at(next);
         if self.scheduler.tick_preempts(cpu, tid, now) {
-            self.scheduler.cpu_mut(cpu).need_resched = true;
+            self.scheduler.cpu_mut(cpu).owe_resched();
         }
         if self.cfg.migration {
             self.tick_balance(cpu, now);
@@ -164,33 +163,27 @@ impl Sim {
         // 2 MB blocks of kernel text.
         now = self.kaccess(cpu, self.kern.ktext() + KTEXT_SCHED, now);
         now = self.kaccess(cpu, self.kern.ktext() + KTEXT_SWITCH, now);
-        let rq = self.scheduler.cpu(cpu).runq_page;
+        let rq = self.scheduler.cpu(cpu).runq_page();
         now = self.kaccess(cpu, rq, now);
         if let Some(p) = prev {
-            now = self.kaccess(cpu, self.scheduler.thread(p).tstruct, now);
+            now = self.kaccess(cpu, self.scheduler.thread(p).tstruct(), now);
         }
         // After `pick_next_task`, before the switch (LATR's sweep).
         now = self.tick(cpu, Tick::Schedule, now);
-        self.scheduler.cpu_mut(cpu).need_resched = false;
+        self.scheduler.cpu_mut(cpu).clear_resched();
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
             self.scheduler.set_cur(cpu, None);
             return self.enter_lazy(cpu, Lazy::Idle, now);
         };
-        now = self.kaccess(cpu, self.scheduler.thread(next).tstruct, now);
-        now = self.kaccess(cpu, self.scheduler.thread(next).kstack, now);
-        let mm = self.scheduler.thread(next).mm;
+        now = self.kaccess(cpu, self.scheduler.thread(next).tstruct(), now);
+        now = self.kaccess(cpu, self.scheduler.thread(next).kstack(), now);
+        let mm = self.scheduler.thread(next).mm();
         now = if mm.is_kernel() { self.enter_lazy(cpu, Lazy::KernelThread, now) } else { self.switch_mm(cpu, mm, now) };
-        self.scheduler.set_cur(cpu, Some(next));
-        self.scheduler.cpu_mut(cpu).slice_start = now;
-        let t = self.scheduler.thread_mut(next);
-        t.state = State::Running;
-        t.cpu = cpu;
-        // `set_next_entity`: runtime counts from here; RUN_TO_PARITY's mark.
-        t.se.exec_start = now;
-        t.se.protect = true;
-        if fair && self.scheduler.cpu(cpu).sched_tick <= now {
-            self.scheduler.cpu_mut(cpu).sched_tick = self.tick_after(now, self.scheduler.tun().tick);
+        self.scheduler.run(cpu, next, now);
+        if fair && self.scheduler.cpu(cpu).sched_tick() <= now {
+            let tick = self.tick_after(now, self.scheduler.tun().tick);
+            self.scheduler.cpu_mut(cpu).sched_tick_next_at(tick);
         }
         self.arm(cpu, now);
         now
@@ -215,7 +208,7 @@ impl Sim {
     /// After the policy switched `cpu` to `mm`: the oracle's scan and the release
     /// of address spaces no root points at any more.
     pub(super) fn switched(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
-        self.scheduler.cpu_mut(cpu).loaded = mm;
+        self.scheduler.cpu_mut(cpu).switched_to(mm);
         self.complete_lazy(now);
         if self.oracle.strict {
             self.strict_scan(cpu, now);

@@ -48,7 +48,7 @@ fn spinner_and_sleeper(sched: SchedKind) -> (Sim, usize, usize) {
     let mut sim = machine(sched, 1, false);
     let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     let spin = sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
-    while !(sim.scheduler.thread(sleeper).state == State::Blocked && sim.scheduler.cpu(0).cur() == Some(spin)) {
+    while !(sim.scheduler.thread(sleeper).state() == State::Blocked && sim.scheduler.cpu(0).cur() == Some(spin)) {
         assert!(sim.step(), "the sleeper never slept under the spinner");
     }
     // Let the spinner run a while (its slice protection is set at its pick).
@@ -62,40 +62,40 @@ fn spinner_and_sleeper(sched: SchedKind) -> (Sim, usize, usize) {
 #[test]
 fn cfs_a_wakeup_preempts_when_the_running_task_leads_by_more_than_the_wakeup_granularity() {
     let (mut sim, spin, sleeper) = spinner_and_sleeper(SchedKind::Cfs);
-    let now = sim.scheduler.cpu(0).clock;
+    let now = sim.scheduler.cpu(0).clock();
     // Level with the spinner: no preemption.
     sim.scheduler.update_curr(0, now);
-    sim.scheduler.thread_mut(sleeper).se.vruntime = sim.scheduler.thread(spin).se.vruntime;
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime = sim.scheduler.thread(spin).se().vruntime;
     sim.wake(sleeper, 0, now, false);
-    assert!(!sim.scheduler.cpu(0).need_resched, "a wakee level with the running task does not preempt");
+    assert!(!sim.scheduler.cpu(0).need_resched(), "a wakee level with the running task does not preempt");
     // Behind by more than the granularity: it preempts, and runs next.
     let (mut sim, spin, sleeper) = spinner_and_sleeper(SchedKind::Cfs);
-    let now = sim.scheduler.cpu(0).clock;
+    let now = sim.scheduler.cpu(0).clock();
     sim.scheduler.update_curr(0, now);
     let gran = sim.scheduler.tun().wakeup_gran;
-    sim.scheduler.thread_mut(sleeper).se.vruntime = sim.scheduler.thread(spin).se.vruntime - gran - 1;
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime = sim.scheduler.thread(spin).se().vruntime - gran - 1;
     sim.wake(sleeper, 0, now, false);
-    assert!(sim.scheduler.cpu(0).need_resched);
+    assert!(sim.scheduler.cpu(0).need_resched());
     sim.step();
     assert_eq!(sim.scheduler.cpu(0).cur(), Some(sleeper), "the woken task runs at the CPU's next event");
-    assert_eq!(sim.scheduler.thread(spin).state, State::Runnable, "the preempted one is queued again");
+    assert_eq!(sim.scheduler.thread(spin).state(), State::Runnable, "the preempted one is queued again");
 }
 
 #[test]
 fn eevdf_a_wakeup_with_lag_preempts_and_one_without_waits_for_parity() {
     // No lag: placed at the average, it cannot beat the protected running task.
     let (mut sim, _, sleeper) = spinner_and_sleeper(SchedKind::Eevdf);
-    let now = sim.scheduler.cpu(0).clock;
-    sim.scheduler.thread_mut(sleeper).se.vlag = 0;
+    let now = sim.scheduler.cpu(0).clock();
+    sim.scheduler.thread_mut(sleeper).se_mut().vlag = 0;
     sim.wake(sleeper, 0, now, false);
-    assert!(!sim.scheduler.cpu(0).need_resched, "RUN_TO_PARITY keeps the running task");
+    assert!(!sim.scheduler.cpu(0).need_resched(), "RUN_TO_PARITY keeps the running task");
     // Owed time: placed behind the average, it makes the running task
     // ineligible, and its deadline comes first.
     let (mut sim, _, sleeper) = spinner_and_sleeper(SchedKind::Eevdf);
-    let now = sim.scheduler.cpu(0).clock;
-    sim.scheduler.thread_mut(sleeper).se.vlag = (sim.scheduler.tun().base_slice / 2) as i64;
+    let now = sim.scheduler.cpu(0).clock();
+    sim.scheduler.thread_mut(sleeper).se_mut().vlag = (sim.scheduler.tun().base_slice / 2) as i64;
     sim.wake(sleeper, 0, now, false);
-    assert!(sim.scheduler.cpu(0).need_resched);
+    assert!(sim.scheduler.cpu(0).need_resched());
     sim.step();
     assert_eq!(sim.scheduler.cpu(0).cur(), Some(sleeper));
 }
@@ -103,24 +103,24 @@ fn eevdf_a_wakeup_with_lag_preempts_and_one_without_waits_for_parity() {
 #[test]
 fn cfs_a_long_sleeper_is_placed_half_a_latency_behind_min_vruntime() {
     let (mut sim, _, sleeper) = spinner_and_sleeper(SchedKind::Cfs);
-    let now = sim.scheduler.cpu(0).clock;
-    sim.scheduler.thread_mut(sleeper).se.vruntime = 0;
+    let now = sim.scheduler.cpu(0).clock();
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime = 0;
     sim.wake(sleeper, 0, now, false);
     let floor = sim.scheduler.cpu(0).runq().min_vruntime - sim.scheduler.tun().latency / 2;
-    assert_eq!(sim.scheduler.thread(sleeper).se.vruntime, floor);
+    assert_eq!(sim.scheduler.thread(sleeper).se().vruntime, floor);
 }
 
 #[test]
 fn eevdf_a_sleeper_is_placed_at_its_lag_behind_the_average() {
     let (mut sim, spin, sleeper) = spinner_and_sleeper(SchedKind::Eevdf);
-    let now = sim.scheduler.cpu(0).clock;
+    let now = sim.scheduler.cpu(0).clock();
     sim.scheduler.update_curr(0, now);
-    let v = sim.scheduler.thread(spin).se.vruntime;
-    sim.scheduler.thread_mut(sleeper).se.vlag = 1_000;
+    let v = sim.scheduler.thread(spin).se().vruntime;
+    sim.scheduler.thread_mut(sleeper).se_mut().vlag = 1_000;
     sim.wake(sleeper, 0, now, false);
     // Alone with the spinner, the average is its virtual runtime; the lag is
     // scaled by (1024 + 1024) / 1024.
-    let se = sim.scheduler.thread(sleeper).se;
+    let se = *sim.scheduler.thread(sleeper).se();
     assert_eq!(se.vruntime, v - 2_000);
     assert_eq!(se.deadline, se.vruntime + sim.scheduler.tun().base_slice);
 }
@@ -151,7 +151,7 @@ fn two_queued_on_cpu0() -> (Sim, [usize; 2]) {
     let a = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
     let _ = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
     let b = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
-    assert_eq!((sim.scheduler.thread(a).cpu, sim.scheduler.thread(b).cpu), (0, 0));
+    assert_eq!((sim.scheduler.thread(a).cpu(), sim.scheduler.thread(b).cpu()), (0, 0));
     assert_eq!(sim.scheduler.cpu(0).runq().len(), 2);
     (sim, [a, b])
 }
@@ -163,7 +163,7 @@ fn newly_idle_balance_pulls_a_task_from_the_busiest_cpu() {
     let (pulled, after) = sim.newidle_balance(1, now);
     let t = pulled.expect("cpu1 pulls one of cpu0's tasks");
     assert!(queued.contains(&t));
-    assert_eq!(sim.scheduler.thread(t).cpu, 1);
+    assert_eq!(sim.scheduler.thread(t).cpu(), 1);
     assert_eq!(sim.scheduler.cpu(0).runq().len(), 1);
     assert!(after > now, "the pull costs the run-queue lock and the task's state");
 }
@@ -173,7 +173,7 @@ fn newly_idle_balance_leaves_a_cache_hot_task() {
     let (mut sim, queued) = two_queued_on_cpu0();
     let now = 10 * sim.scheduler.tun().migration_cost;
     for t in queued {
-        sim.scheduler.thread_mut(t).se.exec_start = now - sim.scheduler.tun().migration_cost / 2;
+        sim.scheduler.thread_mut(t).se_mut().exec_start = now - sim.scheduler.tun().migration_cost / 2;
     }
     assert_eq!(sim.newidle_balance(1, now).0, None, "both ran within the migration cost");
     let later = now + sim.scheduler.tun().migration_cost;
@@ -184,7 +184,7 @@ fn newly_idle_balance_leaves_a_cache_hot_task() {
 fn a_pinned_task_is_never_pulled() {
     let (mut sim, queued) = two_queued_on_cpu0();
     for t in queued {
-        sim.scheduler.thread_mut(t).pinned = true;
+        sim.scheduler.thread_mut(t).pin();
     }
     // Queue them again so that the queue knows.
     let (x, y) = (sim.scheduler.unqueue(0, 0).unwrap(), sim.scheduler.unqueue(0, 0).unwrap());

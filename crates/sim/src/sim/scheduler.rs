@@ -17,12 +17,22 @@
 //!   and balancing reads a count rather than every CPU;
 //! - a CPU's cache domain (`llc`) is fixed when the CPU is added.
 //!
-//! A thread ([`Thread`]) and the other fields of a CPU's state ([`CpuSched`])
-//! are reached by id ([`Scheduler::thread_mut`], [`Scheduler::cpu_mut`]).
+//! - a thread's state and CPU change with the queues: it is `Running` on the
+//!   CPU whose running thread it is ([`Scheduler::run`]), `Runnable` where it
+//!   is queued ([`Scheduler::queue_runnable`]), and leaves its CPU `Blocked`
+//!   or `Dead` ([`Scheduler::block`], [`Scheduler::exit`]).
+//!
+//! Records: a thread ([`Thread`], `sim/scheduler/thread.rs`) and a CPU's
+//! scheduler state ([`CpuSched`]) own their fields. The paths reach one by id
+//! ([`Scheduler::thread`], [`Scheduler::cpu`] to read; [`Scheduler::thread_mut`],
+//! [`Scheduler::cpu_mut`] for its narrow methods, named for what the kernel
+//! does: a thread's return value and left work, a CPU's event, clock, ticks,
+//! owed reschedule and balancing deadlines), never to write a field.
 
-use super::{State, Thread};
+mod thread;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RunQueue, SchedKind, Tunables, NR_MIGRATE};
 use std::cmp::Reverse;
+pub(super) use thread::{Retry, State, Thread};
 use tlbkit_policy::MmId;
 
 /// The scheduler's state: every thread, each CPU's queue and the load
@@ -64,39 +74,195 @@ pub(super) struct CpuSched {
     /// [`Scheduler::unqueue`]).
     runq: RunQueue,
     /// The address space this CPU last switched to.
-    pub(super) loaded: MmId,
+    loaded: MmId,
     /// When the running thread's slice started, in cycles.
-    pub(super) slice_start: u64,
+    slice_start: u64,
     /// The CPU's time after its last event, in cycles.
-    pub(super) clock: u64,
+    clock: u64,
     /// Whether an event of this CPU is queued.
-    pub(super) armed: bool,
+    armed: bool,
     /// The kernel page holding this CPU's run queue.
-    pub(super) runq_page: u64,
+    runq_page: u64,
     /// When this CPU's next scheduler tick is due, in cycles (policies that
     /// tick only).
-    pub(super) next_tick: u64,
+    next_tick: u64,
     /// When the fair classes' next tick is due (preemption and balancing).
-    pub(super) sched_tick: u64,
+    sched_tick: u64,
     /// A reschedule is owed: the running task is switched out at its next event.
-    pub(super) need_resched: bool,
+    need_resched: bool,
     /// CFS `yield`: the task that yielded, run after any other.
-    pub(super) skip: Option<u32>,
+    skip: Option<u32>,
     /// The cache (LLC) domain this CPU is in ([`Scheduler`] `llcs`).
     llc: u32,
     /// When this busy CPU next balances its cache domain.
-    pub(super) next_balance: u64,
+    next_balance: u64,
     /// When this CPU, overloaded, next kicks an idle one to pull from it.
-    pub(super) next_kick: u64,
+    next_kick: u64,
     /// When this CPU, going idle, may next look for work past its cache
     /// domain, after such a search found none.
-    pub(super) next_wide: u64,
+    next_wide: u64,
     /// Whether its last balance found only cache-hot tasks to move
     /// (`nr_balance_failed`, which lets the next one move a hot task).
-    pub(super) balance_failed: bool,
+    balance_failed: bool,
 }
 
 impl CpuSched {
+    /// Returns the address space this CPU last switched to.
+    #[inline]
+    pub(super) fn loaded(&self) -> MmId {
+        self.loaded
+    }
+
+    /// The CPU switched to `mm`.
+    #[inline]
+    pub(super) fn switched_to(&mut self, mm: MmId) {
+        self.loaded = mm;
+    }
+
+    /// Returns when the running thread's slice started, in cycles.
+    #[inline]
+    pub(super) fn slice_start(&self) -> u64 {
+        self.slice_start
+    }
+
+    /// Returns the CPU's time after its last event, in cycles.
+    #[inline]
+    pub(super) fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Its event ran until `now`: its clock moves on to there.
+    #[inline]
+    pub(super) fn ran_until(&mut self, now: u64) {
+        debug_assert!(now >= self.clock, "a CPU's clock went back");
+        self.clock = now;
+    }
+
+    /// Returns whether an event of this CPU is queued.
+    #[inline]
+    pub(super) fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Marks an event of this CPU queued; returns false if one already was
+    /// (then none is to be queued).
+    #[inline]
+    pub(super) fn arm(&mut self) -> bool {
+        !std::mem::replace(&mut self.armed, true)
+    }
+
+    /// Its queued event was taken off the queue.
+    #[inline]
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Returns the kernel page holding this CPU's run queue.
+    #[inline]
+    pub(super) fn runq_page(&self) -> u64 {
+        self.runq_page
+    }
+
+    /// Returns when this CPU's next policy tick is due, in cycles.
+    #[inline]
+    pub(super) fn next_tick(&self) -> u64 {
+        self.next_tick
+    }
+
+    /// Its policy tick was taken: the next is due at `at`.
+    #[inline]
+    pub(super) fn tick_next_at(&mut self, at: u64) {
+        self.next_tick = at;
+    }
+
+    /// Returns when the fair classes' next tick is due.
+    #[inline]
+    pub(super) fn sched_tick(&self) -> u64 {
+        self.sched_tick
+    }
+
+    /// The fair classes' tick was taken: the next is due at `at`.
+    #[inline]
+    pub(super) fn sched_tick_next_at(&mut self, at: u64) {
+        self.sched_tick = at;
+    }
+
+    /// Owes the running task a reschedule at its next event.
+    #[inline]
+    pub(super) fn owe_resched(&mut self) {
+        self.need_resched = true;
+    }
+
+    /// The CPU schedules: the reschedule owed, if any, is paid.
+    #[inline]
+    pub(super) fn clear_resched(&mut self) {
+        self.need_resched = false;
+    }
+
+    /// Returns whether a reschedule is owed, forgetting one that nothing
+    /// queued here could take.
+    #[inline]
+    pub(super) fn resched_owed(&mut self) -> bool {
+        if self.need_resched && self.runq.is_empty() {
+            self.need_resched = false;
+        }
+        self.need_resched
+    }
+
+    /// Returns whether a reschedule is owed (for tests).
+    #[cfg(test)]
+    pub(super) fn need_resched(&self) -> bool {
+        self.need_resched
+    }
+
+    /// Returns when this busy CPU next balances its cache domain.
+    #[inline]
+    pub(super) fn next_balance(&self) -> u64 {
+        self.next_balance
+    }
+
+    /// Returns when this CPU, overloaded, next kicks an idle one.
+    #[inline]
+    pub(super) fn next_kick(&self) -> u64 {
+        self.next_kick
+    }
+
+    /// Returns when this CPU, going idle, may next look past its cache domain.
+    #[inline]
+    pub(super) fn next_wide(&self) -> u64 {
+        self.next_wide
+    }
+
+    /// Returns whether its last balance found only cache-hot tasks to move.
+    #[inline]
+    pub(super) fn balance_failed(&self) -> bool {
+        self.balance_failed
+    }
+
+    /// A search past its cache domain found nothing: the next waits until `at`.
+    #[inline]
+    pub(super) fn wide_next_at(&mut self, at: u64) {
+        self.next_wide = at;
+    }
+
+    /// It kicked an idle CPU (or looked for one): the next kick waits until `at`.
+    #[inline]
+    pub(super) fn kick_next_at(&mut self, at: u64) {
+        self.next_kick = at;
+    }
+
+    /// It balanced its cache domain: the next balance is due at `at`.
+    #[inline]
+    pub(super) fn balance_next_at(&mut self, at: u64) {
+        self.next_balance = at;
+    }
+
+    /// Its balance found a task to move (`false`) or only cache-hot ones (`true`).
+    #[inline]
+    pub(super) fn set_balance_failed(&mut self, failed: bool) {
+        self.balance_failed = failed;
+    }
+
     /// Returns the thread running here, if any.
     #[inline]
     pub(super) fn cur(&self) -> Option<usize> {
@@ -193,6 +359,51 @@ impl Scheduler {
     pub(super) fn add_thread(&mut self, t: Thread) -> usize {
         self.threads.push(t);
         self.threads.len() - 1
+    }
+
+    /// Makes `tid` runnable on `cpu` and queues it there.
+    #[inline]
+    pub(super) fn queue_runnable(&mut self, cpu: usize, tid: usize) {
+        let t = &mut self.threads[tid];
+        debug_assert!(matches!(t.state, State::Runnable | State::Blocked), "{tid} queued while {:?}", t.state);
+        t.state = State::Runnable;
+        t.cpu = cpu;
+        self.queue(cpu, tid);
+    }
+
+    /// Runs `tid`, taken off a queue, on `cpu` from `now`: its slice and
+    /// (`set_next_entity`) its runtime count from here, RUN_TO_PARITY's mark set.
+    #[inline]
+    pub(super) fn run(&mut self, cpu: usize, tid: usize, now: u64) {
+        self.set_cur(cpu, Some(tid));
+        self.sched[cpu].slice_start = now;
+        let t = &mut self.threads[tid];
+        debug_assert_eq!(t.state, State::Runnable, "{tid} runs but was not runnable");
+        t.state = State::Running;
+        t.cpu = cpu;
+        t.se.exec_start = now;
+        t.se.protect = true;
+    }
+
+    /// `tid`, running on `cpu`, sleeps until a wake-up, then retries `retry`:
+    /// the CPU runs nothing until it schedules.
+    #[inline]
+    pub(super) fn block(&mut self, cpu: usize, tid: usize, retry: Retry) {
+        let t = &mut self.threads[tid];
+        debug_assert_eq!(t.state, State::Running, "{tid} blocks but was not running");
+        t.state = State::Blocked;
+        match retry {
+            Retry::Read(p) => t.retry_read = Some(p),
+            Retry::Write(p) => t.retry_write = Some(p),
+        }
+        self.set_cur(cpu, None);
+    }
+
+    /// `tid`, running on `cpu`, exits: the CPU runs nothing until it schedules.
+    pub(super) fn exit(&mut self, cpu: usize, tid: usize) {
+        debug_assert_eq!(self.sched[cpu].cur, Some(tid), "{tid} exits but does not run on CPU {cpu}");
+        self.threads[tid].state = State::Dead;
+        self.set_cur(cpu, None);
     }
 
     /// Returns `cpu`'s scheduler state.

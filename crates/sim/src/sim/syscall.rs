@@ -6,7 +6,7 @@ use super::*;
 impl Sim {
     pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
-        let mm = self.scheduler.thread(tid).mm;
+        let mm = self.scheduler.thread(tid).mm();
         if mm.is_kernel()
             && matches!(
                 s,
@@ -71,18 +71,20 @@ impl Sim {
     /// Runs system call `s` of `tid` on `cpu` from `now` (its locks held).
     fn syscall_body(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
-        let mm = self.scheduler.thread(tid).mm;
+        let mm = self.scheduler.thread(tid).mm();
         match s {
             Sys::Mmap { pages, write } => {
-                self.scheduler.thread_mut(tid).ret = self.mmap(mm, pages, write, None);
+                let va = self.mmap(mm, pages, write, None);
+                self.scheduler.thread_mut(tid).set_return(va);
                 now + c.kernel.fault_path
             }
             Sys::MmapFile { file, pages, write } => {
-                self.scheduler.thread_mut(tid).ret = self.mmap(mm, pages, write, Some(file));
+                let va = self.mmap(mm, pages, write, Some(file));
+                self.scheduler.thread_mut(tid).set_return(va);
                 now + c.kernel.fault_path
             }
             Sys::MmapFixed { va, pages, write } => {
-                self.scheduler.thread_mut(tid).ret = va;
+                self.scheduler.thread_mut(tid).set_return(va);
                 self.forget_swapped(mm, va, pages);
                 self.mmap_fixed(cpu, mm, va, pages, write, now)
             }
@@ -102,7 +104,7 @@ impl Sim {
             Sys::MadvisePageout { va, pages } => self.madvise_pageout(cpu, mm, va, pages, now),
             Sys::MigratePages { tid: target, from, to } => {
                 let (t, moved) = self.migrate_pages(cpu, target, from, to, now);
-                self.scheduler.thread_mut(tid).ret = moved;
+                self.scheduler.thread_mut(tid).set_return(moved);
                 t
             }
             Sys::Execve => self.execve(cpu, tid, now),
@@ -124,7 +126,7 @@ impl Sim {
     fn new_pipe(&mut self, tid: usize, cap: u64, now: u64) -> u64 {
         let kva = self.kalloc_page();
         let p = self.kern.new_pipe(cap, kva);
-        self.scheduler.thread_mut(tid).ret = p as u64;
+        self.scheduler.thread_mut(tid).set_return(p as u64);
         now + self.m.costs.kernel.pipe_op
     }
 
@@ -134,24 +136,21 @@ impl Sim {
             self.error.get_or_insert(format!("write to unknown pipe {p}"));
             return now;
         };
-        let kva = pipe.kva;
-        if pipe.count >= pipe.cap {
+        let kva = pipe.kva();
+        if pipe.is_full() {
             // Full: sleep until a read makes room, then write again.
-            pipe.writers.push_back(tid);
-            self.scheduler.thread_mut(tid).state = State::Blocked;
-            self.scheduler.thread_mut(tid).retry_write = Some(p);
-            self.scheduler.set_cur(cpu, None);
+            pipe.wait_to_write(tid);
+            self.scheduler.block(cpu, tid, Retry::Write(p));
             now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
             let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
             return self.kaccess(cpu, kva, t);
         }
-        pipe.count += 1;
-        let waiter = pipe.waiters.pop_front();
+        let waiter = pipe.put();
         now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
         let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
         now = self.kaccess(cpu, kva, t);
         if let Some(w) = waiter {
-            now = self.kaccess(cpu, self.scheduler.thread(w).tstruct, now);
+            now = self.kaccess(cpu, self.scheduler.thread(w).tstruct(), now);
             now = self.wake(w, cpu, now, true);
         }
         now
@@ -159,30 +158,26 @@ impl Sim {
 
     pub(super) fn pipe_read(&mut self, cpu: usize, tid: usize, p: u32, now: u64) -> u64 {
         let c = self.m.costs;
-        let Some(pipe) = self.kern.pipe_mut(p) else {
+        let Some(kva) = self.kern.pipe(p).map(|pipe| pipe.kva()) else {
             self.error.get_or_insert(format!("read from unknown pipe {p}"));
             return now;
         };
-        let kva = pipe.kva;
         let now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
         let Some(pipe) = self.kern.pipe_mut(p) else {
             return now;
         };
-        if pipe.count > 0 {
-            pipe.count -= 1;
-            let writer = pipe.writers.pop_front();
+        if pipe.has_token() {
+            let writer = pipe.take();
             let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
             let mut now = self.kaccess(cpu, kva, t);
             if let Some(w) = writer {
-                now = self.kaccess(cpu, self.scheduler.thread(w).tstruct, now);
+                now = self.kaccess(cpu, self.scheduler.thread(w).tstruct(), now);
                 now = self.wake(w, cpu, now, true);
             }
             return now;
         }
-        pipe.waiters.push_back(tid);
-        self.scheduler.thread_mut(tid).state = State::Blocked;
-        self.scheduler.thread_mut(tid).retry_read = Some(p);
-        self.scheduler.set_cur(cpu, None);
+        pipe.wait_to_read(tid);
+        self.scheduler.block(cpu, tid, Retry::Read(p));
         let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
         self.kaccess(cpu, kva, t)
     }

@@ -53,7 +53,7 @@ fn a_lazy_cpus_walk_through_a_freed_table_page_is_a_violation() {
     let mut sim = lazy_cpu0();
     let (asid, now) = (sim.m.cpus[0].asid, sim.end);
     let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
-    let uid = sim.kern.mm(mm).uid;
+    let uid = sim.kern.mm(mm).uid();
     let table = freed_table(&mut sim);
     sim.m.pwc_fill(0, 0x4000_0000, asid, false, table, uid, 0);
     sim.strict_scan(0, now);
@@ -78,12 +78,12 @@ fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again()
     // the lazy CPU was skipped for would.
     let mut held = Vec::new();
     sim.m.cpus[0].tlb.for_each(|e| {
-        if e.va() < KERNEL_BASE && e.mm_uid == sim.kern.mm(mm).uid {
+        if e.va() < KERNEL_BASE && e.mm_uid == sim.kern.mm(mm).uid() {
             held.push(e.pte);
         }
     });
     assert!(!held.is_empty(), "cpu0 holds the page it wrote");
-    let obl = sim.oracle.open(mm.0, sim.kern.mm(mm).uid, 0, 1, "mprotect", "flush_range", 2, 1, now);
+    let obl = sim.oracle.open(mm.0, sim.kern.mm(mm).uid(), 0, 1, "mprotect", "flush_range", 2, 1, now);
     sim.oracle.obligations[obl as usize].discharged = Some(now);
     for r in held {
         let ver = sim.pt.pte(r).ver;
@@ -93,7 +93,7 @@ fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again()
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
     assert!(sim.oracle.lazy_exempt > 0);
     // Back in the address space without the catch-up flush: judged, and reported.
-    sim.scheduler.cpu_mut(0).loaded = mm;
+    sim.scheduler.cpu_mut(0).switched_to(mm);
     sim.strict_scan(0, now);
     assert!(!sim.oracle.violations.is_empty());
     assert!(sim.oracle.violations.iter().all(|v| v.property == "no_stale_held" && v.detail.starts_with("holds an")));
@@ -141,8 +141,8 @@ fn lazy_cpu0_with_a_block() -> (Sim, u64, PteRef) {
     }
     assert!(sim.error.is_none() && sim.oracle.violations.is_empty(), "{:?}", sim.oracle.violations);
     let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
-    let root = sim.kern.mm(mm).root;
-    let v = *sim.kern.mm(mm).vmas.iter().find(|v| v.pages == 16 && sim.pt.walk(root, v.start).is_some()).unwrap();
+    let root = sim.kern.mm(mm).root();
+    let v = *sim.kern.mm(mm).vmas().iter().find(|v| v.pages == 16 && sim.pt.walk(root, v.start).is_some()).unwrap();
     let base = sim.pt.walk(root, v.start).unwrap().pte;
     assert!((0..16).all(|i| sim.pt.pte(base + i).valid_cont() && sim.pt.pte(base + i).writable()));
     (sim, v.start, base)
@@ -154,7 +154,7 @@ fn wrprotect_pte_3(sim: &mut Sim, va: u64, base: PteRef, flushed: bool) {
     let now = sim.end;
     let Root::Mm(mm) = sim.m.cpus[0].root else { unreachable!() };
     let seq = sim.oracle.next_seq();
-    let obl = sim.oracle.open(mm.0, sim.kern.mm(mm).uid, va + 3 * 4096, 1, "fork-wrprotect", "flush_mm", seq, 0, now);
+    let obl = sim.oracle.open(mm.0, sim.kern.mm(mm).uid(), va + 3 * 4096, 1, "fork-wrprotect", "flush_mm", seq, 0, now);
     let p = sim.pt.pte_mut(base + 3);
     p.flags &= !P_WRITE;
     p.ver = seq;
