@@ -30,6 +30,23 @@ pub fn init_mms<P: Policy>(p: &P, mms: core::ops::RangeInclusive<u32>) {
     }
 }
 
+/// Returns `p` with the address spaces 1..=`n` created ([`init_mms`]).
+pub fn with_mms<P: Policy>(p: P, n: u32) -> P {
+    init_mms(&p, 1..=n);
+    p
+}
+
+/// Returns CPUs 0 and 1 of a 2-CPU machine after both switched to `mm` in
+/// `p`, their logs emptied.
+pub fn both_on<P: Policy>(p: &P, mm: MmId) -> (Rec, Rec) {
+    let (cpu0, cpu1) = (Rec::new(0, 2), Rec::new(1, 2));
+    p.switch_mm(&cpu0, mm);
+    p.switch_mm(&cpu1, mm);
+    cpu0.take();
+    cpu1.take();
+    (cpu0, cpu1)
+}
+
 /// Returns the log line of a root write of `mm`'s tables with tag `asid`.
 pub fn root(mm: u32, asid: u16, noflush: bool) -> String {
     format!("root Mm(MmId({mm})) asid {asid} noflush {noflush}")

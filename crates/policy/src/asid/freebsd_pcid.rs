@@ -599,7 +599,7 @@ impl<C: CompletionProtocol + Sync> Policy for FreebsdX86<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{invlpg, root, with_mms, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -607,9 +607,7 @@ mod tests {
 
     /// Returns a policy with mms 1..=n initialised.
     fn fbsd(ncpus: usize, n: u32, c: Completion) -> FreebsdX86 {
-        let p = FreebsdX86::new(ncpus, n as usize + 1, c);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(FreebsdX86::new(ncpus, n as usize + 1, c), n)
     }
 
     /// Returns the log with every shared address (of a `shared` or `spin on` line)
@@ -655,6 +653,39 @@ mod tests {
         let mut hw = Rec::new(0, ncpus as usize);
         hw.coherence = true;
         hw
+    }
+
+    /// Returns the [`named`] log of cpu0's shootdown of mm 1 to cpus 1 to 3 (all
+    /// but itself): the generations zeroed, the `local` flush, the request's
+    /// shared words with the protocol's `dispatch` accesses, the spin on
+    /// `spin`, each CPU's `handler` lines, and the `sync` reads before the
+    /// lock's release. Shared accesses are given without `shared `.
+    fn all_but_self_log(
+        local: &[String],
+        dispatch: &[&str],
+        spin: &str,
+        handler: impl Fn(u32) -> Vec<String>,
+        sync: &[&str],
+    ) -> Vec<String> {
+        let shared = |l: &&str| format!("shared {l}");
+        let mut want: Vec<String> =
+            ["mm1.pm_gen[1] Write", "mm1.pm_gen[2] Write", "mm1.pm_gen[3] Write", "mm1.pm_active Read"]
+                .iter()
+                .map(shared)
+                .collect();
+        want.extend_from_slice(local);
+        want.push("phase Issue".into());
+        let request =
+            ["smp_ipi_mtx Rmw", "smp_tlb_addr1 Write", "smp_tlb_addr2 Write", "smp_tlb_pmap Write", "smp_tlb_op Write"];
+        want.extend(request.iter().chain(dispatch).map(shared));
+        want.extend(["phase Dispatch".into(), format!("spin on {spin}"), "ipi all-but-self [1, 2, 3]".into()]);
+        for c in 1..=3 {
+            want.extend(handler(c));
+        }
+        want.push("phase Sync".into());
+        want.extend(sync.iter().chain(&["smp_ipi_mtx Write"]).map(shared));
+        want.push("phase Done".into());
+        want
     }
 
     #[test]
@@ -881,33 +912,9 @@ mod tests {
                 format!("cpu{c}: shared smp_tlb_wait Rmw"),
             ]
         };
-        let mut want: Vec<String> = vec![
-            "shared mm1.pm_gen[1] Write".into(),
-            "shared mm1.pm_gen[2] Write".into(),
-            "shared mm1.pm_gen[3] Write".into(),
-            "shared mm1.pm_active Read".into(),
-            invlpg(2, 0x1000),
-            "phase Issue".into(),
-            "shared smp_ipi_mtx Rmw".into(),
-            "shared smp_tlb_addr1 Write".into(),
-            "shared smp_tlb_addr2 Write".into(),
-            "shared smp_tlb_pmap Write".into(),
-            "shared smp_tlb_op Write".into(),
-            "shared smp_tlb_wait Write".into(),
-            "phase Dispatch".into(),
-            // The initiator will spin on the counter's line while the handlers run.
-            "spin on smp_tlb_wait".into(),
-            "ipi all-but-self [1, 2, 3]".into(),
-        ];
-        for c in 1..=3 {
-            want.extend(handler(c));
-        }
-        want.extend([
-            "phase Sync".into(),
-            "shared smp_tlb_wait Read".into(),
-            "shared smp_ipi_mtx Write".into(),
-            "phase Done".into(),
-        ]);
+        let local = [invlpg(2, 0x1000)];
+        // The initiator will spin on the counter's line while the handlers run.
+        let want = all_but_self_log(&local, &["smp_tlb_wait Write"], "smp_tlb_wait", handler, &["smp_tlb_wait Read"]);
         assert_eq!(named(&p, log), want);
         let Protocol::Counter(c) = p.protocol() else { unreachable!() };
         assert_eq!(c.smp_tlb_wait(), 3);
@@ -971,37 +978,11 @@ mod tests {
                 format!("cpu{c}: shared cpu{c}.smp_tlb_done Write"),
             ]
         };
-        let mut want: Vec<String> = vec![
-            "shared mm1.pm_gen[1] Write".into(),
-            "shared mm1.pm_gen[2] Write".into(),
-            "shared mm1.pm_gen[3] Write".into(),
-            "shared mm1.pm_active Read".into(),
-            "shared mm1.pm_pcid[0] Read".into(),
-            "tlbi Asid(Asid(2)) Local".into(),
-            "phase Issue".into(),
-            "shared smp_ipi_mtx Rmw".into(),
-            "shared smp_tlb_addr1 Write".into(),
-            "shared smp_tlb_addr2 Write".into(),
-            "shared smp_tlb_pmap Write".into(),
-            "shared smp_tlb_op Write".into(),
-            "shared smp_tlb_generation Read".into(),
-            "shared smp_tlb_generation Write".into(),
-            "phase Dispatch".into(),
-            // The initiator waits for cpu1 first.
-            "spin on cpu1.smp_tlb_done".into(),
-            "ipi all-but-self [1, 2, 3]".into(),
-        ];
-        for c in 1..=3 {
-            want.extend(handler(c));
-        }
-        want.extend([
-            "phase Sync".into(),
-            "shared cpu1.smp_tlb_done Read".into(),
-            "shared cpu2.smp_tlb_done Read".into(),
-            "shared cpu3.smp_tlb_done Read".into(),
-            "shared smp_ipi_mtx Write".into(),
-            "phase Done".into(),
-        ]);
+        let local = ["shared mm1.pm_pcid[0] Read".to_string(), "tlbi Asid(Asid(2)) Local".to_string()];
+        let generation = ["smp_tlb_generation Read", "smp_tlb_generation Write"];
+        let done = ["cpu1.smp_tlb_done Read", "cpu2.smp_tlb_done Read", "cpu3.smp_tlb_done Read"];
+        // The initiator waits for cpu1 first.
+        let want = all_but_self_log(&local, &generation, "cpu1.smp_tlb_done", handler, &done);
         assert_eq!(named(&p, log), want);
         let Protocol::Generation(g) = p.protocol() else { unreachable!() };
         assert_eq!(g.smp_tlb_generation(), 1);

@@ -408,25 +408,19 @@ impl crate::wrap::Wrap for Latr {
 mod tests {
     use super::*;
     use crate::policy::Lazy;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{both_on, init_mms, invlpg, root, with_mms};
     use crate::types::CpuId;
     use std::string::ToString;
     use std::vec;
 
     fn latr(ncpus: usize, n: u32) -> Latr {
-        let p = Latr::new(ncpus, n as usize + 1);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(Latr::new(ncpus, n as usize + 1), n)
     }
 
     #[test]
     fn munmap_saves_a_state_and_sends_no_ipi() {
         let p = latr(2, 1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
-        h0.take();
-        h1.take();
+        let (h0, h1) = both_on(&p, MmId(1));
         h0.lazy.set(true);
         p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
         // The local flush, the artifact's second local flush, and no IPI.
@@ -445,10 +439,7 @@ mod tests {
     #[test]
     fn outside_munmap_the_shootdown_is_v410s() {
         let p = latr(2, 1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
-        h0.take();
+        let (h0, _h1) = both_on(&p, MmId(1));
         p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
         assert_eq!(
             h0.take(),
@@ -463,10 +454,7 @@ mod tests {
         // flush (a COW fault's ptep_clear_flush) is not the madvise's own.
         for (rule, lazy) in [(Defer::WhileMmFlagged, true), (Defer::OwnUnmap, false)] {
             let p = latr(2, 1).with_defer(rule);
-            let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-            p.switch_mm(&h0, MmId(1));
-            p.switch_mm(&h1, MmId(1));
-            h0.take();
+            let (h0, _h1) = both_on(&p, MmId(1));
             h0.flagged.set(true);
             p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
             let log = h0.take();
@@ -480,9 +468,7 @@ mod tests {
     fn a_full_ring_falls_back_to_ipis_and_completes_at_once() {
         let p = Latr::new(2, 2).with_small_shapes();
         init_mms(&p, 1..=1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
+        let (h0, _h1) = both_on(&p, MmId(1));
         h0.lazy.set(true);
         // Two slots, one always kept empty: the first request is saved...
         p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
@@ -506,9 +492,7 @@ mod tests {
     #[test]
     fn a_cpu_that_switched_away_only_drops_its_bit() {
         let p = latr(2, 2);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
+        let (h0, h1) = both_on(&p, MmId(1));
         h0.lazy.set(true);
         p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
         h1.take();
@@ -526,9 +510,7 @@ mod tests {
     #[test]
     fn a_lazy_cpu_leaves_the_mm_at_its_sweep() {
         let p = latr(2, 1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
+        let (h0, h1) = both_on(&p, MmId(1));
         p.enter_lazy(&h1, Lazy::Idle);
         h1.take();
         h0.lazy.set(true);
@@ -541,9 +523,7 @@ mod tests {
     #[test]
     fn the_early_variant_completes_while_a_cpu_is_still_owed() {
         let p = latr(2, 1).with_variant(Variant::ReclaimOneEarly);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
+        let (h0, h1) = both_on(&p, MmId(1));
         h0.lazy.set(true);
         p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
         h0.take();

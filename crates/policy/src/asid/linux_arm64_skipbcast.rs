@@ -432,6 +432,32 @@ mod tests {
         format!("tlbi {op:?} {scope:?}")
     }
 
+    /// Returns the log of one flush of `ops` at `scope` with barriers logged:
+    /// `tlb_flush_check`'s full barrier when `checked`, then the TLBIs between a
+    /// `DSB ST` and a `DSB` of the scope's domain.
+    fn flush_log(checked: bool, scope: Scope, ops: &[Tlbi]) -> Vec<String> {
+        let domain = match scope {
+            Scope::Local => "NonShareable",
+            Scope::Broadcast => "InnerShareable",
+        };
+        let mut log = if checked { vec!["barrier Full".to_string()] } else { Vec::new() };
+        log.push(format!("barrier DsbSt({domain})"));
+        log.extend(ops.iter().map(|&op| tlbi(op, scope)));
+        log.push(format!("barrier Dsb({domain})"));
+        log
+    }
+
+    /// Returns the policy of [`machine`] with mm 1 on cpu0 and mm 2 on cpu1, the
+    /// CPUs' logs emptied.
+    fn running_1_and_2() -> (LinuxArm64, Rec, Rec) {
+        let (p, cpu0, cpu1) = machine(2);
+        p.switch_mm(&cpu0, MmId(1));
+        p.switch_mm(&cpu1, MmId(2));
+        cpu0.take();
+        cpu1.take();
+        (p, cpu0, cpu1)
+    }
+
     /// A 2-CPU, 8-bit machine with skip-broadcast and mms 1..=`mms` created.
     fn machine(mms: u32) -> (LinuxArm64, Rec, Rec) {
         let p = LinuxArm64::with_skip_broadcast(2, 400, 8, false).unwrap();
@@ -445,10 +471,7 @@ mod tests {
 
     #[test]
     fn flush_check_is_local_when_only_this_cpu_runs_the_mm() {
-        let (p, mut cpu0, cpu1) = machine(2);
-        p.switch_mm(&cpu0, MmId(1));
-        p.switch_mm(&cpu1, MmId(2));
-        cpu0.take();
+        let (p, mut cpu0, _cpu1) = running_1_and_2();
         assert_eq!(p.nr_active_mm(MmId(1)), Some(1));
         assert_eq!(p.tlb_flush_check(&cpu0, MmId(1)), TlbFlushKind::Local);
         assert_eq!(stale_cpus(&p, MmId(1)), [false, true], "every CPU but this one is marked stale");
@@ -456,42 +479,16 @@ mod tests {
         cpu0.barriers = true;
         let va = VirtAddr(0x1000);
         p.flush_page(&cpu0, MmId(1), va);
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier Full".to_string(),
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-            ]
-        );
+        assert_eq!(cpu0.take(), flush_log(true, Scope::Local, &[Tlbi::Va { asid: a8(1), va }]));
         p.flush_range(&cpu0, MmId(1), va, 2);
         p.flush_mm(&cpu0, MmId(1));
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier Full".to_string(),
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Local),
-                tlbi(Tlbi::Va { asid: a8(1), va: va.add_pages(1) }, Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-                "barrier Full".to_string(),
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Asid(a8(1)), Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-            ]
-        );
+        let pages = [Tlbi::Va { asid: a8(1), va }, Tlbi::Va { asid: a8(1), va: va.add_pages(1) }];
+        let mut both = flush_log(true, Scope::Local, &pages);
+        both.extend(flush_log(true, Scope::Local, &[Tlbi::Asid(a8(1))]));
+        assert_eq!(cpu0.take(), both);
         // 512 pages or more still become the whole-ASID flush, locally.
         p.flush_range(&cpu0, MmId(1), va, 512);
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier Full".to_string(),
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Asid(a8(1)), Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-            ]
-        );
+        assert_eq!(cpu0.take(), flush_log(true, Scope::Local, &[Tlbi::Asid(a8(1))]));
         assert_eq!(stale_cpus(&p, MmId(1)), [false, true]);
     }
 
@@ -532,14 +529,7 @@ mod tests {
         cpu0.barriers = true;
         let va = VirtAddr(0x1000);
         p.flush_page(&cpu0, MmId(1), va);
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier DsbSt(InnerShareable)".to_string(),
-                tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Broadcast),
-                "barrier Dsb(InnerShareable)".to_string(),
-            ]
-        );
+        assert_eq!(cpu0.take(), flush_log(false, Scope::Broadcast, &[Tlbi::Va { asid: a8(1), va }]));
         assert_eq!(stale_cpus(&p, MmId(1)), [false, false]);
 
         // Only cpu1 runs mm 1 and cpu0 flushes it: the count is 1 but not cpu0's,
@@ -551,15 +541,7 @@ mod tests {
         assert_eq!(stale_cpus(&p, MmId(1)), [true, true]);
         assert_eq!(cpu0.take(), vec!["barrier Full"]);
         p.flush_mm(&cpu0, MmId(1));
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier Full".to_string(),
-                "barrier DsbSt(InnerShareable)".to_string(),
-                tlbi(Tlbi::Asid(a8(1)), Scope::Broadcast),
-                "barrier Dsb(InnerShareable)".to_string(),
-            ]
-        );
+        assert_eq!(cpu0.take(), flush_log(true, Scope::Broadcast, &[Tlbi::Asid(a8(1))]));
     }
 
     #[test]
@@ -576,17 +558,9 @@ mod tests {
         cpu1.take();
         cpu1.barriers = true;
         p.switch_mm(&cpu1, MmId(1));
-        assert_eq!(
-            cpu1.take(),
-            vec![
-                "barrier Full".to_string(),
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Asid(a8(1)), Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-                "root Mm(MmId(1)) asid 1 noflush true".to_string(),
-                "barrier Isb".to_string(),
-            ]
-        );
+        let mut want = flush_log(true, Scope::Local, &[Tlbi::Asid(a8(1))]);
+        want.extend(["root Mm(MmId(1)) asid 1 noflush true".to_string(), "barrier Isb".to_string()]);
+        assert_eq!(cpu1.take(), want);
         assert_eq!(stale_cpus(&p, MmId(1)), [false, false]);
         assert_eq!(p.nr_active_mm(MmId(1)), Some(2));
         // Only once: the next switch-in finds the bit clear.
@@ -635,11 +609,8 @@ mod tests {
 
     #[test]
     fn a_kernel_thread_keeps_the_mm_counted_and_in_ttbr0_and_only_idle_drops_it() {
-        let (p, mut cpu0, cpu1) = machine(2);
+        let (p, mut cpu0, cpu1) = running_1_and_2();
         cpu0.barriers = true;
-        p.switch_mm(&cpu0, MmId(1));
-        p.switch_mm(&cpu1, MmId(2));
-        cpu0.take();
         // A kernel thread runs on cpu0: enter_lazy_tlb with a task that is not idle
         // does nothing; mm 1 stays counted, its ASID in TTBR0.
         p.enter_lazy(&cpu0, Lazy::KernelThread);
@@ -869,11 +840,8 @@ mod tests {
 
     #[test]
     fn zoo_skipbcast_no_barrier_decides_without_the_full_barrier() {
-        let (p, mut cpu0, cpu1) = machine(2);
+        let (p, mut cpu0, _cpu1) = running_1_and_2();
         let p = p.with_bug(Bug::SkipbcastNoBarrier);
-        p.switch_mm(&cpu0, MmId(1));
-        p.switch_mm(&cpu1, MmId(2));
-        cpu0.take();
         cpu0.barriers = true;
         let va = VirtAddr(0x1000);
         p.flush_page(&cpu0, MmId(1), va);
@@ -881,14 +849,7 @@ mod tests {
         // (flush_check_is_local_when_only_this_cpu_runs_the_mm) without the leading
         // "barrier Full": nothing orders the stale marks before the count's re-read,
         // which only a schedule with store buffering turns into a missed flush.
-        assert_eq!(
-            cpu0.take(),
-            vec![
-                "barrier DsbSt(NonShareable)".to_string(),
-                tlbi(Tlbi::Va { asid: a8(1), va }, Scope::Local),
-                "barrier Dsb(NonShareable)".to_string(),
-            ]
-        );
+        assert_eq!(cpu0.take(), flush_log(false, Scope::Local, &[Tlbi::Va { asid: a8(1), va }]));
         assert_eq!(stale_cpus(&p, MmId(1)), [false, true]);
         // The switch path keeps its own barrier.
         p.switch_mm(&cpu0, MmId(2));

@@ -570,7 +570,7 @@ impl Policy for LinuxX86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{invlpg, root, with_mms, Rec};
     use std::format;
     use std::string::String;
     use std::vec;
@@ -578,9 +578,7 @@ mod tests {
 
     /// Returns a policy with mms 1..=n initialised.
     fn x86(ncpus: usize, n: u32, pcid: bool) -> LinuxX86 {
-        let p = LinuxX86::new(ncpus, n as usize + 1, pcid);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(LinuxX86::new(ncpus, n as usize + 1, pcid), n)
     }
 
     #[test]

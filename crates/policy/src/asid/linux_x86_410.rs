@@ -361,13 +361,11 @@ impl LinuxX86v410 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{both_on, invlpg, root, with_mms, Rec};
     use std::vec;
 
     fn x86(ncpus: usize, n: u32) -> LinuxX86v410 {
-        let p = LinuxX86v410::new(ncpus, n as usize + 1);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(LinuxX86v410::new(ncpus, n as usize + 1), n)
     }
 
     #[test]
@@ -383,9 +381,7 @@ mod tests {
     #[test]
     fn a_lazy_cpu_gets_the_ipi_and_leaves_the_mm() {
         let p = x86(2, 1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
+        let (h0, h1) = both_on(&p, MmId(1));
         p.switch_mm(&h1, MmId::KERNEL);
         h0.take();
         h1.take();
@@ -408,10 +404,7 @@ mod tests {
     #[test]
     fn a_large_range_is_a_cr3_reload_everywhere() {
         let p = x86(2, 1);
-        let (h0, h1) = (Rec::new(0, 2), Rec::new(1, 2));
-        p.switch_mm(&h0, MmId(1));
-        p.switch_mm(&h1, MmId(1));
-        h0.take();
+        let (h0, _h1) = both_on(&p, MmId(1));
         p.flush_range(&h0, MmId(1), VirtAddr(0), 34);
         assert_eq!(
             h0.take(),

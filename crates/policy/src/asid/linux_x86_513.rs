@@ -861,7 +861,7 @@ impl Policy for LinuxX86v513 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{invlpg, root, with_mms, Rec};
     use std::format;
     use std::string::{String, ToString};
     use std::vec;
@@ -871,9 +871,7 @@ mod tests {
 
     /// Returns the policy with mms 1..=n initialised.
     fn x86(ncpus: usize, n: u32, v: Version) -> LinuxX86v513 {
-        let p = LinuxX86v513::new(ncpus, n as usize + 1, v);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(LinuxX86v513::new(ncpus, n as usize + 1, v), n)
     }
 
     /// Returns `ncpus` CPUs, each with shared-line accesses logged when `coherence`.
@@ -901,6 +899,23 @@ mod tests {
         }
     }
 
+    /// Returns `v`'s policy on `ncpus` CPUs set up by [`machine`], the CPUs, and
+    /// CPU 0's log of its flush of page 0x1000 of mm 1.
+    fn flushed_page(
+        ncpus: usize,
+        v: Version,
+        coherence: bool,
+        running: &[usize],
+        lazy: &[usize],
+    ) -> (LinuxX86v513, Vec<Rec>, Vec<String>) {
+        let p = x86(ncpus, 1, v);
+        let hw = cpus(ncpus, coherence);
+        machine(&p, &hw, running, lazy);
+        p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
+        let log = hw[0].take();
+        (p, hw, log)
+    }
+
     fn shared(addr: usize, a: Access) -> String {
         format!("shared {addr:#x} {a:?}")
     }
@@ -911,33 +926,23 @@ mod tests {
 
     #[test]
     fn before_flushes_here_first_then_sends_the_ipi() {
-        let p = x86(2, 1, Version::V512);
-        let hw = cpus(2, false);
-        machine(&p, &hw, &[0, 1], &[]);
-        p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
+        let (_p, _hw, log) = flushed_page(2, Version::V512, false, &[0, 1], &[]);
         let remote = format!("cpu1: {}", invlpg(2, 0x1000));
-        assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000), "ipi async [1]".to_string(), remote]);
+        assert_eq!(log, vec![invlpg(2, 0x1000), "ipi async [1]".to_string(), remote]);
     }
 
     #[test]
     fn after_sends_the_ipi_then_flushes_here() {
-        let p = x86(2, 1, Version::V513);
-        let hw = cpus(2, false);
-        machine(&p, &hw, &[0, 1], &[]);
-        p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
+        let (_p, _hw, log) = flushed_page(2, Version::V513, false, &[0, 1], &[]);
         // The simulated handler runs when it is sent: before the local flush.
         let remote = format!("cpu1: {}", invlpg(2, 0x1000));
-        assert_eq!(hw[0].take(), vec!["ipi async [1]".to_string(), remote, invlpg(2, 0x1000)]);
+        assert_eq!(log, vec!["ipi async [1]".to_string(), remote, invlpg(2, 0x1000)]);
     }
 
     #[test]
     fn after_local_flush_runs_between_dispatch_and_sync_before_after_done() {
         for v in BOTH {
-            let p = x86(3, 1, v);
-            let hw = cpus(3, true);
-            machine(&p, &hw, &[0, 1, 2], &[]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            let log = hw[0].take();
+            let (_p, _hw, log) = flushed_page(3, v, true, &[0, 1, 2], &[]);
             let local = position(&log, &invlpg(2, 0x1000));
             let (dispatch, sync) = (position(&log, "phase Dispatch"), position(&log, "phase Sync"));
             match v {
@@ -964,11 +969,7 @@ mod tests {
     #[test]
     fn the_initiator_reads_each_targets_is_lazy() {
         for v in BOTH {
-            let p = x86(2, 1, v);
-            let hw = cpus(2, true);
-            machine(&p, &hw, &[0, 1], &[]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            let log = hw[0].take();
+            let (p, _hw, log) = flushed_page(2, v, true, &[0, 1], &[]);
             position(&log, &shared(p.is_lazy_addr(CpuId(1)), Access::Read));
         }
     }
@@ -994,11 +995,7 @@ mod tests {
 
     #[test]
     fn before_runs_the_flush_here_again_after_the_wait() {
-        let p = x86(2, 1, Version::V512);
-        let hw = cpus(2, true);
-        machine(&p, &hw, &[0, 1], &[]);
-        p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-        let log = hw[0].take();
+        let (p, _hw, log) = flushed_page(2, Version::V512, true, &[0, 1], &[]);
         // on_each_cpu_cond_mask's local tlb_is_not_lazy and flush_tlb_func_remote's
         // read of tlb_gen, after the wait.
         let done = position(&log, "phase Done");
@@ -1012,11 +1009,7 @@ mod tests {
     #[test]
     fn the_handler_releases_its_csd_and_the_initiator_polls_each() {
         for v in BOTH {
-            let p = x86(3, 1, v);
-            let hw = cpus(3, true);
-            machine(&p, &hw, &[0, 1, 2], &[]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            let log = hw[0].take();
+            let (p, _hw, log) = flushed_page(3, v, true, &[0, 1, 2], &[]);
             let (c1, c2) = (p.csd_addr(CpuId(0), CpuId(1)), p.csd_addr(CpuId(0), CpuId(2)));
             let spin = position(&log, &format!("spin on {c1:#x}"));
             let sent = position(&log, "ipi async [1, 2]");
@@ -1035,11 +1028,7 @@ mod tests {
     #[test]
     fn before_one_target_takes_the_stack_csd_after_the_per_cpu_one() {
         for v in BOTH {
-            let p = x86(2, 1, v);
-            let hw = cpus(2, true);
-            machine(&p, &hw, &[0, 1], &[]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            let log = hw[0].take();
+            let (p, _hw, log) = flushed_page(2, v, true, &[0, 1], &[]);
             let csd = match v {
                 Version::V512 => p.csd_stack_addr(CpuId(0)),
                 Version::V513 => p.csd_addr(CpuId(0), CpuId(1)),
@@ -1052,11 +1041,7 @@ mod tests {
     #[test]
     fn before_waits_on_the_csd_of_a_lazy_cpu_it_skipped() {
         for v in BOTH {
-            let p = x86(3, 1, v);
-            let hw = cpus(3, true);
-            machine(&p, &hw, &[0, 1], &[2]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            let log = hw[0].take();
+            let (p, _hw, log) = flushed_page(3, v, true, &[0, 1], &[2]);
             position(&log, "ipi async [1]");
             let skipped = shared(p.csd_addr(CpuId(0), CpuId(2)), Access::Read);
             let sync = position(&log, "phase Sync");
@@ -1067,11 +1052,8 @@ mod tests {
     #[test]
     fn alone_in_the_mask_flushes_here_without_ipis() {
         for v in BOTH {
-            let p = x86(2, 1, v);
-            let hw = cpus(2, false);
-            machine(&p, &hw, &[0], &[]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000)], "{v:?}");
+            let (_p, _hw, log) = flushed_page(2, v, false, &[0], &[]);
+            assert_eq!(log, vec![invlpg(2, 0x1000)], "{v:?}");
         }
     }
 
@@ -1107,11 +1089,8 @@ mod tests {
     #[test]
     fn a_lazy_cpu_gets_no_ipi_and_catches_up_at_its_switch() {
         for v in BOTH {
-            let p = x86(2, 1, v);
-            let hw = cpus(2, false);
-            machine(&p, &hw, &[0], &[1]);
-            p.flush_page(&hw[0], MmId(1), VirtAddr(0x1000));
-            assert_eq!(hw[0].take(), vec![invlpg(2, 0x1000)], "{v:?}");
+            let (p, hw, log) = flushed_page(2, v, false, &[0], &[1]);
+            assert_eq!(log, vec![invlpg(2, 0x1000)], "{v:?}");
             assert!(p.in_mm_cpumask(MmId(1), CpuId(1)));
             p.switch_mm(&hw[1], MmId(1));
             assert_eq!(hw[1].take(), vec![root(1, 2, false)], "{v:?}");

@@ -882,16 +882,14 @@ fn show_loaded_mm(v: u64, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testhw::{init_mms, invlpg, root, Rec};
+    use crate::testhw::{init_mms, invlpg, root, with_mms, Rec};
     use std::string::String;
     use std::vec;
     use std::vec::Vec;
 
     /// Returns a policy with mms 1..=n initialised.
     fn x86(kernel: Kernel, ncpus: usize, n: u32) -> LinuxX86v615 {
-        let p = LinuxX86v615::new(ncpus, n as usize + 1, kernel);
-        init_mms(&p, 1..=n);
-        p
+        with_mms(LinuxX86v615::new(ncpus, n as usize + 1, kernel), n)
     }
 
     /// Returns a Rec of CPU `cpu` that logs barriers.
