@@ -4,6 +4,7 @@
 //! show them (`swap_pageout`, `pmbench_migrate`), and the oracle over a
 //! migration.
 
+use crate::common::{loose_spec, strict};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::LinuxX86v615;
@@ -11,7 +12,7 @@ use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::run::run;
 use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use tlbkit_sim::workload::{self, Phase};
 
@@ -167,23 +168,6 @@ fn x86_migration_flushes_per_page_without_its_batch_and_once_per_batch_with_it()
     assert_eq!((none.flush_batch, none.flush_range, unmap_none), (0, moved, moved));
 }
 
-/// Runs `workload` with `sets` on `machine` under `--strict` and returns its
-/// output, which must hold no violation.
-fn strict(machine: &str, cpus: usize, policy: &str, workload: &str, sets: &[&str]) -> RunOutput {
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
-    out
-}
-
 #[test]
 fn arm64_reclaim_flushes_once_per_folio_with_tlbbatch_and_per_page_without() {
     // 1 MiB of 64 KB folios: 16 folios, 256 pages per MADV_PAGEOUT. v6.5's
@@ -237,15 +221,7 @@ fn pmbench_migrate_batches_by_the_kernel_and_as_told() {
 
 #[test]
 fn pmbench_migrate_needs_two_nodes() {
-    let spec = RunSpec {
-        machine: "altra".into(),
-        cpus: 4,
-        policy: "arm64-linux".into(),
-        workload: "pmbench_migrate".into(),
-        sets: vec!["mapsize_mb=1".into(), "setsize_mb=1".into()],
-        seed: 1,
-        strict: false,
-    };
+    let spec = loose_spec("altra", 4, "arm64-linux", "pmbench_migrate", &["mapsize_mb=1", "setsize_mb=1"]);
     let e = run(&spec).expect_err("one node").to_string();
     assert!(e.contains("needs two NUMA nodes") && e.contains("numa=2"), "{e}");
 }

@@ -447,17 +447,8 @@ fn every_teardown_runs_every_workload_clean_under_strict_with_migration() {
                         let common = [contpte, "migration=on", "spec_rate=0.2", "asid_bits=8", "slice_us=100"];
                         sets.extend(common.iter().map(|s| s.to_string()));
                         sets.push(format!("teardown={t}"));
-                        let spec = RunSpec {
-                            machine: "altra".into(),
-                            cpus,
-                            policy: policy.into(),
-                            workload: wl.to_string(),
-                            sets,
-                            seed: 21,
-                            strict: true,
-                        };
-                        let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-                        assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
+                        let spec = RunSpec { seed: 21, ..common::spec("altra", cpus, policy, wl, sets) };
+                        let out = common::run_clean(&spec);
                         if contpte == "contpte=on" {
                             assert!(out.metrics.contpte.contpte_fills > Some(0), "{}", spec.command());
                         }
@@ -525,17 +516,8 @@ fn exit_teardown_spec(teardown: &str, cpus: usize) -> RunSpec {
         "spec_rate=0.2",
         "slice_us=100",
     ];
-    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    sets.push(format!("teardown={teardown}"));
-    RunSpec {
-        machine: "altra".into(),
-        cpus,
-        policy: "arm64-linux".into(),
-        workload: "exit_teardown".into(),
-        sets,
-        seed: 21,
-        strict: true,
-    }
+    let sets = sets.map(String::from).into_iter().chain([format!("teardown={teardown}")]);
+    RunSpec { seed: 21, ..common::spec("altra", cpus, "arm64-linux", "exit_teardown", sets) }
 }
 
 #[test]

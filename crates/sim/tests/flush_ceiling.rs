@@ -4,26 +4,14 @@
 //! and one deferred user-PCID flush where it does not, and a run at the
 //! kernel's defaults is the run without the switches.
 
+use crate::common::{loose_spec, run_clean, spec};
 use tlbkit_sim::run::{run, RunOutput, RunSpec};
 
 /// Runs `flush_range` of `pages` pages on `machine` under `policy` with `sets`,
 /// on 4 CPUs (three spinners), strictly.
 fn flush_range(machine: &str, policy: &str, pages: u32, sets: &[&str]) -> RunOutput {
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus: 4,
-        policy: policy.into(),
-        workload: "flush_range".into(),
-        sets: [format!("pages={pages}"), "iters=4".to_string()]
-            .into_iter()
-            .chain(sets.iter().map(|s| s.to_string()))
-            .collect(),
-        seed: 3,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
-    out
+    let sets = [format!("pages={pages}"), "iters=4".to_string()].into_iter().chain(sets.iter().map(|s| s.to_string()));
+    run_clean(&RunSpec { seed: 3, ..spec(machine, 4, policy, "flush_range", sets) })
 }
 
 #[test]
@@ -80,25 +68,8 @@ fn pti_and_the_ceiling_are_refused_where_the_kernel_has_neither() {
     for (policy, set) in
         [("x86-linux-nopcid", "pti=on"), ("x86-freebsd-gen", "flush_ceiling=8"), ("x86-latr", "pti=on")]
     {
-        let spec = RunSpec {
-            machine: "hsw48".into(),
-            cpus: 2,
-            policy: policy.into(),
-            workload: "flush_range".into(),
-            sets: vec![set.to_string()],
-            seed: 1,
-            strict: false,
-        };
-        assert!(run(&spec).is_err(), "{policy} took {set}");
+        assert!(run(&loose_spec("hsw48", 2, policy, "flush_range", &[set])).is_err(), "{policy} took {set}");
     }
-    let spec = RunSpec {
-        machine: "hsw48".into(),
-        cpus: 2,
-        policy: "x86-linux-pcid".into(),
-        workload: "flush_range".into(),
-        sets: vec!["flush_ceiling=4097".to_string()],
-        seed: 1,
-        strict: false,
-    };
+    let spec = loose_spec("hsw48", 2, "x86-linux-pcid", "flush_range", &["flush_ceiling=4097"]);
     assert!(run(&spec).is_err(), "a ceiling above 4096 was taken");
 }

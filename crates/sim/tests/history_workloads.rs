@@ -3,28 +3,13 @@
 //! and the `vma_locks` switch: each does what its benchmark does to the TLBs
 //! and the locks, and every run passes the oracle.
 
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
-
-/// Runs `workload` on `cpus` CPUs of `machine` under `policy`, strict, with `sets`.
-fn go(machine: &str, policy: &str, cpus: usize, workload: &str, sets: &[&str]) -> RunOutput {
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap();
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
-    out
-}
+use crate::common::{loose_spec, strict};
+use tlbkit_sim::run::run;
 
 #[test]
 fn pft_writes_every_page_once_with_a_fault_each() {
     // 1 MB over 3 threads: 256 pages rounded up to 86 a thread, 258 in all.
-    let out = go("skx8170", "x86-linux-pcid", 3, "pft", &["mem_mb=1"]);
+    let out = strict("skx8170", 3, "x86-linux-pcid", "pft", &["mem_mb=1"]);
     let images = 3 * 3; // each thread's text, data and stack are not touched
     assert!(out.metrics.page_faults >= 258 && out.metrics.page_faults < 258 + images + 8);
     let (wall, cpu) = (out.result["faults_per_s"], out.result["faults_per_cpu_s"]);
@@ -37,9 +22,9 @@ fn pft_threads_fault_under_mmap_lock_or_the_vmas_lock_as_the_switch_says() {
     // skx8170 runs Linux 6.1: mmap_lock by default. One VMA for every thread:
     // its lock's word is as shared as mmap_lock's, so the rates agree.
     let sets = |v: &'static str| ["mem_mb=2", v];
-    let default = go("skx8170", "x86-linux-pcid", 16, "pft", &["mem_mb=2"]);
-    let off = go("skx8170", "x86-linux-pcid", 16, "pft", &sets("vma_locks=off"));
-    let on = go("skx8170", "x86-linux-pcid", 16, "pft", &sets("vma_locks=on"));
+    let default = strict("skx8170", 16, "x86-linux-pcid", "pft", &["mem_mb=2"]);
+    let off = strict("skx8170", 16, "x86-linux-pcid", "pft", &sets("vma_locks=off"));
+    let on = strict("skx8170", 16, "x86-linux-pcid", "pft", &sets("vma_locks=on"));
     assert_eq!(default.result, off.result, "not given is the kernel's own: mmap_lock before v6.4");
     assert_eq!(on.params["vma_locks"], "on");
     let (a, b) = (off.result["faults_per_s"], on.result["faults_per_s"]);
@@ -53,8 +38,8 @@ fn pft_threads_on_vmas_of_their_own_gain_from_per_vma_locks() {
     // vmas=1: each thread's faults take its own VMA's lock word, while
     // mmap_lock's word is still one line for all of them.
     let sets = |v: &'static str| ["mem_mb=4", "vmas=1", v];
-    let off = go("skx8170", "x86-linux-pcid", 16, "pft", &sets("vma_locks=off"));
-    let on = go("skx8170", "x86-linux-pcid", 16, "pft", &sets("vma_locks=on"));
+    let off = strict("skx8170", 16, "x86-linux-pcid", "pft", &sets("vma_locks=off"));
+    let on = strict("skx8170", 16, "x86-linux-pcid", "pft", &sets("vma_locks=on"));
     let (a, b) = (off.result["faults_per_s"], on.result["faults_per_s"]);
     assert!(b > a, "own VMAs: {a} faults/s under mmap_lock, {b} under per-VMA locks");
     assert!(off.metrics.line_transfers > 2 * on.metrics.line_transfers);
@@ -64,8 +49,8 @@ fn pft_threads_on_vmas_of_their_own_gain_from_per_vma_locks() {
 fn pft_threads_on_two_sockets_queue_on_one_lock_line_and_processes_do_not() {
     // 104 CPUs of skx8170 are its two sockets: the threads' one lock word (mmap_lock
     // or the VMA's) moves across them, each process's stays on its CPU.
-    let threads = go("skx8170", "x86-linux-pcid", 104, "pft", &["mem_mb=32"]);
-    let procs = go("skx8170", "x86-linux-pcid", 104, "pft", &["mem_mb=32", "procs=1"]);
+    let threads = strict("skx8170", 104, "x86-linux-pcid", "pft", &["mem_mb=32"]);
+    let procs = strict("skx8170", 104, "x86-linux-pcid", "pft", &["mem_mb=32", "procs=1"]);
     let (t, p) = (threads.result["faults_per_cpu_s"], procs.result["faults_per_cpu_s"]);
     assert!(p > 1.3 * t, "processes {p} against threads {t} faults per CPU second");
     assert!(threads.metrics.line_transfers > 5 * procs.metrics.line_transfers);
@@ -76,8 +61,8 @@ fn vma_locks_changes_a_run_whose_faults_meet_mmap_writers() {
     // tlb_flush2's threads map and unmap while the others fault: under
     // mmap_lock a fault waits for a writer, under its VMA's lock it does not.
     let sets = |v: &'static str| ["laps=2", "pages=16", v];
-    let off = go("icx8358", "x86-linux-pcid", 8, "will_it_scale_tlb_flush2", &sets("vma_locks=off"));
-    let on = go("icx8358", "x86-linux-pcid", 8, "will_it_scale_tlb_flush2", &sets("vma_locks=on"));
+    let off = strict("icx8358", 8, "x86-linux-pcid", "will_it_scale_tlb_flush2", &sets("vma_locks=off"));
+    let on = strict("icx8358", 8, "x86-linux-pcid", "will_it_scale_tlb_flush2", &sets("vma_locks=on"));
     assert_ne!(off.result, on.result);
 }
 
@@ -86,16 +71,7 @@ fn vma_locks_and_lru_drain_are_refused_on_freebsd() {
     // westmere runs FreeBSD 12 (origin 003): its faults take no VMA lock and
     // its pages join no per-CPU LRU-add batch.
     for (set, lacks) in [("vma_locks=on", "VMA lock"), ("lru_drain=off", "LRU-add batches")] {
-        let spec = RunSpec {
-            machine: "westmere".into(),
-            cpus: 2,
-            policy: "x86-freebsd-gen".into(),
-            workload: "pft".into(),
-            sets: vec![set.into()],
-            seed: 1,
-            strict: false,
-        };
-        let e = run(&spec).unwrap_err().to_string();
+        let e = run(&loose_spec("westmere", 2, "x86-freebsd-gen", "pft", &[set])).unwrap_err().to_string();
         assert!(e.contains("FreeBSD") && e.contains(lacks), "{set}: {e}");
     }
 }
@@ -104,7 +80,7 @@ fn vma_locks_and_lru_drain_are_refused_on_freebsd() {
 fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
     let iters = 20;
     let n = 4;
-    let out = go("skx8170", "x86-linux-pcid", n, "madvise_dontneed_loop", &["iters=20"]);
+    let out = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20"]);
     // Each madvise's one-page flush goes to the other three CPUs running the mm
     // (the last iterations of a thread may find some already finished).
     let ipis = out.metrics.ipi.ipis_sent as f64;
@@ -113,14 +89,14 @@ fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
     // And each store refaults: the first write and one per iteration.
     assert!(out.metrics.page_faults >= (n * (iters + 1)) as u64);
     assert!(out.result["iter_ns"] > 0.0);
-    let alone = go("skx8170", "x86-linux-pcid", n, "madvise_dontneed_loop", &["iters=20", "threads=1"]);
+    let alone = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "threads=1"]);
     assert!(alone.result["iter_ns"] < out.result["iter_ns"], "remote flushes cost the threads");
 }
 
 #[test]
 fn lru_file_mmap_read_reclaims_mapped_page_cache_with_batched_flushes() {
     let sets = ["mem_mb=1", "file_mb=4"];
-    let out = go("skx8170", "x86-linux-pcid", 4, "lru_file_mmap_read", &sets);
+    let out = strict("skx8170", 4, "x86-linux-pcid", "lru_file_mmap_read", &sets);
     let reclaimed = out.result["reclaimed_pages"];
     // 1024 pages read through 256 of memory: at least 768 reclaimed.
     assert!(reclaimed >= 768.0, "{reclaimed} pages reclaimed");
@@ -130,15 +106,15 @@ fn lru_file_mmap_read_reclaims_mapped_page_cache_with_batched_flushes() {
     assert!(flushes > 0.0 && flushes * 16.0 <= reclaimed, "{flushes} flushes for {reclaimed} pages");
     // Without the batch, a flush per PTE.
     let unbatched =
-        go("skx8170", "x86-linux-pcid", 4, "lru_file_mmap_read", &["mem_mb=1", "file_mb=4", "tlbbatch=off"]);
+        strict("skx8170", 4, "x86-linux-pcid", "lru_file_mmap_read", &["mem_mb=1", "file_mb=4", "tlbbatch=off"]);
     assert_eq!(unbatched.result["reclaim_flushes"], unbatched.result["reclaim_unmaps"]);
     assert!(unbatched.result["reclaim_flushes"] > 4.0 * flushes);
 }
 
 #[test]
 fn lru_file_mmap_read_on_arm64_passes_the_oracle() {
-    let out = go("kunpeng920", "arm64-linux", 4, "lru_file_mmap_read", &["mem_mb=1", "file_mb=4"]);
+    let out = strict("kunpeng920", 4, "arm64-linux", "lru_file_mmap_read", &["mem_mb=1", "file_mb=4"]);
     assert!(out.result["reclaimed_pages"] >= 768.0);
-    let out = go("kunpeng920", "arm64-linux", 4, "lru_file_mmap_read", &["mem_mb=1", "file_mb=4", "tlbbatch=off"]);
+    let out = strict("kunpeng920", 4, "arm64-linux", "lru_file_mmap_read", &["mem_mb=1", "file_mb=4", "tlbbatch=off"]);
     assert!(out.result["reclaimed_pages"] >= 768.0);
 }

@@ -4,21 +4,12 @@
 //! CPU, Linux v4.15 or later) for the policies that model it. The run's
 //! parameters name both.
 
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use crate::common::{run_clean, spec};
+use tlbkit_sim::run::{RunOutput, RunSpec};
 
 fn one(machine: &str, policy: &str, sets: &[&str]) -> RunOutput {
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus: 4,
-        policy: policy.into(),
-        workload: "flush_range".into(),
-        sets: ["pages=4", "iters=4"].iter().chain(sets).map(|s| s.to_string()).collect(),
-        seed: 3,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
-    out
+    let sets = ["pages=4", "iters=4"].iter().chain(sets);
+    run_clean(&RunSpec { seed: 3, ..spec(machine, 4, policy, "flush_range", sets) })
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! deferred flushes, their TLBIs), a paged-out page faulting back in, and the
 //! oracle's verdict with other CPUs using the memory while it is paged out.
 
+use crate::common::{run_clean, spec};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +13,7 @@ use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
-use tlbkit_sim::run::{run, RunSpec};
+use tlbkit_sim::run::RunSpec;
 use tlbkit_sim::sim::{ContMode, ContpteConfig, ContpteStats, PageoutStats, Sim, SimConfig, Stats};
 
 /// One step of a test program; addresses are pages of the region it maps first.
@@ -369,17 +370,8 @@ fn madvise_bench_runs_strict_on_the_arm64_linux_policies() {
         ] {
             let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
             sets.extend(["size_mb=1", "iters=3", "migration=on", "spec_rate=0.2"].map(String::from));
-            let spec = RunSpec {
-                machine: "altra".into(),
-                cpus: 4,
-                policy: policy.into(),
-                workload: "madvise_bench".into(),
-                sets,
-                seed: 7,
-                strict: true,
-            };
-            let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-            assert_eq!(out.violations_total, 0, "{}: {:?}", spec.command(), out.violations.first());
+            let spec = RunSpec { seed: 7, ..spec("altra", 4, policy, "madvise_bench", sets) };
+            let out = run_clean(&spec);
             assert!(out.result["ms_per_call"] > 0.0, "{}", spec.command());
         }
     }

@@ -4,27 +4,17 @@
 //! and the flush its 512-page `mprotect` is on arm64 Linux with and without
 //! range invalidation.
 
+use crate::common::strict;
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_sim::preset;
-use tlbkit_sim::run::{run, Metrics, RunSpec};
+use tlbkit_sim::run::Metrics;
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params, Phase};
 
 /// Runs `workload` on 2 CPUs of an Altra under `arm64-linux` with `sets`,
 /// strict; returns its metrics after checking it found no violation.
 fn altra(workload: &str, sets: &[&str]) -> Metrics {
-    let spec = RunSpec {
-        machine: "altra".into(),
-        cpus: 2,
-        policy: "arm64-linux".into(),
-        workload: workload.into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:?}", spec.command(), out.violations.first());
-    out.metrics
+    strict("altra", 2, "arm64-linux", workload, sets).metrics
 }
 
 /// Returns what `iters` more timed mappings of `lat_mmap` with `sets` add to a

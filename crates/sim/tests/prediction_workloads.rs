@@ -4,27 +4,19 @@
 //! its page count). Each runs clean under `--strict` and does what its
 //! documentation says.
 
+use crate::common::{run_clean, spec};
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use tlbkit_sim::run::RunOutput;
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params, Phase};
 
 /// Runs `workload` with `sets` on `cpus` CPUs of `graviton4` under `policy`,
 /// strict; returns the output after checking it found no violation.
 fn graviton4(policy: &str, workload: &str, cpus: usize, sets: &[&str]) -> RunOutput {
-    let spec = RunSpec {
-        machine: "graviton4".into(),
-        cpus,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:?}", spec.command(), out.violations.first());
+    let spec = spec("graviton4", cpus, policy, workload, sets);
+    let out = run_clean(&spec);
     for (k, v) in &out.result {
         assert!(v.is_finite() && *v > 0.0, "{}: {k} = {v}", spec.command());
     }

@@ -9,10 +9,10 @@
 //! the first request past each 10 ms. A child saves 32 values in about a
 //! millisecond, so the tick after a fork always finds it done.
 
+use crate::common::{run_clean, spec};
 use std::collections::BTreeMap;
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_sim::preset;
-use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params, Phase};
 
@@ -140,17 +140,7 @@ fn dels_that_outrun_reuse_are_purged_by_jemallocs_thread_on_the_server() {
 
 #[test]
 fn a_run_reports_its_saves_and_their_fork_time() {
-    let spec = RunSpec {
-        machine: "altra".into(),
-        cpus: 4,
-        policy: "arm64-linux".into(),
-        workload: "redis_like".into(),
-        sets: BASE.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0);
+    let out = run_clean(&spec("altra", 4, "arm64-linux", "redis_like", BASE.iter().map(|(k, v)| format!("{k}={v}"))));
     assert_eq!(out.result["saves"], 2.0);
     assert!(out.result["fork_us"] > 0.0);
     // 1000 requests of at least 100 µs each.

@@ -24,7 +24,7 @@ use tlbkit_sim::run::run_phases;
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::{self, Params};
 
-use crate::common::small;
+use crate::common::{self, small};
 
 /// What a [`View`] does to the operations it passes on.
 #[derive(Clone, Copy)]
@@ -429,15 +429,7 @@ fn cross_cpu_figures() {
 /// strict, with migration, from `seed`; returns the run's JSON.
 fn stress_json(seed: u64) -> String {
     use tlbkit_sim::run::{run, RunSpec};
-    let spec = RunSpec {
-        machine: "westmere".into(),
-        cpus: 4,
-        policy: "x86-linux-pcid".into(),
-        workload: "stress".into(),
-        sets: vec!["migration=on".into()],
-        seed,
-        strict: true,
-    };
+    let spec = RunSpec { seed, ..common::spec("westmere", 4, "x86-linux-pcid", "stress", ["migration=on"]) };
     serde_json::to_string(&run(&spec).unwrap()).unwrap()
 }
 
@@ -455,15 +447,7 @@ fn stress_failure(machine: &str, policy: &str, sets: &[&str]) -> Option<String> 
     let mut sets: Vec<String> = sets.iter().chain(&["migration=on", "spec_rate=0.2"]).map(|s| s.to_string()).collect();
     // More CPUs than a small preset's cores: more sockets of its kind.
     sets.extend(sockets_for(&preset::by_name(machine).expect("a preset"), 4));
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus: 4,
-        policy: policy.into(),
-        workload: "stress".into(),
-        sets,
-        seed: 3,
-        strict: true,
-    };
+    let spec = RunSpec { seed: 3, ..common::spec(machine, 4, policy, "stress", sets) };
     match run(&spec) {
         Err(e) => Some(format!("{}: {e}", spec.command())),
         Ok(o) if o.violations_total > 0 => Some(format!("{}: {:?}", spec.command(), o.violations.first())),

@@ -3,26 +3,15 @@
 //! x86 each reclaimed folio's batch flush interrupts the CPUs of the other
 //! threads.
 
-use tlbkit_sim::run::{run, RunOutput, RunSpec};
+use crate::common::strict;
+use tlbkit_sim::run::RunOutput;
 
 /// Runs the workload on `cpus` CPUs of `machine` under `policy`, strict, with
 /// 1 MB of memory and 1 MB of swap (1.5 MB written: 384 pages over a limit of
 /// 256) and `sets` besides.
 fn swap(machine: &str, policy: &str, cpus: usize, sets: &[&str]) -> RunOutput {
-    let mut all = vec!["mem_mb=1".to_string(), "swap_mb=1".to_string()];
-    all.extend(sets.iter().map(|s| s.to_string()));
-    let spec = RunSpec {
-        machine: machine.into(),
-        cpus,
-        policy: policy.into(),
-        workload: "swap_w_seq_mt".into(),
-        sets: all,
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap();
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
-    out
+    let all: Vec<&str> = ["mem_mb=1", "swap_mb=1"].iter().chain(sets).copied().collect();
+    strict(machine, cpus, policy, "swap_w_seq_mt", &all)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! with a traced program's image (`Sim::spawn_with`) and mappings placed at the
 //! traced program's own addresses (`Sys::MmapFixed`).
 
-use crate::common::config;
+use crate::common::{self, config};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_sim::program::{Op, Program, Region, Sys, USER_VA_END};
@@ -14,17 +14,8 @@ use tlbkit_sim::Error;
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.trace");
 
 fn spec(machine: &str, cpus: usize, policy: &str, sets: &[&str]) -> RunSpec {
-    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    sets.push(format!("file={TINY}"));
-    RunSpec {
-        machine: machine.into(),
-        cpus,
-        policy: policy.into(),
-        workload: "trace".into(),
-        sets,
-        seed: 7,
-        strict: true,
-    }
+    let sets = sets.iter().map(|s| s.to_string()).chain([format!("file={TINY}")]);
+    RunSpec { seed: 7, ..common::spec(machine, cpus, policy, "trace", sets) }
 }
 
 #[test]

@@ -4,25 +4,14 @@
 //! `context_switch1` switches twice per round trip, between address spaces
 //! only in process mode. Each run is strict and finds no violation.
 
+use crate::common::strict;
 use std::collections::BTreeMap;
-use tlbkit_sim::run::{run, RunSpec};
 
 /// Runs `workload` with `sets` on `cpus` CPUs of `skx8170` under `policy`,
 /// strict; returns its results and metrics after checking it found no
 /// violation.
 fn skx(policy: &str, workload: &str, cpus: usize, sets: &[&str]) -> BTreeMap<String, f64> {
-    let spec = RunSpec {
-        machine: "skx8170".into(),
-        cpus,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
-    assert_eq!(out.violations_total, 0, "{}: {:?}", spec.command(), out.violations.first());
-    out.metric_values()
+    strict("skx8170", cpus, policy, workload, sets).metric_values()
 }
 
 const FLUSHERS: [&str; 3] = ["will_it_scale_tlb_flush1", "will_it_scale_tlb_flush2", "will_it_scale_tlb_flush3"];

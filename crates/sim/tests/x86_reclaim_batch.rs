@@ -4,6 +4,7 @@
 //! on the mm is the next walk's `flush_batched_pending`, and the batch flush
 //! reaches every CPU running the mm.
 
+use crate::common::{run_clean, spec};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::LinuxX86v615;
@@ -11,7 +12,6 @@ use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
-use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 
 /// The calls reclaim makes of the policy.
@@ -166,18 +166,8 @@ fn the_batch_flush_reaches_every_cpu_running_the_mm() {
 /// on `milan` under `policy`, with Dev Jain's batching or without.
 fn pageout_ms(policy: &str, batch: u8) -> f64 {
     let sets = ["advice=0", "contpte=folios", "size_mb=1", "iters=2"].map(String::from);
-    let spec = RunSpec {
-        machine: "milan".into(),
-        cpus: 2,
-        policy: policy.into(),
-        workload: "madvise_bench".into(),
-        sets: sets.into_iter().chain([format!("batch={batch}")]).collect(),
-        seed: 1,
-        strict: true,
-    };
-    let out = run(&spec).unwrap();
-    assert_eq!(out.violations_total, 0, "{policy} batch={batch}: {:#?}", out.violations);
-    out.result["ms_per_call"]
+    let sets = sets.into_iter().chain([format!("batch={batch}")]);
+    run_clean(&spec("milan", 2, policy, "madvise_bench", sets)).result["ms_per_call"]
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Test support shared by the simulator's integration tests: a small machine
-//! configuration and a real policy with one kind of flush left out.
+//! configuration, a real policy with one kind of flush left out, and the spec
+//! and checked run of a strict run.
 
 pub mod small;
 
@@ -7,11 +8,49 @@ use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
+use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::SimConfig;
 
 /// Returns a `cortex-a72` machine of `ncpus` with no speculation and no migration.
 pub fn config(ncpus: usize, seed: u64, strict: bool) -> SimConfig {
     SimConfig { strict, ..SimConfig::quiet(preset::named("cortex-a72"), ncpus, seed) }
+}
+
+/// Returns the spec of a strict run, with seed 1, of `workload` with `sets` on
+/// `cpus` CPUs of `machine` under `policy`.
+pub fn spec(
+    machine: &str,
+    cpus: usize,
+    policy: &str,
+    workload: &str,
+    sets: impl IntoIterator<Item = impl ToString>,
+) -> RunSpec {
+    RunSpec {
+        machine: machine.into(),
+        cpus,
+        policy: policy.into(),
+        workload: workload.into(),
+        sets: sets.into_iter().map(|s| s.to_string()).collect(),
+        seed: 1,
+        strict: true,
+    }
+}
+
+/// Returns [`spec`] without `--strict` (for a run the simulator refuses).
+pub fn loose_spec(machine: &str, cpus: usize, policy: &str, workload: &str, sets: &[&str]) -> RunSpec {
+    RunSpec { strict: false, ..spec(machine, cpus, policy, workload, sets) }
+}
+
+/// Runs `spec`, which must succeed and find no violation; returns its output.
+pub fn run_clean(spec: &RunSpec) -> RunOutput {
+    let out = run(spec).unwrap_or_else(|e| panic!("{}: {e}", spec.command()));
+    assert_eq!(out.violations_total, 0, "{}: {:#?}", spec.command(), out.violations);
+    out
+}
+
+/// Runs [`spec`]'s strict run, which must find no violation; returns its output.
+pub fn strict(machine: &str, cpus: usize, policy: &str, workload: &str, sets: &[&str]) -> RunOutput {
+    run_clean(&spec(machine, cpus, policy, workload, sets))
 }
 
 /// Which flush [`Skips`] leaves out.
