@@ -104,18 +104,8 @@ fn pages_render_in_headless_chromium_without_console_errors() {
     assert!(pixels_of(&img, 0xD55E00) > 10, "the origin ratio's mark is drawn");
 
     // report of a small sweep: two policies, two process counts, two seeds.
-    let toml = dir.join("s.toml");
-    std::fs::write(
-        &toml,
-        "machines = [\"cortex-a72\"]\ncpus = [1]\npolicies = [\"arm64-noasid\", \"arm64-freebsd-asid\"]\n\
-         workloads = [\"lat_ctx\"]\nseeds = { first = 1, count = 2 }\n[set]\njitter = 0.02\n\
-         [set.lat_ctx]\nprocs = [2, 4]\nsize_kb = 0\nrounds = 50\n",
-    )
-    .unwrap();
-    let o = tlbkit(&["sweep", toml.to_str().unwrap(), "--jobs", "2"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let results = crate::common::lat_ctx_sweep(&dir, "s", 2, 50);
     let report = dir.join("report.html");
-    let results = dir.join("s.jsonl");
     let o =
         tlbkit(&["report", results.to_str().unwrap(), "--baseline", "arm64-noasid", "-o", report.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -1,32 +1,17 @@
 //! The command line's contract: names, exit codes, JSON fields, determinism.
 
-use crate::common::{assert_bad_input, stderr, tlbkit};
+use crate::common::{assert_bad_input, stderr, tlbkit, LAT_CTX_RUN};
 use std::process::Command;
+use std::sync::LazyLock;
 
-const RUN: &[&str] = &[
-    "run",
-    "--machine",
-    "cortex-a72",
-    "--cpus",
-    "2",
-    "--policy",
-    "arm64-freebsd-asid",
-    "--workload",
-    "lat_ctx",
-    "--set",
-    "procs=6",
-    "--set",
-    "rounds=5",
-    "--seed",
-    "42",
-    "--format",
-    "json",
-];
+/// [`LAT_CTX_RUN`] with seed 42, as JSON.
+static RUN: LazyLock<Vec<&str>> =
+    LazyLock::new(|| LAT_CTX_RUN.iter().copied().chain(["--seed", "42", "--format", "json"]).collect());
 
 #[test]
 fn same_seed_gives_byte_identical_json() {
-    let a = tlbkit(RUN);
-    let b = tlbkit(RUN);
+    let a = tlbkit(&RUN);
+    let b = tlbkit(&RUN);
     assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
     assert_eq!(a.stdout, b.stdout);
     let j: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();

@@ -9,226 +9,40 @@
 //! summary names exists, every file a chapter includes exists, and no file of
 //! the project refers to a path outside the repository.
 
+use crate::common::tlbkit;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Runs the binary under test with `args`.
-fn tlbkit(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The quoted outputs: the file under `docs/guide/src/outputs/` and the
-/// arguments of the `tlbkit` command that prints it (stdout only).
-const OUTPUTS: &[(&str, &[&str])] = &[
-    (
-        "run.txt",
-        &[
-            "run",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "1",
-            "--policy",
-            "arm64-freebsd-asid",
-            "--workload",
-            "lat_ctx",
-            "--set",
-            "procs=20",
-            "--set",
-            "size_kb=0",
-        ],
-    ),
-    (
-        "compare.txt",
-        &[
-            "compare",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--workload",
-            "lat_ctx",
-            "--policy",
-            "arm64-noasid",
-            "--policy",
-            "arm64-freebsd-asid",
-            "--set",
-            "procs=8",
-            "--set",
-            "jitter=0.02",
-            "--runs",
-            "5",
-        ],
-    ),
-    ("check-clean.txt", &["check", "--policy", "arm64-linux", "--deep", "--mms", "3", "--ops", "3", "--jobs", "1"]),
-    ("check-zoo.txt", &["check", "--policy", "zoo/linux-arm64-a8ffaaa060b8"]),
-    ("check-early-ack.txt", &["check", "--policy", "zoo/freebsd-x86-counter-early-ack"]),
-    (
-        "check-stable-check-use-order.txt",
-        &["check", "--policy", "zoo/linux-x86-stable-check-use-order", "--deep", "--jobs", "1"],
-    ),
-    ("check-collapse.txt", &["check", "--policy", "zoo/linux-x86-3ef938c35035", "--deep", "--jobs", "1"]),
-    (
-        "check-activecpu-reset.txt",
-        &["check", "--policy", "zoo/arm64-activecpu-reset-reserved", "--deep", "--jobs", "1"],
-    ),
-    ("check-tlbbatch-v4.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v4", "--deep", "--jobs", "1"]),
-    ("check-tlbbatch-v1.txt", &["check", "--policy", "zoo/linux-x86-invlpgb-tlbbatch-v1", "--deep", "--jobs", "1"]),
-    (
-        "example-run.txt",
-        &[
-            "run",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--policy",
-            "arm64-freebsd-asid-activecpu",
-            "--workload",
-            "mprotect_threaded",
-            "--set",
-            "iters=20",
-        ],
-    ),
-    (
-        "example-compare.txt",
-        &[
-            "compare",
-            "--machine",
-            "cortex-a72",
-            "--cpus",
-            "2",
-            "--workload",
-            "mprotect_threaded",
-            "--policy",
-            "arm64-freebsd-asid-fix-reserved-ttbr0",
-            "--policy",
-            "arm64-freebsd-asid-activecpu",
-            "--set",
-            "iters=20",
-            "--set",
-            "jitter=0.02",
-            "--runs",
-            "4",
-        ],
-    ),
-    ("example-check.txt", &["check", "--policy", "arm64-freebsd-asid-activecpu"]),
-    ("list-policies.txt", &["list", "policies"]),
+/// arguments of the `tlbkit` command that prints it (stdout only), separated
+/// by spaces.
+const OUTPUTS: &[(&str, &str)] = &[
+    ("run.txt", "run --machine cortex-a72 --cpus 1 --policy arm64-freebsd-asid --workload lat_ctx --set procs=20 --set size_kb=0"),
+    ("compare.txt", "compare --machine cortex-a72 --cpus 2 --workload lat_ctx --policy arm64-noasid --policy arm64-freebsd-asid --set procs=8 --set jitter=0.02 --runs 5"),
+    ("check-clean.txt", "check --policy arm64-linux --deep --mms 3 --ops 3 --jobs 1"),
+    ("check-zoo.txt", "check --policy zoo/linux-arm64-a8ffaaa060b8"),
+    ("check-early-ack.txt", "check --policy zoo/freebsd-x86-counter-early-ack"),
+    ("check-stable-check-use-order.txt", "check --policy zoo/linux-x86-stable-check-use-order --deep --jobs 1"),
+    ("check-collapse.txt", "check --policy zoo/linux-x86-3ef938c35035 --deep --jobs 1"),
+    ("check-activecpu-reset.txt", "check --policy zoo/arm64-activecpu-reset-reserved --deep --jobs 1"),
+    ("check-tlbbatch-v4.txt", "check --policy zoo/linux-x86-invlpgb-tlbbatch-v4 --deep --jobs 1"),
+    ("check-tlbbatch-v1.txt", "check --policy zoo/linux-x86-invlpgb-tlbbatch-v1 --deep --jobs 1"),
+    ("example-run.txt", "run --machine cortex-a72 --cpus 2 --policy arm64-freebsd-asid-activecpu --workload mprotect_threaded --set iters=20"),
+    ("example-compare.txt", "compare --machine cortex-a72 --cpus 2 --workload mprotect_threaded --policy arm64-freebsd-asid-fix-reserved-ttbr0 --policy arm64-freebsd-asid-activecpu --set iters=20 --set jitter=0.02 --runs 4"),
+    ("example-check.txt", "check --policy arm64-freebsd-asid-activecpu"),
+    ("list-policies.txt", "list policies"),
     // Check your kernel patch: the kernel's files are the test data of crates/c/tests/linux.
-    (
-        "kernel-today.txt",
-        &[
-            "check",
-            "--c",
-            "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c",
-            "--quick",
-            "--mms",
-            "5",
-            "--pages",
-            "1",
-        ],
-    ),
-    (
-        "kernel-base.txt",
-        &[
-            "check",
-            "--c",
-            "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c",
-            "--quick",
-            "--base",
-            "c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c",
-        ],
-    ),
-    ("kernel-a8ffaaa060b8.txt", &["check", "--c", "crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"]),
-    (
-        "kernel-5e10f9887ed8-parent.txt",
-        &[
-            "check",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/mmu.h",
-            "--cnp",
-        ],
-    ),
-    (
-        "kernel-5e10f9887ed8.txt",
-        &[
-            "check",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/tlbflush.h",
-            "--c",
-            "crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h",
-            "--cnp",
-            "--cpus",
-            "2",
-            "--mms",
-            "5",
-            "--pages",
-            "1",
-            "--ops",
-            "10",
-            "--menu",
-            "switch,reclaim,unmap-table,exit",
-            "--memory",
-            "tso",
-            "--iterations",
-            "20000",
-        ],
-    ),
-    (
-        "kernel-race.txt",
-        &[
-            "check",
-            "--c",
-            "crates/c/tests/constructed/race.c",
-            "--cpus",
-            "2",
-            "--mms",
-            "3",
-            "--pages",
-            "1",
-            "--asids",
-            "16",
-            "--ops",
-            "3",
-            "--mode",
-            "exhaustive",
-            "--jobs",
-            "1",
-        ],
-    ),
-    (
-        "kernel-compare.txt",
-        &[
-            "compare",
-            "--machine",
-            "altra",
-            "--cpus",
-            "8",
-            "--workload",
-            "mprotect_threaded",
-            "--policy",
-            "c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c",
-            "--policy",
-            "arm64-linux",
-            "--set",
-            "iters=2000",
-            "--set",
-            "jitter=0.02",
-            "--runs",
-            "5",
-        ],
-    ),
-    ("litmus.txt", &["litmus", "crates/check/litmus/vmsa"]),
+    ("kernel-today.txt", "check --c crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --quick --mms 5 --pages 1"),
+    ("kernel-base.txt", "check --c crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --quick --base c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
+    ("kernel-a8ffaaa060b8.txt", "check --c crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
+    ("kernel-5e10f9887ed8-parent.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/mmu.h --cnp"),
+    ("kernel-5e10f9887ed8.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp --cpus 2 --mms 5 --pages 1 --ops 10 --menu switch,reclaim,unmap-table,exit --memory tso --iterations 20000"),
+    ("kernel-race.txt", "check --c crates/c/tests/constructed/race.c --cpus 2 --mms 3 --pages 1 --asids 16 --ops 3 --mode exhaustive --jobs 1"),
+    ("kernel-compare.txt", "compare --machine altra --cpus 8 --workload mprotect_threaded --policy c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --policy arm64-linux --set iters=2000 --set jitter=0.02 --runs 5"),
+    ("litmus.txt", "litmus crates/check/litmus/vmsa"),
 ];
 
 fn bless() -> bool {
@@ -248,7 +62,7 @@ fn the_guide_quotes_what_tlbkit_prints() {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((_, args)) = OUTPUTS.get(i) else { break };
-                let out = tlbkit(args);
+                let out = tlbkit(&args.split_whitespace().collect::<Vec<_>>());
                 runs.lock().unwrap().push((i, out));
             });
         }
@@ -261,8 +75,7 @@ fn the_guide_quotes_what_tlbkit_prints() {
         let code = out.status.code();
         assert!(
             matches!(code, Some(0) | Some(3)),
-            "tlbkit {} exited with {code:?}: {}",
-            args.join(" "),
+            "tlbkit {args} exited with {code:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let path = dir.join(file);
@@ -272,7 +85,7 @@ fn the_guide_quotes_what_tlbkit_prints() {
         }
         let quoted = std::fs::read(&path).unwrap_or_default();
         if quoted != out.stdout {
-            stale.push(format!("{} (tlbkit {})", path.display(), args.join(" ")));
+            stale.push(format!("{} (tlbkit {args})", path.display()));
         }
     }
     assert!(

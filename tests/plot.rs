@@ -2,15 +2,13 @@
 //! has its axes, ticks, legend and error bars; the report is one page that
 //! loads nothing; bad names and bad lines are refused with exit 2.
 
+use crate::common::{stderr, tlbkit};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tlbkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// Runs `tlbkit plot RESULTS --x X --y Y MORE -o OUT`.
+fn plot(results: &str, x: &str, y: &str, more: &[&str], out: &Path) -> Output {
+    tlbkit(&[&["plot", results, "--x", x, "--y", y], more, &["-o", out.to_str().unwrap()]].concat())
 }
 
 fn scratch(test: &str) -> PathBuf {
@@ -24,17 +22,7 @@ fn scratch(test: &str) -> PathBuf {
 /// Runs a 12-run sweep (2 policies × 2 process counts × 3 seeds) in `dir` and
 /// returns its results file.
 fn small_sweep(dir: &Path) -> PathBuf {
-    let toml = dir.join("small.toml");
-    std::fs::write(
-        &toml,
-        "machines = [\"cortex-a72\"]\ncpus = [1]\npolicies = [\"arm64-noasid\", \"arm64-freebsd-asid\"]\n\
-         workloads = [\"lat_ctx\"]\nseeds = { first = 1, count = 3 }\n[set]\njitter = 0.02\n\
-         [set.lat_ctx]\nprocs = [2, 4]\nsize_kb = 0\nrounds = 200\n",
-    )
-    .unwrap();
-    let o = tlbkit(&["sweep", toml.to_str().unwrap(), "--jobs", "2"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    dir.join("small.jsonl")
+    crate::common::lat_ctx_sweep(dir, "small", 3, 200)
 }
 
 #[test]
@@ -44,8 +32,7 @@ fn plot_and_report_of_a_small_sweep() {
     let r = results.to_str().unwrap();
 
     let svg = dir.join("switch.svg");
-    let o =
-        tlbkit(&["plot", r, "--x", "procs", "--y", "us_per_switch", "--group", "policy", "-o", svg.to_str().unwrap()]);
+    let o = plot(r, "procs", "us_per_switch", &["--group", "policy"], &svg);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"));
@@ -66,18 +53,7 @@ fn plot_and_report_of_a_small_sweep() {
     // A categorical x gives a bar chart; the same input gives the same bytes.
     let bars = dir.join("bars.svg");
     for _ in 0..2 {
-        let o = tlbkit(&[
-            "plot",
-            r,
-            "--x",
-            "policy",
-            "--y",
-            "overhead_us",
-            "--where",
-            "procs=4",
-            "-o",
-            bars.to_str().unwrap(),
-        ]);
+        let o = plot(r, "policy", "overhead_us", &["--where", "procs=4"], &bars);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let b = std::fs::read_to_string(&bars).unwrap();
@@ -86,28 +62,26 @@ fn plot_and_report_of_a_small_sweep() {
     // Size, font and logarithmic axes: a font half as large again is the
     // chart laid out on a canvas two thirds the size, drawn at the size asked.
     let styled = dir.join("styled.svg");
-    let o = tlbkit(&[
-        "plot",
+    let o = plot(
         r,
-        "--x",
         "procs",
-        "--y",
         "us_per_switch",
-        "--group",
-        "policy",
-        "--width",
-        "1200",
-        "--height",
-        "600",
-        "--font-size",
-        "18",
-        "--font",
-        "Helvetica, sans-serif",
-        "--log-x",
-        "--log-y",
-        "-o",
-        styled.to_str().unwrap(),
-    ]);
+        &[
+            "--group",
+            "policy",
+            "--width",
+            "1200",
+            "--height",
+            "600",
+            "--font-size",
+            "18",
+            "--font",
+            "Helvetica, sans-serif",
+            "--log-x",
+            "--log-y",
+        ],
+        &styled,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let t = std::fs::read_to_string(&styled).unwrap();
     assert!(t.contains("width=\"1200\"") && t.contains("viewBox=\"0 0 800 "), "{t}");
@@ -115,21 +89,10 @@ fn plot_and_report_of_a_small_sweep() {
     // procs 2 and 4 on a logarithmic x: the ticks of 1, 2 and 5 around them.
     assert!(t.contains("\">2</text>") && t.contains("\">5</text>") && !t.contains("\">1</text>"), "{t}");
     assert_eq!(t.matches("class=\"mark\"").count(), 4);
-    let o = tlbkit(&["plot", r, "--x", "policy", "--y", "us_per_switch", "--log-x", "-o", styled.to_str().unwrap()]);
+    let o = plot(r, "policy", "us_per_switch", &["--log-x"], &styled);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--log-x: the x axis holds categories"), "{}", stderr(&o));
-    let o = tlbkit(&[
-        "plot",
-        r,
-        "--x",
-        "procs",
-        "--y",
-        "us_per_switch",
-        "--font-size",
-        "40",
-        "-o",
-        styled.to_str().unwrap(),
-    ]);
+    let o = plot(r, "procs", "us_per_switch", &["--font-size", "40"], &styled);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("leaves too little room"), "{}", stderr(&o));
 
@@ -140,18 +103,7 @@ fn plot_and_report_of_a_small_sweep() {
     assert_ne!(more, lines, "the results name their CPUs");
     std::fs::write(&two, format!("{lines}{more}")).unwrap();
     let t2 = two.to_str().unwrap();
-    let o = tlbkit(&[
-        "plot",
-        t2,
-        "--x",
-        "procs",
-        "--y",
-        "us_per_switch",
-        "--group",
-        "policy",
-        "-o",
-        styled.to_str().unwrap(),
-    ]);
+    let o = plot(t2, "procs", "us_per_switch", &["--group", "policy"], &styled);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("each point would pool runs of different cpus values (1, 2)")
@@ -159,20 +111,7 @@ fn plot_and_report_of_a_small_sweep() {
         "{}",
         stderr(&o)
     );
-    let o = tlbkit(&[
-        "plot",
-        t2,
-        "--x",
-        "procs",
-        "--y",
-        "us_per_switch",
-        "--group",
-        "policy",
-        "--where",
-        "cpus=2",
-        "-o",
-        styled.to_str().unwrap(),
-    ]);
+    let o = plot(t2, "procs", "us_per_switch", &["--group", "policy", "--where", "cpus=2"], &styled);
     assert!(o.status.success(), "{}", stderr(&o));
 
     let html = dir.join("report.html");
@@ -222,17 +161,17 @@ fn unknown_names_and_bad_lines_exit_2() {
     std::fs::write(&results, format!("{line}\n{line}\nnot json\n")).unwrap();
     let r = results.to_str().unwrap();
     let out = dir.join("o.svg");
-    let o = tlbkit(&["plot", r, "--x", "cpus", "--y", "lat_us", "-o", out.to_str().unwrap()]);
+    let o = plot(r, "cpus", "lat_us", &[], &out);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("r.jsonl:3: not a results line"), "{}", stderr(&o));
 
     std::fs::write(&results, format!("{line}\n")).unwrap();
-    let o = tlbkit(&["plot", r, "--x", "procs", "--y", "lat_us", "-o", out.to_str().unwrap()]);
+    let o = plot(r, "procs", "lat_us", &[], &out);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("unknown field 'procs' for --x; the results have: machine, cpus, policy, workload, seed")
     );
-    let o = tlbkit(&["plot", r, "--x", "cpus", "--y", "misses", "-o", out.to_str().unwrap()]);
+    let o = plot(r, "cpus", "misses", &[], &out);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown metric 'misses' for --y; the results have: violations, lat_us"));
     assert!(!out.exists());
@@ -250,7 +189,7 @@ fn png_is_a_png_when_the_system_has_fonts() {
     };
     std::fs::write(&results, format!("{}\n{}\n", line("a", 1.5), line("b", 2.5))).unwrap();
     let png = dir.join("o.png");
-    let o = tlbkit(&["plot", results.to_str().unwrap(), "--x", "policy", "--y", "lat_us", "-o", png.to_str().unwrap()]);
+    let o = plot(results.to_str().unwrap(), "policy", "lat_us", &[], &png);
     if stderr(&o).contains("no fonts found") {
         eprintln!("skipped: no system fonts for the PNG's text");
         return;

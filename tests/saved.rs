@@ -5,7 +5,7 @@
 //! refused in one line that says which; so is a save or a token of a C file
 //! edited since.
 
-use crate::common::{have_cc, tlbkit};
+use crate::common::{assert_bad_input, have_cc, tlbkit};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,15 @@ const SHAPE: &[&str] = &[
     "--format",
     "json",
 ];
+
+/// Checks [`SHAPE`] with two operations, saving the search in `dir`.
+fn save_two_ops(dir: &str) {
+    let mut args = SHAPE.to_vec();
+    let ops = args.iter().position(|a| *a == "--ops").unwrap() + 1;
+    args[ops] = "2";
+    args.extend(["--checkpoint", dir]);
+    assert_eq!(tlbkit(&args).status.code(), Some(0));
+}
 
 /// The verdict and state count of a report.
 fn verdict(o: &Output) -> (Option<String>, u64, bool) {
@@ -111,11 +120,7 @@ fn a_search_over_its_memory_cap_saves_itself_and_stops_with_exit_2() {
 fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
     let dir = scratch("other");
     let d = dir.display().to_string();
-    let mut args = SHAPE.to_vec();
-    let ops = args.iter().position(|a| *a == "--ops").unwrap() + 1;
-    args[ops] = "2";
-    args.extend(["--checkpoint", &d]);
-    assert_eq!(tlbkit(&args).status.code(), Some(0));
+    save_two_ops(&d);
     // The save's identity starts with the binary's hash: save it again as
     // another build's (with checksums that match, so that it is not taken
     // for a corrupted file).
@@ -127,11 +132,7 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
         (vec!["check", "--resume", d.as_str()], "another build of tlbkit"),
         (vec!["check", "--resume", "/no/such/dir"], "no saved search to resume"),
     ] {
-        let o = tlbkit(&args);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-        assert!(err.contains(says), "{err}");
+        assert_bad_input(&args, says);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -140,11 +141,7 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
 fn a_save_cut_short_corrupted_or_no_save_at_all_is_refused_in_one_line_that_says_which() {
     let dir = scratch("damaged");
     let d = dir.display().to_string();
-    let mut args = SHAPE.to_vec();
-    let ops = args.iter().position(|a| *a == "--ops").unwrap() + 1;
-    args[ops] = "2";
-    args.extend(["--checkpoint", &d]);
-    assert_eq!(tlbkit(&args).status.code(), Some(0));
+    save_two_ops(&d);
     let path = dir.join("search.ckpt");
     let good = std::fs::read(&path).unwrap();
     let mut flipped = good.clone();
@@ -155,11 +152,7 @@ fn a_save_cut_short_corrupted_or_no_save_at_all_is_refused_in_one_line_that_says
         (b"not a save".to_vec(), "is not a saved tlbkit search"),
     ] {
         std::fs::write(&path, bytes).unwrap();
-        let o = tlbkit(&["check", "--resume", &d]);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-        assert!(err.contains(&format!("{} {says}", path.display())), "{err}");
+        assert_bad_input(&["check", "--resume", &d], &format!("{} {says}", path.display()));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -214,11 +207,7 @@ fn a_c_file_edited_after_its_check_is_refused_on_resume_and_replay_in_one_line()
         std::fs::write(file, text).unwrap();
     }
     for (args, file) in [(&resume[..], &clean), (&replay[..], &racy)] {
-        let o = tlbkit(args);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-        assert!(err.contains(&format!("c:{file} has changed since this was recorded")), "{err}");
+        assert_bad_input(args, &format!("c:{file} has changed since this was recorded"));
     }
     // Restored, they run again.
     std::fs::write(&clean, &originals[0]).unwrap();

@@ -89,21 +89,7 @@ fn list_descriptions_start_in_one_column_across_sections() {
 
 #[test]
 fn run_results_and_metrics_line_up_with_each_other() {
-    let text = stdout(&[
-        "run",
-        "--machine",
-        "cortex-a72",
-        "--cpus",
-        "2",
-        "--policy",
-        "arm64-freebsd-asid",
-        "--workload",
-        "lat_ctx",
-        "--set",
-        "procs=6",
-        "--set",
-        "rounds=5",
-    ]);
+    let text = stdout(crate::common::LAT_CTX_RUN);
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("  ")).collect();
     assert!(rows.iter().any(|l| l.contains("us_per_switch")) && rows.iter().any(|l| l.contains("sim_time_ns")));
     assert_aligned(&rows, &[Left, Right]);

@@ -2,7 +2,25 @@
 // Each test file uses the part it needs.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// A small `lat_ctx` run on 2 CPUs of `cortex-a72`: the arguments of `tlbkit`.
+pub const LAT_CTX_RUN: &[&str] = &[
+    "run",
+    "--machine",
+    "cortex-a72",
+    "--cpus",
+    "2",
+    "--policy",
+    "arm64-freebsd-asid",
+    "--workload",
+    "lat_ctx",
+    "--set",
+    "procs=6",
+    "--set",
+    "rounds=5",
+];
 
 /// Runs the `tlbkit` binary with `args` and returns what it did.
 pub fn tlbkit(args: &[&str]) -> Output {
@@ -35,4 +53,23 @@ pub fn assert_bad_input(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Runs a sweep in `dir` from `NAME.toml`: `lat_ctx` of `rounds` rounds on one
+/// CPU of `cortex-a72` under two policies, with 2 and 4 processes and `seeds`
+/// seeds, jitter 0.02; returns its results file (`NAME.jsonl`).
+pub fn lat_ctx_sweep(dir: &Path, name: &str, seeds: u32, rounds: u32) -> PathBuf {
+    let toml = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &toml,
+        format!(
+            "machines = [\"cortex-a72\"]\ncpus = [1]\npolicies = [\"arm64-noasid\", \"arm64-freebsd-asid\"]\n\
+             workloads = [\"lat_ctx\"]\nseeds = {{ first = 1, count = {seeds} }}\n[set]\njitter = 0.02\n\
+             [set.lat_ctx]\nprocs = [2, 4]\nsize_kb = 0\nrounds = {rounds}\n"
+        ),
+    )
+    .unwrap();
+    let o = tlbkit(&["sweep", toml.to_str().unwrap(), "--jobs", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir.join(format!("{name}.jsonl"))
 }
