@@ -136,6 +136,14 @@ pub enum Owner {
     },
 }
 
+impl Owner {
+    /// Returns the owners of CPU `cpu`'s per-CPU variables, which only it
+    /// writes: of those no other CPU reads, and of those the others read too.
+    pub fn per_cpu(cpu: usize) -> (Owner, Owner) {
+        (Owner::Cpu { cpu: cpu as u32, others_read: false }, Owner::Cpu { cpu: cpu as u32, others_read: true })
+    }
+}
+
 /// What a policy names its fields to (the checker's table).
 pub trait Fields {
     /// Names the facade atomic at `addr`: `name` (with its index for an element

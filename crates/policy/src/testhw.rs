@@ -47,6 +47,19 @@ pub fn both_on<P: Policy>(p: &P, mm: MmId) -> (Rec, Rec) {
     (cpu0, cpu1)
 }
 
+/// Returns CPUs 0 and 1 of a 2-CPU machine after cpu1 ran `mm` in `p` and
+/// went idle (to the kernel's tables) and cpu0 switched to `mm`, their logs
+/// emptied.
+pub fn on_after_idle<P: Policy>(p: &P, mm: MmId) -> (Rec, Rec) {
+    let (cpu0, cpu1) = (Rec::new(0, 2), Rec::new(1, 2));
+    p.switch_mm(&cpu1, mm);
+    p.switch_mm(&cpu1, MmId::KERNEL);
+    p.switch_mm(&cpu0, mm);
+    cpu0.take();
+    cpu1.take();
+    (cpu0, cpu1)
+}
+
 /// Returns the log line of a root write of `mm`'s tables with tag `asid`.
 pub fn root(mm: u32, asid: u16, noflush: bool) -> String {
     format!("root Mm(MmId({mm})) asid {asid} noflush {noflush}")
