@@ -4,14 +4,14 @@
 //! show them (`swap_pageout`, `pmbench_migrate`), and the oracle over a
 //! migration.
 
+use crate::common::x86_counted::{run_to_mark, take_calls, Counted, Spinning};
 use crate::common::{loose_spec, strict};
-use std::sync::atomic::{AtomicU64, Ordering};
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::LinuxX86v615;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
-use tlbkit_sim::program::{Op, Program, Sys};
+use tlbkit_sim::program::{Op, Sys};
 use tlbkit_sim::run::run;
 use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use tlbkit_sim::workload::{self, Phase};
@@ -24,75 +24,10 @@ struct Calls {
     flush_range: u64,
 }
 
-/// Linux x86 v6.13 with the unmap flush hooks counted.
-struct Counted(LinuxX86v615, [AtomicU64; 3]);
-
-impl Counted {
-    fn take(&self) -> Calls {
-        let [add_pending, flush_batch, flush_range] = self.1.each_ref().map(|c| c.swap(0, Ordering::Relaxed));
-        Calls { add_pending, flush_batch, flush_range }
-    }
-}
-
-impl Wrap for Counted {
-    type Inner = LinuxX86v615;
-    fn inner(&self) -> &LinuxX86v615 {
-        &self.0
-    }
-    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.1[0].fetch_add(1, Ordering::Relaxed);
-        self.0.tlbbatch_add_pending(hw, mm, va)
-    }
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.1[1].fetch_add(1, Ordering::Relaxed);
-        self.0.flush_batch(hw, mms)
-    }
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.1[2].fetch_add(1, Ordering::Relaxed);
-        self.0.flush_range(hw, mm, start, pages)
-    }
-}
-
-/// Maps 64 pages, writes them, starts `spinners` threads computing on other
-/// CPUs in the mm, then runs `op` on the pages between marks `a` and `b`.
-struct Driver {
-    step: usize,
-    va: u64,
-    spinners: usize,
-    op: fn(u64) -> Sys,
-}
-
-impl Program for Driver {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        let s = self.step;
-        match s {
-            1 => Op::Sys(Sys::Mmap { pages: 64, write: true }),
-            2 => {
-                self.va = ret;
-                Op::Touch { va: ret, pages: 64, write: true }
-            }
-            s if s <= 2 + self.spinners => Op::Sys(Sys::CloneOn(s - 2, Box::new(Spinner(0)))),
-            s if s == 3 + self.spinners => Op::Compute(100_000),
-            s if s == 4 + self.spinners => Op::Mark("a"),
-            s if s == 5 + self.spinners => Op::Sys((self.op)(self.va)),
-            s if s == 6 + self.spinners => Op::Mark("b"),
-            _ => Op::Exit,
-        }
-    }
-}
-
-/// A thread that computes for a while on its CPU, running the mm.
-struct Spinner(u32);
-
-impl Program for Spinner {
-    fn next(&mut self, _ret: u64) -> Op {
-        self.0 += 1;
-        if self.0 > 400 {
-            return Op::Exit;
-        }
-        Op::Compute(20_000)
-    }
+/// The calls of an unmap's flush [`Counted`] counted since the last take.
+fn take(sim: &Sim) -> Calls {
+    let [add_pending, flush_batch, _, flush_range] = take_calls(sim);
+    Calls { add_pending, flush_batch, flush_range }
 }
 
 /// Runs `op` on 64 written pages under the counted x86 policy on `milan`
@@ -100,20 +35,15 @@ impl Program for Spinner {
 /// between the marks, and the run's unmap and batch flush counts.
 fn x86(cfg: impl FnOnce(SimConfig) -> SimConfig, cpus: usize, op: fn(u64) -> Sys) -> (Calls, u64, u64, u64) {
     let base = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(preset::named("milan"), cpus, 1) };
-    let policy = Counted(LinuxX86v615::new(cpus, 16, Kernel::V613), Default::default());
-    let mut sim = Sim::new(cfg(base), policy);
+    let mut sim = Sim::new(cfg(base), Counted::new(cpus));
     sim.add_cpuless_node();
-    sim.spawn(Box::new(Driver { step: 0, va: 0, spinners: cpus - 1, op })).unwrap();
-    let until = |sim: &mut Sim, m: &str| {
-        while sim.mark(m).is_none() {
-            assert!(sim.step(), "the run ended before mark {m}");
-        }
-    };
-    until(&mut sim, "a");
-    sim.policy::<Counted>().expect("the policy run").take();
+    let script = move |va| vec![Op::Mark("a"), Op::Sys(op(va)), Op::Mark("b")];
+    sim.spawn(Box::new(Spinning::new(cpus - 1, script))).unwrap();
+    run_to_mark(&mut sim, "a");
+    take(&sim);
     let ipis = sim.counters().ipis_sent;
-    until(&mut sim, "b");
-    let calls = sim.policy::<Counted>().expect("the policy run").take();
+    run_to_mark(&mut sim, "b");
+    let calls = take(&sim);
     let ipis = sim.counters().ipis_sent - ipis;
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);

@@ -1,6 +1,6 @@
 //! The oracle catches broken policies, and the real ones stay clean under stress.
 
-use crate::common::{config, Flush, Skips};
+use crate::common::{config, Flush, MapThen, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};
@@ -35,28 +35,14 @@ impl Policy for SameAsidForAll {
 }
 
 /// Maps a page, touches it, unmaps it, and touches it again.
-struct UseAfterUnmap(u32, u64);
-
-impl Program for UseAfterUnmap {
-    fn next(&mut self, ret: u64) -> Op {
-        self.0 += 1;
-        match self.0 {
-            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
-            2 => {
-                self.1 = ret;
-                Op::Touch { va: self.1, pages: 1, write: true }
-            }
-            3 => Op::Sys(Sys::Munmap { va: self.1, pages: 1 }),
-            4 => Op::Touch { va: self.1, pages: 1, write: false },
-            _ => Op::Exit,
-        }
-    }
+fn use_after_unmap() -> Box<MapThen> {
+    MapThen::new(1, |va| vec![Op::Sys(Sys::Munmap { va, pages: 1 }), Op::Touch { va, pages: 1, write: false }])
 }
 
 #[test]
 fn skipped_munmap_flush_is_caught_as_stale_use() {
     let mut sim = Sim::new(config(1, 7, false), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
-    sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
+    sim.spawn(use_after_unmap()).unwrap();
     sim.run();
     let v = &sim.oracle.violations;
     assert_eq!(v.len(), 1, "{v:#?}");
@@ -68,7 +54,7 @@ fn skipped_munmap_flush_is_caught_as_stale_use() {
 #[test]
 fn correct_policy_faults_instead_of_using_the_unmapped_page() {
     let mut sim = Sim::new(config(1, 7, false), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(Box::new(UseAfterUnmap(0, 0))).unwrap();
+    sim.spawn(use_after_unmap()).unwrap();
     sim.run();
     assert!(sim.oracle.violations.is_empty());
     assert!(sim.error.as_deref().unwrap().starts_with("segmentation fault"), "{:?}", sim.error);

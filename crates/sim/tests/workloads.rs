@@ -2,7 +2,7 @@
 //! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
 //! judged by the oracle.
 
-use crate::common::{config, Flush, Skips};
+use crate::common::{config, Flush, MapThen, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::MmId;
@@ -121,30 +121,21 @@ fn one_copy_per_cpu_for_the_per_cpu_workloads() {
 }
 
 /// Maps 4 pages, writes them, `madvise(DONTNEED)`s them, then reads them back.
-struct WriteAdviseRead(u32, u64);
-
-impl Program for WriteAdviseRead {
-    fn next(&mut self, ret: u64) -> Op {
-        self.0 += 1;
-        match self.0 {
-            1 => Op::Sys(Sys::Mmap { pages: 4, write: true }),
-            2 => {
-                self.1 = ret;
-                Op::Touch { va: self.1, pages: 4, write: true }
-            }
-            3 => Op::Mark("advised"),
-            4 => Op::Sys(Sys::Madvise { va: self.1, pages: 4 }),
-            5 => Op::Touch { va: self.1, pages: 4, write: false },
-            6 => Op::Mark("reread"),
-            _ => Op::Exit,
-        }
-    }
+fn write_advise_read() -> Box<MapThen> {
+    MapThen::new(4, |va| {
+        vec![
+            Op::Mark("advised"),
+            Op::Sys(Sys::Madvise { va, pages: 4 }),
+            Op::Touch { va, pages: 4, write: false },
+            Op::Mark("reread"),
+        ]
+    })
 }
 
 #[test]
 fn madvise_dontneed_keeps_the_mapping_and_faults_in_fresh_pages() {
     let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
+    sim.spawn(write_advise_read()).unwrap();
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
@@ -190,7 +181,7 @@ fn madvise_flushes_only_the_pages_it_zapped() {
 #[test]
 fn skipped_flush_after_madvise_is_caught_as_stale_use() {
     let mut sim = Sim::new(config(1, 11, true), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
-    sim.spawn(Box::new(WriteAdviseRead(0, 0))).unwrap();
+    sim.spawn(write_advise_read()).unwrap();
     sim.run();
     let v = &sim.oracle.violations;
     assert!(!v.is_empty());
@@ -201,32 +192,23 @@ fn skipped_flush_after_madvise_is_caught_as_stale_use() {
 }
 
 /// Maps and writes a page, `execve`s, uses the new image, then touches the old page.
-struct ExecThenTouchOld(u32, u64);
-
-impl Program for ExecThenTouchOld {
-    fn next(&mut self, ret: u64) -> Op {
-        self.0 += 1;
-        match self.0 {
-            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
-            2 => {
-                self.1 = ret;
-                Op::Touch { va: self.1, pages: 1, write: true }
-            }
-            3 => Op::Touch { va: STACK_VA, pages: 1, write: true },
-            4 => Op::Sys(Sys::Execve),
-            5 => Op::Touch { va: TEXT_VA, pages: 2, write: false },
-            6 => Op::Touch { va: STACK_VA, pages: 1, write: true },
-            7 => Op::Mark("new image"),
-            8 => Op::Touch { va: self.1, pages: 1, write: false },
-            _ => Op::Exit,
-        }
-    }
+fn exec_then_touch_old() -> Box<MapThen> {
+    MapThen::new(1, |va| {
+        vec![
+            Op::Touch { va: STACK_VA, pages: 1, write: true },
+            Op::Sys(Sys::Execve),
+            Op::Touch { va: TEXT_VA, pages: 2, write: false },
+            Op::Touch { va: STACK_VA, pages: 1, write: true },
+            Op::Mark("new image"),
+            Op::Touch { va, pages: 1, write: false },
+        ]
+    })
 }
 
 #[test]
 fn execve_replaces_the_address_space_and_keeps_the_thread() {
     let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(Box::new(ExecThenTouchOld(0, 0))).unwrap();
+    sim.spawn(exec_then_touch_old()).unwrap();
     let mut seen: Vec<MmId> = Vec::new();
     while sim.step() {
         let mm = sim.loaded_mm(0);

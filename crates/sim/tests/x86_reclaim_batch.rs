@@ -4,14 +4,10 @@
 //! on the mm is the next walk's `flush_batched_pending`, and the batch flush
 //! reaches every CPU running the mm.
 
+use crate::common::x86_counted::{run_to_mark, take_calls, Counted, Spinning};
 use crate::common::{run_clean, spec};
-use std::sync::atomic::{AtomicU64, Ordering};
-use tlbkit_policy::asid::linux_x86_615::Kernel;
-use tlbkit_policy::asid::LinuxX86v615;
-use tlbkit_policy::wrap::Wrap;
-use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
-use tlbkit_sim::program::{Op, Program, Sys};
+use tlbkit_sim::program::{Op, Sys};
 use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 
 /// The calls reclaim makes of the policy.
@@ -23,83 +19,10 @@ struct Calls {
     flush_range: u64,
 }
 
-/// Linux x86 v6.13 with the reclaim hooks counted.
-struct Counted(LinuxX86v615, [AtomicU64; 4]);
-
-impl Counted {
-    fn take(&self) -> Calls {
-        let [add_pending, flush_batch, batched_pending, flush_range] =
-            self.1.each_ref().map(|c| c.swap(0, Ordering::Relaxed));
-        Calls { add_pending, flush_batch, batched_pending, flush_range }
-    }
-}
-
-impl Wrap for Counted {
-    type Inner = LinuxX86v615;
-    fn inner(&self) -> &LinuxX86v615 {
-        &self.0
-    }
-    fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
-        self.1[0].fetch_add(1, Ordering::Relaxed);
-        self.0.tlbbatch_add_pending(hw, mm, va)
-    }
-    fn flush_batch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
-        self.1[1].fetch_add(1, Ordering::Relaxed);
-        self.0.flush_batch(hw, mms)
-    }
-    fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
-        self.1[2].fetch_add(1, Ordering::Relaxed);
-        self.0.flush_batched_pending(hw, mm)
-    }
-    fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
-        self.1[3].fetch_add(1, Ordering::Relaxed);
-        self.0.flush_range(hw, mm, start, pages)
-    }
-}
-
-/// Maps 64 pages, writes them, starts `spinners` threads that compute on
-/// other CPUs, and pages the 64 pages out twice (marks `a`, `b`, `c`).
-struct Pager {
-    step: u32,
-    va: u64,
-    spinners: usize,
-}
-
-impl Program for Pager {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        let s = self.step as usize;
-        match s {
-            1 => Op::Sys(Sys::Mmap { pages: 64, write: true }),
-            2 => {
-                self.va = ret;
-                Op::Touch { va: ret, pages: 64, write: true }
-            }
-            s if s <= 2 + self.spinners => Op::Sys(Sys::CloneOn(s - 2, Box::new(Spinner(0)))),
-            // Time for the spinners to start on their CPUs.
-            s if s == 3 + self.spinners => Op::Compute(100_000),
-            s if s == 4 + self.spinners => Op::Mark("a"),
-            s if s == 5 + self.spinners => Op::Sys(Sys::MadvisePageout { va: self.va, pages: 64 }),
-            s if s == 6 + self.spinners => Op::Mark("b"),
-            s if s == 7 + self.spinners => Op::Touch { va: self.va, pages: 64, write: true },
-            s if s == 8 + self.spinners => Op::Sys(Sys::MadvisePageout { va: self.va, pages: 64 }),
-            s if s == 9 + self.spinners => Op::Mark("c"),
-            _ => Op::Exit,
-        }
-    }
-}
-
-/// A thread that computes for a while on its CPU, running the mm.
-struct Spinner(u32);
-
-impl Program for Spinner {
-    fn next(&mut self, _ret: u64) -> Op {
-        self.0 += 1;
-        if self.0 > 400 {
-            return Op::Exit;
-        }
-        Op::Compute(20_000)
-    }
+/// The reclaim calls [`Counted`] counted since the last take.
+fn take(sim: &Sim) -> Calls {
+    let [add_pending, flush_batch, batched_pending, flush_range] = take_calls(sim);
+    Calls { add_pending, flush_batch, batched_pending, flush_range }
 }
 
 /// What the first and second `MADV_PAGEOUT` asked of the policy, and the
@@ -108,23 +31,29 @@ fn pageout(mode: ContMode, batch: bool, cpus: usize) -> (Calls, Calls, u64, u64)
     let contpte = ContpteConfig { mode, ..ContpteConfig::default() };
     let cfg =
         SimConfig { strict: true, contpte, max_events: 5_000_000, ..SimConfig::quiet(preset::named("milan"), cpus, 1) };
-    let policy = Counted(LinuxX86v615::new(cpus, 16, Kernel::V613), Default::default());
-    let mut sim = Sim::new(cfg, policy);
+    let mut sim = Sim::new(cfg, Counted::new(cpus));
     sim.set_pageout_batch(batch);
-    sim.spawn(Box::new(Pager { step: 0, va: 0, spinners: cpus - 1 })).unwrap();
-    let until = |sim: &mut Sim, m: &str| {
-        while sim.mark(m).is_none() {
-            assert!(sim.step(), "the run ended before mark {m}");
-        }
+    // Pages the 64 pages out twice (marks `a`, `b`, `c`).
+    let pageout = |va| Op::Sys(Sys::MadvisePageout { va, pages: 64 });
+    let script = move |va| {
+        vec![
+            Op::Mark("a"),
+            pageout(va),
+            Op::Mark("b"),
+            Op::Touch { va, pages: 64, write: true },
+            pageout(va),
+            Op::Mark("c"),
+        ]
     };
-    until(&mut sim, "a");
-    sim.policy::<Counted>().expect("the policy run").take();
+    sim.spawn(Box::new(Spinning::new(cpus - 1, script))).unwrap();
+    run_to_mark(&mut sim, "a");
+    take(&sim);
     let (ipis, deferred) = (sim.counters().ipis_sent, sim.stats.pageout.pageout_deferred_flushes);
-    until(&mut sim, "b");
-    let first = sim.policy::<Counted>().expect("the policy run").take();
+    run_to_mark(&mut sim, "b");
+    let first = take(&sim);
     let (ipis, deferred) = (sim.counters().ipis_sent - ipis, sim.stats.pageout.pageout_deferred_flushes - deferred);
-    until(&mut sim, "c");
-    let second = sim.policy::<Counted>().expect("the policy run").take();
+    run_to_mark(&mut sim, "c");
+    let second = take(&sim);
     sim.run();
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);

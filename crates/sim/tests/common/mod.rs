@@ -3,11 +3,13 @@
 //! and checked run of a strict run.
 
 pub mod small;
+pub mod x86_counted;
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
+use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::SimConfig;
 
@@ -51,6 +53,36 @@ pub fn run_clean(spec: &RunSpec) -> RunOutput {
 /// Runs [`spec`]'s strict run, which must find no violation; returns its output.
 pub fn strict(machine: &str, cpus: usize, policy: &str, workload: &str, sets: &[&str]) -> RunOutput {
     run_clean(&spec(machine, cpus, policy, workload, sets))
+}
+
+/// A thread that maps `pages` pages and writes them, then runs the operations
+/// its script gives for the mapping's address, one at a time, and exits.
+pub struct MapThen {
+    step: u32,
+    pages: u64,
+    script: fn(u64) -> Vec<Op>,
+    rest: std::vec::IntoIter<Op>,
+}
+
+impl MapThen {
+    /// Returns the thread of `pages` pages and `script`.
+    pub fn new(pages: u64, script: fn(u64) -> Vec<Op>) -> Box<Self> {
+        Box::new(MapThen { step: 0, pages, script, rest: Vec::new().into_iter() })
+    }
+}
+
+impl Program for MapThen {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+            2 => {
+                self.rest = (self.script)(ret).into_iter();
+                Op::Touch { va: ret, pages: self.pages, write: true }
+            }
+            _ => self.rest.next().unwrap_or(Op::Exit),
+        }
+    }
 }
 
 /// Which flush [`Skips`] leaves out.
