@@ -187,22 +187,16 @@ fn the_token_is_what_encode_gives_for_the_commands_spec() {
     }
 }
 
+/// A check of `policy` (FreeBSD arm64's ASIDs, faithful or fixed) on 2 CPUs
+/// with 3 address spaces of a page, 4 ASIDs and `ops` operations of every
+/// kind, in `mode` for `iterations`.
+fn asid_spec(policy: &str, ops: usize, mode: Mode, iterations: u64) -> CheckSpec {
+    CheckSpec { asids: 4, mode, iterations, ..common::small_spec(policy, 1, ops) }
+}
+
 #[test]
 fn the_fix_passes_a_pct_search_that_finds_the_faithful_policys_alias() {
-    let spec = |policy: &str| CheckSpec {
-        policy: policy.to_string(),
-        cpus: 2,
-        mms: 3,
-        pages: 1,
-        asids: 4,
-        ops: 8,
-        mode: Mode::Pct,
-        iterations: 2_000,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::all(),
-        teardown: None,
-    };
+    let spec = |policy: &str| asid_spec(policy, 8, Mode::Pct, 2_000);
     let faithful = check(&spec("arm64-freebsd-asid")).unwrap();
     let cx = faithful.counterexample.expect("the faithful policy's alias");
     assert_eq!(cx.property, "no_asid_alias", "{}", cx.detail);
@@ -214,18 +208,8 @@ fn the_fix_passes_a_pct_search_that_finds_the_faithful_policys_alias() {
 #[test]
 fn the_fix_passes_a_small_exhaustive_check_where_the_faithful_policy_finds_window_1() {
     let spec = |policy: &str| CheckSpec {
-        policy: policy.to_string(),
-        cpus: 2,
-        mms: 3,
-        pages: 1,
-        asids: 4,
-        ops: 4,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        seed: 1,
-        memory: Memory::Sc,
         menu: OpKind::Switch.bit() | OpKind::Idle.bit(),
-        teardown: None,
+        ..asid_spec(policy, 4, Mode::Exhaustive, u64::MAX)
     };
     let fixed = check(&spec("arm64-freebsd-asid-fix-reserved-ttbr0")).unwrap();
     assert!(fixed.explored.complete && fixed.counterexample.is_none(), "{:?}", fixed.counterexample.map(|c| c.detail));

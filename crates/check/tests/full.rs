@@ -14,25 +14,11 @@ use crate::common;
 
 use std::time::Instant;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_asids, default_memory, defaults};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus,
-        mms: 3,
-        pages: 1,
-        asids: default_asids(policy, cpus),
-        ops: 6,
-        mode,
-        iterations,
-        seed: 1,
-        memory: Memory::Sc,
-        menu: OpKind::all(),
-        teardown: None,
-    }
+    CheckSpec { cpus, asids: default_asids(policy, cpus), mode, iterations, ..common::small_spec(policy, 1, 6) }
 }
 
 #[test]

@@ -6,11 +6,9 @@
 //! search finds quickly, two pages under TSO and the parallel search. A
 //! policy that breaks its own declaration is reported, not trusted.
 
-use crate::common::verdict;
-use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::{check_exhaustive_jobs, check_policy};
 use tlbkit_check::search::{with_local_steps, with_reduction};
-use tlbkit_check::{check, CheckReport, CheckSpec, Mode};
+use tlbkit_check::{check, CheckReport};
 use tlbkit_policy::asid::NoAsid;
 use tlbkit_policy::sync::{AtomicU32, Ordering};
 use tlbkit_policy::wrap::Wrap;
@@ -18,16 +16,14 @@ use tlbkit_policy::{Fields, Hw, MmId, Owner, Policy, Value};
 
 use crate::common;
 
-/// Checks `spec` (sleep sets on) with local steps explored alone and not.
-fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
-    let on = with_local_steps(true, || check(spec)).unwrap();
-    let off = with_local_steps(false, || check(spec)).unwrap();
-    (on, off)
+/// Runs `check` (sleep sets on) with local steps explored alone or not.
+fn local(on: bool, check: &dyn Fn() -> CheckReport) -> CheckReport {
+    with_local_steps(on, check)
 }
 
 #[test]
 fn every_policy_gives_the_same_verdict_with_local_steps_alone_and_not() {
-    let fewer = common::no_more_states_with("local steps", |on, check| with_local_steps(on, check));
+    let fewer = common::no_more_states_with("local steps", local);
     // The policies that declare per-CPU fields or data under a lock reach fewer
     // states: Linux x86's `cpu_tlbstate`, FreeBSD's `struct pcpu`, Linux
     // arm64's `tlb_flush_pending` under `cpu_asid_lock`.
@@ -39,24 +35,14 @@ fn every_policy_gives_the_same_verdict_with_local_steps_alone_and_not() {
 #[test]
 fn two_pages_and_tso_give_the_same_verdicts_with_local_steps() {
     for (p, s) in common::two_pages_under_tso() {
-        let (on, off) = both(&s);
-        assert_eq!(verdict(&on), verdict(&off), "{p}");
-        assert!(
-            on.explored.complete && off.explored.complete && on.explored.states <= off.explored.states,
-            "{p}: {} vs {}",
-            on.explored.states,
-            off.explored.states
-        );
+        let (on, off) = common::on_and_off(&s, local);
+        common::assert_same_verdict_in_no_more_states(p, &on, &off);
     }
 }
 
 #[test]
 fn zoo_entries_are_found_exhaustively_with_local_steps() {
-    for (id, property) in common::QUICK_ZOO {
-        let (on, off) = both(&common::zoo_spec(id));
-        assert_eq!(verdict(&on), Some(property), "zoo/{id} with local steps");
-        assert_eq!(verdict(&off), Some(property), "zoo/{id} without them");
-    }
+    common::quick_zoo_found_on_and_off("local steps", local);
 }
 
 #[test]
@@ -105,16 +91,7 @@ impl Wrap for WrongOwner {
 
 #[test]
 fn a_policy_that_breaks_its_declaration_is_reported() {
-    let s = CheckSpec {
-        cpus: 2,
-        mms: 2,
-        pages: 1,
-        ops: 4,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        menu: OpKind::parse("switch,idle").unwrap(),
-        ..tlbkit_check::spec::default_spec("arm64-noasid")
-    };
+    let s = common::noasid_switches_spec();
     for local in [true, false] {
         let build = || WrongOwner { inner: NoAsid::new(s.cpus), last: AtomicU32::new(0) };
         let r = with_local_steps(local, || check_policy(&s, &build)).unwrap();

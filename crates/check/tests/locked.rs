@@ -7,9 +7,8 @@
 //! for one, and whatever the search had not explored from the second would be
 //! pruned.
 
-use tlbkit_check::ops::OpKind;
+use crate::common::noasid_switches_spec as spec;
 use tlbkit_check::run::check_policy;
-use tlbkit_check::{CheckSpec, Mode};
 use tlbkit_policy::asid::NoAsid;
 use tlbkit_policy::sync::SpinLock;
 use tlbkit_policy::wrap::Wrap;
@@ -42,19 +41,6 @@ impl Wrap for LastSwitcher {
             // SAFETY: no CPU runs the policy meanwhile (this function's contract).
             h.write_u32(unsafe { *self.last.peek() });
         }
-    }
-}
-
-fn spec() -> CheckSpec {
-    CheckSpec {
-        cpus: 2,
-        mms: 2,
-        pages: 1,
-        ops: 4,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        menu: OpKind::parse("switch,idle").unwrap(),
-        ..tlbkit_check::spec::default_spec("arm64-noasid")
     }
 }
 

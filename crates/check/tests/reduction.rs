@@ -11,22 +11,24 @@
 use crate::common::verdict;
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction};
-use tlbkit_check::{check, CheckReport, CheckSpec};
+use tlbkit_check::{check, CheckReport};
 
 use crate::common;
 
-/// Checks `spec` with the reduction on and off; returns both reports.
-fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
-    let on = with_local_steps(false, || with_reduction(true, || check(spec))).unwrap();
-    let off = with_reduction(false, || check(spec)).unwrap();
-    (on, off)
+/// Runs `check` with the reduction on (local steps off) or off.
+fn reduction(on: bool, check: &dyn Fn() -> CheckReport) -> CheckReport {
+    if on {
+        with_local_steps(false, || with_reduction(true, check))
+    } else {
+        with_reduction(false, check)
+    }
 }
 
 #[test]
 fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_off() {
     let mut fewer = 0;
     for p in tlbkit_registry::POLICIES {
-        let (on, off) = both(&common::small_spec(p.name, 1, 3));
+        let (on, off) = common::on_and_off(&common::small_spec(p.name, 1, 3), reduction);
         assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
         if verdict(&off).is_none() {
             assert!(on.explored.complete && off.explored.complete, "{}", p.name);
@@ -48,7 +50,7 @@ fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_of
 #[test]
 fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
     for (p, s) in common::two_pages_under_tso() {
-        let (on, off) = both(&s);
+        let (on, off) = common::on_and_off(&s, reduction);
         assert_eq!(verdict(&on), verdict(&off), "{p}");
         assert_eq!((on.explored.states, on.explored.complete), (off.explored.states, off.explored.complete), "{p}");
     }
@@ -56,12 +58,7 @@ fn two_pages_and_tso_reach_the_same_states_with_the_reduction() {
 
 #[test]
 fn zoo_entries_are_found_exhaustively_with_the_reduction_on_and_off() {
-    for (id, property) in common::QUICK_ZOO {
-        let s = common::zoo_spec(id);
-        let (on, off) = both(&s);
-        assert_eq!(verdict(&on), Some(property), "zoo/{id} with the reduction");
-        assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");
-    }
+    common::quick_zoo_found_on_and_off("the reduction", reduction);
 }
 
 #[test]

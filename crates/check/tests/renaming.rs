@@ -4,23 +4,20 @@
 //! can tell apart, so the search must give the same verdict with it on and off,
 //! reach no more states with it on, and find the zoo's bugs either way.
 
-use crate::common::verdict;
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_local_steps, with_reduction, with_renaming};
-use tlbkit_check::{check, CheckReport, CheckSpec};
+use tlbkit_check::{check, CheckReport};
 
 use crate::common;
 
-/// Checks `spec` with the renaming on and off; returns both reports.
-fn both(spec: &CheckSpec) -> (CheckReport, CheckReport) {
-    let on = with_renaming(true, || check(spec)).unwrap();
-    let off = with_renaming(false, || check(spec)).unwrap();
-    (on, off)
+/// Runs `check` with the renaming on or off.
+fn renaming(on: bool, check: &dyn Fn() -> CheckReport) -> CheckReport {
+    with_renaming(on, check)
 }
 
 #[test]
 fn every_policy_gives_the_same_verdict_in_no_more_states_with_the_renaming() {
-    let fewer = common::no_more_states_with("the renaming", |on, check| with_renaming(on, check));
+    let fewer = common::no_more_states_with("the renaming", renaming);
     // The renaming does something: frames freed in one order and reused in
     // the other meet again.
     assert!(fewer.len() >= 5, "only {fewer:?} reached fewer states with the renaming");
@@ -30,14 +27,8 @@ fn every_policy_gives_the_same_verdict_in_no_more_states_with_the_renaming() {
 fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_partial_order_reduction() {
     for (p, s) in common::two_pages_under_tso() {
         for reduce in [true, false] {
-            let (on, off) = with_reduction(reduce, || both(&s));
-            assert_eq!(verdict(&on), verdict(&off), "{p}");
-            assert!(
-                on.explored.complete && off.explored.complete && on.explored.states <= off.explored.states,
-                "{p}: {} vs {}",
-                on.explored.states,
-                off.explored.states
-            );
+            let (on, off) = with_reduction(reduce, || common::on_and_off(&s, renaming));
+            common::assert_same_verdict_in_no_more_states(p, &on, &off);
         }
         // Sleep sets reach exactly the states the full search does with the
         // renaming on too (local steps explored alone leave some out).
@@ -49,12 +40,7 @@ fn two_pages_and_tso_give_the_same_verdicts_with_the_renaming_with_and_without_p
 
 #[test]
 fn zoo_entries_are_found_exhaustively_with_the_renaming_on_and_off() {
-    for (id, property) in common::QUICK_ZOO {
-        let s = common::zoo_spec(id);
-        let (on, off) = both(&s);
-        assert_eq!(verdict(&on), Some(property), "zoo/{id} with the renaming");
-        assert_eq!(verdict(&off), Some(property), "zoo/{id} without it");
-    }
+    common::quick_zoo_found_on_and_off("the renaming", renaming);
 }
 
 #[test]

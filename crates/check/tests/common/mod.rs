@@ -89,15 +89,10 @@ pub const QUICK_ZOO: [(&str, &str); 2] =
 /// verdict both ways and, where no violation is found, that the search with
 /// the switch on completes in no more states. Returns the policies that
 /// reached fewer.
-pub fn no_more_states_with(
-    what: &str,
-    with: impl Fn(bool, &dyn Fn() -> tlbkit_check::CheckReport) -> tlbkit_check::CheckReport,
-) -> Vec<&'static str> {
+pub fn no_more_states_with(what: &str, with: impl Switch) -> Vec<&'static str> {
     let mut fewer = Vec::new();
     for p in tlbkit_registry::POLICIES {
-        let s = small_spec(p.name, 1, 3);
-        let check = || tlbkit_check::check(&s).unwrap();
-        let (on, off) = (with(true, &check), with(false, &check));
+        let (on, off) = on_and_off(&small_spec(p.name, 1, 3), &with);
         assert_eq!(verdict(&on), verdict(&off), "{} with and without {what}", p.name);
         if verdict(&off).is_none() {
             assert!(on.explored.complete && off.explored.complete, "{}", p.name);
@@ -114,6 +109,60 @@ pub fn no_more_states_with(
         }
     }
     fewer
+}
+
+/// A search switch: runs the check it is given with the switch on or off (as
+/// `tlbkit_check::search::with_renaming` does).
+pub trait Switch: Fn(bool, &dyn Fn() -> tlbkit_check::CheckReport) -> tlbkit_check::CheckReport {}
+impl<F: Fn(bool, &dyn Fn() -> tlbkit_check::CheckReport) -> tlbkit_check::CheckReport> Switch for F {}
+
+/// Checks `spec` with a search switch on and off (`with(on, check)`); returns
+/// both reports.
+pub fn on_and_off(spec: &CheckSpec, with: impl Switch) -> (tlbkit_check::CheckReport, tlbkit_check::CheckReport) {
+    let check = || tlbkit_check::check(spec).unwrap();
+    (with(true, &check), with(false, &check))
+}
+
+/// Asserts that the complete search `on` (a search switch on) gives the
+/// verdict of the complete search `off` in no more states; `what` names the
+/// check.
+pub fn assert_same_verdict_in_no_more_states(
+    what: &str,
+    on: &tlbkit_check::CheckReport,
+    off: &tlbkit_check::CheckReport,
+) {
+    assert_eq!(verdict(on), verdict(off), "{what}");
+    assert!(
+        on.explored.complete && off.explored.complete && on.explored.states <= off.explored.states,
+        "{what}: {} vs {}",
+        on.explored.states,
+        off.explored.states
+    );
+}
+
+/// Asserts that an exhaustive search finds the bug of each of the
+/// [`QUICK_ZOO`] entries with a search switch (`what`) on and off.
+pub fn quick_zoo_found_on_and_off(what: &str, with: impl Switch) {
+    for (id, property) in QUICK_ZOO {
+        let (on, off) = on_and_off(&zoo_spec(id), &with);
+        assert_eq!(verdict(&on), Some(property), "zoo/{id} with {what}");
+        assert_eq!(verdict(&off), Some(property), "zoo/{id} without {what}");
+    }
+}
+
+/// An exhaustive check of `arm64-noasid` on 2 CPUs with 2 address spaces of
+/// one page and 4 operations, switches and idles only.
+pub fn noasid_switches_spec() -> CheckSpec {
+    CheckSpec {
+        cpus: 2,
+        mms: 2,
+        pages: 1,
+        ops: 4,
+        mode: Mode::Exhaustive,
+        iterations: u64::MAX,
+        menu: OpKind::parse("switch,idle").unwrap(),
+        ..tlbkit_check::spec::default_spec("arm64-noasid")
+    }
 }
 
 /// The verdict of a report: the property its counterexample broke, if any.
