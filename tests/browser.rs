@@ -7,13 +7,10 @@
 //! `TLBKIT_CHROMIUM` to a browser binary to use one outside `PATH`). Debian:
 //! `apt-get install chromium`.
 
+use crate::common::tlbkit;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn tlbkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
 
 /// Returns the Chromium binary: `TLBKIT_CHROMIUM`, else the first of the usual
 /// names on `PATH`.

@@ -2,7 +2,7 @@
 //! codes, counterexamples and their tokens, every violation, bad input in
 //! one line, an interrupted check.
 
-use crate::common::{assert_bad_input, stderr, tlbkit};
+use crate::common::{assert_bad_input, stderr, tlbkit, tlbkit_json};
 use std::process::Command;
 
 #[test]
@@ -103,7 +103,7 @@ fn a_counterexample_reads_in_kernel_terms_in_under_40_lines() {
 
 #[test]
 fn check_passes_a_small_exhaustive_run_and_reports_json() {
-    let o = tlbkit(&[
+    let j = tlbkit_json(&[
         "check",
         "--policy",
         "x86-freebsd-gen",
@@ -115,8 +115,6 @@ fn check_passes_a_small_exhaustive_run_and_reports_json() {
         "--format",
         "json",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["mode"], "exhaustive");
     assert_eq!((j["cpus"].as_u64(), j["mms"].as_u64(), j["asids"].as_u64()), (Some(2), Some(3), Some(4)));
     assert!(j["rollovers"].is_u64() && j["initiators"].is_u64(), "{j}");
@@ -283,9 +281,7 @@ fn presets_set_the_shape_and_search_and_exclude_each_other() {
     let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--deep"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("'--quick' cannot be used with '--deep'"), "{}", stderr(&o));
-    let o = tlbkit(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = tlbkit_json(&["check", "--policy", "arm64-linux", "--quick", "--iterations", "50", "--format", "json"]);
     assert_eq!(
         (j["cpus"].as_u64(), j["mms"].as_u64(), j["pages"].as_u64(), j["ops"].as_u64()),
         (Some(2), Some(3), Some(2), Some(6))
@@ -303,9 +299,7 @@ fn presets_set_the_shape_and_search_and_exclude_each_other() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("check x86-linux-pcid: 3 CPUs, 3 address spaces of 2 pages, 6 ASIDs, 9 operations"), "{out}");
     assert!(out.contains("sc memory, pct mode") && !out.contains("portfolio"), "{out}");
-    let o = tlbkit(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = tlbkit_json(&["check", "--policy", "arm64-linux", "--deep", "--ops", "2", "--format", "json"]);
     assert_eq!(
         (j["mms"].as_u64(), j["mode"].as_str(), j["complete"].as_bool()),
         (Some(5), Some("exhaustive"), Some(true))

@@ -1,6 +1,6 @@
 //! The command line's contract: names, exit codes, JSON fields, determinism.
 
-use crate::common::{assert_bad_input, stderr, tlbkit, LAT_CTX_RUN};
+use crate::common::{assert_bad_input, stderr, tlbkit, tlbkit_json, LAT_CTX_RUN};
 use std::process::Command;
 use std::sync::LazyLock;
 
@@ -183,10 +183,15 @@ fn list_shows_every_finding_in_its_own_section_with_its_command() {
 
 /// Runs `tlbkit reproduce --only id` and returns the claim's JSON.
 fn claim(id: &str) -> serde_json::Value {
-    let o = tlbkit(&["reproduce", "--only", id, "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let mut j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    j["claims"][0].take()
+    tlbkit_json(&["reproduce", "--only", id, "--format", "json"])["claims"][0].take()
+}
+
+/// Asserts that claim `c` is reproduced in direction only, with a note that
+/// says why (naming `why`).
+fn assert_direction_only_because(c: &serde_json::Value, why: &str) {
+    assert_eq!(c["verdict"], "direction-only", "{c}");
+    let notes = c["notes"].as_array().expect("the claim's notes");
+    assert!(notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains(why))), "{c}");
 }
 
 #[test]
@@ -212,18 +217,14 @@ fn origin001_tcmalloc_is_direction_only_and_its_note_says_why() {
     // The LRU lock's holds waiting for the list's lines moved it just past the band's edge (its note).
     let c = &claim("origin001-tcmalloc");
     assert_eq!(c["variant"], "arm64-linux-skipbcast");
-    assert_eq!(c["verdict"], "direction-only", "{c}");
-    let notes = c["notes"].as_array().expect("the claim's notes");
-    assert!(notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains("LRU lock"))), "{c}");
+    assert_direction_only_because(c, "LRU lock");
 }
 
 #[test]
 fn origin001_sort_is_direction_only_and_its_note_says_why() {
     // The kernel's other work moved it just past the band's edge (its note).
     let c = &claim("origin001-sort");
-    assert_eq!(c["verdict"], "direction-only", "{c}");
-    let notes = c["notes"].as_array().expect("the claim's notes");
-    assert!(notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains("kernel's other work"))), "{c}");
+    assert_direction_only_because(c, "kernel's other work");
 }
 
 #[test]
@@ -232,9 +233,7 @@ fn origin003_shootdown_is_direction_only_on_the_origins_eight_cpus_and_its_note_
     assert_eq!(c["baseline"], "x86-freebsd-counter");
     assert_eq!(c["variant"], "x86-freebsd-gen");
     // The seed's IPI delivery latencies moved it just past the band's edge (its note).
-    assert_eq!(c["verdict"], "direction-only", "{c}");
-    let notes = c["notes"].as_array().expect("the claim's notes");
-    assert!(notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains("delivery latency"))), "{c}");
+    assert_direction_only_because(c, "delivery latency");
     let share = &c["checks"][0];
     assert_eq!(share["passed"], true, "{c}");
     // Handlers spend a larger part of their time invalidating with per-CPU flags.

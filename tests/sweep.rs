@@ -2,18 +2,11 @@
 //! resumed without losing or repeating a point, a torn last line dropped,
 //! malformed files refused with their line and field.
 
+use crate::common::{stderr, tlbkit};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn tlbkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A fresh folder for one test, removed with what is in it when the test ends.
 struct Folder(PathBuf);

@@ -2,16 +2,9 @@
 //! fixture imported, replayed under two policies, deterministically; bad input
 //! is exit 2 with the file and line.
 
+use crate::common::{stderr, tlbkit};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn tlbkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Output;
 
 /// A fixture file of the lab crate's tests (its trace import's inputs).
 fn fixture(name: &str) -> String {

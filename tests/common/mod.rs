@@ -27,6 +27,14 @@ pub fn tlbkit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tlbkit")).args(args).output().expect("run tlbkit")
 }
 
+/// Runs the `tlbkit` binary with `args`, which must succeed, and returns the
+/// JSON it printed.
+pub fn tlbkit_json(args: &[&str]) -> serde_json::Value {
+    let o = tlbkit(args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Returns what `o` wrote to standard error.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
