@@ -36,6 +36,15 @@ pub fn with_mms<P: Policy>(p: P, n: u32) -> P {
     p
 }
 
+/// Returns CPU 0 of a 1-CPU machine after it switched to `mm` in `p`, its
+/// log emptied.
+pub fn on_one_cpu<P: Policy>(p: &P, mm: MmId) -> Rec {
+    let hw = Rec::new(0, 1);
+    p.switch_mm(&hw, mm);
+    hw.take();
+    hw
+}
+
 /// Returns CPUs 0 and 1 of a 2-CPU machine after both switched to `mm` in
 /// `p`, their logs emptied.
 pub fn both_on<P: Policy>(p: &P, mm: MmId) -> (Rec, Rec) {

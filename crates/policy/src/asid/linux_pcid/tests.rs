@@ -1,5 +1,5 @@
 use super::*;
-use crate::testhw::{invlpg, on_after_idle, root, with_mms, Rec};
+use crate::testhw::{invlpg, on_after_idle, on_one_cpu, root, with_mms, Rec};
 use std::format;
 use std::string::String;
 use std::vec;
@@ -47,9 +47,7 @@ fn choose_new_asid_reuses_slot_of_recent_mm_without_flush() {
 #[test]
 fn same_mm_switch_without_lazy_writes_no_cr3() {
     let p = x86(1, 1, true);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.switch_mm(&hw, MmId(1));
     assert_eq!(hw.take(), Vec::<String>::new());
 }
@@ -95,9 +93,7 @@ fn seventh_mm_evicts_round_robin() {
 #[test]
 fn partial_flush_only_when_next_generation() {
     let p = x86(1, 1, true);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     // local 0, new 1, mm 1: exactly the next generation.
     p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
     assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2, 0x2000)]);
@@ -123,9 +119,7 @@ fn skipped_generation_falls_back_to_full_flush() {
     };
     // Generation 2's partial flush arrives before generation 1's: local 0, new 2.
     let p = x86(1, 1, true);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.mms[1].tlb_gen.store(2, Ordering::SeqCst);
     p.flush_tlb_func(&hw, &page(2));
     assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
@@ -215,9 +209,7 @@ fn running_cpu_gets_ipi_and_flushes_its_own_pcid() {
 #[test]
 fn ceiling_33_pages_turns_range_into_full_flush() {
     let p = x86(1, 1, true);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.flush_range(&hw, MmId(1), VirtAddr(0), 33);
     let want: Vec<String> = (0..33).map(|i| invlpg(2, i * 4096)).collect();
     assert_eq!(hw.take(), want);
@@ -230,9 +222,7 @@ fn ceiling_33_pages_turns_range_into_full_flush() {
 fn flush_ceiling_moves_the_switch_to_a_full_flush() {
     for (ceiling, by_page, whole) in [(8, 8, 9), (64, 64, 65)] {
         let p = x86(1, 1, true).with_flush_ceiling(ceiling);
-        let hw = Rec::new(0, 1);
-        p.switch_mm(&hw, MmId(1));
-        hw.take();
+        let hw = on_one_cpu(&p, MmId(1));
         p.flush_range(&hw, MmId(1), VirtAddr(0), by_page);
         let want: Vec<String> = (0..by_page).map(|i| invlpg(2, i * 4096)).collect();
         assert_eq!(hw.take(), want, "ceiling {ceiling}");
@@ -241,9 +231,7 @@ fn flush_ceiling_moves_the_switch_to_a_full_flush() {
     }
     // 0: even one page is a full flush (the debugfs file accepts it).
     let p = x86(1, 1, true).with_flush_ceiling(0);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.flush_page(&hw, MmId(1), VirtAddr(0x1000));
     assert_eq!(hw.take(), vec!["tlbi Asid(Asid(2)) Local"]);
 }
@@ -251,9 +239,7 @@ fn flush_ceiling_moves_the_switch_to_a_full_flush() {
 #[test]
 fn pti_with_invpcid_flushes_the_user_pcid_page_by_page() {
     let p = x86(1, 1, true).with_pti(Pti::Invpcid);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
     // Slot 1: kernel PCID 2, user PCID 2 | 2048.
     assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2050, 0x1000), invlpg(2, 0x2000), invlpg(2050, 0x2000)]);
@@ -262,9 +248,7 @@ fn pti_with_invpcid_flushes_the_user_pcid_page_by_page() {
 #[test]
 fn pti_without_invpcid_defers_the_user_pcid_to_one_flushing_cr3_write() {
     let p = x86(1, 1, true).with_pti(Pti::Deferred);
-    let hw = Rec::new(0, 1);
-    p.switch_mm(&hw, MmId(1));
-    hw.take();
+    let hw = on_one_cpu(&p, MmId(1));
     p.flush_range(&hw, MmId(1), VirtAddr(0x1000), 2);
     assert_eq!(hw.take(), vec![invlpg(2, 0x1000), invlpg(2, 0x2000), root(1, 2, false)]);
     // A full flush invalidates the user PCID too (flush_tlb_local), with or without INVPCID.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::testhw::{init_mms, invlpg, root, with_mms, Rec};
+use crate::testhw::{init_mms, invlpg, on_one_cpu, root, with_mms, Rec};
 use std::string::String;
 use std::vec;
 use std::vec::Vec;
@@ -29,9 +29,7 @@ fn tlb_ops(hw: &Rec) -> Vec<String> {
 fn the_flush_ceiling_and_pti_reach_the_613_flush() {
     for kernel in [Kernel::V613, Kernel::LazyTrim] {
         let p = x86(kernel, 1, 1).with_flush_ceiling(2);
-        let hw = Rec::new(0, 1);
-        p.switch_mm(&hw, MmId(1));
-        hw.take();
+        let hw = on_one_cpu(&p, MmId(1));
         p.flush_range(&hw, MmId(1), VirtAddr(0), 2);
         assert_eq!(tlb_ops(&hw), vec![invlpg(2, 0), invlpg(2, 4096)], "{kernel:?}");
         p.flush_range(&hw, MmId(1), VirtAddr(0), 3);
