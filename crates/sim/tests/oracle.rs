@@ -1,11 +1,11 @@
 //! The oracle catches broken policies, and the real ones stay clean under stress.
 
-use crate::common::{config, Flush, MapThen, Skips};
+use crate::common::{self, config, run_clean, Flush, MapThen, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};
 use tlbkit_sim::program::{Op, Program, Sys, TEXT_VA};
-use tlbkit_sim::run::{run, RunSpec};
+use tlbkit_sim::run::RunSpec;
 use tlbkit_sim::sim::Sim;
 
 /// Gives every address space ASID 5 and never invalidates on a switch.
@@ -96,38 +96,28 @@ fn distinct_asids_keep_two_address_spaces_apart() {
     assert!(sim.error.is_none(), "{:?}", sim.error);
 }
 
-fn spec(policy: &str, cpus: usize, sets: &[&str], strict: bool) -> RunSpec {
-    RunSpec {
-        machine: "cortex-a72".into(),
-        cpus,
-        policy: policy.into(),
-        workload: "lat_ctx".into(),
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-        seed: 3,
-        strict,
-    }
+/// Returns the spec of a strict `lat_ctx` run with seed 3 on `cpus` CPUs of a
+/// `cortex-a72` under `policy` with `sets`.
+fn spec(policy: &str, cpus: usize, sets: &[&str]) -> RunSpec {
+    RunSpec { seed: 3, ..common::spec("cortex-a72", cpus, policy, "lat_ctx", sets) }
 }
 
 #[test]
 fn eight_bit_asids_roll_over_without_violations_even_strict() {
     for (cpus, migration) in [(1, "off"), (4, "on")] {
         let m = format!("migration={migration}");
-        let out = run(&spec(
+        let out = run_clean(&spec(
             "arm64-freebsd-asid",
             cpus,
             &["asid_bits=8", "procs=300", "rounds=4", "spec_rate=0.2", &m],
-            true,
-        ))
-        .unwrap();
+        ));
         assert!(out.metrics.asid_rollovers > 0, "cpus {cpus}: no rollover");
-        assert_eq!(out.violations_total, 0, "cpus {cpus}: {:#?}", out.violations);
     }
 }
 
 #[test]
 fn noasid_baseline_is_clean_under_strict_with_migration() {
-    let out = run(&spec("arm64-noasid", 4, &["procs=12", "rounds=5", "migration=on", "spec_rate=0.2"], true)).unwrap();
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    let out = run_clean(&spec("arm64-noasid", 4, &["procs=12", "rounds=5", "migration=on", "spec_rate=0.2"]));
     assert!(out.metrics.broadcast_invalidations > 0);
 }
 
@@ -169,32 +159,26 @@ fn kernel_thread_runs_on_the_kernel_address_space() {
 #[test]
 fn arm64_linux_rolls_over_repeatedly_without_violations_even_strict() {
     let out =
-        run(&spec("arm64-linux", 4, &["asid_bits=8", "procs=300", "rounds=4", "spec_rate=0.2", "migration=on"], true))
-            .unwrap();
+        run_clean(&spec("arm64-linux", 4, &["asid_bits=8", "procs=300", "rounds=4", "spec_rate=0.2", "migration=on"]));
     assert!(out.metrics.asid_rollovers >= 2, "rollovers: {}", out.metrics.asid_rollovers);
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
 }
 
 #[test]
 fn arm64_linux_kpti_rolls_over_without_violations_even_strict() {
-    let out = run(&spec(
+    let out = run_clean(&spec(
         "arm64-linux",
         4,
         &["asid_bits=8", "kpti=on", "procs=200", "rounds=3", "spec_rate=0.2", "migration=on"],
-        true,
-    ))
-    .unwrap();
+    ));
     assert!(out.metrics.asid_rollovers >= 2, "rollovers: {}", out.metrics.asid_rollovers);
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
 }
 
 #[test]
 fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
-    let mut s =
-        spec("x86-linux-pcid", 4, &["procs=40", "rounds=6", "spec_rate=0.2", "migration=on", "sockets=2"], true);
-    s.machine = "skylake".into();
-    let out = run(&s).unwrap();
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    let out = run_clean(&RunSpec {
+        machine: "skylake".into(),
+        ..spec("x86-linux-pcid", 4, &["procs=40", "rounds=6", "spec_rate=0.2", "migration=on", "sockets=2"])
+    });
     // Ten address spaces per CPU cycle through six slots: CR3 writes that flush.
     assert!(out.metrics.full_flushes > out.metrics.context_switches / 4, "{:?}", out.metrics);
     assert!(out.metrics.ipi.ipis_sent > 0, "fork and exit flush other CPUs by IPI: {:?}", out.metrics);
@@ -202,11 +186,10 @@ fn x86_pcid_with_more_mms_than_slots_is_clean_even_strict() {
 
 #[test]
 fn x86_nopcid_is_clean_even_strict() {
-    let mut s =
-        spec("x86-linux-nopcid", 4, &["procs=12", "rounds=5", "spec_rate=0.2", "migration=on", "sockets=2"], true);
-    s.machine = "skylake".into();
-    let out = run(&s).unwrap();
-    assert_eq!(out.violations_total, 0, "{:#?}", out.violations);
+    run_clean(&RunSpec {
+        machine: "skylake".into(),
+        ..spec("x86-linux-nopcid", 4, &["procs=12", "rounds=5", "spec_rate=0.2", "migration=on", "sockets=2"])
+    });
 }
 
 /// Each round: `mprotect`s a buffer read-only and back (two flushes whose

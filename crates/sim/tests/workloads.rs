@@ -9,7 +9,7 @@ use tlbkit_policy::MmId;
 use tlbkit_sim::program::{Op, Program, Sys, KMAP_SLOTS, STACK_VA, TEXT_VA};
 use tlbkit_sim::run::{run, RunSpec};
 use tlbkit_sim::sim::Sim;
-use tlbkit_sim::workload::WORKLOADS;
+use tlbkit_sim::workload::{WorkloadDef, WORKLOADS};
 
 /// Each new workload with parameters small enough for a debug build.
 const SMALL: &[(&str, &[&str])] = &[
@@ -452,20 +452,18 @@ fn no_source_dispatches_on_a_workload_name() {
     let files = workspace_sources();
     let mut found = Vec::new();
     for f in &files {
-        let text = std::fs::read_to_string(f).expect("read a source file");
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for w in WORKLOADS {
-            if f.file_stem().is_some_and(|s| s == w.name) && f.parent().is_some_and(|p| p.ends_with("workload")) {
-                continue;
-            }
-            let q = format!("\"{}\"", w.name);
-            let tests = [format!("{q} =>"), format!("{q} |"), format!("== {q}"), format!("!= {q}"), format!("{q} ==")];
-            for (n, line) in code.lines().enumerate() {
-                if tests.iter().any(|t| line.contains(t.as_str())) {
-                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
-                }
-            }
-        }
+        let own = |w: &&WorkloadDef| {
+            f.file_stem().is_some_and(|s| s == w.name) && f.parent().is_some_and(|p| p.ends_with("workload"))
+        };
+        let tests: Vec<String> = WORKLOADS
+            .iter()
+            .filter(|w| !own(w))
+            .flat_map(|w| {
+                let q = format!("\"{}\"", w.name);
+                [format!("{q} =>"), format!("{q} |"), format!("== {q}"), format!("!= {q}"), format!("{q} ==")]
+            })
+            .collect();
+        find_in_code(f, &mut found, |line| tests.iter().any(|t| line.contains(t.as_str())));
     }
     assert!(found.is_empty(), "decided from a workload's name (put it in the workload's entry):\n{}", found.join("\n"));
 }
@@ -477,28 +475,25 @@ fn no_source_dispatches_on_a_workload_name() {
 #[test]
 fn no_source_decides_from_a_switchs_name() {
     let mut found = Vec::new();
-    for f in workspace_sources() {
-        if f.ends_with("run/switches.rs") || f.ends_with("preset/file.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).expect("read a source file");
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for s in tlbkit_sim::run::SWITCHES {
+    let tests: Vec<String> = tlbkit_sim::run::SWITCHES
+        .iter()
+        .flat_map(|s| {
             let q = format!("\"{}\"", s.key);
-            let tests = [
+            [
                 format!("{q} =>"),
                 format!("== {q}"),
                 format!("!= {q}"),
                 format!("{q} =="),
                 format!("given({q})"),
                 format!("strip_prefix(\"{}=", s.key),
-            ];
-            for (n, line) in code.lines().enumerate() {
-                if tests.iter().any(|t| line.contains(t.as_str())) {
-                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
-                }
-            }
+            ]
+        })
+        .collect();
+    for f in workspace_sources() {
+        if f.ends_with("run/switches.rs") || f.ends_with("preset/file.rs") {
+            continue;
         }
+        find_in_code(&f, &mut found, |line| tests.iter().any(|t| line.contains(t.as_str())));
     }
     assert!(found.is_empty(), "decided from a switch's key (put it in its entry):\n{}", found.join("\n"));
 }
@@ -516,13 +511,7 @@ fn no_workload_reads_a_parameter_by_its_key() {
             continue;
         }
         files += 1;
-        let text = std::fs::read_to_string(&f).expect("read a source file");
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for (n, line) in code.lines().enumerate() {
-            if !line.trim_start().starts_with("//") && indexes_by_a_key(line) {
-                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
-            }
-        }
+        find_in_code(&f, &mut found, |line| !line.trim_start().starts_with("//") && indexes_by_a_key(line));
     }
     assert!(files >= 30, "the workloads' sources were not found ({files} files)");
     assert!(found.is_empty(), "a parameter read by its key (declare a handle and read it):\n{}", found.join("\n"));
@@ -541,6 +530,18 @@ fn indexes_by_a_key(line: &str) -> bool {
 }
 
 /// Every Rust source of the tools (not their tests' own files).
+/// Pushes onto `found`, as `FILE:LINE: TEXT`, each line of source file `f`'s
+/// code before its first `#[cfg(test)]` that `hit` holds for.
+fn find_in_code(f: &std::path::Path, found: &mut Vec<String>, hit: impl Fn(&str) -> bool) {
+    let text = std::fs::read_to_string(f).expect("read a source file");
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    for (n, line) in code.lines().enumerate() {
+        if hit(line) {
+            found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+        }
+    }
+}
+
 fn workspace_sources() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = Vec::new();
