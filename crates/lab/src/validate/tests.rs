@@ -62,6 +62,12 @@ fn corpus(text: &str) -> Result<Corpus, String> {
 
 fn results(pairs: &[(&str, f64)]) -> Results {
     let mut r = Results::new();
+    add_results(&mut r, 1, pairs);
+    r
+}
+
+/// Adds to `r` the runs of seed `seed` that `pairs` give (`policy@tasks`, ops/s).
+fn add_results(r: &mut Results, seed: u64, pairs: &[(&str, f64)]) {
     for (x, policy, v) in pairs.iter().flat_map(|(k, v)| {
         let (policy, x) = k.split_once('@').unwrap();
         Some((x.parse::<usize>().unwrap(), policy, *v))
@@ -72,12 +78,11 @@ fn results(pairs: &[(&str, f64)]) -> Results {
             policy: policy.into(),
             workload: "will_it_scale_tlb_flush2".into(),
             sets: vec![format!("tasks={x}")],
-            seed: 1,
+            seed,
             strict: false,
         };
         r.insert(spec.command(), Ok(BTreeMap::from([("ops_per_s".to_string(), v)])));
     }
-    r
 }
 
 /// The runs of entry `t1` at seed 1: ratios 1.0, 1.0 and 2.5 at 1, 2 and 4 tasks.
@@ -267,25 +272,18 @@ fn a_row_whose_seeds_differ_gives_each_seeds_figure_and_says_when_they_split_on_
     // Seed 1 as `t1_results`; seed 2 makes the new policy slower at 2 tasks
     // (ratio 0.9 there) and changes nothing at 1 task.
     let mut r = t1_results();
-    for (x, policy, v) in [
-        (1, "x86-linux-613", 100.0),
-        (1, "x86-linux-invlpgb", 100.0),
-        (2, "x86-linux-613", 150.0),
-        (2, "x86-linux-invlpgb", 135.0),
-        (4, "x86-linux-613", 160.0),
-        (4, "x86-linux-invlpgb", 480.0),
-    ] {
-        let spec = RunSpec {
-            machine: "milan".into(),
-            cpus: x,
-            policy: policy.into(),
-            workload: "will_it_scale_tlb_flush2".into(),
-            sets: vec![format!("tasks={x}")],
-            seed: 2,
-            strict: false,
-        };
-        r.insert(spec.command(), Ok(BTreeMap::from([("ops_per_s".to_string(), v)])));
-    }
+    add_results(
+        &mut r,
+        2,
+        &[
+            ("x86-linux-613@1", 100.0),
+            ("x86-linux-invlpgb@1", 100.0),
+            ("x86-linux-613@2", 150.0),
+            ("x86-linux-invlpgb@2", 135.0),
+            ("x86-linux-613@4", 160.0),
+            ("x86-linux-invlpgb@4", 480.0),
+        ],
+    );
     let j = &judge_all(&e, &r, 2)[0];
     assert_eq!(j.rows[0].seeds, None, "the same figure from both seeds");
     assert_eq!(j.rows[1].seeds, Some((0.9, 1.0)));
@@ -295,20 +293,8 @@ fn a_row_whose_seeds_differ_gives_each_seeds_figure_and_says_when_they_split_on_
     let text = Report::new(judge_all(&e, &r, 2), 2, 12, 0).render();
     assert!(text.contains("seeds alone: 2.500 to 3.000\n"), "{text}");
     assert!(!text.contains("seeds alone: 0.9000 to 1.000; the seeds disagree"), "0.9 to 1.0 never rises: {text}");
-    // A split across 1 is named.
-    r.insert(
-        RunSpec {
-            machine: "milan".into(),
-            cpus: 2,
-            policy: "x86-linux-invlpgb".into(),
-            workload: "will_it_scale_tlb_flush2".into(),
-            sets: vec!["tasks=2".into()],
-            seed: 1,
-            strict: false,
-        }
-        .command(),
-        Ok(BTreeMap::from([("ops_per_s".to_string(), 165.0)])),
-    );
+    // A split across 1 is named: seed 1 now gains at 2 tasks.
+    add_results(&mut r, 1, &[("x86-linux-invlpgb@2", 165.0)]);
     let text = Report::new(judge_all(&e, &r, 2), 2, 12, 0).render();
     assert!(text.contains("seeds alone: 0.9000 to 1.100; the seeds disagree on its direction\n"), "{text}");
 }
