@@ -55,7 +55,7 @@
 //! reads, fault-around (without `--set contpte` a fault maps one page),
 //! `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
 
-use super::swap_w_seq_mt::{timing, Mapping, Unit};
+use super::usemem::{timing, Mapping, Unit};
 use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program};

@@ -79,6 +79,7 @@ pub mod will_it_scale_tlb_flush2;
 pub mod will_it_scale_tlb_flush3;
 
 mod param;
+mod usemem;
 pub use param::{Count, Flag, Real};
 
 use crate::error::Error;
