@@ -427,19 +427,8 @@ struct At<'a> {
     entry: &'a Entry,
     x: Option<f64>,
     results: &'a Results,
-    /// The seeds whose runs' metrics are averaged: 1 to `seeds`, or only
-    /// `seeds.1` when given.
-    seeds: (u64, Option<u64>),
-}
-
-impl At<'_> {
-    /// The seeds this scope reads.
-    fn seed_range(&self) -> std::ops::RangeInclusive<u64> {
-        match self.seeds {
-            (_, Some(one)) => one..=one,
-            (n, None) => 1..=n,
-        }
-    }
+    /// The seeds whose runs' metrics are averaged: 1 to N, or one alone.
+    seeds: std::ops::RangeInclusive<u64>,
 }
 
 impl Scope for At<'_> {
@@ -452,9 +441,7 @@ impl Scope for At<'_> {
     fn metric(&self, run: &str, metric: &str) -> Result<f64, String> {
         let template = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?;
         let mut sum = 0.0;
-        let seeds = self.seed_range();
-        let n = seeds.clone().count() as f64;
-        for seed in seeds {
+        for seed in self.seeds.clone() {
             let command = template.at(self.x, seed)?.command();
             sum += match self.results.get(&command) {
                 None => return Err(format!("'{command}' was not run")),
@@ -465,7 +452,7 @@ impl Scope for At<'_> {
                 })?,
             };
         }
-        Ok(sum / n)
+        Ok(sum / self.seeds.clone().count() as f64)
     }
 
     fn x(&self) -> Result<f64, String> {
@@ -613,12 +600,12 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
             }
         };
         let eval = |x: Option<f64>| -> Result<(f64, f64), String> {
-            let scope = At { entry: e, x, results, seeds: (seeds, None) };
+            let scope = At { entry: e, x, results, seeds: 1..=seeds };
             Ok((sim.eval(&scope)?, reference.eval(&scope)?))
         };
         // The figure of each seed's runs alone, lowest and highest, where they differ.
         let spread = |x: Option<f64>| -> Option<(f64, f64)> {
-            let one = |seed| sim.eval(&At { entry: e, x, results, seeds: (seeds, Some(seed)) }).ok();
+            let one = |seed| sim.eval(&At { entry: e, x, results, seeds: seed..=seed }).ok();
             let each: Vec<f64> = (1..=seeds).map(one).collect::<Option<_>>()?;
             let lo = each.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = each.iter().copied().fold(f64::NEG_INFINITY, f64::max);
