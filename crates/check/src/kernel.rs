@@ -81,6 +81,11 @@ pub struct Pte {
 pub enum Life {
     /// A process runs in it.
     Live,
+    /// Its last thread has begun to exit ([`Machine::start_exit`], claimed in the
+    /// step that chose the exit): no thread is left to switch to, but its pages
+    /// stay mapped, for reclaim and migration to take, until `exit_mmap` tears
+    /// them down ([`Machine::exit_mm`]).
+    Exiting,
     /// Its last thread exited and it is torn down; it is released when no CPU's
     /// root points at it any more.
     Zombie,
@@ -92,6 +97,15 @@ pub enum Life {
     Free,
     /// Being forked into: claimed by one CPU, not yet runnable.
     Forking,
+}
+
+impl Life {
+    /// Whether the process's pages are still mapped ([`Life::Live`] or
+    /// [`Life::Exiting`]): what kernel threads (reclaim, migration) may take.
+    #[inline]
+    pub fn mapped(self) -> bool {
+        matches!(self, Life::Live | Life::Exiting)
+    }
 }
 
 /// One address-space slot.
@@ -125,6 +139,13 @@ pub struct Space {
     /// `flush_tlb_batched_pending` clears it after its flush unless a reclaim
     /// raised it again meanwhile (its `atomic_cmpxchg`).
     pub batched: u8,
+    /// Bit `c` is set while CPU `c`'s `flush_tlb_batched_pending` of the mm is
+    /// between reading the mark and its `atomic_cmpxchg`, and no reclaim has
+    /// marked the mm since: Linux's mark only grows (pending and flushed
+    /// counts in one word), so that compare fails after any reclaim's mark,
+    /// even one that brings [`Space::batched`] back to the value read after the
+    /// checker forgot the mark ([`Machine::forget_batched`]).
+    pub watching: u8,
     /// LATR's `mm->munmap_inprogress`: set with a plain store as a `munmap`
     /// (the system call) or `madvise(MADV_DONTNEED)`'s zap starts, cleared as it
     /// ends, so the last writer wins. Kept only while [`RunConstants::reads_flag`]
@@ -588,6 +609,7 @@ impl Machine {
             block: Vec::new(),
             written: 0,
             batched: 0,
+            watching: 0,
             munmap_inprogress: false,
         };
         Machine {
@@ -719,6 +741,7 @@ impl Machine {
             if self.consts.contpte { (0..BLOCK).map(|j| mapped_block_pte(slot, j)).collect() } else { Vec::new() };
         s.written = 0;
         s.batched = 0;
+        s.watching = 0;
         s.munmap_inprogress = false;
         for p in 0..self.consts.pages {
             if !self.map(slot, p, cpu)? {

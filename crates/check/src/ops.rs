@@ -337,7 +337,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
         // for processes running elsewhere or nowhere.
         for r in 1..m.spaces().len() as u32 {
             let sp = m.space(r);
-            if sp.life != Life::Live {
+            if !sp.life.mapped() {
                 continue;
             }
             for p in 0..m.consts().pages {
@@ -440,7 +440,7 @@ fn menu<E: Engine>(core: &E, cpu: usize, ticks: bool) -> Vec<Op> {
 /// first) for one batch ([`Op::Reclaim2`]).
 fn push_reclaim_pairs(m: &Machine, ops: &mut Vec<Op>) {
     let spaces = m.spaces();
-    let live = |r: usize| spaces[r].life == Life::Live;
+    let live = |r: usize| spaces[r].life.mapped();
     let mapped = |r: usize| (0..m.consts().pages).filter(move |&p| spaces[r].ptes[p].is_some());
     for r in (1..spaces.len()).filter(|&r| live(r)) {
         for t in (r + 1..spaces.len()).filter(|&t| live(t)) {
@@ -533,15 +533,23 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
         _ => format!("op: {}", op.name()),
     });
     let task = core.machine().sched().tasks[cpu];
+    debug_assert!(allowed(&core.machine(), op, task), "{op:?} offered to a CPU running {task:?}");
     if let (Op::Write(j), Task::User(s)) = (op, task) {
         // A user write is not a kernel operation: the CPU stays in user mode.
         return block::write(core, cpu, s, j);
     }
     // Claims are made in the step that chose the operation, before anything can
     // pause: the thread switched to is this CPU's (no exit of its process may
-    // start elsewhere), and a slot forked into is taken.
+    // start elsewhere), an exiting process has no thread left to switch to, and
+    // a slot forked into is taken.
     match op {
         Op::Switch(s) => set_task(core, cpu, Task::User(s), Mode::Switching),
+        Op::Exit => {
+            if let Task::User(s) = task {
+                core.machine_mut().start_exit(s);
+            }
+            set_task(core, cpu, task, Mode::Kernel);
+        }
         Op::Fork(s) => {
             core.machine_mut().claim_for_fork(s);
             set_task(core, cpu, task, Mode::Kernel);
@@ -585,6 +593,24 @@ fn run_op<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, op: Op) {
         (Op::Exit, Task::User(s)) => exit(core, p, cpu, s),
         (Op::Fork(s), _) => fork(core, p, cpu, s, task),
         (op, task) => unreachable!("{op:?} offered to a CPU running {task:?}"),
+    }
+}
+
+/// Whether the kernel allows `op` on a CPU running `task` in this state, as the
+/// menu must offer it: a switch only to a live process (not one whose last
+/// thread is exiting), a process's own operations only while it lives,
+/// reclaim and migration only of pages still mapped, a fork only into a free
+/// slot. Checked on every operation in debug builds.
+fn allowed(m: &Machine, op: Op, task: Task) -> bool {
+    let life = |s: u32| m.space(s).life;
+    match (op, task) {
+        (Op::Switch(s), _) => life(s) == Life::Live && task != Task::User(s),
+        (Op::Reclaim(s, _) | Op::PageOut(s, _) | Op::Migrate(s, _) | Op::Age(s), _) => life(s).mapped(),
+        (Op::Reclaim2(s, _, t, _), _) => life(s).mapped() && life(t).mapped(),
+        (Op::Fork(s), _) => life(s) == Life::Free,
+        (Op::Idle | Op::Tick, _) => true,
+        (_, Task::User(s)) => life(s) == Life::Live,
+        _ => false,
     }
 }
 

@@ -26,6 +26,9 @@ impl Machine {
             if sp.batched != 0 {
                 (0xba7c_u16, sp.batched).hash(h);
             }
+            if sp.watching != 0 {
+                (0xba7d_u16, sp.watching).hash(h);
+            }
             // The same for LATR's flag, kept only for a policy that reads it.
             if sp.munmap_inprogress {
                 0xf1a9_u16.hash(h);

@@ -15,6 +15,15 @@ impl Machine {
         s.life = Life::Forking;
     }
 
+    /// The last thread of slot `slot`'s process begins to exit: from now on no
+    /// CPU may switch to it (the exit holds the only thread there is).
+    #[inline]
+    pub fn start_exit(&mut self, slot: u32) {
+        let s = &mut self.spaces[slot as usize];
+        debug_assert_eq!(s.life, Life::Live, "an exit of mm{slot}");
+        s.life = Life::Exiting;
+    }
+
     /// The last thread of slot `slot`'s process exits (`exit_mm`): the slot is
     /// a zombie, torn down by its exit and released once no CPU's root points
     /// at it or holds it ([`Machine::start_release`]).
@@ -59,22 +68,39 @@ impl Machine {
     }
 
     /// A reclaim's PTE clear marks slot `slot`'s mm `tlb_flush_batched`
-    /// (`set_tlb_ubc_flush_pending`'s `atomic_inc`, saturating).
+    /// (`set_tlb_ubc_flush_pending`'s `atomic_inc`, saturating); every
+    /// `flush_tlb_batched_pending` of it in progress will now find the mark
+    /// changed.
     #[inline]
     pub fn mark_batched(&mut self, slot: u32) {
-        let b = &mut self.spaces[slot as usize].batched;
-        *b = b.saturating_add(1);
+        let sp = &mut self.spaces[slot as usize];
+        sp.batched = sp.batched.saturating_add(1);
+        sp.watching = 0;
     }
 
-    /// `flush_tlb_batched_pending`'s `atomic_cmpxchg` after its flush: clears
-    /// slot `slot`'s mark if it is still `seen`, the count the flush started
-    /// from, and leaves it if a reclaim raised it meanwhile.
+    /// `flush_tlb_batched_pending`'s read of the mark on CPU `cpu`: returns it
+    /// (the number of reclaim clears not covered yet) and, when set, starts
+    /// watching it for [`Machine::clear_batched`].
     #[inline]
-    pub fn clear_batched(&mut self, slot: u32, seen: u8) {
-        let b = &mut self.spaces[slot as usize].batched;
-        if *b == seen {
-            *b = 0;
+    pub fn read_batched(&mut self, slot: u32, cpu: usize) -> u8 {
+        let sp = &mut self.spaces[slot as usize];
+        if sp.batched != 0 {
+            sp.watching |= 1 << cpu;
         }
+        sp.batched
+    }
+
+    /// `flush_tlb_batched_pending`'s `atomic_cmpxchg` on CPU `cpu` after its
+    /// flush: clears slot `slot`'s mark unless a reclaim marked the mm since
+    /// [`Machine::read_batched`] (Linux compares the whole word, whose pending
+    /// count only grows).
+    #[inline]
+    pub fn clear_batched(&mut self, slot: u32, cpu: usize) {
+        let sp = &mut self.spaces[slot as usize];
+        if sp.watching & (1 << cpu) != 0 {
+            sp.batched = 0;
+        }
+        sp.watching &= !(1 << cpu);
     }
 
     /// Forgets slot `slot`'s `tlb_flush_batched` mark outright: the caller has

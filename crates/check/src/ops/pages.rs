@@ -302,7 +302,7 @@ pub(super) fn replace_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s:
     let cleared = {
         let mut m = core.machine_mut();
         let sp = m.space(s);
-        let live = sp.life == Life::Live && !(how == Replace::Cow && sp.detached & (1 << pg) != 0);
+        let live = sp.life.mapped() && !(how == Replace::Cow && sp.detached & (1 << pg) != 0);
         let r = if live { m.clear_pte(s, pg, change, cpu) } else { None };
         if r.is_some() {
             m.hold_ptl(s, cpu);
