@@ -40,6 +40,52 @@ pub struct Counterexample {
     /// The steps that matter, numbered as in `steps`, with only the events that
     /// matter ([`Counterexample::trace_view`]).
     pub view: Vec<Step>,
+    /// What is already recorded that this violation may be ([`known`]): the
+    /// zoo entry a `zoo/` policy re-introduces, or a finding of the policy
+    /// that breaks the same property. Empty for anything new.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub known: Vec<Known>,
+}
+
+/// A recorded hazard a violation may be ([`Counterexample::known`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Known {
+    /// `finding` (the catalogue of hazards in upstream code,
+    /// [`tlbkit_policy::findings`]) or `zoo` (a historic bug re-introduced).
+    pub kind: &'static str,
+    /// The finding's id, or the zoo entry's `zoo/<id>` without `zoo/`.
+    pub id: &'static str,
+    /// Its one line.
+    pub summary: &'static str,
+}
+
+/// The recorded hazards a violation of `property`, found by a check of the
+/// policy and memory model `token` names, may be: for a `zoo/<id>` policy, the
+/// bug it re-introduces; otherwise every finding of the policy, or whose
+/// command checks it ([`tlbkit_policy::findings::FINDINGS`]), that breaks
+/// `property` under a
+/// memory model no weaker than the check's (a finding that needs arm64's
+/// ordering is not what a check under `tso` found). The property and the
+/// model are what is compared, not the window: a new hazard of the same
+/// policy and property would be named too, so the output says "may be".
+pub fn known(token: &str, property: &str) -> Vec<Known> {
+    let Ok((spec, _)) = crate::token::decode(token) else { return Vec::new() };
+    if let Some(id) = spec.policy.strip_prefix("zoo/") {
+        let entry = tlbkit_policy::zoo::ZOO.iter().find(|e| e.id == id);
+        return entry.map(|e| Known { kind: "zoo", id: e.id, summary: e.summary }).into_iter().collect();
+    }
+    let rank = |m: crate::shape::Memory| crate::shape::Memory::ALL.iter().position(|&n| n == m);
+    tlbkit_policy::findings::FINDINGS
+        .iter()
+        .filter(|f| f.property == property)
+        .filter(|f| {
+            // The finding's own check may run a partial fix that keeps its window.
+            crate::token::decode(f.token).is_ok_and(|(found, _)| {
+                (f.policy == spec.policy || found.policy == spec.policy) && rank(found.memory) <= rank(spec.memory)
+            })
+        })
+        .map(|f| Known { kind: "finding", id: f.id, summary: f.summary })
+        .collect()
 }
 
 /// How much a check explored: its executions, states and longest execution,
@@ -331,7 +377,8 @@ pub(crate) fn counterexample(out: &Outcome, token: String) -> Counterexample {
     }
     let view = view(v, &out.events, &steps);
     let summary = summary(v, &out.events);
-    Counterexample { property: v.property, cpu: v.cpu, detail: v.detail.clone(), steps, token, summary, view }
+    let known = known(&token, v.property);
+    Counterexample { property: v.property, cpu: v.cpu, detail: v.detail.clone(), steps, token, summary, view, known }
 }
 
 /// Returns the entry a violation's detail names (`the entry for 0x400000 (asid 3, ...)`),
@@ -884,6 +931,22 @@ impl CheckReport {
                 for line in &cx.summary {
                     let _ = writeln!(s, "  {line}");
                 }
+                for k in &cx.known {
+                    let _ = match k.kind {
+                        "zoo" => writeln!(
+                            s,
+                            "  known: zoo/{}, the historic bug this policy re-introduces: {}",
+                            k.id, k.summary
+                        ),
+                        _ => writeln!(
+                            s,
+                            "  known: may be the recorded finding {}, which breaks the same property in this policy \
+                             and shows under this memory model: {} (its window, command and token: `tlbkit list`; \
+                             its report: the guide's \"Findings\")",
+                            k.id, k.summary
+                        ),
+                    };
+                }
                 if verbose {
                     let _ = writeln!(s, "  {}", cx.detail);
                     let _ = writeln!(s, "counterexample ({}):", steps(cx.steps.len()));
@@ -1003,6 +1066,7 @@ mod tests {
             token: String::new(),
             summary: Vec::new(),
             view: Vec::new(),
+            known: Vec::new(),
         };
         let t = cx.trace();
         // Every event starts in one column, step numbers end in another.

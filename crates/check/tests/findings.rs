@@ -296,3 +296,24 @@ fn latrs_artifact_frees_a_cow_or_migrated_page_while_a_cpu_still_holds_it() {
         );
     }
 }
+
+#[test]
+fn a_violation_that_may_be_a_recorded_finding_names_it() {
+    for f in FINDINGS {
+        let cx = replay(f.token).unwrap().counterexample.unwrap_or_else(|| panic!("{}: no violation", f.id));
+        assert_eq!(cx.property, f.property, "{}", f.id);
+        assert!(cx.known.iter().any(|k| k.kind == "finding" && k.id == f.id), "{}: {:?}", f.id, cx.known);
+        assert!(cx.known.iter().all(|k| k.kind == "finding"), "{}: {:?}", f.id, cx.known);
+    }
+    // arm64-linux's finding needs arm64's ordering: a violation of the same
+    // property under TSO, or of another property, is not it.
+    let cx = replay("t5~arm64-linux~2~2~1~4~3~arm~17~-~z19.1z16.13~bd411875").unwrap().counterexample.unwrap();
+    assert_eq!(tlbkit_check::report::known(&cx.token, cx.property)[0].id, "linux-arm64-asid-publish");
+    let tso = encode(&CheckSpec { memory: Memory::Tso, ..decode(&cx.token).unwrap().0 }, &[]);
+    assert!(tlbkit_check::report::known(&tso, "no_stale_use").is_empty());
+    assert!(tlbkit_check::report::known(&cx.token, "no_asid_alias").is_empty());
+    // A zoo policy's violation names the bug it re-introduces.
+    let zoo = CheckSpec { policy: "zoo/linux-arm64-a8ffaaa060b8".into(), ..decode(&cx.token).unwrap().0 };
+    let k = tlbkit_check::report::known(&encode(&zoo, &[]), "no_asid_alias");
+    assert_eq!((k.len(), k[0].kind, k[0].id), (1, "zoo", "linux-arm64-a8ffaaa060b8"));
+}

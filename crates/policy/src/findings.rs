@@ -28,6 +28,8 @@ pub struct Finding {
     pub policy: &'static str,
     /// One line for `tlbkit list`.
     pub summary: &'static str,
+    /// The property its counterexample breaks (`tlbkit list properties`).
+    pub property: &'static str,
     /// The window in kernel terms: which CPU is where when the hazard opens.
     pub window: &'static str,
     /// The kernel file, functions and revision read.
@@ -107,6 +109,7 @@ pub const FINDINGS: &[Finding] = &[
         policy: "arm64-freebsd-asid",
         summary: "the CPU that resets the ASID set skips itself: its TTBR0's ASID is released while a speculative \
                   walk refills under it",
+        property: "no_asid_alias",
         window: "CPU A in pmap_activate_int has stored pc_curpmap = the next pmap and, in pmap_alloc_asid, finds the \
                  set full: pmap_reset_asid_set flushes every TLB and re-reserves the other CPUs' curpmap ASIDs, \
                  skipping curcpu; A's TTBR0 still holds its previous pmap with an ASID nobody reserved, a speculative \
@@ -121,6 +124,7 @@ pub const FINDINGS: &[Finding] = &[
         policy: "arm64-freebsd-asid",
         summary: "another CPU has stored pc_curpmap but not written TTBR0: the reset reserves the new pmap's ASID, \
                   not the one in TTBR0",
+        property: "no_asid_alias",
         window: "CPU B in pmap_activate_int between PCPU_SET(curpmap, next) and set_ttbr0 (or running its old pmap \
                  when the flush is issued and storing curpmap before the loop reads it) while CPU A runs \
                  pmap_reset_asid_set: the loop reserves and restamps the ASID of B's pc_curpmap, the next pmap, but \
@@ -136,6 +140,7 @@ pub const FINDINGS: &[Finding] = &[
         id: "linux-arm64-asid-publish",
         policy: "arm64-linux",
         summary: "a new context.id is still in the switching CPU's store buffer as it walks under the new ASID",
+        property: "no_stale_use",
         window: "CPU A gives mm a new ASID in check_and_switch_context (atomic64_set of mm->context.id under \
                  cpu_asid_lock) and writes TTBR0 with it: nothing between the store and the TTBR0 write is a DSB, \
                  so A's walks may fill the TLB under the new ASID while the store is still invisible to others. \
@@ -162,6 +167,7 @@ pub const FINDINGS: &[Finding] = &[
         id: "arm64-skipbcast-early-mask-read",
         policy: "arm64-linux-skipbcast",
         summary: "origin 001 reads mm_cpumask before its PTE clear is visible: a CPU that ran the mm is never flushed",
+        property: "no_stale_use",
         window: "CPU B clears a PTE (a relaxed xchg) and, in tlb_flush_check, finds every CPU already marked in \
                  mm_cpumask, so it stores nothing, while the clear is still in its store buffer. CPU A switches in \
                  (takes its stale mark and flushes), walks the still-valid PTE, goes idle (nr_active_mm back to \
@@ -187,6 +193,7 @@ pub const FINDINGS: &[Finding] = &[
         id: "x86-global-asid-max",
         policy: "x86-linux-invlpgb",
         summary: "the global ASID search hands out MAX_ASID_AVAILABLE a second time while its first mm still runs",
+        property: "no_asid_alias",
         window: "allocate_global_asid searches [last_global_asid, MAX_ASID_AVAILABLE) and, finding every ID set \
                  (live, or freed but kept until the next reset), returns MAX_ASID_AVAILABLE itself: its \
                  !global_asid_available test is always false there, use_global_asid having checked the count. \
@@ -208,6 +215,7 @@ pub const FINDINGS: &[Finding] = &[
         policy: "x86-latr",
         summary: "LATR's artifact defers a COW fault's flush while another thread's madvise runs, and frees the old \
                   page at once",
+        property: "no_stale_held",
         window: "Thread A in madvise(MADV_DONTNEED) has set mm->munmap_inprogress (madvise_dontneed) and is in its \
                  zap; thread B on CPU 1 takes a write fault on a page CPU 0's TLB holds (both hold mmap_sem for \
                  read): wp_page_copy's ptep_clear_flush_notify reaches native_flush_tlb_others, which tests only \
@@ -235,6 +243,7 @@ pub const FINDINGS: &[Finding] = &[
         policy: "x86-latr",
         summary: "LATR's artifact defers a page migration's flush while a munmap of the same mm runs, and frees the \
                   old page at once",
+        property: "no_stale_held",
         window: "Thread A in the munmap system call has set mm->munmap_inprogress (under mmap_sem's write side) and \
                  is in do_munmap; kcompactd on CPU 1, which takes no mmap_sem, migrates another page of the mm: \
                  try_to_unmap_one's ptep_clear_flush reaches native_flush_tlb_others, which tests only the mm's \
