@@ -112,6 +112,8 @@ def test_check_finds_a_zoo_bug_and_its_token_replays_it(cli):
     assert r.verdict == "violation" and r.token
     cx = r.counterexample
     assert cx.steps and all(isinstance(s, tlbkit.Step) and s.events for s in cx.steps)
+    # The violation names the historic bug the policy re-introduces.
+    assert [(k.kind, k.id) for k in cx.known] == [("zoo", "linux-arm64-a8ffaaa060b8")]
     assert r.report == json.loads(cli("check", "--policy", policy, "--quick", "--format", "json").stdout)
     again = tlbkit.replay(r.token)
     assert again.verdict == "violation"

@@ -25,6 +25,7 @@ __all__ = [
     "Comparison",
     "CheckResult",
     "Counterexample",
+    "Known",
     "Step",
     "run",
     "list_policies",
@@ -167,8 +168,20 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Known:
+    """Something recorded that a violation may be: ``kind`` is ``finding``
+    (a hazard of upstream code in the findings catalogue) or ``zoo`` (the
+    historic bug a ``zoo/`` policy re-introduces)."""
+
+    kind: str
+    id: str
+    summary: str
+
+
+@dataclass(frozen=True)
 class Counterexample:
-    """A violation and the schedule that reaches it."""
+    """A violation and the schedule that reaches it; ``known`` is what is
+    already recorded that it may be (empty for anything new)."""
 
     property: str
     cpu: int
@@ -177,6 +190,7 @@ class Counterexample:
     token: str
     summary: List[str]
     view: List[Step]
+    known: List[Known] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -202,7 +216,14 @@ class CheckResult:
 
 
 def _counterexample(cx: Dict[str, Any]) -> Counterexample:
-    return Counterexample(**{**cx, "steps": [Step(**s) for s in cx["steps"]], "view": [Step(**s) for s in cx["view"]]})
+    return Counterexample(
+        **{
+            **cx,
+            "steps": [Step(**s) for s in cx["steps"]],
+            "view": [Step(**s) for s in cx["view"]],
+            "known": [Known(**k) for k in cx.get("known", [])],
+        }
+    )
 
 
 def _check_result(text: str) -> CheckResult:
