@@ -172,6 +172,16 @@ pub struct CheckReport {
     /// absent from JSON) for a Rust policy.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub code: Vec<crate::code::CodeReached>,
+    /// The kinds of operation `--menu` named that the policy is never offered,
+    /// each with why ([`crate::spec::not_offered`]); empty (and absent from
+    /// JSON) otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_offered: Vec<crate::spec::NotOffered>,
+    /// Whether the policy is an ASID allocator, whose check must reach a
+    /// rollover ([`crate::spec::needs_rollover`]): without one a verdict of
+    /// no violation says so.
+    #[serde(skip)]
+    pub needs_rollover: bool,
 }
 
 /// One class of violation an all-violations check found: the executions
@@ -344,6 +354,8 @@ pub(crate) fn report(
         violations: Vec::new(),
         hooks: Vec::new(),
         code: Vec::new(),
+        not_offered: crate::spec::not_offered(spec),
+        needs_rollover: crate::spec::needs_rollover(&spec.policy),
     }
 }
 
@@ -911,21 +923,32 @@ impl CheckReport {
 
     /// The verdict, and a violation's counterexample and replay command.
     fn write_result(&self, s: &mut String, verbose: bool) {
+        for n in &self.not_offered {
+            let _ = writeln!(s, "not offered: {} ({})", n.kind, n.why);
+        }
         match &self.counterexample {
-            None => match self.code.iter().find(|c| c.change_unreached()) {
-                Some(c) => {
+            None => {
+                let mut but = Vec::new();
+                if let Some(c) = self.code.iter().find(|c| c.change_unreached()) {
                     let base = c.changed.as_ref().map_or("", |ch| ch.base.as_str());
-                    let _ = writeln!(
-                        s,
-                        "result: no violation, but no execution reached the lines of {} changed since {base}: the \
-                         verdict says nothing of the change (a shape, --menu or --ops that reaches them?)",
+                    but.push(format!(
+                        "no execution reached the lines of {} changed since {base}: the verdict says nothing of the \
+                         change (a shape, --menu or --ops that reaches them?)",
                         c.file
+                    ));
+                }
+                if self.needs_rollover && self.explored.rollovers == 0 && self.mode != "replay" {
+                    but.push(
+                        "no execution reached an ASID rollover: the verdict says nothing of the allocator's \
+                         rollover (more --ops or --mms, fewer --asids, or the default portfolio without --quick)"
+                            .to_string(),
                     );
                 }
-                None => {
-                    let _ = writeln!(s, "result: no violation");
-                }
-            },
+                let _ = match but.is_empty() {
+                    true => writeln!(s, "result: no violation"),
+                    false => writeln!(s, "result: no violation, but {}", but.join("; and ")),
+                };
+            }
             Some(cx) => {
                 let _ = writeln!(s, "result: VIOLATION {} on cpu{}", cx.property, cx.cpu);
                 for line in &cx.summary {

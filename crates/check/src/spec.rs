@@ -330,6 +330,59 @@ pub(crate) fn menu_offered(spec: &CheckSpec) -> u32 {
     }
 }
 
+/// A kind of operation a check's `--menu` names that the policy's kernel, or
+/// the shape, never offers ([`not_offered`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NotOffered {
+    /// The kind, as `--menu` names it.
+    pub kind: &'static str,
+    /// Why it is never offered.
+    pub why: &'static str,
+}
+
+/// Returns the kinds a `--menu` of `spec` names that are never offered to its
+/// policy, each with why. Only a menu given explicitly is looked at (one that
+/// differs from [`crate::ops::OpKind::all`]): the default names every kind
+/// and offers each where the kernel has it.
+pub fn not_offered(spec: &CheckSpec) -> Vec<NotOffered> {
+    use crate::ops::OpKind;
+    use crate::shape::Reclaim;
+    let Ok(sh) = shape(spec) else { return Vec::new() };
+    if spec.menu == OpKind::all() {
+        return Vec::new();
+    }
+    let offered = menu_offered(spec);
+    let why = |k: OpKind| -> Option<&'static str> {
+        match k {
+            OpKind::Madvise if !sh.linux => Some(
+                "FreeBSD's MADV_DONTNEED keeps the mapping: pmap_advise clears only the referenced and modified \
+                 bits, so it removes no translation",
+            ),
+            OpKind::Cow | OpKind::Migrate if !sh.linux => Some("modelled for Linux's kernel only"),
+            OpKind::Reclaim2 if sh.reclaim != Reclaim::LinuxBatched => {
+                Some("only Linux batches reclaim's flushes; FreeBSD's page daemon invalidates page by page")
+            }
+            OpKind::Write if sh.teardown.is_none() => {
+                Some("a user write goes to the contiguous block, which only a check with --teardown maps")
+            }
+            OpKind::Tick if offered & k.bit() == 0 => Some("the policy does not work at ticks"),
+            _ => None,
+        }
+    };
+    OpKind::ALL
+        .into_iter()
+        .filter(|k| spec.menu & k.bit() != 0)
+        .filter_map(|k| why(k).map(|why| NotOffered { kind: k.name(), why }))
+        .collect()
+}
+
+/// Whether a check of `policy` must reach an ASID rollover to have checked
+/// what the policy is for: an ASID allocator's (Linux's generations,
+/// FreeBSD's epochs), a zoo entry on one included.
+pub(crate) fn needs_rollover(policy: &str) -> bool {
+    resolve(policy).is_ok_and(|r| r.base.family == registry::Family::AsidAllocator)
+}
+
 /// Returns the bug-zoo bug `policy` names (`None` for a registered policy), or
 /// the message [`resolve`] gives for an unknown name.
 pub(crate) fn zoo_bug(policy: &str) -> Result<Option<Bug>, Error> {

@@ -101,6 +101,33 @@ fn the_old_small_shape_reaches_neither() {
 }
 
 #[test]
+fn a_check_that_reaches_no_rollover_of_an_allocator_says_its_verdict_is_silent_on_it() {
+    let quick = preset("arm64-linux", Depth::Quick);
+    let spec = CheckSpec { mms: quick.mms, ops: quick.ops, ..default_spec("arm64-linux", 200) };
+    let r = check(&spec).unwrap();
+    assert!(r.counterexample.is_none() && r.explored.rollovers == 0);
+    let text = r.to_text();
+    assert!(text.contains("result: no violation, but no execution reached an ASID rollover"), "{text}");
+    // A shootdown protocol has no rollover to reach; an allocator that reached one is not warned.
+    let r = check(&CheckSpec { cpus: 2, ..default_spec("x86-linux-pcid", 200) }).unwrap();
+    assert!(r.to_text().contains("result: no violation\n"), "{}", r.to_text());
+    let r = check(&CheckSpec { asids: 4, ops: 12, ..default_spec("arm64-linux-tlbmode", 2000) }).unwrap();
+    assert!(r.explored.rollovers > 0 && r.to_text().contains("result: no violation\n"), "{}", r.to_text());
+}
+
+#[test]
+fn a_menu_kind_the_policys_kernel_never_offers_is_named_with_why() {
+    let menu = OpKind::parse("switch,idle,madvise,reclaim2,reclaim").unwrap();
+    let r = check(&CheckSpec { menu, ..default_spec("x86-freebsd-gen", 50) }).unwrap();
+    let kinds: Vec<&str> = r.not_offered.iter().map(|n| n.kind).collect();
+    assert_eq!(kinds, ["madvise", "reclaim2"]);
+    assert!(r.to_text().contains("not offered: madvise (FreeBSD's MADV_DONTNEED keeps the mapping"), "{}", r.to_text());
+    // On Linux both are offered; the default menu names nothing.
+    assert!(check(&CheckSpec { menu, ..default_spec("x86-linux-pcid", 50) }).unwrap().not_offered.is_empty());
+    assert!(check(&default_spec("x86-freebsd-gen", 50)).unwrap().not_offered.is_empty());
+}
+
+#[test]
 fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
     for p in tlbkit_registry::POLICIES {
         let (d, quick, deep) = (defaults(p.name), preset(p.name, Depth::Quick), preset(p.name, Depth::Deep));
