@@ -24,6 +24,13 @@ pub struct CheckArgs {
     /// file's system_supports_cnp() is true.
     #[arg(long, requires = "c")]
     cnp: bool,
+    /// With --c: the atomic bitops of the file's kernel. v6.0 (the default, as
+    /// from v6.0 and in arm64's own bitops before v4.19): test_and_set_bit and
+    /// test_and_clear_bit are fully ordered atomics whatever they find. v4.19
+    /// (the kernels from v4.19 to v5.19): one that finds nothing to change
+    /// returns after a plain read, unordered.
+    #[arg(long, requires = "c", value_name = "KERNEL", value_parser = ["v4.19", "v6.0"])]
+    bitops: Option<String>,
     /// The small shape (2 CPUs, 3 address spaces, 6 operations) with 10,000 pct
     /// schedules: seconds, for a first look. Flags given beside it win.
     #[arg(long, conflicts_with = "deep")]
@@ -430,7 +437,8 @@ fn options(a: CheckArgs) -> Result<Options, CliError> {
             Some(p) => p,
             None => {
                 let cnp = a.cnp.then(|| "cnp=on".to_string());
-                format!("c:{}", a.c.into_iter().chain(cnp).collect::<Vec<_>>().join("+"))
+                let bitops = a.bitops.map(|b| format!("bitops={b}"));
+                format!("c:{}", a.c.into_iter().chain(cnp).chain(bitops).collect::<Vec<_>>().join("+"))
             }
         },
         quick: a.quick,

@@ -46,6 +46,8 @@ pub struct Options {
     pub tlbi_range: bool,
     /// `FEAT_TTCnP` (`system_supports_cnp`).
     pub cnp: bool,
+    /// v4.19 to v5.19's atomic bitops ([`crate::source::Sources::early_bitops`]).
+    pub early_bitops: bool,
     /// Built for the checker: plain accesses are instrumented and checked.
     pub checker: bool,
 }
@@ -53,7 +55,7 @@ pub struct Options {
 impl Options {
     /// Returns these options with the machine options the policy's name sets.
     pub fn with_sources(self, sources: &Sources) -> Options {
-        Options { cnp: sources.cnp, ..self }
+        Options { cnp: sources.cnp, early_bitops: sources.early_bitops, ..self }
     }
 }
 

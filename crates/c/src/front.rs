@@ -65,6 +65,7 @@ fn c_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Err
         kpti: b.kpti,
         tlbi_range: b.tlbi_range,
         cnp: false,
+        early_bitops: false,
         checker: b.checker,
     }
     .with_sources(&sources);

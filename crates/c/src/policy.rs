@@ -87,6 +87,7 @@ impl CPolicy {
         set("tlbkit_kpti", u32::from(options.kpti));
         set("tlbkit_tlbi_range", u32::from(options.tlbi_range));
         set("tlbkit_cnp", u32::from(options.cnp));
+        set("tlbkit_early_bitops", u32::from(options.early_bitops));
         let has_tlbbatch = copy.addr(lib, "tlbkit_has_tlbbatch").is_some_and(|a| {
             // SAFETY: an int of the glue.
             unsafe { *(a as *const i32) != 0 }

@@ -5,7 +5,8 @@
 //! of the tree it lies in (`git show REV:PATH`), so that a kernel developer
 //! can compare the file before and after a patch without checking either out:
 //! `c:arch/arm64/mm/context.c@v6.12`. A part `cnp=on` is no file: it gives the
-//! machine FEAT_TTCnP (`system_supports_cnp()`).
+//! machine FEAT_TTCnP (`system_supports_cnp()`); nor is `bitops=v4.19`, the
+//! atomic bitops of the kernels from v4.19 to v5.19 ([`Sources::early_bitops`]).
 //!
 //! # Identity by content
 //! A check's replay tokens and saves name the policy as the user did, with the
@@ -51,6 +52,15 @@ pub struct Sources {
     /// `cnp=on`: the CPUs have FEAT_TTCnP (every ARMv8.2 CPU does), so
     /// `system_supports_cnp()` is true. Off by default (an ARMv8.0 machine).
     pub cnp: bool,
+    /// `bitops=v4.19`: `test_and_set_bit` and `test_and_clear_bit` as
+    /// `include/asm-generic/bitops/atomic.h` had them from v4.19 (when arm64
+    /// took the generic ones) to v5.19: one that finds the bit already as it
+    /// would leave it returns after a plain `READ_ONCE`, no atomic and no
+    /// ordering. From v6.0 (415d83249709, "locking/atomic: Make
+    /// test_and_*_bit() ordered on failure") each is a fully ordered atomic
+    /// whatever it finds, as arm64's own assembly ones were before v4.19: the
+    /// default, `bitops=v6.0`.
+    pub early_bitops: bool,
 }
 
 impl Sources {
@@ -65,6 +75,7 @@ impl Sources {
             ));
         }
         let mut cnp = false;
+        let mut early_bitops = false;
         let mut files = Vec::new();
         for part in list.split('+') {
             match part.split_once('=') {
@@ -75,8 +86,21 @@ impl Sources {
                         _ => return Err(Error::Spec(format!("{part}: cnp is on or off"))),
                     }
                 }
+                Some(("bitops", v)) => {
+                    early_bitops = match v {
+                        "v4.19" => true,
+                        "v6.0" => false,
+                        _ => {
+                            return Err(Error::Spec(format!(
+                                "{part}: bitops is v4.19 (the kernels from v4.19 to v5.19) or v6.0 (v6.0 on)"
+                            )))
+                        }
+                    }
+                }
                 Some((k, _)) if !k.contains('/') && !k.contains('.') => {
-                    return Err(Error::Spec(format!("{part}: a C policy's one option is cnp=on|off")));
+                    return Err(Error::Spec(format!(
+                        "{part}: a C policy's options are cnp=on|off and bitops=v4.19|v6.0"
+                    )));
                 }
                 _ => files.push(read(part)?),
             }
@@ -84,7 +108,7 @@ impl Sources {
         if !files.iter().any(|f| f.role == Role::Code) {
             return Err(Error::Spec(format!("{name} names no .c file: a C policy compiles at least one")));
         }
-        let sources = Sources { files, cnp };
+        let sources = Sources { files, cnp, early_bitops };
         if let Some(then) = pinned {
             let now = sources.digest();
             if now != then {
@@ -107,6 +131,10 @@ impl Sources {
             h.write(&f.text);
         }
         h.write(&[u8::from(self.cnp)]);
+        // Only when set, so that every other name's digest is as it was.
+        if self.early_bitops {
+            h.write(b"bitops=v4.19");
+        }
         h.finish()
     }
 

@@ -44,14 +44,17 @@ fn headers_replace_shims_by_name_and_options_are_no_files() {
         s.files.iter().map(|f| f.role.clone()).collect::<Vec<_>>(),
         [Role::Code, Role::Header("tlbflush.h".into())]
     );
-    assert!(s.cnp);
+    assert!(s.cnp && !s.early_bitops);
+    let old = Sources::parse(&format!("c:{linux}/mm/context.c+bitops=v4.19")).unwrap();
+    assert!(old.early_bitops && old.digest() != Sources::parse(&format!("c:{linux}/mm/context.c")).unwrap().digest());
     for (name, says) in [
         ("c:", "names its files"),
         (&format!("c:{linux}/include/asm/tlbflush.h"), "names no .c file"),
         (&format!("c:{linux}/mm/context.c+{linux}/include/asm/cputype.h"), "no <asm/cputype.h> to replace"),
         (&format!("c:{linux}/mm/context.c+{linux}/include/asm/mmu_context.h"), "no <asm/mmu_context.h> to replace"),
         (&format!("c:{linux}/mm/context.c+cnp=maybe"), "cnp is on or off"),
-        (&format!("c:{linux}/mm/context.c+kpti=on"), "one option is cnp"),
+        (&format!("c:{linux}/mm/context.c+kpti=on"), "options are cnp=on|off and bitops=v4.19|v6.0"),
+        (&format!("c:{linux}/mm/context.c+bitops=v5.4"), "bitops is v4.19 (the kernels from v4.19 to v5.19) or v6.0"),
         ("c:/no/such/file.c", "cannot read /no/such/file.c"),
     ] {
         let e = Sources::parse(name).unwrap_err().to_string();

@@ -250,3 +250,35 @@ fn a_change_no_execution_reaches_is_named_and_a_change_that_runs_is_counted() {
         let _ = std::fs::remove_dir_all(std::path::Path::new(&f).parent().unwrap());
     }
 }
+
+/// The finding `linux-arm64-asid-publish`'s shape: 2 CPUs, 2 address spaces
+/// of a page, 3 operations of switch, reclaim, munmap and idle, arm memory,
+/// exhaustive.
+fn publish_shape(policy: &str) -> CheckSpec {
+    CheckSpec {
+        mms: 2,
+        ops: 3,
+        menu: OpKind::parse("switch,reclaim,munmap,idle").unwrap(),
+        memory: Memory::Arm,
+        ..bounds(policy, 3)
+    }
+}
+
+#[test]
+fn the_asid_publish_window_is_in_the_kernels_own_c_with_the_bitops_of_v4_19_to_v5_19() {
+    if !have_cc() {
+        return;
+    }
+    // v5.15's code (the 5e10f9887ed8 fix included): with the generic bitops of
+    // v4.19 to v5.19, the slow path's cpumask_test_and_clear_cpu on a clear bit
+    // is a plain read, and the new context.id can still be buffered when the
+    // switching CPU walks under the new ASID, as the Rust port shows.
+    let v5 = format!("{}+bitops=v4.19", at_5e10f9887ed8(true, false));
+    found(&check(&publish_shape(&v5)).unwrap(), "no_stale_use", "v4.19 bitops");
+    let rust = check(&publish_shape("arm64-linux")).unwrap();
+    assert_eq!(rust.counterexample.map(|c| c.property), Some("no_stale_use"));
+    // From v6.0 that test-and-clear is a fully ordered atomic whatever it finds,
+    // which the arm mode takes as draining the store buffer: the search passes.
+    let v6 = check(&publish_shape(&at_5e10f9887ed8(true, false))).unwrap();
+    assert!(v6.explored.complete && v6.counterexample.is_none(), "{}", v6.to_text());
+}

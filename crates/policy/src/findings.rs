@@ -147,9 +147,14 @@ pub const FINDINGS: &[Finding] = &[
                  CPU B clears a PTE of mm, issues DSB ISHST and reads context.id (5e10f9887ed8's order): it reads \
                  the old id and invalidates the old ASID (or ASID 0 for an mm that never ran, e.g. a fork's \
                  child); A keeps the entry after the flush returns and the page is freed. The arm mode only: \
-                 under TSO the root write drains the buffer",
+                 under TSO the root write drains the buffer. The slow path's cpumask_test_and_clear_cpu is a \
+                 plain read on a clear bit from v4.19 to v5.19 (the generic bitops), as modelled; from v6.0 \
+                 (415d83249709) a fully ordered atomic, which the arm mode takes as a drain (a DMB, which does \
+                 not order later walks in the architecture: open there)",
         source: "Linux arch/arm64/mm/context.c check_and_switch_context and arch/arm64/include/asm/tlbflush.h \
-                 __flush_tlb_range_nosync / arch_tlbbatch_add_pending (v6.16; unchanged since 5e10f9887ed8)",
+                 __flush_tlb_range_nosync / arch_tlbbatch_add_pending (v6.16; unchanged since 5e10f9887ed8), \
+                 include/asm-generic/bitops/atomic.h (v4.19 to v5.19); shown in the kernel's own C: tlbkit check \
+                 --c 5e10f9887ed8's context.c and headers --bitops v4.19",
         check_args: &Exhaustive {
             policy: "arm64-linux",
             cpus: "2",

@@ -18,6 +18,11 @@
 //! - Slow path under `cpu_asid_lock`: re-read the id; if its generation is stale,
 //!   `new_context`. If this CPU is in `tlb_flush_pending`, clear it and flush the
 //!   whole local TLB before running the new ASID. Record the id in `active_asids`.
+//!   The test is `cpumask_test_and_clear_cpu`, modelled as v4.19 to v5.19's
+//!   generic `test_and_clear_bit` is: a plain read, and an atomic only when the
+//!   bit is set. From v6.0 (415d83249709) it is a fully ordered atomic whatever
+//!   it finds, which orders the new `context.id` before later explicit accesses
+//!   (the finding `linux-arm64-asid-publish` is about that difference).
 //! - `new_context(mm)`: an mm that had an ASID keeps its number in the current
 //!   generation if some CPU reserved it at the last rollover (every such reserved
 //!   entry is updated), if it is pinned, or if its bit is still free. Otherwise take

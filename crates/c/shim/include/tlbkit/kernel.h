@@ -287,10 +287,20 @@ static inline void set_bit(unsigned long nr, volatile unsigned long *addr) {
 static inline void clear_bit(unsigned long nr, volatile unsigned long *addr) {
 	tlbkit_ops.rmw(&addr[BIT_WORD(nr)], 8, TLBKIT_ANDNOT, TLBKIT_RELAXED, BIT_MASK(nr), 0);
 }
+/*
+ * Fully ordered atomics whatever they find, as from v6.0 (415d83249709) and
+ * in arm64's own bitops before v4.19; with bitops=v4.19 (tlbkit_early_bitops)
+ * as the generic ones of v4.19 to v5.19, which return after a plain read when
+ * the bit is already as they would leave it.
+ */
 static inline bool test_and_set_bit(unsigned long nr, volatile unsigned long *addr) {
+	if (tlbkit_early_bitops && (tlbkit_ops.load(&addr[BIT_WORD(nr)], 8) & BIT_MASK(nr)))
+		return 1;
 	return tlbkit_ops.rmw(&addr[BIT_WORD(nr)], 8, TLBKIT_OR, TLBKIT_FULL, BIT_MASK(nr), 0) & BIT_MASK(nr);
 }
 static inline bool test_and_clear_bit(unsigned long nr, volatile unsigned long *addr) {
+	if (tlbkit_early_bitops && !(tlbkit_ops.load(&addr[BIT_WORD(nr)], 8) & BIT_MASK(nr)))
+		return 0;
 	return tlbkit_ops.rmw(&addr[BIT_WORD(nr)], 8, TLBKIT_ANDNOT, TLBKIT_FULL, BIT_MASK(nr), 0) & BIT_MASK(nr);
 }
 static inline unsigned long find_next_bit_(const unsigned long *addr, unsigned long size, unsigned long offset, unsigned long invert) {

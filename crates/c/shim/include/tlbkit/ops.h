@@ -67,6 +67,6 @@ extern struct tlbkit_ops tlbkit_ops;
 extern unsigned int tlbkit_asid_bits_option;
 tlbkit_u64 tlbkit_read_sysreg(int reg);
 void tlbkit_write_sysreg(int reg, tlbkit_u64 v);
-extern int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp;
+extern int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp, tlbkit_early_bitops;
 
 #endif
