@@ -16,11 +16,28 @@
 //!   waits for its read. Figures are estimates for a data-centre NVMe drive
 //!   (`docs/costs/kernel.md`).
 //!
+//! zram stores a page whose 8-byte words all hold one value without
+//! compressing it (`page_same_filled`, then `ZRAM_SAME` with the value in the
+//! slot's handle; `zram_fill_page` writes it back on a read): a workload whose
+//! pages are filled so (a `memset`) says so ([`Fill::Same`]); every other page
+//! is taken to hold data of ordinary compressibility ([`Fill::Data`]).
+//!
 //! Not modelled: the swap cache and slot allocation, readahead of neighbouring
-//! slots, zram's same-filled-page shortcut (every page is assumed to hold data
-//! of ordinary compressibility), and the block layer's merging.
+//! slots, `lzo-rle`'s faster run-length path for pages mostly of zeros, and the
+//! block layer's merging.
 
 use std::collections::VecDeque;
+
+/// What the pages written to swap hold, as zram sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Fill {
+    /// Data of ordinary compressibility: zram compresses it.
+    #[default]
+    Data,
+    /// One 8-byte value repeated (a page `memset` to a byte, or zeroed): zram
+    /// finds it so and stores the value alone (`ZRAM_SAME`).
+    Same,
+}
 
 /// The kinds of swap device, by the name `--set swap=` takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -51,6 +68,11 @@ impl SwapKind {
 const LZO_COMPRESS_CYCLES_PER_KB: u64 = 7_300;
 /// `lzo-rle` decompression: the same table's 860 MB/s, 5.7 cycles a byte.
 const LZO_DECOMPRESS_CYCLES_PER_KB: u64 = 5_700;
+/// A same-filled page's check on a write (`page_same_filled`: the first and
+/// last of its 512 8-byte words compared, then every other one) or its fill on
+/// a read (`zram_fill_page`: `memset_l` of 512 words), cycles a page: EST, one
+/// word a cycle.
+const ZRAM_SAME_CYCLES_PER_PAGE: u64 = 512;
 /// An NVMe drive's write latency for 4 KB, in ns: EST (data-centre drives
 /// quote 10–30 us for writes absorbed by their cache).
 const NVME_WRITE_NS: u64 = 20_000;
@@ -99,19 +121,23 @@ impl SwapDevice {
         self.kind
     }
 
-    /// Writes `pages` pages from `t`; returns when the submitting CPU goes on.
-    pub fn write(&mut self, t: u64, pages: u64) -> u64 {
-        match self.kind {
-            SwapKind::Zram => t + pages * 4 * LZO_COMPRESS_CYCLES_PER_KB,
-            SwapKind::Nvme => self.submit(t, pages, self.write_latency).0,
+    /// Writes `pages` pages holding `fill` from `t`; returns when the
+    /// submitting CPU goes on.
+    pub fn write(&mut self, t: u64, pages: u64, fill: Fill) -> u64 {
+        match (self.kind, fill) {
+            (SwapKind::Zram, Fill::Data) => t + pages * 4 * LZO_COMPRESS_CYCLES_PER_KB,
+            (SwapKind::Zram, Fill::Same) => t + pages * ZRAM_SAME_CYCLES_PER_PAGE,
+            (SwapKind::Nvme, _) => self.submit(t, pages, self.write_latency).0,
         }
     }
 
-    /// Reads `pages` pages from `t`; returns when they are in memory.
-    pub fn read(&mut self, t: u64, pages: u64) -> u64 {
-        match self.kind {
-            SwapKind::Zram => t + pages * 4 * LZO_DECOMPRESS_CYCLES_PER_KB,
-            SwapKind::Nvme => self.submit(t, pages, self.read_latency).1,
+    /// Reads `pages` pages holding `fill` from `t`; returns when they are in
+    /// memory.
+    pub fn read(&mut self, t: u64, pages: u64, fill: Fill) -> u64 {
+        match (self.kind, fill) {
+            (SwapKind::Zram, Fill::Data) => t + pages * 4 * LZO_DECOMPRESS_CYCLES_PER_KB,
+            (SwapKind::Zram, Fill::Same) => t + pages * ZRAM_SAME_CYCLES_PER_PAGE,
+            (SwapKind::Nvme, _) => self.submit(t, pages, self.read_latency).1,
         }
     }
 
@@ -136,17 +162,30 @@ mod tests {
     #[test]
     fn zram_costs_the_cpu_its_compression_and_has_no_queue() {
         let mut d = SwapDevice::new(SwapKind::Zram, 3.0);
-        assert_eq!(d.write(1000, 1), 1000 + 4 * LZO_COMPRESS_CYCLES_PER_KB);
+        assert_eq!(d.write(1000, 1, Fill::Data), 1000 + 4 * LZO_COMPRESS_CYCLES_PER_KB);
         // A second write at the same time is not held back by the first.
-        assert_eq!(d.write(1000, 1), 1000 + 4 * LZO_COMPRESS_CYCLES_PER_KB);
-        assert_eq!(d.read(0, 16), 16 * 4 * LZO_DECOMPRESS_CYCLES_PER_KB);
+        assert_eq!(d.write(1000, 1, Fill::Data), 1000 + 4 * LZO_COMPRESS_CYCLES_PER_KB);
+        assert_eq!(d.read(0, 16, Fill::Data), 16 * 4 * LZO_DECOMPRESS_CYCLES_PER_KB);
+    }
+
+    #[test]
+    fn zram_stores_and_fills_a_same_filled_page_without_compressing_it() {
+        let mut d = SwapDevice::new(SwapKind::Zram, 3.0);
+        assert_eq!(d.write(1000, 2, Fill::Same), 1000 + 2 * ZRAM_SAME_CYCLES_PER_PAGE);
+        assert_eq!(d.read(0, 16, Fill::Same), 16 * ZRAM_SAME_CYCLES_PER_PAGE);
+        // Far below compressing the page.
+        assert!(d.write(0, 1, Fill::Same) * 10 < d.write(0, 1, Fill::Data));
+        // A block device writes the page whatever it holds.
+        let mut n = SwapDevice::new(SwapKind::Nvme, 1.0);
+        let mut m = SwapDevice::new(SwapKind::Nvme, 1.0);
+        assert_eq!(n.write(0, 3, Fill::Same), m.write(0, 3, Fill::Data));
     }
 
     #[test]
     fn an_nvme_write_returns_at_submission_and_a_read_waits_for_the_device() {
         let mut d = SwapDevice::new(SwapKind::Nvme, 1.0);
-        assert_eq!(d.write(0, 1), 0);
-        let read = d.read(0, 1);
+        assert_eq!(d.write(0, 1, Fill::Data), 0);
+        let read = d.read(0, 1, Fill::Data);
         // Behind the write on the channel, then the read latency.
         assert_eq!(read, 2 * d.page_cycles + NVME_READ_NS);
     }
@@ -154,7 +193,7 @@ mod tests {
     #[test]
     fn nvme_submissions_wait_once_the_queue_is_full() {
         let mut d = SwapDevice::new(SwapKind::Nvme, 1.0);
-        let submitted: Vec<u64> = (0..NVME_DEPTH + 1).map(|_| d.write(0, 1)).collect();
+        let submitted: Vec<u64> = (0..NVME_DEPTH + 1).map(|_| d.write(0, 1, Fill::Data)).collect();
         assert!(submitted[..NVME_DEPTH].iter().all(|&s| s == 0));
         // The next waits for the first to complete: its transfer and latency.
         assert_eq!(submitted[NVME_DEPTH], d.page_cycles + NVME_WRITE_NS);

@@ -545,7 +545,7 @@ impl Sim {
             _ => Pte::default(),
         };
         if !cur.valid() {
-            return self.fault_map(cpu, mm, vma, page, now);
+            return self.fault_map(cpu, mm, vma, page, write, now);
         }
         if write && !cur.writable() {
             let mut mem = KernelPtes::new(self, cpu, now, "write-fault");
@@ -580,8 +580,13 @@ impl Sim {
     }
 
     /// Maps the page `page` of `vma`, whose PTE is none, with a folio where one
-    /// fits (module documentation).
-    fn fault_map(&mut self, cpu: usize, mm: MmId, vma: Vma, page: u64, mut now: u64) -> u64 {
+    /// fits (module documentation), for a write fault if `write`. An anonymous
+    /// PTE is dirty only for a write: `do_anonymous_page` maps a new page dirty
+    /// (it serves write faults), `do_swap_page` a page swapped in by a read
+    /// clean; the first write through a clean one sets the bit (the hardware's
+    /// dirty-bit management, [`crate::pagetable::PageTables::set_written`]),
+    /// as on the order-0 path.
+    fn fault_map(&mut self, cpu: usize, mm: MmId, vma: Vma, page: u64, write: bool, mut now: u64) -> u64 {
         let block = page & !(BLOCK - 1);
         let file_page = |a: u64| vma.pgoff + (a - vma.start) / 4096;
         let mut fits = self.folios() && block >= vma.start && block + BLOCK <= vma.end();
@@ -591,7 +596,7 @@ impl Sim {
         let mut flags = P_VALID | P_USER | P_ACCESS;
         if vma.write {
             flags |= P_WRITE;
-            if vma.file.is_none() {
+            if vma.file.is_none() && write {
                 flags |= P_DIRTY;
             }
         }

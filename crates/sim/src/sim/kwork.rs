@@ -151,6 +151,13 @@ pub(super) struct KernelWork {
 }
 
 impl KernelWork {
+    /// Returns the folios a `folio_batch` holds in the kernel modelled
+    /// ([`Kernel::lru_batch`]): the LRU-add batch's size, and reclaim's list
+    /// of folios to free.
+    pub(super) fn folio_batch(&self) -> usize {
+        self.kernel.lru_batch() as usize
+    }
+
     /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node,
     /// with faults under their VMA's lock as `vma_locks` says and zaps that
     /// drain the LRU-add batch as `lru_drain` says (`None`: as the preset's

@@ -194,7 +194,9 @@ impl Sim {
         }
         for f in anon {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
-            let held = Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch);
+            let mut list = super::reclaim::FolioList::default();
+            Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch, &mut list);
+            let held = list.finish(&mut mem);
             let (t, owed) = mem.finish();
             self.kern.mm_mut(f.mm).defer_batched(held);
             // Every change was covered by the deferred flushes and completed.

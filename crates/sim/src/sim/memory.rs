@@ -15,7 +15,7 @@
 //!   and page, with when it was unmapped and when it is mapped again.
 
 use super::memcg::{LruFolio, LruState, ReclaimStats, SWAP_CLUSTER_MAX};
-use crate::swapdev::SwapDevice;
+use crate::swapdev::{Fill, SwapDevice};
 use std::collections::{BTreeMap, VecDeque};
 use tlbkit_policy::MmId;
 
@@ -50,6 +50,9 @@ pub(super) struct MemoryState {
     file_charge: bool,
     /// The swap device.
     swap: SwapDevice,
+    /// What the workload's anonymous pages hold, as the swap device sees it
+    /// (ordinary data unless the workload says otherwise).
+    anon_fill: Fill,
     /// The memory cgroup's limit and LRU, if memory is limited
     /// ([`Sim::set_mem_limit`]).
     ///
@@ -118,6 +121,7 @@ impl MemoryState {
             cpuless_nodes: 0,
             file_charge: false,
             swap,
+            anon_fill: Fill::Data,
             memcg: None,
             reclaim: ReclaimStats::default(),
         }
@@ -190,13 +194,20 @@ impl MemoryState {
     /// `pageout`: writes `pages` pages to the swap device from `now`; returns
     /// when the writing CPU goes on.
     pub(super) fn swap_out(&mut self, now: u64, pages: u64) -> u64 {
-        self.swap.write(now, pages)
+        self.swap.write(now, pages, self.anon_fill)
     }
 
     /// A swap-in: reads `pages` pages from the swap device from `now`;
     /// returns when they are in memory.
     pub(super) fn swap_in(&mut self, now: u64, pages: u64) -> u64 {
-        self.swap.read(now, pages)
+        self.swap.read(now, pages, self.anon_fill)
+    }
+
+    /// Says what the workload's anonymous pages hold ([`Sim::set_anon_fill`]).
+    ///
+    /// [`Sim::set_anon_fill`]: super::Sim::set_anon_fill
+    pub(super) fn set_anon_fill(&mut self, fill: Fill) {
+        self.anon_fill = fill;
     }
 
     /// Marks page `va` of the address space with unique id `uid` as under

@@ -34,12 +34,21 @@
 //!   batched the same way (the series is core mm; only the unfold it saves is
 //!   arm64's), reading each PTE of the batch; order-0 pages (`contpte=off`) are
 //!   unmapped one at a time either way.
-//! - **Then, per folio**: `try_to_unmap_flush_dirty` (the folio is dirty: an
-//!   anonymous folio is, once in the swap cache), which completes the deferred
-//!   flushes ([`KernelPtes::sync_deferred`]: one `DSB ISH` on arm64); `pageout`
-//!   (writing the folio to the swap device); the folio is freed. Only then are the
-//!   frames returned to the allocator, so the oracle's `no_reuse_while_mapped`
-//!   judges that the flush covering their PTEs completed first.
+//! - **Then, per folio**: `try_to_unmap_flush_dirty`, which completes the
+//!   deferred flushes ([`KernelPtes::sync_deferred`]: one `DSB ISH` on arm64)
+//!   only when a PTE cleared since the last completion was dirty
+//!   (`set_tlb_ubc_flush_pending` sets `tlb_ubc->writable` from `pte_dirty`,
+//!   mm/rmap.c): another CPU could otherwise still write the page through its
+//!   TLB while it goes to swap; a clean PTE's TLBI waits. Then `pageout`
+//!   (writing the folio to the swap device), and the folio goes on the list's
+//!   folios to free (`free_folios`, a `folio_batch`, [`FolioList`]): when that
+//!   fills, and at the list's end, `try_to_unmap_flush` completes every deferred
+//!   flush and the folios are freed. So pages only read since they were swapped
+//!   in (clean PTEs) share one completion per batch, and dirty ones take one
+//!   each. Frames are returned to the allocator only after the flush covering
+//!   their PTEs completed, which the oracle's `no_reuse_while_mapped` judges. A
+//!   `MADV_PAGEOUT`'s list is one page table's folios (`reclaim_pages` after
+//!   each table's walk); a memcg reclaim's, one folio.
 //! - **`flush_tlb_batched_pending`**: a deferred flush leaves the mm marked
 //!   (`mm->tlb_flush_batched`); the next walk of its page tables under the
 //!   page-table lock completes it again (x86: below). arm64's `arch_flush_tlb_batched_pending`
@@ -322,6 +331,39 @@ pub(super) struct Queued {
     pub(super) pfn: u64,
 }
 
+/// What `shrink_folio_list` keeps across the folios of one list: whether a
+/// PTE it cleared since its last complete flush was dirty (`tlb_ubc->writable`,
+/// set by `set_tlb_ubc_flush_pending` from `pte_dirty`), the folios written
+/// out and waiting to be freed (`free_folios`, a `folio_batch`: when it fills,
+/// `try_to_unmap_flush` and then `free_unref_folios`), and the barriers its
+/// flushes issued (what the mm's next `flush_tlb_batched_pending` issues again).
+#[derive(Default)]
+pub(super) struct FolioList {
+    dirty: bool,
+    free: Vec<std::ops::Range<u64>>,
+    held: Held,
+}
+
+impl FolioList {
+    /// `try_to_unmap_flush`, then the waiting folios freed.
+    fn flush_and_free(&mut self, mem: &mut KernelPtes<'_>) {
+        self.held.merge(mem.sync_deferred());
+        self.dirty = false;
+        for r in std::mem::take(&mut self.free) {
+            let freed = mem.sim.put_frames(r);
+            mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
+        }
+    }
+
+    /// The end of `shrink_folio_list`: completes every deferred flush, frees
+    /// the folios still waiting, and returns the barriers the list's flushes
+    /// issued.
+    pub(super) fn finish(mut self, mem: &mut KernelPtes<'_>) -> Held {
+        self.flush_and_free(mem);
+        self.held
+    }
+}
+
 /// Returns how many PTEs from `va`, at most `max_nr`, map consecutive pages
 /// from `first`'s frame with `first`'s protection (`folio_pte_batch_flags`; the
 /// write permission compared only with `respect_write`, the access and dirty
@@ -370,6 +412,15 @@ impl Sim {
         hw.now()
     }
 
+    /// Says what the workload's anonymous pages hold: [`Fill::Same`] for pages
+    /// `memset` to one value, which zram stores and swaps in without
+    /// compressing (`crate::swapdev`); ordinary data otherwise.
+    ///
+    /// [`Fill::Same`]: crate::swapdev::Fill::Same
+    pub fn set_anon_fill(&mut self, fill: crate::swapdev::Fill) {
+        self.mem.set_anon_fill(fill);
+    }
+
     /// Makes `MADV_PAGEOUT` unmap each large anonymous folio's PTEs in batches
     /// (Dev Jain's series) with `on`, one at a time (Linux v7.0, the default)
     /// without. See the module documentation.
@@ -407,9 +458,12 @@ impl Sim {
                     pending = Held::default();
                 }
                 let queued = Self::pageout_scan(&mut mem, mm, a, a + n * 4096);
+                // reclaim_pages: the table's folios are one list.
+                let mut list = FolioList::default();
                 for f in queued {
-                    pending.merge(Self::reclaim_folio(&mut mem, mm, f, batch));
+                    Self::reclaim_folio(&mut mem, mm, f, batch, &mut list);
                 }
+                pending.merge(list.finish(&mut mem));
             }
         }
         let (now, owed) = mem.finish();
@@ -454,11 +508,13 @@ impl Sim {
         queued
     }
 
-    /// Reclaims one queued folio (module documentation): unmaps its PTEs, one at
-    /// a time or in batches, each with a deferred flush, completes the flushes,
-    /// frees it. Returns the barriers the completion issued (what the mm's next
-    /// `flush_tlb_batched_pending` issues again).
-    pub(super) fn reclaim_folio(mem: &mut KernelPtes<'_>, mm: MmId, f: Queued, batch: bool) -> Held {
+    /// Reclaims one queued folio of `list` (module documentation): unmaps its
+    /// PTEs, one at a time or in batches, each with a deferred flush; completes
+    /// the deferred flushes first if one of the PTEs it cleared since the last
+    /// completion was dirty (`try_to_unmap_flush_dirty`); writes it to swap; and
+    /// puts it on `list`'s folios to free, which are freed after the list's
+    /// next complete flush ([`FolioList::finish`]).
+    pub(super) fn reclaim_folio(mem: &mut KernelPtes<'_>, mm: MmId, f: Queued, batch: bool, list: &mut FolioList) {
         let large = f.pages > 1;
         let mut i = 0;
         while i < f.pages {
@@ -467,8 +523,10 @@ impl Sim {
             arch::ptep_get(mem, mm, v);
             let pte = arch::ptep_get(mem, mm, v);
             let nr = if batch && large { folio_pte_batch(mem, mm, v.0, pte, f.pages - i, true) } else { 1 };
-            // get_and_clear_ptes: get_and_clear_full_ptes with full = 0.
-            arch::get_and_clear_full_ptes(mem, mm, v, nr);
+            // get_and_clear_ptes: get_and_clear_full_ptes with full = 0; the
+            // dirty bit decides set_tlb_ubc_flush_pending's `writable`.
+            let old = arch::get_and_clear_full_ptes(mem, mm, v, nr);
+            list.dirty |= old.dirty();
             mem.flush_deferred(mm, v, nr);
             // The swap PTEs (none here: swap entries are not modelled).
             if nr == 1 {
@@ -480,19 +538,25 @@ impl Sim {
             }
             i += nr;
         }
-        // try_to_unmap_flush_dirty, then pageout (the write to the swap
-        // device), then the folio is freed.
-        let held = mem.sync_deferred();
+        // try_to_unmap_flush_dirty: a flush before the write only when a PTE
+        // cleared since the last one was dirty (another CPU could otherwise
+        // still write through it while the page goes to swap).
+        if std::mem::take(&mut list.dirty) {
+            list.held.merge(mem.sync_deferred());
+        }
+        // pageout (the write to the swap device); the folio waits on the list
+        // to be freed.
         let c = mem.sim.m.costs;
         mem.now += c.kernel.zap_page * f.pages + c.kernel.zap_folio;
         mem.now = mem.sim.mem.swap_out(mem.now, f.pages);
-        let freed = mem.sim.put_frames(f.pfn..f.pfn + f.pages);
-        mem.now = mem.sim.kfree_work(mem.cpu, freed, mem.now);
         let sim = &mut *mem.sim;
         sim.kern.mm_mut(mm).paged_out((0..f.pages).map(|j| f.va + j * 4096));
         sim.stats.pageout.pageout_folios += 1;
         sim.stats.pageout.pageout_pages += f.pages;
-        held
+        list.free.push(f.pfn..f.pfn + f.pages);
+        if list.free.len() >= mem.sim.kw.folio_batch() {
+            list.flush_and_free(mem);
+        }
     }
 
     /// Records that a fault mapped `pages` pages from `va` in `mm` at `now`:

@@ -4,12 +4,13 @@
 //! zram with `madvise(MADV_PAGEOUT)`, over and over; each call is timed.
 //!
 //! # The benchmark
-//! The program the task describes: map 1 MiB `MAP_SHARED | MAP_ANONYMOUS`,
-//! touch it, have several threads (or processes) read it so that several CPUs
-//! map it, `madvise(MADV_PAGEOUT)` it (to zram), repeat; report the time per
-//! `MADV_PAGEOUT` and per byte. No published program is followed: every
-//! parameter below is its own default, an estimate.
-//!
+//! The program of 43b3dfdd0455's thread ("arm64: support batched/deferred tlb
+//! shootdown during page reclamation/migration", Barry Song's swap
+//! microbenchmark, run with `taskset -c 4` on zram): map 1 MiB `MAP_SHARED |
+//! MAP_ANONYMOUS`, `memset(p, 0x88, SIZE)` once, then 10,000 times read one
+//! byte of every page (swapping it back in) and `madvise(MADV_PAGEOUT)` the
+//! whole range. The model times each `MADV_PAGEOUT` call, not the loop.
+
 //! # The model
 //! - **Shared anonymous memory is not modelled** (shmem: `MAP_SHARED |
 //!   MAP_ANONYMOUS` pages live in the shmem page cache and are written out by
@@ -21,14 +22,19 @@
 //!   mm. `MADV_PAGEOUT` of private anonymous memory takes the reclaim path
 //!   that shmem's does from `shrink_folio_list` on (`try_to_unmap` with
 //!   `TTU_BATCH_FLUSH`, `try_to_unmap_flush_dirty`, `pageout`): `sim/reclaim.rs`.
-//! - The leader thread (CPU 0) maps `size_kb`, then per iteration writes every
-//!   page (faulting each back in from swap after the first iteration), lets the
+//! - The leader thread (CPU 0) maps `size_kb` and writes every page once (the
+//!   `memset`); then per iteration it reads every page (faulting each back in
+//!   from swap after the first iteration: a read's swap-in maps it clean), lets
+//!   the
 //!   `readers` threads (bound to CPUs 1, 2, ...) read every page once, waits
 //!   until all have, and times one `MADV_PAGEOUT` of the whole range. Between
 //!   reads the readers poll, running in the address space ([`POLL_CYCLES`] of
 //!   compute per poll), so that their CPUs are in its `mm_cpumask` and not
 //!   lazy when the flush comes, as threads still reading the memory would be.
-//! - Defaults (estimates): `size_kb` 1024 (the task's 1 MiB), `readers` 3 (so
+//! - Every page holds one repeated byte (the `memset`'s 0x88): zram stores it
+//!   without compressing it and fills it back on a swap-in (`crate::swapdev`,
+//!   `Fill::Same`).
+//! - Defaults (estimates): `size_kb` 1024 (the program's 1 MiB), `readers` 3 (so
 //!   that four CPUs map it), `iters` 20.
 //! - `--set tlbbatch=off` makes every unmap flush its page at once
 //!   (`ptep_clear_flush`, as before v4.3 and on arm64 before v6.5).
@@ -61,8 +67,8 @@ const ITERS: Count =
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
     name: "swap_pageout",
-    description: "1 MiB of anonymous memory written, read by several threads on other CPUs, then \
-                  madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
+    description: "1 MiB of anonymous memory memset once, then read by the leader and by several threads on \
+                  other CPUs and madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
     origin: None,
     params: &[SIZE_KB.0, READERS.0, ITERS.0],
     has_overhead: false,
@@ -151,8 +157,10 @@ impl Program for Leader {
         }
         match self.step {
             2 => {
+                // memset once, then each iteration reads every page (swapping
+                // it in after the first).
                 self.step = 3;
-                Op::Touch { va: self.va, pages: self.pages, write: true }
+                Op::Touch { va: self.va, pages: self.pages, write: self.iter == 0 }
             }
             3 => {
                 // The readers' round.
@@ -192,6 +200,9 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         cloned: 0,
         step: 0,
     };
+    // memset(p, 0x88, SIZE): every page one repeated value, which zram stores
+    // without compressing.
+    sim.set_anon_fill(crate::swapdev::Fill::Same);
     sim.spawn(Box::new(l))?;
     Ok(())
 }
