@@ -23,8 +23,10 @@
 //! `chunk_kb`. `batch` only affects `MADV_PAGEOUT`; for `MADV_DONTNEED` and
 //! `munmap` the switch is the kernel's `--set teardown`: `clear_ptes` (v6.9's
 //! batched `zap_pte_range`, the default) or `noopt` (one PTE at a time,
-//! unfolding each block). The simulated `MADV_PAGEOUT` and its gaps (no swap
-//! I/O is charged, among others) are described in `sim/reclaim.rs`.
+//! unfolding each block). The simulated `MADV_PAGEOUT` and its gaps are
+//! described in `sim/reclaim.rs`; its writes go to zram (the default swap
+//! device), which stores the `memset`'s zero pages without compressing them
+//! (`crate::swapdev`, `Fill::Same`).
 //!
 //! `chunk_kb` splits the range into calls of that many KB each (rounded up to
 //! whole 4 KB pages; the last call takes what is left), made one after
@@ -161,6 +163,9 @@ impl Program for Bench {
 /// Starts the process and sets the kernel's `MADV_PAGEOUT` batching.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     sim.set_pageout_batch(BATCH.of(p));
+    // memset(addr, 0, SIZE_BYTES): zero pages, which zram stores without
+    // compressing them.
+    sim.set_anon_fill(crate::swapdev::Fill::Same);
     let pages = SIZE_MB.of(p) * 256;
     let b = Bench {
         pages,
