@@ -392,7 +392,7 @@ fn bench_rounds_reaches_the_states_of_jobs_in_rounds_among_parties() {
         "json",
     ]);
     let r = &j.as_array().unwrap()[0];
-    assert_eq!((r["parties"].as_u64(), r["states"].as_u64()), (Some(2), Some(240_895)), "{r}");
+    assert_eq!((r["parties"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
     assert!(r["rounds"].as_u64().unwrap() > 1, "rounds of 100 ms: {r}");
     assert_bad_input(&["bench", "rounds", "--parties", "0"], "--parties: give party counts of 1 or more");
     assert_bad_input(&["bench", "rounds", "--round-ms", "0"], "--round-ms 0: give a round's length");
