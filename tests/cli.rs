@@ -357,6 +357,21 @@ fn bench_check_checks_each_policy_in_a_child_and_reports_what_it_found() {
 }
 
 #[test]
+fn bench_check_reports_a_failed_check_as_its_row_and_exits_1() {
+    // A check that cannot read its file: a row saying why (the others of a
+    // longer run would still run), then exit code 1.
+    let o = tlbkit(&["bench", "check", "--policy", "c:/no/such/context.c", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &j["checks"][0];
+    assert!(c["error"].as_str().unwrap().contains("cannot read /no/such/context.c"), "{c}");
+    // The arm64 mode leaves the x86 policies out, and refuses one named.
+    let o = tlbkit(&["bench", "check", "--memory", "arm", "--policy", "x86-linux-pcid"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--memory arm is arm64's mode: x86-linux-pcid is an x86 policy"), "{}", stderr(&o));
+}
+
+#[test]
 fn check_jobs_reaches_the_states_one_thread_reaches() {
     let args =
         ["check", "--policy", "arm64-noasid", "--quick", "--mode", "exhaustive", "--ops", "3", "--format", "json"];

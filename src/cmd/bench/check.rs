@@ -9,7 +9,10 @@
 //! is killed and reported as such. The rows say what the check found (states,
 //! executions, whether the search completed, the property a counterexample
 //! broke), how long it took and how much memory it held, with the command that
-//! runs the same check.
+//! runs the same check. A check that fails (an error, not a violation) is a row
+//! saying so, and the others still run: the table is printed and the exit code
+//! is 1. `--memory arm` is the arm64 mode: the checks it chooses are the arm64
+//! policies', and naming an x86 one is refused before any runs.
 
 use crate::error::CliError;
 use crate::table::{Align, Table};
@@ -44,8 +47,9 @@ pub struct CheckArgs {
     #[arg(long, value_name = "SECONDS")]
     pub limit_s: Option<u64>,
     /// The memory model of every check (default sc, the standard bounds'):
-    /// tso, arm (arm64 policies only), or arch, each policy's own
-    /// architecture's (tso on x86, arm on arm64).
+    /// tso, arm (the arm64 policies only: with the default policies or `all`,
+    /// the x86 ones are left out), or arch, each policy's own architecture's
+    /// (tso on x86, arm on arm64).
     #[arg(long, value_enum)]
     pub memory: Option<BenchMemory>,
     #[arg(long, value_enum, default_value = "table")]
@@ -151,6 +155,8 @@ struct Row {
     /// The search's worker threads.
     workers: Option<u64>,
     command: String,
+    /// Why the check failed (an error, not a violation), if it did.
+    error: Option<String>,
 }
 
 impl Row {
@@ -166,6 +172,7 @@ impl Row {
             "timed_out": self.timed_out,
             "workers": self.workers,
             "command": self.command,
+            "error": self.error,
         })
     }
 }
@@ -271,6 +278,7 @@ fn measure(
         timed_out,
         workers: None,
         command,
+        error: None,
     };
     if timed_out {
         return Ok(row);
@@ -278,10 +286,16 @@ fn measure(
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
     // 0: no violation; 3: a counterexample (a finding, for a real policy).
     if code != 0 && code != 3 {
-        return Err(format!("`{}` failed (exit {code}): {}", row.command, err.trim()));
+        row.error = Some(format!("exit {code}: {}", err.trim()));
+        return Ok(row);
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&out).map_err(|e| format!("`{}` printed no report ({e}): {}", row.command, err.trim()))?;
+    let v: serde_json::Value = match serde_json::from_str(&out) {
+        Ok(v) => v,
+        Err(e) => {
+            row.error = Some(format!("no report ({e}): {}", err.trim()));
+            return Ok(row);
+        }
+    };
     row.states = v["states"].as_u64();
     row.executions = v["executions"].as_u64();
     row.complete = v["complete"].as_bool();
@@ -307,11 +321,21 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
             .into());
         }
     }
-    let chosen: Vec<&str> = match policies {
+    let arm64 = |p: &str| {
+        p.starts_with(tlbkit_registry::C_PREFIX)
+            || tlbkit_registry::policy(p).is_some_and(|d| d.arch == tlbkit_registry::Arch::Arm64)
+    };
+    let mut chosen: Vec<&str> = match policies {
         [] => origin_policies(),
         [p] if p == "all" => every_real_policy(),
         _ => policies.iter().map(String::as_str).collect(),
     };
+    if memory == Some(BenchMemory::Arm) {
+        if let Some(p) = policies.iter().find(|p| *p != "all" && !arm64(p)) {
+            return Err(format!("--memory arm is arm64's mode: {p} is an x86 policy; give tso (or arch)").into());
+        }
+        chosen.retain(|p| arm64(p));
+    }
     let pages = pages.unwrap_or(PAGES);
     if !(1..=MAX_PAGES).contains(&pages) {
         return Err(format!(
@@ -344,7 +368,7 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
             "checks": rows.iter().map(Row::json).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
-        return Ok(0);
+        return Ok(failed(&rows));
     }
     println!(
         "exhaustive checks at the standard bounds ({CPUS} CPUs, {MMS} address spaces of {pages} page(s), 4 ASIDs on arm64 \
@@ -357,6 +381,7 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
     let num = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
     for r in &rows {
         let result = match (&r.violation, r.complete, r.timed_out) {
+            _ if r.error.is_some() => "failed (below)".to_string(),
             (_, _, true) => format!("stopped at {} s", limit_s.unwrap_or(0)),
             (Some(p), _, _) => format!("violation: {p}"),
             (None, Some(true), _) => "complete, no violation".to_string(),
@@ -376,7 +401,17 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
     for r in &rows {
         println!("{}: {}", r.policy, r.command);
     }
-    Ok(0)
+    for r in &rows {
+        if let Some(e) = &r.error {
+            eprintln!("tlbkit: {} failed: {e}", r.policy);
+        }
+    }
+    Ok(failed(&rows))
+}
+
+/// The exit code: 1 when a check failed (its row says so), 0 otherwise.
+fn failed(rows: &[Row]) -> u8 {
+    u8::from(rows.iter().any(|r| r.error.is_some()))
 }
 
 #[cfg(test)]
