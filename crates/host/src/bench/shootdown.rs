@@ -5,8 +5,10 @@
 //! address space's `mm_cpumask` and not lazy, so making the page read-only
 //! must flush `b`'s TLB: on x86 an IPI to `b` and a wait for its answer
 //! (`flush_tlb_mm_range`, arch/x86/mm/tlb.c), on arm64 a broadcast `TLBI`.
-//! Making it writable again may need no flush: x86 skips flushes for
-//! permission upgrades (`pte_needs_flush`, arch/x86/include/asm/tlbflush.h).
+//! Making it writable again may need no flush: a private page's PTE stays
+//! read-only under a read-write `mprotect` (write access comes back through a
+//! write fault), and x86's `pte_needs_flush` (arch/x86/include/asm/tlbflush.h)
+//! skips a PTE that did not change; one whose write bit did change is flushed.
 
 use super::harness::{self, Trial};
 use super::sys::{now, page_size, pin, Mapping};

@@ -24,8 +24,9 @@
 //!    upgrade or not. So does Linux on arm64: `change_pte_range` adds a PTE to
 //!    the gather's range when `pte_needs_flush(oldpte, ptent)`, which for arm64
 //!    is any change of a valid PTE's hardware bits (an upgrade clears
-//!    `PTE_RDONLY`), and the generic one before it was always true (x86's
-//!    returns false for an upgrade).
+//!    `PTE_RDONLY`), and the generic one before it was always true (x86's is
+//!    false only for a PTE whose frame and flush-relevant bits, the write bit
+//!    among them, did not change).
 //!
 //! So every timed call flushes `pages` pages. What arm64 Linux v7.0's
 //! `__flush_tlb_range_nosync` issues for them (`crates/policy`,
