@@ -406,6 +406,7 @@ pub mod error;
 pub mod exec;
 pub mod hooks;
 pub mod kernel;
+pub mod known;
 pub mod litmus;
 pub mod ops;
 pub mod options;
