@@ -140,11 +140,6 @@ pub struct CheckReport {
     /// JSON) otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_offered: Vec<crate::spec::NotOffered>,
-    /// Whether the policy is an ASID allocator, whose check must reach a
-    /// rollover ([`crate::spec::needs_rollover`]): without one a verdict of
-    /// no violation says so.
-    #[serde(skip)]
-    pub needs_rollover: bool,
 }
 
 /// One class of violation an all-violations check found: the executions
@@ -318,7 +313,6 @@ pub(crate) fn report(
         hooks: Vec::new(),
         code: Vec::new(),
         not_offered: crate::spec::not_offered(spec),
-        needs_rollover: crate::spec::needs_rollover(&spec.policy),
     }
 }
 
@@ -694,7 +688,7 @@ impl CheckReport {
                         c.file
                     ));
                 }
-                if self.needs_rollover && self.explored.rollovers == 0 && self.mode != "replay" {
+                if self.explored.rollovers == 0 && self.mode != "replay" && crate::spec::needs_rollover(&self.policy) {
                     but.push(
                         "no execution reached an ASID rollover: the verdict says nothing of the allocator's \
                          rollover (more --ops or --mms, fewer --asids, or the default portfolio without --quick)"

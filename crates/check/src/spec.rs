@@ -347,10 +347,10 @@ pub struct NotOffered {
 pub fn not_offered(spec: &CheckSpec) -> Vec<NotOffered> {
     use crate::ops::OpKind;
     use crate::shape::Reclaim;
-    let Ok(sh) = shape(spec) else { return Vec::new() };
     if spec.menu == OpKind::all() {
         return Vec::new();
     }
+    let Ok(sh) = shape(spec) else { return Vec::new() };
     let offered = menu_offered(spec);
     let why = |k: OpKind| -> Option<&'static str> {
         match k {
