@@ -233,6 +233,12 @@ pub trait Hw {
     /// Account before testing the value: a spin loop is `loop { hw.shared(a,
     /// Read); if done(a) { break } }`, so a poll that succeeds at once still pays
     /// for fetching the line, and waits until the line's last writer is done.
+    ///
+    /// Pass only the address of state that outlives the call (the policy's own,
+    /// in types aligned to a line where the kernel aligns its structures to
+    /// one), never a local's: the simulator names
+    /// a line by its address, so a temporary would be one line for every CPU
+    /// and move with the build (debug builds of the simulator refuse one).
     fn shared(&self, addr: usize, access: Access);
 
     /// Announces that after its next IPI dispatch this CPU spins reading the

@@ -836,6 +836,8 @@ impl Hw for CpuHw<'_> {
     }
 
     fn shared(&self, addr: usize, access: Access) {
+        #[cfg(debug_assertions)]
+        event_frame::refuse_temporary(addr);
         let now = self.now.get();
         // In the sync phase a poll after the first is issued when the first returned,
         // once an earlier poll has freed a fill buffer (module docs, "The sync
@@ -924,6 +926,49 @@ impl Hw for CpuHw<'_> {
         match note {
             Note::AsidRollover => self.m.borrow_mut().counters.asid_rollovers += 1,
         }
+    }
+}
+
+/// Debug builds: the stack address of the frame running the current event
+/// ([`crate::sim::Sim`]'s step), so that [`CpuHw::shared`] can refuse an address
+/// between it and the call: a temporary of the policy's. The simulator names a
+/// cache line by host address, so a temporary reported as shared would be one
+/// line for every simulated CPU (they all run on this stack) and would move
+/// with the build's frame layout.
+#[cfg(debug_assertions)]
+pub(crate) mod event_frame {
+    use std::cell::Cell;
+
+    thread_local! {
+        static TOP: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Marks `anchor`, a local of the event's frame, as the top of the event's
+    /// stack until the guard drops.
+    pub(crate) fn enter(anchor: &u8) -> Guard {
+        Guard(TOP.replace(core::ptr::from_ref(anchor) as usize))
+    }
+
+    /// Restores the mark of an enclosing event, if any.
+    pub(crate) struct Guard(usize);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            TOP.set(self.0);
+        }
+    }
+
+    /// Panics if `addr` is on the stack below the event's frame.
+    #[inline(never)]
+    pub(crate) fn refuse_temporary(addr: usize) {
+        let here = 0u8;
+        let here = core::ptr::from_ref(std::hint::black_box(&here)) as usize;
+        let top = TOP.get();
+        assert!(
+            !(here..top).contains(&addr),
+            "a policy reported a temporary (stack address {addr:#x}) as a shared variable to Hw::shared; \
+             report only variables that outlive the call, as the kernel's shared data does"
+        );
     }
 }
 

@@ -638,11 +638,17 @@ impl LinuxX86v615 {
     /// mm is in transition, else those `should_flush_tlb` picks; this CPU runs
     /// its own share itself.
     fn flush_tlb_multi<H: Hw>(&self, hw: &H, mask: &CpuMask, f: &FlushTlbInfo) {
+        hw.shared(addr_of(mask), Access::Read);
+        self.flush_tlb_multi_read(hw, mask, f);
+    }
+
+    /// [`Self::flush_tlb_multi`] over a mask only this CPU writes (reclaim's
+    /// batch, the reclaiming task's own `tlb_ubc`): no shared line to account.
+    fn flush_tlb_multi_read<H: Hw>(&self, hw: &H, mask: &CpuMask, f: &FlushTlbInfo) {
         let me = hw.cpu();
         let all = f.freed_tables || f.mm.is_some_and(|mm| self.in_asid_transition(mm));
         let targets = CpuMask::new(self.cpu_tlbstate.len());
         let mut any = false;
-        hw.shared(addr_of(mask), Access::Read);
         mask.for_each(|c| {
             if c != me && (all || self.should_flush_tlb(hw, c, f)) {
                 targets.set(c);
@@ -714,7 +720,11 @@ impl LinuxX86v615 {
     }
 
     /// Flushes reclaim's batch of `mms` (`arch_tlbbatch_add_pending` for each,
-    /// then `arch_tlbbatch_flush`).
+    /// then `arch_tlbbatch_flush`). The batch lives in the reclaiming task
+    /// (`current->tlb_ubc`), here a local: its reads are no shared line's (a
+    /// temporary's host address must never name a simulated cache line, or
+    /// every CPU would share one stack slot and the result would depend on the
+    /// build).
     fn tlbbatch<H: Hw>(&self, hw: &H, mms: &[MmId]) {
         let cpu = hw.cpu();
         let batch = CpuMask::new(self.cpu_tlbstate.len());
@@ -728,8 +738,8 @@ impl LinuxX86v615 {
             // Global-ASID mms may be cached anywhere: every non-global entry goes.
             hw.tlbi(Tlbi::AllNonGlobal, Scope::Broadcast);
             hw.barrier(Barrier::TlbSync);
-        } else if self.other_in(hw, &batch, cpu) {
-            self.flush_tlb_multi(hw, &batch, &info);
+        } else if cpumask_any_but(&batch, cpu) {
+            self.flush_tlb_multi_read(hw, &batch, &info);
         } else if batch.test(cpu) {
             hw.irqs_off(|| self.flush_tlb_func(hw, &info));
         }
