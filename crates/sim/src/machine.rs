@@ -836,7 +836,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn shared(&self, addr: usize, access: Access) {
-        #[cfg(debug_assertions)]
+        #[cfg(all(debug_assertions, target_os = "linux"))]
         event_frame::refuse_temporary(addr);
         let now = self.now.get();
         // In the sync phase a poll after the first is issued when the first returned,
@@ -929,18 +929,22 @@ impl Hw for CpuHw<'_> {
     }
 }
 
-/// Debug builds: the stack address of the frame running the current event
-/// ([`crate::sim::Sim`]'s step), so that [`CpuHw::shared`] can refuse an address
-/// between it and the call: a temporary of the policy's. The simulator names a
-/// cache line by host address, so a temporary reported as shared would be one
-/// line for every simulated CPU (they all run on this stack) and would move
-/// with the build's frame layout.
-#[cfg(debug_assertions)]
+/// Debug builds on Linux: the stack address of the frame running the current
+/// event ([`crate::sim::Sim`]'s step), so that [`CpuHw::shared`] can refuse an
+/// address of this thread's stack below it: a temporary of the policy's. The
+/// simulator names a cache line by host address, so a temporary reported as
+/// shared would be one line for every simulated CPU (they all run on this
+/// stack) and would move with the build's frame layout. (A C policy runs on a
+/// stack of its own, `tlbkit_fault::call`'s; its file's data, mapped with the
+/// file, is no thread's stack.)
+#[cfg(all(debug_assertions, target_os = "linux"))]
 pub(crate) mod event_frame {
     use std::cell::Cell;
 
     thread_local! {
         static TOP: Cell<usize> = const { Cell::new(0) };
+        /// The lowest address of this thread's stack (0: not read yet).
+        static LOW: Cell<usize> = const { Cell::new(0) };
     }
 
     /// Marks `anchor`, a local of the event's frame, as the top of the event's
@@ -958,14 +962,40 @@ pub(crate) mod event_frame {
         }
     }
 
-    /// Panics if `addr` is on the stack below the event's frame.
-    #[inline(never)]
+    /// Returns the lowest address of this thread's stack, or `usize::MAX` when
+    /// the system does not say (the check is then off).
+    fn low() -> usize {
+        if LOW.get() == 0 {
+            let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+            let (mut base, mut size) = (core::ptr::null_mut(), 0);
+            // SAFETY: `attr` is initialised by a successful `pthread_getattr_np`
+            // before it is read, and destroyed once; the out-pointers are valid.
+            let low = unsafe {
+                if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+                    usize::MAX
+                } else {
+                    let got = libc::pthread_attr_getstack(attr.as_ptr(), &mut base, &mut size);
+                    libc::pthread_attr_destroy(attr.as_mut_ptr());
+                    if got == 0 {
+                        base as usize
+                    } else {
+                        usize::MAX
+                    }
+                }
+            };
+            LOW.set(low);
+        }
+        LOW.get()
+    }
+
+    /// Panics if `addr` is on this thread's stack below the event's frame.
     pub(crate) fn refuse_temporary(addr: usize) {
-        let here = 0u8;
-        let here = core::ptr::from_ref(std::hint::black_box(&here)) as usize;
         let top = TOP.get();
+        if top == 0 {
+            return;
+        }
         assert!(
-            !(here..top).contains(&addr),
+            !(low()..top).contains(&addr),
             "a policy reported a temporary (stack address {addr:#x}) as a shared variable to Hw::shared; \
              report only variables that outlive the call, as the kernel's shared data does"
         );

@@ -141,9 +141,9 @@ impl Sim {
         // running a thread, arrived since) made it longer; an idle CPU starts
         // once the handlers that woke it have returned.
         // Debug builds: no policy call of this event may report a temporary.
-        #[cfg(debug_assertions)]
+        #[cfg(all(debug_assertions, target_os = "linux"))]
         let anchor = 0u8;
-        #[cfg(debug_assertions)]
+        #[cfg(all(debug_assertions, target_os = "linux"))]
         let _frame = crate::machine::event_frame::enter(std::hint::black_box(&anchor));
         let stolen = self.m.take_stolen(cpu);
         self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
