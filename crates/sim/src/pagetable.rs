@@ -463,14 +463,15 @@ impl PageTables {
         });
     }
 
-    /// Calls `f(first, n, block)` for each run of slots of `pages` pages from
-    /// `start`, in ascending order: `n` consecutive PTEs of one last-level table
-    /// from `first`, or a 2 MB block's descriptor (`block`, `n` 1). The slots are
-    /// those [`PageTables::for_each_slot`] visits, a table at a time.
-    pub fn for_each_run(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(PteRef, u64, bool)) {
+    /// Calls `f(va, first, n, block)` for each run of slots of `pages` pages
+    /// from `start`, in ascending order: `n` consecutive PTEs of one last-level
+    /// table from `first`, the first for `va`, or a 2 MB block's descriptor
+    /// (`block`, `n` 1). The slots are those [`PageTables::for_each_slot`]
+    /// visits, a table at a time.
+    pub fn for_each_run(&self, root: u32, start: u64, pages: u64, mut f: impl FnMut(u64, PteRef, u64, bool)) {
         self.for_each_leaf(root, start, pages, |leaf| match leaf {
-            Leaf::Block { pte, .. } => f(pte, 1, true),
-            Leaf::Table { va, chunk, stop } => f(chunk + idx(va, 3) as u32, (stop - va) / 4096, false),
+            Leaf::Block { va, pte } => f(va, pte, 1, true),
+            Leaf::Table { va, chunk, stop } => f(va, chunk + idx(va, 3) as u32, (stop - va) / 4096, false),
         });
     }
 

@@ -252,6 +252,45 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) < (6, 15))
     }
 
+    /// Returns whether `mprotect` gathers what it changed in an `mmu_gather`
+    /// and flushes only the span of the PTEs `pte_needs_flush` picks, nothing if
+    /// none (`change_pte_range`, Nadav Amit's "mm/mprotect: use mmu_gather" and
+    /// "mm/mprotect: do not flush when not required architecturally", posted
+    /// in March 2022 and taken as first released in v5.19), instead of
+    /// `flush_tlb_range` of the whole range whenever it rewrote a present PTE
+    /// (v5.15's `change_protection_range`). No registered policy's kernel lies
+    /// between v5.13 and v6.13, where the exact release would matter.
+    pub fn mprotect_gathers(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 19))
+    }
+
+    /// Returns whether `pte_needs_flush` is the architecture's own, not the
+    /// generic `true` for every present PTE: on x86 from the same series as
+    /// [`Kernel::mprotect_gathers`] (a flush when the frame, or the write,
+    /// user, NX or cache bits changed, or dirty, accessed or present were
+    /// cleared); on arm64 from Dev Jain's c320dbb7c80d (a flush when a valid
+    /// PTE's hardware bits changed; posted in September 2025 against
+    /// v6.17-rc6, taken as first released in v6.19). `--set pte_needs_flush`
+    /// overrides it.
+    pub fn pte_needs_flush(self, arch: Arch) -> bool {
+        match (self, arch) {
+            (Kernel::Linux(a, b), Arch::X86_64) => (a, b) >= (5, 19),
+            (Kernel::Linux(a, b), Arch::Arm64) => (a, b) >= (6, 19),
+            _ => false,
+        }
+    }
+
+    /// Returns whether an `mprotect` that adds write access makes a private
+    /// anonymous page's PTE writable at once when the page is dirty and
+    /// mapped by this process only (`MM_CP_TRY_CHANGE_WRITABLE`,
+    /// `can_change_pte_writable`: David Hildenbrand's "mm/mprotect: try
+    /// avoiding write faults for exclusive anonymous pages when changing
+    /// protection", taken as first released in v6.0), rather than leaving it
+    /// read-only for a write fault to upgrade.
+    pub fn mprotect_upgrades_in_place(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 0))
+    }
+
     /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
     /// in recent kernels, whose `pagevec.h` sizes the batch so that 31 pointers
     /// and a header make a power of two; taken here as from v6.10, an estimate

@@ -415,6 +415,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         migrate_batch: mp.mm.migrate_batch,
         vma_locks: mp.mm.vma_locks,
         lru_drain: mp.mm.lru_drain,
+        pte_needs_flush: mp.mm.pte_needs_flush,
         noise: mp.noise,
     }
 }
@@ -522,6 +523,7 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
         ("migrate_batch", mp.mm.migrate_batch),
         ("vma_locks", mp.mm.vma_locks),
         ("lru_drain", mp.mm.lru_drain),
+        ("pte_needs_flush", mp.mm.pte_needs_flush),
     ] {
         if let Some(on) = on {
             pv.insert(key.into(), word(on));

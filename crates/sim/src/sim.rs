@@ -94,6 +94,8 @@ mod memcg;
 mod memory;
 mod migrate;
 mod mmap;
+#[cfg(test)]
+mod mprotect_tests;
 mod process;
 mod ptemem;
 mod reclaim;
@@ -244,6 +246,11 @@ pub struct SimConfig {
     /// (`Some(false)`); `None`: as the preset's kernel does
     /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
     pub lru_drain: Option<bool>,
+    /// Whether `mprotect` flushes only the PTEs whose change the architecture
+    /// must see (`Some(true)`, `pte_needs_flush`) or every present PTE it
+    /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
+    /// does ([`crate::preset::Kernel::pte_needs_flush`]). Linux kernels only.
+    pub pte_needs_flush: Option<bool>,
     /// Whether the seed draws the hardware's run-to-run noise: the tick's
     /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
     /// every `tlbkit run` unless `--set noise=off`.
@@ -277,6 +284,7 @@ impl SimConfig {
             migrate_batch: None,
             vma_locks: None,
             lru_drain: None,
+            pte_needs_flush: None,
             noise: false,
         }
     }

@@ -97,11 +97,15 @@ fn full_flushes(pages: u32, tlbi_range: &str) -> u64 {
 
 #[test]
 fn stress_ng_s_512_page_mprotects_flush_the_whole_asid_without_range_operations_only() {
-    // Each of the 2 children makes one iteration: its three mprotects of all of
-    // 512 pages (read-only, write-only, read-write; the simulated kernel flushes
-    // the last too) are whole-ASID flushes, as is the instance's final munmap of
-    // the 512 pages; at 256 pages all four go page by page.
-    assert_eq!(full_flushes(512, "off") - full_flushes(256, "off"), 3 * 2 + 1);
+    // Each of the 2 children makes one iteration: two of its three mprotects of
+    // all of 512 pages (write-only and read-write, after its strided reads
+    // faulted every page in) are whole-ASID flushes, as is the instance's final
+    // munmap of the 512 pages; at 256 pages all three go page by page. (Altra's
+    // v6.9 flushes the span of the PTEs an mprotect met, and the first,
+    // read-only, meets only the page the child touched before it: a child's
+    // fork copies no PTE of a shared mapping. The generic `pte_needs_flush`
+    // flushes the last even though it changes nothing.)
+    assert_eq!(full_flushes(512, "off") - full_flushes(256, "off"), 2 * 2 + 1);
     // Range operations cover 512 pages without falling back to the whole ASID.
     assert_eq!(full_flushes(512, "on"), full_flushes(256, "on"));
 }

@@ -80,6 +80,8 @@ pub(super) struct MmSwitches {
     pub(super) vma_locks: Option<bool>,
     /// `--set lru_drain`, if given.
     pub(super) lru_drain: Option<bool>,
+    /// `--set pte_needs_flush`, if given.
+    pub(super) pte_needs_flush: Option<bool>,
 }
 
 impl MachineParams {

@@ -392,4 +392,16 @@ pub static SWITCHES: &[Switch] = &[
             Ok(())
         },
     },
+    Switch {
+        key: "pte_needs_flush",
+        doc: "on|off: Linux machines only; mprotect flushes only the PTEs whose change the architecture must see \
+         (pte_needs_flush: x86's from v5.19, arm64's from v6.19) or every present PTE it rewrote (the generic one) \
+         (default: the run's kernel's)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose pmap_protect has no such choice")?;
+            s.mp.mm.pte_needs_flush = Some(s.on_off()?);
+            Ok(())
+        },
+    },
 ];

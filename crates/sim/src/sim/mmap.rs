@@ -76,44 +76,89 @@ impl Sim {
         }
         let root = self.kern.mm(mm).root();
         let seq = self.oracle.next_seq();
+        let rule = self.mprotect_rule(write);
+        // The shared (file) mappings of the range: an upgrade makes their PTEs
+        // writable at once (a shared mapping of tmpfs memory, the only kind the
+        // simulated kernel has, wants no write notification, so its
+        // `vm_page_prot` is writable).
+        let shared: Vec<(u64, u64)> = (self.kern.mm(mm).vmas().iter())
+            .filter(|v| rule.grants && v.file.is_some() && v.end() > va && v.start < end)
+            .map(|v| (v.start, v.end()))
+            .collect();
         let mut changed = Vec::new();
         let mut runs = Vec::new();
-        self.pt.for_each_run(root, va, pages, |r, n, block| runs.push((r, n, block)));
-        // Linux's change_pte_range rewrites every present PTE (an atomic exchange
-        // and a store) and flushes the whole range if it met any, upgrade or not.
-        // An upgrade of private anonymous memory leaves the PTEs read-only (write
-        // access comes back per page through write faults), so only downgrades
-        // change what the TLBs may hold. A table with nothing to downgrade is
-        // counted from its bitmaps, not read PTE by PTE (the simulator's time,
-        // not the simulated one: `present` is the same).
+        self.pt.for_each_run(root, va, pages, |a, r, n, block| runs.push((a, r, n, block)));
+        // `change_pte_range` rewrites every present PTE (an atomic exchange and
+        // a store). A downgrade takes the write bit away; an upgrade gives it
+        // to a shared mapping's PTEs, and (`MM_CP_TRY_CHANGE_WRITABLE`) to a
+        // dirty private anonymous page mapped here only, and leaves the rest
+        // read-only for write faults to upgrade. What is flushed follows
+        // [`MprotectRule`]. A table where nothing can change is counted from
+        // its bitmaps, not read PTE by PTE (the simulator's time, not the
+        // simulated one: `present` is the same), unless the span of its present
+        // PTEs is needed.
         let mut present = 0;
-        for (first, n, block) in runs {
-            if !block {
+        let mut span: Option<(u64, u64)> = None;
+        let mut widen = |a: u64, e: u64| span = Some(span.map_or((a, e), |(s0, e0)| (s0.min(a), e0.max(e))));
+        let in_shared = |a: u64, e: u64| shared.iter().any(|&(s0, e0)| s0 < e && a < e0);
+        // The generic rule's span is every present PTE's: read them all.
+        let counted = !rule.gathers || rule.arch;
+        for (first_va, first, n, block) in runs {
+            if !block && counted {
+                let upgrades = write && (rule.in_place || in_shared(first_va, first_va + n * 4096));
                 let (valid, writable) = self.pt.count_flags(first, n);
-                if write || writable == 0 {
+                if (write && !upgrades) || (!write && writable == 0) {
                     present += valid;
                     continue;
                 }
             }
-            for r in first..first + n as PteRef {
-                let p = self.pt.pte_mut(r);
-                if !p.valid() {
+            // A 2 MB block is one PTE for all its pages (`change_huge_pmd`).
+            let size = if block { 2 << 20 } else { 4096 };
+            for i in 0..n {
+                let (a, r) = (if block { first_va & !(size - 1) } else { first_va + i * 4096 }, first + i as PteRef);
+                let old = *self.pt.pte(r);
+                if !old.valid() {
                     continue;
                 }
                 present += 1;
-                if !write && p.writable() {
-                    p.flags &= !P_WRITE;
+                let gains = write
+                    && !old.writable()
+                    && old.flags & P_CONT == 0
+                    && (in_shared(a, a + size)
+                        || (rule.in_place && old.flags & P_DIRTY != 0 && self.frames.refs(old.pfn) == 1));
+                let loses = !write && old.writable();
+                if gains || loses {
+                    let p = self.pt.pte_mut(r);
+                    p.flags ^= P_WRITE;
                     p.ver = seq;
                     changed.push(r);
+                }
+                if !rule.arch || gains || loses {
+                    widen(a, a + size);
                 }
             }
         }
         now += present * c.mem_access * 4;
-        if present == 0 {
-            return now;
-        }
-        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "mprotect", seq, changed, Vec::new(), now);
+        let what = match (rule.gathers, span) {
+            // v5.15's `flush_tlb_range` of the whole range once it met a present PTE.
+            (false, _) if present > 0 => FlushWhat::Range(va, pages),
+            (true, Some((s, e))) => FlushWhat::Range(s, (e - s) / 4096),
+            _ => return now,
+        };
+        let pf = self.open_flush(cpu, mm, what, "mprotect", seq, changed, Vec::new(), now);
         self.flush(cpu, pf, now)
+    }
+
+    /// What `mprotect` changes and flushes under the run's kernel (`write`:
+    /// whether it adds write access).
+    fn mprotect_rule(&self, write: bool) -> MprotectRule {
+        let (kernel, arch) = (self.cfg.preset.kernel, self.cfg.preset.arch);
+        MprotectRule {
+            grants: matches!(kernel, crate::preset::Kernel::Linux(..)) && !self.folios(),
+            gathers: kernel.mprotect_gathers(),
+            arch: self.cfg.pte_needs_flush.unwrap_or(kernel.pte_needs_flush(arch)),
+            in_place: write && kernel.mprotect_upgrades_in_place() && !self.folios(),
+        }
     }
 
     /// `madvise(MADV_DONTNEED)`: zaps the range's PTEs, keeps its VMAs, and
@@ -188,4 +233,24 @@ impl Sim {
         let pf = self.open_flush(cpu, mm, FlushWhat::Range(lo, n), change, seq, changed, frames, now);
         self.flush(cpu, pf, now)
     }
+}
+
+/// How the run's kernel's `mprotect` changes PTEs and what it flushes
+/// ([`crate::preset::Kernel::mprotect_gathers`] and the two after it).
+#[derive(Clone, Copy, Debug)]
+struct MprotectRule {
+    /// Whether an upgrade may make PTEs writable: Linux's `mprotect` on base pages.
+    /// Not FreeBSD's, whose `pmap_protect` is not modelled apart (it never
+    /// grants write access), nor Linux's with large folios (`contpte`), where
+    /// a commit that completes a block would fold it again and the model
+    /// does not: both leave every upgraded PTE as it was.
+    grants: bool,
+    /// Flush the span of the PTEs picked, nothing if none; else the whole
+    /// range once any PTE was present.
+    gathers: bool,
+    /// Pick a PTE only when its write bit changed (`pte_needs_flush`, the
+    /// only bit `mprotect` changes here); else every present PTE.
+    arch: bool,
+    /// An upgrade makes a dirty, exclusive private anonymous PTE writable.
+    in_place: bool,
 }

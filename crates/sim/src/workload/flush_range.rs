@@ -14,19 +14,19 @@
 //! loop of about a microsecond (`SPIN`, an estimate: a loop that keeps the CPU
 //! busy in user mode in this address space). Once every spinner runs, the main
 //! thread makes one untimed iteration, then `iters` timed ones. An iteration:
-//! 1. a write to each of the `pages` pages (untimed; in the simulated kernel
-//!    each is a write fault, as `mprotect` back to writable leaves private
-//!    anonymous PTEs read-only until written);
+//! 1. a write to each of the `pages` pages (untimed; a write fault each under a
+//!    kernel before v6.0, whose `mprotect` back to writable leaves private
+//!    anonymous PTEs read-only until written; from v6.0 the `mprotect` makes
+//!    the written pages writable itself);
 //! 2. `mprotect(PROT_READ)` of the pages, timed: a downgrade of every present
 //!    PTE, then `flush_tlb_range` of the range;
-//! 3. `mprotect(PROT_READ | PROT_WRITE)` of them, timed: the simulated kernel
-//!    rewrites every present PTE and flushes the range whenever it met one,
-//!    upgrade or not. So does Linux on arm64: `change_pte_range` adds a PTE to
-//!    the gather's range when `pte_needs_flush(oldpte, ptent)`, which for arm64
-//!    is any change of a valid PTE's hardware bits (an upgrade clears
-//!    `PTE_RDONLY`), and the generic one before it was always true (x86's is
-//!    false only for a PTE whose frame and flush-relevant bits, the write bit
-//!    among them, did not change).
+//! 3. `mprotect(PROT_READ | PROT_WRITE)` of them, timed: the kernel rewrites
+//!    every present PTE and flushes the pages: before v5.19 the whole range
+//!    once it met a present PTE; from v5.19 the span of the PTEs
+//!    `pte_needs_flush(oldpte, ptent)` picks (x86's and arm64's own pick a PTE
+//!    whose write bit changed, as it does here from v6.0, which makes the
+//!    written pages writable; the generic one, arm64's before v6.19, every
+//!    present PTE). See [`crate::preset::Kernel::mprotect_gathers`].
 //!
 //! So every timed call flushes `pages` pages. What arm64 Linux v7.0's
 //! `__flush_tlb_range_nosync` issues for them (`crates/policy`,

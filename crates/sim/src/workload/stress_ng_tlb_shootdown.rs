@@ -65,12 +65,11 @@
 //!   placed them on, where a woken sleeper in the simulator would stay on its
 //!   old CPU while Linux wakes it onto an idle one.
 //! - Linux's read faults on `mem` map up to 16 pages of the page cache around the
-//!   fault (fault-around); the simulated kernel maps one page per fault. The
-//!   simulated `mprotect` that adds write access leaves shared PTEs read-only
-//!   (each of the 512 pages then takes a write fault), where Linux makes shared
-//!   memory's PTEs writable in place; and it flushes the range even when no PTE
-//!   changes (the final read-write `mprotect`), which arm64's `pte_needs_flush`
-//!   skips.
+//!   fault (fault-around); the simulated kernel maps one page per fault. (The
+//!   `mprotect` that adds write access makes shared memory's PTEs writable in
+//!   place, as Linux does, and the final read-write one, which changes no PTE,
+//!   flushes what it met unless the kernel has arm64's own `pte_needs_flush`,
+//!   v6.19 or `--set pte_needs_flush=on`.)
 //! - `MADV_NOHUGEPAGE` at setup is not modelled: the simulator maps no huge
 //!   pages, and its large-folio modes (`contpte`) ignore the advice.
 //! - `stress_cpu_cache_data_flush` after each write pass (`__builtin___clear_cache`
