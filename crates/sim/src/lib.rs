@@ -34,6 +34,8 @@ pub mod catalog;
 pub mod coherence;
 pub(crate) mod cpu;
 pub mod error;
+#[cfg(all(debug_assertions, target_os = "linux"))]
+pub(crate) mod event_frame;
 pub(crate) mod frames;
 pub(crate) mod holders;
 pub(crate) mod host;

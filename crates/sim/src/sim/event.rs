@@ -144,7 +144,7 @@ impl Sim {
         #[cfg(all(debug_assertions, target_os = "linux"))]
         let anchor = 0u8;
         #[cfg(all(debug_assertions, target_os = "linux"))]
-        let _frame = crate::machine::event_frame::enter(std::hint::black_box(&anchor));
+        let _frame = crate::event_frame::enter(std::hint::black_box(&anchor));
         let stolen = self.m.take_stolen(cpu);
         self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
         let base = t.max(self.scheduler.cpu(cpu).clock()) + stolen;
