@@ -16,6 +16,14 @@
 /// Frames in a folio (64 KB of 4 KB pages).
 pub const FOLIO_PAGES: u64 = 16;
 
+/// The shared zero page (`ZERO_PAGE(0)`, `my_zero_pfn`): the frame a read
+/// fault on untouched private anonymous memory maps read-only
+/// (`do_anonymous_page`). It is never handed out nor freed, and counts as
+/// shared by many (its references are not counted: [`Frames::refs`] says
+/// `u32::MAX`), so that a write to it copies (`wp_page_copy`), reclaim and
+/// migration pass it by, and no frame of [`Frames::alloc`] is ever it.
+pub const ZERO_PFN: u64 = 1 << 36;
+
 /// What a frame belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FrameKind {
@@ -78,6 +86,12 @@ impl Frames {
         }
         let obl = std::mem::take(&mut self.pending[pfn as usize]);
         (pfn, obl)
+    }
+
+    /// Returns how many frames have a reference now (a pass over them all).
+    #[cfg(test)]
+    pub fn in_use(&self) -> usize {
+        self.refs.iter().filter(|&&r| r > 0).count()
     }
 
     /// Returns the NUMA node frame `pfn` is on.
@@ -165,11 +179,16 @@ impl Frames {
 
     /// Adds a reference (a copy-on-write share).
     pub fn get(&mut self, pfn: u64) {
-        self.refs[pfn as usize] += 1;
+        if pfn != ZERO_PFN {
+            self.refs[pfn as usize] += 1;
+        }
     }
 
-    /// Returns the reference count.
+    /// Returns the reference count ([`ZERO_PFN`]'s: `u32::MAX`).
     pub fn refs(&self, pfn: u64) -> u32 {
+        if pfn == ZERO_PFN {
+            return u32::MAX;
+        }
         self.refs[pfn as usize]
     }
 
@@ -177,6 +196,9 @@ impl Frames {
     /// obligation under which the mapping was removed (0 when already discharged).
     /// Returns what that freed.
     pub fn put(&mut self, pfn: u64, obl: u32) -> Freed {
+        if pfn == ZERO_PFN {
+            return Freed::Nothing;
+        }
         let r = &mut self.refs[pfn as usize];
         debug_assert!(*r > 0, "frame {pfn} freed twice");
         *r -= 1;

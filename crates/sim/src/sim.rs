@@ -107,10 +107,12 @@ mod syscall;
 #[cfg(test)]
 mod tests;
 mod timing;
+#[cfg(test)]
+mod zero_page_tests;
 
 pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
-use crate::frames::{FrameKind, Frames, Freed};
+use crate::frames::{FrameKind, Frames, Freed, ZERO_PFN};
 use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
 use crate::noise::Noise;
 use crate::oracle::{Oracle, Property, Violation};

@@ -511,7 +511,8 @@ impl Sim {
             return Err(Error::ReadOnly { va, mm });
         }
         let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
-        let t = self.memcg_charge_fault(cpu, mm, vma, va, t);
+        // A read fault that maps the zero page charges nothing.
+        let t = if self.maps_zero_page(mm, vma, va, write) { t } else { self.memcg_charge_fault(cpu, mm, vma, va, t) };
         let t = self.memcg_charge_file(cpu, vma, va, t);
         let t = if self.folios() || vma.file.is_some() {
             self.fault_folio(cpu, mm, vma, va, write, t)
@@ -541,13 +542,37 @@ impl Sim {
         end
     }
 
+    /// Returns whether a fault on `va` of `vma` maps the shared zero page: a
+    /// Linux read fault on private anonymous memory with no page there yet
+    /// and none paged out (`do_anonymous_page`, unless the mm forbids it, which
+    /// only s390's KVM guests do), with base pages (the large-folio paths,
+    /// `contpte`, are not modelled with it). FreeBSD's `vm_fault` allocates a
+    /// zeroed page for a read too.
+    pub(super) fn maps_zero_page(&self, mm: MmId, vma: Vma, va: u64, write: bool) -> bool {
+        if write
+            || vma.file.is_some()
+            || self.folios()
+            || !matches!(self.cfg.preset.kernel, crate::preset::Kernel::Linux(..))
+        {
+            return false;
+        }
+        let page = va & !4095;
+        let root = self.kern.mm(mm).root();
+        let present = self.pt.walk(root, page).is_some_and(|w| self.pt.pte(w.pte).valid());
+        !present && !self.kern.mm(mm).is_swapped(page)
+    }
+
     /// The body of a fault on a base page of `vma` (no large folios).
     #[allow(clippy::too_many_arguments)]
     fn fault_page(&mut self, cpu: usize, root: u32, mm: MmId, vma: Vma, va: u64, write: bool, mut now: u64) -> u64 {
         let c = self.m.costs;
+        let zero = self.maps_zero_page(mm, vma, va, write);
         let r = self.pt.ensure_leaf(root, va & !4095);
         let pte = *self.pt.pte(r);
-        if !pte.valid() {
+        if zero {
+            // The zero page, read-only: nothing allocated, zeroed or charged.
+            *self.pt.pte_mut(r) = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(ZERO_PFN, false) };
+        } else if !pte.valid() {
             let pfn = self.alloc_frame(cpu, now);
             now = self.kalloc_work(cpu, 1, false, now);
             now = self.write_pages(cpu, 1, false, now);
@@ -559,10 +584,16 @@ impl Sim {
             now = self.note_swapin(mm, va & !4095, 1, now);
         } else if write && !pte.writable() {
             if self.frames.refs(pte.pfn) > 1 {
-                // Copy-on-write: a new frame replaces the shared one.
+                // Copy-on-write: a new frame replaces the shared one (of the
+                // zero page, a zeroed frame: `wp_page_copy`'s
+                // `alloc_zeroed_user_highpage_movable`, charged as a first write).
+                let from_zero = pte.pfn == ZERO_PFN;
                 let pfn = self.alloc_frame(cpu, now);
                 now = self.kalloc_work(cpu, 1, false, now);
-                now = self.write_pages(cpu, 1, true, now);
+                now = self.write_pages(cpu, 1, !from_zero, now);
+                if from_zero {
+                    self.memcg_add(mm, va & !4095, pfn, 1);
+                }
                 let new = self.new_pte(pfn, true);
                 let seq = new.ver;
                 *self.pt.pte_mut(r) = new;

@@ -14,7 +14,8 @@
 //!   `set_ptes(nr = 16)`, young (arm64's `PROT_DEFAULT` has the access flag), and
 //!   writable and dirty if the VMA is writable (`pte_mkwrite(pte_mkdirty())`).
 //!   Elsewhere a single page is mapped the same way. (Linux maps the zero page on
-//!   a read fault; the simulator has no zero page, as without folios.)
+//!   a read fault, before it would allocate a folio; with folios the simulator
+//!   does not, only with base pages: [`Sim::maps_zero_page`].)
 //! - **File fault** (`filemap_map_pages`, fault-around): a fault in a shared file
 //!   mapping looks the file's 64 KB folio up in the page cache (reading it in if
 //!   absent) and maps all of it when the block lies inside the VMA and the file

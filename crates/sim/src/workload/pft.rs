@@ -56,7 +56,7 @@
 //! its time from start to end; pft's `flt/cpu/s`, whose rusage also counts
 //! what the kernel does for the thread outside the faults).
 //!
-//! What stays different: no zero page or THP, the spin on `comm->go` is a
+//! What stays different: no THP, the spin on `comm->go` is a
 //! sleep on a pipe, the processes of `procs` 1 are not forked from one parent
 //! and do not start together, and the RCU walk of `lock_vma_under_rcu` costs
 //! what `find_vma` does (the preset's `fault_path`).

@@ -20,9 +20,7 @@
 //! `pages` pages. Fixed work instead of will-it-scale's fixed time: the run
 //! ends when the last task has finished its laps.
 //!
-//! What stays different: the read after `MADV_DONTNEED` allocates and maps a
-//! page (the simulator has no zero page; the fault path's cost is the same
-//! figure), neighbouring mappings are not merged, and `mmap_lock` contention
+//! What stays different: neighbouring mappings are not merged, and `mmap_lock` contention
 //! between one task's `mmap`/`munmap` and the others' faults is not modelled.
 //!
 //! Results: `ops_per_s`, iterations per second summed over tasks (will-it-scale's

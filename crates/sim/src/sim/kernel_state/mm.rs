@@ -209,6 +209,11 @@ impl Mm {
     /// Takes the paged-out pages in `[va, end)` off the paged-out set (a
     /// fault swaps them in, or a zap frees their swap slots); returns them,
     /// in order.
+    /// Returns whether the page at `va` was paged out (a swap entry).
+    pub(in crate::sim) fn is_swapped(&self, va: u64) -> bool {
+        self.swapped.contains(&va)
+    }
+
     pub(in crate::sim) fn take_swapped(&mut self, va: u64, end: u64) -> Vec<u64> {
         if self.swapped.is_empty() {
             return Vec::new();
