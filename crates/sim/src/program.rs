@@ -64,8 +64,9 @@ pub enum Sys {
     /// of the same file, in this or another process, maps the same frames. A
     /// write marks the page dirty in its PTE, and the kernel must see that
     /// dirtiness when it clears the PTE (unmap, `madvise`, exit) to write the
-    /// page back: the oracle's `no_lost_dirty`. With `contpte` on, the page cache
-    /// holds 64 KB folios and a fault maps a whole folio (fault-around).
+    /// page back: the oracle's `no_lost_dirty`. The page cache holds 64 KB
+    /// folios; with `contpte` on a fault maps a whole folio, and without it a
+    /// read fault maps the cached pages of its 16-page window (fault-around).
     MmapFile {
         /// Which file (any number; files exist from their first mapping).
         file: u32,

@@ -409,7 +409,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         base_slice_us: mp.slice_set.then_some(mp.slice_us),
         asid_bits: mp.asid_bits,
         max_mms,
-        max_events: 200_000_000,
+        max_events: 500_000_000,
         contpte: mp.contpte,
         tlbbatch: mp.mm.tlbbatch.unwrap_or(true),
         migrate_batch: mp.mm.migrate_batch,

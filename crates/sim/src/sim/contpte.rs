@@ -636,9 +636,13 @@ impl Sim {
         }
         let folio = mem.sim.folio(pfn);
         Self::map_ptes(&mut mem, mm, va, PteVal::new(pfn, flags), nr, folio);
+        let around = match vma.file {
+            Some(f) if !write && !mem.sim.folios() => Self::fault_around(&mut mem, mm, vma, f, page, flags),
+            _ => Vec::new(),
+        };
         let root = mem.sim.kern.mm(mm).root();
-        for i in 0..nr {
-            if let Some(w) = mem.sim.pt.walk(root, va + i * 4096) {
+        for a in (0..nr).map(|i| va + i * 4096).chain(around) {
+            if let Some(w) = mem.sim.pt.walk(root, a) {
                 mem.sim.pt.pte_mut(w.pte).written = false;
             }
         }
@@ -649,6 +653,40 @@ impl Sim {
             now = self.note_swapin(mm, va, nr, now);
         }
         self.flush_unflushed(cpu, mm, "fault", owed, now)
+    }
+
+    /// `do_fault_around` of a read fault on base page `page` of the file
+    /// mapping `vma` (Linux from v3.15, "mm: introduce vm_ops->map_pages()";
+    /// `fault_around_bytes` 64 KB): `filemap_map_pages` maps, with `flags`,
+    /// every other page of the 16-page window around `page` (aligned, inside
+    /// the VMA and its last-level table) whose PTE is none and whose page is
+    /// in the page cache already; it reads nothing in. Returns the pages it
+    /// mapped. Base pages only: with folios the fault maps the file's whole
+    /// 64 KB folio where it fits (above). (The prefaulted PTEs are young here;
+    /// arm64 maps them old, which its hardware access flag makes young at the
+    /// first access. FreeBSD's `vm_fault_prefault`, four resident pages each
+    /// side, is not modelled.)
+    fn fault_around(mem: &mut KernelPtes<'_>, mm: MmId, vma: Vma, file: u32, page: u64, flags: u16) -> Vec<u64> {
+        if !matches!(mem.sim.cfg.preset.kernel, crate::preset::Kernel::Linux(..)) {
+            return Vec::new();
+        }
+        const WINDOW: u64 = 16;
+        let slot = (page / 4096) % 512;
+        let first = slot - slot % WINDOW;
+        let table = page - slot * 4096;
+        let (lo, hi) = ((table + first * 4096).max(vma.start), (table + (first + WINDOW) * 4096).min(vma.end()));
+        let mut mapped = Vec::new();
+        for a in (lo..hi).step_by(4096).filter(|&a| a != page) {
+            let index = vma.pgoff + (a - vma.start) / 4096;
+            let Some(pfn) = mem.sim.page_cache_frame(file, index) else { continue };
+            if !mem.get(mm, VirtAddr(a)).none() {
+                continue;
+            }
+            mem.sim.frames.get(pfn);
+            mem.set(mm, VirtAddr(a), PteVal::new(pfn, flags));
+            mapped.push(a);
+        }
+        mapped
     }
 
     /// Flushes what an operation's arch calls left owed, if anything (a fold's

@@ -52,8 +52,7 @@
 //!
 //! Not modelled: reading the holes (the page cache zeroes a new folio; no
 //! device I/O, as for a sparse file), readahead beyond the 64 KB folio a fault
-//! reads, fault-around (without `--set contpte` a fault maps one page),
-//! `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
+//! reads, `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
 
 use super::usemem::{timing, Mapping, Unit};
 use super::{Count, ParamDef, Params, WorkloadDef};

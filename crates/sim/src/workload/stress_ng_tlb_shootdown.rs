@@ -64,8 +64,8 @@
 //!   a shared flag (untimed, 1000 cycles a poll), so that they keep the CPU fork
 //!   placed them on, where a woken sleeper in the simulator would stay on its
 //!   old CPU while Linux wakes it onto an idle one.
-//! - Linux's read faults on `mem` map up to 16 pages of the page cache around the
-//!   fault (fault-around); the simulated kernel maps one page per fault. (The
+//! - (Not differences: Linux's read faults on `mem` map up to 16 pages of the page cache around
+//!   the fault, fault-around, and so do the simulated kernel's. The
 //!   `mprotect` that adds write access makes shared memory's PTEs writable in
 //!   place, as Linux does, and the final read-write one, which changes no PTE,
 //!   flushes what it met unless the kernel has arm64's own `pte_needs_flush`,

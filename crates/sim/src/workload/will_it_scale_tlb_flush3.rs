@@ -34,8 +34,10 @@
 //! zeroes); the file system's `page_mkwrite` on the write fault (on ext4 a
 //! block allocation in the sparse file, on tmpfs none; will-it-scale's files are
 //! in `/tmp`, whichever it is) and writeback of the dirty pages are not
-//! modelled; fault-around on the read fault is modelled only with `contpte`
-//! on. The harness's differences are its own.
+//! modelled. The read fault maps the rest of its 16-page window with the page
+//! (fault-around, the page cache holding the window's pages), so the next
+//! stores of the window take no fault, as on tmpfs. The harness's
+//! differences are its own.
 //!
 //! Results, as `tlb_flush2`'s: `ops_per_s` (will-it-scale's `average:`, 0-day's
 //! `workload`), `per_thread_ops` and `tlb_share`.
