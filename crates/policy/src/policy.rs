@@ -118,6 +118,21 @@ pub trait Policy: Sync {
         let _ = (hw, mm, va);
     }
 
+    /// Whether reclaim (or migration) defers the flush of a PTE of `mm` it is
+    /// about to clear to its batch (`arch_tlbbatch_should_defer`, asked by
+    /// `should_defer_flush` in `try_to_unmap_one` and `try_to_migrate_one`).
+    /// When it does not, the kernel clears the PTE with `ptep_clear_flush`,
+    /// which flushes the page at once ([`Policy::flush_page`]'s path).
+    ///
+    /// The default defers always: arm64's (false only on CPUs with the
+    /// `REPEAT_TLBI` erratum, not modelled). Linux x86 (v4.3 on) defers only
+    /// when a CPU other than this one is in `mm_cpumask(mm)`: a flush that
+    /// stays local costs no IPI, so there is nothing to batch.
+    fn tlbbatch_should_defer<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        let _ = (hw, mm);
+        true
+    }
+
     /// Completes, for `mm`, whatever reclaim's deferred flushes have left pending
     /// (Linux `flush_tlb_batched_pending(mm)`, called under the PTE lock by
     /// `munmap`, `madvise` and `mprotect` before they change PTEs, when the mm is

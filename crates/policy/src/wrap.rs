@@ -104,6 +104,11 @@ pub trait Wrap: Sync {
         self.inner().tlbbatch_add_pending(hw, mm, va)
     }
 
+    /// [`Policy::tlbbatch_should_defer`].
+    fn tlbbatch_should_defer<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        self.inner().tlbbatch_should_defer(hw, mm)
+    }
+
     /// [`Policy::flush_batched_pending`].
     fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
         self.inner().flush_batched_pending(hw, mm)
@@ -176,6 +181,9 @@ impl<W: Wrap> Policy for W {
     }
     fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
         Wrap::tlbbatch_add_pending(self, hw, mm, va)
+    }
+    fn tlbbatch_should_defer<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        Wrap::tlbbatch_should_defer(self, hw, mm)
     }
     fn flush_batched_pending<H: Hw>(&self, hw: &H, mm: MmId) {
         Wrap::flush_batched_pending(self, hw, mm)

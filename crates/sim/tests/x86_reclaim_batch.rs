@@ -2,7 +2,8 @@
 //! deferred flush is `tlbbatch_add_pending` of its pages, each folio ends in
 //! one `flush_batch` of the mm (x86's `arch_tlbbatch_flush`), the mark left
 //! on the mm is the next walk's `flush_batched_pending`, and the batch flush
-//! reaches every CPU running the mm.
+//! reaches every CPU running the mm; an mm that runs on no other CPU is not
+//! batched at all (`arch_tlbbatch_should_defer`).
 
 use crate::common::x86_counted::{run_to_mark, take_calls, Counted, Spinning};
 use crate::common::{run_clean, spec};
@@ -61,16 +62,27 @@ fn pageout(mode: ContMode, batch: bool, cpus: usize) -> (Calls, Calls, u64, u64)
 }
 
 #[test]
+fn x86_reclaim_flushes_each_page_at_once_when_the_mm_runs_nowhere_else() {
+    // One CPU: `mm_cpumask` holds this one only, so `arch_tlbbatch_should_defer`
+    // says no and each cleared PTE is flushed at once (`ptep_clear_flush`).
+    let (first, second, ipis, deferred) = pageout(ContMode::Off, false, 1);
+    assert_eq!(first, Calls { add_pending: 0, flush_batch: 0, batched_pending: 0, flush_range: 64 });
+    assert_eq!(second, first, "no mark, no batch the next time either");
+    assert_eq!((ipis, deferred), (0, 0));
+}
+
+#[test]
 fn x86_reclaim_adds_each_page_to_the_batch_and_flushes_once_per_folio() {
-    // Sixteen 64 KB folios' worth of order-0 pages: one batch flush per page.
-    let (first, _, _, deferred) = pageout(ContMode::Off, false, 1);
+    // Another CPU runs the mm, so every unmap defers. Sixteen 64 KB folios'
+    // worth of order-0 pages: one batch flush per page.
+    let (first, _, _, deferred) = pageout(ContMode::Off, false, 2);
     assert_eq!(first, Calls { add_pending: 64, flush_batch: 64, batched_pending: 0, flush_range: 0 });
     assert_eq!(deferred, 64);
     // 64 KB folios (mTHP, no contiguous bit on x86): one batch flush per folio,
     // with or without Dev Jain's batched unmap, which makes each folio's PTEs
     // one deferred flush (set_tlb_ubc_flush_pending of the 16 pages).
     for (batch, want) in [(false, 64), (true, 4)] {
-        let (first, _, _, deferred) = pageout(ContMode::Folios, batch, 1);
+        let (first, _, _, deferred) = pageout(ContMode::Folios, batch, 2);
         assert_eq!(first, Calls { add_pending: 64, flush_batch: 4, batched_pending: 0, flush_range: 0 }, "{batch}");
         assert_eq!(deferred, want, "batch {batch}");
     }
@@ -79,7 +91,7 @@ fn x86_reclaim_adds_each_page_to_the_batch_and_flushes_once_per_folio() {
 #[test]
 fn the_mark_a_batch_leaves_is_the_next_walks_flush_tlb_mm() {
     // The second MADV_PAGEOUT's first table finds the mm marked by the first.
-    let (_, second, _, _) = pageout(ContMode::Folios, true, 1);
+    let (_, second, _, _) = pageout(ContMode::Folios, true, 2);
     assert_eq!((second.batched_pending, second.flush_batch), (1, 4));
 }
 

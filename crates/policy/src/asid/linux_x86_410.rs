@@ -296,6 +296,14 @@ impl Policy for LinuxX86v410 {
         self.flush_tlb_mm_range(hw, mm, Some((va, 1)));
     }
 
+    /// `arch_tlbbatch_should_defer` (v4.3 on): only when another CPU is in
+    /// `mm_cpumask(mm)`.
+    fn tlbbatch_should_defer<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        let mask = &self.mms[mm.index()].cpumask;
+        hw.shared(addr_of(&**mask), Access::Read);
+        cpumask_any_but(mask, hw.cpu())
+    }
+
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         self.flush_tlb_mm_range(hw, mm, Some((start, pages)));
     }

@@ -317,6 +317,14 @@ pub(super) trait PcidMms {
         }
     }
 
+    /// Returns whether a CPU other than this one is in `mm_cpumask(mm)`
+    /// (`cpumask_any_but(mm_cpumask(mm), get_cpu()) < nr_cpu_ids`, the test of
+    /// x86's `arch_tlbbatch_should_defer`).
+    fn other_cpu_in_mask<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        self.touch_mask(hw, mm, Access::Read);
+        cpumask_any_but(self.mm_fields(mm).cpumask, hw.cpu())
+    }
+
     /// Accounts an access to `mm_cpumask(mm)`, where the model accounts lines.
     fn touch_mask<H: Hw>(&self, hw: &H, mm: MmId, a: Access) {
         if Self::LINES {
@@ -446,6 +454,12 @@ macro_rules! pcid_switch_and_flushes {
         /// freed.
         fn flush_mm<H: $crate::Hw>(&self, hw: &H, mm: $crate::MmId) {
             self.flush_tlb_mm_range(hw, mm, $crate::asid::linux_x86_common::FlushExtent::All, true);
+        }
+
+        /// `arch_tlbbatch_should_defer`: only when another CPU is in
+        /// `mm_cpumask(mm)`.
+        fn tlbbatch_should_defer<H: $crate::Hw>(&self, hw: &H, mm: $crate::MmId) -> bool {
+            $crate::asid::linux_x86_common::PcidMms::other_cpu_in_mask(self, hw, mm)
         }
     };
 }

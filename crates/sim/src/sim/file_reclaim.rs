@@ -54,8 +54,6 @@
 //! - Dirty file folios (written back before they are freed): a folio whose
 //!   PTE records a write is not reclaimed but moved to the LRU's tail (the
 //!   workload that charges the page cache only reads its files).
-//! - `arch_tlbbatch_should_defer` (x86 flushes at once when `mm_cpumask` holds
-//!   no other CPU): with batching, every clear defers.
 
 use super::ptemem::KernelPtes;
 use super::*;

@@ -40,6 +40,8 @@ pub(crate) trait Hooks: Sync + Any {
     fn flush_batch(&self, hw: &CpuHw<'_>, mms: &[MmId]);
     /// [`Policy::tlbbatch_add_pending`], with the completion barriers held back.
     fn tlbbatch_add_pending(&self, hw: &NoSync<'_, '_>, mm: MmId, va: VirtAddr);
+    /// [`Policy::tlbbatch_should_defer`].
+    fn tlbbatch_should_defer(&self, hw: &CpuHw<'_>, mm: MmId) -> bool;
     /// [`Policy::flush_batched_pending`].
     fn flush_batched_pending(&self, hw: &CpuHw<'_>, mm: MmId);
     /// [`Policy::flush_kernel_range`].
@@ -80,6 +82,9 @@ impl<P: Policy + 'static> Hooks for P {
     }
     fn tlbbatch_add_pending(&self, hw: &NoSync<'_, '_>, mm: MmId, va: VirtAddr) {
         Policy::tlbbatch_add_pending(self, hw, mm, va)
+    }
+    fn tlbbatch_should_defer(&self, hw: &CpuHw<'_>, mm: MmId) -> bool {
+        Policy::tlbbatch_should_defer(self, hw, mm)
     }
     fn flush_batched_pending(&self, hw: &CpuHw<'_>, mm: MmId) {
         Policy::flush_batched_pending(self, hw, mm)

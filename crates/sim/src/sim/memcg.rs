@@ -39,8 +39,6 @@
 //!   the head (Linux: when it is freed, under the `lru_lock`, which
 //!   `kfree_work` charges); a folio mapped more than once (after a `fork`) is
 //!   not reclaimed but moved to the tail.
-//! - `arch_tlbbatch_should_defer` (x86 defers only when `mm_cpumask` holds
-//!   another CPU): every unmap defers.
 
 use super::ptemem::KernelPtes;
 use super::reclaim::Queued;

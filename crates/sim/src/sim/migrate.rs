@@ -24,8 +24,10 @@
 //!   `migrate_pages(2)` asks for `MIGRATE_SYNC`, which `migrate_pages_sync`
 //!   first tries as a `MIGRATE_ASYNC` batch (read at a later mm/migrate.c than
 //!   v6.3; no folio fails here, so the one-by-one retry never runs).
-//!   The deferral needs the architecture's batch (`should_defer_flush`): with
-//!   `--set tlbbatch=off` every unmap is flushed at once in both modes.
+//!   The deferral needs the architecture's batch and its consent
+//!   (`should_defer_flush`, [`Policy::tlbbatch_should_defer`]: on x86 only
+//!   when another CPU is in `mm_cpumask`): otherwise, and with `--set
+//!   tlbbatch=off`, every unmap is flushed at once in both modes.
 //! - **A CPU touching a page under migration** finds the migration entry and
 //!   waits in `migration_entry_wait` until the page is mapped again. A system
 //!   call runs whole at one event here, so the PTEs change at once; the model

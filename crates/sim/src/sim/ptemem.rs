@@ -296,11 +296,24 @@ impl KernelPtes<'_> {
     /// With `--set tlbbatch=off` ([`SimConfig::tlbbatch`]) nothing is deferred:
     /// [`KernelPtes::flush_now`] flushes the pages at once.
     pub(super) fn flush_deferred(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
-        if self.sim.cfg.tlbbatch {
+        if self.sim.cfg.tlbbatch && self.should_defer(mm) {
             self.defer_flush(mm, va, pages);
         } else {
             self.flush_now(mm, va, pages);
         }
+    }
+
+    /// Asks the policy whether this unmap's flush goes to the batch
+    /// (`should_defer_flush` → [`Policy::tlbbatch_should_defer`]): x86 Linux
+    /// batches only when another CPU is in `mm_cpumask`, and otherwise
+    /// flushes the page at once (`ptep_clear_flush`).
+    fn should_defer(&mut self, mm: MmId) -> bool {
+        self.end_loads();
+        let sim = &mut *self.sim;
+        let hw = CpuHw::new(&mut sim.m, self.cpu, self.now);
+        let defer = sim.policy.tlbbatch_should_defer(&hw, mm);
+        self.now = hw.now();
+        defer
     }
 
     /// Flushes `pages` pages of `mm` from `va` and waits for the flush, as

@@ -132,10 +132,12 @@
 //! of a `MADV_PAGEOUT` walk (or the next `MADV_PAGEOUT` of the mm) calls
 //! `arch_flush_tlb_batched_pending`, x86's `flush_tlb_mm(mm)`: the policy's
 //! [`Policy::flush_batched_pending`] ([`Sim::flush_tlb_batched_pending`]).
-//! Not modelled on x86: `arch_tlbbatch_should_defer` (a mm whose
-//! `mm_cpumask` holds no other CPU is flushed at once, page by page, by
-//! `flush_tlb_page`, not batched): every unmap here defers. The other x86
-//! kernels (FreeBSD, LATR) take the trait's defaults, a `flush_mm` per mm.
+//! Only when another CPU is in `mm_cpumask` does x86 defer
+//! (`arch_tlbbatch_should_defer`, [`Policy::tlbbatch_should_defer`]): an mm
+//! on no other CPU is flushed at once, page by page, as `ptep_clear_flush`
+//! does ([`KernelPtes::flush_now`]), and neither batched nor marked. The other
+//! x86 kernels (FreeBSD) take the trait's defaults: always deferred, a
+//! `flush_mm` per mm.
 //!
 //! # Without the batch (`--set tlbbatch=off`)
 //! Before v4.3 (Mel Gorman's "mm: send one IPI per CPU to TLB flush all
