@@ -280,6 +280,30 @@ impl Kernel {
         }
     }
 
+    /// Returns whether a read fault on untouched private anonymous memory maps
+    /// the shared zero page (`do_anonymous_page`, unless the mm forbids it,
+    /// which only s390's KVM guests do): every Linux. FreeBSD's `vm_fault`
+    /// allocates a zeroed page for a read too.
+    pub fn maps_zero_page(self) -> bool {
+        matches!(self, Kernel::Linux(..))
+    }
+
+    /// Returns whether a read fault in a file mapping also maps the cached
+    /// pages of its 16-page window (`do_fault_around`, `filemap_map_pages`:
+    /// Linux v3.15, "mm: introduce vm_ops->map_pages()"). FreeBSD's
+    /// `vm_fault_prefault` is not modelled.
+    pub fn faults_around(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (3, 15))
+    }
+
+    /// Returns whether an `mprotect` that adds write access may make PTEs
+    /// writable: Linux's `change_pte_range` (a shared mapping's writable
+    /// `vm_page_prot`, and [`Kernel::mprotect_upgrades_in_place`]). FreeBSD's
+    /// `pmap_protect` never grants write access.
+    pub fn mprotect_grants_write(self) -> bool {
+        matches!(self, Kernel::Linux(..))
+    }
+
     /// Returns whether an `mprotect` that adds write access makes a private
     /// anonymous page's PTE writable at once when the page is dirty and
     /// mapped by this process only (`MM_CP_TRY_CHANGE_WRITABLE`,

@@ -512,12 +512,13 @@ impl Sim {
         }
         let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
         // A read fault that maps the zero page charges nothing.
-        let t = if self.maps_zero_page(mm, vma, va, write) { t } else { self.memcg_charge_fault(cpu, mm, vma, va, t) };
+        let zero = self.maps_zero_page(mm, vma, va, write);
+        let t = if zero { t } else { self.memcg_charge_fault(cpu, mm, vma, va, t) };
         let t = self.memcg_charge_file(cpu, vma, va, t);
         let t = if self.folios() || vma.file.is_some() {
             self.fault_folio(cpu, mm, vma, va, write, t)
         } else {
-            self.fault_page(cpu, root, mm, vma, va, write, t)
+            self.fault_page(cpu, root, mm, vma, va, write, zero, t)
         };
         if let (Some(tid), FaultLock::Vma(_) | FaultLock::Mmap) = (user, held) {
             // The unlock is an atomic on a line other CPUs take too: it runs
@@ -542,18 +543,12 @@ impl Sim {
         end
     }
 
-    /// Returns whether a fault on `va` of `vma` maps the shared zero page: a
-    /// Linux read fault on private anonymous memory with no page there yet
-    /// and none paged out (`do_anonymous_page`, unless the mm forbids it, which
-    /// only s390's KVM guests do), with base pages (the large-folio paths,
-    /// `contpte`, are not modelled with it). FreeBSD's `vm_fault` allocates a
-    /// zeroed page for a read too.
+    /// Returns whether a fault on `va` of `vma` maps the shared zero page
+    /// ([`crate::preset::Kernel::maps_zero_page`]): a read fault on private
+    /// anonymous memory with no page there yet and none paged out, with base
+    /// pages (the large-folio paths, `contpte`, are not modelled with it).
     pub(super) fn maps_zero_page(&self, mm: MmId, vma: Vma, va: u64, write: bool) -> bool {
-        if write
-            || vma.file.is_some()
-            || self.folios()
-            || !matches!(self.cfg.preset.kernel, crate::preset::Kernel::Linux(..))
-        {
+        if write || vma.file.is_some() || self.folios() || !self.cfg.preset.kernel.maps_zero_page() {
             return false;
         }
         let page = va & !4095;
@@ -562,11 +557,21 @@ impl Sim {
         !present && !self.kern.mm(mm).is_swapped(page)
     }
 
-    /// The body of a fault on a base page of `vma` (no large folios).
+    /// The body of a fault on a base page of `vma` (no large folios); `zero`:
+    /// it maps the zero page ([`Sim::maps_zero_page`]).
     #[allow(clippy::too_many_arguments)]
-    fn fault_page(&mut self, cpu: usize, root: u32, mm: MmId, vma: Vma, va: u64, write: bool, mut now: u64) -> u64 {
+    fn fault_page(
+        &mut self,
+        cpu: usize,
+        root: u32,
+        mm: MmId,
+        vma: Vma,
+        va: u64,
+        write: bool,
+        zero: bool,
+        mut now: u64,
+    ) -> u64 {
         let c = self.m.costs;
-        let zero = self.maps_zero_page(mm, vma, va, write);
         let r = self.pt.ensure_leaf(root, va & !4095);
         let pte = *self.pt.pte(r);
         if zero {

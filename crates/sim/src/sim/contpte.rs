@@ -656,7 +656,7 @@ impl Sim {
     }
 
     /// `do_fault_around` of a read fault on base page `page` of the file
-    /// mapping `vma` (Linux from v3.15, "mm: introduce vm_ops->map_pages()";
+    /// mapping `vma` ([`crate::preset::Kernel::faults_around`];
     /// `fault_around_bytes` 64 KB): `filemap_map_pages` maps, with `flags`,
     /// every other page of the 16-page window around `page` (aligned, inside
     /// the VMA and its last-level table) whose PTE is none and whose page is
@@ -664,10 +664,9 @@ impl Sim {
     /// mapped. Base pages only: with folios the fault maps the file's whole
     /// 64 KB folio where it fits (above). (The prefaulted PTEs are young here;
     /// arm64 maps them old, which its hardware access flag makes young at the
-    /// first access. FreeBSD's `vm_fault_prefault`, four resident pages each
-    /// side, is not modelled.)
+    /// first access.)
     fn fault_around(mem: &mut KernelPtes<'_>, mm: MmId, vma: Vma, file: u32, page: u64, flags: u16) -> Vec<u64> {
-        if !matches!(mem.sim.cfg.preset.kernel, crate::preset::Kernel::Linux(..)) {
+        if !mem.sim.cfg.preset.kernel.faults_around() {
             return Vec::new();
         }
         const WINDOW: u64 = 16;

@@ -153,11 +153,12 @@ impl Sim {
     /// whether it adds write access).
     fn mprotect_rule(&self, write: bool) -> MprotectRule {
         let (kernel, arch) = (self.cfg.preset.kernel, self.cfg.preset.arch);
+        let grants = kernel.mprotect_grants_write() && !self.folios();
         MprotectRule {
-            grants: matches!(kernel, crate::preset::Kernel::Linux(..)) && !self.folios(),
+            grants,
             gathers: kernel.mprotect_gathers(),
             arch: self.cfg.pte_needs_flush.unwrap_or(kernel.pte_needs_flush(arch)),
-            in_place: write && kernel.mprotect_upgrades_in_place() && !self.folios(),
+            in_place: write && grants && kernel.mprotect_upgrades_in_place(),
         }
     }
 
@@ -239,9 +240,9 @@ impl Sim {
 /// ([`crate::preset::Kernel::mprotect_gathers`] and the two after it).
 #[derive(Clone, Copy, Debug)]
 struct MprotectRule {
-    /// Whether an upgrade may make PTEs writable: Linux's `mprotect` on base pages.
-    /// Not FreeBSD's, whose `pmap_protect` is not modelled apart (it never
-    /// grants write access), nor Linux's with large folios (`contpte`), where
+    /// Whether an upgrade may make PTEs writable
+    /// ([`crate::preset::Kernel::mprotect_grants_write`]), with base pages:
+    /// not with large folios (`contpte`), where
     /// a commit that completes a block would fold it again and the model
     /// does not: both leave every upgraded PTE as it was.
     grants: bool,
