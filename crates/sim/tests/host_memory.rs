@@ -11,6 +11,8 @@
 //! line, and every policy's cells run at each of the four offsets: the outputs
 //! must be byte-identical. (Its own binary: the allocator is the process's.)
 
+#[path = "common/cells.rs"]
+mod cells;
 #[path = "common/small.rs"]
 mod small;
 
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use small::SMALL;
 use tlbkit_registry::POLICIES;
-use tlbkit_sim::run::{run, RunSpec};
+use tlbkit_sim::run::run;
 
 /// The offset from a line at which the next small block starts.
 static SHIFT: AtomicUsize = AtomicUsize::new(0);
@@ -75,25 +77,10 @@ unsafe impl GlobalAlloc for Shifted {
 #[global_allocator]
 static ALLOC: Shifted = Shifted;
 
-/// Returns the JSON of `policy` running `workload` with `sets` on 4 CPUs of its
-/// architecture's machine, the strict matrix's first configuration.
+/// Returns the command and the JSON of `policy` running `workload` with `sets`
+/// on 4 CPUs, the strict matrix's first configuration.
 fn output(policy: &str, workload: &str, sets: &[&str]) -> (String, String) {
-    let p = tlbkit_registry::policy(policy).expect("a registered policy");
-    let (machine, extra): (&str, &[&str]) = match p.arch {
-        tlbkit_sim::preset::Arch::Arm64 => ("emag", &["asid_bits=8"]),
-        _ if p.needs_broadcast_tlbi => ("milan", &[]),
-        _ => ("westmere", &["sockets=8"]),
-    };
-    let common = ["migration=on", "spec_rate=0.2"];
-    let s = RunSpec {
-        machine: machine.into(),
-        cpus: 4,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().chain(extra).chain(&common).map(|s| s.to_string()).collect(),
-        seed: 11,
-        strict: true,
-    };
+    let s = cells::spec(policy, workload, 4, sets, cells::CONFIGS[0]);
     let text = match run(&s) {
         Ok(o) => serde_json::to_string(&o).expect("a run's output serialises"),
         Err(e) => e.to_string(),

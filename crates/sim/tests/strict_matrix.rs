@@ -44,19 +44,12 @@ use tlbkit_sim::run::{run, RunOutput, RunSpec};
 use tlbkit_sim::sim::{Sim, SimConfig};
 use tlbkit_sim::workload::WORKLOADS;
 
+use crate::common::cells::{spec, CONFIGS};
 use crate::common::small;
 use small::SMALL;
 
 /// The CPU counts the issue names.
 const CPUS: [usize; 3] = [2, 4, 32];
-
-/// Settings of every cell, after the workload's and the machine's.
-const COMMON: &[&str] = &["migration=on", "spec_rate=0.2"];
-
-/// Each cell runs once per configuration: a seed and settings of its own. The
-/// second preempts every 100 us, so that threads are stolen mid-work by idle CPUs
-/// rather than only placed at wake-up.
-const CONFIGS: &[(u64, &[&str])] = &[(11, &[]), (12, &["slice_us=100"])];
 
 /// A third configuration for the policies that take `kpti` (the arm64 Linux
 /// ones): half the ASIDs, each mm using a pair.
@@ -65,32 +58,6 @@ const KPTI: (u64, &[&str]) = (13, &["kpti=on"]);
 /// A fourth for the same policies: range invalidation (`FEAT_TLBIRANGE`), so
 /// that every user and kernel range goes through range operations.
 const TLBI_RANGE: (u64, &[&str]) = (14, &["tlbi_range=on"]);
-
-/// Returns the machine a policy's cells run on and the settings that machine adds.
-fn machine(policy: &str) -> (&'static str, &'static [&'static str]) {
-    match registry::policy(policy).map(|p| p.arch) {
-        Some(Arch::Arm64) => ("emag", &["asid_bits=8"]),
-        // INVLPGB needs an AMD machine; Milan has 64 cores in a socket.
-        Some(Arch::X86_64) if registry::policy(policy).is_some_and(|p| p.needs_broadcast_tlbi) => ("milan", &[]),
-        // Westmere has 8 cores in 2 sockets; 32 CPUs are 8 such sockets.
-        Some(Arch::X86_64) => ("westmere", &["sockets=8"]),
-        None => panic!("unknown policy {policy}"),
-    }
-}
-
-fn spec(policy: &str, workload: &str, cpus: usize, sets: &[&str], config: (u64, &[&str])) -> RunSpec {
-    let (machine, extra) = machine(policy);
-    let (seed, config) = config;
-    RunSpec {
-        machine: machine.into(),
-        cpus,
-        policy: policy.into(),
-        workload: workload.into(),
-        sets: sets.iter().chain(extra).chain(COMMON).chain(config).map(|s| s.to_string()).collect(),
-        seed,
-        strict: true,
-    }
-}
 
 /// Returns what a cell failed to reach that its parameters are chosen for: a
 /// rollover of every arm64 ASID allocator with 300 live processes, of Linux's

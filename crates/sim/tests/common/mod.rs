@@ -2,6 +2,7 @@
 //! configuration, a real policy with one kind of flush left out, and the spec
 //! and checked run of a strict run.
 
+pub mod cells;
 pub mod small;
 pub mod x86_counted;
 
