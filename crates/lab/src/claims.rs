@@ -266,10 +266,7 @@ pub const CLAIMS: &[Claim] = &[
         also: &[],
         baseline_sets: &[],
         variants: &[],
-        notes: &["direction-only since the LRU lock's holds wait for the list's lines from the previous holder \
-                  (`lruvec_add_folio`'s and `lruvec_del_folio`'s links): the baseline's time grew by 5.0% (0.0973 s \
-                  to 0.1022 s) and the variant's by 1.0% (0.0875 s to 0.0884 s), so the ratio moved from 0.9001 \
-                  to 0.8654, past the band's edge at 0.8695"],
+        notes: &[],
     },
     Claim {
         id: "origin001-sort",

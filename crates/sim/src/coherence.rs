@@ -417,9 +417,10 @@ pub enum KLine {
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
     /// slot and the VMA's first page.
     VmaLock(u32, u64),
-    /// The memory cgroup's page counter (`memcg->memory.usage`, charged in
-    /// per-CPU batches).
-    MemcgCounter,
+    /// A memory cgroup's page counter (`memcg->memory.usage`, charged in
+    /// per-CPU batches), by level: 0 the tasks' own cgroup, then each
+    /// ancestor's, the root's last.
+    MemcgCounter(u8),
 }
 
 impl KLine {
@@ -428,7 +429,7 @@ impl KLine {
         let (kind, index): (usize, u64) = match self {
             KLine::MmapLock(mm) => (0, mm.into()),
             KLine::VmaLock(mm, page) => (1, (u64::from(mm) << 36) | (page & ((1 << 36) - 1))),
-            KLine::MemcgCounter => (2, 0),
+            KLine::MemcgCounter(level) => (2, level.into()),
         };
         KLINE_BASE + (kind << 52) + (index as usize & ((1 << 46) - 1)) * 64
     }
@@ -590,7 +591,8 @@ mod tests {
             KLine::VmaLock(0, 0),
             KLine::VmaLock(1, 0),
             KLine::VmaLock(0, 1),
-            KLine::MemcgCounter,
+            KLine::MemcgCounter(0),
+            KLine::MemcgCounter(1),
         ];
         for (i, a) in lines.iter().enumerate() {
             assert!(a.addr() >= KLINE_BASE && a.addr() % 64 == 0, "{a:?}");

@@ -35,7 +35,7 @@ fn machine(preset: &Preset, a: usize, b: usize) -> Machine {
 /// and `b`, over `passes` passes.
 pub fn line_pingpong_ns(preset: &Preset, a: usize, b: usize, passes: u64) -> f64 {
     let mut m = machine(preset, a, b);
-    let line = KLine::MemcgCounter;
+    let line = KLine::MemcgCounter(0);
     // The line starts at `a`, which wrote the counter's first value.
     let mut t = m.katomic(a, 0, line);
     let start = t;

@@ -239,6 +239,27 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 3))
     }
 
+    /// Returns how many memory-cgroup levels below the root a benchmark's
+    /// tasks run at by default ([`crate::sim::SimConfig::memcg_depth`]). A
+    /// Linux task in the root cgroup is never charged (`try_charge` returns
+    /// at once for the root, and `uncharge_folio` adds nothing for it); one
+    /// `d` levels down charges the page counters of its cgroup, of every
+    /// ancestor and of the root (`page_counter_try_charge` and
+    /// `page_counter_uncharge` walk `counter->parent` to the root's, whose
+    /// counter parents every top-level cgroup's). systemd v238 (March 2018)
+    /// made `MemoryAccounting=` default to on, so a test a service runs is
+    /// charged in `/system.slice/NAME.service` (the 0-day robot's runs come
+    /// from `lkp-bootstrap.service`, lkp-tests' `rootfs/addon`): 2 for the
+    /// kernels released after it, v4.16 on. Before, services ran without the
+    /// memory controller, in the root cgroup: 0. FreeBSD has no memory
+    /// cgroups: 0.
+    pub fn memcg_depth(self) -> u32 {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (4, 16) => 2,
+            _ => 0,
+        }
+    }
+
     /// Returns whether a zap begins by draining the CPU's LRU-add batch
     /// (`lru_add_drain()`): the first call of `zap_page_range` and
     /// `zap_page_range_single` (`mm/memory.c`, what `madvise(MADV_DONTNEED)`

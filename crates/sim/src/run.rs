@@ -415,6 +415,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         migrate_batch: mp.mm.migrate_batch,
         vma_locks: mp.mm.vma_locks,
         lru_drain: mp.mm.lru_drain,
+        memcg_depth: mp.mm.memcg_depth,
         pte_needs_flush: mp.mm.pte_needs_flush,
         noise: mp.noise,
     }
@@ -528,6 +529,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
         if let Some(on) = on {
             pv.insert(key.into(), word(on));
         }
+    }
+    if let Some(depth) = mp.mm.memcg_depth {
+        pv.insert("memcg_depth".into(), serde_json::json!(depth));
     }
     if mp.contpte.report {
         pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));

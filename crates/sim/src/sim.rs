@@ -89,7 +89,7 @@ mod kernel_state;
 #[cfg(test)]
 mod kernel_time_tests;
 mod kwork;
-pub use kwork::{zeroing_gbs, MEM_BW_SUSTAINED};
+pub use kwork::{zeroing_gbs, MEMCG_DEPTH_MAX, MEM_BW_SUSTAINED};
 mod memcg;
 mod memory;
 mod migrate;
@@ -248,6 +248,12 @@ pub struct SimConfig {
     /// (`Some(false)`); `None`: as the preset's kernel does
     /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
     pub lru_drain: Option<bool>,
+    /// How many cgroup levels below the root the tasks run at, whose page
+    /// counters (each level's and the root's) every memcg charge and
+    /// uncharge updates (`Some(0)`: the root cgroup, never charged); `None`:
+    /// as the preset's kernel's time ran benchmarks
+    /// ([`crate::preset::Kernel::memcg_depth`]). Linux kernels only.
+    pub memcg_depth: Option<u32>,
     /// Whether `mprotect` flushes only the PTEs whose change the architecture
     /// must see (`Some(true)`, `pte_needs_flush`) or every present PTE it
     /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
@@ -286,6 +292,7 @@ impl SimConfig {
             migrate_batch: None,
             vma_locks: None,
             lru_drain: None,
+            memcg_depth: None,
             pte_needs_flush: None,
             noise: false,
         }
@@ -525,7 +532,8 @@ impl Sim {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
-        let (vma_locks, lru_drain) = (cfg.vma_locks, cfg.lru_drain);
+        let mm_choices =
+            kwork::MmChoices { vma_locks: cfg.vma_locks, lru_drain: cfg.lru_drain, memcg_depth: cfg.memcg_depth };
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -544,7 +552,7 @@ impl Sim {
             end: 0,
             user_global,
             cont: cfg_cont,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, vma_locks, lru_drain),
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, mm_choices),
 
             scheduler: Scheduler::new(tun, llcs, ticks),
             kern: KernelState::new(kroot),

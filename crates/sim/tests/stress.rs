@@ -318,6 +318,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         migrate_batch: None,
         vma_locks: None,
         lru_drain: None,
+        memcg_depth: None,
         pte_needs_flush: None,
         noise: true,
     };

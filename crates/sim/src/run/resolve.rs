@@ -67,7 +67,8 @@ pub(super) struct MachineParams {
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
-/// migration's flush batching, per-VMA locks, the LRU drain.
+/// migration's flush batching, per-VMA locks, the LRU drain, the memory
+/// cgroup's depth.
 #[derive(Default)]
 pub(super) struct MmSwitches {
     /// The swap device.
@@ -80,6 +81,8 @@ pub(super) struct MmSwitches {
     pub(super) vma_locks: Option<bool>,
     /// `--set lru_drain`, if given.
     pub(super) lru_drain: Option<bool>,
+    /// `--set memcg_depth`, if given.
+    pub(super) memcg_depth: Option<u32>,
     /// `--set pte_needs_flush`, if given.
     pub(super) pte_needs_flush: Option<bool>,
 }

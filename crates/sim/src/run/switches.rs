@@ -393,6 +393,23 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "memcg_depth",
+        doc: "0..16: Linux machines only; the memory cgroup the tasks run in, as levels below the root: 0, the root \
+         cgroup, is never charged; at depth d each charge of a CPU's stock and each uncharge updates d + 1 page \
+         counters, the cgroup's, its ancestors' and the root's (default: 2, a systemd service's \
+         /system.slice/NAME.service, for kernels from v4.16, when systemd v238 turned memory accounting on; 0 before)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "which has no memory cgroups")?;
+            let n = s.num()?;
+            if !(0.0..=f64::from(crate::sim::MEMCG_DEPTH_MAX)).contains(&n) || n.fract() != 0.0 {
+                return Err(out_of_range(s.key, s.value, "a whole number of levels from 0 to 16"));
+            }
+            s.mp.mm.memcg_depth = Some(n as u32);
+            Ok(())
+        },
+    },
+    Switch {
         key: "pte_needs_flush",
         doc: "on|off: Linux machines only; mprotect flushes only the PTEs whose change the architecture must see \
          (pte_needs_flush: x86's from v5.19, arm64's from v6.19) or every present PTE it rewrote (the generic one) \

@@ -56,9 +56,12 @@
 //! - **Pipes**: a read or write holds the pipe's mutex for its copy, so a
 //!   pipe's reader and writer on two CPUs hand its line back and forth.
 //! - **memcg**: pages are charged from a per-CPU stock, refilled
-//!   [`Kernel::memcg_batch`] pages at a time by an atomic on the cgroup's page
-//!   counter (`consume_stock`, `try_charge`); a free uncharges a batch with one
-//!   atomic (`uncharge_batch`).
+//!   [`Kernel::memcg_batch`] pages at a time by an atomic on each page
+//!   counter from the tasks' cgroup up to the root's (`consume_stock`,
+//!   `page_counter_try_charge`); a free uncharges a batch with one atomic on
+//!   each (`uncharge_batch`, `page_counter_uncharge`). A task in the root
+//!   cgroup is never charged. How deep the tasks' cgroup is: `--set
+//!   memcg_depth`, by default the kernel's time's ([`Kernel::memcg_depth`]).
 //!
 //! What the CPU spends in the software of these paths (the allocator's list
 //! handling, the LRU and memcg bookkeeping) is in the preset's `fault_path`,
@@ -148,6 +151,24 @@ pub(super) struct KernelWork {
     /// Whether a zap first drains the CPU's LRU-add batch (the kernel's
     /// choice unless `--set lru_drain` overrode it).
     lru_drain: bool,
+    /// The memory-cgroup page counters a charge or an uncharge updates, one
+    /// atomic each: none in the root cgroup (and on FreeBSD), else the
+    /// tasks' cgroup's, each ancestor's and the root's
+    /// ([`Kernel::memcg_depth`], `--set memcg_depth`).
+    memcg_counters: u8,
+}
+
+/// The deepest cgroup `--set memcg_depth` takes.
+pub const MEMCG_DEPTH_MAX: u32 = 16;
+
+/// The run's choices of the kernel's memory paths where a switch may override
+/// the kernel's own (`None`: the kernel's): [`SimConfig::vma_locks`],
+/// [`SimConfig::lru_drain`], [`SimConfig::memcg_depth`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MmChoices {
+    pub(super) vma_locks: Option<bool>,
+    pub(super) lru_drain: Option<bool>,
+    pub(super) memcg_depth: Option<u32>,
 }
 
 impl KernelWork {
@@ -160,15 +181,14 @@ impl KernelWork {
 
     /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node,
     /// with faults under their VMA's lock as `vma_locks` says and zaps that
-    /// drain the LRU-add batch as `lru_drain` says (`None`: as the preset's
-    /// kernel does).
-    pub(super) fn new(
-        preset: &Preset,
-        ncpus: usize,
-        cpus_per_node: usize,
-        vma_locks: Option<bool>,
-        lru_drain: Option<bool>,
-    ) -> Self {
+    /// drain the LRU-add batch as `lru_drain` says, its tasks `memcg_depth`
+    /// cgroup levels below the root (`None`: as the preset's kernel does).
+    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, switches: MmChoices) -> Self {
+        let MmChoices { vma_locks, lru_drain, memcg_depth } = switches;
+        let depth = match preset.kernel {
+            Kernel::FreeBsd(_) => 0,
+            Kernel::Linux(..) => memcg_depth.unwrap_or(preset.kernel.memcg_depth()),
+        };
         let nodes = ncpus.div_ceil(cpus_per_node.max(1)).max(1);
         // A node's bandwidth in pages of 4 KB a window.
         let bytes_per_cycle = preset.mem_bw_gbs * MEM_BW_SUSTAINED / preset.freq_ghz;
@@ -187,6 +207,16 @@ impl KernelWork {
             kernel: preset.kernel,
             vma_locks: vma_locks.unwrap_or(preset.kernel.per_vma_locks()),
             lru_drain: lru_drain.unwrap_or(preset.kernel.drains_lru_at_zap()),
+            memcg_counters: if depth == 0 { 0 } else { (depth.min(MEMCG_DEPTH_MAX) + 1) as u8 },
+        }
+    }
+
+    /// Puts the tasks of a Linux run in the root cgroup into a cgroup of their
+    /// own directly below it (depth 1: its counter and the root's): a memory
+    /// limit ([`Sim::set_mem_limit`]) is a cgroup's, and the root has none.
+    pub(super) fn leave_root_cgroup(&mut self) {
+        if self.memcg_counters == 0 && matches!(self.kernel, Kernel::Linux(..)) {
+            self.memcg_counters = 2;
         }
     }
 
@@ -354,8 +384,8 @@ impl Sim {
             now = self.lru_hold(cpu, now, n);
             left -= n;
         }
-        // uncharge_batch: one atomic on the page counter for the lot.
-        now = self.m.katomic(cpu, now, KLine::MemcgCounter);
+        // uncharge_batch: the lot off each page counter, one atomic each.
+        now = self.memcg_counters(cpu, now);
         if folios > 0 {
             now = self.zone_hold(cpu, now, folios);
         }
@@ -397,15 +427,31 @@ impl Sim {
     }
 
     /// Charges `pages` to the memory cgroup from `cpu`'s stock, refilling it
-    /// with one atomic on the page counter when short.
+    /// with one atomic on each page counter when short (`try_charge_memcg`:
+    /// `consume_stock`, else `page_counter_try_charge` of a batch). Nothing in
+    /// the root cgroup.
     fn memcg_charge(&mut self, cpu: usize, pages: u32, now: u64) -> u64 {
+        if self.kw.memcg_counters == 0 {
+            return now;
+        }
         if self.kw.stock[cpu] >= pages {
             self.kw.stock[cpu] -= pages;
             return now;
         }
         let batch = self.kw.kernel.memcg_batch().max(pages);
         self.kw.stock[cpu] += batch - pages;
-        self.m.katomic(cpu, now, KLine::MemcgCounter)
+        self.memcg_counters(cpu, now)
+    }
+
+    /// One atomic by `cpu` from `now` on each page counter a charge or an
+    /// uncharge walks, the tasks' cgroup's first and the root's last, each
+    /// after the one before (`atomic_long_add_return` and
+    /// `atomic_long_sub_return` are full barriers on x86 and arm64).
+    fn memcg_counters(&mut self, cpu: usize, mut now: u64) -> u64 {
+        for level in 0..self.kw.memcg_counters {
+            now = self.m.katomic(cpu, now, KLine::MemcgCounter(level));
+        }
+        now
     }
 
     /// Adds `folios` to `cpu`'s LRU batch, moving a full batch to the node's
@@ -616,6 +662,47 @@ mod tests {
     }
 
     #[test]
+    fn charges_walk_every_page_counter_from_the_tasks_cgroup_to_the_roots_and_none_in_the_root() {
+        assert_eq!(Kernel::Linux(4, 15).memcg_depth(), 0);
+        assert_eq!(Kernel::Linux(4, 16).memcg_depth(), 2);
+        assert_eq!(Kernel::FreeBsd(14).memcg_depth(), 0);
+        const THREADS: usize = 8;
+        const PAGES: u64 = 62;
+        let run = |kernel: Kernel, memcg_depth: Option<u32>| {
+            let mut p = preset::named("altra");
+            p.kernel = kernel;
+            let cfg = SimConfig { max_mms: 2, memcg_depth, ..SimConfig::quiet(p, THREADS, 1) };
+            let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
+            let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
+            sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
+            sim.run();
+            assert!(sim.error.is_none(), "{:?}", sim.error);
+            sim
+        };
+        let transfers = |sim: &Sim| sim.m.counters.line_transfers;
+        // Each one-page madvise uncharges its page from every counter at
+        // once (uncharge_batch); the charges come from the stock, a batch at
+        // a time. Eight CPUs doing it in turn move each counter's line at
+        // most uncharges.
+        let uncharges = THREADS as u64 * PAGES;
+        let kernel = Kernel::Linux(6, 6);
+        let (root, one, two) = (run(kernel, Some(0)), run(kernel, Some(1)), run(kernel, Some(2)));
+        assert_eq!(root.kw.memcg_counters, 0);
+        assert_eq!((one.kw.memcg_counters, two.kw.memcg_counters), (2, 3));
+        let (first, second) = (transfers(&one) - transfers(&root), transfers(&two) - transfers(&one));
+        assert!(first >= uncharges && first <= 3 * uncharges, "two counters moved {first} more lines than none");
+        assert!(second >= uncharges / 2 && second <= 2 * uncharges, "a third counter moved {second} more lines");
+        assert!(root.end < one.end && one.end < two.end, "{} {} {}", root.end, one.end, two.end);
+        // The kernel's time decides by default; FreeBSD has no memory cgroups.
+        assert_eq!(run(kernel, None).end, two.end);
+        assert_eq!(run(Kernel::Linux(4, 14), None).end, run(Kernel::Linux(4, 14), Some(0)).end);
+        // A memory limit is a cgroup's: tasks in the root move below it.
+        let mut limited = run(Kernel::Linux(4, 14), None);
+        limited.set_mem_limit(1 << 20);
+        assert_eq!(limited.kw.memcg_counters, 2);
+    }
+
+    #[test]
     fn zeroing_plateaus_at_the_nodes_memory_bandwidth() {
         // The same faults with ample bandwidth and with a node that writes 2 GB/s.
         let (fast, _) = fault_in(16, 64, |_| {});
@@ -630,7 +717,7 @@ mod tests {
     fn the_bandwidth_budget_moves_pages_to_the_next_window_with_room() {
         let mut p = preset::named("altra");
         p.mem_bw_gbs = 4096.0 * 4.5 * p.freq_ghz / BW_WINDOW as f64 / MEM_BW_SUSTAINED;
-        let mut kw = KernelWork::new(&p, 2, 80, None, None);
+        let mut kw = KernelWork::new(&p, 2, 80, MmChoices::default());
         assert_eq!(kw.bw_pages, 4);
         assert_eq!(kw.reserve_bandwidth(0, 100, 3), 100);
         // One page left in the first window, then the next window.

@@ -89,8 +89,10 @@ impl Sim {
     /// Limits user anonymous memory (and the page cache, after
     /// [`Sim::set_file_charge`]) to `pages` 4 KB pages, one cgroup holding
     /// every process: a fault that would pass the limit reclaims first (module
-    /// documentation). Without a call nothing is limited.
+    /// documentation). Without a call nothing is limited. Tasks in the root
+    /// cgroup (`memcg_depth` 0) move to one directly below it, which the limit is on.
     pub fn set_mem_limit(&mut self, pages: u64) {
+        self.kw.leave_root_cgroup();
         self.mem.set_mem_limit(pages);
     }
 
