@@ -213,11 +213,11 @@ fn origin001_mprotect_is_reproduced() {
 }
 
 #[test]
-fn origin001_tcmalloc_is_direction_only_and_its_note_says_why() {
-    // The LRU lock's holds waiting for the list's lines moved it just past the band's edge (its note).
+fn origin001_tcmalloc_is_reproduced() {
+    // Inside its band again, near its edge (0.8695), since memcg charges walk every page counter.
     let c = &claim("origin001-tcmalloc");
     assert_eq!(c["variant"], "arm64-linux-skipbcast");
-    assert_direction_only_because(c, "LRU lock");
+    assert_eq!(c["verdict"], "reproduced", "{c}");
 }
 
 #[test]
@@ -734,7 +734,8 @@ fn list_workloads_gives_every_parameter_with_default_range_and_meaning() {
     assert_eq!((a72["cores"].as_u64(), a72["cost_sources"].as_str()), (Some(16), Some("docs/costs/cortex-a72.md")));
     assert!(a72["costs_cycles"]["switch_path"].as_u64().is_some());
     // The costs that rest on one weak source, with the metric of the
-    // operations that pay them: every estimate names real costs and a metric.
+    // operations that pay them: every estimate names real costs (or, as
+    // `smt_share`, a field of the machine) and a metric.
     let est = &a72["estimates"][0];
     assert_eq!(est["used_when"], "broadcast_invalidations", "{a72}");
     assert!(est["why"].as_str().unwrap().contains("unnamed Arm server"), "{a72}");
@@ -742,7 +743,7 @@ fn list_workloads_gives_every_parameter_with_default_range_and_meaning() {
         for e in p["estimates"].as_array().unwrap() {
             assert!(tlbkit_sim::metrics::by_name(e["used_when"].as_str().unwrap()).is_some(), "{e}");
             for c in e["costs"].as_str().unwrap().split(", ") {
-                assert!(p["costs_cycles"].get(c).is_some(), "{}: no cost {c}", p["name"]);
+                assert!(p["costs_cycles"].get(c).or(p.get(c)).is_some(), "{}: no cost {c}", p["name"]);
             }
         }
     }

@@ -156,7 +156,7 @@ fn machines() -> (Value, String) {
         let widths: Vec<String> = p.asid_bits.iter().map(|b| b.to_string()).collect();
         let numa: Vec<String> = p.numa.iter().map(|n| n.to_string()).collect();
         text.push_str(&format!(
-            "  {} at {} GHz; {} cores ({} socket{} of {}; --cpus 1 to {}, more with --set sockets=N); asid_bits {}; \
+            "  {} at {} GHz; {} CPUs ({} socket{} of {}; --cpus 1 to {}, more with --set sockets=N){}; asid_bits {}; \
              numa {}; kernel {}{}\n",
             catalog::arch_name(p.arch),
             p.freq_ghz,
@@ -165,6 +165,14 @@ fn machines() -> (Value, String) {
             if sockets == 1 { "" } else { "s" },
             p.cores_per_socket,
             p.real_cores,
+            if p.threads.per_core > 1 {
+                format!(
+                    ", {} threads per core sharing it at {} each (--set smt=off: a core each)",
+                    p.threads.per_core, p.threads.share
+                )
+            } else {
+                String::new()
+            },
             widths.join(" or "),
             numa.join(" or "),
             p.kernel.name(),

@@ -37,6 +37,8 @@ pub fn machines() -> Value {
                 "tlbi_range": p.tlbi_range,
                 "invpcid": p.invpcid,
                 "meltdown": p.meltdown,
+                "threads_per_core": p.threads.per_core,
+                "smt_share": p.threads.share,
                 "kernel": p.kernel.name(),
                 "mem_bw_gbs": p.mem_bw_gbs,
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),

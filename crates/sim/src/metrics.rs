@@ -401,6 +401,12 @@ pub const METRICS: &[MetricDef] = &[
         "simulator events processed (a measure of the simulation's own work)",
     ),
     metric(
+        "smt_shared_cycles",
+        "cycles on a shared core",
+        "cycles",
+        "cycles CPUs ran while another thread of their core ran a task (machines whose cores run two threads)",
+    ),
+    metric(
         "contpte_fills",
         "64 KB TLB fills",
         "count",

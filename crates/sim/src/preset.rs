@@ -460,6 +460,8 @@ pub struct Preset {
     /// ([`Kernel::pti_on_meltdown`]; `--set pti=off` overrides it). Always
     /// false on arm64, whose policies take KPTI as their `kpti` switch.
     pub meltdown: bool,
+    /// The hardware threads of a core (SMT) and how they share it.
+    pub threads: CoreThreads,
     /// Costs.
     pub costs: Costs,
     /// The costs that rest on one weak source, or on none for this machine
@@ -473,6 +475,26 @@ pub struct Preset {
     /// the source, `estimate: why`, `notes: FILE`, or `set in FILE` for a
     /// plain value of a user's file.
     pub sources: BTreeMap<String, String>,
+}
+
+/// The hardware threads of a core (SMT) and how they share it
+/// (`threads_per_core` and `smt_share` in a machine file).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CoreThreads {
+    /// Threads per core: 1, or the threads a core runs at once, each a CPU of
+    /// the model. A socket's `cores_per_socket` CPUs are its cores' first
+    /// threads, then their second ones, as Linux numbers them; `--set
+    /// smt=off` runs each as a core of its own.
+    pub per_core: usize,
+    /// With two or more threads of a core running, the share of the core's
+    /// one-thread speed each gets for the software it runs (the kernel's
+    /// paths and the programs' own computing): 1 is a core each.
+    pub share: f64,
+}
+
+impl CoreThreads {
+    /// One thread per core: nothing shared.
+    pub const ONE: CoreThreads = CoreThreads { per_core: 1, share: 1.0 };
 }
 
 /// Costs of a preset that rest on one weak source, or on another machine's
@@ -495,7 +517,7 @@ pub type CyclesEach = fn(&Costs) -> u64;
 /// The metrics an estimate can be used by, with the cycles each operation
 /// they count pays in the estimated costs.
 pub const ESTIMATE_USES: &[(&str, CyclesEach)] =
-    &[("broadcast_invalidations", broadcast_cycles), ("context_switches", switch_cycles)];
+    &[("broadcast_invalidations", broadcast_cycles), ("context_switches", switch_cycles), ("smt_shared_cycles", |_| 1)];
 
 impl Estimate {
     /// The cycles each operation [`Estimate::used_when`] counts pays in these costs.

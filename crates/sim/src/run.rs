@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::oracle::Violation;
 use crate::preset::{self, Preset};
 use crate::sched::SchedKind;
-use crate::sim::{ContMode, ContpteConfig, Sim, SimConfig};
+use crate::sim::{ContMode, ContpteConfig, KernelChoices, Sim, SimConfig};
 use crate::swapdev::SwapKind;
 use crate::workload::{self, Params, Phase, Texts};
 use serde::Serialize;
@@ -109,6 +109,10 @@ pub struct Metrics {
     pub syscalls: u64,
     /// Simulator events processed.
     pub events: u64,
+    /// Cycles CPUs ran while another thread of their core was running (on a
+    /// machine whose cores' threads share them; absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smt_shared_cycles: Option<u64>,
     /// The contiguous-PTE and exit-teardown metrics.
     #[serde(flatten)]
     pub contpte: ContpteMetrics,
@@ -202,6 +206,7 @@ impl Metrics {
             full_flushes: 0,
             syscalls: 0,
             events: 0,
+            smt_shared_cycles: None,
             contpte: ContpteMetrics {
                 contpte_fills: report,
                 folios: report,
@@ -306,6 +311,7 @@ fn metrics(sim: &Sim) -> Metrics {
         full_flushes: h.full_flushes,
         syscalls: s.syscalls,
         events: s.events,
+        smt_shared_cycles: (sim.threads_per_core() > 1).then_some(s.smt_shared_cycles),
         contpte: ContpteMetrics {
             contpte_fills: cont(s.contpte.contpte_fills),
             folios: cont(s.contpte.folios),
@@ -413,10 +419,13 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         contpte: mp.contpte,
         tlbbatch: mp.mm.tlbbatch.unwrap_or(true),
         migrate_batch: mp.mm.migrate_batch,
-        vma_locks: mp.mm.vma_locks,
-        lru_drain: mp.mm.lru_drain,
-        memcg_depth: mp.mm.memcg_depth,
-        pte_needs_flush: mp.mm.pte_needs_flush,
+        smt: mp.smt,
+        kernel: KernelChoices {
+            vma_locks: mp.mm.vma_locks,
+            lru_drain: mp.mm.lru_drain,
+            memcg_depth: mp.mm.memcg_depth,
+            pte_needs_flush: mp.mm.pte_needs_flush,
+        },
         noise: mp.noise,
     }
 }
@@ -529,6 +538,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
         if let Some(on) = on {
             pv.insert(key.into(), word(on));
         }
+    }
+    if let Some(on) = mp.smt {
+        pv.insert("smt".into(), word(on));
     }
     if let Some(depth) = mp.mm.memcg_depth {
         pv.insert("memcg_depth".into(), serde_json::json!(depth));

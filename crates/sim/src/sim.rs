@@ -89,6 +89,7 @@ mod kernel_state;
 #[cfg(test)]
 mod kernel_time_tests;
 mod kwork;
+mod smt;
 pub use kwork::{zeroing_gbs, MEMCG_DEPTH_MAX, MEM_BW_SUSTAINED};
 mod memcg;
 mod memory;
@@ -191,6 +192,35 @@ impl Default for ContpteConfig {
     }
 }
 
+/// The run's choices among the memory-management paths of the kernel's
+/// versions, where a switch overrides the preset kernel's (`None`: the
+/// kernel's own).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelChoices {
+    /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
+    /// (`Some(false)`) (Linux v6.4's per-VMA locks, whose fault handlers are
+    /// 0bff0aaea03e on x86 and cd7f176aea5f on arm64); `None`: as the preset's kernel does
+    /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
+    /// (`sim/kwork.rs`).
+    pub vma_locks: Option<bool>,
+    /// Whether a zap first drains the CPU's LRU-add batch (`Some(true)`,
+    /// `lru_add_drain()` in Linux until v6.14) or leaves it to fill
+    /// (`Some(false)`); `None`: as the preset's kernel does
+    /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
+    pub lru_drain: Option<bool>,
+    /// How many cgroup levels below the root the tasks run at, whose page
+    /// counters (each level's and the root's) every memcg charge and
+    /// uncharge updates (`Some(0)`: the root cgroup, never charged); `None`:
+    /// as the preset's kernel's time ran benchmarks
+    /// ([`crate::preset::Kernel::memcg_depth`]). Linux kernels only.
+    pub memcg_depth: Option<u32>,
+    /// Whether `mprotect` flushes only the PTEs whose change the architecture
+    /// must see (`Some(true)`, `pte_needs_flush`) or every present PTE it
+    /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
+    /// does ([`crate::preset::Kernel::pte_needs_flush`]). Linux kernels only.
+    pub pte_needs_flush: Option<bool>,
+}
+
 /// How the simulated machine and kernel are set up.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -237,28 +267,13 @@ pub struct SimConfig {
     /// one folio at a time, each flushed as it is unmapped; `None`: as the
     /// preset's kernel does (v6.3 and later batch). See `sim/migrate.rs`.
     pub migrate_batch: Option<bool>,
-    /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
-    /// (`Some(false)`) (Linux v6.4's per-VMA locks, whose fault handlers are
-    /// 0bff0aaea03e on x86 and cd7f176aea5f on arm64); `None`: as the preset's kernel does
-    /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
-    /// (`sim/kwork.rs`).
-    pub vma_locks: Option<bool>,
-    /// Whether a zap first drains the CPU's LRU-add batch (`Some(true)`,
-    /// `lru_add_drain()` in Linux until v6.14) or leaves it to fill
-    /// (`Some(false)`); `None`: as the preset's kernel does
-    /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
-    pub lru_drain: Option<bool>,
-    /// How many cgroup levels below the root the tasks run at, whose page
-    /// counters (each level's and the root's) every memcg charge and
-    /// uncharge updates (`Some(0)`: the root cgroup, never charged); `None`:
-    /// as the preset's kernel's time ran benchmarks
-    /// ([`crate::preset::Kernel::memcg_depth`]). Linux kernels only.
-    pub memcg_depth: Option<u32>,
-    /// Whether `mprotect` flushes only the PTEs whose change the architecture
-    /// must see (`Some(true)`, `pte_needs_flush`) or every present PTE it
-    /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
-    /// does ([`crate::preset::Kernel::pte_needs_flush`]). Linux kernels only.
-    pub pte_needs_flush: Option<bool>,
+    /// Whether the threads of a core share it (`sim/smt.rs`) on a preset with
+    /// more than one thread per core; `None`: they do. `Some(false)` runs
+    /// every CPU as a core of its own.
+    pub smt: Option<bool>,
+    /// The memory-management paths of the kernel's versions that a switch
+    /// chose instead of the preset kernel's.
+    pub kernel: KernelChoices,
     /// Whether the seed draws the hardware's run-to-run noise: the tick's
     /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
     /// every `tlbkit run` unless `--set noise=off`.
@@ -290,10 +305,8 @@ impl SimConfig {
             contpte: ContpteConfig::default(),
             tlbbatch: true,
             migrate_batch: None,
-            vma_locks: None,
-            lru_drain: None,
-            memcg_depth: None,
-            pte_needs_flush: None,
+            smt: None,
+            kernel: KernelChoices::default(),
             noise: false,
         }
     }
@@ -320,6 +333,9 @@ pub struct Stats {
     pub syscalls: u64,
     /// Events processed.
     pub events: u64,
+    /// Cycles of events run on a core another of its threads was using
+    /// (`sim/smt.rs`).
+    pub smt_shared_cycles: u64,
     /// Cycles initiators spent inside the policy's flush calls (`flush_page`,
     /// `flush_range`, `flush_mm`, `flush_kernel_range`), IPIs and waits included.
     pub flush_cycles: u64,
@@ -532,8 +548,8 @@ impl Sim {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
-        let mm_choices =
-            kwork::MmChoices { vma_locks: cfg.vma_locks, lru_drain: cfg.lru_drain, memcg_depth: cfg.memcg_depth };
+        let smt_share = smt::Smt::of(&cfg.preset, cfg.smt.unwrap_or(true));
+        let kernel_choices = cfg.kernel;
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
@@ -552,7 +568,7 @@ impl Sim {
             end: 0,
             user_global,
             cont: cfg_cont,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, mm_choices),
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, kernel_choices),
 
             scheduler: Scheduler::new(tun, llcs, ticks),
             kern: KernelState::new(kroot),
@@ -560,6 +576,7 @@ impl Sim {
             timing: Timing::new(),
         };
         sim.oracle.strict = sim.cfg.strict;
+        sim.timing.set_smt(smt_share);
         // Kernel text and data: 4 x 2 MB blocks, global.
         for b in 0..4u64 {
             let va = KERNEL_BASE + b * (2 << 20);
@@ -598,6 +615,12 @@ impl Sim {
     pub fn set_jitter(&mut self, jitter: f64) {
         debug_assert!((0.0..1.0).contains(&jitter), "jitter {jitter} would make times negative");
         self.timing.set_jitter(jitter);
+    }
+
+    /// Returns the hardware threads per core the run models sharing a core:
+    /// the preset's, or 1 with `smt` off (`sim/smt.rs`).
+    pub fn threads_per_core(&self) -> usize {
+        self.timing.smt().map_or(1, smt::Smt::threads)
     }
 
     /// Returns `cycles` scaled by a factor from `[1 - jitter, 1 + jitter]`, or

@@ -316,10 +316,8 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         contpte: Default::default(),
         tlbbatch: true,
         migrate_batch: None,
-        vma_locks: None,
-        lru_drain: None,
-        memcg_depth: None,
-        pte_needs_flush: None,
+        smt: None,
+        kernel: tlbkit_sim::sim::KernelChoices::default(),
         noise: true,
     };
     let build = Build::new(cpus, max_mms, asid_bits);

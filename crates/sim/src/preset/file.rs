@@ -29,7 +29,7 @@
 //! file's entries replacing the earlier's; the merged entries typed into a
 //! [`Preset`], the costs given in ns converted at the final clock.
 
-use super::{Arch, Costs, Estimate, Kernel, Preset, TlbGeometry, ESTIMATE_USES};
+use super::{Arch, CoreThreads, Costs, Estimate, Kernel, Preset, TlbGeometry, ESTIMATE_USES};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -51,6 +51,15 @@ const TOP: &[(&str, Kind)] = &[
     ("tlbi_range", Kind::Flag),
     ("invpcid", Kind::Flag),
     ("meltdown", Kind::Flag),
+    ("threads_per_core", Kind::Count),
+    ("smt_share", Kind::Float),
+];
+
+/// The top-level fields a file may leave out, with the value and source they
+/// then take: a machine without SMT, whatever its file's age.
+const DEFAULTS: &[(&str, i64, &str)] = &[
+    ("threads_per_core", 1, "one hardware thread per core: no SMT unless the machine's file says so"),
+    ("smt_share", 1, "unused: one hardware thread per core"),
 ];
 
 /// Keys a file has besides its fields.
@@ -404,6 +413,17 @@ fn estimates(v: &toml::Value, file: &str) -> Result<Vec<Estimate>, MachineFileEr
         .collect()
 }
 
+/// Gives each field of [`DEFAULTS`] that no layer set its default.
+fn fill_defaults(merged: &mut BTreeMap<String, (Entry, String)>, file: &str) {
+    for (key, value, source) in DEFAULTS {
+        if !merged.contains_key(*key) {
+            let e =
+                Entry { value: Value::Given(toml::Value::Integer(*value)), source: Source::Given(source.to_string()) };
+            merged.insert(key.to_string(), (e, file.to_string()));
+        }
+    }
+}
+
 /// Merges a chain of layers (the file first, its deepest base last) and types
 /// the result.
 fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
@@ -429,6 +449,7 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
             }
         }
     }
+    fill_defaults(&mut merged, file);
     let missing: Vec<String> = all_paths().into_iter().filter(|p| !merged.contains_key(p)).collect();
     if !missing.is_empty() {
         return Err(err(
@@ -541,6 +562,7 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
         tlbi_range: flag("tlbi_range")?,
         invpcid: flag("invpcid")?,
         meltdown: flag("meltdown")?,
+        threads: CoreThreads { per_core: count("threads_per_core")?, share: float("smt_share")? },
         costs,
         estimates,
         cost_sources,
@@ -658,6 +680,16 @@ pub fn check(p: &Preset) -> Result<(), String> {
     }
     if !(p.mem_bw_gbs.is_finite() && p.mem_bw_gbs > 0.0) {
         bad.push(format!("mem_bw_gbs {} must be a positive number", p.mem_bw_gbs));
+    }
+    let (threads, share) = (p.threads.per_core, p.threads.share);
+    if !(1..=8).contains(&threads) || !p.cores_per_socket.is_multiple_of(threads.max(1)) {
+        bad.push(format!(
+            "threads_per_core {} must be 1 to 8 and divide cores_per_socket {} (a socket's CPUs are whole cores)",
+            threads, p.cores_per_socket
+        ));
+    }
+    if !(share.is_finite() && share > 0.0 && share <= 1.0) {
+        bad.push(format!("smt_share {share} must be above 0 and at most 1"));
     }
     if p.invpcid && p.arch != Arch::X86_64 {
         bad.push("invpcid is an x86 instruction: false on arm64".into());

@@ -213,6 +213,8 @@ pub fn preset(p: &HostProfile) -> Result<Preset, ProfileError> {
         // The nearest preset's: the host's /sys/devices/system/cpu/vulnerabilities
         // are not read for it (`--set pti=` says what a run uses).
         meltdown: base.meltdown,
+        // The host's siblings are not modelled: each CPU a core, as `smt=off`.
+        threads: super::CoreThreads::ONE,
         costs,
         // The nearest preset's, but for `switch_path`, which calibration measures.
         estimates: if base.estimates.iter().any(|e| e.costs == "switch_path") { Vec::new() } else { base.estimates },

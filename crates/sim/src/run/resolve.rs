@@ -62,6 +62,8 @@ pub(super) struct MachineParams {
     pub(super) teardown_set: bool,
     /// `--set noise` (on unless given off).
     pub(super) noise: bool,
+    /// `--set smt`, if given (the threads of a core share it otherwise).
+    pub(super) smt: Option<bool>,
     /// The memory-management switches.
     pub(super) mm: MmSwitches,
 }
@@ -185,6 +187,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         contpte: ContpteConfig::default(),
         teardown_set: false,
         noise: true,
+        smt: None,
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

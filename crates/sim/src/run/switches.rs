@@ -234,6 +234,37 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "smt",
+        doc: "on|off, or the threads per core: on a machine whose cores run two threads, whether a core's threads \
+         share its speed while both run (on, the default: each runs its software at the machine's smt_share of the \
+         core) or every CPU is a core of its own (off, or 1); 2 is on for a machine of two threads per core",
+        applies_to: String::new,
+        set: |s| {
+            let threads = s.preset.threads.per_core;
+            let on = match s.value {
+                "1" => false,
+                v if v.parse::<usize>().is_ok_and(|n| n > 1 && n == threads) => true,
+                v if v.parse::<usize>().is_ok() => {
+                    return Err(out_of_range(
+                        s.key,
+                        s.value,
+                        format!("on, off, 1, or {threads}: {} has {threads} threads per core", s.preset.name),
+                    ))
+                }
+                _ => s.on_off()?,
+            };
+            if on && threads < 2 {
+                return Err(bad_setting(
+                    s.key,
+                    s.value,
+                    format!("{} has one thread per core: nothing to share (smt=off is what it runs)", s.preset.name),
+                ));
+            }
+            s.mp.smt = Some(on);
+            Ok(())
+        },
+    },
+    Switch {
         key: "numa",
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
         applies_to: String::new,

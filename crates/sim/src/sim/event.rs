@@ -149,7 +149,17 @@ impl Sim {
         self.stats.kernel_cycles += std::mem::take(&mut self.m.cpus[cpu].irq_stolen);
         let base = t.max(self.scheduler.cpu(cpu).clock()) + stolen;
         let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
+        // A core another of its threads is using runs this event's software slower.
+        let mut shared = false;
+        if let Some(smt) = self.timing.smt() {
+            shared = smt.siblings(cpu, self.cfg.ncpus).any(|c| self.m.cpus[c].running);
+            self.m.costs = self.timing.smt_mut().map_or(self.m.costs, |s| s.begin(shared));
+        }
+        let start = now;
         let now = self.run_cpu(cpu, now);
+        if shared {
+            self.stats.smt_shared_cycles += now - start;
+        }
         self.scheduler.cpu_mut(cpu).ran_until(now);
         self.m.set_busy_until(cpu, now);
         self.m.cpus[cpu].running = self.scheduler.cpu(cpu).cur().is_some();
@@ -298,7 +308,10 @@ impl Sim {
         let op = self.scheduler.thread_mut(tid).next_op();
         match op {
             Op::Touch { va, pages, write } => self.touch_counted(cpu, tid, va, pages, write, now),
-            Op::Compute(c) => now + self.jittered(c),
+            Op::Compute(c) => {
+                let c = self.timing.smt().map_or(c, |s| s.compute(c));
+                now + self.jittered(c)
+            }
             Op::Mark(name) => {
                 self.marks.push((name, now, self.stats));
                 now

@@ -161,16 +161,6 @@ pub(super) struct KernelWork {
 /// The deepest cgroup `--set memcg_depth` takes.
 pub const MEMCG_DEPTH_MAX: u32 = 16;
 
-/// The run's choices of the kernel's memory paths where a switch may override
-/// the kernel's own (`None`: the kernel's): [`SimConfig::vma_locks`],
-/// [`SimConfig::lru_drain`], [`SimConfig::memcg_depth`].
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct MmChoices {
-    pub(super) vma_locks: Option<bool>,
-    pub(super) lru_drain: Option<bool>,
-    pub(super) memcg_depth: Option<u32>,
-}
-
 impl KernelWork {
     /// Returns the folios a `folio_batch` holds in the kernel modelled
     /// ([`Kernel::lru_batch`]): the LRU-add batch's size, and reclaim's list
@@ -183,8 +173,8 @@ impl KernelWork {
     /// with faults under their VMA's lock as `vma_locks` says and zaps that
     /// drain the LRU-add batch as `lru_drain` says, its tasks `memcg_depth`
     /// cgroup levels below the root (`None`: as the preset's kernel does).
-    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, switches: MmChoices) -> Self {
-        let MmChoices { vma_locks, lru_drain, memcg_depth } = switches;
+    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, switches: KernelChoices) -> Self {
+        let KernelChoices { vma_locks, lru_drain, memcg_depth, .. } = switches;
         let depth = match preset.kernel {
             Kernel::FreeBsd(_) => 0,
             Kernel::Linux(..) => memcg_depth.unwrap_or(preset.kernel.memcg_depth()),
@@ -636,7 +626,8 @@ mod tests {
         let run_with = |kernel: Kernel, lru_drain: Option<bool>| {
             let mut p = preset::named("altra");
             p.kernel = kernel;
-            let cfg = SimConfig { max_mms: 2, lru_drain, ..SimConfig::quiet(p, THREADS, 1) };
+            let kernel = KernelChoices { lru_drain, ..KernelChoices::default() };
+            let cfg = SimConfig { max_mms: 2, kernel, ..SimConfig::quiet(p, THREADS, 1) };
             let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
             let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
             sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
@@ -671,7 +662,8 @@ mod tests {
         let run = |kernel: Kernel, memcg_depth: Option<u32>| {
             let mut p = preset::named("altra");
             p.kernel = kernel;
-            let cfg = SimConfig { max_mms: 2, memcg_depth, ..SimConfig::quiet(p, THREADS, 1) };
+            let kernel = KernelChoices { memcg_depth, ..KernelChoices::default() };
+            let cfg = SimConfig { max_mms: 2, kernel, ..SimConfig::quiet(p, THREADS, 1) };
             let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
             let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
             sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
@@ -717,7 +709,7 @@ mod tests {
     fn the_bandwidth_budget_moves_pages_to_the_next_window_with_room() {
         let mut p = preset::named("altra");
         p.mem_bw_gbs = 4096.0 * 4.5 * p.freq_ghz / BW_WINDOW as f64 / MEM_BW_SUSTAINED;
-        let mut kw = KernelWork::new(&p, 2, 80, MmChoices::default());
+        let mut kw = KernelWork::new(&p, 2, 80, KernelChoices::default());
         assert_eq!(kw.bw_pages, 4);
         assert_eq!(kw.reserve_bandwidth(0, 100, 3), 100);
         // One page left in the first window, then the next window.

@@ -157,7 +157,7 @@ impl Sim {
         MprotectRule {
             grants,
             gathers: kernel.mprotect_gathers(),
-            arch: self.cfg.pte_needs_flush.unwrap_or(kernel.pte_needs_flush(arch)),
+            arch: self.cfg.kernel.pte_needs_flush.unwrap_or(kernel.pte_needs_flush(arch)),
             in_place: write && grants && kernel.mprotect_upgrades_in_place(),
         }
     }

@@ -75,7 +75,8 @@ struct Left {
 fn run(preset: &str, kernel: Kernel, rule: Option<bool>, steps: &[Step]) -> Left {
     let mut p = preset::named(preset);
     p.kernel = kernel;
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, pte_needs_flush: rule, ..SimConfig::quiet(p, 1, 1) };
+    let kernel = KernelChoices { pte_needs_flush: rule, ..KernelChoices::default() };
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel, ..SimConfig::quiet(p, 1, 1) };
     let mut sim = match cfg.preset.arch {
         Arch::Arm64 => Sim::new(cfg, LinuxArm64::new(1, 4, 16, false).unwrap()),
         Arch::X86_64 => Sim::new(cfg, LinuxX86::new(1, 4, true)),

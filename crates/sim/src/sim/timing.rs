@@ -2,11 +2,14 @@
 //! demand walks and of page faults so far, which a multi-page touch reads to
 //! overlap its walks and keep its faults serial (`sim/access.rs`), and the
 //! spread of compute and system-call times
-//! ([`Sim::set_jitter`](super::Sim::set_jitter)).
+//! ([`Sim::set_jitter`](super::Sim::set_jitter)), and how a core's threads
+//! share its speed (`sim/smt.rs`).
 //!
 //! The counters only grow, except where a fault's time replaces what walks
 //! inside it counted ([`Timing::fault_since`]): a touch's walk and fault time is
 //! the difference of two [`Timing::mark`]s.
+
+use super::smt::Smt;
 
 /// The walk and fault cycles a run has counted, and its jitter.
 pub(super) struct Timing {
@@ -17,6 +20,8 @@ pub(super) struct Timing {
     /// The spread of compute and system-call times
     /// ([`Sim::set_jitter`](super::Sim::set_jitter)): 0 draws nothing.
     jitter: f64,
+    /// How a core's threads share its speed, where they do (`sim/smt.rs`).
+    smt: Option<Smt>,
 }
 
 /// The walk and fault cycles at one moment ([`Timing::mark`]).
@@ -31,7 +36,7 @@ pub(super) struct TimingMark {
 impl Timing {
     /// Returns a run's timing before its first event: nothing counted, no jitter.
     pub(super) fn new() -> Self {
-        Timing { walk_cycles: 0, fault_cycles: 0, jitter: 0.0 }
+        Timing { walk_cycles: 0, fault_cycles: 0, jitter: 0.0, smt: None }
     }
 
     /// Returns the walk and fault cycles counted so far: a touch's start, whose
@@ -67,6 +72,22 @@ impl Timing {
     pub(super) fn fault_since(&mut self, mark: TimingMark, cycles: u64) {
         self.walk_cycles = mark.walk;
         self.fault_cycles = mark.fault + cycles;
+    }
+
+    /// Sets how a core's threads share its speed (`None`: a core each).
+    pub(super) fn set_smt(&mut self, smt: Option<Smt>) {
+        self.smt = smt;
+    }
+
+    /// Returns how a core's threads share its speed, where they do.
+    pub(super) fn smt(&self) -> Option<&Smt> {
+        self.smt.as_ref()
+    }
+
+    /// Returns how a core's threads share its speed, where they do, to begin
+    /// an event with.
+    pub(super) fn smt_mut(&mut self) -> Option<&mut Smt> {
+        self.smt.as_mut()
     }
 
     /// Sets the spread of compute and system-call times: a factor from

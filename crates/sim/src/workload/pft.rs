@@ -20,7 +20,12 @@
 //! launcher sets `comm->go`, then run `pft_loop`: the default (no `-z`, no
 //! `-l`, `-c 1`) writes one byte at the start of each page of its part (one
 //! write fault each, allocating and zeroing the page). mmtests gives no `-a`,
-//! so tests are not bound. The launcher runs test 0 itself.
+//! so tests are not bound: the model places test `j` where Linux's scheduler
+//! puts a waking task on an otherwise idle machine, an idle core first
+//! (`select_idle_core`), so the tests take every core's first thread before a
+//! second one, as will-it-scale's binding does (`will_it_scale::Binding`; on a
+//! machine of one thread per core, or with `smt=off`, test `j` runs on CPU
+//! `j`). The launcher runs test 0 itself.
 //!
 //! It prints `fault/wsec`, the pages over the wall time from the earliest
 //! test's start to the latest test's end (`update_walltime_and_rusage`), and
@@ -61,6 +66,7 @@
 //! and do not start together, and the RCU walk of `lock_vma_under_rcu` costs
 //! what `find_vma` does (the preset's `fault_path`).
 
+use super::will_it_scale::Binding;
 use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
@@ -177,7 +183,7 @@ impl Program for Test {
 /// opens the gate and runs test 0.
 struct Launcher {
     tasks: u64,
-    cpus: usize,
+    bind: Binding,
     pages: u64,
     region: u64,
     gate: u32,
@@ -225,7 +231,7 @@ impl Program for Launcher {
                 false => (Some(self.region + j * self.pages * 4096), 0),
             };
             let t = Test { gate: Some(self.gate), va, pages: self.pages, step: 0, done: 0, premap };
-            return Op::Sys(Sys::CloneOn(j as usize % self.cpus, Box::new(t)));
+            return Op::Sys(Sys::CloneOn(self.bind.cpu(j), Box::new(t)));
         }
         if self.opened < others {
             self.opened += 1;
@@ -260,7 +266,8 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         return Ok(());
     }
     let own_vmas = VMAS.of(p);
-    let l = Launcher { tasks, cpus, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
+    let bind = Binding::of(sim);
+    let l = Launcher { tasks, bind, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
     sim.spawn(Box::new(l))?;
     Ok(())
 }

@@ -37,8 +37,9 @@
 //! a small part of it).
 //!
 //! What stays different: hwloc binds a task to a *core* (both SMT siblings),
-//! the model to one CPU, which `smt` places as hwloc's core order would
-//! (`Binding`); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
+//! the model to one CPU, placed as hwloc's core order would on a machine whose
+//! cores run two threads (`Binding`, with the run's threads per core: `--set
+//! smt`); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
 //! increment writes the one counters page.
 
 use super::{Count, ParamDef, Params};
@@ -65,17 +66,6 @@ pub(crate) const MODE: Count = Count(ParamDef {
     doc: "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
 });
 
-/// The `smt` parameter: how hwloc's core binding places tasks on a machine
-/// with SMT, which the simulator models as one CPU per hardware thread.
-pub(crate) const SMT: Count = Count(ParamDef {
-    key: "smt",
-    default: 1.0,
-    min: 1.0,
-    max: 8.0,
-    doc: "hardware threads per core (1: task i on CPU i; 2, skx8170 as 0-day runs it: task i on core i % cores, \
-          each socket's cores in turn, a core's second thread only past every core's first)",
-});
-
 /// The iterations of each task of the file-mapping benchmarks (`tlb_flush1`
 /// and `tlb_flush3`, whose parameters are the same).
 pub(crate) const FILE_ITERS: Count = Count(ParamDef {
@@ -97,11 +87,11 @@ pub(crate) const FILE_PAGES: Count = Count(ParamDef {
 
 /// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
 /// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
-/// with `smt` threads per core 0-day's `nr_task=50%` puts one task on every
+/// with two threads per core 0-day's `nr_task=50%` puts one task on every
 /// core of both sockets. The simulator numbers a socket's hardware threads
-/// together (socket 0's first), one CPU each; a core's `k`-th thread is taken
-/// to be CPU `k * cores_per_socket + core` of its socket, as Linux numbers
-/// them. With `smt` 1, task `i` runs on CPU `i % cpus`.
+/// together (socket 0's first), one CPU each; a core's `k`-th thread is
+/// CPU `k * cores + core` of its socket, as Linux numbers them (`sim/smt.rs`).
+/// With one thread per core (or `smt=off`), task `i` runs on CPU `i % cpus`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Binding {
     cpus: usize,
@@ -110,9 +100,10 @@ pub(crate) struct Binding {
 }
 
 impl Binding {
-    /// Returns the binding of `p` on `sim`'s machine.
-    pub(crate) fn of(p: &Params, sim: &Sim) -> Binding {
-        let smt = SMT.usize(p).max(1);
+    /// Returns the binding on `sim`'s machine: by core, with as many threads
+    /// to a core as the run's cores share (`--set smt`).
+    pub(crate) fn of(sim: &Sim) -> Binding {
+        let smt = sim.threads_per_core().max(1);
         let per_socket = sim.cfg.preset.cores_per_socket.max(1);
         // A socket that does not split into whole cores is bound thread by thread.
         let smt = if per_socket.is_multiple_of(smt) && sim.cfg.ncpus >= smt { smt } else { 1 };
@@ -190,7 +181,7 @@ pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
 /// Starts `p`'s tasks in `mode`, each built by `make`.
 pub(crate) fn setup(p: &Params, sim: &mut Sim, make: MakeTask) -> Result<(), Error> {
     let n = tasks(p, sim.cfg.ncpus);
-    let bind = Binding::of(p, sim);
+    let bind = Binding::of(sim);
     let prog: Box<dyn Program> = match Mode::of(p) {
         Mode::Threads => Box::new(Leader { tasks: n, bind, make, step: 0, start: 0, counters: 0, task: None }),
         Mode::Processes => Box::new(Parent { tasks: n, bind, make, step: 0, gate: 0, done: 0, counters: 0 }),

@@ -57,7 +57,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "will-it-scale context_switch1: each task and a partner on its CPU pass a byte back and forth \
                   through two pipes (threads or processes; LKP: one task per CPU)",
     origin: None,
-    params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::SMT.0, LAPS.0],
+    params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, LAPS.0],
     has_overhead: false,
     results: will_it_scale::RESULTS,
     text_params: &[],

@@ -58,7 +58,7 @@ pub const DEF: WorkloadDef = WorkloadDef {
     description: "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
                   then unmaps it (threads or processes; LKP: one task per CPU)",
     origin: None,
-    params: &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0, will_it_scale::SMT.0],
+    params: &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0],
     has_overhead: false,
     results: will_it_scale::RESULTS,
     text_params: &[],
@@ -192,13 +192,8 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
 
 /// The parameters of the testcases whose tasks each loop over a mapping of a
 /// file of their own (`tlb_flush1`, `tlb_flush3`).
-pub(crate) const FILE_PARAMS: &[ParamDef] = &[
-    will_it_scale::TASKS.0,
-    will_it_scale::MODE.0,
-    will_it_scale::SMT.0,
-    will_it_scale::FILE_ITERS.0,
-    will_it_scale::FILE_PAGES.0,
-];
+pub(crate) const FILE_PARAMS: &[ParamDef] =
+    &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::FILE_ITERS.0, will_it_scale::FILE_PAGES.0];
 
 /// Returns the entry of a file testcase (`tlb_flush1`, `tlb_flush3`): its own
 /// `setup` calls [`setup_file`], its `result` [`file_result`].
