@@ -617,24 +617,32 @@ mod tests {
         }
     }
 
+    /// The threads of [`fault_and_zap`]'s process, and the pages each faults
+    /// and zaps.
+    const THREADS: usize = 8;
+    const PAGES: u64 = 62;
+
+    /// Runs [`THREADS`] threads on an Altra under `kernel` with `choices`,
+    /// each faulting and zapping [`PAGES`] pages one at a time.
+    fn fault_and_zap(kernel: Kernel, choices: KernelChoices) -> Sim {
+        let mut p = preset::named("altra");
+        p.kernel = kernel;
+        let cfg = SimConfig { max_mms: 2, kernel: choices, ..SimConfig::quiet(p, THREADS, 1) };
+        let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
+        let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
+        sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
+        sim.run();
+        assert!(sim.error.is_none(), "{:?}", sim.error);
+        assert_eq!(sim.stats.page_faults, THREADS as u64 * PAGES);
+        sim
+    }
+
     #[test]
     fn a_zap_drains_the_cpus_lru_batch_until_v6_14_and_not_from_v6_15() {
         assert!(Kernel::Linux(4, 14).drains_lru_at_zap() && Kernel::Linux(6, 14).drains_lru_at_zap());
         assert!(!Kernel::Linux(6, 15).drains_lru_at_zap() && !Kernel::FreeBsd(14).drains_lru_at_zap());
-        const THREADS: usize = 8;
-        const PAGES: u64 = 62;
         let run_with = |kernel: Kernel, lru_drain: Option<bool>| {
-            let mut p = preset::named("altra");
-            p.kernel = kernel;
-            let kernel = KernelChoices { lru_drain, ..KernelChoices::default() };
-            let cfg = SimConfig { max_mms: 2, kernel, ..SimConfig::quiet(p, THREADS, 1) };
-            let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
-            let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
-            sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
-            sim.run();
-            assert!(sim.error.is_none(), "{:?}", sim.error);
-            assert_eq!(sim.stats.page_faults, THREADS as u64 * PAGES);
-            sim
+            fault_and_zap(kernel, KernelChoices { lru_drain, ..KernelChoices::default() })
         };
         let run = |kernel: Kernel| run_with(kernel, None);
         // v6.14 and v6.15 differ in nothing else the simulator models. Under
@@ -657,19 +665,8 @@ mod tests {
         assert_eq!(Kernel::Linux(4, 15).memcg_depth(), 0);
         assert_eq!(Kernel::Linux(4, 16).memcg_depth(), 2);
         assert_eq!(Kernel::FreeBsd(14).memcg_depth(), 0);
-        const THREADS: usize = 8;
-        const PAGES: u64 = 62;
         let run = |kernel: Kernel, memcg_depth: Option<u32>| {
-            let mut p = preset::named("altra");
-            p.kernel = kernel;
-            let kernel = KernelChoices { memcg_depth, ..KernelChoices::default() };
-            let cfg = SimConfig { max_mms: 2, kernel, ..SimConfig::quiet(p, THREADS, 1) };
-            let mut sim = Sim::new(cfg, LinuxArm64::new(THREADS, 4, 16, false).unwrap());
-            let own = FaultAndZap { pages: PAGES, va: 0, step: 0 };
-            sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
-            sim.run();
-            assert!(sim.error.is_none(), "{:?}", sim.error);
-            sim
+            fault_and_zap(kernel, KernelChoices { memcg_depth, ..KernelChoices::default() })
         };
         let transfers = |sim: &Sim| sim.m.counters.line_transfers;
         // Each one-page madvise uncharges its page from every counter at
@@ -685,7 +682,7 @@ mod tests {
         assert!(first >= uncharges && first <= 3 * uncharges, "two counters moved {first} more lines than none");
         assert!(second >= uncharges / 2 && second <= 2 * uncharges, "a third counter moved {second} more lines");
         assert!(root.end < one.end && one.end < two.end, "{} {} {}", root.end, one.end, two.end);
-        // The kernel's time decides by default; FreeBSD has no memory cgroups.
+        // The kernel's time decides by default.
         assert_eq!(run(kernel, None).end, two.end);
         assert_eq!(run(Kernel::Linux(4, 14), None).end, run(Kernel::Linux(4, 14), Some(0)).end);
         // A memory limit is a cgroup's: tasks in the root move below it.
