@@ -240,7 +240,7 @@ impl Kernel {
     }
 
     /// Returns how many memory-cgroup levels below the root a benchmark's
-    /// tasks run at by default ([`crate::sim::SimConfig::memcg_depth`]). A
+    /// tasks run at by default ([`crate::sim::KernelChoices::memcg_depth`]). A
     /// Linux task in the root cgroup is never charged (`try_charge` returns
     /// at once for the root, and `uncharge_folio` adds nothing for it); one
     /// `d` levels down charges the page counters of its cgroup, of every

@@ -13,7 +13,7 @@
 //!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
 //!   while a writer holds it. FreeBSD's `vm_fault` holds its map's lock
 //!   (`vm_map_lock_read`) only for the lookup.
-//! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`SimConfig::vma_locks`]):
+//! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`KernelChoices::vma_locks`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
 //!   control it", "mm: introduce lock_vma_under_rcu to be used from

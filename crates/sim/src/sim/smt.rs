@@ -17,7 +17,10 @@
 //! What stays apart: the siblings' TLBs and page walkers are each CPU's own
 //! (Intel's are competitively shared between the threads, their entries
 //! tagged by thread), and the scheduler does not prefer an idle core to an
-//! idle sibling. `--set smt=off` runs every CPU as a core of its own, as the
+//! idle sibling. The costs are chosen once per event, by the CPU the event is
+//! on: the IPI handlers a sender's event runs on other CPUs
+//! (`Machine::deliver`) take the sender's, and a long computation keeps the
+//! speed it started at when the sibling stops or starts. `--set smt=off` runs every CPU as a core of its own, as the
 //! model did before siblings shared anything.
 
 use crate::preset::{Costs, Preset};
