@@ -74,6 +74,11 @@ pub enum Sys {
         pages: u64,
         /// Whether the mapping is writable.
         write: bool,
+        /// Whether it is private (`MAP_PRIVATE`): a read maps the page cache's
+        /// page read-only, and a write copies it to a page of the mapping's
+        /// own, which the page cache never sees (copy-on-write); otherwise
+        /// shared.
+        private: bool,
     },
     /// Maps `pages` anonymous pages at `va` (page-aligned, below
     /// [`USER_VA_END`]), replacing whatever the range mapped, as Linux's `mmap`

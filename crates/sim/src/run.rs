@@ -206,7 +206,7 @@ impl Metrics {
             full_flushes: 0,
             syscalls: 0,
             events: 0,
-            smt_shared_cycles: None,
+            smt_shared_cycles: report,
             contpte: ContpteMetrics {
                 contpte_fills: report,
                 folios: report,

@@ -97,6 +97,8 @@ mod migrate;
 mod mmap;
 #[cfg(test)]
 mod mprotect_tests;
+#[cfg(test)]
+mod private_file_tests;
 mod process;
 mod ptemem;
 mod reclaim;
@@ -414,8 +416,12 @@ struct Vma {
     start: u64,
     pages: u64,
     write: bool,
-    /// The file it maps (shared), if any.
+    /// The file it maps, if any.
     file: Option<u32>,
+    /// Whether its file is mapped privately (`MAP_PRIVATE`): a read maps the
+    /// page cache's page read-only, a write copies it to a page of the
+    /// mapping's own (`do_cow_fault`, `wp_page_copy`).
+    cow: bool,
     /// The file page at `start`.
     pgoff: u64,
 }

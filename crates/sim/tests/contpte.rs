@@ -93,7 +93,7 @@ impl Program for Script {
                 }
                 Step::MmapFile(slot, file, pages) => {
                     self.filling = Some(slot);
-                    Op::Sys(Sys::MmapFile { file, pages, write: true })
+                    Op::Sys(Sys::MmapFile { file, pages, write: true, private: false })
                 }
                 Step::Touch(s, first, pages, write) => Op::Touch { va: self.va(s, first), pages, write },
                 Step::Mprotect(s, first, pages, write) => {

@@ -551,7 +551,9 @@ impl Sim {
         if write && !cur.writable() {
             let mut mem = KernelPtes::new(self, cpu, now, "write-fault");
             let orig = arch::ptep_get(&mut mem, mm, VirtAddr(page));
-            if vma.file.is_none() && mem.sim.frames.refs(orig.pfn) > 1 {
+            // A private file mapping's page-cache page is shared with the cache.
+            let mut copied = None;
+            if (vma.file.is_none() || vma.cow) && mem.sim.frames.refs(orig.pfn) > 1 {
                 // wp_page_copy: the copy first, then ptep_clear_flush and the new PTE.
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
                 mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
@@ -567,11 +569,16 @@ impl Sim {
                 if old.valid() {
                     sim.frames.put(old.pfn, 0);
                 }
+                copied = Some(pfn);
             } else {
                 let entry = PteVal::new(orig.pfn, orig.flags | P_WRITE | P_DIRTY | P_ACCESS);
                 arch::ptep_set_access_flags(&mut mem, mm, VirtAddr(page), entry, true);
             }
             let (t, owed) = mem.finish();
+            if let (Some(pfn), true) = (copied, vma.cow) {
+                // The copy of a file's page is the mapping's own anonymous page.
+                self.memcg_add(mm, page, pfn, 1);
+            }
             return self.flush_unflushed(cpu, mm, "write-fault", owed, t);
         }
         // A stale, weaker entry: the PTE already allows the access.
@@ -590,14 +597,18 @@ impl Sim {
     fn fault_map(&mut self, cpu: usize, mm: MmId, vma: Vma, page: u64, write: bool, mut now: u64) -> u64 {
         let block = page & !(BLOCK - 1);
         let file_page = |a: u64| vma.pgoff + (a - vma.start) / 4096;
-        let mut fits = self.folios() && block >= vma.start && block + BLOCK <= vma.end();
+        // A private file mapping's faults map base pages (its large folios are not modelled).
+        let mut fits = self.folios() && !vma.cow && block >= vma.start && block + BLOCK <= vma.end();
         if let (true, Some(_)) = (fits, vma.file) {
             fits = file_page(block) % CONT_PTES == 0;
         }
         let mut flags = P_VALID | P_USER | P_ACCESS;
-        if vma.write {
+        // A private file mapping's read maps the page cache's page read-only;
+        // its write maps the copy (`do_cow_fault`), dirty as an anonymous page.
+        let copy = vma.cow && write;
+        if vma.write && (!vma.cow || write) {
             flags |= P_WRITE;
-            if vma.file.is_none() && write {
+            if (vma.file.is_none() || copy) && write {
                 flags |= P_DIRTY;
             }
         }
@@ -611,6 +622,14 @@ impl Sim {
         }
         let (va, nr) = if fits { (block, CONT_PTES) } else { (page, 1) };
         let pfn = match vma.file {
+            Some(f) if copy => {
+                // The file's page into the page cache first, then the copy.
+                let (_, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
+                let pfn = mem.sim.alloc_frame(cpu, t);
+                mem.now = mem.sim.kalloc_work(cpu, 1, false, t);
+                mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
+                pfn
+            }
             Some(f) => {
                 let (pfn, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
                 mem.now = t;
@@ -629,7 +648,7 @@ impl Sim {
                 pfn
             }
         };
-        if vma.file.is_some() {
+        if vma.file.is_some() && !copy {
             for i in 0..nr {
                 mem.sim.frames.get(pfn + i);
             }
@@ -651,6 +670,8 @@ impl Sim {
         if vma.file.is_none() {
             self.memcg_add(mm, va, pfn, nr);
             now = self.note_swapin(mm, va, nr, now);
+        } else if copy {
+            self.memcg_add(mm, va, pfn, nr);
         }
         self.flush_unflushed(cpu, mm, "fault", owed, now)
     }

@@ -8,9 +8,9 @@ impl Sim {
     /// given) above the address space's previous ones; returns its address. With
     /// large folios the start is 64 KB-aligned, so that every whole block of it
     /// can be mapped by one folio.
-    pub(super) fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>) -> u64 {
+    pub(super) fn mmap(&mut self, mm: MmId, pages: u64, write: bool, file: Option<u32>, cow: bool) -> u64 {
         let folios = self.cont.mode != ContMode::Off;
-        self.kern.mm_mut(mm).map_above(pages, write, file, folios.then_some(CONT_PTES * 4096))
+        self.kern.mm_mut(mm).map_above(pages, write, file, cow, folios.then_some(CONT_PTES * 4096))
     }
 
     /// `mmap(MAP_FIXED)` of `pages` anonymous pages at `va`: what the range
@@ -29,7 +29,7 @@ impl Sim {
             self.kern.mm_mut(mm).retain_vmas_outside(va, end);
             now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
         }
-        self.kern.mm_mut(mm).map_fixed(Vma { start: va, pages, write, file: None, pgoff: 0 });
+        self.kern.mm_mut(mm).map_fixed(Vma { start: va, pages, write, file: None, cow: false, pgoff: 0 });
         now
     }
 
@@ -82,7 +82,7 @@ impl Sim {
         // simulated kernel has, wants no write notification, so its
         // `vm_page_prot` is writable).
         let shared: Vec<(u64, u64)> = (self.kern.mm(mm).vmas().iter())
-            .filter(|v| rule.grants && v.file.is_some() && v.end() > va && v.start < end)
+            .filter(|v| rule.grants && v.file.is_some() && !v.cow && v.end() > va && v.start < end)
             .map(|v| (v.start, v.end()))
             .collect();
         let mut changed = Vec::new();

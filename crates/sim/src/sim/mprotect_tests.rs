@@ -42,7 +42,7 @@ impl Program for Script {
                 self.private = ret;
                 Op::Touch { va: ret, pages: 4, write: true }
             }
-            3 => Op::Sys(Sys::MmapFile { file: 0, pages: 4, write: true }),
+            3 => Op::Sys(Sys::MmapFile { file: 0, pages: 4, write: true, private: false }),
             4 => {
                 self.shared = ret;
                 Op::Touch { va: ret, pages: 4, write: true }

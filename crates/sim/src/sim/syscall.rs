@@ -74,12 +74,12 @@ impl Sim {
         let mm = self.scheduler.thread(tid).mm();
         match s {
             Sys::Mmap { pages, write } => {
-                let va = self.mmap(mm, pages, write, None);
+                let va = self.mmap(mm, pages, write, None, false);
                 self.scheduler.thread_mut(tid).set_return(va);
                 now + c.kernel.fault_path
             }
-            Sys::MmapFile { file, pages, write } => {
-                let va = self.mmap(mm, pages, write, Some(file));
+            Sys::MmapFile { file, pages, write, private } => {
+                let va = self.mmap(mm, pages, write, Some(file), private);
                 self.scheduler.thread_mut(tid).set_return(va);
                 now + c.kernel.fault_path
             }

@@ -153,7 +153,7 @@ impl Program for Worker {
                 self.server.left.set(left - 1);
                 Op::Mark("request_start")
             }
-            4 => Op::Sys(Sys::MmapFile { file: self.file, pages: self.pages, write: false }),
+            4 => Op::Sys(Sys::MmapFile { file: self.file, pages: self.pages, write: false, private: false }),
             5 => {
                 self.va = ret;
                 Op::Touch { va: ret, pages: self.pages, write: false }

@@ -119,7 +119,7 @@ impl Program for Compiler {
             4 => Op::Touch { va: STACK_VA, pages: 4, write: true },
             5 => Op::Sys(Sys::Mmap { pages: s.heap_pages, write: true }),
             6 => Op::Touch { va: ret, pages: s.heap_pages, write: true },
-            7 => Op::Sys(Sys::MmapFile { file: FILE, pages: s.file_pages, write: true }),
+            7 => Op::Sys(Sys::MmapFile { file: FILE, pages: s.file_pages, write: true, private: false }),
             8 => {
                 self.file = ret;
                 Op::Touch { va: self.file, pages: s.file_pages, write: false }

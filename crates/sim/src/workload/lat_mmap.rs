@@ -169,7 +169,7 @@ impl Program for Mapper {
         let n = self.m.touches();
         self.part += 1;
         match self.part {
-            1 => Op::Sys(Sys::MmapFile { file: FILE, pages: self.m.pages, write: true }),
+            1 => Op::Sys(Sys::MmapFile { file: FILE, pages: self.m.pages, write: true, private: false }),
             p if p <= n + 1 => {
                 if p == 2 {
                     self.va = ret;

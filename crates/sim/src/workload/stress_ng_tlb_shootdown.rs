@@ -439,7 +439,7 @@ impl Parent {
         let n = self.children;
         Some(match self.step {
             1 => Op::Mark("start"),
-            2 => Op::Sys(Sys::MmapFile { file: STATS_FILE, pages: 1, write: true }),
+            2 => Op::Sys(Sys::MmapFile { file: STATS_FILE, pages: 1, write: true, private: false }),
             3 => {
                 i.stats.set(ret);
                 Op::Touch { va: ret, pages: 1, write: true }
@@ -447,11 +447,11 @@ impl Parent {
             // The temporary file's name takes one number from the generator.
             4 => {
                 self.rng.next32();
-                Op::Sys(Sys::MmapFile { file: self.files.1, pages: FD_PAGES, write: true })
+                Op::Sys(Sys::MmapFile { file: self.files.1, pages: FD_PAGES, write: true, private: false })
             }
             5 => {
                 i.memfd.set(ret);
-                Op::Sys(Sys::MmapFile { file: self.files.0, pages: i.pages, write: true })
+                Op::Sys(Sys::MmapFile { file: self.files.0, pages: i.pages, write: true, private: false })
             }
             6 => {
                 i.mem.set(ret);

@@ -57,7 +57,7 @@ impl Program for Unit {
                 self.stage = Stage::Touch;
                 match self.mapping {
                     Mapping::Anon => Op::Sys(Sys::Mmap { pages: self.pages, write }),
-                    Mapping::File(file) => Op::Sys(Sys::MmapFile { file, pages: self.pages, write }),
+                    Mapping::File(file) => Op::Sys(Sys::MmapFile { file, pages: self.pages, write, private: false }),
                 }
             }
             Stage::Touch => {

@@ -110,13 +110,23 @@ impl Binding {
         Binding { cpus: sim.cfg.ncpus.max(1), per_socket, smt }
     }
 
-    /// Returns the CPU task `i` is bound to.
+    /// Returns the CPU task `i` is bound to: the run's CPUs in hwloc's order
+    /// (every core's first thread, socket by socket, then every core's
+    /// second), task `i` on the `i`-th, round again past the last. A run of
+    /// fewer CPUs than the machine has only the CPUs it numbers.
     pub(crate) fn cpu(&self, i: u64) -> usize {
-        let cores = (self.cpus / self.smt).max(1) as u64;
-        let core_per_socket = (self.per_socket / self.smt) as u64;
-        let (j, thread) = (i % cores, (i / cores) % self.smt as u64);
-        let (socket, core) = (j / core_per_socket, j % core_per_socket);
-        ((socket * self.per_socket as u64 + thread * core_per_socket + core) % self.cpus as u64) as usize
+        let order = self.order();
+        order.clone().nth((i % order.count().max(1) as u64) as usize).unwrap_or(0)
+    }
+
+    /// The run's CPUs in the order tasks take them.
+    fn order(&self) -> impl Iterator<Item = usize> + Clone {
+        let (cpus, per_socket, smt) = (self.cpus, self.per_socket, self.smt);
+        let cores = per_socket / smt;
+        let sockets = cpus.div_ceil(per_socket);
+        (0..smt)
+            .flat_map(move |k| (0..sockets).flat_map(move |s| (0..cores).map(move |c| s * per_socket + k * cores + c)))
+            .filter(move |&c| c < cpus)
     }
 }
 
@@ -280,7 +290,7 @@ impl Program for Parent {
         self.step += 1;
         let n = self.tasks;
         match self.step {
-            1 => Op::Sys(Sys::MmapFile { file: COUNTERS_FILE, pages: 1, write: true }),
+            1 => Op::Sys(Sys::MmapFile { file: COUNTERS_FILE, pages: 1, write: true, private: false }),
             2 => {
                 self.counters = ret;
                 Op::Touch { va: self.counters, pages: 1, write: true }
@@ -354,6 +364,16 @@ mod tests {
         let mut all = cpus.clone();
         all.sort_unstable();
         assert_eq!(all, (0..104).collect::<Vec<_>>(), "every CPU once");
+    }
+
+    #[test]
+    fn a_run_of_fewer_cpus_binds_to_the_cpus_it_has() {
+        // 8 CPUs of skx8170: the first threads of socket 0's first 8 cores.
+        let b = Binding { cpus: 8, per_socket: 52, smt: 2 };
+        assert_eq!((0..10).map(|i| b.cpu(i)).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]);
+        // 30 CPUs: socket 0's 26 cores' first threads, then the second threads of cores 0 to 3.
+        let b = Binding { cpus: 30, per_socket: 52, smt: 2 };
+        assert_eq!((24..30).map(|i| b.cpu(i)).collect::<Vec<_>>(), [24, 25, 26, 27, 28, 29]);
     }
 
     #[test]

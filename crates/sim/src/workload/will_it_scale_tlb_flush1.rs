@@ -19,22 +19,23 @@
 //! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
 //! processes), each bound to its CPU; each runs `iters` iterations over
 //! mappings of `pages` pages (the `tlb_flush2` loop,
-//! `will_it_scale_tlb_flush2::FlushLoop`). A mapping is written,
-//! advised and read as an anonymous private one: the simulator has no private
-//! file mappings, and what this testcase flushes is the private anonymous copy
-//! a write makes. Fixed work instead of fixed time: at the default 512
-//! iterations of a 32768-page mapping no `munmap` falls in the run, as none
-//! falls in 63 of every 64 such stretches of the real loop: one full flush and
-//! a 128 MiB unmap per 32768 iterations is an estimated 1% of the time or less
-//! (32768 present PTEs zapped at tens of nanoseconds each, against a few
-//! microseconds or more per iteration); `iters` at a multiple of `pages`
-//! includes them.
+//! `will_it_scale_tlb_flush2::FlushLoop`) over a private mapping of its own
+//! file (`Sys::MmapFile` with `private`): the write fault reads the file's page
+//! into the page cache (a sparse file's: a zeroed page, charged and put on the
+//! LRU as a file page) and copies it to a page of the mapping's own
+//! (`do_cow_fault`); the `madvise` zaps and frees that copy; the read fault
+//! maps the page cache's page read-only, with the cached pages around it
+//! (`do_read_fault`, fault-around). Fixed work instead of fixed time: at the
+//! default 512 iterations of a 32768-page mapping no `munmap` falls in the
+//! run, as none falls in 63 of every 64 such stretches of the real loop: one
+//! full flush and a 128 MiB unmap per 32768 iterations is an estimated 1% of
+//! the time or less (32768 present PTEs zapped at tens of nanoseconds each,
+//! against a few microseconds or more per iteration); `iters` at a multiple of
+//! `pages` includes them.
 //!
-//! What stays different: the write fault allocates a zeroed page where Linux
-//! looks the file's page up in the page cache (allocating it on the first
-//! touch of a sparse file) and copies it; the read fault allocates a page where
-//! Linux maps the page cache's (and may map neighbours, fault-around); the
-//! file's page cache is not modelled. The harness's differences are its own.
+//! What stays different: the file is the simulator's page cache (a tmpfs
+//! file in effect, as will-it-scale's `/tmp` is on 0-day's machines); the
+//! harness's differences are its own.
 //!
 //! Results, as `tlb_flush2`'s: `ops_per_s` (will-it-scale's `average:`, 0-day's
 //! `workload`), `per_thread_ops` and `tlb_share`.
@@ -47,6 +48,6 @@ pub const DEF: WorkloadDef = file_def(
     "will_it_scale_tlb_flush1",
     "will-it-scale tlb_flush1: each task maps its own 128 MiB file privately, writes, \
      madvise(DONTNEED)s and reads each page (threads or processes; LKP: one task per CPU)",
-    |p, _, sim, _| setup_file(p, sim, |_| Backing::Anon),
+    |p, _, sim, _| setup_file(p, sim, |at| Backing::PrivateFile(at.index as u32 + 1)),
     |p, main, _| file_result(DEF.name, p, main),
 );

@@ -71,11 +71,12 @@ pub const DEF: WorkloadDef = WorkloadDef {
 /// What a task's mapping is backed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backing {
-    /// Anonymous private memory (`tlb_flush2`; `tlb_flush1`'s private file
-    /// mapping once written, see its module).
+    /// Anonymous private memory (`tlb_flush2`).
     Anon,
     /// A shared mapping of the task's own file (`tlb_flush3`).
     File(u32),
+    /// A private mapping of the task's own file (`tlb_flush1`).
+    PrivateFile(u32),
 }
 
 /// One task's loop: map `pages`, then per page store, `madvise`, load and
@@ -131,7 +132,10 @@ impl Program for FlushLoop {
                     self.part = 0;
                     return Op::Sys(match self.backing {
                         Backing::Anon => Sys::Mmap { pages: self.pages, write: true },
-                        Backing::File(file) => Sys::MmapFile { file, pages: self.pages, write: true },
+                        Backing::File(file) => Sys::MmapFile { file, pages: self.pages, write: true, private: false },
+                        Backing::PrivateFile(file) => {
+                            Sys::MmapFile { file, pages: self.pages, write: true, private: true }
+                        }
                     });
                 }
                 Stage::Pages => {

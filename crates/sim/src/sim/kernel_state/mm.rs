@@ -115,13 +115,20 @@ impl Mm {
     }
 
     /// `mmap`: places a mapping of `pages` pages (of `file` from its start,
-    /// if given) above the previous ones, its start a multiple of `align`
-    /// bytes if given, the next placement 16 pages past its end; returns its
-    /// address.
-    pub(in crate::sim) fn map_above(&mut self, pages: u64, write: bool, file: Option<u32>, align: Option<u64>) -> u64 {
+    /// if given, privately if `cow`) above the previous ones, its start a
+    /// multiple of `align` bytes if given, the next placement 16 pages past its
+    /// end; returns its address.
+    pub(in crate::sim) fn map_above(
+        &mut self,
+        pages: u64,
+        write: bool,
+        file: Option<u32>,
+        cow: bool,
+        align: Option<u64>,
+    ) -> u64 {
         let va = align.map_or(self.mmap_next, |a| self.mmap_next.next_multiple_of(a));
         self.mmap_next = va + (pages + 16) * 4096;
-        self.vmas.push(Vma { start: va, pages, write, file, pgoff: 0 });
+        self.vmas.push(Vma { start: va, pages, write, file, cow: cow && file.is_some(), pgoff: 0 });
         va
     }
 
