@@ -472,9 +472,12 @@ pub fn check(spec: &RunSpec) -> Result<(), Error> {
 /// Returns the names of the figures a run of `spec` reports, after checking
 /// `spec`: its workload's results (the headline first), then the metrics.
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
-    let Resolved { wl, mp, .. } = resolve(spec)?;
+    let Resolved { preset, wl, mp, .. } = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
-    let zero = Metrics::zero(mp.contpte.report);
+    let mut zero = Metrics::zero(mp.contpte.report);
+    // Only a run whose cores' threads share them reports the cycles they did.
+    let shared = preset.threads.per_core > 1 && mp.smt != Some(false);
+    zero.smt_shared_cycles = shared.then_some(0);
     // A struct of numbers always serialises, to an object.
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&zero) {
         names.extend(m.into_iter().map(|(k, _)| k));
@@ -590,6 +593,25 @@ mod tests {
             let out = run(&spec).unwrap_or_else(|e| panic!("{}: {e}", p.name));
             assert_eq!(out.violations_total, 0, "{}", p.name);
             assert!(out.metrics.context_switches > 0, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn a_run_names_the_metrics_it_reports_with_and_without_smt() {
+        for (sets, smt) in [(vec![], true), (vec!["smt=off".to_string()], false)] {
+            let spec = RunSpec {
+                machine: "skx8170".into(),
+                cpus: 2,
+                policy: "x86-linux-pcid".into(),
+                workload: "lat_ctx".into(),
+                sets: [vec!["procs=4".to_string(), "rounds=3".to_string()], sets].concat(),
+                seed: 1,
+                strict: false,
+            };
+            let names = metric_names(&spec).unwrap();
+            let figures = run(&spec).unwrap().metric_values();
+            assert_eq!(names.len(), figures.len(), "{names:?}");
+            assert_eq!(figures.contains_key("smt_shared_cycles"), smt);
         }
     }
 }
