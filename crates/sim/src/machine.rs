@@ -181,6 +181,33 @@ pub struct Machine {
     root_releases: u64,
     /// Lazy flushes ([`Hw::defer_flush`]).
     pub lazy: LazyFlushes,
+    /// Where a core's threads share it: an interrupt's costs on a core alone
+    /// and on one whose other thread runs a task ([`Machine::set_smt_irq`]).
+    smt_irq: Option<SmtIrq>,
+}
+
+/// What an interrupt costs the CPU it lands on besides its handler's work:
+/// the entry, a call-function request's dispatch, the exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqCosts {
+    /// `exception_entry`.
+    pub entry: u64,
+    /// `ipi_handle`.
+    pub dispatch: u64,
+    /// `exception_exit`.
+    pub exit: u64,
+}
+
+/// A machine whose cores' threads share them (`sim/smt.rs`): which CPUs are a
+/// core's, and an interrupt's costs on a core alone and on a shared one.
+#[derive(Clone, Copy, Debug)]
+pub struct SmtIrq {
+    /// The cores' threads.
+    pub threads: crate::preset::CoreThreads,
+    /// On a core no other thread is using.
+    pub alone: IrqCosts,
+    /// On a core another thread is running a task on.
+    pub shared: IrqCosts,
 }
 
 /// What the kernel says of the flush running now, for [`Hw::defer_flush`]'s
@@ -230,12 +257,37 @@ impl Machine {
             root_refs: Vec::new(),
             root_releases: 0,
             lazy: LazyFlushes::default(),
+            smt_irq: None,
         };
         for c in &cpus {
             m.root_ref(c.root);
         }
         m.cpus = cpus;
         m
+    }
+
+    /// Makes an interrupt cost what `smt` says of its CPU's core: the shared
+    /// costs while another thread of the core runs a task, the CPU's sender's
+    /// otherwise (`None`: every interrupt at the running event's costs).
+    pub fn set_smt_irq(&mut self, smt: Option<SmtIrq>) {
+        self.smt_irq = smt;
+    }
+
+    /// Returns what an interrupt landing on `cpu` costs it now, the running
+    /// event's costs `c` where cores are not shared.
+    fn irq_costs(&self, cpu: usize, c: &Costs) -> IrqCosts {
+        match self.smt_irq {
+            Some(s) => {
+                let shared =
+                    s.threads.siblings(self.cores_per_socket, cpu, self.cpus.len()).any(|o| self.cpus[o].running);
+                if shared {
+                    s.shared
+                } else {
+                    s.alone
+                }
+            }
+            None => IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit },
+        }
     }
 
     /// Returns this machine with `cores_per_ccx` cores to an L3 domain (at most a
@@ -622,7 +674,7 @@ impl<'a> CpuHw<'a> {
     /// run by that handler, after its functions, and gets no IPI.
     fn deliver<F: Fn(&Self)>(&self, targets: &CpuMask, kind: IpiKind, handler: F) -> (u64, u64) {
         let c = self.m.borrow().costs;
-        let dispatch = if kind == IpiKind::CallFunction { c.ipi.ipi_handle } else { 0 };
+        let calls = kind == IpiKind::CallFunction;
         let me = self.cpu.get();
         let queued_at = self.now.get();
         // (when the handler starts, target, whether it rides an earlier IPI).
@@ -677,21 +729,25 @@ impl<'a> CpuHw<'a> {
         }
         let mut done = sent;
         for (start, target, rides) in list {
-            let ack = self.m.borrow().transfer_cost(me, target);
+            let (ack, irq) = {
+                let m = self.m.borrow();
+                (m.transfer_cost(me, target), m.irq_costs(target, &c))
+            };
+            let dispatch = if calls { irq.dispatch } else { 0 };
             self.cpu.set(target);
             self.in_irq.set(true);
-            let body = if rides { start + dispatch } else { start + c.exception_entry + dispatch };
+            let body = if rides { start + dispatch } else { start + irq.entry + dispatch };
             self.now.set(body);
             handler(self);
             self.in_irq.set(false);
             let returned = self.now.get();
-            let end = returned + c.exception_exit;
+            let end = returned + irq.exit;
             {
                 let mut m = self.m.borrow_mut();
                 let st = &mut m.cpus[target];
                 if kind.queued() {
                     if !rides {
-                        st.csq_taken = start + c.exception_entry;
+                        st.csq_taken = start + irq.entry;
                     }
                     st.csq_end = returned;
                 }
@@ -983,6 +1039,43 @@ mod tests {
         assert_eq!(m.cpus[1].irq_stolen, handler, "the busy CPU runs the handler in the kernel");
         assert_eq!(m.take_stolen(1), handler + c.dvm.dvm_process, "and loses the DVM message's processing too");
         assert_eq!(m.cpus[2].irq_stolen, 0, "an idle CPU's handler is idle time");
+    }
+
+    #[test]
+    fn an_interrupt_costs_a_cpu_what_its_core_s_sharing_says() {
+        // Four CPUs of two cores (CPUs 0 and 2 one core, 1 and 3 the other):
+        // CPU 0 sends to 1 and 2 while every CPU runs a task (both land on
+        // shared cores), then while CPU 3 is idle (CPU 1 has its core alone).
+        let p = preset::named("ivb3320m");
+        let alone = IrqCosts { entry: 100, dispatch: 300, exit: 80 };
+        let shared = IrqCosts { entry: 200, dispatch: 600, exit: 160 };
+        let machine = |idle: Option<usize>| {
+            let g = p.tlb;
+            let cpus = (0..4).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+            let mut m = Machine::new(p.costs, cpus.collect(), p.cores_per_socket);
+            m.set_smt_irq(Some(SmtIrq { threads: p.threads, alone, shared }));
+            for c in (0..4).filter(|&c| Some(c) != idle) {
+                m.cpus[c].running = true;
+                m.cpus[c].busy_until = 1_000_000;
+            }
+            m
+        };
+        let send = |m: &mut Machine, to: &[u32]| {
+            let hw = CpuHw::new(m, 0, 0);
+            let targets = CpuMask::new(4);
+            for &t in to {
+                targets.set(CpuId(t));
+            }
+            hw.send_ipi(&targets, |_| {});
+        };
+        let mut m = machine(None);
+        send(&mut m, &[1, 2]);
+        let whole = shared.entry + shared.dispatch + shared.exit;
+        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (whole, whole));
+        let mut m = machine(Some(3));
+        send(&mut m, &[1, 2]);
+        let one = alone.entry + alone.dispatch + alone.exit;
+        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (one, whole), "CPU 1's sibling is idle");
     }
 
     #[test]

@@ -495,6 +495,16 @@ pub struct CoreThreads {
 impl CoreThreads {
     /// One thread per core: nothing shared.
     pub const ONE: CoreThreads = CoreThreads { per_core: 1, share: 1.0 };
+
+    /// Returns the other CPUs of `cpu`'s core among `ncpus`, on a machine of
+    /// `per_socket` CPUs to a socket numbered as Linux numbers them: a
+    /// socket's cores' first threads, then their second ones.
+    pub fn siblings(self, per_socket: usize, cpu: usize, ncpus: usize) -> impl Iterator<Item = usize> {
+        let (per_socket, threads) = (per_socket.max(1), self.per_core.max(1));
+        let cores = (per_socket / threads).max(1);
+        let (socket, core) = (cpu / per_socket, cpu % per_socket % cores);
+        (0..threads).map(move |k| socket * per_socket + k * cores + core).filter(move |&c| c != cpu && c < ncpus)
+    }
 }
 
 /// Costs of a preset that rest on one weak source, or on another machine's

@@ -582,6 +582,7 @@ impl Sim {
             timing: Timing::new(),
         };
         sim.oracle.strict = sim.cfg.strict;
+        sim.m.set_smt_irq(smt_share.as_ref().map(smt::Smt::irq));
         sim.timing.set_smt(smt_share);
         // Kernel text and data: 4 x 2 MB blocks, global.
         for b in 0..4u64 {

@@ -18,19 +18,22 @@
 //! (Intel's are competitively shared between the threads, their entries
 //! tagged by thread), and the scheduler does not prefer an idle core to an
 //! idle sibling. The costs are chosen once per event, by the CPU the event is
-//! on: the IPI handlers a sender's event runs on other CPUs
-//! (`Machine::deliver`) take the sender's, and a long computation keeps the
-//! speed it started at when the sibling stops or starts. `--set smt=off` runs every CPU as a core of its own, as the
+//! on, except an interrupt's entry, dispatch and exit, which follow the
+//! core of the CPU it lands on (`Machine::set_smt_irq`); the work inside an
+//! IPI handler a sender's event runs takes the sender's, and a long
+//! computation keeps the speed it started at when the sibling stops or
+//! starts. `--set smt=off` runs every CPU as a core of its own, as the
 //! model did before siblings shared anything.
 
-use crate::preset::{Costs, Preset};
+use crate::machine::IrqCosts;
+use crate::preset::{CoreThreads, Costs, Preset};
 
 /// The sharing of a machine whose cores run more than one thread.
 #[derive(Clone, Debug)]
 pub(super) struct Smt {
-    /// CPUs in a socket, and threads per core.
+    /// CPUs in a socket, and the threads of a core.
     per_socket: usize,
-    threads: usize,
+    threads: CoreThreads,
     /// The preset's costs, and those of a CPU whose core another thread is
     /// using (the software paths stretched by `1 / share`).
     alone: Costs,
@@ -69,7 +72,7 @@ impl Smt {
         }
         Some(Smt {
             per_socket: preset.cores_per_socket.max(1),
-            threads: preset.threads.per_core,
+            threads: preset.threads,
             alone,
             shared,
             share_1024,
@@ -77,17 +80,21 @@ impl Smt {
         })
     }
 
+    /// Returns what an interrupt costs a CPU of a core used by it alone and by
+    /// two threads ([`crate::machine::SmtIrq`]).
+    pub(super) fn irq(&self) -> crate::machine::SmtIrq {
+        let irq = |c: &Costs| IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit };
+        crate::machine::SmtIrq { threads: self.threads, alone: irq(&self.alone), shared: irq(&self.shared) }
+    }
+
     /// Returns the threads per core in effect.
     pub(super) fn threads(&self) -> usize {
-        self.threads
+        self.threads.per_core
     }
 
     /// Returns the other CPUs of `cpu`'s core among `ncpus`.
     pub(super) fn siblings(&self, cpu: usize, ncpus: usize) -> impl Iterator<Item = usize> {
-        let (per_socket, threads) = (self.per_socket, self.threads);
-        let cores = per_socket / threads;
-        let (socket, core) = (cpu / per_socket, cpu % per_socket % cores);
-        (0..threads).map(move |k| socket * per_socket + k * cores + core).filter(move |&c| c != cpu && c < ncpus)
+        self.threads.siblings(self.per_socket, cpu, ncpus)
     }
 
     /// Begins an event on a CPU whose core another thread is (`shared`) or
