@@ -273,19 +273,20 @@ impl Machine {
         self.smt_irq = smt;
     }
 
+    /// Returns whether another thread of `cpu`'s core is running a task
+    /// (never where cores are not shared: [`Machine::set_smt_irq`]).
+    pub fn core_shared(&self, cpu: usize) -> bool {
+        self.smt_irq.is_some_and(|s| {
+            s.threads.siblings(self.cores_per_socket, cpu, self.cpus.len()).any(|o| self.cpus[o].running)
+        })
+    }
+
     /// Returns what an interrupt landing on `cpu` costs it now, the running
     /// event's costs `c` where cores are not shared.
     fn irq_costs(&self, cpu: usize, c: &Costs) -> IrqCosts {
         match self.smt_irq {
-            Some(s) => {
-                let shared =
-                    s.threads.siblings(self.cores_per_socket, cpu, self.cpus.len()).any(|o| self.cpus[o].running);
-                if shared {
-                    s.shared
-                } else {
-                    s.alone
-                }
-            }
+            Some(s) if self.core_shared(cpu) => s.shared,
+            Some(s) => s.alone,
             None => IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit },
         }
     }

@@ -496,6 +496,12 @@ impl CoreThreads {
     /// One thread per core: nothing shared.
     pub const ONE: CoreThreads = CoreThreads { per_core: 1, share: 1.0 };
 
+    /// Returns whether a run's cores are shared by their threads: where they
+    /// have more than one, unless `--set smt=off` (`smt` `Some(false)`).
+    pub fn shared(self, smt: Option<bool>) -> bool {
+        self.per_core > 1 && smt != Some(false)
+    }
+
     /// Returns the other CPUs of `cpu`'s core among `ncpus`, on a machine of
     /// `per_socket` CPUs to a socket numbered as Linux numbers them: a
     /// socket's cores' first threads, then their second ones.

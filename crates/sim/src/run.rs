@@ -476,8 +476,7 @@ pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
     let mut zero = Metrics::zero(mp.contpte.report);
     // Only a run whose cores' threads share them reports the cycles they did.
-    let shared = preset.threads.per_core > 1 && mp.smt != Some(false);
-    zero.smt_shared_cycles = shared.then_some(0);
+    zero.smt_shared_cycles = preset.threads.shared(mp.smt).then_some(0);
     // A struct of numbers always serialises, to an object.
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&zero) {
         names.extend(m.into_iter().map(|(k, _)| k));

@@ -554,7 +554,7 @@ impl Sim {
         let ticks = policy.ticks();
         let cfg_cont = cfg.contpte;
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
-        let smt_share = smt::Smt::of(&cfg.preset, cfg.smt.unwrap_or(true));
+        let smt_share = smt::Smt::of(&cfg.preset, cfg.smt);
         let kernel_choices = cfg.kernel;
         let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

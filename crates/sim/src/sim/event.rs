@@ -150,10 +150,9 @@ impl Sim {
         let base = t.max(self.scheduler.cpu(cpu).clock()) + stolen;
         let now = if self.m.cpus[cpu].running { base } else { base.max(self.m.cpus[cpu].irq_until) };
         // A core another of its threads is using runs this event's software slower.
-        let mut shared = false;
-        if let Some(smt) = self.timing.smt() {
-            shared = smt.siblings(cpu, self.cfg.ncpus).any(|c| self.m.cpus[c].running);
-            self.m.costs = self.timing.smt_mut().map_or(self.m.costs, |s| s.begin(shared));
+        let shared = self.m.core_shared(cpu);
+        if let Some(smt) = self.timing.smt_mut() {
+            self.m.costs = smt.begin(shared);
         }
         let start = now;
         let now = self.run_cpu(cpu, now);

@@ -31,8 +31,8 @@ use crate::preset::{CoreThreads, Costs, Preset};
 /// The sharing of a machine whose cores run more than one thread.
 #[derive(Clone, Debug)]
 pub(super) struct Smt {
-    /// CPUs in a socket, and the threads of a core.
-    per_socket: usize,
+    /// The threads of a core (which CPUs they are: [`CoreThreads::siblings`],
+    /// through [`crate::machine::Machine::core_shared`]).
     threads: CoreThreads,
     /// The preset's costs, and those of a CPU whose core another thread is
     /// using (the software paths stretched by `1 / share`).
@@ -46,9 +46,9 @@ pub(super) struct Smt {
 
 impl Smt {
     /// Returns the sharing of `preset`'s cores, `None` where each CPU is a
-    /// core of its own (one thread per core, or `enabled` false).
-    pub(super) fn of(preset: &Preset, enabled: bool) -> Option<Smt> {
-        if !enabled || preset.threads.per_core < 2 {
+    /// core of its own (one thread per core, or `smt` `Some(false)`).
+    pub(super) fn of(preset: &Preset, smt: Option<bool>) -> Option<Smt> {
+        if !preset.threads.shared(smt) {
             return None;
         }
         let share_1024 = ((preset.threads.share * 1024.0).round() as u64).clamp(1, 1024);
@@ -70,14 +70,7 @@ impl Smt {
         ] {
             *c = stretch(*c);
         }
-        Some(Smt {
-            per_socket: preset.cores_per_socket.max(1),
-            threads: preset.threads,
-            alone,
-            shared,
-            share_1024,
-            now_shared: false,
-        })
+        Some(Smt { threads: preset.threads, alone, shared, share_1024, now_shared: false })
     }
 
     /// Returns what an interrupt costs a CPU of a core used by it alone and by
@@ -90,11 +83,6 @@ impl Smt {
     /// Returns the threads per core in effect.
     pub(super) fn threads(&self) -> usize {
         self.threads.per_core
-    }
-
-    /// Returns the other CPUs of `cpu`'s core among `ncpus`.
-    pub(super) fn siblings(&self, cpu: usize, ncpus: usize) -> impl Iterator<Item = usize> {
-        self.threads.siblings(self.per_socket, cpu, ncpus)
     }
 
     /// Begins an event on a CPU whose core another thread is (`shared`) or
@@ -171,20 +159,21 @@ mod tests {
     #[test]
     fn a_cores_threads_are_a_socket_apart_by_half_its_cpus() {
         // skx8170: 52 CPUs a socket, 26 cores of 2 threads.
-        let smt = Smt::of(&preset::named("skx8170"), true).unwrap();
-        let sib = |c: usize| smt.siblings(c, 104).collect::<Vec<_>>();
+        let p = preset::named("skx8170");
+        let sib = |c: usize| p.threads.siblings(p.cores_per_socket, c, 104).collect::<Vec<_>>();
         assert_eq!((sib(0), sib(26), sib(25), sib(51)), (vec![26], vec![0], vec![51], vec![25]));
         assert_eq!((sib(52), sib(78), sib(103)), (vec![78], vec![52], vec![77]));
         // A run of fewer CPUs has no sibling past its last.
-        assert!(smt.siblings(0, 20).next().is_none());
-        assert!(Smt::of(&preset::named("skx8170"), false).is_none());
-        assert!(Smt::of(&preset::named("milan"), true).is_none());
+        assert!(p.threads.siblings(p.cores_per_socket, 0, 20).next().is_none());
+        assert!(Smt::of(&p, None).is_some());
+        assert!(Smt::of(&p, Some(false)).is_none());
+        assert!(Smt::of(&preset::named("milan"), None).is_none());
     }
 
     #[test]
     fn a_shared_core_stretches_the_software_and_nothing_outside_the_core() {
         let p = preset::named("skx8170");
-        let mut smt = Smt::of(&p, true).unwrap();
+        let mut smt = Smt::of(&p, None).unwrap();
         let (alone, shared) = (smt.begin(false), smt.begin(true));
         assert_eq!(alone.kernel.fault_path, p.costs.kernel.fault_path);
         // 1500 cycles at 0.6 of the core: 2500.

@@ -115,12 +115,13 @@ impl Binding {
     /// second), task `i` on the `i`-th, round again past the last. A run of
     /// fewer CPUs than the machine has only the CPUs it numbers.
     pub(crate) fn cpu(&self, i: u64) -> usize {
-        let order = self.order();
-        order.clone().nth((i % order.count().max(1) as u64) as usize).unwrap_or(0)
+        // Every CPU of the run is in the order once: a socket's cores' threads
+        // number its CPUs (`Binding::of` keeps whole cores).
+        self.order().nth((i % self.cpus.max(1) as u64) as usize).unwrap_or(0)
     }
 
     /// The run's CPUs in the order tasks take them.
-    fn order(&self) -> impl Iterator<Item = usize> + Clone {
+    fn order(&self) -> impl Iterator<Item = usize> {
         let (cpus, per_socket, smt) = (self.cpus, self.per_socket, self.smt);
         let cores = per_socket / smt;
         let sockets = cpus.div_ceil(per_socket);
