@@ -64,6 +64,10 @@ pub struct Frames {
     /// Per frame: the NUMA node it is on (empty until the first migration;
     /// missing means node 0, where every allocation places a frame).
     node: Vec<u8>,
+    /// Bumped whenever a frame's count crosses between one reference and more
+    /// (a share begins or ends): what [`Frames::refs`]` == 1` said of any
+    /// mapped frame still holds while it is unchanged ([`Frames::share_epoch`]).
+    share_epoch: u64,
 }
 
 impl Frames {
@@ -180,8 +184,21 @@ impl Frames {
     /// Adds a reference (a copy-on-write share).
     pub fn get(&mut self, pfn: u64) {
         if pfn != ZERO_PFN {
-            self.refs[pfn as usize] += 1;
+            let r = &mut self.refs[pfn as usize];
+            if *r == 1 {
+                self.share_epoch += 1;
+            }
+            *r += 1;
         }
+    }
+
+    /// Returns a count that changes whenever any frame goes from one reference
+    /// to more, or back: a mapped frame whose [`Frames::refs`] was 1 when this
+    /// was `e` still has one reference while it is `e` (a frame comes to a
+    /// mapping from [`Frames::alloc`] with one, and leaves it by
+    /// [`Frames::put`], which no mapped frame with one reference sees).
+    pub fn share_epoch(&self) -> u64 {
+        self.share_epoch
     }
 
     /// Returns the reference count ([`ZERO_PFN`]'s: `u32::MAX`).
@@ -201,6 +218,9 @@ impl Frames {
         }
         let r = &mut self.refs[pfn as usize];
         debug_assert!(*r > 0, "frame {pfn} freed twice");
+        if *r == 2 {
+            self.share_epoch += 1;
+        }
         *r -= 1;
         if *r == 0 {
             self.pending[pfn as usize] = obl;

@@ -9,6 +9,11 @@
 //! change sequence number of its last change) and the oracle's *floor* (the
 //! sequence number of the latest weakening change whose flush has returned).
 
+mod patch;
+
+pub use patch::zip;
+use patch::{ExclMemo, PatchHead};
+
 /// Shift of a 4 KB page.
 pub const SHIFT_4K: u32 = 12;
 /// Shift of a 2 MB block.
@@ -119,14 +124,25 @@ pub struct PageTables {
     free_chunks: Vec<u32>,
     /// Per chunk of 512 PTEs: how many times it was freed.
     freed: Vec<u32>,
-    /// Per chunk of 512 PTEs: which are valid and which are valid and writable,
-    /// as bitmaps, recomputed on demand after any [`PageTables::pte_mut`] of
-    /// the chunk (see [`PageTables::count_flags`]).
+    /// Per chunk of 512 PTEs: which are valid, and of those which are
+    /// writable, dirty or contiguous, as bitmaps of the PTEs as stored (a
+    /// patch's change not in them), recomputed on demand after any
+    /// [`PageTables::pte_mut`] of the chunk (see [`PageTables::run_masks`]).
     bits: Vec<ChunkBits>,
     /// Per chunk of 512 PTEs: which words of its [`ChunkBits`] have stale bits,
     /// and its valid and writable PTEs in all (as of the last count), dense so
     /// that a whole table counted again with nothing changed reads 8 bytes.
     heads: Vec<ChunkHead>,
+    /// Per chunk of 512 PTEs: the PTEs its head's patch changes, where that
+    /// is not every PTE ([`PatchHead`]).
+    patch_masks: Vec<[u64; 8]>,
+    /// Per chunk of 512 PTEs: which of its PTEs' frames had one reference,
+    /// as last looked up ([`ExclMemo`]).
+    excl: Vec<ExclMemo>,
+    /// Per chunk of 512 PTEs: the frames' share epoch at which its memo found
+    /// every PTE's frame with one reference (`u64::MAX`: none such), so that
+    /// a whole table asked again reads 8 bytes, not the memo's three lines.
+    excl_all: Vec<u64>,
     /// The highest floor any PTE has been given through
     /// [`PageTables::raise_floor`]: an entry filled from a PTE version at least
     /// this high cannot be stale, whatever its PTE's floor.
@@ -145,7 +161,12 @@ pub struct PageTables {
 struct ChunkHead {
     stale: u8,
     valid: u16,
+    /// Writable PTEs, as [`PageTables::pte`] shows them (with the patch).
     writable: u16,
+    dirty: u16,
+    cont: u16,
+    /// A change of many of its PTEs not yet written into them.
+    patch: PatchHead,
 }
 
 /// A chunk's PTEs by flag, as bitmaps (bit `i` of word `i / 64` for PTE `i`):
@@ -156,6 +177,10 @@ struct ChunkBits {
     stale: [u64; 8],
     valid: [u64; 8],
     writable: [u64; 8],
+    /// Valid PTEs with the dirty bit.
+    dirty: [u64; 8],
+    /// Valid PTEs with the contiguous bit.
+    cont: [u64; 8],
 }
 
 /// A root's shortcut to one of its level-2 directories: the directory that
@@ -216,9 +241,13 @@ impl PageTables {
                 *p = Pte::default();
             }
             // Every PTE is none again: nothing valid, nothing stale.
-            self.bits[(c / 512) as usize] = ChunkBits::default();
-            self.heads[(c / 512) as usize] = ChunkHead::default();
-            self.floors[(c / 512) as usize] = 0;
+            let i = (c / 512) as usize;
+            debug_assert!(!self.heads[i].patch.on, "a freed chunk kept its patch");
+            self.bits[i] = ChunkBits::default();
+            self.heads[i] = ChunkHead::default();
+            self.floors[i] = 0;
+            self.excl[i] = ExclMemo::default();
+            self.excl_all[i] = u64::MAX;
             c
         } else {
             let c = self.ptes.len() as u32;
@@ -227,6 +256,9 @@ impl PageTables {
             self.bits.push(ChunkBits::default());
             self.heads.push(ChunkHead::default());
             self.floors.push(0);
+            self.patch_masks.push([0; 8]);
+            self.excl.push(ExclMemo::default());
+            self.excl_all.push(u64::MAX);
             c
         }
     }
@@ -244,18 +276,29 @@ impl PageTables {
         self.freed[(t.chunk / 512) as usize] != t.gen
     }
 
-    /// Returns the PTE at `r`.
+    /// Returns the PTE at `r` (a copy, with any change its table's patch
+    /// holds for it: [`PatchHead`]).
     #[inline]
-    pub fn pte(&self, r: PteRef) -> &Pte {
-        &self.ptes[r as usize]
+    pub fn pte(&self, r: PteRef) -> Pte {
+        let chunk = (r / 512) as usize;
+        let p = self.ptes[r as usize];
+        if self.heads[chunk].patch.on && self.in_patch(chunk, (r % 512) as usize) {
+            return self.heads[chunk].patch.apply(p);
+        }
+        p
     }
 
     /// Returns the PTE at `r` for writing.
     #[inline]
     pub fn pte_mut(&mut self, r: PteRef) -> &mut Pte {
         let (chunk, i) = ((r / 512) as usize, (r % 512) as usize);
+        if self.heads[chunk].patch.on {
+            self.materialize(chunk);
+        }
         self.bits[chunk].stale[i / 64] |= 1 << (i % 64);
         self.heads[chunk].stale |= 1 << (i / 64);
+        self.excl[chunk].forget();
+        self.excl_all[chunk] = u64::MAX;
         &mut self.ptes[r as usize]
     }
 
@@ -265,6 +308,9 @@ impl PageTables {
     /// [`PageTables::max_floor`] bounds them all.
     #[inline]
     pub fn raise_floor(&mut self, r: PteRef, seq: u64, obl: u32) {
+        if self.heads[(r / 512) as usize].patch.on {
+            self.materialize((r / 512) as usize);
+        }
         let p = &mut self.ptes[r as usize];
         if p.floor < seq {
             p.floor = seq;
@@ -299,62 +345,51 @@ impl PageTables {
         let p = &mut self.ptes[r as usize];
         p.flags |= P_DIRTY;
         p.written = true;
+        if p.valid() {
+            let (chunk, i) = ((r / 512) as usize, (r % 512) as usize);
+            let word = &mut self.bits[chunk].dirty[i / 64];
+            if *word & (1 << (i % 64)) == 0 {
+                *word |= 1 << (i % 64);
+                self.heads[chunk].dirty += 1;
+            }
+        }
     }
 
     /// Returns every PTE's floor obligation (`Pte::floor_obl`), free tables'
     /// included: what the oracle's collection keeps (see `Oracle::collect`).
     pub fn floor_obligations(&self) -> impl Iterator<Item = u32> + '_ {
-        self.ptes.iter().map(|p| p.floor_obl)
+        (0..self.ptes.len() as PteRef).map(|r| self.pte(r).floor_obl)
     }
 
-    /// Returns how many of the `n` PTEs from `first` (all in one chunk) are
-    /// valid, and how many are valid and writable: what `mprotect`'s scan of a
-    /// table asks, answered from the chunk's bitmaps (the PTEs a
-    /// [`PageTables::pte_mut`] has handed out since are counted again first),
-    /// so that a table scanned again costs a few words and the PTEs changed
-    /// since, not 512 PTEs.
-    pub fn count_flags(&mut self, first: PteRef, n: u64) -> (u64, u64) {
-        let chunk = (first / 512) as usize;
-        let lo = (first % 512) as u64;
-        debug_assert!(lo + n <= 512, "a run of {n} PTEs from {first} leaves its chunk");
+    /// Brings chunk `chunk`'s bitmaps up to date: the PTEs a
+    /// [`PageTables::pte_mut`] handed out since the last count, read again.
+    fn recount(&mut self, chunk: usize) {
         let h = &mut self.heads[chunk];
-        if h.stale != 0 {
-            let ptes = &self.ptes[chunk * 512..chunk * 512 + 512];
-            let b = &mut self.bits[chunk];
-            let mut words = std::mem::take(&mut h.stale);
-            while words != 0 {
-                let w = words.trailing_zeros() as usize;
-                words &= words - 1;
-                let mut stale = std::mem::take(&mut b.stale[w]);
-                while stale != 0 {
-                    let bit = stale.trailing_zeros();
-                    stale &= stale - 1;
-                    let p = &ptes[w * 64 + bit as usize];
-                    let (v, wr) = (p.valid(), p.valid() && p.writable());
-                    b.valid[w] = (b.valid[w] & !(1 << bit)) | ((v as u64) << bit);
-                    b.writable[w] = (b.writable[w] & !(1 << bit)) | ((wr as u64) << bit);
-                }
+        if h.stale == 0 {
+            return;
+        }
+        debug_assert!(!h.patch.on, "a patched chunk has PTEs changed since its patch");
+        let ptes = &self.ptes[chunk * 512..chunk * 512 + 512];
+        let b = &mut self.bits[chunk];
+        let mut words = std::mem::take(&mut h.stale);
+        while words != 0 {
+            let w = words.trailing_zeros() as usize;
+            words &= words - 1;
+            let mut stale = std::mem::take(&mut b.stale[w]);
+            while stale != 0 {
+                let bit = stale.trailing_zeros();
+                stale &= stale - 1;
+                let p = &ptes[w * 64 + bit as usize];
+                let v = p.valid();
+                let set = |word: &mut u64, on: bool| *word = (*word & !(1 << bit)) | ((on as u64) << bit);
+                set(&mut b.valid[w], v);
+                set(&mut b.writable[w], v && p.writable());
+                set(&mut b.dirty[w], v && p.flags & P_DIRTY != 0);
+                set(&mut b.cont[w], v && p.flags & P_CONT != 0);
             }
-            h.valid = b.valid.iter().map(|w| w.count_ones() as u16).sum();
-            h.writable = b.writable.iter().map(|w| w.count_ones() as u16).sum();
         }
-        if lo == 0 && n == 512 {
-            return (h.valid as u64, h.writable as u64);
-        }
-        let b = &self.bits[chunk];
-        let (mut valid, mut writable) = (0, 0);
-        for w in 0..8u64 {
-            // The bits of word `w` inside [lo, lo + n).
-            let (from, to) = ((w * 64).max(lo), ((w + 1) * 64).min(lo + n));
-            if from >= to {
-                continue;
-            }
-            let width = to - from;
-            let mask = if width == 64 { u64::MAX } else { ((1u64 << width) - 1) << (from - w * 64) };
-            valid += (b.valid[w as usize] & mask).count_ones() as u64;
-            writable += (b.writable[w as usize] & mask).count_ones() as u64;
-        }
-        (valid, writable)
+        let count = |m: &[u64; 8]| m.iter().map(|w| w.count_ones() as u16).sum();
+        (h.valid, h.writable, h.dirty, h.cont) = (count(&b.valid), count(&b.writable), count(&b.dirty), count(&b.cont));
     }
 
     /// Walks `root` for `va`; `None` when a table on the way is missing. The
@@ -533,6 +568,10 @@ impl PageTables {
             }
             if level == 2 {
                 let c = (e & !BLOCK) - 1;
+                // Its PTEs' floors outlive it (`floor_obligations`).
+                if self.heads[(c / 512) as usize].patch.on {
+                    self.materialize((c / 512) as usize);
+                }
                 self.freed[(c / 512) as usize] += 1;
                 self.free_chunks.push(c);
             } else {
@@ -545,6 +584,7 @@ impl PageTables {
 
 #[cfg(test)]
 mod tests {
+    use super::patch::RunMasks;
     use super::*;
 
     #[test]
@@ -586,31 +626,44 @@ mod tests {
     }
 
     #[test]
-    fn count_flags_agrees_with_the_ptes_after_every_change() {
+    fn run_masks_agree_with_the_ptes_after_every_change() {
         let mut pt = PageTables::default();
         let root = pt.new_root();
         let base = pt.ensure_leaf(root, 0);
+        // The run's PTEs by flag, read one by one.
         let direct = |pt: &PageTables, first: PteRef, n: u64| {
-            let ps = (first..first + n as PteRef).map(|r| *pt.pte(r));
-            ps.fold((0, 0), |(v, w), p| (v + p.valid() as u64, w + (p.valid() && p.writable()) as u64))
+            let mut m = RunMasks::default();
+            for r in first..first + n as PteRef {
+                let (p, w, bit) = (pt.pte(r), ((r - base) / 64) as usize, 1u64 << ((r - base) % 64));
+                let set = |word: &mut [u64; 8], on: bool| word[w] |= if on { bit } else { 0 };
+                set(&mut m.valid, p.valid());
+                set(&mut m.writable, p.valid() && p.writable());
+                set(&mut m.dirty, p.valid() && p.flags & P_DIRTY != 0);
+                set(&mut m.cont, p.valid() && p.flags & P_CONT != 0);
+            }
+            m
         };
         let ranges = [(0, 512), (0, 1), (5, 70), (63, 2), (64, 64), (100, 412), (511, 1)];
+        let kinds = [P_VALID, P_VALID | P_WRITE, P_WRITE, 0, P_VALID | P_DIRTY, P_VALID | P_CONT | P_WRITE];
         for step in 0..200u32 {
             // A pseudo-random PTE gets pseudo-random flags (some writable, not valid).
             let r = base + (step.wrapping_mul(2_654_435_761) >> 7) % 512;
-            pt.pte_mut(r).flags = [P_VALID, P_VALID | P_WRITE, P_WRITE, 0][(step % 4) as usize];
-            // The whole table first on even steps (its totals), last on odd ones
-            // (a part counted while the change is still stale).
+            pt.pte_mut(r).flags = kinds[(step % 6) as usize];
+            if step % 5 == 0 {
+                pt.set_written(r);
+            }
+            // The whole table first on even steps, last on odd ones (a part
+            // read while the change is still stale).
             let order: Vec<_> = if step % 2 == 0 { ranges.to_vec() } else { ranges.iter().rev().copied().collect() };
             for &(lo, n) in &order {
-                assert_eq!(pt.count_flags(base + lo, n), direct(&pt, base + lo, n), "step {step}, [{lo}, +{n})");
+                assert_eq!(pt.run_masks(base + lo, n), direct(&pt, base + lo, n), "step {step}, [{lo}, +{n})");
             }
         }
         // A freed chunk handed out again starts empty.
         pt.free_tree(root);
         let again = pt.new_root();
         let base = pt.ensure_leaf(again, 0);
-        assert_eq!(pt.count_flags(base, 512), (0, 0));
+        assert_eq!(pt.run_masks(base, 512), RunMasks::default());
     }
 
     #[test]

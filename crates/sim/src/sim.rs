@@ -451,6 +451,9 @@ pub struct PendingFlush {
     what: FlushWhat,
     /// PTEs the change touched (their oracle floors rise at discharge).
     changed: Vec<PteRef>,
+    /// Tables whose PTEs in the mask the change touched as one patch
+    /// ([`PageTables::patch_write`]; their floors rise at discharge too).
+    patched: Vec<(PteRef, [u64; 8])>,
     /// Frames whose last mapping went; freed after the flush returns.
     frames: Vec<u64>,
     /// Changes the arch code made through `PteMem` that no range flush of its own

@@ -138,7 +138,7 @@ impl Sim {
             debug_assert!(e.ver >= self.pt.pte(e.pte).floor, "a floor was raised outside PageTables::raise_floor");
             return;
         }
-        let p = *self.pt.pte(e.pte);
+        let p = self.pt.pte(e.pte);
         if e.ver < p.floor {
             self.report_stale(Property::NoStaleUse, cpu, va, &e, p.floor_obl, cur_uid, now);
         }
@@ -573,7 +573,7 @@ impl Sim {
     ) -> u64 {
         let c = self.m.costs;
         let r = self.pt.ensure_leaf(root, va & !4095);
-        let pte = *self.pt.pte(r);
+        let pte = self.pt.pte(r);
         if zero {
             // The zero page, read-only: nothing allocated, zeroed or charged.
             *self.pt.pte_mut(r) = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(ZERO_PFN, false) };

@@ -111,7 +111,7 @@ const BLOCK: u64 = CONT_PTES * 4096;
 /// flush after it ("until the flush, the page may or may not be wrprotected",
 /// `contpte_wrprotect_ptes`).
 pub(super) fn block_conflict(pt: &PageTables, base: PteRef, ignore_write: bool) -> Option<String> {
-    let ptes: [Pte; CONT_PTES as usize] = std::array::from_fn(|i| *pt.pte(base + i as PteRef));
+    let ptes: [Pte; CONT_PTES as usize] = std::array::from_fn(|i| pt.pte(base + i as PteRef));
     if !ptes.iter().any(|p| p.valid_cont()) {
         return None;
     }
@@ -237,7 +237,7 @@ impl Sim {
             self.report_conflict(cpu, va & !(BLOCK - 1), uid, format!("a walk read a misprogrammed block: {why}"), now);
             return None;
         }
-        let pte = *self.pt.pte(r);
+        let pte = self.pt.pte(r);
         // The block's valid PTEs may disagree in write permission alone: the
         // window of `contpte_wrprotect_ptes` write-protecting a whole block in
         // place ("until the flush, the page may or may not be wrprotected"). The
@@ -306,7 +306,7 @@ impl Sim {
     /// Judges `cpu`'s use of the 64 KB entry `e` for `va` (after the alias check).
     #[inline(never)]
     pub(super) fn check_cont_use(&mut self, cpu: usize, e: TlbEntry, va: u64, cur_uid: u32, now: u64) {
-        let p = *self.pt.pte(e.pte_of(va));
+        let p = self.pt.pte(e.pte_of(va));
         let j = (va >> SHIFT_4K) & (CONT_PTES - 1);
         if e.ver < p.floor || (!p.valid() && p.ver > 0 && p.floor >= p.ver) {
             self.report_stale(Property::NoStaleUse, cpu, va, &e, p.floor_obl, cur_uid, now);
@@ -362,7 +362,7 @@ impl Sim {
             return;
         };
         let base = w.pte;
-        let ptes: [Pte; CONT_PTES as usize] = std::array::from_fn(|i| *self.pt.pte(base + i as PteRef));
+        let ptes: [Pte; CONT_PTES as usize] = std::array::from_fn(|i| self.pt.pte(base + i as PteRef));
         for (j, p) in ptes.iter().enumerate() {
             if !p.valid() || !p.written || self.frames.kind(p.pfn) != FrameKind::FileFolio {
                 continue;
@@ -542,7 +542,7 @@ impl Sim {
         let page = va & !4095;
         let root = self.kern.mm(mm).root();
         let cur = match self.pt.walk(root, page) {
-            Some(w) if !w.huge => *self.pt.pte(w.pte),
+            Some(w) if !w.huge => self.pt.pte(w.pte),
             _ => Pte::default(),
         };
         if !cur.valid() {
@@ -818,7 +818,7 @@ impl Sim {
         // with the same protection.
         let mut batches: Vec<(u64, u64, u64, u16)> = Vec::new();
         self.pt.for_each_slot(proot, vma.start, vma.pages, |a, r| {
-            let p = *self.pt.pte(r);
+            let p = self.pt.pte(r);
             if !p.valid() {
                 return;
             }

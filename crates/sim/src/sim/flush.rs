@@ -12,6 +12,12 @@ impl PendingFlush {
     pub(super) fn with_arch(self, arch: ptemem::Unflushed) -> PendingFlush {
         PendingFlush { arch, ..self }
     }
+
+    /// Returns the flush of a change that also touched whole sets of a
+    /// table's PTEs as patches: their floors rise when it is discharged too.
+    pub(super) fn with_patched(self, patched: Vec<(PteRef, [u64; 8])>) -> PendingFlush {
+        PendingFlush { patched, ..self }
+    }
 }
 
 impl Sim {
@@ -38,7 +44,7 @@ impl Sim {
         // The two calls that set LATR's `munmap_inprogress`: only their own
         // flushes hold memory back when deferred.
         let lazy = matches!(change, "munmap" | "madvise");
-        PendingFlush { obl, mm, what, changed, frames, arch: ptemem::Unflushed::default(), lazy }
+        PendingFlush { obl, mm, what, changed, patched: Vec::new(), frames, arch: ptemem::Unflushed::default(), lazy }
     }
 
     /// Runs the policy's flush for a change, discharges its obligation when the
@@ -91,6 +97,9 @@ impl Sim {
         self.oracle.obligations[pf.obl as usize].discharged = Some(now);
         for r in &pf.changed {
             self.pt.raise_floor(*r, seq, pf.obl);
+        }
+        for (table, mask) in &pf.patched {
+            self.pt.raise_floor_mask(*table, mask, seq, pf.obl);
         }
         if !pf.arch.is_empty() {
             self.discharge_unflushed(pf.arch, pf.mm, pf.what, now);

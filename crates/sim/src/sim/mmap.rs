@@ -2,6 +2,7 @@
 //! `madvise(MADV_DONTNEED)`, and the splits and zaps of mappings they make.
 
 use super::*;
+use crate::pagetable::zip;
 
 impl Sim {
     /// Places a mapping of `pages` pages (of `file` from its start, shared, if
@@ -86,6 +87,7 @@ impl Sim {
             .map(|v| (v.start, v.end()))
             .collect();
         let mut changed = Vec::new();
+        let mut patched = Vec::new();
         let mut runs = Vec::new();
         self.pt.for_each_run(root, va, pages, |a, r, n, block| runs.push((a, r, n, block)));
         // `change_pte_range` rewrites every present PTE (an atomic exchange and
@@ -93,30 +95,52 @@ impl Sim {
         // to a shared mapping's PTEs, and (`MM_CP_TRY_CHANGE_WRITABLE`) to a
         // dirty private anonymous page mapped here only, and leaves the rest
         // read-only for write faults to upgrade. What is flushed follows
-        // [`MprotectRule`]. A table where nothing can change is counted from
-        // its bitmaps, not read PTE by PTE (the simulator's time, not the
-        // simulated one: `present` is the same), unless the span of its present
-        // PTEs is needed.
+        // [`MprotectRule`]. A table's PTEs outside shared mappings are picked
+        // from its bitmaps and changed as one patch (the simulator's time, not
+        // the simulated one: see `pagetable::patch`); a 2 MB block, and a run
+        // that a shared mapping overlaps, PTE by PTE.
         let mut present = 0;
         let mut span: Option<(u64, u64)> = None;
         let mut widen = |a: u64, e: u64| span = Some(span.map_or((a, e), |(s0, e0)| (s0.min(a), e0.max(e))));
         let in_shared = |a: u64, e: u64| shared.iter().any(|&(s0, e0)| s0 < e && a < e0);
-        // The generic rule's span is every present PTE's: read them all.
-        let counted = !rule.gathers || rule.arch;
+        let epoch = self.frames.share_epoch();
         for (first_va, first, n, block) in runs {
-            if !block && counted {
-                let upgrades = write && (rule.in_place || in_shared(first_va, first_va + n * 4096));
-                let (valid, writable) = self.pt.count_flags(first, n);
-                if (write && !upgrades) || (!write && writable == 0) {
-                    present += valid;
-                    continue;
+            if !block && !in_shared(first_va, first_va + n * 4096) {
+                let table = first - first % 512;
+                let table_va = first_va - u64::from(first % 512) * 4096;
+                let m = self.pt.run_masks(first, n);
+                let flip = if write {
+                    // Valid, read-only, not contiguous, dirty, and one reference.
+                    let pick = zip(
+                        &zip(&m.valid, &m.writable, |v, w| v & !w),
+                        &zip(&m.cont, &m.dirty, |c, d| !c & d),
+                        |a, b| a & b,
+                    );
+                    let frames = &self.frames;
+                    if rule.in_place {
+                        self.pt.one_reference(table, &pick, epoch, |pfn| frames.refs(pfn) == 1)
+                    } else {
+                        [0; 8]
+                    }
+                } else {
+                    m.writable
+                };
+                present += m.valid.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+                let spans = if rule.arch { flip } else { m.valid };
+                if let (Some(lo), Some(hi)) = (lowest_bit(&spans), highest_bit(&spans)) {
+                    widen(table_va + lo * 4096, table_va + (hi + 1) * 4096);
                 }
+                if flip.iter().any(|&w| w != 0) {
+                    self.pt.patch_write(table, flip, write, seq);
+                    patched.push((table, flip));
+                }
+                continue;
             }
             // A 2 MB block is one PTE for all its pages (`change_huge_pmd`).
             let size = if block { 2 << 20 } else { 4096 };
             for i in 0..n {
                 let (a, r) = (if block { first_va & !(size - 1) } else { first_va + i * 4096 }, first + i as PteRef);
-                let old = *self.pt.pte(r);
+                let old = self.pt.pte(r);
                 if !old.valid() {
                     continue;
                 }
@@ -145,7 +169,7 @@ impl Sim {
             (true, Some((s, e))) => FlushWhat::Range(s, (e - s) / 4096),
             _ => return now,
         };
-        let pf = self.open_flush(cpu, mm, what, "mprotect", seq, changed, Vec::new(), now);
+        let pf = self.open_flush(cpu, mm, what, "mprotect", seq, changed, Vec::new(), now).with_patched(patched);
         self.flush(cpu, pf, now)
     }
 
@@ -254,4 +278,14 @@ struct MprotectRule {
     arch: bool,
     /// An upgrade makes a dirty, exclusive private anonymous PTE writable.
     in_place: bool,
+}
+
+/// Returns the index of the lowest set bit of a table's bitmap, if any.
+fn lowest_bit(bits: &[u64; 8]) -> Option<u64> {
+    (0..8).find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + u64::from(bits[w].trailing_zeros()))
+}
+
+/// Returns the index of the highest set bit of a table's bitmap, if any.
+fn highest_bit(bits: &[u64; 8]) -> Option<u64> {
+    (0..8).rev().find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + 63 - u64::from(bits[w].leading_zeros()))
 }

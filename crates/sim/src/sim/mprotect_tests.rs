@@ -68,6 +68,9 @@ struct Left {
     invalidations: u64,
     private: [bool; 4],
     shared: [bool; 4],
+    /// Whether the private mapping's PTEs still hold a change as their
+    /// table's patch (`pagetable::patch`), not yet written one by one.
+    private_patched: bool,
 }
 
 /// Runs `steps` on one CPU of `preset` running `kernel`, with `--set
@@ -94,10 +97,12 @@ fn run(preset: &str, kernel: Kernel, rule: Option<bool>, steps: &[Step]) -> Left
             sim.pt.walk(root, v.start + i as u64 * 4096).is_some_and(|w| sim.pt.pte(w.pte).writable())
         })
     };
+    let private_patched = sim.pt.walk(root, vma(false).start).is_some_and(|w| sim.pt.patched(w.pte));
     Left {
         invalidations: sim.m.counters.local_invalidations + sim.m.counters.broadcast_invalidations,
         private: writable(vma(false)),
         shared: writable(vma(true)),
+        private_patched,
     }
 }
 
@@ -164,4 +169,14 @@ fn a_gathered_flush_covers_only_the_span_of_the_ptes_it_picked() {
     assert_eq!((n, left.private), (2, [false, true, true, false]));
     let (n, left) = last("skylake", Kernel::Linux(5, 15), None, &steps);
     assert_eq!((n, left.private), (4, RO));
+}
+
+#[test]
+fn mprotect_changes_a_tables_ptes_as_one_patch() {
+    // Both calls change every PTE of the private mapping; written one by one,
+    // the origin's `mprotect_threaded` at 4,096 CPUs cost the host some 15
+    // times as long (`bench/2026-11-29-sim-4096-mprotect-patches.md`).
+    let left = run("altra", Kernel::Linux(6, 9), None, &DOWN_UP);
+    assert_eq!(left.private, RW);
+    assert!(left.private_patched, "the upgrade's PTEs were written one by one");
 }

@@ -53,7 +53,7 @@ fn run(write_read: bool, zap: bool) -> ([Option<Pte>; 2], [Option<u64>; 2], usiz
     let root = sim.kern.mm(mm).root();
     let vma = *sim.kern.mm(mm).vmas().iter().find(|v| v.file == Some(1)).unwrap();
     assert!(vma.cow);
-    let pte = |i: u64| sim.pt.walk(root, vma.start + i * 4096).map(|w| *sim.pt.pte(w.pte)).filter(|p| p.valid());
+    let pte = |i: u64| sim.pt.walk(root, vma.start + i * 4096).map(|w| sim.pt.pte(w.pte)).filter(|p| p.valid());
     let c = sim.m.counters;
     (
         [pte(0), pte(1)],

@@ -121,7 +121,7 @@ impl Sim {
             let mut slots = Vec::new();
             self.pt.for_each_slot(proot, v.start, v.pages, |va, r| slots.push((va, r)));
             for (va, r) in slots {
-                let mut p = *self.pt.pte(r);
+                let mut p = self.pt.pte(r);
                 if !p.valid() {
                     continue;
                 }

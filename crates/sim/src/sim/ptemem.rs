@@ -212,7 +212,7 @@ impl<'s> KernelPtes<'s> {
     /// floor and the ground truth of the page, with the versioning and the
     /// obligations the module documentation describes.
     fn write(&mut self, mm: MmId, va: VirtAddr, r: PteRef, new: PteVal) {
-        let old = *self.sim.pt.pte(r);
+        let old = self.sim.pt.pte(r);
         let relevant = |flags: u16| flags & !(P_ACCESS | P_DIRTY);
         let changed = old.valid() != new.valid()
             || (new.valid() && (old.pfn != new.pfn || relevant(old.flags) != relevant(new.flags)));
@@ -414,7 +414,7 @@ impl KernelPtes<'_> {
 impl PteMem for KernelPtes<'_> {
     fn get(&mut self, mm: MmId, va: VirtAddr) -> PteVal {
         self.charge_load();
-        let v = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
+        let v = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(&self.sim.pt.pte(r)));
         self.hw_between(mm, va);
         v
     }
@@ -433,7 +433,7 @@ impl PteMem for KernelPtes<'_> {
             self.hw_between(mm, va);
             return PteVal::NONE;
         };
-        let old = val(self.sim.pt.pte(r));
+        let old = val(&self.sim.pt.pte(r));
         if old.valid() {
             let gathered = if old.valid_cont() {
                 let base = r - ((va.0 >> SHIFT_4K) & (CONT_PTES - 1)) as PteRef;
@@ -454,7 +454,7 @@ impl PteMem for KernelPtes<'_> {
 
     fn cmpxchg(&mut self, mm: MmId, va: VirtAddr, old: PteVal, new: PteVal) -> Result<(), PteVal> {
         self.charge(ATOMIC);
-        let now = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(self.sim.pt.pte(r)));
+        let now = self.resolve(mm, va).map_or(PteVal::NONE, |r| val(&self.sim.pt.pte(r)));
         let res = if now != old {
             Err(now)
         } else {

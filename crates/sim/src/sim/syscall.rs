@@ -201,7 +201,7 @@ impl Sim {
         for i in 0..pages {
             let pfn = self.alloc_frame(cpu, now);
             let r = self.pt.ensure_leaf(kroot, va + i * 4096);
-            let old = *self.pt.pte(r);
+            let old = self.pt.pte(r);
             debug_assert!(!old.valid(), "kernel map pool slot still mapped");
             let ver = self.oracle.next_seq();
             // The slot keeps its floor, so an entry from an earlier cycle stays stale.

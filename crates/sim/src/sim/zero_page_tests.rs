@@ -49,7 +49,7 @@ fn run(kernel: Kernel, write: bool) -> ([Option<u64>; 2], [bool; 2], usize, u64)
     let Root::Mm(mm) = sim.m.cpus[0].root else { panic!("cpu0 is lazy, so a user root is loaded") };
     let root = sim.kern.mm(mm).root();
     let va = sim.kern.mm(mm).vmas().iter().find(|v| v.pages == 2 && v.file.is_none()).unwrap().start;
-    let pte = |i: u64| sim.pt.walk(root, va + i * 4096).map(|w| *sim.pt.pte(w.pte)).filter(|p| p.valid());
+    let pte = |i: u64| sim.pt.walk(root, va + i * 4096).map(|w| sim.pt.pte(w.pte)).filter(|p| p.valid());
     let (a, b) = (pte(0), pte(1));
     let c = sim.m.counters;
     (

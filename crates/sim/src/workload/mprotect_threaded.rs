@@ -24,12 +24,12 @@
 //! simulated seconds from the start until the last copy's main thread has
 //! unmapped its buffer (the exit's teardown is not counted). Host time grows
 //! with `cpus * iters`: broadcasts cost the host O(sockets) each, not O(cpus),
-//! and a loop's `mprotect` counts each table's present PTEs from its bitmaps
-//! rather than reading 1024 PTEs; host memory does not grow with `iters`, since
-//! the oracle collects the obligations of returned flushes. At `--cpus 4096`
-//! on `altra` the origin's `iters=10000` takes under two minutes
-//! and 700 MB on the 2-core development host (the guide, "Simulator speed at
-//! scale").
+//! and a loop's `mprotect` picks the PTEs it changes from each table's bitmaps
+//! and changes them as one patch of the table (`pagetable::patch`: under v6.0
+//! and later every call changes all 1024), rather than PTE by PTE; host memory
+//! does not grow with `iters`, since the oracle collects the obligations of
+//! returned flushes. The guide's "Simulator speed at scale" gives the time of
+//! the origin's `iters=10000` at `--cpus 4096` on `altra`.
 
 use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
