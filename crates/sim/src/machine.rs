@@ -198,6 +198,13 @@ pub struct IrqCosts {
     pub exit: u64,
 }
 
+impl IrqCosts {
+    /// Returns an interrupt's costs at `c`.
+    pub fn of(c: &Costs) -> IrqCosts {
+        IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit }
+    }
+}
+
 /// A machine whose cores' threads share them (`sim/smt.rs`): which CPUs are a
 /// core's, and an interrupt's costs on a core alone and on a shared one.
 #[derive(Clone, Copy, Debug)]
@@ -287,7 +294,7 @@ impl Machine {
         match self.smt_irq {
             Some(s) if self.core_shared(cpu) => s.shared,
             Some(s) => s.alone,
-            None => IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit },
+            None => IrqCosts::of(c),
         }
     }
 

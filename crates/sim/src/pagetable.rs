@@ -11,7 +11,7 @@
 
 mod patch;
 
-pub use patch::zip;
+pub use patch::{highest_bit, lowest_bit, zip};
 use patch::{ExclMemo, PatchHead};
 
 /// Shift of a 4 KB page.
@@ -130,8 +130,9 @@ pub struct PageTables {
     /// [`PageTables::pte_mut`] of the chunk (see [`PageTables::run_masks`]).
     bits: Vec<ChunkBits>,
     /// Per chunk of 512 PTEs: which words of its [`ChunkBits`] have stale bits,
-    /// and its valid and writable PTEs in all (as of the last count), dense so
-    /// that a whole table counted again with nothing changed reads 8 bytes.
+    /// its PTEs' counts by flag (as of the last count) and its patch, dense so
+    /// that a whole table counted again with nothing changed reads its head
+    /// alone.
     heads: Vec<ChunkHead>,
     /// Per chunk of 512 PTEs: the PTEs its head's patch changes, where that
     /// is not every PTE ([`PatchHead`]).
@@ -139,10 +140,9 @@ pub struct PageTables {
     /// Per chunk of 512 PTEs: which of its PTEs' frames had one reference,
     /// as last looked up ([`ExclMemo`]).
     excl: Vec<ExclMemo>,
-    /// Per chunk of 512 PTEs: the frames' share epoch at which its memo found
-    /// every PTE's frame with one reference (`u64::MAX`: none such), so that
-    /// a whole table asked again reads 8 bytes, not the memo's three lines.
-    excl_all: Vec<u64>,
+    /// Per chunk of 512 PTEs: the frames' share epoch its memo was looked up
+    /// at (`u64::MAX`: none, or a PTE of it changed since).
+    excl_epoch: Vec<u64>,
     /// The highest floor any PTE has been given through
     /// [`PageTables::raise_floor`]: an entry filled from a PTE version at least
     /// this high cannot be stale, whatever its PTE's floor.
@@ -167,6 +167,9 @@ struct ChunkHead {
     cont: u16,
     /// A change of many of its PTEs not yet written into them.
     patch: PatchHead,
+    /// Whether its memo found every PTE's frame with one reference (while
+    /// its `excl_epoch` is the frames' share epoch).
+    excl_all: bool,
 }
 
 /// A chunk's PTEs by flag, as bitmaps (bit `i` of word `i / 64` for PTE `i`):
@@ -246,8 +249,7 @@ impl PageTables {
             self.bits[i] = ChunkBits::default();
             self.heads[i] = ChunkHead::default();
             self.floors[i] = 0;
-            self.excl[i] = ExclMemo::default();
-            self.excl_all[i] = u64::MAX;
+            self.excl_epoch[i] = u64::MAX;
             c
         } else {
             let c = self.ptes.len() as u32;
@@ -258,7 +260,7 @@ impl PageTables {
             self.floors.push(0);
             self.patch_masks.push([0; 8]);
             self.excl.push(ExclMemo::default());
-            self.excl_all.push(u64::MAX);
+            self.excl_epoch.push(u64::MAX);
             c
         }
     }
@@ -297,8 +299,7 @@ impl PageTables {
         }
         self.bits[chunk].stale[i / 64] |= 1 << (i % 64);
         self.heads[chunk].stale |= 1 << (i / 64);
-        self.excl[chunk].forget();
-        self.excl_all[chunk] = u64::MAX;
+        self.excl_epoch[chunk] = u64::MAX;
         &mut self.ptes[r as usize]
     }
 

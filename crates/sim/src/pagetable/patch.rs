@@ -54,27 +54,12 @@ impl PatchHead {
 }
 
 /// Which frames of a table's PTEs had one reference, as looked up while the
-/// frames' share epoch was `epoch`: `checked` the PTEs looked up, `one` those
-/// with one reference. Forgotten when a PTE of the table changes.
-#[derive(Clone, Copy, Debug)]
+/// frames' share epoch was the table's `PageTables::excl_epoch`: `checked`
+/// the PTEs looked up, `one` those with one reference.
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ExclMemo {
-    epoch: u64,
     checked: [u64; 8],
     one: [u64; 8],
-}
-
-impl Default for ExclMemo {
-    fn default() -> Self {
-        ExclMemo { epoch: u64::MAX, checked: [0; 8], one: [0; 8] }
-    }
-}
-
-impl ExclMemo {
-    /// Forgets every lookup (a PTE of the table changed).
-    #[inline]
-    pub(super) fn forget(&mut self) {
-        self.epoch = u64::MAX;
-    }
 }
 
 /// A run's PTEs by flag, as bitmaps of its table (bit `i` of word `i / 64`
@@ -96,6 +81,25 @@ pub struct RunMasks {
 #[inline]
 pub fn zip(a: &[u64; 8], b: &[u64; 8], f: impl Fn(u64, u64) -> u64) -> [u64; 8] {
     std::array::from_fn(|w| f(a[w], b[w]))
+}
+
+/// Returns the indices of the set bits of a table's bitmap, lowest first.
+#[inline]
+pub fn set_bits(bits: &[u64; 8]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        std::iter::successors((word != 0).then_some(word), |&b| (b & (b - 1) != 0).then_some(b & (b - 1)))
+            .map(move |b| w * 64 + b.trailing_zeros() as usize)
+    })
+}
+
+/// Returns the index of the lowest set bit of a table's bitmap, if any.
+pub fn lowest_bit(bits: &[u64; 8]) -> Option<u64> {
+    (0..8).find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + u64::from(bits[w].trailing_zeros()))
+}
+
+/// Returns the index of the highest set bit of a table's bitmap, if any.
+pub fn highest_bit(bits: &[u64; 8]) -> Option<u64> {
+    (0..8).rev().find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + 63 - u64::from(bits[w].leading_zeros()))
 }
 
 /// Returns the bits of the `n` PTEs from PTE `lo` of a table.
@@ -121,7 +125,7 @@ impl PageTables {
         debug_assert!(lo + n <= 512, "a run of {n} PTEs from {first} leaves its table");
         self.recount(chunk);
         // A whole table whose PTEs all agree on each flag is told by its head
-        // (8 bytes) without its bitmaps (five lines).
+        // (dense, beside its neighbours') without its bitmaps (five lines).
         let h = self.heads[chunk];
         let uniform = |c: u16| c == 0 || c == 512;
         if n == 512 && [h.valid, h.writable, h.dirty, h.cont].into_iter().all(uniform) {
@@ -172,30 +176,21 @@ impl PageTables {
     /// looked up (and remembered) where not.
     pub fn one_reference(&mut self, table: PteRef, pick: &[u64; 8], epoch: u64, one: impl Fn(u64) -> bool) -> [u64; 8] {
         let chunk = (table / 512) as usize;
-        if self.excl_all[chunk] == epoch {
+        if self.excl_epoch[chunk] == epoch && self.heads[chunk].excl_all {
             return *pick;
         }
-        let memo = &mut self.excl[chunk];
-        if memo.epoch != epoch {
-            *memo = ExclMemo { epoch, ..ExclMemo::default() };
+        if self.excl_epoch[chunk] != epoch {
+            (self.excl[chunk], self.excl_epoch[chunk]) = (ExclMemo::default(), epoch);
         }
-        let mut memo = *memo;
-        for (w, &picked) in pick.iter().enumerate() {
-            let mut todo = picked & !memo.checked[w];
-            while todo != 0 {
-                let bit = todo.trailing_zeros();
-                todo &= todo - 1;
-                let r = table + (w * 64) as PteRef + bit;
-                if one(self.pte(r).pfn) {
-                    memo.one[w] |= 1 << bit;
-                }
-                memo.checked[w] |= 1 << bit;
+        let mut memo = self.excl[chunk];
+        for i in set_bits(&zip(pick, &memo.checked, |p, c| p & !c)) {
+            if one(self.pte(table + i as PteRef).pfn) {
+                memo.one[i / 64] |= 1 << (i % 64);
             }
+            memo.checked[i / 64] |= 1 << (i % 64);
         }
         self.excl[chunk] = memo;
-        if memo.one == [u64::MAX; 8] {
-            self.excl_all[chunk] = epoch;
-        }
+        self.heads[chunk].excl_all = memo.one == [u64::MAX; 8];
         zip(pick, &memo.one, |a, b| a & b)
     }
 
@@ -244,13 +239,8 @@ impl PageTables {
             }
             return;
         }
-        for (w, &word) in mask.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let bit = bits.trailing_zeros();
-                bits &= bits - 1;
-                self.raise_floor(table + (w * 64) as PteRef + bit, seq, obl);
-            }
+        for i in set_bits(mask) {
+            self.raise_floor(table + i as PteRef, seq, obl);
         }
     }
 
@@ -282,14 +272,9 @@ impl PageTables {
         let mask = self.patch_mask(chunk);
         self.bits[chunk].writable = self.writable_shown(chunk);
         self.heads[chunk].patch = PatchHead::default();
-        for (w, &word) in mask.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let bit = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let r = chunk * 512 + w * 64 + bit;
-                self.ptes[r] = patch.apply(self.ptes[r]);
-            }
+        for i in set_bits(&mask) {
+            let r = chunk * 512 + i;
+            self.ptes[r] = patch.apply(self.ptes[r]);
         }
     }
 }
@@ -327,10 +312,8 @@ mod tests {
         // Raises the floors of `mask` to `seq` in both tables.
         let raise = |a: &mut PageTables, b: &mut PageTables, mask: &[u64; 8], seq: u64, obl: u32| {
             a.raise_floor_mask(ta, mask, seq, obl);
-            for r in 0..512 {
-                if mask[r / 64] & (1 << (r % 64)) != 0 {
-                    b.raise_floor(tb + r as PteRef, seq, obl);
-                }
+            for i in set_bits(mask) {
+                b.raise_floor(tb + i as PteRef, seq, obl);
             }
         };
         let mut late = None;
@@ -340,12 +323,10 @@ mod tests {
             assert_eq!(m, b.run_masks(tb, 512), "round {round}: the bitmaps");
             let mask = if write { zip(&m.valid, &m.writable, |v, w| v & !w) } else { m.writable };
             a.patch_write(ta, mask, write, seq);
-            for (w, &word) in mask.iter().enumerate() {
-                for bit in (0..64).filter(|bit| word & (1 << bit) != 0) {
-                    let p = b.pte_mut(tb + (w * 64 + bit) as PteRef);
-                    p.flags ^= P_WRITE;
-                    p.ver = seq;
-                }
+            for i in set_bits(&mask) {
+                let p = b.pte_mut(tb + i as PteRef);
+                p.flags ^= P_WRITE;
+                p.ver = seq;
             }
             assert_eq!(table(&a, ta), table(&b, tb), "round {round}: after the change");
             // Round 2's flush returns after round 3's change: its floor is

@@ -2,7 +2,7 @@
 //! `madvise(MADV_DONTNEED)`, and the splits and zaps of mappings they make.
 
 use super::*;
-use crate::pagetable::zip;
+use crate::pagetable::{highest_bit, lowest_bit, zip};
 
 impl Sim {
     /// Places a mapping of `pages` pages (of `file` from its start, shared, if
@@ -109,7 +109,9 @@ impl Sim {
                 let table = first - first % 512;
                 let table_va = first_va - u64::from(first % 512) * 4096;
                 let m = self.pt.run_masks(first, n);
-                let flip = if write {
+                let flip = if !write {
+                    m.writable
+                } else if rule.in_place {
                     // Valid, read-only, not contiguous, dirty, and one reference.
                     let pick = zip(
                         &zip(&m.valid, &m.writable, |v, w| v & !w),
@@ -117,13 +119,9 @@ impl Sim {
                         |a, b| a & b,
                     );
                     let frames = &self.frames;
-                    if rule.in_place {
-                        self.pt.one_reference(table, &pick, epoch, |pfn| frames.refs(pfn) == 1)
-                    } else {
-                        [0; 8]
-                    }
+                    self.pt.one_reference(table, &pick, epoch, |pfn| frames.refs(pfn) == 1)
                 } else {
-                    m.writable
+                    [0; 8]
                 };
                 present += m.valid.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
                 let spans = if rule.arch { flip } else { m.valid };
@@ -278,14 +276,4 @@ struct MprotectRule {
     arch: bool,
     /// An upgrade makes a dirty, exclusive private anonymous PTE writable.
     in_place: bool,
-}
-
-/// Returns the index of the lowest set bit of a table's bitmap, if any.
-fn lowest_bit(bits: &[u64; 8]) -> Option<u64> {
-    (0..8).find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + u64::from(bits[w].trailing_zeros()))
-}
-
-/// Returns the index of the highest set bit of a table's bitmap, if any.
-fn highest_bit(bits: &[u64; 8]) -> Option<u64> {
-    (0..8).rev().find(|&w| bits[w] != 0).map(|w| (w * 64) as u64 + 63 - u64::from(bits[w].leading_zeros()))
 }

@@ -76,8 +76,11 @@ impl Smt {
     /// Returns what an interrupt costs a CPU of a core used by it alone and by
     /// two threads ([`crate::machine::SmtIrq`]).
     pub(super) fn irq(&self) -> crate::machine::SmtIrq {
-        let irq = |c: &Costs| IrqCosts { entry: c.exception_entry, dispatch: c.ipi.ipi_handle, exit: c.exception_exit };
-        crate::machine::SmtIrq { threads: self.threads, alone: irq(&self.alone), shared: irq(&self.shared) }
+        crate::machine::SmtIrq {
+            threads: self.threads,
+            alone: IrqCosts::of(&self.alone),
+            shared: IrqCosts::of(&self.shared),
+        }
     }
 
     /// Returns the threads per core in effect.
