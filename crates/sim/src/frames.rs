@@ -61,8 +61,9 @@ pub struct Frames {
     folio_live: Vec<u8>,
     /// Free folios, by first frame, LIFO.
     free_folios: Vec<u64>,
-    /// Per frame: the NUMA node it is on (empty until the first migration;
-    /// missing means node 0, where every allocation places a frame).
+    /// Per frame: the NUMA node it is on (the node of the CPU that allocated
+    /// it, or a migration's target; missing means node 0, and the vector
+    /// grows only when a frame is placed on another node).
     node: Vec<u8>,
     /// Bumped whenever a frame's count crosses between one reference and more
     /// (a share begins or ends): what [`Frames::refs`]` == 1` said of any
@@ -103,8 +104,8 @@ impl Frames {
         self.node.get(pfn as usize).copied().unwrap_or(0)
     }
 
-    /// Places frame `pfn` on NUMA node `node` (a migration's new frame; a
-    /// frame allocated again goes back to node 0).
+    /// Places frame `pfn` on NUMA node `node` (its allocating CPU's node, or a
+    /// migration's target; a frame allocated again is on node 0 until placed).
     pub fn set_node(&mut self, pfn: u64, node: u8) {
         if self.node.len() <= pfn as usize {
             if node == 0 {

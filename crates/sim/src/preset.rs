@@ -179,6 +179,11 @@ pub struct LineCosts {
     /// Extra for a cache-line transfer across sockets (on top of
     /// `cacheline_cross_ccx`: sockets never share a CCX).
     pub cacheline_cross_socket: u64,
+    /// Extra latency of a line read from another NUMA node's memory over one
+    /// read from the reading CPU's own node (Intel MLC's idle latency matrix,
+    /// remote less local). A copy of a page on another node pays it for each
+    /// of the page's lines, `mlp` at a time ([`crate::sim::Sim`]'s page work).
+    pub mem_remote_extra: u64,
 }
 
 /// The kernel's own paths (system calls, switches, faults, page work), in cycles.

@@ -4,14 +4,14 @@
 //! show them (`swap_pageout`, `pmbench_migrate`), and the oracle over a
 //! migration.
 
-use crate::common::x86_counted::{run_to_mark, take_calls, Counted, Spinning};
-use crate::common::{loose_spec, strict};
+use crate::common::x86_counted::{run_to_mark, take_calls, Counted, Spinner, Spinning};
+use crate::common::{loose_spec, strict, MapThen};
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::LinuxX86v615;
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
-use tlbkit_sim::program::{Op, Sys};
+use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::run;
 use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
 use tlbkit_sim::workload::{self, Phase};
@@ -127,6 +127,91 @@ fn swap_pageout_times_each_pageout_of_the_whole_range() {
     assert_eq!(r["flushes_per_call"], (256.0 + 2.0 * 18.0) / 3.0, "{r:?}");
     let per_byte = r["pageout_us"] * 1e3 / (1024.0 * 1024.0);
     assert!((r["pageout_ns_per_byte"] - per_byte).abs() < 1e-9 * per_byte.max(1.0), "{r:?}");
+}
+
+/// The cycles of two migrations by a process's only thread, on node 0 of
+/// `milan` with node 1 memory only and `extra` as the machine's
+/// `mem_remote_extra`: its 64 written pages (and the rest it has alone) from
+/// node 0 to 1, then back; and the pages the first moved.
+fn there_and_back(extra: u64) -> (u64, u64, u64) {
+    let mut p = preset::named("milan");
+    p.costs.lines.mem_remote_extra = extra;
+    let cfg = SimConfig { strict: true, max_events: 5_000_000, migrate_batch: Some(true), ..SimConfig::quiet(p, 1, 1) };
+    let mut sim = Sim::new(cfg, Counted::new(1));
+    sim.add_cpuless_node();
+    let script = |_| {
+        vec![
+            Op::Mark("a"),
+            Op::Sys(Sys::MigratePages { tid: 0, from: 0, to: 1 }),
+            Op::Mark("b"),
+            Op::Sys(Sys::MigratePages { tid: 0, from: 1, to: 0 }),
+            Op::Mark("c"),
+        ]
+    };
+    sim.spawn(Box::new(Spinning::new(0, script))).unwrap();
+    run_to_mark(&mut sim, "c");
+    let moved = sim.mark_stats("b").unwrap().pageout.migrated_pages;
+    let (a, b, c) = (sim.mark("a").unwrap(), sim.mark("b").unwrap(), sim.mark("c").unwrap());
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
+    (b - a, c - b, moved)
+}
+
+#[test]
+fn a_copy_from_another_nodes_memory_waits_for_its_lines() {
+    // The pages were first touched by the CPU on node 0: moving them away
+    // copies from local memory, whatever a remote line costs; moving them
+    // back copies each page's 64 lines from node 1, `mlp` at a time.
+    let (there0, back0, moved) = there_and_back(0);
+    let (there, back, again) = there_and_back(1000);
+    assert!(moved >= 64, "{moved} pages moved");
+    assert_eq!((there, again), (there0, moved));
+    let mlp = preset::named("milan").costs.mlp;
+    let each = (64 * 1000u64).div_ceil(mlp);
+    assert!(back >= back0 + moved * each, "back {back} cycles, {back0} with local lines; {moved} pages, {each} each");
+    assert!(back < back0 + moved * each * 11 / 10, "back {back} cycles, {back0} with local lines");
+}
+
+/// A process's first thread, on CPU 0: starts a thread on CPU 1 that maps
+/// and writes 64 pages, then migrates the process's pages from node 0 to 1
+/// and back; computes meanwhile.
+struct FirstTouch(u32);
+
+impl Program for FirstTouch {
+    fn next(&mut self, _ret: u64) -> Op {
+        self.0 += 1;
+        if self.0 == 1 {
+            let script = |_| {
+                vec![
+                    Op::Sys(Sys::MigratePages { tid: 0, from: 0, to: 1 }),
+                    Op::Mark("a"),
+                    Op::Sys(Sys::MigratePages { tid: 0, from: 1, to: 0 }),
+                    Op::Mark("b"),
+                ]
+            };
+            return Op::Sys(Sys::CloneOn(1, MapThen::new(64, script)));
+        }
+        Spinner(self.0).next(0)
+    }
+}
+
+#[test]
+fn a_page_is_placed_on_the_node_of_the_cpu_that_first_touches_it() {
+    // One CPU to a node: CPU 1 is node 1's. Its 64 pages are there, so the
+    // first migration (node 0 to 1) moves only the pages CPU 0 touched, and
+    // the second moves those back and the 64 too.
+    let mut p = preset::named("milan");
+    p.cores_per_socket = 1;
+    let cfg = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(p, 2, 1) };
+    let mut sim = Sim::new(cfg, Counted::new(2));
+    sim.spawn(Box::new(FirstTouch(0))).unwrap();
+    run_to_mark(&mut sim, "b");
+    let first = sim.mark_stats("a").unwrap().pageout.migrated_pages;
+    let second = sim.mark_stats("b").unwrap().pageout.migrated_pages - first;
+    sim.run();
+    assert!(sim.error.is_none(), "{:?}", sim.error);
+    assert_eq!(second, first + 64, "first migration {first} pages, second {second}");
 }
 
 /// `pmbench_migrate`'s result on `machine` with `sets` (small sizes).

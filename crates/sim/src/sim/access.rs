@@ -452,9 +452,13 @@ impl Sim {
         Pte { pfn, flags, ver: self.oracle.next_seq(), ..Pte::default() }
     }
 
+    /// Allocates a frame for `cpu` at `now` on `cpu`'s NUMA node: the default
+    /// memory policy's first touch (`alloc_pages` prefers `numa_node_id()`;
+    /// the model's nodes never run out).
     pub(super) fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
         let (pfn, obl) = self.frames.alloc();
         self.check_reuse(cpu, obl, || format!("frame {pfn}"), now);
+        self.frames.set_node(pfn, self.cpu_node(cpu));
         pfn
     }
 
@@ -580,7 +584,7 @@ impl Sim {
         } else if !pte.valid() {
             let pfn = self.alloc_frame(cpu, now);
             now = self.kalloc_work(cpu, 1, false, now);
-            now = self.write_pages(cpu, 1, false, now);
+            now = self.write_pages(cpu, 1, None, now);
             // The slot keeps its floor: an entry from before a flushed unmap or
             // zap of this page stays stale after the page is faulted in again.
             let new = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(pfn, vma.write) };
@@ -595,7 +599,7 @@ impl Sim {
                 let from_zero = pte.pfn == ZERO_PFN;
                 let pfn = self.alloc_frame(cpu, now);
                 now = self.kalloc_work(cpu, 1, false, now);
-                now = self.write_pages(cpu, 1, !from_zero, now);
+                now = self.write_pages(cpu, 1, (!from_zero).then(|| self.frames.node(pte.pfn)), now);
                 if from_zero {
                     self.memcg_add(mm, va & !4095, pfn, 1);
                 }

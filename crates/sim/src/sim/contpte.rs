@@ -467,7 +467,7 @@ impl Sim {
             // The allocation's shared work and the zeroing within the
             // node's bandwidth, as an anonymous folio's (sim/file_reclaim.rs).
             now = self.kalloc_work(cpu, CONT_PTES as u32, true, now);
-            now = self.write_pages(cpu, CONT_PTES, false, now);
+            now = self.write_pages(cpu, CONT_PTES, None, now);
         } else {
             now += self.m.costs.kernel.page_copy * CONT_PTES;
         }
@@ -481,8 +481,10 @@ impl Sim {
     fn alloc_folio(&mut self, cpu: usize, kind: FrameKind, now: u64) -> u64 {
         let (first, obls) = self.frames.alloc_folio(kind);
         self.stats.contpte.folios += 1;
+        let node = self.cpu_node(cpu);
         for (i, obl) in obls.into_iter().enumerate() {
             self.check_reuse(cpu, obl, || format!("frame {} (of a folio)", first + i as u64), now);
+            self.frames.set_node(first + i as u64, node);
         }
         first
     }
@@ -557,7 +559,8 @@ impl Sim {
                 // wp_page_copy: the copy first, then ptep_clear_flush and the new PTE.
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
                 mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
-                mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
+                let from = mem.sim.frames.node(orig.pfn);
+                mem.now = mem.sim.write_pages(cpu, 1, Some(from), mem.now);
                 let old = arch::ptep_get_and_clear(&mut mem, mm, VirtAddr(page));
                 mem.flush_tlb_range(mm, VirtAddr(page), 1);
                 let flags = P_VALID | P_USER | P_WRITE | P_DIRTY | P_ACCESS | (orig.flags & P_GLOBAL);
@@ -624,10 +627,11 @@ impl Sim {
         let pfn = match vma.file {
             Some(f) if copy => {
                 // The file's page into the page cache first, then the copy.
-                let (_, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
+                let (cached, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
                 let pfn = mem.sim.alloc_frame(cpu, t);
                 mem.now = mem.sim.kalloc_work(cpu, 1, false, t);
-                mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
+                let from = mem.sim.frames.node(cached);
+                mem.now = mem.sim.write_pages(cpu, 1, Some(from), mem.now);
                 pfn
             }
             Some(f) => {
@@ -638,13 +642,13 @@ impl Sim {
             None if fits => {
                 let pfn = mem.sim.alloc_folio(cpu, FrameKind::AnonFolio, mem.now);
                 mem.now = mem.sim.kalloc_work(cpu, CONT_PTES as u32, true, mem.now);
-                mem.now = mem.sim.write_pages(cpu, CONT_PTES, false, mem.now);
+                mem.now = mem.sim.write_pages(cpu, CONT_PTES, None, mem.now);
                 pfn
             }
             None => {
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
                 mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
-                mem.now = mem.sim.write_pages(cpu, 1, false, mem.now);
+                mem.now = mem.sim.write_pages(cpu, 1, None, mem.now);
                 pfn
             }
         };

@@ -258,6 +258,9 @@ impl KernelWork {
 /// (`docs/costs/kernel.md`).
 pub const MEM_BW_SUSTAINED: f64 = 0.7;
 
+/// Cache lines of a 4 KB page (64-byte lines on every preset's CPU).
+const LINES_PER_PAGE: u64 = 4096 / 64;
+
 /// Returns the rate, in GB/s, at which `cpus` CPUs of one node of `preset`
 /// zero pages together in the model: each at its `page_copy` per page, all of
 /// them within the node's sustained bandwidth (what `write_pages` charges a
@@ -469,14 +472,24 @@ impl Sim {
         self.lru_hold(cpu, now, pending)
     }
 
-    /// Zeroes (or copies, `copy`) `pages` pages on `cpu` from `now`: the core's
-    /// `page_copy` each, within its node's memory bandwidth (a copy writes one
-    /// page and reads another: twice the traffic). Returns when it is done.
-    pub(super) fn write_pages(&mut self, cpu: usize, pages: u64, copy: bool, now: u64) -> u64 {
-        let traffic = (pages * if copy { 2 } else { 1 }) as u32;
+    /// Zeroes `pages` pages on `cpu` from `now` (`from` `None`), or copies them
+    /// from pages on NUMA node `from`: the core's `page_copy` each, within its
+    /// node's memory bandwidth (a copy writes one page and reads another: twice
+    /// the traffic). A copy from another node's memory than `cpu`'s also waits
+    /// for each line's trip there: `mem_remote_extra` per line, `mlp` lines in
+    /// flight at once (Little's law; the copy's loads are independent). The
+    /// pages written are charged as local wherever they lie: the copy and the
+    /// clear write whole lines (`rep movs`, `rep stos`), and a store waits for
+    /// nothing the next one needs. Returns when it is done.
+    pub(super) fn write_pages(&mut self, cpu: usize, pages: u64, from: Option<u8>, now: u64) -> u64 {
+        let traffic = (pages * if from.is_some() { 2 } else { 1 }) as u32;
         let last = self.kw.reserve_bandwidth(cpu, now, traffic);
-        let c = self.m.costs.kernel.page_copy;
-        (now + c * pages).max(last + c)
+        let c = self.m.costs;
+        let mut each = c.kernel.page_copy;
+        if from.is_some_and(|n| n != self.cpu_node(cpu)) {
+            each += (LINES_PER_PAGE * c.lines.mem_remote_extra).div_ceil(c.mlp.max(1));
+        }
+        (now + each * pages).max(last + each)
     }
 }
 

@@ -42,7 +42,9 @@
 //! The walk's PTE reads and the unmap's and remap's PTE writes as
 //! [`KernelPtes`] charges them; the flushes as the policy issues them; per page
 //! the copy (`page_copy`, through the memory-bandwidth model of
-//! [`Sim::write_pages`], two lines of traffic per line copied), the new page's
+//! [`Sim::write_pages`], two lines of traffic per line copied; a copy from the
+//! other node's memory than the migrating CPU's also waits for each line's
+//! trip there, `mem_remote_extra` each, `mlp` at a time), the new page's
 //! allocation (`kalloc_work`) and the old one's freeing (`kfree_work`), and
 //! `zap_page` for the rmap and LRU work of isolating and putting back a page.
 //! The system call's entry and VMA lookup cost `fault_path`.
@@ -51,13 +53,18 @@
 //! A node is a socket of the model (`--set numa=2` splits each socket in two;
 //! a preset's second socket is its second node, whether or not `--cpus`
 //! reaches it): CPU `c` is on node `c / cores_per_socket`. A workload may add
-//! a node with memory and no CPUs ([`Sim::add_cpuless_node`]). Every frame is
-//! allocated on node 0 (no first-touch placement) and a migration's new frame
-//! is placed on the target node.
+//! a node with memory and no CPUs ([`Sim::add_cpuless_node`]). A frame is
+//! placed on the node of the CPU that allocates it (first touch, Linux's
+//! default policy; [`Sim::alloc_frame`]) and a migration's new frame on the
+//! target node. A memory-only node's lines cost what another socket's do.
 //!
 //! # Not modelled
-//! - The cost of reaching memory on the other node: a copy costs `page_copy`
-//!   whichever the nodes, and a user access to a page costs the same on either.
+//! - A user access to a page on another node costs what a local one does:
+//!   the model has no data caches, an access costs an L1 hit wherever its
+//!   page lies (only a page copy reads memory, above). A copy's writes to the
+//!   other node are charged as local ([`Sim::write_pages`]), and the
+//!   interconnect's own bandwidth does not bound the copies (one migrating
+//!   CPU is far from it).
 //! - Large folios (`contpte`), pages shared with another process (Linux moves
 //!   them only with `MPOL_MF_MOVE_ALL`), file pages and 2 MB mappings are left
 //!   where they are.
@@ -95,6 +102,11 @@ impl Sim {
     /// Returns the CPUs of one NUMA node: CPU `c` is on node `c / node_cpus()`.
     pub fn node_cpus(&self) -> usize {
         self.m.cores_per_socket.max(1)
+    }
+
+    /// Returns the NUMA node CPU `cpu` is on.
+    pub fn cpu_node(&self, cpu: usize) -> u8 {
+        u8::try_from(cpu / self.node_cpus()).unwrap_or(u8::MAX)
     }
 
     /// Returns whether `migrate_pages` batches its unmaps' flushes: the
@@ -199,7 +211,7 @@ impl Sim {
             let new = mem.sim.alloc_frame(cpu, mem.now);
             mem.sim.frames.set_node(new, to);
             mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
-            mem.now = mem.sim.write_pages(cpu, 1, true, mem.now);
+            mem.now = mem.sim.write_pages(cpu, 1, Some(mem.sim.frames.node(old.pfn)), mem.now);
             mem.set(mm, va, PteVal::new(new, old.flags));
             mem.now += c.kernel.zap_page;
             let uid = mem.sim.kern.mm(mm).uid();

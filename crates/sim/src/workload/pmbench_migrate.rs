@@ -44,8 +44,9 @@
 //!   reaches it, else on the last CPU.
 //!
 //! # What stays different
-//! Memory on the other node costs what local memory costs (`sim/migrate.rs`,
-//! "Not modelled"); `migratepages` reads `/proc` and calls the system call
+//! A worker's access to a page on the other node costs what a local one does,
+//! and only the migration's copies from the other node's memory pay its
+//! latency (`sim/migrate.rs`, "Costs" and "Not modelled"); `migratepages` reads `/proc` and calls the system call
 //! once per pass, here the migrator issues the call directly; pmbench's
 //! histogram, timestamps and pattern generation are not simulated.
 //!
