@@ -414,6 +414,12 @@ const KLINE_BASE: usize = 1 << 60;
 pub enum KLine {
     /// An address space's `mmap_lock` (its rwsem count word), by slot.
     MmapLock(u32),
+    /// The line of an address space's `mmap_lock` owner word, by slot: not the
+    /// count's (`struct mm_struct` places `mmap_lock` so that its "two hot
+    /// fields 'count' and 'owner' sit in 2 different cachelines", the note of
+    /// `include/linux/mm_types.h` since v5.14, commit 2e3025434a6b, which
+    /// restored the layout of the kernels before it).
+    MmapLockOwner(u32),
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
     /// slot and the VMA's first page.
     VmaLock(u32, u64),
@@ -430,6 +436,7 @@ impl KLine {
             KLine::MmapLock(mm) => (0, mm.into()),
             KLine::VmaLock(mm, page) => (1, (u64::from(mm) << 36) | (page & ((1 << 36) - 1))),
             KLine::MemcgCounter(level) => (2, level.into()),
+            KLine::MmapLockOwner(mm) => (3, mm.into()),
         };
         KLINE_BASE + (kind << 52) + (index as usize & ((1 << 46) - 1)) * 64
     }

@@ -147,9 +147,29 @@ pub struct RwSem {
     write_free: u64,
     /// When the last reader admitted so far releases it.
     readers_until: u64,
+    /// Whether its owner word says a reader took it last (no writer since).
+    reader_owned: bool,
 }
 
 impl RwSem {
+    /// Records that a reader took it; returns whether the reader writes the
+    /// owner word: every reader where `every` (Linux after v4.19, whose
+    /// `__rwsem_set_reader_owned` leaves the reader's task there), else only
+    /// the first reader after a writer (v4.19's `rwsem_set_reader_owned`
+    /// stores only when the word does not already say "reader-owned", "to
+    /// minimize cacheline contention").
+    pub fn reader_owns(&mut self, every: bool) -> bool {
+        let store = every || !self.reader_owned;
+        self.reader_owned = true;
+        store
+    }
+
+    /// Records that a writer took it (`rwsem_set_owner` names the writer in
+    /// the owner word).
+    pub fn writer_owns(&mut self) {
+        self.reader_owned = false;
+    }
+
     /// Takes the semaphore on `line` for reading by `cpu` asking at `t`; returns
     /// when it holds it.
     pub fn down_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {

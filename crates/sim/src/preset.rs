@@ -236,6 +236,15 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 4))
     }
 
+    /// Returns whether a reader of a Linux `rw_semaphore` writes its owner
+    /// word at every acquisition (`rwsem_set_reader_owned` leaving the
+    /// reader's task there: the kernels after v4.19); v4.19 and earlier
+    /// write it only when it does not already say "reader-owned". FreeBSD's
+    /// `sx` locks keep no reader in an owner word.
+    pub fn rwsem_readers_write_owner(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) > (4, 19))
+    }
+
     /// Returns whether `migrate_pages` unmaps a batch of folios before one
     /// flush and then moves them (Linux v6.3, Huang Ying's "migrate_pages:
     /// batch TLB flushing" series: `migrate_pages_batch`, `try_to_migrate`

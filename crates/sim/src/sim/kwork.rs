@@ -13,6 +13,18 @@
 //!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
 //!   while a writer holds it. FreeBSD's `vm_fault` holds its map's lock
 //!   (`vm_map_lock_read`) only for the lookup.
+//! - **`mmap_lock`'s owner word**: a Linux rwsem's taker writes its owner
+//!   word after the count's atomic (a writer its task, `rwsem_set_owner`; a
+//!   reader its task with the reader bit, `rwsem_set_reader_owned`: every
+//!   reader after v4.19, only the first after a writer before), and a
+//!   writer's release empties it (`rwsem_clear_owner`). In `struct
+//!   mm_struct` the count and the owner word sit on two lines
+//!   ([`KLine::MmapLockOwner`]), so a reader moves both where the others
+//!   took them. A VMA's lock keeps both words on one line (a 40-byte
+//!   `struct vma_lock` of its own, v6.4 to v6.14, whose owner word starts
+//!   the next line in one object of eight, left out; a reference count in
+//!   the VMA, with no owner word, from v6.15): its owner store is a hit, not
+//!   charged.
 //! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`KernelChoices::vma_locks`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
@@ -300,26 +312,60 @@ impl Sim {
     }
 
     /// Takes `mm`'s `mmap_lock` for writing (`write`) or reading, for `cpu`
-    /// from `now`; returns when it holds it.
+    /// from `now`; returns when it holds it. On Linux the taker then writes
+    /// the owner word ([`Sim::mmap_lock_owner`]).
     pub(super) fn mmap_lock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
         let line = KLine::MmapLock(mm.index() as u32);
         let sem = self.kw.mmap_lock(mm);
-        if write {
+        let t = if write {
             sem.down_write(&mut self.m, cpu, line, now)
         } else {
             sem.down_read(&mut self.m, cpu, line, now)
+        };
+        self.mmap_lock_owner(cpu, mm, write, t)
+    }
+
+    /// The owner word's store after `cpu` took `mm`'s `mmap_lock` at `now`
+    /// (Linux only): a writer names itself (`rwsem_set_owner`), a reader
+    /// leaves its task there as [`RwSem::reader_owns`] says
+    /// (`rwsem_set_reader_owned`). The word is on a line of its own
+    /// ([`KLine::MmapLockOwner`]), so a store moves that line too; the
+    /// store is charged as an atomic, since the lock's next atomic waits for
+    /// it to complete. Returns when `cpu` goes on.
+    fn mmap_lock_owner(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
+        let Kernel::Linux(..) = self.kw.kernel else { return now };
+        let every = self.kw.kernel.rwsem_readers_write_owner();
+        let sem = self.kw.mmap_lock(mm);
+        let store = if write {
+            sem.writer_owns();
+            true
+        } else {
+            sem.reader_owns(every)
+        };
+        if store {
+            self.m.katomic(cpu, now, KLine::MmapLockOwner(mm.index() as u32))
+        } else {
+            now
         }
     }
 
-    /// Turns `cpu`'s write hold of `mm`'s `mmap_lock` into a read hold at `now`.
+    /// Turns `cpu`'s write hold of `mm`'s `mmap_lock` into a read hold at `now`
+    /// (`downgrade_write`: the count's atomic, then the owner word says this
+    /// reader).
     pub(super) fn mmap_downgrade(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
         let line = KLine::MmapLock(mm.index() as u32);
-        self.kw.mmap_lock(mm).downgrade(&mut self.m, cpu, line, now)
+        let t = self.kw.mmap_lock(mm).downgrade(&mut self.m, cpu, line, now);
+        self.mmap_lock_owner(cpu, mm, false, t)
     }
 
-    /// Releases `mm`'s `mmap_lock` held for writing (`write`) or reading.
-    pub(super) fn mmap_unlock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
+    /// Releases `mm`'s `mmap_lock` held for writing (`write`: on Linux
+    /// `rwsem_clear_owner` empties the owner word first) or reading (the
+    /// owner word untouched).
+    pub(super) fn mmap_unlock(&mut self, cpu: usize, mm: MmId, write: bool, mut now: u64) -> u64 {
         let line = KLine::MmapLock(mm.index() as u32);
+        if write && matches!(self.kw.kernel, Kernel::Linux(..)) {
+            now = self.m.katomic(cpu, now, KLine::MmapLockOwner(mm.index() as u32));
+        }
         let sem = self.kw.mmap_lock(mm);
         if write {
             sem.up_write(&mut self.m, cpu, line, now)
@@ -599,6 +645,38 @@ mod tests {
         // fewer lines than the private ones; now more than one per fault.
         let per_fault = (shared as f64 - private as f64) / faults as f64;
         assert!(per_fault > 0.75, "mmap_lock's line moved {per_fault:.2} times per fault");
+    }
+
+    /// The line moves of `takes` read holds of one `mmap_lock`, taken and
+    /// released by CPUs 0 and 1 in turn under `kernel`, with a write hold
+    /// before them.
+    fn read_holds(kernel: Kernel, takes: u64) -> u64 {
+        let mut p = preset::named("altra");
+        p.kernel = kernel;
+        let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), LinuxArm64::new(2, 4, 16, false).unwrap());
+        let mm = MmId(1);
+        let mut t = sim.mmap_lock(0, mm, true, 0);
+        t = sim.mmap_unlock(0, mm, true, t);
+        let before = sim.m.counters.line_transfers;
+        for i in 0..takes {
+            let cpu = (i % 2) as usize;
+            t = sim.mmap_lock(cpu, mm, false, t + 1000);
+            t = sim.mmap_unlock(cpu, mm, false, t + 1000);
+        }
+        sim.m.counters.line_transfers - before
+    }
+
+    #[test]
+    fn a_reader_of_mmap_lock_writes_its_owner_word_on_a_line_of_its_own_after_v4_19() {
+        // Each take after the first (on CPU 0, the writer's) moves the
+        // count's line from the other CPU; after v4.19 it also moves the
+        // owner word's line (every reader leaves its task there); v4.19's
+        // readers write it once, after the writer, and CPU 0 has it then.
+        let (old, new) = (read_holds(Kernel::Linux(4, 19), 20), read_holds(Kernel::Linux(5, 15), 20));
+        assert_eq!(old, 19, "v4.19: {old} moves");
+        assert_eq!(new, 2 * 19, "v5.15: {new} moves");
+        // FreeBSD's sx lock keeps no reader in an owner word.
+        assert_eq!(read_holds(Kernel::FreeBsd(13), 20), 19);
     }
 
     /// A thread that maps `pages` pages and, for each, writes it (a fault that
