@@ -223,6 +223,19 @@ pub enum Kernel {
     FreeBsd(u8),
 }
 
+/// Which faults on a file mapping a per-VMA lock serves
+/// ([`Kernel::vma_lock_file_faults`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmaLockFiles {
+    /// None: the fault takes `mmap_lock`.
+    None,
+    /// A read fault whose page is in the page cache (fault-around maps it);
+    /// any other is retried under `mmap_lock`.
+    FaultAround,
+    /// Every one.
+    All,
+}
+
 impl Default for Kernel {
     fn default() -> Self {
         Kernel::Linux(6, 9)
@@ -234,6 +247,23 @@ impl Kernel {
     /// "mm: introduce per-VMA lock" and the arch fault handlers that use it).
     pub fn per_vma_locks(self) -> bool {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 4))
+    }
+
+    /// Returns which faults on a file mapping a per-VMA lock serves (Linux,
+    /// where the fault takes one: [`Kernel::per_vma_locks`] or `--set
+    /// vma_locks=on`): none before v6.6 (`lock_vma_under_rcu` refuses a VMA
+    /// that is not anonymous, as the per-VMA lock series had it); from v6.6
+    /// (Matthew Wilcox's "Handle most file-backed faults under the VMA lock",
+    /// with "mm: Run the fault-around code under the VMA lock") a read fault
+    /// whose page fault-around maps, every other one retried under
+    /// `mmap_lock`; from v6.7 ("Handle more faults under the VMA lock": read,
+    /// shared and copy-on-write faults) every one.
+    pub fn vma_lock_file_faults(self) -> VmaLockFiles {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (6, 7) => VmaLockFiles::All,
+            Kernel::Linux(6, 6) => VmaLockFiles::FaultAround,
+            _ => VmaLockFiles::None,
+        }
     }
 
     /// Returns whether a reader of a Linux `rw_semaphore` writes its owner

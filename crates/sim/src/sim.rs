@@ -352,6 +352,18 @@ pub struct Stats {
     pub contpte: ContpteStats,
     /// The reclaim, `MADV_PAGEOUT` and migration counters.
     pub pageout: PageoutStats,
+    /// Faults that did not run under their VMA's lock.
+    pub vma_lock: VmaLockStats,
+}
+
+/// Faults under per-VMA locks that fell back to `mmap_lock`
+/// (`/proc/vmstat`'s `vma_lock_abort` and `vma_lock_retry`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VmaLockStats {
+    /// Refused by `lock_vma_under_rcu` before it took the lock.
+    pub aborts: u64,
+    /// Given up by the handler under the lock (`VM_FAULT_RETRY`), run again.
+    pub retries: u64,
 }
 
 /// The counters of contiguous PTEs and of address spaces torn down at exit.
@@ -424,6 +436,12 @@ struct Vma {
     cow: bool,
     /// The file page at `start`.
     pgoff: u64,
+    /// Whether it has an `anon_vma`: prepared by the first fault that puts a
+    /// page of its own in it (`anon_vma_prepare`, from `do_anonymous_page`
+    /// or a copy-on-write), kept by its splits and given to a child's copy
+    /// by `fork` (`anon_vma_fork`). A fault under per-VMA locks needs it
+    /// ([`Sim::fault_lock`]).
+    anon_vma: bool,
 }
 
 impl Vma {

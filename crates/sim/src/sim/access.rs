@@ -514,9 +514,13 @@ impl Sim {
         if write && !vma.write {
             return Err(Error::ReadOnly { va, mm });
         }
-        let (t, held) = self.fault_lock(cpu, mm, vma.start, now);
+        let (t, held) = self.fault_lock(cpu, mm, vma, va, write, now);
         // A read fault that maps the zero page charges nothing.
         let zero = self.maps_zero_page(mm, vma, va, write);
+        if !vma.anon_vma && ((vma.file.is_none() && !zero) || (vma.cow && write)) {
+            // anon_vma_prepare: the fault puts a page of the mapping's own in it.
+            self.kern.mm_mut(mm).prepare_anon_vma(vma.start);
+        }
         let t = if zero { t } else { self.memcg_charge_fault(cpu, mm, vma, va, t) };
         let t = self.memcg_charge_file(cpu, vma, va, t);
         let t = if self.folios() || vma.file.is_some() {

@@ -11,7 +11,10 @@
 //!   `madvise(MADV_DONTNEED|MADV_PAGEOUT)` for reading. From v6.4 a fault
 //!   takes only its VMA's lock (`lock_vma_under_rcu`: a `down_read_trylock`
 //!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
-//!   while a writer holds it. FreeBSD's `vm_fault` holds its map's lock
+//!   while a writer holds it, for an anonymous VMA without an `anon_vma`
+//!   yet (its first fault) and for the file faults its kernel does not
+//!   serve under the VMA's lock ([`Sim::vma_lock_try`]; counted as
+//!   `/proc/vmstat` counts them, [`VmaLockStats`]). FreeBSD's `vm_fault` holds its map's lock
 //!   (`vm_map_lock_read`) only for the lookup.
 //! - **`mmap_lock`'s owner word**: a Linux rwsem's taker writes its owner
 //!   word after the count's atomic (a writer its task, `rwsem_set_owner`; a
@@ -90,7 +93,7 @@
 use super::*;
 use crate::coherence::KLine;
 use crate::locks::{Mutex, RwSem, SpinLock};
-use crate::preset::Kernel;
+use crate::preset::{Kernel, VmaLockFiles};
 
 /// The length of one window of the memory-bandwidth budget, in cycles: short
 /// beside a fault (a few thousand cycles), long beside one page's share of the
@@ -121,6 +124,19 @@ pub const LRU_FOLIO: u64 = 40;
 /// lruvec's size counter, at an address known before the hold, is fetched
 /// alongside and not counted.
 pub const LRU_CHAIN_LINES: u32 = 2;
+
+/// What a fault finds when it tries its VMA's lock ([`Sim::vma_lock_try`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VmaLockTry {
+    /// It runs under the VMA's lock.
+    Taken,
+    /// `lock_vma_under_rcu` refuses it before taking the lock: it runs under
+    /// `mmap_lock`.
+    Refused,
+    /// It takes the VMA's lock, then its handler gives it up
+    /// (`VM_FAULT_RETRY`): it runs again under `mmap_lock`.
+    Retried,
+}
 
 /// What a fault holds while it runs: its VMA's lock or `mmap_lock`.
 #[derive(Clone, Copy, Debug)]
@@ -283,9 +299,19 @@ pub fn zeroing_gbs(preset: &Preset, cpus: usize) -> f64 {
 }
 
 impl Sim {
-    /// Takes what a fault on `va` of `mm` holds while it runs, for `cpu` from
-    /// `now`; returns when it holds it.
-    pub(super) fn fault_lock(&mut self, cpu: usize, mm: MmId, vma_start: u64, now: u64) -> (u64, FaultLock) {
+    /// Takes what a fault on `va` of `vma` in `mm` (a write if `write`)
+    /// holds while it runs, for `cpu` from `now`; returns when it holds it.
+    /// Under per-VMA locks (Linux) the VMA's lock unless a writer holds
+    /// `mmap_lock` or [`Sim::vma_lock_try`] says no; `mmap_lock` then.
+    pub(super) fn fault_lock(
+        &mut self,
+        cpu: usize,
+        mm: MmId,
+        vma: Vma,
+        va: u64,
+        write: bool,
+        now: u64,
+    ) -> (u64, FaultLock) {
         let writer = self.kw.mmap_lock(mm).write_held_at(now);
         match self.kw.kernel {
             Kernel::FreeBsd(_) => {
@@ -294,10 +320,54 @@ impl Sim {
                 (self.mmap_unlock(cpu, mm, false, t), FaultLock::None)
             }
             Kernel::Linux(..) if self.kw.vma_locks && !writer => {
-                let page = vma_start >> 12;
-                (self.m.katomic(cpu, now, KLine::VmaLock(mm.index() as u32, page)), FaultLock::Vma(page))
+                let page = vma.start >> 12;
+                let line = KLine::VmaLock(mm.index() as u32, page);
+                match self.vma_lock_try(vma, va, write) {
+                    VmaLockTry::Taken => (self.m.katomic(cpu, now, line), FaultLock::Vma(page)),
+                    VmaLockTry::Refused => {
+                        self.stats.vma_lock.aborts += 1;
+                        (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap)
+                    }
+                    VmaLockTry::Retried => {
+                        self.stats.vma_lock.retries += 1;
+                        // The handler found it cannot finish under the VMA's
+                        // lock: vma_end_read, VM_FAULT_RETRY, the fault again
+                        // under mmap_lock.
+                        let t = self.m.katomic(cpu, now, line);
+                        let t = self.m.katomic(cpu, t, line);
+                        (self.mmap_lock(cpu, mm, false, t), FaultLock::Mmap)
+                    }
+                }
             }
             _ => (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap),
+        }
+    }
+
+    /// What a fault on `va` of `vma` (a write if `write`) finds under
+    /// per-VMA locks: `lock_vma_under_rcu` refuses an anonymous VMA without
+    /// an `anon_vma` ("mm: fall back to mmap_lock if vma->anon_vma is not
+    /// yet set", v6.4; later kernels retry such a fault from
+    /// `vmf_anon_prepare`, under `mmap_lock` alike) and, before v6.6, any
+    /// file mapping; from v6.6 the file faults the kernel serves are
+    /// [`Kernel::vma_lock_file_faults`]'s, the rest retried, and a
+    /// copy-on-write of a private file mapping's page retries while the
+    /// mapping has no `anon_vma` (`vmf_anon_prepare`, v6.7).
+    fn vma_lock_try(&self, vma: Vma, va: u64, write: bool) -> VmaLockTry {
+        let Some(file) = vma.file else {
+            return if vma.anon_vma { VmaLockTry::Taken } else { VmaLockTry::Refused };
+        };
+        match self.kw.kernel.vma_lock_file_faults() {
+            VmaLockFiles::None => VmaLockTry::Refused,
+            VmaLockFiles::FaultAround => {
+                let index = vma.pgoff + (va - vma.start) / 4096;
+                if !write && self.mem.page_cache_frame(file, index).is_some() {
+                    VmaLockTry::Taken
+                } else {
+                    VmaLockTry::Retried
+                }
+            }
+            VmaLockFiles::All if write && vma.cow && !vma.anon_vma => VmaLockTry::Retried,
+            VmaLockFiles::All => VmaLockTry::Taken,
         }
     }
 
@@ -677,6 +747,80 @@ mod tests {
         assert_eq!(new, 2 * 19, "v5.15: {new} moves");
         // FreeBSD's sx lock keeps no reader in an owner word.
         assert_eq!(read_holds(Kernel::FreeBsd(13), 20), 19);
+    }
+
+    #[test]
+    fn a_vmas_first_fault_takes_mmap_lock_until_it_has_an_anon_vma() {
+        // A thread maps 16 pages and writes them: the VMA's first fault finds
+        // no anon_vma and runs under mmap_lock (lock_vma_under_rcu refuses
+        // it), the other 15 under the VMA's lock.
+        let sim = faulted(1, 16, |p| p.kernel = Kernel::Linux(6, 9));
+        assert_eq!((sim.stats.vma_lock.aborts, sim.stats.vma_lock.retries), (1, 0));
+        // Before per-VMA locks nothing falls back: everything takes mmap_lock.
+        let old = faulted(1, 16, |p| p.kernel = Kernel::Linux(6, 3));
+        assert_eq!((old.stats.vma_lock.aborts, old.stats.vma_lock.retries), (0, 0));
+    }
+
+    /// A thread that maps 32 pages of file 7 and reads them, then maps them
+    /// again (`private`: copy-on-write) and reads and writes them there.
+    struct FileToucher {
+        private: bool,
+        step: u32,
+        va: u64,
+    }
+
+    impl Program for FileToucher {
+        fn next(&mut self, ret: u64) -> Op {
+            self.step += 1;
+            let map = |private| Op::Sys(Sys::MmapFile { file: 7, pages: 32, write: true, private });
+            match self.step {
+                1 => map(false),
+                2 => Op::Touch { va: ret, pages: 32, write: false },
+                3 => map(self.private),
+                4 => {
+                    self.va = ret;
+                    Op::Touch { va: ret, pages: 32, write: false }
+                }
+                5 => Op::Touch { va: self.va, pages: 32, write: true },
+                _ => Op::Exit,
+            }
+        }
+    }
+
+    /// The faults of [`FileToucher`] under `kernel` on an Altra that fell back
+    /// to `mmap_lock`: refused, retried.
+    fn file_fallbacks(kernel: Kernel, private: bool) -> (u64, u64, u64) {
+        let mut p = preset::named("altra");
+        p.kernel = kernel;
+        let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
+        sim.spawn(Box::new(FileToucher { private, step: 0, va: 0 })).unwrap();
+        sim.run();
+        assert!(sim.error.is_none(), "{:?}", sim.error);
+        (sim.stats.page_faults, sim.stats.vma_lock.aborts, sim.stats.vma_lock.retries)
+    }
+
+    #[test]
+    fn file_faults_take_the_vma_lock_by_the_kernels_rules() {
+        // The first mapping's two read faults (16 pages each by fault-around)
+        // bring the pages into the cache; the second's two find them there;
+        // its 32 writes copy (private) or find the pages mapped (shared: a
+        // write fault each on the read-only PTEs).
+        let (faults, aborts, retries) = file_fallbacks(Kernel::Linux(6, 5), true);
+        assert_eq!((aborts, retries), (faults, 0), "v6.5: every file fault refused");
+        // v6.6: the reads of cached pages under the VMA's lock, the rest retried.
+        let (faults, aborts, retries) = file_fallbacks(Kernel::Linux(6, 6), true);
+        assert_eq!((aborts, retries), (0, faults - 2), "v6.6");
+        // v6.7: only the first copy-on-write, before the mapping has an anon_vma.
+        let (_, aborts, retries) = file_fallbacks(Kernel::Linux(6, 7), true);
+        assert_eq!((aborts, retries), (0, 1), "v6.7, private");
+        let (_, aborts, retries) = file_fallbacks(Kernel::Linux(6, 7), false);
+        assert_eq!((aborts, retries), (0, 0), "v6.7, shared");
+        let files = |a, b| Kernel::Linux(a, b).vma_lock_file_faults();
+        assert_eq!(
+            (files(6, 5), files(6, 6), files(6, 7), files(6, 13)),
+            (VmaLockFiles::None, VmaLockFiles::FaultAround, VmaLockFiles::All, VmaLockFiles::All)
+        );
+        assert_eq!(Kernel::FreeBsd(13).vma_lock_file_faults(), VmaLockFiles::None);
     }
 
     /// A thread that maps `pages` pages and, for each, writes it (a fault that

@@ -30,7 +30,15 @@ impl Sim {
             self.kern.mm_mut(mm).retain_vmas_outside(va, end);
             now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
         }
-        self.kern.mm_mut(mm).map_fixed(Vma { start: va, pages, write, file: None, cow: false, pgoff: 0 });
+        self.kern.mm_mut(mm).map_fixed(Vma {
+            start: va,
+            pages,
+            write,
+            file: None,
+            cow: false,
+            pgoff: 0,
+            anon_vma: false,
+        });
         now
     }
 

@@ -50,7 +50,15 @@ impl Sim {
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         let m = self.kern.mm_mut(mm);
         for r in &sorted {
-            m.map_image(Vma { start: r.va, pages: r.pages, write: r.write, file: None, cow: false, pgoff: 0 });
+            m.map_image(Vma {
+                start: r.va,
+                pages: r.pages,
+                write: r.write,
+                file: None,
+                cow: false,
+                pgoff: 0,
+                anon_vma: r.write,
+            });
         }
         Ok(self.start_process(mm, prog))
     }
@@ -67,9 +75,33 @@ impl Sim {
     /// Gives a new address space a program image: text, data and stack.
     pub(super) fn map_image(&mut self, mm: MmId) {
         let m = self.kern.mm_mut(mm);
-        m.map_image(Vma { start: TEXT_VA, pages: TEXT_PAGES, write: false, file: None, cow: false, pgoff: 0 });
-        m.map_image(Vma { start: DATA_VA, pages: DATA_PAGES, write: true, file: None, cow: false, pgoff: 0 });
-        m.map_image(Vma { start: STACK_VA, pages: STACK_PAGES, write: true, file: None, cow: false, pgoff: 0 });
+        m.map_image(Vma {
+            start: TEXT_VA,
+            pages: TEXT_PAGES,
+            write: false,
+            file: None,
+            cow: false,
+            pgoff: 0,
+            anon_vma: false,
+        });
+        m.map_image(Vma {
+            start: DATA_VA,
+            pages: DATA_PAGES,
+            write: true,
+            file: None,
+            cow: false,
+            pgoff: 0,
+            anon_vma: true,
+        });
+        m.map_image(Vma {
+            start: STACK_VA,
+            pages: STACK_PAGES,
+            write: true,
+            file: None,
+            cow: false,
+            pgoff: 0,
+            anon_vma: true,
+        });
     }
 
     /// Starts a kernel thread running `prog` on `cpu`: it runs on the kernel's

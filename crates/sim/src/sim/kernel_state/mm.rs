@@ -128,7 +128,7 @@ impl Mm {
     ) -> u64 {
         let va = align.map_or(self.mmap_next, |a| self.mmap_next.next_multiple_of(a));
         self.mmap_next = va + (pages + 16) * 4096;
-        self.vmas.push(Vma { start: va, pages, write, file, cow: cow && file.is_some(), pgoff: 0 });
+        self.vmas.push(Vma { start: va, pages, write, file, cow: cow && file.is_some(), pgoff: 0, anon_vma: false });
         va
     }
 
@@ -186,6 +186,14 @@ impl Mm {
             if v.start >= va && v.end() <= end {
                 v.write = write;
             }
+        }
+    }
+
+    /// `anon_vma_prepare`: the mapping that starts at `start` has an
+    /// `anon_vma` from now on.
+    pub(in crate::sim) fn prepare_anon_vma(&mut self, start: u64) {
+        if let Some(v) = self.vmas.iter_mut().find(|v| v.start == start) {
+            v.anon_vma = true;
         }
     }
 
