@@ -418,7 +418,9 @@ pub enum KLine {
     /// count's (`struct mm_struct` places `mmap_lock` so that its "two hot
     /// fields 'count' and 'owner' sit in 2 different cachelines", the note of
     /// `include/linux/mm_types.h` since v5.14, commit 2e3025434a6b, which
-    /// restored the layout of the kernels before it).
+    /// restored the layout of the kernels before it). `mm_lock_seq`, which a
+    /// fault under per-VMA locks reads, follows `mmap_lock` and `mmlist` on
+    /// this line ([`MM_LOCK_SEQ`] bytes in).
     MmapLockOwner(u32),
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
     /// slot and the VMA's first page.
@@ -428,6 +430,12 @@ pub enum KLine {
     /// ancestor's, the root's last.
     MemcgCounter(u8),
 }
+
+/// Where `mm_lock_seq` sits in [`KLine::MmapLockOwner`]'s line: past the
+/// rest of `mmap_lock` after its owner word (32 bytes: owner, spinner queue,
+/// wait lock, wait list) and `mmlist` (16), and from v6.15 `vma_writer_wait`
+/// (8): 48 or 56 bytes in, a variable of its own either way.
+pub const MM_LOCK_SEQ: usize = 48;
 
 impl KLine {
     /// Returns the line's address: kind, then index, each line 64 bytes apart.

@@ -432,6 +432,13 @@ impl Machine {
         self.line_access(cpu, t, line.addr(), Access::RmwAnyOrder)
     }
 
+    /// Reads, by `cpu` at `t`, the variable `offset` bytes into the kernel's
+    /// named line `line` (a field that shares the line with a lock word);
+    /// returns when it is done.
+    pub fn kread(&mut self, cpu: usize, t: u64, line: KLine, offset: usize) -> u64 {
+        self.line_access(cpu, t, line.addr() + offset, Access::Read)
+    }
+
     /// Performs `access` by `cpu` at `t` on the shared variable at `addr`, a
     /// move of its line costing the distance between the two CPUs (see the
     /// module docs, "Coherence"); counts the moves and returns when it is done.

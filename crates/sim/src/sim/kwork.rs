@@ -27,7 +27,9 @@
 //!   `struct vma_lock` of its own, v6.4 to v6.14, whose owner word starts
 //!   the next line in one object of eight, left out; a reference count in
 //!   the VMA, with no owner word, from v6.15): its owner store is a hit, not
-//!   charged.
+//!   charged. A fault under per-VMA locks reads `mm->mm_lock_seq`
+//!   (`vma_start_read`), which sits on the owner word's line: after another
+//!   CPU took `mmap_lock`, that read moves the line back.
 //! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`KernelChoices::vma_locks`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
@@ -91,7 +93,7 @@
 //! cgroup's limit, `sim/memcg.rs`, is the one reclaim a fault runs).
 
 use super::*;
-use crate::coherence::KLine;
+use crate::coherence::{KLine, MM_LOCK_SEQ};
 use crate::locks::{Mutex, RwSem, SpinLock};
 use crate::preset::{Kernel, VmaLockFiles};
 
@@ -322,7 +324,15 @@ impl Sim {
             Kernel::Linux(..) if self.kw.vma_locks && !writer => {
                 let page = vma.start >> 12;
                 let line = KLine::VmaLock(mm.index() as u32, page);
-                match self.vma_lock_try(vma, va, write) {
+                let try_lock = self.vma_lock_try(vma, va, write);
+                // vma_start_read compares the VMA's vm_lock_seq with
+                // mm->mm_lock_seq, which shares the line of mmap_lock's owner
+                // word: a taker of mmap_lock since has moved it away.
+                let now = match try_lock {
+                    VmaLockTry::Refused => now,
+                    _ => self.m.kread(cpu, now, KLine::MmapLockOwner(mm.index() as u32), MM_LOCK_SEQ),
+                };
+                match try_lock {
                     VmaLockTry::Taken => (self.m.katomic(cpu, now, line), FaultLock::Vma(page)),
                     VmaLockTry::Refused => {
                         self.stats.vma_lock.aborts += 1;
@@ -747,6 +757,32 @@ mod tests {
         assert_eq!(new, 2 * 19, "v5.15: {new} moves");
         // FreeBSD's sx lock keeps no reader in an owner word.
         assert_eq!(read_holds(Kernel::FreeBsd(13), 20), 19);
+    }
+
+    #[test]
+    fn a_fault_under_its_vmas_lock_reads_mm_lock_seq_on_the_line_mmap_locks_takers_write() {
+        let mut p = preset::named("altra");
+        p.kernel = Kernel::Linux(6, 9);
+        let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), LinuxArm64::new(2, 4, 16, false).unwrap());
+        let mm = MmId(1);
+        let vma = Vma { start: 0x10_0000, pages: 16, write: true, file: None, cow: false, pgoff: 0, anon_vma: true };
+        let fault = |sim: &mut Sim, t: u64| {
+            let (t, held) = sim.fault_lock(0, mm, vma, vma.start, true, t);
+            assert!(matches!(held, FaultLock::Vma(_)), "{held:?}");
+            sim.fault_unlock(0, mm, held, t)
+        };
+        let t = fault(&mut sim, 0);
+        // Again on the same CPU: the VMA lock's line and mm_lock_seq's are hits.
+        let before = sim.m.counters.line_transfers;
+        let t = fault(&mut sim, t + 100);
+        assert_eq!(sim.m.counters.line_transfers, before);
+        // CPU 1 takes mmap_lock to read (an madvise): its owner store takes
+        // the line mm_lock_seq is on, which the next fault's read brings back.
+        let t = sim.mmap_lock(1, mm, false, t + 100);
+        let t = sim.mmap_unlock(1, mm, false, t);
+        let before = sim.m.counters.line_transfers;
+        fault(&mut sim, t + 100);
+        assert_eq!(sim.m.counters.line_transfers - before, 1);
     }
 
     #[test]
