@@ -263,11 +263,14 @@ mod tests {
     #[test]
     fn a_second_thread_costs_its_ipis_and_no_idle_wait() {
         // One madvise IPI sent and one handled per page: about a microsecond on
-        // milan. A CPU that waited, idle, for handlers due after its operation
-        // had begun lost twice that (per-thread rate 0.55 of one thread's).
+        // milan; and each fault, under its VMA's lock, reads mm_lock_seq back
+        // from the line the other thread's madvise took with mmap_lock's
+        // owner word (0.65 of one thread's rate in all). A CPU that waited,
+        // idle, for handlers due after its operation had begun lost twice the
+        // IPIs' time (0.55).
         let (one, two) = (per_thread("x86-linux-lazytrim", 1), per_thread("x86-linux-lazytrim", 2));
         assert!(two < one, "IPIs cost something: {two} vs {one}");
-        assert!(two > 0.65 * one, "per-thread rate at 2 CPUs {two} vs {one} at 1");
+        assert!(two > 0.6 * one, "per-thread rate at 2 CPUs {two} vs {one} at 1");
     }
 
     #[test]
