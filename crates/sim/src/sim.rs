@@ -448,6 +448,11 @@ impl Vma {
     fn end(&self) -> u64 {
         self.start + self.pages * 4096
     }
+
+    /// The file page mapped at `va` (a file mapping's; `va` inside it).
+    fn file_page(&self, va: u64) -> u64 {
+        self.pgoff + (va - self.start) / 4096
+    }
 }
 
 /// What a flush must cover.

@@ -599,11 +599,10 @@ impl Sim {
     /// as on the order-0 path.
     fn fault_map(&mut self, cpu: usize, mm: MmId, vma: Vma, page: u64, write: bool, mut now: u64) -> u64 {
         let block = page & !(BLOCK - 1);
-        let file_page = |a: u64| vma.pgoff + (a - vma.start) / 4096;
         // A private file mapping's faults map base pages (its large folios are not modelled).
         let mut fits = self.folios() && !vma.cow && block >= vma.start && block + BLOCK <= vma.end();
         if let (true, Some(_)) = (fits, vma.file) {
-            fits = file_page(block) % CONT_PTES == 0;
+            fits = vma.file_page(block).is_multiple_of(CONT_PTES);
         }
         let mut flags = P_VALID | P_USER | P_ACCESS;
         // A private file mapping's read maps the page cache's page read-only;
@@ -627,7 +626,7 @@ impl Sim {
         let pfn = match vma.file {
             Some(f) if copy => {
                 // The file's page into the page cache first, then the copy.
-                let (cached, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
+                let (cached, t) = mem.sim.page_cache(cpu, f, vma.file_page(va), mem.now);
                 let pfn = mem.sim.alloc_frame(cpu, t);
                 mem.now = mem.sim.kalloc_work(cpu, 1, false, t);
                 let from = mem.sim.frames.node(cached);
@@ -635,7 +634,7 @@ impl Sim {
                 pfn
             }
             Some(f) => {
-                let (pfn, t) = mem.sim.page_cache(cpu, f, file_page(va), mem.now);
+                let (pfn, t) = mem.sim.page_cache(cpu, f, vma.file_page(va), mem.now);
                 mem.now = t;
                 pfn
             }
@@ -701,7 +700,7 @@ impl Sim {
         let (lo, hi) = ((table + first * 4096).max(vma.start), (table + (first + WINDOW) * 4096).min(vma.end()));
         let mut mapped = Vec::new();
         for a in (lo..hi).step_by(4096).filter(|&a| a != page) {
-            let index = vma.pgoff + (a - vma.start) / 4096;
+            let index = vma.file_page(a);
             let Some(pfn) = mem.sim.page_cache_frame(file, index) else { continue };
             if !mem.get(mm, VirtAddr(a)).none() {
                 continue;

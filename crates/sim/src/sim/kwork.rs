@@ -369,8 +369,7 @@ impl Sim {
         match self.kw.kernel.vma_lock_file_faults() {
             VmaLockFiles::None => VmaLockTry::Refused,
             VmaLockFiles::FaultAround => {
-                let index = vma.pgoff + (va - vma.start) / 4096;
-                if !write && self.mem.page_cache_frame(file, index).is_some() {
+                if !write && self.mem.page_cache_frame(file, vma.file_page(va)).is_some() {
                     VmaLockTry::Taken
                 } else {
                     VmaLockTry::Retried

@@ -142,7 +142,7 @@ impl Sim {
         let Some(file) = vma.file.filter(|_| self.mem.memcg_limited()) else {
             return now;
         };
-        if !self.mem.charges_page_cache() || self.page_cached(file, vma.pgoff + (va - vma.start) / 4096) {
+        if !self.mem.charges_page_cache() || self.page_cached(file, vma.file_page(va)) {
             return now;
         }
         let mut tries = 0;

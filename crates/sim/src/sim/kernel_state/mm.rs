@@ -167,7 +167,7 @@ impl Mm {
             }
             cuts[n] = v.end();
             for w in cuts[..=n].windows(2) {
-                let pgoff = v.pgoff + (w[0] - v.start) / 4096;
+                let pgoff = v.file_page(w[0]);
                 out.push(Vma { start: w[0], pages: (w[1] - w[0]) / 4096, pgoff, ..v });
             }
         }
