@@ -8,6 +8,7 @@ use super::Tlb;
 
 impl Tlb {
     /// Fills a walked translation into the L2 and, unless `speculative`, the L1.
+    #[inline]
     pub fn fill(&mut self, mut e: TlbEntry, speculative: bool) {
         // Settling reads the L2 and changes none of it: the victim stays.
         let (victim, in_run) = self.l2_victim(&e);

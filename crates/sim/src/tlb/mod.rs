@@ -150,6 +150,7 @@ impl Tlb {
     }
 
     /// Returns whether the walk cache holds the level-2 descriptor for `va`.
+    #[inline]
     pub fn pwc_lookup(&mut self, va: u64, asid: u16, global: bool) -> bool {
         // The walk cache and the L1 share no state but the clock and the
         // counts, which owed copies change by adding: nothing to settle.
@@ -159,6 +160,7 @@ impl Tlb {
 
     /// Caches the level-2 descriptor for `va`, which points at `table` of
     /// address space `mm_uid`.
+    #[inline]
     pub fn pwc_fill(&mut self, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32) {
         if self.pwc.is_empty() {
             return;
