@@ -83,6 +83,8 @@ mod balance;
 mod contpte;
 mod event;
 mod file_reclaim;
+#[cfg(test)]
+mod file_reclaim_tests;
 mod flush;
 mod hooks;
 mod kernel_state;

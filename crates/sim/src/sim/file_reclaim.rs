@@ -10,6 +10,17 @@
 //!   (`sim/memcg.rs`). The page cache keeps the folio after every mapping is
 //!   gone, so a file read once fills memory with clean, mapped or formerly
 //!   mapped folios, the oldest first on the LRU.
+//! - **Aging first** (`folio_check_references` → `folio_referenced`, the same
+//!   rule since Linux 2.6.34's "vmscan: detect mapped file pages used only
+//!   once"): the rmap walk reads every mapping's PTE and clears its young
+//!   bit (x86 without a flush; arm64 with a TLBI of the page,
+//!   `ptep_clear_flush_young`). A folio with a young PTE is kept, with
+//!   `PG_referenced` set: back to the LRU's tail for a later pass (the
+//!   kernel's `FOLIOREF_KEEP` puts it back on the inactive list, its
+//!   `FOLIOREF_ACTIVATE` on the active one, from which the active list's
+//!   aging returns it; both come back after the folios behind them). Found
+//!   again with no young PTE, it is reclaimed (`FOLIOREF_RECLAIM_CLEAN`).
+//!   A page read once is so reclaimed on its second look.
 //! - **Unmap** (`try_to_unmap` → `rmap_walk_file` over the file's
 //!   `i_mmap` tree → `try_to_unmap_one` for each mapping): every address space
 //!   that maps a page of the folio has its PTE read twice (`check_pte`, then
@@ -44,11 +55,11 @@
 //! page, so that earlier results stay as they were.
 //!
 //! # Not modelled
-//! - Aging: Linux keeps a mapped file folio whose PTEs are young for a second
-//!   pass (`folio_check_references` sets `PG_referenced` and keeps it;
-//!   `folio_referenced` clears the young bits, which on arm64 issues a TLBI
-//!   without waiting, `ptep_clear_flush_young`); here the LRU's head is
-//!   reclaimed as found, mapped or not.
+//! - The active list: an activated folio is put back with the kept ones,
+//!   so the active list's own scan (`shrink_active_list`, a second
+//!   `folio_referenced` walk before it returns the folio to the inactive
+//!   list) is not charged; arm64's TLBI of a young PTE waits for its `DSB`
+//!   here, where the kernel's `__flush_tlb_page_nosync` does not.
 //! - The `i_mmap` lock, the folio lock, the page cache's `xa_lock` and the
 //!   rmap walk's own cost beyond the PTE accesses.
 //! - Dirty file folios (written back before they are freed): a folio whose
@@ -113,6 +124,28 @@ impl Sim {
         Some(out)
     }
 
+    /// `folio_referenced` of a folio mapped at `maps`: the rmap walk ages
+    /// every mapping's PTE and returns how many were young. x86 clears the
+    /// accessed bit without a flush (`ptep_clear_flush_young` is
+    /// `ptep_test_and_clear_young` there: a stale entry only delays the next
+    /// setting of the bit); arm64 flushes the page of a young one
+    /// (`ptep_clear_flush_young` → `__flush_tlb_page_nosync`, whose `DSB` the
+    /// kernel elides and the model does not).
+    fn folio_referenced(mem: &mut KernelPtes<'_>, maps: &[Mapping]) -> usize {
+        let flush = !mem.sim.x86_tlbbatch();
+        let mut young = 0;
+        for &(mm, va, _) in maps {
+            let v = VirtAddr(va);
+            let was = if flush {
+                arch::ptep_clear_flush_young(mem, mm, v)
+            } else {
+                arch::ptep_test_and_clear_young(mem, mm, v)
+            };
+            young += usize::from(was);
+        }
+        young
+    }
+
     /// Reclaims the page-cache folios `folios` of one pass by `cpu` from `now`
     /// (module documentation): unmaps each from every address space, completes
     /// the flushes, drops them from the page cache and frees them. Returns the
@@ -129,6 +162,15 @@ impl Sim {
                 mem.sim.memcg_putback(*f);
                 continue;
             };
+            if Self::folio_referenced(&mut mem, &maps) > 0 {
+                // folio_check_references: a mapping used since the last look
+                // keeps it (FOLIOREF_KEEP, or FOLIOREF_ACTIVATE when its
+                // PG_referenced was set or two mappings were young), with
+                // PG_referenced set, for a later pass.
+                mem.sim.memcg_putback(LruFolio { referenced: true, ..*f });
+                mem.sim.mem.count_file_kept();
+                continue;
+            }
             for &(mm, va, _) in &maps {
                 let v = VirtAddr(va);
                 // page_vma_mapped_walk's check_pte, then try_to_unmap_one's own read.

@@ -26,13 +26,13 @@
 //!   (`sim/file_reclaim.rs`), before the pass's anonymous ones.
 //!
 //! # What is not modelled
-//! - Aging: Linux moves a folio whose PTEs are young to the active list
-//!   (`folio_check_references`), clearing the young bits (on x86 without a
-//!   flush, `ptep_clear_flush_young`), and reclaims it on a later pass; here
-//!   the LRU is one list in fault order, every folio on it inactive, and the
-//!   head is reclaimed as found (the order in which sequentially written
-//!   memory leaves in the end; the extra scans and `lru_lock` holds are not
-//!   charged).
+//! - Aging of anonymous folios: Linux moves one whose PTEs are young to the
+//!   active list (`folio_check_references`), clearing the young bits (on x86
+//!   without a flush, `ptep_clear_flush_young`), and reclaims it on a later
+//!   pass; here the LRU is one list in fault order, and an anonymous folio
+//!   at its head is reclaimed as found (the order in which sequentially
+//!   written memory leaves in the end; the extra scans and `lru_lock` holds
+//!   are not charged). Page-cache folios are aged (`sim/file_reclaim.rs`).
 //! - MGLRU, `kswapd` and the watermarks: only the faulting thread reclaims,
 //!   and only at the cgroup's limit (a cgroup limit, not a node's free pages).
 //! - Freed memory leaves the LRU and the charge when reclaim next finds it at
@@ -52,7 +52,9 @@ pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// A folio on the LRU: the address space that mapped it (by slot and by its
 /// unique id, as slots are reused), its first page, its first frame and its
 /// pages; for a page-cache folio, its file, with `va` its first page's index
-/// in the file (and `mm`, `uid` the kernel's).
+/// in the file (and `mm`, `uid` the kernel's); and its `PG_referenced` flag,
+/// which reclaim sets when it keeps a folio for the young PTEs it found
+/// (`sim/file_reclaim.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct LruFolio {
     pub(super) mm: MmId,
@@ -61,6 +63,7 @@ pub(super) struct LruFolio {
     pub(super) pfn: u64,
     pub(super) pages: u64,
     pub(super) file: Option<u32>,
+    pub(super) referenced: bool,
 }
 
 /// Counts of the cgroup's reclaim.
@@ -83,6 +86,9 @@ pub struct ReclaimStats {
     /// reclaim pass (`try_to_unmap_flush`) with batching, one flush per PTE
     /// (`ptep_clear_flush`) without.
     pub file_flushes: u64,
+    /// Page-cache folios reclaim found mapped with a young PTE and kept for
+    /// a later pass (`folio_check_references`).
+    pub file_kept: u64,
 }
 
 impl Sim {
@@ -130,7 +136,7 @@ impl Sim {
         let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid()) else {
             return;
         };
-        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
+        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None, referenced: false });
     }
 
     /// The charge of a fault by `cpu` on `va` of the file mapping `vma` at
@@ -164,7 +170,15 @@ impl Sim {
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
         if self.mem.charges_page_cache() {
-            self.mem.memcg_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
+            self.mem.memcg_charge(LruFolio {
+                mm: MmId::KERNEL,
+                uid: 0,
+                va: index,
+                pfn,
+                pages,
+                file: Some(file),
+                referenced: false,
+            });
         }
     }
 

@@ -318,6 +318,11 @@ impl MemoryState {
         self.reclaim.file_flushes += 1;
     }
 
+    /// Counts a page-cache folio reclaim kept for its young PTEs.
+    pub(super) fn count_file_kept(&mut self) {
+        self.reclaim.file_kept += 1;
+    }
+
     /// Counts a page-cache folio of `pages` pages the cgroup's reclaim
     /// reclaimed, `unmaps` present PTEs cleared for it.
     pub(super) fn count_file_reclaimed(&mut self, pages: u64, unmaps: u64) {

@@ -33,8 +33,10 @@
 //! - Memory is a cgroup limit of `mem_mb` that charges the page cache
 //!   ([`Sim::set_mem_limit`], [`Sim::set_file_charge`]); a read fault that
 //!   brings a new 64 KB folio into the page cache past the limit reclaims the
-//!   least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a pass,
-//!   unmapping them from every reader that maps them (`sim/file_reclaim.rs`),
+//!   least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a pass
+//!   (a folio still mapped by a reader is kept once for its young PTE and
+//!   reclaimed when found again), unmapping them from every reader that maps
+//!   them (`sim/file_reclaim.rs`),
 //!   with one batch flush per pass (`--set tlbbatch=on`, the default: Linux v4.3 on x86, v6.5 on
 //!   arm64) or a flush per PTE (`--set tlbbatch=off`, the kernels before).
 //! - Sizes scaled down (estimates, stated as such): `mem_mb` 64 stands for the
@@ -52,7 +54,8 @@
 //!
 //! Not modelled: reading the holes (the page cache zeroes a new folio; no
 //! device I/O, as for a sparse file), readahead beyond the 64 KB folio a fault
-//! reads, `kswapd` and aging (`sim/file_reclaim.rs`), the parent `usemem` processes.
+//! reads, `kswapd`, the active list's scan (`sim/file_reclaim.rs`), the parent
+//! `usemem` processes.
 
 use super::usemem::{timing, Mapping, Unit};
 use super::{Count, ParamDef, Params, WorkloadDef};
