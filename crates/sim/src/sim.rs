@@ -79,12 +79,12 @@
 //! threads) changes in one method of the part that keeps it.
 
 mod access;
+#[cfg(test)]
+mod aging_tests;
 mod balance;
 mod contpte;
 mod event;
 mod file_reclaim;
-#[cfg(test)]
-mod file_reclaim_tests;
 mod flush;
 mod hooks;
 mod kernel_state;

@@ -18,12 +18,15 @@ fn swap(machine: &str, policy: &str, cpus: usize, sets: &[&str]) -> RunOutput {
 fn writes_past_the_limit_reclaim_to_swap_in_clusters() {
     let out = swap("milan", "x86-linux-613", 4, &[]);
     let swapped = out.result["swapout_pages"];
-    // 384 pages written, at most 256 resident: at least 128 go to swap, in
-    // clusters of 32, and no more than one cluster past that.
+    // 384 pages written, at most 256 resident: at least 128 go to swap, and
+    // no more than one cluster of 32 past that (a pass isolates 32 pages and
+    // reclaims those not found young: aging keeps the others for later).
     assert!((128.0..=160.0).contains(&swapped), "{swapped} pages swapped out");
-    assert_eq!(swapped % 32.0, 0.0, "direct reclaim frees SWAP_CLUSTER_MAX pages at a time");
-    // 384 first-touch faults and nothing written twice: no swap-in fault.
-    assert_eq!(out.metrics.page_faults, 384);
+    // 384 first-touch faults; aging may take a page that is still in use (a
+    // young bit cleared without a flush is not set again while the TLB holds
+    // the entry), which then faults back in, at most once per page swapped.
+    let faults = out.metrics.page_faults as f64;
+    assert!((384.0..=384.0 + swapped - 128.0).contains(&faults), "{faults} faults");
     assert!(out.result["throughput"] > 0.0 && out.result["elapsed_s"] > 0.0);
 }
 

@@ -124,28 +124,6 @@ impl Sim {
         Some(out)
     }
 
-    /// `folio_referenced` of a folio mapped at `maps`: the rmap walk ages
-    /// every mapping's PTE and returns how many were young. x86 clears the
-    /// accessed bit without a flush (`ptep_clear_flush_young` is
-    /// `ptep_test_and_clear_young` there: a stale entry only delays the next
-    /// setting of the bit); arm64 flushes the page of a young one
-    /// (`ptep_clear_flush_young` → `__flush_tlb_page_nosync`, whose `DSB` the
-    /// kernel elides and the model does not).
-    fn folio_referenced(mem: &mut KernelPtes<'_>, maps: &[Mapping]) -> usize {
-        let flush = !mem.sim.x86_tlbbatch();
-        let mut young = 0;
-        for &(mm, va, _) in maps {
-            let v = VirtAddr(va);
-            let was = if flush {
-                arch::ptep_clear_flush_young(mem, mm, v)
-            } else {
-                arch::ptep_test_and_clear_young(mem, mm, v)
-            };
-            young += usize::from(was);
-        }
-        young
-    }
-
     /// Reclaims the page-cache folios `folios` of one pass by `cpu` from `now`
     /// (module documentation): unmaps each from every address space, completes
     /// the flushes, drops them from the page cache and frees them. Returns the
@@ -162,7 +140,7 @@ impl Sim {
                 mem.sim.memcg_putback(*f);
                 continue;
             };
-            if Self::folio_referenced(&mut mem, &maps) > 0 {
+            if Self::folio_referenced(&mut mem, maps.iter().map(|&(mm, va, _)| (mm, va))) > 0 {
                 // folio_check_references: a mapping used since the last look
                 // keeps it (FOLIOREF_KEEP, or FOLIOREF_ACTIVATE when its
                 // PG_referenced was set or two mappings were young), with

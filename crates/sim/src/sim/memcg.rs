@@ -12,6 +12,15 @@
 //!   [`SWAP_CLUSTER_MAX`] pages are reclaimed (`shrink_inactive_list` isolating
 //!   one batch under the node's `lru_lock`, then `shrink_folio_list`), and
 //!   charges once there is room.
+//! - **Aging first** (`folio_check_references`, [`Sim::folio_referenced`]):
+//!   the rmap walk clears the young bit of each PTE of the folio (x86 without
+//!   a flush, arm64 with a TLBI of the page or block,
+//!   `ptep_clear_flush_young`); an anonymous folio with a young PTE is
+//!   activated (`FOLIOREF_ACTIVATE`, `PG_referenced` set) and comes back to
+//!   the LRU's tail instead of being reclaimed, so memory written once goes
+//!   at its second look. Page-cache folios likewise (`sim/file_reclaim.rs`).
+//!   `MADV_PAGEOUT` ignores the references, as the kernel's
+//!   `reclaim_pages` does.
 //! - **Each folio** is reclaimed as `MADV_PAGEOUT` reclaims one (`sim/reclaim.rs`:
 //!   `try_to_unmap` with `TTU_BATCH_FLUSH`, the deferred flush of each PTE or
 //!   batch of PTEs, `try_to_unmap_flush_dirty`, which on x86 is the policy's
@@ -26,13 +35,11 @@
 //!   (`sim/file_reclaim.rs`), before the pass's anonymous ones.
 //!
 //! # What is not modelled
-//! - Aging of anonymous folios: Linux moves one whose PTEs are young to the
-//!   active list (`folio_check_references`), clearing the young bits (on x86
-//!   without a flush, `ptep_clear_flush_young`), and reclaims it on a later
-//!   pass; here the LRU is one list in fault order, and an anonymous folio
-//!   at its head is reclaimed as found (the order in which sequentially
-//!   written memory leaves in the end; the extra scans and `lru_lock` holds
-//!   are not charged). Page-cache folios are aged (`sim/file_reclaim.rs`).
+//! - The active and inactive lists: the LRU is one list in fault order. A
+//!   folio reclaim keeps for its young PTEs goes back to its tail, after the
+//!   folios behind it, as the kernel's activated folio comes back from the
+//!   active list; the active list's own scan (a second `folio_referenced`
+//!   walk, its `lru_lock` holds) is not charged.
 //! - MGLRU, `kswapd` and the watermarks: only the faulting thread reclaims,
 //!   and only at the cgroup's limit (a cgroup limit, not a node's free pages).
 //! - Freed memory leaves the LRU and the charge when reclaim next finds it at
@@ -43,6 +50,7 @@
 use super::ptemem::KernelPtes;
 use super::reclaim::Queued;
 use super::*;
+use tlbkit_policy::contpte as arch;
 
 /// Pages one direct reclaim frees at least: `SWAP_CLUSTER_MAX`
 /// (`include/linux/swap.h`), the `nr_to_reclaim` floor of
@@ -89,6 +97,8 @@ pub struct ReclaimStats {
     /// Page-cache folios reclaim found mapped with a young PTE and kept for
     /// a later pass (`folio_check_references`).
     pub file_kept: u64,
+    /// Anonymous folios reclaim found with a young PTE and activated.
+    pub anon_kept: u64,
 }
 
 impl Sim {
@@ -208,6 +218,17 @@ impl Sim {
         }
         for f in anon {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
+            let ptes = (0..f.pages).map(|i| (f.mm, f.va + i * 4096));
+            if Self::folio_referenced(&mut mem, ptes) > 0 {
+                // folio_check_references: a swap-backed folio with a young
+                // PTE is activated (FOLIOREF_ACTIVATE) and comes back after
+                // the folios behind it, PG_referenced set.
+                let (t, owed) = mem.finish();
+                now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
+                self.memcg_putback(LruFolio { referenced: true, ..f });
+                self.mem.count_anon_kept();
+                continue;
+            }
             let mut list = super::reclaim::FolioList::default();
             Self::reclaim_folio(&mut mem, f.mm, Queued { va: f.va, pages: f.pages, pfn: f.pfn }, batch, &mut list);
             let held = list.finish(&mut mem);
@@ -219,6 +240,28 @@ impl Sim {
             self.mem.count_anon_reclaimed(f.pages);
         }
         now
+    }
+
+    /// `folio_referenced`: the rmap walk ages the PTE at each of `ptes` (the
+    /// folio's mappings, a PTE each) and returns how many were young. x86
+    /// clears the accessed bit without a flush (`ptep_clear_flush_young` is
+    /// `ptep_test_and_clear_young` there: a stale entry only delays the bit's
+    /// next setting); arm64 flushes the page, or the contiguous block, of a
+    /// young one (`ptep_clear_flush_young` → `__flush_tlb_range_nosync`,
+    /// whose `DSB` the kernel elides and the model does not).
+    pub(super) fn folio_referenced(mem: &mut KernelPtes<'_>, ptes: impl IntoIterator<Item = (MmId, u64)>) -> usize {
+        let flush = !mem.sim.x86_tlbbatch();
+        let mut young = 0;
+        for (mm, va) in ptes {
+            let v = VirtAddr(va);
+            let was = if flush {
+                arch::ptep_clear_flush_young(mem, mm, v)
+            } else {
+                arch::ptep_test_and_clear_young(mem, mm, v)
+            };
+            young += usize::from(was);
+        }
+        young
     }
 
     /// Takes folios off the LRU's head until they hold [`SWAP_CLUSTER_MAX`]

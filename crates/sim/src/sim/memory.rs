@@ -318,6 +318,11 @@ impl MemoryState {
         self.reclaim.file_flushes += 1;
     }
 
+    /// Counts an anonymous folio reclaim activated for its young PTEs.
+    pub(super) fn count_anon_kept(&mut self) {
+        self.reclaim.anon_kept += 1;
+    }
+
     /// Counts a page-cache folio reclaim kept for its young PTEs.
     pub(super) fn count_file_kept(&mut self) {
         self.reclaim.file_kept += 1;

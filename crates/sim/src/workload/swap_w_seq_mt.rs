@@ -50,8 +50,9 @@
 //! `swapout_pages`, the pages reclaimed to swap.
 //!
 //! Not modelled: the parent process and the pipe handshake's exact shape (one
-//! gate), `usemem`'s per-word loop beyond its compute estimate, aging and
-//! `kswapd` (`sim/memcg.rs`).
+//! gate), `usemem`'s per-word loop beyond its compute estimate, the active
+//! list's scans and `kswapd` (`sim/memcg.rs`; reclaim ages each folio first,
+//! so a page written once goes to swap at its second look).
 
 use super::usemem::{timing, Mapping, Unit};
 use super::{Count, Flag, ParamDef, Params, WorkloadDef};
