@@ -14,12 +14,14 @@
 //!   rule since Linux 2.6.34's "vmscan: detect mapped file pages used only
 //!   once"): the rmap walk reads every mapping's PTE and clears its young
 //!   bit (x86 without a flush; arm64 with a TLBI of the page,
-//!   `ptep_clear_flush_young`). A folio with a young PTE is kept, with
-//!   `PG_referenced` set: back to the LRU's tail for a later pass (the
-//!   kernel's `FOLIOREF_KEEP` puts it back on the inactive list, its
-//!   `FOLIOREF_ACTIVATE` on the active one, from which the active list's
-//!   aging returns it; both come back after the folios behind them). Found
-//!   again with no young PTE, it is reclaimed (`FOLIOREF_RECLAIM_CLEAN`).
+//!   `ptep_clear_flush_young`). A folio with a young PTE is kept: back to
+//!   the LRU's tail for a later pass (the kernel's `FOLIOREF_KEEP` puts it
+//!   back on the inactive list with `PG_referenced` set, its
+//!   `FOLIOREF_ACTIVATE`, when that flag was set already or two mappings
+//!   were young, on the active one, from which the active list's aging
+//!   returns it; both come back after the folios behind them, so the model's
+//!   one list keeps no flag). Found again with no young PTE, it is reclaimed
+//!   (`FOLIOREF_RECLAIM_CLEAN`).
 //!   A page read once is so reclaimed on its second look.
 //! - **Unmap** (`try_to_unmap` → `rmap_walk_file` over the file's
 //!   `i_mmap` tree → `try_to_unmap_one` for each mapping): every address space
@@ -142,10 +144,8 @@ impl Sim {
             };
             if Self::folio_referenced(&mut mem, maps.iter().map(|&(mm, va, _)| (mm, va))) > 0 {
                 // folio_check_references: a mapping used since the last look
-                // keeps it (FOLIOREF_KEEP, or FOLIOREF_ACTIVATE when its
-                // PG_referenced was set or two mappings were young), with
-                // PG_referenced set, for a later pass.
-                mem.sim.memcg_putback(LruFolio { referenced: true, ..*f });
+                // keeps it for a later pass (FOLIOREF_KEEP or _ACTIVATE).
+                mem.sim.memcg_putback(*f);
                 mem.sim.mem.count_file_kept();
                 continue;
             }

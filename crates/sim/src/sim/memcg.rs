@@ -16,9 +16,9 @@
 //!   the rmap walk clears the young bit of each PTE of the folio (x86 without
 //!   a flush, arm64 with a TLBI of the page or block,
 //!   `ptep_clear_flush_young`); an anonymous folio with a young PTE is
-//!   activated (`FOLIOREF_ACTIVATE`, `PG_referenced` set) and comes back to
-//!   the LRU's tail instead of being reclaimed, so memory written once goes
-//!   at its second look. Page-cache folios likewise (`sim/file_reclaim.rs`).
+//!   activated (`FOLIOREF_ACTIVATE`) and comes back to the LRU's tail
+//!   instead of being reclaimed, so memory written once goes at its second
+//!   look. Page-cache folios likewise (`sim/file_reclaim.rs`).
 //!   `MADV_PAGEOUT` ignores the references, as the kernel's
 //!   `reclaim_pages` does.
 //! - **Each folio** is reclaimed as `MADV_PAGEOUT` reclaims one (`sim/reclaim.rs`:
@@ -39,7 +39,9 @@
 //!   folio reclaim keeps for its young PTEs goes back to its tail, after the
 //!   folios behind it, as the kernel's activated folio comes back from the
 //!   active list; the active list's own scan (a second `folio_referenced`
-//!   walk, its `lru_lock` holds) is not charged.
+//!   walk, its `lru_lock` holds) is not charged, and `PG_referenced`, which
+//!   chooses between the two lists (and, for anonymous folios, between
+//!   reclaiming clean or not), is not kept.
 //! - MGLRU, `kswapd` and the watermarks: only the faulting thread reclaims,
 //!   and only at the cgroup's limit (a cgroup limit, not a node's free pages).
 //! - Freed memory leaves the LRU and the charge when reclaim next finds it at
@@ -60,9 +62,7 @@ pub const SWAP_CLUSTER_MAX: u64 = 32;
 /// A folio on the LRU: the address space that mapped it (by slot and by its
 /// unique id, as slots are reused), its first page, its first frame and its
 /// pages; for a page-cache folio, its file, with `va` its first page's index
-/// in the file (and `mm`, `uid` the kernel's); and its `PG_referenced` flag,
-/// which reclaim sets when it keeps a folio for the young PTEs it found
-/// (`sim/file_reclaim.rs`).
+/// in the file (and `mm`, `uid` the kernel's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct LruFolio {
     pub(super) mm: MmId,
@@ -71,7 +71,6 @@ pub(super) struct LruFolio {
     pub(super) pfn: u64,
     pub(super) pages: u64,
     pub(super) file: Option<u32>,
-    pub(super) referenced: bool,
 }
 
 /// Counts of the cgroup's reclaim.
@@ -146,7 +145,7 @@ impl Sim {
         let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid()) else {
             return;
         };
-        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None, referenced: false });
+        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
     }
 
     /// The charge of a fault by `cpu` on `va` of the file mapping `vma` at
@@ -180,15 +179,7 @@ impl Sim {
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
         if self.mem.charges_page_cache() {
-            self.mem.memcg_charge(LruFolio {
-                mm: MmId::KERNEL,
-                uid: 0,
-                va: index,
-                pfn,
-                pages,
-                file: Some(file),
-                referenced: false,
-            });
+            self.mem.memcg_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
         }
     }
 
@@ -222,10 +213,10 @@ impl Sim {
             if Self::folio_referenced(&mut mem, ptes) > 0 {
                 // folio_check_references: a swap-backed folio with a young
                 // PTE is activated (FOLIOREF_ACTIVATE) and comes back after
-                // the folios behind it, PG_referenced set.
+                // the folios behind it.
                 let (t, owed) = mem.finish();
                 now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
-                self.memcg_putback(LruFolio { referenced: true, ..f });
+                self.memcg_putback(f);
                 self.mem.count_anon_kept();
                 continue;
             }
