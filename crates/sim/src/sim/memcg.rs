@@ -241,7 +241,7 @@ impl Sim {
     /// young one (`ptep_clear_flush_young` → `__flush_tlb_range_nosync`,
     /// whose `DSB` the kernel elides and the model does not).
     pub(super) fn folio_referenced(mem: &mut KernelPtes<'_>, ptes: impl IntoIterator<Item = (MmId, u64)>) -> usize {
-        let flush = !mem.sim.x86_tlbbatch();
+        let flush = mem.sim.cfg.preset.arch == crate::preset::Arch::Arm64;
         let mut young = 0;
         for (mm, va) in ptes {
             let v = VirtAddr(va);
