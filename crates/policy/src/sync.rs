@@ -92,8 +92,15 @@ pub mod check {
     /// installs them once; its hooks must perform the plain operation on
     /// threads that are not running under it.
     pub fn install(hooks: &'static Hooks) {
-        // Release: a thread that sees the pointer sees the table it points to.
-        HOOKS.store(core::ptr::from_ref(hooks).cast_mut(), O::Release);
+        let p = core::ptr::from_ref(hooks).cast_mut();
+        // Stored only when it changes: every hook reads this word, and a
+        // checker installs its hooks before each execution, so a store each
+        // time would take the word's line from every other worker's cache
+        // at each of its executions.
+        if HOOKS.load(O::Relaxed) != p {
+            // Release: a thread that sees the pointer sees the table it points to.
+            HOOKS.store(p, O::Release);
+        }
     }
 
     /// Returns the installed hooks, if any.

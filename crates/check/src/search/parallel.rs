@@ -3,7 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
-use super::table::Table;
+use super::table::{Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -132,8 +132,8 @@ impl Shared {
         self.executions.load(Relaxed) >= self.budget.load(Relaxed)
     }
 
-    fn visit(&self, state: u64, asleep: u64) -> Option<u64> {
-        let (left, grew) = self.visited.visit(state, asleep);
+    fn visit(&self, me: &mut Visitor<'_>, state: u64, asleep: u64) -> Option<u64> {
+        let (left, grew) = me.visit(state, asleep);
         if grew > 0 {
             let total = self.table_bytes.fetch_add(grew, Relaxed) + grew;
             if total > self.max_bytes {
@@ -333,8 +333,9 @@ fn spawn_workers<'s, 'e: 's>(
             // it forever; the scope then passes the panic on.
             let _stop = StopOnPanic(shared);
             each(&mut |run| {
+                let mut me = shared.visited.visitor();
                 while let Some(t) = take_work(shared) {
-                    explore(run, t, shared, max_executions, switches);
+                    explore(run, t, shared, &mut me, max_executions, switches);
                     let mut w = shared.work.lock().expect("no worker panicked holding the queue");
                     w.1 -= 1;
                     if w.1 == 0 {
@@ -506,6 +507,7 @@ fn explore(
     run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome,
     mut t: Subtree,
     shared: &Shared,
+    me: &mut Visitor<'_>,
     max: u64,
     switches: Switches,
 ) {
@@ -525,7 +527,7 @@ fn explore(
             return;
         }
         let out = {
-            let mut v = |state, asleep| shared.visit(state, asleep);
+            let mut v = |state, asleep| shared.visit(me, state, asleep);
             let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches);
             run(&mut d)
         };

@@ -13,8 +13,26 @@
 //! whole.
 //!
 //! The table is split into [`SHARDS`] parts by the state's low bits; a part
-//! grows (doubles) under its own write lock, which visits of that part take
-//! for reading, so a growth stops only the visits of one part in 256.
+//! grows (doubles) while the visits of that part wait, so a growth stops
+//! only the visits of one part in 256.
+//!
+//! # Visits that write nothing shared
+//!
+//! A worker's visits go through its [`Visitor`], which writes only memory of
+//! its own on the way in and out of a part: a flag on a cache line of its
+//! own says which part it is in, and the states it added are counted
+//! privately and added to the part's count every [`FLUSH`] states. (A lock
+//! per part, taken for reading at every visit, was one atomic
+//! read-modify-write of a line every worker writes: with the workers'
+//! visits spread over every part, nearly each one moved that line from
+//! another core, twice. See `bench/2026-11-29-check-table-prefault.md`.) The
+//! visitor and a part's grower meet as in Dekker's algorithm: the visitor
+//! sets its flag, then looks whether the part is growing (and if so leaves
+//! and waits); the grower says it is growing, then waits until no flag names
+//! the part. Both in sequentially consistent order, so at least one of them
+//! sees the other: no visit runs in a part while it is replaced. The ways in
+//! that are not a visitor's (one-off visits, saves, counts) take the part's
+//! mutex, which a grower holds too.
 //!
 //! # What a slot holds
 //!
@@ -43,8 +61,9 @@
 //! and twice as many slots spread it out).
 
 use super::saved::{Reader, Writer};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Bits of a state hash the visited set keeps (its fingerprint).
 pub const FINGERPRINT_BITS: u32 = 60;
@@ -57,6 +76,14 @@ const SHARDS: usize = 1 << SHARD_BITS;
 const MIN_BITS: u32 = 12;
 /// The most slots a state may lie past its home slot (7 bits).
 const MAX_DISPLACEMENT: usize = 127;
+
+/// The most visitors a table has at once; a worker past them visits through
+/// the part's mutex.
+const VISITORS: usize = 64;
+/// States a visitor adds to a part before it adds them to the part's count
+/// (so a part may pass three quarters full by up to this many for each
+/// visitor before it grows).
+const FLUSH: u32 = 8;
 
 const PRESENT: u64 = 1 << 63;
 const MASK_BITS: u64 = 0xffff;
@@ -80,16 +107,16 @@ pub fn expected_collisions(states: u64) -> f64 {
     n * n / 2f64.powi(FINGERPRINT_BITS as i32 + 1)
 }
 
-/// One part: `2^bits` slots and how many are filled.
+/// One part: `2^bits` slots (how many are filled is counted beside it, in
+/// [`Table::lens`] and the visitors).
 struct Part {
     slots: Words,
     bits: u32,
-    len: AtomicUsize,
 }
 
 impl Part {
     fn new(bits: u32) -> Part {
-        Part { slots: Words::new(1 << bits), bits, len: AtomicUsize::new(0) }
+        Part { slots: Words::new(1 << bits), bits }
     }
 
     fn bytes(&self) -> u64 {
@@ -129,20 +156,18 @@ impl Part {
     }
 
     /// Visits fingerprint `fp` with `asleep`, or `Err(())` when the part
-    /// must grow first.
-    fn visit(&self, fp: u64, asleep: u64) -> Result<Visit, ()> {
+    /// must grow first; `len` tells how many states it holds (read only
+    /// when the state is new). The caller counts a state it adds.
+    fn visit(&self, fp: u64, asleep: u64, len: impl Fn() -> usize) -> Result<Visit, ()> {
         let asleep = asleep & MASK_BITS;
         for (slot, key) in self.probe(fp) {
             let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
-                if 4 * (self.len.load(Ordering::Relaxed) + 1) > 3 * self.slots.len() {
+                if 4 * (len() + 1) > 3 * self.slots.len() {
                     return Err(());
                 }
                 match slot.compare_exchange(0, key | asleep, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        self.len.fetch_add(1, Ordering::Relaxed);
-                        return Ok(Visit::First);
-                    }
+                    Ok(_) => return Ok(Visit::First),
                     // Another worker claimed the slot: it may have claimed it for this state.
                     Err(now) => word = now,
                 }
@@ -164,7 +189,6 @@ impl Part {
             let word = slot.load(Ordering::Relaxed);
             if word == 0 {
                 slot.store(key | (mask & MASK_BITS), Ordering::Relaxed);
-                self.len.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
             if word & !MASK_BITS == key {
@@ -183,18 +207,22 @@ impl Part {
         })
     }
 
-    /// This part with twice the slots (or more, until every entry fits).
-    fn grown(&self, shard: usize) -> Part {
+    /// This part with twice the slots (or more, until every entry fits),
+    /// its pages faulted in ([`populate`]), and how many states it holds.
+    fn grown(&self, shard: usize) -> (Part, usize) {
         let mut bits = self.bits + 1;
         'again: loop {
             let mut p = Part::new(bits);
+            populate(&p.slots);
+            let mut n = 0;
             for (rest, m) in self.entries() {
                 if !p.put(rest << SHARD_BITS | shard as u64, m) {
                     bits += 1;
                     continue 'again;
                 }
+                n += 1;
             }
-            return p;
+            return (p, n);
         }
     }
 }
@@ -207,14 +235,46 @@ enum Visit {
     Again { fresh: u64 },
 }
 
-/// A part alone on its cache lines (two parts' locks on one line would
-/// bounce it between the workers that take them).
+/// A part and what keeps it whole while it grows, alone on its cache lines
+/// (visitors of every part read them; only growers write them).
 #[repr(align(128))]
-struct Shard(RwLock<Part>);
+struct Shard {
+    /// Replaced only by a grower that holds `grow`, once no visitor is in
+    /// it (see the module documentation).
+    part: UnsafeCell<Part>,
+    /// Set while the part is replaced: visitors stay out.
+    growing: AtomicBool,
+    /// Held by a grower, and by every way in that is not a visitor's.
+    grow: Mutex<()>,
+}
+
+// SAFETY: `part` is written only under `grow` with no visitor inside (the
+// protocol of the module documentation), and read under `grow` or inside.
+unsafe impl Sync for Shard {}
+
+/// A count alone on its cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+/// A visitor's flag: 0, or `s + 1` while it is in part `s`; and whether a
+/// visitor holds it.
+#[repr(align(128))]
+#[derive(Default)]
+struct Flag {
+    inside: AtomicU32,
+    taken: AtomicBool,
+}
 
 /// The shared visited set: see the module documentation.
 pub(super) struct Table {
     shards: Box<[Shard]>,
+    /// Per part: the states it holds, less those its visitors have added
+    /// and not yet counted.
+    lens: Box<[Count]>,
+    flags: Box<[Flag]>,
+    /// Done when the first visitor came: the first parts' pages faulted in.
+    shared_from: std::sync::Once,
     /// While a party of a distributed search runs ([`Table::track`]): the
     /// fingerprints its visits inserted or narrowed.
     changed: Option<Mutex<Vec<u64>>>,
@@ -222,72 +282,213 @@ pub(super) struct Table {
 
 impl Default for Table {
     fn default() -> Self {
-        Table { shards: (0..SHARDS).map(|_| Shard(RwLock::new(Part::new(MIN_BITS)))).collect(), changed: None }
+        let shard =
+            |_| Shard { part: UnsafeCell::new(Part::new(MIN_BITS)), growing: false.into(), grow: Mutex::new(()) };
+        Table {
+            shards: (0..SHARDS).map(shard).collect(),
+            lens: (0..SHARDS).map(|_| Count::default()).collect(),
+            flags: (0..VISITORS).map(|_| Flag::default()).collect(),
+            shared_from: std::sync::Once::new(),
+            changed: None,
+        }
+    }
+}
+
+/// One worker's way into a [`Table`] (see the module documentation).
+pub(super) struct Visitor<'t> {
+    table: &'t Table,
+    /// Its flag; `None` when every flag was taken (it visits through the
+    /// parts' mutexes).
+    flag: Option<usize>,
+    /// Per part: states added and not yet counted, and the part's `bits`
+    /// when they were (a part grown since counted them itself).
+    pending: Box<[(u32, u32)]>,
+}
+
+impl Visitor<'_> {
+    /// [`Table::visit`], as this visitor.
+    pub(super) fn visit(&mut self, state: u64, asleep: u64) -> (Option<u64>, u64) {
+        debug_assert!(asleep & !MASK_BITS == 0, "a scheduling point has at most 16 labels");
+        let Some(k) = self.flag else { return self.table.admit(fingerprint(state), asleep, true) };
+        let (t, fp) = (self.table, fingerprint(state));
+        let s = shard_of(fp);
+        let (shard, flag) = (&t.shards[s], &t.flags[k].inside);
+        let mut grew = 0;
+        loop {
+            flag.store(s as u32 + 1, Ordering::SeqCst);
+            if shard.growing.load(Ordering::SeqCst) {
+                flag.store(0, Ordering::Release);
+                // The grower holds the part's mutex until it is done.
+                drop(t.hold(s));
+                continue;
+            }
+            // SAFETY: inside the part, and no grower replaces it while this
+            // visitor's flag names it (the module documentation).
+            let part = unsafe { &*shard.part.get() };
+            let (pending, bits) = &mut self.pending[s];
+            if *bits != part.bits {
+                // Grown since: the grower counted what this visitor added.
+                (*pending, *bits) = (0, part.bits);
+            }
+            let own = *pending as usize;
+            let had = part.bits;
+            let seen = part.visit(fp, asleep, || t.lens[s].0.load(Ordering::Relaxed) + own);
+            if let Ok(Visit::First) = seen {
+                *pending += 1;
+                if *pending == FLUSH {
+                    t.lens[s].0.fetch_add(FLUSH as usize, Ordering::Relaxed);
+                    *pending = 0;
+                }
+            }
+            flag.store(0, Ordering::Release);
+            match seen {
+                Ok(v) => return (t.answer(fp, asleep, v, true), grew),
+                Err(()) => grew += t.grow(s, had),
+            }
+        }
+    }
+}
+
+impl Drop for Visitor<'_> {
+    /// Counts what it added and not yet counted, in the parts that have not
+    /// grown since, and frees its flag.
+    fn drop(&mut self) {
+        let Some(k) = self.flag else { return };
+        for (s, &(pending, bits)) in self.pending.iter().enumerate() {
+            if pending > 0 {
+                let (part, _held) = self.table.hold(s);
+                if part.bits == bits {
+                    self.table.lens[s].0.fetch_add(pending as usize, Ordering::Relaxed);
+                }
+            }
+        }
+        self.table.flags[k].taken.store(false, Ordering::Release);
+    }
+}
+
+/// Waits, spinning a little and then yielding, while `busy` says so (a
+/// visit lasts a microsecond; its thread may have been put off its CPU).
+fn wait_while(busy: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while busy() {
+        if spins < 64 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 
 impl Table {
-    fn read(&self, shard: usize) -> std::sync::RwLockReadGuard<'_, Part> {
-        self.shards[shard].0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Part `s`, held whole: no grower replaces it until the guard is dropped.
+    fn hold(&self, s: usize) -> (&Part, MutexGuard<'_, ()>) {
+        let held = self.shards[s].grow.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // SAFETY: growers replace the part only while holding this mutex.
+        (unsafe { &*self.shards[s].part.get() }, held)
     }
 
-    /// Returns how many states it holds.
+    /// A way in for one worker: visits that write nothing another worker
+    /// writes (see the module documentation), as long as it is one of the
+    /// first [`VISITORS`] at once.
+    pub(super) fn visitor(&self) -> Visitor<'_> {
+        // A table that workers share has its first parts faulted in as a
+        // grown part has (see [`populate`]): 8 MiB, which a search of one
+        // worker, or a party's log of changes, does not pay.
+        self.shared_from.call_once(|| (0..SHARDS).for_each(|s| populate(&self.hold(s).0.slots)));
+        let flag = self
+            .flags
+            .iter()
+            .position(|f| f.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok());
+        Visitor { table: self, flag, pending: vec![(0, 0); SHARDS].into_boxed_slice() }
+    }
+
+    /// Returns how many states it holds (less those live visitors have not
+    /// counted yet: exact once they are gone).
     pub(super) fn len(&self) -> usize {
-        (0..SHARDS).map(|s| self.read(s).len.load(Ordering::Relaxed)).sum()
+        self.lens.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
     }
 
     /// Returns the bytes its slots take.
     pub(super) fn bytes(&self) -> u64 {
-        (0..SHARDS).map(|s| self.read(s).bytes()).sum()
+        (0..SHARDS).map(|s| self.hold(s).0.bytes()).sum()
     }
 
     /// Records a visit of `state` with the transitions in `asleep` (a mask
     /// of labels) asleep, and returns the labels this visit leaves alone
     /// (`None`: nothing left to explore here) with the bytes the table grew
-    /// by to hold it (0 mostly).
+    /// by to hold it (0 mostly). A worker visiting often goes through its
+    /// [`Table::visitor`] instead.
     pub(super) fn visit(&self, state: u64, asleep: u64) -> (Option<u64>, u64) {
         debug_assert!(asleep & !MASK_BITS == 0, "a scheduling point has at most 16 labels");
         self.admit(fingerprint(state), asleep, true)
     }
 
-    /// [`Table::visit`] of a fingerprint, recorded as a change while
+    /// What a visit that found `v` leaves alone, recorded as a change while
     /// [`Table::track`]ing if `log`.
+    fn answer(&self, fp: u64, asleep: u64, v: Visit, log: bool) -> Option<u64> {
+        let left = match v {
+            Visit::First => Some(asleep),
+            Visit::Again { fresh: 0 } => None,
+            Visit::Again { fresh } => Some(!fresh),
+        };
+        if let (Some(changed), Some(_), true) = (&self.changed, left, log) {
+            changed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(fp);
+        }
+        left
+    }
+
+    /// [`Table::visit`] of a fingerprint through its part's mutex, recorded
+    /// as a change while [`Table::track`]ing if `log`.
     fn admit(&self, fp: u64, asleep: u64, log: bool) -> (Option<u64>, u64) {
-        let shard = shard_of(fp);
+        let s = shard_of(fp);
         let mut grew = 0;
         loop {
             let seen = {
-                let part = self.read(shard);
-                match part.visit(fp, asleep) {
+                let (part, _held) = self.hold(s);
+                let len = &self.lens[s].0;
+                match part.visit(fp, asleep, || len.load(Ordering::Relaxed)) {
                     Ok(v) => {
-                        let left = match v {
-                            Visit::First => Some(asleep),
-                            Visit::Again { fresh: 0 } => None,
-                            Visit::Again { fresh } => Some(!fresh),
-                        };
-                        if let (Some(changed), Some(_), true) = (&self.changed, left, log) {
-                            changed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(fp);
+                        if let Visit::First = v {
+                            len.fetch_add(1, Ordering::Relaxed);
                         }
-                        return (left, grew);
+                        return (self.answer(fp, asleep, v, log), grew);
                     }
                     Err(()) => part.bits,
                 }
             };
-            let mut part = self.shards[shard].0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-            // Another worker may have grown it meanwhile.
-            if part.bits == seen {
-                let bigger = part.grown(shard);
-                grew += bigger.bytes() - part.bytes();
-                *part = bigger;
-            }
+            grew += self.grow(s, seen);
         }
+    }
+
+    /// Grows part `s` unless it has grown since it had `bits`; returns the
+    /// bytes it grew by.
+    fn grow(&self, s: usize, bits: u32) -> u64 {
+        let shard = &self.shards[s];
+        let (part, _held) = self.hold(s);
+        if part.bits != bits {
+            // Another worker grew it meanwhile.
+            return 0;
+        }
+        shard.growing.store(true, Ordering::SeqCst);
+        for f in self.flags.iter() {
+            wait_while(|| f.inside.load(Ordering::SeqCst) == s as u32 + 1);
+        }
+        // Every visitor is out and waits; the ways in through the mutex wait for it.
+        let (bigger, n) = part.grown(s);
+        let grew = bigger.bytes() - part.bytes();
+        // SAFETY: nothing else reads or writes the part now (above).
+        unsafe { *shard.part.get() = bigger };
+        self.lens[s].0.store(n, Ordering::Relaxed);
+        shard.growing.store(false, Ordering::Release);
+        grew
     }
 
     /// Every `(fingerprint, mask)` it holds.
     fn entries(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::with_capacity(self.len());
         for s in 0..SHARDS {
-            let part = self.read(s);
+            let (part, _held) = self.hold(s);
             out.extend(part.entries().map(|(rest, m)| (rest << SHARD_BITS | s as u64, m)));
         }
         out
@@ -326,7 +527,7 @@ impl Table {
 
     /// The mask of `fp`, if it holds it.
     fn mask_of(&self, fp: u64) -> Option<u64> {
-        self.read(shard_of(fp)).find(fp)
+        self.hold(shard_of(fp)).0.find(fp)
     }
 
     /// Writes every entry into a saved search: the count, a 0 (the state of
@@ -412,6 +613,37 @@ impl Words {
         let ptr = std::ptr::NonNull::new(p as *mut AtomicU64).expect("mmap returns no null mapping");
         Words { ptr, len }
     }
+}
+
+/// Faults every page of a part's slots `w` in, for writing, without
+/// changing them: a grown part's before it is published, and the first
+/// parts' of a table when its first [`Visitor`] comes (a table no worker
+/// shares leaves them to fault as they are used: a small search touches
+/// few of their pages).
+///
+/// Left to the visits, the first look at an empty slot maps the kernel's
+/// shared zero page there, and the claim that writes the slot then breaks
+/// that copy-on-write: the kernel replaces the entry and flushes it from
+/// the TLB of every CPU the process runs on, an interrupt to each other
+/// worker, with the workers taking turns at the page table's lock. With two
+/// workers that cost the search a third of its CPU time, in the kernel (see
+/// `bench/2026-11-29-check-table-prefault.md`). Faulted here, every page is
+/// written once and none is mapped shared. The pages are the ones a search
+/// touches anyway: its hashes spread over every page of a part long before
+/// the part is full.
+fn populate(w: &Words) {
+    let (p, bytes) = (w.ptr.as_ptr() as *mut libc::c_void, w.len * 8);
+    // SAFETY: our private mapping of `bytes`; the advice only faults its
+    // pages in, keeping their contents (Linux 5.14 and later; an older
+    // kernel refuses it).
+    if unsafe { libc::madvise(p, bytes, libc::MADV_POPULATE_WRITE) } == 0 {
+        return;
+    }
+    // A write to a word of each page that changes nothing, atomic because
+    // visitors may be claiming slots in the part meanwhile.
+    w.iter().step_by(4096 / 8).for_each(|word| {
+        word.fetch_or(0, Ordering::Relaxed);
+    });
 }
 
 impl std::ops::Deref for Words {
@@ -518,5 +750,54 @@ mod tests {
         for i in 0..50_000u64 {
             assert_eq!(t.mask_of(fingerprint(i.wrapping_mul(0xd6e8_feb8_6659_fd93))), Some(0xfff0));
         }
+    }
+
+    /// Visitors (and one visit through the mutexes) at once, while every
+    /// part grows: each state is new to exactly one visit, every mask ends as
+    /// the intersection of all, and the count is exact once the visitors
+    /// are gone.
+    #[test]
+    fn visitors_admit_each_state_once_while_parts_grow() {
+        const N: u64 = 800_000;
+        let t = Table::default();
+        let firsts = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for w in 0..4u64 {
+                let (t, firsts) = (&t, &firsts);
+                s.spawn(move || {
+                    let mut me = t.visitor();
+                    // Each worker in its own order (a stride prime to N), so
+                    // that they meet mid-growth.
+                    for i in 0..N {
+                        let h = ((i * [1, 3, 7, 9][w as usize]) % N).wrapping_mul(0xd6e8_feb8_6659_fd93) | 1;
+                        let mask = 0xffff & !(1 << w);
+                        let left = if w == 3 { t.visit(h, mask).0 } else { me.visit(h, mask).0 };
+                        if left == Some(mask) {
+                            firsts.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(t.bytes() > (SHARDS << MIN_BITS) as u64 * 8, "the parts grew");
+        assert_eq!(t.len(), N as usize);
+        assert_eq!(firsts.load(Ordering::Relaxed), N as usize);
+        for i in 0..N {
+            assert_eq!(t.mask_of(fingerprint(i.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1)), Some(0xfff0));
+        }
+    }
+
+    /// A visitor past the table's flags visits through the mutexes, with
+    /// the same answers.
+    #[test]
+    fn visitors_past_the_flags_still_visit() {
+        let t = Table::default();
+        let all: Vec<_> = (0..VISITORS + 1).map(|_| t.visitor()).collect();
+        assert!(all[VISITORS].flag.is_none() && all[0].flag.is_some());
+        let mut all = all;
+        assert_eq!(all[VISITORS].visit(7, 3).0, Some(3));
+        assert_eq!(all[0].visit(7, 1).0, Some(!2));
+        drop(all);
+        assert_eq!((t.len(), t.visitor().flag), (1, Some(0)));
     }
 }
