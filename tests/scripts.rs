@@ -145,3 +145,28 @@ fn the_python_tests_wheel_is_built_with_the_features_of_the_rust_tests_build() {
         wheel.keys().any(|p| p.starts_with("tlbkit-check ")) && tests.keys().any(|p| p.starts_with("tlbkit-check "))
     );
 }
+
+#[test]
+fn the_wheel_reuses_the_command_lines_release_build() {
+    // `pip install ./python` after `cargo build --release` (the README's
+    // order) compiles pyo3 and the binding only when every crate both use
+    // has the same features in both: a crate built with other features is
+    // compiled again, with everything above it. pyo3's macros turn on
+    // `syn` features the command line's derives do not; the root package's
+    // build dependency on `syn` turns them on there too.
+    let bin = features(&["-p", "tlbkit", "--edges", "normal,build"]);
+    let wheel = features(&["-p", "tlbkit-python", "--features", "extension-module", "--edges", "normal,build"]);
+    let differ: Vec<String> = wheel
+        .iter()
+        .filter_map(|(p, f)| {
+            let b = bin.get(p)?;
+            (b != f).then(|| format!("{p}: the command line's build has [{b}], the wheel's [{f}]"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "turn on what the wheel's build does in the root Cargo.toml's [build-dependencies] (or its dependencies):\n{}",
+        differ.join("\n")
+    );
+    assert!(wheel.keys().any(|p| p.starts_with("tlbkit-sim ")) && bin.keys().any(|p| p.starts_with("tlbkit-sim ")));
+}
