@@ -114,6 +114,22 @@ fn features(args: &[&str]) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// Each package of `wheel` that `build` has too, with other features: a line
+/// saying so, `build` named `name`.
+fn differing(
+    build: &std::collections::BTreeMap<String, String>,
+    wheel: &std::collections::BTreeMap<String, String>,
+    name: &str,
+) -> Vec<String> {
+    wheel
+        .iter()
+        .filter_map(|(p, f)| {
+            let b = build.get(p)?;
+            (b != f).then(|| format!("{p}: {name} build has [{b}], the wheel's [{f}]"))
+        })
+        .collect()
+}
+
 #[test]
 fn the_python_tests_wheel_is_built_with_the_features_of_the_rust_tests_build() {
     // `scripts/test` builds the wheel with `--profile dev --features
@@ -127,14 +143,8 @@ fn the_python_tests_wheel_is_built_with_the_features_of_the_rust_tests_build() {
     let built = features(&["--workspace", "--exclude", "tlbkit-python", "--edges", "normal,build,dev"]);
     let wheel =
         features(&["-p", "tlbkit-python", "--features", "test-build,extension-module", "--edges", "normal,build"]);
-    let differ: Vec<String> = wheel
-        .iter()
-        .filter(|(p, _)| built.contains_key(*p))
-        .filter_map(|(p, f)| {
-            let t = tests.get(p)?;
-            (t != f).then(|| format!("{p}: the tests' build has [{t}], the wheel's [{f}]"))
-        })
-        .collect();
+    let wheel = wheel.into_iter().filter(|(p, _)| built.contains_key(p)).collect();
+    let differ = differing(&tests, &wheel, "the tests'");
     assert!(
         differ.is_empty(),
         "add what the tests' build turns on to python/Cargo.toml's `test-build` feature:\n{}",
@@ -156,13 +166,7 @@ fn the_wheel_reuses_the_command_lines_release_build() {
     // build dependency on `syn` turns them on there too.
     let bin = features(&["-p", "tlbkit", "--edges", "normal,build"]);
     let wheel = features(&["-p", "tlbkit-python", "--features", "extension-module", "--edges", "normal,build"]);
-    let differ: Vec<String> = wheel
-        .iter()
-        .filter_map(|(p, f)| {
-            let b = bin.get(p)?;
-            (b != f).then(|| format!("{p}: the command line's build has [{b}], the wheel's [{f}]"))
-        })
-        .collect();
+    let differ = differing(&bin, &wheel, "the command line's");
     assert!(
         differ.is_empty(),
         "turn on what the wheel's build does in the root Cargo.toml's [build-dependencies] (or its dependencies):\n{}",

@@ -182,9 +182,10 @@ struct SearchArgs {
 struct SaveArgs {
     /// Exhaustive mode: save the search in this directory as it runs (every
     /// --checkpoint-every seconds, on SIGINT or SIGTERM, and at the memory
-    /// cap), so that `--resume DIR` goes on from where it got to. A save is
-    /// written to a temporary file and renamed, so a kill leaves the last one
-    /// whole.
+    /// cap), so that `--resume DIR` goes on from where it got to. The first
+    /// save is the whole search, written to a temporary file and renamed;
+    /// later ones append only what changed since; a kill leaves the last
+    /// complete one.
     #[arg(long, value_name = "DIR")]
     checkpoint: Option<std::path::PathBuf>,
     /// Seconds between saves with --checkpoint (default 60).

@@ -3,10 +3,11 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
-use super::table::{Table, Visitor};
+use super::table::{save_entries, Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
+use xxhash_rust::xxh3::xxh3_64;
 
 /// One worker's part of a parallel exhaustive search: the subtree below a
 /// prefix of choices, explored depth-first as [`exhaustive`](fn@super::exhaustive) does
@@ -147,7 +148,15 @@ impl Shared {
     /// Writes the counters, the visited set and the queue (every worker waiting).
     fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
         let q = self.work.lock().expect("no worker panicked holding the queue");
-        Shared::write_body(w, self.counts(), extra, Some(&self.visited), &q.0);
+        Shared::write_body(w, self.counts(), extra, Some(&|w: &mut Writer| self.visited.save(w)), &q.0);
+    }
+
+    /// Writes the counters, the states `changed` since the last save (with
+    /// their masks now) and the queue (every worker waiting): a delta (see
+    /// `saved.rs`).
+    fn save_changes(&self, w: &mut Writer, extra: &[AtomicU64], changed: &[(u64, u64)]) {
+        let q = self.work.lock().expect("no worker panicked holding the queue");
+        Shared::write_body(w, self.counts(), extra, Some(&|w: &mut Writer| save_entries(w, changed)), &q.0);
     }
 
     /// Its executions, cut executions and most steps.
@@ -158,14 +167,20 @@ impl Shared {
     /// Writes `counts` (as [`Shared::counts`] gives them), the caller's
     /// counters, `visited` (none: an empty visited set) and `work` for the
     /// queue: the layout [`Shared::load`] reads.
-    fn write_body(w: &mut Writer, counts: [u64; 3], extra: &[AtomicU64], visited: Option<&Table>, work: &[Subtree]) {
+    fn write_body(
+        w: &mut Writer,
+        counts: [u64; 3],
+        extra: &[AtomicU64],
+        visited: Option<&dyn Fn(&mut Writer)>,
+        work: &[Subtree],
+    ) {
         counts.iter().for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
         // Sections of the visited set: one (an earlier build wrote one per shard).
         w.u64(visited.is_some() as u64);
         if let Some(v) = visited {
-            v.save(w);
+            v(w);
         }
         w.u64(work.len() as u64);
         work.iter().for_each(|t| t.save(w));
@@ -195,9 +210,20 @@ impl Shared {
 
     /// Reads what [`Shared::save`] wrote into a search that goes on from it.
     fn load(body: &[u8], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
-        let b = Shared::read_body(body, extra.len())?;
-        b.store_extra(extra);
+        Shared::load_with(body, &[], extra, max_bytes)
+    }
+
+    /// [`Shared::load`] of a whole save's `body` followed by `deltas` (see
+    /// `saved.rs`): the search as it was at the last delta.
+    fn load_with(body: &[u8], deltas: &[Vec<u8>], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
+        let mut b = Shared::read_body(body, extra.len())?;
         let visited = Table::default();
+        for d in deltas {
+            let later = Shared::read_body(d, extra.len())?;
+            visited.admit_all(&std::mem::take(&mut b.visited));
+            b = later;
+        }
+        b.store_extra(extra);
         visited.admit_all(&b.visited);
         let shared = Shared::new(b.work, visited, max_bytes);
         shared.executions.store(b.counts[0], Relaxed);
@@ -274,10 +300,11 @@ pub fn exhaustive_saving(
     resume: Option<&[u8]>,
 ) -> Result<(Stats, Option<Outcome>, Option<Stopped>), crate::Error> {
     let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
-    let shared = match resume {
+    let mut shared = match resume {
         Some(body) => {
             let extra = saving.map_or(&[][..], |(_, e)| e);
-            Shared::load(body, extra, max_bytes).map_err(|why| match saving {
+            let deltas = saving.map_or_else(Vec::new, |(s, _)| saved::deltas(&s.dir, xxh3_64(body)));
+            Shared::load_with(body, &deltas, extra, max_bytes).map_err(|why| match saving {
                 // A body from a file whose checksums matched: a save this build cannot read.
                 Some((s, _)) => crate::Error::Save {
                     file: s.dir.join(saved::FILE).display().to_string(),
@@ -288,6 +315,10 @@ pub fn exhaustive_saving(
         }
         None => Shared::fresh(max_bytes),
     };
+    if saving.is_some() {
+        // Saves after the first write only what changed.
+        shared.visited.record_changes();
+    }
     let switches = SWITCHES.with(std::cell::Cell::get);
     let mut stopped = None;
     let mut save_error = None;
@@ -352,6 +383,7 @@ fn spawn_workers<'s, 'e: 's>(
 /// search is over, with why it stopped it if it did.
 fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stopped>, crate::Error> {
     let mut last = std::time::Instant::now();
+    let mut written = None;
     loop {
         {
             let w = shared.work.lock().expect("no worker panicked holding the queue");
@@ -361,7 +393,7 @@ fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stop
                 // unless it stopped at a violation or the execution cap.
                 drop(w);
                 if !shared.stop.load(Relaxed) {
-                    write(shared, s, extra)?;
+                    write(shared, s, extra, &mut written)?;
                 }
                 return Ok(None);
             }
@@ -386,28 +418,49 @@ fn saver(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<Option<Stop
                 w = shared.wake.wait(w).expect("no worker panicked holding the queue");
             }
         }
-        let written = if shared.stop.load(Relaxed) { Ok(()) } else { write(shared, s, extra) };
+        let saved = if shared.stop.load(Relaxed) { Ok(()) } else { write(shared, s, extra, &mut written) };
         last = std::time::Instant::now();
         let _w = shared.work.lock().expect("no worker panicked holding the queue");
-        if why.is_some() || written.is_err() {
+        if why.is_some() || saved.is_err() {
             // A save that failed stops the search too (its workers, paused,
             // would otherwise wait for the saver forever).
             shared.stop.store(true, Relaxed);
         }
         shared.pause.store(false, Relaxed);
         shared.wake.notify_all();
-        written?;
+        saved?;
         if why.is_some() {
             return Ok(why);
         }
     }
 }
 
-/// Writes the search (paused) into its save.
-fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64]) -> Result<(), crate::Error> {
+/// What a saving search has written: its whole save's body's checksum and
+/// size, and the bytes of the deltas after it.
+struct Written {
+    base: u64,
+    base_bytes: u64,
+    deltas: u64,
+}
+
+/// Writes the search (paused) into its save: a delta of what changed since
+/// the last save (see `saved.rs`), or a whole save when this process has
+/// written none yet or the deltas would outgrow the whole save.
+fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64], written: &mut Option<Written>) -> Result<(), crate::Error> {
     let mut w = Writer::default();
+    if let Some(b) = written {
+        shared.save_changes(&mut w, extra, &shared.visited.drain_changes(true));
+        if b.deltas + w.0.len() as u64 <= b.base_bytes {
+            b.deltas = saved::append(&s.dir, b.base, &w.0)?;
+            return Ok(());
+        }
+        w.0.clear();
+    }
+    shared.visited.drain_changes(false);
     shared.save(&mut w, extra);
-    saved::write(&s.dir, &s.identity, &w.0)
+    let base = saved::write(&s.dir, &s.identity, &w.0)?;
+    *written = Some(Written { base, base_bytes: w.0.len() as u64, deltas: 0 });
+    Ok(())
 }
 
 /// Stops the search and wakes every waiting worker if the worker holding it
@@ -674,7 +727,8 @@ pub mod rounds {
         /// The visited set alone, for a party that starts now ([`Replica::new`]).
         pub fn visited(&self) -> Vec<u8> {
             let mut w = Writer::default();
-            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&self.shared.visited), &[]);
+            let visited = |w: &mut Writer| self.shared.visited.save(w);
+            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&visited), &[]);
             w.0
         }
 
@@ -775,7 +829,7 @@ pub mod rounds {
             let changes = s.visited.take_changes();
             let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
             let mut w = Writer::default();
-            Shared::write_body(&mut w, s.counts(), extra, Some(&changes), &left);
+            Shared::write_body(&mut w, s.counts(), extra, Some(&|w: &mut Writer| changes.save(w)), &left);
             Ok((w.0, found, s.executions.load(Relaxed)))
         }
     }
@@ -797,7 +851,7 @@ mod tests {
             t.visit(super::super::table::fingerprint(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
         }
         let mut w = Writer::default();
-        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&t), &[]);
+        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&|w: &mut Writer| t.save(w)), &[]);
         let whole = w.0;
         let driver = rounds::Driver::start(0);
         let before = driver.stats();
@@ -823,5 +877,62 @@ mod tests {
         });
         let panicked = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the search ended");
         assert!(panicked, "the worker's panic came out of the search");
+    }
+
+    /// The entries of `t`'s save, sorted.
+    fn sorted_entries(t: &Table) -> Vec<(u64, u64)> {
+        let mut w = Writer::default();
+        t.save(&mut w);
+        let mut e = Table::read_entries(&mut Reader::new(&w.0)).expect("its own save");
+        e.sort_unstable();
+        e
+    }
+
+    /// A save after the first appends only what changed since; a whole
+    /// save and the deltas after it read back as the search at the last
+    /// delta; a delta cut short leaves the saves before it; a whole save
+    /// removes the deltas.
+    #[test]
+    fn deltas_after_a_whole_save_read_back_as_the_search_at_the_last() {
+        let dir = std::env::temp_dir().join(format!("tlbkit-deltas-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = "b1 t5~p~2";
+        let s = Saving { dir: dir.clone(), every: Duration::ZERO, max_memory: None, identity: id.into() };
+        let mut shared = Shared::fresh(u64::MAX);
+        shared.visited.record_changes();
+        let fp = |k: u64| super::super::table::fingerprint(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for k in 1..=5000 {
+            shared.visited.visit(fp(k), 0xff);
+        }
+        let mut written = None;
+        write(&shared, &s, &[], &mut written).expect("a whole save");
+        let first = sorted_entries(&shared.visited);
+        let whole = std::fs::read(dir.join(saved::FILE)).expect("the whole save").len();
+        // 1,000 narrowed, 1,000 new.
+        for k in 4001..=6000 {
+            shared.visited.visit(fp(k), 0x0f);
+        }
+        shared.executions.store(77, Relaxed);
+        write(&shared, &s, &[], &mut written).expect("a delta");
+        let deltas = std::fs::metadata(dir.join(saved::DELTAS)).expect("the deltas").len() as usize;
+        assert!(deltas > 2000 * 16 && deltas < whole / 2, "a delta of {deltas} bytes after a whole save of {whole}");
+        let read = || {
+            let body = saved::read(&dir, id).expect("the whole save");
+            let deltas = saved::deltas(&dir, xxh3_64(&body));
+            Shared::load_with(&body, &deltas, &[], u64::MAX).expect("readable")
+        };
+        let back = read();
+        assert_eq!((sorted_entries(&back.visited), back.counts()), (sorted_entries(&shared.visited), shared.counts()));
+        // Cut short by a byte: the whole save alone.
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join(saved::DELTAS)).expect("the deltas");
+        f.set_len(deltas as u64 - 1).expect("cut");
+        let back = read();
+        assert_eq!((sorted_entries(&back.visited), back.counts()[0]), (first, 0));
+        // Deltas that would outgrow the whole save give way to one.
+        written.as_mut().expect("written").deltas = whole as u64;
+        write(&shared, &s, &[], &mut written).expect("a whole save");
+        assert!(!dir.join(saved::DELTAS).exists());
+        assert_eq!(sorted_entries(&read().visited), sorted_entries(&shared.visited));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

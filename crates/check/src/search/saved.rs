@@ -41,6 +41,23 @@
 //! bounded by the bytes left, so it allocates no more than the file holds.
 //! A save whose write fails (a full disk) removes its temporary file and
 //! leaves the save before it as it was.
+//!
+//! # Saves after the first
+//! A search's first save writes the whole visited set; each later one
+//! appends to `DIR/search.deltas` only the states added or narrowed since
+//! the save before (the table marks them: `Table::record_changes`), with the
+//! whole frontier and counters, so a save costs what the search did since,
+//! not its size. A delta is its magic `TLBKITDL`, the checksum of the whole
+//! save's body it follows, its length and its checksum, then a body as the
+//! whole save's, whose visited states are the changed ones. A resume reads
+//! the whole save, then each delta that follows it in order (its states
+//! admitted: masks only narrow, so the last one a state has is its mask
+//! then), and takes the frontier of the last: the search as it was at that
+//! save. A delta cut short (a kill while it was written) or corrupted ends
+//! the list there: the saves before it stand. A whole save is written again
+//! (and the deltas removed) once the deltas would outgrow it, and at a
+//! resumed search's first save. Deltas of another whole save (left by a
+//! kill between a whole save's rename and their removal) are ignored.
 
 use crate::error::{Error, SaveProblem};
 use std::cell::Cell;
@@ -52,6 +69,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// The file a saved search lives in, under its directory.
 pub const FILE: &str = "search.ckpt";
+/// The saves after it, each only what changed (see "Saves after the first").
+pub const DELTAS: &str = "search.deltas";
+/// A delta's first bytes.
+const DELTA_MAGIC: &[u8; 8] = b"TLBKITDL";
 
 /// The format's first bytes and version.
 const MAGIC: &[u8; 8] = b"TLBKITSV";
@@ -276,7 +297,9 @@ impl std::io::Write for SaveFile {
 /// the rename survives a power cut). A kill at any moment leaves the last
 /// whole save; a failure before the rename (a full disk) removes the
 /// temporary file and leaves the save there before as it was.
-pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<(), Error> {
+///
+/// Returns the body's checksum, which the deltas that follow it name.
+pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<u64, Error> {
     let path = dir.join(FILE);
     let fail = |problem| Error::Save { file: path.display().to_string(), problem };
     remove_stale_temporaries(dir);
@@ -294,7 +317,59 @@ pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<(), Error> {
         let _ = std::fs::remove_file(&tmp);
         return Err(fail(SaveProblem::WriteFailed { why: e.to_string() }));
     }
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))?;
+    // The deltas of the save before name its body: none follows this one.
+    match std::fs::remove_file(dir.join(DELTAS)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(fail(SaveProblem::WriteFailed { why: format!("{DELTAS}: {e}") }))
+        }
+        _ => Ok(xxh3_64(body)),
+    }
+}
+
+/// Appends `body` to the deltas in `dir` as the save that follows the whole
+/// save whose body's checksum is `base` (and the deltas before it), synced;
+/// returns how many bytes the deltas take now. A write that fails (a full
+/// disk) cuts the file back to what it held, so the saves before stand.
+pub fn append(dir: &Path, base: u64, body: &[u8]) -> Result<u64, Error> {
+    let path = dir.join(DELTAS);
+    let fail =
+        |why: String| Error::Save { file: path.display().to_string(), problem: SaveProblem::WriteFailed { why } };
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| fail(e.to_string()))?;
+    let had = f.metadata().map_err(|e| fail(e.to_string()))?.len();
+    let mut head = Writer::default();
+    head.0.extend_from_slice(DELTA_MAGIC);
+    head.u64(base);
+    head.u64(body.len() as u64);
+    head.u64(xxh3_64(body));
+    let mut out = SaveFile(f);
+    let written = out.write_all(&head.0).and_then(|()| out.write_all(body)).and_then(|()| out.0.sync_data());
+    if let Err(e) = written {
+        let _ = out.0.set_len(had);
+        return Err(fail(e.to_string()));
+    }
+    Ok(had + (head.0.len() + body.len()) as u64)
+}
+
+/// The bodies of the deltas in `dir` that follow the whole save whose
+/// body's checksum is `base`, in order, up to the first one cut short,
+/// corrupted or of another whole save (see "Saves after the first").
+pub fn deltas(dir: &Path, base: u64) -> Vec<Vec<u8>> {
+    let Ok(bytes) = std::fs::read(dir.join(DELTAS)) else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut r = Reader::new(&bytes);
+    while !r.done() {
+        let Ok(magic) = r.take(DELTA_MAGIC.len()) else { break };
+        let (Ok(of), Ok(len), Ok(sum)) = (r.u64(), r.u64(), r.u64()) else { break };
+        let Ok(body) = r.take(usize::try_from(len).unwrap_or(usize::MAX)) else { break };
+        if magic != DELTA_MAGIC || of != base || xxh3_64(body) != sum {
+            break;
+        }
+        out.push(body.to_vec());
+    }
+    out
 }
 
 /// Removes the temporary files of saves in `dir` that a killed check left
@@ -455,5 +530,20 @@ mod tests {
         let bytes = encode("b1 t5~p~2", b"body");
         assert_eq!(bytes.len(), HEAD + 8 + 9 + 4);
         assert_eq!(decode(&bytes), Ok(("b1 t5~p~2".to_string(), &b"body"[..])));
+    }
+
+    /// A delta whose write fails leaves the deltas as they were; deltas of
+    /// another whole save are not read.
+    #[test]
+    fn a_delta_that_fails_to_write_leaves_the_deltas_before_it() {
+        let dir = std::env::temp_dir().join(format!("tlbkit-saved-deltas-{}", std::process::id()));
+        let base = write(&dir, "b1 t5~p~2", b"whole").unwrap();
+        let n = append(&dir, base, b"one").unwrap();
+        assert!(with_room(10, || append(&dir, base, b"two")).is_err());
+        assert_eq!(std::fs::metadata(dir.join(DELTAS)).unwrap().len(), n);
+        assert_eq!(append(&dir, base, b"three").unwrap(), 2 * n + 2);
+        assert_eq!(deltas(&dir, base), vec![b"one".to_vec(), b"three".to_vec()]);
+        assert!(deltas(&dir, base ^ 1).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

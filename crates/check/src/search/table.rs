@@ -108,15 +108,30 @@ pub fn expected_collisions(states: u64) -> f64 {
 }
 
 /// One part: `2^bits` slots (how many are filled is counted beside it, in
-/// [`Table::lens`] and the visitors).
+/// [`Table::lens`] and the visitors), and while a saving search records
+/// changes ([`Table::record_changes`]) a bit per slot set when its entry is
+/// added or its mask narrows.
 struct Part {
     slots: Words,
     bits: u32,
+    changed: Option<Box<[AtomicU64]>>,
 }
 
 impl Part {
     fn new(bits: u32) -> Part {
-        Part { slots: Words::new(1 << bits), bits }
+        Part { slots: Words::new(1 << bits), bits, changed: None }
+    }
+
+    /// A bit per slot, all clear.
+    fn change_bits(bits: u32) -> Box<[AtomicU64]> {
+        (0..((1usize << bits) / 64).max(1)).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    /// Marks slot `i` changed, if changes are recorded.
+    fn mark(&self, i: usize) {
+        if let Some(c) = &self.changed {
+            c[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
     }
 
     fn bytes(&self) -> u64 {
@@ -132,15 +147,18 @@ impl Part {
     /// The slots fingerprint `fp` may lie in, in the order it is looked for,
     /// each with the word's bits above the mask that `fp` has there: its
     /// home slot and the next [`MAX_DISPLACEMENT`].
-    fn probe(&self, fp: u64) -> impl Iterator<Item = (&AtomicU64, u64)> + '_ {
+    fn probe(&self, fp: u64) -> impl Iterator<Item = (usize, &AtomicU64, u64)> + '_ {
         let (home, quotient) = self.place(fp);
         let n = self.slots.len() - 1;
-        (0..=MAX_DISPLACEMENT).map(move |d| (&self.slots[(home + d) & n], PRESENT | (d as u64) << 56 | quotient << 16))
+        (0..=MAX_DISPLACEMENT).map(move |d| {
+            let i = (home + d) & n;
+            (i, &self.slots[i], PRESENT | (d as u64) << 56 | quotient << 16)
+        })
     }
 
     /// The mask of `fp`, if the part holds it.
     fn find(&self, fp: u64) -> Option<u64> {
-        self.probe(fp).find_map(|(slot, key)| {
+        self.probe(fp).find_map(|(_, slot, key)| {
             let w = slot.load(Ordering::Acquire);
             (w & !MASK_BITS == key).then_some(w & MASK_BITS)
         })
@@ -160,14 +178,17 @@ impl Part {
     /// when the state is new). The caller counts a state it adds.
     fn visit(&self, fp: u64, asleep: u64, len: impl Fn() -> usize) -> Result<Visit, ()> {
         let asleep = asleep & MASK_BITS;
-        for (slot, key) in self.probe(fp) {
+        for (i, slot, key) in self.probe(fp) {
             let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
                 if 4 * (len() + 1) > 3 * self.slots.len() {
                     return Err(());
                 }
                 match slot.compare_exchange(0, key | asleep, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return Ok(Visit::First),
+                    Ok(_) => {
+                        self.mark(i);
+                        return Ok(Visit::First);
+                    }
                     // Another worker claimed the slot: it may have claimed it for this state.
                     Err(now) => word = now,
                 }
@@ -175,7 +196,11 @@ impl Part {
             if word & !MASK_BITS == key {
                 // Keep the transitions both this visit and the earlier ones left asleep.
                 let before = slot.fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
-                return Ok(Visit::Again { fresh: before & !asleep });
+                let fresh = before & !asleep;
+                if fresh != 0 {
+                    self.mark(i);
+                }
+                return Ok(Visit::Again { fresh });
             }
         }
         Err(())
@@ -184,39 +209,50 @@ impl Part {
     /// Puts `fp` with `mask` in a part no other thread reaches (one being
     /// built); `false` if it lies too far from its home slot. A state it
     /// holds already keeps the intersection of the masks.
-    fn put(&mut self, fp: u64, mask: u64) -> bool {
-        for (slot, key) in self.probe(fp) {
+    /// Puts `fp` with `mask` in a part no other thread reaches (one being
+    /// built), marked changed if `changed`; `false` if it lies too far from
+    /// its home slot. A state it holds already keeps the intersection of the
+    /// masks.
+    fn put(&mut self, fp: u64, mask: u64, changed: bool) -> bool {
+        for (i, slot, key) in self.probe(fp) {
             let word = slot.load(Ordering::Relaxed);
-            if word == 0 {
+            if word == 0 || word & !MASK_BITS == key {
+                let mask = if word == 0 { mask } else { word & mask };
                 slot.store(key | (mask & MASK_BITS), Ordering::Relaxed);
-                return true;
-            }
-            if word & !MASK_BITS == key {
-                slot.store(word & (!MASK_BITS | mask), Ordering::Relaxed);
+                if changed {
+                    self.mark(i);
+                }
                 return true;
             }
         }
         false
     }
 
-    /// Every `(fingerprint bits above the part's, mask)` it holds.
-    fn entries(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    /// Whether slot `i` is marked changed.
+    fn marked(&self, i: usize) -> bool {
+        self.changed.as_ref().is_some_and(|c| c[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0)
+    }
+
+    /// Every `(fingerprint bits above the part's, mask, marked changed)` it holds.
+    fn entries(&self) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
             let w = s.load(Ordering::Acquire);
-            (w != 0).then(|| (self.rest_of(i, w), w & MASK_BITS))
+            (w != 0).then(|| (self.rest_of(i, w), w & MASK_BITS, self.marked(i)))
         })
     }
 
     /// This part with twice the slots (or more, until every entry fits),
-    /// its pages faulted in ([`populate`]), and how many states it holds.
+    /// its pages faulted in ([`populate`]) and its changes still marked, and
+    /// how many states it holds.
     fn grown(&self, shard: usize) -> (Part, usize) {
         let mut bits = self.bits + 1;
         'again: loop {
             let mut p = Part::new(bits);
+            p.changed = self.changed.as_ref().map(|_| Part::change_bits(bits));
             populate(&p.slots);
             let mut n = 0;
-            for (rest, m) in self.entries() {
-                if !p.put(rest << SHARD_BITS | shard as u64, m) {
+            for (rest, m, changed) in self.entries() {
+                if !p.put(rest << SHARD_BITS | shard as u64, m, changed) {
                     bits += 1;
                     continue 'again;
                 }
@@ -489,7 +525,7 @@ impl Table {
         let mut out = Vec::with_capacity(self.len());
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
-            out.extend(part.entries().map(|(rest, m)| (rest << SHARD_BITS | s as u64, m)));
+            out.extend(part.entries().map(|(rest, m, _)| (rest << SHARD_BITS | s as u64, m)));
         }
         out
     }
@@ -530,17 +566,40 @@ impl Table {
         self.hold(shard_of(fp)).0.find(fp)
     }
 
-    /// Writes every entry into a saved search: the count, a 0 (the state of
-    /// hash 0 apart, as earlier builds wrote it), then each fingerprint and
-    /// mask.
+    /// Writes every entry into a saved search ([`save_entries`]).
     pub(super) fn save(&self, w: &mut Writer) {
-        let entries = self.entries();
-        w.u64(entries.len() as u64);
-        w.u8(0);
-        for (fp, m) in entries {
-            w.u64(fp);
-            w.u64(m);
+        save_entries(w, &self.entries());
+    }
+
+    /// Marks, from now on, each entry a visit adds or whose mask it narrows,
+    /// for [`Table::drain_changes`] (a saving search's saves after its
+    /// first write only those: see `saved.rs`). A bit per slot.
+    pub(super) fn record_changes(&mut self) {
+        for shard in self.shards.iter_mut() {
+            let part = shard.part.get_mut();
+            part.changed = Some(Part::change_bits(part.bits));
         }
+    }
+
+    /// Clears the marks of [`Table::record_changes`]; returns, if `list`,
+    /// every `(fingerprint, mask)` they marked, with its mask now. No visit
+    /// may run meanwhile (a saving search's workers wait while it saves).
+    pub(super) fn drain_changes(&self, list: bool) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for s in 0..SHARDS {
+            let (part, _held) = self.hold(s);
+            let Some(marks) = &part.changed else { continue };
+            for (k, word) in marks.iter().enumerate() {
+                let mut bits = word.swap(0, Ordering::Relaxed);
+                while list && bits != 0 {
+                    let i = k * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let w = part.slots[i].load(Ordering::Acquire);
+                    out.push((part.rest_of(i, w) << SHARD_BITS | s as u64, w & MASK_BITS));
+                }
+            }
+        }
+        out
     }
 
     /// Reads what [`Table::save`] wrote (or the full hashes an earlier build
@@ -564,6 +623,18 @@ impl Table {
             out.push((fingerprint(k), checked(m)?));
         }
         Ok(out)
+    }
+}
+
+/// Writes `entries` as [`Table::save`] writes a table's (and
+/// [`Table::read_entries`] reads them): the count, a 0 (the state of hash 0
+/// apart, as earlier builds wrote it), then each fingerprint and mask.
+pub(super) fn save_entries(w: &mut Writer, entries: &[(u64, u64)]) {
+    w.u64(entries.len() as u64);
+    w.u8(0);
+    for &(fp, m) in entries {
+        w.u64(fp);
+        w.u64(m);
     }
 }
 
@@ -726,32 +797,6 @@ mod tests {
         }
     }
 
-    /// Many threads visiting the same states at once: each state is new to
-    /// exactly one visit, and its mask ends as the intersection of all.
-    #[test]
-    fn concurrent_visits_admit_each_state_once() {
-        let t = Table::default();
-        let firsts = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for w in 0..4u64 {
-                let (t, firsts) = (&t, &firsts);
-                s.spawn(move || {
-                    for i in 0..50_000u64 {
-                        let h = i.wrapping_mul(0xd6e8_feb8_6659_fd93);
-                        if t.visit(h, 0xffff & !(1 << w)).0 == Some(0xffff & !(1 << w)) {
-                            firsts.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
-        assert_eq!(t.len(), 50_000);
-        assert_eq!(firsts.load(Ordering::Relaxed), 50_000);
-        for i in 0..50_000u64 {
-            assert_eq!(t.mask_of(fingerprint(i.wrapping_mul(0xd6e8_feb8_6659_fd93))), Some(0xfff0));
-        }
-    }
-
     /// Visitors (and one visit through the mutexes) at once, while every
     /// part grows: each state is new to exactly one visit, every mask ends as
     /// the intersection of all, and the count is exact once the visitors
@@ -799,5 +844,32 @@ mod tests {
         assert_eq!(all[0].visit(7, 1).0, Some(!2));
         drop(all);
         assert_eq!((t.len(), t.visitor().flag), (1, Some(0)));
+    }
+
+    /// The changes a saving search records survive growth, and each drain
+    /// returns what was added or narrowed since the last, with its mask now.
+    #[test]
+    fn recorded_changes_are_what_was_added_or_narrowed_since_the_last_drain() {
+        let mut t = Table::default();
+        t.record_changes();
+        let fp = |k: u64| fingerprint(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for k in 0..800_000 {
+            t.visit(fp(k), 0xff);
+        }
+        assert!(t.bytes() > (SHARDS << MIN_BITS) as u64 * 8, "the parts grew");
+        assert_eq!(t.drain_changes(true).len(), 800_000, "every state added, through the growths");
+        // 1,000 narrowed, 1,000 revisited with no change, 1,000 new.
+        for k in 0..1000 {
+            t.visit(fp(k), 0x0f);
+            t.visit(fp(1000 + k), 0xff);
+            t.visit(fp(800_000 + k), 0x3);
+        }
+        let mut got = t.drain_changes(true);
+        got.sort_unstable();
+        let mut want: Vec<_> =
+            (0..1000).map(|k| (fp(k), 0x0f)).chain((0..1000).map(|k| (fp(800_000 + k), 0x3))).collect();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert!(t.drain_changes(true).is_empty());
     }
 }
