@@ -309,8 +309,9 @@ pub(super) struct Table {
     /// and not yet counted.
     lens: Box<[Count]>,
     flags: Box<[Flag]>,
-    /// Done when the first visitor came: the first parts' pages faulted in.
-    shared_from: std::sync::Once,
+    /// Done when the first visitor came, or the first states were admitted
+    /// in bulk: the first parts' pages faulted in.
+    faulted_in: std::sync::Once,
     /// While a party of a distributed search runs ([`Table::track`]): the
     /// fingerprints its visits inserted or narrowed.
     changed: Option<Mutex<Vec<u64>>>,
@@ -324,7 +325,7 @@ impl Default for Table {
             shards: (0..SHARDS).map(shard).collect(),
             lens: (0..SHARDS).map(|_| Count::default()).collect(),
             flags: (0..VISITORS).map(|_| Flag::default()).collect(),
-            shared_from: std::sync::Once::new(),
+            faulted_in: std::sync::Once::new(),
             changed: None,
         }
     }
@@ -428,15 +429,19 @@ impl Table {
     /// writes (see the module documentation), as long as it is one of the
     /// first [`VISITORS`] at once.
     pub(super) fn visitor(&self) -> Visitor<'_> {
-        // A table that workers share has its first parts faulted in as a
-        // grown part has (see [`populate`]): 8 MiB, which a search of one
-        // worker, or a party's log of changes, does not pay.
-        self.shared_from.call_once(|| (0..SHARDS).for_each(|s| populate(&self.hold(s).0.slots)));
+        self.fault_in();
         let flag = self
             .flags
             .iter()
             .position(|f| f.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok());
         Visitor { table: self, flag, pending: vec![(0, 0); SHARDS].into_boxed_slice() }
+    }
+
+    /// Faults the first parts' pages in, once, as a grown part's are (see
+    /// [`populate`]): 8 MiB, for a table that workers share or that takes
+    /// states in bulk. A table of one thread's few visits does not pay it.
+    fn fault_in(&self) {
+        self.faulted_in.call_once(|| (0..SHARDS).for_each(|s| populate(&self.hold(s).0.slots)));
     }
 
     /// Returns how many states it holds (less those live visitors have not
@@ -535,6 +540,9 @@ impl Table {
     /// unexplored (the intersection of its masks). Returns the bytes it grew
     /// by. Not recorded as changes.
     pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
+        if !entries.is_empty() {
+            self.fault_in();
+        }
         entries.iter().map(|&(fp, m)| self.admit(fp, m, false).1).sum()
     }
 
@@ -553,11 +561,8 @@ impl Table {
         keys.sort_unstable();
         keys.dedup();
         let out = Table::default();
-        for fp in keys {
-            if let Some(m) = self.mask_of(fp) {
-                out.admit(fp, m, false);
-            }
-        }
+        let changed: Vec<_> = keys.into_iter().filter_map(|fp| Some((fp, self.mask_of(fp)?))).collect();
+        out.admit_all(&changed);
         out
     }
 
@@ -688,9 +693,8 @@ impl Words {
 
 /// Faults every page of a part's slots `w` in, for writing, without
 /// changing them: a grown part's before it is published, and the first
-/// parts' of a table when its first [`Visitor`] comes (a table no worker
-/// shares leaves them to fault as they are used: a small search touches
-/// few of their pages).
+/// parts' of a table when its first [`Visitor`] comes or states are first
+/// admitted in bulk (`Table::fault_in`).
 ///
 /// Left to the visits, the first look at an empty slot maps the kernel's
 /// shared zero page there, and the claim that writes the slot then breaks
@@ -711,9 +715,11 @@ fn populate(w: &Words) {
         return;
     }
     // A write to a word of each page that changes nothing, atomic because
-    // visitors may be claiming slots in the part meanwhile.
+    // visitors may be claiming slots in the part meanwhile: a
+    // compare-and-swap, which writes even when it fails (an idempotent
+    // `fetch_or(0)` may be compiled to a load, which would map the zero page).
     w.iter().step_by(4096 / 8).for_each(|word| {
-        word.fetch_or(0, Ordering::Relaxed);
+        let _ = word.compare_exchange(0, 0, Ordering::Relaxed, Ordering::Relaxed);
     });
 }
 
