@@ -707,11 +707,17 @@ impl Words {
 /// touches anyway: its hashes spread over every page of a part long before
 /// the part is full.
 fn populate(w: &Words) {
+    populate_with(w, true);
+}
+
+/// [`populate`], with the kernel's advice first if `advise` (else only the
+/// writes an older kernel gets, which a test runs on their own).
+fn populate_with(w: &Words, advise: bool) {
     let (p, bytes) = (w.ptr.as_ptr() as *mut libc::c_void, w.len * 8);
     // SAFETY: our private mapping of `bytes`; the advice only faults its
     // pages in, keeping their contents (Linux 5.14 and later; an older
     // kernel refuses it).
-    if unsafe { libc::madvise(p, bytes, libc::MADV_POPULATE_WRITE) } == 0 {
+    if advise && unsafe { libc::madvise(p, bytes, libc::MADV_POPULATE_WRITE) } == 0 {
         return;
     }
     // A write to a word of each page that changes nothing, atomic because
@@ -877,5 +883,47 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert!(t.drain_changes(true).is_empty());
+    }
+
+    /// The resident bytes of the mapping that holds `addr`, from
+    /// `/proc/self/smaps` (the zero page, mapped where a page was only read,
+    /// is not counted).
+    #[cfg(target_os = "linux")]
+    fn resident(addr: usize) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                        inside = (a..b).contains(&addr);
+                        continue;
+                    }
+                }
+            }
+            if inside && line.starts_with("Rss:") {
+                let kb: usize = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("Rss: N kB");
+                return kb * 1024;
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    /// Both ways of faulting a part's pages in leave every page resident
+    /// and its contents as they were; a read alone maps the zero page (so
+    /// the writes are what count).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn faulting_a_part_in_makes_every_page_resident_and_changes_nothing() {
+        for advise in [true, false] {
+            let w = Words::new(16 * 512);
+            let at = w.ptr.as_ptr() as usize;
+            assert_eq!(w[5].load(Ordering::Relaxed), 0);
+            assert_eq!(resident(at), 0, "a read maps the zero page, nothing resident");
+            w[1000].store(7, Ordering::Relaxed);
+            populate_with(&w, advise);
+            assert_eq!(resident(at), 16 * 4096, "advise: {advise}");
+            assert!(w.iter().enumerate().all(|(i, x)| x.load(Ordering::Relaxed) == u64::from(i == 1000) * 7));
+        }
     }
 }
