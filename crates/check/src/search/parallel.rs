@@ -147,16 +147,14 @@ impl Shared {
 
     /// Writes the counters, the visited set and the queue (every worker waiting).
     fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
-        let q = self.work.lock().expect("no worker panicked holding the queue");
-        Shared::write_body(w, self.counts(), extra, Some(&|w: &mut Writer| self.visited.save(w)), &q.0);
+        self.save_with(w, extra, &|w: &mut Writer| self.visited.save(w));
     }
 
-    /// Writes the counters, the states `changed` since the last save (with
-    /// their masks now) and the queue (every worker waiting): a delta (see
-    /// `saved.rs`).
-    fn save_changes(&self, w: &mut Writer, extra: &[AtomicU64], changed: &[(u64, u64)]) {
+    /// [`Shared::save`] with the visited states `visited` writes (a delta's
+    /// changes: see `saved.rs`).
+    fn save_with(&self, w: &mut Writer, extra: &[AtomicU64], visited: &dyn Fn(&mut Writer)) {
         let q = self.work.lock().expect("no worker panicked holding the queue");
-        Shared::write_body(w, self.counts(), extra, Some(&|w: &mut Writer| save_entries(w, changed)), &q.0);
+        Shared::write_body(w, self.counts(), extra, Some(visited), &q.0);
     }
 
     /// Its executions, cut executions and most steps.
@@ -448,15 +446,16 @@ struct Written {
 /// written none yet or the deltas would outgrow the whole save.
 fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64], written: &mut Option<Written>) -> Result<(), crate::Error> {
     let mut w = Writer::default();
+    // Every save clears the marks: a whole save holds every state.
+    let changed = shared.visited.drain_changes(written.is_some());
     if let Some(b) = written {
-        shared.save_changes(&mut w, extra, &shared.visited.drain_changes(true));
+        shared.save_with(&mut w, extra, &|w: &mut Writer| save_entries(w, &changed));
         if b.deltas + w.0.len() as u64 <= b.base_bytes {
             b.deltas = saved::append(&s.dir, b.base, &w.0)?;
             return Ok(());
         }
         w.0.clear();
     }
-    shared.visited.drain_changes(false);
     shared.save(&mut w, extra);
     let base = saved::write(&s.dir, &s.identity, &w.0)?;
     *written = Some(Written { base, base_bytes: w.0.len() as u64, deltas: 0 });
@@ -790,7 +789,7 @@ pub mod rounds {
         /// A party that starts from the visited set [`Driver::visited`] wrote.
         pub fn new(visited: &[u8], extra: usize) -> Result<Replica, String> {
             let mut shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
-            shared.visited.track();
+            shared.visited.record_changes();
             Ok(Replica { shared })
         }
 
@@ -826,10 +825,10 @@ pub mod rounds {
             let switches = SWITCHES.with(std::cell::Cell::get);
             std::thread::scope(|scope| spawn_workers(scope, s, each, jobs, u64::MAX, switches));
             let found = s.found.lock().expect("no worker panicked holding the result").take();
-            let changes = s.visited.take_changes();
+            let changes = s.visited.drain_changes(true);
             let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
             let mut w = Writer::default();
-            Shared::write_body(&mut w, s.counts(), extra, Some(&|w: &mut Writer| changes.save(w)), &left);
+            Shared::write_body(&mut w, s.counts(), extra, Some(&|w: &mut Writer| save_entries(w, &changes)), &left);
             Ok((w.0, found, s.executions.load(Relaxed)))
         }
     }

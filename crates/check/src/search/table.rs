@@ -157,6 +157,7 @@ impl Part {
     }
 
     /// The mask of `fp`, if the part holds it.
+    #[cfg(test)]
     fn find(&self, fp: u64) -> Option<u64> {
         self.probe(fp).find_map(|(_, slot, key)| {
             let w = slot.load(Ordering::Acquire);
@@ -175,8 +176,9 @@ impl Part {
 
     /// Visits fingerprint `fp` with `asleep`, or `Err(())` when the part
     /// must grow first; `len` tells how many states it holds (read only
-    /// when the state is new). The caller counts a state it adds.
-    fn visit(&self, fp: u64, asleep: u64, len: impl Fn() -> usize) -> Result<Visit, ()> {
+    /// when the state is new). The caller counts a state it adds. A change
+    /// is marked (while changes are recorded) if `record`.
+    fn visit(&self, fp: u64, asleep: u64, record: bool, len: impl Fn() -> usize) -> Result<Visit, ()> {
         let asleep = asleep & MASK_BITS;
         for (i, slot, key) in self.probe(fp) {
             let mut word = slot.load(Ordering::Acquire);
@@ -186,7 +188,9 @@ impl Part {
                 }
                 match slot.compare_exchange(0, key | asleep, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
-                        self.mark(i);
+                        if record {
+                            self.mark(i);
+                        }
                         return Ok(Visit::First);
                     }
                     // Another worker claimed the slot: it may have claimed it for this state.
@@ -197,7 +201,7 @@ impl Part {
                 // Keep the transitions both this visit and the earlier ones left asleep.
                 let before = slot.fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
                 let fresh = before & !asleep;
-                if fresh != 0 {
+                if record && fresh != 0 {
                     self.mark(i);
                 }
                 return Ok(Visit::Again { fresh });
@@ -271,6 +275,18 @@ enum Visit {
     Again { fresh: u64 },
 }
 
+impl Visit {
+    /// The labels a visit with `asleep` that found this leaves alone
+    /// (`None`: nothing left to explore here).
+    fn left(self, asleep: u64) -> Option<u64> {
+        match self {
+            Visit::First => Some(asleep),
+            Visit::Again { fresh: 0 } => None,
+            Visit::Again { fresh } => Some(!fresh),
+        }
+    }
+}
+
 /// A part and what keeps it whole while it grows, alone on its cache lines
 /// (visitors of every part read them; only growers write them).
 #[repr(align(128))]
@@ -312,9 +328,6 @@ pub(super) struct Table {
     /// Done when the first visitor came, or the first states were admitted
     /// in bulk: the first parts' pages faulted in.
     faulted_in: std::sync::Once,
-    /// While a party of a distributed search runs ([`Table::track`]): the
-    /// fingerprints its visits inserted or narrowed.
-    changed: Option<Mutex<Vec<u64>>>,
 }
 
 impl Default for Table {
@@ -326,7 +339,6 @@ impl Default for Table {
             lens: (0..SHARDS).map(|_| Count::default()).collect(),
             flags: (0..VISITORS).map(|_| Flag::default()).collect(),
             faulted_in: std::sync::Once::new(),
-            changed: None,
         }
     }
 }
@@ -346,7 +358,7 @@ impl Visitor<'_> {
     /// [`Table::visit`], as this visitor.
     pub(super) fn visit(&mut self, state: u64, asleep: u64) -> (Option<u64>, u64) {
         debug_assert!(asleep & !MASK_BITS == 0, "a scheduling point has at most 16 labels");
-        let Some(k) = self.flag else { return self.table.admit(fingerprint(state), asleep, true) };
+        let Some(k) = self.flag else { return self.table.visit(state, asleep) };
         let (t, fp) = (self.table, fingerprint(state));
         let s = shard_of(fp);
         let (shard, flag) = (&t.shards[s], &t.flags[k].inside);
@@ -369,7 +381,7 @@ impl Visitor<'_> {
             }
             let own = *pending as usize;
             let had = part.bits;
-            let seen = part.visit(fp, asleep, || t.lens[s].0.load(Ordering::Relaxed) + own);
+            let seen = part.visit(fp, asleep, true, || t.lens[s].0.load(Ordering::Relaxed) + own);
             if let Ok(Visit::First) = seen {
                 *pending += 1;
                 if *pending == FLUSH {
@@ -379,7 +391,7 @@ impl Visitor<'_> {
             }
             flag.store(0, Ordering::Release);
             match seen {
-                Ok(v) => return (t.answer(fp, asleep, v, true), grew),
+                Ok(v) => return (v.left(asleep), grew),
                 Err(()) => grew += t.grow(s, had),
             }
         }
@@ -465,35 +477,22 @@ impl Table {
         self.admit(fingerprint(state), asleep, true)
     }
 
-    /// What a visit that found `v` leaves alone, recorded as a change while
-    /// [`Table::track`]ing if `log`.
-    fn answer(&self, fp: u64, asleep: u64, v: Visit, log: bool) -> Option<u64> {
-        let left = match v {
-            Visit::First => Some(asleep),
-            Visit::Again { fresh: 0 } => None,
-            Visit::Again { fresh } => Some(!fresh),
-        };
-        if let (Some(changed), Some(_), true) = (&self.changed, left, log) {
-            changed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(fp);
-        }
-        left
-    }
-
-    /// [`Table::visit`] of a fingerprint through its part's mutex, recorded
-    /// as a change while [`Table::track`]ing if `log`.
-    fn admit(&self, fp: u64, asleep: u64, log: bool) -> (Option<u64>, u64) {
+    /// [`Table::visit`] of a fingerprint through its part's mutex, marked
+    /// as a change (while [`Table::record_changes`] has it record them) if
+    /// `record`.
+    fn admit(&self, fp: u64, asleep: u64, record: bool) -> (Option<u64>, u64) {
         let s = shard_of(fp);
         let mut grew = 0;
         loop {
             let seen = {
                 let (part, _held) = self.hold(s);
                 let len = &self.lens[s].0;
-                match part.visit(fp, asleep, || len.load(Ordering::Relaxed)) {
+                match part.visit(fp, asleep, record, || len.load(Ordering::Relaxed)) {
                     Ok(v) => {
                         if let Visit::First = v {
                             len.fetch_add(1, Ordering::Relaxed);
                         }
-                        return (self.answer(fp, asleep, v, log), grew);
+                        return (v.left(asleep), grew);
                     }
                     Err(()) => part.bits,
                 }
@@ -546,27 +545,8 @@ impl Table {
         entries.iter().map(|&(fp, m)| self.admit(fp, m, false).1).sum()
     }
 
-    /// Records, from now on, the states each visit inserts or narrows.
-    pub(super) fn track(&mut self) {
-        self.changed = Some(Mutex::new(Vec::new()));
-    }
-
-    /// Returns the states recorded since [`Table::track`] or the last call,
-    /// each with its mask now, and starts recording afresh.
-    pub(super) fn take_changes(&self) -> Table {
-        let mut keys = match &self.changed {
-            Some(log) => std::mem::take(&mut *log.lock().unwrap_or_else(std::sync::PoisonError::into_inner)),
-            None => Vec::new(),
-        };
-        keys.sort_unstable();
-        keys.dedup();
-        let out = Table::default();
-        let changed: Vec<_> = keys.into_iter().filter_map(|fp| Some((fp, self.mask_of(fp)?))).collect();
-        out.admit_all(&changed);
-        out
-    }
-
     /// The mask of `fp`, if it holds it.
+    #[cfg(test)]
     fn mask_of(&self, fp: u64) -> Option<u64> {
         self.hold(shard_of(fp)).0.find(fp)
     }
@@ -576,9 +556,11 @@ impl Table {
         save_entries(w, &self.entries());
     }
 
-    /// Marks, from now on, each entry a visit adds or whose mask it narrows,
-    /// for [`Table::drain_changes`] (a saving search's saves after its
-    /// first write only those: see `saved.rs`). A bit per slot.
+    /// Marks, from now on, each entry a visit adds or whose mask it narrows
+    /// (not those [`Table::admit_all`] takes in), for
+    /// [`Table::drain_changes`]: a saving search's saves after its first
+    /// write only those (see `saved.rs`), and a party of a distributed
+    /// search hands back only those. A bit per slot.
     pub(super) fn record_changes(&mut self) {
         for shard in self.shards.iter_mut() {
             let part = shard.part.get_mut();
