@@ -328,3 +328,79 @@ fn an_interrupted_check_says_what_it_explored_and_how_to_keep_it() {
     assert!(e.contains("interrupted after") && e.contains("executions") && e.contains("--checkpoint DIR"), "{e}");
     assert!(o.stdout.is_empty(), "no report of an unfinished check");
 }
+
+/// Returns a commit (on no branch) of this checkout's `HEAD` in which the
+/// line of `file` holding `line` reads otherwise, so that the working tree's
+/// file differs from it in that line alone.
+fn base_with_line_changed(file: &str, line: &str) -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str], env: &[(&str, &str)], input: Option<&[u8]>| -> String {
+        let mut c = Command::new("git");
+        c.current_dir(root).args(args).envs(env.iter().copied());
+        c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("git runs");
+        if let Some(i) = input {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(i).unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "git {args:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+    assert_eq!(text.matches(line).count(), 1, "{line} once in {file}");
+    let other = text.replace(line, &format!("{line} // otherwise"));
+    let blob = git(&["hash-object", "-w", "--stdin"], &[], Some(other.as_bytes()));
+    let index = std::env::temp_dir().join(format!("tlbkit-base-index-{}-{}", std::process::id(), line.len()));
+    let index = index.to_str().unwrap();
+    let env = [("GIT_INDEX_FILE", index)];
+    git(&["read-tree", "HEAD"], &env, None);
+    git(&["update-index", "--cacheinfo", &format!("100644,{blob},{file}")], &env, None);
+    let tree = git(&["write-tree"], &env, None);
+    let _ = std::fs::remove_file(index);
+    let who = [
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@t"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@t"),
+    ];
+    git(&["commit-tree", &tree, "-p", "HEAD", "-m", "base"], &who, None)
+}
+
+/// A `coverage` build reports the lines of a Rust policy a check ran, and
+/// with `--base @REV` whether it ran the lines changed since: the worked
+/// example's `flush_range` (which the checker's FreeBSD kernel never calls)
+/// is said to be unreached, in the result line too; its `switch_mm`,
+/// reached.
+#[test]
+#[ignore = "builds the `coverage` profile (about two minutes on two cores): \
+            cargo test --test commands a_coverage_build -- --ignored"]
+fn a_coverage_build_says_which_changed_rust_lines_a_check_ran() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built =
+        Command::new(cargo).current_dir(root).args(["build", "-q", "--profile", "coverage", "-p", "tlbkit"]).status();
+    assert!(built.unwrap().success());
+    let file = "examples/my-policy/src/lib.rs";
+    let check = |base: &str| {
+        let o = Command::new(format!("{root}/target/coverage/tlbkit"))
+            .current_dir(root)
+            .args(["check", "--policy", "arm64-freebsd-asid-activecpu", "--base", &format!("@{base}")])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let unreached = base_with_line_changed(file, "self.inner.flush_range(&Local::of(hw), mm, start, pages)");
+    let out = check(&unreached);
+    let about =
+        out.lines().skip_while(|l| !l.starts_with(&format!("code reached: {file} "))).take(2).collect::<Vec<_>>();
+    assert!(about[0].contains("functions never entered: ") && about[0].contains("flush_range"), "{out}");
+    assert!(about[1].starts_with(&format!("changed since {file}@{unreached}: 1 line with code (")), "{out}");
+    assert!(about[1].ends_with("), none reached"), "{out}");
+    assert!(out.contains("result: no violation, but no execution reached the lines of"), "{out}");
+    let reached = base_with_line_changed(file, "if !next.is_kernel() {");
+    let out = check(&reached);
+    assert!(out.contains(&format!("changed since {file}@{reached}: 1 line with code (")), "{out}");
+    assert!(out.contains("), every one reached\n") && out.contains("result: no violation\n"), "{out}");
+}

@@ -117,11 +117,13 @@ pub struct CheckArgs {
     /// loop.
     #[arg(long, conflicts_with_all = ["jobs", "checkpoint", "resume", "max_memory", "ray"])]
     all_violations: bool,
-    /// A C policy: what its change is, for the report's coverage: `@REV`
-    /// (the same files at that git revision of their tree) or other files
-    /// (`c:FILE[@REV]...`, paired by file name). The report says how many of
-    /// the changed lines with code any execution reached, and its result
-    /// says so when none was: the verdict then says nothing of the change.
+    /// What the policy's change is, for the report's coverage: `@REV` (the
+    /// same files at that git revision of their tree) or, for a C policy,
+    /// other files (`c:FILE[@REV]...`, paired by file name). The report says
+    /// how many of the changed lines with code any execution reached, and
+    /// its result says so when none was: the verdict then says nothing of
+    /// the change. A Rust policy's lines are measured by a binary built with
+    /// `cargo build --profile coverage` (`target/coverage/tlbkit`).
     #[arg(long, value_name = "BASE", conflicts_with_all = ["resume", "ray"])]
     base: Option<String>,
     #[arg(long, value_enum, default_value = "table")]

@@ -9,11 +9,18 @@
 //! whether any execution reached one of them. The report prints a line per
 //! file, and its result says so when the change was never reached.
 //!
-//! A Rust policy has no line coverage: its report's `hooks called:` line
-//! ([`crate::hooks`]) says which of its methods ran.
+//! A Rust policy's lines are measured in a binary built for coverage (the
+//! `coverage` profile, [`RustCoverage`]: LLVM's counters, read in place by
+//! [`crate::llvmcov`]); with `--base @REV` the changed lines are those of
+//! every instrumented file that differs at the git revision `REV`. In any
+//! other build the report's `hooks called:` line ([`crate::hooks`]) says
+//! which of its methods ran.
 
+use crate::llvmcov;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::OnceLock;
 use tlbkit_c::coverage::{self, FileCoverage};
 use tlbkit_c::Sources;
 
@@ -181,4 +188,178 @@ fn base_sources(policy: &str, base: &str) -> Result<Sources, tlbkit_c::Error> {
         }
         None => Sources::parse(base),
     }
+}
+
+/// What a check reached of a Rust policy's code: this process's own
+/// coverage counters ([`crate::llvmcov`]), read before the check and after.
+/// Only a binary built for coverage (the `coverage` profile) has them.
+pub struct RustCoverage {
+    before: llvmcov::Counters,
+}
+
+/// This executable's coverage map, read once.
+fn process() -> Result<Option<&'static llvmcov::Process>, llvmcov::Error> {
+    static PROCESS: OnceLock<Result<Option<llvmcov::Process>, llvmcov::Error>> = OnceLock::new();
+    PROCESS.get_or_init(llvmcov::Process::open).as_ref().map(Option::as_ref).map_err(Clone::clone)
+}
+
+/// Whether this binary measures Rust policies' lines (a `coverage` build).
+pub fn rust_lines_measured() -> bool {
+    matches!(process(), Ok(Some(_)))
+}
+
+impl RustCoverage {
+    /// Starts measuring: `None` in a binary built without coverage.
+    pub fn start() -> Result<Option<RustCoverage>, llvmcov::Error> {
+        Ok(process()?.map(|p| RustCoverage { before: p.now() }))
+    }
+
+    /// Returns what ran since [`RustCoverage::start`], per source file that
+    /// ran or (with `base`, `@REV`) changed since the git revision `REV`.
+    /// Files are named relative to the current directory where they lie
+    /// under it.
+    pub fn reached(&self, base: Option<&str>) -> Result<Vec<CodeReached>, llvmcov::Error> {
+        let p = process()?.expect("started in a coverage build");
+        let before = p.read(&self.before)?;
+        let after = p.read(&p.now())?;
+        let rev = base.map(|b| b.strip_prefix('@').unwrap_or(b));
+        let changed = match rev {
+            Some(rev) => changed_files(after.keys(), rev)?,
+            None => BTreeMap::new(),
+        };
+        let cwd = std::env::current_dir().ok();
+        let mut out = Vec::new();
+        let registry = format!("{}/", tlbkit_registry::SOURCE_DIR);
+        for (path, now) in after.iter().filter(|(p, _)| !p.starts_with(&registry)) {
+            let then = before.get(path);
+            let ran = |line: &u32, count: &u64| then.and_then(|t| t.lines.get(line)).map_or(*count > 0, |c| count > c);
+            let change = changed.get(path);
+            if !now.lines.iter().any(|(l, c)| ran(l, c)) && change.is_none() {
+                continue;
+            }
+            let text = std::fs::read(path).unwrap_or_default();
+            let code_line = |l: u32| {
+                let t = text.split(|&c| c == b'\n').nth(l as usize - 1).unwrap_or_default();
+                let t = t.trim_ascii();
+                !t.is_empty() && !t.starts_with(b"//")
+            };
+            let lines: BTreeMap<u32, bool> =
+                now.lines.iter().filter(|(l, _)| code_line(**l)).map(|(l, c)| (*l, ran(l, c))).collect();
+            let entered =
+                |line: &u32, count: &u64| then.and_then(|t| t.functions.get(line)).map_or(*count > 0, |c| count > c);
+            let functions = now.functions.iter().map(|(l, c)| (function_name(&text, *l), entered(l, c))).fold(
+                BTreeMap::new(),
+                |mut m: BTreeMap<String, bool>, (n, e)| {
+                    *m.entry(n).or_default() |= e;
+                    m
+                },
+            );
+            let name = cwd
+                .as_ref()
+                .and_then(|d| std::path::Path::new(path).strip_prefix(d).ok())
+                .map_or_else(|| path.clone(), |p| p.display().to_string());
+            let changed = change.map(|(base, new)| {
+                let with_code: Vec<u32> = new.iter().copied().filter(|l| lines.contains_key(l)).collect();
+                let unreached = with_code.iter().copied().filter(|l| !lines[l]).collect();
+                ChangeReached { base: base.clone(), lines: new.clone(), with_code, unreached }
+            });
+            out.push(of(FileCoverage { name, lines, functions }, changed));
+        }
+        Ok(out)
+    }
+}
+
+/// Reads the base `base` (`@REV`) of a Rust policy against this build's
+/// instrumented files, so that one that cannot be read fails before the
+/// check runs.
+pub fn read_rust_base(base: &str) -> Result<(), llvmcov::Error> {
+    let Some(p) = process()? else { return Ok(()) };
+    let files = p.read(&p.now())?;
+    changed_files(files.keys(), base.strip_prefix('@').unwrap_or(base)).map(drop)
+}
+
+/// The name of the function whose code starts on line `line` of `text`
+/// (the identifier after `fn`), or `line N` where none is there.
+fn function_name(text: &[u8], line: u32) -> String {
+    let l = text.split(|&c| c == b'\n').nth(line as usize - 1).unwrap_or_default();
+    let l = String::from_utf8_lossy(l);
+    let named = l
+        .split("fn ")
+        .nth(1)
+        .map(|rest| rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>())
+        .filter(|n| !n.is_empty());
+    match named {
+        Some(n) => n,
+        None if l.contains('|') => format!("a closure at line {line}"),
+        None => format!("line {line}"),
+    }
+}
+
+/// Returns, for each of `files` that differs at the git revision `rev` of
+/// its tree, `FILE@REV` and the lines changed since (every line of a file
+/// `rev` lacks).
+fn changed_files<'a>(
+    files: impl Iterator<Item = &'a String>,
+    rev: &str,
+) -> Result<BTreeMap<String, (String, Vec<u32>)>, llvmcov::Error> {
+    let fail = |why: String| llvmcov::Error::Io(format!("--base @{rev}: {why}"));
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .map_err(|e| fail(format!("running git: {e} (a base revision needs git)")))
+    };
+    // The files by the git tree they lie in.
+    let mut trees: BTreeMap<std::path::PathBuf, Vec<&str>> = BTreeMap::new();
+    let mut tops: BTreeMap<std::path::PathBuf, Option<std::path::PathBuf>> = BTreeMap::new();
+    for f in files {
+        let Some(dir) = std::path::Path::new(f.as_str()).parent() else { continue };
+        if !dir.is_dir() {
+            continue;
+        }
+        let top = match tops.get(dir) {
+            Some(t) => t.clone(),
+            None => {
+                let out = git(dir, &["rev-parse", "--show-toplevel"])?;
+                let t =
+                    out.status.success().then(|| std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+                tops.insert(dir.to_path_buf(), t.clone());
+                t
+            }
+        };
+        if let Some(top) = top {
+            trees.entry(top).or_default().push(f);
+        }
+    }
+    if trees.is_empty() {
+        return Err(fail("the policy's sources are not in a git tree".into()));
+    }
+    let mut out = BTreeMap::new();
+    for (top, files) in trees {
+        let ok = git(&top, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])?;
+        if !ok.status.success() {
+            return Err(fail(format!("{} has no revision {rev}", top.display())));
+        }
+        let diff = git(&top, &["diff", "--name-only", "--no-renames", rev, "--"])?;
+        if !diff.status.success() {
+            return Err(fail(format!("git diff {rev}: {}", String::from_utf8_lossy(&diff.stderr).trim())));
+        }
+        let names: std::collections::BTreeSet<String> =
+            String::from_utf8_lossy(&diff.stdout).lines().map(|l| top.join(l).display().to_string()).collect();
+        for f in files {
+            if !names.contains(f) {
+                continue;
+            }
+            let rel = std::path::Path::new(f).strip_prefix(&top).unwrap_or(std::path::Path::new(f));
+            let old = git(&top, &["show", &format!("{rev}:{}", rel.display())])?;
+            let old = if old.status.success() { old.stdout } else { Vec::new() };
+            let new = std::fs::read(f).map_err(|e| fail(format!("{f}: {e}")))?;
+            let lines: Vec<u32> = coverage::changed_lines(&old, &new).into_iter().collect();
+            let base = format!("{}@{rev}", rel.display());
+            out.insert(f.to_string(), (base, lines));
+        }
+    }
+    Ok(out)
 }

@@ -118,12 +118,22 @@ pub enum Error {
         #[source]
         source: Box<tlbkit_c::Error>,
     },
-    /// A base given for a policy whose lines are not measured (a Rust one).
+    /// A base given for a Rust policy in a binary that does not measure
+    /// its lines (not a `coverage` build), or not as a git revision.
     BaseNotC {
         /// The base, as given.
         base: String,
         /// The policy.
         policy: String,
+    },
+    /// A Rust policy's base revision, or what a `coverage` build's counters
+    /// say, could not be read.
+    RustCoverage {
+        /// The policy.
+        policy: String,
+        /// Why.
+        #[source]
+        source: crate::llvmcov::Error,
     },
     /// What a check reached of a C policy's files could not be read.
     Coverage {
@@ -211,7 +221,7 @@ impl Error {
             Error::JobsNotExhaustive { .. } | Error::NoJobs | Error::AllViolationsJobs => Some(Param::Jobs),
             Error::NotOneExhaustive { asked } => Some(asked.clone()),
             Error::Base { .. } | Error::BaseNotC { .. } => Some(Param::Base),
-            Error::Coverage { .. } => Some(Param::Policy),
+            Error::Coverage { .. } | Error::RustCoverage { .. } => Some(Param::Policy),
             Error::NoExecution => Some(Param::Iterations),
             Error::NoCheckAlloc => None,
             Error::NothingStarted { .. } => Some(Param::Menu),
@@ -279,12 +289,20 @@ impl Error {
                 names.name(&Param::Script)
             ),
             Error::Base { base, source } => format!("{}: {source}", names.given(&Param::Base, base)),
-            Error::BaseNotC { base, policy } => format!(
-                "{}: a change's coverage is measured line by line in C policies only ({}); for {policy}, the \
-                 report's `hooks called:` line says which of its methods the check ran",
+            Error::BaseNotC { base, policy } if crate::code::rust_lines_measured() => format!(
+                "{}: a Rust policy's change is a git revision of its sources: {} (for {policy})",
                 names.given(&Param::Base, base),
-                names.given(&Param::Policy, "c:FILE")
+                names.given(&Param::Base, "@REV")
             ),
+            Error::BaseNotC { base, policy } => format!(
+                "{}: this build does not measure a Rust policy's lines ({policy}); build the `coverage` profile \
+                 (`cargo build --profile coverage`) and run `target/coverage/tlbkit check` with the same flags, or \
+                 read the report's `hooks called:` line, which says which of its methods the check ran",
+                names.given(&Param::Base, base)
+            ),
+            Error::RustCoverage { policy, source } => {
+                format!("{policy}: what the check reached of its code could not be read: {source}")
+            }
             Error::Coverage { policy, source } => {
                 format!("{policy}: what the check reached of its code could not be read: {source}")
             }

@@ -54,11 +54,17 @@ pub const HOOKS: [&str; 12] = [
 pub struct Tally {
     calls: [AtomicU64; HOOKS.len()],
     ticks: AtomicBool,
+    /// The most pages one `flush_range` call asked for.
+    range_pages: AtomicU64,
 }
 
 impl Default for Tally {
     fn default() -> Self {
-        Tally { calls: [const { AtomicU64::new(0) }; HOOKS.len()], ticks: AtomicBool::new(false) }
+        Tally {
+            calls: [const { AtomicU64::new(0) }; HOOKS.len()],
+            ticks: AtomicBool::new(false),
+            range_pages: AtomicU64::new(0),
+        }
     }
 }
 
@@ -183,6 +189,13 @@ pub struct HookCount {
     /// operation of the menu calls it, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<String>,
+    /// For `flush_range` called: the most pages one call asked for. A
+    /// policy's path for longer ranges (x86's `tlb_single_page_flush_ceiling`,
+    /// arm64's `MAX_TLBI_OPS`) runs only past it: the checker's `madvise`
+    /// zaps one page, a collapsed page table (`--bug`) `--pages` pages, a
+    /// contiguous block its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub most_pages: Option<u64>,
 }
 
 impl Tally {
@@ -202,7 +215,13 @@ impl Tally {
             .enumerate()
             .map(|(k, (&hook, c))| {
                 let calls = c.load(Ordering::Relaxed);
-                HookCount { hook, calls, unreachable: if calls == 0 { unreachable(k, reach, ticks) } else { None } }
+                let most = self.range_pages.load(Ordering::Relaxed);
+                HookCount {
+                    hook,
+                    calls,
+                    unreachable: if calls == 0 { unreachable(k, reach, ticks) } else { None },
+                    most_pages: (hook == "flush_range" && calls > 0).then_some(most),
+                }
             })
             .collect()
     }
@@ -222,6 +241,7 @@ pub fn sum(a: &[HookCount], b: &[HookCount]) -> Vec<HookCount> {
                 hook: x.hook,
                 calls: x.calls + y.calls,
                 unreachable: x.unreachable.clone().filter(|_| y.unreachable.is_some()),
+                most_pages: x.most_pages.max(y.most_pages),
             })
             .collect(),
     }
@@ -280,6 +300,8 @@ impl<P: Policy> Wrap for Counted<'_, P> {
 
     fn flush_range<H: Hw>(&self, hw: &H, mm: MmId, start: VirtAddr, pages: u64) {
         self.count(Hook::FlushRange);
+        // Relaxed: read once the check is over.
+        self.tally.range_pages.fetch_max(pages, Ordering::Relaxed);
         self.inner.flush_range(hw, mm, start, pages)
     }
 
@@ -317,8 +339,14 @@ impl<P: Policy> Wrap for Counted<'_, P> {
 /// Returns the report's line of hooks: each called one with its calls, then
 /// those never called, each with why where the shape could not call it.
 pub fn line(counts: &[HookCount]) -> String {
-    let called: Vec<String> =
-        counts.iter().filter(|c| c.calls > 0).map(|c| format!("{} {}", c.hook, c.calls)).collect();
+    let called: Vec<String> = counts
+        .iter()
+        .filter(|c| c.calls > 0)
+        .map(|c| match c.most_pages {
+            Some(n) => format!("{} {} (at most {n} page{} a call)", c.hook, c.calls, if n == 1 { "" } else { "s" }),
+            None => format!("{} {}", c.hook, c.calls),
+        })
+        .collect();
     let never: Vec<String> = counts
         .iter()
         .filter(|c| c.calls == 0)

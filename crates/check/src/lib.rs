@@ -391,7 +391,8 @@
 //!   architecture's memory model.
 //! - [`token`]: the replay token's codec; [`report`]: what a check found, as
 //!   text or JSON, with its counterexample; [`hooks`] and [`code`]: what it
-//!   ran of the policy (its methods; a C policy's lines, and a change's).
+//!   ran of the policy (its methods; a C policy's lines, and a change's; a
+//!   Rust policy's lines in a `coverage` build, read by [`llvmcov`]).
 //! - [`run`]: running a check: the search, shrinking, replay.
 //! - [`options`]: a request as a person gives it, resolved against the defaults.
 //! - [`litmus`]: the published Arm VMSA litmus tests (a shipped subset), run
@@ -408,6 +409,7 @@ pub mod hooks;
 pub mod kernel;
 pub mod known;
 pub mod litmus;
+pub mod llvmcov;
 pub mod ops;
 pub mod options;
 pub mod portfolio;

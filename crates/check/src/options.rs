@@ -132,10 +132,15 @@ impl Options {
         if let Some(base) = &self.base {
             let policy = plan.specs().first().map_or(self.policy.as_str(), |s| s.policy.as_str());
             if !policy.starts_with(tlbkit_registry::C_PREFIX) {
-                return Err(Error::BaseNotC { base: base.clone(), policy: policy.to_string() });
+                if !crate::code::rust_lines_measured() || !base.starts_with('@') {
+                    return Err(Error::BaseNotC { base: base.clone(), policy: policy.to_string() });
+                }
+                crate::code::read_rust_base(base)
+                    .map_err(|source| Error::RustCoverage { policy: policy.to_string(), source })?;
+            } else {
+                crate::code::read_base(policy, base)
+                    .map_err(|source| Error::Base { base: base.clone(), source: Box::new(source) })?;
             }
-            crate::code::read_base(policy, base)
-                .map_err(|source| Error::Base { base: base.clone(), source: Box::new(source) })?;
         }
         Ok(plan)
     }
@@ -362,6 +367,13 @@ impl Options {
     /// single-threaded search.
     pub fn run_plan(&self, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, Error> {
         let found = if self.all_violations { run::Violations::All } else { run::Violations::First };
+        let resumed = matches!(plan, Plan::Saving(_, _, p) if p.resume);
+        let policy = plan.specs().first().map_or(self.policy.as_str(), |s| s.policy.as_str()).to_string();
+        let rust = match policy.starts_with(tlbkit_registry::C_PREFIX) || resumed {
+            true => None,
+            false => crate::code::RustCoverage::start()
+                .map_err(|source| Error::RustCoverage { policy: policy.clone(), source })?,
+        };
         let mut r = match (plan, found) {
             (Plan::One(spec, Some(jobs)), run::Violations::First) => run::check_exhaustive_jobs(spec, *jobs)?,
             (Plan::One(_, Some(j)), run::Violations::All) if *j > 1 => return Err(Error::AllViolationsJobs),
@@ -370,9 +382,9 @@ impl Options {
             (Plan::After(spec, schedule), _) => run::check_after_violations(spec, schedule, found, progress)?,
             (Plan::Saving(spec, jobs, persist), _) => run::check_exhaustive_saving(spec, *jobs, persist)?,
         };
-        let resumed = matches!(plan, Plan::Saving(_, _, p) if p.resume);
-        let policy = plan.specs().first().map_or(self.policy.as_str(), |s| s.policy.as_str()).to_string();
-        if policy.starts_with(tlbkit_registry::C_PREFIX) && !resumed {
+        if let Some(cov) = rust {
+            r.code = cov.reached(self.base.as_deref()).map_err(|source| Error::RustCoverage { policy, source })?;
+        } else if policy.starts_with(tlbkit_registry::C_PREFIX) && !resumed {
             r.code = crate::code::reached(&policy, self.base.as_deref())
                 .map_err(|source| Error::Coverage { policy, source: Box::new(source) })?;
         }

@@ -208,9 +208,11 @@ fn a_saving_request_plans_one_exhaustive_shape_and_refuses_anything_else() {
         assert!(matches!(e, Error::NotOneExhaustive { asked: Param::Checkpoint }), "{e}");
         assert!(e.to_string().starts_with("checkpoint runs an exhaustive search of one shape"), "{e}");
     }
-    // A base is a C policy's alone.
+    // A Rust policy's base needs a build that measures its lines (this
+    // test's is not one), and says how to make one.
     let e = Options { base: Some("@HEAD".into()), ..options("arm64-noasid") }.plan().unwrap_err();
     assert!(matches!(e, Error::BaseNotC { .. }), "{e}");
+    assert!(e.to_string().contains("cargo build --profile coverage"), "{e}");
     // A saved or distributed search stops at its first violation, and the
     // distributed one counts no coverage.
     let every = Options { all_violations: true, ..saving.clone() };

@@ -328,6 +328,11 @@ pub fn policy(name: &str) -> Option<&'static PolicyDef> {
     POLICIES.iter().find(|p| p.name == name).or_else(|| alias::find(name))
 }
 
+/// Where this crate's sources were when it was built: a `coverage` build
+/// instruments the registry (it instantiates each policy's generic hooks),
+/// and a check's report of a Rust policy's lines leaves these files out.
+pub const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
 /// How a C policy's name starts: `c:arch/arm64/mm/context.c`.
 pub const C_PREFIX: &str = "c:";
 
