@@ -170,6 +170,66 @@ fn every_chapter_and_include_of_the_guide_exists() {
     }
 }
 
+/// No chapter passes 400 lines: a longer one is split by subject into pages
+/// of its own in `SUMMARY.md`, so that a reader finds a subject in the
+/// table of contents.
+#[test]
+fn no_chapter_passes_400_lines() {
+    for c in chapters() {
+        let n = std::fs::read_to_string(&c).unwrap_or_default().lines().count();
+        assert!(n <= 400, "{} has {n} lines, more than 400: split it by subject (a page of its own)", c.display());
+    }
+}
+
+/// mdbook's anchor of a heading: lower case, spaces as `-`, other
+/// punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .chars()
+        .filter_map(|c| match c {
+            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
+            c if c.is_whitespace() => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every link from a chapter to another (`](page.md)`, `](page.md#anchor)`)
+/// lands: the page exists and the anchor is one of its headings, so that a
+/// chapter split in two leaves no link behind.
+#[test]
+fn every_link_between_chapters_lands() {
+    let mut checked = 0;
+    for c in chapters() {
+        let text = std::fs::read_to_string(&c).unwrap_or_default();
+        for link in text.split("](").skip(1) {
+            let target = link.split(')').next().unwrap_or_default();
+            let (page, frag) = target.split_once('#').unwrap_or((target, ""));
+            if !page.ends_with(".md") || page.contains("://") {
+                continue;
+            }
+            let path = c.parent().unwrap_or(Path::new(".")).join(page);
+            let linked = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{} links to {}: {e}", c.display(), path.display()));
+            if !frag.is_empty() {
+                let anchors: Vec<String> = linked
+                    .lines()
+                    .filter(|l| l.starts_with('#'))
+                    .filter_map(|l| l.trim_start_matches('#').strip_prefix(' '))
+                    .map(anchor)
+                    .collect();
+                assert!(
+                    anchors.iter().any(|a| a == frag),
+                    "{} links to {page}#{frag}, which has no such heading",
+                    c.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} links between chapters were found");
+}
+
 /// Collects the text files of the repository (not build outputs, not git's).
 fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };

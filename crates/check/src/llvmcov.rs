@@ -16,9 +16,11 @@
 //! checked by [`read`] from the section sizes and versions):
 //! - `__llvm_covmap`, one header per compilation unit: four `u32` (records,
 //!   filenames' size, coverage size, version), then the unit's file names
-//!   (LEB128 count, uncompressed and compressed lengths; zlib when the second
-//!   is non-zero; each name LEB128 length and bytes; the first is the
-//!   compilation directory), padded to 8 bytes;
+//!   (LEB128 count, uncompressed and compressed lengths; each name LEB128
+//!   length and bytes; the first is the compilation directory), padded to 8
+//!   bytes. LLVM compresses the names with zlib unless told not to:
+//!   `scripts/rustc-coverage` tells it (`-enable-name-compression=false`),
+//!   and a compressed map is refused, saying so;
 //! - `__llvm_covfun`, one record per function: the MD5 of its name, the
 //!   length of its mapping, its structural hash and the MD5 of its unit's
 //!   file names (packed, 28 bytes), then the mapping: its files, the
@@ -223,17 +225,12 @@ fn units(covmap: &[u8]) -> Result<BTreeMap<u64, Vec<String>>, Error> {
 fn filenames(blob: &[u8]) -> Result<Vec<String>, Error> {
     let mut r = Reader { b: blob, at: 0 };
     let n = r.small()?;
-    let plain_len = r.leb()? as usize;
-    let packed_len = r.small()?;
-    let plain;
-    let names: &[u8] = if packed_len > 0 {
-        let packed = r.bytes(packed_len)?;
-        plain = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(packed, plain_len)
-            .map_err(|e| bad(format!("file names do not inflate: {e:?}")))?;
-        &plain
-    } else {
-        r.bytes(plain_len)?
-    };
+    let plain_len = r.small()?;
+    if r.leb()? != 0 {
+        return Err(bad("the file names are compressed: build with scripts/rustc-coverage (the `coverage` profile), \
+                        which asks LLVM not to (-enable-name-compression=false)"));
+    }
+    let names = r.bytes(plain_len)?;
     let mut r = Reader { b: names, at: 0 };
     let mut out = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
@@ -739,7 +736,8 @@ fn main() {
         let exe = dir.join("prog");
         let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
         let built = std::process::Command::new(&rustc)
-            .args(["--edition", "2024", "-C", "instrument-coverage", "-C", "opt-level=1", "-o"])
+            .args(["--edition", "2024", "-C", "instrument-coverage", "-C", "opt-level=1"])
+            .args(["-C", "llvm-args=-enable-name-compression=false", "-o"])
             .arg(&exe)
             .arg(&src)
             .output()
