@@ -295,9 +295,9 @@ impl Error {
                 names.given(&Param::Base, "@REV")
             ),
             Error::BaseNotC { base, policy } => format!(
-                "{}: this build does not measure a Rust policy's lines ({policy}); build the `coverage` profile \
-                 (`cargo build --profile coverage`) and run `target/coverage/tlbkit check` with the same flags, or \
-                 read the report's `hooks called:` line, which says which of its methods the check ran",
+                "{}: this build does not measure a Rust policy's lines ({policy}); the command line's `coverage` \
+                 build does (`cargo build --profile coverage`, then `target/coverage/tlbkit check` with the same \
+                 flags); here the report's `hooks called:` line says which of its methods the check ran",
                 names.given(&Param::Base, base)
             ),
             Error::RustCoverage { policy, source } => {

@@ -340,8 +340,9 @@ pub struct Machine {
     /// pointer to an address space's page-table page, which speculative walks
     /// under that tag may follow without reading the upper levels again.
     walks: Vec<SortedSet<(u16, u32, u32)>>,
-    /// Per CPU: the translation root and the tag it runs with.
-    roots: Vec<(Root, u16)>,
+    /// Per CPU: the translation root and the tag it runs with, and those its
+    /// walks may still use ([`CpuRoots`]).
+    roots: CpuRoots,
     /// Per slot: whether any CPU ever switched to it or it was forked (slots
     /// never touched are alike, which the operation menu exploits).
     touched: Vec<bool>,
@@ -392,6 +393,35 @@ pub struct Machine {
     /// root, tag and page table adds nothing, so it is skipped. Not part of
     /// the state: it only says what the TLB already holds.
     filled: Vec<Option<Filled>>,
+}
+
+/// Per CPU: the translation root and tag it runs with (indexing gives it),
+/// and on arm64 those it wrote over since its last context synchronisation.
+#[derive(Clone, Debug, Default)]
+pub struct CpuRoots {
+    /// Per CPU: the root and tag it runs with.
+    now: Vec<(Root, u16)>,
+    /// Per CPU (arm64): the roots and tags it wrote over since its last
+    /// context synchronisation (`ISB`, an exception's entry or return). Until
+    /// then its walks may still use any of them, as well as the new one
+    /// (`MSR TTBR0_EL1` takes effect for later translations only after a
+    /// context synchronisation event, and speculative walks between may use
+    /// either); empty at every step's end for a policy whose `ISB` follows
+    /// its root write at once.
+    unsynced: Vec<Vec<(Root, u16)>>,
+}
+
+impl std::ops::Index<usize> for CpuRoots {
+    type Output = (Root, u16);
+    fn index(&self, cpu: usize) -> &(Root, u16) {
+        &self.now[cpu]
+    }
+}
+
+impl std::ops::IndexMut<usize> for CpuRoots {
+    fn index_mut(&mut self, cpu: usize) -> &mut (Root, u16) {
+        &mut self.now[cpu]
+    }
 }
 
 /// Per CPU: what it runs and where it stands between user and kernel mode.
@@ -619,7 +649,7 @@ impl Machine {
             dead: SortedSet::default(),
             tlbs: vec![SortedSet::default(); cpus],
             walks: vec![SortedSet::default(); cpus],
-            roots: vec![(Root::Reserved, 0); cpus],
+            roots: CpuRoots { now: vec![(Root::Reserved, 0); cpus], unsynced: vec![Vec::new(); cpus] },
             touched: vec![false; mms + 1],
             mm_lock: vec![MmapLock::default(); mms + 1],
             ptl_held: vec![None; mms + 1],
@@ -1002,7 +1032,7 @@ mod tests {
         assert!(m.fill(&mut new) && new.len() == 2);
         // A flushing root write of the same root and tag, and a changed PTE.
         new.clear();
-        m.write_root(0, Root::Mm(MmId(1)), 1, false);
+        m.write_root(0, Root::Mm(MmId(1)), 1, false, true);
         assert!(m.fill(&mut new) && new.len() == 2);
         new.clear();
         m.spaces[1].ptes[0].as_mut().unwrap().ver += 1;

@@ -132,12 +132,17 @@
 //!   and every TLB it covers may still use and refill what it removes; so an
 //!   entry refilled from a PTE that is still valid when the invalidation
 //!   completes survives it. A root write takes effect for the writer's fills
-//!   at once; arm64 makes it effective only after an `ISB` (or the exception
-//!   return to user space), until which the CPU may still walk the old root
-//!   under the old ASID. Every policy here issues its `ISB` right after the
-//!   `TTBR0` write, with nothing another CPU can see in between, so the fills
-//!   of that window are ones the old root allowed just before the write; a
-//!   policy that delays its `ISB` past other work is not modelled exactly.
+//!   at once on x86 (a CR3 write serialises). On arm64 the CPU's walks may go
+//!   on using the root and ASID it wrote over until its next context
+//!   synchronisation (`ISB`, taking an interrupt, the exception return to
+//!   user space; `kernel::Machine::synchronise`): until then the fills come
+//!   from the old roots as well as the new one, and a walk cached under an
+//!   old tag still counts against a freed page-table page (`no_stale_held`).
+//!   Several writes in one window (v5.8+'s `cpu_do_switch_mm`: the reserved
+//!   `TTBR0`, `TTBR1` with the ASID, then `TTBR0`) take effect in program
+//!   order, each pair of root and tag usable until the `ISB`. A policy that
+//!   writes and synchronises in one step (every Rust policy here) has states
+//!   as before; one that leaves the `ISB` out is found (`tests/isb.rs`).
 //!   Invalidation by ASID or
 //!   of everything, and a root write without no-flush, drop walk-cache entries
 //!   too; invalidation by address drops those of its ASID on x86 (`INVLPG` and

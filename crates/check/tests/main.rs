@@ -26,6 +26,7 @@ mod exhaustive;
 mod faults;
 mod findings;
 mod full;
+mod isb;
 mod latr;
 mod litmus;
 mod local;

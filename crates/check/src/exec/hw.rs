@@ -70,7 +70,8 @@ impl<'c> Hw for CheckHw<'c> {
             self.core.drain_own(self.cpu);
         }
         let a = asid.get();
-        self.st().m.write_root(self.cpu, root, a, noflush);
+        let synced = !self.core.shape.arm64;
+        self.st().m.write_root(self.cpu, root, a, noflush, synced);
         let rk = match root {
             Root::Mm(m) => m.0 as u64,
             Root::Reserved => 0xffff,
@@ -139,6 +140,11 @@ impl<'c> Hw for CheckHw<'c> {
     }
 
     fn barrier(&self, b: Barrier) {
+        // `ISB` synchronises the context: a root written before it is the
+        // only one this CPU's walks use from here (`kernel::Machine::synchronise`).
+        if b == Barrier::Isb && self.core.st.borrow().m.unsynchronised(self.cpu) {
+            self.st().m.synchronise(self.cpu);
+        }
         // Which of this CPU's pending invalidations the barrier completes
         // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the local ones;
         // x86's `TLBSYNC` its `INVLPGB`s.

@@ -30,6 +30,10 @@ impl Machine {
         sched.tasks[cpu] = task;
         sched.user_mode[cpu] = user;
         sched.switching[cpu] = switching;
+        if user {
+            // The exception return to user space synchronises the context.
+            self.synchronise(cpu);
+        }
     }
 
     /// Notes that a CPU switched to slot `slot` (it is no longer alike the
@@ -45,6 +49,8 @@ impl Machine {
     #[inline]
     pub fn enter_irq(&mut self, cpu: usize) {
         self.in_irq[cpu] = true;
+        // Taking the interrupt synchronises the context.
+        self.synchronise(cpu);
     }
 
     /// CPU `cpu` returns from its interrupt handler: every flush that returned

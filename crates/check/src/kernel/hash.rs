@@ -97,7 +97,12 @@ impl Machine {
             p.len().hash(h);
             p.iter().for_each(|p| p.key().hash(h));
         }
-        self.roots.hash(h);
+        self.roots.now.hash(h);
+        // Roots not yet synchronised: hashed only where there are some, so
+        // the states of a policy that synchronises at once are unchanged.
+        for (c, u) in self.roots.unsynced.iter().enumerate().filter(|(_, u)| !u.is_empty()) {
+            (c, u).hash(h);
+        }
         self.sched.tasks.hash(h);
         self.sched.active.hash(h);
         self.sched.user_mode.hash(h);

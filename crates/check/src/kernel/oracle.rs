@@ -106,14 +106,23 @@ impl Machine {
             // Judged late (after an interrupt handler), the frame may be the
             // process's page-table page again: a walk through it is then current.
             let live = self.spaces[slot as usize].uid == uid && self.spaces[slot as usize].table == Some(frame);
-            if !self.sched.switching[c] && !live && self.walks[c].contains(&(asid, frame, uid)) {
+            // The tags its walks may use: the one it runs with and, until it
+            // synchronises its context (arm64's `ISB`), any it wrote over.
+            let walked = std::iter::once(asid).chain(self.roots.unsynced[c].iter().map(|&(_, a)| a));
+            let cached = walked.clone().find(|&a| self.walks[c].contains(&(a, frame, uid)));
+            if let (false, false, Some(asid)) = (self.sched.switching[c], live, cached) {
                 return Err(Violation {
                     property: "no_stale_held",
                     cpu: c,
                     detail: format!(
                         "after {flush} returned{when}, cpu{c} still caches a walk through the freed page-table page \
-                         (frame {frame}) of mm{slot} under the tag it runs with (asid {asid}): a speculative walk \
-                         can follow it into whatever the frame holds next"
+                         (frame {frame}) of mm{slot} under {} (asid {asid}): a speculative walk can follow it into \
+                         whatever the frame holds next",
+                        if asid == self.roots[c].1 {
+                            "the tag it runs with"
+                        } else {
+                            "the tag of a root it wrote over with no context synchronisation (ISB) since"
+                        }
                     ),
                 });
             }

@@ -19,66 +19,76 @@ impl Machine {
     pub fn fill(&mut self, new: &mut Vec<(usize, Entry)>) -> bool {
         let mut changed = false;
         for c in 0..self.tlbs.len() {
-            let (Root::Mm(mm), asid) = self.roots[c] else { continue };
-            let s = &self.spaces[mm.index()];
-            if matches!(s.life, Life::Free | Life::Releasing) {
-                continue;
+            changed |= self.fill_from(c, self.roots[c], true, new);
+            // Roots written over but not yet synchronised: walks may use them.
+            for k in 0..self.roots.unsynced[c].len() {
+                changed |= self.fill_from(c, self.roots.unsynced[c][k], false, new);
             }
+        }
+        changed
+    }
+
+    /// Fills CPU `c`'s TLB and walk cache from the root and tag `root`
+    /// (`current`: the one it runs with, whose last fill [`Machine::filled`]
+    /// remembers so that an unchanged one is skipped).
+    fn fill_from(&mut self, c: usize, root: (Root, u16), current: bool, new: &mut Vec<(usize, Entry)>) -> bool {
+        let mut changed = false;
+        let (Root::Mm(mm), asid) = root else { return false };
+        let s = &self.spaces[mm.index()];
+        if matches!(s.life, Life::Free | Life::Releasing) {
+            return false;
+        }
+        if current {
             // The contiguous block's entries depend on more: always filled.
-            let from = s.block.is_empty().then(|| Filled {
-                root: self.roots[c],
-                uid: s.uid,
-                life: s.life,
-                table: s.table,
-                ptes: s.ptes,
-            });
+            let from =
+                s.block.is_empty().then_some(Filled { root, uid: s.uid, life: s.life, table: s.table, ptes: s.ptes });
             if from.is_some() && self.filled[c] == from {
-                continue;
+                return false;
             }
             self.filled[c] = from;
-            let tag = if self.consts.global_user { 0 } else { asid };
-            if let Some(table) = s.table {
-                changed |= self.walks[c].insert((tag, table, s.uid));
+        }
+        let tag = if self.consts.global_user { 0 } else { asid };
+        if let Some(table) = s.table {
+            changed |= self.walks[c].insert((tag, table, s.uid));
+        }
+        for (p, pte) in s.ptes.iter().enumerate() {
+            let Some(pte) = pte.filter(|_| s.table.is_some()) else { continue };
+            let e = Entry {
+                global: self.consts.global_user,
+                asid: if self.consts.global_user { 0 } else { asid },
+                page: p as u8,
+                frame: pte.frame,
+                uid: s.uid,
+                ver: pte.ver,
+                big: false,
+            };
+            if self.tlbs[c].insert(e) {
+                new.push((c, e));
+                changed = true;
             }
-            for (p, pte) in s.ptes.iter().enumerate() {
-                let Some(pte) = pte.filter(|_| s.table.is_some()) else { continue };
-                let e = Entry {
-                    global: self.consts.global_user,
-                    asid: if self.consts.global_user { 0 } else { asid },
-                    page: p as u8,
-                    frame: pte.frame,
-                    uid: s.uid,
-                    ver: pte.ver,
-                    big: false,
-                };
-                if self.tlbs[c].insert(e) {
-                    new.push((c, e));
-                    changed = true;
-                }
+        }
+        // The contiguous block: a walk reaching a valid contiguous PTE of a block
+        // whose valid PTEs agree caches one 64 KB entry; a non-contiguous PTE, or
+        // a contiguous one of a misprogrammed block (which `check_block` reports),
+        // a 4 KB entry.
+        let agree = block_agrees(&s.block);
+        for (j, pte) in s.block.iter().enumerate() {
+            if !pte.valid() {
+                continue;
             }
-            // The contiguous block: a walk reaching a valid contiguous PTE of a block
-            // whose valid PTEs agree caches one 64 KB entry; a non-contiguous PTE, or
-            // a contiguous one of a misprogrammed block (which `check_block` reports),
-            // a 4 KB entry.
-            let agree = block_agrees(&s.block);
-            for (j, pte) in s.block.iter().enumerate() {
-                if !pte.valid() {
-                    continue;
-                }
-                let big = pte.cont() && agree;
-                let e = Entry {
-                    global: self.consts.global_user,
-                    asid: tag,
-                    page: (BLOCK_PAGE + if big { 0 } else { j }) as u8,
-                    frame: (pte.pfn - if big { j as u64 } else { 0 }) as u32,
-                    uid: s.uid,
-                    ver: 0,
-                    big,
-                };
-                if self.tlbs[c].insert(e) {
-                    new.push((c, e));
-                    changed = true;
-                }
+            let big = pte.cont() && agree;
+            let e = Entry {
+                global: self.consts.global_user,
+                asid: tag,
+                page: (BLOCK_PAGE + if big { 0 } else { j }) as u8,
+                frame: (pte.pfn - if big { j as u64 } else { 0 }) as u32,
+                uid: s.uid,
+                ver: 0,
+                big,
+            };
+            if self.tlbs[c].insert(e) {
+                new.push((c, e));
+                changed = true;
             }
         }
         changed
@@ -157,8 +167,16 @@ impl Machine {
     }
 
     /// Writes CPU `cpu`'s root; without `noflush`, non-global entries of `asid`
-    /// go (the x86 CR3 write).
-    pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool) {
+    /// go (the x86 CR3 write). With `synced` false (arm64's `MSR TTBR0_EL1`),
+    /// the root written over stays in use for walks until the CPU's next
+    /// context synchronisation ([`Machine::synchronise`]); x86's CR3 write
+    /// serialises.
+    pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool, synced: bool) {
+        let old = self.roots[cpu];
+        if !synced && old != (root, asid) && !self.roots.unsynced[cpu].contains(&old) {
+            self.roots.unsynced[cpu].push(old);
+        }
+        self.roots.unsynced[cpu].retain(|&r| r != (root, asid));
         self.roots[cpu] = (root, asid);
         if !noflush {
             self.filled[cpu] = None;
@@ -167,8 +185,24 @@ impl Machine {
         }
     }
 
+    /// A context synchronisation event on CPU `cpu` (arm64 `ISB`, an
+    /// exception's entry or return): its walks use only the root it runs
+    /// with from here on.
+    #[inline]
+    pub fn synchronise(&mut self, cpu: usize) {
+        if !self.roots.unsynced[cpu].is_empty() {
+            self.roots.unsynced[cpu].clear();
+        }
+    }
+
+    /// Whether CPU `cpu` wrote a root it has not synchronised yet.
+    #[inline]
+    pub fn unsynchronised(&self, cpu: usize) -> bool {
+        !self.roots.unsynced[cpu].is_empty()
+    }
+
     /// Returns how many CPUs' roots point at `slot`.
     pub fn roots_on(&self, slot: u32) -> usize {
-        self.roots.iter().filter(|(r, _)| *r == Root::Mm(tlbkit_policy::MmId(slot))).count()
+        self.roots.now.iter().filter(|(r, _)| *r == Root::Mm(tlbkit_policy::MmId(slot))).count()
     }
 }
