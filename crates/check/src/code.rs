@@ -239,7 +239,7 @@ impl RustCoverage {
             }
             let text = std::fs::read(path).unwrap_or_default();
             let code_line = |l: u32| {
-                let t = text.split(|&c| c == b'\n').nth(l as usize - 1).unwrap_or_default();
+                let t = text.split(|&c| c == b'\n').nth((l as usize).wrapping_sub(1)).unwrap_or_default();
                 let t = t.trim_ascii();
                 !t.is_empty() && !t.starts_with(b"//")
             };
@@ -281,7 +281,7 @@ pub fn read_rust_base(base: &str) -> Result<(), llvmcov::Error> {
 /// The name of the function whose code starts on line `line` of `text`
 /// (the identifier after `fn`), or `line N` where none is there.
 fn function_name(text: &[u8], line: u32) -> String {
-    let l = text.split(|&c| c == b'\n').nth(line as usize - 1).unwrap_or_default();
+    let l = text.split(|&c| c == b'\n').nth((line as usize).wrapping_sub(1)).unwrap_or_default();
     let l = String::from_utf8_lossy(l);
     let named = l
         .split("fn ")

@@ -92,6 +92,9 @@ pub struct FileCounts {
 const COVMAP_VERSION: u32 = 6;
 /// A raw profile data record's size in layout version 10.
 const DATA_RECORD: usize = 64;
+/// The most lines a source file may have, and one region span (a region
+/// past either is read as a corrupt map, not counted line by line).
+const MAX_LINES: u32 = 1 << 20;
 
 struct Reader<'a> {
     b: &'a [u8],
@@ -166,29 +169,77 @@ fn term(v: u64) -> Term {
 }
 
 /// One function's counters and expressions, to evaluate its regions by.
+/// An expression is evaluated once (by an explicit stack, so that a long or
+/// corrupt chain costs time in its length, never the thread's stack), and a
+/// cycle, which no compiler writes, counts 0.
 struct Eval<'a> {
     counters: &'a [u64],
     exprs: &'a [(Term, Term)],
+    /// Per expression and kind (`2 * index + add`): its value once known.
+    memo: Vec<Option<u64>>,
+    /// Per expression and kind: on the stack now.
+    busy: Vec<bool>,
 }
 
-impl Eval<'_> {
-    fn value(&self, t: Term, depth: usize) -> u64 {
-        if depth > self.exprs.len() + 1 {
-            return 0; // a cycle: not what a compiler writes; counted as never
-        }
+impl<'a> Eval<'a> {
+    fn new(counters: &'a [u64], exprs: &'a [(Term, Term)]) -> Self {
+        Eval { counters, exprs, memo: vec![None; 2 * exprs.len()], busy: vec![false; 2 * exprs.len()] }
+    }
+
+    /// The node of an expression term (`None` for zero, a counter, or an
+    /// index past the expressions).
+    fn node(&self, t: Term) -> Option<usize> {
         match t {
-            Term::Zero => 0,
+            Term::Sub(i) if i < self.exprs.len() => Some(2 * i),
+            Term::Add(i) if i < self.exprs.len() => Some(2 * i + 1),
+            _ => None,
+        }
+    }
+
+    /// The value of `t` where its expressions are known.
+    fn known(&self, t: Term) -> u64 {
+        match t {
             Term::Counter(i) => self.counters.get(i).copied().unwrap_or(0),
-            Term::Sub(i) | Term::Add(i) => {
-                let Some(&(l, r)) = self.exprs.get(i) else { return 0 };
-                let (l, r) = (self.value(l, depth + 1), self.value(r, depth + 1));
-                if matches!(t, Term::Sub(_)) {
-                    l.saturating_sub(r)
-                } else {
-                    l.saturating_add(r)
+            _ => self.node(t).and_then(|n| self.memo[n]).unwrap_or(0),
+        }
+    }
+
+    fn value(&mut self, t: Term) -> u64 {
+        let Some(root) = self.node(t) else { return self.known(t) };
+        let mut stack = vec![root];
+        self.busy[root] = true;
+        while let Some(&n) = stack.last() {
+            if self.memo[n].is_some() {
+                self.busy[n] = false;
+                stack.pop();
+                continue;
+            }
+            let (l, r) = self.exprs[n / 2];
+            let mut waiting = false;
+            // One unknown child at a time, so that the stack is a chain of
+            // ancestors and a busy child is a cycle.
+            for child in [self.node(l), self.node(r)].into_iter().flatten() {
+                if self.memo[child].is_some() {
+                    continue;
                 }
+                if self.busy[child] {
+                    self.memo[child] = Some(0); // a cycle
+                    continue;
+                }
+                self.busy[child] = true;
+                stack.push(child);
+                waiting = true;
+                break;
+            }
+            if waiting {
+                continue;
+            }
+            if self.memo[n].is_none() {
+                let (l, r) = (self.known(l), self.known(r));
+                self.memo[n] = Some(if n % 2 == 1 { l.saturating_add(r) } else { l.saturating_sub(r) });
             }
         }
+        self.known(t)
     }
 }
 
@@ -329,7 +380,7 @@ fn function(
         let (l, r) = (term(m.leb()?), term(m.leb()?));
         exprs.push((l, r));
     }
-    let eval = Eval { counters, exprs };
+    let mut eval = Eval::new(counters, exprs);
     for (fid, file) in ids.iter().enumerate() {
         let n = m.small()?;
         let mut line = 0u32;
@@ -338,7 +389,7 @@ fn function(
             let mut code = true;
             let mut count = 0;
             if enc & 3 != 0 {
-                count = eval.value(term(enc), 0);
+                count = eval.value(term(enc));
             } else if enc & 4 != 0 {
                 code = false; // an expansion: its code is in the file it expands
             } else {
@@ -375,7 +426,10 @@ fn function(
                 let f = files.entry((*file).clone()).or_default();
                 *f.functions.entry(line).or_default() += count;
             }
-            if code && !gap {
+            if line > MAX_LINES || nlines > MAX_LINES {
+                return Err(bad(format!("a region at line {line} of {nlines} lines: not a source file's")));
+            }
+            if code && !gap && line > 0 {
                 let end_col = if col == 0 && end_col == 0 { u32::MAX } else { (end_col & 0x7fff_ffff) as u32 };
                 regions.entry((*file).clone()).or_default().push(Region {
                     start: (line, col.max(1)),
@@ -770,6 +824,22 @@ fn main() {
         })
         .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
+        // A map cut short or with a byte changed anywhere is an error or a
+        // reading, never a panic or a hang.
+        let (covmap, covfun) = (sec("__llvm_covmap"), sec("__llvm_covfun"));
+        for at in 0..covfun.len() + covmap.len() {
+            let (mut map, mut fun) = (covmap.to_vec(), covfun.to_vec());
+            if at < fun.len() {
+                fun[at] ^= 0xff;
+            } else {
+                map[at - fun.len()] ^= 0xff;
+            }
+            let image =
+                Image { covmap: &map, covfun: &fun, data: &data, data_addr, counters: &counters, counters_addr };
+            let _ = read(&image);
+            let cut = Image { covfun: &covfun[..at.min(covfun.len())], ..image };
+            let _ = read(&cut);
+        }
         let (name, f) = files.iter().find(|(n, _)| n.ends_with("prog.rs")).expect("the program's file");
         assert!(name.starts_with('/'), "{name}: joined to its directory");
         let line = |mark: &str| PROGRAM.lines().position(|l| l.ends_with(mark)).unwrap() as u32 + 1;
@@ -780,6 +850,24 @@ fn main() {
         assert_eq!(f.functions[&fn_line("fn pick")], 1);
         assert_eq!(f.functions[&fn_line("fn never")], 0);
         assert_eq!(f.functions[&fn_line("fn main")], 1);
+    }
+
+    #[test]
+    fn expressions_are_evaluated_by_their_kind_and_a_cycle_counts_zero() {
+        // e0 = c0 - c1, e1 = e0 + c2, e2 = e2 + c0 (a cycle).
+        let counters = [10, 3, 5];
+        let exprs =
+            [(Term::Counter(0), Term::Counter(1)), (Term::Sub(0), Term::Counter(2)), (Term::Add(2), Term::Counter(0))];
+        let mut e = Eval::new(&counters, &exprs);
+        assert_eq!(e.value(Term::Sub(0)), 7);
+        assert_eq!(e.value(Term::Add(1)), 12);
+        assert_eq!(e.value(Term::Add(2)), 0);
+        assert_eq!(e.value(Term::Sub(7)), 0, "past the expressions");
+        // A chain far deeper than a thread's stack would take by recursion.
+        let chain: Vec<(Term, Term)> = (0..200_000)
+            .map(|i| (if i == 0 { Term::Counter(0) } else { Term::Add(i - 1) }, Term::Counter(1)))
+            .collect();
+        assert_eq!(Eval::new(&[1, 1], &chain).value(Term::Add(199_999)), 200_001);
     }
 
     #[test]
