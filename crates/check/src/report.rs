@@ -245,13 +245,21 @@ pub struct ShapeRun {
     pub schedules: u64,
     /// Whether this shape found the violation.
     pub found: bool,
+    /// The calls of each of the policy's hooks in this shape's executions
+    /// (empty for a shape not run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::HookCount>,
+    /// What this shape's executions reached of a Rust policy's lines, in a
+    /// build that measures them ([`crate::code::RustCoverage`]); else empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub code: Vec<crate::code::CodeReached>,
 }
 
 impl ShapeRun {
     /// Returns the run of the shape `spec` asks for, which sampled `schedules`
     /// (0: not run) and found the violation or not.
     pub(crate) fn of(spec: &CheckSpec, schedules: u64, found: bool) -> ShapeRun {
-        ShapeRun { bounds: Bounds::of(spec), schedules, found }
+        ShapeRun { bounds: Bounds::of(spec), schedules, found, hooks: Vec::new(), code: Vec::new() }
     }
 }
 

@@ -144,9 +144,21 @@ pub fn check_portfolio_violations(
             runs.push(ShapeRun::of(spec, 0, false));
             continue;
         }
+        // A Rust policy's lines, shape by shape, where this build measures them.
+        let lines = match spec.policy.starts_with(tlbkit_registry::C_PREFIX) {
+            true => None,
+            false => crate::code::RustCoverage::start()
+                .map_err(|source| Error::RustCoverage { policy: spec.policy.clone(), source })?,
+        };
         let mut r = check_violations(spec, how, &mut |n| progress(done + n))?;
         done += r.explored.executions;
-        runs.push(ShapeRun::of(spec, r.explored.executions, r.counterexample.is_some()));
+        let mut run = ShapeRun::of(spec, r.explored.executions, r.counterexample.is_some());
+        run.hooks = r.hooks.clone();
+        if let Some(lines) = lines {
+            run.code =
+                lines.reached(None).map_err(|source| Error::RustCoverage { policy: spec.policy.clone(), source })?;
+        }
+        runs.push(run);
         for f in std::mem::take(&mut r.violations) {
             match classes.iter_mut().find(|c| c.class == f.class) {
                 Some(c) => c.executions += f.executions,

@@ -73,3 +73,20 @@ fn the_report_says_which_hooks_the_check_ran() {
     // And says why: the kernel, not the schedule, rules it out.
     assert!(never.contains("flush_range (FreeBSD's kernel here invalidates a munmap's page with flush_page"), "{line}");
 }
+
+#[test]
+fn a_portfolio_gives_each_shapes_hooks_and_they_sum_to_its_own() {
+    let p = portfolio(NAME, Some(3_000), 1);
+    let r = tlbkit_check::run::check_portfolio(&p, &mut |_| {}).expect("the check runs");
+    assert!(r.counterexample.is_none());
+    let ran: Vec<_> = r.portfolio.iter().filter(|s| s.schedules > 0).collect();
+    assert!(ran.len() > 1 && ran.iter().all(|s| s.hooks.len() == tlbkit_check::hooks::HOOKS.len()));
+    for total in &r.hooks {
+        let by_shape: u64 =
+            ran.iter().map(|s| s.hooks.iter().find(|h| h.hook == total.hook).map_or(0, |h| h.calls)).sum();
+        assert_eq!(by_shape, total.calls, "{}", total.hook);
+    }
+    // Shapes differ in what they reach: some shape calls a hook another never does.
+    let calls = |s: &tlbkit_check::report::ShapeRun, hook: &str| s.hooks.iter().find(|h| h.hook == hook).unwrap().calls;
+    assert!(ran.iter().any(|s| calls(s, "mm_release") == 0) && ran.iter().any(|s| calls(s, "mm_release") > 0));
+}
