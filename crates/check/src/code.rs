@@ -238,16 +238,18 @@ impl RustCoverage {
                 continue;
             }
             let text = std::fs::read(path).unwrap_or_default();
+            // The file's lines, split once (line `l` is `source[l - 1]`).
+            let source: Vec<&[u8]> = text.split(|&c| c == b'\n').collect();
+            let at = |l: u32| source.get((l as usize).wrapping_sub(1)).copied().unwrap_or_default();
             let code_line = |l: u32| {
-                let t = text.split(|&c| c == b'\n').nth((l as usize).wrapping_sub(1)).unwrap_or_default();
-                let t = t.trim_ascii();
+                let t = at(l).trim_ascii();
                 !t.is_empty() && !t.starts_with(b"//")
             };
             let lines: BTreeMap<u32, bool> =
                 now.lines.iter().filter(|(l, _)| code_line(**l)).map(|(l, c)| (*l, ran(l, c))).collect();
             let entered =
                 |line: &u32, count: &u64| then.and_then(|t| t.functions.get(line)).map_or(*count > 0, |c| count > c);
-            let functions = now.functions.iter().map(|(l, c)| (function_name(&text, *l), entered(l, c))).fold(
+            let functions = now.functions.iter().map(|(l, c)| (function_name(at(*l), *l), entered(l, c))).fold(
                 BTreeMap::new(),
                 |mut m: BTreeMap<String, bool>, (n, e)| {
                     *m.entry(n).or_default() |= e;
@@ -278,11 +280,10 @@ pub fn read_rust_base(base: &str) -> Result<(), llvmcov::Error> {
     changed_files(files.keys(), base.strip_prefix('@').unwrap_or(base)).map(drop)
 }
 
-/// The name of the function whose code starts on line `line` of `text`
-/// (the identifier after `fn`), or `line N` where none is there.
+/// The name of the function whose code starts on line `line`, whose text
+/// is `text` (the identifier after `fn`), or `line N` where none is there.
 fn function_name(text: &[u8], line: u32) -> String {
-    let l = text.split(|&c| c == b'\n').nth((line as usize).wrapping_sub(1)).unwrap_or_default();
-    let l = String::from_utf8_lossy(l);
+    let l = String::from_utf8_lossy(text);
     let named = l
         .split("fn ")
         .nth(1)

@@ -108,8 +108,8 @@ impl Machine {
             let live = self.spaces[slot as usize].uid == uid && self.spaces[slot as usize].table == Some(frame);
             // The tags its walks may use: the one it runs with and, until it
             // synchronises its context (arm64's `ISB`), any it wrote over.
-            let walked = std::iter::once(asid).chain(self.roots.unsynced[c].iter().map(|&(_, a)| a));
-            let cached = walked.clone().find(|&a| self.walks[c].contains(&(a, frame, uid)));
+            let mut walked = std::iter::once(asid).chain(self.roots.unsynced[c].iter().map(|&(_, a)| a));
+            let cached = walked.find(|&a| self.walks[c].contains(&(a, frame, uid)));
             if let (false, false, Some(asid)) = (self.sched.switching[c], live, cached) {
                 return Err(Violation {
                     property: "no_stale_held",

@@ -190,9 +190,7 @@ impl Machine {
     /// with from here on.
     #[inline]
     pub fn synchronise(&mut self, cpu: usize) {
-        if !self.roots.unsynced[cpu].is_empty() {
-            self.roots.unsynced[cpu].clear();
-        }
+        self.roots.unsynced[cpu].clear();
     }
 
     /// Whether CPU `cpu` wrote a root it has not synchronised yet.
