@@ -50,12 +50,24 @@ pub struct Options {
     pub early_bitops: bool,
     /// Built for the checker: plain accesses are instrumented and checked.
     pub checker: bool,
+    /// x86's `tlb.c` against the x86 shims ([`Sources::x86`]).
+    pub x86: bool,
+    /// x86: `X86_FEATURE_INVLPGB` ([`Sources::invlpgb`]).
+    pub invlpgb: bool,
+    /// x86: page-table isolation (`X86_FEATURE_PTI`, `--set pti=on`).
+    pub pti: bool,
 }
 
 impl Options {
     /// Returns these options with the machine options the policy's name sets.
     pub fn with_sources(self, sources: &Sources) -> Options {
-        Options { cnp: sources.cnp, early_bitops: sources.early_bitops, ..self }
+        Options {
+            cnp: sources.cnp,
+            early_bitops: sources.early_bitops,
+            x86: sources.x86,
+            invlpgb: sources.invlpgb,
+            ..self
+        }
     }
 }
 
@@ -145,6 +157,9 @@ fn key(sources: &Sources, options: &Options) -> u64 {
     h.write(&(options.cpus as u64).to_le_bytes());
     h.write(&(options.mm_slots as u64).to_le_bytes());
     h.write(&[u8::from(options.checker), u8::from(options.kpti)]);
+    if options.x86 {
+        h.write(b"x86");
+    }
     // The checker's instrumentation (see `compile`).
     h.write(b"-fsanitize=thread -fsanitize-coverage=trace-pc");
     h.write(compiler().unwrap_or_default().as_bytes());
@@ -221,17 +236,42 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
     let cc = compiler()?;
     let name = sources.main_name().to_string();
     let texts: Vec<String> = sources.files.iter().map(|f| String::from_utf8_lossy(&f.text).into_owned()).collect();
-    let takes_cpu = sources
-        .files
-        .iter()
-        .zip(&texts)
-        .filter(|(f, _)| f.role == Role::Code)
-        .find_map(|(_, t)| switch_takes_cpu(t))
-        .ok_or_else(|| Error::Missing {
-            file: name.clone(),
-            function: "check_and_switch_context()".into(),
-            why: "at every context switch (arm64's switch_mm calls it)".into(),
-        })?;
+    let code = || sources.files.iter().zip(&texts).filter(|(f, _)| f.role == Role::Code).map(|(_, t)| t.as_str());
+    let defines = |f: &str| code().any(|t| defines_function(t, f));
+    let takes_cpu = if options.x86 {
+        if !defines("switch_mm_irqs_off") {
+            return Err(if defines("check_and_switch_context") {
+                Error::Spec(format!(
+                    "{name} is arm64's (it defines check_and_switch_context), not x86's tlb.c: add +arch=arm64 to \
+                     its name (c:{name}+arch=arm64)"
+                ))
+            } else {
+                Error::Missing {
+                    file: name.clone(),
+                    function: "switch_mm_irqs_off()".into(),
+                    why: "at every context switch (x86's tlb.c defines it)".into(),
+                }
+            });
+        }
+        false
+    } else {
+        match code().find_map(switch_takes_cpu) {
+            Some(t) => t,
+            None if defines("switch_mm_irqs_off") => {
+                return Err(Error::Spec(format!(
+                    "{name} is x86's (it defines switch_mm_irqs_off), not arm64's context.c: add +arch=x86 to its \
+                     name (c:{name}+arch=x86)"
+                )))
+            }
+            None => {
+                return Err(Error::Missing {
+                    file: name.clone(),
+                    function: "check_and_switch_context()".into(),
+                    why: "at every context switch (arm64's switch_mm calls it)".into(),
+                })
+            }
+        }
+    };
     let root = cache_root();
     let dir = root.join(format!("{key:016x}"));
     let so = dir.join("policy.so");
@@ -240,7 +280,7 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
         let _ = std::fs::remove_dir_all(&tmp);
         let io = |e: std::io::Error| Error::Load { path: tmp.display().to_string(), why: e.to_string() };
         std::fs::create_dir_all(tmp.join("include")).map_err(io)?;
-        write_tree(&tmp, sources, &texts).map_err(io)?;
+        write_tree(&tmp, sources, &texts, options.x86).map_err(io)?;
         let log = root.join(format!("{key:016x}.log"));
         let defines = [
             format!("-DNR_CPUS={}", options.cpus),
@@ -249,6 +289,8 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             format!("-DTLBKIT_SWITCH_MM_RESERVES={}", u8::from(switch_mm_reserves(&texts))),
             // A kernel with KPTI support runs on a CPU that needs it; without, the kernel has none.
             if options.kpti { "-DCONFIG_UNMAP_KERNEL_AT_EL0=1".into() } else { "-DTLBKIT_NO_KPTI=1".into() },
+            // The checker's build (the x86 shims' clock; see tlbkit/x86.h).
+            if options.checker { "-DTLBKIT_CHECKER=1".into() } else { "-DTLBKIT_SIMULATOR=1".into() },
         ];
         let common: Vec<String> = [
             "-std=gnu11",
@@ -334,9 +376,26 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
     })
 }
 
-/// Writes the shim tree, the user's files (headers under `user/include/asm`,
-/// with their asm statements translated) and the layout objects.
-fn write_tree(dir: &Path, sources: &Sources, texts: &[String]) -> std::io::Result<()> {
+/// Returns whether `text` defines the function `name`: `name(` after a
+/// type on its line (not a call, an assignment or a `return`), and a `{`
+/// before any `;` after it (not a prototype).
+fn defines_function(text: &str, name: &str) -> bool {
+    text.match_indices(&format!("{name}(")).any(|(i, _)| {
+        let line_start = text[..i].rfind('\n').map_or(0, |n| n + 1);
+        let before = text[line_start..i].trim();
+        let typed = !before.is_empty()
+            && !before.contains(['=', '(', ')'])
+            && !before.starts_with("return")
+            && before.split_whitespace().all(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '*'));
+        let after = &text[i..];
+        typed && after.find([';', '{']).is_some_and(|k| after.as_bytes()[k] == b'{')
+    })
+}
+
+/// Writes the shim tree of the file's architecture, the user's files
+/// (headers under `user/include/asm`, with their asm statements translated)
+/// and the layout objects.
+fn write_tree(dir: &Path, sources: &Sources, texts: &[String], x86: bool) -> std::io::Result<()> {
     let put = |rel: &str, text: &str| -> std::io::Result<()> {
         let p = dir.join(rel);
         if let Some(parent) = p.parent() {
@@ -344,13 +403,16 @@ fn write_tree(dir: &Path, sources: &Sources, texts: &[String]) -> std::io::Resul
         }
         std::fs::write(p, text)
     };
-    for (path, text) in shim::FILES {
+    for (path, text) in shim::files(x86) {
         put(path, text)?;
     }
-    for alias in shim::ALIASES {
+    let (aliases, main) = shim::aliases(x86);
+    for alias in aliases {
         put(
             &format!("include/{alias}"),
-            "/* SPDX-License-Identifier: MIT OR Apache-2.0 */\n/* tlbkit shim: the interface is tlbkit/kernel.h. */\n#include <tlbkit/kernel.h>\n",
+            &format!(
+                "/* SPDX-License-Identifier: MIT OR Apache-2.0 */\n/* tlbkit shim: the interface is {main}. */\n#include <{main}>\n"
+            ),
         )?;
     }
     std::fs::create_dir_all(dir.join("user/include/asm"))?;
@@ -458,6 +520,10 @@ pub struct Entries {
     pub tlbbatch_flush: extern "C-unwind" fn(),
     pub flush_batched_pending: extern "C-unwind" fn(u32),
     pub sysregs: SysregFns,
+    /// x86's glue: `destroy_context` (the mm's global ASID goes back).
+    pub mm_release: Option<extern "C-unwind" fn(u32)>,
+    /// x86's glue: `arch_tlbbatch_should_defer`.
+    pub tlbbatch_should_defer: Option<extern "C-unwind" fn(u32) -> c_int>,
 }
 
 /// One loaded copy.
@@ -472,4 +538,19 @@ pub struct LoadedCopy {
     pub pristine: Vec<u8>,
     /// The entry points.
     pub entries: Entries,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defines_function;
+
+    #[test]
+    fn a_definition_is_told_from_a_call_a_prototype_and_an_assignment() {
+        let text = "static struct new_asid choose_new_asid(struct mm_struct *next,\n\t\tu64 gen)\n{\n\tns = f();\n}\n\
+                    void g(void);\nint h(void) { return g(); }\n\tx = choose(1);\n\treturn k(2);\n\tk(3);\n";
+        assert!(defines_function(text, "choose_new_asid"));
+        assert!(defines_function(text, "h"));
+        assert!(!defines_function(text, "g"), "a prototype and a call");
+        assert!(!defines_function(text, "f") && !defines_function(text, "choose") && !defines_function(text, "k"));
+    }
 }

@@ -67,6 +67,9 @@ fn c_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Err
         cnp: false,
         early_bitops: false,
         checker: b.checker,
+        x86: false,
+        invlpgb: false,
+        pti: b.pti,
     }
     .with_sources(&sources);
     let lib = Lib::build(&sources, &options)?;

@@ -157,6 +157,8 @@ fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
             tlbbatch_flush: entry(sym("tlbkit_tlbbatch_flush")?),
             flush_batched_pending: entry(sym("tlbkit_flush_batched_pending")?),
             sysregs: (entry(sym("tlbkit_read_sysreg")?), entry(sym("tlbkit_write_sysreg")?)),
+            mm_release: sym("tlbkit_mm_release").ok().map(|a| entry(a)),
+            tlbbatch_should_defer: sym("tlbkit_tlbbatch_should_defer").ok().map(|a| entry(a)),
         }
     };
     Ok(Box::new(LoadedCopy { load_base, base, prefix, pristine, entries }))

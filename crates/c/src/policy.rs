@@ -88,6 +88,7 @@ impl CPolicy {
         set("tlbkit_tlbi_range", u32::from(options.tlbi_range));
         set("tlbkit_cnp", u32::from(options.cnp));
         set("tlbkit_early_bitops", u32::from(options.early_bitops));
+        set("tlbkit_x86_features", x86_features(options));
         let has_tlbbatch = copy.addr(lib, "tlbkit_has_tlbbatch").is_some_and(|a| {
             // SAFETY: an int of the glue.
             unsafe { *(a as *const i32) != 0 }
@@ -101,7 +102,7 @@ impl CPolicy {
                 continue;
             }
             hashed.push((a, s.size as usize));
-            if lib.is_file_object(&s.name) && options.checker {
+            if (lib.is_file_object(&s.name) || s.name == "tlbkit_percpu_copies") && options.checker {
                 races.track(a, a + s.size as usize);
             }
         }
@@ -237,6 +238,26 @@ impl CPolicy {
     }
 }
 
+/// Returns the x86 CPU features of a machine (`tlbkit_x86_features`, bits
+/// in the order of the x86 shims' `X86_FEATURE_*`): PCID, INVPCID and PGE
+/// always (every x86-64 part since Haswell and Zen), PTI and INVLPGB as asked.
+fn x86_features(options: &Options) -> u32 {
+    const PCID: u32 = 1 << 0;
+    const INVPCID: u32 = 1 << 1;
+    const INVPCID_SINGLE: u32 = 1 << 2;
+    const PTI: u32 = 1 << 3;
+    const INVLPGB: u32 = 1 << 4;
+    const PGE: u32 = 1 << 5;
+    let mut f = PCID | INVPCID | INVPCID_SINGLE | PGE;
+    if options.pti {
+        f |= PTI;
+    }
+    if options.invlpgb {
+        f |= INVLPGB;
+    }
+    f
+}
+
 /// How a value of the file reads in a trace, by the kernel's name for it.
 fn value_of(name: &str, bits: u8) -> Value {
     match name {
@@ -283,8 +304,18 @@ impl Policy for CPolicy {
         self.run(&frame, || init(mm.0));
     }
 
-    fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {
+    fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {
         // arm64's destroy_context is empty: the ASID stays allocated until a rollover.
+        if let Some(release) = self.entries().mm_release {
+            self.call(hw, Flush::None, |_| release(mm.0));
+        }
+    }
+
+    fn tlbbatch_should_defer<H: Hw>(&self, hw: &H, mm: MmId) -> bool {
+        let Some(should) = self.entries().tlbbatch_should_defer else { return true };
+        let mut r = 0;
+        self.call(hw, Flush::None, |_| r = should(mm.0));
+        r != 0
     }
 
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
@@ -310,6 +341,11 @@ impl Policy for CPolicy {
             }
             return;
         }
+        if self.options.x86 {
+            // x86's arch_tlbbatch_flush is the batch's whole shootdown.
+            self.call(hw, Flush::Issue, |e| (e.tlbbatch_flush)());
+            return;
+        }
         // arch_tlbbatch_flush completes what the pending adds issued: its DSB is the sync.
         hw.phase(Phase::Sync);
         let frame = Frame::new(hw, &self.state, Flush::None);
@@ -320,7 +356,9 @@ impl Policy for CPolicy {
 
     fn tlbbatch_add_pending<H: Hw>(&self, hw: &H, mm: MmId, va: VirtAddr) {
         if self.has_tlbbatch {
-            self.call(hw, Flush::Issue, |e| (e.tlbbatch_add_pending)(mm.0, va.0));
+            // x86's only queues (bumps the generation, gathers the CPUs).
+            let flush = if self.options.x86 { Flush::None } else { Flush::Issue };
+            self.call(hw, flush, |e| (e.tlbbatch_add_pending)(mm.0, va.0));
         }
     }
 

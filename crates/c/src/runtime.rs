@@ -21,7 +21,9 @@ use crate::race;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use tlbkit_policy::sync::{self, AtomicU32, AtomicU64, Ordering};
-use tlbkit_policy::{Access, Asid, Barrier, CpuId, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi, VirtAddr};
+use tlbkit_policy::{
+    Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi, VirtAddr,
+};
 
 /// The table the C side calls (`struct tlbkit_ops`, in that order).
 #[repr(C)]
@@ -44,6 +46,11 @@ pub struct Ops {
     bug: extern "C-unwind" fn(*const c_char, *const c_char, c_int),
     run_asm: extern "C-unwind" fn(*const c_char, *const c_char, *mut u64),
     reached: extern "C-unwind" fn(*const c_void),
+    ipi: extern "C-unwind" fn(*const u64, extern "C-unwind" fn(*mut c_void), *mut c_void),
+    jiffies: extern "C-unwind" fn() -> u64,
+    irq: extern "C-unwind" fn(c_int),
+    write_cr3: extern "C-unwind" fn(c_int, u32, u32, c_int),
+    x86_tlbi: extern "C-unwind" fn(c_int, u64, u32, u32),
 }
 
 /// The table every loaded copy gets.
@@ -66,6 +73,11 @@ pub const OPS: Ops = Ops {
     bug: op_bug,
     run_asm: op_run_asm,
     reached: op_reached,
+    ipi: op_ipi,
+    jiffies: op_jiffies,
+    irq: op_irq,
+    write_cr3: op_write_cr3,
+    x86_tlbi: op_x86_tlbi,
 };
 
 /// A [`Hw`] with its type erased: one function per method the C side needs.
@@ -78,6 +90,9 @@ pub struct HwVt {
     phase: fn(*const (), Phase),
     note: fn(*const (), Note),
     shared: fn(*const (), usize, Access),
+    send_ipi: fn(*const (), &CpuMask, &dyn Fn(*const ())),
+    jiffies: fn(*const ()) -> u64,
+    irq: fn(*const (), bool),
 }
 
 impl HwVt {
@@ -103,6 +118,21 @@ impl HwVt {
             note: |p, n| unsafe { &*p.cast::<H>() }.note(n),
             // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             shared: |p, a, k| unsafe { &*p.cast::<H>() }.shared(a, k),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`; the handler
+            // gets each target's `&H`, alive while it runs.
+            send_ipi: |p, m, f| unsafe { &*p.cast::<H>() }.send_ipi(m, |h: &H| f(std::ptr::from_ref(h).cast())),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
+            jiffies: |p| unsafe { &*p.cast::<H>() }.jiffies(),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
+            irq: |p, off| {
+                // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
+                let h = unsafe { &*p.cast::<H>() };
+                if off {
+                    h.irq_disable();
+                } else {
+                    h.irq_enable();
+                }
+            },
         }
     }
 }
@@ -150,17 +180,26 @@ pub struct Frame {
     vt: Option<HwVt>,
     state: *const State,
     flush: Cell<Flush>,
+    /// In an IPI handler: the CPU that sent it, whose request the handler
+    /// carries out (see [`op_ipi`]).
+    sender: Option<usize>,
 }
 
 impl Frame {
     /// A frame for a call by the CPU `hw` stands for.
     pub fn new<H: Hw>(hw: &H, state: &State, flush: Flush) -> Frame {
-        Frame { hw: std::ptr::from_ref(hw).cast(), vt: Some(HwVt::of::<H>()), state, flush: Cell::new(flush) }
+        Frame {
+            hw: std::ptr::from_ref(hw).cast(),
+            vt: Some(HwVt::of::<H>()),
+            state,
+            flush: Cell::new(flush),
+            sender: None,
+        }
     }
 
     /// A frame for a call made by no CPU (building the policy, a new mm).
     pub fn boot(state: &State) -> Frame {
-        Frame { hw: std::ptr::null(), vt: None, state, flush: Cell::new(Flush::None) }
+        Frame { hw: std::ptr::null(), vt: None, state, flush: Cell::new(Flush::None), sender: None }
     }
 
     fn state(&self) -> &State {
@@ -386,11 +425,13 @@ fn barrier(kind: CBarrier) {
             CBarrier::DsbNshSt => Barrier::DsbSt(Domain::NonShareable),
             CBarrier::DsbIshSt => Barrier::DsbSt(Domain::InnerShareable),
             CBarrier::Isb => Barrier::Isb,
+            // With no CPU's call (a new mm), the fence of the facade atomics alone.
+            CBarrier::SmpMb if f.vt.is_none() => return sync::fence(Ordering::SeqCst),
             CBarrier::SmpMb => Barrier::Full,
             CBarrier::SmpRmb => return sync::fence(Ordering::Acquire),
             CBarrier::SmpWmb => return sync::fence(Ordering::Release),
         };
-        if matches!(b, Barrier::Dsb(_)) && f.flush.get() == Flush::Dispatch {
+        if matches!(b, Barrier::Dsb(_) | Barrier::TlbSync) && f.flush.get() == Flush::Dispatch {
             f.flush.set(Flush::Sync);
             f.phase(Phase::Sync);
         }
@@ -512,6 +553,8 @@ extern "C-unwind" fn op_plain(p: *const c_void, bytes: c_int, write: c_int, pc: 
         }
         let cpu = f.cpu().index();
         let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
+        // An IPI handler's accesses are its sender's, who waits for it.
+        let cpu = f.sender.unwrap_or(cpu);
         let race = st.races.borrow_mut().access(cpu, p as usize, bytes.max(1) as usize, write != 0, pc as usize, &held);
         if let Some(race) = race {
             panic!("no_data_race: {}", describe(st, &race));
@@ -594,6 +637,120 @@ extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, o
             }),
         }
     }
+}
+
+/// Sends an IPI to every CPU of `targets` (a mask of `NR_CPUS` bits) but
+/// this one, runs `func(info)` on each and returns when all have returned:
+/// `smp_call_function_many_cond` of the x86 shims, after they picked the
+/// targets. An IPI starts a flush call's dispatch.
+///
+/// The plain accesses of a handler count as its sender's for the
+/// plain-access discipline ([`crate::race`]): the sender wrote the request
+/// (`flush_tlb_info`) before the IPI and waits for every handler before it
+/// writes again, so the IPI orders them, which a lockset cannot express.
+/// What this misses: a race between a handler and code its own CPU runs
+/// with interrupts on.
+extern "C-unwind" fn op_ipi(targets: *const u64, func: extern "C-unwind" fn(*mut c_void), info: *mut c_void) {
+    with(|f| {
+        let n = f.state().held.borrow().len();
+        let mask = CpuMask::new(n);
+        for c in 0..n {
+            // SAFETY: the shims pass a cpumask of NR_CPUS bits, on the
+            // sender's stack, which waits here.
+            if unsafe { *targets.add(c / 64) } >> (c % 64) & 1 != 0 {
+                mask.set(CpuId(c as u32));
+            }
+        }
+        if f.flush.get() == Flush::Issue {
+            f.flush.set(Flush::Dispatch);
+            f.phase(Phase::Dispatch);
+        }
+        let vt = f.vt();
+        let sender = f.cpu().index();
+        let handler = |h: *const ()| {
+            let frame =
+                Frame { hw: h, vt: Some(vt), state: f.state, flush: Cell::new(Flush::None), sender: Some(sender) };
+            enter(&frame, || func(info));
+        };
+        (vt.send_ipi)(f.hw, &mask, &handler);
+    })
+}
+
+extern "C-unwind" fn op_jiffies() -> u64 {
+    with(|f| f.vt.map_or(0, |vt| (vt.jiffies)(f.hw)))
+}
+
+extern "C-unwind" fn op_irq(off: c_int) {
+    with(|f| {
+        if let Some(vt) = f.vt {
+            (vt.irq)(f.hw, off != 0);
+        }
+    })
+}
+
+/// The PCIDs of an x86 CR3 (12 bits): the machine's tags.
+const PCID_BITS: u8 = 12;
+
+fn pcid(p: u32) -> Asid {
+    Asid::new(p & ((1 << PCID_BITS) - 1), PCID_BITS).expect("12 bits")
+}
+
+extern "C-unwind" fn op_write_cr3(reserved: c_int, slot: u32, pcid_: u32, noflush: c_int) {
+    with(|f| {
+        let root = if reserved != 0 { Root::Reserved } else { Root::Mm(MmId(slot)) };
+        (f.vt().write_root)(f.hw, root, pcid(pcid_), noflush != 0);
+    })
+}
+
+/// Where x86 kernel addresses start: the upper half.
+const X86_KERNEL_VA: u64 = 0xffff_8000_0000_0000;
+
+/// Decodes an x86 TLB operation (`enum tlbkit_x86_tlbi`), or says it is a
+/// `TLBSYNC` (`None`).
+fn x86_tlbi_of(op: c_int, va: u64, p: u32, nr: u32) -> Result<Option<(Tlbi, Scope)>, String> {
+    use Scope::{Broadcast as B, Local as L};
+    let page = VirtAddr(va & !0xfff);
+    Ok(Some(match op {
+        // A kernel page is global (tlbkit's kernel mappings are): INVLPG drops it whatever the PCID.
+        0 if va >= X86_KERNEL_VA => (Tlbi::VaAllAsids { va: page }, L),
+        0 => (Tlbi::Va { asid: pcid(p), va: page }, L),
+        1 => (Tlbi::Va { asid: pcid(p), va: page }, L),
+        2 => (Tlbi::Asid(pcid(p)), L),
+        3 => (Tlbi::All, L),
+        4 => (Tlbi::AllNonGlobal, L),
+        5 => (Tlbi::Range { asid: Some(pcid(p)), va: page, pages: nr.max(1) }, B),
+        6 => (Tlbi::Asid(pcid(p)), B),
+        7 => (Tlbi::Range { asid: None, va: page, pages: nr.max(1) }, B),
+        8 => (Tlbi::All, B),
+        9 => (Tlbi::AllNonGlobal, B),
+        10 => return Ok(None),
+        _ => return Err(format!("x86 TLB operation {op}")),
+    }))
+}
+
+extern "C-unwind" fn op_x86_tlbi(op: c_int, va: u64, p: u32, nr: u32) {
+    let what = x86_tlbi_of(op, va, p, nr).unwrap_or_else(|e| panic!("no_kernel_bug: {e}"));
+    match what {
+        None => barrier_x86_tlbsync(),
+        Some((t, scope)) => with(|f| {
+            if f.flush.get() == Flush::Issue {
+                f.flush.set(Flush::Dispatch);
+                f.phase(Phase::Dispatch);
+            }
+            (f.vt().tlbi)(f.hw, t, scope);
+        }),
+    }
+}
+
+/// `TLBSYNC`: the sync of this CPU's `INVLPGB`s.
+fn barrier_x86_tlbsync() {
+    with(|f| {
+        if f.flush.get() == Flush::Dispatch {
+            f.flush.set(Flush::Sync);
+            f.phase(Phase::Sync);
+        }
+        (f.vt().barrier)(f.hw, Barrier::TlbSync);
+    })
 }
 
 /// The TLBI operations in the order of `enum tlbkit_tlbi`.

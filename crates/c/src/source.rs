@@ -61,6 +61,14 @@ pub struct Sources {
     /// whatever it finds, as arm64's own assembly ones were before v4.19: the
     /// default, `bitops=v6.0`.
     pub early_bitops: bool,
+    /// The file is x86's `arch/x86/mm/tlb.c` (built against the x86 shims):
+    /// `arch=x86`, or a `.c` file named `tlb.c` or under `x86/`
+    /// ([`tlbkit_registry::c_is_x86`]); otherwise arm64's `context.c`.
+    pub x86: bool,
+    /// `invlpgb=on` (x86): the CPUs have AMD's `INVLPGB` and `TLBSYNC`
+    /// (`X86_FEATURE_INVLPGB`), so v6.15's global ASIDs and broadcast
+    /// flushes run. Off by default (an Intel machine).
+    pub invlpgb: bool,
 }
 
 impl Sources {
@@ -76,6 +84,7 @@ impl Sources {
         }
         let mut cnp = false;
         let mut early_bitops = false;
+        let mut invlpgb = false;
         let mut files = Vec::new();
         for part in list.split('+') {
             match part.split_once('=') {
@@ -97,9 +106,22 @@ impl Sources {
                         }
                     }
                 }
+                Some(("invlpgb", v)) => {
+                    invlpgb = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(Error::Spec(format!("{part}: invlpgb is on or off"))),
+                    }
+                }
+                Some(("arch", v)) => {
+                    if v != "x86" && v != "arm64" {
+                        return Err(Error::Spec(format!("{part}: arch is x86 or arm64")));
+                    }
+                }
                 Some((k, _)) if !k.contains('/') && !k.contains('.') => {
                     return Err(Error::Spec(format!(
-                        "{part}: a C policy's options are cnp=on|off and bitops=v4.19|v6.0"
+                        "{part}: a C policy's options are cnp=on|off and bitops=v4.19|v6.0 (arm64), invlpgb=on|off \
+                         (x86), and arch=x86|arm64"
                     )));
                 }
                 _ => files.push(read(part)?),
@@ -108,7 +130,16 @@ impl Sources {
         if !files.iter().any(|f| f.role == Role::Code) {
             return Err(Error::Spec(format!("{name} names no .c file: a C policy compiles at least one")));
         }
-        let sources = Sources { files, cnp, early_bitops };
+        let x86 = tlbkit_registry::c_is_x86(name);
+        if x86 && (cnp || early_bitops) {
+            return Err(Error::Spec(format!("{name}: cnp= and bitops= are arm64's options, and this is an x86 file")));
+        }
+        if !x86 && invlpgb {
+            return Err(Error::Spec(format!(
+                "{name}: invlpgb= is x86's option, and this is an arm64 file (add +arch=x86 for an x86 tlb.c)"
+            )));
+        }
+        let sources = Sources { files, cnp, early_bitops, x86, invlpgb };
         if let Some(then) = pinned {
             let now = sources.digest();
             if now != then {
@@ -134,6 +165,12 @@ impl Sources {
         // Only when set, so that every other name's digest is as it was.
         if self.early_bitops {
             h.write(b"bitops=v4.19");
+        }
+        if self.x86 {
+            h.write(b"arch=x86");
+        }
+        if self.invlpgb {
+            h.write(b"invlpgb=on");
         }
         h.finish()
     }

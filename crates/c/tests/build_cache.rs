@@ -23,6 +23,9 @@ const OPTIONS: Options = Options {
     cnp: false,
     early_bitops: false,
     checker: false,
+    x86: false,
+    invlpgb: false,
+    pti: false,
 };
 
 /// Builds the file, loads a copy and runs its code: what every builder does.

@@ -62,6 +62,9 @@ fn the_compiled_file_makes_the_calls_the_rust_port_makes() {
         cnp: false,
         early_bitops: false,
         checker: false,
+        x86: false,
+        invlpgb: false,
+        pti: false,
     };
     let lib = Lib::build(&Sources::parse(file).unwrap(), &opts).unwrap_or_else(|e| panic!("{e}"));
     let c = run(&CPolicy::new(&lib, &opts).unwrap_or_else(|e| panic!("{e}")), false);

@@ -178,8 +178,10 @@ fn cost(o: &Outline) -> f64 {
 /// portfolio, and one that only its own tailored shape finds (`TAILORED`)
 /// that shape after it.
 pub fn portfolio(policy: &str, schedules: Option<u64>, seed: u64) -> Portfolio {
-    // A bug-zoo entry's base policy's: its own defaults are its tailored shape.
-    let base = spec::base_name(policy).unwrap_or(policy);
+    // A bug-zoo entry's base policy's: its own defaults are its tailored
+    // shape. A C policy's is itself (its files say its architecture).
+    let base =
+        if policy.starts_with(tlbkit_registry::C_PREFIX) { policy } else { spec::base_name(policy).unwrap_or(policy) };
     let outlines: &[Outline] = match spec::family(base) {
         Family::AsidAllocator => &ASID_ALLOCATOR,
         Family::Shootdown => &SHOOTDOWN,

@@ -16,6 +16,7 @@ mod common;
 mod after;
 mod c_layout;
 mod c_policy;
+mod c_x86;
 mod checkpoints;
 mod completion;
 mod contpte;

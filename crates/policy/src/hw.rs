@@ -270,6 +270,16 @@ pub trait Hw {
     /// (Linux runs the initiator's own `flush_tlb_func` so).
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R;
 
+    /// Disables interrupts on this CPU until the matching
+    /// [`Hw::irq_enable`] (`local_irq_disable`, unpaired in scope): for
+    /// compiled kernel code, whose disable and enable are two calls. Nests as
+    /// [`Hw::irqs_off`] does. The default does nothing, right for a machine
+    /// that never interrupts a running CPU.
+    fn irq_disable(&self) {}
+
+    /// Ends the matching [`Hw::irq_disable`] (`local_irq_enable`).
+    fn irq_enable(&self) {}
+
     /// Asks to take over the completion of the flush of `mm` this CPU runs now:
     /// the flush call may then return before every CPU has invalidated. Returns
     /// a ticket when the kernel allows it under `rule` ([`Defer`]), `None`

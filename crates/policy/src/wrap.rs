@@ -314,6 +314,16 @@ pub trait WrapHw: Sized {
         self.inner().irqs_off(f)
     }
 
+    /// [`Hw::irq_disable`].
+    fn irq_disable(&self) {
+        self.inner().irq_disable()
+    }
+
+    /// [`Hw::irq_enable`].
+    fn irq_enable(&self) {
+        self.inner().irq_enable()
+    }
+
     /// [`Hw::defer_flush`].
     fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
         self.inner().defer_flush(mm, rule)
@@ -370,6 +380,12 @@ impl<W: WrapHw> Hw for W {
     }
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         WrapHw::irqs_off(self, f)
+    }
+    fn irq_disable(&self) {
+        WrapHw::irq_disable(self)
+    }
+    fn irq_enable(&self) {
+        WrapHw::irq_enable(self)
     }
     fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
         WrapHw::defer_flush(self, mm, rule)

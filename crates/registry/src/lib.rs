@@ -323,7 +323,7 @@ pub trait WithPolicy {
 /// C front end builds when a tool runs it (`tlbkit_c::front::with_policy`).
 pub fn policy(name: &str) -> Option<&'static PolicyDef> {
     if name.starts_with(C_PREFIX) {
-        return Some(&C_POLICY);
+        return Some(if c_is_x86(name) { &C_POLICY_X86 } else { &C_POLICY });
     }
     POLICIES.iter().find(|p| p.name == name).or_else(|| alias::find(name))
 }
@@ -336,9 +336,31 @@ pub const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
 /// How a C policy's name starts: `c:arch/arm64/mm/context.c`.
 pub const C_PREFIX: &str = "c:";
 
-/// What every C policy is to the tools: a Linux arm64 ASID allocator, as
-/// `arch/arm64/mm/context.c` is (the only file the shims take today), with the
-/// kernel's switches for KPTI and range invalidation.
+/// Returns whether the C policy `name` (`c:FILE[+FILE...]`) is x86's: a
+/// part `arch=x86`, or, without an `arch=` part, a `.c` file named `tlb.c` or
+/// under an `x86/` directory (`arch/x86/mm/tlb.c`). Every other C policy is
+/// arm64's (`context.c`). The front end then refuses a file whose code is the
+/// other architecture's, in one line.
+pub fn c_is_x86(name: &str) -> bool {
+    let parts = name.strip_prefix(C_PREFIX).unwrap_or(name);
+    let parts = parts.split_once('#').map_or(parts, |(p, _)| p);
+    let mut any_x86_file = false;
+    for part in parts.split('+') {
+        match part.strip_prefix("arch=") {
+            Some(arch) => return arch == "x86",
+            None => {
+                let path = part.split_once('@').map_or(part, |(p, _)| p);
+                let file = path.rsplit('/').next().unwrap_or(path);
+                any_x86_file |= file == "tlb.c" || path.contains("x86/") && file.ends_with(".c");
+            }
+        }
+    }
+    any_x86_file
+}
+
+/// What an arm64 C policy is to the tools: a Linux arm64 ASID allocator, as
+/// `arch/arm64/mm/context.c` is, with the kernel's switches for KPTI and
+/// range invalidation.
 pub static C_POLICY: PolicyDef = PolicyDef {
     name: C_PREFIX,
     description: "a kernel's arch/arm64/mm/context.c (and, if given, its asm/tlbflush.h or asm/mmu.h), compiled \
@@ -350,6 +372,26 @@ pub static C_POLICY: PolicyDef = PolicyDef {
     switches: Switches { kpti: true, tlbi_range: true, ..Switches::NONE },
     asids: AsidSpace::Arm64Asids,
     family: Family::AsidAllocator,
+    zoo: false,
+    era: Era::Later,
+    untimed: Some("a kernel's own C: checked one file at a time with --policy c:PATH"),
+};
+
+/// What an x86 C policy is to the tools ([`c_is_x86`]): Linux x86's
+/// `arch/x86/mm/tlb.c`, PCID slots per CPU, IPI shootdowns (and, with
+/// `invlpgb=on` in its name, global ASIDs and broadcast `INVLPGB`), with the
+/// kernel's switches for PTI and the full-flush ceiling.
+pub static C_POLICY_X86: PolicyDef = PolicyDef {
+    name: C_PREFIX,
+    description: "a kernel's arch/x86/mm/tlb.c, compiled with the system's C compiler against tlbkit's x86 \
+                  shims: c:PATH[@REV][+invlpgb=on][+arch=x86]",
+    arch: Arch::X86_64,
+    os: Os::Linux,
+    version: None,
+    needs_broadcast_tlbi: false,
+    switches: Switches::X86_LINUX_PCID,
+    asids: AsidSpace::LinuxPcidSlots,
+    family: Family::Shootdown,
     zoo: false,
     era: Era::Later,
     untimed: Some("a kernel's own C: checked one file at a time with --policy c:PATH"),

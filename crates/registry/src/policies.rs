@@ -489,6 +489,23 @@ fn invlpgb(b: &Build) -> Result<LinuxX86v615, Error> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_c_policy_is_x86_by_its_file_or_its_arch_part() {
+        for (name, x86) in [
+            ("c:arch/x86/mm/tlb.c", true),
+            ("c:tlb.c@v6.15", true),
+            ("c:/src/linux/arch/x86/mm/tlb.c+invlpgb=on#0123456789abcdef", true),
+            ("c:mytlb.c+arch=x86", true),
+            ("c:arch/arm64/mm/context.c", false),
+            ("c:tlb.c+arch=arm64", false),
+            ("c:context.c+arch/x86/include/asm/tlbflush.h", false),
+        ] {
+            assert_eq!(crate::c_is_x86(name), x86, "{name}");
+            let def = crate::policy(name).expect("a C policy");
+            assert_eq!(def.arch == crate::Arch::X86_64, x86, "{name}");
+        }
+    }
     use super::*;
     use tlbkit_policy::zoo::{Bug, ZOO};
     use tlbkit_policy::Policy;

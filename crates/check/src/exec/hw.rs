@@ -306,10 +306,19 @@ impl<'c> Hw for CheckHw<'c> {
     }
 
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.st().cpus[self.cpu].irq_off += 1;
+        self.irq_disable();
         let r = f();
-        self.st().cpus[self.cpu].irq_off -= 1;
+        self.irq_enable();
         r
+    }
+
+    fn irq_disable(&self) {
+        self.st().cpus[self.cpu].irq_off += 1;
+    }
+
+    fn irq_enable(&self) {
+        let c = &mut self.st().cpus[self.cpu];
+        c.irq_off = c.irq_off.checked_sub(1).expect("no_kernel_bug: local_irq_enable without local_irq_disable");
     }
 
     /// The flush of `mm` this CPU runs, taken over with the smallest free

@@ -316,6 +316,12 @@ impl Hw for NoSync<'_, '_> {
     fn irqs_off<R>(&self, f: impl FnOnce() -> R) -> R {
         self.hw.irqs_off(f)
     }
+    fn irq_disable(&self) {
+        self.hw.irq_disable()
+    }
+    fn irq_enable(&self) {
+        self.hw.irq_enable()
+    }
     fn defer_flush(&self, mm: MmId, rule: Defer) -> Option<FlushTicket> {
         self.hw.defer_flush(mm, rule)
     }

@@ -26,6 +26,19 @@ enum tlbkit_tlbi {
 	TLBKIT_ASIDE1, TLBKIT_ASIDE1IS, TLBKIT_VAAE1IS, TLBKIT_VAALE1IS, TLBKIT_RVAE1IS, TLBKIT_RVALE1IS,
 	TLBKIT_RVAAE1IS, TLBKIT_RVAALE1IS
 };
+/* x86's TLB operations (tlbkit_ops.x86_tlbi): the instruction and its operands. */
+enum tlbkit_x86_tlbi {
+	/* INVLPG va: the page in the current PCID (a kernel page: every PCID's, as it is global). */
+	TLBKIT_INVLPG,
+	/* INVPCID type 0 (pcid, va), 1 (pcid), 2 (everything, global too), 3 (every non-global). */
+	TLBKIT_INVPCID_ADDR, TLBKIT_INVPCID_SINGLE, TLBKIT_INVPCID_ALL_GLOBAL, TLBKIT_INVPCID_ALL_NONGLOBAL,
+	/* INVLPGB: nr pages of pcid from va; pcid's every entry; nr pages of every PCID, global too; */
+	TLBKIT_INVLPGB_PCID_VA, TLBKIT_INVLPGB_PCID, TLBKIT_INVLPGB_VA_GLOBAL,
+	/* every entry, global too; every non-global entry. */
+	TLBKIT_INVLPGB_ALL, TLBKIT_INVLPGB_ALL_NONGLOBAL,
+	/* TLBSYNC: this CPU's INVLPGBs are complete everywhere. */
+	TLBKIT_TLBSYNC
+};
 /* System registers the shims let a file read and write. */
 enum tlbkit_sysreg { TLBKIT_TTBR0_EL1, TLBKIT_TTBR1_EL1, TLBKIT_TCR_EL1, TLBKIT_ID_AA64MMFR0_EL1 };
 /* Shootdown phases (tlbkit's Phase). */
@@ -60,6 +73,19 @@ struct tlbkit_ops {
 	void (*run_asm)(const char *tmpl, const char *names, tlbkit_u64 *operands);
 	/* The checker's build: the code at `pc` (a basic block of the file) ran. */
 	void (*reached)(const void *pc);
+	/*
+	 * x86: an IPI to every CPU of the NR_CPUS-bit mask `targets` but this
+	 * one, running func(info) there; returns when every handler has.
+	 */
+	void (*ipi)(const unsigned long *targets, void (*func)(void *), void *info);
+	/* jiffies at HZ = 1000, as this CPU reads it. */
+	tlbkit_u64 (*now_jiffies)(void);
+	/* local_irq_disable (1) and local_irq_enable (0): no IPI handler runs here between. */
+	void (*irq)(int off);
+	/* x86: a CR3 write: the table (`slot` an mm, or `reserved`), the PCID, and whether NOFLUSH. */
+	void (*cr3)(int reserved, unsigned int slot, unsigned int pcid, int noflush);
+	/* x86: a TLB operation (enum tlbkit_x86_tlbi) with its address, PCID and page count. */
+	void (*x86_tlbi)(int op, tlbkit_u64 va, unsigned int pcid, unsigned int nr);
 };
 
 extern struct tlbkit_ops tlbkit_ops;

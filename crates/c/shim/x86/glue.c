@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * tlbkit's x86 glue: the entry points tlbkit calls in a compiled
+ * arch/x86/mm/tlb.c, and what the kernel around that file provides (the
+ * mm_structs, cpu_tlbstate as arch/x86/mm/init.c defines it, the per-CPU
+ * areas, CR3 and CR4, each CPU's current task, kernel/smp.c's IPIs, the
+ * reclaim batch). Compiled with the file, into the same shared object,
+ * without the thread-sanitizer instrumentation: its accesses are the
+ * kernel's bookkeeping around the file, not the file's.
+ */
+#include <tlbkit/x86.h>
+#include <asm/tlbflush.h>
+#include <asm/mmu_context.h>
+
+#ifndef TLBKIT_MMS
+#error "tlbkit compiles with -DTLBKIT_MMS=<address-space slots>"
+#endif
+
+/* Filled in by tlbkit before anything runs. */
+struct tlbkit_ops tlbkit_ops;
+unsigned int tlbkit_asid_bits_option;
+int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp, tlbkit_early_bitops;
+unsigned int tlbkit_x86_features;
+/* AMD's INVLPGB covers at most this many pages a call (CPUID 0x80000008 EDX, Zen 3). */
+u16 invlpgb_count_max = 8;
+struct dentry *arch_debugfs_dir;
+
+/* init_mm is MmId::KERNEL (slot 0); slots 1.. are user address spaces (slot 0 unused). */
+struct mm_struct init_mm;
+struct mm_struct tlbkit_mm[TLBKIT_MMS];
+#define TLBKIT_INIT_PGD 0x10000000UL
+
+/* arch/x86/mm/init.c's: each CPU starts on init_mm, ASID slot 0 holding it. */
+DEFINE_PER_CPU_ALIGNED(struct tlb_state, cpu_tlbstate) = {
+	.loaded_mm = &init_mm,
+	.next_asid = 1,
+	.ctxs = { [0] = { .ctx_id = 1 } },
+};
+DEFINE_PER_CPU(struct cpuinfo_x86, cpu_info);
+
+/* Each CPU's copy of the per-CPU section but CPU 0's, and where each copy is. */
+#define TLBKIT_PERCPU_BYTES 1024
+extern char __start_tlbkit_percpu[], __stop_tlbkit_percpu[];
+__attribute__((aligned(64))) char tlbkit_percpu_copies[NR_CPUS > 1 ? NR_CPUS - 1 : 1][TLBKIT_PERCPU_BYTES];
+unsigned long tlbkit_percpu_offset[NR_CPUS];
+
+/* Each CPU's CR3 and CR4 as last written, its task, and the scheduler's mm (slot) on it. */
+unsigned long tlbkit_cr3[NR_CPUS], tlbkit_cr4[NR_CPUS];
+struct task_struct tlbkit_task[NR_CPUS];
+/* Each CPU's reclaim batch (the task's tlb_ubc.arch; one reclaiming task a CPU). */
+struct arch_tlbflush_unmap_batch tlbkit_batch[NR_CPUS];
+
+void *memset(void *s, int c, size_t n)
+{
+	unsigned char *p = s;
+
+	while (n--)
+		*p++ = (unsigned char)c;
+	return s;
+}
+
+void *memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *p = d;
+	const unsigned char *q = s;
+
+	while (n--)
+		*p++ = *q++;
+	return d;
+}
+
+int sprintf(char *buf, const char *fmt, ...)
+{
+	(void)fmt;
+	buf[0] = 0;
+	return 0;
+}
+
+struct task_struct *tlbkit_current(void)
+{
+	return &tlbkit_task[tlbkit_ops.cpu()];
+}
+
+static struct mm_struct *tlbkit_slot_mm(unsigned int slot)
+{
+	return slot == 0 ? &init_mm : &tlbkit_mm[slot];
+}
+
+unsigned long tlbkit_read_cr3(void)
+{
+	return tlbkit_cr3[tlbkit_ops.cpu()];
+}
+
+/*
+ * A CR3 write: the table names an mm (init_mm's has no user mapping: the
+ * reserved root), the low 12 bits are the PCID when CR4.PCIDE is set, and
+ * bit 63 (NOFLUSH) keeps the PCID's entries; a read never returns bit 63.
+ */
+void tlbkit_write_cr3(unsigned long cr3)
+{
+	unsigned int cpu = tlbkit_ops.cpu();
+	unsigned long table = cr3 & CR3_ADDR_MASK;
+	int pcide = (tlbkit_cr4[cpu] & X86_CR4_PCIDE) != 0;
+	unsigned int pcid = pcide ? (unsigned int)(cr3 & X86_CR3_PCID_MASK) : 0;
+	int noflush = pcide && (cr3 & CR3_NOFLUSH);
+
+	if (!pcide && (cr3 & X86_CR3_PCID_MASK))
+		tlbkit_ops.bug("a CR3 write with PCID bits while CR4.PCIDE is clear (#GP)", __FILE__, __LINE__);
+	tlbkit_cr3[cpu] = cr3 & ~CR3_NOFLUSH;
+	if (table >= TLBKIT_PGD_BASE && table < TLBKIT_PGD_BASE + TLBKIT_MMS * PAGE_SIZE)
+		tlbkit_ops.cr3(0, (unsigned int)((table - TLBKIT_PGD_BASE) / PAGE_SIZE), pcid, noflush);
+	else
+		tlbkit_ops.cr3(1, 0, pcid, noflush);
+}
+
+void tlbkit_invlpg(unsigned long addr)
+{
+	unsigned int cpu = tlbkit_ops.cpu();
+	unsigned int pcid = (tlbkit_cr4[cpu] & X86_CR4_PCIDE) ? (unsigned int)(tlbkit_cr3[cpu] & X86_CR3_PCID_MASK) : 0;
+
+	tlbkit_ops.x86_tlbi(TLBKIT_INVLPG, addr, pcid, 1);
+}
+
+unsigned long tlbkit_read_cr4(void)
+{
+	return tlbkit_cr4[tlbkit_ops.cpu()];
+}
+
+/* A write that changes CR4.PGE drops every entry, global ones too. */
+void tlbkit_write_cr4(unsigned long cr4)
+{
+	unsigned int cpu = tlbkit_ops.cpu();
+	unsigned long old = tlbkit_cr4[cpu];
+
+	tlbkit_cr4[cpu] = cr4;
+	if ((old ^ cr4) & X86_CR4_PGE)
+		tlbkit_ops.x86_tlbi(TLBKIT_INVPCID_ALL_GLOBAL, 0, 0, 0);
+}
+
+unsigned long cr4_read_shadow(void)
+{
+	return this_cpu_read(cpu_tlbstate.cr4);
+}
+
+void cr4_update_irqsoff(unsigned long set, unsigned long clear)
+{
+	unsigned long cr4 = this_cpu_read(cpu_tlbstate.cr4);
+	unsigned long next = (cr4 & ~clear) | set;
+
+	if (next != cr4) {
+		this_cpu_write(cpu_tlbstate.cr4, next);
+		tlbkit_write_cr4(next);
+	}
+}
+
+/*
+ * kernel/smp.c's smp_call_function_many_cond with SCF_WAIT | SCF_RUN_LOCAL
+ * (on_each_cpu_cond_mask, v5.x on): the sender reads the mask and asks
+ * cond_func of each other CPU in it, runs func itself with interrupts off
+ * if it is in the mask (and cond_func agrees), then sends the IPIs and
+ * waits for every handler. The kernel runs the local call after sending, so
+ * that it overlaps the handlers; here it runs first (the machine's IPI sends
+ * and waits in one call), as tlbkit's Rust ports do.
+ */
+void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
+{
+	unsigned int me = tlbkit_ops.cpu();
+	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
+	int any = 0;
+	unsigned int cpu;
+
+	(void)wait;
+	for_each_cpu(cpu, mask) {
+		if (cpu == me || (cond && !cond((int)cpu, info)))
+			continue;
+		targets[cpu / BITS_PER_LONG] |= 1UL << (cpu % BITS_PER_LONG);
+		any = 1;
+	}
+	if (cpumask_test_cpu((int)me, mask) && (!cond || cond((int)me, info))) {
+		tlbkit_ops.irq(1);
+		func(info);
+		tlbkit_ops.irq(0);
+	}
+	if (any)
+		tlbkit_ops.ipi(targets, func, info);
+}
+
+void on_each_cpu(smp_call_func_t func, void *info, int wait)
+{
+	struct cpumask all;
+
+	for (unsigned int i = 0; i < BITS_TO_LONGS(NR_CPUS); i++)
+		all.bits[i] = 0;
+	for (unsigned int c = 0; c < NR_CPUS; c++)
+		all.bits[c / BITS_PER_LONG] |= 1UL << (c % BITS_PER_LONG);
+	on_each_cpu_cond_mask(NULL, func, info, wait, &all);
+}
+
+/* The file's functions this glue calls; the initcalls are optional. */
+__attribute__((weak)) int __tlbkit_early_initcall(void);
+__attribute__((weak)) int __tlbkit_core_initcall(void);
+__attribute__((weak)) int __tlbkit_arch_initcall(void);
+__attribute__((weak)) int __tlbkit_subsys_initcall(void);
+__attribute__((weak)) int __tlbkit_late_initcall(void);
+
+/*
+ * Boot: the per-CPU areas (each a copy of CPU 0's section, as
+ * setup_per_cpu_areas makes them), every CPU on init_mm with ASID 0 as
+ * initialize_tlbstate_and_flush leaves it (CR3 with PCID 1 when the machine
+ * has PCIDs, CR4.PCIDE and PGE set), then the initcalls in their order.
+ * Returns -1 when the file's per-CPU variables do not fit a copy.
+ */
+int tlbkit_boot(void)
+{
+	unsigned long bytes = (unsigned long)(__stop_tlbkit_percpu - __start_tlbkit_percpu);
+	int pcid = static_cpu_has(X86_FEATURE_PCID);
+	int r = 0;
+
+	if (bytes > TLBKIT_PERCPU_BYTES)
+		return -1;
+	init_mm.pgd = (pgd_t *)TLBKIT_INIT_PGD;
+	init_mm.context.ctx_id = 1;
+	for (int s = 1; s < TLBKIT_MMS; s++)
+		tlbkit_mm[s].pgd = (pgd_t *)(TLBKIT_PGD_BASE + s * PAGE_SIZE);
+	cpu_tlbstate.cr4 = X86_CR4_PGE | (pcid ? X86_CR4_PCIDE : 0);
+	for (int c = 0; c < NR_CPUS; c++) {
+		if (c > 0) {
+			tlbkit_percpu_offset[c] = (unsigned long)tlbkit_percpu_copies[c - 1] - (unsigned long)__start_tlbkit_percpu;
+			memcpy(tlbkit_percpu_copies[c - 1], __start_tlbkit_percpu, bytes);
+		}
+		tlbkit_cr4[c] = cpu_tlbstate.cr4;
+		tlbkit_cr3[c] = TLBKIT_INIT_PGD | (pcid ? 1 : 0);
+		tlbkit_task[c].pid = c;
+	}
+	if (__tlbkit_early_initcall)
+		r |= __tlbkit_early_initcall();
+	if (__tlbkit_core_initcall)
+		r |= __tlbkit_core_initcall();
+	if (__tlbkit_arch_initcall)
+		r |= __tlbkit_arch_initcall();
+	if (__tlbkit_subsys_initcall)
+		r |= __tlbkit_subsys_initcall();
+	if (__tlbkit_late_initcall)
+		r |= __tlbkit_late_initcall();
+	return r;
+}
+
+/* init_new_context (v6.15's asm/mmu_context.h): a new ctx_id, generation 0, a trim deadline a second away. */
+void tlbkit_mm_init(unsigned int slot)
+{
+	struct mm_struct *mm = &tlbkit_mm[slot];
+
+	mm->context.ctx_id = (u64)atomic64_inc_return(&last_mm_ctx_id);
+	atomic64_set(&mm->context.tlb_gen, 0);
+	/* Marked, as the file's READ_ONCE and WRITE_ONCE of it are. */
+	WRITE_ONCE(mm->context.next_trim_cpumask, jiffies + HZ);
+	mm->context.global_asid = 0;
+	mm->context.asid_transition = false;
+	for (unsigned int i = 0; i < BITS_TO_LONGS(NR_CPUS); i++)
+		tlbkit_ops.store(&mm->cpu_bitmap.bits[i], 8, 0);
+	/*
+	 * Published before any other CPU can run the mm: fork makes the new
+	 * task runnable under the runqueue lock (wake_up_new_task), a locked
+	 * read-modify-write that drains this CPU's store buffer.
+	 */
+	smp_mb();
+}
+
+/* destroy_context: the mm's global ASID goes back (v6.15 on). */
+void tlbkit_mm_release(unsigned int slot)
+{
+	mm_free_global_asid(&tlbkit_mm[slot]);
+}
+
+/*
+ * The context switch (kernel/sched/core.c's context_switch, interrupts
+ * off): to a user mm, switch_mm_irqs_off(prev, next, next task); to a kernel
+ * thread or idle, enter_lazy_tlb (CR3 keeps the user mm).
+ */
+void tlbkit_switch_mm(unsigned int slot)
+{
+	struct task_struct *t = tlbkit_current();
+
+	if (slot == 0) {
+		t->mm = NULL;
+		enter_lazy_tlb(this_cpu_read(cpu_tlbstate.loaded_mm), t);
+		return;
+	}
+	t->mm = &tlbkit_mm[slot];
+	switch_mm_irqs_off(NULL, &tlbkit_mm[slot], t);
+}
+
+/* A user flush, as asm/tlb.h's tlb_flush() issues it for an mmu_gather that freed no page table. */
+void tlbkit_flush_page(unsigned int slot, unsigned long va)
+{
+	struct vm_area_struct vma = { .vm_mm = tlbkit_slot_mm(slot) };
+
+	flush_tlb_page(&vma, va);
+}
+
+void tlbkit_flush_range(unsigned int slot, unsigned long start, unsigned long pages)
+{
+	flush_tlb_mm_range(tlbkit_slot_mm(slot), start, start + pages * PAGE_SIZE, PAGE_SHIFT, false);
+}
+
+void tlbkit_flush_mm(unsigned int slot)
+{
+	flush_tlb_mm(tlbkit_slot_mm(slot));
+}
+
+void tlbkit_flush_kernel_range(unsigned long start, unsigned long pages)
+{
+	flush_tlb_kernel_range(start, start + pages * PAGE_SIZE);
+}
+
+int tlbkit_has_tlbbatch = 1;
+
+int tlbkit_tlbbatch_should_defer(unsigned int slot)
+{
+	return arch_tlbbatch_should_defer(tlbkit_slot_mm(slot));
+}
+
+void tlbkit_tlbbatch_add_pending(unsigned int slot, unsigned long va)
+{
+	arch_tlbbatch_add_pending(&tlbkit_batch[tlbkit_ops.cpu()], tlbkit_slot_mm(slot), va, va + PAGE_SIZE);
+}
+
+void tlbkit_tlbbatch_flush(void)
+{
+	arch_tlbbatch_flush(&tlbkit_batch[tlbkit_ops.cpu()]);
+}
+
+/* arch_flush_tlb_batched_pending: x86's flushes the whole mm. */
+void tlbkit_flush_batched_pending(unsigned int slot)
+{
+	flush_tlb_mm(tlbkit_slot_mm(slot));
+}
+
+/*
+ * Where tlbkit finds an mm's fields (its size, context.ctx_id,
+ * context.tlb_gen), and the CPU count the object was built for.
+ */
+const unsigned long tlbkit_layout[4] = {
+	sizeof(struct mm_struct), offsetof(struct mm_struct, context.ctx_id), offsetof(struct mm_struct, context.tlb_gen), NR_CPUS
+};
+
+/* The arm64 glue's system-register entry points, which an x86 file never reaches. */
+tlbkit_u64 tlbkit_read_sysreg(int reg)
+{
+	(void)reg;
+	tlbkit_ops.bug("a system-register read in an x86 file", __FILE__, __LINE__);
+	return 0;
+}
+
+void tlbkit_write_sysreg(int reg, tlbkit_u64 v)
+{
+	(void)reg, (void)v;
+	tlbkit_ops.bug("a system-register write in an x86 file", __FILE__, __LINE__);
+}
