@@ -208,12 +208,14 @@ impl CPolicy {
     /// its shootdown's start and end (the phases between come from its
     /// instructions).
     fn call<H: Hw>(&self, hw: &H, flush: Flush, f: impl FnOnce(&Entries)) {
+        // An x86 flush is a shootdown only once it reaches another CPU.
+        let flush = if flush == Flush::Issue && self.options.x86 { Flush::Local } else { flush };
         let frame = Frame::new(hw, &self.state, flush);
-        if flush != Flush::None {
+        if flush == Flush::Issue {
             hw.phase(Phase::Issue);
         }
         self.run(&frame, || f(self.entries()));
-        if flush != Flush::None {
+        if frame.started() {
             hw.phase(Phase::Done);
         }
     }

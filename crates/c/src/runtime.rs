@@ -144,6 +144,10 @@ pub enum Flush {
     None,
     /// Started, nothing issued.
     Issue,
+    /// An x86 flush call that has sent nothing to another CPU yet: it is a
+    /// shootdown (its phases start) only from its first IPI or `INVLPGB`;
+    /// a flush that stays on this CPU is none, as in the Rust ports.
+    Local,
     /// TLBIs issued.
     Dispatch,
     /// Completing.
@@ -226,6 +230,28 @@ impl Frame {
         if let Some(vt) = self.vt {
             (vt.phase)(self.hw, phase);
         }
+    }
+
+    /// The call sends work to other CPUs (an IPI, a broadcast): its
+    /// dispatch starts, and an x86 flush becomes a shootdown.
+    fn dispatch(&self) {
+        match self.flush.get() {
+            Flush::Local => {
+                self.phase(Phase::Issue);
+                self.flush.set(Flush::Dispatch);
+                self.phase(Phase::Dispatch);
+            }
+            Flush::Issue => {
+                self.flush.set(Flush::Dispatch);
+                self.phase(Phase::Dispatch);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the call's shootdown has started (its `Done` is due).
+    pub fn started(&self) -> bool {
+        !matches!(self.flush.get(), Flush::None | Flush::Local)
     }
 }
 
@@ -661,10 +687,7 @@ extern "C-unwind" fn op_ipi(targets: *const u64, func: extern "C-unwind" fn(*mut
                 mask.set(CpuId(c as u32));
             }
         }
-        if f.flush.get() == Flush::Issue {
-            f.flush.set(Flush::Dispatch);
-            f.phase(Phase::Dispatch);
-        }
+        f.dispatch();
         let vt = f.vt();
         let sender = f.cpu().index();
         let handler = |h: *const ()| {
@@ -733,9 +756,8 @@ extern "C-unwind" fn op_x86_tlbi(op: c_int, va: u64, p: u32, nr: u32) {
     match what {
         None => barrier_x86_tlbsync(),
         Some((t, scope)) => with(|f| {
-            if f.flush.get() == Flush::Issue {
-                f.flush.set(Flush::Dispatch);
-                f.phase(Phase::Dispatch);
+            if scope == Scope::Broadcast {
+                f.dispatch();
             }
             (f.vt().tlbi)(f.hw, t, scope);
         }),
