@@ -17,7 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::sync::Arc;
 use tlbkit_policy::sync::check;
-use tlbkit_policy::{Fields, Hw, MmId, Phase, Policy, Value, VirtAddr};
+use tlbkit_policy::{Fields, Hw, MmId, Owner, Phase, Policy, Value, VirtAddr};
 
 /// A kernel C file compiled into a policy.
 pub struct CPolicy {
@@ -260,6 +260,135 @@ fn x86_features(options: &Options) -> u32 {
     f
 }
 
+/// One entry of the x86 glue's `tlbkit_fields` (`struct tlbkit_field`).
+#[repr(C)]
+struct GlueField {
+    name: *const std::ffi::c_char,
+    object: *const std::ffi::c_char,
+    offset: usize,
+    bytes: usize,
+    kind: i32,
+}
+
+/// Every loaded x86 copy's mms, for reading an `mm_struct *` in a trace:
+/// `(init_mm, tlbkit_mm, its element size, slots)`. Copies are never
+/// unloaded, so an address here stays theirs.
+static X86_MMS: std::sync::Mutex<Vec<(usize, usize, usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Reads an x86 file's `struct mm_struct *` (a per-CPU `loaded_mm`): the
+/// slot it points at in whichever copy holds it, `init_mm`, or
+/// `LOADED_MM_SWITCHING`.
+fn show_mm_pointer(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    if v == 1 {
+        return f.write_str("LOADED_MM_SWITCHING");
+    }
+    let v = v as usize;
+    let mms = X86_MMS.lock().unwrap_or_else(|e| e.into_inner());
+    for &(init, array, size, slots) in mms.iter() {
+        if v == init {
+            return f.write_str("&init_mm");
+        }
+        if v >= array && v < array + size * slots && (v - array).is_multiple_of(size) {
+            return write!(f, "mm{}", (v - array) / size);
+        }
+    }
+    write!(f, "{v:#x}")
+}
+
+impl CPolicy {
+    /// Names the x86 file's per-CPU fields and each mm's by the glue's
+    /// `tlbkit_fields` (`cpu_tlbstate.loaded_mm_asid[cpu1]`,
+    /// `mm[2].context.tlb_gen`), and declares each CPU's copy of the per-CPU
+    /// section its own: only that CPU writes it, others may read it (the
+    /// checker then lets a CPU read its own per-CPU data without a
+    /// scheduling point, as the kernel's `this_cpu_read` is one instruction
+    /// no other CPU's store can come between).
+    fn name_x86_fields(&self, f: &mut dyn Fields) {
+        // SAFETY: the copy outlives the policy.
+        let copy = unsafe { &*self.copy };
+        let ncpus = self.options.cpus;
+        let addr = |name: &str| copy.addr(&self.lib, name);
+        let (Some(span), Some(offsets)) = (addr("tlbkit_percpu_span"), addr("tlbkit_percpu_offset")) else {
+            return;
+        };
+        // SAFETY: the glue's `unsigned long tlbkit_percpu_span[2]`, set at boot.
+        let (start, bytes) = unsafe { (*(span as *const usize), *(span as *const usize).add(1)) };
+        let stop = start + bytes;
+        // SAFETY: the glue's `unsigned long tlbkit_percpu_offset[NR_CPUS]`, set at boot.
+        let offset = |c: usize| unsafe { *(offsets as *const usize).add(c) };
+        let (layout, mms, init) = (addr("tlbkit_layout"), addr("tlbkit_mm"), addr("init_mm"));
+        let mm_size = layout.map_or(0, |l| {
+            // SAFETY: the glue's `const unsigned long tlbkit_layout[4]`.
+            unsafe { *(l as *const usize) }
+        });
+        if let (Some(array), Some(init)) = (mms, init) {
+            let mut all = X86_MMS.lock().unwrap_or_else(|e| e.into_inner());
+            if !all.iter().any(|e| e.1 == array) {
+                all.push((init, array, mm_size, self.options.mm_slots));
+            }
+        }
+        // The file's other globals and statics, by their names.
+        for s in self.lib.symbols.iter().filter(|s| s.object && self.lib.is_file_object(&s.name)) {
+            let a = copy.load_base + s.value as usize;
+            if (start..stop).contains(&a) {
+                continue;
+            }
+            let v = value_of(&s.name, 12);
+            for k in 0..(s.size as usize).div_ceil(8) {
+                if s.size <= 8 {
+                    f.field(a, format_args!("{}", s.name), v);
+                } else {
+                    f.field(a + 8 * k, format_args!("{}[{k}]", s.name), v);
+                }
+            }
+        }
+        let value = |kind: i32| match kind {
+            1 => Value::Bool,
+            2 => Value::Custom(show_mm_pointer),
+            3 => Value::Cpus { first: 0 },
+            _ => Value::Number,
+        };
+        if let Some(table) = addr("tlbkit_fields") {
+            let mut p = table as *const GlueField;
+            loop {
+                // SAFETY: the glue's array, ended by an entry with no name.
+                let e = unsafe { &*p };
+                if e.name.is_null() {
+                    break;
+                }
+                // SAFETY: the glue's string literals.
+                let name = unsafe { std::ffi::CStr::from_ptr(e.name) }.to_string_lossy();
+                if e.object.is_null() {
+                    for (m, base) in
+                        mms.iter().flat_map(|&a| (0..self.options.mm_slots).map(move |m| (m, a + m * mm_size)))
+                    {
+                        for w in (0..e.bytes).step_by(8) {
+                            let suffix = if e.bytes > 8 { format!("[{}]", w / 8) } else { String::new() };
+                            f.field(base + e.offset + w, format_args!("mm[{m}].{name}{suffix}"), value(e.kind));
+                        }
+                    }
+                } else {
+                    // SAFETY: as above.
+                    let object = unsafe { std::ffi::CStr::from_ptr(e.object) }.to_string_lossy();
+                    if let Some(a) = addr(&object) {
+                        for c in 0..ncpus {
+                            f.field(a + offset(c) + e.offset, format_args!("{name}[cpu{c}]"), value(e.kind));
+                        }
+                    }
+                }
+                // SAFETY: the next entry of the same array (the last has no name).
+                p = unsafe { p.add(1) };
+            }
+        }
+        for c in 0..ncpus {
+            let owner = Owner::Cpu { cpu: c as u32, others_read: true };
+            for a in start..stop {
+                f.owner(a + offset(c), owner);
+            }
+        }
+    }
+}
+
 /// How a value of the file reads in a trace, by the kernel's name for it.
 fn value_of(name: &str, bits: u8) -> Value {
     match name {
@@ -373,6 +502,9 @@ impl Policy for CPolicy {
     }
 
     fn name_fields(&self, f: &mut dyn Fields) {
+        if self.options.x86 {
+            return self.name_x86_fields(f);
+        }
         // SAFETY: the copy outlives the policy.
         let copy = unsafe { &*self.copy };
         let (bits, ncpus) = (self.options.asid_bits, self.options.cpus);

@@ -20,7 +20,7 @@
 use crate::race;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr};
-use tlbkit_policy::sync::{self, AtomicU32, AtomicU64, Ordering};
+use tlbkit_policy::sync::{self, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use tlbkit_policy::{
     Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi, VirtAddr,
 };
@@ -306,16 +306,24 @@ fn atomic32<'a>(p: *const c_void) -> &'a AtomicU32 {
     unsafe { &*p.cast::<AtomicU32>() }
 }
 
+fn atomic16<'a>(p: *const c_void) -> &'a AtomicU16 {
+    // SAFETY: as `atomic64`, for a 16-bit object (x86's `u16` per-CPU ASIDs).
+    unsafe { &*p.cast::<AtomicU16>() }
+}
+
+fn atomic8<'a>(p: *const c_void) -> &'a AtomicU8 {
+    // SAFETY: as `atomic64`, for a byte (a `bool` flag such as `is_lazy`).
+    unsafe { &*p.cast::<AtomicU8>() }
+}
+
 extern "C-unwind" fn op_load(p: *const c_void, bytes: c_int) -> u64 {
     with(|f| {
         f.shared(p as usize, Access::Read);
         match bytes {
             8 => atomic64(p).load(Ordering::Relaxed),
             4 => u64::from(atomic32(p).load(Ordering::Relaxed)),
-            // SAFETY: as `atomic64`, for a smaller object (not a scheduling point).
-            2 => u64::from(unsafe { p.cast::<u16>().read_volatile() }),
-            // SAFETY: as above.
-            _ => u64::from(unsafe { p.cast::<u8>().read_volatile() }),
+            2 => u64::from(atomic16(p).load(Ordering::Relaxed)),
+            _ => u64::from(atomic8(p).load(Ordering::Relaxed)),
         }
     })
 }
@@ -326,10 +334,8 @@ extern "C-unwind" fn op_store(p: *mut c_void, bytes: c_int, v: u64) {
         match bytes {
             8 => atomic64(p).store(v, Ordering::Relaxed),
             4 => atomic32(p).store(v as u32, Ordering::Relaxed),
-            // SAFETY: as `op_load`.
-            2 => unsafe { p.cast::<u16>().write_volatile(v as u16) },
-            // SAFETY: as `op_load`.
-            _ => unsafe { p.cast::<u8>().write_volatile(v as u8) },
+            2 => atomic16(p).store(v as u16, Ordering::Relaxed),
+            _ => atomic8(p).store(v as u8, Ordering::Relaxed),
         }
     })
 }

@@ -409,6 +409,23 @@ pub fn used() -> usize {
     REGION.with(|r| r.used.get())
 }
 
+/// Returns `v`, a value a facade atomic holds, as a state hash takes it: an
+/// address in the calling thread's arena as its offset (tagged with the top
+/// bit), any other value as it is. A compiled C policy stores pointers with
+/// its marked accesses (`this_cpu_write(cpu_tlbstate.loaded_mm, next)`), and
+/// each thread's copy of the file lies at its own address: by offset, the
+/// same state hashes alike in every worker.
+pub fn position_free(v: u64) -> u64 {
+    REGION.with(|r| {
+        let (base, len) = (r.base.get() as u64, r.len.get() as u64);
+        if v >= base && v - base < len {
+            (v - base) | 1 << 63
+        } else {
+            v
+        }
+    })
+}
+
 /// Returns whether `addr` is in the calling thread's arena below `mark` bytes.
 pub fn below(addr: usize, mark: usize) -> bool {
     REGION.with(|r| addr >= r.base.get() && addr < r.base.get() + mark)

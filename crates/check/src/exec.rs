@@ -685,7 +685,8 @@ impl Core {
                 let mem = st.shared.iter().fold(0, |m, (&addr, &(w, first))| {
                     let k = (addr - self.base) as u64;
                     // SAFETY: a live facade atomic of width `w` (policy memory).
-                    m ^ cell_hash(k, first) ^ cell_hash(k, unsafe { read_raw(addr, w) })
+                    let now = unsafe { read_raw(addr, w) };
+                    m ^ cell_hash(k, arena::position_free(first)) ^ cell_hash(k, arena::position_free(now))
                 });
                 assert_eq!(mem, st.mem, "a store to the policy's memory went past the checker's hooks");
             }
@@ -809,7 +810,7 @@ impl Engine for Core {
             let Some((addr, w, v)) = e else { return };
             self.drain_one(addr, w, v);
             let k = self.addr_key(addr);
-            self.event_in(cpu, mix(0x3_0000, k ^ v), false, || {
+            self.event_in(cpu, mix(0x3_0000, k ^ arena::position_free(v)), false, || {
                 (self.access_kind(addr, false, true), self.drained(addr, v))
             });
         }

@@ -85,6 +85,10 @@ fn todays_file_without_83b0177a6c48s_barrier_is_found_at_default_settings() {
     let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
     let re = again.counterexample.expect("the token replays a violation");
     assert_eq!((re.property, re.cpu), (cx.property, cx.cpu));
+    // The trace reads in the file's terms: the mm's fields and the per-CPU
+    // variables by the kernel's names, never an offset into the object.
+    let text = r.to_text();
+    assert!(text.contains(".cpu_bitmap") && !text.contains("[policy+"), "{text}");
 }
 
 #[test]

@@ -42,8 +42,10 @@ pub mod check {
     /// The size of an atomic, which [`write_raw`] needs to store into it later.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Width {
-        /// `AtomicBool`.
+        /// `AtomicBool`, `AtomicU8` (a bool as 0 or 1).
         W8,
+        /// `AtomicU16`.
+        W16,
         /// `AtomicU32`, `AtomicI32` (value as its 32 bits).
         W32,
         /// `AtomicU64`.
@@ -143,7 +145,8 @@ pub mod check {
         // every facade atomic is `repr(transparent)` over `core`'s.
         unsafe {
             match width {
-                Width::W8 => (*(addr as *const core::sync::atomic::AtomicBool)).store(value != 0, O::SeqCst),
+                Width::W8 => (*(addr as *const core::sync::atomic::AtomicU8)).store(value as u8, O::SeqCst),
+                Width::W16 => (*(addr as *const core::sync::atomic::AtomicU16)).store(value as u16, O::SeqCst),
                 Width::W32 => (*(addr as *const core::sync::atomic::AtomicU32)).store(value as u32, O::SeqCst),
                 Width::W64 => (*(addr as *const core::sync::atomic::AtomicU64)).store(value, O::SeqCst),
             }
@@ -343,6 +346,16 @@ macro_rules! facade_integer {
 facade_atomic!(
     /// `core::sync::atomic::AtomicBool` behind the facade.
     AtomicBool, bool, Width::W8, |v: bool| v as u64, |x: u64| x != 0
+);
+facade_atomic!(
+    /// `core::sync::atomic::AtomicU8` behind the facade (a compiled C file's
+    /// byte-wide marked accesses).
+    AtomicU8, u8, Width::W8, |v: u8| v as u64, |x: u64| x as u8
+);
+facade_atomic!(
+    /// `core::sync::atomic::AtomicU16` behind the facade (a compiled C file's
+    /// 16-bit marked accesses).
+    AtomicU16, u16, Width::W16, |v: u16| v as u64, |x: u64| x as u16
 );
 facade_atomic!(
     /// `core::sync::atomic::AtomicU32` behind the facade.

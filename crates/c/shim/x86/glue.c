@@ -43,6 +43,8 @@ DEFINE_PER_CPU(struct cpuinfo_x86, cpu_info);
 extern char __start_tlbkit_percpu[], __stop_tlbkit_percpu[];
 __attribute__((aligned(64))) char tlbkit_percpu_copies[NR_CPUS > 1 ? NR_CPUS - 1 : 1][TLBKIT_PERCPU_BYTES];
 unsigned long tlbkit_percpu_offset[NR_CPUS];
+/* CPU 0's copy, as tlbkit reads it: its address and its bytes (set at boot). */
+unsigned long tlbkit_percpu_span[2];
 
 /* Each CPU's CR3 and CR4 as last written, its task, and the scheduler's mm (slot) on it. */
 unsigned long tlbkit_cr3[NR_CPUS], tlbkit_cr4[NR_CPUS];
@@ -218,6 +220,8 @@ int tlbkit_boot(void)
 
 	if (bytes > TLBKIT_PERCPU_BYTES)
 		return -1;
+	tlbkit_percpu_span[0] = (unsigned long)__start_tlbkit_percpu;
+	tlbkit_percpu_span[1] = bytes;
 	init_mm.pgd = (pgd_t *)TLBKIT_INIT_PGD;
 	init_mm.context.ctx_id = 1;
 	for (int s = 1; s < TLBKIT_MMS; s++)
@@ -342,6 +346,50 @@ void tlbkit_flush_batched_pending(unsigned int slot)
  */
 const unsigned long tlbkit_layout[4] = {
 	sizeof(struct mm_struct), offsetof(struct mm_struct, context.ctx_id), offsetof(struct mm_struct, context.tlb_gen), NR_CPUS
+};
+
+/*
+ * The fields tlbkit names in traces and declares owners of, by the kernel's
+ * names: each per-CPU one (its offset in CPU 0's copy of `object`, for every
+ * CPU's copy) and each of an mm's (in each slot). `kind` is how its value
+ * reads: 0 a number, 1 a flag, 2 an mm pointer, 3 a set of CPUs.
+ */
+struct tlbkit_field {
+	const char *name;
+	const char *object;
+	unsigned long offset, bytes;
+	int kind;
+};
+#define TLBKIT_PCPU(obj, type, f, k) { #obj "." #f, #obj, offsetof(type, f), sizeof(((type *)0)->f), k }
+#define TLBKIT_MM(f, k) { "context." #f, 0, offsetof(struct mm_struct, context.f), sizeof(((struct mm_struct *)0)->context.f), k }
+const struct tlbkit_field tlbkit_fields[] = {
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, loaded_mm, 2),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, last_user_mm_spec, 2),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, loaded_mm_asid, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, next_asid, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, invalidate_other, 1),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, user_pcid_flush_mask, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, cr4, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[0].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[0].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[1].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[1].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[2].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[2].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[3].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[3].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[4].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[4].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[5].ctx_id, 0),
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[5].tlb_gen, 0),
+	TLBKIT_PCPU(cpu_tlbstate_shared, struct tlb_state_shared, is_lazy, 1),
+	TLBKIT_MM(ctx_id, 0),
+	TLBKIT_MM(tlb_gen, 0),
+	TLBKIT_MM(next_trim_cpumask, 0),
+	TLBKIT_MM(global_asid, 0),
+	TLBKIT_MM(asid_transition, 1),
+	{ "cpu_bitmap", 0, offsetof(struct mm_struct, cpu_bitmap), sizeof(struct cpumask), 3 },
+	{ 0, 0, 0, 0, 0 }
 };
 
 /* The arm64 glue's system-register entry points, which an x86 file never reaches. */

@@ -9,11 +9,12 @@ use super::*;
 /// # Safety
 /// `addr` must be a live facade atomic of that width.
 pub(super) unsafe fn read_raw(addr: usize, w: Width) -> u64 {
-    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering as O};
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering as O};
     // SAFETY: per the contract; facade atomics are repr(transparent) over core's.
     unsafe {
         match w {
-            Width::W8 => (*(addr as *const AtomicBool)).load(O::SeqCst) as u64,
+            Width::W8 => (*(addr as *const AtomicU8)).load(O::SeqCst) as u64,
+            Width::W16 => (*(addr as *const AtomicU16)).load(O::SeqCst) as u64,
             Width::W32 => (*(addr as *const AtomicU32)).load(O::SeqCst) as u64,
             Width::W64 => (*(addr as *const AtomicU64)).load(O::SeqCst),
         }
@@ -31,7 +32,7 @@ pub(super) fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u
     core.st.borrow_mut().read(cpu, addr, k);
     let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
     let v = fwd.unwrap_or_else(read);
-    core.event_in(cpu, mix(0x4_0000 ^ k, v), true, || {
+    core.event_in(cpu, mix(0x4_0000 ^ k, arena::position_free(v)), true, || {
         let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
         (
             core.access_kind(addr, true, false),
@@ -53,12 +54,12 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     };
     if core.shape.memory.buffered() && ord != Ordering::SeqCst {
         core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
-        core.event_in(cpu, mix(0x5_0000 ^ k, v), false, || text(&format!(" ({INTO_BUFFER})")));
+        core.event_in(cpu, mix(0x5_0000 ^ k, arena::position_free(v)), false, || text(&format!(" ({INTO_BUFFER})")));
     } else {
         core.drain_own(cpu);
         core.store(addr, w, || write(v));
         core.touch(addr, true);
-        core.event_in(cpu, mix(0x6_0000 ^ k, v), false, || text(""));
+        core.event_in(cpu, mix(0x6_0000 ^ k, arena::position_free(v)), false, || text(""));
     }
 }
 
@@ -78,10 +79,15 @@ pub(super) fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>)
     if old != new {
         core.wrote(addr, old, new);
     }
-    core.event_in(cpu, mix(mix(0x7_0000 ^ k, old), new), old == new, || {
-        let kind = core.access_kind(addr, true, old != new);
-        (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))
-    });
+    core.event_in(
+        cpu,
+        mix(mix(0x7_0000 ^ k, arena::position_free(old)), arena::position_free(new)),
+        old == new,
+        || {
+            let kind = core.access_kind(addr, true, old != new);
+            (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))
+        },
+    );
     old
 }
 

@@ -35,7 +35,7 @@ impl Cpu {
         for i in &self.pending {
             (i.from, i.sync, i.key).hash(h);
         }
-        self.buffer.iter().for_each(|&(a, w, v)| (key(a), w, v).hash(h));
+        self.buffer.iter().for_each(|&(a, w, v)| (key(a), w, crate::arena::position_free(v)).hash(h));
         // What it has left to do: two CPUs that swapped their operations can
         // reach the same machine with different budgets, and different futures.
         (self.sync_out, self.history, self.ops_done, self.held).hash(h);
@@ -116,7 +116,8 @@ impl State {
     /// the field at offset `k`): every CPU that read it since its last spin,
     /// or spins on it, has it written since.
     pub(super) fn wrote(&mut self, addr: usize, k: u64, old: u64, new: u64) {
-        self.mem ^= cell_hash(k, old) ^ cell_hash(k, new);
+        let at = crate::arena::position_free;
+        self.mem ^= cell_hash(k, at(old)) ^ cell_hash(k, at(new));
         self.writes += 1;
         for c in &mut self.cpus {
             let spin = match &mut c.block {
