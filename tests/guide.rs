@@ -42,6 +42,9 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("kernel-5e10f9887ed8.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp --cpus 2 --mms 5 --pages 1 --ops 10 --menu switch,reclaim,unmap-table,exit --memory tso --iterations 20000"),
     ("kernel-race.txt", "check --c crates/c/tests/constructed/race.c --cpus 2 --mms 3 --pages 1 --asids 16 --ops 3 --mode exhaustive --jobs 1"),
     ("kernel-compare.txt", "compare --machine altra --cpus 8 --workload mprotect_threaded --policy c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --policy arm64-linux --set iters=2000 --set jitter=0.02 --runs 5"),
+    // Check your x86 patch: v6.18.2's arch/x86/mm/tlb.c, test data of crates/c/tests/linux.
+    ("kernel-x86-today.txt", "check --c crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --quick"),
+    ("kernel-x86-compare.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --policy x86-linux-lazytrim --set jitter=0.02 --runs 3"),
     ("litmus.txt", "litmus crates/check/litmus/vmsa"),
 ];
 

@@ -65,6 +65,8 @@ pub fn list(a: ListArgs) -> Result<u8, CliError> {
 
 /// How `tlbkit list` names the C policies: any kernel file, named by its path.
 const C_POLICY_NAME: &str = "c:FILE[+FILE...]";
+/// How `tlbkit list` names an x86 C policy (its file `tlb.c`, or `+arch=x86`).
+const C_X86_POLICY_NAME: &str = "c:tlb.c[+invlpgb=on]";
 
 fn properties() -> Vec<(String, String)> {
     Property::ALL.iter().map(|p| (p.name().to_string(), p.description().to_string())).collect()
@@ -104,6 +106,7 @@ fn overview(format: Format) -> Result<u8, CliError> {
         POLICIES.iter().map(|p| (p.name.to_string(), p.description.to_string())).collect();
     let mut policy_rows = policies.clone();
     policy_rows.push((C_POLICY_NAME.into(), tlbkit_registry::C_POLICY.description.into()));
+    policy_rows.push((C_X86_POLICY_NAME.into(), tlbkit_registry::C_POLICY_X86.description.into()));
     let workloads: Vec<(String, String)> =
         WORKLOADS.iter().map(|w| (w.name.to_string(), w.description.to_string())).collect();
     let (properties, zoo, findings) = (properties(), zoo(), findings());
@@ -213,8 +216,10 @@ fn policies() -> (Value, String) {
         let kernel = p.version.map(catalog::release_name).unwrap_or_else(|| "machine's".into());
         t.row([p.name, catalog::arch_name(p.arch), kernel.as_str(), p.era.name().as_str(), p.description]);
     }
-    let c = &tlbkit_registry::C_POLICY;
-    t.row([C_POLICY_NAME, catalog::arch_name(c.arch), "machine's", c.era.name().as_str(), c.description]);
+    for (name, c) in [(C_POLICY_NAME, &tlbkit_registry::C_POLICY), (C_X86_POLICY_NAME, &tlbkit_registry::C_POLICY_X86)]
+    {
+        t.row([name, catalog::arch_name(c.arch), "machine's", c.era.name().as_str(), c.description]);
+    }
     (doc, t.render())
 }
 

@@ -1,9 +1,11 @@
 //! C policies: a kernel's own arch file, compiled against tlbkit's shims and
 //! run by the checker and the simulator as any Rust policy is.
 //!
-//! A developer who changes `arch/arm64/mm/context.c` checks the file as
-//! written, not a port of it: `tlbkit check --c context.c`, or the policy
-//! `c:context.c` in `tlbkit run` and `compare`.
+//! A developer who changes `arch/arm64/mm/context.c` or
+//! `arch/x86/mm/tlb.c` checks the file as written, not a port of it:
+//! `tlbkit check --c context.c`, or the policy `c:context.c` in `tlbkit run`
+//! and `compare`. Each architecture has its shim tree and glue ([`shim`]);
+//! the name says which ([`tlbkit_registry::c_is_x86`]).
 //!
 //! # How a file becomes a policy
 //! - [`source`]: the files (`c:PATH[@REV][+PATH...]`): C files to compile,
@@ -24,7 +26,8 @@
 //!   and hashed exactly as a Rust policy's memory is.
 //! - [`runtime`]: the functions the compiled code calls (the ops table),
 //!   acting through the [`Hw`](tlbkit_policy::Hw) of the CPU that runs the
-//!   code and the facade atomics of [`tlbkit_policy::sync`].
+//!   code and the facade atomics of [`tlbkit_policy::sync`]; x86's IPIs run
+//!   the file's function on each target as an IPI handler of the machine.
 //! - [`race`]: the plain-access discipline: a plain access to the file's
 //!   memory that another CPU also accesses, one of them writing, with no
 //!   lock held in common, is a data race (as KCSAN would report it).

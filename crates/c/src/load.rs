@@ -137,7 +137,15 @@ fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
             return Err(fail(format!("the file's {} lies outside the state tlbkit saves", s.name)));
         }
     }
-    // SAFETY: `ops` is the glue's `struct tlbkit_ops`, which `Ops` mirrors.
+    let c_size = lib.symbol("tlbkit_ops").map_or(0, |s| s.size as usize);
+    if c_size != std::mem::size_of::<crate::runtime::Ops>() {
+        return Err(fail(format!(
+            "its struct tlbkit_ops has {c_size} bytes where tlbkit's table has {} (shims of another tlbkit?)",
+            std::mem::size_of::<crate::runtime::Ops>()
+        )));
+    }
+    // SAFETY: `ops` is the glue's `struct tlbkit_ops`, which `Ops` mirrors
+    // (the same size, checked above; the same order, by construction).
     unsafe { (ops as *mut crate::runtime::Ops).write(OPS) };
     let prefix = heap - base;
     let mut pristine = vec![0u8; prefix];

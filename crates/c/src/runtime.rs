@@ -25,9 +25,19 @@ use tlbkit_policy::{
     Access, Asid, Barrier, CpuId, CpuMask, Domain, Hw, MmId, Note, Phase, Root, Scope, Tlbi, VirtAddr,
 };
 
-/// The table the C side calls (`struct tlbkit_ops`, in that order).
+/// The table the C side calls (`struct tlbkit_ops`, in that order): its
+/// fields in three parts, laid out as the one flat C struct (every field a
+/// function pointer, so the parts add no padding).
 #[repr(C)]
 pub struct Ops {
+    mem: MemOps,
+    machine: MachineOps,
+    x86: X86Ops,
+}
+
+/// Marked accesses, locks, the CPU and barriers.
+#[repr(C)]
+struct MemOps {
     load: extern "C-unwind" fn(*const c_void, c_int) -> u64,
     store: extern "C-unwind" fn(*mut c_void, c_int, u64),
     rmw: extern "C-unwind" fn(*mut c_void, c_int, c_int, c_int, u64, u64) -> u64,
@@ -36,6 +46,12 @@ pub struct Ops {
     spin_wait: extern "C-unwind" fn(),
     cpu: extern "C-unwind" fn() -> u32,
     barrier: extern "C-unwind" fn(c_int),
+}
+
+/// TLB maintenance and roots (arm64's), the machine's bookkeeping, memory,
+/// diagnostics and the checker's instrumentation.
+#[repr(C)]
+struct MachineOps {
     tlbi: extern "C-unwind" fn(c_int, u64),
     write_root: extern "C-unwind" fn(c_int, u32, u32),
     phase: extern "C-unwind" fn(c_int),
@@ -46,6 +62,12 @@ pub struct Ops {
     bug: extern "C-unwind" fn(*const c_char, *const c_char, c_int),
     run_asm: extern "C-unwind" fn(*const c_char, *const c_char, *mut u64),
     reached: extern "C-unwind" fn(*const c_void),
+}
+
+/// What x86's file needs besides: IPIs, the clock, interrupts, CR3 and its
+/// TLB instructions.
+#[repr(C)]
+struct X86Ops {
     ipi: extern "C-unwind" fn(*const u64, extern "C-unwind" fn(*mut c_void), *mut c_void),
     jiffies: extern "C-unwind" fn() -> u64,
     irq: extern "C-unwind" fn(c_int),
@@ -55,29 +77,29 @@ pub struct Ops {
 
 /// The table every loaded copy gets.
 pub const OPS: Ops = Ops {
-    load: op_load,
-    store: op_store,
-    rmw: op_rmw,
-    spin_lock: op_spin_lock,
-    spin_unlock: op_spin_unlock,
-    spin_wait: op_spin_wait,
-    cpu: op_cpu,
-    barrier: op_barrier,
-    tlbi: op_tlbi,
-    write_root: op_write_root,
-    phase: op_phase,
-    rollover: op_rollover,
-    alloc: op_alloc,
-    free: op_free,
-    plain: op_plain,
-    bug: op_bug,
-    run_asm: op_run_asm,
-    reached: op_reached,
-    ipi: op_ipi,
-    jiffies: op_jiffies,
-    irq: op_irq,
-    write_cr3: op_write_cr3,
-    x86_tlbi: op_x86_tlbi,
+    mem: MemOps {
+        load: op_load,
+        store: op_store,
+        rmw: op_rmw,
+        spin_lock: op_spin_lock,
+        spin_unlock: op_spin_unlock,
+        spin_wait: op_spin_wait,
+        cpu: op_cpu,
+        barrier: op_barrier,
+    },
+    machine: MachineOps {
+        tlbi: op_tlbi,
+        write_root: op_write_root,
+        phase: op_phase,
+        rollover: op_rollover,
+        alloc: op_alloc,
+        free: op_free,
+        plain: op_plain,
+        bug: op_bug,
+        run_asm: op_run_asm,
+        reached: op_reached,
+    },
+    x86: X86Ops { ipi: op_ipi, jiffies: op_jiffies, irq: op_irq, write_cr3: op_write_cr3, x86_tlbi: op_x86_tlbi },
 };
 
 /// A [`Hw`] with its type erased: one function per method the C side needs.

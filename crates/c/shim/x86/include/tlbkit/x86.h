@@ -325,12 +325,17 @@ typedef struct { u64 pmd; } pmd_t;
 typedef u64 pteval_t;
 struct page;
 #include <asm/mmu.h>
+/*
+ * As the kernel lays it out where it matters to a cache: the mask of CPUs
+ * (the kernel's cpu_bitmap[], at the end of a large mm_struct) on a line of
+ * its own, away from context (whose tlb_gen every flush increments).
+ */
 struct mm_struct {
 	pgd_t *pgd;
 	mm_context_t context;
 	atomic_t mm_users;
 	atomic_t mm_count;
-	struct cpumask cpu_bitmap;
+	struct cpumask cpu_bitmap __attribute__((aligned(64)));
 };
 struct vm_area_struct {
 	struct mm_struct *vm_mm;
