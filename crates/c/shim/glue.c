@@ -36,25 +36,6 @@ tlbkit_u64 tlbkit_ttbr0[NR_CPUS], tlbkit_ttbr1[NR_CPUS];
 /* Whether the ASID is TTBR0's (TCR.A1 clear, before KPTI) rather than TTBR1's. */
 int tlbkit_asid_in_ttbr0;
 
-void *memset(void *s, int c, size_t n)
-{
-	unsigned char *p = s;
-
-	while (n--)
-		*p++ = (unsigned char)c;
-	return s;
-}
-
-void *memcpy(void *d, const void *s, size_t n)
-{
-	unsigned char *p = d;
-	const unsigned char *q = s;
-
-	while (n--)
-		*p++ = *q++;
-	return d;
-}
-
 tlbkit_u64 tlbkit_read_sysreg(int reg)
 {
 	unsigned int cpu = tlbkit_ops.cpu();
@@ -119,7 +100,7 @@ __attribute__((weak)) void cpu_do_switch_mm(phys_addr_t pgd_phys, struct mm_stru
 	isb();
 }
 
-/* The file's functions this glue calls; the initcalls and pinning are optional. */
+/* The file's function this glue calls at every switch (common.c runs its initcalls). */
 #if TLBKIT_SWITCH_TAKES_CPU
 void check_and_switch_context(struct mm_struct *mm, unsigned int cpu);
 #define TLBKIT_CHECK_AND_SWITCH(mm) check_and_switch_context(mm, (unsigned int)smp_processor_id())
@@ -127,17 +108,10 @@ void check_and_switch_context(struct mm_struct *mm, unsigned int cpu);
 void check_and_switch_context(struct mm_struct *mm);
 #define TLBKIT_CHECK_AND_SWITCH(mm) check_and_switch_context(mm)
 #endif
-__attribute__((weak)) int __tlbkit_early_initcall(void);
-__attribute__((weak)) int __tlbkit_core_initcall(void);
-__attribute__((weak)) int __tlbkit_arch_initcall(void);
-__attribute__((weak)) int __tlbkit_subsys_initcall(void);
-__attribute__((weak)) int __tlbkit_late_initcall(void);
 
 /* Boot: every CPU on the reserved table with ASID 0, then the initcalls in their order. */
 int tlbkit_boot(void)
 {
-	int r = 0;
-
 	for (int c = 0; c < NR_CPUS; c++) {
 		tlbkit_ttbr0[c] = phys_to_ttbr(__pa_symbol(reserved_pg_dir));
 		tlbkit_ttbr1[c] = 0;
@@ -146,17 +120,7 @@ int tlbkit_boot(void)
 	init_mm.pgd = swapper_pg_dir;
 	for (int s = 0; s < TLBKIT_MMS; s++)
 		tlbkit_mm[s].pgd = (pgd_t *)(TLBKIT_PGD_BASE + s * PAGE_SIZE);
-	if (__tlbkit_early_initcall)
-		r |= __tlbkit_early_initcall();
-	if (__tlbkit_core_initcall)
-		r |= __tlbkit_core_initcall();
-	if (__tlbkit_arch_initcall)
-		r |= __tlbkit_arch_initcall();
-	if (__tlbkit_subsys_initcall)
-		r |= __tlbkit_subsys_initcall();
-	if (__tlbkit_late_initcall)
-		r |= __tlbkit_late_initcall();
-	return r;
+	return tlbkit_initcalls();
 }
 
 /* init_new_context (arm64's, asm/mmu_context.h); the slot's old mm is gone from every CPU's prev. */

@@ -59,6 +59,27 @@ pub struct Options {
 }
 
 impl Options {
+    /// The options of a machine of `cpus` CPUs and `mm_slots` address-space
+    /// slots whose ASIDs are `asid_bits` wide, with no switch on, built for
+    /// the simulator: set the others by name (`Options { checker: true,
+    /// ..Options::machine(2, 4, 8) }`) and the file's with
+    /// [`Options::with_sources`].
+    pub const fn machine(cpus: usize, mm_slots: usize, asid_bits: u8) -> Options {
+        Options {
+            cpus,
+            mm_slots,
+            asid_bits,
+            kpti: false,
+            tlbi_range: false,
+            cnp: false,
+            early_bitops: false,
+            checker: false,
+            x86: false,
+            invlpgb: false,
+            pti: false,
+        }
+    }
+
     /// Returns these options with the machine options the policy's name sets.
     pub fn with_sources(self, sources: &Sources) -> Options {
         Options {
@@ -330,12 +351,18 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             run_cc(&cc, &tmp, &args, &f.name, &log)?;
             objects.push(obj);
         }
-        for (src, obj) in [("glue.c", "glue.o"), ("tsan.c", "tsan.o"), ("begin.c", "begin.o"), ("heap.c", "heap.o")] {
+        for (src, obj) in [
+            ("glue.c", "glue.o"),
+            ("common.c", "common.o"),
+            ("tsan.c", "tsan.o"),
+            ("begin.c", "begin.o"),
+            ("heap.c", "heap.o"),
+        ] {
             let mut args = common.clone();
             args.extend([src.to_string(), "-o".into(), obj.to_string()]);
             run_cc(&cc, &tmp, &args, &format!("tlbkit's {src} with {name}"), &log)?;
         }
-        objects.extend(["glue.o", "tsan.o", "heap.o"].map(String::from));
+        objects.extend(["glue.o", "common.o", "tsan.o", "heap.o"].map(String::from));
         let mut link: Vec<String> = ["-shared", "-nostdlib", "-Wl,--no-undefined", "-Wl,-Bsymbolic", "-o", "policy.so"]
             .map(String::from)
             .into();

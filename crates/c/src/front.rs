@@ -59,17 +59,11 @@ fn c_policy<W: WithPolicy>(name: &str, b: &Build, code: W) -> Result<W::Out, Err
     }
     let sources = Sources::parse(name)?;
     let options = Options {
-        cpus: b.cpus,
-        mm_slots: b.mm_slots,
-        asid_bits: b.asid_bits,
         kpti: b.kpti,
         tlbi_range: b.tlbi_range,
-        cnp: false,
-        early_bitops: false,
         checker: b.checker,
-        x86: false,
-        invlpgb: false,
         pti: b.pti,
+        ..Options::machine(b.cpus, b.mm_slots, b.asid_bits)
     }
     .with_sources(&sources);
     let lib = Lib::build(&sources, &options)?;

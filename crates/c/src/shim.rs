@@ -17,6 +17,7 @@ const COMMON: &[(&str, &str)] = &[
     ("include/tlbkit/ops.h", include_str!("../shim/include/tlbkit/ops.h")),
     ("include/tlbkit/common.h", include_str!("../shim/include/tlbkit/common.h")),
     ("tsan.c", include_str!("../shim/tsan.c")),
+    ("common.c", include_str!("../shim/common.c")),
 ];
 
 /// arm64's files with content of their own.

@@ -14,19 +14,7 @@ use tlbkit_policy::{MmId, Policy};
 
 const FILE: &str = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.12/arch/arm64/mm/context.c");
 
-const OPTIONS: Options = Options {
-    cpus: 2,
-    mm_slots: 4,
-    asid_bits: 8,
-    kpti: false,
-    tlbi_range: false,
-    cnp: false,
-    early_bitops: false,
-    checker: false,
-    x86: false,
-    invlpgb: false,
-    pti: false,
-};
+const OPTIONS: Options = Options::machine(2, 4, 8);
 
 /// Builds the file, loads a copy and runs its code: what every builder does.
 fn build_and_use() {

@@ -53,19 +53,7 @@ fn the_compiled_file_makes_the_calls_the_rust_port_makes() {
         return;
     }
     let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.12/arch/arm64/mm/context.c");
-    let opts = Options {
-        cpus: 2,
-        mm_slots: 6,
-        asid_bits: 2,
-        kpti: false,
-        tlbi_range: false,
-        cnp: false,
-        early_bitops: false,
-        checker: false,
-        x86: false,
-        invlpgb: false,
-        pti: false,
-    };
+    let opts = Options::machine(2, 6, 2);
     let lib = Lib::build(&Sources::parse(file).unwrap(), &opts).unwrap_or_else(|e| panic!("{e}"));
     let c = run(&CPolicy::new(&lib, &opts).unwrap_or_else(|e| panic!("{e}")), false);
     let rust = run(&LinuxArm64::new(2, 6, 2, false).unwrap(), true);

@@ -76,20 +76,7 @@ fn the_compiled_x86_file_makes_the_calls_the_rust_port_makes() {
     }
     let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.18.2/arch/x86/mm/tlb.c");
     let sources = Sources::parse(file).unwrap();
-    let opts = Options {
-        cpus: 2,
-        mm_slots: 5,
-        asid_bits: 12,
-        kpti: false,
-        tlbi_range: false,
-        cnp: false,
-        early_bitops: false,
-        checker: false,
-        x86: false,
-        invlpgb: false,
-        pti: false,
-    }
-    .with_sources(&sources);
+    let opts = Options::machine(2, 5, 12).with_sources(&sources);
     let lib = Lib::build(&sources, &opts).unwrap_or_else(|e| panic!("{e}"));
     let c: Vec<Vec<String>> =
         run(&CPolicy::new(&lib, &opts).unwrap_or_else(|e| panic!("{e}"))).into_iter().map(as_port).collect();

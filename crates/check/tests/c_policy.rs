@@ -6,14 +6,13 @@
 //! data of `crates/c/tests/linux` (GPL-2.0, see its README).
 
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::options::Options;
 use tlbkit_check::run::{check, replay};
 use tlbkit_check::search::with_checkpoints;
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::{CheckReport, CheckSpec};
 
-use crate::common::have_cc;
+use crate::common::{default_run, have_cc};
 
 /// A file of the test data, as a path.
 fn data(file: &str) -> String {
@@ -38,13 +37,6 @@ fn at_5e10f9887ed8(fixed: bool, cnp: bool) -> String {
         p.push_str("+cnp=on");
     }
     p
-}
-
-/// `tlbkit check --policy POLICY` with no other flag.
-fn default_run(policy: &str) -> CheckReport {
-    Options { policy: policy.to_string(), seed: 1, ..Default::default() }
-        .run(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{policy}: {e}"))
 }
 
 /// The standard bounds but for the operations: 2 CPUs, 3 address spaces of

@@ -6,12 +6,11 @@
 //! README); the one with a fix taken out is made from it here, in the
 //! target's temporary directory.
 
-use tlbkit_check::options::Options;
 use tlbkit_check::run::{check, replay};
 use tlbkit_check::spec::{default_spec, Mode};
-use tlbkit_check::{CheckReport, CheckSpec};
+use tlbkit_check::CheckSpec;
 
-use crate::common::have_cc;
+use crate::common::{default_run, have_cc};
 
 /// v6.18.2's `arch/x86/mm/tlb.c`, as its path.
 fn today_path() -> String {
@@ -32,13 +31,6 @@ fn write_tlb(tag: &str, text: &str) -> String {
     let path = dir.join("tlb.c");
     std::fs::write(&path, text).unwrap();
     format!("c:{}", path.display())
-}
-
-/// `tlbkit check --policy POLICY` with no other flag.
-fn default_run(policy: &str) -> CheckReport {
-    Options { policy: policy.to_string(), seed: 1, ..Default::default() }
-        .run(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{policy}: {e}"))
 }
 
 /// 2 CPUs, 3 address spaces of one page, `ops` operations, exhaustive.

@@ -52,25 +52,6 @@ struct task_struct tlbkit_task[NR_CPUS];
 /* Each CPU's reclaim batch (the task's tlb_ubc.arch; one reclaiming task a CPU). */
 struct arch_tlbflush_unmap_batch tlbkit_batch[NR_CPUS];
 
-void *memset(void *s, int c, size_t n)
-{
-	unsigned char *p = s;
-
-	while (n--)
-		*p++ = (unsigned char)c;
-	return s;
-}
-
-void *memcpy(void *d, const void *s, size_t n)
-{
-	unsigned char *p = d;
-	const unsigned char *q = s;
-
-	while (n--)
-		*p++ = *q++;
-	return d;
-}
-
 int sprintf(char *buf, const char *fmt, ...)
 {
 	(void)fmt;
@@ -198,13 +179,6 @@ void on_each_cpu(smp_call_func_t func, void *info, int wait)
 	on_each_cpu_cond_mask(NULL, func, info, wait, &all);
 }
 
-/* The file's functions this glue calls; the initcalls are optional. */
-__attribute__((weak)) int __tlbkit_early_initcall(void);
-__attribute__((weak)) int __tlbkit_core_initcall(void);
-__attribute__((weak)) int __tlbkit_arch_initcall(void);
-__attribute__((weak)) int __tlbkit_subsys_initcall(void);
-__attribute__((weak)) int __tlbkit_late_initcall(void);
-
 /*
  * Boot: the per-CPU areas (each a copy of CPU 0's section, as
  * setup_per_cpu_areas makes them), every CPU on init_mm with ASID 0 as
@@ -216,7 +190,6 @@ int tlbkit_boot(void)
 {
 	unsigned long bytes = (unsigned long)(__stop_tlbkit_percpu - __start_tlbkit_percpu);
 	int pcid = static_cpu_has(X86_FEATURE_PCID);
-	int r = 0;
 
 	if (bytes > TLBKIT_PERCPU_BYTES)
 		return -1;
@@ -236,17 +209,7 @@ int tlbkit_boot(void)
 		tlbkit_cr3[c] = TLBKIT_INIT_PGD | (pcid ? 1 : 0);
 		tlbkit_task[c].pid = c;
 	}
-	if (__tlbkit_early_initcall)
-		r |= __tlbkit_early_initcall();
-	if (__tlbkit_core_initcall)
-		r |= __tlbkit_core_initcall();
-	if (__tlbkit_arch_initcall)
-		r |= __tlbkit_arch_initcall();
-	if (__tlbkit_subsys_initcall)
-		r |= __tlbkit_subsys_initcall();
-	if (__tlbkit_late_initcall)
-		r |= __tlbkit_late_initcall();
-	return r;
+	return tlbkit_initcalls();
 }
 
 /* init_new_context (v6.15's asm/mmu_context.h): a new ctx_id, generation 0, a trim deadline a second away. */

@@ -198,3 +198,10 @@ pub fn have_cc() -> bool {
     }
     ok
 }
+
+/// `tlbkit check --policy POLICY` with no other flag (seed 1).
+pub fn default_run(policy: &str) -> tlbkit_check::CheckReport {
+    tlbkit_check::options::Options { policy: policy.to_string(), seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{policy}: {e}"))
+}

@@ -279,6 +279,8 @@ static inline unsigned long find_first_bit(const unsigned long *addr, unsigned l
 /* ---- memory ---- */
 void *memset(void *s, int c, size_t n);
 void *memcpy(void *d, const void *s, size_t n);
+/* The file's initcalls in the kernel's order (common.c); nonzero if one failed. */
+int tlbkit_initcalls(void);
 static inline void *kzalloc(size_t n, gfp_t f) { (void)f; return memset(tlbkit_ops.alloc(n), 0, n); }
 static inline void *kmalloc(size_t n, gfp_t f) { (void)f; return tlbkit_ops.alloc(n); }
 static inline void *kcalloc(size_t k, size_t n, gfp_t f) { return kzalloc(k * n, f); }
