@@ -310,6 +310,8 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             format!("-DTLBKIT_SWITCH_MM_RESERVES={}", u8::from(switch_mm_reserves(&texts))),
             // A kernel with KPTI support runs on a CPU that needs it; without, the kernel has none.
             if options.kpti { "-DCONFIG_UNMAP_KERNEL_AT_EL0=1".into() } else { "-DTLBKIT_NO_KPTI=1".into() },
+            // Which shim tree (for the compiler's messages).
+            if options.x86 { "-DTLBKIT_X86=1".into() } else { "-DTLBKIT_ARM64=1".into() },
             // The checker's build (the x86 shims' clock; see tlbkit/x86.h).
             if options.checker { "-DTLBKIT_CHECKER=1".into() } else { "-DTLBKIT_SIMULATOR=1".into() },
         ];
@@ -503,12 +505,13 @@ fn run_cc(cc: &str, dir: &Path, args: &[String], file: &str, log: &Path) -> Resu
     let first =
         stderr.lines().find(|l| l.contains("error")).unwrap_or_else(|| stderr.lines().next().unwrap_or("")).trim();
     let first = first.split_once("user/").map_or(first, |(_, r)| r.split_once('/').map_or(r, |(_, r)| r));
-    let hint = shim_hint(first);
+    let main = if args.iter().any(|a| a == "-DTLBKIT_X86=1") { "tlbkit/x86.h" } else { "tlbkit/kernel.h" };
+    let hint = shim_hint(first, main);
     Err(Error::Compile { file: file.to_string(), first: first.to_string(), hint, log: log.display().to_string() })
 }
 
 /// Says which shim a compiler error points at, if it can tell.
-fn shim_hint(error: &str) -> String {
+fn shim_hint(error: &str, main: &str) -> String {
     if let Some((_, rest)) = error.split_once("fatal error: ") {
         if let Some((header, _)) = rest.split_once(": No such file") {
             return format!(" (tlbkit's shims have no <{header}>)");
@@ -526,7 +529,7 @@ fn shim_hint(error: &str) -> String {
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
             if !ident.is_empty() {
-                return format!(" (the shims lack {ident}: tlbkit/kernel.h has the kernel interface it provides)");
+                return format!(" (the shims lack {ident}: {main} has the kernel interface it provides)");
             }
         }
     }

@@ -22,6 +22,23 @@ fn today() -> String {
     format!("c:{}", today_path())
 }
 
+/// v6.13.y's file (the stable tree's, v6.13.7 to v6.13.11), as its path.
+fn stable_613_path() -> String {
+    format!("{}/../c/tests/linux/v6.13.7/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Asserts that `r` found what the zoo entry `zoo` finds in the Rust port
+/// (the same property) and that its token replays it.
+fn found_as_the_zoo(r: &tlbkit_check::CheckReport, zoo: &str) {
+    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
+    let z = default_run(zoo);
+    let z = z.counterexample.as_ref().unwrap_or_else(|| panic!("{zoo} is found"));
+    assert_eq!(cx.property, z.property, "{}", r.to_text());
+    let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
+    let re = again.counterexample.expect("the token replays a violation");
+    assert_eq!((re.property, re.cpu), (cx.property, cx.cpu));
+}
+
 /// Writes `text` as `tlb.c` in a directory of its own named for `tag`;
 /// returns the policy that names it.
 fn write_tlb(tag: &str, text: &str) -> String {
@@ -70,13 +87,7 @@ fn todays_file_without_83b0177a6c48s_barrier_is_found_at_default_settings() {
     assert_eq!(text.matches(fixed).count(), 1, "the fix as v6.18.2 has it");
     let reverted = write_tlb("83b0177a6c48", &text.replace(fixed, "\t\t\tcpumask_set_cpu(cpu, mm_cpumask(next));\n"));
     let r = default_run(&reverted);
-    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
-    let zoo = default_run("zoo/linux-x86-83b0177a6c48");
-    let zoo = zoo.counterexample.as_ref().expect("the zoo entry is found");
-    assert_eq!(cx.property, zoo.property, "{}", r.to_text());
-    let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
-    let re = again.counterexample.expect("the token replays a violation");
-    assert_eq!((re.property, re.cpu), (cx.property, cx.cpu));
+    found_as_the_zoo(&r, "zoo/linux-x86-83b0177a6c48");
     // The trace reads in the file's terms: the mm's fields and the per-CPU
     // variables by the kernel's names, never an offset into the object.
     let text = r.to_text();
@@ -99,4 +110,37 @@ fn a_file_of_the_other_architecture_is_refused_in_one_line() {
     assert!(e.contains("arm64's options"), "{e}");
     let e = err(&write_tlb("empty", "int tlbkit_nothing;\n"));
     assert!(e.contains("has no switch_mm_irqs_off()"), "{e}");
+}
+
+/// v6.13.y's `should_flush_tlb` skips a CPU whose `loaded_mm` is
+/// `LOADED_MM_SWITCHING`: the bug fea4e317f9e7 ("x86/mm: Eliminate window
+/// where TLB flushes may be inadvertently skipped") fixed after v6.13.y's
+/// last release. The stable tree's own file is found at default settings,
+/// as the zoo's re-creation is.
+#[test]
+fn the_v6_13_stable_file_is_found_as_fea4e317f9e7s_zoo_entry_is() {
+    if !have_cc() {
+        return;
+    }
+    let r = default_run(&format!("c:{}", stable_613_path()));
+    found_as_the_zoo(&r, "zoo/linux-x86-fea4e317f9e7");
+}
+
+/// With fea4e317f9e7's test as the stable trees took it (6.14.7, 6.12.29 and
+/// others: `should_flush_tlb` sends to a CPU showing
+/// `LOADED_MM_SWITCHING`), added to the same file: its switch still stores
+/// that only after reading `tlb_gen` and choosing a PCID, and the default
+/// run finds the check/use order the zoo's `stable-check-use-order` shows.
+#[test]
+fn the_v6_13_file_with_the_stable_test_for_switching_is_found_by_its_check_use_order() {
+    if !have_cc() {
+        return;
+    }
+    let text = std::fs::read_to_string(stable_613_path()).unwrap();
+    let at = "\t/* No mm means kernel memory flush. */\n\tif (!info->mm)\n\t\treturn true;\n";
+    assert_eq!(text.matches(at).count(), 1, "should_flush_tlb as v6.13.y has it");
+    let test = "\n\tif (per_cpu(cpu_tlbstate.loaded_mm, cpu) == LOADED_MM_SWITCHING)\n\t\treturn true;\n";
+    let patched = write_tlb("stable-switching", &text.replace(at, &format!("{at}{test}")));
+    let r = default_run(&patched);
+    found_as_the_zoo(&r, "zoo/linux-x86-stable-check-use-order");
 }

@@ -233,10 +233,12 @@ void tlbkit_mm_init(unsigned int slot)
 	smp_mb();
 }
 
-/* destroy_context: the mm's global ASID goes back (v6.15 on). */
+/* destroy_context: the mm's global ASID goes back (v6.15 on; before, the file has no such function). */
+#pragma weak mm_free_global_asid
 void tlbkit_mm_release(unsigned int slot)
 {
-	mm_free_global_asid(&tlbkit_mm[slot]);
+	if (mm_free_global_asid)
+		mm_free_global_asid(&tlbkit_mm[slot]);
 }
 
 /*

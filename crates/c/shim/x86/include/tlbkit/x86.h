@@ -193,6 +193,7 @@ unsigned long cr4_read_shadow(void);
 #define MSR_IA32_FLUSH_CMD 0x10b
 #define L1D_FLUSH 1
 #define wrmsrq(msr, v) do { (void)(msr); (void)(v); } while (0)
+#define wrmsrl(msr, v) wrmsrq(msr, v)
 
 /* ---- TLB instructions (asm/special_insns.h's invlpg; asm/invpcid.h and asm/tlb.h have the rest) ---- */
 /* INVLPG acts in the PCID of the CPU's CR3 (the glue's). */
@@ -346,6 +347,7 @@ extern struct mm_struct init_mm;
 #define TLBKIT_PGD_BASE 0x40000000UL
 #define mm_cpumask(mm) (&(mm)->cpu_bitmap)
 #define __pa(x) ((unsigned long)(x))
+#define __va(x) ((void *)(unsigned long)(x))
 #define __sme_pa(x) __pa(x)
 #define __pa_symbol(x) __pa(x)
 #define mmu_notifier_arch_invalidate_secondary_tlbs(mm, s, e) do { } while (0)
