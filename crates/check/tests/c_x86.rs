@@ -112,6 +112,18 @@ fn a_file_of_the_other_architecture_is_refused_in_one_line() {
     assert!(e.contains("has no switch_mm_irqs_off()"), "{e}");
 }
 
+/// fea4e317f9e7's parent as v6.14 released it: the lazy `mm_cpumask`, and a
+/// `should_flush_tlb` that skips a CPU showing `LOADED_MM_SWITCHING`. The
+/// default run finds it as the zoo's re-creation is found.
+#[test]
+fn v6_14s_file_fea4e317f9e7s_parent_is_found_as_the_zoo_entry_is() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("c:{}/../c/tests/linux/v6.14/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    found_as_the_zoo(&default_run(&file), "zoo/linux-x86-fea4e317f9e7");
+}
+
 /// v6.13.y's `should_flush_tlb` skips a CPU whose `loaded_mm` is
 /// `LOADED_MM_SWITCHING`: the bug fea4e317f9e7 ("x86/mm: Eliminate window
 /// where TLB flushes may be inadvertently skipped") fixed after v6.13.y's
