@@ -112,6 +112,24 @@ fn a_file_of_the_other_architecture_is_refused_in_one_line() {
     assert!(e.contains("has no switch_mm_irqs_off()"), "{e}");
 }
 
+/// 8f1d56f64f8d ("x86/mm/tlb: Ignore f->new_tlb_gen when zero", v6.0) made
+/// `flush_tlb_func` compare `new_tlb_gen` only when a flush has one;
+/// reclaim's `arch_tlbbatch_flush` passes none (`TLB_GENERATION_INVALID`,
+/// 0), and without the test every CPU took it for a flush done already.
+/// Taken out of today's file, the default run finds reclaim's stale entry as
+/// the zoo finds the Rust re-creation.
+#[test]
+fn todays_file_without_8f1d56f64f8ds_test_is_found_at_default_settings() {
+    if !have_cc() {
+        return;
+    }
+    let text = std::fs::read_to_string(today_path()).unwrap();
+    let fixed = "\tif (unlikely(f->new_tlb_gen != TLB_GENERATION_INVALID &&\n\t\t     f->new_tlb_gen <= local_tlb_gen)) {";
+    assert_eq!(text.matches(fixed).count(), 1, "the fix as v6.18.2 has it");
+    let reverted = write_tlb("8f1d56f64f8d", &text.replace(fixed, "\tif (unlikely(f->new_tlb_gen <= local_tlb_gen)) {"));
+    found_as_the_zoo(&default_run(&reverted), "zoo/linux-x86-8f1d56f64f8d");
+}
+
 /// fea4e317f9e7's parent as v6.14 released it: the lazy `mm_cpumask`, and a
 /// `should_flush_tlb` that skips a CPU showing `LOADED_MM_SWITCHING`. The
 /// default run finds it as the zoo's re-creation is found.
