@@ -45,6 +45,7 @@ const OUTPUTS: &[(&str, &str)] = &[
     // Check your x86 patch: v6.18.2's arch/x86/mm/tlb.c, test data of crates/c/tests/linux.
     ("kernel-x86-today.txt", "check --c crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --quick"),
     ("kernel-x86-compare.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --policy x86-linux-lazytrim --set jitter=0.02 --runs 3"),
+    ("kernel-x86-releases.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.14/arch/x86/mm/tlb.c --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --set jitter=0.02 --runs 3"),
     ("litmus.txt", "litmus crates/check/litmus/vmsa"),
 ];
 
