@@ -3,14 +3,16 @@
 //! address, for traces and data-race reports in the kernel's terms.
 
 /// A symbol: its name (a function's static has its compiler suffix `.N`
-/// removed), offset from the object's load address, size, and whether it is
-/// data (else code).
+/// removed), offset from the object's load address, size, whether it is
+/// data (else code), and whether its section is writable (a `const`
+/// object's is not).
 #[derive(Clone, Debug)]
 pub struct Symbol {
     pub name: String,
     pub value: u64,
     pub size: u64,
     pub object: bool,
+    pub writable: bool,
 }
 
 /// Little-endian reads of a 64-bit ELF object's bytes (`None` past its end).
@@ -50,6 +52,8 @@ pub fn symbols(bytes: &[u8]) -> Result<Vec<Symbol>, String> {
         let o = shoff + i * shentsize;
         Some((u32_at(o + 4)?, u64_at(o + 0x18)? as usize, u64_at(o + 0x20)? as usize, u32_at(o + 0x28)? as usize))
     };
+    // SHF_WRITE of section `i`'s flags.
+    let writable = |i: usize| u64_at(shoff + i * shentsize + 8).is_some_and(|f| f & 1 != 0);
     const SHT_SYMTAB: u32 = 2;
     let (symoff, symsize, link) = (0..shnum)
         .filter_map(section)
@@ -78,7 +82,7 @@ pub fn symbols(bytes: &[u8]) -> Result<Vec<Symbol>, String> {
             Some((base, suffix)) if suffix.chars().all(|c| c.is_ascii_digit()) => base.to_string(),
             _ => name,
         };
-        out.push(Symbol { name, value, size, object: kind == 1 });
+        out.push(Symbol { name, value, size, object: kind == 1, writable: writable(shndx as usize) });
     }
     out.sort_by_key(|s| s.value);
     Ok(out)

@@ -133,7 +133,8 @@ fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
     }
     for s in lib.symbols.iter().filter(|s| s.object && s.name != "tlbkit_heap") {
         let a = load_base + s.value as usize;
-        if a >= load_base && (a < base || a + s.size as usize > heap) && lib.is_file_object(&s.name) {
+        // A `const` object (read-only, relocated once) is no state.
+        if s.writable && a >= load_base && (a < base || a + s.size as usize > heap) && lib.is_file_object(&s.name) {
             return Err(fail(format!("the file's {} lies outside the state tlbkit saves", s.name)));
         }
     }

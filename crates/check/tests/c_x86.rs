@@ -124,9 +124,11 @@ fn todays_file_without_8f1d56f64f8ds_test_is_found_at_default_settings() {
         return;
     }
     let text = std::fs::read_to_string(today_path()).unwrap();
-    let fixed = "\tif (unlikely(f->new_tlb_gen != TLB_GENERATION_INVALID &&\n\t\t     f->new_tlb_gen <= local_tlb_gen)) {";
+    let fixed =
+        "\tif (unlikely(f->new_tlb_gen != TLB_GENERATION_INVALID &&\n\t\t     f->new_tlb_gen <= local_tlb_gen)) {";
     assert_eq!(text.matches(fixed).count(), 1, "the fix as v6.18.2 has it");
-    let reverted = write_tlb("8f1d56f64f8d", &text.replace(fixed, "\tif (unlikely(f->new_tlb_gen <= local_tlb_gen)) {"));
+    let reverted =
+        write_tlb("8f1d56f64f8d", &text.replace(fixed, "\tif (unlikely(f->new_tlb_gen <= local_tlb_gen)) {"));
     found_as_the_zoo(&default_run(&reverted), "zoo/linux-x86-8f1d56f64f8d");
 }
 
@@ -173,4 +175,21 @@ fn the_v6_13_file_with_the_stable_test_for_switching_is_found_by_its_check_use_o
     let patched = write_tlb("stable-switching", &text.replace(at, &format!("{at}{test}")));
     let r = default_run(&patched);
     found_as_the_zoo(&r, "zoo/linux-x86-stable-check-use-order");
+}
+
+/// v5.12's file, before the concurrent flushes of v5.13, compiles against the
+/// same shims (its `is_lazy` in `cpu_tlbstate`, its own `asm("invlpg")`, its
+/// `const` flush request in read-only data, `smp_call_function_many`) and
+/// passes a quick run.
+#[test]
+fn v5_12s_file_compiles_and_passes_a_quick_run() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("c:{}/../c/tests/linux/v5.12.9/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
 }

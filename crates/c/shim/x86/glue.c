@@ -168,6 +168,37 @@ void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *inf
 		tlbkit_ops.ipi(targets, func, info);
 }
 
+void smp_call_function_many(const struct cpumask *mask, smp_call_func_t func, void *info, bool wait)
+{
+	unsigned int me = tlbkit_ops.cpu();
+	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
+	int any = 0;
+	unsigned int cpu;
+
+	(void)wait;
+	for_each_cpu(cpu, mask) {
+		if (cpu == me)
+			continue;
+		targets[cpu / BITS_PER_LONG] |= 1UL << (cpu % BITS_PER_LONG);
+		any = 1;
+	}
+	if (any)
+		tlbkit_ops.ipi(targets, func, info);
+}
+
+/* Runs the file's asm statement `tmpl`: `invlpg (%0)` of its operand, nothing else. */
+void tlbkit_x86_asm(const char *tmpl, tlbkit_u64 *operands)
+{
+	const char *invlpg = "invlpg";
+	const char *t = tmpl;
+
+	while (*invlpg && *t == *invlpg)
+		t++, invlpg++;
+	if (*invlpg)
+		tlbkit_ops.bug("an asm statement tlbkit cannot run (x86: only invlpg)", __FILE__, __LINE__);
+	tlbkit_invlpg((unsigned long)operands[0]);
+}
+
 void on_each_cpu(smp_call_func_t func, void *info, int wait)
 {
 	struct cpumask all;

@@ -17,7 +17,6 @@ typedef struct {
 	bool asid_transition;
 } mm_context_t;
 
-void leave_mm(void);
-#define leave_mm leave_mm
+/* leave_mm is the file's: (void) from v5.17, (int cpu) before. */
 
 #endif

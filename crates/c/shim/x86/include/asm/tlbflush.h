@@ -35,15 +35,22 @@ struct tlb_context {
 	u64 tlb_gen;
 };
 
+/*
+ * Every field a file of v5.10 on reads: is_lazy is here until v5.13 moved it
+ * to tlb_state_shared (both are, each file uses its own), last_user_mm_ibpb
+ * until v5.16 named it last_user_mm_spec (one word, both names).
+ */
 struct tlb_state {
 	struct mm_struct *loaded_mm;
 #define LOADED_MM_SWITCHING ((struct mm_struct *)1UL)
 	union {
 		struct mm_struct *last_user_mm;
 		unsigned long last_user_mm_spec;
+		unsigned long last_user_mm_ibpb;
 	};
 	u16 loaded_mm_asid;
 	u16 next_asid;
+	bool is_lazy;
 	bool invalidate_other;
 	unsigned short user_pcid_flush_mask;
 	unsigned long cr4;

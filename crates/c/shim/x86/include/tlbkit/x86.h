@@ -199,6 +199,13 @@ unsigned long cr4_read_shadow(void);
 /* INVLPG acts in the PCID of the CPU's CR3 (the glue's). */
 void tlbkit_invlpg(unsigned long addr);
 #define invlpg(addr) tlbkit_invlpg(addr)
+/*
+ * The file's own asm statements, translated by tlbkit into calls of this
+ * (before v5.15 native_flush_tlb_one_user wrote `invlpg (%0)` itself): the
+ * glue runs `invlpg` and stops at anything else.
+ */
+void tlbkit_x86_asm(const char *tmpl, tlbkit_u64 *operands);
+#define tlbkit_asm(tmpl, names, ops) tlbkit_x86_asm(tmpl, ops)
 #define __invlpg(addr) invlpg(addr)
 
 /* ---- tasks: current is each CPU's task, whose pid is the CPU's number ---- */
@@ -219,6 +226,7 @@ struct task_struct *tlbkit_current(void);
 #define clear_ti_thread_flag(ti, f) ((ti)->flags &= ~(1UL << (f)))
 #define TWA_RESUME 1
 #define task_work_add(t, w, m) ((void)(t), (void)(w), 0)
+#define task_thread_info(t) (&(t)->thread_info)
 #define SIGBUS 7
 #define force_sig(s) do { } while (0)
 #define hw_breakpoint_active() 0
@@ -226,6 +234,10 @@ struct task_struct *tlbkit_current(void);
 #define hw_breakpoint_restore() do { } while (0)
 
 /* ---- statistics and tracing: none ---- */
+enum tlb_flush_reason {
+	TLB_FLUSH_ON_TASK_SWITCH, TLB_REMOTE_SHOOTDOWN, TLB_LOCAL_SHOOTDOWN, TLB_LOCAL_MM_SHOOTDOWN,
+	TLB_REMOTE_SEND_IPI, TLB_REMOTE_WRONG_CPU, NR_TLB_FLUSH_REASONS
+};
 #define trace_tlb_flush(reason, pages) do { (void)(pages); } while (0)
 #define count_vm_tlb_event(e) do { } while (0)
 #define count_vm_tlb_events(e, n) do { (void)(n); } while (0)
@@ -318,6 +330,8 @@ typedef bool (*smp_cond_func_t)(int cpu, void *info);
 void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask);
 #define on_each_cpu_mask(mask, func, info, wait) on_each_cpu_cond_mask(NULL, func, info, wait, mask)
 void on_each_cpu(smp_call_func_t func, void *info, int wait);
+/* The CPUs of the mask but this one (before v5.13 the flush ran its own share apart). */
+void smp_call_function_many(const struct cpumask *mask, smp_call_func_t func, void *info, bool wait);
 
 /* ---- pages and address spaces ---- */
 typedef struct { u64 pgd; } pgd_t;
