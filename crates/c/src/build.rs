@@ -252,12 +252,12 @@ fn switch_mm_reserves(texts: &[String]) -> bool {
         && !texts.iter().any(|t| t.contains("cpu_set_reserved_ttbr0_nosync"))
 }
 
-/// Compiles and links; the object lands in the cache under `key`.
-fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error> {
-    let cc = compiler()?;
-    let name = sources.main_name().to_string();
-    let texts: Vec<String> = sources.files.iter().map(|f| String::from_utf8_lossy(&f.text).into_owned()).collect();
-    let code = || sources.files.iter().zip(&texts).filter(|(f, _)| f.role == Role::Code).map(|(_, t)| t.as_str());
+/// Returns whether the file's `check_and_switch_context` takes the CPU
+/// (arm64 before v5.10; false for x86), having checked that the files
+/// define the switch their architecture's glue calls: one line naming the
+/// other architecture when they are its.
+fn switch_entry(sources: &Sources, texts: &[String], options: &Options, name: &str) -> Result<bool, Error> {
+    let code = || sources.files.iter().zip(texts).filter(|(f, _)| f.role == Role::Code).map(|(_, t)| t.as_str());
     let defines = |f: &str| code().any(|t| defines_function(t, f));
     let takes_cpu = if options.x86 {
         if !defines("switch_mm_irqs_off") {
@@ -268,7 +268,7 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
                 ))
             } else {
                 Error::Missing {
-                    file: name.clone(),
+                    file: name.to_string(),
                     function: "switch_mm_irqs_off()".into(),
                     why: "at every context switch (x86's tlb.c defines it)".into(),
                 }
@@ -286,13 +286,22 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             }
             None => {
                 return Err(Error::Missing {
-                    file: name.clone(),
+                    file: name.to_string(),
                     function: "check_and_switch_context()".into(),
                     why: "at every context switch (arm64's switch_mm calls it)".into(),
                 })
             }
         }
     };
+    Ok(takes_cpu)
+}
+
+/// Compiles and links; the object lands in the cache under `key`.
+fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error> {
+    let cc = compiler()?;
+    let name = sources.main_name().to_string();
+    let texts: Vec<String> = sources.files.iter().map(|f| String::from_utf8_lossy(&f.text).into_owned()).collect();
+    let takes_cpu = switch_entry(sources, &texts, options, &name)?;
     let root = cache_root();
     let dir = root.join(format!("{key:016x}"));
     let so = dir.join("policy.so");
