@@ -3,8 +3,12 @@
 //! Every method calls the glue's entry point for it in the policy's copy of
 //! the object, with the calling CPU's [`Hw`] current ([`crate::runtime`]).
 //! Building one resets the copy's state to what the loader left, sets the
-//! machine's options (the ASID width, KPTI, FEAT_TLBIRANGE) and runs the
-//! file's initcalls, as a kernel boots. Under the checker the copy's state
+//! machine's options (arm64: the ASID width, KPTI, FEAT_TLBIRANGE; x86: the
+//! CPU features, `x86_features`) and runs the file's initcalls, as a
+//! kernel boots. An x86 flush call is a shootdown only from its first IPI or
+//! broadcast (`Flush::Local` until then); an x86 file's fields are named,
+//! and its per-CPU data declared each CPU's own, from the glue's table
+//! (`CPolicy::name_x86_fields`). Under the checker the copy's state
 //! and heap become the thread's arena first, so the state is the execution's
 //! policy memory (see [`crate::load`]).
 
