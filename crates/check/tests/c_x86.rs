@@ -193,3 +193,23 @@ fn v5_12s_file_compiles_and_passes_a_quick_run() {
     assert!(r.counterexample.is_none(), "{}", r.to_text());
     assert!(r.explored.executions >= 10_000, "{}", r.to_text());
 }
+
+/// With `+invlpgb=on` the file runs its `INVLPGB` paths, but a global ASID
+/// goes only to an mm more than three CPUs run at once: the quick run's
+/// shape never reaches `allocate_global_asid`, and its report says so (the
+/// guide's "Check today's file" does too; a check that reaches it should
+/// change both).
+#[test]
+fn with_invlpgb_a_quick_run_passes_and_says_no_global_asid_was_handed_out() {
+    if !have_cc() {
+        return;
+    }
+    let policy = format!("{}+invlpgb=on", today());
+    let r = tlbkit_check::options::Options { policy, quick: true, seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    let text = r.to_text();
+    let never = text.lines().find(|l| l.starts_with("code reached:")).unwrap_or_else(|| panic!("{text}"));
+    assert!(never.contains("allocate_global_asid"), "{never}");
+}
