@@ -175,6 +175,9 @@ fn key(sources: &Sources, options: &Options) -> u64 {
         h.write(f.file_name.as_bytes());
         h.write(&f.text);
     }
+    // The name's options too (`+invlpgb=on`, `+cnp=on`): a build answers for
+    // one policy's checks (its coverage is looked up by this digest).
+    h.write(&sources.digest().to_le_bytes());
     h.write(&(options.cpus as u64).to_le_bytes());
     h.write(&(options.mm_slots as u64).to_le_bytes());
     h.write(&[u8::from(options.checker), u8::from(options.kpti)]);
