@@ -145,20 +145,33 @@ void cr4_update_irqsoff(unsigned long set, unsigned long clear)
  * that it overlaps the handlers; here it runs first (the machine's IPI sends
  * and waits in one call), as tlbkit's Rust ports do.
  */
-void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
+/*
+ * Marks in `targets` every CPU of `mask` but this one that `cond` (if any)
+ * agrees to, asked on the sender as kernel/smp.c asks it; returns whether
+ * there is one.
+ */
+static int tlbkit_targets(const struct cpumask *mask, smp_cond_func_t cond, void *info, unsigned long *targets)
 {
 	unsigned int me = tlbkit_ops.cpu();
-	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
 	int any = 0;
 	unsigned int cpu;
 
-	(void)wait;
 	for_each_cpu(cpu, mask) {
 		if (cpu == me || (cond && !cond((int)cpu, info)))
 			continue;
 		targets[cpu / BITS_PER_LONG] |= 1UL << (cpu % BITS_PER_LONG);
 		any = 1;
 	}
+	return any;
+}
+
+void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
+{
+	unsigned int me = tlbkit_ops.cpu();
+	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
+	int any = tlbkit_targets(mask, cond, info, targets);
+
+	(void)wait;
 	if (cpumask_test_cpu((int)me, mask) && (!cond || cond((int)me, info))) {
 		tlbkit_ops.irq(1);
 		func(info);
@@ -170,19 +183,10 @@ void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *inf
 
 void smp_call_function_many(const struct cpumask *mask, smp_call_func_t func, void *info, bool wait)
 {
-	unsigned int me = tlbkit_ops.cpu();
 	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
-	int any = 0;
-	unsigned int cpu;
 
 	(void)wait;
-	for_each_cpu(cpu, mask) {
-		if (cpu == me)
-			continue;
-		targets[cpu / BITS_PER_LONG] |= 1UL << (cpu % BITS_PER_LONG);
-		any = 1;
-	}
-	if (any)
+	if (tlbkit_targets(mask, NULL, info, targets))
 		tlbkit_ops.ipi(targets, func, info);
 }
 
