@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /*
- * What both architectures' glue needs from a C library the file is linked
- * without (memset, memcpy), and the initcalls run in their order at boot.
+ * What both architectures' glue shares: the ops table and the options of
+ * tlbkit/ops.h, what a C library the file is linked without would give
+ * (memset, memcpy), and the initcalls run in their order at boot.
  * Compiled with the glue, without the sanitizer's instrumentation.
  */
 #include <stddef.h>
+#include <tlbkit/ops.h>
+
+/* Filled in by tlbkit before anything runs: the ops table and the options ops.h declares. */
+struct tlbkit_ops tlbkit_ops;
+unsigned int tlbkit_asid_bits_option;
+int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp, tlbkit_early_bitops;
 
 void *memset(void *s, int c, size_t n)
 {

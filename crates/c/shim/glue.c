@@ -18,11 +18,7 @@
 #error "tlbkit compiles with -DTLBKIT_MMS=<address-space slots>"
 #endif
 
-/* Filled in by tlbkit before anything runs. */
-struct tlbkit_ops tlbkit_ops;
-unsigned int tlbkit_asid_bits_option;
-int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp, tlbkit_early_bitops;
-/* ID_AA64MMFR0_EL1.ASIDBits as the machine reports it (0: 8 bits, 2: 16). */
+/* Filled in by tlbkit before anything runs (with common.c's options). ID_AA64MMFR0_EL1.ASIDBits as the machine reports it (0: 8 bits, 2: 16). */
 unsigned int tlbkit_mmfr0_asidbits;
 
 struct mm_struct init_mm;

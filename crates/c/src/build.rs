@@ -561,7 +561,8 @@ pub struct Entries {
     pub tlbbatch_add_pending: extern "C-unwind" fn(u32, u64),
     pub tlbbatch_flush: extern "C-unwind" fn(),
     pub flush_batched_pending: extern "C-unwind" fn(u32),
-    pub sysregs: SysregFns,
+    /// arm64's glue: the system registers its `msr` and `mrs` reach.
+    pub sysregs: Option<SysregFns>,
     /// x86's glue: `destroy_context` (the mm's global ASID goes back).
     pub mm_release: Option<extern "C-unwind" fn(u32)>,
     /// x86's glue: `arch_tlbbatch_should_defer`.

@@ -165,7 +165,10 @@ fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
             tlbbatch_add_pending: entry(sym("tlbkit_tlbbatch_add_pending")?),
             tlbbatch_flush: entry(sym("tlbkit_tlbbatch_flush")?),
             flush_batched_pending: entry(sym("tlbkit_flush_batched_pending")?),
-            sysregs: (entry(sym("tlbkit_read_sysreg")?), entry(sym("tlbkit_write_sysreg")?)),
+            sysregs: match (sym("tlbkit_read_sysreg"), sym("tlbkit_write_sysreg")) {
+                (Ok(read), Ok(write)) => Some((entry(read), entry(write))),
+                _ => None,
+            },
             mm_release: sym("tlbkit_mm_release").ok().map(|a| entry(a)),
             tlbbatch_should_defer: sym("tlbkit_tlbbatch_should_defer").ok().map(|a| entry(a)),
         }

@@ -337,11 +337,13 @@ impl CPolicy {
             if (start..stop).contains(&a) {
                 continue;
             }
-            let v = value_of(&s.name, 12);
-            for k in 0..(s.size as usize).div_ceil(8) {
-                if s.size <= 8 {
-                    f.field(a, format_args!("{}", s.name), v);
-                } else {
+            // A lock's word, or a number: arm64's generation-and-ASID readings
+            // (`value_of`) are no x86 variable's (`last_global_asid` is one ASID).
+            let v = if s.name.ends_with("_lock") { Value::Lock } else { Value::Number };
+            if s.size <= 8 {
+                f.field(a, format_args!("{}", s.name), v);
+            } else {
+                for k in 0..(s.size as usize).div_ceil(8) {
                     f.field(a + 8 * k, format_args!("{}[{k}]", s.name), v);
                 }
             }

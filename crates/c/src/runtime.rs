@@ -192,8 +192,9 @@ pub struct State {
     pub races: RefCell<race::Tracker>,
     /// The spin locks each CPU holds (their words' addresses).
     pub held: RefCell<Vec<Vec<usize>>>,
-    /// The copy's system-register functions, for the file's `msr` and `mrs`.
-    pub sysregs: SysregFns,
+    /// The copy's system-register functions, for the file's `msr` and `mrs`
+    /// (arm64's glue; x86's has none).
+    pub sysregs: Option<SysregFns>,
     /// The compiled policy (its symbols name the sites of a race).
     pub lib: std::sync::Arc<crate::Lib>,
     /// Where the copy's address 0 is.
@@ -836,7 +837,9 @@ fn sysreg(name: &str) -> c_int {
 pub type SysregFns = (extern "C-unwind" fn(c_int) -> u64, extern "C-unwind" fn(c_int, u64));
 
 fn sysregs(f: &Frame) -> SysregFns {
-    f.state().sysregs
+    f.state()
+        .sysregs
+        .unwrap_or_else(|| panic!("no_kernel_bug: an asm statement tlbkit cannot run: msr or mrs in an x86 file"))
 }
 
 /// Says where a plain access was made: the function and, where the system's

@@ -16,10 +16,7 @@
 #error "tlbkit compiles with -DTLBKIT_MMS=<address-space slots>"
 #endif
 
-/* Filled in by tlbkit before anything runs. */
-struct tlbkit_ops tlbkit_ops;
-unsigned int tlbkit_asid_bits_option;
-int tlbkit_kpti, tlbkit_tlbi_range, tlbkit_cnp, tlbkit_early_bitops;
+/* The machine's CPU features, filled in by tlbkit before anything runs (with common.c's options). */
 unsigned int tlbkit_x86_features;
 /* AMD's INVLPGB covers at most this many pages a call (CPUID 0x80000008 EDX, Zen 3). */
 u16 invlpgb_count_max = 8;
@@ -391,17 +388,3 @@ const struct tlbkit_field tlbkit_fields[] = {
 	{ "cpu_bitmap", 0, offsetof(struct mm_struct, cpu_bitmap), sizeof(struct cpumask), 3 },
 	{ 0, 0, 0, 0, 0 }
 };
-
-/* The arm64 glue's system-register entry points, which an x86 file never reaches. */
-tlbkit_u64 tlbkit_read_sysreg(int reg)
-{
-	(void)reg;
-	tlbkit_ops.bug("a system-register read in an x86 file", __FILE__, __LINE__);
-	return 0;
-}
-
-void tlbkit_write_sysreg(int reg, tlbkit_u64 v)
-{
-	(void)reg, (void)v;
-	tlbkit_ops.bug("a system-register write in an x86 file", __FILE__, __LINE__);
-}
