@@ -56,6 +56,8 @@ pub struct Options {
     pub invlpgb: bool,
     /// x86: page-table isolation (`X86_FEATURE_PTI`, `--set pti=on`).
     pub pti: bool,
+    /// x86: every flush sampled by `consider_global_asid` ([`Sources::sample_every`]).
+    pub sample_every: bool,
 }
 
 impl Options {
@@ -77,6 +79,7 @@ impl Options {
             x86: false,
             invlpgb: false,
             pti: false,
+            sample_every: false,
         }
     }
 
@@ -87,6 +90,7 @@ impl Options {
             early_bitops: sources.early_bitops,
             x86: sources.x86,
             invlpgb: sources.invlpgb,
+            sample_every: sources.sample_every,
             ..self
         }
     }
@@ -183,6 +187,8 @@ fn key(sources: &Sources, options: &Options) -> u64 {
     h.write(&[u8::from(options.checker), u8::from(options.kpti)]);
     if options.x86 {
         h.write(b"x86");
+        // X86_CR3_PCID_BITS is compiled in.
+        h.write(&[options.asid_bits]);
     }
     // The checker's instrumentation (see `compile`).
     h.write(b"-fsanitize=thread -fsanitize-coverage=trace-pc");
@@ -263,6 +269,12 @@ fn switch_entry(sources: &Sources, texts: &[String], options: &Options, name: &s
     let code = || sources.files.iter().zip(texts).filter(|(f, _)| f.role == Role::Code).map(|(_, t)| t.as_str());
     let defines = |f: &str| code().any(|t| defines_function(t, f));
     let takes_cpu = if options.x86 {
+        if !(5..=12).contains(&options.asid_bits) {
+            return Err(Error::Spec(format!(
+                "{name}: an x86 tlb.c's PCID space is 32 to 4096 PCIDs (X86_CR3_PCID_BITS 5 to 12), not {} bits",
+                options.asid_bits
+            )));
+        }
         if !defines("switch_mm_irqs_off") {
             return Err(if defines("check_and_switch_context") {
                 Error::Spec(format!(
@@ -326,6 +338,8 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             if options.x86 { "-DTLBKIT_X86=1".into() } else { "-DTLBKIT_ARM64=1".into() },
             // The checker's build (the x86 shims' clock; see tlbkit/x86.h).
             if options.checker { "-DTLBKIT_CHECKER=1".into() } else { "-DTLBKIT_SIMULATOR=1".into() },
+            // x86: the PCID space the file sizes its ASIDs from (X86_CR3_PCID_BITS).
+            format!("-DTLBKIT_PCID_BITS={}", if options.x86 { options.asid_bits } else { 12 }),
         ];
         let common: Vec<String> = [
             "-std=gnu11",

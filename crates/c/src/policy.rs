@@ -93,6 +93,7 @@ impl CPolicy {
         set("tlbkit_cnp", u32::from(options.cnp));
         set("tlbkit_early_bitops", u32::from(options.early_bitops));
         set("tlbkit_x86_features", x86_features(options));
+        set("tlbkit_sample_every", u32::from(options.sample_every));
         let has_tlbbatch = copy.addr(lib, "tlbkit_has_tlbbatch").is_some_and(|a| {
             // SAFETY: an int of the glue.
             unsafe { *(a as *const i32) != 0 }

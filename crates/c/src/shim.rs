@@ -57,7 +57,7 @@ pub fn aliases(x86: bool) -> (&'static [&'static str], &'static str) {
 }
 
 /// The headers that are `tlbkit/x86.h` under another name: every one
-/// `arch/x86/mm/tlb.c` of v6.15 on includes that the tree has no file for.
+/// `arch/x86/mm/tlb.c` of v4.14 on includes that the tree has no file for.
 const X86_ALIASES: &[&str] = &[
     "linux/cpu.h",
     "linux/debugfs.h",
@@ -78,6 +78,7 @@ const X86_ALIASES: &[&str] = &[
     "asm/msr.h",
     "asm/nospec-branch.h",
     "asm/perf_event.h",
+    "asm/uv/uv.h",
 ];
 
 /// The headers that are `tlbkit/kernel.h` under another name: every one an

@@ -69,6 +69,13 @@ pub struct Sources {
     /// (`X86_FEATURE_INVLPGB`), so v6.15's global ASIDs and broadcast
     /// flushes run. Off by default (an Intel machine).
     pub invlpgb: bool,
+    /// `sample=every` (x86): every flush is one that v6.15's
+    /// `consider_global_asid` samples. The file looks at an mm one jiffy in
+    /// 32 per task (`current->pid & 0x1f` against `jiffies`); pids are the
+    /// environment's, so the task that flushes is taken to be one whose pid
+    /// falls in this jiffy. Off by default: each CPU's task has the CPU's
+    /// number as its pid.
+    pub sample_every: bool,
 }
 
 impl Sources {
@@ -85,6 +92,7 @@ impl Sources {
         let mut cnp = false;
         let mut early_bitops = false;
         let mut invlpgb = false;
+        let mut sample_every = false;
         let mut files = Vec::new();
         for part in list.split('+') {
             match part.split_once('=') {
@@ -113,6 +121,18 @@ impl Sources {
                         _ => return Err(Error::Spec(format!("{part}: invlpgb is on or off"))),
                     }
                 }
+                Some(("sample", v)) => {
+                    sample_every = match v {
+                        "every" => true,
+                        "pid" => false,
+                        _ => {
+                            return Err(Error::Spec(format!(
+                                "{part}: sample is every (each flush is sampled) or pid (the file's pid & 0x1f test \
+                                 against jiffies, with each CPU's task's pid its number)"
+                            )))
+                        }
+                    }
+                }
                 Some(("arch", v)) => {
                     if v != "x86" && v != "arm64" {
                         return Err(Error::Spec(format!("{part}: arch is x86 or arm64")));
@@ -121,7 +141,7 @@ impl Sources {
                 Some((k, _)) if !k.contains('/') && !k.contains('.') => {
                     return Err(Error::Spec(format!(
                         "{part}: a C policy's options are cnp=on|off and bitops=v4.19|v6.0 (arm64), invlpgb=on|off \
-                         (x86), and arch=x86|arm64"
+                         and sample=every|pid (x86), and arch=x86|arm64"
                     )));
                 }
                 _ => files.push(read(part)?),
@@ -134,12 +154,13 @@ impl Sources {
         if x86 && (cnp || early_bitops) {
             return Err(Error::Spec(format!("{name}: cnp= and bitops= are arm64's options, and this is an x86 file")));
         }
-        if !x86 && invlpgb {
+        if !x86 && (invlpgb || sample_every) {
             return Err(Error::Spec(format!(
-                "{name}: invlpgb= is x86's option, and this is an arm64 file (add +arch=x86 for an x86 tlb.c)"
+                "{name}: invlpgb= and sample= are x86's options, and this is an arm64 file (add +arch=x86 for an \
+                 x86 tlb.c)"
             )));
         }
-        let sources = Sources { files, cnp, early_bitops, x86, invlpgb };
+        let sources = Sources { files, cnp, early_bitops, x86, invlpgb, sample_every };
         if let Some(then) = pinned {
             let now = sources.digest();
             if now != then {
@@ -171,6 +192,9 @@ impl Sources {
         }
         if self.invlpgb {
             h.write(b"invlpgb=on");
+        }
+        if self.sample_every {
+            h.write(b"sample=every");
         }
         h.finish()
     }

@@ -111,6 +111,22 @@ fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, Error> {
     Ok(asids.trailing_zeros() as u8)
 }
 
+/// Returns `X86_CR3_PCID_BITS` for a kernel's own x86 `tlb.c` checked with
+/// `--asids PCIDS`: a power of two from 32 (5 bits: `MAX_ASID_AVAILABLE` 14,
+/// the fewest that leave global ASIDs beside the 6 slots with PTI compiled
+/// in) to 4096 (the hardware's 12).
+fn x86_pcid_bits(pcids: u32) -> Result<u8, Error> {
+    if pcids < 32 || !pcids.is_power_of_two() || pcids > 4096 {
+        return Err(Error::Asids {
+            asids: pcids,
+            space: "an x86 tlb.c's PCIDs (X86_CR3_PCID_BITS) are".into(),
+            min: 32,
+            max: 4096,
+        });
+    }
+    Ok(pcids.trailing_zeros() as u8)
+}
+
 /// Returns the registry's builder input for `spec`: its CPUs, address-space
 /// slots (one more, for the kernel's), the ASID width its `--asids` asks for (on
 /// arm64 the ASID space, for FreeBSD x86 the PCIDs per CPU; Linux x86 keeps its
@@ -123,6 +139,7 @@ fn build(spec: &CheckSpec, r: &Resolved) -> Result<Build, Error> {
         AsidSpace::PcidsPerCpu => asid_bits(spec.asids, true)?,
         // Linux x86 keeps its own PCID slots; the width is not theirs to use.
         AsidSpace::LinuxPcidSlots => 12,
+        AsidSpace::X86Pcids => x86_pcid_bits(spec.asids)?,
     };
     Ok(Build { bug: r.bug.filter(|b| b.in_policy()), checker: true, ..Build::new(spec.cpus, spec.mms + 1, asid_bits) })
 }

@@ -10,7 +10,7 @@ use tlbkit_check::run::{check, replay};
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::CheckSpec;
 
-use crate::common::{default_run, have_cc};
+use crate::common::{default_run, global_asid_c_script, have_cc};
 
 /// v6.18.2's `arch/x86/mm/tlb.c`, as its path.
 fn today_path() -> String {
@@ -194,6 +194,23 @@ fn v5_12s_file_compiles_and_passes_a_quick_run() {
     assert!(r.explored.executions >= 10_000, "{}", r.to_text());
 }
 
+/// v5.13's file, the first with the concurrent flushes (one
+/// `flush_tlb_func`, `native_flush_tlb_multi` opening its own
+/// `on_each_cpu_cond_mask` with a per-CPU `flush_tlb_mask`), compiles against
+/// the same shims and passes a quick run.
+#[test]
+fn v5_13s_file_compiles_and_passes_a_quick_run() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("c:{}/../c/tests/linux/v5.13/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+}
+
 /// With `+invlpgb=on` the file runs its `INVLPGB` paths, but a global ASID
 /// goes only to an mm more than three CPUs run at once: the quick run's
 /// shape never reaches `allocate_global_asid`, and its report says so (the
@@ -212,4 +229,41 @@ fn with_invlpgb_a_quick_run_passes_and_says_no_global_asid_was_handed_out() {
     let text = r.to_text();
     let never = text.lines().find(|l| l.starts_with("code reached:")).unwrap_or_else(|| panic!("{text}"));
     assert!(never.contains("allocate_global_asid"), "{never}");
+}
+
+/// v6.17's file (v6.16's too; its global ASID allocator is v6.15's,
+/// d504d1247e36, unchanged), and the same with Hou Wenlong's posted patch 2/3
+/// ("mm/tlb: Fix wrong judgement in allocate_global_asid()"), as paths.
+fn v6_17_paths() -> (String, String) {
+    let at = |dir: &str| format!("{}/../c/tests/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    (at("v6.17"), at("v6.17-hou-2of3"))
+}
+
+/// The finding `x86-global-asid-max` in the kernel's own C: after the
+/// finding's script for the file (four CPUs, so that the file's own
+/// threshold hands out global ASIDs), v6.17's `allocate_global_asid` gives
+/// `MAX_ASID_AVAILABLE` (14 with 32 PCIDs) to process A and then to process
+/// B while A holds it, and a CPU that cached A's translations under PCID 15
+/// uses them for B. Hou Wenlong's patch 2/3 applied, the same search
+/// passes: the second search's first allocation that finds nothing free
+/// returns 0.
+#[test]
+fn v6_17s_global_asid_allocator_hands_max_out_twice_and_hous_patch_passes() {
+    if !have_cc() {
+        return;
+    }
+    let (file, fixed) = v6_17_paths();
+    let r = global_asid_c_script(&file, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
+    assert_eq!(cx.property, "no_asid_alias", "{}", r.to_text());
+    let trace = cx.trace();
+    // The trace is in the file's names: A (mm3) gets 14, then B (mm4) does, A still holding it.
+    let a = trace.find("store mm[3].context.global_asid = 14").unwrap_or_else(|| panic!("{trace}"));
+    let b = trace.find("store mm[4].context.global_asid = 14").unwrap_or_else(|| panic!("{trace}"));
+    assert!(a < b && !trace[a..b].contains("store mm[3].context.global_asid = 0"), "{trace}");
+    let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
+    assert_eq!(again.counterexample.map(|c| c.property), Some("no_asid_alias"));
+    let r = global_asid_c_script(&fixed, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    assert_eq!(r.explored.executions, 2_000, "{}", r.to_text());
 }

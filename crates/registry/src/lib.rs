@@ -138,6 +138,12 @@ pub enum AsidSpace {
     /// stay 6. By default 2, so that three address spaces exhaust and reset
     /// the space.
     GlobalAsids,
+    /// A kernel's own x86 `tlb.c`: the PCID space the file sizes its ASIDs
+    /// from (`X86_CR3_PCID_BITS`, as a count of PCIDs), a power of two from
+    /// 32 to 4096. By default 4096, the hardware's 12 bits; a smaller space
+    /// shrinks `MAX_ASID_AVAILABLE` and with it the global ASIDs (32 PCIDs
+    /// leave 8, IDs 6 to 13, with PTI compiled in), the 6 slots staying.
+    X86Pcids,
 }
 
 impl AsidSpace {
@@ -149,6 +155,7 @@ impl AsidSpace {
             AsidSpace::PcidsPerCpu => 4,
             AsidSpace::LinuxPcidSlots => 6,
             AsidSpace::GlobalAsids => 2,
+            AsidSpace::X86Pcids => 4096,
         }
     }
 }
@@ -384,13 +391,13 @@ pub static C_POLICY: PolicyDef = PolicyDef {
 pub static C_POLICY_X86: PolicyDef = PolicyDef {
     name: C_PREFIX,
     description: "a kernel's arch/x86/mm/tlb.c, compiled with the system's C compiler against tlbkit's x86 \
-                  shims: c:PATH[@REV][+invlpgb=on][+arch=x86]",
+                  shims: c:PATH[@REV][+invlpgb=on][+sample=every][+arch=x86]",
     arch: Arch::X86_64,
     os: Os::Linux,
     version: None,
     needs_broadcast_tlbi: false,
     switches: Switches::X86_LINUX_PCID,
-    asids: AsidSpace::LinuxPcidSlots,
+    asids: AsidSpace::X86Pcids,
     family: Family::Shootdown,
     zoo: false,
     era: Era::Later,

@@ -56,9 +56,16 @@ int sprintf(char *buf, const char *fmt, ...)
 	return 0;
 }
 
+/* sample=every: the running task's pid falls in this jiffy's sample (set at load). */
+unsigned int tlbkit_sample_every;
+
 struct task_struct *tlbkit_current(void)
 {
-	return &tlbkit_task[tlbkit_ops.cpu()];
+	struct task_struct *t = &tlbkit_task[tlbkit_ops.cpu()];
+
+	if (tlbkit_sample_every)
+		t->pid = (int)(jiffies & 0x1f);
+	return t;
 }
 
 static struct mm_struct *tlbkit_slot_mm(unsigned int slot)
@@ -81,10 +88,10 @@ void tlbkit_write_cr3(unsigned long cr3)
 	unsigned int cpu = tlbkit_ops.cpu();
 	unsigned long table = cr3 & CR3_ADDR_MASK;
 	int pcide = (tlbkit_cr4[cpu] & X86_CR4_PCIDE) != 0;
-	unsigned int pcid = pcide ? (unsigned int)(cr3 & X86_CR3_PCID_MASK) : 0;
+	unsigned int pcid = pcide ? (unsigned int)(cr3 & TLBKIT_CR3_PCID_HW_MASK) : 0;
 	int noflush = pcide && (cr3 & CR3_NOFLUSH);
 
-	if (!pcide && (cr3 & X86_CR3_PCID_MASK))
+	if (!pcide && (cr3 & TLBKIT_CR3_PCID_HW_MASK))
 		tlbkit_ops.bug("a CR3 write with PCID bits while CR4.PCIDE is clear (#GP)", __FILE__, __LINE__);
 	tlbkit_cr3[cpu] = cr3 & ~CR3_NOFLUSH;
 	if (table >= TLBKIT_PGD_BASE && table < TLBKIT_PGD_BASE + TLBKIT_MMS * PAGE_SIZE)
@@ -96,7 +103,7 @@ void tlbkit_write_cr3(unsigned long cr3)
 void tlbkit_invlpg(unsigned long addr)
 {
 	unsigned int cpu = tlbkit_ops.cpu();
-	unsigned int pcid = (tlbkit_cr4[cpu] & X86_CR4_PCIDE) ? (unsigned int)(tlbkit_cr3[cpu] & X86_CR3_PCID_MASK) : 0;
+	unsigned int pcid = (tlbkit_cr4[cpu] & X86_CR4_PCIDE) ? (unsigned int)(tlbkit_cr3[cpu] & TLBKIT_CR3_PCID_HW_MASK) : 0;
 
 	tlbkit_ops.x86_tlbi(TLBKIT_INVLPG, addr, pcid, 1);
 }

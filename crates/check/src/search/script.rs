@@ -177,8 +177,15 @@ impl Chooser for Script<'_> {
         if let Some(i) = self.preferred().and_then(step) {
             return Pick::Take(i);
         }
-        // Waiting: step a CPU running a line, else one between operations (the
-        // one an interrupt went to).
+        // Waiting: step a CPU that runs no line (an interrupt's handler, the
+        // IPI the waiting line may wait for), lowest first; else a CPU
+        // running a line, earliest first. A CPU that chose its next line at
+        // the end of a handler holds it while another CPU still handles
+        // the same IPI: stepping it first would run a later line before the
+        // waiting one is over.
+        if let Some(i) = (0..self.running.len()).filter(|&c| self.running[c].is_none()).find_map(step) {
+            return Pick::Take(i);
+        }
         let mut by_line: Vec<(usize, usize)> =
             (0..self.running.len()).filter_map(|c| self.running[c].map(|k| (k, c))).collect();
         by_line.sort_unstable();

@@ -189,6 +189,29 @@ pub fn global_asid_script(policy: &str) -> tlbkit_check::options::Options {
     }
 }
 
+/// The same finding in the kernel's own `tlb.c`: `file` (its path) with
+/// `INVLPGB` and every flush sampled, after the script
+/// `docs/findings/x86-global-asid-max.c.script` on its machine (4 CPUs, the
+/// file's own threshold; 6 address spaces of 2 pages; 32 PCIDs, so global
+/// ASIDs 6 to 13; 232 operations in all).
+pub fn global_asid_c_script(file: &str, mode: &str, iterations: u64) -> tlbkit_check::options::Options {
+    tlbkit_check::options::Options {
+        policy: format!("c:{file}+invlpgb=on+sample=every"),
+        cpus: Some(4),
+        mms: Some(6),
+        pages: Some(2),
+        asids: Some(32),
+        ops: Some(232),
+        memory: Some("sc".into()),
+        menu: Some("switch,munmap,exit,fork,idle".into()),
+        mode: Some(mode.into()),
+        iterations: Some(iterations),
+        seed: 1,
+        script: Some(include_str!("../../../../docs/findings/x86-global-asid-max.c.script").into()),
+        ..Default::default()
+    }
+}
+
 /// Returns whether a C compiler is installed (C policies can be built),
 /// saying so when not: the tests of C policies then check nothing.
 pub fn have_cc() -> bool {

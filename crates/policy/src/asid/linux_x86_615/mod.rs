@@ -335,8 +335,10 @@ impl LinuxX86v615 {
     /// in the trees read): when the search from `last_global_asid` finds no clear
     /// ID below `MAX_ASID_AVAILABLE` the allocation fails, as its warning meant
     /// (the test read `!global_asid_available`, which `use_global_asid` already
-    /// made false), and the mm stays on per-CPU ASIDs until a later flush
-    /// considers it again, after the next reset.
+    /// made false), and the mm stays on per-CPU ASIDs. A failed search leaves
+    /// `last_global_asid` where it was, so no reset follows and every later
+    /// search fails too: with the patch alone, global ASIDs end there (safe,
+    /// as the mms keep per-CPU ASIDs; the kernel's file does the same).
     pub fn with_max_refused(mut self) -> Self {
         self.refuse_max = true;
         self

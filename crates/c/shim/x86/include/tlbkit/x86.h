@@ -164,7 +164,17 @@ DECLARE_PER_CPU(struct cpuinfo_x86, cpu_info);
 extern u16 invlpgb_count_max;
 
 /* ---- control registers ---- */
-#define X86_CR3_PCID_BITS 12
+/*
+ * The PCID space the file sizes its ASIDs from (MAX_ASID_AVAILABLE): the
+ * hardware's 12 bits, or fewer when a check asks (--asids), so that a
+ * search reaches the end of the global ASIDs. The CR3 the glue decodes
+ * keeps the hardware's 12 bits (TLBKIT_CR3_PCID_HW_MASK).
+ */
+#ifndef TLBKIT_PCID_BITS
+#define TLBKIT_PCID_BITS 12
+#endif
+#define X86_CR3_PCID_BITS TLBKIT_PCID_BITS
+#define TLBKIT_CR3_PCID_HW_MASK 0xfffUL
 #define X86_CR3_PCID_MASK ((1UL << X86_CR3_PCID_BITS) - 1)
 #define X86_CR3_PTI_PCID_USER_BIT 11
 #define X86_CR3_LAM_U57_BIT 61
@@ -292,6 +302,13 @@ static inline unsigned int cpumask_next_but(int n, const struct cpumask *m, unsi
 		if (c != but && (__tlbkit_mask_word(m, c / BITS_PER_LONG) >> (c % BITS_PER_LONG) & 1))
 			return c;
 	return NR_CPUS;
+}
+/* __cpumask_set_cpu (v5.13's flush_tlb_mask): the kernel's non-atomic __set_bit, its load and store marked. */
+static inline void __cpumask_set_cpu(unsigned int cpu, struct cpumask *m)
+{
+	unsigned int w = cpu / BITS_PER_LONG;
+
+	tlbkit_ops.store(&m->bits[w], 8, __tlbkit_mask_word(m, w) | 1UL << (cpu % BITS_PER_LONG));
 }
 /* cpumask_test_cpu is x86's test_bit: a volatile read (`bt`), marked here as the mask's other reads. */
 static inline bool __tlbkit_cpumask_test(int cpu, const struct cpumask *m)
