@@ -340,6 +340,8 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             if options.checker { "-DTLBKIT_CHECKER=1".into() } else { "-DTLBKIT_SIMULATOR=1".into() },
             // x86: the PCID space the file sizes its ASIDs from (X86_CR3_PCID_BITS).
             format!("-DTLBKIT_PCID_BITS={}", if options.x86 { options.asid_bits } else { 12 }),
+            // x86 before v4.15 (the file builds no CR3 itself): the headers of v4.14.
+            format!("-DTLBKIT_X86_V414={}", u8::from(options.x86 && !x86_builds_cr3(&texts))),
         ];
         let common: Vec<String> = [
             "-std=gnu11",
@@ -429,6 +431,13 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
         pool: Mutex::new(Vec::new()),
         copies: Mutex::new(0),
     })
+}
+
+/// Returns whether an x86 file builds its CR3 values itself (`build_cr3`, in
+/// `tlb.c` from v4.15's page-table isolation on); before, `asm/mmu_context.h`
+/// did, and `asm/tlbflush.h` held the flush primitives later files define.
+fn x86_builds_cr3(texts: &[String]) -> bool {
+    texts.iter().any(|t| defines_function(t, "build_cr3"))
 }
 
 /// Returns whether `text` defines the function `name`: `name(` after a

@@ -211,6 +211,24 @@ fn v5_13s_file_compiles_and_passes_a_quick_run() {
     assert!(r.explored.executions >= 10_000, "{}", r.to_text());
 }
 
+/// v4.14's file, the first with PCIDs and `tlb_gen` (origin 002 as merged),
+/// compiles against the headers of its time (CR3 built and the flush
+/// primitives defined in `asm/`, `flush_tlb_mm_range` taking the VMA's flags)
+/// and passes a quick run: with PCIDs a lazy CPU switches to `init_mm` at once.
+#[test]
+fn v4_14s_file_compiles_against_its_headers_and_passes_a_quick_run() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("c:{}/../c/tests/linux/v4.14/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+    assert!(r.hooks.iter().any(|h| h.hook == "enter_lazy" && h.calls > 0), "{}", r.to_text());
+}
+
 /// With `+invlpgb=on` the file runs its `INVLPGB` paths, but a global ASID
 /// goes only to an mm more than three CPUs run at once: the quick run's
 /// shape never reaches `allocate_global_asid`, and its report says so (the

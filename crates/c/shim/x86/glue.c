@@ -308,7 +308,11 @@ void tlbkit_flush_page(unsigned int slot, unsigned long va)
 
 void tlbkit_flush_range(unsigned int slot, unsigned long start, unsigned long pages)
 {
+#if TLBKIT_X86_V414
+	flush_tlb_mm_range(tlbkit_slot_mm(slot), start, start + pages * PAGE_SIZE, VM_NONE);
+#else
 	flush_tlb_mm_range(tlbkit_slot_mm(slot), start, start + pages * PAGE_SIZE, PAGE_SHIFT, false);
+#endif
 }
 
 void tlbkit_flush_mm(unsigned int slot)

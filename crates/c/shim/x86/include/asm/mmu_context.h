@@ -19,4 +19,19 @@ void switch_mm_irqs_off(struct mm_struct *prev, struct mm_struct *next, struct t
 void switch_mm(struct mm_struct *prev, struct mm_struct *next, struct task_struct *tsk);
 void enter_lazy_tlb(struct mm_struct *mm, struct task_struct *tsk);
 
+#if TLBKIT_X86_V414
+/* v4.14: CR3 values built here (PCID = ASID + 1), and CR4.PCE per mm (no perf events: nothing). */
+static inline unsigned long build_cr3(struct mm_struct *mm, u16 asid)
+{
+	if (static_cpu_has(X86_FEATURE_PCID))
+		return __sme_pa(mm->pgd) | (asid + 1);
+	return __sme_pa(mm->pgd);
+}
+static inline unsigned long build_cr3_noflush(struct mm_struct *mm, u16 asid)
+{
+	return __sme_pa(mm->pgd) | (asid + 1) | CR3_NOFLUSH;
+}
+static inline void load_mm_cr4(struct mm_struct *mm) { (void)mm; }
+#endif
+
 #endif

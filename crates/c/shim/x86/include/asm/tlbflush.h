@@ -20,7 +20,9 @@
 #include <tlbkit/x86.h>
 #include <asm/invpcid.h>
 
+#if !TLBKIT_X86_V414
 void __flush_tlb_all(void);
+#endif
 
 #define TLB_FLUSH_ALL -1UL
 #define TLB_GENERATION_INVALID 0
@@ -120,9 +122,63 @@ static inline bool mm_in_asid_transition(struct mm_struct *mm)
 }
 
 extern void flush_tlb_all(void);
+extern void flush_tlb_kernel_range(unsigned long start, unsigned long end);
+
+#if TLBKIT_X86_V414
+/*
+ * Before v4.15 the header had what later files define themselves: the
+ * flush primitives of a kernel without paravirt (a CR3 reload, INVLPG, a
+ * global flush by INVPCID or by toggling CR4.PGE), flush_tlb_mm_range with
+ * the VMA's flags, flush_tlb_others as native_flush_tlb_others, and
+ * tlb_defer_switch_to_init_mm: a lazy CPU stays on the old mm only without
+ * PCIDs.
+ */
+static inline void __native_flush_tlb(void) { native_write_cr3(__native_read_cr3()); }
+static inline void __native_flush_tlb_global_irq_disabled(void)
+{
+	unsigned long cr4 = this_cpu_read(cpu_tlbstate.cr4);
+
+	native_write_cr4(cr4 & ~X86_CR4_PGE);
+	native_write_cr4(cr4);
+}
+static inline void __native_flush_tlb_global(void)
+{
+	unsigned long flags;
+
+	if (static_cpu_has(X86_FEATURE_INVPCID)) {
+		invpcid_flush_all();
+		return;
+	}
+	raw_local_irq_save(flags);
+	__native_flush_tlb_global_irq_disabled();
+	raw_local_irq_restore(flags);
+}
+#define __flush_tlb() __native_flush_tlb()
+#define __flush_tlb_global() __native_flush_tlb_global()
+#define __flush_tlb_single(addr) invlpg(addr)
+#define local_flush_tlb() __flush_tlb()
+static inline void __flush_tlb_all(void)
+{
+	if (boot_cpu_has(X86_FEATURE_PGE))
+		__flush_tlb_global();
+	else
+		__flush_tlb();
+}
+static inline void __flush_tlb_one(unsigned long addr) { __flush_tlb_single(addr); }
+static inline bool tlb_defer_switch_to_init_mm(void) { return !static_cpu_has(X86_FEATURE_PCID); }
+
+extern void flush_tlb_mm_range(struct mm_struct *mm, unsigned long start, unsigned long end, unsigned long vmflag);
+#define flush_tlb_mm(mm) flush_tlb_mm_range(mm, 0UL, TLB_FLUSH_ALL, 0UL)
+#define flush_tlb_range(vma, start, end) flush_tlb_mm_range((vma)->vm_mm, start, end, (vma)->vm_flags)
+static inline void flush_tlb_page(struct vm_area_struct *vma, unsigned long a)
+{
+	flush_tlb_mm_range(vma->vm_mm, a, a + PAGE_SIZE, VM_NONE);
+}
+void native_flush_tlb_others(const struct cpumask *cpumask, const struct flush_tlb_info *info);
+#define flush_tlb_others(mask, info) native_flush_tlb_others(mask, info)
+#else
 extern void flush_tlb_mm_range(struct mm_struct *mm, unsigned long start, unsigned long end,
 			       unsigned int stride_shift, bool freed_tables);
-extern void flush_tlb_kernel_range(unsigned long start, unsigned long end);
 
 #define flush_tlb_mm(mm) flush_tlb_mm_range(mm, 0UL, TLB_FLUSH_ALL, 0UL, true)
 #define flush_tlb_range(vma, start, end) flush_tlb_mm_range((vma)->vm_mm, start, end, PAGE_SHIFT, true)
@@ -131,6 +187,7 @@ static inline void flush_tlb_page(struct vm_area_struct *vma, unsigned long a)
 {
 	flush_tlb_mm_range(vma->vm_mm, a, a + PAGE_SIZE, PAGE_SHIFT, false);
 }
+#endif
 
 static inline bool arch_tlbbatch_should_defer(struct mm_struct *mm)
 {

@@ -382,5 +382,21 @@ extern struct mm_struct init_mm;
 #define __sme_pa(x) __pa(x)
 #define __pa_symbol(x) __pa(x)
 #define mmu_notifier_arch_invalidate_secondary_tlbs(mm, s, e) do { } while (0)
+#define VM_NONE 0x0UL
+#define VM_HUGETLB 0x00400000UL
+
+/*
+ * v4.14's switch_mm_irqs_off maps the stack's PGD entry under
+ * CONFIG_VMAP_STACK, which this kernel does not have: the code compiles
+ * and never runs.
+ */
+#define pgd_index(a) (((a) >> 39) & 511)
+#define current_stack_pointer 0UL
+static inline int pgd_none(pgd_t pgd) { return pgd.pgd == 0; }
+static inline void set_pgd(pgd_t *p, pgd_t v) { *p = v; }
+/* No SGI UV machine (v4.14's native_flush_tlb_others asks). */
+#define is_uv_system() 0
+#define uv_flush_tlb_others(mask, info) ((void)(info), (mask))
+#define trace_tlb_flush_rcuidle(reason, pages) do { (void)(pages); } while (0)
 
 #endif
