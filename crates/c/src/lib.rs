@@ -62,6 +62,7 @@ pub mod policy;
 pub mod race;
 pub mod runtime;
 pub mod shim;
+pub mod site;
 pub mod source;
 
 pub use build::{Lib, Options};

@@ -124,6 +124,7 @@ fn load(lib: &Lib) -> Result<Box<LoadedCopy>, Error> {
     // The copy's file is gone: a fault in its code is described from the
     // object it was copied from (the code lies below the state).
     tlbkit_fault::name_code(load_base, base, load_base, lib.path.clone());
+    crate::site::register(lib, load_base, base);
     let heap = sym("tlbkit_heap")?;
     let ops = sym("tlbkit_ops")?;
     if heap <= base || ops < base || ops >= heap {

@@ -274,7 +274,11 @@ impl Core {
         }
         if self.record {
             let step = st.step;
-            let (kind, text) = text();
+            let (kind, mut text) = text();
+            // A compiled policy's event says where in the user's file it was made.
+            if let Some(at) = arena::outside(tlbkit_c::site::caller) {
+                text.push_str(&format!(" ({at})"));
+            }
             st.events.push(Event { cpu: Some(cpu), drain: false, step, text, kind });
         }
     }

@@ -279,6 +279,8 @@ fn v6_17s_global_asid_allocator_hands_max_out_twice_and_hous_patch_passes() {
     let a = trace.find("store mm[3].context.global_asid = 14").unwrap_or_else(|| panic!("{trace}"));
     let b = trace.find("store mm[4].context.global_asid = 14").unwrap_or_else(|| panic!("{trace}"));
     assert!(a < b && !trace[a..b].contains("store mm[3].context.global_asid = 0"), "{trace}");
+    // Each event made in the file says where: the store in use_global_asid (mm_assign_global_asid inlined).
+    assert!(trace[b..].starts_with("store mm[4].context.global_asid = 14 (use_global_asid, tlb.c:"), "{trace}");
     let again = replay(&cx.token).unwrap_or_else(|e| panic!("replaying {}: {e}", cx.token));
     assert_eq!(again.counterexample.map(|c| c.property), Some("no_asid_alias"));
     let r = global_asid_c_script(&fixed, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
