@@ -16,7 +16,7 @@ use crate::build::{Lib, Options};
 use crate::error::Error;
 use crate::load::{Entries, Lease, LoadedCopy};
 use crate::race::Tracker;
-use crate::runtime::{enter, Flush, Frame, State};
+use crate::runtime::{enter, Flush, Frame, GlueField, State};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::sync::Arc;
@@ -107,8 +107,13 @@ impl CPolicy {
                 continue;
             }
             hashed.push((a, s.size as usize));
-            if (lib.is_file_object(&s.name) || s.name == "tlbkit_percpu_copies") && options.checker {
+            if !options.checker {
+                continue;
+            }
+            if lib.is_file_object(&s.name) || s.name == "tlbkit_percpu_copies" {
                 races.track(a, a + s.size as usize);
+            } else if s.name == "tlbkit_mm" || s.name == "init_mm" {
+                races.track_marked_writes(a, a + s.size as usize);
             }
         }
         let state = State {
@@ -225,6 +230,16 @@ impl CPolicy {
         }
     }
 
+    /// Returns where slot `mm`'s `struct mm_struct` lies in this copy (the
+    /// glue's `tlbkit_mm[slot]`), and its size.
+    fn mm_range(&self, mm: MmId) -> Option<(usize, usize)> {
+        let s = self.lib.symbol("tlbkit_mm")?;
+        let each = s.size as usize / self.options.mm_slots.max(1);
+        // SAFETY: `copy` is this policy's loaded copy, alive while it is.
+        let base = unsafe { &*self.copy }.load_base;
+        Some((base + s.value as usize + mm.0 as usize * each, each))
+    }
+
     /// Returns the mm's `context.id` as memory holds it (for tests and traces).
     pub fn context_id(&self, mm: MmId) -> u64 {
         self.mm_field(mm, 1).map_or(0, |a| {
@@ -263,16 +278,6 @@ fn x86_features(options: &Options) -> u32 {
         f |= INVLPGB;
     }
     f
-}
-
-/// One entry of the x86 glue's `tlbkit_fields` (`struct tlbkit_field`).
-#[repr(C)]
-struct GlueField {
-    name: *const std::ffi::c_char,
-    object: *const std::ffi::c_char,
-    offset: usize,
-    bytes: usize,
-    kind: i32,
 }
 
 /// Every loaded x86 copy's mms, for reading an `mm_struct *` in a trace:
@@ -440,6 +445,10 @@ impl Policy for CPolicy {
         let frame = Frame::boot(&self.state);
         let init = self.entries().mm_init;
         self.run(&frame, || init(mm.0));
+        // A new mm in the slot: what the old one's users did races with nothing of it.
+        if let (true, Some((a, n))) = (self.options.checker, self.mm_range(mm)) {
+            self.state.races.borrow_mut().forget(a, a + n);
+        }
     }
 
     fn mm_release<H: Hw>(&self, hw: &H, mm: MmId) {

@@ -351,8 +351,25 @@ extern "C-unwind" fn op_load(p: *const c_void, bytes: c_int) -> u64 {
     })
 }
 
+/// A marked write of the file: checked against other CPUs' plain reads
+/// where marked writes count (an mm's fields, [`race::Tracker::track_marked_writes`]).
+fn marked_write(f: &Frame, p: usize, bytes: usize) {
+    let st = f.state();
+    if !st.checker || st.booting.get() || f.vt.is_none() {
+        return;
+    }
+    let cpu = f.cpu().index();
+    let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
+    let cpu = f.sender.unwrap_or(cpu);
+    let race = st.races.borrow_mut().marked_write(cpu, p, bytes.max(1), &held);
+    if let Some(race) = race {
+        panic!("no_data_race: {}", describe(st, &race));
+    }
+}
+
 extern "C-unwind" fn op_store(p: *mut c_void, bytes: c_int, v: u64) {
     with(|f| {
+        marked_write(f, p as usize, bytes as usize);
         f.shared(p as usize, Access::Write);
         match bytes {
             8 => atomic64(p).store(v, Ordering::Relaxed),
@@ -365,6 +382,7 @@ extern "C-unwind" fn op_store(p: *mut c_void, bytes: c_int, v: u64) {
 
 extern "C-unwind" fn op_rmw(p: *mut c_void, bytes: c_int, kind: c_int, ord: c_int, a: u64, b: u64) -> u64 {
     with(|f| {
+        marked_write(f, p as usize, if bytes == 4 { 4 } else { 8 });
         f.shared(p as usize, Access::Rmw);
         let o = order(ord);
         let old = if bytes == 4 {
@@ -869,6 +887,59 @@ fn site(lib: &crate::Lib, load_base: usize, pc: usize) -> String {
     }
 }
 
+/// One entry of the x86 glue's `tlbkit_fields` (`struct tlbkit_field`).
+#[repr(C)]
+pub(crate) struct GlueField {
+    pub(crate) name: *const std::ffi::c_char,
+    pub(crate) object: *const std::ffi::c_char,
+    pub(crate) offset: usize,
+    pub(crate) bytes: usize,
+    pub(crate) kind: i32,
+}
+
+/// Names an address in one of the glue's `struct mm_struct`s by the
+/// kernel's names: `init_mm.pgd`, `mm[1].context.ctx_id` (the fields the x86
+/// glue's `tlbkit_fields` names; arm64's `context.id` and `context.pinned`
+/// from `tlbkit_layout`), or `mm[1]+0x40` for another.
+fn mm_place(lib: &crate::Lib, load_base: usize, addr: usize) -> Option<String> {
+    let sym = |n: &str| lib.symbol(n).map(|s| (load_base + s.value as usize, s.size as usize));
+    let inside = |(a, n): (usize, usize)| addr >= a && addr < a + n;
+    let layout = sym("tlbkit_layout")?.0 as *const usize;
+    // SAFETY: the glue's `const unsigned long tlbkit_layout[4]`.
+    let (size, first, second) = unsafe { (*layout, *layout.add(1), *layout.add(2)) };
+    let (who, off) = match (sym("init_mm").filter(|&r| inside(r)), sym("tlbkit_mm").filter(|&r| inside(r))) {
+        (Some((a, _)), _) => ("init_mm".to_string(), addr - a),
+        (None, Some((a, _))) if size > 0 => (format!("mm[{}]", (addr - a) / size), (addr - a) % size),
+        _ => return None,
+    };
+    let mut fields: Vec<(String, usize, usize)> = vec![("pgd".into(), 0, 8)];
+    match sym("tlbkit_fields") {
+        Some((table, _)) => {
+            let mut p = table as *const GlueField;
+            loop {
+                // SAFETY: the glue's array, ended by an entry with no name.
+                let e = unsafe { &*p };
+                if e.name.is_null() {
+                    break;
+                }
+                if e.object.is_null() {
+                    // SAFETY: the glue's string literals.
+                    let name = unsafe { CStr::from_ptr(e.name) }.to_string_lossy().into_owned();
+                    fields.push((name, e.offset, e.bytes));
+                }
+                // SAFETY: within the array, before its end marker.
+                p = unsafe { p.add(1) };
+            }
+        }
+        None => fields.extend([("context.id".to_string(), first, 8), ("context.pinned".to_string(), second, 4)]),
+    }
+    Some(match fields.iter().find(|(_, o, b)| off >= *o && off < o + b) {
+        Some((n, o, _)) if off == *o => format!("{who}.{n}"),
+        Some((n, o, _)) => format!("{who}.{n}+{:#x}", off - o),
+        None => format!("{who}+{off:#x}"),
+    })
+}
+
 /// Returns the element size of an object of `size` bytes that is a per-CPU
 /// variable (`DEFINE_PER_CPU` of a 32- or 64-bit type: an array of one
 /// element per CPU), or `None` for any other object.
@@ -879,6 +950,9 @@ pub(crate) fn per_cpu_stride(size: usize, ncpus: usize) -> Option<usize> {
 /// Names the memory at `addr`: the file's object (a per-CPU element, or at
 /// an offset), or the block one of its pointers holds.
 fn place(state: &State, copy_syms: &crate::Lib, load_base: usize, ncpus: usize, addr: usize) -> String {
+    if let Some(name) = mm_place(copy_syms, load_base, addr) {
+        return name;
+    }
     for s in copy_syms.symbols.iter().filter(|s| s.object) {
         let a = load_base + s.value as usize;
         if addr >= a && addr < a + s.size as usize {
@@ -917,15 +991,21 @@ pub(crate) fn describe(state: &State, race: &race::Race) -> String {
     };
     let (c1, w1, pc1, l1) = &race.first;
     let (c2, w2, pc2, l2) = &race.second;
+    // A marked write's code address is not kept: it is named as what it is.
+    let access = |marked: bool, w: bool, pc: usize| {
+        if marked {
+            ("marked write".to_string(), "an atomic or WRITE_ONCE".to_string())
+        } else {
+            (format!("plain {}", kind(w)), site(lib, state.load_base, pc))
+        }
+    };
+    let (a1, s1) = access(race.marked == Some(true), *w1, *pc1);
+    let (a2, s2) = access(race.marked == Some(false), *w2, *pc2);
     format!(
-        "plain {} of {} by cpu{c2} ({}, holding {}) races with cpu{c1}'s plain {} of it ({}, holding {}): \
+        "{a2} of {} by cpu{c2} ({s2}, holding {}) races with cpu{c1}'s {a1} of it ({s1}, holding {}): \
          no lock in common, and at least one writes",
-        kind(*w2),
         place(state, lib, state.load_base, ncpus, race.addr),
-        site(lib, state.load_base, *pc2),
         locks(l2),
-        kind(*w1),
-        site(lib, state.load_base, *pc1),
         locks(l1),
     )
 }

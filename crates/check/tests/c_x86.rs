@@ -177,6 +177,25 @@ fn the_v6_13_file_with_the_stable_test_for_switching_is_found_by_its_check_use_o
     found_as_the_zoo(&r, "zoo/linux-x86-stable-check-use-order");
 }
 
+/// The mm's own fields are checked for races as the file's memory is: a
+/// plain write of `next->context.ctx_id` added to today's switch races with
+/// another CPU's plain read of it in `choose_new_asid`, named by the mm's
+/// field.
+#[test]
+fn a_plain_write_of_an_mms_field_is_a_data_race_named_by_the_field() {
+    if !have_cc() {
+        return;
+    }
+    let text = std::fs::read_to_string(today_path()).unwrap();
+    let at = "\tthis_cpu_write(cpu_tlbstate.loaded_mm, next);\n";
+    assert_eq!(text.matches(at).count(), 1);
+    let racy = write_tlb("ctx-id", &text.replace(at, &format!("{at}\tnext->context.ctx_id++;\n")));
+    let r = check(&bounds(&racy, 3)).unwrap();
+    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
+    assert_eq!(cx.property, "no_data_race", "{}", r.to_text());
+    assert!(cx.detail.contains("].context.ctx_id by cpu") && cx.detail.contains("choose_new_asid"), "{}", cx.detail);
+}
+
 /// v5.12's file, before the concurrent flushes of v5.13, compiles against the
 /// same shims (its `is_lazy` in `cpu_tlbstate`, its own `asm("invlpg")`, its
 /// `const` flush request in read-only data, `smp_call_function_many`) and
