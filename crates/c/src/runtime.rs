@@ -351,9 +351,11 @@ extern "C-unwind" fn op_load(p: *const c_void, bytes: c_int) -> u64 {
     })
 }
 
-/// A marked write of the file: checked against other CPUs' plain reads
-/// where marked writes count (an mm's fields, [`race::Tracker::track_marked_writes`]).
-fn marked_write(f: &Frame, p: usize, bytes: usize) {
+/// Checks an access of the file for a data race: `record` is given the CPU
+/// it counts as (an IPI handler's accesses are its sender's, who waits for
+/// it) and the locks it holds, and returns the race the access makes. Only
+/// in the checker's build, once the file has booted, on a CPU.
+fn check_race(f: &Frame, record: impl FnOnce(&mut race::Tracker, usize, &[usize]) -> Option<race::Race>) {
     let st = f.state();
     if !st.checker || st.booting.get() || f.vt.is_none() {
         return;
@@ -361,10 +363,16 @@ fn marked_write(f: &Frame, p: usize, bytes: usize) {
     let cpu = f.cpu().index();
     let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
     let cpu = f.sender.unwrap_or(cpu);
-    let race = st.races.borrow_mut().marked_write(cpu, p, bytes.max(1), &held);
+    let race = record(&mut st.races.borrow_mut(), cpu, &held);
     if let Some(race) = race {
         panic!("no_data_race: {}", describe(st, &race));
     }
+}
+
+/// A marked write of the file: checked against other CPUs' plain reads
+/// where marked writes count (an mm's fields, [`race::Tracker::track_marked_writes`]).
+fn marked_write(f: &Frame, p: usize, bytes: usize) {
+    check_race(f, |t, cpu, held| t.marked_write(cpu, p, bytes.max(1), held));
 }
 
 extern "C-unwind" fn op_store(p: *mut c_void, bytes: c_int, v: u64) {
@@ -620,18 +628,7 @@ extern "C-unwind" fn op_free(p: *mut c_void) {
 
 extern "C-unwind" fn op_plain(p: *const c_void, bytes: c_int, write: c_int, pc: *const c_void) {
     with(|f| {
-        let st = f.state();
-        if !st.checker || st.booting.get() || f.vt.is_none() {
-            return;
-        }
-        let cpu = f.cpu().index();
-        let held = st.held.borrow().get(cpu).cloned().unwrap_or_default();
-        // An IPI handler's accesses are its sender's, who waits for it.
-        let cpu = f.sender.unwrap_or(cpu);
-        let race = st.races.borrow_mut().access(cpu, p as usize, bytes.max(1) as usize, write != 0, pc as usize, &held);
-        if let Some(race) = race {
-            panic!("no_data_race: {}", describe(st, &race));
-        }
+        check_race(f, |t, cpu, held| t.access(cpu, p as usize, bytes.max(1) as usize, write != 0, pc as usize, held))
     })
 }
 

@@ -196,6 +196,18 @@ fn a_plain_write_of_an_mms_field_is_a_data_race_named_by_the_field() {
     assert!(cx.detail.contains("].context.ctx_id by cpu") && cx.detail.contains("choose_new_asid"), "{}", cx.detail);
 }
 
+/// `tlbkit check --policy c:FILE --quick` of the test data's file of
+/// release `dir`: asserts it passes 10,000 schedules and returns the report.
+fn quick_passes(dir: &str) -> tlbkit_check::CheckReport {
+    let file = format!("c:{}/../c/tests/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
+        .run(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(r.counterexample.is_none(), "{}", r.to_text());
+    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+    r
+}
+
 /// v5.12's file, before the concurrent flushes of v5.13, compiles against the
 /// same shims (its `is_lazy` in `cpu_tlbstate`, its own `asm("invlpg")`, its
 /// `const` flush request in read-only data, `smp_call_function_many`) and
@@ -205,12 +217,7 @@ fn v5_12s_file_compiles_and_passes_a_quick_run() {
     if !have_cc() {
         return;
     }
-    let file = format!("c:{}/../c/tests/linux/v5.12.9/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
-    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
-        .run(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(r.counterexample.is_none(), "{}", r.to_text());
-    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+    quick_passes("v5.12.9");
 }
 
 /// v5.13's file, the first with the concurrent flushes (one
@@ -222,12 +229,7 @@ fn v5_13s_file_compiles_and_passes_a_quick_run() {
     if !have_cc() {
         return;
     }
-    let file = format!("c:{}/../c/tests/linux/v5.13/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
-    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
-        .run(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(r.counterexample.is_none(), "{}", r.to_text());
-    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+    quick_passes("v5.13");
 }
 
 /// v4.14's file, the first with PCIDs and `tlb_gen` (origin 002 as merged),
@@ -239,12 +241,7 @@ fn v4_14s_file_compiles_against_its_headers_and_passes_a_quick_run() {
     if !have_cc() {
         return;
     }
-    let file = format!("c:{}/../c/tests/linux/v4.14/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
-    let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
-        .run(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(r.counterexample.is_none(), "{}", r.to_text());
-    assert!(r.explored.executions >= 10_000, "{}", r.to_text());
+    let r = quick_passes("v4.14");
     assert!(r.hooks.iter().any(|h| h.hook == "enter_lazy" && h.calls > 0), "{}", r.to_text());
 }
 
