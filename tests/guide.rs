@@ -47,6 +47,7 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("kernel-x86-today.txt", "check --c crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --quick"),
     ("kernel-x86-compare.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --policy x86-linux-lazytrim --set jitter=0.02 --runs 3"),
     ("kernel-x86-releases.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.14/arch/x86/mm/tlb.c --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --set jitter=0.02 --runs 3"),
+    ("kernel-x86-v512-v513.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v5.12.9/arch/x86/mm/tlb.c --policy c:crates/c/tests/linux/v5.13/arch/x86/mm/tlb.c --policy x86-linux-513 --set jitter=0.02 --runs 3"),
     ("kernel-x86-global-asid-fix.txt", "check --policy c:crates/c/tests/linux/v6.17-hou-2of3/arch/x86/mm/tlb.c+invlpgb=on+sample=every --cpus 4 --mms 6 --pages 2 --asids 32 --memory sc --menu switch,munmap,exit,fork,idle --ops 232 --mode pct --iterations 2000 --script docs/findings/x86-global-asid-max.c.script"),
     ("litmus.txt", "litmus crates/check/litmus/vmsa"),
 ];
