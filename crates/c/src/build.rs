@@ -342,6 +342,11 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
             format!("-DTLBKIT_PCID_BITS={}", if options.x86 { options.asid_bits } else { 12 }),
             // x86 before v4.15 (the file builds no CR3 itself): the headers of v4.14.
             format!("-DTLBKIT_X86_V414={}", u8::from(options.x86 && !x86_builds_cr3(&texts))),
+            // x86 before v5.13 (the file defines native_flush_tlb_others): kernel/smp.c of then.
+            format!(
+                "-DTLBKIT_X86_SMP_V512={}",
+                u8::from(options.x86 && defines_any(&texts, "native_flush_tlb_others"))
+            ),
         ];
         let common: Vec<String> = [
             "-std=gnu11",
@@ -433,11 +438,16 @@ fn compile(sources: &Sources, options: &Options, key: u64) -> Result<Lib, Error>
     })
 }
 
+/// Returns whether one of `texts` defines the function `name`.
+fn defines_any(texts: &[String], name: &str) -> bool {
+    texts.iter().any(|t| defines_function(t, name))
+}
+
 /// Returns whether an x86 file builds its CR3 values itself (`build_cr3`, in
 /// `tlb.c` from v4.15's page-table isolation on); before, `asm/mmu_context.h`
 /// did, and `asm/tlbflush.h` held the flush primitives later files define.
 fn x86_builds_cr3(texts: &[String]) -> bool {
-    texts.iter().any(|t| defines_function(t, "build_cr3"))
+    defines_any(texts, "build_cr3")
 }
 
 /// Returns whether `text` defines the function `name`: `name(` after a

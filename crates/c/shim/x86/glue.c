@@ -169,6 +169,13 @@ static int tlbkit_targets(const struct cpumask *mask, smp_cond_func_t cond, void
 	return any;
 }
 
+/*
+ * Before v5.13 (a32a4d8a815c, "smp: Run functions concurrently in
+ * smp_call_function_many_cond()"), kernel/smp.c's on_each_cpu_cond_mask
+ * called the other CPUs first, waited, and only then asked cond_func of this
+ * one and ran func here: TLBKIT_X86_SMP_V512, for the files of that time
+ * (they define native_flush_tlb_others).
+ */
 void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
 {
 	unsigned int me = tlbkit_ops.cpu();
@@ -176,12 +183,14 @@ void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *inf
 	int any = tlbkit_targets(mask, cond, info, targets);
 
 	(void)wait;
+	if (TLBKIT_X86_SMP_V512 && any)
+		tlbkit_ops.ipi(targets, func, info);
 	if (cpumask_test_cpu((int)me, mask) && (!cond || cond((int)me, info))) {
 		tlbkit_ops.irq(1);
 		func(info);
 		tlbkit_ops.irq(0);
 	}
-	if (any)
+	if (!TLBKIT_X86_SMP_V512 && any)
 		tlbkit_ops.ipi(targets, func, info);
 }
 
