@@ -73,6 +73,8 @@ struct X86Ops {
     irq: extern "C-unwind" fn(c_int),
     write_cr3: extern "C-unwind" fn(c_int, u32, u32, c_int),
     x86_tlbi: extern "C-unwind" fn(c_int, u64, u32, u32),
+    ipi_async: extern "C-unwind" fn(*const u64, extern "C-unwind" fn(*mut c_void), *mut c_void),
+    spin_on: extern "C-unwind" fn(*const c_void),
 }
 
 /// The table every loaded copy gets.
@@ -99,8 +101,20 @@ pub const OPS: Ops = Ops {
         run_asm: op_run_asm,
         reached: op_reached,
     },
-    x86: X86Ops { ipi: op_ipi, jiffies: op_jiffies, irq: op_irq, write_cr3: op_write_cr3, x86_tlbi: op_x86_tlbi },
+    x86: X86Ops {
+        ipi: op_ipi,
+        jiffies: op_jiffies,
+        irq: op_irq,
+        write_cr3: op_write_cr3,
+        x86_tlbi: op_x86_tlbi,
+        ipi_async: op_ipi_async,
+        spin_on: op_spin_on,
+    },
 };
+
+/// An IPI handler the sender does not wait for: it owns what it uses (see
+/// [`Hw::send_ipi_async`]); it gets the target's `&H`, type-erased.
+type Handler = Box<dyn Fn(*const ())>;
 
 /// A [`Hw`] with its type erased: one function per method the C side needs.
 #[derive(Clone, Copy)]
@@ -113,6 +127,8 @@ pub struct HwVt {
     note: fn(*const (), Note),
     shared: fn(*const (), usize, Access),
     send_ipi: fn(*const (), &CpuMask, &dyn Fn(*const ())),
+    send_ipi_async: fn(*const (), &CpuMask, Handler),
+    spin_on: fn(*const (), usize),
     jiffies: fn(*const ()) -> u64,
     irq: fn(*const (), bool),
 }
@@ -143,6 +159,14 @@ impl HwVt {
             // SAFETY: as for `cpu`: `p` is its frame's live `&H`; the handler
             // gets each target's `&H`, alive while it runs.
             send_ipi: |p, m, f| unsafe { &*p.cast::<H>() }.send_ipi(m, |h: &H| f(std::ptr::from_ref(h).cast())),
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`; the handler owns what it uses.
+            send_ipi_async: |p, m, f| {
+                // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
+                let h = unsafe { &*p.cast::<H>() };
+                h.send_call_function_ipi_async(m, move |t: &H| f(std::ptr::from_ref(t).cast()));
+            },
+            // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
+            spin_on: |p, a| unsafe { &*p.cast::<H>() }.spin_on(a),
             // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
             jiffies: |p| unsafe { &*p.cast::<H>() }.jiffies(),
             // SAFETY: as for `cpu`: `p` is its frame's live `&H`.
@@ -741,6 +765,40 @@ extern "C-unwind" fn op_ipi(targets: *const u64, func: extern "C-unwind" fn(*mut
         };
         (vt.send_ipi)(f.hw, &mask, &handler);
     })
+}
+
+/// `tlbkit_ops.ipi_async`: the call-function IPIs of kernel/smp.c, sent and
+/// not waited for ([`Hw::send_call_function_ipi_async`]); the glue waits on
+/// its csds. Each handler runs `func(info)` in a frame of its own on its
+/// CPU, its plain accesses counted as the sender's, who waits for it.
+extern "C-unwind" fn op_ipi_async(targets: *const u64, func: extern "C-unwind" fn(*mut c_void), info: *mut c_void) {
+    with(|f| {
+        let n = f.state().held.borrow().len();
+        let mask = CpuMask::new(n);
+        for c in 0..n {
+            // SAFETY: the shims pass a cpumask of NR_CPUS bits, on the
+            // sender's stack, alive for this call.
+            if unsafe { *targets.add(c / 64) } >> (c % 64) & 1 != 0 {
+                mask.set(CpuId(c as u32));
+            }
+        }
+        f.dispatch();
+        let vt = f.vt();
+        let sender = f.cpu().index();
+        // The policy's state outlives every execution, and `info` is the
+        // glue's (never the sender's stack): the handler owns what it uses.
+        let state = f.state;
+        let handler = Box::new(move |h: *const ()| {
+            let frame = Frame { hw: h, vt: Some(vt), state, flush: Cell::new(Flush::None), sender: Some(sender) };
+            enter(&frame, || func(info));
+        });
+        (vt.send_ipi_async)(f.hw, &mask, handler);
+    })
+}
+
+/// `tlbkit_ops.spin_on`: the sender will poll `p` until its targets answer.
+extern "C-unwind" fn op_spin_on(p: *const c_void) {
+    with(|f| (f.vt().spin_on)(f.hw, p as usize))
 }
 
 extern "C-unwind" fn op_jiffies() -> u64 {

@@ -141,15 +141,6 @@ void cr4_update_irqsoff(unsigned long set, unsigned long clear)
 }
 
 /*
- * kernel/smp.c's smp_call_function_many_cond with SCF_WAIT | SCF_RUN_LOCAL
- * (on_each_cpu_cond_mask, v5.x on): the sender reads the mask and asks
- * cond_func of each other CPU in it, runs func itself with interrupts off
- * if it is in the mask (and cond_func agrees), then sends the IPIs and
- * waits for every handler. The kernel runs the local call after sending, so
- * that it overlaps the handlers; here it runs first (the machine's IPI sends
- * and waits in one call), as tlbkit's Rust ports do.
- */
-/*
  * Marks in `targets` every CPU of `mask` but this one that `cond` (if any)
  * agrees to, asked on the sender as kernel/smp.c asks it; returns whether
  * there is one.
@@ -169,29 +160,152 @@ static int tlbkit_targets(const struct cpumask *mask, smp_cond_func_t cond, void
 	return any;
 }
 
+#ifdef TLBKIT_SIMULATOR
 /*
- * Before v5.13 (a32a4d8a815c, "smp: Run functions concurrently in
- * smp_call_function_many_cond()"), kernel/smp.c's on_each_cpu_cond_mask
- * called the other CPUs first, waited, and only then asked cond_func of this
- * one and ran func here: TLBKIT_X86_SMP_V512, for the files of that time
- * (they define native_flush_tlb_others).
+ * kernel/smp.c's call-function data (v4.x to today), in the simulator's
+ * build, which charges the cache lines they move: per initiator a csd for
+ * each target (cfd_data), each on a line of its own, and each CPU's
+ * call_single_queue. The initiator locks each target's csd (csd_lock: waits
+ * until it is free, then sets its flag), fills it, adds it to the target's
+ * queue (llist_add) and sends the IPIs without waiting; each target takes
+ * its queue (llist_del_all), reads the csd, runs the function and releases
+ * the csd (smp_store_release); the initiator waits on each csd it queued
+ * (csd_lock_wait), polling it. The IPI carries only the initiator's number.
+ *
+ * The checker's build has none of it: there the machine's IPI runs each
+ * handler and returns when all have (one call, tlbkit_ops.ipi). Its csds,
+ * memory no bug of the file's can depend on, made the standard bounds five
+ * times as many states.
  */
-void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
+struct tlbkit_csd {
+	unsigned long flags;
+	unsigned long func;
+	unsigned long info;
+} __attribute__((aligned(64)));
+static struct tlbkit_csd tlbkit_cfd[NR_CPUS][NR_CPUS];
+static struct {
+	unsigned long first;
+} __attribute__((aligned(64))) tlbkit_call_single_queue[NR_CPUS];
+
+static int tlbkit_targets_has(const unsigned long *targets, unsigned int cpu)
+{
+	return targets[cpu / BITS_PER_LONG] >> (cpu % BITS_PER_LONG) & 1;
+}
+
+/* csd_lock_wait: until the target released the csd (smp_cond_load_acquire). */
+static void tlbkit_csd_lock_wait(struct tlbkit_csd *csd)
+{
+	while (smp_load_acquire(&csd->flags))
+		cpu_relax();
+}
+
+/* flush_smp_call_function_queue, on the target: the initiator's request. */
+static void tlbkit_call_function(void *initiator)
 {
 	unsigned int me = tlbkit_ops.cpu();
-	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
-	int any = tlbkit_targets(mask, cond, info, targets);
+	struct tlbkit_csd *csd = &tlbkit_cfd[(unsigned long)initiator][me];
+	smp_call_func_t func;
+	void *info;
 
-	(void)wait;
-	if (TLBKIT_X86_SMP_V512 && any)
-		tlbkit_ops.ipi(targets, func, info);
+	(void)tlbkit_ops.rmw(&tlbkit_call_single_queue[me].first, 8, TLBKIT_XCHG, TLBKIT_FULL, 0, 0);
+	func = (smp_call_func_t)(unsigned long)tlbkit_ops.load(&csd->func, 8);
+	info = (void *)(unsigned long)tlbkit_ops.load(&csd->info, 8);
+	func(info);
+	smp_store_release(&csd->flags, 0UL);
+}
+
+/* Queues a csd on each of `targets` and sends the IPIs; returns without waiting. */
+static void tlbkit_call_send(const unsigned long *targets, smp_call_func_t func, void *info)
+{
+	unsigned long me = tlbkit_ops.cpu();
+	int first = -1;
+
+	for (unsigned int cpu = 0; cpu < NR_CPUS; cpu++) {
+		struct tlbkit_csd *csd = &tlbkit_cfd[me][cpu];
+
+		if (!tlbkit_targets_has(targets, cpu))
+			continue;
+		tlbkit_csd_lock_wait(csd);
+		tlbkit_ops.store(&csd->flags, 8, 1);
+		tlbkit_ops.store(&csd->func, 8, (unsigned long)func);
+		tlbkit_ops.store(&csd->info, 8, (unsigned long)info);
+		(void)tlbkit_ops.rmw(&tlbkit_call_single_queue[cpu].first, 8, TLBKIT_XCHG, TLBKIT_FULL,
+				     (unsigned long)csd, 0);
+		if (first < 0)
+			first = (int)cpu;
+	}
+	tlbkit_ops.spin_on(&tlbkit_cfd[me][first].flags);
+	tlbkit_ops.ipi_async(targets, tlbkit_call_function, (void *)me);
+}
+
+/* Waits on the csd of each of `targets`. */
+static void tlbkit_call_wait(const unsigned long *targets)
+{
+	unsigned int me = tlbkit_ops.cpu();
+
+	for (unsigned int cpu = 0; cpu < NR_CPUS; cpu++)
+		if (tlbkit_targets_has(targets, cpu))
+			tlbkit_csd_lock_wait(&tlbkit_cfd[me][cpu]);
+}
+#define TLBKIT_CALL_WAITS_APART 1
+#else
+/* The checker's: the machine's IPI, which returns when every handler has. */
+static void tlbkit_call_send(const unsigned long *targets, smp_call_func_t func, void *info)
+{
+	tlbkit_ops.ipi(targets, func, info);
+}
+static void tlbkit_call_wait(const unsigned long *targets)
+{
+	(void)targets;
+}
+#define TLBKIT_CALL_WAITS_APART 0
+#endif
+
+/* Runs func here with interrupts off if this CPU is in `mask` and `cond` (if any) agrees. */
+static void tlbkit_call_local(smp_cond_func_t cond, smp_call_func_t func, void *info, const struct cpumask *mask)
+{
+	unsigned int me = tlbkit_ops.cpu();
+
 	if (cpumask_test_cpu((int)me, mask) && (!cond || cond((int)me, info))) {
 		tlbkit_ops.irq(1);
 		func(info);
 		tlbkit_ops.irq(0);
 	}
-	if (!TLBKIT_X86_SMP_V512 && any)
-		tlbkit_ops.ipi(targets, func, info);
+}
+
+/*
+ * on_each_cpu_cond_mask: the sender picks the targets (cond_func asked on
+ * the sender). From v5.13 (a32a4d8a815c, "smp: Run functions concurrently
+ * in smp_call_function_many_cond()", SCF_RUN_LOCAL) it queues and sends,
+ * runs func itself with interrupts off if it is in the mask and cond_func
+ * agrees, then waits: so the simulator's build; the checker's, whose IPI
+ * waits as it sends, runs the local call first. Before v5.13 it sent and
+ * waited, then ran func here (TLBKIT_X86_SMP_V512, for the files of that
+ * time: they define native_flush_tlb_others), in both builds.
+ */
+void on_each_cpu_cond_mask(smp_cond_func_t cond, smp_call_func_t func, void *info, bool wait, const struct cpumask *mask)
+{
+	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
+	int any = tlbkit_targets(mask, cond, info, targets);
+
+	(void)wait;
+	if (TLBKIT_X86_SMP_V512) {
+		if (any) {
+			tlbkit_call_send(targets, func, info);
+			tlbkit_call_wait(targets);
+		}
+		tlbkit_call_local(cond, func, info, mask);
+	} else if (TLBKIT_CALL_WAITS_APART) {
+		if (any)
+			tlbkit_call_send(targets, func, info);
+		tlbkit_call_local(cond, func, info, mask);
+		if (any)
+			tlbkit_call_wait(targets);
+	} else {
+		tlbkit_call_local(cond, func, info, mask);
+		if (any)
+			tlbkit_call_send(targets, func, info);
+	}
 }
 
 void smp_call_function_many(const struct cpumask *mask, smp_call_func_t func, void *info, bool wait)
@@ -199,8 +313,10 @@ void smp_call_function_many(const struct cpumask *mask, smp_call_func_t func, vo
 	unsigned long targets[BITS_TO_LONGS(NR_CPUS)] = { 0 };
 
 	(void)wait;
-	if (tlbkit_targets(mask, NULL, info, targets))
-		tlbkit_ops.ipi(targets, func, info);
+	if (tlbkit_targets(mask, NULL, info, targets)) {
+		tlbkit_call_send(targets, func, info);
+		tlbkit_call_wait(targets);
+	}
 }
 
 /* Runs the file's asm statement `tmpl`: `invlpg (%0)` of its operand, nothing else. */

@@ -86,6 +86,15 @@ struct tlbkit_ops {
 	void (*cr3)(int reserved, unsigned int slot, unsigned int pcid, int noflush);
 	/* x86: a TLB operation (enum tlbkit_x86_tlbi) with its address, PCID and page count. */
 	void (*x86_tlbi)(int op, tlbkit_u64 va, unsigned int pcid, unsigned int nr);
+	/*
+	 * x86: kernel/smp.c's call-function IPI to every CPU of `targets` but
+	 * this one, the csds already queued: returns once sent; the handlers
+	 * run func(info) there, maybe after the caller goes on (it waits on
+	 * its csds itself), so info must not point into the caller's stack.
+	 */
+	void (*ipi_async)(const unsigned long *targets, void (*func)(void *), void *info);
+	/* x86: after its next IPI this CPU spins reading the shared variable at p until its targets answer. */
+	void (*spin_on)(const volatile void *p);
 };
 
 extern struct tlbkit_ops tlbkit_ops;
