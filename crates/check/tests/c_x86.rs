@@ -303,3 +303,24 @@ fn v6_17s_global_asid_allocator_hands_max_out_twice_and_hous_patch_passes() {
     assert!(r.counterexample.is_none(), "{}", r.to_text());
     assert_eq!(r.explored.executions, 2_000, "{}", r.to_text());
 }
+
+/// The same in v6.15's file (reconstructed, `crates/c/tests/linux/README.md`),
+/// the release that added the allocator, and with patch 2/3's hunk applied
+/// to it.
+#[test]
+fn v6_15s_file_hands_max_out_twice_and_with_hous_patch_passes() {
+    if !have_cc() {
+        return;
+    }
+    let file = format!("{}/../c/tests/linux/v6.15/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let r = global_asid_c_script(&file, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
+    assert_eq!(cx.property, "no_asid_alias", "{}", r.to_text());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let test = "if (asid >= MAX_ASID_AVAILABLE && !global_asid_available) {";
+    assert_eq!(text.matches(test).count(), 1);
+    let fixed = write_tlb("v615-hou", &text.replace(test, &test.replace("!global", "global")));
+    let fixed = fixed.strip_prefix("c:").expect("a C policy");
+    let r = global_asid_c_script(fixed, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.counterexample.is_none() && r.explored.executions == 2_000, "{}", r.to_text());
+}
