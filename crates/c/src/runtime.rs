@@ -746,15 +746,7 @@ extern "C-unwind" fn op_run_asm(template: *const c_char, names: *const c_char, o
 /// with interrupts on.
 extern "C-unwind" fn op_ipi(targets: *const u64, func: extern "C-unwind" fn(*mut c_void), info: *mut c_void) {
     with(|f| {
-        let n = f.state().held.borrow().len();
-        let mask = CpuMask::new(n);
-        for c in 0..n {
-            // SAFETY: the shims pass a cpumask of NR_CPUS bits, on the
-            // sender's stack, which waits here.
-            if unsafe { *targets.add(c / 64) } >> (c % 64) & 1 != 0 {
-                mask.set(CpuId(c as u32));
-            }
-        }
+        let mask = targets_of(f, targets);
         f.dispatch();
         let vt = f.vt();
         let sender = f.cpu().index();
@@ -767,21 +759,27 @@ extern "C-unwind" fn op_ipi(targets: *const u64, func: extern "C-unwind" fn(*mut
     })
 }
 
+/// Reads an IPI's targets: the shims' cpumask of NR_CPUS bits.
+fn targets_of(f: &Frame, targets: *const u64) -> CpuMask {
+    let n = f.state().held.borrow().len();
+    let mask = CpuMask::new(n);
+    for c in 0..n {
+        // SAFETY: the shims pass a cpumask of NR_CPUS bits, on the sender's
+        // stack, alive for the call that reads it.
+        if unsafe { *targets.add(c / 64) } >> (c % 64) & 1 != 0 {
+            mask.set(CpuId(c as u32));
+        }
+    }
+    mask
+}
+
 /// `tlbkit_ops.ipi_async`: the call-function IPIs of kernel/smp.c, sent and
 /// not waited for ([`Hw::send_call_function_ipi_async`]); the glue waits on
 /// its csds. Each handler runs `func(info)` in a frame of its own on its
 /// CPU, its plain accesses counted as the sender's, who waits for it.
 extern "C-unwind" fn op_ipi_async(targets: *const u64, func: extern "C-unwind" fn(*mut c_void), info: *mut c_void) {
     with(|f| {
-        let n = f.state().held.borrow().len();
-        let mask = CpuMask::new(n);
-        for c in 0..n {
-            // SAFETY: the shims pass a cpumask of NR_CPUS bits, on the
-            // sender's stack, alive for this call.
-            if unsafe { *targets.add(c / 64) } >> (c % 64) & 1 != 0 {
-                mask.set(CpuId(c as u32));
-            }
-        }
+        let mask = targets_of(f, targets);
         f.dispatch();
         let vt = f.vt();
         let sender = f.cpu().index();
