@@ -81,7 +81,7 @@ pub fn reached(sources: &Sources) -> Result<Option<Vec<FileCoverage>>, Error> {
 type Block = (u32, String, bool);
 
 /// One frame of an address's chain of inlined calls: function, file, line.
-type Frame = (String, String, u32);
+pub(crate) type Frame = (String, String, u32);
 
 /// Returns every byte of code of `lib` that the user's files account for:
 /// the file (its place in `lib.code_files`), line, function, and whether
@@ -121,7 +121,7 @@ fn blocks(lib: &Lib) -> Result<Vec<(usize, Block)>, Error> {
         }
     }
     let addresses: Vec<u64> = owned.iter().map(|&(b, _)| b).collect();
-    let located = addr2line(lib, &addresses)?;
+    let located = addr2line(&lib.path, &addresses)?;
     // Where the build put each of the user's files (`compile`'s tree).
     let places: Vec<String> = lib.code_files.iter().map(|(i, _, name)| format!("user/{i}/{name}")).collect();
     let mut out = Vec::new();
@@ -170,16 +170,16 @@ fn calls_to(seg: &crate::elf::Code<'_>, target: u64, out: &mut Vec<(u64, u64)>) 
     }
 }
 
-/// Names each of `addresses` with `addr2line`: its chain of inlined calls,
-/// innermost first, each as function, file and line.
-fn addr2line(lib: &Lib, addresses: &[u64]) -> Result<Vec<Vec<Frame>>, Error> {
+/// Names each of `addresses` of the object at `path` with `addr2line`: its
+/// chain of inlined calls, innermost first, each as function, file and line.
+pub(crate) fn addr2line(path: &std::path::Path, addresses: &[u64]) -> Result<Vec<Vec<Frame>>, Error> {
     let why = |e: String| Error::Load {
-        path: lib.path.display().to_string(),
+        path: path.display().to_string(),
         why: format!("cannot name the lines of the code the check ran with addr2line (binutils): {e}"),
     };
     let mut child = Command::new("addr2line")
         .args(["-a", "-f", "-i", "-e"])
-        .arg(&lib.path)
+        .arg(path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

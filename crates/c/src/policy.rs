@@ -231,13 +231,24 @@ impl CPolicy {
     }
 
     /// Returns where slot `mm`'s `struct mm_struct` lies in this copy (the
-    /// glue's `tlbkit_mm[slot]`), and its size.
+    /// glue's `tlbkit_mm[slot]`), and its size (`tlbkit_layout[0]`).
     fn mm_range(&self, mm: MmId) -> Option<(usize, usize)> {
-        let s = self.lib.symbol("tlbkit_mm")?;
-        let each = s.size as usize / self.options.mm_slots.max(1);
-        // SAFETY: `copy` is this policy's loaded copy, alive while it is.
-        let base = unsafe { &*self.copy }.load_base;
-        Some((base + s.value as usize + mm.0 as usize * each, each))
+        let size = self.layout(0)?;
+        Some((self.copy().addr(&self.lib, "tlbkit_mm")? + mm.index() * size, size))
+    }
+
+    /// Returns entry `k` of the glue's `tlbkit_layout` (the mm's size, then
+    /// the offsets of the fields tlbkit reads).
+    fn layout(&self, k: usize) -> Option<usize> {
+        let layout = self.copy().addr(&self.lib, "tlbkit_layout")? as *const u64;
+        // SAFETY: the glue's `const unsigned long tlbkit_layout[4]`; k < 4.
+        Some(unsafe { *layout.add(k) } as usize)
+    }
+
+    /// This policy's loaded copy.
+    fn copy(&self) -> &LoadedCopy {
+        // SAFETY: the copy outlives the policy.
+        unsafe { &*self.copy }
     }
 
     /// Returns the mm's `context.id` as memory holds it (for tests and traces).
@@ -250,13 +261,7 @@ impl CPolicy {
 
     /// Returns the address of field `k` of `tlbkit_layout` (1: context.id, 2: pinned) of mm slot `mm`.
     fn mm_field(&self, mm: MmId, k: usize) -> Option<usize> {
-        // SAFETY: the copy outlives the policy.
-        let copy = unsafe { &*self.copy };
-        let layout = copy.addr(&self.lib, "tlbkit_layout")? as *const u64;
-        let array = copy.addr(&self.lib, "tlbkit_mm")?;
-        // SAFETY: the glue's `const unsigned long tlbkit_layout[4]`.
-        let (size, off) = unsafe { (*layout as usize, *layout.add(k) as usize) };
-        Some(array + mm.index() * size + off)
+        Some(self.mm_range(mm)?.0 + self.layout(k)?)
     }
 }
 

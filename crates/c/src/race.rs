@@ -63,10 +63,12 @@ pub struct Race {
     pub marked: Option<bool>,
 }
 
-/// The kinds of access kept per granule and CPU: plain reads, plain writes,
-/// marked writes (mm fields only).
-const KINDS: usize = 3;
+/// The kinds of access kept per granule and CPU, by their index: plain
+/// reads, plain writes, marked writes (mm fields only).
+const READ: usize = 0;
+const WRITE: usize = 1;
 const MARKED: usize = 2;
+const KINDS: usize = 3;
 
 impl Tracker {
     /// Adds `[start, end)` to the memory whose plain accesses are checked.
@@ -109,10 +111,7 @@ impl Tracker {
     pub fn untrack(&mut self, start: usize) {
         if let Some(k) = self.ranges.iter().position(|r| r.0 == start) {
             let (s, e) = self.ranges.swap_remove(k);
-            let keys: Vec<usize> = self.seen.range(s..e).map(|(k, _)| *k).collect();
-            keys.into_iter().for_each(|k| {
-                self.seen.remove(&k);
-            });
+            self.forget(s, e);
         }
     }
 
@@ -130,7 +129,7 @@ impl Tracker {
         if !self.ranges.iter().any(|&(s, e)| addr < e && addr + bytes > s) {
             return None;
         }
-        self.record(cpu, addr, bytes, usize::from(write), pc, held)
+        self.record(cpu, addr, bytes, if write { WRITE } else { READ }, pc, held)
     }
 
     /// Records an access of kind `kind` (plain read, plain write, marked
@@ -148,10 +147,10 @@ impl Tracker {
         pc: usize,
         held: &[usize],
     ) -> Option<Race> {
-        let conflicts = |mine: usize, theirs: usize| match (mine, theirs) {
-            (0, t) => t != 0,
-            (1, t) => t != MARKED,
-            (_, t) => t == 0,
+        let conflicts = |mine: usize, theirs: usize| match mine {
+            READ => theirs != READ,
+            WRITE => theirs != MARKED,
+            _ => theirs == READ,
         };
         let mut g = addr & !7;
         while g < addr + bytes {
@@ -169,8 +168,8 @@ impl Tracker {
                             let marked = (k == MARKED || kind == MARKED).then_some(k == MARKED);
                             return Some(Race {
                                 addr: g + (o.bytes & mine).trailing_zeros() as usize,
-                                first: (d, k != 0, o.pc, o.locks.clone()),
-                                second: (cpu, kind != 0, pc, held.to_vec()),
+                                first: (d, k != READ, o.pc, o.locks.clone()),
+                                second: (cpu, kind != READ, pc, held.to_vec()),
                                 marked,
                             });
                         }

@@ -15,8 +15,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// A loaded copy's code: `[lo, hi)`, and the object it was copied from.
@@ -121,22 +120,12 @@ pub fn caller() -> Option<String> {
     None
 }
 
-/// Names the code at `off` in `path` with `addr2line -f -i`: the innermost
-/// of its inlined calls that lies in one of the user's files.
-fn name_of(path: &PathBuf, places: &[(String, String)], off: u64) -> Option<String> {
-    let out = Command::new("addr2line").args(["-f", "-i", "-e"]).arg(path).arg(format!("{off:#x}")).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    while let (Some(function), Some(place)) = (lines.next(), lines.next()) {
-        // `FILE:LINE`, maybe followed by ` (discriminator N)`.
-        let place = place.split(" (").next().unwrap_or(place);
-        let (file, line) = place.rsplit_once(':')?;
-        if let Some((_, shown)) = places.iter().find(|(p, _)| file.ends_with(p.as_str())) {
-            return Some(format!("{function}, {shown}:{line}"));
-        }
-    }
-    None
+/// Names the code at `off` in `path` ([`crate::coverage::addr2line`]): the
+/// innermost of its inlined calls that lies in one of the user's files.
+fn name_of(path: &Path, places: &[(String, String)], off: u64) -> Option<String> {
+    let chains = crate::coverage::addr2line(path, &[off]).ok()?;
+    chains.into_iter().next()?.into_iter().find_map(|(function, file, line)| {
+        let (_, shown) = places.iter().find(|(p, _)| file.ends_with(p.as_str()))?;
+        Some(format!("{function}, {shown}:{line}"))
+    })
 }
