@@ -90,25 +90,28 @@ pub const PROPERTIES: [&str; 7] = [
 /// ends in reasonable time only with a dozen or so.
 pub const MAX_OPS: usize = 256;
 
+/// Returns the `log2` of `asids` if it is a power of two from `min` to
+/// `max`; else the error that names the space (`"an arm64 ASID space is"`).
+fn log2_between(asids: u32, min: u32, max: u32, space: String) -> Result<u8, Error> {
+    if asids < min || !asids.is_power_of_two() || asids > max {
+        return Err(Error::Asids { asids, space, min, max });
+    }
+    Ok(asids.trailing_zeros() as u8)
+}
+
 /// Returns the `log2` of `asids` if it is a power of two of at least 4 (and at
 /// most 65536 on arm64, 4096 for FreeBSD x86's PCIDs).
 fn asid_bits(asids: u32, x86: bool) -> Result<u8, Error> {
     let (max, what) =
         if x86 { (1 << 12, "FreeBSD x86's PCIDs per CPU are") } else { (1 << 16, "an arm64 ASID space is") };
-    if asids < 4 || !asids.is_power_of_two() || asids > max {
-        return Err(Error::Asids { asids, space: what.into(), min: 4, max });
-    }
-    Ok(asids.trailing_zeros() as u8)
+    log2_between(asids, 4, max, what.into())
 }
 
 /// Returns the `log2` of `asids` global ASIDs for `policy` (one whose `--asids`
 /// is its [`AsidSpace::GlobalAsids`]): a power of two from 2 to 2048 (the kernel
 /// has 2039 on a 12-bit PCID machine).
 fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, Error> {
-    if asids < 2 || !asids.is_power_of_two() || asids > 2048 {
-        return Err(Error::Asids { asids, space: format!("{policy}'s global ASIDs are"), min: 2, max: 2048 });
-    }
-    Ok(asids.trailing_zeros() as u8)
+    log2_between(asids, 2, 2048, format!("{policy}'s global ASIDs are"))
 }
 
 /// Returns `X86_CR3_PCID_BITS` for a kernel's own x86 `tlb.c` checked with
@@ -116,15 +119,7 @@ fn global_asid_bits(asids: u32, policy: &str) -> Result<u8, Error> {
 /// the fewest that leave global ASIDs beside the 6 slots with PTI compiled
 /// in) to 4096 (the hardware's 12).
 fn x86_pcid_bits(pcids: u32) -> Result<u8, Error> {
-    if pcids < 32 || !pcids.is_power_of_two() || pcids > 4096 {
-        return Err(Error::Asids {
-            asids: pcids,
-            space: "an x86 tlb.c's PCIDs (X86_CR3_PCID_BITS) are".into(),
-            min: 32,
-            max: 4096,
-        });
-    }
-    Ok(pcids.trailing_zeros() as u8)
+    log2_between(pcids, 32, 4096, "an x86 tlb.c's PCIDs (X86_CR3_PCID_BITS) are".into())
 }
 
 /// Returns the registry's builder input for `spec`: its CPUs, address-space
