@@ -47,41 +47,46 @@
 /* TLBI RVA*: NUM in [0, 31], SCALE in [0, 3]: (NUM + 1) << (5 * SCALE + 1) pages. */
 #define MAX_TLBI_RANGE_PAGES (32UL << (5 * 3 + 1))
 
-static inline void local_flush_tlb_all(void)
-{
-	dsb(nshst);
-	__tlbi(vmalle1);
-	dsb(nsh);
-	isb();
-}
+/*
+ * The kernel's and, under KPTI, the user ASID's entries for one operand; the
+ * operand is evaluated once by the caller (a read of the ASID is an access the
+ * checker schedules).
+ */
+#define tlbkit_tlbi_both(op, arg) do {					\
+	__tlbi(op, arg);						\
+	__tlbi_user(op, arg);						\
+} while (0)
 
-static inline void flush_tlb_all(void)
-{
-	dsb(ishst);
-	__tlbi(vmalle1is);
-	dsb(ish);
-	isb();
-}
+/*
+ * Every entry of every ASID: the page-table writes ordered before the TLBI
+ * (DSB ST), the TLBI waited for (DSB) and the instruction stream synchronised
+ * (ISB), in this CPU's domain (NSH) or the inner-shareable one (IS, ISH).
+ */
+#define tlbkit_flush_all(op, before, after) do {			\
+	dsb(before);							\
+	__tlbi(op);							\
+	dsb(after);							\
+	isb();								\
+} while (0)
 
+static inline void local_flush_tlb_all(void) { tlbkit_flush_all(vmalle1, nshst, nsh); }
+static inline void flush_tlb_all(void) { tlbkit_flush_all(vmalle1is, ishst, ish); }
+
+/* An ASID's entries: the barrier before the ASID is read (5e10f9887ed8). */
 static inline void flush_tlb_mm(struct mm_struct *mm)
 {
-	unsigned long asid;
-
 	dsb(ishst);
-	asid = __TLBI_VADDR(0, ASID(mm));
-	__tlbi(aside1is, asid);
-	__tlbi_user(aside1is, asid);
+	unsigned long operand = __TLBI_VADDR(0, ASID(mm));
+	tlbkit_tlbi_both(aside1is, operand);
 	dsb(ish);
 }
 
+/* One page's last-level entry, not waited for: the caller's DSB completes it. */
 static inline void __flush_tlb_page_nosync(struct mm_struct *mm, unsigned long uaddr)
 {
-	unsigned long addr;
-
 	dsb(ishst);
-	addr = __TLBI_VADDR(uaddr, ASID(mm));
-	__tlbi(vale1is, addr);
-	__tlbi_user(vale1is, addr);
+	unsigned long operand = __TLBI_VADDR(uaddr, ASID(mm));
+	tlbkit_tlbi_both(vale1is, operand);
 }
 
 static inline void flush_tlb_page_nosync(struct vm_area_struct *vma, unsigned long uaddr)
@@ -104,62 +109,65 @@ static inline void flush_tlb_page(struct vm_area_struct *vma, unsigned long uadd
 #define __TLBI_VADDR_RANGE(baddr, asid, scale, num) \
 	((((unsigned long)(asid)) << 48) | ((unsigned long)(scale) << 44) | ((unsigned long)(num) << 39) | (((baddr) >> 12) & GENMASK_ULL(36, 0)))
 
+/* Whether a range is flushed by ASID instead: too many pages for single TLBIs, or for range ones. */
 static inline bool __flush_tlb_range_limit_excess(unsigned long start, unsigned long end, unsigned long pages, unsigned long stride)
 {
-	if (!system_supports_tlb_range() && (end - start) >= (MAX_DVM_OPS * stride))
-		return true;
-	if (pages > MAX_TLBI_RANGE_PAGES)
-		return true;
-	return false;
+	bool too_many_single = !system_supports_tlb_range() && (end - start) >= (MAX_DVM_OPS * stride);
+
+	return too_many_single || pages > MAX_TLBI_RANGE_PAGES;
+}
+
+/* The largest (NUM, SCALE) run at the front of `pages`, as a range operand; its pages in *covered. */
+static inline unsigned long tlbkit_range_operand(unsigned long start, unsigned long asid, unsigned long pages,
+						 unsigned long *covered)
+{
+	for (int scale = 3; scale >= 0; scale--) {
+		int num = __TLBI_RANGE_NUM(pages, scale);
+
+		if (num >= 0) {
+			*covered = (unsigned long)(num + 1) << (5 * scale + 1);
+			return __TLBI_VADDR_RANGE(start, asid, scale, num);
+		}
+	}
+	*covered = 0;
+	return 0;
 }
 
 static inline void __flush_tlb_range_nosync(struct mm_struct *mm, unsigned long start, unsigned long end,
 					    unsigned long stride, bool last_level)
 {
-	unsigned long asid, pages;
-
 	start = round_down(start, stride);
 	end = round_up(end, stride);
-	pages = (end - start) >> PAGE_SHIFT;
+	unsigned long pages = (end - start) >> PAGE_SHIFT;
+
 	if (__flush_tlb_range_limit_excess(start, end, pages, stride)) {
 		flush_tlb_mm(mm);
 		return;
 	}
 	dsb(ishst);
-	asid = ASID(mm);
+	unsigned long asid = ASID(mm);
+
 	while (pages > 0) {
+		unsigned long covered, operand;
+
 		if (!system_supports_tlb_range() || pages == 1) {
-			unsigned long addr = __TLBI_VADDR(start, asid);
-
-			if (last_level) {
-				__tlbi(vale1is, addr);
-				__tlbi_user(vale1is, addr);
-			} else {
-				__tlbi(vae1is, addr);
-				__tlbi_user(vae1is, addr);
-			}
-			start += stride;
-			pages -= stride >> PAGE_SHIFT;
-			continue;
-		}
-		for (int scale = 3; scale >= 0; scale--) {
-			int num = __TLBI_RANGE_NUM(pages, scale);
-
-			if (num >= 0) {
-				unsigned long addr = __TLBI_VADDR_RANGE(start, asid, scale, num);
-
-				if (last_level) {
-					__tlbi(rvale1is, addr);
-					__tlbi_user(rvale1is, addr);
-				} else {
-					__tlbi(rvae1is, addr);
-					__tlbi_user(rvae1is, addr);
-				}
-				start += (unsigned long)(num + 1) << (5 * scale + 1) << PAGE_SHIFT;
-				pages -= (unsigned long)(num + 1) << (5 * scale + 1);
+			covered = stride >> PAGE_SHIFT;
+			operand = __TLBI_VADDR(start, asid);
+			if (last_level)
+				tlbkit_tlbi_both(vale1is, operand);
+			else
+				tlbkit_tlbi_both(vae1is, operand);
+		} else {
+			operand = tlbkit_range_operand(start, asid, pages, &covered);
+			if (!covered)
 				break;
-			}
+			if (last_level)
+				tlbkit_tlbi_both(rvale1is, operand);
+			else
+				tlbkit_tlbi_both(rvae1is, operand);
 		}
+		start += covered << PAGE_SHIFT;
+		pages -= covered;
 	}
 }
 
@@ -176,19 +184,18 @@ static inline void flush_tlb_range(struct vm_area_struct *vma, unsigned long sta
 	__flush_tlb_range(vma, start, end, PAGE_SIZE, false, 0);
 }
 
+/* Kernel addresses, every ASID's entries page by page, or everything past MAX_DVM_OPS pages. */
 static inline void flush_tlb_kernel_range(unsigned long start, unsigned long end)
 {
-	unsigned long addr;
-
 	if ((end - start) > (MAX_DVM_OPS * PAGE_SIZE)) {
 		flush_tlb_all();
 		return;
 	}
-	start = __TLBI_VADDR(start, 0);
-	end = __TLBI_VADDR(end, 0);
+	unsigned long last = __TLBI_VADDR(end, 0);
+
 	dsb(ishst);
-	for (addr = start; addr < end; addr += 1 << (PAGE_SHIFT - 12))
-		__tlbi(vaale1is, addr);
+	for (unsigned long operand = __TLBI_VADDR(start, 0); operand < last; operand += 1 << (PAGE_SHIFT - 12))
+		__tlbi(vaale1is, operand);
 	dsb(ish);
 	isb();
 }
