@@ -494,6 +494,9 @@ struct tlbkit_field {
 	int kind;
 };
 #define TLBKIT_PCPU(obj, type, f, k) { #obj "." #f, #obj, offsetof(type, f), sizeof(((type *)0)->f), k }
+/* The i-th of the ASID slots the CPU keeps (`TLB_NR_DYN_ASIDS`, 6): its mm and generation. */
+#define TLBKIT_CTX(i) \
+	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[i].ctx_id, 0), TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[i].tlb_gen, 0)
 #define TLBKIT_MM(f, k) { "context." #f, 0, offsetof(struct mm_struct, context.f), sizeof(((struct mm_struct *)0)->context.f), k }
 const struct tlbkit_field tlbkit_fields[] = {
 	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, loaded_mm, 2),
@@ -503,18 +506,7 @@ const struct tlbkit_field tlbkit_fields[] = {
 	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, invalidate_other, 1),
 	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, user_pcid_flush_mask, 0),
 	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, cr4, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[0].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[0].tlb_gen, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[1].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[1].tlb_gen, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[2].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[2].tlb_gen, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[3].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[3].tlb_gen, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[4].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[4].tlb_gen, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[5].ctx_id, 0),
-	TLBKIT_PCPU(cpu_tlbstate, struct tlb_state, ctxs[5].tlb_gen, 0),
+	TLBKIT_CTX(0), TLBKIT_CTX(1), TLBKIT_CTX(2), TLBKIT_CTX(3), TLBKIT_CTX(4), TLBKIT_CTX(5),
 	TLBKIT_PCPU(cpu_tlbstate_shared, struct tlb_state_shared, is_lazy, 1),
 	TLBKIT_MM(ctx_id, 0),
 	TLBKIT_MM(tlb_gen, 0),

@@ -34,13 +34,12 @@
 		__tlbi(op, (arg) | USER_ASID_FLAG);			\
 } while (0)
 
-#define __TLBI_VADDR(addr, asid)					\
-	({								\
-		unsigned long __ta = (addr) >> 12;			\
-		__ta &= GENMASK_ULL(43, 0);				\
-		__ta |= (unsigned long)(asid) << 48;			\
-		__ta;							\
-	})
+/* A TLBI's address operand: the page number in bits 43:0, the ASID in bits 63:48. */
+static inline unsigned long tlbkit_tlbi_vaddr(unsigned long addr, unsigned long asid)
+{
+	return ((addr >> 12) & GENMASK_ULL(43, 0)) | (asid << 48);
+}
+#define __TLBI_VADDR(addr, asid) tlbkit_tlbi_vaddr((addr), (unsigned long)(asid))
 
 #define MAX_DVM_OPS PTRS_PER_PTE
 #define MAX_TLBI_OPS MAX_DVM_OPS
