@@ -4,6 +4,7 @@
 
 use super::entry::{asid_tag, key, key_block, TlbEntry, F_SIZE};
 use super::l2::lru_victim;
+use super::lazy::ParkedReads;
 use super::Tlb;
 
 impl Tlb {

@@ -73,6 +73,49 @@ pub(super) struct Unowed<'a> {
     parked: &'a mut Parked,
 }
 
+/// The reads of an L1 that may have a run parked in it ([`LazyL1`] and
+/// [`Unowed`] alike): lookups skip the slots the run has yet to write.
+pub(super) trait ParkedReads {
+    /// The L1 and the run parked in it.
+    fn parts(&self) -> (&L1, &Parked);
+
+    /// Returns the parked run, if any (`mask` 0: none).
+    #[inline(always)]
+    fn parked(&self) -> &Parked {
+        self.parts().1
+    }
+
+    /// [`L1::usable`] outside the pending slots: the first slot a lookup
+    /// under `asid` of keys `k4`, `k2` or (`CONT`) `k64` hits, as the L1 is
+    /// (or, with copies owed, as the run found it).
+    #[inline(always)]
+    fn usable<const CONT: bool>(&self, k4: u64, k64: u64, k2: u64, asid: u16) -> Option<usize> {
+        let (l1, parked) = self.parts();
+        l1.usable::<CONT>(k4, k64, k2, asid, parked.mask)
+    }
+
+    /// [`L1::duplicate`] outside the pending slots.
+    #[inline]
+    fn duplicate(&self, e: &TlbEntry) -> Option<usize> {
+        let (l1, parked) = self.parts();
+        l1.duplicate(e, parked.mask)
+    }
+}
+
+impl ParkedReads for LazyL1 {
+    #[inline(always)]
+    fn parts(&self) -> (&L1, &Parked) {
+        (&self.l1, &self.parked)
+    }
+}
+
+impl ParkedReads for Unowed<'_> {
+    #[inline(always)]
+    fn parts(&self) -> (&L1, &Parked) {
+        (self.l1, self.parked)
+    }
+}
+
 impl LazyL1 {
     /// Returns an empty L1 of `n` entries, owing nothing.
     pub(super) fn new(n: usize) -> Self {
@@ -101,12 +144,6 @@ impl LazyL1 {
     #[inline(always)]
     pub(super) fn deferred_mut(&mut self) -> &mut Deferred {
         &mut self.deferred
-    }
-
-    /// Returns the parked run, if any (`mask` 0: none).
-    #[inline(always)]
-    pub(super) fn parked(&self) -> &Parked {
-        &self.parked
     }
 
     /// Returns whether the copies owed replace every slot: then nothing of the
@@ -153,20 +190,6 @@ impl LazyL1 {
         Unowed { l1: &mut self.l1, parked: &mut self.parked }
     }
 
-    /// [`L1::usable`] outside the pending slots: the first slot a lookup
-    /// under `asid` of keys `k4`, `k2` or (`CONT`) `k64` hits, as the L1 is
-    /// (or, with copies owed, as the run found it).
-    #[inline(always)]
-    pub(super) fn usable<const CONT: bool>(&self, k4: u64, k64: u64, k2: u64, asid: u16) -> Option<usize> {
-        self.l1.usable::<CONT>(k4, k64, k2, asid, self.parked.mask)
-    }
-
-    /// [`L1::duplicate`] outside the pending slots.
-    #[inline]
-    pub(super) fn duplicate(&self, e: &TlbEntry) -> Option<usize> {
-        self.l1.duplicate(e, self.parked.mask)
-    }
-
     /// [`L1::clear_pages`] with the parked run's pending copies counted as held.
     #[inline(always)]
     pub(super) fn clear_pages(&self, page: u64, n: u64, asid: u16) -> u64 {
@@ -210,28 +233,10 @@ impl LazyL1 {
 }
 
 impl Unowed<'_> {
-    /// Returns the parked run, if any.
-    #[inline(always)]
-    pub(super) fn parked(&self) -> &Parked {
-        self.parked
-    }
-
     /// Writes a parked run's pending copies out (see [`LazyL1::unpark`]).
     #[inline]
     pub(super) fn unpark(&mut self, l2: &L2, summary: &mut Summary) {
         self.parked.unpark(self.l1, l2, summary);
-    }
-
-    /// [`LazyL1::usable`].
-    #[inline(always)]
-    pub(super) fn usable<const CONT: bool>(&self, k4: u64, k64: u64, k2: u64, asid: u16) -> Option<usize> {
-        self.l1.usable::<CONT>(k4, k64, k2, asid, self.parked.mask)
-    }
-
-    /// [`LazyL1::duplicate`].
-    #[inline]
-    pub(super) fn duplicate(&self, e: &TlbEntry) -> Option<usize> {
-        self.l1.duplicate(e, self.parked.mask)
     }
 
     /// Returns (a copy of) the entry in slot `i`, which a lookup hit, and

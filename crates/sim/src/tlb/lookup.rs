@@ -4,7 +4,7 @@
 
 use super::entry::{block_key, Hit, TlbEntry, NO_KEY};
 use super::l2::L2;
-use super::lazy::Unowed;
+use super::lazy::{ParkedReads, Unowed};
 use super::runs::Runs;
 use super::summary::Summary;
 use super::Tlb;

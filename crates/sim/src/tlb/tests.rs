@@ -1,4 +1,5 @@
 use super::entry::F_SIZE;
+use super::lazy::ParkedReads;
 use super::runs::{RUNS, RUN_MAX};
 use super::summary::{asid_count_bucket, ASID_COUNT_BUCKETS};
 use super::*;
