@@ -79,6 +79,9 @@ fn the_model_has_stale_tlb_entries_until_dsb_and_isb() {
     // TLBI; DSB without ISB: a translation done before the DSB is used.
     assert_eq!(v["CoWinvT.EL1+dsb-tlbi-dsb"], Verdict::Allowed);
     assert_eq!(v["CoWinvT.EL1+dsb-tlbi-dsb-isb"], Verdict::Forbidden);
+    // ... unless another thread's store overwrote the descriptor the early
+    // translation read, and the thread's own TLBI completed before the access.
+    assert_eq!(v["CoRpteT.EL1+dsb-tlbi-dsb"], Verdict::Forbidden);
     // Another thread's walk sees the PTE only through ISB on its side.
     assert_eq!(v["MP.RT.EL1+dsb-tlbiis-dsb+dmb"], Verdict::Allowed);
     assert_eq!(v["MP.RT.EL1+dsb-tlbiis-dsb+dsb-isb"], Verdict::Forbidden);

@@ -45,6 +45,8 @@ struct State {
     threads: Vec<ThreadState>,
     /// Data at each physical address, then each virtual address's descriptor.
     mem: Vec<Val>,
+    /// The thread that last wrote each location of `mem` (`None`: its initial value).
+    writers: Vec<Option<usize>>,
 }
 
 /// One final state: every thread's registers and memory.
@@ -81,7 +83,8 @@ pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
     let search = Search { test, npas };
     let mut seen = BTreeSet::new();
     let mut finals = BTreeSet::new();
-    let mut stack = vec![State { threads, mem }];
+    let writers = vec![None; mem.len()];
+    let mut stack = vec![State { threads, mem, writers }];
     while let Some(s) = stack.pop() {
         if !seen.insert(s.clone()) {
             continue;
@@ -206,6 +209,7 @@ impl Search<'_> {
                         Translation::Pa(loc) => {
                             if store {
                                 n.mem[loc] = th.regs[*rt as usize];
+                                n.writers[loc] = Some(t);
                                 if let (Some(va), Val::Desc(pa)) = (loc.checked_sub(self.npas), n.mem[loc]) {
                                     for u in &mut n.threads {
                                         u.tlb.insert((va, pa));
@@ -323,6 +327,20 @@ fn writes(instr: &Instr) -> Option<Reg> {
 /// Completes thread `t`'s invalidation of `va` (all when `None`), in its own
 /// TLB or, broadcast, in every thread's.
 fn complete(s: &mut State, npas: usize, t: usize, (va, broadcast): (Option<usize>, bool)) {
+    // The issuer's later accesses wait for its DSB, which waits for this
+    // completion: an early translation of theirs that read a descriptor
+    // another thread has since overwritten is removed with the entries (the
+    // overwrite is ordered before the TLBI, the translation before the
+    // overwrite). One its own store overwrote survives: a thread's walks need
+    // not see its own page-table stores before a context synchronisation.
+    let covered = |v: usize| va.is_none_or(|x| x == v);
+    let overwritten =
+        |v: usize, pa: usize| s.mem[npas + v] != Val::Desc(pa) && s.writers[npas + v].is_some_and(|w| w != t);
+    let early = std::mem::take(&mut s.threads[t].early);
+    s.threads[t].early = early
+        .into_iter()
+        .filter(|&(_, v, tr)| !matches!(tr, Translation::Pa(pa) if covered(v) && overwritten(v, pa)))
+        .collect();
     for (u, th) in s.threads.iter_mut().enumerate() {
         if broadcast || u == t {
             th.tlb.retain(|e| va.is_some_and(|v| v != e.0));
