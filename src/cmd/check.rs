@@ -48,7 +48,10 @@ pub struct CheckArgs {
     /// whose bug is a store passing a load), tso (per-CPU store buffers) or arm
     /// (arm64 policies: tso, and root writes drain nothing, and a DSB may
     /// complete invalidations before the stores it drains are visible). The
-    /// portfolio's shapes run under tso.
+    /// portfolio's shapes run under tso. With +any (as tso+any) a pending
+    /// invalidation may also complete at any point before its barrier, as a
+    /// step of its own: a check, at small bounds (at most 5 CPUs), that
+    /// completing at the barrier, the latest point, hides nothing.
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,
@@ -231,6 +234,12 @@ enum MemoryArg {
     Tso,
     Sc,
     Arm,
+    #[value(name = "tso+any")]
+    TsoAny,
+    #[value(name = "sc+any")]
+    ScAny,
+    #[value(name = "arm+any")]
+    ArmAny,
 }
 
 /// Runs `tlbkit check`; returns the exit code (3 on a violation). The
@@ -278,7 +287,15 @@ pub fn check(a: CheckArgs) -> Result<u8, CliError> {
 
 /// Returns a shape as the progress line names it.
 fn shape_line(s: &tlbkit_check::CheckSpec) -> String {
-    format!("{} CPUs, {} mms, {} ASIDs, {} ops, {}, {}", s.cpus, s.mms, s.asids, s.ops, s.memory.name(), s.mode.name())
+    format!(
+        "{} CPUs, {} mms, {} ASIDs, {} ops, {}, {}",
+        s.cpus,
+        s.mms,
+        s.asids,
+        s.ops,
+        tlbkit_check::shape::memory_text(s.memory, s.completion),
+        s.mode.name()
+    )
 }
 
 /// Says what an interrupted check explored, and how to keep the next one,

@@ -19,7 +19,7 @@ use crate::kernel::{describe, LockSide, Machine, Pending, RunConstants, Violatio
 /// [`Pending::key`]'s type.
 type PendingKey = (u8, u64, u64, u64, bool);
 use crate::search::{choices_buffer, Choice, ChoiceKind, Chooser, Foot, Outcome, Pick};
-use crate::shape::{Memory, Shape};
+use crate::shape::{Completion, Memory, Shape};
 use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};

@@ -504,9 +504,12 @@ pub struct RunConstants {
 /// buffer), `--memory arm` explores the earlier completion: the completing
 /// `DSB` completes before it drains, with a step between. A store of another
 /// CPU in the window is that CPU's change, covered by its own flush under the
-/// same rule. What is not explored: a policy whose correctness rests on an
-/// invalidation completing *late*, after a later store, which no kernel here
-/// does (a nondeterministic completion point would explore it).
+/// same rule. What is not explored by default: a policy whose correctness
+/// rests on an invalidation completing *late*, after a later store, which no
+/// kernel here does. `--memory NAME+any` ([`crate::shape::Completion::Any`])
+/// explores it: the scheduler may also complete a CPU's pending invalidation
+/// at any step before its barrier. At small bounds every registered policy
+/// and zoo entry gets the same verdict both ways (`tests/completion.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pending {
     /// What it removes.

@@ -18,7 +18,7 @@ use crate::error::{Error, Param};
 use crate::portfolio::{self, Portfolio};
 use crate::report::CheckReport;
 use crate::run;
-use crate::shape::Memory;
+use crate::shape::{memory_text, parse_memory, Completion};
 use crate::spec::{self, CheckSpec, Depth, Mode};
 
 /// What a check request gives; `None` is "the default".
@@ -46,7 +46,8 @@ pub struct Options {
     pub iterations: Option<u64>,
     /// Seed of random and PCT modes.
     pub seed: u64,
-    /// `sc`, `tso` or `arm`.
+    /// `sc`, `tso` or `arm`, each perhaps with `+any`
+    /// ([`crate::shape::Completion::Any`]).
     pub memory: Option<String>,
     /// Kinds of kernel operation, comma-separated.
     pub menu: Option<String>,
@@ -203,9 +204,11 @@ impl Options {
             Some(m) => return Err(Error::invalid(Param::Mode, m, "give exhaustive, random or pct")),
             None => d.mode,
         };
-        let memory = match self.memory.as_deref() {
-            Some(m) => Memory::from_name(m).ok_or_else(|| Error::invalid(Param::Memory, m, "give sc, tso or arm"))?,
-            None => spec::default_memory(&self.policy),
+        let (memory, completion) = match self.memory.as_deref() {
+            Some(m) => parse_memory(m).ok_or_else(|| {
+                Error::invalid(Param::Memory, m, "give sc, tso or arm, each perhaps with +any (as tso+any)")
+            })?,
+            None => (spec::default_memory(&self.policy), Completion::Latest),
         };
         let teardown = match &self.teardown {
             Some(t) => Some(tlbkit_policy::contpte::Teardown::from_name(t).map_err(|e| Error::Invalid {
@@ -234,6 +237,7 @@ impl Options {
             menu,
             memory,
             teardown,
+            completion,
         };
         let jobs = match (self.jobs, spec.mode) {
             (Some(jobs), _) => Some(jobs),
@@ -310,7 +314,12 @@ impl Options {
                 clash(Param::Mms, self.mms.is_some(), given.mms.to_string(), t.mms.to_string())?;
                 clash(Param::Pages, self.pages.is_some(), given.pages.to_string(), t.pages.to_string())?;
                 clash(Param::Asids, self.asids.is_some(), given.asids.to_string(), t.asids.to_string())?;
-                clash(Param::Memory, self.memory.is_some(), given.memory.name().into(), t.memory.name().into())?;
+                clash(
+                    Param::Memory,
+                    self.memory.is_some(),
+                    memory_text(given.memory, given.completion).into(),
+                    memory_text(t.memory, t.completion).into(),
+                )?;
                 clash(
                     Param::Menu,
                     self.menu.is_some(),

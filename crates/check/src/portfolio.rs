@@ -33,7 +33,7 @@
 //! family shape's always does) — like any sampling, no proof.
 
 use crate::ops::OpKind;
-use crate::shape::Memory;
+use crate::shape::{Completion, Memory};
 use crate::spec::{self, CheckSpec, Family};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -233,6 +233,7 @@ pub fn portfolio(policy: &str, schedules: Option<u64>, seed: u64) -> Portfolio {
                 memory,
                 menu,
                 teardown: None,
+                completion: Completion::Latest,
             }
         })
         .collect();

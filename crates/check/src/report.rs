@@ -228,7 +228,7 @@ impl Bounds {
             pages: spec.pages,
             asids: spec.asids,
             ops: spec.ops,
-            memory: spec.memory.name(),
+            memory: crate::shape::memory_text(spec.memory, spec.completion),
             menu: crate::ops::OpKind::names(menu_offered(spec)),
         }
     }

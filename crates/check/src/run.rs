@@ -888,6 +888,7 @@ mod soundness {
             memory: Memory::Sc,
             menu: crate::ops::OpKind::all(),
             teardown: None,
+            completion: crate::shape::Completion::Latest,
         }
     }
 

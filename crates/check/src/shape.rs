@@ -100,6 +100,65 @@ pub struct Shape {
     /// With contiguous PTEs: how an exit tears the block down (see
     /// the `block` module); `None`: no block.
     pub teardown: Option<tlbkit_policy::contpte::Teardown>,
+    /// When pending invalidations complete.
+    pub completion: Completion,
+}
+
+/// When an invalidation that waits for a barrier ([`crate::kernel::Pending`])
+/// completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Completion {
+    /// At the latest point the architecture allows: its issuing CPU's
+    /// completing barrier (the default; `kernel::Pending` argues that it
+    /// covers every earlier point).
+    #[default]
+    Latest,
+    /// At any point from its issue to that barrier: the scheduler may also
+    /// complete a CPU's first pending invalidation as a step of its own. For
+    /// checking the argument at small bounds (up to [`Completion::MAX_CPUS`]
+    /// CPUs, the labels a scheduling point may have).
+    Any,
+}
+
+impl Completion {
+    /// The most CPUs a search with [`Completion::Any`] may have: a scheduling
+    /// point's three kinds of option (run, drain, complete) per CPU must fit
+    /// the visited set's 16-label sleep mask.
+    pub const MAX_CPUS: usize = 5;
+
+    /// Returns the completion called `name` on the command line.
+    pub fn from_name(name: &str) -> Option<Completion> {
+        [Completion::Latest, Completion::Any].into_iter().find(|c| c.name() == name)
+    }
+
+    /// Returns its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Completion::Latest => "latest",
+            Completion::Any => "any",
+        }
+    }
+}
+
+/// Reads `--memory`'s value, `NAME[+any]`: the memory model, and with `+any`
+/// invalidations that may complete at any point ([`Completion::Any`]).
+pub fn parse_memory(text: &str) -> Option<(Memory, Completion)> {
+    let (name, completion) = match text.split_once('+') {
+        Some((name, "any")) => (name, Completion::Any),
+        Some(_) => return None,
+        None => (text, Completion::Latest),
+    };
+    Some((Memory::from_name(name)?, completion))
+}
+
+/// Writes what [`parse_memory`] reads.
+pub fn memory_text(memory: Memory, completion: Completion) -> &'static str {
+    match (memory, completion) {
+        (m, Completion::Latest) => m.name(),
+        (Memory::Sc, Completion::Any) => "sc+any",
+        (Memory::Tso, Completion::Any) => "tso+any",
+        (Memory::Arm, Completion::Any) => "arm+any",
+    }
 }
 
 /// How a kernel takes a page away from a process while reclaiming memory: the

@@ -5,7 +5,7 @@
 //! [`crate::report`]'s, and its replay token [`crate::token`]'s.
 
 use crate::error::{Error, Param};
-use crate::shape::{KernelBug, Memory, Shape};
+use crate::shape::{Completion, KernelBug, Memory, Shape};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_policy::zoo::{self, Bug};
 use tlbkit_policy::Policy;
@@ -64,6 +64,8 @@ pub struct CheckSpec {
     /// With contiguous PTEs (arm64 Linux policies): the exit teardown strategy of
     /// every address space's 64 KB block (see the `block` module).
     pub teardown: Option<Teardown>,
+    /// When pending invalidations complete (`--completion`).
+    pub completion: Completion,
 }
 
 /// The properties a check with a contiguous block judges besides [`PROPERTIES`].
@@ -295,6 +297,16 @@ fn shape_of(
             format!("the arm mode is arm64's; {} is an x86 policy: give tso (or sc)", spec.policy),
         ));
     }
+    if spec.completion == Completion::Any && spec.cpus > Completion::MAX_CPUS {
+        return Err(Error::invalid(
+            Param::Memory,
+            crate::shape::memory_text(spec.memory, spec.completion),
+            format!(
+                "+any is for small bounds: give at most {} CPUs (each adds a third option at every step)",
+                Completion::MAX_CPUS
+            ),
+        ));
+    }
     // Linux's locking (the `mmap_lock` and the PTE lock) goes with its reclaim.
     let linux = reclaim == crate::ops::Reclaim::LinuxBatched;
     Ok(Shape {
@@ -310,6 +322,7 @@ fn shape_of(
         bug,
         menu: spec.menu,
         teardown: spec.teardown,
+        completion: spec.completion,
     })
 }
 
@@ -513,6 +526,7 @@ pub fn default_spec(policy: &str) -> CheckSpec {
         memory: default_memory(policy),
         menu: d.menu,
         teardown: None,
+        completion: Completion::Latest,
     }
 }
 

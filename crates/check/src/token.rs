@@ -2,7 +2,7 @@
 //! (`tlbkit replay TOKEN`), with its format version and checksum.
 
 use crate::error::Error;
-use crate::shape::Memory;
+use crate::shape::{memory_text, parse_memory};
 use crate::spec::{menu_offered, CheckSpec, Mode};
 use std::fmt::Write as _;
 use tlbkit_policy::contpte::Teardown;
@@ -30,7 +30,10 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// Encodes a spec and a schedule as a shell-safe token:
-/// `t5~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where MENU is
+/// `t5~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where
+/// MEMORY is the memory model's name, with `+any` when invalidations may
+/// complete at any point ([`Completion::Any`]; tokens without it read as
+/// before), MENU is
 /// the operation kinds' mask in hex (without `tick` for a policy that does not
 /// tick, so its tokens read as before ticks existed), TEARDOWN the contiguous block's strategy
 /// (`-` without one), each choice a base-36 digit (`(N)` for 35 and up) with
@@ -46,7 +49,7 @@ pub fn encode(spec: &CheckSpec, choices: &[u32]) -> String {
         spec.pages,
         spec.asids,
         spec.ops,
-        spec.memory.name(),
+        memory_text(spec.memory, spec.completion),
         menu_offered(spec),
         spec.teardown.map_or("-", |t| t.name()),
     );
@@ -115,7 +118,8 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
     };
     let menu = u32::from_str_radix(parts[8], 16).map_err(|_| bad("MENU is not a hex mask"))?;
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| bad(&format!("{what} is not a number")));
-    let memory = Memory::from_name(parts[7]).ok_or_else(|| bad("the memory model is none of sc, tso and arm"))?;
+    let (memory, completion) =
+        parse_memory(parts[7]).ok_or_else(|| bad("the memory model is none of sc, tso and arm (each perhaps +any)"))?;
     let small = |s: &str, what: &str| {
         num(s, what).and_then(|n| u32::try_from(n).map_err(|_| bad(&format!("{what} is out of range"))))
     };
@@ -132,6 +136,7 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
         memory,
         menu,
         teardown,
+        completion,
     };
     let text = parts[10];
     if text.is_empty() {
@@ -176,6 +181,7 @@ pub fn decode(token: &str) -> Result<(CheckSpec, Vec<u32>), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shape::{Completion, Memory};
 
     #[test]
     fn a_token_whose_choices_spell_no_choice_is_refused() {
@@ -199,9 +205,15 @@ mod tests {
             memory: Memory::Sc,
             menu: 0x3ff,
             teardown: None,
+            completion: Completion::Latest,
         };
         let token = encode(&spec, &[0, 0, 0, 7, 40]);
         assert_eq!(token, "t5~arm64-linux~2~3~1~4~6~sc~3ff~-~z3.7(40)~491f3fe7");
-        assert_eq!(decode(&token).ok(), Some((spec, vec![0, 0, 0, 7, 40])));
+        assert_eq!(decode(&token).ok(), Some((spec.clone(), vec![0, 0, 0, 7, 40])));
+        // Completion at any point reads back from the memory field; tokens without it read as before.
+        let any = CheckSpec { completion: Completion::Any, ..spec };
+        let token = encode(&any, &[1, 2]);
+        assert!(token.contains("~sc+any~"), "{token}");
+        assert_eq!(decode(&token).map(|(s, c)| (s.completion, c)).ok(), Some((Completion::Any, vec![1, 2])));
     }
 }

@@ -63,6 +63,7 @@ fn zoo_spec(policy: &str, mode: Option<Mode>, iterations: u64) -> CheckSpec {
         mode: mode.unwrap_or(d.mode),
         menu: d.menu,
         teardown: None,
+        completion: Default::default(),
         memory: default_memory(policy),
         asids: d.asids,
         iterations,

@@ -25,6 +25,7 @@ fn spec(policy: &str, iterations: u64) -> CheckSpec {
         seed: 7,
         menu: d.menu,
         teardown: None,
+        completion: Default::default(),
     }
 }
 
@@ -158,6 +159,7 @@ fn a_policy_that_names_nothing_gets_offsets_and_is_reported_unnamed() {
         bug: None,
         menu: tlbkit_check::ops::OpKind::all(),
         teardown: None,
+        completion: Default::default(),
     };
     {
         // Dropped before the next execution reuses the arena.

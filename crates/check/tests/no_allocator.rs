@@ -19,6 +19,7 @@ fn a_check_in_a_binary_without_the_checkers_allocator_is_refused() {
         memory: tlbkit_check::shape::Memory::Sc,
         menu: tlbkit_check::ops::OpKind::parse("switch,munmap").unwrap(),
         teardown: None,
+        completion: Default::default(),
     };
     let e = tlbkit_check::check(&spec).unwrap_err();
     assert!(matches!(e, tlbkit_check::Error::NoCheckAlloc), "{e}");

@@ -27,6 +27,7 @@ fn zoo_spec(id: &str) -> CheckSpec {
         seed: 1,
         menu: d.menu,
         teardown: None,
+        completion: Default::default(),
     }
 }
 

@@ -356,7 +356,8 @@ pub(super) fn drive(
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
-    let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
+    let mut completes: Vec<usize> = Vec::with_capacity(n);
+    let mut labels: Vec<u32> = Vec::with_capacity(3 * n);
     if cfg!(debug_assertions) && from.hash != 0 {
         let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
         core.refresh_machine();
@@ -377,8 +378,12 @@ pub(super) fn drive(
                 runs.insert(0, last);
             }
             drain_options(&st, runs.is_empty(), &mut drains);
+            completes.clear();
+            if core.shape.completion == Completion::Any {
+                completes.extend((0..n).filter(|&c| st.m.has_pending(c)));
+            }
         }
-        let total = runs.len() + drains.len();
+        let total = runs.len() + drains.len() + completes.len();
         if total == 0 {
             violation = deadlock(core);
             break;
@@ -399,6 +404,7 @@ pub(super) fn drive(
         };
         labels.clear();
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
+        labels.extend(completes.iter().map(|&c| (2 * n + c) as u32));
         let Some(i) = core.choose(ChoiceKind::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
             if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
@@ -422,9 +428,11 @@ pub(super) fn drive(
                 violation = Some(v);
                 break;
             }
-        } else {
+        } else if i < runs.len() + drains.len() {
             let (cpu, upto) = drains[i - runs.len()];
             drain(core, cpu, upto, steps);
+        } else {
+            complete_early(core, completes[i - runs.len() - drains.len()], steps);
         }
         if track {
             footprint(core, runs.get(i).copied(), before, local);
@@ -502,6 +510,29 @@ fn drain(core: &Core, cpu: usize, upto: usize, steps: usize) {
                     kind: core.access_kind(addr, false, true),
                 });
             }
+        }
+    });
+}
+
+/// Completes CPU `cpu`'s first pending invalidation (in [`Pending::key`]
+/// order) before its barrier, as a step of its own ([`Completion::Any`]): on
+/// every TLB it covers, its refills since it was issued included.
+fn complete_early(core: &Core, cpu: usize, steps: usize) {
+    arena::inside(|| {
+        let mut st = core.st.borrow_mut();
+        let first = Cell::new(true);
+        let mut done = None;
+        st.m.complete(cpu, |_| first.replace(false), |p, removed| done = Some((p, removed)));
+        let Some((p, removed)) = done else { return };
+        let key = p.key();
+        st.issued.retain(|i| !(i.0 == cpu && i.1 == key));
+        if core.record {
+            let text = format!(
+                "cpu{cpu}: {:?} issued earlier completes before its barrier, {removed} entr{} removed",
+                p.op,
+                if removed == 1 { "y" } else { "ies" }
+            );
+            st.events.push(Event { cpu: Some(cpu), drain: false, step: steps, text, kind: Kind::Invalidate });
         }
     });
 }

@@ -120,6 +120,12 @@ impl Machine {
         }
     }
 
+    /// Whether CPU `cpu` issued an invalidation that has not completed.
+    #[inline]
+    pub fn has_pending(&self, cpu: usize) -> bool {
+        !self.pending[cpu].is_empty()
+    }
+
     /// Completes every invalidation CPU `cpu` issued that `done` selects, on
     /// every TLB it covers (its refills since it was issued included), and
     /// tells `each` of each one with how many entries it removed.

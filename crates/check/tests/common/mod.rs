@@ -23,6 +23,7 @@ pub fn contpte_spec(teardown: Teardown, cpus: usize, ops: usize, menu: &str, mod
         memory: Memory::Sc,
         menu: OpKind::parse(menu).expect("a valid menu"),
         teardown: Some(teardown),
+        completion: Default::default(),
     }
 }
 
@@ -43,6 +44,7 @@ pub fn small_spec(policy: &str, pages: usize, ops: usize) -> CheckSpec {
         memory: Memory::Sc,
         menu: OpKind::all(),
         teardown: None,
+        completion: Default::default(),
     }
 }
 
@@ -74,6 +76,7 @@ pub fn zoo_spec(id: &str) -> CheckSpec {
         seed: 1,
         menu: d.menu,
         teardown: None,
+        completion: Default::default(),
         policy,
     }
 }
