@@ -48,7 +48,7 @@
 //! the L2 cache and most walks find the upper levels in the walk cache), and
 //! the real build's switch rate and compiler working sets are not known.
 
-use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, ForkAll, OpQueue, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -166,12 +166,12 @@ struct Slot {
     wait: Option<u32>,
     asked: bool,
     finished: bool,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 impl Slot {
     fn new(sizes: Sizes, next: Rc<Cell<u64>>, done: u32) -> Self {
-        Slot { sizes, next, done, wait: None, asked: false, finished: false, queue: Vec::new() }
+        Slot { sizes, next, done, wait: None, asked: false, finished: false, queue: OpQueue::default() }
     }
 }
 
@@ -200,17 +200,14 @@ impl Program for Slot {
             return Op::Sys(Sys::PipeWrite(self.done));
         }
         self.next.set(unit + 1);
-        let mut ops = vec![
+        self.queue.start([
             Op::Touch { va: TEXT_VA, pages: 4, write: false },
             Op::Touch { va: DATA_VA, pages: 4, write: true },
             Op::Touch { va: STACK_VA, pages: 1, write: true },
             Op::Compute(self.sizes.make_cycles),
             Op::Sys(Sys::Fork(Box::new(Compiler::new(self.sizes, wait, slices_of(&self.sizes, unit))))),
             Op::Sys(Sys::PipeRead(wait)),
-        ];
-        ops.reverse();
-        self.queue = ops;
-        self.queue.pop().expect("queued above")
+        ])
     }
 }
 
@@ -223,7 +220,7 @@ struct Compiler {
     stage: Stage,
     text: u64,
     heap: Vec<u64>,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -240,7 +237,7 @@ enum Stage {
 
 impl Compiler {
     fn new(sizes: Sizes, wait: u32, slices: u64) -> Self {
-        Compiler { sizes, wait, slices, stage: Stage::Exec, text: 0, heap: Vec::new(), queue: Vec::new() }
+        Compiler { sizes, wait, slices, stage: Stage::Exec, text: 0, heap: Vec::new(), queue: OpQueue::default() }
     }
 
     /// Heap pages mapped so far.
@@ -294,32 +291,27 @@ impl Program for Compiler {
                 Stage::Startup => {
                     self.text = ret;
                     self.stage = Stage::Grow;
-                    let mut ops = vec![
+                    self.queue.extend([
                         Op::Touch { va: TEXT_VA, pages: 4, write: false },
                         Op::Touch { va: TEXT_VA + LIBC_TEXT_PAGE * 4096, pages: 4, write: false },
                         Op::Touch { va: DATA_VA, pages: 8, write: true },
                         Op::Touch { va: STACK_VA, pages: 4, write: true },
                         Op::Sys(Sys::Mmap { pages: HEAP_CHUNK, write: true }),
-                    ];
-                    ops.reverse();
-                    self.queue = ops;
+                    ]);
                 }
                 Stage::Grow => {
                     self.heap.push(ret);
-                    let mut ops = vec![Op::Touch { va: ret, pages: HEAP_CHUNK, write: true }];
+                    self.queue.push(Op::Touch { va: ret, pages: HEAP_CHUNK, write: true });
                     if self.heap_mapped() < s.heap_pages {
-                        ops.push(Op::Sys(Sys::Mmap { pages: HEAP_CHUNK, write: true }));
+                        self.queue.push(Op::Sys(Sys::Mmap { pages: HEAP_CHUNK, write: true }));
                     } else {
                         self.stage = Stage::Work(0);
                     }
-                    ops.reverse();
-                    self.queue = ops;
                 }
                 Stage::Work(k) if k < self.slices => {
                     self.stage = Stage::Work(k + 1);
-                    let mut ops = self.slice();
-                    ops.reverse();
-                    self.queue = ops;
+                    let ops = self.slice();
+                    self.queue.extend(ops);
                 }
                 Stage::Work(_) => self.stage = Stage::Unmap,
                 Stage::Unmap => match self.heap.pop() {

@@ -61,7 +61,7 @@
 //! directions), entry to exit, in microseconds; `cycles_per_call`, the same
 //! in the machine's core cycles.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, OpQueue, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -156,8 +156,8 @@ struct Main {
     step: u64,
     /// Iterations done (the first untimed).
     iter: u64,
-    /// The ops of the current iteration, last first.
-    queue: Vec<Op>,
+    /// The ops of the current iteration.
+    queue: OpQueue,
 }
 
 impl Program for Main {
@@ -184,7 +184,6 @@ impl Program for Main {
                     };
                     self.queue.push(Op::Sys(Sys::CloneOn(k as usize + 1, Box::new(s))));
                 }
-                self.queue.reverse();
                 return self.queue.pop().unwrap_or(Op::Compute(0));
             }
             _ => {}
@@ -209,9 +208,7 @@ impl Program for Main {
                 ops.push(Op::Mark("call_end"));
             }
         }
-        ops.reverse();
-        self.queue = ops;
-        self.queue.pop().expect("queued above")
+        self.queue.start(ops)
     }
 }
 
@@ -235,7 +232,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         va: 0,
         step: 0,
         iter: 0,
-        queue: Vec::new(),
+        queue: OpQueue::default(),
     };
     sim.spawn(Box::new(main))?;
     Ok(())

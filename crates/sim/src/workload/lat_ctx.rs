@@ -16,7 +16,7 @@
 //! and the thread structures. So a TLB flush on the switch costs what it costs
 //! on the real machine: refills of user *and* kernel entries.
 
-use super::{Count, ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, OpQueue, ParamDef, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -61,9 +61,9 @@ fn pages(p: &Params) -> u64 {
     SIZE_KB.of(p).div_ceil(4)
 }
 
-/// Appends the work of one hop to `ops`: lmbench's summing of the process's
-/// data, plus the text and stack pages the loop itself uses.
-fn hop_work(ops: &mut Vec<Op>, data: u64, pages: u64) {
+/// Queues the work of one hop: lmbench's summing of the process's data, plus
+/// the text and stack pages the loop itself uses.
+fn hop_work(ops: &mut OpQueue, data: u64, pages: u64) {
     ops.extend([
         Op::Touch { va: TEXT_VA, pages: 1, write: false },
         Op::Touch { va: TEXT_VA + LIBC_TEXT_PAGE * 4096, pages: 1, write: false },
@@ -84,7 +84,7 @@ struct Member {
     pipes: Vec<u32>,
     data: u64,
     round: u64,
-    queue: Vec<Op>,
+    queue: OpQueue,
     stage: Stage,
 }
 
@@ -110,7 +110,7 @@ impl Member {
             pipes: Vec::new(),
             data: 0,
             round: 0,
-            queue: Vec::new(),
+            queue: OpQueue::default(),
             stage: Stage::MakePipes(false),
         }
     }
@@ -143,7 +143,7 @@ impl Program for Member {
                         pipes: self.pipes.clone(),
                         data: 0,
                         round: 0,
-                        queue: Vec::new(),
+                        queue: OpQueue::default(),
                         stage: Stage::Map,
                     };
                     return Op::Sys(Sys::Fork(Box::new(child)));
@@ -179,7 +179,6 @@ impl Program for Member {
                 Stage::Work => {
                     self.stage = Stage::Read;
                     let last = self.round + 1 == self.rounds;
-                    // The queue is empty here; its buffer is used again hop after hop.
                     let ops = &mut self.queue;
                     if self.idx == 0 && self.round == WARMUP {
                         ops.push(Op::Mark("start"));
@@ -192,7 +191,6 @@ impl Program for Member {
                         ops.push(Op::Sys(Sys::PipeWrite(self.pipes[(self.idx + 1) % self.procs])));
                     }
                     self.round += 1;
-                    ops.reverse();
                 }
                 Stage::Done => return Op::Exit,
             }
@@ -207,7 +205,7 @@ struct Overhead {
     data: u64,
     pipe: u32,
     step: u64,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 impl Program for Overhead {
@@ -235,7 +233,6 @@ impl Program for Overhead {
                 }
             }
             s if s < 4 + self.hops => {
-                // The queue is empty here; its buffer is used again hop after hop.
                 let ops = &mut self.queue;
                 if s == 4 + WARMUP {
                     ops.push(Op::Mark("start"));
@@ -243,7 +240,6 @@ impl Program for Overhead {
                 ops.push(Op::Sys(Sys::PipeWrite(self.pipe)));
                 ops.push(Op::Sys(Sys::PipeRead(self.pipe)));
                 hop_work(ops, self.data, self.pages);
-                ops.reverse();
                 self.next(0)
             }
             s if s == 4 + self.hops => Op::Mark("end"),
@@ -264,7 +260,7 @@ pub fn setup(p: &Params, sim: &mut Sim, phase: Phase) -> Result<(), Error> {
             data: 0,
             pipe: 0,
             step: 0,
-            queue: Vec::new(),
+            queue: OpQueue::default(),
         }))?,
     };
     Ok(())

@@ -79,8 +79,10 @@ pub mod will_it_scale_tlb_flush2;
 pub mod will_it_scale_tlb_flush3;
 
 mod param;
+mod queue;
 mod usemem;
 pub use param::{Count, Flag, Real};
+pub(crate) use queue::OpQueue;
 
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};

@@ -26,7 +26,7 @@
 //! missed every TLB level and walked: the origin's `dtlb_load_misses.miss_causes_a_walk`)
 //! and `l1_tlb_misses_per_round`.
 
-use super::{Count, ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, OpQueue, ParamDef, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -79,7 +79,7 @@ struct Player {
     data: u64,
     step: u64,
     trip: u64,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 impl Player {
@@ -152,7 +152,7 @@ impl Program for Player {
                         data: 0,
                         step: 3,
                         trip: 0,
-                        queue: Vec::new(),
+                        queue: OpQueue::default(),
                     };
                     Op::Sys(Sys::Fork(Box::new(child)))
                 }
@@ -164,10 +164,8 @@ impl Program for Player {
                 }
                 (_, s) if s <= 5 => continue,
                 _ => {
-                    let mut ops = self.trip_ops();
-                    ops.reverse();
-                    self.queue = ops;
-                    continue;
+                    let ops = self.trip_ops();
+                    self.queue.start(ops)
                 }
             };
             return op;
@@ -190,7 +188,7 @@ pub fn setup(p: &Params, sim: &mut Sim, _phase: Phase) -> Result<(), Error> {
         data: 0,
         step: 0,
         trip: 0,
-        queue: Vec::new(),
+        queue: OpQueue::default(),
     };
     sim.spawn(Box::new(a))?;
     Ok(())

@@ -40,7 +40,7 @@
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
 
-use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, ForkAll, OpQueue, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
@@ -101,7 +101,7 @@ struct Shell {
     done: u32,
     wait: Wait,
     run: u64,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 /// The pipe a shell's children write when they finish.
@@ -138,7 +138,7 @@ impl Program for Shell {
         }
         self.run += 1;
         let child = Sort { sizes: self.sizes, wait, step: 0, libc: 0, heap: 0 };
-        let mut ops = vec![
+        self.queue.start([
             // The shell's own work between commands: parsing, its variables, its stack.
             Op::Touch { va: TEXT_VA, pages: 2, write: false },
             Op::Touch { va: DATA_VA, pages: 2, write: true },
@@ -149,10 +149,7 @@ impl Program for Shell {
             Op::Touch { va: DATA_VA, pages: 2, write: true },
             Op::Touch { va: STACK_VA, pages: 1, write: true },
             Op::Sys(Sys::PipeRead(wait)),
-        ];
-        ops.reverse();
-        self.queue = ops;
-        self.queue.pop().expect("queued above")
+        ])
     }
 }
 
@@ -211,7 +208,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     };
     // The script: forks the shells, then waits for them all.
     let script = ForkAll::new(LOOPS.of(p), move |done| {
-        Box::new(Shell { sizes, done, wait: Wait::None, run: 0, queue: Vec::new() }) as Box<dyn Program>
+        Box::new(Shell { sizes, done, wait: Wait::None, run: 0, queue: OpQueue::default() }) as Box<dyn Program>
     });
     sim.spawn(Box::new(script))?;
     Ok(())

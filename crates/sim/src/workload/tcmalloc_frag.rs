@@ -37,7 +37,7 @@
 //! (about ten times longer). Host time grows with `cpus * cpus * allocs *
 //! touch_pages` under broadcast policies.
 
-use super::{Count, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, OpQueue, ParamDef, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -106,18 +106,18 @@ struct Frag {
     spans: Vec<(u64, u64)>,
     /// An `mmap` for allocation `i` is outstanding.
     growing: bool,
-    queue: Vec<Op>,
+    queue: OpQueue,
 }
 
 impl Frag {
     /// Queues the touch and the release of allocation `i` in the span at `va`.
     fn use_block(&mut self, va: u64) {
         let pages = block_pages(self.i);
-        self.queue = vec![
-            Op::Sys(Sys::Madvise { va, pages }),
-            Op::Touch { va, pages: self.touch.min(pages), write: true },
+        self.queue.extend([
             Op::Compute(self.user),
-        ];
+            Op::Touch { va, pages: self.touch.min(pages), write: true },
+            Op::Sys(Sys::Madvise { va, pages }),
+        ]);
         self.i += 1;
     }
 }
@@ -165,7 +165,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
             i: 0,
             spans: Vec::new(),
             growing: false,
-            queue: Vec::new(),
+            queue: OpQueue::default(),
         };
         sim.spawn(Box::new(f))?;
     }
