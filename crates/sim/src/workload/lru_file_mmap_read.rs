@@ -57,10 +57,10 @@
 //! reads, `kswapd`, the active list's scan (`sim/file_reclaim.rs`), the parent
 //! `usemem` processes.
 
-use super::usemem::{timing, Mapping, Unit};
+use super::usemem::{timing, Mapping, Task, Unit};
 use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
-use crate::program::{Op, Program};
+use crate::program::Op;
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
@@ -114,23 +114,6 @@ pub const CHUNK: u64 = 16;
 /// ([`super::swap_w_seq_mt::STORE_CYCLES`]; an estimate).
 pub const READ_CYCLES: u64 = super::swap_w_seq_mt::STORE_CYCLES;
 
-/// One `usemem` process (its forked child): marks its start, then map, read
-/// once, unmap.
-struct Reader {
-    started: bool,
-    unit: Unit,
-}
-
-impl Program for Reader {
-    fn next(&mut self, ret: u64) -> Op {
-        if !self.started {
-            self.started = true;
-            return Op::Mark("start");
-        }
-        self.unit.next(ret)
-    }
-}
-
 /// Returns the processes and the pages of each one's file: `file_mb` split
 /// evenly, at least one page.
 fn shape(p: &Params, cpus: usize) -> (u64, u64) {
@@ -145,7 +128,9 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     sim.set_file_charge();
     for i in 0..tasks {
         let unit = Unit::new(Mapping::File(i as u32), pages, CHUNK, READ_CYCLES);
-        sim.spawn(Box::new(Reader { started: false, unit }))?;
+        // One `usemem` process (its forked child): marks its start, then map,
+        // read once, unmap.
+        sim.spawn(Box::new(Task::new(Op::Mark("start"), unit)))?;
     }
     Ok(())
 }

@@ -54,7 +54,7 @@
 //! list's scans and `kswapd` (`sim/memcg.rs`; reclaim ages each folio first,
 //! so a page written once goes to swap at its second look).
 
-use super::usemem::{timing, Mapping, Unit};
+use super::usemem::{timing, Mapping, Task, Unit};
 use super::{Count, Flag, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
@@ -118,23 +118,6 @@ pub const CHUNK: u64 = 16;
 /// hit the cache.
 pub const STORE_CYCLES: u64 = 768;
 
-/// One `usemem` thread: waits at the gate, then `do_units` with one unit.
-struct Thread {
-    gate: u32,
-    waited: bool,
-    unit: Unit,
-}
-
-impl Program for Thread {
-    fn next(&mut self, ret: u64) -> Op {
-        if !self.waited {
-            self.waited = true;
-            return Op::Sys(Sys::PipeRead(self.gate));
-        }
-        self.unit.next(ret)
-    }
-}
-
 /// The leader: marks the start, makes the gate, clones the threads, opens the
 /// gate and exits.
 struct Leader {
@@ -157,7 +140,8 @@ impl Program for Leader {
                     self.gate = ret as u32;
                 }
                 let unit = Unit::new(Mapping::Anon, self.pages, CHUNK, STORE_CYCLES);
-                let t = Thread { gate: self.gate, waited: false, unit };
+                // One `usemem` thread: waits at the gate, then `do_units` with one unit.
+                let t = Task::new(Op::Sys(Sys::PipeRead(self.gate)), unit);
                 Op::Sys(Sys::CloneOn((s - 3) as usize % self.cpus, Box::new(t)))
             }
             s if s <= 2 + 2 * n => Op::Sys(Sys::PipeWrite(self.gate)),

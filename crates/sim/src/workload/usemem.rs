@@ -2,8 +2,8 @@
 //! (`do_units` with one unit, from its `mmap` on) and the figures it prints.
 //! `case-swap-w-seq-mt` ([`super::swap_w_seq_mt`]) writes anonymous memory
 //! with it and `case-lru-file-mmap-read` ([`super::lru_file_mmap_read`])
-//! reads a file of its own; each case keeps its own start (a gate, a mark)
-//! and its compute per page.
+//! reads a file of its own; each case gives a task its own start (a gate, a
+//! mark), which [`Task`] runs before the unit, and its compute per page.
 
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -83,6 +83,29 @@ impl Program for Unit {
                 Op::Sys(Sys::Munmap { va: self.addr, pages: self.pages })
             }
             Stage::Exit => Op::Exit,
+        }
+    }
+}
+
+/// A `usemem` task as its case starts it: one op of the case's own first (a
+/// wait at its gate, a mark of its start), then its unit.
+pub(crate) struct Task {
+    start: Option<Op>,
+    unit: Unit,
+}
+
+impl Task {
+    /// Returns the task that runs `start`, then `unit`.
+    pub(crate) fn new(start: Op, unit: Unit) -> Task {
+        Task { start: Some(start), unit }
+    }
+}
+
+impl Program for Task {
+    fn next(&mut self, ret: u64) -> Op {
+        match self.start.take() {
+            Some(op) => op,
+            None => self.unit.next(ret),
         }
     }
 }
