@@ -10,7 +10,7 @@
 //! explores every interleaving.
 
 use crate::common;
-use crate::common::{Flush, Skips};
+use crate::common::{run_alone, Flush, Skips};
 use tlbkit_policy::asid::{FreebsdEpoch, LinuxArm64};
 use tlbkit_policy::contpte::Teardown;
 use tlbkit_registry::Arch;
@@ -19,7 +19,7 @@ use tlbkit_sim::oracle::Violation;
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::{run, RunSpec};
-use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig, Stats};
+use tlbkit_sim::sim::{ContMode, ContpteConfig, SimConfig, Stats};
 
 /// One step of a [`Script`]. Mappings are named by slot: `Mmap(slot, ..)` puts
 /// the new mapping's address in `slot`, and the other steps name a slot and
@@ -135,9 +135,7 @@ fn config(ncpus: usize, seed: u64, mode: ContMode, teardown: Teardown, spec_rate
 /// counters and the violations.
 fn run_script(cfg: SimConfig, prog: Box<Script>) -> (Stats, Vec<Violation>) {
     let (n, mms) = (cfg.ncpus, cfg.max_mms);
-    let mut sim = Sim::new(cfg, LinuxArm64::new(n, mms, 16, false).unwrap());
-    sim.spawn(prog).unwrap();
-    sim.run();
+    let sim = run_alone(cfg, LinuxArm64::new(n, mms, 16, false).unwrap(), prog);
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.live_threads(), 0);
     (sim.stats, sim.oracle.violations.clone())
@@ -312,9 +310,7 @@ fn a_64k_entry_used_after_a_skipped_munmap_flush_is_stale() {
     );
     let contpte = ContpteConfig { mode: ContMode::On, ..ContpteConfig::default() };
     let cfg = SimConfig { contpte, ..common::config(1, 1, true) };
-    let mut sim = Sim::new(cfg, Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
-    sim.spawn(prog).unwrap();
-    sim.run();
+    let sim = run_alone(cfg, Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range), prog);
     let v = &sim.oracle.violations;
     assert_eq!(sim.stats.contpte.contpte_fills, 1);
     assert_eq!(properties(v), ["no_stale_held", "no_stale_use"], "{v:#?}");

@@ -3,7 +3,7 @@
 //! deferred flushes, their TLBIs), a paged-out page faulting back in, and the
 //! oracle's verdict with other CPUs using the memory while it is paged out.
 
-use crate::common::{run_clean, spec};
+use crate::common::{run_alone, run_clean, spec};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -264,9 +264,7 @@ fn a_paged_out_page_faults_back_in_as_a_fresh_folio() {
         Step::Mark("block"),
     ];
     for mode in [ContMode::On, ContMode::Off] {
-        let mut sim = Sim::new(altra(1, 1, mode), LinuxArm64::new(1, 16, 16, false).unwrap());
-        sim.spawn(Script::new(32, STEPS, 1)).unwrap();
-        sim.run();
+        let sim = run_alone(altra(1, 1, mode), LinuxArm64::new(1, 16, 16, false).unwrap(), Script::new(32, STEPS, 1));
         assert!(sim.error.is_none(), "{:?}", sim.error);
         assert_eq!(sim.oracle.count, 0, "{:#?}", sim.oracle.violations);
         let at = |m: &str| sim.mark_stats(m).unwrap();
@@ -286,9 +284,8 @@ fn a_paged_out_page_faults_back_in_as_a_fresh_folio() {
 #[test]
 fn shared_and_partly_covered_folios_are_left_mapped() {
     const STEPS: &[Step] = &[Step::Touch(0, 32, true), Step::Pageout(8, 16), Step::Mark("half")];
-    let mut sim = Sim::new(altra(1, 1, ContMode::On), LinuxArm64::new(1, 16, 16, false).unwrap());
-    sim.spawn(Script::new(32, STEPS, 1)).unwrap();
-    sim.run();
+    let sim =
+        run_alone(altra(1, 1, ContMode::On), LinuxArm64::new(1, 16, 16, false).unwrap(), Script::new(32, STEPS, 1));
     assert!(sim.error.is_none(), "{:?}", sim.error);
     let s = sim.mark_stats("half").unwrap();
     // Pages 8..24 cover half of each of two 64 KB folios: both are skipped.

@@ -1,6 +1,6 @@
 //! The oracle catches broken policies, and the real ones stay clean under stress.
 
-use crate::common::{self, config, run_clean, Flush, MapThen, Skips};
+use crate::common::{self, config, run_alone, run_clean, Flush, MapThen, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::{Asid, Barrier, Domain, Hw, MmId, Policy, Root, Scope, Tlbi, VirtAddr};
@@ -41,9 +41,7 @@ fn use_after_unmap() -> Box<MapThen> {
 
 #[test]
 fn skipped_munmap_flush_is_caught_as_stale_use() {
-    let mut sim = Sim::new(config(1, 7, false), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
-    sim.spawn(use_after_unmap()).unwrap();
-    sim.run();
+    let sim = run_alone(config(1, 7, false), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range), use_after_unmap());
     let v = &sim.oracle.violations;
     assert_eq!(v.len(), 1, "{v:#?}");
     assert_eq!(v[0].property, "no_stale_use");
@@ -53,9 +51,7 @@ fn skipped_munmap_flush_is_caught_as_stale_use() {
 
 #[test]
 fn correct_policy_faults_instead_of_using_the_unmapped_page() {
-    let mut sim = Sim::new(config(1, 7, false), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(use_after_unmap()).unwrap();
-    sim.run();
+    let sim = run_alone(config(1, 7, false), FreebsdEpoch::new(1, 16, 16), use_after_unmap());
     assert!(sim.oracle.violations.is_empty());
     assert!(sim.error.as_deref().unwrap().starts_with("segmentation fault"), "{:?}", sim.error);
 }

@@ -4,7 +4,7 @@
 //! its page count). Each runs clean under `--strict` and does what its
 //! documentation says.
 
-use crate::common::{run_clean, spec};
+use crate::common::{run_alone, run_clean, spec};
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
@@ -98,9 +98,7 @@ impl Program for Parent {
 #[test]
 fn exit_notify_wakes_the_waiting_parent_only_after_the_child_s_teardown() {
     let cfg = SimConfig { max_mms: 8, max_events: 100_000, ..SimConfig::quiet(preset::named("graviton4"), 2, 1) };
-    let mut sim = Sim::new(cfg, LinuxArm64::new(2, 16, 16, false).unwrap());
-    sim.spawn(Box::new(Parent(0, 0))).unwrap();
-    sim.run();
+    let sim = run_alone(cfg, LinuxArm64::new(2, 16, 16, false).unwrap(), Box::new(Parent(0, 0)));
     assert!(sim.error.is_none(), "{:?}", sim.error);
     let (exiting, woken) = (sim.mark("exiting").unwrap(), sim.mark("woken").unwrap());
     let at_wake = sim.mark_stats("woken").unwrap();

@@ -41,11 +41,11 @@ use tlbkit_sim::oracle::Violation;
 use tlbkit_sim::preset::{self, Arch, Preset};
 use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::{run, RunOutput, RunSpec};
-use tlbkit_sim::sim::{Sim, SimConfig};
+use tlbkit_sim::sim::SimConfig;
 use tlbkit_sim::workload::WORKLOADS;
 
 use crate::common::cells::{spec, CONFIGS};
-use crate::common::small;
+use crate::common::{run_alone, small};
 use small::SMALL;
 
 /// The CPU counts the issue names.
@@ -297,9 +297,7 @@ impl Program for Protector {
 /// entries lazy CPUs held unjudged.
 fn leave_cpu_idle_on_flushed_mm<P: Policy + 'static>(preset: Preset, policy: P) -> (Vec<Violation>, u64) {
     let cfg = SimConfig { strict: true, max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset, 2, 1) };
-    let mut sim = Sim::new(cfg, policy);
-    sim.spawn(Box::new(Sleeper { step: 0, buf: 0, pipe: 0 })).unwrap();
-    sim.run();
+    let sim = run_alone(cfg, policy, Box::new(Sleeper { step: 0, buf: 0, pipe: 0 }));
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert_eq!(sim.live_threads(), 0);
     (sim.oracle.violations.clone(), sim.oracle.lazy_exempt)

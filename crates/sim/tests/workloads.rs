@@ -2,7 +2,7 @@
 //! rest on (`madvise`, `execve`, `clone`, the kernel map cycle) behave and are
 //! judged by the oracle.
 
-use crate::common::{config, Flush, MapThen, Skips};
+use crate::common::{config, run_alone, Flush, MapThen, Skips};
 
 use tlbkit_policy::asid::FreebsdEpoch;
 use tlbkit_policy::MmId;
@@ -134,9 +134,7 @@ fn write_advise_read() -> Box<MapThen> {
 
 #[test]
 fn madvise_dontneed_keeps_the_mapping_and_faults_in_fresh_pages() {
-    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(write_advise_read()).unwrap();
-    sim.run();
+    let sim = run_alone(config(1, 11, true), FreebsdEpoch::new(1, 16, 16), write_advise_read());
     assert!(sim.error.is_none(), "{:?}", sim.error);
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
     let (before, after) = (sim.mark_stats("advised").unwrap(), sim.mark_stats("reread").unwrap());
@@ -168,9 +166,7 @@ impl Program for AdviseUntouched {
 
 #[test]
 fn madvise_flushes_only_the_pages_it_zapped() {
-    let mut sim = Sim::new(config(1, 11, true), FreebsdEpoch::new(1, 16, 16));
-    sim.spawn(Box::new(AdviseUntouched(0, 0))).unwrap();
-    sim.run();
+    let sim = run_alone(config(1, 11, true), FreebsdEpoch::new(1, 16, 16), Box::new(AdviseUntouched(0, 0)));
     assert!(sim.error.is_none(), "{:?}", sim.error);
     let advised: Vec<_> = sim.oracle.obligations.iter().filter(|o| o.change == "madvise").collect();
     // The first call zaps the three touched pages; the second finds none.
@@ -180,9 +176,7 @@ fn madvise_flushes_only_the_pages_it_zapped() {
 
 #[test]
 fn skipped_flush_after_madvise_is_caught_as_stale_use() {
-    let mut sim = Sim::new(config(1, 11, true), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range));
-    sim.spawn(write_advise_read()).unwrap();
-    sim.run();
+    let sim = run_alone(config(1, 11, true), Skips(FreebsdEpoch::new(1, 16, 16), Flush::Range), write_advise_read());
     let v = &sim.oracle.violations;
     assert!(!v.is_empty());
     // Strict mode sees the stale entries held at the discharge; the read then uses them.
@@ -359,9 +353,11 @@ fn mprotect_upgrade_flushes_the_range_when_pages_are_present_and_not_otherwise()
     // upgrade or not (three by-VA TLBIs per call here); with nothing present
     // there is nothing to flush.
     let broadcasts = |touch: bool, protect: bool| {
-        let mut sim = Sim::new(config(1, 1, true), tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap());
-        sim.spawn(Box::new(Protect { step: 0, buf: 0, touch, protect })).unwrap();
-        sim.run();
+        let sim = run_alone(
+            config(1, 1, true),
+            tlbkit_policy::asid::LinuxArm64::new(1, 4, 16, false).unwrap(),
+            Box::new(Protect { step: 0, buf: 0, touch, protect }),
+        );
         assert_eq!(sim.error, None);
         sim.counters().broadcast_invalidations
     };

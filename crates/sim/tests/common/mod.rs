@@ -1,6 +1,6 @@
 //! Test support shared by the simulator's integration tests: a small machine
-//! configuration, a real policy with one kind of flush left out, and the spec
-//! and checked run of a strict run.
+//! configuration, a run of one program, a real policy with one kind of flush
+//! left out, and the spec and checked run of a strict run.
 
 pub mod cells;
 pub mod small;
@@ -12,11 +12,21 @@ use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::{run, RunOutput, RunSpec};
-use tlbkit_sim::sim::SimConfig;
+use tlbkit_sim::sim::{Sim, SimConfig};
 
 /// Returns a `cortex-a72` machine of `ncpus` with no speculation and no migration.
 pub fn config(ncpus: usize, seed: u64, strict: bool) -> SimConfig {
     SimConfig { strict, ..SimConfig::quiet(preset::named("cortex-a72"), ncpus, seed) }
+}
+
+/// Returns the simulation of `program` alone on `cfg` under `policy`, run to
+/// its end: the set-up of the tests that judge one program's run by its
+/// marks, statistics, error and the oracle's findings.
+pub fn run_alone(cfg: SimConfig, policy: impl Policy + 'static, program: Box<dyn Program>) -> Sim {
+    let mut sim = Sim::new(cfg, policy);
+    sim.spawn(program).unwrap();
+    sim.run();
+    sim
 }
 
 /// Returns the spec of a strict run, with seed 1, of `workload` with `sets` on
