@@ -70,51 +70,30 @@ pub const DEF: WorkloadDef = WorkloadDef {
     max_mms: |p, _, _| max_mms(p),
 };
 
-/// A receiver: waits for the start, reads its messages, reports, exits.
-struct Receiver {
+/// A child of a group, receiver or sender: waits for the start, makes its
+/// `calls` pipe calls, reports, exits. A receiver reads its own pipe; a sender
+/// writes one message to each receiver's pipe in turn.
+struct Child {
     start: u32,
     done: u32,
-    pipe: u32,
-    msgs: u64,
-    step: u64,
-}
-
-impl Program for Receiver {
-    fn next(&mut self, _ret: u64) -> Op {
-        self.step += 1;
-        let s = self.step;
-        if s == 1 {
-            Op::Sys(Sys::PipeRead(self.start))
-        } else if s <= 1 + self.msgs {
-            Op::Sys(Sys::PipeRead(self.pipe))
-        } else if s == 2 + self.msgs {
-            Op::Sys(Sys::PipeWrite(self.done))
-        } else {
-            Op::Exit
-        }
-    }
-}
-
-/// A sender: waits for the start, writes `loops` rounds of one message to each
-/// receiver, reports, exits.
-struct Sender {
-    start: u32,
-    done: u32,
+    /// The pipes it reads or writes, in turn: a receiver's own, or every
+    /// receiver's of its group.
     pipes: Vec<u32>,
-    loops: u64,
+    write: bool,
+    calls: u64,
     step: u64,
 }
 
-impl Program for Sender {
+impl Program for Child {
     fn next(&mut self, _ret: u64) -> Op {
         self.step += 1;
         let s = self.step;
-        let writes = self.loops * self.pipes.len() as u64;
         if s == 1 {
             Op::Sys(Sys::PipeRead(self.start))
-        } else if s <= 1 + writes {
-            Op::Sys(Sys::PipeWrite(self.pipes[((s - 2) % self.pipes.len() as u64) as usize]))
-        } else if s == 2 + writes {
+        } else if s <= 1 + self.calls {
+            let pipe = self.pipes[((s - 2) % self.pipes.len() as u64) as usize];
+            Op::Sys(if self.write { Sys::PipeWrite(pipe) } else { Sys::PipeRead(pipe) })
+        } else if s == 2 + self.calls {
             Op::Sys(Sys::PipeWrite(self.done))
         } else {
             Op::Exit
@@ -210,12 +189,13 @@ impl Program for Parent {
             Todo::Receiver => {
                 let pipe = self.pipes[self.receivers];
                 self.receivers += 1;
-                let r = Receiver { start: self.start, done: self.done, pipe, msgs: self.fds * self.loops, step: 0 };
+                let (pipes, calls) = (vec![pipe], self.fds * self.loops);
+                let r = Child { start: self.start, done: self.done, pipes, write: false, calls, step: 0 };
                 Op::Sys(Sys::Fork(Box::new(r)))
             }
             Todo::Sender => {
-                let pipes = self.pipes.clone();
-                let s = Sender { start: self.start, done: self.done, pipes, loops: self.loops, step: 0 };
+                let (pipes, calls) = (self.pipes.clone(), self.loops * self.pipes.len() as u64);
+                let s = Child { start: self.start, done: self.done, pipes, write: true, calls, step: 0 };
                 Op::Sys(Sys::Fork(Box::new(s)))
             }
             Todo::Go => Op::Sys(Sys::PipeWrite(self.start)),
