@@ -45,7 +45,7 @@
 //! (the mean service time of a request by one worker, `mmap` to the next
 //! request's start excluded).
 
-use super::{Count, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -54,43 +54,20 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const PROCS: Count =
-    Count(ParamDef { key: "procs", default: 3.0, min: 1.0, max: 64.0, doc: "server processes (httpd StartServers)" });
-const THREADS: Count = Count(ParamDef {
-    key: "threads",
-    default: 25.0,
-    min: 1.0,
-    max: 256.0,
-    doc: "worker threads per process (httpd ThreadsPerChild)",
-});
-const CONCURRENCY: Count = Count(ParamDef {
-    key: "concurrency",
-    default: 0.0,
-    min: 0.0,
-    max: 65536.0,
-    doc: "requests outstanding (ab -c), spread over the processes (0: one per CPU)",
-});
-const FILE_PAGES: Count = Count(ParamDef {
-    key: "file_pages",
-    default: 1.0,
-    min: 1.0,
-    max: 1024.0,
-    doc: "4 KB pages of the file served (1: httpd's stock index.html)",
-});
-const REQUEST_US: Real = Real(ParamDef {
-    key: "request_us",
-    default: 50.0,
-    min: 0.0,
-    max: 100_000.0,
-    doc: "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
-});
-const REQUESTS: Count = Count(ParamDef {
-    key: "requests",
-    default: 6000.0,
-    min: 10.0,
-    max: 10_000_000.0,
-    doc: "requests in all (ab -n), served by whichever process takes each",
-});
+const PROCS: Count = Count::new("procs", 3, 1..=64, "server processes (httpd StartServers)");
+const THREADS: Count = Count::new("threads", 25, 1..=256, "worker threads per process (httpd ThreadsPerChild)");
+const CONCURRENCY: Count =
+    Count::new("concurrency", 0, 0..=65536, "requests outstanding (ab -c), spread over the processes (0: one per CPU)");
+const FILE_PAGES: Count =
+    Count::new("file_pages", 1, 1..=1024, "4 KB pages of the file served (1: httpd's stock index.html)");
+const REQUEST_US: Real = Real::new(
+    "request_us",
+    50.0,
+    0.0..=100_000.0,
+    "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
+);
+const REQUESTS: Count =
+    Count::new("requests", 6000, 10..=10_000_000, "requests in all (ab -n), served by whichever process takes each");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

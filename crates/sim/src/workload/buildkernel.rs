@@ -48,7 +48,7 @@
 //! the L2 cache and most walks find the upper levels in the walk cache), and
 //! the real build's switch rate and compiler working sets are not known.
 
-use super::{Count, ForkAll, OpQueue, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, ForkAll, OpQueue, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -57,47 +57,15 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const JOBS: Count =
-    Count(ParamDef { key: "jobs", default: 16.0, min: 1.0, max: 4096.0, doc: "parallel job slots (make -j)" });
-const UNITS: Count = Count(ParamDef {
-    key: "units",
-    default: 100.0,
-    min: 1.0,
-    max: 100_000.0,
-    doc: "compilations per slot (the build is jobs x units)",
-});
-const COMPUTE_MS: Real = Real(ParamDef {
-    key: "compute_ms",
-    default: 20.0,
-    min: 0.0,
-    max: 100_000.0,
-    doc: "milliseconds of computation per compilation",
-});
-const SLICES: Count = Count(ParamDef {
-    key: "slices",
-    default: 40.0,
-    min: 1.0,
-    max: 100_000.0,
-    doc: "working-set passes per compilation",
-});
-const TEXT_PAGES: Count = Count(ParamDef {
-    key: "text_pages",
-    default: 8192.0,
-    min: 16.0,
-    max: 1_000_000.0,
-    doc: "4 KB pages of compiler text mapped (32 MB)",
-});
-const TEXT_WS: Count =
-    Count(ParamDef { key: "text_ws", default: 128.0, min: 4.0, max: 65536.0, doc: "text pages read per slice" });
-const HEAP_PAGES: Count = Count(ParamDef {
-    key: "heap_pages",
-    default: 512.0,
-    min: 64.0,
-    max: 1_000_000.0,
-    doc: "4 KB heap pages a compilation grows to (2 MB)",
-});
-const HEAP_WS: Count =
-    Count(ParamDef { key: "heap_ws", default: 192.0, min: 1.0, max: 1_000_000.0, doc: "heap pages touched per slice" });
+const JOBS: Count = Count::new("jobs", 16, 1..=4096, "parallel job slots (make -j)");
+const UNITS: Count = Count::new("units", 100, 1..=100_000, "compilations per slot (the build is jobs x units)");
+const COMPUTE_MS: Real = Real::new("compute_ms", 20.0, 0.0..=100_000.0, "milliseconds of computation per compilation");
+const SLICES: Count = Count::new("slices", 40, 1..=100_000, "working-set passes per compilation");
+const TEXT_PAGES: Count = Count::new("text_pages", 8192, 16..=1_000_000, "4 KB pages of compiler text mapped (32 MB)");
+const TEXT_WS: Count = Count::new("text_ws", 128, 4..=65536, "text pages read per slice");
+const HEAP_PAGES: Count =
+    Count::new("heap_pages", 512, 64..=1_000_000, "4 KB heap pages a compilation grows to (2 MB)");
+const HEAP_WS: Count = Count::new("heap_ws", 192, 1..=1_000_000, "heap pages touched per slice");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

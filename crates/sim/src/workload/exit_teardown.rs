@@ -32,43 +32,26 @@
 //! whole-mm flush), over every process that exited (the compilers and make).
 //! Scaling: host time grows with `jobs * cpus * (heap_pages + file_pages)`.
 
-use super::{Count, ForkAll, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, ForkAll, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const JOBS: Count =
-    Count(ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 4096.0, doc: "compiler processes per CPU" });
-const HEAP_PAGES: Count = Count(ParamDef {
-    key: "heap_pages",
-    default: 512.0,
-    min: 16.0,
-    max: 65536.0,
-    doc: "4 KB anonymous heap pages each compiler writes (2 MB)",
-});
-const FILE_PAGES: Count = Count(ParamDef {
-    key: "file_pages",
-    default: 128.0,
-    min: 16.0,
-    max: 65536.0,
-    doc: "4 KB pages of the shared file each compiler maps and reads",
-});
-const DIRTY_PAGES: Count = Count(ParamDef {
-    key: "dirty_pages",
-    default: 32.0,
-    min: 0.0,
-    max: 65536.0,
-    doc: "pages of the file each compiler writes (at most file_pages)",
-});
-const COMPUTE_US: Real = Real(ParamDef {
-    key: "compute_us",
-    default: 50000.0,
-    min: 0.0,
-    max: 1e6,
-    doc: "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
-});
+const JOBS: Count = Count::new("jobs", 1, 1..=4096, "compiler processes per CPU");
+const HEAP_PAGES: Count =
+    Count::new("heap_pages", 512, 16..=65536, "4 KB anonymous heap pages each compiler writes (2 MB)");
+const FILE_PAGES: Count =
+    Count::new("file_pages", 128, 16..=65536, "4 KB pages of the shared file each compiler maps and reads");
+const DIRTY_PAGES: Count =
+    Count::new("dirty_pages", 32, 0..=65536, "pages of the file each compiler writes (at most file_pages)");
+const COMPUTE_US: Real = Real::new(
+    "compute_us",
+    50000.0,
+    0.0..=1e6,
+    "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

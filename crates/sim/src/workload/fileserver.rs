@@ -34,36 +34,18 @@
 //! `arm64-noasid` is not practical there: it broadcasts `TLBI VMALLE1IS` at every
 //! switch, and each one empties all 4096 TLBs.
 
-use super::{mark_sum, Count, ParamDef, Params, WorkloadDef};
+use super::{mark_sum, Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const OPS: Count =
-    Count(ParamDef { key: "ops", default: 2000.0, min: 1.0, max: 10_000_000.0, doc: "requests per thread" });
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 8.0,
-    min: 1.0,
-    max: KMAP_SLOT_PAGES as f64,
-    doc: "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)",
-});
-const USER_PAGES: Count = Count(ParamDef {
-    key: "user_pages",
-    default: 4.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "4 KB pages of user buffer read per request",
-});
-const USER_CYCLES: Count = Count(ParamDef {
-    key: "user_cycles",
-    default: 2000.0,
-    min: 0.0,
-    max: 1e9,
-    doc: "cycles of user computation per request",
-});
+const OPS: Count = Count::new("ops", 2000, 1..=10_000_000, "requests per thread");
+const PAGES: Count =
+    Count::new("pages", 8, 1..=KMAP_SLOT_PAGES, "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)");
+const USER_PAGES: Count = Count::new("user_pages", 4, 0..=4096, "4 KB pages of user buffer read per request");
+const USER_CYCLES: Count = Count::new("user_cycles", 2000, 0..=1_000_000_000, "cycles of user computation per request");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

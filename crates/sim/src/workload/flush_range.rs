@@ -61,7 +61,7 @@
 //! directions), entry to exit, in microseconds; `cycles_per_call`, the same
 //! in the machine's core cycles.
 
-use super::{Count, OpQueue, ParamDef, Params, WorkloadDef};
+use super::{Count, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -70,23 +70,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const PAGES: Count =
-    Count(ParamDef { key: "pages", default: 1.0, min: 1.0, max: 512.0, doc: "4 KB pages written and protected" });
-const ITERS: Count = Count(ParamDef {
-    key: "iters",
-    default: 50.0,
-    min: 1.0,
-    max: 1_000_000.0,
-    doc: "timed iterations (two mprotect calls each), after one untimed",
-});
-const SPINNERS: Count = Count(ParamDef {
-    key: "spinners",
-    default: 0.0,
-    min: 0.0,
-    max: 4095.0,
-    doc: "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
+const PAGES: Count = Count::new("pages", 1, 1..=512, "4 KB pages written and protected");
+const ITERS: Count =
+    Count::new("iters", 50, 1..=1_000_000, "timed iterations (two mprotect calls each), after one untimed");
+const SPINNERS: Count = Count::new(
+    "spinners",
+    0,
+    0..=4095,
+    "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
           CPUs: one per other CPU)",
-});
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -29,31 +29,22 @@
 //!
 //! Result: `time_s`, seconds from the start signal until the last child is done.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const GROUPS: Count =
-    Count(ParamDef { key: "groups", default: 10.0, min: 1.0, max: 100.0, doc: "groups of senders and receivers (-g)" });
-const FDS: Count =
-    Count(ParamDef { key: "fds", default: 20.0, min: 1.0, max: 100.0, doc: "senders and receivers per group (-f)" });
-const LOOPS: Count = Count(ParamDef {
-    key: "loops",
-    default: 100.0,
-    min: 1.0,
-    max: 100_000.0,
-    doc: "messages from each sender to each receiver (-l)",
-});
-const PIPE_MSGS: Count = Count(ParamDef {
-    key: "pipe_msgs",
-    default: 655.0,
-    min: 1.0,
-    max: 1_000_000.0,
-    doc: "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)",
-});
+const GROUPS: Count = Count::new("groups", 10, 1..=100, "groups of senders and receivers (-g)");
+const FDS: Count = Count::new("fds", 20, 1..=100, "senders and receivers per group (-f)");
+const LOOPS: Count = Count::new("loops", 100, 1..=100_000, "messages from each sender to each receiver (-l)");
+const PIPE_MSGS: Count = Count::new(
+    "pipe_msgs",
+    655,
+    1..=1_000_000,
+    "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -16,24 +16,16 @@
 //! and the thread structures. So a TLB flush on the switch costs what it costs
 //! on the real machine: refills of user *and* kernel entries.
 
-use super::{Count, OpQueue, ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, OpQueue, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const PROCS: Count =
-    Count(ParamDef { key: "procs", default: 20.0, min: 2.0, max: 4096.0, doc: "processes in the ring" });
-const SIZE_KB: Count =
-    Count(ParamDef { key: "size_kb", default: 0.0, min: 0.0, max: 65536.0, doc: "KB each process sums per hop" });
-const ROUNDS: Count = Count(ParamDef {
-    key: "rounds",
-    default: 50.0,
-    min: 3.0,
-    max: 100000.0,
-    doc: "times the token goes round the ring",
-});
+const PROCS: Count = Count::new("procs", 20, 2..=4096, "processes in the ring");
+const SIZE_KB: Count = Count::new("size_kb", 0, 0..=65536, "KB each process sums per hop");
+const ROUNDS: Count = Count::new("rounds", 50, 3..=100000, "times the token goes round the ring");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -40,7 +40,7 @@
 //! Result: `us_per_mapping`, microseconds per iteration (`mmap`, touches and
 //! `munmap`), averaged over the processes: lmbench's figure.
 
-use super::{Count, Flag, ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -58,34 +58,17 @@ const FILE: u32 = 0;
 const POLL: u64 = 1000;
 
 // Its parameters, in the order its entry lists them.
-const SIZE_KB: Count = Count(ParamDef {
-    key: "size_kb",
-    default: 1024.0,
-    min: 320.0,
-    max: 1_048_576.0,
-    doc: "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)",
-});
-const PROCS: Count = Count(ParamDef {
-    key: "procs",
-    default: 1.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "processes mapping at once, each its own address space (-P; 0: one per CPU)",
-});
-const RANDOM: Flag = Flag(ParamDef {
-    key: "random",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth",
-});
-const ITERS: Count = Count(ParamDef {
-    key: "iters",
-    default: 20.0,
-    min: 1.0,
-    max: 1_000_000.0,
-    doc: "timed iterations per process, after one untimed",
-});
+const SIZE_KB: Count = Count::new(
+    "size_kb",
+    1024,
+    320..=1_048_576,
+    "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)",
+);
+const PROCS: Count =
+    Count::new("procs", 1, 0..=4096, "processes mapping at once, each its own address space (-P; 0: one per CPU)");
+const RANDOM: Flag =
+    Flag::new("random", "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth");
+const ITERS: Count = Count::new("iters", 20, 1..=1_000_000, "timed iterations per process, after one untimed");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

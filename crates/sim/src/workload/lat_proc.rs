@@ -49,22 +49,20 @@
 //! timed loop's span over its iterations, where lmbench takes the median of
 //! its repetitions.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "timed forks, after one untimed" });
-const EXTRA_KB: Count = Count(ParamDef {
-    key: "extra_kb",
-    default: 0.0,
-    min: 0.0,
-    max: 4_194_304.0,
-    doc: "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)",
-});
+const ITERS: Count = Count::new("iters", 100, 1..=1_000_000, "timed forks, after one untimed");
+const EXTRA_KB: Count = Count::new(
+    "extra_kb",
+    0,
+    0..=4_194_304,
+    "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -58,35 +58,28 @@
 //! `usemem` processes.
 
 use super::usemem::{timing, Mapping, Task, Unit};
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::Op;
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const NR_TASK: Count = Count(ParamDef {
-    key: "nr_task",
-    default: 0.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)",
-});
-const MEM_MB: Count = Count(ParamDef {
-    key: "mem_mb",
-    default: 64.0,
-    min: 1.0,
-    max: 65_536.0,
-    doc: "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
-});
-const FILE_MB: Count = Count(ParamDef {
-    key: "file_mb",
-    default: 640.0,
-    min: 1.0,
-    max: 1_048_576.0,
-    doc: "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
+const NR_TASK: Count =
+    Count::new("nr_task", 0, 0..=4096, "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)");
+const MEM_MB: Count = Count::new(
+    "mem_mb",
+    64,
+    1..=65_536,
+    "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
+);
+const FILE_MB: Count = Count::new(
+    "file_mb",
+    640,
+    1..=1_048_576,
+    "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
           mem*10)",
-});
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -45,38 +45,31 @@
 //! of one call in microseconds (with `chunk_kb` 0, `ms_per_call` in
 //! microseconds).
 
-use super::{Count, Flag, ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const SIZE_MB: Count =
-    Count(ParamDef { key: "size_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped, written and advised" });
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 1.0, min: 1.0, max: 10_000.0, doc: "repetitions (madvise calls timed)" });
-const ADVICE: Count = Count(ParamDef {
-    key: "advice",
-    default: 0.0,
-    min: 0.0,
-    max: 2.0,
-    doc: "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
-});
-const BATCH: Flag = Flag(ParamDef {
-    key: "batch",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
-});
-const CHUNK_KB: Count = Count(ParamDef {
-    key: "chunk_kb",
-    default: 0.0,
-    min: 0.0,
-    max: 4_194_304.0,
-    doc: "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
-});
+const SIZE_MB: Count = Count::new("size_mb", 256, 1..=4096, "MB mapped, written and advised");
+const ITERS: Count = Count::new("iters", 1, 1..=10_000, "repetitions (madvise calls timed)");
+const ADVICE: Count = Count::new(
+    "advice",
+    0,
+    0..=2,
+    "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
+);
+const BATCH: Flag = Flag::new(
+    "batch",
+    "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
+);
+const CHUNK_KB: Count = Count::new(
+    "chunk_kb",
+    0,
+    0..=4_194_304,
+    "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

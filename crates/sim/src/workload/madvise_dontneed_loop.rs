@@ -36,22 +36,15 @@
 //! VMAs; a real `malloc`'d page may share a VMA (and its lock) with the
 //! others'.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const THREADS: Count = Count(ParamDef {
-    key: "threads",
-    default: 0.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "threads of the one process (0: one per CPU)",
-});
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "iterations of each thread" });
+const THREADS: Count = Count::new("threads", 0, 0..=4096, "threads of the one process (0: one per CPU)");
+const ITERS: Count = Count::new("iters", 200, 1..=1_000_000, "iterations of each thread");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -31,7 +31,7 @@
 //!   reading a page while the first, on CPU 0, changes the page to read-only
 //!   and back; per pair of calls. Run it with `--cpus 2` or more.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -45,15 +45,14 @@ pub const BENCHES: &[&str] =
     &["null_syscall", "page_fault", "mmap", "munmap", "madvise", "mprotect", "pipe_rw", "pipe_switch", "shootdown"];
 
 // Its parameters, in the order its entry lists them.
-const BENCH: Count = Count(ParamDef {
-    key: "bench",
-    default: 0.0,
-    min: 0.0,
-    max: 8.0,
-    doc: "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, \
+const BENCH: Count = Count::new(
+    "bench",
+    0,
+    0..=8,
+    "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, \
           7 pipe_switch (--cpus 1), 8 shootdown (--cpus 2)",
-});
-const OPS: Count = Count(ParamDef { key: "ops", default: 200.0, min: 1.0, max: 1_000_000.0, doc: "timed operations" });
+);
+const OPS: Count = Count::new("ops", 200, 1..=1_000_000, "timed operations");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -31,26 +31,15 @@
 //! returned flushes. The guide's "Simulator speed at scale" gives the time of
 //! the origin's `iters=10000` at `--cpus 4096` on `altra`.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 
 // Its parameters, in the order its entry lists them.
-const ITERS: Count = Count(ParamDef {
-    key: "iters",
-    default: 10000.0,
-    min: 1.0,
-    max: 10_000_000.0,
-    doc: "loops of each copy, two mprotects each (the origin's argument: 10000)",
-});
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 1024.0,
-    min: 1.0,
-    max: 262_144.0,
-    doc: "4 KB pages of the buffer (the program's 4 MiB: 1024)",
-});
+const ITERS: Count =
+    Count::new("iters", 10000, 1..=10_000_000, "loops of each copy, two mprotects each (the origin's argument: 10000)");
+const PAGES: Count = Count::new("pages", 1024, 1..=262_144, "4 KB pages of the buffer (the program's 4 MiB: 1024)");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -20,7 +20,7 @@
 //!
 //! Results: `munmap_us`, the mean over iterations, and `munmap_min_us`.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -29,22 +29,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const CORES: Count = Count(ParamDef {
-    key: "cores",
-    default: 0.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "reference threads, one per core from core 0 on (0: one per CPU)",
-});
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 1.0,
-    min: 1.0,
-    max: 4096.0,
-    doc: "4 KB pages mapped and unmapped each iteration",
-});
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 100.0, min: 1.0, max: 1_000_000.0, doc: "iterations (munmaps timed)" });
+const CORES: Count =
+    Count::new("cores", 0, 0..=4096, "reference threads, one per core from core 0 on (0: one per CPU)");
+const PAGES: Count = Count::new("pages", 1, 1..=4096, "4 KB pages mapped and unmapped each iteration");
+const ITERS: Count = Count::new("iters", 100, 1..=1_000_000, "iterations (munmaps timed)");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

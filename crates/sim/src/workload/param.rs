@@ -2,6 +2,11 @@
 //! carries its [`ParamDef`] (key, default, limits, meaning) and says what kind
 //! of value it is, and is read through that handle, never by its key.
 //!
+//! A handle is declared by its kind's `const fn new`: the key, the default,
+//! the inclusive limits as a range and the meaning, in the kind's own numbers
+//! (a [`Count`]'s are whole, a [`Flag`] is off unless set), so a declaration
+//! is one call rather than a [`ParamDef`] written out field by field.
+//!
 //! A handle reads its key from a [`Params`] map and falls back to its
 //! default where the map has no entry. A map filled from a workload's
 //! definition, as the command line, sweeps and Python fill it, holds every
@@ -9,6 +14,7 @@
 //! naming every key.
 
 use super::{ParamDef, Params};
+use std::ops::RangeInclusive;
 
 /// Returns the value of `def` in `p`: the entry for its key, or its default
 /// when `p` has none.
@@ -22,6 +28,13 @@ fn value(def: &ParamDef, p: &Params) -> f64 {
 pub struct Count(pub ParamDef);
 
 impl Count {
+    /// Declares the count `key`, `default` unless set, allowed within
+    /// `limits` (both ends included), meaning `doc`.
+    pub const fn new(key: &'static str, default: u64, limits: RangeInclusive<u64>, doc: &'static str) -> Count {
+        let (min, max) = (*limits.start() as f64, *limits.end() as f64);
+        Count(ParamDef { key, default: default as f64, min, max, doc })
+    }
+
     /// Returns its value in `p` (its default if `p` has none), truncated to a
     /// whole number as `as u64` truncates.
     pub fn of(self, p: &Params) -> u64 {
@@ -49,6 +62,12 @@ impl Count {
 pub struct Real(pub ParamDef);
 
 impl Real {
+    /// Declares the real number `key`, `default` unless set, allowed within
+    /// `limits` (both ends included), meaning `doc`.
+    pub const fn new(key: &'static str, default: f64, limits: RangeInclusive<f64>, doc: &'static str) -> Real {
+        Real(ParamDef { key, default, min: *limits.start(), max: *limits.end(), doc })
+    }
+
     /// Returns its value in `p` (its default if `p` has none).
     pub fn of(self, p: &Params) -> f64 {
         value(&self.0, p)
@@ -60,6 +79,11 @@ impl Real {
 pub struct Flag(pub ParamDef);
 
 impl Flag {
+    /// Declares the flag `key`, off unless set (0 or 1), meaning `doc`.
+    pub const fn new(key: &'static str, doc: &'static str) -> Flag {
+        Flag(ParamDef { key, default: 0.0, min: 0.0, max: 1.0, doc })
+    }
+
     /// Returns whether it is on in `p` (by its default if `p` has none): its
     /// value is not 0.
     pub fn of(self, p: &Params) -> bool {
@@ -82,5 +106,13 @@ mod tests {
         assert_eq!((Count(DEF).of(&p), Count(DEF).or_cpus(&p, 8), Flag(DEF).of(&p)), (0, 8, false));
         p.insert("n".to_string(), 2.75);
         assert_eq!((Count(DEF).of(&p), Count(DEF).usize(&p), Real(DEF).of(&p)), (2, 2, 2.75));
+    }
+
+    #[test]
+    fn a_constructor_writes_its_kinds_definition() {
+        let fields = |d: ParamDef| (d.key, d.default, d.min, d.max, d.doc);
+        assert_eq!(fields(Count::new("n", 3, 0..=10, "a count").0), fields(DEF));
+        assert_eq!(fields(Real::new("n", 3.0, 0.0..=10.0, "a count").0), fields(DEF));
+        assert_eq!(fields(Flag::new("f", "a flag").0), ("f", 0.0, 0.0, 1.0, "a flag"));
     }
 }

@@ -67,43 +67,31 @@
 //! what `find_vma` does (the preset's `fault_path`).
 
 use super::will_it_scale::Binding;
-use super::{Count, Flag, ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const TASKS: Count = Count(ParamDef {
-    key: "tasks",
-    default: 0.0,
-    min: 0.0,
-    max: 128.0,
-    doc: "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)",
-});
-const PROCS: Flag = Flag(ParamDef {
-    key: "procs",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); \
+const TASKS: Count = Count::new(
+    "tasks",
+    0,
+    0..=128,
+    "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)",
+);
+const PROCS: Flag = Flag::new(
+    "procs",
+    "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); \
           1: processes, each its own address space (pft -n)",
-});
-const VMAS: Flag = Flag(ParamDef {
-    key: "vmas",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
+);
+const VMAS: Flag = Flag::new(
+    "vmas",
+    "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
           its own part before the start, as pft's compiled-out -M did)",
-});
-const MEM_MB: Count = Count(ParamDef {
-    key: "mem_mb",
-    default: 256.0,
-    min: 1.0,
-    max: 65_536.0,
-    doc: "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)",
-});
+);
+const MEM_MB: Count =
+    Count::new("mem_mb", 256, 1..=65_536, "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

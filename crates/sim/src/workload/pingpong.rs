@@ -26,22 +26,15 @@
 //! missed every TLB level and walked: the origin's `dtlb_load_misses.miss_causes_a_walk`)
 //! and `l1_tlb_misses_per_round`.
 
-use super::{Count, OpQueue, ParamDef, Params, Phase, WorkloadDef};
+use super::{Count, OpQueue, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 0.0,
-    min: 0.0,
-    max: 65536.0,
-    doc: "4 KB pages a process touches per turn",
-});
-const ROUNDS: Count =
-    Count(ParamDef { key: "rounds", default: 1000.0, min: 2.0, max: 10_000_000.0, doc: "timed turns" });
+const PAGES: Count = Count::new("pages", 0, 0..=65536, "4 KB pages a process touches per turn");
+const ROUNDS: Count = Count::new("rounds", 1000, 2..=10_000_000, "timed turns");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

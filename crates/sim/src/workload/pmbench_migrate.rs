@@ -58,7 +58,7 @@
 //! (the whole run's: once warm, pmbench sends none of its own);
 //! `migration_waits`, the accesses that waited for a page under migration.
 
-use super::{Count, Flag, ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -67,39 +67,18 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const MAPSIZE_MB: Count =
-    Count(ParamDef { key: "mapsize_mb", default: 256.0, min: 1.0, max: 4096.0, doc: "MB mapped (pmbench -m)" });
-const SETSIZE_MB: Count = Count(ParamDef {
-    key: "setsize_mb",
-    default: 128.0,
-    min: 1.0,
-    max: 4096.0,
-    doc: "MB of the working set accessed (pmbench -s; at most mapsize_mb)",
-});
-const JOBS: Count =
-    Count(ParamDef { key: "jobs", default: 1.0, min: 1.0, max: 64.0, doc: "worker threads (pmbench -j)" });
-const RATIO: Count = Count(ParamDef {
-    key: "ratio",
-    default: 50.0,
-    min: 0.0,
-    max: 100.0,
-    doc: "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)",
-});
-const CPULESS_NODE: Flag = Flag(ParamDef {
-    key: "cpuless_node",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine \
+const MAPSIZE_MB: Count = Count::new("mapsize_mb", 256, 1..=4096, "MB mapped (pmbench -m)");
+const SETSIZE_MB: Count =
+    Count::new("setsize_mb", 128, 1..=4096, "MB of the working set accessed (pmbench -s; at most mapsize_mb)");
+const JOBS: Count = Count::new("jobs", 1, 1..=64, "worker threads (pmbench -j)");
+const RATIO: Count =
+    Count::new("ratio", 50, 0..=100, "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)");
+const CPULESS_NODE: Flag = Flag::new(
+    "cpuless_node",
+    "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine \
           can run it; 0: none",
-});
-const PASSES: Count = Count(ParamDef {
-    key: "passes",
-    default: 4.0,
-    min: 1.0,
-    max: 1000.0,
-    doc: "migrate_pages calls, alternately node 0 to 1 and 1 to 0",
-});
+);
+const PASSES: Count = Count::new("passes", 4, 1..=1000, "migrate_pages calls, alternately node 0 to 1 and 1 to 0");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -142,7 +142,7 @@
 //! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
 //! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
-use super::{Count, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
 use crate::sim::Sim;
@@ -154,75 +154,46 @@ mod jemalloc;
 use jemalloc::Jemalloc;
 
 // Its parameters, in the order its entry lists them.
-const KEYS: Count = Count(ParamDef {
-    key: "keys",
-    default: 2000.0,
-    min: 1.0,
-    max: 1_000_000.0,
-    doc: "keys, all loaded at boot (redis-benchmark -r)",
-});
-const VALUE_PAGES: Count = Count(ParamDef {
-    key: "value_pages",
-    default: 4.0,
-    min: 1.0,
-    max: 7.0,
-    doc: "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)",
-});
-const CLIENTS: Count =
-    Count(ParamDef { key: "clients", default: 50.0, min: 1.0, max: 10_000.0, doc: "connections (redis-benchmark -c)" });
-const REQUESTS: Count = Count(ParamDef {
-    key: "requests",
-    default: 200_000.0,
-    min: 1.0,
-    max: 100_000_000.0,
-    doc: "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
-});
-const WRITE_PCT: Count = Count(ParamDef {
-    key: "write_pct",
-    default: 50.0,
-    min: 0.0,
-    max: 100.0,
-    doc: "percent of requests that are writes (SET or DEL), the rest GETs",
-});
-const DEL_PCT: Count =
-    Count(ParamDef { key: "del_pct", default: 0.0, min: 0.0, max: 100.0, doc: "percent of writes that are DELs" });
-const REQUEST_US: Real = Real(ParamDef {
-    key: "request_us",
-    default: 8.0,
-    min: 0.0,
-    max: 100_000.0,
-    doc: "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
-});
-const RDB_US_PER_PAGE: Real = Real(ParamDef {
-    key: "rdb_us_per_page",
-    default: 16.0,
-    min: 0.0,
-    max: 100_000.0,
-    doc: "the child's LZF compression and write() of a 4 KB page of a value, us",
-});
-const HZ: Real =
-    Real(ParamDef { key: "hz", default: 10.0, min: 1.0, max: 500.0, doc: "serverCron runs a second (redis hz)" });
-const SAVE_MS: Real = Real(ParamDef {
-    key: "save_ms",
-    default: 250.0,
-    min: 0.0,
-    max: 3_600_000.0,
-    doc: "save point: fork a save when more than this many ms passed since the last (0: never)",
-});
-const SAVE_CHANGES: Count = Count(ParamDef {
-    key: "save_changes",
-    default: 42.0,
-    min: 0.0,
-    max: 1e12,
-    doc: "save point: and at least this many writes were made since",
-});
-const DECAY_MS: Real = Real(ParamDef {
-    key: "decay_ms",
-    default: 10_000.0,
-    min: 1.0,
-    max: 3_600_000.0,
-    doc: "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
-});
+const KEYS: Count = Count::new("keys", 2000, 1..=1_000_000, "keys, all loaded at boot (redis-benchmark -r)");
+const VALUE_PAGES: Count =
+    Count::new("value_pages", 4, 1..=7, "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)");
+const CLIENTS: Count = Count::new("clients", 50, 1..=10_000, "connections (redis-benchmark -c)");
+const REQUESTS: Count = Count::new(
+    "requests",
+    200_000,
+    1..=100_000_000,
+    "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
+);
+const WRITE_PCT: Count =
+    Count::new("write_pct", 50, 0..=100, "percent of requests that are writes (SET or DEL), the rest GETs");
+const DEL_PCT: Count = Count::new("del_pct", 0, 0..=100, "percent of writes that are DELs");
+const REQUEST_US: Real = Real::new(
+    "request_us",
+    8.0,
+    0.0..=100_000.0,
+    "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
+);
+const RDB_US_PER_PAGE: Real = Real::new(
+    "rdb_us_per_page",
+    16.0,
+    0.0..=100_000.0,
+    "the child's LZF compression and write() of a 4 KB page of a value, us",
+);
+const HZ: Real = Real::new("hz", 10.0, 1.0..=500.0, "serverCron runs a second (redis hz)");
+const SAVE_MS: Real = Real::new(
+    "save_ms",
+    250.0,
+    0.0..=3_600_000.0,
+    "save point: fork a save when more than this many ms passed since the last (0: never)",
+);
+const SAVE_CHANGES: Count =
+    Count::new("save_changes", 42, 0..=1_000_000_000_000, "save point: and at least this many writes were made since");
+const DECAY_MS: Real = Real::new(
+    "decay_ms",
+    10_000.0,
+    1.0..=3_600_000.0,
+    "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

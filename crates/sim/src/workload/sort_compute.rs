@@ -40,35 +40,18 @@
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
 
-use super::{Count, ForkAll, OpQueue, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, ForkAll, OpQueue, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 
 // Its parameters, in the order its entry lists them.
-const LOOPS: Count = Count(ParamDef {
-    key: "loops",
-    default: 256.0,
-    min: 1.0,
-    max: 65536.0,
-    doc: "background shells (the script's 256)",
-});
-const RUNS: Count =
-    Count(ParamDef { key: "runs", default: 32.0, min: 1.0, max: 65536.0, doc: "sorts each shell runs in turn (32)" });
-const HEAP_PAGES: Count = Count(ParamDef {
-    key: "heap_pages",
-    default: 32.0,
-    min: 1.0,
-    max: 65536.0,
-    doc: "4 KB heap pages each sort fills (its ~100 KB input)",
-});
-const COMPUTE_US: Real = Real(ParamDef {
-    key: "compute_us",
-    default: 6250.0,
-    min: 0.0,
-    max: 1e6,
-    doc: "microseconds each sort computes after reading its input",
-});
+const LOOPS: Count = Count::new("loops", 256, 1..=65536, "background shells (the script's 256)");
+const RUNS: Count = Count::new("runs", 32, 1..=65536, "sorts each shell runs in turn (32)");
+const HEAP_PAGES: Count =
+    Count::new("heap_pages", 32, 1..=65536, "4 KB heap pages each sort fills (its ~100 KB input)");
+const COMPUTE_US: Real =
+    Real::new("compute_us", 6250.0, 0.0..=1e6, "microseconds each sort computes after reading its input");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

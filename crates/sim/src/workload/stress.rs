@@ -72,7 +72,7 @@
 //! simulated time until the last thread finished. Host time grows with
 //! `procs * threads * iters`; the defaults run in a fraction of a second.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
@@ -80,25 +80,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const PROCS: Count = Count(ParamDef { key: "procs", default: 2.0, min: 1.0, max: 64.0, doc: "processes" });
-const THREADS: Count = Count(ParamDef {
-    key: "threads",
-    default: 4.0,
-    min: 1.0,
-    max: 256.0,
-    doc: "threads per process (the first maps the region and clones the others)",
-});
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 60.0, min: 1.0, max: 1_000_000.0, doc: "operations of each thread" });
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 64.0,
-    min: 1.0,
-    max: 65536.0,
-    doc: "4 KB pages of each process's shared region (chunks of 16)",
-});
-const FORKS: Count =
-    Count(ParamDef { key: "forks", default: 2.0, min: 0.0, max: 64.0, doc: "forks each thread may make at most" });
+const PROCS: Count = Count::new("procs", 2, 1..=64, "processes");
+const THREADS: Count =
+    Count::new("threads", 4, 1..=256, "threads per process (the first maps the region and clones the others)");
+const ITERS: Count = Count::new("iters", 60, 1..=1_000_000, "operations of each thread");
+const PAGES: Count = Count::new("pages", 64, 1..=65536, "4 KB pages of each process's shared region (chunks of 16)");
+const FORKS: Count = Count::new("forks", 2, 0..=64, "forks each thread may make at most");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

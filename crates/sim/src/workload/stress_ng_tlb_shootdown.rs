@@ -80,7 +80,7 @@
 //! of one child iteration, the part with the 512-page `mprotect`s) and
 //! `tlb_share` (the share of all CPUs' time spent invalidating TLBs).
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -102,27 +102,20 @@ const STATS_FILE: u32 = 0;
 const POLL: u64 = 1000;
 
 // Its parameters, in the order its entry lists them.
-const WORKERS: Count = Count(ParamDef {
-    key: "workers",
-    default: 1.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)",
-});
-const OPS: Count = Count(ParamDef {
-    key: "ops",
-    default: 1000.0,
-    min: 1.0,
-    max: 100_000_000.0,
-    doc: "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)",
-});
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 512.0,
-    min: 1.0,
-    max: 65536.0,
-    doc: "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)",
-});
+const WORKERS: Count =
+    Count::new("workers", 1, 0..=4096, "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)");
+const OPS: Count = Count::new(
+    "ops",
+    1000,
+    1..=100_000_000,
+    "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)",
+);
+const PAGES: Count = Count::new(
+    "pages",
+    512,
+    1..=65536,
+    "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

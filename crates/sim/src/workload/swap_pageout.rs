@@ -43,7 +43,7 @@
 //! exit (µs); `pageout_ns_per_byte`, that time per byte the calls paged out (ns);
 //! `flushes_per_call`, the unmap flushes and batch flushes one call made.
 
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -52,17 +52,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Its parameters, in the order its entry lists them.
-const SIZE_KB: Count =
-    Count(ParamDef { key: "size_kb", default: 1024.0, min: 4.0, max: 1_048_576.0, doc: "KB mapped and paged out" });
-const READERS: Count = Count(ParamDef {
-    key: "readers",
-    default: 3.0,
-    min: 0.0,
-    max: 4095.0,
-    doc: "threads that read the memory from other CPUs (CPUs 1, 2, ...)",
-});
-const ITERS: Count =
-    Count(ParamDef { key: "iters", default: 20.0, min: 1.0, max: 100_000.0, doc: "MADV_PAGEOUT calls timed" });
+const SIZE_KB: Count = Count::new("size_kb", 1024, 4..=1_048_576, "KB mapped and paged out");
+const READERS: Count =
+    Count::new("readers", 3, 0..=4095, "threads that read the memory from other CPUs (CPUs 1, 2, ...)");
+const ITERS: Count = Count::new("iters", 20, 1..=100_000, "MADV_PAGEOUT calls timed");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

@@ -55,41 +55,24 @@
 //! so a page written once goes to swap at its second look).
 
 use super::usemem::{timing, Mapping, Task, Unit};
-use super::{Count, Flag, ParamDef, Params, WorkloadDef};
+use super::{Count, Flag, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const NR_TASK: Count = Count(ParamDef {
-    key: "nr_task",
-    default: 0.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)",
-});
-const MEM_MB: Count = Count(ParamDef {
-    key: "mem_mb",
-    default: 64.0,
-    min: 1.0,
-    max: 65_536.0,
-    doc: "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)",
-});
-const SWAP_MB: Count = Count(ParamDef {
-    key: "swap_mb",
-    default: 64.0,
-    min: 1.0,
-    max: 65_536.0,
-    doc: "swap, MB (SwapTotal; scaled down)",
-});
-const BATCH: Flag = Flag(ParamDef {
-    key: "batch",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
-});
+const NR_TASK: Count =
+    Count::new("nr_task", 0, 0..=4096, "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)");
+const MEM_MB: Count = Count::new(
+    "mem_mb",
+    64,
+    1..=65_536,
+    "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)",
+);
+const SWAP_MB: Count = Count::new("swap_mb", 64, 1..=65_536, "swap, MB (SwapTotal; scaled down)");
+const BATCH: Flag =
+    Flag::new("batch", "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

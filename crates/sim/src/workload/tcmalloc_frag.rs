@@ -37,33 +37,25 @@
 //! (about ten times longer). Host time grows with `cpus * cpus * allocs *
 //! touch_pages` under broadcast policies.
 
-use super::{Count, OpQueue, ParamDef, Params, Real, WorkloadDef};
+use super::{Count, OpQueue, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 
 // Its parameters, in the order its entry lists them.
-const ALLOCS: Count = Count(ParamDef {
-    key: "allocs",
-    default: 6000.0,
-    min: 1.0,
-    max: 10_000_000.0,
-    doc: "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
-});
-const TOUCH_PAGES: Count = Count(ParamDef {
-    key: "touch_pages",
-    default: 4.0,
-    min: 1.0,
-    max: 512.0,
-    doc: "4 KB pages written at the start of each block",
-});
-const USER_US: Real = Real(ParamDef {
-    key: "user_us",
-    default: 11.0,
-    min: 0.0,
-    max: 1_000_000.0,
-    doc: "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)",
-});
+const ALLOCS: Count = Count::new(
+    "allocs",
+    6000,
+    1..=10_000_000,
+    "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
+);
+const TOUCH_PAGES: Count = Count::new("touch_pages", 4, 1..=512, "4 KB pages written at the start of each block");
+const USER_US: Real = Real::new(
+    "user_us",
+    11.0,
+    0.0..=1_000_000.0,
+    "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

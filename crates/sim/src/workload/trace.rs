@@ -27,7 +27,7 @@
 //! each: the guide's `gzip`, 38 644 records, runs 74 708 events in 0.02 s of
 //! host time, release build, on the 2-core development machine).
 
-use super::{Count, ParamDef, Params, TextParamDef, Texts, WorkloadDef};
+use super::{Count, Params, TextParamDef, Texts, WorkloadDef};
 use crate::error::{Error, Param};
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -38,13 +38,12 @@ use std::path::Path;
 use std::rc::Rc;
 
 // Its one parameter.
-const INSTR_CYCLES: Count = Count(ParamDef {
-    key: "instr_cycles",
-    default: 1.0,
-    min: 0.0,
-    max: 1000.0,
-    doc: "cycles of computation per traced guest instruction (1: one instruction a cycle)",
-});
+const INSTR_CYCLES: Count = Count::new(
+    "instr_cycles",
+    1,
+    0..=1000,
+    "cycles of computation per traced guest instruction (1: one instruction a cycle)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

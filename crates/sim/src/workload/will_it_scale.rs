@@ -42,48 +42,36 @@
 //! smt`); tasks past the CPUs share CPUs the same way. The counters are per page, not per 256-byte slot: every task's
 //! increment writes the one counters page.
 
-use super::{Count, ParamDef, Params};
+use super::{Count, Params};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 /// The `tasks` parameter: 0-day's `nr_task`, 100% by default.
-pub(crate) const TASKS: Count = Count(ParamDef {
-    key: "tasks",
-    default: 0.0,
-    min: 0.0,
-    max: 4096.0,
-    doc: "tasks (threads or processes) bound one per CPU (0: one per CPU, as 0-day's nr_task=100%)",
-});
+pub(crate) const TASKS: Count = Count::new(
+    "tasks",
+    0,
+    0..=4096,
+    "tasks (threads or processes) bound one per CPU (0: one per CPU, as 0-day's nr_task=100%)",
+);
 
 /// The `mode` parameter: which of the testcase's two binaries runs.
-pub(crate) const MODE: Count = Count(ParamDef {
-    key: "mode",
-    default: 0.0,
-    min: 0.0,
-    max: 1.0,
-    doc: "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
-});
+pub(crate) const MODE: Count = Count::new(
+    "mode",
+    0,
+    0..=1,
+    "0: threads of one process (the _threads binary); 1: one forked process per task (_processes)",
+);
 
 /// The iterations of each task of the file-mapping benchmarks (`tlb_flush1`
 /// and `tlb_flush3`, whose parameters are the same).
-pub(crate) const FILE_ITERS: Count = Count(ParamDef {
-    key: "iters",
-    default: 512.0,
-    min: 1.0,
-    max: 10_000_000.0,
-    doc: "iterations (pages) of each task (will-it-scale runs for a time instead)",
-});
+pub(crate) const FILE_ITERS: Count =
+    Count::new("iters", 512, 1..=10_000_000, "iterations (pages) of each task (will-it-scale runs for a time instead)");
 
 /// The pages per mapping of the file-mapping benchmarks.
-pub(crate) const FILE_PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 32768.0,
-    min: 1.0,
-    max: 262_144.0,
-    doc: "4 KB pages per mapping (128 MiB: 32768); a munmap after each",
-});
+pub(crate) const FILE_PAGES: Count =
+    Count::new("pages", 32768, 1..=262_144, "4 KB pages per mapping (128 MiB: 32768); a munmap after each");
 
 /// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
 /// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so

@@ -36,20 +36,19 @@
 //! flushed).
 
 use super::will_it_scale::{self, Mode, Start};
-use super::{Count, ParamDef, Params, WorkloadDef};
+use super::{Count, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const LAPS: Count = Count(ParamDef {
-    key: "laps",
-    default: 2000.0,
-    min: 1.0,
-    max: 10_000_000.0,
-    doc: "round trips of each task, two iterations each (will-it-scale runs for a time instead)",
-});
+const LAPS: Count = Count::new(
+    "laps",
+    2000,
+    1..=10_000_000,
+    "round trips of each task, two iterations each (will-it-scale runs for a time instead)",
+);
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {

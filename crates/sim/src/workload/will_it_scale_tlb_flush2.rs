@@ -37,20 +37,9 @@ use crate::sim::Sim;
 use std::collections::BTreeMap;
 
 // Its parameters, in the order its entry lists them.
-const LAPS: Count = Count(ParamDef {
-    key: "laps",
-    default: 2.0,
-    min: 1.0,
-    max: 100_000.0,
-    doc: "map/unmap cycles of each task (will-it-scale runs for a time instead)",
-});
-const PAGES: Count = Count(ParamDef {
-    key: "pages",
-    default: 256.0,
-    min: 1.0,
-    max: 262_144.0,
-    doc: "4 KB pages per mapping (1 MiB: 256)",
-});
+const LAPS: Count =
+    Count::new("laps", 2, 1..=100_000, "map/unmap cycles of each task (will-it-scale runs for a time instead)");
+const PAGES: Count = Count::new("pages", 256, 1..=262_144, "4 KB pages per mapping (1 MiB: 256)");
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef {
