@@ -190,3 +190,55 @@ fn every_policy_and_zoo_entry_completing_at_any_point() {
         println!("zoo/{:<36} {latest:>10} states at the barrier, {any:>10} at any point", e.id);
     }
 }
+
+/// `x86-linux-invlpgb-tlbbatch` with 4b634918384c's bug in its x86 form:
+/// `flush_batched_pending` is a lone `TLBSYNC`, which completes this CPU's
+/// `INVLPGB`s, never those a reclaim on another CPU left pending (arm64's
+/// `dsb(ish)` of v6.5 to v6.15 did the same with `TLBI`s; the zoo's
+/// `linux-arm64-4b634918384c`).
+struct SyncOnlyPending(LinuxX86v615);
+
+impl Wrap for SyncOnlyPending {
+    type Inner = LinuxX86v615;
+    fn inner(&self) -> &LinuxX86v615 {
+        &self.0
+    }
+    fn flush_batched_pending<H: Hw>(&self, hw: &H, _mm: MmId) {
+        hw.barrier(Barrier::TlbSync);
+    }
+}
+
+/// The default run (every shape of the portfolio, in order, stopping at the
+/// first violation) of a policy written like `policy`, built by `build`:
+/// the shape that found one, the violation, and its token (which replays
+/// the registered policy, without the caller's change).
+fn default_portfolio<P: Policy + 'static>(
+    policy: &str,
+    build: impl Fn(&CheckSpec) -> P,
+) -> Option<(String, String, String)> {
+    let portfolio = tlbkit_check::portfolio::portfolio(policy, None, 1);
+    portfolio.members.iter().find_map(|spec| {
+        let r = check_policy(spec, &|| build(spec)).unwrap_or_else(|e| panic!("{policy}: {e}"));
+        let shape = format!("{} CPUs, {} mms, {} ops", spec.cpus, spec.mms, spec.ops);
+        r.counterexample.map(|c| (shape, c.detail, c.token))
+    })
+}
+
+#[test]
+fn the_default_run_finds_a_batched_pending_flush_that_only_waits_for_its_own_invlpgbs() {
+    // Reclaim's batch as merged (v6.15: each mm's INVLPGB issued as it is
+    // added, one TLBSYNC at the batch's flush) and as the posted targeted one.
+    for (policy, targeted) in [("x86-linux-invlpgb", false), ("x86-linux-invlpgb-tlbbatch", true)] {
+        let build = |spec: &CheckSpec| {
+            let p = LinuxX86v615::new(spec.cpus, spec.mms + 1, Kernel::Invlpgb).with_small_shapes(spec.asids);
+            SyncOnlyPending(if targeted { p.with_targeted_tlbbatch() } else { p })
+        };
+        let found = default_portfolio(policy, build);
+        let (shape, detail, token) =
+            found.unwrap_or_else(|| panic!("{policy}: the default run misses the lone TLBSYNC"));
+        eprintln!("{policy}: found in the shape {shape}: {detail}");
+        // As itself: the same schedule on the policy as written breaks nothing.
+        let real = tlbkit_check::replay(&token).unwrap();
+        assert!(real.counterexample.is_none(), "{policy} as written fails the same schedule: {token}");
+    }
+}
