@@ -131,8 +131,8 @@ use alloc::vec::Vec;
 
 use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
-    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushTlbInfo,
-    MmFields, PcidMms, TlbContext, TLB_GENERATION_INVALID,
+    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
+    FlushTlbInfo, MmFields, PcidMms, TlbContext, TLB_GENERATION_INVALID,
 };
 pub use super::linux_x86_common::{FlushExtent, Pti, INIT_MM_CTX_ID, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
@@ -192,13 +192,8 @@ impl LinuxX86 {
                 is_lazy: AtomicBool::new(false),
             })
             .collect();
-        let mms = (0..max_mms.max(1))
-            .map(|slot| MmContext {
-                ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
-                tlb_gen: AtomicU64::new(0),
-                cpumask: CpuMask::new(ncpus),
-            })
-            .collect();
+        let mms =
+            boot_mms(max_mms, |ctx_id| MmContext { ctx_id, tlb_gen: AtomicU64::new(0), cpumask: CpuMask::new(ncpus) });
         let all_cpus = CpuMask::new(ncpus);
         all_cpus.set_all();
         LinuxX86 {

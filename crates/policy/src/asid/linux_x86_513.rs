@@ -145,8 +145,8 @@ use alloc::vec::Vec;
 
 use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
-    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
-    FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
+    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
+    FlushExtent, FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
 };
 pub use super::linux_x86_common::{Pti, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
@@ -249,13 +249,11 @@ impl LinuxX86v513 {
                 is_lazy_513: CacheLine(AtomicBool::new(false)),
             })
             .collect();
-        let mms = (0..max_mms.max(1))
-            .map(|slot| MmContext {
-                ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
-                tlb_gen: AtomicU64::new(0),
-                cpumask: CacheLine(CpuMask::new(ncpus)),
-            })
-            .collect();
+        let mms = boot_mms(max_mms, |ctx_id| MmContext {
+            ctx_id,
+            tlb_gen: AtomicU64::new(0),
+            cpumask: CacheLine(CpuMask::new(ncpus)),
+        });
         let line = |_| CacheLine(0u8);
         LinuxX86v513 {
             version,

@@ -26,6 +26,7 @@ use crate::hw::{Access, Barrier, Hw, Root, Scope, Tlbi};
 use crate::shootdown::addr_of;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, Pcid, VirtAddr};
+use alloc::vec::Vec;
 
 /// The number of PCID slots each CPU caches mms in (`TLB_NR_DYN_ASIDS`).
 pub const TLB_NR_DYN_ASIDS: usize = 6;
@@ -194,6 +195,20 @@ impl FlushTlbInfo {
         FlushTlbInfo { mm: None, extent: FlushExtent::All, new_tlb_gen: TLB_GENERATION_INVALID, freed_tables: false };
 }
 
+/// Returns the `ctx_id` that boot leaves in slot `slot` (an mm slot, or a
+/// CPU's PCID slot): `init_mm`'s ([`INIT_MM_CTX_ID`]) in slot 0, none (0) in
+/// the others.
+fn boot_ctx_id(slot: usize) -> AtomicU64 {
+    AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 })
+}
+
+/// Returns a model's per-mm contexts as boot leaves them: `max_mms` slots (at
+/// least one, `init_mm`'s slot 0), `new` making each from its `ctx_id`
+/// ([`INIT_MM_CTX_ID`] in slot 0, 0 in the free slots).
+pub(super) fn boot_mms<M>(max_mms: usize, new: impl FnMut(AtomicU64) -> M) -> Vec<M> {
+    (0..max_mms.max(1)).map(boot_ctx_id).map(new).collect()
+}
+
 /// One PCID slot of a CPU (`struct tlb_context`): which mm's user entries may
 /// sit in the TLB under the slot's PCID, and the generation of that mm they
 /// are up to date with. Only its own CPU touches it.
@@ -208,10 +223,7 @@ impl TlbContext {
     /// Returns a CPU's slots as `initialize_tlbstate_and_flush` leaves them:
     /// `init_mm` in slot 0 at generation 0, the others empty.
     pub(super) fn boot_slots() -> [TlbContext; TLB_NR_DYN_ASIDS] {
-        core::array::from_fn(|asid| TlbContext {
-            ctx_id: AtomicU64::new(if asid == 0 { INIT_MM_CTX_ID } else { 0 }),
-            tlb_gen: AtomicU64::new(0),
-        })
+        core::array::from_fn(|asid| TlbContext { ctx_id: boot_ctx_id(asid), tlb_gen: AtomicU64::new(0) })
     }
 
     /// Names CPU `c`'s slots `ctxs` for the checker

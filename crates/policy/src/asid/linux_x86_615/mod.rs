@@ -85,8 +85,8 @@ mod targeted;
 use super::linux_x86_common as common;
 use common::pcid_switch_and_flushes;
 use common::{
-    choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid, FlushExtent,
-    MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
+    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
+    FlushExtent, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
 };
 pub use common::{Pti, TLB_SINGLE_PAGE_FLUSH_CEILING};
 use global_asid::GlobalAsids;
@@ -233,16 +233,14 @@ impl LinuxX86v615 {
                 is_lazy: CacheLine(AtomicBool::new(false)),
             })
             .collect();
-        let mms = (0..max_mms.max(1))
-            .map(|slot| MmContext {
-                ctx_id: AtomicU64::new(if slot == 0 { INIT_MM_CTX_ID } else { 0 }),
-                tlb_gen: AtomicU64::new(0),
-                cpumask: CacheLine(CpuMask::new(ncpus)),
-                next_trim_cpumask: AtomicU64::new(u64::MAX),
-                global_asid: AtomicU32::new(0),
-                asid_transition: AtomicBool::new(false),
-            })
-            .collect();
+        let mms = boot_mms(max_mms, |ctx_id| MmContext {
+            ctx_id,
+            tlb_gen: AtomicU64::new(0),
+            cpumask: CacheLine(CpuMask::new(ncpus)),
+            next_trim_cpumask: AtomicU64::new(u64::MAX),
+            global_asid: AtomicU32::new(0),
+            asid_transition: AtomicBool::new(false),
+        });
         LinuxX86v615 {
             kernel,
             max_asid: MAX_ASID_AVAILABLE,
