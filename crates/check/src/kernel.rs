@@ -197,9 +197,10 @@ pub enum Mode {
     User,
 }
 
-/// An open or discharged duty to invalidate.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Obligation {
+/// A translation a change made stale: what an [`Obligation`] must see gone
+/// from every TLB, and what a [`Deferred`] judgement judges.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Stale {
     /// The process whose translation changed.
     pub uid: u32,
     /// Its slot.
@@ -212,6 +213,13 @@ pub struct Obligation {
     pub frame: u32,
     /// What changed.
     pub change: &'static str,
+}
+
+/// An open or discharged duty to invalidate.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Obligation {
+    /// The translation that must go.
+    pub stale: Stale,
     /// The CPU that changed it.
     pub cpu: u32,
     /// Whether the flush for it has returned.
@@ -222,18 +230,8 @@ pub struct Obligation {
 /// that CPU when the handler returns (see [`Machine::discharge`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Deferred {
-    /// The process whose translation changed.
-    pub uid: u32,
-    /// Its slot.
-    pub slot: u32,
-    /// The page, or `None` for the page-table page.
-    pub page: Option<u8>,
-    /// The PTE version that had to go (0 for a page-table page).
-    pub ver: u32,
-    /// The frame that mapping pointed at.
-    pub frame: u32,
-    /// What changed.
-    pub change: &'static str,
+    /// The translation that had to go.
+    pub stale: Stale,
     /// The flush that returned.
     pub flush: &'static str,
     /// The CPU whose flush returned.
@@ -679,8 +677,8 @@ impl Machine {
     /// obligation still covers it. `None` when no frame is free.
     pub fn alloc_frame(&mut self, cpu: usize) -> Result<Option<u32>, Violation> {
         let Some(f) = self.free.pop() else { return Ok(None) };
-        if let Some(o) = self.obligations.iter().find(|o| !o.discharged && o.frame == f) {
-            let what = match o.page {
+        if let Some(o) = self.obligations.iter().find(|o| !o.discharged && o.stale.frame == f) {
+            let what = match o.stale.page {
                 Some(p) => format!("page {:#x}", va_of(p as usize)),
                 None => "page-table page".to_string(),
             };
@@ -690,7 +688,7 @@ impl Machine {
                 detail: format!(
                     "frame {f} handed out again while the {} of mm{} (uid {}) that mapped it, removed by cpu{} ({}), is \
                      not yet flushed",
-                    what, o.slot, o.uid, o.cpu, o.change
+                    what, o.stale.slot, o.stale.uid, o.cpu, o.stale.change
                 ),
             });
         }
@@ -828,12 +826,7 @@ impl Machine {
         let s = &self.spaces[slot as usize];
         let pte = s.ptes[p]?;
         self.obligations.push(Obligation {
-            uid: s.uid,
-            slot,
-            page: Some(p as u8),
-            ver: pte.ver,
-            frame: pte.frame,
-            change,
+            stale: Stale { uid: s.uid, slot, page: Some(p as u8), ver: pte.ver, frame: pte.frame, change },
             cpu: cpu as u32,
             discharged: false,
         });
@@ -854,12 +847,7 @@ impl Machine {
         let t = s.table.take()?;
         let uid = s.uid;
         self.obligations.push(Obligation {
-            uid,
-            slot,
-            page: None,
-            ver: 0,
-            frame: t,
-            change,
+            stale: Stale { uid, slot, page: None, ver: 0, frame: t, change },
             cpu: cpu as u32,
             discharged: false,
         });
@@ -947,7 +935,7 @@ mod tests {
         }
         r.free.iter_mut().for_each(|x| *x = f(*x));
         for o in &mut r.obligations {
-            (o.uid, o.frame) = (u(o.uid), f(o.frame));
+            (o.stale.uid, o.stale.frame) = (u(o.stale.uid), f(o.stale.frame));
         }
         r.dead = r.dead.iter().map(|&(id, p, v)| (u(id), p, v)).collect();
         for t in &mut r.tlbs {

@@ -45,7 +45,7 @@ impl Machine {
             self.obligations
                 .iter()
                 .filter(|o| !o.discharged)
-                .map(|o| (o.slot, o.ver, o.page, o.cpu, o.change, o.uid, o.frame)),
+                .map(|o| (o.stale.slot, o.stale.ver, o.stale.page, o.cpu, o.stale.change, o.stale.uid, o.stale.frame)),
         );
         s.open.sort_unstable();
         for o in &mut s.open {
@@ -73,7 +73,10 @@ impl Machine {
         }
         for d in &self.deferred {
             s.deferred.clear();
-            s.deferred.extend(d.iter().map(|d| Deferred { uid: u.name(d.uid), frame: f.name(d.frame), ..d.clone() }));
+            s.deferred.extend(d.iter().map(|d| {
+                let stale = Stale { uid: u.name(d.stale.uid), frame: f.name(d.stale.frame), ..d.stale.clone() };
+                Deferred { stale, ..d.clone() }
+            }));
             s.deferred.sort_unstable();
             s.deferred.hash(h);
         }

@@ -29,22 +29,12 @@ impl Machine {
     /// its frame, is still to come. From now on no CPU may use the translation.
     pub fn judge_open(&mut self, id: usize, flush: &'static str) -> Result<(), Violation> {
         let o = self.obligations[id].clone();
-        if o.page.is_some() {
-            self.dead.insert((o.uid, o.page.unwrap_or(0), o.ver));
+        if o.stale.page.is_some() {
+            self.dead.insert((o.stale.uid, o.stale.page.unwrap_or(0), o.stale.ver));
         }
         for c in 0..self.tlbs.len() {
             if self.in_irq[c] || self.in_batch_flush[c] {
-                self.deferred[c].insert(Deferred {
-                    uid: o.uid,
-                    slot: o.slot,
-                    page: o.page,
-                    ver: o.ver,
-                    frame: o.frame,
-                    change: o.change,
-                    flush,
-                    cpu: o.cpu,
-                    rehooked: false,
-                });
+                self.deferred[c].insert(Deferred { stale: o.stale.clone(), flush, cpu: o.cpu, rehooked: false });
                 continue;
             }
             self.judge_held(c, &o, flush, "")?;
@@ -58,8 +48,10 @@ impl Machine {
     pub(super) fn note_rehook(&mut self, slot: u32, frame: u32) {
         let uid = self.spaces[slot as usize].uid;
         for set in &mut self.deferred {
-            let hit =
-                |d: &Deferred| d.page.is_none() && d.slot == slot && d.frame == frame && d.uid == uid && !d.rehooked;
+            let hit = |d: &Deferred| {
+                let s = &d.stale;
+                s.page.is_none() && s.slot == slot && s.frame == frame && s.uid == uid && !d.rehooked
+            };
             if !set.iter().any(hit) {
                 continue;
             }
@@ -74,16 +66,7 @@ impl Machine {
     /// interrupts off that has now ended.
     pub(super) fn judge_deferred(&mut self, cpu: usize, was: &str) -> Result<(), Violation> {
         for d in std::mem::take(&mut self.deferred[cpu]).into_iter().filter(|d| !d.rehooked) {
-            let o = Obligation {
-                uid: d.uid,
-                slot: d.slot,
-                page: d.page,
-                ver: d.ver,
-                frame: d.frame,
-                change: d.change,
-                cpu: d.cpu,
-                discharged: true,
-            };
+            let o = Obligation { stale: d.stale, cpu: d.cpu, discharged: true };
             let when = format!(" (by cpu{}, while cpu{cpu} {was}, which has now returned)", d.cpu);
             self.judge_held(cpu, &o, d.flush, &when)?;
         }
@@ -93,16 +76,16 @@ impl Machine {
     /// Checks `no_stale_held` for obligation `o` (discharged by `flush`) on CPU
     /// `c`; `when` is added to the report after the flush's name.
     pub(super) fn judge_held(&self, c: usize, o: &Obligation, flush: &str, when: &str) -> Result<(), Violation> {
-        let (uid, slot) = (o.uid, o.slot);
+        let (uid, slot) = (o.stale.uid, o.stale.slot);
         let asid = self.roots[c].1;
-        let Some(page) = o.page else {
+        let Some(page) = o.stale.page else {
             // A page-table page: no CPU may still cache a walk through it under the
             // tag it runs with, lazily or not (its root may still point there). A
             // CPU in the middle of a context switch is exempt: it runs with
             // interrupts off, and the kernel frees page-table pages only after every
             // CPU has had interrupts on again (`MMU_GATHER_RCU_TABLE_FREE`), by which
             // time its switch is over.
-            let frame = o.frame;
+            let frame = o.stale.frame;
             // Judged late (after an interrupt handler), the frame may be the
             // process's page-table page again: a walk through it is then current.
             let live = self.spaces[slot as usize].uid == uid && self.spaces[slot as usize].table == Some(frame);
@@ -134,7 +117,7 @@ impl Machine {
         {
             return Ok(());
         }
-        let ver = o.ver;
+        let ver = o.stale.ver;
         if let Some(e) =
             self.tlbs[c].iter().find(|e| (e.global || e.asid == asid) && e.uid == uid && e.page == page && e.ver == ver)
         {
@@ -145,7 +128,7 @@ impl Machine {
                     "after {flush} returned{when}, cpu{c}, running mm{slot}, still holds {} under the tag it runs \
                      with (asid {asid}); the change was {}",
                     describe(e),
-                    o.change
+                    o.stale.change
                 ),
             });
         }

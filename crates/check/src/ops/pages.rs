@@ -177,7 +177,7 @@ pub(super) fn clear_page<E: Engine>(
     let (id, frame, ver) = {
         let mut m = core.machine_mut();
         let cleared = if deferred {
-            m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations()[id].ver))
+            m.clear_pte_deferred(s, pg, change, cpu).map(|(id, f)| (id, f, m.obligations()[id].stale.ver))
         } else {
             m.clear_pte(s, pg, change, cpu).map(|(id, f)| (id, f, 0))
         };

@@ -63,7 +63,9 @@ pub(super) fn batched_pending<E: Engine, P: Policy>(
     {
         let m = core.machine();
         owed.extend(
-            open_reclaims(&m, s).filter(|(_, o)| o.page.is_some_and(|pg| pages & (1 << pg) != 0)).map(|(id, _)| id),
+            open_reclaims(&m, s)
+                .filter(|(_, o)| o.stale.page.is_some_and(|pg| pages & (1 << pg) != 0))
+                .map(|(id, _)| id),
         );
     }
     if core.shape().bug == Some(KernelBug::NoBatchedPending) || core.machine_mut().read_batched(s, cpu) == 0 {
@@ -96,7 +98,7 @@ pub(super) fn open_reclaims(m: &Machine, s: u32) -> impl Iterator<Item = (usize,
     m.obligations()
         .iter()
         .enumerate()
-        .filter(move |(_, o)| !o.discharged && o.slot == s && o.uid == uid && o.change == RECLAIM)
+        .filter(move |(_, o)| !o.discharged && o.stale.slot == s && o.stale.uid == uid && o.stale.change == RECLAIM)
 }
 
 /// Clears slot `s`'s `tlb_flush_batched` mark once no reclaim of it is in flight
