@@ -23,12 +23,18 @@
 //!
 //! [`Display`]: std::fmt::Display
 
-use std::fmt;
 use std::path::PathBuf;
 pub use tlbkit_sim::error::{Library, Names, Param};
 
+/// Reads the file at `path` whole, or [`Error::Read`].
+pub(crate) fn read_file(path: &std::path::Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })
+}
+
 /// What went wrong in the lab.
 #[derive(Debug, thiserror::Error)]
+// Display: the message in the library's words.
+#[error("{}", self.message(&Library))]
 pub enum Error {
     /// An error of the simulator's library: a run it refused or that failed,
     /// a trace file that cannot be written.
@@ -409,12 +415,6 @@ impl Error {
                 format!("{origin}: no line has a 'workload': is it a results file of tlbkit sweep?")
             }
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message(&Library))
     }
 }
 

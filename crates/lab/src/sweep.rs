@@ -58,7 +58,7 @@ pub struct Grid {
 impl Sweep {
     /// Reads and checks the experiment file at `path`.
     pub fn load(path: &Path) -> Result<Sweep, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let text = crate::error::read_file(path)?;
         Sweep::parse(&text, &path.display().to_string())
     }
 

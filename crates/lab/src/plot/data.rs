@@ -192,7 +192,7 @@ pub struct ChartSpec {
 impl Results {
     /// Reads the results file at `path`.
     pub fn load(path: &Path) -> Result<Results, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        let text = crate::error::read_file(path)?;
         Results::parse(&text, &path.display().to_string())
     }
 
