@@ -224,7 +224,8 @@ const COINCIDE: f64 = 6.0;
 /// Maps an x value to its horizontal position.
 type XMap = Box<dyn Fn(f64) -> f64>;
 
-const FONT: &str = "DejaVu Sans, Verdana, sans-serif";
+/// The font family of every figure (the charts and the forest plot).
+pub(super) const FONT: &str = "DejaVu Sans, Verdana, sans-serif";
 
 /// Returns `name`'s axis label: the name, then the unit its suffix names, e.g.
 /// `overhead_us` → `overhead_us (µs)`, `ring_us_per_hop` → `ring_us_per_hop (µs per hop)`.

@@ -7,7 +7,7 @@
 //! doubling lie equally far from 1, and the tolerance band is symmetric around
 //! the origin's ratio in `ln`.
 
-use super::chart::{escape, wrap};
+use super::chart::{escape, wrap, FONT};
 use crate::claims::{ClaimResult, CLAIMS};
 use std::fmt::Write;
 use tlbkit_sim::metrics;
@@ -89,7 +89,6 @@ const PLOT_LEFT: f64 = 420.0;
 const PLOT_RIGHT: f64 = 880.0;
 const ROW: f64 = 36.0;
 const TOP: f64 = 92.0;
-const FONT: &str = "DejaVu Sans, Verdana, sans-serif";
 /// The simulated ratio's colour (Okabe and Ito's blue) and the origin's (vermillion).
 const SIM: &str = "#0072B2";
 const ORIGIN: &str = "#D55E00";
