@@ -249,32 +249,22 @@ impl Parser<'_> {
         }
     }
 
-    fn sum(&mut self) -> Result<Expr, String> {
-        let mut e = self.product()?;
-        loop {
-            let op = if self.eat(b'+') {
-                Op::Add
-            } else if self.eat(b'-') {
-                Op::Sub
-            } else {
-                return Ok(e);
-            };
-            e = Expr::Bin(op, Box::new(e), Box::new(self.product()?));
+    /// One level of left-associative binary operators: operands parsed by
+    /// `operand`, joined by any of `ops` (each operator's byte and operation).
+    fn binary(&mut self, ops: [(u8, Op); 2], operand: fn(&mut Self) -> Result<Expr, String>) -> Result<Expr, String> {
+        let mut e = operand(self)?;
+        while let Some(&(_, op)) = ops.iter().find(|&&(c, _)| self.eat(c)) {
+            e = Expr::Bin(op, Box::new(e), Box::new(operand(self)?));
         }
+        Ok(e)
+    }
+
+    fn sum(&mut self) -> Result<Expr, String> {
+        self.binary([(b'+', Op::Add), (b'-', Op::Sub)], Self::product)
     }
 
     fn product(&mut self) -> Result<Expr, String> {
-        let mut e = self.unary()?;
-        loop {
-            let op = if self.eat(b'*') {
-                Op::Mul
-            } else if self.eat(b'/') {
-                Op::Div
-            } else {
-                return Ok(e);
-            };
-            e = Expr::Bin(op, Box::new(e), Box::new(self.unary()?));
-        }
+        self.binary([(b'*', Op::Mul), (b'/', Op::Div)], Self::unary)
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
