@@ -27,6 +27,8 @@ pub use tlbkit_registry::param::{Library, Names, Param};
 
 /// What went wrong in the checker.
 #[derive(Debug, thiserror::Error)]
+// Display: the message in the library's words.
+#[error("{}", self.message(&Library))]
 pub enum Error {
     /// The registry's error for the policy given: a shape it refuses, a bug
     /// it has no switch for.
@@ -511,12 +513,6 @@ impl SaveProblem {
                  cut"
             ),
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message(&Library))
     }
 }
 
