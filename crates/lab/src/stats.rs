@@ -244,6 +244,23 @@ pub fn format_g(x: f64, precision: usize) -> String {
     }
 }
 
+/// Returns `x` with a thousands separator every three digits (whole numbers).
+pub fn grouped(x: f64) -> String {
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if x < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
 /// Removes trailing zeros of a decimal fraction, and its point if nothing is left.
 fn trim_fraction(s: &str) -> &str {
     if s.contains('.') {
@@ -256,6 +273,14 @@ fn trim_fraction(s: &str) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn grouped_puts_a_comma_every_three_digits() {
+        assert_eq!(grouped(0.0), "0");
+        assert_eq!(grouped(999.4), "999");
+        assert_eq!(grouped(1000.0), "1,000");
+        assert_eq!(grouped(-1234567.0), "-1,234,567");
+    }
 
     /// Two sets of samples whose difference is proven (lower by 16.6%).
     pub(crate) const PROVEN_X: [f64; 10] = [3.44, 3.47, 3.41, 3.45, 3.43, 3.46, 3.42, 3.48, 3.44, 3.40];

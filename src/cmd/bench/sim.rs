@@ -13,7 +13,7 @@ use crate::progress;
 use crate::table::{Align, Table};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use tlbkit_lab::stats::{self, Summary};
+use tlbkit_lab::stats::{self, grouped, Summary};
 use tlbkit_sim::run::{BenchResult, RunSpec};
 
 /// `tlbkit bench sim`'s flags, which `tlbkit bench` alone takes too.
@@ -88,23 +88,6 @@ pub(super) fn noise_warning(s: &Summary) -> Option<String> {
             cv * 100.0
         )
     })
-}
-
-/// Returns `x` with a thousands separator every three digits (whole numbers).
-fn grouped(x: f64) -> String {
-    let digits = format!("{:.0}", x.abs());
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if x < 0.0 {
-        format!("-{out}")
-    } else {
-        out
-    }
 }
 
 /// `tlbkit bench sim [--runs N]`: `runs` runs of [`spec`] in this process.
@@ -278,14 +261,6 @@ fn compare_with(other: &Path, rounds: usize, format: Format) -> Result<u8, CliEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn grouped_puts_a_comma_every_three_digits() {
-        assert_eq!(grouped(0.0), "0");
-        assert_eq!(grouped(999.4), "999");
-        assert_eq!(grouped(1000.0), "1,000");
-        assert_eq!(grouped(-1234567.0), "-1,234,567");
-    }
 
     #[test]
     fn a_wide_spread_warns_and_a_tight_one_does_not() {

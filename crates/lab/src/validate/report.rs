@@ -334,15 +334,7 @@ pub fn fmt(x: f64) -> String {
         return format!("{x}");
     }
     if a >= 10_000.0 {
-        let s = format!("{:.0}", a);
-        let mut grouped = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                grouped.push(',');
-            }
-            grouped.push(c);
-        }
-        return if x < 0.0 { format!("-{grouped}") } else { grouped };
+        return crate::stats::grouped(x);
     }
     if a >= 1000.0 {
         return format!("{x:.0}");
