@@ -14,7 +14,7 @@ use crate::common;
 
 use std::time::Instant;
 use tlbkit_check::ops::OpKind;
-use tlbkit_check::spec::{default_asids, default_memory, defaults};
+use tlbkit_check::spec::{default_asids, default_spec};
 use tlbkit_check::{check, CheckSpec, Mode};
 
 fn spec(policy: &str, cpus: usize, mode: Mode, iterations: u64) -> CheckSpec {
@@ -54,22 +54,8 @@ fn every_policy_exhaustively_and_at_random_on_four_cpus() {
 /// The check of zoo entry `policy` at its tailored shape, in `mode` (its
 /// tailored mode when `None`) with at most `iterations` executions.
 fn zoo_spec(policy: &str, mode: Option<Mode>, iterations: u64) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        cpus: d.cpus,
-        mms: d.mms,
-        pages: d.pages,
-        ops: d.ops,
-        mode: mode.unwrap_or(d.mode),
-        menu: d.menu,
-        teardown: None,
-        completion: Default::default(),
-        memory: default_memory(policy),
-        asids: d.asids,
-        iterations,
-        seed: 1,
-        policy: policy.to_string(),
-    }
+    let d = default_spec(policy);
+    CheckSpec { mode: mode.unwrap_or(d.mode), iterations, ..d }
 }
 
 /// Every zoo entry with its defaults, as `tlbkit check --policy zoo/<id>`

@@ -4,29 +4,14 @@
 
 use tlbkit_check::run::unnamed_fields;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{default_memory, defaults};
+use tlbkit_check::spec::{default_spec, defaults};
 use tlbkit_check::{check, CheckSpec};
 use tlbkit_policy::zoo::ZOO;
 
 /// The spec `tlbkit check --policy POLICY` runs with no other flag, sampled
 /// randomly `iterations` times.
 fn spec(policy: &str, iterations: u64) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        asids: d.asids,
-        memory: default_memory(policy),
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        pages: 1,
-        ops: d.ops,
-        mode: tlbkit_check::Mode::Random,
-        iterations,
-        seed: 7,
-        menu: d.menu,
-        teardown: None,
-        completion: Default::default(),
-    }
+    CheckSpec { pages: 1, mode: tlbkit_check::Mode::Random, iterations, seed: 7, ..default_spec(policy) }
 }
 
 #[test]

@@ -5,30 +5,14 @@
 //! `full.rs`'s `every_zoo_entry_with_its_defaults` for every entry.
 
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{default_memory, defaults};
+use tlbkit_check::spec::default_spec;
 use tlbkit_check::{check, replay, CheckSpec, Mode};
 use tlbkit_policy::zoo::ZOO;
 
 /// The tailored shape of `zoo/<id>`, as a one-shape check runs it.
 fn zoo_spec(id: &str) -> CheckSpec {
     let policy = format!("zoo/{id}");
-    let d = defaults(&policy);
-    let (cpus, mms, ops, mode) = (d.cpus, d.mms, d.ops, d.mode);
-    CheckSpec {
-        asids: d.asids,
-        memory: default_memory(&policy),
-        policy,
-        cpus,
-        mms,
-        pages: 1,
-        ops,
-        mode,
-        iterations: 100_000,
-        seed: 1,
-        menu: d.menu,
-        teardown: None,
-        completion: Default::default(),
-    }
+    CheckSpec { pages: 1, iterations: 100_000, ..default_spec(&policy) }
 }
 
 #[test]

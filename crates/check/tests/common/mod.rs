@@ -63,22 +63,7 @@ pub fn two_pages_under_tso() -> impl Iterator<Item = (&'static str, CheckSpec)> 
 /// address space.
 pub fn zoo_spec(id: &str) -> CheckSpec {
     let policy = format!("zoo/{id}");
-    let d = tlbkit_check::spec::defaults(&policy);
-    CheckSpec {
-        asids: d.asids,
-        memory: tlbkit_check::spec::default_memory(&policy),
-        cpus: d.cpus,
-        mms: d.mms,
-        pages: 1,
-        ops: d.ops,
-        mode: Mode::Exhaustive,
-        iterations: u64::MAX,
-        seed: 1,
-        menu: d.menu,
-        teardown: None,
-        completion: Default::default(),
-        policy,
-    }
+    CheckSpec { pages: 1, mode: Mode::Exhaustive, iterations: u64::MAX, ..tlbkit_check::spec::default_spec(&policy) }
 }
 
 /// The zoo entries an exhaustive search of their default shape finds in well
