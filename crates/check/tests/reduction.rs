@@ -27,22 +27,16 @@ fn reduction(on: bool, check: &dyn Fn() -> CheckReport) -> CheckReport {
 #[test]
 fn every_policy_reaches_the_same_states_and_verdict_with_the_reduction_on_and_off() {
     let mut fewer = 0;
-    for p in tlbkit_registry::POLICIES {
-        let (on, off) = common::on_and_off(&common::small_spec(p.name, 1, 3), reduction);
-        assert_eq!(verdict(&on), verdict(&off), "{}", p.name);
-        if verdict(&off).is_none() {
-            assert!(on.explored.complete && off.explored.complete, "{}", p.name);
-            assert_eq!(on.explored.states, off.explored.states, "{}: states differ with the reduction", p.name);
-            assert!(
-                on.explored.executions <= off.explored.executions,
-                "{}: {} > {}",
-                p.name,
-                on.explored.executions,
-                off.explored.executions
-            );
-            fewer += (on.explored.executions < off.explored.executions) as usize;
-        }
-    }
+    common::every_policy_on_and_off("the reduction", reduction, |name, on, off| {
+        assert_eq!(on.explored.states, off.explored.states, "{name}: states differ with the reduction");
+        assert!(
+            on.explored.executions <= off.explored.executions,
+            "{name}: {} > {}",
+            on.explored.executions,
+            off.explored.executions
+        );
+        fewer += (on.explored.executions < off.explored.executions) as usize;
+    });
     // The reduction does something: most policies need fewer executions.
     assert!(fewer >= 6, "only {fewer} policies ran fewer executions with the reduction");
 }

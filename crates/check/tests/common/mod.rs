@@ -74,28 +74,38 @@ pub const QUICK_ZOO: [(&str, &str); 2] =
 
 /// Checks every registered policy as [`small_spec`] with three operations,
 /// with a search switch on and off (`with(on, check)`); asserts the same
-/// verdict both ways and, where no violation is found, that the search with
-/// the switch on completes in no more states. Returns the policies that
-/// reached fewer.
-pub fn no_more_states_with(what: &str, with: impl Switch) -> Vec<&'static str> {
-    let mut fewer = Vec::new();
+/// verdict both ways and, where no violation is found, that both searches
+/// completed, and hands the two reports to `compare` with the policy's name.
+pub fn every_policy_on_and_off(
+    what: &str,
+    with: impl Switch,
+    mut compare: impl FnMut(&'static str, &tlbkit_check::CheckReport, &tlbkit_check::CheckReport),
+) {
     for p in tlbkit_registry::POLICIES {
         let (on, off) = on_and_off(&small_spec(p.name, 1, 3), &with);
         assert_eq!(verdict(&on), verdict(&off), "{} with and without {what}", p.name);
         if verdict(&off).is_none() {
             assert!(on.explored.complete && off.explored.complete, "{}", p.name);
-            assert!(
-                on.explored.states <= off.explored.states,
-                "{}: {} states with {what}, {} without",
-                p.name,
-                on.explored.states,
-                off.explored.states
-            );
-            if on.explored.states < off.explored.states {
-                fewer.push(p.name);
-            }
+            compare(p.name, &on, &off);
         }
     }
+}
+
+/// As [`every_policy_on_and_off`], asserting that the search with the switch
+/// on completes in no more states. Returns the policies that reached fewer.
+pub fn no_more_states_with(what: &str, with: impl Switch) -> Vec<&'static str> {
+    let mut fewer = Vec::new();
+    every_policy_on_and_off(what, with, |name, on, off| {
+        assert!(
+            on.explored.states <= off.explored.states,
+            "{name}: {} states with {what}, {} without",
+            on.explored.states,
+            off.explored.states
+        );
+        if on.explored.states < off.explored.states {
+            fewer.push(name);
+        }
+    });
     fewer
 }
 
