@@ -356,8 +356,9 @@ pub(super) fn drive(
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
     let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
-    let mut completes: Vec<usize> = Vec::with_capacity(n);
-    let mut labels: Vec<u32> = Vec::with_capacity(3 * n);
+    // Filled only with `Completion::Any` (empty, it allocates nothing).
+    let mut completes: Vec<usize> = Vec::new();
+    let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
     if cfg!(debug_assertions) && from.hash != 0 {
         let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
         core.refresh_machine();
