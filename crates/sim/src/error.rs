@@ -38,6 +38,8 @@ use tlbkit_registry::Arch;
 
 /// What went wrong in the simulator's library.
 #[derive(Debug, thiserror::Error)]
+// Display: the message in the library's words.
+#[error("{}", self.message(&Library))]
 pub enum Error {
     /// A file could not be read or written.
     Io {
@@ -589,12 +591,6 @@ impl From<tlbkit_c::front::Error> for Error {
             tlbkit_c::front::Error::Registry(e) => Error::Registry(e),
             tlbkit_c::front::Error::C(e) => Error::C(e),
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message(&Library))
     }
 }
 
