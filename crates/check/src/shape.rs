@@ -125,19 +125,6 @@ impl Completion {
     /// point's three kinds of option (run, drain, complete) per CPU must fit
     /// the visited set's 16-label sleep mask.
     pub const MAX_CPUS: usize = 5;
-
-    /// Returns the completion called `name` on the command line.
-    pub fn from_name(name: &str) -> Option<Completion> {
-        [Completion::Latest, Completion::Any].into_iter().find(|c| c.name() == name)
-    }
-
-    /// Returns its name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Completion::Latest => "latest",
-            Completion::Any => "any",
-        }
-    }
 }
 
 /// Reads `--memory`'s value, `NAME[+any]`: the memory model, and with `+any`

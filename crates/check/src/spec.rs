@@ -64,7 +64,7 @@ pub struct CheckSpec {
     /// With contiguous PTEs (arm64 Linux policies): the exit teardown strategy of
     /// every address space's 64 KB block (see the `block` module).
     pub teardown: Option<Teardown>,
-    /// When pending invalidations complete (`--completion`).
+    /// When pending invalidations complete (`--memory NAME+any`: at any step).
     pub completion: Completion,
 }
 

@@ -336,17 +336,13 @@ fn complete(s: &mut State, npas: usize, t: usize, (va, broadcast): (Option<usize
     let covered = |v: usize| va.is_none_or(|x| x == v);
     let overwritten =
         |v: usize, pa: usize| s.mem[npas + v] != Val::Desc(pa) && s.writers[npas + v].is_some_and(|w| w != t);
-    let early = std::mem::take(&mut s.threads[t].early);
-    s.threads[t].early = early
-        .into_iter()
-        .filter(|&(_, v, tr)| !matches!(tr, Translation::Pa(pa) if covered(v) && overwritten(v, pa)))
-        .collect();
+    s.threads[t].early.retain(|&(_, v, tr)| !matches!(tr, Translation::Pa(pa) if covered(v) && overwritten(v, pa)));
     for (u, th) in s.threads.iter_mut().enumerate() {
         if broadcast || u == t {
-            th.tlb.retain(|e| va.is_some_and(|v| v != e.0));
+            th.tlb.retain(|e| !covered(e.0));
             // A walk may refill the entry at once from the page table as it is.
             for (v, d) in s.mem[npas..].iter().enumerate() {
-                if let (true, Val::Desc(pa)) = (va.is_none_or(|x| x == v), d) {
+                if let (true, Val::Desc(pa)) = (covered(v), d) {
                     th.tlb.insert((v, *pa));
                 }
             }
