@@ -21,6 +21,11 @@ impl OpQueue {
         self.0.pop_front()
     }
 
+    /// Returns whether every op queued has been returned.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Queues `op` after those queued.
     pub(crate) fn push(&mut self, op: Op) {
         self.0.push_back(op);

@@ -142,7 +142,7 @@
 //! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
 //! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
-use super::{Count, Params, Real, WorkloadDef};
+use super::{Count, OpQueue, Params, Real, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
 use crate::sim::Sim;
@@ -311,7 +311,7 @@ struct Main {
     /// The bio threads' pipes, jemalloc's thread's pipe and the child's.
     pipes: [u32; BIO_THREADS + 2],
     lay: Layout,
-    queue: VecDeque<Op>,
+    queue: OpQueue,
     rng: u64,
     served: u64,
     /// Each key's extent, if it exists.
@@ -406,7 +406,7 @@ impl Main {
                 self.child = false;
                 self.dirty -= self.dirty_before;
                 self.lastsave = now;
-                self.queue.push_back(Op::Sys(Sys::PipeRead(self.done_pipe())));
+                self.queue.push(Op::Sys(Sys::PipeRead(self.done_pipe())));
             }
         } else if self.cfg.save > 0 && self.dirty >= self.cfg.save_changes && now - self.lastsave > self.cfg.save {
             self.dirty_before = self.dirty;
@@ -424,9 +424,9 @@ impl Main {
                 part: 0,
                 end: 0,
             };
-            self.queue.push_back(Op::Mark("fork_start"));
-            self.queue.push_back(Op::Sys(Sys::Fork(Box::new(child))));
-            self.queue.push_back(Op::Mark("fork_end"));
+            self.queue.push(Op::Mark("fork_start"));
+            self.queue.push(Op::Sys(Sys::Fork(Box::new(child))));
+            self.queue.push(Op::Mark("fork_end"));
         }
     }
 
@@ -443,43 +443,43 @@ impl Main {
         let q = &mut self.queue;
         let mut copies = 0;
         // read(): the command into the query buffer.
-        q.push_back(Op::Touch { va: self.lay.qb, pages: if write && !del { pages } else { 1 }, write: true });
+        q.push(Op::Touch { va: self.lay.qb, pages: if write && !del { pages } else { 1 }, write: true });
         if !write {
             // lookupKey updates the LRU clock only while no child exists.
-            q.push_back(Op::Touch { va: meta, pages: 1, write: !self.child });
+            q.push(Op::Touch { va: meta, pages: 1, write: !self.child });
             match old {
                 Some(s) => {
-                    q.push_back(Op::Touch { va: self.sh.value_va(s), pages, write: false });
-                    q.push_back(Op::Touch { va: cbuf, pages: pages.min(CBUF_PAGES), write: true });
+                    q.push(Op::Touch { va: self.sh.value_va(s), pages, write: false });
+                    q.push(Op::Touch { va: cbuf, pages: pages.min(CBUF_PAGES), write: true });
                     copies = 2 * pages;
                 }
-                None => q.push_back(Op::Touch { va: cbuf, pages: 1, write: true }),
+                None => q.push(Op::Touch { va: cbuf, pages: 1, write: true }),
             }
         } else if !del {
             // createStringObject, then dbSetValue / dbAdd, then the old value's free.
             let s = self.sh.jm.borrow_mut().alloc();
-            q.push_back(Op::Touch { va: self.sh.value_va(s), pages, write: true });
-            q.push_back(Op::Touch { va: meta, pages: 1, write: true });
+            q.push(Op::Touch { va: self.sh.value_va(s), pages, write: true });
+            q.push(Op::Touch { va: meta, pages: 1, write: true });
             if let Some(o) = old {
                 self.sh.jm.borrow_mut().free(o, self.sh.clock.get());
             }
             self.keyspace[k as usize] = Some(s);
-            q.push_back(Op::Touch { va: cbuf, pages: 1, write: true });
+            q.push(Op::Touch { va: cbuf, pages: 1, write: true });
             self.dirty += 1;
             copies = 2 * pages;
         } else {
-            q.push_back(Op::Touch { va: meta, pages: 1, write: true });
+            q.push(Op::Touch { va: meta, pages: 1, write: true });
             if let Some(o) = old {
                 self.sh.jm.borrow_mut().free(o, self.sh.clock.get());
                 self.keyspace[k as usize] = None;
                 self.dirty += 1;
             }
-            q.push_back(Op::Touch { va: cbuf, pages: 1, write: true });
+            q.push(Op::Touch { va: cbuf, pages: 1, write: true });
         }
-        q.push_back(Op::Touch { va: STACK_TOP, pages: 1, write: true });
-        q.push_back(Op::Touch { va: DATA_VA, pages: 1, write: true });
+        q.push(Op::Touch { va: STACK_TOP, pages: 1, write: true });
+        q.push(Op::Touch { va: DATA_VA, pages: 1, write: true });
         let work = c.request + copies * c.page_copy;
-        q.push_back(Op::Compute(work));
+        q.push(Op::Compute(work));
         self.sh.clock.set(self.sh.clock.get() + work);
     }
 
@@ -487,16 +487,16 @@ impl Main {
     fn plan(&mut self) {
         if self.served == self.cfg.requests {
             self.finished = true;
-            self.queue.push_back(Op::Mark("serve_end"));
+            self.queue.push(Op::Mark("serve_end"));
             if self.child {
                 // Shutdown waits for the running save (redis would kill it).
-                self.queue.push_back(Op::Sys(Sys::PipeRead(self.done_pipe())));
+                self.queue.push(Op::Sys(Sys::PipeRead(self.done_pipe())));
             }
             self.sh.shutdown.set(true);
             for &p in &self.pipes[..=BIO_THREADS] {
-                self.queue.push_back(Op::Sys(Sys::PipeWrite(p)));
+                self.queue.push(Op::Sys(Sys::PipeWrite(p)));
             }
-            self.queue.push_back(Op::Exit);
+            self.queue.push(Op::Exit);
             return;
         }
         let now = self.sh.clock.get();
@@ -506,7 +506,7 @@ impl Main {
         }
         self.request();
         if self.sh.jm.borrow_mut().bg_due(self.sh.clock.get()) {
-            self.queue.push_back(Op::Sys(Sys::PipeWrite(self.bg_pipe())));
+            self.queue.push(Op::Sys(Sys::PipeWrite(self.bg_pipe())));
         }
     }
 }
@@ -519,7 +519,7 @@ impl Program for Main {
         if self.queue.is_empty() && !self.finished {
             self.plan();
         }
-        self.queue.pop_front().unwrap_or(Op::Exit)
+        self.queue.pop().unwrap_or(Op::Exit)
     }
 }
 
@@ -668,7 +668,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         boot: 0,
         pipes: [0; BIO_THREADS + 2],
         lay: Layout::default(),
-        queue: VecDeque::new(),
+        queue: OpQueue::default(),
         rng: cfg.seed,
         served: 0,
         keyspace: (0..cfg.keys as u32).map(Some).collect(),

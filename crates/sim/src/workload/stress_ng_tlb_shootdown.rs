@@ -80,12 +80,12 @@
 //! of one child iteration, the part with the 512-page `mprotect`s) and
 //! `tlb_share` (the share of all CPUs' time spent invalidating TLBs).
 
-use super::{Count, Params, WorkloadDef};
+use super::{Count, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// `MIN_TLB_PROCS`.
@@ -247,9 +247,9 @@ impl Instance {
     }
 
     /// Queues the line-by-line read or write of the page at `va`.
-    fn page(&self, q: &mut VecDeque<Op>, va: u64, write: bool) {
-        q.push_back(Op::Touch { va, pages: 1, write });
-        q.push_back(Op::Compute(self.rest));
+    fn page(&self, q: &mut OpQueue, va: u64, write: bool) {
+        q.push(Op::Touch { va, pages: 1, write });
+        q.push(Op::Compute(self.rest));
     }
 }
 
@@ -274,7 +274,7 @@ struct Child {
     stride: u64,
     done: u32,
     stage: Stage,
-    queue: VecDeque<Op>,
+    queue: OpQueue,
     /// Strided accesses left in the current loop, and the next one's offset.
     left: u64,
     k: u64,
@@ -290,22 +290,22 @@ impl Child {
         match self.stage {
             Stage::Wait => {
                 if !i.go.get() {
-                    q.push_back(Op::Compute(POLL));
+                    q.push(Op::Compute(POLL));
                     return;
                 }
-                q.push_back(Op::Mark("child_start"));
+                q.push(Op::Mark("child_start"));
                 self.stage = Stage::Page;
             }
             Stage::Page => {
                 self.k = self.rng.next32() as u64 & mask;
                 self.rng.next8();
                 let off = self.rng.next32() as u64 & mask & page_mask;
-                q.push_back(Op::Sys(Sys::Mprotect { va: mem + off, pages: 1, write: false }));
+                q.push(Op::Sys(Sys::Mprotect { va: mem + off, pages: 1, write: false }));
                 i.page(q, mem + off, false);
-                q.push_back(Op::Sys(Sys::Mprotect { va: mem + off, pages: 1, write: true }));
+                q.push(Op::Sys(Sys::Mprotect { va: mem + off, pages: 1, write: true }));
                 self.rng.next8();
                 i.page(q, mem + off, true);
-                q.push_back(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: false }));
+                q.push(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: false }));
                 self.stage = Stage::ReadLoop;
             }
             Stage::ReadLoop | Stage::WriteLoop => {
@@ -314,37 +314,37 @@ impl Child {
                 self.stage = if self.write { Stage::Tail } else { Stage::WriteProtect };
             }
             Stage::WriteProtect => {
-                q.push_back(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: true }));
+                q.push(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: true }));
                 self.stage = Stage::WriteLoop;
             }
             Stage::Tail => {
                 // PROT_READ | PROT_WRITE: in the simulated kernel write access
                 // implies read access, as the previous call's PROT_WRITE.
-                q.push_back(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: true }));
+                q.push(Op::Sys(Sys::Mprotect { va: mem, pages: i.pages, write: true }));
                 let off = self.rng.next32() as u64 & mask & page_mask;
-                q.push_back(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
+                q.push(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
                 i.page(q, mem + off, false);
                 let fd_off = self.rng.next32() as u64 & (FD_PAGES * 4096 - 1) & page_mask;
-                q.push_back(Op::Sys(Sys::Madvise { va: i.memfd.get() + fd_off, pages: 1 }));
+                q.push(Op::Sys(Sys::Madvise { va: i.memfd.get() + fd_off, pages: 1 }));
                 self.rng.next8();
                 i.page(q, i.memfd.get() + fd_off, true);
                 // msync(MS_ASYNC): nothing to do.
-                q.push_back(Op::Compute(i.null_syscall));
-                q.push_back(Op::Touch { va: i.stats.get(), pages: 1, write: true });
-                q.push_back(Op::Mark("child_op"));
+                q.push(Op::Compute(i.null_syscall));
+                q.push(Op::Touch { va: i.stats.get(), pages: 1, write: true });
+                q.push(Op::Mark("child_op"));
                 self.stage = Stage::Count;
             }
             Stage::Count => {
                 if i.bogo_inc() {
-                    q.push_back(Op::Mark("child_end"));
-                    q.push_back(Op::Sys(Sys::PipeWrite(self.done)));
-                    q.push_back(Op::Exit);
+                    q.push(Op::Mark("child_end"));
+                    q.push(Op::Sys(Sys::PipeWrite(self.done)));
+                    q.push(Op::Exit);
                     self.stage = Stage::Done;
                 } else {
                     self.stage = Stage::Page;
                 }
             }
-            Stage::Done => q.push_back(Op::Exit),
+            Stage::Done => q.push(Op::Exit),
         }
     }
 }
@@ -358,7 +358,7 @@ impl Program for Child {
                 self.k = (self.k + self.stride) & self.inst.mmap_mask();
                 return Op::Touch { va, pages: 1, write: self.write };
             }
-            if let Some(op) = self.queue.pop_front() {
+            if let Some(op) = self.queue.pop() {
                 return op;
             }
             self.refill();
@@ -390,7 +390,7 @@ struct Parent {
     step: u64,
     done: u32,
     primes: Primes,
-    queue: VecDeque<Op>,
+    queue: OpQueue,
     looping: bool,
 }
 
@@ -402,26 +402,26 @@ impl Parent {
         let page_mask = !4095u64;
         let memfd = i.memfd.get();
         let off = self.rng.next32() as u64 & (FD_PAGES * 4096 - 1) & page_mask;
-        q.push_back(Op::Sys(Sys::Madvise { va: memfd + off, pages: 1 }));
+        q.push(Op::Sys(Sys::Madvise { va: memfd + off, pages: 1 }));
         self.rng.next8();
         i.page(q, memfd + off, true);
         // msync(MS_SYNC) (see the module documentation).
-        q.push_back(Op::Compute(i.null_syscall));
-        q.push_back(Op::Sys(Sys::Madvise { va: memfd + off, pages: 1 }));
+        q.push(Op::Compute(i.null_syscall));
+        q.push(Op::Sys(Sys::Madvise { va: memfd + off, pages: 1 }));
         i.page(q, memfd + off, false);
-        q.push_back(Op::Compute(i.null_syscall));
+        q.push(Op::Compute(i.null_syscall));
         let off = self.rng.next32() as u64 & i.mmap_mask() & page_mask;
         let mem = i.mem.get();
-        q.push_back(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
+        q.push(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
         i.page(q, mem + off, false);
-        q.push_back(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
+        q.push(Op::Sys(Sys::Madvise { va: mem + off, pages: 1 }));
         self.rng.next8();
         i.page(q, mem + off, true);
         // The failed open of x86's debugfs file, MADV_COLLAPSE and
         // MADV_NOHUGEPAGE of both mappings, msync(MS_SYNC).
-        q.push_back(Op::Compute(6 * i.null_syscall));
-        q.push_back(Op::Touch { va: i.stats.get(), pages: 1, write: true });
-        q.push_back(Op::Mark("op"));
+        q.push(Op::Compute(6 * i.null_syscall));
+        q.push(Op::Touch { va: i.stats.get(), pages: 1, write: true });
+        q.push(Op::Mark("op"));
     }
 
     /// The setup, before the loop: returns its next operation given the last one's
@@ -463,7 +463,7 @@ impl Parent {
                     stride,
                     done: self.done,
                     stage: Stage::Wait,
-                    queue: VecDeque::new(),
+                    queue: OpQueue::default(),
                     left: 0,
                     k: 0,
                     write: false,
@@ -488,7 +488,7 @@ impl Program for Parent {
             self.step = 0;
         }
         loop {
-            if let Some(op) = self.queue.pop_front() {
+            if let Some(op) = self.queue.pop() {
                 return op;
             }
             if self.step == 0 {
@@ -557,7 +557,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
             step: 0,
             done: 0,
             primes: Primes::new(),
-            queue: VecDeque::new(),
+            queue: OpQueue::default(),
             looping: false,
         };
         sim.spawn(Box::new(Launcher { parent: Some(parent) }))?;
