@@ -4,30 +4,76 @@
 //! # Design
 //!
 //! A depth-first search over whole-machine states, each seen once (a
-//! `BTreeSet` of visited states). A state is every thread's program counter
-//! and registers, memory (data at physical addresses and one level-3
-//! descriptor per virtual address), every thread's TLB, its invalidations
-//! not yet complete, and its translations performed early. The moves from a
-//! state are, for each thread: run its next instruction; complete its oldest
-//! pending invalidation; or translate one of its later accesses early. A
-//! thread whose next instruction touches only its registers runs it alone (it
-//! commutes with every other move). The tests have 1 to 4 threads of a handful of
-//! instructions, so the search is exhaustive in milliseconds.
+//! `BTreeSet` of visited states). A thread is its instructions along one path
+//! through its code: each branch's direction is guessed when the search
+//! starts, and a branch that resolves against its guess ends that state, so
+//! later instructions may run before the branch does without a move for
+//! speculation and its undoing. Each instruction instance records how far it
+//! has gone: a memory access is *translated* (its location known, or a
+//! translation fault), then *done* (a load satisfied, a store propagated, a
+//! fault taken); every other instruction is done or not. Memory is one, for
+//! every thread (Armv8 is other-multi-copy-atomic): data at physical
+//! addresses, one level-3 descriptor per virtual address, and the write each
+//! location holds. A thread also has its TLB and its invalidations not yet
+//! complete.
+//!
+//! The moves from a state are, for each instance not done, its next step once
+//! what it must wait for has happened ([`Search::waits`] says what that is,
+//! rule by rule), and for each thread the completion of its oldest pending
+//! invalidation. A step that reads and writes only its own thread (register
+//! moves, a branch, `DMB`, `ISB`, a `TLBI`'s issue, a `DSB` with nothing to
+//! complete, a descriptor access's address) runs alone, before anything else:
+//! it commutes with every other move and no move disables it. The tests have
+//! 1 to 4 threads of a handful of instructions, so the search is exhaustive in
+//! milliseconds.
 
-use super::{Addr, Cond, Instr, Reg, Test, TlbiScope, Val};
+use super::{Addr, Barrier, Cond, Instr, Reg, Test, TlbiScope, Val};
 use std::collections::BTreeSet;
 
-/// What a translation gives: a physical address, or a translation fault.
+/// What a translation gives: a location in memory, or a translation fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Translation {
     Pa(usize),
     Fault,
 }
 
+/// A write to memory: the thread and instance that made it (`None`: the
+/// location's initial value).
+type WriteId = Option<(usize, usize)>;
+
+/// One instruction instance on a thread's path.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Inst {
+    /// Its index in the thread's code.
+    at: usize,
+    /// A branch's guessed direction (`None`: both go on at the same place).
+    taken: Option<bool>,
+    /// A memory access's translation: the virtual address walked (`None` for
+    /// an access through a descriptor's address, which is not translated) and
+    /// what the walk or TLB gave.
+    tr: Option<(Option<usize>, Translation)>,
+    /// A load's source: the write it read.
+    read: Option<WriteId>,
+    /// Executed: a load satisfied, a store propagated, a fault taken.
+    done: bool,
+    /// The registers it wrote and their values.
+    out: Vec<(Reg, Val)>,
+}
+
+/// An invalidation issued and not yet complete.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Pending {
+    /// The page (`None`: all).
+    va: Option<usize>,
+    /// An `IS` form (every thread's TLB).
+    broadcast: bool,
+    /// The issuing instance.
+    at: usize,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct ThreadState {
-    pc: usize,
-    regs: [Val; 31],
+    insts: Vec<Inst>,
     /// The translations the TLB may hold, (virtual address, physical
     /// address): every valid descriptor a virtual address has had since the
     /// thread's TLB last completed an invalidation of it. A walk may fill the
@@ -35,9 +81,7 @@ struct ThreadState {
     /// stands for every TLB the fills could have built, without a move per fill.
     tlb: BTreeSet<(usize, usize)>,
     /// Invalidations issued and not yet complete, oldest first.
-    pending: Vec<(Option<usize>, bool)>,
-    /// Translations of later instructions performed early: (index, result).
-    early: Vec<(usize, usize, Translation)>,
+    pending: Vec<Pending>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,8 +89,8 @@ struct State {
     threads: Vec<ThreadState>,
     /// Data at each physical address, then each virtual address's descriptor.
     mem: Vec<Val>,
-    /// The thread that last wrote each location of `mem` (`None`: its initial value).
-    writers: Vec<Option<usize>>,
+    /// The write each location of `mem` holds.
+    writers: Vec<WriteId>,
 }
 
 /// One final state: every thread's registers and memory.
@@ -58,42 +102,47 @@ pub struct Final {
 
 /// Why the search stopped before the end (a test outside the subset that the
 /// parser could not tell apart: an access through a value that is not an
-/// address, a fault in a thread with no handler).
+/// address, a fault in a thread with no handler, a branch backwards).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stuck(pub String);
 
 /// Returns every final state `test` can reach, and how many states the search visited.
 pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
-    let npas = test.pas.len();
+    let search = Search { test, npas: test.pas.len() };
     let mut mem: Vec<Val> = test.memory.iter().map(|&n| Val::Int(n)).collect();
     mem.extend(test.mapping.iter().map(|&m| Val::descriptor(m)));
-    let threads = test
-        .threads
-        .iter()
-        .map(|t| {
-            let mut regs = [Val::Int(0); 31];
-            for (&r, &v) in &t.regs {
-                regs[r as usize] = v;
-            }
-            // Every translation the page table holds may be cached already.
-            let tlb = test.mapping.iter().enumerate().filter_map(|(va, pa)| pa.map(|pa| (va, pa))).collect();
-            ThreadState { pc: 0, regs, tlb, pending: Vec::new(), early: Vec::new() }
-        })
-        .collect();
-    let search = Search { test, npas };
+    let writers = vec![None; mem.len()];
+    // Every translation the page table holds may be cached already.
+    let tlb: BTreeSet<(usize, usize)> =
+        test.mapping.iter().enumerate().filter_map(|(va, pa)| pa.map(|pa| (va, pa))).collect();
+    let mut starts = vec![Vec::new()];
+    for t in 0..test.threads.len() {
+        let paths = search.paths(t)?;
+        starts = starts
+            .iter()
+            .flat_map(|threads: &Vec<ThreadState>| {
+                paths.iter().map(|insts| {
+                    let mut threads = threads.clone();
+                    threads.push(ThreadState { insts: insts.clone(), tlb: tlb.clone(), pending: Vec::new() });
+                    threads
+                })
+            })
+            .collect();
+    }
+    let mut stack: Vec<State> =
+        starts.into_iter().map(|threads| State { threads, mem: mem.clone(), writers: writers.clone() }).collect();
     let mut seen = BTreeSet::new();
     let mut finals = BTreeSet::new();
-    let writers = vec![None; mem.len()];
-    let mut stack = vec![State { threads, mem, writers }];
     while let Some(s) = stack.pop() {
         if !seen.insert(s.clone()) {
             continue;
         }
-        let next = search.moves(&s)?;
-        if s.threads.iter().zip(&test.threads).all(|(t, code)| t.pc >= code.code.len()) {
-            finals.insert(Final { regs: s.threads.iter().map(|t| t.regs).collect(), mem: s.mem.clone() });
+        if s.threads.iter().all(|t| t.insts.iter().all(|i| i.done)) {
+            let regs = (0..s.threads.len()).map(|t| search.regs(&s.threads[t], t, s.threads[t].insts.len())).collect();
+            finals.insert(Final { regs, mem: s.mem.clone() });
+            continue;
         }
-        stack.extend(next);
+        stack.extend(search.moves(&s)?);
     }
     Ok((finals, seen.len()))
 }
@@ -118,194 +167,515 @@ struct Search<'a> {
     npas: usize,
 }
 
+/// What an instance's step does, once [`Search::waits`] says it may run.
+enum Step {
+    /// Only its own thread changes (runs alone).
+    Local,
+    /// Reads or writes what other threads see.
+    Global,
+}
+
 impl Search<'_> {
+    /// Every path through thread `t`'s code, each branch guessed both ways.
+    fn paths(&self, t: usize) -> Result<Vec<Vec<Inst>>, Stuck> {
+        let thread = &self.test.threads[t];
+        let inst = |at, taken| Inst { at, taken, tr: None, read: None, done: false, out: Vec::new() };
+        let mut done = Vec::new();
+        let mut open = vec![(0, Vec::new())];
+        while let Some((pc, mut path)) = open.pop() {
+            let Some(instr) = thread.code.get(pc) else {
+                done.push(path);
+                continue;
+            };
+            let Instr::Cbz { target, .. } = instr else {
+                path.push(inst(pc, None));
+                open.push((pc + 1, path));
+                continue;
+            };
+            let to = *thread.labels.get(target).ok_or_else(|| Stuck(format!("thread {t} has no label {target}")))?;
+            if to <= pc {
+                return Err(Stuck(format!("thread {t} branches back to {target}: tlbkit runs straight-line code")));
+            }
+            if to == pc + 1 {
+                path.push(inst(pc, None));
+                open.push((pc + 1, path));
+            } else {
+                let mut other = path.clone();
+                other.push(inst(pc, Some(true)));
+                open.push((to, other));
+                path.push(inst(pc, Some(false)));
+                open.push((pc + 1, path));
+            }
+        }
+        Ok(done)
+    }
+
     /// Returns every state one move from `s`.
     fn moves(&self, s: &State) -> Result<Vec<State>, Stuck> {
-        let mut out = Vec::new();
-        // A thread's next instruction that touches only its registers commutes
-        // with every other move: running it alone from here loses no final state.
-        for t in 0..s.threads.len() {
-            if let Some(i) = self.test.threads[t].code.get(s.threads[t].pc) {
-                let quiet = s.threads[t].pending.is_empty() && matches!(i, Instr::Dsb);
-                if quiet || matches!(i, Instr::MovImm { .. } | Instr::MovReg { .. } | Instr::Eor { .. } | Instr::Dmb) {
-                    self.step(s, t, &mut out)?;
+        for (t, th) in s.threads.iter().enumerate() {
+            for i in 0..th.insts.len() {
+                if !th.insts[i].done && matches!(self.waits(s, t, i), Some(Step::Local)) {
+                    let mut out = Vec::new();
+                    self.step(s, t, i, &mut out)?;
                     return Ok(out);
                 }
             }
         }
-        for t in 0..s.threads.len() {
-            self.step(s, t, &mut out)?;
-            // Complete the oldest pending invalidation.
-            if !s.threads[t].pending.is_empty() {
+        let mut out = Vec::new();
+        for (t, th) in s.threads.iter().enumerate() {
+            for i in 0..th.insts.len() {
+                if !th.insts[i].done && self.waits(s, t, i).is_some() {
+                    self.step(s, t, i, &mut out)?;
+                }
+            }
+            if th.pending.first().is_some_and(|inv| !self.blocked(s, t, inv)) {
                 let mut n = s.clone();
                 let inv = n.threads[t].pending.remove(0);
-                complete(&mut n, self.npas, t, inv);
+                self.complete(&mut n, t, &inv);
                 out.push(n);
             }
-            self.translate_early(s, t, &mut out);
         }
         Ok(out)
     }
 
-    /// Runs thread `t`'s next instruction, pushing each possible result.
-    fn step(&self, s: &State, t: usize, out: &mut Vec<State>) -> Result<(), Stuck> {
-        let code = &self.test.threads[t].code;
+    /// Returns whether instance `i` of thread `t` may take its next step now
+    /// (`None`: it must wait), and what kind of step it is. These are the
+    /// orders of Arm's model, each at the step that needs it:
+    /// - registers: an instruction waits for the instructions that write the
+    ///   registers it reads (address and data dependencies);
+    /// - `DMB` waits for the accesses before it that it orders (loads for
+    ///   `LD`, stores for `ST`, both for `SY`), and the accesses after it
+    ///   that it orders wait for it; `DSB` waits for everything before it,
+    ///   and everything after it, translations apart, waits for it;
+    /// - `ISB` waits for the branches before it and for the translations
+    ///   of the accesses before it, and every later step, translations
+    ///   included, waits for it; a `TLBI` is issued once everything before
+    ///   it is done, and a fault is taken likewise (exceptions are precise);
+    /// - a load is satisfied once the stores before it know their locations
+    ///   (to forward from the latest one to its own location);
+    /// - a store propagates only once it is no longer speculative: the
+    ///   branches before it resolved, the accesses before it translated
+    ///   without a fault, the accesses before it to its location done, and
+    ///   no invalidation of its thread pending.
+    fn waits(&self, s: &State, t: usize, i: usize) -> Option<Step> {
         let th = &s.threads[t];
-        let Some(instr) = code.get(th.pc) else { return Ok(()) };
+        let code = &self.test.threads[t].code;
+        let before = &th.insts[..i];
+        let instr = |x: &Inst| &code[x.at];
+        let all = |f: &dyn Fn(&Inst, &Instr) -> bool| before.iter().all(|x| f(x, instr(x)));
+        let barriers_done = |ld: bool, st: bool| {
+            all(&|x, ins| {
+                x.done
+                    || match ins {
+                        Instr::Dmb(b) => {
+                            !(matches!(b, Barrier::Full) || (ld && *b == Barrier::Ld) || (st && *b == Barrier::St))
+                        }
+                        Instr::Dsb(_) | Instr::Isb => false,
+                        _ => true,
+                    }
+            })
+        };
+        let me = &th.insts[i];
+        match instr(me) {
+            Instr::MovImm { .. } => Some(Step::Local),
+            Instr::MovReg { rs, .. } => self.reg(th, t, i, *rs).map(|_| Step::Local),
+            Instr::Eor { rn, rm, .. } => {
+                let (a, b) = (self.reg(th, t, i, *rn)?, self.reg(th, t, i, *rm)?);
+                // A value that is not a number waits while a branch or fault
+                // before it may yet undo it; otherwise the step says why it is stuck.
+                let number = a == b || matches!((a, b), (Val::Int(_), Val::Int(_)));
+                (number || !self.speculative(th, t, i)).then_some(Step::Local)
+            }
+            Instr::Cbz { rt, .. } => self.reg(th, t, i, *rt).map(|_| Step::Local),
+            Instr::Dmb(b) => {
+                let (ld, st) = (*b != Barrier::St, *b != Barrier::Ld);
+                let ok = all(&|x, ins| {
+                    x.done || !((ld && matches!(ins, Instr::Ldr { .. })) || (st && matches!(ins, Instr::Str { .. })))
+                });
+                ok.then_some(Step::Local)
+            }
+            Instr::Dsb(b) => {
+                let ok = all(&|x, ins| x.done || (*b == Barrier::St && !matches!(ins, Instr::Str { .. })));
+                let completes = *b != Barrier::St && !th.pending.is_empty();
+                let free = !completes || th.pending.iter().all(|inv| !self.blocked(s, t, inv));
+                (ok && free).then_some(if completes { Step::Global } else { Step::Local })
+            }
+            Instr::Isb => all(&|x, ins| match ins {
+                Instr::Cbz { .. } | Instr::Dsb(_) | Instr::Isb => x.done,
+                Instr::Ldr { .. } | Instr::Str { .. } => x.tr.is_some(),
+                _ => true,
+            })
+            .then_some(Step::Local),
+            Instr::Tlbi(_) => all(&|x, _| x.done).then_some(Step::Local),
+            Instr::Ldr { addr, .. } | Instr::Str { addr, .. } => {
+                let store = matches!(instr(me), Instr::Str { .. });
+                match me.tr {
+                    None => {
+                        let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb));
+                        match self.address(th, t, i, addr) {
+                            Ok(None) => None,
+                            Ok(Some(Target::Pte(_))) => Some(Step::Local),
+                            Ok(Some(Target::Va(_))) => cse.then_some(Step::Global),
+                            // Stuck, unless a branch or fault before it may yet undo it.
+                            Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
+                        }
+                    }
+                    Some((_, Translation::Fault)) => {
+                        // Taking the fault synchronises context: it waits for
+                        // the branches and translations before it, and for the
+                        // barriers that order it, but not for earlier loads and
+                        // stores to be performed (Arm orders a fault after them
+                        // only through a barrier).
+                        let handler_reads = self.test.threads[t].handler.as_ref().is_none_or(|h| {
+                            h.moves.iter().all(|m| match m {
+                                Instr::MovReg { rs, .. } => self.reg(th, t, i, *rs).is_some(),
+                                _ => true,
+                            })
+                        });
+                        let ok = handler_reads
+                            && all(&|x, ins| match ins {
+                                Instr::Ldr { .. } | Instr::Str { .. } => matches!(x.tr, Some((_, Translation::Pa(_)))),
+                                Instr::Dmb(Barrier::St) => x.done || !store,
+                                Instr::Cbz { .. } | Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb => x.done,
+                                _ => true,
+                            });
+                        ok.then_some(Step::Global)
+                    }
+                    Some((_, Translation::Pa(loc))) => {
+                        let at_loc = |x: &Inst| matches!(x.tr, Some((_, Translation::Pa(l))) if l == loc);
+                        let ok = if store {
+                            let Instr::Str { rt, .. } = instr(me) else { unreachable!() };
+                            self.reg(th, t, i, *rt).is_some()
+                                && barriers_done(false, true)
+                                && th.pending.iter().all(|p| p.at > i)
+                                && all(&|x, ins| match ins {
+                                    Instr::Cbz { .. } => x.done,
+                                    Instr::Ldr { .. } | Instr::Str { .. } => {
+                                        matches!(x.tr, Some((_, Translation::Pa(_)))) && (x.done || !at_loc(x))
+                                    }
+                                    _ => true,
+                                })
+                        } else {
+                            barriers_done(true, false)
+                                && all(&|x, ins| !matches!(ins, Instr::Str { .. }) || x.tr.is_some())
+                                && self.forward(th, t, i, loc).is_some()
+                        };
+                        ok.then_some(Step::Global)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A load's source at `loc`, if it can be known now: the latest store
+    /// before it to `loc`, while that store has not propagated (its value, if
+    /// its data register is ready), or memory (`Some(None)`).
+    fn forward(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<Option<(usize, Val)>> {
+        let code = &self.test.threads[t].code;
+        let latest = (0..i).rev().find(|&j| {
+            matches!(code[th.insts[j].at], Instr::Str { .. })
+                && matches!(th.insts[j].tr, Some((_, Translation::Pa(l))) if l == loc)
+        });
+        match latest {
+            Some(j) if !th.insts[j].done => {
+                let Instr::Str { rt, .. } = code[th.insts[j].at] else { unreachable!() };
+                self.reg(th, t, j, rt).map(|v| Some((j, v)))
+            }
+            _ => Some(None),
+        }
+    }
+
+    /// Runs instance `i` of thread `t`'s next step (which [`Search::waits`]
+    /// allows), pushing each possible result.
+    fn step(&self, s: &State, t: usize, i: usize, out: &mut Vec<State>) -> Result<(), Stuck> {
+        let th = &s.threads[t];
+        let code = &self.test.threads[t].code;
+        let instr = &code[th.insts[i].at];
         let mut n = s.clone();
-        n.threads[t].pc += 1;
+        let reg = |r: Reg| self.reg(th, t, i, r).expect("waits() saw the register ready");
+        let me = &mut n.threads[t].insts[i];
         match instr {
-            Instr::MovImm { rd, imm } => n.threads[t].regs[*rd as usize] = Val::Int(*imm),
-            Instr::MovReg { rd, rs } => n.threads[t].regs[*rd as usize] = th.regs[*rs as usize],
+            Instr::MovImm { rd, imm } => me.out = vec![(*rd, Val::Int(*imm))],
+            Instr::MovReg { rd, rs } => me.out = vec![(*rd, reg(*rs))],
             Instr::Eor { rd, rn, rm } => {
-                let v = match (th.regs[*rn as usize], th.regs[*rm as usize]) {
+                let v = match (reg(*rn), reg(*rm)) {
                     (a, b) if a == b => Val::Int(0),
                     (Val::Int(a), Val::Int(b)) => Val::Int(a ^ b),
                     (a, b) => return Err(Stuck(format!("EOR of {a:?} and {b:?}: tlbkit computes only with numbers"))),
                 };
-                n.threads[t].regs[*rd as usize] = v;
+                me.out = vec![(*rd, v)];
             }
-            Instr::Cbz { rt, target, nonzero } => {
-                let zero = th.regs[*rt as usize] == Val::Int(0);
-                if zero != *nonzero {
-                    n.threads[t].pc = self.test.threads[t].labels[target];
-                    // Translations performed early were of the path not taken.
-                    n.threads[t].early.clear();
+            Instr::Cbz { rt, nonzero, .. } => {
+                let taken = (reg(*rt) == Val::Int(0)) != *nonzero;
+                if me.taken.is_some_and(|g| g != taken) {
+                    // The path guessed is not the one the branch takes.
+                    return Ok(());
                 }
             }
-            Instr::Dmb | Instr::Isb => {}
-            Instr::Dsb => {
-                for inv in std::mem::take(&mut n.threads[t].pending) {
-                    complete(&mut n, self.npas, t, inv);
+            Instr::Dmb(_) | Instr::Isb => {}
+            Instr::Dsb(b) => {
+                if *b != Barrier::St {
+                    for inv in std::mem::take(&mut n.threads[t].pending) {
+                        self.complete(&mut n, t, &inv);
+                    }
                 }
             }
             Instr::Tlbi(tlbi) => {
                 let va = match tlbi.scope {
                     TlbiScope::All => None,
-                    TlbiScope::Va(r) => match th.regs[r as usize] {
+                    TlbiScope::Va(r) => match reg(r) {
                         Val::Page(va) => Some(va),
                         v => return Err(Stuck(format!("TLBI of {v:?}: give extz(page(x), 64)"))),
                     },
                 };
-                n.threads[t].pending.push((va, tlbi.broadcast));
+                n.threads[t].pending.push(Pending { va, broadcast: tlbi.broadcast, at: i });
             }
-            Instr::Ldr { rt, addr } | Instr::Str { rt, addr } => {
-                let store = matches!(instr, Instr::Str { .. });
-                let pc = th.pc;
-                let results: Vec<(State, Translation)> = match self.address(th, addr)? {
-                    Target::Pte(va) => vec![(n, Translation::Pa(self.npas + va))],
-                    Target::Va(va) => {
-                        if let Some(i) = th.early.iter().position(|e| e.0 == pc) {
-                            let tr = th.early[i].2;
-                            n.threads[t].early.remove(i);
-                            vec![(n, tr)]
-                        } else {
-                            self.translations(&n, t, va)
-                        }
-                    }
-                };
-                for (mut n, tr) in results {
-                    match tr {
-                        Translation::Pa(loc) => {
-                            if store {
-                                n.mem[loc] = th.regs[*rt as usize];
-                                n.writers[loc] = Some(t);
-                                if let (Some(va), Val::Desc(pa)) = (loc.checked_sub(self.npas), n.mem[loc]) {
-                                    for u in &mut n.threads {
-                                        u.tlb.insert((va, pa));
-                                    }
-                                }
-                            } else {
-                                n.threads[t].regs[*rt as usize] = n.mem[loc];
-                            }
-                        }
-                        Translation::Fault => {
-                            let handler = self.test.threads[t].handler.as_ref().ok_or_else(|| {
-                                Stuck(format!("thread {t} faults at instruction {} and has no handler", pc + 1))
-                            })?;
-                            let regs = &mut n.threads[t].regs;
-                            for m in &handler.moves {
-                                match m {
-                                    Instr::MovImm { rd, imm } => regs[*rd as usize] = Val::Int(*imm),
-                                    Instr::MovReg { rd, rs } => regs[*rd as usize] = regs[*rs as usize],
-                                    _ => {}
-                                }
-                            }
-                            if let Some(x) = handler.scratch {
-                                // ELR_EL1 + 4: the next instruction's address, not modelled.
-                                regs[x as usize] = Val::Int(0);
-                            }
-                            // Taking and returning from an exception synchronise context.
-                            n.threads[t].early.clear();
-                            if !handler.returns {
-                                n.threads[t].pc = self.test.threads[t].code.len();
-                            }
-                        }
-                    }
-                    out.push(n);
-                }
-                return Ok(());
-            }
+            Instr::Ldr { rt, addr } | Instr::Str { rt, addr } => return self.access(n, t, i, *rt, addr, out),
         }
+        n.threads[t].insts[i].done = true;
         out.push(n);
         Ok(())
     }
 
-    /// Returns each translation of `va` thread `t` may use in state `s`, with
-    /// the state after it: a TLB entry, or a walk of the page table as it is
-    /// (which fills the TLB when the descriptor is valid).
-    fn translations(&self, s: &State, t: usize, va: usize) -> Vec<(State, Translation)> {
-        let mut out: Vec<(State, Translation)> =
-            s.threads[t].tlb.iter().filter(|e| e.0 == va).map(|e| (s.clone(), Translation::Pa(e.1))).collect();
+    /// An access's next step: its translation, its fault, or its load or store.
+    fn access(
+        &self,
+        mut n: State,
+        t: usize,
+        i: usize,
+        rt: Reg,
+        addr: &Addr,
+        out: &mut Vec<State>,
+    ) -> Result<(), Stuck> {
+        let store = matches!(self.test.threads[t].code[n.threads[t].insts[i].at], Instr::Str { .. });
+        match n.threads[t].insts[i].tr {
+            None => match self.address(&n.threads[t], t, i, addr)?.expect("waits() saw the address ready") {
+                Target::Pte(va) => {
+                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va)));
+                    out.push(n);
+                }
+                Target::Va(va) => {
+                    for tr in self.translations(&n, t, va) {
+                        let mut m = n.clone();
+                        m.threads[t].insts[i].tr = Some((Some(va), tr));
+                        out.push(m);
+                    }
+                }
+            },
+            Some((_, Translation::Fault)) => {
+                let handler = self.test.threads[t].handler.as_ref().ok_or_else(|| {
+                    Stuck(format!(
+                        "thread {t} faults at instruction {} and has no handler",
+                        n.threads[t].insts[i].at + 1
+                    ))
+                })?;
+                let mut regs = self.regs(&n.threads[t], t, i);
+                let mut written = Vec::new();
+                for m in &handler.moves {
+                    let (rd, v) = match m {
+                        Instr::MovImm { rd, imm } => (*rd, Val::Int(*imm)),
+                        Instr::MovReg { rd, rs } => (*rd, regs[*rs as usize]),
+                        _ => continue,
+                    };
+                    regs[rd as usize] = v;
+                    written.push((rd, v));
+                }
+                if let Some(x) = handler.scratch {
+                    // ELR_EL1 + 4: the next instruction's address, not modelled.
+                    written.push((x, Val::Int(0)));
+                }
+                let th = &mut n.threads[t];
+                th.insts[i].out = written;
+                th.insts[i].done = true;
+                // Taking and returning from an exception synchronise context:
+                // what ran ahead of the fault runs again.
+                for later in &mut th.insts[i + 1..] {
+                    *later =
+                        Inst { at: later.at, taken: later.taken, tr: None, read: None, done: false, out: Vec::new() };
+                }
+                if !handler.returns {
+                    th.insts.truncate(i + 1);
+                }
+                out.push(n);
+            }
+            Some((_, Translation::Pa(loc))) if store => {
+                let v = self.reg(&n.threads[t], t, i, rt).expect("waits() saw the data ready");
+                n.mem[loc] = v;
+                n.writers[loc] = Some((t, i));
+                if let (Some(va), Val::Desc(pa)) = (loc.checked_sub(self.npas), v) {
+                    for u in &mut n.threads {
+                        u.tlb.insert((va, pa));
+                    }
+                }
+                n.threads[t].insts[i].done = true;
+                out.push(n);
+            }
+            Some((_, Translation::Pa(loc))) => {
+                let (read, v) = match self.forward(&n.threads[t], t, i, loc).expect("waits() saw the source known") {
+                    Some((j, v)) => (Some((t, j)), v),
+                    None => (n.writers[loc], n.mem[loc]),
+                };
+                // Two loads of one location read in program order, but for a
+                // later one that read the same write first (no restart needed).
+                let code = &self.test.threads[t].code;
+                for later in &n.threads[t].insts[i + 1..] {
+                    let same = matches!(later.tr, Some((_, Translation::Pa(l))) if l == loc);
+                    match code[later.at] {
+                        Instr::Str { .. } if same => break,
+                        Instr::Ldr { .. } if same && later.done && later.read != Some(read) => return Ok(()),
+                        _ => {}
+                    }
+                }
+                let me = &mut n.threads[t].insts[i];
+                me.read = Some(read);
+                me.out = vec![(rt, v)];
+                me.done = true;
+                out.push(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns each translation of `va` thread `t` may use in state `s`: a TLB
+    /// entry, or a walk of the page table as memory holds it now.
+    fn translations(&self, s: &State, t: usize, va: usize) -> Vec<Translation> {
+        let mut out: Vec<Translation> =
+            s.threads[t].tlb.iter().filter(|e| e.0 == va).map(|e| Translation::Pa(e.1)).collect();
         if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
-            out.push((s.clone(), Translation::Fault));
+            out.push(Translation::Fault);
         }
         out
     }
 
-    /// Pushes the states where thread `t` has translated one of its later
-    /// accesses early: any access before the next `ISB` or branch whose
-    /// address registers no instruction in between writes.
-    fn translate_early(&self, s: &State, t: usize, out: &mut Vec<State>) {
-        let code = &self.test.threads[t].code;
-        let th = &s.threads[t];
-        let mut written: Vec<Reg> = Vec::new();
-        let Some(first) = code.get(th.pc) else { return };
-        written.extend(writes(first));
-        if matches!(first, Instr::Isb | Instr::Cbz { .. }) {
-            return;
-        }
-        for (j, instr) in code.iter().enumerate().skip(th.pc + 1) {
-            if matches!(instr, Instr::Isb | Instr::Cbz { .. }) {
-                return;
-            }
-            if let Instr::Ldr { addr, .. } | Instr::Str { addr, .. } = instr {
-                let ready = !written.contains(&addr.base) && addr.offset.is_none_or(|o| !written.contains(&o));
-                if ready && !th.early.iter().any(|e| e.0 == j) {
-                    if let Ok(Target::Va(va)) = self.address(th, addr) {
-                        for (mut n, tr) in self.translations(s, t, va) {
-                            n.threads[t].early.push((j, va, tr));
-                            n.threads[t].early.sort();
-                            out.push(n);
-                        }
-                    }
+    /// The value of register `r` for instance `i` of thread `t`: written by
+    /// the latest instance before it that writes it (`None` while that one
+    /// has not run), or its initial value.
+    fn reg(&self, th: &ThreadState, t: usize, i: usize, r: Reg) -> Option<Val> {
+        let thread = &self.test.threads[t];
+        for x in th.insts[..i].iter().rev() {
+            if x.done {
+                if let Some(&(_, v)) = x.out.iter().find(|o| o.0 == r) {
+                    return Some(v);
                 }
+                continue;
             }
-            written.extend(writes(instr));
+            let instr = &thread.code[x.at];
+            let faults = matches!(instr, Instr::Ldr { .. } | Instr::Str { .. });
+            let by_handler = thread
+                .handler
+                .as_ref()
+                .is_some_and(|h| h.scratch == Some(r) || h.moves.iter().any(|m| writes(m) == Some(r)));
+            if writes(instr) == Some(r) || (faults && by_handler) {
+                return None;
+            }
+        }
+        Some(thread.regs.get(&r).copied().unwrap_or(Val::Int(0)))
+    }
+
+    /// Every register's value for instance `i` (all before it done).
+    fn regs(&self, th: &ThreadState, t: usize, i: usize) -> [Val; 31] {
+        let mut regs = [Val::Int(0); 31];
+        for (&r, &v) in &self.test.threads[t].regs {
+            regs[r as usize] = v;
+        }
+        for x in &th.insts[..i] {
+            for &(r, v) in &x.out {
+                regs[r as usize] = v;
+            }
+        }
+        regs
+    }
+
+    /// Whether instance `i` runs ahead of something that may yet undo it: a
+    /// branch not resolved or a fault not taken before it.
+    fn speculative(&self, th: &ThreadState, t: usize, i: usize) -> bool {
+        let code = &self.test.threads[t].code;
+        th.insts[..i].iter().any(|x| {
+            !x.done && (matches!(code[x.at], Instr::Cbz { .. }) || matches!(x.tr, Some((_, Translation::Fault))))
+        })
+    }
+
+    /// Where an access's address register points, once it is known
+    /// (`Ok(None)` while a register it needs is not written yet).
+    fn address(&self, th: &ThreadState, t: usize, i: usize, addr: &Addr) -> Result<Option<Target>, Stuck> {
+        let Some(base) = self.reg(th, t, i, addr.base) else { return Ok(None) };
+        if let Some(o) = addr.offset {
+            // An offset register carries an address dependency; tlbkit adds only zero.
+            match self.reg(th, t, i, o) {
+                None => return Ok(None),
+                Some(Val::Int(0)) => {}
+                Some(v) => return Err(Stuck(format!("an offset of {v:?}: tlbkit adds only a zero offset"))),
+            }
+        }
+        match base {
+            Val::Va(va) => Ok(Some(Target::Va(va))),
+            Val::PteAddr(va) => Ok(Some(Target::Pte(va))),
+            v => Err(Stuck(format!("an access through {v:?}, which is not an address"))),
         }
     }
 
-    /// Returns where an access's address register points.
-    fn address(&self, th: &ThreadState, addr: &Addr) -> Result<Target, Stuck> {
-        if let Some(o) = addr.offset {
-            if th.regs[o as usize] != Val::Int(0) {
-                return Err(Stuck(format!("an offset of {:?}: tlbkit adds only a zero offset", th.regs[o as usize])));
+    /// Whether thread `t`'s broadcast invalidation `inv` must wait for another
+    /// thread's access in flight: one translated, not yet performed (or its
+    /// fault not yet taken), by a walk or TLB entry of a page `inv` covers that
+    /// the page table no longer holds (its descriptor overwritten since). Arm's
+    /// model orders such an access, or fault, before the `TLBI` (it reads a
+    /// descriptor from before a write the `TLBI` follows), so it is performed
+    /// first.
+    fn blocked(&self, s: &State, t: usize, inv: &Pending) -> bool {
+        if !inv.broadcast {
+            return false;
+        }
+        let stale = |x: &Inst| match x.tr {
+            Some((Some(v), tr)) if !x.done && inv.va.is_none_or(|p| p == v) => match (tr, s.mem[self.npas + v]) {
+                (Translation::Pa(pa), d) => d != Val::Desc(pa),
+                (Translation::Fault, d) => matches!(d, Val::Desc(_)),
+            },
+            _ => false,
+        };
+        s.threads.iter().enumerate().any(|(u, th)| u != t && th.insts.iter().any(stale))
+    }
+
+    /// Completes thread `t`'s invalidation `inv`, in its own TLB or,
+    /// broadcast, in every thread's.
+    fn complete(&self, s: &mut State, t: usize, inv: &Pending) {
+        let npas = self.npas;
+        let covered = |v: usize| inv.va.is_none_or(|x| x == v);
+        // The accesses after the issuer's next DSB wait for this completion:
+        // a translation of theirs made earlier that read a descriptor another
+        // thread has since overwritten is dropped with the entries (the
+        // overwrite is ordered before the TLBI, the translation before the
+        // overwrite). One its own store overwrote survives: a thread's walks
+        // need not see its own page-table stores before a context
+        // synchronisation.
+        let code = &self.test.threads[t].code;
+        let th = &s.threads[t];
+        let dsb =
+            (inv.at + 1..th.insts.len()).find(|&k| matches!(code[th.insts[k].at], Instr::Dsb(b) if b != Barrier::St));
+        if let Some(d) = dsb {
+            let stale = |x: &Inst| match x.tr {
+                Some((Some(v), Translation::Pa(pa))) => {
+                    !x.done
+                        && covered(v)
+                        && s.mem[npas + v] != Val::Desc(pa)
+                        && s.writers[npas + v].is_some_and(|(w, _)| w != t)
+                }
+                _ => false,
+            };
+            let drop: Vec<usize> = (d + 1..th.insts.len()).filter(|&k| stale(&th.insts[k])).collect();
+            for k in drop {
+                s.threads[t].insts[k].tr = None;
             }
         }
-        match th.regs[addr.base as usize] {
-            Val::Va(va) => Ok(Target::Va(va)),
-            Val::PteAddr(va) => Ok(Target::Pte(va)),
-            v => Err(Stuck(format!("an access through {v:?}, which is not an address"))),
+        for (u, th) in s.threads.iter_mut().enumerate() {
+            if inv.broadcast || u == t {
+                th.tlb.retain(|e| !covered(e.0));
+                // A walk may refill the entry at once from the page table as it is.
+                for (v, d) in s.mem[npas..].iter().enumerate() {
+                    if let (true, Val::Desc(pa)) = (covered(v), d) {
+                        th.tlb.insert((v, *pa));
+                    }
+                }
+            }
         }
     }
 }
@@ -315,37 +685,11 @@ enum Target {
     Pte(usize),
 }
 
-/// Returns the registers `instr` writes.
+/// Returns the register `instr` writes.
 fn writes(instr: &Instr) -> Option<Reg> {
     match instr {
         Instr::Ldr { rt, .. } => Some(*rt),
         Instr::MovImm { rd, .. } | Instr::MovReg { rd, .. } | Instr::Eor { rd, .. } => Some(*rd),
         _ => None,
-    }
-}
-
-/// Completes thread `t`'s invalidation of `va` (all when `None`), in its own
-/// TLB or, broadcast, in every thread's.
-fn complete(s: &mut State, npas: usize, t: usize, (va, broadcast): (Option<usize>, bool)) {
-    // The issuer's later accesses wait for its DSB, which waits for this
-    // completion: an early translation of theirs that read a descriptor
-    // another thread has since overwritten is removed with the entries (the
-    // overwrite is ordered before the TLBI, the translation before the
-    // overwrite). One its own store overwrote survives: a thread's walks need
-    // not see its own page-table stores before a context synchronisation.
-    let covered = |v: usize| va.is_none_or(|x| x == v);
-    let overwritten =
-        |v: usize, pa: usize| s.mem[npas + v] != Val::Desc(pa) && s.writers[npas + v].is_some_and(|w| w != t);
-    s.threads[t].early.retain(|&(_, v, tr)| !matches!(tr, Translation::Pa(pa) if covered(v) && overwritten(v, pa)));
-    for (u, th) in s.threads.iter_mut().enumerate() {
-        if broadcast || u == t {
-            th.tlb.retain(|e| !covered(e.0));
-            // A walk may refill the entry at once from the page table as it is.
-            for (v, d) in s.mem[npas..].iter().enumerate() {
-                if let (true, Val::Desc(pa)) = (covered(v), d) {
-                    th.tlb.insert((v, *pa));
-                }
-            }
-        }
     }
 }

@@ -19,7 +19,8 @@
 //! address (translated) or through a page-table entry's address (a
 //! page-table store or load, not translated: the tests map their page
 //! tables once and never change that mapping), `MOV`, `EOR` (for address
-//! dependencies), `CBZ`/`CBNZ`, `DMB`, `DSB`, `ISB`, and `TLBI VAE1`,
+//! dependencies), `CBZ`/`CBNZ`, `DMB` and `DSB` (`SY`, `LD`, `ST` and
+//! their shareability forms), `ISB`, and `TLBI VAE1`,
 //! `VALE1`, `VMALLE1` and their `IS` forms. One level of page table: a
 //! level-3 descriptor per virtual address, valid (a physical address) or
 //! not. A fault handler is accepted only in the form the tests use to record
@@ -29,60 +30,64 @@
 //!
 //! # The model
 //!
-//! Operational. Each thread runs its instructions in program order against
-//! one memory (sequential consistency for every access, page-table ones
-//! included), with these translation rules:
+//! Operational, in the style of Flat (Pulte et al., "Simplifying ARM
+//! concurrency", POPL 2018), with translation. One memory for every thread
+//! (Armv8 is other-multi-copy-atomic: a store propagates to all threads at
+//! once); each thread runs its instructions out of order, each step waiting
+//! only for what Arm's ordered-before relation puts before it
+//! ([`engine`]'s `waits` states each rule):
+//! - **Ordinary accesses.** A load is satisfied from memory, or forwarded
+//!   from the thread's latest earlier store to its location while that store
+//!   has not propagated; a store propagates once it is no longer
+//!   speculative (earlier branches resolved, earlier accesses translated
+//!   without a fault) and after the earlier accesses to its location.
+//!   Dependencies order through registers; `DMB SY`/`LD`/`ST`, `DSB` and
+//!   `ISB` order as Arm's `bob` and `ctxob` say. Two loads of one location
+//!   read in coherence order unless the later one read the same write
+//!   first (Flat's restart, as a constraint). Branches are guessed when the
+//!   search starts, so loads run ahead of a branch; stores do not.
 //! - **TLBs.** Each thread has a TLB. At any moment a walk may fill it with
-//!   the translation the page table holds at that moment; an access uses a
-//!   cached entry for its address (any one, even stale) or walks now (a valid
-//!   descriptor fills the TLB; an invalid one is a translation fault, never
-//!   cached).
-//! - **Invalidation completes at the issuer's `DSB`.** A `TLBI` is pending
-//!   from its execution; it completes at any moment before, and at the
-//!   latest at, the issuing thread's next `DSB`: then it removes the matching
-//!   entries from the issuer's TLB, or from every thread's (`IS` forms).
-//! - **Translation ahead of execution until `ISB`.** A thread may translate a
-//!   later access early, at any moment after the last context-synchronising
-//!   event before it (an `ISB`, or a taken fault and its return), within the
-//!   straight-line code ahead of it (the model does not speculate past a
-//!   branch): it needs only its address registers, so an address dependency
-//!   on a load orders the translation after the load, and `DMB` and `DSB`
-//!   do not. That translation is used when the access runs, whatever
-//!   happens in between, with one exception: the thread's own `TLBI` of the
-//!   address, completed before the access (which its `DSB` makes wait),
-//!   removes an early translation that read a descriptor another thread has
-//!   since overwritten. Arm's model orders that translation before the
-//!   other thread's store (a from-read edge to another thread is in its
-//!   ordered-before relation), the store before the `TLBI`, and so the
-//!   translation among those the `TLBI` invalidates; a descriptor the
-//!   thread overwrote itself orders nothing (internal edges are not in
-//!   ordered-before), and its early translation survives until an `ISB`.
+//!   the translation the page table holds at that moment; an access's
+//!   translation uses a cached entry for its address (any one, even stale)
+//!   or walks memory (a valid descriptor fills the TLB; an invalid one is a
+//!   translation fault, never cached). Walks read memory, never the
+//!   thread's unpropagated stores.
+//! - **Translation ahead of the access until `ISB`.** An access may be
+//!   translated as soon as its address registers are known and every
+//!   earlier `ISB` (or taken fault) has run, before the access itself and
+//!   across `DMB` and `DSB`; the access uses that translation when it runs.
+//! - **Invalidation completes at the issuer's `DSB`.** A `TLBI` is issued
+//!   once everything before it has run and completes at any moment before,
+//!   and at the latest at, the issuing thread's next `DSB`: it removes the
+//!   matching entries from the issuer's TLB, or from every thread's (`IS`
+//!   forms). A broadcast completion waits for another thread's access in
+//!   flight whose translation of a covered page the page table no longer
+//!   holds (Arm orders that access before the `TLBI`). The issuer's own
+//!   accesses after its `DSB` that were translated early through a
+//!   descriptor another thread has since overwritten are translated again
+//!   (Arm orders that translation before the other thread's store, the store
+//!   before the `TLBI`); one its own store overwrote survives until an
+//!   `ISB` (internal edges are not in ordered-before).
+//! - **Faults.** A translation fault is taken once the branches,
+//!   translations and barriers before it have run (not the earlier loads
+//!   and stores: Arm orders a fault after those only through a barrier); it
+//!   runs the thread's handler (its register moves) and resumes at the next
+//!   instruction (or ends the thread), and everything after it runs again.
 //!
 //! These are the rules of the Arm Architecture Reference Manual (DDI 0487),
-//! "The AArch64 Virtual Memory System Architecture": TLB maintenance
-//! instructions complete only at a `DSB` by the issuing PE, and only a
-//! context synchronization event makes later instructions' translations
-//! see the result; the paper above states them axiomatically.
-//! - **Faults.** A translation fault runs the thread's handler (its register
-//!   moves) and resumes at the next instruction (or ends the thread, for a
-//!   handler that does not return).
+//! "The AArch64 Virtual Memory System Architecture" and "The AArch64
+//! Application Level Memory Model", which the paper above and Arm's
+//! axiomatic models (`aarch64_mmu_strong_ETS.cat`) state axiomatically.
 //!
-//! Which architectural relaxations this has: stale TLB entries until a
-//! `TLBI` completes; `TLBI` completion deferred to the issuer's `DSB`;
-//! translations performed out of order with respect to loads and stores of
-//! the same thread unless an `ISB` (or address dependency) orders them,
-//! which includes a walk missing the thread's own earlier page-table store.
-//!
-//! Which it lacks: every ordinary access is sequentially consistent (no
-//! load buffering, store buffering, message passing without barriers, or
-//! forwarding); page-table walks read coherent memory, so no walk reads a
-//! value older than the coherence order allows (so `DSB ISHST` is not needed
-//! for another thread's walk to see a store), and two walks of one thread
-//! do not read out of order with each other; `TLBI` by VA invalidates
-//! exactly its page; no break-before-make conflicts or intermediate walk
-//! caches; no TTBR writes in the shipped tests (none is in the subset); no
-//! speculation past a branch. Where this makes a published *allowed*
-//! outcome unreachable, the test is a [`KNOWN_STRENGTHENINGS`] entry with the
+//! What it lacks: acquire/release and exclusives (not in the subset);
+//! `TLBI` by VA invalidates exactly its page; no break-before-make
+//! conflicts or intermediate walk caches; no TTBR writes in the shipped
+//! tests (none is in the subset); a `TLBI` is issued only after everything
+//! before it and a store waits for its thread's pending `TLBI`s (no shipped
+//! test separates these from Arm's weaker orders); a load is satisfied only
+//! once every earlier store's location is known (Flat would speculate and
+//! restart). Where the model makes a published *allowed* outcome
+//! unreachable, the test is a [`KNOWN_STRENGTHENINGS`] entry with the
 //! reason; where it allows a published *forbidden* one, a
 //! [`KNOWN_WEAKENINGS`] entry.
 
@@ -125,6 +130,31 @@ pub struct Addr {
     pub base: Reg,
     /// The offset register, if any.
     pub offset: Option<Reg>,
+}
+
+/// Which accesses a `DMB` or `DSB` orders (its shareability domain is not
+/// modelled: `ISH`, `OSH` and `NSH` forms act as the full-system ones, as
+/// Arm's axiomatic models take them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Barrier {
+    /// `SY` (and `ISH`, `OSH`, `NSH`): every access before it with every access after it.
+    Full,
+    /// `LD` forms: loads before it with every access after it.
+    Ld,
+    /// `ST` forms: stores before it with stores after it.
+    St,
+}
+
+impl Barrier {
+    /// Reads a barrier's operand (`SY`, `ISHST`, ...); `None` for another.
+    pub fn of(operand: &str) -> Option<Barrier> {
+        match operand.trim().to_ascii_uppercase().as_str() {
+            "SY" | "ISH" | "OSH" | "NSH" => Some(Barrier::Full),
+            "LD" | "ISHLD" | "OSHLD" | "NSHLD" => Some(Barrier::Ld),
+            "ST" | "ISHST" | "OSHST" | "NSHST" => Some(Barrier::St),
+            _ => None,
+        }
+    }
 }
 
 /// What a `TLBI` invalidates.
@@ -194,10 +224,10 @@ pub enum Instr {
         /// `CBNZ` (branch when not zero).
         nonzero: bool,
     },
-    /// `DMB` of any kind.
-    Dmb,
-    /// `DSB` of any kind.
-    Dsb,
+    /// `DMB` of a kind.
+    Dmb(Barrier),
+    /// `DSB` of a kind.
+    Dsb(Barrier),
     /// `ISB`.
     Isb,
     /// `TLBI`.
@@ -375,14 +405,9 @@ pub fn published(csv: &str) -> BTreeMap<String, Verdict> {
 
 /// Published-allowed outcomes tlbkit's model cannot reach, each with why.
 pub const KNOWN_STRENGTHENINGS: &[(&str, &str)] = &[
-    ("MP+pos", "ordinary accesses are sequentially consistent: the model lacks reordering of two stores or two loads (message passing without barriers)"),
-    ("MP.alias3+rfi-data+dmb", "ordinary accesses are sequentially consistent: the model lacks store forwarding (a load reading its own thread's store before other threads see it)"),
-    ("PPOCA.alias", "ordinary accesses are sequentially consistent: the model lacks speculation past a branch and store forwarding"),
-    ("RDW.alias", "ordinary accesses are sequentially consistent: the model lacks reordering of loads to different addresses (through aliases)"),
-    ("RSW.alias", "ordinary accesses are sequentially consistent: the model lacks reordering of loads to different addresses (through aliases)"),
-    ("CoTRpte.inv+po", "ordinary accesses are sequentially consistent and walks read coherent memory: the model lacks a later load of a descriptor reading an older value than an earlier access's walk read"),
-    ("CoWTf.inv+poloc-ctrl-isb", "ordinary accesses are sequentially consistent: the model lacks store forwarding (the thread's load reads its own page-table store before the store is visible to its walks)"),
-    ("MP.RT.inv+dmb+ctrl-trfi", "ordinary accesses are sequentially consistent and nothing runs past a branch: the model lacks a store after a control dependency becoming visible to a walk before the load it depends on"),
+    ("MP.RT.EL1+dsb-tlbiis-dsb+dmb", "a broadcast TLBI completes only after another thread's access in flight through the entry it removes is performed (Arm's model orders the access before the TLBI), so the load of x after the DMB cannot use its translation from before the TLBI; Arm's models differ on this test: the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it, the published one and that of 2022-12-21 allow it"),
+    ("MP.RT.inv+dmb+ctrl-trfi", "a store after a control dependency is not visible to the thread's walks before the branch resolves (walks read memory, and a store propagates only when it is no longer speculative; Arm's model: speculative ; trfi is in translation-ordered-before, \"no forwarding from speculative writes\"); the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it too"),
+    ("RDW.alias", "the outcome is a cycle of Arm's ordered-before (DMB, rfe, addr, fr, rfe, addr, fr, where the load of w reads from before the store to x through the physical address they share), which no other-multi-copy-atomic memory can show; the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it too"),
 ];
 
 /// Published-forbidden outcomes tlbkit's model reaches, each with why.

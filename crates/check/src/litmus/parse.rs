@@ -19,7 +19,7 @@
 //! ADD Xt,Xt,#4; MSR ELR_EL1,Xt; ERET` (return to the instruction after the
 //! faulting one).
 
-use super::{Addr, Cond, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val};
+use super::{Addr, Barrier, Cond, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -447,8 +447,8 @@ fn read_instr(line: &str) -> Option<Instr> {
             let (rt, target) = args.split_once(',')?;
             Some(Instr::Cbz { rt: read_reg(rt)?, target: target.trim().to_string(), nonzero: op == "CBNZ" })
         }
-        "DMB" => Some(Instr::Dmb),
-        "DSB" => Some(Instr::Dsb),
+        "DMB" => Some(Instr::Dmb(Barrier::of(args)?)),
+        "DSB" => Some(Instr::Dsb(Barrier::of(args)?)),
         "ISB" if args.is_empty() => Some(Instr::Isb),
         "TLBI" => {
             let (kind, reg) = match args.split_once(',') {
