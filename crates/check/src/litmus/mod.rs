@@ -26,7 +26,8 @@
 //! not. A fault handler is accepted only in the form the tests use to record
 //! a translation fault: it moves constants into registers and returns to the
 //! next instruction, or ends the thread. Not in the subset: `SVC`, `ERET` in a thread's code,
-//! EL2 and stage 2, access permissions, other levels, raw descriptors.
+//! EL2 and stage 2, access permissions, other levels, raw descriptors but
+//! as invalid values a test's code writes (`x ?-> raw(2)`).
 //!
 //! # The model
 //!

@@ -267,6 +267,16 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
                 }
                 ["option", "default_tables", "=", "true"] | ["identity", _, "with", "code"] => {}
                 ["intermediate", ..] => {}
+                [va, "?->", target] if target.starts_with("raw(") && target.ends_with(')') => {
+                    // A possible raw value of the descriptor, written by the
+                    // test's own code: an invalid descriptor (an even number)
+                    // is a number in memory like any other.
+                    test.va(va).ok_or((ln, format!("'{va}' is not in the test's `symbolic` list")))?;
+                    read_int(&target[4..target.len() - 1]).filter(|n| n % 2 == 0).ok_or((
+                        ln,
+                        format!("'{target}': tlbkit reads a raw descriptor only as an invalid one, raw(even number)"),
+                    ))?;
+                }
                 [va, "|->", target] | [va, "?->", target] => {
                     let v = test.va(va).ok_or((ln, format!("'{va}' is not in the test's `symbolic` list")))?;
                     let pa = if *target == "invalid" {
