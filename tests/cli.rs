@@ -915,12 +915,12 @@ fn litmus_exits_3_on_a_verdict_the_published_results_contradict() {
     assert!(stdout.contains("DISAGREE"), "{stdout}");
     // A line tlbkit cannot read: exit 2, the file and line named.
     let bad = dir.join("bad.litmus.toml");
-    std::fs::write(&bad, text.replacen("    ISB\n", "    SVC #0\n", 1)).unwrap();
+    std::fs::write(&bad, text.replacen("    ISB\n", "    HVC #0\n", 1)).unwrap();
     let out = tlbkit(&["litmus", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("bad.litmus.toml:") && err.contains("'SVC #0'") && err.contains("outside the subset"),
+        err.contains("bad.litmus.toml:") && err.contains("'HVC #0'") && err.contains("outside the subset"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();

@@ -114,6 +114,20 @@ fn ordinary_accesses_are_as_weak_as_armv8s() {
 }
 
 #[test]
+fn exceptions_synchronise_context_and_make_no_store_visible() {
+    let v: std::collections::BTreeMap<String, Verdict> = verdicts().into_iter().map(|(n, v, _)| (n, v)).collect();
+    // An SVC's handler, or the code after an ERET, walks without seeing the
+    // thread's own page-table store ...
+    assert_eq!(v["CoWTf.inv+svc"], Verdict::Allowed);
+    assert_eq!(v["CoWTf.inv.EL1+eret"], Verdict::Allowed);
+    // ... unless a DSB before the exception made it visible.
+    assert_eq!(v["CoWTf.inv.EL1+dsb-svc"], Verdict::Forbidden);
+    assert_eq!(v["CoWTf.inv.EL1+dsb-eret"], Verdict::Forbidden);
+    // A handler that loads: the store after the fault is never made.
+    assert_eq!(v["ETS"], Verdict::Allowed);
+}
+
+#[test]
 fn a_bad_file_is_named_with_its_line() {
     let text =
         "arch = \"AArch64\"\nname = \"t\"\nsymbolic = [\"x\"]\npage_table_setup = \"\"\"\n    x |-> pa1;\n\"\"\"\n";
@@ -121,7 +135,7 @@ fn a_bad_file_is_named_with_its_line() {
     assert_eq!(e.line, 5, "{e}");
     assert!(e.to_string().starts_with("t.toml:5: 'pa1'"), "{e}");
     let text = "name = \"t\"\nsymbolic = [\"x\"]\npage_table_setup = \"\"\"\n  physical pa1;\n  x |-> pa1;\n\"\"\"\n\
-                [thread.0]\ncode = \"\"\"\n    SVC #0\n\"\"\"\n[final]\nassertion = \"true\"\n";
+                [thread.0]\ncode = \"\"\"\n    HVC #0\n\"\"\"\n[final]\nassertion = \"true\"\n";
     let e = litmus::parse("t.toml", text).unwrap_err();
     assert_eq!(e.line, 9, "{e}");
     assert!(e.problem.contains("outside the subset"), "{e}");

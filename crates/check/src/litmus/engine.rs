@@ -27,7 +27,7 @@
 //! 1 to 4 threads of a handful of instructions, so the search is exhaustive in
 //! milliseconds.
 
-use super::{Addr, Barrier, Cond, Instr, Reg, Test, TlbiScope, Val};
+use super::{Addr, Barrier, Cond, Instr, Reg, Test, TlbiScope, Val, ELR, MODE, REGS, SPSR};
 use std::collections::BTreeSet;
 
 /// What a translation gives: a location in memory, or a translation fault.
@@ -44,7 +44,9 @@ type WriteId = Option<(usize, usize)>;
 /// One instruction instance on a thread's path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Inst {
-    /// Its index in the thread's code.
+    /// Its code: 0 the thread's, `k` its `k`-th exception handler's.
+    block: usize,
+    /// Its index in that code.
     at: usize,
     /// A branch's guessed direction (`None`: both go on at the same place).
     taken: Option<bool>,
@@ -138,7 +140,12 @@ pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
             continue;
         }
         if s.threads.iter().all(|t| t.insts.iter().all(|i| i.done)) {
-            let regs = (0..s.threads.len()).map(|t| search.regs(&s.threads[t], t, s.threads[t].insts.len())).collect();
+            let regs = (0..s.threads.len())
+                .map(|t| {
+                    let all = search.regs(&s.threads[t], t, s.threads[t].insts.len());
+                    std::array::from_fn(|r| all[r])
+                })
+                .collect();
             finals.insert(Final { regs, mem: s.mem.clone() });
             continue;
         }
@@ -148,17 +155,14 @@ pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
 }
 
 /// Returns whether `f` satisfies `cond`.
-pub fn holds(test: &Test, f: &Final, cond: &Cond) -> bool {
+pub fn holds(f: &Final, cond: &Cond) -> bool {
     match cond {
         Cond::True => true,
-        Cond::Not(c) => !holds(test, f, c),
-        Cond::And(a, b) => holds(test, f, a) && holds(test, f, b),
-        Cond::Or(a, b) => holds(test, f, a) || holds(test, f, b),
+        Cond::Not(c) => !holds(f, c),
+        Cond::And(a, b) => holds(f, a) && holds(f, b),
+        Cond::Or(a, b) => holds(f, a) || holds(f, b),
         Cond::Reg(t, r, v) => f.regs[*t][*r as usize] == *v,
-        Cond::Mem(va, v) => match f.mem[test.pas.len() + va] {
-            Val::Desc(pa) => f.mem[pa] == *v,
-            _ => false,
-        },
+        Cond::Mem(pa, v) => f.mem[*pa] == *v,
     }
 }
 
@@ -175,11 +179,11 @@ enum Step {
     Global,
 }
 
-impl Search<'_> {
+impl<'a> Search<'a> {
     /// Every path through thread `t`'s code, each branch guessed both ways.
     fn paths(&self, t: usize) -> Result<Vec<Vec<Inst>>, Stuck> {
         let thread = &self.test.threads[t];
-        let inst = |at, taken| Inst { at, taken, tr: None, read: None, done: false, out: Vec::new() };
+        let inst = |at, taken| Inst { block: 0, at, taken, tr: None, read: None, done: false, out: Vec::new() };
         let mut done = Vec::new();
         let mut open = vec![(0, Vec::new())];
         while let Some((pc, mut path)) = open.pop() {
@@ -259,9 +263,8 @@ impl Search<'_> {
     ///   no invalidation of its thread pending.
     fn waits(&self, s: &State, t: usize, i: usize) -> Option<Step> {
         let th = &s.threads[t];
-        let code = &self.test.threads[t].code;
         let before = &th.insts[..i];
-        let instr = |x: &Inst| &code[x.at];
+        let instr = |x: &Inst| self.instr(t, x);
         let all = |f: &dyn Fn(&Inst, &Instr) -> bool| before.iter().all(|x| f(x, instr(x)));
         let barriers_done = |ld: bool, st: bool| {
             all(&|x, ins| {
@@ -270,7 +273,7 @@ impl Search<'_> {
                         Instr::Dmb(b) => {
                             !(matches!(b, Barrier::Full) || (ld && *b == Barrier::Ld) || (st && *b == Barrier::St))
                         }
-                        Instr::Dsb(_) | Instr::Isb => false,
+                        Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => false,
                         _ => true,
                     }
             })
@@ -287,6 +290,12 @@ impl Search<'_> {
                 (number || !self.speculative(th, t, i)).then_some(Step::Local)
             }
             Instr::Cbz { rt, .. } => self.reg(th, t, i, *rt).map(|_| Step::Local),
+            Instr::AddImm { rn, .. } => self.reg(th, t, i, *rn).map(|_| Step::Local),
+            Instr::Mrs { sys, .. } => self.reg(th, t, i, *sys).map(|_| Step::Local),
+            Instr::Msr { rt, .. } => self.reg(th, t, i, *rt).map(|_| Step::Local),
+            // Exception entry and return synchronise context: like a fault's.
+            Instr::Svc => self.synchronises(th, t, i, &[MODE]).then_some(Step::Local),
+            Instr::Eret => self.synchronises(th, t, i, &[ELR, SPSR]).then_some(Step::Local),
             Instr::Dmb(b) => {
                 let (ld, st) = (*b != Barrier::St, *b != Barrier::Ld);
                 let ok = all(&|x, ins| {
@@ -301,7 +310,7 @@ impl Search<'_> {
                 (ok && free).then_some(if completes { Step::Global } else { Step::Local })
             }
             Instr::Isb => all(&|x, ins| match ins {
-                Instr::Cbz { .. } | Instr::Dsb(_) | Instr::Isb => x.done,
+                Instr::Cbz { .. } | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => x.done,
                 Instr::Ldr { .. } | Instr::Str { .. } => x.tr.is_some(),
                 _ => true,
             })
@@ -311,7 +320,7 @@ impl Search<'_> {
                 let store = matches!(instr(me), Instr::Str { .. });
                 match me.tr {
                     None => {
-                        let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb));
+                        let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb | Instr::Svc | Instr::Eret));
                         match self.address(th, t, i, addr) {
                             Ok(None) => None,
                             Ok(Some(Target::Pte(_))) => Some(Step::Local),
@@ -320,27 +329,7 @@ impl Search<'_> {
                             Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
                         }
                     }
-                    Some((_, Translation::Fault)) => {
-                        // Taking the fault synchronises context: it waits for
-                        // the branches and translations before it, and for the
-                        // barriers that order it, but not for earlier loads and
-                        // stores to be performed (Arm orders a fault after them
-                        // only through a barrier).
-                        let handler_reads = self.test.threads[t].handler.as_ref().is_none_or(|h| {
-                            h.moves.iter().all(|m| match m {
-                                Instr::MovReg { rs, .. } => self.reg(th, t, i, *rs).is_some(),
-                                _ => true,
-                            })
-                        });
-                        let ok = handler_reads
-                            && all(&|x, ins| match ins {
-                                Instr::Ldr { .. } | Instr::Str { .. } => matches!(x.tr, Some((_, Translation::Pa(_)))),
-                                Instr::Dmb(Barrier::St) => x.done || !store,
-                                Instr::Cbz { .. } | Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb => x.done,
-                                _ => true,
-                            });
-                        ok.then_some(Step::Global)
-                    }
+                    Some((_, Translation::Fault)) => self.synchronises(th, t, i, &[MODE]).then_some(Step::Global),
                     Some((_, Translation::Pa(loc))) => {
                         let at_loc = |x: &Inst| matches!(x.tr, Some((_, Translation::Pa(l))) if l == loc);
                         let ok = if store {
@@ -351,7 +340,7 @@ impl Search<'_> {
                                 && all(&|x, ins| match ins {
                                     Instr::Cbz { .. } => x.done,
                                     Instr::Ldr { .. } | Instr::Str { .. } => {
-                                        matches!(x.tr, Some((_, Translation::Pa(_)))) && (x.done || !at_loc(x))
+                                        x.done || (matches!(x.tr, Some((_, Translation::Pa(_)))) && !at_loc(x))
                                     }
                                     _ => true,
                                 })
@@ -367,19 +356,87 @@ impl Search<'_> {
         }
     }
 
+    /// The instruction instance `x` of thread `t` runs.
+    fn instr(&self, t: usize, x: &Inst) -> &'a Instr {
+        &self.code(t, x.block).expect("an instance's code exists")[x.at]
+    }
+
+    /// Thread `t`'s code `block` (0 its own, `k` its `k`-th handler's).
+    fn code(&self, t: usize, block: usize) -> Option<&'a [Instr]> {
+        let thread = &self.test.threads[t];
+        match block {
+            0 => Some(&thread.code),
+            k => thread.handlers.get(k - 1).map(|h| &h.code[..]),
+        }
+    }
+
+    /// Whether instance `i`, an exception's entry or return, may run: a
+    /// context synchronisation waits for the branches and translations
+    /// before it (none may still fault) and for the barriers and context
+    /// synchronisations before it, not for earlier loads and stores to be
+    /// performed (Arm orders an exception after them only through a
+    /// barrier); and for the registers in `reads`.
+    fn synchronises(&self, th: &ThreadState, t: usize, i: usize, reads: &[Reg]) -> bool {
+        reads.iter().all(|&r| self.reg(th, t, i, r).is_some())
+            && th.insts[..i].iter().all(|x| match self.instr(t, x) {
+                Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(_)))),
+                Instr::Cbz { .. } | Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => x.done,
+                _ => true,
+            })
+    }
+
+    /// Takes an exception at instance `i` of thread `t` (a fault, or an
+    /// `SVC`), returning to `ret`: records the mode it came from and its
+    /// return address, runs again whatever ran ahead of it, and runs the
+    /// handler at its vector next (the thread ends after a handler without
+    /// `ERET`). Returns false where the thread has no handler there: that
+    /// execution reaches no final state the test asks about.
+    fn take_exception(&self, n: &mut State, t: usize, i: usize, ret: Val) -> Result<bool, Stuck> {
+        let mode = self.reg(&n.threads[t], t, i, MODE).expect("synchronises() saw the mode known");
+        let offset = match mode {
+            Val::Int(0) => 0x400,
+            Val::Int(4) => 0,
+            Val::Int(5) => 0x200,
+            v => return Err(Stuck(format!("an exception taken in mode {v:?}"))),
+        };
+        let handlers = &self.test.threads[t].handlers;
+        let Some(k) = handlers.iter().position(|h| h.offset == offset) else { return Ok(false) };
+        let th = &mut n.threads[t];
+        th.insts[i].out = vec![(ELR, ret), (SPSR, mode), (MODE, Val::Int(5))];
+        th.insts[i].done = true;
+        for later in &mut th.insts[i + 1..] {
+            let (block, at, taken) = (later.block, later.at, later.taken);
+            *later = Inst { block, at, taken, tr: None, read: None, done: false, out: Vec::new() };
+        }
+        let code = &handlers[k].code;
+        if !code.iter().any(|x| matches!(x, Instr::Eret)) {
+            th.insts.truncate(i + 1);
+        }
+        let body = (0..code.len()).map(|at| Inst {
+            block: k + 1,
+            at,
+            taken: None,
+            tr: None,
+            read: None,
+            done: false,
+            out: Vec::new(),
+        });
+        th.insts.splice(i + 1..i + 1, body);
+        Ok(true)
+    }
+
     /// A load's source at `loc`, if it can be known now: the latest store
     /// before it to `loc`, while that store has not propagated (its value, if
     /// its data register is ready), or memory (`Some(None)`).
     fn forward(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<Option<(usize, Val)>> {
-        let code = &self.test.threads[t].code;
         let latest = (0..i).rev().find(|&j| {
-            matches!(code[th.insts[j].at], Instr::Str { .. })
+            matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
                 && matches!(th.insts[j].tr, Some((_, Translation::Pa(l))) if l == loc)
         });
         match latest {
             Some(j) if !th.insts[j].done => {
-                let Instr::Str { rt, .. } = code[th.insts[j].at] else { unreachable!() };
-                self.reg(th, t, j, rt).map(|v| Some((j, v)))
+                let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
+                self.reg(th, t, j, *rt).map(|v| Some((j, v)))
             }
             _ => Some(None),
         }
@@ -389,8 +446,7 @@ impl Search<'_> {
     /// allows), pushing each possible result.
     fn step(&self, s: &State, t: usize, i: usize, out: &mut Vec<State>) -> Result<(), Stuck> {
         let th = &s.threads[t];
-        let code = &self.test.threads[t].code;
-        let instr = &code[th.insts[i].at];
+        let instr = self.instr(t, &th.insts[i]);
         let mut n = s.clone();
         let reg = |r: Reg| self.reg(th, t, i, r).expect("waits() saw the register ready");
         let me = &mut n.threads[t].insts[i];
@@ -413,6 +469,46 @@ impl Search<'_> {
                 }
             }
             Instr::Dmb(_) | Instr::Isb => {}
+            Instr::AddImm { rd, rn, imm } => {
+                let v = match reg(*rn) {
+                    Val::Int(a) => Val::Int(a.wrapping_add(*imm)),
+                    Val::Code(b, at) if imm % 4 == 0 => Val::Code(b, at + (*imm / 4) as usize),
+                    v => {
+                        return Err(Stuck(format!(
+                            "ADD of {v:?} and #{imm}: tlbkit adds to numbers and code addresses"
+                        )))
+                    }
+                };
+                me.out = vec![(*rd, v)];
+            }
+            Instr::Mrs { rt, sys } => me.out = vec![(*rt, reg(*sys))],
+            Instr::Msr { sys, rt } => me.out = vec![(*sys, reg(*rt))],
+            Instr::Svc => {
+                let ret = Val::Code(me.block, me.at + 1);
+                if self.take_exception(&mut n, t, i, ret)? {
+                    out.push(n);
+                }
+                return Ok(());
+            }
+            Instr::Eret => {
+                let (elr, spsr) = (reg(ELR), reg(SPSR));
+                let next = th.insts.get(i + 1).map(|x| Val::Code(x.block, x.at));
+                let ends = |b: usize, at: usize| self.code(t, b).is_some_and(|c| c.len() == at);
+                let follows = match (elr, next) {
+                    (e, Some(n)) => e == n,
+                    (Val::Code(b, at), None) => ends(b, at),
+                    _ => false,
+                };
+                if !follows {
+                    return Err(Stuck(format!(
+                        "ERET to {elr:?}: tlbkit follows a return to the instruction after the exception only"
+                    )));
+                }
+                match spsr {
+                    Val::Int(m @ (0 | 4 | 5)) => me.out = vec![(MODE, Val::Int(m))],
+                    v => return Err(Stuck(format!("ERET with SPSR_EL1 {v:?}: tlbkit returns to EL0 or EL1 only"))),
+                }
+            }
             Instr::Dsb(b) => {
                 if *b != Barrier::St {
                     for inv in std::mem::take(&mut n.threads[t].pending) {
@@ -447,7 +543,7 @@ impl Search<'_> {
         addr: &Addr,
         out: &mut Vec<State>,
     ) -> Result<(), Stuck> {
-        let store = matches!(self.test.threads[t].code[n.threads[t].insts[i].at], Instr::Str { .. });
+        let store = matches!(self.instr(t, &n.threads[t].insts[i]), Instr::Str { .. });
         match n.threads[t].insts[i].tr {
             None => match self.address(&n.threads[t], t, i, addr)?.expect("waits() saw the address ready") {
                 Target::Pte(va) => {
@@ -463,40 +559,12 @@ impl Search<'_> {
                 }
             },
             Some((_, Translation::Fault)) => {
-                let Some(handler) = self.test.threads[t].handler.as_ref() else {
-                    // The test sets no exception vector for this thread: an
-                    // execution that takes a fault here reaches no final state
-                    // the test asks about.
-                    return Ok(());
-                };
-                let mut regs = self.regs(&n.threads[t], t, i);
-                let mut written = Vec::new();
-                for m in &handler.moves {
-                    let (rd, v) = match m {
-                        Instr::MovImm { rd, imm } => (*rd, Val::Int(*imm)),
-                        Instr::MovReg { rd, rs } => (*rd, regs[*rs as usize]),
-                        _ => continue,
-                    };
-                    regs[rd as usize] = v;
-                    written.push((rd, v));
+                let x = &n.threads[t].insts[i];
+                // The faulting instruction's address: the handler returns past it.
+                let ret = Val::Code(x.block, x.at);
+                if self.take_exception(&mut n, t, i, ret)? {
+                    out.push(n);
                 }
-                if let Some(x) = handler.scratch {
-                    // ELR_EL1 + 4: the next instruction's address, not modelled.
-                    written.push((x, Val::Int(0)));
-                }
-                let th = &mut n.threads[t];
-                th.insts[i].out = written;
-                th.insts[i].done = true;
-                // Taking and returning from an exception synchronise context:
-                // what ran ahead of the fault runs again.
-                for later in &mut th.insts[i + 1..] {
-                    *later =
-                        Inst { at: later.at, taken: later.taken, tr: None, read: None, done: false, out: Vec::new() };
-                }
-                if !handler.returns {
-                    th.insts.truncate(i + 1);
-                }
-                out.push(n);
             }
             Some((_, Translation::Pa(loc))) if store => {
                 let v = self.reg(&n.threads[t], t, i, rt).expect("waits() saw the data ready");
@@ -517,10 +585,9 @@ impl Search<'_> {
                 };
                 // Two loads of one location read in program order, but for a
                 // later one that read the same write first (no restart needed).
-                let code = &self.test.threads[t].code;
                 for later in &n.threads[t].insts[i + 1..] {
                     let same = matches!(later.tr, Some((_, Translation::Pa(l))) if l == loc);
-                    match code[later.at] {
+                    match self.instr(t, later) {
                         Instr::Str { .. } if same => break,
                         Instr::Ldr { .. } if same && later.done && later.read != Some(read) => return Ok(()),
                         _ => {}
@@ -559,13 +626,13 @@ impl Search<'_> {
                 }
                 continue;
             }
-            let instr = &thread.code[x.at];
-            let faults = matches!(instr, Instr::Ldr { .. } | Instr::Str { .. });
-            let by_handler = thread
-                .handler
-                .as_ref()
-                .is_some_and(|h| h.scratch == Some(r) || h.moves.iter().any(|m| writes(m) == Some(r)));
-            if writes(instr) == Some(r) || (faults && by_handler) {
+            let instr = self.instr(t, x);
+            // An exception writes the system state: an SVC, or an access
+            // that may yet fault.
+            let may_fault = matches!(instr, Instr::Ldr { .. } | Instr::Str { .. })
+                && !matches!(x.tr, Some((_, Translation::Pa(_))));
+            let excepts = matches!(instr, Instr::Svc) || may_fault;
+            if writes(instr) == Some(r) || (excepts && [ELR, SPSR, MODE].contains(&r)) {
                 return None;
             }
         }
@@ -573,8 +640,8 @@ impl Search<'_> {
     }
 
     /// Every register's value for instance `i` (all before it done).
-    fn regs(&self, th: &ThreadState, t: usize, i: usize) -> [Val; 31] {
-        let mut regs = [Val::Int(0); 31];
+    fn regs(&self, th: &ThreadState, t: usize, i: usize) -> [Val; REGS] {
+        let mut regs = [Val::Int(0); REGS];
         for (&r, &v) in &self.test.threads[t].regs {
             regs[r as usize] = v;
         }
@@ -589,9 +656,8 @@ impl Search<'_> {
     /// Whether instance `i` runs ahead of something that may yet undo it: a
     /// branch not resolved or a fault not taken before it.
     fn speculative(&self, th: &ThreadState, t: usize, i: usize) -> bool {
-        let code = &self.test.threads[t].code;
         th.insts[..i].iter().any(|x| {
-            !x.done && (matches!(code[x.at], Instr::Cbz { .. }) || matches!(x.tr, Some((_, Translation::Fault))))
+            !x.done && (matches!(self.instr(t, x), Instr::Cbz { .. }) || matches!(x.tr, Some((_, Translation::Fault))))
         })
     }
 
@@ -647,10 +713,9 @@ impl Search<'_> {
         // overwrite). One its own store overwrote survives: a thread's walks
         // need not see its own page-table stores before a context
         // synchronisation.
-        let code = &self.test.threads[t].code;
         let th = &s.threads[t];
-        let dsb =
-            (inv.at + 1..th.insts.len()).find(|&k| matches!(code[th.insts[k].at], Instr::Dsb(b) if b != Barrier::St));
+        let dsb = (inv.at + 1..th.insts.len())
+            .find(|&k| matches!(self.instr(t, &th.insts[k]), Instr::Dsb(b) if *b != Barrier::St));
         if let Some(d) = dsb {
             let stale = |x: &Inst| match x.tr {
                 Some((Some(v), Translation::Pa(pa))) => {
@@ -689,7 +754,12 @@ enum Target {
 fn writes(instr: &Instr) -> Option<Reg> {
     match instr {
         Instr::Ldr { rt, .. } => Some(*rt),
-        Instr::MovImm { rd, .. } | Instr::MovReg { rd, .. } | Instr::Eor { rd, .. } => Some(*rd),
+        Instr::MovImm { rd, .. } | Instr::MovReg { rd, .. } | Instr::Eor { rd, .. } | Instr::AddImm { rd, .. } => {
+            Some(*rd)
+        }
+        Instr::Mrs { rt, .. } => Some(*rt),
+        Instr::Msr { sys, .. } => Some(*sys),
+        Instr::Eret => Some(MODE),
         _ => None,
     }
 }

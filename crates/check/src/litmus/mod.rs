@@ -19,15 +19,17 @@
 //! address (translated) or through a page-table entry's address (a
 //! page-table store or load, not translated: the tests map their page
 //! tables once and never change that mapping), `MOV`, `EOR` (for address
-//! dependencies), `CBZ`/`CBNZ`, `DMB` and `DSB` (`SY`, `LD`, `ST` and
-//! their shareability forms), `ISB`, and `TLBI VAE1`,
-//! `VALE1`, `VMALLE1` and their `IS` forms. One level of page table: a
-//! level-3 descriptor per virtual address, valid (a physical address) or
-//! not. A fault handler is accepted only in the form the tests use to record
-//! a translation fault: it moves constants into registers and returns to the
-//! next instruction, or ends the thread. Not in the subset: `SVC`, `ERET` in a thread's code,
-//! EL2 and stage 2, access permissions, other levels, raw descriptors but
-//! as invalid values a test's code writes (`x ?-> raw(2)`).
+//! dependencies), `ADD` of an immediate, `CBZ`/`CBNZ`, `DMB` and `DSB`
+//! (`SY`, `LD`, `ST` and their shareability forms), `ISB`, `TLBI VAE1`,
+//! `VALE1`, `VMALLE1` and their `IS` forms, and exceptions: `SVC`, `ERET`,
+//! `MRS`/`MSR` of `ELR_EL1` and `SPSR_EL1`, and straight-line handlers at
+//! `VBAR_EL1` + 0x000 (EL1 on `SP_EL0`), 0x200 (EL1 on `SP_EL1`) or 0x400
+//! (from EL0), for translation faults and `SVC`. One level of page table: a
+//! level-3 descriptor per virtual address, valid (a physical address),
+//! invalid, or a raw invalid value a test's code writes (`x ?-> raw(2)`).
+//! Not in the subset: EL2 and stage 2, ASIDs and `TTBR` writes, access
+//! permissions, other levels, page tables laid out by hand, branches in
+//! handlers.
 //!
 //! # The model
 //!
@@ -69,11 +71,16 @@
 //!   (Arm orders that translation before the other thread's store, the store
 //!   before the `TLBI`); one its own store overwrote survives until an
 //!   `ISB` (internal edges are not in ordered-before).
-//! - **Faults.** A translation fault is taken once the branches,
-//!   translations and barriers before it have run (not the earlier loads
-//!   and stores: Arm orders a fault after those only through a barrier); it
-//!   runs the thread's handler (its register moves) and resumes at the next
-//!   instruction (or ends the thread), and everything after it runs again.
+//! - **Exceptions.** A translation fault or `SVC` is taken once the
+//!   branches, translations, barriers and context synchronisations before
+//!   it have run (not the earlier loads and stores: Arm orders a fault
+//!   after those only through a barrier): it records its return address
+//!   (`ELR_EL1`) and mode (`SPSR_EL1`), enters EL1, and the handler at the
+//!   vector of the mode it came from runs next; everything after it runs
+//!   again. `ERET` returns to the mode `SPSR_EL1` holds, at the instruction
+//!   after the exception (the only return tlbkit follows). Both synchronise
+//!   context, as `ISB` does, and neither makes a store visible. A thread
+//!   without a handler at that vector ends there, reaching no final state.
 //!
 //! These are the rules of the Arm Architecture Reference Manual (DDI 0487),
 //! "The AArch64 Virtual Memory System Architecture" and "The AArch64
@@ -98,8 +105,18 @@ pub mod parse;
 pub use parse::{parse, LitmusError};
 use std::collections::BTreeMap;
 
-/// A general-purpose register, `X0`-`X30`.
+/// A register: `X0`-`X30`, then the system state an exception reads and
+/// writes ([`ELR`], [`SPSR`], [`MODE`]).
 pub type Reg = u8;
+
+/// `ELR_EL1`: where an exception returns to.
+pub const ELR: Reg = 31;
+/// `SPSR_EL1`: the mode an exception was taken from (`PSTATE.M`).
+pub const SPSR: Reg = 32;
+/// `PSTATE.M`: 0 for EL0, 4 for EL1 on `SP_EL0`, 5 for EL1 on `SP_EL1`.
+pub const MODE: Reg = 33;
+/// How many registers a thread has.
+pub const REGS: usize = 34;
 
 /// A value in a register or at a memory location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -114,6 +131,9 @@ pub enum Val {
     Desc(usize),
     /// The page number of a virtual address, a `TLBI` operand (`page(x)`).
     Page(usize),
+    /// The address of an instruction: its code (0 the thread's, `k` its
+    /// `k`-th handler) and index (a label, `ELR_EL1`; `ADD #4` is the next).
+    Code(usize, usize),
 }
 
 impl Val {
@@ -233,17 +253,43 @@ pub enum Instr {
     Isb,
     /// `TLBI`.
     Tlbi(Tlbi),
+    /// `ADD Xd,Xn,#imm`.
+    AddImm {
+        /// Destination.
+        rd: Reg,
+        /// Operand.
+        rn: Reg,
+        /// The immediate.
+        imm: u64,
+    },
+    /// `MRS Xt,ELR_EL1` or `MRS Xt,SPSR_EL1`.
+    Mrs {
+        /// Destination.
+        rt: Reg,
+        /// [`ELR`] or [`SPSR`].
+        sys: Reg,
+    },
+    /// `MSR ELR_EL1,Xt` or `MSR SPSR_EL1,Xt`.
+    Msr {
+        /// [`ELR`] or [`SPSR`].
+        sys: Reg,
+        /// Source.
+        rt: Reg,
+    },
+    /// `SVC #imm`: a synchronous exception to EL1.
+    Svc,
+    /// `ERET`: return from an exception.
+    Eret,
 }
 
-/// A fault handler that records the fault and resumes after the access.
+/// An exception handler: the code at one of the thread's exception vectors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Handler {
-    /// Its register moves, in order.
-    pub moves: Vec<Instr>,
-    /// The register it computes the return address in.
-    pub scratch: Option<Reg>,
-    /// Whether it returns to the next instruction (or the thread ends).
-    pub returns: bool,
+    /// Its vector: the offset from `VBAR_EL1` (0x000 for EL1 on `SP_EL0`,
+    /// 0x200 for EL1 on `SP_EL1`, 0x400 for EL0).
+    pub offset: u64,
+    /// Its instructions, straight-line.
+    pub code: Vec<Instr>,
 }
 
 /// One thread of a test.
@@ -255,8 +301,9 @@ pub struct Thread {
     pub labels: BTreeMap<String, usize>,
     /// Initial register values (the others are 0).
     pub regs: BTreeMap<Reg, Val>,
-    /// Its fault handler, if it has one.
-    pub handler: Option<Handler>,
+    /// Its exception handlers (a fault or `SVC` with no handler at its
+    /// vector ends that execution).
+    pub handlers: Vec<Handler>,
 }
 
 /// A final assertion.
@@ -272,7 +319,9 @@ pub enum Cond {
     Or(Box<Cond>, Box<Cond>),
     /// `T:Xn = v`.
     Reg(usize, Reg, Val),
-    /// `*x = v`: memory at virtual address `x` through the final page table.
+    /// `*x = v` or `*pa = v`: the last write to a physical address (by index
+    /// into [`Test::pas`]; a virtual address names the physical address its
+    /// initial mapping gives, as isla reads it).
     Mem(usize, Val),
 }
 
@@ -374,11 +423,11 @@ pub struct Run {
 /// Returns tlbkit's verdict on `test`'s final assertion.
 ///
 /// The error is a test the parser accepted that the engine cannot run (an
-/// access through a number, a fault with no handler).
+/// access through a number, an `ERET` elsewhere than after its exception).
 pub fn run(test: &Test) -> Result<Run, crate::Error> {
     let (finals, states) =
         engine::explore(test).map_err(|e| crate::Error::LitmusRun { why: format!("{}: {}", test.name, e.0) })?;
-    let reachable = finals.iter().any(|f| engine::holds(test, f, &test.assertion));
+    let reachable = finals.iter().any(|f| engine::holds(f, &test.assertion));
     let verdict = if reachable { Verdict::Allowed } else { Verdict::Forbidden };
     Ok(Run { name: test.name.clone(), verdict, states, finals: finals.len() })
 }

@@ -13,13 +13,11 @@
 //!
 //! What is refused, with a [`LitmusError`] that says so: any instruction,
 //! register value or setup statement outside the subset tlbkit models (the
-//! module documentation of [`crate::litmus`] lists it). A fault handler is
-//! accepted only in the forms the tests use to record a fault: register
-//! moves, then either nothing (the thread ends) or `MRS Xt,ELR_EL1;
-//! ADD Xt,Xt,#4; MSR ELR_EL1,Xt; ERET` (return to the instruction after the
-//! faulting one).
+//! module documentation of [`crate::litmus`] lists it). An exception
+//! handler (`[section.threadN_el1_handler...]`, at `VBAR_EL1` + 0x000, 0x200
+//! or 0x400) is straight-line code of the same instructions.
 
-use super::{Addr, Barrier, Cond, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val};
+use super::{Addr, Barrier, Cond, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val, ELR, MODE, SPSR};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -98,38 +96,74 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
             get_str(table, "code").ok_or_else(|| err(0, format!("[thread.{n}] has no `code = \"\"\"...\"\"\"`")))?;
         let (instrs, labels) = read_code(code_line, &code).map_err(|(l, p)| err(l, p))?;
         let mut regs = BTreeMap::new();
+        let mut vbar = None;
         if let Some(reset) = tables.get(&format!("thread.{n}.reset")) {
             for (key, item) in reset {
                 let TomlVal::Str(s) = &item.value else {
                     return Err(err(item.line, format!("{key}: a register's value is a string")));
                 };
-                if key == "VBAR_EL1" || key == "PSTATE.EL" || key.starts_with("__isla_") {
-                    // Where the handler is and the exception level: the handler is
-                    // found by its section's name, and EL0 and EL1 translate alike
-                    // here (no permissions are modelled). `__isla_*`: hints to isla.
-                    continue;
-                }
-                let reg = read_reg(key).ok_or_else(|| {
-                    err(
-                        item.line,
-                        format!(
-                            "'{key}': tlbkit sets general registers X0-X30 (or R0-R30), VBAR_EL1 and PSTATE.EL only"
-                        ),
-                    )
-                })?;
-                let v = read_val(&test, s).map_err(|p| err(item.line, p))?;
+                let (reg, v) = match key.as_str() {
+                    // `__isla_*`: hints to isla.
+                    k if k.starts_with("__isla_") => continue,
+                    "VBAR_EL1" => {
+                        vbar = Some(read_val(&test, s).map_err(|p| err(item.line, p))?);
+                        continue;
+                    }
+                    "PSTATE.EL" => match read_int(s) {
+                        Some(0) => (MODE, Val::Int(0)),
+                        Some(1) => (MODE, Val::Int(4)),
+                        _ => return Err(err(item.line, format!("PSTATE.EL '{s}': tlbkit runs threads at EL0 or EL1"))),
+                    },
+                    "ELR_EL1" => {
+                        let label = s.trim().trim_end_matches(':');
+                        let at = labels
+                            .get(label)
+                            .ok_or_else(|| err(item.line, format!("ELR_EL1 '{s}': a label of the thread's code")))?;
+                        (ELR, Val::Code(0, *at))
+                    }
+                    "SPSR_EL1" => (SPSR, read_val(&test, s).map_err(|p| err(item.line, p))?),
+                    _ => {
+                        let reg = read_reg(key).ok_or_else(|| {
+                            err(
+                                item.line,
+                                format!(
+                                    "'{key}': tlbkit sets general registers X0-X30 (or R0-R30), VBAR_EL1, \
+                                     PSTATE.EL, ELR_EL1 and SPSR_EL1 only"
+                                ),
+                            )
+                        })?;
+                        (reg, read_val(&test, s).map_err(|p| err(item.line, p))?)
+                    }
+                };
                 regs.insert(reg, v);
             }
         }
-        let handler = match tables.get(&format!("section.thread{n}_el1_handler")) {
-            Some(section) => {
-                let (line, code) = get_str(section, "code")
-                    .ok_or_else(|| err(0, format!("[section.thread{n}_el1_handler] has no code")))?;
-                Some(read_handler(line, &code).map_err(|(l, p)| err(l, p))?)
+        let mut handlers = Vec::new();
+        for (key, section) in tables.range(format!("section.thread{n}_el1_handler")..) {
+            if handler_of(key).is_none_or(|k| k != n) {
+                continue;
             }
-            None => None,
-        };
-        test.threads.push(Thread { code: instrs, labels, regs, handler });
+            let line = section.values().map(|i| i.line).min().unwrap_or(1).saturating_sub(1);
+            let (code_line, code) =
+                get_str(section, "code").ok_or_else(|| err(line, format!("[{key}] has no code")))?;
+            let (at_line, at) =
+                get_str(section, "address").ok_or_else(|| err(line, format!("[{key}] has no `address`")))?;
+            let at = read_int(&at).ok_or_else(|| err(at_line, format!("[{key}]: address '{at}' is not a number")))?;
+            // A handler at none of the thread's synchronous exception vectors
+            // never runs (a test may give one to a thread that sets no
+            // VBAR_EL1).
+            let vector = match vbar {
+                Some(Val::Int(base)) => at.checked_sub(base).filter(|o| [0, 0x200, 0x400].contains(o)),
+                _ => None,
+            };
+            let Some(offset) = vector else { continue };
+            let (code, _) = read_code(code_line, &code).map_err(|(l, p)| err(l, p))?;
+            if code.iter().any(|i| matches!(i, Instr::Cbz { .. })) {
+                return Err(err(code_line, format!("[{key}]: tlbkit runs straight-line handlers (no branch)")));
+            }
+            handlers.push(Handler { offset, code });
+        }
+        test.threads.push(Thread { code: instrs, labels, regs, handlers });
         n += 1;
     }
     if test.threads.is_empty() {
@@ -144,16 +178,13 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
                 let k = k.strip_suffix(".reset").unwrap_or(k);
                 k.parse::<usize>().is_ok_and(|i| i < n)
             })
-            || key
-                .strip_prefix("section.thread")
-                .and_then(|k| k.strip_suffix("_el1_handler"))
-                .is_some_and(|k| k.parse::<usize>().is_ok_and(|i| i < n));
+            || handler_of(key).is_some_and(|i| i < n);
         if !known {
             let line = tables[key].values().map(|i| i.line).min().unwrap_or(0);
             return Err(err(
                 line.saturating_sub(1),
                 format!(
-                    "[{key}]: tlbkit reads [thread.N], [thread.N.reset], [section.threadN_el1_handler] and [final]"
+                    "[{key}]: tlbkit reads [thread.N], [thread.N.reset], [section.threadN_el1_handler...] and [final]"
                 ),
             ));
         }
@@ -326,6 +357,15 @@ fn read_reg(s: &str) -> Option<Reg> {
     n.parse::<u8>().ok().filter(|n| *n <= 30)
 }
 
+/// Reads `ELR_EL1` or `SPSR_EL1`.
+fn read_sys(s: &str) -> Option<Reg> {
+    match s.trim().to_ascii_uppercase().as_str() {
+        "ELR_EL1" => Some(ELR),
+        "SPSR_EL1" => Some(SPSR),
+        _ => None,
+    }
+}
+
 fn read_int(s: &str) -> Option<u64> {
     let s = s.trim().trim_start_matches('#');
     if let Some(b) = s.strip_prefix("0b") {
@@ -419,8 +459,8 @@ fn read_code(first: usize, text: &str) -> Result<(Vec<Instr>, Labels), (usize, S
 
 fn unsupported(line: &str) -> String {
     format!(
-        "'{line}': tlbkit models LDR, STR, MOV, EOR, CBZ, CBNZ, DMB, DSB, ISB and TLBI VAE1, VALE1, VMALLE1 \
-         (and their IS forms); this test is outside the subset"
+        "'{line}': tlbkit models LDR, STR, MOV, EOR, ADD, CBZ, CBNZ, DMB, DSB, ISB, SVC, ERET, MRS and MSR of \
+         ELR_EL1 and SPSR_EL1, and TLBI VAE1, VALE1, VMALLE1 (and their IS forms); this test is outside the subset"
     )
 }
 
@@ -457,6 +497,25 @@ fn read_instr(line: &str) -> Option<Instr> {
             let (rt, target) = args.split_once(',')?;
             Some(Instr::Cbz { rt: read_reg(rt)?, target: target.trim().to_string(), nonzero: op == "CBNZ" })
         }
+        "ADD" => {
+            let (rd, rest) = args.split_once(',')?;
+            let (rn, imm) = rest.split_once(',')?;
+            Some(Instr::AddImm {
+                rd: read_reg(rd)?,
+                rn: read_reg(rn)?,
+                imm: imm.trim().strip_prefix('#').and_then(read_int)?,
+            })
+        }
+        "MRS" => {
+            let (rt, sys) = args.split_once(',')?;
+            Some(Instr::Mrs { rt: read_reg(rt)?, sys: read_sys(sys)? })
+        }
+        "MSR" => {
+            let (sys, rt) = args.split_once(',')?;
+            Some(Instr::Msr { sys: read_sys(sys)?, rt: read_reg(rt)? })
+        }
+        "SVC" => Some(Instr::Svc),
+        "ERET" if args.is_empty() => Some(Instr::Eret),
         "DMB" => Some(Instr::Dmb(Barrier::of(args)?)),
         "DSB" => Some(Instr::Dsb(Barrier::of(args)?)),
         "ISB" if args.is_empty() => Some(Instr::Isb),
@@ -480,49 +539,12 @@ fn read_instr(line: &str) -> Option<Instr> {
     }
 }
 
-/// Reads a fault handler that records the fault and skips the instruction.
-fn read_handler(first: usize, text: &str) -> Result<Handler, (usize, String)> {
-    let mut moves = Vec::new();
-    let mut tail: Vec<(usize, String)> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let ln = first + i;
-        let line = raw.split("//").next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        if tail.is_empty() && !line.starts_with("MRS") {
-            match read_instr(line) {
-                Some(m @ (Instr::MovImm { .. } | Instr::MovReg { .. })) => moves.push(m),
-                _ => {
-                    return Err((
-                        ln,
-                        format!("'{line}': a fault handler tlbkit reads only moves registers, then returns"),
-                    ))
-                }
-            }
-        } else {
-            tail.push((ln, line.replace(' ', "")));
-        }
-    }
-    if tail.is_empty() {
-        return Ok(Handler { moves, scratch: None, returns: false });
-    }
-    let scratch = tail.first().and_then(|(_, l)| l.strip_prefix("MRS")).and_then(|l| l.strip_suffix(",ELR_EL1"));
-    let ok = scratch.is_some_and(|x| {
-        let want = [format!("MRS{x},ELR_EL1"), format!("ADD{x},{x},#4"), format!("MSRELR_EL1,{x}"), "ERET".into()];
-        tail.len() == 4 && tail.iter().zip(&want).all(|((_, l), w)| l == w)
-    });
-    if !ok {
-        let ln = tail.first().map_or(first, |(l, _)| *l);
-        return Err((
-            ln,
-            "a fault handler tlbkit reads ends `MRS Xt,ELR_EL1; ADD Xt,Xt,#4; MSR ELR_EL1,Xt; ERET` \
-             (return to the next instruction)"
-                .into(),
-        ));
-    }
-    let scratch = scratch.and_then(read_reg);
-    Ok(Handler { moves, scratch, returns: true })
+/// The thread a `[section.threadN_el1_handler...]` table belongs to.
+fn handler_of(key: &str) -> Option<usize> {
+    let rest = key.strip_prefix("section.thread")?;
+    let (n, tail) = rest.split_once("_el1_handler")?;
+    (tail.is_empty() || tail.starts_with('_')).then_some(())?;
+    n.parse().ok()
 }
 
 /// Reads the final assertion: `T:Xn = v`, `*x = n`, `true`, `&`, `|`, `~`, parentheses.
@@ -617,8 +639,13 @@ impl CondParser<'_> {
                 }
                 let rhs = read_val(self.test, &self.next()?)?;
                 if let Some(loc) = lhs.strip_prefix('*') {
-                    let v = self.test.va(loc.trim()).ok_or(format!("'{lhs}': `*x` names a virtual address"))?;
-                    return Ok(Cond::Mem(v, rhs));
+                    let pa = match (self.test.pa(loc.trim()), self.test.va(loc.trim())) {
+                        (Some(pa), _) => pa,
+                        (None, Some(v)) => self.test.mapping[v]
+                            .ok_or(format!("'{lhs}': {loc} has no initial physical address to read"))?,
+                        (None, None) => return Err(format!("'{lhs}': `*x` names a virtual or physical address")),
+                    };
+                    return Ok(Cond::Mem(pa, rhs));
                 }
                 let (t, r) = lhs.split_once(':').ok_or(format!("'{lhs}': a register is written T:Xn"))?;
                 let t: usize = t.trim().parse().map_err(|_| format!("'{lhs}': '{t}' is not a thread number"))?;
