@@ -127,6 +127,66 @@ fn exceptions_synchronise_context_and_make_no_store_visible() {
     assert_eq!(v["ETS"], Verdict::Allowed);
 }
 
+/// A test of tlbkit's own in the format: thread 0 maps `w`, reads through it
+/// and then writes `y`; thread 1 reads `y`, then `w` through an address
+/// dependency. Thread 0's walk may read its own store before thread 1 sees
+/// it, so thread 1 may still fault after reading `y = 1`.
+const OWN_STORE_WALKED_EARLY: &str = r#"
+name = "own-store-walked-early"
+symbolic = ["w", "x", "y"]
+page_table_setup = """
+    physical pa1 pa2;
+    w |-> invalid;
+    x |-> pa1;
+    *pa1 = 1;
+    y |-> pa2;
+"""
+[thread.0]
+code = """
+    STR X0,[X1]
+    LDR X2,[X3]
+    STR X4,[X5]
+"""
+[thread.0.reset]
+R0 = "desc3(x, page_table_base)"
+R1 = "pte3(w, page_table_base)"
+R3 = "w"
+R4 = "extz(0b1, 64)"
+R5 = "y"
+[thread.1]
+code = """
+    LDR X0,[X1]
+    EOR X2,X0,X0
+    LDR X3,[X4,X2]
+"""
+[thread.1.reset]
+R1 = "y"
+R3 = "extz(0b111, 64)"
+R4 = "w"
+VBAR_EL1 = "extz(0x1000, 64)"
+[section.thread1_el1_handler]
+address = "0x1400"
+code = """
+    MOV X3,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+[final]
+assertion = "0:X2=1 & 1:X0=1 & 1:X3=0"
+"#;
+
+#[test]
+fn a_walk_reads_its_own_threads_store_before_other_threads_see_it() {
+    // Without the early read, thread 0's store to y waits for its walk of w,
+    // which waits for the descriptor's store to reach memory, and thread 1
+    // cannot fault after reading y = 1. (From a speculative store the early
+    // read is not made: `MP.RT.inv+dmb+ctrl-trfi`, above.)
+    let test = litmus::parse("own.litmus.toml", OWN_STORE_WALKED_EARLY).unwrap();
+    assert_eq!(litmus::run(&test).unwrap().verdict, Verdict::Allowed);
+}
+
 #[test]
 fn a_bad_file_is_named_with_its_line() {
     let text =

@@ -551,9 +551,13 @@ impl<'a> Search<'a> {
                     out.push(n);
                 }
                 Target::Va(va) => {
-                    for tr in self.translations(&n, t, va) {
+                    for (tr, fill) in self.translations(&n, t, i, va) {
                         let mut m = n.clone();
                         m.threads[t].insts[i].tr = Some((Some(va), tr));
+                        if let (Some(va), Translation::Pa(pa)) = (fill, tr) {
+                            // The walk fills the thread's TLB with what it read.
+                            m.threads[t].tlb.insert((va, pa));
+                        }
                         out.push(m);
                     }
                 }
@@ -603,15 +607,49 @@ impl<'a> Search<'a> {
         Ok(())
     }
 
-    /// Returns each translation of `va` thread `t` may use in state `s`: a TLB
-    /// entry, or a walk of the page table as memory holds it now.
-    fn translations(&self, s: &State, t: usize, va: usize) -> Vec<Translation> {
-        let mut out: Vec<Translation> =
-            s.threads[t].tlb.iter().filter(|e| e.0 == va).map(|e| Translation::Pa(e.1)).collect();
+    /// Returns each translation of `va` instance `i` of thread `t` may use in
+    /// state `s`: a TLB entry, a walk of the page table as memory holds it
+    /// now, or a walk that reads the thread's own latest earlier store to the
+    /// descriptor before other threads see it, once that store can no longer
+    /// be undone (Arm's model forwards a store to a later walk of its thread,
+    /// but not a speculative one: `speculative ; trfi` is ordered).
+    fn translations(&self, s: &State, t: usize, i: usize, va: usize) -> Vec<(Translation, Option<usize>)> {
+        let th = &s.threads[t];
+        let mut out: Vec<(Translation, Option<usize>)> =
+            th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::Pa(e.1), None)).collect();
+        let walk = |d: Val| match d {
+            Val::Desc(pa) => Translation::Pa(pa),
+            _ => Translation::Fault,
+        };
         if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
-            out.push(Translation::Fault);
+            out.push((Translation::Fault, None));
+        }
+        let pte = self.npas + va;
+        let latest = (0..i).rev().find(|&j| {
+            matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
+                && th.insts[j].tr == Some((None, Translation::Pa(pte)))
+        });
+        if let Some(j) = latest.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
+            let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
+            if let Some(d) = self.reg(th, t, j, *rt) {
+                let tr = walk(d);
+                if !out.iter().any(|o| o.0 == tr) {
+                    out.push((tr, matches!(d, Val::Desc(_)).then_some(va)));
+                }
+            }
         }
         out
+    }
+
+    /// Whether instance `j` can no longer be undone: the branches before it
+    /// resolved and the accesses before it translated without a fault (or
+    /// their faults taken).
+    fn settled(&self, th: &ThreadState, t: usize, j: usize) -> bool {
+        th.insts[..j].iter().all(|x| match self.instr(t, x) {
+            Instr::Cbz { .. } => x.done,
+            Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(_)))),
+            _ => true,
+        })
     }
 
     /// The value of register `r` for instance `i` of thread `t`: written by

@@ -53,8 +53,10 @@
 //!   the translation the page table holds at that moment; an access's
 //!   translation uses a cached entry for its address (any one, even stale)
 //!   or walks memory (a valid descriptor fills the TLB; an invalid one is a
-//!   translation fault, never cached). Walks read memory, never the
-//!   thread's unpropagated stores.
+//!   translation fault, never cached). A walk may also read the thread's
+//!   own latest earlier store to the descriptor before other threads see it,
+//!   once no branch or fault before that store can undo it (Arm's model
+//!   forwards to walks, but not from a speculative store).
 //! - **Translation ahead of the access until `ISB`.** An access may be
 //!   translated as soon as its address registers are known and every
 //!   earlier `ISB` (or taken fault) has run, before the access itself and
@@ -456,7 +458,7 @@ pub fn published(csv: &str) -> BTreeMap<String, Verdict> {
 /// Published-allowed outcomes tlbkit's model cannot reach, each with why.
 pub const KNOWN_STRENGTHENINGS: &[(&str, &str)] = &[
     ("MP.RT.EL1+dsb-tlbiis-dsb+dmb", "a broadcast TLBI completes only after another thread's access in flight through the entry it removes is performed (Arm's model orders the access before the TLBI), so the load of x after the DMB cannot use its translation from before the TLBI; Arm's models differ on this test: the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it, the published one and that of 2022-12-21 allow it"),
-    ("MP.RT.inv+dmb+ctrl-trfi", "a store after a control dependency is not visible to the thread's walks before the branch resolves (walks read memory, and a store propagates only when it is no longer speculative; Arm's model: speculative ; trfi is in translation-ordered-before, \"no forwarding from speculative writes\"); the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it too"),
+    ("MP.RT.inv+dmb+ctrl-trfi", "a store after a control dependency is not visible to the thread's walks before the branch resolves (a walk reads its own thread's store early only once no branch before the store can undo it; Arm's model: speculative ; trfi is in translation-ordered-before, \"no forwarding from speculative writes\"); the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it too"),
     ("RDW.alias", "the outcome is a cycle of Arm's ordered-before (DMB, rfe, addr, fr, rfe, addr, fr, where the load of w reads from before the store to x through the physical address they share), which no other-multi-copy-atomic memory can show; the run of aarch64_mmu_strong_ETS of 2022-09-14 (isla_machinery/regressions) forbids it too"),
 ];
 
