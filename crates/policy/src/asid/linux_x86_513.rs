@@ -143,11 +143,11 @@ use crate::sync::{spin_loop, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
-use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
     boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
     FlushExtent, FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
 };
+use super::linux_x86_common::{boot_tlbstate, pcid_switch_and_flushes};
 pub use super::linux_x86_common::{Pti, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
 /// Which kernel's `tlb.c` and `smp.c`.
@@ -238,15 +238,12 @@ impl LinuxX86v513 {
     /// `init_mm`), every CPU on `init_mm` in slot 0 (`initialize_tlbstate_and_flush`).
     pub fn new(ncpus: usize, max_mms: usize, version: Version) -> Self {
         let cpu_tlbstate = (0..ncpus)
-            .map(|_| TlbState {
-                loaded_mm: AtomicU32::new(MmId::KERNEL.0),
-                loaded_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
-                loaded_mm_asid: AtomicU32::new(0),
-                next_asid: AtomicU32::new(1),
-                is_lazy_512: AtomicBool::new(false),
-                _cr4: 0,
-                ctxs: TlbContext::boot_slots(),
-                is_lazy_513: CacheLine(AtomicBool::new(false)),
+            .map(|_| {
+                boot_tlbstate!(TlbState {
+                    is_lazy_512: AtomicBool::new(false),
+                    _cr4: 0,
+                    is_lazy_513: CacheLine(AtomicBool::new(false)),
+                })
             })
             .collect();
         let mms = boot_mms(max_mms, |ctx_id| MmContext {

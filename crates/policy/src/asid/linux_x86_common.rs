@@ -209,6 +209,27 @@ pub(super) fn boot_mms<M>(max_mms: usize, new: impl FnMut(AtomicU64) -> M) -> Ve
     (0..max_mms.max(1)).map(boot_ctx_id).map(new).collect()
 }
 
+/// Builds one CPU's `cpu_tlbstate` of the model's type `$state` as
+/// `initialize_tlbstate_and_flush` leaves it, for the models that keep the
+/// loaded mm's `ctx_id` (v5.12 on): `init_mm` loaded in slot 0 under ASID 0,
+/// the next mm without a slot going to slot 1, and the PCID slots of
+/// [`TlbContext::boot_slots`]; the model's own fields follow as
+/// `field: value`. A macro rather than a shared type, because each model's
+/// `cpu_tlbstate` keeps its release's layout.
+macro_rules! boot_tlbstate {
+    ($state:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $state {
+            loaded_mm: $crate::sync::AtomicU32::new($crate::MmId::KERNEL.0),
+            loaded_ctx_id: $crate::sync::AtomicU64::new($crate::asid::linux_x86_common::INIT_MM_CTX_ID),
+            loaded_mm_asid: $crate::sync::AtomicU32::new(0),
+            next_asid: $crate::sync::AtomicU32::new(1),
+            ctxs: $crate::asid::linux_x86_common::TlbContext::boot_slots(),
+            $($field: $value,)*
+        }
+    };
+}
+pub(super) use boot_tlbstate;
+
 /// One PCID slot of a CPU (`struct tlb_context`): which mm's user entries may
 /// sit in the TLB under the slot's PCID, and the generation of that mm they
 /// are up to date with. Only its own CPU touches it.

@@ -83,11 +83,11 @@ mod global_asid;
 mod targeted;
 
 use super::linux_x86_common as common;
-use common::pcid_switch_and_flushes;
 use common::{
     boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
     FlushExtent, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
 };
+use common::{boot_tlbstate, pcid_switch_and_flushes};
 pub use common::{Pti, TLB_SINGLE_PAGE_FLUSH_CEILING};
 use global_asid::GlobalAsids;
 
@@ -223,16 +223,8 @@ impl LinuxX86v615 {
     /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots
     /// (slot 0 is `init_mm`), every CPU on `init_mm` in slot 0.
     pub fn new(ncpus: usize, max_mms: usize, kernel: Kernel) -> Self {
-        let cpu_tlbstate = (0..ncpus)
-            .map(|_| TlbState {
-                loaded_mm: AtomicU32::new(MmId::KERNEL.0),
-                loaded_ctx_id: AtomicU64::new(INIT_MM_CTX_ID),
-                loaded_mm_asid: AtomicU32::new(0),
-                next_asid: AtomicU32::new(1),
-                ctxs: TlbContext::boot_slots(),
-                is_lazy: CacheLine(AtomicBool::new(false)),
-            })
-            .collect();
+        let cpu_tlbstate =
+            (0..ncpus).map(|_| boot_tlbstate!(TlbState { is_lazy: CacheLine(AtomicBool::new(false)) })).collect();
         let mms = boot_mms(max_mms, |ctx_id| MmContext {
             ctx_id,
             tlb_gen: AtomicU64::new(0),
