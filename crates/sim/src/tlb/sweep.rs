@@ -27,6 +27,14 @@ pub struct SweepRule {
     pub write: bool,
 }
 
+/// What a sweep asks of each page at every level of [`Tlb::sweep`]: the rule
+/// its entry must pass, and the caller's `used`, called with each entry the
+/// sweep uses. The levels hand the one value down with the pages they pass on.
+struct Sweeper<'r, F> {
+    rule: &'r SweepRule,
+    used: F,
+}
+
 impl Tlb {
     /// Translates up to `pages` consecutive 4 KB pages from `va` (page-aligned)
     /// for as long as each misses the L1 and hits a 4 KB entry in the L2 that
@@ -43,7 +51,7 @@ impl Tlb {
     /// copies are deferred. While 64 KB entries may be held it translates
     /// nothing.
     #[inline]
-    pub fn sweep(&mut self, va: u64, pages: u64, rule: &SweepRule, mut used: impl FnMut(&TlbEntry)) -> u64 {
+    pub fn sweep(&mut self, va: u64, pages: u64, rule: &SweepRule, used: impl FnMut(&TlbEntry)) -> u64 {
         if self.summary.conts {
             return 0;
         }
@@ -51,11 +59,12 @@ impl Tlb {
         if self.l1.owes() && !self.continues_run(page, rule.asid) {
             self.l1.settle_run(&self.l2, &mut self.summary);
         }
+        let by = &mut Sweeper { rule, used };
         // The set's ways known to the compiler where they are a preset's.
         let done = match self.l2.ways {
-            4 => self.sweep_ways::<4>(page, pages, rule, &mut used),
-            8 => self.sweep_ways::<8>(page, pages, rule, &mut used),
-            _ => self.sweep_ways::<0>(page, pages, rule, &mut used),
+            4 => self.sweep_ways::<4>(page, pages, by),
+            8 => self.sweep_ways::<8>(page, pages, by),
+            _ => self.sweep_ways::<0>(page, pages, by),
         };
         self.end_sweep(page, done, rule)
     }
@@ -75,10 +84,10 @@ impl Tlb {
         &mut self,
         page: u64,
         pages: u64,
-        rule: &SweepRule,
-        used: &mut impl FnMut(&TlbEntry),
+        by: &mut Sweeper<'_, impl FnMut(&TlbEntry)>,
     ) -> u64 {
         debug_assert!(!self.summary.conts);
+        let rule = by.rule;
         // Each page is checked against the L1 as the run found it until the
         // run owes a copy for every slot (one a page): then none of it is left.
         // The first page it holds stops the sweep.
@@ -114,7 +123,7 @@ impl Tlb {
             }
             let p = page + done;
             let upto = self.runs.clear_of(p, limit - done, rule.asid, &mut self.l2.stamps);
-            let swept = self.sweep_pages::<WAYS>(p, upto, rule, used);
+            let swept = self.sweep_pages::<WAYS>(p, upto, by);
             if !rule.write {
                 self.make_run(p, swept, rule.asid);
             }
@@ -137,17 +146,16 @@ impl Tlb {
         &mut self,
         page: u64,
         pages: u64,
-        rule: &SweepRule,
-        used: &mut impl FnMut(&TlbEntry),
+        by: &mut Sweeper<'_, impl FnMut(&TlbEntry)>,
     ) -> u64 {
         let l = self.l1.len() as u64;
         let quiet = pages.saturating_sub(l);
         let n = self.l1.deferred().n;
-        let mid = self.sweep_l2::<WAYS, false>(page, quiet, rule, used);
-        let last = if mid == quiet { self.sweep_l2::<WAYS, true>(page + mid, pages - mid, rule, used) } else { 0 };
+        let mid = self.sweep_l2::<WAYS, false>(page, quiet, by);
+        let last = if mid == quiet { self.sweep_l2::<WAYS, true>(page + mid, pages - mid, by) } else { 0 };
         for t in mid - l.saturating_sub(last).min(mid)..mid {
             let q = page + t;
-            let found = self.l2.usable(self.l2.set(q).start, q << 2, rule.asid);
+            let found = self.l2.usable(self.l2.set(q).start, q << 2, by.rule.asid);
             debug_assert!(found.is_some(), "a swept page no longer in the L2");
             self.l1.deferred_mut().slots[(n + t as usize) % MAX_L1_ENTRIES] = found.unwrap_or(0) as u32;
         }
@@ -180,9 +188,9 @@ impl Tlb {
         &mut self,
         page: u64,
         pages: u64,
-        rule: &SweepRule,
-        used: &mut impl FnMut(&TlbEntry),
+        by: &mut Sweeper<'_, impl FnMut(&TlbEntry)>,
     ) -> u64 {
+        let rule = by.rule;
         let l2 = &mut self.l2;
         let ways = if WAYS == 0 { l2.ways } else { WAYS };
         let d = self.l1.deferred_mut();
@@ -209,7 +217,7 @@ impl Tlb {
                     break 'run;
                 }
                 debug_assert!(!super::runs::in_run(stamps[w]), "the page-by-page sweep stamps a slot of a run");
-                used(e);
+                (by.used)(e);
                 clock += 1;
                 stamps[w] = clock;
                 if NAMED {
