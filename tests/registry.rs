@@ -43,8 +43,9 @@ fn the_checker_gives_a_policy_under_any_name_its_entrys_defaults() {
         assert_eq!(spec::family(alias), spec::family(name), "{name}");
         assert_eq!(spec::default_memory(alias), spec::default_memory(name), "{name}");
         for preset in [Depth::Quick, Depth::Default, Depth::Deep] {
-            assert_eq!(spec::preset(alias, preset), spec::preset(name, preset), "{name}, {preset:?}");
-            assert_eq!(spec::contpte_defaults(alias, preset), spec::contpte_defaults(name, preset), "{name}");
+            let as_name = |s: CheckSpec| CheckSpec { policy: name.to_string(), ..s };
+            assert_eq!(as_name(spec::preset(alias, preset)), spec::preset(name, preset), "{name}, {preset:?}");
+            assert_eq!(as_name(spec::contpte_defaults(alias, preset)), spec::contpte_defaults(name, preset), "{name}");
         }
         assert_eq!(spec::is_x86(alias), spec::is_x86(name), "{name}");
         let theirs = spec::default_spec(name);

@@ -230,7 +230,7 @@ impl Options {
             iterations: self.iterations.unwrap_or(match (mode, d.mode) {
                 (Mode::Exhaustive, _) => u64::MAX,
                 // --deep --mode pct: the default run's budget.
-                (_, Mode::Exhaustive) => spec::defaults(&self.policy).iterations,
+                (_, Mode::Exhaustive) => spec::default_spec(&self.policy).iterations,
                 _ => d.iterations,
             }),
             seed: self.seed,
@@ -274,7 +274,7 @@ impl Options {
         };
         let iterations = self.iterations.unwrap_or(match mode {
             Mode::Exhaustive => u64::MAX,
-            _ => spec::defaults(&self.policy).iterations,
+            _ => spec::default_spec(&self.policy).iterations,
         });
         match (&self.from, &self.script) {
             (Some(_), Some(_)) => Err(Error::Invalid {

@@ -13,7 +13,7 @@
 //! ISSTA 2012): every kind of operation the policy implements is in or out at
 //! the toss of a coin seeded by the run's seed, so each shape leaves some
 //! kinds out and the sequences of the rest become likely. One shape, the
-//! policy's family shape ([`crate::spec::defaults`]), keeps every kind.
+//! policy's family shape ([`crate::spec::default_spec`]), keeps every kind.
 //!
 //! Every shape runs under its architecture's memory model ([`arch_memory`]),
 //! with store buffers: sequential consistency would hide every bug where a
@@ -41,7 +41,7 @@ use tlbkit_policy::zoo::Bug;
 use tlbkit_registry::Arch;
 
 /// A default run's budget, as schedules of its family shape
-/// ([`crate::spec::defaults`]) under sequential consistency: each of its
+/// ([`crate::spec::default_spec`]) under sequential consistency: each of its
 /// shapes gets an equal share of the time these take (by the cost model of
 /// `cost`). Fewer than the 300,000 a one-shape run of the family shape
 /// samples ([`crate::spec::DEFAULT_SCHEDULES`]), because store buffers add
@@ -124,7 +124,7 @@ pub fn arch_memory(policy: &str) -> &'static [Memory] {
 }
 
 /// The bug-zoo entries whose portfolio ends with their own tailored shape
-/// ([`spec::defaults`]), because no shape of their base policy's portfolio
+/// ([`spec::default_spec`]), because no shape of their base policy's portfolio
 /// finds them: the `active_cpu` switch without its `DSB ISHST` shows only in
 /// the arm mode and needs a preemption between a root write and the end of
 /// its switch that PCT's few priority changes seldom give; an exhaustive
@@ -186,7 +186,7 @@ pub fn portfolio(policy: &str, schedules: Option<u64>, seed: u64) -> Portfolio {
         Family::AsidAllocator => &ASID_ALLOCATOR,
         Family::Shootdown => &SHOOTDOWN,
     };
-    let d = spec::defaults(base);
+    let d = spec::default_spec(base);
     let family_cost = cost(&outline(d.cpus, d.mms, d.pages, d.ops, true));
     // Each shape's share of the default budget: its equal share of the time.
     let shares: Vec<f64> =

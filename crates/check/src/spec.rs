@@ -450,29 +450,6 @@ pub(crate) fn base_name(policy: &str) -> Option<&'static str> {
     resolve(policy).ok().map(|r| r.base.name)
 }
 
-/// The one shape `tlbkit check` runs when a flag chooses the shape (the bounds
-/// not given).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Defaults {
-    /// CPUs.
-    pub cpus: usize,
-    /// Address spaces.
-    pub mms: usize,
-    /// Pages per address space.
-    pub pages: usize,
-    /// The ASID space (arm64: the smallest power of two of at least CPUs + 2;
-    /// x86: 6, Linux's dynamic PCID slots).
-    pub asids: u32,
-    /// Kernel operations in all.
-    pub ops: usize,
-    /// Search mode.
-    pub mode: Mode,
-    /// Schedules for random and PCT modes; `u64::MAX` (no cap) for exhaustive mode.
-    pub iterations: u64,
-    /// Kinds of kernel operation (a mask of [`crate::ops::OpKind`] bits).
-    pub menu: u32,
-}
-
 /// How deep `tlbkit check` looks: its shape and search for `--quick`, none,
 /// or `--deep`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -480,7 +457,7 @@ pub enum Depth {
     /// `--quick`: the small shape (2 CPUs, 3 address spaces, 6 operations),
     /// 10,000 PCT schedules: seconds, for a first look while editing.
     Quick,
-    /// No preset: the policy's one-shape defaults (see [`defaults`]), sampled with
+    /// No preset: the policy's one-shape defaults (see [`preset`]), sampled with
     /// PCT within a schedule budget that keeps a release build near a minute.
     Default,
     /// `--deep`: the default shape, searched exhaustively with no cap: the proof
@@ -509,35 +486,16 @@ pub const QUICK_SCHEDULES: u64 = 10_000;
 
 /// Returns the one shape `tlbkit check --policy POLICY` starts from when a flag
 /// chooses the shape (`--cpus` and the like; with no such flag it runs the
-/// [`crate::portfolio`]): [`defaults`], seed 1, the policy's
-/// [`default_memory`], no contiguous block.
+/// [`crate::portfolio`]): its [`preset`] with none given.
 pub fn default_spec(policy: &str) -> CheckSpec {
-    let d = defaults(policy);
-    CheckSpec {
-        policy: policy.to_string(),
-        cpus: d.cpus,
-        mms: d.mms,
-        pages: d.pages,
-        asids: d.asids,
-        ops: d.ops,
-        mode: d.mode,
-        iterations: d.iterations,
-        seed: 1,
-        memory: default_memory(policy),
-        menu: d.menu,
-        teardown: None,
-        completion: Completion::Latest,
-    }
-}
-
-/// Returns the defaults for `policy` (no preset): see [`preset`].
-pub fn defaults(policy: &str) -> Defaults {
     preset(policy, Depth::Default)
 }
 
 /// Returns the one shape `tlbkit check --policy POLICY` runs under preset `p`
 /// (no preset: the shape a shape flag starts from; with no flag at all the
-/// default run is the [`crate::portfolio`], whose family shape this is).
+/// default run is the [`crate::portfolio`], whose family shape this is): a
+/// whole [`CheckSpec`], with seed 1, the policy's [`default_memory`] and no
+/// contiguous block, so that the flags given replace its fields.
 ///
 /// Every registered policy's address spaces map 2 pages, the fewest that let
 /// two flushes of one address space cover different pages at once; a bug-zoo
@@ -586,14 +544,16 @@ pub fn defaults(policy: &str) -> Defaults {
 /// IPI makes it a global ASID while both still run it on dynamic PCIDs) and
 /// faults it back in, the other goes idle and `kswapd` reclaims the page;
 /// searched exhaustively, a few thousand states.
-pub fn preset(policy: &str, p: Depth) -> Defaults {
+pub fn preset(policy: &str, p: Depth) -> CheckSpec {
     let all = crate::ops::OpKind::all();
     let r = resolve(policy).ok();
     let asids = |cpus: usize| default_asids(policy, cpus);
+    let memory = default_memory(policy);
     // Two pages let two flushes of one address space cover different pages at
     // once; each bug-zoo entry's bug needs one.
     let pages = if r.as_ref().is_some_and(|r| r.bug.is_some()) { 1 } else { 2 };
-    let with = |cpus: usize, mms: usize, ops: usize, mode: Mode, menu: u32| Defaults {
+    let with = |cpus: usize, mms: usize, ops: usize, mode: Mode, menu: u32| CheckSpec {
+        policy: policy.to_string(),
         cpus,
         mms,
         pages,
@@ -605,7 +565,11 @@ pub fn preset(policy: &str, p: Depth) -> Defaults {
             (Depth::Quick, _) => QUICK_SCHEDULES,
             _ => 100_000,
         },
+        seed: 1,
+        memory,
         menu,
+        teardown: None,
+        completion: Completion::Latest,
     };
     let shape = match r.as_ref().and_then(|r| r.bug) {
         Some(bug) => match bug {
@@ -638,16 +602,16 @@ pub fn preset(policy: &str, p: Depth) -> Defaults {
                 Family::AsidAllocator => with(2, 5, 12, Mode::Pct, all),
                 Family::Shootdown => with(3, 3, 9, Mode::Pct, all),
             };
-            Defaults { iterations: DEFAULT_SCHEDULES, ..d }
+            CheckSpec { iterations: DEFAULT_SCHEDULES, ..d }
         }
     };
     match p {
         Depth::Default => shape,
         Depth::Quick if r.as_ref().is_some_and(|r| r.bug.is_some()) => {
-            Defaults { iterations: QUICK_SCHEDULES, ..shape }
+            CheckSpec { iterations: QUICK_SCHEDULES, ..shape }
         }
         Depth::Quick => with(2, 3, 6, Mode::Pct, all),
-        Depth::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..shape },
+        Depth::Deep => CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..shape },
     }
 }
 
@@ -658,21 +622,21 @@ pub fn preset(policy: &str, p: Depth) -> Defaults {
 /// unfold is a step and a write may land in any of 16 PTEs, so exhaustive runs
 /// need fewer operations (`--mode exhaustive --ops 4` on 2 CPUs: millions of
 /// states).
-pub fn contpte_defaults(policy: &str, p: Depth) -> Defaults {
+pub fn contpte_defaults(policy: &str, p: Depth) -> CheckSpec {
     let zoo = resolve(policy).ok().is_some_and(|r| r.bug.is_some());
-    let d = if zoo { defaults(policy) } else { preset(policy, Depth::Quick) };
-    let d = Defaults { mms: 1, pages: 1, mode: Mode::Pct, iterations: 100_000, ..d };
+    let d = if zoo { default_spec(policy) } else { preset(policy, Depth::Quick) };
+    let d = CheckSpec { mms: 1, pages: 1, mode: Mode::Pct, iterations: 100_000, ..d };
     match p {
         Depth::Default => d,
-        Depth::Quick => Defaults { iterations: QUICK_SCHEDULES, ..d },
-        Depth::Deep => Defaults { mode: Mode::Exhaustive, iterations: u64::MAX, ..d },
+        Depth::Quick => CheckSpec { iterations: QUICK_SCHEDULES, ..d },
+        Depth::Deep => CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..d },
     }
 }
 
 /// The machine and search a bug-zoo entry is checked with unless told otherwise:
-/// `(cpus, mms, ops, mode)` of its [`defaults`].
+/// `(cpus, mms, ops, mode)` of its [`default_spec`].
 pub fn zoo_defaults(policy: &str) -> Option<(usize, usize, usize, Mode)> {
     resolve(policy).ok()?.bug?;
-    let d = defaults(policy);
+    let d = default_spec(policy);
     Some((d.cpus, d.mms, d.ops, d.mode))
 }

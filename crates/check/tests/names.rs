@@ -4,7 +4,7 @@
 
 use tlbkit_check::run::unnamed_fields;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{default_spec, defaults};
+use tlbkit_check::spec::default_spec;
 use tlbkit_check::{check, CheckSpec};
 use tlbkit_policy::zoo::ZOO;
 
@@ -41,7 +41,7 @@ fn every_field_a_registered_policy_or_zoo_variant_touches_has_a_name() {
 fn every_zoo_counterexample_names_fields_and_opens_with_its_summary() {
     for e in ZOO {
         let policy = format!("zoo/{}", e.id);
-        let d = defaults(&policy);
+        let d = default_spec(&policy);
         let s = CheckSpec { mode: d.mode, iterations: 100_000, seed: 1, ..spec(&policy, 1) };
         let r = check(&s).unwrap_or_else(|m| panic!("{policy}: {m}"));
         let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("{policy} not found"));

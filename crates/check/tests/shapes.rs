@@ -13,7 +13,7 @@
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::check_policy;
 use tlbkit_check::shape::Memory;
-use tlbkit_check::spec::{defaults, preset, Depth, Family};
+use tlbkit_check::spec::{preset, Depth, Family};
 use tlbkit_check::{check, CheckSpec, Mode};
 use tlbkit_policy::asid::LinuxX86;
 use tlbkit_policy::wrap::{Wrap, WrapHw};
@@ -130,7 +130,8 @@ fn a_menu_kind_the_policys_kernel_never_offers_is_named_with_why() {
 #[test]
 fn presets_keep_the_default_shape_for_deep_and_the_small_one_for_quick() {
     for p in tlbkit_registry::POLICIES {
-        let (d, quick, deep) = (defaults(p.name), preset(p.name, Depth::Quick), preset(p.name, Depth::Deep));
+        let (d, quick, deep) =
+            (preset(p.name, Depth::Default), preset(p.name, Depth::Quick), preset(p.name, Depth::Deep));
         assert_eq!((deep.cpus, deep.mms, deep.asids, deep.ops), (d.cpus, d.mms, d.asids, d.ops), "{}", p.name);
         assert_eq!((deep.mode, deep.iterations), (Mode::Exhaustive, u64::MAX), "{}", p.name);
         assert_eq!((d.mode, quick.mode), (Mode::Pct, Mode::Pct), "{}", p.name);
@@ -208,7 +209,10 @@ fn one_target(spec: &CheckSpec) -> impl Fn() -> OneTarget + '_ {
 
 #[test]
 fn the_default_check_finds_a_flush_that_interrupts_one_target_of_two() {
-    let spec = CheckSpec { iterations: defaults("x86-linux-pcid").iterations, ..default_spec("x86-linux-pcid", 1) };
+    let spec = CheckSpec {
+        iterations: preset("x86-linux-pcid", Depth::Default).iterations,
+        ..default_spec("x86-linux-pcid", 1)
+    };
     let t = std::time::Instant::now();
     let r = check_policy(&spec, &one_target(&spec)).unwrap();
     let cx = r.counterexample.unwrap_or_else(|| panic!("not found in {} schedules", r.explored.executions));
