@@ -92,6 +92,7 @@
 //! was read has been flushed. A TLB that holds a 64 KB and a 4 KB entry of one page
 //! under one tag is a conflict (checked at every fill).
 
+use super::mmap::Zap;
 use super::ptemem::{KernelPtes, Unflushed};
 use super::*;
 use tlbkit_policy::contpte::{self as arch, Folio, PteMem, PteVal};
@@ -730,19 +731,17 @@ impl Sim {
         self.flush(cpu, pf, now)
     }
 
-    /// Clears the present PTEs of `pages` pages from `va` in `mm` as
-    /// `zap_pte_range` does without `fullmm` (module documentation); returns the
-    /// time after, what the arch code left owed, the frames to free after the
-    /// flush and the first and last page cleared.
+    /// Clears the present PTEs of the pages `zap` names as `zap_pte_range`
+    /// does without `fullmm` (module documentation); returns the time after,
+    /// what the arch code left owed, the frames to free after the flush and
+    /// the first and last page cleared.
     pub(super) fn zap_folio(
         &mut self,
         cpu: usize,
-        mm: MmId,
-        va: u64,
-        pages: u64,
-        change: &'static str,
+        zap: Zap,
         now: u64,
     ) -> (u64, Unflushed, Vec<u64>, Option<(u64, u64)>) {
+        let Zap { mm, va, pages, change } = zap;
         let root = self.kern.mm(mm).root();
         let mut pieces = Vec::new();
         self.pt.for_each_leaf_table(root, va, pages, |a, n| pieces.push((a, n)));

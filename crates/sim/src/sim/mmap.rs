@@ -4,6 +4,17 @@
 use super::*;
 use crate::pagetable::{highest_bit, lowest_bit, zip};
 
+/// What a zap clears: `pages` pages from `va` in `mm`, the PTE changes named
+/// `change` for the oracle. [`Sim::zap_range`] takes it, and hands it on to
+/// the folio path ([`Sim::zap_folio`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Zap {
+    pub(super) mm: MmId,
+    pub(super) va: u64,
+    pub(super) pages: u64,
+    pub(super) change: &'static str,
+}
+
 impl Sim {
     /// Places a mapping of `pages` pages (of `file` from its start, shared, if
     /// given) above the address space's previous ones; returns its address. With
@@ -28,7 +39,7 @@ impl Sim {
         if self.kern.mm(mm).vmas().iter().any(|v| v.start < end && va < v.end()) {
             self.split_vmas(mm, va, pages);
             self.kern.mm_mut(mm).retain_vmas_outside(va, end);
-            now = self.zap_range(cpu, mm, va, pages, "mmap-fixed", now);
+            now = self.zap_range(cpu, Zap { mm, va, pages, change: "mmap-fixed" }, now);
         }
         self.kern.mm_mut(mm).map_fixed(Vma {
             start: va,
@@ -61,7 +72,8 @@ impl Sim {
         // The zap path: VMA lookup and page-table walk, as madvise's, with LATR's
         // flag set around it (the artifact's `munmap` system call only).
         self.kern.mm_mut(mm).begin_munmap();
-        let now = self.zap_range(cpu, mm, va, pages, "munmap", now + self.m.costs.kernel.fault_path);
+        let zap = Zap { mm, va, pages, change: "munmap" };
+        let now = self.zap_range(cpu, zap, now + self.m.costs.kernel.fault_path);
         self.kern.mm_mut(mm).end_munmap();
         now
     }
@@ -209,29 +221,22 @@ impl Sim {
         // flag set around it (`madvise_dontneed`).
         let now = now + self.m.costs.kernel.fault_path;
         self.kern.mm_mut(mm).begin_munmap();
-        let now = self.zap_range(cpu, mm, va, pages, "madvise", now);
+        let now = self.zap_range(cpu, Zap { mm, va, pages, change: "madvise" }, now);
         self.kern.mm_mut(mm).end_munmap();
         now
     }
 
-    /// Clears the present PTEs of `pages` pages at `va` (named `change` for the
-    /// oracle), flushes the span of pages actually cleared (nothing when none
-    /// was) and frees their frames after the flush: `madvise(MADV_DONTNEED)`'s
-    /// zap, which `munmap` and a `MAP_FIXED` mapping also make of what they
-    /// remove. It begins, as the kernel's did until v6.14, by draining the
-    /// CPU's LRU-add batch ([`Sim::lru_drain_at_zap`]).
-    pub(super) fn zap_range(
-        &mut self,
-        cpu: usize,
-        mm: MmId,
-        va: u64,
-        pages: u64,
-        change: &'static str,
-        now: u64,
-    ) -> u64 {
+    /// Clears the present PTEs of the pages `zap` names, flushes the span of
+    /// pages actually cleared (nothing when none was) and frees their frames
+    /// after the flush: `madvise(MADV_DONTNEED)`'s zap, which `munmap` and a
+    /// `MAP_FIXED` mapping also make of what they remove. It begins, as the
+    /// kernel's did until v6.14, by draining the CPU's LRU-add batch
+    /// ([`Sim::lru_drain_at_zap`]).
+    pub(super) fn zap_range(&mut self, cpu: usize, zap: Zap, now: u64) -> u64 {
+        let Zap { mm, va, pages, change } = zap;
         let now = self.lru_drain_at_zap(cpu, now);
         if self.folios() {
-            let (now, owed, frames, span) = self.zap_folio(cpu, mm, va, pages, change, now);
+            let (now, owed, frames, span) = self.zap_folio(cpu, zap, now);
             let Some((lo, hi)) = span else {
                 return self.flush_unflushed(cpu, mm, change, owed, now);
             };
