@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::oracle::Violation;
 use crate::preset::{self, Preset};
 use crate::sched::SchedKind;
-use crate::sim::{ContMode, ContpteConfig, KernelChoices, Sim, SimConfig};
+use crate::sim::{ContMode, ContpteConfig, KernelChoices, MmuStats, Sim, SimConfig};
 use crate::swapdev::SwapKind;
 use crate::workload::{self, Params, Phase, Texts};
 use serde::Serialize;
@@ -78,18 +78,10 @@ impl RunSpec {
 pub struct Metrics {
     /// Simulated time until the last CPU stopped, in nanoseconds.
     pub sim_time_ns: f64,
-    /// Translations performed (user and kernel).
-    pub tlb_accesses: u64,
-    /// Translations that missed every TLB level (each needed a walk).
-    pub tlb_misses: u64,
-    /// Translations that missed the L1 TLB.
-    pub l1_tlb_misses: u64,
-    /// Page walks, speculative ones included.
-    pub page_walks: u64,
-    /// Speculative TLB fills.
-    pub spec_fills: u64,
-    /// Page faults.
-    pub page_faults: u64,
+    /// The translations, their misses, walks, speculative fills and page
+    /// faults, as the simulator counted them.
+    #[serde(flatten)]
+    pub mmu: MmuStats,
     /// Local TLB invalidation operations.
     pub local_invalidations: u64,
     /// Broadcast TLB invalidation operations.
@@ -183,12 +175,14 @@ impl Metrics {
         // A literal of every field, so that a new metric cannot be left out here.
         Metrics {
             sim_time_ns: 0.0,
-            tlb_accesses: 0,
-            tlb_misses: 0,
-            l1_tlb_misses: 0,
-            page_walks: 0,
-            spec_fills: 0,
-            page_faults: 0,
+            mmu: MmuStats {
+                tlb_accesses: 0,
+                tlb_misses: 0,
+                l1_tlb_misses: 0,
+                page_walks: 0,
+                spec_fills: 0,
+                page_faults: 0,
+            },
             local_invalidations: 0,
             broadcast_invalidations: 0,
             ipi: IpiMetrics {
@@ -288,12 +282,7 @@ fn metrics(sim: &Sim) -> Metrics {
     let cont = |x: u64| sim.cfg.contpte.report.then_some(x);
     Metrics {
         sim_time_ns: sim.end as f64 / sim.ghz(),
-        tlb_accesses: s.tlb_accesses,
-        tlb_misses: s.tlb_misses,
-        l1_tlb_misses: s.l1_tlb_misses,
-        page_walks: s.page_walks,
-        spec_fills: s.spec_fills,
-        page_faults: s.page_faults,
+        mmu: s.mmu,
         local_invalidations: h.local_invalidations,
         broadcast_invalidations: h.broadcast_invalidations,
         ipi: IpiMetrics {

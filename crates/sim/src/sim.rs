@@ -319,18 +319,8 @@ impl SimConfig {
 /// Event and behaviour counters of a run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
-    /// Translations looked up (user and kernel, not speculative).
-    pub tlb_accesses: u64,
-    /// Lookups that missed every TLB level and needed a walk.
-    pub tlb_misses: u64,
-    /// Lookups that missed the L1 TLB.
-    pub l1_tlb_misses: u64,
-    /// Page walks, speculative ones included.
-    pub page_walks: u64,
-    /// Speculative fills.
-    pub spec_fills: u64,
-    /// Page faults.
-    pub page_faults: u64,
+    /// The translations and what they cost in misses, walks and faults.
+    pub mmu: MmuStats,
     /// Context switches (idle counted as a thread).
     pub context_switches: u64,
     /// System calls.
@@ -356,6 +346,26 @@ pub struct Stats {
     pub pageout: PageoutStats,
     /// Faults that did not run under their VMA's lock.
     pub vma_lock: VmaLockStats,
+}
+
+/// The counters of translation: what the simulator counts as it runs
+/// ([`Stats::mmu`]) and what a run reports as they are
+/// ([`crate::run::Metrics`], whose JSON gives them as fields of its own, in
+/// this order).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct MmuStats {
+    /// Translations looked up, user and kernel (speculative fills are not).
+    pub tlb_accesses: u64,
+    /// Lookups that missed every TLB level (each needed a walk).
+    pub tlb_misses: u64,
+    /// Lookups that missed the L1 TLB.
+    pub l1_tlb_misses: u64,
+    /// Page walks, speculative ones included.
+    pub page_walks: u64,
+    /// Speculative TLB fills.
+    pub spec_fills: u64,
+    /// Page faults.
+    pub page_faults: u64,
 }
 
 /// Faults under per-VMA locks that fell back to `mmap_lock`

@@ -175,11 +175,11 @@ fn contpte_maps_folios_as_64k_entries_and_cuts_tlb_misses() {
     assert_eq!((off.contpte.contpte_fills, off.contpte.folios, folios.contpte.contpte_fills), (0, 0, 0));
     assert_eq!(folios.contpte.folios, 64, "one folio per 64 KB block of the mapping");
     assert_eq!(on.contpte.folios, 64);
-    assert_eq!((folios.page_faults, on.page_faults), (64, 64), "a fault maps the whole folio");
+    assert_eq!((folios.mmu.page_faults, on.mmu.page_faults), (64, 64), "a fault maps the whole folio");
     assert!(on.contpte.contpte_fills > 0);
     // The altra L2 TLB holds 1280 entries: 1024 pages do not stay in it as 4 KB
     // entries after the first pass, but 64 blocks do.
-    assert!(on.tlb_misses * 10 < off.tlb_misses, "on {} vs off {}", on.tlb_misses, off.tlb_misses);
+    assert!(on.mmu.tlb_misses * 10 < off.mmu.tlb_misses, "on {} vs off {}", on.mmu.tlb_misses, off.mmu.tlb_misses);
     assert_eq!(on.contpte.contpte_fills, 64, "one 64 KB fill per block, which then stays in the TLB");
 }
 
@@ -296,7 +296,7 @@ fn unfolding_part_of_a_block_is_break_before_make_under_speculation() {
             s.contpte.pte_range_flushes
         );
         assert!(s.contpte.hw_races > 0, "file {file}, {t}: the reader acted inside the arch code");
-        assert!(s.contpte.contpte_fills > 0 && s.spec_fills > 0);
+        assert!(s.contpte.contpte_fills > 0 && s.mmu.spec_fills > 0);
     }
 }
 
@@ -362,8 +362,8 @@ fn a_walk_inside_fork_wrprotecting_a_whole_block_in_place_is_no_conflict() {
     for seed in 1..=4 {
         let (s, v) = run_script(config(2, seed, ContMode::On, Teardown::ClearPtes, 0.5, false), fork_under_a_reader());
         assert!(v.is_empty(), "seed {seed}: {v:#?}");
-        assert!(s.contpte.hw_races > 0 && s.spec_fills > 0 && s.contpte.contpte_fills > 0, "seed {seed}: {s:?}");
-        assert!(s.page_faults >= 40, "seed {seed}: a write fault per fork at least: {}", s.page_faults);
+        assert!(s.contpte.hw_races > 0 && s.mmu.spec_fills > 0 && s.contpte.contpte_fills > 0, "seed {seed}: {s:?}");
+        assert!(s.mmu.page_faults >= 40, "seed {seed}: a write fault per fork at least: {}", s.mmu.page_faults);
     }
 }
 

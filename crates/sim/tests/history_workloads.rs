@@ -11,7 +11,7 @@ fn pft_writes_every_page_once_with_a_fault_each() {
     // 1 MB over 3 threads: 256 pages rounded up to 86 a thread, 258 in all.
     let out = strict("skx8170", 3, "x86-linux-pcid", "pft", &["mem_mb=1"]);
     let images = 3 * 3; // each thread's text, data and stack are not touched
-    assert!(out.metrics.page_faults >= 258 && out.metrics.page_faults < 258 + images + 8);
+    assert!(out.metrics.mmu.page_faults >= 258 && out.metrics.mmu.page_faults < 258 + images + 8);
     let (wall, cpu) = (out.result["faults_per_s"], out.result["faults_per_cpu_s"]);
     // Three tests at once: the wall rate is up to three times one test's.
     assert!(wall > 1.5 * cpu && wall < 3.05 * cpu, "{wall} faults/s against {cpu} per CPU");
@@ -87,7 +87,7 @@ fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
     let most = (iters * n * (n - 1)) as f64;
     assert!(ipis >= 0.8 * most && ipis <= most + 64.0, "{ipis} IPIs for {most} flush targets");
     // And each store refaults: the first write and one per iteration.
-    assert!(out.metrics.page_faults >= (n * (iters + 1)) as u64);
+    assert!(out.metrics.mmu.page_faults >= (n * (iters + 1)) as u64);
     assert!(out.result["iter_ns"] > 0.0);
     let alone = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "threads=1"]);
     assert!(alone.result["iter_ns"] < out.result["iter_ns"], "remote flushes cost the threads");

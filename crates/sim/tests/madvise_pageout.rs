@@ -270,13 +270,20 @@ fn a_paged_out_page_faults_back_in_as_a_fresh_folio() {
         let at = |m: &str| sim.mark_stats(m).unwrap();
         let (out, one, block) = (at("out"), at("one"), at("block"));
         assert_eq!(out.pageout.pageout_pages, 32, "{mode:?}");
-        assert_eq!((one.page_faults - out.page_faults, one.pageout.swapins - out.pageout.swapins), (1, 1), "{mode:?}");
+        assert_eq!(
+            (one.mmu.page_faults - out.mmu.page_faults, one.pageout.swapins - out.pageout.swapins),
+            (1, 1),
+            "{mode:?}"
+        );
         if mode == ContMode::On {
             // The fault mapped the whole 64 KB folio: the rest of the block is there.
             assert_eq!(one.contpte.folios - out.contpte.folios, 1);
-            assert_eq!((block.page_faults, block.pageout.swapins), (one.page_faults, one.pageout.swapins));
+            assert_eq!((block.mmu.page_faults, block.pageout.swapins), (one.mmu.page_faults, one.pageout.swapins));
         } else {
-            assert_eq!((block.page_faults - one.page_faults, block.pageout.swapins - one.pageout.swapins), (15, 15));
+            assert_eq!(
+                (block.mmu.page_faults - one.mmu.page_faults, block.pageout.swapins - one.pageout.swapins),
+                (15, 15)
+            );
         }
     }
 }

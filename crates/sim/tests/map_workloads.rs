@@ -27,7 +27,7 @@ fn per_mappings(sets: &[&str], iters: u64) -> (u64, u64, u64) {
     };
     let (a, b) = (with(2), with(2 + iters));
     (
-        b.page_faults - a.page_faults,
+        b.mmu.page_faults - a.mmu.page_faults,
         b.full_flushes - a.full_flushes,
         b.broadcast_invalidations - a.broadcast_invalidations,
     )

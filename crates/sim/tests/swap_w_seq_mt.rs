@@ -28,7 +28,7 @@ fn writes_past_the_limit_reclaim_to_swap_in_clusters() {
     // adds it through a per-CPU batch and activates a young one, so a page can
     // come round to reclaim twice within another CPU's direct reclaim. Each
     // page swapped in takes one more swapped out: bounded by those past 128.
-    let faults = out.metrics.page_faults as f64;
+    let faults = out.metrics.mmu.page_faults as f64;
     assert!((384.0..=384.0 + swapped - 128.0).contains(&faults), "{faults} faults");
     assert!(out.result["throughput"] > 0.0 && out.result["elapsed_s"] > 0.0);
 }

@@ -31,7 +31,7 @@ fn the_replay_makes_the_traced_calls_and_the_barriers_pipe_calls() {
     // One fault per page touched (five image pages, four of the first mapping,
     // the thread's stack page and its two pages) and the copy-on-write of the
     // stack page the main thread writes after its fork.
-    assert_eq!(out.metrics.page_faults, 13, "{:?}", out.metrics);
+    assert_eq!(out.metrics.mmu.page_faults, 13, "{:?}", out.metrics);
     assert!(out.result["run_us"] > 0.0);
     // The instructions are the time between references: at 1000 cycles each,
     // the main thread's alone make the run that much longer.
@@ -88,7 +88,7 @@ fn run_ops(ops: Vec<Op>) -> (Sim, Vec<u64>) {
 fn spawn_with_maps_the_image_and_nothing_else() {
     let (sim, _) = run_ops(vec![Op::Touch { va: IMAGE.va, pages: 4, write: true }]);
     assert_eq!(sim.error, None);
-    assert_eq!(sim.stats.page_faults, 4);
+    assert_eq!(sim.stats.mmu.page_faults, 4);
     // The standard text is not mapped in such a process.
     let (sim, _) = run_ops(vec![Op::Touch { va: tlbkit_sim::program::TEXT_VA, pages: 1, write: false }]);
     assert!(sim.error.as_deref().unwrap().starts_with("segmentation fault"), "{:?}", sim.error);
@@ -132,7 +132,7 @@ fn mmap_fixed_replaces_present_pages_with_a_flush_of_what_it_zapped() {
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
     assert_eq!(rets[1], va + 4096, "returns the address it mapped");
     // Two new faults: the replaced pages are fresh.
-    assert_eq!(sim.stats.page_faults, 4 + 2);
+    assert_eq!(sim.stats.mmu.page_faults, 4 + 2);
     let fixed: Vec<_> = sim.oracle.obligations.iter().filter(|o| o.change == "mmap-fixed").collect();
     assert_eq!(fixed.len(), 1, "{fixed:?}");
     assert_eq!((fixed[0].pages, fixed[0].flush), (2, "flush_range"));

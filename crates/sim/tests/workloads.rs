@@ -139,7 +139,7 @@ fn madvise_dontneed_keeps_the_mapping_and_faults_in_fresh_pages() {
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
     let (before, after) = (sim.mark_stats("advised").unwrap(), sim.mark_stats("reread").unwrap());
     // Every page faults again: its PTE was zapped, its frame freed, the VMA kept.
-    assert_eq!(after.page_faults - before.page_faults, 4);
+    assert_eq!(after.mmu.page_faults - before.mmu.page_faults, 4);
     let o = sim.oracle.obligations.iter().find(|o| o.change == "madvise").expect("madvise opened an obligation");
     assert_eq!((o.pages, o.flush), (4, "flush_range"));
     assert!(o.discharged.is_some());
@@ -278,7 +278,7 @@ fn clone_shares_the_address_space_and_lands_on_an_idle_cpu() {
     assert!(sim.oracle.violations.is_empty(), "{:#?}", sim.oracle.violations);
     assert!(child_ran, "the thread should run on the other, idle CPU, in the parent's address space");
     let (j, t) = (sim.mark_stats("joined").unwrap(), sim.mark_stats("touched").unwrap());
-    assert_eq!(t.page_faults, j.page_faults, "the thread's pages are the parent's");
+    assert_eq!(t.mmu.page_faults, j.mmu.page_faults, "the thread's pages are the parent's");
     assert_eq!(sim.live_threads(), 0);
 }
 

@@ -45,11 +45,11 @@ fn bench_typed<P: Policy + 'static>(
         return Err(Error::Failed { workload: wl.name, phase: None, message: e.clone() });
     }
     Ok(BenchResult {
-        translations_per_sec: sim.stats.tlb_accesses as f64 / wall,
+        translations_per_sec: sim.stats.mmu.tlb_accesses as f64 / wall,
         events_per_sec: sim.stats.events as f64 / wall,
         wall_s: wall,
         events: sim.stats.events,
-        translations: sim.stats.tlb_accesses,
+        translations: sim.stats.mmu.tlb_accesses,
     })
 }
 

@@ -89,8 +89,8 @@ impl Sim {
                 pt.set_written(e.pte);
             }
         });
-        self.stats.tlb_accesses += done;
-        self.stats.l1_tlb_misses += done;
+        self.stats.mmu.tlb_accesses += done;
+        self.stats.mmu.l1_tlb_misses += done;
         done
     }
 
@@ -243,7 +243,7 @@ impl Sim {
         let restarted = user.is_some_and(|(_, restart)| restart);
         let tid = user.filter(|_| !restarted).map(|(tid, _)| tid);
         if !restarted {
-            self.stats.tlb_accesses += 1;
+            self.stats.mmu.tlb_accesses += 1;
             now += mem_access;
         }
         for _attempt in 0..3 {
@@ -252,7 +252,7 @@ impl Sim {
             let hit = self.m.cpus[cpu].tlb.lookup_entry(va, asid);
             if let Some((h, e)) = hit {
                 if matches!(h, Hit::L2(_)) {
-                    self.stats.l1_tlb_misses += 1;
+                    self.stats.mmu.l1_tlb_misses += 1;
                     now += tlb_l2_hit;
                 }
                 self.check_use(cpu, e, va, uid, now);
@@ -268,8 +268,8 @@ impl Sim {
                 }
                 return Ok(now);
             }
-            self.stats.l1_tlb_misses += 1;
-            self.stats.tlb_misses += 1;
+            self.stats.mmu.l1_tlb_misses += 1;
+            self.stats.mmu.tlb_misses += 1;
             if self.mem.any_migrating() {
                 now = self.migration_entry_wait(cpu, va, now);
             }
@@ -332,7 +332,7 @@ impl Sim {
         now: &mut u64,
     ) -> Option<TlbEntry> {
         let c = self.m.costs;
-        self.stats.page_walks += 1;
+        self.stats.mmu.page_walks += 1;
         let kernel = va >= KERNEL_BASE;
         let at = spec.unwrap_or(*now);
         let spec = spec.is_some();
@@ -433,7 +433,7 @@ impl Sim {
         let va = v.start + (self.rng.next_u64() % v.pages) * 4096;
         let mut t = 0;
         if self.walk_fill(cpu, root, uid, va, Some(now), &mut t).is_some() {
-            self.stats.spec_fills += 1;
+            self.stats.mmu.spec_fills += 1;
         }
     }
 
@@ -505,7 +505,7 @@ impl Sim {
         user: Option<usize>,
     ) -> Result<u64, Error> {
         let c = self.m.costs;
-        self.stats.page_faults += 1;
+        self.stats.mmu.page_faults += 1;
         now += c.exception_entry + c.kernel.fault_path;
         let Some((root, _, mm)) = self.user_root(cpu) else {
             return Err(Error::NoUserRoot { cpu, va });

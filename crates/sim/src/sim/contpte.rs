@@ -347,7 +347,7 @@ impl Sim {
                 let page = block + (self.rng.next_u64() % CONT_PTES) * 4096;
                 let mut t = now;
                 if self.walk_fill(cpu, root, uid, page, Some(now), &mut t).is_some() {
-                    self.stats.spec_fills += 1;
+                    self.stats.mmu.spec_fills += 1;
                 }
             }
         }

@@ -53,10 +53,10 @@ fn a_touch_counts_its_page_faults_as_kernel_time_and_its_accesses_as_user_time()
     });
     let at = |m: &str| (sim.mark(m).unwrap(), sim.mark_stats(m).unwrap());
     let ((ta, sa), (tb, sb), (tc, sc)) = (at("a"), at("b"), at("c"));
-    assert_eq!(sb.page_faults - sa.page_faults, 4);
+    assert_eq!(sb.mmu.page_faults - sa.mmu.page_faults, 4);
     let faults = sb.kernel_cycles - sa.kernel_cycles;
     assert!(faults > 0 && faults < tb - ta, "the faults' {faults} cycles of the touch's {}", tb - ta);
-    assert_eq!(sc.page_faults, sb.page_faults);
+    assert_eq!(sc.mmu.page_faults, sb.mmu.page_faults);
     assert!(tc > tb);
     assert_eq!(sc.kernel_cycles, sb.kernel_cycles, "a touch that hits stays in user mode");
 }

@@ -677,7 +677,7 @@ mod tests {
         sim.spawn(Box::new(Starter { threads, own: Toucher { pages, step: 0 }, started: 0 })).unwrap();
         sim.run();
         assert!(sim.error.is_none(), "{:?}", sim.error);
-        assert_eq!(sim.stats.page_faults, threads as u64 * pages);
+        assert_eq!(sim.stats.mmu.page_faults, threads as u64 * pages);
         sim
     }
 
@@ -831,7 +831,7 @@ mod tests {
         sim.spawn(Box::new(FileToucher { private, step: 0, va: 0 })).unwrap();
         sim.run();
         assert!(sim.error.is_none(), "{:?}", sim.error);
-        (sim.stats.page_faults, sim.stats.vma_lock.aborts, sim.stats.vma_lock.retries)
+        (sim.stats.mmu.page_faults, sim.stats.vma_lock.aborts, sim.stats.vma_lock.retries)
     }
 
     #[test]
@@ -903,7 +903,7 @@ mod tests {
         sim.spawn(Box::new(Starter { threads: THREADS, own, started: 0 })).unwrap();
         sim.run();
         assert!(sim.error.is_none(), "{:?}", sim.error);
-        assert_eq!(sim.stats.page_faults, THREADS as u64 * PAGES);
+        assert_eq!(sim.stats.mmu.page_faults, THREADS as u64 * PAGES);
         sim
     }
 

@@ -234,7 +234,7 @@ impl Sim {
             Some((at, until)) if at <= now && now < until => {
                 let c = self.m.costs;
                 self.stats.pageout.migration_waits += 1;
-                self.stats.page_faults += 1;
+                self.stats.mmu.page_faults += 1;
                 (now + c.exception_entry + c.kernel.fault_path).max(until) + c.exception_exit
             }
             _ => now,

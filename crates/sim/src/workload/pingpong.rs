@@ -197,7 +197,7 @@ pub fn result(p: &Params, main: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     };
     let mut r = BTreeMap::new();
     r.insert("us_per_round".to_string(), (e - s) as f64 / rounds / main.ghz() / 1000.0);
-    r.insert("tlb_misses_per_round".to_string(), (es.tlb_misses - ss.tlb_misses) as f64 / rounds);
-    r.insert("l1_tlb_misses_per_round".to_string(), (es.l1_tlb_misses - ss.l1_tlb_misses) as f64 / rounds);
+    r.insert("tlb_misses_per_round".to_string(), (es.mmu.tlb_misses - ss.mmu.tlb_misses) as f64 / rounds);
+    r.insert("l1_tlb_misses_per_round".to_string(), (es.mmu.l1_tlb_misses - ss.mmu.l1_tlb_misses) as f64 / rounds);
     Ok(r)
 }
