@@ -266,21 +266,12 @@ impl Line {
         i
     }
 
-    /// Performs `access` by CPU `me` at `t` on the variable at `addr` of this line,
-    /// a line move from CPU `a` to CPU `b` costing `cost(a, b)` (`a` is `None` for
-    /// memory) and a hit `mem`, no access coming before `floor` from now on.
-    /// Returns when the access is done and how many moves it caused.
-    #[allow(clippy::too_many_arguments)]
-    fn access(
-        &mut self,
-        me: u32,
-        t_in: u64,
-        floor: u64,
-        addr: usize,
-        access: Access,
-        mem: u64,
-        cost: impl Fn(Option<u32>, u32) -> u64,
-    ) -> (u64, u64) {
+    /// Performs `req` on a variable of this line, a line move from CPU `a` to
+    /// CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit `mem`,
+    /// no access coming before `floor` from now on. Returns when the access is
+    /// done and how many moves it caused.
+    fn access(&mut self, req: LineAccess, floor: u64, mem: u64, cost: impl Fn(Option<u32>, u32) -> u64) -> (u64, u64) {
+        let LineAccess { cpu: me, t: t_in, addr, kind: access } = req;
         self.forget(floor);
         // What this access reads or overwrites is the latest write to the
         // variable; an atomic in any order is placed at its own time and
@@ -378,23 +369,30 @@ impl std::hash::Hasher for LineHasher {
     }
 }
 
+/// One access to a shared variable: by CPU `cpu` at time `t`, to the
+/// variable at `addr`, of kind `kind`. [`Lines::access`] takes it to the
+/// variable's line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LineAccess {
+    pub(crate) cpu: u32,
+    pub(crate) t: u64,
+    pub(crate) addr: usize,
+    pub(crate) kind: Access,
+}
+
 impl Lines {
-    /// Performs `access` by CPU `me` at `t` on the variable at `addr`, a move
-    /// from CPU `a` to CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and
-    /// a hit `mem`; no access of any CPU comes before `floor` from now on.
-    /// Returns when the access is done and how many moves it caused.
-    #[allow(clippy::too_many_arguments)]
+    /// Performs `req` on the line of its variable, a move from CPU `a` to CPU
+    /// `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit `mem`; no
+    /// access of any CPU comes before `floor` from now on. Returns when the
+    /// access is done and how many moves it caused.
     pub(crate) fn access(
         &mut self,
-        me: u32,
-        t: u64,
+        req: LineAccess,
         floor: u64,
-        addr: usize,
-        access: Access,
         mem: u64,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
-        self.map.entry(addr / 64).or_default().access(me, t, floor, addr, access, mem, cost)
+        self.map.entry(req.addr / 64).or_default().access(req, floor, mem, cost)
     }
 
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
@@ -456,7 +454,7 @@ mod tests {
 
     /// One move of a line costs 100 cycles, a hit 4; the floor stays at 0.
     fn access(line: &mut Line, cpu: u32, t: u64, var: usize, a: Access) -> u64 {
-        line.access(cpu, t, 0, var, a, 4, |_, _| 100).0
+        line.access(LineAccess { cpu, t, addr: var, kind: a }, 0, 4, |_, _| 100).0
     }
 
     /// Returns a line whose variables 0 and 8 CPU 0 wrote at time 0 (visible at 100).
@@ -527,7 +525,8 @@ mod tests {
         // came after, however long the run.
         let mut line = Line::default();
         for i in 0..200u64 {
-            line.access((i % 2) as u32, i * 1000, i * 1000, 0, Access::Rmw, 4, |_, _| 100);
+            let req = LineAccess { cpu: (i % 2) as u32, t: i * 1000, addr: 0, kind: Access::Rmw };
+            line.access(req, i * 1000, 4, |_, _| 100);
             assert!(line.versions.len() <= 2 && line.moves.len() <= 1, "{i}: {line:?}");
         }
         assert_eq!(line.versions.last().at, 199_100);
@@ -565,16 +564,18 @@ mod tests {
         // first) is a write of the queue's head; cpu2 pushes onto the same head
         // at 1000. As an ordered atomic the push would read the take's value
         // and wait for it; pushed in any order it is done one move after 1000.
-        let cost = |_: Option<u32>, _: u32| 100;
+        let at = |lines: &mut Lines, cpu: u32, t: u64, kind: Access| {
+            lines.access(LineAccess { cpu, t, addr: 8, kind }, 0, 4, |_, _| 100)
+        };
         let mut lines = Lines::default();
-        lines.access(1, 10_000, 0, 8, Access::Rmw, 4, cost);
-        assert_eq!(lines.access(2, 1000, 0, 8, Access::Rmw, 4, cost).0, 10_200);
+        at(&mut lines, 1, 10_000, Access::Rmw);
+        assert_eq!(at(&mut lines, 2, 1000, Access::Rmw).0, 10_200);
         let mut lines = Lines::default();
-        lines.access(1, 10_000, 0, 8, Access::Rmw, 4, cost);
-        assert_eq!(lines.access(2, 1000, 0, 8, Access::RmwAnyOrder, 4, cost), (1100, 1));
+        at(&mut lines, 1, 10_000, Access::Rmw);
+        assert_eq!(at(&mut lines, 2, 1000, Access::RmwAnyOrder), (1100, 1));
         // It still takes the line one move at a time: a second push at 1000
         // queues behind the first.
-        assert_eq!(lines.access(3, 1000, 0, 8, Access::RmwAnyOrder, 4, cost), (1200, 1));
+        assert_eq!(at(&mut lines, 3, 1000, Access::RmwAnyOrder), (1200, 1));
     }
 
     #[test]
@@ -593,7 +594,10 @@ mod tests {
     fn stores_behind_a_move_to_the_same_cpu_share_it() {
         // cpu1 writes three variables of a line cpu0 owns: one move, not three.
         let mut line = written_by_cpu0();
-        let moves: u64 = [0, 8, 16].iter().map(|&v| line.access(1, 1000, 0, v, Access::Write, 4, |_, _| 100).1).sum();
+        let write = |line: &mut Line, addr| {
+            line.access(LineAccess { cpu: 1, t: 1000, addr, kind: Access::Write }, 0, 4, |_, _| 100)
+        };
+        let moves: u64 = [0, 8, 16].iter().map(|&v| write(&mut line, v).1).sum();
         assert_eq!(moves, 1);
         assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
     }

@@ -98,7 +98,7 @@
 //! it removes. That is why every TLB operation of the engine comes after a
 //! [`Machine::catch_up`] at its time, and every fill carries its time.
 
-use crate::coherence::{KLine, Lines};
+use crate::coherence::{KLine, LineAccess, Lines};
 pub use crate::cpu::CpuState;
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
@@ -446,7 +446,8 @@ impl Machine {
         let c = self.costs;
         let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
         let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
-        let (done, moves) = self.lines.access(cpu as u32, t, self.floor, addr, access, c.mem_access, cost);
+        let req = LineAccess { cpu: cpu as u32, t, addr, kind: access };
+        let (done, moves) = self.lines.access(req, self.floor, c.mem_access, cost);
         self.counters.line_transfers += moves;
         done
     }
