@@ -12,7 +12,7 @@ use tlbkit_policy::asid::FreebsdX86;
 use tlbkit_policy::fields::{Fields, Value};
 use tlbkit_policy::shootdown::{CompletionProtocol, InvlOp, Pmap, Request};
 use tlbkit_policy::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
-use tlbkit_policy::{CpuMask, Hw, MmId, Phase, VirtAddr};
+use tlbkit_policy::{CpuMask, Hw, Phase, VirtAddr};
 
 /// Builds FreeBSD's x86 pmap over [`ShortWait`] for the machine `spec` asks for.
 fn short_wait(spec: &CheckSpec) -> impl Fn() -> FreebsdX86<ShortWait> {
@@ -40,14 +40,6 @@ struct ShortWait {
     done: Vec<AtomicU32>,
 }
 
-/// The request word of a pmap (`kernel_pmap` is no address space's slot).
-fn pmap_word(p: Pmap) -> u32 {
-    match p {
-        Pmap::Kernel => u32::MAX,
-        Pmap::Mm(mm) => mm.0,
-    }
-}
-
 impl ShortWait {
     fn new(ncpus: usize) -> Self {
         ShortWait {
@@ -69,15 +61,8 @@ impl ShortWait {
         let generation = self.generation.load(Ordering::Relaxed);
         let addr1 = VirtAddr(self.addr1.load(Ordering::Relaxed));
         let addr2 = VirtAddr(self.addr2.load(Ordering::Relaxed));
-        let pmap = match self.pmap.load(Ordering::Relaxed) {
-            u32::MAX => Pmap::Kernel,
-            w => Pmap::Mm(MmId(w)),
-        };
-        let op = match self.op.load(Ordering::Relaxed) {
-            0 => InvlOp::Tlb,
-            1 => InvlOp::Page,
-            _ => InvlOp::Range,
-        };
+        let pmap = Pmap::from_word(self.pmap.load(Ordering::Relaxed));
+        let op = InvlOp::from_word(self.op.load(Ordering::Relaxed));
         invalidate(hw, &Request { op, pmap, addr1, addr2 });
         // Release: the initiator's Acquire poll sees the invalidation done.
         self.done[hw.cpu().index()].store(generation, Ordering::Release);
@@ -109,13 +94,8 @@ impl CompletionProtocol for ShortWait {
         // Relaxed (the request and the generation): published by the IPI.
         self.addr1.store(req.addr1.0, Ordering::Relaxed);
         self.addr2.store(req.addr2.0, Ordering::Relaxed);
-        self.pmap.store(pmap_word(req.pmap), Ordering::Relaxed);
-        let op = match req.op {
-            InvlOp::Tlb => 0,
-            InvlOp::Page => 1,
-            InvlOp::Range => 2,
-        };
-        self.op.store(op, Ordering::Relaxed);
+        self.pmap.store(req.pmap.word(), Ordering::Relaxed);
+        self.op.store(req.op.word(), Ordering::Relaxed);
         let generation = self.generation.load(Ordering::Relaxed).wrapping_add(1);
         self.generation.store(generation, Ordering::Relaxed);
         hw.phase(Phase::Dispatch);

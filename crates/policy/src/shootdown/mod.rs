@@ -124,8 +124,9 @@ impl Pmap {
     /// The encoding of [`Pmap::Kernel`] in a request word (no address space has it).
     const KERNEL_WORD: u32 = u32::MAX;
 
-    /// Returns the request word for this pmap.
-    fn word(self) -> u32 {
+    /// Returns the request word for this pmap, the value a protocol stores in
+    /// `smp_tlb_pmap` (public for protocols written outside this crate).
+    pub fn word(self) -> u32 {
         match self {
             Pmap::Kernel => Self::KERNEL_WORD,
             Pmap::Mm(mm) => mm.0,
@@ -133,7 +134,7 @@ impl Pmap {
     }
 
     /// Returns the pmap a request word stands for.
-    fn from_word(w: u32) -> Pmap {
+    pub fn from_word(w: u32) -> Pmap {
         if w == Self::KERNEL_WORD {
             Pmap::Kernel
         } else {
@@ -155,8 +156,9 @@ pub enum InvlOp {
 }
 
 impl InvlOp {
-    /// Returns the request word for this operation.
-    const fn word(self) -> u32 {
+    /// Returns the request word for this operation, the value a protocol
+    /// stores in `smp_tlb_op` (public, as [`Pmap::word`]).
+    pub const fn word(self) -> u32 {
         match self {
             InvlOp::Tlb => 0,
             InvlOp::Page => 1,
@@ -165,7 +167,7 @@ impl InvlOp {
     }
 
     /// Returns the operation a request word stands for.
-    fn from_word(w: u32) -> InvlOp {
+    pub fn from_word(w: u32) -> InvlOp {
         match w {
             0 => InvlOp::Tlb,
             1 => InvlOp::Page,
