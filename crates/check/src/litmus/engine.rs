@@ -67,6 +67,8 @@ struct Inst {
 struct Pending {
     /// The page (`None`: all).
     va: Option<usize>,
+    /// The ASID (`None`: all).
+    asid: Option<u16>,
     /// An `IS` form (every thread's TLB).
     broadcast: bool,
     /// The issuing instance.
@@ -517,14 +519,19 @@ impl<'a> Search<'a> {
                 }
             }
             Instr::Tlbi(tlbi) => {
-                let va = match tlbi.scope {
-                    TlbiScope::All => None,
+                // `page(x)` carries ASID 0 in its top bits.
+                let (va, asid) = match tlbi.scope {
+                    TlbiScope::All => (None, None),
                     TlbiScope::Va(r) => match reg(r) {
-                        Val::Page(va) => Some(va),
+                        Val::Page(va) => (Some(va), Some(0)),
                         v => return Err(Stuck(format!("TLBI of {v:?}: give extz(page(x), 64)"))),
                     },
+                    TlbiScope::Asid(r) => match reg(r) {
+                        Val::Int(a) if a & 0xffff_ffff_ffff == 0 => (None, Some((a >> 48) as u16)),
+                        v => return Err(Stuck(format!("TLBI ASIDE1 of {v:?}: give asid(n)"))),
+                    },
                 };
-                n.threads[t].pending.push(Pending { va, broadcast: tlbi.broadcast, at: i });
+                n.threads[t].pending.push(Pending { va, asid, broadcast: tlbi.broadcast, at: i });
             }
             Instr::Ldr { rt, addr } | Instr::Str { rt, addr } => return self.access(n, t, i, *rt, addr, out),
         }
@@ -729,21 +736,28 @@ impl<'a> Search<'a> {
         if !inv.broadcast {
             return false;
         }
-        let stale = |x: &Inst| match x.tr {
-            Some((Some(v), tr)) if !x.done && inv.va.is_none_or(|p| p == v) => match (tr, s.mem[self.npas + v]) {
+        let stale = |u: usize, x: &Inst| match x.tr {
+            Some((Some(v), tr)) if !x.done && self.covers(inv, u, v) => match (tr, s.mem[self.npas + v]) {
                 (Translation::Pa(pa), d) => d != Val::Desc(pa),
                 (Translation::Fault, d) => matches!(d, Val::Desc(_)),
             },
             _ => false,
         };
-        s.threads.iter().enumerate().any(|(u, th)| u != t && th.insts.iter().any(stale))
+        s.threads.iter().enumerate().any(|(u, th)| u != t && th.insts.iter().any(|x| stale(u, x)))
+    }
+
+    /// Whether invalidation `inv` covers thread `u`'s entries for `va`: its
+    /// page, and its ASID (thread `u`'s entries are tagged with its
+    /// `TTBR0_EL1`'s ASID; no entry is global here).
+    fn covers(&self, inv: &Pending, u: usize, va: usize) -> bool {
+        inv.va.is_none_or(|x| x == va) && inv.asid.is_none_or(|a| a == self.test.threads[u].asid)
     }
 
     /// Completes thread `t`'s invalidation `inv`, in its own TLB or,
     /// broadcast, in every thread's.
     fn complete(&self, s: &mut State, t: usize, inv: &Pending) {
         let npas = self.npas;
-        let covered = |v: usize| inv.va.is_none_or(|x| x == v);
+        let covered = |v: usize| self.covers(inv, t, v);
         // The accesses after the issuer's next DSB wait for this completion:
         // a translation of theirs made earlier that read a descriptor another
         // thread has since overwritten is dropped with the entries (the
@@ -771,6 +785,7 @@ impl<'a> Search<'a> {
         }
         for (u, th) in s.threads.iter_mut().enumerate() {
             if inv.broadcast || u == t {
+                let covered = |v: usize| self.covers(inv, u, v);
                 th.tlb.retain(|e| !covered(e.0));
                 // A walk may refill the entry at once from the page table as it is.
                 for (v, d) in s.mem[npas..].iter().enumerate() {

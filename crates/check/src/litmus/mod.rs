@@ -24,10 +24,13 @@
 //! `VALE1`, `VMALLE1` and their `IS` forms, and exceptions: `SVC`, `ERET`,
 //! `MRS`/`MSR` of `ELR_EL1` and `SPSR_EL1`, and straight-line handlers at
 //! `VBAR_EL1` + 0x000 (EL1 on `SP_EL0`), 0x200 (EL1 on `SP_EL1`) or 0x400
-//! (from EL0), for translation faults and `SVC`. One level of page table: a
+//! (from EL0), for translation faults and `SVC`; a thread's ASID (its
+//! `TTBR0_EL1` reset, `ttbr(asid=n, base=page_table_base)`) tags its TLB
+//! entries, and `TLBI ASIDE1` (and `IS`) invalidates one ASID's (`VAE1`'s
+//! operand `page(x)` names ASID 0). One level of page table: a
 //! level-3 descriptor per virtual address, valid (a physical address),
 //! invalid, or a raw invalid value a test's code writes (`x ?-> raw(2)`).
-//! Not in the subset: EL2 and stage 2, ASIDs and `TTBR` writes, access
+//! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, access
 //! permissions, other levels, page tables laid out by hand, branches in
 //! handlers.
 //!
@@ -183,8 +186,10 @@ impl Barrier {
 /// What a `TLBI` invalidates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TlbiScope {
-    /// One page, the register holding `page(x)` (`VAE1`, `VALE1`).
+    /// One page of one ASID, the register holding `page(x)` (ASID 0) (`VAE1`, `VALE1`).
     Va(Reg),
+    /// Every entry of one ASID, the register holding `asid(n)` (`ASIDE1`).
+    Asid(Reg),
     /// Every entry (`VMALLE1`).
     All,
 }
@@ -306,6 +311,9 @@ pub struct Thread {
     /// Its exception handlers (a fault or `SVC` with no handler at its
     /// vector ends that execution).
     pub handlers: Vec<Handler>,
+    /// The ASID its `TTBR0_EL1` holds (0 unless the test sets it): its TLB
+    /// entries are tagged with it.
+    pub asid: u16,
 }
 
 /// A final assertion.
@@ -450,7 +458,8 @@ pub fn published(csv: &str) -> BTreeMap<String, Verdict> {
             "forbidden" => Verdict::Forbidden,
             _ => continue,
         };
-        out.insert(name.trim().to_string(), v);
+        // Two rows name their test with its file's `.toml` suffix.
+        out.insert(name.trim().trim_end_matches(".toml").to_string(), v);
     }
     out
 }

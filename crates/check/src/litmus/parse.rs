@@ -97,6 +97,7 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
         let (instrs, labels) = read_code(code_line, &code).map_err(|(l, p)| err(l, p))?;
         let mut regs = BTreeMap::new();
         let mut vbar = None;
+        let mut asid = 0;
         if let Some(reset) = tables.get(&format!("thread.{n}.reset")) {
             for (key, item) in reset {
                 let TomlVal::Str(s) = &item.value else {
@@ -122,13 +123,19 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
                         (ELR, Val::Code(0, *at))
                     }
                     "SPSR_EL1" => (SPSR, read_val(&test, s).map_err(|p| err(item.line, p))?),
+                    "TTBR0_EL1" => {
+                        asid = read_ttbr(s).ok_or_else(|| {
+                            err(item.line, format!("TTBR0_EL1 '{s}': tlbkit reads ttbr(asid=n, base=page_table_base)"))
+                        })?;
+                        continue;
+                    }
                     _ => {
                         let reg = read_reg(key).ok_or_else(|| {
                             err(
                                 item.line,
                                 format!(
                                     "'{key}': tlbkit sets general registers X0-X30 (or R0-R30), VBAR_EL1, \
-                                     PSTATE.EL, ELR_EL1 and SPSR_EL1 only"
+                                     PSTATE.EL, ELR_EL1, SPSR_EL1 and TTBR0_EL1 only"
                                 ),
                             )
                         })?;
@@ -163,7 +170,7 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
             }
             handlers.push(Handler { offset, code });
         }
-        test.threads.push(Thread { code: instrs, labels, regs, handlers });
+        test.threads.push(Thread { code: instrs, labels, regs, handlers, asid });
         n += 1;
     }
     if test.threads.is_empty() {
@@ -357,6 +364,21 @@ fn read_reg(s: &str) -> Option<Reg> {
     n.parse::<u8>().ok().filter(|n| *n <= 30)
 }
 
+/// Reads `ttbr(asid=n, base=page_table_base)` (the test's one page table):
+/// the ASID.
+fn read_ttbr(s: &str) -> Option<u16> {
+    let args = s.trim().strip_prefix("ttbr(")?.strip_suffix(')')?;
+    let mut asid = None;
+    for arg in args.split(',') {
+        match arg.split_once('=').map(|(k, v)| (k.trim(), v.trim()))? {
+            ("asid", v) => asid = Some(u16::try_from(read_int(v)?).ok()?),
+            ("base", "page_table_base") => {}
+            _ => return None,
+        }
+    }
+    asid
+}
+
 /// Reads `ELR_EL1` or `SPSR_EL1`.
 fn read_sys(s: &str) -> Option<Reg> {
     match s.trim().to_ascii_uppercase().as_str() {
@@ -402,6 +424,11 @@ fn read_val(test: &Test, s: &str) -> Result<Val, String> {
             let v = test.va(va.trim()).ok_or(format!("'{va}' is not in the test's `symbolic` list"))?;
             return Ok(if pte { Val::PteAddr(v) } else { Val::descriptor(test.mapping[v]) });
         }
+    }
+    if let Some(n) = inner(s, "asid") {
+        // A TLBI operand: the ASID in bits 63..48.
+        let n = read_int(n).filter(|n| *n <= 0xffff).ok_or(format!("'{s}': asid takes a 16-bit number"))?;
+        return Ok(Val::Int(n << 48));
     }
     if let Some(args) = inner(s, "mkdesc3") {
         let pa = args.trim().strip_prefix("oa=").ok_or(format!("'{s}': mkdesc3 takes oa=<physical address>"))?;
@@ -530,6 +557,7 @@ fn read_instr(line: &str) -> Option<Instr> {
             };
             let scope = match (kind.as_str(), reg) {
                 ("VAE1" | "VALE1", Some(r)) => TlbiScope::Va(r),
+                ("ASIDE1", Some(r)) => TlbiScope::Asid(r),
                 ("VMALLE1", None) => TlbiScope::All,
                 _ => return None,
             };
