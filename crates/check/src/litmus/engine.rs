@@ -317,7 +317,20 @@ impl<'a> Search<'a> {
                 _ => true,
             })
             .then_some(Step::Local),
-            Instr::Tlbi(_) => all(&|x, _| x.done).then_some(Step::Local),
+            // A TLBI is issued once nothing before it can be undone and the
+            // barriers and context synchronisations before it have run, not
+            // after earlier loads and stores: without a `DSB` between them,
+            // it may pass a page-table store (Arm orders only `[dsb]; po`).
+            Instr::Tlbi(tlbi) => {
+                let operand = match tlbi.scope {
+                    TlbiScope::Va(r) | TlbiScope::Asid(r) => self.reg(th, t, i, r).is_some(),
+                    TlbiScope::All => true,
+                };
+                let ok = operand
+                    && self.settled(th, t, i)
+                    && all(&|x, ins| x.done || !matches!(ins, Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret));
+                ok.then_some(Step::Local)
+            }
             Instr::Ldr { addr, .. } | Instr::Str { addr, .. } => {
                 let store = matches!(instr(me), Instr::Str { .. });
                 match me.tr {

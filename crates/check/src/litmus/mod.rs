@@ -65,7 +65,10 @@
 //!   earlier `ISB` (or taken fault) has run, before the access itself and
 //!   across `DMB` and `DSB`; the access uses that translation when it runs.
 //! - **Invalidation completes at the issuer's `DSB`.** A `TLBI` is issued
-//!   once everything before it has run and completes at any moment before,
+//!   once nothing before it can be undone and the `DSB`s and context
+//!   synchronisations before it have run (not after earlier loads and
+//!   stores: without a `DSB` it may pass a page-table store, and a walk
+//!   then refills the old entry), and completes at any moment before,
 //!   and at the latest at, the issuing thread's next `DSB`: it removes the
 //!   matching entries from the issuer's TLB, or from every thread's (`IS`
 //!   forms). A broadcast completion waits for another thread's access in
@@ -95,9 +98,8 @@
 //! What it lacks: acquire/release and exclusives (not in the subset);
 //! `TLBI` by VA invalidates exactly its page; no break-before-make
 //! conflicts or intermediate walk caches; no TTBR writes in the shipped
-//! tests (none is in the subset); a `TLBI` is issued only after everything
-//! before it and a store waits for its thread's pending `TLBI`s (no shipped
-//! test separates these from Arm's weaker orders); a load is satisfied only
+//! tests (none is in the subset); a store waits for its thread's pending
+//! `TLBI`s (no shipped test separates this from Arm's weaker order); a load is satisfied only
 //! once every earlier store's location is known (Flat would speculate and
 //! restart). Where the model makes a published *allowed* outcome
 //! unreachable, the test is a [`KNOWN_STRENGTHENINGS`] entry with the
