@@ -251,12 +251,15 @@ impl<'a> Search<'a> {
     ///   registers it reads (address and data dependencies);
     /// - `DMB` waits for the accesses before it that it orders (loads for
     ///   `LD`, stores for `ST`, both for `SY`), and the accesses after it
-    ///   that it orders wait for it; `DSB` waits for everything before it,
-    ///   and everything after it, translations apart, waits for it;
+    ///   that it orders wait for it (every access after `SY` or `LD`, stores
+    ///   after `ST`); `DSB` waits for everything before it (stores, for
+    ///   `ST`), and everything after it, translations apart, waits for it;
     /// - `ISB` waits for the branches before it and for the translations
     ///   of the accesses before it, and every later step, translations
-    ///   included, waits for it; a `TLBI` is issued once everything before
-    ///   it is done, and a fault is taken likewise (exceptions are precise);
+    ///   included, waits for it; a fault, `SVC` or `ERET` likewise
+    ///   ([`Search::synchronises`]); a `TLBI` is issued once nothing before it
+    ///   can be undone and the `DSB`s and context synchronisations before it
+    ///   have run;
     /// - a load is satisfied once the stores before it know their locations
     ///   (to forward from the latest one to its own location);
     /// - a store propagates only once it is no longer speculative: the
@@ -350,7 +353,7 @@ impl<'a> Search<'a> {
                         let ok = if store {
                             let Instr::Str { rt, .. } = instr(me) else { unreachable!() };
                             self.reg(th, t, i, *rt).is_some()
-                                && barriers_done(false, true)
+                                && barriers_done(true, true)
                                 && th.pending.iter().all(|p| p.at > i)
                                 && all(&|x, ins| match ins {
                                     Instr::Cbz { .. } => x.done,
