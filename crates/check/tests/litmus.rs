@@ -260,6 +260,104 @@ fn a_store_passes_an_earlier_load_unless_a_barrier_that_orders_them_is_between()
     }
 }
 
+/// Builds a test of tlbkit's own in the format over `x`, `y` and `z`
+/// (physical addresses 1 to 3, all 0 at first): each thread's code, every
+/// thread starting with `X10` = x, `X11` = y, `X12` = z, `X5` = 1, `X6` = 2.
+fn plain(name: &str, threads: &[&str], assertion: &str) -> litmus::Test {
+    let mut text = format!(
+        "name = \"{name}\"\nsymbolic = [\"x\", \"y\", \"z\"]\npage_table_setup = \"\"\"\n    \
+         physical pa1 pa2 pa3;\n    x |-> pa1;\n    y |-> pa2;\n    z |-> pa3;\n\"\"\"\n"
+    );
+    for (t, code) in threads.iter().enumerate() {
+        let code = code.split(';').map(|l| format!("    {}\n", l.trim())).collect::<String>();
+        text += &format!(
+            "[thread.{t}]\ncode = \"\"\"\n{code}\"\"\"\n[thread.{t}.reset]\nR10 = \"x\"\nR11 = \"y\"\nR12 = \"z\"\n\
+             R5 = \"extz(0b1, 64)\"\nR6 = \"extz(0b10, 64)\"\n"
+        );
+    }
+    text += &format!("[final]\nassertion = \"{assertion}\"\n");
+    litmus::parse(name, &text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn the_classic_armv8_shapes_get_armv8s_verdicts() {
+    // The architecture's well-known verdicts for its ordinary accesses: the
+    // shapes of the Armv8 litmus literature, written here with the
+    // instructions tlbkit models.
+    const MP: &str = "1:X0=1 & 1:X2=0";
+    const ADDR: &str = "LDR X0,[X11]; EOR X7,X0,X0; LDR X2,[X10,X7]";
+    let cases: &[(&str, &[&str], &str, Verdict)] = &[
+        ("SB", &["STR X5,[X10]; LDR X0,[X11]", "STR X5,[X11]; LDR X0,[X10]"], "0:X0=0 & 1:X0=0", Allowed),
+        (
+            "SB+dmbs",
+            &["STR X5,[X10]; DMB SY; LDR X0,[X11]", "STR X5,[X11]; DMB SY; LDR X0,[X10]"],
+            "0:X0=0 & 1:X0=0",
+            Forbidden,
+        ),
+        ("MP", &["STR X5,[X10]; STR X5,[X11]", "LDR X0,[X11]; LDR X2,[X10]"], MP, Allowed),
+        ("MP+dmb+addr", &["STR X5,[X10]; DMB SY; STR X5,[X11]", ADDR], MP, Forbidden),
+        (
+            "MP+dmb+ctrl",
+            &["STR X5,[X10]; DMB SY; STR X5,[X11]", "LDR X0,[X11]; CBZ X0,L0; L0:; LDR X2,[X10]"],
+            MP,
+            Allowed,
+        ),
+        (
+            "MP+dmb+ctrl-isb",
+            &["STR X5,[X10]; DMB SY; STR X5,[X11]", "LDR X0,[X11]; CBZ X0,L0; L0:; ISB; LDR X2,[X10]"],
+            MP,
+            Forbidden,
+        ),
+        (
+            "MP+dmb.st+dmb.ld",
+            &["STR X5,[X10]; DMB ST; STR X5,[X11]", "LDR X0,[X11]; DMB LD; LDR X2,[X10]"],
+            MP,
+            Forbidden,
+        ),
+        ("MP+dmb.st+po", &["STR X5,[X10]; DMB ST; STR X5,[X11]", "LDR X0,[X11]; LDR X2,[X10]"], MP, Allowed),
+        (
+            "IRIW+addrs",
+            &["STR X5,[X10]", "STR X5,[X11]", ADDR, "LDR X0,[X10]; EOR X7,X0,X0; LDR X2,[X11,X7]"],
+            "2:X0=1 & 2:X2=0 & 3:X0=1 & 3:X2=0",
+            Forbidden,
+        ),
+        (
+            "IRIW",
+            &["STR X5,[X10]", "STR X5,[X11]", "LDR X0,[X11]; LDR X2,[X10]", "LDR X0,[X10]; LDR X2,[X11]"],
+            "2:X0=1 & 2:X2=0 & 3:X0=1 & 3:X2=0",
+            Allowed,
+        ),
+        ("2+2W", &["STR X5,[X10]; STR X6,[X11]", "STR X5,[X11]; STR X6,[X10]"], "*x=1 & *y=1", Allowed),
+        (
+            "2+2W+dmbs",
+            &["STR X5,[X10]; DMB SY; STR X6,[X11]", "STR X5,[X11]; DMB SY; STR X6,[X10]"],
+            "*x=1 & *y=1",
+            Forbidden,
+        ),
+        ("CoRR", &["STR X5,[X10]", "LDR X0,[X10]; LDR X2,[X10]"], "1:X0=1 & 1:X2=0", Forbidden),
+        (
+            "S+dmb+data",
+            &["STR X6,[X10]; DMB SY; STR X5,[X11]", "LDR X0,[X11]; EOR X7,X0,X0; ADD X7,X7,#1; STR X7,[X10]"],
+            "1:X0=1 & *x=2",
+            Forbidden,
+        ),
+        ("S+dmb+po", &["STR X6,[X10]; DMB SY; STR X5,[X11]", "LDR X0,[X11]; STR X5,[X10]"], "1:X0=1 & *x=2", Allowed),
+        (
+            "LB+datas",
+            &[
+                "LDR X0,[X10]; EOR X7,X0,X0; ADD X7,X7,#1; STR X7,[X11]",
+                "LDR X0,[X11]; EOR X7,X0,X0; ADD X7,X7,#1; STR X7,[X10]",
+            ],
+            "0:X0=1 & 1:X0=1",
+            Forbidden,
+        ),
+    ];
+    for &(name, threads, assertion, want) in cases {
+        let got = litmus::run(&plain(name, threads, assertion)).unwrap().verdict;
+        assert_eq!(got, want, "{name}");
+    }
+}
+
 #[test]
 fn a_bad_file_is_named_with_its_line() {
     let text =
