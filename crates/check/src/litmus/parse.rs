@@ -61,12 +61,6 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
     let err = |line: usize, problem: String| LitmusError { file: file.to_string(), line, problem };
     let tables = read_toml(text).map_err(|(l, p)| err(l, p))?;
     let top = tables.get("").cloned().unwrap_or_default();
-    let get_str = |table: &BTreeMap<String, Item>, key: &str| -> Option<(usize, String)> {
-        match table.get(key) {
-            Some(Item { line, value: TomlVal::Str(s) }) => Some((*line, s.clone())),
-            _ => None,
-        }
-    };
     let (_, name) = get_str(&top, "name").ok_or_else(|| err(0, "no `name = \"...\"` at the top".into()))?;
     if let Some((line, arch)) = get_str(&top, "arch") {
         if arch != "AArch64" {
@@ -92,85 +86,8 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
 
     let mut n = 0;
     while let Some(table) = tables.get(&format!("thread.{n}")) {
-        let (code_line, code) =
-            get_str(table, "code").ok_or_else(|| err(0, format!("[thread.{n}] has no `code = \"\"\"...\"\"\"`")))?;
-        let (instrs, labels) = read_code(code_line, &code).map_err(|(l, p)| err(l, p))?;
-        let mut regs = BTreeMap::new();
-        let mut vbar = None;
-        let mut asid = 0;
-        if let Some(reset) = tables.get(&format!("thread.{n}.reset")) {
-            for (key, item) in reset {
-                let TomlVal::Str(s) = &item.value else {
-                    return Err(err(item.line, format!("{key}: a register's value is a string")));
-                };
-                let (reg, v) = match key.as_str() {
-                    // `__isla_*`: hints to isla.
-                    k if k.starts_with("__isla_") => continue,
-                    "VBAR_EL1" => {
-                        vbar = Some(read_val(&test, s).map_err(|p| err(item.line, p))?);
-                        continue;
-                    }
-                    "PSTATE.EL" => match read_int(s) {
-                        Some(0) => (MODE, Val::Int(0)),
-                        Some(1) => (MODE, Val::Int(4)),
-                        _ => return Err(err(item.line, format!("PSTATE.EL '{s}': tlbkit runs threads at EL0 or EL1"))),
-                    },
-                    "ELR_EL1" => {
-                        let label = s.trim().trim_end_matches(':');
-                        let at = labels
-                            .get(label)
-                            .ok_or_else(|| err(item.line, format!("ELR_EL1 '{s}': a label of the thread's code")))?;
-                        (ELR, Val::Code(0, *at))
-                    }
-                    "SPSR_EL1" => (SPSR, read_val(&test, s).map_err(|p| err(item.line, p))?),
-                    "TTBR0_EL1" => {
-                        asid = read_ttbr(s).ok_or_else(|| {
-                            err(item.line, format!("TTBR0_EL1 '{s}': tlbkit reads ttbr(asid=n, base=page_table_base)"))
-                        })?;
-                        continue;
-                    }
-                    _ => {
-                        let reg = read_reg(key).ok_or_else(|| {
-                            err(
-                                item.line,
-                                format!(
-                                    "'{key}': tlbkit sets general registers X0-X30 (or R0-R30), VBAR_EL1, \
-                                     PSTATE.EL, ELR_EL1, SPSR_EL1 and TTBR0_EL1 only"
-                                ),
-                            )
-                        })?;
-                        (reg, read_val(&test, s).map_err(|p| err(item.line, p))?)
-                    }
-                };
-                regs.insert(reg, v);
-            }
-        }
-        let mut handlers = Vec::new();
-        for (key, section) in tables.range(format!("section.thread{n}_el1_handler")..) {
-            if handler_of(key).is_none_or(|k| k != n) {
-                continue;
-            }
-            let line = section.values().map(|i| i.line).min().unwrap_or(1).saturating_sub(1);
-            let (code_line, code) =
-                get_str(section, "code").ok_or_else(|| err(line, format!("[{key}] has no code")))?;
-            let (at_line, at) =
-                get_str(section, "address").ok_or_else(|| err(line, format!("[{key}] has no `address`")))?;
-            let at = read_int(&at).ok_or_else(|| err(at_line, format!("[{key}]: address '{at}' is not a number")))?;
-            // A handler at none of the thread's synchronous exception vectors
-            // never runs (a test may give one to a thread that sets no
-            // VBAR_EL1).
-            let vector = match vbar {
-                Some(Val::Int(base)) => at.checked_sub(base).filter(|o| [0, 0x200, 0x400].contains(o)),
-                _ => None,
-            };
-            let Some(offset) = vector else { continue };
-            let (code, _) = read_code(code_line, &code).map_err(|(l, p)| err(l, p))?;
-            if code.iter().any(|i| matches!(i, Instr::Cbz { .. })) {
-                return Err(err(code_line, format!("[{key}]: tlbkit runs straight-line handlers (no branch)")));
-            }
-            handlers.push(Handler { offset, code });
-        }
-        test.threads.push(Thread { code: instrs, labels, regs, handlers, asid });
+        let thread = read_thread(&test, &tables, table, n).map_err(|(l, p)| err(l, p))?;
+        test.threads.push(thread);
         n += 1;
     }
     if test.threads.is_empty() {
@@ -201,6 +118,102 @@ pub fn parse(file: &str, text: &str) -> Result<Test, LitmusError> {
         get_str(fin, "assertion").ok_or_else(|| err(0, "[final] has no `assertion = \"...\"`".into()))?;
     test.assertion = read_cond(&test, &assertion).map_err(|p| err(line, p))?;
     Ok(test)
+}
+
+/// Reads thread `n` of `test` from its tables: its code, its reset
+/// registers (and `VBAR_EL1`, `PSTATE.EL`, `ELR_EL1`, `SPSR_EL1`,
+/// `TTBR0_EL1`), and its exception handlers; an error is (line, problem).
+fn read_thread(
+    test: &Test,
+    tables: &Tables,
+    table: &BTreeMap<String, Item>,
+    n: usize,
+) -> Result<Thread, (usize, String)> {
+    let (code_line, code) =
+        get_str(table, "code").ok_or_else(|| (0, format!("[thread.{n}] has no `code = \"\"\"...\"\"\"`")))?;
+    let (instrs, labels) = read_code(code_line, &code)?;
+    let mut regs = BTreeMap::new();
+    let mut vbar = None;
+    let mut asid = 0;
+    if let Some(reset) = tables.get(&format!("thread.{n}.reset")) {
+        for (key, item) in reset {
+            let TomlVal::Str(s) = &item.value else {
+                return Err((item.line, format!("{key}: a register's value is a string")));
+            };
+            let (reg, v) = match key.as_str() {
+                // `__isla_*`: hints to isla.
+                k if k.starts_with("__isla_") => continue,
+                "VBAR_EL1" => {
+                    vbar = Some(read_val(test, s).map_err(|p| (item.line, p))?);
+                    continue;
+                }
+                "PSTATE.EL" => match read_int(s) {
+                    Some(0) => (MODE, Val::Int(0)),
+                    Some(1) => (MODE, Val::Int(4)),
+                    _ => return Err((item.line, format!("PSTATE.EL '{s}': tlbkit runs threads at EL0 or EL1"))),
+                },
+                "ELR_EL1" => {
+                    let label = s.trim().trim_end_matches(':');
+                    let at = labels
+                        .get(label)
+                        .ok_or_else(|| (item.line, format!("ELR_EL1 '{s}': a label of the thread's code")))?;
+                    (ELR, Val::Code(0, *at))
+                }
+                "SPSR_EL1" => (SPSR, read_val(test, s).map_err(|p| (item.line, p))?),
+                "TTBR0_EL1" => {
+                    asid = read_ttbr(s).ok_or_else(|| {
+                        (item.line, format!("TTBR0_EL1 '{s}': tlbkit reads ttbr(asid=n, base=page_table_base)"))
+                    })?;
+                    continue;
+                }
+                _ => {
+                    let reg = read_reg(key).ok_or_else(|| {
+                        (
+                            item.line,
+                            format!(
+                                "'{key}': tlbkit sets general registers X0-X30 (or R0-R30), VBAR_EL1, \
+                                 PSTATE.EL, ELR_EL1, SPSR_EL1 and TTBR0_EL1 only"
+                            ),
+                        )
+                    })?;
+                    (reg, read_val(test, s).map_err(|p| (item.line, p))?)
+                }
+            };
+            regs.insert(reg, v);
+        }
+    }
+    let mut handlers = Vec::new();
+    for (key, section) in tables.range(format!("section.thread{n}_el1_handler")..) {
+        if handler_of(key).is_none_or(|k| k != n) {
+            continue;
+        }
+        let line = section.values().map(|i| i.line).min().unwrap_or(1).saturating_sub(1);
+        let (code_line, code) = get_str(section, "code").ok_or_else(|| (line, format!("[{key}] has no code")))?;
+        let (at_line, at) = get_str(section, "address").ok_or_else(|| (line, format!("[{key}] has no `address`")))?;
+        let at = read_int(&at).ok_or_else(|| (at_line, format!("[{key}]: address '{at}' is not a number")))?;
+        // A handler at none of the thread's synchronous exception vectors
+        // never runs (a test may give one to a thread that sets no
+        // VBAR_EL1).
+        let vector = match vbar {
+            Some(Val::Int(base)) => at.checked_sub(base).filter(|o| [0, 0x200, 0x400].contains(o)),
+            _ => None,
+        };
+        let Some(offset) = vector else { continue };
+        let (code, _) = read_code(code_line, &code)?;
+        if code.iter().any(|i| matches!(i, Instr::Cbz { .. })) {
+            return Err((code_line, format!("[{key}]: tlbkit runs straight-line handlers (no branch)")));
+        }
+        handlers.push(Handler { offset, code });
+    }
+    Ok(Thread { code: instrs, labels, regs, handlers, asid })
+}
+
+/// A string's line and value, if `table` has it under `key`.
+fn get_str(table: &BTreeMap<String, Item>, key: &str) -> Option<(usize, String)> {
+    match table.get(key) {
+        Some(Item { line, value: TomlVal::Str(s) }) => Some((*line, s.clone())),
+        _ => None,
+    }
 }
 
 type Labels = BTreeMap<String, usize>;
