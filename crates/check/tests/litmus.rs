@@ -359,6 +359,15 @@ fn the_classic_armv8_shapes_get_armv8s_verdicts() {
 }
 
 #[test]
+fn a_search_past_its_bound_stops_with_an_error() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("litmus/vmsa");
+    let test = litmus::load(&dir.join("MP.RT.EL1+dsb+dsb-tlbi-dsb+dsb+dsb-isb.litmus.toml")).unwrap();
+    let e = litmus::engine::explore_within(&test, 1_000).unwrap_err();
+    assert!(e.0.contains("passed 1000 states"), "{}", e.0);
+    assert!(litmus::engine::explore(&test).unwrap().1 <= litmus::engine::MAX_STATES);
+}
+
+#[test]
 fn a_bad_file_is_named_with_its_line() {
     let text =
         "arch = \"AArch64\"\nname = \"t\"\nsymbolic = [\"x\"]\npage_table_setup = \"\"\"\n    x |-> pa1;\n\"\"\"\n";

@@ -110,8 +110,19 @@ pub struct Final {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stuck(pub String);
 
-/// Returns every final state `test` can reach, and how many states the search visited.
+/// The most states one test's search visits before it stops with an error:
+/// the published tests take at most about ten thousand; a file many times
+/// larger is not what this engine is for, and must not run without end.
+pub const MAX_STATES: usize = 200_000;
+
+/// Returns every final state `test` can reach, and how many states the search
+/// visited (at most [`MAX_STATES`]).
 pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
+    explore_within(test, MAX_STATES)
+}
+
+/// [`explore`], stopping with an error past `max_states` states.
+pub fn explore_within(test: &Test, max_states: usize) -> Result<(BTreeSet<Final>, usize), Stuck> {
     let search = Search { test, npas: test.pas.len() };
     let mut mem: Vec<Val> = test.memory.iter().map(|&n| Val::Int(n)).collect();
     mem.extend(test.mapping.iter().map(|&m| Val::descriptor(m)));
@@ -140,6 +151,12 @@ pub fn explore(test: &Test) -> Result<(BTreeSet<Final>, usize), Stuck> {
     while let Some(s) = stack.pop() {
         if !seen.insert(s.clone()) {
             continue;
+        }
+        if seen.len() > max_states {
+            return Err(Stuck(format!(
+                "the search passed {max_states} states without ending: tlbkit's litmus engine explores tests of a \
+                 few threads and instructions"
+            )));
         }
         if s.threads.iter().all(|t| t.insts.iter().all(|i| i.done)) {
             let regs = (0..s.threads.len())
