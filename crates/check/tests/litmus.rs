@@ -216,46 +216,14 @@ fn a_tlbi_without_a_dsb_before_it_may_pass_the_page_table_store() {
     assert_eq!(litmus::run(&test).unwrap().verdict, Allowed);
 }
 
-/// Load buffering, a test of tlbkit's own in the format: each thread reads
-/// one location, then (after `BARRIER`) writes the other.
-const LB: &str = r#"
-name = "LB"
-symbolic = ["x", "y"]
-page_table_setup = """
-    physical pa1 pa2;
-    x |-> pa1;
-    y |-> pa2;
-"""
-[thread.0]
-code = """
-    LDR X0,[X1]
-    BARRIER
-    STR X2,[X3]
-"""
-[thread.0.reset]
-R1 = "x"
-R2 = "extz(0b1, 64)"
-R3 = "y"
-[thread.1]
-code = """
-    LDR X0,[X1]
-    BARRIER
-    STR X2,[X3]
-"""
-[thread.1.reset]
-R1 = "y"
-R2 = "extz(0b1, 64)"
-R3 = "x"
-[final]
-assertion = "0:X0=1 & 1:X0=1"
-"#;
-
 #[test]
 fn a_store_passes_an_earlier_load_unless_a_barrier_that_orders_them_is_between() {
     // Armv8: LB allowed; a DMB SY or DMB LD orders the load before the store,
     // a DMB ST (stores with stores) does not.
     for (barrier, want) in [("ISB", Allowed), ("DMB SY", Forbidden), ("DMB LD", Forbidden), ("DMB ST", Allowed)] {
-        let test = litmus::parse("lb.litmus.toml", &LB.replace("BARRIER", barrier)).unwrap();
+        let threads =
+            [format!("LDR X0,[X10]; {barrier}; STR X5,[X11]"), format!("LDR X0,[X11]; {barrier}; STR X5,[X10]")];
+        let test = plain("LB", &[&threads[0], &threads[1]], "0:X0=1 & 1:X0=1");
         assert_eq!(litmus::run(&test).unwrap().verdict, want, "LB with {barrier}");
     }
 }

@@ -62,6 +62,13 @@ struct Inst {
     out: Vec<(Reg, Val)>,
 }
 
+impl Inst {
+    /// Instance `at` of code `block`, not yet run (`taken`: a branch's guess).
+    fn fresh(block: usize, at: usize, taken: Option<bool>) -> Inst {
+        Inst { block, at, taken, tr: None, read: None, done: false, out: Vec::new() }
+    }
+}
+
 /// An invalidation issued and not yet complete.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Pending {
@@ -202,7 +209,7 @@ impl<'a> Search<'a> {
     /// Every path through thread `t`'s code, each branch guessed both ways.
     fn paths(&self, t: usize) -> Result<Vec<Vec<Inst>>, Stuck> {
         let thread = &self.test.threads[t];
-        let inst = |at, taken| Inst { block: 0, at, taken, tr: None, read: None, done: false, out: Vec::new() };
+        let inst = |at, taken| Inst::fresh(0, at, taken);
         let mut done = Vec::new();
         let mut open = vec![(0, Vec::new())];
         while let Some((pc, mut path)) = open.pop() {
@@ -235,22 +242,25 @@ impl<'a> Search<'a> {
 
     /// Returns every state one move from `s`.
     fn moves(&self, s: &State) -> Result<Vec<State>, Stuck> {
+        let mut ready = Vec::new();
         for (t, th) in s.threads.iter().enumerate() {
-            for i in 0..th.insts.len() {
-                if !th.insts[i].done && matches!(self.waits(s, t, i), Some(Step::Local)) {
-                    let mut out = Vec::new();
-                    self.step(s, t, i, &mut out)?;
-                    return Ok(out);
+            for i in (0..th.insts.len()).filter(|&i| !th.insts[i].done) {
+                match self.waits(s, t, i) {
+                    Some(Step::Local) => {
+                        let mut out = Vec::new();
+                        self.step(s, t, i, &mut out)?;
+                        return Ok(out);
+                    }
+                    Some(Step::Global) => ready.push((t, i)),
+                    None => {}
                 }
             }
         }
         let mut out = Vec::new();
+        for (t, i) in ready {
+            self.step(s, t, i, &mut out)?;
+        }
         for (t, th) in s.threads.iter().enumerate() {
-            for i in 0..th.insts.len() {
-                if !th.insts[i].done && self.waits(s, t, i).is_some() {
-                    self.step(s, t, i, &mut out)?;
-                }
-            }
             if th.pending.first().is_some_and(|inv| !self.blocked(s, t, inv)) {
                 let mut n = s.clone();
                 let inv = n.threads[t].pending.remove(0);
@@ -372,12 +382,9 @@ impl<'a> Search<'a> {
                             self.reg(th, t, i, *rt).is_some()
                                 && barriers_done(true, true)
                                 && th.pending.iter().all(|p| p.at > i)
-                                && all(&|x, ins| match ins {
-                                    Instr::Cbz { .. } => x.done,
-                                    Instr::Ldr { .. } | Instr::Str { .. } => {
-                                        x.done || (matches!(x.tr, Some((_, Translation::Pa(_)))) && !at_loc(x))
-                                    }
-                                    _ => true,
+                                && self.settled(th, t, i)
+                                && all(&|x, ins| {
+                                    x.done || !matches!(ins, Instr::Ldr { .. } | Instr::Str { .. }) || !at_loc(x)
                                 })
                         } else {
                             barriers_done(true, false)
@@ -413,10 +420,13 @@ impl<'a> Search<'a> {
     /// barrier); and for the registers in `reads`.
     fn synchronises(&self, th: &ThreadState, t: usize, i: usize, reads: &[Reg]) -> bool {
         reads.iter().all(|&r| self.reg(th, t, i, r).is_some())
-            && th.insts[..i].iter().all(|x| match self.instr(t, x) {
-                Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(_)))),
-                Instr::Cbz { .. } | Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => x.done,
-                _ => true,
+            && self.settled(th, t, i)
+            && th.insts[..i].iter().all(|x| {
+                x.done
+                    || !matches!(
+                        self.instr(t, x),
+                        Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret
+                    )
             })
     }
 
@@ -440,22 +450,13 @@ impl<'a> Search<'a> {
         th.insts[i].out = vec![(ELR, ret), (SPSR, mode), (MODE, Val::Int(5))];
         th.insts[i].done = true;
         for later in &mut th.insts[i + 1..] {
-            let (block, at, taken) = (later.block, later.at, later.taken);
-            *later = Inst { block, at, taken, tr: None, read: None, done: false, out: Vec::new() };
+            *later = Inst::fresh(later.block, later.at, later.taken);
         }
         let code = &handlers[k].code;
         if !code.iter().any(|x| matches!(x, Instr::Eret)) {
             th.insts.truncate(i + 1);
         }
-        let body = (0..code.len()).map(|at| Inst {
-            block: k + 1,
-            at,
-            taken: None,
-            tr: None,
-            read: None,
-            done: false,
-            out: Vec::new(),
-        });
+        let body = (0..code.len()).map(|at| Inst::fresh(k + 1, at, None));
         th.insts.splice(i + 1..i + 1, body);
         Ok(true)
     }
@@ -464,17 +465,21 @@ impl<'a> Search<'a> {
     /// before it to `loc`, while that store has not propagated (its value, if
     /// its data register is ready), or memory (`Some(None)`).
     fn forward(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<Option<(usize, Val)>> {
-        let latest = (0..i).rev().find(|&j| {
-            matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
-                && matches!(th.insts[j].tr, Some((_, Translation::Pa(l))) if l == loc)
-        });
-        match latest {
+        match self.latest_store(th, t, i, loc) {
             Some(j) if !th.insts[j].done => {
                 let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
                 self.reg(th, t, j, *rt).map(|v| Some((j, v)))
             }
             _ => Some(None),
         }
+    }
+
+    /// The latest store before instance `i` of thread `t` known to go to `loc`.
+    fn latest_store(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<usize> {
+        (0..i).rev().find(|&j| {
+            matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
+                && matches!(th.insts[j].tr, Some((_, Translation::Pa(l))) if l == loc)
+        })
     }
 
     /// Runs instance `i` of thread `t`'s next step (which [`Search::waits`]
@@ -664,11 +669,7 @@ impl<'a> Search<'a> {
         if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
             out.push((Translation::Fault, None));
         }
-        let pte = self.npas + va;
-        let latest = (0..i).rev().find(|&j| {
-            matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
-                && th.insts[j].tr == Some((None, Translation::Pa(pte)))
-        });
+        let latest = self.latest_store(th, t, i, self.npas + va);
         if let Some(j) = latest.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             if let Some(d) = self.reg(th, t, j, *rt) {
