@@ -43,6 +43,15 @@ fn pte_store(addr: usize) -> Option<(u32, usize)> {
     (addr & PTE_STORE == PTE_STORE).then_some((((addr >> 8) & 0xff_ffff) as u32, addr & 0xff))
 }
 
+/// Forgets CPU `cpu`'s invalidation `key` in [`State::issued`] once it
+/// completes (at its barrier, or before it), returning the event index of its
+/// issue (the latest, if it was issued again).
+fn forget_issued(issued: &mut Vec<(usize, PendingKey, usize)>, cpu: usize, key: PendingKey) -> Option<usize> {
+    let at = issued.iter().rposition(|i| i.0 == cpu && i.1 == key).map(|i| issued[i].2);
+    issued.retain(|i| !(i.0 == cpu && i.1 == key));
+    at
+}
+
 /// The most steps one execution may take before it is reported as not making
 /// progress.
 pub const MAX_STEPS: usize = 20_000;

@@ -525,8 +525,7 @@ fn complete_early(core: &Core, cpu: usize, steps: usize) {
         let mut done = None;
         st.m.complete(cpu, |_| first.replace(false), |p, removed| done = Some((p, removed)));
         let Some((p, removed)) = done else { return };
-        let key = p.key();
-        st.issued.retain(|i| !(i.0 == cpu && i.1 == key));
+        forget_issued(&mut st.issued, cpu, p.key());
         if core.record {
             let text = format!(
                 "cpu{cpu}: {:?} issued earlier completes before its barrier, {removed} entr{} removed",

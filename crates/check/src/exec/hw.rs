@@ -193,9 +193,7 @@ impl<'c> Hw for CheckHw<'c> {
             let st = &mut *self.st();
             let State { m, events, issued, step, .. } = st;
             m.complete(me, completes, |p, removed| {
-                let key = p.key();
-                let at = issued.iter().rposition(|i| i.0 == me && i.1 == key).map(|i| issued[i].2);
-                issued.retain(|i| !(i.0 == me && i.1 == key));
+                let at = forget_issued(issued, me, p.key());
                 match at.filter(|&at| record && events[at].step == *step) {
                     Some(at) => {
                         let e = &mut events[at];
