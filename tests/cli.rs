@@ -66,6 +66,10 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_bad_input(&refs(&with("2", "0")), "--cpus 0 is out of range");
     assert_bad_input(&refs(&with("2", "-1")), "--cpus -1 is out of range: give 1 to 4096");
     assert_bad_input(&["check", "--policy", "arm64-linux", "--cpus", "-1"], "--cpus -1: the checker runs 1 to 8 CPUs");
+    assert_bad_input(
+        &["check", "--policy", "arm64-linux", "--memory", "arm", "--cpus", "6"],
+        "--memory arm: the arm mode offers a second store-buffer drain per CPU: give at most 5 CPUs",
+    );
     assert_bad_input(&refs(&with("procs=6", "asid_bits=7")), "choose one of 16, 8");
     assert_bad_input(&refs(&with("procs=6", "procs")), "malformed --set 'procs'");
     assert_bad_input(&refs(&with("procs=6", "colour=blue")), "valid keys: asid_bits");
@@ -174,6 +178,7 @@ fn list_shows_every_finding_in_its_own_section_with_its_command() {
             "freebsd-arm64-asid-reset-curpmap",
             "linux-arm64-asid-publish",
             "arm64-skipbcast-early-mask-read",
+            "arm64-tlbmode-mask-clear-reorder",
             "x86-global-asid-max",
             "latr-artifact-cow",
             "latr-artifact-migrate"

@@ -46,12 +46,14 @@ pub struct CheckArgs {
     search: SearchArgs,
     /// The memory model (one shape): sc (the default; tso for the zoo entries
     /// whose bug is a store passing a load), tso (per-CPU store buffers) or arm
-    /// (arm64 policies: tso, and root writes drain nothing, and a DSB may
-    /// complete invalidations before the stores it drains are visible). The
-    /// portfolio's shapes run under tso. With +any (as tso+any) a pending
-    /// invalidation may also complete at any point before its barrier, as a
-    /// step of its own: a check, at small bounds (at most 5 CPUs), that
-    /// completing at the barrier, the latest point, hides nothing.
+    /// (arm64 policies, at most 5 CPUs: store buffers whose stores leave out of
+    /// order as Armv8's may, root writes drain nothing, and a DSB may complete
+    /// invalidations before the stores it drains are visible). The portfolio's
+    /// shapes run under the architecture's (tso, and arm on arm64). With +any
+    /// (as tso+any) a pending invalidation may also complete at any point
+    /// before its barrier, as a step of its own: a check, at small bounds (at
+    /// most 5 CPUs, 4 with arm+any), that completing at the barrier, the
+    /// latest point, hides nothing.
     #[arg(long, value_enum)]
     memory: Option<MemoryArg>,
     /// The kinds of kernel operation CPUs may start, comma-separated (switch, idle,

@@ -101,7 +101,7 @@ struct Cpu {
     irq_off: u32,
     in_handler: bool,
     pending: VecDeque<Irq>,
-    buffer: VecDeque<(usize, Width, u64)>,
+    buffer: Buffer,
     sync_out: usize,
     history: u64,
     /// Policy addresses read since the last spin, each once, with whether a
@@ -507,6 +507,21 @@ impl Core {
         }
     }
 
+    /// Makes the stores of CPU `cpu`'s buffer in `leaving` visible, oldest
+    /// first, within the running step (all of them for [`Leaving::MAX`], however
+    /// many there are).
+    fn drain_within(&self, cpu: usize, mut leaving: Leaving) {
+        loop {
+            let e = self.st.borrow_mut().cpus[cpu].buffer.take_oldest(&mut leaving);
+            let Some(Stored { addr, w, v, .. }) = e else { return };
+            self.drain_one(addr, w, v);
+            let k = self.addr_key(addr);
+            self.event_in(cpu, mix(0x3_0000, k ^ arena::position_free(v)), false, || {
+                (self.access_kind(addr, false, true), self.drained(addr, v))
+            });
+        }
+    }
+
     /// Makes one buffered store of CPU `cpu` visible.
     fn drain_one(&self, addr: usize, w: Width, v: u64) {
         if let Some((slot, page)) = pte_store(addr) {
@@ -562,7 +577,12 @@ impl Core {
                 }
                 (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
                 c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
-                c.buffer.iter().for_each(|&(a, w, v)| (a, w, v).hash(h));
+                c.buffer.iter().for_each(|s| {
+                    (s.addr, s.w, s.v).hash(h);
+                    if s.release {
+                        true.hash(h);
+                    }
+                });
             }
         })
     }
@@ -633,9 +653,10 @@ impl Core {
 
     /// Returns whether a CPU other than `c` still buffers a PTE store of `slot`.
     fn pte_store_pending(st: &State, c: usize, slot: u32) -> bool {
-        st.cpus.iter().enumerate().any(|(o, s)| {
-            o != c && s.buffer.iter().any(|&(addr, _, _)| pte_store(addr).is_some_and(|(sl, _)| sl == slot))
-        })
+        st.cpus
+            .iter()
+            .enumerate()
+            .any(|(o, s)| o != c && s.buffer.iter().any(|b| pte_store(b.addr).is_some_and(|(sl, _)| sl == slot)))
     }
 
     /// Returns whether CPU `c` can take a step.
@@ -818,15 +839,7 @@ impl Engine for Core {
     }
 
     fn drain_own(&self, cpu: usize) {
-        loop {
-            let e = self.st.borrow_mut().cpus[cpu].buffer.pop_front();
-            let Some((addr, w, v)) = e else { return };
-            self.drain_one(addr, w, v);
-            let k = self.addr_key(addr);
-            self.event_in(cpu, mix(0x3_0000, k ^ arena::position_free(v)), false, || {
-                (self.access_kind(addr, false, true), self.drained(addr, v))
-            });
-        }
+        self.drain_within(cpu, Leaving::MAX);
     }
 
     fn has_buffered(&self, cpu: usize) -> bool {
@@ -836,7 +849,7 @@ impl Engine for Core {
     fn buffer_pte_clear(&self, slot: u32, page: usize, ver: u32) {
         let cpu = self.cpu();
         let addr = PTE_STORE | (slot as usize) << 8 | page;
-        self.st.borrow_mut().cpus[cpu].buffer.push_back((addr, Width::W64, ver as u64));
+        self.st.borrow_mut().cpus[cpu].buffer.push(Stored { addr, w: Width::W64, v: ver as u64, release: false });
     }
 
     fn ops_done(&self, cpu: usize) -> usize {
@@ -870,11 +883,13 @@ pub(crate) struct CheckHw<'a> {
     cpu: usize,
 }
 
+mod buffer;
 pub mod checkpoint;
 mod drive;
 mod hooks;
 mod hw;
 mod state;
+use buffer::{Buffer, Leaving, Stored};
 pub use checkpoint::{run_from, Checkpoints};
 pub use drive::run;
 use drive::*;

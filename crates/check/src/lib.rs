@@ -107,14 +107,21 @@
 //!   a TLBI operand read before the `DSB` that publishes the PTE) need.
 //!   `--memory sc` turns buffers off; it is the default, as the oracle's model
 //!   (the guide, "The oracle's properties") is sequentially consistent, but for the zoo entries whose bugs need TSO.
-//!   `--memory arm` (arm64 policies) is TSO with arm64's rules around TLB
+//!   `--memory arm` (arm64 policies) makes the buffers as weak as Armv8 lets
+//!   one CPU's stores be (`exec::buffer`): a store may leave before older ones
+//!   but for an older store to its location and, for a store-release (`Release`
+//!   or `SeqCst`: `STLR`, buffered too), every older store; a load-acquire
+//!   (`LDAR`) waits for the store-releases before it; a read-modify-write
+//!   without release semantics waits only for stores to its own location; a
+//!   `Release` fence is a `DMB ISH`. It adds arm64's rules around TLB
 //!   maintenance ([`shape::Memory::Arm`]): a root write drains nothing (the
 //!   `DSB ISH` at the end of a Linux switch does, `ops::switch_to`), and a `DSB`
 //!   that completes invalidations may do so before its stores drain, so a `TLBI`
 //!   without `DSB ISHST` after its PTE store lets a walk refill. It is still
-//!   stronger than arm64 in that plain stores leave the buffer in order and a
-//!   relaxed read-modify-write drains it (arm64 reorders both); the litmus
-//!   chapter of the guide lists what that hides.
+//!   stronger than arm64 in that loads are made in program order (a load never
+//!   reads older than an earlier load of another location) and a barrier
+//!   drains the whole buffer where it stands; the litmus chapter of the guide
+//!   lists what that hides.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the
@@ -335,10 +342,12 @@
 //! the policy, in its own order.
 //!
 //! # What this does not cover
-//! - Weak memory beyond TSO: arm64 may also reorder loads with loads and stores
-//!   with stores, and relaxed read-modify-writes do not order anything there;
-//!   here every read-modify-write drains the store buffer (as an x86 `LOCK`ed
-//!   instruction or a Linux value-returning atomic does).
+//! - Weak memory beyond `--memory arm`: arm64 may also let a load read older
+//!   than an earlier load of another location (load-to-load reordering) and a
+//!   store pass an earlier load (load buffering); here loads are made in
+//!   program order. Of three or more buffered stores of one CPU that other CPUs
+//!   are about to read, only the oldest and the newest are offered to leave
+//!   first.
 //! - The swap cache: a fault after a reclaim maps a fresh frame, where Linux may
 //!   map the reclaimed folio again, and a stale entry of a clean page that a CPU
 //!   keeps until the reclaim's flush is not judged meanwhile (Linux relies on

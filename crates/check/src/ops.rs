@@ -701,6 +701,10 @@ fn fault<E: Engine>(core: &E, cpu: usize, s: u32, pg: usize) {
 fn fork<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32, task: Task) {
     p.mm_init(MmId(s));
     core.pause();
+    // The child becomes runnable under its runqueue's lock
+    // (`wake_up_new_task`), whose release orders every store of the fork
+    // before any CPU can switch to it: none waits in a store buffer after.
+    core.drain_own(cpu);
     let r = core.machine_mut().fork(s, cpu);
     match r {
         Err(v) => core.violated(v),

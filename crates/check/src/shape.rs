@@ -10,14 +10,19 @@ pub enum Memory {
     /// x86-TSO: plain stores wait in a per-CPU FIFO store buffer (visible to
     /// their own CPU's loads) until drained.
     Tso,
-    /// The arm64 mode: TSO's store buffer, and what arm64 adds around TLB
-    /// maintenance: a root write (`MSR TTBR0_EL1`) drains nothing, so a store
-    /// before it reaches other CPUs (and the walker) only at a later barrier
-    /// (the `DSB ISHST` the kernel puts before it, or `__switch_to`'s `DSB
-    /// ISH`); and a `DSB` that completes invalidations may complete them before
-    /// the stores it drains are visible, so a walk in between refills from the
-    /// page table as it was (a `TLBI` not ordered after its PTE store by `DSB
-    /// ISHST`). Only for arm64 policies.
+    /// The arm64 mode: store buffers as weak as Armv8 lets one CPU's stores
+    /// be (a store leaves before older ones unless one writes its location or
+    /// it is a store-release; a `SeqCst` store is a store-release, a load- or
+    /// read-modify-write-acquire waits for the store-releases before it, and a
+    /// read-modify-write without release waits only for stores to its own
+    /// location: `exec::buffer`), and what arm64 adds around TLB maintenance:
+    /// a root write (`MSR TTBR0_EL1`) drains nothing, so a store before it
+    /// reaches other CPUs (and the walker) only at a later barrier (the `DSB
+    /// ISHST` the kernel puts before it, or `__switch_to`'s `DSB ISH`); and a
+    /// `DSB` that completes invalidations may complete them before the stores
+    /// it drains are visible, so a walk in between refills from the page table
+    /// as it was (a `TLBI` not ordered after its PTE store by `DSB ISHST`).
+    /// Loads are still made in program order. Only for arm64 policies.
     Arm,
 }
 
@@ -115,16 +120,17 @@ pub enum Completion {
     Latest,
     /// At any point from its issue to that barrier: the scheduler may also
     /// complete a CPU's first pending invalidation as a step of its own. For
-    /// checking the argument at small bounds (up to [`Completion::MAX_CPUS`]
+    /// checking the argument at small bounds (up to [`max_cpus`]
     /// CPUs, the labels a scheduling point may have).
     Any,
 }
 
-impl Completion {
-    /// The most CPUs a search with [`Completion::Any`] may have: a scheduling
-    /// point's three kinds of option (run, drain, complete) per CPU must fit
-    /// the visited set's 16-label sleep mask.
-    pub const MAX_CPUS: usize = 5;
+/// The most CPUs a search of `memory` and `completion` may have: every kind of
+/// option a scheduling point has per CPU (run, drain, the arm mode's second
+/// drain, an early completion) must fit the visited set's 16-label sleep mask.
+pub fn max_cpus(memory: Memory, completion: Completion) -> usize {
+    let per_cpu = 2 + usize::from(memory == Memory::Arm) + usize::from(completion == Completion::Any);
+    (16 / per_cpu).min(8)
 }
 
 /// Reads `--memory`'s value, `NAME[+any]`: the memory model, and with `+any`

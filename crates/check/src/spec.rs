@@ -297,14 +297,16 @@ fn shape_of(
             format!("the arm mode is arm64's; {} is an x86 policy: give tso (or sc)", spec.policy),
         ));
     }
-    if spec.completion == Completion::Any && spec.cpus > Completion::MAX_CPUS {
+    let most = crate::shape::max_cpus(spec.memory, spec.completion);
+    if spec.cpus > most {
+        let why = match spec.completion {
+            Completion::Any => "+any is for small bounds",
+            Completion::Latest => "the arm mode offers a second store-buffer drain per CPU",
+        };
         return Err(Error::invalid(
             Param::Memory,
             crate::shape::memory_text(spec.memory, spec.completion),
-            format!(
-                "+any is for small bounds: give at most {} CPUs (each adds a third option at every step)",
-                Completion::MAX_CPUS
-            ),
+            format!("{why}: give at most {most} CPUs (each CPU's options must fit the search's 16 labels)"),
         ));
     }
     // Linux's locking (the `mmap_lock` and the PTE lock) goes with its reclaim.

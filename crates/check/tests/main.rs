@@ -33,6 +33,7 @@ mod litmus;
 mod local;
 mod locked;
 mod names;
+mod ordering;
 mod overlap;
 mod parallel;
 mod portfolio;

@@ -195,6 +195,39 @@ pub const FINDINGS: &[Finding] = &[
         fixed_by: &[],
     },
     Finding {
+        id: "arm64-tlbmode-mask-clear-reorder",
+        policy: "arm64-linux-tlbmode",
+        summary: "new_context clears mm_cpumask and then publishes context.id with plain stores: arm64 may make \
+                  the id visible first, and the clear then wipes the bit of a CPU that switched in on it",
+        property: "no_stale_held",
+        window: "CPU B gives mm a fresh ASID number in new_context (under cpu_asid_lock): it clears mm_cpumask \
+                 (nothing can be cached under a fresh number) and then stores mm->context.id, two plain stores \
+                 with no barrier between them. Armv8 may make the id store visible first. CPU A switching to mm \
+                 reads the new id on the fast path (no lock), sets its bit in mm_cpumask and writes TTBR0; B's \
+                 clear then becomes visible and removes A's bit. A walks and caches an entry under the new ASID; \
+                 B's next flush of mm finds only itself in the mask and flushes locally (TLB_LOCAL), so A keeps \
+                 the entry after the page is freed. The arm mode only: under TSO the two stores leave in order. \
+                 The fix is a DMB ISHST (smp_wmb) between the clear and the id store, or the id stored with \
+                 release semantics",
+        source: "Christoph Lameter, \"ARM64: Base TLB functions\" (gentwo.org linux.git 0dd557529479, \
+                 December 2023, not merged), where the mask is cleared as in Takao Indoh's and QI Fuli's \
+                 \"arm64: mm: Restore mm_cpumask\" (2019): in new_context, before check_and_switch_context's \
+                 atomic64_set of mm->context.id. Neither diff could be read: the clear's place is this crate's \
+                 reading of the two commit messages (crates/policy/src/asid/linux_arm64_tlbmode.rs)",
+        check_args: &Exhaustive {
+            policy: "arm64-linux-tlbmode",
+            cpus: "2",
+            mms: "2",
+            pages: "1",
+            ops: "4",
+            menu: "switch,munmap",
+            memory: "arm",
+        }
+        .args(),
+        token: "t5~arm64-linux-tlbmode~2~2~1~4~4~arm~5~-~z21.1011z10.21~1105e989",
+        fixed_by: &[],
+    },
+    Finding {
         id: "x86-global-asid-max",
         policy: "x86-linux-invlpgb",
         summary: "the global ASID search hands out MAX_ASID_AVAILABLE a second time while its first mm still runs",

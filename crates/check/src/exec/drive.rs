@@ -77,7 +77,7 @@ pub(super) fn new_core<P: Policy>(
             irq_off: 0,
             in_handler: false,
             pending: VecDeque::new(),
-            buffer: VecDeque::new(),
+            buffer: Buffer::default(),
             sync_out: 0,
             history: 0,
             reads: Vec::new(),
@@ -230,20 +230,54 @@ pub(super) fn abandon(cpu: usize, mut co: Co<'_>) {
 
 pub(super) type Co<'a> = Coroutine<(), (), (), DefaultStack>;
 
-/// Puts into `out` the store-buffer drains worth offering, as `(cpu, last index to
-/// drain)`: a buffered store matters to other CPUs only when one of them is about
-/// to access its address, or spins on it, so a CPU's buffer drains up to the
-/// newest such store (its older stores drain with it: the buffer is FIFO). When
-/// no CPU can step (`stuck`), every buffer may drain whole. Draining later than
-/// a real CPU would is never observable before that access.
-pub(super) fn drain_options(st: &State, stuck: bool, out: &mut Vec<(usize, usize)>) {
+/// One drain the scheduler may offer: the stores of CPU `cpu`'s buffer in
+/// `leaving` become visible (a wanted store with every store that must be
+/// visible before it, [`Buffer::with_older`]). `second` marks the arm mode's
+/// second drain of a CPU (its own label, [`drain_label`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Drain {
+    pub cpu: usize,
+    pub leaving: Leaving,
+    pub second: bool,
+}
+
+/// Returns the scheduling label of a drain among `n` CPUs: `2 * cpu + 1`, and
+/// for the arm mode's second drain of a CPU `2 * n + cpu` (then invalidations
+/// completed early take `3 * n + cpu`, [`complete_label`]).
+pub(super) fn drain_label(d: &Drain, n: usize) -> u32 {
+    if d.second {
+        (2 * n + d.cpu) as u32
+    } else {
+        2 * d.cpu as u32 + 1
+    }
+}
+
+/// Returns the scheduling label of completing CPU `cpu`'s first pending
+/// invalidation early ([`Completion::Any`]): after every CPU's run and drain
+/// labels.
+pub(super) fn complete_label(memory: Memory, cpu: usize, n: usize) -> u32 {
+    let first = if memory == Memory::Arm { 3 * n } else { 2 * n };
+    (first + cpu) as u32
+}
+
+/// Puts into `out` the store-buffer drains worth offering. A buffered store
+/// matters to other CPUs only when one of them is about to access its address,
+/// or spins on it (a PTE store always: page-table walkers read all the time);
+/// draining a store later than a real CPU would is never observable before
+/// that access. Under TSO a CPU's buffer drains up to the newest such store
+/// (the older ones leave with it). Under the arm mode a wanted store leaves
+/// with only what must precede it, and a CPU offers two drains when it holds
+/// two wanted stores that may leave apart: the oldest and the newest (three or
+/// more wanted at once leave in no other order; the guide says so). When no
+/// CPU can step (`stuck`), every buffer may drain whole.
+pub(super) fn drain_options(st: &State, memory: Memory, stuck: bool, out: &mut Vec<Drain>) {
     out.clear();
+    let fifo = memory != Memory::Arm;
     for c in 0..st.cpus.len() {
         let buf = &st.cpus[c].buffer;
         if buf.is_empty() {
             continue;
         }
-        // A PTE store is wanted at once: page-table walkers read all the time.
         let wanted = |addr: usize| {
             pte_store(addr).is_some()
                 || st.cpus.iter().enumerate().any(|(d, cpu)| {
@@ -252,10 +286,22 @@ pub(super) fn drain_options(st: &State, stuck: bool, out: &mut Vec<(usize, usize
                             || matches!(&cpu.block, Block::Spin(reads, _) if reads.iter().any(|(a, _)| *a == addr)))
                 })
         };
-        if let Some(k) = (0..buf.len()).rev().find(|&k| wanted(buf[k].0)) {
-            out.push((c, k));
-        } else if stuck {
-            out.push((c, buf.len() - 1));
+        let mut wants = buf.iter().enumerate().filter(|(_, s)| wanted(s.addr)).map(|(k, _)| k);
+        let Some(oldest) = wants.next() else {
+            if stuck {
+                out.push(Drain { cpu: c, leaving: Leaving::MAX, second: false });
+            }
+            continue;
+        };
+        let newest = wants.last().unwrap_or(oldest);
+        if fifo {
+            out.push(Drain { cpu: c, leaving: buf.with_older(newest, true), second: false });
+            continue;
+        }
+        out.push(Drain { cpu: c, leaving: buf.with_older(oldest, false), second: false });
+        let last = buf.with_older(newest, false);
+        if oldest < 64 && last & 1 << oldest == 0 {
+            out.push(Drain { cpu: c, leaving: last, second: true });
         }
     }
 }
@@ -355,7 +401,7 @@ pub(super) fn drive(
     // The options' buffers, kept across steps (this loop runs for every step of
     // every execution, replayed or not).
     let mut runs: Vec<usize> = Vec::with_capacity(n);
-    let mut drains: Vec<(usize, usize)> = Vec::with_capacity(n);
+    let mut drains: Vec<Drain> = Vec::with_capacity(2 * n);
     // Filled only with `Completion::Any` (empty, it allocates nothing).
     let mut completes: Vec<usize> = Vec::new();
     let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
@@ -378,7 +424,7 @@ pub(super) fn drive(
                 runs.remove(i);
                 runs.insert(0, last);
             }
-            drain_options(&st, runs.is_empty(), &mut drains);
+            drain_options(&st, core.shape.memory, runs.is_empty(), &mut drains);
             completes.clear();
             if core.shape.completion == Completion::Any {
                 completes.extend((0..n).filter(|&c| st.m.has_pending(c)));
@@ -404,8 +450,8 @@ pub(super) fn drive(
             0
         };
         labels.clear();
-        labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|&(c, _)| 2 * c as u32 + 1)));
-        labels.extend(completes.iter().map(|&c| (2 * n + c) as u32));
+        labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|d| drain_label(d, n))));
+        labels.extend(completes.iter().map(|&c| complete_label(core.shape.memory, c, n)));
         let Some(i) = core.choose(ChoiceKind::Sched, &labels, hash) else { break };
         if let Some(saved) = saved.as_deref_mut() {
             if saved.is_empty() || core.with_chooser(|c| c.may_return()) {
@@ -430,8 +476,8 @@ pub(super) fn drive(
                 break;
             }
         } else if i < runs.len() + drains.len() {
-            let (cpu, upto) = drains[i - runs.len()];
-            drain(core, cpu, upto, steps);
+            let d = drains[i - runs.len()];
+            drain(core, d.cpu, d.leaving, steps);
         } else {
             complete_early(core, completes[i - runs.len() - drains.len()], steps);
         }
@@ -492,25 +538,25 @@ fn step_cpu(core: &Core, cos: &mut [Co<'_>], cpu: usize) -> Result<(), Violation
     }
 }
 
-/// Drains `cpu`'s store buffer up to and including its `upto`th store.
-fn drain(core: &Core, cpu: usize, upto: usize, steps: usize) {
+/// Drains the stores of `cpu`'s store buffer in `leaving`, oldest first, as
+/// one scheduling step.
+fn drain(core: &Core, cpu: usize, mut leaving: Leaving, steps: usize) {
     // What a drain adds to the state is the state's: in the arena.
-    arena::inside(|| {
-        for _ in 0..=upto {
-            let (addr, w, v) = core.st.borrow_mut().cpus[cpu].buffer.pop_front().expect("a buffered store");
-            core.drain_one(addr, w, v);
-            let k = core.addr_key(addr);
-            let mut st = core.st.borrow_mut();
-            st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
-            if core.record {
-                st.events.push(Event {
-                    cpu: Some(cpu),
-                    drain: true,
-                    step: steps,
-                    text: core.drained(addr, v),
-                    kind: core.access_kind(addr, false, true),
-                });
-            }
+    arena::inside(|| loop {
+        let taken = core.st.borrow_mut().cpus[cpu].buffer.take_oldest(&mut leaving);
+        let Some(Stored { addr, w, v, .. }) = taken else { break };
+        core.drain_one(addr, w, v);
+        let k = core.addr_key(addr);
+        let mut st = core.st.borrow_mut();
+        st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));
+        if core.record {
+            st.events.push(Event {
+                cpu: Some(cpu),
+                drain: true,
+                step: steps,
+                text: core.drained(addr, v),
+                kind: core.access_kind(addr, false, true),
+            });
         }
     });
 }

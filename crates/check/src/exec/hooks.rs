@@ -21,16 +21,33 @@ pub(super) unsafe fn read_raw(addr: usize, w: Width) -> u64 {
     }
 }
 
-pub(super) fn h_load(addr: usize, w: Width, _ord: Ordering, read: &dyn Fn() -> u64) -> u64 {
+/// Returns whether `ord` makes a load (or the read of a read-modify-write) a
+/// load-acquire: Rust's `Acquire`, `AcqRel` and `SeqCst`, arm64's `LDAR`.
+fn acquires(ord: Ordering) -> bool {
+    matches!(ord, Ordering::Acquire | Ordering::AcqRel | Ordering::SeqCst)
+}
+
+/// Returns whether `ord` makes a store (or the write of a read-modify-write) a
+/// store-release: Rust's `Release`, `AcqRel` and `SeqCst`, arm64's `STLR`.
+fn releases(ord: Ordering) -> bool {
+    matches!(ord, Ordering::Release | Ordering::AcqRel | Ordering::SeqCst)
+}
+
+pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u64) -> u64 {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return read() };
     core.pause_for(addr, false);
     let cpu = core.cpu();
+    if core.shape.memory == Memory::Arm && acquires(ord) {
+        // A load-acquire is ordered after every earlier store-release.
+        let waits = core.st.borrow().cpus[cpu].buffer.before_acquire();
+        core.drain_within(cpu, waits);
+    }
     core.check_owner(cpu, addr, false);
     core.note_shared(addr, w);
     core.touch(addr, false);
     let k = core.addr_key(addr);
     core.st.borrow_mut().read(cpu, addr, k);
-    let fwd = core.st.borrow().cpus[cpu].buffer.iter().rev().find(|e| e.0 == addr).map(|e| e.2);
+    let fwd = core.st.borrow().cpus[cpu].buffer.forward(addr);
     let v = fwd.unwrap_or_else(read);
     core.event_in(cpu, mix(0x4_0000 ^ k, arena::position_free(v)), true, || {
         let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
@@ -52,8 +69,13 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     let text = |tail: &str| {
         (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
     };
-    if core.shape.memory.buffered() && ord != Ordering::SeqCst {
-        core.st.borrow_mut().cpus[cpu].buffer.push_back((addr, w, v));
+    // Under TSO a `SeqCst` store is a locked one (x86's `XCHG`), visible at
+    // once; under arm it is a store-release, buffered like any store (a later
+    // plain load may pass it, a load-acquire may not: `h_load`).
+    let arm = core.shape.memory == Memory::Arm;
+    if arm || core.shape.memory.buffered() && ord != Ordering::SeqCst {
+        let release = arm && releases(ord);
+        core.st.borrow_mut().cpus[cpu].buffer.push(Stored { addr, w, v, release });
         core.event_in(cpu, mix(0x5_0000 ^ k, arena::position_free(v)), false, || text(&format!(" ({INTO_BUFFER})")));
     } else {
         core.drain_own(cpu);
@@ -63,13 +85,24 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     }
 }
 
-pub(super) fn h_rmw(addr: usize, w: Width, _ord: Ordering, op: check::RmwOp<'_>) -> u64 {
+pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return op().0 };
     core.pause_for(addr, true);
     let cpu = core.cpu();
     core.check_owner(cpu, addr, true);
     core.note_shared(addr, w);
-    core.drain_own(cpu);
+    if core.shape.memory == Memory::Arm && !releases(ord) {
+        // An arm64 read-modify-write without release semantics (`LDXR`/`STXR`,
+        // `LDADD`, or their acquire forms) orders nothing but its own location
+        // (and, acquiring, what a load-acquire waits for).
+        let waits = {
+            let buf = &core.st.borrow().cpus[cpu].buffer;
+            buf.before_rmw(addr, w) | if acquires(ord) { buf.before_acquire() } else { 0 }
+        };
+        core.drain_within(cpu, waits);
+    } else {
+        core.drain_own(cpu);
+    }
     core.touch(addr, false);
     core.touch(addr, true);
     let k = core.addr_key(addr);
@@ -96,7 +129,10 @@ pub(super) fn h_fence(ord: Ordering) {
         return std::sync::atomic::fence(ord);
     };
     let cpu = core.cpu();
-    if ord == Ordering::SeqCst && !core.st.borrow().cpus[cpu].buffer.is_empty() {
+    // Under arm a `Release` or `AcqRel` fence is a `DMB ISH` too; an `Acquire`
+    // one (`DMB ISHLD`) orders loads, which are made in order here.
+    let drains = ord == Ordering::SeqCst || core.shape.memory == Memory::Arm && releases(ord);
+    if drains && !core.st.borrow().cpus[cpu].buffer.is_empty() {
         // Only a fence with stores to drain does anything another CPU can see.
         core.pause();
         core.drain_own(cpu);

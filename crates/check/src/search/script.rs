@@ -192,7 +192,11 @@ impl Chooser for Script<'_> {
         if let Some(i) = by_line.iter().find_map(|&(_, c)| step(c)) {
             return Pick::Take(i);
         }
-        Pick::Take(labels.iter().position(|&l| l % 2 == 0).unwrap_or(0))
+        // Any CPU's step (labels below `2 * cpus` are steps and drains; the
+        // arm mode's second drains and early completions come after), else
+        // the first option.
+        let n = self.running.len() as u32;
+        Pick::Take(labels.iter().position(|&l| l % 2 == 0 && l < 2 * n).unwrap_or(0))
     }
 
     fn scripted(&self) -> bool {
