@@ -114,8 +114,8 @@ fn asid_width_and_architecture_mismatches_name_what_fits() {
     assert_bad_input(
         &refs(&with("procs=6", "contpte=on")),
         "--set contpte=on and --set teardown model arm64 Linux's contiguous PTEs (contpte.c) and apply only to the \
-         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode), not \
-         arm64-freebsd-asid",
+         arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode, \
+         arm64-linux-tlbmode-fix-wmb), not arm64-freebsd-asid",
     );
 }
 
@@ -870,7 +870,7 @@ fn a_bad_tlb_mode_word_says_what_the_bits_are() {
     };
     bad("arm64-linux-tlbmode", "0x800", "give range TLBIs (bit 11) as tlbi_range=on");
     bad("arm64-linux-tlbmode", "abc", "give the mode word as a number, decimal or 0x hex");
-    bad("arm64-linux", "3", "--set tlb_mode applies to arm64-linux-tlbmode only");
+    bad("arm64-linux", "3", "--set tlb_mode applies to arm64-linux-tlbmode, arm64-linux-tlbmode-fix-wmb only");
     let v = run("arm64-linux-tlbmode", "0x1403");
     let o = tlbkit(&v.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(o.status.success(), "{}", stderr(&o));

@@ -149,6 +149,16 @@ fn the_barrier_windows_are_found_only_under_their_memory_model() {
 }
 
 #[test]
+fn the_tlbmode_fix_passes_the_search_that_finds_the_mask_clear() {
+    let f = finding("arm64-tlbmode-mask-clear-reorder").unwrap();
+    let (spec, _) = spec_of(f.check_args);
+    assert_eq!(f.fixed_by, ["arm64-linux-tlbmode-fix-wmb"]);
+    let r = check(&CheckSpec { policy: f.fixed_by[0].into(), ..spec }).unwrap();
+    assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
+    assert!(r.explored.complete, "the fix's search did not complete");
+}
+
+#[test]
 fn window_2_is_found_on_freebsds_code_with_window_1_closed() {
     let f = finding("freebsd-arm64-asid-reset-curpmap").unwrap();
     let cx = found(f);

@@ -197,8 +197,7 @@ pub const FINDINGS: &[Finding] = &[
     Finding {
         id: "arm64-tlbmode-mask-clear-reorder",
         policy: "arm64-linux-tlbmode",
-        summary: "new_context clears mm_cpumask and then publishes context.id with plain stores: arm64 may make \
-                  the id visible first, and the clear then wipes the bit of a CPU that switched in on it",
+        summary: "the mask clear and the new context.id are plain stores: the id can be seen first and the clear wipe a CPU's new bit",
         property: "no_stale_held",
         window: "CPU B gives mm a fresh ASID number in new_context (under cpu_asid_lock): it clears mm_cpumask \
                  (nothing can be cached under a fresh number) and then stores mm->context.id, two plain stores \
@@ -225,7 +224,7 @@ pub const FINDINGS: &[Finding] = &[
         }
         .args(),
         token: "t5~arm64-linux-tlbmode~2~2~1~4~4~arm~5~-~z21.1011z10.21~1105e989",
-        fixed_by: &[],
+        fixed_by: &["arm64-linux-tlbmode-fix-wmb"],
     },
     Finding {
         id: "x86-global-asid-max",

@@ -240,6 +240,23 @@ register! {
         },
         bug: |p, bug| p.with_bug(bug),
     }
+    "arm64-linux-tlbmode-fix-wmb" {
+        description: "arm64-linux-tlbmode with a barrier (smp_wmb) between new_context's clear of mm_cpumask and \
+                      the new context.id (this project's fix candidate for the arm64-tlbmode-mask-clear-reorder \
+                      finding)",
+        platform: LINUX_ARM64,
+        era: Era::Later,
+        switches: Switches { tlb_mode: Some(linux_arm64_tlbmode::default_mode), ..Switches::ARM64_LINUX },
+        family: AsidAllocator,
+        untimed: "arm64-linux-tlbmode with one barrier more, which only --memory arm tells apart: the finding's \
+                  own search checks it (crates/check/tests/findings.rs)",
+        build: |b| {
+            let word = b.tlb_mode.unwrap_or_else(|| linux_arm64_tlbmode::default_mode(b.cpus));
+            linux_arm64(b, |cpus, mms, bits, kpti| {
+                LinuxArm64::with_tlb_mode(cpus, mms, bits, kpti, word).map(LinuxArm64::with_mask_clear_ordered)
+            })
+        },
+    }
     "x86-linux-nopcid" {
         description: "Linux x86 tlb_gen with PCID off (origin 002 before): every CR3 write to another mm flushes",
         platform: LINUX_X86,
@@ -535,6 +552,7 @@ mod tests {
                 "arm64-freebsd-asid-fix-reserved-ttbr0",
                 "arm64-freebsd-asid-fix-self",
                 "arm64-freebsd-asid-activecpu",
+                "arm64-linux-tlbmode-fix-wmb",
                 "x86-linux-410",
                 "x86-latr",
                 "x86-latr-syscall-only",
@@ -601,7 +619,7 @@ mod tests {
             assert!(p.family == Family::Shootdown || p.arch == Arch::Arm64, "{}", p.name);
         }
         let tlb_mode: Vec<&str> = POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
-        assert_eq!(tlb_mode, ["arm64-linux-tlbmode"]);
+        assert_eq!(tlb_mode, ["arm64-linux-tlbmode", "arm64-linux-tlbmode-fix-wmb"]);
         let pti: Vec<&str> = POLICIES.iter().filter(|p| p.switches.pti).map(|p| p.name).collect();
         assert_eq!(pti, ["x86-linux-pcid", "x86-linux-512", "x86-linux-513", "x86-linux-613", "x86-linux-lazytrim"]);
         // A policy's release is a Linux one, and only Linux policies have one.

@@ -99,12 +99,16 @@ pub(super) struct TlbModes {
     word: u32,
     /// Per mm slot: `mm_cpumask`.
     masks: Vec<CacheLine<CpuMask>>,
+    /// The fix candidate for the finding `arm64-tlbmode-mask-clear-reorder`:
+    /// a barrier orders the mask's clear before the new `context.id`
+    /// ([`LinuxArm64::with_mask_clear_ordered`]).
+    clear_ordered: bool,
 }
 
 impl TlbModes {
     /// Returns the state for `ncpus` CPUs, `slots` mm slots and mode word `word`.
     pub(super) fn new(ncpus: usize, slots: usize, word: u32) -> Self {
-        TlbModes { word, masks: (0..slots).map(|_| CacheLine(CpuMask::new(ncpus))).collect() }
+        TlbModes { word, masks: (0..slots).map(|_| CacheLine(CpuMask::new(ncpus))).collect(), clear_ordered: false }
     }
 
     /// Returns the mask of the mm in slot `mm`.
@@ -130,6 +134,11 @@ impl TlbModes {
         let mask = self.mask(mm);
         hw.shared(core::ptr::from_ref(mask) as usize, Access::Write);
         mask.clear_all();
+        if self.clear_ordered {
+            // smp_wmb(): the clear is visible before the id the caller stores
+            // next, which the fast path reads without the lock.
+            fence(Ordering::Release);
+        }
     }
 
     /// At `switch_mm_fastpath`, before TTBR0 is written: sets `cpu`'s bit in `mm`'s
@@ -189,6 +198,19 @@ impl LinuxArm64 {
             return Err(super::linux_arm64::ConfigError::TlbModeWord(word));
         }
         Self::build(ncpus, max_mms, asid_bits, kpti, super::linux_arm64::Extension::TlbMode(word))
+    }
+
+    /// Returns this policy with a barrier (`smp_wmb()`) between `new_context`'s
+    /// clear of `mm_cpumask` and the store of the new `context.id`: the fix
+    /// candidate for the finding `arm64-tlbmode-mask-clear-reorder`, where a CPU
+    /// that switches in on the new id sees it before the clear and then loses
+    /// its bit to it. Not from the series: this project's.
+    ///
+    /// # Panics
+    /// If the policy has no TLB modes ([`LinuxArm64::with_tlb_mode`]).
+    pub fn with_mask_clear_ordered(mut self) -> Self {
+        self.tlb_modes.as_mut().expect("a policy with the TLB modes").clear_ordered = true;
+        self
     }
 
     /// Returns the `mm_cpumask` weight of the mm in slot `mm`, or `None` for a
