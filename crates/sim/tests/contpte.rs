@@ -490,7 +490,7 @@ fn the_contpte_switches_are_checked_and_reported_only_when_given() {
         assert!(matches!(err, tlbkit_sim::Error::ContpteNotTaken { .. }), "{err:?}");
         assert!(
             err.to_string().contains(
-                "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode)"
+                "apply only to the arm64 Linux policies (arm64-linux, arm64-linux-skipbcast, arm64-linux-activecpu, arm64-linux-tlbmode, arm64-linux-tlbmode-fix-wmb)"
             ),
             "{err}"
         );

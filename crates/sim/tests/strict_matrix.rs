@@ -65,9 +65,15 @@ const TLBI_RANGE: (u64, &[&str]) = (14, &["tlbi_range=on"]);
 /// the kernel map.
 fn unreached(s: &RunSpec, out: &RunOutput) -> Option<String> {
     let m = &out.metrics;
-    let asids =
-        ["arm64-freebsd-asid", "arm64-linux", "arm64-linux-skipbcast", "arm64-linux-activecpu", "arm64-linux-tlbmode"]
-            .contains(&s.policy.as_str());
+    let asids = [
+        "arm64-freebsd-asid",
+        "arm64-linux",
+        "arm64-linux-skipbcast",
+        "arm64-linux-activecpu",
+        "arm64-linux-tlbmode",
+        "arm64-linux-tlbmode-fix-wmb",
+    ]
+    .contains(&s.policy.as_str());
     let linux_asids = registry::policy(&s.policy).is_some_and(|p| p.arch == Arch::Arm64 && p.os == Os::Linux);
     let missing = match s.workload.as_str() {
         "lat_ctx" if asids && m.asid_rollovers == 0 => "an ASID rollover",

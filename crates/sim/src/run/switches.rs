@@ -336,7 +336,7 @@ pub static SWITCHES: &[Switch] = &[
     },
     Switch {
         key: "tlb_mode",
-        doc: "arm64-linux-tlbmode only: the tlb_mode= word, decimal or 0x hex: bits 0-9 the most CPUs in mm_cpumask \
+        doc: "arm64-linux-tlbmode and its fix only: the tlb_mode= word, decimal or 0x hex: bits 0-9 the most CPUs in mm_cpumask \
          flushed by IPIs (above: broadcast; 0: always broadcast), bit 10 (0x400) local flushes of an mm only this \
          CPU ran, bit 12 (0x1000) no flush of an mm no CPU ran (default: log2(cpus) | 0x1400)",
         applies_to: String::new,
