@@ -144,7 +144,11 @@ pub(super) fn reap<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
         let table = core.machine_mut().start_release(s);
         let hw = core.hw(cpu);
         p.mm_release(&hw, MmId(s));
-        // Only now may a fork reuse the slot: mm_release still wrote the old mm's state.
+        // Only now may a fork reuse the slot: mm_release still wrote the old mm's
+        // state, and the free hands the mm to the next allocation through the
+        // allocator's own synchronisation, whose release orders those stores
+        // first: none waits in this CPU's buffer after.
+        core.drain_own(cpu);
         core.machine_mut().finish_release(s);
         core.pause();
         if let Some(t) = table {
