@@ -35,8 +35,8 @@ impl Cpu {
         for i in &self.pending {
             (i.from, i.sync, i.key).hash(h);
         }
-        // A store-release adds to the hash (only `--memory arm` buffers one), so
-        // a TSO state hashes as it did before there were any.
+        // A store-release adds to the hash only when present (only `--memory
+        // arm` buffers one), so a TSO state's hash has no release bytes.
         self.buffer.iter().for_each(|s| {
             (key(s.addr), s.w, crate::arena::position_free(s.v)).hash(h);
             if s.release {
