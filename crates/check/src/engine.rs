@@ -110,6 +110,12 @@ pub(crate) trait Engine {
     /// Counts a kernel operation CPU `cpu` starts.
     fn count_op(&self, cpu: usize);
 
+    /// Lets the thread CPU `cpu` runs be preempted before its next `DSB ISH`
+    /// and finish on another CPU (`on`), or stops letting it; returns whether
+    /// it moved since the last call (the search chooses at the barrier:
+    /// [`crate::ops`]'s `flush_preemptibly`).
+    fn preemptible(&self, cpu: usize, on: bool) -> bool;
+
     /// Turns CPU `cpu`'s interrupts off (one level deeper: they nest).
     fn irq_disable(&self, cpu: usize);
 

@@ -127,6 +127,24 @@ struct Cpu {
     /// ([`NO_LOCK`] for none): what makes an access to data a lock protects
     /// local ([`Owner::Lock`]).
     held: [u32; MAX_HELD],
+    /// Whether the thread it runs may be preempted before its next `DSB ISH`
+    /// and finish on another CPU ([`Engine::preemptible`]). Not hashed: it
+    /// follows from where the CPU's code is, which its history stands for (a
+    /// move is a choice, recorded as an event).
+    preempt: Preempt,
+}
+
+/// Where a CPU's thread stands towards a move to another CPU before its
+/// barrier ([`CheckHw::moves`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Preempt {
+    /// It cannot be preempted here (or the kernel's switch completes its
+    /// invalidations anyway).
+    No,
+    /// It may be preempted before its next `DSB ISH`.
+    May,
+    /// It was: its `DSB ISH` ran on another CPU.
+    Moved,
 }
 
 /// The most spin locks one CPU holds at once.
@@ -866,6 +884,13 @@ impl Engine for Core {
 
     fn count_op(&self, cpu: usize) {
         self.st.borrow_mut().cpus[cpu].ops_done += 1;
+    }
+
+    fn preemptible(&self, cpu: usize, on: bool) -> bool {
+        let c = &mut self.st.borrow_mut().cpus[cpu];
+        let moved = c.preempt == Preempt::Moved;
+        c.preempt = if on { Preempt::May } else { Preempt::No };
+        moved
     }
 
     fn irq_disable(&self, cpu: usize) {

@@ -780,6 +780,45 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
     }
 }
 
+/// Runs `flush`, a user-page flush the kernel makes where its thread may be
+/// preempted: FreeBSD's `pmap_invalidate_*` under `PMAP_LOCK`, a sleep mutex
+/// (arm64 issues `TLBI ..IS` and its `DSB ISH` unpinned). The search may
+/// move the thread to another CPU before its `DSB ISH` ([`Engine::preemptible`]);
+/// then this CPU has switched to another thread of the process it runs (a
+/// kernel thread: another kernel thread), and the policy's switch finds the
+/// address space current
+/// (`pmap_activate_int`), which is what completes what the thread left
+/// pending here, or not. This CPU's switch is run after the flush returns:
+/// between its `DSB ISH` and its return FreeBSD's flush executes an `ISB`
+/// only, which completes nothing.
+///
+/// Not offered the move: a kernel that pins the thread across its flushes
+/// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
+/// whose `__switch_to` always issues `DSB ISH` ([`switch_to`]), so a moved
+/// thread leaves nothing pending that the switch does not complete; x86,
+/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`).
+fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
+    if !core.shape().arm64 || core.shape().linux || p.flushes_pinned() {
+        return flush();
+    }
+    core.preemptible(cpu, true);
+    flush();
+    if !core.preemptible(cpu, false) {
+        return;
+    }
+    let task = core.machine().sched().tasks[cpu];
+    match task {
+        Task::User(s) => {
+            core.event(cpu, 0x12_0002, || format!("cpu{cpu} switches to another thread of mm{s}"));
+            p.switch_mm(&core.hw(cpu), MmId(s));
+        }
+        Task::Idle => {
+            core.event(cpu, 0x12_0003, || format!("cpu{cpu} switches to another kernel thread"));
+            p.enter_lazy(&core.hw(cpu), Lazy::KernelThread);
+        }
+    }
+}
+
 /// Frees frames after the flush that covers them returned.
 fn free_frames<E: Engine>(core: &E, frames: &[u32]) {
     if !frames.is_empty() {

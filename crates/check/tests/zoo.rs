@@ -4,10 +4,14 @@
 //! trace. Its default run is its base policy's portfolio: `portfolio.rs`, and
 //! `full.rs`'s `every_zoo_entry_with_its_defaults` for every entry.
 
+use tlbkit_check::run::check_policy;
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::default_spec;
 use tlbkit_check::{check, replay, CheckSpec, Mode};
-use tlbkit_policy::zoo::ZOO;
+use tlbkit_policy::asid::freebsd_epoch::Variant;
+use tlbkit_policy::asid::FreebsdEpoch;
+use tlbkit_policy::wrap::Wrap;
+use tlbkit_policy::zoo::{Bug, ZOO};
 
 /// The tailored shape of `zoo/<id>`, as a one-shape check runs it.
 fn zoo_spec(id: &str) -> CheckSpec {
@@ -39,6 +43,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("arm64-skipbcast-v1", "no_stale_held"),
         ("arm64-skipbcast-no-barrier", "no_stale_use"),
         ("freebsd-arm64-epoch-wrap", "no_asid_alias"),
+        ("freebsd-arm64-r355427", "no_stale_held"),
         ("freebsd-x86-counter-early-ack", "no_stale_held"),
         ("linux-table-free-before-flush", "no_reuse_while_mapped"),
         ("linux-x86-fea4e317f9e7", "no_stale_use"),
@@ -99,6 +104,49 @@ fn the_missing_switch_dsb_needs_the_arm_mode() {
     // does: only arm64's rule, that `MSR TTBR0_EL1` orders nothing, shows the
     // walk that runs before the record of this CPU is visible.
     passes_under("arm64-activecpu-no-switch-dsb", Memory::Tso);
+}
+
+/// FreeBSD's epoch allocator with the fix candidate and r355427 undone,
+/// whose flushes pin their thread (`sched_pin`) where `pinned` says so.
+struct Pinned {
+    inner: FreebsdEpoch,
+    pinned: bool,
+}
+
+impl Wrap for Pinned {
+    type Inner = FreebsdEpoch;
+
+    fn inner(&self) -> &FreebsdEpoch {
+        &self.inner
+    }
+
+    fn flushes_pinned(&self) -> bool {
+        self.pinned
+    }
+}
+
+#[test]
+fn r355427_needs_a_thread_that_moves_before_its_dsb() {
+    // The switch without its DSB is harmless unless a thread left a TLBI
+    // pending on the CPU it left: the counterexample shows the move.
+    let mut spec = zoo_spec("freebsd-arm64-r355427");
+    let cx = check(&spec).unwrap().counterexample.expect("found");
+    let trace = cx.trace();
+    assert!(trace.contains("preempted before DSB ISH"), "{trace}");
+    // Flushes that pin their thread (FreeBSD before late 2019) give it no
+    // such move: the same search of the same code passes.
+    spec.policy = "arm64-freebsd-asid-fix-reserved-ttbr0".to_string();
+    let found = |pinned: bool| {
+        let build = || Pinned {
+            inner: FreebsdEpoch::new(spec.cpus, spec.mms + 1, spec.asids.trailing_zeros() as u8)
+                .with_variant(Variant::ReservedTtbr0)
+                .with_bug(Bug::FreebsdArm64R355427),
+            pinned,
+        };
+        check_policy(&spec, &build).unwrap().counterexample.map(|c| c.property)
+    };
+    assert_eq!(found(false), Some("no_stale_held"));
+    assert_eq!(found(true), None);
 }
 
 #[test]

@@ -116,7 +116,7 @@ pub const FINDINGS: &[Finding] = &[
                  walk refills that pmap's entry under it, and the ASID goes to another pmap that A then runs",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid"],
-        token: "t5~arm64-freebsd-asid~2~5~2~4~12~sc~3ff~-~08z5.6z5.7z5.4z27.1z14.4~e7773783",
+        token: "t5~arm64-freebsd-asid~2~5~2~4~12~sc~3ff~-~0az4.13001z4.6001z19.3z14.4z20.3~bd009fb0",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0", "arm64-freebsd-asid-fix-self"],
     },
     Finding {
@@ -133,7 +133,7 @@ pub const FINDINGS: &[Finding] = &[
                  closed (on arm64-freebsd-asid the checker reduces every such schedule to the shallower window 1)",
         source: FREEBSD_SOURCE,
         check_args: &["--policy", "arm64-freebsd-asid-fix-self"],
-        token: "t5~arm64-freebsd-asid-fix-self~2~5~2~4~12~sc~3ff~-~03z5.5z5.3z20.30016z5.7z5.5z5.2z14.6z7.1~4e2fc95e",
+        token: "t5~arm64-freebsd-asid-fix-self~2~5~2~4~12~sc~3ff~-~04z21.1z6.3z4.19z6.5001z4.5001z4.2z14.6z7.1~32c60c36",
         fixed_by: &["arm64-freebsd-asid-fix-reserved-ttbr0"],
     },
     Finding {

@@ -51,6 +51,17 @@ pub trait Policy: Sync {
         false
     }
 
+    /// Returns whether the kernel pins the calling thread to its CPU across a
+    /// user-page flush, from its `TLBI`s to the barrier that completes them
+    /// (FreeBSD arm64's `pmap_invalidate_*` called `sched_pin` until late
+    /// 2019). Where it does not, the thread may be preempted before the
+    /// barrier and execute it on another CPU, whose barrier completes none of
+    /// the first CPU's invalidations: a checker explores that move. The
+    /// default is no.
+    fn flushes_pinned(&self) -> bool {
+        false
+    }
+
     /// Prepares the per-address-space state of a new address space in slot `mm`
     /// (FreeBSD `pmap_pinit`, Linux `init_new_context`).
     fn mm_init(&self, mm: MmId);

@@ -129,6 +129,11 @@ pub trait Wrap: Sync {
         self.inner().defers()
     }
 
+    /// [`Policy::flushes_pinned`].
+    fn flushes_pinned(&self) -> bool {
+        self.inner().flushes_pinned()
+    }
+
     /// [`Policy::tick`].
     fn tick<H: Hw>(&self, hw: &H, at: Tick) {
         self.inner().tick(hw, at)
@@ -196,6 +201,9 @@ impl<W: Wrap> Policy for W {
     }
     fn defers(&self) -> Option<Defer> {
         Wrap::defers(self)
+    }
+    fn flushes_pinned(&self) -> bool {
+        Wrap::flushes_pinned(self)
     }
     fn tick<H: Hw>(&self, hw: &H, at: Tick) {
         Wrap::tick(self, hw, at)

@@ -125,6 +125,28 @@ pub enum Bug {
     /// the shortest counterexample (two bits would need four).
     /// Switch: the wrap in `FreebsdEpoch::reset`.
     FreebsdArm64EpochWrap,
+    /// FreeBSD r355427, "On a context switch, handle the possibility that the
+    /// old thread was preempted after an "ic" or "tlbi" instruction but before
+    /// it performed a "dsb" instruction" (review D22622; merged with r355145).
+    ///
+    /// The bug: a thread preempted between its `TLBI ..IS` and its `DSB ISH`
+    /// may finish on another CPU, whose `DSB` completes only that
+    /// CPU's invalidations. The one issued on the first CPU is complete only
+    /// when that CPU executes a `DSB` of its own. A switch to a thread of a
+    /// different pmap has one (`pmap_activate_int`'s `dsb(ish)` after the
+    /// `curpmap` store); a switch to another thread of the *same* pmap returned
+    /// at once, so the thread could go on to free the page while another CPU
+    /// still held its translation.
+    ///
+    /// The fix: `pmap_activate_int` issues `dsb(ish)` when the pmap is already
+    /// `curpmap`. The checker offers the preemption at a flush's `DSB ISH`
+    /// (the thread moves, the first CPU switches to another thread of the same
+    /// process); only this variant leaves the invalidation pending. Its base is
+    /// the allocator with the fix candidate for its reset finding
+    /// (`arm64-freebsd-asid-fix-reserved-ttbr0`), which passes every search:
+    /// on the faithful allocator the reset window (`no_asid_alias`) shows
+    /// first. Switch: the early return of `FreebsdEpoch::switch_mm`.
+    FreebsdArm64R355427,
     /// FreeBSD x86's shared-counter shootdown (`smp_targeted_tlb_shootdown` and the
     /// `inv*_handler`s of `sys/x86/x86/mp_x86.c`, FreeBSD 11.0, before origin 003)
     /// with each handler's two statements swapped: `atomic_add_int(&smp_tlb_wait,
@@ -376,13 +398,14 @@ pub enum Bug {
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 19] = [
+    pub const ALL: [Bug; 20] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
         Bug::SkipbcastV1,
         Bug::SkipbcastNoBarrier,
         Bug::FreebsdArm64EpochWrap,
+        Bug::FreebsdArm64R355427,
         Bug::FreebsdX86CounterEarlyAck,
         Bug::LinuxTableFreeBeforeFlush,
         Bug::LinuxX86Fea4e317f9e7,
@@ -494,6 +517,15 @@ pub const ZOO: &[ZooEntry] = &[
                   (ASID ABA)",
         source: "FreeBSD r354286 / D21922 (Alan Cox, 2019): the wrap hazard named in review; pmap_reset_asid_set \
                  wraps at INT_MAX",
+    },
+    ZooEntry {
+        id: "freebsd-arm64-r355427",
+        bug: Bug::FreebsdArm64R355427,
+        base: "arm64-freebsd-asid-fix-reserved-ttbr0",
+        summary: "no DSB ISH when switching to the same pmap: a thread preempted between TLBI and DSB leaves its \
+                  TLBI pending",
+        source: "FreeBSD r355427 \"On a context switch, handle the possibility that the old thread was preempted \
+                 after an ic or tlbi instruction\" (D22622), pmap_activate_int",
     },
     ZooEntry {
         id: "freebsd-x86-counter-early-ack",

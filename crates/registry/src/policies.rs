@@ -168,6 +168,7 @@ register! {
         build: |b| Ok::<_, Error>(
             FreebsdEpoch::new(b.cpus, b.mm_slots, b.asid_bits).with_variant(Variant::ReservedTtbr0)
         ),
+        bug: |p, bug| p.with_bug(bug),
     }
     "arm64-freebsd-asid-fix-self" {
         description: "arm64-freebsd-asid with a partial fix: the resetting CPU parks its own TTBR0 on the reserved \
@@ -549,7 +550,6 @@ mod tests {
             without,
             [
                 "arm64-noasid",
-                "arm64-freebsd-asid-fix-reserved-ttbr0",
                 "arm64-freebsd-asid-fix-self",
                 "arm64-freebsd-asid-activecpu",
                 "arm64-linux-tlbmode-fix-wmb",

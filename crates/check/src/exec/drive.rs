@@ -86,6 +86,7 @@ pub(super) fn new_core<P: Policy>(
             anchor: None,
             ops_done: 0,
             held: [NO_LOCK; MAX_HELD],
+            preempt: Preempt::No,
         })
         .collect();
     let st = State {

@@ -46,6 +46,45 @@ pub(super) unsafe fn erase<'a, 'b>(f: &'a (dyn Fn(&CheckHw<'b>) + 'a)) -> Handle
     unsafe { std::mem::transmute::<&'a (dyn Fn(&CheckHw<'b>) + 'a), &'static (dyn Fn(&CheckHw<'static>) + 'static)>(f) }
 }
 
+impl CheckHw<'_> {
+    /// Offers the search the move of the thread running here to another CPU
+    /// before its `DSB ISH` (where [`Engine::preemptible`] allowed it, outside
+    /// handlers, with interrupts on and no spin lock held); returns whether it
+    /// moved. A `DSB` completes only its own CPU's invalidations (Arm ARM:
+    /// TLB maintenance completes at a `DSB` executed by the PE that issued
+    /// it), so the moved thread's barrier completes none of this CPU's: they
+    /// stay pending until this CPU's next barrier, which its switch to the
+    /// next thread may be. What the barrier completes of the other CPU's is
+    /// left to that CPU's own barrier, the latest point.
+    fn moves(&self) -> bool {
+        let may = {
+            let st = self.core.st.borrow();
+            let c = &st.cpus[self.cpu];
+            c.preempt == Preempt::May && c.irq_off == 0 && !c.in_handler && c.held.iter().all(|&h| h == NO_LOCK)
+        };
+        // With one CPU there is nowhere to go; a script names no such choice.
+        if !may || self.core.shape.cpus == 1 || self.core.with_chooser(|c| c.scripted()) {
+            return false;
+        }
+        let Some(i) = self.core.choose_op(&[0, 1]) else {
+            // Pruned: stop here (the scheduler ends the execution).
+            self.core.idle()
+        };
+        if i == 0 {
+            return false;
+        }
+        self.st().cpus[self.cpu].preempt = Preempt::Moved;
+        let me = self.cpu;
+        self.core.event_kind(me, 0xc_0100, Kind::Invalidate, || {
+            format!(
+                "preempted before DSB ISH: the thread runs it on another CPU, which completes none of cpu{me}'s \
+                 invalidations"
+            )
+        });
+        true
+    }
+}
+
 impl<'c> Hw for CheckHw<'c> {
     fn cpu(&self) -> CpuId {
         CpuId(self.cpu as u32)
@@ -161,6 +200,9 @@ impl<'c> Hw for CheckHw<'c> {
                 st.m.pending(self.cpu).iter().any(completes),
             )
         };
+        // The thread may have been preempted just before a `DSB ISH` and run it
+        // on another CPU: then it completes none of this CPU's invalidations.
+        let pending = pending && !(b == Barrier::Dsb(Domain::InnerShareable) && self.moves());
         // Only a barrier with stores to drain does anything another CPU can see.
         // Completing invalidations needs no point of its own: a step of another
         // CPU that could come between this step's start and the barrier can come

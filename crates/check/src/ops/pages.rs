@@ -133,7 +133,7 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
         }
         Zap::Munmap | Zap::PageOut => {
             let lazy = (zap == Zap::Munmap).then(|| offer_lazy(core, cpu, s, &[id], &[frame], "flush_page", 1 << pg));
-            p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg)));
+            flush_preemptibly(core, p, cpu, || p.flush_page(&hw, MmId(s), VirtAddr(va_of(pg))));
             if lazy.is_some() && taken_lazy(core, cpu) {
                 judge_owed(core, &owed, zap.change());
                 return finish(core, !linux);

@@ -235,14 +235,18 @@ impl FreebsdEpoch {
         self.variant
     }
 
-    /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]): only
-    /// [`Bug::FreebsdArm64EpochWrap`] applies, which wraps the epoch at
-    /// [`ZOO_EPOCH_LIMIT`] whatever the limit it was built with.
+    /// Returns this allocator with `bug` re-introduced (see [`crate::zoo`]):
+    /// [`Bug::FreebsdArm64EpochWrap`] wraps the epoch at [`ZOO_EPOCH_LIMIT`]
+    /// whatever the limit it was built with; [`Bug::FreebsdArm64R355427`]
+    /// leaves out the `DSB ISH` of a switch to the pmap already current.
     ///
     /// # Panics
     /// If `bug` is another one, or a bug was re-introduced already.
     pub fn with_bug(mut self, bug: Bug) -> Self {
-        assert!(bug == Bug::FreebsdArm64EpochWrap, "{bug} does not apply to the FreeBSD arm64 epoch allocator");
+        assert!(
+            matches!(bug, Bug::FreebsdArm64EpochWrap | Bug::FreebsdArm64R355427),
+            "{bug} does not apply to the FreeBSD arm64 epoch allocator"
+        );
         assert!(self.bug.is_none(), "one zoo bug at a time");
         self.bug = Some(bug);
         self
@@ -409,8 +413,12 @@ impl Policy for FreebsdEpoch {
         let cur = &self.curpmap[hw.cpu().index()];
         // SeqCst: see the store below; a same-pmap check needs no ordering of its own.
         if cur.load(Ordering::SeqCst) == next.0 {
-            // A preempted thread may have issued a TLBI without its DSB.
-            hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+            // A preempted thread may have issued a TLBI without its DSB, and
+            // finish on another CPU, whose DSB completes none of this CPU's.
+            // Zoo: Bug::FreebsdArm64R355427 returns without it.
+            if self.bug != Some(Bug::FreebsdArm64R355427) {
+                hw.barrier(Barrier::Dsb(Domain::InnerShareable));
+            }
             return;
         }
         if self.variant == Variant::ReservedTtbr0 {

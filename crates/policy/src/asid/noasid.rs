@@ -39,6 +39,12 @@ impl Policy for NoAsid {
         true
     }
 
+    fn flushes_pinned(&self) -> bool {
+        // This pmap's `pmap_invalidate_page`, `_range` and `_all` run their
+        // TLBIs and DSB between `sched_pin()` and `sched_unpin()`.
+        true
+    }
+
     fn mm_init(&self, _mm: MmId) {}
 
     fn mm_release<H: Hw>(&self, _hw: &H, _mm: MmId) {}
