@@ -695,7 +695,7 @@ impl Core {
     /// Makes a choice among `labels`, recording it.
     fn choose(&self, point: ChoiceKind, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
-        if point == ChoiceKind::Op {
+        if point != ChoiceKind::Sched {
             // A step that chooses is not one transition.
             self.touch_global();
         }

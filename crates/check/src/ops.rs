@@ -781,7 +781,9 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 }
 
 /// Runs `flush`, a user-page flush the kernel makes where its thread may be
-/// preempted: FreeBSD's `pmap_invalidate_*` under `PMAP_LOCK`, a sleep mutex
+/// preempted (a `munmap`'s, a page-out's, a page table's unmap; not an
+/// exit's, after which the CPU runs another address space, whose switch has
+/// a barrier of its own): FreeBSD's `pmap_invalidate_*` under `PMAP_LOCK`, a sleep mutex
 /// (arm64 issues `TLBI ..IS` and its `DSB ISH` unpinned). The search may
 /// move the thread to another CPU before its `DSB ISH` ([`Engine::preemptible`]);
 /// then this CPU has switched to another thread of the process it runs (a

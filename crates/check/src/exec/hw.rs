@@ -66,7 +66,7 @@ impl CheckHw<'_> {
         if !may || self.core.shape.cpus == 1 || self.core.with_chooser(|c| c.scripted()) {
             return false;
         }
-        let Some(i) = self.core.choose_op(&[0, 1]) else {
+        let Some(i) = self.core.choose(ChoiceKind::Move, &[0, 1], 0) else {
             // Pruned: stop here (the scheduler ends the execution).
             self.core.idle()
         };

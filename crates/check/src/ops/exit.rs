@@ -73,7 +73,7 @@ pub(super) fn unmap_table<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: 
         let pages = core.machine().consts().pages as u64;
         p.flush_range(&hw, MmId(s), VirtAddr(VA0), pages);
     } else {
-        p.flush_mm(&hw, MmId(s));
+        flush_preemptibly(core, p, cpu, || p.flush_mm(&hw, MmId(s)));
     }
     if taken_lazy(core, cpu) {
         // The range stays reserved until the flush completes.

@@ -240,7 +240,7 @@ impl Chooser for Dfs<'_> {
             return Pick::Take(c.taken as usize);
         }
         self.nodes.truncate(i);
-        if point == ChoiceKind::Op {
+        if point != ChoiceKind::Sched {
             self.nodes.push(Node::default());
             return Pick::Take(0);
         }

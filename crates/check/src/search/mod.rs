@@ -43,6 +43,10 @@ pub enum ChoiceKind {
     Sched,
     /// Which kernel operation a CPU starts.
     Op,
+    /// Whether a thread preempted just before its barrier finished on another
+    /// CPU (option 0: it stayed). Made within a step as [`ChoiceKind::Op`] is;
+    /// the shrinker prefers 0, as it prefers no preemption.
+    Move,
 }
 
 /// A chooser's answer.

@@ -35,7 +35,11 @@ impl Subtree {
     fn save(&self, w: &mut Writer) {
         w.u64(self.stack.len() as u64);
         for c in &self.stack {
-            w.u8(u8::from(c.point == ChoiceKind::Op));
+            w.u8(match c.point {
+                ChoiceKind::Sched => 0,
+                ChoiceKind::Op => 1,
+                ChoiceKind::Move => 2,
+            });
             w.u32(c.n);
             w.u32(c.taken);
         }
@@ -50,7 +54,11 @@ impl Subtree {
         let n = r.len(9)?;
         let mut stack = Vec::with_capacity(n);
         for _ in 0..n {
-            let point = if r.u8()? != 0 { ChoiceKind::Op } else { ChoiceKind::Sched };
+            let point = match r.u8()? {
+                0 => ChoiceKind::Sched,
+                1 => ChoiceKind::Op,
+                _ => ChoiceKind::Move,
+            };
             stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });
         }
         let frozen = r.u64()? as usize;

@@ -170,7 +170,7 @@ impl Chooser for Script<'_> {
         if self.error.is_some() || self.finished() {
             return Pick::Prune;
         }
-        if point == ChoiceKind::Op {
+        if point != ChoiceKind::Sched {
             return self.fail("the script reached a choice it cannot make (where a block write lands)".into());
         }
         let step = |c: usize| labels.iter().position(|&l| l == 2 * c as u32);

@@ -4,8 +4,10 @@ use super::{Choice, ChoiceKind, Chooser, Outcome, Replay};
 use crate::kernel::Violation;
 
 /// Shrinks a violating schedule: every scheduling choice that can be made the
-/// non-preempting one (option 0) while a violation of the same property is
-/// still reached is made so, until nothing changes. Returns the shrunk choices.
+/// non-preempting one (option 0), and every thread's move to another CPU
+/// that can be undone (option 0, [`ChoiceKind::Move`]), while a violation of
+/// the same property is still reached is made so, until nothing changes.
+/// Returns the shrunk choices.
 pub fn shrink(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, found: &Outcome) -> Vec<u32> {
     let property = found.violation.as_ref().map(|v| v.property);
     shrink_where(run, found, &|v| v.map(|v| v.property) == property)
@@ -25,7 +27,7 @@ pub fn shrink_where(
         let mut changed = false;
         let mut i = 0;
         while i < best.len() {
-            if best[i].point == ChoiceKind::Sched && best[i].taken != 0 {
+            if best[i].point != ChoiceKind::Op && best[i].taken != 0 {
                 let mut trial = takes(&best);
                 trial[i] = 0;
                 let out = run(&mut Replay::new(&trial));
