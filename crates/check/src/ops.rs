@@ -798,7 +798,9 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
 /// whose `__switch_to` always issues `DSB ISH` ([`switch_to`]), so a moved
 /// thread leaves nothing pending that the switch does not complete; x86,
-/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`).
+/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`;
+/// the posted reclaim batch that issues its `INVLPGB`s early keeps them per
+/// CPU, and the checker's reclaim finishes its batch where it began).
 fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
     if !core.shape().arm64 || core.shape().linux || p.flushes_pinned() {
         return flush();
