@@ -783,16 +783,15 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// Runs `flush`, a user-page flush the kernel makes where its thread may be
 /// preempted (a `munmap`'s, a page-out's, a page table's unmap; not an
 /// exit's, after which the CPU runs another address space, whose switch has
-/// a barrier of its own): FreeBSD's `pmap_invalidate_*` under `PMAP_LOCK`, a sleep mutex
-/// (arm64 issues `TLBI ..IS` and its `DSB ISH` unpinned). The search may
-/// move the thread to another CPU before its `DSB ISH` ([`Engine::preemptible`]);
-/// then this CPU has switched to another thread of the process it runs (a
-/// kernel thread: another kernel thread), and the policy's switch finds the
-/// address space current
-/// (`pmap_activate_int`), which is what completes what the thread left
-/// pending here, or not. This CPU's switch is run after the flush returns:
-/// between its `DSB ISH` and its return FreeBSD's flush executes an `ISB`
-/// only, which completes nothing.
+/// a barrier of its own): FreeBSD's `pmap_invalidate_*` under `PMAP_LOCK`, a
+/// sleep mutex (arm64 issues `TLBI ..IS` and its `DSB ISH` unpinned). The
+/// search may move the thread to another CPU before its `DSB ISH`
+/// ([`Engine::preemptible`]); then this CPU has switched to another thread of
+/// the process it runs (a kernel thread: another kernel thread), and the
+/// policy's switch finds the address space current (`pmap_activate_int`):
+/// that switch is what completes what the thread left pending here, or not.
+/// It is run after the flush returns: between its `DSB ISH` and its return
+/// FreeBSD's flush executes an `ISB` only, which completes nothing.
 ///
 /// Not offered the move: a kernel that pins the thread across its flushes
 /// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
