@@ -57,7 +57,8 @@ impl Subtree {
             let point = match r.u8()? {
                 0 => ChoiceKind::Sched,
                 1 => ChoiceKind::Op,
-                _ => ChoiceKind::Move,
+                2 => ChoiceKind::Move,
+                k => return Err(format!("a choice of unknown kind {k}")),
             };
             stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });
         }
