@@ -116,6 +116,14 @@ pub(crate) trait Engine {
     /// [`crate::ops`]'s `flush_preemptibly`).
     fn preemptible(&self, cpu: usize, on: bool) -> bool;
 
+    /// Offers the search the move of the thread CPU `cpu` runs to another CPU
+    /// now, before `what` (a point the harness names), where
+    /// [`Engine::preemptible`] lets it be preempted; returns whether it moved.
+    /// If it did, this CPU first runs `meanwhile` (its switch to the next
+    /// thread); then, until `preemptible` ends it, the thread's barriers
+    /// complete none of this CPU's invalidations.
+    fn offer_move(&self, cpu: usize, what: &'static str, meanwhile: impl FnOnce()) -> bool;
+
     /// Turns CPU `cpu`'s interrupts off (one level deeper: they nest).
     fn irq_disable(&self, cpu: usize);
 

@@ -128,22 +128,24 @@ struct Cpu {
     /// local ([`Owner::Lock`]).
     held: [u32; MAX_HELD],
     /// Whether the thread it runs may be preempted before its next `DSB ISH`
-    /// and finish on another CPU ([`Engine::preemptible`]). Not hashed: it
+    /// (or where the harness offers it) and finish on another CPU
+    /// ([`Engine::preemptible`]). Not hashed: it
     /// follows from where the CPU's code is, which its history stands for (a
     /// move is a choice, recorded as an event).
     preempt: Preempt,
 }
 
 /// Where a CPU's thread stands towards a move to another CPU before its
-/// barrier ([`CheckHw::moves`]).
+/// barrier ([`Core::move_thread`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Preempt {
     /// It cannot be preempted here (or the kernel's switch completes its
     /// invalidations anyway).
     No,
-    /// It may be preempted before its next `DSB ISH`.
+    /// It may be preempted before its next `DSB ISH`, or where the harness
+    /// offers it ([`Engine::offer_move`]).
     May,
-    /// It was: its `DSB ISH` ran on another CPU.
+    /// It was: its barriers run on another CPU until the flush ends.
     Moved,
 }
 
@@ -891,6 +893,10 @@ impl Engine for Core {
         let moved = c.preempt == Preempt::Moved;
         c.preempt = if on { Preempt::May } else { Preempt::No };
         moved
+    }
+
+    fn offer_move(&self, cpu: usize, what: &'static str, meanwhile: impl FnOnce()) -> bool {
+        self.move_thread(cpu, what, meanwhile)
     }
 
     fn irq_disable(&self, cpu: usize) {

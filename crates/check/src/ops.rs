@@ -797,9 +797,8 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
 /// whose `__switch_to` always issues `DSB ISH` ([`switch_to`]), so a moved
 /// thread leaves nothing pending that the switch does not complete; x86,
-/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`;
-/// the posted reclaim batch that issues its `INVLPGB`s early keeps them per
-/// CPU, and the checker's reclaim finishes its batch where it began).
+/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`),
+/// except across reclaim's batch ([`flush_batch_preemptibly`]).
 fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
     if !core.shape().arm64 || core.shape().linux || p.flushes_pinned() {
         return flush();
@@ -820,6 +819,65 @@ fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: i
             p.enter_lazy(&core.hw(cpu), Lazy::KernelThread);
         }
     }
+}
+
+/// Reclaim's deferred flush of `mms` (`try_to_unmap_flush`), run by the
+/// thread that queued the pages once it has dropped their PTE locks. The
+/// thread may be preempted before `arch_tlbbatch_flush` pins it (`get_cpu`)
+/// and finish on another CPU; the search is offered that move where this CPU
+/// holds invalidations the policy issued without waiting (the posted x86
+/// targeted batch's `INVLPGB`s). Then this CPU first switches to its next
+/// thread ([`switch_after_move`]: the policy's own switch, whose `tlbsync()`
+/// is what waits for them), and the flush runs as the other CPU's: its
+/// `TLBSYNC` completes none of this CPU's. It runs on this CPU's data for
+/// that other CPU, so its local flush and its IPIs trade places, which
+/// changes when a TLB is flushed, not which. Not offered on arm64: Linux's
+/// flush there is a `DSB ISH`, and `__switch_to`'s own ([`switch_to`])
+/// completes whatever a moved thread left.
+fn flush_batch_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, mms: &[MmId]) {
+    let left = !core.shape().arm64 && core.machine().pending(cpu).iter().any(|q| q.broadcast);
+    let moved = left && {
+        core.preemptible(cpu, true);
+        let moved = core.offer_move(cpu, "arch_tlbbatch_flush", || switch_after_move(core, p, cpu));
+        if !moved {
+            core.preemptible(cpu, false);
+        }
+        moved
+    };
+    core.machine_mut().enter_batch_flush(cpu);
+    p.flush_batch(&core.hw(cpu), mms);
+    let r = core.machine_mut().leave_batch_flush(cpu);
+    if moved {
+        core.preemptible(cpu, false);
+    }
+    if let Err(v) = r {
+        core.violated(v);
+    }
+}
+
+/// What CPU `cpu` does once the thread it ran has moved to another CPU: it
+/// switches to another thread of the process it runs (idle: another kernel
+/// thread) through the policy's own switch, which finds the address space
+/// current, with interrupts off and the scheduler's tick as [`switch`] has
+/// them.
+fn switch_after_move<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
+    let hw = core.hw(cpu);
+    core.irq_disable(cpu);
+    if p.ticks() {
+        p.tick(&hw, Tick::Schedule);
+    }
+    let task = core.machine().sched().tasks[cpu];
+    match task {
+        Task::User(s) => {
+            core.event(cpu, 0x12_0002, || format!("cpu{cpu} switches to another thread of mm{s}"));
+            p.switch_mm(&hw, MmId(s));
+        }
+        Task::Idle => {
+            core.event(cpu, 0x12_0003, || format!("cpu{cpu} switches to another kernel thread"));
+            p.enter_lazy(&hw, Lazy::KernelThread);
+        }
+    }
+    core.irq_enable(cpu);
 }
 
 /// Frees frames after the flush that covers them returned.

@@ -14,6 +14,7 @@ use tlbkit_check::search::{self, Randomised};
 use tlbkit_check::shape::{Reclaim, Shape};
 use tlbkit_check::spec::default_asids;
 use tlbkit_check::{check, replay, CheckSpec, Mode};
+use tlbkit_policy::asid::linux_x86_615::{Kernel, LinuxX86v615};
 use tlbkit_policy::shootdown::Completion;
 use tlbkit_policy::sync::AtomicU32;
 use tlbkit_policy::wrap::Wrap;
@@ -291,4 +292,56 @@ fn the_default_run_finds_a_batched_pending_flush_that_syncs_only_its_own_invlpgb
         let real = check(&spec).unwrap();
         assert!(real.counterexample.is_none(), "{policy}, shape {n}: {:?}", real.counterexample.map(|c| c.token));
     }
+}
+
+/// The posted targeted tlbbatch as the harness runs it, with or without the
+/// `tlbsync()` that begins its switches.
+fn targeted(spec: &CheckSpec, switch_tlbsync: bool) -> impl Fn() -> LinuxX86v615 + '_ {
+    move || {
+        let p = LinuxX86v615::new(spec.cpus, spec.mms + 1, Kernel::Invlpgb)
+            .with_small_shapes(spec.asids)
+            .with_targeted_tlbbatch();
+        if switch_tlbsync {
+            p
+        } else {
+            p.without_switch_tlbsync()
+        }
+    }
+}
+
+#[test]
+fn a_reclaim_that_moves_leaves_its_invlpgbs_to_the_switch() {
+    // kswapd queues a page of a global-ASID mm (INVLPGB, no wait) and is
+    // preempted before arch_tlbbatch_flush pins it: it finishes on another
+    // CPU, whose TLBSYNC waits for none of the first CPU's INVLPGBs, and a CPU
+    // on the global ASID ignores the batch's IPI. The first CPU's switch to
+    // its next thread waits for them (tlbsync() at the start of
+    // switch_mm_irqs_off and enter_lazy_tlb); without that wait the page is
+    // freed while a TLB still maps it. One mm on two CPUs, eight operations,
+    // exhaustively.
+    let spec = CheckSpec {
+        cpus: 2,
+        mms: 1,
+        asids: 2,
+        ops: 8,
+        pages: 1,
+        menu: OpKind::parse("switch,idle,munmap,fault,reclaim").unwrap(),
+        mode: Mode::Exhaustive,
+        iterations: 10_000_000,
+        ..tlbkit_check::spec::default_spec("x86-linux-invlpgb-tlbbatch")
+    };
+    let without = check_policy(&spec, &targeted(&spec, false)).unwrap();
+    let cx = without.counterexample.expect("the missing switch wait is found");
+    assert_eq!(cx.property, "no_stale_held", "{}", cx.detail);
+    let trace = cx.trace();
+    assert!(trace.contains("preempted before arch_tlbbatch_flush"), "{trace}");
+    assert!(trace.contains("switches to another kernel thread"), "{trace}");
+    // The same search of the code as posted completes clean.
+    let with = check_policy(&spec, &targeted(&spec, true)).unwrap();
+    assert!(with.explored.complete, "{:?}", with.explored);
+    assert!(with.counterexample.is_none(), "{:?}", with.counterexample.map(|c| c.trace()));
+    // And the policy's default run finds the missing wait, by the move.
+    let spec = tlbkit_check::spec::default_spec("x86-linux-invlpgb-tlbbatch");
+    let cx = check_policy(&spec, &targeted(&spec, false)).unwrap().counterexample.expect("found by default");
+    assert!(cx.trace().contains("preempted before arch_tlbbatch_flush"), "{}", cx.trace());
 }

@@ -46,42 +46,56 @@ pub(super) unsafe fn erase<'a, 'b>(f: &'a (dyn Fn(&CheckHw<'b>) + 'a)) -> Handle
     unsafe { std::mem::transmute::<&'a (dyn Fn(&CheckHw<'b>) + 'a), &'static (dyn Fn(&CheckHw<'static>) + 'static)>(f) }
 }
 
-impl CheckHw<'_> {
-    /// Offers the search the move of the thread running here to another CPU
-    /// before its `DSB ISH` (where [`Engine::preemptible`] allowed it, outside
-    /// handlers, with interrupts on and no spin lock held); returns whether it
-    /// moved. A `DSB` completes only its own CPU's invalidations (Arm ARM:
-    /// TLB maintenance completes at a `DSB` executed by the PE that issued
-    /// it), so the moved thread's barrier completes none of this CPU's: they
-    /// stay pending until this CPU's next barrier, which its switch to the
-    /// next thread may be. What the barrier completes of the other CPU's is
-    /// left to that CPU's own barrier, the latest point.
-    fn moves(&self) -> bool {
+impl Core {
+    /// Offers the search the move of the thread CPU `cpu` runs to another CPU,
+    /// now, just before `what` (where [`Engine::preemptible`] allowed it,
+    /// outside handlers, with interrupts on and no spin lock held); returns
+    /// whether it moved. If it did, this CPU runs `meanwhile` (its switch to
+    /// the next thread, where the harness runs it now), and from then until
+    /// [`Engine::preemptible`] ends it the thread's barriers run on that other
+    /// CPU: they complete none of this
+    /// CPU's invalidations (Arm ARM: TLB maintenance completes at a `DSB`
+    /// executed by the PE that issued it; AMD APM: `TLBSYNC` waits for the
+    /// `INVLPGB`s of the processor that executes it), which stay pending until
+    /// this CPU's next barrier, which its switch to the next thread may be.
+    /// What they complete of the other CPU's is left to that CPU's own
+    /// barrier, the latest point.
+    pub(super) fn move_thread(&self, cpu: usize, what: &'static str, meanwhile: impl FnOnce()) -> bool {
         let may = {
-            let st = self.core.st.borrow();
-            let c = &st.cpus[self.cpu];
+            let st = self.st.borrow();
+            let c = &st.cpus[cpu];
             c.preempt == Preempt::May && c.irq_off == 0 && !c.in_handler && c.held.iter().all(|&h| h == NO_LOCK)
         };
         // With one CPU there is nowhere to go; a script names no such choice.
-        if !may || self.core.shape.cpus == 1 || self.core.with_chooser(|c| c.scripted()) {
+        if !may || self.shape.cpus == 1 || self.with_chooser(|c| c.scripted()) {
             return false;
         }
-        let Some(i) = self.core.choose(ChoiceKind::Move, &[0, 1], 0) else {
+        let Some(i) = self.choose(ChoiceKind::Move, &[0, 1], 0) else {
             // Pruned: stop here (the scheduler ends the execution).
-            self.core.idle()
+            self.idle()
         };
         if i == 0 {
             return false;
         }
-        self.st().cpus[self.cpu].preempt = Preempt::Moved;
-        let me = self.cpu;
-        self.core.event_kind(me, 0xc_0100, Kind::Invalidate, || {
+        self.event_kind(cpu, 0xc_0100, Kind::Invalidate, || {
             format!(
-                "preempted before DSB ISH: the thread runs it on another CPU, which completes none of cpu{me}'s \
+                "preempted before {what}: the thread runs it on another CPU, which completes none of cpu{cpu}'s \
                  invalidations"
             )
         });
+        self.st.borrow_mut().cpus[cpu].preempt = Preempt::No;
+        meanwhile();
+        self.st.borrow_mut().cpus[cpu].preempt = Preempt::Moved;
         true
+    }
+}
+
+impl CheckHw<'_> {
+    /// Whether the thread running here moved to another CPU earlier in this
+    /// flush ([`Core::move_thread`]): its barriers complete none of this
+    /// CPU's invalidations.
+    fn moved_away(&self) -> bool {
+        self.core.st.borrow().cpus[self.cpu].preempt == Preempt::Moved
     }
 }
 
@@ -201,8 +215,11 @@ impl<'c> Hw for CheckHw<'c> {
             )
         };
         // The thread may have been preempted just before a `DSB ISH` and run it
-        // on another CPU: then it completes none of this CPU's invalidations.
-        let pending = pending && !(b == Barrier::Dsb(Domain::InnerShareable) && self.moves());
+        // on another CPU, or have moved before this flush: then it completes
+        // none of this CPU's invalidations.
+        let pending = pending
+            && !self.moved_away()
+            && !(b == Barrier::Dsb(Domain::InnerShareable) && self.core.move_thread(self.cpu, "DSB ISH", || {}));
         // Only a barrier with stores to drain does anything another CPU can see.
         // Completing invalidations needs no point of its own: a step of another
         // CPU that could come between this step's start and the barrier can come

@@ -123,12 +123,7 @@ pub(super) fn zap_page<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, s: u32
             // `arch_tlbbatch_add_pending` under the PTE lock, then the deferred
             // flush once it is dropped (`try_to_unmap_flush`, the same task).
             add_pending_and_unlock(core, p, cpu, s, pg);
-            core.machine_mut().enter_batch_flush(cpu);
-            p.flush_batch(&hw, &[MmId(s)]);
-            let r = core.machine_mut().leave_batch_flush(cpu);
-            if let Err(v) = r {
-                core.violated(v);
-            }
+            flush_batch_preemptibly(core, p, cpu, &[MmId(s)]);
             "flush_batch"
         }
         Zap::Munmap | Zap::PageOut => {

@@ -11,7 +11,6 @@ use super::*;
 /// and flushes once, `try_to_unmap_flush`).
 #[inline(never)]
 pub(super) fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pages: [(u32, usize); 2]) {
-    let hw = core.hw(cpu);
     let deferred = core.shape().arm64 && core.shape().memory.buffered();
     let (mut slots, mut ids, mut frames) = (Vec::new(), Vec::new(), Vec::new());
     for (s, pg) in pages {
@@ -27,12 +26,7 @@ pub(super) fn reclaim_pair<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, pa
         frames.push(frame);
     }
     if !ids.is_empty() {
-        core.machine_mut().enter_batch_flush(cpu);
-        p.flush_batch(&hw, &slots);
-        let r = core.machine_mut().leave_batch_flush(cpu);
-        if let Err(v) = r {
-            core.violated(v);
-        }
+        flush_batch_preemptibly(core, p, cpu, &slots);
         discharge(core, cpu, &ids, "flush_batch");
         for s in &slots {
             forget_mark(core, s.0);

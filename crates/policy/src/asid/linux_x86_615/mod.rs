@@ -217,6 +217,9 @@ pub struct LinuxX86v615 {
     ceiling: u64,
     /// Page-table isolation, if on ([`LinuxX86v615::with_pti`]).
     pti: Option<Pti>,
+    /// Whether the targeted tlbbatch's switches leave out their `tlbsync()`
+    /// ([`LinuxX86v615::without_switch_tlbsync`]).
+    no_switch_tlbsync: bool,
 }
 
 impl LinuxX86v615 {
@@ -248,6 +251,7 @@ impl LinuxX86v615 {
             tlbbatches: Vec::new(),
             ceiling: TLB_SINGLE_PAGE_FLUSH_CEILING,
             pti: None,
+            no_switch_tlbsync: false,
         }
     }
 
@@ -449,6 +453,7 @@ impl LinuxX86v615 {
     /// Makes `next` this CPU's mm (`switch_mm_irqs_off`); `next` may be
     /// [`MmId::KERNEL`] (leaving lazy mode for `init_mm`).
     fn switch_mm_irqs_off<H: Hw>(&self, hw: &H, next: MmId) {
+        self.switch_tlbsync(hw);
         let cpu = hw.cpu();
         let st = &self.cpu_tlbstate[cpu.index()];
         // Relaxed: this CPU's own state.
@@ -536,6 +541,7 @@ impl LinuxX86v615 {
 
     /// `enter_lazy_tlb`: CR3 keeps the user mm; this CPU stays in its mask.
     fn enter_lazy_tlb<H: Hw>(&self, hw: &H) {
+        self.switch_tlbsync(hw);
         let st = &self.cpu_tlbstate[hw.cpu().index()];
         // Relaxed: this CPU's own state.
         if st.loaded_mm.load(Ordering::Relaxed) == MmId::KERNEL.0 {
