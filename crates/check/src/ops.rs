@@ -749,10 +749,12 @@ fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
 /// arch/arm64/kernel/process.c); it is taken at the switch's last step, the
 /// latest point (see `kernel::Pending`). In the arm mode it also drains the
 /// store buffer (the root write did not, [`Memory::Arm`]), in a step after the
-/// completions, as any `DSB` there may. FreeBSD's and x86's switches complete
-/// nothing a policy did not complete itself.
+/// completions, as any `DSB` there may. Before 5108c67c376b (v3.10) there was
+/// no such `DSB` ([`KernelBug::NoSwitchToDsb`]). FreeBSD's and x86's switches
+/// complete nothing a policy did not complete itself.
 fn switch_to<E: Engine>(core: &E, cpu: usize) {
-    if !(core.shape().arm64 && core.shape().linux) {
+    let sh = core.shape();
+    if !(sh.arm64 && sh.linux) || sh.bug == Some(KernelBug::NoSwitchToDsb) {
         return;
     }
     let (mut k, mut n) = (0, 0);
@@ -787,37 +789,29 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// sleep mutex (arm64 issues `TLBI ..IS` and its `DSB ISH` unpinned). The
 /// search may move the thread to another CPU before its `DSB ISH`
 /// ([`Engine::preemptible`]); then this CPU has switched to another thread of
-/// the process it runs (a kernel thread: another kernel thread), and the
-/// policy's switch finds the address space current (`pmap_activate_int`):
-/// that switch is what completes what the thread left pending here, or not.
+/// the process it runs ([`switch_after_move`]), and the policy's switch finds
+/// the address space current (`pmap_activate_int`): that switch is what
+/// completes what the thread left pending here, or not.
 /// It is run after the flush returns: between its `DSB ISH` and its return
 /// FreeBSD's flush executes an `ISB` only, which completes nothing.
 ///
 /// Not offered the move: a kernel that pins the thread across its flushes
 /// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
-/// whose `__switch_to` always issues `DSB ISH` ([`switch_to`]), so a moved
-/// thread leaves nothing pending that the switch does not complete; x86,
+/// whose `__switch_to` issues `DSB ISH` ([`switch_to`]), so a moved thread
+/// leaves nothing pending that the switch does not complete (offered before
+/// that `DSB`, [`KernelBug::NoSwitchToDsb`]); x86,
 /// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`),
 /// except across reclaim's batch ([`flush_batch_preemptibly`]).
 fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
-    if !core.shape().arm64 || core.shape().linux || p.flushes_pinned() {
+    let sh = core.shape();
+    let switch_completes = sh.linux && sh.bug != Some(KernelBug::NoSwitchToDsb);
+    if !sh.arm64 || switch_completes || p.flushes_pinned() {
         return flush();
     }
     core.preemptible(cpu, true);
     flush();
-    if !core.preemptible(cpu, false) {
-        return;
-    }
-    let task = core.machine().sched().tasks[cpu];
-    match task {
-        Task::User(s) => {
-            core.event(cpu, 0x12_0002, || format!("cpu{cpu} switches to another thread of mm{s}"));
-            p.switch_mm(&core.hw(cpu), MmId(s));
-        }
-        Task::Idle => {
-            core.event(cpu, 0x12_0003, || format!("cpu{cpu} switches to another kernel thread"));
-            p.enter_lazy(&core.hw(cpu), Lazy::KernelThread);
-        }
+    if core.preemptible(cpu, false) {
+        switch_after_move(core, p, cpu);
     }
 }
 
@@ -859,7 +853,7 @@ fn flush_batch_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, mm
 /// switches to another thread of the process it runs (idle: another kernel
 /// thread) through the policy's own switch, which finds the address space
 /// current, with interrupts off and the scheduler's tick as [`switch`] has
-/// them.
+/// them, and ends it as the kernel's `__switch_to` does ([`switch_to`]).
 fn switch_after_move<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
     let hw = core.hw(cpu);
     core.irq_disable(cpu);
@@ -878,6 +872,7 @@ fn switch_after_move<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
         }
     }
     core.irq_enable(cpu);
+    switch_to(core, cpu);
 }
 
 /// Frees frames after the flush that covers them returned.

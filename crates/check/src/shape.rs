@@ -65,6 +65,10 @@ pub enum KernelBug {
     /// with `flush_tlb_range`, which told x86 no page table was freed, before
     /// the table is freed.
     CollapseRangeFlush,
+    /// Linux arm64's `__switch_to` issues no `DSB` (before 5108c67c376b,
+    /// v3.10): a thread preempted between its `TLBI` and its `DSB ISH` leaves
+    /// the `TLBI` incomplete on the CPU it left until that CPU's next barrier.
+    NoSwitchToDsb,
 }
 
 /// The shape of the machine and of the exploration.

@@ -253,6 +253,7 @@ pub fn shape(spec: &CheckSpec) -> Result<Shape, Error> {
             Some(Bug::LinuxTableFreeBeforeFlush) => Some(KernelBug::TableFreeBeforeFlush),
             Some(Bug::LinuxX863ea277194daa) => Some(KernelBug::NoBatchedPending),
             Some(Bug::LinuxX863ef938c35035) => Some(KernelBug::CollapseRangeFlush),
+            Some(Bug::LinuxArm645108c67c376b) => Some(KernelBug::NoSwitchToDsb),
             _ => None,
         },
     )?;

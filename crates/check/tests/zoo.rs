@@ -55,6 +55,7 @@ fn zoo_entries_find_the_property_their_bug_breaks() {
         ("linux-arm64-4b634918384c", "no_stale_held"),
         ("linux-x86-3ea277194daa", "no_stale_held"),
         ("linux-x86-3ef938c35035", "no_stale_held"),
+        ("linux-arm64-5108c67c376b", "no_stale_held"),
         ("linux-x86-invlpgb-tlbbatch-v4", "no_stale_held"),
         ("linux-x86-invlpgb-tlbbatch-v1", "no_stale_held"),
     ];
@@ -147,6 +148,18 @@ fn r355427_needs_a_thread_that_moves_before_its_dsb() {
     };
     assert_eq!(found(false), Some("no_stale_held"));
     assert_eq!(found(true), None);
+}
+
+#[test]
+fn switch_to_without_its_dsb_needs_a_thread_that_moves_before_its_dsb() {
+    // Linux arm64 before 5108c67c376b: a flush preempted before its DSB ISH
+    // leaves its TLBI incomplete on the CPU it left, whose switch completes
+    // nothing. The counterexample shows the move; with __switch_to's DSB no
+    // move is offered (it would complete what a moved thread left), and the
+    // same search of the same policy passes (the_fixed_bases_pass_the_zoo_shapes).
+    let cx = check(&zoo_spec("linux-arm64-5108c67c376b")).unwrap().counterexample.expect("found");
+    let trace = cx.trace();
+    assert!(trace.contains("preempted before DSB ISH"), "{trace}");
 }
 
 #[test]

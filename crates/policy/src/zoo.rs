@@ -352,6 +352,21 @@ pub enum Bug {
     /// range with `Policy::flush_range` (no tables freed) instead of
     /// `Policy::flush_mm`, the table freed.
     LinuxX863ef938c35035,
+    /// Linux commit 5108c67c376b, "arm64: Execute DSB during thread switching
+    /// for TLB/cache maintenance" (Catalin Marinas, 2013-04-24, v3.10).
+    ///
+    /// The bug: a `DSB` completes only the maintenance its own CPU issued, and
+    /// with kernel preemption a thread can be preempted between a `TLBI ..IS`
+    /// and the `DSB ISH` after it and resumed on another CPU. Its `DSB` there
+    /// completes none of the `TLBI`s it issued before, and it goes on to free
+    /// the page; the CPU it left completes them at its next barrier, if the
+    /// switch to its next thread issues none.
+    ///
+    /// The fix: `__switch_to` issues a `DSB` (`dsb(ish)` since ee9e101c1147),
+    /// so a CPU's pending TLB and cache maintenance completes before its
+    /// thread can run anywhere else.
+    /// Switch: kernel-side, the checker's `__switch_to`; no policy code.
+    LinuxArm645108c67c376b,
     /// v4 of Rik van Riel's "AMD broadcast TLB invalidation" (2025-01-12),
     /// "x86/mm: do targeted broadcast flushing from tlbbatch code", before the
     /// v5 fix (2025-01-15: "fix a race between reclaim and ASID transition
@@ -398,7 +413,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every bug, in the order of [`ZOO`].
-    pub const ALL: [Bug; 20] = [
+    pub const ALL: [Bug; 21] = [
         Bug::LinuxArm64A8ffaaa060b8,
         Bug::LinuxArm645e10f9887ed8,
         Bug::LinuxX868f1d56f64f8d,
@@ -417,6 +432,7 @@ impl Bug {
         Bug::LinuxArm644b634918384c,
         Bug::LinuxX863ea277194daa,
         Bug::LinuxX863ef938c35035,
+        Bug::LinuxArm645108c67c376b,
         Bug::InvlpgbTlbbatchNoTransition,
         Bug::InvlpgbTlbbatchSyncOrIpi,
     ];
@@ -435,10 +451,18 @@ impl Bug {
     }
 
     /// Returns whether the policy code has a switch for this bug. False only for
-    /// [`Bug::LinuxTableFreeBeforeFlush`] and [`Bug::LinuxX863ea277194daa`], which
-    /// the kernel around the policy applies; no `with_bug` accepts them.
+    /// the kernel-side bugs ([`Bug::LinuxTableFreeBeforeFlush`],
+    /// [`Bug::LinuxX863ea277194daa`], [`Bug::LinuxX863ef938c35035`],
+    /// [`Bug::LinuxArm645108c67c376b`]), which the kernel around the policy
+    /// applies; no `with_bug` accepts them.
     pub const fn in_policy(self) -> bool {
-        !matches!(self, Bug::LinuxTableFreeBeforeFlush | Bug::LinuxX863ea277194daa | Bug::LinuxX863ef938c35035)
+        !matches!(
+            self,
+            Bug::LinuxTableFreeBeforeFlush
+                | Bug::LinuxX863ea277194daa
+                | Bug::LinuxX863ef938c35035
+                | Bug::LinuxArm645108c67c376b
+        )
     }
 }
 
@@ -627,6 +651,14 @@ pub const ZOO: &[ZooEntry] = &[
                  2025-01-03; CVE-2025-22045; fixes 016c4d92cd16)",
     },
     ZooEntry {
+        id: "linux-arm64-5108c67c376b",
+        bug: Bug::LinuxArm645108c67c376b,
+        base: "arm64-linux",
+        summary: "kernel-side: __switch_to has no DSB: a flush preempted before its DSB ISH leaves its TLBI incomplete",
+        source: "Linux 5108c67c376b \"arm64: Execute DSB during thread switching for TLB/cache maintenance\" \
+                 (Catalin Marinas, 2013-04-24, v3.10)",
+    },
+    ZooEntry {
         id: "linux-x86-invlpgb-tlbbatch-v4",
         bug: Bug::InvlpgbTlbbatchNoTransition,
         base: "x86-linux-invlpgb-tlbbatch",
@@ -678,7 +710,15 @@ mod tests {
     #[test]
     fn only_the_kernel_side_bugs_live_outside_the_policies() {
         let outside: std::vec::Vec<Bug> = Bug::ALL.into_iter().filter(|b| !b.in_policy()).collect();
-        assert_eq!(outside, [Bug::LinuxTableFreeBeforeFlush, Bug::LinuxX863ea277194daa, Bug::LinuxX863ef938c35035]);
+        assert_eq!(
+            outside,
+            [
+                Bug::LinuxTableFreeBeforeFlush,
+                Bug::LinuxX863ea277194daa,
+                Bug::LinuxX863ef938c35035,
+                Bug::LinuxArm645108c67c376b
+            ]
+        );
     }
 
     #[test]
