@@ -94,14 +94,19 @@
 //!   CPU until some store becomes visible, so waiting is not explored as
 //!   endless polling.
 //! - **A thread that moves.** A kernel operation runs on the CPU that chose
-//!   it, with one exception: in a flush the kernel runs unpinned (FreeBSD
-//!   arm64's `pmap_invalidate_*`, [`tlbkit_policy::Policy::flushes_pinned`]
-//!   says where not), the thread may be preempted just before a `DSB ISH`
-//!   that would complete invalidations and run it on another CPU, a choice of
-//!   the search ([`search::ChoiceKind::Move`]). That barrier completes none of
-//!   its CPU's invalidations, and after the flush the CPU switches to another
-//!   thread of the process it runs through the policy's switch (`ops`,
-//!   `flush_preemptibly`).
+//!   it, with two exceptions, each a choice of the search
+//!   ([`search::ChoiceKind::Move`]). In a flush the kernel runs unpinned
+//!   (FreeBSD arm64's `pmap_invalidate_*`, [`tlbkit_policy::Policy::flushes_pinned`]
+//!   says where not; Linux arm64 only without `__switch_to`'s `DSB`, a zoo
+//!   entry), the thread may be preempted just before a `DSB ISH` that would
+//!   complete invalidations and run it on another CPU: that barrier completes
+//!   none of its CPU's invalidations, and after the flush the CPU switches to
+//!   another thread of the process it runs through the policy's switch (`ops`,
+//!   `flush_preemptibly`). And a reclaiming thread whose CPU holds `INVLPGB`s
+//!   it has not waited for (x86's posted targeted batch) may be preempted
+//!   before `arch_tlbbatch_flush` pins it: the CPU switches first, then the
+//!   flush runs for the other CPU, its `TLBSYNC` completing none of them
+//!   (`ops`, `flush_batch_preemptibly`).
 //! - **Memory.** Sequentially consistent, except that under `--memory tso` (the
 //!   default) each CPU's plain stores (`store` with any ordering but `SeqCst`)
 //!   wait in a FIFO store buffer, visible to that CPU's own loads at once and to

@@ -799,9 +799,9 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// ([`Policy::flushes_pinned`]: FreeBSD arm64 before ASIDs); Linux arm64,
 /// whose `__switch_to` issues `DSB ISH` ([`switch_to`]), so a moved thread
 /// leaves nothing pending that the switch does not complete (offered before
-/// that `DSB`, [`KernelBug::NoSwitchToDsb`]); x86,
-/// where the kernel pins the CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`),
-/// except across reclaim's batch ([`flush_batch_preemptibly`]).
+/// that `DSB`, [`KernelBug::NoSwitchToDsb`]); x86, where the kernel pins the
+/// CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`), except across reclaim's
+/// batch ([`flush_batch_preemptibly`]).
 fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
     let sh = core.shape();
     let switch_completes = sh.linux && sh.bug != Some(KernelBug::NoSwitchToDsb);
