@@ -32,7 +32,7 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 /// Encodes a spec and a schedule as a shell-safe token:
 /// `t5~POLICY~CPUS~MMS~PAGES~ASIDS~OPS~MEMORY~MENU~TEARDOWN~CHOICES~CRC`, where
 /// MEMORY is the memory model's name, with `+any` when invalidations may
-/// complete at any point ([`Completion::Any`]; tokens without it read as
+/// complete at any point ([`crate::shape::Completion::Any`]; tokens without it read as
 /// before), MENU is
 /// the operation kinds' mask in hex (without `tick` for a policy that does not
 /// tick, so its tokens read as before ticks existed), TEARDOWN the contiguous block's strategy

@@ -18,7 +18,7 @@
 //! complete.
 //!
 //! The moves from a state are, for each instance not done, its next step once
-//! what it must wait for has happened ([`Search::waits`] says what that is,
+//! what it must wait for has happened (`Search::waits` says what that is,
 //! rule by rule), and for each thread the completion of its oldest pending
 //! invalidation. A step that reads and writes only its own thread (register
 //! moves, a branch, `DMB`, `ISB`, a `TLBI`'s issue, a `DSB` with nothing to
