@@ -825,7 +825,9 @@ fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: i
 /// is what waits for them), and the flush runs as the other CPU's: its
 /// `TLBSYNC` completes none of this CPU's. It runs on this CPU's data for
 /// that other CPU, so its local flush and its IPIs trade places, which
-/// changes when a TLB is flushed, not which. Not offered on arm64: Linux's
+/// changes when a TLB is flushed, not which; and it reads this CPU's
+/// `need_tlbsync`, which the switch has just cleared, as every switch clears
+/// the flag of the CPU the thread resumes on. Not offered on arm64: Linux's
 /// flush there is a `DSB ISH`, and `__switch_to`'s own ([`switch_to`])
 /// completes whatever a moved thread left.
 fn flush_batch_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, mms: &[MmId]) {
