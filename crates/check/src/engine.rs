@@ -117,8 +117,9 @@ pub(crate) trait Engine {
     fn preemptible(&self, cpu: usize, on: bool) -> bool;
 
     /// Offers the search the move of the thread CPU `cpu` runs to another CPU
-    /// now, before `what` (a point the harness names), where
-    /// [`Engine::preemptible`] lets it be preempted; returns whether it moved.
+    /// now, before `what` (a point the harness names), if it may be preempted
+    /// there (interrupts on, outside handlers and spin locks); returns whether
+    /// it moved.
     /// If it did, this CPU first runs `meanwhile` (its switch to the next
     /// thread); then, until `preemptible` ends it, the thread's barriers
     /// complete none of this CPU's invalidations.

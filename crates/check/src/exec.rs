@@ -142,8 +142,7 @@ enum Preempt {
     /// It cannot be preempted here (or the kernel's switch completes its
     /// invalidations anyway).
     No,
-    /// It may be preempted before its next `DSB ISH`, or where the harness
-    /// offers it ([`Engine::offer_move`]).
+    /// It may be preempted before its next `DSB ISH`.
     May,
     /// It was: its barriers run on another CPU until the flush ends.
     Moved,

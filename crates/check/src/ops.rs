@@ -753,8 +753,7 @@ fn switch_idle<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize) {
 /// no such `DSB` ([`KernelBug::NoSwitchToDsb`]). FreeBSD's and x86's switches
 /// complete nothing a policy did not complete itself.
 fn switch_to<E: Engine>(core: &E, cpu: usize) {
-    let sh = core.shape();
-    if !(sh.arm64 && sh.linux) || sh.bug == Some(KernelBug::NoSwitchToDsb) {
+    if !switch_completes(core.shape()) {
         return;
     }
     let (mut k, mut n) = (0, 0);
@@ -782,6 +781,12 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
     }
 }
 
+/// Returns whether the kernel's `__switch_to` completes the switching CPU's
+/// pending invalidations ([`switch_to`]): Linux arm64's, since 5108c67c376b.
+fn switch_completes(sh: &crate::shape::Shape) -> bool {
+    sh.arm64 && sh.linux && sh.bug != Some(KernelBug::NoSwitchToDsb)
+}
+
 /// Runs `flush`, a user-page flush the kernel makes where its thread may be
 /// preempted (a `munmap`'s, a page-out's, a page table's unmap; not an
 /// exit's, after which the CPU runs another address space, whose switch has
@@ -803,9 +808,7 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
 /// CPU between `INVLPGB` and `TLBSYNC` (`get_cpu`), except across reclaim's
 /// batch ([`flush_batch_preemptibly`]).
 fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: impl FnOnce()) {
-    let sh = core.shape();
-    let switch_completes = sh.linux && sh.bug != Some(KernelBug::NoSwitchToDsb);
-    if !sh.arm64 || switch_completes || p.flushes_pinned() {
+    if !core.shape().arm64 || switch_completes(core.shape()) || p.flushes_pinned() {
         return flush();
     }
     core.preemptible(cpu, true);
@@ -832,14 +835,7 @@ fn flush_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, flush: i
 /// completes whatever a moved thread left.
 fn flush_batch_preemptibly<E: Engine, P: Policy>(core: &E, p: &P, cpu: usize, mms: &[MmId]) {
     let left = !core.shape().arm64 && core.machine().pending(cpu).iter().any(|q| q.broadcast);
-    let moved = left && {
-        core.preemptible(cpu, true);
-        let moved = core.offer_move(cpu, "arch_tlbbatch_flush", || switch_after_move(core, p, cpu));
-        if !moved {
-            core.preemptible(cpu, false);
-        }
-        moved
-    };
+    let moved = left && core.offer_move(cpu, "arch_tlbbatch_flush", || switch_after_move(core, p, cpu));
     core.machine_mut().enter_batch_flush(cpu);
     p.flush_batch(&core.hw(cpu), mms);
     let r = core.machine_mut().leave_batch_flush(cpu);

@@ -48,8 +48,8 @@ pub(super) unsafe fn erase<'a, 'b>(f: &'a (dyn Fn(&CheckHw<'b>) + 'a)) -> Handle
 
 impl Core {
     /// Offers the search the move of the thread CPU `cpu` runs to another CPU,
-    /// now, just before `what` (where [`Engine::preemptible`] allowed it,
-    /// outside handlers, with interrupts on and no spin lock held); returns
+    /// now, just before `what` (where it may be preempted: outside handlers,
+    /// with interrupts on and no spin lock held); returns
     /// whether it moved. If it did, this CPU runs `meanwhile` (its switch to
     /// the next thread, where the harness runs it now), and from then until
     /// [`Engine::preemptible`] ends it the thread's barriers run on that other
@@ -64,7 +64,7 @@ impl Core {
         let may = {
             let st = self.st.borrow();
             let c = &st.cpus[cpu];
-            c.preempt == Preempt::May && c.irq_off == 0 && !c.in_handler && c.held.iter().all(|&h| h == NO_LOCK)
+            c.irq_off == 0 && !c.in_handler && c.held.iter().all(|&h| h == NO_LOCK)
         };
         // With one CPU there is nowhere to go; a script names no such choice.
         if !may || self.shape.cpus == 1 || self.with_chooser(|c| c.scripted()) {
@@ -91,11 +91,12 @@ impl Core {
 }
 
 impl CheckHw<'_> {
-    /// Whether the thread running here moved to another CPU earlier in this
-    /// flush ([`Core::move_thread`]): its barriers complete none of this
-    /// CPU's invalidations.
-    fn moved_away(&self) -> bool {
-        self.core.st.borrow().cpus[self.cpu].preempt == Preempt::Moved
+    /// Where the thread running here stands towards a move: allowed before its
+    /// next `DSB ISH` ([`Engine::preemptible`]), or moved earlier in this flush
+    /// ([`Core::move_thread`]), when its barriers complete none of this CPU's
+    /// invalidations.
+    fn preempt(&self) -> Preempt {
+        self.core.st.borrow().cpus[self.cpu].preempt
     }
 }
 
@@ -218,8 +219,10 @@ impl<'c> Hw for CheckHw<'c> {
         // on another CPU, or have moved before this flush: then it completes
         // none of this CPU's invalidations.
         let pending = pending
-            && !self.moved_away()
-            && !(b == Barrier::Dsb(Domain::InnerShareable) && self.core.move_thread(self.cpu, "DSB ISH", || {}));
+            && self.preempt() != Preempt::Moved
+            && !(b == Barrier::Dsb(Domain::InnerShareable)
+                && self.preempt() == Preempt::May
+                && self.core.move_thread(self.cpu, "DSB ISH", || {}));
         // Only a barrier with stores to drain does anything another CPU can see.
         // Completing invalidations needs no point of its own: a step of another
         // CPU that could come between this step's start and the barrier can come
