@@ -107,7 +107,8 @@ pub(crate) trait Engine {
     /// another order meet again.
     fn forget_locals(&self, cpu: usize);
 
-    /// Counts a kernel operation CPU `cpu` starts.
+    /// Counts a kernel operation CPU `cpu` starts, as it starts (under
+    /// `--memory arm` its loads read nothing overwritten before now).
     fn count_op(&self, cpu: usize);
 
     /// Lets the thread CPU `cpu` runs be preempted before its next `DSB ISH`

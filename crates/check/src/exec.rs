@@ -199,6 +199,8 @@ struct State {
     /// [`State::mem`] against at every state hash.
     #[cfg(debug_assertions)]
     shared: SortedMap<usize, (Width, u64)>,
+    /// Under `--memory arm`: overwritten values some CPU may still read.
+    stale: Stale,
 }
 
 /// An execution in progress: what the hooks and the CPU coroutines share.
@@ -486,6 +488,9 @@ impl Core {
                 (irq, saved, blocked)
             };
             let (irq, saved, blocked) = irq;
+            // The handler's loads see what the sender stored before it
+            // (Linux's IPI handlers begin with a fully ordered `xchg`).
+            self.catch_up(cpu);
             self.event_kind(cpu, 0x1_0000 + irq.from as u64, Kind::Ipi, || {
                 format!("interrupt: IPI from cpu{}", irq.from)
             });
@@ -526,6 +531,16 @@ impl Core {
         }
     }
 
+    /// An ordering point of CPU `cpu` under `--memory arm` (`stale`): its later
+    /// loads read no value overwritten before now. It depends on every other
+    /// CPU's stores.
+    fn catch_up(&self, cpu: usize) {
+        if self.shape.memory == Memory::Arm {
+            self.touch_global();
+            self.st.borrow_mut().stale.catch_up(cpu);
+        }
+    }
+
     /// Makes the stores of CPU `cpu`'s buffer in `leaving` visible, oldest
     /// first, within the running step (all of them for [`Leaving::MAX`], however
     /// many there are).
@@ -533,7 +548,7 @@ impl Core {
         loop {
             let e = self.st.borrow_mut().cpus[cpu].buffer.take_oldest(&mut leaving);
             let Some(Stored { addr, w, v, .. }) = e else { return };
-            self.drain_one(addr, w, v);
+            self.drain_one(cpu, addr, w, v);
             let k = self.addr_key(addr);
             self.event_in(cpu, mix(0x3_0000, k ^ arena::position_free(v)), false, || {
                 (self.access_kind(addr, false, true), self.drained(addr, v))
@@ -542,14 +557,14 @@ impl Core {
     }
 
     /// Makes one buffered store of CPU `cpu` visible.
-    fn drain_one(&self, addr: usize, w: Width, v: u64) {
+    fn drain_one(&self, cpu: usize, addr: usize, w: Width, v: u64) {
         if let Some((slot, page)) = pte_store(addr) {
             self.st.borrow_mut().m.drain_pte(slot, page, v as u32);
             return;
         }
         // SAFETY: the address came from a live facade atomic of width `w`; the
         // policy outlives the execution's steps.
-        self.store(addr, w, || unsafe { write_raw(addr, w, v) });
+        self.store(cpu, addr, w, || unsafe { write_raw(addr, w, v) });
         self.touch(addr, true);
     }
 
@@ -631,22 +646,27 @@ impl Core {
         h.finish()
     }
 
-    /// Notes in the state that a store to the policy's facade atomic at
-    /// `addr`, from `old` to `new`, became visible.
-    fn wrote(&self, addr: usize, old: u64, new: u64) {
-        self.st.borrow_mut().wrote(addr, (addr - self.base) as u64, old, new);
+    /// Notes in the state that a store of CPU `cpu` to the policy's facade
+    /// atomic at `addr` (of width `w`), from `old` to `new`, became visible.
+    fn wrote(&self, cpu: usize, addr: usize, w: Width, old: u64, new: u64) {
+        let mut st = self.st.borrow_mut();
+        st.wrote(addr, (addr - self.base) as u64, old, new);
+        if self.shape.memory == Memory::Arm {
+            st.stale.overwrote(self.shape.cpus, cpu, addr, w, old);
+        }
     }
 
-    /// Performs `write`, a store to the policy's facade atomic of width `w`
-    /// at `addr` that becomes visible now, and notes it ([`Core::wrote`]).
-    fn store(&self, addr: usize, w: Width, write: impl FnOnce()) {
+    /// Performs `write`, a store of CPU `cpu` to the policy's facade atomic
+    /// of width `w` at `addr` that becomes visible now, and notes it
+    /// ([`Core::wrote`]).
+    fn store(&self, cpu: usize, addr: usize, w: Width, write: impl FnOnce()) {
         // SAFETY: a live facade atomic of width `w` (policy memory) before
         // and after `write`.
         let old = unsafe { read_raw(addr, w) };
         write();
         // SAFETY: as above.
         let new = unsafe { read_raw(addr, w) };
-        self.wrote(addr, old, new);
+        self.wrote(cpu, addr, w, old, new);
     }
 
     /// Builds with debug assertions: notes a facade atomic of the policy as
@@ -744,6 +764,11 @@ impl Core {
                 assert_eq!(mem, st.mem, "a store to the policy's memory went past the checker's hooks");
             }
             st.mem.hash(h);
+            // Only `--memory arm` keeps overwritten values: no other state's
+            // hash has their bytes.
+            for o in st.stale.olds() {
+                (self.addr_key(o.addr), arena::position_free(o.v), o.readers).hash(h);
+            }
             // SAFETY: the policy outlives the core; no CPU runs during a hash.
             unsafe { (*self.locked.get())(h) };
         })
@@ -884,6 +909,9 @@ impl Engine for Core {
     }
 
     fn count_op(&self, cpu: usize) {
+        // An operation starts bound to the latest value of every location
+        // (`stale`: a bound of the model, not an Armv8 barrier).
+        self.catch_up(cpu);
         self.st.borrow_mut().cpus[cpu].ops_done += 1;
     }
 
@@ -918,12 +946,14 @@ pub mod checkpoint;
 mod drive;
 mod hooks;
 mod hw;
+mod stale;
 mod state;
 use buffer::{Buffer, Leaving, Stored};
 pub use checkpoint::{run_from, Checkpoints};
 pub use drive::run;
 use drive::*;
 use hooks::*;
+use stale::Stale;
 use state::*;
 mod gone_wrong;
 pub(crate) use gone_wrong::guard_policy_code;

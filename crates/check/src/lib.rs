@@ -131,11 +131,18 @@
 //!   maintenance ([`shape::Memory::Arm`]): a root write drains nothing (the
 //!   `DSB ISH` at the end of a Linux switch does, `ops::switch_to`), and a `DSB`
 //!   that completes invalidations may do so before its stores drain, so a `TLBI`
-//!   without `DSB ISHST` after its PTE store lets a walk refill. It is still
-//!   stronger than arm64 in that loads are made in program order (a load never
-//!   reads older than an earlier load of another location) and a barrier
-//!   drains the whole buffer where it stands; the litmus chapter of the guide
-//!   lists what that hides.
+//!   without `DSB ISHST` after its PTE store lets a walk refill. And its plain
+//!   loads may be satisfied out of order (`exec::stale`): a load may read a
+//!   value another CPU's store has overwritten since the CPU's last ordering
+//!   point (a barrier that orders loads, a load-acquire, an acquiring
+//!   read-modify-write, a spin's wait, an interrupt, the start of its
+//!   operation), no older than what it read of that location before, and
+//!   the search chooses which ([`search::ChoiceKind::Read`]). It is still
+//!   stronger than arm64 in that an ordering point binds the CPU to the
+//!   latest values (not only to what its earlier loads read), no store passes
+//!   an earlier load, at most two overwritten values of a location stay
+//!   readable, and a barrier drains the whole buffer where it stands; the
+//!   litmus chapter of the guide lists what that hides.
 //! - **TLB fills and invalidations are their own events.** After every step the
 //!   hardware fills every CPU's TLB with every translation reachable from its
 //!   root under the tag it runs with, and its walk cache with a pointer to the
@@ -356,12 +363,17 @@
 //! the policy, in its own order.
 //!
 //! # What this does not cover
-//! - Weak memory beyond `--memory arm`: arm64 may also let a load read older
-//!   than an earlier load of another location (load-to-load reordering) and a
-//!   store pass an earlier load (load buffering); here loads are made in
-//!   program order. Of three or more buffered stores of one CPU that other CPUs
+//! - Weak memory beyond `--memory arm`: arm64 may also let a store pass an
+//!   earlier load (load buffering; the policies' stores after a load are
+//!   control-dependent on it, which forbids it), and lets a load after an
+//!   ordering point read values overwritten after the CPU's earlier reads but
+//!   before the barrier (here it reads nothing overwritten before the
+//!   barrier); loads are taken to carry no address dependency on each other
+//!   (a policy orders a load whose address comes from another with an
+//!   acquire). Of three or more buffered stores of one CPU that other CPUs
 //!   are about to read, only the oldest and the newest are offered to leave
-//!   first.
+//!   first; of three or more overwritten values of a location, the two
+//!   newest stay readable.
 //! - The swap cache: a fault after a reclaim maps a fresh frame, where Linux may
 //!   map the reclaimed folio again, and a stale entry of a clean page that a CPU
 //!   keeps until the reclaim's flush is not judged meanwhile (Linux relies on

@@ -22,7 +22,9 @@ pub enum Memory {
     /// `DSB` that completes invalidations may complete them before the stores
     /// it drains are visible, so a walk in between refills from the page table
     /// as it was (a `TLBI` not ordered after its PTE store by `DSB ISHST`).
-    /// Loads are still made in program order. Only for arm64 policies.
+    /// Plain loads may be satisfied out of order: one may read a value
+    /// overwritten since its CPU's last ordering point (`exec::stale`).
+    /// Only for arm64 policies.
     Arm,
 }
 

@@ -7,7 +7,10 @@
 //!   `flag = 1, data = 0`. With plain (`Relaxed`) stores Armv8 lets the second
 //!   store become visible first, so `--memory arm` finds the panic; x86-TSO
 //!   drains its store buffer in order and `--memory tso` does not. A `Release`
-//!   store of `flag` (`STLR`) forbids it under both.
+//!   store of `flag` (`STLR`) keeps the stores in order, but Armv8 also lets
+//!   cpu1's two plain loads be satisfied out of order, so `--memory arm` still
+//!   finds it unless cpu1 orders them: a load-acquire of `flag` (`LDAR`) or an
+//!   `Acquire` fence (`DMB ISHLD`) between them.
 //! - **SB** (store buffering) with release stores and acquire loads: cpu0
 //!   stores `data` and reads `flag`, cpu1 stores `flag` and reads `data`, each
 //!   marking (in a word of its own) a read of 0 and panicking if the
@@ -22,17 +25,28 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::CheckSpec;
 use tlbkit_policy::asid::LinuxArm64;
-use tlbkit_policy::sync::{AtomicU64, Ordering};
+use tlbkit_policy::sync::{fence, AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
 use tlbkit_policy::{Hw, MmId, Policy};
 
 /// Which shape the wrapper runs, and how strongly ordered its accesses are.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Shape {
-    /// MP, `flag` stored with this ordering.
-    Mp(Ordering),
+    /// MP, `flag` stored with this ordering, the loads ordered as said.
+    Mp(Ordering, Loads),
     /// SB with release stores and acquire loads.
     Sb,
+}
+
+/// How MP's reader orders its two loads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loads {
+    /// Two plain loads (`LDR; LDR`).
+    Plain,
+    /// A load-acquire of `flag` (`LDAR; LDR`).
+    Acquire,
+    /// Plain loads with an `Acquire` fence between (`LDR; DMB ISHLD; LDR`).
+    Fence,
 }
 
 /// `arm64-linux` with a litmus shape run in its context switch.
@@ -63,12 +77,16 @@ impl Wrap for Litmus {
     fn switch_mm<H: Hw>(&self, hw: &H, next: MmId) {
         let first = hw.cpu().0 == 0;
         match (self.shape, first) {
-            (Shape::Mp(ord), true) => {
+            (Shape::Mp(ord, _), true) => {
                 self.data.store(1, Ordering::Relaxed);
                 self.flag.store(1, ord);
             }
-            (Shape::Mp(_), false) => {
-                if self.flag.load(Ordering::Relaxed) == 1 {
+            (Shape::Mp(_, loads), false) => {
+                let first = if loads == Loads::Acquire { Ordering::Acquire } else { Ordering::Relaxed };
+                if self.flag.load(first) == 1 {
+                    if loads == Loads::Fence {
+                        fence(Ordering::Acquire);
+                    }
                     assert_eq!(self.data.load(Ordering::Relaxed), 1, "MP: flag seen before data");
                 }
             }
@@ -119,14 +137,23 @@ fn run(shape: Shape, memory: Memory) -> Option<&'static str> {
 
 #[test]
 fn plain_stores_pass_each_other_under_arm_and_not_under_tso() {
-    assert_eq!(run(Shape::Mp(Ordering::Relaxed), Memory::Arm), Some("no_policy_panic"));
-    assert_eq!(run(Shape::Mp(Ordering::Relaxed), Memory::Tso), None);
+    assert_eq!(run(Shape::Mp(Ordering::Relaxed, Loads::Acquire), Memory::Arm), Some("no_policy_panic"));
+    assert_eq!(run(Shape::Mp(Ordering::Relaxed, Loads::Plain), Memory::Tso), None);
 }
 
 #[test]
-fn a_store_release_keeps_the_stores_before_it_first() {
-    assert_eq!(run(Shape::Mp(Ordering::Release), Memory::Arm), None);
-    assert_eq!(run(Shape::Mp(Ordering::SeqCst), Memory::Arm), None);
+fn plain_loads_pass_each_other_under_arm_after_a_store_release() {
+    assert_eq!(run(Shape::Mp(Ordering::Release, Loads::Plain), Memory::Arm), Some("no_policy_panic"));
+    assert_eq!(run(Shape::Mp(Ordering::SeqCst, Loads::Plain), Memory::Arm), Some("no_policy_panic"));
+    assert_eq!(run(Shape::Mp(Ordering::Release, Loads::Plain), Memory::Tso), None);
+}
+
+#[test]
+fn a_store_release_and_an_ordered_reader_forbid_mp() {
+    for loads in [Loads::Acquire, Loads::Fence] {
+        assert_eq!(run(Shape::Mp(Ordering::Release, loads), Memory::Arm), None);
+        assert_eq!(run(Shape::Mp(Ordering::SeqCst, loads), Memory::Arm), None);
+    }
 }
 
 #[test]

@@ -100,6 +100,7 @@ pub(super) fn new_core<P: Policy>(
         mem: 0,
         #[cfg(debug_assertions)]
         shared: SortedMap::default(),
+        stale: Stale::default(),
     };
     let no_data: LockedData = std::ptr::null::<fn(&mut dyn Hasher)>();
     Core {
@@ -546,7 +547,7 @@ fn drain(core: &Core, cpu: usize, mut leaving: Leaving, steps: usize) {
     arena::inside(|| loop {
         let taken = core.st.borrow_mut().cpus[cpu].buffer.take_oldest(&mut leaving);
         let Some(Stored { addr, w, v, .. }) = taken else { break };
-        core.drain_one(addr, w, v);
+        core.drain_one(cpu, addr, w, v);
         let k = core.addr_key(addr);
         let mut st = core.st.borrow_mut();
         st.cpus[cpu].history = mix(st.cpus[cpu].history, mix(0x18_0000 ^ k, v));

@@ -48,15 +48,62 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
     let k = core.addr_key(addr);
     core.st.borrow_mut().read(cpu, addr, k);
     let fwd = core.st.borrow().cpus[cpu].buffer.forward(addr);
-    let v = fwd.unwrap_or_else(read);
-    core.event_in(cpu, mix(0x4_0000 ^ k, arena::position_free(v)), true, || {
-        let buffered = if fwd.is_some() { " (from its store buffer)" } else { "" };
-        (
-            core.access_kind(addr, true, false),
-            format!("load {} -> {}{buffered}", core.addr_name(addr), core.show(addr, v)),
-        )
+    let back = match fwd {
+        Some(_) => 0,
+        None => older_or_latest(core, cpu, addr, ord),
+    };
+    let v = match (fwd, back) {
+        (Some(v), _) => v,
+        (None, 0) => read(),
+        (None, back) => core.st.borrow().stale.readable(cpu, addr)[back - 1],
+    };
+    if back > 0 {
+        // A newer value is visible already: a spin on this read does not wait.
+        let mut st = core.st.borrow_mut();
+        if let Some(r) = st.cpus[cpu].reads.iter_mut().find(|r| r.0 == addr) {
+            r.1 = true;
+        }
+    }
+    let key = mix(0x4_0000 ^ k, arena::position_free(v));
+    // An older value read is another history than the latest of the same value.
+    let key = if back == 0 { key } else { mix(key, back as u64) };
+    core.event_in(cpu, key, true, || {
+        let from = match (fwd, back) {
+            (Some(_), _) => " (from its store buffer)",
+            (None, 0) => "",
+            (None, _) => " (a value already overwritten: loads out of order)",
+        };
+        (core.access_kind(addr, true, false), format!("load {} -> {}{from}", core.addr_name(addr), core.show(addr, v)))
     });
+    if acquires(ord) {
+        // Later loads are ordered after a load-acquire.
+        core.catch_up(cpu);
+    }
     v
+}
+
+/// Under `--memory arm`, for a plain load of `addr` by CPU `cpu` that its
+/// store buffer does not answer: lets the search choose which value it reads
+/// (`stale`): 0 the latest, `k` the `k`-th newest overwritten value still
+/// readable to it. Elsewhere, and under a script, 0.
+fn older_or_latest(core: &Core, cpu: usize, addr: usize, ord: Ordering) -> usize {
+    if core.shape.memory != Memory::Arm || acquires(ord) {
+        return 0;
+    }
+    let n = core.st.borrow().stale.readable(cpu, addr).len();
+    // A script names no such choice: its loads read the latest values.
+    let back = if n == 0 || core.with_chooser(|c| c.scripted()) {
+        0
+    } else {
+        let labels: Vec<u32> = (0..=n as u32).collect();
+        match core.choose(ChoiceKind::Read, &labels, 0) {
+            Some(i) => i,
+            // Pruned: stop here (the scheduler ends the execution).
+            None => core.idle(),
+        }
+    };
+    core.st.borrow_mut().stale.read(cpu, addr, back);
+    back
 }
 
 pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
@@ -79,7 +126,7 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
         core.event_in(cpu, mix(0x5_0000 ^ k, arena::position_free(v)), false, || text(&format!(" ({INTO_BUFFER})")));
     } else {
         core.drain_own(cpu);
-        core.store(addr, w, || write(v));
+        core.store(cpu, addr, w, || write(v));
         core.touch(addr, true);
         core.event_in(cpu, mix(0x6_0000 ^ k, arena::position_free(v)), false, || text(""));
     }
@@ -110,7 +157,12 @@ pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) 
     let (old, new) = op();
     // A failed compare-exchange stores nothing.
     if old != new {
-        core.wrote(addr, old, new);
+        core.wrote(cpu, addr, w, old, new);
+    }
+    // It read the latest value; acquiring, it orders every later load.
+    core.st.borrow_mut().stale.read(cpu, addr, 0);
+    if acquires(ord) {
+        core.catch_up(cpu);
     }
     core.event_in(
         cpu,
@@ -130,13 +182,14 @@ pub(super) fn h_fence(ord: Ordering) {
     };
     let cpu = core.cpu();
     // Under arm a `Release` or `AcqRel` fence is a `DMB ISH` too; an `Acquire`
-    // one (`DMB ISHLD`) orders loads, which are made in order here.
+    // one (`DMB ISHLD`) orders loads only. Every one orders later loads.
     let drains = ord == Ordering::SeqCst || core.shape.memory == Memory::Arm && releases(ord);
     if drains && !core.st.borrow().cpus[cpu].buffer.is_empty() {
         // Only a fence with stores to drain does anything another CPU can see.
         core.pause();
         core.drain_own(cpu);
     }
+    core.catch_up(cpu);
     core.event_in(cpu, 0x8_0000, true, || (Kind::Other, format!("fence({ord:?})")));
 }
 
@@ -162,6 +215,8 @@ pub(super) fn h_spin() {
         Block::Spin(reads, st.writes)
     };
     core.block(why);
+    // The next pass of the loop reads afresh: it waited for a store it sees.
+    core.catch_up(cpu);
 }
 
 pub(super) fn h_lock(word: usize, taken: bool) {

@@ -84,6 +84,8 @@ impl Core {
             )
         });
         self.st.borrow_mut().cpus[cpu].preempt = Preempt::No;
+        // A switch on either CPU orders the thread's later loads.
+        self.catch_up(cpu);
         meanwhile();
         self.st.borrow_mut().cpus[cpu].preempt = Preempt::Moved;
         true
@@ -245,6 +247,12 @@ impl<'c> Hw for CheckHw<'c> {
             if !split {
                 self.core.drain_own(self.cpu);
             }
+        }
+        if b != Barrier::TlbSync {
+            // No instruction after a `DSB` (`ST` too) or an `ISB` executes
+            // until it completes, and `smp_mb()` orders later loads: the
+            // CPU's later loads read nothing overwritten before this point.
+            self.core.catch_up(self.cpu);
         }
         // Those issued in this step read in the trace as taking effect when
         // issued (nothing could come between); the others are told here.

@@ -47,6 +47,11 @@ pub enum ChoiceKind {
     /// CPU (option 0: it stayed). Made within a step as [`ChoiceKind::Op`] is;
     /// the shrinker prefers 0, as it prefers no preemption.
     Move,
+    /// Which value a plain load under `--memory arm` reads: option 0 the
+    /// latest, option `k` the `k`-th newest overwritten value its CPU may
+    /// still read (loads out of order). Made within a step; the shrinker
+    /// prefers 0.
+    Read,
 }
 
 /// A chooser's answer.

@@ -39,6 +39,7 @@ impl Subtree {
                 ChoiceKind::Sched => 0,
                 ChoiceKind::Op => 1,
                 ChoiceKind::Move => 2,
+                ChoiceKind::Read => 3,
             });
             w.u32(c.n);
             w.u32(c.taken);
@@ -58,6 +59,7 @@ impl Subtree {
                 0 => ChoiceKind::Sched,
                 1 => ChoiceKind::Op,
                 2 => ChoiceKind::Move,
+                3 => ChoiceKind::Read,
                 k => return Err(format!("a choice of unknown kind {k}")),
             };
             stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });

@@ -1,0 +1,174 @@
+//! Values a CPU may still read after they were overwritten: arm64's loads out
+//! of order, under `--memory arm`.
+//!
+//! Armv8 lets a load be satisfied before an earlier load of another location
+//! that is not ordered before it (no barrier, acquire or address dependency
+//! between them): `MP` with a store-release on one side and two plain loads
+//! on the other shows `flag = 1, data = 0`. Operationally that is a load
+//! reading a value of its location that has since been overwritten, as long
+//! as it is no older than what the CPU was already bound to see. This module
+//! keeps those values: each store that becomes visible, while some other CPU
+//! may still read the value it overwrites, leaves that value here with the
+//! set of CPUs that may read it (a *view*, as in the promising and flat
+//! models of Armv8, reduced to the values still readable).
+//!
+//! - A CPU is bound to the latest value of every location at each
+//!   *ordering point*: a fence that orders loads (`DMB ISH`, `DMB ISHLD`), a
+//!   `DSB` of any kind or an `ISB` (no later instruction executes until it
+//!   completes), a load-acquire or acquiring read-modify-write, a spin
+//!   loop's wait, an interrupt taken, a move to another CPU, and the start of
+//!   an operation (a bound of the model: the kernel's entry orders nothing).
+//!   Between two, every value another CPU's store overwrites stays readable
+//!   to it. Binding it to the latest values rather than only to those its
+//!   earlier loads read makes the model stronger than Armv8, never weaker:
+//!   an interleaving in which the CPU ran earlier gives most of what that
+//!   loses. An ordering point depends on every store of another CPU (which
+//!   values stay readable depends on which came first), so its step is not
+//!   independent of any other.
+//! - A load reads the latest value or any older one still readable to its
+//!   CPU ([`crate::search::ChoiceKind::Read`]); reading one binds the CPU to it
+//!   and newer for that location (coherence: two loads of one location read
+//!   in order). A CPU's own store binds it to that store (it never reads
+//!   older than its own write), and a read-modify-write reads the latest.
+//! - Loads are taken to carry no address dependency on each other: the
+//!   policies' loads take their addresses from the operation's arguments (an
+//!   address space, a CPU), not from another shared load; a policy that
+//!   indexes by a loaded value orders the two loads with an acquire.
+//!   Load-to-store order is kept (no load buffering: every store after a load
+//!   in the policies is control-dependent on it).
+//! - At most [`DEPTH`] overwritten values per location are kept; an older one
+//!   is forgotten (a stronger model, and a bounded state).
+
+use tlbkit_policy::sync::check::Width;
+
+/// How many overwritten values of one location stay readable at most.
+pub(super) const DEPTH: usize = 2;
+
+/// One overwritten value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Old {
+    /// The location (a facade atomic of the policy).
+    pub addr: usize,
+    /// Its width.
+    pub w: Width,
+    /// The value a later store overwrote.
+    pub v: u64,
+    /// The CPUs that may still read it, a bit each.
+    pub readers: u16,
+}
+
+/// The overwritten values still readable, oldest first.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Stale {
+    olds: Vec<Old>,
+}
+
+impl Stale {
+    /// An ordering point of CPU `cpu`: it reads the latest value of every
+    /// location from now on (until other CPUs' stores overwrite them).
+    pub fn catch_up(&mut self, cpu: usize) {
+        self.forget(|o| o.readers & 1 << cpu != 0, cpu);
+    }
+
+    /// Notes a store by `writer` to `addr` that became visible, over `old`,
+    /// on a machine of `cpus` CPUs.
+    pub fn overwrote(&mut self, cpus: usize, writer: usize, addr: usize, w: Width, old: u64) {
+        // The writer reads nothing older than its own store.
+        self.forget(|o| o.addr == addr, writer);
+        let readers = ((1u32 << cpus) - 1) as u16 & !(1 << writer);
+        if readers == 0 {
+            return;
+        }
+        self.olds.push(Old { addr, w, v: old, readers });
+        let mut n = self.olds.iter().filter(|o| o.addr == addr).count();
+        while n > DEPTH {
+            let i = self.olds.iter().position(|o| o.addr == addr).expect("n > 0");
+            self.olds.remove(i);
+            n -= 1;
+        }
+    }
+
+    /// The older values of `addr` CPU `cpu` may read, newest first.
+    pub fn readable(&self, cpu: usize, addr: usize) -> Vec<u64> {
+        self.olds.iter().rev().filter(|o| o.addr == addr && o.readers & 1 << cpu != 0).map(|o| o.v).collect()
+    }
+
+    /// Notes that CPU `cpu` read `addr`: the latest value (`back` 0), or the
+    /// `back`-th newest of [`Stale::readable`]. It reads nothing older again.
+    pub fn read(&mut self, cpu: usize, addr: usize, back: usize) {
+        let mine: Vec<usize> = (0..self.olds.len())
+            .filter(|&i| self.olds[i].addr == addr && self.olds[i].readers & 1 << cpu != 0)
+            .collect();
+        // Keep the one read and what is newer: the last `back` of `mine`.
+        let keep = back.min(mine.len());
+        let drop: Vec<usize> = mine[..mine.len() - keep].to_vec();
+        for &i in &drop {
+            self.olds[i].readers &= !(1 << cpu);
+        }
+        self.olds.retain(|o| o.readers != 0);
+    }
+
+    /// Takes CPU `cpu` off every value `which` picks, and forgets the values
+    /// no CPU may read any more.
+    fn forget(&mut self, which: impl Fn(&Old) -> bool, cpu: usize) {
+        for o in self.olds.iter_mut().filter(|o| which(o)) {
+            o.readers &= !(1 << cpu);
+        }
+        self.olds.retain(|o| o.readers != 0);
+    }
+
+    /// The values kept, oldest first (none in every TSO and SC state).
+    pub fn olds(&self) -> &[Old] {
+        &self.olds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_leaves_its_old_value_to_every_cpu_but_the_writer() {
+        let mut s = Stale::default();
+        s.overwrote(3, 0, 8, Width::W64, 1);
+        assert_eq!(s.readable(1, 8), [1]);
+        assert!(s.readable(0, 8).is_empty());
+        s.overwrote(3, 2, 8, Width::W64, 2);
+        assert_eq!(s.readable(1, 8), [2, 1]);
+        assert_eq!(s.readable(0, 8), [2]);
+        assert!(s.readable(2, 8).is_empty());
+        // The writer is bound to its own store.
+        s.overwrote(3, 1, 8, Width::W64, 3);
+        assert!(s.readable(1, 8).is_empty());
+        let mut one = Stale::default();
+        one.overwrote(1, 0, 8, Width::W64, 1);
+        assert!(one.olds().is_empty(), "with one CPU nobody else reads");
+    }
+
+    #[test]
+    fn reading_a_value_binds_the_cpu_to_it_and_newer() {
+        let mut s = Stale::default();
+        for v in 1..=2 {
+            s.overwrote(2, 0, 8, Width::W64, v);
+        }
+        assert_eq!(s.readable(1, 8), [2, 1]);
+        s.read(1, 8, 1);
+        assert_eq!(s.readable(1, 8), [2]);
+        s.read(1, 8, 0);
+        assert!(s.readable(1, 8).is_empty());
+        assert!(s.olds().is_empty());
+    }
+
+    #[test]
+    fn at_most_depth_values_of_a_location_are_kept_and_an_ordering_point_forgets_them() {
+        let mut s = Stale::default();
+        for v in 1..=5 {
+            s.overwrote(2, 0, 8, Width::W64, v);
+        }
+        s.overwrote(2, 0, 16, Width::W64, 9);
+        assert_eq!(s.readable(1, 8), [5, 4]);
+        assert_eq!(s.readable(1, 16), [9]);
+        s.catch_up(1);
+        assert!(s.olds().is_empty());
+    }
+}
