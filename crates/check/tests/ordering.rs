@@ -9,8 +9,9 @@
 //!   drains its store buffer in order and `--memory tso` does not. A `Release`
 //!   store of `flag` (`STLR`) keeps the stores in order, but Armv8 also lets
 //!   cpu1's two plain loads be satisfied out of order, so `--memory arm` still
-//!   finds it unless cpu1 orders them: a load-acquire of `flag` (`LDAR`) or an
-//!   `Acquire` fence (`DMB ISHLD`) between them.
+//!   finds it unless cpu1 orders them: a load-acquire of `flag` (`LDAR`), an
+//!   `Acquire` fence (`DMB ISHLD`) or a `DSB ISHST` between them (which orders
+//!   only stores, but no later instruction executes until it completes).
 //! - **SB** (store buffering) with release stores and acquire loads: cpu0
 //!   stores `data` and reads `flag`, cpu1 stores `flag` and reads `data`, each
 //!   marking (in a word of its own) a read of 0 and panicking if the
@@ -27,7 +28,7 @@ use tlbkit_check::CheckSpec;
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_policy::sync::{fence, AtomicU64, Ordering};
 use tlbkit_policy::wrap::Wrap;
-use tlbkit_policy::{Hw, MmId, Policy};
+use tlbkit_policy::{Barrier, Domain, Hw, MmId, Policy};
 
 /// Which shape the wrapper runs, and how strongly ordered its accesses are.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,9 @@ enum Loads {
     Acquire,
     /// Plain loads with an `Acquire` fence between (`LDR; DMB ISHLD; LDR`).
     Fence,
+    /// Plain loads with a `DSB ISHST` between: it orders only stores, but no
+    /// later instruction executes until it completes.
+    DsbSt,
 }
 
 /// `arm64-linux` with a litmus shape run in its context switch.
@@ -84,8 +88,10 @@ impl Wrap for Litmus {
             (Shape::Mp(_, loads), false) => {
                 let first = if loads == Loads::Acquire { Ordering::Acquire } else { Ordering::Relaxed };
                 if self.flag.load(first) == 1 {
-                    if loads == Loads::Fence {
-                        fence(Ordering::Acquire);
+                    match loads {
+                        Loads::Fence => fence(Ordering::Acquire),
+                        Loads::DsbSt => hw.barrier(Barrier::DsbSt(Domain::InnerShareable)),
+                        Loads::Plain | Loads::Acquire => {}
                     }
                     assert_eq!(self.data.load(Ordering::Relaxed), 1, "MP: flag seen before data");
                 }
@@ -150,7 +156,7 @@ fn plain_loads_pass_each_other_under_arm_after_a_store_release() {
 
 #[test]
 fn a_store_release_and_an_ordered_reader_forbid_mp() {
-    for loads in [Loads::Acquire, Loads::Fence] {
+    for loads in [Loads::Acquire, Loads::Fence, Loads::DsbSt] {
         assert_eq!(run(Shape::Mp(Ordering::Release, loads), Memory::Arm), None);
         assert_eq!(run(Shape::Mp(Ordering::SeqCst, loads), Memory::Arm), None);
     }
