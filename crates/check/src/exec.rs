@@ -652,7 +652,7 @@ impl Core {
         let mut st = self.st.borrow_mut();
         st.wrote(addr, (addr - self.base) as u64, old, new);
         if self.shape.memory == Memory::Arm {
-            st.stale.overwrote(self.shape.cpus, cpu, addr, w, old);
+            st.stale.overwrote(self.shape.cpus, cpu, addr, w, old, new);
         }
     }
 

@@ -70,13 +70,14 @@ impl Stale {
         self.forget(|o| o.readers & 1 << cpu != 0, cpu);
     }
 
-    /// Notes a store by `writer` to `addr` that became visible, over `old`,
-    /// on a machine of `cpus` CPUs.
-    pub fn overwrote(&mut self, cpus: usize, writer: usize, addr: usize, w: Width, old: u64) {
+    /// Notes a store by `writer` to `addr` that became visible, from `old`
+    /// to `new`, on a machine of `cpus` CPUs.
+    pub fn overwrote(&mut self, cpus: usize, writer: usize, addr: usize, w: Width, old: u64, new: u64) {
         // The writer reads nothing older than its own store.
         self.forget(|o| o.addr == addr, writer);
         let readers = ((1u32 << cpus) - 1) as u16 & !(1 << writer);
-        if readers == 0 {
+        // A store of the value already there leaves nothing new to read.
+        if readers == 0 || old == new {
             return;
         }
         self.olds.push(Old { addr, w, v: old, readers });
@@ -130,26 +131,28 @@ mod tests {
     #[test]
     fn a_store_leaves_its_old_value_to_every_cpu_but_the_writer() {
         let mut s = Stale::default();
-        s.overwrote(3, 0, 8, Width::W64, 1);
+        s.overwrote(3, 0, 8, Width::W64, 1, 0);
         assert_eq!(s.readable(1, 8), [1]);
         assert!(s.readable(0, 8).is_empty());
-        s.overwrote(3, 2, 8, Width::W64, 2);
+        s.overwrote(3, 2, 8, Width::W64, 2, 0);
         assert_eq!(s.readable(1, 8), [2, 1]);
         assert_eq!(s.readable(0, 8), [2]);
         assert!(s.readable(2, 8).is_empty());
         // The writer is bound to its own store.
-        s.overwrote(3, 1, 8, Width::W64, 3);
+        s.overwrote(3, 1, 8, Width::W64, 3, 0);
         assert!(s.readable(1, 8).is_empty());
         let mut one = Stale::default();
-        one.overwrote(1, 0, 8, Width::W64, 1);
+        one.overwrote(1, 0, 8, Width::W64, 1, 0);
         assert!(one.olds().is_empty(), "with one CPU nobody else reads");
+        s.overwrote(3, 0, 16, Width::W64, 7, 7);
+        assert!(s.readable(1, 16).is_empty(), "the same value again is nothing new");
     }
 
     #[test]
     fn reading_a_value_binds_the_cpu_to_it_and_newer() {
         let mut s = Stale::default();
         for v in 1..=2 {
-            s.overwrote(2, 0, 8, Width::W64, v);
+            s.overwrote(2, 0, 8, Width::W64, v, 0);
         }
         assert_eq!(s.readable(1, 8), [2, 1]);
         s.read(1, 8, 1);
@@ -163,9 +166,9 @@ mod tests {
     fn at_most_depth_values_of_a_location_are_kept_and_an_ordering_point_forgets_them() {
         let mut s = Stale::default();
         for v in 1..=5 {
-            s.overwrote(2, 0, 8, Width::W64, v);
+            s.overwrote(2, 0, 8, Width::W64, v, 0);
         }
-        s.overwrote(2, 0, 16, Width::W64, 9);
+        s.overwrote(2, 0, 16, Width::W64, 9, 0);
         assert_eq!(s.readable(1, 8), [5, 4]);
         assert_eq!(s.readable(1, 16), [9]);
         s.catch_up(1);
