@@ -18,6 +18,7 @@ mod c_layout;
 mod c_policy;
 mod c_x86;
 mod checkpoints;
+mod classic;
 mod completion;
 mod contpte;
 mod corrupt_saves;
