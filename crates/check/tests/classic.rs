@@ -64,6 +64,24 @@ struct Test {
     checker: Option<(Verdict, &'static str)>,
 }
 
+/// A test Armv8 and the checker agree on.
+const fn t(
+    name: &'static str,
+    threads: &'static [&'static [I]],
+    regs: &'static [(usize, usize, u64)],
+    finals: &'static [(usize, u64)],
+    arm: Verdict,
+) -> Test {
+    Test { name, threads, regs, finals, arm, checker: None }
+}
+
+impl Test {
+    /// The checker's verdict is `v` instead, for the reason `why`.
+    const fn stronger(self, (v, why): (Verdict, &'static str)) -> Test {
+        Test { checker: Some((v, why)), ..self }
+    }
+}
+
 /// The locations a shape uses, at most.
 const LOCS: usize = 2;
 /// The threads a shape has, at most. Shapes of four threads (`IRIW`) are left
@@ -75,129 +93,101 @@ const THREADS: usize = 2;
 const NO_LB: &str = "no store passes an earlier load in the checker (load buffering)";
 
 const TESTS: &[Test] = &[
-    Test {
-        name: "MP",
-        threads: &[&[I::St(0, 1, Rlx), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Allowed,
-        checker: None,
-    },
-    Test {
-        name: "MP+rel+po",
-        threads: &[&[I::St(0, 1, Rlx), I::St(1, 1, Rel)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Allowed,
-        checker: None,
-    },
-    Test {
-        name: "MP+rel+acq",
-        threads: &[&[I::St(0, 1, Rlx), I::St(1, 1, Rel)], &[I::Ld(1, Acq), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "MP+dmb+dmb.ld",
-        threads: &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Fence(Acq), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "MP+dmb+po",
-        threads: &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Allowed,
-        checker: None,
-    },
-    Test {
-        name: "SB",
-        threads: &[&[I::St(0, 1, Rlx), I::Ld(1, Rlx)], &[I::St(1, 1, Rlx), I::Ld(0, Rlx)]],
-        regs: &[(0, 0, 0), (1, 0, 0)],
-        finals: &[],
-        arm: Allowed,
-        checker: None,
-    },
-    Test {
-        name: "SB+dmbs",
-        threads: &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::Ld(1, Rlx)], &[I::St(1, 1, Rlx), I::Fence(Sc), I::Ld(0, Rlx)]],
-        regs: &[(0, 0, 0), (1, 0, 0)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "SB+rel+acqs",
-        threads: &[&[I::St(0, 1, Rel), I::Ld(1, Acq)], &[I::St(1, 1, Rel), I::Ld(0, Acq)]],
-        regs: &[(0, 0, 0), (1, 0, 0)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "LB",
-        threads: &[&[I::Ld(0, Rlx), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::St(0, 1, Rlx)]],
-        regs: &[(0, 0, 1), (1, 0, 1)],
-        finals: &[],
-        arm: Allowed,
-        checker: Some((Forbidden, NO_LB)),
-    },
-    Test {
-        name: "LB+dmbs",
-        threads: &[&[I::Ld(0, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Fence(Sc), I::St(0, 1, Rlx)]],
-        regs: &[(0, 0, 1), (1, 0, 1)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "S",
-        threads: &[&[I::St(0, 2, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::St(0, 1, Rlx)]],
-        regs: &[(1, 0, 1)],
-        finals: &[(0, 2)],
-        arm: Allowed,
-        checker: Some((Forbidden, NO_LB)),
-    },
-    Test {
-        name: "2+2W",
-        threads: &[&[I::St(0, 1, Rlx), I::St(1, 2, Rlx)], &[I::St(1, 1, Rlx), I::St(0, 2, Rlx)]],
-        regs: &[],
-        finals: &[(0, 1), (1, 1)],
-        arm: Allowed,
-        checker: None,
-    },
-    Test {
-        name: "2+2W+dmbs",
-        threads: &[
-            &[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 2, Rlx)],
-            &[I::St(1, 1, Rlx), I::Fence(Sc), I::St(0, 2, Rlx)],
-        ],
-        regs: &[],
-        finals: &[(0, 1), (1, 1)],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "CoRR",
-        threads: &[&[I::St(0, 1, Rlx)], &[I::Ld(0, Rlx), I::Ld(0, Rlx)]],
-        regs: &[(1, 0, 1), (1, 1, 0)],
-        finals: &[],
-        arm: Forbidden,
-        checker: None,
-    },
-    Test {
-        name: "CoWR",
-        threads: &[&[I::St(0, 1, Rlx), I::Ld(0, Rlx)], &[I::St(0, 2, Rlx)]],
-        regs: &[(0, 0, 2)],
-        finals: &[(0, 1)],
-        arm: Forbidden,
-        checker: None,
-    },
+    t(
+        "MP",
+        &[&[I::St(0, 1, Rlx), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
+        &[(1, 0, 1), (1, 1, 0)],
+        &[],
+        Allowed,
+    ),
+    t(
+        "MP+rel+po",
+        &[&[I::St(0, 1, Rlx), I::St(1, 1, Rel)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
+        &[(1, 0, 1), (1, 1, 0)],
+        &[],
+        Allowed,
+    ),
+    t(
+        "MP+rel+acq",
+        &[&[I::St(0, 1, Rlx), I::St(1, 1, Rel)], &[I::Ld(1, Acq), I::Ld(0, Rlx)]],
+        &[(1, 0, 1), (1, 1, 0)],
+        &[],
+        Forbidden,
+    ),
+    t(
+        "MP+dmb+dmb.ld",
+        &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Fence(Acq), I::Ld(0, Rlx)]],
+        &[(1, 0, 1), (1, 1, 0)],
+        &[],
+        Forbidden,
+    ),
+    t(
+        "MP+dmb+po",
+        &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Ld(0, Rlx)]],
+        &[(1, 0, 1), (1, 1, 0)],
+        &[],
+        Allowed,
+    ),
+    t(
+        "SB",
+        &[&[I::St(0, 1, Rlx), I::Ld(1, Rlx)], &[I::St(1, 1, Rlx), I::Ld(0, Rlx)]],
+        &[(0, 0, 0), (1, 0, 0)],
+        &[],
+        Allowed,
+    ),
+    t(
+        "SB+dmbs",
+        &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::Ld(1, Rlx)], &[I::St(1, 1, Rlx), I::Fence(Sc), I::Ld(0, Rlx)]],
+        &[(0, 0, 0), (1, 0, 0)],
+        &[],
+        Forbidden,
+    ),
+    t(
+        "SB+rel+acqs",
+        &[&[I::St(0, 1, Rel), I::Ld(1, Acq)], &[I::St(1, 1, Rel), I::Ld(0, Acq)]],
+        &[(0, 0, 0), (1, 0, 0)],
+        &[],
+        Forbidden,
+    ),
+    t(
+        "LB",
+        &[&[I::Ld(0, Rlx), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::St(0, 1, Rlx)]],
+        &[(0, 0, 1), (1, 0, 1)],
+        &[],
+        Allowed,
+    )
+    .stronger((Forbidden, NO_LB)),
+    t(
+        "LB+dmbs",
+        &[&[I::Ld(0, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::Fence(Sc), I::St(0, 1, Rlx)]],
+        &[(0, 0, 1), (1, 0, 1)],
+        &[],
+        Forbidden,
+    ),
+    t(
+        "S",
+        &[&[I::St(0, 2, Rlx), I::Fence(Sc), I::St(1, 1, Rlx)], &[I::Ld(1, Rlx), I::St(0, 1, Rlx)]],
+        &[(1, 0, 1)],
+        &[(0, 2)],
+        Allowed,
+    )
+    .stronger((Forbidden, NO_LB)),
+    t(
+        "2+2W",
+        &[&[I::St(0, 1, Rlx), I::St(1, 2, Rlx)], &[I::St(1, 1, Rlx), I::St(0, 2, Rlx)]],
+        &[],
+        &[(0, 1), (1, 1)],
+        Allowed,
+    ),
+    t(
+        "2+2W+dmbs",
+        &[&[I::St(0, 1, Rlx), I::Fence(Sc), I::St(1, 2, Rlx)], &[I::St(1, 1, Rlx), I::Fence(Sc), I::St(0, 2, Rlx)]],
+        &[],
+        &[(0, 1), (1, 1)],
+        Forbidden,
+    ),
+    t("CoRR", &[&[I::St(0, 1, Rlx)], &[I::Ld(0, Rlx), I::Ld(0, Rlx)]], &[(1, 0, 1), (1, 1, 0)], &[], Forbidden),
+    t("CoWR", &[&[I::St(0, 1, Rlx), I::Ld(0, Rlx)], &[I::St(0, 2, Rlx)]], &[(0, 0, 2)], &[(0, 1)], Forbidden),
 ];
 
 /// `arm64-noasid` with the threads of `test` run in the CPUs' first switches.
