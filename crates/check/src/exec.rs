@@ -647,12 +647,12 @@ impl Core {
     }
 
     /// Notes in the state that a store of CPU `cpu` to the policy's facade
-    /// atomic at `addr` (of width `w`), from `old` to `new`, became visible.
-    fn wrote(&self, cpu: usize, addr: usize, w: Width, old: u64, new: u64) {
+    /// atomic at `addr`, from `old` to `new`, became visible.
+    fn wrote(&self, cpu: usize, addr: usize, old: u64, new: u64) {
         let mut st = self.st.borrow_mut();
         st.wrote(addr, (addr - self.base) as u64, old, new);
         if self.shape.memory == Memory::Arm {
-            st.stale.overwrote(self.shape.cpus, cpu, addr, w, old, new);
+            st.stale.overwrote(self.shape.cpus, cpu, addr, old, new);
         }
     }
 
@@ -666,7 +666,7 @@ impl Core {
         write();
         // SAFETY: as above.
         let new = unsafe { read_raw(addr, w) };
-        self.wrote(cpu, addr, w, old, new);
+        self.wrote(cpu, addr, old, new);
     }
 
     /// Builds with debug assertions: notes a facade atomic of the policy as

@@ -48,14 +48,15 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
     let k = core.addr_key(addr);
     core.st.borrow_mut().read(cpu, addr, k);
     let fwd = core.st.borrow().cpus[cpu].buffer.forward(addr);
-    let back = match fwd {
-        Some(_) => 0,
+    let older = match fwd {
+        Some(_) => None,
         None => older_or_latest(core, cpu, addr, ord),
     };
-    let v = match (fwd, back) {
+    let back = older.map_or(0, |(back, _)| back);
+    let v = match (fwd, older) {
         (Some(v), _) => v,
-        (None, 0) => read(),
-        (None, back) => core.st.borrow().stale.readable(cpu, addr)[back - 1],
+        (None, Some((_, v))) => v,
+        (None, None) => read(),
     };
     if back > 0 {
         // A newer value is visible already: a spin on this read does not wait.
@@ -84,18 +85,19 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
 
 /// Under `--memory arm`, for a plain load of `addr` by CPU `cpu` that its
 /// store buffer does not answer: lets the search choose which value it reads
-/// (`stale`): 0 the latest, `k` the `k`-th newest overwritten value still
-/// readable to it. Elsewhere, and under a script, 0.
-fn older_or_latest(core: &Core, cpu: usize, addr: usize, ord: Ordering) -> usize {
+/// (`stale`), and returns `(k, value)` for the `k`-th newest overwritten value
+/// still readable to it, `None` for the latest. Elsewhere, and under a
+/// script, `None`.
+fn older_or_latest(core: &Core, cpu: usize, addr: usize, ord: Ordering) -> Option<(usize, u64)> {
     if core.shape.memory != Memory::Arm || acquires(ord) {
-        return 0;
+        return None;
     }
-    let n = core.st.borrow().stale.readable(cpu, addr).len();
+    let olds = core.st.borrow().stale.readable(cpu, addr);
     // A script names no such choice: its loads read the latest values.
-    let back = if n == 0 || core.with_chooser(|c| c.scripted()) {
+    let back = if olds.is_empty() || core.with_chooser(|c| c.scripted()) {
         0
     } else {
-        let labels: Vec<u32> = (0..=n as u32).collect();
+        let labels: Vec<u32> = (0..=olds.len() as u32).collect();
         match core.choose(ChoiceKind::Read, &labels, 0) {
             Some(i) => i,
             // Pruned: stop here (the scheduler ends the execution).
@@ -103,7 +105,7 @@ fn older_or_latest(core: &Core, cpu: usize, addr: usize, ord: Ordering) -> usize
         }
     };
     core.st.borrow_mut().stale.read(cpu, addr, back);
-    back
+    (back > 0).then(|| (back, olds[back - 1]))
 }
 
 pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn Fn(u64)) {
@@ -157,7 +159,7 @@ pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) 
     let (old, new) = op();
     // A failed compare-exchange stores nothing.
     if old != new {
-        core.wrote(cpu, addr, w, old, new);
+        core.wrote(cpu, addr, old, new);
     }
     // It read the latest value; acquiring, it orders every later load.
     core.st.borrow_mut().stale.read(cpu, addr, 0);

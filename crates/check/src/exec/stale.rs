@@ -39,8 +39,6 @@
 //! - At most [`DEPTH`] overwritten values per location are kept; an older one
 //!   is forgotten (a stronger model, and a bounded state).
 
-use tlbkit_policy::sync::check::Width;
-
 /// How many overwritten values of one location stay readable at most.
 pub(super) const DEPTH: usize = 2;
 
@@ -49,8 +47,6 @@ pub(super) const DEPTH: usize = 2;
 pub(super) struct Old {
     /// The location (a facade atomic of the policy).
     pub addr: usize,
-    /// Its width.
-    pub w: Width,
     /// The value a later store overwrote.
     pub v: u64,
     /// The CPUs that may still read it, a bit each.
@@ -72,7 +68,7 @@ impl Stale {
 
     /// Notes a store by `writer` to `addr` that became visible, from `old`
     /// to `new`, on a machine of `cpus` CPUs.
-    pub fn overwrote(&mut self, cpus: usize, writer: usize, addr: usize, w: Width, old: u64, new: u64) {
+    pub fn overwrote(&mut self, cpus: usize, writer: usize, addr: usize, old: u64, new: u64) {
         // The writer reads nothing older than its own store.
         self.forget(|o| o.addr == addr, writer);
         let readers = ((1u32 << cpus) - 1) as u16 & !(1 << writer);
@@ -80,7 +76,7 @@ impl Stale {
         if readers == 0 || old == new {
             return;
         }
-        self.olds.push(Old { addr, w, v: old, readers });
+        self.olds.push(Old { addr, v: old, readers });
         let mut n = self.olds.iter().filter(|o| o.addr == addr).count();
         while n > DEPTH {
             let i = self.olds.iter().position(|o| o.addr == addr).expect("n > 0");
@@ -97,15 +93,11 @@ impl Stale {
     /// Notes that CPU `cpu` read `addr`: the latest value (`back` 0), or the
     /// `back`-th newest of [`Stale::readable`]. It reads nothing older again.
     pub fn read(&mut self, cpu: usize, addr: usize, back: usize) {
-        let mine: Vec<usize> = (0..self.olds.len())
-            .filter(|&i| self.olds[i].addr == addr && self.olds[i].readers & 1 << cpu != 0)
-            .collect();
-        // Keep the one read and what is newer: the last `back` of `mine`.
-        let keep = back.min(mine.len());
-        let drop: Vec<usize> = mine[..mine.len() - keep].to_vec();
-        for &i in &drop {
-            self.olds[i].readers &= !(1 << cpu);
-        }
+        let mine = |o: &Old| o.addr == addr && o.readers & 1 << cpu != 0;
+        // Keep the one read and what is newer: drop all but the last `back`.
+        let n = self.olds.iter().filter(|o| mine(o)).count();
+        let drop = n - back.min(n);
+        self.olds.iter_mut().filter(|o| mine(o)).take(drop).for_each(|o| o.readers &= !(1 << cpu));
         self.olds.retain(|o| o.readers != 0);
     }
 
@@ -131,20 +123,20 @@ mod tests {
     #[test]
     fn a_store_leaves_its_old_value_to_every_cpu_but_the_writer() {
         let mut s = Stale::default();
-        s.overwrote(3, 0, 8, Width::W64, 1, 0);
+        s.overwrote(3, 0, 8, 1, 0);
         assert_eq!(s.readable(1, 8), [1]);
         assert!(s.readable(0, 8).is_empty());
-        s.overwrote(3, 2, 8, Width::W64, 2, 0);
+        s.overwrote(3, 2, 8, 2, 0);
         assert_eq!(s.readable(1, 8), [2, 1]);
         assert_eq!(s.readable(0, 8), [2]);
         assert!(s.readable(2, 8).is_empty());
         // The writer is bound to its own store.
-        s.overwrote(3, 1, 8, Width::W64, 3, 0);
+        s.overwrote(3, 1, 8, 3, 0);
         assert!(s.readable(1, 8).is_empty());
         let mut one = Stale::default();
-        one.overwrote(1, 0, 8, Width::W64, 1, 0);
+        one.overwrote(1, 0, 8, 1, 0);
         assert!(one.olds().is_empty(), "with one CPU nobody else reads");
-        s.overwrote(3, 0, 16, Width::W64, 7, 7);
+        s.overwrote(3, 0, 16, 7, 7);
         assert!(s.readable(1, 16).is_empty(), "the same value again is nothing new");
     }
 
@@ -152,7 +144,7 @@ mod tests {
     fn reading_a_value_binds_the_cpu_to_it_and_newer() {
         let mut s = Stale::default();
         for v in 1..=2 {
-            s.overwrote(2, 0, 8, Width::W64, v, 0);
+            s.overwrote(2, 0, 8, v, 0);
         }
         assert_eq!(s.readable(1, 8), [2, 1]);
         s.read(1, 8, 1);
@@ -166,9 +158,9 @@ mod tests {
     fn at_most_depth_values_of_a_location_are_kept_and_an_ordering_point_forgets_them() {
         let mut s = Stale::default();
         for v in 1..=5 {
-            s.overwrote(2, 0, 8, Width::W64, v, 0);
+            s.overwrote(2, 0, 8, v, 0);
         }
-        s.overwrote(2, 0, 16, Width::W64, 9, 0);
+        s.overwrote(2, 0, 16, 9, 0);
         assert_eq!(s.readable(1, 8), [5, 4]);
         assert_eq!(s.readable(1, 16), [9]);
         s.catch_up(1);
