@@ -253,6 +253,7 @@ struct Core {
 enum Own {
     Cpu { cpu: usize, others_read: bool },
     Lock { lock: u32 },
+    Reader { cpu: usize },
 }
 
 /// Collects a policy's [`Owner`] declarations by offset.
@@ -384,7 +385,20 @@ impl Core {
         match self.owners.get(k).copied().flatten() {
             Some(Own::Cpu { cpu: o, others_read }) => o == cpu && !(write && others_read),
             Some(Own::Lock { lock }) => c.held.contains(&lock),
-            None => false,
+            Some(Own::Reader { .. }) | None => false,
+        }
+    }
+
+    /// Returns the CPUs that may read an older value of the field at `addr`
+    /// with a plain load, a bit each, as the policy declares them
+    /// ([`Fields::owner`]): none for a field only its CPU touches, or only a
+    /// lock's holder (who took the lock, an ordering point, after the last
+    /// holder's stores), the reader for [`Own::Reader`], else all.
+    fn plain_readers(&self, addr: usize) -> u16 {
+        match self.owners.get(addr - self.base).copied().flatten() {
+            Some(Own::Cpu { others_read: false, .. } | Own::Lock { .. }) => 0,
+            Some(Own::Reader { cpu }) => 1 << cpu,
+            Some(Own::Cpu { others_read: true, .. }) | None => u16::MAX,
         }
     }
 
@@ -392,22 +406,31 @@ impl Core {
     /// `addr` breaks what the policy declared of the field
     /// ([`Fields::owner`]): the reduction relies on the declarations, so
     /// every access checks them.
-    fn check_owner(&self, cpu: usize, addr: usize, write: bool) {
+    /// `plain`: the access is a plain load (not a load-acquire).
+    fn check_owner(&self, cpu: usize, addr: usize, write: bool, plain: bool) {
         let Some(own) = self.owners.get(addr - self.base).copied().flatten() else { return };
         let ok = match own {
             Own::Cpu { cpu: o, others_read } => o == cpu || (!write && others_read),
             Own::Lock { lock } => self.st.borrow().cpus[cpu].held.contains(&lock),
+            Own::Reader { cpu: o } => o == cpu || !plain,
         };
         if !ok {
             // The names table notes unnamed addresses: never in the arena.
             let msg = arena::outside(|| {
-                let what = if write { "wrote" } else { "read" };
+                let what = if plain {
+                    "read (a plain load)"
+                } else if write {
+                    "wrote"
+                } else {
+                    "read"
+                };
                 let declared = match own {
                     Own::Cpu { cpu: o, others_read: true } => format!("only cpu{o} writes it"),
                     Own::Cpu { cpu: o, others_read: false } => format!("only cpu{o} touches it"),
                     Own::Lock { lock } => {
                         format!("only a holder of {} touches it", self.addr_name(self.base + lock as usize))
                     }
+                    Own::Reader { cpu: o } => format!("only cpu{o} reads it with a plain load"),
                 };
                 format!(
                     "cpu{cpu} {what} {} against the policy's declaration in name_fields ({declared}): \
@@ -452,6 +475,7 @@ impl Core {
         let st = self.st.borrow();
         let c = &st.cpus[cpu];
         !foot.global
+            && !foot.reads_all
             && foot.reads.iter().all(|k| self.local_access(c, cpu, k, false))
             && foot.writes.iter().all(|k| self.local_access(c, cpu, k, true))
     }
@@ -484,10 +508,11 @@ impl Core {
                 // A CPU that was waiting runs the handler; it waits again after.
                 let blocked = std::mem::replace(&mut c.block, Block::No);
                 let saved = c.history;
+                let resting = st.stale.resting() & 1 << cpu != 0;
                 st.m.enter_irq(cpu);
-                (irq, saved, blocked)
+                (irq, saved, blocked, resting)
             };
-            let (irq, saved, blocked) = irq;
+            let (irq, saved, blocked, resting) = irq;
             // The handler's loads see what the sender stored before it
             // (Linux's IPI handlers begin with a fully ordered `xchg`).
             self.catch_up(cpu);
@@ -519,6 +544,11 @@ impl Core {
                 // judged for it now, before it can run anything else.
                 st.m.leave_irq(cpu)
             };
+            // Back at rest if it was (what it loads next comes after an
+            // ordering point still).
+            if resting {
+                self.rest(cpu);
+            }
             if let Err(v) = judged {
                 self.violated(v);
             }
@@ -533,11 +563,30 @@ impl Core {
 
     /// An ordering point of CPU `cpu` under `--memory arm` (`stale`): its later
     /// loads read no value overwritten before now. It depends on every other
-    /// CPU's stores.
+    /// CPU's stores, and on nothing else another CPU does (it changes only
+    /// what this CPU may read).
     fn catch_up(&self, cpu: usize) {
         if self.shape.memory == Memory::Arm {
-            self.touch_global();
+            if let Some(f) = self.foot.borrow_mut().as_mut() {
+                f.reads_all = true;
+            }
             self.st.borrow_mut().stale.catch_up(cpu);
+        }
+    }
+
+    /// Notes that the word at `addr` is a spin lock's, just taken (`stale`:
+    /// its overwritten values are never readable).
+    fn lock_word(&self, addr: usize) {
+        if self.shape.memory == Memory::Arm {
+            self.st.borrow_mut().stale.lock_word(addr);
+        }
+    }
+
+    /// CPU `cpu` loads nothing before its next ordering point (`stale`): it
+    /// keeps no overwritten value until then.
+    fn rest(&self, cpu: usize) {
+        if self.shape.memory == Memory::Arm {
+            self.st.borrow_mut().stale.rest(cpu);
         }
     }
 
@@ -652,7 +701,8 @@ impl Core {
         let mut st = self.st.borrow_mut();
         st.wrote(addr, (addr - self.base) as u64, old, new);
         if self.shape.memory == Memory::Arm {
-            st.stale.overwrote(self.shape.cpus, cpu, addr, old, new);
+            let readers = self.plain_readers(addr) & ((1u32 << self.shape.cpus) - 1) as u16;
+            st.stale.overwrote(readers, cpu, addr, old, new);
         }
     }
 
@@ -716,8 +766,10 @@ impl Core {
     /// Makes a choice among `labels`, recording it.
     fn choose(&self, point: ChoiceKind, labels: &[u32], state: u64) -> Option<usize> {
         let n = labels.len();
-        if point != ChoiceKind::Sched {
-            // A step that chooses is not one transition.
+        // A step that chooses an operation is not one transition; one that
+        // chooses which value a load reads is one for each option, and its
+        // footprint is theirs together (`Chooser::tracks_step`).
+        if point != ChoiceKind::Sched && point != ChoiceKind::Read {
             self.touch_global();
         }
         // Every scheduling point reaches the chooser (a search may prune at any state,
@@ -768,6 +820,9 @@ impl Core {
             // hash has their bytes.
             for o in st.stale.olds() {
                 (self.addr_key(o.addr), arena::position_free(o.v), o.readers).hash(h);
+            }
+            if st.stale.resting() != 0 {
+                st.stale.resting().hash(h);
             }
             // SAFETY: the policy outlives the core; no CPU runs during a hash.
             unsafe { (*self.locked.get())(h) };
@@ -863,6 +918,8 @@ impl Engine for Core {
 
     fn idle(&self) -> ! {
         loop {
+            // It loads nothing before the interrupt it waits for.
+            self.rest(self.cpu());
             self.block(Block::Idle);
         }
     }
@@ -901,6 +958,8 @@ impl Engine for Core {
     }
 
     fn forget_locals(&self, cpu: usize) {
+        // Between operations: it loads nothing before the next one starts.
+        self.rest(cpu);
         let mut st = self.st.borrow_mut();
         let c = &mut st.cpus[cpu];
         c.history = 0;

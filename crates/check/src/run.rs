@@ -909,6 +909,9 @@ mod soundness {
         fn wants_footprint(&self) -> bool {
             self.0.wants_footprint()
         }
+        fn tracks_step(&self) -> bool {
+            self.0.tracks_step()
+        }
         fn stepped(&mut self, foot: Foot) {
             self.0.stepped(foot)
         }

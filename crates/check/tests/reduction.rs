@@ -67,3 +67,28 @@ fn the_parallel_search_with_the_reduction_reaches_the_same_states_as_one_thread_
         }
     }
 }
+
+#[test]
+fn arm64s_loads_out_of_order_reach_the_same_states_with_the_reduction_on_and_off() {
+    // Under `--memory arm` a load's choice of value is one transition per
+    // option, whose footprint the search gathers over replays and keeps on
+    // the worker that made the choice; ordering points read every field.
+    for (policy, ops) in
+        [("arm64-linux-activecpu", 2), ("arm64-freebsd-asid-fix-reserved-ttbr0", 2), ("arm64-noasid", 3)]
+    {
+        let mut s = common::small_spec(policy, 1, ops);
+        s.memory = tlbkit_check::shape::Memory::Arm;
+        let (on, off) = common::on_and_off(&s, reduction);
+        assert_eq!(verdict(&on), verdict(&off), "{policy}");
+        assert_eq!(
+            (on.explored.states, on.explored.complete),
+            (off.explored.states, off.explored.complete),
+            "{policy}"
+        );
+        assert!(on.explored.executions < off.explored.executions, "{policy}: the reduction did nothing");
+        for jobs in [2, 3] {
+            let par = with_local_steps(false, || with_reduction(true, || check_exhaustive_jobs(&s, jobs))).unwrap();
+            assert_eq!(par.explored.states, off.explored.states, "{policy} --jobs {jobs}");
+        }
+    }
+}

@@ -10,12 +10,13 @@
 //! checker's table from address to name.
 //!
 //! A policy may also declare who may touch a field ([`Owner`]): a per-CPU
-//! field only its CPU writes, or data only the holder of a spin lock touches
+//! field only its CPU writes, data only the holder of a spin lock touches
 //! (every field named inside [`crate::sync::SpinLock::name_inner`] is declared
-//! so for it). A model checker uses the declarations to skip interleavings
-//! that cannot differ (an access no other CPU can race with), and checks them
-//! at every access it runs: a declaration the policy breaks is reported, never
-//! trusted.
+//! so for it), or a field only one CPU reads with plain loads. A model checker
+//! uses the declarations to skip interleavings that cannot differ (an access
+//! no other CPU can race with, an older value no CPU can read), and checks
+//! them at every access it runs: a declaration the policy breaks is reported,
+//! never trusted.
 
 use core::fmt;
 
@@ -133,6 +134,15 @@ pub enum Owner {
     Lock {
         /// The lock word's address.
         lock: usize,
+    },
+    /// Only CPU `cpu` reads the field with a plain load; other CPUs may
+    /// write it, and read it only with read-modify-writes or load-acquires
+    /// (Linux arm64's `active_asids`, which `flush_context` exchanges on
+    /// every CPU). Under a weak memory model no other CPU can read an older
+    /// value of it.
+    Reader {
+        /// The CPU whose plain loads read it.
+        cpu: u32,
     },
 }
 

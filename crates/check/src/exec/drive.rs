@@ -462,7 +462,7 @@ pub(super) fn drive(
                 saved.save(core, cos, depth, Resume { steps, last, hash });
             }
         }
-        let track = core.with_chooser(|c| c.wants_footprint());
+        let track = core.with_chooser(|c| c.tracks_step());
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
             core.fresh_machine();

@@ -33,8 +33,18 @@ fn releases(ord: Ordering) -> bool {
     matches!(ord, Ordering::Release | Ordering::AcqRel | Ordering::SeqCst)
 }
 
+/// Before an access that orders the loads after it (`ord` acquires): its
+/// CPU loads nothing until the access, an ordering point, so it rests
+/// (`stale`) while it waits for its turn.
+fn rest_before(core: &Core, ord: Ordering) {
+    if acquires(ord) {
+        core.rest(core.cpu());
+    }
+}
+
 pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u64) -> u64 {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return read() };
+    rest_before(core, ord);
     core.pause_for(addr, false);
     let cpu = core.cpu();
     if core.shape.memory == Memory::Arm && acquires(ord) {
@@ -42,7 +52,7 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
         let waits = core.st.borrow().cpus[cpu].buffer.before_acquire();
         core.drain_within(cpu, waits);
     }
-    core.check_owner(cpu, addr, false);
+    core.check_owner(cpu, addr, false, !acquires(ord));
     core.note_shared(addr, w);
     core.touch(addr, false);
     let k = core.addr_key(addr);
@@ -112,7 +122,7 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return write(v) };
     core.pause_for(addr, true);
     let cpu = core.cpu();
-    core.check_owner(cpu, addr, true);
+    core.check_owner(cpu, addr, true, false);
     core.note_shared(addr, w);
     let k = core.addr_key(addr);
     let text = |tail: &str| {
@@ -136,9 +146,10 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
 
 pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) -> u64 {
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return op().0 };
+    rest_before(core, ord);
     core.pause_for(addr, true);
     let cpu = core.cpu();
-    core.check_owner(cpu, addr, true);
+    core.check_owner(cpu, addr, true, false);
     core.note_shared(addr, w);
     if core.shape.memory == Memory::Arm && !releases(ord) {
         // An arm64 read-modify-write without release semantics (`LDXR`/`STXR`,
@@ -216,6 +227,8 @@ pub(super) fn h_spin() {
         }
         Block::Spin(reads, st.writes)
     };
+    // It loads nothing until the next pass, after the wait.
+    core.rest(cpu);
     core.block(why);
     // The next pass of the loop reads afresh: it waited for a store it sees.
     core.catch_up(cpu);
@@ -224,6 +237,9 @@ pub(super) fn h_spin() {
 pub(super) fn h_lock(word: usize, taken: bool) {
     let Some(core) = current() else { return };
     let cpu = core.cpu();
+    if taken && core.shared_addr(word) {
+        core.lock_word(word);
+    }
     let mut st = core.st.borrow_mut();
     let c = &mut st.cpus[cpu];
     if core.shared_addr(word) {

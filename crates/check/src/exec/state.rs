@@ -161,6 +161,7 @@ impl Fields for OwnerTable<'_> {
                 Some(l) => Own::Lock { lock: l as u32 },
                 None => return,
             },
+            Owner::Reader { cpu } => Own::Reader { cpu: cpu as usize },
         };
         self.table[k] = Some(own);
     }

@@ -213,6 +213,9 @@ pub(super) struct Dfs<'a> {
     /// The label of a local step at the next scheduling choice (with local
     /// steps on).
     local: Option<u32>,
+    /// The prefix's last scheduling choice: its step makes the rest of the
+    /// prefix's choices, the newest among them.
+    prefix_sched: Option<usize>,
 }
 
 impl<'a> Dfs<'a> {
@@ -224,7 +227,8 @@ impl<'a> Dfs<'a> {
         visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
         switches: Switches,
     ) -> Self {
-        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None }
+        let prefix_sched = prefix.iter().rposition(|c| c.point == ChoiceKind::Sched);
+        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None, prefix_sched }
     }
 }
 
@@ -291,9 +295,19 @@ impl Chooser for Dfs<'_> {
         self.switches.rename
     }
 
+    /// A step with a choice within it (which value a load reads) runs once
+    /// for each option, the later ones as replays: its footprint is all of
+    /// theirs together, kept until the scheduling choice moves on.
+    fn tracks_step(&self) -> bool {
+        self.wants_footprint() || (self.switches.reduce && self.prefix_sched.is_some_and(|p| self.at == p + 1))
+    }
+
     fn stepped(&mut self, foot: Foot) {
         if let Some(p) = self.last_sched {
-            self.nodes[p].foot = Some(foot);
+            match &mut self.nodes[p].foot {
+                Some(f) if p < self.prefix.len() => f.add(&foot),
+                f => *f = Some(foot),
+            }
         }
     }
 

@@ -90,6 +90,14 @@ pub trait Chooser {
         true
     }
 
+    /// Returns whether the step about to run should report its [`Foot`] to
+    /// [`Chooser::stepped`]: [`Chooser::wants_footprint`], or a replayed step
+    /// that makes the newest choice of the replay (a choice within a step:
+    /// the step's footprint is that of all its options together).
+    fn tracks_step(&self) -> bool {
+        self.wants_footprint()
+    }
+
     /// Takes the footprint of the step chosen at the last [`ChoiceKind::Sched`].
     fn stepped(&mut self, _foot: Foot) {}
 
@@ -165,7 +173,8 @@ pub trait Chooser {
 /// before and after the step, so nothing the kernel model does outside the
 /// policy's atomics can slip past. Two steps of different CPUs that are not
 /// global and touch no field one of them writes commute, and neither enables
-/// or disables the other: they are independent.
+/// or disables the other: they are independent. A step that reads every
+/// field ([`Foot::reads_all`]) is independent only of steps that write none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Foot {
     /// Fields read.
@@ -175,6 +184,11 @@ pub struct Foot {
     /// Whether it did anything beyond its fields and its own CPU's locals
     /// (or touched more fields than a [`FieldSet`] holds).
     pub global: bool,
+    /// Whether it depends on every field another CPU writes, though it
+    /// writes none: an ordering point under `--memory arm`, after which its
+    /// CPU reads only the latest values (which values those are depends on
+    /// which stores came first; a step that only reads commutes with it).
+    pub reads_all: bool,
 }
 
 /// The most fields a [`FieldSet`] holds.
@@ -241,12 +255,14 @@ impl Foot {
     pub(super) fn save(&self, w: &mut saved::Writer) {
         self.reads.save(w);
         self.writes.save(w);
-        w.u8(u8::from(self.global));
+        w.u8(u8::from(self.global) | u8::from(self.reads_all) << 1);
     }
 
     /// Reads what [`Foot::save`] wrote.
     pub(super) fn load(r: &mut saved::Reader<'_>) -> Result<Self, String> {
-        Ok(Foot { reads: FieldSet::load(r)?, writes: FieldSet::load(r)?, global: r.u8()? != 0 })
+        let (reads, writes) = (FieldSet::load(r)?, FieldSet::load(r)?);
+        let flags = r.u8()?;
+        Ok(Foot { reads, writes, global: flags & 1 != 0, reads_all: flags & 2 != 0 })
     }
 
     /// Returns the footprint of a step that may have done anything.
@@ -254,11 +270,27 @@ impl Foot {
         Foot { global: true, ..Foot::default() }
     }
 
+    /// Adds what `other` touched: the footprint of a step that chose
+    /// between doing what `self` did and what `other` did.
+    pub fn add(&mut self, other: &Foot) {
+        self.global |= other.global;
+        self.reads_all |= other.reads_all;
+        for k in other.reads.iter() {
+            self.global |= !self.reads.insert(k);
+        }
+        for k in other.writes.iter() {
+            self.global |= !self.writes.insert(k);
+        }
+    }
+
     /// Returns whether steps with footprints `self` and `other` (of different
     /// CPUs) are independent.
     pub fn independent(&self, other: &Foot) -> bool {
+        let reads_writes = |a: &Foot, b: &Foot| a.reads_all && b.writes.len > 0;
         !self.global
             && !other.global
+            && !reads_writes(self, other)
+            && !reads_writes(other, self)
             && !self.writes.iter().any(|a| other.reads.contains(a) || other.writes.contains(a))
             && !other.writes.iter().any(|a| self.reads.contains(a))
     }

@@ -4,7 +4,7 @@
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
 use super::table::{save_entries, Table, Visitor};
-use super::{recycle_choices, Choice, ChoiceKind, Chooser, Outcome, Stats};
+use super::{recycle_choices, Choice, ChoiceKind, Chooser, Foot, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use xxhash_rust::xxh3::xxh3_64;
@@ -640,14 +640,20 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
 /// the root of a subtree of its own, and returns those (none if `t` has no
 /// choice with an option left).
 fn split_off(t: &mut Subtree) -> Vec<Subtree> {
-    let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.nodes[i].next_option(t.stack[i].taken, t.ends[i]).is_some())
-    else {
+    // Not a load's choice of value: the step that makes it gathers the
+    // footprints of all its options (`Chooser::tracks_step`), on this worker.
+    let open = |i: usize| t.nodes[i].next_option(t.stack[i].taken, t.ends[i]).is_some();
+    let Some(i) = (t.frozen..t.stack.len()).find(|&i| t.stack[i].point != ChoiceKind::Read && open(i)) else {
         return Vec::new();
     };
     // The subtrees given away sleep on what this worker explored here (with
     // what it touched); the options given away have not run, so they cannot.
+    // A step whose loads choose values has run only some of its options
+    // so far: what it touches is not known yet.
     let mut node = t.nodes[i].clone();
     if let Some(f) = node.foot.take() {
+        let within = t.stack[i + 1..].iter().take_while(|c| c.point != ChoiceKind::Sched);
+        let f = if within.clone().any(|c| c.point == ChoiceKind::Read) { Foot::global() } else { f };
         node.done.push((node.labels[t.stack[i].taken as usize].into(), f));
     }
     let mut given = Vec::new();

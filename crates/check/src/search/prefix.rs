@@ -68,6 +68,10 @@ impl Chooser for Prefixed<'_> {
         self.inner.renames()
     }
 
+    fn tracks_step(&self) -> bool {
+        self.inner_sched && self.inner.tracks_step()
+    }
+
     fn stepped(&mut self, foot: Foot) {
         if self.inner_sched {
             self.inner.stepped(foot);

@@ -111,7 +111,7 @@ use super::linux_arm64_activecpu::ActiveCpu;
 use super::linux_arm64_skipbcast::{SkipBroadcast, TlbFlushKind};
 use super::linux_arm64_tlbmode::{TlbMode, TlbModes};
 use crate::cpumask::CpuMask;
-use crate::fields::{Fields, Value};
+use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Barrier, Domain, Hw, Note, Phase, Root, Scope, Tlbi};
 use crate::policy::{Lazy, Policy};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SpinLock};
@@ -865,11 +865,15 @@ impl Policy for LinuxArm64 {
         self.cpu_asid_lock.name_inner(f, |a, f| {
             f.add(&a.tlb_flush_pending, format_args!("tlb_flush_pending"), Value::Cpus { first: 0 })
         });
+        // Each CPU's own: other CPUs exchange it (`flush_context`) or retire a
+        // dead slot's value with a compare-exchange (`mm_init`), never load it.
         for (c, a) in self.active_asids.iter().enumerate() {
             f.add(a, format_args!("active_asids[cpu{c}]"), Value::GenAsid { asid_bits: bits });
+            f.own(a, Owner::Reader { cpu: c as u32 });
         }
         for (c, m) in self.active_mm.iter().enumerate() {
             f.add(m, format_args!("active_mm[cpu{c}]"), Value::Custom(show_active_mm));
+            f.own(m, Owner::Reader { cpu: c as u32 });
         }
         for (m, id) in self.context_id.iter().enumerate() {
             f.add(id, format_args!("mm[{m}].context.id"), Value::GenAsid { asid_bits: bits });
