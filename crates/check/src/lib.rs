@@ -260,7 +260,14 @@
 //! of different CPUs that are not global and touch no field one of them writes
 //! are independent: they commute (the state after both is the same in either
 //! order, since everything else a step changes is its own CPU's locals) and
-//! neither enables or disables the other. A step explored from a state, or
+//! neither enables or disables the other. Under `--memory arm` an ordering
+//! point reads every field (which overwritten values its CPU may still read
+//! depends on every other CPU's stores, and on nothing else), and a load's
+//! choice of value makes its step one transition per option: the step runs
+//! once per option (the later ones as replays, which report their
+//! footprints too) and its footprint is all of theirs together, kept by the
+//! worker that made the choice (a parallel search never gives a load's
+//! options away). A step explored from a state, or
 //! asleep there, stays asleep after an independent step and is not explored
 //! again from there; the visited set keeps, per state, the intersection of the
 //! sleep sets it was reached with, and a state reached again with a transition

@@ -213,8 +213,9 @@ pub(super) struct Dfs<'a> {
     /// The label of a local step at the next scheduling choice (with local
     /// steps on).
     local: Option<u32>,
-    /// The prefix's last scheduling choice: its step makes the rest of the
-    /// prefix's choices, the newest among them.
+    /// The prefix's last scheduling choice when the prefix ends with a
+    /// load's choice of value: its step makes the rest of the prefix's
+    /// choices, that one among them.
     prefix_sched: Option<usize>,
 }
 
@@ -227,7 +228,10 @@ impl<'a> Dfs<'a> {
         visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
         switches: Switches,
     ) -> Self {
-        let prefix_sched = prefix.iter().rposition(|c| c.point == ChoiceKind::Sched);
+        // Only a load's choice: a step that chooses an operation is global
+        // whichever it chooses.
+        let read = prefix.last().is_some_and(|c| c.point == ChoiceKind::Read);
+        let prefix_sched = if read { prefix.iter().rposition(|c| c.point == ChoiceKind::Sched) } else { None };
         Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None, prefix_sched }
     }
 }
