@@ -392,3 +392,61 @@ pub(super) fn backtrack(
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn foot(reads: &[usize], writes: &[usize]) -> Foot {
+        let mut f = Foot::default();
+        reads.iter().for_each(|&k| assert!(f.reads.insert(k)));
+        writes.iter().for_each(|&k| assert!(f.writes.insert(k)));
+        f
+    }
+
+    /// Runs one execution of `prefix` to its end: a scheduling choice of two
+    /// CPUs, then a load's choice of value in that CPU's step, which reports
+    /// `stepped`. Returns whether the step was tracked.
+    fn replay(prefix: &[Choice], nodes: &mut Vec<Node>, stepped: Foot) -> bool {
+        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut dfs = Dfs::new(prefix, nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
+        assert!(matches!(dfs.choose(ChoiceKind::Sched, &[0, 2], 1), Pick::Take(_)));
+        let tracked = dfs.tracks_step();
+        assert!(matches!(dfs.choose(ChoiceKind::Read, &[0, 1], 0), Pick::Take(_)));
+        if tracked {
+            dfs.stepped(stepped);
+        }
+        tracked
+    }
+
+    #[test]
+    fn a_step_that_chooses_a_loads_value_has_the_footprint_of_all_its_options() {
+        let mut nodes = Vec::new();
+        // The first execution makes both choices anew.
+        assert!(replay(&[], &mut nodes, foot(&[8], &[])));
+        let mut stack = vec![
+            Choice { point: ChoiceKind::Sched, n: 2, taken: 0 },
+            Choice { point: ChoiceKind::Read, n: 2, taken: 0 },
+        ];
+        // The next takes the load's other option, replaying the step.
+        assert!(backtrack(&mut stack, &mut nodes, 0, None));
+        assert_eq!(stack[1].taken, 1);
+        assert!(replay(&stack, &mut nodes, foot(&[], &[16])), "the replayed step reports its footprint");
+        assert_eq!(nodes[0].foot, Some(foot(&[8], &[16])), "both options' footprints together");
+        // Moving on to the other CPU leaves the first asleep with both.
+        assert!(backtrack(&mut stack, &mut nodes, 0, None));
+        assert_eq!(stack.len(), 1);
+        assert_eq!(nodes[0].done, vec![(0, foot(&[8], &[16]))]);
+    }
+
+    #[test]
+    fn a_replay_that_ends_with_an_operation_choice_reports_no_footprint() {
+        let prefix =
+            [Choice { point: ChoiceKind::Sched, n: 2, taken: 0 }, Choice { point: ChoiceKind::Op, n: 2, taken: 1 }];
+        let mut nodes = vec![Node::default(), Node::default()];
+        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut dfs = Dfs::new(&prefix, &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
+        assert!(matches!(dfs.choose(ChoiceKind::Sched, &[0, 2], 1), Pick::Take(0)));
+        assert!(!dfs.tracks_step(), "an operation's choice makes its step global anyway");
+    }
+}

@@ -855,6 +855,31 @@ pub mod rounds {
 mod tests {
     use super::*;
 
+    /// A worker keeps a load's untaken values to itself: the step that
+    /// reads gathers its footprint over them. Another CPU's step at the
+    /// scheduling point above may go, asleep on a footprint that covers
+    /// anything, as the step's is not known yet.
+    #[test]
+    fn a_loads_choice_of_value_is_never_given_away() {
+        let mut nodes = Vec::new();
+        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut dfs = Dfs::new(&[], &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
+        dfs.choose(ChoiceKind::Sched, &[0, 2], 1);
+        dfs.choose(ChoiceKind::Read, &[0, 1], 0);
+        dfs.stepped(Foot::default());
+        let stack = vec![
+            Choice { point: ChoiceKind::Sched, n: 2, taken: 0 },
+            Choice { point: ChoiceKind::Read, n: 2, taken: 0 },
+        ];
+        let mut t = Subtree { ends: vec![2, 2], frozen: 0, stack, nodes };
+        let given = split_off(&mut t);
+        assert_eq!(given.len(), 1);
+        assert_eq!(given[0].stack, [Choice { point: ChoiceKind::Sched, n: 2, taken: 1 }]);
+        assert_eq!(given[0].nodes[0].done, [(0, Foot::global())]);
+        assert_eq!(t.ends, [1, 2], "the load's other value stays here");
+        assert!(split_off(&mut t).is_empty());
+    }
+
     /// A body is read whole before anything is taken from it, now that its
     /// states go straight into the driver's table (not into a table of its
     /// own first): a driver handed one cut short (in its queue, after its
