@@ -389,19 +389,6 @@ impl Core {
         }
     }
 
-    /// Returns the CPUs that may read an older value of the field at `addr`
-    /// with a plain load, a bit each, as the policy declares them
-    /// ([`Fields::owner`]): none for a field only its CPU touches, or only a
-    /// lock's holder (who took the lock, an ordering point, after the last
-    /// holder's stores), the reader for [`Own::Reader`], else all.
-    fn plain_readers(&self, addr: usize) -> u16 {
-        match self.owners.get(addr - self.base).copied().flatten() {
-            Some(Own::Cpu { others_read: false, .. } | Own::Lock { .. }) => 0,
-            Some(Own::Reader { cpu }) => 1 << cpu,
-            Some(Own::Cpu { others_read: true, .. }) | None => u16::MAX,
-        }
-    }
-
     /// Panics (a `no_policy_panic` violation) if the current CPU's access to
     /// `addr` breaks what the policy declared of the field
     /// ([`Fields::owner`]): the reduction relies on the declarations, so
@@ -558,35 +545,6 @@ impl Core {
                 let text = "return from interrupt".to_string();
                 st.events.push(Event { cpu: Some(cpu), drain: false, step, text, kind: Kind::Other });
             }
-        }
-    }
-
-    /// An ordering point of CPU `cpu` under `--memory arm` (`stale`): its later
-    /// loads read no value overwritten before now. It depends on every other
-    /// CPU's stores, and on nothing else another CPU does (it changes only
-    /// what this CPU may read).
-    fn catch_up(&self, cpu: usize) {
-        if self.shape.memory == Memory::Arm {
-            if let Some(f) = self.foot.borrow_mut().as_mut() {
-                f.reads_all = true;
-            }
-            self.st.borrow_mut().stale.catch_up(cpu);
-        }
-    }
-
-    /// Notes that the word at `addr` is a spin lock's, just taken (`stale`:
-    /// its overwritten values are never readable).
-    fn lock_word(&self, addr: usize) {
-        if self.shape.memory == Memory::Arm {
-            self.st.borrow_mut().stale.lock_word(addr);
-        }
-    }
-
-    /// CPU `cpu` loads nothing before its next ordering point (`stale`): it
-    /// keeps no overwritten value until then.
-    fn rest(&self, cpu: usize) {
-        if self.shape.memory == Memory::Arm {
-            self.st.borrow_mut().stale.rest(cpu);
         }
     }
 

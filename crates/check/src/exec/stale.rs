@@ -63,6 +63,8 @@
 //! - At most [`DEPTH`] overwritten values per location are kept; an older one
 //!   is forgotten (a stronger model, and a bounded state).
 
+use super::{Core, Memory, Own};
+
 /// How many overwritten values of one location stay readable at most.
 pub(super) const DEPTH: usize = 2;
 
@@ -168,6 +170,52 @@ impl Stale {
     /// every TSO and SC state).
     pub fn olds(&self) -> &[Old] {
         &self.olds
+    }
+}
+
+/// The engine's side of the model: where ordering points, rests and lock
+/// words come from, and who may read an overwritten value.
+impl Core {
+    /// An ordering point of CPU `cpu` under `--memory arm`: its later
+    /// loads read no value overwritten before now. It depends on every other
+    /// CPU's stores, and on nothing else another CPU does (it changes only
+    /// what this CPU may read).
+    pub(super) fn catch_up(&self, cpu: usize) {
+        if self.shape.memory == Memory::Arm {
+            if let Some(f) = self.foot.borrow_mut().as_mut() {
+                f.reads_all = true;
+            }
+            self.st.borrow_mut().stale.catch_up(cpu);
+        }
+    }
+
+    /// Notes that the word at `addr` is a spin lock's, just taken (its
+    /// overwritten values are never readable).
+    pub(super) fn lock_word(&self, addr: usize) {
+        if self.shape.memory == Memory::Arm {
+            self.st.borrow_mut().stale.lock_word(addr);
+        }
+    }
+
+    /// CPU `cpu` loads nothing before its next ordering point: it
+    /// keeps no overwritten value until then.
+    pub(super) fn rest(&self, cpu: usize) {
+        if self.shape.memory == Memory::Arm {
+            self.st.borrow_mut().stale.rest(cpu);
+        }
+    }
+
+    /// Returns the CPUs that may read an older value of the field at `addr`
+    /// with a plain load, a bit each, as the policy declares them
+    /// ([`tlbkit_policy::fields::Fields::owner`]): none for a field only its CPU touches, or only a
+    /// lock's holder (who took the lock, an ordering point, after the last
+    /// holder's stores), the reader for [`Own::Reader`], else all.
+    pub(super) fn plain_readers(&self, addr: usize) -> u16 {
+        match self.owners.get(addr - self.base).copied().flatten() {
+            Some(Own::Cpu { others_read: false, .. } | Own::Lock { .. }) => 0,
+            Some(Own::Reader { cpu }) => 1 << cpu,
+            Some(Own::Cpu { others_read: true, .. }) | None => u16::MAX,
+        }
     }
 }
 
