@@ -26,9 +26,11 @@
 //!   values stay readable depends on which came first), and on nothing else
 //!   ([`crate::search::Foot::reads_all`]).
 //! - A CPU that will load nothing before its next ordering point *rests*:
-//!   between two operations, idle, and waiting in a spin (each ends at an
-//!   ordering point: the operation's start, the interrupt taken, the spin's
-//!   next pass). What other CPUs overwrite meanwhile stays readable to it
+//!   between two operations, idle, waiting in a spin, and paused before a
+//!   load-acquire or acquiring read-modify-write (each ends at an ordering
+//!   point: the operation's start, the interrupt taken, the spin's next
+//!   pass, the access; an interrupt taken at rest returns to rest). What
+//!   other CPUs overwrite meanwhile stays readable to it
 //!   only until that point, where it could not be read: a resting CPU keeps
 //!   no overwritten values, and states that differ only in those are one.
 //!   Resting commutes with every store (a value a store leaves to a resting
@@ -61,7 +63,9 @@
 //!   keeping those values would double the states of an allocator under a
 //!   lock for nothing.
 //! - At most [`DEPTH`] overwritten values per location are kept; an older one
-//!   is forgotten (a stronger model, and a bounded state).
+//!   is forgotten (a stronger model, and a bounded state). They are kept in
+//!   order of address, so the order in which stores to two locations became
+//!   visible leaves no trace in the state.
 
 use super::{Core, Memory, Own};
 
