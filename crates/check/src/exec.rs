@@ -256,6 +256,18 @@ enum Own {
     Reader { cpu: usize },
 }
 
+/// How an access touches a field, as [`Core::check_owner`] checks it
+/// against the policy's declaration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Touch {
+    /// A plain load (`LDR`): only a declared reader's may read an older value.
+    PlainLoad,
+    /// A load-acquire.
+    Load,
+    /// A store or a read-modify-write.
+    Write,
+}
+
 /// Collects a policy's [`Owner`] declarations by offset.
 struct OwnerTable<'a> {
     base: usize,
@@ -393,23 +405,20 @@ impl Core {
     /// `addr` breaks what the policy declared of the field
     /// ([`Fields::owner`]): the reduction relies on the declarations, so
     /// every access checks them.
-    /// `plain`: the access is a plain load (not a load-acquire).
-    fn check_owner(&self, cpu: usize, addr: usize, write: bool, plain: bool) {
+    fn check_owner(&self, cpu: usize, addr: usize, how: Touch) {
         let Some(own) = self.owners.get(addr - self.base).copied().flatten() else { return };
         let ok = match own {
-            Own::Cpu { cpu: o, others_read } => o == cpu || (!write && others_read),
+            Own::Cpu { cpu: o, others_read } => o == cpu || (how != Touch::Write && others_read),
             Own::Lock { lock } => self.st.borrow().cpus[cpu].held.contains(&lock),
-            Own::Reader { cpu: o } => o == cpu || !plain,
+            Own::Reader { cpu: o } => o == cpu || how != Touch::PlainLoad,
         };
         if !ok {
             // The names table notes unnamed addresses: never in the arena.
             let msg = arena::outside(|| {
-                let what = if plain {
-                    "read (a plain load)"
-                } else if write {
-                    "wrote"
-                } else {
-                    "read"
+                let what = match how {
+                    Touch::PlainLoad => "read (a plain load)",
+                    Touch::Load => "read",
+                    Touch::Write => "wrote",
                 };
                 let declared = match own {
                     Own::Cpu { cpu: o, others_read: true } => format!("only cpu{o} writes it"),

@@ -52,7 +52,7 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
         let waits = core.st.borrow().cpus[cpu].buffer.before_acquire();
         core.drain_within(cpu, waits);
     }
-    core.check_owner(cpu, addr, false, !acquires(ord));
+    core.check_owner(cpu, addr, if acquires(ord) { Touch::Load } else { Touch::PlainLoad });
     core.note_shared(addr, w);
     core.touch(addr, false);
     let k = core.addr_key(addr);
@@ -122,7 +122,7 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     let Some(core) = current().filter(|c| c.shared_addr(addr)) else { return write(v) };
     core.pause_for(addr, true);
     let cpu = core.cpu();
-    core.check_owner(cpu, addr, true, false);
+    core.check_owner(cpu, addr, Touch::Write);
     core.note_shared(addr, w);
     let k = core.addr_key(addr);
     let text = |tail: &str| {
@@ -149,7 +149,7 @@ pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) 
     rest_before(core, ord);
     core.pause_for(addr, true);
     let cpu = core.cpu();
-    core.check_owner(cpu, addr, true, false);
+    core.check_owner(cpu, addr, Touch::Write);
     core.note_shared(addr, w);
     if core.shape.memory == Memory::Arm && !releases(ord) {
         // An arm64 read-modify-write without release semantics (`LDXR`/`STXR`,
@@ -237,12 +237,13 @@ pub(super) fn h_spin() {
 pub(super) fn h_lock(word: usize, taken: bool) {
     let Some(core) = current() else { return };
     let cpu = core.cpu();
-    if taken && core.shared_addr(word) {
+    let shared = core.shared_addr(word);
+    if taken && shared {
         core.lock_word(word);
     }
     let mut st = core.st.borrow_mut();
     let c = &mut st.cpus[cpu];
-    if core.shared_addr(word) {
+    if shared {
         let k = (word - core.base) as u32;
         let (from, to) = if taken { (NO_LOCK, k) } else { (k, NO_LOCK) };
         let Some(slot) = c.held.iter_mut().find(|l| **l == from) else {

@@ -105,7 +105,7 @@ impl Stale {
     /// CPU `cpu` rests: it loads nothing before its next ordering point, so
     /// nothing overwritten from now until then is readable to it.
     pub fn rest(&mut self, cpu: usize) {
-        self.forget(|o| o.readers & 1 << cpu != 0, cpu);
+        self.catch_up(cpu);
         self.resting |= 1 << cpu;
     }
 
