@@ -14,10 +14,10 @@
 
 use crate::arena;
 use crate::engine::Engine;
-use crate::kernel::{describe, LockSide, Machine, Pending, RunConstants, Violation};
+use crate::kernel::{describe, LockSide, Machine, Part, Pending, RunConstants, Violation};
 
 /// [`Pending::key`]'s type.
-type PendingKey = (u8, u64, u64, u64, bool);
+type PendingKey = (u8, u64, u64, u64, u8);
 use crate::search::{choices_buffer, Choice, ChoiceKind, Chooser, Foot, Outcome, Pick};
 use crate::shape::{Completion, Memory, Shape};
 use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
@@ -50,6 +50,21 @@ fn forget_issued(issued: &mut Vec<(usize, PendingKey, usize)>, cpu: usize, key: 
     let at = issued.iter().rposition(|i| i.0 == cpu && i.1 == key).map(|i| issued[i].2);
     issued.retain(|i| !(i.0 == cpu && i.1 == key));
     at
+}
+
+/// Gives CPU `cpu`'s invalidation `key` in [`State::issued`] the key `to`,
+/// when a barrier completed it on the issuer's TLB only.
+fn rekey_issued(issued: &mut [(usize, PendingKey, usize)], cpu: usize, key: PendingKey, to: PendingKey) {
+    issued.iter_mut().filter(|i| i.0 == cpu && i.1 == key).for_each(|i| i.1 = to);
+}
+
+/// "1 entry removed", "2 entries removed".
+fn entries_removed(n: usize) -> &'static str {
+    if n == 1 {
+        "entry removed"
+    } else {
+        "entries removed"
+    }
 }
 
 /// The most steps one execution may take before it is reported as not making

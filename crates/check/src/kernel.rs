@@ -472,11 +472,20 @@ pub struct RunConstants {
 ///
 /// Which invalidations wait, and for what:
 /// - arm64: every `TLBI`, local or broadcast (`…IS`), is guaranteed complete
-///   only after a `DSB` executed by the PE that issued it: `DSB ISH` for a
-///   broadcast one, `DSB NSH` or `DSB ISH` for a local one (Arm ARM, DDI 0487,
-///   "Ordering and completion of TLB maintenance instructions": a TLB
-///   maintenance instruction is complete once a `DSB` executed by the PE that
-///   issued it, in the required shareability domain, completes). `DSB ISHST`
+///   only after a `DSB` executed by the PE that issued it, whose domain covers
+///   the PEs it applies to (Arm ARM, DDI 0487, "Ordering and completion of TLB
+///   maintenance instructions": R_YNJCP, finished for another PE only after a
+///   `DSB` by the issuer; R_PSMWS, `DSB NSH` is sufficient for one that
+///   applies to a single PE, `DSB ISH` for one that applies to the Inner
+///   Shareable domain; R_BLDZX, for the issuer's own TLB, after a `DSB` by it,
+///   with no domain named). So `DSB ISH` completes every one; `DSB NSH`
+///   completes a local one, and of a broadcast one only the issuer's own TLB
+///   ([`Pending::issuer_done`]): the other CPUs' wait for a `DSB ISH`. R_BLDZX
+///   also asks for a context synchronisation event after the `DSB` (without
+///   FEAT_ETS2) before the issuer's own later accesses are guaranteed not to
+///   use what it removed: every access judged here is a user access, made
+///   after the exception return that ends the kernel's path, which is one.
+///   `DSB ISHST`
 ///   does not complete one, nor does `ISB`, nor Linux's `smp_mb()` (`DMB ISH`,
 ///   [`tlbkit_policy::Barrier::Full`]). Linux's `__switch_to` issues
 ///   `dsb(ish)` ("Complete any pending TLB or cache maintenance on this CPU in
@@ -514,12 +523,30 @@ pub struct Pending {
     pub op: Tlbi,
     /// Whether it covers every CPU's TLB (otherwise the issuer's only).
     pub broadcast: bool,
+    /// A broadcast one whose issuer's own TLB it has already been completed
+    /// on, by a `DSB NSH`: it still covers every other CPU's.
+    pub issuer_done: bool,
+}
+
+/// How much of a pending invalidation a barrier completes
+/// ([`Machine::complete`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// None of it: it stays pending as it is.
+    Nothing,
+    /// Its issuer's own TLB only (arm64's `DSB NSH` and a broadcast `TLBI`):
+    /// it stays pending for the other CPUs'.
+    IssuersTlb,
+    /// Every TLB it still covers.
+    Whole,
 }
 
 impl Pending {
     /// Returns the key the pending list is ordered and hashed by (one per
     /// invalidation, so two lists with the same invalidations are equal).
-    pub fn key(&self) -> (u8, u64, u64, u64, bool) {
+    /// Its last member is 0 for a local one, 1 for a broadcast one, 3 for a
+    /// broadcast one done on its issuer's TLB.
+    pub fn key(&self) -> (u8, u64, u64, u64, u8) {
         let asid = |a: tlbkit_policy::Asid| a.get() as u64;
         let (k, a, b, c) = match self.op {
             Tlbi::Va { asid: a, va } => (0, asid(a), va.0, 0),
@@ -529,7 +556,7 @@ impl Pending {
             Tlbi::Range { asid: a, va, pages } => (4, a.map_or(u64::MAX, asid), va.0, pages as u64),
             Tlbi::AllNonGlobal => (5, 0, 0, 0),
         };
-        (k, a, b, c, self.broadcast)
+        (k, a, b, c, self.broadcast as u8 | (self.issuer_done as u8) << 1)
     }
 }
 
@@ -1052,15 +1079,55 @@ mod tests {
         assert_eq!(m.tlbs[0].len(), 3);
         // Completing something else leaves it pending; completing it takes both.
         let mut done = Vec::new();
-        m.complete(1, |p| !p.broadcast, |p, n| done.push((p, n)));
+        let local = |p: &Pending| if p.broadcast { Part::Nothing } else { Part::Whole };
+        m.complete(1, local, |p, n, _| done.push((p, n)));
         assert!(done.is_empty() && m.pending[1].len() == 1);
-        m.complete(1, |_| true, |p, n| done.push((p, n)));
-        assert_eq!(done, vec![(Pending { op, broadcast: true }, 2)]);
+        m.complete(1, |_| Part::Whole, |p, n, _| done.push((p, n)));
+        assert_eq!(done, vec![(Pending { op, broadcast: true, issuer_done: false }, 2)]);
         assert!(m.pending[1].is_empty() && m.tlbs[0].iter().all(|e| e.page == 1));
         // Pending lists are state: machines that differ only there hash apart.
         let mut other = m.clone();
         other.issue(0, op, Scope::Local);
         assert_ne!(hash_of(&m, true), hash_of(&other, true));
+    }
+
+    #[test]
+    fn a_dsb_nsh_completes_a_broadcast_invalidation_on_its_issuers_tlb_only() {
+        let mut m = Machine::new(2, 1, RunConstants { pages: 2, ..RunConstants::default() });
+        m.fork(1, 0).unwrap();
+        m.roots[0] = (Root::Mm(MmId(1)), 1);
+        m.roots[1] = (Root::Mm(MmId(1)), 1);
+        m.fill_all();
+        assert_eq!((m.tlbs[0].len(), m.tlbs[1].len()), (2, 2));
+        let asid = Asid::new(1, 8).unwrap();
+        let op = Tlbi::Va { asid, va: VirtAddr(va_of(0)) };
+        let pages = |m: &Machine, c: usize| m.tlbs[c].iter().map(|e| e.page).collect::<Vec<_>>();
+        assert!(m.issue(1, op, Scope::Broadcast));
+        let mut done = Vec::new();
+        m.complete(1, |_| Part::IssuersTlb, |p, n, rest| done.push((p, n, rest)));
+        let rest = Pending { op, broadcast: true, issuer_done: true };
+        assert_eq!(done, vec![(Pending { issuer_done: false, ..rest }, 1, Some(rest))]);
+        assert_eq!((pages(&m, 0), pages(&m, 1)), (vec![0, 1], vec![1]));
+        assert_eq!(m.pending[1], vec![rest]);
+        // Done and not done differ in the state.
+        let mut other = m.clone();
+        other.pending[1][0].issuer_done = false;
+        assert_ne!(hash_of(&m, true), hash_of(&other, true));
+        // A second DSB NSH has nothing left to do; the issuer refills from the
+        // page table, and that entry survives the completion elsewhere.
+        m.complete(1, |_| Part::IssuersTlb, |p, n, rest| done.push((p, n, rest)));
+        assert_eq!(done.len(), 1);
+        m.fill_all();
+        assert_eq!(pages(&m, 1).len(), 2);
+        m.complete(1, |_| Part::Whole, |p, n, rest| done.push((p, n, rest)));
+        assert_eq!(done[1], (rest, 1, None));
+        assert_eq!((pages(&m, 0), pages(&m, 1).len()), (vec![1], 2));
+        assert!(m.pending[1].is_empty());
+        // A local one is done whole by the issuer's part.
+        m.issue(0, op, Scope::Local);
+        m.complete(0, |_| Part::IssuersTlb, |p, n, rest| done.push((p, n, rest)));
+        assert_eq!(done[2].2, None);
+        assert!(m.pending[0].is_empty());
     }
 
     #[test]

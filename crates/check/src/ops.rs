@@ -3,7 +3,7 @@
 
 use crate::block;
 use crate::engine::Engine;
-use crate::kernel::{va_of, Life, LockSide, Machine, Mode, Task, BLOCK, BLOCK_PAGE, VA0};
+use crate::kernel::{va_of, Life, LockSide, Machine, Mode, Part, Task, BLOCK, BLOCK_PAGE, VA0};
 /// How the kernel pages out (part of the machine's [`crate::shape::Shape`]),
 /// by the name [`crate::spec`] uses for it.
 pub(crate) use crate::shape::Reclaim;
@@ -759,8 +759,8 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
     let (mut k, mut n) = (0, 0);
     core.machine_mut().complete(
         cpu,
-        |_| true,
-        |_, removed| {
+        |_| Part::Whole,
+        |_, removed, _| {
             k += 1;
             n += removed;
         },

@@ -245,55 +245,6 @@ fn a_reclaims_mark_made_while_a_batched_pending_flush_runs_is_not_lost() {
     }
 }
 
-/// x86's analogue of 4b634918384c: `flush_tlb_batched_pending` ends in a lone
-/// `TLBSYNC`, as if it completed the `INVLPGB`s a reclaim issued on another
-/// CPU (it completes only its own CPU's).
-struct LoneTlbsync<P>(P);
-
-impl<P: Policy> Wrap for LoneTlbsync<P> {
-    type Inner = P;
-    fn inner(&self) -> &P {
-        &self.0
-    }
-    fn flush_batched_pending<H: Hw>(&self, hw: &H, _mm: MmId) {
-        hw.barrier(tlbkit_policy::Barrier::TlbSync);
-    }
-}
-
-/// Runs each shape of `policy`'s default portfolio with the policy wrapped in
-/// [`LoneTlbsync`], until one finds a violation; returns the shape, its number
-/// and the report.
-fn default_check_with_lone_tlbsync(policy: &str) -> Option<(CheckSpec, usize, tlbkit_check::report::CheckReport)> {
-    struct Run<'a>(&'a CheckSpec);
-    impl WithPolicy for Run<'_> {
-        type Out = tlbkit_check::report::CheckReport;
-        fn with<P: Policy + 'static>(self, build: &dyn Fn() -> P) -> Self::Out {
-            check_policy(self.0, &|| LoneTlbsync(build())).unwrap()
-        }
-    }
-    let members = tlbkit_check::portfolio::portfolio(policy, None, 1).members;
-    members.into_iter().enumerate().find_map(|(i, spec)| {
-        let build = Build { checker: true, ..Build::new(spec.cpus, spec.mms + 1, spec.asids.trailing_zeros() as u8) };
-        let r = registry::with_policy(policy, &build, Run(&spec)).unwrap();
-        r.counterexample.is_some().then_some((spec, i + 1, r))
-    })
-}
-
-#[test]
-fn the_default_run_finds_a_batched_pending_flush_that_syncs_only_its_own_invlpgbs() {
-    // The reclaim's INVLPGB is issued and its TLBSYNC not yet run when another
-    // CPU's munmap or madvise of the mm calls flush_tlb_batched_pending.
-    for policy in ["x86-linux-invlpgb", "x86-linux-invlpgb-tlbbatch"] {
-        let (spec, n, r) = default_check_with_lone_tlbsync(policy).unwrap_or_else(|| panic!("{policy}: not found"));
-        let cx = r.counterexample.unwrap();
-        let events = || cx.steps.iter().flat_map(|s| &s.events);
-        assert!(events().any(|e| e.contains("flush_tlb_batched_pending")), "{}", cx.trace());
-        // The policy as it is passes that shape: the lone TLBSYNC is what was found.
-        let real = check(&spec).unwrap();
-        assert!(real.counterexample.is_none(), "{policy}, shape {n}: {:?}", real.counterexample.map(|c| c.token));
-    }
-}
-
 /// The posted targeted tlbbatch as the harness runs it, with or without the
 /// `tlbsync()` that begins its switches.
 fn targeted(spec: &CheckSpec, switch_tlbsync: bool) -> impl Fn() -> LinuxX86v615 + '_ {

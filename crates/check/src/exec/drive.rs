@@ -571,14 +571,15 @@ fn complete_early(core: &Core, cpu: usize, steps: usize) {
         let mut st = core.st.borrow_mut();
         let first = Cell::new(true);
         let mut done = None;
-        st.m.complete(cpu, |_| first.replace(false), |p, removed| done = Some((p, removed)));
+        let part = |_: &Pending| if first.replace(false) { Part::Whole } else { Part::Nothing };
+        st.m.complete(cpu, part, |p, removed, _| done = Some((p, removed)));
         let Some((p, removed)) = done else { return };
         forget_issued(&mut st.issued, cpu, p.key());
         if core.record {
             let text = format!(
-                "cpu{cpu}: {:?} issued earlier completes before its barrier, {removed} entr{} removed",
+                "cpu{cpu}: {:?} issued earlier completes before its barrier, {removed} {}",
                 p.op,
-                if removed == 1 { "y" } else { "ies" }
+                entries_removed(removed)
             );
             st.events.push(Event { cpu: Some(cpu), drain: false, step: steps, text, kind: Kind::Invalidate });
         }

@@ -184,13 +184,13 @@ impl<'c> Hw for CheckHw<'c> {
                 let by = if self.core.shape.arm64 { "DSB" } else { "TLBSYNC" };
                 format!("invalidate {what} ({s}): {ISSUED} {by}")
             } else {
-                format!("invalidate {what} ({s}): {n} entr{} removed", if n == 1 { "y" } else { "ies" })
+                format!("invalidate {what} ({s}): {n} {}", entries_removed(n))
             }
         });
         if fresh && self.core.record {
             let mut st = self.st();
             let at = st.events.len() - 1;
-            let key = Pending { op, broadcast: scope == Scope::Broadcast }.key();
+            let key = Pending { op, broadcast: scope == Scope::Broadcast, issuer_done: false }.key();
             st.issued.push((self.cpu, key, at));
         }
     }
@@ -201,20 +201,22 @@ impl<'c> Hw for CheckHw<'c> {
         if b == Barrier::Isb && self.core.st.borrow().m.unsynchronised(self.cpu) {
             self.st().m.synchronise(self.cpu);
         }
-        // Which of this CPU's pending invalidations the barrier completes
-        // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the local ones;
-        // x86's `TLBSYNC` its `INVLPGB`s.
+        // How much of this CPU's pending invalidations the barrier completes
+        // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the local ones
+        // and the issuer's own part of the broadcast ones; x86's `TLBSYNC` its
+        // `INVLPGB`s.
         let completes = |p: &Pending| match b {
-            Barrier::Dsb(Domain::InnerShareable) => true,
-            Barrier::Dsb(Domain::NonShareable) => !p.broadcast,
-            Barrier::TlbSync => p.broadcast,
-            Barrier::DsbSt(_) | Barrier::Isb | Barrier::Full => false,
+            Barrier::Dsb(Domain::InnerShareable) => Part::Whole,
+            Barrier::Dsb(Domain::NonShareable) if !p.broadcast => Part::Whole,
+            Barrier::Dsb(Domain::NonShareable) if !p.issuer_done => Part::IssuersTlb,
+            Barrier::TlbSync if p.broadcast => Part::Whole,
+            _ => Part::Nothing,
         };
         let (drains, pending) = {
             let st = self.core.st.borrow();
             (
                 !matches!(b, Barrier::Isb) && !st.cpus[self.cpu].buffer.is_empty(),
-                st.m.pending(self.cpu).iter().any(completes),
+                st.m.pending(self.cpu).iter().any(|p| completes(p) != Part::Nothing),
             )
         };
         // The thread may have been preempted just before a `DSB ISH` and run it
@@ -256,19 +258,25 @@ impl<'c> Hw for CheckHw<'c> {
         }
         // Those issued in this step read in the trace as taking effect when
         // issued (nothing could come between); the others are told here.
-        let (mut k, mut n) = (0, 0);
+        let (mut k, mut n, mut own) = (0, 0, (0, 0));
         if pending {
             let me = self.cpu;
             let record = self.core.record;
             let st = &mut *self.st();
             let State { m, events, issued, step, .. } = st;
-            m.complete(me, completes, |p, removed| {
+            m.complete(me, completes, |p, removed, rest| {
+                if let Some(rest) = rest {
+                    // Done on this CPU's TLB only: still pending, under its new key.
+                    rekey_issued(issued, me, p.key(), rest.key());
+                    own = (own.0 + 1, own.1 + removed);
+                    return;
+                }
                 let at = forget_issued(issued, me, p.key());
                 match at.filter(|&at| record && events[at].step == *step) {
                     Some(at) => {
                         let e = &mut events[at];
                         let head = e.text.split(": ").next().unwrap_or_default().to_string();
-                        e.text = format!("{head}: {removed} entr{} removed", if removed == 1 { "y" } else { "ies" });
+                        e.text = format!("{head}: {removed} {}", entries_removed(removed));
                     }
                     None => {
                         k += 1;
@@ -278,14 +286,20 @@ impl<'c> Hw for CheckHw<'c> {
             });
         }
         self.core.event(self.cpu, 0xc_0000, || {
-            if k == 0 {
-                format!("barrier {b:?}")
-            } else {
-                format!(
-                    "barrier {b:?}: {k} invalidation(s) issued in earlier steps complete, {n} entr{} removed",
-                    if n == 1 { "y" } else { "ies" }
-                )
+            let mut text = format!("barrier {b:?}");
+            if k > 0 {
+                text += &format!(": {k} invalidation(s) issued in earlier steps complete, {n} {}", entries_removed(n));
             }
+            if own.0 > 0 {
+                text += &format!(
+                    "{} {} broadcast invalidation(s) complete on this CPU's TLB only, {} {}; the other CPUs' wait for a DSB ISH",
+                    if k > 0 { ";" } else { ":" },
+                    own.0,
+                    own.1,
+                    entries_removed(own.1)
+                );
+            }
+            text
         });
         if split {
             self.core.pause();

@@ -109,7 +109,12 @@ impl Machine {
     /// barrier of that CPU ([`Pending`]): nothing goes yet. Returns whether it
     /// was not pending already (an invalidation pending twice completes once).
     pub fn issue(&mut self, cpu: usize, op: Tlbi, scope: Scope) -> bool {
-        let p = Pending { op, broadcast: scope == Scope::Broadcast };
+        self.add_pending(cpu, Pending { op, broadcast: scope == Scope::Broadcast, issuer_done: false })
+    }
+
+    /// Puts `p` in CPU `cpu`'s pending list at its place; returns whether it
+    /// was not there already.
+    fn add_pending(&mut self, cpu: usize, p: Pending) -> bool {
         let list = &mut self.pending[cpu];
         match list.binary_search_by_key(&p.key(), Pending::key) {
             Ok(_) => false,
@@ -126,20 +131,43 @@ impl Machine {
         !self.pending[cpu].is_empty()
     }
 
-    /// Completes every invalidation CPU `cpu` issued that `done` selects, on
-    /// every TLB it covers (its refills since it was issued included), and
-    /// tells `each` of each one with how many entries it removed.
-    pub fn complete(&mut self, cpu: usize, done: impl Fn(&Pending) -> bool, mut each: impl FnMut(Pending, usize)) {
+    /// Completes as much of each invalidation CPU `cpu` issued as `part`
+    /// says, on the TLBs that part covers (their refills since it was issued
+    /// included), and tells `each` of each one with how many entries it
+    /// removed and what of it is still pending (`None`: nothing).
+    pub fn complete(
+        &mut self,
+        cpu: usize,
+        part: impl Fn(&Pending) -> Part,
+        mut each: impl FnMut(Pending, usize, Option<Pending>),
+    ) {
         let mut i = 0;
+        let mut left = Vec::new();
         while i < self.pending[cpu].len() {
             let p = self.pending[cpu][i];
-            if !done(&p) {
+            let part = match part(&p) {
+                // Only a broadcast one not yet done on its issuer has a part to do there.
+                Part::IssuersTlb if !p.broadcast => Part::Whole,
+                Part::IssuersTlb if p.issuer_done => Part::Nothing,
+                part => part,
+            };
+            if part == Part::Nothing {
                 i += 1;
                 continue;
             }
             self.pending[cpu].remove(i);
-            let range = if p.broadcast { 0..self.tlbs.len() } else { cpu..cpu + 1 };
-            each(p, self.apply(range, p.op));
+            let (removed, rest) = match part {
+                Part::IssuersTlb => (self.apply(cpu..cpu + 1, p.op), Some(Pending { issuer_done: true, ..p })),
+                _ if !p.broadcast => (self.apply(cpu..cpu + 1, p.op), None),
+                _ if p.issuer_done => (self.apply(0..cpu, p.op) + self.apply(cpu + 1..self.tlbs.len(), p.op), None),
+                _ => (self.apply(0..self.tlbs.len(), p.op), None),
+            };
+            left.extend(rest);
+            each(p, removed, rest);
+        }
+        // Put back where it sorts (an equal one already there stands for both).
+        for p in left {
+            self.add_pending(cpu, p);
         }
     }
 

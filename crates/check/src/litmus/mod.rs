@@ -162,7 +162,10 @@ pub struct Addr {
 
 /// Which accesses a `DMB` or `DSB` orders (its shareability domain is not
 /// modelled: `ISH`, `OSH` and `NSH` forms act as the full-system ones, as
-/// Arm's axiomatic models take them).
+/// Arm's axiomatic models take them, whose verdicts these tests carry; no
+/// shipped test has an `NSH` barrier). The checker's own engine is weaker
+/// there, as the Arm ARM's rules are: its `DSB NSH` completes a broadcast
+/// `TLBI` on the issuer's TLB only (`kernel::Pending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Barrier {
     /// `SY` (and `ISH`, `OSH`, `NSH`): every access before it with every access after it.
