@@ -80,11 +80,15 @@ fn a_parallel_search_with_checkpoints_reaches_the_states_of_one_without() {
 fn lazy_flushes_held_across_a_pause_search_alike() {
     // A CPU completing a lazy flush holds it (taken out of the state) across
     // the pauses of its discharge: a checkpoint taken meanwhile must bring it
-    // back with the CPU's stack (this once corrupted the heap).
+    // back with the CPU's stack (this once corrupted the heap). Five
+    // operations of this menu are the fewest that reach it: counted once with
+    // a probe in `ops::complete_lazy`, 28,532 executions under `sc` pause
+    // 1,250,159 times with a lazy flush held; four operations, of this menu
+    // or the whole one, pause none.
     use tlbkit_check::ops::OpKind;
     for memory in [tlbkit_check::shape::Memory::Sc, tlbkit_check::shape::Memory::Tso] {
         let base = common::small_spec("x86-latr", 2, 5);
-        let s = CheckSpec { mms: 1, memory, menu: OpKind::parse("switch,munmap,madvise,fault,tick").unwrap(), ..base };
+        let s = CheckSpec { mms: 1, memory, menu: OpKind::parse("switch,munmap,tick").unwrap(), ..base };
         let r = alike(&s, &format!("x86-latr under {}", memory.name()));
         assert!(
             r.explored.executions > 1000,
