@@ -485,9 +485,9 @@ pub struct RunConstants {
 ///   FEAT_ETS2) before the issuer's own later accesses are guaranteed not to
 ///   use what it removed: every access judged here is a user access, made
 ///   after the exception return that ends the kernel's path, which is one.
-///   `DSB ISHST`
-///   does not complete one, nor does `ISB`, nor Linux's `smp_mb()` (`DMB ISH`,
-///   [`tlbkit_policy::Barrier::Full`]). Linux's `__switch_to` issues
+///   `DSB ISHST` does not complete one, nor does `ISB`, nor Linux's
+///   `smp_mb()` (`DMB ISH`, [`tlbkit_policy::Barrier::Full`]). Linux's
+///   `__switch_to` issues
 ///   `dsb(ish)` ("Complete any pending TLB or cache maintenance on this CPU in
 ///   case the thread migrates to a different CPU",
 ///   arch/arm64/kernel/process.c), so a Linux context switch completes the
