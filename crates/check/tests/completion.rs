@@ -1,9 +1,10 @@
 //! An invalidation is complete only at its issuing CPU's completing barrier
 //! (`tlbkit_check::kernel::Pending`): arm64's `DSB ISH` after a broadcast
-//! `TLBI …IS`, x86's `TLBSYNC` after `INVLPGB`. A real policy with that barrier
-//! dropped from its flushes (and nothing else changed) must be found by the
-//! default `tlbkit check`; these tests run its first schedules, as
-//! `shapes.rs` does.
+//! `TLBI …IS`, x86's `TLBSYNC` after `INVLPGB` (arm64's `DSB NSH` completes a
+//! broadcast one on its issuer's TLB only). A real policy with that barrier
+//! dropped from its flushes, or narrowed to `DSB NSH` (and nothing else
+//! changed), must be found by the default `tlbkit check`; these tests run its
+//! first schedules, as `shapes.rs` does.
 
 use crate::common;
 use std::cell::Cell;
@@ -39,7 +40,8 @@ type Swap = (Barrier, Option<Barrier>);
 struct NoSync<H: Hw> {
     hw: *const H,
     swap: Swap,
-    /// A broadcast was issued and its completing barrier not dropped yet.
+    /// A broadcast was issued and its completing barrier not dropped (or
+    /// replaced) yet.
     owed: Cell<bool>,
 }
 
