@@ -20,7 +20,7 @@ use crate::kernel::{describe, LockSide, Machine, Part, Pending, RunConstants, Vi
 type PendingKey = (u8, u64, u64, u64, u8);
 use crate::search::{choices_buffer, Choice, ChoiceKind, Chooser, Foot, Outcome, Pick};
 use crate::shape::{Completion, Memory, Shape};
-use crate::trace::{Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
+use crate::trace::{entries_removed, Event, Kind, DRAINS, INTO_BUFFER, ISSUED};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, Ref, RefCell, RefMut};
@@ -56,15 +56,6 @@ fn forget_issued(issued: &mut Vec<(usize, PendingKey, usize)>, cpu: usize, key: 
 /// when a barrier completed it on the issuer's TLB only.
 fn rekey_issued(issued: &mut [(usize, PendingKey, usize)], cpu: usize, key: PendingKey, to: PendingKey) {
     issued.iter_mut().filter(|i| i.0 == cpu && i.1 == key).for_each(|i| i.1 = to);
-}
-
-/// "1 entry removed", "2 entries removed".
-fn entries_removed(n: usize) -> &'static str {
-    if n == 1 {
-        "entry removed"
-    } else {
-        "entries removed"
-    }
 }
 
 /// The most steps one execution may take before it is reported as not making

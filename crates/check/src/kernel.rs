@@ -542,6 +542,17 @@ pub enum Part {
 }
 
 impl Pending {
+    /// Returns what a barrier that completes `part` of it still has to do:
+    /// the issuer's part of a local one is the whole of it, and a broadcast
+    /// one done on its issuer has no such part left.
+    pub fn left(&self, part: Part) -> Part {
+        match part {
+            Part::IssuersTlb if !self.broadcast => Part::Whole,
+            Part::IssuersTlb if self.issuer_done => Part::Nothing,
+            part => part,
+        }
+    }
+
     /// Returns the key the pending list is ordered and hashed by (one per
     /// invalidation, so two lists with the same invalidations are equal).
     /// Its last member is 0 for a local one, 1 for a broadcast one, 3 for a

@@ -8,7 +8,7 @@ use crate::kernel::{va_of, Life, LockSide, Machine, Mode, Part, Task, BLOCK, BLO
 /// by the name [`crate::spec`] uses for it.
 pub(crate) use crate::shape::Reclaim;
 use crate::shape::{KernelBug, Memory};
-use crate::trace::{Kind, INTO_BUFFER};
+use crate::trace::{entries_removed, Kind, INTO_BUFFER};
 use tlbkit_policy::{Lazy, MmId, Policy, Tick, VirtAddr};
 
 mod exit;
@@ -767,10 +767,7 @@ fn switch_to<E: Engine>(core: &E, cpu: usize) {
     );
     if k > 0 {
         core.event_kind(cpu, 0x12_0000, Kind::Invalidate, || {
-            format!(
-                "__switch_to's DSB ISH: {k} invalidation(s) complete, {n} entr{} removed",
-                if n == 1 { "y" } else { "ies" }
-            )
+            format!("__switch_to's DSB ISH: {k} invalidation(s) complete, {n} {}", entries_removed(n))
         });
     }
     if core.shape().memory == Memory::Arm && core.has_buffered(cpu) {

@@ -13,6 +13,16 @@ pub(crate) const INTO_BUFFER: &str = "into its store buffer";
 /// How the trace of a store buffer's drain of one store begins.
 pub(crate) const DRAINS: &str = "store buffer drains: ";
 
+/// How the trace says what an invalidation took after its count `n`:
+/// "1 entry removed", "2 entries removed".
+pub(crate) fn entries_removed(n: usize) -> &'static str {
+    if n == 1 {
+        "entry removed"
+    } else {
+        "entries removed"
+    }
+}
+
 /// One recorded event, for traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

@@ -27,13 +27,18 @@ fn default_spec(policy: &str, iterations: u64) -> CheckSpec {
 }
 
 /// The completing barrier after a broadcast invalidation, and what issues
-/// instead of it (`None`: nothing).
-type Swap = (Barrier, Option<Barrier>);
+/// instead of it.
+#[derive(Clone, Copy)]
+struct Swap {
+    sync: Barrier,
+    /// `None`: nothing.
+    instead: Option<Barrier>,
+}
 
-/// An [`Hw`] that drops the first completing barrier (`swap.0`) after each
-/// broadcast invalidation, or issues `swap.1` in its place: the sync phase of
-/// a broadcast shootdown left out or narrowed. Local invalidations and every
-/// other barrier go through.
+/// An [`Hw`] that drops the first completing barrier (`swap.sync`) after
+/// each broadcast invalidation, or issues `swap.instead` in its place: the
+/// sync phase of a broadcast shootdown left out or narrowed. Local
+/// invalidations and every other barrier go through.
 ///
 /// It holds a pointer, not a reference: a handler gets the target's `&H` for the
 /// handler's call only, and `Hw`'s handlers take `&Self`.
@@ -72,8 +77,8 @@ impl<H: Hw> WrapHw for NoSync<H> {
         self.inner().tlbi(op, scope)
     }
     fn barrier(&self, b: Barrier) {
-        if b == self.swap.0 && self.owed.replace(false) {
-            if let Some(instead) = self.swap.1 {
+        if b == self.swap.sync && self.owed.replace(false) {
+            if let Some(instead) = self.swap.instead {
                 self.inner().barrier(instead);
             }
             return;
@@ -82,8 +87,8 @@ impl<H: Hw> WrapHw for NoSync<H> {
     }
 }
 
-/// A policy whose flushes run on [`NoSync`] with barrier `swap.0` dropped or
-/// replaced.
+/// A policy whose flushes run on [`NoSync`] with barrier `swap.sync` dropped
+/// or replaced.
 struct DropSync<P>(P, Swap);
 
 impl<P: Policy> Wrap for DropSync<P> {
@@ -117,7 +122,7 @@ fn invlpgb(spec: &CheckSpec, sync: Barrier) -> impl Fn() -> DropSync<LinuxX86v61
     move || {
         DropSync(
             LinuxX86v615::new(spec.cpus, spec.mms + 1, Kernel::Invlpgb).with_small_shapes(spec.asids),
-            (sync, None),
+            Swap { sync, instead: None },
         )
     }
 }
@@ -135,7 +140,7 @@ fn found_stale(r: CheckReport) {
 #[test]
 fn the_default_check_finds_an_arm64_flush_without_the_dsb_after_its_broadcast_tlbi() {
     let spec = default_spec("arm64-linux", 500);
-    found_stale(check_policy(&spec, &arm64(&spec, (DSB_ISH, None))).unwrap());
+    found_stale(check_policy(&spec, &arm64(&spec, Swap { sync: DSB_ISH, instead: None })).unwrap());
 }
 
 /// A `DSB NSH` after a broadcast `TLBI` completes it on the issuing CPU's own
@@ -144,7 +149,9 @@ fn the_default_check_finds_an_arm64_flush_without_the_dsb_after_its_broadcast_tl
 #[test]
 fn the_default_check_finds_an_arm64_flush_whose_broadcast_tlbi_has_only_a_dsb_nsh() {
     let spec = default_spec("arm64-linux", 500);
-    let r = check_policy(&spec, &arm64(&spec, (DSB_ISH, Some(Barrier::Dsb(Domain::NonShareable))))).unwrap();
+    let r =
+        check_policy(&spec, &arm64(&spec, Swap { sync: DSB_ISH, instead: Some(Barrier::Dsb(Domain::NonShareable)) }))
+            .unwrap();
     let said = r.counterexample.as_ref().is_some_and(|cx| {
         cx.steps.iter().flat_map(|s| &s.events).any(|e| e.contains("complete on this CPU's TLB only"))
     });
@@ -164,7 +171,7 @@ fn the_wrappers_that_drop_nothing_pass() {
     // which the policy never issues, are the real policies: what the tests
     // above find is the dropped barrier, not the wrapper.
     let spec = default_spec("arm64-linux", 500);
-    let r = check_policy(&spec, &arm64(&spec, (Barrier::TlbSync, None))).unwrap();
+    let r = check_policy(&spec, &arm64(&spec, Swap { sync: Barrier::TlbSync, instead: None })).unwrap();
     assert!(r.counterexample.is_none(), "{:?}", r.counterexample.map(|c| c.detail));
     assert_eq!(r.explored.executions, 500);
     let spec = default_spec("x86-linux-invlpgb", 500);

@@ -202,13 +202,11 @@ impl<'c> Hw for CheckHw<'c> {
             self.st().m.synchronise(self.cpu);
         }
         // How much of this CPU's pending invalidations the barrier completes
-        // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the local ones
-        // and the issuer's own part of the broadcast ones; x86's `TLBSYNC` its
-        // `INVLPGB`s.
+        // (`kernel::Pending`): arm64's `DSB ISH` all, `DSB NSH` the issuer's
+        // own part (all of a local one); x86's `TLBSYNC` its `INVLPGB`s.
         let completes = |p: &Pending| match b {
             Barrier::Dsb(Domain::InnerShareable) => Part::Whole,
-            Barrier::Dsb(Domain::NonShareable) if !p.broadcast => Part::Whole,
-            Barrier::Dsb(Domain::NonShareable) if !p.issuer_done => Part::IssuersTlb,
+            Barrier::Dsb(Domain::NonShareable) => Part::IssuersTlb,
             Barrier::TlbSync if p.broadcast => Part::Whole,
             _ => Part::Nothing,
         };
@@ -216,7 +214,7 @@ impl<'c> Hw for CheckHw<'c> {
             let st = self.core.st.borrow();
             (
                 !matches!(b, Barrier::Isb) && !st.cpus[self.cpu].buffer.is_empty(),
-                st.m.pending(self.cpu).iter().any(|p| completes(p) != Part::Nothing),
+                st.m.pending(self.cpu).iter().any(|p| p.left(completes(p)) != Part::Nothing),
             )
         };
         // The thread may have been preempted just before a `DSB ISH` and run it

@@ -211,9 +211,10 @@ impl Core {
 
     /// Returns the CPUs that may read an older value of the field at `addr`
     /// with a plain load, a bit each, as the policy declares them
-    /// ([`tlbkit_policy::fields::Fields::owner`]): none for a field only its CPU touches, or only a
-    /// lock's holder (who took the lock, an ordering point, after the last
-    /// holder's stores), the reader for [`Own::Reader`], else all.
+    /// ([`tlbkit_policy::fields::Fields::owner`]): none for a field only its
+    /// CPU touches, or only a lock's holder (who took the lock, an ordering
+    /// point, after the last holder's stores), the reader for
+    /// [`Own::Reader`], else all.
     pub(super) fn plain_readers(&self, addr: usize) -> u16 {
         match self.owners.get(addr - self.base).copied().flatten() {
             Some(Own::Cpu { others_read: false, .. } | Own::Lock { .. }) => 0,

@@ -145,12 +145,7 @@ impl Machine {
         let mut left = Vec::new();
         while i < self.pending[cpu].len() {
             let p = self.pending[cpu][i];
-            let part = match part(&p) {
-                // Only a broadcast one not yet done on its issuer has a part to do there.
-                Part::IssuersTlb if !p.broadcast => Part::Whole,
-                Part::IssuersTlb if p.issuer_done => Part::Nothing,
-                part => part,
-            };
+            let part = p.left(part(&p));
             if part == Part::Nothing {
                 i += 1;
                 continue;
