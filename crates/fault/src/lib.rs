@@ -281,6 +281,15 @@ fn in_system_code(pc: usize) -> bool {
     })
 }
 
+/// Counts a guarded run's start or end in the thread's [`RUN`]. Only its
+/// own thread writes the count (the watchdog only reads it), so a load and a
+/// store do what a locked read-modify-write would, without its full barrier
+/// at every step of every execution. Release: the watchdog that reads the
+/// new count (Acquire) sees the run started or ended.
+fn count_run() {
+    RUN.with(|r| r.store(r.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release));
+}
+
 /// Runs `f` — which resumes the coroutine `trap` was taken from — with
 /// faults and runaway loops on that coroutine's stack caught: they make the
 /// coroutine panic with a [`Fault`] (see the crate's documentation). The
@@ -297,13 +306,11 @@ pub fn guarded<T>(fiber: usize, trap: CoroutineTrapHandler<()>, f: impl FnOnce()
     impl Drop for Restore {
         fn drop(&mut self) {
             CURRENT.with(|c| c.set(self.0));
-            // Release: the watchdog that reads an even count sees the run ended.
-            RUN.with(|r| r.fetch_add(1, Ordering::Release));
+            count_run();
         }
     }
     let _restore = Restore(CURRENT.with(|c| c.replace(Some(trap))));
-    // Release: pairs with the watchdog's Acquire load of the count.
-    RUN.with(|r| r.fetch_add(1, Ordering::Release));
+    count_run();
     // Both switches are made here, in this frame, and `f` returns between
     // them even when it panics: no instrumented frame is entered on one
     // fiber and left on the other (see the `tsan` module).

@@ -135,10 +135,15 @@ pub(super) struct Saved {
     tops: Vec<usize>,
     /// The choices of the last execution.
     path: Vec<Choice>,
-    /// By increasing depth, each on `path`.
-    snaps: Vec<Snap>,
+    /// By increasing depth, each on `path`. Boxed: a checkpoint holds the
+    /// state's bytes (about a kilobyte), which would otherwise be copied
+    /// each time one moves between these lists (clippy's `vec_box` counts
+    /// the heap's allocation, not the copies).
+    #[allow(clippy::vec_box)]
+    snaps: Vec<Box<Snap>>,
     /// Checkpoints no longer on the path, kept for their buffers.
-    spare: Vec<Snap>,
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Snap>>,
 }
 
 /// One checkpoint: everything an execution needs to stand again at a
@@ -205,7 +210,7 @@ impl Saved {
         if self.snaps.last().is_some_and(|s| s.depth >= depth) || self.snaps.len() >= MAX_SAVED {
             return;
         }
-        let mut s = self.spare.pop().unwrap_or_else(Snap::empty);
+        let mut s = self.spare.pop().unwrap_or_else(|| Box::new(Snap::empty()));
         s.depth = depth;
         s.at = at;
         s.current = core.current.get();
