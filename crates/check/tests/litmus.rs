@@ -228,6 +228,96 @@ fn a_store_passes_an_earlier_load_unless_a_barrier_that_orders_them_is_between()
     }
 }
 
+/// A test of tlbkit's own on access permissions: `x` mapped read-only
+/// (`AP_X`), thread 0 at EL1 runs `WRITER` (its `X0` the descriptor of `z`,
+/// read-write, of the same page; `X1` x's descriptor's address; `X4` x's
+/// page; it ends storing 1 to `y`), thread 1 at EL0 reads `y`, then stores
+/// `X2` = 1 to `x` after `DSB SY; ISB`; its handler for a fault from EL0
+/// sets `X2` to 0 and returns past the store.
+const PERMISSION: &str = r#"name = "RO"
+symbolic = ["x", "y", "z"]
+page_table_setup = """
+    physical pa1 pa2;
+    x |-> pa1 AP_X;
+    x ?-> pa1;
+    z |-> pa1;
+    y |-> pa2;
+"""
+[thread.0]
+code = """
+WRITER
+    STR X2,[X3]
+"""
+[thread.0.reset]
+R0 = "desc3(z, page_table_base)"
+R1 = "pte3(x, page_table_base)"
+R2 = "extz(0b1, 64)"
+R3 = "y"
+R4 = "extz(page(x), 64)"
+"PSTATE.EL" = "0b01"
+[thread.1]
+code = """
+    LDR X0,[X1]
+    DSB SY
+    ISB
+    STR X2,[X3]
+"""
+[thread.1.reset]
+R1 = "y"
+R2 = "extz(0b1, 64)"
+R3 = "x"
+VBAR_EL1 = "extz(0x1000, 64)"
+[section.thread1_el1_handler]
+address = "0x1400"
+code = """
+    MOV X2,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+[final]
+assertion = "ASSERTION"
+"#;
+
+fn permission(ap: &str, writer: &[&str], assertion: &str) -> Verdict {
+    let writer = writer.iter().map(|l| format!("    {l}\n")).collect::<String>();
+    let text = PERMISSION.replace("AP_X", ap).replace("WRITER\n", &writer).replace("ASSERTION", assertion);
+    let test = litmus::parse("ro.litmus.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    litmus::run(&test).unwrap().verdict
+}
+
+#[test]
+fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation_removes_it() {
+    let ro = "with [AP = 0b11] and default";
+    let swap = ["STR X0,[X1]", "DSB SY", "TLBI VAE1IS,X4", "DSB SY"];
+    // The store can fault: the entry is read-only until the swap's TLBI.
+    assert_eq!(permission(ro, &swap, "1:X2=0"), Allowed);
+    // Not once thread 1 saw y = 1: the broadcast TLBI completed before it,
+    // and thread 1's DSB; ISB put its store after that.
+    assert_eq!(permission(ro, &swap, "1:X0=1 & 1:X2=0"), Forbidden);
+    // Without the TLBI the read-only entry may stay in thread 1's TLB (a
+    // permission is cached with the translation).
+    assert_eq!(permission(ro, &["STR X0,[X1]", "DSB SY"], "1:X0=1 & 1:X2=0"), Allowed);
+    // A read-write mapping never faults; `AP = 0b01` is the default.
+    assert_eq!(permission("with [AP = 0b01] and default", &swap, "1:X2=0"), Forbidden);
+    assert_eq!(permission("", &swap, "1:X2=0"), Forbidden);
+    // A load through a read-only entry reads: y's own mapping read-only,
+    // holding 1 at first, and thread 0 storing to z instead.
+    let text = PERMISSION
+        .replace("x |-> pa1 AP_X;", "x |-> pa1;")
+        .replace("y |-> pa2;", "y |-> pa2 with [AP = 0b11];\n    *pa2 = 1;")
+        .replace("R3 = \"y\"\nR4", "R3 = \"z\"\nR4")
+        .replace("WRITER\n", "")
+        .replace("ASSERTION", "1:X0=1");
+    let test = litmus::parse("ro-load.litmus.toml", &text).unwrap();
+    assert_eq!(litmus::run(&test).unwrap().verdict, Allowed);
+    // Permissions tlbkit does not model are refused by name.
+    let text = PERMISSION.replace("AP_X", "with [AP = 0b10]").replace("WRITER\n", "").replace("ASSERTION", "true");
+    let e = litmus::parse("ap10.litmus.toml", &text).unwrap_err();
+    assert!(e.problem.contains("AP = 0b11") && e.line == 5, "{e}");
+}
+
 /// Builds a test of tlbkit's own in the format over `x`, `y` and `z`
 /// (physical addresses 1 to 3, all 0 at first): each thread's code, every
 /// thread starting with `X10` = x, `X11` = y, `X12` = z, `X5` = 1, `X6` = 2.

@@ -27,14 +27,45 @@
 //! 1 to 4 threads of a handful of instructions, so the search is exhaustive in
 //! milliseconds.
 
-use super::{Addr, Barrier, Cond, Instr, Reg, Test, TlbiScope, Val, ELR, MODE, REGS, SPSR};
+use super::{Addr, Barrier, Cond, Desc, Instr, Reg, Test, TlbiScope, Val, ELR, MODE, REGS, SPSR};
 use std::collections::BTreeSet;
 
-/// What a translation gives: a location in memory, or a translation fault.
+/// What a translation gives: a location in memory, or a fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Translation {
-    Pa(usize),
+    /// A location: a physical address through a descriptor (read-only or
+    /// not: a load's), or a descriptor's own address (not translated).
+    Pa(usize, bool),
+    /// A store through a read-only descriptor of this physical address: a
+    /// permission fault.
+    Denied(usize),
+    /// An invalid descriptor: a translation fault.
     Fault,
+}
+
+impl Translation {
+    /// What descriptor `d` gives a load, or a store if `store`.
+    fn of(d: Val, store: bool) -> Translation {
+        match d {
+            Val::Desc(Desc { pa, read_only: true }) if store => Translation::Denied(pa),
+            Val::Desc(Desc { pa, read_only }) => Translation::Pa(pa, read_only),
+            _ => Translation::Fault,
+        }
+    }
+
+    /// The descriptor a translation of a virtual address read (`None`: an invalid one).
+    fn read(self) -> Option<Desc> {
+        match self {
+            Translation::Pa(pa, read_only) => Some(Desc { pa, read_only }),
+            Translation::Denied(pa) => Some(Desc { pa, read_only: true }),
+            Translation::Fault => None,
+        }
+    }
+
+    /// Whether the access faults: it takes an exception, not the access.
+    fn faults(self) -> bool {
+        !matches!(self, Translation::Pa(..))
+    }
 }
 
 /// A write to memory: the thread and instance that made it (`None`: the
@@ -85,12 +116,11 @@ struct Pending {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct ThreadState {
     insts: Vec<Inst>,
-    /// The translations the TLB may hold, (virtual address, physical
-    /// address): every valid descriptor a virtual address has had since the
+    /// The translations the TLB may hold, (virtual address, descriptor): every valid descriptor a virtual address has had since the
     /// thread's TLB last completed an invalidation of it. A walk may fill the
     /// TLB at any moment and an entry may be evicted at any moment, so this set
     /// stands for every TLB the fills could have built, without a move per fill.
-    tlb: BTreeSet<(usize, usize)>,
+    tlb: BTreeSet<(usize, Desc)>,
     /// Invalidations issued and not yet complete, oldest first.
     pending: Vec<Pending>,
 }
@@ -135,8 +165,8 @@ pub fn explore_within(test: &Test, max_states: usize) -> Result<(BTreeSet<Final>
     mem.extend(test.mapping.iter().map(|&m| Val::descriptor(m)));
     let writers = vec![None; mem.len()];
     // Every translation the page table holds may be cached already.
-    let tlb: BTreeSet<(usize, usize)> =
-        test.mapping.iter().enumerate().filter_map(|(va, pa)| pa.map(|pa| (va, pa))).collect();
+    let tlb: BTreeSet<(usize, Desc)> =
+        test.mapping.iter().enumerate().filter_map(|(va, d)| d.map(|d| (va, d))).collect();
     let mut starts = vec![Vec::new()];
     for t in 0..test.threads.len() {
         let paths = search.paths(t)?;
@@ -374,9 +404,11 @@ impl<'a> Search<'a> {
                             Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
                         }
                     }
-                    Some((_, Translation::Fault)) => self.synchronises(th, t, i, &[MODE]).then_some(Step::Global),
-                    Some((_, Translation::Pa(loc))) => {
-                        let at_loc = |x: &Inst| matches!(x.tr, Some((_, Translation::Pa(l))) if l == loc);
+                    Some((_, Translation::Fault | Translation::Denied(_))) => {
+                        self.synchronises(th, t, i, &[MODE]).then_some(Step::Global)
+                    }
+                    Some((_, Translation::Pa(loc, _))) => {
+                        let at_loc = |x: &Inst| matches!(x.tr, Some((_, Translation::Pa(l, _))) if l == loc);
                         let ok = if store {
                             let Instr::Str { rt, .. } = instr(me) else { unreachable!() };
                             self.reg(th, t, i, *rt).is_some()
@@ -478,7 +510,7 @@ impl<'a> Search<'a> {
     fn latest_store(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<usize> {
         (0..i).rev().find(|&j| {
             matches!(self.instr(t, &th.insts[j]), Instr::Str { .. })
-                && matches!(th.insts[j].tr, Some((_, Translation::Pa(l))) if l == loc)
+                && matches!(th.insts[j].tr, Some((_, Translation::Pa(l, _))) if l == loc)
         })
     }
 
@@ -592,22 +624,22 @@ impl<'a> Search<'a> {
         match n.threads[t].insts[i].tr {
             None => match self.address(&n.threads[t], t, i, addr)?.expect("waits() saw the address ready") {
                 Target::Pte(va) => {
-                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va)));
+                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va, false)));
                     out.push(n);
                 }
                 Target::Va(va) => {
-                    for (tr, fill) in self.translations(&n, t, i, va) {
+                    for (tr, fill) in self.translations(&n, t, i, va, store) {
                         let mut m = n.clone();
                         m.threads[t].insts[i].tr = Some((Some(va), tr));
-                        if let (Some(va), Translation::Pa(pa)) = (fill, tr) {
+                        if let Some(d) = fill {
                             // The walk fills the thread's TLB with what it read.
-                            m.threads[t].tlb.insert((va, pa));
+                            m.threads[t].tlb.insert((va, d));
                         }
                         out.push(m);
                     }
                 }
             },
-            Some((_, Translation::Fault)) => {
+            Some((_, Translation::Fault | Translation::Denied(_))) => {
                 let x = &n.threads[t].insts[i];
                 // The faulting instruction's address: the handler returns past it.
                 let ret = Val::Code(x.block, x.at);
@@ -615,19 +647,19 @@ impl<'a> Search<'a> {
                     out.push(n);
                 }
             }
-            Some((_, Translation::Pa(loc))) if store => {
+            Some((_, Translation::Pa(loc, _))) if store => {
                 let v = self.reg(&n.threads[t], t, i, rt).expect("waits() saw the data ready");
                 n.mem[loc] = v;
                 n.writers[loc] = Some((t, i));
-                if let (Some(va), Val::Desc(pa)) = (loc.checked_sub(self.npas), v) {
+                if let (Some(va), Val::Desc(d)) = (loc.checked_sub(self.npas), v) {
                     for u in &mut n.threads {
-                        u.tlb.insert((va, pa));
+                        u.tlb.insert((va, d));
                     }
                 }
                 n.threads[t].insts[i].done = true;
                 out.push(n);
             }
-            Some((_, Translation::Pa(loc))) => {
+            Some((_, Translation::Pa(loc, _))) => {
                 let (read, v) = match self.forward(&n.threads[t], t, i, loc).expect("waits() saw the source known") {
                     Some((j, v)) => (Some((t, j)), v),
                     None => (n.writers[loc], n.mem[loc]),
@@ -635,7 +667,7 @@ impl<'a> Search<'a> {
                 // Two loads of one location read in program order, but for a
                 // later one that read the same write first (no restart needed).
                 for later in &n.threads[t].insts[i + 1..] {
-                    let same = matches!(later.tr, Some((_, Translation::Pa(l))) if l == loc);
+                    let same = matches!(later.tr, Some((_, Translation::Pa(l, _))) if l == loc);
                     match self.instr(t, later) {
                         Instr::Str { .. } if same => break,
                         Instr::Ldr { .. } if same && later.done && later.read != Some(read) => return Ok(()),
@@ -657,15 +689,13 @@ impl<'a> Search<'a> {
     /// now, or a walk that reads the thread's own latest earlier store to the
     /// descriptor before other threads see it, once that store can no longer
     /// be undone (Arm's model forwards a store to a later walk of its thread,
-    /// but not a speculative one: `speculative ; trfi` is ordered).
-    fn translations(&self, s: &State, t: usize, i: usize, va: usize) -> Vec<(Translation, Option<usize>)> {
+    /// but not a speculative one: `speculative ; trfi` is ordered). Each
+    /// with the descriptor the walk fills the TLB with (`None`: from the TLB,
+    /// or invalid); for a store if `store` (a read-only one is denied).
+    fn translations(&self, s: &State, t: usize, i: usize, va: usize, store: bool) -> Vec<(Translation, Option<Desc>)> {
         let th = &s.threads[t];
-        let mut out: Vec<(Translation, Option<usize>)> =
-            th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::Pa(e.1), None)).collect();
-        let walk = |d: Val| match d {
-            Val::Desc(pa) => Translation::Pa(pa),
-            _ => Translation::Fault,
-        };
+        let mut out: Vec<(Translation, Option<Desc>)> =
+            th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::of(Val::Desc(e.1), store), None)).collect();
         if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
             out.push((Translation::Fault, None));
         }
@@ -673,9 +703,10 @@ impl<'a> Search<'a> {
         if let Some(j) = latest.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             if let Some(d) = self.reg(th, t, j, *rt) {
-                let tr = walk(d);
+                let tr = Translation::of(d, store);
                 if !out.iter().any(|o| o.0 == tr) {
-                    out.push((tr, matches!(d, Val::Desc(_)).then_some(va)));
+                    let fill = if let Val::Desc(d) = d { Some(d) } else { None };
+                    out.push((tr, fill));
                 }
             }
         }
@@ -688,7 +719,7 @@ impl<'a> Search<'a> {
     fn settled(&self, th: &ThreadState, t: usize, j: usize) -> bool {
         th.insts[..j].iter().all(|x| match self.instr(t, x) {
             Instr::Cbz { .. } => x.done,
-            Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(_)))),
+            Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(..)))),
             _ => true,
         })
     }
@@ -709,7 +740,7 @@ impl<'a> Search<'a> {
             // An exception writes the system state: an SVC, or an access
             // that may yet fault.
             let may_fault = matches!(instr, Instr::Ldr { .. } | Instr::Str { .. })
-                && !matches!(x.tr, Some((_, Translation::Pa(_))));
+                && !matches!(x.tr, Some((_, Translation::Pa(..))));
             let excepts = matches!(instr, Instr::Svc) || may_fault;
             if writes(instr) == Some(r) || (excepts && [ELR, SPSR, MODE].contains(&r)) {
                 return None;
@@ -736,7 +767,7 @@ impl<'a> Search<'a> {
     /// branch not resolved or a fault not taken before it.
     fn speculative(&self, th: &ThreadState, t: usize, i: usize) -> bool {
         th.insts[..i].iter().any(|x| {
-            !x.done && (matches!(self.instr(t, x), Instr::Cbz { .. }) || matches!(x.tr, Some((_, Translation::Fault))))
+            !x.done && (matches!(self.instr(t, x), Instr::Cbz { .. }) || x.tr.is_some_and(|(_, tr)| tr.faults()))
         })
     }
 
@@ -771,10 +802,13 @@ impl<'a> Search<'a> {
             return false;
         }
         let stale = |u: usize, x: &Inst| match x.tr {
-            Some((Some(v), tr)) if !x.done && self.covers(inv, u, v) => match (tr, s.mem[self.npas + v]) {
-                (Translation::Pa(pa), d) => d != Val::Desc(pa),
-                (Translation::Fault, d) => matches!(d, Val::Desc(_)),
-            },
+            Some((Some(v), tr)) if !x.done && self.covers(inv, u, v) => {
+                let now = s.mem[self.npas + v];
+                match tr.read() {
+                    Some(read) => now != Val::Desc(read),
+                    None => matches!(now, Val::Desc(_)),
+                }
+            }
             _ => false,
         };
         s.threads.iter().enumerate().any(|(u, th)| u != t && th.insts.iter().any(|x| stale(u, x)))
@@ -804,10 +838,10 @@ impl<'a> Search<'a> {
             .find(|&k| matches!(self.instr(t, &th.insts[k]), Instr::Dsb(b) if *b != Barrier::St));
         if let Some(d) = dsb {
             let stale = |x: &Inst| match x.tr {
-                Some((Some(v), Translation::Pa(pa))) => {
+                Some((Some(v), tr @ (Translation::Pa(..) | Translation::Denied(_)))) => {
                     !x.done
                         && covered(v)
-                        && s.mem[npas + v] != Val::Desc(pa)
+                        && tr.read().is_some_and(|read| s.mem[npas + v] != Val::Desc(read))
                         && s.writers[npas + v].is_some_and(|(w, _)| w != t)
                 }
                 _ => false,
@@ -823,8 +857,8 @@ impl<'a> Search<'a> {
                 th.tlb.retain(|e| !covered(e.0));
                 // A walk may refill the entry at once from the page table as it is.
                 for (v, d) in s.mem[npas..].iter().enumerate() {
-                    if let (true, Val::Desc(pa)) = (covered(v), d) {
-                        th.tlb.insert((v, *pa));
+                    if let (true, Val::Desc(d)) = (covered(v), d) {
+                        th.tlb.insert((v, *d));
                     }
                 }
             }

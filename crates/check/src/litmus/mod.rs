@@ -24,15 +24,17 @@
 //! `VALE1`, `VMALLE1` and their `IS` forms, and exceptions: `SVC`, `ERET`,
 //! `MRS`/`MSR` of `ELR_EL1` and `SPSR_EL1`, and straight-line handlers at
 //! `VBAR_EL1` + 0x000 (EL1 on `SP_EL0`), 0x200 (EL1 on `SP_EL1`) or 0x400
-//! (from EL0), for translation faults and `SVC`; a thread's ASID (its
+//! (from EL0), for translation and permission faults and `SVC`; a thread's ASID (its
 //! `TTBR0_EL1` reset, `ttbr(asid=n, base=page_table_base)`) tags its TLB
 //! entries, and `TLBI ASIDE1` (and `IS`) invalidates one ASID's (`VAE1`'s
 //! operand `page(x)` names ASID 0). One level of page table: a
-//! level-3 descriptor per virtual address, valid (a physical address),
+//! level-3 descriptor per virtual address, valid (a physical address,
+//! read-write or, `with [AP = 0b11]`, read-only at EL0 and EL1),
 //! invalid, or a raw invalid value a test's code writes (`x ?-> raw(2)`).
-//! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, access
-//! permissions, other levels, page tables laid out by hand, branches in
-//! handlers.
+//! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, the
+//! other access permissions (`AP = 0b00` and `0b10`, which deny EL0 any
+//! access) and the access flag, other levels, page tables laid out by hand,
+//! branches in handlers.
 //!
 //! # The model
 //!
@@ -56,7 +58,10 @@
 //!   the translation the page table holds at that moment; an access's
 //!   translation uses a cached entry for its address (any one, even stale)
 //!   or walks memory (a valid descriptor fills the TLB; an invalid one is a
-//!   translation fault, never cached). A walk may also read the thread's
+//!   translation fault, never cached). A translation keeps its descriptor's
+//!   permission: a store through a read-only one, from the TLB or a walk,
+//!   is a permission fault (the entry stays cached, and so does the fault
+//!   until an invalidation removes it). A walk may also read the thread's
 //!   own latest earlier store to the descriptor before other threads see it,
 //!   once no branch or fault before that store can undo it (Arm's model
 //!   forwards to walks, but not from a speculative store).
@@ -79,7 +84,7 @@
 //!   (Arm orders that translation before the other thread's store, the store
 //!   before the `TLBI`); one its own store overwrote survives until an
 //!   `ISB` (internal edges are not in ordered-before).
-//! - **Exceptions.** A translation fault or `SVC` is taken once the
+//! - **Exceptions.** A translation or permission fault or `SVC` is taken once the
 //!   branches, translations, barriers and context synchronisations before
 //!   it have run (not the earlier loads and stores: Arm orders a fault
 //!   after those only through a barrier): it records its return address
@@ -134,8 +139,8 @@ pub enum Val {
     Va(usize),
     /// The address of a virtual address's level-3 descriptor (`pte3(x, ...)`).
     PteAddr(usize),
-    /// A valid level-3 descriptor mapping a physical address (`desc3`, `mkdesc3`).
-    Desc(usize),
+    /// A valid level-3 descriptor (`desc3`, `mkdesc3`).
+    Desc(Desc),
     /// The page number of a virtual address, a `TLBI` operand (`page(x)`).
     Page(usize),
     /// The address of an instruction: its code (0 the thread's, `k` its
@@ -144,9 +149,29 @@ pub enum Val {
 }
 
 impl Val {
-    /// Returns the descriptor of a mapping: valid to `pa`, or invalid (0).
-    pub fn descriptor(pa: Option<usize>) -> Val {
-        pa.map_or(Val::Int(0), Val::Desc)
+    /// Returns the descriptor of a mapping: valid, or invalid (0).
+    pub fn descriptor(d: Option<Desc>) -> Val {
+        d.map_or(Val::Int(0), Val::Desc)
+    }
+}
+
+/// A valid level-3 descriptor: the physical address it maps, and whether its
+/// access permissions make the page read-only (`AP = 0b11`: read-only at
+/// EL0 and EL1; every other descriptor of the subset is `AP = 0b01`,
+/// read-write at both, isla's `default`). A store through a read-only
+/// translation is a permission fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Desc {
+    /// The physical address, by index into [`Test::pas`].
+    pub pa: usize,
+    /// Read-only at EL0 and EL1.
+    pub read_only: bool,
+}
+
+impl Desc {
+    /// A read-write descriptor of `pa` (`mkdesc3(oa=pa)`, a mapping without attributes).
+    pub fn read_write(pa: usize) -> Desc {
+        Desc { pa, read_only: false }
     }
 }
 
@@ -350,7 +375,7 @@ pub struct Test {
     /// Its physical addresses (`physical`).
     pub pas: Vec<String>,
     /// Each virtual address's initial mapping (`None`: invalid).
-    pub mapping: Vec<Option<usize>>,
+    pub mapping: Vec<Option<Desc>>,
     /// Each physical address's initial value.
     pub memory: Vec<u64>,
     /// Its threads.

@@ -17,7 +17,7 @@
 //! handler (`[section.threadN_el1_handler...]`, at `VBAR_EL1` + 0x000, 0x200
 //! or 0x400) is straight-line code of the same instructions.
 
-use super::{Addr, Barrier, Cond, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val, ELR, MODE, SPSR};
+use super::{Addr, Barrier, Cond, Desc, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val, ELR, MODE, SPSR};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -300,7 +300,7 @@ fn read_toml(text: &str) -> Result<Tables, (usize, String)> {
 
 /// Reads the page-table setup: `physical`, `x |-> pa`, `x ?-> ...`, `*pa = n`.
 fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, String)> {
-    let mut initial: BTreeMap<usize, Option<usize>> = BTreeMap::new();
+    let mut initial: BTreeMap<usize, Option<Desc>> = BTreeMap::new();
     let mut memory: BTreeMap<usize, u64> = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
         let ln = first + i;
@@ -328,24 +328,33 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
                         format!("'{target}': tlbkit reads a raw descriptor only as an invalid one, raw(even number)"),
                     ))?;
                 }
-                [va, "|->", target] | [va, "?->", target] => {
+                [va, arrow @ ("|->" | "?->"), target, attrs @ ..] => {
                     let v = test.va(va).ok_or((ln, format!("'{va}' is not in the test's `symbolic` list")))?;
-                    let pa = if *target == "invalid" {
+                    let desc = if *target == "invalid" {
+                        if !attrs.is_empty() {
+                            return Err((
+                                ln,
+                                format!("'{s}': tlbkit maps `invalid` at level 3 only, with no attributes"),
+                            ));
+                        }
                         None
                     } else {
-                        Some(test.pa(target).ok_or((
+                        let pa = test.pa(target).ok_or((
                             ln,
                             format!("'{target}': a mapping's target is a `physical` address or `invalid`"),
-                        ))?)
+                        ))?;
+                        Some(Desc { pa, read_only: read_only(attrs).map_err(|e| (ln, e))? })
                     };
-                    if words[1] == "|->" && initial.insert(v, pa).is_some() {
+                    if *arrow == "|->" && initial.insert(v, desc).is_some() {
                         return Err((ln, format!("'{va}' is mapped twice initially")));
                     }
                 }
                 [loc, "=", value] if loc.starts_with('*') => {
                     let name = &loc[1..];
                     // `*x` is memory at virtual address x, through its initial mapping.
-                    let pa = test.pa(name).or_else(|| test.va(name).and_then(|v| initial.get(&v).copied().flatten()));
+                    let pa = test
+                        .pa(name)
+                        .or_else(|| test.va(name).and_then(|v| initial.get(&v).copied().flatten().map(|d| d.pa)));
                     let pa = pa.ok_or((
                         ln,
                         format!("'{loc}': initial memory is set by `*pa = n` or `*x = n` (x mapped above)"),
@@ -358,7 +367,7 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
                         ln,
                         format!(
                             "'{s}': tlbkit reads `physical`, `x |-> pa`, `x |-> invalid`, `x ?-> ...`, `*pa = n`, \
-                             `identity ... with code` (no attributes, levels or stage 2)"
+                             `identity ... with code`, `with [AP = ...]` (no other attributes, levels or stage 2)"
                         ),
                     ))
                 }
@@ -368,6 +377,30 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
     test.mapping = (0..test.vas.len()).map(|v| initial.get(&v).copied().flatten()).collect();
     test.memory = (0..test.pas.len()).map(|p| memory.get(&p).copied().unwrap_or(0)).collect();
     Ok(())
+}
+
+/// Reads a mapping's attributes, the words after its target: none, or
+/// `with [AP = 0bNN] and default` (or without `and default`); returns
+/// whether they make the page read-only. tlbkit models `AP = 0b01`
+/// (read-write at EL0 and EL1, isla's default) and `0b11` (read-only at both).
+fn read_only(attrs: &[&str]) -> Result<bool, String> {
+    if attrs.is_empty() {
+        return Ok(false);
+    }
+    let text = attrs.join(" ");
+    let ap = text
+        .strip_prefix("with [")
+        .and_then(|r| r.strip_suffix("] and default").or_else(|| r.strip_suffix(']')))
+        .and_then(|r| r.split_once('='))
+        .filter(|(k, _)| k.trim() == "AP")
+        .map(|(_, v)| v.trim());
+    match ap {
+        Some("0b01") => Ok(false),
+        Some("0b11") => Ok(true),
+        _ => Err(format!(
+            "'{text}': tlbkit reads a mapping's attributes as `with [AP = 0b01]` (read-write) or              `with [AP = 0b11]` (read-only), optionally `and default`"
+        )),
+    }
 }
 
 /// Reads `X5` or `R5` (or `W5`, a 32-bit view of the same register).
@@ -445,7 +478,10 @@ fn read_val(test: &Test, s: &str) -> Result<Val, String> {
     }
     if let Some(args) = inner(s, "mkdesc3") {
         let pa = args.trim().strip_prefix("oa=").ok_or(format!("'{s}': mkdesc3 takes oa=<physical address>"))?;
-        return test.pa(pa.trim()).map(Val::Desc).ok_or(format!("'{pa}' is not a `physical` address"));
+        return test
+            .pa(pa.trim())
+            .map(|pa| Val::Desc(Desc::read_write(pa)))
+            .ok_or(format!("'{pa}' is not a `physical` address"));
     }
     if let Some(v) = test.va(s) {
         return Ok(Val::Va(v));
@@ -683,6 +719,7 @@ impl CondParser<'_> {
                     let pa = match (self.test.pa(loc.trim()), self.test.va(loc.trim())) {
                         (Some(pa), _) => pa,
                         (None, Some(v)) => self.test.mapping[v]
+                            .map(|d| d.pa)
                             .ok_or(format!("'{lhs}': {loc} has no initial physical address to read"))?,
                         (None, None) => return Err(format!("'{lhs}': `*x` names a virtual or physical address")),
                     };
