@@ -318,6 +318,72 @@ fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation
     assert!(e.problem.contains("AP = 0b11") && e.line == 5, "{e}");
 }
 
+/// A test of tlbkit's own on the level-2 descriptor: thread 0 at EL1 makes
+/// it invalid (`pte2`), runs `AFTER`, then stores 1 to `y`; thread 1 at EL0
+/// reads `y`, then `x` (5 at first) after `DSB SY; ISB`, its handler setting
+/// `X2` to 0 and returning past the load.
+const LEVEL2: &str = r#"name = "L2"
+symbolic = ["x", "y"]
+page_table_setup = """
+    physical pa1 pa2;
+    x |-> pa1;
+    x ?-> invalid at level 2;
+    y |-> pa2;
+    *pa1 = 5;
+"""
+[thread.0]
+code = """
+    STR X0,[X1]
+    DSB SY
+AFTER
+    STR X2,[X3]
+"""
+[thread.0.reset]
+R0 = "extz(0b0, 64)"
+R1 = "pte2(x, page_table_base)"
+R2 = "extz(0b1, 64)"
+R3 = "y"
+"PSTATE.EL" = "0b01"
+[thread.1]
+code = """
+    LDR X0,[X1]
+    DSB SY
+    ISB
+    LDR X2,[X3]
+"""
+[thread.1.reset]
+R1 = "y"
+R3 = "x"
+VBAR_EL1 = "extz(0x1000, 64)"
+[section.thread1_el1_handler]
+address = "0x1400"
+code = """
+    MOV X2,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+[final]
+assertion = "ASSERTION"
+"#;
+
+#[test]
+fn an_invalid_level_2_entry_faults_every_walk_below_it_and_leaves_cached_entries_until_a_tlbi() {
+    let run = |after: &str, assertion: &str| {
+        let text = LEVEL2.replace("AFTER\n", after).replace("ASSERTION", assertion);
+        litmus::run(&litmus::parse("l2.litmus.toml", &text).unwrap_or_else(|e| panic!("{e}"))).unwrap().verdict
+    };
+    let tlbi = "    TLBI VMALLE1IS\n    DSB SY\n";
+    // Once thread 0's TLBI completed, thread 1's load of x walks, and faults at level 2.
+    assert_eq!(run(tlbi, "1:X0=1 & 1:X2=5"), Forbidden);
+    assert_eq!(run(tlbi, "1:X0=1 & 1:X2=0"), Allowed);
+    // Without it the leaf entry cached before may still translate x.
+    assert_eq!(run("", "1:X0=1 & 1:X2=5"), Allowed);
+    // Before thread 0's store the walk passes level 2.
+    assert_eq!(run(tlbi, "1:X0=0 & 1:X2=5"), Allowed);
+}
+
 /// Builds a test of tlbkit's own in the format over `x`, `y` and `z`
 /// (physical addresses 1 to 3, all 0 at first): each thread's code, every
 /// thread starting with `X10` = x, `X11` = y, `X12` = z, `X5` = 1, `X6` = 2.

@@ -163,6 +163,8 @@ pub fn explore_within(test: &Test, max_states: usize) -> Result<(BTreeSet<Final>
     let search = Search { test, npas: test.pas.len() };
     let mut mem: Vec<Val> = test.memory.iter().map(|&n| Val::Int(n)).collect();
     mem.extend(test.mapping.iter().map(|&m| Val::descriptor(m)));
+    // The level-2 descriptor the test's addresses share, valid at first.
+    mem.push(Val::Table);
     let writers = vec![None; mem.len()];
     // Every translation the page table holds may be cached already.
     let tlb: BTreeSet<(usize, Desc)> =
@@ -225,6 +227,18 @@ pub fn holds(f: &Final, cond: &Cond) -> bool {
 struct Search<'a> {
     test: &'a Test,
     npas: usize,
+}
+
+impl Search<'_> {
+    /// The location of the level-2 descriptor, after every level-3 one.
+    fn level2(&self) -> usize {
+        self.npas + self.test.vas.len()
+    }
+
+    /// Whether a walk through memory as `s` holds it passes level 2.
+    fn level2_valid(&self, s: &State) -> bool {
+        s.mem[self.level2()] == Val::Table
+    }
 }
 
 /// What an instance's step does, once [`Search::waits`] says it may run.
@@ -398,7 +412,7 @@ impl<'a> Search<'a> {
                         let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb | Instr::Svc | Instr::Eret));
                         match self.address(th, t, i, addr) {
                             Ok(None) => None,
-                            Ok(Some(Target::Pte(_))) => Some(Step::Local),
+                            Ok(Some(Target::Pte(_) | Target::Level2)) => Some(Step::Local),
                             Ok(Some(Target::Va(_))) => cse.then_some(Step::Global),
                             // Stuck, unless a branch or fault before it may yet undo it.
                             Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
@@ -627,6 +641,10 @@ impl<'a> Search<'a> {
                     n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va, false)));
                     out.push(n);
                 }
+                Target::Level2 => {
+                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.level2(), false)));
+                    out.push(n);
+                }
                 Target::Va(va) => {
                     for (tr, fill) in self.translations(&n, t, i, va, store) {
                         let mut m = n.clone();
@@ -651,10 +669,15 @@ impl<'a> Search<'a> {
                 let v = self.reg(&n.threads[t], t, i, rt).expect("waits() saw the data ready");
                 n.mem[loc] = v;
                 n.writers[loc] = Some((t, i));
-                if let (Some(va), Val::Desc(d)) = (loc.checked_sub(self.npas), v) {
-                    for u in &mut n.threads {
-                        u.tlb.insert((va, d));
-                    }
+                // A walk may fill every TLB at once from the table as it is now.
+                let l3 = loc.checked_sub(self.npas).filter(|&va| va < self.test.vas.len());
+                let fills: Vec<(usize, Desc)> = match (l3, v) {
+                    (Some(va), Val::Desc(d)) if self.level2_valid(&n) => vec![(va, d)],
+                    (None, Val::Table) if loc == self.level2() => self.walkable(&n),
+                    _ => Vec::new(),
+                };
+                for u in &mut n.threads {
+                    u.tlb.extend(fills.iter().copied());
                 }
                 n.threads[t].insts[i].done = true;
                 out.push(n);
@@ -696,11 +719,27 @@ impl<'a> Search<'a> {
         let th = &s.threads[t];
         let mut out: Vec<(Translation, Option<Desc>)> =
             th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::of(Val::Desc(e.1), store), None)).collect();
-        if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
+        let level2 = self.level2_valid(s);
+        if !level2 || !matches!(s.mem[self.npas + va], Val::Desc(_)) {
             out.push((Translation::Fault, None));
         }
+        // A walk through the thread's own latest store to the level-2
+        // descriptor (as to a level-3 one, below): invalid, it faults; valid,
+        // it reads the level-3 descriptor in memory.
+        let own2 = self.latest_store(th, t, i, self.level2());
+        if let Some(j) = own2.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
+            let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
+            let (tr, fill) = match (self.reg(th, t, j, *rt), s.mem[self.npas + va]) {
+                (Some(Val::Table), Val::Desc(d)) => (Some(Translation::of(Val::Desc(d), store)), Some(d)),
+                (Some(_), _) => (Some(Translation::Fault), None),
+                (None, _) => (None, None),
+            };
+            if let Some(tr) = tr.filter(|tr| !out.iter().any(|o| o.0 == *tr)) {
+                out.push((tr, fill));
+            }
+        }
         let latest = self.latest_store(th, t, i, self.npas + va);
-        if let Some(j) = latest.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
+        if let Some(j) = latest.filter(|&j| level2 && !th.insts[j].done && self.settled(th, t, j)) {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             if let Some(d) = self.reg(th, t, j, *rt) {
                 let tr = Translation::of(d, store);
@@ -786,6 +825,7 @@ impl<'a> Search<'a> {
         match base {
             Val::Va(va) => Ok(Some(Target::Va(va))),
             Val::PteAddr(va) => Ok(Some(Target::Pte(va))),
+            Val::Level2Addr => Ok(Some(Target::Level2)),
             v => Err(Stuck(format!("an access through {v:?}, which is not an address"))),
         }
     }
@@ -806,12 +846,22 @@ impl<'a> Search<'a> {
                 let now = s.mem[self.npas + v];
                 match tr.read() {
                     Some(read) => now != Val::Desc(read),
-                    None => matches!(now, Val::Desc(_)),
+                    None => matches!(now, Val::Desc(_)) && self.level2_valid(s),
                 }
             }
             _ => false,
         };
         s.threads.iter().enumerate().any(|(u, th)| u != t && th.insts.iter().any(|x| stale(u, x)))
+    }
+
+    /// Every translation a walk of memory as `s` holds it gives: each
+    /// virtual address's valid level-3 descriptor, while level 2 is valid.
+    fn walkable(&self, s: &State) -> Vec<(usize, Desc)> {
+        if !self.level2_valid(s) {
+            return Vec::new();
+        }
+        let l3 = &s.mem[self.npas..self.level2()];
+        l3.iter().enumerate().filter_map(|(va, d)| if let Val::Desc(d) = d { Some((va, *d)) } else { None }).collect()
     }
 
     /// Whether invalidation `inv` covers thread `u`'s entries for `va`: its
@@ -825,6 +875,7 @@ impl<'a> Search<'a> {
     /// broadcast, in every thread's.
     fn complete(&self, s: &mut State, t: usize, inv: &Pending) {
         let npas = self.npas;
+        let walkable = self.walkable(s);
         let covered = |v: usize| self.covers(inv, t, v);
         // The accesses after the issuer's next DSB wait for this completion:
         // a translation of theirs made earlier that read a descriptor another
@@ -856,11 +907,7 @@ impl<'a> Search<'a> {
                 let covered = |v: usize| self.covers(inv, u, v);
                 th.tlb.retain(|e| !covered(e.0));
                 // A walk may refill the entry at once from the page table as it is.
-                for (v, d) in s.mem[npas..].iter().enumerate() {
-                    if let (true, Val::Desc(d)) = (covered(v), d) {
-                        th.tlb.insert((v, *d));
-                    }
-                }
+                th.tlb.extend(walkable.iter().filter(|e| covered(e.0)).copied());
             }
         }
     }
@@ -869,6 +916,7 @@ impl<'a> Search<'a> {
 enum Target {
     Va(usize),
     Pte(usize),
+    Level2,
 }
 
 /// Returns the register `instr` writes.

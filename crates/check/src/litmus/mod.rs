@@ -27,13 +27,18 @@
 //! (from EL0), for translation and permission faults and `SVC`; a thread's ASID (its
 //! `TTBR0_EL1` reset, `ttbr(asid=n, base=page_table_base)`) tags its TLB
 //! entries, and `TLBI ASIDE1` (and `IS`) invalidates one ASID's (`VAE1`'s
-//! operand `page(x)` names ASID 0). One level of page table: a
-//! level-3 descriptor per virtual address, valid (a physical address,
+//! operand `page(x)` names ASID 0). Two levels of page table: one level-2
+//! descriptor every virtual address of the test is walked through (isla
+//! places them in one 2 MiB region), valid (a table) or made invalid by the
+//! test's code (`pte2(x, page_table_base)`: every walk below it faults at
+//! level 2; cached entries stay until invalidated), and a level-3 descriptor
+//! per virtual address, valid (a physical address,
 //! read-write or, `with [AP = 0b11]`, read-only at EL0 and EL1),
 //! invalid, or a raw invalid value a test's code writes (`x ?-> raw(2)`).
 //! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, the
 //! other access permissions (`AP = 0b00` and `0b10`, which deny EL0 any
-//! access) and the access flag, other levels, page tables laid out by hand,
+//! access) and the access flag, block entries and other levels, page tables
+//! laid out by hand,
 //! branches in handlers.
 //!
 //! # The model
@@ -58,7 +63,8 @@
 //!   the translation the page table holds at that moment; an access's
 //!   translation uses a cached entry for its address (any one, even stale)
 //!   or walks memory (a valid descriptor fills the TLB; an invalid one is a
-//!   translation fault, never cached). A translation keeps its descriptor's
+//!   translation fault, never cached; so is any walk while the level-2
+//!   descriptor is invalid, whatever the level-3 one holds). A translation keeps its descriptor's
 //!   permission: a store through a read-only one, from the TLB or a walk,
 //!   is a permission fault (the entry stays cached, and so does the fault
 //!   until an invalidation removes it). A walk may also read the thread's
@@ -139,6 +145,14 @@ pub enum Val {
     Va(usize),
     /// The address of a virtual address's level-3 descriptor (`pte3(x, ...)`).
     PteAddr(usize),
+    /// The address of the level-2 descriptor every virtual address of the
+    /// test is walked through (`pte2(x, ...)`: the test's addresses lie in
+    /// one 2 MiB region, as isla allocates them, so they share it).
+    Level2Addr,
+    /// The valid level-2 descriptor pointing to the test's level-3 table
+    /// (its initial value; `0` makes every walk of the region fault at
+    /// level 2).
+    Table,
     /// A valid level-3 descriptor (`desc3`, `mkdesc3`).
     Desc(Desc),
     /// The page number of a virtual address, a `TLBI` operand (`page(x)`).

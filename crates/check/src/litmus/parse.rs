@@ -318,6 +318,11 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
                 }
                 ["option", "default_tables", "=", "true"] | ["identity", _, "with", "code"] => {}
                 ["intermediate", ..] => {}
+                [va, "?->", "invalid", "at", "level", "2"] => {
+                    // A possible value of the level-2 descriptor, which the
+                    // test's own code writes (`pte2(x, page_table_base)`).
+                    test.va(va).ok_or((ln, format!("'{va}' is not in the test's `symbolic` list")))?;
+                }
                 [va, "?->", target] if target.starts_with("raw(") && target.ends_with(')') => {
                     // A possible raw value of the descriptor, written by the
                     // test's own code: an invalid descriptor (an even number)
@@ -461,6 +466,14 @@ fn read_val(test: &Test, s: &str) -> Result<Val, String> {
         }
         return read_int(v).map(Val::Int).ok_or(format!("'{v}': not a number"));
     }
+    if let Some(args) = inner(s, "pte2") {
+        let (va, base) = args.split_once(',').ok_or(format!("'{s}': pte2 takes a virtual address and a base"))?;
+        if base.trim() != "page_table_base" {
+            return Err(format!("'{s}': tlbkit has one page table, page_table_base"));
+        }
+        test.va(va.trim()).ok_or(format!("'{va}' is not in the test's `symbolic` list"))?;
+        return Ok(Val::Level2Addr);
+    }
     for (f, pte) in [("pte3", true), ("desc3", false)] {
         if let Some(args) = inner(s, f) {
             let (va, base) = args.split_once(',').ok_or(format!("'{s}': {f} takes a virtual address and a base"))?;
@@ -487,7 +500,8 @@ fn read_val(test: &Test, s: &str) -> Result<Val, String> {
         return Ok(Val::Va(v));
     }
     read_int(s).map(Val::Int).ok_or(format!(
-        "'{s}': tlbkit reads numbers, extz(n, 64), extz(page(x), 64), virtual addresses, pte3(x, page_table_base), \
+        "'{s}': tlbkit reads numbers, extz(n, 64), extz(page(x), 64), virtual addresses, pte2(x, page_table_base), \
+         pte3(x, page_table_base), \
          desc3(x, page_table_base) and mkdesc3(oa=pa)"
     ))
 }
