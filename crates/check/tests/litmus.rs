@@ -318,6 +318,28 @@ fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation
     assert!(e.problem.contains("AP = 0b11") && e.line == 5, "{e}");
 }
 
+#[test]
+fn a_handler_branches_on_the_exceptions_syndrome() {
+    // The shipped shootdown test: thread 1's handler reads ESR_EL1 and runs
+    // a local TLBI for its SVC, and the fault path for a data abort.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("litmus/vmsa");
+    let text = std::fs::read_to_string(dir.join("MP.RT.EL1+dsb-shootdown-dsb+dsb-isb.litmus.toml")).unwrap();
+    let asked = "assertion = \"1:X4 = 1 & 0:X6 = 2 & 1:X0 = 1 & 1:X2=0\"";
+    assert!(text.contains(asked));
+    let run = |text: &str| litmus::run(&litmus::parse("shootdown.litmus.toml", text).unwrap()).unwrap().verdict;
+    assert_eq!(run(&text), Forbidden);
+    // The load of x after the shootdown faults, and the handler's other
+    // path (the data abort's class is not the SVC's) sets X2 to 1.
+    assert_eq!(run(&text.replace(asked, "assertion = \"1:X4 = 1 & 0:X6 = 2 & 1:X0 = 1 & 1:X2=1\"")), Allowed);
+    // Without the handler's TLBI the entry survives the shootdown.
+    assert_eq!(run(&text.replacen("    TLBI VAE1,X6\n", "", 1)), Allowed);
+    // The classes the handler computed: a data abort from EL0 (0x24) less
+    // an SVC's (0x15) on the fault path, 0 after the SVC alone.
+    assert_eq!(run(&text.replace(asked, "assertion = \"1:X2=1 & 1:X9=15\"")), Allowed);
+    assert_eq!(run(&text.replace(asked, "assertion = \"1:X2=1 & ~(1:X9=15)\"")), Forbidden);
+    assert_eq!(run(&text.replace(asked, "assertion = \"1:X2=0 & 1:X9=0\"")), Allowed);
+}
+
 /// A test of tlbkit's own on the level-2 descriptor: thread 0 at EL1 makes
 /// it invalid (`pte2`), runs `AFTER`, then stores 1 to `y`; thread 1 at EL0
 /// reads `y`, then `x` (5 at first) after `DSB SY; ISB`, its handler setting

@@ -27,7 +27,7 @@
 //! 1 to 4 threads of a handful of instructions, so the search is exhaustive in
 //! milliseconds.
 
-use super::{Addr, Barrier, Cond, Desc, Instr, Reg, Test, TlbiScope, Val, ELR, MODE, REGS, SPSR};
+use super::{Addr, Barrier, Cond, Desc, Instr, Reg, Test, TlbiScope, Val, ELR, ESR, MODE, REGS, SPSR};
 use std::collections::BTreeSet;
 
 /// What a translation gives: a location in memory, or a fault.
@@ -39,8 +39,8 @@ enum Translation {
     /// A store through a read-only descriptor of this physical address: a
     /// permission fault.
     Denied(usize),
-    /// An invalid descriptor: a translation fault.
-    Fault,
+    /// An invalid descriptor: a translation fault, at its level (2 or 3).
+    Fault(u8),
 }
 
 impl Translation {
@@ -49,7 +49,7 @@ impl Translation {
         match d {
             Val::Desc(Desc { pa, read_only: true }) if store => Translation::Denied(pa),
             Val::Desc(Desc { pa, read_only }) => Translation::Pa(pa, read_only),
-            _ => Translation::Fault,
+            _ => Translation::Fault(3),
         }
     }
 
@@ -58,7 +58,7 @@ impl Translation {
         match self {
             Translation::Pa(pa, read_only) => Some(Desc { pa, read_only }),
             Translation::Denied(pa) => Some(Desc { pa, read_only: true }),
-            Translation::Fault => None,
+            Translation::Fault(_) => None,
         }
     }
 
@@ -253,20 +253,38 @@ impl<'a> Search<'a> {
     /// Every path through thread `t`'s code, each branch guessed both ways.
     fn paths(&self, t: usize) -> Result<Vec<Vec<Inst>>, Stuck> {
         let thread = &self.test.threads[t];
-        let inst = |at, taken| Inst::fresh(0, at, taken);
+        self.paths_of(t, 0, &thread.code, &thread.labels)
+    }
+
+    /// The paths through `code` (thread `t`'s block `block`, with its
+    /// `labels`), as [`Search::paths`]; a handler's path ends after its
+    /// first `ERET`.
+    fn paths_of(
+        &self,
+        t: usize,
+        block: usize,
+        code: &[Instr],
+        labels: &std::collections::BTreeMap<String, usize>,
+    ) -> Result<Vec<Vec<Inst>>, Stuck> {
+        let inst = |at, taken| Inst::fresh(block, at, taken);
         let mut done = Vec::new();
         let mut open = vec![(0, Vec::new())];
         while let Some((pc, mut path)) = open.pop() {
-            let Some(instr) = thread.code.get(pc) else {
+            let Some(instr) = code.get(pc) else {
                 done.push(path);
                 continue;
             };
+            if block > 0 && matches!(instr, Instr::Eret) {
+                path.push(inst(pc, None));
+                done.push(path);
+                continue;
+            }
             let Instr::Cbz { target, .. } = instr else {
                 path.push(inst(pc, None));
                 open.push((pc + 1, path));
                 continue;
             };
-            let to = *thread.labels.get(target).ok_or_else(|| Stuck(format!("thread {t} has no label {target}")))?;
+            let to = *labels.get(target).ok_or_else(|| Stuck(format!("thread {t} has no label {target}")))?;
             if to <= pc {
                 return Err(Stuck(format!("thread {t} branches back to {target}: tlbkit runs straight-line code")));
             }
@@ -349,7 +367,7 @@ impl<'a> Search<'a> {
                         Instr::Dmb(b) => {
                             !(matches!(b, Barrier::Full) || (ld && *b == Barrier::Ld) || (st && *b == Barrier::St))
                         }
-                        Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => false,
+                        Instr::Dsb(_) | Instr::Isb | Instr::Svc(_) | Instr::Eret => false,
                         _ => true,
                     }
             })
@@ -366,11 +384,13 @@ impl<'a> Search<'a> {
                 (number || !self.speculative(th, t, i)).then_some(Step::Local)
             }
             Instr::Cbz { rt, .. } => self.reg(th, t, i, *rt).map(|_| Step::Local),
-            Instr::AddImm { rn, .. } => self.reg(th, t, i, *rn).map(|_| Step::Local),
+            Instr::AddImm { rn, .. } | Instr::LsrImm { rn, .. } | Instr::SubImm { rn, .. } => {
+                self.reg(th, t, i, *rn).map(|_| Step::Local)
+            }
             Instr::Mrs { sys, .. } => self.reg(th, t, i, *sys).map(|_| Step::Local),
             Instr::Msr { rt, .. } => self.reg(th, t, i, *rt).map(|_| Step::Local),
             // Exception entry and return synchronise context: like a fault's.
-            Instr::Svc => self.synchronises(th, t, i, &[MODE]).then_some(Step::Local),
+            Instr::Svc(_) => self.synchronises(th, t, i, &[MODE]).then_some(Step::Local),
             Instr::Eret => self.synchronises(th, t, i, &[ELR, SPSR]).then_some(Step::Local),
             Instr::Dmb(b) => {
                 let (ld, st) = (*b != Barrier::St, *b != Barrier::Ld);
@@ -386,7 +406,7 @@ impl<'a> Search<'a> {
                 (ok && free).then_some(if completes { Step::Global } else { Step::Local })
             }
             Instr::Isb => all(&|x, ins| match ins {
-                Instr::Cbz { .. } | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret => x.done,
+                Instr::Cbz { .. } | Instr::Dsb(_) | Instr::Isb | Instr::Svc(_) | Instr::Eret => x.done,
                 Instr::Ldr { .. } | Instr::Str { .. } => x.tr.is_some(),
                 _ => true,
             })
@@ -402,14 +422,16 @@ impl<'a> Search<'a> {
                 };
                 let ok = operand
                     && self.settled(th, t, i)
-                    && all(&|x, ins| x.done || !matches!(ins, Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret));
+                    && all(&|x, ins| {
+                        x.done || !matches!(ins, Instr::Dsb(_) | Instr::Isb | Instr::Svc(_) | Instr::Eret)
+                    });
                 ok.then_some(Step::Local)
             }
             Instr::Ldr { addr, .. } | Instr::Str { addr, .. } => {
                 let store = matches!(instr(me), Instr::Str { .. });
                 match me.tr {
                     None => {
-                        let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb | Instr::Svc | Instr::Eret));
+                        let cse = all(&|x, ins| x.done || !matches!(ins, Instr::Isb | Instr::Svc(_) | Instr::Eret));
                         match self.address(th, t, i, addr) {
                             Ok(None) => None,
                             Ok(Some(Target::Pte(_) | Target::Level2)) => Some(Step::Local),
@@ -418,7 +440,7 @@ impl<'a> Search<'a> {
                             Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
                         }
                     }
-                    Some((_, Translation::Fault | Translation::Denied(_))) => {
+                    Some((_, Translation::Fault(_) | Translation::Denied(_))) => {
                         self.synchronises(th, t, i, &[MODE]).then_some(Step::Global)
                     }
                     Some((_, Translation::Pa(loc, _))) => {
@@ -471,18 +493,28 @@ impl<'a> Search<'a> {
                 x.done
                     || !matches!(
                         self.instr(t, x),
-                        Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb | Instr::Svc | Instr::Eret
+                        Instr::Dmb(_) | Instr::Dsb(_) | Instr::Isb | Instr::Svc(_) | Instr::Eret
                     )
             })
     }
 
     /// Takes an exception at instance `i` of thread `t` (a fault, or an
-    /// `SVC`), returning to `ret`: records the mode it came from and its
-    /// return address, runs again whatever ran ahead of it, and runs the
-    /// handler at its vector next (the thread ends after a handler without
-    /// `ERET`). Returns false where the thread has no handler there: that
-    /// execution reaches no final state the test asks about.
-    fn take_exception(&self, n: &mut State, t: usize, i: usize, ret: Val) -> Result<bool, Stuck> {
+    /// `SVC`) with syndrome `esr`, returning to `ret`: records the mode it
+    /// came from, its return address and syndrome, runs again whatever ran
+    /// ahead of it, and runs the handler at its vector next, each path
+    /// through it (its branches guessed, as the thread's are) to its first
+    /// `ERET`, or to its end, where the thread ends. Pushes nothing where
+    /// the thread has no handler there: that execution reaches no final
+    /// state the test asks about.
+    fn take_exception(
+        &self,
+        mut n: State,
+        t: usize,
+        i: usize,
+        ret: Val,
+        esr: u64,
+        out: &mut Vec<State>,
+    ) -> Result<(), Stuck> {
         let mode = self.reg(&n.threads[t], t, i, MODE).expect("synchronises() saw the mode known");
         let offset = match mode {
             Val::Int(0) => 0x400,
@@ -491,20 +523,24 @@ impl<'a> Search<'a> {
             v => return Err(Stuck(format!("an exception taken in mode {v:?}"))),
         };
         let handlers = &self.test.threads[t].handlers;
-        let Some(k) = handlers.iter().position(|h| h.offset == offset) else { return Ok(false) };
+        let Some(k) = handlers.iter().position(|h| h.offset == offset) else { return Ok(()) };
         let th = &mut n.threads[t];
-        th.insts[i].out = vec![(ELR, ret), (SPSR, mode), (MODE, Val::Int(5))];
+        th.insts[i].out = vec![(ELR, ret), (SPSR, mode), (MODE, Val::Int(5)), (ESR, Val::Int(esr))];
         th.insts[i].done = true;
         for later in &mut th.insts[i + 1..] {
             *later = Inst::fresh(later.block, later.at, later.taken);
         }
-        let code = &handlers[k].code;
-        if !code.iter().any(|x| matches!(x, Instr::Eret)) {
-            th.insts.truncate(i + 1);
+        let h = &handlers[k];
+        for body in self.paths_of(t, k + 1, &h.code, &h.labels)? {
+            let mut m = n.clone();
+            let th = &mut m.threads[t];
+            if !body.last().is_some_and(|x| matches!(h.code[x.at], Instr::Eret)) {
+                th.insts.truncate(i + 1);
+            }
+            th.insts.splice(i + 1..i + 1, body);
+            out.push(m);
         }
-        let body = (0..code.len()).map(|at| Inst::fresh(k + 1, at, None));
-        th.insts.splice(i + 1..i + 1, body);
-        Ok(true)
+        Ok(())
     }
 
     /// A load's source at `loc`, if it can be known now: the latest store
@@ -567,14 +603,22 @@ impl<'a> Search<'a> {
                 };
                 me.out = vec![(*rd, v)];
             }
+            Instr::LsrImm { rd, rn, imm } | Instr::SubImm { rd, rn, imm } => {
+                let Val::Int(a) = reg(*rn) else {
+                    return Err(Stuck(format!("{instr:?} of {:?}: tlbkit computes only with numbers", reg(*rn))));
+                };
+                let v = if matches!(instr, Instr::LsrImm { .. }) {
+                    a.checked_shr(*imm as u32).unwrap_or(0)
+                } else {
+                    a.wrapping_sub(*imm)
+                };
+                me.out = vec![(*rd, Val::Int(v))];
+            }
             Instr::Mrs { rt, sys } => me.out = vec![(*rt, reg(*sys))],
             Instr::Msr { sys, rt } => me.out = vec![(*sys, reg(*rt))],
-            Instr::Svc => {
+            Instr::Svc(imm) => {
                 let ret = Val::Code(me.block, me.at + 1);
-                if self.take_exception(&mut n, t, i, ret)? {
-                    out.push(n);
-                }
-                return Ok(());
+                return self.take_exception(n, t, i, ret, EC_SVC << 26 | IL | u64::from(*imm), out);
             }
             Instr::Eret => {
                 let (elr, spsr) = (reg(ELR), reg(SPSR));
@@ -657,13 +701,12 @@ impl<'a> Search<'a> {
                     }
                 }
             },
-            Some((_, Translation::Fault | Translation::Denied(_))) => {
+            Some((_, tr @ (Translation::Fault(_) | Translation::Denied(_)))) => {
                 let x = &n.threads[t].insts[i];
                 // The faulting instruction's address: the handler returns past it.
                 let ret = Val::Code(x.block, x.at);
-                if self.take_exception(&mut n, t, i, ret)? {
-                    out.push(n);
-                }
+                let from_el0 = self.reg(&n.threads[t], t, i, MODE) == Some(Val::Int(0));
+                return self.take_exception(n, t, i, ret, data_abort(tr, store, from_el0), out);
             }
             Some((_, Translation::Pa(loc, _))) if store => {
                 let v = self.reg(&n.threads[t], t, i, rt).expect("waits() saw the data ready");
@@ -720,8 +763,10 @@ impl<'a> Search<'a> {
         let mut out: Vec<(Translation, Option<Desc>)> =
             th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::of(Val::Desc(e.1), store), None)).collect();
         let level2 = self.level2_valid(s);
-        if !level2 || !matches!(s.mem[self.npas + va], Val::Desc(_)) {
-            out.push((Translation::Fault, None));
+        if !level2 {
+            out.push((Translation::Fault(2), None));
+        } else if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
+            out.push((Translation::Fault(3), None));
         }
         // A walk through the thread's own latest store to the level-2
         // descriptor (as to a level-3 one, below): invalid, it faults; valid,
@@ -731,7 +776,8 @@ impl<'a> Search<'a> {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             let (tr, fill) = match (self.reg(th, t, j, *rt), s.mem[self.npas + va]) {
                 (Some(Val::Table), Val::Desc(d)) => (Some(Translation::of(Val::Desc(d), store)), Some(d)),
-                (Some(_), _) => (Some(Translation::Fault), None),
+                (Some(Val::Table), _) => (Some(Translation::Fault(3)), None),
+                (Some(_), _) => (Some(Translation::Fault(2)), None),
                 (None, _) => (None, None),
             };
             if let Some(tr) = tr.filter(|tr| !out.iter().any(|o| o.0 == *tr)) {
@@ -780,8 +826,8 @@ impl<'a> Search<'a> {
             // that may yet fault.
             let may_fault = matches!(instr, Instr::Ldr { .. } | Instr::Str { .. })
                 && !matches!(x.tr, Some((_, Translation::Pa(..))));
-            let excepts = matches!(instr, Instr::Svc) || may_fault;
-            if writes(instr) == Some(r) || (excepts && [ELR, SPSR, MODE].contains(&r)) {
+            let excepts = matches!(instr, Instr::Svc(_)) || may_fault;
+            if writes(instr) == Some(r) || (excepts && [ELR, SPSR, MODE, ESR].contains(&r)) {
                 return None;
             }
         }
@@ -913,6 +959,27 @@ impl<'a> Search<'a> {
     }
 }
 
+/// `ESR_ELx.EC` of an `SVC` from AArch64 (Arm ARM, `ESR_EL1`).
+const EC_SVC: u64 = 0x15;
+/// `ESR_ELx.EC` of a data abort from a lower exception level, and from the same one.
+const EC_DABT_LOWER: u64 = 0x24;
+const EC_DABT_SAME: u64 = 0x25;
+/// `ESR_ELx.IL`: a 32-bit instruction.
+const IL: u64 = 1 << 25;
+
+/// The syndrome of the data abort translation `tr` gives a load or a store
+/// (`store`) from EL0 or EL1: its class, `IL`, `WnR` (bit 6) for a store, and
+/// the fault status code (`DFSC`): a translation fault at its level
+/// (`0b0001LL`), or a permission fault at level 3 (`0b001111`).
+fn data_abort(tr: Translation, store: bool, from_el0: bool) -> u64 {
+    let ec = if from_el0 { EC_DABT_LOWER } else { EC_DABT_SAME };
+    let dfsc = match tr {
+        Translation::Fault(level) => 0b00_0100 | u64::from(level),
+        _ => 0b00_1111,
+    };
+    ec << 26 | IL | u64::from(store) << 6 | dfsc
+}
+
 enum Target {
     Va(usize),
     Pte(usize),
@@ -923,9 +990,12 @@ enum Target {
 fn writes(instr: &Instr) -> Option<Reg> {
     match instr {
         Instr::Ldr { rt, .. } => Some(*rt),
-        Instr::MovImm { rd, .. } | Instr::MovReg { rd, .. } | Instr::Eor { rd, .. } | Instr::AddImm { rd, .. } => {
-            Some(*rd)
-        }
+        Instr::MovImm { rd, .. }
+        | Instr::MovReg { rd, .. }
+        | Instr::Eor { rd, .. }
+        | Instr::AddImm { rd, .. }
+        | Instr::LsrImm { rd, .. }
+        | Instr::SubImm { rd, .. } => Some(*rd),
         Instr::Mrs { rt, .. } => Some(*rt),
         Instr::Msr { sys, .. } => Some(*sys),
         Instr::Eret => Some(MODE),

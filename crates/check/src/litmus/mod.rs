@@ -19,10 +19,11 @@
 //! address (translated) or through a page-table entry's address (a
 //! page-table store or load, not translated: the tests map their page
 //! tables once and never change that mapping), `MOV`, `EOR` (for address
-//! dependencies), `ADD` of an immediate, `CBZ`/`CBNZ`, `DMB` and `DSB`
+//! dependencies), `ADD`, `SUB` and `LSR` of an immediate, `CBZ`/`CBNZ`
+//! (forward, to a label or a local label `1f`), `DMB` and `DSB`
 //! (`SY`, `LD`, `ST` and their shareability forms), `ISB`, `TLBI VAE1`,
 //! `VALE1`, `VMALLE1` and their `IS` forms, and exceptions: `SVC`, `ERET`,
-//! `MRS`/`MSR` of `ELR_EL1` and `SPSR_EL1`, and straight-line handlers at
+//! `MRS`/`MSR` of `ELR_EL1` and `SPSR_EL1`, `MRS` of `ESR_EL1`, and handlers at
 //! `VBAR_EL1` + 0x000 (EL1 on `SP_EL0`), 0x200 (EL1 on `SP_EL1`) or 0x400
 //! (from EL0), for translation and permission faults and `SVC`; a thread's ASID (its
 //! `TTBR0_EL1` reset, `ttbr(asid=n, base=page_table_base)`) tags its TLB
@@ -38,8 +39,7 @@
 //! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, the
 //! other access permissions (`AP = 0b00` and `0b10`, which deny EL0 any
 //! access) and the access flag, block entries and other levels, page tables
-//! laid out by hand,
-//! branches in handlers.
+//! laid out by hand, backward branches.
 //!
 //! # The model
 //!
@@ -94,8 +94,12 @@
 //!   branches, translations, barriers and context synchronisations before
 //!   it have run (not the earlier loads and stores: Arm orders a fault
 //!   after those only through a barrier): it records its return address
-//!   (`ELR_EL1`) and mode (`SPSR_EL1`), enters EL1, and the handler at the
-//!   vector of the mode it came from runs next; everything after it runs
+//!   (`ELR_EL1`), mode (`SPSR_EL1`) and syndrome (`ESR_EL1`: the class of
+//!   an `SVC` or of a data abort from EL0 or EL1, `IL`, and for an abort
+//!   `WnR` and the fault status, a translation fault at its level or a
+//!   permission fault), enters EL1, and the handler at the
+//!   vector of the mode it came from runs next, its branches guessed as the
+//!   thread's are; everything after it runs
 //!   again. `ERET` returns to the mode `SPSR_EL1` holds, at the instruction
 //!   after the exception (the only return tlbkit follows). Both synchronise
 //!   context, as `ISB` does, and neither makes a store visible. A thread
@@ -133,8 +137,11 @@ pub const ELR: Reg = 31;
 pub const SPSR: Reg = 32;
 /// `PSTATE.M`: 0 for EL0, 4 for EL1 on `SP_EL0`, 5 for EL1 on `SP_EL1`.
 pub const MODE: Reg = 33;
+/// `ESR_EL1`: the syndrome of the last exception taken (its class in bits
+/// 31:26, as the Arm ARM's `ESR_ELx` gives it).
+pub const ESR: Reg = 34;
 /// How many registers a thread has.
-pub const REGS: usize = 34;
+pub const REGS: usize = 35;
 
 /// A value in a register or at a memory location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -313,11 +320,29 @@ pub enum Instr {
         /// The immediate.
         imm: u64,
     },
-    /// `MRS Xt,ELR_EL1` or `MRS Xt,SPSR_EL1`.
+    /// `LSR Xd,Xn,#imm`.
+    LsrImm {
+        /// Destination.
+        rd: Reg,
+        /// Operand.
+        rn: Reg,
+        /// The shift.
+        imm: u64,
+    },
+    /// `SUB Xd,Xn,#imm`.
+    SubImm {
+        /// Destination.
+        rd: Reg,
+        /// Operand.
+        rn: Reg,
+        /// The immediate.
+        imm: u64,
+    },
+    /// `MRS Xt,ELR_EL1`, `MRS Xt,SPSR_EL1` or `MRS Xt,ESR_EL1`.
     Mrs {
         /// Destination.
         rt: Reg,
-        /// [`ELR`] or [`SPSR`].
+        /// [`ELR`], [`SPSR`] or [`ESR`].
         sys: Reg,
     },
     /// `MSR ELR_EL1,Xt` or `MSR SPSR_EL1,Xt`.
@@ -327,8 +352,8 @@ pub enum Instr {
         /// Source.
         rt: Reg,
     },
-    /// `SVC #imm`: a synchronous exception to EL1.
-    Svc,
+    /// `SVC #imm`: a synchronous exception to EL1, `imm` its syndrome's.
+    Svc(u16),
     /// `ERET`: return from an exception.
     Eret,
 }
@@ -339,8 +364,10 @@ pub struct Handler {
     /// Its vector: the offset from `VBAR_EL1` (0x000 for EL1 on `SP_EL0`,
     /// 0x200 for EL1 on `SP_EL1`, 0x400 for EL0).
     pub offset: u64,
-    /// Its instructions, straight-line.
+    /// Its instructions (forward branches only).
     pub code: Vec<Instr>,
+    /// Each label's instruction index.
+    pub labels: BTreeMap<String, usize>,
 }
 
 /// One thread of a test.

@@ -17,7 +17,7 @@
 //! handler (`[section.threadN_el1_handler...]`, at `VBAR_EL1` + 0x000, 0x200
 //! or 0x400) is straight-line code of the same instructions.
 
-use super::{Addr, Barrier, Cond, Desc, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val, ELR, MODE, SPSR};
+use super::{Addr, Barrier, Cond, Desc, Handler, Instr, Reg, Test, Thread, Tlbi, TlbiScope, Val, ELR, ESR, MODE, SPSR};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -199,11 +199,8 @@ fn read_thread(
             _ => None,
         };
         let Some(offset) = vector else { continue };
-        let (code, _) = read_code(code_line, &code)?;
-        if code.iter().any(|i| matches!(i, Instr::Cbz { .. })) {
-            return Err((code_line, format!("[{key}]: tlbkit runs straight-line handlers (no branch)")));
-        }
-        handlers.push(Handler { offset, code });
+        let (code, labels) = read_code(code_line, &code)?;
+        handlers.push(Handler { offset, code, labels });
     }
     Ok(Thread { code: instrs, labels, regs, handlers, asid })
 }
@@ -435,6 +432,7 @@ fn read_sys(s: &str) -> Option<Reg> {
     match s.trim().to_ascii_uppercase().as_str() {
         "ELR_EL1" => Some(ELR),
         "SPSR_EL1" => Some(SPSR),
+        "ESR_EL1" => Some(ESR),
         _ => None,
     }
 }
@@ -518,10 +516,14 @@ fn read_addr(s: &str) -> Option<Addr> {
     parts.next().is_none().then_some(Addr { base, offset })
 }
 
-/// Reads a thread's code: instructions and the labels' positions.
+/// Reads a thread's or a handler's code: instructions and the labels'
+/// positions. A numeric label may be defined again (the assembler's local
+/// labels); a branch to `Nf` goes to the next `N:` after it, and is kept
+/// under the name `Nf@index` of that position.
 fn read_code(first: usize, text: &str) -> Result<(Vec<Instr>, Labels), (usize, String)> {
     let mut code = Vec::new();
     let mut labels = BTreeMap::new();
+    let mut local: Vec<(String, usize)> = Vec::new();
     let mut targets = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let ln = first + i;
@@ -530,18 +532,35 @@ fn read_code(first: usize, text: &str) -> Result<(Vec<Instr>, Labels), (usize, S
             continue;
         }
         if let Some(label) = line.strip_suffix(':') {
-            labels.insert(label.trim().to_string(), code.len());
+            let label = label.trim();
+            if label.chars().all(|c| c.is_ascii_digit()) {
+                local.push((label.to_string(), code.len()));
+            } else {
+                labels.insert(label.to_string(), code.len());
+            }
             continue;
         }
         let instr = read_instr(line).ok_or((ln, unsupported(line)))?;
         if let Instr::Cbz { target, .. } = &instr {
-            targets.push((ln, target.clone()));
+            targets.push((ln, code.len(), target.clone()));
         }
         code.push(instr);
     }
-    for (ln, t) in targets {
-        if !labels.contains_key(&t) {
-            return Err((ln, format!("branch to '{t}', a label the thread does not have")));
+    for (ln, at, t) in targets {
+        let forward = t.strip_suffix('f').filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        let to = match forward {
+            Some(n) => local.iter().find(|(m, p)| m == n && *p > at).map(|&(_, p)| (format!("{t}@{p}"), p)),
+            None => labels.get(&t).map(|&p| (t.clone(), p)),
+        };
+        let Some((name, p)) = to else {
+            return Err((
+                ln,
+                format!("branch to '{t}', a label the code does not have (local labels: forward only, `1f`)"),
+            ));
+        };
+        labels.insert(name.clone(), p);
+        if let Some(Instr::Cbz { target, .. }) = code.get_mut(at) {
+            *target = name;
         }
     }
     Ok((code, labels))
@@ -549,8 +568,8 @@ fn read_code(first: usize, text: &str) -> Result<(Vec<Instr>, Labels), (usize, S
 
 fn unsupported(line: &str) -> String {
     format!(
-        "'{line}': tlbkit models LDR, STR, MOV, EOR, ADD, CBZ, CBNZ, DMB, DSB, ISB, SVC, ERET, MRS and MSR of \
-         ELR_EL1 and SPSR_EL1, and TLBI VAE1, VALE1, VMALLE1 (and their IS forms); this test is outside the subset"
+        "'{line}': tlbkit models LDR, STR, MOV, EOR, ADD, SUB and LSR of an immediate, CBZ, CBNZ, DMB, DSB, ISB, \
+         SVC, ERET, MRS of ELR_EL1, SPSR_EL1 and ESR_EL1, MSR of ELR_EL1 and SPSR_EL1, and TLBI VAE1, VALE1, VMALLE1 (and their IS forms); this test is outside the subset"
     )
 }
 
@@ -596,6 +615,12 @@ fn read_instr(line: &str) -> Option<Instr> {
                 imm: imm.trim().strip_prefix('#').and_then(read_int)?,
             })
         }
+        "LSR" | "SUB" => {
+            let (rd, rest) = args.split_once(',')?;
+            let (rn, imm) = rest.split_once(',')?;
+            let (rd, rn, imm) = (read_reg(rd)?, read_reg(rn)?, imm.trim().strip_prefix('#').and_then(read_int)?);
+            Some(if op == "LSR" { Instr::LsrImm { rd, rn, imm: imm.min(64) } } else { Instr::SubImm { rd, rn, imm } })
+        }
         "MRS" => {
             let (rt, sys) = args.split_once(',')?;
             Some(Instr::Mrs { rt: read_reg(rt)?, sys: read_sys(sys)? })
@@ -604,7 +629,7 @@ fn read_instr(line: &str) -> Option<Instr> {
             let (sys, rt) = args.split_once(',')?;
             Some(Instr::Msr { sys: read_sys(sys)?, rt: read_reg(rt)? })
         }
-        "SVC" => Some(Instr::Svc),
+        "SVC" => Some(Instr::Svc(u16::try_from(read_int(args)?).ok()?)),
         "ERET" if args.is_empty() => Some(Instr::Eret),
         "DMB" => Some(Instr::Dmb(Barrier::of(args)?)),
         "DSB" => Some(Instr::Dsb(Barrier::of(args)?)),
