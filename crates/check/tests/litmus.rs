@@ -312,10 +312,84 @@ fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation
         .replace("ASSERTION", "1:X0=1");
     let test = litmus::parse("ro-load.litmus.toml", &text).unwrap();
     assert_eq!(litmus::run(&test).unwrap().verdict, Allowed);
-    // Permissions tlbkit does not model are refused by name.
-    let text = PERMISSION.replace("AP_X", "with [AP = 0b10]").replace("WRITER\n", "").replace("ASSERTION", "true");
-    let e = litmus::parse("ap10.litmus.toml", &text).unwrap_err();
-    assert!(e.problem.contains("AP = 0b11") && e.line == 5, "{e}");
+    // The other permissions deny EL0 any access: its store faults alike.
+    for ap in ["with [AP = 0b00]", "with [AP = 0b10] and default"] {
+        assert_eq!(permission(ap, &swap, "1:X2=0"), Allowed, "{ap}");
+        assert_eq!(permission(ap, &swap, "1:X0=1 & 1:X2=0"), Forbidden, "{ap}");
+    }
+    // A permission that is not two bits is refused, naming the line.
+    let text = PERMISSION.replace("AP_X", "with [AP = 0b100]").replace("WRITER\n", "").replace("ASSERTION", "true");
+    let e = litmus::parse("ap.litmus.toml", &text).unwrap_err();
+    assert!(e.problem.contains("AP = 0bNN") && e.line == 5, "{e}");
+}
+
+/// One thread at exception level `EL` loads `x` (7 at first) into `X0`,
+/// then stores 1 to it, with `x` mapped with permissions `AP`; its handler
+/// (for a fault at EL1 or from EL0) sets `X2` (1 at first) to 0 and returns
+/// past the access (a load that faulted leaves `X0` 0).
+const ONE_THREAD: &str = r#"name = "AP"
+symbolic = ["x"]
+page_table_setup = """
+    physical pa1;
+    x |-> pa1 with [AP = AP_X];
+    *pa1 = 7;
+"""
+[thread.0]
+code = """
+    LDR X0,[X1]
+    STR X5,[X1]
+"""
+[thread.0.reset]
+R1 = "x"
+R2 = "extz(0b1, 64)"
+R5 = "extz(0b1, 64)"
+"PSTATE.EL" = "EL_X"
+VBAR_EL1 = "extz(0x1000, 64)"
+[section.thread0_el1_handler]
+address = "0x1000"
+code = """
+    MOV X2,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+[section.thread0_el1_handler_el0]
+address = "0x1400"
+code = """
+    MOV X2,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+[final]
+assertion = "ASSERTION"
+"#;
+
+#[test]
+fn each_access_permission_allows_what_the_arm_arm_says_at_el0_and_el1() {
+    let run = |ap: &str, el: &str, assertion: &str| {
+        let text = ONE_THREAD.replace("AP_X", ap).replace("EL_X", el).replace("ASSERTION", assertion);
+        litmus::run(&litmus::parse("ap.litmus.toml", &text).unwrap_or_else(|e| panic!("{e}"))).unwrap().verdict
+    };
+    // (AP, load at EL1, store at EL1, load at EL0, store at EL0): what each permits.
+    for (ap, rows) in [
+        ("0b00", [true, true, false, false]),
+        ("0b01", [true, true, true, true]),
+        ("0b10", [true, false, false, false]),
+        ("0b11", [true, false, true, false]),
+    ] {
+        for (k, (el, load)) in [("0b01", true), ("0b01", false), ("0b00", true), ("0b00", false)].iter().enumerate() {
+            // The access's outcome alone: a load's value (7, or 0 when it faulted);
+            // a store's X2 (1, or 0 from the handler), whatever the load did.
+            let (done, faulted) = if *load { ("0:X0=7", "0:X0=0") } else { ("0:X2=1", "0:X2=0") };
+            let (happens, never) = if rows[k] { (done, faulted) } else { (faulted, done) };
+            let what = format!("AP {ap} at EL {el}, {}", if *load { "load" } else { "store" });
+            assert_eq!(run(ap, el, happens), Allowed, "{what}");
+            assert_eq!(run(ap, el, never), Forbidden, "{what}");
+        }
+    }
 }
 
 #[test]

@@ -33,22 +33,24 @@ use std::collections::BTreeSet;
 /// What a translation gives: a location in memory, or a fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Translation {
-    /// A location: a physical address through a descriptor (read-only or
-    /// not: a load's), or a descriptor's own address (not translated).
-    Pa(usize, bool),
-    /// A store through a read-only descriptor of this physical address: a
-    /// permission fault.
-    Denied(usize),
+    /// A location: a physical address through a descriptor with these
+    /// permissions (`AP[2:1]`), or a descriptor's own address (not
+    /// translated: `0b01`).
+    Pa(usize, u8),
+    /// An access a descriptor of this physical address and these
+    /// permissions denies: a permission fault.
+    Denied(usize, u8),
     /// An invalid descriptor: a translation fault, at its level (2 or 3).
     Fault(u8),
 }
 
 impl Translation {
-    /// What descriptor `d` gives a load, or a store if `store`.
-    fn of(d: Val, store: bool) -> Translation {
+    /// What descriptor `d` gives a load, or a store if `store`, at EL0
+    /// (`el0`) or EL1.
+    fn of(d: Val, store: bool, el0: bool) -> Translation {
         match d {
-            Val::Desc(Desc { pa, read_only: true }) if store => Translation::Denied(pa),
-            Val::Desc(Desc { pa, read_only }) => Translation::Pa(pa, read_only),
+            Val::Desc(d) if !d.permits(store, el0) => Translation::Denied(d.pa, d.ap),
+            Val::Desc(d) => Translation::Pa(d.pa, d.ap),
             _ => Translation::Fault(3),
         }
     }
@@ -56,8 +58,7 @@ impl Translation {
     /// The descriptor a translation of a virtual address read (`None`: an invalid one).
     fn read(self) -> Option<Desc> {
         match self {
-            Translation::Pa(pa, read_only) => Some(Desc { pa, read_only }),
-            Translation::Denied(pa) => Some(Desc { pa, read_only: true }),
+            Translation::Pa(pa, ap) | Translation::Denied(pa, ap) => Some(Desc { pa, ap }),
             Translation::Fault(_) => None,
         }
     }
@@ -440,7 +441,7 @@ impl<'a> Search<'a> {
                             Err(_) => (!self.speculative(th, t, i)).then_some(Step::Local),
                         }
                     }
-                    Some((_, Translation::Fault(_) | Translation::Denied(_))) => {
+                    Some((_, Translation::Fault(_) | Translation::Denied(..))) => {
                         self.synchronises(th, t, i, &[MODE]).then_some(Step::Global)
                     }
                     Some((_, Translation::Pa(loc, _))) => {
@@ -682,11 +683,11 @@ impl<'a> Search<'a> {
         match n.threads[t].insts[i].tr {
             None => match self.address(&n.threads[t], t, i, addr)?.expect("waits() saw the address ready") {
                 Target::Pte(va) => {
-                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va, false)));
+                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.npas + va, 0b01)));
                     out.push(n);
                 }
                 Target::Level2 => {
-                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.level2(), false)));
+                    n.threads[t].insts[i].tr = Some((None, Translation::Pa(self.level2(), 0b01)));
                     out.push(n);
                 }
                 Target::Va(va) => {
@@ -701,7 +702,7 @@ impl<'a> Search<'a> {
                     }
                 }
             },
-            Some((_, tr @ (Translation::Fault(_) | Translation::Denied(_)))) => {
+            Some((_, tr @ (Translation::Fault(_) | Translation::Denied(..)))) => {
                 let x = &n.threads[t].insts[i];
                 // The faulting instruction's address: the handler returns past it.
                 let ret = Val::Code(x.block, x.at);
@@ -760,8 +761,9 @@ impl<'a> Search<'a> {
     /// or invalid); for a store if `store` (a read-only one is denied).
     fn translations(&self, s: &State, t: usize, i: usize, va: usize, store: bool) -> Vec<(Translation, Option<Desc>)> {
         let th = &s.threads[t];
+        let el0 = self.mode_before(th, t, i) == Val::Int(0);
         let mut out: Vec<(Translation, Option<Desc>)> =
-            th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::of(Val::Desc(e.1), store), None)).collect();
+            th.tlb.iter().filter(|e| e.0 == va).map(|e| (Translation::of(Val::Desc(e.1), store, el0), None)).collect();
         let level2 = self.level2_valid(s);
         if !level2 {
             out.push((Translation::Fault(2), None));
@@ -775,7 +777,7 @@ impl<'a> Search<'a> {
         if let Some(j) = own2.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             let (tr, fill) = match (self.reg(th, t, j, *rt), s.mem[self.npas + va]) {
-                (Some(Val::Table), Val::Desc(d)) => (Some(Translation::of(Val::Desc(d), store)), Some(d)),
+                (Some(Val::Table), Val::Desc(d)) => (Some(Translation::of(Val::Desc(d), store, el0)), Some(d)),
                 (Some(Val::Table), _) => (Some(Translation::Fault(3)), None),
                 (Some(_), _) => (Some(Translation::Fault(2)), None),
                 (None, _) => (None, None),
@@ -788,7 +790,7 @@ impl<'a> Search<'a> {
         if let Some(j) = latest.filter(|&j| level2 && !th.insts[j].done && self.settled(th, t, j)) {
             let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
             if let Some(d) = self.reg(th, t, j, *rt) {
-                let tr = Translation::of(d, store);
+                let tr = Translation::of(d, store, el0);
                 if !out.iter().any(|o| o.0 == tr) {
                     let fill = if let Val::Desc(d) = d { Some(d) } else { None };
                     out.push((tr, fill));
@@ -807,6 +809,15 @@ impl<'a> Search<'a> {
             Instr::Ldr { .. } | Instr::Str { .. } => x.done || matches!(x.tr, Some((_, Translation::Pa(..)))),
             _ => true,
         })
+    }
+
+    /// The mode (`PSTATE.M`) instance `i` of thread `t` runs in, should
+    /// nothing before it take an exception (if something does, `i` runs
+    /// again after): the latest done instance's that set it, or the
+    /// thread's first. An access is translated for that exception level.
+    fn mode_before(&self, th: &ThreadState, t: usize, i: usize) -> Val {
+        let set = th.insts[..i].iter().rev().filter(|x| x.done).find_map(|x| x.out.iter().find(|o| o.0 == MODE));
+        set.map_or_else(|| self.test.threads[t].regs.get(&MODE).copied().unwrap_or(Val::Int(0)), |o| o.1)
     }
 
     /// The value of register `r` for instance `i` of thread `t`: written by
@@ -935,7 +946,7 @@ impl<'a> Search<'a> {
             .find(|&k| matches!(self.instr(t, &th.insts[k]), Instr::Dsb(b) if *b != Barrier::St));
         if let Some(d) = dsb {
             let stale = |x: &Inst| match x.tr {
-                Some((Some(v), tr @ (Translation::Pa(..) | Translation::Denied(_)))) => {
+                Some((Some(v), tr @ (Translation::Pa(..) | Translation::Denied(..)))) => {
                     !x.done
                         && covered(v)
                         && tr.read().is_some_and(|read| s.mem[npas + v] != Val::Desc(read))

@@ -34,11 +34,11 @@
 //! test's code (`pte2(x, page_table_base)`: every walk below it faults at
 //! level 2; cached entries stay until invalidated), and a level-3 descriptor
 //! per virtual address, valid (a physical address,
-//! read-write or, `with [AP = 0b11]`, read-only at EL0 and EL1),
+//! with its access permissions, `with [AP = 0bNN]`, read-write at both
+//! exception levels without),
 //! invalid, or a raw invalid value a test's code writes (`x ?-> raw(2)`).
-//! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, the
-//! other access permissions (`AP = 0b00` and `0b10`, which deny EL0 any
-//! access) and the access flag, block entries and other levels, page tables
+//! Not in the subset: EL2 and stage 2, `TTBR` writes, global entries, PAN,
+//! the access flag, block entries and other levels, page tables
 //! laid out by hand, backward branches.
 //!
 //! # The model
@@ -64,10 +64,11 @@
 //!   translation uses a cached entry for its address (any one, even stale)
 //!   or walks memory (a valid descriptor fills the TLB; an invalid one is a
 //!   translation fault, never cached; so is any walk while the level-2
-//!   descriptor is invalid, whatever the level-3 one holds). A translation keeps its descriptor's
-//!   permission: a store through a read-only one, from the TLB or a walk,
-//!   is a permission fault (the entry stays cached, and so does the fault
-//!   until an invalidation removes it). A walk may also read the thread's
+//!   descriptor is invalid, whatever the level-3 one holds). A translation
+//!   keeps its descriptor's permissions: an access they deny at the
+//!   thread's exception level, from the TLB or a walk, is a permission
+//!   fault (the entry stays cached, and so does the fault until an
+//!   invalidation removes it). A walk may also read the thread's
 //!   own latest earlier store to the descriptor before other threads see it,
 //!   once no branch or fault before that store can undo it (Arm's model
 //!   forwards to walks, but not from a speculative store).
@@ -176,23 +177,33 @@ impl Val {
     }
 }
 
-/// A valid level-3 descriptor: the physical address it maps, and whether its
-/// access permissions make the page read-only (`AP = 0b11`: read-only at
-/// EL0 and EL1; every other descriptor of the subset is `AP = 0b01`,
-/// read-write at both, isla's `default`). A store through a read-only
-/// translation is a permission fault.
+/// A valid level-3 descriptor: the physical address it maps, and its
+/// stage 1 data access permissions, `AP[2:1]` (Arm ARM, "Data access
+/// permissions for stage 1 translations"): `0b00` read-write at EL1, no
+/// access at EL0; `0b01` read-write at both (isla's `default`, and every
+/// mapping without attributes); `0b10` read-only at EL1, no access at EL0;
+/// `0b11` read-only at both. An access its permissions deny is a
+/// permission fault. (PAN is off: EL1 reaches pages EL0 may access.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Desc {
     /// The physical address, by index into [`Test::pas`].
     pub pa: usize,
-    /// Read-only at EL0 and EL1.
-    pub read_only: bool,
+    /// `AP[2:1]`.
+    pub ap: u8,
 }
 
 impl Desc {
     /// A read-write descriptor of `pa` (`mkdesc3(oa=pa)`, a mapping without attributes).
     pub fn read_write(pa: usize) -> Desc {
-        Desc { pa, read_only: false }
+        Desc { pa, ap: 0b01 }
+    }
+
+    /// Whether its permissions allow a load, or a store if `store`, at EL0
+    /// (`el0`) or EL1.
+    pub fn permits(self, store: bool, el0: bool) -> bool {
+        let el0_access = self.ap & 0b01 != 0;
+        let read_only = self.ap & 0b10 != 0;
+        (el0_access || !el0) && !(read_only && store)
     }
 }
 

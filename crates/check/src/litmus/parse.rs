@@ -345,7 +345,7 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
                             ln,
                             format!("'{target}': a mapping's target is a `physical` address or `invalid`"),
                         ))?;
-                        Some(Desc { pa, read_only: read_only(attrs).map_err(|e| (ln, e))? })
+                        Some(Desc { pa, ap: read_ap(attrs).map_err(|e| (ln, e))? })
                     };
                     if *arrow == "|->" && initial.insert(v, desc).is_some() {
                         return Err((ln, format!("'{va}' is mapped twice initially")));
@@ -381,13 +381,12 @@ fn read_setup(test: &mut Test, first: usize, text: &str) -> Result<(), (usize, S
     Ok(())
 }
 
-/// Reads a mapping's attributes, the words after its target: none, or
-/// `with [AP = 0bNN] and default` (or without `and default`); returns
-/// whether they make the page read-only. tlbkit models `AP = 0b01`
-/// (read-write at EL0 and EL1, isla's default) and `0b11` (read-only at both).
-fn read_only(attrs: &[&str]) -> Result<bool, String> {
+/// Reads a mapping's attributes, the words after its target: none (`AP =
+/// 0b01`, read-write at EL0 and EL1, isla's default), or `with [AP = 0bNN]
+/// and default` (or without `and default`); returns `AP[2:1]`.
+fn read_ap(attrs: &[&str]) -> Result<u8, String> {
     if attrs.is_empty() {
-        return Ok(false);
+        return Ok(0b01);
     }
     let text = attrs.join(" ");
     let ap = text
@@ -395,14 +394,12 @@ fn read_only(attrs: &[&str]) -> Result<bool, String> {
         .and_then(|r| r.strip_suffix("] and default").or_else(|| r.strip_suffix(']')))
         .and_then(|r| r.split_once('='))
         .filter(|(k, _)| k.trim() == "AP")
-        .map(|(_, v)| v.trim());
-    match ap {
-        Some("0b01") => Ok(false),
-        Some("0b11") => Ok(true),
-        _ => Err(format!(
-            "'{text}': tlbkit reads a mapping's attributes as `with [AP = 0b01]` (read-write) or              `with [AP = 0b11]` (read-only), optionally `and default`"
-        )),
-    }
+        .and_then(|(_, v)| read_int(v))
+        .filter(|ap| *ap <= 0b11);
+    ap.map(|ap| ap as u8).ok_or(format!(
+        "'{text}': tlbkit reads a mapping's attributes as `with [AP = 0bNN]` (its stage 1 access permissions, \
+         0b00 to 0b11), optionally `and default`"
+    ))
 }
 
 /// Reads `X5` or `R5` (or `W5`, a 32-bit view of the same register).
