@@ -3,6 +3,7 @@
 //! each step and runs it.
 
 use super::*;
+use arrayvec::ArrayVec;
 
 /// Runs one execution of `policy` on `shape` with `chooser` making every choice.
 /// `build` constructs the policy (in the execution's arena).
@@ -272,7 +273,7 @@ pub(super) fn complete_label(memory: Memory, cpu: usize, n: usize) -> u32 {
 /// two wanted stores that may leave apart: the oldest and the newest (three or
 /// more wanted at once leave in no other order; the guide says so). When no
 /// CPU can step (`stuck`), every buffer may drain whole.
-pub(super) fn drain_options(st: &State, memory: Memory, stuck: bool, out: &mut Vec<Drain>) {
+pub(super) fn drain_options(st: &State, memory: Memory, stuck: bool, out: &mut Options<Drain>) {
     out.clear();
     let fifo = memory != Memory::Arm;
     for c in 0..st.cpus.len() {
@@ -372,6 +373,13 @@ pub(super) fn start<P: Policy>(core: &Core, policy: &P, mut stack: impl FnMut() 
     cos
 }
 
+/// The most options of one kind at a scheduling point: a run and two drains
+/// for each of the checker's 8 CPUs fit, as do an early completion for each.
+const OPTIONS: usize = 16;
+
+/// A scheduling point's options of one kind, on the stack.
+pub(super) type Options<T> = ArrayVec<T, OPTIONS>;
+
 /// Where [`drive`] starts: the scheduler's own variables at a scheduling point.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Resume {
@@ -401,12 +409,17 @@ pub(super) fn drive(
     let mut steps = from.steps;
     let mut last = from.last.unwrap_or(usize::MAX);
     // The options' buffers, kept across steps (this loop runs for every step of
-    // every execution, replayed or not).
-    let mut runs: Vec<usize> = Vec::with_capacity(n);
-    let mut drains: Vec<Drain> = Vec::with_capacity(2 * n);
-    // Filled only with `Completion::Any` (empty, it allocates nothing).
-    let mut completes: Vec<usize> = Vec::new();
-    let mut labels: Vec<u32> = Vec::with_capacity(2 * n);
+    // every execution, replayed or not), on this thread's stack: small heap
+    // blocks read at every step lay on cache lines another worker's blocks
+    // shared (the allocator hands a block freed by one thread to that
+    // thread, and work moves between workers with its vectors), and those
+    // lines moved between cores at every step (see
+    // `bench/2026-12-01-check-step-overheads.md`).
+    let mut runs: Options<usize> = Options::new();
+    let mut drains: Options<Drain> = Options::new();
+    // Filled only with `Completion::Any`.
+    let mut completes: Options<usize> = Options::new();
+    let mut labels: ArrayVec<u32, { 2 * OPTIONS }> = ArrayVec::new();
     if cfg!(debug_assertions) && from.hash != 0 {
         let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
         core.refresh_machine();
