@@ -228,13 +228,29 @@ fn a_store_passes_an_earlier_load_unless_a_barrier_that_orders_them_is_between()
     }
 }
 
+/// A handler's code (a table entry of the test format) that sets `X2` to 0
+/// and returns past the instruction that took the exception.
+macro_rules! skip_handler {
+    () => {
+        r#"code = """
+    MOV X2,#0
+    MRS X13,ELR_EL1
+    ADD X13,X13,#4
+    MSR ELR_EL1,X13
+    ERET
+"""
+"#
+    };
+}
+
 /// A test of tlbkit's own on access permissions: `x` mapped read-only
 /// (`AP_X`), thread 0 at EL1 runs `WRITER` (its `X0` the descriptor of `z`,
 /// read-write, of the same page; `X1` x's descriptor's address; `X4` x's
 /// page; it ends storing 1 to `y`), thread 1 at EL0 reads `y`, then stores
 /// `X2` = 1 to `x` after `DSB SY; ISB`; its handler for a fault from EL0
 /// sets `X2` to 0 and returns past the store.
-const PERMISSION: &str = r#"name = "RO"
+const PERMISSION: &str = concat!(
+    r#"name = "RO"
 symbolic = ["x", "y", "z"]
 page_table_setup = """
     physical pa1 pa2;
@@ -269,16 +285,12 @@ R3 = "x"
 VBAR_EL1 = "extz(0x1000, 64)"
 [section.thread1_el1_handler]
 address = "0x1400"
-code = """
-    MOV X2,#0
-    MRS X13,ELR_EL1
-    ADD X13,X13,#4
-    MSR ELR_EL1,X13
-    ERET
-"""
-[final]
+"#,
+    skip_handler!(),
+    r#"[final]
 assertion = "ASSERTION"
-"#;
+"#
+);
 
 fn permission(ap: &str, writer: &[&str], assertion: &str) -> Verdict {
     let writer = writer.iter().map(|l| format!("    {l}\n")).collect::<String>();
@@ -327,7 +339,8 @@ fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation
 /// then stores 1 to it, with `x` mapped with permissions `AP`; its handler
 /// (for a fault at EL1 or from EL0) sets `X2` (1 at first) to 0 and returns
 /// past the access (a load that faulted leaves `X0` 0).
-const ONE_THREAD: &str = r#"name = "AP"
+const ONE_THREAD: &str = concat!(
+    r#"name = "AP"
 symbolic = ["x"]
 page_table_setup = """
     physical pa1;
@@ -347,25 +360,16 @@ R5 = "extz(0b1, 64)"
 VBAR_EL1 = "extz(0x1000, 64)"
 [section.thread0_el1_handler]
 address = "0x1000"
-code = """
-    MOV X2,#0
-    MRS X13,ELR_EL1
-    ADD X13,X13,#4
-    MSR ELR_EL1,X13
-    ERET
-"""
-[section.thread0_el1_handler_el0]
+"#,
+    skip_handler!(),
+    r#"[section.thread0_el1_handler_el0]
 address = "0x1400"
-code = """
-    MOV X2,#0
-    MRS X13,ELR_EL1
-    ADD X13,X13,#4
-    MSR ELR_EL1,X13
-    ERET
-"""
-[final]
+"#,
+    skip_handler!(),
+    r#"[final]
 assertion = "ASSERTION"
-"#;
+"#
+);
 
 #[test]
 fn each_access_permission_allows_what_the_arm_arm_says_at_el0_and_el1() {
@@ -418,7 +422,8 @@ fn a_handler_branches_on_the_exceptions_syndrome() {
 /// it invalid (`pte2`), runs `AFTER`, then stores 1 to `y`; thread 1 at EL0
 /// reads `y`, then `x` (5 at first) after `DSB SY; ISB`, its handler setting
 /// `X2` to 0 and returning past the load.
-const LEVEL2: &str = r#"name = "L2"
+const LEVEL2: &str = concat!(
+    r#"name = "L2"
 symbolic = ["x", "y"]
 page_table_setup = """
     physical pa1 pa2;
@@ -453,16 +458,12 @@ R3 = "x"
 VBAR_EL1 = "extz(0x1000, 64)"
 [section.thread1_el1_handler]
 address = "0x1400"
-code = """
-    MOV X2,#0
-    MRS X13,ELR_EL1
-    ADD X13,X13,#4
-    MSR ELR_EL1,X13
-    ERET
-"""
-[final]
+"#,
+    skip_handler!(),
+    r#"[final]
 assertion = "ASSERTION"
-"#;
+"#
+);
 
 #[test]
 fn an_invalid_level_2_entry_faults_every_walk_below_it_and_leaves_cached_entries_until_a_tlbi() {
