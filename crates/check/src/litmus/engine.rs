@@ -770,34 +770,34 @@ impl<'a> Search<'a> {
         } else if !matches!(s.mem[self.npas + va], Val::Desc(_)) {
             out.push((Translation::Fault(3), None));
         }
+        let mut add = |tr: Translation, fill: Option<Desc>| {
+            if !out.iter().any(|o| o.0 == tr) {
+                out.push((tr, fill));
+            }
+        };
         // A walk through the thread's own latest store to the level-2
         // descriptor (as to a level-3 one, below): invalid, it faults; valid,
         // it reads the level-3 descriptor in memory.
-        let own2 = self.latest_store(th, t, i, self.level2());
-        if let Some(j) = own2.filter(|&j| !th.insts[j].done && self.settled(th, t, j)) {
-            let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
-            let (tr, fill) = match (self.reg(th, t, j, *rt), s.mem[self.npas + va]) {
-                (Some(Val::Table), Val::Desc(d)) => (Some(Translation::of(Val::Desc(d), store, el0)), Some(d)),
-                (Some(Val::Table), _) => (Some(Translation::Fault(3)), None),
-                (Some(_), _) => (Some(Translation::Fault(2)), None),
-                (None, _) => (None, None),
-            };
-            if let Some(tr) = tr.filter(|tr| !out.iter().any(|o| o.0 == *tr)) {
-                out.push((tr, fill));
-            }
+        match (self.own_store(th, t, i, self.level2()), s.mem[self.npas + va]) {
+            (Some(Val::Table), Val::Desc(d)) => add(Translation::of(Val::Desc(d), store, el0), Some(d)),
+            (Some(Val::Table), _) => add(Translation::Fault(3), None),
+            (Some(_), _) => add(Translation::Fault(2), None),
+            (None, _) => {}
         }
-        let latest = self.latest_store(th, t, i, self.npas + va);
-        if let Some(j) = latest.filter(|&j| level2 && !th.insts[j].done && self.settled(th, t, j)) {
-            let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
-            if let Some(d) = self.reg(th, t, j, *rt) {
-                let tr = Translation::of(d, store, el0);
-                if !out.iter().any(|o| o.0 == tr) {
-                    let fill = if let Val::Desc(d) = d { Some(d) } else { None };
-                    out.push((tr, fill));
-                }
-            }
+        if let Some(d) = self.own_store(th, t, i, self.npas + va).filter(|_| level2) {
+            add(Translation::of(d, store, el0), if let Val::Desc(d) = d { Some(d) } else { None });
         }
         out
+    }
+
+    /// The value of thread `t`'s latest store before instance `i` to
+    /// location `loc` while other threads do not see it yet and it can no
+    /// longer be undone, once its value is known: what a walk of `i` may read
+    /// early.
+    fn own_store(&self, th: &ThreadState, t: usize, i: usize, loc: usize) -> Option<Val> {
+        let j = self.latest_store(th, t, i, loc).filter(|&j| !th.insts[j].done && self.settled(th, t, j))?;
+        let Instr::Str { rt, .. } = self.instr(t, &th.insts[j]) else { unreachable!() };
+        self.reg(th, t, j, *rt)
     }
 
     /// Whether instance `j` can no longer be undone: the branches before it

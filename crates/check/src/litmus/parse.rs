@@ -461,22 +461,19 @@ fn read_val(test: &Test, s: &str) -> Result<Val, String> {
         }
         return read_int(v).map(Val::Int).ok_or(format!("'{v}': not a number"));
     }
-    if let Some(args) = inner(s, "pte2") {
-        let (va, base) = args.split_once(',').ok_or(format!("'{s}': pte2 takes a virtual address and a base"))?;
-        if base.trim() != "page_table_base" {
-            return Err(format!("'{s}': tlbkit has one page table, page_table_base"));
-        }
-        test.va(va.trim()).ok_or(format!("'{va}' is not in the test's `symbolic` list"))?;
-        return Ok(Val::Level2Addr);
-    }
-    for (f, pte) in [("pte3", true), ("desc3", false)] {
+    for f in ["pte2", "pte3", "desc3"] {
         if let Some(args) = inner(s, f) {
             let (va, base) = args.split_once(',').ok_or(format!("'{s}': {f} takes a virtual address and a base"))?;
             if base.trim() != "page_table_base" {
                 return Err(format!("'{s}': tlbkit has one page table, page_table_base"));
             }
             let v = test.va(va.trim()).ok_or(format!("'{va}' is not in the test's `symbolic` list"))?;
-            return Ok(if pte { Val::PteAddr(v) } else { Val::descriptor(test.mapping[v]) });
+            return Ok(match f {
+                // Every address of the test is walked through the one level-2 descriptor.
+                "pte2" => Val::Level2Addr,
+                "pte3" => Val::PteAddr(v),
+                _ => Val::descriptor(test.mapping[v]),
+            });
         }
     }
     if let Some(n) = inner(s, "asid") {
