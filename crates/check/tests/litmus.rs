@@ -243,21 +243,18 @@ macro_rules! skip_handler {
     };
 }
 
-/// A test of tlbkit's own on access permissions: `x` mapped read-only
-/// (`AP_X`), thread 0 at EL1 runs `WRITER` (its `X0` the descriptor of `z`,
-/// read-write, of the same page; `X1` x's descriptor's address; `X4` x's
-/// page; it ends storing 1 to `y`), thread 1 at EL0 reads `y`, then stores
-/// `X2` = 1 to `x` after `DSB SY; ISB`; its handler for a fault from EL0
-/// sets `X2` to 0 and returns past the store.
-const PERMISSION: &str = concat!(
-    r#"name = "RO"
+/// A test of tlbkit's own in the message-passing shape around a page-table
+/// change, its page table `SETUP` (after `physical pa1 pa2;`): thread 0 at
+/// EL1 runs `WRITER` (`X0` = `R0_X`, `X1` = `R1_X`, `X4` x's page), then
+/// stores 1 to `y`; thread 1 at EL0 reads `y`, then runs `ACCESS` to `x`
+/// (`X2` = 1 at first) after `DSB SY; ISB`; its handler for a fault from
+/// EL0 sets `X2` to 0 and returns past the access.
+const PAGE_TABLE_MP: &str = concat!(
+    r#"name = "MP"
 symbolic = ["x", "y", "z"]
 page_table_setup = """
     physical pa1 pa2;
-    x |-> pa1 AP_X;
-    x ?-> pa1;
-    z |-> pa1;
-    y |-> pa2;
+SETUP
 """
 [thread.0]
 code = """
@@ -265,8 +262,8 @@ WRITER
     STR X2,[X3]
 """
 [thread.0.reset]
-R0 = "desc3(z, page_table_base)"
-R1 = "pte3(x, page_table_base)"
+R0 = "R0_X"
+R1 = "R1_X"
 R2 = "extz(0b1, 64)"
 R3 = "y"
 R4 = "extz(page(x), 64)"
@@ -276,7 +273,7 @@ code = """
     LDR X0,[X1]
     DSB SY
     ISB
-    STR X2,[X3]
+    ACCESS
 """
 [thread.1.reset]
 R1 = "y"
@@ -292,11 +289,29 @@ assertion = "ASSERTION"
 "#
 );
 
+/// [`PAGE_TABLE_MP`] with its holes filled: each of `setup` and `writer` a
+/// line per item.
+fn page_table_mp(setup: &[&str], (r0, r1): (&str, &str), writer: &[&str], access: &str, assertion: &str) -> String {
+    let lines = |l: &[&str]| l.iter().map(|l| format!("    {l}\n")).collect::<String>();
+    PAGE_TABLE_MP
+        .replace("SETUP\n", &lines(setup))
+        .replace("R0_X", r0)
+        .replace("R1_X", r1)
+        .replace("WRITER\n", &lines(writer))
+        .replace("ACCESS", access)
+        .replace("ASSERTION", assertion)
+}
+
+fn verdict(text: &str) -> Verdict {
+    litmus::run(&litmus::parse("mp.litmus.toml", text).unwrap_or_else(|e| panic!("{e}"))).unwrap().verdict
+}
+
+/// `x` mapped with attributes `ap`, thread 0 swapping in `z`'s read-write
+/// descriptor of the same page with `writer`, thread 1 storing to `x`.
 fn permission(ap: &str, writer: &[&str], assertion: &str) -> Verdict {
-    let writer = writer.iter().map(|l| format!("    {l}\n")).collect::<String>();
-    let text = PERMISSION.replace("AP_X", ap).replace("WRITER\n", &writer).replace("ASSERTION", assertion);
-    let test = litmus::parse("ro.litmus.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-    litmus::run(&test).unwrap().verdict
+    let setup = [&format!("x |-> pa1 {ap};"), "x ?-> pa1;", "z |-> pa1;", "y |-> pa2;"];
+    let regs = ("desc3(z, page_table_base)", "pte3(x, page_table_base)");
+    verdict(&page_table_mp(&setup, regs, writer, "STR X2,[X3]", assertion))
 }
 
 #[test]
@@ -314,23 +329,20 @@ fn a_store_through_a_read_only_entry_is_a_permission_fault_until_an_invalidation
     // A read-write mapping never faults; `AP = 0b01` is the default.
     assert_eq!(permission("with [AP = 0b01] and default", &swap, "1:X2=0"), Forbidden);
     assert_eq!(permission("", &swap, "1:X2=0"), Forbidden);
-    // A load through a read-only entry reads: y's own mapping read-only,
-    // holding 1 at first, and thread 0 storing to z instead.
-    let text = PERMISSION
-        .replace("x |-> pa1 AP_X;", "x |-> pa1;")
-        .replace("y |-> pa2;", "y |-> pa2 with [AP = 0b11];\n    *pa2 = 1;")
-        .replace("R3 = \"y\"\nR4", "R3 = \"z\"\nR4")
-        .replace("WRITER\n", "")
-        .replace("ASSERTION", "1:X0=1");
-    let test = litmus::parse("ro-load.litmus.toml", &text).unwrap();
-    assert_eq!(litmus::run(&test).unwrap().verdict, Allowed);
+    // A load through a read-only entry reads (x holding 5 at first), and never faults.
+    let load = |assertion| {
+        let setup = ["x |-> pa1 with [AP = 0b11];", "*pa1 = 5;", "y |-> pa2;"];
+        verdict(&page_table_mp(&setup, ("extz(0b0, 64)", "y"), &[], "LDR X2,[X3]", assertion))
+    };
+    assert_eq!(load("1:X2=5"), Allowed);
+    assert_eq!(load("1:X2=0"), Forbidden);
     // The other permissions deny EL0 any access: its store faults alike.
     for ap in ["with [AP = 0b00]", "with [AP = 0b10] and default"] {
         assert_eq!(permission(ap, &swap, "1:X2=0"), Allowed, "{ap}");
         assert_eq!(permission(ap, &swap, "1:X0=1 & 1:X2=0"), Forbidden, "{ap}");
     }
     // A permission that is not two bits is refused, naming the line.
-    let text = PERMISSION.replace("AP_X", "with [AP = 0b100]").replace("WRITER\n", "").replace("ASSERTION", "true");
+    let text = page_table_mp(&["x |-> pa1 with [AP = 0b100];"], ("0", "y"), &[], "STR X2,[X3]", "true");
     let e = litmus::parse("ap.litmus.toml", &text).unwrap_err();
     assert!(e.problem.contains("AP = 0bNN") && e.line == 5, "{e}");
 }
@@ -418,65 +430,22 @@ fn a_handler_branches_on_the_exceptions_syndrome() {
     assert_eq!(run(&text.replace(asked, "assertion = \"1:X2=0 & 1:X9=0\"")), Allowed);
 }
 
-/// A test of tlbkit's own on the level-2 descriptor: thread 0 at EL1 makes
-/// it invalid (`pte2`), runs `AFTER`, then stores 1 to `y`; thread 1 at EL0
-/// reads `y`, then `x` (5 at first) after `DSB SY; ISB`, its handler setting
-/// `X2` to 0 and returning past the load.
-const LEVEL2: &str = concat!(
-    r#"name = "L2"
-symbolic = ["x", "y"]
-page_table_setup = """
-    physical pa1 pa2;
-    x |-> pa1;
-    x ?-> invalid at level 2;
-    y |-> pa2;
-    *pa1 = 5;
-"""
-[thread.0]
-code = """
-    STR X0,[X1]
-    DSB SY
-AFTER
-    STR X2,[X3]
-"""
-[thread.0.reset]
-R0 = "extz(0b0, 64)"
-R1 = "pte2(x, page_table_base)"
-R2 = "extz(0b1, 64)"
-R3 = "y"
-"PSTATE.EL" = "0b01"
-[thread.1]
-code = """
-    LDR X0,[X1]
-    DSB SY
-    ISB
-    LDR X2,[X3]
-"""
-[thread.1.reset]
-R1 = "y"
-R3 = "x"
-VBAR_EL1 = "extz(0x1000, 64)"
-[section.thread1_el1_handler]
-address = "0x1400"
-"#,
-    skip_handler!(),
-    r#"[final]
-assertion = "ASSERTION"
-"#
-);
-
 #[test]
 fn an_invalid_level_2_entry_faults_every_walk_below_it_and_leaves_cached_entries_until_a_tlbi() {
-    let run = |after: &str, assertion: &str| {
-        let text = LEVEL2.replace("AFTER\n", after).replace("ASSERTION", assertion);
-        litmus::run(&litmus::parse("l2.litmus.toml", &text).unwrap_or_else(|e| panic!("{e}"))).unwrap().verdict
+    // Thread 0 makes the level-2 descriptor invalid, runs `after`, then
+    // sets y; thread 1 loads x (5 at first) after seeing y.
+    let run = |after: &[&str], assertion: &str| {
+        let setup = ["x |-> pa1;", "x ?-> invalid at level 2;", "y |-> pa2;", "*pa1 = 5;"];
+        let writer = [&["STR X0,[X1]", "DSB SY"], after].concat();
+        let regs = ("extz(0b0, 64)", "pte2(x, page_table_base)");
+        verdict(&page_table_mp(&setup, regs, &writer, "LDR X2,[X3]", assertion))
     };
-    let tlbi = "    TLBI VMALLE1IS\n    DSB SY\n";
+    let tlbi: &[&str] = &["TLBI VMALLE1IS", "DSB SY"];
     // Once thread 0's TLBI completed, thread 1's load of x walks, and faults at level 2.
     assert_eq!(run(tlbi, "1:X0=1 & 1:X2=5"), Forbidden);
     assert_eq!(run(tlbi, "1:X0=1 & 1:X2=0"), Allowed);
     // Without it the leaf entry cached before may still translate x.
-    assert_eq!(run("", "1:X0=1 & 1:X2=5"), Allowed);
+    assert_eq!(run(&[], "1:X0=1 & 1:X2=5"), Allowed);
     // Before thread 0's store the walk passes level 2.
     assert_eq!(run(tlbi, "1:X0=0 & 1:X2=5"), Allowed);
 }
