@@ -420,6 +420,7 @@ pub(super) fn drive(
     // Filled only with `Completion::Any`.
     let mut completes: Options<usize> = Options::new();
     let mut labels: ArrayVec<u32, { 2 * OPTIONS }> = ArrayVec::new();
+    let mut after: Option<After> = None;
     if cfg!(debug_assertions) && from.hash != 0 {
         let kept = (!core.st.borrow().m.changed).then(|| core.machine_hash.get());
         core.refresh_machine();
@@ -476,10 +477,18 @@ pub(super) fn drive(
             }
         }
         let track = core.with_chooser(|c| c.tracks_step());
+        // What the last step's footprint left, good for this step only.
+        let kept = after.take();
         let before = (track && i < runs.len()).then(|| {
             *core.foot.borrow_mut() = Some(Foot::default());
             core.fresh_machine();
-            core.others(runs[i])
+            match kept {
+                Some(k) if k.cpu == runs[i] && k.machine == core.machine_hash.get() => {
+                    debug_assert_eq!(k.others, core.others(k.cpu), "a kept footprint hash went stale");
+                    k.others
+                }
+                _ => core.others(runs[i]),
+            }
         });
         steps += 1;
         core.st.borrow_mut().step = steps;
@@ -497,7 +506,7 @@ pub(super) fn drive(
             complete_early(core, completes[i - runs.len() - drains.len()], steps);
         }
         if track {
-            footprint(core, runs.get(i).copied(), before, local);
+            after = footprint(core, runs.get(i).copied(), before, local);
         }
         if core.pruned.get() {
             break;
@@ -599,19 +608,43 @@ fn complete_early(core: &Core, cpu: usize, steps: usize) {
     });
 }
 
+/// [`Core::others`] of the CPU that just stepped, after its step, with the
+/// machine hash it began with.
+///
+/// Nothing between a step's footprint and the next scheduling point changes
+/// a CPU's execution state (the speculative fills and the oracle touch the
+/// machine only), so when the same CPU steps next (the search's first option
+/// at every point) and the machine hashes the same, this is the next step's
+/// "before" as it stands, and one of the two hashes of a step is not made.
+/// Good for the next scheduling point only: a drain or a completion there
+/// changes a CPU's state without a footprint.
+#[derive(Clone, Copy)]
+struct After {
+    cpu: usize,
+    machine: u64,
+    others: u64,
+}
+
 /// Tells the chooser the footprint of the step just taken: `ran` the CPU
 /// that stepped (`None` for a drain), `before` what the other CPUs saw
-/// before it, `local` the CPU whose step was announced as local.
-fn footprint(core: &Core, ran: Option<usize>, before: Option<u64>, local: Option<usize>) {
+/// before it, `local` the CPU whose step was announced as local. Returns
+/// what the other CPUs see after it, when it hashed that ([`After`]).
+fn footprint(core: &Core, ran: Option<usize>, before: Option<u64>, local: Option<usize>) -> Option<After> {
     if before.is_some() {
         core.fresh_machine();
     }
     let foot = core.foot.borrow_mut().take();
-    let foot = match (foot, before, ran) {
-        (Some(f), Some(h), Some(cpu)) if core.others(cpu) == h => f,
+    let after = match (&foot, before, ran) {
+        (Some(_), Some(_), Some(cpu)) => {
+            Some(After { cpu, machine: core.machine_hash.get(), others: core.others(cpu) })
+        }
+        _ => None,
+    };
+    let foot = match foot {
+        Some(f) if after.is_some_and(|a| Some(a.others) == before) => f,
         // A drain, or a step that changed what other CPUs see.
-        (Some(f), _, _) => Foot { global: true, ..f },
-        (None, _, _) => Foot::global(),
+        Some(f) => Foot { global: true, ..f },
+        None => Foot::global(),
     };
     // A local step that did more than its access: the rest of the
     // state's options are explored after all.
@@ -620,6 +653,7 @@ fn footprint(core: &Core, ran: Option<usize>, before: Option<u64>, local: Option
     if broke {
         core.with_chooser(|c| c.not_local());
     }
+    after
 }
 
 /// After a step: the hardware fills speculatively, then the oracle looks;
