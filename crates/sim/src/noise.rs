@@ -29,8 +29,11 @@
 //!   delivery latency (`ipi_deliver`, plus `ipi_cross_socket` across sockets):
 //!   each IPI's is drawn uniformly from `[0.8, 1.2]` times it, whose mean is it.
 //! - **Wake-up latency.** An idle CPU woken by a reschedule IPI starts after
-//!   that IPI's delivery, drawn as above from a stream of its own. An idle
-//!   state's exit latency is not modelled (it would raise the mean).
+//!   that IPI's delivery, drawn as above from a stream of its own, and its
+//!   idle state's exit latency (`sim/idle.rs`), which is not drawn: the
+//!   kernel's tables give one figure per state. A polling CPU, woken with no
+//!   IPI by a store to its thread flags, draws that line's transfer the same
+//!   way from the same stream: the spread above is the core-to-core line's.
 //!
 //! Each purpose draws from its own ChaCha8 stream of the seed (the run's other
 //! draws, speculative fills and `--set jitter`, are stream 0 of the same key),

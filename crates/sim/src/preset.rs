@@ -74,6 +74,9 @@ pub struct Costs {
     /// The kernel's own paths.
     #[serde(flatten)]
     pub kernel: KernelPathCosts,
+    /// The idle states an idle CPU waits in and what leaving them costs.
+    #[serde(flatten)]
+    pub idle: IdleCosts,
     /// Independent loads of one multi-page touch the out-of-order core overlaps
     /// (fill buffers and L2 TLB ports): their L1/L2 TLB and cache latency is divided by this.
     pub mlp: u64,
@@ -210,6 +213,57 @@ pub struct KernelPathCosts {
     /// and returning the folio to the allocator, `folios_put`), with large folios
     /// only; an order-0 page is a folio of its own.
     pub zap_folio: u64,
+}
+
+/// The idle states of a CPU (cpuidle's table, `sim/idle.rs`): up to four,
+/// shallowest first, each with its exit latency and (but state 0) target
+/// residency in cycles, and how many of them, from the shallowest, poll the
+/// thread flags so that a remote CPU wakes them with a store rather than an
+/// IPI. A state of target residency 0 (but state 0) is not there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IdleCosts {
+    /// The states, from state 0, in which the idle CPU polls its
+    /// `TIF_NEED_RESCHED` (x86 `TIF_POLLING_NRFLAG`): x86's POLL state and
+    /// every state entered with `MWAIT` on the thread-flags line; 0 where
+    /// idle is `HLT` or arm64's `WFI`.
+    pub idle_polling_states: u64,
+    /// State 0's exit latency: x86's POLL state (0), or the machine's
+    /// shallowest state where there is no POLL state. State 0 has no target
+    /// residency: it is the state of an idle time no deeper one's covers.
+    pub idle0_exit: u64,
+    /// State 1's exit latency.
+    pub idle1_exit: u64,
+    /// State 1's target residency: 0 where the machine has no state 1.
+    pub idle1_residency: u64,
+    /// State 2's exit latency.
+    pub idle2_exit: u64,
+    /// State 2's target residency: 0 where there is no state 2.
+    pub idle2_residency: u64,
+    /// State 3's exit latency (the deepest the model keeps).
+    pub idle3_exit: u64,
+    /// State 3's target residency: 0 where there is no state 3.
+    pub idle3_residency: u64,
+}
+
+impl IdleCosts {
+    /// Returns the state a CPU idle for `idle` cycles is in: the deepest
+    /// present whose target residency `idle` covers (state 0 if none does),
+    /// with its exit latency and whether it polls.
+    pub fn state(&self, idle: u64) -> (usize, u64, bool) {
+        let states = [
+            (self.idle0_exit, 0),
+            (self.idle1_exit, self.idle1_residency),
+            (self.idle2_exit, self.idle2_residency),
+            (self.idle3_exit, self.idle3_residency),
+        ];
+        let mut at = 0;
+        for (i, &(_, residency)) in states.iter().enumerate().skip(1) {
+            if residency > 0 && residency <= idle {
+                at = i;
+            }
+        }
+        (at, states[at].0, (at as u64) < self.idle_polling_states)
+    }
 }
 
 /// The kernel whose paths the simulator's kernel follows on a machine, where

@@ -416,6 +416,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
             pte_needs_flush: mp.mm.pte_needs_flush,
         },
         noise: mp.noise,
+        cpuidle: mp.wake.cpuidle,
     }
 }
 
@@ -532,6 +533,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     }
     if let Some(on) = mp.smt {
         pv.insert("smt".into(), word(on));
+    }
+    if !mp.wake.cpuidle {
+        pv.insert("cpuidle".into(), word(false));
     }
     if let Some(depth) = mp.mm.memcg_depth {
         pv.insert("memcg_depth".into(), serde_json::json!(depth));

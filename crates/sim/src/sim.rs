@@ -87,6 +87,7 @@ mod event;
 mod file_reclaim;
 mod flush;
 mod hooks;
+mod idle;
 mod kernel_state;
 #[cfg(test)]
 mod kernel_time_tests;
@@ -282,6 +283,10 @@ pub struct SimConfig {
     /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
     /// every `tlbkit run` unless `--set noise=off`.
     pub noise: bool,
+    /// Whether an idle CPU waits in the machine's idle states (`sim/idle.rs`:
+    /// a polling state is woken with no IPI, and each pays its exit latency);
+    /// `false` wakes every idle CPU with a reschedule IPI, as before.
+    pub cpuidle: bool,
 }
 
 impl SimConfig {
@@ -312,6 +317,7 @@ impl SimConfig {
             smt: None,
             kernel: KernelChoices::default(),
             noise: false,
+            cpuidle: true,
         }
     }
 }

@@ -319,6 +319,7 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         smt: None,
         kernel: tlbkit_sim::sim::KernelChoices::default(),
         noise: true,
+        cpuidle: true,
     };
     let build = Build::new(cpus, max_mms, asid_bits);
     registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?

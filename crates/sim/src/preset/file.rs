@@ -694,11 +694,34 @@ pub fn check(p: &Preset) -> Result<(), String> {
     if p.invpcid && p.arch != Arch::X86_64 {
         bad.push("invpcid is an x86 instruction: false on arm64".into());
     }
+    if let Err(why) = check_idle(&p.costs.idle) {
+        bad.push(why);
+    }
     if bad.is_empty() {
         Ok(())
     } else {
         Err(bad.join("; "))
     }
+}
+
+/// Checks a machine's idle states: at most four polling, and the present
+/// ones' target residencies rising with depth (cpuidle's table is ordered so).
+fn check_idle(i: &super::IdleCosts) -> Result<(), String> {
+    if i.idle_polling_states > 4 {
+        return Err(format!(
+            "costs_cycles.idle_polling_states {} must be 0 to 4 (the states kept)",
+            i.idle_polling_states
+        ));
+    }
+    let present: Vec<u64> =
+        [i.idle1_residency, i.idle2_residency, i.idle3_residency].into_iter().filter(|&r| r > 0).collect();
+    if present.windows(2).any(|w| w[0] > w[1]) {
+        return Err(format!(
+            "costs_cycles.idle1_residency to idle3_residency {present:?} must rise with the state's depth \
+             (0 for a state the machine lacks)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -64,8 +64,16 @@ pub(super) struct MachineParams {
     pub(super) noise: bool,
     /// `--set smt`, if given (the threads of a core share it otherwise).
     pub(super) smt: Option<bool>,
+    /// The switches of an idle CPU's wake-up.
+    pub(super) wake: WakeSwitches,
     /// The memory-management switches.
     pub(super) mm: MmSwitches,
+}
+
+/// The switches of a wake-up: the idle states.
+pub(super) struct WakeSwitches {
+    /// `--set cpuidle` (on unless given off).
+    pub(super) cpuidle: bool,
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
@@ -188,6 +196,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
+        wake: WakeSwitches { cpuidle: true },
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

@@ -265,6 +265,19 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "cpuidle",
+        doc: "on|off: an idle CPU waits in the machine's idle states: one that polls its thread flags (x86's POLL and \
+         MWAIT states) is woken by the waker's store with no IPI, any other (HLT, arm64's WFI) by a reschedule IPI, \
+         and each starts after its state's exit latency, the state the deepest whose target residency its idle time \
+         covers (default on; off: every idle CPU woken by an IPI and started at its delivery, as before this setting \
+         existed)",
+        applies_to: String::new,
+        set: |s| {
+            s.mp.wake.cpuidle = s.on_off()?;
+            Ok(())
+        },
+    },
+    Switch {
         key: "numa",
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
         applies_to: String::new,

@@ -33,8 +33,10 @@
 //! - A thread woken onto another CPU's queue costs the waker that queue's lock
 //!   line (one cache-line transfer between the two CPUs); the IPI's handler
 //!   (exception entry and return) is taken from the target's operation.
-//! - An idle CPU woken by another is armed after the reschedule IPI's
-//!   delivery, each wake-up's latency drawn from the seed around its mean
+//! - An idle CPU woken by another (`sim/idle.rs`) starts after its idle
+//!   state's exit latency: a polling one (x86's POLL and `MWAIT` states) is
+//!   woken by the store to its thread flags with no IPI, any other after a
+//!   reschedule IPI's delivery, drawn from the seed around its mean
 //!   ([`crate::noise`]).
 //! - At the 1 ms tick of a busy CPU (on the run's tick grid, its phase drawn
 //!   from the seed): the running thread's runtime is charged,
@@ -51,13 +53,9 @@ impl Sim {
     pub(super) fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
         self.scheduler.queue_runnable(cpu, tid);
         if self.scheduler.cpu(cpu).cur().is_none() && !self.scheduler.cpu(cpu).armed() {
-            let c = self.m.costs;
             let mut t = now.max(self.scheduler.cpu(cpu).clock());
             if cpu != from {
-                // Wake an idle CPU with a reschedule IPI.
-                self.m.counters.ipis_sent += 1;
-                let mean = c.ipi.ipi_deliver + if self.m.cross_socket(from, cpu) { c.ipi.ipi_cross_socket } else { 0 };
-                t += c.ipi.ipi_send + self.m.noise.wake_delivery(mean);
+                t = self.wake_idle(cpu, from, t);
             }
             self.arm(cpu, t);
         } else if self.scheduler.tun().kind.is_fair() {
