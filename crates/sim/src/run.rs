@@ -414,6 +414,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
             lru_drain: mp.mm.lru_drain,
             memcg_depth: mp.mm.memcg_depth,
             pte_needs_flush: mp.mm.pte_needs_flush,
+            ttwu_queue: mp.wake.ttwu_queue,
         },
         noise: mp.noise,
         cpuidle: mp.wake.cpuidle,
@@ -536,6 +537,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     }
     if !mp.wake.cpuidle {
         pv.insert("cpuidle".into(), word(false));
+    }
+    if let Some(on) = mp.wake.ttwu_queue {
+        pv.insert("ttwu_queue".into(), word(on));
     }
     if let Some(depth) = mp.mm.memcg_depth {
         pv.insert("memcg_depth".into(), serde_json::json!(depth));

@@ -224,6 +224,11 @@ pub struct KernelChoices {
     /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
     /// does ([`crate::preset::Kernel::pte_needs_flush`]). Linux kernels only.
     pub pte_needs_flush: Option<bool>,
+    /// Whether the fair classes' wake-up onto a CPU of another cache domain
+    /// goes on its wake list (`Some(true)` or `None`: `TTWU_QUEUE`, on in
+    /// every Linux kernel, `sim/sched.rs`) or is queued under the remote run
+    /// queue's lock (`Some(false)`).
+    pub ttwu_queue: Option<bool>,
 }
 
 /// How the simulated machine and kernel are set up.

@@ -70,10 +70,12 @@ pub(super) struct MachineParams {
     pub(super) mm: MmSwitches,
 }
 
-/// The switches of a wake-up: the idle states.
+/// The switches of a wake-up: the idle states and the wake list.
 pub(super) struct WakeSwitches {
     /// `--set cpuidle` (on unless given off).
     pub(super) cpuidle: bool,
+    /// `--set ttwu_queue`, if given.
+    pub(super) ttwu_queue: Option<bool>,
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
@@ -196,7 +198,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
-        wake: WakeSwitches { cpuidle: true },
+        wake: WakeSwitches { cpuidle: true, ttwu_queue: None },
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

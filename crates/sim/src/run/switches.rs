@@ -278,6 +278,18 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "ttwu_queue",
+        doc: "on|off: Linux machines only; a wake-up onto a CPU of another cache domain goes on that CPU's wake list \
+         (TTWU_QUEUE: the waker pays the list's line, not the remote run queue's lock, and a busy target takes an \
+         IPI whose handler queues the thread) or is queued under the remote lock (default on, as every Linux kernel)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose scheduler has no wake lists")?;
+            s.mp.wake.ttwu_queue = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "numa",
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
         applies_to: String::new,

@@ -33,6 +33,22 @@
 //! - A thread woken onto another CPU's queue costs the waker that queue's lock
 //!   line (one cache-line transfer between the two CPUs); the IPI's handler
 //!   (exception entry and return) is taken from the target's operation.
+//! - `TTWU_QUEUE` (`ttwu_queue_wakelist`, `kernel/sched/core.c`): a wake-up
+//!   onto a CPU that does not share the waker's cache domain
+//!   (`ttwu_queue_cond`'s `!cpus_share_cache`, every kernel from v3.0) goes
+//!   on the target's wake list, whose line is then the one the waker pays
+//!   for, not the remote queue's lock; the target queues the thread itself.
+//!   A busy target is sent an IPI for it (the reschedule vector before v5.8,
+//!   the call-function-single one after: `send_call_function_single_ipi`),
+//!   always, whether or not the thread preempts, and the preemption check
+//!   runs in that IPI's handler, with no second IPI. An idle target is woken
+//!   as any idle CPU is (`sim/idle.rs`: the polling store or the IPI). The
+//!   wake list of an idle CPU sharing the cache (v6.0's `!nr_running` rule,
+//!   f3dd3f674555) and of a wakee still descheduling (v5.8's `WF_ON_CPU`)
+//!   changes nothing the model charges: the idle CPU's wake-up is the same,
+//!   and a wakee here is always off its CPU. The handler's delivery delay
+//!   is not modelled (the queue changes at the waker's time). `--set
+//!   ttwu_queue=off` queues every wake-up under the remote lock, as before.
 //! - An idle CPU woken by another (`sim/idle.rs`) starts after its idle
 //!   state's exit latency: a polling one (x86's POLL and `MWAIT` states) is
 //!   woken by the store to its thread flags with no IPI, any other after a
@@ -106,11 +122,41 @@ impl Sim {
         };
         self.scheduler.update_curr(cpu, now);
         self.scheduler.place(tid, prev, cpu, false);
-        self.enqueue(tid, cpu, now, from);
+        if self.queues_on_wakelist(cpu, from) {
+            self.enqueue_wakelist(tid, cpu, now, from);
+        } else {
+            self.enqueue(tid, cpu, now, from);
+        }
         if cpu != from {
             now + self.m.transfer_cost(from, cpu)
         } else {
             now
+        }
+    }
+
+    /// `ttwu_queue_cond` as the model keeps it: whether a wake-up from `from`
+    /// onto `cpu` goes on `cpu`'s wake list (another cache domain's CPU,
+    /// unless `--set ttwu_queue=off`).
+    pub(super) fn queues_on_wakelist(&self, cpu: usize, from: usize) -> bool {
+        cpu != from && self.cfg.kernel.ttwu_queue != Some(false) && !self.scheduler.share_cache(from, cpu)
+    }
+
+    /// `__ttwu_queue_wakelist`: queues `tid` on `cpu`'s wake list from `from`,
+    /// another CPU in another cache domain (module docs). An idle target is
+    /// woken as by [`Sim::enqueue`]; a busy one takes an IPI, whose handler
+    /// queues the thread and checks preemption there.
+    pub(super) fn enqueue_wakelist(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
+        let s = self.scheduler.cpu(cpu);
+        if s.cur().is_none() && !s.armed() {
+            return self.enqueue(tid, cpu, now, from);
+        }
+        let c = self.m.costs;
+        self.m.counters.ipis_sent += 1;
+        self.m.cpus[cpu].stolen += c.exception_entry + c.exception_exit;
+        self.m.cpus[cpu].irq_stolen += c.exception_entry + c.exception_exit;
+        self.scheduler.queue_runnable(cpu, tid);
+        if self.scheduler.wakeup_preempts(cpu, tid, now) {
+            self.scheduler.cpu_mut(cpu).owe_resched();
         }
     }
 

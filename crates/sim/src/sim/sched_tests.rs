@@ -193,3 +193,46 @@ fn a_pinned_task_is_never_pulled() {
     assert_eq!(sim.scheduler.cpu(0).runq().movable(), 0);
     assert_eq!(sim.newidle_balance(1, 10 * sim.scheduler.tun().migration_cost).0, None);
 }
+
+/// Returns 40 CPUs of a Kunpeng 920 (cache domains of 32: CPUs 0 to 31 and
+/// 32 to 39) under CFS, a [`Spin`] running on one CPU and a [`Sleeper`]
+/// asleep, with `ttwu_queue`; and the spinner's CPU and the sleeper's id.
+fn busy_cpu_and_sleeper(ttwu_queue: Option<bool>) -> (Sim, usize, usize) {
+    let kernel = KernelChoices { ttwu_queue, ..KernelChoices::default() };
+    let cfg = SimConfig { sched: SchedKind::Cfs, kernel, ..SimConfig::quiet(preset::named("kunpeng920"), 40, 1) };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(40, 16, 16, false).unwrap());
+    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let spin = sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
+    while sim.scheduler.thread(sleeper).state() != State::Blocked
+        || sim.scheduler.thread(spin).state() != State::Running
+    {
+        assert!(sim.step(), "the sleeper never slept while the spinner ran");
+    }
+    let busy = sim.scheduler.thread(spin).cpu();
+    (sim, busy, sleeper)
+}
+
+#[test]
+fn a_wakeup_across_cache_domains_queues_on_the_targets_wake_list_with_an_ipi() {
+    let (mut sim, busy, sleeper) = busy_cpu_and_sleeper(None);
+    assert!(busy < 32, "the spinner runs in the first cache domain");
+    // ttwu_queue_cond: another cache domain's waker, not one sharing the cache.
+    assert!(sim.queues_on_wakelist(busy, 33) && !sim.queues_on_wakelist(busy, 31 - busy % 2));
+    let now = sim.scheduler.cpu(busy).clock();
+    let (ipis, stolen) = (sim.m.counters.ipis_sent, sim.m.cpus[busy].stolen);
+    // Level with the spinner, the wakee does not preempt: the IPI is sent anyway,
+    // and its handler queues the thread.
+    sim.scheduler.update_curr(busy, now);
+    sim.scheduler.place(sleeper, busy, busy, false);
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime =
+        sim.scheduler.thread(sim.scheduler.cpu(busy).cur().unwrap()).se().vruntime;
+    sim.enqueue_wakelist(sleeper, busy, now, 33);
+    assert_eq!(sim.m.counters.ipis_sent, ipis + 1);
+    let c = sim.m.costs;
+    assert_eq!(sim.m.cpus[busy].stolen, stolen + c.exception_entry + c.exception_exit);
+    assert_eq!(sim.scheduler.thread(sleeper).state(), State::Runnable);
+    assert!(!sim.scheduler.cpu(busy).need_resched());
+    // With the switch off the waker takes the remote lock: no wake list.
+    let (off, busy, _) = busy_cpu_and_sleeper(Some(false));
+    assert!(!off.queues_on_wakelist(busy, 33));
+}
