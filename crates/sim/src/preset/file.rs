@@ -781,6 +781,8 @@ mod tests {
             ("name = \"x\"\nbase = \"milan\"\ninvpcid = 1\n", "invpcid: expected true or false"),
             ("name = \"x\"\nbase = \"milan\"\ncores = 3\n[[x]]\n", "unknown field 'x'"),
             ("name = \"x\"\n[costs_cycles\n", "not TOML"),
+            ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle_polling_states = 5\n", "must be 0 to 4"),
+            ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle2_residency = 1\n", "must rise with the state's depth"),
         ];
         for (text, want) in cases {
             let e = load(text).expect_err(text);
