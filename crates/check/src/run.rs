@@ -284,16 +284,7 @@ pub fn check_exhaustive_saving(spec: &CheckSpec, jobs: usize, persist: &Persist)
 }
 
 fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> Result<CheckReport, Error> {
-    if spec.mode != Mode::Exhaustive {
-        return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
-    }
-    if jobs == 0 {
-        return Err(Error::NoJobs);
-    }
-    let shape = shape(spec)?;
-    // Resolve the policy and build its configuration once here, so that a bad
-    // name or size fails (with its own message) before any thread starts.
-    validate_build(spec)?;
+    let shape = prepare_jobs(spec, jobs)?;
     // Operations started, rollovers and initiating CPUs of one execution at
     // most: saved with the search.
     let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
@@ -332,10 +323,42 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
             dir: p.dir.display().to_string(),
         });
     }
+    conclude(spec, &shape, jobs, (stats, found), counters, tally)
+}
+
+/// Checks what every search by workers needs before its threads start: an
+/// exhaustive check, some workers, a shape and a policy that build. Returns
+/// the shape.
+fn prepare_jobs(spec: &CheckSpec, jobs: usize) -> Result<Shape, Error> {
+    if spec.mode != Mode::Exhaustive {
+        return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
+    }
+    if jobs == 0 {
+        return Err(Error::NoJobs);
+    }
+    let shape = shape(spec)?;
+    // Resolve the policy and build its configuration once here, so that a bad
+    // name or size fails (with its own message) before any thread starts.
+    validate_build(spec)?;
+    Ok(shape)
+}
+
+/// The report of a search by `jobs` workers that ended with `searched` (its
+/// statistics and a violation a worker found), its workers' `counters`
+/// and `tally`.
+fn conclude(
+    spec: &CheckSpec,
+    shape: &Shape,
+    jobs: usize,
+    searched: (search::Stats, Option<search::Outcome>),
+    counters: [AtomicU64; 3],
+    tally: &Tally,
+) -> Result<CheckReport, Error> {
+    let (stats, found) = searched;
     let counterexample = match found {
         // The worker's own violating path, shrunk: searching again from the
         // start on one thread would take as long as a one-worker search.
-        Some(out) => Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: Found::Ran(out) })?),
+        Some(out) => Some(with_spec_policy(spec, FromPath { spec, shape, found: Found::Ran(out) })?),
         None => None,
     };
     if stats.executions == 0 {
@@ -348,8 +371,28 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     let reached = Reached { rollovers: rollovers as u32, initiators: initiators as u32 };
     let mut r = report(spec, spec.mode.name(), stats, reached, counterexample);
     r.explored.workers = jobs;
-    r.hooks = tally.counts(&crate::hooks::Reach::of(&shape));
+    r.hooks = tally.counts(&crate::hooks::Reach::of(shape));
     Ok(r)
+}
+
+/// [`check_exhaustive_jobs`] with the visited set sharded among `nodes`
+/// in-process nodes whose claims and answers cross `link`
+/// ([`search::exhaustive_sharded`]): the same verdict and, complete, the
+/// same states; also what the nodes sent each other.
+pub fn check_exhaustive_sharded(
+    spec: &CheckSpec,
+    nodes: usize,
+    jobs: usize,
+    link: search::Link,
+) -> Result<(CheckReport, search::Traffic), Error> {
+    let shape = prepare_jobs(spec, jobs)?;
+    let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    let tally = &Tally::default();
+    let (stats, found, traffic) = with_workers(spec, &shape, &counters, Some(tally), |each| {
+        search::exhaustive_sharded(each, nodes, jobs, link, spec.iterations)
+    })?;
+    let r = conclude(spec, &shape, jobs.max(nodes), (stats, found), counters, tally)?;
+    Ok((r, traffic))
 }
 
 /// The counterexample of a violation a worker of a parallel search found:

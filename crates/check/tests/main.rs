@@ -43,4 +43,5 @@ mod reduction;
 mod renaming;
 mod rounds;
 mod shapes;
+mod sharded;
 mod zoo;

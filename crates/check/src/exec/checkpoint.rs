@@ -112,6 +112,9 @@ impl<P> Checkpoints<P> {
 /// The live execution: a core at a fixed address, the coroutines of its CPUs,
 /// its policy (in the arena), and the checkpoints along its last path.
 struct Live {
+    /// Which live execution this is (a number no other on any thread has):
+    /// a parked execution's checkpoint is good on this one only.
+    id: u64,
     core: Box<Core>,
     cos: Vec<Co<'static>>,
     /// The policy, in the thread's arena (its bytes are put back with the arena's).
@@ -144,7 +147,23 @@ pub(super) struct Saved {
     /// Checkpoints no longer on the path, kept for their buffers.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Snap>>,
+    /// The checkpoint where the last execution was parked, if it was.
+    parked: Option<Box<Snap>>,
 }
+
+/// An execution parked at a scheduling point (see [`Chooser::parks`]), as
+/// [`crate::search::Parked`] carries it: its checkpoint there and the
+/// choices before it. Only the worker whose [`Checkpoints`] made it can take
+/// it up, and only while its live execution is the one it was made on;
+/// otherwise the execution replays its path.
+struct ParkedRun {
+    snap: Box<Snap>,
+    path: Vec<Choice>,
+    live: u64,
+}
+
+/// Numbers the live executions ([`Live::id`]).
+static LIVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One checkpoint: everything an execution needs to stand again at a
 /// scheduling point, before the choice made there.
@@ -210,6 +229,21 @@ impl Saved {
         if self.snaps.last().is_some_and(|s| s.depth >= depth) || self.snaps.len() >= MAX_SAVED {
             return;
         }
+        let s = self.snap(core, cos, depth, at);
+        self.snaps.push(s);
+    }
+
+    /// Saves the checkpoint of an execution parked at the scheduling point
+    /// where `depth` choices were made (see [`Chooser::parks`]), off the path.
+    pub(super) fn park(&mut self, core: &Core, cos: &[Co<'_>], depth: usize, at: Resume) {
+        let s = self.snap(core, cos, depth, at);
+        if let Some(old) = self.parked.replace(s) {
+            self.spare.push(old);
+        }
+    }
+
+    /// Returns a checkpoint of the execution as it stands.
+    fn snap(&mut self, core: &Core, cos: &[Co<'_>], depth: usize, at: Resume) -> Box<Snap> {
         let mut s = self.spare.pop().unwrap_or_else(|| Box::new(Snap::empty()));
         s.depth = depth;
         s.at = at;
@@ -245,7 +279,7 @@ impl Saved {
         // SAFETY: a bitwise copy of the live state, which the checkpoint
         // never uses as a value except to put back in the live state's place.
         s.st = MaybeUninit::new(unsafe { std::ptr::read(&*core.st.borrow()) });
-        self.snaps.push(s);
+        s
     }
 
     /// Puts the execution back at checkpoint `k` (dropping the deeper ones);
@@ -314,13 +348,31 @@ pub fn run_from<P: Policy>(
     build: &dyn Fn() -> P,
     chooser: &mut dyn Chooser,
 ) -> Outcome {
+    let resume = chooser.take_resume();
     let Some(forced) = chooser.forced() else { return run(shape, build, chooser, false) };
-    let found = cp.live.as_ref().filter(|l| l.core.shape == *shape).and_then(|l| {
-        let common = l.saved.path.iter().zip(forced).take_while(|(a, b)| a == b).count();
-        // A checkpoint before the last forced choice (the new one: the
-        // execution that made it ran its step with the footprint the chooser
-        // wants), or the first, before any.
-        l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
+    // A parked execution taken up on the live execution it was made on starts
+    // at its own checkpoint, put on the path after those the two paths share.
+    let resume = resume.and_then(crate::search::Parked::take::<ParkedRun>);
+    let parked = match (resume, cp.live.as_mut()) {
+        (Some(p), Some(live)) if p.live == live.id && live.core.shape == *shape && p.path[..] == *forced => {
+            let s = &mut live.saved;
+            let common = s.path.iter().zip(&p.path).take_while(|(a, b)| a == b).count();
+            let keep = s.snaps.iter().position(|x| x.depth > common).unwrap_or(s.snaps.len());
+            s.spare.extend(s.snaps.drain(keep..));
+            s.snaps.push(p.snap);
+            s.path = p.path;
+            Some(s.snaps.len() - 1)
+        }
+        _ => None,
+    };
+    let found = parked.or_else(|| {
+        cp.live.as_ref().filter(|l| l.core.shape == *shape).and_then(|l| {
+            let common = l.saved.path.iter().zip(forced).take_while(|(a, b)| a == b).count();
+            // A checkpoint before the last forced choice (the new one: the
+            // execution that made it ran its step with the footprint the chooser
+            // wants), or the first, before any.
+            l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
+        })
     });
     check::install(&HOOKS);
     super::guard_policy_code();
@@ -352,6 +404,9 @@ pub fn run_from<P: Policy>(
     let out = drive(&live.core, &mut live.cos, from, Some(&mut live.saved));
     live.saved.path.clear();
     live.saved.path.extend_from_slice(&out.choices);
+    if let Some(snap) = live.saved.parked.take() {
+        chooser.keep_parked(crate::search::Parked::new(ParkedRun { snap, path: out.choices.clone(), live: live.id }));
+    }
     arena::set_active(was);
     out
 }
@@ -385,10 +440,11 @@ impl Live {
         // SAFETY: the policy lives in the arena as long as this execution.
         let cos = start(&core, unsafe { &*policy }, || stacks.next().expect("a stack per CPU"));
         Live {
+            id: LIVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             core,
             cos,
             policy: policy as *const (),
-            saved: Saved { tops, path: Vec::new(), snaps: Vec::new(), spare: Vec::new() },
+            saved: Saved { tops, path: Vec::new(), snaps: Vec::new(), spare: Vec::new(), parked: None },
         }
     }
 }

@@ -217,7 +217,18 @@ pub(super) struct Dfs<'a> {
     /// load's choice of value: its step makes the rest of the prefix's
     /// choices, that one among them.
     prefix_sched: Option<usize>,
+    /// Set when `visit` answered [`PARK`] at the last scheduling choice.
+    parks: bool,
+    /// A parked execution's checkpoint: the one this search takes up (in),
+    /// or the one its execution left (out).
+    resume: Option<super::Parked>,
+    parked: Option<super::Parked>,
 }
+
+/// What `visit` answers to cut the execution at a state to take it up
+/// later from there (a sharded search's claim of a state another node
+/// owns): every label left alone, and the execution parked.
+pub(super) const PARK: u64 = u64::MAX;
 
 impl<'a> Dfs<'a> {
     /// Returns the search's chooser for an execution that replays `prefix`
@@ -232,7 +243,31 @@ impl<'a> Dfs<'a> {
         // whichever it chooses.
         let read = prefix.last().is_some_and(|c| c.point == ChoiceKind::Read);
         let prefix_sched = if read { prefix.iter().rposition(|c| c.point == ChoiceKind::Sched) } else { None };
-        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None, prefix_sched }
+        Dfs {
+            prefix,
+            nodes,
+            at: 0,
+            visit,
+            switches,
+            last_sched: None,
+            local: None,
+            prefix_sched,
+            parks: false,
+            resume: None,
+            parked: None,
+        }
+    }
+
+    /// This search takes up the parked execution `resume` (its prefix is
+    /// the parked path).
+    pub(super) fn resuming(self, resume: Option<super::Parked>) -> Self {
+        Dfs { resume, ..self }
+    }
+
+    /// The checkpoint of the execution this search parked, if it parked one
+    /// and the worker keeps checkpoints.
+    pub(super) fn take_parked(&mut self) -> Option<super::Parked> {
+        self.parked.take()
     }
 }
 
@@ -264,6 +299,10 @@ impl Chooser for Dfs<'_> {
         let (skip, unless_local) = match self.local.take() {
             Some(l) => (asleep | !(1u64 << l), Some(asleep)),
             None => match (self.visit)(state, asleep) {
+                Some(PARK) => {
+                    self.parks = true;
+                    return Pick::Prune;
+                }
                 Some(skip) => (skip, None),
                 None => return Pick::Prune,
             },
@@ -336,6 +375,18 @@ impl Chooser for Dfs<'_> {
 
     fn forced(&self) -> Option<&[Choice]> {
         self.switches.checkpoints.then_some(self.prefix)
+    }
+
+    fn parks(&self) -> bool {
+        self.parks
+    }
+
+    fn keep_parked(&mut self, parked: super::Parked) {
+        self.parked = Some(parked);
+    }
+
+    fn take_resume(&mut self) -> Option<super::Parked> {
+        self.resume.take()
     }
 
     /// Past the prefix, when the choice has an option this visit explores

@@ -14,25 +14,25 @@ use xxhash_rust::xxh3::xxh3_64;
 /// (also the work queue's items, and what a saved search keeps of the
 /// frontier: a subtree put back is positioned at the execution it runs next).
 #[derive(Clone)]
-struct Subtree {
+pub(super) struct Subtree {
     /// The choices of the current execution; the first `frozen` are the
     /// subtree's root and never change.
-    stack: Vec<Choice>,
-    frozen: usize,
+    pub(super) stack: Vec<Choice>,
+    pub(super) frozen: usize,
     /// Per choice of `stack`: one past the last option this worker explores
     /// there (the rest were given to other workers).
-    ends: Vec<u32>,
-    nodes: Vec<Node>,
+    pub(super) ends: Vec<u32>,
+    pub(super) nodes: Vec<Node>,
 }
 
 impl Subtree {
     /// The subtree below the root `stack` (each choice's option taken there
     /// its only one), with what the search keeps for each choice.
-    fn below(stack: Vec<Choice>, nodes: Vec<Node>) -> Subtree {
+    pub(super) fn below(stack: Vec<Choice>, nodes: Vec<Node>) -> Subtree {
         Subtree { ends: stack.iter().map(|c| c.taken + 1).collect(), frozen: stack.len(), stack, nodes }
     }
 
-    fn save(&self, w: &mut Writer) {
+    pub(super) fn save(&self, w: &mut Writer) {
         w.u64(self.stack.len() as u64);
         for c in &self.stack {
             w.u8(match c.point {
@@ -639,7 +639,7 @@ fn give_away(t: &mut Subtree, shared: &Shared) {
 /// Takes the untaken options of `t`'s shallowest open choice out of it, each
 /// the root of a subtree of its own, and returns those (none if `t` has no
 /// choice with an option left).
-fn split_off(t: &mut Subtree) -> Vec<Subtree> {
+pub(super) fn split_off(t: &mut Subtree) -> Vec<Subtree> {
     // Not a load's choice of value: the step that makes it gathers the
     // footprints of all its options (`Chooser::tracks_step`), on this worker.
     let open = |i: usize| t.nodes[i].next_option(t.stack[i].taken, t.ends[i]).is_some();

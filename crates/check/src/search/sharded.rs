@@ -1,0 +1,557 @@
+//! Exhaustive search with the visited set sharded among nodes: each state
+//! has one owner, and a node holds only the states it owns.
+//!
+//! # Design
+//!
+//! The parallel search ([`super::exhaustive_parallel`]) shares one visited
+//! set among its workers; a search larger than one machine cannot. Here the
+//! fingerprint space is split among `K` nodes (a state's fingerprint picks
+//! one of the table's 256 parts, and part `p` belongs to node `p mod K`), as
+//! the distributed stateful checkers do (Stern and Dill's parallel Murφ,
+//! TLC's fingerprint servers, PReach, LTSmin's distributed back end): a
+//! node's table holds only its parts, so memory per node is the total over
+//! `K`. Each node has its own workers and its own queue of subtrees.
+//!
+//! **The owner decides, the discoverer explores.** A worker that reaches a
+//! state its own node owns visits it as the parallel search does. One that
+//! reaches a state another node owns cannot know whether it was seen: it
+//! stops the execution there (*parks* it: the path to the state is kept,
+//! as a subtree whose root ends just before the state's scheduling choice)
+//! and sends the owner a *claim* (the state's hash, the labels asleep
+//! there, and the parked execution's number), in a batch with the other
+//! claims it has for that node. The owner visits its table with the claim,
+//! exactly as a local visit would (the same admission, the same narrowing
+//! of the sleep mask), and answers: nothing left to explore (the parked
+//! path is dropped), or the labels to leave alone. An answer that admits
+//! labels turns the parked path into work for the discoverer's node: a
+//! worker replays the path and, at the state, takes the answer as the
+//! state's visit. So every state is admitted by its owner's table alone,
+//! once per sleep mask as the parallel search admits it, and nothing is
+//! explored twice for lack of knowledge; the states a complete search
+//! reaches are the parallel search's (the visited set is order-free).
+//! What sharding costs is the replay of each admitted parked path
+//! (more executions) and the time claims and answers travel.
+//!
+//! A node whose queue is empty takes a subtree from another node's queue
+//! (work stealing, counted as traffic); a worker with others waiting gives
+//! its shallowest open choice's other options away, as in the parallel
+//! search. The search ends when no subtree is queued or explored and no
+//! parked path waits for its answer: one count (`open`) holds both, raised
+//! before anything it counts is made and lowered after it is done, so it
+//! reaches zero only at the end.
+//!
+//! # This implementation
+//!
+//! The nodes run in one process, as groups of threads that share nothing
+//! but their mailboxes and queues: the transport is a queue per node with
+//! an injected latency (a batch is delivered that long after it is sent),
+//! and what the nodes send each other is counted in bytes of its encoding
+//! ([`Traffic`]). It measures the sharded search's work and traffic on
+//! one host; a transport between machines (Ray's actors) is not built.
+
+use super::dfs::{backtrack, Dfs, Switches, PARK, SWITCHES};
+use super::parallel::{split_off, Subtree};
+use super::saved::Writer;
+use super::table::{Table, Visitor};
+use super::{recycle_choices, Outcome, Parked, Stats, Worker};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How the nodes of a sharded search reach each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The time a batch of claims or answers takes to arrive.
+    pub latency: Duration,
+    /// The claims a worker gathers for one node before it sends them (it
+    /// sends fewer when it waits for work, or when the oldest has waited
+    /// [`Link::latency`] or 100 µs, the longer).
+    pub batch: usize,
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link { latency: Duration::ZERO, batch: 256 }
+    }
+}
+
+/// What the nodes of a sharded search sent each other.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// States reached by a node that does not own them (each a claim).
+    pub claims: u64,
+    /// Claims whose answer was to explore (each a parked path replayed).
+    pub admitted: u64,
+    /// Batches of claims and of answers sent.
+    pub batches: u64,
+    /// Subtrees one node took from another's queue.
+    pub steals: u64,
+    /// Bytes of claims, answers and stolen subtrees, as encoded.
+    pub bytes: u64,
+    /// The states each node owns at the end.
+    pub states: Vec<u64>,
+}
+
+/// A claim's bytes: the state's hash, its mask asleep, and the parked
+/// path's number (whose low bits name the discoverer).
+const CLAIM_BYTES: u64 = 24;
+/// An answer's bytes: the parked path's number and the mask (or none).
+const ANSWER_BYTES: u64 = 17;
+/// The most nodes (the table's parts: each node owns at least one).
+pub const MAX_NODES: usize = 256;
+
+#[derive(Clone, Copy)]
+struct Claim {
+    state: u64,
+    asleep: u64,
+    id: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Answer {
+    id: u64,
+    skip: Option<u64>,
+}
+
+/// Batches in flight to one node or worker, each deliverable from its instant.
+struct Mailbox<T> {
+    queue: Mutex<VecDeque<(Instant, Vec<T>)>>,
+    /// Batches queued: read before the lock, so an empty mailbox costs a load.
+    count: AtomicUsize,
+}
+
+impl<T> Mailbox<T> {
+    fn new() -> Self {
+        Mailbox { queue: Mutex::new(VecDeque::new()), count: AtomicUsize::new(0) }
+    }
+
+    fn send(&self, at: Instant, batch: Vec<T>) {
+        let mut q = self.queue.lock().expect("no worker panicked holding a mailbox");
+        q.push_back((at, batch));
+        self.count.fetch_add(1, SeqCst);
+    }
+
+    /// Takes the batches due by now (they arrive in the order sent).
+    fn due(&self) -> Vec<Vec<T>> {
+        if self.count.load(SeqCst) == 0 {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        let mut q = self.queue.lock().expect("no worker panicked holding a mailbox");
+        let mut out = Vec::new();
+        while q.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, b) = q.pop_front().expect("a front batch");
+            self.count.fetch_sub(1, SeqCst);
+            out.push(b);
+        }
+        out
+    }
+}
+
+/// A subtree to explore; for a parked path its owner admitted, the answer
+/// that is its state's visit and the checkpoint where it was parked.
+struct Task {
+    tree: Subtree,
+    answer: Option<u64>,
+    snap: Option<Parked>,
+}
+
+/// One node: its part of the visited set, its queue (subtrees any worker
+/// may take) and the claims sent to it.
+struct Node {
+    table: Table,
+    work: Mutex<Vec<Subtree>>,
+    claims: Mailbox<Claim>,
+}
+
+/// What every node's workers share.
+struct Search {
+    nodes: Vec<Node>,
+    /// Per worker: the answers to its claims.
+    answers: Vec<Mailbox<Answer>>,
+    link: Link,
+    /// Subtrees queued or being explored, and paths parked for an answer.
+    open: AtomicU64,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+    found: Mutex<Option<Outcome>>,
+    executions: AtomicU64,
+    pruned: AtomicU64,
+    max_steps: AtomicUsize,
+    /// Workers waiting for work.
+    hungry: AtomicUsize,
+    claims: AtomicU64,
+    admitted: AtomicU64,
+    batches: AtomicU64,
+    steals: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// The node that owns `state`: its table part's, dealt round the nodes.
+fn owner(state: u64, nodes: usize) -> usize {
+    (super::table::fingerprint(state) & (MAX_NODES as u64 - 1)) as usize % nodes
+}
+
+/// Bits of a parked path's number that name the worker that parked it.
+const WORKER_BITS: u32 = 16;
+
+/// What one worker keeps to itself: the paths it parked (with their
+/// checkpoints, which only it can take up), and its own stack of tasks:
+/// admitted parked paths on top, the subtrees it put back below them.
+#[derive(Default)]
+struct Local {
+    parked: HashMap<u64, (Subtree, Option<Parked>)>,
+    stack: Vec<Task>,
+}
+
+impl Search {
+    /// Node `n` visits the claims due in its mailbox and answers them.
+    fn serve(&self, n: usize, me: &mut Visitor<'_>) {
+        for batch in self.nodes[n].claims.due() {
+            let mut by: HashMap<usize, Vec<Answer>> = HashMap::new();
+            for c in batch {
+                let a = Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 };
+                by.entry((c.id & ((1 << WORKER_BITS) - 1)) as usize).or_default().push(a);
+            }
+            let at = Instant::now() + self.link.latency;
+            for (w, batch) in by {
+                self.batches.fetch_add(1, Relaxed);
+                self.bytes.fetch_add(ANSWER_BYTES * batch.len() as u64, Relaxed);
+                self.answers[w].send(at, batch);
+            }
+        }
+    }
+
+    /// Worker `w` turns the answers due to it into tasks of its own (or
+    /// drops the parked paths they close).
+    fn receive(&self, w: usize, local: &mut Local) {
+        for batch in self.answers[w].due() {
+            let closed = batch.len() as u64;
+            let before = local.stack.len();
+            for a in batch {
+                let (tree, snap) = local.parked.remove(&a.id).expect("an answer to a parked path");
+                if let Some(skip) = a.skip {
+                    local.stack.push(Task { tree, answer: Some(skip), snap });
+                }
+            }
+            let k = (local.stack.len() - before) as u64;
+            self.admitted.fetch_add(k, Relaxed);
+            // The tasks first: `open` never passes 0 early.
+            self.open.fetch_add(k, SeqCst);
+            self.open.fetch_sub(closed, SeqCst);
+        }
+    }
+
+    /// Takes a task for worker `local` of node `n`: its own newest, else
+    /// its node's newest subtree, else the oldest of another node's (a
+    /// steal, sent whole).
+    fn take(&self, n: usize, local: &mut Local) -> Option<Task> {
+        if let Some(t) = local.stack.pop() {
+            return Some(t);
+        }
+        let task = |tree| Task { tree, answer: None, snap: None };
+        if let Some(t) = self.nodes[n].work.lock().expect("no worker panicked holding a queue").pop() {
+            return Some(task(t));
+        }
+        let k = self.nodes.len();
+        for m in (1..k).map(|d| (n + d) % k) {
+            let mut q = self.nodes[m].work.lock().expect("no worker panicked holding a queue");
+            if !q.is_empty() {
+                let t = q.remove(0);
+                drop(q);
+                let mut w = Writer::default();
+                t.save(&mut w);
+                self.steals.fetch_add(1, Relaxed);
+                self.bytes.fetch_add(w.0.len() as u64, Relaxed);
+                return Some(task(t));
+            }
+        }
+        None
+    }
+}
+
+/// A worker's claims not yet sent, by owner.
+struct Outbox {
+    claims: Vec<Vec<Claim>>,
+    /// When the oldest claim not yet sent was made.
+    since: Option<Instant>,
+}
+
+impl Outbox {
+    /// Sends node `to` its claims.
+    fn send(&mut self, s: &Search, to: usize) {
+        let batch = std::mem::take(&mut self.claims[to]);
+        if batch.is_empty() {
+            return;
+        }
+        s.batches.fetch_add(1, Relaxed);
+        s.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
+        s.nodes[to].claims.send(Instant::now() + s.link.latency, batch);
+    }
+
+    /// Sends every claim gathered.
+    fn flush(&mut self, s: &Search) {
+        (0..self.claims.len()).for_each(|to| self.send(s, to));
+        self.since = None;
+    }
+
+    /// Sends the claims that have waited long enough.
+    fn flush_old(&mut self, s: &Search) {
+        let wait = s.link.latency.max(Duration::from_micros(100));
+        if self.since.is_some_and(|t| t.elapsed() >= wait) {
+            self.flush(s);
+        }
+    }
+}
+
+/// Explores every execution as [`super::exhaustive_parallel`] does, with
+/// the visited set sharded among `nodes` in-process nodes of `jobs` workers
+/// in all (dealt round the nodes; at least one each), their claims and
+/// answers crossing `link`. Returns the statistics (`states`: the states
+/// the nodes own, together), a violation if one was found, and the
+/// traffic.
+pub fn exhaustive_sharded(
+    each: &(dyn Fn(Worker<'_>) + Sync),
+    nodes: usize,
+    jobs: usize,
+    link: Link,
+    max_executions: u64,
+) -> (Stats, Option<Outcome>, Traffic) {
+    let nodes = nodes.clamp(1, MAX_NODES);
+    let workers = jobs.max(nodes).min(1 << WORKER_BITS);
+    let search = Search {
+        nodes: (0..nodes)
+            .map(|_| Node { table: Table::default(), work: Mutex::new(Vec::new()), claims: Mailbox::new() })
+            .collect(),
+        answers: (0..workers).map(|_| Mailbox::new()).collect(),
+        link: Link { batch: link.batch.max(1), ..link },
+        open: AtomicU64::new(1),
+        next_id: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        found: Mutex::new(None),
+        executions: AtomicU64::new(0),
+        pruned: AtomicU64::new(0),
+        max_steps: AtomicUsize::new(0),
+        hungry: AtomicUsize::new(0),
+        claims: AtomicU64::new(0),
+        admitted: AtomicU64::new(0),
+        batches: AtomicU64::new(0),
+        steals: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+    };
+    search.nodes[0].work.lock().expect("unshared").push(Subtree::below(Vec::new(), Vec::new()));
+    let switches = SWITCHES.with(std::cell::Cell::get);
+    std::thread::scope(|scope| {
+        for w in 0..workers {
+            let search = &search;
+            scope.spawn(move || {
+                let _stop = StopOnPanic(search);
+                each(&mut |run| work(run, search, w, max_executions, switches));
+            });
+        }
+    });
+    let found = search.found.into_inner().expect("no worker panicked holding the result");
+    let states: Vec<u64> = search.nodes.iter().map(|n| n.table.len() as u64).collect();
+    let stats = Stats {
+        executions: search.executions.load(Relaxed),
+        states: states.iter().sum(),
+        pruned: search.pruned.load(Relaxed),
+        max_steps: search.max_steps.load(Relaxed),
+        complete: !search.stop.load(Relaxed),
+    };
+    let traffic = Traffic {
+        claims: search.claims.load(Relaxed),
+        admitted: search.admitted.load(Relaxed),
+        batches: search.batches.load(Relaxed),
+        steals: search.steals.load(Relaxed),
+        bytes: search.bytes.load(Relaxed),
+        states,
+    };
+    (stats, found, traffic)
+}
+
+/// Stops the search if the worker holding it unwinds (the others would
+/// wait for its work forever).
+struct StopOnPanic<'a>(&'a Search);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, SeqCst);
+        }
+    }
+}
+
+/// Worker `w` (of node `w mod K`): answers its node's claims, receives its
+/// answers, and explores its tasks (or its node's, or another node's)
+/// until the search is over.
+fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: usize, max: u64, switches: Switches) {
+    let n = w % s.nodes.len();
+    let mut me = s.nodes[n].table.visitor();
+    let mut out = Outbox { claims: vec![Vec::new(); s.nodes.len()], since: None };
+    let mut local = Local::default();
+    let mut idle = 0u32;
+    loop {
+        if s.stop.load(Relaxed) {
+            return;
+        }
+        s.serve(n, &mut me);
+        s.receive(w, &mut local);
+        if let Some(task) = s.take(n, &mut local) {
+            idle = 0;
+            let mut at = At { s, w, n, me: &mut me, out: &mut out, local: &mut local };
+            if at.explore(run, task, max, switches) {
+                // Its claims are counted in `open` already (as parked paths).
+                s.open.fetch_sub(1, SeqCst);
+            }
+            continue;
+        }
+        out.flush(s);
+        if s.open.load(SeqCst) == 0 {
+            return;
+        }
+        s.hungry.fetch_add(1, Relaxed);
+        idle = idle.saturating_add(1);
+        if idle < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        s.hungry.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A worker where it works: the search, its number and node, its way into
+/// its node's table, its claims not yet sent and what it keeps to itself.
+struct At<'a, 'v> {
+    s: &'a Search,
+    w: usize,
+    n: usize,
+    me: &'a mut Visitor<'v>,
+    out: &'a mut Outbox,
+    local: &'a mut Local,
+}
+
+impl At<'_, '_> {
+    /// Explores `task`'s subtree depth-first, as the parallel search's
+    /// workers do, parking the executions that reach a state another node
+    /// owns; returns whether it is done with the subtree (`false`: it put it
+    /// back).
+    ///
+    /// When admitted parked paths wait on its stack, it puts its subtree
+    /// back below them, positioned at its next execution, and returns to
+    /// take them up first (depth-first over the two: the subtree comes back
+    /// once they are done).
+    fn explore(
+        &mut self,
+        run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome,
+        task: Task,
+        max: u64,
+        switches: Switches,
+    ) -> bool {
+        let s = self.s;
+        let Task { tree: mut t, mut answer, mut snap } = task;
+        let k = s.nodes.len();
+        let mut pruned = 0u64;
+        let mut done = true;
+        loop {
+            if s.stop.load(Relaxed) {
+                break;
+            }
+            if s.executions.fetch_add(1, Relaxed) >= max {
+                s.executions.fetch_sub(1, Relaxed);
+                s.stop.store(true, SeqCst);
+                break;
+            }
+            let mut claim = None;
+            let (result, parked) = {
+                let me = &mut *self.me;
+                let n = self.n;
+                let mut v = |state: u64, asleep: u64| {
+                    if let Some(skip) = answer.take() {
+                        return Some(skip);
+                    }
+                    if owner(state, k) == n {
+                        return me.visit(state, asleep).0;
+                    }
+                    claim = Some(Claim { state, asleep, id: 0 });
+                    Some(PARK)
+                };
+                let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches).resuming(snap.take());
+                let result = run(&mut d);
+                let parked = d.take_parked();
+                (result, parked)
+            };
+            if result.steps > s.max_steps.load(Relaxed) {
+                s.max_steps.fetch_max(result.steps, Relaxed);
+            }
+            pruned += u64::from(result.pruned);
+            if result.violation.is_some() {
+                s.found.lock().expect("no worker panicked holding the result").get_or_insert(result);
+                s.stop.store(true, SeqCst);
+                break;
+            }
+            if let Some(c) = claim {
+                self.park(c, &result.choices, &t.nodes, parked);
+            }
+            // Choices past the stack are new: this worker owns all their options.
+            let known = t.stack.len();
+            recycle_choices(std::mem::replace(&mut t.stack, result.choices));
+            t.ends.truncate(known.min(t.stack.len()));
+            t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
+            if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
+                break;
+            }
+            // A worker deep in a subtree still answers its node's claims.
+            s.serve(self.n, self.me);
+            s.receive(self.w, self.local);
+            self.out.flush_old(s);
+            if self.local.stack.last().is_some_and(|t| t.answer.is_some()) {
+                let stack = &mut self.local.stack;
+                let below = stack.iter().rposition(|t| t.answer.is_none()).map_or(0, |i| i + 1);
+                stack.insert(below, Task { tree: t, answer: None, snap: None });
+                done = false;
+                break;
+            }
+            if s.hungry.load(Relaxed) > 0 {
+                let given = split_off(&mut t);
+                if !given.is_empty() {
+                    s.open.fetch_add(given.len() as u64, SeqCst);
+                    s.nodes[self.n].work.lock().expect("no worker panicked holding a queue").extend(given);
+                }
+            }
+        }
+        s.pruned.fetch_add(pruned, Relaxed);
+        done
+    }
+
+    /// Parks the execution that made `choices` (with `nodes`) at the state
+    /// of `claim`, keeping its checkpoint there if it has one, and claims
+    /// the state from its owner.
+    fn park(&mut self, mut claim: Claim, choices: &[super::Choice], nodes: &[super::dfs::Node], snap: Option<Parked>) {
+        let s = self.s;
+        debug_assert_eq!(nodes.len(), choices.len(), "a parked path's choices and nodes disagree");
+        claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
+        let o = owner(claim.state, s.nodes.len());
+        // Counted before its claim can be answered.
+        s.open.fetch_add(1, SeqCst);
+        s.claims.fetch_add(1, Relaxed);
+        let path = Subtree::below(choices.to_vec(), parked_nodes(choices, nodes));
+        self.local.parked.insert(claim.id, (path, snap));
+        self.out.claims[o].push(claim);
+        self.out.since.get_or_insert_with(Instant::now);
+        if self.out.claims[o].len() >= s.link.batch {
+            self.out.send(s, o);
+        }
+    }
+}
+
+/// What a parked path keeps of its nodes: the last scheduling choice's (the
+/// state's sleep set comes from its footprint and what it had asleep), the
+/// others empty. Its replay reads no other (its choices are forced, and
+/// nothing above its root is explored again).
+fn parked_nodes(choices: &[super::Choice], nodes: &[super::dfs::Node]) -> Vec<super::dfs::Node> {
+    let last = choices.iter().rposition(|c| c.point == super::ChoiceKind::Sched);
+    (0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }).collect()
+}
