@@ -417,6 +417,26 @@ fn bench_rounds_reaches_the_states_of_jobs_in_rounds_among_parties() {
     assert_bad_input(&["bench", "rounds", "--parties", "0"], "--parties: give party counts of 1 or more");
     assert_bad_input(&["bench", "rounds", "--round-ms", "0"], "--round-ms 0: give a round's length");
     assert_bad_input(&["bench", "rounds", "--policy", "nope"], "nope");
+    let j = bench_json(&[
+        "bench",
+        "sharded",
+        "--policy",
+        "arm64-noasid",
+        "--nodes",
+        "2",
+        "--jobs",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let r = &j.as_array().unwrap()[0];
+    assert_eq!((r["nodes"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
+    assert!(r["claims"].as_u64().unwrap() > 0 && r["admitted"].as_u64().unwrap() > 0, "{r}");
+    assert_bad_input(&["bench", "sharded", "--nodes", "0"], "--nodes: give node counts from 1 to 256");
+    assert_bad_input(&["bench", "sharded", "--nodes", "300"], "--nodes: give node counts from 1 to 256");
+    assert_bad_input(&["bench", "sharded", "--batch", "0"], "--batch 0: give the claims a batch holds");
+    assert_bad_input(&["bench", "sharded", "--jobs", "0"], "--jobs 0: give the workers in all");
+    assert_bad_input(&["bench", "sharded", "--policy", "nope"], "nope");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! ([`sim`]), `bench scale` on the scale workloads at each CPU count
 //! ([`scale`]), `bench check` times the checker at the standard bounds
 //! ([`check`]), and `bench rounds` the search in rounds that `check --ray`
-//! runs, against one process's workers ([`rounds`]).
+//! runs, against one process's workers ([`rounds`]), and `bench sharded` the
+//! search with its visited set sharded among nodes ([`sharded`]).
 //!
 //! The spellings from before the subcommands keep working, because other tools
 //! and older builds use them: `tlbkit bench` with no subcommand is `bench sim`
@@ -15,6 +16,7 @@
 pub mod check;
 pub mod rounds;
 pub mod scale;
+pub mod sharded;
 pub mod sim;
 
 use super::Format;
@@ -54,6 +56,11 @@ enum BenchCmd {
     /// parties (a thread and a visited set each), against `check --jobs` with
     /// as many workers, at a policy's standard bounds.
     Rounds(rounds::RoundsArgs),
+    /// Time the search with its visited set sharded among in-process nodes
+    /// (each state one owner's; claims and answers between nodes, with an
+    /// injected latency), against `check --jobs` with as many workers, at a
+    /// policy's standard bounds: seconds, executions, traffic.
+    Sharded(sharded::ShardedArgs),
 }
 
 /// The flags of `bench scale` and `bench check` as `bench` itself took them
@@ -107,6 +114,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
         Some(BenchCmd::Scale(s)) => scale::run(s),
         Some(BenchCmd::Check(c)) => check::run(c),
         Some(BenchCmd::Rounds(r)) => rounds::run(r),
+        Some(BenchCmd::Sharded(s)) => sharded::run(s),
         None => {
             let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s, memory } = a.legacy;
             let format = a.sim.format;

@@ -123,7 +123,7 @@ pub fn run(a: RoundsArgs) -> Result<u8, CliError> {
 }
 
 /// The exhaustive check of `policy` at the standard bounds (`bench check`'s).
-fn standard_spec(policy: &str) -> Result<CheckSpec, CliError> {
+pub(super) fn standard_spec(policy: &str) -> Result<CheckSpec, CliError> {
     use super::check::{asids, CPUS, MMS, OPS, PAGES};
     let o = tlbkit_check::options::Options {
         policy: policy.to_string(),

@@ -1,0 +1,150 @@
+//! `tlbkit bench sharded`: the search with its visited set sharded among
+//! nodes, against one process's workers sharing one, on one machine.
+//!
+//! For each node count K it runs the check at a policy's standard bounds
+//! with the visited set split among K in-process nodes
+//! (`tlbkit_check::search::exhaustive_sharded`: each state has one owner; a
+//! worker that reaches a state another node owns parks its execution and
+//! claims the state, and the owner's answer turns it into work or drops
+//! it), `--jobs` workers in all, claims and answers delivered after
+//! `--latency-us`; then the same check with `--jobs` workers sharing one
+//! visited set. It prints the seconds and executions of both, and what
+//! sharding sent: claims, the claims admitted (each a parked execution
+//! replayed), bytes per state, and the largest node's share of the states
+//! (memory per node follows it). The states must be the same, or it fails.
+
+use crate::error::CliError;
+use crate::table::{Align, Table};
+use clap::Args;
+use std::time::{Duration, Instant};
+use tlbkit_check::search::{Link, Traffic, MAX_NODES};
+
+/// `tlbkit bench sharded`'s flags.
+#[derive(Args)]
+pub struct ShardedArgs {
+    /// The policy, checked at its standard bounds.
+    #[arg(long, default_value = "arm64-linux")]
+    pub policy: String,
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    pub nodes: Vec<usize>,
+    /// Workers in all, dealt round the nodes (at least one each), and the
+    /// --jobs each sharded search is compared with (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// The time a batch of claims or answers takes to reach its node, in
+    /// microseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_us: u64,
+    /// The claims a worker gathers for one node before it sends them.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: super::Format,
+}
+
+/// One node count's figures.
+struct Row {
+    nodes: usize,
+    states: u64,
+    sharded_s: f64,
+    sharded_executions: u64,
+    traffic: Traffic,
+    jobs_s: f64,
+    jobs_executions: u64,
+}
+
+/// Runs `tlbkit bench sharded`.
+pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
+    if a.nodes.is_empty() || a.nodes.iter().any(|&n| n == 0 || n > MAX_NODES) {
+        return Err(format!("--nodes: give node counts from 1 to {MAX_NODES}, e.g. --nodes 2,4").into());
+    }
+    if a.batch == 0 {
+        return Err("--batch 0: give the claims a batch holds, e.g. --batch 256".into());
+    }
+    let jobs = match a.jobs {
+        Some(0) => return Err("--jobs 0: give the workers in all, e.g. --jobs 2".into()),
+        Some(j) => j,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let spec = super::rounds::standard_spec(&a.policy)?;
+    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
+    let t = Instant::now();
+    let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
+    let jobs_s = t.elapsed().as_secs_f64();
+    let mut rows = Vec::new();
+    for &n in &a.nodes {
+        let t = Instant::now();
+        let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
+        let sharded_s = t.elapsed().as_secs_f64();
+        if report.explored.states != local.explored.states
+            || report.counterexample.is_some() != local.counterexample.is_some()
+        {
+            return Err(format!(
+                "{n} nodes reached {} states, --jobs {jobs} {}: sharding lost or added states (a bug in tlbkit)",
+                report.explored.states, local.explored.states
+            )
+            .into());
+        }
+        rows.push(Row {
+            nodes: n,
+            states: report.explored.states,
+            sharded_s,
+            sharded_executions: report.explored.executions,
+            traffic,
+            jobs_s,
+            jobs_executions: local.explored.executions,
+        });
+    }
+    let per_state = |r: &Row| r.traffic.bytes as f64 / r.states.max(1) as f64;
+    let largest = |r: &Row| r.traffic.states.iter().copied().max().unwrap_or(0) as f64 / r.states.max(1) as f64;
+    if a.format == super::Format::Json {
+        let doc: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "policy": a.policy, "nodes": r.nodes, "workers": jobs.max(r.nodes), "latency_us": a.latency_us,
+                    "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
+                    "sharded_executions": r.sharded_executions, "claims": r.traffic.claims,
+                    "admitted": r.traffic.admitted, "batches": r.traffic.batches, "steals": r.traffic.steals,
+                    "bytes": r.traffic.bytes, "node_states": r.traffic.states,
+                    "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    println!(
+        "{} at the standard bounds: the visited set sharded among in-process nodes ({jobs} workers in all, \
+         {} µs a batch, batches of {}), against --jobs {jobs}",
+        a.policy, a.latency_us, a.batch
+    );
+    let mut t = Table::new(&[Align::Right; 9]);
+    t.row([
+        "nodes",
+        "states",
+        "seconds",
+        "executions",
+        "claims",
+        "admitted",
+        "bytes/state",
+        "largest node",
+        "--jobs s",
+    ]);
+    for r in &rows {
+        t.row([
+            r.nodes.to_string(),
+            r.states.to_string(),
+            format!("{:.2}", r.sharded_s),
+            format!("{} ({:.2}x)", r.sharded_executions, r.sharded_executions as f64 / r.jobs_executions.max(1) as f64),
+            r.traffic.claims.to_string(),
+            r.traffic.admitted.to_string(),
+            format!("{:.1}", per_state(r)),
+            format!("{:.1}%", 100.0 * largest(r)),
+            format!("{:.2}", r.jobs_s),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(0)
+}
