@@ -32,6 +32,18 @@ impl Subtree {
         Subtree { ends: stack.iter().map(|c| c.taken + 1).collect(), frozen: stack.len(), stack, nodes }
     }
 
+    /// Takes the choices the execution below it made (`choices`: those
+    /// past the stack are new, and this worker owns all their options) and
+    /// backtracks to the deepest choice with an option of its own left;
+    /// `false` when none is left.
+    pub(super) fn advance(&mut self, choices: Vec<Choice>) -> bool {
+        let known = self.stack.len();
+        recycle_choices(std::mem::replace(&mut self.stack, choices));
+        self.ends.truncate(known.min(self.stack.len()));
+        self.ends.extend(self.stack[self.ends.len()..].iter().map(|c| c.n));
+        backtrack(&mut self.stack, &mut self.nodes, self.frozen, Some(&mut self.ends))
+    }
+
     pub(super) fn save(&self, w: &mut Writer) {
         w.u64(self.stack.len() as u64);
         for c in &self.stack {
@@ -529,26 +541,36 @@ const BATCH: u64 = 64;
 /// workers cost more than the executions themselves. Executions are reserved
 /// [`BATCH`] at a time (one at a time under a cap, which must be exact), and
 /// those not run are given back.
-struct Tally<'a> {
-    shared: &'a Shared,
-    pruned: u64,
+pub(super) struct Tally<'a> {
+    /// The search's executions, reserved, and its executions cut short.
+    executions: &'a AtomicU64,
+    pruned_total: &'a AtomicU64,
+    /// The states the search holds, for the progress line now and then.
+    states: &'a dyn Fn() -> u64,
+    pub(super) pruned: u64,
     /// Executions reserved and not yet run.
     tickets: u64,
 }
 
-impl Tally<'_> {
+impl<'a> Tally<'a> {
+    /// A worker's tally of a search counting into `executions` and
+    /// `pruned`, whose `states` it reports now and then.
+    pub(super) fn new(executions: &'a AtomicU64, pruned: &'a AtomicU64, states: &'a dyn Fn() -> u64) -> Self {
+        Tally { executions, pruned_total: pruned, states, pruned: 0, tickets: 0 }
+    }
+
     /// Takes an execution, `false` when `max` have run.
-    fn take(&mut self, max: u64) -> bool {
+    pub(super) fn take(&mut self, max: u64) -> bool {
         if self.tickets == 0 {
             let batch = if max == u64::MAX { BATCH } else { 1 };
-            let before = self.shared.executions.fetch_add(batch, Relaxed);
+            let before = self.executions.fetch_add(batch, Relaxed);
             if before >= max {
-                self.shared.executions.fetch_sub(batch, Relaxed);
+                self.executions.fetch_sub(batch, Relaxed);
                 return false;
             }
             // States now and then (every 16,384 executions): a look at
             // every part of the visited set.
-            let states = (before % (1 << 14) < batch).then(|| self.shared.visited.len() as u64);
+            let states = (before % (1 << 14) < batch).then(|| (self.states)());
             crate::progress::publish(before, states);
             self.tickets = batch;
         }
@@ -559,8 +581,8 @@ impl Tally<'_> {
 
 impl Drop for Tally<'_> {
     fn drop(&mut self) {
-        self.shared.pruned.fetch_add(self.pruned, Relaxed);
-        self.shared.executions.fetch_sub(self.tickets, Relaxed);
+        self.pruned_total.fetch_add(self.pruned, Relaxed);
+        self.executions.fetch_sub(self.tickets, Relaxed);
     }
 }
 
@@ -574,7 +596,8 @@ fn explore(
     max: u64,
     switches: Switches,
 ) {
-    let mut tally = Tally { shared, pruned: 0, tickets: 0 };
+    let states = || shared.visited.len() as u64;
+    let mut tally = Tally::new(&shared.executions, &shared.pruned, &states);
     loop {
         if shared.stop.load(Relaxed) {
             return;
@@ -607,13 +630,7 @@ fn explore(
             shared.stop.store(true, Relaxed);
             return;
         }
-        // Choices past the stack are new: this worker owns all their options.
-        let known = t.stack.len();
-        recycle_choices(std::mem::replace(&mut t.stack, out.choices));
-        t.ends.truncate(known.min(t.stack.len()));
-        t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
-        // Backtrack to the deepest choice with an option of ours left.
-        if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
+        if !t.advance(out.choices) {
             return;
         }
         if shared.hungry.load(Relaxed) > 0 {

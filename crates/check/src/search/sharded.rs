@@ -49,11 +49,11 @@
 //! ([`Traffic`]). It measures the sharded search's work and traffic on
 //! one host; a transport between machines (Ray's actors) is not built.
 
-use super::dfs::{backtrack, Dfs, Switches, PARK, SWITCHES};
-use super::parallel::{split_off, Subtree};
+use super::dfs::{Dfs, Switches, PARK, SWITCHES};
+use super::parallel::{split_off, Subtree, Tally};
 use super::saved::Writer;
 use super::table::{Table, Visitor};
-use super::{recycle_choices, Outcome, Parked, Stats, Worker};
+use super::{Outcome, Parked, Stats, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Mutex;
@@ -453,14 +453,14 @@ impl At<'_, '_> {
         let s = self.s;
         let Task { tree: mut t, mut answer, mut snap } = task;
         let k = s.nodes.len();
-        let mut pruned = 0u64;
+        let states = || s.nodes.iter().map(|n| n.table.len() as u64).sum();
+        let mut tally = Tally::new(&s.executions, &s.pruned, &states);
         let mut done = true;
         loop {
             if s.stop.load(Relaxed) {
                 break;
             }
-            if s.executions.fetch_add(1, Relaxed) >= max {
-                s.executions.fetch_sub(1, Relaxed);
+            if !tally.take(max) {
                 s.stop.store(true, SeqCst);
                 break;
             }
@@ -486,7 +486,7 @@ impl At<'_, '_> {
             if result.steps > s.max_steps.load(Relaxed) {
                 s.max_steps.fetch_max(result.steps, Relaxed);
             }
-            pruned += u64::from(result.pruned);
+            tally.pruned += u64::from(result.pruned);
             if result.violation.is_some() {
                 s.found.lock().expect("no worker panicked holding the result").get_or_insert(result);
                 s.stop.store(true, SeqCst);
@@ -495,12 +495,7 @@ impl At<'_, '_> {
             if let Some(c) = claim {
                 self.park(c, &result.choices, &t.nodes, parked);
             }
-            // Choices past the stack are new: this worker owns all their options.
-            let known = t.stack.len();
-            recycle_choices(std::mem::replace(&mut t.stack, result.choices));
-            t.ends.truncate(known.min(t.stack.len()));
-            t.ends.extend(t.stack[t.ends.len()..].iter().map(|c| c.n));
-            if !backtrack(&mut t.stack, &mut t.nodes, t.frozen, Some(&mut t.ends)) {
+            if !t.advance(result.choices) {
                 break;
             }
             // A worker deep in a subtree still answers its node's claims.
@@ -522,7 +517,6 @@ impl At<'_, '_> {
                 }
             }
         }
-        s.pruned.fetch_add(pruned, Relaxed);
         done
     }
 
