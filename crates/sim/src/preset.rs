@@ -358,6 +358,15 @@ impl Kernel {
         }
     }
 
+    /// Returns whether a CPU going idle skips its newly idle balance when its
+    /// average idle time is below the cost of balancing its lowest domain
+    /// (`sd->max_newidle_lb_cost`: Vincent Guittot's c5b0a7eefc70, "sched/fair:
+    /// Remove sysctl_sched_migration_cost condition", v5.16), rather than below
+    /// `sysctl_sched_migration_cost` (0.5 ms, every kernel before; `sim/balance.rs`).
+    pub fn newidle_gate_is_domain_cost(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 16))
+    }
+
     /// Returns whether a zap begins by draining the CPU's LRU-add batch
     /// (`lru_add_drain()`): the first call of `zap_page_range` and
     /// `zap_page_range_single` (`mm/memory.c`, what `madvise(MADV_DONTNEED)`

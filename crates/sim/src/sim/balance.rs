@@ -3,14 +3,28 @@
 //! between run queues of nice-0 tasks (`kernel/sched/fair.c`).
 //!
 //! The domains are the cache (LLC) domain (`cores_per_ccx` CPUs, the MC
-//! level), the socket, and the machine.
-//! - Newly idle (`newidle_balance`, formerly `idle_balance`): a CPU about to
-//!   go idle pulls one queued task from the busiest CPU (most runnable tasks,
-//!   at least two) of its cache domain, else of its socket, else of the
-//!   machine; one task, as a preemptible kernel stops after the first. After
-//!   a search past the cache domain found nothing, the CPU searches only its
-//!   own domain for a tick (EST, standing for the kernel's limit of newly idle
-//!   balancing by its cost against the CPU's average idle time).
+//! level), the socket, and the machine; a level that spans what the one
+//! below spans is left out, as the kernel removes degenerate domains.
+//! - Newly idle (`newidle_balance`, `sched_balance_newidle` from v6.10): a
+//!   CPU about to go idle, when some CPU has a task balancing may move
+//!   (`rd->overload`), balances its domains from the lowest up and stops at
+//!   the first task pulled (one task, as a preemptible kernel stops after
+//!   the first): the busiest CPU (most runnable tasks, at least two) of its
+//!   cache domain, then of its socket's other cache domains, then of the
+//!   other sockets'. What a level costs is timed ([`NewIdle`]): reading the
+//!   run-queue line of every CPU of the level that runs something (its
+//!   owner rewrites it at each enqueue, dequeue and tick: one line transfer
+//!   each, a floor, since `update_sg_lb_stats` reads several fields of each
+//!   run queue), and the move's two transfers. A CPU whose idle periods are
+//!   short does not balance (`avg_idle`, the average idle time a wake-up
+//!   ends, from 2 × `sysctl_sched_migration_cost`, an eighth of each new
+//!   period, at most twice the larger of that cost and its levels'): not at
+//!   all when `avg_idle` is below the migration cost (kernels before v5.16)
+//!   or below its lowest level's cost (`max_newidle_lb_cost`, from v5.16:
+//!   c5b0a7eefc70), and no higher level once `avg_idle` is below what the
+//!   levels so far cost plus that level's. A level's cost is the largest it
+//!   took, decayed by 253/256 each second it is not exceeded
+//!   (`update_newidle_cost`).
 //! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
 //!   busy CPU with a queued task that may move hands one to an idle CPU (of
 //!   its cache domain first, then its socket, then the machine), at most once
@@ -34,11 +48,12 @@
 //! - The moved task keeps its place: CFS its virtual runtime relative to
 //!   `min_vruntime`, EEVDF its lag.
 //!
-//! Not modelled: PELT load and utilisation, `avg_idle` (newly idle balance
-//! always runs), misfit and asymmetric capacity, NUMA balancing, the active
-//! balance that stops a running task to move it.
+//! Not modelled: PELT load and utilisation (and so `update_blocked_averages`'
+//! own cost), the SMT level below the cache domain, misfit and asymmetric
+//! capacity, NUMA balancing, the active balance that stops a running task to
+//! move it.
 //!
-//! Cost: a balance scans a cache domain's CPUs, or the per-domain counts of
+//! Cost: a balance counts a level's busy CPUs from the per-domain counts of
 //! idle and overloaded CPUs kept by the queue setters, never every CPU at
 //! every event.
 //!
@@ -65,48 +80,98 @@ impl Sim {
         near.chain(far)
     }
 
+    /// Returns which of `cpu`'s levels (cache domain, socket, machine) are
+    /// domains of their own: a level spanning what the one below spans is
+    /// degenerate.
+    fn newidle_levels(&self, cpu: usize) -> [bool; LEVELS] {
+        let own = self.scheduler.cpu(cpu).llc() as usize;
+        let socket = self.llc_socket(own);
+        let llcs = self.scheduler.nllcs();
+        let in_socket = (0..llcs).filter(|&l| self.llc_socket(l) == socket).count();
+        [true, in_socket > 1, llcs > in_socket]
+    }
+
+    /// Returns the cache domains level `level` of `cpu` spans beyond the
+    /// level below, `cpu`'s own first.
+    fn level_llcs(&self, cpu: usize, level: usize) -> impl Iterator<Item = usize> + '_ {
+        let own = self.scheduler.cpu(cpu).llc() as usize;
+        let socket = self.llc_socket(own);
+        (0..self.scheduler.nllcs()).filter(move |&l| match level {
+            0 => l == own,
+            1 => l != own && self.llc_socket(l) == socket,
+            _ => self.llc_socket(l) != socket,
+        })
+    }
+
+    /// What reading the run queues of level `level` of `cpu` costs it: a line
+    /// transfer from each CPU of the level that runs something, `cpu` aside.
+    fn newidle_scan(&self, cpu: usize, level: usize) -> u64 {
+        (0..=level)
+            .flat_map(|l| self.level_llcs(cpu, l))
+            .map(|l| {
+                let (lo, hi) = self.scheduler.llc_range(l);
+                let mut busy = u64::from(hi - lo - self.scheduler.idle_llcs()[l]);
+                if l == self.scheduler.cpu(cpu).llc() as usize && !self.scheduler.idle(cpu) {
+                    busy -= 1;
+                }
+                busy * self.m.transfer_cost(cpu, lo as usize)
+            })
+            .sum()
+    }
+
+    /// The busiest CPU of the cache domains level `level` of `cpu` adds, with
+    /// a task balancing may move.
+    fn newidle_source(&self, cpu: usize, level: usize) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for l in self.level_llcs(cpu, level).filter(|&l| self.scheduler.overloaded_llcs()[l] > 0) {
+            let Some(b) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(l)) else { continue };
+            if best.is_none_or(|s| (self.scheduler.load_of(b), Reverse(b)) > (self.scheduler.load_of(s), Reverse(s))) {
+                best = Some(b);
+            }
+        }
+        best
+    }
+
     /// Newly idle balance: `cpu`, about to go idle at `now`, pulls one task;
-    /// returns it (not queued: it runs next) and the time after the pull.
+    /// returns it (not queued: it runs next) and the time after the balance.
     pub(super) fn newidle_balance(&mut self, cpu: usize, now: u64) -> (Option<usize>, u64) {
+        let tun = *self.scheduler.tun();
+        let second = tun.ms * 1000;
+        self.scheduler.cpu_mut(cpu).newidle_mut().idle_from(now);
         if self.scheduler.overloaded() == 0 {
             return (None, now);
         }
-        let own = self.scheduler.cpu(cpu).llc() as usize;
-        let mut sources: [Option<usize>; 3] = [None; 3];
-        if self.scheduler.overloaded_llcs()[own] > 0 {
-            sources[0] = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own));
+        let domain_gate = self.cfg.preset.kernel.newidle_gate_is_domain_cost();
+        let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
+        let avg = ni.avg_idle();
+        let gate = if domain_gate { ni.level_cost(0, now, second) } else { tun.migration_cost };
+        if avg < gate {
+            return (None, now);
         }
-        let wide = self.scheduler.overloaded() > self.scheduler.overloaded_llcs()[own]
-            && now >= self.scheduler.cpu(cpu).next_wide();
-        if wide {
-            // The socket's other domains, then the machine's: the busiest of each level.
-            let socket = self.llc_socket(own);
-            let (mut near, mut far): (Option<usize>, Option<usize>) = (None, None);
-            for l in self.other_llcs(cpu, self.scheduler.overloaded_llcs()) {
-                let Some(b) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(l)) else { continue };
-                let slot = if self.llc_socket(l) == socket { &mut near } else { &mut far };
-                if slot
-                    .is_none_or(|s| (self.scheduler.load_of(b), Reverse(b)) > (self.scheduler.load_of(s), Reverse(s)))
-                {
-                    *slot = Some(b);
+        let (mut t, mut spent) = (now, 0);
+        let levels = self.newidle_levels(cpu);
+        for level in (0..LEVELS).filter(|&l| levels[l]) {
+            if avg < spent + self.scheduler.cpu_mut(cpu).newidle_mut().level_cost(level, t, second) {
+                break;
+            }
+            let t0 = t;
+            t += self.newidle_scan(cpu, level);
+            let mut pulled = None;
+            if let Some(src) = self.newidle_source(cpu, level) {
+                if let Some(at) = self.scheduler.task_to_move(src, t, false) {
+                    pulled = self.scheduler.detach(src, at, cpu);
+                    t += 2 * self.m.transfer_cost(src, cpu);
                 }
             }
-            (sources[1], sources[2]) = (near, far);
-        }
-        for src in sources.into_iter().flatten() {
-            if let Some(at) = self.scheduler.task_to_move(src, now, false) {
-                let tid = self.scheduler.detach(src, at, cpu);
-                return (tid, now + 2 * self.m.transfer_cost(src, cpu));
+            let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
+            ni.spent(level, t - t0, t);
+            spent += t - t0;
+            if pulled.is_some() {
+                ni.pulled();
+                return (pulled, t);
             }
         }
-        if wide {
-            // Nothing to take past the cache domain: not looked for again for
-            // a tick (the kernel's newidle cost limit, `max_newidle_lb_cost`
-            // against `avg_idle`, stops such searches too).
-            let at = now + self.scheduler.tun().tick;
-            self.scheduler.cpu_mut(cpu).wide_next_at(at);
-        }
-        (None, now)
+        (None, t)
     }
 
     /// Balancing at the tick of busy `cpu` at `now`: handing a task to an idle
@@ -152,6 +217,82 @@ impl Sim {
                 }
                 None => self.scheduler.cpu_mut(cpu).set_balance_failed(true),
             }
+        }
+    }
+}
+
+/// The domain levels newly idle balancing walks: the cache domain, the
+/// socket, the machine.
+const LEVELS: usize = 3;
+
+/// A CPU's record for newly idle balancing: `struct rq`'s `avg_idle` and
+/// `idle_stamp`, and each of its levels' `max_newidle_lb_cost`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NewIdle {
+    /// The average idle period a wake-up ended, in cycles.
+    avg_idle: u64,
+    /// When the CPU went idle through a newly idle balance that pulled
+    /// nothing, until a wake-up ends the period.
+    stamp: Option<u64>,
+    /// Per level: the cost, and when it last rose or decayed.
+    cost: [(u64, u64); LEVELS],
+    /// `sysctl_sched_migration_cost`, the floor of the bound on `avg_idle`.
+    migration_cost: u64,
+}
+
+impl NewIdle {
+    /// A CPU's record at boot: `avg_idle` twice the migration cost
+    /// (`sched_init`), no level's cost known.
+    pub(super) fn new(migration_cost: u64) -> Self {
+        NewIdle { avg_idle: 2 * migration_cost, stamp: None, cost: [(0, 0); LEVELS], migration_cost }
+    }
+
+    /// Returns `avg_idle`, in cycles.
+    pub(super) fn avg_idle(&self) -> u64 {
+        self.avg_idle
+    }
+
+    /// It begins a newly idle balance at `now` (`idle_stamp`).
+    pub(super) fn idle_from(&mut self, now: u64) {
+        self.stamp = Some(now);
+    }
+
+    /// Its balance pulled a task: not idle after all.
+    fn pulled(&mut self) {
+        self.stamp = None;
+    }
+
+    /// A wake-up queues a task on it at `now` (`ttwu_do_activate`): an idle
+    /// period that began with a newly idle balance ends, and `avg_idle`
+    /// moves an eighth of the way to it (`update_avg`), at most twice the
+    /// larger of the migration cost and its levels' costs
+    /// (`rq->max_idle_balance_cost`).
+    pub(super) fn woken(&mut self, now: u64) {
+        let Some(from) = self.stamp.take() else { return };
+        let (avg, period) = (self.avg_idle as i128, i128::from(now.saturating_sub(from)));
+        let max = self.cost.iter().map(|c| c.0).max().unwrap_or(0).max(self.migration_cost);
+        self.avg_idle = ((avg + (period - avg) / 8).max(0) as u64).min(2 * max);
+    }
+
+    /// Level `level`'s cost at `now`: the largest it took, less 1/64 for
+    /// each whole `second` since it last rose or decayed.
+    fn level_cost(&mut self, level: usize, now: u64, second: u64) -> u64 {
+        let (cost, at) = &mut self.cost[level];
+        let seconds = now.saturating_sub(*at) / second.max(1);
+        for _ in 0..seconds.min(4096) {
+            if *cost == 0 {
+                break;
+            }
+            *cost = *cost * 253 / 256;
+        }
+        *at += seconds * second;
+        *cost
+    }
+
+    /// Level `level`'s balance took `cost`, ending at `now`.
+    fn spent(&mut self, level: usize, cost: u64, now: u64) {
+        if cost > self.cost[level].0 {
+            self.cost[level] = (cost, now);
         }
     }
 }

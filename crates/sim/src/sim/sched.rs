@@ -122,6 +122,7 @@ impl Sim {
         };
         self.scheduler.update_curr(cpu, now);
         self.scheduler.place(tid, prev, cpu, false);
+        self.scheduler.cpu_mut(cpu).newidle_mut().woken(now);
         if self.queues_on_wakelist(cpu, from) {
             self.enqueue_wakelist(tid, cpu, now, from);
         } else {

@@ -180,6 +180,56 @@ fn newly_idle_balance_leaves_a_cache_hot_task() {
     assert!(sim.newidle_balance(1, later).0.is_some(), "cold again");
 }
 
+/// Makes `cpu`'s idle periods, as wake-ups end them, `period` cycles long
+/// until its `avg_idle` has all but reached that.
+fn idle_periods_of(sim: &mut Sim, cpu: usize, period: u64) {
+    let ni = sim.scheduler.cpu_mut(cpu).newidle_mut();
+    for i in 0..200 {
+        ni.idle_from(i * 10 * period);
+        ni.woken(i * 10 * period + period);
+    }
+    assert!(ni.avg_idle().abs_diff(period) <= period / 100 + 8, "{} against {period}", ni.avg_idle());
+}
+
+#[test]
+fn a_cpu_whose_idle_periods_are_shorter_than_a_balance_does_not_balance() {
+    let (mut sim, _) = two_queued_on_cpu0();
+    assert!(sim.cfg.preset.kernel.newidle_gate_is_domain_cost());
+    let now = 10 * sim.scheduler.tun().migration_cost;
+    // A first balance, pulling nothing (both tasks cache-hot), costs the
+    // cache domain's scan: cpu0's run queue.
+    for t in 0..sim.scheduler.nthreads() {
+        sim.scheduler.thread_mut(t).se_mut().exec_start = now;
+    }
+    let (pulled, after) = sim.newidle_balance(1, now);
+    assert_eq!(pulled, None);
+    let scan = after - now;
+    assert_eq!(scan, sim.m.transfer_cost(1, 0), "one busy CPU's run queue read");
+    // Idle periods shorter than that: no balance, and no time spent.
+    idle_periods_of(&mut sim, 1, scan / 2);
+    let later = now + 10 * sim.scheduler.tun().migration_cost;
+    assert_eq!(sim.newidle_balance(1, later), (None, later));
+    // Longer ones: it balances and pulls the (now cold) task.
+    idle_periods_of(&mut sim, 1, 4 * scan);
+    assert!(sim.newidle_balance(1, later).0.is_some());
+}
+
+#[test]
+fn before_v5_16_an_average_idle_time_under_the_migration_cost_skips_the_balance() {
+    let (mut v6, _) = two_queued_on_cpu0();
+    let mc = v6.scheduler.tun().migration_cost;
+    let now = 10 * mc;
+    // v5.16 and later: the cache domain's cost (never measured: 0) is the gate.
+    idle_periods_of(&mut v6, 1, mc * 4 / 5);
+    assert!(v6.newidle_balance(1, now).0.is_some());
+    let (mut sim, _) = two_queued_on_cpu0();
+    idle_periods_of(&mut sim, 1, mc * 4 / 5);
+    sim.cfg.preset.kernel = preset::Kernel::Linux(5, 13);
+    assert_eq!(sim.newidle_balance(1, now), (None, now), "v5.13: 0.8 of the migration cost is too short");
+    idle_periods_of(&mut sim, 1, mc * 5 / 4);
+    assert!(sim.newidle_balance(1, now).0.is_some());
+}
+
 #[test]
 fn a_pinned_task_is_never_pulled() {
     let (mut sim, queued) = two_queued_on_cpu0();

@@ -30,6 +30,7 @@
 //! owed reschedule and balancing deadlines), never to write a field.
 
 mod thread;
+use super::balance::NewIdle;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RunQueue, SchedKind, Tunables, NR_MIGRATE};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
@@ -98,9 +99,8 @@ pub(super) struct CpuSched {
     next_balance: u64,
     /// When this CPU, overloaded, next kicks an idle one to pull from it.
     next_kick: u64,
-    /// When this CPU, going idle, may next look for work past its cache
-    /// domain, after such a search found none.
-    next_wide: u64,
+    /// Its record for newly idle balancing (`sim/balance.rs`).
+    newidle: NewIdle,
     /// Whether its last balance found only cache-hot tasks to move
     /// (`nr_balance_failed`, which lets the next one move a hot task).
     balance_failed: bool,
@@ -227,22 +227,16 @@ impl CpuSched {
         self.next_kick
     }
 
-    /// Returns when this CPU, going idle, may next look past its cache domain.
+    /// Returns its record for newly idle balancing, to change.
     #[inline]
-    pub(super) fn next_wide(&self) -> u64 {
-        self.next_wide
+    pub(super) fn newidle_mut(&mut self) -> &mut NewIdle {
+        &mut self.newidle
     }
 
     /// Returns whether its last balance found only cache-hot tasks to move.
     #[inline]
     pub(super) fn balance_failed(&self) -> bool {
         self.balance_failed
-    }
-
-    /// A search past its cache domain found nothing: the next waits until `at`.
-    #[inline]
-    pub(super) fn wide_next_at(&mut self, at: u64) {
-        self.next_wide = at;
     }
 
     /// It kicked an idle CPU (or looked for one): the next kick waits until `at`.
@@ -327,7 +321,7 @@ impl Scheduler {
             llc: llc as u32,
             next_balance: 0,
             next_kick: 0,
-            next_wide: 0,
+            newidle: NewIdle::new(self.tun.migration_cost),
             balance_failed: false,
         });
         self.loads.push(0);
