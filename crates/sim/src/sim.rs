@@ -91,6 +91,9 @@ mod idle;
 mod kernel_state;
 #[cfg(test)]
 mod kernel_time_tests;
+mod kswapd;
+#[cfg(test)]
+mod kswapd_tests;
 mod kwork;
 mod smt;
 pub use kwork::{zeroing_gbs, MEMCG_DEPTH_MAX, MEM_BW_SUSTAINED};
@@ -116,6 +119,7 @@ mod timing;
 #[cfg(test)]
 mod zero_page_tests;
 
+pub use kswapd::{watermarks, Watermarks};
 pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
 use crate::frames::{FrameKind, Frames, Freed, ZERO_PFN};
@@ -229,6 +233,12 @@ pub struct KernelChoices {
     /// every Linux kernel, `sim/sched.rs`) or is queued under the remote run
     /// queue's lock (`Some(false)`).
     pub ttwu_queue: Option<bool>,
+    /// Whether a workload whose pressure is the machine's memory
+    /// ([`Sim::set_machine_memory`]) runs it as NUMA nodes' memory with their
+    /// watermarks and a `kswapd` thread each (`Some(true)` or `None`, Linux
+    /// kernels: `sim/kswapd.rs`) or as a memory cgroup's limit that only the
+    /// faulting thread reclaims at (`Some(false)`: the model before kswapd).
+    pub kswapd: Option<bool>,
 }
 
 /// How the simulated machine and kernel are set up.

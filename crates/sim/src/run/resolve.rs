@@ -97,6 +97,8 @@ pub(super) struct MmSwitches {
     pub(super) memcg_depth: Option<u32>,
     /// `--set pte_needs_flush`, if given.
     pub(super) pte_needs_flush: Option<bool>,
+    /// `--set kswapd`, if given.
+    pub(super) kswapd: Option<bool>,
 }
 
 impl MachineParams {

@@ -290,6 +290,20 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "kswapd",
+        doc: "on|off: Linux machines only; a workload whose memory pressure is the machine's (vm-scalability's \
+         lru-file-mmap-read and swap cases) runs it as each NUMA node's memory with its min, low and high \
+         watermarks and a kswapd thread per node, woken below low and reclaiming to high, the faulting thread \
+         reclaiming itself only below min (default on); off: a memory cgroup limit that only the faulting thread \
+         reclaims at, as before this setting existed",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose page daemon is not modelled")?;
+            s.mp.mm.kswapd = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "numa",
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
         applies_to: String::new,

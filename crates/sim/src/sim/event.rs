@@ -304,6 +304,9 @@ impl Sim {
         if let Some(p) = self.scheduler.thread_mut(tid).take_retry_write() {
             return self.in_kernel(now, |s| s.pipe_write(cpu, tid, p, now));
         }
+        if let Some(node) = self.kswapd_of(tid) {
+            return self.in_kernel(now, |s| s.kswapd_run(cpu, tid, node, now));
+        }
         let op = self.scheduler.thread_mut(tid).next_op();
         match op {
             Op::Touch { va, pages, write } => self.touch_counted(cpu, tid, va, pages, write, now),

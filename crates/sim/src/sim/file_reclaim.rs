@@ -1,7 +1,8 @@
 //! Reclaim of page-cache folios: what a memory cgroup that charges the page
 //! cache ([`Sim::set_file_charge`]) does when a file read would take it over
-//! its limit (vm-scalability's `lru-file-mmap-read`,
-//! `workload/lru_file_mmap_read.rs`).
+//! its limit, and what a node's `kswapd` or a direct reclaimer does when reads
+//! took the node below its watermarks (`sim/kswapd.rs`; vm-scalability's
+//! `lru-file-mmap-read`, `workload/lru_file_mmap_read.rs`).
 //!
 //! # What the simulated kernel does (Linux `shrink_folio_list`, `mm/vmscan.c`)
 //! - **The charge**: a fault that reads a file's 64 KB folio into the page

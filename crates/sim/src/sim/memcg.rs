@@ -1,6 +1,7 @@
 //! A memory cgroup's limit on user anonymous memory, and the direct reclaim of
 //! a fault that would pass it: what makes vm-scalability's `swap-w-*` cases
-//! swap (`workload/swap_w_seq_mt.rs`).
+//! swap (`workload/swap_w_seq_mt.rs`). The reclaim pass here ([`Sim::shrink`])
+//! is also the nodes' (`sim/kswapd.rs`), by `kswapd` or direct.
 //!
 //! # What the simulated kernel does (Linux v6.x memcg, one LRU)
 //! - **The charge**: a fault that maps new anonymous memory (a page, or a 64 KB
@@ -42,13 +43,16 @@
 //!   walk, its `lru_lock` holds) is not charged, and `PG_referenced`, which
 //!   chooses between the two lists (and, for anonymous folios, between
 //!   reclaiming clean or not), is not kept.
-//! - MGLRU, `kswapd` and the watermarks: only the faulting thread reclaims,
-//!   and only at the cgroup's limit (a cgroup limit, not a node's free pages).
+//! - MGLRU. A cgroup's limit is reclaimed by the faulting thread alone, as
+//!   Linux's `try_charge` does (no `kswapd`); the machine's memory as NUMA
+//!   nodes with their watermarks and `kswapd` is `sim/kswapd.rs`, which runs
+//!   the same pass ([`Sim::shrink`]) on each node's LRU.
 //! - Freed memory leaves the LRU and the charge when reclaim next finds it at
 //!   the head (Linux: when it is freed, under the `lru_lock`, which
 //!   `kfree_work` charges); a folio mapped more than once (after a `fork`) is
 //!   not reclaimed but moved to the tail.
 
+use super::memory::Lru;
 use super::ptemem::KernelPtes;
 use super::reclaim::Queued;
 use super::*;
@@ -73,11 +77,16 @@ pub(super) struct LruFolio {
     pub(super) file: Option<u32>,
 }
 
-/// Counts of the cgroup's reclaim.
+/// Counts of reclaim: the cgroup's, or the nodes' (direct and by `kswapd`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimStats {
-    /// Direct reclaims run (faults that found the cgroup at its limit).
+    /// Direct reclaims run (passes of faults that found the cgroup at its
+    /// limit, or their node below its min watermark).
     pub direct_reclaims: u64,
+    /// Reclaim passes `kswapd` ran (`sim/kswapd.rs`).
+    pub kswapd_passes: u64,
+    /// Times an allocation woke a sleeping `kswapd` (`wakeup_kswapd`).
+    pub kswapd_wakes: u64,
     /// Anonymous folios they reclaimed (unmapped, written to swap, freed).
     pub folios: u64,
     /// Pages those folios had.
@@ -119,8 +128,8 @@ impl Sim {
     /// The charge of a fault by `cpu` on `va` of `mm` in `vma` at `now`: if it
     /// will map new anonymous memory that takes the cgroup over its limit,
     /// reclaims first. Returns the time after it.
-    pub(super) fn memcg_charge_fault(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, mut now: u64) -> u64 {
-        if !self.mem.memcg_limited() || vma.file.is_some() {
+    pub(super) fn memcg_charge_fault(&mut self, cpu: usize, mm: MmId, vma: Vma, va: u64, now: u64) -> u64 {
+        if !self.mem.lru_kept() || vma.file.is_some() {
             return now;
         }
         let root = self.kern.mm(mm).root();
@@ -131,9 +140,20 @@ impl Sim {
         let block = va & !(CONT_PTES * 4096 - 1);
         let folio = self.folios() && block >= vma.start && block + CONT_PTES * 4096 <= vma.end();
         let nr = if folio { CONT_PTES } else { 1 };
+        self.make_room(cpu, nr, now)
+    }
+
+    /// Makes room for `nr` new pages that `cpu` allocates at `now`: under a
+    /// cgroup, direct reclaim while the charge would pass its limit
+    /// (`try_charge`); with the nodes' memory, the allocator's watermarks
+    /// (`sim/kswapd.rs`). Returns the time after it.
+    fn make_room(&mut self, cpu: usize, nr: u64, mut now: u64) -> u64 {
+        if !self.mem.memcg_limited() {
+            return self.node_alloc(cpu, nr, now);
+        }
         let mut tries = 0;
         while self.mem.memcg_over(nr) && tries < MAX_RECLAIM_RETRIES {
-            now = self.direct_reclaim(cpu, now);
+            now = self.shrink(cpu, Lru::Memcg, false, now);
             tries += 1;
         }
         now
@@ -145,7 +165,14 @@ impl Sim {
         let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid()) else {
             return;
         };
-        self.mem.memcg_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
+        self.lru_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
+    }
+
+    /// Charges folio `f` and puts it on its LRU's tail: the cgroup's, or the
+    /// LRU of the node its first frame is on.
+    fn lru_charge(&mut self, f: LruFolio) {
+        let node = usize::from(self.frames.node(f.pfn));
+        self.mem.memcg_charge(f, node);
     }
 
     /// The charge of a fault by `cpu` on `va` of the file mapping `vma` at
@@ -153,25 +180,20 @@ impl Sim {
     /// ([`Sim::set_file_charge`]): if the page must be read into the page cache
     /// (a new folio) and that takes the cgroup over its limit, reclaims first.
     /// Returns the time after it.
-    pub(super) fn memcg_charge_file(&mut self, cpu: usize, vma: Vma, va: u64, mut now: u64) -> u64 {
-        let Some(file) = vma.file.filter(|_| self.mem.memcg_limited()) else {
+    pub(super) fn memcg_charge_file(&mut self, cpu: usize, vma: Vma, va: u64, now: u64) -> u64 {
+        let Some(file) = vma.file.filter(|_| self.mem.lru_kept()) else {
             return now;
         };
         if !self.mem.charges_page_cache() || self.page_cached(file, vma.file_page(va)) {
             return now;
         }
-        let mut tries = 0;
-        while self.mem.memcg_over(CONT_PTES) && tries < MAX_RECLAIM_RETRIES {
-            now = self.direct_reclaim(cpu, now);
-            tries += 1;
-        }
-        now
+        self.make_room(cpu, CONT_PTES, now)
     }
 
     /// Puts isolated folio `f` back at the LRU's tail, charged (one reclaim
     /// could not free).
     pub(super) fn memcg_putback(&mut self, f: LruFolio) {
-        self.mem.memcg_charge(f);
+        self.lru_charge(f);
     }
 
     /// Records that page `index` of `file` and the `pages` after it were read
@@ -179,7 +201,7 @@ impl Sim {
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
         if self.mem.charges_page_cache() {
-            self.mem.memcg_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
+            self.lru_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
         }
     }
 
@@ -189,15 +211,18 @@ impl Sim {
         self.mem.memcg_moved(mm, va, pfn);
     }
 
-    /// One direct reclaim by `cpu` from `now` (module documentation): isolates
-    /// folios from the LRU's head until they hold [`SWAP_CLUSTER_MAX`] pages,
-    /// then reclaims each. Returns the time after it.
-    fn direct_reclaim(&mut self, cpu: usize, mut now: u64) -> u64 {
-        let isolated = self.isolate();
+    /// One reclaim pass by `cpu` from `now` (module documentation): isolates
+    /// folios from the head of LRU `lru` until they hold [`SWAP_CLUSTER_MAX`]
+    /// pages, then reclaims each (`shrink_inactive_list` → `shrink_folio_list`).
+    /// A direct reclaim, or with `by_kswapd` one of a node's `kswapd`
+    /// (`sim/kswapd.rs`: the same path on its thread's CPU). Returns the
+    /// time after it.
+    pub(super) fn shrink(&mut self, cpu: usize, lru: Lru, by_kswapd: bool, mut now: u64) -> u64 {
+        let isolated = self.isolate(lru);
         if isolated.is_empty() {
             return now;
         }
-        self.mem.count_direct_reclaim();
+        self.mem.count_reclaim_pass(by_kswapd);
         now = self.lru_hold(cpu, now, isolated.len() as u32);
         let batch = self.mem.pageout_batch();
         // Clean page-cache folios are freed together after one flush, at the
@@ -259,12 +284,12 @@ impl Sim {
     /// pages or every folio was looked at once: drops (uncharges) those freed
     /// since they were faulted, moves those mapped more than once to the tail,
     /// and returns the others.
-    fn isolate(&mut self) -> Vec<LruFolio> {
-        let Some(mut cg) = self.mem.memcg_lend() else {
+    fn isolate(&mut self, lru: Lru) -> Vec<LruFolio> {
+        let Some(mut cg) = self.mem.memcg_lend(lru) else {
             return Vec::new();
         };
         let out = cg.isolate(|f| self.lru_state(f));
-        self.mem.memcg_return(cg);
+        self.mem.memcg_return(lru, cg);
         out
     }
 
@@ -312,8 +337,9 @@ pub(super) enum LruState {
 
 /// Reclaims a charge tries before it fails (`MAX_RECLAIM_RETRIES`,
 /// `mm/internal.h`); past it the charge goes through here (Linux would run
-/// the OOM killer).
-const MAX_RECLAIM_RETRIES: u32 = 16;
+/// the OOM killer). Also the passes without progress after which `kswapd`
+/// gives up until reclaim frees something (`kswapd_failures`).
+pub(super) const MAX_RECLAIM_RETRIES: u32 = 16;
 
 #[cfg(test)]
 mod tests {
@@ -331,7 +357,7 @@ mod tests {
             sim.memcg_add(MmId::KERNEL, 0x10_0000 + i * 4096, 1000 + i, 1);
         }
         assert_eq!(sim.mem.memcg_charged(), Some(40));
-        assert!(sim.isolate().is_empty());
+        assert!(sim.isolate(Lru::Memcg).is_empty());
         let cg = (sim.mem.memcg_charged().unwrap(), sim.mem.memcg_lru_len().unwrap());
         assert_eq!(cg, (0, 0), "freed folios leave the charge and the LRU");
     }

@@ -11,9 +11,13 @@
 //! - the cgroup ([`MemLimit`]): its charge is the pages of every folio on its
 //!   LRU, freed ones until reclaim finds them (charging puts a folio on the
 //!   LRU, isolating takes it off, both with its pages);
+//! - or, instead of the cgroup, the NUMA nodes' memory (`sim/kswapd.rs`): each
+//!   node's LRU is a [`MemLimit`] whose limit is the node's managed pages, and
+//!   a folio is on the LRU of the node its first frame is on ([`Lru`]);
 //! - pages under migration: each is known by its address space's unique id
 //!   and page, with when it was unmapped and when it is mapped again.
 
+use super::kswapd::NodeMem;
 use super::memcg::{LruFolio, LruState, ReclaimStats, SWAP_CLUSTER_MAX};
 use crate::swapdev::{Fill, SwapDevice};
 use std::collections::{BTreeMap, VecDeque};
@@ -58,23 +62,44 @@ pub(super) struct MemoryState {
     ///
     /// [`Sim::set_mem_limit`]: super::Sim::set_mem_limit
     memcg: Option<MemLimit>,
-    /// Counts of the cgroup's direct reclaim.
+    /// The NUMA nodes' memory, when the machine's memory is limited
+    /// ([`Sim::set_machine_memory`], `sim/kswapd.rs`); empty otherwise. Never
+    /// both this and `memcg`.
+    ///
+    /// [`Sim::set_machine_memory`]: super::Sim::set_machine_memory
+    pub(super) nodes: Vec<NodeMem>,
+    /// Counts of reclaim, direct and by `kswapd`.
     reclaim: ReclaimStats,
+}
+
+/// The LRU a folio is on and reclaim isolates from: the memory cgroup's, or
+/// a NUMA node's (by index into [`MemoryState::nodes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lru {
+    /// The memory cgroup's.
+    Memcg,
+    /// Node `n`'s.
+    Node(usize),
 }
 
 /// The cgroup: its limit, its charge and its LRU. The charge is the pages of
 /// every folio on the LRU (freed ones until reclaim finds them).
 #[derive(Clone, Debug, Default)]
 pub(super) struct MemLimit {
-    /// The limit, in 4 KB pages (`memory.max`).
-    limit: u64,
+    /// The limit, in 4 KB pages (`memory.max`; a node's managed pages).
+    pub(super) limit: u64,
     /// Pages charged: every folio on the LRU (freed ones until reclaim finds them).
-    charged: u64,
+    pub(super) charged: u64,
     /// Folios in fault order, the least recently faulted first.
     lru: VecDeque<LruFolio>,
 }
 
 impl MemLimit {
+    /// Returns an empty LRU with a limit of `pages`.
+    pub(super) fn with_limit(pages: u64) -> Self {
+        MemLimit { limit: pages, ..MemLimit::default() }
+    }
+
     /// Charges folio `f` and puts it on the LRU's tail (`mem_cgroup_charge`,
     /// then `folio_add_lru`).
     fn charge(&mut self, f: LruFolio) {
@@ -123,6 +148,7 @@ impl MemoryState {
             swap,
             anon_fill: Fill::Data,
             memcg: None,
+            nodes: Vec::new(),
             reclaim: ReclaimStats::default(),
         }
     }
@@ -259,35 +285,64 @@ impl MemoryState {
         self.memcg.as_ref().map(|cg| cg.charged)
     }
 
-    /// Charges folio `f` to the cgroup and puts it on its LRU's tail, if there
-    /// is a cgroup.
-    pub(super) fn memcg_charge(&mut self, f: LruFolio) {
-        if let Some(cg) = &mut self.memcg {
-            cg.charge(f);
+    /// Returns whether folios are kept on an LRU for reclaim: there is a
+    /// cgroup, or the nodes' memory is limited.
+    pub(super) fn lru_kept(&self) -> bool {
+        self.memcg.is_some() || !self.nodes.is_empty()
+    }
+
+    /// Returns the LRU of a folio whose first frame is on node `node`: the
+    /// cgroup's if there is one, else that node's (the last node's for a
+    /// node past them), `None` if no LRU is kept.
+    pub(super) fn lru_of(&self, node: usize) -> Option<Lru> {
+        if self.memcg.is_some() {
+            return Some(Lru::Memcg);
+        }
+        let last = self.nodes.len().checked_sub(1)?;
+        Some(Lru::Node(node.min(last)))
+    }
+
+    /// Charges folio `f`, whose first frame is on node `node`, and puts it on
+    /// its LRU's tail ([`MemoryState::lru_of`]), if an LRU is kept.
+    pub(super) fn memcg_charge(&mut self, f: LruFolio, node: usize) {
+        match self.lru_of(node) {
+            Some(Lru::Memcg) => self.memcg.as_mut().map_or((), |cg| cg.charge(f)),
+            Some(Lru::Node(n)) => self.nodes[n].lru.charge(f),
+            None => {}
         }
     }
 
     /// Records that a migration moved the order-0 folio at `va` of `mm` to
     /// frame `pfn`: its LRU entry follows it.
+    /// (On the nodes' LRUs it stays on its old node's, an approximation no
+    /// workload with node memory meets: none migrates.)
     pub(super) fn memcg_moved(&mut self, mm: MmId, va: u64, pfn: u64) {
-        if let Some(cg) = &mut self.memcg {
+        let lrus = self.memcg.iter_mut().chain(self.nodes.iter_mut().map(|n| &mut n.lru));
+        for cg in lrus {
             if let Some(f) = cg.lru.iter_mut().find(|f| f.mm == mm && f.va == va && f.pages == 1) {
                 f.pfn = pfn;
+                return;
             }
         }
     }
 
-    /// Lends the cgroup out, if there is one, for reclaim to isolate folios
-    /// from ([`MemLimit::isolate`]) while it looks at the rest of the machine;
+    /// Lends LRU `lru` out, if it is kept, for reclaim to isolate folios from
+    /// ([`MemLimit::isolate`]) while it looks at the rest of the machine;
     /// [`MemoryState::memcg_return`] gives it back. Memory counts as not
-    /// limited meanwhile.
-    pub(super) fn memcg_lend(&mut self) -> Option<MemLimit> {
-        self.memcg.take()
+    /// limited meanwhile (a node's: as empty).
+    pub(super) fn memcg_lend(&mut self, lru: Lru) -> Option<MemLimit> {
+        match lru {
+            Lru::Memcg => self.memcg.take(),
+            Lru::Node(n) => self.nodes.get_mut(n).map(|node| std::mem::take(&mut node.lru)),
+        }
     }
 
-    /// Gives back the cgroup [`MemoryState::memcg_lend`] lent.
-    pub(super) fn memcg_return(&mut self, cg: MemLimit) {
-        self.memcg = Some(cg);
+    /// Gives back LRU `lru`, which [`MemoryState::memcg_lend`] lent.
+    pub(super) fn memcg_return(&mut self, lru: Lru, cg: MemLimit) {
+        match lru {
+            Lru::Memcg => self.memcg = Some(cg),
+            Lru::Node(n) => self.nodes[n].lru = cg,
+        }
     }
 
     /// Returns the folios on the cgroup's LRU (for tests).
@@ -301,9 +356,23 @@ impl MemoryState {
         self.reclaim
     }
 
-    /// Counts a direct reclaim run.
-    pub(super) fn count_direct_reclaim(&mut self) {
-        self.reclaim.direct_reclaims += 1;
+    /// Counts a reclaim pass: a direct reclaim, or one of `kswapd`'s.
+    pub(super) fn count_reclaim_pass(&mut self, by_kswapd: bool) {
+        if by_kswapd {
+            self.reclaim.kswapd_passes += 1;
+        } else {
+            self.reclaim.direct_reclaims += 1;
+        }
+    }
+
+    /// Counts a wake-up of a node's `kswapd`.
+    pub(super) fn count_kswapd_wake(&mut self) {
+        self.reclaim.kswapd_wakes += 1;
+    }
+
+    /// Returns the pages reclaim has freed so far, anonymous and page cache.
+    pub(super) fn reclaimed_pages(&self) -> u64 {
+        self.reclaim.pages + self.reclaim.file_pages
     }
 
     /// Counts an anonymous folio of `pages` pages the cgroup's reclaim

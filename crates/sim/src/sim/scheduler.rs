@@ -393,6 +393,23 @@ impl Scheduler {
         self.set_cur(cpu, None);
     }
 
+    /// `tid`, running on `cpu`, sleeps until a wake-up, with nothing to
+    /// retry (a kernel thread's wait: `kswapd`'s).
+    pub(super) fn sleep(&mut self, cpu: usize, tid: usize) {
+        let t = &mut self.threads[tid];
+        debug_assert_eq!(t.state, State::Running, "{tid} sleeps but was not running");
+        t.state = State::Blocked;
+        self.set_cur(cpu, None);
+    }
+
+    /// The new thread `tid`, never queued, starts asleep: a wake-up is the
+    /// first to queue it.
+    pub(super) fn park_new(&mut self, tid: usize) {
+        let t = &mut self.threads[tid];
+        debug_assert_eq!(t.state, State::Runnable, "{tid} is parked but is not new");
+        t.state = State::Blocked;
+    }
+
     /// `tid`, running on `cpu`, exits: the CPU runs nothing until it schedules.
     pub(super) fn exit(&mut self, cpu: usize, tid: usize) {
         debug_assert_eq!(self.sched[cpu].cur, Some(tid), "{tid} exits but does not run on CPU {cpu}");
