@@ -118,3 +118,44 @@ fn lru_file_mmap_read_on_arm64_passes_the_oracle() {
     let out = strict("kunpeng920", 4, "arm64-linux", "lru_file_mmap_read", &["mem_mb=1", "file_mb=4", "tlbbatch=off"]);
     assert!(out.result["reclaimed_pages"] >= 768.0);
 }
+
+#[test]
+fn lru_file_mmap_read_readers_leave_reclaim_to_kswapd() {
+    // Two readers on four CPUs: kswapd finds an idle CPU, woken at the
+    // node's low watermark, and keeps the node above min.
+    let sets = ["mem_mb=1", "file_mb=4", "nr_task=2"];
+    let on = strict("skx8170", 4, "x86-linux-pcid", "lru_file_mmap_read", &sets);
+    let (direct, kswapd) = (on.result["direct_reclaims"], on.result["kswapd_passes"]);
+    assert!(kswapd > 4.0 * direct, "{kswapd} kswapd passes, {direct} direct reclaims");
+    assert!(on.result["reclaimed_pages"] >= 768.0);
+    // Off: the cgroup's limit, which only the readers reclaim at.
+    let off = strict("skx8170", 4, "x86-linux-pcid", "lru_file_mmap_read", &[&sets[..], &["kswapd=off"]].concat());
+    assert_eq!(off.result["kswapd_passes"], 0.0);
+    assert!(off.result["direct_reclaims"] > 0.0);
+}
+
+#[test]
+fn lru_file_mmap_read_reclaim_flushes_are_sent_from_kswapds_cpu() {
+    // One reader: its address space is on its CPU alone. Reclaiming itself
+    // (kswapd=off), x86 does not defer (arch_tlbbatch_should_defer: no other
+    // CPU in mm_cpumask) and flushes locally: no IPI invalidates anything.
+    let sets = ["mem_mb=1", "file_mb=4", "nr_task=1"];
+    let off = strict("skx8170", 4, "x86-linux-613", "lru_file_mmap_read", &[&sets[..], &["kswapd=off"]].concat());
+    assert!(off.result["reclaim_unmaps"] > 0.0);
+    assert_eq!(off.metrics.ipi.ipi_invalidating_ns, 0.0);
+    // kswapd, on another CPU, unmaps the reader's pages and sends the batch
+    // flush to the reader's CPU.
+    let on = strict("skx8170", 4, "x86-linux-613", "lru_file_mmap_read", &sets);
+    assert!(on.result["kswapd_passes"] > on.result["direct_reclaims"]);
+    assert!(on.result["reclaim_unmaps"] > 0.0);
+    assert!(on.metrics.ipi.ipi_invalidating_ns > 0.0, "no flush reached the reader's CPU by IPI");
+}
+
+#[test]
+fn lru_file_mmap_read_with_kswapd_is_deterministic() {
+    let sets = ["mem_mb=1", "file_mb=4", "nr_task=3"];
+    let a = strict("milan", 4, "x86-linux-613", "lru_file_mmap_read", &sets);
+    let b = strict("milan", 4, "x86-linux-613", "lru_file_mmap_read", &sets);
+    assert!(a.result["kswapd_passes"] > 0.0);
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+}

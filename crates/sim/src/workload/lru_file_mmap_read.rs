@@ -30,15 +30,22 @@
 //!   each records its start, maps its file shared and read-only, reads it in
 //!   touches of [`CHUNK`] pages followed by the reads' compute
 //!   ([`READ_CYCLES`] a page), records its end and unmaps.
-//! - Memory is a cgroup limit of `mem_mb` that charges the page cache
-//!   ([`Sim::set_mem_limit`], [`Sim::set_file_charge`]); a read fault that
-//!   brings a new 64 KB folio into the page cache past the limit reclaims the
-//!   least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a pass
-//!   (a folio still mapped by a reader is kept once for its young PTE and
-//!   reclaimed when found again), unmapping them from every reader that maps
-//!   them (`sim/file_reclaim.rs`),
-//!   with one batch flush per pass (`--set tlbbatch=on`, the default: Linux v4.3 on x86, v6.5 on
-//!   arm64) or a flush per PTE (`--set tlbbatch=off`, the kernels before).
+//! - Memory is the machine's, `mem_mb` split evenly among the NUMA nodes the
+//!   run's CPUs are on, each with its watermarks and a `kswapd` thread
+//!   ([`Sim::set_machine_memory`], `sim/kswapd.rs`; the case sets no cgroup),
+//!   the page cache on each node's LRU ([`Sim::set_file_charge`]). A read
+//!   fault that brings a new 64 KB folio into the page cache and takes its
+//!   node below the low watermark wakes the node's `kswapd`, which reclaims
+//!   the least recently read folios, at least [`SWAP_CLUSTER_MAX`] pages a
+//!   pass, until the node is above its high watermark; the reader reclaims
+//!   itself only below min. A folio still mapped by a reader is kept once for
+//!   its young PTE and reclaimed when found again; reclaim unmaps it from
+//!   every reader that maps it (`sim/file_reclaim.rs`), with one batch flush
+//!   per pass, sent from the reclaiming thread's CPU (`--set tlbbatch=on`,
+//!   the default: Linux v4.3 on x86, v6.5 on arm64) or a flush per PTE
+//!   (`--set tlbbatch=off`, the kernels before). `--set kswapd=off` makes
+//!   memory a cgroup limit of `mem_mb` instead, which only the readers
+//!   reclaim at, in their faults (the model before `kswapd`).
 //! - Sizes scaled down (estimates, stated as such): `mem_mb` 64 stands for the
 //!   machine's memory, and `file_mb`, the files together (`ROTATE_BYTES`), is
 //!   ten times it by default, after the `run` script's "mem*10"; the real case
@@ -50,11 +57,14 @@
 //! process's end of reads); `elapsed_s`, the start until the last end of
 //! reads; `reclaimed_pages`, the page-cache pages reclaimed;
 //! `reclaim_unmaps`, the mapped PTEs reclaim cleared; `reclaim_flushes`, the
-//! TLB flushes that completed them (batch flushes with `tlbbatch=on`).
+//! TLB flushes that completed them (batch flushes with `tlbbatch=on`);
+//! `direct_reclaims` and `kswapd_passes`, the reclaim passes the readers ran
+//! in their faults and those `kswapd` ran.
 //!
 //! Not modelled: reading the holes (the page cache zeroes a new folio; no
 //! device I/O, as for a sparse file), readahead beyond the 64 KB folio a fault
-//! reads, `kswapd`, the active list's scan (`sim/file_reclaim.rs`), the parent
+//! reads, the active list's scan (`sim/file_reclaim.rs`), what `sim/kswapd.rs`
+//! simplifies (no fallback to another node, `kswapd` on any CPU), the parent
 //! `usemem` processes.
 
 use super::usemem::{timing, Mapping, Task, Unit};
@@ -71,7 +81,8 @@ const MEM_MB: Count = Count::new(
     "mem_mb",
     64,
     1..=65_536,
-    "memory the page cache may use, MB (the machine's memory; a cgroup limit here; scaled down)",
+    "memory the page cache may use, MB (the machine's memory, split among the nodes of the run's CPUs; scaled \
+     down)",
 );
 const FILE_MB: Count = Count::new(
     "file_mb",
@@ -90,7 +101,15 @@ pub const DEF: WorkloadDef = WorkloadDef {
     origin: None,
     params: &[NR_TASK.0, MEM_MB.0, FILE_MB.0],
     has_overhead: false,
-    results: &["throughput", "elapsed_s", "reclaimed_pages", "reclaim_unmaps", "reclaim_flushes"],
+    results: &[
+        "throughput",
+        "elapsed_s",
+        "reclaimed_pages",
+        "reclaim_unmaps",
+        "reclaim_flushes",
+        "direct_reclaims",
+        "kswapd_passes",
+    ],
     text_params: &[],
     setup: |p, _, sim, _| setup(p, sim),
     result: |p, main, _| result(p, main),
@@ -117,7 +136,7 @@ fn shape(p: &Params, cpus: usize) -> (u64, u64) {
 /// Limits memory, makes the page cache charged and starts the processes.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let (tasks, pages) = shape(p, sim.cfg.ncpus);
-    sim.set_mem_limit((MEM_MB.of(p) * 256).max(SWAP_CLUSTER_MAX));
+    sim.set_machine_memory((MEM_MB.of(p) * 256).max(SWAP_CLUSTER_MAX));
     sim.set_file_charge();
     for i in 0..tasks {
         let unit = Unit::new(Mapping::File(i as u32), pages, CHUNK, READ_CYCLES);
@@ -144,6 +163,8 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     r.insert("reclaimed_pages".to_string(), rs.file_pages as f64);
     r.insert("reclaim_unmaps".to_string(), rs.file_unmaps as f64);
     r.insert("reclaim_flushes".to_string(), rs.file_flushes as f64);
+    r.insert("direct_reclaims".to_string(), rs.direct_reclaims as f64);
+    r.insert("kswapd_passes".to_string(), rs.kswapd_passes as f64);
     Ok(r)
 }
 
