@@ -307,6 +307,20 @@ pub const METRICS: &[MetricDef] = &[
          tlbbatch=on, one flush per PTE with tlbbatch=off",
     ),
     result(
+        "direct_reclaims",
+        "direct reclaim passes",
+        "count",
+        "lru_file_mmap_read: reclaim passes the readers ran in their faults (a node below its min watermark, or the \
+         memory cgroup's limit with kswapd=off)",
+    ),
+    result(
+        "kswapd_passes",
+        "kswapd's reclaim passes",
+        "count",
+        "lru_file_mmap_read: reclaim passes the nodes' kswapd threads ran (woken below the low watermark, until \
+         above high)",
+    ),
+    result(
         "faults_per_s",
         "page faults per second",
         "faults/s",
