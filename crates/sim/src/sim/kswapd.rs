@@ -72,6 +72,11 @@
 //!   wait queue's lock not charged; `balance_pgdat`'s priority loop, its
 //!   `sc.nr_to_reclaim` of the high watermark (reclaim stops at balance
 //!   here) and the watermark boost are not modelled.
+//! - No cgroup limits the tasks: they stay in the cgroup the preset's kernel
+//!   runs them in (`memcg_depth`), charged as before, where the cgroup stand-in
+//!   moved tasks of the root cgroup into one below it. A memory cgroup's limit
+//!   ([`Sim::set_mem_limit`]) stays reclaimed directly, with no `kswapd`, as
+//!   Linux's `try_charge` does.
 //! - FreeBSD's page daemon is not modelled: on a FreeBSD preset, and with
 //!   `--set kswapd=off`, the machine's memory is the cgroup limit as before.
 
