@@ -72,27 +72,12 @@ impl Sim {
     /// Returns the cache domains other than `cpu`'s whose count `count` is not
     /// zero, those of `cpu`'s socket first (then by index).
     fn other_llcs<'a>(&'a self, cpu: usize, count: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
-        let own = self.scheduler.cpu(cpu).llc() as usize;
-        let socket = self.llc_socket(own);
-        let near =
-            (0..self.scheduler.nllcs()).filter(move |&l| l != own && count[l] > 0 && self.llc_socket(l) == socket);
-        let far = (0..self.scheduler.nllcs()).filter(move |&l| count[l] > 0 && self.llc_socket(l) != socket);
-        near.chain(far)
-    }
-
-    /// Returns which of `cpu`'s levels (cache domain, socket, machine) are
-    /// domains of their own: a level spanning what the one below spans is
-    /// degenerate.
-    fn newidle_levels(&self, cpu: usize) -> [bool; LEVELS] {
-        let own = self.scheduler.cpu(cpu).llc() as usize;
-        let socket = self.llc_socket(own);
-        let llcs = self.scheduler.nllcs();
-        let in_socket = (0..llcs).filter(|&l| self.llc_socket(l) == socket).count();
-        [true, in_socket > 1, llcs > in_socket]
+        self.level_llcs(cpu, 1).chain(self.level_llcs(cpu, 2)).filter(move |&l| count[l] > 0)
     }
 
     /// Returns the cache domains level `level` of `cpu` spans beyond the
-    /// level below, `cpu`'s own first.
+    /// level below (by index): none for a level that spans what the one below
+    /// spans, a degenerate domain.
     fn level_llcs(&self, cpu: usize, level: usize) -> impl Iterator<Item = usize> + '_ {
         let own = self.scheduler.cpu(cpu).llc() as usize;
         let socket = self.llc_socket(own);
@@ -149,7 +134,7 @@ impl Sim {
             return (None, now);
         }
         let (mut t, mut spent) = (now, 0);
-        let levels = self.newidle_levels(cpu);
+        let levels: [bool; LEVELS] = std::array::from_fn(|l| self.level_llcs(cpu, l).next().is_some());
         for level in (0..LEVELS).filter(|&l| levels[l]) {
             if avg < spent + self.scheduler.cpu_mut(cpu).newidle_mut().level_cost(level, t, second) {
                 break;

@@ -384,17 +384,16 @@ impl Scheduler {
     #[inline]
     pub(super) fn block(&mut self, cpu: usize, tid: usize, retry: Retry) {
         let t = &mut self.threads[tid];
-        debug_assert_eq!(t.state, State::Running, "{tid} blocks but was not running");
-        t.state = State::Blocked;
         match retry {
             Retry::Read(p) => t.retry_read = Some(p),
             Retry::Write(p) => t.retry_write = Some(p),
         }
-        self.set_cur(cpu, None);
+        self.sleep(cpu, tid);
     }
 
     /// `tid`, running on `cpu`, sleeps until a wake-up, with nothing to
     /// retry (a kernel thread's wait: `kswapd`'s).
+    #[inline]
     pub(super) fn sleep(&mut self, cpu: usize, tid: usize) {
         let t = &mut self.threads[tid];
         debug_assert_eq!(t.state, State::Running, "{tid} sleeps but was not running");
