@@ -33,6 +33,8 @@ fn every_node_count_reaches_the_same_states_and_verdict_as_one_thread() {
                 assert!(traffic.states.iter().all(|&n| n > 0), "{what}: {traffic:?}");
                 assert!(traffic.claims > 0 && traffic.admitted > 0 && traffic.bytes > 0, "{what}: {traffic:?}");
                 assert!(traffic.admitted <= traffic.claims, "{what}: {traffic:?}");
+                // A worker claims a state once per mask its owner would answer.
+                assert!(traffic.known > 0, "{what}: no visit pruned by what owners said: {traffic:?}");
             }
         }
     }

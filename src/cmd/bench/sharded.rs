@@ -10,7 +10,8 @@
 //! `--latency-us`; then the same check with `--jobs` workers sharing one
 //! visited set. It prints the seconds and executions of both, and what
 //! sharding sent: claims, the claims admitted (each a parked execution
-//! replayed), bytes per state, and the largest node's share of the states
+//! replayed), the visits pruned by what owners had said (`known`), bytes
+//! per state, and the largest node's share of the states
 //! (memory per node follows it). The states must be the same, or it fails.
 
 use crate::error::CliError;
@@ -106,7 +107,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
                     "policy": a.policy, "nodes": r.nodes, "workers": jobs.max(r.nodes), "latency_us": a.latency_us,
                     "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
                     "sharded_executions": r.sharded_executions, "claims": r.traffic.claims,
-                    "admitted": r.traffic.admitted, "batches": r.traffic.batches, "steals": r.traffic.steals,
+                    "admitted": r.traffic.admitted, "known": r.traffic.known, "batches": r.traffic.batches, "steals": r.traffic.steals,
                     "bytes": r.traffic.bytes, "node_states": r.traffic.states,
                     "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions,
                 })
@@ -120,7 +121,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
          {} µs a batch, batches of {}), against --jobs {jobs}",
         a.policy, a.latency_us, a.batch
     );
-    let mut t = Table::new(&[Align::Right; 9]);
+    let mut t = Table::new(&[Align::Right; 10]);
     t.row([
         "nodes",
         "states",
@@ -128,6 +129,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         "executions",
         "claims",
         "admitted",
+        "known",
         "bytes/state",
         "largest node",
         "--jobs s",
@@ -140,6 +142,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             format!("{} ({:.2}x)", r.sharded_executions, r.sharded_executions as f64 / r.jobs_executions.max(1) as f64),
             r.traffic.claims.to_string(),
             r.traffic.admitted.to_string(),
+            r.traffic.known.to_string(),
             format!("{:.1}", per_state(r)),
             format!("{:.1}%", 100.0 * largest(r)),
             format!("{:.2}", r.jobs_s),

@@ -32,6 +32,18 @@
 //! What sharding costs is the replay of each admitted parked path
 //! (more executions) and the time claims and answers travel.
 //!
+//! **What an owner said, remembered.** A state's mask in its owner's table
+//! only narrows (each visit keeps the labels both it and the earlier ones
+//! left asleep), so after a claim with `asleep` the owner's mask is within
+//! `asleep` for good. Each worker keeps, per state it claimed, the
+//! intersection of the masks it claimed it with ([`Known`], a direct-mapped
+//! cache of [`KNOWN_SLOTS`] entries): a later visit whose `asleep` covers
+//! that intersection would be answered "nothing to explore", and is pruned
+//! at once, without a claim or a parked path. Narrowing the entry when the
+//! claim is sent, before its answer, is what a shared table does at the
+//! visit: the labels a later visit would have explored are among those the
+//! pending claim's answer admits.
+//!
 //! A node whose queue is empty takes a subtree from another node's queue
 //! (work stealing, counted as traffic); a worker with others waiting gives
 //! its shallowest open choice's other options away, as in the parallel
@@ -83,6 +95,9 @@ pub struct Traffic {
     pub claims: u64,
     /// Claims whose answer was to explore (each a parked path replayed).
     pub admitted: u64,
+    /// Visits to another node's states pruned by what its answers already
+    /// said (no claim sent: [`Known`]).
+    pub known: u64,
     /// Batches of claims and of answers sent.
     pub batches: u64,
     /// Subtrees one node took from another's queue.
@@ -106,6 +121,50 @@ struct Claim {
     state: u64,
     asleep: u64,
     id: u64,
+}
+
+/// Entries in a worker's cache of what owners said ([`Known`]): 16 bytes
+/// each, 1 MiB a worker.
+pub const KNOWN_SLOTS: usize = 1 << 16;
+
+/// A worker's cache, per state of another node's it claimed, of the masks
+/// it claimed it with, intersected: an upper bound of the state's mask in
+/// its owner's table (see the module documentation). Direct-mapped by the
+/// state's hash; a state whose slot another took is claimed again.
+struct Known {
+    slots: Vec<(u64, u64)>,
+    /// Visits it pruned, not yet added to the search's count.
+    hits: u64,
+}
+
+impl Known {
+    fn new() -> Self {
+        Known { slots: vec![(0, 0); KNOWN_SLOTS], hits: 0 }
+    }
+
+    fn slot(&mut self, state: u64) -> &mut (u64, u64) {
+        // The table's fingerprint mixes the hash; its high bits are free of
+        // the part's and the owner's choice.
+        let i = (super::table::fingerprint(state) >> 40) as usize & (KNOWN_SLOTS - 1);
+        &mut self.slots[i]
+    }
+
+    /// Whether a visit of `state` with `asleep` has nothing to explore, by
+    /// what was claimed of it before; if not, remembers `asleep` as claimed.
+    /// (The hash 0 stands for an empty slot: such a state is always claimed.)
+    fn settled(&mut self, state: u64, asleep: u64) -> bool {
+        let asleep = asleep & 0xffff;
+        let slot = self.slot(state);
+        if state != 0 && slot.0 == state {
+            if slot.1 & !asleep == 0 {
+                return true;
+            }
+            slot.1 &= asleep;
+        } else {
+            *slot = (state, asleep);
+        }
+        false
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -183,6 +242,7 @@ struct Search {
     hungry: AtomicUsize,
     claims: AtomicU64,
     admitted: AtomicU64,
+    known: AtomicU64,
     batches: AtomicU64,
     steals: AtomicU64,
     bytes: AtomicU64,
@@ -197,22 +257,33 @@ fn owner(state: u64, nodes: usize) -> usize {
 const WORKER_BITS: u32 = 16;
 
 /// What one worker keeps to itself: the paths it parked (with their
-/// checkpoints, which only it can take up), and its own stack of tasks:
-/// admitted parked paths on top, the subtrees it put back below them.
-#[derive(Default)]
+/// checkpoints, which only it can take up), its own stack of tasks:
+/// admitted parked paths on top, the subtrees it put back below them, and
+/// what it claimed of other nodes' states.
 struct Local {
     parked: HashMap<u64, (Subtree, Option<Parked>)>,
     stack: Vec<Task>,
+    known: Known,
 }
 
 impl Search {
     /// Node `n` visits the claims due in its mailbox and answers them.
     fn serve(&self, n: usize, me: &mut Visitor<'_>) {
         for batch in self.nodes[n].claims.due() {
-            let mut by: HashMap<usize, Vec<Answer>> = HashMap::new();
+            // By worker: a batch holds one worker's claims (an outbox is a worker's).
+            let mut by: Vec<(usize, Vec<Answer>)> = Vec::new();
+            let len = batch.len();
             for c in batch {
                 let a = Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 };
-                by.entry((c.id & ((1 << WORKER_BITS) - 1)) as usize).or_default().push(a);
+                let w = (c.id & ((1 << WORKER_BITS) - 1)) as usize;
+                match by.iter_mut().find(|(x, _)| *x == w) {
+                    Some((_, answers)) => answers.push(a),
+                    None => {
+                        let mut answers = Vec::with_capacity(len);
+                        answers.push(a);
+                        by.push((w, answers));
+                    }
+                }
             }
             let at = Instant::now() + self.link.latency;
             for (w, batch) in by {
@@ -281,10 +352,11 @@ struct Outbox {
 impl Outbox {
     /// Sends node `to` its claims.
     fn send(&mut self, s: &Search, to: usize) {
-        let batch = std::mem::take(&mut self.claims[to]);
-        if batch.is_empty() {
+        if self.claims[to].is_empty() {
             return;
         }
+        // A batch's room at once, not grown claim by claim.
+        let batch = std::mem::replace(&mut self.claims[to], Vec::with_capacity(s.link.batch.min(1024)));
         s.batches.fetch_add(1, Relaxed);
         s.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
         s.nodes[to].claims.send(Instant::now() + s.link.latency, batch);
@@ -336,6 +408,7 @@ pub fn exhaustive_sharded(
         hungry: AtomicUsize::new(0),
         claims: AtomicU64::new(0),
         admitted: AtomicU64::new(0),
+        known: AtomicU64::new(0),
         batches: AtomicU64::new(0),
         steals: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
@@ -363,6 +436,7 @@ pub fn exhaustive_sharded(
     let traffic = Traffic {
         claims: search.claims.load(Relaxed),
         admitted: search.admitted.load(Relaxed),
+        known: search.known.load(Relaxed),
         batches: search.batches.load(Relaxed),
         steals: search.steals.load(Relaxed),
         bytes: search.bytes.load(Relaxed),
@@ -390,10 +464,12 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
     let n = w % s.nodes.len();
     let mut me = s.nodes[n].table.visitor();
     let mut out = Outbox { claims: vec![Vec::new(); s.nodes.len()], since: None };
-    let mut local = Local::default();
+    let mut local = Local { parked: HashMap::new(), stack: Vec::new(), known: Known::new() };
     let mut idle = 0u32;
+    let done = |local: &Local| s.known.fetch_add(local.known.hits, Relaxed);
     loop {
         if s.stop.load(Relaxed) {
+            done(&local);
             return;
         }
         s.serve(n, &mut me);
@@ -409,6 +485,7 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
         }
         out.flush(s);
         if s.open.load(SeqCst) == 0 {
+            done(&local);
             return;
         }
         s.hungry.fetch_add(1, Relaxed);
@@ -467,13 +544,17 @@ impl At<'_, '_> {
             let mut claim = None;
             let (result, parked) = {
                 let me = &mut *self.me;
-                let n = self.n;
+                let (n, known) = (self.n, &mut self.local.known);
                 let mut v = |state: u64, asleep: u64| {
                     if let Some(skip) = answer.take() {
                         return Some(skip);
                     }
                     if owner(state, k) == n {
                         return me.visit(state, asleep).0;
+                    }
+                    if known.settled(state, asleep) {
+                        known.hits += 1;
+                        return None;
                     }
                     claim = Some(Claim { state, asleep, id: 0 });
                     Some(PARK)
@@ -548,4 +629,29 @@ impl At<'_, '_> {
 fn parked_nodes(choices: &[super::Choice], nodes: &[super::dfs::Node]) -> Vec<super::dfs::Node> {
     let last = choices.iter().rposition(|c| c.point == super::ChoiceKind::Sched);
     (0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Known;
+
+    #[test]
+    fn a_state_claimed_with_a_mask_is_settled_for_every_wider_one_and_no_other() {
+        let mut k = Known::new();
+        // Never claimed: claim it (and remember the mask).
+        assert!(!k.settled(7, 0b0110));
+        // The owner's mask is within 0b0110 now: a visit leaving those asleep
+        // (and more) has nothing to explore; one waking label 0b0010 may.
+        assert!(k.settled(7, 0b0110));
+        assert!(k.settled(7, 0b1110));
+        assert!(!k.settled(7, 0b0100));
+        // That claim narrowed what is known to 0b0100.
+        assert!(k.settled(7, 0b0100));
+        assert!(!k.settled(7, 0));
+        assert!(k.settled(7, 0b1));
+        // Only the 16 mask bits count; the hash 0 is never settled.
+        assert!(k.settled(7, 1 << 20));
+        assert!(!k.settled(0, 0xffff));
+        assert!(!k.settled(0, 0xffff));
+    }
 }
