@@ -37,7 +37,8 @@
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one;
-//!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`),
+//!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`,
+//!   or, under CFS, it is a next or last buddy and the pulling CPU runs something),
 //!   unless the busy balance found only hot ones the time before
 //!   (`nr_balance_failed > cache_nice_tries`, 0). Of the movable tasks, at
 //!   most `sysctl_sched_nr_migrate` (32) are looked at and the one that ran
@@ -143,7 +144,7 @@ impl Sim {
             t += self.newidle_scan(cpu, level);
             let mut pulled = None;
             if let Some(src) = self.newidle_source(cpu, level) {
-                if let Some(at) = self.scheduler.task_to_move(src, t, false) {
+                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, false) {
                     pulled = self.scheduler.detach(src, at, cpu);
                     t += 2 * self.m.transfer_cost(src, cpu);
                 }
@@ -175,7 +176,7 @@ impl Sim {
                     .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
             };
             if let Some(dst) = idle {
-                if let Some(at) = self.scheduler.task_to_move(cpu, now, false) {
+                if let Some(at) = self.scheduler.task_to_move(cpu, dst, now, false) {
                     // The idle CPU takes the task from this one's queue.
                     let t = now + 2 * self.m.transfer_cost(cpu, dst);
                     if let Some(tid) = self.scheduler.detach(cpu, at, dst) {
@@ -193,7 +194,7 @@ impl Sim {
                 return;
             }
             let hot_ok = self.scheduler.cpu(cpu).balance_failed();
-            match self.scheduler.task_to_move(src, now, hot_ok) {
+            match self.scheduler.task_to_move(src, cpu, now, hot_ok) {
                 Some(at) => {
                     self.scheduler.cpu_mut(cpu).set_balance_failed(false);
                     if let Some(tid) = self.scheduler.detach(src, at, cpu) {

@@ -286,3 +286,54 @@ fn a_wakeup_across_cache_domains_queues_on_the_targets_wake_list_with_an_ipi() {
     let (off, busy, _) = busy_cpu_and_sleeper(Some(false));
     assert!(!off.queues_on_wakelist(busy, 33));
 }
+
+/// One CFS CPU running `spinners` [`Spin`]s, where a woken [`Sleeper`]
+/// preempts the running spinner `s`, whose virtual runtime lies half a wake-up
+/// granularity past the leftmost queued spinner's. Returns the simulator
+/// with the sleeper running, `s`, and the leftmost spinner.
+fn preempted_near_the_leftmost(spinners: usize) -> (Sim, usize, usize) {
+    let mut sim = machine(SchedKind::Cfs, 1, false);
+    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    for _ in 0..spinners {
+        sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
+    }
+    while sim.scheduler.thread(sleeper).state() != State::Blocked {
+        assert!(sim.step(), "the sleeper never slept");
+    }
+    for _ in 0..20 {
+        sim.step();
+    }
+    let now = sim.scheduler.cpu(0).clock();
+    sim.scheduler.update_curr(0, now);
+    let s = sim.scheduler.cpu(0).cur().expect("a spinner runs");
+    let left = sim.scheduler.cpu(0).runq().get(0).expect("spinners queued");
+    let (left, left_v) = (left.tid as usize, left.key);
+    let gran = sim.scheduler.tun().wakeup_gran;
+    sim.scheduler.thread_mut(s).se_mut().vruntime = left_v + gran / 2;
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime = left_v - gran;
+    sim.wake(sleeper, 0, now, false);
+    assert!(sim.scheduler.cpu(0).need_resched(), "the woken sleeper preempts");
+    sim.step();
+    assert_eq!(sim.scheduler.cpu(0).cur(), Some(sleeper));
+    (sim, s, left)
+}
+
+#[test]
+fn cfs_the_task_a_wakeup_preempted_runs_next_from_eight_tasks_on_the_queue() {
+    // Eight tasks with the woken one: the preempted spinner is the last buddy,
+    // and runs again when the sleeper exits, ahead of the leftmost.
+    let (mut sim, s, left) = preempted_near_the_leftmost(7);
+    assert_eq!(sim.scheduler.cpu(0).buddies().last, Some(s as u32));
+    while sim.scheduler.cpu(0).cur() != Some(s) && sim.scheduler.cpu(0).cur() != Some(left) {
+        assert!(sim.step());
+    }
+    assert_eq!(sim.scheduler.cpu(0).cur(), Some(s), "the last buddy runs before the leftmost");
+    assert_eq!(sim.scheduler.cpu(0).buddies().last, None, "picked, it is no buddy any more");
+    // Seven with the woken one: no last buddy, the leftmost runs.
+    let (mut sim, s, left) = preempted_near_the_leftmost(6);
+    assert_eq!(sim.scheduler.cpu(0).buddies().last, None);
+    while sim.scheduler.cpu(0).cur() != Some(s) && sim.scheduler.cpu(0).cur() != Some(left) {
+        assert!(sim.step());
+    }
+    assert_eq!(sim.scheduler.cpu(0).cur(), Some(left));
+}

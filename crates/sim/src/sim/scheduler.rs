@@ -91,8 +91,9 @@ pub(super) struct CpuSched {
     sched_tick: u64,
     /// A reschedule is owed: the running task is switched out at its next event.
     need_resched: bool,
-    /// CFS `yield`: the task that yielded, run after any other.
-    skip: Option<u32>,
+    /// CFS's buddies on this CPU's queue: the tasks its pick prefers or
+    /// passes over ([`cfs::Buddies`]).
+    buddies: cfs::Buddies,
     /// The cache (LLC) domain this CPU is in ([`Scheduler`] `llcs`).
     llc: u32,
     /// When this busy CPU next balances its cache domain.
@@ -269,6 +270,12 @@ impl CpuSched {
         &self.runq
     }
 
+    /// Returns CFS's buddies on this CPU's queue.
+    #[cfg(test)]
+    pub(super) fn buddies(&self) -> crate::sched::cfs::Buddies {
+        self.buddies
+    }
+
     /// Returns the cache (LLC) domain this CPU is in.
     #[inline]
     pub(super) fn llc(&self) -> u32 {
@@ -317,7 +324,7 @@ impl Scheduler {
             next_tick,
             sched_tick,
             need_resched: false,
-            skip: None,
+            buddies: cfs::Buddies::default(),
             llc: llc as u32,
             next_balance: 0,
             next_kick: 0,
@@ -398,6 +405,8 @@ impl Scheduler {
         let t = &mut self.threads[tid];
         debug_assert_eq!(t.state, State::Running, "{tid} sleeps but was not running");
         t.state = State::Blocked;
+        // `dequeue_entity`'s `clear_buddies`.
+        self.sched[cpu].buddies.clear(tid as u32);
         self.set_cur(cpu, None);
     }
 
@@ -413,6 +422,7 @@ impl Scheduler {
     pub(super) fn exit(&mut self, cpu: usize, tid: usize) {
         debug_assert_eq!(self.sched[cpu].cur, Some(tid), "{tid} exits but does not run on CPU {cpu}");
         self.threads[tid].state = State::Dead;
+        self.sched[cpu].buddies.clear(tid as u32);
         self.set_cur(cpu, None);
     }
 
@@ -503,7 +513,14 @@ impl Scheduler {
         let curr = &self.threads[cur].se;
         match self.tun.kind {
             SchedKind::Fifo => false,
-            SchedKind::Cfs => cfs::wakeup_preempts(curr.vruntime, &self.threads[tid].se, &self.tun),
+            SchedKind::Cfs => {
+                let preempts = cfs::wakeup_preempts(curr.vruntime, &self.threads[tid].se, &self.tun);
+                if preempts {
+                    let nr = self.sched[cpu].runq.len() as u64 + 1;
+                    self.sched[cpu].buddies.preempted(tid as u32, cur as u32, nr);
+                }
+                preempts
+            }
             SchedKind::Eevdf => expired || eevdf::wakeup_preempts(&self.sched[cpu].runq, curr, tid),
         }
     }
@@ -519,7 +536,13 @@ impl Scheduler {
         }
         match self.tun.kind {
             SchedKind::Cfs => {
-                cfs::tick_preempts(rq, &self.threads[tid].se, now - self.sched[cpu].slice_start, &self.tun)
+                let (preempts, ran_slice) =
+                    cfs::tick_preempts(rq, &self.threads[tid].se, now - self.sched[cpu].slice_start, &self.tun);
+                if ran_slice {
+                    // It ran long enough: no buddy favour brings it back.
+                    self.sched[cpu].buddies.clear(tid as u32);
+                }
+                preempts
             }
             _ => expired,
         }
@@ -608,6 +631,10 @@ impl Scheduler {
         let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
         let tid = self.sched[cpu].runq.remove(at).map(|e| e.tid as usize);
         self.loads[cpu] -= tid.is_some() as u32;
+        if let Some(tid) = tid {
+            // Picked (`set_next_entity`) or dequeued: `clear_buddies`.
+            self.sched[cpu].buddies.clear(tid as u32);
+        }
         self.track(cpu, load, movable);
         tid
     }
@@ -745,7 +772,10 @@ impl Scheduler {
                     se.protect = false;
                 }
             } else if yielded {
-                self.sched[cpu].skip = Some(tid as u32);
+                // `yield_task_fair`: `clear_buddies`, then the skip buddy.
+                let b = &mut self.sched[cpu].buddies;
+                b.clear(tid as u32);
+                b.skip = Some(tid as u32);
             }
         }
         self.queue(cpu, tid);
@@ -753,11 +783,10 @@ impl Scheduler {
 
     /// The thread the fair class picks to run next on `cpu`, taken off the queue.
     pub(super) fn pick_next(&mut self, cpu: usize) -> Option<usize> {
-        let skip = self.sched[cpu].skip.take();
         let rq = &self.sched[cpu].runq;
         let at = match self.tun.kind {
             SchedKind::Fifo => 0,
-            SchedKind::Cfs => usize::from(rq.len() > 1 && rq.get(0).map(|e| e.tid) == skip),
+            SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
             SchedKind::Eevdf => match eevdf::pick(rq, None) {
                 eevdf::Pick::Queued(i) => i,
                 _ => return None,
@@ -793,22 +822,27 @@ impl Scheduler {
         self.unqueue(victim, at)
     }
 
-    /// Returns whether thread `tid` is cache-hot at `now` (`task_hot`).
-    fn hot(&self, tid: usize, now: u64) -> bool {
+    /// Returns whether thread `tid`, queued on `src`, is cache-hot at `now`
+    /// for a move to `dst` (`task_hot`): a CFS buddy of `src`'s when `dst`
+    /// runs something (CACHE_HOT_BUDDY), or it ran within the migration cost.
+    fn hot(&self, tid: usize, src: usize, dst: usize, now: u64) -> bool {
+        if self.tun.kind == SchedKind::Cfs && self.loads[dst] > 0 && self.sched[src].buddies.favours(tid as u32) {
+            return true;
+        }
         let s = self.threads[tid].se.exec_start;
         s != 0 && now.saturating_sub(s) < self.tun.migration_cost
     }
 
     /// Returns the position in `src`'s queue of the task a balance moves: of the
     /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
-    /// cache-hot unless `hot_ok`.
-    pub(super) fn task_to_move(&self, src: usize, now: u64, hot_ok: bool) -> Option<usize> {
+    /// cache-hot (for a move to `dst`) unless `hot_ok`.
+    pub(super) fn task_to_move(&self, src: usize, dst: usize, now: u64, hot_ok: bool) -> Option<usize> {
         let rq = &self.sched[src].runq;
         rq.iter()
             .enumerate()
             .filter(|(_, e)| !e.pinned)
             .take(NR_MIGRATE)
-            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, now))
+            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, src, dst, now))
             .min_by_key(|(i, e)| (self.threads[e.tid as usize].se.exec_start, *i))
             .map(|(i, _)| i)
     }
