@@ -415,6 +415,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
             memcg_depth: mp.mm.memcg_depth,
             pte_needs_flush: mp.mm.pte_needs_flush,
             ttwu_queue: mp.wake.ttwu_queue,
+            last_buddy: mp.wake.last_buddy,
             kswapd: mp.mm.kswapd,
         },
         noise: mp.noise,
@@ -541,6 +542,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     }
     if let Some(on) = mp.wake.ttwu_queue {
         pv.insert("ttwu_queue".into(), word(on));
+    }
+    if let Some(on) = mp.wake.last_buddy {
+        pv.insert("last_buddy".into(), word(on));
     }
     if let Some(on) = mp.mm.kswapd {
         pv.insert("kswapd".into(), word(on));

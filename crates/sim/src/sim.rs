@@ -233,6 +233,11 @@ pub struct KernelChoices {
     /// every Linux kernel, `sim/sched.rs`) or is queued under the remote run
     /// queue's lock (`Some(false)`).
     pub ttwu_queue: Option<bool>,
+    /// Whether CFS makes the task a wake-up preempted the queue's last buddy
+    /// (`Some(true)` or `None`: LAST_BUDDY, on in every kernel that has CFS,
+    /// `sched/cfs.rs`) or not (`Some(false)`: `NO_LAST_BUDDY` in
+    /// `sched_features`). CFS runs only.
+    pub last_buddy: Option<bool>,
     /// Whether a workload whose pressure is the machine's memory
     /// ([`Sim::set_machine_memory`]) runs it as NUMA nodes' memory with their
     /// watermarks and a `kswapd` thread each (`Some(true)` or `None`, Linux
@@ -615,7 +620,10 @@ impl Sim {
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
         let smt_share = smt::Smt::of(&cfg.preset, cfg.smt);
         let kernel_choices = cfg.kernel;
-        let tun = Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us);
+        let tun = Tunables {
+            last_buddy: cfg.kernel.last_buddy != Some(false),
+            ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
+        };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),

@@ -76,6 +76,8 @@ pub(super) struct WakeSwitches {
     pub(super) cpuidle: bool,
     /// `--set ttwu_queue`, if given.
     pub(super) ttwu_queue: Option<bool>,
+    /// `--set last_buddy`, if given.
+    pub(super) last_buddy: Option<bool>,
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
@@ -200,7 +202,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
-        wake: WakeSwitches { cpuidle: true, ttwu_queue: None },
+        wake: WakeSwitches { cpuidle: true, ttwu_queue: None, last_buddy: None },
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

@@ -290,6 +290,19 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "last_buddy",
+        doc: "on|off: Linux machines only, under CFS (kernels before v6.6, or sched=cfs); the task a wake-up \
+         preempted, on a queue of 8 or more, is the queue's last buddy, which the next pick prefers to the \
+         leftmost task while it leads it by at most the wake-up granularity (default on: LAST_BUDDY, as every \
+         kernel with CFS; off: NO_LAST_BUDDY in sched_features; the next buddy, the woken task, stays)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose scheduler has no buddies")?;
+            s.mp.wake.last_buddy = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "kswapd",
         doc: "on|off: Linux machines only; a workload whose memory pressure is the machine's (vm-scalability's \
          lru-file-mmap-read and swap cases) runs it as each NUMA node's memory with its min, low and high \

@@ -73,10 +73,10 @@ impl Buddies {
 
     /// `check_preempt_wakeup` after `woken` preempted `curr` on a queue of
     /// `nr` tasks (both counted): `woken` is the next buddy, and `curr` the
-    /// last one from `sched_nr_latency` tasks.
-    pub fn preempted(&mut self, woken: u32, curr: u32, nr: u64) {
+    /// last one from `sched_nr_latency` tasks, with LAST_BUDDY (`last`).
+    pub fn preempted(&mut self, woken: u32, curr: u32, nr: u64, last: bool) {
         self.next = Some(woken);
-        if nr >= SCHED_NR_LATENCY {
+        if last && nr >= SCHED_NR_LATENCY {
             self.last = Some(curr);
         }
     }
@@ -249,9 +249,11 @@ mod tests {
     #[test]
     fn a_preemption_sets_the_last_buddy_only_from_eight_tasks_and_a_pick_clears_roles() {
         let mut b = Buddies::default();
-        b.preempted(5, 6, 7);
+        b.preempted(5, 6, 7, true);
         assert_eq!((b.next, b.last), (Some(5), None));
-        b.preempted(5, 6, 8);
+        b.preempted(5, 6, 8, false);
+        assert_eq!((b.next, b.last), (Some(5), None), "NO_LAST_BUDDY");
+        b.preempted(5, 6, 8, true);
         assert_eq!((b.next, b.last), (Some(5), Some(6)));
         assert!(b.favours(5) && b.favours(6) && !b.favours(7));
         b.clear(5);

@@ -123,6 +123,9 @@ pub struct Tunables {
     /// rule present in v6.x's `wake_affine_idle`, absent from v4.14's (the
     /// commit that added it between the two was not looked up).
     pub affine_prev_idle: bool,
+    /// CFS's LAST_BUDDY feature (`sched/cfs.rs`): on unless `--set
+    /// last_buddy=off`.
+    pub last_buddy: bool,
 }
 
 impl Tunables {
@@ -153,6 +156,7 @@ impl Tunables {
             imbalance_pct: if new_kernel { 117 } else { 125 },
             busy_factor: if new_kernel { 16 } else { 32 },
             affine_prev_idle: new_kernel,
+            last_buddy: true,
         }
     }
 }

@@ -290,9 +290,17 @@ fn a_wakeup_across_cache_domains_queues_on_the_targets_wake_list_with_an_ipi() {
 /// One CFS CPU running `spinners` [`Spin`]s, where a woken [`Sleeper`]
 /// preempts the running spinner `s`, whose virtual runtime lies half a wake-up
 /// granularity past the leftmost queued spinner's. Returns the simulator
-/// with the sleeper running, `s`, and the leftmost spinner.
-fn preempted_near_the_leftmost(spinners: usize) -> (Sim, usize, usize) {
-    let mut sim = machine(SchedKind::Cfs, 1, false);
+/// with the sleeper running, `s`, and the leftmost spinner. `last_buddy`:
+/// the `--set last_buddy` switch.
+fn preempted_near_the_leftmost(spinners: usize, last_buddy: Option<bool>) -> (Sim, usize, usize) {
+    let kernel = KernelChoices { last_buddy, ..KernelChoices::default() };
+    let cfg = SimConfig {
+        sched: SchedKind::Cfs,
+        max_events: 100_000,
+        kernel,
+        ..SimConfig::quiet(preset::named("altra"), 1, 1)
+    };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(1, 16, 16, false).unwrap());
     let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     for _ in 0..spinners {
         sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
@@ -322,18 +330,21 @@ fn preempted_near_the_leftmost(spinners: usize) -> (Sim, usize, usize) {
 fn cfs_the_task_a_wakeup_preempted_runs_next_from_eight_tasks_on_the_queue() {
     // Eight tasks with the woken one: the preempted spinner is the last buddy,
     // and runs again when the sleeper exits, ahead of the leftmost.
-    let (mut sim, s, left) = preempted_near_the_leftmost(7);
+    let (mut sim, s, left) = preempted_near_the_leftmost(7, None);
     assert_eq!(sim.scheduler.cpu(0).buddies().last, Some(s as u32));
     while sim.scheduler.cpu(0).cur() != Some(s) && sim.scheduler.cpu(0).cur() != Some(left) {
         assert!(sim.step());
     }
     assert_eq!(sim.scheduler.cpu(0).cur(), Some(s), "the last buddy runs before the leftmost");
     assert_eq!(sim.scheduler.cpu(0).buddies().last, None, "picked, it is no buddy any more");
-    // Seven with the woken one: no last buddy, the leftmost runs.
-    let (mut sim, s, left) = preempted_near_the_leftmost(6);
-    assert_eq!(sim.scheduler.cpu(0).buddies().last, None);
-    while sim.scheduler.cpu(0).cur() != Some(s) && sim.scheduler.cpu(0).cur() != Some(left) {
-        assert!(sim.step());
+    // Seven with the woken one, or eight under NO_LAST_BUDDY: no last buddy,
+    // the leftmost runs.
+    for (spinners, last_buddy) in [(6, None), (7, Some(false))] {
+        let (mut sim, s, left) = preempted_near_the_leftmost(spinners, last_buddy);
+        assert_eq!(sim.scheduler.cpu(0).buddies().last, None, "{spinners} spinners, {last_buddy:?}");
+        while sim.scheduler.cpu(0).cur() != Some(s) && sim.scheduler.cpu(0).cur() != Some(left) {
+            assert!(sim.step());
+        }
+        assert_eq!(sim.scheduler.cpu(0).cur(), Some(left), "{spinners} spinners, {last_buddy:?}");
     }
-    assert_eq!(sim.scheduler.cpu(0).cur(), Some(left));
 }

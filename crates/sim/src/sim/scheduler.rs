@@ -517,7 +517,7 @@ impl Scheduler {
                 let preempts = cfs::wakeup_preempts(curr.vruntime, &self.threads[tid].se, &self.tun);
                 if preempts {
                     let nr = self.sched[cpu].runq.len() as u64 + 1;
-                    self.sched[cpu].buddies.preempted(tid as u32, cur as u32, nr);
+                    self.sched[cpu].buddies.preempted(tid as u32, cur as u32, nr, self.tun.last_buddy);
                 }
                 preempts
             }
