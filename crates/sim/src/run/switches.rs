@@ -293,8 +293,8 @@ pub static SWITCHES: &[Switch] = &[
         key: "last_buddy",
         doc: "on|off: Linux machines only, under CFS (kernels before v6.6, or sched=cfs); the task a wake-up \
          preempted, on a queue of 8 or more, is the queue's last buddy, which the next pick prefers to the \
-         leftmost task while it leads it by at most the wake-up granularity (default on: LAST_BUDDY, as every \
-         kernel with CFS; off: NO_LAST_BUDDY in sched_features; the next buddy, the woken task, stays)",
+         leftmost task while it leads it by at most the wake-up granularity (default on: LAST_BUDDY, as v4.10 \
+         to v6.5 ship it; off: NO_LAST_BUDDY in sched_features; the next buddy, the woken task, stays)",
         applies_to: String::new,
         set: |s| {
             linux_only(s.preset, s.key, s.value, "whose scheduler has no buddies")?;

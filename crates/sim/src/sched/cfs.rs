@@ -21,10 +21,9 @@
 //!   `clone`).
 //! - A task moving between queues keeps its virtual runtime relative to
 //!   `min_vruntime` (`migrate_task_rq_fair`, `enqueue_entity`).
-//!
 //! - Buddies ([`Buddies`], `cfs_rq->next`, `->last`, `->skip`; features
-//!   LAST_BUDDY on, NEXT_BUDDY off, CACHE_HOT_BUDDY on, as every kernel from
-//!   v2.6.33 to v6.5 ships them): a woken task that preempts becomes the
+//!   LAST_BUDDY on, NEXT_BUDDY off, CACHE_HOT_BUDDY on, as v4.10 to v6.5
+//!   ship them; `--set last_buddy=off` is NO_LAST_BUDDY): a woken task that preempts becomes the
 //!   *next* buddy, and the task it preempted, while the queue holds at least
 //!   `sched_nr_latency` (8) tasks counting both, the *last* one
 //!   (`check_preempt_wakeup`); a yielding task is the *skip* buddy
