@@ -234,7 +234,7 @@ pub struct KernelChoices {
     /// queue's lock (`Some(false)`).
     pub ttwu_queue: Option<bool>,
     /// Whether CFS makes the task a wake-up preempted the queue's last buddy
-    /// (`Some(true)` or `None`: LAST_BUDDY, on in every kernel that has CFS,
+    /// (`Some(true)` or `None`: LAST_BUDDY, on in v4.10 to v6.5 as in every CFS preset's kernel,
     /// `sched/cfs.rs`) or not (`Some(false)`: `NO_LAST_BUDDY` in
     /// `sched_features`). CFS runs only.
     pub last_buddy: Option<bool>,

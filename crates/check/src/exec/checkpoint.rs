@@ -360,9 +360,7 @@ pub fn run_from<P: Policy>(
             let keep = s.snaps.iter().position(|x| x.depth > common).unwrap_or(s.snaps.len());
             s.spare.extend(s.snaps.drain(keep..));
             s.snaps.push(p.snap);
-            // Into the path's own buffer: it keeps the room a longer path grew.
-            s.path.clear();
-            s.path.extend_from_slice(&p.path);
+            s.path = p.path;
             Some(s.snaps.len() - 1)
         }
         _ => None,

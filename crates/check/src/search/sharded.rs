@@ -64,7 +64,7 @@
 use super::dfs::{Dfs, Switches, PARK, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
 use super::saved::Writer;
-use super::table::{Table, Visitor};
+use super::table::{Table, Visitor, MASK_BITS};
 use super::{Outcome, Parked, Stats, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
@@ -153,7 +153,7 @@ impl Known {
     /// what was claimed of it before; if not, remembers `asleep` as claimed.
     /// (The hash 0 stands for an empty slot: such a state is always claimed.)
     fn settled(&mut self, state: u64, asleep: u64) -> bool {
-        let asleep = asleep & 0xffff;
+        let asleep = asleep & MASK_BITS;
         let slot = self.slot(state);
         if state != 0 && slot.0 == state {
             if slot.1 & !asleep == 0 {
@@ -256,6 +256,11 @@ fn owner(state: u64, nodes: usize) -> usize {
 /// Bits of a parked path's number that name the worker that parked it.
 const WORKER_BITS: u32 = 16;
 
+/// The worker that parked the path numbered `id`.
+fn worker(id: u64) -> usize {
+    (id & ((1 << WORKER_BITS) - 1)) as usize
+}
+
 /// What one worker keeps to itself: the paths it parked (with their
 /// checkpoints, which only it can take up), its own stack of tasks:
 /// admitted parked paths on top, the subtrees it put back below them, and
@@ -270,27 +275,19 @@ impl Search {
     /// Node `n` visits the claims due in its mailbox and answers them.
     fn serve(&self, n: usize, me: &mut Visitor<'_>) {
         for batch in self.nodes[n].claims.due() {
-            // By worker: a batch holds one worker's claims (an outbox is a worker's).
-            let mut by: Vec<(usize, Vec<Answer>)> = Vec::new();
-            let len = batch.len();
-            for c in batch {
-                let a = Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 };
-                let w = (c.id & ((1 << WORKER_BITS) - 1)) as usize;
-                match by.iter_mut().find(|(x, _)| *x == w) {
-                    Some((_, answers)) => answers.push(a),
-                    None => {
-                        let mut answers = Vec::with_capacity(len);
-                        answers.push(a);
-                        by.push((w, answers));
-                    }
-                }
-            }
-            let at = Instant::now() + self.link.latency;
-            for (w, batch) in by {
-                self.batches.fetch_add(1, Relaxed);
-                self.bytes.fetch_add(ANSWER_BYTES * batch.len() as u64, Relaxed);
-                self.answers[w].send(at, batch);
-            }
+            // A batch is one worker's claims (an outbox is a worker's): its
+            // answers go back to that worker in one batch.
+            let Some(w) = batch.first().map(|c| worker(c.id)) else { continue };
+            let answers: Vec<Answer> = batch
+                .iter()
+                .map(|c| {
+                    debug_assert_eq!(worker(c.id), w, "a batch of claims from two workers");
+                    Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 }
+                })
+                .collect();
+            self.batches.fetch_add(1, Relaxed);
+            self.bytes.fetch_add(ANSWER_BYTES * answers.len() as u64, Relaxed);
+            self.answers[w].send(Instant::now() + self.link.latency, answers);
         }
     }
 

@@ -86,7 +86,8 @@ const VISITORS: usize = 64;
 const FLUSH: u32 = 8;
 
 const PRESENT: u64 = 1 << 63;
-const MASK_BITS: u64 = 0xffff;
+/// The bits of a slot that hold the state's sleep mask.
+pub(super) const MASK_BITS: u64 = 0xffff;
 const FP_MASK: u64 = (1 << FINGERPRINT_BITS) - 1;
 
 /// The fingerprint of a state hash.
