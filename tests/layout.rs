@@ -3,7 +3,8 @@
 //! module) build only the files they name, so a new test file left out
 //! would never be built or run. Every `tests/*.rs` of such a package is a
 //! module of its `main.rs` or a test target of its own in its
-//! `Cargo.toml`.
+//! `Cargo.toml`, and every file of a folder that is a test target's (its
+//! `main.rs`) a module of that `main.rs`.
 
 use std::path::Path;
 
@@ -18,6 +19,13 @@ fn every_test_file_is_built() {
         for entry in std::fs::read_dir(dir.join("tests")).expect("the tests folder") {
             let path = entry.expect("an entry").path();
             let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else { continue };
+            if path.join("main.rs").exists() {
+                // A binary of its own in a folder: a test target, naming its files.
+                let target = manifest.contains(&format!("path = \"tests/{stem}/main.rs\""));
+                assert!(target, "{package}/tests/{stem}/main.rs is not a test target");
+                modules_named(&path);
+                continue;
+            }
             if path.extension().is_none_or(|e| e != "rs") || stem == "main" {
                 continue;
             }
@@ -27,6 +35,18 @@ fn every_test_file_is_built() {
                 module || target,
                 "{package}/tests/{stem}.rs is neither a module of tests/main.rs nor a test target"
             );
+        }
+    }
+}
+
+/// Asserts that every `.rs` file of `dir` but its `main.rs` is a module of it.
+fn modules_named(dir: &Path) {
+    let main = std::fs::read_to_string(dir.join("main.rs")).expect("its main.rs");
+    for entry in std::fs::read_dir(dir).expect("the folder") {
+        let path = entry.expect("an entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else { continue };
+        if path.extension().is_some_and(|e| e == "rs") && stem != "main" {
+            assert!(main.contains(&format!("\nmod {stem};\n")), "{} is not a module of its main.rs", path.display());
         }
     }
 }

@@ -77,6 +77,12 @@ fn on_an_externally_managed_python_it_installs_into_its_own_environment() {
     assert!(ok.success(), "the environment lacks the test dependencies");
     let prefix = Command::new(&venv_py).args(["-c", "import sys; print(sys.prefix)"]).output().expect("venv python");
     assert_eq!(String::from_utf8_lossy(&prefix.stdout).trim(), env_dir.to_str().unwrap());
+    // Without uv on PATH, pip put uv into the environment and uv installed
+    // the rest (its message names the failure otherwise).
+    let uv_on_path = Command::new("uv").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !uv_on_path && std::env::var_os("TLBKIT_NO_UV").is_none() {
+        assert!(env_dir.join("bin/uv").exists(), "no uv in the environment:\n{err}");
+    }
 }
 
 #[test]

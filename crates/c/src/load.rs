@@ -43,7 +43,7 @@
 //! - **a copy is never unloaded**, so an address that some registry still
 //!   names stays mapped.
 //!
-//! `crates/check/tests/c_layout.rs` tests the edges: a file with megabytes
+//! `crates/check/tests/native/c_layout.rs` tests the edges: a file with megabytes
 //! of globals, a file that allocates in its operations, many threads
 //! checking one file at once.
 

@@ -27,6 +27,7 @@ use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::ptr::NonNull;
+use std::rc::Rc;
 use tlbkit_policy::sync::check::{write_raw, Hooks, Width};
 use tlbkit_policy::sync::{check, Ordering};
 use tlbkit_policy::{
@@ -251,11 +252,11 @@ struct Core {
     locked: Cell<LockedData>,
     /// Who may access each byte of the policy's memory, by offset from
     /// `base`, as the policy declares it ([`Policy::name_fields`]).
-    owners: Vec<Option<Own>>,
+    owners: Rc<[Option<Own>]>,
 }
 
 /// An [`Owner`], its lock named by the offset of its word.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Own {
     Cpu { cpu: usize, others_read: bool },
     Lock { lock: u32 },
@@ -274,10 +275,11 @@ enum Touch {
     Write,
 }
 
-/// Collects a policy's [`Owner`] declarations by offset.
+/// Collects a policy's [`Owner`] declarations by offset, below `mark`.
 struct OwnerTable<'a> {
     base: usize,
-    table: &'a mut Vec<Option<Own>>,
+    mark: usize,
+    declared: &'a mut Vec<(usize, Own)>,
 }
 
 /// A way to feed a policy's locked data to a hasher, its lifetime erased.

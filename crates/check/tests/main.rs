@@ -4,7 +4,10 @@
 //! module checks policies, so the binary installs the checker's allocator
 //! once, for all of them ([`tlbkit_check::arena::CheckAlloc`]).
 //! `no_allocator.rs` is a binary of its own: it tests a program without that
-//! allocator.
+//! allocator. So is `native/` (`--test native`): the tests of policy code
+//! that runs natively and can fault (faults, C policies and their memory
+//! layout), which `scripts/test` also runs under AddressSanitizer, building
+//! only them.
 //! Cargo builds only the files this one names (`autotests = false`):
 //! `tests/layout.rs` (the command line's) fails when a file is left out.
 
@@ -14,8 +17,6 @@ static ALLOC: tlbkit_check::arena::CheckAlloc = tlbkit_check::arena::CheckAlloc;
 mod common;
 
 mod after;
-mod c_layout;
-mod c_policy;
 mod c_x86;
 mod checkpoints;
 mod classic;
@@ -25,7 +26,6 @@ mod corrupt_saves;
 mod early_return;
 mod example;
 mod exhaustive;
-mod faults;
 mod findings;
 mod full;
 mod isb;

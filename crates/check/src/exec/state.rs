@@ -153,7 +153,7 @@ impl Fields for OwnerTable<'_> {
     fn owner(&mut self, addr: usize, owner: Owner) {
         // Only the policy's memory: a field or lock anywhere else is not
         // shared (`Core::shared_addr`), and its declaration says nothing.
-        let offset = |a: usize| a.checked_sub(self.base).filter(|&k| k < self.table.len());
+        let offset = |a: usize| a.checked_sub(self.base).filter(|&k| k < self.mark);
         let Some(k) = offset(addr) else { return };
         let own = match owner {
             Owner::Cpu { cpu, others_read } => Own::Cpu { cpu: cpu as usize, others_read },
@@ -163,21 +163,51 @@ impl Fields for OwnerTable<'_> {
             },
             Owner::Reader { cpu } => Own::Reader { cpu: cpu as usize },
         };
-        self.table[k] = Some(own);
+        self.declared.push((k, own));
     }
+}
+
+/// The owner table this thread built last, and what it was built from: the
+/// policy's base, its mark and its declarations in the order made.
+type OwnersBuilt = (usize, usize, Vec<(usize, Own)>, Rc<[Option<Own>]>);
+
+thread_local! {
+    /// [`owners`]' last table. An execution without checkpoints builds its
+    /// policy and asks for the table afresh, and a table is as long as the
+    /// policy's memory: a compiled kernel file's is hundreds of kilobytes,
+    /// whose filling was a twelfth of a portfolio's time.
+    static OWNERS: RefCell<Option<OwnersBuilt>> = const { RefCell::new(None) };
 }
 
 /// Returns the policy's declarations of who may access its fields
 /// ([`Fields::owner`]), by offset from `base` up to `mark` (the policy's
-/// memory in the arena), or an empty table if it declares none.
-pub(super) fn owners<P: Policy>(policy: &P, base: usize, mark: usize) -> Vec<Option<Own>> {
-    let mut table = vec![None; mark];
-    // The table lives outside the arena, which the next execution reuses.
-    arena::outside(|| policy.name_fields(&mut OwnerTable { base, table: &mut table }));
-    if table.iter().all(Option::is_none) {
-        table.clear();
-    }
-    table
+/// memory in the arena), or an empty table if it declares none. The same
+/// declarations at the same base and mark as this thread's last call give
+/// that call's table back.
+pub(super) fn owners<P: Policy>(policy: &P, base: usize, mark: usize) -> Rc<[Option<Own>]> {
+    // The tables live outside the arena, which the next execution reuses.
+    arena::outside(|| {
+        let mut declared = Vec::new();
+        policy.name_fields(&mut OwnerTable { base, mark, declared: &mut declared });
+        OWNERS.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some((b, m, d, table)) = &*last {
+                if (*b, *m) == (base, mark) && *d == declared {
+                    return Rc::clone(table);
+                }
+            }
+            let table: Rc<[Option<Own>]> = if declared.is_empty() {
+                Rc::from(Vec::new())
+            } else {
+                let mut t = vec![None; mark];
+                // A later declaration of the same byte overrides an earlier one.
+                declared.iter().for_each(|&(k, own)| t[k] = Some(own));
+                Rc::from(t)
+            };
+            *last = Some((base, mark, declared, Rc::clone(&table)));
+            table
+        })
+    })
 }
 
 impl Hasher for StateBytes<'_> {

@@ -76,7 +76,7 @@ fn todays_file_passes_a_complete_search() {
 }
 
 /// The standard bounds (6 operations): about a minute in a release build.
-/// `cargo test --release -p tlbkit-check --test check -- c_policy:: --ignored`.
+/// `cargo test --release -p tlbkit-check --test native -- c_policy:: --ignored`.
 #[test]
 #[ignore]
 fn todays_file_passes_the_standard_bounds() {
