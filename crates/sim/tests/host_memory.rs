@@ -88,21 +88,40 @@ fn output(policy: &str, workload: &str, sets: &[&str]) -> (String, String) {
     (s.command(), text)
 }
 
+/// Runs every cell (each policy's small workloads) with blocks `shift` bytes
+/// past a line, on the host's cores: each cell's command and output, in order.
+fn every_cell(shift: usize) -> Vec<(String, String)> {
+    SHIFT.store(shift, Ordering::Relaxed);
+    let probe = Box::new(0u64);
+    assert_eq!(&*probe as *const u64 as usize % 64, shift, "the allocator shifts blocks");
+    let cells: Vec<(&str, &str, &[&str])> =
+        POLICIES.iter().flat_map(|p| SMALL.iter().map(move |&(w, sets)| (p.name, w, sets))).collect();
+    let next = AtomicUsize::new(0);
+    let outputs = std::sync::Mutex::new(vec![None; cells.len()]);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(policy, workload, sets)) = cells.get(i) else { break };
+                let out = output(policy, workload, sets);
+                outputs.lock().expect("no cell panicked holding the outputs")[i] = Some(out);
+            });
+        }
+    });
+    outputs.into_inner().expect("no cell panicked").into_iter().map(|o| o.expect("every cell ran")).collect()
+}
+
 #[test]
 fn results_do_not_depend_on_where_the_allocator_puts_a_block() {
+    // Every cell at one shift at a time (the shift is the process's): the
+    // cells of a shift run at once on the host's cores.
+    let first = every_cell(0);
     let mut moved = Vec::new();
-    for p in POLICIES {
-        for &(workload, sets) in SMALL {
-            SHIFT.store(0, Ordering::Relaxed);
-            let (command, first) = output(p.name, workload, sets);
-            for shift in [16, 32, 48] {
-                SHIFT.store(shift, Ordering::Relaxed);
-                let probe = Box::new(0u64);
-                assert_eq!(&*probe as *const u64 as usize % 64, shift, "the allocator shifts blocks");
-                if output(p.name, workload, sets).1 != first {
-                    moved.push(format!("{command}   (blocks {shift} bytes past a line)"));
-                    break;
-                }
+    for shift in [16, 32, 48] {
+        for ((command, a), (_, b)) in first.iter().zip(every_cell(shift)) {
+            if *a != b {
+                moved.push(format!("{command}   (blocks {shift} bytes past a line)"));
             }
         }
     }
