@@ -174,8 +174,9 @@ type OwnersBuilt = (usize, usize, Vec<(usize, Own)>, Rc<[Option<Own>]>);
 thread_local! {
     /// [`owners`]' last table. An execution without checkpoints builds its
     /// policy and asks for the table afresh, and a table is as long as the
-    /// policy's memory: a compiled kernel file's is hundreds of kilobytes,
-    /// whose filling was a twelfth of a portfolio's time.
+    /// policy's memory (one entry a byte): filling it took 6% of a default
+    /// run's time on v6.18.2's `tlb.c`
+    /// (`bench/2026-12-01-check-owner-table-reused.md`).
     static OWNERS: RefCell<Option<OwnersBuilt>> = const { RefCell::new(None) };
 }
 
