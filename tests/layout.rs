@@ -29,7 +29,7 @@ fn every_test_file_is_built() {
             if path.extension().is_none_or(|e| e != "rs") || stem == "main" {
                 continue;
             }
-            let module = main.contains(&format!("\nmod {stem};\n"));
+            let module = names_module(&main, stem);
             let target = manifest.contains(&format!("path = \"tests/{stem}.rs\""));
             assert!(
                 module || target,
@@ -39,6 +39,11 @@ fn every_test_file_is_built() {
     }
 }
 
+/// Whether the `main.rs` text `main` declares the module `stem`.
+fn names_module(main: &str, stem: &str) -> bool {
+    main.contains(&format!("\nmod {stem};\n"))
+}
+
 /// Asserts that every `.rs` file of `dir` but its `main.rs` is a module of it.
 fn modules_named(dir: &Path) {
     let main = std::fs::read_to_string(dir.join("main.rs")).expect("its main.rs");
@@ -46,7 +51,7 @@ fn modules_named(dir: &Path) {
         let path = entry.expect("an entry").path();
         let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else { continue };
         if path.extension().is_some_and(|e| e == "rs") && stem != "main" {
-            assert!(main.contains(&format!("\nmod {stem};\n")), "{} is not a module of its main.rs", path.display());
+            assert!(names_module(&main, stem), "{} is not a module of its main.rs", path.display());
         }
     }
 }

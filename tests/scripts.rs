@@ -48,6 +48,11 @@ fn externally_managed_python() -> Option<PathBuf> {
     (String::from_utf8_lossy(&out.stdout).trim() == "True").then_some(py)
 }
 
+/// Whether a `uv` on `PATH` runs (`scripts/test` uses it when it does).
+fn uv_on_path() -> bool {
+    Command::new("uv").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
 #[test]
 fn on_an_externally_managed_python_it_installs_into_its_own_environment() {
     let Some(py) = externally_managed_python() else {
@@ -79,16 +84,14 @@ fn on_an_externally_managed_python_it_installs_into_its_own_environment() {
     assert_eq!(String::from_utf8_lossy(&prefix.stdout).trim(), env_dir.to_str().unwrap());
     // Without uv on PATH, pip put uv into the environment and uv installed
     // the rest (its message names the failure otherwise).
-    let uv_on_path = Command::new("uv").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !uv_on_path && std::env::var_os("TLBKIT_NO_UV").is_none() {
+    if !uv_on_path() && std::env::var_os("TLBKIT_NO_UV").is_none() {
         assert!(env_dir.join("bin/uv").exists(), "no uv in the environment:\n{err}");
     }
 }
 
 #[test]
 fn where_uv_is_installed_it_makes_the_environment_with_pip_in_it() {
-    let found = Command::new("uv").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !found {
+    if !uv_on_path() {
         eprintln!("no uv on PATH: scripts/test uses venv and pip, which the test above covers");
         return;
     }
