@@ -411,6 +411,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         smt: mp.smt,
         kernel: KernelChoices {
             vma_locks: mp.mm.vma_locks,
+            vma_locks_v2: mp.mm.vma_locks_v2.unwrap_or(false),
             lru_drain: mp.mm.lru_drain,
             memcg_depth: mp.mm.memcg_depth,
             pte_needs_flush: mp.mm.pte_needs_flush,
@@ -527,6 +528,7 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
         ("tlbbatch", mp.mm.tlbbatch),
         ("migrate_batch", mp.mm.migrate_batch),
         ("vma_locks", mp.mm.vma_locks),
+        ("vma_locks_v2", mp.mm.vma_locks_v2),
         ("lru_drain", mp.mm.lru_drain),
         ("pte_needs_flush", mp.mm.pte_needs_flush),
     ] {

@@ -212,6 +212,13 @@ pub struct KernelChoices {
     /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
     /// (`sim/kwork.rs`).
     pub vma_locks: Option<bool>,
+    /// Whether per-VMA locks work as the series' v2 posted them (`true`:
+    /// January 2023, before its v3) or as merged (`false`, v6.4): v2's
+    /// `lock_vma_under_rcu` walked the VMA tree again after locking the VMA
+    /// to check it was still there (v3: the VMA's `detached` flag), and its
+    /// fault handlers sent a single-threaded process's faults (`mm_users` of
+    /// 1) to `mmap_lock`. Linux kernels only (`sim/kwork.rs`).
+    pub vma_locks_v2: bool,
     /// Whether a zap first drains the CPU's LRU-add batch (`Some(true)`,
     /// `lru_add_drain()` in Linux until v6.14) or leaves it to fill
     /// (`Some(false)`); `None`: as the preset's kernel does

@@ -93,6 +93,8 @@ pub(super) struct MmSwitches {
     pub(super) migrate_batch: Option<bool>,
     /// `--set vma_locks`, if given.
     pub(super) vma_locks: Option<bool>,
+    /// `--set vma_locks_v2`, if given.
+    pub(super) vma_locks_v2: Option<bool>,
     /// `--set lru_drain`, if given.
     pub(super) lru_drain: Option<bool>,
     /// `--set memcg_depth`, if given.

@@ -464,6 +464,19 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "vma_locks_v2",
+        doc: "on|off: Linux machines only; per-VMA locks as the series' v2 posted them (on: January 2023; a \
+         single-threaded process's faults take mmap_lock, and a fault that took its VMA's lock walks the VMA tree \
+         again to check the VMA is still in it) or as merged in v6.4 (off: neither; the VMA's detached flag) \
+         (default: off)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose faults take no VMA lock")?;
+            s.mp.mm.vma_locks_v2 = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "lru_drain",
         doc: "on|off: Linux machines only; madvise(MADV_DONTNEED), munmap and exit first drain the CPU's LRU-add batch \
          onto the LRU under its lock (lru_add_drain(), until v6.14) or leave it to fill (default: the run's kernel's, on \

@@ -49,8 +49,14 @@
 //!   the same in both (an atomic to take, one to release): threads faulting on
 //!   one VMA share its lock word as they share `mmap_lock`'s; only faults on
 //!   different VMAs, and faults while `mmap`, `munmap` or `mprotect` hold
-//!   `mmap_lock` for writing, differ. The RCU walk is in `fault_path` either
-//!   way (not charged apart).
+//!   `mmap_lock` for writing, differ. The one walk of the VMA tree every
+//!   fault makes (`find_vma` or `lock_vma_under_rcu`'s) is in `fault_path`;
+//!   a fault that falls back to `mmap_lock` walks it again in `find_vma`
+//!   ([`VMA_WALK`]). The series as its v2 posted it (January 2023, `--set
+//!   vma_locks_v2=on`) walked it again after each take to check the VMA was
+//!   still there, and sent a single-threaded process's faults (`mm_users`
+//!   of 1) to `mmap_lock`; its v3 replaced the walk with the VMA's
+//!   `detached` flag and dropped the `mm_users` test.
 //! - **Page allocation and freeing**: order-0 pages through per-CPU lists
 //!   (`pcp`), refilled with `batch` pages ([`Kernel::pcp_batch`]) under the
 //!   node's zone lock when empty (`rmqueue_bulk`), and drained by `batch` pages when a free takes a list
@@ -127,6 +133,16 @@ pub const LRU_FOLIO: u64 = 40;
 /// alongside and not counted.
 pub const LRU_CHAIN_LINES: u32 = 2;
 
+/// Cycles of one walk of an address space's VMA tree (`mas_walk` on
+/// `mm->mm_mt`, under RCU): a small process's tree has two levels (a root of
+/// up to 10 children, leaves of 16 ranges), and at each the walk loads the
+/// node's pivots up to the first at or above the address, then the slot
+/// below it; the nodes stay in the L1 (every fault of the process walks
+/// them). The lookup a fault always makes (`find_vma`, or
+/// `lock_vma_under_rcu`'s) is in the preset's `fault_path`; this is charged
+/// for each further one ([`Sim::fault_lock`]). Estimate, `docs/costs/kernel.md`.
+pub const VMA_WALK: u64 = 80;
+
 /// What a fault finds when it tries its VMA's lock ([`Sim::vma_lock_try`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum VmaLockTry {
@@ -178,6 +194,8 @@ pub(super) struct KernelWork {
     /// Whether a Linux fault takes its VMA's lock (the kernel's choice unless
     /// `--set vma_locks` overrode it).
     vma_locks: bool,
+    /// Whether per-VMA locks are the series' v2 ([`KernelChoices::vma_locks_v2`]).
+    vma_locks_v2: bool,
     /// Whether a zap first drains the CPU's LRU-add batch (the kernel's
     /// choice unless `--set lru_drain` overrode it).
     lru_drain: bool,
@@ -204,7 +222,7 @@ impl KernelWork {
     /// drain the LRU-add batch as `lru_drain` says, its tasks `memcg_depth`
     /// cgroup levels below the root (`None`: as the preset's kernel does).
     pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, switches: KernelChoices) -> Self {
-        let KernelChoices { vma_locks, lru_drain, memcg_depth, .. } = switches;
+        let KernelChoices { vma_locks, vma_locks_v2, lru_drain, memcg_depth, .. } = switches;
         let depth = match preset.kernel {
             Kernel::FreeBsd(_) => 0,
             Kernel::Linux(..) => memcg_depth.unwrap_or(preset.kernel.memcg_depth()),
@@ -226,6 +244,7 @@ impl KernelWork {
             cpus_per_node: cpus_per_node.max(1),
             kernel: preset.kernel,
             vma_locks: vma_locks.unwrap_or(preset.kernel.per_vma_locks()),
+            vma_locks_v2,
             lru_drain: lru_drain.unwrap_or(preset.kernel.drains_lru_at_zap()),
             memcg_counters: if depth == 0 { 0 } else { (depth.min(MEMCG_DEPTH_MAX) + 1) as u8 },
         }
@@ -315,13 +334,22 @@ impl Sim {
         now: u64,
     ) -> (u64, FaultLock) {
         let writer = self.kw.mmap_lock(mm).write_held_at(now);
+        // The series' v2 sent a single-threaded process's faults to mmap_lock.
+        let per_vma = self.kw.vma_locks && !(self.kw.vma_locks_v2 && self.kern.mm(mm).users() <= 1);
         match self.kw.kernel {
             Kernel::FreeBsd(_) => {
                 // vm_map_lookup under the map's shared lock, released at once.
                 let t = self.mmap_lock(cpu, mm, false, now);
                 (self.mmap_unlock(cpu, mm, false, t), FaultLock::None)
             }
-            Kernel::Linux(..) if self.kw.vma_locks && !writer => {
+            Kernel::Linux(..) if per_vma && writer => {
+                // lock_vma_under_rcu finds the VMA write-locked (vma_start_read
+                // fails) and gives up; find_vma under mmap_lock walks the tree
+                // again.
+                self.stats.vma_lock.aborts += 1;
+                (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
+            }
+            Kernel::Linux(..) if per_vma => {
                 let page = vma.start >> 12;
                 let line = KLine::VmaLock(mm.index() as u32, page);
                 let try_lock = self.vma_lock_try(vma, va, write);
@@ -333,19 +361,26 @@ impl Sim {
                     _ => self.m.kread(cpu, now, KLine::MmapLockOwner(mm.index() as u32), MM_LOCK_SEQ),
                 };
                 match try_lock {
-                    VmaLockTry::Taken => (self.m.katomic(cpu, now, line), FaultLock::Vma(page)),
+                    VmaLockTry::Taken => {
+                        let t = self.m.katomic(cpu, now, line);
+                        // The series' v2 checked that the VMA it locked was
+                        // still in the tree by walking the tree again.
+                        let t = if self.kw.vma_locks_v2 { t + VMA_WALK } else { t };
+                        (t, FaultLock::Vma(page))
+                    }
                     VmaLockTry::Refused => {
                         self.stats.vma_lock.aborts += 1;
-                        (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap)
+                        // find_vma walks the tree lock_vma_under_rcu walked.
+                        (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
                     }
                     VmaLockTry::Retried => {
                         self.stats.vma_lock.retries += 1;
                         // The handler found it cannot finish under the VMA's
                         // lock: vma_end_read, VM_FAULT_RETRY, the fault again
-                        // under mmap_lock.
+                        // under mmap_lock, its VMA found again by find_vma.
                         let t = self.m.katomic(cpu, now, line);
                         let t = self.m.katomic(cpu, t, line);
-                        (self.mmap_lock(cpu, mm, false, t), FaultLock::Mmap)
+                        (self.mmap_lock(cpu, mm, false, t + VMA_WALK), FaultLock::Mmap)
                     }
                 }
             }
@@ -705,8 +740,10 @@ mod tests {
         assert!(old > new + moves, "faults under mmap_lock took {old} cycles, under VMA locks {new}");
         let (one_old, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(5, 15));
         let (one_new, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(6, 9));
-        // Alone, either lock is a hit after its first use (the VMA's line comes from memory once).
-        let first_use = preset::named("altra").costs.lines.cacheline_transfer;
+        // Alone, either lock is a hit after its first use (the VMA's line
+        // comes from memory once, and the VMA's first fault, which
+        // lock_vma_under_rcu refuses, walks the VMA tree twice).
+        let first_use = preset::named("altra").costs.lines.cacheline_transfer + VMA_WALK;
         assert!(one_old.abs_diff(one_new) <= first_use, "alone: {one_old} under mmap_lock, {one_new} under VMA locks");
     }
 
@@ -782,6 +819,52 @@ mod tests {
         let before = sim.m.counters.line_transfers;
         fault(&mut sim, t + 100);
         assert_eq!(sim.m.counters.line_transfers - before, 1);
+    }
+
+    #[test]
+    fn a_second_walk_of_the_vma_tree_costs_a_fault_vma_walk() {
+        // One CPU, nothing shared: the time to take a fault's lock, as a VMA
+        // with (`anon`) or without an anon_vma finds it, in a process of
+        // `users` threads, per-VMA locks as merged or as the series' v2.
+        let take = |v2: bool, anon: bool, users: u32| {
+            let mut p = preset::named("altra");
+            p.kernel = Kernel::Linux(6, 9);
+            let mut config = SimConfig::quiet(p, 1, 1);
+            config.kernel.vma_locks_v2 = v2;
+            let mut sim = Sim::new(config, LinuxArm64::new(1, 4, 16, false).unwrap());
+            let vma =
+                Vma { start: 0x10_0000, pages: 16, write: true, file: None, cow: false, pgoff: 0, anon_vma: anon };
+            let mm = MmId(sim.kern.take_slot(4).unwrap());
+            for _ in 0..users {
+                sim.kern.join(mm);
+            }
+            // Warm the lines: the first take of each brings it from memory.
+            let (t, held) = sim.fault_lock(0, mm, vma, vma.start, true, 0);
+            let t = sim.fault_unlock(0, mm, held, t) + 100;
+            let (done, held) = sim.fault_lock(0, mm, vma, vma.start, true, t);
+            (done - t, matches!(held, FaultLock::Vma(_)))
+        };
+        // The time to take mmap_lock for reading, warm.
+        let mut p = preset::named("altra");
+        p.kernel = Kernel::Linux(6, 9);
+        let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
+        let mm = MmId(1);
+        let t = sim.mmap_lock(0, mm, false, 0);
+        let t = sim.mmap_unlock(0, mm, false, t) + 100;
+        let plain = sim.mmap_lock(0, mm, false, t) - t;
+
+        let (merged, under_vma) = take(false, true, 2);
+        assert!(under_vma);
+        assert_eq!(take(false, true, 1), (merged, true), "merged: one thread takes the VMA's lock too");
+        // v2 found the VMA again after locking it, and sent a
+        // single-threaded process to mmap_lock with one lookup.
+        assert_eq!(take(true, true, 2), (merged + VMA_WALK, true));
+        assert_eq!(take(true, true, 1), (plain, false));
+        // A fault lock_vma_under_rcu refuses finds its VMA again with
+        // find_vma under mmap_lock.
+        let (refused, under_vma) = take(false, false, 2);
+        assert!(!under_vma);
+        assert!(refused >= plain + VMA_WALK, "refused {refused}, mmap_lock alone {plain}");
     }
 
     #[test]
