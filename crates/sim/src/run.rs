@@ -410,7 +410,8 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         migrate_batch: mp.mm.migrate_batch,
         smt: mp.smt,
         kernel: KernelChoices {
-            vma_locks: mp.mm.vma_locks,
+            // The series' v2 is per-VMA locks, on whatever the kernel.
+            vma_locks: if mp.mm.vma_locks_v2 == Some(true) { Some(true) } else { mp.mm.vma_locks },
             vma_locks_v2: mp.mm.vma_locks_v2.unwrap_or(false),
             lru_drain: mp.mm.lru_drain,
             memcg_depth: mp.mm.memcg_depth,

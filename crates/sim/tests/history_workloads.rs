@@ -67,6 +67,23 @@ fn vma_locks_changes_a_run_whose_faults_meet_mmap_writers() {
 }
 
 #[test]
+fn per_vma_locks_v2_turns_the_locks_on_and_refuses_them_off() {
+    // icx8358 runs v6.1, before per-VMA locks: v2 alone turns them on (a
+    // run with one VMA per thread then shares no lock line), v2 with
+    // vma_locks=off is an error that names both.
+    let sets = |s: &'static [&'static str]| [&["vmas=1", "tasks=4"][..], s].concat();
+    let plain = strict("icx8358", 4, "x86-linux-pcid", "pft", &sets(&[]));
+    let v2 = strict("icx8358", 4, "x86-linux-pcid", "pft", &sets(&["vma_locks_v2=on"]));
+    let both = strict("icx8358", 4, "x86-linux-pcid", "pft", &sets(&["vma_locks=on", "vma_locks_v2=on"]));
+    assert_eq!(v2.result, both.result);
+    assert!(v2.metrics.line_transfers < plain.metrics.line_transfers, "{v2:?} against {plain:?}");
+    let e = run(&loose_spec("icx8358", 4, "x86-linux-pcid", "pft", &sets(&["vma_locks=off", "vma_locks_v2=on"])))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("vma_locks_v2") && e.contains("vma_locks=off"), "{e}");
+}
+
+#[test]
 fn vma_locks_and_lru_drain_are_refused_on_freebsd() {
     // westmere runs FreeBSD 12 (origin 003): its faults take no VMA lock and
     // its pages join no per-CPU LRU-add batch.

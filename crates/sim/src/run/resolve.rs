@@ -246,6 +246,13 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
         return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
     }
+    if mp.mm.vma_locks_v2 == Some(true) && mp.mm.vma_locks == Some(false) {
+        return Err(bad_setting(
+            "vma_locks_v2",
+            "on",
+            "per-VMA locks as their v2 posted them cannot run with vma_locks=off: drop one of the two",
+        ));
+    }
     if let Some(missing) = wl.text_params.iter().find(|p| !texts.contains_key(p.key)) {
         return Err(Error::NeedsText { workload: wl.name, key: missing.key, doc: missing.doc });
     }

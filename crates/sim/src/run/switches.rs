@@ -467,8 +467,8 @@ pub static SWITCHES: &[Switch] = &[
         key: "vma_locks_v2",
         doc: "on|off: Linux machines only; per-VMA locks as the series' v2 posted them (on: January 2023; a \
          single-threaded process's faults take mmap_lock, and a fault that took its VMA's lock walks the VMA tree \
-         again to check the VMA is still in it) or as merged in v6.4 (off: neither; the VMA's detached flag) \
-         (default: off)",
+         again to check the VMA is still in it; on turns per-VMA locks on, and refuses vma_locks=off) or as merged \
+         in v6.4 (off: neither; the VMA's detached flag) (default: off)",
         applies_to: String::new,
         set: |s| {
             linux_only(s.preset, s.key, s.value, "whose faults take no VMA lock")?;
