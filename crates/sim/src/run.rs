@@ -410,8 +410,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         migrate_batch: mp.mm.migrate_batch,
         smt: mp.smt,
         kernel: KernelChoices {
-            // The series' v2 is per-VMA locks, on whatever the kernel.
-            vma_locks: if mp.mm.vma_locks_v2 == Some(true) { Some(true) } else { mp.mm.vma_locks },
+            vma_locks: mp.mm.vma_locks(),
             vma_locks_v2: mp.mm.vma_locks_v2.unwrap_or(false),
             lru_drain: mp.mm.lru_drain,
             memcg_depth: mp.mm.memcg_depth,
@@ -528,7 +527,7 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     for (key, on) in [
         ("tlbbatch", mp.mm.tlbbatch),
         ("migrate_batch", mp.mm.migrate_batch),
-        ("vma_locks", mp.mm.vma_locks),
+        ("vma_locks", mp.mm.vma_locks()),
         ("vma_locks_v2", mp.mm.vma_locks_v2),
         ("lru_drain", mp.mm.lru_drain),
         ("pte_needs_flush", mp.mm.pte_needs_flush),

@@ -105,6 +105,18 @@ pub(super) struct MmSwitches {
     pub(super) kswapd: Option<bool>,
 }
 
+impl MmSwitches {
+    /// `--set vma_locks` as the run takes it: on where `vma_locks_v2=on`
+    /// (the series' v2 is per-VMA locks, on any kernel), else as given.
+    pub(super) fn vma_locks(&self) -> Option<bool> {
+        if self.vma_locks_v2 == Some(true) {
+            Some(true)
+        } else {
+            self.vma_locks
+        }
+    }
+}
+
 impl MachineParams {
     /// Whether threads may move between CPUs: as given, else on for the fair
     /// classes (Linux balances by default), off for FIFO.
