@@ -344,10 +344,9 @@ impl Sim {
             }
             Kernel::Linux(..) if per_vma && writer => {
                 // lock_vma_under_rcu finds the VMA write-locked (vma_start_read
-                // fails) and gives up; find_vma under mmap_lock walks the tree
-                // again.
+                // fails) and gives up.
                 self.stats.vma_lock.aborts += 1;
-                (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
+                self.fault_lock_fallback(cpu, mm, now)
             }
             Kernel::Linux(..) if per_vma => {
                 let page = vma.start >> 12;
@@ -370,22 +369,30 @@ impl Sim {
                     }
                     VmaLockTry::Refused => {
                         self.stats.vma_lock.aborts += 1;
-                        // find_vma walks the tree lock_vma_under_rcu walked.
-                        (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
+                        self.fault_lock_fallback(cpu, mm, now)
                     }
                     VmaLockTry::Retried => {
                         self.stats.vma_lock.retries += 1;
                         // The handler found it cannot finish under the VMA's
                         // lock: vma_end_read, VM_FAULT_RETRY, the fault again
-                        // under mmap_lock, its VMA found again by find_vma.
+                        // under mmap_lock.
                         let t = self.m.katomic(cpu, now, line);
                         let t = self.m.katomic(cpu, t, line);
-                        (self.mmap_lock(cpu, mm, false, t + VMA_WALK), FaultLock::Mmap)
+                        self.fault_lock_fallback(cpu, mm, t)
                     }
                 }
             }
             _ => (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap),
         }
+    }
+
+    /// Takes `mmap_lock` for a fault that tried its VMA's lock first and
+    /// gave it up, for `cpu` from `now`: `find_vma` walks again the VMA tree
+    /// `lock_vma_under_rcu` walked ([`VMA_WALK`]). The walk is charged before
+    /// the lock; the kernel makes it holding the lock for reading
+    /// (`lock_mm_and_find_vma` from v6.5), a read hold that much longer.
+    fn fault_lock_fallback(&mut self, cpu: usize, mm: MmId, now: u64) -> (u64, FaultLock) {
+        (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
     }
 
     /// What a fault on `va` of `vma` (a write if `write`) finds under
