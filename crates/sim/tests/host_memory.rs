@@ -13,6 +13,8 @@
 
 #[path = "common/cells.rs"]
 mod cells;
+#[path = "common/cores.rs"]
+mod cores;
 #[path = "common/small.rs"]
 mod small;
 
@@ -96,20 +98,7 @@ fn every_cell(shift: usize) -> Vec<(String, String)> {
     assert_eq!(&*probe as *const u64 as usize % 64, shift, "the allocator shifts blocks");
     let cells: Vec<(&str, &str, &[&str])> =
         POLICIES.iter().flat_map(|p| SMALL.iter().map(move |&(w, sets)| (p.name, w, sets))).collect();
-    let next = AtomicUsize::new(0);
-    let outputs = std::sync::Mutex::new(vec![None; cells.len()]);
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(policy, workload, sets)) = cells.get(i) else { break };
-                let out = output(policy, workload, sets);
-                outputs.lock().expect("no cell panicked holding the outputs")[i] = Some(out);
-            });
-        }
-    });
-    outputs.into_inner().expect("no cell panicked").into_iter().map(|o| o.expect("every cell ran")).collect()
+    cores::on_host_cores(&cells, |&(policy, workload, sets)| output(policy, workload, sets))
 }
 
 #[test]

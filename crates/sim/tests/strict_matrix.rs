@@ -45,6 +45,7 @@ use tlbkit_sim::sim::SimConfig;
 use tlbkit_sim::workload::WORKLOADS;
 
 use crate::common::cells::{spec, CONFIGS};
+use crate::common::cores::on_host_cores;
 use crate::common::{run_alone, small};
 use small::SMALL;
 
@@ -198,30 +199,16 @@ fn matrix_covers_every_registered_workload() {
 /// the policies run on the host's cores, one thread each at a time.
 #[test]
 fn every_registered_policy_is_clean_under_strict_everywhere() {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(POLICIES.len());
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(p) = POLICIES.get(i) else { break };
-                let r = check_policy(p.name);
-                results.lock().unwrap().push((i, p.name, r));
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap();
-    results.sort_by_key(|r| r.0);
+    let results = on_host_cores(POLICIES, |p| (p.name, check_policy(p.name)));
     let mut report = String::new();
-    for (_, name, (failures, cells, _)) in &results {
+    for (name, (failures, cells, _)) in &results {
         if !failures.is_empty() {
             report.push_str(&format!("{name}: {} of {cells} runs failed:\n{}\n", failures.len(), failures.join("\n")));
         }
     }
     assert_eq!(results.len(), POLICIES.len());
     assert!(report.is_empty(), "{report}");
-    let digests: Vec<(&str, u64)> = results.iter().map(|(_, name, (_, _, d))| (*name, *d)).collect();
+    let digests: Vec<(&str, u64)> = results.iter().map(|(name, (_, _, d))| (*name, *d)).collect();
     let changed = compare_digests(&digests);
     assert!(
         changed.is_empty(),

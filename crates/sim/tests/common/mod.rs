@@ -3,6 +3,7 @@
 //! left out, and the spec and checked run of a strict run.
 
 pub mod cells;
+pub mod cores;
 pub mod small;
 pub mod x86_counted;
 
