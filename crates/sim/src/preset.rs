@@ -358,6 +358,17 @@ impl Kernel {
         }
     }
 
+    /// Returns how Linux's fork balancing weighs NUMA nodes on a run of
+    /// `ncpus` CPUs, `per_node` to a node and `per_llc` to a cache domain
+    /// (`crate::sched::fork`); `None` for FreeBSD, whose scheduler (ULE) is
+    /// not modelled: its new tasks take the least-loaded CPU.
+    pub fn fork_balancing(self, ncpus: usize, per_node: usize, per_llc: usize) -> Option<crate::sched::fork::NumaFork> {
+        match self {
+            Kernel::Linux(a, b) => Some(crate::sched::fork::NumaFork::for_linux((a, b), ncpus, per_node, per_llc)),
+            Kernel::FreeBsd(_) => None,
+        }
+    }
+
     /// Returns whether a CPU going idle skips its newly idle balance when its
     /// average idle time is below the cost of balancing its lowest domain
     /// (`sd->max_newidle_lb_cost`: Vincent Guittot's c5b0a7eefc70, "sched/fair:

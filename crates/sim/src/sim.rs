@@ -129,6 +129,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
+use crate::sched::fork::ForkDomains;
 use crate::sched::{SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
@@ -632,6 +633,12 @@ impl Sim {
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
+        let fork = {
+            let (per_node, per_llc) = (cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
+            let threads = smt_share.as_ref().map_or(1, smt::Smt::threads);
+            let numa = cfg.preset.kernel.fork_balancing(n, per_node, per_llc);
+            numa.map(|numa| ForkDomains::new(n, per_node, threads, numa, tun.imbalance_pct))
+        };
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -650,7 +657,7 @@ impl Sim {
             cont: cfg_cont,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, kernel_choices),
 
-            scheduler: Scheduler::new(tun, llcs, ticks),
+            scheduler: Scheduler::new(tun, llcs, ticks, fork),
             kern: KernelState::new(kroot),
             mem: MemoryState::new(SwapDevice::new(swap_kind, cfg_preset.freq_ghz)),
             timing: Timing::new(),
@@ -696,6 +703,14 @@ impl Sim {
     pub fn set_jitter(&mut self, jitter: f64) {
         debug_assert!((0.0..1.0).contains(&jitter), "jitter {jitter} would make times negative");
         self.timing.set_jitter(jitter);
+    }
+
+    /// Returns where `n` threads that a launcher on CPU `parent` creates in
+    /// turn start, each running from its start, the first the launcher
+    /// itself: Linux's fork balancing (`crate::sched::fork`); `None` on
+    /// FreeBSD, whose scheduler is not modelled.
+    pub fn fork_order(&self, n: usize, parent: usize) -> Option<Vec<usize>> {
+        self.scheduler.fork_order(n, parent)
     }
 
     /// Returns the hardware threads per core the run models sharing a core:

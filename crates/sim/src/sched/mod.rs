@@ -27,6 +27,7 @@
 
 pub mod cfs;
 pub mod eevdf;
+pub mod fork;
 pub mod runq;
 
 pub use runq::{Queued, RunQueue};

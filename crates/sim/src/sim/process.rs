@@ -22,8 +22,9 @@ impl Sim {
         tid
     }
 
-    /// Starts a new process running `prog` with a text and a stack mapping, on
-    /// the least-loaded CPU; returns its thread id.
+    /// Starts a new process running `prog` with a text and a stack mapping,
+    /// where a launcher on CPU 0 forking it would start it
+    /// ([`Sim::start_process`]); returns its thread id.
     pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, Error> {
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         self.map_image(mm);
@@ -32,8 +33,8 @@ impl Sim {
 
     /// Starts a new process running `prog` whose address space maps `image`
     /// instead of the standard text, data and stack (a traced program's memory
-    /// as exec and its loader left it, see [`crate::trace`]), on the
-    /// least-loaded CPU; returns its thread id. The regions must be page-aligned,
+    /// as exec and its loader left it, see [`crate::trace`]), placed as
+    /// [`Sim::spawn`] places it; returns its thread id. The regions must be page-aligned,
     /// below [`USER_VA_END`] and disjoint.
     pub fn spawn_with(&mut self, prog: Box<dyn Program>, image: &[Region]) -> Result<usize, Error> {
         let mut sorted = image.to_vec();
@@ -63,10 +64,11 @@ impl Sim {
         Ok(self.start_process(mm, prog))
     }
 
-    /// Gives the new address space `mm` its first thread, running `prog` on the
-    /// least-loaded CPU; returns the thread id.
+    /// Gives the new address space `mm` its first thread, running `prog`
+    /// where a launcher on CPU 0 forking it would start it (Linux's fork
+    /// balancing; on FreeBSD, the least-loaded CPU); returns the thread id.
     pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
-        let cpu = self.scheduler.least_loaded();
+        let cpu = self.scheduler.fork_cpu(0).unwrap_or_else(|| self.scheduler.least_loaded());
         let tid = self.new_thread(mm, prog, cpu, false);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
@@ -173,10 +175,14 @@ impl Sim {
                 *self.pt.pte_mut(cr) = cp;
             }
         }
-        // Fork balancing places the child on the least-loaded CPU, as both
-        // kernels do; `migration` only governs moving threads afterwards. A
-        // bound child starts on its CPU and stays there.
-        let ccpu = bind.map_or_else(|| self.scheduler.least_loaded(), |b| b % self.scheduler.ncpus());
+        // Fork balancing places the child (Linux's from the parent's CPU,
+        // `crate::sched::fork`; FreeBSD's child takes the least-loaded CPU);
+        // `migration` only governs moving threads afterwards. A bound child
+        // starts on its CPU and stays there.
+        let ccpu = match bind {
+            Some(b) => b % self.scheduler.ncpus(),
+            None => self.scheduler.fork_cpu(cpu).unwrap_or_else(|| self.scheduler.least_loaded()),
+        };
         let ct = self.new_thread(cm, child, ccpu, bind.is_some());
         self.scheduler.thread_mut(tid).set_return(ct as u64);
         now += c.kernel.fault_path * 4;
@@ -271,7 +277,10 @@ impl Sim {
         mut now: u64,
     ) -> u64 {
         let mm = self.scheduler.thread(tid).mm();
-        let target = bind.map_or_else(|| self.scheduler.least_loaded_near(cpu), |b| b % self.scheduler.ncpus());
+        let target = match bind {
+            Some(b) => b % self.scheduler.ncpus(),
+            None => self.scheduler.fork_cpu(cpu).unwrap_or_else(|| self.scheduler.least_loaded_near(cpu)),
+        };
         let t = self.new_thread(mm, thread, target, bind.is_some());
         self.scheduler.thread_mut(tid).set_return(t as u64);
         // Thread creation (kernel stack, thread structure, register copy) is about

@@ -14,6 +14,10 @@
 //! `slice_us`, and an idle CPU steals with `migration=on`.
 //!
 //! CFS and EEVDF (Linux, `kernel/sched/fair.c`):
+//! - Fork placement (`select_task_rq_fair` with `WF_FORK`): a new process or
+//!   thread that is not bound starts where `find_idlest_cpu` walking down the
+//!   parent's CPU's domains puts it, NUMA nodes included (`crate::sched::fork`);
+//!   a process a workload starts is forked by a launcher on CPU 0.
 //! - Wake-up placement (`select_task_rq_fair`, with `migration` on): unless
 //!   the waker and wakee switch partners too often (`wake_wide`), the waker's
 //!   CPU or the wakee's previous one by `wake_affine` (WA_IDLE: an idle waker

@@ -348,3 +348,29 @@ fn cfs_the_task_a_wakeup_preempted_runs_next_from_eight_tasks_on_the_queue() {
         assert_eq!(sim.scheduler.cpu(0).cur(), Some(left), "{spinners} spinners, {last_buddy:?}");
     }
 }
+
+#[test]
+fn forks_spread_over_the_nodes_and_cores_as_the_presets_kernel_balances_them() {
+    use tlbkit_policy::asid::LinuxX86;
+    // icx8336c runs Linux v6.1: 2 nodes of 16 cores x 2 threads. Processes a
+    // launcher on CPU 0 forks: two more on node 0, then the nodes in turn,
+    // one to a core.
+    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("icx8336c"), 64, 1) };
+    let mut sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
+    let tids: Vec<usize> = (0..6).map(|_| sim.spawn(Box::new(Spin { left: 10 })).unwrap()).collect();
+    let cpus: Vec<usize> = tids.iter().map(|&t| sim.scheduler.thread(t).cpu()).collect();
+    assert_eq!(cpus, vec![0, 1, 2, 32, 3, 33]);
+    assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 32]), "pft's threads start as forks do");
+    // With SMT off each CPU is a core: CPU 16 is node 0's seventeenth core.
+    let cfg = SimConfig { max_mms: 16, smt: Some(false), ..SimConfig::quiet(preset::named("icx8336c"), 64, 1) };
+    let sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
+    assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 32]));
+    // skx8170 runs v5.10: node 0 until it has no idle CPU (52 of them).
+    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("skx8170"), 104, 1) };
+    let sim = Sim::new(cfg, LinuxX86::new(104, 16, true));
+    let order = sim.fork_order(53, 0).unwrap();
+    assert!(order[..52].iter().all(|&c| c < 52) && order[52] == 52, "{order:?}");
+    // FreeBSD's scheduler is not modelled: no fork balancing.
+    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("westmere"), 4, 1) };
+    assert_eq!(Sim::new(cfg, LinuxX86::new(4, 16, true)).fork_order(4, 0), None);
+}

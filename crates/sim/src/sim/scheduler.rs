@@ -31,6 +31,7 @@
 
 mod thread;
 use super::balance::NewIdle;
+use crate::sched::fork::ForkDomains;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RunQueue, SchedKind, Tunables, NR_MIGRATE};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
@@ -65,6 +66,9 @@ pub(super) struct Scheduler {
     ///
     /// [`Policy::ticks`]: tlbkit_policy::Policy::ticks
     ticks: bool,
+    /// The domains Linux's fork balancing walks (`crate::sched::fork`);
+    /// `None` on FreeBSD, whose new tasks take the least loaded CPU.
+    fork: Option<ForkDomains>,
 }
 
 /// One CPU's scheduler state.
@@ -287,7 +291,7 @@ impl Scheduler {
     /// Returns a scheduler with no threads and no CPUs yet
     /// ([`Scheduler::add_cpu`]): the class's tunables `tun`, the cache
     /// domains `llcs` (every CPU of each idle), and whether the policy ticks.
-    pub(super) fn new(tun: Tunables, llcs: Vec<(u32, u32)>, ticks: bool) -> Self {
+    pub(super) fn new(tun: Tunables, llcs: Vec<(u32, u32)>, ticks: bool, fork: Option<ForkDomains>) -> Self {
         let idle_llc = llcs.iter().map(|&(a, b)| b - a).collect();
         let ovl_llc = vec![0; llcs.len()];
         Scheduler {
@@ -301,6 +305,7 @@ impl Scheduler {
             ovl_llc,
             ovl_total: 0,
             ticks,
+            fork,
         }
     }
 
@@ -559,6 +564,20 @@ impl Scheduler {
         let cpu = self.least_load().map_or(0, |(_, c)| c);
         debug_assert_eq!(cpu, (0..self.sched.len()).min_by_key(|&c| (self.load(c), c)).unwrap_or(0));
         cpu
+    }
+
+    /// Returns the CPU a task forked on `parent` starts on by Linux's fork
+    /// balancing (`crate::sched::fork`), `None` where the kernel has none
+    /// modelled (FreeBSD).
+    pub(super) fn fork_cpu(&self, parent: usize) -> Option<usize> {
+        self.fork.as_ref().map(|d| d.find_idlest_cpu(&self.llcs, &self.loads, parent))
+    }
+
+    /// Returns where `n` threads a launcher on `parent` creates in turn start
+    /// when each runs from its start (`crate::sched::fork::fork_order`), the
+    /// first the launcher itself; `None` where no fork balancing is modelled.
+    pub(super) fn fork_order(&self, n: usize, parent: usize) -> Option<Vec<usize>> {
+        self.fork.as_ref().map(|d| crate::sched::fork::fork_order(d, &self.llcs, n, parent))
     }
 
     /// Returns the CPU with the fewest threads queued or running, `near` itself on

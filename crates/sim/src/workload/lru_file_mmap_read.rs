@@ -26,7 +26,7 @@
 //!
 //! # The model
 //! - `nr_task` processes, each its own address space and its own file, started
-//!   together on the least loaded CPUs (no binding, as `usemem` without `-b`);
+//!   together where fork balancing puts them (no binding, as `usemem` without `-b`);
 //!   each records its start, maps its file shared and read-only, reads it in
 //!   touches of [`CHUNK`] pages followed by the reads' compute
 //!   ([`READ_CYCLES`] a page), records its end and unmaps.

@@ -20,12 +20,14 @@
 //! launcher sets `comm->go`, then run `pft_loop`: the default (no `-z`, no
 //! `-l`, `-c 1`) writes one byte at the start of each page of its part (one
 //! write fault each, allocating and zeroing the page). mmtests gives no `-a`,
-//! so tests are not bound: the model places test `j` where Linux's scheduler
-//! puts a waking task on an otherwise idle machine, an idle core first
-//! (`select_idle_core`), so the tests take every core's first thread before a
-//! second one, as will-it-scale's binding does (`will_it_scale::Binding`; on a
-//! machine of one thread per core, or with `smt=off`, test `j` runs on CPU
-//! `j`). The launcher runs test 0 itself.
+//! so tests are not bound: each thread starts where Linux's fork balancing
+//! puts it (`crate::sched::fork`), the launcher on CPU 0 creating them in
+//! turn while the earlier ones spin on `comm->go`. On a two-node machine of
+//! v5.19 on that is two more on the launcher's node, then the nodes in turn,
+//! every core's first thread before a second; on older kernels the
+//! launcher's node until it has no idle CPU. The launcher runs test 0
+//! itself. (FreeBSD, whose scheduler is not modelled, takes will-it-scale's
+//! binding order, `will_it_scale::Binding`.)
 //!
 //! It prints `fault/wsec`, the pages over the wall time from the earliest
 //! test's start to the latest test's end (`update_walltime_and_rusage`), and
@@ -35,8 +37,8 @@
 //!
 //! # The model
 //! - `procs` 0: one process whose leader (on CPU 0) maps the region, clones
-//!   `tasks - 1` threads, thread `j` on CPU `j` (modulo the CPUs: where the
-//!   scheduler puts threads that spin on `comm->go` on an idle machine), opens
+//!   `tasks - 1` threads, thread `j` where fork balancing puts it (threads
+//!   that spin on `comm->go` stay where they start), opens
 //!   a gate (a pipe, for pft's spin on `comm->go`) and runs test 0. `procs` 1:
 //!   `tasks` processes, each mapping its own share (outside the timed part, as
 //!   pft maps before forking), started on the least loaded CPU; no gate.
@@ -171,7 +173,8 @@ impl Program for Test {
 /// opens the gate and runs test 0.
 struct Launcher {
     tasks: u64,
-    bind: Binding,
+    /// Where test `j` runs.
+    cpus: Vec<usize>,
     pages: u64,
     region: u64,
     gate: u32,
@@ -219,7 +222,7 @@ impl Program for Launcher {
                 false => (Some(self.region + j * self.pages * 4096), 0),
             };
             let t = Test { gate: Some(self.gate), va, pages: self.pages, step: 0, done: 0, premap };
-            return Op::Sys(Sys::CloneOn(self.bind.cpu(j), Box::new(t)));
+            return Op::Sys(Sys::CloneOn(self.cpus[j as usize], Box::new(t)));
         }
         if self.opened < others {
             self.opened += 1;
@@ -254,8 +257,11 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
         return Ok(());
     }
     let own_vmas = VMAS.of(p);
-    let bind = Binding::of(sim);
-    let l = Launcher { tasks, bind, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
+    let cpus = sim.fork_order(tasks as usize, 0).unwrap_or_else(|| {
+        let bind = Binding::of(sim);
+        (0..tasks).map(|j| bind.cpu(j)).collect()
+    });
+    let l = Launcher { tasks, cpus, pages, region: 0, gate: 0, step: 0, cloned: 0, opened: 0, test: None, own_vmas };
     sim.spawn(Box::new(l))?;
     Ok(())
 }

@@ -9,8 +9,9 @@
 //!
 //! What it runs: `procs` processes. Each maps an anonymous region of `pages`
 //! pages, writes all of it, and starts `threads - 1` more threads (`clone`,
-//! placed on the least-loaded CPU, so a process's threads spread over the
-//! machine). Every thread then makes `iters` operations, each chosen by its own
+//! placed by fork balancing, or on the least-loaded CPU on FreeBSD, so a
+//! process's threads spread over the machine). Every thread then makes
+//! `iters` operations, each chosen by its own
 //! generator, seeded from the run's seed (the same seed gives the same run). The
 //! region is cut into chunks of 16 pages; an operation picks a chunk and a random
 //! sub-range of it, so operations of different threads overlap partially:
