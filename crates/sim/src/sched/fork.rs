@@ -245,8 +245,13 @@ impl ForkDomains {
         first..(first + self.per_node).min(self.ncpus)
     }
 
+    /// Returns whether a core's hardware threads share it (SMT).
+    pub fn smt(&self) -> bool {
+        self.threads > 1
+    }
+
     /// Returns the hardware threads of `cpu`'s core, in CPU order.
-    fn core(&self, cpu: usize) -> Vec<usize> {
+    pub fn core(&self, cpu: usize) -> Vec<usize> {
         let cores = self.per_node / self.threads;
         let (base, core) = (cpu / self.per_node * self.per_node, cpu % self.per_node % cores);
         (0..self.threads).map(|k| base + k * cores + core).filter(|&c| c < self.ncpus).collect()

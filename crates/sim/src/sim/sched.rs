@@ -25,8 +25,12 @@
 //!   running alone, an idle previous CPU (v6.x); then WA_WEIGHT, loads compared
 //!   with half the domain's `imbalance_pct` as bias), then
 //!   `select_idle_sibling`: the target if idle, the previous CPU if idle and
-//!   sharing cache, else the first idle CPU of the target's cache domain
-//!   scanning from the target (SIS_PROP/SIS_UTIL's scan limits not modelled).
+//!   sharing cache, else, scanning the target's cache domain from the CPU
+//!   after it, the first CPU of a wholly idle core where a core's threads
+//!   share it (`select_idle_core`), else the first idle CPU (SIS_PROP and
+//!   SIS_UTIL's scan limits, `recent_used_cpu` and v5.13's
+//!   `select_idle_smt`, an idle thread of the previous CPU's core when no
+//!   core is idle, not modelled).
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.

@@ -349,28 +349,50 @@ fn cfs_the_task_a_wakeup_preempted_runs_next_from_eight_tasks_on_the_queue() {
     }
 }
 
+/// Returns a Linux x86 machine of `preset`'s first `ncpus` CPUs, SMT as `smt` says.
+fn x86(preset: &str, ncpus: usize, smt: Option<bool>) -> Sim {
+    use tlbkit_policy::asid::LinuxX86;
+    let cfg = SimConfig { max_mms: 16, smt, ..SimConfig::quiet(preset::named(preset), ncpus, 1) };
+    Sim::new(cfg, LinuxX86::new(ncpus, 16, true))
+}
+
 #[test]
 fn forks_spread_over_the_nodes_and_cores_as_the_presets_kernel_balances_them() {
-    use tlbkit_policy::asid::LinuxX86;
     // icx8336c runs Linux v6.1: 2 nodes of 16 cores x 2 threads. Processes a
     // launcher on CPU 0 forks: two more on node 0, then the nodes in turn,
     // one to a core.
-    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("icx8336c"), 64, 1) };
-    let mut sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
+    let mut sim = x86("icx8336c", 64, None);
     let tids: Vec<usize> = (0..6).map(|_| sim.spawn(Box::new(Spin { left: 10 })).unwrap()).collect();
     let cpus: Vec<usize> = tids.iter().map(|&t| sim.scheduler.thread(t).cpu()).collect();
     assert_eq!(cpus, vec![0, 1, 2, 32, 3, 33]);
     assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 32]), "pft's threads start as forks do");
     // With SMT off each CPU is a core: CPU 16 is node 0's seventeenth core.
-    let cfg = SimConfig { max_mms: 16, smt: Some(false), ..SimConfig::quiet(preset::named("icx8336c"), 64, 1) };
-    let sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
-    assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 32]));
+    assert_eq!(x86("icx8336c", 64, Some(false)).fork_order(4, 0), Some(vec![0, 1, 2, 32]));
     // skx8170 runs v5.10: node 0 until it has no idle CPU (52 of them).
-    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("skx8170"), 104, 1) };
-    let sim = Sim::new(cfg, LinuxX86::new(104, 16, true));
-    let order = sim.fork_order(53, 0).unwrap();
+    let order = x86("skx8170", 104, None).fork_order(53, 0).unwrap();
     assert!(order[..52].iter().all(|&c| c < 52) && order[52] == 52, "{order:?}");
     // FreeBSD's scheduler is not modelled: no fork balancing.
-    let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(preset::named("westmere"), 4, 1) };
-    assert_eq!(Sim::new(cfg, LinuxX86::new(4, 16, true)).fork_order(4, 0), None);
+    assert_eq!(x86("westmere", 4, None).fork_order(4, 0), None);
+}
+
+#[test]
+fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
+    // icx8336c, v6.1 (CFS): node 0's core c is CPUs c and c + 16. CPU 20
+    // (core 4's second thread) and CPU 5 (core 5's first) are busy: the scan
+    // from 21 passes CPU 21, idle beside busy CPU 5, for CPU 22, whose core
+    // is idle. With SMT off each CPU is a core: 21.
+    let mut busy = vec![0; 64];
+    (busy[20], busy[5]) = (1, 1);
+    for (smt, expect) in [(None, 22), (Some(false), 21)] {
+        let mut sim = x86("icx8336c", 64, smt);
+        let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+        set_loads(&mut sim, &busy);
+        assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), expect, "smt {smt:?}");
+    }
+    // No core wholly idle: the first idle CPU of the scan.
+    let mut sim = x86("icx8336c", 64, None);
+    let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let loads: Vec<u32> = (0..64).map(|c| u32::from(c < 16 || c == 20)).collect();
+    set_loads(&mut sim, &loads);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
 }

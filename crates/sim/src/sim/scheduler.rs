@@ -758,7 +758,11 @@ impl Scheduler {
         }
     }
 
-    /// `select_idle_sibling`: an idle CPU sharing cache with `target`, or `target`.
+    /// `select_idle_sibling`: an idle CPU sharing cache with `target`, or
+    /// `target`. Where a core's threads share it, a CPU of a wholly idle core
+    /// comes first (`select_idle_core`, while the cache domain has one:
+    /// `test_idle_cores`, here exact where the kernel keeps a hint that a
+    /// failed scan clears).
     fn select_idle_sibling(&self, prev: usize, target: usize) -> usize {
         if self.idle(target) {
             return target;
@@ -770,9 +774,16 @@ impl Scheduler {
         if self.idle_llc[llc] == 0 {
             return target;
         }
-        // `select_idle_cpu`: the first idle CPU after the target, wrapping.
+        // `select_idle_cpu`: from the CPU after the target round to it.
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
-        (target + 1..hi).chain(lo..target).find(|&c| self.idle(c)).unwrap_or(target)
+        let scan = (target + 1..hi).chain(lo..target);
+        if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
+            let idle_core = |c: usize| d.core(c).iter().all(|&x| x >= hi || x < lo || self.idle(x));
+            if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
+                return c;
+            }
+        }
+        scan.clone().find(|&c| self.idle(c)).unwrap_or(target)
     }
 
     /// Puts the running thread `tid` of `cpu` back on its queue at `now`,

@@ -16,8 +16,10 @@
 //!
 //! What stays apart: the siblings' TLBs and page walkers are each CPU's own
 //! (Intel's are competitively shared between the threads, their entries
-//! tagged by thread), and the scheduler does not prefer an idle core to an
-//! idle sibling. The costs are chosen once per event, by the CPU the event is
+//! tagged by thread). The scheduler knows the cores: fork balancing and a
+//! wake-up's `select_idle_sibling` take a wholly idle core before an idle
+//! thread of a busy one (`crate::sched::fork`, `sim/scheduler.rs`). The
+//! costs are chosen once per event, by the CPU the event is
 //! on, except an interrupt's entry, dispatch and exit, which follow the
 //! core of the CPU it lands on (`Machine::set_smt_irq`); the work inside an
 //! IPI handler a sender's event runs takes the sender's, and a long
