@@ -581,8 +581,9 @@ impl Scheduler {
     }
 
     /// Returns the CPU with the fewest threads queued or running, `near` itself on
-    /// ties, then the lowest id: Linux's `find_idlest_cpu` keeps a new task on the
-    /// local group unless another group is idler.
+    /// ties, then the lowest id: where a thread created on `near` starts on a
+    /// kernel without modelled fork balancing (FreeBSD; Linux's is
+    /// [`Scheduler::fork_cpu`]).
     pub(super) fn least_loaded_near(&self, near: usize) -> usize {
         let cpu = match self.least_load() {
             Some((min, c)) if self.loads.get(near) != Some(&min) => c,
@@ -776,14 +777,14 @@ impl Scheduler {
         }
         // `select_idle_cpu`: from the CPU after the target round to it.
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
-        let scan = (target + 1..hi).chain(lo..target);
+        let mut scan = (target + 1..hi).chain(lo..target);
         if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
             let idle_core = |c: usize| d.core(c).iter().all(|&x| x >= hi || x < lo || self.idle(x));
             if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
                 return c;
             }
         }
-        scan.clone().find(|&c| self.idle(c)).unwrap_or(target)
+        scan.find(|&c| self.idle(c)).unwrap_or(target)
     }
 
     /// Puts the running thread `tid` of `cpu` back on its queue at `now`,
